@@ -1,0 +1,436 @@
+//! Builds a `RunResult` from the two ends' reports and interval samples. This is the only place where
+//! rates, durations, CPU percentages and warm-up exclusions are derived, so every figure in every output
+//! has one definition (docs/metrics.md) and one set of tests.
+
+use crate::config::{Flow, TestSpec};
+use crate::endpoint::{EndpointReport, IntervalSample, Role, StreamReport};
+use crate::result::*;
+use crate::stats::{deltas, peak_and_lowest};
+
+/// What the client driver knows about the run besides the two reports.
+#[derive(Debug, Clone, Default)]
+pub struct RunContext {
+    pub host: String,
+    pub port: u16,
+    pub local_address: String,
+    pub remote_address: String,
+    pub family: String,
+    pub threads: u32,
+    pub cpus: Option<Vec<usize>>,
+    pub bind: Option<String>,
+    pub started_unix_s: f64,
+    pub interrupted: bool,
+    pub protocol: String,
+}
+
+/// The inputs: the client's (local) and the server's (remote) reports and samples.
+pub struct Inputs<'a> {
+    pub spec: &'a TestSpec,
+    pub context: RunContext,
+    pub client: &'a EndpointReport,
+    pub server: &'a EndpointReport,
+    pub client_samples: &'a [IntervalSample],
+    pub server_samples: &'a [IntervalSample],
+}
+
+fn stream<'a>(report: &'a EndpointReport, id: u32) -> Option<&'a StreamReport> {
+    report.streams.iter().find(|s| s.id == id)
+}
+
+fn rate(bytes: u64, secs: f64) -> f64 {
+    if secs > 0.0 {
+        bytes as f64 * 8.0 / secs
+    } else {
+        0.0
+    }
+}
+
+/// Receiver's measured span of a set of streams: from the first byte (or the warm-up's end, whichever
+/// is later) to the last byte.
+fn receiver_span<'a>(streams: impl Iterator<Item = &'a StreamReport>, omit_s: f64) -> f64 {
+    let mut first = f64::INFINITY;
+    let mut last = f64::NEG_INFINITY;
+    for s in streams {
+        if let (Some(f), Some(l)) = (s.first_byte_s, s.last_byte_s) {
+            first = first.min(f);
+            last = last.max(l);
+        }
+    }
+    if !first.is_finite() {
+        return 0.0;
+    }
+    (last - first.max(omit_s)).max(0.0)
+}
+
+fn sender_span<'a>(streams: impl Iterator<Item = &'a StreamReport>) -> f64 {
+    receiver_span(streams, 0.0)
+}
+
+struct FlowParts<'a> {
+    sender: &'a EndpointReport,
+    receiver: &'a EndpointReport,
+    sender_samples: &'a [IntervalSample],
+    receiver_samples: &'a [IntervalSample],
+}
+
+fn parts<'a>(inp: &'a Inputs<'a>, flow: Flow) -> FlowParts<'a> {
+    match flow {
+        Flow::ClientToServer => FlowParts {
+            sender: inp.client,
+            receiver: inp.server,
+            sender_samples: inp.client_samples,
+            receiver_samples: inp.server_samples,
+        },
+        Flow::ServerToClient => FlowParts {
+            sender: inp.server,
+            receiver: inp.client,
+            sender_samples: inp.server_samples,
+            receiver_samples: inp.client_samples,
+        },
+    }
+}
+
+fn flow_intervals(p: &FlowParts, ids: &[u32]) -> Vec<IntervalResult> {
+    let rx: Vec<IntervalSample> = p
+        .receiver_samples
+        .iter()
+        .map(|s| IntervalSample {
+            streams: s.streams.iter().filter(|st| ids.contains(&st.id)).cloned().collect(),
+            ..s.clone()
+        })
+        .collect();
+    let d = deltas(&rx);
+    rx.iter()
+        .zip(d)
+        .map(|(sample, deltas)| {
+            let secs = sample.end_s - sample.start_s;
+            let tx = p.sender_samples.iter().find(|t| t.index == sample.index);
+            let streams: Vec<IntervalStream> = deltas
+                .iter()
+                .map(|dl| {
+                    let snap = tx.and_then(|t| t.streams.iter().find(|s| s.id == dl.id)).and_then(|s| s.tcp);
+                    IntervalStream {
+                        id: dl.id,
+                        bytes: dl.bytes,
+                        throughput_bps: rate(dl.bytes, secs),
+                        rtt_us: snap.map(|t| t.rtt_us),
+                        cwnd_bytes: snap.map(|t| t.cwnd_bytes),
+                        retransmits: snap.map(|t| t.retransmits),
+                    }
+                })
+                .collect();
+            let bytes = streams.iter().map(|s| s.bytes).sum();
+            IntervalResult {
+                index: sample.index,
+                start_s: sample.start_s,
+                end_s: sample.end_s,
+                bytes,
+                throughput_bps: rate(bytes, secs),
+                omitted: sample.omitted,
+                streams,
+            }
+        })
+        .collect()
+}
+
+fn stream_result(spec: &TestSpec, flow: Flow, id: u32, tx: Option<&StreamReport>, rx: Option<&StreamReport>) -> StreamResult {
+    let omit = spec.omit_s.as_secs_f64();
+    let omitted = rx.map_or(0, |r| r.omitted_bytes);
+    let sent = tx.map_or(0, |t| t.bytes).saturating_sub(omitted);
+    let received = rx.map_or(0, |r| r.bytes).saturating_sub(omitted);
+    let duration = rx.map_or(0.0, |r| receiver_span(std::iter::once(r), omit));
+    let len = spec.length_bytes as f64;
+    let errors = [tx, rx].iter().flatten().filter_map(|s| s.error.clone()).collect();
+    StreamResult {
+        id,
+        flow,
+        bytes_sent: sent,
+        bytes_received: received,
+        bytes_verified: 0,
+        omitted_bytes: omitted,
+        duration_s: duration,
+        throughput_bps: rate(received, duration),
+        kbytes_per_s: if duration > 0.0 { received as f64 / 1000.0 / duration } else { 0.0 },
+        buffers: received as f64 / len,
+        buffers_per_s: if duration > 0.0 { received as f64 / len / duration } else { 0.0 },
+        sender_elapsed_s: tx.map_or(0.0, |t| sender_span(std::iter::once(t))),
+        tcp: tx.and_then(|t| t.tcp.clone()),
+        receiver_tcp: rx.and_then(|r| r.tcp.clone()),
+        errors,
+    }
+}
+
+fn flow_summary(spec: &TestSpec, p: &FlowParts, ids: &[u32], streams: &[StreamResult], intervals: &[IntervalResult]) -> Summary {
+    let omit = spec.omit_s.as_secs_f64();
+    let bytes_received: u64 = streams.iter().map(|s| s.bytes_received).sum();
+    let bytes_sent: u64 = streams.iter().map(|s| s.bytes_sent).sum();
+    let duration = receiver_span(p.receiver.streams.iter().filter(|s| ids.contains(&s.id)), omit);
+    let len = spec.length_bytes as f64;
+    let iv: Vec<(f64, f64, u64, bool)> = intervals.iter().map(|i| (i.start_s, i.end_s, i.bytes, i.omitted)).collect();
+    let pl = peak_and_lowest(&iv, spec.interval_s.as_secs_f64());
+    Summary {
+        bytes_sent,
+        bytes_received,
+        bytes_verified: 0,
+        corrupt_blocks: 0,
+        omitted_bytes: streams.iter().map(|s| s.omitted_bytes).sum(),
+        duration_s: duration,
+        throughput_bps: rate(bytes_received, duration),
+        kbytes_per_s: if duration > 0.0 { bytes_received as f64 / 1000.0 / duration } else { 0.0 },
+        buffers_sent: bytes_sent as f64 / len,
+        buffers_received: bytes_received as f64 / len,
+        buffers_per_s: if duration > 0.0 { bytes_received as f64 / len / duration } else { 0.0 },
+        peak_interval_bps: pl.map(|x| x.0),
+        lowest_interval_bps: pl.map(|x| x.1),
+        retransmits: streams.iter().filter_map(|s| s.tcp.as_ref()).map(|t| t.retransmits).sum(),
+        sender_elapsed_s: sender_span(p.sender.streams.iter().filter(|s| ids.contains(&s.id) && s.role == Role::Sender)),
+    }
+}
+
+fn combine(dirs: &[DirectionResult]) -> Summary {
+    if dirs.len() == 1 {
+        return dirs[0].summary.clone();
+    }
+    let mut s = Summary::default();
+    for d in dirs {
+        let x = &d.summary;
+        s.bytes_sent += x.bytes_sent;
+        s.bytes_received += x.bytes_received;
+        s.bytes_verified += x.bytes_verified;
+        s.corrupt_blocks += x.corrupt_blocks;
+        s.omitted_bytes += x.omitted_bytes;
+        s.duration_s = s.duration_s.max(x.duration_s);
+        s.buffers_sent += x.buffers_sent;
+        s.buffers_received += x.buffers_received;
+        s.retransmits += x.retransmits;
+        s.sender_elapsed_s = s.sender_elapsed_s.max(x.sender_elapsed_s);
+    }
+    s.throughput_bps = rate(s.bytes_received, s.duration_s);
+    if s.duration_s > 0.0 {
+        s.kbytes_per_s = s.bytes_received as f64 / 1000.0 / s.duration_s;
+        s.buffers_per_s = s.buffers_received / s.duration_s;
+    }
+    s
+}
+
+/// Merges the per-direction interval lists by index (bidirectional tests).
+fn merge_intervals(dirs: &[DirectionResult]) -> Vec<IntervalResult> {
+    let mut out: Vec<IntervalResult> = dirs.first().map(|d| d.intervals.clone()).unwrap_or_default();
+    for d in dirs.iter().skip(1) {
+        for iv in &d.intervals {
+            match out.iter_mut().find(|o| o.index == iv.index) {
+                Some(o) => {
+                    o.bytes += iv.bytes;
+                    o.streams.extend(iv.streams.iter().cloned());
+                    o.throughput_bps = rate(o.bytes, o.end_s - o.start_s);
+                }
+                None => out.push(iv.clone()),
+            }
+        }
+    }
+    out
+}
+
+fn endpoint_summary(role: &str, spec: &TestSpec, r: &EndpointReport) -> EndpointSummary {
+    let c = &r.cpu;
+    let moved: u64 = r.streams.iter().map(|s| s.bytes).sum();
+    let pct = |x: f64, of: f64| if of > 0.0 { x / of * 100.0 } else { 0.0 };
+    let cpu = CpuSummary {
+        user_pct: pct(c.process_user_s, c.wall_s),
+        system_pct: pct(c.process_system_s, c.wall_s),
+        system_busy_pct: pct(c.system_busy_s, c.system_total_s),
+        softirq_pct: pct(c.system_softirq_s, c.system_total_s),
+        cpu_s_per_gb: if moved > 0 { (c.process_user_s + c.process_system_s) / (moved as f64 / 1e9) } else { 0.0 },
+        cycles_per_byte: c.clock_hz.filter(|_| moved > 0).map(|hz| c.system_busy_s * hz / moved as f64),
+        clock_hz: c.clock_hz,
+        clock_source: c.clock_source.clone(),
+        cpus: c.cpus,
+    };
+    let window = WindowSummary {
+        requested_bytes: spec.window_bytes,
+        granted_snd_bytes: r.streams.iter().map(|s| s.snd_buf_bytes).min().unwrap_or(0),
+        granted_rcv_bytes: r.streams.iter().map(|s| s.rcv_buf_bytes).min().unwrap_or(0),
+    };
+    let interface = r.interface.as_ref().map(|i| {
+        let per_s = |x: u64| if i.wall_s > 0.0 { x as f64 / i.wall_s } else { 0.0 };
+        InterfaceSummary {
+            name: i.name.clone(),
+            rx_packets: i.rx_packets,
+            tx_packets: i.tx_packets,
+            rx_bytes: i.rx_bytes,
+            tx_bytes: i.tx_bytes,
+            rx_errors: i.rx_errors,
+            tx_errors: i.tx_errors,
+            rx_dropped: i.rx_dropped,
+            tx_dropped: i.tx_dropped,
+            rx_packets_per_s: per_s(i.rx_packets),
+            tx_packets_per_s: per_s(i.tx_packets),
+            interrupts: i.interrupts,
+            interrupts_per_s: per_s(i.interrupts),
+        }
+    });
+    EndpointSummary {
+        role: role.to_string(),
+        software: r.software.clone(),
+        cpu,
+        host: r.host.clone(),
+        window,
+        interface,
+        threads: r.threads,
+        cpus_pinned: r.cpus_pinned.clone(),
+        elapsed_s: r.elapsed_s,
+    }
+}
+
+/// Builds the run result. Pure: the same inputs always give the same result.
+pub fn assemble(inp: &Inputs) -> RunResult {
+    let spec = inp.spec;
+    let mut directions = vec![];
+    let mut streams = vec![];
+    for flow in spec.flows() {
+        let p = parts(inp, flow);
+        let ids: Vec<u32> = (0..spec.total_streams()).filter(|&i| spec.flow_of(i) == flow).collect();
+        let srs: Vec<StreamResult> = ids
+            .iter()
+            .map(|&id| stream_result(spec, flow, id, stream(p.sender, id), stream(p.receiver, id)))
+            .collect();
+        let intervals = flow_intervals(&p, &ids);
+        let summary = flow_summary(spec, &p, &ids, &srs, &intervals);
+        streams.extend(srs);
+        directions.push(DirectionResult { flow, summary, intervals });
+    }
+    let summary = combine(&directions);
+    let intervals = merge_intervals(&directions);
+    let mut warnings: Vec<String> = inp.client.warnings.iter().map(|w| format!("client: {w}")).collect();
+    warnings.extend(inp.server.warnings.iter().map(|w| format!("server: {w}")));
+    for s in &streams {
+        for e in &s.errors {
+            warnings.push(format!("stream {}: {e}", s.id));
+        }
+    }
+    for (who, r) in [("client", inp.client), ("server", inp.server)] {
+        if let Some(e) = &r.error {
+            warnings.push(format!("{who}: {e}"));
+        }
+    }
+    let ctx = &inp.context;
+    RunResult {
+        schema: SCHEMA.to_string(),
+        software: format!("landspeed {}", crate::SOFTWARE_VERSION),
+        protocol: if ctx.protocol.is_empty() { "landspeed".into() } else { ctx.protocol.clone() },
+        started_unix_s: ctx.started_unix_s,
+        started_utc: format_utc(ctx.started_unix_s),
+        config: ResolvedConfig {
+            host: ctx.host.clone(),
+            port: ctx.port,
+            local_address: ctx.local_address.clone(),
+            remote_address: ctx.remote_address.clone(),
+            transport: "tcp".into(),
+            family: ctx.family.clone(),
+            spec: spec.clone(),
+            threads: ctx.threads,
+            cpus: ctx.cpus.clone(),
+            bind: ctx.bind.clone(),
+            verify: false,
+        },
+        summary,
+        directions,
+        streams,
+        intervals,
+        local: endpoint_summary("client", spec, inp.client),
+        remote: endpoint_summary("server", spec, inp.server),
+        warnings,
+        interrupted: ctx.interrupted,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Direction;
+    use crate::endpoint::{CpuTimes, StreamSample};
+    use std::time::Duration;
+
+    fn sr(id: u32, flow: Flow, role: Role, bytes: u64, omitted: u64, first: f64, last: f64) -> StreamReport {
+        StreamReport {
+            id,
+            flow,
+            role,
+            bytes,
+            calls: 1,
+            omitted_bytes: omitted,
+            first_byte_s: Some(first),
+            last_byte_s: Some(last),
+            snd_buf_bytes: 1000,
+            rcv_buf_bytes: 2000,
+            tcp: None,
+            error: None,
+        }
+    }
+
+    fn samples(ids: &[u32], cum: &[u64], omit_until: usize) -> Vec<IntervalSample> {
+        cum.iter()
+            .enumerate()
+            .map(|(i, &c)| IntervalSample {
+                index: i as u32,
+                start_s: i as f64,
+                end_s: i as f64 + 1.0,
+                omitted: i < omit_until,
+                streams: ids.iter().map(|&id| StreamSample { id, bytes: c, tcp: None }).collect(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn forward_with_omit_excludes_warmup_everywhere() {
+        let spec = TestSpec { streams: 2, omit_s: Duration::from_secs(1), interval_s: Duration::from_secs(1), ..TestSpec::default() };
+        let f = Flow::ClientToServer;
+        let client = EndpointReport {
+            streams: vec![sr(0, f, Role::Sender, 3000, 0, 0.0, 3.0), sr(1, f, Role::Sender, 3000, 0, 0.0, 3.0)],
+            cpu: CpuTimes { wall_s: 3.0, process_user_s: 0.3, process_system_s: 1.5, system_busy_s: 2.0, system_softirq_s: 0.5, system_total_s: 6.0, cpus: 2, clock_hz: Some(2e9), clock_source: None },
+            ..Default::default()
+        };
+        let server = EndpointReport {
+            streams: vec![sr(0, f, Role::Receiver, 3000, 1000, 0.1, 3.0), sr(1, f, Role::Receiver, 3000, 1000, 0.1, 3.0)],
+            ..Default::default()
+        };
+        let ss = samples(&[0, 1], &[1000, 2000, 3000], 1);
+        let r = assemble(&Inputs { spec: &spec, context: RunContext::default(), client: &client, server: &server, client_samples: &[], server_samples: &ss });
+        assert_eq!(r.summary.bytes_received, 4000);
+        assert_eq!(r.summary.bytes_sent, 4000);
+        assert_eq!(r.summary.omitted_bytes, 2000);
+        assert!((r.summary.duration_s - 2.0).abs() < 1e-9);
+        assert!((r.summary.throughput_bps - 16000.0).abs() < 1e-6);
+        let measured: u64 = r.intervals.iter().filter(|i| !i.omitted).map(|i| i.bytes).sum();
+        assert_eq!(measured, r.summary.bytes_received);
+        assert_eq!(r.summary.peak_interval_bps, Some(16000.0));
+        assert!((r.local.cpu.user_pct - 10.0).abs() < 1e-9);
+        assert!((r.local.cpu.system_busy_pct - 100.0 / 3.0).abs() < 1e-9);
+        assert_eq!(r.local.cpu.cycles_per_byte, Some(2.0 * 2e9 / 6000.0));
+        assert_eq!(r.schema, SCHEMA);
+    }
+
+    #[test]
+    fn bidir_reports_each_direction() {
+        let spec = TestSpec { streams: 1, direction: Direction::Bidir, ..TestSpec::default() };
+        let (a, b) = (Flow::ClientToServer, Flow::ServerToClient);
+        let client = EndpointReport {
+            streams: vec![sr(0, a, Role::Sender, 500, 0, 0.0, 1.0), sr(1, b, Role::Receiver, 700, 0, 0.0, 1.0)],
+            ..Default::default()
+        };
+        let server = EndpointReport {
+            streams: vec![sr(0, a, Role::Receiver, 500, 0, 0.0, 1.0), sr(1, b, Role::Sender, 700, 0, 0.0, 1.0)],
+            ..Default::default()
+        };
+        let cs = samples(&[1], &[700], 0);
+        let ss = samples(&[0], &[500], 0);
+        let r = assemble(&Inputs { spec: &spec, context: RunContext::default(), client: &client, server: &server, client_samples: &cs, server_samples: &ss });
+        assert_eq!(r.directions.len(), 2);
+        assert_eq!(r.directions[0].summary.bytes_received, 500);
+        assert_eq!(r.directions[1].summary.bytes_received, 700);
+        assert_eq!(r.summary.bytes_received, 1200);
+        assert_eq!(r.intervals.len(), 1);
+        assert_eq!(r.intervals[0].bytes, 1200);
+        assert_eq!(r.streams.len(), 2);
+    }
+}

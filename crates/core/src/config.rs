@@ -1,0 +1,301 @@
+//! The test configuration both ends agree on. The client resolves its command line into a `TestSpec`,
+//! validates it, and sends it to the server, which validates it again (it cannot trust the client). One
+//! validation function serves both, so the limits a user sees in an error are the limits the server
+//! enforces.
+
+use crate::units::{secs, BitRate, Bytes};
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// Most TCP connections one test may open per direction.
+pub const MAX_STREAMS: u32 = 1024;
+/// Largest write/read size per call.
+pub const MAX_LENGTH: u64 = 64 << 20;
+/// Longest test (and warm-up) accepted: one day.
+pub const MAX_TIME: Duration = Duration::from_secs(86_400);
+/// Largest socket buffer request: the kernel takes an `int` and doubles it.
+pub const MAX_WINDOW: u64 = (i32::MAX as u64) / 2;
+/// Default write/read size. 128 KiB measured fastest with verification on loopback (see docs/metrics.md).
+pub const DEFAULT_LENGTH: Bytes = Bytes(128 * 1024);
+
+/// Which way the data flows, seen from the client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Direction {
+    /// The client sends, the server receives (iperf's default).
+    #[default]
+    Forward,
+    /// The server sends, the client receives (`-R`).
+    Reverse,
+    /// Both at once, on separate connections (`--bidir`).
+    Bidir,
+}
+
+/// The direction of one stream's data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Flow {
+    ClientToServer,
+    ServerToClient,
+}
+
+impl Flow {
+    pub fn label(self) -> &'static str {
+        match self {
+            Flow::ClientToServer => "client->server",
+            Flow::ServerToClient => "server->client",
+        }
+    }
+}
+
+/// When the senders stop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EndCondition {
+    /// Send for this long after the warm-up.
+    Time(#[serde(with = "secs")] Duration),
+    /// Send exactly this many bytes per direction, split over the streams.
+    Bytes(u64),
+    /// Send exactly this many buffers of `length` bytes per direction, split over the streams.
+    Blocks(u64),
+}
+
+/// Everything both ends must know to run one test.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TestSpec {
+    /// TCP connections per direction.
+    pub streams: u32,
+    /// Bytes per write and per read call.
+    pub length_bytes: u64,
+    pub end: EndCondition,
+    /// Warm-up at the start whose bytes are left out of the results (`-O`).
+    #[serde(with = "secs")]
+    pub omit_s: Duration,
+    pub direction: Direction,
+    /// SO_SNDBUF and SO_RCVBUF requested on every data socket on both ends.
+    pub window_bytes: Option<u64>,
+    pub congestion: Option<String>,
+    pub mss: Option<u32>,
+    pub nodelay: bool,
+    /// SO_MAX_PACING_RATE for each sending socket, bits per second.
+    pub fq_rate_bps: Option<f64>,
+    /// Interval between samples (and live report lines).
+    #[serde(with = "secs")]
+    pub interval_s: Duration,
+    /// Worker threads on the server (None: one per stream up to the core count).
+    pub server_threads: Option<u32>,
+    /// CPUs the server pins its workers to, round-robin.
+    pub server_cpus: Option<Vec<usize>>,
+}
+
+impl Default for TestSpec {
+    fn default() -> Self {
+        TestSpec {
+            streams: 1,
+            length_bytes: DEFAULT_LENGTH.get(),
+            end: EndCondition::Time(Duration::from_secs(10)),
+            omit_s: Duration::ZERO,
+            direction: Direction::Forward,
+            window_bytes: None,
+            congestion: None,
+            mss: None,
+            nodelay: false,
+            fq_rate_bps: None,
+            interval_s: Duration::from_secs(1),
+            server_threads: None,
+            server_cpus: None,
+        }
+    }
+}
+
+/// A configuration value outside what landspeed accepts, with the value that was given.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ConfigError {
+    #[error("streams must be 1..={MAX_STREAMS}, got {0}")]
+    Streams(u32),
+    #[error("length must be 1 B..=64 MiB, got {0} B")]
+    Length(u64),
+    #[error("test time must be more than 0 and at most 86400 s, got {0:?}")]
+    Time(Duration),
+    #[error("warm-up (omit) must be at most 86400 s, got {0:?}")]
+    Omit(Duration),
+    #[error("byte count must be at least the number of streams ({streams}), got {bytes}")]
+    ByteCount { bytes: u64, streams: u32 },
+    #[error("block count must be at least the number of streams ({streams}), got {blocks}")]
+    BlockCount { blocks: u64, streams: u32 },
+    #[error("window must be 1 B..={MAX_WINDOW} B (the kernel takes an int), got {0} B")]
+    Window(u64),
+    #[error("MSS must be 88..=65535, got {0}")]
+    Mss(u32),
+    #[error("fq rate must be positive and finite, got {0}")]
+    FqRate(f64),
+    #[error("interval must be 10 ms..=1 h, got {0:?}")]
+    Interval(Duration),
+    #[error("congestion control name '{0}' is not a plain algorithm name")]
+    Congestion(String),
+    #[error("server threads must be 1..={MAX_STREAMS}, got {0}")]
+    Threads(u32),
+    #[error("CPU list is empty or names a CPU above 4095: {0:?}")]
+    Cpus(Vec<usize>),
+}
+
+impl TestSpec {
+    /// Checks every field against landspeed's limits. The server calls this on what a client sent.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if !(1..=MAX_STREAMS).contains(&self.streams) {
+            return Err(ConfigError::Streams(self.streams));
+        }
+        if !(1..=MAX_LENGTH).contains(&self.length_bytes) {
+            return Err(ConfigError::Length(self.length_bytes));
+        }
+        match self.end {
+            EndCondition::Time(t) if t.is_zero() || t > MAX_TIME => return Err(ConfigError::Time(t)),
+            EndCondition::Bytes(b) if b < u64::from(self.streams) => {
+                return Err(ConfigError::ByteCount {
+                    bytes: b,
+                    streams: self.streams,
+                })
+            }
+            EndCondition::Blocks(b) if b < u64::from(self.streams) => {
+                return Err(ConfigError::BlockCount {
+                    blocks: b,
+                    streams: self.streams,
+                })
+            }
+            _ => {}
+        }
+        if self.omit_s > MAX_TIME {
+            return Err(ConfigError::Omit(self.omit_s));
+        }
+        if let Some(w) = self.window_bytes {
+            if w == 0 || w > MAX_WINDOW {
+                return Err(ConfigError::Window(w));
+            }
+        }
+        if let Some(m) = self.mss {
+            if !(88..=65535).contains(&m) {
+                return Err(ConfigError::Mss(m));
+            }
+        }
+        if let Some(r) = self.fq_rate_bps {
+            if !(r.is_finite() && r > 0.0) {
+                return Err(ConfigError::FqRate(r));
+            }
+        }
+        if self.interval_s < Duration::from_millis(10) || self.interval_s > Duration::from_secs(3600) {
+            return Err(ConfigError::Interval(self.interval_s));
+        }
+        if let Some(c) = &self.congestion {
+            let plain = !c.is_empty()
+                && c.len() < 16
+                && c.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+            if !plain {
+                return Err(ConfigError::Congestion(c.clone()));
+            }
+        }
+        if let Some(t) = self.server_threads {
+            if !(1..=MAX_STREAMS).contains(&t) {
+                return Err(ConfigError::Threads(t));
+            }
+        }
+        if let Some(c) = &self.server_cpus {
+            if c.is_empty() || c.iter().any(|&x| x > 4095) {
+                return Err(ConfigError::Cpus(c.clone()));
+            }
+        }
+        Ok(())
+    }
+
+    /// The flows this test runs, in stream-id order: forward streams first, then reverse ones.
+    pub fn flows(&self) -> Vec<Flow> {
+        match self.direction {
+            Direction::Forward => vec![Flow::ClientToServer],
+            Direction::Reverse => vec![Flow::ServerToClient],
+            Direction::Bidir => vec![Flow::ClientToServer, Flow::ServerToClient],
+        }
+    }
+
+    /// Total TCP data connections: `streams` per flow.
+    pub fn total_streams(&self) -> u32 {
+        self.streams * self.flows().len() as u32
+    }
+
+    /// The flow of stream `id` (ids are 0-based, `streams` per flow, in `flows()` order).
+    pub fn flow_of(&self, id: u32) -> Flow {
+        self.flows()[(id / self.streams) as usize]
+    }
+
+    /// The byte budget of stream `id`, when the test ends by bytes or blocks: the per-direction total split
+    /// as evenly as possible, the first streams taking one extra unit. `None` for timed tests.
+    pub fn stream_budget(&self, id: u32) -> Option<u64> {
+        let index = u64::from(id % self.streams);
+        let n = u64::from(self.streams);
+        let share = |total: u64| total / n + u64::from(index < total % n);
+        match self.end {
+            EndCondition::Time(_) => None,
+            EndCondition::Bytes(b) => Some(share(b)),
+            EndCondition::Blocks(k) => Some(share(k).saturating_mul(self.length_bytes)),
+        }
+    }
+
+    /// How long the senders send: warm-up plus test time, for timed tests.
+    pub fn send_time(&self) -> Option<Duration> {
+        match self.end {
+            EndCondition::Time(t) => Some(self.omit_s + t),
+            _ => None,
+        }
+    }
+
+    pub fn fq_rate(&self) -> Option<BitRate> {
+        self.fq_rate_bps.map(BitRate)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_is_valid() {
+        TestSpec::default().validate().unwrap();
+    }
+
+    #[test]
+    fn rejects_out_of_range() {
+        let bad = |f: fn(&mut TestSpec)| {
+            let mut s = TestSpec::default();
+            f(&mut s);
+            s.validate().unwrap_err()
+        };
+        assert_eq!(bad(|s| s.streams = 0), ConfigError::Streams(0));
+        assert_eq!(bad(|s| s.streams = 1025), ConfigError::Streams(1025));
+        assert_eq!(bad(|s| s.length_bytes = 0), ConfigError::Length(0));
+        assert!(matches!(bad(|s| s.end = EndCondition::Time(Duration::ZERO)), ConfigError::Time(_)));
+        assert!(matches!(bad(|s| { s.streams = 4; s.end = EndCondition::Bytes(3) }), ConfigError::ByteCount { .. }));
+        assert!(matches!(bad(|s| s.window_bytes = Some(u64::MAX)), ConfigError::Window(_)));
+        assert!(matches!(bad(|s| s.congestion = Some("../x".into())), ConfigError::Congestion(_)));
+        assert!(matches!(bad(|s| s.interval_s = Duration::ZERO), ConfigError::Interval(_)));
+    }
+
+    #[test]
+    fn budgets_split_exactly() {
+        for streams in [1u32, 3, 7, 64] {
+            for total in [streams as u64, 1000, 1_000_003, 10 << 30] {
+                let s = TestSpec { streams, end: EndCondition::Bytes(total), ..TestSpec::default() };
+                let sum: u64 = (0..streams).map(|i| s.stream_budget(i).unwrap()).sum();
+                assert_eq!(sum, total);
+            }
+        }
+        let s = TestSpec { streams: 3, length_bytes: 100, end: EndCondition::Blocks(10), ..TestSpec::default() };
+        let v: Vec<u64> = (0..3).map(|i| s.stream_budget(i).unwrap()).collect();
+        assert_eq!(v, vec![400, 300, 300]);
+    }
+
+    #[test]
+    fn bidir_has_two_flows() {
+        let s = TestSpec { streams: 2, direction: Direction::Bidir, ..TestSpec::default() };
+        assert_eq!(s.total_streams(), 4);
+        assert_eq!(s.flow_of(1), Flow::ClientToServer);
+        assert_eq!(s.flow_of(2), Flow::ServerToClient);
+    }
+}

@@ -1,0 +1,153 @@
+//! What each end of a test knows about itself: its streams' byte counts and timings, TCP_INFO, CPU and
+//! host counters, and the interval samples it took. Both ends fill these in from their own measurements
+//! and exchange them over the control connection at the end; `assemble` turns a pair of them into the
+//! `RunResult`. They are raw observations (seconds, counters), not derived figures, so the arithmetic that
+//! derives percentages and rates lives in one place and is tested without sockets.
+
+use crate::config::Flow;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Whether this end wrote or read a stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    Sender,
+    Receiver,
+}
+
+/// TCP_INFO figures for one socket at the end of the test, plus RTT statistics over the interval samples.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TcpStats {
+    pub retransmits: u64,
+    pub rtt_us: u32,
+    pub rtt_var_us: u32,
+    pub rtt_min_us: u32,
+    pub rtt_avg_us: u32,
+    pub rtt_max_us: u32,
+    pub cwnd_bytes: u64,
+    pub snd_cwnd_segments: u32,
+    pub mss_bytes: u32,
+    pub pmtu_bytes: u32,
+    pub segs_out: u64,
+    pub segs_in: u64,
+    pub delivery_rate_bps: f64,
+    pub busy_time_us: u64,
+    pub rwnd_limited_us: u64,
+    pub sndbuf_limited_us: u64,
+    pub reordering: u32,
+    pub lost: u32,
+    pub congestion: Option<String>,
+}
+
+/// One stream as seen by one end.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StreamReport {
+    pub id: u32,
+    pub flow: Flow,
+    pub role: Role,
+    /// Bytes written (sender) or read (receiver), warm-up included.
+    pub bytes: u64,
+    /// write()/read() calls that moved data.
+    pub calls: u64,
+    /// Receiver only: bytes read before the warm-up ended.
+    pub omitted_bytes: u64,
+    /// Seconds from this end's start to its first and last byte.
+    pub first_byte_s: Option<f64>,
+    pub last_byte_s: Option<f64>,
+    /// SO_SNDBUF / SO_RCVBUF as the kernel reports them after the request.
+    pub snd_buf_bytes: u64,
+    pub rcv_buf_bytes: u64,
+    pub tcp: Option<TcpStats>,
+    pub error: Option<String>,
+}
+
+/// Process and system CPU time over the test, raw.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CpuTimes {
+    /// Wall-clock seconds the counters cover.
+    pub wall_s: f64,
+    /// This process's user and system CPU seconds (getrusage).
+    pub process_user_s: f64,
+    pub process_system_s: f64,
+    /// All CPUs, from /proc/stat: seconds busy (everything but idle and iowait) and in softirq.
+    pub system_busy_s: f64,
+    pub system_softirq_s: f64,
+    pub system_total_s: f64,
+    pub cpus: u32,
+    /// Clock rate used for cycles/byte, and where it came from.
+    pub clock_hz: Option<f64>,
+    pub clock_source: Option<String>,
+}
+
+/// Packet counters of the interface the test's traffic used, and the system's interrupt count.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct InterfaceCounters {
+    pub name: String,
+    pub rx_packets: u64,
+    pub tx_packets: u64,
+    pub rx_bytes: u64,
+    pub tx_bytes: u64,
+    pub rx_errors: u64,
+    pub tx_errors: u64,
+    pub rx_dropped: u64,
+    pub tx_dropped: u64,
+    pub interrupts: u64,
+    pub wall_s: f64,
+}
+
+/// Facts about a host that a record submission or a puzzled user needs.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HostInfo {
+    pub hostname: String,
+    pub os: String,
+    pub kernel: String,
+    pub cpu_model: String,
+    pub cpus: u32,
+    pub memory_bytes: u64,
+    /// Network sysctls that decide throughput (rmem/wmem limits, congestion control, ...).
+    pub sysctls: BTreeMap<String, String>,
+}
+
+/// Everything one end reports at the end of a test.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct EndpointReport {
+    pub software: String,
+    pub streams: Vec<StreamReport>,
+    pub cpu: CpuTimes,
+    pub host: HostInfo,
+    pub interface: Option<InterfaceCounters>,
+    /// Seconds from this end's start to the end of its last stream.
+    pub elapsed_s: f64,
+    pub threads: u32,
+    pub cpus_pinned: Option<Vec<usize>>,
+    pub warnings: Vec<String>,
+    pub error: Option<String>,
+}
+
+/// TCP state of one stream at a sample instant.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct TcpSnapshot {
+    pub rtt_us: u32,
+    pub cwnd_bytes: u64,
+    pub retransmits: u64,
+}
+
+/// One stream's cumulative byte count at a sample instant.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct StreamSample {
+    pub id: u32,
+    pub bytes: u64,
+    pub tcp: Option<TcpSnapshot>,
+}
+
+/// A sample of every local stream, closing the interval `start_s..end_s` (seconds since this end's start).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IntervalSample {
+    pub index: u32,
+    pub start_s: f64,
+    pub end_s: f64,
+    /// The interval lies in the warm-up (`-O`) and is left out of the results.
+    pub omitted: bool,
+    pub streams: Vec<StreamSample>,
+}

@@ -1,0 +1,20 @@
+//! landspeed-core holds everything about a throughput test that does not touch a socket, a thread or a
+//! clock: units, the validated test configuration, the control protocol (typed messages, framing and the
+//! client and server session state machines), interval statistics and the `RunResult` that every output
+//! is rendered from. Keeping it free of I/O lets it be tested deterministically, fuzzed, and reused by
+//! every driver (landspeed's own protocol, iperf3 compatibility, the WAN emulator's tests).
+
+pub mod assemble;
+pub mod config;
+pub mod protocol;
+pub mod endpoint;
+pub mod result;
+pub mod stats;
+pub mod units;
+
+pub use config::{Direction, EndCondition, TestSpec};
+pub use result::RunResult;
+pub use units::{BitRate, Bytes};
+
+/// The version of landspeed's software, sent in the handshake and written into every result.
+pub const SOFTWARE_VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -1,0 +1,123 @@
+//! The typed control messages. Each is one JSON object with a `type` tag; unknown fields are ignored so a
+//! newer peer can add information without breaking an older one, while a change of meaning bumps
+//! `PROTOCOL_VERSION`.
+
+use crate::config::TestSpec;
+use crate::endpoint::{EndpointReport, IntervalSample};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Identifies a test on the server; data connections quote it in their preamble.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SessionId(pub [u8; 16]);
+
+impl fmt::Display for SessionId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for b in self.0 {
+            write!(f, "{b:02x}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::str::FromStr for SessionId {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s.len() != 32 || !s.is_ascii() {
+            return Err(format!("session id must be 32 hex digits, got {s:?}"));
+        }
+        let mut out = [0u8; 16];
+        for (i, o) in out.iter_mut().enumerate() {
+            *o = u8::from_str_radix(&s[2 * i..2 * i + 2], 16)
+                .map_err(|_| format!("session id must be 32 hex digits, got {s:?}"))?;
+        }
+        Ok(SessionId(out))
+    }
+}
+
+impl Serialize for SessionId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for SessionId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// A control message. Client-to-server and server-to-client messages share one type; the session state
+/// machines reject a message that arrives in the wrong direction or at the wrong time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Message {
+    /// Client, first message.
+    Hello { version: u16, software: String },
+    /// Server's answer to `Hello`.
+    Welcome { version: u16, software: String },
+    /// Client: the test it wants.
+    TestRequest { spec: TestSpec },
+    /// Server: the test is accepted; open the data streams quoting this id.
+    Accepted { session: SessionId },
+    /// Server: the test is refused, and why.
+    Rejected { reason: String },
+    /// Server: every data stream has arrived and is configured.
+    Ready,
+    /// Client: start moving data now.
+    Start,
+    /// Client: stop sending early (the user interrupted); the test still ends cleanly.
+    Stop,
+    /// Server: a sample of its streams, sent as each interval closes.
+    Interval { sample: IntervalSample },
+    /// Server: all its streams have finished.
+    Done,
+    /// Each end's final report: the client sends first, the server answers with its own.
+    Results { report: Box<EndpointReport> },
+    /// Either end: the test failed; the message says why.
+    Error { message: String },
+}
+
+impl Message {
+    /// The message's tag, for errors and logs.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Message::Hello { .. } => "hello",
+            Message::Welcome { .. } => "welcome",
+            Message::TestRequest { .. } => "test_request",
+            Message::Accepted { .. } => "accepted",
+            Message::Rejected { .. } => "rejected",
+            Message::Ready => "ready",
+            Message::Start => "start",
+            Message::Stop => "stop",
+            Message::Interval { .. } => "interval",
+            Message::Done => "done",
+            Message::Results { .. } => "results",
+            Message::Error { .. } => "error",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn session_id_round_trips() {
+        let id = SessionId([0xab; 16]);
+        let s = id.to_string();
+        assert_eq!(s.len(), 32);
+        assert_eq!(s.parse::<SessionId>().unwrap(), id);
+        assert!("zz".parse::<SessionId>().is_err());
+        assert!("é".repeat(16).parse::<SessionId>().is_err());
+    }
+
+    #[test]
+    fn messages_have_a_type_tag() {
+        let j = serde_json::to_string(&Message::Start).unwrap();
+        assert_eq!(j, r#"{"type":"start"}"#);
+        let m: Message = serde_json::from_str(r#"{"type":"rejected","reason":"busy","extra":1}"#).unwrap();
+        assert_eq!(m, Message::Rejected { reason: "busy".into() });
+    }
+}

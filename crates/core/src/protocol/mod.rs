@@ -1,0 +1,16 @@
+//! landspeed's own control protocol, without I/O. A test uses one control connection and one TCP
+//! connection per stream, all to the same server port. Every connection starts with a fixed preamble
+//! (magic, version, kind) so the server can tell a control connection, a data stream, and an iperf3 client
+//! apart from the first bytes; control traffic after that is length-delimited JSON messages. The session
+//! state machines decide which message may come next; drivers in landspeed-net do the reading and writing.
+//! The wire format is specified in docs/protocol.md.
+
+pub mod framing;
+pub mod messages;
+pub mod preamble;
+pub mod session;
+
+pub use framing::{encode, FrameDecoder, FrameError, MAX_FRAME_LEN};
+pub use messages::{Message, SessionId};
+pub use preamble::{classify, Preamble, PreambleError, Speaker, MAGIC, PROTOCOL_VERSION};
+pub use session::{ClientAction, ClientSession, ProtocolError, ServerAction, ServerSession};

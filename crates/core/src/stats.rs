@@ -1,0 +1,135 @@
+//! Interval statistics: when samples are taken, how cumulative samples become interval byte counts, and
+//! the peak and lowest interval rates quoted next to the average. Samples are cumulative byte counters,
+//! so intervals add up to the totals by construction (the last sample is taken after the last byte).
+
+use crate::endpoint::IntervalSample;
+use std::time::Duration;
+
+/// The instants (seconds since a side's start) at which intervals close. During a warm-up of `omit`
+/// seconds intervals run every `interval` and one closes exactly at the end of the warm-up; after it,
+/// intervals restart from that instant, so measured intervals never straddle the warm-up boundary.
+#[derive(Debug, Clone)]
+pub struct SampleSchedule {
+    interval: f64,
+    omit: f64,
+    omit_index: u32,
+    index: u32,
+    in_omit: bool,
+}
+
+impl SampleSchedule {
+    pub fn new(interval: Duration, omit: Duration) -> Self {
+        let interval = interval.as_secs_f64().max(1e-3);
+        let omit = omit.as_secs_f64();
+        SampleSchedule { interval, omit, omit_index: 0, index: 0, in_omit: omit > 0.0 }
+    }
+
+    /// The next interval: (index, start_s, end_s, omitted).
+    pub fn next_interval(&mut self) -> (u32, f64, f64, bool) {
+        let index = self.index;
+        self.index += 1;
+        if self.in_omit {
+            let k = self.omit_index as f64;
+            self.omit_index += 1;
+            let start = k * self.interval;
+            let end = (k + 1.0) * self.interval;
+            if end >= self.omit - 1e-9 {
+                self.in_omit = false;
+                self.omit_index = 0;
+                return (index, start, self.omit, true);
+            }
+            return (index, start, end, true);
+        }
+        let j = self.omit_index as f64;
+        self.omit_index += 1;
+        (index, self.omit + j * self.interval, self.omit + (j + 1.0) * self.interval, false)
+    }
+}
+
+/// One interval's bytes for one stream, derived from two cumulative samples.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StreamDelta {
+    pub id: u32,
+    pub bytes: u64,
+}
+
+/// Converts cumulative samples into per-interval byte deltas, stream by stream. Streams are matched by
+/// id; a stream missing from the previous sample starts from zero.
+pub fn deltas(samples: &[IntervalSample]) -> Vec<Vec<StreamDelta>> {
+    let mut last: std::collections::HashMap<u32, u64> = std::collections::HashMap::new();
+    samples
+        .iter()
+        .map(|s| {
+            s.streams
+                .iter()
+                .map(|st| {
+                    let prev = last.insert(st.id, st.bytes).unwrap_or(0);
+                    StreamDelta { id: st.id, bytes: st.bytes.saturating_sub(prev) }
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Peak and lowest rates (bit/s) over intervals that are measured (not warm-up) and at least 90% of the
+/// nominal interval long, so a short final interval does not pose as the lowest. `None` when no interval
+/// qualifies.
+pub fn peak_and_lowest(intervals: &[(f64, f64, u64, bool)], nominal: f64) -> Option<(f64, f64)> {
+    let rates: Vec<f64> = intervals
+        .iter()
+        .filter(|(s, e, _, omitted)| !omitted && (e - s) >= 0.9 * nominal && e > s)
+        .map(|(s, e, b, _)| *b as f64 * 8.0 / (e - s))
+        .collect();
+    if rates.is_empty() {
+        return None;
+    }
+    let peak = rates.iter().cloned().fold(f64::MIN, f64::max);
+    let low = rates.iter().cloned().fold(f64::MAX, f64::min);
+    Some((peak, low))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::endpoint::StreamSample;
+
+    #[test]
+    fn schedule_without_omit() {
+        let mut s = SampleSchedule::new(Duration::from_secs(1), Duration::ZERO);
+        assert_eq!(s.next_interval(), (0, 0.0, 1.0, false));
+        assert_eq!(s.next_interval(), (1, 1.0, 2.0, false));
+    }
+
+    #[test]
+    fn schedule_restarts_after_omit() {
+        let mut s = SampleSchedule::new(Duration::from_secs(1), Duration::from_millis(2500));
+        assert_eq!(s.next_interval(), (0, 0.0, 1.0, true));
+        assert_eq!(s.next_interval(), (1, 1.0, 2.0, true));
+        assert_eq!(s.next_interval(), (2, 2.0, 2.5, true));
+        assert_eq!(s.next_interval(), (3, 2.5, 3.5, false));
+        assert_eq!(s.next_interval(), (4, 3.5, 4.5, false));
+    }
+
+    #[test]
+    fn deltas_sum_to_last_cumulative() {
+        let mk = |i: u32, a: u64, b: u64| IntervalSample {
+            index: i,
+            start_s: i as f64,
+            end_s: i as f64 + 1.0,
+            omitted: false,
+            streams: vec![StreamSample { id: 0, bytes: a, tcp: None }, StreamSample { id: 1, bytes: b, tcp: None }],
+        };
+        let samples = vec![mk(0, 10, 5), mk(1, 25, 5), mk(2, 40, 9)];
+        let d = deltas(&samples);
+        let s0: u64 = d.iter().map(|v| v[0].bytes).sum();
+        let s1: u64 = d.iter().map(|v| v[1].bytes).sum();
+        assert_eq!((s0, s1), (40, 9));
+    }
+
+    #[test]
+    fn peak_ignores_short_and_omitted() {
+        let iv = vec![(0.0, 1.0, 1000, true), (1.0, 2.0, 100, false), (2.0, 3.0, 200, false), (3.0, 3.1, 1, false)];
+        assert_eq!(peak_and_lowest(&iv, 1.0), Some((1600.0, 800.0)));
+        assert_eq!(peak_and_lowest(&iv[..1], 1.0), None);
+    }
+}
