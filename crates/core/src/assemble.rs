@@ -33,7 +33,7 @@ pub struct Inputs<'a> {
     pub server_samples: &'a [IntervalSample],
 }
 
-fn stream<'a>(report: &'a EndpointReport, id: u32) -> Option<&'a StreamReport> {
+fn stream(report: &EndpointReport, id: u32) -> Option<&StreamReport> {
     report.streams.iter().find(|s| s.id == id)
 }
 
@@ -95,7 +95,12 @@ fn flow_intervals(p: &FlowParts, ids: &[u32]) -> Vec<IntervalResult> {
         .receiver_samples
         .iter()
         .map(|s| IntervalSample {
-            streams: s.streams.iter().filter(|st| ids.contains(&st.id)).cloned().collect(),
+            streams: s
+                .streams
+                .iter()
+                .filter(|st| ids.contains(&st.id))
+                .cloned()
+                .collect(),
             ..s.clone()
         })
         .collect();
@@ -108,7 +113,9 @@ fn flow_intervals(p: &FlowParts, ids: &[u32]) -> Vec<IntervalResult> {
             let streams: Vec<IntervalStream> = deltas
                 .iter()
                 .map(|dl| {
-                    let snap = tx.and_then(|t| t.streams.iter().find(|s| s.id == dl.id)).and_then(|s| s.tcp);
+                    let snap = tx
+                        .and_then(|t| t.streams.iter().find(|s| s.id == dl.id))
+                        .and_then(|s| s.tcp);
                     IntervalStream {
                         id: dl.id,
                         bytes: dl.bytes,
@@ -133,14 +140,38 @@ fn flow_intervals(p: &FlowParts, ids: &[u32]) -> Vec<IntervalResult> {
         .collect()
 }
 
-fn stream_result(spec: &TestSpec, flow: Flow, id: u32, tx: Option<&StreamReport>, rx: Option<&StreamReport>) -> StreamResult {
+/// TCP's limited/busy times as shares of the sending end's test time, capped at 100%.
+fn limited_shares(tcp: &crate::endpoint::TcpStats, sender_elapsed_s: f64) -> Option<LimitedShares> {
+    if sender_elapsed_s <= 0.0 {
+        return None;
+    }
+    let pct = |us: u64| (us as f64 / 1e6 / sender_elapsed_s * 100.0).min(100.0);
+    Some(LimitedShares {
+        rwnd_limited_pct: pct(tcp.rwnd_limited_us),
+        sndbuf_limited_pct: pct(tcp.sndbuf_limited_us),
+        busy_pct: pct(tcp.busy_time_us),
+    })
+}
+
+fn stream_result(
+    spec: &TestSpec,
+    flow: Flow,
+    id: u32,
+    tx: Option<&StreamReport>,
+    rx: Option<&StreamReport>,
+    sender_elapsed: f64,
+) -> StreamResult {
     let omit = spec.omit_s.as_secs_f64();
     let omitted = rx.map_or(0, |r| r.omitted_bytes);
     let sent = tx.map_or(0, |t| t.bytes).saturating_sub(omitted);
     let received = rx.map_or(0, |r| r.bytes).saturating_sub(omitted);
     let duration = rx.map_or(0.0, |r| receiver_span(std::iter::once(r), omit));
     let len = spec.length_bytes as f64;
-    let errors = [tx, rx].iter().flatten().filter_map(|s| s.error.clone()).collect();
+    let errors = [tx, rx]
+        .iter()
+        .flatten()
+        .filter_map(|s| s.error.clone())
+        .collect();
     StreamResult {
         id,
         flow,
@@ -150,23 +181,46 @@ fn stream_result(spec: &TestSpec, flow: Flow, id: u32, tx: Option<&StreamReport>
         omitted_bytes: omitted,
         duration_s: duration,
         throughput_bps: rate(received, duration),
-        kbytes_per_s: if duration > 0.0 { received as f64 / 1000.0 / duration } else { 0.0 },
+        kbytes_per_s: if duration > 0.0 {
+            received as f64 / 1000.0 / duration
+        } else {
+            0.0
+        },
         buffers: received as f64 / len,
-        buffers_per_s: if duration > 0.0 { received as f64 / len / duration } else { 0.0 },
+        buffers_per_s: if duration > 0.0 {
+            received as f64 / len / duration
+        } else {
+            0.0
+        },
         sender_elapsed_s: tx.map_or(0.0, |t| sender_span(std::iter::once(t))),
         tcp: tx.and_then(|t| t.tcp.clone()),
         receiver_tcp: rx.and_then(|r| r.tcp.clone()),
+        limited: tx
+            .and_then(|t| t.tcp.as_ref())
+            .and_then(|t| limited_shares(t, sender_elapsed)),
         errors,
     }
 }
 
-fn flow_summary(spec: &TestSpec, p: &FlowParts, ids: &[u32], streams: &[StreamResult], intervals: &[IntervalResult]) -> Summary {
+fn flow_summary(
+    spec: &TestSpec,
+    p: &FlowParts,
+    ids: &[u32],
+    streams: &[StreamResult],
+    intervals: &[IntervalResult],
+) -> Summary {
     let omit = spec.omit_s.as_secs_f64();
     let bytes_received: u64 = streams.iter().map(|s| s.bytes_received).sum();
     let bytes_sent: u64 = streams.iter().map(|s| s.bytes_sent).sum();
-    let duration = receiver_span(p.receiver.streams.iter().filter(|s| ids.contains(&s.id)), omit);
+    let duration = receiver_span(
+        p.receiver.streams.iter().filter(|s| ids.contains(&s.id)),
+        omit,
+    );
     let len = spec.length_bytes as f64;
-    let iv: Vec<(f64, f64, u64, bool)> = intervals.iter().map(|i| (i.start_s, i.end_s, i.bytes, i.omitted)).collect();
+    let iv: Vec<(f64, f64, u64, bool)> = intervals
+        .iter()
+        .map(|i| (i.start_s, i.end_s, i.bytes, i.omitted))
+        .collect();
     let pl = peak_and_lowest(&iv, spec.interval_s.as_secs_f64());
     Summary {
         bytes_sent,
@@ -176,14 +230,31 @@ fn flow_summary(spec: &TestSpec, p: &FlowParts, ids: &[u32], streams: &[StreamRe
         omitted_bytes: streams.iter().map(|s| s.omitted_bytes).sum(),
         duration_s: duration,
         throughput_bps: rate(bytes_received, duration),
-        kbytes_per_s: if duration > 0.0 { bytes_received as f64 / 1000.0 / duration } else { 0.0 },
+        kbytes_per_s: if duration > 0.0 {
+            bytes_received as f64 / 1000.0 / duration
+        } else {
+            0.0
+        },
         buffers_sent: bytes_sent as f64 / len,
         buffers_received: bytes_received as f64 / len,
-        buffers_per_s: if duration > 0.0 { bytes_received as f64 / len / duration } else { 0.0 },
+        buffers_per_s: if duration > 0.0 {
+            bytes_received as f64 / len / duration
+        } else {
+            0.0
+        },
         peak_interval_bps: pl.map(|x| x.0),
         lowest_interval_bps: pl.map(|x| x.1),
-        retransmits: streams.iter().filter_map(|s| s.tcp.as_ref()).map(|t| t.retransmits).sum(),
-        sender_elapsed_s: sender_span(p.sender.streams.iter().filter(|s| ids.contains(&s.id) && s.role == Role::Sender)),
+        retransmits: streams
+            .iter()
+            .filter_map(|s| s.tcp.as_ref())
+            .map(|t| t.retransmits)
+            .sum(),
+        sender_elapsed_s: sender_span(
+            p.sender
+                .streams
+                .iter()
+                .filter(|s| ids.contains(&s.id) && s.role == Role::Sender),
+        ),
     }
 }
 
@@ -215,7 +286,10 @@ fn combine(dirs: &[DirectionResult]) -> Summary {
 
 /// Merges the per-direction interval lists by index (bidirectional tests).
 fn merge_intervals(dirs: &[DirectionResult]) -> Vec<IntervalResult> {
-    let mut out: Vec<IntervalResult> = dirs.first().map(|d| d.intervals.clone()).unwrap_or_default();
+    let mut out: Vec<IntervalResult> = dirs
+        .first()
+        .map(|d| d.intervals.clone())
+        .unwrap_or_default();
     for d in dirs.iter().skip(1) {
         for iv in &d.intervals {
             match out.iter_mut().find(|o| o.index == iv.index) {
@@ -240,8 +314,15 @@ fn endpoint_summary(role: &str, spec: &TestSpec, r: &EndpointReport) -> Endpoint
         system_pct: pct(c.process_system_s, c.wall_s),
         system_busy_pct: pct(c.system_busy_s, c.system_total_s),
         softirq_pct: pct(c.system_softirq_s, c.system_total_s),
-        cpu_s_per_gb: if moved > 0 { (c.process_user_s + c.process_system_s) / (moved as f64 / 1e9) } else { 0.0 },
-        cycles_per_byte: c.clock_hz.filter(|_| moved > 0).map(|hz| c.system_busy_s * hz / moved as f64),
+        cpu_s_per_gb: if moved > 0 {
+            (c.process_user_s + c.process_system_s) / (moved as f64 / 1e9)
+        } else {
+            0.0
+        },
+        cycles_per_byte: c
+            .clock_hz
+            .filter(|_| moved > 0)
+            .map(|hz| c.system_busy_s * hz / moved as f64),
         clock_hz: c.clock_hz,
         clock_source: c.clock_source.clone(),
         cpus: c.cpus,
@@ -252,7 +333,13 @@ fn endpoint_summary(role: &str, spec: &TestSpec, r: &EndpointReport) -> Endpoint
         granted_rcv_bytes: r.streams.iter().map(|s| s.rcv_buf_bytes).min().unwrap_or(0),
     };
     let interface = r.interface.as_ref().map(|i| {
-        let per_s = |x: u64| if i.wall_s > 0.0 { x as f64 / i.wall_s } else { 0.0 };
+        let per_s = |x: u64| {
+            if i.wall_s > 0.0 {
+                x as f64 / i.wall_s
+            } else {
+                0.0
+            }
+        };
         InterfaceSummary {
             name: i.name.clone(),
             rx_packets: i.rx_packets,
@@ -289,21 +376,47 @@ pub fn assemble(inp: &Inputs) -> RunResult {
     let mut streams = vec![];
     for flow in spec.flows() {
         let p = parts(inp, flow);
-        let ids: Vec<u32> = (0..spec.total_streams()).filter(|&i| spec.flow_of(i) == flow).collect();
+        let ids: Vec<u32> = (0..spec.total_streams())
+            .filter(|&i| spec.flow_of(i) == flow)
+            .collect();
         let srs: Vec<StreamResult> = ids
             .iter()
-            .map(|&id| stream_result(spec, flow, id, stream(p.sender, id), stream(p.receiver, id)))
+            .map(|&id| {
+                stream_result(
+                    spec,
+                    flow,
+                    id,
+                    stream(p.sender, id),
+                    stream(p.receiver, id),
+                    p.sender.elapsed_s,
+                )
+            })
             .collect();
         let intervals = flow_intervals(&p, &ids);
         let summary = flow_summary(spec, &p, &ids, &srs, &intervals);
         streams.extend(srs);
-        directions.push(DirectionResult { flow, summary, intervals });
+        directions.push(DirectionResult {
+            flow,
+            summary,
+            intervals,
+        });
     }
     let summary = combine(&directions);
     let intervals = merge_intervals(&directions);
-    let mut warnings: Vec<String> = inp.client.warnings.iter().map(|w| format!("client: {w}")).collect();
+    let mut warnings: Vec<String> = inp
+        .client
+        .warnings
+        .iter()
+        .map(|w| format!("client: {w}"))
+        .collect();
     warnings.extend(inp.server.warnings.iter().map(|w| format!("server: {w}")));
     for s in &streams {
+        if s.bytes_sent != s.bytes_received {
+            warnings.push(format!(
+                "stream {}: sender wrote {} bytes but receiver read {}",
+                s.id, s.bytes_sent, s.bytes_received
+            ));
+        }
         for e in &s.errors {
             warnings.push(format!("stream {}: {e}", s.id));
         }
@@ -317,7 +430,11 @@ pub fn assemble(inp: &Inputs) -> RunResult {
     RunResult {
         schema: SCHEMA.to_string(),
         software: format!("landspeed {}", crate::SOFTWARE_VERSION),
-        protocol: if ctx.protocol.is_empty() { "landspeed".into() } else { ctx.protocol.clone() },
+        protocol: if ctx.protocol.is_empty() {
+            "landspeed".into()
+        } else {
+            ctx.protocol.clone()
+        },
         started_unix_s: ctx.started_unix_s,
         started_utc: format_utc(ctx.started_unix_s),
         config: ResolvedConfig {
@@ -351,7 +468,15 @@ mod tests {
     use crate::endpoint::{CpuTimes, StreamSample};
     use std::time::Duration;
 
-    fn sr(id: u32, flow: Flow, role: Role, bytes: u64, omitted: u64, first: f64, last: f64) -> StreamReport {
+    fn sr(
+        id: u32,
+        flow: Flow,
+        role: Role,
+        bytes: u64,
+        omitted: u64,
+        first: f64,
+        last: f64,
+    ) -> StreamReport {
         StreamReport {
             id,
             flow,
@@ -376,32 +501,72 @@ mod tests {
                 start_s: i as f64,
                 end_s: i as f64 + 1.0,
                 omitted: i < omit_until,
-                streams: ids.iter().map(|&id| StreamSample { id, bytes: c, tcp: None }).collect(),
+                streams: ids
+                    .iter()
+                    .map(|&id| StreamSample {
+                        id,
+                        bytes: c,
+                        tcp: None,
+                    })
+                    .collect(),
             })
             .collect()
     }
 
     #[test]
     fn forward_with_omit_excludes_warmup_everywhere() {
-        let spec = TestSpec { streams: 2, omit_s: Duration::from_secs(1), interval_s: Duration::from_secs(1), ..TestSpec::default() };
+        let spec = TestSpec {
+            streams: 2,
+            omit_s: Duration::from_secs(1),
+            interval_s: Duration::from_secs(1),
+            ..TestSpec::default()
+        };
         let f = Flow::ClientToServer;
         let client = EndpointReport {
-            streams: vec![sr(0, f, Role::Sender, 3000, 0, 0.0, 3.0), sr(1, f, Role::Sender, 3000, 0, 0.0, 3.0)],
-            cpu: CpuTimes { wall_s: 3.0, process_user_s: 0.3, process_system_s: 1.5, system_busy_s: 2.0, system_softirq_s: 0.5, system_total_s: 6.0, cpus: 2, clock_hz: Some(2e9), clock_source: None },
+            streams: vec![
+                sr(0, f, Role::Sender, 3000, 0, 0.0, 3.0),
+                sr(1, f, Role::Sender, 3000, 0, 0.0, 3.0),
+            ],
+            cpu: CpuTimes {
+                wall_s: 3.0,
+                process_user_s: 0.3,
+                process_system_s: 1.5,
+                system_busy_s: 2.0,
+                system_softirq_s: 0.5,
+                system_total_s: 6.0,
+                cpus: 2,
+                clock_hz: Some(2e9),
+                clock_source: None,
+            },
             ..Default::default()
         };
         let server = EndpointReport {
-            streams: vec![sr(0, f, Role::Receiver, 3000, 1000, 0.1, 3.0), sr(1, f, Role::Receiver, 3000, 1000, 0.1, 3.0)],
+            streams: vec![
+                sr(0, f, Role::Receiver, 3000, 1000, 0.1, 3.0),
+                sr(1, f, Role::Receiver, 3000, 1000, 0.1, 3.0),
+            ],
             ..Default::default()
         };
         let ss = samples(&[0, 1], &[1000, 2000, 3000], 1);
-        let r = assemble(&Inputs { spec: &spec, context: RunContext::default(), client: &client, server: &server, client_samples: &[], server_samples: &ss });
+        let r = assemble(&Inputs {
+            spec: &spec,
+            context: RunContext::default(),
+            client: &client,
+            server: &server,
+            client_samples: &[],
+            server_samples: &ss,
+        });
         assert_eq!(r.summary.bytes_received, 4000);
         assert_eq!(r.summary.bytes_sent, 4000);
         assert_eq!(r.summary.omitted_bytes, 2000);
         assert!((r.summary.duration_s - 2.0).abs() < 1e-9);
         assert!((r.summary.throughput_bps - 16000.0).abs() < 1e-6);
-        let measured: u64 = r.intervals.iter().filter(|i| !i.omitted).map(|i| i.bytes).sum();
+        let measured: u64 = r
+            .intervals
+            .iter()
+            .filter(|i| !i.omitted)
+            .map(|i| i.bytes)
+            .sum();
         assert_eq!(measured, r.summary.bytes_received);
         assert_eq!(r.summary.peak_interval_bps, Some(16000.0));
         assert!((r.local.cpu.user_pct - 10.0).abs() < 1e-9);
@@ -412,19 +577,36 @@ mod tests {
 
     #[test]
     fn bidir_reports_each_direction() {
-        let spec = TestSpec { streams: 1, direction: Direction::Bidir, ..TestSpec::default() };
+        let spec = TestSpec {
+            streams: 1,
+            direction: Direction::Bidir,
+            ..TestSpec::default()
+        };
         let (a, b) = (Flow::ClientToServer, Flow::ServerToClient);
         let client = EndpointReport {
-            streams: vec![sr(0, a, Role::Sender, 500, 0, 0.0, 1.0), sr(1, b, Role::Receiver, 700, 0, 0.0, 1.0)],
+            streams: vec![
+                sr(0, a, Role::Sender, 500, 0, 0.0, 1.0),
+                sr(1, b, Role::Receiver, 700, 0, 0.0, 1.0),
+            ],
             ..Default::default()
         };
         let server = EndpointReport {
-            streams: vec![sr(0, a, Role::Receiver, 500, 0, 0.0, 1.0), sr(1, b, Role::Sender, 700, 0, 0.0, 1.0)],
+            streams: vec![
+                sr(0, a, Role::Receiver, 500, 0, 0.0, 1.0),
+                sr(1, b, Role::Sender, 700, 0, 0.0, 1.0),
+            ],
             ..Default::default()
         };
         let cs = samples(&[1], &[700], 0);
         let ss = samples(&[0], &[500], 0);
-        let r = assemble(&Inputs { spec: &spec, context: RunContext::default(), client: &client, server: &server, client_samples: &cs, server_samples: &ss });
+        let r = assemble(&Inputs {
+            spec: &spec,
+            context: RunContext::default(),
+            client: &client,
+            server: &server,
+            client_samples: &cs,
+            server_samples: &ss,
+        });
         assert_eq!(r.directions.len(), 2);
         assert_eq!(r.directions[0].summary.bytes_received, 500);
         assert_eq!(r.directions[1].summary.bytes_received, 700);

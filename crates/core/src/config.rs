@@ -149,7 +149,9 @@ impl TestSpec {
             return Err(ConfigError::Length(self.length_bytes));
         }
         match self.end {
-            EndCondition::Time(t) if t.is_zero() || t > MAX_TIME => return Err(ConfigError::Time(t)),
+            EndCondition::Time(t) if t.is_zero() || t > MAX_TIME => {
+                return Err(ConfigError::Time(t))
+            }
             EndCondition::Bytes(b) if b < u64::from(self.streams) => {
                 return Err(ConfigError::ByteCount {
                     bytes: b,
@@ -182,13 +184,16 @@ impl TestSpec {
                 return Err(ConfigError::FqRate(r));
             }
         }
-        if self.interval_s < Duration::from_millis(10) || self.interval_s > Duration::from_secs(3600) {
+        if self.interval_s < Duration::from_millis(10)
+            || self.interval_s > Duration::from_secs(3600)
+        {
             return Err(ConfigError::Interval(self.interval_s));
         }
         if let Some(c) = &self.congestion {
             let plain = !c.is_empty()
                 && c.len() < 16
-                && c.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+                && c.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
             if !plain {
                 return Err(ConfigError::Congestion(c.clone()));
             }
@@ -270,30 +275,61 @@ mod tests {
         assert_eq!(bad(|s| s.streams = 0), ConfigError::Streams(0));
         assert_eq!(bad(|s| s.streams = 1025), ConfigError::Streams(1025));
         assert_eq!(bad(|s| s.length_bytes = 0), ConfigError::Length(0));
-        assert!(matches!(bad(|s| s.end = EndCondition::Time(Duration::ZERO)), ConfigError::Time(_)));
-        assert!(matches!(bad(|s| { s.streams = 4; s.end = EndCondition::Bytes(3) }), ConfigError::ByteCount { .. }));
-        assert!(matches!(bad(|s| s.window_bytes = Some(u64::MAX)), ConfigError::Window(_)));
-        assert!(matches!(bad(|s| s.congestion = Some("../x".into())), ConfigError::Congestion(_)));
-        assert!(matches!(bad(|s| s.interval_s = Duration::ZERO), ConfigError::Interval(_)));
+        assert!(matches!(
+            bad(|s| s.end = EndCondition::Time(Duration::ZERO)),
+            ConfigError::Time(_)
+        ));
+        assert!(matches!(
+            bad(|s| {
+                s.streams = 4;
+                s.end = EndCondition::Bytes(3)
+            }),
+            ConfigError::ByteCount { .. }
+        ));
+        assert!(matches!(
+            bad(|s| s.window_bytes = Some(u64::MAX)),
+            ConfigError::Window(_)
+        ));
+        assert!(matches!(
+            bad(|s| s.congestion = Some("../x".into())),
+            ConfigError::Congestion(_)
+        ));
+        assert!(matches!(
+            bad(|s| s.interval_s = Duration::ZERO),
+            ConfigError::Interval(_)
+        ));
     }
 
     #[test]
     fn budgets_split_exactly() {
         for streams in [1u32, 3, 7, 64] {
             for total in [streams as u64, 1000, 1_000_003, 10 << 30] {
-                let s = TestSpec { streams, end: EndCondition::Bytes(total), ..TestSpec::default() };
+                let s = TestSpec {
+                    streams,
+                    end: EndCondition::Bytes(total),
+                    ..TestSpec::default()
+                };
                 let sum: u64 = (0..streams).map(|i| s.stream_budget(i).unwrap()).sum();
                 assert_eq!(sum, total);
             }
         }
-        let s = TestSpec { streams: 3, length_bytes: 100, end: EndCondition::Blocks(10), ..TestSpec::default() };
+        let s = TestSpec {
+            streams: 3,
+            length_bytes: 100,
+            end: EndCondition::Blocks(10),
+            ..TestSpec::default()
+        };
         let v: Vec<u64> = (0..3).map(|i| s.stream_budget(i).unwrap()).collect();
         assert_eq!(v, vec![400, 300, 300]);
     }
 
     #[test]
     fn bidir_has_two_flows() {
-        let s = TestSpec { streams: 2, direction: Direction::Bidir, ..TestSpec::default() };
+        let s = TestSpec {
+            streams: 2,
+            direction: Direction::Bidir,
+            ..TestSpec::default()
+        };
         assert_eq!(s.total_streams(), 4);
         assert_eq!(s.flow_of(1), Flow::ClientToServer);
         assert_eq!(s.flow_of(2), Flow::ServerToClient);

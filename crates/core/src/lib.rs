@@ -6,8 +6,8 @@
 
 pub mod assemble;
 pub mod config;
-pub mod protocol;
 pub mod endpoint;
+pub mod protocol;
 pub mod result;
 pub mod stats;
 pub mod units;

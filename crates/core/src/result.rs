@@ -100,7 +100,17 @@ pub struct StreamResult {
     pub tcp: Option<TcpStats>,
     /// The receiving socket's TCP_INFO.
     pub receiver_tcp: Option<TcpStats>,
+    /// Shares of the sender's test time that TCP spent limited by the receive window, limited by the
+    /// send buffer, and busy sending (tcpi_rwnd_limited, tcpi_sndbuf_limited, tcpi_busy_time).
+    pub limited: Option<LimitedShares>,
     pub errors: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct LimitedShares {
+    pub rwnd_limited_pct: f64,
+    pub sndbuf_limited_pct: f64,
+    pub busy_pct: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -197,7 +207,12 @@ pub fn format_utc(unix_s: f64) -> String {
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
 }
 
 #[cfg(test)]

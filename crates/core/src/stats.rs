@@ -21,7 +21,13 @@ impl SampleSchedule {
     pub fn new(interval: Duration, omit: Duration) -> Self {
         let interval = interval.as_secs_f64().max(1e-3);
         let omit = omit.as_secs_f64();
-        SampleSchedule { interval, omit, omit_index: 0, index: 0, in_omit: omit > 0.0 }
+        SampleSchedule {
+            interval,
+            omit,
+            omit_index: 0,
+            index: 0,
+            in_omit: omit > 0.0,
+        }
     }
 
     /// The next interval: (index, start_s, end_s, omitted).
@@ -42,7 +48,12 @@ impl SampleSchedule {
         }
         let j = self.omit_index as f64;
         self.omit_index += 1;
-        (index, self.omit + j * self.interval, self.omit + (j + 1.0) * self.interval, false)
+        (
+            index,
+            self.omit + j * self.interval,
+            self.omit + (j + 1.0) * self.interval,
+            false,
+        )
     }
 }
 
@@ -64,7 +75,10 @@ pub fn deltas(samples: &[IntervalSample]) -> Vec<Vec<StreamDelta>> {
                 .iter()
                 .map(|st| {
                     let prev = last.insert(st.id, st.bytes).unwrap_or(0);
-                    StreamDelta { id: st.id, bytes: st.bytes.saturating_sub(prev) }
+                    StreamDelta {
+                        id: st.id,
+                        bytes: st.bytes.saturating_sub(prev),
+                    }
                 })
                 .collect()
         })
@@ -117,7 +131,18 @@ mod tests {
             start_s: i as f64,
             end_s: i as f64 + 1.0,
             omitted: false,
-            streams: vec![StreamSample { id: 0, bytes: a, tcp: None }, StreamSample { id: 1, bytes: b, tcp: None }],
+            streams: vec![
+                StreamSample {
+                    id: 0,
+                    bytes: a,
+                    tcp: None,
+                },
+                StreamSample {
+                    id: 1,
+                    bytes: b,
+                    tcp: None,
+                },
+            ],
         };
         let samples = vec![mk(0, 10, 5), mk(1, 25, 5), mk(2, 40, 9)];
         let d = deltas(&samples);
@@ -128,7 +153,12 @@ mod tests {
 
     #[test]
     fn peak_ignores_short_and_omitted() {
-        let iv = vec![(0.0, 1.0, 1000, true), (1.0, 2.0, 100, false), (2.0, 3.0, 200, false), (3.0, 3.1, 1, false)];
+        let iv = vec![
+            (0.0, 1.0, 1000, true),
+            (1.0, 2.0, 100, false),
+            (2.0, 3.0, 200, false),
+            (3.0, 3.1, 1, false),
+        ];
         assert_eq!(peak_and_lowest(&iv, 1.0), Some((1600.0, 800.0)));
         assert_eq!(peak_and_lowest(&iv[..1], 1.0), None);
     }

@@ -22,7 +22,10 @@ pub enum FrameError {
 pub fn encode(msg: &Message) -> Vec<u8> {
     let body = serde_json::to_vec(msg).unwrap_or_else(|e| {
         // Serializing our own types cannot fail; if it ever did, send an error the peer can show.
-        serde_json::to_vec(&Message::Error { message: format!("internal: {e}") }).unwrap_or_default()
+        serde_json::to_vec(&Message::Error {
+            message: format!("internal: {e}"),
+        })
+        .unwrap_or_default()
     });
     let mut out = Vec::with_capacity(4 + body.len());
     out.extend_from_slice(&(body.len() as u32).to_be_bytes());
@@ -57,7 +60,9 @@ impl FrameDecoder {
             return 4 - self.buf.len();
         }
         let len = u32::from_be_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]]) as usize;
-        (4 + len.min(MAX_FRAME_LEN)).saturating_sub(self.buf.len()).max(1)
+        (4 + len.min(MAX_FRAME_LEN))
+            .saturating_sub(self.buf.len())
+            .max(1)
     }
 
     /// The next complete message, `Ok(None)` if more bytes are needed. After an error the connection
@@ -68,7 +73,10 @@ impl FrameDecoder {
         }
         let len = u32::from_be_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]]) as usize;
         if len > MAX_FRAME_LEN {
-            return Err(FrameError::TooLong { len, max: MAX_FRAME_LEN });
+            return Err(FrameError::TooLong {
+                len,
+                max: MAX_FRAME_LEN,
+            });
         }
         if len == 0 {
             return Err(FrameError::Empty);
@@ -78,7 +86,9 @@ impl FrameDecoder {
         }
         let result = serde_json::from_slice::<Message>(&self.buf[4..4 + len]);
         self.buf.drain(..4 + len);
-        result.map(Some).map_err(|e| FrameError::Malformed(e.to_string()))
+        result
+            .map(Some)
+            .map_err(|e| FrameError::Malformed(e.to_string()))
     }
 }
 
@@ -90,8 +100,13 @@ mod tests {
     #[test]
     fn round_trip_in_any_chunking() {
         let msgs = vec![
-            Message::Hello { version: 1, software: "t".into() },
-            Message::TestRequest { spec: TestSpec::default() },
+            Message::Hello {
+                version: 1,
+                software: "t".into(),
+            },
+            Message::TestRequest {
+                spec: TestSpec::default(),
+            },
             Message::Start,
         ];
         let wire: Vec<u8> = msgs.iter().flat_map(encode).collect();

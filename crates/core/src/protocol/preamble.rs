@@ -32,8 +32,14 @@ pub fn classify(first: u8) -> Speaker {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Preamble {
-    Control { version: u16 },
-    Data { version: u16, session: SessionId, stream: u32 },
+    Control {
+        version: u16,
+    },
+    Data {
+        version: u16,
+        session: SessionId,
+        stream: u32,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -55,7 +61,11 @@ impl Preamble {
                 out.extend_from_slice(&version.to_be_bytes());
                 out.extend_from_slice(&[b'C', 0]);
             }
-            Preamble::Data { version, session, stream } => {
+            Preamble::Data {
+                version,
+                session,
+                stream,
+            } => {
                 out.extend_from_slice(&version.to_be_bytes());
                 out.extend_from_slice(&[b'D', 0]);
                 out.extend_from_slice(&session.0);
@@ -88,7 +98,14 @@ impl Preamble {
                 let mut s = [0u8; 16];
                 s.copy_from_slice(&buf[8..24]);
                 let stream = u32::from_be_bytes([buf[24], buf[25], buf[26], buf[27]]);
-                Ok(Some((Preamble::Data { version, session: SessionId(s), stream }, DATA_LEN)))
+                Ok(Some((
+                    Preamble::Data {
+                        version,
+                        session: SessionId(s),
+                        stream,
+                    },
+                    DATA_LEN,
+                )))
             }
             k => Err(PreambleError::BadKind(k)),
         }
@@ -102,8 +119,14 @@ mod tests {
     #[test]
     fn round_trip() {
         for p in [
-            Preamble::Control { version: PROTOCOL_VERSION },
-            Preamble::Data { version: PROTOCOL_VERSION, session: SessionId([7; 16]), stream: 513 },
+            Preamble::Control {
+                version: PROTOCOL_VERSION,
+            },
+            Preamble::Data {
+                version: PROTOCOL_VERSION,
+                session: SessionId([7; 16]),
+                stream: 513,
+            },
         ] {
             let b = p.encode();
             assert_eq!(Preamble::parse(&b).unwrap(), Some((p, b.len())));
@@ -115,9 +138,18 @@ mod tests {
 
     #[test]
     fn rejects_garbage_and_other_versions() {
-        assert!(matches!(Preamble::parse(b"GET / HTTP/1.1"), Err(PreambleError::BadMagic(_))));
-        assert!(matches!(Preamble::parse(b"LSPD\x00\x09C\x00"), Err(PreambleError::Version(9))));
-        assert!(matches!(Preamble::parse(b"LSPD\x00\x01X\x00"), Err(PreambleError::BadKind(b'X'))));
+        assert!(matches!(
+            Preamble::parse(b"GET / HTTP/1.1"),
+            Err(PreambleError::BadMagic(_))
+        ));
+        assert!(matches!(
+            Preamble::parse(b"LSPD\x00\x09C\x00"),
+            Err(PreambleError::Version(9))
+        ));
+        assert!(matches!(
+            Preamble::parse(b"LSPD\x00\x01X\x00"),
+            Err(PreambleError::BadKind(b'X'))
+        ));
     }
 
     #[test]

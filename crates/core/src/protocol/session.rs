@@ -12,7 +12,10 @@ use crate::endpoint::{EndpointReport, IntervalSample};
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ProtocolError {
     #[error("unexpected '{got}' message while {phase}")]
-    Unexpected { phase: &'static str, got: &'static str },
+    Unexpected {
+        phase: &'static str,
+        got: &'static str,
+    },
     #[error("peer speaks protocol version {0}, this side speaks {PROTOCOL_VERSION}")]
     Version(u16),
     #[error("invalid test request: {0}")]
@@ -26,7 +29,10 @@ pub enum ProtocolError {
     #[error("data stream {0} connected twice")]
     DuplicateStream(u32),
     #[error("local event '{event}' while {phase}")]
-    BadLocalEvent { phase: &'static str, event: &'static str },
+    BadLocalEvent {
+        phase: &'static str,
+        event: &'static str,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,7 +98,12 @@ impl Default for ServerSession {
 
 impl ServerSession {
     pub fn new() -> Self {
-        ServerSession { phase: ServerPhase::AwaitHello, spec: None, connected: vec![], remaining: 0 }
+        ServerSession {
+            phase: ServerPhase::AwaitHello,
+            spec: None,
+            connected: vec![],
+            remaining: 0,
+        }
     }
 
     pub fn phase(&self) -> ServerPhase {
@@ -104,7 +115,10 @@ impl ServerSession {
     }
 
     fn unexpected(&mut self, got: &Message) -> ProtocolError {
-        let e = ProtocolError::Unexpected { phase: self.phase.name(), got: got.kind() };
+        let e = ProtocolError::Unexpected {
+            phase: self.phase.name(),
+            got: got.kind(),
+        };
         self.phase = ServerPhase::Failed;
         e
     }
@@ -137,7 +151,9 @@ impl ServerSession {
                 }
                 Err(e) => {
                     self.phase = Failed;
-                    Ok(ServerAction::Reject(Message::Rejected { reason: e.to_string() }))
+                    Ok(ServerAction::Reject(Message::Rejected {
+                        reason: e.to_string(),
+                    }))
                 }
             },
             (AwaitStart, Message::Start) => {
@@ -156,10 +172,16 @@ impl ServerSession {
     /// A data connection quoting this session arrived. Returns true when it was the last one expected.
     pub fn on_stream(&mut self, id: u32) -> Result<bool, ProtocolError> {
         if self.phase != ServerPhase::AwaitStreams {
-            return Err(ProtocolError::BadLocalEvent { phase: self.phase.name(), event: "stream connected" });
+            return Err(ProtocolError::BadLocalEvent {
+                phase: self.phase.name(),
+                event: "stream connected",
+            });
         }
         let total = self.connected.len() as u32;
-        let slot = self.connected.get_mut(id as usize).ok_or(ProtocolError::UnknownStream { id, total })?;
+        let slot = self
+            .connected
+            .get_mut(id as usize)
+            .ok_or(ProtocolError::UnknownStream { id, total })?;
         if *slot {
             return Err(ProtocolError::DuplicateStream(id));
         }
@@ -175,7 +197,10 @@ impl ServerSession {
     /// The server's own streams have finished: the driver sends `Done` and waits for the client's results.
     pub fn on_local_done(&mut self) -> Result<Message, ProtocolError> {
         if self.phase != ServerPhase::Running {
-            return Err(ProtocolError::BadLocalEvent { phase: self.phase.name(), event: "local done" });
+            return Err(ProtocolError::BadLocalEvent {
+                phase: self.phase.name(),
+                event: "local done",
+            });
         }
         self.phase = ServerPhase::AwaitResults;
         Ok(Message::Done)
@@ -240,7 +265,12 @@ pub struct ClientSession {
 
 impl ClientSession {
     pub fn new(spec: TestSpec) -> Self {
-        ClientSession { phase: ClientPhase::New, spec, local_done: false, remote_done: false }
+        ClientSession {
+            phase: ClientPhase::New,
+            spec,
+            local_done: false,
+            remote_done: false,
+        }
     }
 
     pub fn phase(&self) -> ClientPhase {
@@ -250,7 +280,10 @@ impl ClientSession {
     /// The first message to send.
     pub fn hello(&mut self) -> Message {
         self.phase = ClientPhase::AwaitWelcome;
-        Message::Hello { version: PROTOCOL_VERSION, software: format!("landspeed {}", crate::SOFTWARE_VERSION) }
+        Message::Hello {
+            version: PROTOCOL_VERSION,
+            software: format!("landspeed {}", crate::SOFTWARE_VERSION),
+        }
     }
 
     pub fn on_message(&mut self, msg: Message) -> Result<ClientAction, ProtocolError> {
@@ -266,7 +299,9 @@ impl ClientSession {
                     return Err(ProtocolError::Version(version));
                 }
                 self.phase = AwaitAccepted;
-                Ok(ClientAction::Send(Message::TestRequest { spec: self.spec.clone() }))
+                Ok(ClientAction::Send(Message::TestRequest {
+                    spec: self.spec.clone(),
+                }))
             }
             (AwaitAccepted, Message::Accepted { session }) => {
                 self.phase = Connecting;
@@ -291,7 +326,10 @@ impl ClientSession {
             }
             (phase, other) => {
                 self.phase = Failed;
-                Err(ProtocolError::Unexpected { phase: phase.name(), got: other.kind() })
+                Err(ProtocolError::Unexpected {
+                    phase: phase.name(),
+                    got: other.kind(),
+                })
             }
         }
     }
@@ -299,7 +337,10 @@ impl ClientSession {
     /// All data streams are connected.
     pub fn on_streams_connected(&mut self) -> Result<(), ProtocolError> {
         if self.phase != ClientPhase::Connecting {
-            return Err(ProtocolError::BadLocalEvent { phase: self.phase.name(), event: "streams connected" });
+            return Err(ProtocolError::BadLocalEvent {
+                phase: self.phase.name(),
+                event: "streams connected",
+            });
         }
         self.phase = ClientPhase::AwaitReady;
         Ok(())
@@ -308,7 +349,10 @@ impl ClientSession {
     /// The client's own streams have finished.
     pub fn on_local_done(&mut self) -> Result<ClientAction, ProtocolError> {
         if self.phase != ClientPhase::Running || self.local_done {
-            return Err(ProtocolError::BadLocalEvent { phase: self.phase.name(), event: "local done" });
+            return Err(ProtocolError::BadLocalEvent {
+                phase: self.phase.name(),
+                event: "local done",
+            });
         }
         self.local_done = true;
         Ok(self.maybe_finish())
@@ -336,27 +380,58 @@ mod tests {
     /// Runs a whole test through both machines, passing messages between them as a driver would.
     #[test]
     fn full_exchange() {
-        let spec = TestSpec { streams: 2, ..TestSpec::default() };
+        let spec = TestSpec {
+            streams: 2,
+            ..TestSpec::default()
+        };
         let mut c = ClientSession::new(spec.clone());
         let mut s = ServerSession::new();
         let hello = c.hello();
-        let ServerAction::Reply(welcome) = s.on_message(hello).unwrap() else { panic!() };
-        let ClientAction::Send(req) = c.on_message(welcome).unwrap() else { panic!() };
+        let ServerAction::Reply(welcome) = s.on_message(hello).unwrap() else {
+            panic!()
+        };
+        let ClientAction::Send(req) = c.on_message(welcome).unwrap() else {
+            panic!()
+        };
         assert_eq!(s.on_message(req).unwrap(), ServerAction::Accept(spec));
         let id = SessionId([1; 16]);
-        assert_eq!(c.on_message(Message::Accepted { session: id }).unwrap(), ClientAction::ConnectStreams(id));
+        assert_eq!(
+            c.on_message(Message::Accepted { session: id }).unwrap(),
+            ClientAction::ConnectStreams(id)
+        );
         assert!(!s.on_stream(1).unwrap());
         assert!(s.on_stream(0).unwrap());
         c.on_streams_connected().unwrap();
-        assert_eq!(c.on_message(Message::Ready).unwrap(), ClientAction::StartTest);
-        assert_eq!(s.on_message(Message::Start).unwrap(), ServerAction::StartTest);
-        let sample = IntervalSample { index: 0, start_s: 0.0, end_s: 1.0, omitted: false, streams: vec![] };
-        assert!(matches!(c.on_message(Message::Interval { sample }).unwrap(), ClientAction::Interval(_)));
+        assert_eq!(
+            c.on_message(Message::Ready).unwrap(),
+            ClientAction::StartTest
+        );
+        assert_eq!(
+            s.on_message(Message::Start).unwrap(),
+            ServerAction::StartTest
+        );
+        let sample = IntervalSample {
+            index: 0,
+            start_s: 0.0,
+            end_s: 1.0,
+            omitted: false,
+            streams: vec![],
+        };
+        assert!(matches!(
+            c.on_message(Message::Interval { sample }).unwrap(),
+            ClientAction::Interval(_)
+        ));
         assert_eq!(c.on_local_done().unwrap(), ClientAction::Wait);
         let done = s.on_local_done().unwrap();
         assert_eq!(c.on_message(done).unwrap(), ClientAction::SendResults);
-        assert!(matches!(s.on_message(Message::Results { report: report() }).unwrap(), ServerAction::SendResults(_)));
-        assert!(matches!(c.on_message(Message::Results { report: report() }).unwrap(), ClientAction::Finished(_)));
+        assert!(matches!(
+            s.on_message(Message::Results { report: report() }).unwrap(),
+            ServerAction::SendResults(_)
+        ));
+        assert!(matches!(
+            c.on_message(Message::Results { report: report() }).unwrap(),
+            ClientAction::Finished(_)
+        ));
         assert_eq!(s.phase(), ServerPhase::Finished);
         assert_eq!(c.phase(), ClientPhase::Finished);
     }
@@ -364,25 +439,57 @@ mod tests {
     #[test]
     fn server_refuses_out_of_order_and_bad_requests() {
         let mut s = ServerSession::new();
-        assert!(matches!(s.on_message(Message::Start), Err(ProtocolError::Unexpected { .. })));
+        assert!(matches!(
+            s.on_message(Message::Start),
+            Err(ProtocolError::Unexpected { .. })
+        ));
         assert_eq!(s.phase(), ServerPhase::Failed);
 
         let mut s = ServerSession::new();
-        assert!(matches!(s.on_message(Message::Hello { version: 99, software: "x".into() }), Err(ProtocolError::Version(99))));
+        assert!(matches!(
+            s.on_message(Message::Hello {
+                version: 99,
+                software: "x".into()
+            }),
+            Err(ProtocolError::Version(99))
+        ));
 
         let mut s = ServerSession::new();
-        s.on_message(Message::Hello { version: PROTOCOL_VERSION, software: "x".into() }).unwrap();
-        let bad = TestSpec { streams: 0, ..TestSpec::default() };
-        assert!(matches!(s.on_message(Message::TestRequest { spec: bad }).unwrap(), ServerAction::Reject(_)));
+        s.on_message(Message::Hello {
+            version: PROTOCOL_VERSION,
+            software: "x".into(),
+        })
+        .unwrap();
+        let bad = TestSpec {
+            streams: 0,
+            ..TestSpec::default()
+        };
+        assert!(matches!(
+            s.on_message(Message::TestRequest { spec: bad }).unwrap(),
+            ServerAction::Reject(_)
+        ));
         assert_eq!(s.phase(), ServerPhase::Failed);
     }
 
     #[test]
     fn server_checks_stream_ids() {
         let mut s = ServerSession::new();
-        s.on_message(Message::Hello { version: PROTOCOL_VERSION, software: "x".into() }).unwrap();
-        s.on_message(Message::TestRequest { spec: TestSpec { streams: 2, ..TestSpec::default() } }).unwrap();
-        assert_eq!(s.on_stream(5), Err(ProtocolError::UnknownStream { id: 5, total: 2 }));
+        s.on_message(Message::Hello {
+            version: PROTOCOL_VERSION,
+            software: "x".into(),
+        })
+        .unwrap();
+        s.on_message(Message::TestRequest {
+            spec: TestSpec {
+                streams: 2,
+                ..TestSpec::default()
+            },
+        })
+        .unwrap();
+        assert_eq!(
+            s.on_stream(5),
+            Err(ProtocolError::UnknownStream { id: 5, total: 2 })
+        );
         s.on_stream(0).unwrap();
         assert_eq!(s.on_stream(0), Err(ProtocolError::DuplicateStream(0)));
         assert!(s.on_local_done().is_err());
@@ -392,28 +499,46 @@ mod tests {
     fn client_reports_rejection_and_remote_errors() {
         let mut c = ClientSession::new(TestSpec::default());
         c.hello();
-        c.on_message(Message::Welcome { version: PROTOCOL_VERSION, software: "s".into() }).unwrap();
+        c.on_message(Message::Welcome {
+            version: PROTOCOL_VERSION,
+            software: "s".into(),
+        })
+        .unwrap();
         assert_eq!(
-            c.on_message(Message::Rejected { reason: "busy".into() }),
+            c.on_message(Message::Rejected {
+                reason: "busy".into()
+            }),
             Err(ProtocolError::Rejected("busy".into()))
         );
         let mut c = ClientSession::new(TestSpec::default());
         c.hello();
         assert_eq!(
-            c.on_message(Message::Error { message: "boom".into() }),
+            c.on_message(Message::Error {
+                message: "boom".into()
+            }),
             Err(ProtocolError::Remote("boom".into()))
         );
         let mut c = ClientSession::new(TestSpec::default());
         c.hello();
-        assert!(matches!(c.on_message(Message::Done), Err(ProtocolError::Unexpected { .. })));
+        assert!(matches!(
+            c.on_message(Message::Done),
+            Err(ProtocolError::Unexpected { .. })
+        ));
     }
 
     #[test]
     fn done_twice_is_a_violation() {
         let mut c = ClientSession::new(TestSpec::default());
         c.hello();
-        c.on_message(Message::Welcome { version: PROTOCOL_VERSION, software: "s".into() }).unwrap();
-        c.on_message(Message::Accepted { session: SessionId([0; 16]) }).unwrap();
+        c.on_message(Message::Welcome {
+            version: PROTOCOL_VERSION,
+            software: "s".into(),
+        })
+        .unwrap();
+        c.on_message(Message::Accepted {
+            session: SessionId([0; 16]),
+        })
+        .unwrap();
         c.on_streams_connected().unwrap();
         c.on_message(Message::Ready).unwrap();
         assert_eq!(c.on_message(Message::Done).unwrap(), ClientAction::Wait);

@@ -1,0 +1,212 @@
+//! The command line, and its translation into validated configuration. This is the only place that
+//! knows about clap; value parsers turn sizes, rates and durations into unit types so a bad value is a
+//! usage error (exit 2) naming the flag.
+
+use clap::{Args, Parser, Subcommand};
+use landspeed_core::config::{Direction, EndCondition, TestSpec};
+use landspeed_core::units::{parse_duration, BitRate, Bytes};
+use std::net::IpAddr;
+use std::time::Duration;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "landspeed",
+    version,
+    about = "Measure how fast bulk data really moves between hosts over TCP, with both ends' figures",
+    long_about = None,
+    after_help = "Examples:\n  landspeed demo                         loopback server + client, 4 streams, 5 s\n  landspeed serve                        serve tests on port 5201 (IPv4 and IPv6)\n  landspeed run server.example -P 8 -w 64M -t 30\n  landspeed run ::1 -R --json            server sends; one JSON document at the end"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+// Parsed once per process; boxing the large variant would buy nothing.
+#[allow(clippy::large_enum_variant)]
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Serve tests (landspeed's protocol; one port for control and data).
+    #[command(
+        after_help = "Examples:\n  landspeed serve\n  landspeed serve -p 5300 --bind 192.0.2.10\n  landspeed serve --once"
+    )]
+    Serve(ServeArgs),
+    /// Run one test against a landspeed server.
+    #[command(
+        after_help = "Examples:\n  landspeed run host -P 4 -t 30            4 streams for 30 s\n  landspeed run host -n 10G -l 1M          exactly 10 GiB in 1 MiB writes\n  landspeed run host -w 128M -i 5          128 MiB windows, a line every 5 s\n  landspeed run host --bidir --json        both directions, JSON result\n  landspeed run host -P 9 --cpus 0 --server-cpus 1   NTttcp-style pinning"
+    )]
+    Run(RunArgs),
+    /// Loopback server and client in one process: 4 streams for 5 seconds, full report.
+    Demo(DemoArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// Port to listen on (0 picks a free one and prints it).
+    #[arg(short, long, default_value_t = 5201)]
+    pub port: u16,
+    /// Address to listen on (default: every IPv4 and IPv6 address).
+    #[arg(long)]
+    pub bind: Option<IpAddr>,
+    /// Serve one test, then exit.
+    #[arg(long)]
+    pub once: bool,
+    /// Seconds a stream may move nothing before the server gives up on it.
+    #[arg(long, default_value = "30s", value_parser = duration)]
+    pub idle_timeout: Duration,
+}
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// Server to test against (name or address).
+    pub host: String,
+    #[command(flatten)]
+    pub test: TestArgs,
+    /// Print the whole result as one JSON document at the end.
+    #[arg(long, conflicts_with = "json_stream")]
+    pub json: bool,
+    /// Print JSON Lines events while the test runs (start, interval, end, error).
+    #[arg(long)]
+    pub json_stream: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct DemoArgs {
+    /// Streams.
+    #[arg(short = 'P', long = "streams", default_value_t = 4)]
+    pub streams: u32,
+    /// Test time.
+    #[arg(short, long, default_value = "5s", value_parser = duration)]
+    pub time: Duration,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct TestArgs {
+    /// Server port.
+    #[arg(short, long, default_value_t = 5201)]
+    pub port: u16,
+    /// Parallel TCP streams per direction (1..=1024).
+    #[arg(short = 'P', long = "streams", default_value_t = 1, value_name = "N")]
+    pub streams: u32,
+    /// Worker threads on this end (default: one per stream up to the core count).
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
+    /// CPUs to pin this end's workers to, round-robin (e.g. 0,2-3).
+    #[arg(long, value_name = "LIST", value_parser = cpu_list)]
+    pub cpus: Option<Vec<usize>>,
+    /// Worker threads on the server.
+    #[arg(long, value_name = "N")]
+    pub server_threads: Option<u32>,
+    /// CPUs to pin the server's workers to.
+    #[arg(long, value_name = "LIST", value_parser = cpu_list)]
+    pub server_cpus: Option<Vec<usize>>,
+    /// Bytes per write/read call (K/M/G = 1024). Default 128K.
+    #[arg(short, long, value_name = "SIZE", value_parser = bytes)]
+    pub length: Option<Bytes>,
+    /// Test time after the warm-up (default 10s).
+    #[arg(short, long, value_name = "DUR", value_parser = duration, conflicts_with_all = ["bytes", "blocks"])]
+    pub time: Option<Duration>,
+    /// Send exactly this many bytes per direction, split over the streams.
+    #[arg(short = 'n', long, value_name = "SIZE", value_parser = bytes, conflicts_with = "blocks")]
+    pub bytes: Option<Bytes>,
+    /// Send exactly this many buffers of --length per direction.
+    #[arg(short = 'k', long, value_name = "N")]
+    pub blocks: Option<u64>,
+    /// Socket buffer (SO_SNDBUF and SO_RCVBUF) on both ends.
+    #[arg(short, long, value_name = "SIZE", value_parser = bytes)]
+    pub window: Option<Bytes>,
+    /// TCP congestion control algorithm (e.g. cubic, bbr, reno).
+    #[arg(short = 'C', long, value_name = "ALG")]
+    pub congestion: Option<String>,
+    /// TCP maximum segment size.
+    #[arg(short = 'M', long, value_name = "BYTES")]
+    pub mss: Option<u32>,
+    /// Disable Nagle's algorithm (TCP_NODELAY).
+    #[arg(short = 'N', long)]
+    pub nodelay: bool,
+    /// Pace each sending socket at this rate (SO_MAX_PACING_RATE; k/M/G = 1000 bit/s).
+    #[arg(long, value_name = "RATE", value_parser = rate)]
+    pub fq_rate: Option<BitRate>,
+    /// Use IPv4 only.
+    #[arg(short = '4', conflicts_with = "ipv6")]
+    pub ipv4: bool,
+    /// Use IPv6 only.
+    #[arg(short = '6')]
+    pub ipv6: bool,
+    /// Local address to send from.
+    #[arg(short = 'B', long, value_name = "ADDR")]
+    pub bind: Option<IpAddr>,
+    /// Reverse: the server sends, this end receives.
+    #[arg(short = 'R', long, conflicts_with = "bidir")]
+    pub reverse: bool,
+    /// Both directions at once, reported separately.
+    #[arg(long)]
+    pub bidir: bool,
+    /// Interval between live report lines (0 turns them off; samples are still kept every second).
+    #[arg(short, long, value_name = "DUR", value_parser = duration, default_value = "1s")]
+    pub interval: Duration,
+    /// Show every stream in the live lines, not just the sum.
+    #[arg(long)]
+    pub per_stream: bool,
+    /// Warm-up left out of the results.
+    #[arg(short = 'O', long, value_name = "DUR", value_parser = duration)]
+    pub omit: Option<Duration>,
+    /// Seconds to wait for a connection.
+    #[arg(long, value_name = "DUR", value_parser = duration, default_value = "5s")]
+    pub connect_timeout: Duration,
+}
+
+fn bytes(s: &str) -> Result<Bytes, String> {
+    s.parse::<Bytes>().map_err(|e| e.to_string())
+}
+fn rate(s: &str) -> Result<BitRate, String> {
+    s.parse::<BitRate>().map_err(|e| e.to_string())
+}
+fn duration(s: &str) -> Result<Duration, String> {
+    parse_duration(s).map_err(|e| e.to_string())
+}
+fn cpu_list(s: &str) -> Result<Vec<usize>, String> {
+    landspeed_net::pin::parse_cpu_list(s)
+}
+
+impl TestArgs {
+    /// The test specification these flags describe (validated by the caller).
+    pub fn spec(&self) -> TestSpec {
+        let end = match (self.time, self.bytes, self.blocks) {
+            (_, Some(b), _) => EndCondition::Bytes(b.get()),
+            (_, _, Some(k)) => EndCondition::Blocks(k),
+            (Some(t), _, _) => EndCondition::Time(t),
+            _ => EndCondition::Time(Duration::from_secs(10)),
+        };
+        TestSpec {
+            streams: self.streams,
+            length_bytes: self
+                .length
+                .unwrap_or(landspeed_core::config::DEFAULT_LENGTH)
+                .get(),
+            end,
+            omit_s: self.omit.unwrap_or_default(),
+            direction: if self.bidir {
+                Direction::Bidir
+            } else if self.reverse {
+                Direction::Reverse
+            } else {
+                Direction::Forward
+            },
+            window_bytes: self.window.map(|w| w.get()),
+            congestion: self.congestion.clone(),
+            mss: self.mss,
+            nodelay: self.nodelay,
+            fq_rate_bps: self.fq_rate.map(|r| r.bps()),
+            interval_s: if self.interval.is_zero() {
+                Duration::from_secs(1)
+            } else {
+                self.interval
+            },
+            server_threads: self.server_threads,
+            server_cpus: self.server_cpus.clone(),
+        }
+    }
+}

@@ -1,0 +1,47 @@
+//! The `landspeed` binary: parses the command line, runs the command, renders the result with the
+//! report crate, and maps failures to exit codes (0 ok, 1 runtime failure, 2 usage error). Errors are
+//! printed once, as one line with their chain of causes.
+
+mod args;
+mod output;
+mod run;
+mod serve;
+
+use clap::Parser;
+use std::process::ExitCode;
+
+/// An error that is the user's to fix (exit code 2), as opposed to a runtime failure (exit code 1).
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl std::error::Error for UsageError {}
+
+/// Exit code for a completed test whose figures cannot be trusted (errors, interruption).
+pub struct Failed;
+
+fn main() -> ExitCode {
+    let cli = args::Cli::parse();
+    let outcome = match cli.command {
+        args::Command::Serve(a) => serve::serve(a),
+        args::Command::Run(a) => run::run(a),
+        args::Command::Demo(a) => run::demo(a),
+    };
+    match outcome {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(e) => {
+            let chain: Vec<String> = e.chain().map(|c| c.to_string()).collect();
+            eprintln!("landspeed: error: {}", chain.join(": "));
+            if e.downcast_ref::<UsageError>().is_some() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::from(1)
+            }
+        }
+    }
+}

@@ -1,0 +1,130 @@
+//! Chooses how a test is shown: live text lines and the text report, one JSON document, or JSON Lines
+//! events. The measurement code calls back with events; this turns each into the chosen format.
+
+use landspeed_core::config::{Direction, TestSpec};
+use landspeed_core::result::RunResult;
+use landspeed_net::ClientEvent;
+use landspeed_report::{interval_header, interval_line, JsonEvent};
+use std::io::Write;
+use std::time::Duration;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Text,
+    Json,
+    JsonStream,
+}
+
+pub struct Output {
+    pub format: Format,
+    pub per_stream: bool,
+    /// Live lines every this many samples (None: no live lines).
+    pub every: Option<u32>,
+    pub host: String,
+    pub port: u16,
+    pub spec: TestSpec,
+    header_done: bool,
+}
+
+impl Output {
+    pub fn new(
+        format: Format,
+        per_stream: bool,
+        interval: Duration,
+        host: String,
+        port: u16,
+        spec: TestSpec,
+    ) -> Self {
+        let every = if interval.is_zero() { None } else { Some(1) };
+        Output {
+            format,
+            per_stream,
+            every,
+            host,
+            port,
+            spec,
+            header_done: false,
+        }
+    }
+
+    fn out(&self, line: &str) {
+        let mut o = std::io::stdout().lock();
+        let _ = writeln!(o, "{line}");
+        let _ = o.flush();
+    }
+
+    pub fn event(&mut self, ev: ClientEvent) {
+        match (self.format, ev) {
+            (Format::Json, _) => {}
+            (Format::Text, ClientEvent::Connected { local, remote }) => {
+                self.out(&format!(
+                    "Connecting to {} port {} from {local} to {remote}",
+                    self.host, self.port
+                ));
+            }
+            (Format::Text, ClientEvent::Started { warnings, .. }) => {
+                for w in warnings {
+                    eprintln!("landspeed: warning: {w}");
+                }
+            }
+            (Format::Text, ClientEvent::Interval { flow, interval }) => {
+                if self.every.is_none() {
+                    return;
+                }
+                let bidir = self.spec.direction == Direction::Bidir;
+                if !self.header_done {
+                    self.header_done = true;
+                    self.out(&interval_header(bidir));
+                }
+                for l in interval_line(flow, &interval, self.per_stream, bidir) {
+                    self.out(&l);
+                }
+            }
+            (Format::JsonStream, ClientEvent::Connected { local, remote }) => {
+                let ev = JsonEvent::Start {
+                    schema: landspeed_report::json::STREAM_SCHEMA,
+                    host: &self.host,
+                    port: self.port,
+                    local: local.to_string(),
+                    remote: remote.to_string(),
+                    config: &self.spec,
+                };
+                self.out(&ev.line());
+            }
+            (Format::JsonStream, ClientEvent::Interval { flow, interval }) => {
+                self.out(
+                    &JsonEvent::Interval {
+                        flow,
+                        interval: &interval,
+                    }
+                    .line(),
+                );
+            }
+            (Format::JsonStream, ClientEvent::Started { .. }) => {}
+        }
+    }
+
+    pub fn result(&self, r: &RunResult) {
+        match self.format {
+            Format::Text => {
+                self.out(&landspeed_report::render(r));
+                for w in &r.warnings {
+                    eprintln!("landspeed: warning: {w}");
+                }
+            }
+            Format::Json => self.out(&landspeed_report::to_json(r)),
+            Format::JsonStream => self.out(&JsonEvent::End { result: r }.line()),
+        }
+    }
+
+    pub fn error(&self, message: &str) {
+        if self.format == Format::JsonStream {
+            self.out(
+                &JsonEvent::Error {
+                    message: message.to_string(),
+                }
+                .line(),
+            );
+        }
+    }
+}

@@ -1,0 +1,139 @@
+//! `landspeed run` and `landspeed demo`: build the options, run the client driver with Ctrl-C wired to a
+//! clean early stop, and hand the result to the chosen output.
+
+use crate::args::{DemoArgs, RunArgs, TestArgs};
+use crate::output::{Format, Output};
+use crate::UsageError;
+use anyhow::{Context, Result};
+use landspeed_core::config::{EndCondition, TestSpec};
+use landspeed_core::result::RunResult;
+use landspeed_net::client::Family;
+use landspeed_net::{run_client, ClientOptions, Server, ServerOptions};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::Arc;
+
+fn options(host: &str, t: &TestArgs, spec: TestSpec) -> ClientOptions {
+    let mut o = ClientOptions::new(host, t.port, spec);
+    o.threads = t.threads;
+    o.cpus = t.cpus.clone();
+    o.bind = t.bind;
+    o.family = if t.ipv4 {
+        Some(Family::V4)
+    } else if t.ipv6 {
+        Some(Family::V6)
+    } else {
+        None
+    };
+    o.connect_timeout = t.connect_timeout;
+    o
+}
+
+fn interrupt_flag() -> Result<Arc<AtomicBool>> {
+    let flag = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, flag.clone()).context("cannot install signal handler")?;
+    }
+    Ok(flag)
+}
+
+/// True when the result can be trusted: complete, and every byte sent was received.
+fn trustworthy(r: &RunResult) -> bool {
+    !r.interrupted
+        && r.summary.bytes_sent == r.summary.bytes_received
+        && r.streams.iter().all(|s| s.errors.is_empty())
+}
+
+fn execute(
+    opts: ClientOptions,
+    format: Format,
+    per_stream: bool,
+    interval_lines: bool,
+) -> Result<bool> {
+    if let Some(t) = opts.threads {
+        if t == 0 || t > 1024 {
+            return Err(UsageError(format!("--threads must be 1..=1024, got {t}")).into());
+        }
+    }
+    opts.spec
+        .validate()
+        .map_err(|e| UsageError(e.to_string()))?;
+    let interval = if interval_lines {
+        opts.spec.interval_s
+    } else {
+        std::time::Duration::ZERO
+    };
+    let mut out = Output::new(
+        format,
+        per_stream,
+        interval,
+        opts.host.clone(),
+        opts.port,
+        opts.spec.clone(),
+    );
+    let interrupt = interrupt_flag()?;
+    match run_client(&opts, &interrupt, &mut |ev| out.event(ev)) {
+        Ok(r) => {
+            out.result(&r);
+            Ok(trustworthy(&r))
+        }
+        Err(e) => {
+            out.error(&e.to_string());
+            Err(e).with_context(|| format!("test against {} port {}", opts.host, opts.port))
+        }
+    }
+}
+
+pub fn run(a: RunArgs) -> Result<bool> {
+    let format = if a.json {
+        Format::Json
+    } else if a.json_stream {
+        Format::JsonStream
+    } else {
+        Format::Text
+    };
+    let spec = a.test.spec();
+    let opts = options(&a.host, &a.test, spec);
+    execute(opts, format, a.test.per_stream, !a.test.interval.is_zero())
+}
+
+/// The default job: a loopback server in this process and a 4-stream, 5-second test against it.
+pub fn demo(a: DemoArgs) -> Result<bool> {
+    let sopts = ServerOptions {
+        bind: Some("127.0.0.1".parse()?),
+        port: 0,
+        ..ServerOptions::default()
+    };
+    let server =
+        Server::bind(sopts, Arc::new(|_| {})).context("cannot start the loopback server")?;
+    let port = server
+        .local_addrs()
+        .first()
+        .map(|a| a.port())
+        .context("server has no address")?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let handle = std::thread::spawn({
+        let stop = stop.clone();
+        move || server.run(&stop)
+    });
+    let spec = TestSpec {
+        streams: a.streams,
+        end: EndCondition::Time(a.time),
+        ..TestSpec::default()
+    };
+    if !a.json {
+        println!(
+            "landspeed demo: loopback server on 127.0.0.1:{port}, {} streams for {:?}",
+            a.streams, a.time
+        );
+    }
+    let opts = ClientOptions::new("127.0.0.1", port, spec);
+    let result = execute(
+        opts,
+        if a.json { Format::Json } else { Format::Text },
+        false,
+        true,
+    );
+    stop.store(true, Relaxed);
+    let _ = handle.join();
+    result
+}

@@ -1,0 +1,77 @@
+//! `landspeed serve`: binds, prints where it listens, logs one line per test, and exits cleanly on
+//! SIGINT or SIGTERM.
+
+use crate::args::ServeArgs;
+use anyhow::{Context, Result};
+use landspeed_core::units::{BitRate, Bytes};
+use landspeed_net::server::TestLog;
+use landspeed_net::{Server, ServerEvent, ServerOptions};
+use std::io::Write;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+fn now_utc() -> String {
+    let s = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64());
+    landspeed_core::result::format_utc(s)
+}
+
+fn test_line(t: &TestLog) -> String {
+    let dir = t
+        .direction
+        .map_or("-".to_string(), |d| format!("{d:?}").to_lowercase());
+    let bytes = t.bytes_received.max(t.bytes_sent);
+    let rate = if t.duration_s > 0.0 {
+        BitRate(bytes as f64 * 8.0 / t.duration_s).to_string()
+    } else {
+        "-".into()
+    };
+    format!(
+        "{} test from {}: {} stream(s) {dir}, received {} sent {} in {:.2} s ({rate}): {}",
+        now_utc(),
+        t.peer,
+        t.streams,
+        Bytes(t.bytes_received),
+        Bytes(t.bytes_sent),
+        t.duration_s,
+        t.error
+            .as_deref()
+            .map_or("ok".to_string(), |e| format!("FAILED: {e}"))
+    )
+}
+
+fn print(ev: ServerEvent) {
+    let line = match ev {
+        ServerEvent::Listening(addrs) => {
+            let a: Vec<String> = addrs.iter().map(|a| a.to_string()).collect();
+            format!(
+                "landspeed {} listening on {}",
+                landspeed_core::SOFTWARE_VERSION,
+                a.join(", ")
+            )
+        }
+        ServerEvent::Test(t) => test_line(&t),
+        ServerEvent::Refused { peer, reason } => format!("{} refused {peer}: {reason}", now_utc()),
+    };
+    let mut o = std::io::stdout().lock();
+    let _ = writeln!(o, "{line}");
+    let _ = o.flush();
+}
+
+pub fn serve(a: ServeArgs) -> Result<bool> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone()).context("cannot install signal handler")?;
+    }
+    let opts = ServerOptions {
+        bind: a.bind,
+        port: a.port,
+        once: a.once,
+        idle_timeout: a.idle_timeout,
+        ..ServerOptions::default()
+    };
+    let server = Server::bind(opts, Arc::new(print))?;
+    server.run(&stop)?;
+    Ok(true)
+}

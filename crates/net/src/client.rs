@@ -1,0 +1,502 @@
+//! The client driver: connects to a landspeed server, runs the test through landspeed-core's
+//! `ClientSession`, moves the data with the engine, and assembles the `RunResult`. Progress (connected,
+//! live intervals) is reported through a callback; nothing is printed here.
+
+use crate::control::{self, ControlError, ControlWriter};
+use crate::engine::{self, DataStream, EngineHook, EngineParams, Flags, Wake};
+use crate::sockopt::{self, SockOptError};
+use landspeed_core::assemble::{assemble, Inputs, RunContext};
+use landspeed_core::config::{Flow, TestSpec};
+use landspeed_core::endpoint::{EndpointReport, IntervalSample, Role};
+use landspeed_core::protocol::{
+    ClientAction, ClientSession, Message, Preamble, ProtocolError, SessionId, PROTOCOL_VERSION,
+};
+use landspeed_core::result::{IntervalResult, IntervalStream, RunResult};
+use socket2::{Domain, Socket, Type};
+use std::collections::HashMap;
+use std::io::Write;
+use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant, SystemTime};
+
+/// IP version restriction (`-4`/`-6`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    V4,
+    V6,
+}
+
+#[derive(Debug, Clone)]
+pub struct ClientOptions {
+    pub host: String,
+    pub port: u16,
+    pub spec: TestSpec,
+    pub threads: Option<usize>,
+    pub cpus: Option<Vec<usize>>,
+    pub bind: Option<IpAddr>,
+    pub family: Option<Family>,
+    pub connect_timeout: Duration,
+    pub control_timeout: Duration,
+    pub idle_timeout: Duration,
+}
+
+impl ClientOptions {
+    pub fn new(host: impl Into<String>, port: u16, spec: TestSpec) -> Self {
+        ClientOptions {
+            host: host.into(),
+            port,
+            spec,
+            threads: None,
+            cpus: None,
+            bind: None,
+            family: None,
+            connect_timeout: Duration::from_secs(5),
+            control_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Progress reported while a test runs.
+#[derive(Debug, Clone)]
+pub enum ClientEvent {
+    Connected {
+        local: SocketAddr,
+        remote: SocketAddr,
+    },
+    /// All streams are connected and the test is starting.
+    Started { streams: u32, warnings: Vec<String> },
+    /// An interval closed on the receiving end of `flow`.
+    Interval {
+        flow: Flow,
+        interval: IntervalResult,
+    },
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("cannot resolve host '{host}': {err}")]
+    Resolve { host: String, err: std::io::Error },
+    #[error("host '{host}' has no {family} address")]
+    NoAddress { host: String, family: &'static str },
+    #[error("cannot connect to {addr}: {err}")]
+    Connect {
+        addr: SocketAddr,
+        err: std::io::Error,
+    },
+    #[error("{addr} does not speak the landspeed protocol ({detail})")]
+    NotLandspeed { addr: SocketAddr, detail: String },
+    #[error("control connection to {addr}: {err}")]
+    Control { addr: SocketAddr, err: ControlError },
+    #[error(transparent)]
+    Protocol(#[from] ProtocolError),
+    #[error("data stream {id}: {err}")]
+    Stream { id: u32, err: std::io::Error },
+    #[error("invalid test: {0}")]
+    Config(#[from] landspeed_core::config::ConfigError),
+    #[error(transparent)]
+    SockOpt(#[from] SockOptError),
+    #[error("interrupted before the test started")]
+    Interrupted,
+    #[error("the server stopped answering: {0}")]
+    Lost(String),
+}
+
+fn resolve(opts: &ClientOptions) -> Result<SocketAddr, ClientError> {
+    let addrs: Vec<SocketAddr> = (opts.host.as_str(), opts.port)
+        .to_socket_addrs()
+        .map_err(|err| ClientError::Resolve {
+            host: opts.host.clone(),
+            err,
+        })?
+        .collect();
+    let pick = |want: Option<Family>| {
+        addrs.iter().copied().find(|a| match want {
+            Some(Family::V4) => a.is_ipv4(),
+            Some(Family::V6) => a.is_ipv6(),
+            None => true,
+        })
+    };
+    pick(opts.family).ok_or(ClientError::NoAddress {
+        host: opts.host.clone(),
+        family: if opts.family == Some(Family::V6) {
+            "IPv6"
+        } else {
+            "IPv4"
+        },
+    })
+}
+
+fn connect(
+    opts: &ClientOptions,
+    addr: SocketAddr,
+    spec: Option<&TestSpec>,
+) -> Result<TcpStream, ClientError> {
+    let err = |err| ClientError::Connect { addr, err };
+    let sock = Socket::new(
+        Domain::for_address(addr),
+        Type::STREAM,
+        Some(socket2::Protocol::TCP),
+    )
+    .map_err(err)?;
+    if let Some(spec) = spec {
+        sockopt::before_connect(&sock, spec)?;
+    }
+    if let Some(ip) = opts.bind {
+        sock.bind(&SocketAddr::new(ip, 0).into()).map_err(err)?;
+    }
+    sock.connect_timeout(&addr.into(), opts.connect_timeout)
+        .map_err(err)?;
+    Ok(sock.into())
+}
+
+/// Turns consecutive cumulative samples into live interval lines.
+#[derive(Default)]
+struct LiveIntervals {
+    last: HashMap<u32, u64>,
+}
+
+impl LiveIntervals {
+    fn convert(&mut self, s: &IntervalSample, keep: impl Fn(u32) -> bool) -> IntervalResult {
+        let secs = (s.end_s - s.start_s).max(1e-9);
+        let streams: Vec<IntervalStream> = s
+            .streams
+            .iter()
+            .filter(|x| keep(x.id))
+            .map(|x| {
+                let prev = self.last.insert(x.id, x.bytes).unwrap_or(0);
+                let bytes = x.bytes.saturating_sub(prev);
+                IntervalStream {
+                    id: x.id,
+                    bytes,
+                    throughput_bps: bytes as f64 * 8.0 / secs,
+                    rtt_us: x.tcp.map(|t| t.rtt_us),
+                    cwnd_bytes: x.tcp.map(|t| t.cwnd_bytes),
+                    retransmits: x.tcp.map(|t| t.retransmits),
+                }
+            })
+            .collect();
+        let bytes = streams.iter().map(|x| x.bytes).sum();
+        IntervalResult {
+            index: s.index,
+            start_s: s.start_s,
+            end_s: s.end_s,
+            bytes,
+            throughput_bps: bytes as f64 * 8.0 / secs,
+            omitted: s.omitted,
+            streams,
+        }
+    }
+}
+
+type Incoming = Result<Message, ControlError>;
+
+struct Hook<'a> {
+    session: &'a mut ClientSession,
+    writer: &'a mut ControlWriter,
+    spec: &'a TestSpec,
+    interrupt: &'a AtomicBool,
+    on_event: &'a mut dyn FnMut(ClientEvent),
+    server_samples: Vec<IntervalSample>,
+    live_local: LiveIntervals,
+    live_remote: LiveIntervals,
+    pending: Vec<ClientAction>,
+    failure: Option<ClientError>,
+}
+
+impl Hook<'_> {
+    fn handle(&mut self, incoming: Incoming, flags: &Flags) {
+        let msg = match incoming {
+            Ok(m) => m,
+            Err(e) => {
+                flags.abort.store(true, Relaxed);
+                self.failure.get_or_insert(ClientError::Lost(e.to_string()));
+                return;
+            }
+        };
+        match self.session.on_message(msg) {
+            Ok(ClientAction::Interval(sample)) => {
+                let spec = self.spec;
+                let iv = self
+                    .live_remote
+                    .convert(&sample, |id| spec.flow_of(id) == Flow::ClientToServer);
+                if !iv.streams.is_empty() {
+                    (self.on_event)(ClientEvent::Interval {
+                        flow: Flow::ClientToServer,
+                        interval: iv,
+                    });
+                }
+                self.server_samples.push(sample);
+            }
+            Ok(action) => self.pending.push(action),
+            Err(e) => {
+                flags.abort.store(true, Relaxed);
+                self.failure.get_or_insert(e.into());
+            }
+        }
+    }
+}
+
+impl EngineHook<Incoming> for Hook<'_> {
+    fn on_sample(&mut self, sample: &IntervalSample) {
+        let spec = self.spec;
+        let iv = self
+            .live_local
+            .convert(sample, |id| spec.flow_of(id) == Flow::ServerToClient);
+        if !iv.streams.is_empty() {
+            (self.on_event)(ClientEvent::Interval {
+                flow: Flow::ServerToClient,
+                interval: iv,
+            });
+        }
+    }
+    fn on_external(&mut self, x: Incoming, flags: &Flags) {
+        self.handle(x, flags);
+        if self.interrupt.load(Relaxed) {
+            flags.stop.store(true, Relaxed);
+        }
+    }
+    fn on_stop(&mut self) {
+        let _ = self.writer.send(&Message::Stop);
+    }
+}
+
+/// Runs one test against a landspeed server. `interrupt` (e.g. raised by Ctrl-C) ends the test early
+/// and cleanly: senders stop, receivers drain, and the result is marked interrupted.
+pub fn run_client(
+    opts: &ClientOptions,
+    interrupt: &AtomicBool,
+    on_event: &mut dyn FnMut(ClientEvent),
+) -> Result<RunResult, ClientError> {
+    let spec = &opts.spec;
+    spec.validate()?;
+    let started_unix_s = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64());
+    let addr = resolve(opts)?;
+    let ctl = connect(opts, addr, None)?;
+    let local = ctl
+        .local_addr()
+        .map_err(|err| ClientError::Connect { addr, err })?;
+    on_event(ClientEvent::Connected {
+        local,
+        remote: addr,
+    });
+    let cerr = |err| ClientError::Control { addr, err };
+    let (mut reader, mut writer) = control::split(
+        ctl.try_clone().map_err(|e| cerr(e.into()))?,
+        &[],
+        opts.control_timeout,
+    )
+    .map_err(|e| cerr(e.into()))?;
+    let mut session = ClientSession::new(spec.clone());
+
+    let mut hello = Preamble::Control {
+        version: PROTOCOL_VERSION,
+    }
+    .encode();
+    hello.extend(landspeed_core::protocol::encode(&session.hello()));
+    (&ctl).write_all(&hello).map_err(|e| cerr(e.into()))?;
+    let not_ls = |detail: String| ClientError::NotLandspeed { addr, detail };
+    let welcome = match reader.read(opts.control_timeout) {
+        Ok(m) => m,
+        Err(ControlError::Frame(e)) => return Err(not_ls(e.to_string())),
+        Err(ControlError::Timeout(t)) => {
+            return Err(not_ls(format!("no landspeed answer within {t:?}")))
+        }
+        Err(ControlError::Closed) => {
+            return Err(not_ls("it closed the connection after the greeting".into()))
+        }
+        Err(e) => return Err(cerr(e)),
+    };
+    let ClientAction::Send(req) = session.on_message(welcome)? else {
+        return Err(not_ls("unexpected greeting".into()));
+    };
+    writer.send(&req).map_err(cerr)?;
+    let ClientAction::ConnectStreams(sid) =
+        session.on_message(reader.read(opts.control_timeout).map_err(cerr)?)?
+    else {
+        return Err(ClientError::Lost("server did not accept the test".into()));
+    };
+    if interrupt.load(Relaxed) {
+        return Err(ClientError::Interrupted);
+    }
+    let streams = open_streams(opts, addr, sid)?;
+    session.on_streams_connected()?;
+    match session.on_message(reader.read(opts.control_timeout).map_err(cerr)?)? {
+        ClientAction::StartTest => {}
+        _ => return Err(ClientError::Lost("server did not get ready".into())),
+    }
+    let mut warnings = vec![];
+    if let Some(s) = streams.first() {
+        let (snd, rcv) = sockopt::granted(&socket2::SockRef::from(&s.socket));
+        warnings.extend(sockopt::window_warning(spec.window_bytes, snd, rcv));
+    }
+    on_event(ClientEvent::Started {
+        streams: spec.total_streams(),
+        warnings: warnings.clone(),
+    });
+    writer.send(&Message::Start).map_err(cerr)?;
+
+    let (tx, rx) = mpsc::channel::<Wake<Incoming>>();
+    let quit = Arc::new(AtomicBool::new(false));
+    control::spawn_reader(reader, tx.clone(), quit.clone());
+    let ncpu = crate::cpu::cpu_count() as usize;
+    let params = EngineParams {
+        length: spec.length_bytes as usize,
+        send_time: spec.send_time(),
+        interval: spec.interval_s,
+        omit: spec.omit_s,
+        threads: opts
+            .threads
+            .unwrap_or_else(|| (spec.total_streams() as usize).min(ncpu)),
+        cpus: opts.cpus.clone(),
+        idle_timeout: opts.idle_timeout,
+    };
+    let flags = Flags::default();
+    let iface = crate::host::interface_for(local.ip());
+    let mut hook = Hook {
+        session: &mut session,
+        writer: &mut writer,
+        spec,
+        interrupt,
+        on_event,
+        server_samples: vec![],
+        live_local: LiveIntervals::default(),
+        live_remote: LiveIntervals::default(),
+        pending: vec![],
+        failure: None,
+    };
+    let out = engine::run(
+        &streams,
+        &params,
+        &flags,
+        &tx,
+        &rx,
+        &mut hook,
+        iface.as_deref(),
+    );
+    let interrupted = interrupt.load(Relaxed);
+    let local_report = EndpointReport {
+        software: format!("landspeed {}", landspeed_core::SOFTWARE_VERSION),
+        streams: out.streams,
+        cpu: out.cpu,
+        host: crate::host::host_info(),
+        interface: out.interface,
+        elapsed_s: out.elapsed_s,
+        threads: out.threads,
+        cpus_pinned: opts.cpus.clone(),
+        warnings,
+        error: None,
+    };
+    if let Some(f) = hook.failure.take() {
+        quit.store(true, Relaxed);
+        return Err(f);
+    }
+    // Both ends done? Then exchange reports: the client sends first, the server answers.
+    let mut actions = std::mem::take(&mut hook.pending);
+    actions.push(hook.session.on_local_done()?);
+    let deadline = Instant::now() + opts.idle_timeout + opts.control_timeout;
+    let after = Flags::default();
+    let server_report = 'exchange: loop {
+        for a in actions.drain(..) {
+            match a {
+                ClientAction::SendResults => {
+                    let msg = Message::Results {
+                        report: Box::new(local_report.clone()),
+                    };
+                    hook.writer.send(&msg).map_err(cerr)?;
+                }
+                ClientAction::Finished(r) => break 'exchange r,
+                _ => {}
+            }
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            quit.store(true, Relaxed);
+            return Err(ClientError::Lost("no results from the server".into()));
+        }
+        match rx.recv_timeout(deadline - now) {
+            Ok(Wake::External(x)) => hook.handle(x, &after),
+            Ok(Wake::WorkerDone) => {}
+            Err(_) => return Err(ClientError::Lost("control connection ended".into())),
+        }
+        if let Some(f) = hook.failure.take() {
+            quit.store(true, Relaxed);
+            return Err(f);
+        }
+        actions = std::mem::take(&mut hook.pending);
+    };
+    quit.store(true, Relaxed);
+    let server_samples = std::mem::take(&mut hook.server_samples);
+    drop(hook);
+    writer.shutdown();
+    let context = RunContext {
+        host: opts.host.clone(),
+        port: opts.port,
+        local_address: local.to_string(),
+        remote_address: addr.to_string(),
+        family: if addr.is_ipv4() {
+            "ipv4".into()
+        } else {
+            "ipv6".into()
+        },
+        threads: local_report.threads,
+        cpus: opts.cpus.clone(),
+        bind: opts.bind.map(|b| b.to_string()),
+        started_unix_s,
+        interrupted,
+        protocol: "landspeed".into(),
+    };
+    Ok(assemble(&Inputs {
+        spec,
+        context,
+        client: &local_report,
+        server: &server_report,
+        client_samples: &out.samples,
+        server_samples: &server_samples,
+    }))
+}
+
+fn open_streams(
+    opts: &ClientOptions,
+    addr: SocketAddr,
+    sid: SessionId,
+) -> Result<Vec<DataStream>, ClientError> {
+    let spec = &opts.spec;
+    (0..spec.total_streams())
+        .map(|id| {
+            let sock = connect(opts, addr, Some(spec))?;
+            let flow = spec.flow_of(id);
+            let role = if flow == Flow::ClientToServer {
+                Role::Sender
+            } else {
+                Role::Receiver
+            };
+            let pre = Preamble::Data {
+                version: PROTOCOL_VERSION,
+                session: sid,
+                stream: id,
+            }
+            .encode();
+            sock.set_write_timeout(Some(opts.control_timeout))
+                .map_err(|err| ClientError::Stream { id, err })?;
+            (&sock)
+                .write_all(&pre)
+                .map_err(|err| ClientError::Stream { id, err })?;
+            sockopt::after_connect(&socket2::SockRef::from(&sock), spec, role == Role::Sender)?;
+            Ok(DataStream {
+                id,
+                flow,
+                role,
+                socket: sock,
+                budget: if role == Role::Sender {
+                    spec.stream_budget(id)
+                } else {
+                    None
+                },
+            })
+        })
+        .collect()
+}

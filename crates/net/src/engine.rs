@@ -1,0 +1,484 @@
+//! The data engine: moves bytes on a set of data connections with worker threads, and samples them.
+//!
+//! Streams are spread round-robin over worker threads (optionally pinned to CPUs); each worker drives its
+//! sockets non-blocking through one epoll instance, with one send and one receive buffer allocated
+//! before the test. Per buffer the hot loop does one system call, one clock read and one relaxed atomic
+//! store of the stream's byte count: no locks, no allocation, no formatting. The calling thread samples
+//! the counters and TCP_INFO at each interval boundary, and also serves as the place where the driver's
+//! control messages are handled (they arrive on the same wake-up channel as worker completions).
+//!
+//! Ending honestly: a sender stops at its byte budget or deadline and shuts down its write side; a
+//! receiver reads until end-of-file. So when every worker is done, every byte written has been read and
+//! counted, and the final sample equals the totals.
+
+use crate::cpu::CpuSnapshot;
+use crate::host::NetSnapshot;
+use crate::tcp_info;
+use landspeed_core::config::Flow;
+use landspeed_core::endpoint::{
+    CpuTimes, InterfaceCounters, IntervalSample, Role, StreamReport, StreamSample,
+};
+use landspeed_core::stats::SampleSchedule;
+use mio::unix::SourceFd;
+use mio::{Events, Interest, Poll, Token};
+use std::io::{ErrorKind, Read, Write};
+use std::net::{Shutdown, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::time::{Duration, Instant};
+
+/// One data connection and what this end does with it.
+pub struct DataStream {
+    pub id: u32,
+    pub flow: Flow,
+    pub role: Role,
+    pub socket: TcpStream,
+    /// Sender only: stop after exactly this many bytes.
+    pub budget: Option<u64>,
+}
+
+/// How the engine runs.
+#[derive(Debug, Clone)]
+pub struct EngineParams {
+    pub length: usize,
+    /// Senders stop this long after the start (None: budgets end the test).
+    pub send_time: Option<Duration>,
+    pub interval: Duration,
+    pub omit: Duration,
+    pub threads: usize,
+    pub cpus: Option<Vec<usize>>,
+    /// A stream that moves no byte for this long fails.
+    pub idle_timeout: Duration,
+}
+
+/// Flags the driver raises while the engine runs.
+#[derive(Debug, Default)]
+pub struct Flags {
+    /// Senders stop early (Ctrl-C, or the peer asked); receivers still drain.
+    pub stop: AtomicBool,
+    /// Everything stops now (the peer vanished or broke the protocol).
+    pub abort: AtomicBool,
+}
+
+/// What wakes the sampling thread.
+pub enum Wake<X> {
+    WorkerDone,
+    External(X),
+}
+
+/// Callbacks from the sampling thread to the driver.
+pub trait EngineHook<X> {
+    fn on_sample(&mut self, sample: &IntervalSample);
+    fn on_external(&mut self, x: X, flags: &Flags);
+    /// Called once when `flags.stop` is first seen raised.
+    fn on_stop(&mut self) {}
+}
+
+/// Everything the engine measured.
+pub struct EngineOutput {
+    pub streams: Vec<StreamReport>,
+    pub samples: Vec<IntervalSample>,
+    pub elapsed_s: f64,
+    pub cpu: CpuTimes,
+    pub interface: Option<InterfaceCounters>,
+    pub threads: u32,
+}
+
+#[repr(align(128))]
+#[derive(Default)]
+struct Counter {
+    bytes: AtomicU64,
+}
+
+struct WorkerStream {
+    bytes: u64,
+    calls: u64,
+    first: Option<Instant>,
+    last: Option<Instant>,
+    error: Option<String>,
+}
+
+/// Fills a send buffer with pseudo-random bytes (xorshift from a random seed) so compression anywhere
+/// on the path cannot inflate the rate.
+fn fill_random(buf: &mut [u8]) {
+    let mut seed = [0u8; 8];
+    let _ = getrandom::fill(&mut seed);
+    let mut x = u64::from_le_bytes(seed) | 1;
+    for chunk in buf.chunks_mut(8) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let b = x.to_le_bytes();
+        chunk.copy_from_slice(&b[..chunk.len()]);
+    }
+}
+
+struct State<'a> {
+    ds: &'a DataStream,
+    counter: &'a Counter,
+    ready: bool,
+    done: bool,
+    remaining: Option<u64>,
+    out: WorkerStream,
+    last_progress: Instant,
+}
+
+impl State<'_> {
+    fn account(&mut self, n: usize, now: Instant) {
+        self.out.bytes += n as u64;
+        self.out.calls += 1;
+        self.out.first.get_or_insert(now);
+        self.out.last = Some(now);
+        self.last_progress = now;
+        self.counter.bytes.store(self.out.bytes, Relaxed);
+        if let Some(r) = self.remaining.as_mut() {
+            *r -= n as u64;
+        }
+    }
+
+    fn finish(&mut self, error: Option<String>) {
+        if self.ds.role == Role::Sender {
+            let _ = self.ds.socket.shutdown(Shutdown::Write);
+        }
+        self.done = true;
+        if self.out.error.is_none() {
+            self.out.error = error;
+        }
+    }
+}
+
+/// Calls per stream before the worker turns to its next stream.
+const BURST: usize = 16;
+
+fn worker(
+    streams: Vec<(&DataStream, &Counter)>,
+    p: &EngineParams,
+    flags: &Flags,
+    t0: Instant,
+) -> Vec<(u32, WorkerStream)> {
+    let mut sbuf = vec![0u8; p.length];
+    fill_random(&mut sbuf);
+    let mut rbuf = vec![0u8; p.length];
+    let now = Instant::now();
+    let mut states: Vec<State> = streams
+        .into_iter()
+        .map(|(ds, counter)| State {
+            ds,
+            counter,
+            ready: true,
+            done: false,
+            remaining: ds.budget,
+            out: WorkerStream {
+                bytes: 0,
+                calls: 0,
+                first: None,
+                last: None,
+                error: None,
+            },
+            last_progress: now,
+        })
+        .collect();
+    let mut poll = match Poll::new() {
+        Ok(p) => p,
+        Err(e) => {
+            let out = |id| {
+                (
+                    id,
+                    WorkerStream {
+                        bytes: 0,
+                        calls: 0,
+                        first: None,
+                        last: None,
+                        error: Some(format!("epoll: {e}")),
+                    },
+                )
+            };
+            return states.iter().map(|s| out(s.ds.id)).collect();
+        }
+    };
+    for (i, st) in states.iter_mut().enumerate() {
+        let interest = if st.ds.role == Role::Sender {
+            Interest::WRITABLE
+        } else {
+            Interest::READABLE
+        };
+        let fd = st.ds.socket.as_raw_fd();
+        if let Err(e) = st.ds.socket.set_nonblocking(true).and_then(|_| {
+            poll.registry()
+                .register(&mut SourceFd(&fd), Token(i), interest)
+        }) {
+            st.finish(Some(format!("cannot poll socket: {e}")));
+        }
+    }
+    let deadline = p.send_time.map(|d| t0 + d);
+    let mut events = Events::with_capacity(states.len().max(16));
+    loop {
+        if flags.abort.load(Relaxed) {
+            for st in states.iter_mut().filter(|s| !s.done) {
+                st.finish(Some("test aborted".into()));
+            }
+        }
+        let now = Instant::now();
+        let stop_send = flags.stop.load(Relaxed) || deadline.is_some_and(|d| now >= d);
+        let mut live = 0;
+        let mut any_ready = false;
+        for st in states.iter_mut().filter(|s| !s.done) {
+            let sender = st.ds.role == Role::Sender;
+            if sender && (stop_send || st.remaining == Some(0)) {
+                st.finish(None);
+                continue;
+            }
+            if !st.ready {
+                if now.duration_since(st.last_progress) > p.idle_timeout {
+                    let what = if sender {
+                        "could not send"
+                    } else {
+                        "received nothing"
+                    };
+                    st.finish(Some(format!(
+                        "{what} for {:?}; giving up on this stream",
+                        p.idle_timeout
+                    )));
+                } else {
+                    live += 1;
+                }
+                continue;
+            }
+            for _ in 0..BURST {
+                let res = if sender {
+                    let n = st
+                        .remaining
+                        .map_or(p.length, |r| r.min(p.length as u64) as usize);
+                    if n == 0 {
+                        break;
+                    }
+                    (&st.ds.socket).write(&sbuf[..n])
+                } else {
+                    (&st.ds.socket).read(&mut rbuf)
+                };
+                match res {
+                    Ok(0) if !sender => {
+                        st.done = true;
+                        break;
+                    }
+                    Ok(n) => st.account(n, Instant::now()),
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                        st.ready = false;
+                        break;
+                    }
+                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                    Err(e) => {
+                        st.finish(Some(format!(
+                            "{}: {e}",
+                            if sender { "send" } else { "receive" }
+                        )));
+                        break;
+                    }
+                }
+            }
+            if !st.done {
+                live += 1;
+                any_ready |= st.ready;
+            }
+        }
+        if live == 0 {
+            break;
+        }
+        let mut timeout = if any_ready {
+            Duration::ZERO
+        } else {
+            Duration::from_millis(100)
+        };
+        if let Some(d) = deadline {
+            timeout = timeout.min(d.saturating_duration_since(Instant::now()));
+        }
+        match poll.poll(&mut events, Some(timeout)) {
+            Ok(()) => {
+                for ev in events.iter() {
+                    if let Some(st) = states.get_mut(ev.token().0) {
+                        st.ready = true;
+                    }
+                }
+            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => {
+                for st in states.iter_mut().filter(|s| !s.done) {
+                    st.finish(Some(format!("epoll: {e}")));
+                }
+            }
+        }
+    }
+    states.into_iter().map(|s| (s.ds.id, s.out)).collect()
+}
+
+/// Notifies the sampling thread when a worker ends, however it ends.
+struct DoneGuard<'a, X>(&'a Sender<Wake<X>>);
+impl<X> Drop for DoneGuard<'_, X> {
+    fn drop(&mut self) {
+        let _ = self.0.send(Wake::WorkerDone);
+    }
+}
+
+fn sample(
+    streams: &[DataStream],
+    counters: &[Counter],
+    index: u32,
+    start_s: f64,
+    end_s: f64,
+    omitted: bool,
+) -> IntervalSample {
+    IntervalSample {
+        index,
+        start_s,
+        end_s,
+        omitted,
+        streams: streams
+            .iter()
+            .zip(counters)
+            .map(|(ds, c)| StreamSample {
+                id: ds.id,
+                bytes: c.bytes.load(Relaxed),
+                tcp: tcp_info::read(&ds.socket).ok().map(|i| i.snapshot()),
+            })
+            .collect(),
+    }
+}
+
+/// Runs the streams to completion. `t0` anchors all timestamps; call right after the start signal.
+pub fn run<X: Send>(
+    streams: &[DataStream],
+    p: &EngineParams,
+    flags: &Flags,
+    wake_tx: &Sender<Wake<X>>,
+    wake_rx: &Receiver<Wake<X>>,
+    hook: &mut dyn EngineHook<X>,
+    interface: Option<&str>,
+) -> EngineOutput {
+    let cpu0 = CpuSnapshot::take();
+    let net0 = interface.and_then(NetSnapshot::take);
+    let counters: Vec<Counter> = streams.iter().map(|_| Counter::default()).collect();
+    let threads = p.threads.clamp(1, streams.len().max(1));
+    let t0 = Instant::now();
+    let mut samples = vec![];
+    let mut outs: Vec<(u32, WorkerStream)> = vec![];
+    std::thread::scope(|scope| {
+        let mut handles = vec![];
+        for w in 0..threads {
+            let mine: Vec<(&DataStream, &Counter)> = streams
+                .iter()
+                .zip(&counters)
+                .enumerate()
+                .filter(|(i, _)| i % threads == w)
+                .map(|(_, x)| x)
+                .collect();
+            let cpu = p
+                .cpus
+                .as_ref()
+                .filter(|c| !c.is_empty())
+                .map(|c| c[w % c.len()]);
+            let tx = wake_tx.clone();
+            handles.push(scope.spawn(move || {
+                let _guard = DoneGuard(&tx);
+                if let Some(c) = cpu {
+                    let _ = crate::pin::pin_current_thread(c);
+                }
+                worker(mine, p, flags, t0)
+            }));
+        }
+        let mut sched = SampleSchedule::new(p.interval, p.omit);
+        let mut cur = sched.next_interval();
+        let mut finished = 0;
+        let mut stop_seen = false;
+        loop {
+            if !stop_seen && flags.stop.load(Relaxed) {
+                stop_seen = true;
+                hook.on_stop();
+            }
+            if finished == threads {
+                let end = t0.elapsed().as_secs_f64().max(cur.1);
+                let s = sample(streams, &counters, cur.0, cur.1, end, cur.3);
+                hook.on_sample(&s);
+                samples.push(s);
+                break;
+            }
+            let boundary = t0 + Duration::from_secs_f64(cur.2);
+            let now = Instant::now();
+            if now >= boundary {
+                let s = sample(streams, &counters, cur.0, cur.1, cur.2, cur.3);
+                hook.on_sample(&s);
+                samples.push(s);
+                cur = sched.next_interval();
+                continue;
+            }
+            match wake_rx.recv_timeout((boundary - now).min(Duration::from_millis(100))) {
+                Ok(Wake::WorkerDone) => finished += 1,
+                Ok(Wake::External(x)) => hook.on_external(x, flags),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => finished = threads,
+            }
+        }
+        for h in handles {
+            match h.join() {
+                Ok(v) => outs.extend(v),
+                Err(_) => flags.abort.store(true, Relaxed),
+            }
+        }
+    });
+    let elapsed_s = t0.elapsed().as_secs_f64();
+    let cpu = cpu0.until(&CpuSnapshot::take());
+    let interface = net0.map(|n| n.until_now());
+    // Bytes each receiving stream had read when the warm-up ended: the last warm-up sample.
+    let omit_sample = samples.iter().rev().find(|s| s.omitted);
+    let reports = streams
+        .iter()
+        .map(|ds| {
+            let out = outs.iter().find(|(id, _)| *id == ds.id).map(|(_, o)| o);
+            let rel = |t: Option<Instant>| t.map(|t| t.saturating_duration_since(t0).as_secs_f64());
+            let rtts: Vec<u32> = samples
+                .iter()
+                .filter_map(|s| {
+                    s.streams
+                        .iter()
+                        .find(|x| x.id == ds.id)
+                        .and_then(|x| x.tcp)
+                        .map(|t| t.rtt_us)
+                })
+                .collect();
+            let sref = socket2::SockRef::from(&ds.socket);
+            let (snd, rcv) = crate::sockopt::granted(&sref);
+            let omitted = match (ds.role, omit_sample) {
+                (Role::Receiver, Some(s)) => s
+                    .streams
+                    .iter()
+                    .find(|x| x.id == ds.id)
+                    .map_or(0, |x| x.bytes),
+                _ => 0,
+            };
+            StreamReport {
+                id: ds.id,
+                flow: ds.flow,
+                role: ds.role,
+                bytes: out.map_or(0, |o| o.bytes),
+                calls: out.map_or(0, |o| o.calls),
+                omitted_bytes: omitted,
+                first_byte_s: rel(out.and_then(|o| o.first)),
+                last_byte_s: rel(out.and_then(|o| o.last)),
+                snd_buf_bytes: snd,
+                rcv_buf_bytes: rcv,
+                tcp: tcp_info::read(&ds.socket)
+                    .ok()
+                    .map(|i| i.stats(&rtts, tcp_info::congestion(&sref))),
+                error: out.map_or(Some("worker thread failed".into()), |o| o.error.clone()),
+            }
+        })
+        .collect();
+    EngineOutput {
+        streams: reports,
+        samples,
+        elapsed_s,
+        cpu,
+        interface,
+        threads: threads as u32,
+    }
+}

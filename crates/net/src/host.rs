@@ -1,0 +1,237 @@
+//! Host facts and counters that explain a result: the machine (OS, kernel, CPU, memory, the network
+//! sysctls that cap windows), the interface the test's traffic used and its packet counters from
+//! /proc/net/dev, and the interrupt count from /proc/stat (NTttcp's packets and interrupts columns).
+
+use landspeed_core::endpoint::{HostInfo, InterfaceCounters};
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::time::Instant;
+
+const SYSCTLS: &[&str] = &[
+    "net/core/rmem_max",
+    "net/core/wmem_max",
+    "net/core/rmem_default",
+    "net/core/wmem_default",
+    "net/core/default_qdisc",
+    "net/core/optmem_max",
+    "net/ipv4/tcp_rmem",
+    "net/ipv4/tcp_wmem",
+    "net/ipv4/tcp_mem",
+    "net/ipv4/tcp_congestion_control",
+    "net/ipv4/tcp_available_congestion_control",
+    "net/ipv4/tcp_window_scaling",
+    "net/ipv4/tcp_timestamps",
+    "net/ipv4/tcp_sack",
+    "net/ipv4/tcp_mtu_probing",
+    "net/ipv4/tcp_no_metrics_save",
+];
+
+/// Reads one sysctl by its /proc/sys path (`net/core/rmem_max`).
+pub fn sysctl(path: &str) -> Option<String> {
+    std::fs::read_to_string(format!("/proc/sys/{path}"))
+        .ok()
+        .map(|s| s.split_whitespace().collect::<Vec<_>>().join(" "))
+}
+
+fn uname() -> (String, String, String) {
+    // SAFETY: uname fills the zeroed struct.
+    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+    if unsafe { libc::uname(&mut u) } != 0 {
+        return Default::default();
+    }
+    let s = |f: &[libc::c_char]| {
+        let bytes: Vec<u8> = f
+            .iter()
+            .take_while(|&&c| c != 0)
+            .map(|&c| c as u8)
+            .collect();
+        String::from_utf8_lossy(&bytes).into_owned()
+    };
+    (s(&u.nodename), s(&u.sysname), s(&u.release))
+}
+
+fn os_pretty_name() -> Option<String> {
+    let text = std::fs::read_to_string("/etc/os-release").ok()?;
+    let line = text.lines().find(|l| l.starts_with("PRETTY_NAME="))?;
+    Some(
+        line.trim_start_matches("PRETTY_NAME=")
+            .trim_matches('"')
+            .to_string(),
+    )
+}
+
+/// Gathers the host description once per test.
+pub fn host_info() -> HostInfo {
+    let (hostname, sysname, release) = uname();
+    let cpu_model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|s| s.trim().to_string())
+        })
+        .unwrap_or_default();
+    let memory_bytes = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("MemTotal:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|k| k.parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb * 1024);
+    let sysctls: BTreeMap<String, String> = SYSCTLS
+        .iter()
+        .filter_map(|p| sysctl(p).map(|v| (p.replace('/', "."), v)))
+        .collect();
+    HostInfo {
+        hostname,
+        os: os_pretty_name().unwrap_or_else(|| sysname.clone()),
+        kernel: format!("{sysname} {release}"),
+        cpu_model,
+        cpus: crate::cpu::cpu_count(),
+        memory_bytes,
+        sysctls,
+    }
+}
+
+/// The name of the interface that holds `addr` (the local address of a test connection).
+pub fn interface_for(addr: IpAddr) -> Option<String> {
+    let addr = match addr {
+        IpAddr::V6(v6) => v6
+            .to_ipv4_mapped()
+            .map(IpAddr::V4)
+            .unwrap_or(IpAddr::V6(v6)),
+        v4 => v4,
+    };
+    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs allocates a list we walk read-only and free with freeifaddrs.
+    if unsafe { libc::getifaddrs(&mut head) } != 0 {
+        return None;
+    }
+    let mut found = None;
+    let mut cur = head;
+    while !cur.is_null() {
+        // SAFETY: `cur` is a node of the list getifaddrs returned.
+        let ifa = unsafe { &*cur };
+        if !ifa.ifa_addr.is_null() {
+            // SAFETY: ifa_addr points to a sockaddr whose family says which struct it is.
+            let fam = unsafe { (*ifa.ifa_addr).sa_family } as i32;
+            let ip = match fam {
+                libc::AF_INET => {
+                    let sa = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in) };
+                    Some(IpAddr::from(u32::from_be(sa.sin_addr.s_addr).to_be_bytes()))
+                }
+                libc::AF_INET6 => {
+                    let sa = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in6) };
+                    Some(IpAddr::from(sa.sin6_addr.s6_addr))
+                }
+                _ => None,
+            };
+            if ip == Some(addr) {
+                // SAFETY: ifa_name is a NUL-terminated C string.
+                let name = unsafe { std::ffi::CStr::from_ptr(ifa.ifa_name) };
+                found = Some(name.to_string_lossy().into_owned());
+                break;
+            }
+        }
+        cur = ifa.ifa_next;
+    }
+    // SAFETY: frees the list allocated above exactly once.
+    unsafe { libc::freeifaddrs(head) };
+    found
+}
+
+fn read_netdev(name: &str) -> Option<[u64; 16]> {
+    let text = std::fs::read_to_string("/proc/net/dev").ok()?;
+    for line in text.lines().skip(2) {
+        let (n, rest) = line.split_once(':')?;
+        if n.trim() == name {
+            let v: Vec<u64> = rest
+                .split_whitespace()
+                .filter_map(|x| x.parse().ok())
+                .collect();
+            let mut out = [0u64; 16];
+            for (o, x) in out.iter_mut().zip(v) {
+                *o = x;
+            }
+            return Some(out);
+        }
+    }
+    None
+}
+
+fn interrupts_total() -> u64 {
+    std::fs::read_to_string("/proc/stat")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("intr "))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|x| x.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// Interface and interrupt counters at one instant.
+#[derive(Debug, Clone)]
+pub struct NetSnapshot {
+    at: Instant,
+    name: String,
+    dev: [u64; 16],
+    intr: u64,
+}
+
+impl NetSnapshot {
+    pub fn take(name: &str) -> Option<Self> {
+        Some(NetSnapshot {
+            at: Instant::now(),
+            name: name.to_string(),
+            dev: read_netdev(name)?,
+            intr: interrupts_total(),
+        })
+    }
+
+    /// Counters accumulated between `self` and now.
+    pub fn until_now(&self) -> InterfaceCounters {
+        let now = read_netdev(&self.name).unwrap_or(self.dev);
+        let d = |i: usize| now[i].saturating_sub(self.dev[i]);
+        // /proc/net/dev columns: rx bytes packets errs drop fifo frame compressed multicast, then tx ...
+        InterfaceCounters {
+            name: self.name.clone(),
+            rx_bytes: d(0),
+            rx_packets: d(1),
+            rx_errors: d(2),
+            rx_dropped: d(3),
+            tx_bytes: d(8),
+            tx_packets: d(9),
+            tx_errors: d(10),
+            tx_dropped: d(11),
+            interrupts: interrupts_total().saturating_sub(self.intr),
+            wall_s: self.at.elapsed().as_secs_f64(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_is_lo() {
+        assert_eq!(
+            interface_for("127.0.0.1".parse().unwrap()).as_deref(),
+            Some("lo")
+        );
+        assert!(NetSnapshot::take("lo").is_some());
+    }
+
+    #[test]
+    fn host_has_basics() {
+        let h = host_info();
+        assert!(h.cpus >= 1);
+        assert!(h.kernel.starts_with("Linux"));
+        assert!(h.sysctls.contains_key("net.core.rmem_max"));
+    }
+}

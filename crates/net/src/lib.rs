@@ -1,0 +1,17 @@
+//! landspeed-net is where landspeed meets Linux: sockets and their options, TCP_INFO, CPU, interface and
+//! host counters, thread pinning, the data engine that moves bytes, and the client and server drivers
+//! that run landspeed-core's session state machines over real connections. Nothing here prints or
+//! formats output: drivers return a `RunResult` and report progress through callbacks.
+
+pub mod client;
+pub mod control;
+pub mod cpu;
+pub mod engine;
+pub mod host;
+pub mod pin;
+pub mod server;
+pub mod sockopt;
+pub mod tcp_info;
+
+pub use client::{run_client, ClientError, ClientEvent, ClientOptions};
+pub use server::{Server, ServerError, ServerEvent, ServerOptions};

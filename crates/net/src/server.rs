@@ -1,0 +1,594 @@
+//! `landspeed serve`: listens on IPv4 and IPv6, tells control connections, data streams and iperf3
+//! clients apart by their first bytes, and runs each test in its own thread through landspeed-core's
+//! `ServerSession`. Tests are independent: data streams find their test through a registry keyed by a
+//! random session id, so any number of clients can test at once. Every wait has a timeout, and a broken
+//! client ends only its own test. Events (listening, one per test, rejections) go to a callback; the
+//! binary decides how to print them.
+
+use crate::control::{self, ControlError, ControlWriter};
+use crate::engine::{self, DataStream, EngineHook, EngineParams, Flags, Wake};
+use crate::sockopt;
+use landspeed_core::config::{Direction, Flow, TestSpec};
+use landspeed_core::endpoint::{EndpointReport, IntervalSample, Role};
+use landspeed_core::protocol::{
+    classify, Message, Preamble, PreambleError, ServerAction, ServerSession, SessionId, Speaker,
+};
+use mio::net::TcpListener as MioListener;
+use mio::{Events, Interest, Poll, Token};
+use socket2::{Domain, Socket, Type};
+use std::collections::HashMap;
+use std::io::{ErrorKind, Read, Write};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Clone)]
+pub struct ServerOptions {
+    pub bind: Option<IpAddr>,
+    pub port: u16,
+    /// Serve one test, then return.
+    pub once: bool,
+    pub handshake_timeout: Duration,
+    pub idle_timeout: Duration,
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        ServerOptions {
+            bind: None,
+            port: 5201,
+            once: false,
+            handshake_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// One finished (or failed) test, for the server's log.
+#[derive(Debug, Clone)]
+pub struct TestLog {
+    pub peer: SocketAddr,
+    pub session: Option<SessionId>,
+    pub streams: u32,
+    pub direction: Option<Direction>,
+    pub bytes_received: u64,
+    pub bytes_sent: u64,
+    pub duration_s: f64,
+    /// None when the test completed; otherwise why it did not.
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub enum ServerEvent {
+    Listening(Vec<SocketAddr>),
+    Test(TestLog),
+    /// A connection that was not a test: unknown protocol, unknown session, iperf3 (not yet served).
+    Refused {
+        peer: SocketAddr,
+        reason: String,
+    },
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("cannot listen on {addr}: {err}")]
+    Bind {
+        addr: SocketAddr,
+        err: std::io::Error,
+    },
+    #[error("server I/O: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+type Registry = Mutex<HashMap<SessionId, mpsc::Sender<(u32, TcpStream)>>>;
+pub type EventSink = Arc<dyn Fn(ServerEvent) + Send + Sync>;
+
+struct Shared {
+    opts: ServerOptions,
+    registry: Registry,
+    shutdown: AtomicBool,
+    active: AtomicUsize,
+    tests_done: AtomicUsize,
+    events: EventSink,
+}
+
+/// A bound server, ready to run.
+pub struct Server {
+    listeners: Vec<MioListener>,
+    shared: Arc<Shared>,
+}
+
+fn listen(addr: SocketAddr, v6only: Option<bool>) -> Result<MioListener, ServerError> {
+    let err = |err| ServerError::Bind { addr, err };
+    let s = Socket::new(
+        Domain::for_address(addr),
+        Type::STREAM,
+        Some(socket2::Protocol::TCP),
+    )
+    .map_err(err)?;
+    s.set_reuse_address(true).map_err(err)?;
+    if let Some(v) = v6only {
+        s.set_only_v6(v).map_err(err)?;
+    }
+    s.bind(&addr.into()).map_err(err)?;
+    s.listen(1024).map_err(err)?;
+    s.set_nonblocking(true).map_err(err)?;
+    Ok(MioListener::from_std(s.into()))
+}
+
+impl Server {
+    /// Binds the listening socket(s): one dual-stack socket on `[::]` by default (IPv4 and IPv6), falling
+    /// back to `0.0.0.0` where IPv6 is unavailable, or exactly `--bind`.
+    pub fn bind(opts: ServerOptions, events: EventSink) -> Result<Server, ServerError> {
+        let listeners = match opts.bind {
+            Some(ip) => vec![listen(
+                SocketAddr::new(ip, opts.port),
+                if ip.is_ipv6() { Some(true) } else { None },
+            )?],
+            None => match listen(
+                SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), opts.port),
+                Some(false),
+            ) {
+                Ok(l) => vec![l],
+                Err(_) => vec![listen(
+                    SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), opts.port),
+                    None,
+                )?],
+            },
+        };
+        let shared = Arc::new(Shared {
+            opts,
+            registry: Mutex::new(HashMap::new()),
+            shutdown: AtomicBool::new(false),
+            active: AtomicUsize::new(0),
+            tests_done: AtomicUsize::new(0),
+            events,
+        });
+        Ok(Server { listeners, shared })
+    }
+
+    pub fn local_addrs(&self) -> Vec<SocketAddr> {
+        self.listeners
+            .iter()
+            .filter_map(|l| l.local_addr().ok())
+            .collect()
+    }
+
+    /// Serves until `stop` is raised (or after one test with `once`), then waits briefly for running
+    /// tests to wind down.
+    pub fn run(mut self, stop: &AtomicBool) -> Result<(), ServerError> {
+        (self.shared.events)(ServerEvent::Listening(self.local_addrs()));
+        let mut poll = Poll::new()?;
+        for (i, l) in self.listeners.iter_mut().enumerate() {
+            poll.registry().register(l, Token(i), Interest::READABLE)?;
+        }
+        let mut events = Events::with_capacity(16);
+        loop {
+            if stop.load(Relaxed)
+                || (self.shared.opts.once && self.shared.tests_done.load(Relaxed) > 0)
+            {
+                break;
+            }
+            match poll.poll(&mut events, Some(Duration::from_millis(100))) {
+                Ok(()) => {}
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e.into()),
+            }
+            for ev in events.iter() {
+                let l = &self.listeners[ev.token().0];
+                loop {
+                    match l.accept() {
+                        Ok((stream, peer)) => self.spawn_connection(stream, peer),
+                        Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                        Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                        // Out of descriptors or similar: stop accepting for this round, keep serving.
+                        Err(_) => break,
+                    }
+                }
+            }
+        }
+        self.shared.shutdown.store(true, Relaxed);
+        let until = Instant::now() + Duration::from_secs(3);
+        while self.shared.active.load(Relaxed) > 0 && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(())
+    }
+
+    fn spawn_connection(&self, stream: mio::net::TcpStream, peer: SocketAddr) {
+        let shared = self.shared.clone();
+        // mio hands out non-blocking sockets; connection threads use blocking I/O with timeouts.
+        let std_stream: TcpStream = unsafe_into_std(stream);
+        let _ = std_stream.set_nonblocking(false);
+        shared.active.fetch_add(1, Relaxed);
+        let spawned = std::thread::Builder::new()
+            .name(format!("conn {peer}"))
+            .spawn({
+                let shared = shared.clone();
+                move || {
+                    handle_connection(std_stream, peer, &shared);
+                    shared.active.fetch_sub(1, Relaxed);
+                }
+            });
+        if spawned.is_err() {
+            shared.active.fetch_sub(1, Relaxed);
+        }
+    }
+}
+
+fn unsafe_into_std(s: mio::net::TcpStream) -> TcpStream {
+    use std::os::fd::{FromRawFd, IntoRawFd};
+    // SAFETY: the descriptor is owned by `s`, which we consume; ownership moves to the std stream.
+    unsafe { TcpStream::from_raw_fd(s.into_raw_fd()) }
+}
+
+fn handle_connection(mut stream: TcpStream, peer: SocketAddr, shared: &Shared) {
+    let refuse = |reason: String| (shared.events)(ServerEvent::Refused { peer, reason });
+    if stream
+        .set_read_timeout(Some(shared.opts.handshake_timeout))
+        .is_err()
+    {
+        return;
+    }
+    let mut head = [0u8; landspeed_core::protocol::preamble::DATA_LEN];
+    if let Err(e) = stream.read_exact(&mut head[..1]) {
+        return refuse(format!("no greeting: {e}"));
+    }
+    match classify(head[0]) {
+        Speaker::Landspeed => {}
+        Speaker::Iperf3 => {
+            // iperf3 compatibility comes later; answer ACCESS_DENIED (-1) so its client says so clearly.
+            let mut cookie = [0u8; 36];
+            let _ = stream.read_exact(&mut cookie);
+            let _ = stream.write_all(&[0xff]);
+            return refuse("iperf3 client: the iperf3 protocol is not served yet".into());
+        }
+        Speaker::Unknown => {
+            return refuse(format!(
+                "not a landspeed client (first byte {:#04x})",
+                head[0]
+            ))
+        }
+    }
+    if let Err(e) = stream.read_exact(&mut head[1..landspeed_core::protocol::preamble::CONTROL_LEN])
+    {
+        return refuse(format!("truncated greeting: {e}"));
+    }
+    let parsed = match Preamble::parse(&head[..landspeed_core::protocol::preamble::CONTROL_LEN]) {
+        Ok(None) => {
+            match stream.read_exact(&mut head[landspeed_core::protocol::preamble::CONTROL_LEN..]) {
+                Ok(()) => Preamble::parse(&head),
+                Err(e) => return refuse(format!("truncated data-stream greeting: {e}")),
+            }
+        }
+        other => other,
+    };
+    match parsed {
+        Ok(Some((Preamble::Control { .. }, _))) => serve_test(stream, peer, shared),
+        Ok(Some((
+            Preamble::Data {
+                session,
+                stream: id,
+                ..
+            },
+            _,
+        ))) => {
+            let tx = shared
+                .registry
+                .lock()
+                .ok()
+                .and_then(|r| r.get(&session).cloned());
+            match tx {
+                Some(tx) => {
+                    let _ = tx.send((id, stream));
+                }
+                None => refuse(format!(
+                    "data stream {id} for unknown or finished session {session}"
+                )),
+            }
+        }
+        Ok(None) => refuse("truncated greeting".into()),
+        Err(e @ PreambleError::Version(_)) => {
+            if let Ok(mut w) = ControlWriter::new(stream, shared.opts.handshake_timeout) {
+                let _ = w.send(&Message::Error {
+                    message: e.to_string(),
+                });
+            }
+            refuse(e.to_string())
+        }
+        Err(e) => refuse(e.to_string()),
+    }
+}
+
+type Incoming = Result<Message, ControlError>;
+
+struct Hook<'a> {
+    writer: &'a mut ControlWriter,
+    session: &'a mut ServerSession,
+    shutdown: &'a AtomicBool,
+    client_report: Option<Box<EndpointReport>>,
+    failure: Option<String>,
+}
+
+impl Hook<'_> {
+    fn handle(&mut self, x: Incoming, flags: &Flags) {
+        match x
+            .map_err(|e| e.to_string())
+            .and_then(|m| self.session.on_message(m).map_err(|e| e.to_string()))
+        {
+            Ok(ServerAction::StopSenders) => flags.stop.store(true, Relaxed),
+            Ok(ServerAction::SendResults(r)) => self.client_report = Some(r),
+            Ok(ServerAction::PeerFailed(m)) => {
+                flags.abort.store(true, Relaxed);
+                self.failure.get_or_insert(format!("client failed: {m}"));
+            }
+            Ok(_) => {}
+            Err(e) => {
+                flags.abort.store(true, Relaxed);
+                self.failure.get_or_insert(e);
+            }
+        }
+    }
+}
+
+impl EngineHook<Incoming> for Hook<'_> {
+    fn on_sample(&mut self, sample: &IntervalSample) {
+        let _ = self.writer.send(&Message::Interval {
+            sample: sample.clone(),
+        });
+    }
+    fn on_external(&mut self, x: Incoming, flags: &Flags) {
+        self.handle(x, flags);
+        if self.shutdown.load(Relaxed) {
+            flags.abort.store(true, Relaxed);
+            self.failure.get_or_insert("server shutting down".into());
+        }
+    }
+}
+
+/// Removes a session from the registry however the test ends.
+struct Registered<'a>(&'a Registry, SessionId);
+impl Drop for Registered<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut r) = self.0.lock() {
+            r.remove(&self.1);
+        }
+    }
+}
+
+fn serve_test(stream: TcpStream, peer: SocketAddr, shared: &Shared) {
+    let mut log = TestLog {
+        peer,
+        session: None,
+        streams: 0,
+        direction: None,
+        bytes_received: 0,
+        bytes_sent: 0,
+        duration_s: 0.0,
+        error: None,
+    };
+    if let Err(e) = run_test(stream, shared, &mut log) {
+        log.error = Some(e);
+    }
+    shared.tests_done.fetch_add(1, Relaxed);
+    (shared.events)(ServerEvent::Test(log));
+}
+
+fn run_test(stream: TcpStream, shared: &Shared, log: &mut TestLog) -> Result<(), String> {
+    let o = &shared.opts;
+    let (mut reader, mut writer) =
+        control::split(stream, &[], o.handshake_timeout).map_err(|e| e.to_string())?;
+    let mut sm = ServerSession::new();
+    let spec: TestSpec = loop {
+        let msg = reader
+            .read(o.handshake_timeout)
+            .map_err(|e| e.to_string())?;
+        match sm.on_message(msg) {
+            Ok(ServerAction::Reply(m)) => writer.send(&m).map_err(|e| e.to_string())?,
+            Ok(ServerAction::Accept(spec)) => break spec,
+            Ok(ServerAction::Reject(m)) => {
+                let _ = writer.send(&m);
+                return Err(match m {
+                    Message::Rejected { reason } => format!("rejected: {reason}"),
+                    _ => "rejected".into(),
+                });
+            }
+            Ok(ServerAction::PeerFailed(m)) => return Err(format!("client failed: {m}")),
+            Ok(other) => return Err(format!("unexpected step {other:?}")),
+            Err(e) => {
+                let _ = writer.send(&Message::Error {
+                    message: e.to_string(),
+                });
+                return Err(e.to_string());
+            }
+        }
+    };
+    log.streams = spec.streams;
+    log.direction = Some(spec.direction);
+    let mut id = [0u8; 16];
+    getrandom::fill(&mut id).map_err(|e| format!("no randomness for a session id: {e}"))?;
+    let sid = SessionId(id);
+    log.session = Some(sid);
+    let (tx, rx) = mpsc::channel();
+    shared
+        .registry
+        .lock()
+        .map_err(|_| "registry poisoned")?
+        .insert(sid, tx);
+    let registered = Registered(&shared.registry, sid);
+    writer
+        .send(&Message::Accepted { session: sid })
+        .map_err(|e| e.to_string())?;
+
+    let fail = |writer: &mut ControlWriter, msg: String| {
+        let _ = writer.send(&Message::Error {
+            message: msg.clone(),
+        });
+        msg
+    };
+    let mut streams: Vec<DataStream> = vec![];
+    let deadline = Instant::now() + o.handshake_timeout;
+    while streams.len() < spec.total_streams() as usize {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let (sid_n, sock) = rx.recv_timeout(left).map_err(|_| {
+            fail(
+                &mut writer,
+                format!(
+                    "only {} of {} data streams arrived within {:?}",
+                    streams.len(),
+                    spec.total_streams(),
+                    o.handshake_timeout
+                ),
+            )
+        })?;
+        sm.on_stream(sid_n)
+            .map_err(|e| fail(&mut writer, e.to_string()))?;
+        let flow = spec.flow_of(sid_n);
+        let role = if flow == Flow::ClientToServer {
+            Role::Receiver
+        } else {
+            Role::Sender
+        };
+        sockopt::after_connect(&socket2::SockRef::from(&sock), &spec, role == Role::Sender)
+            .map_err(|e| fail(&mut writer, e.to_string()))?;
+        streams.push(DataStream {
+            id: sid_n,
+            flow,
+            role,
+            socket: sock,
+            budget: if role == Role::Sender {
+                spec.stream_budget(sid_n)
+            } else {
+                None
+            },
+        });
+    }
+    drop(registered);
+    streams.sort_by_key(|s| s.id);
+    let mut warnings = vec![];
+    if let Some(s) = streams.first() {
+        let (snd, rcv) = sockopt::granted(&socket2::SockRef::from(&s.socket));
+        warnings.extend(sockopt::window_warning(spec.window_bytes, snd, rcv));
+    }
+    writer.send(&Message::Ready).map_err(|e| e.to_string())?;
+    match sm.on_message(
+        reader
+            .read(o.handshake_timeout)
+            .map_err(|e| e.to_string())?,
+    ) {
+        Ok(ServerAction::StartTest) => {}
+        Ok(other) => return Err(format!("expected start, got {other:?}")),
+        Err(e) => return Err(fail(&mut writer, e.to_string())),
+    }
+
+    let (wtx, wrx) = mpsc::channel::<Wake<Incoming>>();
+    let quit = Arc::new(AtomicBool::new(false));
+    control::spawn_reader(reader, wtx.clone(), quit.clone());
+    let ncpu = crate::cpu::cpu_count() as usize;
+    let params = EngineParams {
+        length: spec.length_bytes as usize,
+        send_time: spec.send_time(),
+        interval: spec.interval_s,
+        omit: spec.omit_s,
+        threads: spec
+            .server_threads
+            .map_or_else(|| (spec.total_streams() as usize).min(ncpu), |t| t as usize),
+        cpus: spec.server_cpus.clone(),
+        idle_timeout: o.idle_timeout,
+    };
+    let flags = Flags::default();
+    let iface = streams
+        .first()
+        .and_then(|s| s.socket.local_addr().ok())
+        .and_then(|a| crate::host::interface_for(a.ip()));
+    let mut hook = Hook {
+        writer: &mut writer,
+        session: &mut sm,
+        shutdown: &shared.shutdown,
+        client_report: None,
+        failure: None,
+    };
+    let out = engine::run(
+        &streams,
+        &params,
+        &flags,
+        &wtx,
+        &wrx,
+        &mut hook,
+        iface.as_deref(),
+    );
+    log.duration_s = out.elapsed_s;
+    for s in &out.streams {
+        match s.role {
+            Role::Receiver => log.bytes_received += s.bytes,
+            Role::Sender => log.bytes_sent += s.bytes,
+        }
+    }
+    let result = finish(
+        &mut hook,
+        &out,
+        &flags,
+        &wrx,
+        o,
+        warnings,
+        spec.server_cpus.clone(),
+    );
+    quit.store(true, Relaxed);
+    result
+}
+
+fn finish(
+    hook: &mut Hook,
+    out: &engine::EngineOutput,
+    flags: &Flags,
+    wrx: &mpsc::Receiver<Wake<Incoming>>,
+    o: &ServerOptions,
+    warnings: Vec<String>,
+    cpus: Option<Vec<usize>>,
+) -> Result<(), String> {
+    if let Some(f) = hook.failure.take() {
+        return Err(f);
+    }
+    let done = hook.session.on_local_done().map_err(|e| e.to_string())?;
+    hook.writer.send(&done).map_err(|e| e.to_string())?;
+    let deadline = Instant::now() + o.idle_timeout + o.handshake_timeout;
+    while hook.client_report.is_none() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match wrx.recv_timeout(left) {
+            Ok(Wake::External(x)) => hook.handle(x, flags),
+            Ok(Wake::WorkerDone) => {}
+            Err(_) => return Err("the client sent no results".into()),
+        }
+        if let Some(f) = hook.failure.take() {
+            return Err(f);
+        }
+    }
+    let errors: Vec<String> = out
+        .streams
+        .iter()
+        .filter_map(|s| s.error.as_ref().map(|e| format!("stream {}: {e}", s.id)))
+        .collect();
+    let report = EndpointReport {
+        software: format!("landspeed {}", landspeed_core::SOFTWARE_VERSION),
+        streams: out.streams.clone(),
+        cpu: out.cpu.clone(),
+        host: crate::host::host_info(),
+        interface: out.interface.clone(),
+        elapsed_s: out.elapsed_s,
+        threads: out.threads,
+        cpus_pinned: cpus,
+        warnings,
+        error: None,
+    };
+    hook.writer
+        .send(&Message::Results {
+            report: Box::new(report),
+        })
+        .map_err(|e| e.to_string())?;
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors.join("; "))
+    }
+}

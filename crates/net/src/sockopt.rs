@@ -1,0 +1,150 @@
+//! Socket options for data connections: windows (SO_SNDBUF/SO_RCVBUF), MSS, Nagle, congestion control
+//! and fq pacing, applied the same way on both ends, and the check that tells a user, naming the sysctl,
+//! when the kernel granted less buffer than asked for.
+
+use crate::host::sysctl;
+use landspeed_core::config::TestSpec;
+use landspeed_core::units::Bytes;
+use socket2::Socket;
+use std::os::fd::AsRawFd;
+
+/// Why an option could not be applied.
+#[derive(Debug, thiserror::Error)]
+pub enum SockOptError {
+    #[error("congestion control '{name}' is not available ({err}); this host allows: {available}")]
+    Congestion {
+        name: String,
+        available: String,
+        err: std::io::Error,
+    },
+    #[error("cannot set MSS {mss}: {err}")]
+    Mss { mss: u32, err: std::io::Error },
+    #[error("cannot set {what}: {err}")]
+    Other {
+        what: &'static str,
+        err: std::io::Error,
+    },
+}
+
+fn other(what: &'static str) -> impl FnOnce(std::io::Error) -> SockOptError {
+    move |err| SockOptError::Other { what, err }
+}
+
+/// Options that must be set before connect (window scale and MSS are negotiated in the handshake).
+pub fn before_connect(sock: &Socket, spec: &TestSpec) -> Result<(), SockOptError> {
+    if let Some(w) = spec.window_bytes {
+        sock.set_send_buffer_size(w as usize)
+            .map_err(other("SO_SNDBUF"))?;
+        sock.set_recv_buffer_size(w as usize)
+            .map_err(other("SO_RCVBUF"))?;
+    }
+    if let Some(mss) = spec.mss {
+        sock.set_tcp_mss(mss)
+            .map_err(|err| SockOptError::Mss { mss, err })?;
+    }
+    Ok(())
+}
+
+/// Options set on a connected socket (all of them on the server's accepted sockets).
+pub fn after_connect(sock: &Socket, spec: &TestSpec, sending: bool) -> Result<(), SockOptError> {
+    if let Some(w) = spec.window_bytes {
+        sock.set_send_buffer_size(w as usize)
+            .map_err(other("SO_SNDBUF"))?;
+        sock.set_recv_buffer_size(w as usize)
+            .map_err(other("SO_RCVBUF"))?;
+    }
+    sock.set_tcp_nodelay(spec.nodelay)
+        .map_err(other("TCP_NODELAY"))?;
+    if let Some(name) = &spec.congestion {
+        sock.set_tcp_congestion(name.as_bytes())
+            .map_err(|err| SockOptError::Congestion {
+                name: name.clone(),
+                available: sysctl("net/ipv4/tcp_allowed_congestion_control").unwrap_or_default(),
+                err,
+            })?;
+    }
+    if let (Some(rate), true) = (spec.fq_rate_bps, sending) {
+        let bytes_per_s: u64 = (rate / 8.0).round().max(1.0) as u64;
+        // SAFETY: passes a u64 by pointer with its size, as SO_MAX_PACING_RATE accepts since Linux 4.20.
+        let rc = unsafe {
+            libc::setsockopt(
+                sock.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_MAX_PACING_RATE,
+                (&bytes_per_s as *const u64).cast(),
+                std::mem::size_of::<u64>() as libc::socklen_t,
+            )
+        };
+        if rc != 0 {
+            return Err(SockOptError::Other {
+                what: "SO_MAX_PACING_RATE",
+                err: std::io::Error::last_os_error(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The buffer sizes the kernel reports for a socket: (SO_SNDBUF, SO_RCVBUF).
+pub fn granted(sock: &Socket) -> (u64, u64) {
+    (
+        sock.send_buffer_size().map_or(0, |v| v as u64),
+        sock.recv_buffer_size().map_or(0, |v| v as u64),
+    )
+}
+
+/// A warning when the kernel granted less than requested. Linux doubles a request and caps it at
+/// net.core.{w,r}mem_max, so anything under twice the request means the cap was hit.
+pub fn window_warning(requested: Option<u64>, snd: u64, rcv: u64) -> Option<String> {
+    let req = requested?;
+    let mut parts = vec![];
+    if snd < req.saturating_mul(2) {
+        parts.push(format!(
+            "SO_SNDBUF got {} (net.core.wmem_max = {})",
+            Bytes(snd / 2),
+            sysctl("net/core/wmem_max").unwrap_or_else(|| "?".into())
+        ));
+    }
+    if rcv < req.saturating_mul(2) {
+        parts.push(format!(
+            "SO_RCVBUF got {} (net.core.rmem_max = {})",
+            Bytes(rcv / 2),
+            sysctl("net/core/rmem_max").unwrap_or_else(|| "?".into())
+        ));
+    }
+    if parts.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "requested window {} but {}; raise the limit with: sysctl -w net.core.rmem_max={} net.core.wmem_max={}",
+        Bytes(req),
+        parts.join(", "),
+        req,
+        req
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn warning_names_the_sysctl() {
+        let w = window_warning(Some(64 << 20), 425_984, 425_984).unwrap();
+        assert!(w.contains("net.core.rmem_max"), "{w}");
+        assert!(w.contains("net.core.wmem_max"), "{w}");
+        assert!(window_warning(Some(100_000), 200_000, 200_000).is_none());
+        assert!(window_warning(None, 1, 1).is_none());
+    }
+
+    #[test]
+    fn unknown_congestion_is_a_clear_error() {
+        let sock = Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        let spec = TestSpec {
+            congestion: Some("nosuchcc".into()),
+            ..TestSpec::default()
+        };
+        let e = after_connect(&sock, &spec, true).unwrap_err();
+        assert!(e.to_string().contains("nosuchcc"), "{e}");
+    }
+}

@@ -1,0 +1,11 @@
+//! Renderers: pure functions from a `RunResult` (or from one live interval) to text or JSON. They never
+//! measure anything and the measurement code never formats anything, so every output format shows the
+//! same numbers and a new format is a new function here.
+
+pub mod json;
+pub mod live;
+pub mod text;
+
+pub use json::{to_json, JsonEvent};
+pub use live::{interval_header, interval_line};
+pub use text::render;

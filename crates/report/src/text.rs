@@ -1,0 +1,221 @@
+//! The human report printed at the end of `run` and `demo`: an NTttcp-style per-stream table, then
+//! totals per direction (with peak and lowest interval next to the average), windows, CPU, TCP limits
+//! and interface counters for both ends, and any warnings.
+
+use landspeed_core::result::{EndpointSummary, RunResult, StreamResult, Summary};
+use landspeed_core::units::{BitRate, Bytes};
+use std::fmt::Write;
+
+fn mbit(bps: f64) -> String {
+    format!("{:.3}", bps / 1e6)
+}
+
+fn rtt(us: u32) -> String {
+    format!("{:.3}", us as f64 / 1000.0)
+}
+
+fn stream_rows(out: &mut String, streams: &[StreamResult]) {
+    let _ = writeln!(
+        out,
+        "{:>6} {:<15} {:>12} {:>9} {:>18} {:>14} {:>11} {:>10} {:>6} {:>23} {:>10}",
+        "Stream",
+        "Direction",
+        "Bytes",
+        "Time(s)",
+        "Throughput(Mbit/s)",
+        "Throughput(KB/s)",
+        "Buffers",
+        "Buffers/s",
+        "Retr",
+        "RTT min/avg/max (ms)",
+        "Cwnd"
+    );
+    for s in streams {
+        let (retr, rtts, cwnd) = match &s.tcp {
+            Some(t) => (
+                t.retransmits.to_string(),
+                format!(
+                    "{}/{}/{}",
+                    rtt(t.rtt_min_us),
+                    rtt(t.rtt_avg_us),
+                    rtt(t.rtt_max_us)
+                ),
+                Bytes(t.cwnd_bytes).to_string(),
+            ),
+            None => ("-".into(), "-".into(), "-".into()),
+        };
+        let _ = writeln!(
+            out,
+            "{:>6} {:<15} {:>12} {:>9.3} {:>18} {:>14.1} {:>11.1} {:>10.1} {:>6} {:>23} {:>10}",
+            s.id,
+            s.flow.label(),
+            s.bytes_received,
+            s.duration_s,
+            mbit(s.throughput_bps),
+            s.kbytes_per_s,
+            s.buffers,
+            s.buffers_per_s,
+            retr,
+            rtts,
+            cwnd
+        );
+    }
+}
+
+fn totals(out: &mut String, label: &str, s: &Summary, length: u64) {
+    let _ = writeln!(out, "\nTotals, {label}:");
+    let agree = if s.bytes_sent == s.bytes_received {
+        "every byte sent was received"
+    } else {
+        "SENT AND RECEIVED DIFFER"
+    };
+    let _ = writeln!(
+        out,
+        "  bytes      sent {} ({}), received {} ({}): {agree}",
+        s.bytes_sent,
+        Bytes(s.bytes_sent),
+        s.bytes_received,
+        Bytes(s.bytes_received)
+    );
+    if s.omitted_bytes > 0 {
+        let _ = writeln!(
+            out,
+            "  warm-up    {} left out of every figure (-O)",
+            Bytes(s.omitted_bytes)
+        );
+    }
+    let _ = writeln!(
+        out,
+        "  time       {:.3} s at the receiver (first to last byte); sender wrote for {:.3} s",
+        s.duration_s, s.sender_elapsed_s
+    );
+    let peak = match (s.peak_interval_bps, s.lowest_interval_bps) {
+        (Some(p), Some(l)) => format!("; intervals peak {}, lowest {}", BitRate(p), BitRate(l)),
+        _ => String::new(),
+    };
+    let _ = writeln!(
+        out,
+        "  throughput {} = {:.1} KB/s{peak}",
+        BitRate(s.throughput_bps),
+        s.kbytes_per_s
+    );
+    let _ = writeln!(
+        out,
+        "  buffers    {:.1} of {} ({:.1}/s); retransmits {}",
+        s.buffers_received,
+        Bytes(length),
+        s.buffers_per_s,
+        s.retransmits
+    );
+}
+
+fn endpoint(out: &mut String, e: &EndpointSummary) {
+    let c = &e.cpu;
+    let cyc = c
+        .cycles_per_byte
+        .map_or("-".to_string(), |x| format!("{x:.2}"));
+    let _ = writeln!(
+        out,
+        "  {:<7} CPU: process user {:.1}% system {:.1}% (of one CPU); machine busy {:.1}%, softirq {:.1}% of {} CPUs; {:.3} CPU-s/GB; {} cycles/byte",
+        e.role, c.user_pct, c.system_pct, c.system_busy_pct, c.softirq_pct, c.cpus, c.cpu_s_per_gb, cyc
+    );
+    let w = &e.window;
+    let req = w
+        .requested_bytes
+        .map_or("default (autotuning)".to_string(), |r| Bytes(r).to_string());
+    let _ = writeln!(
+        out,
+        "  {:<7} window: requested {req}; kernel granted SO_SNDBUF {} SO_RCVBUF {}",
+        e.role,
+        Bytes(w.granted_snd_bytes),
+        Bytes(w.granted_rcv_bytes)
+    );
+    if let Some(i) = &e.interface {
+        let _ = writeln!(
+            out,
+            "  {:<7} interface {}: {} packets out, {} in ({:.0}/s out, {:.0}/s in); interrupts {:.0}/s",
+            e.role, i.name, i.tx_packets, i.rx_packets, i.tx_packets_per_s, i.rx_packets_per_s, i.interrupts_per_s
+        );
+    }
+    let _ = writeln!(
+        out,
+        "  {:<7} {} threads on {}, {}",
+        e.role, e.threads, e.host.hostname, e.host.kernel
+    );
+}
+
+/// The full human-readable report.
+pub fn render(r: &RunResult) -> String {
+    let mut out = String::new();
+    let cfg = &r.config;
+    let _ = writeln!(
+        out,
+        "\n{} test, {} -> {}, {} stream(s) per direction, {} per call{}",
+        cfg.transport.to_uppercase(),
+        cfg.local_address,
+        cfg.remote_address,
+        cfg.spec.streams,
+        Bytes(cfg.spec.length_bytes),
+        if r.interrupted { ", INTERRUPTED" } else { "" }
+    );
+    stream_rows(&mut out, &r.streams);
+    if r.streams.iter().any(|s| s.limited.is_some()) {
+        let _ = writeln!(
+            out,
+            "\nTCP limits (share of the sender's test time, from TCP_INFO):"
+        );
+        for s in &r.streams {
+            if let (Some(l), Some(t)) = (&s.limited, &s.tcp) {
+                let _ = writeln!(
+                    out,
+                    "  stream {:>4}: receive-window limited {:.1}%, send-buffer limited {:.1}%, busy {:.1}%; MSS {} PMTU {}; segs out {} in {}; delivery rate {}{}",
+                    s.id,
+                    l.rwnd_limited_pct,
+                    l.sndbuf_limited_pct,
+                    l.busy_pct,
+                    t.mss_bytes,
+                    t.pmtu_bytes,
+                    t.segs_out,
+                    t.segs_in,
+                    BitRate(t.delivery_rate_bps),
+                    t.congestion.as_deref().map(|c| format!("; {c}")).unwrap_or_default()
+                );
+            }
+            if r.streams.len() > 16 && s.id >= 15 {
+                let _ = writeln!(
+                    out,
+                    "  ... ({} more streams in --json)",
+                    r.streams.len() - 16
+                );
+                break;
+            }
+        }
+    }
+    for d in &r.directions {
+        totals(&mut out, d.flow.label(), &d.summary, cfg.spec.length_bytes);
+    }
+    if r.directions.len() > 1 {
+        totals(
+            &mut out,
+            "both directions",
+            &r.summary,
+            cfg.spec.length_bytes,
+        );
+    }
+    let _ = writeln!(out, "\nEnds:");
+    endpoint(&mut out, &r.local);
+    endpoint(&mut out, &r.remote);
+    let _ = writeln!(
+        out,
+        "\nPayload: {}",
+        if cfg.verify {
+            "verified"
+        } else {
+            "not verified (content checks are not implemented yet)"
+        }
+    );
+    for w in &r.warnings {
+        let _ = writeln!(out, "WARNING: {w}");
+    }
+    out
+}
