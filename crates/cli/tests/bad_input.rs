@@ -1,0 +1,167 @@
+//! Bad input gets one clear line on stderr and the right exit code (2 usage, 1 runtime), never a panic
+//! and never a hang.
+
+mod common;
+use common::*;
+use std::time::Duration;
+
+fn assert_one_clear_line(o: &Outcome, code: i32, needle: &str) {
+    assert_eq!(o.code, code, "stdout: {}\nstderr: {}", o.stdout, o.stderr);
+    assert!(!o.stderr.contains("panicked"), "{}", o.stderr);
+    assert!(
+        o.stderr.to_lowercase().contains(&needle.to_lowercase()),
+        "expected {needle:?} in stderr: {}",
+        o.stderr
+    );
+}
+
+#[test]
+fn nonsense_size_is_a_usage_error() {
+    let o = landspeed(&["run", "127.0.0.1", "-l", "12Q"], Duration::from_secs(10));
+    assert_one_clear_line(&o, 2, "unknown unit");
+}
+
+#[test]
+fn nonsense_duration_is_a_usage_error() {
+    let o = landspeed(&["run", "127.0.0.1", "-t", "soon"], Duration::from_secs(10));
+    assert_one_clear_line(&o, 2, "not a number");
+}
+
+#[test]
+fn zero_streams_is_a_usage_error() {
+    let o = landspeed(&["run", "127.0.0.1", "-P", "0"], Duration::from_secs(10));
+    assert_one_clear_line(&o, 2, "streams must be 1..=1024");
+}
+
+#[test]
+fn too_many_streams_is_a_usage_error() {
+    let o = landspeed(&["run", "127.0.0.1", "-P", "5000"], Duration::from_secs(10));
+    assert_one_clear_line(&o, 2, "streams must be 1..=1024");
+}
+
+#[test]
+fn absurd_window_is_a_usage_error() {
+    let o = landspeed(&["run", "127.0.0.1", "-w", "8G"], Duration::from_secs(10));
+    assert_one_clear_line(&o, 2, "window must be");
+}
+
+#[test]
+fn unknown_host_is_a_runtime_error() {
+    let o = landspeed(&["run", "no-such-host.invalid"], Duration::from_secs(30));
+    assert_one_clear_line(&o, 1, "cannot resolve host 'no-such-host.invalid'");
+}
+
+#[test]
+fn refused_port_is_a_runtime_error() {
+    // Bind then drop a listener to find a port nobody listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let o = landspeed(
+        &["run", "127.0.0.1", "-p", &port.to_string(), "-t", "1"],
+        Duration::from_secs(15),
+    );
+    assert_one_clear_line(&o, 1, "connection refused");
+}
+
+#[test]
+fn a_peer_speaking_another_protocol_is_named() {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let t = std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        let (mut c, _) = l.accept().unwrap();
+        let mut b = [0u8; 64];
+        let _ = c.read(&mut b);
+        let _ = c.write_all(b"HTTP/1.1 400 Bad Request\r\n\r\n");
+    });
+    let o = landspeed(
+        &["run", "127.0.0.1", "-p", &port.to_string(), "-t", "1"],
+        Duration::from_secs(20),
+    );
+    t.join().unwrap();
+    assert_one_clear_line(&o, 1, "does not speak the landspeed protocol");
+}
+
+#[test]
+fn a_silent_peer_times_out() {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let o = landspeed(
+        &["run", "127.0.0.1", "-p", &port.to_string(), "-t", "1"],
+        Duration::from_secs(30),
+    );
+    drop(l);
+    assert_one_clear_line(&o, 1, "no landspeed answer");
+}
+
+#[test]
+fn unknown_congestion_control_is_reported() {
+    let s = ServerProc::start("127.0.0.1", &[]);
+    let o = landspeed(
+        &[
+            "run",
+            "127.0.0.1",
+            "-p",
+            &s.port.to_string(),
+            "-t",
+            "1",
+            "-C",
+            "nosuchcc",
+        ],
+        Duration::from_secs(30),
+    );
+    assert_one_clear_line(&o, 1, "congestion control 'nosuchcc' is not available");
+}
+
+#[test]
+fn window_above_the_kernel_limit_warns_naming_the_sysctl() {
+    let rmem: u64 = std::fs::read_to_string("/proc/sys/net/core/rmem_max")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let want = (rmem * 4).min(1 << 30);
+    if want / 2 <= rmem {
+        eprintln!("skipped: rmem_max {rmem} is already above what this test can request");
+        return;
+    }
+    let s = ServerProc::start("127.0.0.1", &[]);
+    let o = landspeed(
+        &[
+            "run",
+            "127.0.0.1",
+            "-p",
+            &s.port.to_string(),
+            "-n",
+            "1M",
+            "-w",
+            &want.to_string(),
+        ],
+        Duration::from_secs(30),
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(o.stderr.contains("net.core.rmem_max"), "{}", o.stderr);
+    assert!(o.stdout.contains("kernel granted"), "{}", o.stdout);
+}
+
+#[test]
+fn server_dying_mid_test_ends_the_client_with_an_error() {
+    let mut s = ServerProc::start("127.0.0.1", &[]);
+    let p = s.port.to_string();
+    let client = std::thread::spawn(move || {
+        landspeed(
+            &["run", "127.0.0.1", "-p", &p, "-t", "30"],
+            Duration::from_secs(60),
+        )
+    });
+    // Give the test time to start, then kill the server outright.
+    std::thread::sleep(Duration::from_millis(1500));
+    s.child.kill().unwrap();
+    let o = client.join().unwrap();
+    assert_eq!(o.code, 1, "stdout: {}\nstderr: {}", o.stdout, o.stderr);
+    assert!(!o.stderr.contains("panicked"), "{}", o.stderr);
+    assert!(o.stderr.starts_with("landspeed: error:"), "{}", o.stderr);
+}

@@ -1,0 +1,312 @@
+//! The real binary on loopback: stream counts, end conditions, directions, IPv6, output formats, and the
+//! server surviving clients that die or misbehave, and serving two clients at once.
+
+mod common;
+use common::*;
+use std::io::{Read, Write};
+use std::time::Duration;
+
+#[test]
+fn one_stream_timed() {
+    let s = ServerProc::start("127.0.0.1", &[]);
+    let r = run_json("127.0.0.1", s.port, &["-t", "1"]);
+    check_invariants(&r);
+    assert_eq!(r["streams"].as_array().unwrap().len(), 1);
+    assert!(r["summary"]["bytes_received"].as_u64().unwrap() > 0);
+    let d = r["summary"]["duration_s"].as_f64().unwrap();
+    assert!((0.9..3.0).contains(&d), "duration {d}");
+    // TCP_INFO came through from the sender.
+    assert!(r["streams"][0]["tcp"]["mss_bytes"].as_u64().unwrap() > 0);
+    let line = s
+        .next_line(Duration::from_secs(5))
+        .expect("server logged the test");
+    assert!(
+        line.contains("1 stream(s) forward") && line.ends_with(": ok"),
+        "{line}"
+    );
+}
+
+#[test]
+fn eight_streams() {
+    let s = ServerProc::start("127.0.0.1", &[]);
+    let r = run_json("127.0.0.1", s.port, &["-t", "1", "-P", "8"]);
+    check_invariants(&r);
+    assert_eq!(r["streams"].as_array().unwrap().len(), 8);
+}
+
+#[test]
+fn sixty_four_streams() {
+    let s = ServerProc::start("127.0.0.1", &[]);
+    let r = run_json("127.0.0.1", s.port, &["-t", "2", "-P", "64"]);
+    check_invariants(&r);
+    let streams = r["streams"].as_array().unwrap();
+    assert_eq!(streams.len(), 64);
+    assert!(
+        streams
+            .iter()
+            .all(|s| s["bytes_received"].as_u64().unwrap() > 0),
+        "a stream moved nothing"
+    );
+}
+
+#[test]
+fn exact_byte_count_split_over_streams() {
+    let s = ServerProc::start("127.0.0.1", &[]);
+    let r = run_json(
+        "127.0.0.1",
+        s.port,
+        &["-n", "10000001", "-P", "3", "-l", "100K"],
+    );
+    check_invariants(&r);
+    assert_eq!(r["summary"]["bytes_received"], 10_000_001);
+    let per: Vec<u64> = r["streams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["bytes_received"].as_u64().unwrap())
+        .collect();
+    assert_eq!(per, vec![3_333_334, 3_333_334, 3_333_333]);
+}
+
+#[test]
+fn block_count() {
+    let s = ServerProc::start("127.0.0.1", &[]);
+    let r = run_json("127.0.0.1", s.port, &["-k", "101", "-l", "64K", "-P", "2"]);
+    check_invariants(&r);
+    assert_eq!(r["summary"]["bytes_received"], 101 * 65536);
+}
+
+#[test]
+fn reverse() {
+    let s = ServerProc::start("127.0.0.1", &[]);
+    let r = run_json("127.0.0.1", s.port, &["-R", "-n", "50M", "-P", "2"]);
+    check_invariants(&r);
+    assert_eq!(r["summary"]["bytes_received"], 50 << 20);
+    assert_eq!(r["directions"][0]["flow"], "server_to_client");
+    assert_eq!(r["streams"][0]["flow"], "server_to_client");
+}
+
+#[test]
+fn bidirectional() {
+    let s = ServerProc::start("127.0.0.1", &[]);
+    let r = run_json("127.0.0.1", s.port, &["--bidir", "-t", "1", "-P", "2"]);
+    check_invariants(&r);
+    let dirs = r["directions"].as_array().unwrap();
+    assert_eq!(dirs.len(), 2);
+    for d in dirs {
+        assert_eq!(d["summary"]["bytes_sent"], d["summary"]["bytes_received"]);
+        assert!(
+            d["summary"]["bytes_received"].as_u64().unwrap() > 0,
+            "{} moved nothing",
+            d["flow"]
+        );
+    }
+    assert_eq!(r["streams"].as_array().unwrap().len(), 4);
+}
+
+#[test]
+fn ipv6_loopback() {
+    let s = ServerProc::start("::1", &[]);
+    let r = run_json("::1", s.port, &["-n", "20M"]);
+    check_invariants(&r);
+    assert_eq!(r["config"]["family"], "ipv6");
+}
+
+#[test]
+fn dual_stack_default_bind_serves_ipv4_and_ipv6() {
+    let s = ServerProc::start("", &[]);
+    check_invariants(&run_json("127.0.0.1", s.port, &["-n", "1M"]));
+    check_invariants(&run_json("::1", s.port, &["-n", "1M"]));
+}
+
+#[test]
+fn warmup_is_left_out() {
+    let s = ServerProc::start("127.0.0.1", &[]);
+    let r = run_json("127.0.0.1", s.port, &["-t", "1", "-O", "0.5", "-i", "0.25"]);
+    check_invariants(&r);
+    assert!(r["summary"]["omitted_bytes"].as_u64().unwrap() > 0);
+    let iv = r["intervals"].as_array().unwrap();
+    assert!(iv[0]["omitted"].as_bool().unwrap());
+    assert!(iv.iter().any(|i| !i["omitted"].as_bool().unwrap()));
+    let d = r["summary"]["duration_s"].as_f64().unwrap();
+    assert!(
+        (0.9..2.0).contains(&d),
+        "measured duration {d} should exclude the warm-up"
+    );
+}
+
+#[test]
+fn json_stream_lines_are_each_valid_json() {
+    let s = ServerProc::start("127.0.0.1", &[]);
+    let p = s.port.to_string();
+    let o = landspeed(
+        &[
+            "run",
+            "127.0.0.1",
+            "-p",
+            &p,
+            "-t",
+            "1",
+            "-i",
+            "0.2",
+            "--json-stream",
+        ],
+        Duration::from_secs(30),
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let events: Vec<serde_json::Value> = o
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    assert_eq!(events.first().unwrap()["event"], "start");
+    assert_eq!(events.last().unwrap()["event"], "end");
+    assert!(events.iter().filter(|e| e["event"] == "interval").count() >= 4);
+    check_invariants(&events.last().unwrap()["result"]);
+}
+
+#[test]
+fn text_report_has_table_and_totals() {
+    let s = ServerProc::start("127.0.0.1", &[]);
+    let p = s.port.to_string();
+    let o = landspeed(
+        &[
+            "run",
+            "127.0.0.1",
+            "-p",
+            &p,
+            "-t",
+            "1",
+            "-P",
+            "2",
+            "--per-stream",
+        ],
+        Duration::from_secs(30),
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    for needle in [
+        "Throughput(Mbit/s)",
+        "Buffers/s",
+        "every byte sent was received",
+        "cycles/byte",
+        "[SUM]",
+        "[  0]",
+        "interface lo",
+    ] {
+        assert!(
+            o.stdout.contains(needle),
+            "missing {needle:?} in\n{}",
+            o.stdout
+        );
+    }
+}
+
+#[test]
+fn server_survives_a_client_killed_mid_test() {
+    let s = ServerProc::start("127.0.0.1", &[]);
+    let p = s.port.to_string();
+    let mut victim = std::process::Command::new(bin())
+        .args(["run", "127.0.0.1", "-p", &p, "-t", "20", "-P", "4"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait for the first interval line, so the test is surely running.
+    let mut out = victim.stdout.take().unwrap();
+    let mut seen = String::new();
+    let mut buf = [0u8; 4096];
+    while !seen.contains("[SUM]") {
+        let n = out.read(&mut buf).unwrap();
+        assert!(n > 0, "client ended early: {seen}");
+        seen.push_str(&String::from_utf8_lossy(&buf[..n]));
+    }
+    victim.kill().unwrap();
+    victim.wait().unwrap();
+    let line = s
+        .next_line(Duration::from_secs(20))
+        .expect("server logged the broken test");
+    assert!(line.contains("FAILED"), "{line}");
+    let r = run_json("127.0.0.1", s.port, &["-n", "10M"]);
+    check_invariants(&r);
+}
+
+#[test]
+fn two_clients_at_once_get_separate_results() {
+    let s = ServerProc::start("127.0.0.1", &[]);
+    let port = s.port;
+    let a = std::thread::spawn(move || run_json("127.0.0.1", port, &["-t", "2", "-P", "2"]));
+    let b = std::thread::spawn(move || run_json("127.0.0.1", port, &["-n", "300M", "-P", "3"]));
+    let (ra, rb) = (a.join().unwrap(), b.join().unwrap());
+    check_invariants(&ra);
+    check_invariants(&rb);
+    assert_eq!(ra["streams"].as_array().unwrap().len(), 2);
+    assert_eq!(rb["streams"].as_array().unwrap().len(), 3);
+    assert_eq!(rb["summary"]["bytes_received"], 300 << 20);
+}
+
+#[test]
+fn malformed_control_messages_get_a_clean_close_and_the_server_keeps_serving() {
+    let s = ServerProc::start("127.0.0.1", &[]);
+    let addr = format!("127.0.0.1:{}", s.port);
+    let cases: Vec<Vec<u8>> = vec![
+        b"LSPD\x00\x01C\x00\x00\x00\x00\x05{{{{{".to_vec(), // bad JSON
+        b"LSPD\x00\x01C\x00\xff\xff\xff\xff".to_vec(),      // oversized length
+        b"LSPD\x00\x01C\x00\x00\x00".to_vec(),              // truncated, then close
+        b"LSPD\x00\x63C\x00".to_vec(),                      // other version
+        b"GET / HTTP/1.1\r\n\r\n".to_vec(),                 // another protocol
+        b"LSPD\x00\x01D\x00AAAAAAAAAAAAAAAA\x00\x00\x00\x00".to_vec(), // data stream, unknown session
+    ];
+    for c in cases {
+        let mut t = std::net::TcpStream::connect(&addr).unwrap();
+        t.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
+        t.write_all(&c).unwrap();
+        let _ = t.shutdown(std::net::Shutdown::Write);
+        let mut sink = vec![];
+        // The server answers (or not) and closes; it must not hang on us.
+        let _ = t.read_to_end(&mut sink);
+    }
+    let r = run_json("127.0.0.1", s.port, &["-n", "5M"]);
+    check_invariants(&r);
+}
+
+#[test]
+fn serve_once_exits_after_one_test() {
+    let s = ServerProc::start("127.0.0.1", &["--once"]);
+    let _ = run_json("127.0.0.1", s.port, &["-n", "1M"]);
+    let mut s = s;
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(st) = s.child.try_wait().unwrap() {
+            assert!(st.success());
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "serve --once did not exit"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn serve_exits_cleanly_on_sigterm() {
+    let mut s = ServerProc::start("127.0.0.1", &[]);
+    // SAFETY: sends SIGTERM to our own child process.
+    unsafe { libc_kill(s.child.id() as i32, 15) };
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(st) = s.child.try_wait().unwrap() {
+            assert_eq!(st.code(), Some(0));
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "serve did not exit on SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+extern "C" {
+    #[link_name = "kill"]
+    fn libc_kill(pid: i32, sig: i32) -> i32;
+}
