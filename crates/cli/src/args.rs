@@ -102,7 +102,7 @@ pub struct TestArgs {
     /// CPUs to pin the server's workers to.
     #[arg(long, value_name = "LIST", value_parser = cpu_list)]
     pub server_cpus: Option<Vec<usize>>,
-    /// Bytes per write/read call (K/M/G = 1024). Default 128K.
+    /// Bytes per write/read call (K/M/G = 1024). Default 256K.
     #[arg(short, long, value_name = "SIZE", value_parser = bytes)]
     pub length: Option<Bytes>,
     /// Test time after the warm-up (default 10s).

@@ -310,3 +310,53 @@ extern "C" {
     #[link_name = "kill"]
     fn libc_kill(pid: i32, sig: i32) -> i32;
 }
+
+#[test]
+fn ctrl_c_ends_the_test_early_and_cleanly() {
+    let s = ServerProc::start("127.0.0.1", &[]);
+    let p = s.port.to_string();
+    let mut client = std::process::Command::new(bin())
+        .args([
+            "run",
+            "127.0.0.1",
+            "-p",
+            &p,
+            "-t",
+            "30",
+            "-P",
+            "2",
+            "--json-stream",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(client.stdout.take().unwrap());
+    let mut line = String::new();
+    // Wait for the first interval event, then interrupt.
+    loop {
+        line.clear();
+        assert!(
+            std::io::BufRead::read_line(&mut out, &mut line).unwrap() > 0,
+            "client ended early"
+        );
+        if line.contains("\"event\":\"interval\"") {
+            break;
+        }
+    }
+    // SAFETY: sends SIGINT to our own child process.
+    unsafe { libc_kill(client.id() as i32, 2) };
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+    let status = client.wait().unwrap();
+    assert_eq!(
+        status.code(),
+        Some(1),
+        "an interrupted test is not a complete one"
+    );
+    let end: serde_json::Value = serde_json::from_str(rest.lines().last().unwrap()).unwrap();
+    assert_eq!(end["event"], "end");
+    let r = &end["result"];
+    assert_eq!(r["interrupted"], true);
+    assert!(r["summary"]["duration_s"].as_f64().unwrap() < 10.0);
+    check_invariants(r);
+}

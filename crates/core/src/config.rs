@@ -15,8 +15,9 @@ pub const MAX_LENGTH: u64 = 64 << 20;
 pub const MAX_TIME: Duration = Duration::from_secs(86_400);
 /// Largest socket buffer request: the kernel takes an `int` and doubles it.
 pub const MAX_WINDOW: u64 = (i32::MAX as u64) / 2;
-/// Default write/read size. 128 KiB measured fastest with verification on loopback (see docs/metrics.md).
-pub const DEFAULT_LENGTH: Bytes = Bytes(128 * 1024);
+/// Default write/read size: 256 KiB measured fastest for one stream on loopback and within noise of the
+/// best for four (docs/benchmarks.md); fewer system calls than iperf3's 128 KiB, still cache-resident.
+pub const DEFAULT_LENGTH: Bytes = Bytes(256 * 1024);
 
 /// Which way the data flows, seen from the client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]

@@ -253,6 +253,8 @@ impl EngineHook<Incoming> for Hook<'_> {
     }
     fn on_external(&mut self, x: Incoming, flags: &Flags) {
         self.handle(x, flags);
+    }
+    fn on_tick(&mut self, flags: &Flags) {
         if self.interrupt.load(Relaxed) {
             flags.stop.store(true, Relaxed);
         }

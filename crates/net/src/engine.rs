@@ -71,6 +71,9 @@ pub enum Wake<X> {
 pub trait EngineHook<X> {
     fn on_sample(&mut self, sample: &IntervalSample);
     fn on_external(&mut self, x: X, flags: &Flags);
+    /// Called on every wake-up of the sampling thread (at least every 100 ms): the place to turn outside
+    /// conditions (Ctrl-C, server shutdown) into flags.
+    fn on_tick(&mut self, _flags: &Flags) {}
     /// Called once when `flags.stop` is first seen raised.
     fn on_stop(&mut self) {}
 }
@@ -391,6 +394,7 @@ pub fn run<X: Send>(
         let mut finished = 0;
         let mut stop_seen = false;
         loop {
+            hook.on_tick(flags);
             if !stop_seen && flags.stop.load(Relaxed) {
                 stop_seen = true;
                 hook.on_stop();

@@ -340,7 +340,9 @@ impl EngineHook<Incoming> for Hook<'_> {
     }
     fn on_external(&mut self, x: Incoming, flags: &Flags) {
         self.handle(x, flags);
-        if self.shutdown.load(Relaxed) {
+    }
+    fn on_tick(&mut self, flags: &Flags) {
+        if self.shutdown.load(Relaxed) && !flags.abort.load(Relaxed) {
             flags.abort.store(true, Relaxed);
             self.failure.get_or_insert("server shutting down".into());
         }
