@@ -95,13 +95,13 @@ pub struct TestArgs {
     pub threads: Option<usize>,
     /// CPUs to pin this end's workers to, round-robin (e.g. 0,2-3).
     #[arg(long, value_name = "LIST", value_parser = cpu_list)]
-    pub cpus: Option<Vec<usize>>,
+    pub cpus: Option<CpuList>,
     /// Worker threads on the server.
     #[arg(long, value_name = "N")]
     pub server_threads: Option<u32>,
     /// CPUs to pin the server's workers to.
     #[arg(long, value_name = "LIST", value_parser = cpu_list)]
-    pub server_cpus: Option<Vec<usize>>,
+    pub server_cpus: Option<CpuList>,
     /// Bytes per write/read call (K/M/G = 1024). Default 256K.
     #[arg(short, long, value_name = "SIZE", value_parser = bytes)]
     pub length: Option<Bytes>,
@@ -167,8 +167,12 @@ fn rate(s: &str) -> Result<BitRate, String> {
 fn duration(s: &str) -> Result<Duration, String> {
     parse_duration(s).map_err(|e| e.to_string())
 }
-fn cpu_list(s: &str) -> Result<Vec<usize>, String> {
-    landspeed_net::pin::parse_cpu_list(s)
+/// A parsed CPU list (a newtype, so clap treats it as one value rather than many).
+#[derive(Debug, Clone)]
+pub struct CpuList(pub Vec<usize>);
+
+fn cpu_list(s: &str) -> Result<CpuList, String> {
+    landspeed_net::pin::parse_cpu_list(s).map(CpuList)
 }
 
 impl TestArgs {
@@ -206,7 +210,7 @@ impl TestArgs {
                 self.interval
             },
             server_threads: self.server_threads,
-            server_cpus: self.server_cpus.clone(),
+            server_cpus: self.server_cpus.clone().map(|c| c.0),
         }
     }
 }

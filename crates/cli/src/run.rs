@@ -15,7 +15,7 @@ use std::sync::Arc;
 fn options(host: &str, t: &TestArgs, spec: TestSpec) -> ClientOptions {
     let mut o = ClientOptions::new(host, t.port, spec);
     o.threads = t.threads;
-    o.cpus = t.cpus.clone();
+    o.cpus = t.cpus.clone().map(|c| c.0);
     o.bind = t.bind;
     o.family = if t.ipv4 {
         Some(Family::V4)
@@ -57,6 +57,9 @@ fn execute(
     opts.spec
         .validate()
         .map_err(|e| UsageError(e.to_string()))?;
+    if let Some(c) = &opts.cpus {
+        landspeed_net::pin::check_cpus(c).map_err(|e| UsageError(format!("--cpus: {e}")))?;
+    }
     let interval = if interval_lines {
         opts.spec.interval_s
     } else {

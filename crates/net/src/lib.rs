@@ -9,6 +9,7 @@ pub mod cpu;
 pub mod engine;
 pub mod host;
 pub mod pin;
+pub mod rlimit;
 pub mod server;
 pub mod sockopt;
 pub mod tcp_info;

@@ -40,6 +40,31 @@ pub fn pin_current_thread(cpu: usize) -> std::io::Result<()> {
     Ok(())
 }
 
+/// The CPUs this process may run on (its affinity mask).
+pub fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: sched_getaffinity fills the zeroed set; CPU_ISSET reads within its size.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return (0..crate::cpu::cpu_count() as usize).collect();
+        }
+        (0..libc::CPU_SETSIZE as usize)
+            .filter(|&c| libc::CPU_ISSET(c, &set))
+            .collect()
+    }
+}
+
+/// Checks that every CPU of a pinning list is one this process may use.
+pub fn check_cpus(list: &[usize]) -> Result<(), String> {
+    let allowed = allowed_cpus();
+    match list.iter().find(|c| !allowed.contains(c)) {
+        Some(c) => Err(format!(
+            "CPU {c} is not available here (usable CPUs: {allowed:?})"
+        )),
+        None => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -52,6 +77,13 @@ mod tests {
         assert!(parse_cpu_list("x").is_err());
         assert!(parse_cpu_list("").is_err());
         assert!(parse_cpu_list("99999").is_err());
+    }
+
+    #[test]
+    fn unusable_cpus_are_named() {
+        assert!(check_cpus(&[0]).is_ok());
+        let e = check_cpus(&[4000]).unwrap_err();
+        assert!(e.contains("CPU 4000"), "{e}");
     }
 
     #[test]

@@ -406,6 +406,15 @@ fn run_test(stream: TcpStream, shared: &Shared, log: &mut TestLog) -> Result<(),
             }
         }
     };
+    if let Some(c) = &spec.server_cpus {
+        if let Err(e) = crate::pin::check_cpus(c) {
+            let msg = format!("--server-cpus: {e}");
+            let _ = writer.send(&Message::Error {
+                message: msg.clone(),
+            });
+            return Err(msg);
+        }
+    }
     log.streams = spec.streams;
     log.direction = Some(spec.direction);
     let mut id = [0u8; 16];
