@@ -21,23 +21,28 @@ def start(cmd):
     return p
 
 
+def length_args(flag, length, convert=str):
+    """`default` leaves the write size to each tool's own default."""
+    return [] if length == "default" else [flag, convert(length)]
+
+
 def run_landspeed(port, t, streams, length):
     out = subprocess.run([LANDSPEED, "run", "127.0.0.1", "-p", str(port), "-t", str(t), "-P", str(streams),
-                          "-l", length, "--json"], capture_output=True, text=True, timeout=t + 60)
+                          *length_args("-l", length), "--json"], capture_output=True, text=True, timeout=t + 60)
     d = json.loads(out.stdout)
     return d["summary"]["throughput_bps"], d["local"]["cpu"]["cpu_s_per_gb"]
 
 
 def run_iperf3(port, t, streams, length):
     out = subprocess.run(["iperf3", "-c", "127.0.0.1", "-p", str(port), "-t", str(t), "-P", str(streams),
-                          "-l", length, "-J"], capture_output=True, text=True, timeout=t + 60)
+                          *length_args("-l", length), "-J"], capture_output=True, text=True, timeout=t + 60)
     d = json.loads(out.stdout)
     return d["end"]["sum_received"]["bits_per_second"], None
 
 
 def run_iperf2(port, t, streams, length):
     out = subprocess.run(["iperf", "-c", "127.0.0.1", "-p", str(port), "-t", str(t), "-P", str(streams),
-                          "-l", length, "-f", "b", "-y", "C"], capture_output=True, text=True, timeout=t + 60)
+                          *length_args("-l", length), "-f", "b", "-y", "C"], capture_output=True, text=True, timeout=t + 60)
     rows = [l.split(",") for l in out.stdout.strip().splitlines() if l.count(",") >= 8]
     # With -P > 1 the last row is the sum (id -1); with one stream it is the only row.
     return float(rows[-1][8]), None
@@ -50,7 +55,7 @@ def to_bytes(size):
 
 def run_nuttcp(port, t, streams, length):
     out = subprocess.run(["nuttcp", "-P", str(port), "-p", str(port + 1), "-T", str(t), "-N", str(streams),
-                          "-l", str(to_bytes(length)), "-fparse", "127.0.0.1"], capture_output=True, text=True, timeout=t + 60)
+                          *length_args("-l", length, lambda l: str(to_bytes(l))), "-fparse", "127.0.0.1"], capture_output=True, text=True, timeout=t + 60)
     line = out.stdout.strip().splitlines()[-1]
     kv = dict(x.split("=", 1) for x in line.split() if "=" in x)
     return float(kv["rate_Mbps"]) * 1e6, None
@@ -61,7 +66,7 @@ def main():
     ap.add_argument("--time", type=int, default=5)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--streams", default="1,4")
-    ap.add_argument("--lengths", default="128K")
+    ap.add_argument("--lengths", default="default", help="comma list of sizes, or 'default' for each tool's own")
     ap.add_argument("--tools", default="landspeed,iperf3,iperf2,nuttcp")
     a = ap.parse_args()
     if not os.path.exists(LANDSPEED):
