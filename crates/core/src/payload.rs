@@ -1,0 +1,228 @@
+//! The payload: every byte of every stream is a function of (session key, stream, offset), so the
+//! receiver knows exactly what must arrive and checks every byte, and no two packets of a run carry the
+//! same data (the Land Speed Record's rule 6), whatever the write size and MSS.
+//!
+//! Layout. The stream is cut into 64-byte blocks at absolute offsets. The first 8 bytes of block `b` of
+//! stream `s` are a header `H(s, b)`, a keyed bijection of `(s << 48) | b`, so no two headers of a run are
+//! equal. The other 56 bytes are body: the byte at stream offset `o` is `P[o mod 64 KiB]`, where `P` is a
+//! random pool derived from the key, accepted only if all of its 65,536 cyclic 8-byte windows are
+//! distinct (checked when it is made). Generating a buffer is a slice of a pre-filled buffer with its
+//! header slots patched (one store per 64 bytes); verifying is the same plus one `memcmp`.
+//!
+//! Why two segments of equal length L ≥ 71 bytes from different (stream, offset) differ (docs/payload.md
+//! has the full argument): if their offsets differ by a multiple of 64, both hold a whole header in the
+//! same place (L ≥ 64 + 7) and the headers differ; otherwise, within any 64 consecutive positions the two
+//! segments' headers cover at most 16, leaving a run of at least 16 positions that are body in both, and
+//! equal 8-byte body windows would be equal pool windows at different pool offsets, which the pool check
+//! rules out.
+
+/// Bytes per payload block (one header each).
+pub const BLOCK: usize = 64;
+/// Header bytes at the start of each block.
+pub const HEADER: usize = 8;
+/// Size of the random pool that bodies are cut from.
+pub const POOL: usize = 64 * 1024;
+/// Segments of at least this many bytes are provably unique within a run.
+pub const UNIQUE_SEGMENT_MIN: usize = BLOCK + HEADER - 1;
+/// Name of this layout, recorded in results.
+pub const PATTERN_NAME: &str = "landspeed/pool64k-block64/1";
+
+const MUL: u64 = 0x9E37_79B9_7F4A_7C15;
+
+fn splitmix(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(MUL);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// The pool and header key of one run, shared by every stream.
+#[derive(Debug, Clone)]
+pub struct Pattern {
+    key: u64,
+    header_key: u64,
+    pool: Vec<u8>,
+}
+
+/// True if every cyclic 8-byte window of `pool` is different from every other.
+pub fn windows_unique(pool: &[u8]) -> bool {
+    let n = pool.len();
+    let mut w: Vec<u64> = (0..n)
+        .map(|i| {
+            let mut b = [0u8; 8];
+            for (k, x) in b.iter_mut().enumerate() {
+                *x = pool[(i + k) % n];
+            }
+            u64::from_le_bytes(b)
+        })
+        .collect();
+    w.sort_unstable();
+    w.windows(2).all(|p| p[0] != p[1])
+}
+
+impl Pattern {
+    /// Derives the pattern from the session key; both ends get the same one.
+    pub fn new(key: u64) -> Pattern {
+        let mut attempt = 0u64;
+        loop {
+            let mut state = key ^ attempt.wrapping_mul(0xD6E8_FEB8_6659_FD93);
+            let header_key = splitmix(&mut state);
+            let mut pool = Vec::with_capacity(POOL);
+            while pool.len() < POOL {
+                pool.extend_from_slice(&splitmix(&mut state).to_le_bytes());
+            }
+            // A repeated window has probability ~2^-33 per key; derive another pool if it ever happens.
+            if windows_unique(&pool) {
+                return Pattern { key, header_key, pool };
+            }
+            attempt += 1;
+        }
+    }
+
+    pub fn key(&self) -> u64 {
+        self.key
+    }
+
+    /// The header of block `block` of stream `stream`: a bijection of `(stream << 48) | block` (xor with a
+    /// key, then SplitMix64's finalizer, whose xorshifts and odd multiplications are each invertible).
+    #[inline]
+    pub fn header(&self, stream: u32, block: u64) -> u64 {
+        let mut z = (u64::from(stream) << 48) ^ block ^ self.header_key;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// The expected bytes at `offset` of `stream`, computed byte by byte (the reference the fast paths
+    /// are tested against).
+    pub fn reference(&self, stream: u32, offset: u64, out: &mut [u8]) {
+        for (i, x) in out.iter_mut().enumerate() {
+            let o = offset + i as u64;
+            let in_block = (o % BLOCK as u64) as usize;
+            *x = if in_block < HEADER {
+                self.header(stream, o / BLOCK as u64).to_le_bytes()[in_block]
+            } else {
+                self.pool[(o % POOL as u64) as usize]
+            };
+        }
+    }
+}
+
+/// Produces payload slices cheaply: a buffer holding the pool repeated, whose header slots are patched
+/// for each request. One per worker thread; it holds no per-stream state.
+pub struct Generator {
+    pattern: Pattern,
+    buf: Vec<u8>,
+    max_len: usize,
+}
+
+impl Generator {
+    /// A generator for requests of up to `max_len` bytes.
+    pub fn new(pattern: &Pattern, max_len: usize) -> Generator {
+        let len = POOL + max_len + BLOCK;
+        let buf: Vec<u8> = (0..len).map(|j| pattern.pool[j % POOL]).collect();
+        Generator { pattern: pattern.clone(), buf, max_len }
+    }
+
+    /// The `n` payload bytes of `stream` starting at `offset` (`n` ≤ max_len).
+    #[inline]
+    pub fn fill(&mut self, stream: u32, offset: u64, n: usize) -> &[u8] {
+        let n = n.min(self.max_len);
+        let j0 = (offset % POOL as u64) as usize;
+        let in_block = (offset % BLOCK as u64) as usize;
+        let first = offset / BLOCK as u64;
+        let blocks = (in_block + n).div_ceil(BLOCK);
+        let mut slot = j0 - in_block;
+        for b in 0..blocks as u64 {
+            let h = self.pattern.header(stream, first + b).to_le_bytes();
+            self.buf[slot..slot + HEADER].copy_from_slice(&h);
+            slot += BLOCK;
+        }
+        &self.buf[j0..j0 + n]
+    }
+}
+
+/// The first corrupted byte found, with some context.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Corruption {
+    pub stream: u32,
+    /// Byte offset in the stream of the first byte that differs.
+    pub offset: u64,
+    /// Up to 16 bytes from that offset, as hex: what should have arrived and what did.
+    pub expected_hex: String,
+    pub received_hex: String,
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// The outcome of checking one received chunk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChunkCheck {
+    /// Blocks (64-byte, absolute) with at least one wrong byte, in order.
+    pub bad_blocks: Vec<u64>,
+    pub first: Corruption,
+}
+
+/// Checks received bytes against the pattern.
+pub struct Verifier {
+    gen: Generator,
+}
+
+impl Verifier {
+    pub fn new(pattern: &Pattern, max_len: usize) -> Verifier {
+        Verifier { gen: Generator::new(pattern, max_len) }
+    }
+
+    /// Checks `data`, received on `stream` at `offset`. `None` when every byte is right.
+    pub fn check(&mut self, stream: u32, offset: u64, data: &[u8]) -> Option<ChunkCheck> {
+        let mut pos = 0;
+        let mut found: Option<ChunkCheck> = None;
+        // Reads may exceed the generator's size only if the caller's buffer is larger; check piecewise.
+        while pos < data.len() {
+            let n = (data.len() - pos).min(self.gen.max_len);
+            let o = offset + pos as u64;
+            let expected = self.gen.fill(stream, o, n);
+            let got = &data[pos..pos + n];
+            if expected != got {
+                let c = slow_compare(stream, o, expected, got);
+                match found.as_mut() {
+                    None => found = Some(c),
+                    Some(f) => f.bad_blocks.extend(c.bad_blocks),
+                }
+            }
+            pos += n;
+        }
+        found
+    }
+}
+
+fn slow_compare(stream: u32, offset: u64, expected: &[u8], got: &[u8]) -> ChunkCheck {
+    let first_bad = expected.iter().zip(got).position(|(a, b)| a != b).unwrap_or(0);
+    let end = (first_bad + 16).min(got.len());
+    let mut bad_blocks = vec![];
+    let mut i = 0;
+    while i < got.len() {
+        let block = (offset + i as u64) / BLOCK as u64;
+        let next = ((block + 1) * BLOCK as u64 - offset) as usize;
+        let j = next.min(got.len());
+        if expected[i..j] != got[i..j] {
+            bad_blocks.push(block);
+        }
+        i = j;
+    }
+    ChunkCheck {
+        bad_blocks,
+        first: Corruption {
+            stream,
+            offset: offset + first_bad as u64,
+            expected_hex: hex(&expected[first_bad..end]),
+            received_hex: hex(&got[first_bad..end]),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests;
