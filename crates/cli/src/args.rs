@@ -153,6 +153,9 @@ pub struct TestArgs {
     /// Warm-up left out of the results.
     #[arg(short = 'O', long, value_name = "DUR", value_parser = duration)]
     pub omit: Option<Duration>,
+    /// Do not check received bytes against the expected payload (the report says nothing was verified).
+    #[arg(long)]
+    pub no_verify: bool,
     /// Seconds to wait for a connection.
     #[arg(long, value_name = "DUR", value_parser = duration, default_value = "5s")]
     pub connect_timeout: Duration,
@@ -211,6 +214,8 @@ impl TestArgs {
             },
             server_threads: self.server_threads,
             server_cpus: self.server_cpus.clone().map(|c| c.0),
+            verify: !self.no_verify,
+            payload_key: 0,
         }
     }
 }

@@ -36,27 +36,21 @@ fn interrupt_flag() -> Result<Arc<AtomicBool>> {
     Ok(flag)
 }
 
-/// True when the result can be trusted: complete, and every byte sent was received.
+/// True when the result can be trusted: complete, uncorrupted, and every byte sent was received.
 fn trustworthy(r: &RunResult) -> bool {
     !r.interrupted
+        && r.summary.corrupt_blocks == 0
         && r.summary.bytes_sent == r.summary.bytes_received
         && r.streams.iter().all(|s| s.errors.is_empty())
 }
 
-fn execute(
-    opts: ClientOptions,
-    format: Format,
-    per_stream: bool,
-    interval_lines: bool,
-) -> Result<bool> {
+fn execute(opts: ClientOptions, format: Format, per_stream: bool, interval_lines: bool) -> Result<bool> {
     if let Some(t) = opts.threads {
         if t == 0 || t > 1024 {
             return Err(UsageError(format!("--threads must be 1..=1024, got {t}")).into());
         }
     }
-    opts.spec
-        .validate()
-        .map_err(|e| UsageError(e.to_string()))?;
+    opts.spec.validate().map_err(|e| UsageError(e.to_string()))?;
     if let Some(c) = &opts.cpus {
         landspeed_net::pin::check_cpus(c).map_err(|e| UsageError(format!("--cpus: {e}")))?;
     }
@@ -106,8 +100,7 @@ pub fn demo(a: DemoArgs) -> Result<bool> {
         port: 0,
         ..ServerOptions::default()
     };
-    let server =
-        Server::bind(sopts, Arc::new(|_| {})).context("cannot start the loopback server")?;
+    let server = Server::bind(sopts, Arc::new(|_| {})).context("cannot start the loopback server")?;
     let port = server
         .local_addrs()
         .first()

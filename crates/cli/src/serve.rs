@@ -27,17 +27,20 @@ fn test_line(t: &TestLog) -> String {
     } else {
         "-".into()
     };
+    let outcome = match (&t.error, t.corrupt_blocks) {
+        (Some(e), _) => format!("FAILED: {e}"),
+        (None, 0) => "ok".to_string(),
+        (None, n) => format!("CORRUPTED: {n} bad block(s) received"),
+    };
     format!(
-        "{} test from {}: {} stream(s) {dir}, received {} sent {} in {:.2} s ({rate}): {}",
+        "{} test from {}: {} stream(s) {dir}, received {} (verified {}) sent {} in {:.2} s ({rate}): {outcome}",
         now_utc(),
         t.peer,
         t.streams,
         Bytes(t.bytes_received),
+        Bytes(t.bytes_verified),
         Bytes(t.bytes_sent),
         t.duration_s,
-        t.error
-            .as_deref()
-            .map_or("ok".to_string(), |e| format!("FAILED: {e}"))
     )
 }
 

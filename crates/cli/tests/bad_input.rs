@@ -168,10 +168,7 @@ fn server_dying_mid_test_ends_the_client_with_an_error() {
 
 #[test]
 fn pinning_to_a_missing_cpu_is_refused_on_either_end() {
-    let o = landspeed(
-        &["run", "127.0.0.1", "--cpus", "4000"],
-        Duration::from_secs(10),
-    );
+    let o = landspeed(&["run", "127.0.0.1", "--cpus", "4000"], Duration::from_secs(10));
     assert_one_clear_line(&o, 2, "CPU 4000 is not available");
     let s = ServerProc::start("127.0.0.1", &[]);
     let o = landspeed(

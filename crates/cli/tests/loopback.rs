@@ -42,9 +42,7 @@ fn sixty_four_streams() {
     let streams = r["streams"].as_array().unwrap();
     assert_eq!(streams.len(), 64);
     assert!(
-        streams
-            .iter()
-            .all(|s| s["bytes_received"].as_u64().unwrap() > 0),
+        streams.iter().all(|s| s["bytes_received"].as_u64().unwrap() > 0),
         "a stream moved nothing"
     );
 }
@@ -52,11 +50,7 @@ fn sixty_four_streams() {
 #[test]
 fn exact_byte_count_split_over_streams() {
     let s = ServerProc::start("127.0.0.1", &[]);
-    let r = run_json(
-        "127.0.0.1",
-        s.port,
-        &["-n", "10000001", "-P", "3", "-l", "100K"],
-    );
+    let r = run_json("127.0.0.1", s.port, &["-n", "10000001", "-P", "3", "-l", "100K"]);
     check_invariants(&r);
     assert_eq!(r["summary"]["bytes_received"], 10_000_001);
     let per: Vec<u64> = r["streams"]
@@ -170,17 +164,7 @@ fn text_report_has_table_and_totals() {
     let s = ServerProc::start("127.0.0.1", &[]);
     let p = s.port.to_string();
     let o = landspeed(
-        &[
-            "run",
-            "127.0.0.1",
-            "-p",
-            &p,
-            "-t",
-            "1",
-            "-P",
-            "2",
-            "--per-stream",
-        ],
+        &["run", "127.0.0.1", "-p", &p, "-t", "1", "-P", "2", "--per-stream"],
         Duration::from_secs(30),
     );
     assert_eq!(o.code, 0, "{}", o.stderr);
@@ -193,11 +177,7 @@ fn text_report_has_table_and_totals() {
         "[  0]",
         "interface lo",
     ] {
-        assert!(
-            o.stdout.contains(needle),
-            "missing {needle:?} in\n{}",
-            o.stdout
-        );
+        assert!(o.stdout.contains(needle), "missing {needle:?} in\n{}", o.stdout);
     }
 }
 
@@ -279,10 +259,7 @@ fn serve_once_exits_after_one_test() {
             assert!(st.success());
             break;
         }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "serve --once did not exit"
-        );
+        assert!(std::time::Instant::now() < deadline, "serve --once did not exit");
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -422,4 +399,115 @@ fn fq_rate_paces_the_sender() {
     // Unpaced loopback moves tens of Gbit/s; paced, the rate stays near 200 Mbit/s.
     assert!(bps < 400e6, "pacing not applied: {bps} bit/s");
     assert!(bps > 50e6, "paced rate implausibly low: {bps} bit/s");
+}
+
+#[test]
+fn every_byte_is_verified_by_default() {
+    let s = ServerProc::start("127.0.0.1", &[]);
+    for dir in [&[][..], &["-R"][..], &["--bidir"][..]] {
+        let mut args = vec!["-n", "30M", "-P", "3"];
+        args.extend_from_slice(dir);
+        let r = run_json("127.0.0.1", s.port, &args);
+        check_invariants(&r);
+        assert_eq!(r["config"]["verify"], true);
+        assert_eq!(
+            r["summary"]["bytes_verified"], r["summary"]["bytes_received"],
+            "{dir:?}"
+        );
+        assert_eq!(r["summary"]["corrupt_blocks"], 0);
+        assert_eq!(r["payload"]["verified"], true);
+        assert_eq!(
+            r["payload"]["different_data_every_packet"], true,
+            "{}",
+            r["payload"]["evidence"]
+        );
+        for st in r["streams"].as_array().unwrap() {
+            assert_eq!(st["bytes_verified"], st["bytes_received"]);
+        }
+    }
+}
+
+#[test]
+fn no_verify_says_nothing_was_verified() {
+    let s = ServerProc::start("127.0.0.1", &[]);
+    let r = run_json("127.0.0.1", s.port, &["-n", "10M", "--no-verify"]);
+    check_invariants(&r);
+    assert_eq!(r["config"]["verify"], false);
+    assert_eq!(r["payload"]["verified"], false);
+    assert_eq!(r["summary"]["bytes_verified"], 0);
+    assert!(r["payload"]["evidence"].as_str().unwrap().contains("not checked"));
+    let o = landspeed(
+        &[
+            "run",
+            "127.0.0.1",
+            "-p",
+            &s.port.to_string(),
+            "-n",
+            "10M",
+            "--no-verify",
+        ],
+        Duration::from_secs(30),
+    );
+    assert!(o.stdout.contains("NOT verified"), "{}", o.stdout);
+}
+
+/// The test build enables the receive-path fault injector: a byte flipped on arrival is reported with
+/// its exact stream and offset, and the run fails.
+fn corrupted_run(
+    server_env: Option<(&str, &str)>,
+    client_env: Option<(&str, &str)>,
+    args: &[&str],
+) -> serde_json::Value {
+    let mut cmd = std::process::Command::new(bin());
+    cmd.args(["serve", "--bind", "127.0.0.1", "-p", "0"])
+        .stdout(std::process::Stdio::piped());
+    if let Some((k, v)) = server_env {
+        cmd.env(k, v);
+    }
+    let mut server = cmd.spawn().unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(server.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let port = line.trim().rsplit(':').next().unwrap().to_string();
+    let mut c = std::process::Command::new(bin());
+    c.args(["run", "127.0.0.1", "-p", &port, "--json"]).args(args);
+    if let Some((k, v)) = client_env {
+        c.env(k, v);
+    }
+    let out = c.output().unwrap();
+    let _ = server.kill();
+    let _ = server.wait();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "a corrupted run must fail: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn a_flipped_byte_is_caught_at_its_exact_offset_on_either_end() {
+    let fault = ("LANDSPEED_FAULT_FLIP", "1:1234567");
+    for (server_env, client_env, dir) in [(Some(fault), None, "forward"), (None, Some(fault), "-R")] {
+        let mut args = vec!["-n", "20M", "-P", "2"];
+        if dir == "-R" {
+            args.push("-R");
+        }
+        let r = corrupted_run(server_env, client_env, &args);
+        let c = &r["payload"]["first_corruption"];
+        assert_eq!(c["stream"], 1, "{dir}");
+        assert_eq!(c["offset"], 1_234_567, "{dir}");
+        assert_ne!(c["expected_hex"], c["received_hex"]);
+        assert_eq!(r["summary"]["corrupt_blocks"], 1, "{dir}");
+        assert_eq!(r["payload"]["different_data_every_packet"], false);
+        assert!(r["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w.as_str().unwrap().contains("payload corrupted")));
+    }
 }

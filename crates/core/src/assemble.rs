@@ -177,7 +177,11 @@ fn stream_result(
         flow,
         bytes_sent: sent,
         bytes_received: received,
-        bytes_verified: 0,
+        bytes_verified: if spec.verify {
+            rx.map_or(0, |r| r.bytes_verified).saturating_sub(omitted)
+        } else {
+            0
+        },
         omitted_bytes: omitted,
         duration_s: duration,
         throughput_bps: rate(received, duration),
@@ -212,10 +216,7 @@ fn flow_summary(
     let omit = spec.omit_s.as_secs_f64();
     let bytes_received: u64 = streams.iter().map(|s| s.bytes_received).sum();
     let bytes_sent: u64 = streams.iter().map(|s| s.bytes_sent).sum();
-    let duration = receiver_span(
-        p.receiver.streams.iter().filter(|s| ids.contains(&s.id)),
-        omit,
-    );
+    let duration = receiver_span(p.receiver.streams.iter().filter(|s| ids.contains(&s.id)), omit);
     let len = spec.length_bytes as f64;
     let iv: Vec<(f64, f64, u64, bool)> = intervals
         .iter()
@@ -225,8 +226,12 @@ fn flow_summary(
     Summary {
         bytes_sent,
         bytes_received,
-        bytes_verified: 0,
-        corrupt_blocks: 0,
+        bytes_verified: streams.iter().map(|s| s.bytes_verified).sum(),
+        corrupt_blocks: ids
+            .iter()
+            .filter_map(|&id| stream(p.receiver, id))
+            .map(|s| s.corrupt_blocks)
+            .sum(),
         omitted_bytes: streams.iter().map(|s| s.omitted_bytes).sum(),
         duration_s: duration,
         throughput_bps: rate(bytes_received, duration),
@@ -286,10 +291,7 @@ fn combine(dirs: &[DirectionResult]) -> Summary {
 
 /// Merges the per-direction interval lists by index (bidirectional tests).
 fn merge_intervals(dirs: &[DirectionResult]) -> Vec<IntervalResult> {
-    let mut out: Vec<IntervalResult> = dirs
-        .first()
-        .map(|d| d.intervals.clone())
-        .unwrap_or_default();
+    let mut out: Vec<IntervalResult> = dirs.first().map(|d| d.intervals.clone()).unwrap_or_default();
     for d in dirs.iter().skip(1) {
         for iv in &d.intervals {
             match out.iter_mut().find(|o| o.index == iv.index) {
@@ -369,6 +371,59 @@ fn endpoint_summary(role: &str, spec: &TestSpec, r: &EndpointReport) -> Endpoint
     }
 }
 
+/// Verification totals, the first corruption, and whether every packet carried different data.
+fn payload_summary(spec: &TestSpec, inp: &Inputs) -> PayloadSummary {
+    use crate::payload::{PATTERN_NAME, UNIQUE_SEGMENT_MIN};
+    let receivers = || {
+        inp.client
+            .streams
+            .iter()
+            .chain(&inp.server.streams)
+            .filter(|s| s.role == Role::Receiver)
+    };
+    let corrupt: u64 = receivers().map(|s| s.corrupt_blocks).sum();
+    let first = receivers()
+        .filter_map(|s| s.first_corruption.clone())
+        .min_by_key(|c| (c.stream, c.offset));
+    let smallest_mss = inp
+        .client
+        .streams
+        .iter()
+        .chain(&inp.server.streams)
+        .filter(|s| s.role == Role::Sender)
+        .filter_map(|s| s.tcp.as_ref().map(|t| t.mss_bytes))
+        .filter(|&m| m > 0)
+        .min();
+    let mss_ok = smallest_mss.is_none_or(|m| m as usize >= UNIQUE_SEGMENT_MIN);
+    let mss_text = smallest_mss.map_or("unknown".to_string(), |m| format!("{m} bytes"));
+    let held = mss_ok && corrupt == 0;
+    let evidence = if !mss_ok {
+        format!("the smallest MSS ({mss_text}) is below the {UNIQUE_SEGMENT_MIN}-byte bound of the uniqueness proof")
+    } else if corrupt > 0 {
+        format!("{corrupt} corrupt block(s) arrived: what was delivered is not the unique pattern")
+    } else if spec.verify {
+        format!(
+            "every received byte matched the never-repeating pattern; segments of {UNIQUE_SEGMENT_MIN} bytes or more are provably distinct and the smallest MSS was {mss_text}"
+        )
+    } else {
+        format!(
+            "the senders wrote the never-repeating pattern (segments of {UNIQUE_SEGMENT_MIN} bytes or more are provably distinct; smallest MSS {mss_text}); arrival was not checked (--no-verify)"
+        )
+    };
+    PayloadSummary {
+        pattern: PATTERN_NAME.to_string(),
+        key_hex: format!("{:016x}", spec.payload_key),
+        verified: spec.verify,
+        bytes_verified: 0,
+        corrupt_blocks: corrupt,
+        first_corruption: first,
+        different_data_every_packet: held,
+        unique_segment_min_bytes: UNIQUE_SEGMENT_MIN as u32,
+        smallest_mss_bytes: smallest_mss,
+        evidence,
+    }
+}
+
 /// Builds the run result. Pure: the same inputs always give the same result.
 pub fn assemble(inp: &Inputs) -> RunResult {
     let spec = inp.spec;
@@ -402,6 +457,8 @@ pub fn assemble(inp: &Inputs) -> RunResult {
         });
     }
     let summary = combine(&directions);
+    let mut payload = payload_summary(spec, inp);
+    payload.bytes_verified = summary.bytes_verified;
     let intervals = merge_intervals(&directions);
     let mut warnings: Vec<String> = inp
         .client
@@ -410,6 +467,12 @@ pub fn assemble(inp: &Inputs) -> RunResult {
         .map(|w| format!("client: {w}"))
         .collect();
     warnings.extend(inp.server.warnings.iter().map(|w| format!("server: {w}")));
+    if let Some(c) = &payload.first_corruption {
+        warnings.push(format!(
+            "payload corrupted: stream {} offset {}: expected {} received {}",
+            c.stream, c.offset, c.expected_hex, c.received_hex
+        ));
+    }
     for s in &streams {
         if s.bytes_sent != s.bytes_received {
             warnings.push(format!(
@@ -448,8 +511,9 @@ pub fn assemble(inp: &Inputs) -> RunResult {
             threads: ctx.threads,
             cpus: ctx.cpus.clone(),
             bind: ctx.bind.clone(),
-            verify: false,
+            verify: spec.verify,
         },
+        payload,
         summary,
         directions,
         streams,
@@ -468,15 +532,7 @@ mod tests {
     use crate::endpoint::{CpuTimes, StreamSample};
     use std::time::Duration;
 
-    fn sr(
-        id: u32,
-        flow: Flow,
-        role: Role,
-        bytes: u64,
-        omitted: u64,
-        first: f64,
-        last: f64,
-    ) -> StreamReport {
+    fn sr(id: u32, flow: Flow, role: Role, bytes: u64, omitted: u64, first: f64, last: f64) -> StreamReport {
         StreamReport {
             id,
             flow,
@@ -490,6 +546,9 @@ mod tests {
             rcv_buf_bytes: 2000,
             tcp: None,
             error: None,
+            bytes_verified: if role == Role::Receiver { bytes } else { 0 },
+            corrupt_blocks: 0,
+            first_corruption: None,
         }
     }
 
@@ -561,12 +620,7 @@ mod tests {
         assert_eq!(r.summary.omitted_bytes, 2000);
         assert!((r.summary.duration_s - 2.0).abs() < 1e-9);
         assert!((r.summary.throughput_bps - 16000.0).abs() < 1e-6);
-        let measured: u64 = r
-            .intervals
-            .iter()
-            .filter(|i| !i.omitted)
-            .map(|i| i.bytes)
-            .sum();
+        let measured: u64 = r.intervals.iter().filter(|i| !i.omitted).map(|i| i.bytes).sum();
         assert_eq!(measured, r.summary.bytes_received);
         assert_eq!(r.summary.peak_interval_bps, Some(16000.0));
         assert!((r.local.cpu.user_pct - 10.0).abs() < 1e-9);

@@ -87,6 +87,16 @@ pub struct TestSpec {
     pub server_threads: Option<u32>,
     /// CPUs the server pins its workers to, round-robin.
     pub server_cpus: Option<Vec<usize>>,
+    /// The receiver checks every byte against the expected payload (`--no-verify` turns it off).
+    #[serde(default = "yes")]
+    pub verify: bool,
+    /// Key of the run's payload pattern (chosen at random by the client).
+    #[serde(default)]
+    pub payload_key: u64,
+}
+
+fn yes() -> bool {
+    true
 }
 
 impl Default for TestSpec {
@@ -105,6 +115,8 @@ impl Default for TestSpec {
             interval_s: Duration::from_secs(1),
             server_threads: None,
             server_cpus: None,
+            verify: true,
+            payload_key: 0,
         }
     }
 }
@@ -150,9 +162,7 @@ impl TestSpec {
             return Err(ConfigError::Length(self.length_bytes));
         }
         match self.end {
-            EndCondition::Time(t) if t.is_zero() || t > MAX_TIME => {
-                return Err(ConfigError::Time(t))
-            }
+            EndCondition::Time(t) if t.is_zero() || t > MAX_TIME => return Err(ConfigError::Time(t)),
             EndCondition::Bytes(b) if b < u64::from(self.streams) => {
                 return Err(ConfigError::ByteCount {
                     bytes: b,
@@ -185,9 +195,7 @@ impl TestSpec {
                 return Err(ConfigError::FqRate(r));
             }
         }
-        if self.interval_s < Duration::from_millis(10)
-            || self.interval_s > Duration::from_secs(3600)
-        {
+        if self.interval_s < Duration::from_millis(10) || self.interval_s > Duration::from_secs(3600) {
             return Err(ConfigError::Interval(self.interval_s));
         }
         if let Some(c) = &self.congestion {

@@ -60,6 +60,14 @@ pub struct StreamReport {
     pub rcv_buf_bytes: u64,
     pub tcp: Option<TcpStats>,
     pub error: Option<String>,
+    /// Receiver only: bytes checked against the expected payload, warm-up included.
+    #[serde(default)]
+    pub bytes_verified: u64,
+    /// Receiver only: 256-byte payload blocks with at least one wrong byte.
+    #[serde(default)]
+    pub corrupt_blocks: u64,
+    #[serde(default)]
+    pub first_corruption: Option<crate::payload::Corruption>,
 }
 
 /// Process and system CPU time over the test, raw.

@@ -24,12 +24,33 @@ pub struct RunResult {
     pub directions: Vec<DirectionResult>,
     pub streams: Vec<StreamResult>,
     pub intervals: Vec<IntervalResult>,
+    /// What was sent and what verification found.
+    pub payload: PayloadSummary,
     /// The client's end (where `run` was invoked) and the server's.
     pub local: EndpointSummary,
     pub remote: EndpointSummary,
     pub warnings: Vec<String>,
     /// The test was stopped early (Ctrl-C); figures cover what was moved until then.
     pub interrupted: bool,
+}
+
+/// The payload and its verification (docs/payload.md).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PayloadSummary {
+    pub pattern: String,
+    pub key_hex: String,
+    /// Receivers checked every byte.
+    pub verified: bool,
+    pub bytes_verified: u64,
+    pub corrupt_blocks: u64,
+    /// The first wrong byte found (lowest stream, then offset).
+    pub first_corruption: Option<crate::payload::Corruption>,
+    /// Rule 6 of the Land Speed Record: no two packets of the run carried the same data.
+    pub different_data_every_packet: bool,
+    pub unique_segment_min_bytes: u32,
+    pub smallest_mss_bytes: Option<u32>,
+    /// Why `different_data_every_packet` is what it is.
+    pub evidence: String,
 }
 
 /// The configuration as both ends ran it.

@@ -28,9 +28,7 @@ pub enum UnitError {
 }
 
 /// A number of bytes. Parsed with binary multipliers (K = 1024), printed human-readably.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct Bytes(pub u64);
 
@@ -242,15 +240,9 @@ mod tests {
             "12Q".parse::<Bytes>(),
             Err(UnitError::UnknownSuffix { .. })
         ));
-        assert!(matches!(
-            "-1K".parse::<Bytes>(),
-            Err(UnitError::Negative(_))
-        ));
+        assert!(matches!("-1K".parse::<Bytes>(), Err(UnitError::Negative(_))));
         assert!(matches!("".parse::<Bytes>(), Err(UnitError::Empty)));
-        assert!(matches!(
-            "abc".parse::<Bytes>(),
-            Err(UnitError::NotANumber(_))
-        ));
+        assert!(matches!("abc".parse::<Bytes>(), Err(UnitError::NotANumber(_))));
         assert!(matches!(
             "99999999T".parse::<Bytes>(),
             Err(UnitError::TooLarge(_))

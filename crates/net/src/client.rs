@@ -66,7 +66,10 @@ pub enum ClientEvent {
         remote: SocketAddr,
     },
     /// All streams are connected and the test is starting.
-    Started { streams: u32, warnings: Vec<String> },
+    Started {
+        streams: u32,
+        warnings: Vec<String>,
+    },
     /// An interval closed on the receiving end of `flow`.
     Interval {
         flow: Flow,
@@ -81,10 +84,7 @@ pub enum ClientError {
     #[error("host '{host}' has no {family} address")]
     NoAddress { host: String, family: &'static str },
     #[error("cannot connect to {addr}: {err}")]
-    Connect {
-        addr: SocketAddr,
-        err: std::io::Error,
-    },
+    Connect { addr: SocketAddr, err: std::io::Error },
     #[error("{addr} does not speak the landspeed protocol ({detail})")]
     NotLandspeed { addr: SocketAddr, detail: String },
     #[error("control connection to {addr}: {err}")]
@@ -271,7 +271,12 @@ pub fn run_client(
     interrupt: &AtomicBool,
     on_event: &mut dyn FnMut(ClientEvent),
 ) -> Result<RunResult, ClientError> {
-    let spec = &opts.spec;
+    let mut spec_owned = opts.spec.clone();
+    if spec_owned.payload_key == 0 {
+        // The run's payload key; any value works, a random one makes every run's payload different.
+        spec_owned.payload_key = getrandom::u64().unwrap_or(0x5eed) | 1;
+    }
+    let spec = &spec_owned;
     spec.validate()?;
     let started_unix_s = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
@@ -281,10 +286,7 @@ pub fn run_client(
     let local = ctl
         .local_addr()
         .map_err(|err| ClientError::Connect { addr, err })?;
-    on_event(ClientEvent::Connected {
-        local,
-        remote: addr,
-    });
+    on_event(ClientEvent::Connected { local, remote: addr });
     let cerr = |err| ClientError::Control { addr, err };
     let (mut reader, mut writer) = control::split(
         ctl.try_clone().map_err(|e| cerr(e.into()))?,
@@ -304,9 +306,7 @@ pub fn run_client(
     let welcome = match reader.read(opts.control_timeout) {
         Ok(m) => m,
         Err(ControlError::Frame(e)) => return Err(not_ls(e.to_string())),
-        Err(ControlError::Timeout(t)) => {
-            return Err(not_ls(format!("no landspeed answer within {t:?}")))
-        }
+        Err(ControlError::Timeout(t)) => return Err(not_ls(format!("no landspeed answer within {t:?}"))),
         Err(ControlError::Closed) => {
             return Err(not_ls("it closed the connection after the greeting".into()))
         }
@@ -355,6 +355,8 @@ pub fn run_client(
             .unwrap_or_else(|| (spec.total_streams() as usize).min(ncpu)),
         cpus: opts.cpus.clone(),
         idle_timeout: opts.idle_timeout,
+        pattern: landspeed_core::payload::Pattern::new(spec.payload_key),
+        verify: spec.verify,
     };
     let flags = Flags::default();
     let iface = crate::host::interface_for(local.ip());
@@ -370,15 +372,7 @@ pub fn run_client(
         pending: vec![],
         failure: None,
     };
-    let out = engine::run(
-        &streams,
-        &params,
-        &flags,
-        &tx,
-        &rx,
-        &mut hook,
-        iface.as_deref(),
-    );
+    let out = engine::run(&streams, &params, &flags, &tx, &rx, &mut hook, iface.as_deref());
     let interrupted = interrupt.load(Relaxed);
     let local_report = EndpointReport {
         software: format!("landspeed {}", landspeed_core::SOFTWARE_VERSION),

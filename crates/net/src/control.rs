@@ -56,9 +56,7 @@ impl ControlReader {
                     return Err(ControlError::Timeout(timeout))
                 }
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                Err(e)
-                    if matches!(e.kind(), ErrorKind::ConnectionReset | ErrorKind::BrokenPipe) =>
-                {
+                Err(e) if matches!(e.kind(), ErrorKind::ConnectionReset | ErrorKind::BrokenPipe) => {
                     return Err(ControlError::Closed)
                 }
                 Err(e) => return Err(e.into()),
@@ -82,15 +80,9 @@ impl ControlWriter {
     pub fn send(&mut self, msg: &Message) -> Result<(), ControlError> {
         match self.stream.write_all(&encode(msg)) {
             Ok(()) => Ok(()),
-            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                Err(ControlError::Timeout(
-                    self.stream
-                        .write_timeout()
-                        .ok()
-                        .flatten()
-                        .unwrap_or_default(),
-                ))
-            }
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => Err(
+                ControlError::Timeout(self.stream.write_timeout().ok().flatten().unwrap_or_default()),
+            ),
             Err(e) if matches!(e.kind(), ErrorKind::ConnectionReset | ErrorKind::BrokenPipe) => {
                 Err(ControlError::Closed)
             }
@@ -130,11 +122,7 @@ pub fn spawn_reader<X: From<Result<Message, ControlError>> + Send + 'static>(
                 Err(ControlError::Timeout(_)) => return,
                 other => {
                     let end = other.is_err() || matches!(other, Ok(Message::Results { .. }));
-                    if tx
-                        .send(crate::engine::Wake::External(X::from(other)))
-                        .is_err()
-                        || end
-                    {
+                    if tx.send(crate::engine::Wake::External(X::from(other))).is_err() || end {
                         return;
                     }
                 }

@@ -65,8 +65,7 @@ pub fn cpu_count() -> u32 {
 
 /// The nominal clock rate: cpufreq's maximum if the kernel exposes it, else /proc/cpuinfo's "cpu MHz".
 pub fn clock_rate() -> Option<(f64, String)> {
-    if let Ok(s) = std::fs::read_to_string("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq")
-    {
+    if let Ok(s) = std::fs::read_to_string("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq") {
         if let Ok(khz) = s.trim().parse::<f64>() {
             return Some((khz * 1e3, "cpufreq cpuinfo_max_freq".into()));
         }

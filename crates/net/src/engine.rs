@@ -18,6 +18,7 @@ use landspeed_core::config::Flow;
 use landspeed_core::endpoint::{
     CpuTimes, InterfaceCounters, IntervalSample, Role, StreamReport, StreamSample,
 };
+use landspeed_core::payload::{Corruption, Generator, Pattern, Verifier};
 use landspeed_core::stats::SampleSchedule;
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
@@ -50,6 +51,10 @@ pub struct EngineParams {
     pub cpus: Option<Vec<usize>>,
     /// A stream that moves no byte for this long fails.
     pub idle_timeout: Duration,
+    /// The run's payload; senders always write it.
+    pub pattern: Pattern,
+    /// Receivers check every byte against it.
+    pub verify: bool,
 }
 
 /// Flags the driver raises while the engine runs.
@@ -94,26 +99,33 @@ struct Counter {
     bytes: AtomicU64,
 }
 
+#[derive(Default)]
 struct WorkerStream {
     bytes: u64,
     calls: u64,
     first: Option<Instant>,
     last: Option<Instant>,
     error: Option<String>,
+    verified: u64,
+    corrupt_blocks: u64,
+    last_bad_block: Option<u64>,
+    first_corruption: Option<Corruption>,
 }
 
-/// Fills a send buffer with pseudo-random bytes (xorshift from a random seed) so compression anywhere
-/// on the path cannot inflate the rate.
-fn fill_random(buf: &mut [u8]) {
-    let mut seed = [0u8; 8];
-    let _ = getrandom::fill(&mut seed);
-    let mut x = u64::from_le_bytes(seed) | 1;
-    for chunk in buf.chunks_mut(8) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        let b = x.to_le_bytes();
-        chunk.copy_from_slice(&b[..chunk.len()]);
+impl WorkerStream {
+    /// Checks `data`, just read at the stream's current offset, and records what was wrong.
+    fn verify(&mut self, v: &mut Verifier, id: u32, data: &[u8]) {
+        if let Some(c) = v.check(id, self.bytes, data) {
+            for b in c.bad_blocks {
+                // A block split over two reads is counted once.
+                if self.last_bad_block.is_none_or(|l| b > l) {
+                    self.corrupt_blocks += 1;
+                    self.last_bad_block = Some(b);
+                }
+            }
+            self.first_corruption.get_or_insert(c.first);
+        }
+        self.verified += data.len() as u64;
     }
 }
 
@@ -160,9 +172,11 @@ fn worker(
     flags: &Flags,
     t0: Instant,
 ) -> Vec<(u32, WorkerStream)> {
-    let mut sbuf = vec![0u8; p.length];
-    fill_random(&mut sbuf);
-    let mut rbuf = vec![0u8; p.length];
+    let sends = streams.iter().any(|(d, _)| d.role == Role::Sender);
+    let receives = streams.iter().any(|(d, _)| d.role == Role::Receiver);
+    let mut gen = sends.then(|| Generator::new(&p.pattern, p.length));
+    let mut verifier = (receives && p.verify).then(|| Verifier::new(&p.pattern, p.length));
+    let mut rbuf = vec![0u8; if receives { p.length } else { 0 }];
     let now = Instant::now();
     let mut states: Vec<State> = streams
         .into_iter()
@@ -172,13 +186,7 @@ fn worker(
             ready: true,
             done: false,
             remaining: ds.budget,
-            out: WorkerStream {
-                bytes: 0,
-                calls: 0,
-                first: None,
-                last: None,
-                error: None,
-            },
+            out: WorkerStream::default(),
             last_progress: now,
         })
         .collect();
@@ -189,11 +197,8 @@ fn worker(
                 (
                     id,
                     WorkerStream {
-                        bytes: 0,
-                        calls: 0,
-                        first: None,
-                        last: None,
                         error: Some(format!("epoll: {e}")),
+                        ..WorkerStream::default()
                     },
                 )
             };
@@ -207,10 +212,12 @@ fn worker(
             Interest::READABLE
         };
         let fd = st.ds.socket.as_raw_fd();
-        if let Err(e) = st.ds.socket.set_nonblocking(true).and_then(|_| {
-            poll.registry()
-                .register(&mut SourceFd(&fd), Token(i), interest)
-        }) {
+        if let Err(e) = st
+            .ds
+            .socket
+            .set_nonblocking(true)
+            .and_then(|_| poll.registry().register(&mut SourceFd(&fd), Token(i), interest))
+        {
             st.finish(Some(format!("cannot poll socket: {e}")));
         }
     }
@@ -250,13 +257,14 @@ fn worker(
             }
             for _ in 0..BURST {
                 let res = if sender {
-                    let n = st
-                        .remaining
-                        .map_or(p.length, |r| r.min(p.length as u64) as usize);
+                    let n = st.remaining.map_or(p.length, |r| r.min(p.length as u64) as usize);
                     if n == 0 {
                         break;
                     }
-                    (&st.ds.socket).write(&sbuf[..n])
+                    match gen.as_mut() {
+                        Some(g) => (&st.ds.socket).write(g.fill(st.ds.id, st.out.bytes, n)),
+                        None => break,
+                    }
                 } else {
                     (&st.ds.socket).read(&mut rbuf)
                 };
@@ -265,17 +273,23 @@ fn worker(
                         st.done = true;
                         break;
                     }
-                    Ok(n) => st.account(n, Instant::now()),
+                    Ok(n) => {
+                        #[cfg(feature = "fault-injection")]
+                        if !sender {
+                            fault::flip(st.ds.id, st.out.bytes, &mut rbuf[..n]);
+                        }
+                        if let (false, Some(v)) = (sender, verifier.as_mut()) {
+                            st.out.verify(v, st.ds.id, &rbuf[..n]);
+                        }
+                        st.account(n, Instant::now())
+                    }
                     Err(e) if e.kind() == ErrorKind::WouldBlock => {
                         st.ready = false;
                         break;
                     }
                     Err(e) if e.kind() == ErrorKind::Interrupted => {}
                     Err(e) => {
-                        st.finish(Some(format!(
-                            "{}: {e}",
-                            if sender { "send" } else { "receive" }
-                        )));
+                        st.finish(Some(format!("{}: {e}", if sender { "send" } else { "receive" })));
                         break;
                     }
                 }
@@ -313,6 +327,25 @@ fn worker(
         }
     }
     states.into_iter().map(|s| (s.ds.id, s.out)).collect()
+}
+
+#[cfg(feature = "fault-injection")]
+mod fault {
+    /// Flips one byte of a received chunk if `LANDSPEED_FAULT_FLIP=STREAM:OFFSET` falls inside it.
+    pub fn flip(stream: u32, offset: u64, data: &mut [u8]) {
+        let Ok(spec) = std::env::var("LANDSPEED_FAULT_FLIP") else {
+            return;
+        };
+        let Some((s, o)) = spec.split_once(':') else {
+            return;
+        };
+        let (Ok(s), Ok(o)) = (s.parse::<u32>(), o.parse::<u64>()) else {
+            return;
+        };
+        if s == stream && (offset..offset + data.len() as u64).contains(&o) {
+            data[(o - offset) as usize] ^= 0x01;
+        }
+    }
 }
 
 /// Notifies the sampling thread when a worker ends, however it ends.
@@ -375,11 +408,7 @@ pub fn run<X: Send>(
                 .filter(|(i, _)| i % threads == w)
                 .map(|(_, x)| x)
                 .collect();
-            let cpu = p
-                .cpus
-                .as_ref()
-                .filter(|c| !c.is_empty())
-                .map(|c| c[w % c.len()]);
+            let cpu = p.cpus.as_ref().filter(|c| !c.is_empty()).map(|c| c[w % c.len()]);
             let tx = wake_tx.clone();
             handles.push(scope.spawn(move || {
                 let _guard = DoneGuard(&tx);
@@ -452,11 +481,7 @@ pub fn run<X: Send>(
             let sref = socket2::SockRef::from(&ds.socket);
             let (snd, rcv) = crate::sockopt::granted(&sref);
             let omitted = match (ds.role, omit_sample) {
-                (Role::Receiver, Some(s)) => s
-                    .streams
-                    .iter()
-                    .find(|x| x.id == ds.id)
-                    .map_or(0, |x| x.bytes),
+                (Role::Receiver, Some(s)) => s.streams.iter().find(|x| x.id == ds.id).map_or(0, |x| x.bytes),
                 _ => 0,
             };
             StreamReport {
@@ -474,6 +499,9 @@ pub fn run<X: Send>(
                     .ok()
                     .map(|i| i.stats(&rtts, tcp_info::congestion(&sref))),
                 error: out.map_or(Some("worker thread failed".into()), |o| o.error.clone()),
+                bytes_verified: out.map_or(0, |o| o.verified),
+                corrupt_blocks: out.map_or(0, |o| o.corrupt_blocks),
+                first_corruption: out.and_then(|o| o.first_corruption.clone()),
             }
         })
         .collect();

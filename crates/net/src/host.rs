@@ -40,11 +40,7 @@ fn uname() -> (String, String, String) {
         return Default::default();
     }
     let s = |f: &[libc::c_char]| {
-        let bytes: Vec<u8> = f
-            .iter()
-            .take_while(|&&c| c != 0)
-            .map(|&c| c as u8)
-            .collect();
+        let bytes: Vec<u8> = f.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
         String::from_utf8_lossy(&bytes).into_owned()
     };
     (s(&u.nodename), s(&u.sysname), s(&u.release))
@@ -99,10 +95,7 @@ pub fn host_info() -> HostInfo {
 /// The name of the interface that holds `addr` (the local address of a test connection).
 pub fn interface_for(addr: IpAddr) -> Option<String> {
     let addr = match addr {
-        IpAddr::V6(v6) => v6
-            .to_ipv4_mapped()
-            .map(IpAddr::V4)
-            .unwrap_or(IpAddr::V6(v6)),
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(IpAddr::V6(v6)),
         v4 => v4,
     };
     let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
@@ -148,10 +141,7 @@ fn read_netdev(name: &str) -> Option<[u64; 16]> {
     for line in text.lines().skip(2) {
         let (n, rest) = line.split_once(':')?;
         if n.trim() == name {
-            let v: Vec<u64> = rest
-                .split_whitespace()
-                .filter_map(|x| x.parse().ok())
-                .collect();
+            let v: Vec<u64> = rest.split_whitespace().filter_map(|x| x.parse().ok()).collect();
             let mut out = [0u64; 16];
             for (o, x) in out.iter_mut().zip(v) {
                 *o = x;
@@ -220,10 +210,7 @@ mod tests {
 
     #[test]
     fn loopback_is_lo() {
-        assert_eq!(
-            interface_for("127.0.0.1".parse().unwrap()).as_deref(),
-            Some("lo")
-        );
+        assert_eq!(interface_for("127.0.0.1".parse().unwrap()).as_deref(), Some("lo"));
         assert!(NetSnapshot::take("lo").is_some());
     }
 

@@ -54,6 +54,9 @@ pub struct TestLog {
     pub direction: Option<Direction>,
     pub bytes_received: u64,
     pub bytes_sent: u64,
+    /// Bytes this server checked against the payload pattern, and blocks that were wrong.
+    pub bytes_verified: u64,
+    pub corrupt_blocks: u64,
     pub duration_s: f64,
     /// None when the test completed; otherwise why it did not.
     pub error: Option<String>,
@@ -73,10 +76,7 @@ pub enum ServerEvent {
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
     #[error("cannot listen on {addr}: {err}")]
-    Bind {
-        addr: SocketAddr,
-        err: std::io::Error,
-    },
+    Bind { addr: SocketAddr, err: std::io::Error },
     #[error("server I/O: {0}")]
     Io(#[from] std::io::Error),
 }
@@ -165,9 +165,7 @@ impl Server {
         }
         let mut events = Events::with_capacity(16);
         loop {
-            if stop.load(Relaxed)
-                || (self.shared.opts.once && self.shared.tests_done.load(Relaxed) > 0)
-            {
+            if stop.load(Relaxed) || (self.shared.opts.once && self.shared.tests_done.load(Relaxed) > 0) {
                 break;
             }
             match poll.poll(&mut events, Some(Duration::from_millis(100))) {
@@ -202,15 +200,13 @@ impl Server {
         let std_stream: TcpStream = unsafe_into_std(stream);
         let _ = std_stream.set_nonblocking(false);
         shared.active.fetch_add(1, Relaxed);
-        let spawned = std::thread::Builder::new()
-            .name(format!("conn {peer}"))
-            .spawn({
-                let shared = shared.clone();
-                move || {
-                    handle_connection(std_stream, peer, &shared);
-                    shared.active.fetch_sub(1, Relaxed);
-                }
-            });
+        let spawned = std::thread::Builder::new().name(format!("conn {peer}")).spawn({
+            let shared = shared.clone();
+            move || {
+                handle_connection(std_stream, peer, &shared);
+                shared.active.fetch_sub(1, Relaxed);
+            }
+        });
         if spawned.is_err() {
             shared.active.fetch_sub(1, Relaxed);
         }
@@ -244,41 +240,27 @@ fn handle_connection(mut stream: TcpStream, peer: SocketAddr, shared: &Shared) {
             let _ = stream.write_all(&[0xff]);
             return refuse("iperf3 client: the iperf3 protocol is not served yet".into());
         }
-        Speaker::Unknown => {
-            return refuse(format!(
-                "not a landspeed client (first byte {:#04x})",
-                head[0]
-            ))
-        }
+        Speaker::Unknown => return refuse(format!("not a landspeed client (first byte {:#04x})", head[0])),
     }
-    if let Err(e) = stream.read_exact(&mut head[1..landspeed_core::protocol::preamble::CONTROL_LEN])
-    {
+    if let Err(e) = stream.read_exact(&mut head[1..landspeed_core::protocol::preamble::CONTROL_LEN]) {
         return refuse(format!("truncated greeting: {e}"));
     }
     let parsed = match Preamble::parse(&head[..landspeed_core::protocol::preamble::CONTROL_LEN]) {
-        Ok(None) => {
-            match stream.read_exact(&mut head[landspeed_core::protocol::preamble::CONTROL_LEN..]) {
-                Ok(()) => Preamble::parse(&head),
-                Err(e) => return refuse(format!("truncated data-stream greeting: {e}")),
-            }
-        }
+        Ok(None) => match stream.read_exact(&mut head[landspeed_core::protocol::preamble::CONTROL_LEN..]) {
+            Ok(()) => Preamble::parse(&head),
+            Err(e) => return refuse(format!("truncated data-stream greeting: {e}")),
+        },
         other => other,
     };
     match parsed {
         Ok(Some((Preamble::Control { .. }, _))) => serve_test(stream, peer, shared),
         Ok(Some((
             Preamble::Data {
-                session,
-                stream: id,
-                ..
+                session, stream: id, ..
             },
             _,
         ))) => {
-            let tx = shared
-                .registry
-                .lock()
-                .ok()
-                .and_then(|r| r.get(&session).cloned());
+            let tx = shared.registry.lock().ok().and_then(|r| r.get(&session).cloned());
             match tx {
                 Some(tx) => {
                     let _ = tx.send((id, stream));
@@ -367,6 +349,8 @@ fn serve_test(stream: TcpStream, peer: SocketAddr, shared: &Shared) {
         direction: None,
         bytes_received: 0,
         bytes_sent: 0,
+        bytes_verified: 0,
+        corrupt_blocks: 0,
         duration_s: 0.0,
         error: None,
     };
@@ -383,9 +367,7 @@ fn run_test(stream: TcpStream, shared: &Shared, log: &mut TestLog) -> Result<(),
         control::split(stream, &[], o.handshake_timeout).map_err(|e| e.to_string())?;
     let mut sm = ServerSession::new();
     let spec: TestSpec = loop {
-        let msg = reader
-            .read(o.handshake_timeout)
-            .map_err(|e| e.to_string())?;
+        let msg = reader.read(o.handshake_timeout).map_err(|e| e.to_string())?;
         match sm.on_message(msg) {
             Ok(ServerAction::Reply(m)) => writer.send(&m).map_err(|e| e.to_string())?,
             Ok(ServerAction::Accept(spec)) => break spec,
@@ -409,9 +391,7 @@ fn run_test(stream: TcpStream, shared: &Shared, log: &mut TestLog) -> Result<(),
     if let Some(c) = &spec.server_cpus {
         if let Err(e) = crate::pin::check_cpus(c) {
             let msg = format!("--server-cpus: {e}");
-            let _ = writer.send(&Message::Error {
-                message: msg.clone(),
-            });
+            let _ = writer.send(&Message::Error { message: msg.clone() });
             return Err(msg);
         }
     }
@@ -433,9 +413,7 @@ fn run_test(stream: TcpStream, shared: &Shared, log: &mut TestLog) -> Result<(),
         .map_err(|e| e.to_string())?;
 
     let fail = |writer: &mut ControlWriter, msg: String| {
-        let _ = writer.send(&Message::Error {
-            message: msg.clone(),
-        });
+        let _ = writer.send(&Message::Error { message: msg.clone() });
         msg
     };
     let mut streams: Vec<DataStream> = vec![];
@@ -483,11 +461,7 @@ fn run_test(stream: TcpStream, shared: &Shared, log: &mut TestLog) -> Result<(),
         warnings.extend(sockopt::window_warning(spec.window_bytes, snd, rcv));
     }
     writer.send(&Message::Ready).map_err(|e| e.to_string())?;
-    match sm.on_message(
-        reader
-            .read(o.handshake_timeout)
-            .map_err(|e| e.to_string())?,
-    ) {
+    match sm.on_message(reader.read(o.handshake_timeout).map_err(|e| e.to_string())?) {
         Ok(ServerAction::StartTest) => {}
         Ok(other) => return Err(format!("expected start, got {other:?}")),
         Err(e) => return Err(fail(&mut writer, e.to_string())),
@@ -507,6 +481,8 @@ fn run_test(stream: TcpStream, shared: &Shared, log: &mut TestLog) -> Result<(),
             .map_or_else(|| (spec.total_streams() as usize).min(ncpu), |t| t as usize),
         cpus: spec.server_cpus.clone(),
         idle_timeout: o.idle_timeout,
+        pattern: landspeed_core::payload::Pattern::new(spec.payload_key),
+        verify: spec.verify,
     };
     let flags = Flags::default();
     let iface = streams
@@ -520,19 +496,15 @@ fn run_test(stream: TcpStream, shared: &Shared, log: &mut TestLog) -> Result<(),
         client_report: None,
         failure: None,
     };
-    let out = engine::run(
-        &streams,
-        &params,
-        &flags,
-        &wtx,
-        &wrx,
-        &mut hook,
-        iface.as_deref(),
-    );
+    let out = engine::run(&streams, &params, &flags, &wtx, &wrx, &mut hook, iface.as_deref());
     log.duration_s = out.elapsed_s;
     for s in &out.streams {
         match s.role {
-            Role::Receiver => log.bytes_received += s.bytes,
+            Role::Receiver => {
+                log.bytes_received += s.bytes;
+                log.bytes_verified += s.bytes_verified;
+                log.corrupt_blocks += s.corrupt_blocks;
+            }
             Role::Sender => log.bytes_sent += s.bytes,
         }
     }

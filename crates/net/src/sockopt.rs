@@ -20,10 +20,7 @@ pub enum SockOptError {
     #[error("cannot set MSS {mss}: {err}")]
     Mss { mss: u32, err: std::io::Error },
     #[error("cannot set {what}: {err}")]
-    Other {
-        what: &'static str,
-        err: std::io::Error,
-    },
+    Other { what: &'static str, err: std::io::Error },
 }
 
 fn other(what: &'static str) -> impl FnOnce(std::io::Error) -> SockOptError {
@@ -53,8 +50,7 @@ pub fn after_connect(sock: &Socket, spec: &TestSpec, sending: bool) -> Result<()
         sock.set_recv_buffer_size(w as usize)
             .map_err(other("SO_RCVBUF"))?;
     }
-    sock.set_tcp_nodelay(spec.nodelay)
-        .map_err(other("TCP_NODELAY"))?;
+    sock.set_tcp_nodelay(spec.nodelay).map_err(other("TCP_NODELAY"))?;
     if let Some(name) = &spec.congestion {
         sock.set_tcp_congestion(name.as_bytes())
             .map_err(|err| SockOptError::Congestion {

@@ -38,9 +38,8 @@ pub enum JsonEvent<'a> {
 impl JsonEvent<'_> {
     /// The record as one line of JSON (no newline).
     pub fn line(&self) -> String {
-        serde_json::to_string(self).unwrap_or_else(|e| {
-            format!("{{\"event\":\"error\",\"message\":\"cannot serialize: {e}\"}}")
-        })
+        serde_json::to_string(self)
+            .unwrap_or_else(|e| format!("{{\"event\":\"error\",\"message\":\"cannot serialize: {e}\"}}"))
     }
 }
 

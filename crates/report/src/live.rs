@@ -35,12 +35,7 @@ fn row(
 }
 
 /// The lines for one interval: per stream (if asked) and the sum.
-pub fn interval_line(
-    flow: Flow,
-    iv: &IntervalResult,
-    per_stream: bool,
-    bidir: bool,
-) -> Vec<String> {
+pub fn interval_line(flow: Flow, iv: &IntervalResult, per_stream: bool, bidir: bool) -> Vec<String> {
     let mut out = vec![];
     if per_stream || iv.streams.len() == 1 {
         for s in &iv.streams {
@@ -103,9 +98,6 @@ mod tests {
         assert_eq!(lines.len(), 1);
         assert!(lines[0].starts_with("[SUM]"), "{}", lines[0]);
         assert!(lines[0].contains("2.00 MiB"), "{}", lines[0]);
-        assert_eq!(
-            interval_line(Flow::ClientToServer, &iv, true, false).len(),
-            3
-        );
+        assert_eq!(interval_line(Flow::ClientToServer, &iv, true, false).len(), 3);
     }
 }

@@ -111,9 +111,7 @@ fn totals(out: &mut String, label: &str, s: &Summary, length: u64) {
 
 fn endpoint(out: &mut String, e: &EndpointSummary) {
     let c = &e.cpu;
-    let cyc = c
-        .cycles_per_byte
-        .map_or("-".to_string(), |x| format!("{x:.2}"));
+    let cyc = c.cycles_per_byte.map_or("-".to_string(), |x| format!("{x:.2}"));
     let _ = writeln!(
         out,
         "  {:<7} CPU: process user {:.1}% system {:.1}% (of one CPU); machine busy {:.1}%, softirq {:.1}% of {} CPUs; {:.3} CPU-s/GB; {} cycles/byte",
@@ -134,13 +132,53 @@ fn endpoint(out: &mut String, e: &EndpointSummary) {
         let _ = writeln!(
             out,
             "  {:<7} interface {}: {} packets out, {} in ({:.0}/s out, {:.0}/s in); interrupts {:.0}/s",
-            e.role, i.name, i.tx_packets, i.rx_packets, i.tx_packets_per_s, i.rx_packets_per_s, i.interrupts_per_s
+            e.role,
+            i.name,
+            i.tx_packets,
+            i.rx_packets,
+            i.tx_packets_per_s,
+            i.rx_packets_per_s,
+            i.interrupts_per_s
         );
     }
     let _ = writeln!(
         out,
         "  {:<7} {} threads on {}, {}",
         e.role, e.threads, e.host.hostname, e.host.kernel
+    );
+}
+
+fn payload(out: &mut String, r: &RunResult) {
+    let p = &r.payload;
+    if p.verified {
+        let _ = writeln!(
+            out,
+            "\nPayload: {} bytes verified, {} corrupt block(s) ({} pattern, key {})",
+            p.bytes_verified, p.corrupt_blocks, p.pattern, p.key_hex
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "\nPayload: NOT verified (--no-verify): 0 bytes checked ({} pattern)",
+            p.pattern
+        );
+    }
+    if let Some(c) = &p.first_corruption {
+        let _ = writeln!(
+            out,
+            "  first corruption: stream {} byte offset {}\n    expected {}\n    received {}",
+            c.stream, c.offset, c.expected_hex, c.received_hex
+        );
+    }
+    let _ = writeln!(
+        out,
+        "Different data in every packet: {} ({})",
+        if p.different_data_every_packet {
+            "yes"
+        } else {
+            "NO"
+        },
+        p.evidence
     );
 }
 
@@ -182,11 +220,7 @@ pub fn render(r: &RunResult) -> String {
                 );
             }
             if r.streams.len() > 16 && s.id >= 15 {
-                let _ = writeln!(
-                    out,
-                    "  ... ({} more streams in --json)",
-                    r.streams.len() - 16
-                );
+                let _ = writeln!(out, "  ... ({} more streams in --json)", r.streams.len() - 16);
                 break;
             }
         }
@@ -195,25 +229,12 @@ pub fn render(r: &RunResult) -> String {
         totals(&mut out, d.flow.label(), &d.summary, cfg.spec.length_bytes);
     }
     if r.directions.len() > 1 {
-        totals(
-            &mut out,
-            "both directions",
-            &r.summary,
-            cfg.spec.length_bytes,
-        );
+        totals(&mut out, "both directions", &r.summary, cfg.spec.length_bytes);
     }
     let _ = writeln!(out, "\nEnds:");
     endpoint(&mut out, &r.local);
     endpoint(&mut out, &r.remote);
-    let _ = writeln!(
-        out,
-        "\nPayload: {}",
-        if cfg.verify {
-            "verified"
-        } else {
-            "not verified (content checks are not implemented yet)"
-        }
-    );
+    payload(&mut out, r);
     for w in &r.warnings {
         let _ = writeln!(out, "WARNING: {w}");
     }

@@ -155,10 +155,7 @@ pub fn check_invariants(r: &serde_json::Value) {
             assert!(r[side]["cpu"].get(k).is_some(), "{side}.cpu.{k} missing");
         }
         for k in ["requested_bytes", "granted_snd_bytes", "granted_rcv_bytes"] {
-            assert!(
-                r[side]["window"].get(k).is_some(),
-                "{side}.window.{k} missing"
-            );
+            assert!(r[side]["window"].get(k).is_some(), "{side}.window.{k} missing");
         }
         assert!(r[side]["host"].is_object());
     }

@@ -26,18 +26,20 @@ fn same_key_same_pattern_other_key_other_pattern() {
 
 #[test]
 fn window_check_finds_repeats() {
-    let mut pool: Vec<u8> = (0..4096u32).flat_map(|i| (i.wrapping_mul(2654435761)).to_le_bytes()).collect();
+    let mut pool: Vec<u8> = (0..4096u32)
+        .flat_map(|i| (i.wrapping_mul(2654435761)).to_le_bytes())
+        .collect();
     assert!(windows_unique(&pool));
     let copy: Vec<u8> = pool[100..108].to_vec();
     pool[3000..3008].copy_from_slice(&copy);
     assert!(!windows_unique(&pool));
 }
 
-/// Every window of the minimum unique length, at every offset of two streams spanning several pool
-/// periods, is different from every other. Equal longer segments would have equal 71-byte prefixes, so
-/// this covers every segment length ≥ 71 over this range.
+/// Every window of the minimum unique length (263 bytes), at every offset of two streams spanning
+/// several pool periods, is different from every other. Equal longer segments would have equal prefixes
+/// of that length, so this covers every longer segment over this range.
 #[test]
-fn every_71_byte_window_of_two_streams_is_unique() {
+fn every_minimum_length_window_of_two_streams_is_unique() {
     let p = Pattern::new(0x1234_5678);
     let len = 3 * POOL + 1000;
     let s0 = stream_bytes(&p, 0, len);
@@ -64,11 +66,11 @@ proptest! {
     }
 
     /// TCP cuts each write into MSS-sized segments; whatever the write size and MSS, no two segments of
-    /// at least 71 bytes are equal.
+    /// at least 263 bytes are equal.
     #[test]
     fn segments_are_unique_for_any_write_size_and_mss(
         writes in proptest::collection::vec(1usize..70_000, 1..12),
-        mss in prop_oneof![Just(88usize), Just(536), Just(1448), Just(8948), Just(65483), 88usize..9000],
+        mss in prop_oneof![Just(263usize), Just(536), Just(1448), Just(8948), Just(65483), 263usize..9000],
     ) {
         let p = Pattern::new(99);
         let total: usize = writes.iter().sum::<usize>().max(1);
@@ -113,7 +115,10 @@ fn verify(p: &Pattern, stream: u32, received: &[u8], chunk: usize) -> (Option<Co
 }
 
 fn first_difference(a: &[u8], b: &[u8]) -> usize {
-    a.iter().zip(b).position(|(x, y)| x != y).unwrap_or(a.len().min(b.len()))
+    a.iter()
+        .zip(b)
+        .position(|(x, y)| x != y)
+        .unwrap_or(a.len().min(b.len()))
 }
 
 enum Fault {
@@ -135,7 +140,10 @@ fn inject(good: &[u8], f: &Fault) -> Vec<u8> {
             v.splice((b + 1) * BLOCK..(b + 1) * BLOCK, blk);
         }
         Fault::SwapBlocks(a, b) => {
-            let (x, y) = (good[a * BLOCK..(a + 1) * BLOCK].to_vec(), good[b * BLOCK..(b + 1) * BLOCK].to_vec());
+            let (x, y) = (
+                good[a * BLOCK..(a + 1) * BLOCK].to_vec(),
+                good[b * BLOCK..(b + 1) * BLOCK].to_vec(),
+            );
             v[a * BLOCK..(a + 1) * BLOCK].copy_from_slice(&y);
             v[b * BLOCK..(b + 1) * BLOCK].copy_from_slice(&x);
         }

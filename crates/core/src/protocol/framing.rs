@@ -60,9 +60,7 @@ impl FrameDecoder {
             return 4 - self.buf.len();
         }
         let len = u32::from_be_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]]) as usize;
-        (4 + len.min(MAX_FRAME_LEN))
-            .saturating_sub(self.buf.len())
-            .max(1)
+        (4 + len.min(MAX_FRAME_LEN)).saturating_sub(self.buf.len()).max(1)
     }
 
     /// The next complete message, `Ok(None)` if more bytes are needed. After an error the connection
@@ -86,9 +84,7 @@ impl FrameDecoder {
         }
         let result = serde_json::from_slice::<Message>(&self.buf[4..4 + len]);
         self.buf.drain(..4 + len);
-        result
-            .map(Some)
-            .map_err(|e| FrameError::Malformed(e.to_string()))
+        result.map(Some).map_err(|e| FrameError::Malformed(e.to_string()))
     }
 }
 

@@ -117,8 +117,7 @@ mod tests {
     fn messages_have_a_type_tag() {
         let j = serde_json::to_string(&Message::Start).unwrap();
         assert_eq!(j, r#"{"type":"start"}"#);
-        let m: Message =
-            serde_json::from_str(r#"{"type":"rejected","reason":"busy","extra":1}"#).unwrap();
+        let m: Message = serde_json::from_str(r#"{"type":"rejected","reason":"busy","extra":1}"#).unwrap();
         assert_eq!(
             m,
             Message::Rejected {

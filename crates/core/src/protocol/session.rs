@@ -12,10 +12,7 @@ use crate::endpoint::{EndpointReport, IntervalSample};
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ProtocolError {
     #[error("unexpected '{got}' message while {phase}")]
-    Unexpected {
-        phase: &'static str,
-        got: &'static str,
-    },
+    Unexpected { phase: &'static str, got: &'static str },
     #[error("peer speaks protocol version {0}, this side speaks {PROTOCOL_VERSION}")]
     Version(u16),
     #[error("invalid test request: {0}")]
@@ -402,14 +399,8 @@ mod tests {
         assert!(!s.on_stream(1).unwrap());
         assert!(s.on_stream(0).unwrap());
         c.on_streams_connected().unwrap();
-        assert_eq!(
-            c.on_message(Message::Ready).unwrap(),
-            ClientAction::StartTest
-        );
-        assert_eq!(
-            s.on_message(Message::Start).unwrap(),
-            ServerAction::StartTest
-        );
+        assert_eq!(c.on_message(Message::Ready).unwrap(), ClientAction::StartTest);
+        assert_eq!(s.on_message(Message::Start).unwrap(), ServerAction::StartTest);
         let sample = IntervalSample {
             index: 0,
             start_s: 0.0,
