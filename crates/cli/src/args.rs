@@ -3,7 +3,7 @@
 //! usage error (exit 2) naming the flag.
 
 use clap::{Args, Parser, Subcommand};
-use landspeed_core::config::{Direction, EndCondition, TestSpec};
+use landspeed_core::config::{Direction, EndCondition, RxMode, TestSpec};
 use landspeed_core::units::{parse_duration, BitRate, Bytes};
 use std::net::IpAddr;
 use std::time::Duration;
@@ -156,6 +156,10 @@ pub struct TestArgs {
     /// Do not check received bytes against the expected payload (the report says nothing was verified).
     #[arg(long)]
     pub no_verify: bool,
+    /// How receivers take data off the socket: copy (needed to verify) or discard (MSG_TRUNC, no copy;
+    /// only with --no-verify). Default: copy, or discard with --no-verify.
+    #[arg(long, value_name = "MODE", value_parser = ["copy", "discard"])]
+    pub rx: Option<String>,
     /// Seconds to wait for a connection.
     #[arg(long, value_name = "DUR", value_parser = duration, default_value = "5s")]
     pub connect_timeout: Duration,
@@ -216,6 +220,10 @@ impl TestArgs {
             server_cpus: self.server_cpus.clone().map(|c| c.0),
             verify: !self.no_verify,
             payload_key: 0,
+            rx: match (self.rx.as_deref(), self.no_verify) {
+                (Some("discard"), _) | (None, true) => RxMode::Discard,
+                _ => RxMode::Copy,
+            },
         }
     }
 }

@@ -511,3 +511,30 @@ fn a_flipped_byte_is_caught_at_its_exact_offset_on_either_end() {
             .any(|w| w.as_str().unwrap().contains("payload corrupted")));
     }
 }
+
+#[test]
+fn copy_free_discard_moves_the_same_bytes() {
+    let s = ServerProc::start("127.0.0.1", &[]);
+    for dir in [&[][..], &["-R"][..]] {
+        let mut args = vec!["-n", "40M", "-P", "2", "--no-verify"];
+        args.extend_from_slice(dir);
+        let r = run_json("127.0.0.1", s.port, &args);
+        check_invariants(&r);
+        assert_eq!(
+            r["config"]["rx"], "discard",
+            "--no-verify defaults to copy-free receive"
+        );
+        assert_eq!(r["summary"]["bytes_received"], 40 << 20);
+        let mut copy = args.clone();
+        copy.extend_from_slice(&["--rx", "copy"]);
+        let r = run_json("127.0.0.1", s.port, &copy);
+        assert_eq!(r["config"]["rx"], "copy");
+        assert_eq!(r["summary"]["bytes_received"], 40 << 20);
+    }
+    let o = landspeed(
+        &["run", "127.0.0.1", "-p", &s.port.to_string(), "--rx", "discard"],
+        Duration::from_secs(10),
+    );
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(o.stderr.contains("needs --no-verify"), "{}", o.stderr);
+}

@@ -93,6 +93,20 @@ pub struct TestSpec {
     /// Key of the run's payload pattern (chosen at random by the client).
     #[serde(default)]
     pub payload_key: u64,
+    /// How receivers take data off the socket.
+    #[serde(default)]
+    pub rx: RxMode,
+}
+
+/// How receivers take data off the socket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RxMode {
+    /// Copy into the receive buffer (needed to verify).
+    #[default]
+    Copy,
+    /// Let the kernel drop the bytes without copying them (MSG_TRUNC); only without verification.
+    Discard,
 }
 
 fn yes() -> bool {
@@ -117,6 +131,7 @@ impl Default for TestSpec {
             server_cpus: None,
             verify: true,
             payload_key: 0,
+            rx: RxMode::Copy,
         }
     }
 }
@@ -150,6 +165,8 @@ pub enum ConfigError {
     Threads(u32),
     #[error("CPU list is empty or names a CPU above 4095: {0:?}")]
     Cpus(Vec<usize>),
+    #[error("receive mode 'discard' throws bytes away unread, so it needs --no-verify")]
+    DiscardNeedsNoVerify,
 }
 
 impl TestSpec {
@@ -216,6 +233,9 @@ impl TestSpec {
             if c.is_empty() || c.iter().any(|&x| x > 4095) {
                 return Err(ConfigError::Cpus(c.clone()));
             }
+        }
+        if self.verify && self.rx == RxMode::Discard {
+            return Err(ConfigError::DiscardNeedsNoVerify);
         }
         Ok(())
     }

@@ -357,6 +357,7 @@ pub fn run_client(
         idle_timeout: opts.idle_timeout,
         pattern: landspeed_core::payload::Pattern::new(spec.payload_key),
         verify: spec.verify,
+        discard: spec.rx == landspeed_core::config::RxMode::Discard,
     };
     let flags = Flags::default();
     let iface = crate::host::interface_for(local.ip());

@@ -55,6 +55,8 @@ pub struct EngineParams {
     pub pattern: Pattern,
     /// Receivers check every byte against it.
     pub verify: bool,
+    /// Receivers drop data in the kernel without copying it (MSG_TRUNC); never with `verify`.
+    pub discard: bool,
 }
 
 /// Flags the driver raises while the engine runs.
@@ -265,6 +267,8 @@ fn worker(
                         Some(g) => (&st.ds.socket).write(g.fill(st.ds.id, st.out.bytes, n)),
                         None => break,
                     }
+                } else if p.discard {
+                    discard(&st.ds.socket, rbuf.len())
                 } else {
                     (&st.ds.socket).read(&mut rbuf)
                 };
@@ -327,6 +331,19 @@ fn worker(
         }
     }
     states.into_iter().map(|s| (s.ds.id, s.out)).collect()
+}
+
+/// Receives up to `len` bytes without copying them to user space: for TCP, MSG_TRUNC makes the kernel
+/// consume and drop the data. Returns the byte count like `read`.
+fn discard(sock: &TcpStream, len: usize) -> std::io::Result<usize> {
+    // SAFETY: with MSG_TRUNC on a TCP socket the kernel writes nothing to the buffer; a null pointer
+    // with a length is accepted for exactly this use.
+    let n = unsafe { libc::recv(sock.as_raw_fd(), std::ptr::null_mut(), len, libc::MSG_TRUNC) };
+    if n < 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
 }
 
 #[cfg(feature = "fault-injection")]

@@ -483,6 +483,7 @@ fn run_test(stream: TcpStream, shared: &Shared, log: &mut TestLog) -> Result<(),
         idle_timeout: o.idle_timeout,
         pattern: landspeed_core::payload::Pattern::new(spec.payload_key),
         verify: spec.verify,
+        discard: spec.rx == landspeed_core::config::RxMode::Discard,
     };
     let flags = Flags::default();
     let iface = streams

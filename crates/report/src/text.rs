@@ -157,9 +157,13 @@ fn payload(out: &mut String, r: &RunResult) {
             p.bytes_verified, p.corrupt_blocks, p.pattern, p.key_hex
         );
     } else {
+        let rx = match r.config.spec.rx {
+            landspeed_core::config::RxMode::Discard => "receivers discarded the data unread (MSG_TRUNC)",
+            landspeed_core::config::RxMode::Copy => "receivers copied the data but did not check it",
+        };
         let _ = writeln!(
             out,
-            "\nPayload: NOT verified (--no-verify): 0 bytes checked ({} pattern)",
+            "\nPayload: NOT verified (--no-verify): {rx} ({} pattern)",
             p.pattern
         );
     }
