@@ -344,21 +344,7 @@ pub fn run_client(
     let (tx, rx) = mpsc::channel::<Wake<Incoming>>();
     let quit = Arc::new(AtomicBool::new(false));
     control::spawn_reader(reader, tx.clone(), quit.clone());
-    let ncpu = crate::cpu::cpu_count() as usize;
-    let params = EngineParams {
-        length: spec.length_bytes as usize,
-        send_time: spec.send_time(),
-        interval: spec.interval_s,
-        omit: spec.omit_s,
-        threads: opts
-            .threads
-            .unwrap_or_else(|| (spec.total_streams() as usize).min(ncpu)),
-        cpus: opts.cpus.clone(),
-        idle_timeout: opts.idle_timeout,
-        pattern: landspeed_core::payload::Pattern::new(spec.payload_key),
-        verify: spec.verify,
-        discard: spec.rx == landspeed_core::config::RxMode::Discard,
-    };
+    let params = EngineParams::for_spec(spec, opts.threads, opts.cpus.clone(), opts.idle_timeout);
     let flags = Flags::default();
     let iface = crate::host::interface_for(local.ip());
     let mut hook = Hook {

@@ -59,6 +59,31 @@ pub struct EngineParams {
     pub discard: bool,
 }
 
+impl EngineParams {
+    /// The engine settings for one end of a test: `threads` defaults to one per stream up to the core
+    /// count; the payload and receive mode come from the spec both ends agreed on.
+    pub fn for_spec(
+        spec: &landspeed_core::config::TestSpec,
+        threads: Option<usize>,
+        cpus: Option<Vec<usize>>,
+        idle_timeout: Duration,
+    ) -> EngineParams {
+        let ncpu = crate::cpu::cpu_count() as usize;
+        EngineParams {
+            length: spec.length_bytes as usize,
+            send_time: spec.send_time(),
+            interval: spec.interval_s,
+            omit: spec.omit_s,
+            threads: threads.unwrap_or_else(|| (spec.total_streams() as usize).min(ncpu)),
+            cpus,
+            idle_timeout,
+            pattern: Pattern::new(spec.payload_key),
+            verify: spec.verify,
+            discard: spec.rx == landspeed_core::config::RxMode::Discard,
+        }
+    }
+}
+
 /// Flags the driver raises while the engine runs.
 #[derive(Debug, Default)]
 pub struct Flags {

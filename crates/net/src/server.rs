@@ -470,21 +470,8 @@ fn run_test(stream: TcpStream, shared: &Shared, log: &mut TestLog) -> Result<(),
     let (wtx, wrx) = mpsc::channel::<Wake<Incoming>>();
     let quit = Arc::new(AtomicBool::new(false));
     control::spawn_reader(reader, wtx.clone(), quit.clone());
-    let ncpu = crate::cpu::cpu_count() as usize;
-    let params = EngineParams {
-        length: spec.length_bytes as usize,
-        send_time: spec.send_time(),
-        interval: spec.interval_s,
-        omit: spec.omit_s,
-        threads: spec
-            .server_threads
-            .map_or_else(|| (spec.total_streams() as usize).min(ncpu), |t| t as usize),
-        cpus: spec.server_cpus.clone(),
-        idle_timeout: o.idle_timeout,
-        pattern: landspeed_core::payload::Pattern::new(spec.payload_key),
-        verify: spec.verify,
-        discard: spec.rx == landspeed_core::config::RxMode::Discard,
-    };
+    let threads = spec.server_threads.map(|t| t as usize);
+    let params = EngineParams::for_spec(&spec, threads, spec.server_cpus.clone(), o.idle_timeout);
     let flags = Flags::default();
     let iface = streams
         .first()

@@ -27,14 +27,20 @@ fn other(what: &'static str) -> impl FnOnce(std::io::Error) -> SockOptError {
     move |err| SockOptError::Other { what, err }
 }
 
-/// Options that must be set before connect (window scale and MSS are negotiated in the handshake).
-pub fn before_connect(sock: &Socket, spec: &TestSpec) -> Result<(), SockOptError> {
+/// `-w`: the same request for SO_SNDBUF and SO_RCVBUF.
+fn set_window(sock: &Socket, spec: &TestSpec) -> Result<(), SockOptError> {
     if let Some(w) = spec.window_bytes {
         sock.set_send_buffer_size(w as usize)
             .map_err(other("SO_SNDBUF"))?;
         sock.set_recv_buffer_size(w as usize)
             .map_err(other("SO_RCVBUF"))?;
     }
+    Ok(())
+}
+
+/// Options that must be set before connect (window scale and MSS are negotiated in the handshake).
+pub fn before_connect(sock: &Socket, spec: &TestSpec) -> Result<(), SockOptError> {
+    set_window(sock, spec)?;
     if let Some(mss) = spec.mss {
         sock.set_tcp_mss(mss)
             .map_err(|err| SockOptError::Mss { mss, err })?;
@@ -44,12 +50,7 @@ pub fn before_connect(sock: &Socket, spec: &TestSpec) -> Result<(), SockOptError
 
 /// Options set on a connected socket (all of them on the server's accepted sockets).
 pub fn after_connect(sock: &Socket, spec: &TestSpec, sending: bool) -> Result<(), SockOptError> {
-    if let Some(w) = spec.window_bytes {
-        sock.set_send_buffer_size(w as usize)
-            .map_err(other("SO_SNDBUF"))?;
-        sock.set_recv_buffer_size(w as usize)
-            .map_err(other("SO_RCVBUF"))?;
-    }
+    set_window(sock, spec)?;
     sock.set_tcp_nodelay(spec.nodelay).map_err(other("TCP_NODELAY"))?;
     if let Some(name) = &spec.congestion {
         sock.set_tcp_congestion(name.as_bytes())
