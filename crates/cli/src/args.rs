@@ -3,7 +3,7 @@
 //! usage error (exit 2) naming the flag.
 
 use clap::{Args, Parser, Subcommand};
-use landspeed_core::config::{Direction, EndCondition, RxMode, TestSpec};
+use landspeed_core::config::{Direction, EndCondition, RxMode, TestSpec, TxMode};
 use landspeed_core::units::{parse_duration, BitRate, Bytes};
 use std::net::IpAddr;
 use std::time::Duration;
@@ -160,6 +160,10 @@ pub struct TestArgs {
     /// only with --no-verify). Default: copy, or discard with --no-verify.
     #[arg(long, value_name = "MODE", value_parser = ["copy", "discard"])]
     pub rx: Option<String>,
+    /// How senders hand data to the kernel: copy (send) or zerocopy (MSG_ZEROCOPY, for real NICs; the
+    /// kernel copies anyway on loopback, and the report says how often).
+    #[arg(long, value_name = "MODE", value_parser = ["copy", "zerocopy"], default_value = "copy")]
+    pub tx: String,
     /// Seconds to wait for a connection.
     #[arg(long, value_name = "DUR", value_parser = duration, default_value = "5s")]
     pub connect_timeout: Duration,
@@ -223,6 +227,11 @@ impl TestArgs {
             rx: match (self.rx.as_deref(), self.no_verify) {
                 (Some("discard"), _) | (None, true) => RxMode::Discard,
                 _ => RxMode::Copy,
+            },
+            tx: if self.tx == "zerocopy" {
+                TxMode::Zerocopy
+            } else {
+                TxMode::Copy
             },
         }
     }

@@ -424,6 +424,32 @@ fn payload_summary(spec: &TestSpec, inp: &Inputs) -> PayloadSummary {
     }
 }
 
+fn data_path(spec: &TestSpec, inp: &Inputs) -> DataPath {
+    use crate::config::{RxMode, TxMode};
+    let senders = || {
+        inp.client
+            .streams
+            .iter()
+            .chain(&inp.server.streams)
+            .filter(|s| s.role == Role::Sender)
+    };
+    let sends: u64 = senders().map(|s| s.zerocopy_sends).sum();
+    let copied: u64 = senders().map(|s| s.zerocopy_copied).sum();
+    DataPath {
+        tx: match spec.tx {
+            TxMode::Copy => "send".into(),
+            TxMode::Zerocopy => "send+MSG_ZEROCOPY".into(),
+        },
+        rx: match spec.rx {
+            RxMode::Copy => "recv (copy)".into(),
+            RxMode::Discard => "recv+MSG_TRUNC (discard)".into(),
+        },
+        engine: "epoll, non-blocking sockets".into(),
+        zerocopy_sends: sends,
+        zerocopy_copied_pct: (sends > 0).then(|| copied as f64 / sends as f64 * 100.0),
+    }
+}
+
 /// Builds the run result. Pure: the same inputs always give the same result.
 pub fn assemble(inp: &Inputs) -> RunResult {
     let spec = inp.spec;
@@ -514,6 +540,7 @@ pub fn assemble(inp: &Inputs) -> RunResult {
             verify: spec.verify,
         },
         payload,
+        data_path: data_path(spec, inp),
         summary,
         directions,
         streams,
@@ -549,6 +576,8 @@ mod tests {
             bytes_verified: if role == Role::Receiver { bytes } else { 0 },
             corrupt_blocks: 0,
             first_corruption: None,
+            zerocopy_sends: 0,
+            zerocopy_copied: 0,
         }
     }
 

@@ -96,6 +96,20 @@ pub struct TestSpec {
     /// How receivers take data off the socket.
     #[serde(default)]
     pub rx: RxMode,
+    /// How senders hand data to the kernel.
+    #[serde(default)]
+    pub tx: TxMode,
+}
+
+/// How senders hand data to the kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TxMode {
+    /// send(): the kernel copies the buffer.
+    #[default]
+    Copy,
+    /// send(MSG_ZEROCOPY): the kernel sends from our pages and reports when it is done with them.
+    Zerocopy,
 }
 
 /// How receivers take data off the socket.
@@ -132,6 +146,7 @@ impl Default for TestSpec {
             verify: true,
             payload_key: 0,
             rx: RxMode::Copy,
+            tx: TxMode::Copy,
         }
     }
 }

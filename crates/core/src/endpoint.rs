@@ -68,6 +68,11 @@ pub struct StreamReport {
     pub corrupt_blocks: u64,
     #[serde(default)]
     pub first_corruption: Option<crate::payload::Corruption>,
+    /// Sender only, with MSG_ZEROCOPY: sends made, and how many the kernel reported it copied anyway.
+    #[serde(default)]
+    pub zerocopy_sends: u64,
+    #[serde(default)]
+    pub zerocopy_copied: u64,
 }
 
 /// Process and system CPU time over the test, raw.

@@ -26,12 +26,28 @@ pub struct RunResult {
     pub intervals: Vec<IntervalResult>,
     /// What was sent and what verification found.
     pub payload: PayloadSummary,
+    /// How the bytes moved between landspeed and the kernel.
+    pub data_path: DataPath,
     /// The client's end (where `run` was invoked) and the server's.
     pub local: EndpointSummary,
     pub remote: EndpointSummary,
     pub warnings: Vec<String>,
     /// The test was stopped early (Ctrl-C); figures cover what was moved until then.
     pub interrupted: bool,
+}
+
+/// The I/O paths used by the senders and receivers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DataPath {
+    /// "send" or "send+MSG_ZEROCOPY".
+    pub tx: String,
+    /// "recv (copy)" or "recv+MSG_TRUNC (discard)".
+    pub rx: String,
+    /// Event loop driving the sockets.
+    pub engine: String,
+    pub zerocopy_sends: u64,
+    /// Share of zerocopy sends the kernel copied after all (always 100% on loopback).
+    pub zerocopy_copied_pct: Option<f64>,
 }
 
 /// The payload and its verification (docs/payload.md).

@@ -14,6 +14,7 @@
 use crate::cpu::CpuSnapshot;
 use crate::host::NetSnapshot;
 use crate::tcp_info;
+use crate::zerocopy::ZcSender;
 use landspeed_core::config::Flow;
 use landspeed_core::endpoint::{
     CpuTimes, InterfaceCounters, IntervalSample, Role, StreamReport, StreamSample,
@@ -57,6 +58,8 @@ pub struct EngineParams {
     pub verify: bool,
     /// Receivers drop data in the kernel without copying it (MSG_TRUNC); never with `verify`.
     pub discard: bool,
+    /// Senders use MSG_ZEROCOPY.
+    pub zerocopy: bool,
 }
 
 impl EngineParams {
@@ -80,6 +83,7 @@ impl EngineParams {
             pattern: Pattern::new(spec.payload_key),
             verify: spec.verify,
             discard: spec.rx == landspeed_core::config::RxMode::Discard,
+            zerocopy: spec.tx == landspeed_core::config::TxMode::Zerocopy,
         }
     }
 }
@@ -137,6 +141,8 @@ struct WorkerStream {
     corrupt_blocks: u64,
     last_bad_block: Option<u64>,
     first_corruption: Option<Corruption>,
+    zc_sends: u64,
+    zc_copied: u64,
 }
 
 impl WorkerStream {
@@ -164,9 +170,29 @@ struct State<'a> {
     remaining: Option<u64>,
     out: WorkerStream,
     last_progress: Instant,
+    /// MSG_ZEROCOPY state, for senders when asked.
+    zc: Option<ZcSender>,
 }
 
 impl State<'_> {
+    /// One send: from the zerocopy ring when it has a free buffer, else a plain copying send.
+    fn send(&mut self, gen: &mut Option<Generator>, n: usize) -> std::io::Result<usize> {
+        let (id, off, sock) = (self.ds.id, self.out.bytes, &self.ds.socket);
+        match (self.zc.as_mut(), gen.as_mut()) {
+            (Some(zc), _) => {
+                if !zc.can_send() {
+                    zc.reap(sock)?;
+                }
+                if !zc.can_send() {
+                    return Err(ErrorKind::WouldBlock.into());
+                }
+                zc.send(sock, id, off, n)
+            }
+            (None, Some(g)) => (&self.ds.socket).write(g.fill(id, off, n)),
+            (None, None) => Err(std::io::Error::other("no payload generator")),
+        }
+    }
+
     fn account(&mut self, n: usize, now: Instant) {
         self.out.bytes += n as u64;
         self.out.calls += 1;
@@ -215,6 +241,7 @@ fn worker(
             remaining: ds.budget,
             out: WorkerStream::default(),
             last_progress: now,
+            zc: None,
         })
         .collect();
     let mut poll = match Poll::new() {
@@ -246,6 +273,12 @@ fn worker(
             .and_then(|_| poll.registry().register(&mut SourceFd(&fd), Token(i), interest))
         {
             st.finish(Some(format!("cannot poll socket: {e}")));
+        }
+        if p.zerocopy && st.ds.role == Role::Sender && !st.done {
+            match crate::zerocopy::enable(&st.ds.socket) {
+                Ok(()) => st.zc = Some(ZcSender::new(&p.pattern, p.length)),
+                Err(e) => st.finish(Some(format!("SO_ZEROCOPY: {e}"))),
+            }
         }
     }
     let deadline = p.send_time.map(|d| t0 + d);
@@ -288,10 +321,7 @@ fn worker(
                     if n == 0 {
                         break;
                     }
-                    match gen.as_mut() {
-                        Some(g) => (&st.ds.socket).write(g.fill(st.ds.id, st.out.bytes, n)),
-                        None => break,
-                    }
+                    st.send(&mut gen, n)
                 } else if p.discard {
                     discard(&st.ds.socket, rbuf.len())
                 } else {
@@ -353,6 +383,21 @@ fn worker(
                     st.finish(Some(format!("epoll: {e}")));
                 }
             }
+        }
+    }
+    // Zerocopy senders: collect the last completions (bounded), so the copied count is complete and no
+    // buffer is dropped while the kernel may still send from it.
+    let until = Instant::now() + Duration::from_millis(500);
+    for st in states.iter_mut() {
+        if let Some(zc) = st.zc.as_mut() {
+            while zc.issued() > 0 && !zc.all_completed() && Instant::now() < until {
+                if zc.reap(&st.ds.socket).is_err() {
+                    break;
+                }
+                std::thread::yield_now();
+            }
+            st.out.zc_sends = zc.issued();
+            st.out.zc_copied = zc.copied;
         }
     }
     states.into_iter().map(|s| (s.ds.id, s.out)).collect()
@@ -544,6 +589,8 @@ pub fn run<X: Send>(
                 bytes_verified: out.map_or(0, |o| o.verified),
                 corrupt_blocks: out.map_or(0, |o| o.corrupt_blocks),
                 first_corruption: out.and_then(|o| o.first_corruption.clone()),
+                zerocopy_sends: out.map_or(0, |o| o.zc_sends),
+                zerocopy_copied: out.map_or(0, |o| o.zc_copied),
             }
         })
         .collect();

@@ -239,6 +239,17 @@ pub fn render(r: &RunResult) -> String {
     endpoint(&mut out, &r.local);
     endpoint(&mut out, &r.remote);
     payload(&mut out, r);
+    let d = &r.data_path;
+    let zc = d
+        .zerocopy_copied_pct
+        .map(|p| {
+            format!(
+                " ({} zerocopy sends, {p:.0}% copied by the kernel after all)",
+                d.zerocopy_sends
+            )
+        })
+        .unwrap_or_default();
+    let _ = writeln!(out, "Data path: {} / {}{zc}; {}", d.tx, d.rx, d.engine);
     for w in &r.warnings {
         let _ = writeln!(out, "WARNING: {w}");
     }
