@@ -3,7 +3,7 @@
 //! usage error (exit 2) naming the flag.
 
 use clap::{Args, Parser, Subcommand};
-use landspeed_core::config::{Direction, EndCondition, RxMode, TestSpec, TxMode};
+use landspeed_core::config::{Direction, EndCondition, IoBackend, RxMode, TestSpec, TxMode};
 use landspeed_core::units::{parse_duration, BitRate, Bytes};
 use std::net::IpAddr;
 use std::time::Duration;
@@ -164,6 +164,13 @@ pub struct TestArgs {
     /// kernel copies anyway on loopback, and the report says how often).
     #[arg(long, value_name = "MODE", value_parser = ["copy", "zerocopy"], default_value = "copy")]
     pub tx: String,
+    /// Event loop for the data sockets on both ends: epoll (one system call per buffer) or uring
+    /// (io_uring, --queue-depth operations queued per stream).
+    #[arg(long, value_name = "BACKEND", value_parser = ["epoll", "uring"], default_value = "epoll")]
+    pub io: String,
+    /// io_uring: operations kept queued per stream, like NTttcp's -a (1..=64; default 4 with --io uring).
+    #[arg(short = 'a', long, value_name = "N")]
+    pub queue_depth: Option<u32>,
     /// Seconds to wait for a connection.
     #[arg(long, value_name = "DUR", value_parser = duration, default_value = "5s")]
     pub connect_timeout: Duration,
@@ -233,6 +240,12 @@ impl TestArgs {
             } else {
                 TxMode::Copy
             },
+            io: if self.io == "uring" {
+                IoBackend::Uring
+            } else {
+                IoBackend::Epoll
+            },
+            queue_depth: self.queue_depth.unwrap_or(if self.io == "uring" { 4 } else { 1 }),
         }
     }
 }

@@ -556,3 +556,46 @@ fn zerocopy_send_moves_the_same_verified_bytes() {
         assert!(r["data_path"]["zerocopy_copied_pct"].as_f64().is_some());
     }
 }
+
+#[test]
+fn io_uring_backend_moves_the_same_verified_bytes() {
+    let s = ServerProc::start("127.0.0.1", &[]);
+    for extra in [
+        &["-a", "1"][..],
+        &["-a", "8", "-R"][..],
+        &["-a", "3", "--bidir", "-P", "4"][..],
+        &["--no-verify"][..],
+    ] {
+        let mut args = vec!["-n", "50000017", "--io", "uring"];
+        args.extend_from_slice(extra);
+        let r = run_json("127.0.0.1", s.port, &args);
+        check_invariants(&r);
+        for d in r["directions"].as_array().unwrap() {
+            assert_eq!(d["summary"]["bytes_received"], 50_000_017, "{extra:?}");
+        }
+        assert_eq!(r["summary"]["corrupt_blocks"], 0, "{extra:?}");
+        if r["config"]["verify"] == true {
+            assert_eq!(
+                r["summary"]["bytes_verified"], r["summary"]["bytes_received"],
+                "{extra:?}"
+            );
+        }
+        assert!(r["data_path"]["engine"].as_str().unwrap().starts_with("io_uring"));
+    }
+    let r = run_json("127.0.0.1", s.port, &["-t", "1", "-P", "8", "--io", "uring"]);
+    check_invariants(&r);
+    let o = landspeed(
+        &[
+            "run",
+            "127.0.0.1",
+            "-p",
+            &s.port.to_string(),
+            "--io",
+            "uring",
+            "-a",
+            "65",
+        ],
+        Duration::from_secs(10),
+    );
+    assert_eq!(o.code, 2, "{}", o.stderr);
+}

@@ -444,7 +444,15 @@ fn data_path(spec: &TestSpec, inp: &Inputs) -> DataPath {
             RxMode::Copy => "recv (copy)".into(),
             RxMode::Discard => "recv+MSG_TRUNC (discard)".into(),
         },
-        engine: "epoll, non-blocking sockets".into(),
+        engine: match spec.io {
+            crate::config::IoBackend::Epoll => "epoll, non-blocking sockets".into(),
+            crate::config::IoBackend::Uring => {
+                format!(
+                    "io_uring, {} linked operations queued per stream",
+                    spec.queue_depth
+                )
+            }
+        },
         zerocopy_sends: sends,
         zerocopy_copied_pct: (sends > 0).then(|| copied as f64 / sends as f64 * 100.0),
     }

@@ -99,6 +99,27 @@ pub struct TestSpec {
     /// How senders hand data to the kernel.
     #[serde(default)]
     pub tx: TxMode,
+    /// The event loop that drives the sockets.
+    #[serde(default)]
+    pub io: IoBackend,
+    /// io_uring: operations queued per stream (NTttcp's -a).
+    #[serde(default = "one")]
+    pub queue_depth: u32,
+}
+
+/// The event loop that drives the data sockets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IoBackend {
+    /// Non-blocking sockets and epoll; one system call per buffer.
+    #[default]
+    Epoll,
+    /// io_uring with `queue_depth` linked operations queued per stream.
+    Uring,
+}
+
+fn one() -> u32 {
+    1
 }
 
 /// How senders hand data to the kernel.
@@ -147,6 +168,8 @@ impl Default for TestSpec {
             payload_key: 0,
             rx: RxMode::Copy,
             tx: TxMode::Copy,
+            io: IoBackend::Epoll,
+            queue_depth: 1,
         }
     }
 }
@@ -182,6 +205,10 @@ pub enum ConfigError {
     Cpus(Vec<usize>),
     #[error("receive mode 'discard' throws bytes away unread, so it needs --no-verify")]
     DiscardNeedsNoVerify,
+    #[error("queue depth must be 1..=64, got {0}")]
+    QueueDepth(u32),
+    #[error("--tx zerocopy is implemented for the epoll backend only")]
+    ZerocopyNeedsEpoll,
 }
 
 impl TestSpec {
@@ -251,6 +278,12 @@ impl TestSpec {
         }
         if self.verify && self.rx == RxMode::Discard {
             return Err(ConfigError::DiscardNeedsNoVerify);
+        }
+        if !(1..=64).contains(&self.queue_depth) {
+            return Err(ConfigError::QueueDepth(self.queue_depth));
+        }
+        if self.tx == TxMode::Zerocopy && self.io == IoBackend::Uring {
+            return Err(ConfigError::ZerocopyNeedsEpoll);
         }
         Ok(())
     }

@@ -11,6 +11,8 @@
 //! receiver reads until end-of-file. So when every worker is done, every byte written has been read and
 //! counted, and the final sample equals the totals.
 
+mod uring;
+
 use crate::cpu::CpuSnapshot;
 use crate::host::NetSnapshot;
 use crate::tcp_info;
@@ -60,6 +62,9 @@ pub struct EngineParams {
     pub discard: bool,
     /// Senders use MSG_ZEROCOPY.
     pub zerocopy: bool,
+    /// io_uring instead of epoll, with this many operations queued per stream.
+    pub uring: bool,
+    pub queue_depth: usize,
 }
 
 impl EngineParams {
@@ -84,6 +89,8 @@ impl EngineParams {
             verify: spec.verify,
             discard: spec.rx == landspeed_core::config::RxMode::Discard,
             zerocopy: spec.tx == landspeed_core::config::TxMode::Zerocopy,
+            uring: spec.io == landspeed_core::config::IoBackend::Uring,
+            queue_depth: spec.queue_depth as usize,
         }
     }
 }
@@ -502,7 +509,11 @@ pub fn run<X: Send>(
                 if let Some(c) = cpu {
                     let _ = crate::pin::pin_current_thread(c);
                 }
-                worker(mine, p, flags, t0)
+                if p.uring {
+                    uring::worker(mine, p, flags, t0)
+                } else {
+                    worker(mine, p, flags, t0)
+                }
             }));
         }
         let mut sched = SampleSchedule::new(p.interval, p.omit);
