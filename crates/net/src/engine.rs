@@ -181,7 +181,20 @@ struct State<'a> {
     zc: Option<ZcSender>,
 }
 
-impl State<'_> {
+impl<'a> State<'a> {
+    fn new(ds: &'a DataStream, counter: &'a Counter, now: Instant) -> Self {
+        State {
+            ds,
+            counter,
+            ready: true,
+            done: false,
+            remaining: ds.budget,
+            out: WorkerStream::default(),
+            last_progress: now,
+            zc: None,
+        }
+    }
+
     /// One send: from the zerocopy ring when it has a free buffer, else a plain copying send.
     fn send(&mut self, gen: &mut Option<Generator>, n: usize) -> std::io::Result<usize> {
         let (id, off, sock) = (self.ds.id, self.out.bytes, &self.ds.socket);
@@ -240,16 +253,7 @@ fn worker(
     let now = Instant::now();
     let mut states: Vec<State> = streams
         .into_iter()
-        .map(|(ds, counter)| State {
-            ds,
-            counter,
-            ready: true,
-            done: false,
-            remaining: ds.budget,
-            out: WorkerStream::default(),
-            last_progress: now,
-            zc: None,
-        })
+        .map(|(ds, c)| State::new(ds, c, now))
         .collect();
     let mut poll = match Poll::new() {
         Ok(p) => p,

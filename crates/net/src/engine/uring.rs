@@ -40,16 +40,7 @@ pub(super) fn worker(
     let now = Instant::now();
     let mut states: Vec<State> = streams
         .into_iter()
-        .map(|(ds, counter)| State {
-            ds,
-            counter,
-            ready: true,
-            done: false,
-            remaining: ds.budget,
-            out: WorkerStream::default(),
-            last_progress: now,
-            zc: None,
-        })
+        .map(|(ds, c)| State::new(ds, c, now))
         .collect();
     let entries = (states.len() * qd).next_power_of_two().clamp(8, 32768) as u32;
     let mut ring = match IoUring::new(entries) {
