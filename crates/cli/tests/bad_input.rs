@@ -151,19 +151,21 @@ fn window_above_the_kernel_limit_warns_naming_the_sysctl() {
 fn server_dying_mid_test_ends_the_client_with_an_error() {
     let mut s = ServerProc::start("127.0.0.1", &[]);
     let p = s.port.to_string();
-    let client = std::thread::spawn(move || {
-        landspeed(
-            &["run", "127.0.0.1", "-p", &p, "-t", "30"],
-            Duration::from_secs(60),
-        )
-    });
-    // Give the test time to start, then kill the server outright.
-    std::thread::sleep(Duration::from_millis(1500));
-    s.child.kill().unwrap();
-    let o = client.join().unwrap();
-    assert_eq!(o.code, 1, "stdout: {}\nstderr: {}", o.stdout, o.stderr);
-    assert!(!o.stderr.contains("panicked"), "{}", o.stderr);
-    assert!(o.stderr.starts_with("landspeed: error:"), "{}", o.stderr);
+    let mut client = std::process::Command::new(bin())
+        .args(["run", "127.0.0.1", "-p", &p, "-t", "30"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Once the first interval line shows the test running, kill the server outright.
+    let rest = wait_for_line(client.stdout.take().unwrap(), "[  0]");
+    std::thread::spawn(move || std::io::copy(&mut rest.into_inner(), &mut std::io::sink()));
+    drop(s.child.take().map(|mut c| c.kill()));
+    let out = wait_output(client, Duration::from_secs(45)).expect("client hung after the server died");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "stderr: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(err.starts_with("landspeed: error:"), "{err}");
 }
 
 #[test]

@@ -191,14 +191,7 @@ fn server_survives_a_client_killed_mid_test() {
         .spawn()
         .unwrap();
     // Wait for the first interval line, so the test is surely running.
-    let mut out = victim.stdout.take().unwrap();
-    let mut seen = String::new();
-    let mut buf = [0u8; 4096];
-    while !seen.contains("[SUM]") {
-        let n = out.read(&mut buf).unwrap();
-        assert!(n > 0, "client ended early: {seen}");
-        seen.push_str(&String::from_utf8_lossy(&buf[..n]));
-    }
+    let _out = wait_for_line(victim.stdout.take().unwrap(), "[SUM]");
     victim.kill().unwrap();
     victim.wait().unwrap();
     let line = s
@@ -250,42 +243,22 @@ fn malformed_control_messages_get_a_clean_close_and_the_server_keeps_serving() {
 
 #[test]
 fn serve_once_exits_after_one_test() {
-    let s = ServerProc::start("127.0.0.1", &["--once"]);
+    let mut s = ServerProc::start("127.0.0.1", &["--once"]);
     let _ = run_json("127.0.0.1", s.port, &["-n", "1M"]);
-    let mut s = s;
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        if let Some(st) = s.child.try_wait().unwrap() {
-            assert!(st.success());
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "serve --once did not exit");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let st = s
+        .exit(Duration::from_secs(10))
+        .expect("serve --once did not exit");
+    assert!(st.success());
 }
 
 #[test]
 fn serve_exits_cleanly_on_sigterm() {
     let mut s = ServerProc::start("127.0.0.1", &[]);
-    // SAFETY: sends SIGTERM to our own child process.
-    unsafe { libc_kill(s.child.id() as i32, 15) };
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        if let Some(st) = s.child.try_wait().unwrap() {
-            assert_eq!(st.code(), Some(0));
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "serve did not exit on SIGTERM"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-extern "C" {
-    #[link_name = "kill"]
-    fn libc_kill(pid: i32, sig: i32) -> i32;
+    signal(s.process(), 15);
+    let st = s
+        .exit(Duration::from_secs(10))
+        .expect("serve did not exit on SIGTERM");
+    assert_eq!(st.code(), Some(0));
 }
 
 #[test]
@@ -307,21 +280,9 @@ fn ctrl_c_ends_the_test_early_and_cleanly() {
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let mut out = std::io::BufReader::new(client.stdout.take().unwrap());
-    let mut line = String::new();
     // Wait for the first interval event, then interrupt.
-    loop {
-        line.clear();
-        assert!(
-            std::io::BufRead::read_line(&mut out, &mut line).unwrap() > 0,
-            "client ended early"
-        );
-        if line.contains("\"event\":\"interval\"") {
-            break;
-        }
-    }
-    // SAFETY: sends SIGINT to our own child process.
-    unsafe { libc_kill(client.id() as i32, 2) };
+    let mut out = wait_for_line(client.stdout.take().unwrap(), "\"event\":\"interval\"");
+    signal(&client, 2);
     let mut rest = String::new();
     std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
     let status = client.wait().unwrap();

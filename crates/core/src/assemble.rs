@@ -33,6 +33,17 @@ pub struct Inputs<'a> {
     pub server_samples: &'a [IntervalSample],
 }
 
+impl Inputs<'_> {
+    /// Every stream, on either end, that this end `role` played.
+    fn streams_with(&self, role: Role) -> impl Iterator<Item = &StreamReport> {
+        self.client
+            .streams
+            .iter()
+            .chain(&self.server.streams)
+            .filter(move |s| s.role == role)
+    }
+}
+
 fn stream(report: &EndpointReport, id: u32) -> Option<&StreamReport> {
     report.streams.iter().find(|s| s.id == id)
 }
@@ -372,25 +383,15 @@ fn endpoint_summary(role: &str, spec: &TestSpec, r: &EndpointReport) -> Endpoint
 }
 
 /// Verification totals, the first corruption, and whether every packet carried different data.
-fn payload_summary(spec: &TestSpec, inp: &Inputs) -> PayloadSummary {
+fn payload_summary(spec: &TestSpec, inp: &Inputs, bytes_verified: u64) -> PayloadSummary {
     use crate::payload::{PATTERN_NAME, UNIQUE_SEGMENT_MIN};
-    let receivers = || {
-        inp.client
-            .streams
-            .iter()
-            .chain(&inp.server.streams)
-            .filter(|s| s.role == Role::Receiver)
-    };
-    let corrupt: u64 = receivers().map(|s| s.corrupt_blocks).sum();
-    let first = receivers()
+    let corrupt: u64 = inp.streams_with(Role::Receiver).map(|s| s.corrupt_blocks).sum();
+    let first = inp
+        .streams_with(Role::Receiver)
         .filter_map(|s| s.first_corruption.clone())
         .min_by_key(|c| (c.stream, c.offset));
     let smallest_mss = inp
-        .client
-        .streams
-        .iter()
-        .chain(&inp.server.streams)
-        .filter(|s| s.role == Role::Sender)
+        .streams_with(Role::Sender)
         .filter_map(|s| s.tcp.as_ref().map(|t| t.mss_bytes))
         .filter(|&m| m > 0)
         .min();
@@ -414,7 +415,7 @@ fn payload_summary(spec: &TestSpec, inp: &Inputs) -> PayloadSummary {
         pattern: PATTERN_NAME.to_string(),
         key_hex: format!("{:016x}", spec.payload_key),
         verified: spec.verify,
-        bytes_verified: 0,
+        bytes_verified,
         corrupt_blocks: corrupt,
         first_corruption: first,
         different_data_every_packet: held,
@@ -426,15 +427,8 @@ fn payload_summary(spec: &TestSpec, inp: &Inputs) -> PayloadSummary {
 
 fn data_path(spec: &TestSpec, inp: &Inputs) -> DataPath {
     use crate::config::{RxMode, TxMode};
-    let senders = || {
-        inp.client
-            .streams
-            .iter()
-            .chain(&inp.server.streams)
-            .filter(|s| s.role == Role::Sender)
-    };
-    let sends: u64 = senders().map(|s| s.zerocopy_sends).sum();
-    let copied: u64 = senders().map(|s| s.zerocopy_copied).sum();
+    let sends: u64 = inp.streams_with(Role::Sender).map(|s| s.zerocopy_sends).sum();
+    let copied: u64 = inp.streams_with(Role::Sender).map(|s| s.zerocopy_copied).sum();
     DataPath {
         tx: match spec.tx {
             TxMode::Copy => "send".into(),
@@ -491,8 +485,7 @@ pub fn assemble(inp: &Inputs) -> RunResult {
         });
     }
     let summary = combine(&directions);
-    let mut payload = payload_summary(spec, inp);
-    payload.bytes_verified = summary.bytes_verified;
+    let payload = payload_summary(spec, inp, summary.bytes_verified);
     let intervals = merge_intervals(&directions);
     let mut warnings: Vec<String> = inp
         .client

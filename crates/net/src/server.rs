@@ -20,6 +20,7 @@ use std::collections::HashMap;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+use std::sync::Condvar;
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -88,9 +89,25 @@ struct Shared {
     opts: ServerOptions,
     registry: Registry,
     shutdown: AtomicBool,
-    active: AtomicUsize,
+    /// Connection threads still running, and a signal when that number changes.
+    active: (Mutex<usize>, Condvar),
     tests_done: AtomicUsize,
     events: EventSink,
+}
+
+impl Shared {
+    fn connection_started(&self) {
+        if let Ok(mut n) = self.active.0.lock() {
+            *n += 1;
+        }
+    }
+
+    fn connection_ended(&self) {
+        if let Ok(mut n) = self.active.0.lock() {
+            *n = n.saturating_sub(1);
+        }
+        self.active.1.notify_all();
+    }
 }
 
 /// A bound server, ready to run.
@@ -141,7 +158,7 @@ impl Server {
             opts,
             registry: Mutex::new(HashMap::new()),
             shutdown: AtomicBool::new(false),
-            active: AtomicUsize::new(0),
+            active: (Mutex::new(0), Condvar::new()),
             tests_done: AtomicUsize::new(0),
             events,
         });
@@ -187,9 +204,9 @@ impl Server {
             }
         }
         self.shared.shutdown.store(true, Relaxed);
-        let until = Instant::now() + Duration::from_secs(3);
-        while self.shared.active.load(Relaxed) > 0 && Instant::now() < until {
-            std::thread::sleep(Duration::from_millis(20));
+        let (count, changed) = &self.shared.active;
+        if let Ok(guard) = count.lock() {
+            let _ = changed.wait_timeout_while(guard, Duration::from_secs(3), |n| *n > 0);
         }
         Ok(())
     }
@@ -199,16 +216,16 @@ impl Server {
         // mio hands out non-blocking sockets; connection threads use blocking I/O with timeouts.
         let std_stream: TcpStream = unsafe_into_std(stream);
         let _ = std_stream.set_nonblocking(false);
-        shared.active.fetch_add(1, Relaxed);
+        shared.connection_started();
         let spawned = std::thread::Builder::new().name(format!("conn {peer}")).spawn({
             let shared = shared.clone();
             move || {
                 handle_connection(std_stream, peer, &shared);
-                shared.active.fetch_sub(1, Relaxed);
+                shared.connection_ended();
             }
         });
         if spawned.is_err() {
-            shared.active.fetch_sub(1, Relaxed);
+            shared.connection_ended();
         }
     }
 }

@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -12,7 +12,7 @@ pub fn bin() -> &'static str {
 }
 
 pub struct ServerProc {
-    pub child: Child,
+    pub child: Option<Child>,
     pub port: u16,
     pub lines: mpsc::Receiver<String>,
 }
@@ -52,10 +52,20 @@ impl ServerProc {
             .and_then(|p| p.trim().parse().ok())
             .unwrap_or_else(|| panic!("no port in {first:?}"));
         ServerProc {
-            child,
+            child: Some(child),
             port,
             lines: rx,
         }
+    }
+
+    /// The server process (until `exit` took it).
+    pub fn process(&self) -> &Child {
+        self.child.as_ref().expect("server still owned")
+    }
+
+    /// Waits for the server to exit by itself, at most `timeout`.
+    pub fn exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        wait_exit(self.child.take()?, timeout)
     }
 
     /// Waits for the next log line of the server.
@@ -66,8 +76,10 @@ impl ServerProc {
 
 impl Drop for ServerProc {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
     }
 }
 
@@ -77,41 +89,70 @@ pub struct Outcome {
     pub stderr: String,
 }
 
+extern "C" {
+    #[link_name = "kill"]
+    fn libc_kill(pid: i32, sig: i32) -> i32;
+}
+
+/// Sends a signal to one of our own child processes.
+pub fn signal(child: &Child, sig: i32) {
+    // SAFETY: kill(2) on the pid of a child we spawned and have not yet reaped.
+    unsafe { libc_kill(child.id() as i32, sig) };
+}
+
+/// Waits for a child to exit, at most `timeout`; kills it and returns None if it does not.
+pub fn wait_exit(child: Child, timeout: Duration) -> Option<ExitStatus> {
+    wait_output(child, timeout).map(|o| o.status)
+}
+
+/// Like `wait_exit`, collecting whatever of stdout/stderr is still piped.
+pub fn wait_output(child: Child, timeout: Duration) -> Option<Output> {
+    let pid = child.id() as i32;
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(timeout) {
+        Ok(out) => out.ok(),
+        Err(_) => {
+            // SAFETY: kill(2) on our own child, which the waiting thread will then reap.
+            unsafe { libc_kill(pid, 9) };
+            None
+        }
+    }
+}
+
 /// Runs the binary with a hard timeout, killing it if it hangs.
 pub fn landspeed(args: &[&str], timeout: Duration) -> Outcome {
-    let mut child = Command::new(bin())
+    let child = Command::new(bin())
         .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn landspeed");
-    let (mut so, mut se) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
-    let t_out = std::thread::spawn(move || {
-        let mut s = String::new();
-        std::io::Read::read_to_string(&mut so, &mut s).ok();
-        s
-    });
-    let t_err = std::thread::spawn(move || {
-        let mut s = String::new();
-        std::io::Read::read_to_string(&mut se, &mut s).ok();
-        s
-    });
-    let deadline = std::time::Instant::now() + timeout;
-    let status = loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            break st;
-        }
-        if std::time::Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("landspeed {args:?} did not finish within {timeout:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let out = wait_output(child, timeout)
+        .unwrap_or_else(|| panic!("landspeed {args:?} did not finish within {timeout:?}"));
     Outcome {
-        code: status.code().unwrap_or(-1),
-        stdout: t_out.join().unwrap(),
-        stderr: t_err.join().unwrap(),
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// Reads a child's stdout until a line containing `needle` appears (the condition a test waits on);
+/// panics if the output ends first. Returns the reader so the caller can keep reading.
+pub fn wait_for_line<R: std::io::Read>(out: R, needle: &str) -> BufReader<R> {
+    let mut r = BufReader::new(out);
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(
+            r.read_line(&mut line).unwrap_or(0) > 0,
+            "output ended before {needle:?}"
+        );
+        if line.contains(needle) {
+            return r;
+        }
     }
 }
 
