@@ -4,12 +4,13 @@
 //!
 //! Layout. The stream is cut into 256-byte blocks at absolute offsets. The first 8 bytes of block `b` of
 //! stream `s` are a header `H(s, b)`, a keyed bijection of `(s << 48) | b`, so no two headers of a run are
-//! equal. The other 56 bytes are body: the byte at stream offset `o` is `P[o mod 64 KiB]`, where `P` is a
-//! random pool derived from the key, accepted only if all of its 65,536 cyclic 8-byte windows are
+//! equal. The other 248 bytes are body: the byte at stream offset `o` is `P[o mod 16 KiB]`, where `P` is a
+//! random pool derived from the key, accepted only if all of its 16,384 cyclic 8-byte windows are
 //! distinct (checked when it is made). Generating a buffer is a slice of a pre-filled buffer with its
-//! header slots patched (one store per 256 bytes); verifying is the same plus one `memcmp`. The block
-//! size was chosen by measurement (examples/payload_speed.rs, docs/payload.md): 64-byte blocks verified at
-//! 14 GB/s per core, 256-byte blocks at 25 GB/s, where `memcmp` itself is the limit.
+//! header slots patched (one store per 256 bytes); verifying reads each received byte once against the
+//! header function and the pool, without building the expected bytes. Block and pool sizes were chosen by
+//! measurement (examples/payload_speed.rs, docs/payload.md): 64-byte blocks verified at 14 GB/s per core,
+//! 256-byte blocks at 35-40 GB/s with a 16 KiB pool that stays in the first-level cache.
 //!
 //! Why two segments of equal length L ≥ 263 bytes from different (stream, offset) differ (docs/payload.md
 //! has the full argument): if their offsets differ by a multiple of 256, both hold a whole header in the
@@ -23,11 +24,11 @@ pub const BLOCK: usize = 256;
 /// Header bytes at the start of each block.
 pub const HEADER: usize = 8;
 /// Size of the random pool that bodies are cut from.
-pub const POOL: usize = 64 * 1024;
+pub const POOL: usize = 16 * 1024;
 /// Segments of at least this many bytes are provably unique within a run.
 pub const UNIQUE_SEGMENT_MIN: usize = BLOCK + HEADER - 1;
 /// Name of this layout, recorded in results.
-pub const PATTERN_NAME: &str = "landspeed/pool64k-block256/1";
+pub const PATTERN_NAME: &str = "landspeed/pool16k-block256/2";
 
 const MUL: u64 = 0x9E37_79B9_7F4A_7C15;
 
@@ -115,6 +116,24 @@ impl Pattern {
     }
 }
 
+impl Pattern {
+    /// The expected bytes at `offset` of `stream`, block by block (pool slices with headers patched).
+    pub fn expected(&self, stream: u32, offset: u64, out: &mut [u8]) {
+        let mut pos = 0usize;
+        while pos < out.len() {
+            let o = offset + pos as u64;
+            let in_block = (o % BLOCK as u64) as usize;
+            let n = (BLOCK - in_block).min(out.len() - pos);
+            let p = (o % POOL as u64) as usize - in_block;
+            let mut block = [0u8; BLOCK];
+            block.copy_from_slice(&self.pool[p..p + BLOCK]);
+            block[..HEADER].copy_from_slice(&self.header(stream, o / BLOCK as u64).to_le_bytes());
+            out[pos..pos + n].copy_from_slice(&block[in_block..in_block + n]);
+            pos += n;
+        }
+    }
+}
+
 /// Produces payload slices cheaply: a buffer holding the pool repeated, whose header slots are patched
 /// for each request. One per worker thread; it holds no per-stream state.
 pub struct Generator {
@@ -176,38 +195,136 @@ pub struct ChunkCheck {
     pub first: Corruption,
 }
 
-/// Checks received bytes against the pattern.
+/// Checks received bytes against the pattern without materialising the expected bytes: whole blocks are
+/// compared in one pass (header word against `H(s, b)`, body against the pool, differences OR-ed into an
+/// accumulator), and only a group that differs is compared byte by byte to locate the damage.
 pub struct Verifier {
-    gen: Generator,
+    pattern: Pattern,
+    /// Scratch for partial blocks and for locating corruption.
+    expected: Vec<u8>,
+    fused: FusedKernel,
+}
+
+/// A whole-block checking kernel: OR of all differences, zero when the blocks are right.
+type FusedKernel = fn(&Pattern, u32, u64, &[u8]) -> u64;
+
+/// Whole blocks checked per accumulator test (4 KiB).
+const GROUP: usize = 16;
+
+/// OR of the differences between `data` (whole blocks, starting at block `first`) and the pattern; zero
+/// when every byte is right. Written so that the compiler vectorises the body loop.
+#[inline(always)]
+fn fused_generic(pattern: &Pattern, stream: u32, first: u64, data: &[u8]) -> u64 {
+    let mut acc = 0u64;
+    for (k, blk) in data.chunks_exact(BLOCK).enumerate() {
+        let block = first + k as u64;
+        let p = ((block * BLOCK as u64) % POOL as u64) as usize;
+        let body = &pattern.pool[p + HEADER..p + BLOCK];
+        let h = u64::from_le_bytes(blk[..HEADER].try_into().unwrap());
+        acc |= h ^ pattern.header(stream, block);
+        let mut d = 0u64;
+        for (x, y) in blk[HEADER..].chunks_exact(8).zip(body.chunks_exact(8)) {
+            d |= u64::from_ne_bytes(x.try_into().unwrap()) ^ u64::from_ne_bytes(y.try_into().unwrap());
+        }
+        acc |= d;
+    }
+    acc
+}
+
+fn fused_baseline(pattern: &Pattern, stream: u32, first: u64, data: &[u8]) -> u64 {
+    fused_generic(pattern, stream, first, data)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn fused_avx2_inner(pattern: &Pattern, stream: u32, first: u64, data: &[u8]) -> u64 {
+    use std::arch::x86_64::*;
+    // Lane 0 of each block's first vector is the header, checked as a scalar; the mask blanks it.
+    let mask = _mm256_set_epi64x(-1, -1, -1, 0);
+    let mut acc = _mm256_setzero_si256();
+    let mut hacc = 0u64;
+    let pool = pattern.pool.as_ptr();
+    for (k, blk) in data.chunks_exact(BLOCK).enumerate() {
+        let block = first + k as u64;
+        // SAFETY: blocks never straddle the pool's end (POOL is a multiple of BLOCK), `blk` holds
+        // BLOCK bytes, and all loads are unaligned loads within those ranges.
+        let (d, p) = (
+            blk.as_ptr(),
+            pool.add(((block * BLOCK as u64) % POOL as u64) as usize),
+        );
+        let v = _mm256_xor_si256(_mm256_loadu_si256(d.cast()), _mm256_loadu_si256(p.cast()));
+        acc = _mm256_or_si256(acc, _mm256_and_si256(v, mask));
+        for j in 1..BLOCK / 32 {
+            let x = _mm256_loadu_si256(d.add(32 * j).cast());
+            let y = _mm256_loadu_si256(p.add(32 * j).cast());
+            acc = _mm256_or_si256(acc, _mm256_xor_si256(x, y));
+        }
+        hacc |= std::ptr::read_unaligned(d.cast::<u64>()).to_le() ^ pattern.header(stream, block);
+    }
+    hacc | u64::from(_mm256_testz_si256(acc, acc) == 0)
+}
+
+#[cfg(target_arch = "x86_64")]
+fn fused_avx2(pattern: &Pattern, stream: u32, first: u64, data: &[u8]) -> u64 {
+    // SAFETY: only selected after `is_x86_feature_detected!("avx2")` returned true.
+    unsafe { fused_avx2_inner(pattern, stream, first, data) }
+}
+
+fn pick_fused() -> FusedKernel {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        return fused_avx2;
+    }
+    fused_baseline
 }
 
 impl Verifier {
-    pub fn new(pattern: &Pattern, max_len: usize) -> Verifier {
+    /// `max_len` is kept for API symmetry with [`Generator`]; any length can be checked.
+    pub fn new(pattern: &Pattern, _max_len: usize) -> Verifier {
         Verifier {
-            gen: Generator::new(pattern, max_len),
+            pattern: pattern.clone(),
+            expected: Vec::with_capacity(GROUP * BLOCK),
+            fused: pick_fused(),
         }
     }
 
     /// Checks `data`, received on `stream` at `offset`. `None` when every byte is right.
     pub fn check(&mut self, stream: u32, offset: u64, data: &[u8]) -> Option<ChunkCheck> {
-        let mut pos = 0;
         let mut found: Option<ChunkCheck> = None;
-        // Reads may exceed the generator's size only if the caller's buffer is larger; check piecewise.
-        while pos < data.len() {
-            let n = (data.len() - pos).min(self.gen.max_len);
+        let mut pos = 0usize;
+        let b = BLOCK as u64;
+        // A partial first block, then groups of whole blocks, then a partial last block.
+        let head = ((b - offset % b) % b) as usize;
+        let head = head.min(data.len());
+        if head > 0 {
+            self.piece(stream, offset, &data[..head], &mut found);
+            pos = head;
+        }
+        while data.len() - pos >= BLOCK {
+            let n = ((data.len() - pos) / BLOCK).min(GROUP) * BLOCK;
             let o = offset + pos as u64;
-            let expected = self.gen.fill(stream, o, n);
-            let got = &data[pos..pos + n];
-            if expected != got {
-                let c = slow_compare(stream, o, expected, got);
-                match found.as_mut() {
-                    None => found = Some(c),
-                    Some(f) => f.bad_blocks.extend(c.bad_blocks),
-                }
+            if (self.fused)(&self.pattern, stream, o / b, &data[pos..pos + n]) != 0 {
+                self.piece(stream, o, &data[pos..pos + n], &mut found);
             }
             pos += n;
         }
+        if pos < data.len() {
+            self.piece(stream, offset + pos as u64, &data[pos..], &mut found);
+        }
         found
+    }
+
+    /// Compares a short piece (at most one group) against materialised expected bytes.
+    fn piece(&mut self, stream: u32, offset: u64, got: &[u8], found: &mut Option<ChunkCheck>) {
+        self.expected.resize(got.len(), 0);
+        self.pattern.expected(stream, offset, &mut self.expected);
+        if self.expected[..] != *got {
+            let c = slow_compare(stream, offset, &self.expected, got);
+            match found.as_mut() {
+                None => *found = Some(c),
+                Some(f) => f.bad_blocks.extend(c.bad_blocks),
+            }
+        }
     }
 }
 

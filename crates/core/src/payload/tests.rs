@@ -199,3 +199,33 @@ fn clean_stream_verifies_in_any_chunking() {
     let (first, _) = verify(&p, 4, &good, 4096);
     assert_eq!(first.unwrap().offset, 0);
 }
+
+fn fused_kernels() -> Vec<FusedKernel> {
+    let mut k: Vec<FusedKernel> = vec![fused_baseline];
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        k.push(fused_avx2);
+    }
+    k
+}
+
+#[test]
+fn every_fused_kernel_sees_every_byte_across_the_pool_end() {
+    let p = Pattern::new(11);
+    let first = (POOL / BLOCK) as u64 - 2;
+    let mut good = vec![0u8; 4 * BLOCK];
+    p.expected(5, first * BLOCK as u64, &mut good);
+    let mut reference = vec![0u8; 4 * BLOCK];
+    p.reference(5, first * BLOCK as u64, &mut reference);
+    assert_eq!(good, reference);
+    for f in fused_kernels() {
+        assert_eq!(f(&p, 5, first, &good), 0);
+        // Another stream's blocks differ only in their headers: caught.
+        assert_ne!(f(&p, 6, first, &good), 0);
+        for i in 0..good.len() {
+            let mut bad = good.clone();
+            bad[i] ^= 0x80;
+            assert_ne!(f(&p, 5, first, &bad), 0, "flip at {i} missed");
+        }
+    }
+}
