@@ -37,6 +37,8 @@ pub enum Command {
     Run(RunArgs),
     /// Loopback server and client in one process: 4 streams for 5 seconds, full report.
     Demo(DemoArgs),
+    /// Packet-level WAN emulator: two namespaces joined through a delaying, shaping, lossy path.
+    Wan(crate::wan::WanArgs),
 }
 
 #[derive(Args, Debug)]

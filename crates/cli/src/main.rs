@@ -6,6 +6,7 @@ mod args;
 mod output;
 mod run;
 mod serve;
+mod wan;
 
 use clap::Parser;
 use std::process::ExitCode;
@@ -31,6 +32,7 @@ fn main() -> ExitCode {
         args::Command::Serve(a) => serve::serve(a),
         args::Command::Run(a) => run::run(a),
         args::Command::Demo(a) => run::demo(a),
+        args::Command::Wan(a) => wan::wan(a),
     };
     match outcome {
         Ok(true) => ExitCode::SUCCESS,

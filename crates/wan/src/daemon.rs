@@ -1,0 +1,412 @@
+//! The emulator's life cycle: `up` starts a detached forwarder process that creates the two namespaces and
+//! TUN devices, writes a state file and answers status requests on a Unix socket; `down` stops it and
+//! removes whatever is left (also after the forwarder was killed); `exec` runs a command inside one host.
+//! The forwarder removes its namespaces and files on SIGTERM/SIGINT/SIGHUP; after SIGKILL its TUN devices
+//! vanish with it and `down` (or the next `up` of the same name) removes the rest.
+
+use crate::forward::{run_direction, DirSnapshot, DirStats};
+use crate::model::Link;
+use crate::netns::{self, NetnsError};
+use crate::settings::{check_name, PathSettings, SettingsError};
+use serde::{Deserialize, Serialize};
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+/// Where state files, status sockets and logs live.
+pub const RUN_DIR: &str = "/run/landspeed/wan";
+/// Host A's and B's addresses, from the benchmarking ranges (RFC 2544, RFC 5180), inside the namespaces.
+pub const ADDR_A: &str = "198.18.0.1";
+pub const ADDR_B: &str = "198.18.0.2";
+pub const ADDR6_A: &str = "2001:2::1";
+pub const ADDR6_B: &str = "2001:2::2";
+
+#[derive(Debug, thiserror::Error)]
+pub enum WanError {
+    #[error(transparent)]
+    Settings(#[from] SettingsError),
+    #[error(transparent)]
+    Netns(#[from] NetnsError),
+    #[error("the WAN emulator needs root (it creates network namespaces and TUN devices)")]
+    NotRoot,
+    #[error("emulator '{0}' is already up (see `landspeed wan status {0}`; `wan down {0}` stops it)")]
+    AlreadyUp(String),
+    #[error("no emulator named '{0}' (see `landspeed wan status`)")]
+    NotFound(String),
+    #[error("host must be 'a' or 'b', not '{0}'")]
+    Side(String),
+    #[error("the forwarder did not start: {0}")]
+    Start(String),
+    #[error("{what}: {source}")]
+    Io { what: String, source: io::Error },
+}
+
+fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> WanError {
+    let what = what.into();
+    move |source| WanError::Io { what, source }
+}
+
+/// One emulated host as scripts see it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Host {
+    pub namespace: String,
+    pub device: String,
+    pub address: String,
+    pub address6: String,
+}
+
+/// The state file: what was set up, by which process.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct State {
+    pub name: String,
+    pub pid: u32,
+    pub started_unix_s: u64,
+    pub settings: PathSettings,
+    pub hosts: Hosts,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Hosts {
+    pub a: Host,
+    pub b: Host,
+}
+
+/// What `wan status NAME` reports.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Status {
+    pub name: String,
+    pub running: bool,
+    pub pid: u32,
+    pub uptime_s: f64,
+    pub settings: PathSettings,
+    pub hosts: Hosts,
+    pub a_to_b: DirSnapshot,
+    pub b_to_a: DirSnapshot,
+}
+
+fn state_path(name: &str) -> PathBuf {
+    Path::new(RUN_DIR).join(format!("{name}.json"))
+}
+fn socket_path(name: &str) -> PathBuf {
+    Path::new(RUN_DIR).join(format!("{name}.sock"))
+}
+pub fn log_path(name: &str) -> PathBuf {
+    Path::new(RUN_DIR).join(format!("{name}.log"))
+}
+
+pub fn hosts(name: &str) -> Hosts {
+    let host = |side, address: &str, address6: &str| Host {
+        namespace: netns::ns_name(name, side),
+        device: netns::DEVICE.into(),
+        address: address.into(),
+        address6: address6.into(),
+    };
+    Hosts {
+        a: host('a', ADDR_A, ADDR6_A),
+        b: host('b', ADDR_B, ADDR6_B),
+    }
+}
+
+pub fn require_root() -> Result<(), WanError> {
+    // SAFETY: no arguments, cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err(WanError::NotRoot);
+    }
+    Ok(())
+}
+
+fn read_state(name: &str) -> Option<State> {
+    let s = std::fs::read(state_path(name)).ok()?;
+    serde_json::from_slice(&s).ok()
+}
+
+/// True if `pid` is a live forwarder of emulator `name` (not a recycled pid).
+fn forwarder_alive(pid: u32, name: &str) -> bool {
+    let Ok(cmd) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+        return false;
+    };
+    let args: Vec<&[u8]> = cmd.split(|&b| b == 0).collect();
+    args.windows(3)
+        .any(|w| w[0] == b"wan" && w[1] == b"forward" && w[2] == name.as_bytes())
+        && std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|s| !s.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'))
+            .unwrap_or(false)
+}
+
+/// Names of emulators with a state file or a namespace left.
+pub fn known() -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(RUN_DIR)
+        .map(|d| {
+            d.filter_map(|e| {
+                let n = e.ok()?.file_name().into_string().ok()?;
+                n.strip_suffix(".json").map(str::to_string)
+            })
+            .collect()
+        })
+        .unwrap_or_default();
+    for ns in netns::list_ours() {
+        if let Some(n) = ns
+            .strip_prefix(netns::PREFIX)
+            .and_then(|r| r.strip_suffix("-a").or_else(|| r.strip_suffix("-b")))
+        {
+            names.push(n.to_string());
+        }
+    }
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// Starts emulator `name`: spawns `exe wan forward NAME SETTINGS_JSON` detached and waits until it says it
+/// is ready (or why not).
+pub fn up(name: &str, settings: &PathSettings, exe: &Path) -> Result<State, WanError> {
+    check_name(name)?;
+    require_root()?;
+    if let Some(st) = read_state(name) {
+        if forwarder_alive(st.pid, name) {
+            return Err(WanError::AlreadyUp(name.into()));
+        }
+    }
+    down(name)?; // leftovers of a killed forwarder
+    std::fs::create_dir_all(RUN_DIR).map_err(io_err(format!("cannot create {RUN_DIR}")))?;
+    let log = std::fs::File::create(log_path(name)).map_err(io_err("cannot create the log file"))?;
+    let json = serde_json::to_string(settings).expect("settings serialize");
+    let mut cmd = std::process::Command::new(exe);
+    cmd.args(["wan", "forward", name, &json])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(log);
+    // SAFETY: setsid is async-signal-safe; it detaches the forwarder from our terminal and process group.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        cmd.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+    let mut child = cmd
+        .spawn()
+        .map_err(io_err(format!("cannot start {}", exe.display())))?;
+    let out = child.stdout.take().expect("piped stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = BufReader::new(out).read_line(&mut line);
+        let _ = tx.send(line);
+    });
+    let line = rx.recv_timeout(Duration::from_secs(20)).unwrap_or_default();
+    if line.trim() == "ready" {
+        // Reaped by init once we exit; the forwarder runs on in its own session.
+        std::mem::forget(child);
+        return read_state(name).ok_or_else(|| WanError::Start("no state file after start".into()));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = down(name);
+    let log = std::fs::read_to_string(log_path(name)).unwrap_or_default();
+    let why = log
+        .lines()
+        .last()
+        .unwrap_or("no reason given (timed out)")
+        .to_string();
+    Err(WanError::Start(why))
+}
+
+/// Stops emulator `name` and removes everything it created. Stopping one that is not there is fine.
+pub fn down(name: &str) -> Result<bool, WanError> {
+    check_name(name)?;
+    require_root()?;
+    let mut found = false;
+    if let Some(st) = read_state(name) {
+        found = true;
+        if forwarder_alive(st.pid, name) {
+            let pid = st.pid as libc::pid_t;
+            // SAFETY: signalling a process we verified is our forwarder.
+            unsafe { libc::kill(pid, libc::SIGTERM) };
+            let t = Instant::now();
+            while forwarder_alive(st.pid, name) && t.elapsed() < Duration::from_secs(5) {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            if forwarder_alive(st.pid, name) {
+                // SAFETY: as above.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+        }
+    }
+    for side in ['a', 'b'] {
+        let ns = netns::ns_name(name, side);
+        if netns::exists(&ns) {
+            found = true;
+            netns::delete(&ns)?;
+        }
+    }
+    for p in [state_path(name), socket_path(name)] {
+        let _ = std::fs::remove_file(p);
+    }
+    Ok(found)
+}
+
+/// Reads the live status of emulator `name`.
+pub fn status(name: &str) -> Result<Status, WanError> {
+    check_name(name)?;
+    let st = read_state(name).ok_or_else(|| WanError::NotFound(name.into()))?;
+    let live = forwarder_alive(st.pid, name);
+    if live {
+        if let Ok(mut s) = UnixStream::connect(socket_path(name)) {
+            let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+            let mut buf = Vec::new();
+            if s.read_to_end(&mut buf).is_ok() {
+                if let Ok(status) = serde_json::from_slice::<Status>(&buf) {
+                    return Ok(status);
+                }
+            }
+        }
+    }
+    Ok(Status {
+        name: st.name,
+        running: false,
+        pid: st.pid,
+        uptime_s: 0.0,
+        settings: st.settings,
+        hosts: st.hosts,
+        a_to_b: DirSnapshot::default(),
+        b_to_a: DirSnapshot::default(),
+    })
+}
+
+/// Replaces this process with `cmd` running inside host `side` of emulator `name`.
+pub fn exec(name: &str, side: &str, cmd: &[String]) -> Result<std::convert::Infallible, WanError> {
+    check_name(name)?;
+    let side = match side {
+        "a" | "A" => 'a',
+        "b" | "B" => 'b',
+        _ => return Err(WanError::Side(side.into())),
+    };
+    let ns = netns::ns_name(name, side);
+    if !netns::exists(&ns) {
+        return Err(WanError::NotFound(name.into()));
+    }
+    netns::enter(&ns)?;
+    use std::os::unix::process::CommandExt;
+    let (prog, args) = cmd
+        .split_first()
+        .ok_or_else(|| WanError::Start("no command given".into()))?;
+    let e = std::process::Command::new(prog).args(args).exec();
+    Err(WanError::Io {
+        what: format!("cannot run {prog}"),
+        source: e,
+    })
+}
+
+/// Sets the TCP buffer limits inside a namespace so that one connection can fill the emulated path.
+fn tune_host(ns: &str, settings: &PathSettings) -> Result<(), WanError> {
+    let rtt = settings.a_to_b.delay + settings.b_to_a.delay;
+    let rate = match (settings.a_to_b.rate_bps, settings.b_to_a.rate_bps) {
+        (Some(x), Some(y)) => x.max(y),
+        _ => 10e9,
+    };
+    let bdp = (rate / 8.0 * rtt.as_secs_f64()) as u64;
+    let max = (4 * bdp).clamp(6 << 20, 1 << 30);
+    let ns_owned = ns.to_string();
+    std::thread::scope(|s| {
+        s.spawn(move || -> Result<(), WanError> {
+            netns::enter(&ns_owned)?;
+            for (file, value) in [
+                ("/proc/sys/net/ipv4/tcp_rmem", format!("4096 131072 {max}")),
+                ("/proc/sys/net/ipv4/tcp_wmem", format!("4096 16384 {max}")),
+            ] {
+                std::fs::write(file, value).map_err(io_err(format!("cannot set {file} in {ns_owned}")))?;
+            }
+            Ok(())
+        })
+        .join()
+        .unwrap_or_else(|_| Err(WanError::Start("tuning thread panicked".into())))
+    })
+}
+
+/// The forwarder process: builds the path, reports readiness on stdout, forwards until signalled, then
+/// removes what it built. Returns only when the emulator has been taken down.
+pub fn forward(name: &str, settings: PathSettings) -> Result<(), WanError> {
+    check_name(name)?;
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+        signal_hook::flag::register(sig, Arc::clone(&stop)).map_err(io_err("cannot handle signals"))?;
+    }
+    let result = build_and_run(name, &settings, &stop);
+    let _ = std::fs::remove_file(socket_path(name));
+    for side in ['a', 'b'] {
+        let _ = netns::delete(&netns::ns_name(name, side));
+    }
+    let _ = std::fs::remove_file(state_path(name));
+    result
+}
+
+fn build_and_run(name: &str, settings: &PathSettings, stop: &Arc<AtomicBool>) -> Result<(), WanError> {
+    let hosts = hosts(name);
+    let mut fds = Vec::new();
+    for h in [&hosts.a, &hosts.b] {
+        netns::create(&h.namespace)?;
+        fds.push(netns::open_tun(&h.namespace)?);
+        netns::configure(&h.namespace, settings.mtu, &h.address, &h.address6)?;
+        tune_host(&h.namespace, settings)?;
+    }
+    let state = State {
+        name: name.into(),
+        pid: std::process::id(),
+        started_unix_s: SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
+        settings: settings.clone(),
+        hosts: hosts.clone(),
+    };
+    let tmp = state_path(name).with_extension("json.tmp");
+    std::fs::write(&tmp, serde_json::to_vec_pretty(&state).expect("state serializes"))
+        .and_then(|_| std::fs::rename(&tmp, state_path(name)))
+        .map_err(io_err("cannot write the state file"))?;
+    let _ = std::fs::remove_file(socket_path(name));
+    let listener = UnixListener::bind(socket_path(name)).map_err(io_err("cannot bind the status socket"))?;
+    let stats = Arc::new([DirStats::default(), DirStats::default()]);
+    let epoch = Instant::now();
+    {
+        let (stats, state) = (Arc::clone(&stats), state.clone());
+        std::thread::spawn(move || serve_status(listener, &state, &stats, epoch));
+    }
+    let mtu = settings.mtu as usize;
+    let (fa, fb) = (&fds[0], &fds[1]);
+    std::thread::scope(|s| {
+        let ab = Link::new(settings.a_to_b.clone(), settings.seed);
+        let ba = Link::new(settings.b_to_a.clone(), settings.seed ^ 0x9E37_79B9_7F4A_7C15);
+        let (st, stop_ref) = (&stats, &**stop);
+        s.spawn(move || run_direction(fa, fb, ab, mtu, &st[0], stop_ref, epoch));
+        s.spawn(move || run_direction(fb, fa, ba, mtu, &st[1], stop_ref, epoch));
+        println!("ready");
+        let _ = io::stdout().flush();
+        // SAFETY: closing our own stdout so that the parent's read ends.
+        unsafe {
+            let null = libc::open(c"/dev/null".as_ptr(), libc::O_WRONLY);
+            libc::dup2(null, 1);
+            libc::close(null);
+        }
+    });
+    Ok(())
+}
+
+fn serve_status(listener: UnixListener, state: &State, stats: &[DirStats; 2], epoch: Instant) {
+    for conn in listener.incoming() {
+        let Ok(mut conn) = conn else { continue };
+        let status = Status {
+            name: state.name.clone(),
+            running: true,
+            pid: state.pid,
+            uptime_s: epoch.elapsed().as_secs_f64(),
+            settings: state.settings.clone(),
+            hosts: state.hosts.clone(),
+            a_to_b: stats[0].snapshot(),
+            b_to_a: stats[1].snapshot(),
+        };
+        let _ = conn.write_all(&serde_json::to_vec(&status).expect("status serializes"));
+    }
+}

@@ -1,0 +1,16 @@
+//! landspeed's packet-level WAN emulator: two network namespaces (hosts A and B) joined through TUN
+//! devices by a userspace forwarding engine that applies delay, rate, a tail-drop queue, loss, jitter,
+//! reordering, duplication and payload corruption. TCP runs end to end between the namespaces.
+//!
+//! `settings`, `model` and `packet` are pure (time is passed in) and tested deterministically; `netns`,
+//! `forward` and `daemon` do the I/O.
+
+pub mod daemon;
+pub mod forward;
+pub mod model;
+pub mod netns;
+pub mod packet;
+pub mod settings;
+
+pub use daemon::{Host, Hosts, State, Status, WanError};
+pub use settings::{PathSettings, Request};

@@ -1,0 +1,169 @@
+//! The path model of one direction, with no I/O and no clock: time is passed in as nanoseconds. For each
+//! packet offered it decides, in this order, random loss (Bernoulli or Gilbert–Elliott), admission to the
+//! bottleneck's tail-drop queue, when its serialization at the rate ends (a virtual-time token bucket,
+//! exact over any interval), and when it is delivered (one-way delay, jitter that never reorders, and
+//! deliberate reordering), plus whether it is duplicated or corrupted. The forwarding engine only carries
+//! out these decisions, so everything here is tested deterministically.
+
+use crate::settings::{Direction, LossModel};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+/// Why a packet was not delivered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Drop {
+    /// Random loss (the loss model).
+    Loss,
+    /// The bottleneck queue was full (tail drop).
+    Queue,
+}
+
+/// What happens to one packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fate {
+    Dropped(Drop),
+    Deliver {
+        /// Delivery time, nanoseconds on the caller's clock.
+        at_ns: u64,
+        /// Deliver a second copy right after it.
+        duplicate: bool,
+        /// Corrupt one payload byte: `Some(r)` with `r` choosing the byte and the bit.
+        corrupt: Option<u64>,
+        /// Held back so that later packets overtake it.
+        reordered: bool,
+    },
+}
+
+/// Counters of one direction's model (the engine adds what only it can know).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ModelCounters {
+    pub packets_offered: u64,
+    pub bytes_offered: u64,
+    pub dropped_loss: u64,
+    pub dropped_queue: u64,
+    pub duplicated: u64,
+    pub reordered: u64,
+    pub corrupt_requested: u64,
+    /// Largest backlog seen at the bottleneck, bytes.
+    pub queue_max_bytes: u64,
+}
+
+/// One direction of the emulated path.
+pub struct Link {
+    dir: Direction,
+    rng: SmallRng,
+    /// Virtual time at which the serializer finishes everything admitted so far, ns (fractional).
+    free_at: f64,
+    /// Delivery time of the last packet that was not deliberately reordered: jitter never goes below it.
+    floor_ns: u64,
+    bad_state: bool,
+    ns_per_byte: Option<f64>,
+    pub counters: ModelCounters,
+}
+
+impl Link {
+    pub fn new(dir: Direction, seed: u64) -> Link {
+        let ns_per_byte = dir.rate_bps.map(|r| 8e9 / r);
+        Link {
+            dir,
+            rng: SmallRng::seed_from_u64(seed),
+            free_at: 0.0,
+            floor_ns: 0,
+            bad_state: false,
+            ns_per_byte,
+            counters: ModelCounters::default(),
+        }
+    }
+
+    pub fn direction(&self) -> &Direction {
+        &self.dir
+    }
+
+    /// Bytes waiting at the bottleneck (including the one being serialized) at `now_ns`.
+    pub fn backlog_bytes(&self, now_ns: u64) -> u64 {
+        match self.ns_per_byte {
+            Some(npb) => ((self.free_at - now_ns as f64).max(0.0) / npb) as u64,
+            None => 0,
+        }
+    }
+
+    fn chance(&mut self, p: f64) -> bool {
+        p > 0.0 && self.rng.random::<f64>() < p
+    }
+
+    fn lost(&mut self) -> bool {
+        match self.dir.loss {
+            LossModel::None => false,
+            LossModel::Bernoulli { p } => self.chance(p),
+            LossModel::Gilbert {
+                p,
+                r,
+                loss_bad,
+                loss_good,
+            } => {
+                // Transition first, then lose with the new state's probability.
+                let flip = if self.bad_state { r } else { p };
+                if self.chance(flip) {
+                    self.bad_state = !self.bad_state;
+                }
+                self.chance(if self.bad_state { loss_bad } else { loss_good })
+            }
+        }
+    }
+
+    /// Decides the fate of a packet of `len` bytes arriving at `now_ns`.
+    pub fn offer(&mut self, now_ns: u64, len: usize) -> Fate {
+        let c = &mut self.counters;
+        c.packets_offered += 1;
+        c.bytes_offered += len as u64;
+        if self.lost() {
+            self.counters.dropped_loss += 1;
+            return Fate::Dropped(Drop::Loss);
+        }
+        let now = now_ns as f64;
+        let departure = match self.ns_per_byte {
+            Some(npb) => {
+                let backlog = self.backlog_bytes(now_ns);
+                if let Some(limit) = self.dir.queue_bytes {
+                    if backlog + len as u64 > limit {
+                        self.counters.dropped_queue += 1;
+                        return Fate::Dropped(Drop::Queue);
+                    }
+                }
+                self.counters.queue_max_bytes = self.counters.queue_max_bytes.max(backlog + len as u64);
+                self.free_at = self.free_at.max(now) + len as f64 * npb;
+                self.free_at
+            }
+            None => now,
+        };
+        let mut at = departure + self.dir.delay.as_nanos() as f64;
+        let j = self.dir.jitter.as_nanos() as f64;
+        if j > 0.0 {
+            at += self.rng.random_range(-j..=j);
+        }
+        let at = (at.max(departure) as u64).max(self.floor_ns);
+        let reordered = self.chance(self.dir.reorder);
+        let at_ns = if reordered {
+            self.counters.reordered += 1;
+            at + self.dir.reorder_gap.as_nanos() as u64
+        } else {
+            self.floor_ns = at;
+            at
+        };
+        let duplicate = self.chance(self.dir.duplicate);
+        self.counters.duplicated += u64::from(duplicate);
+        let corrupt = self
+            .chance(self.dir.corrupt_payload)
+            .then(|| self.rng.random::<u64>());
+        self.counters.corrupt_requested += u64::from(corrupt.is_some());
+        Fate::Deliver {
+            at_ns,
+            duplicate,
+            corrupt,
+            reordered,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

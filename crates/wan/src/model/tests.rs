@@ -1,0 +1,190 @@
+use super::*;
+use crate::settings::Request;
+use std::time::Duration;
+
+fn dir(f: impl FnOnce(&mut Request)) -> Direction {
+    let mut r = Request::default();
+    f(&mut r);
+    r.resolve().unwrap().a_to_b
+}
+
+fn deliver_at(f: Fate) -> u64 {
+    match f {
+        Fate::Deliver { at_ns, .. } => at_ns,
+        Fate::Dropped(d) => panic!("dropped: {d:?}"),
+    }
+}
+
+#[test]
+fn delay_only_path_delivers_after_the_one_way_delay() {
+    let mut l = Link::new(dir(|r| r.rtt = Some("80ms".into())), 1);
+    assert_eq!(deliver_at(l.offer(1_000, 1500)), 40_001_000);
+}
+
+#[test]
+fn serialization_follows_the_rate_exactly() {
+    // 1500 bytes at 12 Mbit/s = 1 ms each; a burst of 10 leaves 1 ms apart.
+    let mut l = Link::new(
+        dir(|r| {
+            r.rate = Some("12M".into());
+            r.queue = Some("1M".into());
+        }),
+        1,
+    );
+    let times: Vec<u64> = (0..10).map(|_| deliver_at(l.offer(0, 1500))).collect();
+    for (i, t) in times.iter().enumerate() {
+        assert_eq!(*t, (i as u64 + 1) * 1_000_000);
+    }
+    assert_eq!(l.backlog_bytes(0), 15_000);
+    assert_eq!(l.backlog_bytes(5_000_000), 7_500);
+    assert_eq!(l.backlog_bytes(20_000_000), 0);
+}
+
+#[test]
+fn long_run_rate_is_the_configured_rate() {
+    // Offer far more than the link carries for 1 s of virtual time; what is delivered by t = 1 s is the
+    // rate, to within one packet.
+    let mut l = Link::new(
+        dir(|r| {
+            r.rate = Some("100M".into());
+            r.queue = Some("64K".into());
+        }),
+        1,
+    );
+    let mut delivered = 0u64;
+    let mut t = 0u64;
+    while t < 1_000_000_000 {
+        if let Fate::Deliver { at_ns, .. } = l.offer(t, 1500) {
+            if at_ns <= 1_000_000_000 {
+                delivered += 1500;
+            }
+        }
+        t += 10_000; // 150 MB/s offered
+    }
+    let rate = delivered as f64 * 8.0;
+    assert!((rate - 100e6).abs() <= 1500.0 * 8.0, "rate {rate}");
+    assert!(l.counters.dropped_queue > 0);
+}
+
+#[test]
+fn queue_drops_at_the_tail_when_full() {
+    let mut l = Link::new(
+        dir(|r| {
+            r.rate = Some("8M".into());
+            r.queue = Some("4500".into());
+        }),
+        1,
+    );
+    let fates: Vec<Fate> = (0..5).map(|_| l.offer(0, 1500)).collect();
+    assert!(matches!(fates[2], Fate::Deliver { .. }));
+    assert_eq!(fates[3], Fate::Dropped(Drop::Queue));
+    assert_eq!(l.counters.dropped_queue, 2);
+    assert_eq!(l.counters.queue_max_bytes, 4500);
+}
+
+#[test]
+fn bernoulli_loss_rate_is_close_to_p() {
+    let mut l = Link::new(dir(|r| r.loss = Some("2%".into())), 7);
+    let n = 200_000;
+    for i in 0..n {
+        l.offer(i, 100);
+    }
+    let p = l.counters.dropped_loss as f64 / n as f64;
+    assert!((p - 0.02).abs() < 0.002, "loss {p}");
+}
+
+#[test]
+fn gilbert_loss_is_bursty_with_the_right_mean() {
+    let mut l = Link::new(dir(|r| r.loss_model = Some("gilbert:1%,25%".into())), 3);
+    let n = 400_000u64;
+    let mut lost = vec![];
+    for i in 0..n {
+        lost.push(matches!(l.offer(i, 100), Fate::Dropped(Drop::Loss)));
+    }
+    let mean = lost.iter().filter(|x| **x).count() as f64 / n as f64;
+    let expected = 0.01 / 0.26;
+    assert!((mean - expected).abs() < 0.1 * expected, "mean {mean}");
+    // Bursts: the mean run of consecutive losses is 1/r = 4, far above Bernoulli's ~1.04.
+    let runs = lost.windows(2).filter(|w| w[0] && !w[1]).count();
+    let mean_run = lost.iter().filter(|x| **x).count() as f64 / runs as f64;
+    assert!(mean_run > 3.0 && mean_run < 5.0, "mean run {mean_run}");
+}
+
+#[test]
+fn jitter_varies_delay_but_never_reorders() {
+    let mut l = Link::new(
+        dir(|r| {
+            r.rtt = Some("20ms".into());
+            r.jitter = Some("2ms".into());
+        }),
+        5,
+    );
+    let mut last = 0;
+    let mut spread = (u64::MAX, 0u64);
+    for i in 0..10_000u64 {
+        let now = i * 50_000;
+        let at = deliver_at(l.offer(now, 1500));
+        assert!(at >= last, "reordered");
+        last = at;
+        spread = (spread.0.min(at - now), spread.1.max(at - now));
+    }
+    assert!(spread.0 >= 8_000_000 && spread.1 <= 12_000_000 + 2_000_000);
+    assert!(spread.1 - spread.0 > 2_000_000, "no jitter: {spread:?}");
+}
+
+#[test]
+fn reordered_packets_are_overtaken() {
+    let mut l = Link::new(
+        dir(|r| {
+            r.rtt = Some("2ms".into());
+            r.reorder = Some("10%".into());
+            r.reorder_gap = Some("1ms".into());
+        }),
+        9,
+    );
+    let mut out = vec![];
+    for i in 0..1000u64 {
+        if let Fate::Deliver { at_ns, reordered, .. } = l.offer(i * 100_000, 100) {
+            out.push((at_ns, i, reordered));
+        }
+    }
+    let n = out.iter().filter(|x| x.2).count();
+    assert!((60..=140).contains(&n), "reordered {n}");
+    out.sort();
+    let inversions = out.windows(2).filter(|w| w[0].1 > w[1].1).count();
+    assert!(inversions >= n / 2, "inversions {inversions}");
+    assert_eq!(l.counters.reordered as usize, n);
+}
+
+#[test]
+fn duplicates_and_corruption_are_requested_at_their_rates() {
+    let mut l = Link::new(
+        dir(|r| {
+            r.duplicate = Some("5%".into());
+            r.corrupt_payload = Some("1%".into());
+        }),
+        11,
+    );
+    for i in 0..100_000 {
+        l.offer(i, 100);
+    }
+    let d = l.counters.duplicated as f64 / 1e5;
+    let c = l.counters.corrupt_requested as f64 / 1e5;
+    assert!((d - 0.05).abs() < 0.005 && (c - 0.01).abs() < 0.002, "{d} {c}");
+}
+
+#[test]
+fn same_seed_same_decisions() {
+    let d = dir(|r| {
+        r.loss = Some("10%".into());
+        r.jitter = Some("1ms".into());
+        r.rtt = Some("10ms".into());
+    });
+    let run = |seed| {
+        let mut l = Link::new(d.clone(), seed);
+        (0..1000).map(|i| l.offer(i * 1000, 100)).collect::<Vec<_>>()
+    };
+    assert_eq!(run(1), run(1));
+    assert_ne!(run(1), run(2));
+    let _ = Duration::ZERO;
+}

@@ -1,0 +1,164 @@
+//! Network namespaces and the TUN devices inside them. Namespaces are named (`lsw-NAME-a`, `lsw-NAME-b`
+//! under /run/netns, the convention `ip netns` uses) so that users can also reach them with `ip netns
+//! exec`, and so that leftovers of a killed emulator can be found by prefix and removed. Configuration goes
+//! through iproute2's `ip`, which every Linux host that can run the emulator has.
+
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::PathBuf;
+use std::process::Command;
+
+/// Prefix of every namespace the emulator creates.
+pub const PREFIX: &str = "lsw-";
+/// The TUN device's name inside each namespace.
+pub const DEVICE: &str = "wan0";
+
+#[derive(Debug, thiserror::Error)]
+pub enum NetnsError {
+    #[error("cannot run `ip {args}`: {source} (install iproute2)")]
+    Spawn { args: String, source: io::Error },
+    #[error("`ip {args}` failed: {stderr}")]
+    Ip { args: String, stderr: String },
+    #[error("cannot enter network namespace {name}: {source}")]
+    Enter { name: String, source: io::Error },
+    #[error("cannot create the TUN device in {name}: {source}")]
+    Tun { name: String, source: io::Error },
+}
+
+/// Runs `ip ARGS...`, turning a failure into an error that quotes ip's own message.
+pub fn ip(args: &[&str]) -> Result<(), NetnsError> {
+    let out = Command::new("ip")
+        .args(args)
+        .output()
+        .map_err(|source| NetnsError::Spawn {
+            args: args.join(" "),
+            source,
+        })?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(NetnsError::Ip {
+            args: args.join(" "),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        })
+    }
+}
+
+/// The namespace name of host `side` ('a' or 'b') of emulator `name`.
+pub fn ns_name(name: &str, side: char) -> String {
+    format!("{PREFIX}{name}-{side}")
+}
+
+pub fn ns_path(ns: &str) -> PathBuf {
+    PathBuf::from("/run/netns").join(ns)
+}
+
+/// Every namespace whose name has the emulator's prefix.
+pub fn list_ours() -> Vec<String> {
+    std::fs::read_dir("/run/netns")
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().into_string().ok())
+                .filter(|n| n.starts_with(PREFIX))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+pub fn exists(ns: &str) -> bool {
+    ns_path(ns).exists()
+}
+
+pub fn create(ns: &str) -> Result<(), NetnsError> {
+    ip(&["netns", "add", ns])
+}
+
+/// Deletes a namespace; deleting one that does not exist is not an error.
+pub fn delete(ns: &str) -> Result<(), NetnsError> {
+    if !exists(ns) {
+        return Ok(());
+    }
+    ip(&["netns", "del", ns])
+}
+
+/// Moves the calling thread into namespace `ns` (network namespaces are per thread).
+pub fn enter(ns: &str) -> Result<(), NetnsError> {
+    let err = |source| NetnsError::Enter {
+        name: ns.into(),
+        source,
+    };
+    let f = File::open(ns_path(ns)).map_err(err)?;
+    // SAFETY: plain syscall on a descriptor we own.
+    if unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+        return Err(err(io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
+#[repr(C)]
+struct IfReq {
+    name: [u8; libc::IFNAMSIZ],
+    flags: libc::c_short,
+    _pad: [u8; 22],
+}
+
+/// Creates the TUN device `wan0` inside namespace `ns` and returns its descriptor (non-blocking). The
+/// device is not persistent: it disappears with the last descriptor, so a killed emulator leaves none.
+pub fn open_tun(ns: &str) -> Result<OwnedFd, NetnsError> {
+    let ns_owned = ns.to_string();
+    let r = std::thread::scope(|s| {
+        s.spawn(move || -> Result<OwnedFd, NetnsError> {
+            enter(&ns_owned)?;
+            let err = |source| NetnsError::Tun {
+                name: ns_owned.clone(),
+                source,
+            };
+            let path = c"/dev/net/tun";
+            // SAFETY: a NUL-terminated path and plain flags.
+            let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC | libc::O_NONBLOCK) };
+            if fd < 0 {
+                return Err(err(io::Error::last_os_error()));
+            }
+            // SAFETY: `fd` was just opened and is owned by nobody else.
+            let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+            let mut req = IfReq {
+                name: [0; libc::IFNAMSIZ],
+                flags: (libc::IFF_TUN | libc::IFF_NO_PI) as libc::c_short,
+                _pad: [0; 22],
+            };
+            req.name[..DEVICE.len()].copy_from_slice(DEVICE.as_bytes());
+            // SAFETY: TUNSETIFF reads and writes an ifreq, which `req` is laid out as.
+            if unsafe { libc::ioctl(fd.as_raw_fd(), libc::TUNSETIFF, &mut req) } < 0 {
+                return Err(err(io::Error::last_os_error()));
+            }
+            Ok(fd)
+        })
+        .join()
+    });
+    r.unwrap_or_else(|_| {
+        Err(NetnsError::Tun {
+            name: ns.into(),
+            source: io::Error::other("thread panicked"),
+        })
+    })
+}
+
+/// Brings up loopback and the TUN device with its addresses (IPv4 and IPv6) and MTU.
+pub fn configure(ns: &str, mtu: u32, v4: &str, v6: &str) -> Result<(), NetnsError> {
+    let mtu = mtu.to_string();
+    ip(&["-n", ns, "link", "set", "lo", "up"])?;
+    ip(&["-n", ns, "link", "set", DEVICE, "mtu", &mtu, "up"])?;
+    ip(&["-n", ns, "addr", "add", &format!("{v4}/24"), "dev", DEVICE])?;
+    ip(&[
+        "-n",
+        ns,
+        "-6",
+        "addr",
+        "add",
+        &format!("{v6}/64"),
+        "dev",
+        DEVICE,
+        "nodad",
+    ])?;
+    Ok(())
+}

@@ -1,0 +1,118 @@
+//! Just enough IP parsing for the emulator: find a TCP or UDP payload inside an IPv4 or IPv6 packet and
+//! flip a bit in it, then fix the transport checksum incrementally (RFC 1624), so the receiver's stack
+//! accepts the damaged data as good. That is the middlebox bug `--corrupt-payload` emulates: corruption
+//! that TCP's checksum cannot see and only end-to-end verification catches.
+
+const TCP: u8 = 6;
+const UDP: u8 = 17;
+
+/// Where a transport segment sits in a packet: its start, protocol, and payload start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Transport {
+    pub proto: u8,
+    pub start: usize,
+    pub payload: usize,
+    pub end: usize,
+}
+
+/// Finds the TCP or UDP segment of an IPv4 or IPv6 packet (no IPv6 extension headers, no fragments).
+pub fn transport(pkt: &[u8]) -> Option<Transport> {
+    let (proto, start, end) = match pkt.first()? >> 4 {
+        4 if pkt.len() >= 20 => {
+            let ihl = usize::from(pkt[0] & 0x0f) * 4;
+            let total = usize::from(u16::from_be_bytes([pkt[2], pkt[3]]));
+            let frag = u16::from_be_bytes([pkt[6], pkt[7]]) & 0x3fff;
+            if ihl < 20 || total > pkt.len() || total < ihl || frag != 0 {
+                return None;
+            }
+            (pkt[9], ihl, total)
+        }
+        6 if pkt.len() >= 40 => {
+            let plen = usize::from(u16::from_be_bytes([pkt[4], pkt[5]]));
+            if 40 + plen > pkt.len() {
+                return None;
+            }
+            (pkt[6], 40, 40 + plen)
+        }
+        _ => return None,
+    };
+    let seg = &pkt[start..end];
+    let hdr = match proto {
+        TCP if seg.len() >= 20 => usize::from(seg[12] >> 4) * 4,
+        UDP if seg.len() >= 8 => 8,
+        _ => return None,
+    };
+    if hdr < 8 || hdr > seg.len() {
+        return None;
+    }
+    Some(Transport {
+        proto,
+        start,
+        payload: start + hdr,
+        end,
+    })
+}
+
+fn fold(mut s: u32) -> u16 {
+    while s >> 16 != 0 {
+        s = (s & 0xffff) + (s >> 16);
+    }
+    s as u16
+}
+
+/// RFC 1624 eqn. 3: HC' = ~(~HC + ~m + m').
+fn update(hc: u16, old: u16, new: u16) -> u16 {
+    !fold(u32::from(!hc) + u32::from(!old) + u32::from(new))
+}
+
+/// Flips one bit of the transport payload, chosen by `r`, and fixes the checksum. Returns the offset of
+/// the damaged byte in the packet, or `None` when the packet has no payload to damage.
+pub fn corrupt_payload(pkt: &mut [u8], r: u64) -> Option<usize> {
+    let t = transport(pkt)?;
+    let n = t.end - t.payload;
+    if n == 0 {
+        return None;
+    }
+    let at = t.payload + (r % n as u64) as usize;
+    let bit = 1u8 << ((r >> 40) % 8);
+    // The checksum covers 16-bit words counted from the start of the transport header.
+    let w = t.start + ((at - t.start) & !1);
+    let word = |p: &[u8]| u16::from_be_bytes([p[w], if w + 1 < t.end { p[w + 1] } else { 0 }]);
+    let old = word(pkt);
+    pkt[at] ^= bit;
+    let new = word(pkt);
+    let ck = t.start + if t.proto == TCP { 16 } else { 6 };
+    let hc = u16::from_be_bytes([pkt[ck], pkt[ck + 1]]);
+    if !(t.proto == UDP && hc == 0) {
+        let mut c = update(hc, old, new);
+        if t.proto == UDP && c == 0 {
+            c = 0xffff;
+        }
+        pkt[ck..ck + 2].copy_from_slice(&c.to_be_bytes());
+    }
+    Some(at)
+}
+
+/// The full Internet checksum of a TCP/UDP segment with its pseudo-header (for tests and checks).
+pub fn transport_checksum_ok(pkt: &[u8]) -> Option<bool> {
+    let t = transport(pkt)?;
+    let mut s: u32 = 0;
+    let mut add = |b: &[u8]| {
+        for c in b.chunks(2) {
+            s += u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]));
+        }
+    };
+    let len = (t.end - t.start) as u32;
+    if pkt[0] >> 4 == 4 {
+        add(&pkt[12..20]);
+    } else {
+        add(&pkt[8..40]);
+    }
+    add(&[0, t.proto]);
+    add(&len.to_be_bytes());
+    add(&pkt[t.start..t.end]);
+    Some(fold(s) == 0xffff)
+}
+
+#[cfg(test)]
+mod tests;
