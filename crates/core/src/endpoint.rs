@@ -38,6 +38,14 @@ pub struct TcpStats {
     pub reordering: u32,
     pub lost: u32,
     pub congestion: Option<String>,
+    /// The window the peer advertises, as this end last saw it (on the sender: the receive window in
+    /// effect, which is what limits a window-limited test; Linux advertises about 1.2 × the SO_RCVBUF
+    /// request on a 1500-byte MTU, since it doubles the request and keeps part for overhead).
+    #[serde(default)]
+    pub snd_wnd_bytes: u64,
+    /// The window this end advertises.
+    #[serde(default)]
+    pub rcv_wnd_bytes: u64,
 }
 
 /// One stream as seen by one end.

@@ -144,6 +144,8 @@ impl TcpInfo {
             reordering: r.reordering,
             lost: r.lost,
             congestion,
+            snd_wnd_bytes: u64::from(r.snd_wnd),
+            rcv_wnd_bytes: u64::from(r.rcv_wnd),
         }
     }
 }

@@ -210,11 +210,12 @@ pub fn render(r: &RunResult) -> String {
             if let (Some(l), Some(t)) = (&s.limited, &s.tcp) {
                 let _ = writeln!(
                     out,
-                    "  stream {:>4}: receive-window limited {:.1}%, send-buffer limited {:.1}%, busy {:.1}%; MSS {} PMTU {}; segs out {} in {}; delivery rate {}{}",
+                    "  stream {:>4}: receive-window limited {:.1}%, send-buffer limited {:.1}%, busy {:.1}%; peer window {}; MSS {} PMTU {}; segs out {} in {}; delivery rate {}{}",
                     s.id,
                     l.rwnd_limited_pct,
                     l.sndbuf_limited_pct,
                     l.busy_pct,
+                    Bytes(t.snd_wnd_bytes),
                     t.mss_bytes,
                     t.pmtu_bytes,
                     t.segs_out,

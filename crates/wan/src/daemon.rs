@@ -205,8 +205,8 @@ pub fn up(name: &str, settings: &PathSettings, exe: &Path) -> Result<State, WanE
     }
     let _ = child.kill();
     let _ = child.wait();
-    let _ = down(name);
     let log = std::fs::read_to_string(log_path(name)).unwrap_or_default();
+    let _ = down(name);
     let why = log
         .lines()
         .last()
@@ -243,7 +243,7 @@ pub fn down(name: &str) -> Result<bool, WanError> {
             netns::delete(&ns)?;
         }
     }
-    for p in [state_path(name), socket_path(name)] {
+    for p in [state_path(name), socket_path(name), log_path(name)] {
         let _ = std::fs::remove_file(p);
     }
     Ok(found)

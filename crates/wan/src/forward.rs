@@ -6,7 +6,7 @@
 use crate::model::{Drop, Fate, Link, ModelCounters};
 use crate::packet;
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -77,7 +77,56 @@ impl DirStats {
 struct Entry {
     at: u64,
     seq: u64,
+    /// A buffer of the full packet capacity; the packet is `buf[..len]`.
     buf: Vec<u8>,
+    len: usize,
+}
+
+/// Packets waiting for their delivery time: in order of arrival (their delivery times never decrease,
+/// since jitter is floored by the previous packet's), plus a heap for the few deliberately reordered.
+#[derive(Default)]
+struct DelayLine {
+    fifo: VecDeque<Entry>,
+    late: BinaryHeap<Reverse<Entry>>,
+    bytes: u64,
+}
+
+impl DelayLine {
+    fn next_due(&self) -> Option<u64> {
+        let a = self.fifo.front().map(|e| e.at);
+        let b = self.late.peek().map(|e| e.0.at);
+        match (a, b) {
+            (Some(x), Some(y)) => Some(x.min(y)),
+            (x, y) => x.or(y),
+        }
+    }
+
+    /// Removes the next packet due by `now`, in delivery order.
+    fn pop_due(&mut self, now: u64) -> Option<Entry> {
+        let f = self.fifo.front().map(|e| (e.at, e.seq));
+        let l = self.late.peek().map(|e| (e.0.at, e.0.seq));
+        let e = match (f, l) {
+            (Some(x), Some(y)) if y < x && y.0 <= now => self.late.pop().map(|r| r.0),
+            (Some(x), _) if x.0 <= now => self.fifo.pop_front(),
+            (None, Some(y)) if y.0 <= now => self.late.pop().map(|r| r.0),
+            _ => None,
+        }?;
+        self.bytes -= e.len as u64;
+        Some(e)
+    }
+
+    fn push(&mut self, e: Entry, reordered: bool) {
+        self.bytes += e.len as u64;
+        if reordered {
+            self.late.push(Reverse(e));
+        } else {
+            self.fifo.push_back(e);
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.fifo.len() + self.late.len()
+    }
 }
 
 impl PartialEq for Entry {
@@ -150,20 +199,18 @@ pub fn run_direction(
 ) {
     tight_timers();
     let now_ns = || epoch.elapsed().as_nanos() as u64;
-    let mut line: BinaryHeap<Reverse<Entry>> = BinaryHeap::new();
+    let mut line = DelayLine::default();
     let mut free: Vec<Vec<u8>> = Vec::new();
     let mut seq = 0u64;
-    let mut held_bytes = 0u64;
     let cap = mtu + 64;
+    let take = |free: &mut Vec<Vec<u8>>| free.pop().unwrap_or_else(|| vec![0u8; cap]);
     while !stop.load(Relaxed) {
         let mut now = now_ns();
-        while line.peek().is_some_and(|e| e.0.at <= now) {
-            let Some(Reverse(e)) = line.pop() else { break };
-            held_bytes -= e.buf.len() as u64;
-            match write(output, &e.buf) {
+        while let Some(e) = line.pop_due(now) {
+            match write(output, &e.buf[..e.len]) {
                 Ok(_) => {
                     stats.packets_forwarded.fetch_add(1, Relaxed);
-                    stats.bytes_forwarded.fetch_add(e.buf.len() as u64, Relaxed);
+                    stats.bytes_forwarded.fetch_add(e.len as u64, Relaxed);
                 }
                 Err(_) => {
                     stats.write_errors.fetch_add(1, Relaxed);
@@ -173,8 +220,7 @@ pub fn run_direction(
         }
         let mut got = 0;
         for _ in 0..BATCH {
-            let mut buf = free.pop().unwrap_or_default();
-            buf.resize(cap, 0);
+            let mut buf = take(&mut free);
             let n = match read(input, &mut buf) {
                 Ok(n) => n,
                 Err(_) => {
@@ -183,7 +229,6 @@ pub fn run_direction(
                 }
             };
             got += 1;
-            buf.truncate(n);
             now = now_ns();
             match link.offer(now, n) {
                 Fate::Dropped(Drop::Loss | Drop::Queue) => free.push(buf),
@@ -191,33 +236,40 @@ pub fn run_direction(
                     at_ns,
                     duplicate,
                     corrupt,
-                    ..
+                    reordered,
                 } => {
-                    if held_bytes + n as u64 > MAX_IN_FLIGHT {
+                    if line.bytes + n as u64 > MAX_IN_FLIGHT {
                         stats.dropped_overflow.fetch_add(1, Relaxed);
                         free.push(buf);
                         continue;
                     }
                     if let Some(r) = corrupt {
-                        if packet::corrupt_payload(&mut buf, r).is_some() {
+                        if packet::corrupt_payload(&mut buf[..n], r).is_some() {
                             stats.corrupted.fetch_add(1, Relaxed);
                         }
                     }
                     if duplicate {
-                        let mut copy = free.pop().unwrap_or_default();
-                        copy.clear();
-                        copy.extend_from_slice(&buf);
-                        held_bytes += n as u64;
+                        let mut copy = take(&mut free);
+                        copy[..n].copy_from_slice(&buf[..n]);
                         seq += 1;
-                        line.push(Reverse(Entry {
+                        let e = Entry {
                             at: at_ns,
                             seq,
                             buf: copy,
-                        }));
+                            len: n,
+                        };
+                        line.push(e, reordered);
                     }
-                    held_bytes += n as u64;
                     seq += 1;
-                    line.push(Reverse(Entry { at: at_ns, seq, buf }));
+                    line.push(
+                        Entry {
+                            at: at_ns,
+                            seq,
+                            buf,
+                            len: n,
+                        },
+                        reordered,
+                    );
                 }
             }
         }
@@ -230,13 +282,41 @@ pub fn run_direction(
             continue;
         }
         let now = now_ns();
-        let due = line.peek().map_or(u64::MAX, |e| e.0.at);
+        let due = line.next_due().unwrap_or(u64::MAX);
         if due > now {
             wait(input, (due - now).min(50_000_000));
         }
-        if line.is_empty() {
+        if line.len() == 0 {
             stats.queue_bytes.store(link.backlog_bytes(now_ns()), Relaxed);
             stats.in_flight_packets.store(0, Relaxed);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn e(at: u64, seq: u64) -> Entry {
+        Entry {
+            at,
+            seq,
+            buf: vec![0; 10],
+            len: 10,
+        }
+    }
+
+    #[test]
+    fn delay_line_releases_in_delivery_order_mixing_fifo_and_late() {
+        let mut d = DelayLine::default();
+        d.push(e(10, 1), false);
+        d.push(e(30, 2), true); // held back
+        d.push(e(20, 3), false);
+        d.push(e(40, 4), false);
+        assert_eq!(d.next_due(), Some(10));
+        assert!(d.pop_due(5).is_none());
+        let order: Vec<u64> = std::iter::from_fn(|| d.pop_due(100).map(|x| x.seq)).collect();
+        assert_eq!(order, vec![1, 3, 2, 4]);
+        assert_eq!((d.len(), d.bytes), (0, 0));
     }
 }

@@ -147,7 +147,19 @@ pub fn open_tun(ns: &str) -> Result<OwnedFd, NetnsError> {
 pub fn configure(ns: &str, mtu: u32, v4: &str, v6: &str) -> Result<(), NetnsError> {
     let mtu = mtu.to_string();
     ip(&["-n", ns, "link", "set", "lo", "up"])?;
-    ip(&["-n", ns, "link", "set", DEVICE, "mtu", &mtu, "up"])?;
+    // A long TUN ring: packets wait there (not dropped) when the forwarder is briefly descheduled.
+    ip(&[
+        "-n",
+        ns,
+        "link",
+        "set",
+        DEVICE,
+        "mtu",
+        &mtu,
+        "txqueuelen",
+        "10000",
+        "up",
+    ])?;
     ip(&["-n", ns, "addr", "add", &format!("{v4}/24"), "dev", DEVICE])?;
     ip(&[
         "-n",

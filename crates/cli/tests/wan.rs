@@ -1,0 +1,298 @@
+//! The WAN emulator, end to end as root: namespaces and TUN devices are created, TCP runs between them
+//! through the userspace forwarder, and the path behaves as configured (delay, window/RTT, rate, Mathis
+//! loss response, payload corruption caught by verification). Tests take a lock so that only one path
+//! is measured at a time on the 2-core machine, and every emulator is taken down when its guard drops,
+//! also when the test fails. Without root they skip, unless CI is set, where they fail.
+
+mod common;
+
+use common::{bin, landspeed};
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+static NEXT: AtomicU32 = AtomicU32::new(0);
+
+extern "C" {
+    fn geteuid() -> u32;
+}
+
+/// The lock, or None when the test must be skipped (not root, not in CI).
+fn root() -> Option<MutexGuard<'static, ()>> {
+    // SAFETY: geteuid cannot fail.
+    if unsafe { geteuid() } != 0 {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "WAN emulator tests need root, and CI is set: run them as root"
+        );
+        eprintln!("skipping: the WAN emulator needs root");
+        return None;
+    }
+    Some(ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner()))
+}
+
+fn unique_name() -> String {
+    format!(
+        "t{}{}",
+        std::process::id() % 100_000,
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// An emulator that is taken down, with every process started in it, when dropped.
+struct Wan {
+    name: String,
+    servers: Vec<Child>,
+}
+
+impl Wan {
+    fn up(args: &[&str]) -> Wan {
+        let name = unique_name();
+        let mut all = vec!["wan", "up", name.as_str()];
+        all.extend_from_slice(args);
+        let o = landspeed(&all, Duration::from_secs(30));
+        let w = Wan {
+            name,
+            servers: vec![],
+        };
+        assert_eq!(o.code, 0, "wan up failed: {}{}", o.stdout, o.stderr);
+        w
+    }
+
+    fn status(&self) -> Value {
+        let o = landspeed(&["wan", "status", &self.name, "--json"], Duration::from_secs(10));
+        serde_json::from_str(&o.stdout).unwrap_or_else(|e| panic!("status not JSON ({e}): {}", o.stdout))
+    }
+
+    /// Starts `landspeed serve` in host B and waits until it listens.
+    fn serve_in_b(&mut self) {
+        let mut child = Command::new(bin())
+            .args(["wan", "exec", &self.name, "b", "--", bin(), "serve"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn server in b");
+        let out = child.stdout.take().unwrap();
+        self.servers.push(child);
+        let mut line = String::new();
+        BufReader::new(out).read_line(&mut line).unwrap();
+        assert!(line.contains("listening"), "server said {line:?}");
+    }
+
+    /// `landspeed run 198.18.0.2 ARGS --json` from host A; returns (exit code, result).
+    fn run_from_a(&self, args: &[&str]) -> (i32, Value) {
+        let mut all = vec![
+            "wan",
+            "exec",
+            &self.name,
+            "a",
+            "--",
+            bin(),
+            "run",
+            "198.18.0.2",
+            "--json",
+        ];
+        all.extend_from_slice(args);
+        let o = landspeed(&all, Duration::from_secs(90));
+        let v = serde_json::from_str(&o.stdout)
+            .unwrap_or_else(|e| panic!("run not JSON ({e}): {}\n{}", o.stdout, o.stderr));
+        (o.code, v)
+    }
+
+    fn run_ok(&self, args: &[&str]) -> Value {
+        let (code, v) = self.run_from_a(args);
+        assert_eq!(code, 0, "run {args:?} failed: {v}");
+        v
+    }
+}
+
+impl Drop for Wan {
+    fn drop(&mut self) {
+        for c in &mut self.servers {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let _ = landspeed(&["wan", "down", &self.name], Duration::from_secs(30));
+    }
+}
+
+fn netns_exists(ns: &str) -> bool {
+    std::path::Path::new("/run/netns").join(ns).exists()
+}
+
+fn alive(pid: u64) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| !s.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'))
+        .unwrap_or(false)
+}
+
+fn mbps(v: &Value) -> f64 {
+    v["summary"]["throughput_bps"].as_f64().unwrap() / 1e6
+}
+
+#[test]
+fn up_status_exec_down_leave_nothing_behind() {
+    let Some(_lock) = root() else { return };
+    let mut w = Wan::up(&["--rtt", "10ms", "--rate", "100M", "--loss", "0"]);
+    let st = w.status();
+    assert_eq!(st["running"], true);
+    assert_eq!(st["hosts"]["a"]["address"], "198.18.0.1");
+    assert_eq!(st["hosts"]["b"]["address"], "198.18.0.2");
+    assert_eq!(st["settings"]["a_to_b"]["rate_bps"], 100e6);
+    let pid = st["pid"].as_u64().unwrap();
+    let (ns_a, ns_b) = (format!("lsw-{}-a", w.name), format!("lsw-{}-b", w.name));
+    assert!(netns_exists(&ns_a) && netns_exists(&ns_b));
+
+    // A second `up` of the same name is refused; a bad host letter is a usage error.
+    let again = landspeed(&["wan", "up", &w.name], Duration::from_secs(10));
+    assert_eq!(again.code, 1, "{}", again.stderr);
+    assert!(again.stderr.contains("already up"), "{}", again.stderr);
+    let bad = landspeed(
+        &["wan", "exec", &w.name, "c", "--", "true"],
+        Duration::from_secs(10),
+    );
+    assert_eq!(bad.code, 2, "{}", bad.stderr);
+
+    w.serve_in_b();
+    let r = w.run_ok(&["-t", "2"]);
+    assert_eq!(r["summary"]["bytes_sent"], r["summary"]["bytes_received"]);
+    assert!(r["summary"]["bytes_received"].as_u64().unwrap() > 1_000_000);
+    let st = w.status();
+    let fwd = st["a_to_b"]["bytes_forwarded"].as_u64().unwrap();
+    assert!(fwd >= r["summary"]["bytes_received"].as_u64().unwrap(), "{st}");
+    assert!(st["b_to_a"]["packets_forwarded"].as_u64().unwrap() > 0);
+
+    drop(w);
+    assert!(!netns_exists(&ns_a) && !netns_exists(&ns_b), "namespaces left");
+    assert!(!alive(pid), "forwarder left running");
+}
+
+#[test]
+fn a_killed_forwarder_is_cleaned_up_by_down() {
+    let Some(_lock) = root() else { return };
+    let w = Wan::up(&["--rtt", "2ms"]);
+    let pid = w.status()["pid"].as_u64().unwrap();
+    let c = Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(c.success());
+    let t = std::time::Instant::now();
+    while alive(pid) && t.elapsed() < Duration::from_secs(5) {
+        std::thread::yield_now();
+    }
+    let st = landspeed(&["wan", "status", &w.name], Duration::from_secs(10));
+    assert_eq!(st.code, 1, "a dead forwarder is not 'running': {}", st.stdout);
+    assert!(st.stdout.contains("NOT RUNNING"), "{}", st.stdout);
+    let down = landspeed(&["wan", "down", &w.name], Duration::from_secs(30));
+    assert_eq!(down.code, 0, "{}", down.stderr);
+    assert!(!netns_exists(&format!("lsw-{}-a", w.name)));
+    assert!(!std::path::Path::new(&format!("/run/landspeed/wan/{}.json", w.name)).exists());
+}
+
+#[test]
+fn a_failing_test_still_takes_its_emulator_down() {
+    let Some(_lock) = root() else { return };
+    let name = std::thread::spawn(|| {
+        let w = Wan::up(&["--rtt", "2ms"]);
+        let name = w.name.clone();
+        std::panic::panic_any(name);
+    })
+    .join()
+    .expect_err("the thread panics");
+    let name = name.downcast_ref::<String>().unwrap();
+    assert!(!netns_exists(&format!("lsw-{name}-a")));
+    assert!(!netns_exists(&format!("lsw-{name}-b")));
+}
+
+#[test]
+fn idle_rtt_matches_the_configured_rtt() {
+    let Some(_lock) = root() else { return };
+    for rtt_ms in [1.0, 100.0] {
+        let mut w = Wan::up(&["--rtt", &format!("{rtt_ms}ms")]);
+        w.serve_in_b();
+        let r = w.run_ok(&["-n", "256K", "-C", "cubic"]);
+        let min_ms = r["streams"][0]["tcp"]["rtt_min_us"].as_f64().unwrap() / 1000.0;
+        assert!(
+            (min_ms - rtt_ms).abs() <= 0.5,
+            "configured {rtt_ms} ms, measured {min_ms} ms"
+        );
+    }
+}
+
+#[test]
+fn window_limited_throughput_is_window_over_rtt() {
+    let Some(_lock) = root() else { return };
+    let mut w = Wan::up(&["--rtt", "50ms", "--rate", "1G"]);
+    w.serve_in_b();
+    for win in ["256K", "512K", "1M"] {
+        let r = w.run_ok(&["-t", "5", "-O", "2", "-C", "cubic", "-w", win]);
+        let wnd = r["streams"][0]["tcp"]["snd_wnd_bytes"].as_f64().unwrap();
+        let expected = wnd * 8.0 / 0.050 / 1e6;
+        let got = mbps(&r);
+        assert!(
+            (got / expected - 1.0).abs() <= 0.05,
+            "-w {win}: window in effect {wnd} B, {got:.1} Mbit/s vs window/RTT {expected:.1}"
+        );
+    }
+}
+
+#[test]
+fn ample_buffers_fill_the_configured_rate() {
+    let Some(_lock) = root() else { return };
+    let mut w = Wan::up(&["--rtt", "50ms", "--rate", "500M", "--queue", "1bdp"]);
+    w.serve_in_b();
+    let r = w.run_ok(&["-t", "8", "-O", "3", "-C", "cubic"]);
+    assert!(
+        mbps(&r) >= 0.9 * 500.0,
+        "{:.1} Mbit/s through a 500 Mbit/s path",
+        mbps(&r)
+    );
+    assert!(mbps(&r) <= 500.0, "faster than the shaper: {:.1}", mbps(&r));
+}
+
+#[test]
+fn reno_under_random_loss_follows_mathis() {
+    let Some(_lock) = root() else { return };
+    for p in [0.01f64, 0.001] {
+        let mut w = Wan::up(&["--rtt", "20ms", "--rate", "1G", "--a-to-b", &format!("loss={p}")]);
+        w.serve_in_b();
+        let r = w.run_ok(&["-t", "12", "-O", "2", "-C", "reno"]);
+        let mss = r["streams"][0]["tcp"]["mss_bytes"].as_f64().unwrap();
+        let mathis = mss * 8.0 / 0.020 * 1.22 / p.sqrt() / 1e6;
+        let ratio = mbps(&r) / mathis;
+        assert!(
+            (0.6..=1.6).contains(&ratio),
+            "p = {p}: {:.2} Mbit/s vs Mathis {mathis:.2} (ratio {ratio:.2})",
+            mbps(&r)
+        );
+        let st = w.status();
+        assert!(st["a_to_b"]["dropped_loss"].as_u64().unwrap() > 0);
+    }
+}
+
+#[test]
+fn corrupted_payload_passes_tcp_and_is_caught_by_verification() {
+    let Some(_lock) = root() else { return };
+    let mut w = Wan::up(&["--rtt", "2ms", "--rate", "1G", "--a-to-b", "corrupt-payload=0.2%"]);
+    w.serve_in_b();
+    let (code, r) = w.run_from_a(&["-t", "2"]);
+    assert_eq!(code, 1, "a run with corruption exits 1");
+    let s = &r["summary"];
+    // TCP delivered everything (the checksums were fixed up), and the verifier caught the damage.
+    assert_eq!(s["bytes_sent"], s["bytes_received"]);
+    assert!(s["corrupt_blocks"].as_u64().unwrap() > 0, "{s}");
+    let corrupted = w.status()["a_to_b"]["corrupted"].as_u64().unwrap();
+    assert!(corrupted > 0);
+    assert!(
+        s["corrupt_blocks"].as_u64().unwrap() <= corrupted,
+        "more bad blocks than corrupted packets"
+    );
+    let first = &r["payload"]["first_corruption"];
+    assert_eq!(first["stream"], 0, "{first}");
+    assert_ne!(first["expected_hex"], first["received_hex"]);
+}
