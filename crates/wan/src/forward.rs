@@ -15,6 +15,8 @@ use std::time::Instant;
 
 /// Packets read per wake-up before due packets are written again.
 const BATCH: usize = 128;
+/// How long before a packet is due the engine stops sleeping and polls.
+const EARLY_NS: u64 = 100_000;
 /// Bytes the delay line may hold at most, whatever the settings (a path without a rate limit and with a
 /// long delay would otherwise hold whatever the hosts send).
 const MAX_IN_FLIGHT: u64 = 1 << 30;
@@ -283,8 +285,12 @@ pub fn run_direction(
         }
         let now = now_ns();
         let due = line.next_due().unwrap_or(u64::MAX);
-        if due > now {
-            wait(input, (due - now).min(50_000_000));
+        // Sleep until shortly before the next packet is due, then poll: a timer wake-up in a VM can be
+        // late by tens of microseconds, and four of them make one round trip.
+        if due > now + EARLY_NS {
+            wait(input, (due - now - EARLY_NS).min(50_000_000));
+        } else if due > now {
+            std::hint::spin_loop();
         }
         if line.len() == 0 {
             stats.queue_bytes.store(link.backlog_bytes(now_ns()), Relaxed);
