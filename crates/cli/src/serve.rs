@@ -32,13 +32,20 @@ fn test_line(t: &TestLog) -> String {
         (None, 0) => "ok".to_string(),
         (None, n) => format!("CORRUPTED: {n} bad block(s) received"),
     };
+    let peer = t
+        .peer_bytes
+        .map(|b| format!("; client reported {b} B"))
+        .unwrap_or_default();
     format!(
-        "{} test from {}: {} stream(s) {dir}, received {} (verified {}) sent {} in {:.2} s ({rate}): {outcome}",
+        "{} {} test from {}: {} stream(s) {dir}, received {} B = {} (verified {} B) sent {} B = {} in {:.2} s ({rate}){peer}: {outcome}",
         now_utc(),
+        t.protocol,
         t.peer,
         t.streams,
+        t.bytes_received,
         Bytes(t.bytes_received),
-        Bytes(t.bytes_verified),
+        t.bytes_verified,
+        t.bytes_sent,
         Bytes(t.bytes_sent),
         t.duration_s,
     )

@@ -102,6 +102,9 @@ pub struct Flags {
     pub stop: AtomicBool,
     /// Everything stops now (the peer vanished or broke the protocol).
     pub abort: AtomicBool,
+    /// Everything stops now, without error: iperf3's protocol ends a test by a control message, not by
+    /// the data streams ending, and what is still in flight is not counted.
+    pub halt: AtomicBool,
 }
 
 /// What wakes the sampling thread.
@@ -298,6 +301,11 @@ fn worker(
         if flags.abort.load(Relaxed) {
             for st in states.iter_mut().filter(|s| !s.done) {
                 st.finish(Some("test aborted".into()));
+            }
+        }
+        if flags.halt.load(Relaxed) {
+            for st in states.iter_mut().filter(|s| !s.done) {
+                st.finish(None);
             }
         }
         let now = Instant::now();

@@ -5,6 +5,8 @@
 //! client ends only its own test. Events (listening, one per test, rejections) go to a callback; the
 //! binary decides how to print them.
 
+mod iperf3;
+
 use crate::control::{self, ControlError, ControlWriter};
 use crate::engine::{self, DataStream, EngineHook, EngineParams, Flags, Wake};
 use crate::sockopt;
@@ -17,7 +19,7 @@ use mio::net::TcpListener as MioListener;
 use mio::{Events, Interest, Poll, Token};
 use socket2::{Domain, Socket, Type};
 use std::collections::HashMap;
-use std::io::{ErrorKind, Read, Write};
+use std::io::{ErrorKind, Read};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use std::sync::Condvar;
@@ -61,6 +63,29 @@ pub struct TestLog {
     pub duration_s: f64,
     /// None when the test completed; otherwise why it did not.
     pub error: Option<String>,
+    /// "landspeed", or "iperf3 VERSION" for an iperf3 client.
+    pub protocol: String,
+    /// iperf3 only: the total the client reported in the results exchange.
+    pub peer_bytes: Option<u64>,
+}
+
+impl TestLog {
+    pub(crate) fn new(peer: SocketAddr, protocol: &str) -> TestLog {
+        TestLog {
+            peer,
+            session: None,
+            streams: 0,
+            direction: None,
+            bytes_received: 0,
+            bytes_sent: 0,
+            bytes_verified: 0,
+            corrupt_blocks: 0,
+            duration_s: 0.0,
+            error: None,
+            protocol: protocol.into(),
+            peer_bytes: None,
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -88,6 +113,7 @@ pub type EventSink = Arc<dyn Fn(ServerEvent) + Send + Sync>;
 struct Shared {
     opts: ServerOptions,
     registry: Registry,
+    iperf3: iperf3::Registry,
     shutdown: AtomicBool,
     /// Connection threads still running, and a signal when that number changes.
     active: (Mutex<usize>, Condvar),
@@ -157,6 +183,7 @@ impl Server {
         let shared = Arc::new(Shared {
             opts,
             registry: Mutex::new(HashMap::new()),
+            iperf3: Mutex::new(HashMap::new()),
             shutdown: AtomicBool::new(false),
             active: (Mutex::new(0), Condvar::new()),
             tests_done: AtomicUsize::new(0),
@@ -250,13 +277,7 @@ fn handle_connection(mut stream: TcpStream, peer: SocketAddr, shared: &Shared) {
     }
     match classify(head[0]) {
         Speaker::Landspeed => {}
-        Speaker::Iperf3 => {
-            // iperf3 compatibility comes later; answer ACCESS_DENIED (-1) so its client says so clearly.
-            let mut cookie = [0u8; 36];
-            let _ = stream.read_exact(&mut cookie);
-            let _ = stream.write_all(&[0xff]);
-            return refuse("iperf3 client: the iperf3 protocol is not served yet".into());
-        }
+        Speaker::Iperf3 => return iperf3::handle(stream, head[0], peer, shared),
         Speaker::Unknown => return refuse(format!("not a landspeed client (first byte {:#04x})", head[0])),
     }
     if let Err(e) = stream.read_exact(&mut head[1..landspeed_core::protocol::preamble::CONTROL_LEN]) {
@@ -359,18 +380,7 @@ impl Drop for Registered<'_> {
 }
 
 fn serve_test(stream: TcpStream, peer: SocketAddr, shared: &Shared) {
-    let mut log = TestLog {
-        peer,
-        session: None,
-        streams: 0,
-        direction: None,
-        bytes_received: 0,
-        bytes_sent: 0,
-        bytes_verified: 0,
-        corrupt_blocks: 0,
-        duration_s: 0.0,
-        error: None,
-    };
+    let mut log = TestLog::new(peer, "landspeed");
     if let Err(e) = run_test(stream, shared, &mut log) {
         log.error = Some(e);
     }

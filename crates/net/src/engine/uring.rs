@@ -76,12 +76,13 @@ pub(super) fn worker(
     let deadline = p.send_time.map(|d| t0 + d);
     let mut aborting = false;
     loop {
-        if flags.abort.load(Relaxed) && !aborting {
+        let halting = flags.halt.load(Relaxed);
+        if (flags.abort.load(Relaxed) || halting) && !aborting {
             // Make every queued operation complete (with an error) so the buffers can be released.
             aborting = true;
             for st in states.iter_mut() {
                 let _ = st.ds.socket.shutdown(Shutdown::Both);
-                if !st.done {
+                if !st.done && !halting {
                     st.out.error.get_or_insert_with(|| "test aborted".into());
                 }
             }

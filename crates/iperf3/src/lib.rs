@@ -1,0 +1,12 @@
+//! iperf3's wire protocol, sans-IO: the cookie, the one-byte state messages, length-prefixed JSON, the
+//! parameter message (parsed liberally, checked strictly, mapped onto landspeed's `TestSpec`) and the
+//! results message. Facts come from ../shared/notes/iperf3-protocol.md and were checked against Debian's
+//! iperf3 3.12; nothing here does I/O, so the drivers in landspeed-net and the fuzz targets share it.
+
+pub mod params;
+pub mod results;
+pub mod wire;
+
+pub use params::{ParamError, Params};
+pub use results::{Results, StreamResult};
+pub use wire::{Cookie, State, COOKIE_LEN, MAX_JSON};

@@ -1,0 +1,286 @@
+//! The parameter message (client → server): parsed liberally (every key optional, numbers as integers
+//! or floats, unknown keys ignored), checked strictly against iperf3's own limits, and turned into the
+//! `TestSpec` landspeed's engine runs. Also the reverse, for `landspeed run --iperf3`.
+
+use crate::wire::errno;
+use landspeed_core::config::{Direction, EndCondition, RxMode, TestSpec};
+use serde_json::{json, Map, Value};
+use std::time::Duration;
+
+/// iperf3's limits (MAX_STREAMS, MAX_TIME, MAX_OMIT_TIME, MAX_BLOCKSIZE, MAX_UDP_BLOCKSIZE,
+/// MAX_TCP_BUFFER, MAX_MSS).
+pub const MAX_STREAMS: u64 = 128;
+pub const MAX_TIME_S: f64 = 86_400.0;
+pub const MAX_OMIT_S: f64 = 600.0;
+pub const MAX_TCP_LEN: u64 = 1024 * 1024;
+pub const MAX_UDP_LEN: u64 = 65_507;
+pub const MAX_WINDOW: u64 = 512 * 1024 * 1024;
+pub const MAX_MSS: u64 = 9 * 1024;
+/// iperf3's default TCP and UDP write sizes.
+pub const DEFAULT_TCP_LEN: u64 = 128 * 1024;
+pub const DEFAULT_UDP_LEN: u64 = 1460;
+
+/// A parameter message that cannot be run, with the iperf3 error number to answer it with.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{message}")]
+pub struct ParamError {
+    pub code: i32,
+    pub message: String,
+}
+
+fn err(code: i32, message: impl Into<String>) -> ParamError {
+    ParamError {
+        code,
+        message: message.into(),
+    }
+}
+
+/// The parameters landspeed understands.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Params {
+    pub udp: bool,
+    pub omit_s: f64,
+    pub time_s: f64,
+    pub bytes: u64,
+    pub blocks: u64,
+    pub parallel: u32,
+    pub len: u64,
+    pub reverse: bool,
+    pub bidirectional: bool,
+    pub window: Option<u64>,
+    pub mss: Option<u32>,
+    pub nodelay: bool,
+    /// Per-stream rate in bit/s (iperf3's `-b`).
+    pub bandwidth_bps: Option<f64>,
+    pub fqrate_bps: Option<f64>,
+    pub congestion: Option<String>,
+    pub get_server_output: bool,
+    pub udp_counters_64bit: bool,
+    pub client_version: Option<String>,
+    pub title: Option<String>,
+}
+
+fn num(m: &Map<String, Value>, k: &str) -> Result<Option<f64>, ParamError> {
+    match m.get(k) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Number(n)) => n
+            .as_f64()
+            .filter(|x| x.is_finite() && *x >= 0.0)
+            .map(Some)
+            .ok_or_else(|| err(errno::RECV_PARAMS, format!("parameter {k} is out of range"))),
+        Some(Value::Bool(b)) => Ok(Some(f64::from(u8::from(*b)))),
+        Some(_) => Err(err(errno::RECV_PARAMS, format!("parameter {k} is not a number"))),
+    }
+}
+
+fn flag(m: &Map<String, Value>, k: &str) -> Result<bool, ParamError> {
+    Ok(num(m, k)?.is_some_and(|x| x != 0.0))
+}
+
+fn text(m: &Map<String, Value>, k: &str, max: usize) -> Result<Option<String>, ParamError> {
+    match m.get(k) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if s.len() <= max => Ok(Some(s.clone())),
+        Some(Value::String(_)) => Err(err(errno::RECV_PARAMS, format!("parameter {k} is too long"))),
+        Some(_) => Err(err(errno::RECV_PARAMS, format!("parameter {k} is not a string"))),
+    }
+}
+
+fn int_at_most(m: &Map<String, Value>, k: &str, max: u64, code: i32) -> Result<Option<u64>, ParamError> {
+    match num(m, k)? {
+        None => Ok(None),
+        Some(x) if x <= max as f64 => Ok(Some(x as u64)),
+        Some(x) => Err(err(code, format!("{k} {x} is larger than iperf3 allows ({max})"))),
+    }
+}
+
+impl Params {
+    /// Parses and checks a parameter message.
+    pub fn parse(body: &[u8]) -> Result<Params, ParamError> {
+        let v: Value = serde_json::from_slice(body)
+            .map_err(|e| err(errno::RECV_PARAMS, format!("parameters are not JSON: {e}")))?;
+        let m = v
+            .as_object()
+            .ok_or_else(|| err(errno::RECV_PARAMS, "parameters are not a JSON object"))?;
+        let udp = flag(m, "udp")?;
+        if udp && flag(m, "tcp")? {
+            return Err(err(errno::RECV_PARAMS, "both tcp and udp requested"));
+        }
+        let time_s = num(m, "time")?.unwrap_or(10.0);
+        if time_s > MAX_TIME_S {
+            return Err(err(
+                errno::DURATION,
+                format!("time {time_s} s is longer than {MAX_TIME_S} s"),
+            ));
+        }
+        let omit_s = num(m, "omit")?.unwrap_or(0.0);
+        if omit_s > MAX_OMIT_S {
+            return Err(err(
+                errno::OMIT,
+                format!("omit {omit_s} s is longer than {MAX_OMIT_S} s"),
+            ));
+        }
+        let parallel = int_at_most(m, "parallel", MAX_STREAMS, errno::NUM_STREAMS)?.unwrap_or(1);
+        if parallel == 0 {
+            return Err(err(errno::NUM_STREAMS, "parallel must be at least 1"));
+        }
+        let (max_len, code, default_len) = if udp {
+            (MAX_UDP_LEN, errno::UDP_BLOCK_SIZE, DEFAULT_UDP_LEN)
+        } else {
+            (MAX_TCP_LEN, errno::BLOCK_SIZE, DEFAULT_TCP_LEN)
+        };
+        let len = match int_at_most(m, "len", max_len, code)? {
+            None | Some(0) => default_len,
+            Some(l) => l,
+        };
+        if udp && len < 16 {
+            return Err(err(
+                errno::UDP_BLOCK_SIZE,
+                format!("UDP datagrams of {len} bytes are too small"),
+            ));
+        }
+        let bytes = num(m, "num")?.unwrap_or(0.0) as u64;
+        let blocks = num(m, "blockcount")?.unwrap_or(0.0) as u64;
+        if bytes > 0 && blocks > 0 {
+            return Err(err(errno::END_CONDITIONS, "both num and blockcount given"));
+        }
+        let reverse = flag(m, "reverse")?;
+        let bidirectional = flag(m, "bidirectional")?;
+        if reverse && bidirectional {
+            return Err(err(
+                errno::REVERSE_BIDIR,
+                "both reverse and bidirectional requested",
+            ));
+        }
+        let window = int_at_most(m, "window", MAX_WINDOW, errno::BUF_SIZE)?.filter(|w| *w > 0);
+        let mss = int_at_most(m, "MSS", MAX_MSS, errno::MSS)?
+            .filter(|x| *x > 0)
+            .map(|x| x as u32);
+        let congestion = text(m, "congestion", 16)?;
+        if let Some(c) = &congestion {
+            if !c
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+            {
+                return Err(err(
+                    errno::SET_CONGESTION,
+                    format!("congestion control {c:?} is not a name"),
+                ));
+            }
+        }
+        Ok(Params {
+            udp,
+            omit_s,
+            time_s,
+            bytes,
+            blocks,
+            parallel: parallel as u32,
+            len,
+            reverse,
+            bidirectional,
+            window,
+            mss,
+            nodelay: flag(m, "nodelay")?,
+            bandwidth_bps: num(m, "bandwidth")?.filter(|b| *b > 0.0),
+            fqrate_bps: num(m, "fqrate")?.filter(|b| *b > 0.0),
+            congestion,
+            get_server_output: flag(m, "get_server_output")?,
+            udp_counters_64bit: flag(m, "udp_counters_64bit")?,
+            client_version: text(m, "client_version", 64)?,
+            title: text(m, "title", 1024)?,
+        })
+    }
+
+    pub fn direction(&self) -> Direction {
+        if self.bidirectional {
+            Direction::Bidir
+        } else if self.reverse {
+            Direction::Reverse
+        } else {
+            Direction::Forward
+        }
+    }
+
+    /// The spec this server runs for an iperf3 client. The client decides when a timed test ends (it
+    /// sends TEST_END), so a sending server gets a generous deadline only as a safety bound; iperf3's
+    /// payload is not landspeed's pattern, so nothing is verified and receivers discard in the kernel.
+    pub fn to_spec(&self, payload_key: u64) -> TestSpec {
+        let end = if self.bytes > 0 {
+            EndCondition::Bytes(self.bytes)
+        } else if self.blocks > 0 {
+            EndCondition::Blocks(self.blocks)
+        } else {
+            let t = if self.time_s > 0.0 {
+                self.time_s
+            } else {
+                MAX_TIME_S
+            };
+            EndCondition::Time(Duration::from_secs_f64(t + self.omit_s + 10.0))
+        };
+        // iperf3's -b paces each stream; the kernel's pacing does the same without bursts.
+        let per_stream = match (self.bandwidth_bps, self.fqrate_bps) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        TestSpec {
+            streams: self.parallel,
+            length_bytes: self.len,
+            end,
+            omit_s: Duration::from_secs_f64(self.omit_s),
+            direction: self.direction(),
+            window_bytes: self.window,
+            congestion: self.congestion.clone(),
+            mss: self.mss,
+            nodelay: self.nodelay,
+            fq_rate_bps: per_stream,
+            verify: false,
+            payload_key,
+            rx: RxMode::Discard,
+            ..TestSpec::default()
+        }
+    }
+
+    /// The parameter message `landspeed run --iperf3` sends for a spec.
+    pub fn message_for(spec: &TestSpec, version: &str) -> Value {
+        let mut m = json!({
+            "tcp": true,
+            "omit": spec.omit_s.as_secs_f64().round() as u64,
+            "time": 0,
+            "num": 0,
+            "blockcount": 0,
+            "parallel": spec.streams,
+            "len": spec.length_bytes,
+            "pacing_timer": 1000,
+            "client_version": version,
+        });
+        match spec.end {
+            EndCondition::Time(t) => m["time"] = json!(t.as_secs_f64().ceil() as u64),
+            EndCondition::Bytes(b) => m["num"] = json!(b),
+            EndCondition::Blocks(k) => m["blockcount"] = json!(k),
+        }
+        match spec.direction {
+            Direction::Reverse => m["reverse"] = json!(1),
+            Direction::Bidir => m["bidirectional"] = json!(true),
+            Direction::Forward => {}
+        }
+        if let Some(w) = spec.window_bytes {
+            m["window"] = json!(w);
+        }
+        if let Some(mss) = spec.mss {
+            m["MSS"] = json!(mss);
+        }
+        if spec.nodelay {
+            m["nodelay"] = json!(true);
+        }
+        if let Some(c) = &spec.congestion {
+            m["congestion"] = json!(c);
+        }
+        if let Some(r) = spec.fq_rate_bps {
+            m["fqrate"] = json!(r as u64);
+        }
+        m
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,107 @@
+use super::*;
+
+fn p(s: &str) -> Result<Params, ParamError> {
+    Params::parse(s.as_bytes())
+}
+
+#[test]
+fn a_real_iperf3_3_12_message_parses() {
+    let m = r#"{"tcp":true,"omit":0,"time":10,"num":0,"blockcount":0,"parallel":4,"len":131072,"pacing_timer":1000,"client_version":"3.12"}"#;
+    let x = p(m).unwrap();
+    assert_eq!((x.parallel, x.len, x.time_s, x.udp), (4, 131072, 10.0, false));
+    let spec = x.to_spec(7);
+    assert_eq!(spec.streams, 4);
+    assert!(!spec.verify);
+    assert_eq!(spec.direction, Direction::Forward);
+}
+
+#[test]
+fn numbers_may_be_floats_and_unknown_keys_are_ignored() {
+    let x = p(r#"{"tcp":1,"time":2.5,"parallel":2.0,"window":65536.0,"brand_new_key":[1,2]}"#).unwrap();
+    assert_eq!((x.time_s, x.parallel, x.window), (2.5, 2, Some(65536)));
+}
+
+#[test]
+fn out_of_range_values_get_iperf3_error_numbers() {
+    assert_eq!(p(r#"{"parallel":129}"#).unwrap_err().code, errno::NUM_STREAMS);
+    assert_eq!(p(r#"{"parallel":0}"#).unwrap_err().code, errno::NUM_STREAMS);
+    assert_eq!(p(r#"{"time":86401}"#).unwrap_err().code, errno::DURATION);
+    assert_eq!(p(r#"{"omit":601}"#).unwrap_err().code, errno::OMIT);
+    assert_eq!(p(r#"{"len":2000000}"#).unwrap_err().code, errno::BLOCK_SIZE);
+    assert_eq!(
+        p(r#"{"udp":true,"len":70000}"#).unwrap_err().code,
+        errno::UDP_BLOCK_SIZE
+    );
+    assert_eq!(p(r#"{"window":1e12}"#).unwrap_err().code, errno::BUF_SIZE);
+    assert_eq!(
+        p(r#"{"reverse":1,"bidirectional":true}"#).unwrap_err().code,
+        errno::REVERSE_BIDIR
+    );
+    assert_eq!(
+        p(r#"{"num":10,"blockcount":3}"#).unwrap_err().code,
+        errno::END_CONDITIONS
+    );
+    assert_eq!(
+        p(r#"{"congestion":"cubic; rm"}"#).unwrap_err().code,
+        errno::SET_CONGESTION
+    );
+}
+
+#[test]
+fn wrong_types_and_non_json_are_refused() {
+    for bad in [
+        r#"{"parallel":"four"}"#,
+        r#"{"time":-1}"#,
+        "[1,2]",
+        "{",
+        "",
+        r#"{"title":5}"#,
+    ] {
+        assert_eq!(p(bad).unwrap_err().code, errno::RECV_PARAMS, "{bad}");
+    }
+}
+
+#[test]
+fn end_conditions_and_directions_map_onto_the_spec() {
+    let s = p(r#"{"num":1048576,"reverse":1,"parallel":2}"#)
+        .unwrap()
+        .to_spec(1);
+    assert_eq!(s.end, EndCondition::Bytes(1 << 20));
+    assert_eq!(s.direction, Direction::Reverse);
+    let s = p(r#"{"blockcount":100,"bidirectional":true}"#)
+        .unwrap()
+        .to_spec(1);
+    assert_eq!(s.end, EndCondition::Blocks(100));
+    assert_eq!(s.direction, Direction::Bidir);
+    // A timed test: the client sends TEST_END; the server's own deadline is only a safety bound.
+    let s = p(r#"{"time":3,"omit":1}"#).unwrap().to_spec(1);
+    assert_eq!(s.end, EndCondition::Time(Duration::from_secs(14)));
+}
+
+#[test]
+fn message_for_a_spec_parses_back() {
+    let spec = TestSpec {
+        streams: 3,
+        end: EndCondition::Bytes(5_000_000),
+        direction: Direction::Reverse,
+        window_bytes: Some(1 << 20),
+        congestion: Some("cubic".into()),
+        mss: Some(1400),
+        ..TestSpec::default()
+    };
+    let m = Params::message_for(&spec, "landspeed 0.1");
+    let back = Params::parse(m.to_string().as_bytes()).unwrap();
+    assert_eq!(back.parallel, 3);
+    assert_eq!(back.bytes, 5_000_000);
+    assert!(back.reverse);
+    assert_eq!(back.window, Some(1 << 20));
+    assert_eq!(back.mss, Some(1400));
+    assert_eq!(back.congestion.as_deref(), Some("cubic"));
+}
+
+proptest::proptest! {
+    #[test]
+    fn any_bytes_parse_or_fail_without_panicking(b in proptest::collection::vec(proptest::num::u8::ANY, 0..300)) {
+        let _ = Params::parse(&b);
+    }
+}

@@ -1,0 +1,160 @@
+//! The results message each end sends after the test (client first): CPU use, whether the sender knows
+//! retransmits, and per stream its byte count and the UDP figures. Parsed liberally (integers or
+//! floats, optional keys), because iperf3 versions differ.
+
+use serde_json::{json, Map, Value};
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct StreamResult {
+    pub id: i64,
+    pub bytes: u64,
+    pub retransmits: i64,
+    pub jitter_s: f64,
+    pub errors: i64,
+    pub omitted_errors: i64,
+    pub packets: i64,
+    pub omitted_packets: i64,
+    pub start_time_s: f64,
+    pub end_time_s: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Results {
+    pub cpu_util_total: f64,
+    pub cpu_util_user: f64,
+    pub cpu_util_system: f64,
+    /// 1 or 0 when this end sent (and knows retransmits or not), -1 when it only received.
+    pub sender_has_retransmits: i64,
+    pub congestion_used: Option<String>,
+    pub server_output_text: Option<String>,
+    pub server_output_json: Option<Value>,
+    pub streams: Vec<StreamResult>,
+}
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("iperf3 results: {0}")]
+pub struct ResultsError(pub String);
+
+fn f(m: &Map<String, Value>, k: &str) -> f64 {
+    m.get(k).and_then(Value::as_f64).unwrap_or(0.0)
+}
+
+fn i(m: &Map<String, Value>, k: &str) -> i64 {
+    m.get(k)
+        .and_then(|v| v.as_i64().or_else(|| v.as_f64().map(|x| x as i64)))
+        .unwrap_or(0)
+}
+
+impl Results {
+    pub fn to_json(&self) -> Value {
+        let streams: Vec<Value> = self
+            .streams
+            .iter()
+            .map(|s| {
+                json!({
+                    "id": s.id, "bytes": s.bytes, "retransmits": s.retransmits, "jitter": s.jitter_s,
+                    "errors": s.errors, "omitted_errors": s.omitted_errors, "packets": s.packets,
+                    "omitted_packets": s.omitted_packets, "start_time": s.start_time_s,
+                    "end_time": s.end_time_s,
+                })
+            })
+            .collect();
+        let mut v = json!({
+            "cpu_util_total": self.cpu_util_total,
+            "cpu_util_user": self.cpu_util_user,
+            "cpu_util_system": self.cpu_util_system,
+            "sender_has_retransmits": self.sender_has_retransmits,
+            "streams": streams,
+        });
+        if let Some(c) = &self.congestion_used {
+            v["congestion_used"] = json!(c);
+        }
+        if let Some(t) = &self.server_output_text {
+            v["server_output_text"] = json!(t);
+        }
+        if let Some(j) = &self.server_output_json {
+            v["server_output_json"] = j.clone();
+        }
+        v
+    }
+
+    pub fn parse(body: &[u8]) -> Result<Results, ResultsError> {
+        let v: Value = serde_json::from_slice(body).map_err(|e| ResultsError(format!("not JSON: {e}")))?;
+        let m = v
+            .as_object()
+            .ok_or_else(|| ResultsError("not a JSON object".into()))?;
+        let streams = match m.get("streams") {
+            None => vec![],
+            Some(Value::Array(a)) => a
+                .iter()
+                .map(|s| {
+                    let s = s
+                        .as_object()
+                        .ok_or_else(|| ResultsError("a stream is not an object".into()))?;
+                    Ok(StreamResult {
+                        id: i(s, "id"),
+                        bytes: f(s, "bytes").max(0.0) as u64,
+                        retransmits: i(s, "retransmits"),
+                        jitter_s: f(s, "jitter"),
+                        errors: i(s, "errors"),
+                        omitted_errors: i(s, "omitted_errors"),
+                        packets: i(s, "packets"),
+                        omitted_packets: i(s, "omitted_packets"),
+                        start_time_s: f(s, "start_time"),
+                        end_time_s: f(s, "end_time"),
+                    })
+                })
+                .collect::<Result<_, _>>()?,
+            Some(_) => return Err(ResultsError("streams is not an array".into())),
+        };
+        Ok(Results {
+            cpu_util_total: f(m, "cpu_util_total"),
+            cpu_util_user: f(m, "cpu_util_user"),
+            cpu_util_system: f(m, "cpu_util_system"),
+            sender_has_retransmits: i(m, "sender_has_retransmits"),
+            congestion_used: m
+                .get("congestion_used")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+            server_output_text: m
+                .get("server_output_text")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+            server_output_json: m.get("server_output_json").cloned(),
+            streams,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_liberal_numbers() {
+        let r = Results {
+            cpu_util_total: 12.5,
+            sender_has_retransmits: 1,
+            congestion_used: Some("cubic".into()),
+            streams: vec![StreamResult {
+                id: 1,
+                bytes: 123_456,
+                retransmits: 3,
+                end_time_s: 10.0,
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let back = Results::parse(r.to_json().to_string().as_bytes()).unwrap();
+        assert_eq!(back, r);
+        let floats =
+            br#"{"cpu_util_total":1,"sender_has_retransmits":-1.0,"streams":[{"id":3.0,"bytes":1e6}]}"#;
+        let p = Results::parse(floats).unwrap();
+        assert_eq!(
+            (p.streams[0].id, p.streams[0].bytes, p.sender_has_retransmits),
+            (3, 1_000_000, -1)
+        );
+        assert!(Results::parse(br#"{"streams":5}"#).is_err());
+        assert!(Results::parse(b"nope").is_err());
+    }
+}

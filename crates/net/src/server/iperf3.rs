@@ -1,0 +1,383 @@
+//! Serving unmodified iperf3 clients on landspeed's port. A connection whose first byte is a cookie
+//! character is iperf3: a cookie already registered by a running iperf3 test makes it that test's next
+//! data connection, any other cookie opens a new test. The test follows iperf3's state machine
+//! (PARAM_EXCHANGE, CREATE_STREAMS, TEST_START, TEST_RUNNING, TEST_END, EXCHANGE_RESULTS,
+//! DISPLAY_RESULTS, IPERF_DONE) and runs on landspeed's engine; unlike iperf3, any number of iperf3
+//! tests run at once. Bad parameters get SERVER_ERROR with iperf3's error number.
+
+use super::{Shared, TestLog};
+use crate::engine::{self, DataStream, EngineHook, EngineParams, Flags, Wake};
+use crate::sockopt;
+use landspeed_core::config::{Direction, EndCondition, Flow, TestSpec};
+use landspeed_core::endpoint::{IntervalSample, Role};
+use landspeed_iperf3::wire::{errno, frame_json, json_len, server_error, MAX_RESULTS_JSON};
+use landspeed_iperf3::{Cookie, Params, Results, State, StreamResult, COOKIE_LEN, MAX_JSON};
+use std::collections::HashMap;
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Running iperf3 tests waiting for data connections, by cookie.
+pub(super) type Registry = Mutex<HashMap<Cookie, mpsc::Sender<TcpStream>>>;
+
+/// iperf3 numbers streams 1, 3, 4, 5, ... in the order they connect.
+pub fn stream_id(k: usize) -> i64 {
+    if k == 0 {
+        1
+    } else {
+        k as i64 + 2
+    }
+}
+
+/// Handles a connection whose first byte (already read) says iperf3.
+pub(super) fn handle(mut stream: TcpStream, first: u8, peer: SocketAddr, shared: &Shared) {
+    let refuse = |reason: String| (shared.events)(super::ServerEvent::Refused { peer, reason });
+    let mut raw = [0u8; COOKIE_LEN];
+    raw[0] = first;
+    if let Err(e) = stream.read_exact(&mut raw[1..]) {
+        return refuse(format!("iperf3: truncated cookie: {e}"));
+    }
+    let Some(cookie) = Cookie::parse(&raw) else {
+        let _ = stream.write_all(&[State::AccessDenied.byte()]);
+        return refuse("iperf3: malformed cookie".into());
+    };
+    let waiting = shared.iperf3.lock().ok().and_then(|r| r.get(&cookie).cloned());
+    if let Some(tx) = waiting {
+        let _ = tx.send(stream);
+        return;
+    }
+    let mut log = TestLog::new(peer, "iperf3");
+    if let Err(e) = serve(stream, cookie, shared, &mut log) {
+        log.error = Some(e);
+    }
+    shared.tests_done.fetch_add(1, Relaxed);
+    (shared.events)(super::ServerEvent::Test(log));
+}
+
+/// Removes a cookie from the registry however the test ends.
+struct Registered<'a>(&'a Registry, Cookie);
+impl Drop for Registered<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut r) = self.0.lock() {
+            r.remove(&self.1);
+        }
+    }
+}
+
+fn read_json(s: &mut TcpStream, cap: usize) -> Result<Vec<u8>, String> {
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len)
+        .map_err(|e| format!("no message length: {e}"))?;
+    let n = json_len(len, cap).map_err(|n| format!("message of {n} bytes refused (limit {cap})"))?;
+    let mut body = vec![0u8; n];
+    s.read_exact(&mut body)
+        .map_err(|e| format!("truncated message: {e}"))?;
+    Ok(body)
+}
+
+fn send(s: &mut TcpStream, st: State) -> Result<(), String> {
+    s.write_all(&[st.byte()])
+        .map_err(|e| format!("control write: {e}"))
+}
+
+/// The total a sending server moves for `-n`/`-k`, split over its sending streams.
+fn budgets(spec: &TestSpec, senders: usize) -> Vec<Option<u64>> {
+    let total = match spec.end {
+        EndCondition::Bytes(b) => Some(b),
+        EndCondition::Blocks(k) => Some(k.saturating_mul(spec.length_bytes)),
+        EndCondition::Time(_) => None,
+    };
+    (0..senders)
+        .map(|i| {
+            total.map(|t| {
+                let n = senders as u64;
+                t / n + u64::from((i as u64) < t % n)
+            })
+        })
+        .collect()
+}
+
+fn serve(mut ctl: TcpStream, cookie: Cookie, shared: &Shared, log: &mut TestLog) -> Result<(), String> {
+    let o = &shared.opts;
+    let _ = ctl.set_nodelay(true);
+    let _ = ctl.set_write_timeout(Some(o.handshake_timeout));
+    send(&mut ctl, State::ParamExchange)?;
+    let body = read_json(&mut ctl, MAX_JSON).inspect_err(|_| {
+        let _ = ctl.write_all(&server_error(errno::RECV_PARAMS, 0));
+    })?;
+    let params = Params::parse(&body).map_err(|e| {
+        let _ = ctl.write_all(&server_error(e.code, 0));
+        format!("bad parameters: {e}")
+    })?;
+    log.protocol = format!("iperf3 {}", params.client_version.as_deref().unwrap_or("client"));
+    if params.udp {
+        let _ = ctl.write_all(&server_error(errno::UNIMPLEMENTED, 0));
+        return Err("UDP tests from iperf3 clients are not served yet".into());
+    }
+    let mut key = [0u8; 8];
+    let _ = getrandom::fill(&mut key);
+    let spec = params.to_spec(u64::from_le_bytes(key));
+    log.streams = spec.streams;
+    log.direction = Some(spec.direction);
+
+    let (tx, rx) = mpsc::channel();
+    shared
+        .iperf3
+        .lock()
+        .map_err(|_| "registry poisoned")?
+        .insert(cookie, tx);
+    let registered = Registered(&shared.iperf3, cookie);
+    send(&mut ctl, State::CreateStreams)?;
+    let n = spec.total_streams() as usize;
+    let deadline = Instant::now() + o.handshake_timeout;
+    let mut socks = vec![];
+    while socks.len() < n {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let s: TcpStream = rx.recv_timeout(left).map_err(|_| {
+            let _ = ctl.write_all(&server_error(errno::STREAM_ACCEPT, 0));
+            format!("only {} of {n} data connections arrived", socks.len())
+        })?;
+        socks.push(s);
+    }
+    drop(registered);
+    // With --bidir the client's sending streams connect first, then its receiving ones.
+    let receivers = match spec.direction {
+        Direction::Forward => n,
+        Direction::Reverse => 0,
+        Direction::Bidir => n / 2,
+    };
+    let send_budgets = budgets(&spec, n - receivers);
+    let mut streams = vec![];
+    for (k, sock) in socks.into_iter().enumerate() {
+        let role = if k < receivers {
+            Role::Receiver
+        } else {
+            Role::Sender
+        };
+        let flow = if role == Role::Receiver {
+            Flow::ClientToServer
+        } else {
+            Flow::ServerToClient
+        };
+        let _ = sockopt::after_connect(&socket2::SockRef::from(&sock), &spec, role == Role::Sender);
+        let budget = if role == Role::Sender {
+            send_budgets[k - receivers]
+        } else {
+            None
+        };
+        streams.push(DataStream {
+            id: k as u32,
+            flow,
+            role,
+            socket: sock,
+            budget,
+        });
+    }
+    send(&mut ctl, State::TestStart)?;
+    send(&mut ctl, State::TestRunning)?;
+
+    let (wtx, wrx) = mpsc::channel::<Wake<Ctl>>();
+    let quit = Arc::new(AtomicBool::new(false));
+    let reader = spawn_state_reader(&ctl, wtx.clone(), quit.clone())?;
+    let params_e = EngineParams::for_spec(&spec, None, None, o.idle_timeout);
+    let flags = Flags::default();
+    let mut hook = Hook {
+        ended: false,
+        failure: None,
+        shutdown: &shared.shutdown,
+    };
+    let out = engine::run(&streams, &params_e, &flags, &wtx, &wrx, &mut hook, None);
+    // A sending server may finish its byte budget before the client says the test is over.
+    let wait_until = Instant::now() + o.idle_timeout;
+    while !hook.ended && hook.failure.is_none() {
+        match wrx.recv_timeout(wait_until.saturating_duration_since(Instant::now())) {
+            Ok(Wake::External(x)) => hook.on_external(x, &flags),
+            Ok(Wake::WorkerDone) => {}
+            Err(_) => hook.failure = Some("the client never ended the test".into()),
+        }
+    }
+    quit.store(true, Relaxed);
+    let _ = reader.join();
+    log.duration_s = out.elapsed_s;
+    for s in &out.streams {
+        match s.role {
+            Role::Receiver => log.bytes_received += s.bytes.saturating_sub(s.omitted_bytes),
+            Role::Sender => log.bytes_sent += s.bytes,
+        }
+    }
+    if let Some(f) = hook.failure {
+        return Err(f);
+    }
+    let _ = ctl.set_read_timeout(Some(o.handshake_timeout));
+    send(&mut ctl, State::ExchangeResults)?;
+    let theirs = read_json(&mut ctl, MAX_RESULTS_JSON).map_err(|e| format!("client results: {e}"))?;
+    let theirs = Results::parse(&theirs).map_err(|e| e.to_string())?;
+    log.peer_bytes = Some(theirs.streams.iter().map(|s| s.bytes).sum());
+    let ours = results(&out, &spec, params.get_server_output.then(|| summary_text(log)));
+    ctl.write_all(&frame_json(&ours.to_json()))
+        .map_err(|e| format!("sending results: {e}"))?;
+    send(&mut ctl, State::DisplayResults)?;
+    let mut done = [0u8; 1];
+    match ctl.read_exact(&mut done) {
+        Ok(()) if State::from_byte(done[0]) == Some(State::IperfDone) => Ok(()),
+        Ok(()) => Err(format!("expected IPERF_DONE, got {}", done[0] as i8)),
+        // Some clients close without IPERF_DONE; the test itself completed.
+        Err(_) => Ok(()),
+    }
+}
+
+fn summary_text(log: &TestLog) -> String {
+    let bytes = log.bytes_received.max(log.bytes_sent);
+    format!(
+        "landspeed {} server: {} stream(s), received {} bytes, sent {} bytes in {:.3} s ({:.1} Mbit/s)\n",
+        landspeed_core::SOFTWARE_VERSION,
+        log.streams,
+        log.bytes_received,
+        log.bytes_sent,
+        log.duration_s,
+        if log.duration_s > 0.0 {
+            bytes as f64 * 8.0 / log.duration_s / 1e6
+        } else {
+            0.0
+        }
+    )
+}
+
+/// This server's results message.
+fn results(out: &engine::EngineOutput, spec: &TestSpec, text: Option<String>) -> Results {
+    let sends = out.streams.iter().any(|s| s.role == Role::Sender);
+    let c = &out.cpu;
+    let pct = |x: f64| if c.wall_s > 0.0 { x / c.wall_s * 100.0 } else { 0.0 };
+    let streams = out
+        .streams
+        .iter()
+        .map(|s| StreamResult {
+            id: stream_id(s.id as usize),
+            bytes: s.bytes.saturating_sub(s.omitted_bytes),
+            retransmits: if s.role == Role::Sender {
+                s.tcp.as_ref().map_or(0, |t| t.retransmits as i64)
+            } else {
+                -1
+            },
+            start_time_s: 0.0,
+            end_time_s: out.elapsed_s,
+            ..StreamResult::default()
+        })
+        .collect();
+    Results {
+        cpu_util_total: pct(c.process_user_s + c.process_system_s),
+        cpu_util_user: pct(c.process_user_s),
+        cpu_util_system: pct(c.process_system_s),
+        sender_has_retransmits: if sends { 1 } else { -1 },
+        congestion_used: if sends { spec.congestion.clone() } else { None },
+        server_output_text: text,
+        server_output_json: None,
+        streams,
+    }
+}
+
+/// What the control connection said during the test.
+enum Ctl {
+    State(u8),
+    Closed(String),
+}
+
+fn spawn_state_reader(
+    ctl: &TcpStream,
+    tx: mpsc::Sender<Wake<Ctl>>,
+    quit: Arc<AtomicBool>,
+) -> Result<std::thread::JoinHandle<()>, String> {
+    let mut s = ctl.try_clone().map_err(|e| format!("control socket: {e}"))?;
+    let _ = s.set_read_timeout(Some(Duration::from_millis(200)));
+    Ok(std::thread::spawn(move || {
+        let mut b = [0u8; 1];
+        while !quit.load(Relaxed) {
+            match s.read(&mut b) {
+                Ok(1) => {
+                    let _ = tx.send(Wake::External(Ctl::State(b[0])));
+                    if State::from_byte(b[0]) == Some(State::TestEnd) {
+                        return;
+                    }
+                }
+                Ok(_) => {
+                    let _ = tx.send(Wake::External(Ctl::Closed(
+                        "the client closed the connection".into(),
+                    )));
+                    return;
+                }
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => {
+                    let _ = tx.send(Wake::External(Ctl::Closed(format!("control connection: {e}"))));
+                    return;
+                }
+            }
+        }
+    }))
+}
+
+struct Hook<'a> {
+    ended: bool,
+    failure: Option<String>,
+    shutdown: &'a AtomicBool,
+}
+
+impl EngineHook<Ctl> for Hook<'_> {
+    fn on_sample(&mut self, _sample: &IntervalSample) {}
+    fn on_external(&mut self, x: Ctl, flags: &Flags) {
+        match x {
+            Ctl::State(b) if State::from_byte(b) == Some(State::TestEnd) => {
+                self.ended = true;
+                flags.halt.store(true, Relaxed);
+            }
+            Ctl::State(b) if State::from_byte(b) == Some(State::ClientTerminate) => {
+                self.failure
+                    .get_or_insert("the client terminated the test".into());
+                flags.abort.store(true, Relaxed);
+            }
+            Ctl::State(b) => {
+                self.failure
+                    .get_or_insert(format!("unexpected iperf3 message {}", b as i8));
+                flags.abort.store(true, Relaxed);
+            }
+            Ctl::Closed(m) => {
+                self.failure.get_or_insert(m);
+                flags.abort.store(true, Relaxed);
+            }
+        }
+    }
+    fn on_tick(&mut self, flags: &Flags) {
+        if self.shutdown.load(Relaxed) && !flags.abort.load(Relaxed) {
+            flags.abort.store(true, Relaxed);
+            self.failure.get_or_insert("server shutting down".into());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stream_ids_skip_two() {
+        let ids: Vec<i64> = (0..5).map(stream_id).collect();
+        assert_eq!(ids, vec![1, 3, 4, 5, 6]);
+    }
+
+    #[test]
+    fn byte_budgets_add_up() {
+        let spec = TestSpec {
+            end: EndCondition::Bytes(10),
+            ..TestSpec::default()
+        };
+        assert_eq!(budgets(&spec, 3), vec![Some(4), Some(3), Some(3)]);
+        let spec = TestSpec {
+            end: EndCondition::Blocks(3),
+            length_bytes: 100,
+            ..TestSpec::default()
+        };
+        assert_eq!(budgets(&spec, 2), vec![Some(150), Some(150)]);
+    }
+}
