@@ -69,6 +69,10 @@ pub struct RunArgs {
     /// Print JSON Lines events while the test runs (start, interval, end, error).
     #[arg(long)]
     pub json_stream: bool,
+    /// The server is iperf3 (`iperf3 -s`): speak iperf3's protocol. Without this flag landspeed switches
+    /// by itself when the server answers like iperf3.
+    #[arg(long)]
+    pub iperf3: bool,
 }
 
 #[derive(Args, Debug)]

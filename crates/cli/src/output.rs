@@ -117,6 +117,13 @@ impl Output {
         }
     }
 
+    /// A remark on how the test runs (text output only; JSON results carry it in their config).
+    pub fn note(&self, message: &str) {
+        if self.format == Format::Text {
+            eprintln!("landspeed: note: {message}");
+        }
+    }
+
     pub fn error(&self, message: &str) {
         if self.format == Format::JsonStream {
             self.out(

@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use landspeed_core::config::{EndCondition, TestSpec};
 use landspeed_core::result::RunResult;
 use landspeed_net::client::Family;
-use landspeed_net::{run_client, ClientOptions, Server, ServerOptions};
+use landspeed_net::{run_client, run_iperf3_client, ClientError, ClientOptions, Server, ServerOptions};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 
@@ -37,14 +37,23 @@ fn interrupt_flag() -> Result<Arc<AtomicBool>> {
 }
 
 /// True when the result can be trusted: complete, uncorrupted, and every byte sent was received.
+/// iperf3's protocol ends a test with a control message that overtakes the data still in flight, so
+/// there sent and received differ by design (the report warns); landspeed's own protocol never does.
 fn trustworthy(r: &RunResult) -> bool {
+    let iperf3 = r.protocol == "iperf3";
     !r.interrupted
         && r.summary.corrupt_blocks == 0
-        && r.summary.bytes_sent == r.summary.bytes_received
+        && (iperf3 || r.summary.bytes_sent == r.summary.bytes_received)
         && r.streams.iter().all(|s| s.errors.is_empty())
 }
 
-fn execute(opts: ClientOptions, format: Format, per_stream: bool, interval_lines: bool) -> Result<bool> {
+fn execute(
+    opts: ClientOptions,
+    format: Format,
+    per_stream: bool,
+    interval_lines: bool,
+    iperf3: bool,
+) -> Result<bool> {
     if let Some(t) = opts.threads {
         if t == 0 || t > 1024 {
             return Err(UsageError(format!("--threads must be 1..=1024, got {t}")).into());
@@ -68,7 +77,18 @@ fn execute(opts: ClientOptions, format: Format, per_stream: bool, interval_lines
         opts.spec.clone(),
     );
     let interrupt = interrupt_flag()?;
-    match run_client(&opts, &interrupt, &mut |ev| out.event(ev)) {
+    let outcome = if iperf3 {
+        run_iperf3_client(&opts, false, &interrupt, &mut |ev| out.event(ev))
+    } else {
+        match run_client(&opts, &interrupt, &mut |ev| out.event(ev)) {
+            Err(ClientError::Iperf3Server { .. }) => {
+                out.note("the server speaks iperf3; running the test with iperf3's protocol");
+                run_iperf3_client(&opts, true, &interrupt, &mut |ev| out.event(ev))
+            }
+            other => other,
+        }
+    };
+    match outcome {
         Ok(r) => {
             out.result(&r);
             Ok(trustworthy(&r))
@@ -90,7 +110,13 @@ pub fn run(a: RunArgs) -> Result<bool> {
     };
     let spec = a.test.spec();
     let opts = options(&a.host, &a.test, spec);
-    execute(opts, format, a.test.per_stream, !a.test.interval.is_zero())
+    execute(
+        opts,
+        format,
+        a.test.per_stream,
+        !a.test.interval.is_zero(),
+        a.iperf3,
+    )
 }
 
 /// The default job: a loopback server in this process and a 4-stream, 5-second test against it.
@@ -128,6 +154,7 @@ pub fn demo(a: DemoArgs) -> Result<bool> {
         if a.json { Format::Json } else { Format::Text },
         false,
         true,
+        false,
     );
     stop.store(true, Relaxed);
     let _ = handle.join();

@@ -2,6 +2,10 @@
 //! `ClientSession`, moves the data with the engine, and assembles the `RunResult`. Progress (connected,
 //! live intervals) is reported through a callback; nothing is printed here.
 
+mod iperf3;
+
+pub use iperf3::run_iperf3_client;
+
 use crate::control::{self, ControlError, ControlWriter};
 use crate::engine::{self, DataStream, EngineHook, EngineParams, Flags, Wake};
 use crate::sockopt::{self, SockOptError};
@@ -101,6 +105,10 @@ pub enum ClientError {
     Interrupted,
     #[error("the server stopped answering: {0}")]
     Lost(String),
+    /// The server answered in iperf3's protocol (PARAM_EXCHANGE or ACCESS_DENIED): retry with
+    /// `run_iperf3_client`.
+    #[error("{addr} is an iperf3 server (use --iperf3)")]
+    Iperf3Server { addr: SocketAddr },
 }
 
 fn resolve(opts: &ClientOptions) -> Result<SocketAddr, ClientError> {
@@ -302,6 +310,15 @@ pub fn run_client(
     .encode();
     hello.extend(landspeed_core::protocol::encode(&session.hello()));
     (&ctl).write_all(&hello).map_err(|e| cerr(e.into()))?;
+    // An iperf3 server takes the greeting for a cookie and answers with one state byte: PARAM_EXCHANGE
+    // (9) or ACCESS_DENIED (-1). A landspeed answer starts with a frame length, whose first byte is 0.
+    let _ = ctl.set_read_timeout(Some(opts.control_timeout));
+    let mut first = [0u8; 1];
+    if let Ok(1) = ctl.peek(&mut first) {
+        if first[0] == 9 || first[0] == 0xff {
+            return Err(ClientError::Iperf3Server { addr });
+        }
+    }
     let not_ls = |detail: String| ClientError::NotLandspeed { addr, detail };
     let welcome = match reader.read(opts.control_timeout) {
         Ok(m) => m,

@@ -107,6 +107,15 @@ pub struct Flags {
     pub halt: AtomicBool,
 }
 
+/// How far one end has got, as the sampling thread sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct Progress {
+    /// Bytes received so far on all receiving streams.
+    pub received: u64,
+    /// Every sending stream has finished (true when there are none).
+    pub senders_done: bool,
+}
+
 /// What wakes the sampling thread.
 pub enum Wake<X> {
     WorkerDone,
@@ -122,6 +131,8 @@ pub trait EngineHook<X> {
     fn on_tick(&mut self, _flags: &Flags) {}
     /// Called once when `flags.stop` is first seen raised.
     fn on_stop(&mut self) {}
+    /// Called on every wake-up with how far this end has got.
+    fn on_progress(&mut self, _progress: Progress, _flags: &Flags) {}
 }
 
 /// Everything the engine measured.
@@ -138,6 +149,7 @@ pub struct EngineOutput {
 #[derive(Default)]
 struct Counter {
     bytes: AtomicU64,
+    finished: AtomicBool,
 }
 
 #[derive(Default)]
@@ -229,6 +241,7 @@ impl<'a> State<'a> {
     }
 
     fn finish(&mut self, error: Option<String>) {
+        self.counter.finished.store(true, Relaxed);
         if self.ds.role == Role::Sender {
             let _ = self.ds.socket.shutdown(Shutdown::Write);
         }
@@ -534,6 +547,12 @@ pub fn run<X: Send>(
         let mut stop_seen = false;
         loop {
             hook.on_tick(flags);
+            let mine = |r: Role| streams.iter().zip(&counters).filter(move |(d, _)| d.role == r);
+            let progress = Progress {
+                received: mine(Role::Receiver).map(|(_, c)| c.bytes.load(Relaxed)).sum(),
+                senders_done: mine(Role::Sender).all(|(_, c)| c.finished.load(Relaxed)),
+            };
+            hook.on_progress(progress, flags);
             if !stop_seen && flags.stop.load(Relaxed) {
                 stop_seen = true;
                 hook.on_stop();

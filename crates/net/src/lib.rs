@@ -15,5 +15,5 @@ pub mod sockopt;
 pub mod tcp_info;
 pub mod zerocopy;
 
-pub use client::{run_client, ClientError, ClientEvent, ClientOptions};
+pub use client::{run_client, run_iperf3_client, ClientError, ClientEvent, ClientOptions};
 pub use server::{Server, ServerError, ServerEvent, ServerOptions};

@@ -1,0 +1,146 @@
+//! `landspeed run` against an unmodified `iperf3 -s` (Debian's iperf3, installed by .ci/run): with
+//! `--iperf3` and by detection, every option the issue lists, asserting on landspeed's result, which
+//! carries the iperf3 server's own figures from the results exchange.
+
+mod common;
+
+use common::{landspeed, wait_exit};
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+struct Iperf3Server {
+    child: Option<Child>,
+    port: u16,
+}
+
+impl Iperf3Server {
+    /// `iperf3 -s` on a free loopback port, or None when iperf3 is missing outside CI.
+    fn start() -> Option<Iperf3Server> {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .ok()?
+            .local_addr()
+            .ok()?
+            .port();
+        let spawned = Command::new("iperf3")
+            .args(["-s", "-B", "127.0.0.1", "-p", &port.to_string(), "--forceflush"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn();
+        let mut child = match spawned {
+            Ok(c) => c,
+            Err(e) => {
+                assert!(std::env::var_os("CI").is_none(), "iperf3 is missing in CI: {e}");
+                eprintln!("skipping: iperf3 is not installed (apt-get install iperf3)");
+                return None;
+            }
+        };
+        let out = child.stdout.take().unwrap();
+        let mut lines = BufReader::new(out).lines();
+        let ready = lines.any(|l| l.is_ok_and(|l| l.contains("Server listening")));
+        assert!(ready, "iperf3 -s did not start");
+        // Keep draining its output so it never blocks on a full pipe.
+        std::thread::spawn(move || for _ in lines {});
+        Some(Iperf3Server {
+            child: Some(child),
+            port,
+        })
+    }
+
+    fn run(&self, args: &[&str]) -> (i32, Value) {
+        let p = self.port.to_string();
+        let mut all = vec!["run", "127.0.0.1", "-p", &p, "--json"];
+        all.extend_from_slice(args);
+        let o = landspeed(&all, Duration::from_secs(60));
+        let v = serde_json::from_str(&o.stdout)
+            .unwrap_or_else(|e| panic!("{args:?}: not JSON ({e}): {}\n{}", o.stdout, o.stderr));
+        (o.code, v)
+    }
+}
+
+impl Drop for Iperf3Server {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = wait_exit(c, Duration::from_secs(5));
+        }
+    }
+}
+
+fn n(v: &Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
+}
+
+#[test]
+fn landspeed_drives_iperf3_servers_with_every_option() {
+    let Some(srv) = Iperf3Server::start() else { return };
+    let cases: &[&[&str]] = &[
+        &["-t", "1"],
+        &["-t", "1", "-R"],
+        &["-t", "1", "--bidir"],
+        &["-t", "1", "-P", "3"],
+        &["-t", "1", "-R", "-P", "2"],
+        &["-n", "50M"],
+        &["-n", "50M", "-R"],
+        &["-k", "200"],
+        &["-t", "1", "-l", "64K"],
+        &["-t", "1", "-w", "1M"],
+        &["-t", "1", "-M", "1400"],
+        &["-t", "1", "-N"],
+        &["-t", "1", "-C", "cubic"],
+        &["-t", "2", "-O", "1"],
+    ];
+    for args in cases {
+        let mut all = vec!["--iperf3"];
+        all.extend_from_slice(args);
+        let (code, r) = srv.run(&all);
+        assert_eq!(code, 0, "{args:?}: {r}");
+        assert_eq!(r["protocol"], "iperf3");
+        let s = &r["summary"];
+        assert!(n(&s["bytes_received"]) > 0, "{args:?}: {s}");
+        let parallel: usize = args
+            .iter()
+            .position(|a| *a == "-P")
+            .map_or(1, |i| args[i + 1].parse().unwrap());
+        let bidir = args.contains(&"--bidir");
+        assert_eq!(
+            r["streams"].as_array().unwrap().len(),
+            parallel * if bidir { 2 } else { 1 }
+        );
+        if bidir {
+            assert_eq!(r["directions"].as_array().unwrap().len(), 2);
+        }
+        if args.contains(&"-n") {
+            assert_eq!(n(&s["bytes_sent"]), 50 << 20, "{args:?}");
+            assert_eq!(n(&s["bytes_received"]), 50 << 20, "{args:?}");
+        }
+        if args.contains(&"-k") {
+            assert_eq!(
+                n(&s["bytes_received"]),
+                200 * 256 * 1024,
+                "{args:?}: 200 blocks of 256 KiB"
+            );
+        }
+        if !args.contains(&"-O") {
+            // Without a warm-up to estimate, what iperf3 received can never exceed what was sent.
+            assert!(n(&s["bytes_received"]) <= n(&s["bytes_sent"]), "{args:?}: {s}");
+        }
+        if args.contains(&"-C") {
+            assert_eq!(r["streams"][0]["tcp"]["congestion"], "cubic");
+        }
+        // Nothing is verified against iperf3, and the result says so.
+        assert_eq!(r["payload"]["verified"], false, "{args:?}");
+    }
+}
+
+#[test]
+fn an_iperf3_server_is_detected_without_the_flag() {
+    let Some(srv) = Iperf3Server::start() else { return };
+    for args in [&["-t", "1"][..], &["-t", "1", "-R"][..]] {
+        let (code, r) = srv.run(args);
+        assert_eq!(code, 0, "{r}");
+        assert_eq!(r["protocol"], "iperf3");
+        assert!(n(&r["summary"]["bytes_received"]) > 0);
+    }
+}

@@ -1,0 +1,419 @@
+//! `landspeed run --iperf3`: drives an unmodified `iperf3 -s` with iperf3's own protocol (cookie,
+//! parameters, CREATE_STREAMS, TEST_START/RUNNING, TEST_END, results exchange), moves the data with
+//! landspeed's engine, and turns both ends' figures (the server's arrive in its results message) into the
+//! same `RunResult` as a landspeed test, marked with the protocol. iperf3's payload is not landspeed's
+//! pattern, so nothing is verified, and the result says so.
+
+use super::{connect, resolve, ClientError, ClientEvent, ClientOptions, LiveIntervals};
+use crate::engine::{self, DataStream, EngineHook, EngineParams, Flags, Progress, Wake};
+use crate::sockopt;
+use landspeed_core::assemble::{assemble, Inputs, RunContext};
+use landspeed_core::config::{EndCondition, Flow, RxMode, TestSpec};
+use landspeed_core::endpoint::{
+    CpuTimes, EndpointReport, HostInfo, IntervalSample, Role, StreamReport, TcpStats,
+};
+use landspeed_core::result::RunResult;
+use landspeed_iperf3::wire::{frame_json, json_len, MAX_RESULTS_JSON};
+use landspeed_iperf3::{Cookie, Params, Results, State};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::mpsc;
+use std::time::{Duration, Instant, SystemTime};
+
+fn lost(m: impl Into<String>) -> ClientError {
+    ClientError::Lost(m.into())
+}
+
+/// Reads one state byte; a SERVER_ERROR is turned into an error with iperf3's numbers.
+fn read_state(c: &mut TcpStream) -> Result<State, ClientError> {
+    let mut b = [0u8; 1];
+    c.read_exact(&mut b)
+        .map_err(|e| lost(format!("iperf3 control connection: {e}")))?;
+    match State::from_byte(b[0]) {
+        Some(State::ServerError) => {
+            let mut codes = [0u8; 8];
+            let _ = c.read_exact(&mut codes);
+            let code = i32::from_be_bytes([codes[0], codes[1], codes[2], codes[3]]);
+            let os = i32::from_be_bytes([codes[4], codes[5], codes[6], codes[7]]);
+            Err(lost(format!(
+                "the iperf3 server refused the test: iperf3 error {code} (errno {os})"
+            )))
+        }
+        Some(State::AccessDenied) => Err(lost(
+            "the iperf3 server is busy running another test (ACCESS_DENIED)",
+        )),
+        Some(s) => Ok(s),
+        None => Err(lost(format!("unknown iperf3 message {}", b[0] as i8))),
+    }
+}
+
+fn expect(c: &mut TcpStream, want: State) -> Result<(), ClientError> {
+    match read_state(c)? {
+        s if s == want => Ok(()),
+        s => Err(lost(format!("iperf3 server said {s:?}, expected {want:?}"))),
+    }
+}
+
+fn iperf3_id(k: u32) -> i64 {
+    if k == 0 {
+        1
+    } else {
+        i64::from(k) + 2
+    }
+}
+
+struct Hook<'a> {
+    ctl: &'a TcpStream,
+    deadline: Option<Instant>,
+    /// Bytes after which a receiving client ends the test (`-n`/`-k` in reverse).
+    receive_target: Option<u64>,
+    /// This client has receiving streams (reverse or bidirectional).
+    receives: bool,
+    ended: bool,
+    interrupt: &'a AtomicBool,
+    on_event: &'a mut dyn FnMut(ClientEvent),
+    live: LiveIntervals,
+    spec: &'a TestSpec,
+    failure: Option<String>,
+}
+
+impl Hook<'_> {
+    fn end(&mut self, flags: &Flags) {
+        if !self.ended {
+            self.ended = true;
+            if let Err(e) = (&mut &*self.ctl).write_all(&[State::TestEnd.byte()]) {
+                self.failure.get_or_insert(format!("cannot send TEST_END: {e}"));
+            }
+            flags.halt.store(true, Relaxed);
+        }
+    }
+}
+
+impl EngineHook<()> for Hook<'_> {
+    fn on_sample(&mut self, sample: &IntervalSample) {
+        let spec = self.spec;
+        for flow in spec.flows() {
+            let iv = self.live.convert(sample, |id| spec.flow_of(id) == flow);
+            if !iv.streams.is_empty() {
+                (self.on_event)(ClientEvent::Interval { flow, interval: iv });
+            }
+        }
+    }
+    fn on_external(&mut self, _x: (), _flags: &Flags) {}
+    fn on_tick(&mut self, flags: &Flags) {
+        if self.interrupt.load(Relaxed) {
+            flags.stop.store(true, Relaxed);
+        }
+    }
+    /// The client ends the test (TEST_END) once its own senders have stopped (at their deadline or
+    /// budget; ending earlier would let the server close streams under them) and, when it only
+    /// receives, at the deadline or when the byte target has arrived.
+    fn on_progress(&mut self, p: Progress, flags: &Flags) {
+        let time_up = self.deadline.is_some_and(|d| Instant::now() >= d);
+        let target = self.receive_target.is_some_and(|t| p.received >= t);
+        let stopped = flags.stop.load(Relaxed);
+        if p.senders_done && (time_up || target || stopped || !self.receives) {
+            self.end(flags);
+        }
+    }
+}
+
+/// Runs one test against an iperf3 server.
+///
+/// `after_detection`: landspeed's own greeting has just been refused by this server, which may be
+/// restarting its listener; connection failures are then retried for a little while.
+pub fn run_iperf3_client(
+    opts: &ClientOptions,
+    after_detection: bool,
+    interrupt: &AtomicBool,
+    on_event: &mut dyn FnMut(ClientEvent),
+) -> Result<RunResult, ClientError> {
+    let retry = after_detection;
+    let mut spec = opts.spec.clone();
+    spec.verify = false;
+    spec.rx = RxMode::Discard;
+    spec.validate()?;
+    let spec = &spec;
+    let started_unix_s = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64());
+    let addr = resolve(opts)?;
+    let io = |e: std::io::Error| lost(format!("iperf3 control connection: {e}"));
+    let mut r = [0u8; 36];
+    getrandom::fill(&mut r).map_err(|e| lost(format!("no randomness for a cookie: {e}")))?;
+    let cookie = Cookie::from_random(r);
+    // An iperf3 server that has just failed a test (for instance landspeed's own greeting, when it
+    // found out what the server is) resets connections while it restarts its listener: try again.
+    let mut attempt = 0;
+    let (mut ctl, local) = loop {
+        let tried = (|| {
+            let mut ctl = connect(opts, addr, None)?;
+            let local = ctl
+                .local_addr()
+                .map_err(|err| ClientError::Connect { addr, err })?;
+            let _ = ctl.set_nodelay(true);
+            let _ = ctl.set_read_timeout(Some(opts.control_timeout));
+            let _ = ctl.set_write_timeout(Some(opts.control_timeout));
+            ctl.write_all(&cookie.to_wire()).map_err(io)?;
+            expect(&mut ctl, State::ParamExchange)?;
+            Ok::<_, ClientError>((ctl, local))
+        })();
+        match tried {
+            Ok(x) => break x,
+            Err(ClientError::Connect { .. }) | Err(ClientError::Lost(_)) if attempt < 5 && retry => {
+                attempt += 1;
+                std::thread::sleep(Duration::from_millis(50 << attempt));
+            }
+            Err(e) => return Err(e),
+        }
+    };
+    on_event(ClientEvent::Connected { local, remote: addr });
+    let version = format!("landspeed {}", landspeed_core::SOFTWARE_VERSION);
+    ctl.write_all(&frame_json(&Params::message_for(spec, &version)))
+        .map_err(io)?;
+    expect(&mut ctl, State::CreateStreams)?;
+    let streams = open_streams(opts, addr, spec, cookie)?;
+    expect(&mut ctl, State::TestStart)?;
+    // The server may send TEST_RUNNING right away or after its own start-up.
+    expect(&mut ctl, State::TestRunning)?;
+    let mut warnings =
+        vec!["iperf3 protocol: the payload is not landspeed's pattern, so nothing was verified".to_string()];
+    if let Some(s) = streams.first() {
+        let (snd, rcv) = sockopt::granted(&socket2::SockRef::from(&s.socket));
+        warnings.extend(sockopt::window_warning(spec.window_bytes, snd, rcv));
+    }
+    on_event(ClientEvent::Started {
+        streams: spec.total_streams(),
+        warnings: warnings.clone(),
+    });
+
+    let params = EngineParams::for_spec(spec, opts.threads, opts.cpus.clone(), opts.idle_timeout);
+    let receive_target = match (spec.end, streams.iter().any(|s| s.role == Role::Sender)) {
+        (EndCondition::Bytes(b), false) => Some(b),
+        (EndCondition::Blocks(k), false) => Some(k.saturating_mul(spec.length_bytes)),
+        _ => None,
+    };
+    let (tx, rx) = mpsc::channel::<Wake<()>>();
+    let flags = Flags::default();
+    let t0 = Instant::now();
+    let mut hook = Hook {
+        ctl: &ctl,
+        deadline: params.send_time.map(|d| t0 + d),
+        receive_target,
+        receives: streams.iter().any(|s| s.role == Role::Receiver),
+        ended: false,
+        interrupt,
+        on_event,
+        live: LiveIntervals::default(),
+        spec,
+        failure: None,
+    };
+    let iface = crate::host::interface_for(local.ip());
+    let out = engine::run(&streams, &params, &flags, &tx, &rx, &mut hook, iface.as_deref());
+    hook.end(&flags);
+    if let Some(f) = hook.failure.take() {
+        return Err(lost(f));
+    }
+    drop(hook);
+    let _ = ctl.set_read_timeout(Some(opts.control_timeout + opts.idle_timeout));
+    expect(&mut ctl, State::ExchangeResults)?;
+    let local_report = EndpointReport {
+        software: format!("landspeed {}", landspeed_core::SOFTWARE_VERSION),
+        streams: out.streams,
+        cpu: out.cpu,
+        host: crate::host::host_info(),
+        interface: out.interface,
+        elapsed_s: out.elapsed_s,
+        threads: out.threads,
+        cpus_pinned: opts.cpus.clone(),
+        warnings,
+        error: None,
+    };
+    let ours = our_results(&local_report);
+    ctl.write_all(&frame_json(&ours.to_json())).map_err(io)?;
+    let mut len = [0u8; 4];
+    ctl.read_exact(&mut len).map_err(io)?;
+    let n =
+        json_len(len, MAX_RESULTS_JSON).map_err(|n| lost(format!("iperf3 results of {n} bytes refused")))?;
+    let mut body = vec![0u8; n];
+    ctl.read_exact(&mut body).map_err(io)?;
+    let theirs = Results::parse(&body).map_err(|e| lost(e.to_string()))?;
+    expect(&mut ctl, State::DisplayResults)?;
+    let _ = ctl.write_all(&[State::IperfDone.byte()]);
+    let sent_in_warmup = warmup_bytes(&out.samples);
+    let server_report = remote_report(&theirs, &local_report, spec.omit_s.as_secs_f64(), &sent_in_warmup);
+    let context = RunContext {
+        host: opts.host.clone(),
+        port: opts.port,
+        local_address: local.to_string(),
+        remote_address: addr.to_string(),
+        family: if addr.is_ipv4() {
+            "ipv4".into()
+        } else {
+            "ipv6".into()
+        },
+        threads: local_report.threads,
+        cpus: opts.cpus.clone(),
+        bind: opts.bind.map(|b| b.to_string()),
+        started_unix_s,
+        interrupted: interrupt.load(Relaxed),
+        protocol: "iperf3".into(),
+    };
+    Ok(assemble(&Inputs {
+        spec,
+        context,
+        client: &local_report,
+        server: &server_report,
+        client_samples: &out.samples,
+        server_samples: &[],
+    }))
+}
+
+fn open_streams(
+    opts: &ClientOptions,
+    addr: SocketAddr,
+    spec: &TestSpec,
+    cookie: Cookie,
+) -> Result<Vec<DataStream>, ClientError> {
+    (0..spec.total_streams())
+        .map(|id| {
+            let sock = connect(opts, addr, Some(spec))?;
+            let flow = spec.flow_of(id);
+            let role = if flow == Flow::ClientToServer {
+                Role::Sender
+            } else {
+                Role::Receiver
+            };
+            sock.set_write_timeout(Some(opts.control_timeout))
+                .map_err(|err| ClientError::Stream { id, err })?;
+            (&sock)
+                .write_all(&cookie.to_wire())
+                .map_err(|err| ClientError::Stream { id, err })?;
+            sockopt::after_connect(&socket2::SockRef::from(&sock), spec, role == Role::Sender)?;
+            Ok(DataStream {
+                id,
+                flow,
+                role,
+                socket: sock,
+                budget: if role == Role::Sender {
+                    spec.stream_budget(id)
+                } else {
+                    None
+                },
+            })
+        })
+        .collect()
+}
+
+/// This client's results message, as iperf3's server expects it.
+fn our_results(r: &EndpointReport) -> Results {
+    let c = &r.cpu;
+    let pct = |x: f64| if c.wall_s > 0.0 { x / c.wall_s * 100.0 } else { 0.0 };
+    let sends = r.streams.iter().any(|s| s.role == Role::Sender);
+    Results {
+        cpu_util_total: pct(c.process_user_s + c.process_system_s),
+        cpu_util_user: pct(c.process_user_s),
+        cpu_util_system: pct(c.process_system_s),
+        sender_has_retransmits: if sends { 1 } else { -1 },
+        streams: r
+            .streams
+            .iter()
+            .map(|s| landspeed_iperf3::StreamResult {
+                id: iperf3_id(s.id),
+                bytes: s.bytes.saturating_sub(s.omitted_bytes),
+                retransmits: s.tcp.as_ref().map_or(-1, |t| t.retransmits as i64),
+                start_time_s: 0.0,
+                end_time_s: r.elapsed_s,
+                ..Default::default()
+            })
+            .collect(),
+        ..Results::default()
+    }
+}
+
+/// The server's end as a report, built from its results message: per stream its byte count and its
+/// time span, its retransmits when it sent, and its CPU use.
+/// Per stream, the bytes counted by the end of the warm-up (the last omitted sample).
+fn warmup_bytes(samples: &[IntervalSample]) -> std::collections::HashMap<u32, u64> {
+    samples
+        .iter()
+        .rev()
+        .find(|s| s.omitted)
+        .map(|s| s.streams.iter().map(|x| (x.id, x.bytes)).collect())
+        .unwrap_or_default()
+}
+
+/// iperf3 resets its counters when the warm-up (`-O`) ends, so its figures cover only the measured
+/// part, with times counted from there: they are put back on landspeed's time line, and a receiving
+/// server is credited with the warm-up bytes this client sent (counted at its own warm-up boundary),
+/// which the result then leaves out again, as for a landspeed server.
+fn remote_report(
+    theirs: &Results,
+    local: &EndpointReport,
+    omit_s: f64,
+    sent_in_warmup: &std::collections::HashMap<u32, u64>,
+) -> EndpointReport {
+    let wall = theirs.streams.iter().map(|s| s.end_time_s).fold(0.0, f64::max) + omit_s;
+    let streams = local
+        .streams
+        .iter()
+        .map(|l| {
+            let t = theirs.streams.iter().find(|s| s.id == iperf3_id(l.id));
+            let role = if l.role == Role::Sender {
+                Role::Receiver
+            } else {
+                Role::Sender
+            };
+            let warm = if role == Role::Receiver && omit_s > 0.0 {
+                sent_in_warmup.get(&l.id).copied().unwrap_or(0)
+            } else {
+                0
+            };
+            StreamReport {
+                id: l.id,
+                flow: l.flow,
+                role,
+                bytes: t.map_or(0, |t| t.bytes) + warm,
+                calls: 0,
+                omitted_bytes: warm,
+                first_byte_s: t.map(|t| t.start_time_s + omit_s),
+                last_byte_s: t.map(|t| t.end_time_s + omit_s),
+                snd_buf_bytes: 0,
+                rcv_buf_bytes: 0,
+                tcp: t
+                    .filter(|t| role == Role::Sender && t.retransmits >= 0)
+                    .map(|t| TcpStats {
+                        retransmits: t.retransmits as u64,
+                        congestion: theirs.congestion_used.clone(),
+                        ..TcpStats::default()
+                    }),
+                error: t
+                    .is_none()
+                    .then(|| "the iperf3 server reported no figures for this stream".into()),
+                bytes_verified: 0,
+                corrupt_blocks: 0,
+                first_corruption: None,
+                zerocopy_sends: 0,
+                zerocopy_copied: 0,
+            }
+        })
+        .collect();
+    EndpointReport {
+        software: "iperf3 server".into(),
+        streams,
+        cpu: CpuTimes {
+            wall_s: wall,
+            process_user_s: theirs.cpu_util_user / 100.0 * wall,
+            process_system_s: theirs.cpu_util_system / 100.0 * wall,
+            ..CpuTimes::default()
+        },
+        host: HostInfo::default(),
+        interface: None,
+        elapsed_s: wall,
+        threads: 1,
+        cpus_pinned: None,
+        warnings: vec![],
+        error: None,
+    }
+}
