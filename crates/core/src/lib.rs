@@ -11,6 +11,7 @@ pub mod payload;
 pub mod protocol;
 pub mod result;
 pub mod stats;
+pub mod udp;
 pub mod units;
 
 pub use config::{Direction, EndCondition, TestSpec};

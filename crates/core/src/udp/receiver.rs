@@ -1,0 +1,126 @@
+//! The receiver's accounting of one UDP stream: unique datagrams and bytes, out-of-order arrivals,
+//! duplicates (a bitmap over the last 65,536 sequence numbers), and interarrival jitter as RFC 3550
+//! defines it (J += (|D| − J) / 16, D the difference of consecutive transit times). Loss is counted at the
+//! end against what the sender says it sent, which landspeed's protocol reports; only when that is not
+//! known (iperf3 peers) is it estimated from the highest sequence number seen.
+
+use super::Header;
+
+const WINDOW: u64 = 1 << 16;
+
+#[derive(Debug, Clone)]
+pub struct UdpReceiver {
+    received: u64,
+    bytes: u64,
+    max_seq: Option<u64>,
+    out_of_order: u64,
+    duplicates: u64,
+    /// Datagrams older than the duplicate window: counted as received, cannot be checked for repeats.
+    too_old: u64,
+    seen: Vec<u64>,
+    jitter_ns: f64,
+    last_transit: Option<i128>,
+}
+
+/// A stream's UDP figures at the end of a test.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct UdpStats {
+    /// Datagrams the sender sent (when known) and the receiver got (unique).
+    pub datagrams_sent: Option<u64>,
+    pub datagrams_received: u64,
+    pub datagrams_lost: u64,
+    pub loss_pct: f64,
+    pub out_of_order: u64,
+    pub duplicates: u64,
+    /// RFC 3550 interarrival jitter at the end of the test, milliseconds.
+    pub jitter_ms: f64,
+}
+
+impl Default for UdpReceiver {
+    fn default() -> Self {
+        UdpReceiver {
+            received: 0,
+            bytes: 0,
+            max_seq: None,
+            out_of_order: 0,
+            duplicates: 0,
+            too_old: 0,
+            seen: vec![0; (WINDOW / 64) as usize],
+            jitter_ns: 0.0,
+            last_transit: None,
+        }
+    }
+}
+
+impl UdpReceiver {
+    fn bit(&mut self, seq: u64) -> (usize, u64) {
+        let i = seq % WINDOW;
+        ((i / 64) as usize, 1u64 << (i % 64))
+    }
+
+    /// Accounts one datagram of `len` bytes. Returns false for a duplicate (whose bytes must not be
+    /// counted or verified again).
+    pub fn on_datagram(&mut self, h: Header, arrival_ns: u64, len: usize) -> bool {
+        match self.max_seq {
+            Some(max) if h.seq <= max => {
+                if max - h.seq >= WINDOW {
+                    self.too_old += 1;
+                } else {
+                    let (w, m) = self.bit(h.seq);
+                    if self.seen[w] & m != 0 {
+                        self.duplicates += 1;
+                        return false;
+                    }
+                    self.seen[w] |= m;
+                }
+                self.out_of_order += 1;
+            }
+            _ => {
+                // Clear the bits of the sequence numbers skipped over (at most the whole window).
+                let from = self.max_seq.map_or(0, |m| m + 1);
+                for s in from.max(h.seq.saturating_sub(WINDOW - 1))..h.seq {
+                    let (w, m) = self.bit(s);
+                    self.seen[w] &= !m;
+                }
+                let (w, m) = self.bit(h.seq);
+                self.seen[w] |= m;
+                self.max_seq = Some(h.seq);
+            }
+        }
+        self.received += 1;
+        self.bytes += len as u64;
+        let transit = i128::from(arrival_ns) - i128::from(h.sent_ns);
+        if let Some(prev) = self.last_transit {
+            let d = (transit - prev).unsigned_abs() as f64;
+            self.jitter_ns += (d - self.jitter_ns) / 16.0;
+        }
+        self.last_transit = Some(transit);
+        true
+    }
+
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// The figures, given how many datagrams the sender sent if it said so.
+    pub fn stats(&self, sent: Option<u64>) -> UdpStats {
+        let expected = sent.unwrap_or_else(|| self.max_seq.map_or(0, |m| m + 1));
+        let lost = expected.saturating_sub(self.received);
+        UdpStats {
+            datagrams_sent: sent,
+            datagrams_received: self.received,
+            datagrams_lost: lost,
+            loss_pct: if expected > 0 {
+                lost as f64 * 100.0 / expected as f64
+            } else {
+                0.0
+            },
+            out_of_order: self.out_of_order,
+            duplicates: self.duplicates,
+            jitter_ms: self.jitter_ns / 1e6,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
