@@ -3,7 +3,7 @@
 //! usage error (exit 2) naming the flag.
 
 use clap::{Args, Parser, Subcommand};
-use landspeed_core::config::{Direction, EndCondition, IoBackend, RxMode, TestSpec, TxMode};
+use landspeed_core::config::{Direction, EndCondition, IoBackend, RxMode, TestSpec, Transport, TxMode};
 use landspeed_core::units::{parse_duration, BitRate, Bytes};
 use std::net::IpAddr;
 use std::time::Duration;
@@ -180,6 +180,16 @@ pub struct TestArgs {
     /// Seconds to wait for a connection.
     #[arg(long, value_name = "DUR", value_parser = duration, default_value = "5s")]
     pub connect_timeout: Duration,
+    /// UDP instead of TCP: paced datagrams (-b), loss, jitter, out-of-order and duplicates reported,
+    /// payload verified. -l is the datagram size (default 1448).
+    #[arg(short = 'u', long)]
+    pub udp: bool,
+    /// UDP: target rate of ALL streams together (iperf3's -b is per stream), e.g. 500M; default 1M.
+    #[arg(short = 'b', long = "rate", value_name = "RATE", value_parser = rate, requires = "udp")]
+    pub udp_rate: Option<BitRate>,
+    /// UDP: datagrams a sender that fell behind may send back to back.
+    #[arg(long, value_name = "N", default_value_t = 16, requires = "udp")]
+    pub burst: u32,
 }
 
 fn bytes(s: &str) -> Result<Bytes, String> {
@@ -212,7 +222,11 @@ impl TestArgs {
             streams: self.streams,
             length_bytes: self
                 .length
-                .unwrap_or(landspeed_core::config::DEFAULT_LENGTH)
+                .unwrap_or(if self.udp {
+                    landspeed_core::config::DEFAULT_UDP_LENGTH
+                } else {
+                    landspeed_core::config::DEFAULT_LENGTH
+                })
                 .get(),
             end,
             omit_s: self.omit.unwrap_or_default(),
@@ -237,7 +251,7 @@ impl TestArgs {
             server_cpus: self.server_cpus.clone().map(|c| c.0),
             verify: !self.no_verify,
             payload_key: 0,
-            rx: match (self.rx.as_deref(), self.no_verify) {
+            rx: match (self.rx.as_deref(), self.no_verify && !self.udp) {
                 (Some("discard"), _) | (None, true) => RxMode::Discard,
                 _ => RxMode::Copy,
             },
@@ -252,6 +266,9 @@ impl TestArgs {
                 IoBackend::Epoll
             },
             queue_depth: self.queue_depth.unwrap_or(if self.io == "uring" { 4 } else { 1 }),
+            transport: if self.udp { Transport::Udp } else { Transport::Tcp },
+            rate_bps: self.udp_rate.map(|r| r.bps()),
+            burst: self.burst,
         }
     }
 }

@@ -296,3 +296,50 @@ fn corrupted_payload_passes_tcp_and_is_caught_by_verification() {
     assert_eq!(first["stream"], 0, "{first}");
     assert_ne!(first["expected_hex"], first["received_hex"]);
 }
+
+#[test]
+fn udp_loss_duplicates_reordering_and_jitter_match_the_emulator() {
+    let Some(_lock) = root() else { return };
+    let mut w = Wan::up(&[
+        "--rtt",
+        "10ms",
+        "--rate",
+        "1G",
+        "--seed",
+        "7",
+        "--a-to-b",
+        "loss=2%",
+        "--a-to-b",
+        "duplicate=1%",
+        "--a-to-b",
+        "reorder=1%",
+        "--a-to-b",
+        "jitter=1ms",
+    ]);
+    w.serve_in_b();
+    let r = w.run_ok(&["-u", "-b", "50M", "-t", "3"]);
+    let u = &r["summary"]["udp"];
+    let st = w.status();
+    let emu = &st["a_to_b"];
+    let count = |v: &Value| v.as_u64().unwrap();
+    // Every datagram the emulator dropped or doubled is counted, and little else: a few control
+    // datagrams (the stream's hello, its end-of-stream markers) cross the same path.
+    let (lost, dropped) = (count(&u["datagrams_lost"]), count(&emu["dropped_loss"]));
+    assert!(
+        lost <= dropped && dropped - lost <= 6,
+        "lost {lost}, emulator dropped {dropped}"
+    );
+    let (dups, doubled) = (count(&u["duplicates"]), count(&emu["duplicated"]));
+    assert!(
+        dups <= doubled && doubled - dups <= 6,
+        "duplicates {dups}, emulator duplicated {doubled}"
+    );
+    assert!((u["loss_pct"].as_f64().unwrap() - 2.0).abs() < 0.6, "{u}");
+    assert!(
+        count(&u["out_of_order"]) > 0 && count(&emu["reordered"]) > 0,
+        "{u}"
+    );
+    assert!(u["jitter_ms"].as_f64().unwrap() > 0.1, "jitter {u}");
+    assert_eq!(r["summary"]["bytes_verified"], r["summary"]["bytes_received"]);
+    assert_eq!(r["summary"]["corrupt_blocks"], 0);
+}

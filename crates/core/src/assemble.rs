@@ -214,7 +214,48 @@ fn stream_result(
             .and_then(|t| t.tcp.as_ref())
             .and_then(|t| limited_shares(t, sender_elapsed)),
         errors,
+        udp: rx.and_then(|r| r.udp).map(|u| udp_against_sender(u, tx)),
+        send_errors: tx.map_or(0, |t| t.send_errors),
     }
+}
+
+/// The receiver's UDP figures with loss recounted against the sender's report of what it sent (which
+/// arrives in the results exchange even when every end-of-stream marker was lost).
+fn udp_against_sender(mut u: crate::udp::UdpStats, tx: Option<&StreamReport>) -> crate::udp::UdpStats {
+    if let Some(sent) = tx.map(|t| t.calls) {
+        u.datagrams_sent = Some(sent);
+        u.datagrams_lost = sent.saturating_sub(u.datagrams_received);
+        u.loss_pct = if sent > 0 {
+            u.datagrams_lost as f64 * 100.0 / sent as f64
+        } else {
+            0.0
+        };
+    }
+    u
+}
+
+/// A direction's UDP figures: the streams' added up.
+fn udp_total(streams: &[StreamResult]) -> Option<crate::udp::UdpStats> {
+    let all: Vec<&crate::udp::UdpStats> = streams.iter().filter_map(|s| s.udp.as_ref()).collect();
+    if all.is_empty() {
+        return None;
+    }
+    let sent: Option<u64> = all.iter().map(|u| u.datagrams_sent).sum();
+    let lost: u64 = all.iter().map(|u| u.datagrams_lost).sum();
+    let expected = sent.unwrap_or(lost + all.iter().map(|u| u.datagrams_received).sum::<u64>());
+    Some(crate::udp::UdpStats {
+        datagrams_sent: sent,
+        datagrams_received: all.iter().map(|u| u.datagrams_received).sum(),
+        datagrams_lost: lost,
+        loss_pct: if expected > 0 {
+            lost as f64 * 100.0 / expected as f64
+        } else {
+            0.0
+        },
+        out_of_order: all.iter().map(|u| u.out_of_order).sum(),
+        duplicates: all.iter().map(|u| u.duplicates).sum(),
+        jitter_ms: all.iter().map(|u| u.jitter_ms).sum::<f64>() / all.len() as f64,
+    })
 }
 
 fn flow_summary(
@@ -265,6 +306,7 @@ fn flow_summary(
             .filter_map(|s| s.tcp.as_ref())
             .map(|t| t.retransmits)
             .sum(),
+        udp: udp_total(streams),
         sender_elapsed_s: sender_span(
             p.sender
                 .streams
@@ -501,7 +543,8 @@ pub fn assemble(inp: &Inputs) -> RunResult {
         ));
     }
     for s in &streams {
-        if s.bytes_sent != s.bytes_received {
+        // UDP loses datagrams by nature; its loss is reported as such, not as a disagreement.
+        if s.bytes_sent != s.bytes_received && s.udp.is_none() {
             warnings.push(format!(
                 "stream {}: sender wrote {} bytes but receiver read {}",
                 s.id, s.bytes_sent, s.bytes_received
@@ -532,7 +575,6 @@ pub fn assemble(inp: &Inputs) -> RunResult {
             port: ctx.port,
             local_address: ctx.local_address.clone(),
             remote_address: ctx.remote_address.clone(),
-            transport: "tcp".into(),
             family: ctx.family.clone(),
             spec: spec.clone(),
             threads: ctx.threads,
@@ -579,6 +621,8 @@ mod tests {
             first_corruption: None,
             zerocopy_sends: 0,
             zerocopy_copied: 0,
+            udp: None,
+            send_errors: 0,
         }
     }
 

@@ -18,6 +18,25 @@ pub const MAX_WINDOW: u64 = (i32::MAX as u64) / 2;
 /// Default write/read size: 256 KiB measured fastest for one stream on loopback and within noise of the
 /// best for four (docs/benchmarks.md); fewer system calls than iperf3's 128 KiB, still cache-resident.
 pub const DEFAULT_LENGTH: Bytes = Bytes(256 * 1024);
+/// UDP datagram size by default: fits a 1500-byte MTU over IPv4 and IPv6.
+pub const DEFAULT_UDP_LENGTH: Bytes = Bytes(1448);
+/// The largest UDP payload over IPv4.
+pub const MAX_UDP_LENGTH: u64 = 65_507;
+/// UDP rate when none is given (iperf3's default, but over all streams here).
+pub const DEFAULT_UDP_RATE_BPS: f64 = 1e6;
+
+/// The transport the data streams use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Transport {
+    #[default]
+    Tcp,
+    Udp,
+}
+
+fn default_burst() -> u32 {
+    16
+}
 
 /// Which way the data flows, seen from the client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
@@ -105,6 +124,14 @@ pub struct TestSpec {
     /// io_uring: operations queued per stream (NTttcp's -a).
     #[serde(default = "one")]
     pub queue_depth: u32,
+    #[serde(default)]
+    pub transport: Transport,
+    /// UDP: the target rate of all streams together, bits per second of datagrams (header included).
+    #[serde(default)]
+    pub rate_bps: Option<f64>,
+    /// UDP: datagrams a sender that fell behind its schedule may send back to back.
+    #[serde(default = "default_burst")]
+    pub burst: u32,
 }
 
 /// The event loop that drives the data sockets.
@@ -170,6 +197,9 @@ impl Default for TestSpec {
             tx: TxMode::Copy,
             io: IoBackend::Epoll,
             queue_depth: 1,
+            transport: Transport::Tcp,
+            rate_bps: None,
+            burst: default_burst(),
         }
     }
 }
@@ -209,6 +239,14 @@ pub enum ConfigError {
     QueueDepth(u32),
     #[error("--tx zerocopy is implemented for the epoll backend only")]
     ZerocopyNeedsEpoll,
+    #[error("UDP datagrams must be {min}..={MAX_UDP_LENGTH} bytes, got {0}", min = crate::udp::HEADER + 1)]
+    UdpLength(u64),
+    #[error("UDP rate must be positive and finite, got {0}")]
+    UdpRate(f64),
+    #[error("burst must be 1..=1024 datagrams, got {0}")]
+    Burst(u32),
+    #[error("{0} applies to TCP only")]
+    TcpOnly(&'static str),
 }
 
 impl TestSpec {
@@ -285,6 +323,9 @@ impl TestSpec {
         if self.tx == TxMode::Zerocopy && self.io == IoBackend::Uring {
             return Err(ConfigError::ZerocopyNeedsEpoll);
         }
+        if self.transport == Transport::Udp {
+            self.validate_udp()?;
+        }
         Ok(())
     }
 
@@ -326,6 +367,38 @@ impl TestSpec {
             EndCondition::Time(t) => Some(self.omit_s + t),
             _ => None,
         }
+    }
+
+    fn validate_udp(&self) -> Result<(), ConfigError> {
+        if !(crate::udp::HEADER as u64 + 1..=MAX_UDP_LENGTH).contains(&self.length_bytes) {
+            return Err(ConfigError::UdpLength(self.length_bytes));
+        }
+        if let Some(r) = self.rate_bps {
+            if !(r.is_finite() && r > 0.0) {
+                return Err(ConfigError::UdpRate(r));
+            }
+        }
+        if !(1..=1024).contains(&self.burst) {
+            return Err(ConfigError::Burst(self.burst));
+        }
+        let tcp_only = [
+            (self.congestion.is_some(), "-C/--congestion"),
+            (self.mss.is_some(), "-M/--mss"),
+            (self.nodelay, "-N/--nodelay"),
+            (self.fq_rate_bps.is_some(), "--fq-rate (UDP is paced by -b)"),
+            (self.io == IoBackend::Uring, "--io uring"),
+            (self.tx == TxMode::Zerocopy, "--tx zerocopy"),
+            (self.rx == RxMode::Discard, "--rx discard"),
+        ];
+        match tcp_only.iter().find(|(set, _)| *set) {
+            Some((_, what)) => Err(ConfigError::TcpOnly(what)),
+            None => Ok(()),
+        }
+    }
+
+    /// UDP: each stream's share of the total rate.
+    pub fn udp_stream_rate_bps(&self) -> f64 {
+        self.rate_bps.unwrap_or(DEFAULT_UDP_RATE_BPS) / f64::from(self.streams)
     }
 
     pub fn fq_rate(&self) -> Option<BitRate> {

@@ -81,6 +81,12 @@ pub struct StreamReport {
     pub zerocopy_sends: u64,
     #[serde(default)]
     pub zerocopy_copied: u64,
+    /// UDP receiver: datagram accounting (the sender's count comes with its end-of-stream marker).
+    #[serde(default)]
+    pub udp: Option<crate::udp::UdpStats>,
+    /// UDP sender: sends the kernel refused (ENOBUFS, EAGAIN); those datagrams were skipped.
+    #[serde(default)]
+    pub send_errors: u64,
 }
 
 /// Process and system CPU time over the test, raw.

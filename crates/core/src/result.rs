@@ -76,7 +76,6 @@ pub struct ResolvedConfig {
     pub port: u16,
     pub local_address: String,
     pub remote_address: String,
-    pub transport: String,
     pub family: String,
     #[serde(flatten)]
     pub spec: TestSpec,
@@ -108,6 +107,9 @@ pub struct Summary {
     pub peak_interval_bps: Option<f64>,
     pub lowest_interval_bps: Option<f64>,
     pub retransmits: u64,
+    /// UDP: the streams' datagram figures added up (jitter: the mean of the streams').
+    #[serde(default)]
+    pub udp: Option<crate::udp::UdpStats>,
     /// Sender's time from its first to its last write, warm-up included.
     pub sender_elapsed_s: f64,
 }
@@ -141,6 +143,12 @@ pub struct StreamResult {
     /// send buffer, and busy sending (tcpi_rwnd_limited, tcpi_sndbuf_limited, tcpi_busy_time).
     pub limited: Option<LimitedShares>,
     pub errors: Vec<String>,
+    /// UDP: the receiver's datagram accounting, loss counted against the sender's own count.
+    #[serde(default)]
+    pub udp: Option<crate::udp::UdpStats>,
+    /// UDP: sends the sender's kernel refused (ENOBUFS); those datagrams were skipped.
+    #[serde(default)]
+    pub send_errors: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]

@@ -10,7 +10,7 @@ use crate::control::{self, ControlError, ControlWriter};
 use crate::engine::{self, DataStream, EngineHook, EngineParams, Flags, Wake};
 use crate::sockopt::{self, SockOptError};
 use landspeed_core::assemble::{assemble, Inputs, RunContext};
-use landspeed_core::config::{Flow, TestSpec};
+use landspeed_core::config::{Flow, TestSpec, Transport};
 use landspeed_core::endpoint::{EndpointReport, IntervalSample, Role};
 use landspeed_core::protocol::{
     ClientAction, ClientSession, Message, Preamble, ProtocolError, SessionId, PROTOCOL_VERSION,
@@ -341,15 +341,23 @@ pub fn run_client(
     if interrupt.load(Relaxed) {
         return Err(ClientError::Interrupted);
     }
-    let streams = open_streams(opts, addr, sid)?;
+    let (streams, udp_streams) = if spec.transport == Transport::Udp {
+        (vec![], open_udp_streams(opts, addr, sid)?)
+    } else {
+        (open_streams(opts, addr, sid)?, vec![])
+    };
     session.on_streams_connected()?;
     match session.on_message(reader.read(opts.control_timeout).map_err(cerr)?)? {
         ClientAction::StartTest => {}
         _ => return Err(ClientError::Lost("server did not get ready".into())),
     }
     let mut warnings = vec![];
-    if let Some(s) = streams.first() {
-        let (snd, rcv) = sockopt::granted(&socket2::SockRef::from(&s.socket));
+    let first = streams
+        .first()
+        .map(|s| socket2::SockRef::from(&s.socket))
+        .or_else(|| udp_streams.first().map(|s| socket2::SockRef::from(&s.socket)));
+    if let Some(s) = first {
+        let (snd, rcv) = sockopt::granted(&s);
         warnings.extend(sockopt::window_warning(spec.window_bytes, snd, rcv));
     }
     on_event(ClientEvent::Started {
@@ -376,7 +384,24 @@ pub fn run_client(
         pending: vec![],
         failure: None,
     };
-    let out = engine::run(&streams, &params, &flags, &tx, &rx, &mut hook, iface.as_deref());
+    let out = if spec.transport == Transport::Udp {
+        let u = crate::udp::UdpParams {
+            rate_bps: spec.udp_stream_rate_bps(),
+            burst: spec.burst,
+        };
+        crate::udp::run(
+            &udp_streams,
+            &params,
+            u,
+            &flags,
+            &tx,
+            &rx,
+            &mut hook,
+            iface.as_deref(),
+        )
+    } else {
+        engine::run(&streams, &params, &flags, &tx, &rx, &mut hook, iface.as_deref())
+    };
     let interrupted = interrupt.load(Relaxed);
     let local_report = EndpointReport {
         software: format!("landspeed {}", landspeed_core::SOFTWARE_VERSION),
@@ -496,6 +521,66 @@ fn open_streams(
                 } else {
                     None
                 },
+            })
+        })
+        .collect()
+}
+
+/// Opens the UDP streams: a connected socket per stream, which says hello (the data preamble) until the
+/// server acknowledges it with the same bytes from its own socket for the stream.
+fn open_udp_streams(
+    opts: &ClientOptions,
+    addr: SocketAddr,
+    sid: SessionId,
+) -> Result<Vec<crate::udp::UdpStream>, ClientError> {
+    let spec = &opts.spec;
+    (0..spec.total_streams())
+        .map(|id| {
+            let err = |err| ClientError::Stream { id, err };
+            let local = match opts.bind {
+                Some(ip) => SocketAddr::new(ip, 0),
+                None if addr.is_ipv4() => SocketAddr::new(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 0),
+                None => SocketAddr::new(IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED), 0),
+            };
+            let sock = std::net::UdpSocket::bind(local).map_err(err)?;
+            let w = spec.window_bytes.map_or(crate::udp::DEFAULT_BUFFER, |w| w as usize);
+            let r = socket2::SockRef::from(&sock);
+            let _ = r.set_send_buffer_size(w);
+            let _ = r.set_recv_buffer_size(w);
+            sock.connect(addr).map_err(err)?;
+            sock.set_read_timeout(Some(Duration::from_millis(200))).map_err(err)?;
+            let hello = Preamble::Data {
+                version: PROTOCOL_VERSION,
+                session: sid,
+                stream: id,
+            }
+            .encode();
+            let deadline = Instant::now() + opts.control_timeout;
+            let mut buf = [0u8; 64];
+            loop {
+                if Instant::now() >= deadline {
+                    return Err(ClientError::Lost(format!(
+                        "UDP stream {id}: the server did not acknowledge it within {:?} (is UDP port {} open?)",
+                        opts.control_timeout, opts.port
+                    )));
+                }
+                // ECONNREFUSED from an earlier hello means nothing listens yet; keep trying until the deadline.
+                let _ = sock.send(&hello);
+                match sock.recv(&mut buf) {
+                    Ok(n) if buf[..n] == hello[..] => break,
+                    _ => continue,
+                }
+            }
+            let flow = spec.flow_of(id);
+            let role = if flow == Flow::ClientToServer { Role::Sender } else { Role::Receiver };
+            Ok(crate::udp::UdpStream {
+                id,
+                flow,
+                role,
+                socket: sock,
+                datagrams: (role == Role::Sender)
+                    .then(|| spec.stream_budget(id).map(|b| b.div_ceil(spec.length_bytes)))
+                    .flatten(),
             })
         })
         .collect()

@@ -633,6 +633,8 @@ pub fn run<X: Send>(
                 first_corruption: out.and_then(|o| o.first_corruption.clone()),
                 zerocopy_sends: out.map_or(0, |o| o.zc_sends),
                 zerocopy_copied: out.map_or(0, |o| o.zc_copied),
+                udp: None,
+                send_errors: 0,
             }
         })
         .collect();

@@ -13,6 +13,7 @@ pub mod rlimit;
 pub mod server;
 pub mod sockopt;
 pub mod tcp_info;
+pub mod udp;
 pub mod zerocopy;
 
 pub use client::{run_client, run_iperf3_client, ClientError, ClientEvent, ClientOptions};

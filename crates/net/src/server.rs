@@ -6,11 +6,12 @@
 //! binary decides how to print them.
 
 mod iperf3;
+mod udp;
 
 use crate::control::{self, ControlError, ControlWriter};
 use crate::engine::{self, DataStream, EngineHook, EngineParams, Flags, Wake};
 use crate::sockopt;
-use landspeed_core::config::{Direction, Flow, TestSpec};
+use landspeed_core::config::{Direction, Flow, TestSpec, Transport};
 use landspeed_core::endpoint::{EndpointReport, IntervalSample, Role};
 use landspeed_core::protocol::{
     classify, Message, Preamble, PreambleError, ServerAction, ServerSession, SessionId, Speaker,
@@ -108,12 +109,14 @@ pub enum ServerError {
 }
 
 type Registry = Mutex<HashMap<SessionId, mpsc::Sender<(u32, TcpStream)>>>;
+type UdpRegistry = Mutex<HashMap<SessionId, mpsc::Sender<udp::Hello>>>;
 pub type EventSink = Arc<dyn Fn(ServerEvent) + Send + Sync>;
 
 struct Shared {
     opts: ServerOptions,
     registry: Registry,
     iperf3: iperf3::Registry,
+    udp: UdpRegistry,
     shutdown: AtomicBool,
     /// Connection threads still running, and a signal when that number changes.
     active: (Mutex<usize>, Condvar),
@@ -140,6 +143,7 @@ impl Shared {
 pub struct Server {
     listeners: Vec<MioListener>,
     shared: Arc<Shared>,
+    udp_socks: Vec<std::net::UdpSocket>,
 }
 
 fn listen(addr: SocketAddr, v6only: Option<bool>) -> Result<MioListener, ServerError> {
@@ -184,12 +188,25 @@ impl Server {
             opts,
             registry: Mutex::new(HashMap::new()),
             iperf3: Mutex::new(HashMap::new()),
+            udp: Mutex::new(HashMap::new()),
             shutdown: AtomicBool::new(false),
             active: (Mutex::new(0), Condvar::new()),
             tests_done: AtomicUsize::new(0),
             events,
         });
-        Ok(Server { listeners, shared })
+        // UDP tests say hello on the same address and port.
+        let mut udp_socks = vec![];
+        for l in &listeners {
+            if let Ok(a) = l.local_addr() {
+                let v6only = a.is_ipv6().then_some(!a.ip().is_unspecified());
+                udp_socks.push(udp::bind(a, v6only).map_err(|err| ServerError::Bind { addr: a, err })?);
+            }
+        }
+        Ok(Server {
+            listeners,
+            shared,
+            udp_socks,
+        })
     }
 
     pub fn local_addrs(&self) -> Vec<SocketAddr> {
@@ -203,6 +220,10 @@ impl Server {
     /// tests to wind down.
     pub fn run(mut self, stop: &AtomicBool) -> Result<(), ServerError> {
         (self.shared.events)(ServerEvent::Listening(self.local_addrs()));
+        for sock in self.udp_socks.drain(..) {
+            let shared = self.shared.clone();
+            std::thread::spawn(move || udp::listen(sock, &shared));
+        }
         let mut poll = Poll::new()?;
         for (i, l) in self.listeners.iter_mut().enumerate() {
             poll.registry().register(l, Token(i), Interest::READABLE)?;
@@ -428,6 +449,10 @@ fn run_test(stream: TcpStream, shared: &Shared, log: &mut TestLog) -> Result<(),
     getrandom::fill(&mut id).map_err(|e| format!("no randomness for a session id: {e}"))?;
     let sid = SessionId(id);
     log.session = Some(sid);
+    if spec.transport == Transport::Udp {
+        log.protocol = "landspeed udp".into();
+        return udp::run_test(reader, writer, sm, spec, sid, shared, log);
+    }
     let (tx, rx) = mpsc::channel();
     shared
         .registry

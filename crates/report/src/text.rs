@@ -64,6 +64,19 @@ fn stream_rows(out: &mut String, streams: &[StreamResult]) {
 
 fn totals(out: &mut String, label: &str, s: &Summary, length: u64) {
     let _ = writeln!(out, "\nTotals, {label}:");
+    if let Some(u) = &s.udp {
+        let _ = writeln!(
+            out,
+            "  udp        datagrams sent {}, received {}, lost {} ({:.3}%), out of order {}, duplicates {}, jitter {:.3} ms",
+            u.datagrams_sent.map_or("?".to_string(), |n| n.to_string()),
+            u.datagrams_received,
+            u.datagrams_lost,
+            u.loss_pct,
+            u.out_of_order,
+            u.duplicates,
+            u.jitter_ms
+        );
+    }
     let agree = if s.bytes_sent == s.bytes_received {
         "every byte sent was received"
     } else {
@@ -193,7 +206,11 @@ pub fn render(r: &RunResult) -> String {
     let _ = writeln!(
         out,
         "\n{} test, {} -> {}, {} stream(s) per direction, {} per call{}",
-        cfg.transport.to_uppercase(),
+        if cfg.spec.transport == landspeed_core::config::Transport::Udp {
+            "UDP"
+        } else {
+            "TCP"
+        },
         cfg.local_address,
         cfg.remote_address,
         cfg.spec.streams,

@@ -396,6 +396,8 @@ fn remote_report(
                 first_corruption: None,
                 zerocopy_sends: 0,
                 zerocopy_copied: 0,
+                udp: None,
+                send_errors: 0,
             }
         })
         .collect();

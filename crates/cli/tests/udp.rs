@@ -1,0 +1,78 @@
+//! UDP tests in landspeed's own protocol on loopback: pacing to the total rate, every datagram
+//! accounted and verified, reverse and bidirectional, and TCP-only options refused. Loss, jitter,
+//! reordering and duplication against known impairments are checked through the WAN emulator (wan.rs).
+
+mod common;
+
+use common::{landspeed, run_json, ServerProc};
+use std::time::Duration;
+
+fn udp(r: &serde_json::Value) -> &serde_json::Value {
+    &r["summary"]["udp"]
+}
+
+#[test]
+fn udp_paces_to_the_total_rate_and_verifies_every_datagram() {
+    let s = ServerProc::start("127.0.0.1", &[]);
+    let r = run_json("127.0.0.1", s.port, &["-u", "-b", "200M", "-P", "2", "-t", "2"]);
+    let u = udp(&r);
+    let sent = u["datagrams_sent"].as_u64().unwrap();
+    let got = u["datagrams_received"].as_u64().unwrap();
+    assert_eq!(sent, got + u["datagrams_lost"].as_u64().unwrap(), "{u}");
+    // -b is the total over both streams, not per stream as in iperf3.
+    let bps = r["summary"]["throughput_bps"].as_f64().unwrap();
+    assert!(
+        (bps / 200e6 - 1.0).abs() < 0.05,
+        "{bps} bit/s for a 200 Mbit/s target"
+    );
+    assert_eq!(r["summary"]["bytes_verified"], r["summary"]["bytes_received"]);
+    assert_eq!(r["summary"]["corrupt_blocks"], 0);
+    for st in r["streams"].as_array().unwrap() {
+        let per = st["throughput_bps"].as_f64().unwrap();
+        assert!(
+            (per / 100e6 - 1.0).abs() < 0.05,
+            "stream at {per} bit/s, expected half of 200M"
+        );
+        assert_eq!(
+            st["udp"]["datagrams_sent"],
+            st["udp"]["datagrams_received"].as_u64().unwrap() + st["udp"]["datagrams_lost"].as_u64().unwrap()
+        );
+    }
+    assert_eq!(r["config"]["transport"], "udp", "{}", r["config"]);
+}
+
+#[test]
+fn udp_reverse_bidirectional_and_byte_counts() {
+    let s = ServerProc::start("127.0.0.1", &[]);
+    let r = run_json("127.0.0.1", s.port, &["-u", "-b", "50M", "-R", "-t", "1"]);
+    assert!(udp(&r)["datagrams_received"].as_u64().unwrap() > 1000);
+    assert_eq!(r["summary"]["bytes_verified"], r["summary"]["bytes_received"]);
+    let r = run_json("127.0.0.1", s.port, &["-u", "-b", "50M", "--bidir", "-t", "1"]);
+    assert_eq!(r["directions"].as_array().unwrap().len(), 2);
+    for d in r["directions"].as_array().unwrap() {
+        assert!(
+            d["summary"]["udp"]["datagrams_received"].as_u64().unwrap() > 500,
+            "{d}"
+        );
+    }
+    // -n: exactly that many bytes of datagrams are sent (whole datagrams, rounded up).
+    let r = run_json("127.0.0.1", s.port, &["-u", "-b", "100M", "-n", "1448000"]);
+    assert_eq!(udp(&r)["datagrams_sent"], 1000);
+}
+
+#[test]
+fn tcp_only_options_are_refused_for_udp() {
+    for extra in [
+        &["-C", "cubic"][..],
+        &["-M", "1400"][..],
+        &["-l", "8"][..],
+        &["--fq-rate", "1G"][..],
+    ] {
+        let mut args = vec!["run", "127.0.0.1", "-p", "9", "-u"];
+        args.extend_from_slice(extra);
+        let o = landspeed(&args, Duration::from_secs(10));
+        assert_eq!(o.code, 2, "{extra:?}: {}", o.stderr);
+    }
+    let o = landspeed(&["run", "127.0.0.1", "-b", "1G"], Duration::from_secs(10));
+    assert_eq!(o.code, 2, "-b without -u: {}", o.stderr);
+}

@@ -1,0 +1,211 @@
+//! UDP on the server: a UDP socket on the same address and port as the TCP listener receives each
+//! stream's hello (the same 28-byte data preamble TCP streams start with), and the test it names opens
+//! a socket of its own on that port, connected to the client (so the kernel delivers that client's
+//! datagrams to it), and answers with the preamble as an acknowledgement. Hellos are resent by the
+//! client until acknowledged, so a repeated hello only gets the acknowledgement again.
+
+use super::{Shared, UdpRegistry};
+use crate::udp::UdpStream;
+use landspeed_core::config::{Flow, TestSpec};
+use landspeed_core::endpoint::Role;
+use landspeed_core::protocol::{Preamble, ServerSession, SessionId, PROTOCOL_VERSION};
+use socket2::{Domain, Socket, Type};
+use std::collections::HashMap;
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// A hello: (stream id, client address, the listener's address).
+pub(super) type Hello = (u32, SocketAddr, SocketAddr);
+
+/// A UDP socket bound to `addr` with SO_REUSEPORT, so per-stream sockets can share the port.
+pub(super) fn bind(addr: SocketAddr, v6only: Option<bool>) -> std::io::Result<UdpSocket> {
+    let s = Socket::new(
+        Domain::for_address(addr),
+        Type::DGRAM,
+        Some(socket2::Protocol::UDP),
+    )?;
+    s.set_reuse_address(true)?;
+    s.set_reuse_port(true)?;
+    if let Some(v) = v6only {
+        s.set_only_v6(v)?;
+    }
+    s.bind(&addr.into())?;
+    Ok(s.into())
+}
+
+/// Receives hellos on one listener and hands them to their test, until the server shuts down.
+pub(super) fn listen(sock: UdpSocket, shared: &Shared) {
+    let _ = sock.set_read_timeout(Some(Duration::from_millis(100)));
+    let local = sock.local_addr().ok();
+    let mut buf = [0u8; 64];
+    while !shared.shutdown.load(Relaxed) {
+        let Ok((n, peer)) = sock.recv_from(&mut buf) else {
+            continue;
+        };
+        let Ok(Some((Preamble::Data { session, stream, .. }, _))) = Preamble::parse(&buf[..n]) else {
+            continue;
+        };
+        let tx = shared.udp.lock().ok().and_then(|r| r.get(&session).cloned());
+        if let (Some(tx), Some(local)) = (tx, local) {
+            let _ = tx.send((stream, peer, local));
+        }
+    }
+}
+
+/// Removes a session from the UDP registry however the test ends.
+pub(super) struct Registered<'a>(pub &'a UdpRegistry, pub SessionId);
+impl Drop for Registered<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut r) = self.0.lock() {
+            r.remove(&self.1);
+        }
+    }
+}
+
+fn ack(sid: SessionId, id: u32) -> Vec<u8> {
+    Preamble::Data {
+        version: PROTOCOL_VERSION,
+        session: sid,
+        stream: id,
+    }
+    .encode()
+}
+
+/// Collects the test's UDP streams: a connected socket per hello, acknowledged.
+pub(super) fn collect(
+    rx: &mpsc::Receiver<Hello>,
+    spec: &TestSpec,
+    sid: SessionId,
+    sm: &mut ServerSession,
+    timeout: Duration,
+) -> Result<Vec<UdpStream>, String> {
+    let n = spec.total_streams() as usize;
+    let mut socks: HashMap<u32, UdpSocket> = HashMap::new();
+    let deadline = Instant::now() + timeout;
+    while socks.len() < n {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let (id, peer, local) = rx.recv_timeout(left).map_err(|_| {
+            format!(
+                "only {} of {n} UDP streams said hello within {timeout:?}",
+                socks.len()
+            )
+        })?;
+        if let Some(s) = socks.get(&id) {
+            let _ = s.send(&ack(sid, id));
+            continue;
+        }
+        sm.on_stream(id).map_err(|e| e.to_string())?;
+        let v6only = local.is_ipv6().then_some(!local.ip().is_unspecified());
+        let s = bind(local, v6only).map_err(|e| format!("UDP stream {id}: {e}"))?;
+        s.connect(peer).map_err(|e| format!("UDP stream {id}: {e}"))?;
+        let _ = s.send(&ack(sid, id));
+        socks.insert(id, s);
+    }
+    let mut streams: Vec<UdpStream> = socks
+        .into_iter()
+        .map(|(id, socket)| {
+            let flow = spec.flow_of(id);
+            let role = if flow == Flow::ClientToServer {
+                Role::Receiver
+            } else {
+                Role::Sender
+            };
+            UdpStream {
+                id,
+                flow,
+                role,
+                socket,
+                datagrams: (role == Role::Sender)
+                    .then(|| spec.stream_budget(id).map(|b| b.div_ceil(spec.length_bytes)))
+                    .flatten(),
+            }
+        })
+        .collect();
+    streams.sort_by_key(|s| s.id);
+    let w = spec
+        .window_bytes
+        .map_or(crate::udp::DEFAULT_BUFFER, |w| w as usize);
+    for s in &streams {
+        let r = socket2::SockRef::from(&s.socket);
+        let _ = r.set_send_buffer_size(w);
+        let _ = r.set_recv_buffer_size(w);
+    }
+    Ok(streams)
+}
+
+/// A UDP test, from the acceptance on: streams by hello, then the same start, engine run and results
+/// exchange as a TCP test.
+pub(super) fn run_test(
+    mut reader: crate::control::ControlReader,
+    mut writer: crate::control::ControlWriter,
+    mut sm: ServerSession,
+    spec: TestSpec,
+    sid: SessionId,
+    shared: &Shared,
+    log: &mut super::TestLog,
+) -> Result<(), String> {
+    use super::{Hook, Incoming};
+    use crate::engine::{EngineParams, Flags, Wake};
+    use landspeed_core::protocol::{Message, ServerAction};
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+    let o = &shared.opts;
+    let (tx, rx) = mpsc::channel();
+    shared
+        .udp
+        .lock()
+        .map_err(|_| "registry poisoned")?
+        .insert(sid, tx);
+    let registered = Registered(&shared.udp, sid);
+    writer
+        .send(&Message::Accepted { session: sid })
+        .map_err(|e| e.to_string())?;
+    let streams = collect(&rx, &spec, sid, &mut sm, o.handshake_timeout).inspect_err(|e| {
+        let _ = writer.send(&Message::Error { message: e.clone() });
+    })?;
+    drop(registered);
+    let mut warnings = vec![];
+    if let Some(s) = streams.first() {
+        let (snd, rcv) = crate::sockopt::granted(&socket2::SockRef::from(&s.socket));
+        warnings.extend(crate::sockopt::window_warning(spec.window_bytes, snd, rcv));
+    }
+    writer.send(&Message::Ready).map_err(|e| e.to_string())?;
+    match sm.on_message(reader.read(o.handshake_timeout).map_err(|e| e.to_string())?) {
+        Ok(ServerAction::StartTest) => {}
+        Ok(other) => return Err(format!("expected start, got {other:?}")),
+        Err(e) => return Err(e.to_string()),
+    }
+    let (wtx, wrx) = mpsc::channel::<Wake<Incoming>>();
+    let quit = Arc::new(AtomicBool::new(false));
+    crate::control::spawn_reader(reader, wtx.clone(), quit.clone());
+    let params = EngineParams::for_spec(&spec, None, None, o.idle_timeout);
+    let u = crate::udp::UdpParams {
+        rate_bps: spec.udp_stream_rate_bps(),
+        burst: spec.burst,
+    };
+    let flags = Flags::default();
+    let mut hook = Hook {
+        writer: &mut writer,
+        session: &mut sm,
+        shutdown: &shared.shutdown,
+        client_report: None,
+        failure: None,
+    };
+    let out = crate::udp::run(&streams, &params, u, &flags, &wtx, &wrx, &mut hook, None);
+    log.duration_s = out.elapsed_s;
+    for s in &out.streams {
+        match s.role {
+            Role::Receiver => {
+                log.bytes_received += s.bytes;
+                log.bytes_verified += s.bytes_verified;
+                log.corrupt_blocks += s.corrupt_blocks;
+            }
+            Role::Sender => log.bytes_sent += s.bytes,
+        }
+    }
+    let result = super::finish(&mut hook, &out, &flags, &wrx, o, warnings, None);
+    quit.store(true, Relaxed);
+    result
+}

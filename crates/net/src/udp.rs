@@ -1,0 +1,418 @@
+//! The UDP data path: one thread per stream (a paced sender or a receiver on a connected socket), and the
+//! sampling loop on the calling thread, as for TCP. Senders follow `core::udp::Pacer`'s schedule
+//! (sleeping until shortly before a datagram is due, then polling the clock), write landspeed's header
+//! and the run's payload, and finish with end-of-stream markers that carry how many datagrams they sent;
+//! receivers account every datagram (`UdpReceiver`), verify its payload, and stop shortly after the
+//! marker. UDP has no end-of-file, so that marker and a short drain are how a test ends.
+
+use crate::cpu::CpuSnapshot;
+use crate::engine::{EngineHook, EngineOutput, EngineParams, Flags, Progress, Wake};
+use crate::host::NetSnapshot;
+use landspeed_core::config::Flow;
+use landspeed_core::endpoint::{IntervalSample, Role, StreamReport, StreamSample};
+use landspeed_core::payload::{Corruption, Generator, Verifier};
+use landspeed_core::stats::SampleSchedule;
+use landspeed_core::udp::{pacing::Pace, Header, Pacer, UdpReceiver, HEADER};
+use std::io::ErrorKind;
+use std::net::UdpSocket;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::time::{Duration, Instant};
+
+/// The sequence number of the end-of-stream marker; its time field carries the datagram count.
+pub const END_MARK: u64 = u64::MAX;
+/// End-of-stream markers sent, a little apart, so that one survives loss.
+const END_MARKS: u32 = 5;
+/// Socket buffers UDP streams ask for when `-w` is not given: a receiver that is descheduled for a
+/// few milliseconds must not overflow (the kernel caps this at net.core.rmem_max / wmem_max).
+pub const DEFAULT_BUFFER: usize = 4 << 20;
+/// How long a receiver keeps reading after the marker, for datagrams that were overtaken.
+const DRAIN: Duration = Duration::from_millis(200);
+
+/// One UDP data stream on a connected socket.
+pub struct UdpStream {
+    pub id: u32,
+    pub flow: Flow,
+    pub role: Role,
+    pub socket: UdpSocket,
+    /// Sender only: stop after this many datagrams.
+    pub datagrams: Option<u64>,
+}
+
+/// What the UDP runner needs besides the engine parameters.
+#[derive(Debug, Clone, Copy)]
+pub struct UdpParams {
+    /// Each stream's rate, bits per second of datagrams.
+    pub rate_bps: f64,
+    pub burst: u32,
+}
+
+#[derive(Default)]
+struct Counter {
+    bytes: AtomicU64,
+    finished: AtomicBool,
+}
+
+#[derive(Default)]
+struct Out {
+    bytes: u64,
+    calls: u64,
+    first: Option<Instant>,
+    last: Option<Instant>,
+    error: Option<String>,
+    verified: u64,
+    corrupt_blocks: u64,
+    first_corruption: Option<Corruption>,
+    send_errors: u64,
+    udp: Option<landspeed_core::udp::UdpStats>,
+}
+
+fn tight_timers() {
+    // SAFETY: prctl with integer arguments only.
+    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000u64, 0, 0, 0) };
+}
+
+/// Sleeps until `t` on the thread's clock: a sleep to shortly before, then polling.
+fn wait_until(t0: Instant, t_ns: u64) {
+    loop {
+        let now = t0.elapsed().as_nanos() as u64;
+        if now >= t_ns {
+            return;
+        }
+        let left = t_ns - now;
+        if left > 150_000 {
+            std::thread::sleep(Duration::from_nanos(left - 100_000));
+        } else {
+            // Close to the due time: give the core to a receiver on the same machine rather than spin.
+            std::thread::yield_now();
+        }
+    }
+}
+
+fn send_stream(
+    s: &UdpStream,
+    c: &Counter,
+    p: &EngineParams,
+    u: UdpParams,
+    flags: &Flags,
+    t0: Instant,
+) -> Out {
+    tight_timers();
+    let mut o = Out::default();
+    let len = p.length;
+    let plen = len - HEADER;
+    let mut gen = Generator::new(&p.pattern, plen);
+    let mut buf = vec![0u8; len];
+    let mut pacer = Pacer::new(0, u.rate_bps, len, u.burst);
+    let deadline_ns = p.send_time.map(|d| d.as_nanos() as u64);
+    loop {
+        if flags.abort.load(Relaxed) {
+            o.error = Some("test aborted".into());
+            break;
+        }
+        let now = t0.elapsed().as_nanos() as u64;
+        let budget_done = s.datagrams.is_some_and(|n| pacer.count() >= n);
+        if flags.halt.load(Relaxed)
+            || flags.stop.load(Relaxed)
+            || deadline_ns.is_some_and(|d| now >= d)
+            || budget_done
+        {
+            break;
+        }
+        match pacer.poll(now) {
+            Pace::WaitUntil(t) => wait_until(t0, deadline_ns.map_or(t, |d| t.min(d))),
+            Pace::Send(n) => {
+                for _ in 0..n {
+                    if s.datagrams.is_some_and(|m| pacer.count() >= m) {
+                        break;
+                    }
+                    let seq = pacer.count();
+                    Header {
+                        seq,
+                        sent_ns: t0.elapsed().as_nanos() as u64,
+                    }
+                    .write(&mut buf);
+                    buf[HEADER..].copy_from_slice(gen.fill(s.id, seq * plen as u64, plen));
+                    match s.socket.send(&buf) {
+                        Ok(_) => {
+                            let at = Instant::now();
+                            o.bytes += len as u64;
+                            o.calls += 1;
+                            o.first.get_or_insert(at);
+                            o.last = Some(at);
+                            c.bytes.store(o.bytes, Relaxed);
+                        }
+                        // The kernel's queue is full: the datagram is skipped and counted.
+                        Err(e)
+                            if e.raw_os_error() == Some(libc::ENOBUFS)
+                                || e.kind() == ErrorKind::WouldBlock =>
+                        {
+                            o.send_errors += 1;
+                        }
+                        Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                        // ECONNREFUSED: an ICMP error for an earlier datagram; UDP goes on.
+                        Err(e) if e.kind() == ErrorKind::ConnectionRefused => o.send_errors += 1,
+                        Err(e) => {
+                            o.error = Some(format!("send: {e}"));
+                            break;
+                        }
+                    }
+                    pacer.sent(1);
+                }
+                if o.error.is_some() {
+                    break;
+                }
+            }
+        }
+    }
+    if !flags.abort.load(Relaxed) {
+        let mut mark = [0u8; HEADER];
+        Header {
+            seq: END_MARK,
+            sent_ns: o.calls,
+        }
+        .write(&mut mark);
+        for _ in 0..END_MARKS {
+            let _ = s.socket.send(&mark);
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+    c.finished.store(true, Relaxed);
+    o
+}
+
+fn receive_stream(s: &UdpStream, c: &Counter, p: &EngineParams, flags: &Flags, t0: Instant) -> Out {
+    let mut o = Out::default();
+    let mut rx = UdpReceiver::default();
+    let mut verifier = p.verify.then(|| Verifier::new(&p.pattern, p.length));
+    let plen = (p.length - HEADER) as u64;
+    let mut buf = vec![0u8; p.length.max(HEADER) + 1];
+    let _ = s.socket.set_read_timeout(Some(Duration::from_millis(20)));
+    let mut sent: Option<u64> = None;
+    let mut marked: Option<Instant> = None;
+    let mut last_progress = Instant::now();
+    let mut last_bad: Option<u64> = None;
+    loop {
+        if flags.abort.load(Relaxed) {
+            o.error = Some("test aborted".into());
+            break;
+        }
+        if flags.halt.load(Relaxed) || marked.is_some_and(|m| m.elapsed() > DRAIN) {
+            break;
+        }
+        if last_progress.elapsed() > p.idle_timeout {
+            o.error = Some(format!(
+                "received nothing for {:?}; giving up on this stream",
+                p.idle_timeout
+            ));
+            break;
+        }
+        let n = match s.socket.recv(&mut buf) {
+            Ok(n) => n,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
+                ) =>
+            {
+                continue
+            }
+            Err(e) if e.kind() == ErrorKind::ConnectionRefused => continue,
+            Err(e) => {
+                o.error = Some(format!("receive: {e}"));
+                break;
+            }
+        };
+        let now = Instant::now();
+        last_progress = now;
+        let Some(h) = Header::read(&buf[..n]) else {
+            continue;
+        };
+        if h.seq == END_MARK {
+            sent = Some(h.sent_ns);
+            marked.get_or_insert(now);
+            continue;
+        }
+        if !rx.on_datagram(h, now.saturating_duration_since(t0).as_nanos() as u64, n) {
+            continue;
+        }
+        o.bytes += n as u64;
+        o.calls += 1;
+        o.first.get_or_insert(now);
+        o.last = Some(now);
+        c.bytes.store(o.bytes, Relaxed);
+        if let Some(v) = verifier.as_mut() {
+            let payload = &buf[HEADER..n];
+            if let Some(ch) = v.check(s.id, h.seq * plen, payload) {
+                for b in ch.bad_blocks {
+                    if last_bad != Some(b) {
+                        o.corrupt_blocks += 1;
+                        last_bad = Some(b);
+                    }
+                }
+                o.first_corruption.get_or_insert(ch.first);
+            }
+            // A datagram of the wrong length cannot be right: count its block as bad.
+            if n != p.length {
+                o.corrupt_blocks += 1;
+            }
+            // The header is checked too: its sequence number chose the expected payload.
+            o.verified += n as u64;
+        }
+    }
+    o.udp = Some(rx.stats(sent));
+    c.finished.store(true, Relaxed);
+    o
+}
+
+fn sample(
+    streams: &[UdpStream],
+    counters: &[Counter],
+    cur: (u32, f64, f64, bool),
+    end: f64,
+) -> IntervalSample {
+    IntervalSample {
+        index: cur.0,
+        start_s: cur.1,
+        end_s: end,
+        omitted: cur.3,
+        streams: streams
+            .iter()
+            .zip(counters)
+            .map(|(s, c)| StreamSample {
+                id: s.id,
+                bytes: c.bytes.load(Relaxed),
+                tcp: None,
+            })
+            .collect(),
+    }
+}
+
+/// Runs the UDP streams to completion, sampling on the calling thread like `engine::run`.
+#[allow(clippy::too_many_arguments)]
+pub fn run<X: Send>(
+    streams: &[UdpStream],
+    p: &EngineParams,
+    u: UdpParams,
+    flags: &Flags,
+    wake_tx: &Sender<Wake<X>>,
+    wake_rx: &Receiver<Wake<X>>,
+    hook: &mut dyn EngineHook<X>,
+    interface: Option<&str>,
+) -> EngineOutput {
+    let cpu0 = CpuSnapshot::take();
+    let net0 = interface.and_then(NetSnapshot::take);
+    let counters: Vec<Counter> = streams.iter().map(|_| Counter::default()).collect();
+    let t0 = Instant::now();
+    let mut samples = vec![];
+    let mut outs: Vec<Out> = vec![];
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = streams
+            .iter()
+            .zip(&counters)
+            .map(|(s, c)| {
+                let tx = wake_tx.clone();
+                scope.spawn(move || {
+                    let o = if s.role == Role::Sender {
+                        send_stream(s, c, p, u, flags, t0)
+                    } else {
+                        receive_stream(s, c, p, flags, t0)
+                    };
+                    let _ = tx.send(Wake::WorkerDone);
+                    o
+                })
+            })
+            .collect();
+        let mut sched = SampleSchedule::new(p.interval, p.omit);
+        let mut cur = sched.next_interval();
+        let mut finished = 0;
+        let mut stop_seen = false;
+        loop {
+            hook.on_tick(flags);
+            let mine = |r: Role| streams.iter().zip(&counters).filter(move |(d, _)| d.role == r);
+            hook.on_progress(
+                Progress {
+                    received: mine(Role::Receiver).map(|(_, c)| c.bytes.load(Relaxed)).sum(),
+                    senders_done: mine(Role::Sender).all(|(_, c)| c.finished.load(Relaxed)),
+                },
+                flags,
+            );
+            if !stop_seen && flags.stop.load(Relaxed) {
+                stop_seen = true;
+                hook.on_stop();
+            }
+            let c4 = (cur.0, cur.1, cur.2, cur.3);
+            if finished == streams.len() {
+                let s = sample(streams, &counters, c4, t0.elapsed().as_secs_f64().max(cur.1));
+                hook.on_sample(&s);
+                samples.push(s);
+                break;
+            }
+            let boundary = t0 + Duration::from_secs_f64(cur.2);
+            let now = Instant::now();
+            if now >= boundary {
+                let s = sample(streams, &counters, c4, cur.2);
+                hook.on_sample(&s);
+                samples.push(s);
+                cur = sched.next_interval();
+                continue;
+            }
+            match wake_rx.recv_timeout((boundary - now).min(Duration::from_millis(100))) {
+                Ok(Wake::WorkerDone) => finished += 1,
+                Ok(Wake::External(x)) => hook.on_external(x, flags),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => finished = streams.len(),
+            }
+        }
+        for h in handles {
+            outs.push(h.join().unwrap_or_else(|_| Out {
+                error: Some("stream thread failed".into()),
+                ..Out::default()
+            }));
+        }
+    });
+    let elapsed_s = t0.elapsed().as_secs_f64();
+    let omit_sample = samples.iter().rev().find(|s| s.omitted);
+    let reports = streams
+        .iter()
+        .zip(outs)
+        .map(|(s, o)| {
+            let rel = |t: Option<Instant>| t.map(|t| t.saturating_duration_since(t0).as_secs_f64());
+            let sref = socket2::SockRef::from(&s.socket);
+            let (snd, rcv) = crate::sockopt::granted(&sref);
+            let omitted = match (s.role, omit_sample) {
+                (Role::Receiver, Some(x)) => x.streams.iter().find(|y| y.id == s.id).map_or(0, |y| y.bytes),
+                _ => 0,
+            };
+            StreamReport {
+                id: s.id,
+                flow: s.flow,
+                role: s.role,
+                bytes: o.bytes,
+                calls: o.calls,
+                omitted_bytes: omitted,
+                first_byte_s: rel(o.first),
+                last_byte_s: rel(o.last),
+                snd_buf_bytes: snd,
+                rcv_buf_bytes: rcv,
+                tcp: None,
+                error: o.error,
+                bytes_verified: o.verified,
+                corrupt_blocks: o.corrupt_blocks,
+                first_corruption: o.first_corruption,
+                zerocopy_sends: 0,
+                zerocopy_copied: 0,
+                udp: o.udp,
+                send_errors: o.send_errors,
+            }
+        })
+        .collect();
+    EngineOutput {
+        streams: reports,
+        samples,
+        elapsed_s,
+        cpu: cpu0.until(&CpuSnapshot::take()),
+        interface: net0.map(|n| n.until_now()),
+        threads: streams.len() as u32,
+    }
+}
