@@ -236,7 +236,12 @@ fn udp_against_sender(mut u: crate::udp::UdpStats, tx: Option<&StreamReport>) ->
 
 /// A direction's UDP figures: the streams' added up.
 fn udp_total(streams: &[StreamResult]) -> Option<crate::udp::UdpStats> {
-    let all: Vec<&crate::udp::UdpStats> = streams.iter().filter_map(|s| s.udp.as_ref()).collect();
+    combine_udp(streams.iter().filter_map(|s| s.udp.as_ref()))
+}
+
+/// UDP figures added up (jitter: the mean).
+fn combine_udp<'a>(parts: impl Iterator<Item = &'a crate::udp::UdpStats>) -> Option<crate::udp::UdpStats> {
+    let all: Vec<&crate::udp::UdpStats> = parts.collect();
     if all.is_empty() {
         return None;
     }
@@ -334,6 +339,7 @@ fn combine(dirs: &[DirectionResult]) -> Summary {
         s.retransmits += x.retransmits;
         s.sender_elapsed_s = s.sender_elapsed_s.max(x.sender_elapsed_s);
     }
+    s.udp = combine_udp(dirs.iter().filter_map(|d| d.summary.udp.as_ref()));
     s.throughput_bps = rate(s.bytes_received, s.duration_s);
     if s.duration_s > 0.0 {
         s.kbytes_per_s = s.bytes_received as f64 / 1000.0 / s.duration_s;

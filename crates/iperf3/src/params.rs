@@ -56,6 +56,8 @@ pub struct Params {
     pub congestion: Option<String>,
     pub get_server_output: bool,
     pub udp_counters_64bit: bool,
+    /// UDP: datagrams per burst (iperf3's `-b RATE/N`).
+    pub burst: Option<u32>,
     pub client_version: Option<String>,
     pub title: Option<String>,
 }
@@ -186,6 +188,7 @@ impl Params {
             congestion,
             get_server_output: flag(m, "get_server_output")?,
             udp_counters_64bit: flag(m, "udp_counters_64bit")?,
+            burst: int_at_most(m, "burst", 1000, errno::BURST)?.map(|b| b as u32),
             client_version: text(m, "client_version", 64)?,
             title: text(m, "title", 1024)?,
         })
@@ -217,11 +220,31 @@ impl Params {
             };
             EndCondition::Time(Duration::from_secs_f64(t + self.omit_s + 10.0))
         };
-        // iperf3's -b paces each stream; the kernel's pacing does the same without bursts.
+        // iperf3's -b paces each TCP stream; the kernel's pacing does the same without bursts. For UDP
+        // it is each stream's datagram rate (1 Mbit/s when not given).
         let per_stream = match (self.bandwidth_bps, self.fqrate_bps) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
+        if self.udp {
+            let rate = self
+                .bandwidth_bps
+                .unwrap_or(landspeed_core::config::DEFAULT_UDP_RATE_BPS);
+            return TestSpec {
+                streams: self.parallel,
+                length_bytes: self.len,
+                end,
+                omit_s: Duration::from_secs_f64(self.omit_s),
+                direction: self.direction(),
+                window_bytes: self.window,
+                verify: false,
+                payload_key,
+                transport: landspeed_core::config::Transport::Udp,
+                rate_bps: Some(rate * f64::from(self.parallel)),
+                burst: self.burst.filter(|b| *b > 0).unwrap_or(16),
+                ..TestSpec::default()
+            };
+        }
         TestSpec {
             streams: self.parallel,
             length_bytes: self.len,
@@ -277,6 +300,14 @@ impl Params {
         }
         if let Some(r) = spec.fq_rate_bps {
             m["fqrate"] = json!(r as u64);
+        }
+        if spec.transport == landspeed_core::config::Transport::Udp {
+            if let Some(o) = m.as_object_mut() {
+                o.remove("tcp");
+            }
+            m["udp"] = json!(true);
+            m["bandwidth"] = json!(spec.udp_stream_rate_bps() as u64);
+            m["burst"] = json!(spec.burst);
         }
         m
     }

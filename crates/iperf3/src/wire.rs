@@ -72,6 +72,7 @@ pub mod errno {
     pub const MSS: i32 = 10;
     pub const OMIT: i32 = 12;
     pub const UNIMPLEMENTED: i32 = 13;
+    pub const BURST: i32 = 15;
     pub const END_CONDITIONS: i32 = 16;
     pub const UDP_BLOCK_SIZE: i32 = 20;
     pub const REVERSE_BIDIR: i32 = 25;

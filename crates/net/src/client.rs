@@ -388,6 +388,7 @@ pub fn run_client(
         let u = crate::udp::UdpParams {
             rate_bps: spec.udp_stream_rate_bps(),
             burst: spec.burst,
+            format: crate::udp::UdpFormat::Landspeed,
         };
         crate::udp::run(
             &udp_streams,

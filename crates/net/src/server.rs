@@ -6,6 +6,7 @@
 //! binary decides how to print them.
 
 mod iperf3;
+mod iperf3_udp;
 mod udp;
 
 use crate::control::{self, ControlError, ControlWriter};
@@ -117,6 +118,7 @@ struct Shared {
     registry: Registry,
     iperf3: iperf3::Registry,
     udp: UdpRegistry,
+    iperf3_udp: iperf3_udp::Waiting,
     shutdown: AtomicBool,
     /// Connection threads still running, and a signal when that number changes.
     active: (Mutex<usize>, Condvar),
@@ -189,6 +191,7 @@ impl Server {
             registry: Mutex::new(HashMap::new()),
             iperf3: Mutex::new(HashMap::new()),
             udp: Mutex::new(HashMap::new()),
+            iperf3_udp: Mutex::new(Vec::new()),
             shutdown: AtomicBool::new(false),
             active: (Mutex::new(0), Condvar::new()),
             tests_done: AtomicUsize::new(0),

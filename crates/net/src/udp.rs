@@ -39,12 +39,37 @@ pub struct UdpStream {
     pub datagrams: Option<u64>,
 }
 
+/// Whose datagram header the streams use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UdpFormat {
+    /// landspeed's: 64-bit sequence and nanoseconds, verified payload, end-of-stream markers.
+    Landspeed,
+    /// iperf3's: seconds, microseconds, sequence from 1 (64-bit when `wide`); the test ends on the
+    /// control connection, so no markers, and the payload is not checked.
+    Iperf3 { wide: bool },
+}
+
 /// What the UDP runner needs besides the engine parameters.
 #[derive(Debug, Clone, Copy)]
 pub struct UdpParams {
     /// Each stream's rate, bits per second of datagrams.
     pub rate_bps: f64,
     pub burst: u32,
+    pub format: UdpFormat,
+}
+
+fn write_header(f: UdpFormat, h: Header, buf: &mut [u8]) {
+    match f {
+        UdpFormat::Landspeed => h.write(buf),
+        UdpFormat::Iperf3 { wide } => h.write_iperf3(buf, wide),
+    }
+}
+
+fn read_header(f: UdpFormat, buf: &[u8]) -> Option<Header> {
+    match f {
+        UdpFormat::Landspeed => Header::read(buf),
+        UdpFormat::Iperf3 { wide } => Header::read_iperf3(buf, wide),
+    }
 }
 
 #[derive(Default)]
@@ -127,11 +152,11 @@ fn send_stream(
                         break;
                     }
                     let seq = pacer.count();
-                    Header {
+                    let h = Header {
                         seq,
                         sent_ns: t0.elapsed().as_nanos() as u64,
-                    }
-                    .write(&mut buf);
+                    };
+                    write_header(u.format, h, &mut buf);
                     buf[HEADER..].copy_from_slice(gen.fill(s.id, seq * plen as u64, plen));
                     match s.socket.send(&buf) {
                         Ok(_) => {
@@ -165,7 +190,7 @@ fn send_stream(
             }
         }
     }
-    if !flags.abort.load(Relaxed) {
+    if !flags.abort.load(Relaxed) && u.format == UdpFormat::Landspeed {
         let mut mark = [0u8; HEADER];
         Header {
             seq: END_MARK,
@@ -181,7 +206,14 @@ fn send_stream(
     o
 }
 
-fn receive_stream(s: &UdpStream, c: &Counter, p: &EngineParams, flags: &Flags, t0: Instant) -> Out {
+fn receive_stream(
+    s: &UdpStream,
+    c: &Counter,
+    p: &EngineParams,
+    u: UdpParams,
+    flags: &Flags,
+    t0: Instant,
+) -> Out {
     let mut o = Out::default();
     let mut rx = UdpReceiver::default();
     let mut verifier = p.verify.then(|| Verifier::new(&p.pattern, p.length));
@@ -197,8 +229,13 @@ fn receive_stream(s: &UdpStream, c: &Counter, p: &EngineParams, flags: &Flags, t
             o.error = Some("test aborted".into());
             break;
         }
-        if flags.halt.load(Relaxed) || marked.is_some_and(|m| m.elapsed() > DRAIN) {
+        if marked.is_some_and(|m| m.elapsed() > DRAIN) {
             break;
+        }
+        let halting = flags.halt.load(Relaxed);
+        if halting {
+            // Count what has already arrived, then stop.
+            let _ = s.socket.set_nonblocking(true);
         }
         if last_progress.elapsed() > p.idle_timeout {
             o.error = Some(format!(
@@ -209,6 +246,7 @@ fn receive_stream(s: &UdpStream, c: &Counter, p: &EngineParams, flags: &Flags, t
         }
         let n = match s.socket.recv(&mut buf) {
             Ok(n) => n,
+            Err(_) if halting => break,
             Err(e)
                 if matches!(
                     e.kind(),
@@ -225,10 +263,10 @@ fn receive_stream(s: &UdpStream, c: &Counter, p: &EngineParams, flags: &Flags, t
         };
         let now = Instant::now();
         last_progress = now;
-        let Some(h) = Header::read(&buf[..n]) else {
+        let Some(h) = read_header(u.format, &buf[..n]) else {
             continue;
         };
-        if h.seq == END_MARK {
+        if h.seq == END_MARK && u.format == UdpFormat::Landspeed {
             sent = Some(h.sent_ns);
             marked.get_or_insert(now);
             continue;
@@ -316,7 +354,7 @@ pub fn run<X: Send>(
                     let o = if s.role == Role::Sender {
                         send_stream(s, c, p, u, flags, t0)
                     } else {
-                        receive_stream(s, c, p, flags, t0)
+                        receive_stream(s, c, p, u, flags, t0)
                     };
                     let _ = tx.send(Wake::WorkerDone);
                     o

@@ -8,7 +8,7 @@ use super::{connect, resolve, ClientError, ClientEvent, ClientOptions, LiveInter
 use crate::engine::{self, DataStream, EngineHook, EngineParams, Flags, Progress, Wake};
 use crate::sockopt;
 use landspeed_core::assemble::{assemble, Inputs, RunContext};
-use landspeed_core::config::{EndCondition, Flow, RxMode, TestSpec};
+use landspeed_core::config::{EndCondition, Flow, RxMode, TestSpec, Transport};
 use landspeed_core::endpoint::{
     CpuTimes, EndpointReport, HostInfo, IntervalSample, Role, StreamReport, TcpStats,
 };
@@ -132,7 +132,9 @@ pub fn run_iperf3_client(
     let retry = after_detection;
     let mut spec = opts.spec.clone();
     spec.verify = false;
-    spec.rx = RxMode::Discard;
+    if spec.transport == Transport::Tcp {
+        spec.rx = RxMode::Discard;
+    }
     spec.validate()?;
     let spec = &spec;
     let started_unix_s = SystemTime::now()
@@ -161,6 +163,11 @@ pub fn run_iperf3_client(
         })();
         match tried {
             Ok(x) => break x,
+            // A server that just finished a test may still say "busy" for a moment.
+            Err(ClientError::Lost(m)) if attempt < 5 && m.contains("busy") => {
+                attempt += 1;
+                std::thread::sleep(Duration::from_millis(50 << attempt));
+            }
             Err(ClientError::Connect { .. }) | Err(ClientError::Lost(_)) if attempt < 5 && retry => {
                 attempt += 1;
                 std::thread::sleep(Duration::from_millis(50 << attempt));
@@ -173,14 +180,23 @@ pub fn run_iperf3_client(
     ctl.write_all(&frame_json(&Params::message_for(spec, &version)))
         .map_err(io)?;
     expect(&mut ctl, State::CreateStreams)?;
-    let streams = open_streams(opts, addr, spec, cookie)?;
+    let udp = spec.transport == Transport::Udp;
+    let (streams, udp_streams) = if udp {
+        (vec![], open_udp_streams(opts, addr, spec)?)
+    } else {
+        (open_streams(opts, addr, spec, cookie)?, vec![])
+    };
     expect(&mut ctl, State::TestStart)?;
     // The server may send TEST_RUNNING right away or after its own start-up.
     expect(&mut ctl, State::TestRunning)?;
     let mut warnings =
         vec!["iperf3 protocol: the payload is not landspeed's pattern, so nothing was verified".to_string()];
-    if let Some(s) = streams.first() {
-        let (snd, rcv) = sockopt::granted(&socket2::SockRef::from(&s.socket));
+    let first = streams
+        .first()
+        .map(|s| socket2::SockRef::from(&s.socket))
+        .or_else(|| udp_streams.first().map(|s| socket2::SockRef::from(&s.socket)));
+    if let Some(s) = first {
+        let (snd, rcv) = sockopt::granted(&s);
         warnings.extend(sockopt::window_warning(spec.window_bytes, snd, rcv));
     }
     on_event(ClientEvent::Started {
@@ -189,7 +205,9 @@ pub fn run_iperf3_client(
     });
 
     let params = EngineParams::for_spec(spec, opts.threads, opts.cpus.clone(), opts.idle_timeout);
-    let receive_target = match (spec.end, streams.iter().any(|s| s.role == Role::Sender)) {
+    let sends =
+        streams.iter().any(|s| s.role == Role::Sender) || udp_streams.iter().any(|s| s.role == Role::Sender);
+    let receive_target = match (spec.end, sends) {
         (EndCondition::Bytes(b), false) => Some(b),
         (EndCondition::Blocks(k), false) => Some(k.saturating_mul(spec.length_bytes)),
         _ => None,
@@ -201,7 +219,8 @@ pub fn run_iperf3_client(
         ctl: &ctl,
         deadline: params.send_time.map(|d| t0 + d),
         receive_target,
-        receives: streams.iter().any(|s| s.role == Role::Receiver),
+        receives: streams.iter().any(|s| s.role == Role::Receiver)
+            || udp_streams.iter().any(|s| s.role == Role::Receiver),
         ended: false,
         interrupt,
         on_event,
@@ -210,7 +229,25 @@ pub fn run_iperf3_client(
         failure: None,
     };
     let iface = crate::host::interface_for(local.ip());
-    let out = engine::run(&streams, &params, &flags, &tx, &rx, &mut hook, iface.as_deref());
+    let out = if udp {
+        let u = crate::udp::UdpParams {
+            rate_bps: spec.udp_stream_rate_bps(),
+            burst: spec.burst,
+            format: crate::udp::UdpFormat::Iperf3 { wide: false },
+        };
+        crate::udp::run(
+            &udp_streams,
+            &params,
+            u,
+            &flags,
+            &tx,
+            &rx,
+            &mut hook,
+            iface.as_deref(),
+        )
+    } else {
+        engine::run(&streams, &params, &flags, &tx, &rx, &mut hook, iface.as_deref())
+    };
     hook.end(&flags);
     if let Some(f) = hook.failure.take() {
         return Err(lost(f));
@@ -319,13 +356,28 @@ fn our_results(r: &EndpointReport) -> Results {
         streams: r
             .streams
             .iter()
-            .map(|s| landspeed_iperf3::StreamResult {
-                id: iperf3_id(s.id),
-                bytes: s.bytes.saturating_sub(s.omitted_bytes),
-                retransmits: s.tcp.as_ref().map_or(-1, |t| t.retransmits as i64),
-                start_time_s: 0.0,
-                end_time_s: r.elapsed_s,
-                ..Default::default()
+            .map(|s| {
+                // UDP: a sender reports what it sent; a receiver its packet count and gaps, as iperf3.
+                let (packets, errors, jitter_s) = match (&s.udp, s.role) {
+                    (Some(u), _) => (
+                        (u.datagrams_received + u.datagrams_lost) as i64,
+                        u.datagrams_lost as i64,
+                        u.jitter_ms / 1000.0,
+                    ),
+                    (None, Role::Sender) if s.tcp.is_none() => (s.calls as i64, 0, 0.0),
+                    _ => (0, 0, 0.0),
+                };
+                landspeed_iperf3::StreamResult {
+                    id: iperf3_id(s.id),
+                    bytes: s.bytes.saturating_sub(s.omitted_bytes),
+                    retransmits: s.tcp.as_ref().map_or(-1, |t| t.retransmits as i64),
+                    jitter_s,
+                    errors,
+                    packets,
+                    start_time_s: 0.0,
+                    end_time_s: r.elapsed_s,
+                    ..Default::default()
+                }
             })
             .collect(),
         ..Results::default()
@@ -375,7 +427,10 @@ fn remote_report(
                 flow: l.flow,
                 role,
                 bytes: t.map_or(0, |t| t.bytes) + warm,
-                calls: 0,
+                // A UDP sender's datagram count; loss is counted against it.
+                calls: t
+                    .filter(|_| role == Role::Sender)
+                    .map_or(0, |t| t.packets.max(0) as u64),
                 omitted_bytes: warm,
                 first_byte_s: t.map(|t| t.start_time_s + omit_s),
                 last_byte_s: t.map(|t| t.end_time_s + omit_s),
@@ -396,7 +451,20 @@ fn remote_report(
                 first_corruption: None,
                 zerocopy_sends: 0,
                 zerocopy_copied: 0,
-                udp: None,
+                udp: t
+                    .filter(|_| role == Role::Receiver && l.udp.is_none() && l.tcp.is_none())
+                    .map(|t| {
+                        let lost = t.errors.max(0) as u64;
+                        landspeed_core::udp::UdpStats {
+                            datagrams_sent: None,
+                            datagrams_received: (t.packets.max(0) as u64).saturating_sub(lost),
+                            datagrams_lost: lost,
+                            loss_pct: 0.0,
+                            out_of_order: 0,
+                            duplicates: 0,
+                            jitter_ms: t.jitter_s * 1000.0,
+                        }
+                    }),
                 send_errors: 0,
             }
         })
@@ -418,4 +486,54 @@ fn remote_report(
         warnings: vec![],
         error: None,
     }
+}
+
+/// Opens iperf3 UDP streams: a connected socket per stream says `9876` and waits for `6789`.
+fn open_udp_streams(
+    opts: &ClientOptions,
+    addr: SocketAddr,
+    spec: &TestSpec,
+) -> Result<Vec<crate::udp::UdpStream>, ClientError> {
+    (0..spec.total_streams())
+        .map(|id| {
+            let err = |err| ClientError::Stream { id, err };
+            let local: SocketAddr = match (opts.bind, addr.is_ipv4()) {
+                (Some(ip), _) => SocketAddr::new(ip, 0),
+                (None, true) => "0.0.0.0:0".parse().expect("literal"),
+                (None, false) => "[::]:0".parse().expect("literal"),
+            };
+            let sock = std::net::UdpSocket::bind(local).map_err(err)?;
+            let w = spec
+                .window_bytes
+                .map_or(crate::udp::DEFAULT_BUFFER, |w| w as usize);
+            let r = socket2::SockRef::from(&sock);
+            let _ = r.set_send_buffer_size(w);
+            let _ = r.set_recv_buffer_size(w);
+            sock.connect(addr).map_err(err)?;
+            sock.set_read_timeout(Some(opts.control_timeout)).map_err(err)?;
+            sock.send(b"9876").map_err(err)?;
+            let mut buf = [0u8; 16];
+            let n = sock.recv(&mut buf).map_err(err)?;
+            if &buf[..n] != b"6789" {
+                return Err(lost(format!(
+                    "UDP stream {id}: unexpected answer to the iperf3 UDP hello"
+                )));
+            }
+            let flow = spec.flow_of(id);
+            let role = if flow == Flow::ClientToServer {
+                Role::Sender
+            } else {
+                Role::Receiver
+            };
+            Ok(crate::udp::UdpStream {
+                id,
+                flow,
+                role,
+                socket: sock,
+                datagrams: (role == Role::Sender)
+                    .then(|| spec.stream_budget(id).map(|b| b.div_ceil(spec.length_bytes)))
+                    .flatten(),
+            })
+        })
+        .collect()
 }

@@ -99,29 +99,20 @@ fn budgets(spec: &TestSpec, senders: usize) -> Vec<Option<u64>> {
         .collect()
 }
 
-fn serve(mut ctl: TcpStream, cookie: Cookie, shared: &Shared, log: &mut TestLog) -> Result<(), String> {
-    let o = &shared.opts;
-    let _ = ctl.set_nodelay(true);
-    let _ = ctl.set_write_timeout(Some(o.handshake_timeout));
-    send(&mut ctl, State::ParamExchange)?;
-    let body = read_json(&mut ctl, MAX_JSON).inspect_err(|_| {
-        let _ = ctl.write_all(&server_error(errno::RECV_PARAMS, 0));
-    })?;
-    let params = Params::parse(&body).map_err(|e| {
-        let _ = ctl.write_all(&server_error(e.code, 0));
-        format!("bad parameters: {e}")
-    })?;
-    log.protocol = format!("iperf3 {}", params.client_version.as_deref().unwrap_or("client"));
-    if params.udp {
-        let _ = ctl.write_all(&server_error(errno::UNIMPLEMENTED, 0));
-        return Err("UDP tests from iperf3 clients are not served yet".into());
-    }
-    let mut key = [0u8; 8];
-    let _ = getrandom::fill(&mut key);
-    let spec = params.to_spec(u64::from_le_bytes(key));
-    log.streams = spec.streams;
-    log.direction = Some(spec.direction);
+/// The data streams of a test, by transport.
+enum Streams {
+    Tcp(Vec<DataStream>),
+    Udp(Vec<crate::udp::UdpStream>),
+}
 
+/// Waits for the test's TCP data connections (each opens with the cookie) and prepares them.
+fn collect_tcp(
+    ctl: &mut TcpStream,
+    cookie: Cookie,
+    spec: &TestSpec,
+    shared: &Shared,
+) -> Result<Vec<DataStream>, String> {
+    let o = &shared.opts;
     let (tx, rx) = mpsc::channel();
     shared
         .iperf3
@@ -129,7 +120,7 @@ fn serve(mut ctl: TcpStream, cookie: Cookie, shared: &Shared, log: &mut TestLog)
         .map_err(|_| "registry poisoned")?
         .insert(cookie, tx);
     let registered = Registered(&shared.iperf3, cookie);
-    send(&mut ctl, State::CreateStreams)?;
+    send(ctl, State::CreateStreams)?;
     let n = spec.total_streams() as usize;
     let deadline = Instant::now() + o.handshake_timeout;
     let mut socks = vec![];
@@ -148,7 +139,7 @@ fn serve(mut ctl: TcpStream, cookie: Cookie, shared: &Shared, log: &mut TestLog)
         Direction::Reverse => 0,
         Direction::Bidir => n / 2,
     };
-    let send_budgets = budgets(&spec, n - receivers);
+    let send_budgets = budgets(spec, n - receivers);
     let mut streams = vec![];
     for (k, sock) in socks.into_iter().enumerate() {
         let role = if k < receivers {
@@ -161,7 +152,7 @@ fn serve(mut ctl: TcpStream, cookie: Cookie, shared: &Shared, log: &mut TestLog)
         } else {
             Flow::ServerToClient
         };
-        let _ = sockopt::after_connect(&socket2::SockRef::from(&sock), &spec, role == Role::Sender);
+        let _ = sockopt::after_connect(&socket2::SockRef::from(&sock), spec, role == Role::Sender);
         let budget = if role == Role::Sender {
             send_budgets[k - receivers]
         } else {
@@ -175,6 +166,33 @@ fn serve(mut ctl: TcpStream, cookie: Cookie, shared: &Shared, log: &mut TestLog)
             budget,
         });
     }
+    Ok(streams)
+}
+
+fn serve(mut ctl: TcpStream, cookie: Cookie, shared: &Shared, log: &mut TestLog) -> Result<(), String> {
+    let o = &shared.opts;
+    let _ = ctl.set_nodelay(true);
+    let _ = ctl.set_write_timeout(Some(o.handshake_timeout));
+    send(&mut ctl, State::ParamExchange)?;
+    let body = read_json(&mut ctl, MAX_JSON).inspect_err(|_| {
+        let _ = ctl.write_all(&server_error(errno::RECV_PARAMS, 0));
+    })?;
+    let params = Params::parse(&body).map_err(|e| {
+        let _ = ctl.write_all(&server_error(e.code, 0));
+        format!("bad parameters: {e}")
+    })?;
+    log.protocol = format!("iperf3 {}", params.client_version.as_deref().unwrap_or("client"));
+    let mut key = [0u8; 8];
+    let _ = getrandom::fill(&mut key);
+    let spec = params.to_spec(u64::from_le_bytes(key));
+    log.streams = spec.streams;
+    log.direction = Some(spec.direction);
+
+    let streams = if params.udp {
+        Streams::Udp(super::iperf3_udp::collect(&mut ctl, &spec, shared)?)
+    } else {
+        Streams::Tcp(collect_tcp(&mut ctl, cookie, &spec, shared)?)
+    };
     send(&mut ctl, State::TestStart)?;
     send(&mut ctl, State::TestRunning)?;
 
@@ -188,7 +206,21 @@ fn serve(mut ctl: TcpStream, cookie: Cookie, shared: &Shared, log: &mut TestLog)
         failure: None,
         shutdown: &shared.shutdown,
     };
-    let out = engine::run(&streams, &params_e, &flags, &wtx, &wrx, &mut hook, None);
+    let out = match &streams {
+        Streams::Tcp(v) => engine::run(v, &params_e, &flags, &wtx, &wrx, &mut hook, None),
+        Streams::Udp(v) => {
+            let u = crate::udp::UdpParams {
+                rate_bps: params
+                    .bandwidth_bps
+                    .unwrap_or(landspeed_core::config::DEFAULT_UDP_RATE_BPS),
+                burst: params.burst.filter(|b| *b > 0).unwrap_or(spec.burst),
+                format: crate::udp::UdpFormat::Iperf3 {
+                    wide: params.udp_counters_64bit,
+                },
+            };
+            crate::udp::run(v, &params_e, u, &flags, &wtx, &wrx, &mut hook, None)
+        }
+    };
     // A sending server may finish its byte budget before the client says the test is over.
     let wait_until = Instant::now() + o.idle_timeout;
     while !hook.ended && hook.failure.is_none() {
@@ -253,17 +285,35 @@ fn results(out: &engine::EngineOutput, spec: &TestSpec, text: Option<String>) ->
     let streams = out
         .streams
         .iter()
-        .map(|s| StreamResult {
-            id: stream_id(s.id as usize),
-            bytes: s.bytes.saturating_sub(s.omitted_bytes),
-            retransmits: if s.role == Role::Sender {
-                s.tcp.as_ref().map_or(0, |t| t.retransmits as i64)
-            } else {
-                -1
-            },
-            start_time_s: 0.0,
-            end_time_s: out.elapsed_s,
-            ..StreamResult::default()
+        .map(|s| {
+            // UDP: a sender reports what it sent; a receiver, as iperf3 does, the highest sequence
+            // number seen as the packet count, and the gaps as errors.
+            let (packets, errors, jitter_s) = match (&s.udp, s.role) {
+                (Some(u), _) => (
+                    (u.datagrams_received + u.datagrams_lost) as i64,
+                    u.datagrams_lost as i64,
+                    u.jitter_ms / 1000.0,
+                ),
+                (None, Role::Sender) if spec.transport == landspeed_core::config::Transport::Udp => {
+                    (s.calls as i64, 0, 0.0)
+                }
+                _ => (0, 0, 0.0),
+            };
+            StreamResult {
+                id: stream_id(s.id as usize),
+                bytes: s.bytes.saturating_sub(s.omitted_bytes),
+                retransmits: if s.role == Role::Sender {
+                    s.tcp.as_ref().map_or(0, |t| t.retransmits as i64)
+                } else {
+                    -1
+                },
+                jitter_s,
+                errors,
+                packets,
+                start_time_s: 0.0,
+                end_time_s: out.elapsed_s,
+                ..StreamResult::default()
+            }
         })
         .collect();
     Results {

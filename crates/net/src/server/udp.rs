@@ -44,6 +44,12 @@ pub(super) fn listen(sock: UdpSocket, shared: &Shared) {
         let Ok((n, peer)) = sock.recv_from(&mut buf) else {
             continue;
         };
+        if buf[..n] == super::iperf3_udp::HELLO {
+            if let Some(local) = local {
+                super::iperf3_udp::route_hello(shared, peer, local);
+            }
+            continue;
+        }
         let Ok(Some((Preamble::Data { session, stream, .. }, _))) = Preamble::parse(&buf[..n]) else {
             continue;
         };
@@ -184,6 +190,7 @@ pub(super) fn run_test(
     let u = crate::udp::UdpParams {
         rate_bps: spec.udp_stream_rate_bps(),
         burst: spec.burst,
+        format: crate::udp::UdpFormat::Landspeed,
     };
     let flags = Flags::default();
     let mut hook = Hook {

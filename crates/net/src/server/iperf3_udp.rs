@@ -1,0 +1,125 @@
+//! iperf3's UDP streams on landspeed's port. iperf3's UDP hello (the 4 bytes `9876`) carries no cookie,
+//! and iperf3 itself serves one test at a time; landspeed serves many, so a hello goes to the oldest
+//! iperf3 UDP test from the same client address that still waits for streams. The test answers from a
+//! socket of its own on the port, connected to the client, with `6789`.
+
+use super::{udp, Shared};
+use crate::udp::UdpStream;
+use landspeed_core::config::{Direction, EndCondition, Flow, TestSpec};
+use landspeed_core::endpoint::Role;
+use landspeed_iperf3::wire::{errno, server_error};
+use landspeed_iperf3::State;
+use std::io::Write;
+use std::net::{IpAddr, SocketAddr, TcpStream};
+use std::sync::mpsc;
+use std::time::Instant;
+
+/// iperf3's UDP hello and its answer.
+pub const HELLO: [u8; 4] = *b"9876";
+pub const REPLY: [u8; 4] = *b"6789";
+
+/// iperf3 UDP tests waiting for streams: (client address, where to send each hello), oldest first.
+pub(super) type Waiting = std::sync::Mutex<Vec<(u64, IpAddr, mpsc::Sender<(SocketAddr, SocketAddr)>)>>;
+
+fn canonical(ip: IpAddr) -> IpAddr {
+    ip.to_canonical()
+}
+
+/// Hands an iperf3 UDP hello to the oldest waiting test from the same address; false if none waits.
+pub(super) fn route_hello(shared: &Shared, peer: SocketAddr, local: SocketAddr) -> bool {
+    let Ok(w) = shared.iperf3_udp.lock() else {
+        return false;
+    };
+    let ip = canonical(peer.ip());
+    match w.iter().find(|(_, a, _)| *a == ip) {
+        Some((_, _, tx)) => tx.send((peer, local)).is_ok(),
+        None => false,
+    }
+}
+
+struct Registered<'a>(&'a Waiting, u64);
+impl Drop for Registered<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut w) = self.0.lock() {
+            w.retain(|(k, _, _)| *k != self.1);
+        }
+    }
+}
+
+/// Sends CREATE_STREAMS and collects the test's UDP streams, in hello order (with `--bidir` the
+/// client's sending streams come first, as for TCP).
+pub(super) fn collect(
+    ctl: &mut TcpStream,
+    spec: &TestSpec,
+    shared: &Shared,
+) -> Result<Vec<UdpStream>, String> {
+    let o = &shared.opts;
+    let peer_ip = ctl
+        .peer_addr()
+        .map(|a| canonical(a.ip()))
+        .map_err(|e| e.to_string())?;
+    let key = getrandom::u64().unwrap_or_else(|_| Instant::now().elapsed().as_nanos() as u64);
+    let (tx, rx) = mpsc::channel();
+    shared
+        .iperf3_udp
+        .lock()
+        .map_err(|_| "registry poisoned")?
+        .push((key, peer_ip, tx));
+    let registered = Registered(&shared.iperf3_udp, key);
+    ctl.write_all(&[State::CreateStreams.byte()])
+        .map_err(|e| format!("control write: {e}"))?;
+    let n = spec.total_streams() as usize;
+    let deadline = Instant::now() + o.handshake_timeout;
+    let mut socks = vec![];
+    while socks.len() < n {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let (peer, local) = rx.recv_timeout(left).map_err(|_| {
+            let _ = ctl.write_all(&server_error(errno::STREAM_ACCEPT, 0));
+            format!("only {} of {n} UDP streams said hello", socks.len())
+        })?;
+        let v6only = local.is_ipv6().then_some(!local.ip().is_unspecified());
+        let s = udp::bind(local, v6only).map_err(|e| format!("UDP stream: {e}"))?;
+        s.connect(peer).map_err(|e| format!("UDP stream: {e}"))?;
+        let _ = s.send(&REPLY);
+        socks.push(s);
+    }
+    drop(registered);
+    let receivers = match spec.direction {
+        Direction::Forward => n,
+        Direction::Reverse => 0,
+        Direction::Bidir => n / 2,
+    };
+    let per_stream = match spec.end {
+        EndCondition::Bytes(b) => Some(b.div_ceil(spec.length_bytes) / (n - receivers).max(1) as u64),
+        EndCondition::Blocks(k) => Some(k / (n - receivers).max(1) as u64),
+        EndCondition::Time(_) => None,
+    };
+    let w = spec
+        .window_bytes
+        .map_or(crate::udp::DEFAULT_BUFFER, |w| w as usize);
+    Ok(socks
+        .into_iter()
+        .enumerate()
+        .map(|(k, socket)| {
+            let r = socket2::SockRef::from(&socket);
+            let _ = r.set_send_buffer_size(w);
+            let _ = r.set_recv_buffer_size(w);
+            let role = if k < receivers {
+                Role::Receiver
+            } else {
+                Role::Sender
+            };
+            UdpStream {
+                id: k as u32,
+                flow: if role == Role::Receiver {
+                    Flow::ClientToServer
+                } else {
+                    Flow::ServerToClient
+                },
+                role,
+                socket,
+                datagrams: if role == Role::Sender { per_stream } else { None },
+            }
+        })
+        .collect())
+}
