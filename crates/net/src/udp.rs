@@ -92,6 +92,31 @@ struct Out {
     udp: Option<landspeed_core::udp::UdpStats>,
 }
 
+fn set_udp_opt(s: &UdpSocket, opt: libc::c_int, v: libc::c_int) -> bool {
+    use std::os::fd::AsRawFd;
+    // SAFETY: setsockopt with a pointer to a c_int of the size passed.
+    unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::SOL_UDP,
+            opt,
+            (&v as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        ) == 0
+    }
+}
+
+/// UDP segmentation offload: every send of several datagram-sized pieces leaves as that many datagrams.
+/// False where the kernel does not offer it (then datagrams are sent one by one).
+fn enable_gso(s: &UdpSocket, len: usize) -> bool {
+    len <= 65_000 && set_udp_opt(s, libc::UDP_SEGMENT, len as libc::c_int)
+}
+
+/// UDP receive offload: the kernel may hand over several same-sized datagrams in one read.
+fn enable_gro(s: &UdpSocket) -> bool {
+    set_udp_opt(s, libc::UDP_GRO, 1)
+}
+
 fn tight_timers() {
     // SAFETY: prctl with integer arguments only.
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000u64, 0, 0, 0) };
@@ -127,7 +152,15 @@ fn send_stream(
     let len = p.length;
     let plen = len - HEADER;
     let mut gen = Generator::new(&p.pattern, plen);
-    let mut buf = vec![0u8; len];
+    let gso = enable_gso(&s.socket, len);
+    // With segmentation offload, datagrams leave in batches of about a millisecond's worth (never more
+    // than the burst), one system call each.
+    let batch = if gso {
+        ((u.rate_bps / 8.0 / 1000.0 / len as f64) as u32).clamp(1, u.burst)
+    } else {
+        1
+    };
+    let mut buf = vec![0u8; len * batch.max(u.burst) as usize];
     let mut pacer = Pacer::new(0, u.rate_bps, len, u.burst);
     let deadline_ns = p.send_time.map(|d| d.as_nanos() as u64);
     loop {
@@ -144,46 +177,50 @@ fn send_stream(
         {
             break;
         }
-        match pacer.poll(now) {
+        let remaining = s.datagrams.map(|m| m.saturating_sub(pacer.count()));
+        let pace = if gso {
+            pacer.poll_batch(now, batch, remaining)
+        } else {
+            pacer.poll(now)
+        };
+        match pace {
             Pace::WaitUntil(t) => wait_until(t0, deadline_ns.map_or(t, |d| t.min(d))),
             Pace::Send(n) => {
-                for _ in 0..n {
-                    if s.datagrams.is_some_and(|m| pacer.count() >= m) {
-                        break;
-                    }
-                    let seq = pacer.count();
-                    let h = Header {
-                        seq,
-                        sent_ns: t0.elapsed().as_nanos() as u64,
-                    };
-                    write_header(u.format, h, &mut buf);
-                    buf[HEADER..].copy_from_slice(gen.fill(s.id, seq * plen as u64, plen));
-                    match s.socket.send(&buf) {
-                        Ok(_) => {
-                            let at = Instant::now();
-                            o.bytes += len as u64;
-                            o.calls += 1;
-                            o.first.get_or_insert(at);
-                            o.last = Some(at);
-                            c.bytes.store(o.bytes, Relaxed);
-                        }
-                        // The kernel's queue is full: the datagram is skipped and counted.
-                        Err(e)
-                            if e.raw_os_error() == Some(libc::ENOBUFS)
-                                || e.kind() == ErrorKind::WouldBlock =>
-                        {
-                            o.send_errors += 1;
-                        }
-                        Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                        // ECONNREFUSED: an ICMP error for an earlier datagram; UDP goes on.
-                        Err(e) if e.kind() == ErrorKind::ConnectionRefused => o.send_errors += 1,
-                        Err(e) => {
-                            o.error = Some(format!("send: {e}"));
-                            break;
-                        }
-                    }
-                    pacer.sent(1);
+                let n = remaining.map_or(u64::from(n), |r| r.min(u64::from(n))) as usize;
+                let n = if gso { n } else { n.min(1) };
+                if n == 0 {
+                    break;
                 }
+                let sent_ns = t0.elapsed().as_nanos() as u64;
+                for i in 0..n {
+                    let seq = pacer.count() + i as u64;
+                    let d = &mut buf[i * len..(i + 1) * len];
+                    write_header(u.format, Header { seq, sent_ns }, d);
+                    d[HEADER..].copy_from_slice(gen.fill(s.id, seq * plen as u64, plen));
+                }
+                match s.socket.send(&buf[..n * len]) {
+                    Ok(_) => {
+                        let at = Instant::now();
+                        o.bytes += (n * len) as u64;
+                        o.calls += n as u64;
+                        o.first.get_or_insert(at);
+                        o.last = Some(at);
+                        c.bytes.store(o.bytes, Relaxed);
+                    }
+                    // The kernel's queue is full: the datagrams are skipped and counted.
+                    Err(e)
+                        if e.raw_os_error() == Some(libc::ENOBUFS) || e.kind() == ErrorKind::WouldBlock =>
+                    {
+                        o.send_errors += n as u64;
+                    }
+                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                    // ECONNREFUSED: an ICMP error for an earlier datagram; UDP goes on.
+                    Err(e) if e.kind() == ErrorKind::ConnectionRefused => o.send_errors += n as u64,
+                    Err(e) => {
+                        o.error = Some(format!("send: {e}"));
+                    }
+                }
+                pacer.sent(n as u32);
                 if o.error.is_some() {
                     break;
                 }
@@ -218,7 +255,8 @@ fn receive_stream(
     let mut rx = UdpReceiver::default();
     let mut verifier = p.verify.then(|| Verifier::new(&p.pattern, p.length));
     let plen = (p.length - HEADER) as u64;
-    let mut buf = vec![0u8; p.length.max(HEADER) + 1];
+    let gro = enable_gro(&s.socket);
+    let mut buf = vec![0u8; if gro { 65_536 } else { p.length.max(HEADER) + 1 }];
     let _ = s.socket.set_read_timeout(Some(Duration::from_millis(20)));
     let mut sent: Option<u64> = None;
     let mut marked: Option<Instant> = None;
@@ -263,40 +301,43 @@ fn receive_stream(
         };
         let now = Instant::now();
         last_progress = now;
-        let Some(h) = read_header(u.format, &buf[..n]) else {
-            continue;
-        };
-        if h.seq == END_MARK && u.format == UdpFormat::Landspeed {
-            sent = Some(h.sent_ns);
-            marked.get_or_insert(now);
-            continue;
-        }
-        if !rx.on_datagram(h, now.saturating_duration_since(t0).as_nanos() as u64, n) {
-            continue;
-        }
-        o.bytes += n as u64;
-        o.calls += 1;
-        o.first.get_or_insert(now);
-        o.last = Some(now);
-        c.bytes.store(o.bytes, Relaxed);
-        if let Some(v) = verifier.as_mut() {
-            let payload = &buf[HEADER..n];
-            if let Some(ch) = v.check(s.id, h.seq * plen, payload) {
-                for b in ch.bad_blocks {
-                    if last_bad != Some(b) {
-                        o.corrupt_blocks += 1;
-                        last_bad = Some(b);
+        // With receive offload one read may hold several datagrams of the stream's size.
+        let seg = if n > p.length { p.length } else { n.max(1) };
+        for d in buf[..n].chunks(seg) {
+            let Some(h) = read_header(u.format, d) else {
+                continue;
+            };
+            if h.seq == END_MARK && u.format == UdpFormat::Landspeed {
+                sent = Some(h.sent_ns);
+                marked.get_or_insert(now);
+                continue;
+            }
+            if !rx.on_datagram(h, now.saturating_duration_since(t0).as_nanos() as u64, d.len()) {
+                continue;
+            }
+            o.bytes += d.len() as u64;
+            o.calls += 1;
+            o.first.get_or_insert(now);
+            o.last = Some(now);
+            if let Some(v) = verifier.as_mut() {
+                if let Some(ch) = v.check(s.id, h.seq * plen, &d[HEADER.min(d.len())..]) {
+                    for b in ch.bad_blocks {
+                        if last_bad != Some(b) {
+                            o.corrupt_blocks += 1;
+                            last_bad = Some(b);
+                        }
                     }
+                    o.first_corruption.get_or_insert(ch.first);
                 }
-                o.first_corruption.get_or_insert(ch.first);
+                // A datagram of the wrong length cannot be right: count its block as bad.
+                if d.len() != p.length {
+                    o.corrupt_blocks += 1;
+                }
+                // The header is checked too: its sequence number chose the expected payload.
+                o.verified += d.len() as u64;
             }
-            // A datagram of the wrong length cannot be right: count its block as bad.
-            if n != p.length {
-                o.corrupt_blocks += 1;
-            }
-            // The header is checked too: its sequence number chose the expected payload.
-            o.verified += n as u64;
         }
+        c.bytes.store(o.bytes, Relaxed);
     }
     o.udp = Some(rx.stats(sent));
     c.finished.store(true, Relaxed);

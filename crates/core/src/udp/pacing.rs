@@ -45,6 +45,19 @@ impl Pacer {
         Pace::Send(behind.clamp(1, u64::from(self.burst)) as u32)
     }
 
+    /// Like `poll`, but waits until `batch` datagrams (or the `remaining` ones) are due, so they can
+    /// leave in one segmentation-offload send; still never more than `burst` at once.
+    pub fn poll_batch(&self, now_ns: u64, batch: u32, remaining: Option<u64>) -> Pace {
+        let b = u64::from(batch.clamp(1, self.burst))
+            .min(remaining.unwrap_or(u64::MAX))
+            .max(1);
+        let last = self.due(self.sent + b - 1);
+        if last > now_ns {
+            return Pace::WaitUntil(last);
+        }
+        self.poll(now_ns)
+    }
+
     /// Records `n` datagrams as sent (or given up on after a send error, so the schedule holds).
     pub fn sent(&mut self, n: u32) {
         self.sent += u64::from(n);
@@ -80,6 +93,19 @@ mod tests {
         assert_eq!(p.poll(100_000), Pace::Send(3));
         p.sent(3);
         assert_eq!(p.poll(100_000), Pace::WaitUntil(110_000));
+    }
+
+    #[test]
+    fn batches_wait_for_the_whole_batch_and_respect_the_burst() {
+        let mut p = Pacer::new(0, 1e9, 1250, 8);
+        // Datagrams every 10 µs: a batch of 4 is due at 30 µs.
+        assert_eq!(p.poll_batch(0, 4, None), Pace::WaitUntil(30_000));
+        assert_eq!(p.poll_batch(30_000, 4, None), Pace::Send(4));
+        p.sent(4);
+        // Only 2 remain in the budget: they go as soon as both are due.
+        assert_eq!(p.poll_batch(40_000, 4, Some(2)), Pace::WaitUntil(50_000));
+        // A batch larger than the burst is cut to the burst.
+        assert_eq!(p.poll_batch(1_000_000, 100, None), Pace::Send(8));
     }
 
     #[test]
