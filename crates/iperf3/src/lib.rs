@@ -8,5 +8,5 @@ pub mod results;
 pub mod wire;
 
 pub use params::{ParamError, Params};
-pub use results::{Results, StreamResult};
+pub use results::{from_reports, stream_id, Results, StreamResult};
 pub use wire::{Cookie, State, COOKIE_LEN, MAX_JSON};

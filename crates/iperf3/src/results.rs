@@ -31,6 +31,72 @@ pub struct Results {
     pub streams: Vec<StreamResult>,
 }
 
+/// iperf3 numbers streams 1, 3, 4, 5, ... in the order they connect; landspeed's stream `k` (0-based,
+/// in connection order) is iperf3's `stream_id(k)`.
+pub fn stream_id(k: u32) -> i64 {
+    if k == 0 {
+        1
+    } else {
+        i64::from(k) + 2
+    }
+}
+
+/// One end's results message from what landspeed's engine measured there. UDP: a sender reports what
+/// it sent; a receiver, as iperf3 does, the highest sequence number seen as its packet count and the
+/// gaps as errors, with its jitter in seconds.
+pub fn from_reports(
+    streams: &[landspeed_core::endpoint::StreamReport],
+    cpu: &landspeed_core::endpoint::CpuTimes,
+    elapsed_s: f64,
+    udp: bool,
+) -> Results {
+    use landspeed_core::endpoint::Role;
+    let pct = |x: f64| {
+        if cpu.wall_s > 0.0 {
+            x / cpu.wall_s * 100.0
+        } else {
+            0.0
+        }
+    };
+    let sends = streams.iter().any(|s| s.role == Role::Sender);
+    Results {
+        cpu_util_total: pct(cpu.process_user_s + cpu.process_system_s),
+        cpu_util_user: pct(cpu.process_user_s),
+        cpu_util_system: pct(cpu.process_system_s),
+        sender_has_retransmits: if sends { 1 } else { -1 },
+        streams: streams
+            .iter()
+            .map(|s| {
+                let (packets, errors, jitter_s) = match (&s.udp, s.role) {
+                    (Some(u), _) => (
+                        (u.datagrams_received + u.datagrams_lost) as i64,
+                        u.datagrams_lost as i64,
+                        u.jitter_ms / 1000.0,
+                    ),
+                    (None, Role::Sender) if udp => (s.calls as i64, 0, 0.0),
+                    _ => (0, 0, 0.0),
+                };
+                StreamResult {
+                    id: stream_id(s.id),
+                    bytes: s.bytes.saturating_sub(s.omitted_bytes),
+                    retransmits: match (s.role, &s.tcp) {
+                        (Role::Sender, Some(t)) => t.retransmits as i64,
+                        (Role::Sender, None) => 0,
+                        _ => -1,
+                    },
+                    jitter_s,
+                    errors,
+                    packets,
+                    start_time_s: 0.0,
+                    end_time_s: elapsed_s,
+                    ..StreamResult::default()
+                }
+            })
+            .collect(),
+        ..Results::default()
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("iperf3 results: {0}")]
 pub struct ResultsError(pub String);
@@ -129,6 +195,12 @@ impl Results {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stream_ids_skip_two() {
+        let ids: Vec<i64> = (0..5).map(stream_id).collect();
+        assert_eq!(ids, vec![1, 3, 4, 5, 6]);
+    }
 
     #[test]
     fn round_trip_and_liberal_numbers() {

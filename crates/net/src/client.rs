@@ -527,6 +527,29 @@ fn open_streams(
         .collect()
 }
 
+/// A UDP socket for one stream: bound like the control connection (`-B`), with the test's buffers
+/// (or 4 MiB), connected to the server.
+fn udp_socket(
+    opts: &ClientOptions,
+    addr: SocketAddr,
+    spec: &TestSpec,
+) -> std::io::Result<std::net::UdpSocket> {
+    let local = match opts.bind {
+        Some(ip) => SocketAddr::new(ip, 0),
+        None if addr.is_ipv4() => SocketAddr::new(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 0),
+        None => SocketAddr::new(IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED), 0),
+    };
+    let sock = std::net::UdpSocket::bind(local)?;
+    let w = spec
+        .window_bytes
+        .map_or(crate::udp::DEFAULT_BUFFER, |w| w as usize);
+    let r = socket2::SockRef::from(&sock);
+    let _ = r.set_send_buffer_size(w);
+    let _ = r.set_recv_buffer_size(w);
+    sock.connect(addr)?;
+    Ok(sock)
+}
+
 /// Opens the UDP streams: a connected socket per stream, which says hello (the data preamble) until the
 /// server acknowledges it with the same bytes from its own socket for the stream.
 fn open_udp_streams(
@@ -538,17 +561,7 @@ fn open_udp_streams(
     (0..spec.total_streams())
         .map(|id| {
             let err = |err| ClientError::Stream { id, err };
-            let local = match opts.bind {
-                Some(ip) => SocketAddr::new(ip, 0),
-                None if addr.is_ipv4() => SocketAddr::new(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 0),
-                None => SocketAddr::new(IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED), 0),
-            };
-            let sock = std::net::UdpSocket::bind(local).map_err(err)?;
-            let w = spec.window_bytes.map_or(crate::udp::DEFAULT_BUFFER, |w| w as usize);
-            let r = socket2::SockRef::from(&sock);
-            let _ = r.set_send_buffer_size(w);
-            let _ = r.set_recv_buffer_size(w);
-            sock.connect(addr).map_err(err)?;
+            let sock = udp_socket(opts, addr, spec).map_err(err)?;
             sock.set_read_timeout(Some(Duration::from_millis(200))).map_err(err)?;
             let hello = Preamble::Data {
                 version: PROTOCOL_VERSION,

@@ -72,6 +72,21 @@ pub struct TestLog {
 }
 
 impl TestLog {
+    /// Adds what the engine measured on this server's streams.
+    pub(crate) fn add(&mut self, out: &engine::EngineOutput) {
+        self.duration_s = out.elapsed_s;
+        for s in &out.streams {
+            match s.role {
+                Role::Receiver => {
+                    self.bytes_received += s.bytes;
+                    self.bytes_verified += s.bytes_verified;
+                    self.corrupt_blocks += s.corrupt_blocks;
+                }
+                Role::Sender => self.bytes_sent += s.bytes,
+            }
+        }
+    }
+
     pub(crate) fn new(peer: SocketAddr, protocol: &str) -> TestLog {
         TestLog {
             peer,
@@ -540,17 +555,7 @@ fn run_test(stream: TcpStream, shared: &Shared, log: &mut TestLog) -> Result<(),
         failure: None,
     };
     let out = engine::run(&streams, &params, &flags, &wtx, &wrx, &mut hook, iface.as_deref());
-    log.duration_s = out.elapsed_s;
-    for s in &out.streams {
-        match s.role {
-            Role::Receiver => {
-                log.bytes_received += s.bytes;
-                log.bytes_verified += s.bytes_verified;
-                log.corrupt_blocks += s.corrupt_blocks;
-            }
-            Role::Sender => log.bytes_sent += s.bytes,
-        }
-    }
+    log.add(&out);
     let result = finish(
         &mut hook,
         &out,

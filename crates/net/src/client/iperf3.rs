@@ -55,14 +55,6 @@ fn expect(c: &mut TcpStream, want: State) -> Result<(), ClientError> {
     }
 }
 
-fn iperf3_id(k: u32) -> i64 {
-    if k == 0 {
-        1
-    } else {
-        i64::from(k) + 2
-    }
-}
-
 struct Hook<'a> {
     ctl: &'a TcpStream,
     deadline: Option<Instant>,
@@ -345,43 +337,8 @@ fn open_streams(
 
 /// This client's results message, as iperf3's server expects it.
 fn our_results(r: &EndpointReport) -> Results {
-    let c = &r.cpu;
-    let pct = |x: f64| if c.wall_s > 0.0 { x / c.wall_s * 100.0 } else { 0.0 };
-    let sends = r.streams.iter().any(|s| s.role == Role::Sender);
-    Results {
-        cpu_util_total: pct(c.process_user_s + c.process_system_s),
-        cpu_util_user: pct(c.process_user_s),
-        cpu_util_system: pct(c.process_system_s),
-        sender_has_retransmits: if sends { 1 } else { -1 },
-        streams: r
-            .streams
-            .iter()
-            .map(|s| {
-                // UDP: a sender reports what it sent; a receiver its packet count and gaps, as iperf3.
-                let (packets, errors, jitter_s) = match (&s.udp, s.role) {
-                    (Some(u), _) => (
-                        (u.datagrams_received + u.datagrams_lost) as i64,
-                        u.datagrams_lost as i64,
-                        u.jitter_ms / 1000.0,
-                    ),
-                    (None, Role::Sender) if s.tcp.is_none() => (s.calls as i64, 0, 0.0),
-                    _ => (0, 0, 0.0),
-                };
-                landspeed_iperf3::StreamResult {
-                    id: iperf3_id(s.id),
-                    bytes: s.bytes.saturating_sub(s.omitted_bytes),
-                    retransmits: s.tcp.as_ref().map_or(-1, |t| t.retransmits as i64),
-                    jitter_s,
-                    errors,
-                    packets,
-                    start_time_s: 0.0,
-                    end_time_s: r.elapsed_s,
-                    ..Default::default()
-                }
-            })
-            .collect(),
-        ..Results::default()
-    }
+    let udp = r.streams.iter().all(|s| s.tcp.is_none());
+    landspeed_iperf3::from_reports(&r.streams, &r.cpu, r.elapsed_s, udp)
 }
 
 /// The server's end as a report, built from its results message: per stream its byte count and its
@@ -411,7 +368,10 @@ fn remote_report(
         .streams
         .iter()
         .map(|l| {
-            let t = theirs.streams.iter().find(|s| s.id == iperf3_id(l.id));
+            let t = theirs
+                .streams
+                .iter()
+                .find(|s| s.id == landspeed_iperf3::stream_id(l.id));
             let role = if l.role == Role::Sender {
                 Role::Receiver
             } else {
@@ -497,19 +457,7 @@ fn open_udp_streams(
     (0..spec.total_streams())
         .map(|id| {
             let err = |err| ClientError::Stream { id, err };
-            let local: SocketAddr = match (opts.bind, addr.is_ipv4()) {
-                (Some(ip), _) => SocketAddr::new(ip, 0),
-                (None, true) => "0.0.0.0:0".parse().expect("literal"),
-                (None, false) => "[::]:0".parse().expect("literal"),
-            };
-            let sock = std::net::UdpSocket::bind(local).map_err(err)?;
-            let w = spec
-                .window_bytes
-                .map_or(crate::udp::DEFAULT_BUFFER, |w| w as usize);
-            let r = socket2::SockRef::from(&sock);
-            let _ = r.set_send_buffer_size(w);
-            let _ = r.set_recv_buffer_size(w);
-            sock.connect(addr).map_err(err)?;
+            let sock = super::udp_socket(opts, addr, spec).map_err(err)?;
             sock.set_read_timeout(Some(opts.control_timeout)).map_err(err)?;
             sock.send(b"9876").map_err(err)?;
             let mut buf = [0u8; 16];

@@ -11,7 +11,7 @@ use crate::sockopt;
 use landspeed_core::config::{Direction, EndCondition, Flow, TestSpec};
 use landspeed_core::endpoint::{IntervalSample, Role};
 use landspeed_iperf3::wire::{errno, frame_json, json_len, server_error, MAX_RESULTS_JSON};
-use landspeed_iperf3::{Cookie, Params, Results, State, StreamResult, COOKIE_LEN, MAX_JSON};
+use landspeed_iperf3::{Cookie, Params, Results, State, COOKIE_LEN, MAX_JSON};
 use std::collections::HashMap;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -21,15 +21,6 @@ use std::time::{Duration, Instant};
 
 /// Running iperf3 tests waiting for data connections, by cookie.
 pub(super) type Registry = Mutex<HashMap<Cookie, mpsc::Sender<TcpStream>>>;
-
-/// iperf3 numbers streams 1, 3, 4, 5, ... in the order they connect.
-pub fn stream_id(k: usize) -> i64 {
-    if k == 0 {
-        1
-    } else {
-        k as i64 + 2
-    }
-}
 
 /// Handles a connection whose first byte (already read) says iperf3.
 pub(super) fn handle(mut stream: TcpStream, first: u8, peer: SocketAddr, shared: &Shared) {
@@ -279,53 +270,13 @@ fn summary_text(log: &TestLog) -> String {
 
 /// This server's results message.
 fn results(out: &engine::EngineOutput, spec: &TestSpec, text: Option<String>) -> Results {
-    let sends = out.streams.iter().any(|s| s.role == Role::Sender);
-    let c = &out.cpu;
-    let pct = |x: f64| if c.wall_s > 0.0 { x / c.wall_s * 100.0 } else { 0.0 };
-    let streams = out
-        .streams
-        .iter()
-        .map(|s| {
-            // UDP: a sender reports what it sent; a receiver, as iperf3 does, the highest sequence
-            // number seen as the packet count, and the gaps as errors.
-            let (packets, errors, jitter_s) = match (&s.udp, s.role) {
-                (Some(u), _) => (
-                    (u.datagrams_received + u.datagrams_lost) as i64,
-                    u.datagrams_lost as i64,
-                    u.jitter_ms / 1000.0,
-                ),
-                (None, Role::Sender) if spec.transport == landspeed_core::config::Transport::Udp => {
-                    (s.calls as i64, 0, 0.0)
-                }
-                _ => (0, 0, 0.0),
-            };
-            StreamResult {
-                id: stream_id(s.id as usize),
-                bytes: s.bytes.saturating_sub(s.omitted_bytes),
-                retransmits: if s.role == Role::Sender {
-                    s.tcp.as_ref().map_or(0, |t| t.retransmits as i64)
-                } else {
-                    -1
-                },
-                jitter_s,
-                errors,
-                packets,
-                start_time_s: 0.0,
-                end_time_s: out.elapsed_s,
-                ..StreamResult::default()
-            }
-        })
-        .collect();
-    Results {
-        cpu_util_total: pct(c.process_user_s + c.process_system_s),
-        cpu_util_user: pct(c.process_user_s),
-        cpu_util_system: pct(c.process_system_s),
-        sender_has_retransmits: if sends { 1 } else { -1 },
-        congestion_used: if sends { spec.congestion.clone() } else { None },
-        server_output_text: text,
-        server_output_json: None,
-        streams,
+    let udp = spec.transport == landspeed_core::config::Transport::Udp;
+    let mut r = landspeed_iperf3::from_reports(&out.streams, &out.cpu, out.elapsed_s, udp);
+    if r.sender_has_retransmits == 1 {
+        r.congestion_used = spec.congestion.clone();
     }
+    r.server_output_text = text;
+    r
 }
 
 /// What the control connection said during the test.
@@ -409,12 +360,6 @@ impl EngineHook<Ctl> for Hook<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn stream_ids_skip_two() {
-        let ids: Vec<i64> = (0..5).map(stream_id).collect();
-        assert_eq!(ids, vec![1, 3, 4, 5, 6]);
-    }
 
     #[test]
     fn byte_budgets_add_up() {

@@ -201,17 +201,7 @@ pub(super) fn run_test(
         failure: None,
     };
     let out = crate::udp::run(&streams, &params, u, &flags, &wtx, &wrx, &mut hook, None);
-    log.duration_s = out.elapsed_s;
-    for s in &out.streams {
-        match s.role {
-            Role::Receiver => {
-                log.bytes_received += s.bytes;
-                log.bytes_verified += s.bytes_verified;
-                log.corrupt_blocks += s.corrupt_blocks;
-            }
-            Role::Sender => log.bytes_sent += s.bytes,
-        }
-    }
+    log.add(&out);
     let result = super::finish(&mut hook, &out, &flags, &wrx, o, warnings, None);
     quit.store(true, Relaxed);
     result
