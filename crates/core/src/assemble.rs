@@ -477,6 +477,27 @@ fn data_path(spec: &TestSpec, inp: &Inputs) -> DataPath {
     use crate::config::{RxMode, TxMode};
     let sends: u64 = inp.streams_with(Role::Sender).map(|s| s.zerocopy_sends).sum();
     let copied: u64 = inp.streams_with(Role::Sender).map(|s| s.zerocopy_copied).sum();
+    if spec.transport == crate::config::Transport::Udp {
+        let gso = inp.streams_with(Role::Sender).any(|s| s.udp_offload);
+        let gro = inp.streams_with(Role::Receiver).any(|s| s.udp_offload);
+        return DataPath {
+            tx: if gso {
+                "send, UDP segmentation offload (batches)"
+            } else {
+                "send, one datagram per call"
+            }
+            .into(),
+            rx: if gro {
+                "recv, UDP receive offload"
+            } else {
+                "recv, one datagram per call"
+            }
+            .into(),
+            engine: "one thread per stream, paced by schedule".into(),
+            zerocopy_sends: 0,
+            zerocopy_copied_pct: None,
+        };
+    }
     DataPath {
         tx: match spec.tx {
             TxMode::Copy => "send".into(),
@@ -629,6 +650,7 @@ mod tests {
             zerocopy_copied: 0,
             udp: None,
             send_errors: 0,
+            udp_offload: false,
         }
     }
 

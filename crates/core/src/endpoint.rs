@@ -87,6 +87,9 @@ pub struct StreamReport {
     /// UDP sender: sends the kernel refused (ENOBUFS, EAGAIN); those datagrams were skipped.
     #[serde(default)]
     pub send_errors: u64,
+    /// UDP: segmentation offload (sender) or receive offload (receiver) was in use.
+    #[serde(default)]
+    pub udp_offload: bool,
 }
 
 /// Process and system CPU time over the test, raw.

@@ -654,6 +654,7 @@ pub fn run<X: Send>(
                 zerocopy_copied: out.map_or(0, |o| o.zc_copied),
                 udp: None,
                 send_errors: 0,
+                udp_offload: false,
             }
         })
         .collect();

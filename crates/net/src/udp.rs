@@ -90,6 +90,7 @@ struct Out {
     first_corruption: Option<Corruption>,
     send_errors: u64,
     udp: Option<landspeed_core::udp::UdpStats>,
+    offload: bool,
 }
 
 fn set_udp_opt(s: &UdpSocket, opt: libc::c_int, v: libc::c_int) -> bool {
@@ -153,6 +154,7 @@ fn send_stream(
     let plen = len - HEADER;
     let mut gen = Generator::new(&p.pattern, plen);
     let gso = enable_gso(&s.socket, len);
+    o.offload = gso;
     // With segmentation offload, datagrams leave in batches of about a millisecond's worth (never more
     // than the burst), one system call each.
     let batch = if gso {
@@ -256,6 +258,7 @@ fn receive_stream(
     let mut verifier = p.verify.then(|| Verifier::new(&p.pattern, p.length));
     let plen = (p.length - HEADER) as u64;
     let gro = enable_gro(&s.socket);
+    o.offload = gro;
     let mut buf = vec![0u8; if gro { 65_536 } else { p.length.max(HEADER) + 1 }];
     let _ = s.socket.set_read_timeout(Some(Duration::from_millis(20)));
     let mut sent: Option<u64> = None;
@@ -483,6 +486,7 @@ pub fn run<X: Send>(
                 zerocopy_copied: 0,
                 udp: o.udp,
                 send_errors: o.send_errors,
+                udp_offload: o.offload,
             }
         })
         .collect();

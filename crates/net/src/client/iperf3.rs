@@ -426,6 +426,7 @@ fn remote_report(
                         }
                     }),
                 send_errors: 0,
+                udp_offload: false,
             }
         })
         .collect();
