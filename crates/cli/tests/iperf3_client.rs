@@ -111,15 +111,19 @@ fn landspeed_drives_iperf3_servers_with_every_option() {
         if bidir {
             assert_eq!(r["directions"].as_array().unwrap().len(), 2);
         }
-        // The sender moves exactly -n/-k; an iperf3 server stops counting when TEST_END arrives, which
-        // may overtake the last data (iperf3's design), so its own count may fall short.
+        // landspeed sends exactly -n/-k; an iperf3 server stops counting when TEST_END arrives, which
+        // may overtake the last data (iperf3's design), so its own count may fall short. As sender
+        // (-R), iperf3 overshoots -n by up to a few of its 128 KiB blocks, and landspeed counts them.
         if args.contains(&"-n") {
-            let exact = if args.contains(&"-R") {
-                &s["bytes_received"]
+            if args.contains(&"-R") {
+                let got = n(&s["bytes_received"]);
+                assert!(
+                    (50 << 20..(50 << 20) + (1 << 20)).contains(&got),
+                    "{args:?}: {got}"
+                );
             } else {
-                &s["bytes_sent"]
-            };
-            assert_eq!(n(exact), 50 << 20, "{args:?}");
+                assert_eq!(n(&s["bytes_sent"]), 50 << 20, "{args:?}");
+            }
         }
         if args.contains(&"-k") {
             assert_eq!(

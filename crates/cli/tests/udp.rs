@@ -41,7 +41,10 @@ fn udp_paces_to_the_total_rate_and_verifies_every_datagram() {
     assert_eq!(r["config"]["transport"], "udp", "{}", r["config"]);
     // This kernel offers UDP segmentation and receive offload, and the result says they were used.
     let path = &r["data_path"];
-    assert!(path["tx"].as_str().unwrap().contains("segmentation offload"), "{path}");
+    assert!(
+        path["tx"].as_str().unwrap().contains("segmentation offload"),
+        "{path}"
+    );
     assert!(path["rx"].as_str().unwrap().contains("receive offload"), "{path}");
 }
 
