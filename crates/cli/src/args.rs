@@ -12,9 +12,9 @@ use std::time::Duration;
 #[command(
     name = "landspeed",
     version,
-    about = "Measure how fast bulk data really moves between hosts over TCP, with both ends' figures",
+    about = "Measure how fast bulk data really moves between hosts over TCP and UDP, with both ends' figures",
     long_about = None,
-    after_help = "Examples:\n  landspeed demo                         loopback server + client, 4 streams, 5 s\n  landspeed serve                        serve tests on port 5201 (IPv4 and IPv6)\n  landspeed run server.example -P 8 -w 64M -t 30\n  landspeed run ::1 -R --json            server sends; one JSON document at the end"
+    after_help = "Examples:\n  landspeed demo                         loopback server + client, 4 streams, 5 s\n  landspeed serve                        serve tests on port 5201 (IPv4 and IPv6)\n  landspeed run server.example -P 8 -w 64M -t 30\n  landspeed run ::1 -R --json            server sends; one JSON document at the end\n  landspeed run host -u -b 1G            UDP at 1 Gbit/s: loss, jitter, reordering, every datagram verified\n  landspeed run iperf3.host --iperf3     drive an iperf3 -s server\n  landspeed wan up lfn --rtt 100ms --rate 1G   an emulated long fat network (root)"
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -25,12 +25,12 @@ pub struct Cli {
 #[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// Serve tests (landspeed's protocol; one port for control and data).
+    /// Serve tests: landspeed's protocol and iperf3 clients, TCP and UDP, on one port.
     #[command(
         after_help = "Examples:\n  landspeed serve\n  landspeed serve -p 5300 --bind 192.0.2.10\n  landspeed serve --once"
     )]
     Serve(ServeArgs),
-    /// Run one test against a landspeed server.
+    /// Run one test against a landspeed server (or an iperf3 server).
     #[command(
         after_help = "Examples:\n  landspeed run host -P 4 -t 30            4 streams for 30 s\n  landspeed run host -n 10G -l 1M          exactly 10 GiB in 1 MiB writes\n  landspeed run host -w 128M -i 5          128 MiB windows, a line every 5 s\n  landspeed run host --bidir --json        both directions, JSON result\n  landspeed run host -P 9 --cpus 0 --server-cpus 1   NTttcp-style pinning"
     )]
