@@ -27,7 +27,7 @@ pub struct Cli {
 pub enum Command {
     /// Serve tests: landspeed's protocol and iperf3 clients, TCP and UDP, on one port.
     #[command(
-        after_help = "Examples:\n  landspeed serve\n  landspeed serve -p 5300 --bind 192.0.2.10\n  landspeed serve --once"
+        after_help = "Examples:\n  landspeed serve\n  landspeed serve -p 5300 --bind 192.0.2.10\n  landspeed serve --once\n  landspeed serve --max-tests 8 --max-duration 60s --max-streams 16 --allow 192.0.2.0/24 --log-json"
     )]
     Serve(ServeArgs),
     /// Run one test against a landspeed server (or an iperf3 server).
@@ -55,6 +55,33 @@ pub struct ServeArgs {
     /// Seconds a stream may move nothing before the server gives up on it.
     #[arg(long, default_value = "30s", value_parser = duration)]
     pub idle_timeout: Duration,
+    /// Tests running at once (both protocols); one more is told "busy, retry".
+    #[arg(long, value_name = "N", default_value_t = 32)]
+    pub max_tests: usize,
+    /// Longest test a client may ask for (warm-up included), e.g. 60s.
+    #[arg(long, value_name = "DUR", value_parser = duration)]
+    pub max_duration: Option<Duration>,
+    /// Most data streams per test (both directions counted).
+    #[arg(long, value_name = "N")]
+    pub max_streams: Option<u32>,
+    /// Most bytes a -n/-k test may move.
+    #[arg(long, value_name = "SIZE", value_parser = bytes)]
+    pub max_bytes: Option<Bytes>,
+    /// Fastest UDP rate a test may ask for.
+    #[arg(long, value_name = "RATE", value_parser = rate)]
+    pub max_rate: Option<BitRate>,
+    /// Only these client networks may test (repeatable), e.g. 192.0.2.0/24 or 2001:db8::/32.
+    #[arg(long, value_name = "CIDR", value_parser = cidr)]
+    pub allow: Vec<ipnet::IpNet>,
+    /// Log one JSON object per line instead of text.
+    #[arg(long)]
+    pub log_json: bool,
+}
+
+fn cidr(s: &str) -> Result<ipnet::IpNet, String> {
+    s.parse::<ipnet::IpNet>()
+        .or_else(|_| s.parse::<IpAddr>().map(ipnet::IpNet::from))
+        .map_err(|_| format!("'{s}' is not an address or a network like 192.0.2.0/24"))
 }
 
 #[derive(Args, Debug)]

@@ -69,6 +69,35 @@ fn print(ev: ServerEvent) {
     let _ = o.flush();
 }
 
+/// One JSON object per event (`--log-json`), for log shippers.
+fn json_line(ev: &ServerEvent) -> serde_json::Value {
+    use serde_json::json;
+    match ev {
+        ServerEvent::Listening(addrs) => json!({
+            "time": now_utc(), "event": "listening",
+            "addresses": addrs.iter().map(|a| a.to_string()).collect::<Vec<_>>(),
+            "software": format!("landspeed {}", landspeed_core::SOFTWARE_VERSION),
+        }),
+        ServerEvent::Test(t) => json!({
+            "time": now_utc(), "event": "test", "protocol": t.protocol, "peer": t.peer.to_string(),
+            "streams": t.streams, "direction": t.direction.map(|d| format!("{d:?}").to_lowercase()),
+            "bytes_received": t.bytes_received, "bytes_sent": t.bytes_sent,
+            "bytes_verified": t.bytes_verified, "corrupt_blocks": t.corrupt_blocks,
+            "duration_s": t.duration_s, "peer_bytes": t.peer_bytes, "error": t.error,
+            "ok": t.error.is_none() && t.corrupt_blocks == 0,
+        }),
+        ServerEvent::Refused { peer, reason } => json!({
+            "time": now_utc(), "event": "refused", "peer": peer.to_string(), "reason": reason,
+        }),
+    }
+}
+
+fn print_json(ev: ServerEvent) {
+    let mut o = std::io::stdout().lock();
+    let _ = writeln!(o, "{}", json_line(&ev));
+    let _ = o.flush();
+}
+
 pub fn serve(a: ServeArgs) -> Result<bool> {
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -79,9 +108,21 @@ pub fn serve(a: ServeArgs) -> Result<bool> {
         port: a.port,
         once: a.once,
         idle_timeout: a.idle_timeout,
+        max_tests: a.max_tests.max(1),
+        limits: landspeed_core::protocol::Limits {
+            max_duration_s: a.max_duration.map(|d| d.as_secs_f64()),
+            max_streams: a.max_streams,
+            max_bytes: a.max_bytes.map(|b| b.get()),
+            max_rate_bps: a.max_rate.map(|r| r.bps()),
+        },
+        allow: a.allow.clone(),
         ..ServerOptions::default()
     };
-    let server = Server::bind(opts, Arc::new(print))?;
+    let server = if a.log_json {
+        Server::bind(opts, Arc::new(print_json))?
+    } else {
+        Server::bind(opts, Arc::new(print))?
+    };
     server.run(&stop)?;
     Ok(true)
 }

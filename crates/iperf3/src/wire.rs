@@ -76,6 +76,7 @@ pub mod errno {
     pub const END_CONDITIONS: i32 = 16;
     pub const UDP_BLOCK_SIZE: i32 = 20;
     pub const REVERSE_BIDIR: i32 = 25;
+    pub const TOTAL_RATE: i32 = 27;
     pub const RECV_PARAMS: i32 = 114;
     pub const RECV_RESULTS: i32 = 117;
     pub const ACCESS_DENIED: i32 = 121;

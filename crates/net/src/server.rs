@@ -36,7 +36,16 @@ pub struct ServerOptions {
     pub once: bool,
     pub handshake_timeout: Duration,
     pub idle_timeout: Duration,
+    /// Tests running at once, both protocols together; one more is told "busy".
+    pub max_tests: usize,
+    /// What one test may ask for (advertised in the welcome).
+    pub limits: landspeed_core::protocol::Limits,
+    /// Client networks allowed to test (empty: everyone).
+    pub allow: Vec<ipnet::IpNet>,
 }
+
+/// Tests held at once by default: enough for a busy public server on a small host.
+pub const DEFAULT_MAX_TESTS: usize = 32;
 
 impl Default for ServerOptions {
     fn default() -> Self {
@@ -46,6 +55,9 @@ impl Default for ServerOptions {
             once: false,
             handshake_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(30),
+            max_tests: DEFAULT_MAX_TESTS,
+            limits: landspeed_core::protocol::Limits::default(),
+            allow: vec![],
         }
     }
 }
@@ -138,7 +150,32 @@ struct Shared {
     /// Connection threads still running, and a signal when that number changes.
     active: (Mutex<usize>, Condvar),
     tests_done: AtomicUsize,
+    /// Tests running now (both protocols).
+    running: AtomicUsize,
     events: EventSink,
+}
+
+/// One running test, counted against `--max-tests` while it lives.
+pub(crate) struct Slot<'a>(&'a AtomicUsize);
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Relaxed);
+    }
+}
+
+impl Shared {
+    /// A slot for a new test, or None when `--max-tests` are running.
+    pub(crate) fn slot(&self) -> Option<Slot<'_>> {
+        let n = self.running.fetch_add(1, Relaxed);
+        let slot = Slot(&self.running);
+        (n < self.opts.max_tests).then_some(slot)
+    }
+
+    /// Whether `peer` may test here (`--allow`).
+    pub(crate) fn allowed(&self, peer: SocketAddr) -> bool {
+        let ip = peer.ip().to_canonical();
+        self.opts.allow.is_empty() || self.opts.allow.iter().any(|n| n.contains(&ip))
+    }
 }
 
 impl Shared {
@@ -210,6 +247,7 @@ impl Server {
             shutdown: AtomicBool::new(false),
             active: (Mutex::new(0), Condvar::new()),
             tests_done: AtomicUsize::new(0),
+            running: AtomicUsize::new(0),
             events,
         });
         // UDP tests say hello on the same address and port.
@@ -313,6 +351,22 @@ fn handle_connection(mut stream: TcpStream, peer: SocketAddr, shared: &Shared) {
     let mut head = [0u8; landspeed_core::protocol::preamble::DATA_LEN];
     if let Err(e) = stream.read_exact(&mut head[..1]) {
         return refuse(format!("no greeting: {e}"));
+    }
+    if !shared.allowed(peer) {
+        match classify(head[0]) {
+            Speaker::Iperf3 => {
+                let _ =
+                    std::io::Write::write_all(&mut stream, &[landspeed_iperf3::State::AccessDenied.byte()]);
+            }
+            _ => {
+                if let Ok(mut w) = ControlWriter::new(stream, shared.opts.handshake_timeout) {
+                    let _ = w.send(&Message::Rejected {
+                        reason: "this server does not take tests from your address (--allow)".into(),
+                    });
+                }
+            }
+        }
+        return refuse("address not allowed (--allow)".into());
     }
     match classify(head[0]) {
         Speaker::Landspeed => {}
@@ -419,6 +473,20 @@ impl Drop for Registered<'_> {
 }
 
 fn serve_test(stream: TcpStream, peer: SocketAddr, shared: &Shared) {
+    let Some(_slot) = shared.slot() else {
+        if let Ok(mut w) = ControlWriter::new(stream, shared.opts.handshake_timeout) {
+            let _ = w.send(&Message::Rejected {
+                reason: format!(
+                    "busy: this server runs at most {} tests at once (--max-tests); retry in a few seconds",
+                    shared.opts.max_tests
+                ),
+            });
+        }
+        return (shared.events)(ServerEvent::Refused {
+            peer,
+            reason: "busy (--max-tests)".into(),
+        });
+    };
     let mut log = TestLog::new(peer, "landspeed");
     if let Err(e) = run_test(stream, shared, &mut log) {
         log.error = Some(e);
@@ -431,7 +499,7 @@ fn run_test(stream: TcpStream, shared: &Shared, log: &mut TestLog) -> Result<(),
     let o = &shared.opts;
     let (mut reader, mut writer) =
         control::split(stream, &[], o.handshake_timeout).map_err(|e| e.to_string())?;
-    let mut sm = ServerSession::new();
+    let mut sm = ServerSession::with_limits(o.limits.clone());
     let spec: TestSpec = loop {
         let msg = reader.read(o.handshake_timeout).map_err(|e| e.to_string())?;
         match sm.on_message(msg) {

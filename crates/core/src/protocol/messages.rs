@@ -55,8 +55,13 @@ impl<'de> Deserialize<'de> for SessionId {
 pub enum Message {
     /// Client, first message.
     Hello { version: u16, software: String },
-    /// Server's answer to `Hello`.
-    Welcome { version: u16, software: String },
+    /// Server's answer to `Hello`, with the limits it puts on a test.
+    Welcome {
+        version: u16,
+        software: String,
+        #[serde(default)]
+        limits: super::Limits,
+    },
     /// Client: the test it wants.
     TestRequest { spec: TestSpec },
     /// Server: the test is accepted; open the data streams quoting this id.

@@ -6,11 +6,13 @@
 //! The wire format is specified in docs/protocol.md.
 
 pub mod framing;
+pub mod limits;
 pub mod messages;
 pub mod preamble;
 pub mod session;
 
 pub use framing::{encode, FrameDecoder, FrameError, MAX_FRAME_LEN};
+pub use limits::Limits;
 pub use messages::{Message, SessionId};
 pub use preamble::{classify, Preamble, PreambleError, Speaker, MAGIC, PROTOCOL_VERSION};
 pub use session::{ClientAction, ClientSession, ProtocolError, ServerAction, ServerSession};

@@ -85,6 +85,7 @@ pub struct ServerSession {
     spec: Option<TestSpec>,
     connected: Vec<bool>,
     remaining: u32,
+    limits: super::Limits,
 }
 
 impl Default for ServerSession {
@@ -95,11 +96,17 @@ impl Default for ServerSession {
 
 impl ServerSession {
     pub fn new() -> Self {
+        Self::with_limits(super::Limits::default())
+    }
+
+    /// A session that refuses requests over `limits` (and advertises them in its welcome).
+    pub fn with_limits(limits: super::Limits) -> Self {
         ServerSession {
             phase: ServerPhase::AwaitHello,
             spec: None,
             connected: vec![],
             remaining: 0,
+            limits,
         }
     }
 
@@ -136,9 +143,14 @@ impl ServerSession {
                 Ok(ServerAction::Reply(Message::Welcome {
                     version: PROTOCOL_VERSION,
                     software: format!("landspeed {}", crate::SOFTWARE_VERSION),
+                    limits: self.limits.clone(),
                 }))
             }
-            (AwaitRequest, Message::TestRequest { spec }) => match spec.validate() {
+            (AwaitRequest, Message::TestRequest { spec }) => match spec
+                .validate()
+                .map_err(|e| e.to_string())
+                .and_then(|()| self.limits.check(&spec).map_or(Ok(()), Err))
+            {
                 Ok(()) => {
                     self.remaining = spec.total_streams();
                     self.connected = vec![false; self.remaining as usize];
@@ -146,11 +158,9 @@ impl ServerSession {
                     self.phase = AwaitStreams;
                     Ok(ServerAction::Accept(spec))
                 }
-                Err(e) => {
+                Err(reason) => {
                     self.phase = Failed;
-                    Ok(ServerAction::Reject(Message::Rejected {
-                        reason: e.to_string(),
-                    }))
+                    Ok(ServerAction::Reject(Message::Rejected { reason }))
                 }
             },
             (AwaitStart, Message::Start) => {
@@ -491,6 +501,7 @@ mod tests {
         let mut c = ClientSession::new(TestSpec::default());
         c.hello();
         c.on_message(Message::Welcome {
+            limits: Default::default(),
             version: PROTOCOL_VERSION,
             software: "s".into(),
         })
@@ -522,6 +533,7 @@ mod tests {
         let mut c = ClientSession::new(TestSpec::default());
         c.hello();
         c.on_message(Message::Welcome {
+            limits: Default::default(),
             version: PROTOCOL_VERSION,
             software: "s".into(),
         })

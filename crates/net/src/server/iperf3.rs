@@ -39,6 +39,10 @@ pub(super) fn handle(mut stream: TcpStream, first: u8, peer: SocketAddr, shared:
         let _ = tx.send(stream);
         return;
     }
+    let Some(_slot) = shared.slot() else {
+        let _ = stream.write_all(&[State::AccessDenied.byte()]);
+        return refuse("iperf3: busy (--max-tests)".into());
+    };
     let mut log = TestLog::new(peer, "iperf3");
     if let Err(e) = serve(stream, cookie, shared, &mut log) {
         log.error = Some(e);
@@ -176,6 +180,30 @@ fn serve(mut ctl: TcpStream, cookie: Cookie, shared: &Shared, log: &mut TestLog)
     let mut key = [0u8; 8];
     let _ = getrandom::fill(&mut key);
     let spec = params.to_spec(u64::from_le_bytes(key));
+    // The spec's own deadline carries a safety margin; the limit is checked against what was asked.
+    let mut asked = spec.clone();
+    if let EndCondition::Time(_) = asked.end {
+        let t = if params.time_s > 0.0 {
+            params.time_s
+        } else {
+            landspeed_iperf3::params::MAX_TIME_S
+        };
+        asked.end = EndCondition::Time(Duration::from_secs_f64(t));
+    }
+    if let Some(why) = o.limits.check(&asked) {
+        // iperf3 has no code for a server's limit; the closest: streams, duration, rate, end conditions.
+        let code = if why.contains("streams") {
+            errno::NUM_STREAMS
+        } else if why.contains("duration") {
+            errno::DURATION
+        } else if why.contains("rate") {
+            errno::TOTAL_RATE
+        } else {
+            errno::END_CONDITIONS
+        };
+        let _ = ctl.write_all(&server_error(code, 0));
+        return Err(format!("over a limit: {why}"));
+    }
     log.streams = spec.streams;
     log.direction = Some(spec.direction);
 

@@ -1,0 +1,111 @@
+//! A server you can leave running: per-test limits (streams, duration, bytes, UDP rate) refused with the
+//! limit's name, `--max-tests` answered "busy" in both protocols, `--allow` networks, and JSON log lines.
+
+mod common;
+
+use common::{bin, landspeed, run_json, ServerProc};
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+fn refused(port: u16, args: &[&str], needle: &str) {
+    let p = port.to_string();
+    let mut all = vec!["run", "127.0.0.1", "-p", &p];
+    all.extend_from_slice(args);
+    let o = landspeed(&all, Duration::from_secs(30));
+    assert_eq!(o.code, 1, "{args:?} should be refused: {}", o.stdout);
+    assert!(o.stderr.contains(needle), "{args:?}: {}", o.stderr);
+}
+
+#[test]
+fn each_limit_is_enforced_and_named() {
+    let s = ServerProc::start(
+        "127.0.0.1",
+        &[
+            "--max-streams",
+            "2",
+            "--max-duration",
+            "2s",
+            "--max-bytes",
+            "10M",
+            "--max-rate",
+            "10M",
+        ],
+    );
+    refused(s.port, &["-P", "3", "-t", "1"], "--max-streams");
+    refused(s.port, &["-t", "5"], "--max-duration");
+    refused(s.port, &["-n", "100M"], "--max-bytes");
+    refused(s.port, &["-u", "-b", "100M", "-t", "1"], "--max-rate");
+    // Within every limit, tests run.
+    let r = run_json("127.0.0.1", s.port, &["-P", "2", "-t", "1"]);
+    assert_eq!(r["summary"]["bytes_sent"], r["summary"]["bytes_received"]);
+    run_json("127.0.0.1", s.port, &["-n", "5M"]);
+    run_json("127.0.0.1", s.port, &["-u", "-b", "5M", "-t", "1"]);
+}
+
+#[test]
+fn over_max_tests_is_busy_not_a_hang() {
+    let s = ServerProc::start("127.0.0.1", &["--max-tests", "1"]);
+    let p = s.port.to_string();
+    let first = Command::new(bin())
+        .args(["run", "127.0.0.1", "-p", &p, "-t", "3", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // The first test holds the only slot once the server has accepted it: wait for its data to flow by
+    // asking until the server says busy (bounded).
+    let mut busy = None;
+    for _ in 0..50 {
+        let o = landspeed(
+            &["run", "127.0.0.1", "-p", &p, "-t", "1"],
+            Duration::from_secs(20),
+        );
+        if o.code != 0 {
+            busy = Some(o);
+            break;
+        }
+    }
+    let o = busy.expect("never told busy while another test ran");
+    assert!(
+        o.stderr.contains("busy") && o.stderr.contains("--max-tests"),
+        "{}",
+        o.stderr
+    );
+    let out = common::wait_output(first, Duration::from_secs(30)).expect("first test hung");
+    assert!(out.status.success());
+    // The slot is free again.
+    run_json("127.0.0.1", s.port, &["-t", "1"]);
+}
+
+#[test]
+fn only_allowed_networks_may_test() {
+    let s = ServerProc::start("127.0.0.1", &["--allow", "192.0.2.0/24"]);
+    refused(s.port, &["-t", "1"], "--allow");
+    let s = ServerProc::start("127.0.0.1", &["--allow", "127.0.0.0/8", "--allow", "::1"]);
+    run_json("127.0.0.1", s.port, &["-t", "1"]);
+    let bad = landspeed(&["serve", "--allow", "not-a-net"], Duration::from_secs(10));
+    assert_eq!(bad.code, 2, "{}", bad.stderr);
+}
+
+#[test]
+fn log_json_writes_one_object_per_event() {
+    let mut child = Command::new(bin())
+        .args(["serve", "--bind", "127.0.0.1", "-p", "0", "--log-json"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first: serde_json::Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    assert_eq!(first["event"], "listening");
+    let addr = first["addresses"][0].as_str().unwrap().to_string();
+    let port: u16 = addr.rsplit(':').next().unwrap().parse().unwrap();
+    let r = run_json("127.0.0.1", port, &["-t", "1"]);
+    let test: serde_json::Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(test["event"], "test");
+    assert_eq!(test["ok"], true);
+    assert_eq!(test["protocol"], "landspeed");
+    assert_eq!(test["bytes_received"], r["summary"]["bytes_received"]);
+}
