@@ -63,6 +63,20 @@ fn print(ev: ServerEvent) {
         }
         ServerEvent::Test(t) => test_line(&t),
         ServerEvent::Refused { peer, reason } => format!("{} refused {peer}: {reason}", now_utc()),
+        ServerEvent::Stats(st) => {
+            let refused: Vec<String> = st.refused.iter().map(|(k, v)| format!("{v} {k}")).collect();
+            format!(
+                "{} stats: up {:.0} s; tests {} ok, {} failed, {} running; received {} B, sent {} B; refused: {}",
+                now_utc(),
+                st.uptime_s,
+                st.tests_ok,
+                st.tests_failed,
+                st.tests_running,
+                st.bytes_received,
+                st.bytes_sent,
+                if refused.is_empty() { "none".to_string() } else { refused.join(", ") }
+            )
+        }
     };
     let mut o = std::io::stdout().lock();
     let _ = writeln!(o, "{line}");
@@ -89,6 +103,12 @@ fn json_line(ev: &ServerEvent) -> serde_json::Value {
         ServerEvent::Refused { peer, reason } => json!({
             "time": now_utc(), "event": "refused", "peer": peer.to_string(), "reason": reason,
         }),
+        ServerEvent::Stats(st) => json!({
+            "time": now_utc(), "event": "stats", "uptime_s": st.uptime_s, "tests_ok": st.tests_ok,
+            "tests_failed": st.tests_failed, "tests_running": st.tests_running,
+            "bytes_received": st.bytes_received, "bytes_sent": st.bytes_sent,
+            "refused": st.refused.iter().map(|(k, v)| (k.clone(), json!(v))).collect::<serde_json::Map<_, _>>(),
+        }),
     }
 }
 
@@ -103,6 +123,10 @@ pub fn serve(a: ServeArgs) -> Result<bool> {
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, stop.clone()).context("cannot install signal handler")?;
     }
+    // `kill -USR1 PID` prints the counters (tests, bytes, refusals by reason).
+    let stats = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGUSR1, stats.clone())
+        .context("cannot install signal handler")?;
     let opts = ServerOptions {
         bind: a.bind,
         port: a.port,
@@ -116,6 +140,7 @@ pub fn serve(a: ServeArgs) -> Result<bool> {
             max_rate_bps: a.max_rate.map(|r| r.bps()),
         },
         allow: a.allow.clone(),
+        stats_signal: Some(stats),
         ..ServerOptions::default()
     };
     let server = if a.log_json {

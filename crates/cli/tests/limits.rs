@@ -109,3 +109,21 @@ fn log_json_writes_one_object_per_event() {
     assert_eq!(test["protocol"], "landspeed");
     assert_eq!(test["bytes_received"], r["summary"]["bytes_received"]);
 }
+
+#[test]
+fn sigusr1_prints_the_counters() {
+    let s = ServerProc::start("127.0.0.1", &["--max-streams", "1"]);
+    let r = run_json("127.0.0.1", s.port, &["-n", "3M"]);
+    assert!(s
+        .next_line(Duration::from_secs(10))
+        .unwrap()
+        .contains("test from"));
+    refused(s.port, &["-P", "2", "-t", "1"], "--max-streams");
+    let _ = s.next_line(Duration::from_secs(10));
+    common::signal(s.process(), 10); // SIGUSR1
+    let line = s.next_line(Duration::from_secs(10)).expect("no stats line");
+    assert!(line.contains("stats:"), "{line}");
+    assert!(line.contains("tests 1 ok, 1 failed"), "{line}");
+    let bytes = r["summary"]["bytes_received"].as_u64().unwrap();
+    assert!(line.contains(&format!("received {bytes} B")), "{line}");
+}

@@ -42,6 +42,8 @@ pub struct ServerOptions {
     pub limits: landspeed_core::protocol::Limits,
     /// Client networks allowed to test (empty: everyone).
     pub allow: Vec<ipnet::IpNet>,
+    /// Raised (e.g. by SIGUSR1) to ask for a `ServerEvent::Stats`; the server lowers it.
+    pub stats_signal: Option<Arc<AtomicBool>>,
 }
 
 /// Tests held at once by default: enough for a busy public server on a small host.
@@ -58,6 +60,7 @@ impl Default for ServerOptions {
             max_tests: DEFAULT_MAX_TESTS,
             limits: landspeed_core::protocol::Limits::default(),
             allow: vec![],
+            stats_signal: None,
         }
     }
 }
@@ -126,6 +129,30 @@ pub enum ServerEvent {
         peer: SocketAddr,
         reason: String,
     },
+    /// Counters since start, when asked (`stats_signal`, SIGUSR1 in the binary).
+    Stats(ServerStats),
+}
+
+/// What a server has done since it started.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ServerStats {
+    pub uptime_s: f64,
+    pub tests_ok: u64,
+    pub tests_failed: u64,
+    pub tests_running: u64,
+    pub bytes_received: u64,
+    pub bytes_sent: u64,
+    /// Refused connections by reason (the reason's text up to its first ':' or '(').
+    pub refused: Vec<(String, u64)>,
+}
+
+#[derive(Default)]
+struct Counters {
+    tests_ok: u64,
+    tests_failed: u64,
+    bytes_received: u64,
+    bytes_sent: u64,
+    refused: std::collections::BTreeMap<String, u64>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -153,6 +180,8 @@ struct Shared {
     /// Tests running now (both protocols).
     running: AtomicUsize,
     events: EventSink,
+    counters: Mutex<Counters>,
+    started: Instant,
 }
 
 /// One running test, counted against `--max-tests` while it lives.
@@ -164,6 +193,42 @@ impl Drop for Slot<'_> {
 }
 
 impl Shared {
+    /// Counts an event, then hands it to the sink.
+    pub(crate) fn emit(&self, ev: ServerEvent) {
+        if let Ok(mut c) = self.counters.lock() {
+            match &ev {
+                ServerEvent::Test(t) => {
+                    if t.error.is_none() && t.corrupt_blocks == 0 {
+                        c.tests_ok += 1;
+                    } else {
+                        c.tests_failed += 1;
+                    }
+                    c.bytes_received += t.bytes_received;
+                    c.bytes_sent += t.bytes_sent;
+                }
+                ServerEvent::Refused { reason, .. } => {
+                    let key = reason.split([':', '(']).next().unwrap_or("").trim().to_string();
+                    *c.refused.entry(key).or_default() += 1;
+                }
+                _ => {}
+            }
+        }
+        (self.events)(ev);
+    }
+
+    fn stats(&self) -> ServerStats {
+        let c = self.counters.lock().unwrap_or_else(|e| e.into_inner());
+        ServerStats {
+            uptime_s: self.started.elapsed().as_secs_f64(),
+            tests_ok: c.tests_ok,
+            tests_failed: c.tests_failed,
+            tests_running: self.running.load(Relaxed) as u64,
+            bytes_received: c.bytes_received,
+            bytes_sent: c.bytes_sent,
+            refused: c.refused.iter().map(|(k, v)| (k.clone(), *v)).collect(),
+        }
+    }
+
     /// A slot for a new test, or None when `--max-tests` are running.
     pub(crate) fn slot(&self) -> Option<Slot<'_>> {
         let n = self.running.fetch_add(1, Relaxed);
@@ -249,6 +314,8 @@ impl Server {
             tests_done: AtomicUsize::new(0),
             running: AtomicUsize::new(0),
             events,
+            counters: Mutex::new(Counters::default()),
+            started: Instant::now(),
         });
         // UDP tests say hello on the same address and port.
         let mut udp_socks = vec![];
@@ -275,7 +342,7 @@ impl Server {
     /// Serves until `stop` is raised (or after one test with `once`), then waits briefly for running
     /// tests to wind down.
     pub fn run(mut self, stop: &AtomicBool) -> Result<(), ServerError> {
-        (self.shared.events)(ServerEvent::Listening(self.local_addrs()));
+        self.shared.emit(ServerEvent::Listening(self.local_addrs()));
         for sock in self.udp_socks.drain(..) {
             let shared = self.shared.clone();
             std::thread::spawn(move || udp::listen(sock, &shared));
@@ -288,6 +355,11 @@ impl Server {
         loop {
             if stop.load(Relaxed) || (self.shared.opts.once && self.shared.tests_done.load(Relaxed) > 0) {
                 break;
+            }
+            if let Some(f) = &self.shared.opts.stats_signal {
+                if f.swap(false, Relaxed) {
+                    self.shared.emit(ServerEvent::Stats(self.shared.stats()));
+                }
             }
             match poll.poll(&mut events, Some(Duration::from_millis(100))) {
                 Ok(()) => {}
@@ -341,7 +413,7 @@ fn unsafe_into_std(s: mio::net::TcpStream) -> TcpStream {
 }
 
 fn handle_connection(mut stream: TcpStream, peer: SocketAddr, shared: &Shared) {
-    let refuse = |reason: String| (shared.events)(ServerEvent::Refused { peer, reason });
+    let refuse = |reason: String| shared.emit(ServerEvent::Refused { peer, reason });
     if stream
         .set_read_timeout(Some(shared.opts.handshake_timeout))
         .is_err()
@@ -482,7 +554,7 @@ fn serve_test(stream: TcpStream, peer: SocketAddr, shared: &Shared) {
                 ),
             });
         }
-        return (shared.events)(ServerEvent::Refused {
+        return shared.emit(ServerEvent::Refused {
             peer,
             reason: "busy (--max-tests)".into(),
         });
@@ -492,7 +564,7 @@ fn serve_test(stream: TcpStream, peer: SocketAddr, shared: &Shared) {
         log.error = Some(e);
     }
     shared.tests_done.fetch_add(1, Relaxed);
-    (shared.events)(ServerEvent::Test(log));
+    shared.emit(ServerEvent::Test(log));
 }
 
 fn run_test(stream: TcpStream, shared: &Shared, log: &mut TestLog) -> Result<(), String> {

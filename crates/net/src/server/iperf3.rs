@@ -24,7 +24,7 @@ pub(super) type Registry = Mutex<HashMap<Cookie, mpsc::Sender<TcpStream>>>;
 
 /// Handles a connection whose first byte (already read) says iperf3.
 pub(super) fn handle(mut stream: TcpStream, first: u8, peer: SocketAddr, shared: &Shared) {
-    let refuse = |reason: String| (shared.events)(super::ServerEvent::Refused { peer, reason });
+    let refuse = |reason: String| shared.emit(super::ServerEvent::Refused { peer, reason });
     let mut raw = [0u8; COOKIE_LEN];
     raw[0] = first;
     if let Err(e) = stream.read_exact(&mut raw[1..]) {
@@ -48,7 +48,7 @@ pub(super) fn handle(mut stream: TcpStream, first: u8, peer: SocketAddr, shared:
         log.error = Some(e);
     }
     shared.tests_done.fetch_add(1, Relaxed);
-    (shared.events)(super::ServerEvent::Test(log));
+    shared.emit(super::ServerEvent::Test(log));
 }
 
 /// Removes a cookie from the registry however the test ends.
