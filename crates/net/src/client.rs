@@ -493,38 +493,49 @@ fn open_streams(
     let spec = &opts.spec;
     (0..spec.total_streams())
         .map(|id| {
-            let sock = connect(opts, addr, Some(spec))?;
-            let flow = spec.flow_of(id);
-            let role = if flow == Flow::ClientToServer {
-                Role::Sender
-            } else {
-                Role::Receiver
-            };
             let pre = Preamble::Data {
                 version: PROTOCOL_VERSION,
                 session: sid,
                 stream: id,
             }
             .encode();
-            sock.set_write_timeout(Some(opts.control_timeout))
-                .map_err(|err| ClientError::Stream { id, err })?;
-            (&sock)
-                .write_all(&pre)
-                .map_err(|err| ClientError::Stream { id, err })?;
-            sockopt::after_connect(&socket2::SockRef::from(&sock), spec, role == Role::Sender)?;
-            Ok(DataStream {
-                id,
-                flow,
-                role,
-                socket: sock,
-                budget: if role == Role::Sender {
-                    spec.stream_budget(id)
-                } else {
-                    None
-                },
-            })
+            tcp_stream(opts, addr, spec, id, &pre)
         })
         .collect()
+}
+
+/// Connects data stream `id` and sends its greeting (landspeed's preamble or iperf3's cookie).
+fn tcp_stream(
+    opts: &ClientOptions,
+    addr: SocketAddr,
+    spec: &TestSpec,
+    id: u32,
+    greeting: &[u8],
+) -> Result<DataStream, ClientError> {
+    let sock = connect(opts, addr, Some(spec))?;
+    let flow = spec.flow_of(id);
+    let role = if flow == Flow::ClientToServer {
+        Role::Sender
+    } else {
+        Role::Receiver
+    };
+    sock.set_write_timeout(Some(opts.control_timeout))
+        .map_err(|err| ClientError::Stream { id, err })?;
+    (&sock)
+        .write_all(greeting)
+        .map_err(|err| ClientError::Stream { id, err })?;
+    sockopt::after_connect(&socket2::SockRef::from(&sock), spec, role == Role::Sender)?;
+    Ok(DataStream {
+        id,
+        flow,
+        role,
+        socket: sock,
+        budget: if role == Role::Sender {
+            spec.stream_budget(id)
+        } else {
+            None
+        },
+    })
 }
 
 /// A UDP socket for one stream: bound like the control connection (`-B`), with the test's buffers

@@ -305,33 +305,9 @@ fn open_streams(
     spec: &TestSpec,
     cookie: Cookie,
 ) -> Result<Vec<DataStream>, ClientError> {
+    let greeting = cookie.to_wire();
     (0..spec.total_streams())
-        .map(|id| {
-            let sock = connect(opts, addr, Some(spec))?;
-            let flow = spec.flow_of(id);
-            let role = if flow == Flow::ClientToServer {
-                Role::Sender
-            } else {
-                Role::Receiver
-            };
-            sock.set_write_timeout(Some(opts.control_timeout))
-                .map_err(|err| ClientError::Stream { id, err })?;
-            (&sock)
-                .write_all(&cookie.to_wire())
-                .map_err(|err| ClientError::Stream { id, err })?;
-            sockopt::after_connect(&socket2::SockRef::from(&sock), spec, role == Role::Sender)?;
-            Ok(DataStream {
-                id,
-                flow,
-                role,
-                socket: sock,
-                budget: if role == Role::Sender {
-                    spec.stream_budget(id)
-                } else {
-                    None
-                },
-            })
-        })
+        .map(|id| super::tcp_stream(opts, addr, spec, id, &greeting))
         .collect()
 }
 
