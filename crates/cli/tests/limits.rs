@@ -47,26 +47,20 @@ fn each_limit_is_enforced_and_named() {
 fn over_max_tests_is_busy_not_a_hang() {
     let s = ServerProc::start("127.0.0.1", &["--max-tests", "1"]);
     let p = s.port.to_string();
-    let first = Command::new(bin())
-        .args(["run", "127.0.0.1", "-p", &p, "-t", "3", "--json"])
+    let mut first = Command::new(bin())
+        .args(["run", "127.0.0.1", "-p", &p, "-t", "3", "--json-stream"])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    // The first test holds the only slot once the server has accepted it: wait for its data to flow by
-    // asking until the server says busy (bounded).
-    let mut busy = None;
-    for _ in 0..50 {
-        let o = landspeed(
-            &["run", "127.0.0.1", "-p", &p, "-t", "1"],
-            Duration::from_secs(20),
-        );
-        if o.code != 0 {
-            busy = Some(o);
-            break;
-        }
-    }
-    let o = busy.expect("never told busy while another test ran");
+    // Once the first test reports an interval it is running and holds the only slot.
+    let rest = common::wait_for_line(first.stdout.take().unwrap(), "\"interval\"");
+    let o = landspeed(
+        &["run", "127.0.0.1", "-p", &p, "-t", "1"],
+        Duration::from_secs(20),
+    );
+    assert_eq!(o.code, 1, "a second test was not refused: {}", o.stdout);
+    drop(rest);
     assert!(
         o.stderr.contains("busy") && o.stderr.contains("--max-tests"),
         "{}",
