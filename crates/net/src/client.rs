@@ -458,23 +458,15 @@ pub fn run_client(
     let server_samples = std::mem::take(&mut hook.server_samples);
     drop(hook);
     writer.shutdown();
-    let context = RunContext {
-        host: opts.host.clone(),
-        port: opts.port,
-        local_address: local.to_string(),
-        remote_address: addr.to_string(),
-        family: if addr.is_ipv4() {
-            "ipv4".into()
-        } else {
-            "ipv6".into()
-        },
-        threads: local_report.threads,
-        cpus: opts.cpus.clone(),
-        bind: opts.bind.map(|b| b.to_string()),
+    let context = run_context(
+        opts,
+        local,
+        addr,
+        &local_report,
         started_unix_s,
         interrupted,
-        protocol: "landspeed".into(),
-    };
+        "landspeed",
+    );
     Ok(assemble(&Inputs {
         spec,
         context,
@@ -502,6 +494,31 @@ fn open_streams(
             tcp_stream(opts, addr, spec, id, &pre)
         })
         .collect()
+}
+
+/// How and where a test ran, for the result.
+fn run_context(
+    opts: &ClientOptions,
+    local: SocketAddr,
+    addr: SocketAddr,
+    report: &EndpointReport,
+    started_unix_s: f64,
+    interrupted: bool,
+    protocol: &str,
+) -> RunContext {
+    RunContext {
+        host: opts.host.clone(),
+        port: opts.port,
+        local_address: local.to_string(),
+        remote_address: addr.to_string(),
+        family: if addr.is_ipv4() { "ipv4" } else { "ipv6" }.into(),
+        threads: report.threads,
+        cpus: opts.cpus.clone(),
+        bind: opts.bind.map(|b| b.to_string()),
+        started_unix_s,
+        interrupted,
+        protocol: protocol.into(),
+    }
 }
 
 /// Connects data stream `id` and sends its greeting (landspeed's preamble or iperf3's cookie).

@@ -7,7 +7,7 @@
 use super::{connect, resolve, ClientError, ClientEvent, ClientOptions, LiveIntervals};
 use crate::engine::{self, DataStream, EngineHook, EngineParams, Flags, Progress, Wake};
 use crate::sockopt;
-use landspeed_core::assemble::{assemble, Inputs, RunContext};
+use landspeed_core::assemble::{assemble, Inputs};
 use landspeed_core::config::{EndCondition, Flow, RxMode, TestSpec, Transport};
 use landspeed_core::endpoint::{
     CpuTimes, EndpointReport, HostInfo, IntervalSample, Role, StreamReport, TcpStats,
@@ -272,23 +272,16 @@ pub fn run_iperf3_client(
     let _ = ctl.write_all(&[State::IperfDone.byte()]);
     let sent_in_warmup = warmup_bytes(&out.samples);
     let server_report = remote_report(&theirs, &local_report, spec.omit_s.as_secs_f64(), &sent_in_warmup);
-    let context = RunContext {
-        host: opts.host.clone(),
-        port: opts.port,
-        local_address: local.to_string(),
-        remote_address: addr.to_string(),
-        family: if addr.is_ipv4() {
-            "ipv4".into()
-        } else {
-            "ipv6".into()
-        },
-        threads: local_report.threads,
-        cpus: opts.cpus.clone(),
-        bind: opts.bind.map(|b| b.to_string()),
+    let interrupted = interrupt.load(Relaxed);
+    let context = super::run_context(
+        opts,
+        local,
+        addr,
+        &local_report,
         started_unix_s,
-        interrupted: interrupt.load(Relaxed),
-        protocol: "iperf3".into(),
-    };
+        interrupted,
+        "iperf3",
+    );
     Ok(assemble(&Inputs {
         spec,
         context,
