@@ -385,11 +385,7 @@ pub fn run_client(
         failure: None,
     };
     let out = if spec.transport == Transport::Udp {
-        let u = crate::udp::UdpParams {
-            rate_bps: spec.udp_stream_rate_bps(),
-            burst: spec.burst,
-            format: crate::udp::UdpFormat::Landspeed,
-        };
+        let u = crate::udp::UdpParams::for_spec(spec, crate::udp::UdpFormat::Landspeed);
         crate::udp::run(
             &udp_streams,
             &params,
@@ -404,18 +400,7 @@ pub fn run_client(
         engine::run(&streams, &params, &flags, &tx, &rx, &mut hook, iface.as_deref())
     };
     let interrupted = interrupt.load(Relaxed);
-    let local_report = EndpointReport {
-        software: format!("landspeed {}", landspeed_core::SOFTWARE_VERSION),
-        streams: out.streams,
-        cpu: out.cpu,
-        host: crate::host::host_info(),
-        interface: out.interface,
-        elapsed_s: out.elapsed_s,
-        threads: out.threads,
-        cpus_pinned: opts.cpus.clone(),
-        warnings,
-        error: None,
-    };
+    let local_report = out.report(opts.cpus.clone(), warnings);
     if let Some(f) = hook.failure.take() {
         quit.store(true, Relaxed);
         return Err(f);

@@ -145,6 +145,28 @@ pub struct EngineOutput {
     pub threads: u32,
 }
 
+impl EngineOutput {
+    /// This end's report for the results exchange and the result.
+    pub fn report(
+        &self,
+        cpus_pinned: Option<Vec<usize>>,
+        warnings: Vec<String>,
+    ) -> landspeed_core::endpoint::EndpointReport {
+        landspeed_core::endpoint::EndpointReport {
+            software: format!("landspeed {}", landspeed_core::SOFTWARE_VERSION),
+            streams: self.streams.clone(),
+            cpu: self.cpu.clone(),
+            host: crate::host::host_info(),
+            interface: self.interface.clone(),
+            elapsed_s: self.elapsed_s,
+            threads: self.threads,
+            cpus_pinned,
+            warnings,
+            error: None,
+        }
+    }
+}
+
 #[repr(align(128))]
 #[derive(Default)]
 struct Counter {

@@ -740,18 +740,7 @@ fn finish(
         .iter()
         .filter_map(|s| s.error.as_ref().map(|e| format!("stream {}: {e}", s.id)))
         .collect();
-    let report = EndpointReport {
-        software: format!("landspeed {}", landspeed_core::SOFTWARE_VERSION),
-        streams: out.streams.clone(),
-        cpu: out.cpu.clone(),
-        host: crate::host::host_info(),
-        interface: out.interface.clone(),
-        elapsed_s: out.elapsed_s,
-        threads: out.threads,
-        cpus_pinned: cpus,
-        warnings,
-        error: None,
-    };
+    let report = out.report(cpus, warnings);
     hook.writer
         .send(&Message::Results {
             report: Box::new(report),

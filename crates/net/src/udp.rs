@@ -58,6 +58,17 @@ pub struct UdpParams {
     pub format: UdpFormat,
 }
 
+impl UdpParams {
+    /// Each stream's share of the test's rate, its burst, and the header format.
+    pub fn for_spec(spec: &landspeed_core::config::TestSpec, format: UdpFormat) -> UdpParams {
+        UdpParams {
+            rate_bps: spec.udp_stream_rate_bps(),
+            burst: spec.burst,
+            format,
+        }
+    }
+}
+
 fn write_header(f: UdpFormat, h: Header, buf: &mut [u8]) {
     match f {
         UdpFormat::Landspeed => h.write(buf),

@@ -222,11 +222,7 @@ pub fn run_iperf3_client(
     };
     let iface = crate::host::interface_for(local.ip());
     let out = if udp {
-        let u = crate::udp::UdpParams {
-            rate_bps: spec.udp_stream_rate_bps(),
-            burst: spec.burst,
-            format: crate::udp::UdpFormat::Iperf3 { wide: false },
-        };
+        let u = crate::udp::UdpParams::for_spec(spec, crate::udp::UdpFormat::Iperf3 { wide: false });
         crate::udp::run(
             &udp_streams,
             &params,
@@ -247,18 +243,7 @@ pub fn run_iperf3_client(
     drop(hook);
     let _ = ctl.set_read_timeout(Some(opts.control_timeout + opts.idle_timeout));
     expect(&mut ctl, State::ExchangeResults)?;
-    let local_report = EndpointReport {
-        software: format!("landspeed {}", landspeed_core::SOFTWARE_VERSION),
-        streams: out.streams,
-        cpu: out.cpu,
-        host: crate::host::host_info(),
-        interface: out.interface,
-        elapsed_s: out.elapsed_s,
-        threads: out.threads,
-        cpus_pinned: opts.cpus.clone(),
-        warnings,
-        error: None,
-    };
+    let local_report = out.report(opts.cpus.clone(), warnings);
     let ours = our_results(&local_report);
     ctl.write_all(&frame_json(&ours.to_json())).map_err(io)?;
     let mut len = [0u8; 4];

@@ -187,11 +187,7 @@ pub(super) fn run_test(
     let quit = Arc::new(AtomicBool::new(false));
     crate::control::spawn_reader(reader, wtx.clone(), quit.clone());
     let params = EngineParams::for_spec(&spec, None, None, o.idle_timeout);
-    let u = crate::udp::UdpParams {
-        rate_bps: spec.udp_stream_rate_bps(),
-        burst: spec.burst,
-        format: crate::udp::UdpFormat::Landspeed,
-    };
+    let u = crate::udp::UdpParams::for_spec(&spec, crate::udp::UdpFormat::Landspeed);
     let flags = Flags::default();
     let mut hook = Hook {
         writer: &mut writer,
