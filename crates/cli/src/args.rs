@@ -76,6 +76,10 @@ pub struct ServeArgs {
     /// Log one JSON object per line instead of text.
     #[arg(long)]
     pub log_json: bool,
+    /// Require landspeed clients to authenticate with one of the keys in FILE: one `NAME SECRET` per
+    /// line (secret at least 16 bytes; `#` comments). Clients use `run --auth NAME:KEYFILE`.
+    #[arg(long, value_name = "FILE")]
+    pub auth_keys: Option<std::path::PathBuf>,
 }
 
 fn cidr(s: &str) -> Result<ipnet::IpNet, String> {
@@ -100,6 +104,17 @@ pub struct RunArgs {
     /// by itself when the server answers like iperf3.
     #[arg(long)]
     pub iperf3: bool,
+    /// Authenticate to a server that requires it (`serve --auth-keys`): the key named NAME, read from
+    /// KEYFILE (a key file like the server's, or one line holding the secret alone).
+    #[arg(long, value_name = "NAME:KEYFILE", value_parser = auth_spec)]
+    pub auth: Option<(String, std::path::PathBuf)>,
+}
+
+fn auth_spec(s: &str) -> Result<(String, std::path::PathBuf), String> {
+    match s.split_once(':') {
+        Some((name, file)) if !name.is_empty() && !file.is_empty() => Ok((name.into(), file.into())),
+        _ => Err(format!("expected NAME:KEYFILE, got '{s}'")),
+    }
 }
 
 #[derive(Args, Debug)]

@@ -3,6 +3,7 @@
 //! printed once, as one line with their chain of causes.
 
 mod args;
+mod keyfile;
 mod output;
 mod run;
 mod serve;

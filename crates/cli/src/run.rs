@@ -111,7 +111,13 @@ pub fn run(a: RunArgs) -> Result<bool> {
         Format::Text
     };
     let spec = a.test.spec();
-    let opts = options(&a.host, &a.test, spec);
+    let mut opts = options(&a.host, &a.test, spec);
+    if let Some((name, file)) = &a.auth {
+        let text = crate::keyfile::read(file)?;
+        let key = landspeed_core::protocol::auth::client_key(name, &text)
+            .map_err(|e| UsageError(format!("--auth {name}:{}: {e}", file.display())))?;
+        opts.auth = Some(key);
+    }
     execute(
         opts,
         format,

@@ -2,6 +2,7 @@
 //! SIGINT or SIGTERM.
 
 use crate::args::ServeArgs;
+use crate::UsageError;
 use anyhow::{Context, Result};
 use landspeed_core::units::{BitRate, Bytes};
 use landspeed_net::server::TestLog;
@@ -36,8 +37,9 @@ fn test_line(t: &TestLog) -> String {
         .peer_bytes
         .map(|b| format!("; client reported {b} B"))
         .unwrap_or_default();
+    let who = t.auth.as_ref().map(|n| format!(" (key {n})")).unwrap_or_default();
     format!(
-        "{} {} test from {}: {} stream(s) {dir}, received {} B = {} (verified {} B) sent {} B = {} in {:.2} s ({rate}){peer}: {outcome}",
+        "{} {} test from {}{who}: {} stream(s) {dir}, received {} B = {} (verified {} B) sent {} B = {} in {:.2} s ({rate}){peer}: {outcome}",
         now_utc(),
         t.protocol,
         t.peer,
@@ -97,7 +99,7 @@ fn json_line(ev: &ServerEvent) -> serde_json::Value {
             "streams": t.streams, "direction": t.direction.map(|d| format!("{d:?}").to_lowercase()),
             "bytes_received": t.bytes_received, "bytes_sent": t.bytes_sent,
             "bytes_verified": t.bytes_verified, "corrupt_blocks": t.corrupt_blocks,
-            "duration_s": t.duration_s, "peer_bytes": t.peer_bytes, "error": t.error,
+            "duration_s": t.duration_s, "peer_bytes": t.peer_bytes, "error": t.error, "auth": t.auth,
             "ok": t.error.is_none() && t.corrupt_blocks == 0,
         }),
         ServerEvent::Refused { peer, reason } => json!({
@@ -141,6 +143,21 @@ pub fn serve(a: ServeArgs) -> Result<bool> {
         },
         allow: a.allow.clone(),
         stats_signal: Some(stats),
+        auth: match &a.auth_keys {
+            None => None,
+            Some(file) => {
+                let ring = landspeed_core::protocol::KeyRing::parse(&crate::keyfile::read(file)?)
+                    .map_err(|e| UsageError(format!("--auth-keys {}: {e}", file.display())))?;
+                if ring.is_empty() {
+                    return Err(UsageError(format!(
+                        "--auth-keys {}: the file holds no keys",
+                        file.display()
+                    ))
+                    .into());
+                }
+                Some(Arc::new(ring))
+            }
+        },
         ..ServerOptions::default()
     };
     let server = if a.log_json {

@@ -43,6 +43,8 @@ pub struct ClientOptions {
     pub connect_timeout: Duration,
     pub control_timeout: Duration,
     pub idle_timeout: Duration,
+    /// The key to answer a server's authentication challenge with (`--auth`).
+    pub auth: Option<landspeed_core::protocol::Key>,
 }
 
 impl ClientOptions {
@@ -58,6 +60,7 @@ impl ClientOptions {
             connect_timeout: Duration::from_secs(5),
             control_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(30),
+            auth: None,
         }
     }
 }
@@ -303,6 +306,11 @@ pub fn run_client(
     )
     .map_err(|e| cerr(e.into()))?;
     let mut session = ClientSession::new(spec.clone());
+    if let Some(key) = &opts.auth {
+        let mut nonce = [0u8; landspeed_core::protocol::NONCE_LEN];
+        getrandom::fill(&mut nonce).map_err(|e| ClientError::Lost(format!("no randomness: {e}")))?;
+        session = session.with_auth(key.clone(), nonce);
+    }
 
     let mut hello = Preamble::Control {
         version: PROTOCOL_VERSION,

@@ -44,6 +44,8 @@ pub struct ServerOptions {
     pub allow: Vec<ipnet::IpNet>,
     /// Raised (e.g. by SIGUSR1) to ask for a `ServerEvent::Stats`; the server lowers it.
     pub stats_signal: Option<Arc<AtomicBool>>,
+    /// Keys a landspeed client must prove it holds (`--auth-keys`); None: no authentication.
+    pub auth: Option<Arc<landspeed_core::protocol::KeyRing>>,
 }
 
 /// Tests held at once by default: enough for a busy public server on a small host.
@@ -61,6 +63,7 @@ impl Default for ServerOptions {
             limits: landspeed_core::protocol::Limits::default(),
             allow: vec![],
             stats_signal: None,
+            auth: None,
         }
     }
 }
@@ -84,6 +87,8 @@ pub struct TestLog {
     pub protocol: String,
     /// iperf3 only: the total the client reported in the results exchange.
     pub peer_bytes: Option<u64>,
+    /// The key name the client authenticated with (`--auth-keys`).
+    pub auth: Option<String>,
 }
 
 impl TestLog {
@@ -116,6 +121,7 @@ impl TestLog {
             error: None,
             protocol: protocol.into(),
             peer_bytes: None,
+            auth: None,
         }
     }
 }
@@ -560,45 +566,77 @@ fn serve_test(stream: TcpStream, peer: SocketAddr, shared: &Shared) {
         });
     };
     let mut log = TestLog::new(peer, "landspeed");
-    if let Err(e) = run_test(stream, shared, &mut log) {
-        log.error = Some(e);
+    match run_test(stream, shared, &mut log) {
+        Ok(()) => {}
+        Err(End::Failed(e)) => log.error = Some(e),
+        // A client that did not authenticate leaves nothing but a refusal in the log.
+        Err(End::Refused(reason)) => return shared.emit(ServerEvent::Refused { peer, reason }),
     }
     shared.tests_done.fetch_add(1, Relaxed);
     shared.emit(ServerEvent::Test(log));
 }
 
-fn run_test(stream: TcpStream, shared: &Shared, log: &mut TestLog) -> Result<(), String> {
+/// How a test that did not complete ended.
+enum End {
+    Failed(String),
+    /// Not a test at all (authentication failed): logged as a refusal.
+    Refused(String),
+}
+
+impl From<String> for End {
+    fn from(s: String) -> End {
+        End::Failed(s)
+    }
+}
+
+impl From<&str> for End {
+    fn from(s: &str) -> End {
+        End::Failed(s.into())
+    }
+}
+
+fn run_test(stream: TcpStream, shared: &Shared, log: &mut TestLog) -> Result<(), End> {
     let o = &shared.opts;
     let (mut reader, mut writer) =
         control::split(stream, &[], o.handshake_timeout).map_err(|e| e.to_string())?;
     let mut sm = ServerSession::with_limits(o.limits.clone());
+    if let Some(keys) = &o.auth {
+        let mut nonce = [0u8; landspeed_core::protocol::NONCE_LEN];
+        getrandom::fill(&mut nonce).map_err(|e| format!("no randomness for a nonce: {e}"))?;
+        sm = sm.with_auth(keys.clone(), nonce);
+    }
     let spec: TestSpec = loop {
         let msg = reader.read(o.handshake_timeout).map_err(|e| e.to_string())?;
         match sm.on_message(msg) {
             Ok(ServerAction::Reply(m)) => writer.send(&m).map_err(|e| e.to_string())?,
             Ok(ServerAction::Accept(spec)) => break spec,
+            Ok(ServerAction::AuthFailed { reply, detail }) => {
+                let _ = writer.send(&reply);
+                return Err(End::Refused(format!("authentication failed: {detail}")));
+            }
             Ok(ServerAction::Reject(m)) => {
                 let _ = writer.send(&m);
-                return Err(match m {
+                return Err(End::Failed(match m {
                     Message::Rejected { reason } => format!("rejected: {reason}"),
                     _ => "rejected".into(),
-                });
+                }));
             }
-            Ok(ServerAction::PeerFailed(m)) => return Err(format!("client failed: {m}")),
-            Ok(other) => return Err(format!("unexpected step {other:?}")),
+            Ok(ServerAction::PeerFailed(m)) => return Err(format!("client failed: {m}").into()),
+            Ok(other) => return Err(format!("unexpected step {other:?}").into()),
             Err(e) => {
                 let _ = writer.send(&Message::Error {
                     message: e.to_string(),
                 });
-                return Err(e.to_string());
+                return Err(e.to_string().into());
             }
         }
     };
+    log.auth = sm.authenticated().map(str::to_string);
     if let Some(c) = &spec.server_cpus {
         if let Err(e) = crate::pin::check_cpus(c) {
             let msg = format!("--server-cpus: {e}");
             let _ = writer.send(&Message::Error { message: msg.clone() });
-            return Err(msg);
+            return Err(msg.into());
         }
     }
     log.streams = spec.streams;
@@ -609,7 +647,7 @@ fn run_test(stream: TcpStream, shared: &Shared, log: &mut TestLog) -> Result<(),
     log.session = Some(sid);
     if spec.transport == Transport::Udp {
         log.protocol = "landspeed udp".into();
-        return udp::run_test(reader, writer, sm, spec, sid, shared, log);
+        return udp::run_test(reader, writer, sm, spec, sid, shared, log).map_err(End::Failed);
     }
     let (tx, rx) = mpsc::channel();
     shared
@@ -673,8 +711,8 @@ fn run_test(stream: TcpStream, shared: &Shared, log: &mut TestLog) -> Result<(),
     writer.send(&Message::Ready).map_err(|e| e.to_string())?;
     match sm.on_message(reader.read(o.handshake_timeout).map_err(|e| e.to_string())?) {
         Ok(ServerAction::StartTest) => {}
-        Ok(other) => return Err(format!("expected start, got {other:?}")),
-        Err(e) => return Err(fail(&mut writer, e.to_string())),
+        Ok(other) => return Err(format!("expected start, got {other:?}").into()),
+        Err(e) => return Err(fail(&mut writer, e.to_string()).into()),
     }
 
     let (wtx, wrx) = mpsc::channel::<Wake<Incoming>>();
@@ -706,7 +744,7 @@ fn run_test(stream: TcpStream, shared: &Shared, log: &mut TestLog) -> Result<(),
         spec.server_cpus.clone(),
     );
     quit.store(true, Relaxed);
-    result
+    Ok(result?)
 }
 
 fn finish(

@@ -102,6 +102,7 @@ mod tests {
             },
             Message::TestRequest {
                 spec: TestSpec::default(),
+                auth: None,
             },
             Message::Start,
         ];

@@ -61,9 +61,16 @@ pub enum Message {
         software: String,
         #[serde(default)]
         limits: super::Limits,
+        /// Present when the server requires authentication (`--auth-keys`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        auth: Option<super::auth::Challenge>,
     },
-    /// Client: the test it wants.
-    TestRequest { spec: TestSpec },
+    /// Client: the test it wants, with its answer to the server's challenge when there was one.
+    TestRequest {
+        spec: TestSpec,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        auth: Option<Box<super::auth::Proof>>,
+    },
     /// Server: the test is accepted; open the data streams quoting this id.
     Accepted { session: SessionId },
     /// Server: the test is refused, and why.

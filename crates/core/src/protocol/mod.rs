@@ -5,12 +5,14 @@
 //! state machines decide which message may come next; drivers in landspeed-net do the reading and writing.
 //! The wire format is specified in docs/protocol.md.
 
+pub mod auth;
 pub mod framing;
 pub mod limits;
 pub mod messages;
 pub mod preamble;
 pub mod session;
 
+pub use auth::{AuthError, Key, KeyRing, NONCE_LEN};
 pub use framing::{encode, FrameDecoder, FrameError, MAX_FRAME_LEN};
 pub use limits::Limits;
 pub use messages::{Message, SessionId};

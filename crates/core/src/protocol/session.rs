@@ -3,10 +3,12 @@
 //! answer with what to do next, or with a typed error when the peer broke the protocol. This is where the
 //! order of a test is defined, so it is tested here message by message.
 
+use super::auth::{self, Key, KeyRing, NONCE_LEN};
 use super::messages::{Message, SessionId};
 use super::preamble::PROTOCOL_VERSION;
 use crate::config::{ConfigError, TestSpec};
 use crate::endpoint::{EndpointReport, IntervalSample};
+use std::sync::Arc;
 
 /// A violation of the protocol, or a refusal, as a typed error.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -25,6 +27,10 @@ pub enum ProtocolError {
     UnknownStream { id: u32, total: u32 },
     #[error("data stream {0} connected twice")]
     DuplicateStream(u32),
+    #[error("the server requires authentication: use --auth NAME:KEYFILE")]
+    AuthRequired,
+    #[error("cannot answer the server's challenge: {0}")]
+    Auth(#[from] auth::AuthError),
     #[error("local event '{event}' while {phase}")]
     BadLocalEvent {
         phase: &'static str,
@@ -68,6 +74,8 @@ pub enum ServerAction {
     Accept(TestSpec),
     /// The request is invalid: send this `Rejected` and close.
     Reject(Message),
+    /// The client did not authenticate: send `reply` and close; `detail` is for the server's log only.
+    AuthFailed { reply: Message, detail: String },
     /// Start the local streams.
     StartTest,
     /// Stop local senders early.
@@ -86,6 +94,9 @@ pub struct ServerSession {
     connected: Vec<bool>,
     remaining: u32,
     limits: super::Limits,
+    /// The keys and this connection's nonce, when the server requires authentication.
+    auth: Option<(Arc<KeyRing>, [u8; NONCE_LEN])>,
+    authenticated: Option<String>,
 }
 
 impl Default for ServerSession {
@@ -107,7 +118,43 @@ impl ServerSession {
             connected: vec![],
             remaining: 0,
             limits,
+            auth: None,
+            authenticated: None,
         }
+    }
+
+    /// Requires the client to prove it holds one of `keys`, against `nonce` (fresh random bytes for
+    /// this connection, from the driver).
+    pub fn with_auth(mut self, keys: Arc<KeyRing>, nonce: [u8; NONCE_LEN]) -> Self {
+        self.auth = Some((keys, nonce));
+        self
+    }
+
+    /// The key name the client authenticated with.
+    pub fn authenticated(&self) -> Option<&str> {
+        self.authenticated.as_deref()
+    }
+
+    /// Checks the client's proof when this server requires one.
+    fn check_auth(&mut self, proof: Option<&auth::Proof>) -> Option<ServerAction> {
+        let (keys, nonce) = self.auth.as_ref()?;
+        let detail = match proof {
+            None => "the client sent no credentials".to_string(),
+            Some(p) => match keys.verify(nonce, p) {
+                Ok(name) => {
+                    self.authenticated = Some(name);
+                    return None;
+                }
+                Err(e) => format!("key '{}': {e}", p.name),
+            },
+        };
+        self.phase = ServerPhase::Failed;
+        Some(ServerAction::AuthFailed {
+            reply: Message::Rejected {
+                reason: "authentication failed: this server needs a valid key (--auth NAME:KEYFILE)".into(),
+            },
+            detail,
+        })
     }
 
     pub fn phase(&self) -> ServerPhase {
@@ -144,25 +191,15 @@ impl ServerSession {
                     version: PROTOCOL_VERSION,
                     software: format!("landspeed {}", crate::SOFTWARE_VERSION),
                     limits: self.limits.clone(),
+                    auth: self.auth.as_ref().map(|(_, n)| auth::challenge(n)),
                 }))
             }
-            (AwaitRequest, Message::TestRequest { spec }) => match spec
-                .validate()
-                .map_err(|e| e.to_string())
-                .and_then(|()| self.limits.check(&spec).map_or(Ok(()), Err))
-            {
-                Ok(()) => {
-                    self.remaining = spec.total_streams();
-                    self.connected = vec![false; self.remaining as usize];
-                    self.spec = Some(spec.clone());
-                    self.phase = AwaitStreams;
-                    Ok(ServerAction::Accept(spec))
+            (AwaitRequest, Message::TestRequest { spec, auth }) => {
+                if let Some(refusal) = self.check_auth(auth.as_deref()) {
+                    return Ok(refusal);
                 }
-                Err(reason) => {
-                    self.phase = Failed;
-                    Ok(ServerAction::Reject(Message::Rejected { reason }))
-                }
-            },
+                self.accept(spec)
+            }
             (AwaitStart, Message::Start) => {
                 self.phase = Running;
                 Ok(ServerAction::StartTest)
@@ -173,6 +210,27 @@ impl ServerSession {
                 Ok(ServerAction::SendResults(report))
             }
             (_, other) => Err(self.unexpected(&other)),
+        }
+    }
+
+    fn accept(&mut self, spec: TestSpec) -> Result<ServerAction, ProtocolError> {
+        use ServerPhase::*;
+        match spec
+            .validate()
+            .map_err(|e| e.to_string())
+            .and_then(|()| self.limits.check(&spec).map_or(Ok(()), Err))
+        {
+            Ok(()) => {
+                self.remaining = spec.total_streams();
+                self.connected = vec![false; self.remaining as usize];
+                self.spec = Some(spec.clone());
+                self.phase = AwaitStreams;
+                Ok(ServerAction::Accept(spec))
+            }
+            Err(reason) => {
+                self.phase = Failed;
+                Ok(ServerAction::Reject(Message::Rejected { reason }))
+            }
         }
     }
 
@@ -268,6 +326,7 @@ pub struct ClientSession {
     spec: TestSpec,
     local_done: bool,
     remote_done: bool,
+    auth: Option<(Key, [u8; NONCE_LEN])>,
 }
 
 impl ClientSession {
@@ -277,7 +336,14 @@ impl ClientSession {
             spec,
             local_done: false,
             remote_done: false,
+            auth: None,
         }
+    }
+
+    /// Answers a server's challenge with `key`, using `client_nonce` (random bytes from the driver).
+    pub fn with_auth(mut self, key: Key, client_nonce: [u8; NONCE_LEN]) -> Self {
+        self.auth = Some((key, client_nonce));
+        self
     }
 
     pub fn phase(&self) -> ClientPhase {
@@ -300,14 +366,36 @@ impl ClientSession {
                 self.phase = Failed;
                 Err(ProtocolError::Remote(message))
             }
-            (AwaitWelcome, Message::Welcome { version, .. }) => {
+            (
+                AwaitWelcome,
+                Message::Welcome {
+                    version,
+                    auth: challenge,
+                    ..
+                },
+            ) => {
                 if version != PROTOCOL_VERSION {
                     self.phase = Failed;
                     return Err(ProtocolError::Version(version));
                 }
+                let proof = match (challenge, &self.auth) {
+                    (None, _) => None,
+                    (Some(_), None) => {
+                        self.phase = Failed;
+                        return Err(ProtocolError::AuthRequired);
+                    }
+                    (Some(c), Some((key, nonce))) => match key.prove(&c, nonce) {
+                        Ok(p) => Some(Box::new(p)),
+                        Err(e) => {
+                            self.phase = Failed;
+                            return Err(e.into());
+                        }
+                    },
+                };
                 self.phase = AwaitAccepted;
                 Ok(ClientAction::Send(Message::TestRequest {
                     spec: self.spec.clone(),
+                    auth: proof,
                 }))
             }
             (AwaitAccepted, Message::Accepted { session }) => {
@@ -466,7 +554,11 @@ mod tests {
             ..TestSpec::default()
         };
         assert!(matches!(
-            s.on_message(Message::TestRequest { spec: bad }).unwrap(),
+            s.on_message(Message::TestRequest {
+                spec: bad,
+                auth: None
+            })
+            .unwrap(),
             ServerAction::Reject(_)
         ));
         assert_eq!(s.phase(), ServerPhase::Failed);
@@ -485,6 +577,7 @@ mod tests {
                 streams: 2,
                 ..TestSpec::default()
             },
+            auth: None,
         })
         .unwrap();
         assert_eq!(
@@ -501,6 +594,7 @@ mod tests {
         let mut c = ClientSession::new(TestSpec::default());
         c.hello();
         c.on_message(Message::Welcome {
+            auth: None,
             limits: Default::default(),
             version: PROTOCOL_VERSION,
             software: "s".into(),
@@ -528,11 +622,80 @@ mod tests {
         ));
     }
 
+    /// Drives hello, welcome and request through an authenticating server.
+    fn authenticate(server_nonce: u8, client: Option<Key>) -> (ServerSession, Result<ServerAction, String>) {
+        let keys = Arc::new(KeyRing::parse("alice 0123456789abcdef0123").unwrap());
+        let mut s = ServerSession::new().with_auth(keys, [server_nonce; NONCE_LEN]);
+        let mut c = ClientSession::new(TestSpec::default());
+        if let Some(k) = client {
+            c = c.with_auth(k, [3; NONCE_LEN]);
+        }
+        let ServerAction::Reply(welcome) = s.on_message(c.hello()).unwrap() else {
+            panic!()
+        };
+        let req = match c.on_message(welcome) {
+            Ok(ClientAction::Send(req)) => req,
+            Ok(other) => panic!("{other:?}"),
+            Err(e) => return (s, Err(e.to_string())),
+        };
+        let out = s.on_message(req).map_err(|e| e.to_string());
+        (s, out)
+    }
+
+    #[test]
+    fn authentication_good_bad_missing_and_replayed() {
+        let alice = Key::new("alice", b"0123456789abcdef0123").unwrap();
+        let (s, out) = authenticate(1, Some(alice.clone()));
+        assert!(matches!(out, Ok(ServerAction::Accept(_))), "{out:?}");
+        assert_eq!(s.authenticated(), Some("alice"));
+
+        let mallory = Key::new("alice", b"guessed-guessed-guessed").unwrap();
+        let (s, out) = authenticate(1, Some(mallory));
+        let Ok(ServerAction::AuthFailed { reply, detail }) = out else {
+            panic!("{out:?}")
+        };
+        assert!(matches!(reply, Message::Rejected { .. }));
+        assert!(detail.contains("does not match"), "{detail}");
+        assert_eq!(s.phase(), ServerPhase::Failed);
+        assert_eq!(s.authenticated(), None);
+
+        // No key on the client: it stops with a clear error instead of sending a request.
+        let (_, out) = authenticate(1, None);
+        assert!(out.unwrap_err().contains("--auth"));
+
+        // Replay: a request recorded on a connection whose nonce was 1, sent to one whose nonce is 2.
+        let mut c = ClientSession::new(TestSpec::default()).with_auth(alice, [3; NONCE_LEN]);
+        c.hello();
+        let ClientAction::Send(recorded) = c
+            .on_message(Message::Welcome {
+                version: PROTOCOL_VERSION,
+                software: "s".into(),
+                limits: Default::default(),
+                auth: Some(auth::challenge(&[1; NONCE_LEN])),
+            })
+            .unwrap()
+        else {
+            panic!()
+        };
+        let keys = Arc::new(KeyRing::parse("alice 0123456789abcdef0123").unwrap());
+        let mut s = ServerSession::new().with_auth(keys, [2; NONCE_LEN]);
+        s.on_message(Message::Hello {
+            version: PROTOCOL_VERSION,
+            software: "x".into(),
+        })
+        .unwrap();
+        assert!(matches!(
+            s.on_message(recorded).unwrap(),
+            ServerAction::AuthFailed { .. }
+        ));
+    }
+
     #[test]
     fn done_twice_is_a_violation() {
         let mut c = ClientSession::new(TestSpec::default());
         c.hello();
         c.on_message(Message::Welcome {
+            auth: None,
             limits: Default::default(),
             version: PROTOCOL_VERSION,
             software: "s".into(),
