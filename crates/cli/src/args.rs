@@ -58,6 +58,12 @@ pub struct ServeArgs {
     /// Tests running at once (both protocols); one more is told "busy, retry".
     #[arg(long, value_name = "N", default_value_t = 32)]
     pub max_tests: usize,
+    /// New tests one client address (IPv6: one /64) may start per minute; more are told when to retry.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_tests_per_minute: Option<u32>,
+    /// Time a client has for each handshake step (its greeting, each control message, its data streams).
+    #[arg(long, default_value = "10s", value_parser = duration, value_name = "DUR")]
+    pub handshake_timeout: Duration,
     /// Longest test a client may ask for (warm-up included), e.g. 60s.
     #[arg(long, value_name = "DUR", value_parser = duration)]
     pub max_duration: Option<Duration>,
@@ -67,7 +73,7 @@ pub struct ServeArgs {
     /// Most bytes a -n/-k test may move.
     #[arg(long, value_name = "SIZE", value_parser = bytes)]
     pub max_bytes: Option<Bytes>,
-    /// Fastest UDP rate a test may ask for.
+    /// Fastest rate of a test: UDP tests asking for more are refused, TCP tests are paced down to it.
     #[arg(long, value_name = "RATE", value_parser = rate)]
     pub max_rate: Option<BitRate>,
     /// Only these client networks may test (repeatable), e.g. 192.0.2.0/24 or 2001:db8::/32.

@@ -42,13 +42,19 @@ impl ControlReader {
         r
     }
 
-    /// Reads the next message, waiting at most `timeout` for each chunk of bytes.
+    /// Reads the next message, waiting at most `timeout` for all of it: a peer that trickles a message
+    /// byte by byte gets no more time than one that sends nothing.
     pub fn read(&mut self, timeout: Duration) -> Result<Message, ControlError> {
+        let deadline = std::time::Instant::now() + timeout;
         loop {
             if let Some(m) = self.decoder.next_message()? {
                 return Ok(m);
             }
-            self.stream.set_read_timeout(Some(timeout))?;
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return Err(ControlError::Timeout(timeout));
+            }
+            self.stream.set_read_timeout(Some(left))?;
             match self.stream.read(&mut self.buf) {
                 Ok(0) => return Err(ControlError::Closed),
                 Ok(n) => self.decoder.push(&self.buf[..n]),

@@ -5,6 +5,7 @@
 //! client ends only its own test. Events (listening, one per test, rejections) go to a callback; the
 //! binary decides how to print them.
 
+mod greeting;
 mod iperf3;
 mod iperf3_udp;
 mod udp;
@@ -14,14 +15,12 @@ use crate::engine::{self, DataStream, EngineHook, EngineParams, Flags, Wake};
 use crate::sockopt;
 use landspeed_core::config::{Direction, Flow, TestSpec, Transport};
 use landspeed_core::endpoint::{EndpointReport, IntervalSample, Role};
-use landspeed_core::protocol::{
-    classify, Message, Preamble, PreambleError, ServerAction, ServerSession, SessionId, Speaker,
-};
+use landspeed_core::protocol::{Message, ServerAction, ServerSession, SessionId};
 use mio::net::TcpListener as MioListener;
 use mio::{Events, Interest, Poll, Token};
 use socket2::{Domain, Socket, Type};
 use std::collections::HashMap;
-use std::io::{ErrorKind, Read};
+use std::io::ErrorKind;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use std::sync::Condvar;
@@ -188,6 +187,8 @@ struct Shared {
     events: EventSink,
     counters: Mutex<Counters>,
     started: Instant,
+    /// New tests per address (`--max-tests-per-minute`).
+    rate: Option<Mutex<landspeed_core::protocol::rate::PerAddressRate>>,
 }
 
 /// One running test, counted against `--max-tests` while it lives.
@@ -240,6 +241,22 @@ impl Shared {
         let n = self.running.fetch_add(1, Relaxed);
         let slot = Slot(&self.running);
         (n < self.opts.max_tests).then_some(slot)
+    }
+
+    /// Counts a new test from `peer` against `--max-tests-per-minute`; the error is the client's message.
+    pub(crate) fn admit(&self, peer: SocketAddr) -> Result<(), String> {
+        let Some(rate) = &self.rate else {
+            return Ok(());
+        };
+        let mut r = rate.lock().unwrap_or_else(|e| e.into_inner());
+        r.admit(peer.ip(), Instant::now()).map_err(|wait| {
+            format!(
+                "rate limited: this server starts at most {} tests per minute for one address \
+                 (--max-tests-per-minute); retry in {} s",
+                self.opts.limits.max_tests_per_minute.unwrap_or(0),
+                wait.as_secs() + 1
+            )
+        })
     }
 
     /// Whether `peer` may test here (`--allow`).
@@ -310,7 +327,6 @@ impl Server {
             },
         };
         let shared = Arc::new(Shared {
-            opts,
             registry: Mutex::new(HashMap::new()),
             iperf3: Mutex::new(HashMap::new()),
             udp: Mutex::new(HashMap::new()),
@@ -322,6 +338,11 @@ impl Server {
             events,
             counters: Mutex::new(Counters::default()),
             started: Instant::now(),
+            rate: opts
+                .limits
+                .max_tests_per_minute
+                .map(|n| Mutex::new(landspeed_core::protocol::rate::PerAddressRate::per_minute(n))),
+            opts,
         });
         // UDP tests say hello on the same address and port.
         let mut udp_socks = vec![];
@@ -357,7 +378,8 @@ impl Server {
         for (i, l) in self.listeners.iter_mut().enumerate() {
             poll.registry().register(l, Token(i), Interest::READABLE)?;
         }
-        let mut events = Events::with_capacity(16);
+        let mut events = Events::with_capacity(256);
+        let mut greeters = greeting::Greeters::new(self.listeners.len());
         loop {
             if stop.load(Relaxed) || (self.shared.opts.once && self.shared.tests_done.load(Relaxed) > 0) {
                 break;
@@ -373,10 +395,14 @@ impl Server {
                 Err(e) => return Err(e.into()),
             }
             for ev in events.iter() {
+                if greeters.owns(ev.token()) {
+                    greeters.ready(poll.registry(), ev.token(), &self.shared);
+                    continue;
+                }
                 let l = &self.listeners[ev.token().0];
                 loop {
                     match l.accept() {
-                        Ok((stream, peer)) => self.spawn_connection(stream, peer),
+                        Ok((stream, peer)) => greeters.add(poll.registry(), stream, peer, &self.shared),
                         Err(e) if e.kind() == ErrorKind::WouldBlock => break,
                         Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                         // Out of descriptors or similar: stop accepting for this round, keep serving.
@@ -384,6 +410,7 @@ impl Server {
                     }
                 }
             }
+            greeters.expire(poll.registry(), Instant::now(), &self.shared);
         }
         self.shared.shutdown.store(true, Relaxed);
         let (count, changed) = &self.shared.active;
@@ -391,104 +418,6 @@ impl Server {
             let _ = changed.wait_timeout_while(guard, Duration::from_secs(3), |n| *n > 0);
         }
         Ok(())
-    }
-
-    fn spawn_connection(&self, stream: mio::net::TcpStream, peer: SocketAddr) {
-        let shared = self.shared.clone();
-        // mio hands out non-blocking sockets; connection threads use blocking I/O with timeouts.
-        let std_stream: TcpStream = unsafe_into_std(stream);
-        let _ = std_stream.set_nonblocking(false);
-        shared.connection_started();
-        let spawned = std::thread::Builder::new().name(format!("conn {peer}")).spawn({
-            let shared = shared.clone();
-            move || {
-                handle_connection(std_stream, peer, &shared);
-                shared.connection_ended();
-            }
-        });
-        if spawned.is_err() {
-            shared.connection_ended();
-        }
-    }
-}
-
-fn unsafe_into_std(s: mio::net::TcpStream) -> TcpStream {
-    use std::os::fd::{FromRawFd, IntoRawFd};
-    // SAFETY: the descriptor is owned by `s`, which we consume; ownership moves to the std stream.
-    unsafe { TcpStream::from_raw_fd(s.into_raw_fd()) }
-}
-
-fn handle_connection(mut stream: TcpStream, peer: SocketAddr, shared: &Shared) {
-    let refuse = |reason: String| shared.emit(ServerEvent::Refused { peer, reason });
-    if stream
-        .set_read_timeout(Some(shared.opts.handshake_timeout))
-        .is_err()
-    {
-        return;
-    }
-    let mut head = [0u8; landspeed_core::protocol::preamble::DATA_LEN];
-    if let Err(e) = stream.read_exact(&mut head[..1]) {
-        return refuse(format!("no greeting: {e}"));
-    }
-    if !shared.allowed(peer) {
-        match classify(head[0]) {
-            Speaker::Iperf3 => {
-                let _ =
-                    std::io::Write::write_all(&mut stream, &[landspeed_iperf3::State::AccessDenied.byte()]);
-            }
-            _ => {
-                if let Ok(mut w) = ControlWriter::new(stream, shared.opts.handshake_timeout) {
-                    let _ = w.send(&Message::Rejected {
-                        reason: "this server does not take tests from your address (--allow)".into(),
-                    });
-                }
-            }
-        }
-        return refuse("address not allowed (--allow)".into());
-    }
-    match classify(head[0]) {
-        Speaker::Landspeed => {}
-        Speaker::Iperf3 => return iperf3::handle(stream, head[0], peer, shared),
-        Speaker::Unknown => return refuse(format!("not a landspeed client (first byte {:#04x})", head[0])),
-    }
-    if let Err(e) = stream.read_exact(&mut head[1..landspeed_core::protocol::preamble::CONTROL_LEN]) {
-        return refuse(format!("truncated greeting: {e}"));
-    }
-    let parsed = match Preamble::parse(&head[..landspeed_core::protocol::preamble::CONTROL_LEN]) {
-        Ok(None) => match stream.read_exact(&mut head[landspeed_core::protocol::preamble::CONTROL_LEN..]) {
-            Ok(()) => Preamble::parse(&head),
-            Err(e) => return refuse(format!("truncated data-stream greeting: {e}")),
-        },
-        other => other,
-    };
-    match parsed {
-        Ok(Some((Preamble::Control { .. }, _))) => serve_test(stream, peer, shared),
-        Ok(Some((
-            Preamble::Data {
-                session, stream: id, ..
-            },
-            _,
-        ))) => {
-            let tx = shared.registry.lock().ok().and_then(|r| r.get(&session).cloned());
-            match tx {
-                Some(tx) => {
-                    let _ = tx.send((id, stream));
-                }
-                None => refuse(format!(
-                    "data stream {id} for unknown or finished session {session}"
-                )),
-            }
-        }
-        Ok(None) => refuse("truncated greeting".into()),
-        Err(e @ PreambleError::Version(_)) => {
-            if let Ok(mut w) = ControlWriter::new(stream, shared.opts.handshake_timeout) {
-                let _ = w.send(&Message::Error {
-                    message: e.to_string(),
-                });
-            }
-            refuse(e.to_string())
-        }
-        Err(e) => refuse(e.to_string()),
     }
 }
 
@@ -551,6 +480,17 @@ impl Drop for Registered<'_> {
 }
 
 fn serve_test(stream: TcpStream, peer: SocketAddr, shared: &Shared) {
+    if let Err(reason) = shared.admit(peer) {
+        if let Ok(mut w) = ControlWriter::new(stream, shared.opts.handshake_timeout) {
+            let _ = w.send(&Message::Rejected {
+                reason: reason.clone(),
+            });
+        }
+        return shared.emit(ServerEvent::Refused {
+            peer,
+            reason: "rate limited (--max-tests-per-minute)".into(),
+        });
+    }
     let Some(_slot) = shared.slot() else {
         if let Ok(mut w) = ControlWriter::new(stream, shared.opts.handshake_timeout) {
             let _ = w.send(&Message::Rejected {

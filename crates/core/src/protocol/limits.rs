@@ -13,8 +13,12 @@ pub struct Limits {
     pub max_streams: Option<u32>,
     /// Most bytes a test ending by bytes or blocks may move (both directions counted).
     pub max_bytes: Option<u64>,
-    /// Fastest UDP rate of a test, bits per second.
+    /// Fastest rate of a test, bits per second: UDP requests above it are refused, TCP tests are paced
+    /// down to it by the server.
     pub max_rate_bps: Option<f64>,
+    /// New tests one client address (IPv6: one /64) may start per minute.
+    #[serde(default)]
+    pub max_tests_per_minute: Option<u32>,
 }
 
 impl Limits {
@@ -75,6 +79,7 @@ mod tests {
             max_streams: Some(8),
             max_bytes: Some(1 << 30),
             max_rate_bps: Some(1e9),
+            max_tests_per_minute: None,
         };
         let ok = TestSpec::default();
         assert_eq!(l.check(&ok), None);

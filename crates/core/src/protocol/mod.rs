@@ -10,6 +10,7 @@ pub mod framing;
 pub mod limits;
 pub mod messages;
 pub mod preamble;
+pub mod rate;
 pub mod session;
 
 pub use auth::{AuthError, Key, KeyRing, NONCE_LEN};

@@ -22,22 +22,42 @@ use std::time::{Duration, Instant};
 /// Running iperf3 tests waiting for data connections, by cookie.
 pub(super) type Registry = Mutex<HashMap<Cookie, mpsc::Sender<TcpStream>>>;
 
-/// Handles a connection whose first byte (already read) says iperf3.
-pub(super) fn handle(mut stream: TcpStream, first: u8, peer: SocketAddr, shared: &Shared) {
-    let refuse = |reason: String| shared.emit(super::ServerEvent::Refused { peer, reason });
-    let mut raw = [0u8; COOKIE_LEN];
-    raw[0] = first;
-    if let Err(e) = stream.read_exact(&mut raw[1..]) {
-        return refuse(format!("iperf3: truncated cookie: {e}"));
-    }
-    let Some(cookie) = Cookie::parse(&raw) else {
+/// A connection that sent an iperf3 cookie: hands it to the running test that owns the cookie (a data
+/// connection) or refuses a malformed cookie, returning None; otherwise it opens a new test.
+pub(super) fn data_connection(
+    mut stream: TcpStream,
+    raw: &[u8; COOKIE_LEN],
+    peer: SocketAddr,
+    shared: &Shared,
+) -> Option<TcpStream> {
+    let Some(cookie) = Cookie::parse(raw) else {
+        let _ = stream.set_write_timeout(Some(Duration::from_millis(500)));
         let _ = stream.write_all(&[State::AccessDenied.byte()]);
-        return refuse("iperf3: malformed cookie".into());
+        shared.emit(super::ServerEvent::Refused {
+            peer,
+            reason: "iperf3: malformed cookie".into(),
+        });
+        return None;
     };
     let waiting = shared.iperf3.lock().ok().and_then(|r| r.get(&cookie).cloned());
-    if let Some(tx) = waiting {
-        let _ = tx.send(stream);
-        return;
+    match waiting {
+        Some(tx) => {
+            let _ = tx.send(stream);
+            None
+        }
+        None => Some(stream),
+    }
+}
+
+/// Serves a new iperf3 test on a connection whose cookie (already read) no running test owns.
+pub(super) fn handle(mut stream: TcpStream, raw: [u8; COOKIE_LEN], peer: SocketAddr, shared: &Shared) {
+    let refuse = |reason: String| shared.emit(super::ServerEvent::Refused { peer, reason });
+    let Some(cookie) = Cookie::parse(&raw) else {
+        return refuse("iperf3: malformed cookie".into());
+    };
+    if shared.admit(peer).is_err() {
+        let _ = stream.write_all(&[State::AccessDenied.byte()]);
+        return refuse("rate limited (--max-tests-per-minute)".into());
     }
     let Some(_slot) = shared.slot() else {
         let _ = stream.write_all(&[State::AccessDenied.byte()]);

@@ -1,0 +1,375 @@
+//! The first bytes of every connection, read by the accepting thread without a thread per connection.
+//! A new connection waits here, registered with the poller, until its greeting is complete (landspeed's
+//! preamble or iperf3's cookie) or its deadline passes; a client that connects and says nothing, or
+//! trickles one byte at a time, costs a table entry and a timer, never a thread. Only a complete control
+//! greeting gets a thread (which then takes a test slot or is told "busy"); data streams go straight to
+//! their test. The number of connections in this state is capped overall and per address.
+
+use super::{ServerEvent, Shared};
+use crate::control::ControlWriter;
+use landspeed_core::protocol::preamble::{CONTROL_LEN, DATA_LEN};
+use landspeed_core::protocol::{classify, Message, Preamble, PreambleError, SessionId, Speaker};
+use landspeed_iperf3::{State, COOKIE_LEN};
+use mio::net::TcpStream as MioStream;
+use mio::{Interest, Registry, Token};
+use std::collections::HashMap;
+use std::io::{ErrorKind, Read, Write};
+use std::net::{IpAddr, SocketAddr, TcpStream};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Connections still greeting, at most (all clients together).
+pub const MAX_PENDING: usize = 1024;
+/// Connections still greeting from one address, at most.
+pub const MAX_PENDING_PER_ADDRESS: usize = 64;
+/// The longest greeting: a data-stream preamble or an iperf3 cookie.
+const MAX_GREETING: usize = if DATA_LEN > COOKIE_LEN {
+    DATA_LEN
+} else {
+    COOKIE_LEN
+};
+
+/// What a complete greeting says.
+#[derive(Debug, PartialEq)]
+pub enum Greeting {
+    Control,
+    Data { session: SessionId, stream: u32 },
+    Iperf3([u8; COOKIE_LEN]),
+    Unknown(u8),
+    Bad(PreambleError),
+}
+
+/// Either how many bytes the greeting needs in all, or what it is.
+#[derive(Debug, PartialEq)]
+pub enum Step {
+    Need(usize),
+    Done(Greeting),
+}
+
+/// Classifies the bytes read so far. Pure, so every prefix is tested without sockets.
+pub fn step(buf: &[u8]) -> Step {
+    let Some(&first) = buf.first() else {
+        return Step::Need(1);
+    };
+    match classify(first) {
+        Speaker::Unknown => Step::Done(Greeting::Unknown(first)),
+        Speaker::Iperf3 if buf.len() < COOKIE_LEN => Step::Need(COOKIE_LEN),
+        Speaker::Iperf3 => {
+            let mut c = [0u8; COOKIE_LEN];
+            c.copy_from_slice(&buf[..COOKIE_LEN]);
+            Step::Done(Greeting::Iperf3(c))
+        }
+        Speaker::Landspeed => match Preamble::parse(buf) {
+            Ok(None) => Step::Need(if buf.len() < CONTROL_LEN {
+                CONTROL_LEN
+            } else {
+                DATA_LEN
+            }),
+            Ok(Some((Preamble::Control { .. }, _))) => Step::Done(Greeting::Control),
+            Ok(Some((Preamble::Data { session, stream, .. }, _))) => {
+                Step::Done(Greeting::Data { session, stream })
+            }
+            Err(e) => Step::Done(Greeting::Bad(e)),
+        },
+    }
+}
+
+struct Pending {
+    stream: MioStream,
+    peer: SocketAddr,
+    deadline: Instant,
+    buf: [u8; MAX_GREETING],
+    len: usize,
+}
+
+/// The connections that have not finished greeting.
+pub struct Greeters {
+    pending: HashMap<Token, Pending>,
+    per_address: HashMap<IpAddr, usize>,
+    next: usize,
+    first_token: usize,
+}
+
+impl Greeters {
+    /// Tokens from `first_token` up are this table's (below are the listeners').
+    pub fn new(first_token: usize) -> Self {
+        Greeters {
+            pending: HashMap::new(),
+            per_address: HashMap::new(),
+            next: first_token,
+            first_token,
+        }
+    }
+
+    pub fn owns(&self, t: Token) -> bool {
+        t.0 >= self.first_token
+    }
+
+    /// Takes a newly accepted connection, or refuses it when the caps are reached.
+    pub fn add(&mut self, reg: &Registry, mut stream: MioStream, peer: SocketAddr, shared: &Arc<Shared>) {
+        let ip = peer.ip().to_canonical();
+        let from_here = self.per_address.get(&ip).copied().unwrap_or(0);
+        if self.pending.len() >= MAX_PENDING || from_here >= MAX_PENDING_PER_ADDRESS {
+            return shared.emit(ServerEvent::Refused {
+                peer,
+                reason: format!(
+                    "too many connections still greeting ({} in all, {from_here} from this address)",
+                    self.pending.len()
+                ),
+            });
+        }
+        let token = Token(self.next);
+        self.next = if self.next == usize::MAX {
+            self.first_token
+        } else {
+            self.next + 1
+        };
+        if reg.register(&mut stream, token, Interest::READABLE).is_err() {
+            return;
+        }
+        *self.per_address.entry(ip).or_default() += 1;
+        let p = Pending {
+            stream,
+            peer,
+            deadline: Instant::now() + shared.opts.handshake_timeout,
+            buf: [0; MAX_GREETING],
+            len: 0,
+        };
+        self.pending.insert(token, p);
+        // Bytes may have arrived with the connection (edge-triggered: no event would announce them).
+        self.ready(reg, token, shared);
+    }
+
+    fn remove(&mut self, reg: &Registry, token: Token) -> Option<Pending> {
+        let mut p = self.pending.remove(&token)?;
+        let _ = reg.deregister(&mut p.stream);
+        let ip = p.peer.ip().to_canonical();
+        if let Some(n) = self.per_address.get_mut(&ip) {
+            *n -= 1;
+            if *n == 0 {
+                self.per_address.remove(&ip);
+            }
+        }
+        Some(p)
+    }
+
+    /// Reads what a connection has sent; hands it on when its greeting is complete.
+    pub fn ready(&mut self, reg: &Registry, token: Token, shared: &Arc<Shared>) {
+        let Some(p) = self.pending.get_mut(&token) else {
+            return;
+        };
+        let outcome = loop {
+            let need = match step(&p.buf[..p.len]) {
+                Step::Done(g) => break Ok(g),
+                Step::Need(n) => n,
+            };
+            // Read no further than the greeting: what follows belongs to the protocol handler.
+            match p.stream.read(&mut p.buf[p.len..need]) {
+                Ok(0) => break Err("closed the connection before its greeting ended".to_string()),
+                Ok(n) => p.len += n,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => break Err(format!("greeting: {e}")),
+            }
+        };
+        let Some(p) = self.remove(reg, token) else {
+            return;
+        };
+        match outcome {
+            Ok(g) => dispatch(p, g, shared),
+            // A connection that closes without a byte (a port probe) is not worth a log line.
+            Err(_) if p.len == 0 => {}
+            Err(reason) => shared.emit(ServerEvent::Refused { peer: p.peer, reason }),
+        }
+    }
+
+    /// Drops connections whose greeting did not finish in time.
+    pub fn expire(&mut self, reg: &Registry, now: Instant, shared: &Shared) {
+        let late: Vec<Token> = self
+            .pending
+            .iter()
+            .filter(|(_, p)| p.deadline <= now)
+            .map(|(t, _)| *t)
+            .collect();
+        for t in late {
+            if let Some(p) = self.remove(reg, t) {
+                shared.emit(ServerEvent::Refused {
+                    peer: p.peer,
+                    reason: format!(
+                        "no complete greeting within {:?} ({} bytes)",
+                        shared.opts.handshake_timeout, p.len
+                    ),
+                });
+            }
+        }
+    }
+}
+
+fn into_std(s: MioStream) -> TcpStream {
+    use std::os::fd::{FromRawFd, IntoRawFd};
+    // SAFETY: the descriptor is owned by `s`, which we consume; ownership moves to the std stream.
+    let s = unsafe { TcpStream::from_raw_fd(s.into_raw_fd()) };
+    // Protocol handlers use blocking I/O with timeouts.
+    let _ = s.set_nonblocking(false);
+    s
+}
+
+/// A short answer to a connection being turned away; it never waits long on the peer.
+fn answer(stream: TcpStream, timeout: Duration, reply: Answer) {
+    match reply {
+        Answer::Iperf3Denied => {
+            let _ = stream.set_write_timeout(Some(timeout));
+            let _ = (&stream).write_all(&[State::AccessDenied.byte()]);
+        }
+        Answer::Control(m) => {
+            if let Ok(mut w) = ControlWriter::new(stream, timeout) {
+                let _ = w.send(&m);
+            }
+        }
+    }
+}
+
+enum Answer {
+    Iperf3Denied,
+    Control(Message),
+}
+
+/// Hands a connection with a complete greeting to its handler.
+fn dispatch(p: Pending, g: Greeting, shared: &Arc<Shared>) {
+    let peer = p.peer;
+    let stream = into_std(p.stream);
+    let refuse = |reason: String| shared.emit(ServerEvent::Refused { peer, reason });
+    let quick = Duration::from_millis(500);
+    if !shared.allowed(peer) {
+        let reply = match g {
+            Greeting::Iperf3(_) => Answer::Iperf3Denied,
+            _ => Answer::Control(Message::Rejected {
+                reason: "this server does not take tests from your address (--allow)".into(),
+            }),
+        };
+        answer(stream, quick, reply);
+        return refuse("address not allowed (--allow)".into());
+    }
+    match g {
+        Greeting::Control => spawn(shared, peer, move |sh| super::serve_test(stream, peer, sh)),
+        Greeting::Data { session, stream: id } => {
+            let tx = shared.registry.lock().ok().and_then(|r| r.get(&session).cloned());
+            match tx {
+                Some(tx) => {
+                    let _ = tx.send((id, stream));
+                }
+                None => refuse(format!(
+                    "data stream {id} for unknown or finished session {session}"
+                )),
+            }
+        }
+        Greeting::Iperf3(cookie) => {
+            if let Some(stream) = super::iperf3::data_connection(stream, &cookie, peer, shared) {
+                spawn(shared, peer, move |sh| {
+                    super::iperf3::handle(stream, cookie, peer, sh)
+                });
+            }
+        }
+        Greeting::Unknown(b) => refuse(format!("not a landspeed client (first byte {b:#04x})")),
+        Greeting::Bad(e @ PreambleError::Version(_)) => {
+            answer(
+                stream,
+                quick,
+                Answer::Control(Message::Error {
+                    message: e.to_string(),
+                }),
+            );
+            refuse(e.to_string())
+        }
+        Greeting::Bad(e) => refuse(e.to_string()),
+    }
+}
+
+/// Runs a control connection's handler in its own thread, counted so shutdown can wait for it.
+fn spawn(shared: &Arc<Shared>, peer: SocketAddr, f: impl FnOnce(&Shared) + Send + 'static) {
+    shared.connection_started();
+    let sh = shared.clone();
+    let spawned = std::thread::Builder::new()
+        .name(format!("test {peer}"))
+        .spawn(move || {
+            f(&sh);
+            sh.connection_ended();
+        });
+    if spawned.is_err() {
+        shared.connection_ended();
+        shared.emit(ServerEvent::Refused {
+            peer,
+            reason: "cannot start a thread for the test".into(),
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use landspeed_core::protocol::PROTOCOL_VERSION;
+
+    #[test]
+    fn every_prefix_asks_for_exactly_the_rest() {
+        let ctl = Preamble::Control {
+            version: PROTOCOL_VERSION,
+        }
+        .encode();
+        for n in 0..ctl.len() {
+            assert!(
+                matches!(step(&ctl[..n]), Step::Need(k) if k > n && k <= CONTROL_LEN),
+                "{n}"
+            );
+        }
+        assert_eq!(step(&ctl), Step::Done(Greeting::Control));
+        let data = Preamble::Data {
+            version: PROTOCOL_VERSION,
+            session: SessionId([3; 16]),
+            stream: 7,
+        }
+        .encode();
+        for n in CONTROL_LEN..data.len() {
+            assert_eq!(step(&data[..n]), Step::Need(DATA_LEN), "{n}");
+        }
+        assert_eq!(
+            step(&data),
+            Step::Done(Greeting::Data {
+                session: SessionId([3; 16]),
+                stream: 7
+            })
+        );
+        let cookie = *b"abcdefghijklmnopqrstuvwxyz234567abcd\0";
+        assert_eq!(step(&cookie[..5]), Step::Need(COOKIE_LEN));
+        assert_eq!(step(&cookie), Step::Done(Greeting::Iperf3(cookie)));
+        assert_eq!(step(&[0x00]), Step::Done(Greeting::Unknown(0)));
+        let mut v2 = ctl.clone();
+        v2[5] = 99;
+        assert!(matches!(
+            step(&v2),
+            Step::Done(Greeting::Bad(PreambleError::Version(_)))
+        ));
+        let mut k = ctl.clone();
+        k[6] = b'Z';
+        assert!(matches!(step(&k), Step::Done(Greeting::Bad(_))));
+    }
+
+    #[test]
+    fn never_asks_beyond_the_longest_greeting() {
+        // Any byte string: the classifier asks for at most MAX_GREETING bytes and never panics.
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        for _ in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let len = (x % (MAX_GREETING as u64 + 1)) as usize;
+            let mut buf = [0u8; MAX_GREETING];
+            for (i, b) in buf.iter_mut().enumerate() {
+                *b = (x >> (i % 8 * 8)) as u8;
+            }
+            buf[..4.min(len)].copy_from_slice(&b"LSPD"[..4.min(len)]);
+            if let Step::Need(n) = step(&buf[..len]) {
+                assert!(n > len && n <= MAX_GREETING);
+            }
+        }
+    }
+}
