@@ -121,3 +121,48 @@ fn sigusr1_prints_the_counters() {
     let bytes = r["summary"]["bytes_received"].as_u64().unwrap();
     assert!(line.contains(&format!("received {bytes} B")), "{line}");
 }
+
+/// Fraction of `cap` a result's receiver-side throughput reached.
+fn share_of(r: &serde_json::Value, cap: f64) -> f64 {
+    r["summary"]["throughput_bps"].as_f64().unwrap() / cap
+}
+
+#[test]
+fn max_rate_paces_tcp_both_ways_and_the_client_says_so() {
+    let s = ServerProc::start("127.0.0.1", &["--max-rate", "100M"]);
+    // The receive buffers fill at the start, so a short test may run a little over; never far over.
+    for args in [&["-t", "2", "-P", "2"][..], &["-t", "2", "-R"][..]] {
+        let r = run_json("127.0.0.1", s.port, args);
+        let share = share_of(&r, 100e6);
+        assert!((0.7..1.35).contains(&share), "{args:?}: {share:.2} of the cap");
+        let w = r["warnings"].to_string();
+        assert!(w.contains("--max-rate"), "{args:?}: warnings {w}");
+    }
+    // Unlimited, the same machine moves far more: the cap, not the host, set the rate above.
+    let free = ServerProc::start("127.0.0.1", &[]);
+    let r = run_json("127.0.0.1", free.port, &["-t", "1"]);
+    assert!(share_of(&r, 100e6) > 3.0);
+}
+
+#[test]
+fn new_tests_per_minute_per_address() {
+    let s = ServerProc::start("127.0.0.1", &["--max-tests-per-minute", "2"]);
+    run_json("127.0.0.1", s.port, &["-n", "1M"]);
+    run_json("127.0.0.1", s.port, &["-n", "1M"]);
+    refused(s.port, &["-n", "1M"], "--max-tests-per-minute");
+    let p = s.port.to_string();
+    let o = landspeed(
+        &["run", "127.0.0.1", "-p", &p, "-n", "1M"],
+        Duration::from_secs(20),
+    );
+    assert!(o.stderr.contains("retry in"), "{}", o.stderr);
+    // An iperf3 client from the same address is counted too.
+    if let Ok(out) = Command::new("iperf3")
+        .args(["-c", "127.0.0.1", "-p", &p, "-n", "1M"])
+        .output()
+    {
+        assert!(!out.status.success(), "iperf3 was not refused");
+    } else {
+        assert!(std::env::var_os("CI").is_none(), "iperf3 missing in CI");
+    }
+}

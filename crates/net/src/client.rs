@@ -360,6 +360,16 @@ pub fn run_client(
         _ => return Err(ClientError::Lost("server did not get ready".into())),
     }
     let mut warnings = vec![];
+    if let (Some(cap), Transport::Tcp) = (
+        session.server_limits().and_then(|l| l.max_rate_bps),
+        spec.transport,
+    ) {
+        warnings.push(format!(
+            "the server paces every test to at most {} in all (its --max-rate): this result measures \
+             that cap, not the path",
+            landspeed_core::units::BitRate(cap)
+        ));
+    }
     let first = streams
         .first()
         .map(|s| socket2::SockRef::from(&s.socket))

@@ -27,6 +27,11 @@ pub struct ControlReader {
 }
 
 impl ControlReader {
+    /// The connection, for checks that do not read (see `sockopt::peer_gone`).
+    pub fn stream(&self) -> &TcpStream {
+        &self.stream
+    }
+
     pub fn new(stream: TcpStream) -> Self {
         ControlReader {
             stream,

@@ -65,7 +65,13 @@ pub struct EngineParams {
     /// io_uring instead of epoll, with this many operations queued per stream.
     pub uring: bool,
     pub queue_depth: usize,
+    /// Each stream moves at most this many bits per second (a server's `--max-rate`, split over the
+    /// streams): senders write and receivers read no faster, so TCP's flow control slows the peer.
+    pub stream_cap_bps: Option<f64>,
 }
+
+/// What a capped stream may run ahead of its rate.
+const CAP_BURST: f64 = 256.0 * 1024.0;
 
 impl EngineParams {
     /// The engine settings for one end of a test: `threads` defaults to one per stream up to the core
@@ -91,6 +97,7 @@ impl EngineParams {
             zerocopy: spec.tx == landspeed_core::config::TxMode::Zerocopy,
             uring: spec.io == landspeed_core::config::IoBackend::Uring,
             queue_depth: spec.queue_depth as usize,
+            stream_cap_bps: None,
         }
     }
 }
@@ -366,6 +373,7 @@ fn worker(
         let stop_send = flags.stop.load(Relaxed) || deadline.is_some_and(|d| now >= d);
         let mut live = 0;
         let mut any_ready = false;
+        let mut wake: Option<Instant> = None;
         for st in states.iter_mut().filter(|s| !s.done) {
             let sender = st.ds.role == Role::Sender;
             if sender && (stop_send || st.remaining == Some(0)) {
@@ -387,6 +395,17 @@ fn worker(
                     live += 1;
                 }
                 continue;
+            }
+            if let Some(bps) = p.stream_cap_bps {
+                // Ahead of the cap: leave the socket alone until the rate catches up.
+                let rate = bps / 8.0;
+                let ahead = st.out.bytes as f64 - CAP_BURST;
+                if ahead > rate * now.duration_since(t0).as_secs_f64() {
+                    let due = t0 + Duration::from_secs_f64(ahead / rate);
+                    wake = Some(wake.map_or(due, |w| w.min(due)));
+                    live += 1;
+                    continue;
+                }
             }
             for _ in 0..BURST {
                 let res = if sender {
@@ -439,6 +458,9 @@ fn worker(
         } else {
             Duration::from_millis(100)
         };
+        if let Some(w) = wake {
+            timeout = timeout.min(w.saturating_duration_since(Instant::now()));
+        }
         if let Some(d) = deadline {
             timeout = timeout.min(d.saturating_duration_since(Instant::now()));
         }
@@ -575,7 +597,7 @@ pub fn run<X: Send>(
                 if let Some(c) = cpu {
                     let _ = crate::pin::pin_current_thread(c);
                 }
-                if p.uring {
+                if p.uring && p.stream_cap_bps.is_none() {
                     uring::worker(mine, p, flags, t0)
                 } else {
                     worker(mine, p, flags, t0)

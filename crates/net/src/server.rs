@@ -421,6 +421,30 @@ impl Server {
     }
 }
 
+/// Waits for the next data stream of a test until `deadline`, giving up early when the client closes
+/// its control connection (a killed client frees its slot at once, not after the timeout).
+pub(crate) fn wait_stream<T>(
+    rx: &mpsc::Receiver<T>,
+    deadline: Instant,
+    control: &TcpStream,
+) -> Result<T, &'static str> {
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err("before the handshake timeout");
+        }
+        match rx.recv_timeout(left.min(Duration::from_millis(50))) {
+            Ok(x) => return Ok(x),
+            Err(mpsc::RecvTimeoutError::Disconnected) => return Err("(registry closed)"),
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                if sockopt::peer_gone(control) {
+                    return Err("before the client closed its control connection");
+                }
+            }
+        }
+    }
+}
+
 type Incoming = Result<Message, ControlError>;
 
 struct Hook<'a> {
@@ -607,18 +631,17 @@ fn run_test(stream: TcpStream, shared: &Shared, log: &mut TestLog) -> Result<(),
     let mut streams: Vec<DataStream> = vec![];
     let deadline = Instant::now() + o.handshake_timeout;
     while streams.len() < spec.total_streams() as usize {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let (sid_n, sock) = rx.recv_timeout(left).map_err(|_| {
-            fail(
-                &mut writer,
-                format!(
-                    "only {} of {} data streams arrived within {:?}",
+        let (sid_n, sock) = match wait_stream(&rx, deadline, reader.stream()) {
+            Ok(x) => x,
+            Err(why) => {
+                let msg = format!(
+                    "only {} of {} data streams arrived {why}",
                     streams.len(),
                     spec.total_streams(),
-                    o.handshake_timeout
-                ),
-            )
-        })?;
+                );
+                return Err(fail(&mut writer, msg).into());
+            }
+        };
         sm.on_stream(sid_n)
             .map_err(|e| fail(&mut writer, e.to_string()))?;
         let flow = spec.flow_of(sid_n);
@@ -659,7 +682,9 @@ fn run_test(stream: TcpStream, shared: &Shared, log: &mut TestLog) -> Result<(),
     let quit = Arc::new(AtomicBool::new(false));
     control::spawn_reader(reader, wtx.clone(), quit.clone());
     let threads = spec.server_threads.map(|t| t as usize);
-    let params = EngineParams::for_spec(&spec, threads, spec.server_cpus.clone(), o.idle_timeout);
+    let mut params = EngineParams::for_spec(&spec, threads, spec.server_cpus.clone(), o.idle_timeout);
+    // --max-rate: this end reads and writes no faster than its share, whichever way the data goes.
+    params.stream_cap_bps = o.limits.max_rate_bps.map(|r| r / f64::from(spec.total_streams()));
     let flags = Flags::default();
     let iface = streams
         .first()

@@ -145,3 +145,28 @@ mod tests {
         assert!(e.to_string().contains("nosuchcc"), "{e}");
     }
 }
+
+/// Whether the peer has closed or reset a connection that should be quiet now (a control connection
+/// while the server waits for data streams): a non-blocking peek that sees end-of-file or an error.
+/// Bytes waiting to be read mean the peer is still there.
+pub fn peer_gone(s: &std::net::TcpStream) -> bool {
+    use std::os::fd::AsRawFd;
+    let mut b = [0u8; 1];
+    // SAFETY: recv(2) into a 1-byte stack buffer on a descriptor `s` owns; MSG_PEEK leaves the data.
+    let n = unsafe {
+        libc::recv(
+            s.as_raw_fd(),
+            b.as_mut_ptr().cast(),
+            1,
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    match n {
+        0 => true,
+        n if n > 0 => false,
+        _ => !matches!(
+            std::io::Error::last_os_error().kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
+        ),
+    }
+}

@@ -327,6 +327,7 @@ pub struct ClientSession {
     local_done: bool,
     remote_done: bool,
     auth: Option<(Key, [u8; NONCE_LEN])>,
+    server_limits: Option<super::Limits>,
 }
 
 impl ClientSession {
@@ -337,7 +338,13 @@ impl ClientSession {
             local_done: false,
             remote_done: false,
             auth: None,
+            server_limits: None,
         }
+    }
+
+    /// The limits the server advertised in its welcome.
+    pub fn server_limits(&self) -> Option<&super::Limits> {
+        self.server_limits.as_ref()
     }
 
     /// Answers a server's challenge with `key`, using `client_nonce` (random bytes from the driver).
@@ -371,9 +378,11 @@ impl ClientSession {
                 Message::Welcome {
                     version,
                     auth: challenge,
+                    limits,
                     ..
                 },
             ) => {
+                self.server_limits = Some(limits);
                 if version != PROTOCOL_VERSION {
                     self.phase = Failed;
                     return Err(ProtocolError::Version(version));

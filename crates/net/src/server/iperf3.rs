@@ -140,10 +140,9 @@ fn collect_tcp(
     let deadline = Instant::now() + o.handshake_timeout;
     let mut socks = vec![];
     while socks.len() < n {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let s: TcpStream = rx.recv_timeout(left).map_err(|_| {
+        let s: TcpStream = super::wait_stream(&rx, deadline, ctl).map_err(|why| {
             let _ = ctl.write_all(&server_error(errno::STREAM_ACCEPT, 0));
-            format!("only {} of {n} data connections arrived", socks.len())
+            format!("only {} of {n} data connections arrived {why}", socks.len())
         })?;
         socks.push(s);
     }
@@ -238,7 +237,9 @@ fn serve(mut ctl: TcpStream, cookie: Cookie, shared: &Shared, log: &mut TestLog)
     let (wtx, wrx) = mpsc::channel::<Wake<Ctl>>();
     let quit = Arc::new(AtomicBool::new(false));
     let reader = spawn_state_reader(&ctl, wtx.clone(), quit.clone())?;
-    let params_e = EngineParams::for_spec(&spec, None, None, o.idle_timeout);
+    let mut params_e = EngineParams::for_spec(&spec, None, None, o.idle_timeout);
+    // --max-rate paces TCP tests (UDP ones over it were refused with the parameters).
+    params_e.stream_cap_bps = o.limits.max_rate_bps.map(|r| r / f64::from(spec.total_streams()));
     let flags = Flags::default();
     let mut hook = Hook {
         ended: false,

@@ -86,15 +86,15 @@ pub(super) fn collect(
     sid: SessionId,
     sm: &mut ServerSession,
     timeout: Duration,
+    control: &std::net::TcpStream,
 ) -> Result<Vec<UdpStream>, String> {
     let n = spec.total_streams() as usize;
     let mut socks: HashMap<u32, UdpSocket> = HashMap::new();
     let deadline = Instant::now() + timeout;
     while socks.len() < n {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let (id, peer, local) = rx.recv_timeout(left).map_err(|_| {
+        let (id, peer, local) = super::wait_stream(rx, deadline, control).map_err(|why| {
             format!(
-                "only {} of {n} UDP streams said hello within {timeout:?}",
+                "only {} of {n} UDP streams said hello {why} ({timeout:?})",
                 socks.len()
             )
         })?;
@@ -168,9 +168,10 @@ pub(super) fn run_test(
     writer
         .send(&Message::Accepted { session: sid })
         .map_err(|e| e.to_string())?;
-    let streams = collect(&rx, &spec, sid, &mut sm, o.handshake_timeout).inspect_err(|e| {
-        let _ = writer.send(&Message::Error { message: e.clone() });
-    })?;
+    let streams =
+        collect(&rx, &spec, sid, &mut sm, o.handshake_timeout, reader.stream()).inspect_err(|e| {
+            let _ = writer.send(&Message::Error { message: e.clone() });
+        })?;
     drop(registered);
     let mut warnings = vec![];
     if let Some(s) = streams.first() {
