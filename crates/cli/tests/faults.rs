@@ -298,6 +298,16 @@ fn a_thousand_aborted_tests_leak_nothing() {
     assert_eq!(o.code, 0, "the server no longer serves: {}", o.stderr);
 }
 
+/// A connection to the server from 127.0.0.`last`.
+fn connect_from(last: u8, port: u16) -> TcpStream {
+    let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    let src: SocketAddr = format!("127.0.0.{last}:0").parse().unwrap();
+    sock.bind(&src.into()).unwrap();
+    let dst: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    sock.connect(&dst.into()).unwrap();
+    sock.into()
+}
+
 #[test]
 fn silent_and_trickling_connections_cost_no_threads() {
     let s = ServerProc::start("127.0.0.1", &["--handshake-timeout", "2s"]);
@@ -308,12 +318,7 @@ fn silent_and_trickling_connections_cost_no_threads() {
     let mut held = vec![];
     for k in 0..5u8 {
         for j in 0..50 {
-            let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
-            let src: SocketAddr = format!("127.0.0.{}:0", k + 2).parse().unwrap();
-            sock.bind(&src.into()).unwrap();
-            let dst: SocketAddr = format!("127.0.0.1:{}", s.port).parse().unwrap();
-            sock.connect(&dst.into()).unwrap();
-            let mut t: TcpStream = sock.into();
+            let mut t = connect_from(k + 2, s.port);
             // Some say nothing, some send a byte of a greeting and stall.
             if j % 2 == 1 {
                 let _ = t.write_all(if j % 4 == 1 { b"L" } else { b"a" });
@@ -321,9 +326,7 @@ fn silent_and_trickling_connections_cost_no_threads() {
             held.push(t);
         }
     }
-    let crowd: Vec<TcpStream> = (0..100)
-        .map(|_| TcpStream::connect(("127.0.0.2", s.port)).unwrap())
-        .collect();
+    let crowd: Vec<TcpStream> = (0..100).map(|_| connect_from(2, s.port)).collect();
     // A real test still runs while they hang on.
     let p = s.port.to_string();
     let o = landspeed(

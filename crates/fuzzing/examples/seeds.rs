@@ -1,0 +1,124 @@
+//! Writes the fuzz targets' seed corpus (fuzz/corpus/TARGET/) from the real encoders, so the seeds follow
+//! the protocol as it changes: `cargo run -p landspeed-fuzzing --example seeds`.
+
+use landspeed_core::config::TestSpec;
+use landspeed_core::config::{Direction, Transport};
+use landspeed_core::protocol::{self, auth, Key, Message, Preamble, SessionId, PROTOCOL_VERSION};
+use landspeed_iperf3::{Cookie, Params};
+use std::path::Path;
+
+fn write(target: &str, name: &str, bytes: &[u8]) {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fuzz/corpus")
+        .join(target);
+    std::fs::create_dir_all(&dir).expect("corpus directory");
+    std::fs::write(dir.join(name), bytes).expect("seed file");
+}
+
+fn frames(split: u8, msgs: &[Message]) -> Vec<u8> {
+    let mut out = vec![split];
+    for m in msgs {
+        out.extend(protocol::encode(m));
+    }
+    out
+}
+
+fn main() {
+    let hello = Message::Hello {
+        version: PROTOCOL_VERSION,
+        software: "landspeed 0.1.0".into(),
+    };
+    // The fuzz body's server uses key "fuzz" and nonce 7s; this proof passes it.
+    let key = Key::new("fuzz", b"0123456789abcdef0123").expect("key");
+    let proof = key
+        .prove(&auth::challenge(&[7; auth::NONCE_LEN]), &[9; auth::NONCE_LEN])
+        .expect("proof");
+    let specs = [
+        TestSpec::default(),
+        TestSpec {
+            streams: 4,
+            direction: Direction::Bidir,
+            ..TestSpec::default()
+        },
+        TestSpec {
+            transport: Transport::Udp,
+            rate_bps: Some(1e8),
+            length_bytes: 1448,
+            ..TestSpec::default()
+        },
+    ];
+    for (i, spec) in specs.iter().enumerate() {
+        let request = Message::TestRequest {
+            spec: spec.clone(),
+            auth: Some(Box::new(proof.clone())),
+        };
+        let all = [
+            hello.clone(),
+            request,
+            Message::Start,
+            Message::Stop,
+            Message::Results {
+                report: Box::default(),
+            },
+        ];
+        write("control_decoder", &format!("session-{i}"), &frames(63, &all));
+        write(
+            "control_decoder",
+            &format!("session-{i}-bytewise"),
+            &frames(0, &all[..2]),
+        );
+    }
+    let unauth = Message::TestRequest {
+        spec: TestSpec::default(),
+        auth: None,
+    };
+    write("control_decoder", "no-auth", &frames(7, &[hello.clone(), unauth]));
+    write(
+        "control_decoder",
+        "error",
+        &frames(5, &[Message::Error { message: "x".into() }]),
+    );
+    let mut huge = vec![3u8];
+    huge.extend_from_slice(&u32::MAX.to_be_bytes());
+    write("control_decoder", "huge-length", &huge);
+    let mut bad = vec![1u8];
+    bad.extend_from_slice(&5u32.to_be_bytes());
+    bad.extend_from_slice(b"{\"ty");
+    write("control_decoder", "truncated-json", &bad);
+
+    for (i, spec) in specs.iter().enumerate() {
+        let v = Params::message_for(spec, "3.12");
+        write("iperf3_decoder", &format!("params-{i}"), v.to_string().as_bytes());
+    }
+    let iperf3_params = r#"{"tcp":true,"omit":0,"time":10,"num":0,"blockcount":0,"parallel":2,"reverse":true,"len":131072,"pacing_timer":1000,"client_version":"3.12"}"#;
+    write("iperf3_decoder", "params-iperf3-3.12", iperf3_params.as_bytes());
+    let results = r#"{"cpu_util_total":1.5,"cpu_util_user":0.5,"cpu_util_system":1.0,"sender_has_retransmits":1,"congestion_used":"cubic","streams":[{"id":1,"bytes":123456789,"retransmits":3,"jitter":0,"errors":0,"omitted_errors":0,"packets":0,"omitted_packets":0,"start_time":0,"end_time":10.0002}]}"#;
+    write("iperf3_decoder", "results-iperf3-3.12", results.as_bytes());
+    write("iperf3_decoder", "length-prefix", &[0, 0, 0x20, 0]);
+
+    write(
+        "data_hello",
+        "control",
+        &Preamble::Control {
+            version: PROTOCOL_VERSION,
+        }
+        .encode(),
+    );
+    write(
+        "data_hello",
+        "data",
+        &Preamble::Data {
+            version: PROTOCOL_VERSION,
+            session: SessionId([0xab; 16]),
+            stream: 3,
+        }
+        .encode(),
+    );
+    write("data_hello", "cookie", &Cookie::from_random([5; 36]).to_wire());
+    let mut udp = [0u8; 64];
+    landspeed_core::udp::Header { seq: 42, sent_ns: 1 }.write(&mut udp);
+    write("data_hello", "udp-landspeed", &udp);
+    landspeed_core::udp::Header { seq: 42, sent_ns: 1 }.write_iperf3(&mut udp, true);
+    write("data_hello", "udp-iperf3", &udp);
+    write("data_hello", "keyfile", b"# keys\nalice 0123456789abcdef0123\n");
+}

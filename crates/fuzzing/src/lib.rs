@@ -1,0 +1,113 @@
+//! What each fuzz target does with its input, as plain functions. cargo-fuzz (the `fuzz/` directory,
+//! nightly) calls them with generated inputs; the stable test suite calls them with the committed seed
+//! corpus and every crash reproducer, so a fixed bug stays fixed without nightly. Each body decodes
+//! hostile bytes the way the server does and asserts what must hold for any input: no panic, nothing held
+//! beyond a fixed bound because of a length field, and state machines that stay in a legal state.
+
+use landspeed_core::config::TestSpec;
+use landspeed_core::protocol::{
+    self, auth, FrameDecoder, KeyRing, Message, Preamble, ServerAction, ServerSession, MAX_FRAME_LEN,
+};
+use landspeed_iperf3::wire::{json_len, MAX_RESULTS_JSON};
+use landspeed_iperf3::{Cookie, Params, Results, MAX_JSON};
+use std::sync::Arc;
+
+/// The fuzz targets, by name (the names of `fuzz/fuzz_targets/*.rs`).
+pub const TARGETS: [(&str, fn(&[u8])); 3] = [
+    ("control_decoder", control_decoder),
+    ("iperf3_decoder", iperf3_decoder),
+    ("data_hello", data_hello),
+];
+
+/// The control connection: bytes arrive in chunks whose sizes the input chooses, frames are decoded and
+/// fed to a server session that requires authentication, exactly as the server's reader does.
+pub fn control_decoder(data: &[u8]) {
+    let Some((&split, rest)) = data.split_first() else {
+        return;
+    };
+    let chunk = usize::from(split % 64) + 1;
+    let keys = Arc::new(KeyRing::parse("fuzz 0123456789abcdef0123").expect("test key"));
+    let mut session = ServerSession::new().with_auth(keys, [7; auth::NONCE_LEN]);
+    let mut dec = FrameDecoder::new();
+    'feed: for c in rest.chunks(chunk) {
+        dec.push(c);
+        loop {
+            // A length field alone never makes the decoder hold more than one frame's worth.
+            assert!(dec.buffered() <= MAX_FRAME_LEN + 4 + chunk);
+            match dec.next_message() {
+                Ok(Some(m)) => {
+                    // Whatever decodes must encode again and decode to a message of the same kind.
+                    let again = protocol::encode(&m);
+                    let mut d2 = FrameDecoder::new();
+                    d2.push(&again);
+                    let back = d2.next_message().expect("re-encoded frame").expect("whole frame");
+                    assert_eq!(back.kind(), m.kind());
+                    match session.on_message(m) {
+                        Ok(ServerAction::Accept(spec)) => {
+                            assert!(session.authenticated().is_some());
+                            accept_streams(&mut session, &spec);
+                        }
+                        Ok(_) => {}
+                        Err(_) => break 'feed,
+                    }
+                }
+                Ok(None) => break,
+                Err(_) => break 'feed,
+            }
+        }
+    }
+}
+
+/// Streams arriving for an accepted test, in an order and with ids the test does not expect too.
+fn accept_streams(session: &mut ServerSession, spec: &TestSpec) {
+    let n = spec.total_streams();
+    for id in [n, 0, 0, n.saturating_sub(1), u32::MAX] {
+        let _ = session.on_stream(id);
+    }
+}
+
+/// iperf3's control messages: the 4-byte length against its cap, the parameter JSON (and the test it
+/// becomes), and the results JSON.
+pub fn iperf3_decoder(data: &[u8]) {
+    if data.len() >= 4 {
+        let prefix = [data[0], data[1], data[2], data[3]];
+        for cap in [MAX_JSON, MAX_RESULTS_JSON] {
+            if let Ok(n) = json_len(prefix, cap) {
+                assert!(n <= cap);
+            }
+        }
+    }
+    if let Ok(p) = Params::parse(data) {
+        let spec = p.to_spec(1);
+        let _ = spec.validate();
+        let _ = p.direction();
+        let _ = Params::message_for(&spec, "3.12");
+    }
+    if let Ok(r) = Results::parse(data) {
+        let _ = r.to_json();
+    }
+}
+
+/// The first bytes of a connection and of a UDP stream: landspeed's preamble, an iperf3 cookie, the UDP
+/// datagram headers of both protocols.
+pub fn data_hello(data: &[u8]) {
+    match Preamble::parse(data) {
+        Ok(Some((p, used))) => {
+            assert!(used <= data.len());
+            assert_eq!(Preamble::parse(&p.encode()), Ok(Some((p, used))));
+        }
+        Ok(None) => assert!(data.len() < protocol::preamble::DATA_LEN),
+        Err(_) => {}
+    }
+    let _ = protocol::classify(data.first().copied().unwrap_or(0));
+    if let Some(c) = Cookie::parse(data) {
+        assert_eq!(Cookie::parse(&c.to_wire()), Some(c));
+    }
+    let _ = landspeed_core::udp::Header::read(data);
+    let _ = landspeed_core::udp::Header::read_iperf3(data, false);
+    let _ = landspeed_core::udp::Header::read_iperf3(data, true);
+    if let Ok(text) = std::str::from_utf8(data) {
+        let _ = KeyRing::parse(text);
+        let _ = serde_json::from_str::<Message>(text);
+    }
+}

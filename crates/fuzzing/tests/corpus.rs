@@ -1,0 +1,149 @@
+//! The fuzz targets on stable: every committed seed and crash reproducer (fuzz/corpus, fuzz/regressions)
+//! replayed, a quick mutation run around the seeds, and the real cargo-fuzz smoke run (nightly), which
+//! must run in CI and is skipped elsewhere only when cargo-fuzz is not installed.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn fuzz_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz")
+}
+
+fn inputs(kind: &str, target: &str) -> Vec<(PathBuf, Vec<u8>)> {
+    let dir = fuzz_dir().join(kind).join(target);
+    let Ok(rd) = std::fs::read_dir(&dir) else {
+        return vec![];
+    };
+    let mut out: Vec<_> = rd
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.is_file())
+        .map(|p| {
+            let b = std::fs::read(&p).unwrap();
+            (p, b)
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn seeds_and_regressions_replay_cleanly() {
+    for (name, body) in landspeed_fuzzing::TARGETS {
+        let seeds = inputs("corpus", name);
+        assert!(seeds.len() >= 3, "{name}: seed corpus missing");
+        for (path, bytes) in seeds.iter().chain(&inputs("regressions", name)) {
+            let r = std::panic::catch_unwind(|| body(bytes));
+            assert!(r.is_ok(), "{name} panicked on {}", path.display());
+        }
+    }
+}
+
+/// Bit flips, truncations, splices and length-field rewrites of the seeds: a few seconds of blind
+/// fuzzing that any `cargo test` gets, nightly or not.
+#[test]
+fn mutated_seeds_do_not_panic() {
+    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    for (name, body) in landspeed_fuzzing::TARGETS {
+        let seeds = inputs("corpus", name);
+        for _ in 0..4000 {
+            let (_, seed) = &seeds[next() as usize % seeds.len()];
+            let mut b = seed.clone();
+            for _ in 0..1 + next() % 4 {
+                if b.is_empty() {
+                    b.push(next() as u8);
+                    continue;
+                }
+                let at = next() as usize % b.len();
+                match next() % 5 {
+                    0 => b[at] ^= 1 << (next() % 8),
+                    1 => b.truncate(at),
+                    2 => b.insert(at, next() as u8),
+                    3 => {
+                        let v = (next() as u32).to_be_bytes();
+                        let end = (at + 4).min(b.len());
+                        b[at..end].copy_from_slice(&v[..end - at]);
+                    }
+                    _ => {
+                        let (_, other) = &seeds[next() as usize % seeds.len()];
+                        let cut = next() as usize % (other.len() + 1);
+                        b.truncate(at);
+                        b.extend_from_slice(&other[cut..]);
+                    }
+                }
+            }
+            let r = std::panic::catch_unwind(|| body(&b));
+            assert!(r.is_ok(), "{name} panicked on {b:?}");
+        }
+    }
+}
+
+/// `cargo +nightly fuzz run TARGET` for a few seconds each (LANDSPEED_FUZZ_S, default 20), new inputs
+/// going to a scratch directory so the committed corpus stays as it is.
+#[test]
+fn cargo_fuzz_smoke() {
+    let ci = std::env::var_os("CI").is_some();
+    let has = Command::new("cargo")
+        .args(["+nightly", "fuzz", "--version"])
+        .env_remove("RUSTUP_TOOLCHAIN")
+        .env_remove("CARGO")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !has {
+        assert!(
+            !ci,
+            "cargo-fuzz or the nightly toolchain is missing in CI (.ci/run installs it)"
+        );
+        eprintln!("cargo_fuzz_smoke: cargo-fuzz not installed; skipped outside CI");
+        return;
+    }
+    let secs = std::env::var("LANDSPEED_FUZZ_S").unwrap_or_else(|_| "20".into());
+    for (name, _) in landspeed_fuzzing::TARGETS {
+        let scratch = std::env::temp_dir().join(format!("landspeed-fuzz-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&scratch).unwrap();
+        let seeds = fuzz_dir().join("corpus").join(name);
+        let out = Command::new("cargo")
+            .current_dir(fuzz_dir())
+            .args(["+nightly", "fuzz", "run", name])
+            .arg(&scratch)
+            .arg(&seeds)
+            .args([
+                "--",
+                &format!("-max_total_time={secs}"),
+                "-rss_limit_mb=2048",
+                "-timeout=10",
+            ])
+            .env_remove("RUSTUP_TOOLCHAIN")
+            .env_remove("CARGO")
+            .env_remove("RUSTFLAGS")
+            .env_remove("CARGO_TARGET_DIR")
+            .output()
+            .expect("run cargo fuzz");
+        let _ = std::fs::remove_dir_all(&scratch);
+        let log = String::from_utf8_lossy(&out.stderr);
+        let done = log.lines().rev().find(|l| l.starts_with("Done ")).unwrap_or("");
+        eprintln!("fuzz {name}: {done}");
+        assert!(
+            out.status.success(),
+            "fuzz target {name} failed (reproducer under fuzz/artifacts/{name}/):\n{}",
+            log.lines()
+                .rev()
+                .take(40)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+        assert!(
+            done.contains("runs"),
+            "{name}: no run count in the fuzzer's output"
+        );
+    }
+}
