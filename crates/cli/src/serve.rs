@@ -160,7 +160,6 @@ pub fn serve(a: ServeArgs) -> Result<bool> {
                 Some(Arc::new(ring))
             }
         },
-        ..ServerOptions::default()
     };
     let server = if a.log_json {
         Server::bind(opts, Arc::new(print_json))?

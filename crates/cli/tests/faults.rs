@@ -385,7 +385,7 @@ fn sixteen_clients_mixing_protocols_for_a_minute() {
         .map(|w| {
             let p = p.clone();
             std::thread::spawn(move || {
-                let mut rng = Rng(0x9e37_79b9 ^ (w + 1) * 0x1000_0001);
+                let mut rng = Rng(0x9e37_79b9 ^ ((w + 1) * 0x1000_0001));
                 let mut t = Tally::default();
                 let mut k = 0;
                 while Instant::now() < end {

@@ -12,8 +12,11 @@ use landspeed_iperf3::wire::{json_len, MAX_RESULTS_JSON};
 use landspeed_iperf3::{Cookie, Params, Results, MAX_JSON};
 use std::sync::Arc;
 
+/// A fuzz target's body.
+pub type Target = fn(&[u8]);
+
 /// The fuzz targets, by name (the names of `fuzz/fuzz_targets/*.rs`).
-pub const TARGETS: [(&str, fn(&[u8])); 3] = [
+pub const TARGETS: [(&str, Target); 3] = [
     ("control_decoder", control_decoder),
     ("iperf3_decoder", iperf3_decoder),
     ("data_hello", data_hello),

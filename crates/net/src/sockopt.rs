@@ -121,6 +121,31 @@ pub fn window_warning(requested: Option<u64>, snd: u64, rcv: u64) -> Option<Stri
     ))
 }
 
+/// Whether the peer has closed or reset a connection that should be quiet now (a control connection
+/// while the server waits for data streams): a non-blocking peek that sees end-of-file or an error.
+/// Bytes waiting to be read mean the peer is still there.
+pub fn peer_gone(s: &std::net::TcpStream) -> bool {
+    use std::os::fd::AsRawFd;
+    let mut b = [0u8; 1];
+    // SAFETY: recv(2) into a 1-byte stack buffer on a descriptor `s` owns; MSG_PEEK leaves the data.
+    let n = unsafe {
+        libc::recv(
+            s.as_raw_fd(),
+            b.as_mut_ptr().cast(),
+            1,
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    match n {
+        0 => true,
+        n if n > 0 => false,
+        _ => !matches!(
+            std::io::Error::last_os_error().kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -144,29 +169,23 @@ mod tests {
         let e = after_connect(&sock, &spec, true).unwrap_err();
         assert!(e.to_string().contains("nosuchcc"), "{e}");
     }
-}
 
-/// Whether the peer has closed or reset a connection that should be quiet now (a control connection
-/// while the server waits for data streams): a non-blocking peek that sees end-of-file or an error.
-/// Bytes waiting to be read mean the peer is still there.
-pub fn peer_gone(s: &std::net::TcpStream) -> bool {
-    use std::os::fd::AsRawFd;
-    let mut b = [0u8; 1];
-    // SAFETY: recv(2) into a 1-byte stack buffer on a descriptor `s` owns; MSG_PEEK leaves the data.
-    let n = unsafe {
-        libc::recv(
-            s.as_raw_fd(),
-            b.as_mut_ptr().cast(),
-            1,
-            libc::MSG_PEEK | libc::MSG_DONTWAIT,
-        )
-    };
-    match n {
-        0 => true,
-        n if n > 0 => false,
-        _ => !matches!(
-            std::io::Error::last_os_error().kind(),
-            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
-        ),
+    #[test]
+    fn peer_gone_sees_close_but_not_quiet_or_pending_data() {
+        use std::io::Write;
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (s, _) = l.accept().unwrap();
+        assert!(!peer_gone(&s), "a quiet peer is still there");
+        c.write_all(b"x").unwrap();
+        drop(c);
+        // A byte waits in front of the end-of-file: the peer's data still counts as presence.
+        let mut b = [0u8; 1];
+        s.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+            .unwrap();
+        assert_eq!(s.peek(&mut b).unwrap(), 1);
+        assert!(!peer_gone(&s));
+        std::io::Read::read_exact(&mut &s, &mut b).unwrap();
+        assert!(peer_gone(&s));
     }
 }

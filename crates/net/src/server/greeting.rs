@@ -231,7 +231,7 @@ fn answer(stream: TcpStream, timeout: Duration, reply: Answer) {
 
 enum Answer {
     Iperf3Denied,
-    Control(Message),
+    Control(Box<Message>),
 }
 
 /// Hands a connection with a complete greeting to its handler.
@@ -243,9 +243,9 @@ fn dispatch(p: Pending, g: Greeting, shared: &Arc<Shared>) {
     if !shared.allowed(peer) {
         let reply = match g {
             Greeting::Iperf3(_) => Answer::Iperf3Denied,
-            _ => Answer::Control(Message::Rejected {
+            _ => Answer::Control(Box::new(Message::Rejected {
                 reason: "this server does not take tests from your address (--allow)".into(),
-            }),
+            })),
         };
         answer(stream, quick, reply);
         return refuse("address not allowed (--allow)".into());
@@ -275,9 +275,9 @@ fn dispatch(p: Pending, g: Greeting, shared: &Arc<Shared>) {
             answer(
                 stream,
                 quick,
-                Answer::Control(Message::Error {
+                Answer::Control(Box::new(Message::Error {
                     message: e.to_string(),
-                }),
+                })),
             );
             refuse(e.to_string())
         }
