@@ -5,7 +5,7 @@
 mod common;
 
 use common::{landspeed, run_json, ServerProc};
-use landspeed_core::protocol::{self, auth, FrameDecoder, Message, Preamble, PROTOCOL_VERSION};
+use landspeed_core::protocol::{self, auth, FrameDecoder, Message};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::os::unix::fs::PermissionsExt;
@@ -101,14 +101,7 @@ fn read_msg(c: &mut TcpStream, d: &mut FrameDecoder) -> Message {
 fn greet(port: u16) -> (TcpStream, FrameDecoder, Message) {
     let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
     c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let mut hello = Preamble::Control {
-        version: PROTOCOL_VERSION,
-    }
-    .encode();
-    hello.extend(protocol::encode(&Message::Hello {
-        version: PROTOCOL_VERSION,
-        software: "replay test".into(),
-    }));
+    let hello = common::control_greeting("replay test");
     c.write_all(&hello).unwrap();
     let mut d = FrameDecoder::new();
     let w = read_msg(&mut c, &mut d);

@@ -82,14 +82,7 @@ impl Ctl {
     /// Greets; None when the server turned the connection away (busy, rate).
     fn hello(port: u16) -> Option<Ctl> {
         let mut s = connect(port);
-        let mut b = Preamble::Control {
-            version: PROTOCOL_VERSION,
-        }
-        .encode();
-        b.extend(protocol::encode(&Message::Hello {
-            version: PROTOCOL_VERSION,
-            software: "fault test".into(),
-        }));
+        let b = common::control_greeting("fault test");
         s.write_all(&b).ok()?;
         let mut c = Ctl {
             s,
@@ -226,21 +219,26 @@ fn iperf3_present() -> bool {
     ok
 }
 
-#[test]
-fn a_thousand_aborted_tests_leak_nothing() {
+/// A server with short timeouts, warmed up by one complete test; its pid, port and baseline usage.
+fn warm_server(handshake: &str, idle: &str) -> (ServerProc, u32, String, (usize, usize, u64)) {
     let s = ServerProc::start(
         "127.0.0.1",
-        &["--handshake-timeout", "2s", "--idle-timeout", "3s"],
+        &["--handshake-timeout", handshake, "--idle-timeout", idle],
     );
     let pid = s.process().id();
     let p = s.port.to_string();
-    // Warm up every path once, then take the baseline.
     let o = landspeed(
         &["run", "127.0.0.1", "-p", &p, "-n", "1M"],
         Duration::from_secs(30),
     );
     assert_eq!(o.code, 0, "{}", o.stderr);
-    let base = settle(pid, usage(pid), Duration::ZERO);
+    let base = usage(pid);
+    (s, pid, p, base)
+}
+
+#[test]
+fn a_thousand_aborted_tests_leak_nothing() {
+    let (s, pid, p, base) = warm_server("2s", "3s");
     let mut rng = Rng(0x1a2b_3c4d_5e6f_7081);
     let mut legit = vec![];
     let mut killed = 0;
@@ -367,18 +365,7 @@ fn sixteen_clients_mixing_protocols_for_a_minute() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(60);
     let iperf3 = iperf3_present();
-    let s = ServerProc::start(
-        "127.0.0.1",
-        &["--handshake-timeout", "3s", "--idle-timeout", "5s"],
-    );
-    let pid = s.process().id();
-    let p = s.port.to_string();
-    let o = landspeed(
-        &["run", "127.0.0.1", "-p", &p, "-n", "1M"],
-        Duration::from_secs(30),
-    );
-    assert_eq!(o.code, 0, "{}", o.stderr);
-    let base = usage(pid);
+    let (_s, pid, p, base) = warm_server("3s", "5s");
     let end = Instant::now() + Duration::from_secs(secs);
     let peak = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
     let workers: Vec<_> = (0..16u64)

@@ -249,3 +249,17 @@ pub fn check_invariants(r: &serde_json::Value) {
         assert_eq!(sum, iv["bytes"].as_u64().unwrap());
     }
 }
+
+/// The bytes a landspeed client opens its control connection with: the preamble and a hello.
+pub fn control_greeting(software: &str) -> Vec<u8> {
+    use landspeed_core::protocol::{encode, Message, Preamble, PROTOCOL_VERSION};
+    let mut b = Preamble::Control {
+        version: PROTOCOL_VERSION,
+    }
+    .encode();
+    b.extend(encode(&Message::Hello {
+        version: PROTOCOL_VERSION,
+        software: software.into(),
+    }));
+    b
+}
