@@ -37,6 +37,11 @@ pub enum Command {
     Run(RunArgs),
     /// Loopback server and client in one process: 4 streams for 5 seconds, full report.
     Demo(DemoArgs),
+    /// Measure the path to a host: RTT by UDP echo (landspeed server) or TCP connect time (any host).
+    #[command(
+        after_help = "Examples:\n  landspeed path host                    10 UDP echo probes to a landspeed server, ping-like summary\n  landspeed path host -c 100 -i 10ms     100 probes, 10 ms apart\n  landspeed path host --tcp 443          TCP connect time to port 443 of any host\n  landspeed path host --rtt --tcp --json both, as one JSON document"
+    )]
+    Path(crate::path::PathArgs),
     /// Packet-level WAN emulator: two namespaces joined through a delaying, shaping, lossy path.
     Wan(crate::wan::WanArgs),
 }
@@ -114,6 +119,13 @@ pub struct RunArgs {
     /// KEYFILE (a key file like the server's, or one line holding the secret alone).
     #[arg(long, value_name = "NAME:KEYFILE", value_parser = auth_spec)]
     pub auth: Option<(String, std::path::PathBuf)>,
+    /// Measure RTT with UDP echo probes before the transfer (idle) and during it (loaded): the queueing
+    /// delay the test causes, RFC 6349's Buffer Delay %, and the RTT in every interval.
+    #[arg(long)]
+    pub latency: bool,
+    /// Echo probes per second with --latency.
+    #[arg(long, value_name = "N", default_value_t = 20.0, requires = "latency")]
+    pub latency_rate: f64,
 }
 
 fn auth_spec(s: &str) -> Result<(String, std::path::PathBuf), String> {
@@ -246,6 +258,11 @@ fn bytes(s: &str) -> Result<Bytes, String> {
 fn rate(s: &str) -> Result<BitRate, String> {
     s.parse::<BitRate>().map_err(|e| e.to_string())
 }
+/// The duration parser, for other modules' arguments.
+pub fn duration_arg(s: &str) -> Result<Duration, String> {
+    duration(s)
+}
+
 fn duration(s: &str) -> Result<Duration, String> {
     parse_duration(s).map_err(|e| e.to_string())
 }

@@ -5,6 +5,7 @@
 mod args;
 mod keyfile;
 mod output;
+mod path;
 mod run;
 mod serve;
 mod wan;
@@ -33,6 +34,7 @@ fn main() -> ExitCode {
         args::Command::Serve(a) => serve::serve(a),
         args::Command::Run(a) => run::run(a),
         args::Command::Demo(a) => run::demo(a),
+        args::Command::Path(a) => path::path(a),
         args::Command::Wan(a) => wan::wan(a),
     };
     match outcome {

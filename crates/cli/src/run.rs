@@ -112,6 +112,24 @@ pub fn run(a: RunArgs) -> Result<bool> {
     };
     let spec = a.test.spec();
     let mut opts = options(&a.host, &a.test, spec);
+    if a.latency {
+        if !(a.latency_rate > 0.0 && a.latency_rate <= 1000.0) {
+            return Err(UsageError(format!(
+                "--latency-rate must be 0..=1000 per second, got {}",
+                a.latency_rate
+            ))
+            .into());
+        }
+        if a.iperf3 {
+            return Err(
+                UsageError("--latency needs a landspeed server's echo service, not --iperf3".into()).into(),
+            );
+        }
+        opts.latency = Some(landspeed_net::client::LatencyOptions {
+            probes_per_s: a.latency_rate,
+            ..Default::default()
+        });
+    }
     if let Some((name, file)) = &a.auth {
         let text = crate::keyfile::read(file)?;
         let key = landspeed_core::protocol::auth::client_key(name, &text)

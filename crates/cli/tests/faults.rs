@@ -39,6 +39,25 @@ fn settle(pid: u32, base: (usize, usize, u64), within: Duration) -> (usize, usiz
     }
 }
 
+/// The server's usage once it is idle: the same descriptor and thread counts for 300 ms running (a
+/// finished test's thread may still be exiting when its client returns).
+fn steady(pid: u32) -> (usize, usize, u64) {
+    let end = Instant::now() + Duration::from_secs(10);
+    let mut last = usage(pid);
+    let mut since = Instant::now();
+    while Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(20));
+        let now = usage(pid);
+        if (now.0, now.1) != (last.0, last.1) {
+            since = Instant::now();
+        } else if since.elapsed() >= Duration::from_millis(300) {
+            return now;
+        }
+        last = now;
+    }
+    last
+}
+
 /// A deterministic generator, so a failing sequence can be replayed.
 struct Rng(u64);
 impl Rng {
@@ -232,7 +251,7 @@ fn warm_server(handshake: &str, idle: &str) -> (ServerProc, u32, String, (usize,
         Duration::from_secs(30),
     );
     assert_eq!(o.code, 0, "{}", o.stderr);
-    let base = usage(pid);
+    let base = steady(pid);
     (s, pid, p, base)
 }
 
@@ -310,7 +329,7 @@ fn connect_from(last: u8, port: u16) -> TcpStream {
 fn silent_and_trickling_connections_cost_no_threads() {
     let s = ServerProc::start("127.0.0.1", &["--handshake-timeout", "2s"]);
     let pid = s.process().id();
-    let base = usage(pid);
+    let base = steady(pid);
     // 250 connections from five addresses, within the per-address cap, plus 100 more from one
     // address, over it: those are closed at once.
     let mut held = vec![];

@@ -146,6 +146,7 @@ fn flow_intervals(p: &FlowParts, ids: &[u32]) -> Vec<IntervalResult> {
                 throughput_bps: rate(bytes, secs),
                 omitted: sample.omitted,
                 streams,
+                probe_rtt: None,
             }
         })
         .collect()
@@ -619,6 +620,7 @@ pub fn assemble(inp: &Inputs) -> RunResult {
         remote: endpoint_summary("server", spec, inp.server),
         warnings,
         interrupted: ctx.interrupted,
+        latency: None,
     }
 }
 

@@ -7,6 +7,7 @@
 pub mod assemble;
 pub mod config;
 pub mod endpoint;
+pub mod path;
 pub mod payload;
 pub mod protocol;
 pub mod result;

@@ -34,6 +34,9 @@ pub struct RunResult {
     pub warnings: Vec<String>,
     /// The test was stopped early (Ctrl-C); figures cover what was moved until then.
     pub interrupted: bool,
+    /// `run --latency`: echo-probe RTT before and during the transfer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency: Option<crate::path::LatencyReport>,
 }
 
 /// The I/O paths used by the senders and receivers.
@@ -167,6 +170,17 @@ pub struct IntervalResult {
     pub throughput_bps: f64,
     pub omitted: bool,
     pub streams: Vec<IntervalStream>,
+    /// `run --latency`: the echo probes answered within this interval (median and largest RTT).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe_rtt: Option<ProbeRtt>,
+}
+
+/// Echo-probe RTT within one interval.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProbeRtt {
+    pub probes: u32,
+    pub median_ms: f64,
+    pub max_ms: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -3,8 +3,10 @@
 //! live intervals) is reported through a callback; nothing is printed here.
 
 mod iperf3;
+mod latency;
 
 pub use iperf3::run_iperf3_client;
+pub use latency::LatencyOptions;
 
 use crate::control::{self, ControlError, ControlWriter};
 use crate::engine::{self, DataStream, EngineHook, EngineParams, Flags, Wake};
@@ -45,6 +47,8 @@ pub struct ClientOptions {
     pub idle_timeout: Duration,
     /// The key to answer a server's authentication challenge with (`--auth`).
     pub auth: Option<landspeed_core::protocol::Key>,
+    /// Echo probes before and during the test (`--latency`).
+    pub latency: Option<LatencyOptions>,
 }
 
 impl ClientOptions {
@@ -61,6 +65,7 @@ impl ClientOptions {
             control_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(30),
             auth: None,
+            latency: None,
         }
     }
 }
@@ -112,6 +117,8 @@ pub enum ClientError {
     /// `run_iperf3_client`.
     #[error("{addr} is an iperf3 server (use --iperf3)")]
     Iperf3Server { addr: SocketAddr },
+    #[error("latency probes: {0}")]
+    Latency(#[from] crate::path::echo::EchoError),
 }
 
 fn resolve(opts: &ClientOptions) -> Result<SocketAddr, ClientError> {
@@ -197,6 +204,7 @@ impl LiveIntervals {
             throughput_bps: bytes as f64 * 8.0 / secs,
             omitted: s.omitted,
             streams,
+            probe_rtt: None,
         }
     }
 }
@@ -298,6 +306,10 @@ pub fn run_client(
         .local_addr()
         .map_err(|err| ClientError::Connect { addr, err })?;
     on_event(ClientEvent::Connected { local, remote: addr });
+    let mut latency = match &opts.latency {
+        Some(l) => Some(latency::LatencyRun::start(addr, l)?),
+        None => None,
+    };
     let cerr = |err| ClientError::Control { addr, err };
     let (mut reader, mut writer) = control::split(
         ctl.try_clone().map_err(|e| cerr(e.into()))?,
@@ -378,6 +390,16 @@ pub fn run_client(
         let (snd, rcv) = sockopt::granted(&s);
         warnings.extend(sockopt::window_warning(spec.window_bytes, snd, rcv));
     }
+    if let Some(l) = latency.as_mut() {
+        if !l.wait_idle() {
+            warnings.push(
+                "--latency: no echo replies from the server (UDP blocked, or not a landspeed server); \
+                 the latency figures are empty"
+                    .into(),
+            );
+        }
+        l.loaded();
+    }
     on_event(ClientEvent::Started {
         streams: spec.total_streams(),
         warnings: warnings.clone(),
@@ -417,6 +439,9 @@ pub fn run_client(
     } else {
         engine::run(&streams, &params, &flags, &tx, &rx, &mut hook, iface.as_deref())
     };
+    if let Some(l) = latency.as_mut() {
+        l.unloaded();
+    }
     let interrupted = interrupt.load(Relaxed);
     let local_report = out.report(opts.cpus.clone(), warnings);
     if let Some(f) = hook.failure.take() {
@@ -470,14 +495,18 @@ pub fn run_client(
         interrupted,
         "landspeed",
     );
-    Ok(assemble(&Inputs {
+    let mut result = assemble(&Inputs {
         spec,
         context,
         client: &local_report,
         server: &server_report,
         client_samples: &out.samples,
         server_samples: &server_samples,
-    }))
+    });
+    if let Some(l) = latency {
+        l.finish(&mut result);
+    }
+    Ok(result)
 }
 
 fn open_streams(

@@ -8,6 +8,7 @@ pub mod control;
 pub mod cpu;
 pub mod engine;
 pub mod host;
+pub mod path;
 pub mod pin;
 pub mod rlimit;
 pub mod server;

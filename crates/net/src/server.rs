@@ -369,11 +369,12 @@ impl Server {
     /// Serves until `stop` is raised (or after one test with `once`), then waits briefly for running
     /// tests to wind down.
     pub fn run(mut self, stop: &AtomicBool) -> Result<(), ServerError> {
-        self.shared.emit(ServerEvent::Listening(self.local_addrs()));
         for sock in self.udp_socks.drain(..) {
             let shared = self.shared.clone();
             std::thread::spawn(move || udp::listen(sock, &shared));
         }
+        // Announced once every listener (TCP and UDP) is ready.
+        self.shared.emit(ServerEvent::Listening(self.local_addrs()));
         let mut poll = Poll::new()?;
         for (i, l) in self.listeners.iter_mut().enumerate() {
             poll.registry().register(l, Token(i), Interest::READABLE)?;

@@ -93,6 +93,7 @@ mod tests {
             throughput_bps: 16.7e6,
             omitted: false,
             streams: vec![s(0), s(1)],
+            probe_rtt: None,
         };
         let lines = interval_line(Flow::ClientToServer, &iv, false, false);
         assert_eq!(lines.len(), 1);

@@ -199,6 +199,38 @@ fn payload(out: &mut String, r: &RunResult) {
     );
 }
 
+fn ms(x: Option<f64>) -> String {
+    x.map_or("-".into(), |v| format!("{v:.2}"))
+}
+
+/// `run --latency`: idle and loaded RTT side by side.
+fn latency(out: &mut String, l: &landspeed_core::path::LatencyReport) {
+    let _ = writeln!(
+        out,
+        "\nLatency (UDP echo, {} probes/s, {} B): median / p90 / p99 / max, probes lost",
+        l.probes_per_s, l.probe_bytes
+    );
+    for (name, s) in [("idle", &l.idle), ("loaded", &l.loaded)] {
+        let _ = writeln!(
+            out,
+            "  {name:<7} {} / {} / {} / {} ms (min {} ms), {} of {} lost",
+            ms(s.median_ms),
+            ms(s.p90_ms),
+            ms(s.p99_ms),
+            ms(s.max_ms),
+            ms(s.min_ms),
+            s.sent - s.received,
+            s.sent
+        );
+    }
+    let _ = writeln!(
+        out,
+        "  the transfer added {} ms (median); RFC 6349 buffer delay {}%",
+        ms(l.added_delay_ms),
+        l.buffer_delay_pct.map_or("-".into(), |v| format!("{v:.1}"))
+    );
+}
+
 /// The full human-readable report.
 pub fn render(r: &RunResult) -> String {
     let mut out = String::new();
@@ -252,6 +284,9 @@ pub fn render(r: &RunResult) -> String {
     }
     if r.directions.len() > 1 {
         totals(&mut out, "both directions", &r.summary, cfg.spec.length_bytes);
+    }
+    if let Some(l) = &r.latency {
+        latency(&mut out, l);
     }
     let _ = writeln!(out, "\nEnds:");
     endpoint(&mut out, &r.local);

@@ -2,6 +2,8 @@
 //! ends (pass or fail), and a way to run `landspeed run` against it and parse its JSON.
 #![allow(dead_code)]
 
+pub mod wan;
+
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::mpsc;

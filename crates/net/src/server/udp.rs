@@ -35,15 +35,26 @@ pub(super) fn bind(addr: SocketAddr, v6only: Option<bool>) -> std::io::Result<Ud
     Ok(s.into())
 }
 
-/// Receives hellos on one listener and hands them to their test, until the server shuts down.
+/// Receives hellos on one listener and hands them to their test, and answers echo probes (`landspeed
+/// path`, `run --latency`), until the server shuts down.
 pub(super) fn listen(sock: UdpSocket, shared: &Shared) {
     let _ = sock.set_read_timeout(Some(Duration::from_millis(100)));
+    let _ = crate::path::stamp::enable(&sock);
     let local = sock.local_addr().ok();
-    let mut buf = [0u8; 64];
+    let mut buf = vec![0u8; 65536];
     while !shared.shutdown.load(Relaxed) {
-        let Ok((n, peer)) = sock.recv_from(&mut buf) else {
+        let Ok((n, peer, stamp)) = crate::path::stamp::recv(&sock, &mut buf) else {
             continue;
         };
+        if buf[..4.min(n)] == landspeed_core::path::ECHO_MAGIC {
+            if shared.allowed(peer) {
+                let rx_ns = stamp.unwrap_or_else(crate::path::realtime_ns);
+                if let Some(len) = landspeed_core::path::echo::answer(&mut buf[..n], rx_ns) {
+                    let _ = sock.send_to(&buf[..len], peer);
+                }
+            }
+            continue;
+        }
         if buf[..n] == super::iperf3_udp::HELLO {
             if let Some(local) = local {
                 super::iperf3_udp::route_hello(shared, peer, local);

@@ -1,0 +1,180 @@
+//! `landspeed path HOST`: RTT by UDP echo against a landspeed server and by TCP connect time against any
+//! host, printed as ping-like lines and a summary, or as one JSON document (`--json`).
+
+use crate::UsageError;
+use anyhow::{Context, Result};
+use clap::Args;
+use landspeed_core::path::{PathReport, RttRun, RttSummary, PATH_SCHEMA};
+use landspeed_net::path::{echo, tcp_ping};
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Args, Debug)]
+pub struct PathArgs {
+    /// Host to measure the path to (a landspeed server for UDP echo; any host for --tcp).
+    pub host: String,
+    /// The landspeed server's port (its UDP echo shares the test port).
+    #[arg(short, long, default_value_t = 5201)]
+    pub port: u16,
+    /// RTT by UDP echo against a landspeed server (the default when nothing else is chosen).
+    #[arg(long)]
+    pub rtt: bool,
+    /// RTT by TCP connect time, against any host: PORT (default: --port).
+    #[arg(long, value_name = "PORT", num_args = 0..=1, default_missing_value = "0")]
+    pub tcp: Option<u16>,
+    /// Probes per series.
+    #[arg(short, long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub count: u32,
+    /// Time between probes.
+    #[arg(short, long, default_value = "200ms", value_parser = crate::args::duration_arg)]
+    pub interval: Duration,
+    /// UDP echo datagram size, header included (32..=65507).
+    #[arg(short, long, default_value_t = 64)]
+    pub size: usize,
+    /// How long to wait for an answer to a probe.
+    #[arg(short = 'W', long, default_value = "2s", value_parser = crate::args::duration_arg)]
+    pub timeout: Duration,
+    /// Only IPv4 / only IPv6.
+    #[arg(short = '4', long = "ipv4", conflicts_with = "ipv6")]
+    pub ipv4: bool,
+    #[arg(short = '6', long = "ipv6")]
+    pub ipv6: bool,
+    /// One JSON document instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn resolve(a: &PathArgs) -> Result<SocketAddr> {
+    let addrs: Vec<SocketAddr> = (a.host.as_str(), a.port)
+        .to_socket_addrs()
+        .with_context(|| format!("cannot resolve host '{}'", a.host))?
+        .collect();
+    addrs
+        .into_iter()
+        .find(|x| (!a.ipv4 || x.is_ipv4()) && (!a.ipv6 || x.is_ipv6()))
+        .with_context(|| format!("host '{}' has no address of the family asked for", a.host))
+}
+
+fn summary_line(s: &RttSummary) -> String {
+    let f = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.3}"));
+    format!(
+        "{} sent, {} received, {:.1}% loss; rtt min/avg/median/p90/p99/max/mdev = {}/{}/{}/{}/{}/{}/{} ms",
+        s.sent,
+        s.received,
+        s.loss_pct,
+        f(s.min_ms),
+        f(s.avg_ms),
+        f(s.median_ms),
+        f(s.p90_ms),
+        f(s.p99_ms),
+        f(s.max_ms),
+        f(s.mdev_ms)
+    )
+}
+
+pub fn path(a: PathArgs) -> Result<bool> {
+    if a.interval.is_zero() {
+        return Err(UsageError("--interval must be positive".into()).into());
+    }
+    let addr = resolve(&a)?;
+    let interrupt = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, interrupt.clone()).context("cannot install signal handler")?;
+    }
+    let text = !a.json;
+    let mut report = PathReport {
+        schema: PATH_SCHEMA.into(),
+        host: a.host.clone(),
+        address: addr.ip().to_string(),
+        started_utc: landspeed_core::result::format_utc(landspeed_net::path::realtime_ns() as f64 / 1e9),
+        ..PathReport::default()
+    };
+    let udp = a.rtt || a.tcp.is_none();
+    if udp {
+        let p = echo::EchoParams {
+            interval: a.interval,
+            size: a.size,
+            linger: a.timeout,
+        };
+        if text {
+            println!(
+                "RTT to {} ({addr}) by UDP echo, {} bytes, {} probes {:?} apart:",
+                a.host, a.size, a.count, a.interval
+            );
+        }
+        let probes = echo::ping(addr, a.count, &p, &interrupt, &mut |pr| {
+            if text {
+                let ms = pr.rtt.map_or(0.0, |d| d.as_secs_f64() * 1e3);
+                println!("  {} bytes from {addr}: seq={} rtt={ms:.3} ms", a.size, pr.seq);
+            }
+        })
+        .map_err(|e| UsageError(e.to_string()))?;
+        let samples = probes
+            .iter()
+            .map(|p| p.rtt.map(|d| d.as_secs_f64() * 1e3))
+            .collect();
+        let run = RttRun::new(
+            "udp-echo",
+            a.port,
+            Some(a.size as u32),
+            a.interval.as_secs_f64(),
+            samples,
+        );
+        if text {
+            println!("  {}", summary_line(&run.summary));
+            if run.summary.received == 0 {
+                println!(
+                    "  (no replies: is a landspeed server listening on UDP port {}? try --tcp)",
+                    a.port
+                );
+            }
+        }
+        report.rtt = Some(run);
+    }
+    if let Some(port) = a.tcp {
+        let port = if port == 0 { a.port } else { port };
+        let target = SocketAddr::new(addr.ip(), port);
+        if text {
+            println!(
+                "RTT to {} ({target}) by TCP connect, {} probes {:?} apart:",
+                a.host, a.count, a.interval
+            );
+        }
+        let conns = tcp_ping::ping(target, a.count, a.interval, a.timeout, &interrupt, &mut |c| {
+            if text {
+                match c.rtt {
+                    Some(d) => println!(
+                        "  connect to {target}: seq={} time={:.3} ms{}",
+                        c.seq,
+                        d.as_secs_f64() * 1e3,
+                        if c.refused {
+                            " (refused: nothing listens, the reset still timed a round trip)"
+                        } else {
+                            ""
+                        }
+                    ),
+                    None => println!(
+                        "  connect to {target}: seq={} no answer within {:?}",
+                        c.seq, a.timeout
+                    ),
+                }
+            }
+        });
+        let samples = conns
+            .iter()
+            .map(|c| c.rtt.map(|d| d.as_secs_f64() * 1e3))
+            .collect();
+        let run = RttRun::new("tcp-connect", port, None, a.interval.as_secs_f64(), samples);
+        if text {
+            println!("  {}", summary_line(&run.summary));
+        }
+        report.tcp_connect = Some(run);
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    }
+    let answered = |r: &Option<RttRun>| r.as_ref().is_none_or(|x| x.summary.received > 0);
+    Ok(answered(&report.rtt) && answered(&report.tcp_connect))
+}

@@ -1,0 +1,224 @@
+//! `landspeed path` and `run --latency`: on loopback the probes' bookkeeping (counts, JSON, refused TCP
+//! connects, --allow), and on the WAN emulator (root) the figures: the RTT of an emulated 40 ms path, and
+//! the queueing delay a transfer adds with a deep queue and with a shallow one.
+
+mod common;
+
+use common::wan::{root, Wan};
+use common::{landspeed, run_json, ServerProc};
+use serde_json::Value;
+use std::time::Duration;
+
+fn json(o: &common::Outcome) -> Value {
+    serde_json::from_str(&o.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}\n{}", o.stdout, o.stderr))
+}
+
+#[test]
+fn udp_echo_and_tcp_connect_on_loopback() {
+    let s = ServerProc::start("127.0.0.1", &[]);
+    let p = s.port.to_string();
+    let o = landspeed(
+        &[
+            "path",
+            "127.0.0.1",
+            "-p",
+            &p,
+            "-c",
+            "5",
+            "-i",
+            "20ms",
+            "--rtt",
+            "--tcp",
+            "--json",
+        ],
+        Duration::from_secs(30),
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let r = json(&o);
+    assert_eq!(r["schema"], "landspeed/path/1");
+    for k in ["rtt", "tcp_connect"] {
+        let sum = &r[k]["summary"];
+        assert_eq!(
+            (sum["sent"].as_u64(), sum["received"].as_u64()),
+            (Some(5), Some(5)),
+            "{k}: {r}"
+        );
+        assert!(sum["min_ms"].as_f64().unwrap() < 5.0, "{k}: loopback RTT {sum}");
+        assert_eq!(r[k]["samples_ms"].as_array().unwrap().len(), 5);
+    }
+    // Text: ping-like lines and the summary.
+    let o = landspeed(
+        &["path", "127.0.0.1", "-p", &p, "-c", "3", "-i", "10ms"],
+        Duration::from_secs(30),
+    );
+    assert_eq!(o.code, 0);
+    assert_eq!(o.stdout.matches("seq=").count(), 3, "{}", o.stdout);
+    assert!(o.stdout.contains("3 sent, 3 received, 0.0% loss"), "{}", o.stdout);
+}
+
+#[test]
+fn no_echo_service_is_loss_not_a_hang_and_refused_tcp_still_times() {
+    // A port nobody serves: UDP probes are lost (exit 1 with the hint), TCP connects are refused, and a
+    // refusal is a round trip.
+    let free = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let port = free.local_addr().unwrap().port().to_string();
+    drop(free);
+    let o = landspeed(
+        &[
+            "path",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "-c",
+            "2",
+            "-i",
+            "10ms",
+            "-W",
+            "200ms",
+        ],
+        Duration::from_secs(20),
+    );
+    assert_eq!(o.code, 1, "{}", o.stdout);
+    assert!(
+        o.stdout.contains("100.0% loss") && o.stdout.contains("--tcp"),
+        "{}",
+        o.stdout
+    );
+    let o = landspeed(
+        &[
+            "path",
+            "127.0.0.1",
+            "--tcp",
+            &port,
+            "-c",
+            "2",
+            "-i",
+            "10ms",
+            "--json",
+        ],
+        Duration::from_secs(20),
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(json(&o)["tcp_connect"]["summary"]["received"], 2);
+    // A server that does not take this address does not echo either.
+    let s = ServerProc::start("127.0.0.1", &["--allow", "192.0.2.0/24"]);
+    let p = s.port.to_string();
+    let o = landspeed(
+        &[
+            "path",
+            "127.0.0.1",
+            "-p",
+            &p,
+            "-c",
+            "2",
+            "-i",
+            "10ms",
+            "-W",
+            "200ms",
+        ],
+        Duration::from_secs(20),
+    );
+    assert_eq!(o.code, 1, "{}", o.stdout);
+}
+
+#[test]
+fn run_latency_reports_idle_loaded_and_per_interval_rtt() {
+    let s = ServerProc::start("127.0.0.1", &[]);
+    let r = run_json(
+        "127.0.0.1",
+        s.port,
+        &["-t", "2", "--latency", "--latency-rate", "50"],
+    );
+    let l = &r["latency"];
+    assert!(l["idle"]["received"].as_u64().unwrap() >= 10, "{l}");
+    assert!(l["loaded"]["sent"].as_u64().unwrap() >= 50, "{l}");
+    assert!(l["loaded"]["received"].as_u64().unwrap() > 0, "{l}");
+    assert!(l["buffer_delay_pct"].is_number(), "{l}");
+    let with_rtt = r["intervals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|iv| iv["probe_rtt"]["probes"].as_u64().unwrap_or(0) > 0)
+        .count();
+    assert!(with_rtt >= 1, "no interval carries probe RTT: {}", r["intervals"]);
+    let p = s.port.to_string();
+    let o = landspeed(
+        &["run", "127.0.0.1", "-p", &p, "-t", "1", "--latency"],
+        Duration::from_secs(30),
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(
+        o.stdout.contains("Latency (UDP echo") && o.stdout.contains("buffer delay"),
+        "{}",
+        o.stdout
+    );
+    let bad = landspeed(
+        &["run", "127.0.0.1", "-p", &p, "--latency", "--iperf3"],
+        Duration::from_secs(10),
+    );
+    assert_eq!(bad.code, 2, "{}", bad.stderr);
+}
+
+#[test]
+fn emulated_40ms_rtt_is_measured_within_half_a_millisecond() {
+    let Some(_lock) = root() else { return };
+    let mut w = Wan::up(&["--rtt", "40ms", "--rate", "1G"]);
+    w.serve_in_b();
+    let o = w.in_a(
+        &[
+            "path",
+            "198.18.0.2",
+            "-c",
+            "20",
+            "-i",
+            "50ms",
+            "--rtt",
+            "--tcp",
+            "--json",
+        ],
+        Duration::from_secs(60),
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let r = json(&o);
+    for k in ["rtt", "tcp_connect"] {
+        let min = r[k]["summary"]["min_ms"].as_f64().unwrap();
+        assert!(
+            (39.5..=40.5).contains(&min),
+            "{k}: min {min} ms for an emulated 40 ms"
+        );
+        assert_eq!(r[k]["summary"]["received"], 20, "{k}");
+    }
+}
+
+/// The median RTT the transfer added, from `run --latency` through the emulator.
+fn added_delay(queue: &str) -> (f64, Value) {
+    let mut w = Wan::up(&["--rtt", "20ms", "--rate", "100M", "--queue", queue]);
+    w.serve_in_b();
+    // Four streams: one stream's back-off after a loss leaves the other three filling the queue (a lone
+    // CUBIC flow spends seconds below its old window after the first loss).
+    let r = w.run_ok(&["-t", "4", "-P", "4", "--latency"]);
+    let l = r["latency"].clone();
+    (
+        l["added_delay_ms"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("no added delay: {l}")),
+        l,
+    )
+}
+
+#[test]
+fn loaded_rtt_rises_by_the_queue_and_not_without_one() {
+    let Some(_lock) = root() else { return };
+    // 1 BDP of queue at 100 Mbit/s and 20 ms: 250 kB, which takes 20 ms to drain. TCP senders keep it
+    // nearly full, so the loaded RTT rises by about that much.
+    let (deep, l) = added_delay("1bdp");
+    assert!(
+        (14.0..=24.0).contains(&deep),
+        "1 BDP queue added {deep} ms (expected ~20): {l}"
+    );
+    // A 0.1 BDP queue drains in 2 ms; on the 2-core VM the busy forwarder adds about 2.5 ms of its own
+    // under load (measured: +4.6 ms in all), still far below the deep queue's.
+    let (shallow, l) = added_delay("0.1bdp");
+    assert!(shallow < 6.5, "a 0.1 BDP queue (2 ms) added {shallow} ms: {l}");
+    assert!(deep > 3.0 * shallow.max(0.5));
+}

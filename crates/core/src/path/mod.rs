@@ -1,0 +1,12 @@
+//! Knowing the path, without I/O: the UDP echo probe format a landspeed server answers, RTT
+//! distributions (ping's summary and RFC 6349's buffer delay), and the report types `landspeed path`
+//! and `run --latency` fill. The probing itself lives in landspeed-net; docs/path.md describes the
+//! methods and their limits.
+
+pub mod echo;
+pub mod report;
+pub mod rtt;
+
+pub use echo::{EchoHeader, EchoKind, ECHO_HEADER_LEN, ECHO_MAGIC};
+pub use report::{PathReport, RttRun, PATH_SCHEMA};
+pub use rtt::{LatencyReport, RttSummary};
