@@ -37,9 +37,9 @@ pub enum Command {
     Run(RunArgs),
     /// Loopback server and client in one process: 4 streams for 5 seconds, full report.
     Demo(DemoArgs),
-    /// Measure the path to a host: RTT by UDP echo (landspeed server) or TCP connect time (any host).
+    /// Measure the path to a host: RTT (UDP echo, TCP connect), the route, and the path MTU.
     #[command(
-        after_help = "Examples:\n  landspeed path host                    10 UDP echo probes to a landspeed server, ping-like summary\n  landspeed path host -c 100 -i 10ms     100 probes, 10 ms apart\n  landspeed path host --tcp 443          TCP connect time to port 443 of any host\n  landspeed path host --rtt --tcp --json both, as one JSON document"
+        after_help = "Examples:\n  landspeed path host                    RTT (UDP echo and TCP connect), route and path MTU\n  landspeed path host --rtt -c 100 -i 10ms   100 UDP echo probes to a landspeed server, 10 ms apart\n  landspeed path host --tcp 443          TCP connect time to port 443 of any host\n  landspeed path host --trace -n         the route, numeric\n  landspeed path host --pmtu             largest packet that passes, and where bigger ones stop\n  landspeed path host --json             everything as one JSON document"
     )]
     Path(crate::path::PathArgs),
     /// Packet-level WAN emulator: two namespaces joined through a delaying, shaping, lossy path.

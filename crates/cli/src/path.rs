@@ -4,7 +4,7 @@
 use crate::UsageError;
 use anyhow::{Context, Result};
 use clap::Args;
-use landspeed_core::path::{PathReport, RttRun, RttSummary, PATH_SCHEMA};
+use landspeed_core::path::{Hop, PathReport, PmtuReport, RttRun, RttSummary, TraceReport, PATH_SCHEMA};
 use landspeed_net::path::{echo, tcp_ping};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::atomic::AtomicBool;
@@ -18,9 +18,25 @@ pub struct PathArgs {
     /// The landspeed server's port (its UDP echo shares the test port).
     #[arg(short, long, default_value_t = 5201)]
     pub port: u16,
-    /// RTT by UDP echo against a landspeed server (the default when nothing else is chosen).
+    /// RTT by UDP echo against a landspeed server. Without --rtt, --tcp, --trace or --pmtu, all four run.
     #[arg(long)]
     pub rtt: bool,
+    /// The route: UDP probes with rising TTL, ICMP answers read without raw sockets.
+    #[arg(long)]
+    pub trace: bool,
+    /// Path MTU: the largest packet that reaches the host with "don't fragment" set, and where bigger
+    /// ones stop.
+    #[arg(long)]
+    pub pmtu: bool,
+    /// No reverse names in the route.
+    #[arg(short = 'n', long = "numeric")]
+    pub numeric: bool,
+    /// Longest route followed.
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u8).range(1..=64))]
+    pub max_hops: u8,
+    /// Traceroute probes per hop.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u8).range(1..=10))]
+    pub queries: u8,
     /// RTT by TCP connect time, against any host: PORT (default: --port).
     #[arg(long, value_name = "PORT", num_args = 0..=1, default_missing_value = "0")]
     pub tcp: Option<u16>,
@@ -91,7 +107,8 @@ pub fn path(a: PathArgs) -> Result<bool> {
         started_utc: landspeed_core::result::format_utc(landspeed_net::path::realtime_ns() as f64 / 1e9),
         ..PathReport::default()
     };
-    let udp = a.rtt || a.tcp.is_none();
+    let all = !(a.rtt || a.tcp.is_some() || a.trace || a.pmtu);
+    let udp = a.rtt || all;
     if udp {
         let p = echo::EchoParams {
             interval: a.interval,
@@ -133,7 +150,7 @@ pub fn path(a: PathArgs) -> Result<bool> {
         }
         report.rtt = Some(run);
     }
-    if let Some(port) = a.tcp {
+    if let Some(port) = a.tcp.or(all.then_some(0)) {
         let port = if port == 0 { a.port } else { port };
         let target = SocketAddr::new(addr.ip(), port);
         if text {
@@ -172,9 +189,97 @@ pub fn path(a: PathArgs) -> Result<bool> {
         }
         report.tcp_connect = Some(run);
     }
+    if a.trace || all {
+        report.trace = Some(trace(&a, addr, &interrupt)?);
+    }
+    if a.pmtu || all {
+        let r = landspeed_net::path::pmtu::discover(addr, a.timeout.min(Duration::from_secs(1)), &interrupt)
+            .context("path MTU discovery")?;
+        if text {
+            println!("{}", pmtu_line(&r, addr));
+        }
+        report.pmtu = Some(r);
+    }
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     }
     let answered = |r: &Option<RttRun>| r.as_ref().is_none_or(|x| x.summary.received > 0);
-    Ok(answered(&report.rtt) && answered(&report.tcp_connect))
+    let reached = report.trace.as_ref().is_none_or(|t| t.reached);
+    let pmtu = report.pmtu.as_ref().is_none_or(|p| p.path_mtu.is_some());
+    Ok(answered(&report.rtt) && answered(&report.tcp_connect) && reached && pmtu)
+}
+
+fn trace(a: &PathArgs, addr: SocketAddr, interrupt: &AtomicBool) -> Result<TraceReport> {
+    use landspeed_net::path::trace as tr;
+    let text = !a.json;
+    let p = tr::TraceParams {
+        max_hops: a.max_hops,
+        probes: a.queries,
+        wait: a.timeout.min(Duration::from_secs(5)),
+        ..Default::default()
+    };
+    if text {
+        println!(
+            "Route to {} ({}), {} hops max, {} probes per hop:",
+            a.host,
+            addr.ip(),
+            a.max_hops,
+            a.queries
+        );
+    }
+    // Numeric lines as hops complete; names are looked up at the end, all together and bounded.
+    let mut r = tr::trace(addr.ip(), &p, interrupt, &mut |h| {
+        if text && a.numeric {
+            println!("{}", hop_line(h));
+        }
+    })
+    .context("traceroute")?;
+    if !a.numeric {
+        tr::name_hops(&mut r, Duration::from_secs(3));
+        if text {
+            for h in &r.hops {
+                println!("{}", hop_line(h));
+            }
+        }
+    }
+    if text && !r.reached {
+        println!("  (the target was not reached within {} hops)", r.hops.len());
+    }
+    Ok(r)
+}
+
+fn hop_line(h: &Hop) -> String {
+    let who = match (&h.address, &h.name) {
+        (Some(a), Some(n)) => format!("{n} ({a})"),
+        (Some(a), None) => a.clone(),
+        _ => "*".into(),
+    };
+    let times: Vec<String> = h
+        .probes
+        .iter()
+        .map(|p| p.rtt_ms.map_or("*".into(), |t| format!("{t:.3} ms")))
+        .collect();
+    format!(
+        "  {:>2}  {who}  {}{}",
+        h.ttl,
+        times.join("  "),
+        h.note.as_deref().map(|n| format!(" {n}")).unwrap_or_default()
+    )
+}
+
+fn pmtu_line(r: &PmtuReport, addr: SocketAddr) -> String {
+    match (r.path_mtu, &r.bottleneck, r.bottleneck_mtu) {
+        (None, _, _) => format!("Path MTU to {}: unknown (no probe was answered)", addr.ip()),
+        (Some(m), Some(b), Some(bm)) => format!(
+            "Path MTU to {}: {m} bytes (local interface {}); bigger packets stop at {b}, whose next link carries {bm}",
+            addr.ip(),
+            r.local_mtu
+        ),
+        (Some(m), _, _) if m < r.local_mtu.min(65_535) => format!(
+            "Path MTU to {}: {m} bytes (local interface {}); bigger packets vanish without an ICMP answer (a black hole)",
+            addr.ip(),
+            r.local_mtu
+        ),
+        (Some(m), _, _) => format!("Path MTU to {}: {m} bytes, the local interface's MTU", addr.ip()),
+    }
 }

@@ -4,6 +4,7 @@
 
 mod common;
 
+use common::chain::Chain;
 use common::wan::{root, Wan};
 use common::{landspeed, run_json, ServerProc};
 use serde_json::Value;
@@ -48,12 +49,41 @@ fn udp_echo_and_tcp_connect_on_loopback() {
     }
     // Text: ping-like lines and the summary.
     let o = landspeed(
-        &["path", "127.0.0.1", "-p", &p, "-c", "3", "-i", "10ms"],
+        &["path", "127.0.0.1", "-p", &p, "-c", "3", "-i", "10ms", "--rtt"],
         Duration::from_secs(30),
     );
     assert_eq!(o.code, 0);
     assert_eq!(o.stdout.matches("seq=").count(), 3, "{}", o.stdout);
     assert!(o.stdout.contains("3 sent, 3 received, 0.0% loss"), "{}", o.stdout);
+}
+
+#[test]
+fn without_a_choice_path_measures_everything() {
+    let s = ServerProc::start("127.0.0.1", &[]);
+    let p = s.port.to_string();
+    let o = landspeed(
+        &[
+            "path",
+            "127.0.0.1",
+            "-p",
+            &p,
+            "-c",
+            "3",
+            "-i",
+            "10ms",
+            "-n",
+            "--json",
+        ],
+        Duration::from_secs(60),
+    );
+    assert_eq!(o.code, 0, "{}\n{}", o.stdout, o.stderr);
+    let r = json(&o);
+    assert_eq!(r["rtt"]["summary"]["received"], 3);
+    assert_eq!(r["tcp_connect"]["summary"]["received"], 3);
+    assert_eq!(r["trace"]["reached"], true);
+    assert_eq!(r["trace"]["hops"][0]["address"], "127.0.0.1");
+    // Loopback's MTU is 65536; no IPv4 packet is longer than 65535 bytes.
+    assert_eq!(r["pmtu"]["path_mtu"], 65535, "{}", r["pmtu"]);
 }
 
 #[test]
@@ -75,6 +105,7 @@ fn no_echo_service_is_loss_not_a_hang_and_refused_tcp_still_times() {
             "10ms",
             "-W",
             "200ms",
+            "--rtt",
         ],
         Duration::from_secs(20),
     );
@@ -115,6 +146,7 @@ fn no_echo_service_is_loss_not_a_hang_and_refused_tcp_still_times() {
             "10ms",
             "-W",
             "200ms",
+            "--rtt",
         ],
         Duration::from_secs(20),
     );
@@ -221,4 +253,70 @@ fn loaded_rtt_rises_by_the_queue_and_not_without_one() {
     let (shallow, l) = added_delay("0.1bdp");
     assert!(shallow < 6.5, "a 0.1 BDP queue (2 ms) added {shallow} ms: {l}");
     assert!(deep > 3.0 * shallow.max(0.5));
+}
+
+#[test]
+fn traceroute_shows_each_router_of_a_chain_in_order() {
+    let Some(_lock) = root() else { return };
+    let mut c = Chain::up([1500, 1500, 1500]);
+    c.serve(3);
+    let o = c.landspeed(
+        0,
+        &["path", "198.18.103.2", "--trace", "-n", "--json"],
+        Duration::from_secs(60),
+    );
+    assert_eq!(o.code, 0, "{}\n{}", o.stdout, o.stderr);
+    let r = json(&o);
+    let t = &r["trace"];
+    assert_eq!(t["reached"], true, "{t}");
+    let hops: Vec<&str> = t["hops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["address"].as_str().unwrap_or("*"))
+        .collect();
+    assert_eq!(hops, ["198.18.101.2", "198.18.102.2", "198.18.103.2"], "{t}");
+    for h in t["hops"].as_array().unwrap() {
+        assert_eq!(h["probes"].as_array().unwrap().len(), 3);
+        assert!(h["probes"][0]["rtt_ms"].as_f64().unwrap() < 100.0);
+    }
+    // Text, with names looked up (none exist here; the addresses stand).
+    let o = c.landspeed(0, &["path", "198.18.103.2", "--trace"], Duration::from_secs(60));
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let lines: Vec<&str> = o
+        .stdout
+        .lines()
+        .filter(|l| l.trim_start().starts_with(char::is_numeric))
+        .collect();
+    assert_eq!(lines.len(), 3, "{}", o.stdout);
+    assert!(lines[1].contains("198.18.102.2"), "{}", o.stdout);
+}
+
+#[test]
+fn path_mtu_finds_a_1400_byte_link_inside_a_9000_byte_path() {
+    let Some(_lock) = root() else { return };
+    let mut c = Chain::up([9000, 1400, 9000]);
+    c.serve(3);
+    let o = c.landspeed(
+        0,
+        &["path", "198.18.103.2", "--pmtu", "--json"],
+        Duration::from_secs(60),
+    );
+    assert_eq!(o.code, 0, "{}\n{}", o.stdout, o.stderr);
+    let p = &json(&o)["pmtu"];
+    assert_eq!(p["local_mtu"], 9000, "{p}");
+    assert_eq!(p["path_mtu"], 1400, "{p}");
+    assert_eq!(
+        p["bottleneck"], "198.18.101.2",
+        "the first router refuses bigger packets: {p}"
+    );
+    assert_eq!(p["bottleneck_mtu"], 1400, "{p}");
+    // Without a landspeed server the target's port unreachable confirms the probes just as well.
+    let o = c.landspeed(
+        0,
+        &["path", "198.18.103.2", "-p", "40000", "--pmtu", "--json"],
+        Duration::from_secs(60),
+    );
+    assert_eq!(o.code, 0, "{}\n{}", o.stdout, o.stderr);
+    assert_eq!(json(&o)["pmtu"]["path_mtu"], 1400);
 }

@@ -2,6 +2,7 @@
 //! ends (pass or fail), and a way to run `landspeed run` against it and parse its JSON.
 #![allow(dead_code)]
 
+pub mod chain;
 pub mod wan;
 
 use std::io::{BufRead, BufReader};

@@ -8,5 +8,5 @@ pub mod report;
 pub mod rtt;
 
 pub use echo::{EchoHeader, EchoKind, ECHO_HEADER_LEN, ECHO_MAGIC};
-pub use report::{PathReport, RttRun, PATH_SCHEMA};
+pub use report::{Hop, HopProbe, PathReport, PmtuProbe, PmtuReport, RttRun, TraceReport, PATH_SCHEMA};
 pub use rtt::{LatencyReport, RttSummary};

@@ -18,6 +18,10 @@ pub struct PathReport {
     /// TCP connection set-up time, against any host.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tcp_connect: Option<RttRun>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<TraceReport>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pmtu: Option<PmtuReport>,
 }
 
 /// One series of RTT probes.
@@ -53,4 +57,60 @@ impl RttRun {
             summary,
         }
     }
+}
+
+/// A traceroute: the routers on the way, hop by hop.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TraceReport {
+    pub target: String,
+    /// UDP destination port of the first probe (each probe uses the next).
+    pub first_port: u16,
+    pub max_hops: u8,
+    pub probes_per_hop: u8,
+    pub reached: bool,
+    pub hops: Vec<Hop>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Hop {
+    pub ttl: u8,
+    /// Each probe: who answered and how fast (both null when nothing did).
+    pub probes: Vec<HopProbe>,
+    /// The answering address (the first one, when probes differ) and its reverse name.
+    pub address: Option<String>,
+    pub name: Option<String>,
+    /// traceroute's annotations: "!N", "!H", "!X", "!U" for unreachables other than the port.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HopProbe {
+    pub address: Option<String>,
+    pub rtt_ms: Option<f64>,
+}
+
+/// Path-MTU discovery: the largest packet that passes, and where bigger ones stop.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PmtuReport {
+    /// The MTU of the local interface towards the target.
+    pub local_mtu: u32,
+    /// The largest IP packet that reached the target (bytes, IP header included).
+    pub path_mtu: Option<u32>,
+    /// The router that refused bigger packets ("fragmentation needed"/"packet too big") and the
+    /// next-hop MTU it reported; null when bigger packets vanished without a word (a black hole).
+    pub bottleneck: Option<String>,
+    pub bottleneck_mtu: Option<u32>,
+    /// How the search went: each size tried and what happened.
+    pub probes: Vec<PmtuProbe>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PmtuProbe {
+    /// IP packet size.
+    pub size: u32,
+    /// "passed", "too-big" (with the router), or "lost".
+    pub outcome: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
 }

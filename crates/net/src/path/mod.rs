@@ -3,8 +3,11 @@
 //! are in landspeed-core's `path`; this module does the sending, receiving and timing.
 
 pub mod echo;
+pub mod errqueue;
+pub mod pmtu;
 pub mod stamp;
 pub mod tcp_ping;
+pub mod trace;
 
 /// The wall clock in nanoseconds (what kernel receive timestamps use).
 pub fn realtime_ns() -> u64 {
