@@ -123,6 +123,10 @@ pub struct RunArgs {
     /// delay the test causes, RFC 6349's Buffer Delay %, and the RTT in every interval.
     #[arg(long)]
     pub latency: bool,
+    /// Measure the path first (RTT, route, path MTU, capacity, as `landspeed path` does, briefly) and
+    /// put it in the result.
+    #[arg(long = "path", conflicts_with = "iperf3")]
+    pub measure_path: bool,
     /// Echo probes per second with --latency.
     #[arg(long, value_name = "N", default_value_t = 20.0, requires = "latency")]
     pub latency_rate: f64,

@@ -4,7 +4,9 @@
 use crate::UsageError;
 use anyhow::{Context, Result};
 use clap::Args;
-use landspeed_core::path::{Hop, PathReport, PmtuReport, RttRun, RttSummary, TraceReport, PATH_SCHEMA};
+use landspeed_core::path::{
+    CapacityReport, Hop, PathReport, PmtuReport, RttRun, RttSummary, TraceReport, PATH_SCHEMA,
+};
 use landspeed_net::path::{echo, tcp_ping};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::atomic::AtomicBool;
@@ -18,7 +20,8 @@ pub struct PathArgs {
     /// The landspeed server's port (its UDP echo shares the test port).
     #[arg(short, long, default_value_t = 5201)]
     pub port: u16,
-    /// RTT by UDP echo against a landspeed server. Without --rtt, --tcp, --trace or --pmtu, all four run.
+    /// RTT by UDP echo against a landspeed server. Without --rtt, --tcp, --trace, --pmtu or --capacity,
+    /// all of them run.
     #[arg(long)]
     pub rtt: bool,
     /// The route: UDP probes with rising TTL, ICMP answers read without raw sockets.
@@ -28,6 +31,12 @@ pub struct PathArgs {
     /// ones stop.
     #[arg(long)]
     pub pmtu: bool,
+    /// Bottleneck capacity from packet-train dispersion against a landspeed server.
+    #[arg(long)]
+    pub capacity: bool,
+    /// Packet trains for --capacity.
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub trains: u32,
     /// No reverse names in the route.
     #[arg(short = 'n', long = "numeric")]
     pub numeric: bool,
@@ -99,7 +108,45 @@ pub fn path(a: PathArgs) -> Result<bool> {
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, interrupt.clone()).context("cannot install signal handler")?;
     }
-    let text = !a.json;
+    let report = measure(&a, addr, &interrupt, !a.json)?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    }
+    let answered = |r: &Option<RttRun>| r.as_ref().is_none_or(|x| x.summary.received > 0);
+    let reached = report.trace.as_ref().is_none_or(|t| t.reached);
+    let pmtu = report.pmtu.as_ref().is_none_or(|p| p.path_mtu.is_some());
+    let capacity = report.capacity.as_ref().is_none_or(|c| c.estimate_bps.is_some());
+    Ok(answered(&report.rtt) && answered(&report.tcp_connect) && reached && pmtu && capacity)
+}
+
+impl PathArgs {
+    /// What `run --path` measures before its test: everything, briefly.
+    pub fn for_run(host: &str, port: u16) -> PathArgs {
+        PathArgs {
+            host: host.into(),
+            port,
+            rtt: false,
+            trace: false,
+            pmtu: false,
+            capacity: false,
+            trains: 10,
+            numeric: false,
+            max_hops: 30,
+            queries: 2,
+            tcp: None,
+            count: 10,
+            interval: Duration::from_millis(100),
+            size: 64,
+            timeout: Duration::from_secs(1),
+            ipv4: false,
+            ipv6: false,
+            json: true,
+        }
+    }
+}
+
+/// Runs the chosen measurements against `addr`; with `text`, prints ping-like lines as they come.
+pub fn measure(a: &PathArgs, addr: SocketAddr, interrupt: &AtomicBool, text: bool) -> Result<PathReport> {
     let mut report = PathReport {
         schema: PATH_SCHEMA.into(),
         host: a.host.clone(),
@@ -107,7 +154,7 @@ pub fn path(a: PathArgs) -> Result<bool> {
         started_utc: landspeed_core::result::format_utc(landspeed_net::path::realtime_ns() as f64 / 1e9),
         ..PathReport::default()
     };
-    let all = !(a.rtt || a.tcp.is_some() || a.trace || a.pmtu);
+    let all = !(a.rtt || a.tcp.is_some() || a.trace || a.pmtu || a.capacity);
     let udp = a.rtt || all;
     if udp {
         let p = echo::EchoParams {
@@ -121,7 +168,7 @@ pub fn path(a: PathArgs) -> Result<bool> {
                 a.host, a.size, a.count, a.interval
             );
         }
-        let probes = echo::ping(addr, a.count, &p, &interrupt, &mut |pr| {
+        let probes = echo::ping(addr, a.count, &p, interrupt, &mut |pr| {
             if text {
                 let ms = pr.rtt.map_or(0.0, |d| d.as_secs_f64() * 1e3);
                 println!("  {} bytes from {addr}: seq={} rtt={ms:.3} ms", a.size, pr.seq);
@@ -159,7 +206,7 @@ pub fn path(a: PathArgs) -> Result<bool> {
                 a.host, a.count, a.interval
             );
         }
-        let conns = tcp_ping::ping(target, a.count, a.interval, a.timeout, &interrupt, &mut |c| {
+        let conns = tcp_ping::ping(target, a.count, a.interval, a.timeout, interrupt, &mut |c| {
             if text {
                 match c.rtt {
                     Some(d) => println!(
@@ -190,28 +237,38 @@ pub fn path(a: PathArgs) -> Result<bool> {
         report.tcp_connect = Some(run);
     }
     if a.trace || all {
-        report.trace = Some(trace(&a, addr, &interrupt)?);
+        report.trace = Some(trace(a, addr, interrupt, text)?);
     }
     if a.pmtu || all {
-        let r = landspeed_net::path::pmtu::discover(addr, a.timeout.min(Duration::from_secs(1)), &interrupt)
+        let r = landspeed_net::path::pmtu::discover(addr, a.timeout.min(Duration::from_secs(1)), interrupt)
             .context("path MTU discovery")?;
         if text {
             println!("{}", pmtu_line(&r, addr));
         }
         report.pmtu = Some(r);
     }
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+    if a.capacity || all {
+        let p = landspeed_net::path::capacity::CapacityParams {
+            trains: a.trains,
+            packet_bytes: report
+                .pmtu
+                .as_ref()
+                .and_then(|m| m.path_mtu)
+                .unwrap_or(1500)
+                .min(1500),
+            ..Default::default()
+        };
+        let r = landspeed_net::path::capacity::estimate(addr, &p, interrupt).context("capacity estimate")?;
+        if text {
+            println!("{}", capacity_line(&r));
+        }
+        report.capacity = Some(r);
     }
-    let answered = |r: &Option<RttRun>| r.as_ref().is_none_or(|x| x.summary.received > 0);
-    let reached = report.trace.as_ref().is_none_or(|t| t.reached);
-    let pmtu = report.pmtu.as_ref().is_none_or(|p| p.path_mtu.is_some());
-    Ok(answered(&report.rtt) && answered(&report.tcp_connect) && reached && pmtu)
+    Ok(report)
 }
 
-fn trace(a: &PathArgs, addr: SocketAddr, interrupt: &AtomicBool) -> Result<TraceReport> {
+fn trace(a: &PathArgs, addr: SocketAddr, interrupt: &AtomicBool, text: bool) -> Result<TraceReport> {
     use landspeed_net::path::trace as tr;
-    let text = !a.json;
     let p = tr::TraceParams {
         max_hops: a.max_hops,
         probes: a.queries,
@@ -265,6 +322,26 @@ fn hop_line(h: &Hop) -> String {
         times.join("  "),
         h.note.as_deref().map(|n| format!(" {n}")).unwrap_or_default()
     )
+}
+
+fn capacity_line(r: &CapacityReport) -> String {
+    use landspeed_core::units::BitRate;
+    match (r.estimate_bps, r.p10_bps, r.p90_bps) {
+        (Some(e), Some(lo), Some(hi)) => format!(
+            "Bottleneck capacity: {} (10th-90th percentile {} - {}; {} of {} trains of {} x {} B packets; IP layer)",
+            BitRate(e),
+            BitRate(lo),
+            BitRate(hi),
+            r.trains_used,
+            r.trains_sent,
+            r.train_packets,
+            r.packet_bytes
+        ),
+        _ => format!(
+            "Bottleneck capacity: unknown ({} trains sent, none came back whole enough: needs a landspeed server)",
+            r.trains_sent
+        ),
+    }
 }
 
 fn pmtu_line(r: &PmtuReport, addr: SocketAddr) -> String {

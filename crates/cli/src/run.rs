@@ -55,6 +55,7 @@ fn execute(
     per_stream: bool,
     interval_lines: bool,
     iperf3: bool,
+    measure_path: bool,
 ) -> Result<bool> {
     if let Some(t) = opts.threads {
         if t == 0 || t > 1024 {
@@ -79,6 +80,21 @@ fn execute(
         opts.spec.clone(),
     );
     let interrupt = interrupt_flag()?;
+    let path = if measure_path {
+        let addr = std::net::ToSocketAddrs::to_socket_addrs(&(opts.host.as_str(), opts.port))
+            .with_context(|| format!("cannot resolve host '{}'", opts.host))?
+            .find(|a| match opts.family {
+                Some(Family::V4) => a.is_ipv4(),
+                Some(Family::V6) => a.is_ipv6(),
+                None => true,
+            })
+            .with_context(|| format!("host '{}' has no address of the family asked for", opts.host))?;
+        out.note("measuring the path first (--path)");
+        let a = crate::path::PathArgs::for_run(&opts.host, opts.port);
+        Some(crate::path::measure(&a, addr, &interrupt, false)?)
+    } else {
+        None
+    };
     let outcome = if iperf3 {
         run_iperf3_client(&opts, false, &interrupt, &mut |ev| out.event(ev))
     } else {
@@ -91,7 +107,8 @@ fn execute(
         }
     };
     match outcome {
-        Ok(r) => {
+        Ok(mut r) => {
+            r.path = path;
             out.result(&r);
             Ok(trustworthy(&r))
         }
@@ -142,6 +159,7 @@ pub fn run(a: RunArgs) -> Result<bool> {
         a.test.per_stream,
         !a.test.interval.is_zero(),
         a.iperf3,
+        a.measure_path,
     )
 }
 
@@ -180,6 +198,7 @@ pub fn demo(a: DemoArgs) -> Result<bool> {
         if a.json { Format::Json } else { Format::Text },
         false,
         true,
+        false,
         false,
     );
     stop.store(true, Relaxed);

@@ -84,6 +84,12 @@ fn without_a_choice_path_measures_everything() {
     assert_eq!(r["trace"]["hops"][0]["address"], "127.0.0.1");
     // Loopback's MTU is 65536; no IPv4 packet is longer than 65535 bytes.
     assert_eq!(r["pmtu"]["path_mtu"], 65535, "{}", r["pmtu"]);
+    assert!(
+        r["capacity"]["estimate_bps"].as_f64().unwrap() > 0.0,
+        "{}",
+        r["capacity"]
+    );
+    assert_eq!(r["capacity"]["trains_sent"], 20);
 }
 
 #[test]
@@ -319,4 +325,45 @@ fn path_mtu_finds_a_1400_byte_link_inside_a_9000_byte_path() {
     );
     assert_eq!(o.code, 0, "{}\n{}", o.stdout, o.stderr);
     assert_eq!(json(&o)["pmtu"]["path_mtu"], 1400);
+}
+
+#[test]
+fn capacity_of_an_emulated_1_gbit_bottleneck_within_15_percent() {
+    let Some(_lock) = root() else { return };
+    let mut w = Wan::up(&["--rtt", "10ms", "--rate", "1G"]);
+    w.serve_in_b();
+    let o = w.in_a(
+        &["path", "198.18.0.2", "--capacity", "--json"],
+        Duration::from_secs(60),
+    );
+    assert_eq!(o.code, 0, "{}\n{}", o.stdout, o.stderr);
+    let c = &json(&o)["capacity"];
+    let e = c["estimate_bps"].as_f64().unwrap();
+    assert!((0.85e9..=1.15e9).contains(&e), "estimate {e} for 1 Gbit/s: {c}");
+    assert!(c["trains_used"].as_u64().unwrap() >= 10, "{c}");
+    assert!(c["p10_bps"].as_f64().unwrap() <= e && e <= c["p90_bps"].as_f64().unwrap());
+}
+
+#[test]
+fn run_path_puts_the_path_in_the_result() {
+    let s = ServerProc::start("127.0.0.1", &[]);
+    let r = run_json("127.0.0.1", s.port, &["-n", "2M", "--path", "--latency"]);
+    let p = &r["path"];
+    assert_eq!(p["schema"], "landspeed/path/1");
+    assert_eq!(p["rtt"]["summary"]["received"], 10, "{p}");
+    assert_eq!(p["trace"]["reached"], true, "{p}");
+    assert!(p["pmtu"]["path_mtu"].as_u64().unwrap() >= 1500, "{p}");
+    assert!(p["capacity"]["estimate_bps"].is_number(), "{p}");
+    assert!(r["latency"]["idle"]["received"].as_u64().unwrap() > 0);
+    let port = s.port.to_string();
+    let o = landspeed(
+        &["run", "127.0.0.1", "-p", &port, "-n", "1M", "--path"],
+        Duration::from_secs(60),
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(
+        o.stdout.contains("measured before the test") && o.stdout.contains("path MTU"),
+        "{}",
+        o.stdout
+    );
 }

@@ -621,6 +621,7 @@ pub fn assemble(inp: &Inputs) -> RunResult {
         warnings,
         interrupted: ctx.interrupted,
         latency: None,
+        path: None,
     }
 }
 

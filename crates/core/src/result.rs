@@ -37,6 +37,9 @@ pub struct RunResult {
     /// `run --latency`: echo-probe RTT before and during the transfer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency: Option<crate::path::LatencyReport>,
+    /// `run --path`: RTT, route, path MTU and capacity measured just before the test.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<crate::path::PathReport>,
 }
 
 /// The I/O paths used by the senders and receivers.

@@ -231,6 +231,70 @@ fn latency(out: &mut String, l: &landspeed_core::path::LatencyReport) {
     );
 }
 
+/// `run --path`: what was measured of the path before the test, one line per measurement.
+fn path(out: &mut String, p: &landspeed_core::path::PathReport) {
+    let _ = writeln!(
+        out,
+        "\nPath to {} ({}), measured before the test:",
+        p.host, p.address
+    );
+    for r in [&p.rtt, &p.tcp_connect].into_iter().flatten() {
+        let s = &r.summary;
+        let _ = writeln!(
+            out,
+            "  RTT ({}): min {} / median {} / p99 {} / max {} ms, {} of {} lost",
+            r.method,
+            ms(s.min_ms),
+            ms(s.median_ms),
+            ms(s.p99_ms),
+            ms(s.max_ms),
+            s.sent - s.received,
+            s.sent
+        );
+    }
+    if let Some(t) = &p.trace {
+        let hops: Vec<String> = t
+            .hops
+            .iter()
+            .map(|h| match (&h.address, &h.name) {
+                (Some(a), Some(n)) => format!("{n} ({a})"),
+                (Some(a), None) => a.clone(),
+                _ => "*".into(),
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "  route, {} hop(s){}: {}",
+            t.hops.len(),
+            if t.reached { "" } else { ", target NOT reached" },
+            hops.join(" > ")
+        );
+    }
+    if let Some(m) = &p.pmtu {
+        let at = match (&m.bottleneck, m.bottleneck_mtu) {
+            (Some(b), Some(bm)) => format!("; bigger packets stop at {b} (next link {bm})"),
+            _ => String::new(),
+        };
+        let _ = writeln!(
+            out,
+            "  path MTU {} bytes (local interface {}){at}",
+            m.path_mtu.map_or("unknown".into(), |v| v.to_string()),
+            m.local_mtu
+        );
+    }
+    if let Some(c) = &p.capacity {
+        let _ = writeln!(
+            out,
+            "  bottleneck capacity {} (10th-90th percentile {} - {}, {} trains)",
+            c.estimate_bps
+                .map_or("unknown".into(), |v| BitRate(v).to_string()),
+            c.p10_bps.map_or("-".into(), |v| BitRate(v).to_string()),
+            c.p90_bps.map_or("-".into(), |v| BitRate(v).to_string()),
+            c.trains_used
+        );
+    }
+}
+
 /// The full human-readable report.
 pub fn render(r: &RunResult) -> String {
     let mut out = String::new();
@@ -287,6 +351,9 @@ pub fn render(r: &RunResult) -> String {
     }
     if let Some(l) = &r.latency {
         latency(&mut out, l);
+    }
+    if let Some(p) = &r.path {
+        path(&mut out, p);
     }
     let _ = writeln!(out, "\nEnds:");
     endpoint(&mut out, &r.local);

@@ -8,5 +8,7 @@ pub mod report;
 pub mod rtt;
 
 pub use echo::{EchoHeader, EchoKind, ECHO_HEADER_LEN, ECHO_MAGIC};
-pub use report::{Hop, HopProbe, PathReport, PmtuProbe, PmtuReport, RttRun, TraceReport, PATH_SCHEMA};
+pub use report::{
+    CapacityReport, Hop, HopProbe, PathReport, PmtuProbe, PmtuReport, RttRun, TraceReport, PATH_SCHEMA,
+};
 pub use rtt::{LatencyReport, RttSummary};

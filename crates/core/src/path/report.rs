@@ -22,6 +22,8 @@ pub struct PathReport {
     pub trace: Option<TraceReport>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pmtu: Option<PmtuReport>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<CapacityReport>,
 }
 
 /// One series of RTT probes.
@@ -113,4 +115,68 @@ pub struct PmtuProbe {
     pub outcome: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from: Option<String>,
+}
+
+/// The bottleneck's capacity from packet-train dispersion: back-to-back packets leave the narrowest link
+/// spaced by its serialization time, and the receiver's timestamps measure that spacing.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CapacityReport {
+    /// IP packet size of the train's packets.
+    pub packet_bytes: u32,
+    pub train_packets: u32,
+    pub trains_sent: u32,
+    /// Trains with enough packets back to measure.
+    pub trains_used: u32,
+    /// Median of the per-train estimates, IP-layer bits per second (link framing not counted).
+    pub estimate_bps: Option<f64>,
+    /// 10th and 90th percentile of the per-train estimates: the spread.
+    pub p10_bps: Option<f64>,
+    pub p90_bps: Option<f64>,
+    pub per_train_bps: Vec<f64>,
+}
+
+impl CapacityReport {
+    /// Fills the estimate and spread from `per_train_bps`.
+    pub fn summarize(&mut self) {
+        let mut v: Vec<f64> = self
+            .per_train_bps
+            .iter()
+            .copied()
+            .filter(|x| x.is_finite() && *x > 0.0)
+            .collect();
+        v.sort_by(f64::total_cmp);
+        self.trains_used = v.len() as u32;
+        self.estimate_bps = super::rtt::quantile(&v, 0.5);
+        self.p10_bps = super::rtt::quantile(&v, 0.1);
+        self.p90_bps = super::rtt::quantile(&v, 0.9);
+    }
+}
+
+/// One train's estimate: `received` packets of `packet_bytes`, the first and last arriving `spread_ns`
+/// apart, carried (received − 1) packets' worth of bits through the bottleneck in that time.
+pub fn train_estimate_bps(received: u32, packet_bytes: u32, spread_ns: u64) -> Option<f64> {
+    (received >= 2 && spread_ns > 0)
+        .then(|| f64::from(received - 1) * f64::from(packet_bytes) * 8.0 / (spread_ns as f64 / 1e9))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dispersion_arithmetic() {
+        // 1500-byte packets 12 µs apart: 1 Gbit/s.
+        let e = train_estimate_bps(48, 1500, 47 * 12_000).unwrap();
+        assert!((e - 1e9).abs() < 1.0, "{e}");
+        assert_eq!(train_estimate_bps(1, 1500, 10), None);
+        assert_eq!(train_estimate_bps(5, 1500, 0), None);
+        let mut r = CapacityReport {
+            per_train_bps: vec![9e8, 1e9, 1.1e9, f64::NAN, 0.0],
+            ..Default::default()
+        };
+        r.summarize();
+        assert_eq!(r.trains_used, 3);
+        assert_eq!(r.estimate_bps, Some(1e9));
+        assert!((r.p10_bps.unwrap() - 9.2e8).abs() < 1.0);
+    }
 }
