@@ -367,3 +367,21 @@ fn run_path_puts_the_path_in_the_result() {
         o.stdout
     );
 }
+
+#[test]
+fn ipv6_route_and_mtu_on_loopback() {
+    let s = ServerProc::start("::1", &[]);
+    let p = s.port.to_string();
+    let o = landspeed(
+        &[
+            "path", "::1", "-p", &p, "--trace", "--pmtu", "--rtt", "-c", "2", "-i", "10ms", "-n", "--json",
+        ],
+        Duration::from_secs(60),
+    );
+    assert_eq!(o.code, 0, "{}\n{}", o.stdout, o.stderr);
+    let r = json(&o);
+    assert_eq!(r["rtt"]["summary"]["received"], 2);
+    assert_eq!(r["trace"]["reached"], true);
+    assert_eq!(r["trace"]["hops"][0]["address"], "::1");
+    assert_eq!(r["pmtu"]["path_mtu"], r["pmtu"]["local_mtu"], "{}", r["pmtu"]);
+}

@@ -121,4 +121,9 @@ fn main() {
     landspeed_core::udp::Header { seq: 42, sent_ns: 1 }.write_iperf3(&mut udp, true);
     write("data_hello", "udp-iperf3", &udp);
     write("data_hello", "keyfile", b"# keys\nalice 0123456789abcdef0123\n");
+    let mut echo = vec![0u8; 64];
+    landspeed_core::path::EchoHeader::request(7, 1, 123, false).write(&mut echo);
+    write("data_hello", "echo", &echo);
+    landspeed_core::path::EchoHeader::request(7, 2, 123, true).write(&mut echo);
+    write("data_hello", "echo-short", &echo);
 }

@@ -92,7 +92,7 @@ pub fn iperf3_decoder(data: &[u8]) {
 }
 
 /// The first bytes of a connection and of a UDP stream: landspeed's preamble, an iperf3 cookie, the UDP
-/// datagram headers of both protocols.
+/// datagram headers of both protocols, and the echo probes the server answers.
 pub fn data_hello(data: &[u8]) {
     match Preamble::parse(data) {
         Ok(Some((p, used))) => {
@@ -105,6 +105,11 @@ pub fn data_hello(data: &[u8]) {
     let _ = protocol::classify(data.first().copied().unwrap_or(0));
     if let Some(c) = Cookie::parse(data) {
         assert_eq!(Cookie::parse(&c.to_wire()), Some(c));
+    }
+    // The server's echo: it answers in place and never with more bytes than it got.
+    let mut echo = data.to_vec();
+    if let Some(n) = landspeed_core::path::echo::answer(&mut echo, 1) {
+        assert!(n <= data.len());
     }
     let _ = landspeed_core::udp::Header::read(data);
     let _ = landspeed_core::udp::Header::read_iperf3(data, false);
