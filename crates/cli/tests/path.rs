@@ -10,6 +10,13 @@ use common::{landspeed, run_json, ServerProc};
 use serde_json::Value;
 use std::time::Duration;
 
+/// `landspeed path 127.0.0.1 -p PORT ARGS`.
+fn path_on(port: &str, args: &[&str]) -> common::Outcome {
+    let mut all = vec!["path", "127.0.0.1", "-p", port];
+    all.extend_from_slice(args);
+    landspeed(&all, Duration::from_secs(60))
+}
+
 fn json(o: &common::Outcome) -> Value {
     serde_json::from_str(&o.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}\n{}", o.stdout, o.stderr))
 }
@@ -18,22 +25,7 @@ fn json(o: &common::Outcome) -> Value {
 fn udp_echo_and_tcp_connect_on_loopback() {
     let s = ServerProc::start("127.0.0.1", &[]);
     let p = s.port.to_string();
-    let o = landspeed(
-        &[
-            "path",
-            "127.0.0.1",
-            "-p",
-            &p,
-            "-c",
-            "5",
-            "-i",
-            "20ms",
-            "--rtt",
-            "--tcp",
-            "--json",
-        ],
-        Duration::from_secs(30),
-    );
+    let o = path_on(&p, &["-c", "5", "-i", "20ms", "--rtt", "--tcp", "--json"]);
     assert_eq!(o.code, 0, "{}", o.stderr);
     let r = json(&o);
     assert_eq!(r["schema"], "landspeed/path/1");
@@ -48,10 +40,7 @@ fn udp_echo_and_tcp_connect_on_loopback() {
         assert_eq!(r[k]["samples_ms"].as_array().unwrap().len(), 5);
     }
     // Text: ping-like lines and the summary.
-    let o = landspeed(
-        &["path", "127.0.0.1", "-p", &p, "-c", "3", "-i", "10ms", "--rtt"],
-        Duration::from_secs(30),
-    );
+    let o = path_on(&p, &["-c", "3", "-i", "10ms", "--rtt"]);
     assert_eq!(o.code, 0);
     assert_eq!(o.stdout.matches("seq=").count(), 3, "{}", o.stdout);
     assert!(o.stdout.contains("3 sent, 3 received, 0.0% loss"), "{}", o.stdout);
@@ -61,21 +50,7 @@ fn udp_echo_and_tcp_connect_on_loopback() {
 fn without_a_choice_path_measures_everything() {
     let s = ServerProc::start("127.0.0.1", &[]);
     let p = s.port.to_string();
-    let o = landspeed(
-        &[
-            "path",
-            "127.0.0.1",
-            "-p",
-            &p,
-            "-c",
-            "3",
-            "-i",
-            "10ms",
-            "-n",
-            "--json",
-        ],
-        Duration::from_secs(60),
-    );
+    let o = path_on(&p, &["-c", "3", "-i", "10ms", "-n", "--json"]);
     assert_eq!(o.code, 0, "{}\n{}", o.stdout, o.stderr);
     let r = json(&o);
     assert_eq!(r["rtt"]["summary"]["received"], 3);
@@ -140,22 +115,7 @@ fn no_echo_service_is_loss_not_a_hang_and_refused_tcp_still_times() {
     // A server that does not take this address does not echo either.
     let s = ServerProc::start("127.0.0.1", &["--allow", "192.0.2.0/24"]);
     let p = s.port.to_string();
-    let o = landspeed(
-        &[
-            "path",
-            "127.0.0.1",
-            "-p",
-            &p,
-            "-c",
-            "2",
-            "-i",
-            "10ms",
-            "-W",
-            "200ms",
-            "--rtt",
-        ],
-        Duration::from_secs(20),
-    );
+    let o = path_on(&p, &["-c", "2", "-i", "10ms", "-W", "200ms", "--rtt"]);
     assert_eq!(o.code, 1, "{}", o.stdout);
 }
 
