@@ -12,6 +12,7 @@ pub mod payload;
 pub mod protocol;
 pub mod result;
 pub mod stats;
+pub mod sweep;
 pub mod udp;
 pub mod units;
 

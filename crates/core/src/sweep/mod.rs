@@ -1,0 +1,9 @@
+//! Campaigns like SLAC's IEPM bulk-throughput pages, without I/O: the statistics of repeated runs in one
+//! (window, streams) cell, the straight line through the origin that throughput follows while the window
+//! limits it, and which cell is best. The sweep driver, the archive and the plots build on these.
+
+pub mod fit;
+pub mod stats;
+
+pub use fit::{best_cells, window_fit, BestCells, WindowFit};
+pub use stats::CellStats;
