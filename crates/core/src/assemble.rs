@@ -608,7 +608,6 @@ pub fn assemble(inp: &Inputs) -> RunResult {
             threads: ctx.threads,
             cpus: ctx.cpus.clone(),
             bind: ctx.bind.clone(),
-            verify: spec.verify,
         },
         payload,
         data_path: data_path(spec, inp),
@@ -720,6 +719,9 @@ mod tests {
             client_samples: &[],
             server_samples: &ss,
         });
+        // The JSON document reads back into the same result (no key twice, nothing lost).
+        let back: RunResult = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
+        assert_eq!(back, r);
         assert_eq!(r.summary.bytes_received, 4000);
         assert_eq!(r.summary.bytes_sent, 4000);
         assert_eq!(r.summary.omitted_bytes, 2000);

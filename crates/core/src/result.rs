@@ -88,8 +88,6 @@ pub struct ResolvedConfig {
     pub threads: u32,
     pub cpus: Option<Vec<usize>>,
     pub bind: Option<String>,
-    /// Whether received bytes were checked against the expected payload.
-    pub verify: bool,
 }
 
 /// Totals for a direction (or for the whole test). Warm-up bytes (`-O`) are excluded from every figure

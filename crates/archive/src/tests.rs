@@ -1,0 +1,191 @@
+use super::*;
+use landspeed_core::assemble::{assemble, Inputs, RunContext};
+use landspeed_core::config::TestSpec;
+use landspeed_core::endpoint::EndpointReport;
+
+fn result(host: &str, started: f64, streams: u32, window: Option<u64>, bps: f64) -> RunResult {
+    let spec = TestSpec {
+        streams,
+        window_bytes: window,
+        ..TestSpec::default()
+    };
+    let e = EndpointReport::default();
+    let mut r = assemble(&Inputs {
+        spec: &spec,
+        context: RunContext {
+            host: host.into(),
+            port: 5201,
+            local_address: "192.0.2.1:40000".into(),
+            remote_address: "192.0.2.2:5201".into(),
+            family: "ipv4".into(),
+            threads: 1,
+            cpus: None,
+            bind: None,
+            started_unix_s: started,
+            interrupted: false,
+            protocol: "landspeed".into(),
+        },
+        client: &e,
+        server: &e,
+        client_samples: &[],
+        server_samples: &[],
+    });
+    r.summary.throughput_bps = bps;
+    r
+}
+
+fn temp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("landspeed-archive-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d.join("sub").join("archive.db")
+}
+
+#[test]
+fn save_get_list_and_filter() {
+    let a = Archive::open_in_memory().unwrap();
+    assert_eq!(a.version().unwrap(), SCHEMA_VERSION);
+    let r1 = result("alpha", 1000.0, 1, None, 1e9);
+    let r2 = result("beta", 2000.0, 4, Some(1 << 20), 2e9);
+    let id1 = a.save(&r1, &RunMeta::default()).unwrap();
+    let id2 = a
+        .save(
+            &r2,
+            &RunMeta {
+                tag: Some("lsr".into()),
+                sweep: None,
+            },
+        )
+        .unwrap();
+    assert_eq!(a.get(id1).unwrap().unwrap(), r1, "the whole result comes back");
+    assert_eq!(a.get(999).unwrap(), None);
+    let all = a.list(&Filter::default()).unwrap();
+    assert_eq!(
+        all.iter().map(|r| r.id).collect::<Vec<_>>(),
+        [id2, id1],
+        "newest first"
+    );
+    assert_eq!(all[0].window_bytes, Some(1 << 20));
+    assert_eq!((all[0].streams, all[0].transport.as_str()), (4, "tcp"));
+    let beta = a
+        .list(&Filter {
+            host: Some("beta".into()),
+            ..Filter::default()
+        })
+        .unwrap();
+    assert_eq!(beta.len(), 1);
+    let tagged = a
+        .list(&Filter {
+            tag: Some("lsr".into()),
+            ..Filter::default()
+        })
+        .unwrap();
+    assert_eq!(tagged[0].id, id2);
+    let early = a
+        .list(&Filter {
+            until_unix_s: Some(1500.0),
+            ..Filter::default()
+        })
+        .unwrap();
+    assert_eq!(early[0].id, id1);
+    let csv = to_csv(&all);
+    assert_eq!(csv.lines().count(), 3);
+    assert!(
+        csv.lines()
+            .nth(1)
+            .unwrap()
+            .contains(",beta,landspeed,tcp,forward,4,1048576,2000000000,"),
+        "{csv}"
+    );
+}
+
+#[test]
+fn sweep_cells_are_unique() {
+    let a = Archive::open_in_memory().unwrap();
+    let s = a
+        .create_sweep("alpha", "2026-11-22T00:00:00Z", "{\"windows\":[1]}")
+        .unwrap();
+    let r = result("alpha", 1.0, 2, Some(65536), 1e8);
+    let meta = RunMeta {
+        tag: None,
+        sweep: Some((s, 0)),
+    };
+    a.save(&r, &meta).unwrap();
+    // The same cell and repetition again: refused, so a resumed sweep can never count a cell twice.
+    assert!(a.save(&r, &meta).is_err());
+    a.save(
+        &r,
+        &RunMeta {
+            tag: None,
+            sweep: Some((s, 1)),
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        a.list(&Filter {
+            sweep_id: Some(s),
+            ..Filter::default()
+        })
+        .unwrap()
+        .len(),
+        2
+    );
+    assert_eq!(a.sweep_plan(s).unwrap().as_deref(), Some("{\"windows\":[1]}"));
+    a.set_sweep_status(s, "done").unwrap();
+}
+
+#[test]
+fn a_first_version_archive_is_migrated() {
+    let path = temp("migrate");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let old = result("old-host", 5.0, 2, Some(262_144), 5e8);
+    {
+        // Written as landspeed's first archive version wrote it.
+        let c = Connection::open(&path).unwrap();
+        c.execute_batch(schema::MIGRATIONS[0]).unwrap();
+        c.pragma_update(None, "user_version", 1).unwrap();
+        c.execute(
+            "INSERT INTO runs (started_unix_s, started_utc, host, port, protocol, direction, streams,
+                throughput_bps, bytes_received, result_json) VALUES (5.0, 'x', 'old-host', 5201, 'landspeed',
+                'forward', 2, 5e8, 0, ?1)",
+            [serde_json::to_string(&old).unwrap()],
+        )
+        .unwrap();
+    }
+    let a = Archive::open(&path).unwrap();
+    assert_eq!(a.version().unwrap(), SCHEMA_VERSION);
+    let rows = a.list(&Filter::default()).unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(
+        rows[0].window_bytes,
+        Some(262_144),
+        "backfilled from the stored JSON"
+    );
+    assert_eq!(rows[0].transport, "tcp");
+    assert_eq!(a.get(rows[0].id).unwrap().unwrap(), old);
+    // New columns work on the migrated file.
+    a.save(
+        &old,
+        &RunMeta {
+            tag: Some("t".into()),
+            sweep: None,
+        },
+    )
+    .unwrap();
+    drop(a);
+    // Opening again is a no-op; a newer file is refused instead of damaged.
+    let a = Archive::open(&path).unwrap();
+    a.conn
+        .pragma_update(None, "user_version", SCHEMA_VERSION + 1)
+        .unwrap();
+    drop(a);
+    let e = Archive::open(&path).err().expect("too new");
+    assert!(e.to_string().contains("upgrade landspeed"), "{e}");
+    let _ = std::fs::remove_dir_all(path.parent().unwrap().parent().unwrap());
+}
+
+#[test]
+fn default_path_follows_the_environment() {
+    // Only checks the shape: tests must not change the process environment under each other.
+    let p = default_path();
+    assert!(p.ends_with("archive.db") || std::env::var_os("LANDSPEED_DB").is_some());
+}
