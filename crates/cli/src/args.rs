@@ -42,6 +42,13 @@ pub enum Command {
         after_help = "Examples:\n  landspeed path host                    RTT (UDP echo and TCP connect), route and path MTU\n  landspeed path host --rtt -c 100 -i 10ms   100 UDP echo probes to a landspeed server, 10 ms apart\n  landspeed path host --tcp 443          TCP connect time to port 443 of any host\n  landspeed path host --trace -n         the route, numeric\n  landspeed path host --pmtu             largest packet that passes, and where bigger ones stop\n  landspeed path host --json             everything as one JSON document"
     )]
     Path(crate::path::PathArgs),
+    /// List the archived runs (every `run` is saved unless --no-save), or export them as CSV or JSON.
+    #[command(
+        after_help = "Examples:\n  landspeed history                       the last 50 runs\n  landspeed history --host h --since 2026-11-01\n  landspeed history --tag lsr --csv > runs.csv"
+    )]
+    History(crate::archive::HistoryArgs),
+    /// Print one archived run, as `run` printed it (or its JSON document).
+    Show(crate::archive::ShowArgs),
     /// Packet-level WAN emulator: two namespaces joined through a delaying, shaping, lossy path.
     Wan(crate::wan::WanArgs),
 }
@@ -123,6 +130,14 @@ pub struct RunArgs {
     /// delay the test causes, RFC 6349's Buffer Delay %, and the RTT in every interval.
     #[arg(long)]
     pub latency: bool,
+    /// Do not save the result in the archive.
+    #[arg(long)]
+    pub no_save: bool,
+    /// A label stored with the result, to find it again (`history --tag`).
+    #[arg(long, value_name = "TAG")]
+    pub tag: Option<String>,
+    #[command(flatten)]
+    pub db: crate::archive::DbArg,
     /// Measure the path first (RTT, route, path MTU, capacity, as `landspeed path` does, briefly) and
     /// put it in the result.
     #[arg(long = "path", conflicts_with = "iperf3")]

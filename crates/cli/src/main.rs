@@ -2,6 +2,7 @@
 //! report crate, and maps failures to exit codes (0 ok, 1 runtime failure, 2 usage error). Errors are
 //! printed once, as one line with their chain of causes.
 
+mod archive;
 mod args;
 mod keyfile;
 mod output;
@@ -35,6 +36,8 @@ fn main() -> ExitCode {
         args::Command::Run(a) => run::run(a),
         args::Command::Demo(a) => run::demo(a),
         args::Command::Path(a) => path::path(a),
+        args::Command::History(a) => archive::history(a),
+        args::Command::Show(a) => archive::show(a),
         args::Command::Wan(a) => wan::wan(a),
     };
     match outcome {

@@ -56,6 +56,7 @@ fn execute(
     interval_lines: bool,
     iperf3: bool,
     measure_path: bool,
+    save: Option<(crate::archive::DbArg, Option<String>)>,
 ) -> Result<bool> {
     if let Some(t) = opts.threads {
         if t == 0 || t > 1024 {
@@ -110,6 +111,9 @@ fn execute(
         Ok(mut r) => {
             r.path = path;
             out.result(&r);
+            if let Some((db, tag)) = save {
+                eprintln!("landspeed: {}", crate::archive::save(&db, &r, tag));
+            }
             Ok(trustworthy(&r))
         }
         Err(e) => {
@@ -160,6 +164,7 @@ pub fn run(a: RunArgs) -> Result<bool> {
         !a.test.interval.is_zero(),
         a.iperf3,
         a.measure_path,
+        (!a.no_save).then(|| (a.db.clone(), a.tag.clone())),
     )
 }
 
@@ -200,6 +205,7 @@ pub fn demo(a: DemoArgs) -> Result<bool> {
         true,
         false,
         false,
+        None,
     );
     stop.store(true, Relaxed);
     let _ = handle.join();

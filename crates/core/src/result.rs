@@ -275,9 +275,56 @@ pub fn format_utc(unix_s: f64) -> String {
     )
 }
 
+/// Parses `YYYY-MM-DD` or `YYYY-MM-DDTHH:MM:SSZ` (UTC) into Unix seconds; the inverse of `format_utc`.
+pub fn parse_utc(s: &str) -> Option<f64> {
+    let (date, time) = match s.split_once('T') {
+        Some((d, t)) => (d, Some(t.strip_suffix('Z').unwrap_or(t))),
+        None => (s, None),
+    };
+    let mut it = date.splitn(3, '-');
+    let y: i64 = it.next()?.parse().ok()?;
+    let m: i64 = it.next()?.parse().ok()?;
+    let d: i64 = it.next()?.parse().ok()?;
+    if !(1..=12).contains(&m) || !(1..=31).contains(&d) {
+        return None;
+    }
+    // Days-from-civil, the inverse of format_utc's conversion.
+    let yy = if m <= 2 { y - 1 } else { y };
+    let era = yy.div_euclid(400);
+    let yoe = yy - era * 400;
+    let mp = if m > 2 { m - 3 } else { m + 9 };
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let secs = match time {
+        None => 0,
+        Some(t) => {
+            let mut p = t.splitn(3, ':');
+            let h: i64 = p.next()?.parse().ok()?;
+            let mi: i64 = p.next()?.parse().ok()?;
+            let se: i64 = p.next().unwrap_or("0").parse().ok()?;
+            if h > 23 || mi > 59 || se > 60 {
+                return None;
+            }
+            h * 3600 + mi * 60 + se
+        }
+    };
+    Some((days * 86_400 + secs) as f64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn parse_utc_inverts_format_utc() {
+        for t in [0.0, 951_782_400.0, 1_700_000_000.0, 4_102_444_800.0] {
+            assert_eq!(parse_utc(&format_utc(t)), Some(t));
+        }
+        assert_eq!(parse_utc("2026-11-22"), Some(1_795_305_600.0));
+        assert_eq!(parse_utc("2026-13-01"), None);
+        assert_eq!(parse_utc("yesterday"), None);
+    }
 
     #[test]
     fn utc_formatting() {

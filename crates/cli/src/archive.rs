@@ -1,0 +1,139 @@
+//! The archive on the command line: `run` saves every result (unless `--no-save`), `history` lists what
+//! was saved (filters, table, `--json`, `--csv`), `show ID` prints one stored run as `run` printed it.
+
+use crate::UsageError;
+use anyhow::{Context, Result};
+use clap::Args;
+use landspeed_archive::{default_path, to_csv, Archive, Filter, RunMeta};
+use landspeed_core::result::{parse_utc, RunResult};
+use landspeed_core::units::BitRate;
+use std::path::PathBuf;
+
+/// Where the archive is (shared by every command that touches it).
+#[derive(Args, Debug, Clone)]
+pub struct DbArg {
+    /// The archive file (default: $LANDSPEED_DB, else ~/.local/share/landspeed/archive.db).
+    #[arg(long, value_name = "PATH")]
+    pub db: Option<PathBuf>,
+}
+
+impl DbArg {
+    pub fn open(&self) -> Result<Archive> {
+        let path = self.db.clone().unwrap_or_else(default_path);
+        Ok(Archive::open(&path)?)
+    }
+}
+
+/// Saves a finished run; returns a line saying where, or why not (a failed save never fails the run).
+pub fn save(db: &DbArg, r: &RunResult, tag: Option<String>) -> String {
+    match db
+        .open()
+        .and_then(|a| Ok((a.save(r, &RunMeta { tag, sweep: None })?, a.path().to_string())))
+    {
+        Ok((id, path)) => format!("saved as run {id} in {path} (landspeed show {id})"),
+        Err(e) => format!("warning: the result was not archived: {e:#}"),
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct HistoryArgs {
+    #[command(flatten)]
+    pub db: DbArg,
+    /// Only runs against this host (as given to `run`).
+    #[arg(long)]
+    pub host: Option<String>,
+    /// Only runs saved with this `--tag`.
+    #[arg(long)]
+    pub tag: Option<String>,
+    /// Only runs started on or after this day or instant (UTC: 2026-11-22 or 2026-11-22T10:00:00Z).
+    #[arg(long, value_parser = utc)]
+    pub since: Option<f64>,
+    /// Only runs started before this day or instant (UTC).
+    #[arg(long, value_parser = utc)]
+    pub until: Option<f64>,
+    /// Only the runs of this sweep.
+    #[arg(long)]
+    pub sweep: Option<i64>,
+    /// At most this many (newest first).
+    #[arg(long, default_value_t = 50)]
+    pub limit: u32,
+    /// The rows as a JSON array.
+    #[arg(long, conflicts_with = "csv")]
+    pub json: bool,
+    /// The rows as CSV (export).
+    #[arg(long)]
+    pub csv: bool,
+}
+
+fn utc(s: &str) -> Result<f64, String> {
+    parse_utc(s).ok_or_else(|| format!("'{s}' is not a UTC date like 2026-11-22 or 2026-11-22T10:00:00Z"))
+}
+
+pub fn history(a: HistoryArgs) -> Result<bool> {
+    let archive = a.db.open()?;
+    let rows = archive.list(&Filter {
+        host: a.host,
+        tag: a.tag,
+        since_unix_s: a.since,
+        until_unix_s: a.until,
+        sweep_id: a.sweep,
+        limit: Some(a.limit),
+    })?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+    } else if a.csv {
+        print!("{}", to_csv(&rows));
+    } else if rows.is_empty() {
+        println!("no runs in {} match", archive.path());
+    } else {
+        println!(
+            "{:>6}  {:<20}  {:<24} {:<9} {:<7} {:>3} {:>10}  {:>14}  tag",
+            "id", "started (UTC)", "host", "protocol", "dir", "P", "window", "throughput"
+        );
+        for r in &rows {
+            println!(
+                "{:>6}  {:<20}  {:<24} {:<9} {:<7} {:>3} {:>10}  {:>14}  {}",
+                r.id,
+                r.started_utc,
+                r.host,
+                format!(
+                    "{}/{}",
+                    r.protocol.chars().take(5).collect::<String>(),
+                    r.transport
+                ),
+                r.direction,
+                r.streams,
+                r.window_bytes
+                    .map_or("-".into(), |w| landspeed_core::units::Bytes(w).to_string()),
+                BitRate(r.throughput_bps).to_string(),
+                r.tag.as_deref().unwrap_or("")
+            );
+        }
+    }
+    Ok(true)
+}
+
+#[derive(Args, Debug)]
+pub struct ShowArgs {
+    /// The run's id (from `history`, or the line `run` printed).
+    pub id: i64,
+    #[command(flatten)]
+    pub db: DbArg,
+    /// The stored result document.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn show(a: ShowArgs) -> Result<bool> {
+    let archive = a.db.open()?;
+    let r = archive
+        .get(a.id)?
+        .ok_or_else(|| UsageError(format!("no run {} in {}", a.id, archive.path())))
+        .context("landspeed show")?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+    } else {
+        print!("{}", landspeed_report::render(&r));
+    }
+    Ok(true)
+}
