@@ -14,7 +14,7 @@ use std::time::Duration;
     version,
     about = "Measure how fast bulk data really moves between hosts over TCP and UDP, with both ends' figures",
     long_about = None,
-    after_help = "Examples:\n  landspeed demo                         loopback server + client, 4 streams, 5 s\n  landspeed serve                        serve tests on port 5201 (IPv4 and IPv6)\n  landspeed run server.example -P 8 -w 64M -t 30\n  landspeed run ::1 -R --json            server sends; one JSON document at the end\n  landspeed run host -u -b 1G            UDP at 1 Gbit/s: loss, jitter, reordering, every datagram verified\n  landspeed run iperf3.host --iperf3     drive an iperf3 -s server\n  landspeed wan up lfn --rtt 100ms --rate 1G   an emulated long fat network (root)"
+    after_help = "Examples:\n  landspeed demo                         loopback server + client, 4 streams, 5 s\n  landspeed serve                        serve tests on port 5201 (IPv4 and IPv6)\n  landspeed run server.example -P 8 -w 64M -t 30\n  landspeed run ::1 -R --json            server sends; one JSON document at the end\n  landspeed run host -u -b 1G            UDP at 1 Gbit/s: loss, jitter, reordering, every datagram verified\n  landspeed run iperf3.host --iperf3     drive an iperf3 -s server\n  landspeed path host                    RTT, route, path MTU and bottleneck capacity\n  landspeed history                      archived runs (every run is saved)\n  landspeed wan up lfn --rtt 100ms --rate 1G   an emulated long fat network (root)"
 )]
 pub struct Cli {
     #[command(subcommand)]
