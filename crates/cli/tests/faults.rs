@@ -28,25 +28,28 @@ fn usage(pid: u32) -> (usize, usize, u64) {
 }
 
 /// Waits (bounded) until the server's descriptors and threads are back at `base`; returns what it saw.
-fn settle(pid: u32, base: (usize, usize, u64), within: Duration) -> (usize, usize, u64) {
+/// Between looks it waits on the server's log (a test ending prints a line), at most 50 ms.
+fn settle(s: &ServerProc, base: (usize, usize, u64), within: Duration) -> (usize, usize, u64) {
+    let pid = s.process().id();
     let end = Instant::now() + within;
     loop {
         let now = usage(pid);
         if (now.0, now.1) == (base.0, base.1) || Instant::now() > end {
             return now;
         }
-        std::thread::sleep(Duration::from_millis(50));
+        let _ = s.next_line(Duration::from_millis(50));
     }
 }
 
 /// The server's usage once it is idle: the same descriptor and thread counts for 300 ms running (a
 /// finished test's thread may still be exiting when its client returns).
-fn steady(pid: u32) -> (usize, usize, u64) {
+fn steady(s: &ServerProc) -> (usize, usize, u64) {
+    let pid = s.process().id();
     let end = Instant::now() + Duration::from_secs(10);
     let mut last = usage(pid);
     let mut since = Instant::now();
     while Instant::now() < end {
-        std::thread::sleep(Duration::from_millis(20));
+        let _ = s.next_line(Duration::from_millis(20));
         let now = usage(pid);
         if (now.0, now.1) != (last.0, last.1) {
             since = Instant::now();
@@ -251,13 +254,13 @@ fn warm_server(handshake: &str, idle: &str) -> (ServerProc, u32, String, (usize,
         Duration::from_secs(30),
     );
     assert_eq!(o.code, 0, "{}", o.stderr);
-    let base = steady(pid);
+    let base = steady(&s);
     (s, pid, p, base)
 }
 
 #[test]
 fn a_thousand_aborted_tests_leak_nothing() {
-    let (s, pid, p, base) = warm_server("2s", "3s");
+    let (s, _pid, p, base) = warm_server("2s", "3s");
     let mut rng = Rng(0x1a2b_3c4d_5e6f_7081);
     let mut legit = vec![];
     let mut killed = 0;
@@ -278,18 +281,12 @@ fn a_thousand_aborted_tests_leak_nothing() {
         }
         if i % 50 == 25 {
             // A real client process killed at a random moment.
-            let mut c = spawn_quiet(&[bin(), "run", "127.0.0.1", "-p", &p, "-t", "2", "-P", "2"]);
-            std::thread::sleep(Duration::from_millis(rng.below(400)));
-            let _ = c.kill();
-            let _ = c.wait();
-            killed += 1;
+            let c = spawn_quiet(&[bin(), "run", "127.0.0.1", "-p", &p, "-t", "2", "-P", "2"]);
+            killed += u32::from(common::wait_exit(c, Duration::from_millis(rng.below(400))).is_none());
         }
         if i % 100 == 75 && iperf3_present() {
-            let mut c = spawn_quiet(&["iperf3", "-c", "127.0.0.1", "-p", &p, "-t", "2"]);
-            std::thread::sleep(Duration::from_millis(rng.below(400)));
-            let _ = c.kill();
-            let _ = c.wait();
-            killed += 1;
+            let c = spawn_quiet(&["iperf3", "-c", "127.0.0.1", "-p", &p, "-t", "2"]);
+            killed += u32::from(common::wait_exit(c, Duration::from_millis(rng.below(400))).is_none());
         }
         let step = rng.below(11);
         abort_at(s.port, step, &mut rng);
@@ -298,7 +295,7 @@ fn a_thousand_aborted_tests_leak_nothing() {
         let out = common::wait_output(c, Duration::from_secs(60)).expect("a real test hung");
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     }
-    let after = settle(pid, base, Duration::from_secs(20));
+    let after = settle(&s, base, Duration::from_secs(20));
     eprintln!(
         "aborted tests: 1000 raw + {killed} killed processes; server fds {} -> {}, threads {} -> {}, RSS {} -> {} KiB",
         base.0, after.0, base.1, after.1, base.2, after.2
@@ -329,7 +326,7 @@ fn connect_from(last: u8, port: u16) -> TcpStream {
 fn silent_and_trickling_connections_cost_no_threads() {
     let s = ServerProc::start("127.0.0.1", &["--handshake-timeout", "2s"]);
     let pid = s.process().id();
-    let base = steady(pid);
+    let base = steady(&s);
     // 250 connections from five addresses, within the per-address cap, plus 100 more from one
     // address, over it: those are closed at once.
     let mut held = vec![];
@@ -365,7 +362,7 @@ fn silent_and_trickling_connections_cost_no_threads() {
         let r = t.read(&mut b);
         assert!(matches!(r, Ok(0) | Err(_)), "connection still open: {r:?}");
     }
-    let after = settle(pid, base, Duration::from_secs(10));
+    let after = settle(&s, base, Duration::from_secs(10));
     assert_eq!((after.0, after.1), (base.0, base.1));
 }
 
@@ -384,7 +381,7 @@ fn sixteen_clients_mixing_protocols_for_a_minute() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(60);
     let iperf3 = iperf3_present();
-    let (_s, pid, p, base) = warm_server("3s", "5s");
+    let (s, pid, p, base) = warm_server("3s", "5s");
     let end = Instant::now() + Duration::from_secs(secs);
     let peak = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
     let workers: Vec<_> = (0..16u64)
@@ -417,12 +414,11 @@ fn sixteen_clients_mixing_protocols_for_a_minute() {
                         _ => ls(&[]),
                     };
                     let a: Vec<&str> = args.iter().map(String::as_str).collect();
-                    let mut c = spawn_quiet(&a);
+                    let c = spawn_quiet(&a);
                     if rng.below(8) == 0 {
-                        std::thread::sleep(Duration::from_millis(rng.below(1000)));
-                        let _ = c.kill();
-                        let _ = c.wait();
-                        t.killed += 1;
+                        // Killed at a random moment, unless it ends first.
+                        let limit = Duration::from_millis(rng.below(1000));
+                        t.killed += u32::from(common::wait_exit(c, limit).is_none());
                         continue;
                     }
                     let out = common::wait_output(c, Duration::from_secs(40))
@@ -441,11 +437,10 @@ fn sixteen_clients_mixing_protocols_for_a_minute() {
             })
         })
         .collect();
-    let mut running = true;
-    while running {
+    // Memory sampled every 200 ms (or as the server logs a test) until every worker is done.
+    while workers.iter().any(|w| !w.is_finished()) {
         peak.fetch_max(usage(pid).2, std::sync::atomic::Ordering::Relaxed);
-        running = workers.iter().any(|w| !w.is_finished());
-        std::thread::sleep(Duration::from_millis(200));
+        let _ = s.next_line(Duration::from_millis(200));
     }
     let mut total = Tally::default();
     for w in workers {
@@ -454,7 +449,7 @@ fn sixteen_clients_mixing_protocols_for_a_minute() {
         total.failed_cleanly += t.failed_cleanly;
         total.killed += t.killed;
     }
-    let after = settle(pid, base, Duration::from_secs(20));
+    let after = settle(&s, base, Duration::from_secs(20));
     let peak = peak.load(std::sync::atomic::Ordering::Relaxed);
     eprintln!(
         "soak {secs} s, 16 clients: {total:?}; server fds {} -> {}, threads {} -> {}, RSS {} KiB at start, \
