@@ -9,7 +9,7 @@
 use landspeed_core::path::report::train_estimate_bps;
 use landspeed_core::path::{CapacityReport, EchoHeader, EchoKind};
 use std::io;
-use std::net::{SocketAddr, UdpSocket};
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
@@ -40,10 +40,8 @@ impl Default for CapacityParams {
 /// Sends the trains to a landspeed server at `dst` and estimates the bottleneck's rate.
 pub fn estimate(dst: SocketAddr, p: &CapacityParams, interrupt: &AtomicBool) -> io::Result<CapacityReport> {
     let v6 = dst.is_ipv6();
-    let bind: SocketAddr = if v6 { "[::]:0" } else { "0.0.0.0:0" }.parse().expect("literal");
-    let sock = UdpSocket::bind(bind)?;
-    sock.connect(dst)?;
-    let overhead = if v6 { 48 } else { 28 };
+    let sock = super::udp_socket(dst, true)?;
+    let overhead = super::ip_udp_overhead(v6);
     let mtu = super::errqueue::route_mtu(&sock, v6).unwrap_or(1500).min(65_535);
     let size = p.packet_bytes.min(mtu).max(overhead + 64);
     let _ = socket2::SockRef::from(&sock).set_recv_buffer_size(4 << 20);

@@ -38,15 +38,7 @@ pub struct EchoParams {
 
 /// A connected UDP socket to the server's port.
 fn socket(addr: SocketAddr) -> Result<UdpSocket, EchoError> {
-    let bind: SocketAddr = if addr.is_ipv4() {
-        "0.0.0.0:0".parse().expect("literal")
-    } else {
-        "[::]:0".parse().expect("literal")
-    };
-    let err = |err| EchoError::Socket { addr, err };
-    let s = UdpSocket::bind(bind).map_err(err)?;
-    s.connect(addr).map_err(err)?;
-    Ok(s)
+    super::udp_socket(addr, true).map_err(|err| EchoError::Socket { addr, err })
 }
 
 /// A running series: probes out, replies in, both on one thread.

@@ -109,15 +109,13 @@ impl Prober {
 /// that answers with port unreachable).
 pub fn discover(dst: SocketAddr, wait: Duration, interrupt: &AtomicBool) -> io::Result<PmtuReport> {
     let v6 = dst.is_ipv6();
-    let bind: SocketAddr = if v6 { "[::]:0" } else { "0.0.0.0:0" }.parse().expect("literal");
-    let sock = UdpSocket::bind(bind)?;
-    sock.connect(dst)?;
+    let sock = super::udp_socket(dst, true)?;
     errqueue::enable(&sock, v6)?;
     errqueue::probe_mtu(&sock, v6)?;
     let local_mtu = errqueue::route_mtu(&sock, v6)?;
     let mut p = Prober {
         sock,
-        overhead: if v6 { 48 } else { 28 },
+        overhead: super::ip_udp_overhead(v6),
         id: getrandom::u32().unwrap_or(0x9a7),
         seq: 0,
         wait,

@@ -6,7 +6,7 @@
 use super::errqueue::{self, IcmpError};
 use landspeed_core::path::{Hop, HopProbe, TraceReport};
 use std::io;
-use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
@@ -60,8 +60,7 @@ pub fn trace(
     on_hop: &mut dyn FnMut(&Hop),
 ) -> io::Result<TraceReport> {
     let v6 = dst.is_ipv6();
-    let bind: SocketAddr = if v6 { "[::]:0" } else { "0.0.0.0:0" }.parse().expect("literal");
-    let sock = UdpSocket::bind(bind)?;
+    let sock = super::udp_socket(SocketAddr::new(dst, 0), false)?;
     errqueue::enable(&sock, v6)?;
     let nonce = getrandom::u32().unwrap_or(0x7ace);
     let mut report = TraceReport {
