@@ -189,12 +189,15 @@ fn emulated_40ms_rtt_is_measured_within_half_a_millisecond() {
 }
 
 /// The median RTT the transfer added, from `run --latency` through the emulator.
+///
+/// The load is UDP offered at 120% of the bottleneck, so the emulator's queue stays full for the whole
+/// transfer and the added delay is exactly queue / rate: the test checks the measurement, not TCP's
+/// sawtooth (four CUBIC flows with tail drop back off together and leave the queue half empty for
+/// seconds at a time, which made a TCP-loaded version of this test flaky on a busy 2-core VM).
 fn added_delay(queue: &str) -> (f64, Value) {
     let mut w = Wan::up(&["--rtt", "20ms", "--rate", "100M", "--queue", queue]);
     w.serve_in_b();
-    // Four streams: one stream's back-off after a loss leaves the other three filling the queue (a lone
-    // CUBIC flow spends seconds below its old window after the first loss).
-    let r = w.run_ok(&["-t", "4", "-P", "4", "--latency"]);
+    let r = w.run_ok(&["-t", "3", "-u", "-b", "120M", "--latency"]);
     let l = r["latency"].clone();
     (
         l["added_delay_ms"]
@@ -207,18 +210,18 @@ fn added_delay(queue: &str) -> (f64, Value) {
 #[test]
 fn loaded_rtt_rises_by_the_queue_and_not_without_one() {
     let Some(_lock) = root() else { return };
-    // 1 BDP of queue at 100 Mbit/s and 20 ms: 250 kB, which takes 20 ms to drain. TCP senders keep it
-    // nearly full, so the loaded RTT rises by about that much.
+    // 1 BDP of queue at 100 Mbit/s and 20 ms: 250 kB, which takes 20 ms to drain; a sender above the
+    // bottleneck keeps it full, so every probe that gets in waits about that long.
     let (deep, l) = added_delay("1bdp");
     assert!(
-        (14.0..=24.0).contains(&deep),
+        (17.0..=23.0).contains(&deep),
         "1 BDP queue added {deep} ms (expected ~20): {l}"
     );
-    // A 0.1 BDP queue drains in 2 ms; on the 2-core VM the busy forwarder adds about 2.5 ms of its own
-    // under load (measured: +4.6 ms in all), still far below the deep queue's.
+    // A 0.1 BDP queue drains in 2 ms; the busy forwarder on a 2-core VM adds about 2.5 ms of its own
+    // (measured: +4.3 to +4.5 ms in all, against +19.1 to +19.4 ms for the deep queue).
     let (shallow, l) = added_delay("0.1bdp");
-    assert!(shallow < 6.5, "a 0.1 BDP queue (2 ms) added {shallow} ms: {l}");
-    assert!(deep > 3.0 * shallow.max(0.5));
+    assert!(shallow < 8.0, "a 0.1 BDP queue (2 ms) added {shallow} ms: {l}");
+    assert!(deep > shallow + 10.0);
 }
 
 #[test]
