@@ -5,6 +5,7 @@
 //! so a process killed at any moment loses at most the run it was about to write.
 
 mod schema;
+mod sweep;
 
 use landspeed_core::result::RunResult;
 use rusqlite::{params, Connection, OptionalExtension};
@@ -13,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use schema::SCHEMA_VERSION;
+pub use sweep::{SweepRow, SweepRun};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ArchiveError {
@@ -227,29 +229,6 @@ impl Archive {
             })
         })?;
         Ok(rows.collect::<Result<_, _>>()?)
-    }
-
-    /// Starts a sweep record; returns its id.
-    pub fn create_sweep(&self, host: &str, created_utc: &str, plan_json: &str) -> Result<i64, ArchiveError> {
-        self.conn.execute(
-            "INSERT INTO sweeps (created_utc, host, plan_json) VALUES (?1, ?2, ?3)",
-            params![created_utc, host, plan_json],
-        )?;
-        Ok(self.conn.last_insert_rowid())
-    }
-
-    /// A sweep's plan, as stored.
-    pub fn sweep_plan(&self, id: i64) -> Result<Option<String>, ArchiveError> {
-        Ok(self
-            .conn
-            .query_row("SELECT plan_json FROM sweeps WHERE id = ?1", [id], |r| r.get(0))
-            .optional()?)
-    }
-
-    pub fn set_sweep_status(&self, id: i64, status: &str) -> Result<(), ArchiveError> {
-        self.conn
-            .execute("UPDATE sweeps SET status = ?2 WHERE id = ?1", params![id, status])?;
-        Ok(())
     }
 }
 

@@ -130,7 +130,16 @@ fn sweep_cells_are_unique() {
         2
     );
     assert_eq!(a.sweep_plan(s).unwrap().as_deref(), Some("{\"windows\":[1]}"));
-    a.set_sweep_status(s, "done").unwrap();
+    a.set_sweep_status(s, "complete").unwrap();
+    assert_eq!(a.sweep(s).unwrap().unwrap().status, "complete");
+    assert!(a.sweep(s + 1).unwrap().is_none());
+    let runs = a.sweep_runs(s).unwrap();
+    assert_eq!(runs.len(), 2);
+    assert_eq!(
+        (runs[1].window_bytes, runs[1].streams, runs[1].direction.as_str(), runs[1].repeat),
+        (Some(65536), 2, "forward", 1)
+    );
+    assert_eq!(runs[1].throughput_bps, 1e8);
 }
 
 #[test]

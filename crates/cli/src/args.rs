@@ -14,7 +14,7 @@ use std::time::Duration;
     version,
     about = "Measure how fast bulk data really moves between hosts over TCP and UDP, with both ends' figures",
     long_about = None,
-    after_help = "Examples:\n  landspeed demo                         loopback server + client, 4 streams, 5 s\n  landspeed serve                        serve tests on port 5201 (IPv4 and IPv6)\n  landspeed run server.example -P 8 -w 64M -t 30\n  landspeed run ::1 -R --json            server sends; one JSON document at the end\n  landspeed run host -u -b 1G            UDP at 1 Gbit/s: loss, jitter, reordering, every datagram verified\n  landspeed run iperf3.host --iperf3     drive an iperf3 -s server\n  landspeed path host                    RTT, route, path MTU and bottleneck capacity\n  landspeed history                      archived runs (every run is saved)\n  landspeed wan up lfn --rtt 100ms --rate 1G   an emulated long fat network (root)"
+    after_help = "Examples:\n  landspeed demo                         loopback server + client, 4 streams, 5 s\n  landspeed serve                        serve tests on port 5201 (IPv4 and IPv6)\n  landspeed run server.example -P 8 -w 64M -t 30\n  landspeed run ::1 -R --json            server sends; one JSON document at the end\n  landspeed run host -u -b 1G            UDP at 1 Gbit/s: loss, jitter, reordering, every datagram verified\n  landspeed run iperf3.host --iperf3     drive an iperf3 -s server\n  landspeed path host                    RTT, route, path MTU and bottleneck capacity\n  landspeed history                      archived runs (every run is saved)\n  landspeed sweep host --windows 64K..8M --streams 1,2,4   windows × streams, plotted and fitted\n  landspeed report --sweep 1 --html s.html   one self-contained page: tables, plots, both hosts\n  landspeed wan up lfn --rtt 100ms --rate 1G   an emulated long fat network (root)"
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -49,6 +49,16 @@ pub enum Command {
     History(crate::archive::HistoryArgs),
     /// Print one archived run, as `run` printed it (or its JSON document).
     Show(crate::archive::ShowArgs),
+    /// A windows × streams campaign (SLAC's bulk-throughput method): every cell archived as it finishes.
+    #[command(
+        after_help = "Examples:\n  landspeed sweep host --windows 64K..8M --streams 1,2,4,8 --repeat 3 --time 10s\n  landspeed sweep host --windows 64K,256K,1M,4M --both-directions --plots out/ --html sweep.html\n  landspeed sweep host --windows 1M..8M:+1M -- -p 5300 -C bbr -l 1M    run options after --\n  landspeed sweep --resume 7             run the cells sweep 7 is missing (after Ctrl-C, a crash, a reboot)\n\nThe summary gives every cell's median, 90th percentile, min, max, mean, sd and 95% CI; per stream\ncount the line throughput = slope × window through the origin (R², the RTT it implies, where it\nsaturates); the best cell and the smallest buffer within 5% of it."
+    )]
+    Sweep(crate::sweep::SweepArgs),
+    /// Report on archived runs or a sweep: text, plots (SVG + PNG) or one self-contained HTML page.
+    #[command(
+        after_help = "Examples:\n  landspeed report 12                     run 12 as text\n  landspeed report 12 13 14 --html runs.html --plots plots/\n  landspeed report --sweep 7 --html sweep7.html"
+    )]
+    Report(crate::report::ReportArgs),
     /// Packet-level WAN emulator: two namespaces joined through a delaying, shaping, lossy path.
     Wan(crate::wan::WanArgs),
 }

@@ -7,8 +7,10 @@ mod args;
 mod keyfile;
 mod output;
 mod path;
+mod report;
 mod run;
 mod serve;
+mod sweep;
 mod wan;
 
 use clap::Parser;
@@ -38,6 +40,8 @@ fn main() -> ExitCode {
         args::Command::Path(a) => path::path(a),
         args::Command::History(a) => archive::history(a),
         args::Command::Show(a) => archive::show(a),
+        args::Command::Sweep(a) => sweep::sweep(a),
+        args::Command::Report(a) => report::report(a),
         args::Command::Wan(a) => wan::wan(a),
     };
     match outcome {

@@ -28,7 +28,7 @@ fn options(host: &str, t: &TestArgs, spec: TestSpec) -> ClientOptions {
     o
 }
 
-fn interrupt_flag() -> Result<Arc<AtomicBool>> {
+pub fn interrupt_flag() -> Result<Arc<AtomicBool>> {
     let flag = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, flag.clone()).context("cannot install signal handler")?;
@@ -39,7 +39,7 @@ fn interrupt_flag() -> Result<Arc<AtomicBool>> {
 /// True when the result can be trusted: complete, uncorrupted, and every byte sent was received.
 /// iperf3's protocol ends a test with a control message that overtakes the data still in flight, so
 /// there sent and received differ by design (the report warns); landspeed's own protocol never does.
-fn trustworthy(r: &RunResult) -> bool {
+pub fn trustworthy(r: &RunResult) -> bool {
     let iperf3 = r.protocol == "iperf3";
     // UDP loses datagrams by nature: loss is a measurement there, reported as such.
     let udp = r.summary.udp.is_some();
@@ -47,6 +47,20 @@ fn trustworthy(r: &RunResult) -> bool {
         && r.summary.corrupt_blocks == 0
         && (iperf3 || udp || r.summary.bytes_sent == r.summary.bytes_received)
         && r.streams.iter().all(|s| s.errors.is_empty())
+}
+
+/// The checks every test's options pass before anything is sent.
+pub fn check(opts: &ClientOptions) -> Result<()> {
+    if let Some(t) = opts.threads {
+        if t == 0 || t > 1024 {
+            return Err(UsageError(format!("--threads must be 1..=1024, got {t}")).into());
+        }
+    }
+    opts.spec.validate().map_err(|e| UsageError(e.to_string()))?;
+    if let Some(c) = &opts.cpus {
+        landspeed_net::pin::check_cpus(c).map_err(|e| UsageError(format!("--cpus: {e}")))?;
+    }
+    Ok(())
 }
 
 fn execute(
@@ -58,15 +72,7 @@ fn execute(
     measure_path: bool,
     save: Option<(crate::archive::DbArg, Option<String>)>,
 ) -> Result<bool> {
-    if let Some(t) = opts.threads {
-        if t == 0 || t > 1024 {
-            return Err(UsageError(format!("--threads must be 1..=1024, got {t}")).into());
-        }
-    }
-    opts.spec.validate().map_err(|e| UsageError(e.to_string()))?;
-    if let Some(c) = &opts.cpus {
-        landspeed_net::pin::check_cpus(c).map_err(|e| UsageError(format!("--cpus: {e}")))?;
-    }
+    check(&opts)?;
     let interval = if interval_lines {
         opts.spec.interval_s
     } else {
@@ -123,14 +129,8 @@ fn execute(
     }
 }
 
-pub fn run(a: RunArgs) -> Result<bool> {
-    let format = if a.json {
-        Format::Json
-    } else if a.json_stream {
-        Format::JsonStream
-    } else {
-        Format::Text
-    };
+/// The client options `run` would use for these arguments (also each sweep cell's starting point).
+pub fn client_options(a: &RunArgs) -> Result<ClientOptions> {
     let spec = a.test.spec();
     let mut opts = options(&a.host, &a.test, spec);
     if a.latency {
@@ -157,6 +157,30 @@ pub fn run(a: RunArgs) -> Result<bool> {
             .map_err(|e| UsageError(format!("--auth {name}:{}: {e}", file.display())))?;
         opts.auth = Some(key);
     }
+    Ok(opts)
+}
+
+/// Runs one test with no output of its own: landspeed's protocol, or iperf3's when asked or when the
+/// server turns out to be iperf3 (a sweep cell).
+pub fn run_quiet(opts: &ClientOptions, iperf3: bool, interrupt: &AtomicBool) -> Result<RunResult, ClientError> {
+    if iperf3 {
+        return run_iperf3_client(opts, false, interrupt, &mut |_| {});
+    }
+    match run_client(opts, interrupt, &mut |_| {}) {
+        Err(ClientError::Iperf3Server { .. }) => run_iperf3_client(opts, true, interrupt, &mut |_| {}),
+        other => other,
+    }
+}
+
+pub fn run(a: RunArgs) -> Result<bool> {
+    let format = if a.json {
+        Format::Json
+    } else if a.json_stream {
+        Format::JsonStream
+    } else {
+        Format::Text
+    };
+    let opts = client_options(&a)?;
     execute(
         opts,
         format,

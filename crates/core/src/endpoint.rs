@@ -137,6 +137,9 @@ pub struct HostInfo {
     pub memory_bytes: u64,
     /// Network sysctls that decide throughput (rmem/wmem limits, congestion control, ...).
     pub sysctls: BTreeMap<String, String>,
+    /// The command line of the process at this end (values of --auth, --auth-keys and --allow left out).
+    #[serde(default)]
+    pub command_line: String,
 }
 
 /// Everything one end reports at the end of a test.

@@ -89,7 +89,31 @@ pub fn host_info() -> HostInfo {
         cpus: crate::cpu::cpu_count(),
         memory_bytes,
         sysctls,
+        command_line: command_line(std::env::args()),
     }
+}
+
+/// This process's arguments as one shell-quoted line, with the values that name keys or address
+/// policy hidden (a server should not tell clients where its keys live or whom else it allows).
+pub fn command_line(args: impl Iterator<Item = String>) -> String {
+    const HIDDEN: [&str; 3] = ["--auth", "--auth-keys", "--allow"];
+    let mut out = Vec::new();
+    let mut hide_next = false;
+    for a in args {
+        if hide_next {
+            out.push("…".to_string());
+            hide_next = false;
+            continue;
+        }
+        if let Some((flag, _)) = a.split_once('=').filter(|(f, _)| HIDDEN.contains(f)) {
+            out.push(format!("{flag}=…"));
+            continue;
+        }
+        hide_next = HIDDEN.contains(&a.as_str());
+        let plain = !a.is_empty() && a.chars().all(|c| c.is_ascii_alphanumeric() || "-_./:=,+@".contains(c));
+        out.push(if plain { a } else { format!("'{}'", a.replace('\'', "'\\''")) });
+    }
+    out.join(" ")
 }
 
 /// The name of the interface that holds `addr` (the local address of a test connection).
@@ -212,6 +236,15 @@ mod tests {
     fn loopback_is_lo() {
         assert_eq!(interface_for("127.0.0.1".parse().unwrap()).as_deref(), Some("lo"));
         assert!(NetSnapshot::take("lo").is_some());
+    }
+
+    #[test]
+    fn command_line_quotes_and_hides_secrets() {
+        let args = ["landspeed", "serve", "--auth-keys", "/etc/k", "--allow=10.0.0.0/8", "--log-json", "a b"];
+        assert_eq!(
+            command_line(args.iter().map(|s| s.to_string())),
+            "landspeed serve --auth-keys … --allow=… --log-json 'a b'"
+        );
     }
 
     #[test]

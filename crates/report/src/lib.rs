@@ -2,10 +2,14 @@
 //! measure anything and the measurement code never formats anything, so every output format shows the
 //! same numbers and a new format is a new function here.
 
+pub mod html;
 pub mod json;
 pub mod live;
+pub mod plot;
+pub mod sweep_text;
 pub mod text;
 
 pub use json::{to_json, JsonEvent};
 pub use live::{interval_header, interval_line};
+pub use sweep_text::sweep_text;
 pub use text::render;

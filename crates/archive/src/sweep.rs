@@ -1,0 +1,90 @@
+//! Sweeps in the archive: a sweep row holds the plan (so `sweep --resume ID` needs nothing else), and
+//! each finished cell is an ordinary run that names its sweep and repetition. A unique index on
+//! (sweep, window, streams, direction, repetition) makes a duplicate cell impossible, whatever a crash
+//! or a second resumer does.
+
+use crate::{Archive, ArchiveError};
+use rusqlite::{params, OptionalExtension};
+use serde::{Deserialize, Serialize};
+
+/// A sweep as stored.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SweepRow {
+    pub id: i64,
+    pub created_utc: String,
+    pub host: String,
+    pub plan_json: String,
+    /// running, complete, incomplete (some cells failed) or interrupted.
+    pub status: String,
+}
+
+/// One finished cell of a sweep.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SweepRun {
+    pub run_id: i64,
+    pub window_bytes: Option<u64>,
+    pub streams: u32,
+    pub direction: String,
+    pub repeat: u32,
+    pub throughput_bps: f64,
+}
+
+impl Archive {
+    /// Starts a sweep record; returns its id.
+    pub fn create_sweep(&self, host: &str, created_utc: &str, plan_json: &str) -> Result<i64, ArchiveError> {
+        self.conn.execute(
+            "INSERT INTO sweeps (created_utc, host, plan_json) VALUES (?1, ?2, ?3)",
+            params![created_utc, host, plan_json],
+        )?;
+        Ok(self.conn.last_insert_rowid())
+    }
+
+    /// A sweep's plan, as stored.
+    pub fn sweep_plan(&self, id: i64) -> Result<Option<String>, ArchiveError> {
+        Ok(self.sweep(id)?.map(|s| s.plan_json))
+    }
+
+    pub fn sweep(&self, id: i64) -> Result<Option<SweepRow>, ArchiveError> {
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT id, created_utc, host, plan_json, status FROM sweeps WHERE id = ?1",
+                [id],
+                |r| {
+                    Ok(SweepRow {
+                        id: r.get(0)?,
+                        created_utc: r.get(1)?,
+                        host: r.get(2)?,
+                        plan_json: r.get(3)?,
+                        status: r.get(4)?,
+                    })
+                },
+            )
+            .optional()?)
+    }
+
+    pub fn set_sweep_status(&self, id: i64, status: &str) -> Result<(), ArchiveError> {
+        self.conn
+            .execute("UPDATE sweeps SET status = ?2 WHERE id = ?1", params![id, status])?;
+        Ok(())
+    }
+
+    /// The finished cells of sweep `id`, oldest first.
+    pub fn sweep_runs(&self, id: i64) -> Result<Vec<SweepRun>, ArchiveError> {
+        let mut st = self.conn.prepare(
+            "SELECT id, window_bytes, streams, direction, cell_repeat, throughput_bps FROM runs
+             WHERE sweep_id = ?1 ORDER BY id",
+        )?;
+        let rows = st.query_map([id], |r| {
+            Ok(SweepRun {
+                run_id: r.get(0)?,
+                window_bytes: r.get::<_, Option<i64>>(1)?.map(|w| w as u64),
+                streams: r.get(2)?,
+                direction: r.get(3)?,
+                repeat: r.get::<_, Option<u32>>(4)?.unwrap_or(0),
+                throughput_bps: r.get(5)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+}

@@ -1,0 +1,361 @@
+//! `landspeed sweep`: a windows × streams campaign like SLAC's. The plan is stored in the archive first,
+//! then every cell is saved the moment it finishes, so a sweep killed at any point loses at most the
+//! cell in flight and `--resume ID` runs exactly the cells that are missing. The progress bar (with an
+//! ETA from the cells run so far) and the live table go to stderr; the summary goes to stdout.
+
+use crate::archive::DbArg;
+use crate::args::RunArgs;
+use crate::run::{check, client_options, interrupt_flag, run_quiet, trustworthy};
+use crate::UsageError;
+use anyhow::{Context, Result};
+use clap::{Args, Parser, ValueEnum};
+use landspeed_archive::{Archive, RunMeta};
+use landspeed_core::config::{Direction, EndCondition};
+use landspeed_core::result::RunResult;
+use landspeed_core::sweep::{parse_streams, parse_windows, summarize, CellKey, Order, SweepPlan, SweepReport};
+use landspeed_core::units::{BitRate, Bytes};
+use landspeed_net::ClientOptions;
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::{Duration, Instant};
+
+#[derive(Args, Debug)]
+pub struct SweepArgs {
+    /// Server to test against (not needed with --resume).
+    #[arg(required_unless_present = "resume")]
+    pub host: Option<String>,
+    /// Socket buffer sizes to try: a list (64K,256K,1M) or a range: 64K..8M doubles, 64K..8M:x4
+    /// multiplies by 4, 1M..8M:+1M adds 1 MiB.
+    #[arg(long, value_name = "LIST|RANGE", required_unless_present = "resume")]
+    pub windows: Option<String>,
+    /// Stream counts to try, e.g. 1,2,4,8.
+    #[arg(long, value_name = "LIST", default_value = "1")]
+    pub streams: String,
+    /// Runs of every cell.
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub repeat: u32,
+    /// Length of each run.
+    #[arg(short, long, value_name = "DUR", default_value = "10s", value_parser = crate::args::duration_arg)]
+    pub time: Duration,
+    /// Order of the runs: scrambled (each repetition in its own random order, as SLAC ran them) or
+    /// sequential.
+    #[arg(long, value_enum, default_value_t = OrderArg::Scrambled)]
+    pub order: OrderArg,
+    /// Run every cell in both directions (client sends, then server sends).
+    #[arg(long)]
+    pub both_directions: bool,
+    /// Seed of the scrambled order (default: from the clock; stored with the sweep).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Continue sweep ID: run only the cells it is missing, with its stored plan and options.
+    #[arg(long, value_name = "ID", conflicts_with_all = ["host", "windows", "seed", "run_args"])]
+    pub resume: Option<i64>,
+    /// A label stored with every cell's run.
+    #[arg(long)]
+    pub tag: Option<String>,
+    #[command(flatten)]
+    pub db: DbArg,
+    /// Print the summary (cells, fits, best cell) as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// When done, write the plots (SVG and PNG) into this directory.
+    #[arg(long, value_name = "DIR")]
+    pub plots: Option<PathBuf>,
+    /// When done, write the HTML report to this file.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+    /// Options of `landspeed run` for every cell, after `--` (e.g. -- -p 5300 -C bbr -l 1M).
+    #[arg(last = true, value_name = "RUN OPTIONS")]
+    pub run_args: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum OrderArg {
+    Scrambled,
+    Sequential,
+}
+
+/// The `run` options after `--`, parsed as `run` parses them.
+#[derive(Parser, Debug)]
+#[command(name = "landspeed sweep ... --", no_binary_name = true)]
+struct CellArgs {
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+/// Parses the per-cell options and refuses the ones the sweep itself sets.
+fn cell_args(host: &str, extra: &[String]) -> Result<RunArgs> {
+    let a = CellArgs::try_parse_from(std::iter::once(host.to_string()).chain(extra.iter().cloned()))
+        .map_err(|e| UsageError(format!("the run options after --: {}", e.kind())))
+        .with_context(|| format!("'{}'", extra.join(" ")))?
+        .run;
+    let t = &a.test;
+    let set_by_sweep = [
+        ("-P/--streams (use the sweep's --streams)", t.streams != 1),
+        ("-w/--window (use --windows)", t.window.is_some()),
+        ("-t/-n/-k (use the sweep's --time)", t.time.is_some() || t.bytes.is_some() || t.blocks.is_some()),
+        ("-R/--bidir (use --both-directions)", t.reverse || t.bidir),
+        ("--json/--json-stream (use the sweep's --json)", a.json || a.json_stream),
+        ("--tag/--db/--no-save (use the sweep's)", a.tag.is_some() || a.db.db.is_some() || a.no_save),
+        ("--path", a.measure_path),
+    ];
+    if let Some((what, _)) = set_by_sweep.iter().find(|(_, set)| *set) {
+        return Err(UsageError(format!("the sweep sets {what}; leave it out of the run options")).into());
+    }
+    Ok(a)
+}
+
+fn new_plan(a: &SweepArgs) -> Result<SweepPlan> {
+    let usage = |e: landspeed_core::sweep::PlanError| UsageError(e.to_string());
+    let host = a.host.clone().context("a host is needed")?;
+    let cell = cell_args(&host, &a.run_args)?;
+    let seed = a.seed.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64)
+    });
+    let plan = SweepPlan {
+        host,
+        port: cell.test.port,
+        windows_bytes: parse_windows(a.windows.as_deref().unwrap_or_default()).map_err(usage)?,
+        streams: parse_streams(&a.streams).map_err(usage)?,
+        directions: if a.both_directions {
+            vec![Direction::Forward, Direction::Reverse]
+        } else {
+            vec![Direction::Forward]
+        },
+        repeat: a.repeat,
+        time_s: a.time.as_secs_f64(),
+        order: match a.order {
+            OrderArg::Scrambled => Order::Scrambled,
+            OrderArg::Sequential => Order::Sequential,
+        },
+        seed,
+        run_args: a.run_args.clone(),
+        command_line: std::env::args().map(|s| shell_word(&s)).collect::<Vec<_>>().join(" "),
+    };
+    plan.validate().map_err(usage)?;
+    if !(0.1..=3600.0).contains(&plan.time_s) {
+        return Err(UsageError(format!("--time must be 0.1 s..=1 h, got {:?}", a.time)).into());
+    }
+    Ok(plan)
+}
+
+fn shell_word(s: &str) -> String {
+    if !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_./:=,+@".contains(c)) {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+fn direction(s: &str) -> Direction {
+    match s {
+        "reverse" => Direction::Reverse,
+        "bidir" => Direction::Bidir,
+        _ => Direction::Forward,
+    }
+}
+
+/// The cells of sweep `id` already in the archive, with their throughput.
+pub fn finished(archive: &Archive, id: i64) -> Result<Vec<(CellKey, f64)>> {
+    Ok(archive
+        .sweep_runs(id)?
+        .into_iter()
+        .map(|r| {
+            (
+                CellKey {
+                    window_bytes: r.window_bytes.unwrap_or(0),
+                    streams: r.streams,
+                    direction: direction(&r.direction),
+                    repeat: r.repeat,
+                },
+                r.throughput_bps,
+            )
+        })
+        .collect())
+}
+
+/// The report of sweep `id` as stored (plan, status, summary of the finished cells).
+pub fn load_report(archive: &Archive, id: i64) -> Result<SweepReport> {
+    let row = archive
+        .sweep(id)?
+        .ok_or_else(|| UsageError(format!("no sweep {id} in {}", archive.path())))?;
+    let plan: SweepPlan = serde_json::from_str(&row.plan_json)
+        .with_context(|| format!("sweep {id}'s stored plan is not readable"))?;
+    let summary = summarize(&plan, &finished(archive, id)?);
+    Ok(SweepReport {
+        sweep_id: id,
+        created_utc: row.created_utc,
+        status: row.status,
+        plan,
+        summary,
+    })
+}
+
+fn cell_options(base: &ClientOptions, plan: &SweepPlan, c: &CellKey) -> ClientOptions {
+    let mut o = base.clone();
+    o.spec.streams = c.streams;
+    o.spec.window_bytes = Some(c.window_bytes);
+    o.spec.end = EndCondition::Time(Duration::from_secs_f64(plan.time_s));
+    o.spec.direction = c.direction;
+    o
+}
+
+fn cell_name(c: &CellKey) -> String {
+    let dir = match c.direction {
+        Direction::Forward => "send",
+        Direction::Reverse => "recv",
+        Direction::Bidir => "bidir",
+    };
+    format!("{:>9} × {:>2} {dir} #{}", Bytes(c.window_bytes).to_string(), c.streams, c.repeat + 1)
+}
+
+fn human(d: Duration) -> String {
+    let s = d.as_secs();
+    if s >= 3600 {
+        format!("{}h{:02}m", s / 3600, s % 3600 / 60)
+    } else if s >= 60 {
+        format!("{}m{:02}s", s / 60, s % 60)
+    } else {
+        format!("{s}s")
+    }
+}
+
+/// Consecutive failed cells after which the sweep stops (the server is likely gone).
+const MAX_FAILS_IN_A_ROW: u32 = 3;
+
+pub fn sweep(a: SweepArgs) -> Result<bool> {
+    let archive = a.db.open()?;
+    let (id, plan) = match a.resume {
+        Some(id) => {
+            let r = load_report(&archive, id)?;
+            (id, r.plan)
+        }
+        None => {
+            let plan = new_plan(&a)?;
+            let now = landspeed_core::result::format_utc(
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0.0, |d| d.as_secs_f64()),
+            );
+            let id = archive.create_sweep(&plan.host, &now, &serde_json::to_string(&plan)?)?;
+            (id, plan)
+        }
+    };
+    let cell = cell_args(&plan.host, &plan.run_args)?;
+    let base = client_options(&cell)?;
+    check(&cell_options(&base, &plan, &plan.cells()[0]))?;
+    let done: HashSet<CellKey> = finished(&archive, id)?.into_iter().map(|c| c.0).collect();
+    let todo = plan.remaining(&done);
+    let total = plan.cells().len();
+    eprintln!(
+        "landspeed: sweep {id} against {}: {} windows × {} stream counts × {} direction(s) × {} = {total} runs of {}, {} order; {} done, {} to run (landspeed sweep --resume {id} continues it)",
+        plan.host,
+        plan.windows_bytes.len(),
+        plan.streams.len(),
+        plan.directions.len(),
+        plan.repeat,
+        if plan.time_s < 60.0 { format!("{} s", plan.time_s) } else { human(Duration::from_secs_f64(plan.time_s)) },
+        format!("{:?}", plan.order).to_lowercase(),
+        done.len(),
+        todo.len()
+    );
+    archive.set_sweep_status(id, "running")?;
+    let interrupt = interrupt_flag()?;
+    let bar = indicatif::ProgressBar::new(todo.len() as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} runs {msg}")
+            .expect("static template"),
+    );
+    let visible = !bar.is_hidden();
+    let say = |line: String| {
+        if visible {
+            bar.println(line)
+        } else {
+            eprintln!("{line}")
+        }
+    };
+    let started = Instant::now();
+    let (mut failed, mut in_a_row) = (0u32, 0u32);
+    let mut stopped = None;
+    for (i, c) in todo.iter().enumerate() {
+        let per_cell = if i == 0 {
+            Duration::from_secs_f64(plan.time_s + 1.0)
+        } else {
+            started.elapsed() / i as u32
+        };
+        bar.set_message(format!(
+            "ETA {} · now {}",
+            human(per_cell * (todo.len() - i) as u32),
+            cell_name(c)
+        ));
+        let opts = cell_options(&base, &plan, c);
+        let outcome = run_quiet(&opts, cell.iperf3, &interrupt);
+        if interrupt.load(Relaxed) {
+            stopped = Some("interrupted");
+            break;
+        }
+        match outcome {
+            Ok(r) if trustworthy(&r) => {
+                let run = archive.save(&r, &RunMeta { tag: a.tag.clone(), sweep: Some((id, c.repeat)) })?;
+                in_a_row = 0;
+                say(format!(
+                    "  [{:>4}/{total}] {}  {:>14}  retr {:>6}  run {run}",
+                    done.len() + i + 1,
+                    cell_name(c),
+                    BitRate(r.summary.throughput_bps).to_string(),
+                    r.summary.retransmits,
+                ));
+            }
+            other => {
+                failed += 1;
+                in_a_row += 1;
+                let why = match other {
+                    Ok(r) => untrusted_reason(&r),
+                    Err(e) => e.to_string(),
+                };
+                say(format!("  [{:>4}/{total}] {}  FAILED: {why}", done.len() + i + 1, cell_name(c)));
+            }
+        }
+        bar.inc(1);
+        if in_a_row >= MAX_FAILS_IN_A_ROW {
+            stopped = Some("incomplete");
+            say(format!("landspeed: {MAX_FAILS_IN_A_ROW} runs in a row failed; stopping"));
+            break;
+        }
+    }
+    bar.finish_and_clear();
+    let status = stopped.unwrap_or(if failed > 0 { "incomplete" } else { "complete" });
+    archive.set_sweep_status(id, status)?;
+    if status != "complete" {
+        eprintln!(
+            "landspeed: sweep {id} is {status} ({failed} failed runs not saved); landspeed sweep --resume {id} runs what is missing"
+        );
+    }
+    eprintln!("landspeed: sweep took {}", human(started.elapsed()));
+    let report = load_report(&archive, id)?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", landspeed_report::sweep_text(&report));
+    }
+    crate::report::write_outputs(&archive, &report, a.plots.as_deref(), a.html.as_deref())?;
+    Ok(status == "complete")
+}
+
+fn untrusted_reason(r: &RunResult) -> String {
+    if r.interrupted {
+        "interrupted".into()
+    } else if r.summary.corrupt_blocks > 0 {
+        format!("{} corrupt blocks", r.summary.corrupt_blocks)
+    } else if let Some(e) = r.streams.iter().flat_map(|s| s.errors.iter()).next() {
+        e.clone()
+    } else {
+        format!(
+            "sent {} bytes but {} arrived",
+            r.summary.bytes_sent, r.summary.bytes_received
+        )
+    }
+}

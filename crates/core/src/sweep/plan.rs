@@ -1,0 +1,287 @@
+//! What a sweep will run, kept apart from running it: the grid of windows × streams × directions, how
+//! many times each cell is repeated, and the order. SLAC scrambled the order so that a slow drift of the
+//! path (the evening peak, a backup job) spreads over every cell instead of biasing the last ones; we do
+//! the same, one shuffled round of every cell per repetition, from a seed stored with the plan so that
+//! a resumed sweep sees the same order and knows exactly which cells are left.
+
+use crate::config::Direction;
+use crate::units::Bytes;
+use serde::{Deserialize, Serialize};
+use std::collections::HashSet;
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PlanError {
+    #[error("--windows: '{0}' is not a size list (64K,256K,1M) or a range (64K..8M, 64K..8M:x4, 1M..8M:+1M)")]
+    Windows(String),
+    #[error("--windows: {0}")]
+    WindowSize(String),
+    #[error("--windows: a range of more than {MAX_AXIS} windows ('{0}')")]
+    TooManyWindows(String),
+    #[error("--streams: '{0}' is not a list of stream counts like 1,2,4,8 (each 1..=1024)")]
+    Streams(String),
+    #[error("--repeat must be 1..=100, got {0}")]
+    Repeat(u32),
+    #[error("a sweep of {0} cells is too many (at most {MAX_CELLS})")]
+    TooManyCells(usize),
+}
+
+/// Most values on one axis, and most cells (windows × streams × directions × repeats) in one sweep.
+pub const MAX_AXIS: usize = 64;
+pub const MAX_CELLS: usize = 10_000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Order {
+    /// Each repetition runs every cell once, in its own random order (SLAC's way).
+    #[default]
+    Scrambled,
+    /// Windows in order within streams in order, repetition after repetition.
+    Sequential,
+}
+
+/// One run of the sweep: a (window, streams, direction) cell and which repetition of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct CellKey {
+    pub window_bytes: u64,
+    pub streams: u32,
+    pub direction: Direction,
+    /// 0-based.
+    pub repeat: u32,
+}
+
+/// Everything needed to run (or resume) a sweep; stored as JSON with the sweep in the archive.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SweepPlan {
+    pub host: String,
+    pub port: u16,
+    pub windows_bytes: Vec<u64>,
+    pub streams: Vec<u32>,
+    pub directions: Vec<Direction>,
+    pub repeat: u32,
+    pub time_s: f64,
+    pub order: Order,
+    pub seed: u64,
+    /// The `run` options applied to every cell, as given after `--`.
+    pub run_args: Vec<String>,
+    /// The command line that started the sweep, for the report.
+    pub command_line: String,
+}
+
+impl SweepPlan {
+    /// Checks the grid's size; the axes themselves come from [`parse_windows`] and [`parse_streams`].
+    pub fn validate(&self) -> Result<(), PlanError> {
+        if !(1..=100).contains(&self.repeat) {
+            return Err(PlanError::Repeat(self.repeat));
+        }
+        let n = self.windows_bytes.len() * self.streams.len() * self.directions.len() * self.repeat as usize;
+        if n > MAX_CELLS {
+            return Err(PlanError::TooManyCells(n));
+        }
+        Ok(())
+    }
+
+    /// Every run of the sweep, in the order they are to be run.
+    pub fn cells(&self) -> Vec<CellKey> {
+        let mut out = Vec::new();
+        let mut rng = SplitMix(self.seed);
+        for repeat in 0..self.repeat {
+            let mut round: Vec<CellKey> = Vec::new();
+            for &direction in &self.directions {
+                for &streams in &self.streams {
+                    for &window_bytes in &self.windows_bytes {
+                        round.push(CellKey {
+                            window_bytes,
+                            streams,
+                            direction,
+                            repeat,
+                        });
+                    }
+                }
+            }
+            if self.order == Order::Scrambled {
+                // Fisher–Yates.
+                for i in (1..round.len()).rev() {
+                    let j = (rng.next() % (i as u64 + 1)) as usize;
+                    round.swap(i, j);
+                }
+            }
+            out.extend(round);
+        }
+        out
+    }
+
+    /// The runs still to do when `done` are in the archive, in plan order.
+    pub fn remaining(&self, done: &HashSet<CellKey>) -> Vec<CellKey> {
+        self.cells().into_iter().filter(|c| !done.contains(c)).collect()
+    }
+}
+
+/// A small, well-mixed generator (SplitMix64): enough to shuffle a grid reproducibly.
+struct SplitMix(u64);
+
+impl SplitMix {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+}
+
+fn size(s: &str) -> Result<u64, PlanError> {
+    let b: Bytes = s
+        .trim()
+        .parse()
+        .map_err(|e: crate::units::UnitError| PlanError::WindowSize(e.to_string()))?;
+    if b.get() == 0 {
+        return Err(PlanError::WindowSize(format!("'{s}' is zero")));
+    }
+    Ok(b.get())
+}
+
+/// Windows as a list (`64K,256K,1M`) or a range: `A..B` doubles from A up to B, `A..B:xF` multiplies by
+/// F, `A..B:+S` adds S. B is included when a step lands on it.
+pub fn parse_windows(s: &str) -> Result<Vec<u64>, PlanError> {
+    let bad = || PlanError::Windows(s.to_string());
+    let mut out = if let Some((from, rest)) = s.split_once("..") {
+        let (to, step) = match rest.split_once(':') {
+            Some((to, step)) => (to, Some(step)),
+            None => (rest, None),
+        };
+        let (a, b) = (size(from)?, size(to)?);
+        if a > b {
+            return Err(bad());
+        }
+        let next: Box<dyn Fn(u64) -> u64> = match step {
+            None => Box::new(|w| w.saturating_mul(2)),
+            Some(st) if st.starts_with('x') => {
+                let f: f64 = st[1..].parse().map_err(|_| bad())?;
+                if !(f > 1.0 && f.is_finite()) {
+                    return Err(bad());
+                }
+                Box::new(move |w| ((w as f64 * f).round() as u64).max(w + 1))
+            }
+            Some(st) if st.starts_with('+') => {
+                let d = size(&st[1..])?;
+                Box::new(move |w| w.saturating_add(d))
+            }
+            Some(_) => return Err(bad()),
+        };
+        let mut v = Vec::new();
+        let mut w = a;
+        while w <= b {
+            if v.len() == MAX_AXIS {
+                return Err(PlanError::TooManyWindows(s.to_string()));
+            }
+            v.push(w);
+            w = next(w);
+        }
+        v
+    } else {
+        s.split(',').map(size).collect::<Result<Vec<_>, _>>()?
+    };
+    out.sort_unstable();
+    out.dedup();
+    if out.is_empty() {
+        return Err(bad());
+    }
+    if out.len() > MAX_AXIS {
+        return Err(PlanError::TooManyWindows(s.to_string()));
+    }
+    Ok(out)
+}
+
+/// Stream counts as a list (`1,2,4,8`), each 1..=1024.
+pub fn parse_streams(s: &str) -> Result<Vec<u32>, PlanError> {
+    let mut v = s
+        .split(',')
+        .map(|p| match p.trim().parse::<u32>() {
+            Ok(n @ 1..=1024) => Ok(n),
+            _ => Err(PlanError::Streams(s.to_string())),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    v.sort_unstable();
+    v.dedup();
+    if v.is_empty() || v.len() > MAX_AXIS {
+        return Err(PlanError::Streams(s.to_string()));
+    }
+    Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(order: Order) -> SweepPlan {
+        SweepPlan {
+            host: "h".into(),
+            port: 5201,
+            windows_bytes: vec![1, 2, 3, 4, 5],
+            streams: vec![1, 2, 4, 8],
+            directions: vec![Direction::Forward, Direction::Reverse],
+            repeat: 3,
+            time_s: 1.0,
+            order,
+            seed: 42,
+            run_args: vec![],
+            command_line: String::new(),
+        }
+    }
+
+    #[test]
+    fn windows_lists_and_ranges() {
+        assert_eq!(parse_windows("64K,16K,64K").unwrap(), [16384, 65536]);
+        assert_eq!(parse_windows("64K..512K").unwrap(), [65536, 131072, 262144, 524288]);
+        assert_eq!(parse_windows("1M..4M:+1M").unwrap(), [1 << 20, 2 << 20, 3 << 20, 4 << 20]);
+        assert_eq!(parse_windows("100..1000:x3").unwrap(), [100, 300, 900]);
+        for bad in ["", "x", "4M..1M", "1K..1M:y2", "1K..1M:x1", "0,1K", "1..1G:+1"] {
+            assert!(parse_windows(bad).is_err(), "{bad}");
+        }
+        assert_eq!(parse_streams("8,1,2,2").unwrap(), [1, 2, 8]);
+        for bad in ["", "0", "1,x", "2000"] {
+            assert!(parse_streams(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn every_cell_once_per_round_and_a_stable_scramble() {
+        let p = plan(Order::Scrambled);
+        let cells = p.cells();
+        assert_eq!(cells.len(), 5 * 4 * 2 * 3);
+        let unique: HashSet<_> = cells.iter().collect();
+        assert_eq!(unique.len(), cells.len());
+        // Each round is complete before the next begins.
+        for (i, c) in cells.iter().enumerate() {
+            assert_eq!(c.repeat as usize, i / 40);
+        }
+        assert_eq!(cells, p.cells(), "same seed, same order");
+        assert_ne!(cells, plan(Order::Sequential).cells(), "scrambled differs from sequential");
+        let seq = plan(Order::Sequential).cells();
+        assert_eq!((seq[0].window_bytes, seq[0].streams), (1, 1));
+        assert_eq!((seq[1].window_bytes, seq[1].streams), (2, 1));
+    }
+
+    #[test]
+    fn remaining_skips_what_is_done_and_keeps_the_order() {
+        let p = plan(Order::Scrambled);
+        let all = p.cells();
+        let done: HashSet<CellKey> = all.iter().step_by(3).copied().collect();
+        let left = p.remaining(&done);
+        assert_eq!(left.len(), all.len() - done.len());
+        let expected: Vec<CellKey> = all.iter().filter(|c| !done.contains(c)).copied().collect();
+        assert_eq!(left, expected);
+        assert!(p.remaining(&all.iter().copied().collect()).is_empty());
+    }
+
+    #[test]
+    fn grid_size_is_bounded() {
+        let mut p = plan(Order::Sequential);
+        assert!(p.validate().is_ok());
+        p.repeat = 0;
+        assert_eq!(p.validate(), Err(PlanError::Repeat(0)));
+        p.repeat = 100;
+        p.windows_bytes = (1..=64).collect();
+        assert!(matches!(p.validate(), Err(PlanError::TooManyCells(_))));
+    }
+}

@@ -1,0 +1,177 @@
+//! A sweep's runs turned into what SLAC's pages showed: the statistics of every cell, the
+//! throughput-versus-window line of every stream count (fitted to the cells' medians), and the best cell
+//! with the smallest one close to it, for each direction. Pure: the CLI, the plots and the HTML report
+//! all read the same summary.
+
+use super::fit::{best_cells, window_fit, BestCells, WindowFit};
+use super::plan::{CellKey, SweepPlan};
+use super::stats::CellStats;
+use crate::config::Direction;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CellSummary {
+    pub window_bytes: u64,
+    pub streams: u32,
+    pub direction: Direction,
+    /// Throughput statistics of the cell's runs, in bit/s.
+    pub throughput_bps: CellStats,
+    /// Every run's throughput, in the order of the repetitions.
+    pub runs_bps: Vec<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DirectionSummary {
+    pub direction: Direction,
+    /// One per stream count with at least two window-limited windows.
+    pub fits: Vec<WindowFit>,
+    pub best: Option<BestCells>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SweepSummary {
+    pub runs_planned: u32,
+    pub runs_done: u32,
+    pub cells: Vec<CellSummary>,
+    pub directions: Vec<DirectionSummary>,
+}
+
+/// A sweep as the sinks see it: what was planned, how far it got, and the summary of what finished.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SweepReport {
+    pub sweep_id: i64,
+    pub created_utc: String,
+    /// running, complete, incomplete or interrupted.
+    pub status: String,
+    pub plan: SweepPlan,
+    pub summary: SweepSummary,
+}
+
+/// Summarises the finished runs (`(cell, throughput bit/s)`) of `plan`.
+pub fn summarize(plan: &SweepPlan, runs: &[(CellKey, f64)]) -> SweepSummary {
+    let mut cells = Vec::new();
+    let mut directions = Vec::new();
+    for &direction in &plan.directions {
+        let mut medians = Vec::new();
+        for &streams in &plan.streams {
+            for &window_bytes in &plan.windows_bytes {
+                let mut mine: Vec<(u32, f64)> = runs
+                    .iter()
+                    .filter(|(k, _)| k.direction == direction && k.streams == streams && k.window_bytes == window_bytes)
+                    .map(|(k, v)| (k.repeat, *v))
+                    .collect();
+                mine.sort_by_key(|r| r.0);
+                let runs_bps: Vec<f64> = mine.into_iter().map(|r| r.1).collect();
+                if let Some(stats) = CellStats::from_values(&runs_bps) {
+                    medians.push((window_bytes, streams, stats.median));
+                    cells.push(CellSummary {
+                        window_bytes,
+                        streams,
+                        direction,
+                        throughput_bps: stats,
+                        runs_bps,
+                    });
+                }
+            }
+        }
+        let fits = plan
+            .streams
+            .iter()
+            .filter_map(|&s| {
+                let pts: Vec<(f64, f64)> = medians
+                    .iter()
+                    .filter(|c| c.1 == s)
+                    .map(|c| (c.0 as f64, c.2))
+                    .collect();
+                window_fit(s, &pts)
+            })
+            .collect();
+        directions.push(DirectionSummary {
+            direction,
+            fits,
+            best: best_cells(&medians),
+        });
+    }
+    SweepSummary {
+        runs_planned: plan.cells().len() as u32,
+        runs_done: runs.len() as u32,
+        cells,
+        directions,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sweep::plan::Order;
+
+    #[test]
+    fn cells_fits_and_best_from_synthetic_runs() {
+        // 50 ms RTT, 100 Mbit/s bottleneck: throughput = streams × 8 × window / 0.05, capped.
+        let plan = SweepPlan {
+            host: "h".into(),
+            port: 1,
+            windows_bytes: vec![32_768, 65_536, 131_072, 262_144, 1 << 20],
+            streams: vec![1, 2],
+            directions: vec![Direction::Forward],
+            repeat: 3,
+            time_s: 1.0,
+            order: Order::Scrambled,
+            seed: 7,
+            run_args: vec![],
+            command_line: String::new(),
+        };
+        let runs: Vec<(CellKey, f64)> = plan
+            .cells()
+            .into_iter()
+            .map(|k| {
+                let ideal = (f64::from(k.streams) * 8.0 * k.window_bytes as f64 / 0.05).min(1e8);
+                // Repetitions at -2%, 0, +2%: the median is the ideal value.
+                (k, ideal * (0.98 + 0.02 * f64::from(k.repeat)))
+            })
+            .collect();
+        let s = summarize(&plan, &runs);
+        assert_eq!((s.runs_planned, s.runs_done), (30, 30));
+        assert_eq!(s.cells.len(), 10);
+        let c = &s.cells[0];
+        assert_eq!((c.window_bytes, c.streams), (32_768, 1));
+        assert_eq!(c.throughput_bps.n, 3);
+        assert!((c.throughput_bps.median - 8.0 * 32_768.0 / 0.05).abs() < 1e-6);
+        assert_eq!(c.runs_bps.len(), 3);
+        assert!(c.runs_bps[0] < c.runs_bps[2], "in repetition order");
+        let d = &s.directions[0];
+        assert_eq!(d.fits.len(), 2);
+        for f in &d.fits {
+            assert!((f.implied_rtt_s - 0.05).abs() < 1e-9, "{f:?}");
+            assert!(f.r2 > 0.999);
+        }
+        // 1 stream: 32K..256K are on the line (256K gives 41.9 Mbit/s), 1M is capped.
+        assert_eq!(d.fits[0].points_used, 4);
+        let b = d.best.as_ref().unwrap();
+        assert_eq!(b.best.2, 1e8);
+        // 2 streams × 512 KiB would do; the smallest buffer reaching 95 Mbit/s is 1 MiB × 1 stream.
+        assert_eq!((b.smallest_within_5pct.0, b.smallest_within_5pct.1), (1 << 20, 1));
+    }
+
+    #[test]
+    fn a_partial_sweep_summarises_what_it_has() {
+        let plan = SweepPlan {
+            host: "h".into(),
+            port: 1,
+            windows_bytes: vec![1000, 2000],
+            streams: vec![1],
+            directions: vec![Direction::Forward, Direction::Reverse],
+            repeat: 2,
+            time_s: 1.0,
+            order: Order::Sequential,
+            seed: 0,
+            run_args: vec![],
+            command_line: String::new(),
+        };
+        let runs: Vec<(CellKey, f64)> = plan.cells().into_iter().take(3).map(|k| (k, 1e6)).collect();
+        let s = summarize(&plan, &runs);
+        assert_eq!((s.runs_planned, s.runs_done), (8, 3));
+        assert_eq!(s.cells.len(), 3);
+        assert!(s.directions[1].best.is_some());
+    }
+}

@@ -1,0 +1,190 @@
+//! A single run's figures: per-stream throughput, congestion window and RTT over time (three panels
+//! sharing the time axis, from each interval's TCP_INFO; the echo probes' median RTT too when the run
+//! had `--latency`), and the CDF of its interval throughputs. For several runs of one configuration, the
+//! CDF of their throughputs.
+
+use super::sweep::{unit, Cdf};
+use super::{colour, footer, render, Draw, DrawResult, Figure, PlotError, FONT};
+use landspeed_core::result::RunResult;
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+fn foot(r: &RunResult) -> String {
+    let s = &r.config.spec;
+    format!(
+        "landspeed {} · {} port {} · {} UTC · {} stream(s), {:?}, {}",
+        r.protocol,
+        r.config.host,
+        r.config.port,
+        r.started_utc.trim_end_matches('Z').replace('T', " "),
+        s.streams,
+        s.direction,
+        s.window_bytes
+            .map_or("default window".to_string(), |w| format!("window {}", landspeed_core::units::Bytes(w)))
+    )
+}
+
+struct OverTime<'a> {
+    r: &'a RunResult,
+}
+
+/// One panel: a series per stream of `(time s, value)`.
+fn panel<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    title: &str,
+    y_desc: &str,
+    series: &[(String, Vec<(f64, f64)>)],
+    t_end: f64,
+) -> DrawResult
+where
+    DB::ErrorType: 'static,
+{
+    let ymax = series
+        .iter()
+        .flat_map(|s| s.1.iter().map(|p| p.1))
+        .fold(0.0, f64::max)
+        .max(1e-9)
+        * 1.12;
+    let mut chart = ChartBuilder::on(area)
+        .caption(title, (FONT, 17))
+        .x_label_area_size(36)
+        .y_label_area_size(72)
+        .margin_right(16)
+        .build_cartesian_2d(0f64..t_end.max(1e-3), 0f64..ymax)?;
+    chart
+        .configure_mesh()
+        .x_desc("time since the start (s)")
+        .y_desc(y_desc)
+        .label_style((FONT, 12))
+        .axis_desc_style((FONT, 13))
+        .draw()?;
+    for (i, (label, pts)) in series.iter().enumerate() {
+        let c = colour(i);
+        chart
+            .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))?
+            .label(label.clone())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
+    }
+    if series.len() > 1 && series.len() <= 16 {
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK.mix(0.4))
+            .label_font((FONT, 11))
+            .draw()?;
+    }
+    Ok(())
+}
+
+impl Draw for OverTime<'_> {
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> DrawResult
+    where
+        DB::ErrorType: 'static,
+    {
+        let r = self.r;
+        let t_end = r.intervals.last().map_or(1.0, |i| i.end_s);
+        let ids: Vec<u32> = r.streams.iter().map(|s| s.id).collect();
+        let per_stream = |f: &dyn Fn(&landspeed_core::result::IntervalStream) -> Option<f64>| {
+            ids.iter()
+                .map(|&id| {
+                    let pts = r
+                        .intervals
+                        .iter()
+                        .filter_map(|i| {
+                            let s = i.streams.iter().find(|s| s.id == id)?;
+                            Some((i.end_s, f(s)?))
+                        })
+                        .collect::<Vec<_>>();
+                    (format!("stream {id}"), pts)
+                })
+                .filter(|s| !s.1.is_empty())
+                .collect::<Vec<_>>()
+        };
+        let body = root.margin(8, 40, 8, 8);
+        let title = body.titled(
+            &format!("{} over time, {}", r.config.host, r.started_utc),
+            (FONT, 21),
+        )?;
+        let panels = title.split_evenly((3, 1));
+        let top = r.intervals.iter().flat_map(|i| i.streams.iter().map(|s| s.throughput_bps)).fold(0.0, f64::max);
+        let (div, uname) = unit(top);
+        panel(
+            &panels[0],
+            "Throughput per stream",
+            uname,
+            &per_stream(&|s| Some(s.throughput_bps / div)),
+            t_end,
+        )?;
+        panel(
+            &panels[1],
+            "Congestion window per stream (sender's TCP_INFO)",
+            "cwnd (KiB)",
+            &per_stream(&|s| s.cwnd_bytes.map(|c| c as f64 / 1024.0)),
+            t_end,
+        )?;
+        let mut rtt = per_stream(&|s| s.rtt_us.map(|u| f64::from(u) / 1e3));
+        let probes: Vec<(f64, f64)> = r
+            .intervals
+            .iter()
+            .filter_map(|i| i.probe_rtt.as_ref().map(|p| (i.end_s, p.median_ms)))
+            .collect();
+        if !probes.is_empty() {
+            rtt.push(("echo probes (median)".into(), probes));
+        }
+        panel(&panels[2], "RTT (sender's smoothed RTT per stream)", "RTT (ms)", &rtt, t_end)?;
+        footer(root, &foot(r))
+    }
+}
+
+/// The figures of one run: over time, and the CDF of its intervals' throughput.
+pub fn run_figures(r: &RunResult, id: Option<i64>) -> Result<Vec<Figure>, PlotError> {
+    let stem = id.map_or_else(|| "run".to_string(), |i| format!("run-{i}"));
+    let mut out = vec![render(
+        format!("{stem}-over-time"),
+        "Per-stream throughput, cwnd and RTT over time".into(),
+        (960, 960),
+        &OverTime { r },
+    )?];
+    let (div, uname) = unit(r.intervals.iter().map(|i| i.throughput_bps).fold(0.0, f64::max));
+    let intervals: Vec<f64> = r
+        .intervals
+        .iter()
+        .filter(|i| !i.omitted)
+        .map(|i| i.throughput_bps / div)
+        .collect();
+    if !intervals.is_empty() {
+        out.push(render(
+            format!("{stem}-interval-cdf"),
+            "CDF of interval throughput".into(),
+            (960, 600),
+            &Cdf {
+                title: "Throughput of each interval".into(),
+                x_desc: format!("interval throughput ({uname})"),
+                series: vec![(format!("{} intervals", intervals.len()), intervals)],
+                footer: foot(r),
+            },
+        )?);
+    }
+    Ok(out)
+}
+
+/// The CDF of several runs' throughput (repeated runs of one configuration).
+pub fn runs_cdf(runs: &[RunResult]) -> Result<Figure, PlotError> {
+    let first = runs.first();
+    let (div, uname) = unit(runs.iter().map(|r| r.summary.throughput_bps).fold(0.0, f64::max));
+    render(
+        "runs-cdf".into(),
+        "CDF of repeated runs".into(),
+        (960, 600),
+        &Cdf {
+            title: format!("Throughput of {} runs", runs.len()),
+            x_desc: format!("throughput ({uname})"),
+            series: vec![(
+                format!("{} runs", runs.len()),
+                runs.iter().map(|r| r.summary.throughput_bps / div).collect(),
+            )],
+            footer: first.map_or_else(String::new, foot),
+        },
+    )
+}
