@@ -27,6 +27,9 @@ pub struct SweepRun {
     pub direction: String,
     pub repeat: u32,
     pub throughput_bps: f64,
+    /// The receive window the senders saw (TCP_INFO snd_wnd), averaged over the streams; None
+    /// without TCP_INFO.
+    pub effective_window_bytes: Option<f64>,
 }
 
 impl Archive {
@@ -72,7 +75,10 @@ impl Archive {
     /// The finished cells of sweep `id`, oldest first.
     pub fn sweep_runs(&self, id: i64) -> Result<Vec<SweepRun>, ArchiveError> {
         let mut st = self.conn.prepare(
-            "SELECT id, window_bytes, streams, direction, cell_repeat, throughput_bps FROM runs
+            "SELECT id, window_bytes, streams, direction, cell_repeat, throughput_bps,
+                (SELECT avg(json_extract(s.value, '$.tcp.snd_wnd_bytes')) FROM json_each(result_json, '$.streams') s
+                 WHERE json_extract(s.value, '$.tcp.snd_wnd_bytes') > 0)
+             FROM runs
              WHERE sweep_id = ?1 ORDER BY id",
         )?;
         let rows = st.query_map([id], |r| {
@@ -83,6 +89,7 @@ impl Archive {
                 direction: r.get(3)?,
                 repeat: r.get::<_, Option<u32>>(4)?.unwrap_or(0),
                 throughput_bps: r.get(5)?,
+                effective_window_bytes: r.get(6)?,
             })
         })?;
         Ok(rows.collect::<Result<_, _>>()?)

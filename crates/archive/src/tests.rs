@@ -136,7 +136,12 @@ fn sweep_cells_are_unique() {
     let runs = a.sweep_runs(s).unwrap();
     assert_eq!(runs.len(), 2);
     assert_eq!(
-        (runs[1].window_bytes, runs[1].streams, runs[1].direction.as_str(), runs[1].repeat),
+        (
+            runs[1].window_bytes,
+            runs[1].streams,
+            runs[1].direction.as_str(),
+            runs[1].repeat
+        ),
         (Some(65536), 2, "forward", 1)
     );
     assert_eq!(runs[1].throughput_bps, 1e8);

@@ -15,7 +15,11 @@ use std::path::{Path, PathBuf};
 #[derive(Args, Debug)]
 pub struct ReportArgs {
     /// Archived runs to report on (ids from `landspeed history`).
-    #[arg(value_name = "ID", required_unless_present = "sweep", conflicts_with = "sweep")]
+    #[arg(
+        value_name = "ID",
+        required_unless_present = "sweep",
+        conflicts_with = "sweep"
+    )]
     pub ids: Vec<i64>,
     /// Report on a whole sweep instead (its id from `landspeed sweep` or `history`).
     #[arg(long, value_name = "ID")]
@@ -60,7 +64,12 @@ fn write_plots(dir: &Path, figs: &[Figure]) -> Result<()> {
 }
 
 /// The plots and/or the HTML page of a sweep, where asked for.
-pub fn write_outputs(archive: &Archive, r: &SweepReport, plots: Option<&Path>, html: Option<&Path>) -> Result<()> {
+pub fn write_outputs(
+    archive: &Archive,
+    r: &SweepReport,
+    plots: Option<&Path>,
+    html: Option<&Path>,
+) -> Result<()> {
     if plots.is_none() && html.is_none() {
         return Ok(());
     }
@@ -130,7 +139,10 @@ pub fn report(a: ReportArgs) -> Result<bool> {
             write_plots(dir, &figs)?;
         }
         if let Some(file) = &a.html {
-            write_file(file, report_html(&Subject::Runs(&runs), &figs, &now_utc()).as_bytes())?;
+            write_file(
+                file,
+                report_html(&Subject::Runs(&runs), &figs, &now_utc()).as_bytes(),
+            )?;
         }
     }
     Ok(true)

@@ -162,7 +162,11 @@ pub fn client_options(a: &RunArgs) -> Result<ClientOptions> {
 
 /// Runs one test with no output of its own: landspeed's protocol, or iperf3's when asked or when the
 /// server turns out to be iperf3 (a sweep cell).
-pub fn run_quiet(opts: &ClientOptions, iperf3: bool, interrupt: &AtomicBool) -> Result<RunResult, ClientError> {
+pub fn run_quiet(
+    opts: &ClientOptions,
+    iperf3: bool,
+    interrupt: &AtomicBool,
+) -> Result<RunResult, ClientError> {
     if iperf3 {
         return run_iperf3_client(opts, false, interrupt, &mut |_| {});
     }

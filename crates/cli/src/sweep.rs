@@ -12,7 +12,9 @@ use clap::{Args, Parser, ValueEnum};
 use landspeed_archive::{Archive, RunMeta};
 use landspeed_core::config::{Direction, EndCondition};
 use landspeed_core::result::RunResult;
-use landspeed_core::sweep::{parse_streams, parse_windows, summarize, CellKey, Order, SweepPlan, SweepReport};
+use landspeed_core::sweep::{
+    parse_streams, parse_windows, summarize, CellKey, Order, RunFigures, SweepPlan, SweepReport,
+};
 use landspeed_core::units::{BitRate, Bytes};
 use landspeed_net::ClientOptions;
 use std::collections::HashSet;
@@ -94,10 +96,19 @@ fn cell_args(host: &str, extra: &[String]) -> Result<RunArgs> {
     let set_by_sweep = [
         ("-P/--streams (use the sweep's --streams)", t.streams != 1),
         ("-w/--window (use --windows)", t.window.is_some()),
-        ("-t/-n/-k (use the sweep's --time)", t.time.is_some() || t.bytes.is_some() || t.blocks.is_some()),
+        (
+            "-t/-n/-k (use the sweep's --time)",
+            t.time.is_some() || t.bytes.is_some() || t.blocks.is_some(),
+        ),
         ("-R/--bidir (use --both-directions)", t.reverse || t.bidir),
-        ("--json/--json-stream (use the sweep's --json)", a.json || a.json_stream),
-        ("--tag/--db/--no-save (use the sweep's)", a.tag.is_some() || a.db.db.is_some() || a.no_save),
+        (
+            "--json/--json-stream (use the sweep's --json)",
+            a.json || a.json_stream,
+        ),
+        (
+            "--tag/--db/--no-save (use the sweep's)",
+            a.tag.is_some() || a.db.db.is_some() || a.no_save,
+        ),
         ("--path", a.measure_path),
     ];
     if let Some((what, _)) = set_by_sweep.iter().find(|(_, set)| *set) {
@@ -133,7 +144,10 @@ fn new_plan(a: &SweepArgs) -> Result<SweepPlan> {
         },
         seed,
         run_args: a.run_args.clone(),
-        command_line: std::env::args().map(|s| shell_word(&s)).collect::<Vec<_>>().join(" "),
+        command_line: std::env::args()
+            .map(|s| shell_word(&s))
+            .collect::<Vec<_>>()
+            .join(" "),
     };
     plan.validate().map_err(usage)?;
     if !(0.1..=3600.0).contains(&plan.time_s) {
@@ -143,7 +157,10 @@ fn new_plan(a: &SweepArgs) -> Result<SweepPlan> {
 }
 
 fn shell_word(s: &str) -> String {
-    if !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_./:=,+@".contains(c)) {
+    if !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./:=,+@".contains(c))
+    {
         s.to_string()
     } else {
         format!("'{}'", s.replace('\'', "'\\''"))
@@ -159,7 +176,7 @@ fn direction(s: &str) -> Direction {
 }
 
 /// The cells of sweep `id` already in the archive, with their throughput.
-pub fn finished(archive: &Archive, id: i64) -> Result<Vec<(CellKey, f64)>> {
+pub fn finished(archive: &Archive, id: i64) -> Result<Vec<(CellKey, RunFigures)>> {
     Ok(archive
         .sweep_runs(id)?
         .into_iter()
@@ -171,7 +188,10 @@ pub fn finished(archive: &Archive, id: i64) -> Result<Vec<(CellKey, f64)>> {
                     direction: direction(&r.direction),
                     repeat: r.repeat,
                 },
-                r.throughput_bps,
+                RunFigures {
+                    throughput_bps: r.throughput_bps,
+                    effective_window_bytes: r.effective_window_bytes,
+                },
             )
         })
         .collect())
@@ -209,7 +229,12 @@ fn cell_name(c: &CellKey) -> String {
         Direction::Reverse => "recv",
         Direction::Bidir => "bidir",
     };
-    format!("{:>9} × {:>2} {dir} #{}", Bytes(c.window_bytes).to_string(), c.streams, c.repeat + 1)
+    format!(
+        "{:>9} × {:>2} {dir} #{}",
+        Bytes(c.window_bytes).to_string(),
+        c.streams,
+        c.repeat + 1
+    )
 }
 
 fn human(d: Duration) -> String {
@@ -266,8 +291,7 @@ pub fn sweep(a: SweepArgs) -> Result<bool> {
     let interrupt = interrupt_flag()?;
     let bar = indicatif::ProgressBar::new(todo.len() as u64);
     bar.set_style(
-        indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} runs {msg}")
-            .expect("static template"),
+        indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} runs {msg}").expect("static template"),
     );
     let visible = !bar.is_hidden();
     let say = |line: String| {
@@ -299,7 +323,13 @@ pub fn sweep(a: SweepArgs) -> Result<bool> {
         }
         match outcome {
             Ok(r) if trustworthy(&r) => {
-                let run = archive.save(&r, &RunMeta { tag: a.tag.clone(), sweep: Some((id, c.repeat)) })?;
+                let run = archive.save(
+                    &r,
+                    &RunMeta {
+                        tag: a.tag.clone(),
+                        sweep: Some((id, c.repeat)),
+                    },
+                )?;
                 in_a_row = 0;
                 say(format!(
                     "  [{:>4}/{total}] {}  {:>14}  retr {:>6}  run {run}",
@@ -316,13 +346,19 @@ pub fn sweep(a: SweepArgs) -> Result<bool> {
                     Ok(r) => untrusted_reason(&r),
                     Err(e) => e.to_string(),
                 };
-                say(format!("  [{:>4}/{total}] {}  FAILED: {why}", done.len() + i + 1, cell_name(c)));
+                say(format!(
+                    "  [{:>4}/{total}] {}  FAILED: {why}",
+                    done.len() + i + 1,
+                    cell_name(c)
+                ));
             }
         }
         bar.inc(1);
         if in_a_row >= MAX_FAILS_IN_A_ROW {
             stopped = Some("incomplete");
-            say(format!("landspeed: {MAX_FAILS_IN_A_ROW} runs in a row failed; stopping"));
+            say(format!(
+                "landspeed: {MAX_FAILS_IN_A_ROW} runs in a row failed; stopping"
+            ));
             break;
         }
     }

@@ -110,8 +110,14 @@ pub fn command_line(args: impl Iterator<Item = String>) -> String {
             continue;
         }
         hide_next = HIDDEN.contains(&a.as_str());
-        let plain = !a.is_empty() && a.chars().all(|c| c.is_ascii_alphanumeric() || "-_./:=,+@".contains(c));
-        out.push(if plain { a } else { format!("'{}'", a.replace('\'', "'\\''")) });
+        let plain = !a.is_empty()
+            && a.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_./:=,+@".contains(c));
+        out.push(if plain {
+            a
+        } else {
+            format!("'{}'", a.replace('\'', "'\\''"))
+        });
     }
     out.join(" ")
 }
@@ -240,7 +246,15 @@ mod tests {
 
     #[test]
     fn command_line_quotes_and_hides_secrets() {
-        let args = ["landspeed", "serve", "--auth-keys", "/etc/k", "--allow=10.0.0.0/8", "--log-json", "a b"];
+        let args = [
+            "landspeed",
+            "serve",
+            "--auth-keys",
+            "/etc/k",
+            "--allow=10.0.0.0/8",
+            "--log-json",
+            "a b",
+        ];
         assert_eq!(
             command_line(args.iter().map(|s| s.to_string())),
             "landspeed serve --auth-keys … --allow=… --log-json 'a b'"

@@ -49,9 +49,9 @@ fn figure(o: &mut String, f: &Figure) {
     } else {
         svg
     };
-    let _ = write!(
+    let _ = writeln!(
         o,
-        "<figure id=\"{}\">{}<figcaption>{}</figcaption></figure>\n",
+        "<figure id=\"{}\">{}<figcaption>{}</figcaption></figure>",
         esc(&f.name),
         svg,
         esc(&f.title)
@@ -63,7 +63,11 @@ fn leaves(prefix: &str, v: &serde_json::Value, out: &mut Vec<(String, String)>) 
     match v {
         serde_json::Value::Object(m) => {
             for (k, x) in m {
-                let p = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+                let p = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
                 leaves(&p, x, out);
             }
         }
@@ -88,8 +92,16 @@ fn hosts(o: &mut String, r: &RunResult) {
             m.remove("command_line");
         }
         leaves("host", &v, &mut rows);
-        leaves("window", &serde_json::to_value(&e.window).unwrap_or_default(), &mut rows);
-        leaves("interface", &serde_json::to_value(&e.interface).unwrap_or_default(), &mut rows);
+        leaves(
+            "window",
+            &serde_json::to_value(&e.window).unwrap_or_default(),
+            &mut rows,
+        );
+        leaves(
+            "interface",
+            &serde_json::to_value(&e.interface).unwrap_or_default(),
+            &mut rows,
+        );
         rows.push(("software".into(), e.software.clone()));
         rows
     };
@@ -98,10 +110,16 @@ fn hosts(o: &mut String, r: &RunResult) {
     keys.sort();
     keys.dedup();
     let get = |rows: &[(String, String)], k: &str| {
-        rows.iter().find(|x| x.0 == k).map_or(String::new(), |x| x.1.clone())
+        rows.iter()
+            .find(|x| x.0 == k)
+            .map_or(String::new(), |x| x.1.clone())
     };
-    let _ = writeln!(o, "<table><tr><th class=l>setting</th><th class=l>client ({})</th><th class=l>server ({})</th></tr>",
-        esc(&r.config.local_address), esc(&r.config.remote_address));
+    let _ = writeln!(
+        o,
+        "<table><tr><th class=l>setting</th><th class=l>client ({})</th><th class=l>server ({})</th></tr>",
+        esc(&r.config.local_address),
+        esc(&r.config.remote_address)
+    );
     for k in keys {
         let _ = writeln!(
             o,
@@ -158,7 +176,10 @@ fn sweep_body(o: &mut String, r: &SweepReport, sample: Option<&RunResult>, figs:
             );
         }
         let _ = writeln!(o, "</table>");
-        for f in figs.iter().filter(|f| f.title.ends_with(direction_name(d.direction))) {
+        for f in figs
+            .iter()
+            .filter(|f| f.title.ends_with(direction_name(d.direction)))
+        {
             figure(o, f);
         }
         let _ = writeln!(o, "<h3>Cells (throughput in Mbit/s)</h3><table><tr><th>window</th><th>streams</th><th>n</th><th>median</th><th>p90</th><th>min</th><th>max</th><th>mean</th><th>sd</th><th>95% CI of mean</th><th class=l>runs</th></tr>");
@@ -217,11 +238,16 @@ fn runs_body(o: &mut String, runs: &[(i64, RunResult)], figs: &[Figure]) {
 pub fn report_html(subject: &Subject, figures: &[Figure], generated_utc: &str) -> String {
     let mut o = String::new();
     let title = match subject {
-        Subject::Sweep { report, .. } => format!("landspeed sweep {} — {}", report.sweep_id, report.plan.host),
+        Subject::Sweep { report, .. } => {
+            format!("landspeed sweep {} — {}", report.sweep_id, report.plan.host)
+        }
         Subject::Runs(runs) => format!(
             "landspeed run{} {}",
             if runs.len() == 1 { "" } else { "s" },
-            runs.iter().map(|r| r.0.to_string()).collect::<Vec<_>>().join(", ")
+            runs.iter()
+                .map(|r| r.0.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
         ),
     };
     let _ = writeln!(

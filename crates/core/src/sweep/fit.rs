@@ -1,7 +1,7 @@
 //! Throughput against window for one stream count. While the window limits TCP, throughput = streams ×
 //! window / RTT: a straight line through the origin. The fit takes the smallest windows that stay on
 //! one such line (every point within 15% of it), reports its slope and R², the RTT it implies
-//! (8 × streams / slope), and where it meets the plateau (the best throughput seen): the window beyond
+//! (8 × streams / slope, scaled by how much window the kernel really granted per byte requested), and where it meets the plateau (the best throughput seen): the window beyond
 //! which a bigger one buys nothing. R² is the usual 1 − SS_res / SS_tot with SS_tot about the mean, so a
 //! line through the origin that misses the points' trend scores low (it can go negative).
 
@@ -19,11 +19,33 @@ pub struct WindowFit {
     /// Points (smallest windows first) on the line.
     pub points_used: u32,
     pub window_limited_up_to_bytes: f64,
-    /// 8 × streams / slope.
+    /// The RTT the line implies: 8 × streams × window_scale / slope.
     pub implied_rtt_s: f64,
+    /// 8 × streams / slope: the RTT if the requested window were the window in effect.
+    #[serde(default)]
+    pub implied_rtt_requested_s: f64,
+    /// Window in effect (the receive window the senders saw) ÷ window requested, over the fitted cells;
+    /// 1 when unknown. Linux grants about 1.2 × a requested socket buffer as window.
+    #[serde(default = "one")]
+    pub window_scale: f64,
     pub max_throughput_bps: f64,
     /// The window at which the line reaches `max_throughput_bps`.
     pub saturation_window_bytes: f64,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+impl WindowFit {
+    /// Applies the measured window-in-effect ratio to the implied RTT.
+    pub fn with_window_scale(mut self, scale: f64) -> WindowFit {
+        if scale.is_finite() && scale > 0.0 {
+            self.window_scale = scale;
+            self.implied_rtt_s = self.implied_rtt_requested_s * scale;
+        }
+        self
+    }
 }
 
 fn fit_through_origin(pts: &[(f64, f64)]) -> Option<(f64, f64)> {
@@ -68,6 +90,8 @@ pub fn window_fit(streams: u32, points: &[(f64, f64)]) -> Option<WindowFit> {
                 points_used: k as u32,
                 window_limited_up_to_bytes: head[k - 1].0,
                 implied_rtt_s: 8.0 * f64::from(streams) / slope,
+                implied_rtt_requested_s: 8.0 * f64::from(streams) / slope,
+                window_scale: 1.0,
                 max_throughput_bps,
                 saturation_window_bytes: max_throughput_bps / slope,
             });

@@ -11,4 +11,4 @@ pub mod summary;
 pub use fit::{best_cells, window_fit, BestCells, WindowFit};
 pub use plan::{parse_streams, parse_windows, CellKey, Order, PlanError, SweepPlan};
 pub use stats::CellStats;
-pub use summary::{summarize, CellSummary, DirectionSummary, SweepReport, SweepSummary};
+pub use summary::{summarize, CellSummary, DirectionSummary, RunFigures, SweepReport, SweepSummary};

@@ -11,7 +11,9 @@ use std::collections::HashSet;
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum PlanError {
-    #[error("--windows: '{0}' is not a size list (64K,256K,1M) or a range (64K..8M, 64K..8M:x4, 1M..8M:+1M)")]
+    #[error(
+        "--windows: '{0}' is not a size list (64K,256K,1M) or a range (64K..8M, 64K..8M:x4, 1M..8M:+1M)"
+    )]
     Windows(String),
     #[error("--windows: {0}")]
     WindowSize(String),
@@ -232,8 +234,14 @@ mod tests {
     #[test]
     fn windows_lists_and_ranges() {
         assert_eq!(parse_windows("64K,16K,64K").unwrap(), [16384, 65536]);
-        assert_eq!(parse_windows("64K..512K").unwrap(), [65536, 131072, 262144, 524288]);
-        assert_eq!(parse_windows("1M..4M:+1M").unwrap(), [1 << 20, 2 << 20, 3 << 20, 4 << 20]);
+        assert_eq!(
+            parse_windows("64K..512K").unwrap(),
+            [65536, 131072, 262144, 524288]
+        );
+        assert_eq!(
+            parse_windows("1M..4M:+1M").unwrap(),
+            [1 << 20, 2 << 20, 3 << 20, 4 << 20]
+        );
         assert_eq!(parse_windows("100..1000:x3").unwrap(), [100, 300, 900]);
         for bad in ["", "x", "4M..1M", "1K..1M:y2", "1K..1M:x1", "0,1K", "1..1G:+1"] {
             assert!(parse_windows(bad).is_err(), "{bad}");
@@ -256,7 +264,11 @@ mod tests {
             assert_eq!(c.repeat as usize, i / 40);
         }
         assert_eq!(cells, p.cells(), "same seed, same order");
-        assert_ne!(cells, plan(Order::Sequential).cells(), "scrambled differs from sequential");
+        assert_ne!(
+            cells,
+            plan(Order::Sequential).cells(),
+            "scrambled differs from sequential"
+        );
         let seq = plan(Order::Sequential).cells();
         assert_eq!((seq[0].window_bytes, seq[0].streams), (1, 1));
         assert_eq!((seq[1].window_bytes, seq[1].streams), (2, 1));

@@ -18,6 +18,30 @@ pub struct CellSummary {
     pub throughput_bps: CellStats,
     /// Every run's throughput, in the order of the repetitions.
     pub runs_bps: Vec<f64>,
+    /// Median over the runs of the receive window the senders saw (TCP_INFO), when known.
+    pub effective_window_bytes: Option<f64>,
+}
+
+/// What the summary needs of one finished run.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RunFigures {
+    pub throughput_bps: f64,
+    /// The receive window in effect, averaged over the streams (the senders' TCP_INFO snd_wnd).
+    pub effective_window_bytes: Option<f64>,
+}
+
+impl From<f64> for RunFigures {
+    fn from(throughput_bps: f64) -> RunFigures {
+        RunFigures {
+            throughput_bps,
+            effective_window_bytes: None,
+        }
+    }
+}
+
+fn median(v: &mut [f64]) -> Option<f64> {
+    v.sort_by(f64::total_cmp);
+    crate::path::rtt::quantile(v, 0.5)
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -47,29 +71,38 @@ pub struct SweepReport {
     pub summary: SweepSummary,
 }
 
-/// Summarises the finished runs (`(cell, throughput bit/s)`) of `plan`.
-pub fn summarize(plan: &SweepPlan, runs: &[(CellKey, f64)]) -> SweepSummary {
+/// Summarises the finished runs of `plan`.
+pub fn summarize(plan: &SweepPlan, runs: &[(CellKey, RunFigures)]) -> SweepSummary {
     let mut cells = Vec::new();
     let mut directions = Vec::new();
     for &direction in &plan.directions {
         let mut medians = Vec::new();
+        let mut scales: Vec<(u64, u32, f64)> = Vec::new();
         for &streams in &plan.streams {
             for &window_bytes in &plan.windows_bytes {
-                let mut mine: Vec<(u32, f64)> = runs
+                let mut mine: Vec<(u32, RunFigures)> = runs
                     .iter()
-                    .filter(|(k, _)| k.direction == direction && k.streams == streams && k.window_bytes == window_bytes)
+                    .filter(|(k, _)| {
+                        k.direction == direction && k.streams == streams && k.window_bytes == window_bytes
+                    })
                     .map(|(k, v)| (k.repeat, *v))
                     .collect();
                 mine.sort_by_key(|r| r.0);
-                let runs_bps: Vec<f64> = mine.into_iter().map(|r| r.1).collect();
+                let runs_bps: Vec<f64> = mine.iter().map(|r| r.1.throughput_bps).collect();
+                let mut wins: Vec<f64> = mine.iter().filter_map(|r| r.1.effective_window_bytes).collect();
+                let effective_window_bytes = median(&mut wins);
                 if let Some(stats) = CellStats::from_values(&runs_bps) {
                     medians.push((window_bytes, streams, stats.median));
+                    if let Some(e) = effective_window_bytes.filter(|e| *e > 0.0) {
+                        scales.push((window_bytes, streams, e / window_bytes as f64));
+                    }
                     cells.push(CellSummary {
                         window_bytes,
                         streams,
                         direction,
                         throughput_bps: stats,
                         runs_bps,
+                        effective_window_bytes,
                     });
                 }
             }
@@ -83,7 +116,16 @@ pub fn summarize(plan: &SweepPlan, runs: &[(CellKey, f64)]) -> SweepSummary {
                     .filter(|c| c.1 == s)
                     .map(|c| (c.0 as f64, c.2))
                     .collect();
-                window_fit(s, &pts)
+                let f = window_fit(s, &pts)?;
+                let mut sc: Vec<f64> = scales
+                    .iter()
+                    .filter(|c| c.1 == s && (c.0 as f64) <= f.window_limited_up_to_bytes)
+                    .map(|c| c.2)
+                    .collect();
+                Some(match median(&mut sc) {
+                    Some(scale) => f.with_window_scale(scale),
+                    None => f,
+                })
             })
             .collect();
         directions.push(DirectionSummary {
@@ -121,13 +163,13 @@ mod tests {
             run_args: vec![],
             command_line: String::new(),
         };
-        let runs: Vec<(CellKey, f64)> = plan
+        let runs: Vec<(CellKey, RunFigures)> = plan
             .cells()
             .into_iter()
             .map(|k| {
                 let ideal = (f64::from(k.streams) * 8.0 * k.window_bytes as f64 / 0.05).min(1e8);
                 // Repetitions at -2%, 0, +2%: the median is the ideal value.
-                (k, ideal * (0.98 + 0.02 * f64::from(k.repeat)))
+                (k, RunFigures::from(ideal * (0.98 + 0.02 * f64::from(k.repeat))))
             })
             .collect();
         let s = summarize(&plan, &runs);
@@ -168,10 +210,51 @@ mod tests {
             run_args: vec![],
             command_line: String::new(),
         };
-        let runs: Vec<(CellKey, f64)> = plan.cells().into_iter().take(3).map(|k| (k, 1e6)).collect();
+        let runs: Vec<(CellKey, RunFigures)> = plan
+            .cells()
+            .into_iter()
+            .take(3)
+            .map(|k| (k, 1e6.into()))
+            .collect();
         let s = summarize(&plan, &runs);
         assert_eq!((s.runs_planned, s.runs_done), (8, 3));
         assert_eq!(s.cells.len(), 3);
         assert!(s.directions[1].best.is_some());
+    }
+
+    #[test]
+    fn the_window_in_effect_corrects_the_implied_rtt() {
+        // Linux grants 1.2 × the requested buffer: a 50 ms path then looks like 41.7 ms per requested byte.
+        let plan = SweepPlan {
+            host: "h".into(),
+            port: 1,
+            windows_bytes: vec![65_536, 131_072, 262_144],
+            streams: vec![1],
+            directions: vec![Direction::Forward],
+            repeat: 1,
+            time_s: 1.0,
+            order: Order::Sequential,
+            seed: 0,
+            run_args: vec![],
+            command_line: String::new(),
+        };
+        let runs: Vec<(CellKey, RunFigures)> = plan
+            .cells()
+            .into_iter()
+            .map(|k| {
+                let eff = 1.2 * k.window_bytes as f64;
+                let f = RunFigures {
+                    throughput_bps: 8.0 * eff / 0.05,
+                    effective_window_bytes: Some(eff),
+                };
+                (k, f)
+            })
+            .collect();
+        let s = summarize(&plan, &runs);
+        let f = &s.directions[0].fits[0];
+        assert!((f.implied_rtt_requested_s - 0.05 / 1.2).abs() < 1e-9, "{f:?}");
+        assert!((f.window_scale - 1.2).abs() < 1e-9);
+        assert!((f.implied_rtt_s - 0.05).abs() < 1e-9);
+        assert_eq!(s.cells[0].effective_window_bytes, Some(1.2 * 65_536.0));
     }
 }

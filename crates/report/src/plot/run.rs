@@ -12,15 +12,17 @@ use plotters::prelude::*;
 fn foot(r: &RunResult) -> String {
     let s = &r.config.spec;
     format!(
-        "landspeed {} · {} port {} · {} UTC · {} stream(s), {:?}, {}",
+        "{} protocol · {} port {} · {} UTC · {} stream(s), {}, {}",
         r.protocol,
         r.config.host,
         r.config.port,
         r.started_utc.trim_end_matches('Z').replace('T', " "),
         s.streams,
-        s.direction,
-        s.window_bytes
-            .map_or("default window".to_string(), |w| format!("window {}", landspeed_core::units::Bytes(w)))
+        format!("{:?}", s.direction).to_lowercase(),
+        s.window_bytes.map_or("default window".to_string(), |w| format!(
+            "window {}",
+            landspeed_core::units::Bytes(w)
+        ))
     )
 }
 
@@ -107,7 +109,11 @@ impl Draw for OverTime<'_> {
             (FONT, 21),
         )?;
         let panels = title.split_evenly((3, 1));
-        let top = r.intervals.iter().flat_map(|i| i.streams.iter().map(|s| s.throughput_bps)).fold(0.0, f64::max);
+        let top = r
+            .intervals
+            .iter()
+            .flat_map(|i| i.streams.iter().map(|s| s.throughput_bps))
+            .fold(0.0, f64::max);
         let (div, uname) = unit(top);
         panel(
             &panels[0],
@@ -132,7 +138,13 @@ impl Draw for OverTime<'_> {
         if !probes.is_empty() {
             rtt.push(("echo probes (median)".into(), probes));
         }
-        panel(&panels[2], "RTT (sender's smoothed RTT per stream)", "RTT (ms)", &rtt, t_end)?;
+        panel(
+            &panels[2],
+            "RTT (sender's smoothed RTT per stream)",
+            "RTT (ms)",
+            &rtt,
+            t_end,
+        )?;
         footer(root, &foot(r))
     }
 }

@@ -14,7 +14,13 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 fn short_size(b: u64) -> String {
-    Bytes(b).to_string().replace(".00 ", " ").replace(" KiB", "K").replace(" MiB", "M").replace(" GiB", "G")
+    Bytes(b)
+        .to_string()
+        .replace(".00 ", " ")
+        .replace(".0 ", " ")
+        .replace(" KiB", "K")
+        .replace(" MiB", "M")
+        .replace(" GiB", "G")
 }
 
 /// The unit throughput is drawn in: Gbit/s once values reach 5 Gbit/s, else Mbit/s.
@@ -61,7 +67,11 @@ impl Draw for VsWindow<'_> {
         let p = &self.r.plan;
         let lo = *p.windows_bytes.first().unwrap_or(&1) as f64 / 1.5;
         let hi = *p.windows_bytes.last().unwrap_or(&2) as f64 * 1.5;
-        let top = self.cells.iter().map(|c| c.throughput_bps.max).fold(1.0, f64::max);
+        let top = self
+            .cells
+            .iter()
+            .map(|c| c.throughput_bps.max)
+            .fold(1.0, f64::max);
         let (div, uname) = unit(top);
         let ymax = top / div * 1.12;
         let area = root.margin(8, 40, 8, 16);
@@ -94,7 +104,11 @@ impl Draw for VsWindow<'_> {
                 .iter()
                 .map(|x| (x.window_bytes as f64, x.throughput_bps.median / div))
                 .collect();
-            let label = if s == 1 { "1 stream".to_string() } else { format!("{s} streams") };
+            let label = if s == 1 {
+                "1 stream".to_string()
+            } else {
+                format!("{s} streams")
+            };
             chart
                 .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))?
                 .label(label)
@@ -162,12 +176,19 @@ impl Draw for Heatmap<'_> {
     {
         let p = &self.r.plan;
         let (nw, ns) = (p.windows_bytes.len() as i32, p.streams.len() as i32);
-        let best = self.cells.iter().map(|c| c.throughput_bps.median).fold(0.0, f64::max);
+        let best = self
+            .cells
+            .iter()
+            .map(|c| c.throughput_bps.median)
+            .fold(0.0, f64::max);
         let (div, uname) = unit(best);
         let area = root.margin(8, 40, 8, 16);
         let mut chart = ChartBuilder::on(&area)
             .caption(
-                format!("Median throughput ({uname}), windows × streams, {}", direction_name(self.d.direction)),
+                format!(
+                    "Median throughput ({uname}), windows × streams, {}",
+                    direction_name(self.d.direction)
+                ),
                 (FONT, 22),
             )
             .x_label_area_size(48)
@@ -183,11 +204,15 @@ impl Draw for Heatmap<'_> {
             .x_desc("window (socket buffer per stream)")
             .y_desc("parallel streams")
             .x_label_formatter(&|v| match v {
-                SegmentValue::CenterOf(i) => windows.get(*i as usize).map_or(String::new(), |w| short_size(*w)),
+                SegmentValue::CenterOf(i) => {
+                    windows.get(*i as usize).map_or(String::new(), |w| short_size(*w))
+                }
                 _ => String::new(),
             })
             .y_label_formatter(&|v| match v {
-                SegmentValue::CenterOf(i) => streams.get(*i as usize).map_or(String::new(), |s| s.to_string()),
+                SegmentValue::CenterOf(i) => {
+                    streams.get(*i as usize).map_or(String::new(), |s| s.to_string())
+                }
                 _ => String::new(),
             })
             .label_style((FONT, 13))
@@ -201,9 +226,16 @@ impl Draw for Heatmap<'_> {
                 continue;
             };
             let (i, j) = (i as i32, j as i32);
-            let f = if best > 0.0 { c.throughput_bps.median / best } else { 0.0 };
+            let f = if best > 0.0 {
+                c.throughput_bps.median / best
+            } else {
+                0.0
+            };
             chart.draw_series(std::iter::once(Rectangle::new(
-                [(SegmentValue::Exact(i), SegmentValue::Exact(j)), (SegmentValue::Exact(i + 1), SegmentValue::Exact(j + 1))],
+                [
+                    (SegmentValue::Exact(i), SegmentValue::Exact(j)),
+                    (SegmentValue::Exact(i + 1), SegmentValue::Exact(j + 1)),
+                ],
                 heat(f).filled(),
             )))?;
             let ink = if f > 0.55 { WHITE } else { BLACK };
@@ -214,7 +246,10 @@ impl Draw for Heatmap<'_> {
                     format!("{:.0}", c.throughput_bps.median / div)
                 },
                 (SegmentValue::CenterOf(i), SegmentValue::CenterOf(j)),
-                (FONT, 13).into_font().color(&ink).pos(Pos::new(HPos::Center, VPos::Center)),
+                (FONT, 13)
+                    .into_font()
+                    .color(&ink)
+                    .pos(Pos::new(HPos::Center, VPos::Center)),
             )))?;
         }
         footer(root, &foot(self.r))
@@ -284,19 +319,32 @@ impl Draw for Cdf {
 pub fn sweep_figures(r: &SweepReport) -> Result<Vec<Figure>, PlotError> {
     let mut out = Vec::new();
     for d in &r.summary.directions {
-        let cells: Vec<&CellSummary> = r.summary.cells.iter().filter(|c| c.direction == d.direction).collect();
+        let cells: Vec<&CellSummary> = r
+            .summary
+            .cells
+            .iter()
+            .filter(|c| c.direction == d.direction)
+            .collect();
         if cells.is_empty() {
             continue;
         }
         let tag = dir_tag(d.direction);
-        let v = VsWindow { r, d, cells: cells.clone() };
+        let v = VsWindow {
+            r,
+            d,
+            cells: cells.clone(),
+        };
         out.push(render(
             format!("sweep-{}-throughput-vs-window-{tag}", r.sweep_id),
             format!("Throughput vs window, {}", direction_name(d.direction)),
             (960, 600),
             &v,
         )?);
-        let h = Heatmap { r, d, cells: cells.clone() };
+        let h = Heatmap {
+            r,
+            d,
+            cells: cells.clone(),
+        };
         out.push(render(
             format!("sweep-{}-heatmap-{tag}", r.sweep_id),
             format!("Windows × streams heatmap, {}", direction_name(d.direction)),
@@ -314,13 +362,20 @@ pub fn sweep_figures(r: &SweepReport) -> Result<Vec<Figure>, PlotError> {
                     .filter(|c| c.streams == s)
                     .max_by(|a, b| a.throughput_bps.median.total_cmp(&b.throughput_bps.median))?;
                 Some((
-                    format!("{s} × {} ({} runs)", short_size(best.window_bytes), best.runs_bps.len()),
+                    format!(
+                        "{s} × {} ({} runs)",
+                        short_size(best.window_bytes),
+                        best.runs_bps.len()
+                    ),
                     best.runs_bps.iter().map(|v| v / div).collect(),
                 ))
             })
             .collect();
         let c = Cdf {
-            title: format!("Repeated runs of each stream count's best window, {}", direction_name(d.direction)),
+            title: format!(
+                "Repeated runs of each stream count's best window, {}",
+                direction_name(d.direction)
+            ),
             x_desc: format!("throughput ({uname})"),
             series,
             footer: foot(r),
