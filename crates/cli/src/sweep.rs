@@ -17,7 +17,7 @@ use landspeed_core::sweep::{
 };
 use landspeed_core::units::{BitRate, Bytes};
 use landspeed_net::ClientOptions;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
@@ -272,7 +272,16 @@ pub fn sweep(a: SweepArgs) -> Result<bool> {
     let cell = cell_args(&plan.host, &plan.run_args)?;
     let base = client_options(&cell)?;
     check(&cell_options(&base, &plan, &plan.cells()[0]))?;
-    let done: HashSet<CellKey> = finished(&archive, id)?.into_iter().map(|c| c.0).collect();
+    let before = finished(&archive, id)?;
+    let done: HashSet<CellKey> = before.iter().map(|c| c.0).collect();
+    // Each cell's throughputs so far (repetitions folded), for the live table's running median.
+    let mut so_far: HashMap<(u64, u32, Direction), Vec<f64>> = HashMap::new();
+    for (k, f) in &before {
+        so_far
+            .entry((k.window_bytes, k.streams, k.direction))
+            .or_default()
+            .push(f.throughput_bps);
+    }
     let todo = plan.remaining(&done);
     let total = plan.cells().len();
     eprintln!(
@@ -331,12 +340,21 @@ pub fn sweep(a: SweepArgs) -> Result<bool> {
                     },
                 )?;
                 in_a_row = 0;
+                let cell = so_far
+                    .entry((c.window_bytes, c.streams, c.direction))
+                    .or_default();
+                cell.push(r.summary.throughput_bps);
+                let stats = landspeed_core::sweep::CellStats::from_values(cell);
                 say(format!(
-                    "  [{:>4}/{total}] {}  {:>14}  retr {:>6}  run {run}",
+                    "  [{:>4}/{total}] {}  {:>14}  retr {:>6}  cell median {:>14} (n={})  run {run}",
                     done.len() + i + 1,
                     cell_name(c),
                     BitRate(r.summary.throughput_bps).to_string(),
                     r.summary.retransmits,
+                    stats
+                        .as_ref()
+                        .map_or(String::new(), |s| BitRate(s.median).to_string()),
+                    cell.len(),
                 ));
             }
             other => {
