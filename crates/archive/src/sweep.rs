@@ -72,6 +72,28 @@ impl Archive {
         Ok(())
     }
 
+    /// The newest `limit` sweeps, each with how many of its runs are stored.
+    pub fn list_sweeps(&self, limit: u32) -> Result<Vec<(SweepRow, u32)>, ArchiveError> {
+        let mut st = self.conn.prepare(
+            "SELECT s.id, s.created_utc, s.host, s.plan_json, s.status,
+                    (SELECT count(*) FROM runs r WHERE r.sweep_id = s.id)
+             FROM sweeps s ORDER BY s.id DESC LIMIT ?1",
+        )?;
+        let rows = st.query_map([limit], |r| {
+            Ok((
+                SweepRow {
+                    id: r.get(0)?,
+                    created_utc: r.get(1)?,
+                    host: r.get(2)?,
+                    plan_json: r.get(3)?,
+                    status: r.get(4)?,
+                },
+                r.get(5)?,
+            ))
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
     /// The finished cells of sweep `id`, oldest first.
     pub fn sweep_runs(&self, id: i64) -> Result<Vec<SweepRun>, ArchiveError> {
         let mut st = self.conn.prepare(

@@ -145,6 +145,12 @@ fn sweep_cells_are_unique() {
         (Some(65536), 2, "forward", 1)
     );
     assert_eq!(runs[1].throughput_bps, 1e8);
+    let listed = a.list_sweeps(10).unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(
+        (listed[0].0.id, listed[0].0.status.as_str(), listed[0].1),
+        (s, "complete", 2)
+    );
 }
 
 #[test]

@@ -63,6 +63,51 @@ pub struct HistoryArgs {
     /// The rows as CSV (export).
     #[arg(long)]
     pub csv: bool,
+    /// List the sweeps instead of the runs (id, host, status, runs done of planned).
+    #[arg(long, conflicts_with_all = ["host", "tag", "since", "until", "sweep", "csv"])]
+    pub sweeps: bool,
+}
+
+fn sweeps(archive: &landspeed_archive::Archive, limit: u32, json: bool) -> Result<bool> {
+    let rows = archive.list_sweeps(limit)?;
+    let mut out = Vec::new();
+    for (s, done) in rows {
+        let plan: Option<landspeed_core::sweep::SweepPlan> = serde_json::from_str(&s.plan_json).ok();
+        out.push(serde_json::json!({
+            "id": s.id,
+            "created_utc": s.created_utc,
+            "host": s.host,
+            "status": s.status,
+            "runs_done": done,
+            "runs_planned": plan.as_ref().map(|p| p.cells().len()),
+            "windows": plan.as_ref().map(|p| p.windows_bytes.len()),
+            "streams": plan.as_ref().map(|p| p.streams.clone()),
+            "command_line": plan.as_ref().map(|p| p.command_line.clone()),
+        }));
+    }
+    if json {
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else if out.is_empty() {
+        println!("no sweeps in {}", archive.path());
+    } else {
+        println!(
+            "{:>6}  {:<20}  {:<24} {:<12} {:>11}  grid",
+            "sweep", "created (UTC)", "host", "status", "runs"
+        );
+        for s in &out {
+            println!(
+                "{:>6}  {:<20}  {:<24} {:<12} {:>11}  {} windows × streams {}",
+                s["id"].as_i64().unwrap_or(0),
+                s["created_utc"].as_str().unwrap_or(""),
+                s["host"].as_str().unwrap_or(""),
+                s["status"].as_str().unwrap_or(""),
+                format!("{}/{}", s["runs_done"], s["runs_planned"]),
+                s["windows"],
+                s["streams"]
+            );
+        }
+    }
+    Ok(true)
 }
 
 fn utc(s: &str) -> Result<f64, String> {
@@ -71,6 +116,9 @@ fn utc(s: &str) -> Result<f64, String> {
 
 pub fn history(a: HistoryArgs) -> Result<bool> {
     let archive = a.db.open()?;
+    if a.sweeps {
+        return sweeps(&archive, a.limit, a.json);
+    }
     let rows = archive.list(&Filter {
         host: a.host,
         tag: a.tag,

@@ -264,6 +264,16 @@ fn a_sweep_killed_mid_way_resumes_without_redoing_or_duplicating_cells() {
         Duration::from_secs(10),
     );
     assert_eq!(json(&h.stdout).as_array().unwrap().len(), 12);
+    let l = landspeed(
+        &["history", "--sweeps", "--db", &db, "--json"],
+        Duration::from_secs(10),
+    );
+    let l = json(&l.stdout);
+    assert_eq!(l[0]["status"], "complete", "{l}");
+    assert_eq!(
+        (l[0]["runs_done"].as_u64(), l[0]["runs_planned"].as_u64()),
+        (Some(12), Some(12))
+    );
     // Resuming a complete sweep runs nothing.
     let o = landspeed(&["sweep", "--resume", "1", "--db", &db], Duration::from_secs(30));
     assert_eq!(o.code, 0, "{}", o.stderr);
