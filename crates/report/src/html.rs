@@ -28,7 +28,7 @@ pub fn esc(s: &str) -> String {
 const STYLE: &str = "body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}\
 table{border-collapse:collapse;margin:0.6em 0 1.4em}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}\
 th{background:#f0f3f7}td.l,th.l{text-align:left}code,pre{background:#f6f6f6;padding:2px 4px}\
-pre{padding:8px;overflow-x:auto}figure{margin:1em 0}figcaption{color:#555;font-size:90%}\
+pre{padding:8px;white-space:pre-wrap;overflow-wrap:anywhere}td{white-space:nowrap}figure{margin:1em 0}figcaption{color:#555;font-size:90%}\
 svg{max-width:100%;height:auto}";
 
 /// What a report covers.
@@ -137,7 +137,7 @@ fn sweep_body(o: &mut String, r: &SweepReport, sample: Option<&RunResult>, figs:
     let _ = writeln!(o, "<h1>Sweep {} against {}</h1>", r.sweep_id, esc(&p.host));
     let _ = writeln!(
         o,
-        "<p>Started {} UTC; status <b>{}</b>; {} of {} runs of {} s; windows {}; streams {}; {} repetitions in {:?} order (seed {}).</p>",
+        "<p>Started {} UTC; status <b>{}</b>; {} of {} runs of {} s; windows {}; streams {}; {} repetitions in {} order (seed {}).</p>",
         esc(&r.created_utc),
         esc(&r.status),
         r.summary.runs_done,
@@ -146,7 +146,7 @@ fn sweep_body(o: &mut String, r: &SweepReport, sample: Option<&RunResult>, figs:
         esc(&p.windows_bytes.iter().map(|w| Bytes(*w).to_string()).collect::<Vec<_>>().join(", ")),
         esc(&p.streams.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(", ")),
         p.repeat,
-        p.order,
+        format!("{:?}", p.order).to_lowercase(),
         p.seed
     );
     let _ = writeln!(o, "<p>Command line:</p><pre>{}</pre>", esc(&p.command_line));
@@ -160,16 +160,17 @@ fn sweep_body(o: &mut String, r: &SweepReport, sample: Option<&RunResult>, figs:
                 Bytes(b.smallest_within_5pct.0), b.smallest_within_5pct.1, BitRate(b.smallest_within_5pct.2)
             );
         }
-        let _ = writeln!(o, "<table><tr><th>streams</th><th>Mbit/s per MiB</th><th>R²</th><th>points</th><th>implied RTT (ms)</th><th>window-limited up to</th><th>saturates at</th><th>max</th></tr>");
+        let _ = writeln!(o, "<table><tr><th>streams</th><th>Mbit/s per MiB</th><th>R²</th><th>points</th><th>implied RTT (ms)</th><th>window granted ÷ requested</th><th>window-limited up to</th><th>saturates at</th><th>max</th></tr>");
         for f in &d.fits {
             let _ = writeln!(
                 o,
-                "<tr><td>{}</td><td>{:.2}</td><td>{:.4}</td><td>{}</td><td>{:.2}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                "<tr><td>{}</td><td>{:.2}</td><td>{:.4}</td><td>{}</td><td>{:.2}</td><td>{:.3}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
                 f.streams,
                 f.slope_bps_per_byte * 1048576.0 / 1e6,
                 f.r2,
                 f.points_used,
                 f.implied_rtt_s * 1e3,
+                f.window_scale,
                 Bytes(f.window_limited_up_to_bytes as u64),
                 Bytes(f.saturation_window_bytes as u64),
                 BitRate(f.max_throughput_bps)
