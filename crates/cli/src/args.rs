@@ -59,6 +59,21 @@ pub enum Command {
         after_help = "Examples:\n  landspeed report 12                     run 12 as text\n  landspeed report 12 13 14 --html runs.html --plots plots/\n  landspeed report --sweep 7 --html sweep7.html"
     )]
     Report(crate::report::ReportArgs),
+    /// Throughput models: what the window, loss (Mathis, PFTK) and the link allow, and which binds.
+    #[command(
+        after_help = "Examples:\n  landspeed model --rate 10G --rtt 100ms --window 64M --streams 4\n  landspeed model --rtt 150ms --loss 0.001% --mss 8948      Mathis and PFTK for a jumbo-frame path\n  landspeed model --run 42 --rate 1G                       a stored run: predicted vs measured, RFC 6349 figures"
+    )]
+    Model(crate::model::ModelArgs),
+    /// Host tuning advisor: the limits that keep the TCP window below the bandwidth-delay product.
+    #[command(
+        after_help = "Examples:\n  landspeed tune                                   this host's limits and general advice\n  landspeed tune --rate 10G --rtt 100ms --streams 4   what stops 4 streams filling 10 Gbit/s over 100 ms\n  landspeed tune --rate 10G --rtt 100ms --write /etc/sysctl.d/90-landspeed.conf\n  sudo landspeed tune --rate 10G --rtt 100ms --apply    change the kernel settings now\n\nNothing on the system changes unless --apply is given."
+    )]
+    Tune(crate::model::TuneArgs),
+    /// Land Speed Record entry from a stored run: path length, bit·m/s, class, rule checks, the document.
+    #[command(
+        after_help = "Examples:\n  landspeed record --run 42 --path \"Sunnyvale, US > Kansas City, MO, US > Chicago, US > Geneva, CH\"\n  landspeed record --run 42 --path \"Los Angeles, US > Sunnyvale, US > Geneva, CH\" --leg-km 1=489 --markdown lsr.md --html lsr.html\n  landspeed record --result run.json --path \"34.05,-118.24 > 46.20,6.15\" --previous 68.4Pbm/s --min-duration 10m\n\nExit code 1 when a rule fails."
+    )]
+    Record(crate::record::RecordArgs),
     /// Packet-level WAN emulator: two namespaces joined through a delaying, shaping, lossy path.
     Wan(crate::wan::WanArgs),
 }
@@ -286,6 +301,13 @@ fn bytes(s: &str) -> Result<Bytes, String> {
 }
 fn rate(s: &str) -> Result<BitRate, String> {
     s.parse::<BitRate>().map_err(|e| e.to_string())
+}
+/// The rate and size parsers, for other modules' arguments.
+pub fn rate_arg(s: &str) -> Result<BitRate, String> {
+    rate(s)
+}
+pub fn bytes_arg(s: &str) -> Result<Bytes, String> {
+    bytes(s)
 }
 /// The duration parser, for other modules' arguments.
 pub fn duration_arg(s: &str) -> Result<Duration, String> {

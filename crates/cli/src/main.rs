@@ -5,8 +5,10 @@
 mod archive;
 mod args;
 mod keyfile;
+mod model;
 mod output;
 mod path;
+mod record;
 mod report;
 mod run;
 mod serve;
@@ -42,6 +44,9 @@ fn main() -> ExitCode {
         args::Command::Show(a) => archive::show(a),
         args::Command::Sweep(a) => sweep::sweep(a),
         args::Command::Report(a) => report::report(a),
+        args::Command::Model(a) => model::model(a),
+        args::Command::Tune(a) => model::tune(a),
+        args::Command::Record(a) => record::record(a),
         args::Command::Wan(a) => wan::wan(a),
     };
     match outcome {

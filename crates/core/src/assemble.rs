@@ -152,6 +152,40 @@ fn flow_intervals(p: &FlowParts, ids: &[u32]) -> Vec<IntervalResult> {
         .collect()
 }
 
+/// A warning when the window, not the path, set the rate: the senders spent most of the test limited
+/// by the receive window or their send buffer (TCP_INFO), so the window granted is below the
+/// bandwidth-delay product at the RTT measured. Names the bound and the command that says what to change.
+fn window_limited(streams: &[StreamResult]) -> Option<String> {
+    let tcp: Vec<(&LimitedShares, &crate::endpoint::TcpStats)> = streams
+        .iter()
+        .filter_map(|s| Some((s.limited.as_ref()?, s.tcp.as_ref()?)))
+        .collect();
+    if tcp.is_empty() {
+        return None;
+    }
+    let n = tcp.len() as f64;
+    let rwnd = tcp.iter().map(|t| t.0.rwnd_limited_pct).sum::<f64>() / n;
+    let sndbuf = tcp.iter().map(|t| t.0.sndbuf_limited_pct).sum::<f64>() / n;
+    if rwnd + sndbuf < 50.0 {
+        return None;
+    }
+    let rtt_s = tcp.iter().map(|t| f64::from(t.1.rtt_avg_us)).sum::<f64>() / n / 1e6;
+    let window = tcp.iter().map(|t| t.1.snd_wnd_bytes as f64).sum::<f64>() / n;
+    if rtt_s <= 0.0 || window <= 0.0 {
+        return None;
+    }
+    let bound = n * window * 8.0 / rtt_s;
+    Some(format!(
+        "the window limited this test: the senders were receive-window limited {rwnd:.0}% and send-buffer limited {sndbuf:.0}% of the time; {} stream(s) × {} of window over an RTT of {:.1} ms allow at most {} — below the bandwidth-delay product of a faster path (-w, or `landspeed tune --rate RATE --rtt {:.0}ms --streams {}`)",
+        tcp.len(),
+        crate::units::Bytes(window as u64),
+        rtt_s * 1e3,
+        crate::units::BitRate(bound),
+        (rtt_s * 1e3).ceil(),
+        tcp.len()
+    ))
+}
+
 /// TCP's limited/busy times as shares of the sending end's test time, capped at 100%.
 fn limited_shares(tcp: &crate::endpoint::TcpStats, sender_elapsed_s: f64) -> Option<LimitedShares> {
     if sender_elapsed_s <= 0.0 {
@@ -581,6 +615,9 @@ pub fn assemble(inp: &Inputs) -> RunResult {
         for e in &s.errors {
             warnings.push(format!("stream {}: {e}", s.id));
         }
+    }
+    if let Some(w) = window_limited(&streams) {
+        warnings.push(w);
     }
     for (who, r) in [("client", inp.client), ("server", inp.server)] {
         if let Some(e) = &r.error {

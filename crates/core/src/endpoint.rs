@@ -140,6 +140,23 @@ pub struct HostInfo {
     /// The command line of the process at this end (values of --auth, --auth-keys and --allow left out).
     #[serde(default)]
     pub command_line: String,
+    /// The network interface the test used.
+    #[serde(default)]
+    pub nic: Option<NicInfo>,
+}
+
+/// The interface a test ran over, as the record document describes an end system.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct NicInfo {
+    pub name: String,
+    /// Kernel driver (None for virtual devices without one).
+    pub driver: Option<String>,
+    /// Link speed in Mbit/s as the driver reports it (None when unknown, e.g. loopback).
+    pub speed_mbps: Option<u64>,
+    pub mtu: Option<u32>,
+    pub tx_queue_len: Option<u32>,
+    /// Offloads from `ethtool -k` (empty when ethtool is not installed).
+    pub offloads: BTreeMap<String, bool>,
 }
 
 /// Everything one end reports at the end of a test.

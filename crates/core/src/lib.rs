@@ -7,12 +7,15 @@
 pub mod assemble;
 pub mod config;
 pub mod endpoint;
+pub mod model;
 pub mod path;
 pub mod payload;
 pub mod protocol;
+pub mod record;
 pub mod result;
 pub mod stats;
 pub mod sweep;
+pub mod tune;
 pub mod udp;
 pub mod units;
 

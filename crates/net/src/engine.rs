@@ -163,7 +163,10 @@ impl EngineOutput {
             software: format!("landspeed {}", landspeed_core::SOFTWARE_VERSION),
             streams: self.streams.clone(),
             cpu: self.cpu.clone(),
-            host: crate::host::host_info(),
+            host: landspeed_core::endpoint::HostInfo {
+                nic: self.interface.as_ref().map(|i| crate::host::nic_info(&i.name)),
+                ..crate::host::host_info()
+            },
             interface: self.interface.clone(),
             elapsed_s: self.elapsed_s,
             threads: self.threads,

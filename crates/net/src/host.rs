@@ -90,6 +90,30 @@ pub fn host_info() -> HostInfo {
         memory_bytes,
         sysctls,
         command_line: command_line(std::env::args()),
+        nic: None,
+    }
+}
+
+/// Facts about interface `name` from /sys/class/net (and `ethtool -k` when installed).
+pub fn nic_info(name: &str) -> landspeed_core::endpoint::NicInfo {
+    let dir = std::path::Path::new("/sys/class/net").join(name);
+    let read = |f: &str| {
+        std::fs::read_to_string(dir.join(f))
+            .ok()
+            .map(|s| s.trim().to_string())
+    };
+    landspeed_core::endpoint::NicInfo {
+        name: name.to_string(),
+        driver: std::fs::read_link(dir.join("device/driver"))
+            .ok()
+            .and_then(|p| p.file_name().map(|f| f.to_string_lossy().into_owned())),
+        speed_mbps: read("speed")
+            .and_then(|v| v.parse::<i64>().ok())
+            .filter(|v| *v > 0)
+            .map(|v| v as u64),
+        mtu: read("mtu").and_then(|v| v.parse().ok()),
+        tx_queue_len: read("tx_queue_len").and_then(|v| v.parse().ok()),
+        offloads: crate::tune::offloads(name),
     }
 }
 

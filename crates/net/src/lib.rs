@@ -14,6 +14,7 @@ pub mod rlimit;
 pub mod server;
 pub mod sockopt;
 pub mod tcp_info;
+pub mod tune;
 pub mod udp;
 pub mod zerocopy;
 

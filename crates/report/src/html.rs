@@ -25,7 +25,7 @@ pub fn esc(s: &str) -> String {
     o
 }
 
-const STYLE: &str = "body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}\
+pub const STYLE: &str = "body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}\
 table{border-collapse:collapse;margin:0.6em 0 1.4em}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}\
 th{background:#f0f3f7}td.l,th.l{text-align:left}code,pre{background:#f6f6f6;padding:2px 4px}\
 pre{padding:8px;white-space:pre-wrap;overflow-wrap:anywhere}td{white-space:nowrap}figure{margin:1em 0}figcaption{color:#555;font-size:90%}\

@@ -5,11 +5,14 @@
 pub mod html;
 pub mod json;
 pub mod live;
+pub mod model_text;
 pub mod plot;
+pub mod record_doc;
 pub mod sweep_text;
 pub mod text;
 
 pub use json::{to_json, JsonEvent};
 pub use live::{interval_header, interval_line};
+pub use model_text::{model_text, tune_text};
 pub use sweep_text::sweep_text;
 pub use text::render;

@@ -370,8 +370,28 @@ pub fn render(r: &RunResult) -> String {
         })
         .unwrap_or_default();
     let _ = writeln!(out, "Data path: {} / {}{zc}; {}", d.tx, d.rx, d.engine);
+    if let Some(line) = measured_vs_predicted(r) {
+        let _ = writeln!(out, "{line}");
+    }
     for w in &r.warnings {
         let _ = writeln!(out, "WARNING: {w}");
     }
     out
+}
+
+/// "Measured vs predicted" when the run knows its RTT and loss (TCP_INFO with retransmissions): what
+/// the window and loss models allow at those figures, and the share the run reached.
+fn measured_vs_predicted(r: &RunResult) -> Option<String> {
+    let (input, _) = landspeed_core::model::from_run(r, None)?;
+    input.loss?;
+    let p = landspeed_core::model::predict(&input).ok()?;
+    let (binding, v) = (p.binding?, p.predicted_bps?);
+    Some(format!(
+        "Model: RTT {:.2} ms, loss {:.4}% (retransmitted/sent segments) → {binding} bound {}; measured {} ({:.0}% of it) — landspeed model --run ID for every bound",
+        input.rtt_s * 1e3,
+        input.loss.unwrap_or(0.0) * 100.0,
+        BitRate(v),
+        BitRate(r.summary.throughput_bps),
+        r.summary.throughput_bps / v * 100.0
+    ))
 }

@@ -247,7 +247,10 @@ fn the_html_page_is_self_contained_and_has_everything() {
             "missing {must}"
         );
     }
-    assert!(page.contains("<td>1.200</td>"), "the granted-window ratio of the fits");
+    assert!(
+        page.contains("<td>1.200</td>"),
+        "the granted-window ratio of the fits"
+    );
     // Runs page: tables, both figures, the text report.
     let runs = vec![(4, sample)];
     let figs = run_figures(&runs[0].1, Some(4)).unwrap();

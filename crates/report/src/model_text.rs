@@ -1,0 +1,152 @@
+//! Text for `landspeed model` and `landspeed tune`: the bounds with their formulas and the one that
+//! binds; a run's RFC 6349 figures and measured-vs-predicted; the tuning findings and the sysctl lines.
+
+use landspeed_core::model::{Prediction, Rfc6349};
+use landspeed_core::tune::{Advice, Severity};
+use landspeed_core::units::{BitRate, Bytes};
+use std::fmt::Write;
+
+pub fn model_text(p: &Prediction, measured_bps: Option<f64>, t: Option<&Rfc6349>) -> String {
+    let mut o = String::new();
+    let i = &p.input;
+    let _ = writeln!(
+        o,
+        "path: RTT {:.3} ms{}{}, MSS {} B, {} stream(s){}",
+        i.rtt_s * 1e3,
+        i.rate_bps
+            .map_or(String::new(), |r| format!(", line rate {}", BitRate(r))),
+        i.loss
+            .map_or(String::new(), |l| format!(", loss {:.6}%", l * 100.0)),
+        i.mss_bytes,
+        i.streams,
+        i.window_bytes
+            .map_or(String::new(), |w| format!(", window {} per stream", Bytes(w)))
+    );
+    if let (Some(b), Some(w)) = (p.bdp_bytes, p.window_needed_per_stream_bytes) {
+        let _ = writeln!(
+            o,
+            "bandwidth-delay product {} ({:.0} bytes); each stream needs a window of {} to fill the link",
+            Bytes(b as u64),
+            b,
+            Bytes(w as u64)
+        );
+    }
+    if let (Some(w), Some(r)) = (p.target_window_packets, p.target_run_length_packets) {
+        let _ = writeln!(
+            o,
+            "RFC 8337: {w:.0} packets in flight; the path must deliver {r:.0} packets between losses (loss ≤ {:.2e})",
+            1.0 / r
+        );
+    }
+    let _ = writeln!(
+        o,
+        "\n{:<8} {:>16} {:>16}  formula",
+        "bound", "total", "per stream"
+    );
+    for b in &p.bounds {
+        let mark = if p.binding.as_deref() == Some(b.name.as_str()) {
+            " ← binds"
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            o,
+            "{:<8} {:>16} {:>16}  {}{mark}",
+            b.name,
+            BitRate(b.total_bps).to_string(),
+            b.per_stream_bps.map_or("-".into(), |v| BitRate(v).to_string()),
+            b.formula
+        );
+    }
+    match (&p.binding, p.predicted_bps) {
+        (Some(n), Some(v)) => {
+            let _ = writeln!(o, "\npredicted: {} ({n} bound)", BitRate(v));
+        }
+        _ => {
+            let _ = writeln!(o, "\nno bound: give --window, --loss or --rate");
+        }
+    }
+    if let (Some(m), Some(v)) = (measured_bps, p.predicted_bps) {
+        let _ = writeln!(
+            o,
+            "measured:  {} ({:.1}% of predicted)",
+            BitRate(m),
+            m / v * 100.0
+        );
+    }
+    if let Some(t) = t {
+        let _ = writeln!(o, "\nRFC 6349:");
+        let f = |v: Option<f64>, unit: &str| {
+            v.map_or("- (needs the line rate: --rate)".into(), |v| {
+                format!("{v:.3}{unit}")
+            })
+        };
+        let _ = writeln!(o, "  ideal transfer time   {}", f(t.ideal_transfer_time_s, " s"));
+        let _ = writeln!(o, "  actual transfer time  {:.3} s", t.actual_transfer_time_s);
+        let _ = writeln!(o, "  transfer time ratio   {}", f(t.transfer_time_ratio, ""));
+        let _ = writeln!(
+            o,
+            "  TCP efficiency        {}",
+            t.tcp_efficiency_pct.map_or("-".into(), |v| format!("{v:.3}%"))
+        );
+        let _ = writeln!(
+            o,
+            "  buffer delay          {}",
+            t.buffer_delay_pct
+                .map_or("- (run with --latency)".into(), |v| format!("{v:.1}%"))
+        );
+    }
+    o
+}
+
+pub fn tune_text(a: &Advice) -> String {
+    let mut o = String::new();
+    if let (Some(t), Some(b), Some(w), Some(buf)) = (
+        &a.target,
+        a.bdp_bytes,
+        a.window_per_stream_bytes,
+        a.buffer_per_stream_bytes,
+    ) {
+        let _ = writeln!(
+            o,
+            "target: {} over {:.1} ms with {} stream(s): BDP {}, each stream needs a window of {} (a {} socket buffer)",
+            BitRate(t.rate_bps),
+            t.rtt_s * 1e3,
+            t.streams,
+            Bytes(b as u64),
+            Bytes(w as u64),
+            Bytes(buf as u64)
+        );
+    }
+    if let Some(w) = a.max_window_now_bytes {
+        let _ = write!(o, "now: windows up to {} per stream", Bytes(w as u64));
+        if let Some(r) = a.max_rate_now_bps {
+            let _ = write!(o, ", at most {} over this RTT", BitRate(r));
+        }
+        let _ = writeln!(o);
+    }
+    let _ = writeln!(o);
+    for f in &a.findings {
+        let mark = match f.severity {
+            Severity::Limit => "LIMIT ",
+            Severity::Advice => "advice",
+            Severity::Ok => "ok    ",
+        };
+        let _ = writeln!(o, "{mark} {:<36} {:<28} want {}", f.setting, f.current, f.wanted);
+        if f.severity != Severity::Ok {
+            let _ = writeln!(o, "       {}", f.why);
+        }
+    }
+    if a.sysctl_lines.is_empty() {
+        let _ = writeln!(o, "\nnothing to change");
+    } else {
+        let _ = writeln!(
+            o,
+            "\nsysctl lines (landspeed tune ... --write FILE, or --apply as root):"
+        );
+        for l in &a.sysctl_lines {
+            let _ = writeln!(o, "  {l}");
+        }
+    }
+    o
+}

@@ -1,0 +1,326 @@
+//! The Land Speed Record submission document, as the seeds' submissions laid it out: class and headline
+//! figures, per-stream results with totals, both command lines, both end systems (collected at test
+//! time), the path (route, RTT, MTU), the distance leg by leg, and the rule checklist with evidence.
+//! Written once as Markdown; the HTML version is the same Markdown rendered (pulldown-cmark), so the
+//! two can never say different things.
+
+use landspeed_core::record::{Check, RecordMetric, Rules};
+use landspeed_core::result::{EndpointSummary, RunResult};
+use landspeed_core::units::{BitRate, Bytes};
+use landspeed_geo::RecordPath;
+use std::fmt::Write;
+
+pub struct RecordDoc<'a> {
+    pub run: &'a RunResult,
+    pub run_id: Option<i64>,
+    pub path: &'a RecordPath,
+    pub metric: &'a RecordMetric,
+    pub checks: &'a [Check],
+    pub rules: &'a Rules,
+    pub generated_utc: String,
+}
+
+/// Escapes text for a Markdown table cell or line.
+fn md(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '|' | '*' | '_' | '`' | '<' | '>' | '[' | ']' | '#' | '\\' => {
+                o.push('\\');
+                o.push(c);
+            }
+            '\n' => o.push(' '),
+            c => o.push(c),
+        }
+    }
+    o
+}
+
+fn thousands(v: f64) -> String {
+    let s = format!("{:.0}", v);
+    let (sign, digits) = s.strip_prefix('-').map_or(("", s.as_str()), |d| ("-", d));
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    format!("{sign}{out}")
+}
+
+fn end_system(o: &mut String, title: &str, e: &EndpointSummary, address: &str) {
+    let h = &e.host;
+    let _ = writeln!(o, "### {title} ({})\n", md(address));
+    let _ = writeln!(o, "| | |\n| --- | --- |");
+    let mut row = |k: &str, v: String| {
+        let _ = writeln!(o, "| {k} | {} |", md(&v));
+    };
+    row("host name", h.hostname.clone());
+    row("operating system", h.os.clone());
+    row("kernel", h.kernel.clone());
+    row("CPU", format!("{} ({} logical CPUs)", h.cpu_model, h.cpus));
+    row("memory", Bytes(h.memory_bytes).to_string());
+    if let Some(n) = &h.nic {
+        row(
+            "network interface",
+            format!(
+                "{} (driver {}, {}, MTU {}, txqueuelen {})",
+                n.name,
+                n.driver.as_deref().unwrap_or("none/virtual"),
+                n.speed_mbps
+                    .map_or("speed not reported".into(), |s| format!("{s} Mbit/s")),
+                n.mtu.map_or("?".into(), |m| m.to_string()),
+                n.tx_queue_len.map_or("?".into(), |m| m.to_string())
+            ),
+        );
+        if n.offloads.is_empty() {
+            row("offloads", "not known (ethtool not installed on this end)".into());
+        } else {
+            row(
+                "offloads",
+                n.offloads
+                    .iter()
+                    .map(|(k, v)| format!("{k} {}", if *v { "on" } else { "off" }))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            );
+        }
+    }
+    row(
+        "socket buffers",
+        format!(
+            "requested {}, granted send {}, receive {}",
+            e.window
+                .requested_bytes
+                .map_or("default (auto-tuning)".into(), |w| Bytes(w).to_string()),
+            Bytes(e.window.granted_snd_bytes),
+            Bytes(e.window.granted_rcv_bytes)
+        ),
+    );
+    for (k, v) in &h.sysctls {
+        row(k, v.clone());
+    }
+    row("software", e.software.clone());
+    let _ = writeln!(o);
+}
+
+pub fn record_markdown(d: &RecordDoc) -> String {
+    let (r, m) = (d.run, d.metric);
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "# Land Speed Record submission: {}, {}\n",
+        m.family, m.streams_class
+    );
+    let _ = writeln!(o, "| | |\n| --- | --- |");
+    let _ = writeln!(o, "| class | {} {} TCP |", m.family, m.streams_class);
+    let _ = writeln!(
+        o,
+        "| throughput | **{}** ({} bytes × 8 / {:.3} s, the receiver's time) |",
+        BitRate(m.throughput_bps),
+        thousands(m.bytes as f64),
+        m.duration_s
+    );
+    let _ = writeln!(
+        o,
+        "| distance | **{} km** (terrestrial path, {} legs{}) |",
+        thousands(m.distance_km),
+        d.path.legs.len(),
+        d.path
+            .cap_km
+            .map_or(String::new(), |c| format!(", capped at {} km", thousands(c)))
+    );
+    let _ = writeln!(
+        o,
+        "| metric | **{} bit·m/s = {:.3} Pb·m/s** |",
+        thousands(m.bit_meters_per_s),
+        m.petabit_meters_per_s
+    );
+    let _ = writeln!(o, "| date | {} UTC |", md(&r.started_utc));
+    let _ = writeln!(o, "| streams | {} |", m.streams);
+    let _ = writeln!(
+        o,
+        "| data | {} bytes sent, {} received, {} verified |",
+        thousands(r.summary.bytes_sent as f64),
+        thousands(r.summary.bytes_received as f64),
+        thousands(r.payload.bytes_verified as f64)
+    );
+    if let Some(id) = d.run_id {
+        let _ = writeln!(o, "| archive | run {id} (`landspeed show {id} --json`) |");
+    }
+    let _ = writeln!(
+        o,
+        "\n## Rules\n\n| rule | result | evidence |\n| --- | --- | --- |"
+    );
+    for c in d.checks {
+        let _ = writeln!(
+            o,
+            "| {} | {} | {} |",
+            md(&c.rule),
+            if c.passed { "pass" } else { "**FAIL**" },
+            md(&c.evidence)
+        );
+    }
+    let _ = writeln!(o, "\n## Per-stream results\n");
+    let _ = writeln!(o, "| stream | direction | bytes sent | bytes received | throughput | retransmits | RTT (ms) |\n| ---: | --- | ---: | ---: | ---: | ---: | ---: |");
+    for s in &r.streams {
+        let _ = writeln!(
+            o,
+            "| {} | {:?} | {} | {} | {} | {} | {} |",
+            s.id,
+            s.flow,
+            thousands(s.bytes_sent as f64),
+            thousands(s.bytes_received as f64),
+            BitRate(s.throughput_bps),
+            s.tcp.as_ref().map_or("-".into(), |t| t.retransmits.to_string()),
+            s.tcp
+                .as_ref()
+                .map_or("-".into(), |t| format!("{:.2}", f64::from(t.rtt_avg_us) / 1e3))
+        );
+    }
+    let _ = writeln!(
+        o,
+        "| **total** | | **{}** | **{}** | **{}** | **{}** | |",
+        thousands(r.summary.bytes_sent as f64),
+        thousands(r.summary.bytes_received as f64),
+        BitRate(m.throughput_bps),
+        r.summary.retransmits
+    );
+    let _ = writeln!(
+        o,
+        "\n## Command lines\n\n```\nreceiver/server: {}\nclient:          {}\n```\n",
+        r.remote.host.command_line, r.local.host.command_line
+    );
+    let _ = writeln!(o, "## End systems\n");
+    end_system(&mut o, "Client", &r.local, &r.config.local_address);
+    end_system(&mut o, "Server", &r.remote, &r.config.remote_address);
+    let _ = writeln!(o, "## Path\n");
+    match r.path.as_ref() {
+        Some(p) => {
+            if let Some(rtt) = p.rtt.as_ref() {
+                let s = &rtt.summary;
+                let _ = writeln!(
+                    o,
+                    "RTT (UDP echo, {} probes): min {} / avg {} / max {} ms, loss {:.1}%\n",
+                    s.sent,
+                    s.min_ms.map_or("-".into(), |v| format!("{v:.3}")),
+                    s.avg_ms.map_or("-".into(), |v| format!("{v:.3}")),
+                    s.max_ms.map_or("-".into(), |v| format!("{v:.3}")),
+                    s.loss_pct
+                );
+            }
+            if let Some(pm) = p.pmtu.as_ref() {
+                let _ = writeln!(
+                    o,
+                    "Path MTU: {}\n",
+                    pm.path_mtu.map_or("not found".into(), |v| format!("{v} bytes"))
+                );
+            }
+            if let Some(t) = p.trace.as_ref() {
+                let _ = writeln!(
+                    o,
+                    "Route ({} hops):\n\n| hop | address | name | RTT (ms) |\n| ---: | --- | --- | --- |",
+                    t.hops.len()
+                );
+                for h in &t.hops {
+                    let _ = writeln!(
+                        o,
+                        "| {} | {} | {} | {} |",
+                        h.ttl,
+                        md(h.address.as_deref().unwrap_or("*")),
+                        md(h.name.as_deref().unwrap_or("")),
+                        h.probes
+                            .iter()
+                            .map(|p| p.rtt_ms.map_or("*".into(), |v| format!("{v:.3}")))
+                            .collect::<Vec<_>>()
+                            .join(" ")
+                    );
+                }
+                let _ = writeln!(o);
+            }
+        }
+        None => {
+            let _ = writeln!(
+                o,
+                "The run was made without `--path`: no route, RTT or MTU was recorded with it.\n"
+            );
+        }
+    }
+    if let Some(l) = &r.latency {
+        let _ = writeln!(
+            o,
+            "RTT idle (min/median) {} / {} ms; under load {} / {} ms.\n",
+            l.idle.min_ms.map_or("-".into(), |v| format!("{v:.3}")),
+            l.idle.median_ms.map_or("-".into(), |v| format!("{v:.3}")),
+            l.loaded.min_ms.map_or("-".into(), |v| format!("{v:.3}")),
+            l.loaded.median_ms.map_or("-".into(), |v| format!("{v:.3}"))
+        );
+    }
+    let _ = writeln!(o, "## Distance\n\nEach leg is the geodesic between the points on the WGS84 ellipsoid (Karney's method), unless a length was given for it.\n");
+    let _ = writeln!(o, "| leg | from | to | geodesic (km) | given (km) | counted (km) |\n| ---: | --- | --- | ---: | ---: | ---: |");
+    for (i, l) in d.path.legs.iter().enumerate() {
+        let _ = writeln!(
+            o,
+            "| {} | {} | {} | {:.1} | {} | {:.1} |",
+            i + 1,
+            md(&l.from),
+            md(&l.to),
+            l.geodesic_km,
+            l.override_km.map_or(String::new(), |v| format!("{v:.1}")),
+            l.km
+        );
+    }
+    let _ = writeln!(o, "| | | **total** | | | **{:.1}** |", d.path.total_km);
+    if let Some(c) = d.path.cap_km {
+        let _ = writeln!(
+            o,
+            "\nCounted under the {} km cap: {:.1} km.",
+            thousands(c),
+            d.path.counted_km
+        );
+    }
+    let _ = writeln!(o, "\nPoints:\n");
+    for p in &d.path.points {
+        let _ = writeln!(
+            o,
+            "- {} → {:.5}, {:.5}: {}",
+            md(&p.query),
+            p.latitude,
+            p.longitude,
+            md(&p.choice)
+        );
+    }
+    let _ = writeln!(
+        o,
+        "\nRules in force: minimum duration {} s, minimum data {} bytes{}.\n",
+        d.rules.min_duration_s,
+        d.rules.min_bytes,
+        d.rules
+            .previous_bit_meters_per_s
+            .map_or(String::new(), |p| format!(
+                ", standing record {:.4e} b·m/s to beat by {}%",
+                p, d.rules.improvement_pct
+            ))
+    );
+    let _ = writeln!(
+        o,
+        "---\nGenerated by landspeed {} on {} UTC. City coordinates: GeoNames (geonames.org), CC BY 4.0.",
+        env!("CARGO_PKG_VERSION"),
+        md(&d.generated_utc)
+    );
+    o
+}
+
+/// The same document as one self-contained HTML page.
+pub fn record_html(d: &RecordDoc) -> String {
+    let text = record_markdown(d);
+    let mut body = String::new();
+    let opts = pulldown_cmark::Options::ENABLE_TABLES;
+    pulldown_cmark::html::push_html(&mut body, pulldown_cmark::Parser::new_ext(&text, opts));
+    format!(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{}</title><style>{}</style></head><body>\n{body}</body></html>\n",
+        crate::html::esc(&format!("Land Speed Record submission: {} {}", d.metric.family, d.metric.streams_class)),
+        crate::html::STYLE
+    )
+}
