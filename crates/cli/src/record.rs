@@ -110,6 +110,9 @@ pub fn record(a: RecordArgs) -> Result<bool> {
         }
         (None, None) => return Err(UsageError("--run ID or --result FILE".into()).into()),
     };
+    if a.cap_km.is_some_and(|c| c.is_nan() || c <= 0.0) {
+        return Err(UsageError("--cap-km must be positive".into()).into());
+    }
     let path =
         landspeed_geo::parse_path(&a.path, &a.leg_km, a.cap_km).map_err(|e| UsageError(e.to_string()))?;
     let m = metric(&run, path.counted_km);
