@@ -36,8 +36,9 @@ pub struct ModelArgs {
     /// Retransmission timeout for PFTK (default RTT + 200 ms).
     #[arg(long, value_parser = crate::args::duration_arg)]
     pub rto: Option<Duration>,
-    /// Model a stored run instead: its RTT, loss (retransmitted ÷ sent segments), window, streams and
-    /// MSS, with RFC 6349's transfer figures; --rate gives the bottleneck (else the run's path capacity).
+    /// Model a stored run instead: its RTT, window, streams and MSS, with RFC 6349's transfer figures;
+    /// --rate gives the bottleneck (else the run's path capacity), --loss the path's loss rate (else the
+    /// run's retransmitted ÷ sent segments, which overstates it when losses came in bursts).
     #[arg(long, value_name = "ID")]
     pub run: Option<i64>,
     #[command(flatten)]
@@ -64,14 +65,25 @@ fn loss(s: &str) -> Result<f64, String> {
 }
 
 pub fn model(a: ModelArgs) -> Result<bool> {
+    let mut note = None;
     let (input, facts, measured) = if let Some(id) = a.run {
         let archive = a.db.open()?;
         let r = archive
             .get(id)?
             .ok_or_else(|| UsageError(format!("no run {id} in {}", archive.path())))?;
-        let (i, f) = landspeed_core::model::from_run(&r, a.rate.map(|r| r.bps())).ok_or_else(|| {
+        let (mut i, f) = landspeed_core::model::from_run(&r, a.rate.map(|r| r.bps())).ok_or_else(|| {
             UsageError("the run has no TCP_INFO (UDP, or iperf3's protocol): nothing to model".into())
         })?;
+        // The path's loss rate when given; else the run's retransmitted ÷ sent segments, an upper
+        // bound on the loss-event rate the models want.
+        if a.loss.is_some() {
+            i.loss = a.loss;
+        } else if i.loss.is_some() {
+            note = Some(
+                "loss is the run's retransmitted ÷ sent segments: a burst of losses (slow start overrunning a queue) counts many times, where Mathis and PFTK count one loss event; give the path's loss rate with --loss",
+            );
+        }
+        i.mss_bytes = if a.mss != 1448 { a.mss } else { i.mss_bytes };
         (i, Some(f), Some(r.summary.throughput_bps))
     } else {
         let rtt = a
@@ -102,7 +114,7 @@ pub fn model(a: ModelArgs) -> Result<bool> {
         );
         return Ok(true);
     }
-    print!("{}", landspeed_report::model_text(&p, measured, t.as_ref()));
+    print!("{}", landspeed_report::model_text(&p, measured, t.as_ref(), note));
     Ok(true)
 }
 

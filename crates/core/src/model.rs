@@ -132,7 +132,7 @@ pub fn predict(input: &ModelInput) -> Result<Prediction, ModelError> {
             name: "window".into(),
             total_bps: n * one,
             per_stream_bps: Some(one),
-            formula: format!("{} × {w} B × 8 / {ms} ms", i.streams),
+            formula: format!("{} × {w} B × 8 / {ms:.3} ms", i.streams),
         });
     }
     if let Some(p) = i.loss {
@@ -141,12 +141,15 @@ pub fn predict(input: &ModelInput) -> Result<Prediction, ModelError> {
             name: "mathis".into(),
             total_bps: n * one,
             per_stream_bps: Some(one),
-            formula: format!("{} × {} B × 8 / {ms} ms × 1.2247 / √{p}", i.streams, i.mss_bytes),
+            formula: format!(
+                "{} × {} B × 8 / {ms:.3} ms × 1.2247 / √{p:.4e}",
+                i.streams, i.mss_bytes
+            ),
         });
         let rto = i.rto_s.unwrap_or(i.rtt_s + 0.2);
         let mut one = pftk_bps(i.mss_bytes, i.rtt_s, p, rto, i.packets_per_ack);
         let mut formula = format!(
-            "{} × {} B × 8 / ({ms} ms × √(2·{b}·{p}/3) + {rto_ms} ms × min(1, 3√(3·{b}·{p}/8)) × {p} × (1 + 32·{p}²))",
+            "{} × {} B × 8 / ({ms:.3} ms × √(2·{b}·p/3) + {rto_ms:.1} ms × min(1, 3√(3·{b}·p/8)) × p × (1 + 32p²)), p = {p:.4e}",
             i.streams,
             i.mss_bytes,
             b = i.packets_per_ack,

@@ -6,7 +6,12 @@ use landspeed_core::tune::{Advice, Severity};
 use landspeed_core::units::{BitRate, Bytes};
 use std::fmt::Write;
 
-pub fn model_text(p: &Prediction, measured_bps: Option<f64>, t: Option<&Rfc6349>) -> String {
+pub fn model_text(
+    p: &Prediction,
+    measured_bps: Option<f64>,
+    t: Option<&Rfc6349>,
+    note: Option<&str>,
+) -> String {
     let mut o = String::new();
     let i = &p.input;
     let _ = writeln!(
@@ -37,6 +42,9 @@ pub fn model_text(p: &Prediction, measured_bps: Option<f64>, t: Option<&Rfc6349>
             "RFC 8337: {w:.0} packets in flight; the path must deliver {r:.0} packets between losses (loss ≤ {:.2e})",
             1.0 / r
         );
+    }
+    if let Some(n) = note {
+        let _ = writeln!(o, "note: {n}");
     }
     let _ = writeln!(
         o,

@@ -379,19 +379,28 @@ pub fn render(r: &RunResult) -> String {
     out
 }
 
-/// "Measured vs predicted" when the run knows its RTT and loss (TCP_INFO with retransmissions): what
-/// the window and loss models allow at those figures, and the share the run reached.
+/// "Measured vs predicted" from the run's own TCP_INFO: the window bound (streams × the receive window
+/// the senders saw ÷ their mean RTT) against what was measured. Loss-based models (Mathis, PFTK) are
+/// left to `landspeed model --run ID --loss P`: TCP_INFO counts retransmitted segments, and a burst of
+/// them (slow start overshooting a queue) is one loss event to those models, not many.
 fn measured_vs_predicted(r: &RunResult) -> Option<String> {
-    let (input, _) = landspeed_core::model::from_run(r, None)?;
-    input.loss?;
+    let (mut input, _) = landspeed_core::model::from_run(r, None)?;
+    input.loss = None;
+    let w = input.window_bytes?;
     let p = landspeed_core::model::predict(&input).ok()?;
-    let (binding, v) = (p.binding?, p.predicted_bps?);
+    let bound = |n: &str| p.bounds.iter().find(|b| b.name == n).map(|b| b.total_bps);
+    let window = bound("window")?;
+    let link = bound("link");
+    let lower = link.map_or(window, |l| l.min(window));
     Some(format!(
-        "Model: RTT {:.2} ms, loss {:.4}% (retransmitted/sent segments) → {binding} bound {}; measured {} ({:.0}% of it) — landspeed model --run ID for every bound",
+        "Model: window bound {} stream(s) × {} / {:.2} ms mean RTT = {}{}; measured {} ({:.0}% of {}) — landspeed model --run ID [--loss P] for every bound",
+        input.streams,
+        Bytes(w),
         input.rtt_s * 1e3,
-        input.loss.unwrap_or(0.0) * 100.0,
-        BitRate(v),
+        BitRate(window),
+        link.map_or(String::new(), |l| format!("; link goodput at the measured capacity {}", BitRate(l))),
         BitRate(r.summary.throughput_bps),
-        r.summary.throughput_bps / v * 100.0
+        r.summary.throughput_bps / lower * 100.0,
+        if lower < window { "the link" } else { "the window bound" }
     ))
 }
