@@ -65,7 +65,7 @@ fn loss(s: &str) -> Result<f64, String> {
 }
 
 pub fn model(a: ModelArgs) -> Result<bool> {
-    let mut note = None;
+    let mut notes: Vec<String> = Vec::new();
     let (input, facts, measured) = if let Some(id) = a.run {
         let archive = a.db.open()?;
         let r = archive
@@ -79,9 +79,25 @@ pub fn model(a: ModelArgs) -> Result<bool> {
         if a.loss.is_some() {
             i.loss = a.loss;
         } else if i.loss.is_some() {
-            note = Some(
-                "loss is the run's retransmitted ÷ sent segments: a burst of losses (slow start overrunning a queue) counts many times, where Mathis and PFTK count one loss event; give the path's loss rate with --loss",
+            notes.push(
+                "loss is the run's retransmitted ÷ sent segments: a burst of losses (slow start overrunning a queue) counts many times, where Mathis and PFTK count one loss event; give the path's loss rate with --loss".into(),
             );
+        }
+        // The path's RTT is its idle one: the mean TCP RTT of a run includes the queue the run built.
+        let idle = f
+            .baseline_rtt_s
+            .or_else(|| r.path.as_ref()?.rtt.as_ref()?.summary.min_ms.map(|v| v / 1e3));
+        if let Some(rtt) = a.rtt {
+            i.rtt_s = rtt.as_secs_f64();
+        } else if let Some(idle) = idle.filter(|v| *v > 0.0) {
+            notes.push(format!(
+                "RTT is the path's idle minimum {:.3} ms (the run's mean TCP RTT was {:.3} ms, the queue it built included); --rtt overrides",
+                idle * 1e3,
+                i.rtt_s * 1e3
+            ));
+            i.rtt_s = idle;
+        } else {
+            notes.push("RTT is the run's mean TCP RTT, which includes any queue the run built (run with --latency or --path to know the idle RTT; --rtt overrides)".into());
         }
         i.mss_bytes = if a.mss != 1448 { a.mss } else { i.mss_bytes };
         (i, Some(f), Some(r.summary.throughput_bps))
@@ -114,7 +130,11 @@ pub fn model(a: ModelArgs) -> Result<bool> {
         );
         return Ok(true);
     }
-    print!("{}", landspeed_report::model_text(&p, measured, t.as_ref(), note));
+    let note = (!notes.is_empty()).then(|| notes.join("\nnote: "));
+    print!(
+        "{}",
+        landspeed_report::model_text(&p, measured, t.as_ref(), note.as_deref())
+    );
     Ok(true)
 }
 

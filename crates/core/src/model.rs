@@ -175,7 +175,7 @@ pub fn predict(input: &ModelInput) -> Result<Prediction, ModelError> {
             total_bps: link_goodput_bps(r, i.mss_bytes),
             per_stream_bps: None,
             formula: format!(
-                "{r} bit/s × {} / ({} + 78): TCP payload per Ethernet frame",
+                "{r:.0} bit/s × {} / ({} + 78): TCP payload per Ethernet frame",
                 i.mss_bytes, i.mss_bytes
             ),
         });

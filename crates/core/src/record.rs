@@ -93,13 +93,25 @@ pub fn checks(r: &RunResult, m: &RecordMetric, rules: &Rules) -> Vec<Check> {
         Check {
             rule: format!("minimum duration {} s", rules.min_duration_s),
             passed: m.duration_s >= rules.min_duration_s,
-            evidence: format!(
-                "the receiver's time from first to last byte: {:.3} s",
-                m.duration_s
-            ),
+            evidence: if !r.config.spec.omit_s.is_zero() {
+                format!(
+                    "the receiver's time from the end of the {} s warm-up to the last byte: {:.3} s",
+                    r.config.spec.omit_s.as_secs_f64(),
+                    m.duration_s
+                )
+            } else {
+                format!(
+                    "the receiver's time from first to last byte: {:.3} s",
+                    m.duration_s
+                )
+            },
         },
         Check {
-            rule: format!("minimum data {} bytes", rules.min_bytes),
+            rule: if rules.min_bytes == 0 {
+                "data moved (no minimum set; --min-bytes)".into()
+            } else {
+                format!("minimum data {}", crate::units::Bytes(rules.min_bytes))
+            },
             passed: m.bytes >= rules.min_bytes && m.bytes > 0,
             evidence: format!("{} bytes received", m.bytes),
         },

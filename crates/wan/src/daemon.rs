@@ -290,6 +290,7 @@ pub fn exec(name: &str, side: &str, cmd: &[String]) -> Result<std::convert::Infa
         return Err(WanError::NotFound(name.into()));
     }
     netns::enter(&ns)?;
+    netns::remount_sys();
     use std::os::unix::process::CommandExt;
     let (prog, args) = cmd
         .split_first()

@@ -95,6 +95,38 @@ pub fn enter(ns: &str) -> Result<(), NetnsError> {
     Ok(())
 }
 
+/// Gives this process its own mount namespace with a sysfs of the network namespace it is in, as
+/// `ip netns exec` does, so /sys/class/net shows the namespace's interfaces (their MTU, queue length)
+/// to the command run in it. Best effort: where it fails the command sees the host's sysfs.
+pub fn remount_sys() -> bool {
+    // SAFETY: plain syscalls with NUL-terminated constant strings; the process is single-threaded here
+    // (called just before exec).
+    unsafe {
+        if libc::unshare(libc::CLONE_NEWNS) != 0 {
+            return false;
+        }
+        let none = c"none";
+        if libc::mount(
+            none.as_ptr(),
+            c"/".as_ptr(),
+            std::ptr::null(),
+            libc::MS_SLAVE | libc::MS_REC,
+            std::ptr::null(),
+        ) != 0
+        {
+            return false;
+        }
+        libc::umount2(c"/sys".as_ptr(), libc::MNT_DETACH);
+        libc::mount(
+            c"sysfs".as_ptr(),
+            c"/sys".as_ptr(),
+            c"sysfs".as_ptr(),
+            0,
+            std::ptr::null(),
+        ) == 0
+    }
+}
+
 #[repr(C)]
 struct IfReq {
     name: [u8; libc::IFNAMSIZ],
