@@ -122,7 +122,10 @@ pub fn advise(h: &HostLimits, target: Option<&Target>) -> Advice {
         f.push(Finding {
             setting: name.into(),
             current: cur.cloned().unwrap_or_else(|| "unknown".into()),
-            wanted: format!("maximum ≥ {}", mib(need)),
+            wanted: buffer.map_or_else(
+                || "(--rate and --rtt)".into(),
+                |_| format!("maximum ≥ {}", mib(need)),
+            ),
             severity: if bad && buffer.is_some() {
                 Severity::Limit
             } else {
@@ -164,7 +167,7 @@ pub fn advise(h: &HostLimits, target: Option<&Target>) -> Advice {
         f.push(Finding {
             setting: k.into(),
             current: cur.map_or("unknown".into(), |c| c.to_string()),
-            wanted: format!("≥ {}", mib(need)),
+            wanted: buffer.map_or_else(|| "(--rate and --rtt)".into(), |_| format!("≥ {}", mib(need))),
             severity: if bad { Severity::Limit } else { Severity::Ok },
             why: why.into(),
         });

@@ -130,6 +130,14 @@ pub fn tune_text(a: &Advice) -> String {
         let _ = write!(o, "now: windows up to {} per stream", Bytes(w as u64));
         if let Some(r) = a.max_rate_now_bps {
             let _ = write!(o, ", at most {} over this RTT", BitRate(r));
+        } else {
+            for ms in [10.0, 100.0, 200.0] {
+                let _ = write!(o, "; {} per stream at {ms:.0} ms", BitRate(w * 8.0 / (ms / 1e3)));
+            }
+            let _ = write!(
+                o,
+                "\n(no target: give --rate and --rtt to check the window against a path)"
+            );
         }
         let _ = writeln!(o);
     }
