@@ -5,7 +5,7 @@
 mod common;
 
 use common::chain::Chain;
-use common::wan::{root, Wan};
+use common::wan::{root, serial, Wan};
 use common::{landspeed, run_json, ServerProc};
 use serde_json::Value;
 use std::time::Duration;
@@ -121,6 +121,7 @@ fn no_echo_service_is_loss_not_a_hang_and_refused_tcp_still_times() {
 
 #[test]
 fn run_latency_reports_idle_loaded_and_per_interval_rtt() {
+    let _serial = serial();
     let s = ServerProc::start("127.0.0.1", &[]);
     let r = run_json(
         "127.0.0.1",
@@ -309,6 +310,7 @@ fn capacity_of_an_emulated_1_gbit_bottleneck_within_15_percent() {
 
 #[test]
 fn run_path_puts_the_path_in_the_result() {
+    let _serial = serial();
     let s = ServerProc::start("127.0.0.1", &[]);
     let r = run_json("127.0.0.1", s.port, &["-n", "2M", "--path", "--latency"]);
     let p = &r["path"];
