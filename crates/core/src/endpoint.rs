@@ -157,6 +157,9 @@ pub struct NicInfo {
     pub tx_queue_len: Option<u32>,
     /// Offloads from `ethtool -k` (empty when ethtool is not installed).
     pub offloads: BTreeMap<String, bool>,
+    /// The interface's root queueing discipline (`tc qdisc show`), e.g. "fq" or "noqueue".
+    #[serde(default)]
+    pub qdisc: Option<String>,
 }
 
 /// Everything one end reports at the end of a test.

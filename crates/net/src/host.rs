@@ -114,7 +114,22 @@ pub fn nic_info(name: &str) -> landspeed_core::endpoint::NicInfo {
         mtu: read("mtu").and_then(|v| v.parse().ok()),
         tx_queue_len: read("tx_queue_len").and_then(|v| v.parse().ok()),
         offloads: crate::tune::offloads(name),
+        qdisc: root_qdisc(name),
     }
+}
+
+/// The root qdisc of interface `name` from `tc qdisc show dev NAME` (iproute2), when tc is installed.
+fn root_qdisc(name: &str) -> Option<String> {
+    let out = std::process::Command::new("tc")
+        .args(["qdisc", "show", "dev", name])
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines()
+        .find(|l| l.contains(" root"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .map(str::to_string)
 }
 
 /// This process's arguments as one shell-quoted line, with the values that name keys or address

@@ -65,13 +65,14 @@ fn end_system(o: &mut String, title: &str, e: &EndpointSummary, address: &str) {
         row(
             "network interface",
             format!(
-                "{} (driver {}, {}, MTU {}, txqueuelen {})",
+                "{} (driver {}, {}, MTU {}, txqueuelen {}, qdisc {})",
                 n.name,
                 n.driver.as_deref().unwrap_or("none/virtual"),
                 n.speed_mbps
                     .map_or("speed not reported".into(), |s| format!("{s} Mbit/s")),
                 n.mtu.map_or("?".into(), |m| m.to_string()),
-                n.tx_queue_len.map_or("?".into(), |m| m.to_string())
+                n.tx_queue_len.map_or("?".into(), |m| m.to_string()),
+                n.qdisc.as_deref().unwrap_or("?")
             ),
         );
         if n.offloads.is_empty() {
