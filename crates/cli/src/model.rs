@@ -24,9 +24,9 @@ pub struct ModelArgs {
     /// Packet loss: a probability (0.0001) or a percentage (0.01%).
     #[arg(long, value_parser = loss)]
     pub loss: Option<f64>,
-    /// Maximum segment size, bytes.
-    #[arg(long, default_value_t = 1448)]
-    pub mss: u32,
+    /// Maximum segment size, bytes (default 1448; with --run, the run's own).
+    #[arg(long)]
+    pub mss: Option<u32>,
     /// Window per stream (the smaller of send buffer and receive window).
     #[arg(long, value_parser = crate::args::bytes_arg)]
     pub window: Option<Bytes>,
@@ -99,7 +99,7 @@ pub fn model(a: ModelArgs) -> Result<bool> {
         } else {
             notes.push("RTT is the run's mean TCP RTT, which includes any queue the run built (run with --latency or --path to know the idle RTT; --rtt overrides)".into());
         }
-        i.mss_bytes = if a.mss != 1448 { a.mss } else { i.mss_bytes };
+        i.mss_bytes = a.mss.unwrap_or(i.mss_bytes);
         (i, Some(f), Some(r.summary.throughput_bps))
     } else {
         let rtt = a
@@ -109,7 +109,7 @@ pub fn model(a: ModelArgs) -> Result<bool> {
             rate_bps: a.rate.map(|r| r.bps()),
             rtt_s: rtt.as_secs_f64(),
             loss: a.loss,
-            mss_bytes: a.mss,
+            mss_bytes: a.mss.unwrap_or(1448),
             window_bytes: a.window.map(|w| w.get()),
             streams: a.streams,
             rto_s: a.rto.map(|d| d.as_secs_f64()),

@@ -124,7 +124,7 @@ pub fn advise(h: &HostLimits, target: Option<&Target>) -> Advice {
             current: cur.cloned().unwrap_or_else(|| "unknown".into()),
             wanted: buffer.map_or_else(
                 || "(--rate and --rtt)".into(),
-                |_| format!("maximum ≥ {}", mib(need)),
+                |b| format!("maximum ≥ {}", mib(b)),
             ),
             severity: if bad && buffer.is_some() {
                 Severity::Limit
@@ -167,7 +167,7 @@ pub fn advise(h: &HostLimits, target: Option<&Target>) -> Advice {
         f.push(Finding {
             setting: k.into(),
             current: cur.map_or("unknown".into(), |c| c.to_string()),
-            wanted: buffer.map_or_else(|| "(--rate and --rtt)".into(), |_| format!("≥ {}", mib(need))),
+            wanted: buffer.map_or_else(|| "(--rate and --rtt)".into(), |b| format!("≥ {}", mib(b))),
             severity: if bad { Severity::Limit } else { Severity::Ok },
             why: why.into(),
         });

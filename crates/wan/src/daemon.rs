@@ -290,7 +290,8 @@ pub fn exec(name: &str, side: &str, cmd: &[String]) -> Result<std::convert::Infa
         return Err(WanError::NotFound(name.into()));
     }
     netns::enter(&ns)?;
-    netns::remount_sys();
+    // Without it the command still runs; only /sys/class/net shows the host's interfaces.
+    let _ = netns::remount_sys();
     use std::os::unix::process::CommandExt;
     let (prog, args) = cmd
         .split_first()

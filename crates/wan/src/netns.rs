@@ -97,7 +97,8 @@ pub fn enter(ns: &str) -> Result<(), NetnsError> {
 
 /// Gives this process its own mount namespace with a sysfs of the network namespace it is in, as
 /// `ip netns exec` does, so /sys/class/net shows the namespace's interfaces (their MTU, queue length)
-/// to the command run in it. Best effort: where it fails the command sees the host's sysfs.
+/// to the command run in it. Best effort: where it fails (false) the command sees the host's sysfs.
+#[must_use]
 pub fn remount_sys() -> bool {
     // SAFETY: plain syscalls with NUL-terminated constant strings; the process is single-threaded here
     // (called just before exec).
