@@ -123,6 +123,13 @@ pub struct ServeArgs {
     /// line (secret at least 16 bytes; `#` comments). Clients use `run --auth NAME:KEYFILE`.
     #[arg(long, value_name = "FILE")]
     pub auth_keys: Option<std::path::PathBuf>,
+    /// Take third-party orders: a client holding one of the --auth-keys may ask this server to run a test
+    /// from here to another landspeed server (`run --from`, `mesh`). Off by default.
+    #[arg(long, requires = "auth_keys")]
+    pub allow_control: bool,
+    /// The key this server proves when an order sends it to a server that requires authentication.
+    #[arg(long, value_name = "NAME:KEYFILE", value_parser = auth_spec, requires = "allow_control")]
+    pub control_auth: Option<(String, std::path::PathBuf)>,
 }
 
 fn cidr(s: &str) -> Result<ipnet::IpNet, String> {
@@ -167,6 +174,10 @@ pub struct RunArgs {
     /// put it in the result.
     #[arg(long = "path", conflicts_with = "iperf3")]
     pub measure_path: bool,
+    /// Third-party test: ask the landspeed server on FROM (which must allow it: serve --allow-control)
+    /// to run this test from there to HOST, and report its result. --auth is the key FROM requires.
+    #[arg(long, value_name = "HOST[:PORT]", conflicts_with_all = ["iperf3", "latency", "measure_path"])]
+    pub from: Option<String>,
     /// Echo probes per second with --latency.
     #[arg(long, value_name = "N", default_value_t = 20.0, requires = "latency")]
     pub latency_rate: f64,

@@ -129,6 +129,78 @@ fn execute(
     }
 }
 
+/// `run --from`: the test runs between two other hosts; this one orders it and reports the result.
+fn execute_ordered(
+    from: &str,
+    opts: ClientOptions,
+    format: Format,
+    per_stream: bool,
+    save: Option<(crate::archive::DbArg, Option<String>)>,
+) -> Result<bool> {
+    check(&opts)?;
+    let (fhost, fport) = host_port(from)?;
+    let out = Output::new(
+        format,
+        per_stream,
+        std::time::Duration::ZERO,
+        opts.host.clone(),
+        opts.port,
+        opts.spec.clone(),
+    );
+    out.note(&format!(
+        "third-party test: {fhost} port {fport} runs it to {} port {}",
+        opts.host, opts.port
+    ));
+    let conn = landspeed_net::controller::connect_host(
+        &fhost,
+        fport,
+        opts.auth.as_ref(),
+        opts.connect_timeout.max(std::time::Duration::from_secs(10)),
+    )
+    .with_context(|| format!("--from {from}"))?;
+    let order = landspeed_core::protocol::ControlOrder {
+        host: opts.host.clone(),
+        port: opts.port,
+        spec: opts.spec.clone(),
+        start_at_unix_ns: None,
+    };
+    let wait = landspeed_core::protocol::control::result_wait(&opts.spec);
+    match conn.order(order, wait) {
+        Ok(r) => {
+            out.result(&r);
+            if let Some((db, tag)) = save {
+                eprintln!("landspeed: {}", crate::archive::save(&db, &r, tag));
+            }
+            Ok(trustworthy(&r))
+        }
+        Err(e) => {
+            out.error(&e.to_string());
+            Err(e).with_context(|| format!("third-party test from {from} to {}", opts.host))
+        }
+    }
+}
+
+/// `HOST`, `HOST:PORT` or `[V6ADDR]:PORT`; the port defaults to 5201.
+pub fn host_port(s: &str) -> Result<(String, u16)> {
+    let bad = || UsageError(format!("expected HOST or HOST:PORT, got '{s}'"));
+    if let Some(rest) = s.strip_prefix('[') {
+        let (h, p) = rest.split_once(']').ok_or_else(bad)?;
+        let port = match p.strip_prefix(':') {
+            Some(p) => p.parse().map_err(|_| bad())?,
+            None if p.is_empty() => 5201,
+            None => return Err(bad().into()),
+        };
+        return Ok((h.to_string(), port));
+    }
+    match s.rsplit_once(':') {
+        // More than one colon and no brackets: a bare IPv6 address.
+        Some((h, _)) if h.contains(':') => Ok((s.to_string(), 5201)),
+        Some((h, p)) if !h.is_empty() => Ok((h.to_string(), p.parse().map_err(|_| bad())?)),
+        None if !s.is_empty() => Ok((s.to_string(), 5201)),
+        _ => Err(bad().into()),
+    }
+}
+
 /// The client options `run` would use for these arguments (also each sweep cell's starting point).
 pub fn client_options(a: &RunArgs) -> Result<ClientOptions> {
     let spec = a.test.spec();
@@ -185,6 +257,15 @@ pub fn run(a: RunArgs) -> Result<bool> {
         Format::Text
     };
     let opts = client_options(&a)?;
+    if let Some(from) = &a.from {
+        return execute_ordered(
+            from,
+            opts,
+            format,
+            a.test.per_stream,
+            (!a.no_save).then(|| (a.db.clone(), a.tag.clone())),
+        );
+    }
     execute(
         opts,
         format,

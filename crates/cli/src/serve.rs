@@ -160,6 +160,14 @@ pub fn serve(a: ServeArgs) -> Result<bool> {
                 Some(Arc::new(ring))
             }
         },
+        allow_control: a.allow_control,
+        control_key: match &a.control_auth {
+            None => None,
+            Some((name, file)) => Some(
+                landspeed_core::protocol::auth::client_key(name, &crate::keyfile::read(file)?)
+                    .map_err(|e| UsageError(format!("--control-auth {name}:{}: {e}", file.display())))?,
+            ),
+        },
     };
     let server = if a.log_json {
         Server::bind(opts, Arc::new(print_json))?

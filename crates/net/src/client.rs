@@ -49,6 +49,9 @@ pub struct ClientOptions {
     pub auth: Option<landspeed_core::protocol::Key>,
     /// Echo probes before and during the test (`--latency`).
     pub latency: Option<LatencyOptions>,
+    /// Send `start` at this instant (this host's clock) rather than as soon as the streams are ready:
+    /// how a controller starts tests on many hosts together.
+    pub start_at: Option<SystemTime>,
 }
 
 impl ClientOptions {
@@ -66,6 +69,7 @@ impl ClientOptions {
             idle_timeout: Duration::from_secs(30),
             auth: None,
             latency: None,
+            start_at: None,
         }
     }
 }
@@ -297,9 +301,6 @@ pub fn run_client(
     }
     let spec = &spec_owned;
     spec.validate()?;
-    let started_unix_s = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64());
     let addr = resolve(opts)?;
     let ctl = connect(opts, addr, None)?;
     let local = ctl
@@ -400,10 +401,20 @@ pub fn run_client(
         }
         l.loaded();
     }
+    if let Some(at) = opts.start_at {
+        // Bounded: a controller's instant is checked to be at most a minute ahead.
+        if let Ok(wait) = at.duration_since(SystemTime::now()) {
+            std::thread::sleep(wait);
+        }
+    }
     on_event(ClientEvent::Started {
         streams: spec.total_streams(),
         warnings: warnings.clone(),
     });
+    // The result's start is the instant the data starts: its intervals count from here.
+    let started_unix_s = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64());
     writer.send(&Message::Start).map_err(cerr)?;
 
     let (tx, rx) = mpsc::channel::<Wake<Incoming>>();

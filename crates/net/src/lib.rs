@@ -5,6 +5,7 @@
 
 pub mod client;
 pub mod control;
+pub mod controller;
 pub mod cpu;
 pub mod engine;
 pub mod host;

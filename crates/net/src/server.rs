@@ -8,6 +8,7 @@
 mod greeting;
 mod iperf3;
 mod iperf3_udp;
+mod order;
 mod udp;
 
 use crate::control::{self, ControlError, ControlWriter};
@@ -45,6 +46,10 @@ pub struct ServerOptions {
     pub stats_signal: Option<Arc<AtomicBool>>,
     /// Keys a landspeed client must prove it holds (`--auth-keys`); None: no authentication.
     pub auth: Option<Arc<landspeed_core::protocol::KeyRing>>,
+    /// Take third-party orders from clients that authenticate with `auth` (`--allow-control`).
+    pub allow_control: bool,
+    /// The key this server answers other servers' challenges with when it runs an order.
+    pub control_key: Option<landspeed_core::protocol::Key>,
 }
 
 /// Tests held at once by default: enough for a busy public server on a small host.
@@ -63,6 +68,8 @@ impl Default for ServerOptions {
             allow: vec![],
             stats_signal: None,
             auth: None,
+            allow_control: false,
+            control_key: None,
         }
     }
 }
@@ -564,7 +571,7 @@ fn run_test(stream: TcpStream, shared: &Shared, log: &mut TestLog) -> Result<(),
     let o = &shared.opts;
     let (mut reader, mut writer) =
         control::split(stream, &[], o.handshake_timeout).map_err(|e| e.to_string())?;
-    let mut sm = ServerSession::with_limits(o.limits.clone());
+    let mut sm = ServerSession::with_limits(o.limits.clone()).with_control(o.allow_control);
     if let Some(keys) = &o.auth {
         let mut nonce = [0u8; landspeed_core::protocol::NONCE_LEN];
         getrandom::fill(&mut nonce).map_err(|e| format!("no randomness for a nonce: {e}"))?;
@@ -575,6 +582,18 @@ fn run_test(stream: TcpStream, shared: &Shared, log: &mut TestLog) -> Result<(),
         match sm.on_message(msg) {
             Ok(ServerAction::Reply(m)) => writer.send(&m).map_err(|e| e.to_string())?,
             Ok(ServerAction::Accept(spec)) => break spec,
+            Ok(ServerAction::ClockReading { client_ns }) => writer
+                .send(&Message::Clock {
+                    client_ns,
+                    server_ns: unix_ns(),
+                })
+                .map_err(|e| e.to_string())?,
+            Ok(ServerAction::RunOrder(order)) => {
+                log.auth = sm.authenticated().map(str::to_string);
+                let out = order::run_order(*order, &mut writer, shared, log);
+                sm.on_order_done();
+                return out.map_err(End::Failed);
+            }
             Ok(ServerAction::AuthFailed { reply, detail }) => {
                 let _ = writer.send(&reply);
                 return Err(End::Refused(format!("authentication failed: {detail}")));
@@ -755,4 +774,11 @@ fn finish(
     } else {
         Err(errors.join("; "))
     }
+}
+
+/// Now on this host's clock, in nanoseconds since the Unix epoch (clock probes).
+pub fn unix_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
 }

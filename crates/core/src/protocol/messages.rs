@@ -64,6 +64,9 @@ pub enum Message {
         /// Present when the server requires authentication (`--auth-keys`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         auth: Option<super::auth::Challenge>,
+        /// The server takes third-party orders from authorised controllers (`--allow-control`).
+        #[serde(default)]
+        control: bool,
     },
     /// Client: the test it wants, with its answer to the server's challenge when there was one.
     TestRequest {
@@ -89,6 +92,18 @@ pub enum Message {
     Results { report: Box<EndpointReport> },
     /// Either end: the test failed; the message says why.
     Error { message: String },
+    /// Controller: the time on its clock (ns since the Unix epoch); the server answers with `Clock`.
+    ClockProbe { client_ns: u64 },
+    /// Server: the probe's time echoed with its own clock's reading.
+    Clock { client_ns: u64, server_ns: u64 },
+    /// Controller: run this test from the server to another one (third-party mode).
+    ControlRequest {
+        order: Box<super::control::ControlOrder>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        auth: Option<Box<super::auth::Proof>>,
+    },
+    /// Server: the result of the ordered test.
+    ControlResult { result: Box<crate::result::RunResult> },
 }
 
 impl Message {
@@ -107,6 +122,10 @@ impl Message {
             Message::Done => "done",
             Message::Results { .. } => "results",
             Message::Error { .. } => "error",
+            Message::ClockProbe { .. } => "clock_probe",
+            Message::Clock { .. } => "clock",
+            Message::ControlRequest { .. } => "control_request",
+            Message::ControlResult { .. } => "control_result",
         }
     }
 }

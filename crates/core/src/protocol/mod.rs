@@ -6,6 +6,7 @@
 //! The wire format is specified in docs/protocol.md.
 
 pub mod auth;
+pub mod control;
 pub mod framing;
 pub mod limits;
 pub mod messages;
@@ -14,6 +15,7 @@ pub mod rate;
 pub mod session;
 
 pub use auth::{AuthError, Key, KeyRing, NONCE_LEN};
+pub use control::{ClockOffset, ClockSample, ControlOrder, ControllerSession};
 pub use framing::{encode, FrameDecoder, FrameError, MAX_FRAME_LEN};
 pub use limits::Limits;
 pub use messages::{Message, SessionId};

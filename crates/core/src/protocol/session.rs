@@ -46,6 +46,8 @@ pub enum ServerPhase {
     AwaitStart,
     Running,
     AwaitResults,
+    /// Running a third-party test ordered by a controller.
+    Controlling,
     Finished,
     Failed,
 }
@@ -59,6 +61,7 @@ impl ServerPhase {
             ServerPhase::AwaitStart => "waiting for start",
             ServerPhase::Running => "running",
             ServerPhase::AwaitResults => "waiting for the client's results",
+            ServerPhase::Controlling => "running an ordered test",
             ServerPhase::Finished => "finished",
             ServerPhase::Failed => "failed",
         }
@@ -84,6 +87,10 @@ pub enum ServerAction {
     SendResults(Box<EndpointReport>),
     /// The client gave up; close.
     PeerFailed(String),
+    /// A controller asked for this server's clock: send `Clock` with this `client_ns` and the time now.
+    ClockReading { client_ns: u64 },
+    /// An authorised controller ordered a test from this server: run it, then send `ControlResult`.
+    RunOrder(Box<super::control::ControlOrder>),
 }
 
 /// The server's side of one test.
@@ -97,6 +104,9 @@ pub struct ServerSession {
     /// The keys and this connection's nonce, when the server requires authentication.
     auth: Option<(Arc<KeyRing>, [u8; NONCE_LEN])>,
     authenticated: Option<String>,
+    /// Third-party orders are taken (`--allow-control`).
+    control: bool,
+    clock_probes: u32,
 }
 
 impl Default for ServerSession {
@@ -120,7 +130,15 @@ impl ServerSession {
             limits,
             auth: None,
             authenticated: None,
+            control: false,
+            clock_probes: 0,
         }
+    }
+
+    /// Takes third-party orders from controllers that authenticate (it never does without `with_auth`).
+    pub fn with_control(mut self, allow: bool) -> Self {
+        self.control = allow;
+        self
     }
 
     /// Requires the client to prove it holds one of `keys`, against `nonce` (fresh random bytes for
@@ -192,8 +210,16 @@ impl ServerSession {
                     software: format!("landspeed {}", crate::SOFTWARE_VERSION),
                     limits: self.limits.clone(),
                     auth: self.auth.as_ref().map(|(_, n)| auth::challenge(n)),
+                    control: self.control && self.auth.is_some(),
                 }))
             }
+            (AwaitRequest, Message::ClockProbe { client_ns })
+                if self.clock_probes < super::control::MAX_CLOCK_PROBES =>
+            {
+                self.clock_probes += 1;
+                Ok(ServerAction::ClockReading { client_ns })
+            }
+            (AwaitRequest, Message::ControlRequest { order, auth }) => self.order(order, auth.as_deref()),
             (AwaitRequest, Message::TestRequest { spec, auth }) => {
                 if let Some(refusal) = self.check_auth(auth.as_deref()) {
                     return Ok(refusal);
@@ -210,6 +236,47 @@ impl ServerSession {
                 Ok(ServerAction::SendResults(report))
             }
             (_, other) => Err(self.unexpected(&other)),
+        }
+    }
+
+    fn order(
+        &mut self,
+        order: Box<super::control::ControlOrder>,
+        proof: Option<&auth::Proof>,
+    ) -> Result<ServerAction, ProtocolError> {
+        if !self.control || self.auth.is_none() {
+            self.phase = ServerPhase::Failed;
+            return Ok(ServerAction::Reject(Message::Rejected {
+                reason: "this server does not take third-party orders (it needs serve --allow-control \
+                         with --auth-keys)"
+                    .into(),
+            }));
+        }
+        if let Some(refusal) = self.check_auth(proof) {
+            return Ok(refusal);
+        }
+        match order
+            .spec
+            .validate()
+            .map_err(|e| e.to_string())
+            .and_then(|()| self.limits.check(&order.spec).map_or(Ok(()), Err))
+        {
+            Ok(()) => {
+                self.spec = Some(order.spec.clone());
+                self.phase = ServerPhase::Controlling;
+                Ok(ServerAction::RunOrder(order))
+            }
+            Err(reason) => {
+                self.phase = ServerPhase::Failed;
+                Ok(ServerAction::Reject(Message::Rejected { reason }))
+            }
+        }
+    }
+
+    /// The ordered test is over (its result or error has been sent).
+    pub fn on_order_done(&mut self) {
+        if self.phase == ServerPhase::Controlling {
+            self.phase = ServerPhase::Finished;
         }
     }
 
@@ -604,6 +671,7 @@ mod tests {
         c.hello();
         c.on_message(Message::Welcome {
             auth: None,
+            control: false,
             limits: Default::default(),
             version: PROTOCOL_VERSION,
             software: "s".into(),
@@ -681,6 +749,7 @@ mod tests {
                 software: "s".into(),
                 limits: Default::default(),
                 auth: Some(auth::challenge(&[1; NONCE_LEN])),
+                control: false,
             })
             .unwrap()
         else {
@@ -705,6 +774,7 @@ mod tests {
         c.hello();
         c.on_message(Message::Welcome {
             auth: None,
+            control: false,
             limits: Default::default(),
             version: PROTOCOL_VERSION,
             software: "s".into(),
@@ -718,5 +788,80 @@ mod tests {
         c.on_message(Message::Ready).unwrap();
         assert_eq!(c.on_message(Message::Done).unwrap(), ClientAction::Wait);
         assert!(c.on_message(Message::Done).is_err());
+    }
+
+    /// A controller's conversation with a server: welcome, clock probes, an order.
+    fn order_through(s: &mut ServerSession, key: Option<Key>) -> (bool, Result<ServerAction, ProtocolError>) {
+        use super::super::control::{ControlOrder, ControllerSession};
+        let mut c = ControllerSession::new(key.map(|k| (k, [4; NONCE_LEN])));
+        let ServerAction::Reply(welcome) = s.on_message(c.hello()).unwrap() else {
+            panic!()
+        };
+        let w = c.on_welcome(welcome).unwrap();
+        assert_eq!(
+            s.on_message(c.probe(11)).unwrap(),
+            ServerAction::ClockReading { client_ns: 11 }
+        );
+        let order = ControlOrder {
+            host: "b".into(),
+            port: 5201,
+            spec: TestSpec::default(),
+            start_at_unix_ns: None,
+        };
+        let msg = match c.order(order) {
+            Ok(m) => m,
+            Err(e) => return (w.control, Err(e)),
+        };
+        (w.control, s.on_message(msg))
+    }
+
+    #[test]
+    fn orders_need_allow_control_and_a_valid_key() {
+        let keys = || Arc::new(KeyRing::parse("ops 0123456789abcdef0123").unwrap());
+        let ops = Key::new("ops", b"0123456789abcdef0123").unwrap();
+
+        let mut s = ServerSession::new()
+            .with_auth(keys(), [1; NONCE_LEN])
+            .with_control(true);
+        let (advertised, out) = order_through(&mut s, Some(ops.clone()));
+        assert!(advertised);
+        assert!(matches!(out, Ok(ServerAction::RunOrder(_))), "{out:?}");
+        assert_eq!(s.phase(), ServerPhase::Controlling);
+        s.on_order_done();
+        assert_eq!(s.phase(), ServerPhase::Finished);
+
+        // Keys but no --allow-control: refused, and the welcome said so.
+        let mut s = ServerSession::new().with_auth(keys(), [1; NONCE_LEN]);
+        let (advertised, out) = order_through(&mut s, Some(ops.clone()));
+        assert!(!advertised);
+        assert!(matches!(out, Ok(ServerAction::Reject(_))), "{out:?}");
+
+        // --allow-control without keys never runs anything.
+        let mut s = ServerSession::new().with_control(true);
+        let (advertised, out) = order_through(&mut s, None);
+        assert!(!advertised);
+        assert!(matches!(out, Ok(ServerAction::Reject(_))), "{out:?}");
+
+        // A wrong key is an authentication failure.
+        let wrong = Key::new("ops", b"not-the-right-secret!").unwrap();
+        let mut s = ServerSession::new()
+            .with_auth(keys(), [1; NONCE_LEN])
+            .with_control(true);
+        let (_, out) = order_through(&mut s, Some(wrong));
+        assert!(matches!(out, Ok(ServerAction::AuthFailed { .. })), "{out:?}");
+    }
+
+    #[test]
+    fn clock_probes_are_bounded() {
+        let mut s = ServerSession::new();
+        s.on_message(Message::Hello {
+            version: PROTOCOL_VERSION,
+            software: "x".into(),
+        })
+        .unwrap();
+        for i in 0..super::super::control::MAX_CLOCK_PROBES {
+            assert!(s.on_message(Message::ClockProbe { client_ns: i as u64 }).is_ok());
+        }
+        assert!(s.on_message(Message::ClockProbe { client_ns: 0 }).is_err());
     }
 }

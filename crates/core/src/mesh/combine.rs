@@ -1,0 +1,324 @@
+//! The combined report of a mesh campaign, a pure function of the tests' results: per test, per host
+//! (what it sent and received), the aggregate, and intervals on one clock. Every test's result carries its
+//! start on its sending host's clock; the controller measured that host's offset, so the start is moved
+//! onto the controller's clock, and each interval's bytes are spread over the common intervals by overlap
+//! (bytes are whole numbers and the split keeps every test's total exact). A failed test is listed with
+//! its reason and counts in no sum.
+
+use super::plan::PlannedTest;
+use crate::protocol::ClockOffset;
+use crate::result::RunResult;
+use serde::{Deserialize, Serialize};
+
+pub const MESH_SCHEMA: &str = "landspeed/mesh/1";
+
+/// A host as the controller found it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HostInfo {
+    pub name: String,
+    pub address: String,
+    pub software: Option<String>,
+    pub clock: Option<ClockOffset>,
+    /// Why the host could not be checked or used.
+    pub error: Option<String>,
+}
+
+/// What became of one planned test.
+#[derive(Debug, Clone)]
+pub struct TestOutcome {
+    pub test: PlannedTest,
+    pub result: Result<RunResult, String>,
+    /// The sending host's clock minus the controller's (ns), to put the result on the common clock.
+    pub from_offset_ns: i64,
+    /// The stored run, when archived.
+    pub run_id: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TestLine {
+    pub index: usize,
+    pub from: String,
+    pub to: String,
+    pub transport: String,
+    pub streams: u32,
+    /// ok, incomplete (it ran, but not every byte arrived or a stream failed) or failed.
+    pub status: String,
+    pub error: Option<String>,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    pub duration_s: f64,
+    pub throughput_bps: f64,
+    /// When its data started, on the controller's clock, relative to the agreed instant.
+    pub start_offset_ms: Option<f64>,
+    pub run_id: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HostTotals {
+    pub name: String,
+    pub tests_out: u32,
+    pub tests_in: u32,
+    pub tests_failed: u32,
+    pub bytes_out: u64,
+    pub bytes_in: u64,
+    /// bytes_out × 8 over the time its sending tests spanned (first start to last end).
+    pub out_bps: f64,
+    pub in_bps: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Aggregate {
+    pub tests: u32,
+    pub tests_ok: u32,
+    pub tests_failed: u32,
+    pub bytes_received: u64,
+    /// First start to last end over every test that ran, common clock.
+    pub span_s: f64,
+    pub throughput_bps: f64,
+    /// Latest start minus earliest start of the tests that ran (concurrent plans: how together they
+    /// started, within the clock offsets' uncertainty).
+    pub start_spread_ms: Option<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MeshInterval {
+    /// From the agreed start, controller clock.
+    pub start_s: f64,
+    pub end_s: f64,
+    pub bytes: u64,
+    pub throughput_bps: f64,
+    /// Bytes of each test in this interval, in test order.
+    pub tests: Vec<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MeshReport {
+    pub schema: String,
+    pub name: String,
+    pub concurrent: bool,
+    pub start_unix_s: f64,
+    pub hosts: Vec<HostInfo>,
+    pub tests: Vec<TestLine>,
+    pub per_host: Vec<HostTotals>,
+    pub aggregate: Aggregate,
+    pub interval_s: f64,
+    pub intervals: Vec<MeshInterval>,
+    pub campaign_id: Option<i64>,
+}
+
+/// A test's data span on the common clock, seconds from `t0`.
+fn span(r: &RunResult, offset_ns: i64, t0: f64) -> (f64, f64, Vec<(f64, f64, u64)>) {
+    let start = r.started_unix_s - offset_ns as f64 / 1e9 - t0;
+    let ivs: Vec<(f64, f64, u64)> = r
+        .intervals
+        .iter()
+        .filter(|i| !i.omitted)
+        .map(|i| (start + i.start_s, start + i.end_s, i.bytes))
+        .collect();
+    match (ivs.first(), ivs.last()) {
+        (Some(a), Some(b)) => (a.0, b.1, ivs),
+        _ => (start, start + r.summary.duration_s, ivs),
+    }
+}
+
+fn ok(r: &RunResult) -> bool {
+    !r.interrupted
+        && r.summary.corrupt_blocks == 0
+        && r.streams.iter().all(|s| s.errors.is_empty())
+        && (r.summary.udp.is_some() || r.summary.bytes_sent == r.summary.bytes_received)
+}
+
+/// Spreads `bytes` over `[a, b)` onto bins of width `w` starting at `origin`, exactly.
+fn spread(bins: &mut [u64], origin: f64, w: f64, a: f64, b: f64, bytes: u64) {
+    let first = (((a - origin) / w).floor().max(0.0)) as usize;
+    let last = ((((b - origin) / w).ceil() as usize).max(first + 1)).min(bins.len());
+    let len = (b - a).max(1e-12);
+    let mut given = 0u64;
+    for (k, bin) in bins.iter_mut().enumerate().take(last).skip(first) {
+        let lo = origin + k as f64 * w;
+        let hi = lo + w;
+        let share = if k + 1 == last {
+            bytes - given
+        } else {
+            let f = ((b.min(hi) - a.max(lo)) / len).clamp(0.0, 1.0);
+            ((bytes as f64 * f) as u64).min(bytes - given)
+        };
+        *bin += share;
+        given += share;
+    }
+}
+
+/// The combined report. `t0_unix_s` is the agreed start on the controller's clock.
+pub fn combine(
+    name: &str,
+    concurrent: bool,
+    t0_unix_s: f64,
+    hosts: Vec<HostInfo>,
+    outcomes: &[TestOutcome],
+    interval_s: f64,
+) -> MeshReport {
+    let w = if interval_s > 0.0 { interval_s } else { 1.0 };
+    let mut tests = vec![];
+    let mut spans = vec![];
+    for o in outcomes {
+        let t = &o.test;
+        let mut line = TestLine {
+            index: t.index,
+            from: t.from.clone(),
+            to: t.to.clone(),
+            transport: format!("{:?}", t.spec.transport).to_lowercase(),
+            streams: t.spec.streams,
+            status: "failed".into(),
+            error: None,
+            bytes_sent: 0,
+            bytes_received: 0,
+            duration_s: 0.0,
+            throughput_bps: 0.0,
+            start_offset_ms: None,
+            run_id: o.run_id,
+        };
+        match &o.result {
+            Ok(r) => {
+                let s = span(r, o.from_offset_ns, t0_unix_s);
+                line.status = if ok(r) { "ok" } else { "incomplete" }.into();
+                line.bytes_sent = r.summary.bytes_sent;
+                line.bytes_received = r.summary.bytes_received;
+                line.duration_s = r.summary.duration_s;
+                line.throughput_bps = r.summary.throughput_bps;
+                line.start_offset_ms =
+                    Some((r.started_unix_s - o.from_offset_ns as f64 / 1e9 - t0_unix_s) * 1e3);
+                if !r.warnings.is_empty() && line.status != "ok" {
+                    line.error = r.warnings.first().cloned();
+                }
+                spans.push(Some(s));
+            }
+            Err(e) => {
+                line.error = Some(e.clone());
+                spans.push(None);
+            }
+        }
+        tests.push(line);
+    }
+
+    let ran: Vec<usize> = (0..tests.len()).filter(|&i| spans[i].is_some()).collect();
+    let lo = ran
+        .iter()
+        .filter_map(|&i| spans[i].as_ref().map(|s| s.0))
+        .fold(f64::INFINITY, f64::min);
+    let hi = ran
+        .iter()
+        .filter_map(|&i| spans[i].as_ref().map(|s| s.1))
+        .fold(f64::NEG_INFINITY, f64::max);
+    let total: u64 = ran.iter().map(|&i| tests[i].bytes_received).sum();
+    let starts: Vec<f64> = tests.iter().filter_map(|t| t.start_offset_ms).collect();
+    let spread_ms = (starts.len() > 1).then(|| {
+        starts.iter().cloned().fold(f64::NEG_INFINITY, f64::max)
+            - starts.iter().cloned().fold(f64::INFINITY, f64::min)
+    });
+    let span_s = if ran.is_empty() { 0.0 } else { (hi - lo).max(0.0) };
+
+    let mut per_host = vec![];
+    for h in &hosts {
+        let mut t = HostTotals {
+            name: h.name.clone(),
+            tests_out: 0,
+            tests_in: 0,
+            tests_failed: 0,
+            bytes_out: 0,
+            bytes_in: 0,
+            out_bps: 0.0,
+            in_bps: 0.0,
+        };
+        let (mut out_span, mut in_span) = (
+            (f64::INFINITY, f64::NEG_INFINITY),
+            (f64::INFINITY, f64::NEG_INFINITY),
+        );
+        for (i, line) in tests.iter().enumerate() {
+            let (is_out, is_in) = (line.from == h.name, line.to == h.name);
+            if !is_out && !is_in {
+                continue;
+            }
+            if line.status == "failed" {
+                t.tests_failed += 1;
+            }
+            let Some(s) = &spans[i] else { continue };
+            if is_out {
+                t.tests_out += 1;
+                t.bytes_out += line.bytes_received;
+                out_span = (out_span.0.min(s.0), out_span.1.max(s.1));
+            }
+            if is_in {
+                t.tests_in += 1;
+                t.bytes_in += line.bytes_received;
+                in_span = (in_span.0.min(s.0), in_span.1.max(s.1));
+            }
+        }
+        let rate = |bytes: u64, s: (f64, f64)| {
+            if s.1 > s.0 {
+                bytes as f64 * 8.0 / (s.1 - s.0)
+            } else {
+                0.0
+            }
+        };
+        t.out_bps = rate(t.bytes_out, out_span);
+        t.in_bps = rate(t.bytes_in, in_span);
+        per_host.push(t);
+    }
+
+    let mut intervals = vec![];
+    if !ran.is_empty() {
+        let origin = (lo / w).floor() * w;
+        let n = (((hi - origin) / w).ceil() as usize).max(1);
+        let mut per_test = vec![vec![0u64; n]; tests.len()];
+        for &i in &ran {
+            if let Some((_, _, ivs)) = &spans[i] {
+                for &(a, b, bytes) in ivs {
+                    spread(&mut per_test[i], origin, w, a, b, bytes);
+                }
+            }
+        }
+        for k in 0..n {
+            let start = origin + k as f64 * w;
+            let end = (start + w).min(hi.max(start));
+            let col: Vec<u64> = per_test.iter().map(|v| v[k]).collect();
+            let bytes: u64 = col.iter().sum();
+            let len = (end - start.max(lo)).max(1e-9);
+            intervals.push(MeshInterval {
+                start_s: start,
+                end_s: end,
+                bytes,
+                throughput_bps: bytes as f64 * 8.0 / len,
+                tests: col,
+            });
+        }
+    }
+
+    MeshReport {
+        schema: MESH_SCHEMA.into(),
+        name: name.into(),
+        concurrent,
+        start_unix_s: t0_unix_s,
+        hosts,
+        aggregate: Aggregate {
+            tests: tests.len() as u32,
+            tests_ok: tests.iter().filter(|t| t.status == "ok").count() as u32,
+            tests_failed: tests.iter().filter(|t| t.status == "failed").count() as u32,
+            bytes_received: total,
+            span_s,
+            throughput_bps: if span_s > 0.0 {
+                total as f64 * 8.0 / span_s
+            } else {
+                0.0
+            },
+            start_spread_ms: spread_ms,
+        },
+        tests,
+        per_host,
+        interval_s: w,
+        intervals,
+        campaign_id: None,
+    }
+}
+
+#[cfg(test)]
+mod tests;

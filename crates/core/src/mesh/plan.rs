@@ -1,0 +1,377 @@
+//! A mesh plan: the hosts of a campaign and the tests between them, as a user writes it (TOML, parsed by
+//! the binary into these types), and its expansion into one ordered test per (sender, receiver) pair.
+//! Data always flows from `from` to `to`; one entry may name one pair, one sender and many receivers,
+//! many senders and one receiver, or a full mesh (every ordered pair of the hosts listed). Errors name
+//! the entry and the value that is wrong, before anything is sent.
+
+use crate::config::{EndCondition, TestSpec, Transport};
+use crate::units::{parse_duration, BitRate, Bytes};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// One name or a list of them (`to = "b"` or `to = ["b", "c"]`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Names {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl Names {
+    fn list(&self) -> Vec<String> {
+        match self {
+            Names::One(n) => vec![n.clone()],
+            Names::Many(v) => v.clone(),
+        }
+    }
+}
+
+/// Options a test entry (or the plan's defaults) may set; unset ones fall back to the defaults, then
+/// to `run`'s.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TestOptions {
+    /// Test time, e.g. "10s".
+    pub time: Option<String>,
+    /// Warm-up left out of the figures, e.g. "2s".
+    pub omit: Option<String>,
+    pub streams: Option<u32>,
+    /// Bytes per write, e.g. "128K".
+    pub length: Option<String>,
+    /// Socket buffer, e.g. "4M".
+    pub window: Option<String>,
+    /// UDP instead of TCP.
+    pub udp: Option<bool>,
+    /// Target rate (UDP; TCP is paced to it), e.g. "100M".
+    pub rate: Option<String>,
+    /// Interval length, e.g. "1s".
+    pub interval: Option<String>,
+}
+
+impl TestOptions {
+    fn or(&self, d: &TestOptions) -> TestOptions {
+        TestOptions {
+            time: self.time.clone().or_else(|| d.time.clone()),
+            omit: self.omit.clone().or_else(|| d.omit.clone()),
+            streams: self.streams.or(d.streams),
+            length: self.length.clone().or_else(|| d.length.clone()),
+            window: self.window.clone().or_else(|| d.window.clone()),
+            udp: self.udp.or(d.udp),
+            rate: self.rate.clone().or_else(|| d.rate.clone()),
+            interval: self.interval.clone().or_else(|| d.interval.clone()),
+        }
+    }
+
+    fn spec(&self) -> Result<TestSpec, String> {
+        let dur = |what: &str, v: &Option<String>| -> Result<Option<Duration>, String> {
+            v.as_deref()
+                .map(|s| parse_duration(s).map_err(|e| format!("{what} = {s:?}: {e}")))
+                .transpose()
+        };
+        let size = |what: &str, v: &Option<String>| -> Result<Option<u64>, String> {
+            v.as_deref()
+                .map(|s| {
+                    s.parse::<Bytes>()
+                        .map(|b| b.get())
+                        .map_err(|e| format!("{what} = {s:?}: {e}"))
+                })
+                .transpose()
+        };
+        let mut spec = TestSpec::default();
+        if let Some(t) = dur("time", &self.time)? {
+            spec.end = EndCondition::Time(t);
+        }
+        if let Some(o) = dur("omit", &self.omit)? {
+            spec.omit_s = o;
+        }
+        if let Some(i) = dur("interval", &self.interval)? {
+            spec.interval_s = i;
+        }
+        if let Some(n) = self.streams {
+            spec.streams = n;
+        }
+        if let Some(l) = size("length", &self.length)? {
+            spec.length_bytes = l;
+        }
+        spec.window_bytes = size("window", &self.window)?;
+        if self.udp == Some(true) {
+            spec.transport = Transport::Udp;
+            if self.length.is_none() {
+                spec.length_bytes = 1400;
+            }
+        }
+        if let Some(r) = self.rate.as_deref() {
+            let bps = r
+                .parse::<BitRate>()
+                .map_err(|e| format!("rate = {r:?}: {e}"))?
+                .bps();
+            spec.rate_bps = Some(bps);
+        }
+        spec.validate().map_err(|e| e.to_string())?;
+        Ok(spec)
+    }
+}
+
+/// One `[[tests]]` entry.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TestEntry {
+    pub from: Option<Names>,
+    pub to: Option<Names>,
+    /// Every ordered pair of these hosts (instead of from/to).
+    pub mesh: Option<Vec<String>>,
+    pub time: Option<String>,
+    pub omit: Option<String>,
+    pub streams: Option<u32>,
+    pub length: Option<String>,
+    pub window: Option<String>,
+    pub udp: Option<bool>,
+    pub rate: Option<String>,
+    pub interval: Option<String>,
+}
+
+impl TestEntry {
+    /// The entry's own options (serde cannot refuse unknown keys through a flattened struct, so the
+    /// fields are spelled out here and gathered).
+    pub fn options(&self) -> TestOptions {
+        TestOptions {
+            time: self.time.clone(),
+            omit: self.omit.clone(),
+            streams: self.streams,
+            length: self.length.clone(),
+            window: self.window.clone(),
+            udp: self.udp,
+            rate: self.rate.clone(),
+            interval: self.interval.clone(),
+        }
+    }
+}
+
+/// A campaign as written in the plan file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Plan {
+    /// The campaign's name (archive, report title).
+    pub name: String,
+    /// True (the default): every test starts at one agreed instant. False: one after another.
+    #[serde(default = "yes")]
+    pub concurrent: bool,
+    /// Seconds between the plan's checks and the agreed start, long enough for every host to connect
+    /// its streams (default 2).
+    #[serde(default)]
+    pub start_delay: Option<String>,
+    /// Host name -> its landspeed server, `ADDR` or `ADDR:PORT` (port 5201 by default).
+    pub hosts: BTreeMap<String, String>,
+    /// Options every test gets unless it sets its own.
+    #[serde(default)]
+    pub defaults: TestOptions,
+    pub tests: Vec<TestEntry>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// One test of the expanded plan: `from` sends to `to`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlannedTest {
+    /// Position in the expanded plan (0-based), the test's name in reports.
+    pub index: usize,
+    pub from: String,
+    pub to: String,
+    pub spec: TestSpec,
+}
+
+/// Largest number of tests one plan may expand to.
+pub const MAX_TESTS: usize = 256;
+
+impl Plan {
+    /// The plan's tests, one per ordered pair, checked.
+    pub fn expand(&self) -> Result<Vec<PlannedTest>, String> {
+        if self.hosts.is_empty() {
+            return Err("the plan names no hosts ([hosts])".into());
+        }
+        if self.tests.is_empty() {
+            return Err("the plan has no tests ([[tests]])".into());
+        }
+        let known = |n: &str, k: usize| -> Result<(), String> {
+            if self.hosts.contains_key(n) {
+                Ok(())
+            } else {
+                Err(format!(
+                    "tests entry {}: unknown host '{n}' (hosts: {})",
+                    k + 1,
+                    self.hosts.keys().cloned().collect::<Vec<_>>().join(", ")
+                ))
+            }
+        };
+        let mut out = vec![];
+        for (k, e) in self.tests.iter().enumerate() {
+            let spec = e
+                .options()
+                .or(&self.defaults)
+                .spec()
+                .map_err(|m| format!("tests entry {}: {m}", k + 1))?;
+            let pairs: Vec<(String, String)> = match (&e.mesh, &e.from, &e.to) {
+                (Some(m), None, None) => {
+                    if m.len() < 2 {
+                        return Err(format!("tests entry {}: a mesh needs at least two hosts", k + 1));
+                    }
+                    let mut p = vec![];
+                    for a in m {
+                        for b in m {
+                            if a != b {
+                                p.push((a.clone(), b.clone()));
+                            }
+                        }
+                    }
+                    p
+                }
+                (None, Some(f), Some(t)) => {
+                    let mut p = vec![];
+                    for a in f.list() {
+                        for b in t.list() {
+                            p.push((a.clone(), b.clone()));
+                        }
+                    }
+                    p
+                }
+                _ => {
+                    return Err(format!(
+                        "tests entry {}: give either `from` and `to`, or `mesh`",
+                        k + 1
+                    ))
+                }
+            };
+            for (a, b) in pairs {
+                known(&a, k)?;
+                known(&b, k)?;
+                if a == b {
+                    return Err(format!("tests entry {}: '{a}' cannot test to itself", k + 1));
+                }
+                out.push(PlannedTest {
+                    index: out.len(),
+                    from: a,
+                    to: b,
+                    spec: spec.clone(),
+                });
+            }
+        }
+        if out.len() > MAX_TESTS {
+            return Err(format!(
+                "the plan expands to {} tests; at most {MAX_TESTS}",
+                out.len()
+            ));
+        }
+        Ok(out)
+    }
+
+    /// The delay between the checks and the agreed start.
+    pub fn start_delay(&self) -> Result<Duration, String> {
+        match &self.start_delay {
+            None => Ok(Duration::from_secs(2)),
+            Some(s) => {
+                let d = parse_duration(s).map_err(|e| format!("start_delay = {s:?}: {e}"))?;
+                if d > Duration::from_secs(30) {
+                    return Err(format!("start_delay = {s:?}: at most 30 s"));
+                }
+                Ok(d)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(tests: Vec<TestEntry>) -> Plan {
+        Plan {
+            name: "t".into(),
+            concurrent: true,
+            start_delay: None,
+            hosts: ["a", "b", "c", "d"]
+                .iter()
+                .map(|h| (h.to_string(), format!("{h}.example")))
+                .collect(),
+            defaults: TestOptions {
+                time: Some("3s".into()),
+                ..Default::default()
+            },
+            tests,
+        }
+    }
+
+    fn pairs(p: &Plan) -> Vec<(String, String)> {
+        p.expand().unwrap().into_iter().map(|t| (t.from, t.to)).collect()
+    }
+
+    #[test]
+    fn pairs_one_to_many_many_to_one_and_mesh_expand() {
+        let p = plan(vec![
+            TestEntry {
+                from: Some(Names::One("a".into())),
+                to: Some(Names::Many(vec!["b".into(), "c".into()])),
+                streams: Some(2),
+                ..Default::default()
+            },
+            TestEntry {
+                from: Some(Names::Many(vec!["b".into(), "c".into()])),
+                to: Some(Names::One("d".into())),
+                ..Default::default()
+            },
+            TestEntry {
+                mesh: Some(vec!["a".into(), "b".into(), "c".into()]),
+                ..Default::default()
+            },
+        ]);
+        let got = pairs(&p);
+        assert_eq!(got.len(), 2 + 2 + 6);
+        assert_eq!(got[0], ("a".to_string(), "b".to_string()));
+        assert_eq!(got[3], ("c".to_string(), "d".to_string()));
+        let tests = p.expand().unwrap();
+        assert_eq!(tests[0].spec.streams, 2);
+        assert_eq!(tests[2].spec.streams, 1);
+        assert_eq!(tests[2].spec.end, EndCondition::Time(Duration::from_secs(3)));
+        assert!(tests.iter().enumerate().all(|(i, t)| t.index == i));
+    }
+
+    #[test]
+    fn bad_plans_say_what_is_wrong() {
+        let one = |f: &str, t: &str| TestEntry {
+            from: Some(Names::One(f.into())),
+            to: Some(Names::One(t.into())),
+            ..Default::default()
+        };
+        let e = plan(vec![one("a", "zz")]).expand().unwrap_err();
+        assert!(e.contains("unknown host 'zz'"), "{e}");
+        let e = plan(vec![one("a", "a")]).expand().unwrap_err();
+        assert!(e.contains("itself"), "{e}");
+        let e = plan(vec![TestEntry::default()]).expand().unwrap_err();
+        assert!(e.contains("either"), "{e}");
+        let mut bad = one("a", "b");
+        bad.time = Some("soon".into());
+        let e = plan(vec![bad]).expand().unwrap_err();
+        assert!(e.contains("tests entry 1: time"), "{e}");
+        let mut bad = one("a", "b");
+        bad.streams = Some(0);
+        assert!(plan(vec![bad]).expand().is_err());
+        assert!(plan(vec![]).expand().is_err());
+    }
+
+    #[test]
+    fn udp_entries_get_datagram_sized_writes_and_a_rate() {
+        let mut e = TestEntry {
+            from: Some(Names::One("a".into())),
+            to: Some(Names::One("b".into())),
+            ..Default::default()
+        };
+        e.udp = Some(true);
+        e.rate = Some("20M".into());
+        let t = &plan(vec![e]).expand().unwrap()[0];
+        assert_eq!(t.spec.transport, Transport::Udp);
+        assert_eq!(t.spec.length_bytes, 1400);
+        assert_eq!(t.spec.rate_bps, Some(20e6));
+    }
+}

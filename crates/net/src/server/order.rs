@@ -1,0 +1,60 @@
+//! Third-party orders (`serve --allow-control`): an authorised controller asks this server to run a test
+//! from here to another landspeed server. The server runs it as an ordinary client would (the same driver,
+//! so the result is the same `RunResult`), waits for the controller's agreed start instant first when one
+//! was given, and sends the result back on the control connection. The test holds one `--max-tests` slot
+//! like any other, and its outcome goes to the server's log.
+
+use super::{Shared, TestLog};
+use crate::client::{run_client, ClientOptions};
+use crate::control::ControlWriter;
+use landspeed_core::protocol::{ControlOrder, Message};
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, SystemTime};
+
+/// Runs `order` and answers the controller with its result (or why it failed).
+pub(super) fn run_order(
+    order: ControlOrder,
+    writer: &mut ControlWriter,
+    shared: &Shared,
+    log: &mut TestLog,
+) -> Result<(), String> {
+    log.protocol = format!("landspeed order to {}:{}", order.host, order.port);
+    log.streams = order.spec.streams;
+    log.direction = Some(order.spec.direction);
+    let mut opts = ClientOptions::new(order.host.clone(), order.port, order.spec.clone());
+    opts.auth = shared.opts.control_key.clone();
+    opts.start_at = order
+        .start_at_unix_ns
+        .map(|ns| SystemTime::UNIX_EPOCH + Duration::from_nanos(ns));
+    // The controller's instant may be at most this far ahead: a bounded wait, like every other.
+    if let Some(at) = opts.start_at {
+        if at.duration_since(SystemTime::now()).unwrap_or_default() > MAX_START_DELAY {
+            let msg = format!("the start instant is more than {MAX_START_DELAY:?} ahead");
+            let _ = writer.send(&Message::Error { message: msg.clone() });
+            return Err(msg);
+        }
+    }
+    let never = AtomicBool::new(false);
+    match run_client(&opts, &never, &mut |_| {}) {
+        Ok(result) => {
+            log.bytes_sent = result.summary.bytes_sent;
+            log.bytes_received = result.summary.bytes_received;
+            log.bytes_verified = result.summary.bytes_verified;
+            log.corrupt_blocks = result.summary.corrupt_blocks;
+            log.duration_s = result.summary.duration_s;
+            writer
+                .send(&Message::ControlResult {
+                    result: Box::new(result),
+                })
+                .map_err(|e| format!("the controller went away before the result: {e}"))
+        }
+        Err(e) => {
+            let msg = format!("the ordered test to {}:{} failed: {e}", order.host, order.port);
+            let _ = writer.send(&Message::Error { message: msg.clone() });
+            Err(msg)
+        }
+    }
+}
+
+/// How far ahead a controller may set the start.
+pub const MAX_START_DELAY: Duration = Duration::from_secs(60);
