@@ -4,6 +4,7 @@
 //! archive made by any earlier landspeed keeps working. Each save is its own transaction (WAL journal),
 //! so a process killed at any moment loses at most the run it was about to write.
 
+mod campaign;
 mod schema;
 mod sweep;
 
@@ -13,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+pub use campaign::CampaignRow;
 pub use schema::SCHEMA_VERSION;
 pub use sweep::{SweepRow, SweepRun};
 
@@ -50,6 +52,8 @@ pub struct RunMeta {
     pub tag: Option<String>,
     /// The sweep and the repetition this run is a cell of.
     pub sweep: Option<(i64, u32)>,
+    /// The mesh campaign this run belongs to, and the plan's name for the host that sent.
+    pub campaign: Option<(i64, String)>,
 }
 
 /// A stored run's indexed columns (what `history` lists).
@@ -147,8 +151,9 @@ impl Archive {
         let spec = &r.config.spec;
         self.conn.execute(
             "INSERT INTO runs (started_unix_s, started_utc, host, port, protocol, transport, direction, streams,
-                window_bytes, throughput_bps, bytes_received, tag, sweep_id, cell_repeat, result_json)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+                window_bytes, throughput_bps, bytes_received, tag, sweep_id, cell_repeat, result_json,
+                campaign_id, from_host)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
             params![
                 r.started_unix_s,
                 r.started_utc,
@@ -165,6 +170,8 @@ impl Archive {
                 meta.sweep.map(|s| s.0),
                 meta.sweep.map(|s| s.1),
                 json,
+                meta.campaign.as_ref().map(|c| c.0),
+                meta.campaign.as_ref().map(|c| c.1.clone()),
             ],
         )?;
         Ok(self.conn.last_insert_rowid())

@@ -4,7 +4,7 @@
 /// The version a fully migrated archive has.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
-pub const MIGRATIONS: [&str; 2] = [
+pub const MIGRATIONS: [&str; 3] = [
     // 1: runs with their result and the columns `history` filters on.
     "CREATE TABLE runs (
         id INTEGER PRIMARY KEY,
@@ -41,4 +41,16 @@ pub const MIGRATIONS: [&str; 2] = [
      CREATE INDEX runs_sweep ON runs(sweep_id);
      CREATE UNIQUE INDEX runs_cell ON runs(sweep_id, window_bytes, streams, direction, cell_repeat)
         WHERE sweep_id IS NOT NULL;",
+    // 3: mesh campaigns; a run made by a third-party order names its campaign and its sending host.
+    "CREATE TABLE campaigns (
+        id INTEGER PRIMARY KEY,
+        created_utc TEXT NOT NULL,
+        name TEXT NOT NULL,
+        plan_json TEXT NOT NULL,
+        report_json TEXT,
+        status TEXT NOT NULL DEFAULT 'running'
+     );
+     ALTER TABLE runs ADD COLUMN campaign_id INTEGER REFERENCES campaigns(id);
+     ALTER TABLE runs ADD COLUMN from_host TEXT;
+     CREATE INDEX runs_campaign ON runs(campaign_id);",
 ];

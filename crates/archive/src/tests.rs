@@ -53,6 +53,7 @@ fn save_get_list_and_filter() {
             &RunMeta {
                 tag: Some("lsr".into()),
                 sweep: None,
+                ..Default::default()
             },
         )
         .unwrap();
@@ -108,6 +109,7 @@ fn sweep_cells_are_unique() {
     let meta = RunMeta {
         tag: None,
         sweep: Some((s, 0)),
+        ..Default::default()
     };
     a.save(&r, &meta).unwrap();
     // The same cell and repetition again: refused, so a resumed sweep can never count a cell twice.
@@ -117,6 +119,7 @@ fn sweep_cells_are_unique() {
         &RunMeta {
             tag: None,
             sweep: Some((s, 1)),
+            ..Default::default()
         },
     )
     .unwrap();
@@ -188,6 +191,7 @@ fn a_first_version_archive_is_migrated() {
         &RunMeta {
             tag: Some("t".into()),
             sweep: None,
+            ..Default::default()
         },
     )
     .unwrap();
@@ -208,4 +212,38 @@ fn default_path_follows_the_environment() {
     // Only checks the shape: tests must not change the process environment under each other.
     let p = default_path();
     assert!(p.ends_with("archive.db") || std::env::var_os("LANDSPEED_DB").is_some());
+}
+
+#[test]
+fn campaign_runs_are_stored_as_they_arrive_and_the_report_at_the_end() {
+    let a = Archive::open_in_memory().unwrap();
+    let c = a
+        .create_campaign("four hosts", "2026-11-23T00:00:00Z", "{\"name\":\"four hosts\"}")
+        .unwrap();
+    assert_eq!(a.campaign(c).unwrap().unwrap().status, "running");
+    for (from, to) in [("a", "b"), ("a", "c")] {
+        a.save(
+            &result(to, 1.0, 1, None, 1e9),
+            &RunMeta {
+                campaign: Some((c, from.into())),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    }
+    // A run outside the campaign is not one of its runs.
+    a.save(&result("b", 2.0, 1, None, 1e9), &RunMeta::default())
+        .unwrap();
+    let runs = a.campaign_runs(c).unwrap();
+    assert_eq!(runs.len(), 2);
+    assert_eq!((runs[1].1.as_str(), runs[1].2.as_str()), ("a", "c"));
+    a.finish_campaign(c, "{\"schema\":\"landspeed/mesh/1\"}", "complete")
+        .unwrap();
+    let row = a.campaign(c).unwrap().unwrap();
+    assert_eq!(row.status, "complete");
+    assert_eq!(
+        row.report_json.as_deref(),
+        Some("{\"schema\":\"landspeed/mesh/1\"}")
+    );
+    assert!(a.campaign(c + 1).unwrap().is_none());
 }

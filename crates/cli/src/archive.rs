@@ -26,10 +26,18 @@ impl DbArg {
 
 /// Saves a finished run; returns a line saying where, or why not (a failed save never fails the run).
 pub fn save(db: &DbArg, r: &RunResult, tag: Option<String>) -> String {
-    match db
-        .open()
-        .and_then(|a| Ok((a.save(r, &RunMeta { tag, sweep: None })?, a.path().to_string())))
-    {
+    match db.open().and_then(|a| {
+        Ok((
+            a.save(
+                r,
+                &RunMeta {
+                    tag,
+                    ..Default::default()
+                },
+            )?,
+            a.path().to_string(),
+        ))
+    }) {
         Ok((id, path)) => format!("saved as run {id} in {path} (landspeed show {id})"),
         Err(e) => format!("warning: the result was not archived: {e:#}"),
     }

@@ -35,6 +35,12 @@ pub enum Command {
         after_help = "Examples:\n  landspeed run host -P 4 -t 30            4 streams for 30 s\n  landspeed run host -n 10G -l 1M          exactly 10 GiB in 1 MiB writes\n  landspeed run host -w 128M -i 5          128 MiB windows, a line every 5 s\n  landspeed run host --bidir --json        both directions, JSON result\n  landspeed run host -P 9 --cpus 0 --server-cpus 1   NTttcp-style pinning"
     )]
     Run(RunArgs),
+    /// Many hosts at once: the tests of a plan file (pairs, one-to-many, many-to-one, full mesh) run
+    /// by the hosts themselves, started together, reported as one campaign.
+    #[command(
+        after_help = "Examples:\n  landspeed mesh plan.toml --auth ops:ops.key\n  landspeed mesh plan.toml --json > campaign.json\n  landspeed mesh plan.toml --dry-run          the tests the plan expands to\n\nEvery sending host runs `landspeed serve --auth-keys KEYS --allow-control`; see docs/mesh.md for\nthe plan format."
+    )]
+    Mesh(crate::mesh::MeshArgs),
     /// Loopback server and client in one process: 4 streams for 5 seconds, full report.
     Demo(DemoArgs),
     /// Measure the path to a host: RTT (UDP echo, TCP connect), the route, and the path MTU.
@@ -319,6 +325,10 @@ pub fn rate_arg(s: &str) -> Result<BitRate, String> {
 }
 pub fn bytes_arg(s: &str) -> Result<Bytes, String> {
     bytes(s)
+}
+/// The NAME:KEYFILE parser, for other modules' arguments.
+pub fn auth_arg(s: &str) -> Result<(String, std::path::PathBuf), String> {
+    auth_spec(s)
 }
 /// The duration parser, for other modules' arguments.
 pub fn duration_arg(s: &str) -> Result<Duration, String> {

@@ -5,6 +5,7 @@
 mod archive;
 mod args;
 mod keyfile;
+mod mesh;
 mod model;
 mod output;
 mod path;
@@ -39,6 +40,7 @@ fn main() -> ExitCode {
         args::Command::Serve(a) => serve::serve(a),
         args::Command::Run(a) => run::run(a),
         args::Command::Demo(a) => run::demo(a),
+        args::Command::Mesh(a) => mesh::mesh(a),
         args::Command::Path(a) => path::path(a),
         args::Command::History(a) => archive::history(a),
         args::Command::Show(a) => archive::show(a),

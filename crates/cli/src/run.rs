@@ -138,7 +138,7 @@ fn execute_ordered(
     save: Option<(crate::archive::DbArg, Option<String>)>,
 ) -> Result<bool> {
     check(&opts)?;
-    let (fhost, fport) = host_port(from)?;
+    let (fhost, fport) = landspeed_core::mesh::plan::host_port(from).map_err(UsageError)?;
     let out = Output::new(
         format,
         per_stream,
@@ -156,6 +156,7 @@ fn execute_ordered(
         fport,
         opts.auth.as_ref(),
         opts.connect_timeout.max(std::time::Duration::from_secs(10)),
+        1,
     )
     .with_context(|| format!("--from {from}"))?;
     let order = landspeed_core::protocol::ControlOrder {
@@ -177,27 +178,6 @@ fn execute_ordered(
             out.error(&e.to_string());
             Err(e).with_context(|| format!("third-party test from {from} to {}", opts.host))
         }
-    }
-}
-
-/// `HOST`, `HOST:PORT` or `[V6ADDR]:PORT`; the port defaults to 5201.
-pub fn host_port(s: &str) -> Result<(String, u16)> {
-    let bad = || UsageError(format!("expected HOST or HOST:PORT, got '{s}'"));
-    if let Some(rest) = s.strip_prefix('[') {
-        let (h, p) = rest.split_once(']').ok_or_else(bad)?;
-        let port = match p.strip_prefix(':') {
-            Some(p) => p.parse().map_err(|_| bad())?,
-            None if p.is_empty() => 5201,
-            None => return Err(bad().into()),
-        };
-        return Ok((h.to_string(), port));
-    }
-    match s.rsplit_once(':') {
-        // More than one colon and no brackets: a bare IPv6 address.
-        Some((h, _)) if h.contains(':') => Ok((s.to_string(), 5201)),
-        Some((h, p)) if !h.is_empty() => Ok((h.to_string(), p.parse().map_err(|_| bad())?)),
-        None if !s.is_empty() => Ok((s.to_string(), 5201)),
-        _ => Err(bad().into()),
     }
 }
 

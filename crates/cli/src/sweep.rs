@@ -337,6 +337,7 @@ pub fn sweep(a: SweepArgs) -> Result<bool> {
                     &RunMeta {
                         tag: a.tag.clone(),
                         sweep: Some((id, c.repeat)),
+                        ..Default::default()
                     },
                 )?;
                 in_a_row = 0;

@@ -34,6 +34,8 @@ pub enum ControllerError {
 pub struct HostCheck {
     pub addr: SocketAddr,
     pub software: String,
+    /// It takes third-party orders.
+    pub control: bool,
     pub clock: ClockOffset,
 }
 
@@ -48,12 +50,13 @@ pub struct HostConn {
 /// Clock probes per host: the best of these sets the offset.
 pub const CLOCK_PROBES: u32 = 8;
 
-/// Connects to `host:port`, checks that it takes orders, and measures its clock.
+/// Connects to `host:port`, reads its welcome and measures its clock with `probes` probes.
 pub fn connect_host(
     host: &str,
     port: u16,
     key: Option<&Key>,
     timeout: Duration,
+    probes: u32,
 ) -> Result<HostConn, ControllerError> {
     let addr = (host, port)
         .to_socket_addrs()
@@ -90,11 +93,8 @@ pub fn connect_host(
     let welcome = session
         .on_welcome(reader.read(timeout).map_err(cerr)?)
         .map_err(perr)?;
-    if !welcome.control {
-        return Err(ControllerError::NoControl { addr });
-    }
     let mut samples = vec![];
-    for _ in 0..CLOCK_PROBES {
+    for _ in 0..probes.clamp(1, CLOCK_PROBES) {
         writer
             .send(&session.probe(crate::server::unix_ns()))
             .map_err(cerr)?;
@@ -112,6 +112,7 @@ pub fn connect_host(
         check: HostCheck {
             addr,
             software: welcome.software,
+            control: welcome.control,
             clock,
         },
     })
@@ -121,6 +122,9 @@ impl HostConn {
     /// Orders the test and waits up to `wait` for its result.
     pub fn order(mut self, order: ControlOrder, wait: Duration) -> Result<RunResult, ControllerError> {
         let addr = self.check.addr;
+        if !self.check.control {
+            return Err(ControllerError::NoControl { addr });
+        }
         let msg = self
             .session
             .order(order)

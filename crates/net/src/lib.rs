@@ -9,6 +9,7 @@ pub mod controller;
 pub mod cpu;
 pub mod engine;
 pub mod host;
+pub mod mesh;
 pub mod path;
 pub mod pin;
 pub mod rlimit;

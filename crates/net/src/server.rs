@@ -543,6 +543,8 @@ fn serve_test(stream: TcpStream, peer: SocketAddr, shared: &Shared) {
         Err(End::Failed(e)) => log.error = Some(e),
         // A client that did not authenticate leaves nothing but a refusal in the log.
         Err(End::Refused(reason)) => return shared.emit(ServerEvent::Refused { peer, reason }),
+        // A controller's check (welcome and clock probes, then goodbye) is not a test.
+        Err(End::Checked) => return,
     }
     shared.tests_done.fetch_add(1, Relaxed);
     shared.emit(ServerEvent::Test(log));
@@ -553,6 +555,8 @@ enum End {
     Failed(String),
     /// Not a test at all (authentication failed): logged as a refusal.
     Refused(String),
+    /// A controller read the welcome and the clock, then closed: nothing to log.
+    Checked,
 }
 
 impl From<String> for End {
@@ -578,7 +582,11 @@ fn run_test(stream: TcpStream, shared: &Shared, log: &mut TestLog) -> Result<(),
         sm = sm.with_auth(keys.clone(), nonce);
     }
     let spec: TestSpec = loop {
-        let msg = reader.read(o.handshake_timeout).map_err(|e| e.to_string())?;
+        let msg = match reader.read(o.handshake_timeout) {
+            Ok(m) => m,
+            Err(ControlError::Closed) if sm.clock_probes() > 0 => return Err(End::Checked),
+            Err(e) => return Err(e.to_string().into()),
+        };
         match sm.on_message(msg) {
             Ok(ServerAction::Reply(m)) => writer.send(&m).map_err(|e| e.to_string())?,
             Ok(ServerAction::Accept(spec)) => break spec,

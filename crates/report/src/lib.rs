@@ -5,6 +5,7 @@
 pub mod html;
 pub mod json;
 pub mod live;
+pub mod mesh_text;
 pub mod model_text;
 pub mod plot;
 pub mod record_doc;
@@ -13,6 +14,7 @@ pub mod text;
 
 pub use json::{to_json, JsonEvent};
 pub use live::{interval_header, interval_line};
+pub use mesh_text::mesh_text;
 pub use model_text::{model_text, tune_text};
 pub use sweep_text::sweep_text;
 pub use text::render;

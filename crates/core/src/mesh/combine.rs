@@ -130,7 +130,11 @@ fn ok(r: &RunResult) -> bool {
 
 /// Spreads `bytes` over `[a, b)` onto bins of width `w` starting at `origin`, exactly.
 fn spread(bins: &mut [u64], origin: f64, w: f64, a: f64, b: f64, bytes: u64) {
-    let first = (((a - origin) / w).floor().max(0.0)) as usize;
+    if bins.is_empty() {
+        return;
+    }
+    // Past the last bin (the folded sliver) counts in the last bin.
+    let first = ((((a - origin) / w).floor().max(0.0)) as usize).min(bins.len() - 1);
     let last = ((((b - origin) / w).ceil() as usize).max(first + 1)).min(bins.len());
     let len = (b - a).max(1e-12);
     let mut given = 0u64;
@@ -268,7 +272,12 @@ pub fn combine(
     let mut intervals = vec![];
     if !ran.is_empty() {
         let origin = (lo / w).floor() * w;
-        let n = (((hi - origin) / w).ceil() as usize).max(1);
+        let mut n = (((hi - origin) / w).ceil() as usize).max(1);
+        // A last interval of a sliver (tests that started a few ms after the instant and ran whole
+        // seconds) is folded into the one before, as iperf does, rather than shown as a wild rate.
+        if n > 1 && hi - (origin + (n - 1) as f64 * w) < 0.1 * w {
+            n -= 1;
+        }
         let mut per_test = vec![vec![0u64; n]; tests.len()];
         for &i in &ran {
             if let Some((_, _, ivs)) = &spans[i] {
@@ -279,7 +288,7 @@ pub fn combine(
         }
         for k in 0..n {
             let start = origin + k as f64 * w;
-            let end = (start + w).min(hi.max(start));
+            let end = if k + 1 == n { hi } else { start + w };
             let col: Vec<u64> = per_test.iter().map(|v| v[k]).collect();
             let bytes: u64 = col.iter().sum();
             let len = (end - start.max(lo)).max(1e-9);

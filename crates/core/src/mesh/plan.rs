@@ -43,7 +43,8 @@ pub struct TestOptions {
     pub window: Option<String>,
     /// UDP instead of TCP.
     pub udp: Option<bool>,
-    /// Target rate (UDP; TCP is paced to it), e.g. "100M".
+    /// Target rate of the test, all streams together, e.g. "100M" (UDP: the send rate; TCP: every
+    /// stream paced to its share).
     pub rate: Option<String>,
     /// Interval length, e.g. "1s".
     pub interval: Option<String>,
@@ -106,7 +107,12 @@ impl TestOptions {
                 .parse::<BitRate>()
                 .map_err(|e| format!("rate = {r:?}: {e}"))?
                 .bps();
-            spec.rate_bps = Some(bps);
+            if spec.transport == Transport::Udp {
+                spec.rate_bps = Some(bps);
+            } else {
+                // TCP: each socket paced to its share (SO_MAX_PACING_RATE, as run --fq-rate).
+                spec.fq_rate_bps = Some(bps / spec.streams.max(1) as f64);
+            }
         }
         spec.validate().map_err(|e| e.to_string())?;
         Ok(spec)
@@ -282,6 +288,26 @@ impl Plan {
     }
 }
 
+/// `HOST`, `HOST:PORT` or `[V6ADDR]:PORT` (a bare IPv6 address too); the port defaults to 5201.
+pub fn host_port(s: &str) -> Result<(String, u16), String> {
+    let bad = || format!("expected HOST or HOST:PORT, got '{s}'");
+    if let Some(rest) = s.strip_prefix('[') {
+        let (h, p) = rest.split_once(']').ok_or_else(bad)?;
+        let port = match p.strip_prefix(':') {
+            Some(p) => p.parse().map_err(|_| bad())?,
+            None if p.is_empty() => 5201,
+            None => return Err(bad()),
+        };
+        return Ok((h.to_string(), port));
+    }
+    match s.rsplit_once(':') {
+        Some((h, _)) if h.contains(':') => Ok((s.to_string(), 5201)),
+        Some((h, p)) if !h.is_empty() => Ok((h.to_string(), p.parse().map_err(|_| bad())?)),
+        None if !s.is_empty() => Ok((s.to_string(), 5201)),
+        _ => Err(bad()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -373,5 +399,29 @@ mod tests {
         assert_eq!(t.spec.transport, Transport::Udp);
         assert_eq!(t.spec.length_bytes, 1400);
         assert_eq!(t.spec.rate_bps, Some(20e6));
+        // TCP: the rate is shared out as per-socket pacing.
+        let e = TestEntry {
+            from: Some(Names::One("a".into())),
+            to: Some(Names::One("b".into())),
+            streams: Some(4),
+            rate: Some("100M".into()),
+            ..Default::default()
+        };
+        let t = &plan(vec![e]).expand().unwrap()[0];
+        assert_eq!((t.spec.rate_bps, t.spec.fq_rate_bps), (None, Some(25e6)));
+    }
+
+    #[test]
+    fn host_and_port_forms() {
+        assert_eq!(host_port("a.example").unwrap(), ("a.example".into(), 5201));
+        assert_eq!(host_port("10.0.0.1:6000").unwrap(), ("10.0.0.1".into(), 6000));
+        assert_eq!(
+            host_port("[2001:db8::1]:7000").unwrap(),
+            ("2001:db8::1".into(), 7000)
+        );
+        assert_eq!(host_port("2001:db8::1").unwrap(), ("2001:db8::1".into(), 5201));
+        assert!(host_port("a:b").is_err());
+        assert!(host_port("").is_err());
+        assert!(host_port(":80").is_err());
     }
 }

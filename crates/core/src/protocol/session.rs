@@ -148,6 +148,11 @@ impl ServerSession {
         self
     }
 
+    /// Clock probes answered so far (a controller checking this host sends only those, then closes).
+    pub fn clock_probes(&self) -> u32 {
+        self.clock_probes
+    }
+
     /// The key name the client authenticated with.
     pub fn authenticated(&self) -> Option<&str> {
         self.authenticated.as_deref()

@@ -143,4 +143,23 @@ fn spreading_keeps_every_byte() {
     assert_eq!(bins.iter().sum::<u64>(), 1001);
     assert_eq!(bins[3], 0);
     assert!(bins[1] > bins[0] && bins[1] > bins[2]);
+    // Bytes beyond the last bin land in it.
+    let mut bins = vec![0u64; 2];
+    spread(&mut bins, 0.0, 1.0, 2.01, 2.05, 77);
+    assert_eq!(bins, vec![0, 77]);
+}
+
+#[test]
+fn a_sliver_at_the_end_is_folded_into_the_last_interval() {
+    // Started 20 ms late on the common clock, ran 2 whole seconds.
+    let outcomes = vec![TestOutcome {
+        test: planned(0, "a", "b"),
+        result: Ok(result(10.02, &[500, 500])),
+        from_offset_ns: 0,
+        run_id: None,
+    }];
+    let r = combine("t", true, 10.0, vec![host("a"), host("b")], &outcomes, 1.0);
+    assert_eq!(r.intervals.len(), 2);
+    assert!((r.intervals[1].end_s - 2.02).abs() < 1e-9);
+    assert_eq!(r.intervals.iter().map(|i| i.bytes).sum::<u64>(), 1000);
 }
