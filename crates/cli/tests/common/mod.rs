@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod chain;
+pub mod lan;
 pub mod wan;
 
 use std::io::{BufRead, BufReader};
