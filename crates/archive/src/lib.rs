@@ -1,17 +1,23 @@
-//! The result archive: every run stored in SQLite the moment it completes, the whole `RunResult` as JSON
-//! plus indexed columns to find it again (host, time, tag, sweep cell). The schema is versioned with
-//! SQLite's `user_version`; opening an older file migrates it in one transaction, step by step, so an
-//! archive made by any earlier landspeed keeps working. Each save is its own transaction (WAL journal),
-//! so a process killed at any moment loses at most the run it was about to write.
+//! The result archive: every run stored the moment it completes, the whole `RunResult` as JSON plus
+//! indexed columns to find it again (host, time, tag, sweep cell, campaign). By default a SQLite file;
+//! with a `postgres://` URL, a PostgreSQL database that many hosts and people share. The schema is
+//! versioned (SQLite's `user_version`, a one-row table in PostgreSQL); opening an older store migrates it
+//! in one transaction, step by step, so an archive made by any earlier landspeed keeps working. Each
+//! save is its own transaction, so a process killed at any moment loses at most the run it was about to
+//! write.
 
+mod backend;
 mod campaign;
+mod pg;
 mod schema;
 mod sweep;
 
+use backend::{Backend, Sqlite, Val};
 use landspeed_core::result::RunResult;
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::Connection;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::time::Duration;
 
 pub use campaign::CampaignRow;
@@ -22,12 +28,18 @@ pub use sweep::{SweepRow, SweepRun};
 pub enum ArchiveError {
     #[error("archive {path}: {err}")]
     Open { path: String, err: rusqlite::Error },
+    #[error("archive {url}: {err}")]
+    Postgres { url: String, err: postgres::Error },
     #[error("cannot create the archive's directory {path}: {err}")]
     Dir { path: String, err: std::io::Error },
     #[error("archive {path} has schema version {found}, newer than this landspeed ({SCHEMA_VERSION}): upgrade landspeed")]
     TooNew { path: String, found: i64 },
     #[error("archive: {0}")]
     Sql(#[from] rusqlite::Error),
+    #[error("archive (PostgreSQL): {0}")]
+    Pg(#[from] postgres::Error),
+    #[error("archive: unexpected column value: {0}")]
+    Type(String),
     #[error("archive: stored result {id} is not readable: {err}")]
     Json { id: i64, err: serde_json::Error },
 }
@@ -44,6 +56,11 @@ pub fn default_path() -> PathBuf {
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))
         .unwrap_or_else(|| PathBuf::from("."));
     data.join("landspeed").join("archive.db")
+}
+
+/// True for a PostgreSQL connection URL (`postgres://` or `postgresql://`) rather than a file path.
+pub fn is_postgres_url(location: &str) -> bool {
+    location.starts_with("postgres://") || location.starts_with("postgresql://")
 }
 
 /// What a run is stored with besides its result.
@@ -85,7 +102,7 @@ pub struct Filter {
 }
 
 pub struct Archive {
-    conn: Connection,
+    db: Mutex<Box<dyn Backend>>,
     path: String,
 }
 
@@ -93,6 +110,9 @@ impl Archive {
     /// Opens (creating it and its directory if needed) and migrates the archive at `path`.
     pub fn open(path: &Path) -> Result<Archive, ArchiveError> {
         let shown = path.display().to_string();
+        if is_postgres_url(&shown) {
+            return Self::open_postgres(&shown);
+        }
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|err| ArchiveError::Dir {
                 path: dir.display().to_string(),
@@ -103,44 +123,51 @@ impl Archive {
             path: shown.clone(),
             err,
         })?;
-        Self::init(conn, shown)
+        Self::init_sqlite(conn, shown)
+    }
+
+    /// Connects to the PostgreSQL archive at `url` and migrates it.
+    pub fn open_postgres(url: &str) -> Result<Archive, ArchiveError> {
+        let db = pg::Postgres::connect(url)?;
+        Self::init(Box::new(db), pg::redact(url), &schema::POSTGRES_MIGRATIONS)
     }
 
     pub fn open_in_memory() -> Result<Archive, ArchiveError> {
-        Self::init(Connection::open_in_memory()?, ":memory:".into())
+        Self::init_sqlite(Connection::open_in_memory()?, ":memory:".into())
     }
 
-    fn init(conn: Connection, path: String) -> Result<Archive, ArchiveError> {
+    fn init_sqlite(conn: Connection, path: String) -> Result<Archive, ArchiveError> {
         conn.busy_timeout(Duration::from_secs(10))?;
         // WAL: readers never block the writer, and a crash leaves every committed run intact.
         let _: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
-        let mut a = Archive { conn, path };
-        a.migrate()?;
-        Ok(a)
+        Self::init(Box::new(Sqlite(conn)), path, &schema::MIGRATIONS)
     }
 
-    fn migrate(&mut self) -> Result<(), ArchiveError> {
-        let found = self.version()?;
+    fn init(mut db: Box<dyn Backend>, path: String, steps: &[&str]) -> Result<Archive, ArchiveError> {
+        let found = db.version()?;
         if found > SCHEMA_VERSION {
-            return Err(ArchiveError::TooNew {
-                path: self.path.clone(),
-                found,
-            });
+            return Err(ArchiveError::TooNew { path, found });
         }
-        let tx = self.conn.transaction()?;
-        for (i, step) in schema::MIGRATIONS.iter().enumerate().skip(found as usize) {
-            tx.execute_batch(step)?;
-            tx.pragma_update(None, "user_version", i as i64 + 1)?;
+        if found < SCHEMA_VERSION {
+            db.migrate(steps, found)?;
         }
-        tx.commit()?;
-        Ok(())
+        Ok(Archive {
+            db: Mutex::new(db),
+            path,
+        })
     }
 
-    /// The schema version of the open file.
+    /// The store, for one query (a poisoned lock still holds a usable connection).
+    fn db(&self) -> std::sync::MutexGuard<'_, Box<dyn Backend>> {
+        self.db.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The schema version of the open store.
     pub fn version(&self) -> Result<i64, ArchiveError> {
-        Ok(self.conn.query_row("PRAGMA user_version", [], |r| r.get(0))?)
+        self.db().version()
     }
 
+    /// The file, or the PostgreSQL URL without its password.
     pub fn path(&self) -> &str {
         &self.path
     }
@@ -149,41 +176,40 @@ impl Archive {
     pub fn save(&self, r: &RunResult, meta: &RunMeta) -> Result<i64, ArchiveError> {
         let json = serde_json::to_string(r).map_err(|err| ArchiveError::Json { id: 0, err })?;
         let spec = &r.config.spec;
-        self.conn.execute(
+        self.db().insert(
             "INSERT INTO runs (started_unix_s, started_utc, host, port, protocol, transport, direction, streams,
                 window_bytes, throughput_bps, bytes_received, tag, sweep_id, cell_repeat, result_json,
                 campaign_id, from_host)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
-            params![
-                r.started_unix_s,
-                r.started_utc,
-                r.config.host,
-                r.config.port,
-                r.protocol,
-                format!("{:?}", spec.transport).to_lowercase(),
-                format!("{:?}", spec.direction).to_lowercase(),
-                spec.streams,
-                spec.window_bytes.map(|w| w as i64),
-                r.summary.throughput_bps,
-                r.summary.bytes_received as i64,
-                meta.tag,
-                meta.sweep.map(|s| s.0),
-                meta.sweep.map(|s| s.1),
-                json,
-                meta.campaign.as_ref().map(|c| c.0),
-                meta.campaign.as_ref().map(|c| c.1.clone()),
+            &[
+                r.started_unix_s.into(),
+                r.started_utc.as_str().into(),
+                r.config.host.as_str().into(),
+                (r.config.port as i64).into(),
+                r.protocol.as_str().into(),
+                format!("{:?}", spec.transport).to_lowercase().into(),
+                format!("{:?}", spec.direction).to_lowercase().into(),
+                spec.streams.into(),
+                spec.window_bytes.map(|w| w as i64).into(),
+                r.summary.throughput_bps.into(),
+                (r.summary.bytes_received as i64).into(),
+                meta.tag.clone().into(),
+                meta.sweep.map(|s| s.0).into(),
+                meta.sweep.map(|s| s.1).into(),
+                json.into(),
+                meta.campaign.as_ref().map(|c| c.0).into(),
+                meta.campaign.as_ref().map(|c| c.1.clone()).into(),
             ],
-        )?;
-        Ok(self.conn.last_insert_rowid())
+        )
     }
 
     /// The stored result of run `id`.
     pub fn get(&self, id: i64) -> Result<Option<RunResult>, ArchiveError> {
-        let json: Option<String> = self
-            .conn
-            .query_row("SELECT result_json FROM runs WHERE id = ?1", [id], |r| r.get(0))
-            .optional()?;
-        json.map(|j| serde_json::from_str(&j).map_err(|err| ArchiveError::Json { id, err }))
+        let rows = self
+            .db()
+            .query("SELECT result_json FROM runs WHERE id = ?1", &[id.into()])?;
+        rows.first()
+            .map(|r| serde_json::from_str(&r[0].text()?).map_err(|err| ArchiveError::Json { id, err }))
             .transpose()
     }
 
@@ -193,49 +219,50 @@ impl Archive {
             "SELECT id, started_utc, host, protocol, transport, direction, streams, window_bytes,
                     throughput_bps, bytes_received, tag, sweep_id FROM runs WHERE 1=1",
         );
-        let mut args: Vec<rusqlite::types::Value> = vec![];
+        let mut args: Vec<Val> = vec![];
+        let mut arg = |sql: &mut String, cond: &str, v: Val| {
+            args.push(v);
+            sql.push_str(&format!(" AND {cond} ?{}", args.len()));
+        };
         if let Some(h) = &f.host {
-            sql.push_str(" AND host = ?");
-            args.push(h.clone().into());
+            arg(&mut sql, "host =", h.as_str().into());
         }
         if let Some(t) = &f.tag {
-            sql.push_str(" AND tag = ?");
-            args.push(t.clone().into());
+            arg(&mut sql, "tag =", t.as_str().into());
         }
         if let Some(s) = f.since_unix_s {
-            sql.push_str(" AND started_unix_s >= ?");
-            args.push(s.into());
+            arg(&mut sql, "started_unix_s >=", s.into());
         }
         if let Some(u) = f.until_unix_s {
-            sql.push_str(" AND started_unix_s < ?");
-            args.push(u.into());
+            arg(&mut sql, "started_unix_s <", u.into());
         }
         if let Some(s) = f.sweep_id {
-            sql.push_str(" AND sweep_id = ?");
-            args.push(s.into());
+            arg(&mut sql, "sweep_id =", s.into());
         }
         sql.push_str(" ORDER BY started_unix_s DESC, id DESC");
         if let Some(l) = f.limit {
             sql.push_str(&format!(" LIMIT {l}"));
         }
-        let mut st = self.conn.prepare(&sql)?;
-        let rows = st.query_map(rusqlite::params_from_iter(args), |r| {
-            Ok(RunRow {
-                id: r.get(0)?,
-                started_utc: r.get(1)?,
-                host: r.get(2)?,
-                protocol: r.get(3)?,
-                transport: r.get(4)?,
-                direction: r.get(5)?,
-                streams: r.get(6)?,
-                window_bytes: r.get::<_, Option<i64>>(7)?.map(|w| w as u64),
-                throughput_bps: r.get(8)?,
-                bytes_received: r.get::<_, i64>(9)? as u64,
-                tag: r.get(10)?,
-                sweep_id: r.get(11)?,
+        self.db()
+            .query(&sql, &args)?
+            .iter()
+            .map(|r| {
+                Ok(RunRow {
+                    id: r[0].int()?,
+                    started_utc: r[1].text()?,
+                    host: r[2].text()?,
+                    protocol: r[3].text()?,
+                    transport: r[4].text()?,
+                    direction: r[5].text()?,
+                    streams: r[6].int()? as u32,
+                    window_bytes: r[7].opt_int()?.map(|w| w as u64),
+                    throughput_bps: r[8].real()?,
+                    bytes_received: r[9].int()? as u64,
+                    tag: r[10].opt_text()?,
+                    sweep_id: r[11].opt_int()?,
+                })
             })
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
+            .collect()
     }
 }
 

@@ -3,8 +3,8 @@
 //! (sweep, window, streams, direction, repetition) makes a duplicate cell impossible, whatever a crash
 //! or a second resumer does.
 
+use crate::backend::Val;
 use crate::{Archive, ArchiveError};
-use rusqlite::{params, OptionalExtension};
 use serde::{Deserialize, Serialize};
 
 /// A sweep as stored.
@@ -32,14 +32,35 @@ pub struct SweepRun {
     pub effective_window_bytes: Option<f64>,
 }
 
+fn sweep_row(r: &[Val]) -> Result<SweepRow, ArchiveError> {
+    Ok(SweepRow {
+        id: r[0].int()?,
+        created_utc: r[1].text()?,
+        host: r[2].text()?,
+        plan_json: r[3].text()?,
+        status: r[4].text()?,
+    })
+}
+
+/// The mean of the streams' `tcp.snd_wnd_bytes` in a stored result (the ones that reported one).
+fn effective_window(result_json: &str) -> Option<f64> {
+    let v: serde_json::Value = serde_json::from_str(result_json).ok()?;
+    let w: Vec<f64> = v["streams"]
+        .as_array()?
+        .iter()
+        .filter_map(|s| s["tcp"]["snd_wnd_bytes"].as_f64())
+        .filter(|&w| w > 0.0)
+        .collect();
+    (!w.is_empty()).then(|| w.iter().sum::<f64>() / w.len() as f64)
+}
+
 impl Archive {
     /// Starts a sweep record; returns its id.
     pub fn create_sweep(&self, host: &str, created_utc: &str, plan_json: &str) -> Result<i64, ArchiveError> {
-        self.conn.execute(
+        self.db().insert(
             "INSERT INTO sweeps (created_utc, host, plan_json) VALUES (?1, ?2, ?3)",
-            params![created_utc, host, plan_json],
-        )?;
-        Ok(self.conn.last_insert_rowid())
+            &[created_utc.into(), host.into(), plan_json.into()],
+        )
     }
 
     /// A sweep's plan, as stored.
@@ -48,72 +69,57 @@ impl Archive {
     }
 
     pub fn sweep(&self, id: i64) -> Result<Option<SweepRow>, ArchiveError> {
-        Ok(self
-            .conn
-            .query_row(
+        self.db()
+            .query(
                 "SELECT id, created_utc, host, plan_json, status FROM sweeps WHERE id = ?1",
-                [id],
-                |r| {
-                    Ok(SweepRow {
-                        id: r.get(0)?,
-                        created_utc: r.get(1)?,
-                        host: r.get(2)?,
-                        plan_json: r.get(3)?,
-                        status: r.get(4)?,
-                    })
-                },
-            )
-            .optional()?)
+                &[id.into()],
+            )?
+            .first()
+            .map(|r| sweep_row(r))
+            .transpose()
     }
 
     pub fn set_sweep_status(&self, id: i64, status: &str) -> Result<(), ArchiveError> {
-        self.conn
-            .execute("UPDATE sweeps SET status = ?2 WHERE id = ?1", params![id, status])?;
-        Ok(())
+        self.db().execute(
+            "UPDATE sweeps SET status = ?2 WHERE id = ?1",
+            &[id.into(), status.into()],
+        )
     }
 
     /// The newest `limit` sweeps, each with how many of its runs are stored.
     pub fn list_sweeps(&self, limit: u32) -> Result<Vec<(SweepRow, u32)>, ArchiveError> {
-        let mut st = self.conn.prepare(
-            "SELECT s.id, s.created_utc, s.host, s.plan_json, s.status,
-                    (SELECT count(*) FROM runs r WHERE r.sweep_id = s.id)
-             FROM sweeps s ORDER BY s.id DESC LIMIT ?1",
-        )?;
-        let rows = st.query_map([limit], |r| {
-            Ok((
-                SweepRow {
-                    id: r.get(0)?,
-                    created_utc: r.get(1)?,
-                    host: r.get(2)?,
-                    plan_json: r.get(3)?,
-                    status: r.get(4)?,
-                },
-                r.get(5)?,
-            ))
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        self.db()
+            .query(
+                "SELECT s.id, s.created_utc, s.host, s.plan_json, s.status,
+                        (SELECT count(*) FROM runs r WHERE r.sweep_id = s.id)
+                 FROM sweeps s ORDER BY s.id DESC LIMIT ?1",
+                &[limit.into()],
+            )?
+            .iter()
+            .map(|r| Ok((sweep_row(r)?, r[5].int()? as u32)))
+            .collect()
     }
 
     /// The finished cells of sweep `id`, oldest first.
     pub fn sweep_runs(&self, id: i64) -> Result<Vec<SweepRun>, ArchiveError> {
-        let mut st = self.conn.prepare(
-            "SELECT id, window_bytes, streams, direction, cell_repeat, throughput_bps,
-                (SELECT avg(json_extract(s.value, '$.tcp.snd_wnd_bytes')) FROM json_each(result_json, '$.streams') s
-                 WHERE json_extract(s.value, '$.tcp.snd_wnd_bytes') > 0)
-             FROM runs
-             WHERE sweep_id = ?1 ORDER BY id",
-        )?;
-        let rows = st.query_map([id], |r| {
-            Ok(SweepRun {
-                run_id: r.get(0)?,
-                window_bytes: r.get::<_, Option<i64>>(1)?.map(|w| w as u64),
-                streams: r.get(2)?,
-                direction: r.get(3)?,
-                repeat: r.get::<_, Option<u32>>(4)?.unwrap_or(0),
-                throughput_bps: r.get(5)?,
-                effective_window_bytes: r.get(6)?,
+        self.db()
+            .query(
+                "SELECT id, window_bytes, streams, direction, cell_repeat, throughput_bps, result_json
+                 FROM runs WHERE sweep_id = ?1 ORDER BY id",
+                &[id.into()],
+            )?
+            .iter()
+            .map(|r| {
+                Ok(SweepRun {
+                    run_id: r[0].int()?,
+                    window_bytes: r[1].opt_int()?.map(|w| w as u64),
+                    streams: r[2].int()? as u32,
+                    direction: r[3].text()?,
+                    repeat: r[4].opt_int()?.unwrap_or(0) as u32,
+                    throughput_bps: r[5].real()?,
+                    effective_window_bytes: effective_window(&r[6].text()?),
+                })
             })
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
+            .collect()
     }
 }

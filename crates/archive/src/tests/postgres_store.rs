@@ -1,0 +1,175 @@
+//! The archive on a real PostgreSQL server (.ci/run installs and starts Debian's postgresql and sets
+//! LANDSPEED_TEST_POSTGRES). Each test works in a schema of its own, dropped at the end. Without a server
+//! the tests skip, unless CI is set, where they fail.
+
+use super::*;
+use crate::backend::Backend;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+static NEXT: AtomicU32 = AtomicU32::new(0);
+
+/// A scratch schema on the test server: its URL (search_path set to it) and a guard that drops it.
+struct Scratch {
+    base: String,
+    schema: String,
+}
+
+impl Scratch {
+    fn new() -> Option<Scratch> {
+        let base = std::env::var("LANDSPEED_TEST_POSTGRES")
+            .unwrap_or_else(|_| "postgres://landspeed:landspeed@127.0.0.1/landspeed".into());
+        let schema = format!("t{}_{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+        match postgres::Client::connect(&base, postgres::NoTls) {
+            Ok(mut c) => {
+                c.batch_execute(&format!("CREATE SCHEMA {schema}")).unwrap();
+                Some(Scratch { base, schema })
+            }
+            Err(e) => {
+                assert!(
+                    std::env::var_os("CI").is_none(),
+                    "CI is set and PostgreSQL at {} is not reachable: {e}",
+                    pg::redact(&base)
+                );
+                eprintln!("skipping: no PostgreSQL server ({e}); set LANDSPEED_TEST_POSTGRES");
+                None
+            }
+        }
+    }
+
+    fn url(&self) -> String {
+        let sep = if self.base.contains('?') { '&' } else { '?' };
+        format!("{}{sep}options=-csearch_path%3D{}", self.base, self.schema)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if let Ok(mut c) = postgres::Client::connect(&self.base, postgres::NoTls) {
+            let _ = c.batch_execute(&format!("DROP SCHEMA {} CASCADE", self.schema));
+        }
+    }
+}
+
+#[test]
+fn a_postgres_archive_round_trips_runs_sweeps_and_campaigns() {
+    let Some(db) = Scratch::new() else { return };
+    let a = Archive::open(Path::new(&db.url())).unwrap();
+    assert_eq!(a.version().unwrap(), SCHEMA_VERSION);
+    assert!(
+        !a.path().contains("landspeed:landspeed@"),
+        "no password in {}",
+        a.path()
+    );
+    // Large counts survive (BIGINT), and so does the whole result.
+    let mut r1 = result("alpha", 1000.0, 1, None, 1e9);
+    r1.summary.bytes_received = 5_705_338_455;
+    let r2 = result("beta", 2000.0, 4, Some(1 << 20), 2e9);
+    let id1 = a.save(&r1, &RunMeta::default()).unwrap();
+    let id2 = a
+        .save(
+            &r2,
+            &RunMeta {
+                tag: Some("lsr".into()),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    assert_ne!(id1, id2);
+    assert_eq!(a.get(id1).unwrap().unwrap(), r1);
+    assert!(a.get(id2 + 100).unwrap().is_none());
+    let all = a.list(&Filter::default()).unwrap();
+    assert_eq!(all.iter().map(|r| r.id).collect::<Vec<_>>(), vec![id2, id1]);
+    assert_eq!(all[1].bytes_received, 5_705_338_455);
+    assert_eq!(all[0].window_bytes, Some(1 << 20));
+    let tagged = a
+        .list(&Filter {
+            tag: Some("lsr".into()),
+            since_unix_s: Some(1500.0),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(tagged.len(), 1);
+    assert_eq!(tagged[0].host, "beta");
+
+    // Sweeps: cells unique per repetition, counted per sweep.
+    let s = a.create_sweep("beta", "2026-11-23T00:00:00Z", "{}").unwrap();
+    let cell = RunMeta {
+        sweep: Some((s, 0)),
+        ..Default::default()
+    };
+    a.save(&r2, &cell).unwrap();
+    assert!(a.save(&r2, &cell).is_err(), "a duplicate cell is refused");
+    a.set_sweep_status(s, "complete").unwrap();
+    let sweeps = a.list_sweeps(10).unwrap();
+    assert_eq!((sweeps[0].0.status.as_str(), sweeps[0].1), ("complete", 1));
+    assert_eq!(a.sweep_runs(s).unwrap()[0].window_bytes, Some(1 << 20));
+
+    // Campaigns.
+    let c = a.create_campaign("mesh", "2026-11-23T00:00:00Z", "{}").unwrap();
+    a.save(
+        &r1,
+        &RunMeta {
+            campaign: Some((c, "a".into())),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    a.finish_campaign(c, r#"{"ok":true}"#, "complete").unwrap();
+    assert_eq!(a.campaign(c).unwrap().unwrap().status, "complete");
+    assert_eq!(a.campaign_runs(c).unwrap()[0].1, "a");
+
+    // Two landspeeds sharing it: a second connection sees every run.
+    let b = Archive::open(Path::new(&db.url())).unwrap();
+    assert_eq!(b.list(&Filter::default()).unwrap().len(), 4);
+}
+
+#[test]
+fn a_first_version_postgres_archive_is_migrated_and_a_newer_one_refused() {
+    let Some(db) = Scratch::new() else { return };
+    let old = result("old-host", 5.0, 2, Some(262_144), 5e8);
+    {
+        // Written as the first schema version would have written it.
+        let mut p = pg::Postgres::connect(&db.url()).unwrap();
+        p.migrate(&schema::POSTGRES_MIGRATIONS[..1], 0).unwrap();
+        assert_eq!(p.version().unwrap(), 1);
+        p.execute(
+            "INSERT INTO runs (started_unix_s, started_utc, host, port, protocol, direction, streams,
+                throughput_bps, bytes_received, result_json) VALUES (5.0, 'x', 'old-host', 5201, 'landspeed',
+                'forward', 2, 5e8, 0, ?1)",
+            &[serde_json::to_string(&old).unwrap().into()],
+        )
+        .unwrap();
+    }
+    let a = Archive::open_postgres(&db.url()).unwrap();
+    assert_eq!(a.version().unwrap(), SCHEMA_VERSION);
+    let rows = a.list(&Filter::default()).unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(
+        rows[0].window_bytes,
+        Some(262_144),
+        "backfilled from the stored JSON"
+    );
+    assert_eq!(rows[0].transport, "tcp");
+    assert_eq!(a.get(rows[0].id).unwrap().unwrap(), old);
+    drop(a);
+    let mut c = postgres::Client::connect(&db.url(), postgres::NoTls).unwrap();
+    c.execute("UPDATE landspeed_schema SET version = version + 1", &[])
+        .unwrap();
+    let e = Archive::open_postgres(&db.url()).err().expect("too new");
+    assert!(e.to_string().contains("upgrade landspeed"), "{e}");
+}
+
+#[test]
+fn two_landspeeds_creating_one_postgres_archive_at_once_both_succeed() {
+    let Some(db) = Scratch::new() else { return };
+    let url = db.url();
+    let opens: Vec<_> = (0..4)
+        .map(|_| {
+            let u = url.clone();
+            std::thread::spawn(move || Archive::open_postgres(&u).map(|a| a.version().unwrap()))
+        })
+        .collect();
+    for o in opens {
+        assert_eq!(o.join().unwrap().unwrap(), SCHEMA_VERSION);
+    }
+}
