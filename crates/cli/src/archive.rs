@@ -12,8 +12,9 @@ use std::path::PathBuf;
 /// Where the archive is (shared by every command that touches it).
 #[derive(Args, Debug, Clone)]
 pub struct DbArg {
-    /// The archive file (default: $LANDSPEED_DB, else ~/.local/share/landspeed/archive.db).
-    #[arg(long, value_name = "PATH")]
+    /// The archive: a SQLite file, or a shared PostgreSQL database as postgres://USER:PASSWORD@HOST/DB
+    /// (default: $LANDSPEED_DB, else ~/.local/share/landspeed/archive.db).
+    #[arg(long, value_name = "PATH|URL")]
     pub db: Option<PathBuf>,
 }
 

@@ -83,3 +83,101 @@ fn tests_archive_into_target_not_the_users_archive() {
     let v = std::env::var("LANDSPEED_DB").expect("LANDSPEED_DB set by .cargo/config.toml");
     assert!(v.contains("target"), "{v}");
 }
+
+/// A schema of its own on the test PostgreSQL server (LANDSPEED_TEST_POSTGRES, set by .ci/run), dropped
+/// at the end; None (skip) without a server, unless CI is set.
+struct PgScratch {
+    base: String,
+    schema: String,
+}
+
+impl PgScratch {
+    fn new() -> Option<PgScratch> {
+        let base = std::env::var("LANDSPEED_TEST_POSTGRES")
+            .unwrap_or_else(|_| "postgres://landspeed:landspeed@127.0.0.1/landspeed".into());
+        let schema = format!("cli{}", std::process::id());
+        match postgres::Client::connect(&base, postgres::NoTls) {
+            Ok(mut c) => {
+                c.batch_execute(&format!(
+                    "DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}"
+                ))
+                .unwrap();
+                Some(PgScratch { base, schema })
+            }
+            Err(e) => {
+                assert!(
+                    std::env::var_os("CI").is_none(),
+                    "CI is set and PostgreSQL is not reachable: {e}"
+                );
+                eprintln!("skipping: no PostgreSQL server ({e})");
+                None
+            }
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("{}?options=-csearch_path%3D{}", self.base, self.schema)
+    }
+}
+
+impl Drop for PgScratch {
+    fn drop(&mut self) {
+        if let Ok(mut c) = postgres::Client::connect(&self.base, postgres::NoTls) {
+            let _ = c.batch_execute(&format!("DROP SCHEMA {} CASCADE", self.schema));
+        }
+    }
+}
+
+#[test]
+fn runs_go_to_a_shared_postgres_archive_and_come_back() {
+    let Some(pg) = PgScratch::new() else { return };
+    let url = pg.url();
+    let s = ServerProc::start("127.0.0.1", &[]);
+    let p = s.port.to_string();
+    let o = landspeed(
+        &[
+            "run",
+            "127.0.0.1",
+            "-p",
+            &p,
+            "-n",
+            "4M",
+            "--tag",
+            "shared",
+            "--db",
+            &url,
+        ],
+        Duration::from_secs(30),
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(o.stderr.contains("saved as run"), "{}", o.stderr);
+    assert!(
+        !o.stderr.contains("landspeed:landspeed@"),
+        "password shown: {}",
+        o.stderr
+    );
+    let o = landspeed(
+        &["history", "--db", &url, "--tag", "shared", "--json"],
+        Duration::from_secs(10),
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let rows: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+    assert_eq!(rows.as_array().unwrap().len(), 1, "{rows}");
+    let id = rows[0]["id"].to_string();
+    let o = landspeed(&["show", &id, "--db", &url, "--json"], Duration::from_secs(10));
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let r: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+    assert_eq!(r["summary"]["bytes_received"], 4 * 1024 * 1024);
+    // A server that is not there is an error that names it, without the password.
+    let o = landspeed(
+        &["history", "--db", "postgres://landspeed:secret@127.0.0.1:1/none"],
+        Duration::from_secs(20),
+    );
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(
+        o.stderr.contains("postgres://landspeed@127.0.0.1:1/none"),
+        "{}",
+        o.stderr
+    );
+    assert!(!o.stderr.contains("secret"), "{}", o.stderr);
+}
