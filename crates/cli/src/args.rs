@@ -136,6 +136,10 @@ pub struct ServeArgs {
     /// The key this server proves when an order sends it to a server that requires authentication.
     #[arg(long, value_name = "NAME:KEYFILE", value_parser = auth_spec, requires = "allow_control")]
     pub control_auth: Option<(String, std::path::PathBuf)>,
+    /// Take disk-to-disk tests: uploads (`run --send-file`) are written into DIR, downloads
+    /// (`run -R --recv-file`) are read from it. Plain names only. Off by default.
+    #[arg(long, value_name = "DIR")]
+    pub files: Option<std::path::PathBuf>,
 }
 
 fn cidr(s: &str) -> Result<ipnet::IpNet, String> {
@@ -184,6 +188,17 @@ pub struct RunArgs {
     /// to run this test from there to HOST, and report its result. --auth is the key FROM requires.
     #[arg(long, value_name = "HOST[:PORT]", conflicts_with_all = ["iperf3", "latency", "measure_path"])]
     pub from: Option<String>,
+    /// Disk-to-disk: send this file to the server (stored in its `serve --files` directory), by
+    /// sendfile; both ends hash it and report disk and network rates apart.
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["iperf3", "recv_file", "from"])]
+    pub send_file: Option<std::path::PathBuf>,
+    /// Disk-to-disk, with -R: receive the server's file into PATH (a file, or a directory to keep the
+    /// name), by splice; the copy is flushed, read back and hashed.
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["iperf3", "from"])]
+    pub recv_file: Option<std::path::PathBuf>,
+    /// The file's name in the server's --files directory (default: the local file's name).
+    #[arg(long, value_name = "NAME")]
+    pub remote_file: Option<String>,
     /// Echo probes per second with --latency.
     #[arg(long, value_name = "N", default_value_t = 20.0, requires = "latency")]
     pub latency_rate: f64,
@@ -406,6 +421,7 @@ impl TestArgs {
             transport: if self.udp { Transport::Udp } else { Transport::Tcp },
             rate_bps: self.udp_rate.map(|r| r.bps()),
             burst: self.burst,
+            file: None,
         }
     }
 }

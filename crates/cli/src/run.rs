@@ -47,6 +47,7 @@ pub fn trustworthy(r: &RunResult) -> bool {
         && r.summary.corrupt_blocks == 0
         && (iperf3 || udp || r.summary.bytes_sent == r.summary.bytes_received)
         && r.streams.iter().all(|s| s.errors.is_empty())
+        && r.file.as_ref().is_none_or(|f| f.verified)
 }
 
 /// The checks every test's options pass before anything is sent.
@@ -202,6 +203,13 @@ pub fn client_options(a: &RunArgs) -> Result<ClientOptions> {
             probes_per_s: a.latency_rate,
             ..Default::default()
         });
+    }
+    opts.send_file = a.send_file.clone();
+    opts.recv_file = a.recv_file.clone();
+    opts.remote_file = a.remote_file.clone();
+    if opts.send_file.is_some() || opts.recv_file.is_some() {
+        // Files move over one stream in one direction, with sendfile and splice.
+        opts.spec.verify = false;
     }
     if let Some((name, file)) = &a.auth {
         let text = crate::keyfile::read(file)?;

@@ -161,6 +161,12 @@ pub fn serve(a: ServeArgs) -> Result<bool> {
             }
         },
         allow_control: a.allow_control,
+        files_dir: match &a.files {
+            Some(d) if !d.is_dir() => {
+                return Err(UsageError(format!("--files {}: not a directory", d.display())).into())
+            }
+            other => other.clone(),
+        },
         control_key: match &a.control_auth {
             None => None,
             Some((name, file)) => Some(

@@ -533,6 +533,15 @@ fn data_path(spec: &TestSpec, inp: &Inputs) -> DataPath {
             zerocopy_copied_pct: None,
         };
     }
+    if spec.file.is_some() {
+        return DataPath {
+            tx: "sendfile (file to socket, no copy through user space)".into(),
+            rx: "splice (socket to pipe to file, no copy through user space)".into(),
+            engine: "epoll, non-blocking sockets".into(),
+            zerocopy_sends: 0,
+            zerocopy_copied_pct: None,
+        };
+    }
     DataPath {
         tx: match spec.tx {
             TxMode::Copy => "send".into(),
@@ -624,7 +633,21 @@ pub fn assemble(inp: &Inputs) -> RunResult {
             warnings.push(format!("{who}: {e}"));
         }
     }
+    let file = file_result(inp, &summary);
+    if let Some(f) = file.as_ref().filter(|f| !f.verified) {
+        warnings.push(format!(
+            "file {}: NOT intact: the receiver's copy (SHA-256 {}) differs from the sender's ({})",
+            f.name, f.sha256_receiver_hex, f.sha256_sender_hex
+        ));
+    }
     let ctx = &inp.context;
+    let mut spec = spec.clone();
+    if let (Some(f), Some(fs)) = (&file, spec.file.as_mut()) {
+        // A download's size is known only to the server until now.
+        fs.size_bytes = Some(f.size_bytes);
+        spec.end = crate::config::EndCondition::Bytes(f.size_bytes);
+    }
+    let spec = &spec;
     RunResult {
         schema: SCHEMA.to_string(),
         software: format!("landspeed {}", crate::SOFTWARE_VERSION),
@@ -658,7 +681,27 @@ pub fn assemble(inp: &Inputs) -> RunResult {
         interrupted: ctx.interrupted,
         latency: None,
         path: None,
+        file,
     }
+}
+
+/// The file section of a disk-to-disk test: the sending end's report against the receiving end's.
+fn file_result(inp: &Inputs, summary: &Summary) -> Option<crate::files::FileTransferResult> {
+    let spec = inp.spec;
+    let f = spec.file.as_ref()?;
+    let (sender, receiver) = if spec.direction == crate::config::Direction::Reverse {
+        (inp.server, inp.client)
+    } else {
+        (inp.client, inp.server)
+    };
+    Some(crate::files::combine(
+        sender.file.as_ref()?,
+        receiver.file.as_ref()?,
+        &f.name,
+        summary.throughput_bps,
+        summary.duration_s,
+        summary.bytes_received,
+    ))
 }
 
 #[cfg(test)]

@@ -132,6 +132,10 @@ pub struct TestSpec {
     /// UDP: datagrams a sender that fell behind its schedule may send back to back.
     #[serde(default = "default_burst")]
     pub burst: u32,
+    /// A disk-to-disk test: the file moved instead of the generated payload (one TCP stream, one
+    /// direction).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<crate::files::FileSpec>,
 }
 
 /// The event loop that drives the data sockets.
@@ -200,6 +204,7 @@ impl Default for TestSpec {
             transport: Transport::Tcp,
             rate_bps: None,
             burst: default_burst(),
+            file: None,
         }
     }
 }
@@ -227,6 +232,8 @@ pub enum ConfigError {
     FqRate(f64),
     #[error("interval must be 10 ms..=1 h, got {0:?}")]
     Interval(Duration),
+    #[error("file transfer: {0}")]
+    File(String),
     #[error("congestion control name '{0}' is not a plain algorithm name")]
     Congestion(String),
     #[error("server threads must be 1..={MAX_STREAMS}, got {0}")]
@@ -325,6 +332,19 @@ impl TestSpec {
         }
         if self.transport == Transport::Udp {
             self.validate_udp()?;
+        }
+        if let Some(f) = &self.file {
+            crate::files::check_name(&f.name).map_err(ConfigError::File)?;
+            if self.streams != 1 || self.transport != Transport::Tcp || self.direction == Direction::Bidir {
+                return Err(ConfigError::File(
+                    "a file moves over one TCP stream in one direction (no -P, -u or --bidir)".into(),
+                ));
+            }
+            if self.io != IoBackend::Epoll || self.tx != TxMode::Copy || self.rx != RxMode::Copy {
+                return Err(ConfigError::File(
+                    "a file moves with sendfile and splice (no --io uring, --zerocopy or --discard)".into(),
+                ));
+            }
         }
         Ok(())
     }

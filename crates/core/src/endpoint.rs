@@ -176,6 +176,9 @@ pub struct EndpointReport {
     pub cpus_pinned: Option<Vec<usize>>,
     pub warnings: Vec<String>,
     pub error: Option<String>,
+    /// Disk-to-disk tests: what this end measured about its file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<crate::files::FileReport>,
 }
 
 /// TCP state of one stream at a sample instant.

@@ -7,6 +7,7 @@
 pub mod assemble;
 pub mod config;
 pub mod endpoint;
+pub mod files;
 pub mod mesh;
 pub mod model;
 pub mod path;

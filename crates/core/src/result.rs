@@ -40,6 +40,9 @@ pub struct RunResult {
     /// `run --path`: RTT, route, path MTU and capacity measured just before the test.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<crate::path::PathReport>,
+    /// `run --send-file` / `--recv-file`: the file, its digests on both ends, and disk vs network rates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<crate::files::FileTransferResult>,
 }
 
 /// The I/O paths used by the senders and receivers.

@@ -52,6 +52,12 @@ pub struct ClientOptions {
     /// Send `start` at this instant (this host's clock) rather than as soon as the streams are ready:
     /// how a controller starts tests on many hosts together.
     pub start_at: Option<SystemTime>,
+    /// Disk-to-disk: send this file (upload) ...
+    pub send_file: Option<std::path::PathBuf>,
+    /// ... or receive into this file or directory (download, with -R).
+    pub recv_file: Option<std::path::PathBuf>,
+    /// The file's name on the server (default: the local file's name).
+    pub remote_file: Option<String>,
 }
 
 impl ClientOptions {
@@ -70,6 +76,9 @@ impl ClientOptions {
             auth: None,
             latency: None,
             start_at: None,
+            send_file: None,
+            recv_file: None,
+            remote_file: None,
         }
     }
 }
@@ -121,6 +130,8 @@ pub enum ClientError {
     /// `run_iperf3_client`.
     #[error("{addr} is an iperf3 server (use --iperf3)")]
     Iperf3Server { addr: SocketAddr },
+    #[error("file {path}: {err}")]
+    File { path: String, err: std::io::Error },
     #[error("latency probes: {0}")]
     Latency(#[from] crate::path::echo::EchoError),
 }
@@ -299,6 +310,7 @@ pub fn run_client(
         // The run's payload key; any value works, a random one makes every run's payload different.
         spec_owned.payload_key = getrandom::u64().unwrap_or(0x5eed) | 1;
     }
+    let local_file = prepare_file(opts, &mut spec_owned)?;
     let spec = &spec_owned;
     spec.validate()?;
     let addr = resolve(opts)?;
@@ -362,11 +374,19 @@ pub fn run_client(
     if interrupt.load(Relaxed) {
         return Err(ClientError::Interrupted);
     }
-    let (streams, udp_streams) = if spec.transport == Transport::Udp {
+    let (mut streams, udp_streams) = if spec.transport == Transport::Udp {
         (vec![], open_udp_streams(opts, addr, sid)?)
     } else {
         (open_streams(opts, addr, sid)?, vec![])
     };
+    if let Some(lf) = &local_file {
+        for s in &mut streams {
+            s.file = Some(lf.handle.clone());
+            if s.role == Role::Sender {
+                s.budget = lf.report.as_ref().map(|r| r.size_bytes);
+            }
+        }
+    }
     session.on_streams_connected()?;
     match session.on_message(reader.read(opts.control_timeout).map_err(cerr)?)? {
         ClientAction::StartTest => {}
@@ -454,7 +474,18 @@ pub fn run_client(
         l.unloaded();
     }
     let interrupted = interrupt.load(Relaxed);
-    let local_report = out.report(opts.cpus.clone(), warnings);
+    let mut local_report = out.report(opts.cpus.clone(), warnings);
+    if let Some(lf) = local_file {
+        local_report.file = match lf.report {
+            Some(r) => Some(r),
+            None => Some(
+                crate::files::receiver_report(&lf.path, &lf.handle).map_err(|err| ClientError::File {
+                    path: lf.path.display().to_string(),
+                    err,
+                })?,
+            ),
+        };
+    }
     if let Some(f) = hook.failure.take() {
         quit.store(true, Relaxed);
         return Err(f);
@@ -564,6 +595,84 @@ fn run_context(
     }
 }
 
+/// The client's file in a disk-to-disk test.
+struct LocalFile {
+    path: std::path::PathBuf,
+    handle: Arc<std::fs::File>,
+    /// Upload: the read-and-hash pass (done before connecting). Download: None until received.
+    report: Option<landspeed_core::files::FileReport>,
+}
+
+/// Upload: reads and hashes the file, and puts its name and size in the spec. Download: creates the
+/// local file and asks for the remote one.
+fn prepare_file(opts: &ClientOptions, spec: &mut TestSpec) -> Result<Option<LocalFile>, ClientError> {
+    use landspeed_core::config::{Direction, EndCondition};
+    use landspeed_core::files::FileSpec;
+    let ferr = |path: &std::path::Path, err| ClientError::File {
+        path: path.display().to_string(),
+        err,
+    };
+    let base = |p: &std::path::Path| p.file_name().map(|n| n.to_string_lossy().into_owned());
+    if let Some(path) = &opts.send_file {
+        if spec.direction != Direction::Forward {
+            return Err(ClientError::Lost(
+                "--send-file sends from this end: no -R or --bidir".into(),
+            ));
+        }
+        let report = crate::files::sender_report(path).map_err(|e| ferr(path, e))?;
+        if report.size_bytes == 0 {
+            return Err(ferr(path, std::io::Error::other("the file is empty")));
+        }
+        let name = opts
+            .remote_file
+            .clone()
+            .or_else(|| base(path))
+            .unwrap_or_default();
+        spec.file = Some(FileSpec {
+            name,
+            size_bytes: Some(report.size_bytes),
+        });
+        spec.end = EndCondition::Bytes(report.size_bytes);
+        let handle = std::fs::File::open(path).map_err(|e| ferr(path, e))?;
+        return Ok(Some(LocalFile {
+            path: path.clone(),
+            handle: Arc::new(handle),
+            report: Some(report),
+        }));
+    }
+    if let Some(dest) = &opts.recv_file {
+        if spec.direction != Direction::Reverse {
+            return Err(ClientError::Lost(
+                "--recv-file receives at this end: it needs -R".into(),
+            ));
+        }
+        let name = opts
+            .remote_file
+            .clone()
+            .or_else(|| base(dest))
+            .unwrap_or_default();
+        let path = if dest.is_dir() {
+            dest.join(&name)
+        } else {
+            dest.clone()
+        };
+        spec.file = Some(FileSpec {
+            name,
+            size_bytes: None,
+        });
+        // The server sends the whole file; its size is known there.
+        spec.end = EndCondition::Bytes(1);
+        spec.validate()?;
+        let handle = crate::files::create(&path).map_err(|e| ferr(&path, e))?;
+        return Ok(Some(LocalFile {
+            path,
+            handle: Arc::new(handle),
+            report: None,
+        }));
+    }
+    Ok(None)
+}
+
 /// Connects data stream `id` and sends its greeting (landspeed's preamble or iperf3's cookie).
 fn tcp_stream(
     opts: &ClientOptions,
@@ -586,6 +695,7 @@ fn tcp_stream(
         .map_err(|err| ClientError::Stream { id, err })?;
     sockopt::after_connect(&socket2::SockRef::from(&sock), spec, role == Role::Sender)?;
     Ok(DataStream {
+        file: None,
         id,
         flow,
         role,

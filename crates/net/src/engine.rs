@@ -40,6 +40,8 @@ pub struct DataStream {
     pub socket: TcpStream,
     /// Sender only: stop after exactly this many bytes.
     pub budget: Option<u64>,
+    /// Disk-to-disk tests: the sender sends this file (sendfile), the receiver writes into it (splice).
+    pub file: Option<std::sync::Arc<std::fs::File>>,
 }
 
 /// How the engine runs.
@@ -92,7 +94,7 @@ impl EngineParams {
             cpus,
             idle_timeout,
             pattern: Pattern::new(spec.payload_key),
-            verify: spec.verify,
+            verify: spec.verify && spec.file.is_none(),
             discard: spec.rx == landspeed_core::config::RxMode::Discard,
             zerocopy: spec.tx == landspeed_core::config::TxMode::Zerocopy,
             uring: spec.io == landspeed_core::config::IoBackend::Uring,
@@ -160,6 +162,7 @@ impl EngineOutput {
         warnings: Vec<String>,
     ) -> landspeed_core::endpoint::EndpointReport {
         landspeed_core::endpoint::EndpointReport {
+            file: None,
             software: format!("landspeed {}", landspeed_core::SOFTWARE_VERSION),
             streams: self.streams.clone(),
             cpu: self.cpu.clone(),
@@ -226,6 +229,8 @@ struct State<'a> {
     last_progress: Instant,
     /// MSG_ZEROCOPY state, for senders when asked.
     zc: Option<ZcSender>,
+    /// Receivers into a file: the pipe splice(2) goes through.
+    splicer: Option<crate::files::Splicer>,
 }
 
 impl<'a> State<'a> {
@@ -239,12 +244,16 @@ impl<'a> State<'a> {
             out: WorkerStream::default(),
             last_progress: now,
             zc: None,
+            splicer: None,
         }
     }
 
     /// One send: from the zerocopy ring when it has a free buffer, else a plain copying send.
     fn send(&mut self, gen: &mut Option<Generator>, n: usize) -> std::io::Result<usize> {
         let (id, off, sock) = (self.ds.id, self.out.bytes, &self.ds.socket);
+        if let Some(f) = &self.ds.file {
+            return crate::files::send_chunk(sock, f, off, n);
+        }
         match (self.zc.as_mut(), gen.as_mut()) {
             (Some(zc), _) => {
                 if !zc.can_send() {
@@ -257,6 +266,22 @@ impl<'a> State<'a> {
             }
             (None, Some(g)) => (&self.ds.socket).write(g.fill(id, off, n)),
             (None, None) => Err(std::io::Error::other("no payload generator")),
+        }
+    }
+
+    /// One receive: into `rbuf` (or dropped with `discard`), or spliced into the stream's file.
+    fn recv(&mut self, rbuf: &mut [u8], discard_it: bool) -> std::io::Result<usize> {
+        if let Some(f) = &self.ds.file {
+            if self.splicer.is_none() {
+                self.splicer = Some(crate::files::Splicer::new()?);
+            }
+            let s = self.splicer.as_mut().expect("just set");
+            return s.recv(&self.ds.socket, f, self.out.bytes, rbuf.len().max(64 << 10));
+        }
+        if discard_it {
+            discard(&self.ds.socket, rbuf.len())
+        } else {
+            (&self.ds.socket).read(rbuf)
         }
     }
 
@@ -353,11 +378,7 @@ fn worker(
                 // What has already arrived is counted: read the receive queue empty first.
                 if st.ds.role == Role::Receiver {
                     for _ in 0..4096 {
-                        let r = if p.discard {
-                            discard(&st.ds.socket, rbuf.len())
-                        } else {
-                            (&st.ds.socket).read(&mut rbuf)
-                        };
+                        let r = st.recv(&mut rbuf, p.discard);
                         match r {
                             Ok(n) if n > 0 => {
                                 if let Some(v) = verifier.as_mut() {
@@ -417,10 +438,8 @@ fn worker(
                         break;
                     }
                     st.send(&mut gen, n)
-                } else if p.discard {
-                    discard(&st.ds.socket, rbuf.len())
                 } else {
-                    (&st.ds.socket).read(&mut rbuf)
+                    st.recv(&mut rbuf, p.discard)
                 };
                 match res {
                     Ok(0) if !sender => {

@@ -8,6 +8,7 @@ pub mod control;
 pub mod controller;
 pub mod cpu;
 pub mod engine;
+pub mod files;
 pub mod host;
 pub mod mesh;
 pub mod path;

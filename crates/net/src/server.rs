@@ -5,6 +5,7 @@
 //! client ends only its own test. Events (listening, one per test, rejections) go to a callback; the
 //! binary decides how to print them.
 
+mod files;
 mod greeting;
 mod iperf3;
 mod iperf3_udp;
@@ -50,6 +51,8 @@ pub struct ServerOptions {
     pub allow_control: bool,
     /// The key this server answers other servers' challenges with when it runs an order.
     pub control_key: Option<landspeed_core::protocol::Key>,
+    /// Disk-to-disk tests write into and read from this directory (`--files`); None: refused.
+    pub files_dir: Option<std::path::PathBuf>,
 }
 
 /// Tests held at once by default: enough for a busy public server on a small host.
@@ -70,6 +73,7 @@ impl Default for ServerOptions {
             auth: None,
             allow_control: false,
             control_key: None,
+            files_dir: None,
         }
     }
 }
@@ -581,7 +585,7 @@ fn run_test(stream: TcpStream, shared: &Shared, log: &mut TestLog) -> Result<(),
         getrandom::fill(&mut nonce).map_err(|e| format!("no randomness for a nonce: {e}"))?;
         sm = sm.with_auth(keys.clone(), nonce);
     }
-    let spec: TestSpec = loop {
+    let mut spec: TestSpec = loop {
         let msg = match reader.read(o.handshake_timeout) {
             Ok(m) => m,
             Err(ControlError::Closed) if sm.clock_probes() > 0 => return Err(End::Checked),
@@ -648,6 +652,18 @@ fn run_test(stream: TcpStream, shared: &Shared, log: &mut TestLog) -> Result<(),
         .map_err(|_| "registry poisoned")?
         .insert(sid, tx);
     let registered = Registered(&shared.registry, sid);
+    let file = match spec.file.clone() {
+        None => None,
+        Some(f) => match files::open(&f, &mut spec, o) {
+            Ok(x) => Some(x),
+            Err(reason) => {
+                let _ = writer.send(&Message::Rejected {
+                    reason: reason.clone(),
+                });
+                return Err(format!("rejected: {reason}").into());
+            }
+        },
+    };
     writer
         .send(&Message::Accepted { session: sid })
         .map_err(|e| e.to_string())?;
@@ -681,6 +697,7 @@ fn run_test(stream: TcpStream, shared: &Shared, log: &mut TestLog) -> Result<(),
         sockopt::after_connect(&socket2::SockRef::from(&sock), &spec, role == Role::Sender)
             .map_err(|e| fail(&mut writer, e.to_string()))?;
         streams.push(DataStream {
+            file: file.as_ref().map(|f| f.handle.clone()),
             id: sid_n,
             flow,
             role,
@@ -727,17 +744,22 @@ fn run_test(stream: TcpStream, shared: &Shared, log: &mut TestLog) -> Result<(),
     };
     let out = engine::run(&streams, &params, &flags, &wtx, &wrx, &mut hook, iface.as_deref());
     log.add(&out);
-    let result = finish(
-        &mut hook,
-        &out,
-        &flags,
-        &wrx,
-        o,
+    let local = Local {
         warnings,
-        spec.server_cpus.clone(),
-    );
+        cpus: spec.server_cpus.clone(),
+        file: file.map(|f| f.report()),
+    };
+    let result = finish(&mut hook, &out, &flags, &wrx, o, local);
     quit.store(true, Relaxed);
     Ok(result?)
+}
+
+/// What goes into this end's report besides the engine's figures.
+pub(crate) struct Local {
+    pub warnings: Vec<String>,
+    pub cpus: Option<Vec<usize>>,
+    /// Disk-to-disk tests: this end's file report, or why it has none.
+    pub file: Option<Result<landspeed_core::files::FileReport, String>>,
 }
 
 fn finish(
@@ -746,8 +768,7 @@ fn finish(
     flags: &Flags,
     wrx: &mpsc::Receiver<Wake<Incoming>>,
     o: &ServerOptions,
-    warnings: Vec<String>,
-    cpus: Option<Vec<usize>>,
+    local: Local,
 ) -> Result<(), String> {
     if let Some(f) = hook.failure.take() {
         return Err(f);
@@ -771,7 +792,12 @@ fn finish(
         .iter()
         .filter_map(|s| s.error.as_ref().map(|e| format!("stream {}: {e}", s.id)))
         .collect();
-    let report = out.report(cpus, warnings);
+    let mut report = out.report(local.cpus, local.warnings);
+    match local.file {
+        Some(Ok(f)) => report.file = Some(f),
+        Some(Err(e)) => report.error = Some(e),
+        None => {}
+    }
     hook.writer
         .send(&Message::Results {
             report: Box::new(report),

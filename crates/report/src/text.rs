@@ -161,7 +161,37 @@ fn endpoint(out: &mut String, e: &EndpointSummary) {
     );
 }
 
+/// A disk-to-disk test: the file's verdict, then the three rates side by side.
+fn file(out: &mut String, f: &landspeed_core::files::FileTransferResult) {
+    use landspeed_core::units::BitRate;
+    let _ = writeln!(
+        out,
+        "\nFile: {} ({} bytes) {} -> {}\n  {}: SHA-256 sender {}\n{:>width$}receiver {}",
+        f.name,
+        f.size_bytes,
+        f.sender_path,
+        f.receiver_path,
+        if f.verified { "intact" } else { "NOT INTACT" },
+        f.sha256_sender_hex,
+        "",
+        f.sha256_receiver_hex,
+        width = if f.verified { 21 } else { 25 }
+    );
+    let _ = writeln!(
+        out,
+        "  rates: sender disk read {}, network {}, receiver disk write (to fsync) {}, receiver read-back {}\n  the slowest: {}",
+        BitRate(f.sender_read_bps),
+        BitRate(f.network_bps),
+        BitRate(f.receiver_write_bps),
+        BitRate(f.receiver_read_bps),
+        f.limited_by
+    );
+}
+
 fn payload(out: &mut String, r: &RunResult) {
+    if let Some(f) = &r.file {
+        return file(out, f);
+    }
     let p = &r.payload;
     if p.verified {
         let _ = writeln!(

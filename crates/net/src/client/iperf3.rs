@@ -385,6 +385,7 @@ fn remote_report(
         })
         .collect();
     EndpointReport {
+        file: None,
         software: "iperf3 server".into(),
         streams,
         cpu: CpuTimes {

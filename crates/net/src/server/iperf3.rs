@@ -173,6 +173,7 @@ fn collect_tcp(
             None
         };
         streams.push(DataStream {
+            file: None,
             id: k as u32,
             flow,
             role,

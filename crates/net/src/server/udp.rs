@@ -210,7 +210,18 @@ pub(super) fn run_test(
     };
     let out = crate::udp::run(&streams, &params, u, &flags, &wtx, &wrx, &mut hook, None);
     log.add(&out);
-    let result = super::finish(&mut hook, &out, &flags, &wrx, o, warnings, None);
+    let result = super::finish(
+        &mut hook,
+        &out,
+        &flags,
+        &wrx,
+        o,
+        super::Local {
+            warnings,
+            cpus: None,
+            file: None,
+        },
+    );
     quit.store(true, Relaxed);
     result
 }

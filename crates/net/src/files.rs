@@ -1,0 +1,243 @@
+//! The disk side of disk-to-disk tests, on Linux's copy-free paths: the sender's data goes from the
+//! page cache to the socket with sendfile(2), the receiver's from the socket through a pipe into its file
+//! with splice(2), so neither end copies the file through user space. Before sending, the sender reads
+//! and hashes the whole file with O_DIRECT (its disk's read rate, not the page cache's, where the file
+//! system allows it); after the last byte, the receiver fsyncs and reads its copy back the same way to
+//! hash what really landed. The digests are compared in the result (landspeed-core's files module).
+
+use landspeed_core::files::FileReport;
+use sha2::{Digest, Sha256};
+use std::fs::{File, OpenOptions};
+use std::io::Read;
+use std::net::TcpStream;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+use std::time::Instant;
+
+/// Reads in 4 MiB aligned blocks (O_DIRECT needs the buffer, offset and length aligned).
+const BLOCK: usize = 4 << 20;
+const ALIGN: usize = 4096;
+
+/// A buffer aligned for O_DIRECT.
+struct Aligned {
+    raw: Vec<u8>,
+    start: usize,
+}
+
+impl Aligned {
+    fn new(len: usize) -> Aligned {
+        let raw = vec![0u8; len + ALIGN];
+        let start = raw.as_ptr().align_offset(ALIGN);
+        Aligned { raw, start }
+    }
+    fn buf(&mut self) -> &mut [u8] {
+        let s = self.start;
+        &mut self.raw[s..s + BLOCK]
+    }
+}
+
+/// Opens for reading with O_DIRECT when the file system takes it (tmpfs does not), else buffered.
+fn open_direct(path: &Path) -> std::io::Result<(File, bool)> {
+    match OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(path)
+    {
+        Ok(f) => Ok((f, true)),
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => Ok((File::open(path)?, false)),
+        Err(e) => Err(e),
+    }
+}
+
+/// The file's size and SHA-256, read from disk; with the seconds it took and whether it was O_DIRECT.
+pub fn hash_file(path: &Path) -> std::io::Result<(u64, String, f64, bool)> {
+    let t = Instant::now();
+    let (mut f, direct) = open_direct(path)?;
+    let mut buf = Aligned::new(BLOCK);
+    let mut h = Sha256::new();
+    let mut size = 0u64;
+    loop {
+        let n = match f.read(buf.buf()) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        h.update(&buf.buf()[..n]);
+        size += n as u64;
+    }
+    Ok((size, hex::encode(h.finalize()), t.elapsed().as_secs_f64(), direct))
+}
+
+/// The sender's report, from its read-and-hash pass.
+pub fn sender_report(path: &Path) -> std::io::Result<FileReport> {
+    let (size, sha, secs, direct) = hash_file(path)?;
+    Ok(FileReport {
+        path: path.display().to_string(),
+        size_bytes: size,
+        sha256_hex: sha,
+        read_s: secs,
+        fsync_s: None,
+        verify_read_s: None,
+        direct_io: direct,
+    })
+}
+
+/// One sendfile(2) of up to `n` bytes of `file` from `offset` into the (non-blocking) socket.
+pub fn send_chunk(sock: &TcpStream, file: &File, offset: u64, n: usize) -> std::io::Result<usize> {
+    let mut off = offset as libc::off64_t;
+    // SAFETY: both descriptors are open for the call; `off` is a valid pointer.
+    let r = unsafe { libc::sendfile64(sock.as_raw_fd(), file.as_raw_fd(), &mut off, n) };
+    if r < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(r as usize)
+}
+
+/// socket -> pipe -> file with splice(2): the receiver's copy-free path.
+pub struct Splicer {
+    read: OwnedFd,
+    write: OwnedFd,
+    cap: usize,
+}
+
+impl Splicer {
+    pub fn new() -> std::io::Result<Splicer> {
+        let mut fds = [0; 2];
+        // SAFETY: `fds` has room for the two descriptors pipe2 returns.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: pipe2 succeeded, so both are open descriptors that we now own.
+        let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        // A bigger pipe moves more per call; the default (64 KiB) is kept if the kernel refuses.
+        // SAFETY: plain fcntl on a descriptor we own.
+        let got = unsafe { libc::fcntl(write.as_raw_fd(), libc::F_SETPIPE_SZ, 1 << 20) };
+        let cap = if got > 0 { got as usize } else { 64 << 10 };
+        Ok(Splicer { read, write, cap })
+    }
+
+    /// Moves what the socket has (up to `n` bytes) into `file` at `offset`. Ok(0) at end of stream;
+    /// WouldBlock when the socket has nothing.
+    pub fn recv(&mut self, sock: &TcpStream, file: &File, offset: u64, n: usize) -> std::io::Result<usize> {
+        let want = n.min(self.cap);
+        // SAFETY: open descriptors, null offsets (socket and pipe have none).
+        let got = unsafe {
+            libc::splice(
+                sock.as_raw_fd(),
+                std::ptr::null_mut(),
+                self.write.as_raw_fd(),
+                std::ptr::null_mut(),
+                want,
+                libc::SPLICE_F_MOVE | libc::SPLICE_F_NONBLOCK,
+            )
+        };
+        if got < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let got = got as usize;
+        let mut moved = 0usize;
+        let mut off = (offset) as libc::loff_t;
+        while moved < got {
+            // SAFETY: open descriptors; `off` is a valid pointer the kernel advances.
+            let w = unsafe {
+                libc::splice(
+                    self.read.as_raw_fd(),
+                    std::ptr::null_mut(),
+                    file.as_raw_fd(),
+                    &mut off,
+                    got - moved,
+                    libc::SPLICE_F_MOVE,
+                )
+            };
+            if w < 0 {
+                let e = std::io::Error::last_os_error();
+                if e.kind() == std::io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(e);
+            }
+            if w == 0 {
+                return Err(std::io::Error::other("splice into the file moved nothing"));
+            }
+            moved += w as usize;
+        }
+        Ok(got)
+    }
+}
+
+/// Creates (or truncates) the receiver's file.
+pub fn create(path: &Path) -> std::io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(path)
+}
+
+/// After the last byte: fsync, then read the copy back from disk and hash it.
+pub fn receiver_report(path: &Path, file: &File) -> std::io::Result<FileReport> {
+    let t = Instant::now();
+    file.sync_all()?;
+    let fsync_s = t.elapsed().as_secs_f64();
+    #[cfg(feature = "fault-injection")]
+    fault::corrupt(file)?;
+    // Drop the cached pages so the read-back comes from the disk (advice only; ignored by tmpfs).
+    // SAFETY: plain fadvise on an open descriptor.
+    unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    let (size, sha, secs, direct) = hash_file(path)?;
+    Ok(FileReport {
+        path: path.display().to_string(),
+        size_bytes: size,
+        sha256_hex: sha,
+        read_s: 0.0,
+        fsync_s: Some(fsync_s),
+        verify_read_s: Some(secs),
+        direct_io: direct,
+    })
+}
+
+#[cfg(feature = "fault-injection")]
+mod fault {
+    use std::os::unix::fs::FileExt;
+
+    /// Test-only: `LANDSPEED_FAULT_FILE_FLIP=OFFSET` flips one byte of the received file on disk after
+    /// the fsync, as a failing disk would, so the tests can prove the read-back check catches it.
+    pub fn corrupt(file: &std::fs::File) -> std::io::Result<()> {
+        let Some(off) = std::env::var("LANDSPEED_FAULT_FILE_FLIP")
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok())
+        else {
+            return Ok(());
+        };
+        let mut b = [0u8; 1];
+        if file.read_at(&mut b, off)? == 1 {
+            b[0] ^= 0x5a;
+            file.write_at(&b, off)?;
+            file.sync_all()?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hashing_matches_a_plain_digest_for_sizes_around_the_block() {
+        let dir = std::env::temp_dir().join(format!("landspeed-files-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for size in [0usize, 1, 4095, 4096, BLOCK + 7] {
+            let p = dir.join(format!("f{size}"));
+            let data: Vec<u8> = (0..size).map(|i| (i * 7 + 3) as u8).collect();
+            std::fs::write(&p, &data).unwrap();
+            let (n, sha, _, _) = hash_file(&p).unwrap();
+            assert_eq!(n, size as u64);
+            assert_eq!(sha, hex::encode(Sha256::digest(&data)));
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
