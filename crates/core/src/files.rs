@@ -159,7 +159,12 @@ mod tests {
         assert_eq!(ok.limited_by, "network");
         assert!(!combine(&rep("aa", 1000), &rep("ab", 1000), "f", 1.0, 1.0, 1000).verified);
         assert!(!combine(&rep("aa", 1000), &rep("aa", 999), "f", 1.0, 1.0, 999).verified);
-        let slow_disk = combine(&rep("aa", 1000), &rep("aa", 1000), "f", 1e9, 1.0, 1000);
+        // A sender whose read took 4 s (2000 bit/s) is the slowest of the three.
+        let mut slow = rep("aa", 1000);
+        slow.read_s = 4.0;
+        let slow_disk = combine(&slow, &rep("aa", 1000), "f", 1e9, 1.0, 1000);
         assert_eq!(slow_disk.limited_by, "sender disk");
+        // With the network slowest, it is named.
+        assert_eq!(combine(&slow, &rep("aa", 1000), "f", 100.0, 1.0, 1000).limited_by, "network");
     }
 }
