@@ -189,7 +189,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "HOST[:PORT]", conflicts_with_all = ["iperf3", "latency", "measure_path"])]
     pub from: Option<String>,
     /// Disk-to-disk: send this file to the server (stored in its `serve --files` directory), by
-    /// sendfile; both ends hash it and report disk and network rates apart.
+    /// sendfile; both ends hash it and report disk and network rates apart. A directory: each of its
+    /// regular files in turn, one test each.
     #[arg(long, value_name = "PATH", conflicts_with_all = ["iperf3", "recv_file", "from"])]
     pub send_file: Option<std::path::PathBuf>,
     /// Disk-to-disk, with -R: receive the server's file into PATH (a file, or a directory to keep the

@@ -244,6 +244,9 @@ pub fn run(a: RunArgs) -> Result<bool> {
     } else {
         Format::Text
     };
+    if let Some(dir) = a.send_file.as_ref().filter(|p| p.is_dir()) {
+        return send_directory(&a, dir, format);
+    }
     let opts = client_options(&a)?;
     if let Some(from) = &a.from {
         return execute_ordered(
@@ -263,6 +266,58 @@ pub fn run(a: RunArgs) -> Result<bool> {
         a.measure_path,
         (!a.no_save).then(|| (a.db.clone(), a.tag.clone())),
     )
+}
+
+/// `--send-file DIR`: every regular file of DIR (not its subdirectories), in name order, one test each,
+/// each reported and archived on its own; a closing table gives each file's verdict and rates.
+fn send_directory(a: &RunArgs, dir: &std::path::Path, format: Format) -> Result<bool> {
+    if format == Format::Json {
+        return Err(UsageError(
+            "--send-file DIR runs one test per file: use --json-stream (one end event per file), not --json"
+                .into(),
+        )
+        .into());
+    }
+    if a.remote_file.is_some() {
+        return Err(UsageError("--remote-file names one file; it cannot go with a directory".into()).into());
+    }
+    let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| UsageError(format!("--send-file {}: {e}", dir.display())))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_file())
+        .collect();
+    files.sort();
+    if files.is_empty() {
+        return Err(UsageError(format!("--send-file {}: no regular files in it", dir.display())).into());
+    }
+    let mut verdicts = vec![];
+    for f in &files {
+        let mut opts = client_options(a)?;
+        opts.send_file = Some(f.clone());
+        let ok = match execute(
+            opts,
+            format,
+            a.test.per_stream,
+            !a.test.interval.is_zero(),
+            false,
+            false,
+            (!a.no_save).then(|| (a.db.clone(), a.tag.clone())),
+        ) {
+            Ok(ok) => ok,
+            Err(e) => {
+                eprintln!("landspeed: error: {}: {e:#}", f.display());
+                false
+            }
+        };
+        verdicts.push((f, ok));
+    }
+    if format == Format::Text {
+        println!("\nDirectory {}: {} file(s)", dir.display(), files.len());
+        for (f, ok) in &verdicts {
+            println!("  {}  {}", if *ok { "ok    " } else { "FAILED" }, f.display());
+        }
+    }
+    Ok(verdicts.iter().all(|(_, ok)| *ok))
 }
 
 /// The default job: a loopback server in this process and a 4-stream, 5-second test against it.

@@ -96,6 +96,13 @@ fn uploads_and_downloads_arrive_byte_identical_with_disk_and_network_rates() {
     );
     assert_eq!(o.code, 0, "{}", o.stderr);
     assert_eq!(std::fs::read(d.join("client/down.bin")).unwrap(), original);
+    // Nothing is left of the temporary copies.
+    let leftovers: Vec<_> = std::fs::read_dir(d.join("client"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".landspeed-part"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
     let r = json(&o.stdout);
     assert_eq!(r["file"]["verified"], true);
     // The download's size came from the server.
@@ -156,6 +163,9 @@ fn a_copy_corrupted_on_the_receivers_disk_is_caught() {
         "{}",
         r["warnings"]
     );
+    // The bad copy never took the file's name: it is kept aside for inspection.
+    assert!(!d.join("server/f.bin").exists());
+    assert!(d.join("server/.f.bin.landspeed-part").exists());
     let _ = std::fs::remove_dir_all(&d);
 }
 
@@ -230,5 +240,62 @@ fn file_tests_are_refused_where_they_cannot_be_done_safely() {
     );
     assert_ne!(o.code, 0);
     assert!(o.stderr.contains("one TCP stream"), "{}", o.stderr);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn a_directory_is_sent_file_by_file() {
+    let d = dir("dir");
+    std::fs::create_dir_all(d.join("client/set/sub")).unwrap();
+    let (a, b) = (data(), data()[..1_000_001].to_vec());
+    std::fs::write(d.join("client/set/a.bin"), &a).unwrap();
+    std::fs::write(d.join("client/set/b.bin"), &b).unwrap();
+    // A subdirectory is not descended into.
+    std::fs::write(d.join("client/set/sub/c.bin"), b"x").unwrap();
+    let srv = d.join("server").display().to_string();
+    let s = ServerProc::start("127.0.0.1", &["--files", &srv]);
+    let p = s.port.to_string();
+    let set = d.join("client/set").display().to_string();
+    let o = landspeed(
+        &[
+            "run",
+            "127.0.0.1",
+            "-p",
+            &p,
+            "--send-file",
+            &set,
+            "--json-stream",
+            "--no-save",
+        ],
+        Duration::from_secs(60),
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(std::fs::read(d.join("server/a.bin")).unwrap(), a);
+    assert_eq!(std::fs::read(d.join("server/b.bin")).unwrap(), b);
+    assert!(!d.join("server/c.bin").exists());
+    // One end event per file, each verified.
+    let ends: Vec<Value> = o
+        .stdout
+        .lines()
+        .map(json)
+        .filter(|e| e["event"] == "end")
+        .collect();
+    assert_eq!(ends.len(), 2, "{}", o.stdout);
+    assert!(ends.iter().all(|e| e["result"]["file"]["verified"] == true));
+    // --json promises one document: refused for a directory.
+    let o = landspeed(
+        &[
+            "run",
+            "127.0.0.1",
+            "-p",
+            &p,
+            "--send-file",
+            &set,
+            "--json",
+            "--no-save",
+        ],
+        Duration::from_secs(20),
+    );
+    assert_eq!(o.code, 2, "{}", o.stderr);
     let _ = std::fs::remove_dir_all(&d);
 }

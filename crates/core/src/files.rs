@@ -165,6 +165,9 @@ mod tests {
         let slow_disk = combine(&slow, &rep("aa", 1000), "f", 1e9, 1.0, 1000);
         assert_eq!(slow_disk.limited_by, "sender disk");
         // With the network slowest, it is named.
-        assert_eq!(combine(&slow, &rep("aa", 1000), "f", 100.0, 1.0, 1000).limited_by, "network");
+        assert_eq!(
+            combine(&slow, &rep("aa", 1000), "f", 100.0, 1.0, 1000).limited_by,
+            "network"
+        );
     }
 }

@@ -475,15 +475,19 @@ pub fn run_client(
     }
     let interrupted = interrupt.load(Relaxed);
     let mut local_report = out.report(opts.cpus.clone(), warnings);
+    let mut incoming = None;
     if let Some(lf) = local_file {
-        local_report.file = match lf.report {
-            Some(r) => Some(r),
-            None => Some(
-                crate::files::receiver_report(&lf.path, &lf.handle).map_err(|err| ClientError::File {
-                    path: lf.path.display().to_string(),
+        local_report.file = match (lf.report, lf.incoming) {
+            (Some(r), _) => Some(r),
+            (None, Some(inc)) => {
+                let r = inc.report().map_err(|err| ClientError::File {
+                    path: inc.dest.display().to_string(),
                     err,
-                })?,
-            ),
+                })?;
+                incoming = Some(inc);
+                Some(r)
+            }
+            (None, None) => None,
         };
     }
     if let Some(f) = hook.failure.take() {
@@ -548,6 +552,11 @@ pub fn run_client(
     if let Some(l) = latency {
         l.finish(&mut result);
     }
+    if let (Some(mut inc), Some(mine)) = (incoming, local_report.file.as_ref()) {
+        if let Err(w) = inc.settle(mine, server_report.file.as_ref()) {
+            result.warnings.push(w);
+        }
+    }
     Ok(result)
 }
 
@@ -597,10 +606,11 @@ fn run_context(
 
 /// The client's file in a disk-to-disk test.
 struct LocalFile {
-    path: std::path::PathBuf,
     handle: Arc<std::fs::File>,
-    /// Upload: the read-and-hash pass (done before connecting). Download: None until received.
+    /// Upload: the read-and-hash pass (done before connecting).
     report: Option<landspeed_core::files::FileReport>,
+    /// Download: the file being received.
+    incoming: Option<crate::files::Incoming>,
 }
 
 /// Upload: reads and hashes the file, and puts its name and size in the spec. Download: creates the
@@ -635,9 +645,9 @@ fn prepare_file(opts: &ClientOptions, spec: &mut TestSpec) -> Result<Option<Loca
         spec.end = EndCondition::Bytes(report.size_bytes);
         let handle = std::fs::File::open(path).map_err(|e| ferr(path, e))?;
         return Ok(Some(LocalFile {
-            path: path.clone(),
             handle: Arc::new(handle),
             report: Some(report),
+            incoming: None,
         }));
     }
     if let Some(dest) = &opts.recv_file {
@@ -663,11 +673,11 @@ fn prepare_file(opts: &ClientOptions, spec: &mut TestSpec) -> Result<Option<Loca
         // The server sends the whole file; its size is known there.
         spec.end = EndCondition::Bytes(1);
         spec.validate()?;
-        let handle = crate::files::create(&path).map_err(|e| ferr(&path, e))?;
+        let incoming = crate::files::Incoming::create(&path).map_err(|e| ferr(&path, e))?;
         return Ok(Some(LocalFile {
-            path,
-            handle: Arc::new(handle),
+            handle: incoming.handle.clone(),
             report: None,
+            incoming: Some(incoming),
         }));
     }
     Ok(None)

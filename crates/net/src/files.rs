@@ -12,7 +12,8 @@ use std::io::Read;
 use std::net::TcpStream;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// Reads in 4 MiB aligned blocks (O_DIRECT needs the buffer, offset and length aligned).
@@ -167,14 +168,68 @@ impl Splicer {
     }
 }
 
-/// Creates (or truncates) the receiver's file.
-pub fn create(path: &Path) -> std::io::Result<File> {
-    OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(path)
+/// A file being received: written under a temporary name beside its destination (`.NAME.landspeed-part`)
+/// and renamed into place only when its digest matches the sender's, so a failed or corrupted transfer
+/// never replaces an existing file. Removed when the test fails before the verdict.
+pub struct Incoming {
+    pub dest: PathBuf,
+    pub part: PathBuf,
+    pub handle: Arc<File>,
+    settled: bool,
+}
+
+impl Incoming {
+    pub fn create(dest: &Path) -> std::io::Result<Incoming> {
+        let name = dest
+            .file_name()
+            .ok_or_else(|| std::io::Error::other("no file name"))?
+            .to_string_lossy();
+        let part = dest.with_file_name(format!(".{name}.landspeed-part"));
+        let handle = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&part)?;
+        Ok(Incoming {
+            dest: dest.to_path_buf(),
+            part,
+            handle: Arc::new(handle),
+            settled: false,
+        })
+    }
+
+    /// This end's report (fsync, read back, hash), naming the destination.
+    pub fn report(&self) -> std::io::Result<FileReport> {
+        let mut r = receiver_report(&self.part, &self.handle)?;
+        r.path = self.dest.display().to_string();
+        Ok(r)
+    }
+
+    /// The sender's report is known: the copy takes its name when the digests and sizes agree; otherwise
+    /// it stays aside and the answer says where.
+    pub fn settle(&mut self, mine: &FileReport, sender: Option<&FileReport>) -> Result<(), String> {
+        self.settled = true;
+        let same = sender.is_some_and(|s| s.sha256_hex == mine.sha256_hex && s.size_bytes == mine.size_bytes);
+        if same {
+            std::fs::rename(&self.part, &self.dest)
+                .map_err(|e| format!("cannot move the received file into place: {e}"))
+        } else {
+            Err(format!(
+                "the received copy does not match the sender's; it is kept as {} and {} was not touched",
+                self.part.display(),
+                self.dest.display()
+            ))
+        }
+    }
+}
+
+impl Drop for Incoming {
+    fn drop(&mut self) {
+        if !self.settled {
+            let _ = std::fs::remove_file(&self.part);
+        }
+    }
 }
 
 /// After the last byte: fsync, then read the copy back from disk and hash it.

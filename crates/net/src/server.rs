@@ -747,7 +747,7 @@ fn run_test(stream: TcpStream, shared: &Shared, log: &mut TestLog) -> Result<(),
     let local = Local {
         warnings,
         cpus: spec.server_cpus.clone(),
-        file: file.map(|f| f.report()),
+        file,
     };
     let result = finish(&mut hook, &out, &flags, &wrx, o, local);
     quit.store(true, Relaxed);
@@ -758,8 +758,8 @@ fn run_test(stream: TcpStream, shared: &Shared, log: &mut TestLog) -> Result<(),
 pub(crate) struct Local {
     pub warnings: Vec<String>,
     pub cpus: Option<Vec<usize>>,
-    /// Disk-to-disk tests: this end's file report, or why it has none.
-    pub file: Option<Result<landspeed_core::files::FileReport, String>>,
+    /// Disk-to-disk tests: this end's file, reported once the client's digest is in.
+    pub file: Option<files::ServerFile>,
 }
 
 fn finish(
@@ -793,10 +793,15 @@ fn finish(
         .filter_map(|s| s.error.as_ref().map(|e| format!("stream {}: {e}", s.id)))
         .collect();
     let mut report = out.report(local.cpus, local.warnings);
-    match local.file {
-        Some(Ok(f)) => report.file = Some(f),
-        Some(Err(e)) => report.error = Some(e),
-        None => {}
+    if let Some(f) = local.file {
+        let client = hook.client_report.as_ref().and_then(|r| r.file.as_ref());
+        match f.report(client) {
+            Ok((r, kept)) => {
+                report.file = Some(r);
+                report.warnings.extend(kept);
+            }
+            Err(e) => report.error = Some(e),
+        }
     }
     hook.writer
         .send(&Message::Results {

@@ -5,29 +5,36 @@
 
 use landspeed_core::config::{Direction, EndCondition, TestSpec};
 use landspeed_core::files::{check_name, FileReport, FileSpec};
-use std::path::PathBuf;
 use std::sync::Arc;
 
-pub(super) struct ServerFile {
+pub(crate) struct ServerFile {
     pub handle: Arc<std::fs::File>,
-    path: PathBuf,
-    /// Download: the read-and-hash pass; upload: None until received.
+    /// Download: the read-and-hash pass.
     sent: Option<FileReport>,
+    /// Upload: the file being received (renamed into place when it matches the client's digest).
+    incoming: Option<crate::files::Incoming>,
 }
 
 impl ServerFile {
-    /// This end's report once the streams are done.
-    pub fn report(self) -> Result<FileReport, String> {
-        match self.sent {
-            Some(r) => Ok(r),
-            None => crate::files::receiver_report(&self.path, &self.handle)
-                .map_err(|e| format!("file {}: {e}", self.path.display())),
+    /// This end's report once the streams are done and the client's report (with its digest) is in,
+    /// and a warning when the received copy was kept aside.
+    pub fn report(self, client: Option<&FileReport>) -> Result<(FileReport, Option<String>), String> {
+        match (self.sent, self.incoming) {
+            (Some(r), _) => Ok((r, None)),
+            (None, Some(mut inc)) => {
+                let r = inc
+                    .report()
+                    .map_err(|e| format!("file {}: {e}", inc.dest.display()))?;
+                let kept = inc.settle(&r, client).err();
+                Ok((r, kept))
+            }
+            (None, None) => Err("no file".into()),
         }
     }
 }
 
 /// Opens the test's file, or says why not (sent to the client as the refusal).
-pub(super) fn open(
+pub(crate) fn open(
     f: &FileSpec,
     spec: &mut TestSpec,
     o: &super::ServerOptions,
@@ -55,14 +62,14 @@ pub(super) fn open(
         spec.end = EndCondition::Bytes(sent.size_bytes);
         return Ok(ServerFile {
             handle: Arc::new(handle),
-            path,
             sent: Some(sent),
+            incoming: None,
         });
     }
-    let handle = crate::files::create(&path).map_err(|e| format!("file {}: {e}", f.name))?;
+    let inc = crate::files::Incoming::create(&path).map_err(|e| format!("file {}: {e}", f.name))?;
     Ok(ServerFile {
-        handle: Arc::new(handle),
-        path,
+        handle: inc.handle.clone(),
         sent: None,
+        incoming: Some(inc),
     })
 }
