@@ -123,12 +123,25 @@ fn window_limited_throughput_is_window_over_rtt() {
     w.serve_in_b();
     for win in ["256K", "512K", "1M"] {
         let r = w.run_ok(&["-t", "5", "-O", "2", "-C", "cubic", "-w", win]);
-        let wnd = r["streams"][0]["tcp"]["snd_wnd_bytes"].as_f64().unwrap();
-        let expected = wnd * 8.0 / 0.050 / 1e6;
-        let got = mbps(&r);
+        let tcp = &r["streams"][0]["tcp"];
+        let wnd = tcp["snd_wnd_bytes"].as_f64().unwrap();
+        // The RTT the stream saw: 50 ms plus whatever the userspace forwarder adds when the 2-CPU
+        // machine is busy (CI once saw 47.8 against 52.3 Mbit/s computed with the nominal 50 ms).
+        let rtt_s = tcp["rtt_avg_us"].as_f64().unwrap() / 1e6;
         assert!(
-            (got / expected - 1.0).abs() <= 0.05,
-            "-w {win}: window in effect {wnd} B, {got:.1} Mbit/s vs window/RTT {expected:.1}"
+            (rtt_s / 0.050 - 1.0).abs() <= 0.15,
+            "-w {win}: mean RTT {rtt_s} s"
+        );
+        let expected = wnd * 8.0 / rtt_s / 1e6;
+        let got = mbps(&r);
+        eprintln!(
+            "-w {win}: {wnd} B / {:.2} ms = {expected:.1} Mbit/s, measured {got:.1}",
+            rtt_s * 1e3
+        );
+        assert!(
+            (got / expected - 1.0).abs() <= 0.07,
+            "-w {win}: window in effect {wnd} B, mean RTT {:.1} ms, {got:.1} Mbit/s vs window/RTT {expected:.1}",
+            rtt_s * 1e3
         );
     }
 }

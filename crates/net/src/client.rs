@@ -366,8 +366,13 @@ pub fn run_client(
         return Err(not_ls("unexpected greeting".into()));
     };
     writer.send(&req).map_err(cerr)?;
-    let ClientAction::ConnectStreams(sid) =
-        session.on_message(reader.read(opts.control_timeout).map_err(cerr)?)?
+    // A download waits while the server reads and hashes its file before accepting (bounded).
+    let accept_wait = if opts.recv_file.is_some() {
+        opts.control_timeout + Duration::from_secs(600)
+    } else {
+        opts.control_timeout
+    };
+    let ClientAction::ConnectStreams(sid) = session.on_message(reader.read(accept_wait).map_err(cerr)?)?
     else {
         return Err(ClientError::Lost("server did not accept the test".into()));
     };
