@@ -30,6 +30,9 @@ pub struct SweepRun {
     /// The receive window the senders saw (TCP_INFO snd_wnd), averaged over the streams; None
     /// without TCP_INFO.
     pub effective_window_bytes: Option<f64>,
+    /// The senders' mean smoothed RTT (TCP_INFO), averaged over the streams, in seconds; None without
+    /// TCP_INFO.
+    pub rtt_s: Option<f64>,
 }
 
 fn sweep_row(r: &[Val]) -> Result<SweepRow, ArchiveError> {
@@ -42,13 +45,12 @@ fn sweep_row(r: &[Val]) -> Result<SweepRow, ArchiveError> {
     })
 }
 
-/// The mean of the streams' `tcp.snd_wnd_bytes` in a stored result (the ones that reported one).
-fn effective_window(result_json: &str) -> Option<f64> {
-    let v: serde_json::Value = serde_json::from_str(result_json).ok()?;
-    let w: Vec<f64> = v["streams"]
+/// The mean over the streams of a stored result of `tcp.KEY` (the streams that reported one above 0).
+fn streams_mean(result: &serde_json::Value, key: &str) -> Option<f64> {
+    let w: Vec<f64> = result["streams"]
         .as_array()?
         .iter()
-        .filter_map(|s| s["tcp"]["snd_wnd_bytes"].as_f64())
+        .filter_map(|s| s["tcp"][key].as_f64())
         .filter(|&w| w > 0.0)
         .collect();
     (!w.is_empty()).then(|| w.iter().sum::<f64>() / w.len() as f64)
@@ -110,6 +112,8 @@ impl Archive {
             )?
             .iter()
             .map(|r| {
+                let result: serde_json::Value =
+                    serde_json::from_str(&r[6].text()?).unwrap_or(serde_json::Value::Null);
                 Ok(SweepRun {
                     run_id: r[0].int()?,
                     window_bytes: r[1].opt_int()?.map(|w| w as u64),
@@ -117,7 +121,8 @@ impl Archive {
                     direction: r[3].text()?,
                     repeat: r[4].opt_int()?.unwrap_or(0) as u32,
                     throughput_bps: r[5].real()?,
-                    effective_window_bytes: effective_window(&r[6].text()?),
+                    effective_window_bytes: streams_mean(&result, "snd_wnd_bytes"),
+                    rtt_s: streams_mean(&result, "rtt_avg_us").map(|us| us / 1e6),
                 })
             })
             .collect()

@@ -191,6 +191,7 @@ pub fn finished(archive: &Archive, id: i64) -> Result<Vec<(CellKey, RunFigures)>
                 RunFigures {
                     throughput_bps: r.throughput_bps,
                     effective_window_bytes: r.effective_window_bytes,
+                    rtt_s: r.rtt_s,
                 },
             )
         })

@@ -79,6 +79,7 @@ fn a_loopback_sweep_is_archived_summarised_plotted_and_reported() {
         assert_eq!(c["throughput_bps"]["n"], 2, "{c}");
         assert!(c["throughput_bps"]["median"].as_f64().unwrap() > 1e8, "{c}");
         assert!(c["effective_window_bytes"].as_f64().unwrap() > 0.0, "{c}");
+        assert!(c["rtt_s"].as_f64().unwrap() > 0.0, "{c}");
     }
     assert!(r["summary"]["directions"][0]["best"]["best"].is_array());
     assert_eq!(r["plan"]["run_args"], serde_json::json!(["-p", p, "-l", "128K"]));
@@ -318,13 +319,24 @@ fn an_emulated_50ms_path_gives_a_straight_line_and_its_rtt() {
     let r = json(&o.stdout);
     let fits = r["summary"]["directions"][0]["fits"].as_array().unwrap();
     assert_eq!(fits.len(), 2, "{}", o.stdout);
+    // The line implies the RTT the runs really had, which TCP measured in the same runs (TCP_INFO):
+    // implied 50.5 / 50.8 ms against TCP's 50.2 ms on a quiet machine, 50.7 / 51.5 against 50.2 / 50.3
+    // with a busy loop competing for the two CPUs. Holding it to TCP's figure rather than the nominal
+    // 50 ms keeps out whatever delay the userspace forwarder adds on a busy machine (checked loosely
+    // against the emulated 50 ms below). Two busy loops on the two CPUs starve the endpoints
+    // themselves: the line then implied 56.5 ms while TCP still measured 50.4, the window not kept full.
     for f in fits {
         let r2 = f["r2"].as_f64().unwrap();
         let rtt = f["implied_rtt_s"].as_f64().unwrap();
+        let tcp = f["measured_rtt_s"].as_f64().unwrap();
         assert!(r2 >= 0.98, "R² {r2}: {f}");
         assert!(
-            (0.045..=0.055).contains(&rtt),
-            "implied RTT {rtt} s for 50 ms: {f}"
+            (rtt / tcp - 1.0).abs() <= 0.10,
+            "implied RTT {rtt} s against TCP's {tcp} s: {f}"
+        );
+        assert!(
+            (0.045..=0.060).contains(&tcp),
+            "TCP measured {tcp} s on a 50 ms path: {f}"
         );
         assert!(f["points_used"].as_u64().unwrap() >= 4, "{f}");
     }

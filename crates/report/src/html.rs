@@ -160,16 +160,18 @@ fn sweep_body(o: &mut String, r: &SweepReport, sample: Option<&RunResult>, figs:
                 Bytes(b.smallest_within_5pct.0), b.smallest_within_5pct.1, BitRate(b.smallest_within_5pct.2)
             );
         }
-        let _ = writeln!(o, "<table><tr><th>streams</th><th>Mbit/s per MiB</th><th>R²</th><th>points</th><th>implied RTT (ms)</th><th>window granted ÷ requested</th><th>window-limited up to</th><th>saturates at</th><th>max</th></tr>");
+        let _ = writeln!(o, "<table><tr><th>streams</th><th>Mbit/s per MiB</th><th>R²</th><th>points</th><th>implied RTT (ms)</th><th>TCP's RTT (ms)</th><th>window granted ÷ requested</th><th>window-limited up to</th><th>saturates at</th><th>max</th></tr>");
         for f in &d.fits {
             let _ = writeln!(
                 o,
-                "<tr><td>{}</td><td>{:.2}</td><td>{:.4}</td><td>{}</td><td>{:.2}</td><td>{:.3}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                "<tr><td>{}</td><td>{:.2}</td><td>{:.4}</td><td>{}</td><td>{:.2}</td><td>{}</td><td>{:.3}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
                 f.streams,
                 f.slope_bps_per_byte * 1048576.0 / 1e6,
                 f.r2,
                 f.points_used,
                 f.implied_rtt_s * 1e3,
+                f.measured_rtt_s
+                    .map_or("-".into(), |t| format!("{:.2}", t * 1e3)),
                 f.window_scale,
                 Bytes(f.window_limited_up_to_bytes as u64),
                 Bytes(f.saturation_window_bytes as u64),

@@ -69,16 +69,17 @@ pub fn sweep_text(r: &SweepReport) -> String {
         } else {
             let _ = writeln!(
                 o,
-                "\nthroughput = slope × window while the window limits (fit through the origin, medians);\nimplied RTT = 8 × streams × granted / slope; granted = window in effect (TCP_INFO) ÷ requested"
+                "\nthroughput = slope × window while the window limits (fit through the origin, medians);\nimplied RTT = 8 × streams × granted / slope; granted = window in effect (TCP_INFO) ÷ requested;\nTCP RTT = the senders' smoothed RTT in the fitted runs (TCP_INFO, median)"
             );
             let _ = writeln!(
                 o,
-                "{:>4} {:>16} {:>8} {:>6} {:>12} {:>9} {:>17} {:>14} {:>12}",
+                "{:>4} {:>16} {:>8} {:>6} {:>12} {:>10} {:>9} {:>17} {:>14} {:>12}",
                 "P",
                 "Mbit/s per MiB",
                 "R²",
                 "points",
                 "implied RTT",
+                "TCP RTT",
                 "granted×",
                 "window-limited to",
                 "saturates at",
@@ -87,12 +88,14 @@ pub fn sweep_text(r: &SweepReport) -> String {
             for f in &d.fits {
                 let _ = writeln!(
                     o,
-                    "{:>4} {:>16.2} {:>8.4} {:>6} {:>9.2} ms {:>9.3} {:>17} {:>14} {:>12}",
+                    "{:>4} {:>16.2} {:>8.4} {:>6} {:>9.2} ms {:>10} {:>9.3} {:>17} {:>14} {:>12}",
                     f.streams,
                     f.slope_bps_per_byte * 1048576.0 / 1e6,
                     f.r2,
                     f.points_used,
                     f.implied_rtt_s * 1e3,
+                    f.measured_rtt_s
+                        .map_or("-".into(), |t| format!("{:.2} ms", t * 1e3)),
                     f.window_scale,
                     Bytes(f.window_limited_up_to_bytes as u64).to_string(),
                     Bytes(f.saturation_window_bytes as u64).to_string(),

@@ -28,6 +28,10 @@ pub struct WindowFit {
     /// 1 when unknown. Linux grants about 1.2 × a requested socket buffer as window.
     #[serde(default = "one")]
     pub window_scale: f64,
+    /// The RTT TCP itself measured in the fitted cells' runs (median of the senders' mean smoothed RTT),
+    /// seconds: what `implied_rtt_s` should come close to while the window is the only limit.
+    #[serde(default)]
+    pub measured_rtt_s: Option<f64>,
     pub max_throughput_bps: f64,
     /// The window at which the line reaches `max_throughput_bps`.
     pub saturation_window_bytes: f64,
@@ -92,6 +96,7 @@ pub fn window_fit(streams: u32, points: &[(f64, f64)]) -> Option<WindowFit> {
                 implied_rtt_s: 8.0 * f64::from(streams) / slope,
                 implied_rtt_requested_s: 8.0 * f64::from(streams) / slope,
                 window_scale: 1.0,
+                measured_rtt_s: None,
                 max_throughput_bps,
                 saturation_window_bytes: max_throughput_bps / slope,
             });

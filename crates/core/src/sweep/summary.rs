@@ -20,6 +20,9 @@ pub struct CellSummary {
     pub runs_bps: Vec<f64>,
     /// Median over the runs of the receive window the senders saw (TCP_INFO), when known.
     pub effective_window_bytes: Option<f64>,
+    /// Median over the runs of the senders' mean smoothed RTT (TCP_INFO), seconds, when known.
+    #[serde(default)]
+    pub rtt_s: Option<f64>,
 }
 
 /// What the summary needs of one finished run.
@@ -28,6 +31,8 @@ pub struct RunFigures {
     pub throughput_bps: f64,
     /// The receive window in effect, averaged over the streams (the senders' TCP_INFO snd_wnd).
     pub effective_window_bytes: Option<f64>,
+    /// The senders' mean smoothed RTT over the run (TCP_INFO), averaged over the streams, seconds.
+    pub rtt_s: Option<f64>,
 }
 
 impl From<f64> for RunFigures {
@@ -35,6 +40,7 @@ impl From<f64> for RunFigures {
         RunFigures {
             throughput_bps,
             effective_window_bytes: None,
+            rtt_s: None,
         }
     }
 }
@@ -78,6 +84,7 @@ pub fn summarize(plan: &SweepPlan, runs: &[(CellKey, RunFigures)]) -> SweepSumma
     for &direction in &plan.directions {
         let mut medians = Vec::new();
         let mut scales: Vec<(u64, u32, f64)> = Vec::new();
+        let mut rtts: Vec<(u64, u32, f64)> = Vec::new();
         for &streams in &plan.streams {
             for &window_bytes in &plan.windows_bytes {
                 let mut mine: Vec<(u32, RunFigures)> = runs
@@ -91,6 +98,13 @@ pub fn summarize(plan: &SweepPlan, runs: &[(CellKey, RunFigures)]) -> SweepSumma
                 let runs_bps: Vec<f64> = mine.iter().map(|r| r.1.throughput_bps).collect();
                 let mut wins: Vec<f64> = mine.iter().filter_map(|r| r.1.effective_window_bytes).collect();
                 let effective_window_bytes = median(&mut wins);
+                rtts.extend(
+                    mine.iter()
+                        .filter_map(|r| r.1.rtt_s)
+                        .map(|t| (window_bytes, streams, t)),
+                );
+                let mut cell_rtts: Vec<f64> = mine.iter().filter_map(|r| r.1.rtt_s).collect();
+                let rtt_s = median(&mut cell_rtts);
                 if let Some(stats) = CellStats::from_values(&runs_bps) {
                     medians.push((window_bytes, streams, stats.median));
                     if let Some(e) = effective_window_bytes.filter(|e| *e > 0.0) {
@@ -103,6 +117,7 @@ pub fn summarize(plan: &SweepPlan, runs: &[(CellKey, RunFigures)]) -> SweepSumma
                         throughput_bps: stats,
                         runs_bps,
                         effective_window_bytes,
+                        rtt_s,
                     });
                 }
             }
@@ -122,9 +137,18 @@ pub fn summarize(plan: &SweepPlan, runs: &[(CellKey, RunFigures)]) -> SweepSumma
                     .filter(|c| c.1 == s && (c.0 as f64) <= f.window_limited_up_to_bytes)
                     .map(|c| c.2)
                     .collect();
-                Some(match median(&mut sc) {
+                let f = match median(&mut sc) {
                     Some(scale) => f.with_window_scale(scale),
                     None => f,
+                };
+                let mut rt: Vec<f64> = rtts
+                    .iter()
+                    .filter(|c| c.1 == s && (c.0 as f64) <= f.window_limited_up_to_bytes)
+                    .map(|c| c.2)
+                    .collect();
+                Some(WindowFit {
+                    measured_rtt_s: median(&mut rt),
+                    ..f
                 })
             })
             .collect();
@@ -246,6 +270,7 @@ mod tests {
                 let f = RunFigures {
                     throughput_bps: 8.0 * eff / 0.05,
                     effective_window_bytes: Some(eff),
+                    rtt_s: Some(0.049 + 0.001 * f64::from(k.repeat)),
                 };
                 (k, f)
             })
@@ -256,5 +281,9 @@ mod tests {
         assert!((f.window_scale - 1.2).abs() < 1e-9);
         assert!((f.implied_rtt_s - 0.05).abs() < 1e-9);
         assert_eq!(s.cells[0].effective_window_bytes, Some(1.2 * 65_536.0));
+        // TCP's own RTT beside the implied one: the median of the fitted cells' runs.
+        let mid = s.cells[0].rtt_s.unwrap();
+        assert!((f.measured_rtt_s.unwrap() - mid).abs() < 1e-12, "{f:?}");
+        assert!((0.049..=0.051).contains(&mid), "{mid}");
     }
 }
