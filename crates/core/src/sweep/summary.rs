@@ -98,12 +98,8 @@ pub fn summarize(plan: &SweepPlan, runs: &[(CellKey, RunFigures)]) -> SweepSumma
                 let runs_bps: Vec<f64> = mine.iter().map(|r| r.1.throughput_bps).collect();
                 let mut wins: Vec<f64> = mine.iter().filter_map(|r| r.1.effective_window_bytes).collect();
                 let effective_window_bytes = median(&mut wins);
-                rtts.extend(
-                    mine.iter()
-                        .filter_map(|r| r.1.rtt_s)
-                        .map(|t| (window_bytes, streams, t)),
-                );
                 let mut cell_rtts: Vec<f64> = mine.iter().filter_map(|r| r.1.rtt_s).collect();
+                rtts.extend(cell_rtts.iter().map(|&t| (window_bytes, streams, t)));
                 let rtt_s = median(&mut cell_rtts);
                 if let Some(stats) = CellStats::from_values(&runs_bps) {
                     medians.push((window_bytes, streams, stats.median));
