@@ -2,6 +2,10 @@
 //! report crate, and maps failures to exit codes (0 ok, 1 runtime failure, 2 usage error). Errors are
 //! printed once, as one line with their chain of causes.
 
+// The argument structs' doc comments are clap's help text, written for a terminal (`[,X]` means an
+// optional part there), not rustdoc links.
+#![allow(rustdoc::broken_intra_doc_links)]
+
 mod archive;
 mod args;
 mod keyfile;

@@ -36,20 +36,6 @@ pub fn interrupt_flag() -> Result<Arc<AtomicBool>> {
     Ok(flag)
 }
 
-/// True when the result can be trusted: complete, uncorrupted, and every byte sent was received.
-/// iperf3's protocol ends a test with a control message that overtakes the data still in flight, so
-/// there sent and received differ by design (the report warns); landspeed's own protocol never does.
-pub fn trustworthy(r: &RunResult) -> bool {
-    let iperf3 = r.protocol == "iperf3";
-    // UDP loses datagrams by nature: loss is a measurement there, reported as such.
-    let udp = r.summary.udp.is_some();
-    !r.interrupted
-        && r.summary.corrupt_blocks == 0
-        && (iperf3 || udp || r.summary.bytes_sent == r.summary.bytes_received)
-        && r.streams.iter().all(|s| s.errors.is_empty())
-        && r.file.as_ref().is_none_or(|f| f.verified)
-}
-
 /// The checks every test's options pass before anything is sent.
 pub fn check(opts: &ClientOptions) -> Result<()> {
     if let Some(t) = opts.threads {
@@ -121,7 +107,7 @@ fn execute(
             if let Some((db, tag)) = save {
                 eprintln!("landspeed: {}", crate::archive::save(&db, &r, tag));
             }
-            Ok(trustworthy(&r))
+            Ok(r.verdict().is_trusted())
         }
         Err(e) => {
             out.error(&e.to_string());
@@ -173,7 +159,7 @@ fn execute_ordered(
             if let Some((db, tag)) = save {
                 eprintln!("landspeed: {}", crate::archive::save(&db, &r, tag));
             }
-            Ok(trustworthy(&r))
+            Ok(r.verdict().is_trusted())
         }
         Err(e) => {
             out.error(&e.to_string());

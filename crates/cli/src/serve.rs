@@ -100,7 +100,7 @@ fn json_line(ev: &ServerEvent) -> serde_json::Value {
             "bytes_received": t.bytes_received, "bytes_sent": t.bytes_sent,
             "bytes_verified": t.bytes_verified, "corrupt_blocks": t.corrupt_blocks,
             "duration_s": t.duration_s, "peer_bytes": t.peer_bytes, "error": t.error, "auth": t.auth,
-            "ok": t.error.is_none() && t.corrupt_blocks == 0,
+            "ok": t.verdict().is_trusted(),
         }),
         ServerEvent::Refused { peer, reason } => json!({
             "time": now_utc(), "event": "refused", "peer": peer.to_string(), "reason": reason,

@@ -5,13 +5,12 @@
 
 use crate::archive::DbArg;
 use crate::args::RunArgs;
-use crate::run::{check, client_options, interrupt_flag, run_quiet, trustworthy};
+use crate::run::{check, client_options, interrupt_flag, run_quiet};
 use crate::UsageError;
 use anyhow::{Context, Result};
 use clap::{Args, Parser, ValueEnum};
 use landspeed_archive::{Archive, RunMeta};
 use landspeed_core::config::{Direction, EndCondition};
-use landspeed_core::result::RunResult;
 use landspeed_core::sweep::{
     parse_streams, parse_windows, summarize, CellKey, Order, RunFigures, SweepPlan, SweepReport,
 };
@@ -332,7 +331,7 @@ pub fn sweep(a: SweepArgs) -> Result<bool> {
             break;
         }
         match outcome {
-            Ok(r) if trustworthy(&r) => {
+            Ok(r) if r.verdict().is_trusted() => {
                 let run = archive.save(
                     &r,
                     &RunMeta {
@@ -363,7 +362,7 @@ pub fn sweep(a: SweepArgs) -> Result<bool> {
                 failed += 1;
                 in_a_row += 1;
                 let why = match other {
-                    Ok(r) => untrusted_reason(&r),
+                    Ok(r) => r.verdict().to_string(),
                     Err(e) => e.to_string(),
                 };
                 say(format!(
@@ -399,19 +398,4 @@ pub fn sweep(a: SweepArgs) -> Result<bool> {
     }
     crate::report::write_outputs(&archive, &report, a.plots.as_deref(), a.html.as_deref())?;
     Ok(status == "complete")
-}
-
-fn untrusted_reason(r: &RunResult) -> String {
-    if r.interrupted {
-        "interrupted".into()
-    } else if r.summary.corrupt_blocks > 0 {
-        format!("{} corrupt blocks", r.summary.corrupt_blocks)
-    } else if let Some(e) = r.streams.iter().flat_map(|s| s.errors.iter()).next() {
-        e.clone()
-    } else {
-        format!(
-            "sent {} bytes but {} arrived",
-            r.summary.bytes_sent, r.summary.bytes_received
-        )
-    }
 }

@@ -135,7 +135,7 @@ fn a_recorded_answer_cannot_be_replayed() {
     assert_ne!(ch1, ch2, "every connection gets a fresh nonce");
     c2.write_all(&protocol::encode(&request)).unwrap();
     match read_msg(&mut c2, &mut d2) {
-        Message::Rejected { reason } => assert!(reason.contains("authentication failed"), "{reason}"),
+        Message::Rejected { reason, .. } => assert!(reason.contains("authentication failed"), "{reason}"),
         other => panic!("replay was not refused: {other:?}"),
     }
     assert!(line_containing(&s, "refused").contains("authentication failed"));

@@ -188,3 +188,39 @@ fn pinning_to_a_missing_cpu_is_refused_on_either_end() {
     );
     assert_one_clear_line(&o, 1, "CPU 4000 is not available");
 }
+
+/// A client arriving while its address already holds more idle connections than the greeting cap (64
+/// per address) is told the server is busy and that a retry can work, in its own protocol: landspeed's
+/// typed `Rejected`, and iperf3's ACCESS_DENIED for an iperf3 cookie.
+#[test]
+fn a_client_over_the_greeting_cap_learns_the_server_is_busy() {
+    let s = ServerProc::start("127.0.0.1", &["--handshake-timeout", "30s"]);
+    let idle: Vec<std::net::TcpStream> = (0..300)
+        .map(|_| std::net::TcpStream::connect(("127.0.0.1", s.port)).unwrap())
+        .collect();
+    // Wait until the server has taken them all: those over the cap are logged as refused.
+    let mut over = 0;
+    while over < 300 - 64 {
+        let line = s.next_line(Duration::from_secs(10)).expect("server log");
+        if line.contains("still greeting") {
+            over += 1;
+        }
+    }
+    let p = s.port.to_string();
+    let o = landspeed(
+        &["run", "127.0.0.1", "-p", &p, "-t", "1", "--no-save"],
+        Duration::from_secs(30),
+    );
+    assert_one_clear_line(&o, 1, "busy");
+    assert!(o.stderr.contains("retry"), "{}", o.stderr);
+    assert!(!o.stderr.contains("does not speak"), "{}", o.stderr);
+    // An iperf3 cookie over the cap gets iperf3's own "busy" byte.
+    use std::io::{Read, Write};
+    let mut c = std::net::TcpStream::connect(("127.0.0.1", s.port)).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    c.write_all(b"abcdefghijklmnopqrstuvwxyz2345672345\0").unwrap();
+    let mut reply = vec![];
+    let _ = c.read_to_end(&mut reply);
+    assert_eq!(reply, vec![0xff], "ACCESS_DENIED");
+    drop(idle);
+}

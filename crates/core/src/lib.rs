@@ -20,6 +20,7 @@ pub mod sweep;
 pub mod tune;
 pub mod udp;
 pub mod units;
+pub mod verdict;
 
 pub use config::{Direction, EndCondition, TestSpec};
 pub use result::RunResult;

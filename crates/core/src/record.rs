@@ -144,13 +144,9 @@ pub fn checks(r: &RunResult, m: &RecordMetric, rules: &Rules) -> Vec<Check> {
             ),
         },
         Check {
-            rule: "the run completed".into(),
-            passed: !r.interrupted,
-            evidence: if r.interrupted {
-                "interrupted".into()
-            } else {
-                "not interrupted".into()
-            },
+            rule: "the result is trusted (complete, no failed stream, every byte accounted)".into(),
+            passed: r.verdict().is_trusted(),
+            evidence: r.verdict().to_string(),
         },
     ];
     if let Some(prev) = rules.previous_bit_meters_per_s {

@@ -1,7 +1,7 @@
 //! iperf3's wire protocol, sans-IO: the cookie, the one-byte state messages, length-prefixed JSON, the
 //! parameter message (parsed liberally, checked strictly, mapped onto landspeed's `TestSpec`) and the
-//! results message. Facts come from ../shared/notes/iperf3-protocol.md and were checked against Debian's
-//! iperf3 3.12; nothing here does I/O, so the drivers in landspeed-net and the fuzz targets share it.
+//! results message. The wire facts are summarised in docs/iperf3.md and were checked against Debian's
+//! iperf3 3.12 and upstream's source; nothing here does I/O, so the drivers in landspeed-net and the fuzz targets share it.
 
 pub mod params;
 pub mod results;

@@ -115,7 +115,16 @@ pub enum ClientError {
     #[error("control connection to {addr}: {err}")]
     Control { addr: SocketAddr, err: ControlError },
     #[error(transparent)]
-    Protocol(#[from] ProtocolError),
+    Protocol(ProtocolError),
+    /// The server is at a capacity limit or rate-limits this address: the same test can succeed later.
+    #[error("the server is busy: {reason}")]
+    Busy { reason: String },
+    /// The server refused the test for a reason a retry will not change.
+    #[error("the server refused the test: {reason}")]
+    Refused {
+        code: landspeed_core::protocol::Refusal,
+        reason: String,
+    },
     #[error("data stream {id}: {err}")]
     Stream { id: u32, err: std::io::Error },
     #[error("invalid test: {0}")]
@@ -134,6 +143,24 @@ pub enum ClientError {
     File { path: String, err: std::io::Error },
     #[error("latency probes: {0}")]
     Latency(#[from] crate::path::echo::EchoError),
+}
+
+impl From<ProtocolError> for ClientError {
+    /// A refusal becomes `Busy` or `Refused` by its code, so callers decide by variant.
+    fn from(e: ProtocolError) -> Self {
+        match e {
+            ProtocolError::Rejected { code, reason } if code.is_transient() => ClientError::Busy { reason },
+            ProtocolError::Rejected { code, reason } => ClientError::Refused { code, reason },
+            other => ClientError::Protocol(other),
+        }
+    }
+}
+
+impl ClientError {
+    /// Trying the same test again later can succeed.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, ClientError::Busy { .. })
+    }
 }
 
 fn resolve(opts: &ClientOptions) -> Result<SocketAddr, ClientError> {
@@ -358,7 +385,9 @@ pub fn run_client(
         Err(ControlError::Frame(e)) => return Err(not_ls(e.to_string())),
         Err(ControlError::Timeout(t)) => return Err(not_ls(format!("no landspeed answer within {t:?}"))),
         Err(ControlError::Closed) => {
-            return Err(not_ls("it closed the connection after the greeting".into()))
+            return Err(not_ls(
+                "it closed the connection after the greeting without an answer".into(),
+            ))
         }
         Err(e) => return Err(cerr(e)),
     };

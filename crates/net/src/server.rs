@@ -17,7 +17,7 @@ use crate::engine::{self, DataStream, EngineHook, EngineParams, Flags, Wake};
 use crate::sockopt;
 use landspeed_core::config::{Direction, Flow, TestSpec, Transport};
 use landspeed_core::endpoint::{EndpointReport, IntervalSample, Role};
-use landspeed_core::protocol::{Message, ServerAction, ServerSession, SessionId};
+use landspeed_core::protocol::{Message, Refusal, ServerAction, ServerSession, SessionId};
 use mio::net::TcpListener as MioListener;
 use mio::{Events, Interest, Poll, Token};
 use socket2::{Domain, Socket, Type};
@@ -115,6 +115,17 @@ impl TestLog {
                 Role::Sender => self.bytes_sent += s.bytes,
             }
         }
+    }
+
+    /// The verdict on this end's half of the test (landspeed-core's rules): the server cannot compare
+    /// counts with the client, so an error or a corrupt block is what makes it untrusted.
+    pub fn verdict(&self) -> landspeed_core::verdict::Verdict {
+        landspeed_core::verdict::Evidence {
+            corrupt_blocks: self.corrupt_blocks,
+            errors: self.error.iter().map(|e| (None, e.clone())).collect(),
+            ..Default::default()
+        }
+        .judge()
     }
 
     pub(crate) fn new(peer: SocketAddr, protocol: &str) -> TestLog {
@@ -216,7 +227,7 @@ impl Shared {
         if let Ok(mut c) = self.counters.lock() {
             match &ev {
                 ServerEvent::Test(t) => {
-                    if t.error.is_none() && t.corrupt_blocks == 0 {
+                    if t.verdict().is_trusted() {
                         c.tests_ok += 1;
                     } else {
                         c.tests_failed += 1;
@@ -520,6 +531,7 @@ fn serve_test(stream: TcpStream, peer: SocketAddr, shared: &Shared) {
         if let Ok(mut w) = ControlWriter::new(stream, shared.opts.handshake_timeout) {
             let _ = w.send(&Message::Rejected {
                 reason: reason.clone(),
+                code: Refusal::RateLimited,
             });
         }
         return shared.emit(ServerEvent::Refused {
@@ -534,6 +546,7 @@ fn serve_test(stream: TcpStream, peer: SocketAddr, shared: &Shared) {
                     "busy: this server runs at most {} tests at once (--max-tests); retry in a few seconds",
                     shared.opts.max_tests
                 ),
+                code: Refusal::Busy,
             });
         }
         return shared.emit(ServerEvent::Refused {
@@ -613,7 +626,7 @@ fn run_test(stream: TcpStream, shared: &Shared, log: &mut TestLog) -> Result<(),
             Ok(ServerAction::Reject(m)) => {
                 let _ = writer.send(&m);
                 return Err(End::Failed(match m {
-                    Message::Rejected { reason } => format!("rejected: {reason}"),
+                    Message::Rejected { reason, .. } => format!("rejected: {reason}"),
                     _ => "rejected".into(),
                 }));
             }
@@ -659,6 +672,7 @@ fn run_test(stream: TcpStream, shared: &Shared, log: &mut TestLog) -> Result<(),
             Err(reason) => {
                 let _ = writer.send(&Message::Rejected {
                     reason: reason.clone(),
+                    code: Refusal::Invalid,
                 });
                 return Err(format!("rejected: {reason}").into());
             }

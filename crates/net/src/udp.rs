@@ -26,6 +26,10 @@ const END_MARKS: u32 = 5;
 /// Socket buffers UDP streams ask for when `-w` is not given: a receiver that is descheduled for a
 /// few milliseconds must not overflow (the kernel caps this at net.core.rmem_max / wmem_max).
 pub const DEFAULT_BUFFER: usize = 4 << 20;
+/// Most bytes one segmented (UDP_SEGMENT) send may carry: a UDP length field's worth, less headers.
+const GSO_MAX_BYTES: usize = 65_000;
+/// Most datagrams one segmented send may carry (the kernel's UDP_MAX_SEGMENTS).
+const GSO_MAX_SEGMENTS: usize = 64;
 /// How long a receiver keeps reading after the marker, for datagrams that were overtaken.
 const DRAIN: Duration = Duration::from_millis(200);
 
@@ -166,10 +170,13 @@ fn send_stream(
     let mut gen = Generator::new(&p.pattern, plen);
     let gso = enable_gso(&s.socket, len);
     o.offload = gso;
+    // One segmented send carries at most 64 datagrams and 64 KiB in all (the kernel refuses more with
+    // EMSGSIZE): a sender catching up with its burst must not ask for more.
+    let gso_max = (GSO_MAX_BYTES / len).clamp(1, GSO_MAX_SEGMENTS) as u32;
     // With segmentation offload, datagrams leave in batches of about a millisecond's worth (never more
     // than the burst), one system call each.
     let batch = if gso {
-        ((u.rate_bps / 8.0 / 1000.0 / len as f64) as u32).clamp(1, u.burst)
+        ((u.rate_bps / 8.0 / 1000.0 / len as f64) as u32).clamp(1, u.burst.min(gso_max))
     } else {
         1
     };
@@ -200,7 +207,7 @@ fn send_stream(
             Pace::WaitUntil(t) => wait_until(t0, deadline_ns.map_or(t, |d| t.min(d))),
             Pace::Send(n) => {
                 let n = remaining.map_or(u64::from(n), |r| r.min(u64::from(n))) as usize;
-                let n = if gso { n } else { n.min(1) };
+                let n = if gso { n.min(gso_max as usize) } else { n.min(1) };
                 if n == 0 {
                     break;
                 }

@@ -50,6 +50,11 @@ impl ServerProc {
         let first = rx
             .recv_timeout(Duration::from_secs(10))
             .expect("server printed nothing");
+        // The text log says "listening on ADDR:PORT"; --log-json's first event lists the addresses.
+        let first = match serde_json::from_str::<serde_json::Value>(&first) {
+            Ok(v) => v["addresses"][0].as_str().unwrap_or_default().to_string(),
+            Err(_) => first,
+        };
         let port = first
             .rsplit(':')
             .next()

@@ -121,13 +121,6 @@ fn span(r: &RunResult, offset_ns: i64, t0: f64) -> (f64, f64, Vec<(f64, f64, u64
     }
 }
 
-fn ok(r: &RunResult) -> bool {
-    !r.interrupted
-        && r.summary.corrupt_blocks == 0
-        && r.streams.iter().all(|s| s.errors.is_empty())
-        && (r.summary.udp.is_some() || r.summary.bytes_sent == r.summary.bytes_received)
-}
-
 /// Spreads `bytes` over `[a, b)` onto bins of width `w` starting at `origin`, exactly.
 fn spread(bins: &mut [u64], origin: f64, w: f64, a: f64, b: f64, bytes: u64) {
     if bins.is_empty() {
@@ -184,15 +177,16 @@ pub fn combine(
         match &o.result {
             Ok(r) => {
                 let s = span(r, o.from_offset_ns, t0_unix_s);
-                line.status = if ok(r) { "ok" } else { "incomplete" }.into();
+                let verdict = r.verdict();
+                line.status = if verdict.is_trusted() { "ok" } else { "incomplete" }.into();
                 line.bytes_sent = r.summary.bytes_sent;
                 line.bytes_received = r.summary.bytes_received;
                 line.duration_s = r.summary.duration_s;
                 line.throughput_bps = r.summary.throughput_bps;
                 line.start_offset_ms =
                     Some((r.started_unix_s - o.from_offset_ns as f64 / 1e9 - t0_unix_s) * 1e3);
-                if !r.warnings.is_empty() && line.status != "ok" {
-                    line.error = r.warnings.first().cloned();
+                if let Some(why) = verdict.first_reason() {
+                    line.error = Some(why.to_string());
                 }
                 spans.push(Some(s));
             }

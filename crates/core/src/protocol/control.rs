@@ -138,7 +138,7 @@ impl ControllerSession {
                     auth_required,
                 })
             }
-            Message::Rejected { reason } => Err(ProtocolError::Rejected(reason)),
+            Message::Rejected { reason, code } => Err(ProtocolError::Rejected { code, reason }),
             Message::Error { message } => Err(ProtocolError::Remote(message)),
             other => Err(ProtocolError::Unexpected {
                 phase: "waiting for the server's welcome",
@@ -196,7 +196,7 @@ impl ControllerSession {
     pub fn on_result(&self, msg: Message) -> Result<RunResult, ProtocolError> {
         match msg {
             Message::ControlResult { result } => Ok(*result),
-            Message::Rejected { reason } => Err(ProtocolError::Rejected(reason)),
+            Message::Rejected { reason, code } => Err(ProtocolError::Rejected { code, reason }),
             Message::Error { message } => Err(ProtocolError::Remote(message)),
             other => Err(ProtocolError::Unexpected {
                 phase: "waiting for the result",
@@ -319,8 +319,11 @@ mod tests {
             )
             .is_err());
         assert!(matches!(
-            c.on_result(Message::Rejected { reason: "no".into() }),
-            Err(ProtocolError::Rejected(_))
+            c.on_result(Message::Rejected {
+                reason: "no".into(),
+                code: super::super::messages::Refusal::Other
+            }),
+            Err(ProtocolError::Rejected { .. })
         ));
         assert!(matches!(
             c.on_result(Message::Start),

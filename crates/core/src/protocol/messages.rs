@@ -48,6 +48,37 @@ impl<'de> Deserialize<'de> for SessionId {
     }
 }
 
+/// What kind of refusal a `Rejected` is: a client decides whether to retry by this, never by the text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Refusal {
+    /// The server is at a capacity limit (tests at once, connections greeting): retrying later can work.
+    Busy,
+    /// Too many new tests from this address this minute: retrying after a minute can work.
+    RateLimited,
+    /// This address may not run tests here (`--allow`).
+    NotAllowed,
+    /// Authentication failed or was missing.
+    Authentication,
+    /// The request exceeds one of the server's advertised limits.
+    OverLimit,
+    /// The request itself is invalid (or names a file the server cannot serve).
+    Invalid,
+    /// Third-party orders are not taken here.
+    NoControl,
+    /// A refusal from a peer that sends no code.
+    #[default]
+    #[serde(other)]
+    Other,
+}
+
+impl Refusal {
+    /// A later attempt can succeed without changing the request.
+    pub fn is_transient(self) -> bool {
+        matches!(self, Refusal::Busy | Refusal::RateLimited)
+    }
+}
+
 /// A control message. Client-to-server and server-to-client messages share one type; the session state
 /// machines reject a message that arrives in the wrong direction or at the wrong time.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -76,8 +107,13 @@ pub enum Message {
     },
     /// Server: the test is accepted; open the data streams quoting this id.
     Accepted { session: SessionId },
-    /// Server: the test is refused, and why.
-    Rejected { reason: String },
+    /// Server: the test is refused, why (for people), and what kind of refusal (for programs: whether
+    /// a retry can work). Older peers send no code: `other`.
+    Rejected {
+        reason: String,
+        #[serde(default)]
+        code: Refusal,
+    },
     /// Server: every data stream has arrived and is configured.
     Ready,
     /// Client: start moving data now.
@@ -152,7 +188,8 @@ mod tests {
         assert_eq!(
             m,
             Message::Rejected {
-                reason: "busy".into()
+                reason: "busy".into(),
+                code: Refusal::Other,
             }
         );
     }

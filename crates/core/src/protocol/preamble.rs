@@ -3,8 +3,11 @@
 //! and digits 2-7, landspeed with the uppercase magic `LSPD`, so one byte is enough to tell them apart.
 //!
 //! Layout (all integers big-endian):
+//!
+//! ```text
 //! control: `LSPD` | version u16 | kind u8 = b'C' | reserved u8 = 0                      (8 bytes)
 //! data:    `LSPD` | version u16 | kind u8 = b'D' | reserved u8 = 0 | session [16] | stream u32 (28 bytes)
+//! ```
 
 use super::messages::SessionId;
 

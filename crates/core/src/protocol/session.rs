@@ -4,7 +4,7 @@
 //! order of a test is defined, so it is tested here message by message.
 
 use super::auth::{self, Key, KeyRing, NONCE_LEN};
-use super::messages::{Message, SessionId};
+use super::messages::{Message, Refusal, SessionId};
 use super::preamble::PROTOCOL_VERSION;
 use crate::config::{ConfigError, TestSpec};
 use crate::endpoint::{EndpointReport, IntervalSample};
@@ -19,8 +19,8 @@ pub enum ProtocolError {
     Version(u16),
     #[error("invalid test request: {0}")]
     InvalidSpec(#[from] ConfigError),
-    #[error("server refused the test: {0}")]
-    Rejected(String),
+    #[error("server refused the test: {reason}")]
+    Rejected { code: Refusal, reason: String },
     #[error("peer reported an error: {0}")]
     Remote(String),
     #[error("data stream {id} is not part of this test (it has {total} streams)")]
@@ -175,6 +175,7 @@ impl ServerSession {
         Some(ServerAction::AuthFailed {
             reply: Message::Rejected {
                 reason: "authentication failed: this server needs a valid key (--auth NAME:KEYFILE)".into(),
+                code: Refusal::Authentication,
             },
             detail,
         })
@@ -255,26 +256,31 @@ impl ServerSession {
                 reason: "this server does not take third-party orders (it needs serve --allow-control \
                          with --auth-keys)"
                     .into(),
+                code: Refusal::NoControl,
             }));
         }
         if let Some(refusal) = self.check_auth(proof) {
             return Ok(refusal);
         }
-        match order
-            .spec
-            .validate()
-            .map_err(|e| e.to_string())
-            .and_then(|()| self.limits.check(&order.spec).map_or(Ok(()), Err))
-        {
+        match self.admissible(&order.spec) {
             Ok(()) => {
                 self.spec = Some(order.spec.clone());
                 self.phase = ServerPhase::Controlling;
                 Ok(ServerAction::RunOrder(order))
             }
-            Err(reason) => {
+            Err((code, reason)) => {
                 self.phase = ServerPhase::Failed;
-                Ok(ServerAction::Reject(Message::Rejected { reason }))
+                Ok(ServerAction::Reject(Message::Rejected { reason, code }))
             }
+        }
+    }
+
+    /// A request this server takes: valid, and within its limits.
+    fn admissible(&self, spec: &TestSpec) -> Result<(), (Refusal, String)> {
+        spec.validate().map_err(|e| (Refusal::Invalid, e.to_string()))?;
+        match self.limits.check(spec) {
+            Some(why) => Err((Refusal::OverLimit, why)),
+            None => Ok(()),
         }
     }
 
@@ -287,11 +293,7 @@ impl ServerSession {
 
     fn accept(&mut self, spec: TestSpec) -> Result<ServerAction, ProtocolError> {
         use ServerPhase::*;
-        match spec
-            .validate()
-            .map_err(|e| e.to_string())
-            .and_then(|()| self.limits.check(&spec).map_or(Ok(()), Err))
-        {
+        match self.admissible(&spec) {
             Ok(()) => {
                 self.remaining = spec.total_streams();
                 self.connected = vec![false; self.remaining as usize];
@@ -299,9 +301,9 @@ impl ServerSession {
                 self.phase = AwaitStreams;
                 Ok(ServerAction::Accept(spec))
             }
-            Err(reason) => {
+            Err((code, reason)) => {
                 self.phase = Failed;
-                Ok(ServerAction::Reject(Message::Rejected { reason }))
+                Ok(ServerAction::Reject(Message::Rejected { reason, code }))
             }
         }
     }
@@ -483,9 +485,9 @@ impl ClientSession {
                 self.phase = Connecting;
                 Ok(ClientAction::ConnectStreams(session))
             }
-            (AwaitAccepted | AwaitWelcome, Message::Rejected { reason }) => {
+            (AwaitAccepted | AwaitWelcome, Message::Rejected { reason, code }) => {
                 self.phase = Failed;
-                Err(ProtocolError::Rejected(reason))
+                Err(ProtocolError::Rejected { code, reason })
             }
             (AwaitReady, Message::Ready) => {
                 self.phase = Running;
@@ -684,9 +686,13 @@ mod tests {
         .unwrap();
         assert_eq!(
             c.on_message(Message::Rejected {
-                reason: "busy".into()
+                reason: "busy".into(),
+                code: Refusal::Busy,
             }),
-            Err(ProtocolError::Rejected("busy".into()))
+            Err(ProtocolError::Rejected {
+                code: Refusal::Busy,
+                reason: "busy".into()
+            })
         );
         let mut c = ClientSession::new(TestSpec::default());
         c.hello();

@@ -40,9 +40,9 @@ fn read_state(c: &mut TcpStream) -> Result<State, ClientError> {
                 "the iperf3 server refused the test: iperf3 error {code} (errno {os})"
             )))
         }
-        Some(State::AccessDenied) => Err(lost(
-            "the iperf3 server is busy running another test (ACCESS_DENIED)",
-        )),
+        Some(State::AccessDenied) => Err(ClientError::Busy {
+            reason: "the iperf3 server is running another test (ACCESS_DENIED)".into(),
+        }),
         Some(s) => Ok(s),
         None => Err(lost(format!("unknown iperf3 message {}", b[0] as i8))),
     }
@@ -58,10 +58,15 @@ fn expect(c: &mut TcpStream, want: State) -> Result<(), ClientError> {
 struct Hook<'a> {
     ctl: &'a TcpStream,
     deadline: Option<Instant>,
-    /// Bytes after which a receiving client ends the test (`-n`/`-k` in reverse).
+    /// Bytes after which a receiving client ends the test (`-n`/`-k` with -R or --bidir).
     receive_target: Option<u64>,
+    /// The test ends by a byte or block count: iperf3's client ends it once it has sent *or* received
+    /// the count, so senders that finished their budget end it even while data still arrives.
+    by_count: bool,
     /// This client has receiving streams (reverse or bidirectional).
     receives: bool,
+    /// This client has sending streams (forward or bidirectional).
+    sends: bool,
     ended: bool,
     interrupt: &'a AtomicBool,
     on_event: &'a mut dyn FnMut(ClientEvent),
@@ -98,14 +103,16 @@ impl EngineHook<()> for Hook<'_> {
             flags.stop.store(true, Relaxed);
         }
     }
-    /// The client ends the test (TEST_END) once its own senders have stopped (at their deadline or
-    /// budget; ending earlier would let the server close streams under them) and, when it only
-    /// receives, at the deadline or when the byte target has arrived.
+    /// The client ends the test (TEST_END) as iperf3's does: a timed test once its own senders have
+    /// stopped at the deadline (ending earlier would let the server close streams under them); a
+    /// counted test (`-n`/`-k`) once it has sent the count (its senders' budget is done) or received it.
     fn on_progress(&mut self, p: Progress, flags: &Flags) {
         let time_up = self.deadline.is_some_and(|d| Instant::now() >= d);
         let target = self.receive_target.is_some_and(|t| p.received >= t);
         let stopped = flags.stop.load(Relaxed);
-        if p.senders_done && (time_up || target || stopped || !self.receives) {
+        // A client that only receives has no budget of its own: "senders done" says nothing then.
+        let sent_count = self.by_count && self.sends && p.senders_done;
+        if target || sent_count || (p.senders_done && (time_up || stopped || !self.receives)) {
             self.end(flags);
         }
     }
@@ -156,7 +163,7 @@ pub fn run_iperf3_client(
         match tried {
             Ok(x) => break x,
             // A server that just finished a test may still say "busy" for a moment.
-            Err(ClientError::Lost(m)) if attempt < 5 && m.contains("busy") => {
+            Err(e) if attempt < 5 && e.is_transient() => {
                 attempt += 1;
                 std::thread::sleep(Duration::from_millis(50 << attempt));
             }
@@ -199,10 +206,10 @@ pub fn run_iperf3_client(
     let params = EngineParams::for_spec(spec, opts.threads, opts.cpus.clone(), opts.idle_timeout);
     let sends =
         streams.iter().any(|s| s.role == Role::Sender) || udp_streams.iter().any(|s| s.role == Role::Sender);
-    let receive_target = match (spec.end, sends) {
-        (EndCondition::Bytes(b), false) => Some(b),
-        (EndCondition::Blocks(k), false) => Some(k.saturating_mul(spec.length_bytes)),
-        _ => None,
+    let receive_target = match spec.end {
+        EndCondition::Bytes(b) => Some(b),
+        EndCondition::Blocks(k) => Some(k.saturating_mul(spec.length_bytes)),
+        EndCondition::Time(_) => None,
     };
     let (tx, rx) = mpsc::channel::<Wake<()>>();
     let flags = Flags::default();
@@ -211,6 +218,8 @@ pub fn run_iperf3_client(
         ctl: &ctl,
         deadline: params.send_time.map(|d| t0 + d),
         receive_target,
+        by_count: receive_target.is_some(),
+        sends,
         receives: streams.iter().any(|s| s.role == Role::Receiver)
             || udp_streams.iter().any(|s| s.role == Role::Receiver),
         ended: false,

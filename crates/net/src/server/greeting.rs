@@ -8,7 +8,7 @@
 use super::{ServerEvent, Shared};
 use crate::control::ControlWriter;
 use landspeed_core::protocol::preamble::{CONTROL_LEN, DATA_LEN};
-use landspeed_core::protocol::{classify, Message, Preamble, PreambleError, SessionId, Speaker};
+use landspeed_core::protocol::{classify, Message, Preamble, PreambleError, Refusal, SessionId, Speaker};
 use landspeed_iperf3::{State, COOKIE_LEN};
 use mio::net::TcpStream as MioStream;
 use mio::{Interest, Registry, Token};
@@ -22,6 +22,12 @@ use std::time::{Duration, Instant};
 pub const MAX_PENDING: usize = 1024;
 /// Connections still greeting from one address, at most.
 pub const MAX_PENDING_PER_ADDRESS: usize = 64;
+/// Connections over those caps kept just long enough to read their first byte, so that each is told
+/// "busy" in its own protocol (landspeed's `Rejected`, iperf3's ACCESS_DENIED); past this many the
+/// oldest is closed unanswered to make room.
+pub const MAX_REFUSING: usize = 256;
+/// How long a connection being refused may take to send its first byte.
+const REFUSING_WAIT: Duration = Duration::from_secs(1);
 /// The longest greeting: a data-stream preamble or an iperf3 cookie.
 const MAX_GREETING: usize = if DATA_LEN > COOKIE_LEN {
     DATA_LEN
@@ -85,6 +91,8 @@ struct Pending {
 /// The connections that have not finished greeting.
 pub struct Greeters {
     pending: HashMap<Token, Pending>,
+    /// Connections over the caps, waiting for the first byte that says which protocol to refuse in.
+    refusing: HashMap<Token, (Pending, String)>,
     per_address: HashMap<IpAddr, usize>,
     next: usize,
     first_token: usize,
@@ -95,6 +103,7 @@ impl Greeters {
     pub fn new(first_token: usize) -> Self {
         Greeters {
             pending: HashMap::new(),
+            refusing: HashMap::new(),
             per_address: HashMap::new(),
             next: first_token,
             first_token,
@@ -110,20 +119,13 @@ impl Greeters {
         let ip = peer.ip().to_canonical();
         let from_here = self.per_address.get(&ip).copied().unwrap_or(0);
         if self.pending.len() >= MAX_PENDING || from_here >= MAX_PENDING_PER_ADDRESS {
-            return shared.emit(ServerEvent::Refused {
-                peer,
-                reason: format!(
-                    "too many connections still greeting ({} in all, {from_here} from this address)",
-                    self.pending.len()
-                ),
-            });
+            let reason = format!(
+                "too many connections still greeting ({} in all, {from_here} from this address)",
+                self.pending.len()
+            );
+            return self.refuse(reg, stream, peer, reason, shared);
         }
-        let token = Token(self.next);
-        self.next = if self.next == usize::MAX {
-            self.first_token
-        } else {
-            self.next + 1
-        };
+        let token = self.token();
         if reg.register(&mut stream, token, Interest::READABLE).is_err() {
             return;
         }
@@ -138,6 +140,81 @@ impl Greeters {
         self.pending.insert(token, p);
         // Bytes may have arrived with the connection (edge-triggered: no event would announce them).
         self.ready(reg, token, shared);
+    }
+
+    fn token(&mut self) -> Token {
+        let token = Token(self.next);
+        self.next = if self.next == usize::MAX {
+            self.first_token
+        } else {
+            self.next + 1
+        };
+        token
+    }
+
+    /// Turns a connection away: told "busy, retry later" in its own protocol once its first byte
+    /// shows which, or closed unanswered when too many are already being refused.
+    fn refuse(
+        &mut self,
+        reg: &Registry,
+        mut stream: MioStream,
+        peer: SocketAddr,
+        reason: String,
+        shared: &Arc<Shared>,
+    ) {
+        if self.refusing.len() >= MAX_REFUSING {
+            // The oldest has had the longest to speak: it makes room for the newest.
+            let oldest = self
+                .refusing
+                .iter()
+                .min_by_key(|(_, (p, _))| p.deadline)
+                .map(|(t, _)| *t);
+            if let Some((mut p, _)) = oldest.and_then(|t| self.refusing.remove(&t)) {
+                let _ = reg.deregister(&mut p.stream);
+            }
+        }
+        let token = self.token();
+        let kept = reg.register(&mut stream, token, Interest::READABLE).is_ok();
+        shared.emit(ServerEvent::Refused {
+            peer,
+            reason: reason.clone(),
+        });
+        if kept {
+            let p = Pending {
+                stream,
+                peer,
+                deadline: Instant::now() + REFUSING_WAIT,
+                buf: [0; MAX_GREETING],
+                len: 0,
+            };
+            self.refusing.insert(token, (p, reason));
+            self.answer_refused(reg, token);
+        }
+    }
+
+    /// A connection being refused sent something: answer it in its protocol and close it.
+    fn answer_refused(&mut self, reg: &Registry, token: Token) {
+        let Some((p, _)) = self.refusing.get_mut(&token) else {
+            return;
+        };
+        let first = match p.stream.peek(&mut p.buf[..1]) {
+            Ok(1) => p.buf[0],
+            Err(e) if e.kind() == ErrorKind::WouldBlock => return,
+            _ => 0,
+        };
+        let Some((mut p, reason)) = self.refusing.remove(&token) else {
+            return;
+        };
+        let _ = reg.deregister(&mut p.stream);
+        let reply = match classify(first) {
+            Speaker::Iperf3 => Answer::Iperf3Denied,
+            Speaker::Landspeed => Answer::Control(Box::new(Message::Rejected {
+                reason: format!("busy: {reason}; retry in a few seconds"),
+                code: Refusal::Busy,
+            })),
+            Speaker::Unknown => return,
+        };
+        answer(into_std(p.stream), Duration::from_millis(500), reply);
     }
 
     fn remove(&mut self, reg: &Registry, token: Token) -> Option<Pending> {
@@ -155,6 +232,9 @@ impl Greeters {
 
     /// Reads what a connection has sent; hands it on when its greeting is complete.
     pub fn ready(&mut self, reg: &Registry, token: Token, shared: &Arc<Shared>) {
+        if self.refusing.contains_key(&token) {
+            return self.answer_refused(reg, token);
+        }
         let Some(p) = self.pending.get_mut(&token) else {
             return;
         };
@@ -185,6 +265,13 @@ impl Greeters {
 
     /// Drops connections whose greeting did not finish in time.
     pub fn expire(&mut self, reg: &Registry, now: Instant, shared: &Shared) {
+        self.refusing.retain(|_, (p, _)| {
+            let keep = p.deadline > now;
+            if !keep {
+                let _ = reg.deregister(&mut p.stream);
+            }
+            keep
+        });
         let late: Vec<Token> = self
             .pending
             .iter()
@@ -245,6 +332,7 @@ fn dispatch(p: Pending, g: Greeting, shared: &Arc<Shared>) {
             Greeting::Iperf3(_) => Answer::Iperf3Denied,
             _ => Answer::Control(Box::new(Message::Rejected {
                 reason: "this server does not take tests from your address (--allow)".into(),
+                code: Refusal::NotAllowed,
             })),
         };
         answer(stream, quick, reply);

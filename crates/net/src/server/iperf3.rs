@@ -239,6 +239,9 @@ fn serve(mut ctl: TcpStream, cookie: Cookie, shared: &Shared, log: &mut TestLog)
     let quit = Arc::new(AtomicBool::new(false));
     let reader = spawn_state_reader(&ctl, wtx.clone(), quit.clone())?;
     let mut params_e = EngineParams::for_spec(&spec, None, None, o.idle_timeout);
+    if params.udp {
+        params_e.send_time = params_e.send_time.or(Some(udp_count_bound(&spec)));
+    }
     // --max-rate paces TCP tests (UDP ones over it were refused with the parameters).
     params_e.stream_cap_bps = o.limits.max_rate_bps.map(|r| r / f64::from(spec.total_streams()));
     let flags = Flags::default();
@@ -299,6 +302,23 @@ fn serve(mut ctl: TcpStream, cookie: Cookie, shared: &Shared, log: &mut TestLog)
         // Some clients close without IPERF_DONE; the test itself completed.
         Err(_) => Ok(()),
     }
+}
+
+/// UDP tests ended by a byte or block count: iperf3's client ends them once it has *received* the
+/// count, so its server keeps sending until TEST_END. The bound only stops a sender whose client went
+/// silent without closing: ten times the count's time at the asked rate, plus a minute.
+fn udp_count_bound(spec: &TestSpec) -> Duration {
+    let total_bytes = match spec.end {
+        EndCondition::Bytes(b) => b,
+        EndCondition::Blocks(k) => k.saturating_mul(spec.length_bytes),
+        EndCondition::Time(t) => return t,
+    } as f64;
+    let rate = spec
+        .rate_bps
+        .unwrap_or(landspeed_core::config::DEFAULT_UDP_RATE_BPS)
+        .max(1.0);
+    let t = total_bytes * 8.0 / rate * 10.0 + 60.0;
+    Duration::from_secs_f64(t.min(landspeed_core::config::MAX_TIME.as_secs_f64()))
 }
 
 fn summary_text(log: &TestLog) -> String {

@@ -5,7 +5,7 @@
 
 use super::{udp, Shared};
 use crate::udp::UdpStream;
-use landspeed_core::config::{Direction, EndCondition, Flow, TestSpec};
+use landspeed_core::config::{Direction, Flow, TestSpec};
 use landspeed_core::endpoint::Role;
 use landspeed_iperf3::wire::{errno, server_error};
 use landspeed_iperf3::State;
@@ -89,11 +89,6 @@ pub(super) fn collect(
         Direction::Reverse => 0,
         Direction::Bidir => n / 2,
     };
-    let per_stream = match spec.end {
-        EndCondition::Bytes(b) => Some(b.div_ceil(spec.length_bytes) / (n - receivers).max(1) as u64),
-        EndCondition::Blocks(k) => Some(k / (n - receivers).max(1) as u64),
-        EndCondition::Time(_) => None,
-    };
     let w = spec
         .window_bytes
         .map_or(crate::udp::DEFAULT_BUFFER, |w| w as usize);
@@ -118,7 +113,9 @@ pub(super) fn collect(
                 },
                 role,
                 socket,
-                datagrams: if role == Role::Sender { per_stream } else { None },
+                // iperf3's server sends until TEST_END, whatever the end condition: the client ends a
+                // -n/-k test when it has *received* that much, so a budget would hang it after a loss.
+                datagrams: None,
             }
         })
         .collect())
