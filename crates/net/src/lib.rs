@@ -22,4 +22,4 @@ pub mod udp;
 pub mod zerocopy;
 
 pub use client::{run_client, run_iperf3_client, ClientError, ClientEvent, ClientOptions};
-pub use server::{Server, ServerError, ServerEvent, ServerOptions};
+pub use server::{Server, ServerError, ServerEvent, ServerOptions, TestError};

@@ -5,12 +5,15 @@
 //! client ends only its own test. Events (listening, one per test, rejections) go to a callback; the
 //! binary decides how to print them.
 
+mod error;
 mod files;
 mod greeting;
 mod iperf3;
 mod iperf3_udp;
 mod order;
 mod udp;
+
+pub use error::{MissingWhy, TestError};
 
 use crate::control::{self, ControlError, ControlWriter};
 use crate::engine::{self, DataStream, EngineHook, EngineParams, Flags, Wake};
@@ -450,18 +453,18 @@ pub(crate) fn wait_stream<T>(
     rx: &mpsc::Receiver<T>,
     deadline: Instant,
     control: &TcpStream,
-) -> Result<T, &'static str> {
+) -> Result<T, MissingWhy> {
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
-            return Err("before the handshake timeout");
+            return Err(MissingWhy::Timeout);
         }
         match rx.recv_timeout(left.min(Duration::from_millis(50))) {
             Ok(x) => return Ok(x),
-            Err(mpsc::RecvTimeoutError::Disconnected) => return Err("(registry closed)"),
+            Err(mpsc::RecvTimeoutError::Disconnected) => return Err(MissingWhy::Shutdown),
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 if sockopt::peer_gone(control) {
-                    return Err("before the client closed its control connection");
+                    return Err(MissingWhy::ClientClosed);
                 }
             }
         }
@@ -475,27 +478,29 @@ struct Hook<'a> {
     session: &'a mut ServerSession,
     shutdown: &'a AtomicBool,
     client_report: Option<Box<EndpointReport>>,
-    failure: Option<String>,
+    failure: Option<TestError>,
 }
 
 impl Hook<'_> {
     fn handle(&mut self, x: Incoming, flags: &Flags) {
-        match x
-            .map_err(|e| e.to_string())
-            .and_then(|m| self.session.on_message(m).map_err(|e| e.to_string()))
-        {
-            Ok(ServerAction::StopSenders) => flags.stop.store(true, Relaxed),
-            Ok(ServerAction::SendResults(r)) => self.client_report = Some(r),
-            Ok(ServerAction::PeerFailed(m)) => {
-                flags.abort.store(true, Relaxed);
-                self.failure.get_or_insert(format!("client failed: {m}"));
+        let step = x
+            .map_err(TestError::from)
+            .and_then(|m| self.session.on_message(m).map_err(TestError::from));
+        let failed = match step {
+            Ok(ServerAction::StopSenders) => {
+                flags.stop.store(true, Relaxed);
+                return;
             }
-            Ok(_) => {}
-            Err(e) => {
-                flags.abort.store(true, Relaxed);
-                self.failure.get_or_insert(e);
+            Ok(ServerAction::SendResults(r)) => {
+                self.client_report = Some(r);
+                return;
             }
-        }
+            Ok(ServerAction::PeerFailed(m)) => TestError::ClientFailed(m),
+            Ok(_) => return,
+            Err(e) => e,
+        };
+        flags.abort.store(true, Relaxed);
+        self.failure.get_or_insert(failed);
     }
 }
 
@@ -511,7 +516,7 @@ impl EngineHook<Incoming> for Hook<'_> {
     fn on_tick(&mut self, flags: &Flags) {
         if self.shutdown.load(Relaxed) && !flags.abort.load(Relaxed) {
             flags.abort.store(true, Relaxed);
-            self.failure.get_or_insert("server shutting down".into());
+            self.failure.get_or_insert(TestError::Shutdown);
         }
     }
 }
@@ -557,7 +562,7 @@ fn serve_test(stream: TcpStream, peer: SocketAddr, shared: &Shared) {
     let mut log = TestLog::new(peer, "landspeed");
     match run_test(stream, shared, &mut log) {
         Ok(()) => {}
-        Err(End::Failed(e)) => log.error = Some(e),
+        Err(End::Failed(e)) => log.error = Some(e.to_string()),
         // A client that did not authenticate leaves nothing but a refusal in the log.
         Err(End::Refused(reason)) => return shared.emit(ServerEvent::Refused { peer, reason }),
         // A controller's check (welcome and clock probes, then goodbye) is not a test.
@@ -569,50 +574,61 @@ fn serve_test(stream: TcpStream, peer: SocketAddr, shared: &Shared) {
 
 /// How a test that did not complete ended.
 enum End {
-    Failed(String),
+    Failed(TestError),
     /// Not a test at all (authentication failed): logged as a refusal.
     Refused(String),
     /// A controller read the welcome and the clock, then closed: nothing to log.
     Checked,
 }
 
-impl From<String> for End {
-    fn from(s: String) -> End {
-        End::Failed(s)
-    }
+/// `?` on any error a test step can meet ends the test as failed.
+macro_rules! end_from {
+    ($($t:ty),*) => {$(
+        impl From<$t> for End {
+            fn from(e: $t) -> End {
+                End::Failed(e.into())
+            }
+        }
+    )*};
 }
+end_from!(
+    TestError,
+    ControlError,
+    landspeed_core::protocol::ProtocolError,
+    sockopt::SockOptError
+);
 
-impl From<&str> for End {
-    fn from(s: &str) -> End {
-        End::Failed(s.into())
-    }
+/// Tells the client why the test failed (best effort) and hands the error on.
+fn fail(writer: &mut ControlWriter, e: TestError) -> TestError {
+    let _ = writer.send(&Message::Error {
+        message: e.to_string(),
+    });
+    e
 }
 
 fn run_test(stream: TcpStream, shared: &Shared, log: &mut TestLog) -> Result<(), End> {
     let o = &shared.opts;
     let (mut reader, mut writer) =
-        control::split(stream, &[], o.handshake_timeout).map_err(|e| e.to_string())?;
+        control::split(stream, &[], o.handshake_timeout).map_err(ControlError::from)?;
     let mut sm = ServerSession::with_limits(o.limits.clone()).with_control(o.allow_control);
     if let Some(keys) = &o.auth {
         let mut nonce = [0u8; landspeed_core::protocol::NONCE_LEN];
-        getrandom::fill(&mut nonce).map_err(|e| format!("no randomness for a nonce: {e}"))?;
+        getrandom::fill(&mut nonce).map_err(|err| TestError::Random { what: "a nonce", err })?;
         sm = sm.with_auth(keys.clone(), nonce);
     }
     let mut spec: TestSpec = loop {
         let msg = match reader.read(o.handshake_timeout) {
             Ok(m) => m,
             Err(ControlError::Closed) if sm.clock_probes() > 0 => return Err(End::Checked),
-            Err(e) => return Err(e.to_string().into()),
+            Err(e) => return Err(e.into()),
         };
         match sm.on_message(msg) {
-            Ok(ServerAction::Reply(m)) => writer.send(&m).map_err(|e| e.to_string())?,
+            Ok(ServerAction::Reply(m)) => writer.send(&m)?,
             Ok(ServerAction::Accept(spec)) => break spec,
-            Ok(ServerAction::ClockReading { client_ns }) => writer
-                .send(&Message::Clock {
-                    client_ns,
-                    server_ns: unix_ns(),
-                })
-                .map_err(|e| e.to_string())?,
+            Ok(ServerAction::ClockReading { client_ns }) => writer.send(&Message::Clock {
+                client_ns,
+                server_ns: unix_ns(),
+            })?,
             Ok(ServerAction::RunOrder(order)) => {
                 log.auth = sm.authenticated().map(str::to_string);
                 let out = order::run_order(*order, &mut writer, shared, log);
@@ -625,33 +641,30 @@ fn run_test(stream: TcpStream, shared: &Shared, log: &mut TestLog) -> Result<(),
             }
             Ok(ServerAction::Reject(m)) => {
                 let _ = writer.send(&m);
-                return Err(End::Failed(match m {
-                    Message::Rejected { reason, .. } => format!("rejected: {reason}"),
-                    _ => "rejected".into(),
-                }));
+                return Err(match m {
+                    Message::Rejected { reason, code } => TestError::Rejected { code, reason },
+                    other => TestError::NotStarted(other.kind().into()),
+                }
+                .into());
             }
-            Ok(ServerAction::PeerFailed(m)) => return Err(format!("client failed: {m}").into()),
-            Ok(other) => return Err(format!("unexpected step {other:?}").into()),
-            Err(e) => {
-                let _ = writer.send(&Message::Error {
-                    message: e.to_string(),
-                });
-                return Err(e.to_string().into());
-            }
+            Ok(ServerAction::PeerFailed(m)) => return Err(TestError::ClientFailed(m).into()),
+            Ok(other) => return Err(TestError::NotStarted(format!("{other:?}")).into()),
+            Err(e) => return Err(fail(&mut writer, e.into()).into()),
         }
     };
     log.auth = sm.authenticated().map(str::to_string);
     if let Some(c) = &spec.server_cpus {
         if let Err(e) = crate::pin::check_cpus(c) {
-            let msg = format!("--server-cpus: {e}");
-            let _ = writer.send(&Message::Error { message: msg.clone() });
-            return Err(msg.into());
+            return Err(fail(&mut writer, TestError::Cpus(e)).into());
         }
     }
     log.streams = spec.streams;
     log.direction = Some(spec.direction);
     let mut id = [0u8; 16];
-    getrandom::fill(&mut id).map_err(|e| format!("no randomness for a session id: {e}"))?;
+    getrandom::fill(&mut id).map_err(|err| TestError::Random {
+        what: "a session id",
+        err,
+    })?;
     let sid = SessionId(id);
     log.session = Some(sid);
     if spec.transport == Transport::Udp {
@@ -662,7 +675,7 @@ fn run_test(stream: TcpStream, shared: &Shared, log: &mut TestLog) -> Result<(),
     shared
         .registry
         .lock()
-        .map_err(|_| "registry poisoned")?
+        .map_err(|_| TestError::Poisoned)?
         .insert(sid, tx);
     let registered = Registered(&shared.registry, sid);
     let file = match spec.file.clone() {
@@ -670,38 +683,31 @@ fn run_test(stream: TcpStream, shared: &Shared, log: &mut TestLog) -> Result<(),
         Some(f) => match files::open(&f, &mut spec, o) {
             Ok(x) => Some(x),
             Err(reason) => {
+                let code = Refusal::Invalid;
                 let _ = writer.send(&Message::Rejected {
                     reason: reason.clone(),
-                    code: Refusal::Invalid,
+                    code,
                 });
-                return Err(format!("rejected: {reason}").into());
+                return Err(TestError::Rejected { code, reason }.into());
             }
         },
     };
-    writer
-        .send(&Message::Accepted { session: sid })
-        .map_err(|e| e.to_string())?;
-
-    let fail = |writer: &mut ControlWriter, msg: String| {
-        let _ = writer.send(&Message::Error { message: msg.clone() });
-        msg
-    };
+    writer.send(&Message::Accepted { session: sid })?;
     let mut streams: Vec<DataStream> = vec![];
     let deadline = Instant::now() + o.handshake_timeout;
     while streams.len() < spec.total_streams() as usize {
         let (sid_n, sock) = match wait_stream(&rx, deadline, reader.stream()) {
             Ok(x) => x,
             Err(why) => {
-                let msg = format!(
-                    "only {} of {} data streams arrived {why}",
-                    streams.len(),
-                    spec.total_streams(),
-                );
-                return Err(fail(&mut writer, msg).into());
+                let missing = TestError::StreamsMissing {
+                    arrived: streams.len(),
+                    expected: spec.total_streams(),
+                    why,
+                };
+                return Err(fail(&mut writer, missing).into());
             }
         };
-        sm.on_stream(sid_n)
-            .map_err(|e| fail(&mut writer, e.to_string()))?;
+        sm.on_stream(sid_n).map_err(|e| fail(&mut writer, e.into()))?;
         let flow = spec.flow_of(sid_n);
         let role = if flow == Flow::ClientToServer {
             Role::Receiver
@@ -709,7 +715,7 @@ fn run_test(stream: TcpStream, shared: &Shared, log: &mut TestLog) -> Result<(),
             Role::Sender
         };
         sockopt::after_connect(&socket2::SockRef::from(&sock), &spec, role == Role::Sender)
-            .map_err(|e| fail(&mut writer, e.to_string()))?;
+            .map_err(|e| fail(&mut writer, e.into()))?;
         streams.push(DataStream {
             file: file.as_ref().map(|f| f.handle.clone()),
             id: sid_n,
@@ -730,11 +736,11 @@ fn run_test(stream: TcpStream, shared: &Shared, log: &mut TestLog) -> Result<(),
         let (snd, rcv) = sockopt::granted(&socket2::SockRef::from(&s.socket));
         warnings.extend(sockopt::window_warning(spec.window_bytes, snd, rcv));
     }
-    writer.send(&Message::Ready).map_err(|e| e.to_string())?;
-    match sm.on_message(reader.read(o.handshake_timeout).map_err(|e| e.to_string())?) {
+    writer.send(&Message::Ready)?;
+    match sm.on_message(reader.read(o.handshake_timeout)?) {
         Ok(ServerAction::StartTest) => {}
-        Ok(other) => return Err(format!("expected start, got {other:?}").into()),
-        Err(e) => return Err(fail(&mut writer, e.to_string()).into()),
+        Ok(other) => return Err(TestError::NotStarted(format!("{other:?}")).into()),
+        Err(e) => return Err(fail(&mut writer, e.into()).into()),
     }
 
     let (wtx, wrx) = mpsc::channel::<Wake<Incoming>>();
@@ -783,28 +789,29 @@ fn finish(
     wrx: &mpsc::Receiver<Wake<Incoming>>,
     o: &ServerOptions,
     local: Local,
-) -> Result<(), String> {
+) -> Result<(), TestError> {
     if let Some(f) = hook.failure.take() {
         return Err(f);
     }
-    let done = hook.session.on_local_done().map_err(|e| e.to_string())?;
-    hook.writer.send(&done).map_err(|e| e.to_string())?;
-    let deadline = Instant::now() + o.idle_timeout + o.handshake_timeout;
+    let done = hook.session.on_local_done()?;
+    hook.writer.send(&done)?;
+    let wait = o.idle_timeout + o.handshake_timeout;
+    let deadline = Instant::now() + wait;
     while hook.client_report.is_none() {
         let left = deadline.saturating_duration_since(Instant::now());
         match wrx.recv_timeout(left) {
             Ok(Wake::External(x)) => hook.handle(x, flags),
             Ok(Wake::WorkerDone) => {}
-            Err(_) => return Err("the client sent no results".into()),
+            Err(_) => return Err(TestError::NoResults(wait)),
         }
         if let Some(f) = hook.failure.take() {
             return Err(f);
         }
     }
-    let errors: Vec<String> = out
+    let errors: Vec<(u32, String)> = out
         .streams
         .iter()
-        .filter_map(|s| s.error.as_ref().map(|e| format!("stream {}: {e}", s.id)))
+        .filter_map(|s| s.error.clone().map(|e| (s.id, e)))
         .collect();
     let mut report = out.report(local.cpus, local.warnings);
     if let Some(f) = local.file {
@@ -817,15 +824,13 @@ fn finish(
             Err(e) => report.error = Some(e),
         }
     }
-    hook.writer
-        .send(&Message::Results {
-            report: Box::new(report),
-        })
-        .map_err(|e| e.to_string())?;
+    hook.writer.send(&Message::Results {
+        report: Box::new(report),
+    })?;
     if errors.is_empty() {
         Ok(())
     } else {
-        Err(errors.join("; "))
+        Err(TestError::Streams(errors))
     }
 }
 

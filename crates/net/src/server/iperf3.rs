@@ -5,7 +5,7 @@
 //! DISPLAY_RESULTS, IPERF_DONE) and runs on landspeed's engine; unlike iperf3, any number of iperf3
 //! tests run at once. Bad parameters get SERVER_ERROR with iperf3's error number.
 
-use super::{Shared, TestLog};
+use super::{Shared, TestError, TestLog};
 use crate::engine::{self, DataStream, EngineHook, EngineParams, Flags, Wake};
 use crate::sockopt;
 use landspeed_core::config::{Direction, EndCondition, Flow, TestSpec};
@@ -65,7 +65,7 @@ pub(super) fn handle(mut stream: TcpStream, raw: [u8; COOKIE_LEN], peer: SocketA
     };
     let mut log = TestLog::new(peer, "iperf3");
     if let Err(e) = serve(stream, cookie, shared, &mut log) {
-        log.error = Some(e);
+        log.error = Some(e.to_string());
     }
     shared.tests_done.fetch_add(1, Relaxed);
     shared.emit(super::ServerEvent::Test(log));
@@ -81,20 +81,24 @@ impl Drop for Registered<'_> {
     }
 }
 
-fn read_json(s: &mut TcpStream, cap: usize) -> Result<Vec<u8>, String> {
+fn io(step: &'static str) -> impl Fn(std::io::Error) -> TestError {
+    move |err| TestError::Iperf3Io { step, err }
+}
+
+fn read_json(s: &mut TcpStream, cap: usize) -> Result<Vec<u8>, TestError> {
     let mut len = [0u8; 4];
-    s.read_exact(&mut len)
-        .map_err(|e| format!("no message length: {e}"))?;
-    let n = json_len(len, cap).map_err(|n| format!("message of {n} bytes refused (limit {cap})"))?;
+    s.read_exact(&mut len).map_err(io("no message length"))?;
+    let n = json_len(len, cap).map_err(|n| TestError::Iperf3TooLong {
+        len: n,
+        limit: cap,
+    })?;
     let mut body = vec![0u8; n];
-    s.read_exact(&mut body)
-        .map_err(|e| format!("truncated message: {e}"))?;
+    s.read_exact(&mut body).map_err(io("truncated message"))?;
     Ok(body)
 }
 
-fn send(s: &mut TcpStream, st: State) -> Result<(), String> {
-    s.write_all(&[st.byte()])
-        .map_err(|e| format!("control write: {e}"))
+fn send(s: &mut TcpStream, st: State) -> Result<(), TestError> {
+    s.write_all(&[st.byte()]).map_err(io("control write"))
 }
 
 /// The total a sending server moves for `-n`/`-k`, split over its sending streams.
@@ -126,13 +130,13 @@ fn collect_tcp(
     cookie: Cookie,
     spec: &TestSpec,
     shared: &Shared,
-) -> Result<Vec<DataStream>, String> {
+) -> Result<Vec<DataStream>, TestError> {
     let o = &shared.opts;
     let (tx, rx) = mpsc::channel();
     shared
         .iperf3
         .lock()
-        .map_err(|_| "registry poisoned")?
+        .map_err(|_| TestError::Poisoned)?
         .insert(cookie, tx);
     let registered = Registered(&shared.iperf3, cookie);
     send(ctl, State::CreateStreams)?;
@@ -142,7 +146,11 @@ fn collect_tcp(
     while socks.len() < n {
         let s: TcpStream = super::wait_stream(&rx, deadline, ctl).map_err(|why| {
             let _ = ctl.write_all(&server_error(errno::STREAM_ACCEPT, 0));
-            format!("only {} of {n} data connections arrived {why}", socks.len())
+            TestError::StreamsMissing {
+                arrived: socks.len(),
+                expected: n as u32,
+                why,
+            }
         })?;
         socks.push(s);
     }
@@ -184,7 +192,7 @@ fn collect_tcp(
     Ok(streams)
 }
 
-fn serve(mut ctl: TcpStream, cookie: Cookie, shared: &Shared, log: &mut TestLog) -> Result<(), String> {
+fn serve(mut ctl: TcpStream, cookie: Cookie, shared: &Shared, log: &mut TestLog) -> Result<(), TestError> {
     let o = &shared.opts;
     let _ = ctl.set_nodelay(true);
     let _ = ctl.set_write_timeout(Some(o.handshake_timeout));
@@ -192,9 +200,8 @@ fn serve(mut ctl: TcpStream, cookie: Cookie, shared: &Shared, log: &mut TestLog)
     let body = read_json(&mut ctl, MAX_JSON).inspect_err(|_| {
         let _ = ctl.write_all(&server_error(errno::RECV_PARAMS, 0));
     })?;
-    let params = Params::parse(&body).map_err(|e| {
+    let params = Params::parse(&body).inspect_err(|e| {
         let _ = ctl.write_all(&server_error(e.code, 0));
-        format!("bad parameters: {e}")
     })?;
     log.protocol = format!("iperf3 {}", params.client_version.as_deref().unwrap_or("client"));
     let mut key = [0u8; 8];
@@ -222,7 +229,7 @@ fn serve(mut ctl: TcpStream, cookie: Cookie, shared: &Shared, log: &mut TestLog)
             errno::END_CONDITIONS
         };
         let _ = ctl.write_all(&server_error(code, 0));
-        return Err(format!("over a limit: {why}"));
+        return Err(TestError::OverLimit(why));
     }
     log.streams = spec.streams;
     log.direction = Some(spec.direction);
@@ -271,7 +278,7 @@ fn serve(mut ctl: TcpStream, cookie: Cookie, shared: &Shared, log: &mut TestLog)
         match wrx.recv_timeout(wait_until.saturating_duration_since(Instant::now())) {
             Ok(Wake::External(x)) => hook.on_external(x, &flags),
             Ok(Wake::WorkerDone) => {}
-            Err(_) => hook.failure = Some("the client never ended the test".into()),
+            Err(_) => hook.failure = Some(TestError::NeverEnded),
         }
     }
     quit.store(true, Relaxed);
@@ -288,17 +295,17 @@ fn serve(mut ctl: TcpStream, cookie: Cookie, shared: &Shared, log: &mut TestLog)
     }
     let _ = ctl.set_read_timeout(Some(o.handshake_timeout));
     send(&mut ctl, State::ExchangeResults)?;
-    let theirs = read_json(&mut ctl, MAX_RESULTS_JSON).map_err(|e| format!("client results: {e}"))?;
-    let theirs = Results::parse(&theirs).map_err(|e| e.to_string())?;
+    let theirs = read_json(&mut ctl, MAX_RESULTS_JSON)?;
+    let theirs = Results::parse(&theirs)?;
     log.peer_bytes = Some(theirs.streams.iter().map(|s| s.bytes).sum());
     let ours = results(&out, &spec, params.get_server_output.then(|| summary_text(log)));
     ctl.write_all(&frame_json(&ours.to_json()))
-        .map_err(|e| format!("sending results: {e}"))?;
+        .map_err(io("sending results"))?;
     send(&mut ctl, State::DisplayResults)?;
     let mut done = [0u8; 1];
     match ctl.read_exact(&mut done) {
         Ok(()) if State::from_byte(done[0]) == Some(State::IperfDone) => Ok(()),
-        Ok(()) => Err(format!("expected IPERF_DONE, got {}", done[0] as i8)),
+        Ok(()) => Err(TestError::Iperf3Unexpected(done[0] as i8)),
         // Some clients close without IPERF_DONE; the test itself completed.
         Err(_) => Ok(()),
     }
@@ -352,15 +359,15 @@ fn results(out: &engine::EngineOutput, spec: &TestSpec, text: Option<String>) ->
 /// What the control connection said during the test.
 enum Ctl {
     State(u8),
-    Closed(String),
+    Closed(TestError),
 }
 
 fn spawn_state_reader(
     ctl: &TcpStream,
     tx: mpsc::Sender<Wake<Ctl>>,
     quit: Arc<AtomicBool>,
-) -> Result<std::thread::JoinHandle<()>, String> {
-    let mut s = ctl.try_clone().map_err(|e| format!("control socket: {e}"))?;
+) -> Result<std::thread::JoinHandle<()>, TestError> {
+    let mut s = ctl.try_clone().map_err(io("control socket"))?;
     let _ = s.set_read_timeout(Some(Duration::from_millis(200)));
     Ok(std::thread::spawn(move || {
         let mut b = [0u8; 1];
@@ -373,15 +380,17 @@ fn spawn_state_reader(
                     }
                 }
                 Ok(_) => {
-                    let _ = tx.send(Wake::External(Ctl::Closed(
-                        "the client closed the connection".into(),
-                    )));
+                    let _ = tx.send(Wake::External(Ctl::Closed(TestError::ClientClosed)));
                     return;
                 }
                 Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(e) => {
-                    let _ = tx.send(Wake::External(Ctl::Closed(format!("control connection: {e}"))));
+                Err(err) => {
+                    let closed = TestError::Iperf3Io {
+                        step: "reading states",
+                        err,
+                    };
+                    let _ = tx.send(Wake::External(Ctl::Closed(closed)));
                     return;
                 }
             }
@@ -391,7 +400,7 @@ fn spawn_state_reader(
 
 struct Hook<'a> {
     ended: bool,
-    failure: Option<String>,
+    failure: Option<TestError>,
     shutdown: &'a AtomicBool,
 }
 
@@ -404,13 +413,11 @@ impl EngineHook<Ctl> for Hook<'_> {
                 flags.halt.store(true, Relaxed);
             }
             Ctl::State(b) if State::from_byte(b) == Some(State::ClientTerminate) => {
-                self.failure
-                    .get_or_insert("the client terminated the test".into());
+                self.failure.get_or_insert(TestError::ClientTerminated);
                 flags.abort.store(true, Relaxed);
             }
             Ctl::State(b) => {
-                self.failure
-                    .get_or_insert(format!("unexpected iperf3 message {}", b as i8));
+                self.failure.get_or_insert(TestError::Iperf3Unexpected(b as i8));
                 flags.abort.store(true, Relaxed);
             }
             Ctl::Closed(m) => {
@@ -422,7 +429,7 @@ impl EngineHook<Ctl> for Hook<'_> {
     fn on_tick(&mut self, flags: &Flags) {
         if self.shutdown.load(Relaxed) && !flags.abort.load(Relaxed) {
             flags.abort.store(true, Relaxed);
-            self.failure.get_or_insert("server shutting down".into());
+            self.failure.get_or_insert(TestError::Shutdown);
         }
     }
 }

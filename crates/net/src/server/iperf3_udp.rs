@@ -3,7 +3,7 @@
 //! iperf3 UDP test from the same client address that still waits for streams. The test answers from a
 //! socket of its own on the port, connected to the client, with `6789`.
 
-use super::{udp, Shared};
+use super::{udp, MissingWhy, Shared, TestError};
 use crate::udp::UdpStream;
 use landspeed_core::config::{Direction, Flow, TestSpec};
 use landspeed_core::endpoint::Role;
@@ -52,22 +52,28 @@ pub(super) fn collect(
     ctl: &mut TcpStream,
     spec: &TestSpec,
     shared: &Shared,
-) -> Result<Vec<UdpStream>, String> {
+) -> Result<Vec<UdpStream>, TestError> {
     let o = &shared.opts;
     let peer_ip = ctl
         .peer_addr()
         .map(|a| canonical(a.ip()))
-        .map_err(|e| e.to_string())?;
+        .map_err(|err| TestError::Iperf3Io {
+            step: "control peer address",
+            err,
+        })?;
     let key = getrandom::u64().unwrap_or_else(|_| Instant::now().elapsed().as_nanos() as u64);
     let (tx, rx) = mpsc::channel();
     shared
         .iperf3_udp
         .lock()
-        .map_err(|_| "registry poisoned")?
+        .map_err(|_| TestError::Poisoned)?
         .push((key, peer_ip, tx));
     let registered = Registered(&shared.iperf3_udp, key);
     ctl.write_all(&[State::CreateStreams.byte()])
-        .map_err(|e| format!("control write: {e}"))?;
+        .map_err(|err| TestError::Iperf3Io {
+            step: "control write",
+            err,
+        })?;
     let n = spec.total_streams() as usize;
     let deadline = Instant::now() + o.handshake_timeout;
     let mut socks = vec![];
@@ -75,11 +81,17 @@ pub(super) fn collect(
         let left = deadline.saturating_duration_since(Instant::now());
         let (peer, local) = rx.recv_timeout(left).map_err(|_| {
             let _ = ctl.write_all(&server_error(errno::STREAM_ACCEPT, 0));
-            format!("only {} of {n} UDP streams said hello", socks.len())
+            TestError::StreamsMissing {
+                arrived: socks.len(),
+                expected: n as u32,
+                why: MissingWhy::Timeout,
+            }
         })?;
         let v6only = local.is_ipv6().then_some(!local.ip().is_unspecified());
-        let s = udp::bind(local, v6only).map_err(|e| format!("UDP stream: {e}"))?;
-        s.connect(peer).map_err(|e| format!("UDP stream: {e}"))?;
+        let id = socks.len() as u32;
+        let udp_err = |err| TestError::UdpStream { id, err };
+        let s = udp::bind(local, v6only).map_err(udp_err)?;
+        s.connect(peer).map_err(udp_err)?;
         let _ = s.send(&REPLY);
         socks.push(s);
     }

@@ -4,7 +4,7 @@
 //! was given, and sends the result back on the control connection. The test holds one `--max-tests` slot
 //! like any other, and its outcome goes to the server's log.
 
-use super::{Shared, TestLog};
+use super::{Shared, TestError, TestLog};
 use crate::client::{run_client, ClientOptions};
 use crate::control::ControlWriter;
 use landspeed_core::protocol::{ControlOrder, Message};
@@ -17,7 +17,7 @@ pub(super) fn run_order(
     writer: &mut ControlWriter,
     shared: &Shared,
     log: &mut TestLog,
-) -> Result<(), String> {
+) -> Result<(), TestError> {
     log.protocol = format!("landspeed order to {}:{}", order.host, order.port);
     log.streams = order.spec.streams;
     log.direction = Some(order.spec.direction);
@@ -29,9 +29,10 @@ pub(super) fn run_order(
     // The controller's instant may be at most this far ahead: a bounded wait, like every other.
     if let Some(at) = opts.start_at {
         if at.duration_since(SystemTime::now()).unwrap_or_default() > MAX_START_DELAY {
-            let msg = format!("the start instant is more than {MAX_START_DELAY:?} ahead");
-            let _ = writer.send(&Message::Error { message: msg.clone() });
-            return Err(msg);
+            let e = TestError::Order(format!(
+                "the start instant is more than {MAX_START_DELAY:?} ahead"
+            ));
+            return Err(super::fail(writer, e));
         }
     }
     let never = AtomicBool::new(false);
@@ -46,12 +47,14 @@ pub(super) fn run_order(
                 .send(&Message::ControlResult {
                     result: Box::new(result),
                 })
-                .map_err(|e| format!("the controller went away before the result: {e}"))
+                .map_err(TestError::from)
         }
         Err(e) => {
-            let msg = format!("the ordered test to {}:{} failed: {e}", order.host, order.port);
-            let _ = writer.send(&Message::Error { message: msg.clone() });
-            Err(msg)
+            let e = TestError::Order(format!(
+                "the ordered test to {}:{} failed: {e}",
+                order.host, order.port
+            ));
+            Err(super::fail(writer, e))
         }
     }
 }

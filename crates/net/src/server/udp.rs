@@ -4,7 +4,7 @@
 //! datagrams to it), and answers with the preamble as an acknowledgement. Hellos are resent by the
 //! client until acknowledged, so a repeated hello only gets the acknowledgement again.
 
-use super::{Shared, UdpRegistry};
+use super::{Shared, TestError, UdpRegistry};
 use crate::udp::UdpStream;
 use landspeed_core::config::{Flow, TestSpec};
 use landspeed_core::endpoint::Role;
@@ -98,25 +98,26 @@ pub(super) fn collect(
     sm: &mut ServerSession,
     timeout: Duration,
     control: &std::net::TcpStream,
-) -> Result<Vec<UdpStream>, String> {
+) -> Result<Vec<UdpStream>, TestError> {
     let n = spec.total_streams() as usize;
     let mut socks: HashMap<u32, UdpSocket> = HashMap::new();
     let deadline = Instant::now() + timeout;
     while socks.len() < n {
-        let (id, peer, local) = super::wait_stream(rx, deadline, control).map_err(|why| {
-            format!(
-                "only {} of {n} UDP streams said hello {why} ({timeout:?})",
-                socks.len()
-            )
-        })?;
+        let (id, peer, local) =
+            super::wait_stream(rx, deadline, control).map_err(|why| TestError::StreamsMissing {
+                arrived: socks.len(),
+                expected: spec.total_streams(),
+                why,
+            })?;
         if let Some(s) = socks.get(&id) {
             let _ = s.send(&ack(sid, id));
             continue;
         }
-        sm.on_stream(id).map_err(|e| e.to_string())?;
+        sm.on_stream(id)?;
         let v6only = local.is_ipv6().then_some(!local.ip().is_unspecified());
-        let s = bind(local, v6only).map_err(|e| format!("UDP stream {id}: {e}"))?;
-        s.connect(peer).map_err(|e| format!("UDP stream {id}: {e}"))?;
+        let udp_err = |err| TestError::UdpStream { id, err };
+        let s = bind(local, v6only).map_err(udp_err)?;
+        s.connect(peer).map_err(udp_err)?;
         let _ = s.send(&ack(sid, id));
         socks.insert(id, s);
     }
@@ -162,7 +163,7 @@ pub(super) fn run_test(
     sid: SessionId,
     shared: &Shared,
     log: &mut super::TestLog,
-) -> Result<(), String> {
+) -> Result<(), TestError> {
     use super::{Hook, Incoming};
     use crate::engine::{EngineParams, Flags, Wake};
     use landspeed_core::protocol::{Message, ServerAction};
@@ -173,27 +174,23 @@ pub(super) fn run_test(
     shared
         .udp
         .lock()
-        .map_err(|_| "registry poisoned")?
+        .map_err(|_| TestError::Poisoned)?
         .insert(sid, tx);
     let registered = Registered(&shared.udp, sid);
-    writer
-        .send(&Message::Accepted { session: sid })
-        .map_err(|e| e.to_string())?;
-    let streams =
-        collect(&rx, &spec, sid, &mut sm, o.handshake_timeout, reader.stream()).inspect_err(|e| {
-            let _ = writer.send(&Message::Error { message: e.clone() });
-        })?;
+    writer.send(&Message::Accepted { session: sid })?;
+    let streams = collect(&rx, &spec, sid, &mut sm, o.handshake_timeout, reader.stream())
+        .map_err(|e| super::fail(&mut writer, e))?;
     drop(registered);
     let mut warnings = vec![];
     if let Some(s) = streams.first() {
         let (snd, rcv) = crate::sockopt::granted(&socket2::SockRef::from(&s.socket));
         warnings.extend(crate::sockopt::window_warning(spec.window_bytes, snd, rcv));
     }
-    writer.send(&Message::Ready).map_err(|e| e.to_string())?;
-    match sm.on_message(reader.read(o.handshake_timeout).map_err(|e| e.to_string())?) {
+    writer.send(&Message::Ready)?;
+    match sm.on_message(reader.read(o.handshake_timeout)?) {
         Ok(ServerAction::StartTest) => {}
-        Ok(other) => return Err(format!("expected start, got {other:?}")),
-        Err(e) => return Err(e.to_string()),
+        Ok(other) => return Err(TestError::NotStarted(format!("{other:?}"))),
+        Err(e) => return Err(e.into()),
     }
     let (wtx, wrx) = mpsc::channel::<Wake<Incoming>>();
     let quit = Arc::new(AtomicBool::new(false));
