@@ -60,6 +60,8 @@ pub struct Params {
     pub burst: Option<u32>,
     pub client_version: Option<String>,
     pub title: Option<String>,
+    /// UDP over IPv4: datagrams leave with Don't Fragment set (`--dont-fragment`, iperf3 3.17+).
+    pub dont_fragment: bool,
 }
 
 fn num(m: &Map<String, Value>, k: &str) -> Result<Option<f64>, ParamError> {
@@ -191,6 +193,7 @@ impl Params {
             burst: int_at_most(m, "burst", 1000, errno::BURST)?.map(|b| b as u32),
             client_version: text(m, "client_version", 64)?,
             title: text(m, "title", 1024)?,
+            dont_fragment: flag(m, "dont_fragment")?,
         })
     }
 
@@ -282,7 +285,8 @@ impl Params {
             EndCondition::Blocks(k) => m["blockcount"] = json!(k),
         }
         match spec.direction {
-            Direction::Reverse => m["reverse"] = json!(1),
+            // iperf3 3.17+ takes only a JSON true here (3.12 took anything).
+            Direction::Reverse => m["reverse"] = json!(true),
             Direction::Bidir => m["bidirectional"] = json!(true),
             Direction::Forward => {}
         }

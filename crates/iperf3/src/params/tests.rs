@@ -99,6 +99,20 @@ fn message_for_a_spec_parses_back() {
     assert_eq!(back.congestion.as_deref(), Some("cubic"));
 }
 
+/// iperf3 3.17+ checks the JSON types of its flags: `reverse` must be `true`, not `1`.
+#[test]
+fn flags_we_send_are_json_true_and_newer_parameters_parse() {
+    let spec = TestSpec {
+        direction: Direction::Reverse,
+        ..TestSpec::default()
+    };
+    let m = Params::message_for(&spec, "landspeed 0.1");
+    assert_eq!(m["reverse"], serde_json::Value::Bool(true));
+    let p = Params::parse(br#"{"udp":true,"dont_fragment":1,"skip_rx_copy":1,"mptcp":true}"#).unwrap();
+    assert!(p.dont_fragment);
+    assert!(!Params::parse(br#"{"udp":true}"#).unwrap().dont_fragment);
+}
+
 proptest::proptest! {
     #[test]
     fn any_bytes_parse_or_fail_without_panicking(b in proptest::collection::vec(proptest::num::u8::ANY, 0..300)) {

@@ -136,6 +136,17 @@ pub fn probe_mtu(sock: &UdpSocket, v6: bool) -> io::Result<()> {
     }
 }
 
+/// Sets "don't fragment" on an IPv4 UDP socket (IP_PMTUDISC_DO: the kernel never fragments; datagrams
+/// over the path MTU fail to send). iperf3's `--dont-fragment`.
+pub fn dont_fragment(sock: &UdpSocket) -> io::Result<()> {
+    setsockopt_int(
+        sock,
+        libc::IPPROTO_IP,
+        libc::IP_MTU_DISCOVER,
+        libc::IP_PMTUDISC_DO,
+    )
+}
+
 /// The MTU of the route a connected socket uses (its outgoing interface's, or a cached path MTU).
 pub fn route_mtu(sock: &UdpSocket, v6: bool) -> io::Result<u32> {
     let v = if v6 {

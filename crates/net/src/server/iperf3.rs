@@ -88,10 +88,7 @@ fn io(step: &'static str) -> impl Fn(std::io::Error) -> TestError {
 fn read_json(s: &mut TcpStream, cap: usize) -> Result<Vec<u8>, TestError> {
     let mut len = [0u8; 4];
     s.read_exact(&mut len).map_err(io("no message length"))?;
-    let n = json_len(len, cap).map_err(|n| TestError::Iperf3TooLong {
-        len: n,
-        limit: cap,
-    })?;
+    let n = json_len(len, cap).map_err(|n| TestError::Iperf3TooLong { len: n, limit: cap })?;
     let mut body = vec![0u8; n];
     s.read_exact(&mut body).map_err(io("truncated message"))?;
     Ok(body)
@@ -235,7 +232,12 @@ fn serve(mut ctl: TcpStream, cookie: Cookie, shared: &Shared, log: &mut TestLog)
     log.direction = Some(spec.direction);
 
     let streams = if params.udp {
-        Streams::Udp(super::iperf3_udp::collect(&mut ctl, &spec, shared)?)
+        Streams::Udp(super::iperf3_udp::collect(
+            &mut ctl,
+            &spec,
+            shared,
+            params.dont_fragment,
+        )?)
     } else {
         Streams::Tcp(collect_tcp(&mut ctl, cookie, &spec, shared)?)
     };

@@ -52,6 +52,7 @@ pub(super) fn collect(
     ctl: &mut TcpStream,
     spec: &TestSpec,
     shared: &Shared,
+    dont_fragment: bool,
 ) -> Result<Vec<UdpStream>, TestError> {
     let o = &shared.opts;
     let peer_ip = ctl
@@ -111,6 +112,11 @@ pub(super) fn collect(
             let r = socket2::SockRef::from(&socket);
             let _ = r.set_send_buffer_size(w);
             let _ = r.set_recv_buffer_size(w);
+            // Like iperf3, DF applies to IPv4 (IPv6 never fragments on the way).
+            let v4 = socket.local_addr().is_ok_and(|a| a.ip().to_canonical().is_ipv4());
+            if dont_fragment && v4 {
+                let _ = crate::path::errqueue::dont_fragment(&socket);
+            }
             let role = if k < receivers {
                 Role::Receiver
             } else {
