@@ -89,6 +89,7 @@ pub fn metric(r: &RunResult, distance_km: f64) -> RecordMetric {
 
 /// Every rule, pass or fail, with the evidence from the result.
 pub fn checks(r: &RunResult, m: &RecordMetric, rules: &Rules) -> Vec<Check> {
+    let verdict = r.verdict();
     let mut c = vec![
         Check {
             rule: format!("minimum duration {} s", rules.min_duration_s),
@@ -145,8 +146,8 @@ pub fn checks(r: &RunResult, m: &RecordMetric, rules: &Rules) -> Vec<Check> {
         },
         Check {
             rule: "the result is trusted (complete, no failed stream, every byte accounted)".into(),
-            passed: r.verdict().is_trusted(),
-            evidence: r.verdict().to_string(),
+            passed: verdict.is_trusted(),
+            evidence: verdict.to_string(),
         },
     ];
     if let Some(prev) = rules.previous_bit_meters_per_s {

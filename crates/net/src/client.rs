@@ -351,49 +351,7 @@ pub fn run_client(
         None => None,
     };
     let cerr = |err| ClientError::Control { addr, err };
-    let (mut reader, mut writer) = control::split(
-        ctl.try_clone().map_err(|e| cerr(e.into()))?,
-        &[],
-        opts.control_timeout,
-    )
-    .map_err(|e| cerr(e.into()))?;
-    let mut session = ClientSession::new(spec.clone());
-    if let Some(key) = &opts.auth {
-        let mut nonce = [0u8; landspeed_core::protocol::NONCE_LEN];
-        getrandom::fill(&mut nonce).map_err(|e| ClientError::Lost(format!("no randomness: {e}")))?;
-        session = session.with_auth(key.clone(), nonce);
-    }
-
-    let mut hello = Preamble::Control {
-        version: PROTOCOL_VERSION,
-    }
-    .encode();
-    hello.extend(landspeed_core::protocol::encode(&session.hello()));
-    (&ctl).write_all(&hello).map_err(|e| cerr(e.into()))?;
-    // An iperf3 server takes the greeting for a cookie and answers with one state byte: PARAM_EXCHANGE
-    // (9) or ACCESS_DENIED (-1). A landspeed answer starts with a frame length, whose first byte is 0.
-    let _ = ctl.set_read_timeout(Some(opts.control_timeout));
-    let mut first = [0u8; 1];
-    if let Ok(1) = ctl.peek(&mut first) {
-        if first[0] == 9 || first[0] == 0xff {
-            return Err(ClientError::Iperf3Server { addr });
-        }
-    }
-    let not_ls = |detail: String| ClientError::NotLandspeed { addr, detail };
-    let welcome = match reader.read(opts.control_timeout) {
-        Ok(m) => m,
-        Err(ControlError::Frame(e)) => return Err(not_ls(e.to_string())),
-        Err(ControlError::Timeout(t)) => return Err(not_ls(format!("no landspeed answer within {t:?}"))),
-        Err(ControlError::Closed) => {
-            return Err(not_ls(
-                "it closed the connection after the greeting without an answer".into(),
-            ))
-        }
-        Err(e) => return Err(cerr(e)),
-    };
-    let ClientAction::Send(req) = session.on_message(welcome)? else {
-        return Err(not_ls("unexpected greeting".into()));
-    };
+    let (mut session, mut reader, mut writer, req) = greet(opts, spec, &ctl, addr)?;
     writer.send(&req).map_err(cerr)?;
     // A download waits while the server reads and hashes its file before accepting (bounded).
     let accept_wait = if opts.recv_file.is_some() {
@@ -592,6 +550,62 @@ pub fn run_client(
         }
     }
     Ok(result)
+}
+
+/// Opens the conversation on the control connection: preamble and hello, then the server's welcome,
+/// answered with the test request (returned, not yet sent). Tells an iperf3 server, a refusal and a
+/// peer that is not landspeed apart.
+fn greet(
+    opts: &ClientOptions,
+    spec: &TestSpec,
+    ctl: &TcpStream,
+    addr: SocketAddr,
+) -> Result<(ClientSession, control::ControlReader, ControlWriter, Message), ClientError> {
+    let cerr = |err| ClientError::Control { addr, err };
+    let (mut reader, writer) = control::split(
+        ctl.try_clone().map_err(|e| cerr(e.into()))?,
+        &[],
+        opts.control_timeout,
+    )
+    .map_err(|e| cerr(e.into()))?;
+    let mut session = ClientSession::new(spec.clone());
+    if let Some(key) = &opts.auth {
+        let mut nonce = [0u8; landspeed_core::protocol::NONCE_LEN];
+        getrandom::fill(&mut nonce).map_err(|e| ClientError::Lost(format!("no randomness: {e}")))?;
+        session = session.with_auth(key.clone(), nonce);
+    }
+
+    let mut hello = Preamble::Control {
+        version: PROTOCOL_VERSION,
+    }
+    .encode();
+    hello.extend(landspeed_core::protocol::encode(&session.hello()));
+    (&*ctl).write_all(&hello).map_err(|e| cerr(e.into()))?;
+    // An iperf3 server takes the greeting for a cookie and answers with one state byte: PARAM_EXCHANGE
+    // (9) or ACCESS_DENIED (-1). A landspeed answer starts with a frame length, whose first byte is 0.
+    let _ = ctl.set_read_timeout(Some(opts.control_timeout));
+    let mut first = [0u8; 1];
+    if let Ok(1) = ctl.peek(&mut first) {
+        if first[0] == 9 || first[0] == 0xff {
+            return Err(ClientError::Iperf3Server { addr });
+        }
+    }
+    let not_ls = |detail: String| ClientError::NotLandspeed { addr, detail };
+    let welcome = match reader.read(opts.control_timeout) {
+        Ok(m) => m,
+        Err(ControlError::Frame(e)) => return Err(not_ls(e.to_string())),
+        Err(ControlError::Timeout(t)) => return Err(not_ls(format!("no landspeed answer within {t:?}"))),
+        Err(ControlError::Closed) => {
+            return Err(not_ls(
+                "it closed the connection after the greeting without an answer".into(),
+            ))
+        }
+        Err(e) => return Err(cerr(e)),
+    };
+    let ClientAction::Send(req) = session.on_message(welcome)? else {
+        return Err(not_ls("unexpected greeting".into()));
+    };
+    Ok((session, reader, writer, req))
 }
 
 fn open_streams(

@@ -606,17 +606,17 @@ fn fail(writer: &mut ControlWriter, e: TestError) -> TestError {
     e
 }
 
-fn run_test(stream: TcpStream, shared: &Shared, log: &mut TestLog) -> Result<(), End> {
+/// Hello, welcome, clock probes and orders up to an accepted test request (None: the connection
+/// carried a third-party order, already run and answered); refusals and failures end it here.
+fn handshake(
+    reader: &mut control::ControlReader,
+    writer: &mut ControlWriter,
+    sm: &mut ServerSession,
+    shared: &Shared,
+    log: &mut TestLog,
+) -> Result<Option<TestSpec>, End> {
     let o = &shared.opts;
-    let (mut reader, mut writer) =
-        control::split(stream, &[], o.handshake_timeout).map_err(ControlError::from)?;
-    let mut sm = ServerSession::with_limits(o.limits.clone()).with_control(o.allow_control);
-    if let Some(keys) = &o.auth {
-        let mut nonce = [0u8; landspeed_core::protocol::NONCE_LEN];
-        getrandom::fill(&mut nonce).map_err(|err| TestError::Random { what: "a nonce", err })?;
-        sm = sm.with_auth(keys.clone(), nonce);
-    }
-    let mut spec: TestSpec = loop {
+    loop {
         let msg = match reader.read(o.handshake_timeout) {
             Ok(m) => m,
             Err(ControlError::Closed) if sm.clock_probes() > 0 => return Err(End::Checked),
@@ -624,16 +624,16 @@ fn run_test(stream: TcpStream, shared: &Shared, log: &mut TestLog) -> Result<(),
         };
         match sm.on_message(msg) {
             Ok(ServerAction::Reply(m)) => writer.send(&m)?,
-            Ok(ServerAction::Accept(spec)) => break spec,
+            Ok(ServerAction::Accept(spec)) => return Ok(Some(spec)),
             Ok(ServerAction::ClockReading { client_ns }) => writer.send(&Message::Clock {
                 client_ns,
                 server_ns: unix_ns(),
             })?,
             Ok(ServerAction::RunOrder(order)) => {
                 log.auth = sm.authenticated().map(str::to_string);
-                let out = order::run_order(*order, &mut writer, shared, log);
+                let out = order::run_order(*order, writer, shared, log);
                 sm.on_order_done();
-                return out.map_err(End::Failed);
+                return out.map(|()| None).map_err(End::Failed);
             }
             Ok(ServerAction::AuthFailed { reply, detail }) => {
                 let _ = writer.send(&reply);
@@ -649,8 +649,23 @@ fn run_test(stream: TcpStream, shared: &Shared, log: &mut TestLog) -> Result<(),
             }
             Ok(ServerAction::PeerFailed(m)) => return Err(TestError::ClientFailed(m).into()),
             Ok(other) => return Err(TestError::NotStarted(format!("{other:?}")).into()),
-            Err(e) => return Err(fail(&mut writer, e.into()).into()),
+            Err(e) => return Err(fail(writer, e.into()).into()),
         }
+    }
+}
+
+fn run_test(stream: TcpStream, shared: &Shared, log: &mut TestLog) -> Result<(), End> {
+    let o = &shared.opts;
+    let (mut reader, mut writer) =
+        control::split(stream, &[], o.handshake_timeout).map_err(ControlError::from)?;
+    let mut sm = ServerSession::with_limits(o.limits.clone()).with_control(o.allow_control);
+    if let Some(keys) = &o.auth {
+        let mut nonce = [0u8; landspeed_core::protocol::NONCE_LEN];
+        getrandom::fill(&mut nonce).map_err(|err| TestError::Random { what: "a nonce", err })?;
+        sm = sm.with_auth(keys.clone(), nonce);
+    }
+    let Some(mut spec) = handshake(&mut reader, &mut writer, &mut sm, shared, log)? else {
+        return Ok(());
     };
     log.auth = sm.authenticated().map(str::to_string);
     if let Some(c) = &spec.server_cpus {
@@ -693,42 +708,13 @@ fn run_test(stream: TcpStream, shared: &Shared, log: &mut TestLog) -> Result<(),
         },
     };
     writer.send(&Message::Accepted { session: sid })?;
-    let mut streams: Vec<DataStream> = vec![];
-    let deadline = Instant::now() + o.handshake_timeout;
-    while streams.len() < spec.total_streams() as usize {
-        let (sid_n, sock) = match wait_stream(&rx, deadline, reader.stream()) {
-            Ok(x) => x,
-            Err(why) => {
-                let missing = TestError::StreamsMissing {
-                    arrived: streams.len(),
-                    expected: spec.total_streams(),
-                    why,
-                };
-                return Err(fail(&mut writer, missing).into());
-            }
-        };
-        sm.on_stream(sid_n).map_err(|e| fail(&mut writer, e.into()))?;
-        let flow = spec.flow_of(sid_n);
-        let role = if flow == Flow::ClientToServer {
-            Role::Receiver
-        } else {
-            Role::Sender
-        };
-        sockopt::after_connect(&socket2::SockRef::from(&sock), &spec, role == Role::Sender)
-            .map_err(|e| fail(&mut writer, e.into()))?;
-        streams.push(DataStream {
-            file: file.as_ref().map(|f| f.handle.clone()),
-            id: sid_n,
-            flow,
-            role,
-            socket: sock,
-            budget: if role == Role::Sender {
-                spec.stream_budget(sid_n)
-            } else {
-                None
-            },
-        });
-    }
+    let handle = file.as_ref().map(|f| f.handle.clone());
+    let arrivals = Arrivals {
+        rx: &rx,
+        control: reader.stream(),
+        timeout: o.handshake_timeout,
+    };
+    let mut streams = collect_streams(&arrivals, &spec, &mut sm, &mut writer, handle)?;
     drop(registered);
     streams.sort_by_key(|s| s.id);
     let mut warnings = vec![];
@@ -772,6 +758,61 @@ fn run_test(stream: TcpStream, shared: &Shared, log: &mut TestLog) -> Result<(),
     let result = finish(&mut hook, &out, &flags, &wrx, o, local);
     quit.store(true, Relaxed);
     Ok(result?)
+}
+
+/// Where a test's data connections arrive, and how long to wait for them.
+struct Arrivals<'a> {
+    rx: &'a mpsc::Receiver<(u32, TcpStream)>,
+    control: &'a TcpStream,
+    timeout: Duration,
+}
+
+/// Waits for every data connection of the test, checks each id with the session and configures it;
+/// the client is told why when one is missing or wrong.
+fn collect_streams(
+    a: &Arrivals,
+    spec: &TestSpec,
+    sm: &mut ServerSession,
+    writer: &mut ControlWriter,
+    file: Option<Arc<std::fs::File>>,
+) -> Result<Vec<DataStream>, TestError> {
+    let mut streams: Vec<DataStream> = vec![];
+    let deadline = Instant::now() + a.timeout;
+    while streams.len() < spec.total_streams() as usize {
+        let (sid_n, sock) = match wait_stream(a.rx, deadline, a.control) {
+            Ok(x) => x,
+            Err(why) => {
+                let missing = TestError::StreamsMissing {
+                    arrived: streams.len(),
+                    expected: spec.total_streams(),
+                    why,
+                };
+                return Err(fail(writer, missing));
+            }
+        };
+        sm.on_stream(sid_n).map_err(|e| fail(writer, e.into()))?;
+        let flow = spec.flow_of(sid_n);
+        let role = if flow == Flow::ClientToServer {
+            Role::Receiver
+        } else {
+            Role::Sender
+        };
+        sockopt::after_connect(&socket2::SockRef::from(&sock), spec, role == Role::Sender)
+            .map_err(|e| fail(writer, e.into()))?;
+        streams.push(DataStream {
+            file: file.clone(),
+            id: sid_n,
+            flow,
+            role,
+            socket: sock,
+            budget: if role == Role::Sender {
+                spec.stream_budget(sid_n)
+            } else {
+                None
+            },
+        });
+    }
+    Ok(streams)
 }
 
 /// What goes into this end's report besides the engine's figures.

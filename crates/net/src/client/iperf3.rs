@@ -58,11 +58,9 @@ fn expect(c: &mut TcpStream, want: State) -> Result<(), ClientError> {
 struct Hook<'a> {
     ctl: &'a TcpStream,
     deadline: Option<Instant>,
-    /// Bytes after which a receiving client ends the test (`-n`/`-k` with -R or --bidir).
+    /// The count of a `-n`/`-k` test: iperf3's client ends it once it has sent *or* received this many
+    /// bytes, so senders that finished their budget end it even while data still arrives.
     receive_target: Option<u64>,
-    /// The test ends by a byte or block count: iperf3's client ends it once it has sent *or* received
-    /// the count, so senders that finished their budget end it even while data still arrives.
-    by_count: bool,
     /// This client has receiving streams (reverse or bidirectional).
     receives: bool,
     /// This client has sending streams (forward or bidirectional).
@@ -111,7 +109,7 @@ impl EngineHook<()> for Hook<'_> {
         let target = self.receive_target.is_some_and(|t| p.received >= t);
         let stopped = flags.stop.load(Relaxed);
         // A client that only receives has no budget of its own: "senders done" says nothing then.
-        let sent_count = self.by_count && self.sends && p.senders_done;
+        let sent_count = self.receive_target.is_some() && self.sends && p.senders_done;
         if target || sent_count || (p.senders_done && (time_up || stopped || !self.receives)) {
             self.end(flags);
         }
@@ -204,8 +202,7 @@ pub fn run_iperf3_client(
     });
 
     let params = EngineParams::for_spec(spec, opts.threads, opts.cpus.clone(), opts.idle_timeout);
-    let sends =
-        streams.iter().any(|s| s.role == Role::Sender) || udp_streams.iter().any(|s| s.role == Role::Sender);
+    let has = |r: Role| streams.iter().any(|s| s.role == r) || udp_streams.iter().any(|s| s.role == r);
     let receive_target = match spec.end {
         EndCondition::Bytes(b) => Some(b),
         EndCondition::Blocks(k) => Some(k.saturating_mul(spec.length_bytes)),
@@ -218,10 +215,8 @@ pub fn run_iperf3_client(
         ctl: &ctl,
         deadline: params.send_time.map(|d| t0 + d),
         receive_target,
-        by_count: receive_target.is_some(),
-        sends,
-        receives: streams.iter().any(|s| s.role == Role::Receiver)
-            || udp_streams.iter().any(|s| s.role == Role::Receiver),
+        sends: has(Role::Sender),
+        receives: has(Role::Receiver),
         ended: false,
         interrupt,
         on_event,

@@ -189,12 +189,16 @@ fn collect_tcp(
     Ok(streams)
 }
 
-fn serve(mut ctl: TcpStream, cookie: Cookie, shared: &Shared, log: &mut TestLog) -> Result<(), TestError> {
+/// PARAM_EXCHANGE: reads and checks the client's parameters and this server's limits, answering
+/// SERVER_ERROR with iperf3's code when they fail; returns them with the spec this server runs.
+fn parameters(
+    ctl: &mut TcpStream,
+    shared: &Shared,
+    log: &mut TestLog,
+) -> Result<(Params, TestSpec), TestError> {
     let o = &shared.opts;
-    let _ = ctl.set_nodelay(true);
-    let _ = ctl.set_write_timeout(Some(o.handshake_timeout));
-    send(&mut ctl, State::ParamExchange)?;
-    let body = read_json(&mut ctl, MAX_JSON).inspect_err(|_| {
+    send(ctl, State::ParamExchange)?;
+    let body = read_json(ctl, MAX_JSON).inspect_err(|_| {
         let _ = ctl.write_all(&server_error(errno::RECV_PARAMS, 0));
     })?;
     let params = Params::parse(&body).inspect_err(|e| {
@@ -228,6 +232,14 @@ fn serve(mut ctl: TcpStream, cookie: Cookie, shared: &Shared, log: &mut TestLog)
         let _ = ctl.write_all(&server_error(code, 0));
         return Err(TestError::OverLimit(why));
     }
+    Ok((params, spec))
+}
+
+fn serve(mut ctl: TcpStream, cookie: Cookie, shared: &Shared, log: &mut TestLog) -> Result<(), TestError> {
+    let o = &shared.opts;
+    let _ = ctl.set_nodelay(true);
+    let _ = ctl.set_write_timeout(Some(o.handshake_timeout));
+    let (params, spec) = parameters(&mut ctl, shared, log)?;
     log.streams = spec.streams;
     log.direction = Some(spec.direction);
 
