@@ -30,30 +30,47 @@ impl SampleSchedule {
         }
     }
 
-    /// The next interval: (index, start_s, end_s, omitted).
-    pub fn next_interval(&mut self) -> (u32, f64, f64, bool) {
+    /// The next interval.
+    pub fn next_interval(&mut self) -> Interval {
         let index = self.index;
         self.index += 1;
+        let k = self.omit_index as f64;
+        self.omit_index += 1;
         if self.in_omit {
-            let k = self.omit_index as f64;
-            self.omit_index += 1;
-            let start = k * self.interval;
-            let end = (k + 1.0) * self.interval;
-            if end >= self.omit - 1e-9 {
+            let (start_s, end_s) = (k * self.interval, (k + 1.0) * self.interval);
+            if end_s >= self.omit - 1e-9 {
                 self.in_omit = false;
                 self.omit_index = 0;
-                return (index, start, self.omit, true);
+                return Interval::new(index, start_s, self.omit, true);
             }
-            return (index, start, end, true);
+            return Interval::new(index, start_s, end_s, true);
         }
-        let j = self.omit_index as f64;
-        self.omit_index += 1;
-        (
+        let (start_s, end_s) = (
+            self.omit + k * self.interval,
+            self.omit + (k + 1.0) * self.interval,
+        );
+        Interval::new(index, start_s, end_s, false)
+    }
+}
+
+/// One interval of a [`SampleSchedule`]: seconds since the side's start.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Interval {
+    pub index: u32,
+    pub start_s: f64,
+    pub end_s: f64,
+    /// The interval lies in the warm-up (`-O`), and is not counted.
+    pub omitted: bool,
+}
+
+impl Interval {
+    pub fn new(index: u32, start_s: f64, end_s: f64, omitted: bool) -> Self {
+        Interval {
             index,
-            self.omit + j * self.interval,
-            self.omit + (j + 1.0) * self.interval,
-            false,
-        )
+            start_s,
+            end_s,
+            omitted,
+        }
     }
 }
 
@@ -110,18 +127,18 @@ mod tests {
     #[test]
     fn schedule_without_omit() {
         let mut s = SampleSchedule::new(Duration::from_secs(1), Duration::ZERO);
-        assert_eq!(s.next_interval(), (0, 0.0, 1.0, false));
-        assert_eq!(s.next_interval(), (1, 1.0, 2.0, false));
+        assert_eq!(s.next_interval(), Interval::new(0, 0.0, 1.0, false));
+        assert_eq!(s.next_interval(), Interval::new(1, 1.0, 2.0, false));
     }
 
     #[test]
     fn schedule_restarts_after_omit() {
         let mut s = SampleSchedule::new(Duration::from_secs(1), Duration::from_millis(2500));
-        assert_eq!(s.next_interval(), (0, 0.0, 1.0, true));
-        assert_eq!(s.next_interval(), (1, 1.0, 2.0, true));
-        assert_eq!(s.next_interval(), (2, 2.0, 2.5, true));
-        assert_eq!(s.next_interval(), (3, 2.5, 3.5, false));
-        assert_eq!(s.next_interval(), (4, 3.5, 4.5, false));
+        assert_eq!(s.next_interval(), Interval::new(0, 0.0, 1.0, true));
+        assert_eq!(s.next_interval(), Interval::new(1, 1.0, 2.0, true));
+        assert_eq!(s.next_interval(), Interval::new(2, 2.0, 2.5, true));
+        assert_eq!(s.next_interval(), Interval::new(3, 2.5, 3.5, false));
+        assert_eq!(s.next_interval(), Interval::new(4, 3.5, 4.5, false));
     }
 
     #[test]

@@ -9,8 +9,10 @@ pub use iperf3::run_iperf3_client;
 pub use latency::LatencyOptions;
 
 use crate::control::{self, ControlError, ControlWriter};
-use crate::engine::{self, DataStream, EngineHook, EngineParams, Flags, Wake};
 use crate::sockopt::{self, SockOptError};
+use crate::supervisor::{self, EngineHook, EngineParams, Flags, Wake, Wiring};
+use crate::transport::tcp::{DataStream, Tcp};
+use crate::transport::udp::{Udp, UdpFormat, UdpParams};
 use landspeed_core::assemble::{assemble, Inputs, RunContext};
 use landspeed_core::config::{Flow, TestSpec, Transport};
 use landspeed_core::endpoint::{EndpointReport, IntervalSample, Role};
@@ -447,20 +449,21 @@ pub fn run_client(
         pending: vec![],
         failure: None,
     };
+    let wiring = Wiring {
+        flags: &flags,
+        wake_tx: &tx,
+        wake_rx: &rx,
+        hook: &mut hook,
+        interface: iface.as_deref(),
+    };
     let out = if spec.transport == Transport::Udp {
-        let u = crate::udp::UdpParams::for_spec(spec, crate::udp::UdpFormat::Landspeed);
-        crate::udp::run(
-            &udp_streams,
-            &params,
-            u,
-            &flags,
-            &tx,
-            &rx,
-            &mut hook,
-            iface.as_deref(),
-        )
+        let udp = Udp {
+            streams: &udp_streams,
+            params: UdpParams::for_spec(spec, UdpFormat::Landspeed),
+        };
+        supervisor::run(&udp, &params, wiring)
     } else {
-        engine::run(&streams, &params, &flags, &tx, &rx, &mut hook, iface.as_deref())
+        supervisor::run(&Tcp(&streams), &params, wiring)
     };
     if let Some(l) = latency.as_mut() {
         l.unloaded();
@@ -781,7 +784,7 @@ fn udp_socket(
     let sock = std::net::UdpSocket::bind(local)?;
     let w = spec
         .window_bytes
-        .map_or(crate::udp::DEFAULT_BUFFER, |w| w as usize);
+        .map_or(crate::transport::udp::DEFAULT_BUFFER, |w| w as usize);
     let r = socket2::SockRef::from(&sock);
     let _ = r.set_send_buffer_size(w);
     let _ = r.set_recv_buffer_size(w);
@@ -795,7 +798,7 @@ fn open_udp_streams(
     opts: &ClientOptions,
     addr: SocketAddr,
     sid: SessionId,
-) -> Result<Vec<crate::udp::UdpStream>, ClientError> {
+) -> Result<Vec<crate::transport::udp::UdpStream>, ClientError> {
     let spec = &opts.spec;
     (0..spec.total_streams())
         .map(|id| {
@@ -826,7 +829,7 @@ fn open_udp_streams(
             }
             let flow = spec.flow_of(id);
             let role = if flow == Flow::ClientToServer { Role::Sender } else { Role::Receiver };
-            Ok(crate::udp::UdpStream {
+            Ok(crate::transport::udp::UdpStream {
                 id,
                 flow,
                 role,

@@ -121,7 +121,7 @@ pub fn split(
 /// or when `quit` is raised.
 pub fn spawn_reader<X: From<Result<Message, ControlError>> + Send + 'static>(
     mut reader: ControlReader,
-    tx: std::sync::mpsc::Sender<crate::engine::Wake<X>>,
+    tx: std::sync::mpsc::Sender<crate::supervisor::Wake<X>>,
     quit: std::sync::Arc<std::sync::atomic::AtomicBool>,
 ) {
     use std::sync::atomic::Ordering::Relaxed;
@@ -133,7 +133,11 @@ pub fn spawn_reader<X: From<Result<Message, ControlError>> + Send + 'static>(
                 Err(ControlError::Timeout(_)) => return,
                 other => {
                     let end = other.is_err() || matches!(other, Ok(Message::Results { .. }));
-                    if tx.send(crate::engine::Wake::External(X::from(other))).is_err() || end {
+                    if tx
+                        .send(crate::supervisor::Wake::External(X::from(other)))
+                        .is_err()
+                        || end
+                    {
                         return;
                     }
                 }

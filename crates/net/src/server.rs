@@ -16,8 +16,9 @@ mod udp;
 pub use error::{MissingWhy, TestError};
 
 use crate::control::{self, ControlError, ControlWriter};
-use crate::engine::{self, DataStream, EngineHook, EngineParams, Flags, Wake};
 use crate::sockopt;
+use crate::supervisor::{self, EngineHook, EngineParams, Flags, Wake, Wiring};
+use crate::transport::tcp::{DataStream, Tcp};
 use landspeed_core::config::{Direction, Flow, TestSpec, Transport};
 use landspeed_core::endpoint::{EndpointReport, IntervalSample, Role};
 use landspeed_core::protocol::{Message, Refusal, ServerAction, ServerSession, SessionId};
@@ -106,7 +107,7 @@ pub struct TestLog {
 
 impl TestLog {
     /// Adds what the engine measured on this server's streams.
-    pub(crate) fn add(&mut self, out: &engine::EngineOutput) {
+    pub(crate) fn add(&mut self, out: &supervisor::EngineOutput) {
         self.duration_s = out.elapsed_s;
         for s in &out.streams {
             match s.role {
@@ -748,7 +749,14 @@ fn run_test(stream: TcpStream, shared: &Shared, log: &mut TestLog) -> Result<(),
         client_report: None,
         failure: None,
     };
-    let out = engine::run(&streams, &params, &flags, &wtx, &wrx, &mut hook, iface.as_deref());
+    let wiring = Wiring {
+        flags: &flags,
+        wake_tx: &wtx,
+        wake_rx: &wrx,
+        hook: &mut hook,
+        interface: iface.as_deref(),
+    };
+    let out = supervisor::run(&Tcp(&streams), &params, wiring);
     log.add(&out);
     let local = Local {
         warnings,
@@ -825,7 +833,7 @@ pub(crate) struct Local {
 
 fn finish(
     hook: &mut Hook,
-    out: &engine::EngineOutput,
+    out: &supervisor::EngineOutput,
     flags: &Flags,
     wrx: &mpsc::Receiver<Wake<Incoming>>,
     o: &ServerOptions,

@@ -5,8 +5,10 @@
 //! pattern, so nothing is verified, and the result says so.
 
 use super::{connect, resolve, ClientError, ClientEvent, ClientOptions, LiveIntervals};
-use crate::engine::{self, DataStream, EngineHook, EngineParams, Flags, Progress, Wake};
 use crate::sockopt;
+use crate::supervisor::{self, EngineHook, EngineParams, Flags, Progress, Wake, Wiring};
+use crate::transport::tcp::{DataStream, Tcp};
+use crate::transport::udp::{Udp, UdpFormat, UdpParams};
 use landspeed_core::assemble::{assemble, Inputs};
 use landspeed_core::config::{EndCondition, Flow, RxMode, TestSpec, Transport};
 use landspeed_core::endpoint::{
@@ -225,20 +227,21 @@ pub fn run_iperf3_client(
         failure: None,
     };
     let iface = crate::host::interface_for(local.ip());
+    let wiring = Wiring {
+        flags: &flags,
+        wake_tx: &tx,
+        wake_rx: &rx,
+        hook: &mut hook,
+        interface: iface.as_deref(),
+    };
     let out = if udp {
-        let u = crate::udp::UdpParams::for_spec(spec, crate::udp::UdpFormat::Iperf3 { wide: false });
-        crate::udp::run(
-            &udp_streams,
-            &params,
-            u,
-            &flags,
-            &tx,
-            &rx,
-            &mut hook,
-            iface.as_deref(),
-        )
+        let udp = Udp {
+            streams: &udp_streams,
+            params: UdpParams::for_spec(spec, UdpFormat::Iperf3 { wide: false }),
+        };
+        supervisor::run(&udp, &params, wiring)
     } else {
-        engine::run(&streams, &params, &flags, &tx, &rx, &mut hook, iface.as_deref())
+        supervisor::run(&Tcp(&streams), &params, wiring)
     };
     hook.end(&flags);
     if let Some(f) = hook.failure.take() {
@@ -413,7 +416,7 @@ fn open_udp_streams(
     opts: &ClientOptions,
     addr: SocketAddr,
     spec: &TestSpec,
-) -> Result<Vec<crate::udp::UdpStream>, ClientError> {
+) -> Result<Vec<crate::transport::udp::UdpStream>, ClientError> {
     (0..spec.total_streams())
         .map(|id| {
             let err = |err| ClientError::Stream { id, err };
@@ -433,7 +436,7 @@ fn open_udp_streams(
             } else {
                 Role::Receiver
             };
-            Ok(crate::udp::UdpStream {
+            Ok(crate::transport::udp::UdpStream {
                 id,
                 flow,
                 role,

@@ -6,8 +6,10 @@
 //! tests run at once. Bad parameters get SERVER_ERROR with iperf3's error number.
 
 use super::{Shared, TestError, TestLog};
-use crate::engine::{self, DataStream, EngineHook, EngineParams, Flags, Wake};
 use crate::sockopt;
+use crate::supervisor::{self, EngineHook, EngineParams, Flags, Wake, Wiring};
+use crate::transport::tcp::{DataStream, Tcp};
+use crate::transport::udp::Udp;
 use landspeed_core::config::{Direction, EndCondition, Flow, TestSpec};
 use landspeed_core::endpoint::{IntervalSample, Role};
 use landspeed_iperf3::wire::{errno, frame_json, json_len, server_error, MAX_RESULTS_JSON};
@@ -118,7 +120,7 @@ fn budgets(spec: &TestSpec, senders: usize) -> Vec<Option<u64>> {
 /// The data streams of a test, by transport.
 enum Streams {
     Tcp(Vec<DataStream>),
-    Udp(Vec<crate::udp::UdpStream>),
+    Udp(Vec<crate::transport::udp::UdpStream>),
 }
 
 /// Waits for the test's TCP data connections (each opens with the cookie) and prepares them.
@@ -271,19 +273,33 @@ fn serve(mut ctl: TcpStream, cookie: Cookie, shared: &Shared, log: &mut TestLog)
         failure: None,
         shutdown: &shared.shutdown,
     };
+    let wiring = Wiring {
+        flags: &flags,
+        wake_tx: &wtx,
+        wake_rx: &wrx,
+        hook: &mut hook,
+        interface: None,
+    };
     let out = match &streams {
-        Streams::Tcp(v) => engine::run(v, &params_e, &flags, &wtx, &wrx, &mut hook, None),
+        Streams::Tcp(v) => supervisor::run(&Tcp(v), &params_e, wiring),
         Streams::Udp(v) => {
-            let u = crate::udp::UdpParams {
+            let u = crate::transport::udp::UdpParams {
                 rate_bps: params
                     .bandwidth_bps
                     .unwrap_or(landspeed_core::config::DEFAULT_UDP_RATE_BPS),
                 burst: params.burst.filter(|b| *b > 0).unwrap_or(spec.burst),
-                format: crate::udp::UdpFormat::Iperf3 {
+                format: crate::transport::udp::UdpFormat::Iperf3 {
                     wide: params.udp_counters_64bit,
                 },
             };
-            crate::udp::run(v, &params_e, u, &flags, &wtx, &wrx, &mut hook, None)
+            supervisor::run(
+                &Udp {
+                    streams: v,
+                    params: u,
+                },
+                &params_e,
+                wiring,
+            )
         }
     };
     // A sending server may finish its byte budget before the client says the test is over.
@@ -360,7 +376,7 @@ fn summary_text(log: &TestLog) -> String {
 }
 
 /// This server's results message.
-fn results(out: &engine::EngineOutput, spec: &TestSpec, text: Option<String>) -> Results {
+fn results(out: &supervisor::EngineOutput, spec: &TestSpec, text: Option<String>) -> Results {
     let udp = spec.transport == landspeed_core::config::Transport::Udp;
     let mut r = landspeed_iperf3::from_reports(&out.streams, &out.cpu, out.elapsed_s, udp);
     if r.sender_has_retransmits == 1 {

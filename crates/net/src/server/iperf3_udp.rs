@@ -4,7 +4,7 @@
 //! socket of its own on the port, connected to the client, with `6789`.
 
 use super::{udp, MissingWhy, Shared, TestError};
-use crate::udp::UdpStream;
+use crate::transport::udp::UdpStream;
 use landspeed_core::config::{Direction, Flow, TestSpec};
 use landspeed_core::endpoint::Role;
 use landspeed_iperf3::wire::{errno, server_error};
@@ -104,7 +104,7 @@ pub(super) fn collect(
     };
     let w = spec
         .window_bytes
-        .map_or(crate::udp::DEFAULT_BUFFER, |w| w as usize);
+        .map_or(crate::transport::udp::DEFAULT_BUFFER, |w| w as usize);
     Ok(socks
         .into_iter()
         .enumerate()

@@ -5,7 +5,7 @@
 //! client until acknowledged, so a repeated hello only gets the acknowledgement again.
 
 use super::{Shared, TestError, UdpRegistry};
-use crate::udp::UdpStream;
+use crate::transport::udp::UdpStream;
 use landspeed_core::config::{Flow, TestSpec};
 use landspeed_core::endpoint::Role;
 use landspeed_core::protocol::{Preamble, ServerSession, SessionId, PROTOCOL_VERSION};
@@ -144,7 +144,7 @@ pub(super) fn collect(
     streams.sort_by_key(|s| s.id);
     let w = spec
         .window_bytes
-        .map_or(crate::udp::DEFAULT_BUFFER, |w| w as usize);
+        .map_or(crate::transport::udp::DEFAULT_BUFFER, |w| w as usize);
     for s in &streams {
         let r = socket2::SockRef::from(&s.socket);
         let _ = r.set_send_buffer_size(w);
@@ -165,7 +165,7 @@ pub(super) fn run_test(
     log: &mut super::TestLog,
 ) -> Result<(), TestError> {
     use super::{Hook, Incoming};
-    use crate::engine::{EngineParams, Flags, Wake};
+    use crate::supervisor::{EngineParams, Flags, Wake, Wiring};
     use landspeed_core::protocol::{Message, ServerAction};
     use std::sync::atomic::AtomicBool;
     use std::sync::Arc;
@@ -196,7 +196,7 @@ pub(super) fn run_test(
     let quit = Arc::new(AtomicBool::new(false));
     crate::control::spawn_reader(reader, wtx.clone(), quit.clone());
     let params = EngineParams::for_spec(&spec, None, None, o.idle_timeout);
-    let u = crate::udp::UdpParams::for_spec(&spec, crate::udp::UdpFormat::Landspeed);
+    let u = crate::transport::udp::UdpParams::for_spec(&spec, crate::transport::udp::UdpFormat::Landspeed);
     let flags = Flags::default();
     let mut hook = Hook {
         writer: &mut writer,
@@ -205,7 +205,18 @@ pub(super) fn run_test(
         client_report: None,
         failure: None,
     };
-    let out = crate::udp::run(&streams, &params, u, &flags, &wtx, &wrx, &mut hook, None);
+    let wiring = Wiring {
+        flags: &flags,
+        wake_tx: &wtx,
+        wake_rx: &wrx,
+        hook: &mut hook,
+        interface: None,
+    };
+    let udp = crate::transport::udp::Udp {
+        streams: &streams,
+        params: u,
+    };
+    let out = crate::supervisor::run(&udp, &params, wiring);
     log.add(&out);
     let result = super::finish(
         &mut hook,

@@ -1,22 +1,19 @@
-//! The UDP data path: one thread per stream (a paced sender or a receiver on a connected socket), and the
-//! sampling loop on the calling thread, as for TCP. Senders follow `core::udp::Pacer`'s schedule
+//! The UDP transport: one worker thread per stream (a paced sender or a receiver on a connected socket);
+//! sampling and reporting are the supervisor's, as for TCP. Senders follow `core::udp::Pacer`'s schedule
 //! (sleeping until shortly before a datagram is due, then polling the clock), write landspeed's header
 //! and the run's payload, and finish with end-of-stream markers that carry how many datagrams they sent;
 //! receivers account every datagram (`UdpReceiver`), verify its payload, and stop shortly after the
 //! marker. UDP has no end-of-file, so that marker and a short drain are how a test ends.
 
-use crate::cpu::CpuSnapshot;
-use crate::engine::{EngineHook, EngineOutput, EngineParams, Flags, Progress, Wake};
-use crate::host::NetSnapshot;
+use super::{Meter, Outcome, Settled, StreamMeta, Transport};
+use crate::supervisor::{EngineParams, Flags};
 use landspeed_core::config::Flow;
-use landspeed_core::endpoint::{IntervalSample, Role, StreamReport, StreamSample};
-use landspeed_core::payload::{Corruption, Generator, Verifier};
-use landspeed_core::stats::SampleSchedule;
+use landspeed_core::endpoint::{Role, TcpSnapshot};
+use landspeed_core::payload::{Generator, Verifier};
 use landspeed_core::udp::{pacing::Pace, Header, Pacer, UdpReceiver, HEADER};
 use std::io::ErrorKind;
 use std::net::UdpSocket;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 /// The sequence number of the end-of-stream marker; its time field carries the datagram count.
@@ -87,25 +84,62 @@ fn read_header(f: UdpFormat, buf: &[u8]) -> Option<Header> {
     }
 }
 
-#[derive(Default)]
-struct Counter {
-    bytes: AtomicU64,
-    finished: AtomicBool,
+/// The UDP transport over a set of connected streams.
+pub struct Udp<'a> {
+    pub streams: &'a [UdpStream],
+    pub params: UdpParams,
 }
 
-#[derive(Default)]
-struct Out {
-    bytes: u64,
-    calls: u64,
-    first: Option<Instant>,
-    last: Option<Instant>,
-    error: Option<String>,
-    verified: u64,
-    corrupt_blocks: u64,
-    first_corruption: Option<Corruption>,
-    send_errors: u64,
-    udp: Option<landspeed_core::udp::UdpStats>,
-    offload: bool,
+impl Transport for Udp<'_> {
+    fn streams(&self) -> Vec<StreamMeta> {
+        (self.streams.iter())
+            .map(|d| StreamMeta {
+                id: d.id,
+                flow: d.flow,
+                role: d.role,
+            })
+            .collect()
+    }
+
+    /// One thread per stream: a paced sender sleeps between datagrams, and must not wait for others.
+    fn groups(&self, _p: &EngineParams) -> Vec<Vec<usize>> {
+        (0..self.streams.len()).map(|i| vec![i]).collect()
+    }
+
+    fn work(
+        &self,
+        group: &[usize],
+        meters: &[Meter],
+        p: &EngineParams,
+        flags: &Flags,
+        t0: Instant,
+    ) -> Vec<(usize, Outcome)> {
+        (group.iter())
+            .map(|&i| {
+                let (s, c, u) = (&self.streams[i], &meters[i], self.params);
+                let o = if s.role == Role::Sender {
+                    send_stream(s, c, p, u, flags, t0)
+                } else {
+                    receive_stream(s, c, p, u, flags, t0)
+                };
+                (i, o)
+            })
+            .collect()
+    }
+
+    fn snapshot(&self, _i: usize) -> Option<TcpSnapshot> {
+        None
+    }
+
+    fn settle(&self, i: usize, _rtts_us: &[u32]) -> Settled {
+        let (snd_buf_bytes, rcv_buf_bytes) =
+            crate::sockopt::granted(&socket2::SockRef::from(&self.streams[i].socket));
+        Settled {
+            snd_buf_bytes,
+            rcv_buf_bytes,
+            tcp: None,
+        }
+    }
 }
 
 fn set_udp_opt(s: &UdpSocket, opt: libc::c_int, v: libc::c_int) -> bool {
@@ -157,14 +191,14 @@ fn wait_until(t0: Instant, t_ns: u64) {
 
 fn send_stream(
     s: &UdpStream,
-    c: &Counter,
+    c: &Meter,
     p: &EngineParams,
     u: UdpParams,
     flags: &Flags,
     t0: Instant,
-) -> Out {
+) -> Outcome {
     tight_timers();
-    let mut o = Out::default();
+    let mut o = Outcome::default();
     let len = p.length;
     let plen = len - HEADER;
     let mut gen = Generator::new(&p.pattern, plen);
@@ -265,13 +299,13 @@ fn send_stream(
 
 fn receive_stream(
     s: &UdpStream,
-    c: &Counter,
+    c: &Meter,
     p: &EngineParams,
     u: UdpParams,
     flags: &Flags,
     t0: Instant,
-) -> Out {
-    let mut o = Out::default();
+) -> Outcome {
+    let mut o = Outcome::default();
     let mut rx = UdpReceiver::default();
     let mut verifier = p.verify.then(|| Verifier::new(&p.pattern, p.length));
     let plen = (p.length - HEADER) as u64;
@@ -355,7 +389,7 @@ fn receive_stream(
                     o.corrupt_blocks += 1;
                 }
                 // The header is checked too: its sequence number chose the expected payload.
-                o.verified += d.len() as u64;
+                o.verified_bytes += d.len() as u64;
             }
         }
         c.bytes.store(o.bytes, Relaxed);
@@ -363,157 +397,4 @@ fn receive_stream(
     o.udp = Some(rx.stats(sent));
     c.finished.store(true, Relaxed);
     o
-}
-
-fn sample(
-    streams: &[UdpStream],
-    counters: &[Counter],
-    cur: (u32, f64, f64, bool),
-    end: f64,
-) -> IntervalSample {
-    IntervalSample {
-        index: cur.0,
-        start_s: cur.1,
-        end_s: end,
-        omitted: cur.3,
-        streams: streams
-            .iter()
-            .zip(counters)
-            .map(|(s, c)| StreamSample {
-                id: s.id,
-                bytes: c.bytes.load(Relaxed),
-                tcp: None,
-            })
-            .collect(),
-    }
-}
-
-/// Runs the UDP streams to completion, sampling on the calling thread like `engine::run`.
-#[allow(clippy::too_many_arguments)]
-pub fn run<X: Send>(
-    streams: &[UdpStream],
-    p: &EngineParams,
-    u: UdpParams,
-    flags: &Flags,
-    wake_tx: &Sender<Wake<X>>,
-    wake_rx: &Receiver<Wake<X>>,
-    hook: &mut dyn EngineHook<X>,
-    interface: Option<&str>,
-) -> EngineOutput {
-    let cpu0 = CpuSnapshot::take();
-    let net0 = interface.and_then(NetSnapshot::take);
-    let counters: Vec<Counter> = streams.iter().map(|_| Counter::default()).collect();
-    let t0 = Instant::now();
-    let mut samples = vec![];
-    let mut outs: Vec<Out> = vec![];
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = streams
-            .iter()
-            .zip(&counters)
-            .map(|(s, c)| {
-                let tx = wake_tx.clone();
-                scope.spawn(move || {
-                    let o = if s.role == Role::Sender {
-                        send_stream(s, c, p, u, flags, t0)
-                    } else {
-                        receive_stream(s, c, p, u, flags, t0)
-                    };
-                    let _ = tx.send(Wake::WorkerDone);
-                    o
-                })
-            })
-            .collect();
-        let mut sched = SampleSchedule::new(p.interval, p.omit);
-        let mut cur = sched.next_interval();
-        let mut finished = 0;
-        let mut stop_seen = false;
-        loop {
-            hook.on_tick(flags);
-            let mine = |r: Role| streams.iter().zip(&counters).filter(move |(d, _)| d.role == r);
-            hook.on_progress(
-                Progress {
-                    received: mine(Role::Receiver).map(|(_, c)| c.bytes.load(Relaxed)).sum(),
-                    senders_done: mine(Role::Sender).all(|(_, c)| c.finished.load(Relaxed)),
-                },
-                flags,
-            );
-            if !stop_seen && flags.stop.load(Relaxed) {
-                stop_seen = true;
-                hook.on_stop();
-            }
-            let c4 = (cur.0, cur.1, cur.2, cur.3);
-            if finished == streams.len() {
-                let s = sample(streams, &counters, c4, t0.elapsed().as_secs_f64().max(cur.1));
-                hook.on_sample(&s);
-                samples.push(s);
-                break;
-            }
-            let boundary = t0 + Duration::from_secs_f64(cur.2);
-            let now = Instant::now();
-            if now >= boundary {
-                let s = sample(streams, &counters, c4, cur.2);
-                hook.on_sample(&s);
-                samples.push(s);
-                cur = sched.next_interval();
-                continue;
-            }
-            match wake_rx.recv_timeout((boundary - now).min(Duration::from_millis(100))) {
-                Ok(Wake::WorkerDone) => finished += 1,
-                Ok(Wake::External(x)) => hook.on_external(x, flags),
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => finished = streams.len(),
-            }
-        }
-        for h in handles {
-            outs.push(h.join().unwrap_or_else(|_| Out {
-                error: Some("stream thread failed".into()),
-                ..Out::default()
-            }));
-        }
-    });
-    let elapsed_s = t0.elapsed().as_secs_f64();
-    let omit_sample = samples.iter().rev().find(|s| s.omitted);
-    let reports = streams
-        .iter()
-        .zip(outs)
-        .map(|(s, o)| {
-            let rel = |t: Option<Instant>| t.map(|t| t.saturating_duration_since(t0).as_secs_f64());
-            let sref = socket2::SockRef::from(&s.socket);
-            let (snd, rcv) = crate::sockopt::granted(&sref);
-            let omitted = match (s.role, omit_sample) {
-                (Role::Receiver, Some(x)) => x.streams.iter().find(|y| y.id == s.id).map_or(0, |y| y.bytes),
-                _ => 0,
-            };
-            StreamReport {
-                id: s.id,
-                flow: s.flow,
-                role: s.role,
-                bytes: o.bytes,
-                calls: o.calls,
-                omitted_bytes: omitted,
-                first_byte_s: rel(o.first),
-                last_byte_s: rel(o.last),
-                snd_buf_bytes: snd,
-                rcv_buf_bytes: rcv,
-                tcp: None,
-                error: o.error,
-                bytes_verified: o.verified,
-                corrupt_blocks: o.corrupt_blocks,
-                first_corruption: o.first_corruption,
-                zerocopy_sends: 0,
-                zerocopy_copied: 0,
-                udp: o.udp,
-                send_errors: o.send_errors,
-                udp_offload: o.offload,
-            }
-        })
-        .collect();
-    EngineOutput {
-        streams: reports,
-        samples,
-        elapsed_s,
-        cpu: cpu0.until(&CpuSnapshot::take()),
-        interface: net0.map(|n| n.until_now()),
-        threads: streams.len() as u32,
-    }
 }

@@ -9,7 +9,7 @@
 //! nothing; the stream's offset is always the sum of what completed. A new chain is queued only when the
 //! stream's previous one has fully completed, and every buffer lives until its operation has completed.
 
-use super::{Counter, DataStream, EngineParams, Flags, State, WorkerStream};
+use super::{DataStream, EngineParams, Flags, Meter, Outcome, State};
 use io_uring::{opcode, squeue, types, IoUring};
 use landspeed_core::endpoint::Role;
 use landspeed_core::payload::{Generator, Verifier};
@@ -31,16 +31,16 @@ fn user_data(stream: usize, slot: usize) -> u64 {
 
 /// Runs the worker's streams through one io_uring. Same contract as the epoll worker.
 pub(super) fn worker(
-    streams: Vec<(&DataStream, &Counter)>,
+    streams: Vec<(usize, &DataStream, &Meter)>,
     p: &EngineParams,
     flags: &Flags,
     t0: Instant,
-) -> Vec<(u32, WorkerStream)> {
+) -> Vec<(usize, Outcome)> {
     let qd = p.queue_depth.max(1);
     let now = Instant::now();
     let mut states: Vec<State> = streams
         .into_iter()
-        .map(|(ds, c)| State::new(ds, c, now))
+        .map(|(i, ds, c)| State::new(i, ds, c, now))
         .collect();
     let entries = (states.len() * qd).next_power_of_two().clamp(8, 32768) as u32;
     let mut ring = match IoUring::new(entries) {
@@ -49,7 +49,7 @@ pub(super) fn worker(
             for st in states.iter_mut() {
                 st.finish(Some(format!("io_uring unavailable: {e} (use --io epoll)")));
             }
-            return states.into_iter().map(|s| (s.ds.id, s.out)).collect();
+            return states.into_iter().map(|s| (s.index, s.out)).collect();
         }
     };
     let mut slots: Vec<Slots> = states
@@ -200,7 +200,7 @@ pub(super) fn worker(
                 let n = res as usize;
                 if !sender {
                     if let Some(v) = verifier.as_mut() {
-                        st.out.verify(v, st.ds.id, &sl.bufs[k][..n]);
+                        st.verify(v, &sl.bufs[k][..n]);
                     }
                 }
                 st.account(n, Instant::now());
@@ -214,5 +214,5 @@ pub(super) fn worker(
             }
         }
     }
-    states.into_iter().map(|s| (s.ds.id, s.out)).collect()
+    states.into_iter().map(|s| (s.index, s.out)).collect()
 }

@@ -1,0 +1,118 @@
+//! Transports: the kinds of data connection the one supervisor drives. A transport knows how to move
+//! bytes on its connections (its worker threads, its system calls, its offloads) and what its kernel
+//! can tell about them (TCP_INFO, socket buffers); everything around that, the interval sampling, the
+//! end of a test, CPU and interface counters and the per-stream report, is the supervisor's
+//! (`crate::supervisor`), the same for every transport. A new data path (batched or completion-based
+//! I/O, QUIC, TLS) is one more implementation of [`Transport`].
+
+pub mod tcp;
+pub mod udp;
+
+use crate::supervisor::{EngineParams, Flags};
+use landspeed_core::config::Flow;
+use landspeed_core::endpoint::{Role, TcpSnapshot, TcpStats};
+use landspeed_core::payload::Corruption;
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::time::Instant;
+
+/// What the supervisor sees of one stream while it runs: its byte count and whether it has finished,
+/// written by the worker that owns the stream with relaxed stores, read at each sample. One cache line
+/// each, so workers on different cores do not share a line.
+#[repr(align(128))]
+#[derive(Default)]
+pub struct Meter {
+    /// Bytes this end has moved on the stream so far (sent or received, as its role says).
+    pub bytes: AtomicU64,
+    /// The worker is done with the stream.
+    pub finished: AtomicBool,
+}
+
+/// What a worker measured on one stream, handed back when it ends.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    /// Bytes moved (sent or received).
+    pub bytes: u64,
+    /// System calls (or datagrams) that moved them.
+    pub calls: u64,
+    pub first: Option<Instant>,
+    pub last: Option<Instant>,
+    /// Why the stream ended early, if it did.
+    pub error: Option<String>,
+    /// Receivers: bytes checked against the payload.
+    pub verified_bytes: u64,
+    pub corrupt_blocks: u64,
+    pub first_corruption: Option<Corruption>,
+    /// TCP senders with MSG_ZEROCOPY: sends issued, and how many of them the kernel copied anyway.
+    pub zerocopy_sends: u64,
+    pub zerocopy_copied: u64,
+    /// UDP senders: datagrams the kernel refused (ENOBUFS, a full queue).
+    pub send_errors: u64,
+    /// UDP receivers: loss, order and jitter.
+    pub udp: Option<landspeed_core::udp::UdpStats>,
+    /// UDP: segmentation (sender) or receive (receiver) offload was on.
+    pub offload: bool,
+}
+
+/// Who a stream is: the part of it the supervisor needs to sample and report it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamMeta {
+    pub id: u32,
+    pub flow: Flow,
+    pub role: Role,
+}
+
+/// What the kernel says about a stream once it has ended.
+#[derive(Debug, Default)]
+pub struct Settled {
+    /// Socket buffers as the kernel granted them.
+    pub snd_buf_bytes: u64,
+    pub rcv_buf_bytes: u64,
+    /// TCP's own figures (None for transports without them).
+    pub tcp: Option<TcpStats>,
+}
+
+/// One kind of data connection behind the supervisor.
+///
+/// The contract: [`Transport::work`] runs on its own thread for one group of [`Transport::groups`];
+/// it moves bytes on exactly those streams until each has ended (a sender at its budget, its deadline
+/// or `flags.stop`; a receiver at end of data, `flags.halt`, an idle timeout or an error), stores each
+/// stream's byte count in its meter as it goes and raises `finished` when the stream is done, then
+/// returns an [`Outcome`] per stream. Workers never block for longer than about 100 ms without
+/// looking at the flags.
+pub trait Transport: Sync {
+    /// The streams, in the order meters, groups and indices refer to.
+    fn streams(&self) -> Vec<StreamMeta>;
+    /// How the streams are spread over worker threads: one group of stream indices per thread.
+    fn groups(&self, p: &EngineParams) -> Vec<Vec<usize>>;
+    /// Runs one worker thread over `group`; `meters` holds every stream's meter, by index.
+    fn work(
+        &self,
+        group: &[usize],
+        meters: &[Meter],
+        p: &EngineParams,
+        flags: &Flags,
+        t0: Instant,
+    ) -> Vec<(usize, Outcome)>;
+    /// A live look at stream `i` for an interval sample (TCP_INFO for TCP).
+    fn snapshot(&self, i: usize) -> Option<TcpSnapshot>;
+    /// The kernel's figures for stream `i` after the test; `rtts_us` are its sampled RTTs.
+    fn settle(&self, i: usize, rtts_us: &[u32]) -> Settled;
+}
+
+/// Spreads `n` streams round-robin over at most `threads` groups (at least one stream each).
+pub fn round_robin(n: usize, threads: usize) -> Vec<Vec<usize>> {
+    let k = threads.clamp(1, n.max(1));
+    (0..k).map(|w| (w..n).step_by(k).collect()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::round_robin;
+
+    #[test]
+    fn round_robin_spreads_every_stream_once() {
+        assert_eq!(round_robin(5, 2), vec![vec![0, 2, 4], vec![1, 3]]);
+        assert_eq!(round_robin(2, 8), vec![vec![0], vec![1]]);
+        assert_eq!(round_robin(0, 4), vec![Vec::<usize>::new()]);
+    }
+}

@@ -1,0 +1,443 @@
+//! The TCP transport: moves bytes on a set of TCP connections with worker threads.
+//!
+//! Streams are spread round-robin over worker threads (optionally pinned to CPUs); each worker drives its
+//! sockets non-blocking through one epoll instance (or io_uring, `uring.rs`), with one send and one
+//! receive buffer allocated before the test. Per buffer the hot loop does one system call, one clock read
+//! and one relaxed atomic store of the stream's byte count: no locks, no allocation, no formatting. A
+//! sender shuts down its write side when it is done, and a receiver reads until end-of-file, so every
+//! byte written is read and counted. Sampling and reporting are the supervisor's (`crate::supervisor`).
+
+mod uring;
+
+use super::{round_robin, Meter, Outcome, Settled, StreamMeta, Transport};
+use crate::supervisor::{EngineParams, Flags};
+use crate::tcp_info;
+use crate::zerocopy::ZcSender;
+use landspeed_core::config::Flow;
+use landspeed_core::endpoint::{Role, TcpSnapshot};
+use landspeed_core::payload::{Generator, Verifier};
+use mio::unix::SourceFd;
+use mio::{Events, Interest, Poll, Token};
+use std::io::{ErrorKind, Read, Write};
+use std::net::{Shutdown, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::{Duration, Instant};
+
+/// One data connection and what this end does with it.
+pub struct DataStream {
+    pub id: u32,
+    pub flow: Flow,
+    pub role: Role,
+    pub socket: TcpStream,
+    /// Sender only: stop after exactly this many bytes.
+    pub budget: Option<u64>,
+    /// Disk-to-disk tests: the sender sends this file (sendfile), the receiver writes into it (splice).
+    pub file: Option<std::sync::Arc<std::fs::File>>,
+}
+
+/// What a capped stream may run ahead of its rate.
+const CAP_BURST: f64 = 256.0 * 1024.0;
+
+/// The TCP transport over a set of connected streams.
+pub struct Tcp<'a>(pub &'a [DataStream]);
+
+impl Transport for Tcp<'_> {
+    fn streams(&self) -> Vec<StreamMeta> {
+        (self.0.iter())
+            .map(|d| StreamMeta {
+                id: d.id,
+                flow: d.flow,
+                role: d.role,
+            })
+            .collect()
+    }
+
+    fn groups(&self, p: &EngineParams) -> Vec<Vec<usize>> {
+        round_robin(self.0.len(), p.threads)
+    }
+
+    fn work(
+        &self,
+        group: &[usize],
+        meters: &[Meter],
+        p: &EngineParams,
+        flags: &Flags,
+        t0: Instant,
+    ) -> Vec<(usize, Outcome)> {
+        let mine = group.iter().map(|&i| (i, &self.0[i], &meters[i])).collect();
+        if p.uring && p.stream_cap_bps.is_none() {
+            uring::worker(mine, p, flags, t0)
+        } else {
+            worker(mine, p, flags, t0)
+        }
+    }
+
+    fn snapshot(&self, i: usize) -> Option<TcpSnapshot> {
+        tcp_info::read(&self.0[i].socket).ok().map(|t| t.snapshot())
+    }
+
+    fn settle(&self, i: usize, rtts_us: &[u32]) -> Settled {
+        let sref = socket2::SockRef::from(&self.0[i].socket);
+        let (snd_buf_bytes, rcv_buf_bytes) = crate::sockopt::granted(&sref);
+        Settled {
+            snd_buf_bytes,
+            rcv_buf_bytes,
+            tcp: (tcp_info::read(&self.0[i].socket).ok())
+                .map(|t| t.stats(rtts_us, tcp_info::congestion(&sref))),
+        }
+    }
+}
+
+/// One stream as its worker drives it.
+struct State<'a> {
+    index: usize,
+    ds: &'a DataStream,
+    counter: &'a Meter,
+    ready: bool,
+    done: bool,
+    remaining: Option<u64>,
+    out: Outcome,
+    /// The last block found corrupt: a block split over two reads is counted once.
+    last_bad_block: Option<u64>,
+    last_progress: Instant,
+    /// MSG_ZEROCOPY state, for senders when asked.
+    zc: Option<ZcSender>,
+    /// Receivers into a file: the pipe splice(2) goes through.
+    splicer: Option<crate::files::Splicer>,
+}
+
+impl<'a> State<'a> {
+    fn new(index: usize, ds: &'a DataStream, counter: &'a Meter, now: Instant) -> Self {
+        State {
+            index,
+            ds,
+            counter,
+            ready: true,
+            done: false,
+            remaining: ds.budget,
+            out: Outcome::default(),
+            last_bad_block: None,
+            last_progress: now,
+            zc: None,
+            splicer: None,
+        }
+    }
+
+    /// Checks `data`, just read at the stream's current offset, and records what was wrong.
+    fn verify(&mut self, v: &mut Verifier, data: &[u8]) {
+        if let Some(c) = v.check(self.ds.id, self.out.bytes, data) {
+            for b in c.bad_blocks {
+                if self.last_bad_block.is_none_or(|l| b > l) {
+                    self.out.corrupt_blocks += 1;
+                    self.last_bad_block = Some(b);
+                }
+            }
+            self.out.first_corruption.get_or_insert(c.first);
+        }
+        self.out.verified_bytes += data.len() as u64;
+    }
+
+    /// One send: from the zerocopy ring when it has a free buffer, else a plain copying send.
+    fn send(&mut self, gen: &mut Option<Generator>, n: usize) -> std::io::Result<usize> {
+        let (id, off, sock) = (self.ds.id, self.out.bytes, &self.ds.socket);
+        if let Some(f) = &self.ds.file {
+            return crate::files::send_chunk(sock, f, off, n);
+        }
+        match (self.zc.as_mut(), gen.as_mut()) {
+            (Some(zc), _) => {
+                if !zc.can_send() {
+                    zc.reap(sock)?;
+                }
+                if !zc.can_send() {
+                    return Err(ErrorKind::WouldBlock.into());
+                }
+                zc.send(sock, id, off, n)
+            }
+            (None, Some(g)) => (&self.ds.socket).write(g.fill(id, off, n)),
+            (None, None) => Err(std::io::Error::other("no payload generator")),
+        }
+    }
+
+    /// One receive: into `rbuf` (or dropped with `discard`), or spliced into the stream's file.
+    fn recv(&mut self, rbuf: &mut [u8], discard_it: bool) -> std::io::Result<usize> {
+        if let Some(f) = &self.ds.file {
+            if self.splicer.is_none() {
+                self.splicer = Some(crate::files::Splicer::new()?);
+            }
+            let s = self.splicer.as_mut().expect("just set");
+            return s.recv(&self.ds.socket, f, self.out.bytes, rbuf.len().max(64 << 10));
+        }
+        if discard_it {
+            discard(&self.ds.socket, rbuf.len())
+        } else {
+            (&self.ds.socket).read(rbuf)
+        }
+    }
+
+    fn account(&mut self, n: usize, now: Instant) {
+        self.out.bytes += n as u64;
+        self.out.calls += 1;
+        self.out.first.get_or_insert(now);
+        self.out.last = Some(now);
+        self.last_progress = now;
+        self.counter.bytes.store(self.out.bytes, Relaxed);
+        if let Some(r) = self.remaining.as_mut() {
+            *r -= n as u64;
+        }
+    }
+
+    fn finish(&mut self, error: Option<String>) {
+        self.counter.finished.store(true, Relaxed);
+        if self.ds.role == Role::Sender {
+            let _ = self.ds.socket.shutdown(Shutdown::Write);
+        }
+        self.done = true;
+        if self.out.error.is_none() {
+            self.out.error = error;
+        }
+    }
+}
+
+/// Calls per stream before the worker turns to its next stream.
+const BURST: usize = 16;
+
+fn worker(
+    streams: Vec<(usize, &DataStream, &Meter)>,
+    p: &EngineParams,
+    flags: &Flags,
+    t0: Instant,
+) -> Vec<(usize, Outcome)> {
+    let sends = streams.iter().any(|(_, d, _)| d.role == Role::Sender);
+    let receives = streams.iter().any(|(_, d, _)| d.role == Role::Receiver);
+    let mut gen = sends.then(|| Generator::new(&p.pattern, p.length));
+    let mut verifier = (receives && p.verify).then(|| Verifier::new(&p.pattern, p.length));
+    let mut rbuf = vec![0u8; if receives { p.length } else { 0 }];
+    let now = Instant::now();
+    let mut states: Vec<State> = streams
+        .into_iter()
+        .map(|(i, ds, c)| State::new(i, ds, c, now))
+        .collect();
+    let mut poll = match Poll::new() {
+        Ok(p) => p,
+        Err(e) => {
+            let out = |id| {
+                (
+                    id,
+                    Outcome {
+                        error: Some(format!("epoll: {e}")),
+                        ..Outcome::default()
+                    },
+                )
+            };
+            return states.iter().map(|s| out(s.index)).collect();
+        }
+    };
+    for (i, st) in states.iter_mut().enumerate() {
+        let interest = if st.ds.role == Role::Sender {
+            Interest::WRITABLE
+        } else {
+            Interest::READABLE
+        };
+        let fd = st.ds.socket.as_raw_fd();
+        if let Err(e) = st
+            .ds
+            .socket
+            .set_nonblocking(true)
+            .and_then(|_| poll.registry().register(&mut SourceFd(&fd), Token(i), interest))
+        {
+            st.finish(Some(format!("cannot poll socket: {e}")));
+        }
+        if p.zerocopy && st.ds.role == Role::Sender && !st.done {
+            match crate::zerocopy::enable(&st.ds.socket) {
+                Ok(()) => st.zc = Some(ZcSender::new(&p.pattern, p.length)),
+                Err(e) => st.finish(Some(format!("SO_ZEROCOPY: {e}"))),
+            }
+        }
+    }
+    let deadline = p.send_time.map(|d| t0 + d);
+    let mut events = Events::with_capacity(states.len().max(16));
+    loop {
+        if flags.abort.load(Relaxed) {
+            for st in states.iter_mut().filter(|s| !s.done) {
+                st.finish(Some("test aborted".into()));
+            }
+        }
+        if flags.halt.load(Relaxed) {
+            for st in states.iter_mut().filter(|s| !s.done) {
+                // What has already arrived is counted: read the receive queue empty first.
+                if st.ds.role == Role::Receiver {
+                    for _ in 0..4096 {
+                        let r = st.recv(&mut rbuf, p.discard);
+                        match r {
+                            Ok(n) if n > 0 => {
+                                if let Some(v) = verifier.as_mut() {
+                                    st.verify(v, &rbuf[..n]);
+                                }
+                                st.account(n, Instant::now());
+                            }
+                            _ => break,
+                        }
+                    }
+                }
+                st.finish(None);
+            }
+        }
+        let now = Instant::now();
+        let stop_send = flags.stop.load(Relaxed) || deadline.is_some_and(|d| now >= d);
+        let mut live = 0;
+        let mut any_ready = false;
+        let mut wake: Option<Instant> = None;
+        for st in states.iter_mut().filter(|s| !s.done) {
+            let sender = st.ds.role == Role::Sender;
+            if sender && (stop_send || st.remaining == Some(0)) {
+                st.finish(None);
+                continue;
+            }
+            if !st.ready {
+                if now.duration_since(st.last_progress) > p.idle_timeout {
+                    let what = if sender {
+                        "could not send"
+                    } else {
+                        "received nothing"
+                    };
+                    st.finish(Some(format!(
+                        "{what} for {:?}; giving up on this stream",
+                        p.idle_timeout
+                    )));
+                } else {
+                    live += 1;
+                }
+                continue;
+            }
+            if let Some(bps) = p.stream_cap_bps {
+                // Ahead of the cap: leave the socket alone until the rate catches up.
+                let rate = bps / 8.0;
+                let ahead = st.out.bytes as f64 - CAP_BURST;
+                if ahead > rate * now.duration_since(t0).as_secs_f64() {
+                    let due = t0 + Duration::from_secs_f64(ahead / rate);
+                    wake = Some(wake.map_or(due, |w| w.min(due)));
+                    live += 1;
+                    continue;
+                }
+            }
+            for _ in 0..BURST {
+                let res = if sender {
+                    let n = st.remaining.map_or(p.length, |r| r.min(p.length as u64) as usize);
+                    if n == 0 {
+                        break;
+                    }
+                    st.send(&mut gen, n)
+                } else {
+                    st.recv(&mut rbuf, p.discard)
+                };
+                match res {
+                    Ok(0) if !sender => {
+                        st.done = true;
+                        break;
+                    }
+                    Ok(n) => {
+                        #[cfg(feature = "fault-injection")]
+                        if !sender {
+                            fault::flip(st.ds.id, st.out.bytes, &mut rbuf[..n]);
+                        }
+                        if let (false, Some(v)) = (sender, verifier.as_mut()) {
+                            st.verify(v, &rbuf[..n]);
+                        }
+                        st.account(n, Instant::now())
+                    }
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                        st.ready = false;
+                        break;
+                    }
+                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                    Err(e) => {
+                        st.finish(Some(format!("{}: {e}", if sender { "send" } else { "receive" })));
+                        break;
+                    }
+                }
+            }
+            if !st.done {
+                live += 1;
+                any_ready |= st.ready;
+            }
+        }
+        if live == 0 {
+            break;
+        }
+        let mut timeout = if any_ready {
+            Duration::ZERO
+        } else {
+            Duration::from_millis(100)
+        };
+        if let Some(w) = wake {
+            timeout = timeout.min(w.saturating_duration_since(Instant::now()));
+        }
+        if let Some(d) = deadline {
+            timeout = timeout.min(d.saturating_duration_since(Instant::now()));
+        }
+        match poll.poll(&mut events, Some(timeout)) {
+            Ok(()) => {
+                for ev in events.iter() {
+                    if let Some(st) = states.get_mut(ev.token().0) {
+                        st.ready = true;
+                    }
+                }
+            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => {
+                for st in states.iter_mut().filter(|s| !s.done) {
+                    st.finish(Some(format!("epoll: {e}")));
+                }
+            }
+        }
+    }
+    // Zerocopy senders: collect the last completions (bounded), so the copied count is complete and no
+    // buffer is dropped while the kernel may still send from it.
+    let until = Instant::now() + Duration::from_millis(500);
+    for st in states.iter_mut() {
+        if let Some(zc) = st.zc.as_mut() {
+            while zc.issued() > 0 && !zc.all_completed() && Instant::now() < until {
+                if zc.reap(&st.ds.socket).is_err() {
+                    break;
+                }
+                std::thread::yield_now();
+            }
+            st.out.zerocopy_sends = zc.issued();
+            st.out.zerocopy_copied = zc.copied;
+        }
+    }
+    states.into_iter().map(|s| (s.index, s.out)).collect()
+}
+
+/// Receives up to `len` bytes without copying them to user space: for TCP, MSG_TRUNC makes the kernel
+/// consume and drop the data. Returns the byte count like `read`.
+fn discard(sock: &TcpStream, len: usize) -> std::io::Result<usize> {
+    // SAFETY: with MSG_TRUNC on a TCP socket the kernel writes nothing to the buffer; a null pointer
+    // with a length is accepted for exactly this use.
+    let n = unsafe { libc::recv(sock.as_raw_fd(), std::ptr::null_mut(), len, libc::MSG_TRUNC) };
+    if n < 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
+}
+
+#[cfg(feature = "fault-injection")]
+mod fault {
+    /// Flips one byte of a received chunk if `LANDSPEED_FAULT_FLIP=STREAM:OFFSET` falls inside it.
+    pub fn flip(stream: u32, offset: u64, data: &mut [u8]) {
+        let Ok(spec) = std::env::var("LANDSPEED_FAULT_FLIP") else {
+            return;
+        };
+        let Some((s, o)) = spec.split_once(':') else {
+            return;
+        };
+        let (Ok(s), Ok(o)) = (s.parse::<u32>(), o.parse::<u64>()) else {
+            return;
+        };
+        if s == stream && (offset..offset + data.len() as u64).contains(&o) {
+            data[(o - offset) as usize] ^= 0x01;
+        }
+    }
+}
