@@ -11,6 +11,7 @@ use landspeed_core::protocol::{
 use landspeed_iperf3::wire::{json_len, MAX_RESULTS_JSON};
 use landspeed_iperf3::{Cookie, Params, Results, MAX_JSON};
 use std::sync::Arc;
+use std::time::Instant;
 
 /// A fuzz target's body.
 pub type Target = fn(&[u8]);
@@ -45,7 +46,7 @@ pub fn control_decoder(data: &[u8]) {
                     d2.push(&again);
                     let back = d2.next_message().expect("re-encoded frame").expect("whole frame");
                     assert_eq!(back.kind(), m.kind());
-                    match session.on_message(m) {
+                    match session.on_message(m, Instant::now()) {
                         Ok(ServerAction::Accept(spec)) => {
                             assert!(session.authenticated().is_some());
                             accept_streams(&mut session, &spec);
@@ -65,7 +66,7 @@ pub fn control_decoder(data: &[u8]) {
 fn accept_streams(session: &mut ServerSession, spec: &TestSpec) {
     let n = spec.total_streams();
     for id in [n, 0, 0, n.saturating_sub(1), u32::MAX] {
-        let _ = session.on_stream(id);
+        let _ = session.on_stream(id, Instant::now());
     }
 }
 

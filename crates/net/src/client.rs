@@ -8,7 +8,7 @@ mod latency;
 pub use iperf3::run_iperf3_client;
 pub use latency::LatencyOptions;
 
-use crate::control::{self, ControlError, ControlWriter};
+use crate::control::{self, ControlError, ControlWriter, WaitError};
 use crate::sockopt::{self, SockOptError};
 use crate::supervisor::{self, EngineHook, EngineParams, Flags, Wake, Wiring};
 use crate::transport::tcp::{DataStream, Tcp};
@@ -17,7 +17,8 @@ use landspeed_core::assemble::{assemble, Inputs, RunContext};
 use landspeed_core::config::{Flow, TestSpec, Transport};
 use landspeed_core::endpoint::{EndpointReport, IntervalSample, Role};
 use landspeed_core::protocol::{
-    ClientAction, ClientSession, Message, Preamble, ProtocolError, SessionId, PROTOCOL_VERSION,
+    ClientAction, ClientSession, Message, Preamble, ProtocolError, SessionId, Timers, Waiting,
+    PROTOCOL_VERSION,
 };
 use landspeed_core::result::{IntervalResult, IntervalStream, RunResult};
 use socket2::{Domain, Socket, Type};
@@ -274,11 +275,15 @@ impl Hook<'_> {
             Ok(m) => m,
             Err(e) => {
                 flags.abort.store(true, Relaxed);
-                self.failure.get_or_insert(ClientError::Lost(e.to_string()));
+                let failure = match e {
+                    ControlError::Closed => self.session.on_closed(Instant::now()).into(),
+                    other => ClientError::Lost(other.to_string()),
+                };
+                self.failure.get_or_insert(failure);
                 return;
             }
         };
-        match self.session.on_message(msg) {
+        match self.session.on_message(msg, Instant::now()) {
             Ok(ClientAction::Interval(sample)) => {
                 let spec = self.spec;
                 let iv = self
@@ -353,16 +358,14 @@ pub fn run_client(
         None => None,
     };
     let cerr = |err| ClientError::Control { addr, err };
+    let werr = |e: WaitError| match e {
+        WaitError::Session(e) => ClientError::from(e),
+        WaitError::Control(err) => ClientError::Control { addr, err },
+    };
     let (mut session, mut reader, mut writer, req) = greet(opts, spec, &ctl, addr)?;
     writer.send(&req).map_err(cerr)?;
-    // A download waits while the server reads and hashes its file before accepting (bounded).
-    let accept_wait = if opts.recv_file.is_some() {
-        opts.control_timeout + Duration::from_secs(600)
-    } else {
-        opts.control_timeout
-    };
-    let ClientAction::ConnectStreams(sid) = session.on_message(reader.read(accept_wait).map_err(cerr)?)?
-    else {
+    let accepted = reader.read_for(&mut session).map_err(werr)?;
+    let ClientAction::ConnectStreams(sid) = session.on_message(accepted, Instant::now())? else {
         return Err(ClientError::Lost("server did not accept the test".into()));
     };
     if interrupt.load(Relaxed) {
@@ -381,8 +384,9 @@ pub fn run_client(
             }
         }
     }
-    session.on_streams_connected()?;
-    match session.on_message(reader.read(opts.control_timeout).map_err(cerr)?)? {
+    session.on_streams_connected(Instant::now())?;
+    let ready = reader.read_for(&mut session).map_err(werr)?;
+    match session.on_message(ready, Instant::now())? {
         ClientAction::StartTest => {}
         _ => return Err(ClientError::Lost("server did not get ready".into())),
     }
@@ -491,8 +495,7 @@ pub fn run_client(
     }
     // Both ends done? Then exchange reports: the client sends first, the server answers.
     let mut actions = std::mem::take(&mut hook.pending);
-    actions.push(hook.session.on_local_done()?);
-    let deadline = Instant::now() + opts.idle_timeout + opts.control_timeout;
+    actions.push(hook.session.on_local_done(Instant::now())?);
     let after = Flags::default();
     let server_report = 'exchange: loop {
         for a in actions.drain(..) {
@@ -508,14 +511,15 @@ pub fn run_client(
             }
         }
         let now = Instant::now();
-        if now >= deadline {
+        if let Err(e) = hook.session.handle_timeout(now) {
             quit.store(true, Relaxed);
-            return Err(ClientError::Lost("no results from the server".into()));
+            return Err(e.into());
         }
-        match rx.recv_timeout(deadline - now) {
+        let left = hook.session.time_left(now).unwrap_or(Duration::ZERO);
+        match rx.recv_timeout(left) {
             Ok(Wake::External(x)) => hook.handle(x, &after),
-            Ok(Wake::WorkerDone) => {}
-            Err(_) => return Err(ClientError::Lost("control connection ended".into())),
+            Ok(Wake::WorkerDone) | Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => return Err(hook.session.on_closed(now).into()),
         }
         if let Some(f) = hook.failure.take() {
             quit.store(true, Relaxed);
@@ -571,7 +575,7 @@ fn greet(
         opts.control_timeout,
     )
     .map_err(|e| cerr(e.into()))?;
-    let mut session = ClientSession::new(spec.clone());
+    let mut session = ClientSession::new(spec.clone()).with_timers(timers(opts));
     if let Some(key) = &opts.auth {
         let mut nonce = [0u8; landspeed_core::protocol::NONCE_LEN];
         getrandom::fill(&mut nonce).map_err(|e| ClientError::Lost(format!("no randomness: {e}")))?;
@@ -582,7 +586,7 @@ fn greet(
         version: PROTOCOL_VERSION,
     }
     .encode();
-    hello.extend(landspeed_core::protocol::encode(&session.hello()));
+    hello.extend(landspeed_core::protocol::encode(&session.hello(Instant::now())));
     (&*ctl).write_all(&hello).map_err(|e| cerr(e.into()))?;
     // An iperf3 server takes the greeting for a cookie and answers with one state byte: PARAM_EXCHANGE
     // (9) or ACCESS_DENIED (-1). A landspeed answer starts with a frame length, whose first byte is 0.
@@ -594,21 +598,38 @@ fn greet(
         }
     }
     let not_ls = |detail: String| ClientError::NotLandspeed { addr, detail };
-    let welcome = match reader.read(opts.control_timeout) {
+    let welcome = match reader.read_for(&mut session) {
         Ok(m) => m,
-        Err(ControlError::Frame(e)) => return Err(not_ls(e.to_string())),
-        Err(ControlError::Timeout(t)) => return Err(not_ls(format!("no landspeed answer within {t:?}"))),
-        Err(ControlError::Closed) => {
+        Err(WaitError::Control(ControlError::Frame(e))) => return Err(not_ls(e.to_string())),
+        Err(WaitError::Session(ProtocolError::Timeout { after, .. })) => {
+            return Err(not_ls(format!("no landspeed answer within {after:?}")))
+        }
+        Err(WaitError::Session(ProtocolError::PeerClosed { .. })) => {
             return Err(not_ls(
                 "it closed the connection after the greeting without an answer".into(),
             ))
         }
-        Err(e) => return Err(cerr(e)),
+        Err(WaitError::Session(e)) => return Err(e.into()),
+        Err(WaitError::Control(e)) => return Err(cerr(e)),
     };
-    let ClientAction::Send(req) = session.on_message(welcome)? else {
+    let ClientAction::Send(req) = session.on_message(welcome, Instant::now())? else {
         return Err(not_ls("unexpected greeting".into()));
     };
     Ok((session, reader, writer, req))
+}
+
+/// The session's timers from the client's options. A download waits while the server reads and hashes
+/// its file before accepting (bounded).
+fn timers(opts: &ClientOptions) -> Timers {
+    Timers {
+        handshake: opts.control_timeout,
+        accept_extra: if opts.recv_file.is_some() {
+            Duration::from_secs(600)
+        } else {
+            Duration::ZERO
+        },
+        results: opts.idle_timeout + opts.control_timeout,
+    }
 }
 
 fn open_streams(

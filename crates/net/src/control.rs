@@ -2,10 +2,10 @@
 //! bounded by a timeout. The bytes-to-messages work is landspeed-core's `FrameDecoder`; this module only
 //! moves bytes and maps socket conditions to typed errors.
 
-use landspeed_core::protocol::{encode, FrameDecoder, FrameError, Message};
+use landspeed_core::protocol::{encode, FrameDecoder, FrameError, Message, ProtocolError, Waiting};
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ControlError {
@@ -18,6 +18,21 @@ pub enum ControlError {
     #[error(transparent)]
     Frame(#[from] FrameError),
 }
+
+/// Why the next message a session waited for did not come.
+#[derive(Debug, thiserror::Error)]
+pub enum WaitError {
+    /// The session's timer ran out, or the peer closed the connection: the session names the step.
+    #[error(transparent)]
+    Session(#[from] ProtocolError),
+    /// The connection failed otherwise (an I/O error, a frame that cannot be read).
+    #[error(transparent)]
+    Control(#[from] ControlError),
+}
+
+/// Longest one read blocks when the session has no timer running (it then waits on something else
+/// that is bounded, such as the data streams' idle timeout).
+const UNTIMED: Duration = Duration::from_secs(3600);
 
 /// The reading half of a control connection.
 pub struct ControlReader {
@@ -70,6 +85,22 @@ impl ControlReader {
                 Err(e) if matches!(e.kind(), ErrorKind::ConnectionReset | ErrorKind::BrokenPipe) => {
                     return Err(ControlError::Closed)
                 }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+}
+
+impl ControlReader {
+    /// Reads the next message `session` waits for, blocking no longer than its timer allows; a timeout
+    /// or a closed connection comes back as the session's own typed error for that step.
+    pub fn read_for(&mut self, session: &mut dyn Waiting) -> Result<Message, WaitError> {
+        loop {
+            let left = session.time_left(Instant::now()).unwrap_or(UNTIMED);
+            match self.read(left) {
+                Ok(m) => return Ok(m),
+                Err(ControlError::Timeout(_)) => session.handle_timeout(Instant::now())?,
+                Err(ControlError::Closed) => return Err(session.on_closed(Instant::now()).into()),
                 Err(e) => return Err(e.into()),
             }
         }

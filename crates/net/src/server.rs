@@ -15,13 +15,15 @@ mod udp;
 
 pub use error::{MissingWhy, TestError};
 
-use crate::control::{self, ControlError, ControlWriter};
+use crate::control::{self, ControlError, ControlWriter, WaitError};
 use crate::sockopt;
 use crate::supervisor::{self, EngineHook, EngineParams, Flags, Wake, Wiring};
 use crate::transport::tcp::{DataStream, Tcp};
 use landspeed_core::config::{Direction, Flow, TestSpec, Transport};
 use landspeed_core::endpoint::{EndpointReport, IntervalSample, Role};
-use landspeed_core::protocol::{Message, Refusal, ServerAction, ServerSession, SessionId};
+use landspeed_core::protocol::{
+    Message, ProtocolError, Refusal, ServerAction, ServerSession, SessionId, Timers, Waiting,
+};
 use mio::net::TcpListener as MioListener;
 use mio::{Events, Interest, Poll, Token};
 use socket2::{Domain, Socket, Type};
@@ -484,9 +486,12 @@ struct Hook<'a> {
 
 impl Hook<'_> {
     fn handle(&mut self, x: Incoming, flags: &Flags) {
-        let step = x
-            .map_err(TestError::from)
-            .and_then(|m| self.session.on_message(m).map_err(TestError::from));
+        let now = Instant::now();
+        let step = match x {
+            Ok(m) => self.session.on_message(m, now).map_err(TestError::from),
+            Err(ControlError::Closed) => Err(self.session.on_closed(now).into()),
+            Err(e) => Err(e.into()),
+        };
         let failed = match step {
             Ok(ServerAction::StopSenders) => {
                 flags.stop.store(true, Relaxed);
@@ -595,6 +600,7 @@ macro_rules! end_from {
 end_from!(
     TestError,
     ControlError,
+    WaitError,
     landspeed_core::protocol::ProtocolError,
     sockopt::SockOptError
 );
@@ -616,14 +622,15 @@ fn handshake(
     shared: &Shared,
     log: &mut TestLog,
 ) -> Result<Option<TestSpec>, End> {
-    let o = &shared.opts;
     loop {
-        let msg = match reader.read(o.handshake_timeout) {
+        let msg = match reader.read_for(sm) {
             Ok(m) => m,
-            Err(ControlError::Closed) if sm.clock_probes() > 0 => return Err(End::Checked),
+            Err(WaitError::Session(ProtocolError::PeerClosed { .. })) if sm.clock_probes() > 0 => {
+                return Err(End::Checked)
+            }
             Err(e) => return Err(e.into()),
         };
-        match sm.on_message(msg) {
+        match sm.on_message(msg, Instant::now()) {
             Ok(ServerAction::Reply(m)) => writer.send(&m)?,
             Ok(ServerAction::Accept(spec)) => return Ok(Some(spec)),
             Ok(ServerAction::ClockReading { client_ns }) => writer.send(&Message::Clock {
@@ -659,7 +666,9 @@ fn run_test(stream: TcpStream, shared: &Shared, log: &mut TestLog) -> Result<(),
     let o = &shared.opts;
     let (mut reader, mut writer) =
         control::split(stream, &[], o.handshake_timeout).map_err(ControlError::from)?;
-    let mut sm = ServerSession::with_limits(o.limits.clone()).with_control(o.allow_control);
+    let mut sm = ServerSession::with_limits(o.limits.clone())
+        .with_control(o.allow_control)
+        .with_timers(timers(o), Instant::now());
     if let Some(keys) = &o.auth {
         let mut nonce = [0u8; landspeed_core::protocol::NONCE_LEN];
         getrandom::fill(&mut nonce).map_err(|err| TestError::Random { what: "a nonce", err })?;
@@ -713,7 +722,6 @@ fn run_test(stream: TcpStream, shared: &Shared, log: &mut TestLog) -> Result<(),
     let arrivals = Arrivals {
         rx: &rx,
         control: reader.stream(),
-        timeout: o.handshake_timeout,
     };
     let mut streams = collect_streams(&arrivals, &spec, &mut sm, &mut writer, handle)?;
     drop(registered);
@@ -724,7 +732,8 @@ fn run_test(stream: TcpStream, shared: &Shared, log: &mut TestLog) -> Result<(),
         warnings.extend(sockopt::window_warning(spec.window_bytes, snd, rcv));
     }
     writer.send(&Message::Ready)?;
-    match sm.on_message(reader.read(o.handshake_timeout)?) {
+    let start = reader.read_for(&mut sm)?;
+    match sm.on_message(start, Instant::now()) {
         Ok(ServerAction::StartTest) => {}
         Ok(other) => return Err(TestError::NotStarted(format!("{other:?}")).into()),
         Err(e) => return Err(fail(&mut writer, e.into()).into()),
@@ -763,16 +772,25 @@ fn run_test(stream: TcpStream, shared: &Shared, log: &mut TestLog) -> Result<(),
         cpus: spec.server_cpus.clone(),
         file,
     };
-    let result = finish(&mut hook, &out, &flags, &wrx, o, local);
+    let result = finish(&mut hook, &out, &flags, &wrx, local);
     quit.store(true, Relaxed);
     Ok(result?)
 }
 
-/// Where a test's data connections arrive, and how long to wait for them.
+/// The session's timers from the server's options: each handshake step within the handshake timeout,
+/// the client's results within the idle and handshake timeouts after this end's streams finish.
+pub(crate) fn timers(o: &ServerOptions) -> Timers {
+    Timers {
+        handshake: o.handshake_timeout,
+        accept_extra: Duration::ZERO,
+        results: o.idle_timeout + o.handshake_timeout,
+    }
+}
+
+/// Where a test's data connections arrive (the session's timer says how long to wait for them).
 struct Arrivals<'a> {
     rx: &'a mpsc::Receiver<(u32, TcpStream)>,
     control: &'a TcpStream,
-    timeout: Duration,
 }
 
 /// Waits for every data connection of the test, checks each id with the session and configures it;
@@ -785,7 +803,7 @@ fn collect_streams(
     file: Option<Arc<std::fs::File>>,
 ) -> Result<Vec<DataStream>, TestError> {
     let mut streams: Vec<DataStream> = vec![];
-    let deadline = Instant::now() + a.timeout;
+    let deadline = sm.poll_timeout().unwrap_or_else(Instant::now);
     while streams.len() < spec.total_streams() as usize {
         let (sid_n, sock) = match wait_stream(a.rx, deadline, a.control) {
             Ok(x) => x,
@@ -798,7 +816,8 @@ fn collect_streams(
                 return Err(fail(writer, missing));
             }
         };
-        sm.on_stream(sid_n).map_err(|e| fail(writer, e.into()))?;
+        sm.on_stream(sid_n, Instant::now())
+            .map_err(|e| fail(writer, e.into()))?;
         let flow = spec.flow_of(sid_n);
         let role = if flow == Flow::ClientToServer {
             Role::Receiver
@@ -836,22 +855,22 @@ fn finish(
     out: &supervisor::EngineOutput,
     flags: &Flags,
     wrx: &mpsc::Receiver<Wake<Incoming>>,
-    o: &ServerOptions,
     local: Local,
 ) -> Result<(), TestError> {
     if let Some(f) = hook.failure.take() {
         return Err(f);
     }
-    let done = hook.session.on_local_done()?;
+    let done = hook.session.on_local_done(Instant::now())?;
     hook.writer.send(&done)?;
-    let wait = o.idle_timeout + o.handshake_timeout;
-    let deadline = Instant::now() + wait;
     while hook.client_report.is_none() {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match wrx.recv_timeout(left) {
+        let now = Instant::now();
+        if let Err(ProtocolError::Timeout { after, .. }) = hook.session.handle_timeout(now) {
+            return Err(TestError::NoResults(after));
+        }
+        match wrx.recv_timeout(hook.session.time_left(now).unwrap_or(Duration::ZERO)) {
             Ok(Wake::External(x)) => hook.handle(x, flags),
-            Ok(Wake::WorkerDone) => {}
-            Err(_) => return Err(TestError::NoResults(wait)),
+            Ok(Wake::WorkerDone) | Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => return Err(hook.session.on_closed(now).into()),
         }
         if let Some(f) = hook.failure.take() {
             return Err(f);

@@ -10,9 +10,12 @@ pub mod control;
 pub mod framing;
 pub mod limits;
 pub mod messages;
+#[cfg(test)]
+mod pair;
 pub mod preamble;
 pub mod rate;
 pub mod session;
+pub mod timer;
 
 pub use auth::{AuthError, Key, KeyRing, NONCE_LEN};
 pub use control::{ClockOffset, ClockSample, ControlOrder, ControllerSession};
@@ -21,3 +24,4 @@ pub use limits::Limits;
 pub use messages::{Message, Refusal, SessionId};
 pub use preamble::{classify, Preamble, PreambleError, Speaker, MAGIC, PROTOCOL_VERSION};
 pub use session::{ClientAction, ClientSession, ProtocolError, ServerAction, ServerSession};
+pub use timer::{Timers, Waiting};

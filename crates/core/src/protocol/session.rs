@@ -1,14 +1,20 @@
-//! The client and server session state machines. They hold no sockets: a driver feeds them the messages
-//! it read and the local events it saw (a data stream arrived, the local streams finished), and they
-//! answer with what to do next, or with a typed error when the peer broke the protocol. This is where the
-//! order of a test is defined, so it is tested here message by message.
+//! The client and server session state machines. They hold no sockets and no clock: a driver feeds them
+//! the messages it read and the local events it saw (a data stream arrived, the local streams finished),
+//! each with the time `now`, and they answer with what to do next, or with a typed error when the peer
+//! broke the protocol. Every wait of the handshake and of the results exchange is a session timer
+//! (`protocol::timer`): the driver blocks at most `time_left(now)` and calls `handle_timeout(now)`
+//! after, so a timeout at any step is a typed error decided here. This is where the order of a test is
+//! defined, so it is tested here message by message and, under a virtual clock, pair by pair
+//! (`protocol::pair`).
 
 use super::auth::{self, Key, KeyRing, NONCE_LEN};
 use super::messages::{Message, Refusal, SessionId};
 use super::preamble::PROTOCOL_VERSION;
+use super::timer::{Timer, Timers, Waiting};
 use crate::config::{ConfigError, TestSpec};
 use crate::endpoint::{EndpointReport, IntervalSample};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// A violation of the protocol, or a refusal, as a typed error.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -31,6 +37,12 @@ pub enum ProtocolError {
     AuthRequired,
     #[error("cannot answer the server's challenge: {0}")]
     Auth(#[from] auth::AuthError),
+    /// A session timer ran out: nothing the session waited for came within `after`.
+    #[error("timed out after {after:?} {phase}")]
+    Timeout { phase: &'static str, after: Duration },
+    /// The peer closed the control connection before the conversation was complete.
+    #[error("the peer closed the control connection while {phase}")]
+    PeerClosed { phase: &'static str },
     #[error("local event '{event}' while {phase}")]
     BadLocalEvent {
         phase: &'static str,
@@ -107,6 +119,8 @@ pub struct ServerSession {
     /// Third-party orders are taken (`--allow-control`).
     control: bool,
     clock_probes: u32,
+    timers: Timers,
+    timer: Timer,
 }
 
 impl Default for ServerSession {
@@ -132,6 +146,29 @@ impl ServerSession {
             authenticated: None,
             control: false,
             clock_probes: 0,
+            timers: Timers::default(),
+            timer: Timer::default(),
+        }
+    }
+
+    /// Waits with these timers, starting with the wait for the hello from `now`. A session built
+    /// without it has no timers until its first message.
+    pub fn with_timers(mut self, timers: Timers, now: Instant) -> Self {
+        self.timers = timers;
+        self.timer.arm(now, timers.handshake);
+        self
+    }
+
+    /// Enters `phase` at `now`, arming the timer its wait has.
+    fn enter(&mut self, phase: ServerPhase, now: Instant) {
+        use ServerPhase::*;
+        self.phase = phase;
+        match phase {
+            AwaitHello | AwaitRequest | AwaitStreams | AwaitStart => {
+                self.timer.arm(now, self.timers.handshake)
+            }
+            AwaitResults => self.timer.arm(now, self.timers.results),
+            Running | Controlling | Finished | Failed => self.timer.disarm(),
         }
     }
 
@@ -159,7 +196,7 @@ impl ServerSession {
     }
 
     /// Checks the client's proof when this server requires one.
-    fn check_auth(&mut self, proof: Option<&auth::Proof>) -> Option<ServerAction> {
+    fn check_auth(&mut self, proof: Option<&auth::Proof>, now: Instant) -> Option<ServerAction> {
         let (keys, nonce) = self.auth.as_ref()?;
         let detail = match proof {
             None => "the client sent no credentials".to_string(),
@@ -171,7 +208,7 @@ impl ServerSession {
                 Err(e) => format!("key '{}': {e}", p.name),
             },
         };
-        self.phase = ServerPhase::Failed;
+        self.enter(ServerPhase::Failed, now);
         Some(ServerAction::AuthFailed {
             reply: Message::Rejected {
                 reason: "authentication failed: this server needs a valid key (--auth NAME:KEYFILE)".into(),
@@ -189,28 +226,29 @@ impl ServerSession {
         self.spec.as_ref()
     }
 
-    fn unexpected(&mut self, got: &Message) -> ProtocolError {
+    fn unexpected(&mut self, got: &Message, now: Instant) -> ProtocolError {
         let e = ProtocolError::Unexpected {
             phase: self.phase.name(),
             got: got.kind(),
         };
-        self.phase = ServerPhase::Failed;
+        self.enter(ServerPhase::Failed, now);
         e
     }
 
-    pub fn on_message(&mut self, msg: Message) -> Result<ServerAction, ProtocolError> {
+    /// A message from the client arrived at `now`.
+    pub fn on_message(&mut self, msg: Message, now: Instant) -> Result<ServerAction, ProtocolError> {
         use ServerPhase::*;
         match (self.phase, msg) {
             (_, Message::Error { message }) => {
-                self.phase = Failed;
+                self.enter(ServerPhase::Failed, now);
                 Ok(ServerAction::PeerFailed(message))
             }
             (AwaitHello, Message::Hello { version, .. }) => {
                 if version != PROTOCOL_VERSION {
-                    self.phase = Failed;
+                    self.enter(ServerPhase::Failed, now);
                     return Err(ProtocolError::Version(version));
                 }
-                self.phase = AwaitRequest;
+                self.enter(ServerPhase::AwaitRequest, now);
                 Ok(ServerAction::Reply(Message::Welcome {
                     version: PROTOCOL_VERSION,
                     software: format!("landspeed {}", crate::SOFTWARE_VERSION),
@@ -225,23 +263,25 @@ impl ServerSession {
                 self.clock_probes += 1;
                 Ok(ServerAction::ClockReading { client_ns })
             }
-            (AwaitRequest, Message::ControlRequest { order, auth }) => self.order(order, auth.as_deref()),
+            (AwaitRequest, Message::ControlRequest { order, auth }) => {
+                self.order(order, auth.as_deref(), now)
+            }
             (AwaitRequest, Message::TestRequest { spec, auth }) => {
-                if let Some(refusal) = self.check_auth(auth.as_deref()) {
+                if let Some(refusal) = self.check_auth(auth.as_deref(), now) {
                     return Ok(refusal);
                 }
-                self.accept(spec)
+                self.accept(spec, now)
             }
             (AwaitStart, Message::Start) => {
-                self.phase = Running;
+                self.enter(ServerPhase::Running, now);
                 Ok(ServerAction::StartTest)
             }
             (Running | AwaitResults, Message::Stop) => Ok(ServerAction::StopSenders),
             (AwaitResults, Message::Results { report }) => {
-                self.phase = Finished;
+                self.enter(ServerPhase::Finished, now);
                 Ok(ServerAction::SendResults(report))
             }
-            (_, other) => Err(self.unexpected(&other)),
+            (_, other) => Err(self.unexpected(&other, now)),
         }
     }
 
@@ -249,9 +289,10 @@ impl ServerSession {
         &mut self,
         order: Box<super::control::ControlOrder>,
         proof: Option<&auth::Proof>,
+        now: Instant,
     ) -> Result<ServerAction, ProtocolError> {
         if !self.control || self.auth.is_none() {
-            self.phase = ServerPhase::Failed;
+            self.enter(ServerPhase::Failed, now);
             return Ok(ServerAction::Reject(Message::Rejected {
                 reason: "this server does not take third-party orders (it needs serve --allow-control \
                          with --auth-keys)"
@@ -259,17 +300,17 @@ impl ServerSession {
                 code: Refusal::NoControl,
             }));
         }
-        if let Some(refusal) = self.check_auth(proof) {
+        if let Some(refusal) = self.check_auth(proof, now) {
             return Ok(refusal);
         }
         match self.admissible(&order.spec) {
             Ok(()) => {
                 self.spec = Some(order.spec.clone());
-                self.phase = ServerPhase::Controlling;
+                self.enter(ServerPhase::Controlling, now);
                 Ok(ServerAction::RunOrder(order))
             }
             Err((code, reason)) => {
-                self.phase = ServerPhase::Failed;
+                self.enter(ServerPhase::Failed, now);
                 Ok(ServerAction::Reject(Message::Rejected { reason, code }))
             }
         }
@@ -291,25 +332,24 @@ impl ServerSession {
         }
     }
 
-    fn accept(&mut self, spec: TestSpec) -> Result<ServerAction, ProtocolError> {
-        use ServerPhase::*;
+    fn accept(&mut self, spec: TestSpec, now: Instant) -> Result<ServerAction, ProtocolError> {
         match self.admissible(&spec) {
             Ok(()) => {
                 self.remaining = spec.total_streams();
                 self.connected = vec![false; self.remaining as usize];
                 self.spec = Some(spec.clone());
-                self.phase = AwaitStreams;
+                self.enter(ServerPhase::AwaitStreams, now);
                 Ok(ServerAction::Accept(spec))
             }
             Err((code, reason)) => {
-                self.phase = Failed;
+                self.enter(ServerPhase::Failed, now);
                 Ok(ServerAction::Reject(Message::Rejected { reason, code }))
             }
         }
     }
 
     /// A data connection quoting this session arrived. Returns true when it was the last one expected.
-    pub fn on_stream(&mut self, id: u32) -> Result<bool, ProtocolError> {
+    pub fn on_stream(&mut self, id: u32, now: Instant) -> Result<bool, ProtocolError> {
         if self.phase != ServerPhase::AwaitStreams {
             return Err(ProtocolError::BadLocalEvent {
                 phase: self.phase.name(),
@@ -327,22 +367,43 @@ impl ServerSession {
         *slot = true;
         self.remaining -= 1;
         if self.remaining == 0 {
-            self.phase = ServerPhase::AwaitStart;
+            self.enter(ServerPhase::AwaitStart, now);
             return Ok(true);
         }
         Ok(false)
     }
 
     /// The server's own streams have finished: the driver sends `Done` and waits for the client's results.
-    pub fn on_local_done(&mut self) -> Result<Message, ProtocolError> {
+    pub fn on_local_done(&mut self, now: Instant) -> Result<Message, ProtocolError> {
         if self.phase != ServerPhase::Running {
             return Err(ProtocolError::BadLocalEvent {
                 phase: self.phase.name(),
                 event: "local done",
             });
         }
-        self.phase = ServerPhase::AwaitResults;
+        self.enter(ServerPhase::AwaitResults, now);
         Ok(Message::Done)
+    }
+}
+
+impl Waiting for ServerSession {
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.timer.at()
+    }
+
+    fn handle_timeout(&mut self, now: Instant) -> Result<(), ProtocolError> {
+        let Some(after) = self.timer.expired(now) else {
+            return Ok(());
+        };
+        let phase = self.phase.name();
+        self.enter(ServerPhase::Failed, now);
+        Err(ProtocolError::Timeout { phase, after })
+    }
+
+    fn on_closed(&mut self, now: Instant) -> ProtocolError {
+        let phase = self.phase.name();
+        self.enter(ServerPhase::Failed, now);
+        ProtocolError::PeerClosed { phase }
     }
 }
 
@@ -402,6 +463,8 @@ pub struct ClientSession {
     remote_done: bool,
     auth: Option<(Key, [u8; NONCE_LEN])>,
     server_limits: Option<super::Limits>,
+    timers: Timers,
+    timer: Timer,
 }
 
 impl ClientSession {
@@ -413,6 +476,29 @@ impl ClientSession {
             remote_done: false,
             auth: None,
             server_limits: None,
+            timers: Timers::default(),
+            timer: Timer::default(),
+        }
+    }
+
+    /// Waits with these timers instead of the defaults.
+    pub fn with_timers(mut self, timers: Timers) -> Self {
+        self.timers = timers;
+        self
+    }
+
+    /// Enters `phase` at `now`, arming the timer its wait has. The results timer runs from this end's
+    /// streams finishing, whichever of the peer's `Done` and its results comes first.
+    fn enter(&mut self, phase: ClientPhase, now: Instant) {
+        use ClientPhase::*;
+        self.phase = phase;
+        let t = self.timers;
+        match phase {
+            AwaitWelcome | AwaitReady => self.timer.arm(now, t.handshake),
+            AwaitAccepted => self.timer.arm(now, t.handshake + t.accept_extra),
+            AwaitResults if self.timer.at().is_none() => self.timer.arm(now, t.results),
+            AwaitResults => {}
+            New | Connecting | Running | Finished | Failed => self.timer.disarm(),
         }
     }
 
@@ -432,19 +518,20 @@ impl ClientSession {
     }
 
     /// The first message to send.
-    pub fn hello(&mut self) -> Message {
-        self.phase = ClientPhase::AwaitWelcome;
+    pub fn hello(&mut self, now: Instant) -> Message {
+        self.enter(ClientPhase::AwaitWelcome, now);
         Message::Hello {
             version: PROTOCOL_VERSION,
             software: format!("landspeed {}", crate::SOFTWARE_VERSION),
         }
     }
 
-    pub fn on_message(&mut self, msg: Message) -> Result<ClientAction, ProtocolError> {
+    /// A message from the server arrived at `now`.
+    pub fn on_message(&mut self, msg: Message, now: Instant) -> Result<ClientAction, ProtocolError> {
         use ClientPhase::*;
         match (self.phase, msg) {
             (_, Message::Error { message }) => {
-                self.phase = Failed;
+                self.enter(ClientPhase::Failed, now);
                 Err(ProtocolError::Remote(message))
             }
             (
@@ -458,52 +545,52 @@ impl ClientSession {
             ) => {
                 self.server_limits = Some(limits);
                 if version != PROTOCOL_VERSION {
-                    self.phase = Failed;
+                    self.enter(ClientPhase::Failed, now);
                     return Err(ProtocolError::Version(version));
                 }
                 let proof = match (challenge, &self.auth) {
                     (None, _) => None,
                     (Some(_), None) => {
-                        self.phase = Failed;
+                        self.enter(ClientPhase::Failed, now);
                         return Err(ProtocolError::AuthRequired);
                     }
                     (Some(c), Some((key, nonce))) => match key.prove(&c, nonce) {
                         Ok(p) => Some(Box::new(p)),
                         Err(e) => {
-                            self.phase = Failed;
+                            self.enter(ClientPhase::Failed, now);
                             return Err(e.into());
                         }
                     },
                 };
-                self.phase = AwaitAccepted;
+                self.enter(ClientPhase::AwaitAccepted, now);
                 Ok(ClientAction::Send(Message::TestRequest {
                     spec: self.spec.clone(),
                     auth: proof,
                 }))
             }
             (AwaitAccepted, Message::Accepted { session }) => {
-                self.phase = Connecting;
+                self.enter(ClientPhase::Connecting, now);
                 Ok(ClientAction::ConnectStreams(session))
             }
             (AwaitAccepted | AwaitWelcome, Message::Rejected { reason, code }) => {
-                self.phase = Failed;
+                self.enter(ClientPhase::Failed, now);
                 Err(ProtocolError::Rejected { code, reason })
             }
             (AwaitReady, Message::Ready) => {
-                self.phase = Running;
+                self.enter(ClientPhase::Running, now);
                 Ok(ClientAction::StartTest)
             }
             (Running, Message::Interval { sample }) => Ok(ClientAction::Interval(sample)),
             (Running, Message::Done) if !self.remote_done => {
                 self.remote_done = true;
-                Ok(self.maybe_finish())
+                Ok(self.maybe_finish(now))
             }
             (AwaitResults, Message::Results { report }) => {
-                self.phase = Finished;
+                self.enter(ClientPhase::Finished, now);
                 Ok(ClientAction::Finished(report))
             }
             (phase, other) => {
-                self.phase = Failed;
+                self.enter(ClientPhase::Failed, now);
                 Err(ProtocolError::Unexpected {
                     phase: phase.name(),
                     got: other.kind(),
@@ -513,19 +600,19 @@ impl ClientSession {
     }
 
     /// All data streams are connected.
-    pub fn on_streams_connected(&mut self) -> Result<(), ProtocolError> {
+    pub fn on_streams_connected(&mut self, now: Instant) -> Result<(), ProtocolError> {
         if self.phase != ClientPhase::Connecting {
             return Err(ProtocolError::BadLocalEvent {
                 phase: self.phase.name(),
                 event: "streams connected",
             });
         }
-        self.phase = ClientPhase::AwaitReady;
+        self.enter(ClientPhase::AwaitReady, now);
         Ok(())
     }
 
     /// The client's own streams have finished.
-    pub fn on_local_done(&mut self) -> Result<ClientAction, ProtocolError> {
+    pub fn on_local_done(&mut self, now: Instant) -> Result<ClientAction, ProtocolError> {
         if self.phase != ClientPhase::Running || self.local_done {
             return Err(ProtocolError::BadLocalEvent {
                 phase: self.phase.name(),
@@ -533,12 +620,13 @@ impl ClientSession {
             });
         }
         self.local_done = true;
-        Ok(self.maybe_finish())
+        self.timer.arm(now, self.timers.results);
+        Ok(self.maybe_finish(now))
     }
 
-    fn maybe_finish(&mut self) -> ClientAction {
+    fn maybe_finish(&mut self, now: Instant) -> ClientAction {
         if self.local_done && self.remote_done {
-            self.phase = ClientPhase::AwaitResults;
+            self.enter(ClientPhase::AwaitResults, now);
             ClientAction::SendResults
         } else {
             ClientAction::Wait
@@ -546,9 +634,34 @@ impl ClientSession {
     }
 }
 
+impl Waiting for ClientSession {
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.timer.at()
+    }
+
+    fn handle_timeout(&mut self, now: Instant) -> Result<(), ProtocolError> {
+        let Some(after) = self.timer.expired(now) else {
+            return Ok(());
+        };
+        let phase = self.phase.name();
+        self.enter(ClientPhase::Failed, now);
+        Err(ProtocolError::Timeout { phase, after })
+    }
+
+    fn on_closed(&mut self, now: Instant) -> ProtocolError {
+        let phase = self.phase.name();
+        self.enter(ClientPhase::Failed, now);
+        ProtocolError::PeerClosed { phase }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn now() -> Instant {
+        Instant::now()
+    }
     use crate::config::TestSpec;
 
     fn report() -> Box<EndpointReport> {
@@ -564,24 +677,30 @@ mod tests {
         };
         let mut c = ClientSession::new(spec.clone());
         let mut s = ServerSession::new();
-        let hello = c.hello();
-        let ServerAction::Reply(welcome) = s.on_message(hello).unwrap() else {
+        let hello = c.hello(now());
+        let ServerAction::Reply(welcome) = s.on_message(hello, now()).unwrap() else {
             panic!()
         };
-        let ClientAction::Send(req) = c.on_message(welcome).unwrap() else {
+        let ClientAction::Send(req) = c.on_message(welcome, now()).unwrap() else {
             panic!()
         };
-        assert_eq!(s.on_message(req).unwrap(), ServerAction::Accept(spec));
+        assert_eq!(s.on_message(req, now()).unwrap(), ServerAction::Accept(spec));
         let id = SessionId([1; 16]);
         assert_eq!(
-            c.on_message(Message::Accepted { session: id }).unwrap(),
+            c.on_message(Message::Accepted { session: id }, now()).unwrap(),
             ClientAction::ConnectStreams(id)
         );
-        assert!(!s.on_stream(1).unwrap());
-        assert!(s.on_stream(0).unwrap());
-        c.on_streams_connected().unwrap();
-        assert_eq!(c.on_message(Message::Ready).unwrap(), ClientAction::StartTest);
-        assert_eq!(s.on_message(Message::Start).unwrap(), ServerAction::StartTest);
+        assert!(!s.on_stream(1, now()).unwrap());
+        assert!(s.on_stream(0, now()).unwrap());
+        c.on_streams_connected(now()).unwrap();
+        assert_eq!(
+            c.on_message(Message::Ready, now()).unwrap(),
+            ClientAction::StartTest
+        );
+        assert_eq!(
+            s.on_message(Message::Start, now()).unwrap(),
+            ServerAction::StartTest
+        );
         let sample = IntervalSample {
             index: 0,
             start_s: 0.0,
@@ -590,18 +709,20 @@ mod tests {
             streams: vec![],
         };
         assert!(matches!(
-            c.on_message(Message::Interval { sample }).unwrap(),
+            c.on_message(Message::Interval { sample }, now()).unwrap(),
             ClientAction::Interval(_)
         ));
-        assert_eq!(c.on_local_done().unwrap(), ClientAction::Wait);
-        let done = s.on_local_done().unwrap();
-        assert_eq!(c.on_message(done).unwrap(), ClientAction::SendResults);
+        assert_eq!(c.on_local_done(now()).unwrap(), ClientAction::Wait);
+        let done = s.on_local_done(now()).unwrap();
+        assert_eq!(c.on_message(done, now()).unwrap(), ClientAction::SendResults);
         assert!(matches!(
-            s.on_message(Message::Results { report: report() }).unwrap(),
+            s.on_message(Message::Results { report: report() }, now())
+                .unwrap(),
             ServerAction::SendResults(_)
         ));
         assert!(matches!(
-            c.on_message(Message::Results { report: report() }).unwrap(),
+            c.on_message(Message::Results { report: report() }, now())
+                .unwrap(),
             ClientAction::Finished(_)
         ));
         assert_eq!(s.phase(), ServerPhase::Finished);
@@ -612,35 +733,44 @@ mod tests {
     fn server_refuses_out_of_order_and_bad_requests() {
         let mut s = ServerSession::new();
         assert!(matches!(
-            s.on_message(Message::Start),
+            s.on_message(Message::Start, now()),
             Err(ProtocolError::Unexpected { .. })
         ));
         assert_eq!(s.phase(), ServerPhase::Failed);
 
         let mut s = ServerSession::new();
         assert!(matches!(
-            s.on_message(Message::Hello {
-                version: 99,
-                software: "x".into()
-            }),
+            s.on_message(
+                Message::Hello {
+                    version: 99,
+                    software: "x".into()
+                },
+                now()
+            ),
             Err(ProtocolError::Version(99))
         ));
 
         let mut s = ServerSession::new();
-        s.on_message(Message::Hello {
-            version: PROTOCOL_VERSION,
-            software: "x".into(),
-        })
+        s.on_message(
+            Message::Hello {
+                version: PROTOCOL_VERSION,
+                software: "x".into(),
+            },
+            now(),
+        )
         .unwrap();
         let bad = TestSpec {
             streams: 0,
             ..TestSpec::default()
         };
         assert!(matches!(
-            s.on_message(Message::TestRequest {
-                spec: bad,
-                auth: None
-            })
+            s.on_message(
+                Message::TestRequest {
+                    spec: bad,
+                    auth: None
+                },
+                now()
+            )
             .unwrap(),
             ServerAction::Reject(_)
         ));
@@ -650,62 +780,77 @@ mod tests {
     #[test]
     fn server_checks_stream_ids() {
         let mut s = ServerSession::new();
-        s.on_message(Message::Hello {
-            version: PROTOCOL_VERSION,
-            software: "x".into(),
-        })
-        .unwrap();
-        s.on_message(Message::TestRequest {
-            spec: TestSpec {
-                streams: 2,
-                ..TestSpec::default()
+        s.on_message(
+            Message::Hello {
+                version: PROTOCOL_VERSION,
+                software: "x".into(),
             },
-            auth: None,
-        })
+            now(),
+        )
+        .unwrap();
+        s.on_message(
+            Message::TestRequest {
+                spec: TestSpec {
+                    streams: 2,
+                    ..TestSpec::default()
+                },
+                auth: None,
+            },
+            now(),
+        )
         .unwrap();
         assert_eq!(
-            s.on_stream(5),
+            s.on_stream(5, now()),
             Err(ProtocolError::UnknownStream { id: 5, total: 2 })
         );
-        s.on_stream(0).unwrap();
-        assert_eq!(s.on_stream(0), Err(ProtocolError::DuplicateStream(0)));
-        assert!(s.on_local_done().is_err());
+        s.on_stream(0, now()).unwrap();
+        assert_eq!(s.on_stream(0, now()), Err(ProtocolError::DuplicateStream(0)));
+        assert!(s.on_local_done(now()).is_err());
     }
 
     #[test]
     fn client_reports_rejection_and_remote_errors() {
         let mut c = ClientSession::new(TestSpec::default());
-        c.hello();
-        c.on_message(Message::Welcome {
-            auth: None,
-            control: false,
-            limits: Default::default(),
-            version: PROTOCOL_VERSION,
-            software: "s".into(),
-        })
+        c.hello(now());
+        c.on_message(
+            Message::Welcome {
+                auth: None,
+                control: false,
+                limits: Default::default(),
+                version: PROTOCOL_VERSION,
+                software: "s".into(),
+            },
+            now(),
+        )
         .unwrap();
         assert_eq!(
-            c.on_message(Message::Rejected {
-                reason: "busy".into(),
-                code: Refusal::Busy,
-            }),
+            c.on_message(
+                Message::Rejected {
+                    reason: "busy".into(),
+                    code: Refusal::Busy,
+                },
+                now()
+            ),
             Err(ProtocolError::Rejected {
                 code: Refusal::Busy,
                 reason: "busy".into()
             })
         );
         let mut c = ClientSession::new(TestSpec::default());
-        c.hello();
+        c.hello(now());
         assert_eq!(
-            c.on_message(Message::Error {
-                message: "boom".into()
-            }),
+            c.on_message(
+                Message::Error {
+                    message: "boom".into()
+                },
+                now()
+            ),
             Err(ProtocolError::Remote("boom".into()))
         );
         let mut c = ClientSession::new(TestSpec::default());
-        c.hello();
+        c.hello(now());
         assert!(matches!(
-            c.on_message(Message::Done),
+            c.on_message(Message::Done, now()),
             Err(ProtocolError::Unexpected { .. })
         ));
     }
@@ -718,15 +863,15 @@ mod tests {
         if let Some(k) = client {
             c = c.with_auth(k, [3; NONCE_LEN]);
         }
-        let ServerAction::Reply(welcome) = s.on_message(c.hello()).unwrap() else {
+        let ServerAction::Reply(welcome) = s.on_message(c.hello(now()), now()).unwrap() else {
             panic!()
         };
-        let req = match c.on_message(welcome) {
+        let req = match c.on_message(welcome, now()) {
             Ok(ClientAction::Send(req)) => req,
             Ok(other) => panic!("{other:?}"),
             Err(e) => return (s, Err(e.to_string())),
         };
-        let out = s.on_message(req).map_err(|e| e.to_string());
+        let out = s.on_message(req, now()).map_err(|e| e.to_string());
         (s, out)
     }
 
@@ -753,28 +898,34 @@ mod tests {
 
         // Replay: a request recorded on a connection whose nonce was 1, sent to one whose nonce is 2.
         let mut c = ClientSession::new(TestSpec::default()).with_auth(alice, [3; NONCE_LEN]);
-        c.hello();
+        c.hello(now());
         let ClientAction::Send(recorded) = c
-            .on_message(Message::Welcome {
-                version: PROTOCOL_VERSION,
-                software: "s".into(),
-                limits: Default::default(),
-                auth: Some(auth::challenge(&[1; NONCE_LEN])),
-                control: false,
-            })
+            .on_message(
+                Message::Welcome {
+                    version: PROTOCOL_VERSION,
+                    software: "s".into(),
+                    limits: Default::default(),
+                    auth: Some(auth::challenge(&[1; NONCE_LEN])),
+                    control: false,
+                },
+                now(),
+            )
             .unwrap()
         else {
             panic!()
         };
         let keys = Arc::new(KeyRing::parse("alice 0123456789abcdef0123").unwrap());
         let mut s = ServerSession::new().with_auth(keys, [2; NONCE_LEN]);
-        s.on_message(Message::Hello {
-            version: PROTOCOL_VERSION,
-            software: "x".into(),
-        })
+        s.on_message(
+            Message::Hello {
+                version: PROTOCOL_VERSION,
+                software: "x".into(),
+            },
+            now(),
+        )
         .unwrap();
         assert!(matches!(
-            s.on_message(recorded).unwrap(),
+            s.on_message(recorded, now()).unwrap(),
             ServerAction::AuthFailed { .. }
         ));
     }
@@ -782,35 +933,41 @@ mod tests {
     #[test]
     fn done_twice_is_a_violation() {
         let mut c = ClientSession::new(TestSpec::default());
-        c.hello();
-        c.on_message(Message::Welcome {
-            auth: None,
-            control: false,
-            limits: Default::default(),
-            version: PROTOCOL_VERSION,
-            software: "s".into(),
-        })
+        c.hello(now());
+        c.on_message(
+            Message::Welcome {
+                auth: None,
+                control: false,
+                limits: Default::default(),
+                version: PROTOCOL_VERSION,
+                software: "s".into(),
+            },
+            now(),
+        )
         .unwrap();
-        c.on_message(Message::Accepted {
-            session: SessionId([0; 16]),
-        })
+        c.on_message(
+            Message::Accepted {
+                session: SessionId([0; 16]),
+            },
+            now(),
+        )
         .unwrap();
-        c.on_streams_connected().unwrap();
-        c.on_message(Message::Ready).unwrap();
-        assert_eq!(c.on_message(Message::Done).unwrap(), ClientAction::Wait);
-        assert!(c.on_message(Message::Done).is_err());
+        c.on_streams_connected(now()).unwrap();
+        c.on_message(Message::Ready, now()).unwrap();
+        assert_eq!(c.on_message(Message::Done, now()).unwrap(), ClientAction::Wait);
+        assert!(c.on_message(Message::Done, now()).is_err());
     }
 
     /// A controller's conversation with a server: welcome, clock probes, an order.
     fn order_through(s: &mut ServerSession, key: Option<Key>) -> (bool, Result<ServerAction, ProtocolError>) {
         use super::super::control::{ControlOrder, ControllerSession};
         let mut c = ControllerSession::new(key.map(|k| (k, [4; NONCE_LEN])));
-        let ServerAction::Reply(welcome) = s.on_message(c.hello()).unwrap() else {
+        let ServerAction::Reply(welcome) = s.on_message(c.hello(), now()).unwrap() else {
             panic!()
         };
         let w = c.on_welcome(welcome).unwrap();
         assert_eq!(
-            s.on_message(c.probe(11)).unwrap(),
+            s.on_message(c.probe(11), now()).unwrap(),
             ServerAction::ClockReading { client_ns: 11 }
         );
         let order = ControlOrder {
@@ -823,7 +980,7 @@ mod tests {
             Ok(m) => m,
             Err(e) => return (w.control, Err(e)),
         };
-        (w.control, s.on_message(msg))
+        (w.control, s.on_message(msg, now()))
     }
 
     #[test]
@@ -865,14 +1022,19 @@ mod tests {
     #[test]
     fn clock_probes_are_bounded() {
         let mut s = ServerSession::new();
-        s.on_message(Message::Hello {
-            version: PROTOCOL_VERSION,
-            software: "x".into(),
-        })
+        s.on_message(
+            Message::Hello {
+                version: PROTOCOL_VERSION,
+                software: "x".into(),
+            },
+            now(),
+        )
         .unwrap();
         for i in 0..super::super::control::MAX_CLOCK_PROBES {
-            assert!(s.on_message(Message::ClockProbe { client_ns: i as u64 }).is_ok());
+            assert!(s
+                .on_message(Message::ClockProbe { client_ns: i as u64 }, now())
+                .is_ok());
         }
-        assert!(s.on_message(Message::ClockProbe { client_ns: 0 }).is_err());
+        assert!(s.on_message(Message::ClockProbe { client_ns: 0 }, now()).is_err());
     }
 }

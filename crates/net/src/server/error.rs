@@ -2,7 +2,7 @@
 //! code that must react to a failure (the SIGUSR1 counters, a retry, a test) matches the variant, never
 //! the text.
 
-use crate::control::ControlError;
+use crate::control::{ControlError, WaitError};
 use crate::sockopt::SockOptError;
 use landspeed_core::protocol::{ProtocolError, Refusal};
 use std::time::Duration;
@@ -88,4 +88,13 @@ pub enum TestError {
     ClientClosed,
     #[error("the client never ended the test")]
     NeverEnded,
+}
+
+impl From<WaitError> for TestError {
+    fn from(e: WaitError) -> TestError {
+        match e {
+            WaitError::Session(e) => TestError::Protocol(e),
+            WaitError::Control(e) => TestError::Control(e),
+        }
+    }
 }

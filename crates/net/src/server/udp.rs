@@ -8,7 +8,7 @@ use super::{Shared, TestError, UdpRegistry};
 use crate::transport::udp::UdpStream;
 use landspeed_core::config::{Flow, TestSpec};
 use landspeed_core::endpoint::Role;
-use landspeed_core::protocol::{Preamble, ServerSession, SessionId, PROTOCOL_VERSION};
+use landspeed_core::protocol::{Preamble, ServerSession, SessionId, Waiting, PROTOCOL_VERSION};
 use socket2::{Domain, Socket, Type};
 use std::collections::HashMap;
 use std::net::{SocketAddr, UdpSocket};
@@ -96,12 +96,11 @@ pub(super) fn collect(
     spec: &TestSpec,
     sid: SessionId,
     sm: &mut ServerSession,
-    timeout: Duration,
     control: &std::net::TcpStream,
 ) -> Result<Vec<UdpStream>, TestError> {
     let n = spec.total_streams() as usize;
     let mut socks: HashMap<u32, UdpSocket> = HashMap::new();
-    let deadline = Instant::now() + timeout;
+    let deadline = sm.poll_timeout().unwrap_or_else(Instant::now);
     while socks.len() < n {
         let (id, peer, local) =
             super::wait_stream(rx, deadline, control).map_err(|why| TestError::StreamsMissing {
@@ -113,7 +112,7 @@ pub(super) fn collect(
             let _ = s.send(&ack(sid, id));
             continue;
         }
-        sm.on_stream(id)?;
+        sm.on_stream(id, Instant::now())?;
         let v6only = local.is_ipv6().then_some(!local.ip().is_unspecified());
         let udp_err = |err| TestError::UdpStream { id, err };
         let s = bind(local, v6only).map_err(udp_err)?;
@@ -178,8 +177,8 @@ pub(super) fn run_test(
         .insert(sid, tx);
     let registered = Registered(&shared.udp, sid);
     writer.send(&Message::Accepted { session: sid })?;
-    let streams = collect(&rx, &spec, sid, &mut sm, o.handshake_timeout, reader.stream())
-        .map_err(|e| super::fail(&mut writer, e))?;
+    let streams =
+        collect(&rx, &spec, sid, &mut sm, reader.stream()).map_err(|e| super::fail(&mut writer, e))?;
     drop(registered);
     let mut warnings = vec![];
     if let Some(s) = streams.first() {
@@ -187,7 +186,8 @@ pub(super) fn run_test(
         warnings.extend(crate::sockopt::window_warning(spec.window_bytes, snd, rcv));
     }
     writer.send(&Message::Ready)?;
-    match sm.on_message(reader.read(o.handshake_timeout)?) {
+    let start = reader.read_for(&mut sm)?;
+    match sm.on_message(start, Instant::now()) {
         Ok(ServerAction::StartTest) => {}
         Ok(other) => return Err(TestError::NotStarted(format!("{other:?}"))),
         Err(e) => return Err(e.into()),
@@ -223,7 +223,6 @@ pub(super) fn run_test(
         &out,
         &flags,
         &wrx,
-        o,
         super::Local {
             warnings,
             cpus: None,
