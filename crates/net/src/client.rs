@@ -12,7 +12,7 @@ use crate::control::{self, ControlError, ControlWriter, WaitError};
 use crate::sockopt::{self, SockOptError};
 use crate::supervisor::{self, EngineHook, EngineParams, Flags, Wake, Wiring};
 use crate::transport::tcp::{DataStream, Tcp};
-use crate::transport::udp::{Udp, UdpFormat, UdpParams};
+use crate::transport::udp::{Udp, UdpFormat, UdpParams, UdpStream};
 use landspeed_core::assemble::{assemble, Inputs, RunContext};
 use landspeed_core::config::{Flow, TestSpec, Transport};
 use landspeed_core::endpoint::{EndpointReport, IntervalSample, Role};
@@ -339,14 +339,8 @@ pub fn run_client(
     interrupt: &AtomicBool,
     on_event: &mut dyn FnMut(ClientEvent),
 ) -> Result<RunResult, ClientError> {
-    let mut spec_owned = opts.spec.clone();
-    if spec_owned.payload_key == 0 {
-        // The run's payload key; any value works, a random one makes every run's payload different.
-        spec_owned.payload_key = getrandom::u64().unwrap_or(0x5eed) | 1;
-    }
-    let local_file = prepare_file(opts, &mut spec_owned)?;
-    let spec = &spec_owned;
-    spec.validate()?;
+    let (spec, local_file) = test_spec(opts)?;
+    let spec = &spec;
     let addr = resolve(opts)?;
     let ctl = connect(opts, addr, None)?;
     let local = ctl
@@ -357,67 +351,15 @@ pub fn run_client(
         Some(l) => Some(latency::LatencyRun::start(addr, l)?),
         None => None,
     };
-    let cerr = |err| ClientError::Control { addr, err };
-    let werr = |e: WaitError| match e {
-        WaitError::Session(e) => ClientError::from(e),
-        WaitError::Control(err) => ClientError::Control { addr, err },
-    };
-    let (mut session, mut reader, mut writer, req) = greet(opts, spec, &ctl, addr)?;
-    writer.send(&req).map_err(cerr)?;
-    let accepted = reader.read_for(&mut session).map_err(werr)?;
-    let ClientAction::ConnectStreams(sid) = session.on_message(accepted, Instant::now())? else {
-        return Err(ClientError::Lost("server did not accept the test".into()));
-    };
+    let mut acc = request(opts, spec, &ctl, addr)?;
     if interrupt.load(Relaxed) {
         return Err(ClientError::Interrupted);
     }
-    let (mut streams, udp_streams) = if spec.transport == Transport::Udp {
-        (vec![], open_udp_streams(opts, addr, sid)?)
-    } else {
-        (open_streams(opts, addr, sid)?, vec![])
-    };
-    if let Some(lf) = &local_file {
-        for s in &mut streams {
-            s.file = Some(lf.handle.clone());
-            if s.role == Role::Sender {
-                s.budget = lf.report.as_ref().map(|r| r.size_bytes);
-            }
-        }
-    }
-    session.on_streams_connected(Instant::now())?;
-    let ready = reader.read_for(&mut session).map_err(werr)?;
-    match session.on_message(ready, Instant::now())? {
-        ClientAction::StartTest => {}
-        _ => return Err(ClientError::Lost("server did not get ready".into())),
-    }
-    let mut warnings = vec![];
-    if let (Some(cap), Transport::Tcp) = (
-        session.server_limits().and_then(|l| l.max_rate_bps),
-        spec.transport,
-    ) {
-        warnings.push(format!(
-            "the server paces every test to at most {} in all (its --max-rate): this result measures \
-             that cap, not the path",
-            landspeed_core::units::BitRate(cap)
-        ));
-    }
-    let first = streams
-        .first()
-        .map(|s| socket2::SockRef::from(&s.socket))
-        .or_else(|| udp_streams.first().map(|s| socket2::SockRef::from(&s.socket)));
-    if let Some(s) = first {
-        let (snd, rcv) = sockopt::granted(&s);
-        warnings.extend(sockopt::window_warning(spec.window_bytes, snd, rcv));
-    }
+    let data = open_data(opts, spec, addr, acc.sid, local_file.as_ref())?;
+    await_ready(&mut acc, addr)?;
+    let mut warnings = start_warnings(&acc.session, spec, &data);
     if let Some(l) = latency.as_mut() {
-        if !l.wait_idle() {
-            warnings.push(
-                "--latency: no echo replies from the server (UDP blocked, or not a landspeed server); \
-                 the latency figures are empty"
-                    .into(),
-            );
-        }
-        l.loaded();
+        warnings.extend(latency_begins(l));
     }
     if let Some(at) = opts.start_at {
         // Bounded: a controller's instant is checked to be at most a minute ahead.
@@ -433,17 +375,15 @@ pub fn run_client(
     let started_unix_s = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64());
-    writer.send(&Message::Start).map_err(cerr)?;
-
+    let cerr = |err| ClientError::Control { addr, err };
+    acc.writer.send(&Message::Start).map_err(cerr)?;
     let (tx, rx) = mpsc::channel::<Wake<Incoming>>();
     let quit = Arc::new(AtomicBool::new(false));
-    control::spawn_reader(reader, tx.clone(), quit.clone());
-    let params = EngineParams::for_spec(spec, opts.threads, opts.cpus.clone(), opts.idle_timeout);
-    let flags = Flags::default();
-    let iface = crate::host::interface_for(local.ip());
+    let _quit_on_return = QuitGuard(&quit);
+    control::spawn_reader(acc.reader, tx.clone(), quit.clone());
     let mut hook = Hook {
-        session: &mut session,
-        writer: &mut writer,
+        session: &mut acc.session,
+        writer: &mut acc.writer,
         spec,
         interrupt,
         on_event,
@@ -453,84 +393,19 @@ pub fn run_client(
         pending: vec![],
         failure: None,
     };
-    let wiring = Wiring {
-        flags: &flags,
-        wake_tx: &tx,
-        wake_rx: &rx,
-        hook: &mut hook,
-        interface: iface.as_deref(),
-    };
-    let out = if spec.transport == Transport::Udp {
-        let udp = Udp {
-            streams: &udp_streams,
-            params: UdpParams::for_spec(spec, UdpFormat::Landspeed),
-        };
-        supervisor::run(&udp, &params, wiring)
-    } else {
-        supervisor::run(&Tcp(&streams), &params, wiring)
-    };
+    let out = measure(opts, spec, &data, local, (&tx, &rx), &mut hook);
     if let Some(l) = latency.as_mut() {
         l.unloaded();
     }
     let interrupted = interrupt.load(Relaxed);
-    let mut local_report = out.report(opts.cpus.clone(), warnings);
-    let mut incoming = None;
-    if let Some(lf) = local_file {
-        local_report.file = match (lf.report, lf.incoming) {
-            (Some(r), _) => Some(r),
-            (None, Some(inc)) => {
-                let r = inc.report().map_err(|err| ClientError::File {
-                    path: inc.dest.display().to_string(),
-                    err,
-                })?;
-                incoming = Some(inc);
-                Some(r)
-            }
-            (None, None) => None,
-        };
-    }
+    let (local_report, incoming) = local_report(opts, &out, warnings, local_file)?;
     if let Some(f) = hook.failure.take() {
-        quit.store(true, Relaxed);
         return Err(f);
     }
-    // Both ends done? Then exchange reports: the client sends first, the server answers.
-    let mut actions = std::mem::take(&mut hook.pending);
-    actions.push(hook.session.on_local_done(Instant::now())?);
-    let after = Flags::default();
-    let server_report = 'exchange: loop {
-        for a in actions.drain(..) {
-            match a {
-                ClientAction::SendResults => {
-                    let msg = Message::Results {
-                        report: Box::new(local_report.clone()),
-                    };
-                    hook.writer.send(&msg).map_err(cerr)?;
-                }
-                ClientAction::Finished(r) => break 'exchange r,
-                _ => {}
-            }
-        }
-        let now = Instant::now();
-        if let Err(e) = hook.session.handle_timeout(now) {
-            quit.store(true, Relaxed);
-            return Err(e.into());
-        }
-        let left = hook.session.time_left(now).unwrap_or(Duration::ZERO);
-        match rx.recv_timeout(left) {
-            Ok(Wake::External(x)) => hook.handle(x, &after),
-            Ok(Wake::WorkerDone) | Err(mpsc::RecvTimeoutError::Timeout) => {}
-            Err(mpsc::RecvTimeoutError::Disconnected) => return Err(hook.session.on_closed(now).into()),
-        }
-        if let Some(f) = hook.failure.take() {
-            quit.store(true, Relaxed);
-            return Err(f);
-        }
-        actions = std::mem::take(&mut hook.pending);
-    };
-    quit.store(true, Relaxed);
+    let server_report = exchange_results(&mut hook, &rx, &local_report, addr)?;
     let server_samples = std::mem::take(&mut hook.server_samples);
     drop(hook);
-    writer.shutdown();
+    acc.writer.shutdown();
     let context = run_context(
         opts,
         local,
@@ -557,6 +432,239 @@ pub fn run_client(
         }
     }
     Ok(result)
+}
+
+/// Raises the control reader's quit flag however `run_client` returns.
+struct QuitGuard<'a>(&'a AtomicBool);
+impl Drop for QuitGuard<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Relaxed);
+    }
+}
+
+/// The test as this client asks for it: a fresh payload key, the file to send or receive prepared,
+/// validated.
+fn test_spec(opts: &ClientOptions) -> Result<(TestSpec, Option<LocalFile>), ClientError> {
+    let mut spec = opts.spec.clone();
+    if spec.payload_key == 0 {
+        // The run's payload key; any value works, a random one makes every run's payload different.
+        spec.payload_key = getrandom::u64().unwrap_or(0x5eed) | 1;
+    }
+    let local_file = prepare_file(opts, &mut spec)?;
+    spec.validate()?;
+    Ok((spec, local_file))
+}
+
+/// The control conversation once the server has accepted the test.
+struct Accepted {
+    session: ClientSession,
+    reader: control::ControlReader,
+    writer: ControlWriter,
+    sid: SessionId,
+}
+
+/// Maps a failed wait for the server to the client's error.
+fn wait_error(addr: SocketAddr) -> impl Fn(WaitError) -> ClientError {
+    move |e| match e {
+        WaitError::Session(e) => ClientError::from(e),
+        WaitError::Control(err) => ClientError::Control { addr, err },
+    }
+}
+
+/// Greets the server, sends the test request and waits for the acceptance.
+fn request(
+    opts: &ClientOptions,
+    spec: &TestSpec,
+    ctl: &TcpStream,
+    addr: SocketAddr,
+) -> Result<Accepted, ClientError> {
+    let (mut session, mut reader, mut writer, req) = greet(opts, spec, ctl, addr)?;
+    writer
+        .send(&req)
+        .map_err(|err| ClientError::Control { addr, err })?;
+    let accepted = reader.read_for(&mut session).map_err(wait_error(addr))?;
+    let ClientAction::ConnectStreams(sid) = session.on_message(accepted, Instant::now())? else {
+        return Err(ClientError::Lost("server did not accept the test".into()));
+    };
+    Ok(Accepted {
+        session,
+        reader,
+        writer,
+        sid,
+    })
+}
+
+/// Tells the session the streams are connected and waits for the server to be ready.
+fn await_ready(acc: &mut Accepted, addr: SocketAddr) -> Result<(), ClientError> {
+    acc.session.on_streams_connected(Instant::now())?;
+    let ready = acc.reader.read_for(&mut acc.session).map_err(wait_error(addr))?;
+    match acc.session.on_message(ready, Instant::now())? {
+        ClientAction::StartTest => Ok(()),
+        _ => Err(ClientError::Lost("server did not get ready".into())),
+    }
+}
+
+/// The data connections of one test: TCP streams or UDP sockets, as the test says.
+struct DataPaths {
+    tcp: Vec<DataStream>,
+    udp: Vec<UdpStream>,
+}
+
+/// Opens the test's data connections; a file test's streams carry its file, and its sender its size.
+fn open_data(
+    opts: &ClientOptions,
+    spec: &TestSpec,
+    addr: SocketAddr,
+    sid: SessionId,
+    local_file: Option<&LocalFile>,
+) -> Result<DataPaths, ClientError> {
+    if spec.transport == Transport::Udp {
+        let udp = open_udp_streams(opts, addr, sid)?;
+        return Ok(DataPaths { tcp: vec![], udp });
+    }
+    let mut tcp = open_streams(opts, addr, sid)?;
+    if let Some(lf) = local_file {
+        for s in &mut tcp {
+            s.file = Some(lf.handle.clone());
+            if s.role == Role::Sender {
+                s.budget = lf.report.as_ref().map(|r| r.size_bytes);
+            }
+        }
+    }
+    Ok(DataPaths { tcp, udp: vec![] })
+}
+
+/// What the user should know before the data moves: a server rate cap, socket buffers smaller than
+/// asked.
+fn start_warnings(session: &ClientSession, spec: &TestSpec, data: &DataPaths) -> Vec<String> {
+    let mut warnings = vec![];
+    if let (Some(cap), Transport::Tcp) = (
+        session.server_limits().and_then(|l| l.max_rate_bps),
+        spec.transport,
+    ) {
+        warnings.push(format!(
+            "the server paces every test to at most {} in all (its --max-rate): this result measures \
+             that cap, not the path",
+            landspeed_core::units::BitRate(cap)
+        ));
+    }
+    let first = (data.tcp.first().map(|s| socket2::SockRef::from(&s.socket)))
+        .or_else(|| data.udp.first().map(|s| socket2::SockRef::from(&s.socket)));
+    if let Some(s) = first {
+        let (snd, rcv) = sockopt::granted(&s);
+        warnings.extend(sockopt::window_warning(spec.window_bytes, snd, rcv));
+    }
+    warnings
+}
+
+/// Latency probes: the idle baseline is in, the loaded phase starts (a warning if nothing answered).
+fn latency_begins(l: &mut latency::LatencyRun) -> Option<String> {
+    let idle = l.wait_idle();
+    l.loaded();
+    (!idle).then(|| {
+        "--latency: no echo replies from the server (UDP blocked, or not a landspeed server); the \
+         latency figures are empty"
+            .into()
+    })
+}
+
+/// Moves the data: the supervisor over this test's transport, the hook following the control
+/// connection meanwhile.
+fn measure(
+    opts: &ClientOptions,
+    spec: &TestSpec,
+    data: &DataPaths,
+    local: SocketAddr,
+    (tx, rx): (&mpsc::Sender<Wake<Incoming>>, &mpsc::Receiver<Wake<Incoming>>),
+    hook: &mut Hook,
+) -> supervisor::EngineOutput {
+    let params = EngineParams::for_spec(spec, opts.threads, opts.cpus.clone(), opts.idle_timeout);
+    let flags = Flags::default();
+    let iface = crate::host::interface_for(local.ip());
+    let wiring = Wiring {
+        flags: &flags,
+        wake_tx: tx,
+        wake_rx: rx,
+        hook,
+        interface: iface.as_deref(),
+    };
+    if spec.transport == Transport::Udp {
+        let udp = Udp {
+            streams: &data.udp,
+            params: UdpParams::for_spec(spec, UdpFormat::Landspeed),
+        };
+        supervisor::run(&udp, &params, wiring)
+    } else {
+        supervisor::run(&Tcp(&data.tcp), &params, wiring)
+    }
+}
+
+/// This end's report, with its file's when the test moved one (a download's file is hashed now).
+fn local_report(
+    opts: &ClientOptions,
+    out: &supervisor::EngineOutput,
+    warnings: Vec<String>,
+    local_file: Option<LocalFile>,
+) -> Result<(EndpointReport, Option<crate::files::Incoming>), ClientError> {
+    let mut report = out.report(opts.cpus.clone(), warnings);
+    let Some(lf) = local_file else {
+        return Ok((report, None));
+    };
+    match (lf.report, lf.incoming) {
+        (Some(r), _) => {
+            report.file = Some(r);
+            Ok((report, None))
+        }
+        (None, Some(inc)) => {
+            report.file = Some(inc.report().map_err(|err| ClientError::File {
+                path: inc.dest.display().to_string(),
+                err,
+            })?);
+            Ok((report, Some(inc)))
+        }
+        (None, None) => Ok((report, None)),
+    }
+}
+
+/// Both ends done? Then the reports cross: the client sends first, the server answers, within the
+/// session's results timer.
+fn exchange_results(
+    hook: &mut Hook,
+    rx: &mpsc::Receiver<Wake<Incoming>>,
+    local_report: &EndpointReport,
+    addr: SocketAddr,
+) -> Result<Box<EndpointReport>, ClientError> {
+    let mut actions = std::mem::take(&mut hook.pending);
+    actions.push(hook.session.on_local_done(Instant::now())?);
+    let after = Flags::default();
+    loop {
+        for a in actions.drain(..) {
+            match a {
+                ClientAction::SendResults => {
+                    let msg = Message::Results {
+                        report: Box::new(local_report.clone()),
+                    };
+                    hook.writer
+                        .send(&msg)
+                        .map_err(|err| ClientError::Control { addr, err })?;
+                }
+                ClientAction::Finished(r) => return Ok(r),
+                _ => {}
+            }
+        }
+        let now = Instant::now();
+        hook.session.handle_timeout(now)?;
+        let left = hook.session.time_left(now).unwrap_or(Duration::ZERO);
+        match rx.recv_timeout(left) {
+            Ok(Wake::External(x)) => hook.handle(x, &after),
+            Ok(Wake::WorkerDone) | Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => return Err(hook.session.on_closed(now).into()),
+        }
+        if let Some(f) = hook.failure.take() {
+            return Err(f);
+        }
+        actions = std::mem::take(&mut hook.pending);
+    }
 }
 
 /// Opens the conversation on the control connection: preamble and hello, then the server's welcome,

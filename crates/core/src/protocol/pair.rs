@@ -214,8 +214,14 @@ impl Pair {
             return;
         }
         self.wait(tick);
-        assert_eq!(self.send_client(&Message::Ready).unwrap(), ClientAction::StartTest);
-        assert_eq!(self.send_server(&Message::Start).unwrap(), ServerAction::StartTest);
+        assert_eq!(
+            self.send_client(&Message::Ready).unwrap(),
+            ClientAction::StartTest
+        );
+        assert_eq!(
+            self.send_server(&Message::Start).unwrap(),
+            ServerAction::StartTest
+        );
         self.wait(Duration::from_secs(30));
         assert_eq!(self.c.on_local_done(self.now).unwrap(), ClientAction::Wait);
         let local_done_at = self.now;
@@ -255,7 +261,10 @@ fn a_whole_test_through_bytes_under_a_virtual_clock() {
         p.send_server(&report).unwrap(),
         ServerAction::SendResults(_)
     ));
-    assert!(matches!(p.send_client(&report).unwrap(), ClientAction::Finished(_)));
+    assert!(matches!(
+        p.send_client(&report).unwrap(),
+        ClientAction::Finished(_)
+    ));
     // Both are done: no timer is left running.
     assert_eq!((p.c.poll_timeout(), p.s.poll_timeout()), (None, None));
     p.wait(Duration::from_secs(3600));
