@@ -110,9 +110,25 @@ fn execute(
             Ok(r.verdict().is_trusted())
         }
         Err(e) => {
-            out.error(&e.to_string());
-            Err(e).with_context(|| format!("test against {} port {}", opts.host, opts.port))
+            let msg = in_flags(&e);
+            out.error(&msg);
+            Err(anyhow::anyhow!(msg))
+                .with_context(|| format!("test against {} port {}", opts.host, opts.port))
         }
+    }
+}
+
+/// A client error as the command line says it: the library's typed reasons name no flags, so the
+/// ones a user fixes with a flag get the flag's name here.
+fn in_flags(e: &ClientError) -> String {
+    match e {
+        ClientError::FileDirection { upload: true } => {
+            "--send-file sends from this end: no -R or --bidir".into()
+        }
+        ClientError::FileDirection { upload: false } => {
+            "--recv-file receives at this end: it needs -R".into()
+        }
+        other => other.to_string(),
     }
 }
 

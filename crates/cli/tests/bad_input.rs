@@ -98,6 +98,26 @@ fn a_silent_peer_times_out() {
 }
 
 #[test]
+fn a_file_moving_against_the_test_direction_is_named_with_its_flag() {
+    // Refused before any connection: port 1 is never tried. The library's typed reason names no flag;
+    // the command line adds it.
+    let file = std::env::temp_dir().join(format!("landspeed-direction-{}", std::process::id()));
+    std::fs::write(&file, b"payload").unwrap();
+    let path = file.to_str().unwrap();
+    let o = landspeed(
+        &["run", "127.0.0.1", "-p", "1", "--send-file", path, "-R"],
+        Duration::from_secs(10),
+    );
+    assert_one_clear_line(&o, 1, "--send-file sends from this end: no -R or --bidir");
+    let o = landspeed(
+        &["run", "127.0.0.1", "-p", "1", "--recv-file", path],
+        Duration::from_secs(10),
+    );
+    assert_one_clear_line(&o, 1, "--recv-file receives at this end: it needs -R");
+    let _ = std::fs::remove_file(&file);
+}
+
+#[test]
 fn unknown_congestion_control_is_reported() {
     let s = ServerProc::start("127.0.0.1", &[]);
     let o = landspeed(

@@ -136,8 +136,40 @@ pub enum ClientError {
     SockOpt(#[from] SockOptError),
     #[error("interrupted before the test started")]
     Interrupted,
-    #[error("the server stopped answering: {0}")]
-    Lost(String),
+    /// A file test asked for the direction its file cannot move in: a file sent from this end needs a
+    /// forward test, a file received here a reverse one.
+    #[error("{}", if *.upload {
+        "a file sent from this end needs a forward test (not reverse or bidirectional)"
+    } else {
+        "a file received at this end needs a reverse test"
+    })]
+    FileDirection { upload: bool },
+    #[error("no randomness for {what}: {err}")]
+    Random {
+        what: &'static str,
+        err: getrandom::Error,
+    },
+    /// The server answered with something the session did not wait for at this step.
+    #[error("the server answered out of order while {step}")]
+    OutOfOrder { step: &'static str },
+    #[error(
+        "UDP stream {id}: the server did not acknowledge it within {after:?} (is UDP port {port} open?)"
+    )]
+    UdpUnacknowledged { id: u32, after: Duration, port: u16 },
+    /// An iperf3 control connection failed at a step (the server went away, a reset, a timeout).
+    #[error("iperf3 control connection, {step}: {err}")]
+    Iperf3Io { step: &'static str, err: std::io::Error },
+    /// An iperf3 server refused the test with its own error numbers (SERVER_ERROR).
+    #[error("the iperf3 server refused the test: iperf3 error {code} (errno {errno})")]
+    Iperf3Refused { code: i32, errno: i32 },
+    /// An iperf3 server sent a state other than the one its protocol has next.
+    #[error("the iperf3 server said {got}, expected {expected}")]
+    Iperf3Unexpected { got: String, expected: &'static str },
+    /// An iperf3 server's results could not be read.
+    #[error("iperf3 results: {0}")]
+    Iperf3Results(String),
+    #[error("UDP stream {id}: unexpected answer to the iperf3 UDP hello")]
+    Iperf3UdpHello { id: u32 },
     /// The server answered in iperf3's protocol (PARAM_EXCHANGE or ACCESS_DENIED): retry with
     /// `run_iperf3_client`.
     #[error("{addr} is an iperf3 server (use --iperf3)")]
@@ -257,6 +289,7 @@ impl LiveIntervals {
 type Incoming = Result<Message, ControlError>;
 
 struct Hook<'a> {
+    addr: SocketAddr,
     session: &'a mut ClientSession,
     writer: &'a mut ControlWriter,
     spec: &'a TestSpec,
@@ -277,7 +310,7 @@ impl Hook<'_> {
                 flags.abort.store(true, Relaxed);
                 let failure = match e {
                     ControlError::Closed => self.session.on_closed(Instant::now()).into(),
-                    other => ClientError::Lost(other.to_string()),
+                    err => ClientError::Control { addr: self.addr, err },
                 };
                 self.failure.get_or_insert(failure);
                 return;
@@ -382,6 +415,7 @@ pub fn run_client(
     let _quit_on_return = QuitGuard(&quit);
     control::spawn_reader(acc.reader, tx.clone(), quit.clone());
     let mut hook = Hook {
+        addr,
         session: &mut acc.session,
         writer: &mut acc.writer,
         spec,
@@ -484,7 +518,9 @@ fn request(
         .map_err(|err| ClientError::Control { addr, err })?;
     let accepted = reader.read_for(&mut session).map_err(wait_error(addr))?;
     let ClientAction::ConnectStreams(sid) = session.on_message(accepted, Instant::now())? else {
-        return Err(ClientError::Lost("server did not accept the test".into()));
+        return Err(ClientError::OutOfOrder {
+            step: "waiting for the server to accept the test",
+        });
     };
     Ok(Accepted {
         session,
@@ -500,7 +536,9 @@ fn await_ready(acc: &mut Accepted, addr: SocketAddr) -> Result<(), ClientError> 
     let ready = acc.reader.read_for(&mut acc.session).map_err(wait_error(addr))?;
     match acc.session.on_message(ready, Instant::now())? {
         ClientAction::StartTest => Ok(()),
-        _ => Err(ClientError::Lost("server did not get ready".into())),
+        _ => Err(ClientError::OutOfOrder {
+            step: "waiting for the server to be ready",
+        }),
     }
 }
 
@@ -686,7 +724,7 @@ fn greet(
     let mut session = ClientSession::new(spec.clone()).with_timers(timers(opts));
     if let Some(key) = &opts.auth {
         let mut nonce = [0u8; landspeed_core::protocol::NONCE_LEN];
-        getrandom::fill(&mut nonce).map_err(|e| ClientError::Lost(format!("no randomness: {e}")))?;
+        getrandom::fill(&mut nonce).map_err(|err| ClientError::Random { what: "a nonce", err })?;
         session = session.with_auth(key.clone(), nonce);
     }
 
@@ -805,9 +843,7 @@ fn prepare_file(opts: &ClientOptions, spec: &mut TestSpec) -> Result<Option<Loca
     let base = |p: &std::path::Path| p.file_name().map(|n| n.to_string_lossy().into_owned());
     if let Some(path) = &opts.send_file {
         if spec.direction != Direction::Forward {
-            return Err(ClientError::Lost(
-                "--send-file sends from this end: no -R or --bidir".into(),
-            ));
+            return Err(ClientError::FileDirection { upload: true });
         }
         let report = crate::files::sender_report(path).map_err(|e| ferr(path, e))?;
         if report.size_bytes == 0 {
@@ -832,9 +868,7 @@ fn prepare_file(opts: &ClientOptions, spec: &mut TestSpec) -> Result<Option<Loca
     }
     if let Some(dest) = &opts.recv_file {
         if spec.direction != Direction::Reverse {
-            return Err(ClientError::Lost(
-                "--recv-file receives at this end: it needs -R".into(),
-            ));
+            return Err(ClientError::FileDirection { upload: false });
         }
         let name = opts
             .remote_file
@@ -933,7 +967,8 @@ fn open_udp_streams(
         .map(|id| {
             let err = |err| ClientError::Stream { id, err };
             let sock = udp_socket(opts, addr, spec).map_err(err)?;
-            sock.set_read_timeout(Some(Duration::from_millis(200))).map_err(err)?;
+            sock.set_read_timeout(Some(Duration::from_millis(200)))
+                .map_err(err)?;
             let hello = Preamble::Data {
                 version: PROTOCOL_VERSION,
                 session: sid,
@@ -944,10 +979,11 @@ fn open_udp_streams(
             let mut buf = [0u8; 64];
             loop {
                 if Instant::now() >= deadline {
-                    return Err(ClientError::Lost(format!(
-                        "UDP stream {id}: the server did not acknowledge it within {:?} (is UDP port {} open?)",
-                        opts.control_timeout, opts.port
-                    )));
+                    return Err(ClientError::UdpUnacknowledged {
+                        id,
+                        after: opts.control_timeout,
+                        port: opts.port,
+                    });
                 }
                 // ECONNREFUSED from an earlier hello means nothing listens yet; keep trying until the deadline.
                 let _ = sock.send(&hello);
@@ -957,7 +993,11 @@ fn open_udp_streams(
                 }
             }
             let flow = spec.flow_of(id);
-            let role = if flow == Flow::ClientToServer { Role::Sender } else { Role::Receiver };
+            let role = if flow == Flow::ClientToServer {
+                Role::Sender
+            } else {
+                Role::Receiver
+            };
             Ok(crate::transport::udp::UdpStream {
                 id,
                 flow,

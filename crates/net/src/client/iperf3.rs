@@ -23,37 +23,41 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::mpsc;
 use std::time::{Duration, Instant, SystemTime};
 
-fn lost(m: impl Into<String>) -> ClientError {
-    ClientError::Lost(m.into())
+/// An I/O failure on the iperf3 control connection at `step`.
+fn io_at(step: &'static str) -> impl Fn(std::io::Error) -> ClientError {
+    move |err| ClientError::Iperf3Io { step, err }
 }
 
 /// Reads one state byte; a SERVER_ERROR is turned into an error with iperf3's numbers.
 fn read_state(c: &mut TcpStream) -> Result<State, ClientError> {
     let mut b = [0u8; 1];
-    c.read_exact(&mut b)
-        .map_err(|e| lost(format!("iperf3 control connection: {e}")))?;
+    c.read_exact(&mut b).map_err(io_at("reading a state"))?;
     match State::from_byte(b[0]) {
         Some(State::ServerError) => {
             let mut codes = [0u8; 8];
             let _ = c.read_exact(&mut codes);
             let code = i32::from_be_bytes([codes[0], codes[1], codes[2], codes[3]]);
             let os = i32::from_be_bytes([codes[4], codes[5], codes[6], codes[7]]);
-            Err(lost(format!(
-                "the iperf3 server refused the test: iperf3 error {code} (errno {os})"
-            )))
+            Err(ClientError::Iperf3Refused { code, errno: os })
         }
         Some(State::AccessDenied) => Err(ClientError::Busy {
             reason: "the iperf3 server is running another test (ACCESS_DENIED)".into(),
         }),
         Some(s) => Ok(s),
-        None => Err(lost(format!("unknown iperf3 message {}", b[0] as i8))),
+        None => Err(ClientError::Iperf3Unexpected {
+            got: format!("unknown state {}", b[0] as i8),
+            expected: "a state",
+        }),
     }
 }
 
-fn expect(c: &mut TcpStream, want: State) -> Result<(), ClientError> {
+fn expect(c: &mut TcpStream, want: State, expected: &'static str) -> Result<(), ClientError> {
     match read_state(c)? {
         s if s == want => Ok(()),
-        s => Err(lost(format!("iperf3 server said {s:?}, expected {want:?}"))),
+        s => Err(ClientError::Iperf3Unexpected {
+            got: format!("{s:?}"),
+            expected,
+        }),
     }
 }
 
@@ -72,15 +76,19 @@ struct Hook<'a> {
     on_event: &'a mut dyn FnMut(ClientEvent),
     live: LiveIntervals,
     spec: &'a TestSpec,
-    failure: Option<String>,
+    failure: Option<ClientError>,
 }
 
 impl Hook<'_> {
     fn end(&mut self, flags: &Flags) {
         if !self.ended {
             self.ended = true;
-            if let Err(e) = (&mut &*self.ctl).write_all(&[State::TestEnd.byte()]) {
-                self.failure.get_or_insert(format!("cannot send TEST_END: {e}"));
+            if let Err(err) = (&mut &*self.ctl).write_all(&[State::TestEnd.byte()]) {
+                let failed = ClientError::Iperf3Io {
+                    step: "sending TEST_END",
+                    err,
+                };
+                self.failure.get_or_insert(failed);
             }
             flags.halt.store(true, Relaxed);
         }
@@ -140,9 +148,11 @@ pub fn run_iperf3_client(
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64());
     let addr = resolve(opts)?;
-    let io = |e: std::io::Error| lost(format!("iperf3 control connection: {e}"));
     let mut r = [0u8; 36];
-    getrandom::fill(&mut r).map_err(|e| lost(format!("no randomness for a cookie: {e}")))?;
+    getrandom::fill(&mut r).map_err(|err| ClientError::Random {
+        what: "a cookie",
+        err,
+    })?;
     let cookie = Cookie::from_random(r);
     // An iperf3 server that has just failed a test (for instance landspeed's own greeting, when it
     // found out what the server is) resets connections while it restarts its listener: try again.
@@ -156,8 +166,9 @@ pub fn run_iperf3_client(
             let _ = ctl.set_nodelay(true);
             let _ = ctl.set_read_timeout(Some(opts.control_timeout));
             let _ = ctl.set_write_timeout(Some(opts.control_timeout));
-            ctl.write_all(&cookie.to_wire()).map_err(io)?;
-            expect(&mut ctl, State::ParamExchange)?;
+            ctl.write_all(&cookie.to_wire())
+                .map_err(io_at("sending the cookie"))?;
+            expect(&mut ctl, State::ParamExchange, "PARAM_EXCHANGE")?;
             Ok::<_, ClientError>((ctl, local))
         })();
         match tried {
@@ -167,7 +178,13 @@ pub fn run_iperf3_client(
                 attempt += 1;
                 std::thread::sleep(Duration::from_millis(50 << attempt));
             }
-            Err(ClientError::Connect { .. }) | Err(ClientError::Lost(_)) if attempt < 5 && retry => {
+            // A listener restarting resets connections or answers out of turn for a moment.
+            Err(
+                ClientError::Connect { .. }
+                | ClientError::Iperf3Io { .. }
+                | ClientError::Iperf3Unexpected { .. }
+                | ClientError::Iperf3Refused { .. },
+            ) if attempt < 5 && retry => {
                 attempt += 1;
                 std::thread::sleep(Duration::from_millis(50 << attempt));
             }
@@ -177,17 +194,17 @@ pub fn run_iperf3_client(
     on_event(ClientEvent::Connected { local, remote: addr });
     let version = format!("landspeed {}", landspeed_core::SOFTWARE_VERSION);
     ctl.write_all(&frame_json(&Params::message_for(spec, &version)))
-        .map_err(io)?;
-    expect(&mut ctl, State::CreateStreams)?;
+        .map_err(io_at("sending the parameters"))?;
+    expect(&mut ctl, State::CreateStreams, "CREATE_STREAMS")?;
     let udp = spec.transport == Transport::Udp;
     let (streams, udp_streams) = if udp {
         (vec![], open_udp_streams(opts, addr, spec)?)
     } else {
         (open_streams(opts, addr, spec, cookie)?, vec![])
     };
-    expect(&mut ctl, State::TestStart)?;
+    expect(&mut ctl, State::TestStart, "TEST_START")?;
     // The server may send TEST_RUNNING right away or after its own start-up.
-    expect(&mut ctl, State::TestRunning)?;
+    expect(&mut ctl, State::TestRunning, "TEST_RUNNING")?;
     let mut warnings =
         vec!["iperf3 protocol: the payload is not landspeed's pattern, so nothing was verified".to_string()];
     let first = streams
@@ -245,22 +262,23 @@ pub fn run_iperf3_client(
     };
     hook.end(&flags);
     if let Some(f) = hook.failure.take() {
-        return Err(lost(f));
+        return Err(f);
     }
     drop(hook);
     let _ = ctl.set_read_timeout(Some(opts.control_timeout + opts.idle_timeout));
-    expect(&mut ctl, State::ExchangeResults)?;
+    expect(&mut ctl, State::ExchangeResults, "EXCHANGE_RESULTS")?;
     let local_report = out.report(opts.cpus.clone(), warnings);
     let ours = our_results(&local_report);
-    ctl.write_all(&frame_json(&ours.to_json())).map_err(io)?;
+    ctl.write_all(&frame_json(&ours.to_json()))
+        .map_err(io_at("sending results"))?;
     let mut len = [0u8; 4];
-    ctl.read_exact(&mut len).map_err(io)?;
-    let n =
-        json_len(len, MAX_RESULTS_JSON).map_err(|n| lost(format!("iperf3 results of {n} bytes refused")))?;
+    ctl.read_exact(&mut len).map_err(io_at("reading results"))?;
+    let n = json_len(len, MAX_RESULTS_JSON)
+        .map_err(|n| ClientError::Iperf3Results(format!("{n} bytes refused")))?;
     let mut body = vec![0u8; n];
-    ctl.read_exact(&mut body).map_err(io)?;
-    let theirs = Results::parse(&body).map_err(|e| lost(e.to_string()))?;
-    expect(&mut ctl, State::DisplayResults)?;
+    ctl.read_exact(&mut body).map_err(io_at("reading results"))?;
+    let theirs = Results::parse(&body).map_err(|e| ClientError::Iperf3Results(e.to_string()))?;
+    expect(&mut ctl, State::DisplayResults, "DISPLAY_RESULTS")?;
     let _ = ctl.write_all(&[State::IperfDone.byte()]);
     let sent_in_warmup = warmup_bytes(&out.samples);
     let server_report = remote_report(&theirs, &local_report, spec.omit_s.as_secs_f64(), &sent_in_warmup);
@@ -426,9 +444,7 @@ fn open_udp_streams(
             let mut buf = [0u8; 16];
             let n = sock.recv(&mut buf).map_err(err)?;
             if &buf[..n] != b"6789" {
-                return Err(lost(format!(
-                    "UDP stream {id}: unexpected answer to the iperf3 UDP hello"
-                )));
+                return Err(ClientError::Iperf3UdpHello { id });
             }
             let flow = spec.flow_of(id);
             let role = if flow == Flow::ClientToServer {
