@@ -8,7 +8,7 @@ use crate::ArchiveError;
 
 /// A value going into or coming out of a query.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Val {
+pub(crate) enum Val {
     Null,
     Int(i64),
     Real(f64),
@@ -16,33 +16,33 @@ pub enum Val {
 }
 
 impl Val {
-    pub fn int(&self) -> Result<i64, ArchiveError> {
+    pub(crate) fn int(&self) -> Result<i64, ArchiveError> {
         match self {
             Val::Int(i) => Ok(*i),
             Val::Real(r) => Ok(*r as i64),
             v => Err(ArchiveError::Type(format!("expected an integer, got {v:?}"))),
         }
     }
-    pub fn opt_int(&self) -> Result<Option<i64>, ArchiveError> {
+    pub(crate) fn opt_int(&self) -> Result<Option<i64>, ArchiveError> {
         match self {
             Val::Null => Ok(None),
             v => v.int().map(Some),
         }
     }
-    pub fn real(&self) -> Result<f64, ArchiveError> {
+    pub(crate) fn real(&self) -> Result<f64, ArchiveError> {
         match self {
             Val::Real(r) => Ok(*r),
             Val::Int(i) => Ok(*i as f64),
             v => Err(ArchiveError::Type(format!("expected a number, got {v:?}"))),
         }
     }
-    pub fn text(&self) -> Result<String, ArchiveError> {
+    pub(crate) fn text(&self) -> Result<String, ArchiveError> {
         match self {
             Val::Text(s) => Ok(s.clone()),
             v => Err(ArchiveError::Type(format!("expected text, got {v:?}"))),
         }
     }
-    pub fn opt_text(&self) -> Result<Option<String>, ArchiveError> {
+    pub(crate) fn opt_text(&self) -> Result<Option<String>, ArchiveError> {
         match self {
             Val::Null => Ok(None),
             v => v.text().map(Some),
@@ -82,7 +82,7 @@ impl<T: Into<Val>> From<Option<T>> for Val {
 }
 
 /// A store the archive can run its queries on.
-pub trait Backend: Send {
+pub(crate) trait Backend: Send {
     /// A statement with no rows back.
     fn execute(&mut self, sql: &str, args: &[Val]) -> Result<(), ArchiveError>;
     /// An INSERT; returns the new row's `id`.
@@ -95,7 +95,7 @@ pub trait Backend: Send {
 }
 
 /// The embedded SQLite file.
-pub struct Sqlite(pub rusqlite::Connection);
+pub(crate) struct Sqlite(pub rusqlite::Connection);
 
 fn to_sqlite(v: &Val) -> rusqlite::types::Value {
     use rusqlite::types::Value as V;

@@ -6,6 +6,8 @@
 //! save is its own transaction, so a process killed at any moment loses at most the run it was about to
 //! write.
 
+#![deny(unreachable_pub)]
+
 mod backend;
 mod campaign;
 mod pg;

@@ -9,13 +9,13 @@ use crate::ArchiveError;
 use postgres::types::{ToSql, Type};
 use postgres::{Client, NoTls};
 
-pub struct Postgres(Client);
+pub(crate) struct Postgres(Client);
 
 /// Any number that identifies landspeed's migration lock.
 const LOCK_KEY: i64 = 0x6c61_6e64_7370_6564;
 
 impl Postgres {
-    pub fn connect(url: &str) -> Result<Postgres, ArchiveError> {
+    pub(crate) fn connect(url: &str) -> Result<Postgres, ArchiveError> {
         let client = Client::connect(url, NoTls).map_err(|err| ArchiveError::Postgres {
             url: redact(url),
             err,
@@ -25,7 +25,7 @@ impl Postgres {
 }
 
 /// The URL without its password, for messages.
-pub fn redact(url: &str) -> String {
+pub(crate) fn redact(url: &str) -> String {
     match (url.find("://"), url.rfind('@')) {
         (Some(s), Some(at)) if at > s => {
             let creds = &url[s + 3..at];

@@ -4,6 +4,8 @@
 //! is rendered from. Keeping it free of I/O lets it be tested deterministically, fuzzed, and reused by
 //! every driver (landspeed's own protocol, iperf3 compatibility, the WAN emulator's tests).
 
+#![deny(unreachable_pub)]
+
 pub mod assemble;
 pub mod config;
 pub mod endpoint;

@@ -4,6 +4,8 @@
 //! hostile bytes the way the server does and asserts what must hold for any input: no panic, nothing held
 //! beyond a fixed bound because of a length field, and state machines that stay in a legal state.
 
+#![deny(unreachable_pub)]
+
 use landspeed_core::config::TestSpec;
 use landspeed_core::protocol::{
     self, auth, FrameDecoder, KeyRing, Message, Preamble, ServerAction, ServerSession, MAX_FRAME_LEN,

@@ -4,6 +4,8 @@
 //! geodesic distances on the WGS84 ellipsoid by Karney's method (geographiclib-rs), which the Land
 //! Speed Record counts leg by leg.
 
+#![deny(unreachable_pub)]
+
 pub mod gazetteer;
 pub mod geodesy;
 

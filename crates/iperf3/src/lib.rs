@@ -3,6 +3,8 @@
 //! results message. The wire facts are summarised in docs/iperf3.md and were checked against Debian's
 //! iperf3 3.12 and upstream's source; nothing here does I/O, so the drivers in landspeed-net and the fuzz targets share it.
 
+#![deny(unreachable_pub)]
+
 pub mod params;
 pub mod results;
 pub mod wire;

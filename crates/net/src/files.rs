@@ -260,7 +260,7 @@ mod fault {
 
     /// Test-only: `LANDSPEED_FAULT_FILE_FLIP=OFFSET` flips one byte of the received file on disk after
     /// the fsync, as a failing disk would, so the tests can prove the read-back check catches it.
-    pub fn corrupt(file: &std::fs::File) -> std::io::Result<()> {
+    pub(super) fn corrupt(file: &std::fs::File) -> std::io::Result<()> {
         let Some(off) = std::env::var("LANDSPEED_FAULT_FILE_FLIP")
             .ok()
             .and_then(|v| v.parse::<u64>().ok())

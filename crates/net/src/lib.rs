@@ -3,6 +3,8 @@
 //! that run landspeed-core's session state machines over real connections. Nothing here prints or
 //! formats output: drivers return a `RunResult` and report progress through callbacks.
 
+#![deny(unreachable_pub)]
+
 pub mod client;
 pub mod control;
 pub mod controller;

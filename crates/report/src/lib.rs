@@ -2,6 +2,8 @@
 //! measure anything and the measurement code never formats anything, so every output format shows the
 //! same numbers and a new format is a new function here.
 
+#![deny(unreachable_pub)]
+
 pub mod html;
 pub mod json;
 pub mod live;

@@ -5,6 +5,8 @@
 //! `settings`, `model` and `packet` are pure (time is passed in) and tested deterministically; `netns`,
 //! `forward` and `daemon` do the I/O.
 
+#![deny(unreachable_pub)]
+
 pub mod daemon;
 pub mod forward;
 pub mod model;

@@ -18,7 +18,7 @@ pub(crate) struct ServerFile {
 impl ServerFile {
     /// This end's report once the streams are done and the client's report (with its digest) is in,
     /// and a warning when the received copy was kept aside.
-    pub fn report(self, client: Option<&FileReport>) -> Result<(FileReport, Option<String>), String> {
+    pub(crate) fn report(self, client: Option<&FileReport>) -> Result<(FileReport, Option<String>), String> {
         match (self.sent, self.incoming) {
             (Some(r), _) => Ok((r, None)),
             (None, Some(mut inc)) => {

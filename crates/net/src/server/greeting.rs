@@ -19,13 +19,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Connections still greeting, at most (all clients together).
-pub const MAX_PENDING: usize = 1024;
+pub(super) const MAX_PENDING: usize = 1024;
 /// Connections still greeting from one address, at most.
-pub const MAX_PENDING_PER_ADDRESS: usize = 64;
+pub(super) const MAX_PENDING_PER_ADDRESS: usize = 64;
 /// Connections over those caps kept just long enough to read their first byte, so that each is told
 /// "busy" in its own protocol (landspeed's `Rejected`, iperf3's ACCESS_DENIED); past this many the
 /// oldest is closed unanswered to make room.
-pub const MAX_REFUSING: usize = 256;
+pub(super) const MAX_REFUSING: usize = 256;
 /// How long a connection being refused may take to send its first byte.
 const REFUSING_WAIT: Duration = Duration::from_secs(1);
 /// The longest greeting: a data-stream preamble or an iperf3 cookie.
@@ -37,7 +37,7 @@ const MAX_GREETING: usize = if DATA_LEN > COOKIE_LEN {
 
 /// What a complete greeting says.
 #[derive(Debug, PartialEq)]
-pub enum Greeting {
+pub(super) enum Greeting {
     Control,
     Data { session: SessionId, stream: u32 },
     Iperf3([u8; COOKIE_LEN]),
@@ -47,13 +47,13 @@ pub enum Greeting {
 
 /// Either how many bytes the greeting needs in all, or what it is.
 #[derive(Debug, PartialEq)]
-pub enum Step {
+pub(super) enum Step {
     Need(usize),
     Done(Greeting),
 }
 
 /// Classifies the bytes read so far. Pure, so every prefix is tested without sockets.
-pub fn step(buf: &[u8]) -> Step {
+pub(super) fn step(buf: &[u8]) -> Step {
     let Some(&first) = buf.first() else {
         return Step::Need(1);
     };
@@ -89,7 +89,7 @@ struct Pending {
 }
 
 /// The connections that have not finished greeting.
-pub struct Greeters {
+pub(super) struct Greeters {
     pending: HashMap<Token, Pending>,
     /// Connections over the caps, waiting for the first byte that says which protocol to refuse in.
     refusing: HashMap<Token, (Pending, String)>,
@@ -100,7 +100,7 @@ pub struct Greeters {
 
 impl Greeters {
     /// Tokens from `first_token` up are this table's (below are the listeners').
-    pub fn new(first_token: usize) -> Self {
+    pub(super) fn new(first_token: usize) -> Self {
         Greeters {
             pending: HashMap::new(),
             refusing: HashMap::new(),
@@ -110,12 +110,12 @@ impl Greeters {
         }
     }
 
-    pub fn owns(&self, t: Token) -> bool {
+    pub(super) fn owns(&self, t: Token) -> bool {
         t.0 >= self.first_token
     }
 
     /// Takes a newly accepted connection, or refuses it when the caps are reached.
-    pub fn add(&mut self, reg: &Registry, mut stream: MioStream, peer: SocketAddr, shared: &Arc<Shared>) {
+    pub(super) fn add(&mut self, reg: &Registry, mut stream: MioStream, peer: SocketAddr, shared: &Arc<Shared>) {
         let ip = peer.ip().to_canonical();
         let from_here = self.per_address.get(&ip).copied().unwrap_or(0);
         if self.pending.len() >= MAX_PENDING || from_here >= MAX_PENDING_PER_ADDRESS {
@@ -231,7 +231,7 @@ impl Greeters {
     }
 
     /// Reads what a connection has sent; hands it on when its greeting is complete.
-    pub fn ready(&mut self, reg: &Registry, token: Token, shared: &Arc<Shared>) {
+    pub(super) fn ready(&mut self, reg: &Registry, token: Token, shared: &Arc<Shared>) {
         if self.refusing.contains_key(&token) {
             return self.answer_refused(reg, token);
         }
@@ -264,7 +264,7 @@ impl Greeters {
     }
 
     /// Drops connections whose greeting did not finish in time.
-    pub fn expire(&mut self, reg: &Registry, now: Instant, shared: &Shared) {
+    pub(super) fn expire(&mut self, reg: &Registry, now: Instant, shared: &Shared) {
         self.refusing.retain(|_, (p, _)| {
             let keep = p.deadline > now;
             if !keep {

@@ -15,8 +15,8 @@ use std::sync::mpsc;
 use std::time::Instant;
 
 /// iperf3's UDP hello and its answer.
-pub const HELLO: [u8; 4] = *b"9876";
-pub const REPLY: [u8; 4] = *b"6789";
+pub(super) const HELLO: [u8; 4] = *b"9876";
+pub(super) const REPLY: [u8; 4] = *b"6789";
 
 /// iperf3 UDP tests waiting for streams: (client address, where to send each hello), oldest first.
 pub(super) type Waiting = std::sync::Mutex<Vec<(u64, IpAddr, mpsc::Sender<(SocketAddr, SocketAddr)>)>>;

@@ -60,4 +60,4 @@ pub(super) fn run_order(
 }
 
 /// How far ahead a controller may set the start.
-pub const MAX_START_DELAY: Duration = Duration::from_secs(60);
+pub(super) const MAX_START_DELAY: Duration = Duration::from_secs(60);

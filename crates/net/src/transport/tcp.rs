@@ -426,7 +426,7 @@ fn discard(sock: &TcpStream, len: usize) -> std::io::Result<usize> {
 #[cfg(feature = "fault-injection")]
 mod fault {
     /// Flips one byte of a received chunk if `LANDSPEED_FAULT_FLIP=STREAM:OFFSET` falls inside it.
-    pub fn flip(stream: u32, offset: u64, data: &mut [u8]) {
+    pub(super) fn flip(stream: u32, offset: u64, data: &mut [u8]) {
         let Ok(spec) = std::env::var("LANDSPEED_FAULT_FLIP") else {
             return;
         };
