@@ -4,8 +4,6 @@
 use crate::args::ServeArgs;
 use crate::UsageError;
 use anyhow::{Context, Result};
-use landspeed_core::units::{BitRate, Bytes};
-use landspeed_net::server::TestLog;
 use landspeed_net::{Server, ServerEvent, ServerOptions};
 use std::io::Write;
 use std::sync::atomic::AtomicBool;
@@ -18,105 +16,15 @@ fn now_utc() -> String {
     landspeed_core::result::format_utc(s)
 }
 
-fn test_line(t: &TestLog) -> String {
-    let dir = t
-        .direction
-        .map_or("-".to_string(), |d| format!("{d:?}").to_lowercase());
-    let bytes = t.bytes_received.max(t.bytes_sent);
-    let rate = if t.duration_s > 0.0 {
-        BitRate(bytes as f64 * 8.0 / t.duration_s).to_string()
-    } else {
-        "-".into()
-    };
-    let outcome = match (&t.error, t.corrupt_blocks) {
-        (Some(e), _) => format!("FAILED: {e}"),
-        (None, 0) => "ok".to_string(),
-        (None, n) => format!("CORRUPTED: {n} bad block(s) received"),
-    };
-    let peer = t
-        .peer_bytes
-        .map(|b| format!("; client reported {b} B"))
-        .unwrap_or_default();
-    let who = t.auth.as_ref().map(|n| format!(" (key {n})")).unwrap_or_default();
-    format!(
-        "{} {} test from {}{who}: {} stream(s) {dir}, received {} B = {} (verified {} B) sent {} B = {} in {:.2} s ({rate}){peer}: {outcome}",
-        now_utc(),
-        t.protocol,
-        t.peer,
-        t.streams,
-        t.bytes_received,
-        Bytes(t.bytes_received),
-        t.bytes_verified,
-        t.bytes_sent,
-        Bytes(t.bytes_sent),
-        t.duration_s,
-    )
-}
-
 fn print(ev: ServerEvent) {
-    let line = match ev {
-        ServerEvent::Listening(addrs) => {
-            let a: Vec<String> = addrs.iter().map(|a| a.to_string()).collect();
-            format!(
-                "landspeed {} listening on {}",
-                landspeed_core::SOFTWARE_VERSION,
-                a.join(", ")
-            )
-        }
-        ServerEvent::Test(t) => test_line(&t),
-        ServerEvent::Refused { peer, reason } => format!("{} refused {peer}: {reason}", now_utc()),
-        ServerEvent::Stats(st) => {
-            let refused: Vec<String> = st.refused.iter().map(|(k, v)| format!("{v} {k}")).collect();
-            format!(
-                "{} stats: up {:.0} s; tests {} ok, {} failed, {} running; received {} B, sent {} B; refused: {}",
-                now_utc(),
-                st.uptime_s,
-                st.tests_ok,
-                st.tests_failed,
-                st.tests_running,
-                st.bytes_received,
-                st.bytes_sent,
-                if refused.is_empty() { "none".to_string() } else { refused.join(", ") }
-            )
-        }
-    };
     let mut o = std::io::stdout().lock();
-    let _ = writeln!(o, "{line}");
+    let _ = writeln!(o, "{}", landspeed_report::server_log::text_line(&ev, &now_utc()));
     let _ = o.flush();
-}
-
-/// One JSON object per event (`--log-json`), for log shippers.
-fn json_line(ev: &ServerEvent) -> serde_json::Value {
-    use serde_json::json;
-    match ev {
-        ServerEvent::Listening(addrs) => json!({
-            "time": now_utc(), "event": "listening",
-            "addresses": addrs.iter().map(|a| a.to_string()).collect::<Vec<_>>(),
-            "software": format!("landspeed {}", landspeed_core::SOFTWARE_VERSION),
-        }),
-        ServerEvent::Test(t) => json!({
-            "time": now_utc(), "event": "test", "protocol": t.protocol, "peer": t.peer.to_string(),
-            "streams": t.streams, "direction": t.direction.map(|d| format!("{d:?}").to_lowercase()),
-            "bytes_received": t.bytes_received, "bytes_sent": t.bytes_sent,
-            "bytes_verified": t.bytes_verified, "corrupt_blocks": t.corrupt_blocks,
-            "duration_s": t.duration_s, "peer_bytes": t.peer_bytes, "error": t.error, "auth": t.auth,
-            "ok": t.verdict().is_trusted(),
-        }),
-        ServerEvent::Refused { peer, reason } => json!({
-            "time": now_utc(), "event": "refused", "peer": peer.to_string(), "reason": reason,
-        }),
-        ServerEvent::Stats(st) => json!({
-            "time": now_utc(), "event": "stats", "uptime_s": st.uptime_s, "tests_ok": st.tests_ok,
-            "tests_failed": st.tests_failed, "tests_running": st.tests_running,
-            "bytes_received": st.bytes_received, "bytes_sent": st.bytes_sent,
-            "refused": st.refused.iter().map(|(k, v)| (k.clone(), json!(v))).collect::<serde_json::Map<_, _>>(),
-        }),
-    }
 }
 
 fn print_json(ev: ServerEvent) {
     let mut o = std::io::stdout().lock();
-    let _ = writeln!(o, "{}", json_line(&ev));
+    let _ = writeln!(o, "{}", landspeed_report::server_log::json_line(&ev, &now_utc()));
     let _ = o.flush();
 }
 

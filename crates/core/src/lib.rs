@@ -17,6 +17,7 @@ pub mod payload;
 pub mod protocol;
 pub mod record;
 pub mod result;
+pub mod server_log;
 pub mod stats;
 pub mod sweep;
 pub mod tune;

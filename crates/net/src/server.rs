@@ -19,11 +19,12 @@ use crate::control::{self, ControlError, ControlWriter, WaitError};
 use crate::sockopt;
 use crate::supervisor::{self, EngineHook, EngineParams, Flags, Wake, Wiring};
 use crate::transport::tcp::{DataStream, Tcp};
-use landspeed_core::config::{Direction, Flow, TestSpec, Transport};
+use landspeed_core::config::{Flow, TestSpec, Transport};
 use landspeed_core::endpoint::{EndpointReport, IntervalSample, Role};
 use landspeed_core::protocol::{
     Message, ProtocolError, Refusal, ServerAction, ServerSession, SessionId, Timers, Waiting,
 };
+pub use landspeed_core::server_log::{ServerEvent, ServerStats, TestLog};
 use mio::net::TcpListener as MioListener;
 use mio::{Events, Interest, Poll, Token};
 use socket2::{Domain, Socket, Type};
@@ -84,99 +85,19 @@ impl Default for ServerOptions {
     }
 }
 
-/// One finished (or failed) test, for the server's log.
-#[derive(Debug, Clone)]
-pub struct TestLog {
-    pub peer: SocketAddr,
-    pub session: Option<SessionId>,
-    pub streams: u32,
-    pub direction: Option<Direction>,
-    pub bytes_received: u64,
-    pub bytes_sent: u64,
-    /// Bytes this server checked against the payload pattern, and blocks that were wrong.
-    pub bytes_verified: u64,
-    pub corrupt_blocks: u64,
-    pub duration_s: f64,
-    /// None when the test completed; otherwise why it did not.
-    pub error: Option<String>,
-    /// "landspeed", or "iperf3 VERSION" for an iperf3 client.
-    pub protocol: String,
-    /// iperf3 only: the total the client reported in the results exchange.
-    pub peer_bytes: Option<u64>,
-    /// The key name the client authenticated with (`--auth-keys`).
-    pub auth: Option<String>,
-}
-
-impl TestLog {
-    /// Adds what the engine measured on this server's streams.
-    pub(crate) fn add(&mut self, out: &supervisor::EngineOutput) {
-        self.duration_s = out.elapsed_s;
-        for s in &out.streams {
-            match s.role {
-                Role::Receiver => {
-                    self.bytes_received += s.bytes;
-                    self.bytes_verified += s.bytes_verified;
-                    self.corrupt_blocks += s.corrupt_blocks;
-                }
-                Role::Sender => self.bytes_sent += s.bytes,
+/// Adds what the engine measured on this server's streams to the test's log entry.
+pub(crate) fn add_measured(log: &mut TestLog, out: &supervisor::EngineOutput) {
+    log.duration_s = out.elapsed_s;
+    for s in &out.streams {
+        match s.role {
+            Role::Receiver => {
+                log.bytes_received += s.bytes;
+                log.bytes_verified += s.bytes_verified;
+                log.corrupt_blocks += s.corrupt_blocks;
             }
+            Role::Sender => log.bytes_sent += s.bytes,
         }
     }
-
-    /// The verdict on this end's half of the test (landspeed-core's rules): the server cannot compare
-    /// counts with the client, so an error or a corrupt block is what makes it untrusted.
-    pub fn verdict(&self) -> landspeed_core::verdict::Verdict {
-        landspeed_core::verdict::Evidence {
-            corrupt_blocks: self.corrupt_blocks,
-            errors: self.error.iter().map(|e| (None, e.clone())).collect(),
-            ..Default::default()
-        }
-        .judge()
-    }
-
-    pub(crate) fn new(peer: SocketAddr, protocol: &str) -> TestLog {
-        TestLog {
-            peer,
-            session: None,
-            streams: 0,
-            direction: None,
-            bytes_received: 0,
-            bytes_sent: 0,
-            bytes_verified: 0,
-            corrupt_blocks: 0,
-            duration_s: 0.0,
-            error: None,
-            protocol: protocol.into(),
-            peer_bytes: None,
-            auth: None,
-        }
-    }
-}
-
-#[derive(Debug, Clone)]
-pub enum ServerEvent {
-    Listening(Vec<SocketAddr>),
-    Test(TestLog),
-    /// A connection that was not a test: unknown protocol, unknown session, iperf3 (not yet served).
-    Refused {
-        peer: SocketAddr,
-        reason: String,
-    },
-    /// Counters since start, when asked (`stats_signal`, SIGUSR1 in the binary).
-    Stats(ServerStats),
-}
-
-/// What a server has done since it started.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct ServerStats {
-    pub uptime_s: f64,
-    pub tests_ok: u64,
-    pub tests_failed: u64,
-    pub tests_running: u64,
-    pub bytes_received: u64,
-    pub bytes_sent: u64,
-    /// Refused connections by reason (the reason's text up to its first ':' or '(').
-    pub refused: Vec<(String, u64)>,
 }
 
 #[derive(Default)]
@@ -766,7 +687,7 @@ fn run_test(stream: TcpStream, shared: &Shared, log: &mut TestLog) -> Result<(),
         interface: iface.as_deref(),
     };
     let out = supervisor::run(&Tcp(&streams), &params, wiring);
-    log.add(&out);
+    add_measured(log, &out);
     let local = Local {
         warnings,
         cpus: spec.server_cpus.clone(),

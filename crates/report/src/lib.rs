@@ -11,6 +11,7 @@ pub mod mesh_text;
 pub mod model_text;
 pub mod plot;
 pub mod record_doc;
+pub mod server_log;
 pub mod sweep_text;
 pub mod text;
 

@@ -115,7 +115,13 @@ impl Greeters {
     }
 
     /// Takes a newly accepted connection, or refuses it when the caps are reached.
-    pub(super) fn add(&mut self, reg: &Registry, mut stream: MioStream, peer: SocketAddr, shared: &Arc<Shared>) {
+    pub(super) fn add(
+        &mut self,
+        reg: &Registry,
+        mut stream: MioStream,
+        peer: SocketAddr,
+        shared: &Arc<Shared>,
+    ) {
         let ip = peer.ip().to_canonical();
         let from_here = self.per_address.get(&ip).copied().unwrap_or(0);
         if self.pending.len() >= MAX_PENDING || from_here >= MAX_PENDING_PER_ADDRESS {

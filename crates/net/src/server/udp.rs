@@ -217,7 +217,7 @@ pub(super) fn run_test(
         params: u,
     };
     let out = crate::supervisor::run(&udp, &params, wiring);
-    log.add(&out);
+    super::add_measured(log, &out);
     let result = super::finish(
         &mut hook,
         &out,

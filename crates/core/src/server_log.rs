@@ -1,0 +1,89 @@
+//! What a landspeed server reports about itself, as data: one event per test, per refused connection,
+//! per statistics request, and when it starts listening. The server (landspeed-net) produces these; the
+//! renderers in landspeed-report turn them into the log's text lines or JSON lines
+//! (docs/server-log.md). Nothing here does I/O.
+
+use crate::config::Direction;
+use crate::protocol::SessionId;
+use std::net::SocketAddr;
+
+/// One finished (or failed) test, for the server's log.
+#[derive(Debug, Clone)]
+pub struct TestLog {
+    pub peer: SocketAddr,
+    pub session: Option<SessionId>,
+    pub streams: u32,
+    pub direction: Option<Direction>,
+    pub bytes_received: u64,
+    pub bytes_sent: u64,
+    /// Bytes this server checked against the payload pattern, and blocks that were wrong.
+    pub bytes_verified: u64,
+    pub corrupt_blocks: u64,
+    pub duration_s: f64,
+    /// None when the test completed; otherwise why it did not.
+    pub error: Option<String>,
+    /// "landspeed", or "iperf3 VERSION" for an iperf3 client.
+    pub protocol: String,
+    /// iperf3 only: the total the client reported in the results exchange.
+    pub peer_bytes: Option<u64>,
+    /// The key name the client authenticated with (`--auth-keys`).
+    pub auth: Option<String>,
+}
+
+impl TestLog {
+    /// The verdict on this end's half of the test (landspeed-core's rules): the server cannot compare
+    /// counts with the client, so an error or a corrupt block is what makes it untrusted.
+    pub fn verdict(&self) -> crate::verdict::Verdict {
+        crate::verdict::Evidence {
+            corrupt_blocks: self.corrupt_blocks,
+            errors: self.error.iter().map(|e| (None, e.clone())).collect(),
+            ..Default::default()
+        }
+        .judge()
+    }
+
+    /// A test from `peer` in `protocol` ("landspeed", "iperf3"), nothing measured yet.
+    pub fn new(peer: SocketAddr, protocol: &str) -> TestLog {
+        TestLog {
+            peer,
+            session: None,
+            streams: 0,
+            direction: None,
+            bytes_received: 0,
+            bytes_sent: 0,
+            bytes_verified: 0,
+            corrupt_blocks: 0,
+            duration_s: 0.0,
+            error: None,
+            protocol: protocol.into(),
+            peer_bytes: None,
+            auth: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub enum ServerEvent {
+    Listening(Vec<SocketAddr>),
+    Test(TestLog),
+    /// A connection that was not a test: unknown protocol, unknown session, iperf3 (not yet served).
+    Refused {
+        peer: SocketAddr,
+        reason: String,
+    },
+    /// Counters since start, when asked (`stats_signal`, SIGUSR1 in the binary).
+    Stats(ServerStats),
+}
+
+/// What a server has done since it started.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ServerStats {
+    pub uptime_s: f64,
+    pub tests_ok: u64,
+    pub tests_failed: u64,
+    pub tests_running: u64,
+    pub bytes_received: u64,
+    pub bytes_sent: u64,
+    /// Refused connections by reason (the reason's text up to its first ':' or '(').
+    pub refused: Vec<(String, u64)>,
+}

@@ -1,0 +1,181 @@
+//! The server's log, rendered: one text line per event for people (`landspeed serve`), or one JSON
+//! object per event for log shippers (`serve --log-json`, fields in docs/server-log.md). The time is an
+//! input, so a line is the same however often it is rendered.
+
+use landspeed_core::server_log::{ServerEvent, ServerStats, TestLog};
+use landspeed_core::units::{BitRate, Bytes};
+use serde_json::{json, Value};
+
+/// One event as a line of text, stamped `time_utc`.
+pub fn text_line(ev: &ServerEvent, time_utc: &str) -> String {
+    match ev {
+        ServerEvent::Listening(addrs) => {
+            let a: Vec<String> = addrs.iter().map(|a| a.to_string()).collect();
+            format!(
+                "landspeed {} listening on {}",
+                landspeed_core::SOFTWARE_VERSION,
+                a.join(", ")
+            )
+        }
+        ServerEvent::Test(t) => test_text(t, time_utc),
+        ServerEvent::Refused { peer, reason } => format!("{time_utc} refused {peer}: {reason}"),
+        ServerEvent::Stats(st) => stats_text(st, time_utc),
+    }
+}
+
+fn direction(t: &TestLog) -> Option<String> {
+    t.direction.map(|d| format!("{d:?}").to_lowercase())
+}
+
+fn test_text(t: &TestLog, time_utc: &str) -> String {
+    let dir = direction(t).unwrap_or_else(|| "-".into());
+    let bytes = t.bytes_received.max(t.bytes_sent);
+    let rate = if t.duration_s > 0.0 {
+        BitRate(bytes as f64 * 8.0 / t.duration_s).to_string()
+    } else {
+        "-".into()
+    };
+    let outcome = match (&t.error, t.corrupt_blocks) {
+        (Some(e), _) => format!("FAILED: {e}"),
+        (None, 0) => "ok".to_string(),
+        (None, n) => format!("CORRUPTED: {n} bad block(s) received"),
+    };
+    let peer = (t.peer_bytes)
+        .map(|b| format!("; client reported {b} B"))
+        .unwrap_or_default();
+    let who = t.auth.as_ref().map(|n| format!(" (key {n})")).unwrap_or_default();
+    format!(
+        "{time_utc} {} test from {}{who}: {} stream(s) {dir}, received {} B = {} (verified {} B) sent {} B = {} in {:.2} s ({rate}){peer}: {outcome}",
+        t.protocol,
+        t.peer,
+        t.streams,
+        t.bytes_received,
+        Bytes(t.bytes_received),
+        t.bytes_verified,
+        t.bytes_sent,
+        Bytes(t.bytes_sent),
+        t.duration_s,
+    )
+}
+
+fn stats_text(st: &ServerStats, time_utc: &str) -> String {
+    let refused: Vec<String> = st.refused.iter().map(|(k, v)| format!("{v} {k}")).collect();
+    format!(
+        "{time_utc} stats: up {:.0} s; tests {} ok, {} failed, {} running; received {} B, sent {} B; refused: {}",
+        st.uptime_s,
+        st.tests_ok,
+        st.tests_failed,
+        st.tests_running,
+        st.bytes_received,
+        st.bytes_sent,
+        if refused.is_empty() {
+            "none".to_string()
+        } else {
+            refused.join(", ")
+        }
+    )
+}
+
+/// One event as a JSON object, stamped `time_utc` (docs/server-log.md lists every field).
+pub fn json_line(ev: &ServerEvent, time_utc: &str) -> Value {
+    match ev {
+        ServerEvent::Listening(addrs) => json!({
+            "time": time_utc, "event": "listening",
+            "addresses": addrs.iter().map(|a| a.to_string()).collect::<Vec<_>>(),
+            "software": format!("landspeed {}", landspeed_core::SOFTWARE_VERSION),
+        }),
+        ServerEvent::Test(t) => json!({
+            "time": time_utc, "event": "test", "protocol": t.protocol, "peer": t.peer.to_string(),
+            "streams": t.streams, "direction": direction(t),
+            "bytes_received": t.bytes_received, "bytes_sent": t.bytes_sent,
+            "bytes_verified": t.bytes_verified, "corrupt_blocks": t.corrupt_blocks,
+            "duration_s": t.duration_s, "peer_bytes": t.peer_bytes, "error": t.error, "auth": t.auth,
+            "ok": t.verdict().is_trusted(),
+        }),
+        ServerEvent::Refused { peer, reason } => json!({
+            "time": time_utc, "event": "refused", "peer": peer.to_string(), "reason": reason,
+        }),
+        ServerEvent::Stats(st) => json!({
+            "time": time_utc, "event": "stats", "uptime_s": st.uptime_s, "tests_ok": st.tests_ok,
+            "tests_failed": st.tests_failed, "tests_running": st.tests_running,
+            "bytes_received": st.bytes_received, "bytes_sent": st.bytes_sent,
+            "refused": st.refused.iter().map(|(k, v)| (k.clone(), json!(v))).collect::<serde_json::Map<_, _>>(),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use landspeed_core::config::Direction;
+
+    fn test_event(error: Option<&str>, corrupt_blocks: u64) -> ServerEvent {
+        let mut t = TestLog::new("192.0.2.7:40000".parse().unwrap(), "landspeed");
+        t.streams = 2;
+        t.direction = Some(Direction::Reverse);
+        t.bytes_sent = 2_000_000_000;
+        t.duration_s = 2.0;
+        t.error = error.map(str::to_string);
+        t.corrupt_blocks = corrupt_blocks;
+        t.auth = Some("ops".into());
+        ServerEvent::Test(t)
+    }
+
+    const T: &str = "2026-11-23T18:00:00Z";
+
+    #[test]
+    fn a_test_line_says_who_what_how_fast_and_how_it_ended() {
+        let line = text_line(&test_event(None, 0), T);
+        assert_eq!(
+            line,
+            "2026-11-23T18:00:00Z landspeed test from 192.0.2.7:40000 (key ops): 2 stream(s) reverse, \
+             received 0 B = 0 B (verified 0 B) sent 2000000000 B = 1.86 GiB in 2.00 s (8.00 Gbit/s): ok"
+        );
+        assert!(text_line(&test_event(Some("boom"), 0), T).ends_with(": FAILED: boom"));
+        assert!(text_line(&test_event(None, 3), T).ends_with(": CORRUPTED: 3 bad block(s) received"));
+    }
+
+    #[test]
+    fn json_lines_carry_the_documented_fields_and_the_verdict() {
+        let v = json_line(&test_event(None, 0), T);
+        let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+        let mut want = vec![
+            "auth",
+            "bytes_received",
+            "bytes_sent",
+            "bytes_verified",
+            "corrupt_blocks",
+            "direction",
+            "duration_s",
+            "error",
+            "event",
+            "ok",
+            "peer",
+            "peer_bytes",
+            "protocol",
+            "streams",
+            "time",
+        ];
+        want.sort();
+        assert_eq!(keys, want);
+        assert_eq!(
+            (v["ok"].as_bool(), v["direction"].as_str()),
+            (Some(true), Some("reverse"))
+        );
+        assert_eq!(json_line(&test_event(None, 1), T)["ok"], json!(false));
+        let refused = ServerEvent::Refused {
+            peer: "192.0.2.8:1".parse().unwrap(),
+            reason: "busy".into(),
+        };
+        assert_eq!(
+            json_line(&refused, T),
+            json!({"time": T, "event": "refused", "peer": "192.0.2.8:1", "reason": "busy"})
+        );
+        let stats = ServerEvent::Stats(ServerStats {
+            refused: vec![("busy".into(), 2)],
+            ..ServerStats::default()
+        });
+        assert_eq!(json_line(&stats, T)["refused"], json!({"busy": 2}));
+        assert!(text_line(&stats, T).ends_with("refused: 2 busy"));
+    }
+}
