@@ -84,8 +84,8 @@ fn execute(
             })
             .with_context(|| format!("host '{}' has no address of the family asked for", opts.host))?;
         out.note("measuring the path first (--path)");
-        let a = crate::path::PathArgs::for_run(&opts.host, opts.port);
-        Some(crate::path::measure(&a, addr, &interrupt, false)?)
+        let plan = landspeed_core::path::PathPlan::for_run(&opts.host, opts.port);
+        Some(crate::path::measure(&plan, addr, &interrupt, false)?)
     } else {
         None
     };

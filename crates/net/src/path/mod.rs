@@ -2,6 +2,7 @@
 //! background of a test) and TCP connect times against any host. The probes' formats and the statistics
 //! are in landspeed-core's `path`; this module does the sending, receiving and timing.
 
+pub mod campaign;
 pub mod capacity;
 pub mod echo;
 pub mod errqueue;
