@@ -1,14 +1,12 @@
 //! `landspeed wan`: the command line of the WAN emulator (up, down, status, exec, and the hidden
-//! `forward` that `up` starts in the background), and the plain-text rendering of its settings and
-//! counters. The emulator itself is the landspeed-wan crate.
+//! `forward` that `up` starts in the background). The emulator itself is the landspeed-wan crate; its
+//! text is rendered by landspeed-report's `wan_text`.
 
 use crate::UsageError;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
-use landspeed_core::units::{format_duration, BitRate, Bytes};
+use landspeed_report::wan_text;
 use landspeed_wan::daemon;
-use landspeed_wan::forward::DirSnapshot;
-use landspeed_wan::settings::{Direction, LossModel};
 use landspeed_wan::{PathSettings, Request, Status, WanError};
 
 #[derive(Args, Debug)]
@@ -167,17 +165,7 @@ fn up(u: UpArgs) -> Result<bool> {
     if u.json {
         println!("{}", serde_json::to_string_pretty(&state)?);
     } else {
-        let h = &state.hosts;
-        println!(
-            "wan {}: up (forwarder pid {})\n  host a: {} / {} (namespace {})\n  host b: {} / {} (namespace {})",
-            state.name, state.pid, h.a.address, h.a.address6, h.a.namespace, h.b.address, h.b.address6, h.b.namespace
-        );
-        print!("{}", settings_text(&state.settings));
-        println!(
-            "  try: landspeed wan exec {n} b -- landspeed serve &\n       landspeed wan exec {n} a -- landspeed run {b}",
-            n = state.name,
-            b = h.b.address
-        );
+        print!("{}", wan_text::up_text(&state));
     }
     Ok(true)
 }
@@ -220,103 +208,8 @@ fn status(s: StatusArgs) -> Result<bool> {
         println!("no emulators");
     } else {
         for st in &all {
-            print!("{}", status_text(st));
+            print!("{}", wan_text::status_text(st));
         }
     }
     Ok(all.iter().all(|s| s.running))
-}
-
-fn rate(r: Option<f64>) -> String {
-    r.map_or("unlimited".into(), |b| BitRate(b).to_string())
-}
-
-fn loss(l: &LossModel) -> String {
-    match *l {
-        LossModel::None => "none".into(),
-        LossModel::Bernoulli { p } => format!("{}% (Bernoulli)", p * 100.0),
-        LossModel::Gilbert {
-            p,
-            r,
-            loss_bad,
-            loss_good,
-        } => format!(
-            "Gilbert-Elliott p={}% r={}% loss in bad {}%, in good {}% (mean {:.4}%)",
-            p * 100.0,
-            r * 100.0,
-            loss_bad * 100.0,
-            loss_good * 100.0,
-            l.mean_loss() * 100.0
-        ),
-    }
-}
-
-fn direction_text(label: &str, d: &Direction) -> String {
-    let mut s = format!(
-        "  {label}: delay {}, rate {}, queue {}, loss {}",
-        format_duration(d.delay),
-        rate(d.rate_bps),
-        d.queue_bytes.map_or("unlimited".into(), |q| Bytes(q).to_string()),
-        loss(&d.loss)
-    );
-    if !d.jitter.is_zero() {
-        s += &format!(", jitter ±{}", format_duration(d.jitter));
-    }
-    for (what, p) in [
-        ("reorder", d.reorder),
-        ("duplicate", d.duplicate),
-        ("corrupt payload", d.corrupt_payload),
-    ] {
-        if p > 0.0 {
-            s += &format!(", {what} {}%", p * 100.0);
-        }
-    }
-    s + "\n"
-}
-
-fn settings_text(s: &PathSettings) -> String {
-    format!(
-        "  mtu {}\n{}{}",
-        s.mtu,
-        direction_text("a->b", &s.a_to_b),
-        direction_text("b->a", &s.b_to_a)
-    )
-}
-
-fn counters_text(label: &str, c: &DirSnapshot) -> String {
-    format!(
-        "  {label}: {} packets / {} forwarded; dropped {} by queue, {} by loss; {} corrupted, {} duplicated, {} reordered; queue now {} (max {})\n",
-        c.packets_forwarded,
-        Bytes(c.bytes_forwarded),
-        c.dropped_queue,
-        c.dropped_loss,
-        c.corrupted,
-        c.duplicated,
-        c.reordered,
-        Bytes(c.queue_bytes),
-        Bytes(c.queue_max_bytes)
-    )
-}
-
-fn status_text(st: &Status) -> String {
-    let state = if st.running {
-        format!("running {:.0} s (pid {})", st.uptime_s, st.pid)
-    } else {
-        format!(
-            "NOT RUNNING (forwarder pid {} is gone; `landspeed wan down {}` cleans up)",
-            st.pid, st.name
-        )
-    };
-    format!(
-        "wan {}: {state}\n  host a: {} / {} ({})\n  host b: {} / {} ({})\n{}{}{}",
-        st.name,
-        st.hosts.a.address,
-        st.hosts.a.address6,
-        st.hosts.a.namespace,
-        st.hosts.b.address,
-        st.hosts.b.address6,
-        st.hosts.b.namespace,
-        settings_text(&st.settings),
-        counters_text("a->b", &st.a_to_b),
-        counters_text("b->a", &st.b_to_a)
-    )
 }

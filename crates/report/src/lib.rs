@@ -15,6 +15,7 @@ pub mod record_doc;
 pub mod server_log;
 pub mod sweep_text;
 pub mod text;
+pub mod wan_text;
 
 pub use json::{to_json, JsonEvent};
 pub use live::{interval_header, interval_line};

@@ -1,0 +1,181 @@
+//! The WAN emulator as people read it: what `landspeed wan up` brought up, and `wan status` (its
+//! settings per direction and its counters), rendered from landspeed-wan's data.
+
+use landspeed_core::units::{format_duration, BitRate, Bytes};
+use landspeed_wan::forward::DirSnapshot;
+use landspeed_wan::settings::{Direction, LossModel};
+use landspeed_wan::{PathSettings, State, Status};
+
+/// What `wan up` prints: the hosts, the settings and how to use them.
+pub fn up_text(state: &State) -> String {
+    let h = &state.hosts;
+    format!(
+        "wan {}: up (forwarder pid {})\n  host a: {} / {} (namespace {})\n  host b: {} / {} (namespace {})\n{}  try: landspeed wan exec {n} b -- landspeed serve &\n       landspeed wan exec {n} a -- landspeed run {b}\n",
+        state.name,
+        state.pid,
+        h.a.address,
+        h.a.address6,
+        h.a.namespace,
+        h.b.address,
+        h.b.address6,
+        h.b.namespace,
+        settings_text(&state.settings),
+        n = state.name,
+        b = h.b.address
+    )
+}
+
+fn rate(r: Option<f64>) -> String {
+    r.map_or("unlimited".into(), |b| BitRate(b).to_string())
+}
+
+fn loss(l: &LossModel) -> String {
+    match *l {
+        LossModel::None => "none".into(),
+        LossModel::Bernoulli { p } => format!("{}% (Bernoulli)", p * 100.0),
+        LossModel::Gilbert {
+            p,
+            r,
+            loss_bad,
+            loss_good,
+        } => format!(
+            "Gilbert-Elliott p={}% r={}% loss in bad {}%, in good {}% (mean {:.4}%)",
+            p * 100.0,
+            r * 100.0,
+            loss_bad * 100.0,
+            loss_good * 100.0,
+            l.mean_loss() * 100.0
+        ),
+    }
+}
+
+fn direction_text(label: &str, d: &Direction) -> String {
+    let mut s = format!(
+        "  {label}: delay {}, rate {}, queue {}, loss {}",
+        format_duration(d.delay),
+        rate(d.rate_bps),
+        d.queue_bytes.map_or("unlimited".into(), |q| Bytes(q).to_string()),
+        loss(&d.loss)
+    );
+    if !d.jitter.is_zero() {
+        s += &format!(", jitter ±{}", format_duration(d.jitter));
+    }
+    for (what, p) in [
+        ("reorder", d.reorder),
+        ("duplicate", d.duplicate),
+        ("corrupt payload", d.corrupt_payload),
+    ] {
+        if p > 0.0 {
+            s += &format!(", {what} {}%", p * 100.0);
+        }
+    }
+    s + "\n"
+}
+
+fn settings_text(s: &PathSettings) -> String {
+    format!(
+        "  mtu {}\n{}{}",
+        s.mtu,
+        direction_text("a->b", &s.a_to_b),
+        direction_text("b->a", &s.b_to_a)
+    )
+}
+
+fn counters_text(label: &str, c: &DirSnapshot) -> String {
+    format!(
+        "  {label}: {} packets / {} forwarded; dropped {} by queue, {} by loss; {} corrupted, {} duplicated, {} reordered; queue now {} (max {})\n",
+        c.packets_forwarded,
+        Bytes(c.bytes_forwarded),
+        c.dropped_queue,
+        c.dropped_loss,
+        c.corrupted,
+        c.duplicated,
+        c.reordered,
+        Bytes(c.queue_bytes),
+        Bytes(c.queue_max_bytes)
+    )
+}
+
+/// One emulator's status: running or not, its hosts, settings and counters.
+pub fn status_text(st: &Status) -> String {
+    let state = if st.running {
+        format!("running {:.0} s (pid {})", st.uptime_s, st.pid)
+    } else {
+        format!(
+            "NOT RUNNING (forwarder pid {} is gone; `landspeed wan down {}` cleans up)",
+            st.pid, st.name
+        )
+    };
+    format!(
+        "wan {}: {state}\n  host a: {} / {} ({})\n  host b: {} / {} ({})\n{}{}{}",
+        st.name,
+        st.hosts.a.address,
+        st.hosts.a.address6,
+        st.hosts.a.namespace,
+        st.hosts.b.address,
+        st.hosts.b.address6,
+        st.hosts.b.namespace,
+        settings_text(&st.settings),
+        counters_text("a->b", &st.a_to_b),
+        counters_text("b->a", &st.b_to_a)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use landspeed_wan::{Host, Hosts, Request};
+
+    fn status(running: bool) -> Status {
+        let req = Request {
+            rtt: Some("100ms".into()),
+            rate: Some("1G".into()),
+            loss: Some("0.1%".into()),
+            ..Request::default()
+        };
+        let host = |n: &str, a: &str| Host {
+            namespace: format!("lfn-{n}"),
+            device: format!("lfn{n}"),
+            address: a.into(),
+            address6: "fd00::1".into(),
+        };
+        Status {
+            name: "lfn".into(),
+            running,
+            pid: 4242,
+            uptime_s: 12.0,
+            settings: req.resolve().expect("valid settings"),
+            hosts: Hosts {
+                a: host("a", "198.18.0.1"),
+                b: host("b", "198.18.0.2"),
+            },
+            a_to_b: DirSnapshot {
+                packets_forwarded: 10,
+                dropped_loss: 1,
+                ..DirSnapshot::default()
+            },
+            b_to_a: DirSnapshot::default(),
+        }
+    }
+
+    #[test]
+    fn status_shows_each_direction_its_settings_and_counters() {
+        let t = status_text(&status(true));
+        assert!(t.starts_with("wan lfn: running 12 s (pid 4242)\n"), "{t}");
+        assert!(t.contains("  a->b: delay 50ms, rate 1.00 Gbit/s"), "{t}");
+        assert!(t.contains("loss 0.1% (Bernoulli)"), "{t}");
+        assert!(
+            t.contains("  a->b: 10 packets / 0 B forwarded; dropped 0 by queue, 1 by loss"),
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn a_dead_forwarder_says_how_to_clean_up() {
+        let t = status_text(&status(false));
+        assert!(
+            t.contains("NOT RUNNING (forwarder pid 4242 is gone; `landspeed wan down lfn` cleans up)"),
+            "{t}"
+        );
+    }
+}
