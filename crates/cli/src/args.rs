@@ -2,9 +2,10 @@
 //! knows about clap; value parsers turn sizes, rates and durations into unit types so a bad value is a
 //! usage error (exit 2) naming the flag.
 
+use crate::values::{self, CpuList, IoArg, RxArg, TxArg};
 use clap::{Args, Parser, Subcommand};
-use landspeed_core::config::{Direction, EndCondition, IoBackend, RxMode, TestSpec, Transport, TxMode};
-use landspeed_core::units::{parse_duration, BitRate, Bytes};
+use landspeed_core::config::{Direction, EndCondition, RxMode, TestSpec, Transport};
+use landspeed_core::units::{BitRate, Bytes};
 use std::net::IpAddr;
 use std::time::Duration;
 
@@ -96,7 +97,7 @@ pub struct ServeArgs {
     #[arg(long)]
     pub once: bool,
     /// Seconds a stream may move nothing before the server gives up on it.
-    #[arg(long, default_value = "30s", value_parser = duration)]
+    #[arg(long, default_value = "30s", value_parser = values::duration)]
     pub idle_timeout: Duration,
     /// Tests running at once (both protocols); one more is told "busy, retry".
     #[arg(long, value_name = "N", default_value_t = 32)]
@@ -105,22 +106,22 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_tests_per_minute: Option<u32>,
     /// Time a client has for each handshake step (its greeting, each control message, its data streams).
-    #[arg(long, default_value = "10s", value_parser = duration, value_name = "DUR")]
+    #[arg(long, default_value = "10s", value_parser = values::duration, value_name = "DUR")]
     pub handshake_timeout: Duration,
     /// Longest test a client may ask for (warm-up included), e.g. 60s.
-    #[arg(long, value_name = "DUR", value_parser = duration)]
+    #[arg(long, value_name = "DUR", value_parser = values::duration)]
     pub max_duration: Option<Duration>,
     /// Most data streams per test (both directions counted).
     #[arg(long, value_name = "N")]
     pub max_streams: Option<u32>,
     /// Most bytes a -n/-k test may move.
-    #[arg(long, value_name = "SIZE", value_parser = bytes)]
+    #[arg(long, value_name = "SIZE", value_parser = values::bytes)]
     pub max_bytes: Option<Bytes>,
     /// Fastest rate of a test: UDP tests asking for more are refused, TCP tests are paced down to it.
-    #[arg(long, value_name = "RATE", value_parser = rate)]
+    #[arg(long, value_name = "RATE", value_parser = values::rate)]
     pub max_rate: Option<BitRate>,
     /// Only these client networks may test (repeatable), e.g. 192.0.2.0/24 or 2001:db8::/32.
-    #[arg(long, value_name = "CIDR", value_parser = cidr)]
+    #[arg(long, value_name = "CIDR", value_parser = values::cidr)]
     pub allow: Vec<ipnet::IpNet>,
     /// Log one JSON object per line instead of text.
     #[arg(long)]
@@ -134,18 +135,12 @@ pub struct ServeArgs {
     #[arg(long, requires = "auth_keys")]
     pub allow_control: bool,
     /// The key this server proves when an order sends it to a server that requires authentication.
-    #[arg(long, value_name = "NAME:KEYFILE", value_parser = auth_spec, requires = "allow_control")]
+    #[arg(long, value_name = "NAME:KEYFILE", value_parser = values::auth, requires = "allow_control")]
     pub control_auth: Option<(String, std::path::PathBuf)>,
     /// Take disk-to-disk tests: uploads (`run --send-file`) are written into DIR, downloads
     /// (`run -R --recv-file`) are read from it. Plain names only. Off by default.
     #[arg(long, value_name = "DIR")]
     pub files: Option<std::path::PathBuf>,
-}
-
-fn cidr(s: &str) -> Result<ipnet::IpNet, String> {
-    s.parse::<ipnet::IpNet>()
-        .or_else(|_| s.parse::<IpAddr>().map(ipnet::IpNet::from))
-        .map_err(|_| format!("'{s}' is not an address or a network like 192.0.2.0/24"))
 }
 
 #[derive(Args, Debug)]
@@ -166,7 +161,7 @@ pub struct RunArgs {
     pub iperf3: bool,
     /// Authenticate to a server that requires it (`serve --auth-keys`): the key named NAME, read from
     /// KEYFILE (a key file like the server's, or one line holding the secret alone).
-    #[arg(long, value_name = "NAME:KEYFILE", value_parser = auth_spec)]
+    #[arg(long, value_name = "NAME:KEYFILE", value_parser = values::auth)]
     pub auth: Option<(String, std::path::PathBuf)>,
     /// Measure RTT with UDP echo probes before the transfer (idle) and during it (loaded): the queueing
     /// delay the test causes, RFC 6349's Buffer Delay %, and the RTT in every interval.
@@ -205,20 +200,13 @@ pub struct RunArgs {
     pub latency_rate: f64,
 }
 
-fn auth_spec(s: &str) -> Result<(String, std::path::PathBuf), String> {
-    match s.split_once(':') {
-        Some((name, file)) if !name.is_empty() && !file.is_empty() => Ok((name.into(), file.into())),
-        _ => Err(format!("expected NAME:KEYFILE, got '{s}'")),
-    }
-}
-
 #[derive(Args, Debug)]
 pub struct DemoArgs {
     /// Streams.
     #[arg(short = 'P', long = "streams", default_value_t = 4)]
     pub streams: u32,
     /// Test time.
-    #[arg(short, long, default_value = "5s", value_parser = duration)]
+    #[arg(short, long, default_value = "5s", value_parser = values::duration)]
     pub time: Duration,
     /// Print the result as JSON.
     #[arg(long)]
@@ -237,28 +225,28 @@ pub struct TestArgs {
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
     /// CPUs to pin this end's workers to, round-robin (e.g. 0,2-3).
-    #[arg(long, value_name = "LIST", value_parser = cpu_list)]
+    #[arg(long, value_name = "LIST", value_parser = values::cpu_list)]
     pub cpus: Option<CpuList>,
     /// Worker threads on the server.
     #[arg(long, value_name = "N")]
     pub server_threads: Option<u32>,
     /// CPUs to pin the server's workers to.
-    #[arg(long, value_name = "LIST", value_parser = cpu_list)]
+    #[arg(long, value_name = "LIST", value_parser = values::cpu_list)]
     pub server_cpus: Option<CpuList>,
     /// Bytes per write/read call (K/M/G = 1024). Default 256K.
-    #[arg(short, long, value_name = "SIZE", value_parser = bytes)]
+    #[arg(short, long, value_name = "SIZE", value_parser = values::bytes)]
     pub length: Option<Bytes>,
     /// Test time after the warm-up (default 10s).
-    #[arg(short, long, value_name = "DUR", value_parser = duration, conflicts_with_all = ["bytes", "blocks"])]
+    #[arg(short, long, value_name = "DUR", value_parser = values::duration, conflicts_with_all = ["bytes", "blocks"])]
     pub time: Option<Duration>,
     /// Send exactly this many bytes per direction, split over the streams.
-    #[arg(short = 'n', long, value_name = "SIZE", value_parser = bytes, conflicts_with = "blocks")]
+    #[arg(short = 'n', long, value_name = "SIZE", value_parser = values::bytes, conflicts_with = "blocks")]
     pub bytes: Option<Bytes>,
     /// Send exactly this many buffers of --length per direction.
     #[arg(short = 'k', long, value_name = "N")]
     pub blocks: Option<u64>,
     /// Socket buffer (SO_SNDBUF and SO_RCVBUF) on both ends.
-    #[arg(short, long, value_name = "SIZE", value_parser = bytes)]
+    #[arg(short, long, value_name = "SIZE", value_parser = values::bytes)]
     pub window: Option<Bytes>,
     /// TCP congestion control algorithm (e.g. cubic, bbr, reno).
     #[arg(short = 'C', long, value_name = "ALG")]
@@ -270,7 +258,7 @@ pub struct TestArgs {
     #[arg(short = 'N', long)]
     pub nodelay: bool,
     /// Pace each sending socket at this rate (SO_MAX_PACING_RATE; k/M/G = 1000 bit/s).
-    #[arg(long, value_name = "RATE", value_parser = rate)]
+    #[arg(long, value_name = "RATE", value_parser = values::rate)]
     pub fq_rate: Option<BitRate>,
     /// Use IPv4 only.
     #[arg(short = '4', conflicts_with = "ipv6")]
@@ -288,78 +276,45 @@ pub struct TestArgs {
     #[arg(long)]
     pub bidir: bool,
     /// Interval between live report lines (0 turns them off; samples are still kept every second).
-    #[arg(short, long, value_name = "DUR", value_parser = duration, default_value = "1s")]
+    #[arg(short, long, value_name = "DUR", value_parser = values::duration, default_value = "1s")]
     pub interval: Duration,
     /// Show every stream in the live lines, not just the sum.
     #[arg(long)]
     pub per_stream: bool,
     /// Warm-up left out of the results.
-    #[arg(short = 'O', long, value_name = "DUR", value_parser = duration)]
+    #[arg(short = 'O', long, value_name = "DUR", value_parser = values::duration)]
     pub omit: Option<Duration>,
     /// Do not check received bytes against the expected payload (the report says nothing was verified).
     #[arg(long)]
     pub no_verify: bool,
     /// How receivers take data off the socket: copy (needed to verify) or discard (MSG_TRUNC, no copy;
     /// only with --no-verify). Default: copy, or discard with --no-verify.
-    #[arg(long, value_name = "MODE", value_parser = ["copy", "discard"])]
-    pub rx: Option<String>,
+    #[arg(long, value_name = "MODE", value_enum)]
+    pub rx: Option<RxArg>,
     /// How senders hand data to the kernel: copy (send) or zerocopy (MSG_ZEROCOPY, for real NICs; the
     /// kernel copies anyway on loopback, and the report says how often).
-    #[arg(long, value_name = "MODE", value_parser = ["copy", "zerocopy"], default_value = "copy")]
-    pub tx: String,
+    #[arg(long, value_name = "MODE", value_enum, default_value_t = TxArg::Copy)]
+    pub tx: TxArg,
     /// Event loop for the data sockets on both ends: epoll (one system call per buffer) or uring
     /// (io_uring, --queue-depth operations queued per stream).
-    #[arg(long, value_name = "BACKEND", value_parser = ["epoll", "uring"], default_value = "epoll")]
-    pub io: String,
+    #[arg(long, value_name = "BACKEND", value_enum, default_value_t = IoArg::Epoll)]
+    pub io: IoArg,
     /// io_uring: operations kept queued per stream, like NTttcp's -a (1..=64; default 4 with --io uring).
     #[arg(short = 'a', long, value_name = "N")]
     pub queue_depth: Option<u32>,
     /// Seconds to wait for a connection.
-    #[arg(long, value_name = "DUR", value_parser = duration, default_value = "5s")]
+    #[arg(long, value_name = "DUR", value_parser = values::duration, default_value = "5s")]
     pub connect_timeout: Duration,
     /// UDP instead of TCP: paced datagrams (-b), loss, jitter, out-of-order and duplicates reported,
     /// payload verified. -l is the datagram size (default 1448).
     #[arg(short = 'u', long)]
     pub udp: bool,
     /// UDP: target rate of ALL streams together (iperf3's -b is per stream), e.g. 500M; default 1M.
-    #[arg(short = 'b', long = "rate", value_name = "RATE", value_parser = rate, requires = "udp")]
+    #[arg(short = 'b', long = "rate", value_name = "RATE", value_parser = values::rate, requires = "udp")]
     pub udp_rate: Option<BitRate>,
     /// UDP: datagrams a sender that fell behind may send back to back.
     #[arg(long, value_name = "N", default_value_t = 16, requires = "udp")]
     pub burst: u32,
-}
-
-fn bytes(s: &str) -> Result<Bytes, String> {
-    s.parse::<Bytes>().map_err(|e| e.to_string())
-}
-fn rate(s: &str) -> Result<BitRate, String> {
-    s.parse::<BitRate>().map_err(|e| e.to_string())
-}
-/// The rate and size parsers, for other modules' arguments.
-pub fn rate_arg(s: &str) -> Result<BitRate, String> {
-    rate(s)
-}
-pub fn bytes_arg(s: &str) -> Result<Bytes, String> {
-    bytes(s)
-}
-/// The NAME:KEYFILE parser, for other modules' arguments.
-pub fn auth_arg(s: &str) -> Result<(String, std::path::PathBuf), String> {
-    auth_spec(s)
-}
-/// The duration parser, for other modules' arguments.
-pub fn duration_arg(s: &str) -> Result<Duration, String> {
-    duration(s)
-}
-
-fn duration(s: &str) -> Result<Duration, String> {
-    parse_duration(s).map_err(|e| e.to_string())
-}
-/// A parsed CPU list (a newtype, so clap treats it as one value rather than many).
-#[derive(Debug, Clone)]
-pub struct CpuList(pub Vec<usize>);
-
-fn cpu_list(s: &str) -> Result<CpuList, String> {
-    landspeed_net::pin::parse_cpu_list(s).map(CpuList)
 }
 
 impl TestArgs {
@@ -404,21 +359,15 @@ impl TestArgs {
             server_cpus: self.server_cpus.clone().map(|c| c.0),
             verify: !self.no_verify,
             payload_key: 0,
-            rx: match (self.rx.as_deref(), self.no_verify && !self.udp) {
-                (Some("discard"), _) | (None, true) => RxMode::Discard,
+            rx: match (self.rx, self.no_verify && !self.udp) {
+                (Some(RxArg::Discard), _) | (None, true) => RxMode::Discard,
                 _ => RxMode::Copy,
             },
-            tx: if self.tx == "zerocopy" {
-                TxMode::Zerocopy
-            } else {
-                TxMode::Copy
-            },
-            io: if self.io == "uring" {
-                IoBackend::Uring
-            } else {
-                IoBackend::Epoll
-            },
-            queue_depth: self.queue_depth.unwrap_or(if self.io == "uring" { 4 } else { 1 }),
+            tx: self.tx.into(),
+            io: self.io.into(),
+            queue_depth: self
+                .queue_depth
+                .unwrap_or(if self.io == IoArg::Uring { 4 } else { 1 }),
             transport: if self.udp { Transport::Udp } else { Transport::Tcp },
             rate_bps: self.udp_rate.map(|r| r.bps()),
             burst: self.burst,

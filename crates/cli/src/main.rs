@@ -18,6 +18,7 @@ mod report;
 mod run;
 mod serve;
 mod sweep;
+mod values;
 mod wan;
 
 use clap::Parser;

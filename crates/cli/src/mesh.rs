@@ -16,7 +16,7 @@ pub struct MeshArgs {
     /// The plan (TOML): hosts, and tests between them. See docs/mesh.md.
     pub plan: PathBuf,
     /// The key the hosts require (`serve --auth-keys ... --allow-control`).
-    #[arg(long, value_name = "NAME:KEYFILE", value_parser = crate::args::auth_arg)]
+    #[arg(long, value_name = "NAME:KEYFILE", value_parser = crate::values::auth)]
     pub auth: Option<(String, PathBuf)>,
     /// Print the combined report as one JSON document.
     #[arg(long)]
@@ -25,7 +25,7 @@ pub struct MeshArgs {
     #[arg(long)]
     pub dry_run: bool,
     /// Connect and control-message timeout per host.
-    #[arg(long, default_value = "10s", value_parser = crate::args::duration_arg, value_name = "DUR")]
+    #[arg(long, default_value = "10s", value_parser = crate::values::duration, value_name = "DUR")]
     pub timeout: Duration,
     /// Do not archive the campaign.
     #[arg(long)]

@@ -16,10 +16,10 @@ use std::time::Duration;
 #[derive(Args, Debug)]
 pub struct ModelArgs {
     /// The bottleneck's line rate (k/M/G = 1000), e.g. 10G.
-    #[arg(long, value_parser = crate::args::rate_arg)]
+    #[arg(long, value_parser = crate::values::rate)]
     pub rate: Option<BitRate>,
     /// Round-trip time, e.g. 100ms.
-    #[arg(long, value_parser = crate::args::duration_arg)]
+    #[arg(long, value_parser = crate::values::duration)]
     pub rtt: Option<Duration>,
     /// Packet loss: a probability (0.0001) or a percentage (0.01%).
     #[arg(long, value_parser = loss)]
@@ -28,13 +28,13 @@ pub struct ModelArgs {
     #[arg(long)]
     pub mss: Option<u32>,
     /// Window per stream (the smaller of send buffer and receive window).
-    #[arg(long, value_parser = crate::args::bytes_arg)]
+    #[arg(long, value_parser = crate::values::bytes)]
     pub window: Option<Bytes>,
     /// Parallel streams.
     #[arg(long, default_value_t = 1)]
     pub streams: u32,
     /// Retransmission timeout for PFTK (default RTT + 200 ms).
-    #[arg(long, value_parser = crate::args::duration_arg)]
+    #[arg(long, value_parser = crate::values::duration)]
     pub rto: Option<Duration>,
     /// Model a stored run instead: its RTT, window, streams and MSS, with RFC 6349's transfer figures;
     /// --rate gives the bottleneck (else the run's path capacity), --loss the path's loss rate (else the
@@ -141,10 +141,10 @@ pub fn model(a: ModelArgs) -> Result<bool> {
 #[derive(Args, Debug)]
 pub struct TuneArgs {
     /// The rate to tune for (k/M/G = 1000), e.g. 10G. With --rtt.
-    #[arg(long, value_parser = crate::args::rate_arg, requires = "rtt")]
+    #[arg(long, value_parser = crate::values::rate, requires = "rtt")]
     pub rate: Option<BitRate>,
     /// The path's round-trip time, e.g. 100ms. With --rate.
-    #[arg(long, value_parser = crate::args::duration_arg, requires = "rate")]
+    #[arg(long, value_parser = crate::values::duration, requires = "rate")]
     pub rtt: Option<Duration>,
     /// Streams the transfer will use (the window is shared among them).
     #[arg(long, default_value_t = 1)]

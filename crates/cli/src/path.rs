@@ -51,13 +51,13 @@ pub struct PathArgs {
     #[arg(short, long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub count: u32,
     /// Time between probes.
-    #[arg(short, long, default_value = "200ms", value_parser = crate::args::duration_arg)]
+    #[arg(short, long, default_value = "200ms", value_parser = crate::values::duration)]
     pub interval: Duration,
     /// UDP echo datagram size, header included (32..=65507).
     #[arg(short, long, default_value_t = 64)]
     pub size: usize,
     /// How long to wait for an answer to a probe.
-    #[arg(short = 'W', long, default_value = "2s", value_parser = crate::args::duration_arg)]
+    #[arg(short = 'W', long, default_value = "2s", value_parser = crate::values::duration)]
     pub timeout: Duration,
     /// Only IPv4 / only IPv6.
     #[arg(short = '4', long = "ipv4", conflicts_with = "ipv6")]

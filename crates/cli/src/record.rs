@@ -35,10 +35,10 @@ pub struct RecordArgs {
     #[arg(long, value_name = "KM")]
     pub cap_km: Option<f64>,
     /// Shortest run that counts.
-    #[arg(long, value_name = "DUR", default_value = "60s", value_parser = crate::args::duration_arg)]
+    #[arg(long, value_name = "DUR", default_value = "60s", value_parser = crate::values::duration)]
     pub min_duration: Duration,
     /// Least data that counts.
-    #[arg(long, value_name = "SIZE", value_parser = crate::args::bytes_arg)]
+    #[arg(long, value_name = "SIZE", value_parser = crate::values::bytes)]
     pub min_bytes: Option<landspeed_core::units::Bytes>,
     /// The standing record in bit·m/s (e.g. 6.84e16) or Pb·m/s with the unit (68.4Pbm/s).
     #[arg(long, value_name = "VALUE", value_parser = bit_meters)]

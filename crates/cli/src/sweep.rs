@@ -37,7 +37,7 @@ pub struct SweepArgs {
     #[arg(long, value_name = "N", default_value_t = 3)]
     pub repeat: u32,
     /// Length of each run.
-    #[arg(short, long, value_name = "DUR", default_value = "10s", value_parser = crate::args::duration_arg)]
+    #[arg(short, long, value_name = "DUR", default_value = "10s", value_parser = crate::values::duration)]
     pub time: Duration,
     /// Order of the runs: scrambled (each repetition in its own random order, as SLAC ran them) or
     /// sequential.
