@@ -619,13 +619,7 @@ fn measure(
     let params = EngineParams::for_spec(spec, opts.threads, opts.cpus.clone(), opts.idle_timeout);
     let flags = Flags::default();
     let iface = crate::host::interface_for(local.ip());
-    let wiring = Wiring {
-        flags: &flags,
-        wake_tx: tx,
-        wake_rx: rx,
-        hook,
-        interface: iface.as_deref(),
-    };
+    let wiring = Wiring::new(&flags, (tx, rx), hook, iface.as_deref());
     if spec.transport == Transport::Udp {
         let udp = Udp {
             streams: &data.udp,

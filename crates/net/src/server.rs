@@ -679,13 +679,7 @@ fn run_test(stream: TcpStream, shared: &Shared, log: &mut TestLog) -> Result<(),
         client_report: None,
         failure: None,
     };
-    let wiring = Wiring {
-        flags: &flags,
-        wake_tx: &wtx,
-        wake_rx: &wrx,
-        hook: &mut hook,
-        interface: iface.as_deref(),
-    };
+    let wiring = Wiring::new(&flags, (&wtx, &wrx), &mut hook, iface.as_deref());
     let out = supervisor::run(&Tcp(&streams), &params, wiring);
     add_measured(log, &out);
     let local = Local {

@@ -71,6 +71,25 @@ pub struct Wiring<'a, X> {
     pub interface: Option<&'a str>,
 }
 
+impl<'a, X> Wiring<'a, X> {
+    /// The wiring of a run: `flags` the driver raises, the wake-up channel, its hook, and the interface
+    /// whose counters bracket the run.
+    pub fn new(
+        flags: &'a Flags,
+        (wake_tx, wake_rx): (&'a Sender<Wake<X>>, &'a Receiver<Wake<X>>),
+        hook: &'a mut dyn EngineHook<X>,
+        interface: Option<&'a str>,
+    ) -> Self {
+        Wiring {
+            flags,
+            wake_tx,
+            wake_rx,
+            hook,
+            interface,
+        }
+    }
+}
+
 /// Everything the engine measured.
 pub struct EngineOutput {
     pub streams: Vec<StreamReport>,

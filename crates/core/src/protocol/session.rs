@@ -50,6 +50,33 @@ pub enum ProtocolError {
     },
 }
 
+/// The `Waiting` side of a session: both sessions keep a `timer`, a `phase` with a `name()`, and enter
+/// phases with `enter(phase, now)`; a timeout or a closed connection fails them the same way.
+macro_rules! impl_waiting {
+    ($session:ty, $phase:ident) => {
+        impl Waiting for $session {
+            fn poll_timeout(&self) -> Option<Instant> {
+                self.timer.at()
+            }
+
+            fn handle_timeout(&mut self, now: Instant) -> Result<(), ProtocolError> {
+                let Some(after) = self.timer.expired(now) else {
+                    return Ok(());
+                };
+                let phase = self.phase.name();
+                self.enter($phase::Failed, now);
+                Err(ProtocolError::Timeout { phase, after })
+            }
+
+            fn on_closed(&mut self, now: Instant) -> ProtocolError {
+                let phase = self.phase.name();
+                self.enter($phase::Failed, now);
+                ProtocolError::PeerClosed { phase }
+            }
+        }
+    };
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ServerPhase {
     AwaitHello,
@@ -386,26 +413,7 @@ impl ServerSession {
     }
 }
 
-impl Waiting for ServerSession {
-    fn poll_timeout(&self) -> Option<Instant> {
-        self.timer.at()
-    }
-
-    fn handle_timeout(&mut self, now: Instant) -> Result<(), ProtocolError> {
-        let Some(after) = self.timer.expired(now) else {
-            return Ok(());
-        };
-        let phase = self.phase.name();
-        self.enter(ServerPhase::Failed, now);
-        Err(ProtocolError::Timeout { phase, after })
-    }
-
-    fn on_closed(&mut self, now: Instant) -> ProtocolError {
-        let phase = self.phase.name();
-        self.enter(ServerPhase::Failed, now);
-        ProtocolError::PeerClosed { phase }
-    }
-}
+impl_waiting!(ServerSession, ServerPhase);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ClientPhase {
@@ -634,26 +642,7 @@ impl ClientSession {
     }
 }
 
-impl Waiting for ClientSession {
-    fn poll_timeout(&self) -> Option<Instant> {
-        self.timer.at()
-    }
-
-    fn handle_timeout(&mut self, now: Instant) -> Result<(), ProtocolError> {
-        let Some(after) = self.timer.expired(now) else {
-            return Ok(());
-        };
-        let phase = self.phase.name();
-        self.enter(ClientPhase::Failed, now);
-        Err(ProtocolError::Timeout { phase, after })
-    }
-
-    fn on_closed(&mut self, now: Instant) -> ProtocolError {
-        let phase = self.phase.name();
-        self.enter(ClientPhase::Failed, now);
-        ProtocolError::PeerClosed { phase }
-    }
-}
+impl_waiting!(ClientSession, ClientPhase);
 
 #[cfg(test)]
 mod tests {

@@ -244,13 +244,7 @@ pub fn run_iperf3_client(
         failure: None,
     };
     let iface = crate::host::interface_for(local.ip());
-    let wiring = Wiring {
-        flags: &flags,
-        wake_tx: &tx,
-        wake_rx: &rx,
-        hook: &mut hook,
-        interface: iface.as_deref(),
-    };
+    let wiring = Wiring::new(&flags, (&tx, &rx), &mut hook, iface.as_deref());
     let out = if udp {
         let udp = Udp {
             streams: &udp_streams,

@@ -273,13 +273,7 @@ fn serve(mut ctl: TcpStream, cookie: Cookie, shared: &Shared, log: &mut TestLog)
         failure: None,
         shutdown: &shared.shutdown,
     };
-    let wiring = Wiring {
-        flags: &flags,
-        wake_tx: &wtx,
-        wake_rx: &wrx,
-        hook: &mut hook,
-        interface: None,
-    };
+    let wiring = Wiring::new(&flags, (&wtx, &wrx), &mut hook, None);
     let out = match &streams {
         Streams::Tcp(v) => supervisor::run(&Tcp(v), &params_e, wiring),
         Streams::Udp(v) => {

@@ -205,13 +205,7 @@ pub(super) fn run_test(
         client_report: None,
         failure: None,
     };
-    let wiring = Wiring {
-        flags: &flags,
-        wake_tx: &wtx,
-        wake_rx: &wrx,
-        hook: &mut hook,
-        interface: None,
-    };
+    let wiring = Wiring::new(&flags, (&wtx, &wrx), &mut hook, None);
     let udp = crate::transport::udp::Udp {
         streams: &streams,
         params: u,

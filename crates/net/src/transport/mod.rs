@@ -61,6 +61,12 @@ pub struct StreamMeta {
     pub role: Role,
 }
 
+impl StreamMeta {
+    pub fn new(id: u32, flow: Flow, role: Role) -> StreamMeta {
+        StreamMeta { id, flow, role }
+    }
+}
+
 /// What the kernel says about a stream once it has ended.
 #[derive(Debug, Default)]
 pub struct Settled {

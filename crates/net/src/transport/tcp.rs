@@ -44,12 +44,9 @@ pub struct Tcp<'a>(pub &'a [DataStream]);
 
 impl Transport for Tcp<'_> {
     fn streams(&self) -> Vec<StreamMeta> {
-        (self.0.iter())
-            .map(|d| StreamMeta {
-                id: d.id,
-                flow: d.flow,
-                role: d.role,
-            })
+        self.0
+            .iter()
+            .map(|d| StreamMeta::new(d.id, d.flow, d.role))
             .collect()
     }
 

@@ -92,12 +92,9 @@ pub struct Udp<'a> {
 
 impl Transport for Udp<'_> {
     fn streams(&self) -> Vec<StreamMeta> {
-        (self.streams.iter())
-            .map(|d| StreamMeta {
-                id: d.id,
-                flow: d.flow,
-                role: d.role,
-            })
+        self.streams
+            .iter()
+            .map(|d| StreamMeta::new(d.id, d.flow, d.role))
             .collect()
     }
 
