@@ -21,45 +21,51 @@ pub struct Limits {
     pub max_tests_per_minute: Option<u32>,
 }
 
+/// Which of a server's limits a test is over, and by how much. The text is what the refused client
+/// shows its user (it names the server's flag, which the server's operator sets).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum OverLimit {
+    #[error("this server allows at most {max} streams per test (--max-streams); the test asked for {asked}")]
+    Streams { max: u32, asked: u32 },
+    #[error("this server allows tests of at most {max} s (--max-duration); the test asked for {asked} s")]
+    Duration { max: f64, asked: f64 },
+    #[error("this server allows at most {max} bytes per test (--max-bytes); the test asked for {asked}")]
+    Bytes { max: u64, asked: u64 },
+    #[error("this server allows UDP at most {max} bit/s (--max-rate); the test asked for {asked} bit/s")]
+    UdpRate { max: f64, asked: f64 },
+}
+
 impl Limits {
-    /// Why `spec` is over a limit, or `None`.
-    pub fn check(&self, spec: &TestSpec) -> Option<String> {
-        if let Some(m) = self.max_streams {
-            if spec.total_streams() > m {
-                return Some(format!(
-                    "this server allows at most {m} streams per test (--max-streams); the test asked for {}",
-                    spec.total_streams()
-                ));
+    /// The first limit `spec` is over, or `None`.
+    pub fn check(&self, spec: &TestSpec) -> Option<OverLimit> {
+        if let Some(max) = self.max_streams {
+            let asked = spec.total_streams();
+            if asked > max {
+                return Some(OverLimit::Streams { max, asked });
             }
         }
-        if let (Some(m), EndCondition::Time(t)) = (self.max_duration_s, spec.end) {
+        if let (Some(max), EndCondition::Time(t)) = (self.max_duration_s, spec.end) {
             let asked = (t + spec.omit_s).as_secs_f64();
-            if asked > m {
-                return Some(format!(
-                    "this server allows tests of at most {m} s (--max-duration); the test asked for {asked} s"
-                ));
+            if asked > max {
+                return Some(OverLimit::Duration { max, asked });
             }
         }
-        if let Some(m) = self.max_bytes {
+        if let Some(max) = self.max_bytes {
             let per_flow = match spec.end {
                 EndCondition::Bytes(b) => Some(b),
                 EndCondition::Blocks(k) => Some(k.saturating_mul(spec.length_bytes)),
                 EndCondition::Time(_) => None,
             };
-            if let Some(total) = per_flow.map(|b| b.saturating_mul(spec.flows().len() as u64)) {
-                if total > m {
-                    return Some(format!(
-                        "this server allows at most {m} bytes per test (--max-bytes); the test asked for {total}"
-                    ));
+            if let Some(asked) = per_flow.map(|b| b.saturating_mul(spec.flows().len() as u64)) {
+                if asked > max {
+                    return Some(OverLimit::Bytes { max, asked });
                 }
             }
         }
-        if let (Some(m), Transport::Udp) = (self.max_rate_bps, spec.transport) {
+        if let (Some(max), Transport::Udp) = (self.max_rate_bps, spec.transport) {
             let asked = spec.udp_stream_rate_bps() * f64::from(spec.streams) * spec.flows().len() as f64;
-            if asked > m {
-                return Some(format!(
-                    "this server allows UDP at most {m} bit/s (--max-rate); the test asked for {asked} bit/s"
-                ));
+            if asked > max {
+                return Some(OverLimit::UdpRate { max, asked });
             }
         }
         None
@@ -88,26 +94,30 @@ mod tests {
             direction: Direction::Bidir,
             ..TestSpec::default()
         };
-        assert!(l.check(&many).unwrap().contains("--max-streams"));
+        assert_eq!(l.check(&many), Some(OverLimit::Streams { max: 8, asked: 10 }));
+        assert!(l.check(&many).unwrap().to_string().contains("--max-streams"));
         let long = TestSpec {
             end: EndCondition::Time(Duration::from_secs(25)),
             omit_s: Duration::from_secs(10),
             ..TestSpec::default()
         };
-        assert!(l.check(&long).unwrap().contains("--max-duration"));
+        assert!(matches!(l.check(&long), Some(OverLimit::Duration { .. })));
+        assert!(l.check(&long).unwrap().to_string().contains("--max-duration"));
         let big = TestSpec {
             end: EndCondition::Bytes(600 << 20),
             direction: Direction::Bidir,
             ..TestSpec::default()
         };
-        assert!(l.check(&big).unwrap().contains("--max-bytes"));
+        assert!(matches!(l.check(&big), Some(OverLimit::Bytes { .. })));
+        assert!(l.check(&big).unwrap().to_string().contains("--max-bytes"));
         let fast = TestSpec {
             transport: Transport::Udp,
             rate_bps: Some(2e9),
             length_bytes: 1448,
             ..TestSpec::default()
         };
-        assert!(l.check(&fast).unwrap().contains("--max-rate"));
+        assert!(matches!(l.check(&fast), Some(OverLimit::UdpRate { .. })));
+        assert!(l.check(&fast).unwrap().to_string().contains("--max-rate"));
         assert_eq!(Limits::default().check(&fast), None);
     }
 }

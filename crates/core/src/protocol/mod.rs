@@ -20,7 +20,7 @@ pub mod timer;
 pub use auth::{AuthError, Key, KeyRing, NONCE_LEN};
 pub use control::{ClockOffset, ClockSample, ControlOrder, ControllerSession};
 pub use framing::{encode, FrameDecoder, FrameError, MAX_FRAME_LEN};
-pub use limits::Limits;
+pub use limits::{Limits, OverLimit};
 pub use messages::{Message, Refusal, SessionId};
 pub use preamble::{classify, Preamble, PreambleError, Speaker, MAGIC, PROTOCOL_VERSION};
 pub use session::{ClientAction, ClientSession, ProtocolError, ServerAction, ServerSession};

@@ -347,7 +347,7 @@ impl ServerSession {
     fn admissible(&self, spec: &TestSpec) -> Result<(), (Refusal, String)> {
         spec.validate().map_err(|e| (Refusal::Invalid, e.to_string()))?;
         match self.limits.check(spec) {
-            Some(why) => Err((Refusal::OverLimit, why)),
+            Some(why) => Err((Refusal::OverLimit, why.to_string())),
             None => Ok(()),
         }
     }

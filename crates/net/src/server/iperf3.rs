@@ -12,6 +12,7 @@ use crate::transport::tcp::{DataStream, Tcp};
 use crate::transport::udp::Udp;
 use landspeed_core::config::{Direction, EndCondition, Flow, TestSpec};
 use landspeed_core::endpoint::{IntervalSample, Role};
+use landspeed_core::protocol::OverLimit;
 use landspeed_iperf3::wire::{errno, frame_json, json_len, server_error, MAX_RESULTS_JSON};
 use landspeed_iperf3::{Cookie, Params, Results, State, COOKIE_LEN, MAX_JSON};
 use std::collections::HashMap;
@@ -222,17 +223,14 @@ fn parameters(
     }
     if let Some(why) = o.limits.check(&asked) {
         // iperf3 has no code for a server's limit; the closest: streams, duration, rate, end conditions.
-        let code = if why.contains("streams") {
-            errno::NUM_STREAMS
-        } else if why.contains("duration") {
-            errno::DURATION
-        } else if why.contains("rate") {
-            errno::TOTAL_RATE
-        } else {
-            errno::END_CONDITIONS
+        let code = match why {
+            OverLimit::Streams { .. } => errno::NUM_STREAMS,
+            OverLimit::Duration { .. } => errno::DURATION,
+            OverLimit::UdpRate { .. } => errno::TOTAL_RATE,
+            OverLimit::Bytes { .. } => errno::END_CONDITIONS,
         };
         let _ = ctl.write_all(&server_error(code, 0));
-        return Err(TestError::OverLimit(why));
+        return Err(TestError::OverLimit(why.to_string()));
     }
     Ok((params, spec))
 }
