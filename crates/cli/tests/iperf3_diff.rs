@@ -419,13 +419,10 @@ fn wait_listening(port: u16) {
             })
         })
     };
-    for _ in 0..100 {
-        if listening() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("nothing listens on port {port}");
+    assert!(
+        common::wait_until(Duration::from_secs(5), listening),
+        "nothing listens on port {port}"
+    );
 }
 
 impl Drop for Iperf3Server {

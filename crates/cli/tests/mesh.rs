@@ -247,7 +247,7 @@ to = "b"
     // Once c holds its tests' connections (its order from the controller, a's control and data
     // connections), it dies.
     assert!(
-        Lan::wait_until(Duration::from_secs(20), || lan.established(2) >= 3),
+        common::wait_until(Duration::from_secs(20), || lan.established(2) >= 3),
         "host c never got its tests"
     );
     lan.kill(2);

@@ -427,7 +427,14 @@ pub fn run_client(
         pending: vec![],
         failure: None,
     };
-    let out = measure(opts, spec, &data, local, (&tx, &rx), &mut hook);
+    let out = measure(
+        opts,
+        spec,
+        (&data, UdpFormat::Landspeed),
+        local,
+        (&tx, &rx),
+        &mut hook,
+    );
     if let Some(l) = latency.as_mut() {
         l.unloaded();
     }
@@ -586,13 +593,16 @@ fn start_warnings(session: &ClientSession, spec: &TestSpec, data: &DataPaths) ->
             landspeed_core::units::BitRate(cap)
         ));
     }
-    let first = (data.tcp.first().map(|s| socket2::SockRef::from(&s.socket)))
-        .or_else(|| data.udp.first().map(|s| socket2::SockRef::from(&s.socket)));
-    if let Some(s) = first {
-        let (snd, rcv) = sockopt::granted(&s);
-        warnings.extend(sockopt::window_warning(spec.window_bytes, snd, rcv));
-    }
+    warnings.extend(window_warning(spec, data));
     warnings
+}
+
+/// Socket buffers smaller than the test asked for, as the kernel granted them on the first stream.
+fn window_warning(spec: &TestSpec, data: &DataPaths) -> Option<String> {
+    let first = (data.tcp.first().map(|s| socket2::SockRef::from(&s.socket)))
+        .or_else(|| data.udp.first().map(|s| socket2::SockRef::from(&s.socket)))?;
+    let (snd, rcv) = sockopt::granted(&first);
+    sockopt::window_warning(spec.window_bytes, snd, rcv)
 }
 
 /// Latency probes: the idle baseline is in, the loaded phase starts (a warning if nothing answered).
@@ -606,15 +616,15 @@ fn latency_begins(l: &mut latency::LatencyRun) -> Option<String> {
     })
 }
 
-/// Moves the data: the supervisor over this test's transport, the hook following the control
-/// connection meanwhile.
-fn measure(
+/// Moves the data: the supervisor over this test's transport (UDP datagrams in `format`), the hook
+/// following the control connection meanwhile.
+fn measure<X: Send>(
     opts: &ClientOptions,
     spec: &TestSpec,
-    data: &DataPaths,
+    (data, format): (&DataPaths, UdpFormat),
     local: SocketAddr,
-    (tx, rx): (&mpsc::Sender<Wake<Incoming>>, &mpsc::Receiver<Wake<Incoming>>),
-    hook: &mut Hook,
+    (tx, rx): (&mpsc::Sender<Wake<X>>, &mpsc::Receiver<Wake<X>>),
+    hook: &mut dyn EngineHook<X>,
 ) -> supervisor::EngineOutput {
     let params = EngineParams::for_spec(spec, opts.threads, opts.cpus.clone(), opts.idle_timeout);
     let flags = Flags::default();
@@ -623,7 +633,7 @@ fn measure(
     if spec.transport == Transport::Udp {
         let udp = Udp {
             streams: &data.udp,
-            params: UdpParams::for_spec(spec, UdpFormat::Landspeed),
+            params: UdpParams::for_spec(spec, format),
         };
         supervisor::run(&udp, &params, wiring)
     } else {

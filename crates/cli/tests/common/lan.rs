@@ -7,7 +7,7 @@ use super::{bin, Outcome};
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 static NEXT: AtomicU32 = AtomicU32::new(0);
 
@@ -147,18 +147,6 @@ impl Lan {
             .output()
             .expect("ss");
         String::from_utf8_lossy(&o.stdout).lines().count()
-    }
-
-    /// Waits (up to `timeout`) until `cond` holds; false when it never did.
-    pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
-        let end = Instant::now() + timeout;
-        while Instant::now() < end {
-            if cond() {
-                return true;
-            }
-            std::thread::park_timeout(Duration::from_millis(20));
-        }
-        false
     }
 
     /// `landspeed ARGS` on host `i`, started (for tests that act while it runs).

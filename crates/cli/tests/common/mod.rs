@@ -109,6 +109,18 @@ pub fn signal(child: &Child, sig: i32) {
     unsafe { libc_kill(child.id() as i32, sig) };
 }
 
+/// Waits (up to `timeout`) until `cond` holds, looking again every 20 ms; false when it never did.
+pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let end = std::time::Instant::now() + timeout;
+    while std::time::Instant::now() < end {
+        if cond() {
+            return true;
+        }
+        std::thread::park_timeout(Duration::from_millis(20));
+    }
+    false
+}
+
 /// Waits for a child to exit, at most `timeout`; kills it and returns None if it does not.
 pub fn wait_exit(child: Child, timeout: Duration) -> Option<ExitStatus> {
     wait_output(child, timeout).map(|o| o.status)

@@ -4,11 +4,13 @@
 //! same `RunResult` as a landspeed test, marked with the protocol. iperf3's payload is not landspeed's
 //! pattern, so nothing is verified, and the result says so.
 
-use super::{connect, resolve, ClientError, ClientEvent, ClientOptions, LiveIntervals};
-use crate::sockopt;
-use crate::supervisor::{self, EngineHook, EngineParams, Flags, Progress, Wake, Wiring};
-use crate::transport::tcp::{DataStream, Tcp};
-use crate::transport::udp::{Udp, UdpFormat, UdpParams};
+use super::{
+    connect, measure, resolve, window_warning, ClientError, ClientEvent, ClientOptions, DataPaths,
+    LiveIntervals,
+};
+use crate::supervisor::{EngineHook, Flags, Progress, Wake};
+use crate::transport::tcp::DataStream;
+use crate::transport::udp::UdpFormat;
 use landspeed_core::assemble::{assemble, Inputs};
 use landspeed_core::config::{EndCondition, Flow, RxMode, TestSpec, Transport};
 use landspeed_core::endpoint::{
@@ -79,7 +81,35 @@ struct Hook<'a> {
     failure: Option<ClientError>,
 }
 
-impl Hook<'_> {
+impl<'a> Hook<'a> {
+    /// The hook of a test starting now: it ends the test by time, by count or by Ctrl-C.
+    fn new(
+        ctl: &'a TcpStream,
+        spec: &'a TestSpec,
+        data: &DataPaths,
+        interrupt: &'a AtomicBool,
+        on_event: &'a mut dyn FnMut(ClientEvent),
+    ) -> Self {
+        let has = |r: Role| data.tcp.iter().any(|s| s.role == r) || data.udp.iter().any(|s| s.role == r);
+        Hook {
+            ctl,
+            deadline: spec.send_time().map(|d| Instant::now() + d),
+            receive_target: match spec.end {
+                EndCondition::Bytes(b) => Some(b),
+                EndCondition::Blocks(k) => Some(k.saturating_mul(spec.length_bytes)),
+                EndCondition::Time(_) => None,
+            },
+            sends: has(Role::Sender),
+            receives: has(Role::Receiver),
+            ended: false,
+            interrupt,
+            on_event,
+            live: LiveIntervals::default(),
+            spec,
+            failure: None,
+        }
+    }
+
     fn end(&mut self, flags: &Flags) {
         if !self.ended {
             self.ended = true;
@@ -136,14 +166,7 @@ pub fn run_iperf3_client(
     interrupt: &AtomicBool,
     on_event: &mut dyn FnMut(ClientEvent),
 ) -> Result<RunResult, ClientError> {
-    let retry = after_detection;
-    let mut spec = opts.spec.clone();
-    spec.verify = false;
-    if spec.transport == Transport::Tcp {
-        spec.rx = RxMode::Discard;
-    }
-    spec.validate()?;
-    let spec = &spec;
+    let spec = &iperf3_spec(opts)?;
     let started_unix_s = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64());
@@ -154,126 +177,45 @@ pub fn run_iperf3_client(
         err,
     })?;
     let cookie = Cookie::from_random(r);
-    // An iperf3 server that has just failed a test (for instance landspeed's own greeting, when it
-    // found out what the server is) resets connections while it restarts its listener: try again.
-    let mut attempt = 0;
-    let (mut ctl, local) = loop {
-        let tried = (|| {
-            let mut ctl = connect(opts, addr, None)?;
-            let local = ctl
-                .local_addr()
-                .map_err(|err| ClientError::Connect { addr, err })?;
-            let _ = ctl.set_nodelay(true);
-            let _ = ctl.set_read_timeout(Some(opts.control_timeout));
-            let _ = ctl.set_write_timeout(Some(opts.control_timeout));
-            ctl.write_all(&cookie.to_wire())
-                .map_err(io_at("sending the cookie"))?;
-            expect(&mut ctl, State::ParamExchange, "PARAM_EXCHANGE")?;
-            Ok::<_, ClientError>((ctl, local))
-        })();
-        match tried {
-            Ok(x) => break x,
-            // A server that just finished a test may still say "busy" for a moment.
-            Err(e) if attempt < 5 && e.is_transient() => {
-                attempt += 1;
-                std::thread::sleep(Duration::from_millis(50 << attempt));
-            }
-            // A listener restarting resets connections or answers out of turn for a moment.
-            Err(
-                ClientError::Connect { .. }
-                | ClientError::Iperf3Io { .. }
-                | ClientError::Iperf3Unexpected { .. }
-                | ClientError::Iperf3Refused { .. },
-            ) if attempt < 5 && retry => {
-                attempt += 1;
-                std::thread::sleep(Duration::from_millis(50 << attempt));
-            }
-            Err(e) => return Err(e),
-        }
-    };
+    let (mut ctl, local) = greet(opts, addr, &cookie, after_detection)?;
     on_event(ClientEvent::Connected { local, remote: addr });
     let version = format!("landspeed {}", landspeed_core::SOFTWARE_VERSION);
     ctl.write_all(&frame_json(&Params::message_for(spec, &version)))
         .map_err(io_at("sending the parameters"))?;
     expect(&mut ctl, State::CreateStreams, "CREATE_STREAMS")?;
-    let udp = spec.transport == Transport::Udp;
-    let (streams, udp_streams) = if udp {
-        (vec![], open_udp_streams(opts, addr, spec)?)
+    let data = if spec.transport == Transport::Udp {
+        DataPaths {
+            tcp: vec![],
+            udp: open_udp_streams(opts, addr, spec)?,
+        }
     } else {
-        (open_streams(opts, addr, spec, cookie)?, vec![])
+        DataPaths {
+            tcp: open_streams(opts, addr, spec, cookie)?,
+            udp: vec![],
+        }
     };
     expect(&mut ctl, State::TestStart, "TEST_START")?;
     // The server may send TEST_RUNNING right away or after its own start-up.
     expect(&mut ctl, State::TestRunning, "TEST_RUNNING")?;
     let mut warnings =
         vec!["iperf3 protocol: the payload is not landspeed's pattern, so nothing was verified".to_string()];
-    let first = streams
-        .first()
-        .map(|s| socket2::SockRef::from(&s.socket))
-        .or_else(|| udp_streams.first().map(|s| socket2::SockRef::from(&s.socket)));
-    if let Some(s) = first {
-        let (snd, rcv) = sockopt::granted(&s);
-        warnings.extend(sockopt::window_warning(spec.window_bytes, snd, rcv));
-    }
+    warnings.extend(window_warning(spec, &data));
     on_event(ClientEvent::Started {
         streams: spec.total_streams(),
         warnings: warnings.clone(),
     });
-
-    let params = EngineParams::for_spec(spec, opts.threads, opts.cpus.clone(), opts.idle_timeout);
-    let has = |r: Role| streams.iter().any(|s| s.role == r) || udp_streams.iter().any(|s| s.role == r);
-    let receive_target = match spec.end {
-        EndCondition::Bytes(b) => Some(b),
-        EndCondition::Blocks(k) => Some(k.saturating_mul(spec.length_bytes)),
-        EndCondition::Time(_) => None,
-    };
     let (tx, rx) = mpsc::channel::<Wake<()>>();
-    let flags = Flags::default();
-    let t0 = Instant::now();
-    let mut hook = Hook {
-        ctl: &ctl,
-        deadline: params.send_time.map(|d| t0 + d),
-        receive_target,
-        sends: has(Role::Sender),
-        receives: has(Role::Receiver),
-        ended: false,
-        interrupt,
-        on_event,
-        live: LiveIntervals::default(),
-        spec,
-        failure: None,
-    };
-    let iface = crate::host::interface_for(local.ip());
-    let wiring = Wiring::new(&flags, (&tx, &rx), &mut hook, iface.as_deref());
-    let out = if udp {
-        let udp = Udp {
-            streams: &udp_streams,
-            params: UdpParams::for_spec(spec, UdpFormat::Iperf3 { wide: false }),
-        };
-        supervisor::run(&udp, &params, wiring)
-    } else {
-        supervisor::run(&Tcp(&streams), &params, wiring)
-    };
-    hook.end(&flags);
+    let mut hook = Hook::new(&ctl, spec, &data, interrupt, on_event);
+    let format = UdpFormat::Iperf3 { wide: false };
+    let out = measure(opts, spec, (&data, format), local, (&tx, &rx), &mut hook);
+    // A test that ended by itself (every stream done) still owes the server its TEST_END.
+    hook.end(&Flags::default());
     if let Some(f) = hook.failure.take() {
         return Err(f);
     }
     drop(hook);
-    let _ = ctl.set_read_timeout(Some(opts.control_timeout + opts.idle_timeout));
-    expect(&mut ctl, State::ExchangeResults, "EXCHANGE_RESULTS")?;
     let local_report = out.report(opts.cpus.clone(), warnings);
-    let ours = our_results(&local_report);
-    ctl.write_all(&frame_json(&ours.to_json()))
-        .map_err(io_at("sending results"))?;
-    let mut len = [0u8; 4];
-    ctl.read_exact(&mut len).map_err(io_at("reading results"))?;
-    let n = json_len(len, MAX_RESULTS_JSON)
-        .map_err(|n| ClientError::Iperf3Results(format!("{n} bytes refused")))?;
-    let mut body = vec![0u8; n];
-    ctl.read_exact(&mut body).map_err(io_at("reading results"))?;
-    let theirs = Results::parse(&body).map_err(|e| ClientError::Iperf3Results(e.to_string()))?;
-    expect(&mut ctl, State::DisplayResults, "DISPLAY_RESULTS")?;
-    let _ = ctl.write_all(&[State::IperfDone.byte()]);
+    let theirs = exchange_results(&mut ctl, opts, &local_report)?;
     let sent_in_warmup = warmup_bytes(&out.samples);
     let server_report = remote_report(&theirs, &local_report, spec.omit_s.as_secs_f64(), &sent_in_warmup);
     let interrupted = interrupt.load(Relaxed);
@@ -294,6 +236,83 @@ pub fn run_iperf3_client(
         client_samples: &out.samples,
         server_samples: &[],
     }))
+}
+
+/// The test as an iperf3 server runs it: its payload is not ours, so nothing is verified, and TCP
+/// receivers drop what arrives without copying it.
+fn iperf3_spec(opts: &ClientOptions) -> Result<TestSpec, ClientError> {
+    let mut spec = opts.spec.clone();
+    spec.verify = false;
+    if spec.transport == Transport::Tcp {
+        spec.rx = RxMode::Discard;
+    }
+    spec.validate()?;
+    Ok(spec)
+}
+
+/// Connects and sends the cookie, until the server answers PARAM_EXCHANGE. An iperf3 server that has
+/// just failed a test (for instance landspeed's own greeting, when it found out what the server is)
+/// resets connections while it restarts its listener: with `retry`, that is tried again.
+fn greet(
+    opts: &ClientOptions,
+    addr: SocketAddr,
+    cookie: &Cookie,
+    retry: bool,
+) -> Result<(TcpStream, SocketAddr), ClientError> {
+    let mut attempt = 0;
+    loop {
+        let tried = (|| {
+            let mut ctl = connect(opts, addr, None)?;
+            let local = ctl
+                .local_addr()
+                .map_err(|err| ClientError::Connect { addr, err })?;
+            let _ = ctl.set_nodelay(true);
+            let _ = ctl.set_read_timeout(Some(opts.control_timeout));
+            let _ = ctl.set_write_timeout(Some(opts.control_timeout));
+            ctl.write_all(&cookie.to_wire())
+                .map_err(io_at("sending the cookie"))?;
+            expect(&mut ctl, State::ParamExchange, "PARAM_EXCHANGE")?;
+            Ok::<_, ClientError>((ctl, local))
+        })();
+        match tried {
+            Ok(x) => return Ok(x),
+            // A server that just finished a test may still say "busy" for a moment.
+            Err(e) if attempt < 5 && e.is_transient() => {}
+            // A listener restarting resets connections or answers out of turn for a moment.
+            Err(
+                ClientError::Connect { .. }
+                | ClientError::Iperf3Io { .. }
+                | ClientError::Iperf3Unexpected { .. }
+                | ClientError::Iperf3Refused { .. },
+            ) if attempt < 5 && retry => {}
+            Err(e) => return Err(e),
+        }
+        attempt += 1;
+        std::thread::sleep(Duration::from_millis(50 << attempt));
+    }
+}
+
+/// EXCHANGE_RESULTS: sends this end's results and reads the server's, up to DISPLAY_RESULTS.
+fn exchange_results(
+    ctl: &mut TcpStream,
+    opts: &ClientOptions,
+    local_report: &EndpointReport,
+) -> Result<Results, ClientError> {
+    let _ = ctl.set_read_timeout(Some(opts.control_timeout + opts.idle_timeout));
+    expect(ctl, State::ExchangeResults, "EXCHANGE_RESULTS")?;
+    let ours = our_results(local_report);
+    ctl.write_all(&frame_json(&ours.to_json()))
+        .map_err(io_at("sending results"))?;
+    let mut len = [0u8; 4];
+    ctl.read_exact(&mut len).map_err(io_at("reading results"))?;
+    let n = json_len(len, MAX_RESULTS_JSON)
+        .map_err(|n| ClientError::Iperf3Results(format!("{n} bytes refused")))?;
+    let mut body = vec![0u8; n];
+    ctl.read_exact(&mut body).map_err(io_at("reading results"))?;
+    let theirs = Results::parse(&body).map_err(|e| ClientError::Iperf3Results(e.to_string()))?;
+    expect(ctl, State::DisplayResults, "DISPLAY_RESULTS")?;
+    let _ = ctl.write_all(&[State::IperfDone.byte()]);
+    Ok(theirs)
 }
 
 fn open_streams(
