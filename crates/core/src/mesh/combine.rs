@@ -107,7 +107,7 @@ pub struct MeshReport {
 }
 
 /// A test's data span on the common clock, seconds from `t0`.
-fn span(r: &RunResult, offset_ns: i64, t0: f64) -> (f64, f64, Vec<(f64, f64, u64)>) {
+fn span(r: &RunResult, offset_ns: i64, t0: f64) -> Span {
     let start = r.started_unix_s - offset_ns as f64 / 1e9 - t0;
     let ivs: Vec<(f64, f64, u64)> = r
         .intervals
@@ -145,6 +145,9 @@ fn spread(bins: &mut [u64], origin: f64, w: f64, a: f64, b: f64, bytes: u64) {
     }
 }
 
+/// When one test ran on the controller's clock: its start, its end, and its intervals' bytes.
+type Span = (f64, f64, Vec<(f64, f64, u64)>);
+
 /// The combined report. `t0_unix_s` is the agreed start on the controller's clock.
 pub fn combine(
     name: &str,
@@ -155,56 +158,13 @@ pub fn combine(
     interval_s: f64,
 ) -> MeshReport {
     let w = if interval_s > 0.0 { interval_s } else { 1.0 };
-    let mut tests = vec![];
-    let mut spans = vec![];
-    for o in outcomes {
-        let t = &o.test;
-        let mut line = TestLine {
-            index: t.index,
-            from: t.from.clone(),
-            to: t.to.clone(),
-            transport: format!("{:?}", t.spec.transport).to_lowercase(),
-            streams: t.spec.streams,
-            status: "failed".into(),
-            error: None,
-            bytes_sent: 0,
-            bytes_received: 0,
-            duration_s: 0.0,
-            throughput_bps: 0.0,
-            start_offset_ms: None,
-            run_id: o.run_id,
-        };
-        match &o.result {
-            Ok(r) => {
-                let s = span(r, o.from_offset_ns, t0_unix_s);
-                let verdict = r.verdict();
-                line.status = if verdict.is_trusted() { "ok" } else { "incomplete" }.into();
-                line.bytes_sent = r.summary.bytes_sent;
-                line.bytes_received = r.summary.bytes_received;
-                line.duration_s = r.summary.duration_s;
-                line.throughput_bps = r.summary.throughput_bps;
-                line.start_offset_ms =
-                    Some((r.started_unix_s - o.from_offset_ns as f64 / 1e9 - t0_unix_s) * 1e3);
-                if let Some(why) = verdict.first_reason() {
-                    line.error = Some(why.to_string());
-                }
-                spans.push(Some(s));
-            }
-            Err(e) => {
-                line.error = Some(e.clone());
-                spans.push(None);
-            }
-        }
-        tests.push(line);
-    }
-
+    let (tests, spans): (Vec<TestLine>, Vec<Option<Span>>) =
+        outcomes.iter().map(|o| test_line(o, t0_unix_s)).unzip();
     let ran: Vec<usize> = (0..tests.len()).filter(|&i| spans[i].is_some()).collect();
-    let lo = ran
-        .iter()
+    let lo = (ran.iter())
         .filter_map(|&i| spans[i].as_ref().map(|s| s.0))
         .fold(f64::INFINITY, f64::min);
-    let hi = ran
-        .iter()
+    let hi = (ran.iter())
         .filter_map(|&i| spans[i].as_ref().map(|s| s.1))
         .fold(f64::NEG_INFINITY, f64::max);
     let total: u64 = ran.iter().map(|&i| tests[i].bytes_received).sum();
@@ -214,88 +174,12 @@ pub fn combine(
             - starts.iter().cloned().fold(f64::INFINITY, f64::min)
     });
     let span_s = if ran.is_empty() { 0.0 } else { (hi - lo).max(0.0) };
-
-    let mut per_host = vec![];
-    for h in &hosts {
-        let mut t = HostTotals {
-            name: h.name.clone(),
-            tests_out: 0,
-            tests_in: 0,
-            tests_failed: 0,
-            bytes_out: 0,
-            bytes_in: 0,
-            out_bps: 0.0,
-            in_bps: 0.0,
-        };
-        let (mut out_span, mut in_span) = (
-            (f64::INFINITY, f64::NEG_INFINITY),
-            (f64::INFINITY, f64::NEG_INFINITY),
-        );
-        for (i, line) in tests.iter().enumerate() {
-            let (is_out, is_in) = (line.from == h.name, line.to == h.name);
-            if !is_out && !is_in {
-                continue;
-            }
-            if line.status == "failed" {
-                t.tests_failed += 1;
-            }
-            let Some(s) = &spans[i] else { continue };
-            if is_out {
-                t.tests_out += 1;
-                t.bytes_out += line.bytes_received;
-                out_span = (out_span.0.min(s.0), out_span.1.max(s.1));
-            }
-            if is_in {
-                t.tests_in += 1;
-                t.bytes_in += line.bytes_received;
-                in_span = (in_span.0.min(s.0), in_span.1.max(s.1));
-            }
-        }
-        let rate = |bytes: u64, s: (f64, f64)| {
-            if s.1 > s.0 {
-                bytes as f64 * 8.0 / (s.1 - s.0)
-            } else {
-                0.0
-            }
-        };
-        t.out_bps = rate(t.bytes_out, out_span);
-        t.in_bps = rate(t.bytes_in, in_span);
-        per_host.push(t);
-    }
-
-    let mut intervals = vec![];
-    if !ran.is_empty() {
-        let origin = (lo / w).floor() * w;
-        let mut n = (((hi - origin) / w).ceil() as usize).max(1);
-        // A last interval of a sliver (tests that started a few ms after the instant and ran whole
-        // seconds) is folded into the one before, as iperf does, rather than shown as a wild rate.
-        if n > 1 && hi - (origin + (n - 1) as f64 * w) < 0.1 * w {
-            n -= 1;
-        }
-        let mut per_test = vec![vec![0u64; n]; tests.len()];
-        for &i in &ran {
-            if let Some((_, _, ivs)) = &spans[i] {
-                for &(a, b, bytes) in ivs {
-                    spread(&mut per_test[i], origin, w, a, b, bytes);
-                }
-            }
-        }
-        for k in 0..n {
-            let start = origin + k as f64 * w;
-            let end = if k + 1 == n { hi } else { start + w };
-            let col: Vec<u64> = per_test.iter().map(|v| v[k]).collect();
-            let bytes: u64 = col.iter().sum();
-            let len = (end - start.max(lo)).max(1e-9);
-            intervals.push(MeshInterval {
-                start_s: start,
-                end_s: end,
-                bytes,
-                throughput_bps: bytes as f64 * 8.0 / len,
-                tests: col,
-            });
-        }
-    }
-
+    let per_host = hosts.iter().map(|h| host_totals(h, &tests, &spans)).collect();
+    let intervals = if ran.is_empty() {
+        vec![]
+    } else {
+        mesh_intervals(&spans, (lo, hi), w)
+    };
     MeshReport {
         schema: MESH_SCHEMA.into(),
         name: name.into(),
@@ -321,6 +205,125 @@ pub fn combine(
         intervals,
         campaign_id: None,
     }
+}
+
+/// One test's line of the report, and its span when it ran.
+fn test_line(o: &TestOutcome, t0_unix_s: f64) -> (TestLine, Option<Span>) {
+    let t = &o.test;
+    let mut line = TestLine {
+        index: t.index,
+        from: t.from.clone(),
+        to: t.to.clone(),
+        transport: format!("{:?}", t.spec.transport).to_lowercase(),
+        streams: t.spec.streams,
+        status: "failed".into(),
+        error: None,
+        bytes_sent: 0,
+        bytes_received: 0,
+        duration_s: 0.0,
+        throughput_bps: 0.0,
+        start_offset_ms: None,
+        run_id: o.run_id,
+    };
+    let r = match &o.result {
+        Ok(r) => r,
+        Err(e) => {
+            line.error = Some(e.clone());
+            return (line, None);
+        }
+    };
+    let verdict = r.verdict();
+    line.status = if verdict.is_trusted() { "ok" } else { "incomplete" }.into();
+    line.bytes_sent = r.summary.bytes_sent;
+    line.bytes_received = r.summary.bytes_received;
+    line.duration_s = r.summary.duration_s;
+    line.throughput_bps = r.summary.throughput_bps;
+    line.start_offset_ms = Some((r.started_unix_s - o.from_offset_ns as f64 / 1e9 - t0_unix_s) * 1e3);
+    line.error = verdict.first_reason().map(|why| why.to_string());
+    (line, Some(span(r, o.from_offset_ns, t0_unix_s)))
+}
+
+/// What one host sent and received over the tests it took part in.
+fn host_totals(h: &HostInfo, tests: &[TestLine], spans: &[Option<Span>]) -> HostTotals {
+    let mut t = HostTotals {
+        name: h.name.clone(),
+        tests_out: 0,
+        tests_in: 0,
+        tests_failed: 0,
+        bytes_out: 0,
+        bytes_in: 0,
+        out_bps: 0.0,
+        in_bps: 0.0,
+    };
+    let (mut out_span, mut in_span) = (
+        (f64::INFINITY, f64::NEG_INFINITY),
+        (f64::INFINITY, f64::NEG_INFINITY),
+    );
+    for (line, span) in tests.iter().zip(spans) {
+        let (is_out, is_in) = (line.from == h.name, line.to == h.name);
+        if !is_out && !is_in {
+            continue;
+        }
+        if line.status == "failed" {
+            t.tests_failed += 1;
+        }
+        let Some(s) = span else { continue };
+        if is_out {
+            t.tests_out += 1;
+            t.bytes_out += line.bytes_received;
+            out_span = (out_span.0.min(s.0), out_span.1.max(s.1));
+        }
+        if is_in {
+            t.tests_in += 1;
+            t.bytes_in += line.bytes_received;
+            in_span = (in_span.0.min(s.0), in_span.1.max(s.1));
+        }
+    }
+    let rate = |bytes: u64, s: (f64, f64)| {
+        if s.1 > s.0 {
+            bytes as f64 * 8.0 / (s.1 - s.0)
+        } else {
+            0.0
+        }
+    };
+    t.out_bps = rate(t.bytes_out, out_span);
+    t.in_bps = rate(t.bytes_in, in_span);
+    t
+}
+
+/// The aggregate's intervals of `w` seconds over `lo..hi`, each test's bytes spread over them.
+fn mesh_intervals(spans: &[Option<Span>], (lo, hi): (f64, f64), w: f64) -> Vec<MeshInterval> {
+    let origin = (lo / w).floor() * w;
+    let mut n = (((hi - origin) / w).ceil() as usize).max(1);
+    // A last interval of a sliver (tests that started a few ms after the instant and ran whole
+    // seconds) is folded into the one before, as iperf does, rather than shown as a wild rate.
+    if n > 1 && hi - (origin + (n - 1) as f64 * w) < 0.1 * w {
+        n -= 1;
+    }
+    let mut per_test = vec![vec![0u64; n]; spans.len()];
+    for (bins, span) in per_test.iter_mut().zip(spans) {
+        if let Some((_, _, ivs)) = span {
+            for &(a, b, bytes) in ivs {
+                spread(bins, origin, w, a, b, bytes);
+            }
+        }
+    }
+    (0..n)
+        .map(|k| {
+            let start = origin + k as f64 * w;
+            let end = if k + 1 == n { hi } else { start + w };
+            let col: Vec<u64> = per_test.iter().map(|v| v[k]).collect();
+            let bytes: u64 = col.iter().sum();
+            let len = (end - start.max(lo)).max(1e-9);
+            MeshInterval {
+                start_s: start,
+                end_s: end,
+                bytes,
+                throughput_bps: bytes as f64 * 8.0 / len,
+                tests: col,
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]
