@@ -11,11 +11,12 @@ use anyhow::{Context, Result};
 use clap::{Args, Parser, ValueEnum};
 use landspeed_archive::{Archive, RunMeta};
 use landspeed_core::config::{Direction, EndCondition};
+use landspeed_core::result::RunResult;
 use landspeed_core::sweep::{
     parse_streams, parse_windows, summarize, CellKey, Order, RunFigures, SweepPlan, SweepReport,
 };
 use landspeed_core::units::{BitRate, Bytes};
-use landspeed_net::ClientOptions;
+use landspeed_net::{ClientError, ClientOptions};
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering::Relaxed;
@@ -253,135 +254,26 @@ const MAX_FAILS_IN_A_ROW: u32 = 3;
 
 pub fn sweep(a: SweepArgs) -> Result<bool> {
     let archive = a.db.open()?;
-    let (id, plan) = match a.resume {
-        Some(id) => {
-            let r = load_report(&archive, id)?;
-            (id, r.plan)
-        }
-        None => {
-            let plan = new_plan(&a)?;
-            let now = landspeed_core::result::format_utc(
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0.0, |d| d.as_secs_f64()),
-            );
-            let id = archive.create_sweep(&plan.host, &now, &serde_json::to_string(&plan)?)?;
-            (id, plan)
-        }
-    };
+    let (id, plan) = open_sweep(&a, &archive)?;
     let cell = cell_args(&plan.host, &plan.run_args)?;
     let base = client_options(&cell)?;
     check(&cell_options(&base, &plan, &plan.cells()[0]))?;
     let before = finished(&archive, id)?;
     let done: HashSet<CellKey> = before.iter().map(|c| c.0).collect();
-    // Each cell's throughputs so far (repetitions folded), for the live table's running median.
-    let mut so_far: HashMap<(u64, u32, Direction), Vec<f64>> = HashMap::new();
-    for (k, f) in &before {
-        so_far
-            .entry((k.window_bytes, k.streams, k.direction))
-            .or_default()
-            .push(f.throughput_bps);
-    }
     let todo = plan.remaining(&done);
-    let total = plan.cells().len();
-    eprintln!(
-        "landspeed: sweep {id} against {}: {} windows × {} stream counts × {} direction(s) × {} = {total} runs of {}, {} order; {} done, {} to run (landspeed sweep --resume {id} continues it)",
-        plan.host,
-        plan.windows_bytes.len(),
-        plan.streams.len(),
-        plan.directions.len(),
-        plan.repeat,
-        if plan.time_s < 60.0 { format!("{} s", plan.time_s) } else { human(Duration::from_secs_f64(plan.time_s)) },
-        format!("{:?}", plan.order).to_lowercase(),
-        done.len(),
-        todo.len()
-    );
+    eprintln!("{}", announce(id, &plan, done.len(), todo.len()));
     archive.set_sweep_status(id, "running")?;
-    let interrupt = interrupt_flag()?;
-    let bar = indicatif::ProgressBar::new(todo.len() as u64);
-    bar.set_style(
-        indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} runs {msg}").expect("static template"),
-    );
-    let visible = !bar.is_hidden();
-    let say = |line: String| {
-        if visible {
-            bar.println(line)
-        } else {
-            eprintln!("{line}")
-        }
+    let run = SweepRun {
+        archive: &archive,
+        id,
+        plan: &plan,
+        base,
+        iperf3: cell.iperf3,
+        tag: a.tag.clone(),
+        done: done.len(),
     };
     let started = Instant::now();
-    let (mut failed, mut in_a_row) = (0u32, 0u32);
-    let mut stopped = None;
-    for (i, c) in todo.iter().enumerate() {
-        let per_cell = if i == 0 {
-            Duration::from_secs_f64(plan.time_s + 1.0)
-        } else {
-            started.elapsed() / i as u32
-        };
-        bar.set_message(format!(
-            "ETA {} · now {}",
-            human(per_cell * (todo.len() - i) as u32),
-            cell_name(c)
-        ));
-        let opts = cell_options(&base, &plan, c);
-        let outcome = run_quiet(&opts, cell.iperf3, &interrupt);
-        if interrupt.load(Relaxed) {
-            stopped = Some("interrupted");
-            break;
-        }
-        match outcome {
-            Ok(r) if r.verdict().is_trusted() => {
-                let run = archive.save(
-                    &r,
-                    &RunMeta {
-                        tag: a.tag.clone(),
-                        sweep: Some((id, c.repeat)),
-                        ..Default::default()
-                    },
-                )?;
-                in_a_row = 0;
-                let cell = so_far
-                    .entry((c.window_bytes, c.streams, c.direction))
-                    .or_default();
-                cell.push(r.summary.throughput_bps);
-                let stats = landspeed_core::sweep::CellStats::from_values(cell);
-                say(format!(
-                    "  [{:>4}/{total}] {}  {:>14}  retr {:>6}  cell median {:>14} (n={})  run {run}",
-                    done.len() + i + 1,
-                    cell_name(c),
-                    BitRate(r.summary.throughput_bps).to_string(),
-                    r.summary.retransmits,
-                    stats
-                        .as_ref()
-                        .map_or(String::new(), |s| BitRate(s.median).to_string()),
-                    cell.len(),
-                ));
-            }
-            other => {
-                failed += 1;
-                in_a_row += 1;
-                let why = match other {
-                    Ok(r) => r.verdict().to_string(),
-                    Err(e) => e.to_string(),
-                };
-                say(format!(
-                    "  [{:>4}/{total}] {}  FAILED: {why}",
-                    done.len() + i + 1,
-                    cell_name(c)
-                ));
-            }
-        }
-        bar.inc(1);
-        if in_a_row >= MAX_FAILS_IN_A_ROW {
-            stopped = Some("incomplete");
-            say(format!(
-                "landspeed: {MAX_FAILS_IN_A_ROW} runs in a row failed; stopping"
-            ));
-            break;
-        }
-    }
-    bar.finish_and_clear();
+    let (failed, stopped) = run.cells(&todo, running_medians(&before))?;
     let status = stopped.unwrap_or(if failed > 0 { "incomplete" } else { "complete" });
     archive.set_sweep_status(id, status)?;
     if status != "complete" {
@@ -398,4 +290,166 @@ pub fn sweep(a: SweepArgs) -> Result<bool> {
     }
     crate::report::write_outputs(&archive, &report, a.plots.as_deref(), a.html.as_deref())?;
     Ok(status == "complete")
+}
+
+/// The sweep to run: the one `--resume` names, or a new one stored in the archive now.
+fn open_sweep(a: &SweepArgs, archive: &Archive) -> Result<(i64, SweepPlan)> {
+    if let Some(id) = a.resume {
+        return Ok((id, load_report(archive, id)?.plan));
+    }
+    let plan = new_plan(a)?;
+    let now = landspeed_core::result::format_utc(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64()),
+    );
+    let id = archive.create_sweep(&plan.host, &now, &serde_json::to_string(&plan)?)?;
+    Ok((id, plan))
+}
+
+/// What a sweep is about to do, in one line.
+fn announce(id: i64, plan: &SweepPlan, done: usize, todo: usize) -> String {
+    format!(
+        "landspeed: sweep {id} against {}: {} windows × {} stream counts × {} direction(s) × {} = {} runs of {}, {} order; {done} done, {todo} to run (landspeed sweep --resume {id} continues it)",
+        plan.host,
+        plan.windows_bytes.len(),
+        plan.streams.len(),
+        plan.directions.len(),
+        plan.repeat,
+        plan.cells().len(),
+        if plan.time_s < 60.0 { format!("{} s", plan.time_s) } else { human(Duration::from_secs_f64(plan.time_s)) },
+        format!("{:?}", plan.order).to_lowercase(),
+    )
+}
+
+/// A cell's throughputs so far, repetitions folded (for the live table's running median).
+type Medians = HashMap<(u64, u32, Direction), Vec<f64>>;
+
+fn running_medians(before: &[(CellKey, RunFigures)]) -> Medians {
+    let mut so_far = Medians::new();
+    for (k, f) in before {
+        so_far
+            .entry((k.window_bytes, k.streams, k.direction))
+            .or_default()
+            .push(f.throughput_bps);
+    }
+    so_far
+}
+
+/// One sweep being run: where its runs go and what every cell shares.
+struct SweepRun<'a> {
+    archive: &'a Archive,
+    id: i64,
+    plan: &'a SweepPlan,
+    base: ClientOptions,
+    iperf3: bool,
+    tag: Option<String>,
+    /// Cells finished before this run (for the position shown on each line).
+    done: usize,
+}
+
+impl SweepRun<'_> {
+    /// Runs `todo` in order with a progress bar; returns the failed runs and why the sweep stopped
+    /// early, if it did (interrupted, or too many failures in a row).
+    fn cells(&self, todo: &[CellKey], mut so_far: Medians) -> Result<(u32, Option<&'static str>)> {
+        let interrupt = interrupt_flag()?;
+        let bar = indicatif::ProgressBar::new(todo.len() as u64);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} runs {msg}")
+                .expect("static template"),
+        );
+        let visible = !bar.is_hidden();
+        let say = |line: String| {
+            if visible {
+                bar.println(line)
+            } else {
+                eprintln!("{line}")
+            }
+        };
+        let started = Instant::now();
+        let (mut failed, mut in_a_row) = (0u32, 0u32);
+        let mut stopped = None;
+        for (i, c) in todo.iter().enumerate() {
+            let per_cell = if i == 0 {
+                Duration::from_secs_f64(self.plan.time_s + 1.0)
+            } else {
+                started.elapsed() / i as u32
+            };
+            bar.set_message(format!(
+                "ETA {} · now {}",
+                human(per_cell * (todo.len() - i) as u32),
+                cell_name(c)
+            ));
+            let outcome = run_quiet(&cell_options(&self.base, self.plan, c), self.iperf3, &interrupt);
+            if interrupt.load(Relaxed) {
+                stopped = Some("interrupted");
+                break;
+            }
+            let (stored, line) = self.record(c, self.done + i + 1, outcome, &mut so_far)?;
+            if stored {
+                in_a_row = 0;
+            } else {
+                failed += 1;
+                in_a_row += 1;
+            }
+            say(line);
+            bar.inc(1);
+            if in_a_row >= MAX_FAILS_IN_A_ROW {
+                stopped = Some("incomplete");
+                say(format!(
+                    "landspeed: {MAX_FAILS_IN_A_ROW} runs in a row failed; stopping"
+                ));
+                break;
+            }
+        }
+        bar.finish_and_clear();
+        Ok((failed, stopped))
+    }
+
+    /// Stores a trusted run of cell `c` (the `n`th of the sweep): true and its line. An untrusted or
+    /// failed one is not stored: false, and a line that says why.
+    fn record(
+        &self,
+        c: &CellKey,
+        n: usize,
+        outcome: Result<RunResult, ClientError>,
+        so_far: &mut Medians,
+    ) -> Result<(bool, String)> {
+        let total = self.plan.cells().len();
+        let r = match outcome {
+            Ok(r) if r.verdict().is_trusted() => r,
+            other => {
+                let why = match other {
+                    Ok(r) => r.verdict().to_string(),
+                    Err(e) => e.to_string(),
+                };
+                return Ok((
+                    false,
+                    format!("  [{n:>4}/{total}] {}  FAILED: {why}", cell_name(c)),
+                ));
+            }
+        };
+        let meta = RunMeta {
+            tag: self.tag.clone(),
+            sweep: Some((self.id, c.repeat)),
+            ..Default::default()
+        };
+        let run = self.archive.save(&r, &meta)?;
+        let cell = so_far
+            .entry((c.window_bytes, c.streams, c.direction))
+            .or_default();
+        cell.push(r.summary.throughput_bps);
+        let stats = landspeed_core::sweep::CellStats::from_values(cell);
+        let line = format!(
+            "  [{n:>4}/{total}] {}  {:>14}  retr {:>6}  cell median {:>14} (n={})  run {run}",
+            cell_name(c),
+            BitRate(r.summary.throughput_bps).to_string(),
+            r.summary.retransmits,
+            stats
+                .as_ref()
+                .map_or(String::new(), |s| BitRate(s.median).to_string()),
+            cell.len(),
+        );
+        Ok((true, line))
+    }
 }
