@@ -199,6 +199,26 @@ impl<'a> State<'a> {
 /// Calls per stream before the worker turns to its next stream.
 const BURST: usize = 16;
 
+/// The worker's buffers, allocated once before the test: the payload generator for its senders, the
+/// verifier and the receive buffer for its receivers.
+struct Buffers {
+    gen: Option<Generator>,
+    verifier: Option<Verifier>,
+    rbuf: Vec<u8>,
+}
+
+/// What one pass over a stream found.
+enum Step {
+    /// The stream has ended (or ends now).
+    Ended,
+    /// Not ready: waiting for epoll to say it is.
+    Waiting,
+    /// Ahead of its rate cap until this instant.
+    Capped(Instant),
+    /// It moved data (or tried): still live unless the pass ended it.
+    Moved,
+}
+
 fn worker(
     streams: Vec<(usize, &DataStream, &Meter)>,
     p: &EngineParams,
@@ -207,9 +227,11 @@ fn worker(
 ) -> Vec<(usize, Outcome)> {
     let sends = streams.iter().any(|(_, d, _)| d.role == Role::Sender);
     let receives = streams.iter().any(|(_, d, _)| d.role == Role::Receiver);
-    let mut gen = sends.then(|| Generator::new(&p.pattern, p.length));
-    let mut verifier = (receives && p.verify).then(|| Verifier::new(&p.pattern, p.length));
-    let mut rbuf = vec![0u8; if receives { p.length } else { 0 }];
+    let mut bufs = Buffers {
+        gen: sends.then(|| Generator::new(&p.pattern, p.length)),
+        verifier: (receives && p.verify).then(|| Verifier::new(&p.pattern, p.length)),
+        rbuf: vec![0u8; if receives { p.length } else { 0 }],
+    };
     let now = Instant::now();
     let mut states: Vec<State> = streams
         .into_iter()
@@ -230,6 +252,70 @@ fn worker(
             return states.iter().map(|s| out(s.index)).collect();
         }
     };
+    register(&mut states, &poll, p);
+    let deadline = p.send_time.map(|d| t0 + d);
+    let mut events = Events::with_capacity(states.len().max(16));
+    loop {
+        if flags.abort.load(Relaxed) {
+            for st in states.iter_mut().filter(|s| !s.done) {
+                st.finish(Some("test aborted".into()));
+            }
+        }
+        if flags.halt.load(Relaxed) {
+            halt(&mut states, &mut bufs, p);
+        }
+        let now = Instant::now();
+        let stop_send = flags.stop.load(Relaxed) || deadline.is_some_and(|d| now >= d);
+        let (mut live, mut any_ready, mut wake) = (0, false, None::<Instant>);
+        for st in states.iter_mut().filter(|s| !s.done) {
+            match step(st, &mut bufs, p, (now, t0), stop_send) {
+                Step::Ended => {}
+                Step::Waiting => live += 1,
+                Step::Capped(due) => {
+                    wake = Some(wake.map_or(due, |w| w.min(due)));
+                    live += 1;
+                }
+                Step::Moved if st.done => {}
+                Step::Moved => {
+                    live += 1;
+                    any_ready |= st.ready;
+                }
+            }
+        }
+        if live == 0 {
+            break;
+        }
+        let mut timeout = if any_ready {
+            Duration::ZERO
+        } else {
+            Duration::from_millis(100)
+        };
+        for due in [wake, deadline].into_iter().flatten() {
+            timeout = timeout.min(due.saturating_duration_since(Instant::now()));
+        }
+        match poll.poll(&mut events, Some(timeout)) {
+            Ok(()) => {
+                for ev in events.iter() {
+                    if let Some(st) = states.get_mut(ev.token().0) {
+                        st.ready = true;
+                    }
+                }
+            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => {
+                for st in states.iter_mut().filter(|s| !s.done) {
+                    st.finish(Some(format!("epoll: {e}")));
+                }
+            }
+        }
+    }
+    reap_zerocopy(&mut states);
+    states.into_iter().map(|s| (s.index, s.out)).collect()
+}
+
+/// Makes every socket non-blocking and registers it with `poll` (writable for senders, readable for
+/// receivers); zerocopy senders get their ring. A stream that cannot be set up ends with the reason.
+fn register(states: &mut [State], poll: &Poll, p: &EngineParams) {
     for (i, st) in states.iter_mut().enumerate() {
         let interest = if st.ds.role == Role::Sender {
             Interest::WRITABLE
@@ -252,145 +338,114 @@ fn worker(
             }
         }
     }
-    let deadline = p.send_time.map(|d| t0 + d);
-    let mut events = Events::with_capacity(states.len().max(16));
-    loop {
-        if flags.abort.load(Relaxed) {
-            for st in states.iter_mut().filter(|s| !s.done) {
-                st.finish(Some("test aborted".into()));
-            }
-        }
-        if flags.halt.load(Relaxed) {
-            for st in states.iter_mut().filter(|s| !s.done) {
-                // What has already arrived is counted: read the receive queue empty first.
-                if st.ds.role == Role::Receiver {
-                    for _ in 0..4096 {
-                        let r = st.recv(&mut rbuf, p.discard);
-                        match r {
-                            Ok(n) if n > 0 => {
-                                if let Some(v) = verifier.as_mut() {
-                                    st.verify(v, &rbuf[..n]);
-                                }
-                                st.account(n, Instant::now());
-                            }
-                            _ => break,
+}
+
+/// iperf3's end of a test: what has already arrived is counted (each receive queue read empty, bounded),
+/// then every stream ends without error.
+fn halt(states: &mut [State], bufs: &mut Buffers, p: &EngineParams) {
+    for st in states.iter_mut().filter(|s| !s.done) {
+        if st.ds.role == Role::Receiver {
+            for _ in 0..4096 {
+                match st.recv(&mut bufs.rbuf, p.discard) {
+                    Ok(n) if n > 0 => {
+                        if let Some(v) = bufs.verifier.as_mut() {
+                            st.verify(v, &bufs.rbuf[..n]);
                         }
+                        st.account(n, Instant::now());
                     }
+                    _ => break,
                 }
-                st.finish(None);
             }
         }
-        let now = Instant::now();
-        let stop_send = flags.stop.load(Relaxed) || deadline.is_some_and(|d| now >= d);
-        let mut live = 0;
-        let mut any_ready = false;
-        let mut wake: Option<Instant> = None;
-        for st in states.iter_mut().filter(|s| !s.done) {
-            let sender = st.ds.role == Role::Sender;
-            if sender && (stop_send || st.remaining == Some(0)) {
-                st.finish(None);
-                continue;
-            }
-            if !st.ready {
-                if now.duration_since(st.last_progress) > p.idle_timeout {
-                    let what = if sender {
-                        "could not send"
-                    } else {
-                        "received nothing"
-                    };
-                    st.finish(Some(format!(
-                        "{what} for {:?}; giving up on this stream",
-                        p.idle_timeout
-                    )));
-                } else {
-                    live += 1;
-                }
-                continue;
-            }
-            if let Some(bps) = p.stream_cap_bps {
-                // Ahead of the cap: leave the socket alone until the rate catches up.
-                let rate = bps / 8.0;
-                let ahead = st.out.bytes as f64 - CAP_BURST;
-                if ahead > rate * now.duration_since(t0).as_secs_f64() {
-                    let due = t0 + Duration::from_secs_f64(ahead / rate);
-                    wake = Some(wake.map_or(due, |w| w.min(due)));
-                    live += 1;
-                    continue;
-                }
-            }
-            for _ in 0..BURST {
-                let res = if sender {
-                    let n = st.remaining.map_or(p.length, |r| r.min(p.length as u64) as usize);
-                    if n == 0 {
-                        break;
-                    }
-                    st.send(&mut gen, n)
-                } else {
-                    st.recv(&mut rbuf, p.discard)
-                };
-                match res {
-                    Ok(0) if !sender => {
-                        st.done = true;
-                        break;
-                    }
-                    Ok(n) => {
-                        #[cfg(feature = "fault-injection")]
-                        if !sender {
-                            fault::flip(st.ds.id, st.out.bytes, &mut rbuf[..n]);
-                        }
-                        if let (false, Some(v)) = (sender, verifier.as_mut()) {
-                            st.verify(v, &rbuf[..n]);
-                        }
-                        st.account(n, Instant::now())
-                    }
-                    Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                        st.ready = false;
-                        break;
-                    }
-                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                    Err(e) => {
-                        st.finish(Some(format!("{}: {e}", if sender { "send" } else { "receive" })));
-                        break;
-                    }
-                }
-            }
-            if !st.done {
-                live += 1;
-                any_ready |= st.ready;
-            }
+        st.finish(None);
+    }
+}
+
+/// One pass over a live stream: ends a sender that is done, times out a stream idle too long, holds
+/// back one ahead of its rate cap, and otherwise moves up to `BURST` buffers.
+fn step(
+    st: &mut State,
+    bufs: &mut Buffers,
+    p: &EngineParams,
+    (now, t0): (Instant, Instant),
+    stop_send: bool,
+) -> Step {
+    let sender = st.ds.role == Role::Sender;
+    if sender && (stop_send || st.remaining == Some(0)) {
+        st.finish(None);
+        return Step::Ended;
+    }
+    if !st.ready {
+        if now.duration_since(st.last_progress) <= p.idle_timeout {
+            return Step::Waiting;
         }
-        if live == 0 {
-            break;
-        }
-        let mut timeout = if any_ready {
-            Duration::ZERO
+        let what = if sender {
+            "could not send"
         } else {
-            Duration::from_millis(100)
+            "received nothing"
         };
-        if let Some(w) = wake {
-            timeout = timeout.min(w.saturating_duration_since(Instant::now()));
+        st.finish(Some(format!(
+            "{what} for {:?}; giving up on this stream",
+            p.idle_timeout
+        )));
+        return Step::Ended;
+    }
+    if let Some(bps) = p.stream_cap_bps {
+        // Ahead of the cap: leave the socket alone until the rate catches up.
+        let rate = bps / 8.0;
+        let ahead = st.out.bytes as f64 - CAP_BURST;
+        if ahead > rate * now.duration_since(t0).as_secs_f64() {
+            return Step::Capped(t0 + Duration::from_secs_f64(ahead / rate));
         }
-        if let Some(d) = deadline {
-            timeout = timeout.min(d.saturating_duration_since(Instant::now()));
-        }
-        match poll.poll(&mut events, Some(timeout)) {
-            Ok(()) => {
-                for ev in events.iter() {
-                    if let Some(st) = states.get_mut(ev.token().0) {
-                        st.ready = true;
-                    }
+    }
+    burst(st, bufs, p, sender);
+    Step::Moved
+}
+
+/// Up to `BURST` sends or receives on one ready stream, until it would block, ends or fails.
+#[inline]
+fn burst(st: &mut State, bufs: &mut Buffers, p: &EngineParams, sender: bool) {
+    for _ in 0..BURST {
+        let res = if sender {
+            let n = st.remaining.map_or(p.length, |r| r.min(p.length as u64) as usize);
+            if n == 0 {
+                break;
+            }
+            st.send(&mut bufs.gen, n)
+        } else {
+            st.recv(&mut bufs.rbuf, p.discard)
+        };
+        match res {
+            Ok(0) if !sender => {
+                st.done = true;
+                break;
+            }
+            Ok(n) => {
+                #[cfg(feature = "fault-injection")]
+                if !sender {
+                    fault::flip(st.ds.id, st.out.bytes, &mut bufs.rbuf[..n]);
                 }
+                if let (false, Some(v)) = (sender, bufs.verifier.as_mut()) {
+                    st.verify(v, &bufs.rbuf[..n]);
+                }
+                st.account(n, Instant::now())
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                st.ready = false;
+                break;
             }
             Err(e) if e.kind() == ErrorKind::Interrupted => {}
             Err(e) => {
-                for st in states.iter_mut().filter(|s| !s.done) {
-                    st.finish(Some(format!("epoll: {e}")));
-                }
+                st.finish(Some(format!("{}: {e}", if sender { "send" } else { "receive" })));
+                break;
             }
         }
     }
-    // Zerocopy senders: collect the last completions (bounded), so the copied count is complete and no
-    // buffer is dropped while the kernel may still send from it.
+}
+
+/// Zerocopy senders: collects the last completions (bounded), so the copied count is complete and no
+/// buffer is dropped while the kernel may still send from it.
+fn reap_zerocopy(states: &mut [State]) {
     let until = Instant::now() + Duration::from_millis(500);
     for st in states.iter_mut() {
         if let Some(zc) = st.zc.as_mut() {
@@ -404,7 +459,6 @@ fn worker(
             st.out.zerocopy_copied = zc.copied;
         }
     }
-    states.into_iter().map(|s| (s.index, s.out)).collect()
 }
 
 /// Receives up to `len` bytes without copying them to user space: for TCP, MSG_TRUNC makes the kernel
