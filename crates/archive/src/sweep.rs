@@ -81,6 +81,14 @@ impl Archive {
             .transpose()
     }
 
+    /// Replaces a sweep's stored plan (an older plan format carried over to the current one).
+    pub fn set_sweep_plan(&self, id: i64, plan_json: &str) -> Result<(), ArchiveError> {
+        self.db().execute(
+            "UPDATE sweeps SET plan_json = ?2 WHERE id = ?1",
+            &[id.into(), plan_json.into()],
+        )
+    }
+
     pub fn set_sweep_status(&self, id: i64, status: &str) -> Result<(), ArchiveError> {
         self.db().execute(
             "UPDATE sweeps SET status = ?2 WHERE id = ?1",

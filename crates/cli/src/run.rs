@@ -1,32 +1,17 @@
 //! `landspeed run` and `landspeed demo`: build the options, run the client driver with Ctrl-C wired to a
 //! clean early stop, and hand the result to the chosen output.
 
-use crate::args::{DemoArgs, RunArgs, TestArgs};
+use crate::args::{DemoArgs, RunArgs};
 use crate::output::{Format, Output};
 use crate::UsageError;
 use anyhow::{Context, Result};
 use landspeed_core::config::{EndCondition, TestSpec};
 use landspeed_core::result::RunResult;
+use landspeed_core::sweep::{CellClient, CellSpec};
 use landspeed_net::client::Family;
 use landspeed_net::{run_client, run_iperf3_client, ClientError, ClientOptions, Server, ServerOptions};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
-
-fn options(host: &str, t: &TestArgs, spec: TestSpec) -> ClientOptions {
-    let mut o = ClientOptions::new(host, t.port, spec);
-    o.threads = t.threads;
-    o.cpus = t.cpus.clone().map(|c| c.0);
-    o.bind = t.bind;
-    o.family = if t.ipv4 {
-        Some(Family::V4)
-    } else if t.ipv6 {
-        Some(Family::V6)
-    } else {
-        None
-    };
-    o.connect_timeout = t.connect_timeout;
-    o
-}
 
 pub fn interrupt_flag() -> Result<Arc<AtomicBool>> {
     let flag = Arc::new(AtomicBool::new(false));
@@ -43,7 +28,6 @@ pub fn check(opts: &ClientOptions) -> Result<()> {
             return Err(UsageError(format!("--threads must be 1..=1024, got {t}")).into());
         }
     }
-    opts.spec.validate().map_err(|e| UsageError(e.to_string()))?;
     if let Some(c) = &opts.cpus {
         landspeed_net::pin::check_cpus(c).map_err(|e| UsageError(format!("--cpus: {e}")))?;
     }
@@ -71,7 +55,7 @@ fn execute(
         interval,
         opts.host.clone(),
         opts.port,
-        opts.spec.clone(),
+        opts.spec.spec().clone(),
     );
     let interrupt = interrupt_flag()?;
     let path = if measure_path {
@@ -148,7 +132,7 @@ fn execute_ordered(
         std::time::Duration::ZERO,
         opts.host.clone(),
         opts.port,
-        opts.spec.clone(),
+        opts.spec.spec().clone(),
     );
     out.note(&format!(
         "third-party test: {fhost} port {fport} runs it to {} port {}",
@@ -165,7 +149,7 @@ fn execute_ordered(
     let order = landspeed_core::protocol::ControlOrder {
         host: opts.host.clone(),
         port: opts.port,
-        spec: opts.spec.clone(),
+        spec: opts.spec.spec().clone(),
         start_at_unix_ns: None,
     };
     let wait = landspeed_core::protocol::control::result_wait(&opts.spec);
@@ -184,10 +168,15 @@ fn execute_ordered(
     }
 }
 
-/// The client options `run` would use for these arguments (also each sweep cell's starting point).
-pub fn client_options(a: &RunArgs) -> Result<ClientOptions> {
-    let spec = a.test.spec();
-    let mut opts = options(&a.host, &a.test, spec);
+/// What `run` does for these arguments, as one typed value: the validated test and the client's
+/// settings (also what a sweep stores for its cells).
+pub fn cell_spec(a: &RunArgs) -> Result<CellSpec> {
+    let mut spec = a.test.spec();
+    if a.send_file.is_some() || a.recv_file.is_some() {
+        // Files move over one stream in one direction, with sendfile and splice.
+        spec.verify = false;
+    }
+    let test = spec.validated().map_err(|e| UsageError(e.to_string()))?;
     if a.latency {
         if !(a.latency_rate > 0.0 && a.latency_rate <= 1000.0) {
             return Err(UsageError(format!(
@@ -201,24 +190,61 @@ pub fn client_options(a: &RunArgs) -> Result<ClientOptions> {
                 UsageError("--latency needs a landspeed server's echo service, not --iperf3".into()).into(),
             );
         }
-        opts.latency = Some(landspeed_net::client::LatencyOptions {
-            probes_per_s: a.latency_rate,
+    }
+    let t = &a.test;
+    let client = CellClient {
+        threads: t.threads,
+        cpus: t.cpus.clone().map(|c| c.0),
+        bind: t.bind,
+        family: if t.ipv4 {
+            Some(Family::V4)
+        } else if t.ipv6 {
+            Some(Family::V6)
+        } else {
+            None
+        },
+        connect_timeout_s: t.connect_timeout,
+        latency_probes_per_s: a.latency.then_some(a.latency_rate),
+        auth: a.auth.clone(),
+    };
+    Ok(CellSpec {
+        test,
+        iperf3: a.iperf3,
+        client,
+    })
+}
+
+/// The client options for a test of `cell` against `host`: the one way from a stored or parsed cell
+/// to a run (the authentication key is read from its file here).
+pub fn options_for(host: &str, port: u16, cell: &CellSpec) -> Result<ClientOptions> {
+    let c = &cell.client;
+    let mut opts = ClientOptions::new(host, port, cell.test.clone());
+    opts.threads = c.threads;
+    opts.cpus = c.cpus.clone();
+    opts.bind = c.bind;
+    opts.family = c.family;
+    opts.connect_timeout = c.connect_timeout_s;
+    opts.latency = c
+        .latency_probes_per_s
+        .map(|probes_per_s| landspeed_net::client::LatencyOptions {
+            probes_per_s,
             ..Default::default()
         });
-    }
-    opts.send_file = a.send_file.clone();
-    opts.recv_file = a.recv_file.clone();
-    opts.remote_file = a.remote_file.clone();
-    if opts.send_file.is_some() || opts.recv_file.is_some() {
-        // Files move over one stream in one direction, with sendfile and splice.
-        opts.spec.verify = false;
-    }
-    if let Some((name, file)) = &a.auth {
+    if let Some((name, file)) = &c.auth {
         let text = crate::keyfile::read(file)?;
         let key = landspeed_core::protocol::auth::client_key(name, &text)
             .map_err(|e| UsageError(format!("--auth {name}:{}: {e}", file.display())))?;
         opts.auth = Some(key);
     }
+    Ok(opts)
+}
+
+/// The client options `run` uses for these arguments.
+pub fn client_options(a: &RunArgs) -> Result<ClientOptions> {
+    let mut opts = options_for(&a.host, a.test.port, &cell_spec(a)?)?;
+    opts.send_file = a.send_file.clone();
+    opts.recv_file = a.recv_file.clone();
+    opts.remote_file = a.remote_file.clone();
     Ok(opts)
 }
 
@@ -351,7 +377,8 @@ pub fn demo(a: DemoArgs) -> Result<bool> {
             a.streams, a.time
         );
     }
-    let opts = ClientOptions::new("127.0.0.1", port, spec);
+    let test = spec.validated().map_err(|e| UsageError(e.to_string()))?;
+    let opts = ClientOptions::new("127.0.0.1", port, test);
     let result = execute(
         opts,
         if a.json { Format::Json } else { Format::Text },

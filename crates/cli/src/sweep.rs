@@ -5,7 +5,7 @@
 
 use crate::archive::DbArg;
 use crate::args::RunArgs;
-use crate::run::{check, client_options, interrupt_flag, run_quiet};
+use crate::run::{cell_spec, check, interrupt_flag, options_for, run_quiet};
 use crate::UsageError;
 use anyhow::{Context, Result};
 use clap::{Args, Parser, ValueEnum};
@@ -13,7 +13,7 @@ use landspeed_archive::{Archive, RunMeta};
 use landspeed_core::config::{Direction, EndCondition};
 use landspeed_core::result::RunResult;
 use landspeed_core::sweep::{
-    parse_streams, parse_windows, summarize, CellKey, Order, RunFigures, SweepPlan, SweepReport,
+    parse_streams, parse_windows, summarize, CellKey, Order, RunFigures, SweepPlan, SweepReport, PLAN_VERSION,
 };
 use landspeed_core::units::{BitRate, Bytes};
 use landspeed_net::{ClientError, ClientOptions};
@@ -110,6 +110,10 @@ fn cell_args(host: &str, extra: &[String]) -> Result<RunArgs> {
             a.tag.is_some() || a.db.db.is_some() || a.no_save,
         ),
         ("--path", a.measure_path),
+        (
+            "the generated payload (leave out --send-file, --recv-file and --from)",
+            a.send_file.is_some() || a.recv_file.is_some() || a.from.is_some(),
+        ),
     ];
     if let Some((what, _)) = set_by_sweep.iter().find(|(_, set)| *set) {
         return Err(UsageError(format!("the sweep sets {what}; leave it out of the run options")).into());
@@ -127,6 +131,7 @@ fn new_plan(a: &SweepArgs) -> Result<SweepPlan> {
             .map_or(1, |d| d.as_nanos() as u64)
     });
     let plan = SweepPlan {
+        version: PLAN_VERSION,
         host,
         port: cell.test.port,
         windows_bytes: parse_windows(a.windows.as_deref().unwrap_or_default()).map_err(usage)?,
@@ -143,6 +148,7 @@ fn new_plan(a: &SweepArgs) -> Result<SweepPlan> {
             OrderArg::Sequential => Order::Sequential,
         },
         seed,
+        cell: Some(cell_spec(&cell)?),
         run_args: a.run_args.clone(),
         command_line: std::env::args()
             .map(|s| shell_word(&s))
@@ -167,25 +173,24 @@ fn shell_word(s: &str) -> String {
     }
 }
 
-fn direction(s: &str) -> Direction {
-    match s {
-        "reverse" => Direction::Reverse,
-        "bidir" => Direction::Bidir,
-        _ => Direction::Forward,
-    }
+/// A stored run's direction, as the archive writes it (`forward`, `reverse`, `bidir`).
+fn direction(s: &str) -> Result<Direction> {
+    serde_json::from_value(serde_json::Value::String(s.to_string()))
+        .with_context(|| format!("a stored run has direction '{s}', which this landspeed does not know"))
 }
 
 /// The cells of sweep `id` already in the archive, with their throughput.
 pub fn finished(archive: &Archive, id: i64) -> Result<Vec<(CellKey, RunFigures)>> {
-    Ok(archive
+    archive
         .sweep_runs(id)?
         .into_iter()
         .map(|r| {
-            (
+            Ok((
                 CellKey {
                     window_bytes: r.window_bytes.unwrap_or(0),
                     streams: r.streams,
-                    direction: direction(&r.direction),
+                    direction: direction(&r.direction)
+                        .with_context(|| format!("sweep {id}, run {}", r.run_id))?,
                     repeat: r.repeat,
                 },
                 RunFigures {
@@ -193,9 +198,9 @@ pub fn finished(archive: &Archive, id: i64) -> Result<Vec<(CellKey, RunFigures)>
                     effective_window_bytes: r.effective_window_bytes,
                     rtt_s: r.rtt_s,
                 },
-            )
+            ))
         })
-        .collect())
+        .collect()
 }
 
 /// The report of sweep `id` as stored (plan, status, summary of the finished cells).
@@ -215,13 +220,18 @@ pub fn load_report(archive: &Archive, id: i64) -> Result<SweepReport> {
     })
 }
 
-fn cell_options(base: &ClientOptions, plan: &SweepPlan, c: &CellKey) -> ClientOptions {
+fn cell_options(base: &ClientOptions, plan: &SweepPlan, c: &CellKey) -> Result<ClientOptions> {
     let mut o = base.clone();
-    o.spec.streams = c.streams;
-    o.spec.window_bytes = Some(c.window_bytes);
-    o.spec.end = EndCondition::Time(Duration::from_secs_f64(plan.time_s));
-    o.spec.direction = c.direction;
-    o
+    o.spec = base
+        .spec
+        .changed(|s| {
+            s.streams = c.streams;
+            s.window_bytes = Some(c.window_bytes);
+            s.end = EndCondition::Time(Duration::from_secs_f64(plan.time_s));
+            s.direction = c.direction;
+        })
+        .map_err(|e| UsageError(e.to_string()))?;
+    Ok(o)
 }
 
 fn cell_name(c: &CellKey) -> String {
@@ -255,19 +265,23 @@ const MAX_FAILS_IN_A_ROW: u32 = 3;
 pub fn sweep(a: SweepArgs) -> Result<bool> {
     let archive = a.db.open()?;
     let (id, plan) = open_sweep(&a, &archive)?;
-    let cell = cell_args(&plan.host, &plan.run_args)?;
-    let base = client_options(&cell)?;
-    check(&cell_options(&base, &plan, &plan.cells()[0]))?;
+    let cell = plan.cell.as_ref().context("the plan has no cell specification")?;
+    let base = options_for(&plan.host, plan.port, cell)?;
+    check(&base)?;
     let before = finished(&archive, id)?;
     let done: HashSet<CellKey> = before.iter().map(|c| c.0).collect();
-    let todo = plan.remaining(&done);
+    // Every cell's test is validated before the first runs.
+    let todo = plan
+        .remaining(&done)
+        .into_iter()
+        .map(|c| Ok((c, cell_options(&base, &plan, &c)?)))
+        .collect::<Result<Vec<_>>>()?;
     eprintln!("{}", announce(id, &plan, done.len(), todo.len()));
     archive.set_sweep_status(id, "running")?;
     let run = SweepRun {
         archive: &archive,
         id,
         plan: &plan,
-        base,
         iperf3: cell.iperf3,
         tag: a.tag.clone(),
         done: done.len(),
@@ -295,7 +309,8 @@ pub fn sweep(a: SweepArgs) -> Result<bool> {
 /// The sweep to run: the one `--resume` names, or a new one stored in the archive now.
 fn open_sweep(a: &SweepArgs, archive: &Archive) -> Result<(i64, SweepPlan)> {
     if let Some(id) = a.resume {
-        return Ok((id, load_report(archive, id)?.plan));
+        let plan = load_report(archive, id)?.plan;
+        return Ok((id, current_plan(archive, id, plan)?));
     }
     let plan = new_plan(a)?;
     let now = landspeed_core::result::format_utc(
@@ -305,6 +320,38 @@ fn open_sweep(a: &SweepArgs, archive: &Archive) -> Result<(i64, SweepPlan)> {
     );
     let id = archive.create_sweep(&plan.host, &now, &serde_json::to_string(&plan)?)?;
     Ok((id, plan))
+}
+
+/// A stored plan in this landspeed's format: a format-1 plan (its run options stored as command-line
+/// words) is read once more with today's options and stored again as format 2; one whose words today's
+/// options refuse, or one from a newer landspeed, is refused with what to do.
+fn current_plan(archive: &Archive, id: i64, mut plan: SweepPlan) -> Result<SweepPlan> {
+    if plan.version > PLAN_VERSION {
+        return Err(UsageError(format!(
+            "sweep {id} was stored by a newer landspeed (plan format {}, this one knows {PLAN_VERSION}): resume it with that landspeed",
+            plan.version
+        ))
+        .into());
+    }
+    if plan.version == PLAN_VERSION && plan.cell.is_some() {
+        return Ok(plan);
+    }
+    let cell = cell_args(&plan.host, &plan.run_args)
+        .and_then(|a| cell_spec(&a))
+        .map_err(|e| {
+            UsageError(format!(
+                "sweep {id} was stored by an older landspeed as command-line words ('{}') that this one cannot read: {e:#}; \
+                 start a new sweep with the same grid and today's run options",
+                plan.run_args.join(" ")
+            ))
+        })?;
+    plan.cell = Some(cell);
+    plan.version = PLAN_VERSION;
+    archive.set_sweep_plan(id, &serde_json::to_string(&plan)?)?;
+    eprintln!(
+        "landspeed: sweep {id}'s plan carried over to plan format {PLAN_VERSION} (typed cell specification)"
+    );
+    Ok(plan)
 }
 
 /// What a sweep is about to do, in one line.
@@ -341,7 +388,6 @@ struct SweepRun<'a> {
     archive: &'a Archive,
     id: i64,
     plan: &'a SweepPlan,
-    base: ClientOptions,
     iperf3: bool,
     tag: Option<String>,
     /// Cells finished before this run (for the position shown on each line).
@@ -351,7 +397,11 @@ struct SweepRun<'a> {
 impl SweepRun<'_> {
     /// Runs `todo` in order with a progress bar; returns the failed runs and why the sweep stopped
     /// early, if it did (interrupted, or too many failures in a row).
-    fn cells(&self, todo: &[CellKey], mut so_far: Medians) -> Result<(u32, Option<&'static str>)> {
+    fn cells(
+        &self,
+        todo: &[(CellKey, ClientOptions)],
+        mut so_far: Medians,
+    ) -> Result<(u32, Option<&'static str>)> {
         let interrupt = interrupt_flag()?;
         let bar = indicatif::ProgressBar::new(todo.len() as u64);
         bar.set_style(
@@ -369,7 +419,7 @@ impl SweepRun<'_> {
         let started = Instant::now();
         let (mut failed, mut in_a_row) = (0u32, 0u32);
         let mut stopped = None;
-        for (i, c) in todo.iter().enumerate() {
+        for (i, (c, opts)) in todo.iter().enumerate() {
             let per_cell = if i == 0 {
                 Duration::from_secs_f64(self.plan.time_s + 1.0)
             } else {
@@ -380,7 +430,7 @@ impl SweepRun<'_> {
                 human(per_cell * (todo.len() - i) as u32),
                 cell_name(c)
             ));
-            let outcome = run_quiet(&cell_options(&self.base, self.plan, c), self.iperf3, &interrupt);
+            let outcome = run_quiet(opts, self.iperf3, &interrupt);
             if interrupt.load(Relaxed) {
                 stopped = Some("interrupted");
                 break;

@@ -83,6 +83,10 @@ fn a_loopback_sweep_is_archived_summarised_plotted_and_reported() {
     }
     assert!(r["summary"]["directions"][0]["best"]["best"].is_array());
     assert_eq!(r["plan"]["run_args"], serde_json::json!(["-p", p, "-l", "128K"]));
+    // The plan stores every cell's test as typed JSON (format 2), not only the words.
+    assert_eq!(r["plan"]["version"], 2);
+    assert_eq!(r["plan"]["cell"]["test"]["length_bytes"], 131072);
+    assert_eq!(r["plan"]["cell"]["iperf3"], false);
     // The live table went to stderr, one line per run, and the ETA line did not hide it.
     assert_eq!(saved_lines(&o.stderr), 8, "{}", o.stderr);
     // Every cell is an ordinary archived run, with its cell's settings.
@@ -192,6 +196,63 @@ fn bad_grids_and_options_the_sweep_sets_are_usage_errors() {
     let o = landspeed(&["sweep", "--resume", "77", "--db", &db], Duration::from_secs(10));
     assert_eq!(o.code, 2, "{}", o.stderr);
     assert!(o.stderr.contains("no sweep 77"), "{}", o.stderr);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A plan stored by landspeed before plan format 2 (the run options as command-line words, no typed
+/// cell): resuming carries it over once and runs it; one whose words today's options refuse, and one
+/// from a newer landspeed, are refused with what to do.
+#[test]
+fn an_older_plan_format_is_carried_over_or_refused_with_what_to_do() {
+    let _serial = serial();
+    let s = ServerProc::start("127.0.0.1", &[]);
+    let dir = scratch("format1");
+    let path = dir.join("a.db");
+    let db = path.display().to_string();
+    let archive = landspeed_archive::Archive::open(&path).unwrap();
+    let format1 = |run_args: Value| {
+        serde_json::json!({
+            "host": "127.0.0.1", "port": s.port, "windows_bytes": [131072], "streams": [2],
+            "directions": ["forward"], "repeat": 1, "time_s": 0.2, "order": "sequential", "seed": 1,
+            "run_args": run_args, "command_line": "landspeed sweep ...",
+        })
+    };
+    let ok = format1(serde_json::json!(["-p", s.port.to_string(), "-l", "64K"])).to_string();
+    let old = archive
+        .create_sweep("127.0.0.1", "2026-01-01T00:00:00Z", &ok)
+        .unwrap();
+    let o = landspeed(
+        &["sweep", "--resume", &old.to_string(), "--db", &db, "--json"],
+        Duration::from_secs(60),
+    );
+    assert_eq!(o.code, 0, "{}\n{}", o.stdout, o.stderr);
+    assert!(o.stderr.contains("carried over to plan format 2"), "{}", o.stderr);
+    let plan: Value = serde_json::from_str(&archive.sweep_plan(old).unwrap().unwrap()).unwrap();
+    assert_eq!(plan["version"], 2, "{plan}");
+    assert_eq!(plan["cell"]["test"]["length_bytes"], 65536, "{plan}");
+    assert_eq!(json(&o.stdout)["summary"]["runs_done"], 1);
+    let bad = format1(serde_json::json!(["--flag-of-the-past"])).to_string();
+    let bad = archive
+        .create_sweep("127.0.0.1", "2026-01-01T00:00:00Z", &bad)
+        .unwrap();
+    let o = landspeed(
+        &["sweep", "--resume", &bad.to_string(), "--db", &db],
+        Duration::from_secs(10),
+    );
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(o.stderr.contains("stored by an older landspeed"), "{}", o.stderr);
+    assert!(o.stderr.contains("start a new sweep"), "{}", o.stderr);
+    let mut newer = format1(serde_json::json!([]));
+    newer["version"] = 3.into();
+    let newer = archive
+        .create_sweep("127.0.0.1", "2026-01-01T00:00:00Z", &newer.to_string())
+        .unwrap();
+    let o = landspeed(
+        &["sweep", "--resume", &newer.to_string(), "--db", &db],
+        Duration::from_secs(10),
+    );
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(o.stderr.contains("stored by a newer landspeed"), "{}", o.stderr);
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -25,6 +25,14 @@ pub const MAX_UDP_LENGTH: u64 = 65_507;
 /// UDP rate when none is given (iperf3's default, but over all streams here).
 pub const DEFAULT_UDP_RATE_BPS: f64 = 1e6;
 
+/// The IP version a client keeps to when a name resolves to both (`-4`/`-6`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Family {
+    V4,
+    V6,
+}
+
 /// The transport the data streams use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -426,6 +434,75 @@ impl TestSpec {
     }
 }
 
+/// A test whose every field passed [`TestSpec::validate`], with every default resolved: the only form
+/// drivers, transports, campaigns and the server take. It cannot be changed in place; [`Test::changed`]
+/// makes a new one and validates it again, so no code path holds a test that skipped the checks. It
+/// serializes as its [`TestSpec`], and deserializing validates (an archived or received test that is
+/// out of range is an error, not a test).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Test(TestSpec);
+
+impl Test {
+    /// The checked configuration, read-only.
+    pub fn spec(&self) -> &TestSpec {
+        &self.0
+    }
+
+    /// The configuration, to build a changed one from.
+    pub fn into_spec(self) -> TestSpec {
+        self.0
+    }
+
+    /// A new test from this one with `change` applied, validated again.
+    pub fn changed(&self, change: impl FnOnce(&mut TestSpec)) -> Result<Test, ConfigError> {
+        let mut spec = self.0.clone();
+        change(&mut spec);
+        Test::try_from(spec)
+    }
+
+    /// This test with the run's payload key (every key is valid, so this cannot fail).
+    pub fn with_payload_key(mut self, key: u64) -> Test {
+        self.0.payload_key = key;
+        self
+    }
+}
+
+impl TryFrom<TestSpec> for Test {
+    type Error = ConfigError;
+
+    fn try_from(spec: TestSpec) -> Result<Test, ConfigError> {
+        spec.validate()?;
+        Ok(Test(spec))
+    }
+}
+
+impl std::ops::Deref for Test {
+    type Target = TestSpec;
+
+    fn deref(&self) -> &TestSpec {
+        &self.0
+    }
+}
+
+impl Serialize for Test {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Test {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Test, D::Error> {
+        Test::try_from(TestSpec::deserialize(d)?).map_err(serde::de::Error::custom)
+    }
+}
+
+impl TestSpec {
+    /// This configuration checked and frozen: the one way to a [`Test`].
+    pub fn validated(self) -> Result<Test, ConfigError> {
+        Test::try_from(self)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -468,6 +545,20 @@ mod tests {
             bad(|s| s.interval_s = Duration::ZERO),
             ConfigError::Interval(_)
         ));
+    }
+
+    #[test]
+    fn a_test_is_validated_on_every_way_in() {
+        let t = TestSpec::default().validated().unwrap();
+        assert_eq!(t.changed(|s| s.streams = 0), Err(ConfigError::Streams(0)));
+        assert_eq!(t.changed(|s| s.streams = 8).unwrap().streams, 8);
+        let json = serde_json::to_string(&t).unwrap();
+        assert_eq!(json, serde_json::to_string(t.spec()).unwrap());
+        assert_eq!(serde_json::from_str::<Test>(&json).unwrap(), t);
+        let bad = json.replace("\"streams\":1", "\"streams\":0");
+        assert_ne!(bad, json);
+        let err = serde_json::from_str::<Test>(&bad).unwrap_err().to_string();
+        assert!(err.contains("streams must be 1..=1024, got 0"), "{err}");
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! `TestSpec` landspeed's engine runs. Also the reverse, for `landspeed run --iperf3`.
 
 use crate::wire::errno;
-use landspeed_core::config::{Direction, EndCondition, RxMode, TestSpec};
+use landspeed_core::config::{ConfigError, Direction, EndCondition, RxMode, Test, TestSpec};
 use serde_json::{json, Map, Value};
 use std::time::Duration;
 
@@ -16,6 +16,8 @@ pub const MAX_TCP_LEN: u64 = 1024 * 1024;
 pub const MAX_UDP_LEN: u64 = 65_507;
 pub const MAX_WINDOW: u64 = 512 * 1024 * 1024;
 pub const MAX_MSS: u64 = 9 * 1024;
+/// Smallest MSS taken (Linux's own floor for TCP_MAXSEG is 88).
+pub const MIN_MSS: u32 = 88;
 /// iperf3's default TCP and UDP write sizes.
 pub const DEFAULT_TCP_LEN: u64 = 128 * 1024;
 pub const DEFAULT_UDP_LEN: u64 = 1460;
@@ -137,7 +139,7 @@ impl Params {
             None | Some(0) => default_len,
             Some(l) => l,
         };
-        if udp && len < 16 {
+        if udp && len <= landspeed_core::udp::HEADER as u64 {
             return Err(err(
                 errno::UDP_BLOCK_SIZE,
                 format!("UDP datagrams of {len} bytes are too small"),
@@ -160,7 +162,11 @@ impl Params {
         let mss = int_at_most(m, "MSS", MAX_MSS, errno::MSS)?
             .filter(|x| *x > 0)
             .map(|x| x as u32);
-        let congestion = text(m, "congestion", 16)?;
+        if let Some(x) = mss.filter(|x| *x < MIN_MSS) {
+            return Err(err(errno::MSS, format!("MSS {x} is below {MIN_MSS}")));
+        }
+        // Linux takes congestion control names of at most 15 bytes (TCP_CA_NAME_MAX with its NUL).
+        let congestion = text(m, "congestion", 15)?.filter(|c| !c.is_empty());
         if let Some(c) = &congestion {
             if !c
                 .bytes()
@@ -221,7 +227,8 @@ impl Params {
             } else {
                 MAX_TIME_S
             };
-            EndCondition::Time(Duration::from_secs_f64(t + self.omit_s + 10.0))
+            // At most a day, the longest test landspeed runs.
+            EndCondition::Time(Duration::from_secs_f64((t + self.omit_s + 10.0).min(MAX_TIME_S)))
         };
         // iperf3's -b paces each TCP stream; the kernel's pacing does the same without bursts. For UDP
         // it is each stream's datagram rate (1 Mbit/s when not given).
@@ -264,6 +271,15 @@ impl Params {
             rx: RxMode::Discard,
             ..TestSpec::default()
         }
+    }
+
+    /// [`Params::to_spec`], validated: the test this server runs. Parsing bounds every field already, so
+    /// a failure here is a combination landspeed's engine does not take; it carries iperf3's nearest
+    /// error code for the client.
+    pub fn to_test(&self, payload_key: u64) -> Result<Test, ParamError> {
+        self.to_spec(payload_key)
+            .validated()
+            .map_err(|e| err(code_for(&e), e.to_string()))
     }
 
     /// The parameter message `landspeed run --iperf3` sends for a spec.
@@ -319,3 +335,21 @@ impl Params {
 
 #[cfg(test)]
 mod tests;
+
+/// iperf3's error code nearest to a refused configuration.
+fn code_for(e: &ConfigError) -> i32 {
+    match e {
+        ConfigError::Streams(_) => errno::NUM_STREAMS,
+        ConfigError::Length(_) => errno::BLOCK_SIZE,
+        ConfigError::UdpLength(_) => errno::UDP_BLOCK_SIZE,
+        ConfigError::Time(_) => errno::DURATION,
+        ConfigError::Omit(_) => errno::OMIT,
+        ConfigError::Window(_) => errno::BUF_SIZE,
+        ConfigError::Mss(_) => errno::MSS,
+        ConfigError::Burst(_) => errno::BURST,
+        ConfigError::ByteCount { .. } | ConfigError::BlockCount { .. } => errno::END_CONDITIONS,
+        ConfigError::Congestion(_) => errno::SET_CONGESTION,
+        ConfigError::UdpRate(_) | ConfigError::FqRate(_) => errno::TOTAL_RATE,
+        _ => errno::UNIMPLEMENTED,
+    }
+}

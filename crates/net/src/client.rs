@@ -14,7 +14,7 @@ use crate::supervisor::{self, EngineHook, EngineParams, Flags, Wake, Wiring};
 use crate::transport::tcp::{DataStream, Tcp};
 use crate::transport::udp::{Udp, UdpFormat, UdpParams, UdpStream};
 use landspeed_core::assemble::{assemble, Inputs, RunContext};
-use landspeed_core::config::{Flow, TestSpec, Transport};
+use landspeed_core::config::{Flow, Test, TestSpec, Transport};
 use landspeed_core::endpoint::{EndpointReport, IntervalSample, Role};
 use landspeed_core::protocol::{
     ClientAction, ClientSession, Message, Preamble, ProtocolError, SessionId, Timers, Waiting,
@@ -29,18 +29,14 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant, SystemTime};
 
-/// IP version restriction (`-4`/`-6`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Family {
-    V4,
-    V6,
-}
+pub use landspeed_core::config::Family;
 
 #[derive(Debug, Clone)]
 pub struct ClientOptions {
     pub host: String,
     pub port: u16,
-    pub spec: TestSpec,
+    /// The validated test (`TestSpec::validated`).
+    pub spec: Test,
     pub threads: Option<usize>,
     pub cpus: Option<Vec<usize>>,
     pub bind: Option<IpAddr>,
@@ -64,7 +60,7 @@ pub struct ClientOptions {
 }
 
 impl ClientOptions {
-    pub fn new(host: impl Into<String>, port: u16, spec: TestSpec) -> Self {
+    pub fn new(host: impl Into<String>, port: u16, spec: Test) -> Self {
         ClientOptions {
             host: host.into(),
             port,
@@ -483,17 +479,16 @@ impl Drop for QuitGuard<'_> {
     }
 }
 
-/// The test as this client asks for it: a fresh payload key, the file to send or receive prepared,
-/// validated.
-fn test_spec(opts: &ClientOptions) -> Result<(TestSpec, Option<LocalFile>), ClientError> {
-    let mut spec = opts.spec.clone();
-    if spec.payload_key == 0 {
+/// The test as this client asks for it: a fresh payload key, the file to send or receive prepared
+/// (each change validated again).
+fn test_spec(opts: &ClientOptions) -> Result<(Test, Option<LocalFile>), ClientError> {
+    let mut test = opts.spec.clone();
+    if test.payload_key == 0 {
         // The run's payload key; any value works, a random one makes every run's payload different.
-        spec.payload_key = getrandom::u64().unwrap_or(0x5eed) | 1;
+        test = test.with_payload_key(getrandom::u64().unwrap_or(0x5eed) | 1);
     }
-    let local_file = prepare_file(opts, &mut spec)?;
-    spec.validate()?;
-    Ok((spec, local_file))
+    let local_file = prepare_file(opts, &mut test)?;
+    Ok((test, local_file))
 }
 
 /// The control conversation once the server has accepted the test.
@@ -515,7 +510,7 @@ fn wait_error(addr: SocketAddr) -> impl Fn(WaitError) -> ClientError {
 /// Greets the server, sends the test request and waits for the acceptance.
 fn request(
     opts: &ClientOptions,
-    spec: &TestSpec,
+    spec: &Test,
     ctl: &TcpStream,
     addr: SocketAddr,
 ) -> Result<Accepted, ClientError> {
@@ -714,7 +709,7 @@ fn exchange_results(
 /// peer that is not landspeed apart.
 fn greet(
     opts: &ClientOptions,
-    spec: &TestSpec,
+    spec: &Test,
     ctl: &TcpStream,
     addr: SocketAddr,
 ) -> Result<(ClientSession, control::ControlReader, ControlWriter, Message), ClientError> {
@@ -837,7 +832,7 @@ struct LocalFile {
 
 /// Upload: reads and hashes the file, and puts its name and size in the spec. Download: creates the
 /// local file and asks for the remote one.
-fn prepare_file(opts: &ClientOptions, spec: &mut TestSpec) -> Result<Option<LocalFile>, ClientError> {
+fn prepare_file(opts: &ClientOptions, spec: &mut Test) -> Result<Option<LocalFile>, ClientError> {
     use landspeed_core::config::{Direction, EndCondition};
     use landspeed_core::files::FileSpec;
     let ferr = |path: &std::path::Path, err| ClientError::File {
@@ -858,11 +853,13 @@ fn prepare_file(opts: &ClientOptions, spec: &mut TestSpec) -> Result<Option<Loca
             .clone()
             .or_else(|| base(path))
             .unwrap_or_default();
-        spec.file = Some(FileSpec {
-            name,
-            size_bytes: Some(report.size_bytes),
-        });
-        spec.end = EndCondition::Bytes(report.size_bytes);
+        *spec = spec.changed(|s| {
+            s.file = Some(FileSpec {
+                name,
+                size_bytes: Some(report.size_bytes),
+            });
+            s.end = EndCondition::Bytes(report.size_bytes);
+        })?;
         let handle = std::fs::File::open(path).map_err(|e| ferr(path, e))?;
         return Ok(Some(LocalFile {
             handle: Arc::new(handle),
@@ -884,13 +881,14 @@ fn prepare_file(opts: &ClientOptions, spec: &mut TestSpec) -> Result<Option<Loca
         } else {
             dest.clone()
         };
-        spec.file = Some(FileSpec {
-            name,
-            size_bytes: None,
-        });
-        // The server sends the whole file; its size is known there.
-        spec.end = EndCondition::Bytes(1);
-        spec.validate()?;
+        *spec = spec.changed(|s| {
+            s.file = Some(FileSpec {
+                name,
+                size_bytes: None,
+            });
+            // The server sends the whole file; its size is known there.
+            s.end = EndCondition::Bytes(1);
+        })?;
         let incoming = crate::files::Incoming::create(&path).map_err(|e| ferr(&path, e))?;
         return Ok(Some(LocalFile {
             handle: incoming.handle.clone(),

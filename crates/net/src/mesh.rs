@@ -85,7 +85,7 @@ fn order_one(
     let order = ControlOrder {
         host: th,
         port: tp,
-        spec: t.spec.clone(),
+        spec: t.spec.spec().clone(),
         start_at_unix_ns: start_at_ns,
     };
     conn.order(order, o.start_delay + result_wait(&t.spec))

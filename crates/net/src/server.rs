@@ -19,7 +19,7 @@ use crate::control::{self, ControlError, ControlWriter, WaitError};
 use crate::sockopt;
 use crate::supervisor::{self, EngineHook, EngineParams, Flags, Wake, Wiring};
 use crate::transport::tcp::{DataStream, Tcp};
-use landspeed_core::config::{Flow, TestSpec, Transport};
+use landspeed_core::config::{Flow, Test, TestSpec, Transport};
 use landspeed_core::endpoint::{EndpointReport, IntervalSample, Role};
 use landspeed_core::protocol::{
     Message, ProtocolError, Refusal, ServerAction, ServerSession, SessionId, Timers, Waiting,
@@ -542,7 +542,7 @@ fn handshake(
     sm: &mut ServerSession,
     shared: &Shared,
     log: &mut TestLog,
-) -> Result<Option<TestSpec>, End> {
+) -> Result<Option<Test>, End> {
     loop {
         let msg = match reader.read_for(sm) {
             Ok(m) => m,
@@ -558,9 +558,9 @@ fn handshake(
                 client_ns,
                 server_ns: unix_ns(),
             })?,
-            Ok(ServerAction::RunOrder(order)) => {
+            Ok(ServerAction::RunOrder { order, test }) => {
                 log.auth = sm.authenticated().map(str::to_string);
-                let out = order::run_order(*order, writer, shared, log);
+                let out = order::run_order(&order, test, writer, shared, log);
                 sm.on_order_done();
                 return out.map(|()| None).map_err(End::Failed);
             }

@@ -21,6 +21,8 @@ fn plan(host: &str) -> SweepPlan {
         time_s: 2.0,
         order: Order::Scrambled,
         seed: 3,
+        version: 2,
+        cell: None,
         run_args: vec!["-C".into(), "cubic".into()],
         command_line: "landspeed sweep h --windows 32K..1M --streams 1,2,4".into(),
     }

@@ -4,7 +4,7 @@
 //! many senders and one receiver, or a full mesh (every ordered pair of the hosts listed). Errors name
 //! the entry and the value that is wrong, before anything is sent.
 
-use crate::config::{EndCondition, TestSpec, Transport};
+use crate::config::{EndCondition, Test, TestSpec, Transport};
 use crate::units::{parse_duration, BitRate, Bytes};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -64,7 +64,7 @@ impl TestOptions {
         }
     }
 
-    fn spec(&self) -> Result<TestSpec, String> {
+    fn spec(&self) -> Result<Test, String> {
         let dur = |what: &str, v: &Option<String>| -> Result<Option<Duration>, String> {
             v.as_deref()
                 .map(|s| parse_duration(s).map_err(|e| format!("{what} = {s:?}: {e}")))
@@ -114,8 +114,7 @@ impl TestOptions {
                 spec.fq_rate_bps = Some(bps / spec.streams.max(1) as f64);
             }
         }
-        spec.validate().map_err(|e| e.to_string())?;
-        Ok(spec)
+        spec.validated().map_err(|e| e.to_string())
     }
 }
 
@@ -186,7 +185,8 @@ pub struct PlannedTest {
     pub index: usize,
     pub from: String,
     pub to: String,
-    pub spec: TestSpec,
+    /// The validated test (serialized as its `TestSpec`; reading one validates it).
+    pub spec: Test,
 }
 
 /// Largest number of tests one plan may expand to.

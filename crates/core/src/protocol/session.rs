@@ -11,7 +11,7 @@ use super::auth::{self, Key, KeyRing, NONCE_LEN};
 use super::messages::{Message, Refusal, SessionId};
 use super::preamble::PROTOCOL_VERSION;
 use super::timer::{Timer, Timers, Waiting};
-use crate::config::{ConfigError, TestSpec};
+use crate::config::{ConfigError, Test, TestSpec};
 use crate::endpoint::{EndpointReport, IntervalSample};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -113,7 +113,7 @@ pub enum ServerAction {
     /// Send this message.
     Reply(Message),
     /// The request is valid: allocate a session, send `Accepted`, wait for streams.
-    Accept(TestSpec),
+    Accept(Test),
     /// The request is invalid: send this `Rejected` and close.
     Reject(Message),
     /// The client did not authenticate: send `reply` and close; `detail` is for the server's log only.
@@ -128,15 +128,19 @@ pub enum ServerAction {
     PeerFailed(String),
     /// A controller asked for this server's clock: send `Clock` with this `client_ns` and the time now.
     ClockReading { client_ns: u64 },
-    /// An authorised controller ordered a test from this server: run it, then send `ControlResult`.
-    RunOrder(Box<super::control::ControlOrder>),
+    /// An authorised controller ordered a test from this server: run `test` (the order's, validated)
+    /// to the order's host, then send `ControlResult`.
+    RunOrder {
+        order: Box<super::control::ControlOrder>,
+        test: Test,
+    },
 }
 
 /// The server's side of one test.
 #[derive(Debug)]
 pub struct ServerSession {
     phase: ServerPhase,
-    spec: Option<TestSpec>,
+    spec: Option<Test>,
     connected: Vec<bool>,
     remaining: u32,
     limits: super::Limits,
@@ -249,7 +253,7 @@ impl ServerSession {
         self.phase
     }
 
-    pub fn spec(&self) -> Option<&TestSpec> {
+    pub fn spec(&self) -> Option<&Test> {
         self.spec.as_ref()
     }
 
@@ -330,11 +334,11 @@ impl ServerSession {
         if let Some(refusal) = self.check_auth(proof, now) {
             return Ok(refusal);
         }
-        match self.admissible(&order.spec) {
-            Ok(()) => {
-                self.spec = Some(order.spec.clone());
+        match self.admissible(order.spec.clone()) {
+            Ok(test) => {
+                self.spec = Some(test.clone());
                 self.enter(ServerPhase::Controlling, now);
-                Ok(ServerAction::RunOrder(order))
+                Ok(ServerAction::RunOrder { order, test })
             }
             Err((code, reason)) => {
                 self.enter(ServerPhase::Failed, now);
@@ -344,11 +348,11 @@ impl ServerSession {
     }
 
     /// A request this server takes: valid, and within its limits.
-    fn admissible(&self, spec: &TestSpec) -> Result<(), (Refusal, String)> {
-        spec.validate().map_err(|e| (Refusal::Invalid, e.to_string()))?;
-        match self.limits.check(spec) {
+    fn admissible(&self, spec: TestSpec) -> Result<Test, (Refusal, String)> {
+        let test = spec.validated().map_err(|e| (Refusal::Invalid, e.to_string()))?;
+        match self.limits.check(&test) {
             Some(why) => Err((Refusal::OverLimit, why.to_string())),
-            None => Ok(()),
+            None => Ok(test),
         }
     }
 
@@ -360,13 +364,13 @@ impl ServerSession {
     }
 
     fn accept(&mut self, spec: TestSpec, now: Instant) -> Result<ServerAction, ProtocolError> {
-        match self.admissible(&spec) {
-            Ok(()) => {
-                self.remaining = spec.total_streams();
+        match self.admissible(spec) {
+            Ok(test) => {
+                self.remaining = test.total_streams();
                 self.connected = vec![false; self.remaining as usize];
-                self.spec = Some(spec.clone());
+                self.spec = Some(test.clone());
                 self.enter(ServerPhase::AwaitStreams, now);
-                Ok(ServerAction::Accept(spec))
+                Ok(ServerAction::Accept(test))
             }
             Err((code, reason)) => {
                 self.enter(ServerPhase::Failed, now);
@@ -466,7 +470,7 @@ pub enum ClientAction {
 #[derive(Debug)]
 pub struct ClientSession {
     phase: ClientPhase,
-    spec: TestSpec,
+    spec: Test,
     local_done: bool,
     remote_done: bool,
     auth: Option<(Key, [u8; NONCE_LEN])>,
@@ -476,7 +480,7 @@ pub struct ClientSession {
 }
 
 impl ClientSession {
-    pub fn new(spec: TestSpec) -> Self {
+    pub fn new(spec: Test) -> Self {
         ClientSession {
             phase: ClientPhase::New,
             spec,
@@ -572,7 +576,7 @@ impl ClientSession {
                 };
                 self.enter(ClientPhase::AwaitAccepted, now);
                 Ok(ClientAction::Send(Message::TestRequest {
-                    spec: self.spec.clone(),
+                    spec: self.spec.spec().clone(),
                     auth: proof,
                 }))
             }
@@ -663,7 +667,9 @@ mod tests {
         let spec = TestSpec {
             streams: 2,
             ..TestSpec::default()
-        };
+        }
+        .validated()
+        .unwrap();
         let mut c = ClientSession::new(spec.clone());
         let mut s = ServerSession::new();
         let hello = c.hello(now());
@@ -799,7 +805,7 @@ mod tests {
 
     #[test]
     fn client_reports_rejection_and_remote_errors() {
-        let mut c = ClientSession::new(TestSpec::default());
+        let mut c = ClientSession::new(TestSpec::default().validated().unwrap());
         c.hello(now());
         c.on_message(
             Message::Welcome {
@@ -825,7 +831,7 @@ mod tests {
                 reason: "busy".into()
             })
         );
-        let mut c = ClientSession::new(TestSpec::default());
+        let mut c = ClientSession::new(TestSpec::default().validated().unwrap());
         c.hello(now());
         assert_eq!(
             c.on_message(
@@ -836,7 +842,7 @@ mod tests {
             ),
             Err(ProtocolError::Remote("boom".into()))
         );
-        let mut c = ClientSession::new(TestSpec::default());
+        let mut c = ClientSession::new(TestSpec::default().validated().unwrap());
         c.hello(now());
         assert!(matches!(
             c.on_message(Message::Done, now()),
@@ -848,7 +854,7 @@ mod tests {
     fn authenticate(server_nonce: u8, client: Option<Key>) -> (ServerSession, Result<ServerAction, String>) {
         let keys = Arc::new(KeyRing::parse("alice 0123456789abcdef0123").unwrap());
         let mut s = ServerSession::new().with_auth(keys, [server_nonce; NONCE_LEN]);
-        let mut c = ClientSession::new(TestSpec::default());
+        let mut c = ClientSession::new(TestSpec::default().validated().unwrap());
         if let Some(k) = client {
             c = c.with_auth(k, [3; NONCE_LEN]);
         }
@@ -886,7 +892,8 @@ mod tests {
         assert!(out.unwrap_err().contains("--auth"));
 
         // Replay: a request recorded on a connection whose nonce was 1, sent to one whose nonce is 2.
-        let mut c = ClientSession::new(TestSpec::default()).with_auth(alice, [3; NONCE_LEN]);
+        let mut c =
+            ClientSession::new(TestSpec::default().validated().unwrap()).with_auth(alice, [3; NONCE_LEN]);
         c.hello(now());
         let ClientAction::Send(recorded) = c
             .on_message(
@@ -921,7 +928,7 @@ mod tests {
 
     #[test]
     fn done_twice_is_a_violation() {
-        let mut c = ClientSession::new(TestSpec::default());
+        let mut c = ClientSession::new(TestSpec::default().validated().unwrap());
         c.hello(now());
         c.on_message(
             Message::Welcome {
@@ -982,7 +989,7 @@ mod tests {
             .with_control(true);
         let (advertised, out) = order_through(&mut s, Some(ops.clone()));
         assert!(advertised);
-        assert!(matches!(out, Ok(ServerAction::RunOrder(_))), "{out:?}");
+        assert!(matches!(out, Ok(ServerAction::RunOrder { .. })), "{out:?}");
         assert_eq!(s.phase(), ServerPhase::Controlling);
         s.on_order_done();
         assert_eq!(s.phase(), ServerPhase::Finished);

@@ -9,6 +9,8 @@ pub mod stats;
 pub mod summary;
 
 pub use fit::{best_cells, window_fit, BestCells, WindowFit};
-pub use plan::{parse_streams, parse_windows, CellKey, Order, PlanError, SweepPlan};
+pub use plan::{
+    parse_streams, parse_windows, CellClient, CellKey, CellSpec, Order, PlanError, SweepPlan, PLAN_VERSION,
+};
 pub use stats::CellStats;
 pub use summary::{summarize, CellSummary, DirectionSummary, RunFigures, SweepReport, SweepSummary};

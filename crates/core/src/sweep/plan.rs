@@ -4,10 +4,13 @@
 //! the same, one shuffled round of every cell per repetition, from a seed stored with the plan so that
 //! a resumed sweep sees the same order and knows exactly which cells are left.
 
-use crate::config::Direction;
-use crate::units::Bytes;
+use crate::config::{Direction, Family, Test};
+use crate::units::{secs, Bytes};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::time::Duration;
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum PlanError {
@@ -51,9 +54,77 @@ pub struct CellKey {
     pub repeat: u32,
 }
 
+/// The plan format this landspeed writes. 2: every cell's test stored as typed JSON ([`CellSpec`]).
+/// 1 (landspeed before it): the `run` options stored as command-line words only, read again with
+/// the command line's parser on `--resume`; such a plan is carried over once, when it is resumed.
+pub const PLAN_VERSION: u32 = 2;
+
+fn version_1() -> u32 {
+    1
+}
+
+/// What every cell of a sweep runs, before the sweep sets the cell's window, stream count, direction
+/// and time: the validated test and how the client runs it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CellSpec {
+    /// The test (serialized as its `TestSpec`; reading it validates it).
+    pub test: Test,
+    /// Run with iperf3's protocol against an iperf3 server.
+    #[serde(default)]
+    pub iperf3: bool,
+    #[serde(default)]
+    pub client: CellClient,
+}
+
+/// The client's own settings for every cell (those that are not part of the test both ends agree on).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CellClient {
+    /// Client worker threads (None: one per stream up to the core count).
+    #[serde(default)]
+    pub threads: Option<usize>,
+    /// CPUs the client pins its workers to, round-robin.
+    #[serde(default)]
+    pub cpus: Option<Vec<usize>>,
+    /// Local address to bind to.
+    #[serde(default)]
+    pub bind: Option<IpAddr>,
+    #[serde(default)]
+    pub family: Option<Family>,
+    #[serde(with = "secs", default = "default_connect_timeout")]
+    pub connect_timeout_s: Duration,
+    /// Echo probes during every cell, per second (None: no latency probes).
+    #[serde(default)]
+    pub latency_probes_per_s: Option<f64>,
+    /// The name and key file to authenticate with; the key is read from the file when the sweep runs
+    /// and never stored.
+    #[serde(default)]
+    pub auth: Option<(String, PathBuf)>,
+}
+
+fn default_connect_timeout() -> Duration {
+    Duration::from_secs(5)
+}
+
+impl Default for CellClient {
+    fn default() -> Self {
+        CellClient {
+            threads: None,
+            cpus: None,
+            bind: None,
+            family: None,
+            connect_timeout_s: default_connect_timeout(),
+            latency_probes_per_s: None,
+            auth: None,
+        }
+    }
+}
+
 /// Everything needed to run (or resume) a sweep; stored as JSON with the sweep in the archive.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SweepPlan {
+    /// The plan format ([`PLAN_VERSION`]; a plan without one is format 1).
+    #[serde(default = "version_1")]
+    pub version: u32,
     pub host: String,
     pub port: u16,
     pub windows_bytes: Vec<u64>,
@@ -63,7 +134,13 @@ pub struct SweepPlan {
     pub time_s: f64,
     pub order: Order,
     pub seed: u64,
-    /// The `run` options applied to every cell, as given after `--`.
+    /// Every cell's test and client settings (format 2; None in a format-1 plan until it is carried
+    /// over).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cell: Option<CellSpec>,
+    /// The `run` options as given after `--`: shown in reports; read again only to carry a format-1
+    /// plan over.
+    #[serde(default)]
     pub run_args: Vec<String>,
     /// The command line that started the sweep, for the report.
     pub command_line: String,
@@ -226,6 +303,8 @@ mod tests {
             time_s: 1.0,
             order,
             seed: 42,
+            version: 2,
+            cell: None,
             run_args: vec![],
             command_line: String::new(),
         }

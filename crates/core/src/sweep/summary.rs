@@ -180,6 +180,8 @@ mod tests {
             time_s: 1.0,
             order: Order::Scrambled,
             seed: 7,
+            version: 2,
+            cell: None,
             run_args: vec![],
             command_line: String::new(),
         };
@@ -227,6 +229,8 @@ mod tests {
             time_s: 1.0,
             order: Order::Sequential,
             seed: 0,
+            version: 2,
+            cell: None,
             run_args: vec![],
             command_line: String::new(),
         };
@@ -255,6 +259,8 @@ mod tests {
             time_s: 1.0,
             order: Order::Sequential,
             seed: 0,
+            version: 2,
+            cell: None,
             run_args: vec![],
             command_line: String::new(),
         };

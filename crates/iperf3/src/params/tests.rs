@@ -119,3 +119,29 @@ proptest::proptest! {
         let _ = Params::parse(&b);
     }
 }
+
+/// Every request at the edges of what parses becomes a valid test, and the one combination parsing
+/// cannot see (fewer bytes than streams) is refused with iperf3's code for end conditions.
+#[test]
+fn parsed_requests_are_valid_tests() {
+    for body in [
+        r#"{"time":86400,"omit":600}"#,
+        r#"{"time":0}"#,
+        r#"{"udp":true,"len":17,"bandwidth":1}"#,
+        r#"{"MSS":88,"congestion":"abcdefghijklmno","window":536870912,"len":1048576}"#,
+        r#"{"parallel":128,"blockcount":128,"burst":1000,"udp":true}"#,
+        r#"{"congestion":""}"#,
+    ] {
+        let p = Params::parse(body.as_bytes()).unwrap();
+        assert_eq!(p.to_test(1).unwrap().into_spec(), p.to_spec(1), "{body}");
+    }
+    for (body, code) in [
+        (r#"{"udp":true,"len":16}"#, errno::UDP_BLOCK_SIZE),
+        (r#"{"MSS":87}"#, errno::MSS),
+        (r#"{"congestion":"abcdefghijklmnop"}"#, errno::RECV_PARAMS),
+    ] {
+        assert_eq!(Params::parse(body.as_bytes()).unwrap_err().code, code, "{body}");
+    }
+    let few = Params::parse(br#"{"parallel":4,"num":3}"#).unwrap();
+    assert_eq!(few.to_test(1).unwrap_err().code, errno::END_CONDITIONS);
+}

@@ -12,7 +12,7 @@ use crate::supervisor::{EngineHook, Flags, Progress, Wake};
 use crate::transport::tcp::DataStream;
 use crate::transport::udp::UdpFormat;
 use landspeed_core::assemble::{assemble, Inputs};
-use landspeed_core::config::{EndCondition, Flow, RxMode, TestSpec, Transport};
+use landspeed_core::config::{EndCondition, Flow, RxMode, Test, TestSpec, Transport};
 use landspeed_core::endpoint::{
     CpuTimes, EndpointReport, HostInfo, IntervalSample, Role, StreamReport, TcpStats,
 };
@@ -240,14 +240,13 @@ pub fn run_iperf3_client(
 
 /// The test as an iperf3 server runs it: its payload is not ours, so nothing is verified, and TCP
 /// receivers drop what arrives without copying it.
-fn iperf3_spec(opts: &ClientOptions) -> Result<TestSpec, ClientError> {
-    let mut spec = opts.spec.clone();
-    spec.verify = false;
-    if spec.transport == Transport::Tcp {
-        spec.rx = RxMode::Discard;
-    }
-    spec.validate()?;
-    Ok(spec)
+fn iperf3_spec(opts: &ClientOptions) -> Result<Test, ClientError> {
+    Ok(opts.spec.changed(|s| {
+        s.verify = false;
+        if s.transport == Transport::Tcp {
+            s.rx = RxMode::Discard;
+        }
+    })?)
 }
 
 /// Connects and sends the cookie, until the server answers PARAM_EXCHANGE. An iperf3 server that has

@@ -3,7 +3,7 @@
 //! byte count becomes the file's size on this end. After the transfer the receiving server fsyncs and
 //! reads its copy back; the report goes to the client with the results.
 
-use landspeed_core::config::{Direction, EndCondition, TestSpec};
+use landspeed_core::config::{Direction, EndCondition, Test};
 use landspeed_core::files::{check_name, FileReport, FileSpec};
 use std::sync::Arc;
 
@@ -34,11 +34,7 @@ impl ServerFile {
 }
 
 /// Opens the test's file, or says why not (sent to the client as the refusal).
-pub(crate) fn open(
-    f: &FileSpec,
-    spec: &mut TestSpec,
-    o: &super::ServerOptions,
-) -> Result<ServerFile, String> {
+pub(crate) fn open(f: &FileSpec, spec: &mut Test, o: &super::ServerOptions) -> Result<ServerFile, String> {
     let dir = o
         .files_dir
         .as_ref()
@@ -59,7 +55,9 @@ pub(crate) fn open(
             }
         }
         let handle = std::fs::File::open(&path).map_err(|e| format!("file {}: {e}", f.name))?;
-        spec.end = EndCondition::Bytes(sent.size_bytes);
+        *spec = spec
+            .changed(|s| s.end = EndCondition::Bytes(sent.size_bytes))
+            .map_err(|e| format!("file {}: {e}", f.name))?;
         return Ok(ServerFile {
             handle: Arc::new(handle),
             sent: Some(sent),

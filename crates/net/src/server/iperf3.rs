@@ -10,7 +10,7 @@ use crate::sockopt;
 use crate::supervisor::{self, EngineHook, EngineParams, Flags, Wake, Wiring};
 use crate::transport::tcp::{DataStream, Tcp};
 use crate::transport::udp::Udp;
-use landspeed_core::config::{Direction, EndCondition, Flow, TestSpec};
+use landspeed_core::config::{Direction, EndCondition, Flow, Test, TestSpec};
 use landspeed_core::endpoint::{IntervalSample, Role};
 use landspeed_core::protocol::OverLimit;
 use landspeed_iperf3::wire::{errno, frame_json, json_len, server_error, MAX_RESULTS_JSON};
@@ -194,11 +194,7 @@ fn collect_tcp(
 
 /// PARAM_EXCHANGE: reads and checks the client's parameters and this server's limits, answering
 /// SERVER_ERROR with iperf3's code when they fail; returns them with the spec this server runs.
-fn parameters(
-    ctl: &mut TcpStream,
-    shared: &Shared,
-    log: &mut TestLog,
-) -> Result<(Params, TestSpec), TestError> {
+fn parameters(ctl: &mut TcpStream, shared: &Shared, log: &mut TestLog) -> Result<(Params, Test), TestError> {
     let o = &shared.opts;
     send(ctl, State::ParamExchange)?;
     let body = read_json(ctl, MAX_JSON).inspect_err(|_| {
@@ -210,9 +206,11 @@ fn parameters(
     log.protocol = format!("iperf3 {}", params.client_version.as_deref().unwrap_or("client"));
     let mut key = [0u8; 8];
     let _ = getrandom::fill(&mut key);
-    let spec = params.to_spec(u64::from_le_bytes(key));
+    let spec = params.to_test(u64::from_le_bytes(key)).inspect_err(|e| {
+        let _ = ctl.write_all(&server_error(e.code, 0));
+    })?;
     // The spec's own deadline carries a safety margin; the limit is checked against what was asked.
-    let mut asked = spec.clone();
+    let mut asked = spec.spec().clone();
     if let EndCondition::Time(_) = asked.end {
         let t = if params.time_s > 0.0 {
             params.time_s

@@ -7,21 +7,23 @@
 use super::{Shared, TestError, TestLog};
 use crate::client::{run_client, ClientOptions};
 use crate::control::ControlWriter;
+use landspeed_core::config::Test;
 use landspeed_core::protocol::{ControlOrder, Message};
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, SystemTime};
 
 /// Runs `order` and answers the controller with its result (or why it failed).
 pub(super) fn run_order(
-    order: ControlOrder,
+    order: &ControlOrder,
+    test: Test,
     writer: &mut ControlWriter,
     shared: &Shared,
     log: &mut TestLog,
 ) -> Result<(), TestError> {
     log.protocol = format!("landspeed order to {}:{}", order.host, order.port);
-    log.streams = order.spec.streams;
-    log.direction = Some(order.spec.direction);
-    let mut opts = ClientOptions::new(order.host.clone(), order.port, order.spec.clone());
+    log.streams = test.streams;
+    log.direction = Some(test.direction);
+    let mut opts = ClientOptions::new(order.host.clone(), order.port, test);
     opts.auth = shared.opts.control_key.clone();
     opts.start_at = order
         .start_at_unix_ns

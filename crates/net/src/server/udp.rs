@@ -6,7 +6,7 @@
 
 use super::{Shared, TestError, UdpRegistry};
 use crate::transport::udp::UdpStream;
-use landspeed_core::config::{Flow, TestSpec};
+use landspeed_core::config::{Flow, Test, TestSpec};
 use landspeed_core::endpoint::Role;
 use landspeed_core::protocol::{Preamble, ServerSession, SessionId, Waiting, PROTOCOL_VERSION};
 use socket2::{Domain, Socket, Type};
@@ -158,7 +158,7 @@ pub(super) fn run_test(
     mut reader: crate::control::ControlReader,
     mut writer: crate::control::ControlWriter,
     mut sm: ServerSession,
-    spec: TestSpec,
+    spec: Test,
     sid: SessionId,
     shared: &Shared,
     log: &mut super::TestLog,

@@ -43,7 +43,7 @@ fn planned(index: usize, from: &str, to: &str) -> PlannedTest {
         index,
         from: from.into(),
         to: to.into(),
-        spec: TestSpec::default(),
+        spec: TestSpec::default().validated().unwrap(),
     }
 }
 
