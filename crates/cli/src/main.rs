@@ -40,7 +40,7 @@ pub struct Failed;
 
 fn main() -> ExitCode {
     let cli = args::Cli::parse();
-    landspeed_net::rlimit::raise_fd_limit();
+    landspeed_engine::rlimit::raise_fd_limit();
     let outcome = match cli.command {
         args::Command::Serve(a) => serve::serve(a),
         args::Command::Run(a) => run::run(a),

@@ -6,8 +6,8 @@
 use crate::UsageError;
 use anyhow::{Context, Result};
 use clap::Args;
+use landspeed_campaign::mesh::{run_plan, MeshObserver, MeshOptions};
 use landspeed_core::mesh::{combine, HostInfo, Plan, TestOutcome};
-use landspeed_net::mesh::{run_plan, MeshObserver, MeshOptions};
 use std::path::PathBuf;
 use std::time::Duration;
 

@@ -179,7 +179,7 @@ pub fn tune(a: TuneArgs) -> Result<bool> {
         (Some(_), Some(_)) => return Err(UsageError("--rate and --rtt must be positive".into()).into()),
         _ => None,
     };
-    let host = landspeed_net::tune::read_host(&a.root);
+    let host = landspeed_engine::tune::read_host(&a.root);
     let advice = advise(&host, target.as_ref());
     if a.json {
         println!(
@@ -205,8 +205,8 @@ pub fn tune(a: TuneArgs) -> Result<bool> {
             )
             .into());
         }
-        landspeed_net::tune::apply(&a.root, &advice.sysctl_lines)?;
-        let after = advise(&landspeed_net::tune::read_host(&a.root), target.as_ref());
+        landspeed_engine::tune::apply(&a.root, &advice.sysctl_lines)?;
+        let after = advise(&landspeed_engine::tune::read_host(&a.root), target.as_ref());
         let left = after
             .findings
             .iter()

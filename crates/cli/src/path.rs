@@ -5,7 +5,7 @@ use crate::UsageError;
 use anyhow::{Context, Result};
 use clap::Args;
 use landspeed_core::path::{PathEvent, PathPlan, PathReport, RttRun};
-use landspeed_net::path::campaign::{self, PathError};
+use landspeed_path::campaign::{self, PathError};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;

@@ -5,6 +5,7 @@ use crate::args::{DemoArgs, RunArgs};
 use crate::output::{Format, Output};
 use crate::UsageError;
 use anyhow::{Context, Result};
+use landspeed_campaign::directory;
 use landspeed_core::config::{EndCondition, TestSpec};
 use landspeed_core::result::RunResult;
 use landspeed_core::sweep::{CellClient, CellSpec};
@@ -29,7 +30,7 @@ pub fn check(opts: &ClientOptions) -> Result<()> {
         }
     }
     if let Some(c) = &opts.cpus {
-        landspeed_net::pin::check_cpus(c).map_err(|e| UsageError(format!("--cpus: {e}")))?;
+        landspeed_engine::pin::check_cpus(c).map_err(|e| UsageError(format!("--cpus: {e}")))?;
     }
     Ok(())
 }
@@ -309,20 +310,11 @@ fn send_directory(a: &RunArgs, dir: &std::path::Path, format: Format) -> Result<
     if a.remote_file.is_some() {
         return Err(UsageError("--remote-file names one file; it cannot go with a directory".into()).into());
     }
-    let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(dir)
-        .map_err(|e| UsageError(format!("--send-file {}: {e}", dir.display())))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.is_file())
-        .collect();
-    files.sort();
-    if files.is_empty() {
-        return Err(UsageError(format!("--send-file {}: no regular files in it", dir.display())).into());
-    }
-    let mut verdicts = vec![];
-    for f in &files {
-        let mut opts = client_options(a)?;
-        opts.send_file = Some(f.clone());
-        let ok = match execute(
+    let files = directory::files(dir).map_err(|e| UsageError(format!("--send-file {e}")))?;
+    let mut send = |f: &std::path::Path| -> Result<bool, String> {
+        let mut opts = client_options(a).map_err(|e| format!("{e:#}"))?;
+        opts.send_file = Some(f.to_path_buf());
+        execute(
             opts,
             format,
             a.test.per_stream,
@@ -330,22 +322,25 @@ fn send_directory(a: &RunArgs, dir: &std::path::Path, format: Format) -> Result<
             false,
             false,
             (!a.no_save).then(|| (a.db.clone(), a.tag.clone())),
-        ) {
-            Ok(ok) => ok,
-            Err(e) => {
-                eprintln!("landspeed: error: {}: {e:#}", f.display());
-                false
-            }
-        };
-        verdicts.push((f, ok));
-    }
+        )
+        .map_err(|e| format!("{e:#}"))
+    };
+    let verdicts = directory::send_each(&files, &mut send, &mut |v| {
+        if let Err(e) = &v.outcome {
+            eprintln!("landspeed: error: {}: {e}", v.path.display());
+        }
+    });
     if format == Format::Text {
         println!("\nDirectory {}: {} file(s)", dir.display(), files.len());
-        for (f, ok) in &verdicts {
-            println!("  {}  {}", if *ok { "ok    " } else { "FAILED" }, f.display());
+        for v in &verdicts {
+            println!(
+                "  {}  {}",
+                if v.ok() { "ok    " } else { "FAILED" },
+                v.path.display()
+            );
         }
     }
-    Ok(verdicts.iter().all(|(_, ok)| *ok))
+    Ok(verdicts.iter().all(|v| v.ok()))
 }
 
 /// The default job: a loopback server in this process and a 4-stream, 5-second test against it.

@@ -9,18 +9,17 @@ use crate::run::{cell_spec, check, interrupt_flag, options_for, run_quiet};
 use crate::UsageError;
 use anyhow::{Context, Result};
 use clap::{Args, Parser, ValueEnum};
-use landspeed_archive::{Archive, RunMeta};
-use landspeed_core::config::{Direction, EndCondition};
-use landspeed_core::result::RunResult;
+use landspeed_archive::Archive;
+use landspeed_campaign::sweep::{
+    self as campaign, CellOutcome, Sweep, SweepError, SweepEvent, SweepStatus, MAX_FAILS_IN_A_ROW,
+};
+use landspeed_core::config::Direction;
 use landspeed_core::sweep::{
-    parse_streams, parse_windows, summarize, CellKey, Order, RunFigures, SweepPlan, SweepReport, PLAN_VERSION,
+    parse_streams, parse_windows, CellKey, Order, SweepPlan, SweepReport, PLAN_VERSION,
 };
 use landspeed_core::units::{BitRate, Bytes};
-use landspeed_net::{ClientError, ClientOptions};
-use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
-use std::sync::atomic::Ordering::Relaxed;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 #[derive(Args, Debug)]
 pub struct SweepArgs {
@@ -173,65 +172,12 @@ fn shell_word(s: &str) -> String {
     }
 }
 
-/// A stored run's direction, as the archive writes it (`forward`, `reverse`, `bidir`).
-fn direction(s: &str) -> Result<Direction> {
-    serde_json::from_value(serde_json::Value::String(s.to_string()))
-        .with_context(|| format!("a stored run has direction '{s}', which this landspeed does not know"))
-}
-
-/// The cells of sweep `id` already in the archive, with their throughput.
-pub fn finished(archive: &Archive, id: i64) -> Result<Vec<(CellKey, RunFigures)>> {
-    archive
-        .sweep_runs(id)?
-        .into_iter()
-        .map(|r| {
-            Ok((
-                CellKey {
-                    window_bytes: r.window_bytes.unwrap_or(0),
-                    streams: r.streams,
-                    direction: direction(&r.direction)
-                        .with_context(|| format!("sweep {id}, run {}", r.run_id))?,
-                    repeat: r.repeat,
-                },
-                RunFigures {
-                    throughput_bps: r.throughput_bps,
-                    effective_window_bytes: r.effective_window_bytes,
-                    rtt_s: r.rtt_s,
-                },
-            ))
-        })
-        .collect()
-}
-
 /// The report of sweep `id` as stored (plan, status, summary of the finished cells).
 pub fn load_report(archive: &Archive, id: i64) -> Result<SweepReport> {
-    let row = archive
-        .sweep(id)?
-        .ok_or_else(|| UsageError(format!("no sweep {id} in {}", archive.path())))?;
-    let plan: SweepPlan = serde_json::from_str(&row.plan_json)
-        .with_context(|| format!("sweep {id}'s stored plan is not readable"))?;
-    let summary = summarize(&plan, &finished(archive, id)?);
-    Ok(SweepReport {
-        sweep_id: id,
-        created_utc: row.created_utc,
-        status: row.status,
-        plan,
-        summary,
+    campaign::report(archive, id).map_err(|e| match e {
+        SweepError::NoSweep { .. } => UsageError(e.to_string()).into(),
+        other => anyhow::Error::from(other),
     })
-}
-
-fn cell_options(base: &ClientOptions, plan: &SweepPlan, c: &CellKey) -> Result<ClientOptions> {
-    let mut o = base.clone();
-    o.spec = base
-        .spec
-        .changed(|s| {
-            s.streams = c.streams;
-            s.window_bytes = Some(c.window_bytes);
-            s.end = EndCondition::Time(Duration::from_secs_f64(plan.time_s));
-            s.direction = c.direction;
-        })
-        .map_err(|e| UsageError(e.to_string()))?;
-    Ok(o)
 }
 
 fn cell_name(c: &CellKey) -> String {
@@ -259,43 +205,42 @@ fn human(d: Duration) -> String {
     }
 }
 
-/// Consecutive failed cells after which the sweep stops (the server is likely gone).
-const MAX_FAILS_IN_A_ROW: u32 = 3;
-
 pub fn sweep(a: SweepArgs) -> Result<bool> {
     let archive = a.db.open()?;
     let (id, plan) = open_sweep(&a, &archive)?;
     let cell = plan.cell.as_ref().context("the plan has no cell specification")?;
     let base = options_for(&plan.host, plan.port, cell)?;
     check(&base)?;
-    let before = finished(&archive, id)?;
-    let done: HashSet<CellKey> = before.iter().map(|c| c.0).collect();
-    // Every cell's test is validated before the first runs.
-    let todo = plan
-        .remaining(&done)
-        .into_iter()
-        .map(|c| Ok((c, cell_options(&base, &plan, &c)?)))
-        .collect::<Result<Vec<_>>>()?;
-    eprintln!("{}", announce(id, &plan, done.len(), todo.len()));
-    archive.set_sweep_status(id, "running")?;
-    let run = SweepRun {
+    let sweep = Sweep {
         archive: &archive,
         id,
         plan: &plan,
-        iperf3: cell.iperf3,
         tag: a.tag.clone(),
-        done: done.len(),
     };
-    let started = Instant::now();
-    let (failed, stopped) = run.cells(&todo, running_medians(&before))?;
-    let status = stopped.unwrap_or(if failed > 0 { "incomplete" } else { "complete" });
-    archive.set_sweep_status(id, status)?;
-    if status != "complete" {
+    let todo = sweep.todo(&base).map_err(|e| match e {
+        SweepError::Cell(c) => anyhow::Error::from(UsageError(c.to_string())),
+        other => other.into(),
+    })?;
+    eprintln!("{}", announce(id, &plan, todo.done.len(), todo.cells.len()));
+    let interrupt = interrupt_flag()?;
+    let out = {
+        let mut progress = Progress::new(todo.cells.len());
+        let iperf3 = cell.iperf3;
+        sweep.run(
+            &todo,
+            &interrupt,
+            &mut |o| run_quiet(o, iperf3, &interrupt),
+            &mut |e| progress.event(e),
+        )?
+    };
+    if out.status != SweepStatus::Complete {
         eprintln!(
-            "landspeed: sweep {id} is {status} ({failed} failed runs not saved); landspeed sweep --resume {id} runs what is missing"
+            "landspeed: sweep {id} is {} ({} failed runs not saved); landspeed sweep --resume {id} runs what is missing",
+            out.status.as_str(),
+            out.failed
         );
     }
-    eprintln!("landspeed: sweep took {}", human(started.elapsed()));
+    eprintln!("landspeed: sweep took {}", human(out.elapsed));
     let report = load_report(&archive, id)?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
@@ -303,7 +248,7 @@ pub fn sweep(a: SweepArgs) -> Result<bool> {
         print!("{}", landspeed_report::sweep_text(&report));
     }
     crate::report::write_outputs(&archive, &report, a.plots.as_deref(), a.html.as_deref())?;
-    Ok(status == "complete")
+    Ok(out.status == SweepStatus::Complete)
 }
 
 /// The sweep to run: the one `--resume` names, or a new one stored in the archive now.
@@ -318,7 +263,7 @@ fn open_sweep(a: &SweepArgs, archive: &Archive) -> Result<(i64, SweepPlan)> {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0.0, |d| d.as_secs_f64()),
     );
-    let id = archive.create_sweep(&plan.host, &now, &serde_json::to_string(&plan)?)?;
+    let id = campaign::create(archive, &plan, &now)?;
     Ok((id, plan))
 }
 
@@ -369,137 +314,73 @@ fn announce(id: i64, plan: &SweepPlan, done: usize, todo: usize) -> String {
     )
 }
 
-/// A cell's throughputs so far, repetitions folded (for the live table's running median).
-type Medians = HashMap<(u64, u32, Direction), Vec<f64>>;
-
-fn running_medians(before: &[(CellKey, RunFigures)]) -> Medians {
-    let mut so_far = Medians::new();
-    for (k, f) in before {
-        so_far
-            .entry((k.window_bytes, k.streams, k.direction))
-            .or_default()
-            .push(f.throughput_bps);
-    }
-    so_far
+/// The progress bar (with the ETA and the cell running) and the live table, on stderr.
+struct Progress {
+    bar: indicatif::ProgressBar,
 }
 
-/// One sweep being run: where its runs go and what every cell shares.
-struct SweepRun<'a> {
-    archive: &'a Archive,
-    id: i64,
-    plan: &'a SweepPlan,
-    iperf3: bool,
-    tag: Option<String>,
-    /// Cells finished before this run (for the position shown on each line).
-    done: usize,
-}
-
-impl SweepRun<'_> {
-    /// Runs `todo` in order with a progress bar; returns the failed runs and why the sweep stopped
-    /// early, if it did (interrupted, or too many failures in a row).
-    fn cells(
-        &self,
-        todo: &[(CellKey, ClientOptions)],
-        mut so_far: Medians,
-    ) -> Result<(u32, Option<&'static str>)> {
-        let interrupt = interrupt_flag()?;
-        let bar = indicatif::ProgressBar::new(todo.len() as u64);
+impl Progress {
+    fn new(todo: usize) -> Progress {
+        let bar = indicatif::ProgressBar::new(todo as u64);
         bar.set_style(
             indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} runs {msg}")
                 .expect("static template"),
         );
-        let visible = !bar.is_hidden();
-        let say = |line: String| {
-            if visible {
-                bar.println(line)
-            } else {
-                eprintln!("{line}")
-            }
-        };
-        let started = Instant::now();
-        let (mut failed, mut in_a_row) = (0u32, 0u32);
-        let mut stopped = None;
-        for (i, (c, opts)) in todo.iter().enumerate() {
-            let per_cell = if i == 0 {
-                Duration::from_secs_f64(self.plan.time_s + 1.0)
-            } else {
-                started.elapsed() / i as u32
-            };
-            bar.set_message(format!(
-                "ETA {} · now {}",
-                human(per_cell * (todo.len() - i) as u32),
-                cell_name(c)
-            ));
-            let outcome = run_quiet(opts, self.iperf3, &interrupt);
-            if interrupt.load(Relaxed) {
-                stopped = Some("interrupted");
-                break;
-            }
-            let (stored, line) = self.record(c, self.done + i + 1, outcome, &mut so_far)?;
-            if stored {
-                in_a_row = 0;
-            } else {
-                failed += 1;
-                in_a_row += 1;
-            }
-            say(line);
-            bar.inc(1);
-            if in_a_row >= MAX_FAILS_IN_A_ROW {
-                stopped = Some("incomplete");
-                say(format!(
-                    "landspeed: {MAX_FAILS_IN_A_ROW} runs in a row failed; stopping"
-                ));
-                break;
-            }
-        }
-        bar.finish_and_clear();
-        Ok((failed, stopped))
+        Progress { bar }
     }
 
-    /// Stores a trusted run of cell `c` (the `n`th of the sweep): true and its line. An untrusted or
-    /// failed one is not stored: false, and a line that says why.
-    fn record(
-        &self,
-        c: &CellKey,
-        n: usize,
-        outcome: Result<RunResult, ClientError>,
-        so_far: &mut Medians,
-    ) -> Result<(bool, String)> {
-        let total = self.plan.cells().len();
-        let r = match outcome {
-            Ok(r) if r.verdict().is_trusted() => r,
-            other => {
-                let why = match other {
-                    Ok(r) => r.verdict().to_string(),
-                    Err(e) => e.to_string(),
-                };
-                return Ok((
-                    false,
-                    format!("  [{n:>4}/{total}] {}  FAILED: {why}", cell_name(c)),
-                ));
+    fn say(&self, line: String) {
+        if self.bar.is_hidden() {
+            eprintln!("{line}")
+        } else {
+            self.bar.println(line)
+        }
+    }
+
+    fn event(&mut self, e: SweepEvent) {
+        match e {
+            SweepEvent::Starting { cell, eta, .. } => {
+                self.bar
+                    .set_message(format!("ETA {} · now {}", human(eta), cell_name(cell)))
             }
-        };
-        let meta = RunMeta {
-            tag: self.tag.clone(),
-            sweep: Some((self.id, c.repeat)),
-            ..Default::default()
-        };
-        let run = self.archive.save(&r, &meta)?;
-        let cell = so_far
-            .entry((c.window_bytes, c.streams, c.direction))
-            .or_default();
-        cell.push(r.summary.throughput_bps);
-        let stats = landspeed_core::sweep::CellStats::from_values(cell);
-        let line = format!(
-            "  [{n:>4}/{total}] {}  {:>14}  retr {:>6}  cell median {:>14} (n={})  run {run}",
+            SweepEvent::Finished {
+                position,
+                total,
+                cell,
+                outcome,
+            } => {
+                self.say(cell_line(position, total, cell, outcome));
+                self.bar.inc(1);
+            }
+            SweepEvent::TooManyFailures => self.say(format!(
+                "landspeed: {MAX_FAILS_IN_A_ROW} runs in a row failed; stopping"
+            )),
+        }
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+/// A line of the live table: the cell's run and its running median, or why it failed.
+fn cell_line(n: usize, total: usize, c: &CellKey, outcome: &CellOutcome) -> String {
+    match outcome {
+        CellOutcome::Failed { why } => format!("  [{n:>4}/{total}] {}  FAILED: {why}", cell_name(c)),
+        CellOutcome::Stored {
+            run_id,
+            throughput_bps,
+            retransmits,
+            cell_median_bps,
+            cell_runs,
+        } => format!(
+            "  [{n:>4}/{total}] {}  {:>14}  retr {:>6}  cell median {:>14} (n={cell_runs})  run {run_id}",
             cell_name(c),
-            BitRate(r.summary.throughput_bps).to_string(),
-            r.summary.retransmits,
-            stats
-                .as_ref()
-                .map_or(String::new(), |s| BitRate(s.median).to_string()),
-            cell.len(),
-        );
-        Ok((true, line))
+            BitRate(*throughput_bps).to_string(),
+            retransmits,
+            cell_median_bps.map_or(String::new(), |m| BitRate(m).to_string()),
+        ),
     }
 }

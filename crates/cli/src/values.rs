@@ -44,7 +44,7 @@ pub struct CpuList(pub Vec<usize>);
 
 /// CPUs: `0,2,4-7`.
 pub fn cpu_list(s: &str) -> Result<CpuList, String> {
-    landspeed_net::pin::parse_cpu_list(s).map(CpuList)
+    landspeed_engine::pin::parse_cpu_list(s).map(CpuList)
 }
 
 /// `--rx`: how receivers take data off the socket.

@@ -351,7 +351,8 @@ fn an_emulated_50ms_path_gives_a_straight_line_and_its_rtt() {
     // 50 ms and 1 Gbit/s: every window here (64 KiB .. 1 MiB, ≤ 2 streams) stays below the BDP (6.25 MB),
     // so throughput = streams × window in effect / RTT throughout. Three repeats, as SLAC ran them: the
     // fit goes through each cell's median, so one run that fell short (a slow start cut early on a
-    // busy machine) does not bend the line.
+    // busy machine) does not bend the line. The 1 s warm-up covers slow start (1 MiB of window is
+    // about 7 RTTs, 350 ms), and 1 s measured is 20 RTTs of the steady window-limited rate.
     let mut w = Wan::up(&["--rtt", "50ms", "--rate", "1G"]);
     w.serve_in_b();
     let db = scratch("wan").join("a.db").display().to_string();
@@ -366,7 +367,7 @@ fn an_emulated_50ms_path_gives_a_straight_line_and_its_rtt() {
             "--repeat",
             "3",
             "-t",
-            "2s",
+            "1s",
             "--json",
             "--db",
             &db,

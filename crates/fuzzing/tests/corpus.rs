@@ -84,7 +84,7 @@ fn mutated_seeds_do_not_panic() {
     }
 }
 
-/// `cargo +nightly fuzz run TARGET` for a few seconds each (LANDSPEED_FUZZ_S, default 20), new inputs
+/// `cargo +nightly fuzz run TARGET` for a few seconds each (LANDSPEED_FUZZ_S, default 10), new inputs
 /// going to a scratch directory so the committed corpus stays as it is.
 #[test]
 fn cargo_fuzz_smoke() {
@@ -103,7 +103,7 @@ fn cargo_fuzz_smoke() {
         eprintln!("cargo_fuzz_smoke: cargo-fuzz not installed; skipped outside CI");
         return;
     }
-    let secs = std::env::var("LANDSPEED_FUZZ_S").unwrap_or_else(|_| "20".into());
+    let secs = std::env::var("LANDSPEED_FUZZ_S").unwrap_or_else(|_| "10".into());
     for (name, _) in landspeed_fuzzing::TARGETS {
         let scratch = std::env::temp_dir().join(format!("landspeed-fuzz-{name}-{}", std::process::id()));
         std::fs::create_dir_all(&scratch).unwrap();

@@ -9,10 +9,6 @@ pub use iperf3::run_iperf3_client;
 pub use latency::LatencyOptions;
 
 use crate::control::{self, ControlError, ControlWriter, WaitError};
-use crate::sockopt::{self, SockOptError};
-use crate::supervisor::{self, EngineHook, EngineParams, Flags, Wake, Wiring};
-use crate::transport::tcp::{DataStream, Tcp};
-use crate::transport::udp::{Udp, UdpFormat, UdpParams, UdpStream};
 use landspeed_core::assemble::{assemble, Inputs, RunContext};
 use landspeed_core::config::{Flow, Test, TestSpec, Transport};
 use landspeed_core::endpoint::{EndpointReport, IntervalSample, Role};
@@ -21,6 +17,10 @@ use landspeed_core::protocol::{
     PROTOCOL_VERSION,
 };
 use landspeed_core::result::{IntervalResult, IntervalStream, RunResult};
+use landspeed_engine::sockopt::{self, SockOptError};
+use landspeed_engine::supervisor::{self, EngineHook, EngineParams, Flags, Wake, Wiring};
+use landspeed_engine::transport::tcp::{DataStream, Tcp};
+use landspeed_engine::transport::udp::{Udp, UdpFormat, UdpParams, UdpStream};
 use socket2::{Domain, Socket, Type};
 use std::collections::HashMap;
 use std::io::Write;
@@ -173,7 +173,7 @@ pub enum ClientError {
     #[error("file {path}: {err}")]
     File { path: String, err: std::io::Error },
     #[error("latency probes: {0}")]
-    Latency(#[from] crate::path::echo::EchoError),
+    Latency(#[from] landspeed_path::echo::EchoError),
 }
 
 impl From<ProtocolError> for ClientError {
@@ -623,7 +623,7 @@ fn measure<X: Send>(
 ) -> supervisor::EngineOutput {
     let params = EngineParams::for_spec(spec, opts.threads, opts.cpus.clone(), opts.idle_timeout);
     let flags = Flags::default();
-    let iface = crate::host::interface_for(local.ip());
+    let iface = landspeed_engine::host::interface_for(local.ip());
     let wiring = Wiring::new(&flags, (tx, rx), hook, iface.as_deref());
     if spec.transport == Transport::Udp {
         let udp = Udp {
@@ -642,7 +642,7 @@ fn local_report(
     out: &supervisor::EngineOutput,
     warnings: Vec<String>,
     local_file: Option<LocalFile>,
-) -> Result<(EndpointReport, Option<crate::files::Incoming>), ClientError> {
+) -> Result<(EndpointReport, Option<landspeed_engine::files::Incoming>), ClientError> {
     let mut report = out.report(opts.cpus.clone(), warnings);
     let Some(lf) = local_file else {
         return Ok((report, None));
@@ -827,7 +827,7 @@ struct LocalFile {
     /// Upload: the read-and-hash pass (done before connecting).
     report: Option<landspeed_core::files::FileReport>,
     /// Download: the file being received.
-    incoming: Option<crate::files::Incoming>,
+    incoming: Option<landspeed_engine::files::Incoming>,
 }
 
 /// Upload: reads and hashes the file, and puts its name and size in the spec. Download: creates the
@@ -844,7 +844,7 @@ fn prepare_file(opts: &ClientOptions, spec: &mut Test) -> Result<Option<LocalFil
         if spec.direction != Direction::Forward {
             return Err(ClientError::FileDirection { upload: true });
         }
-        let report = crate::files::sender_report(path).map_err(|e| ferr(path, e))?;
+        let report = landspeed_engine::files::sender_report(path).map_err(|e| ferr(path, e))?;
         if report.size_bytes == 0 {
             return Err(ferr(path, std::io::Error::other("the file is empty")));
         }
@@ -889,7 +889,7 @@ fn prepare_file(opts: &ClientOptions, spec: &mut Test) -> Result<Option<LocalFil
             // The server sends the whole file; its size is known there.
             s.end = EndCondition::Bytes(1);
         })?;
-        let incoming = crate::files::Incoming::create(&path).map_err(|e| ferr(&path, e))?;
+        let incoming = landspeed_engine::files::Incoming::create(&path).map_err(|e| ferr(&path, e))?;
         return Ok(Some(LocalFile {
             handle: incoming.handle.clone(),
             report: None,
@@ -949,7 +949,7 @@ fn udp_socket(
     let sock = std::net::UdpSocket::bind(local)?;
     let w = spec
         .window_bytes
-        .map_or(crate::transport::udp::DEFAULT_BUFFER, |w| w as usize);
+        .map_or(landspeed_engine::transport::udp::DEFAULT_BUFFER, |w| w as usize);
     let r = socket2::SockRef::from(&sock);
     let _ = r.set_send_buffer_size(w);
     let _ = r.set_recv_buffer_size(w);
@@ -963,7 +963,7 @@ fn open_udp_streams(
     opts: &ClientOptions,
     addr: SocketAddr,
     sid: SessionId,
-) -> Result<Vec<crate::transport::udp::UdpStream>, ClientError> {
+) -> Result<Vec<landspeed_engine::transport::udp::UdpStream>, ClientError> {
     let spec = &opts.spec;
     (0..spec.total_streams())
         .map(|id| {
@@ -1000,7 +1000,7 @@ fn open_udp_streams(
             } else {
                 Role::Receiver
             };
-            Ok(crate::transport::udp::UdpStream {
+            Ok(landspeed_engine::transport::udp::UdpStream {
                 id,
                 flow,
                 role,

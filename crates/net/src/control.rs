@@ -152,7 +152,7 @@ pub fn split(
 /// or when `quit` is raised.
 pub fn spawn_reader<X: From<Result<Message, ControlError>> + Send + 'static>(
     mut reader: ControlReader,
-    tx: std::sync::mpsc::Sender<crate::supervisor::Wake<X>>,
+    tx: std::sync::mpsc::Sender<landspeed_engine::supervisor::Wake<X>>,
     quit: std::sync::Arc<std::sync::atomic::AtomicBool>,
 ) {
     use std::sync::atomic::Ordering::Relaxed;
@@ -165,7 +165,7 @@ pub fn spawn_reader<X: From<Result<Message, ControlError>> + Send + 'static>(
                 other => {
                     let end = other.is_err() || matches!(other, Ok(Message::Results { .. }));
                     if tx
-                        .send(crate::supervisor::Wake::External(X::from(other)))
+                        .send(landspeed_engine::supervisor::Wake::External(X::from(other)))
                         .is_err()
                         || end
                     {

@@ -16,15 +16,15 @@ mod udp;
 pub use error::{MissingWhy, TestError};
 
 use crate::control::{self, ControlError, ControlWriter, WaitError};
-use crate::sockopt;
-use crate::supervisor::{self, EngineHook, EngineParams, Flags, Wake, Wiring};
-use crate::transport::tcp::{DataStream, Tcp};
 use landspeed_core::config::{Flow, Test, TestSpec, Transport};
 use landspeed_core::endpoint::{EndpointReport, IntervalSample, Role};
 use landspeed_core::protocol::{
     Message, ProtocolError, Refusal, ServerAction, ServerSession, SessionId, Timers, Waiting,
 };
 pub use landspeed_core::server_log::{ServerEvent, ServerStats, TestLog};
+use landspeed_engine::sockopt;
+use landspeed_engine::supervisor::{self, EngineHook, EngineParams, Flags, Wake, Wiring};
+use landspeed_engine::transport::tcp::{DataStream, Tcp};
 use mio::net::TcpListener as MioListener;
 use mio::{Events, Interest, Poll, Token};
 use socket2::{Domain, Socket, Type};
@@ -600,7 +600,7 @@ fn run_test(stream: TcpStream, shared: &Shared, log: &mut TestLog) -> Result<(),
     };
     log.auth = sm.authenticated().map(str::to_string);
     if let Some(c) = &spec.server_cpus {
-        if let Err(e) = crate::pin::check_cpus(c) {
+        if let Err(e) = landspeed_engine::pin::check_cpus(c) {
             return Err(fail(&mut writer, TestError::Cpus(e)).into());
         }
     }
@@ -671,7 +671,7 @@ fn run_test(stream: TcpStream, shared: &Shared, log: &mut TestLog) -> Result<(),
     let iface = streams
         .first()
         .and_then(|s| s.socket.local_addr().ok())
-        .and_then(|a| crate::host::interface_for(a.ip()));
+        .and_then(|a| landspeed_engine::host::interface_for(a.ip()));
     let mut hook = Hook {
         writer: &mut writer,
         session: &mut sm,

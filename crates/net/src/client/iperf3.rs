@@ -8,15 +8,15 @@ use super::{
     connect, measure, resolve, window_warning, ClientError, ClientEvent, ClientOptions, DataPaths,
     LiveIntervals,
 };
-use crate::supervisor::{EngineHook, Flags, Progress, Wake};
-use crate::transport::tcp::DataStream;
-use crate::transport::udp::UdpFormat;
 use landspeed_core::assemble::{assemble, Inputs};
 use landspeed_core::config::{EndCondition, Flow, RxMode, Test, TestSpec, Transport};
 use landspeed_core::endpoint::{
     CpuTimes, EndpointReport, HostInfo, IntervalSample, Role, StreamReport, TcpStats,
 };
 use landspeed_core::result::RunResult;
+use landspeed_engine::supervisor::{EngineHook, Flags, Progress, Wake};
+use landspeed_engine::transport::tcp::DataStream;
+use landspeed_engine::transport::udp::UdpFormat;
 use landspeed_iperf3::wire::{frame_json, json_len, MAX_RESULTS_JSON};
 use landspeed_iperf3::{Cookie, Params, Results, State};
 use std::io::{Read, Write};
@@ -446,7 +446,7 @@ fn open_udp_streams(
     opts: &ClientOptions,
     addr: SocketAddr,
     spec: &TestSpec,
-) -> Result<Vec<crate::transport::udp::UdpStream>, ClientError> {
+) -> Result<Vec<landspeed_engine::transport::udp::UdpStream>, ClientError> {
     (0..spec.total_streams())
         .map(|id| {
             let err = |err| ClientError::Stream { id, err };
@@ -464,7 +464,7 @@ fn open_udp_streams(
             } else {
                 Role::Receiver
             };
-            Ok(crate::transport::udp::UdpStream {
+            Ok(landspeed_engine::transport::udp::UdpStream {
                 id,
                 flow,
                 role,

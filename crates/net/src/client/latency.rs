@@ -2,9 +2,9 @@
 //! so the result shows the RTT of an idle path next to the RTT the transfer itself caused (the queue it
 //! built), RFC 6349's Buffer Delay %, and the probes' RTT in each interval.
 
-use crate::path::echo::{self, Background, EchoParams, Probe};
 use landspeed_core::path::{LatencyReport, RttSummary};
 use landspeed_core::result::{ProbeRtt, RunResult};
+use landspeed_path::echo::{self, Background, EchoParams, Probe};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 

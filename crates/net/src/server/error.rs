@@ -3,8 +3,8 @@
 //! the text.
 
 use crate::control::{ControlError, WaitError};
-use crate::sockopt::SockOptError;
 use landspeed_core::protocol::{ProtocolError, Refusal};
+use landspeed_engine::sockopt::SockOptError;
 use std::time::Duration;
 
 /// Why some data streams never arrived.

@@ -12,7 +12,7 @@ pub(crate) struct ServerFile {
     /// Download: the read-and-hash pass.
     sent: Option<FileReport>,
     /// Upload: the file being received (renamed into place when it matches the client's digest).
-    incoming: Option<crate::files::Incoming>,
+    incoming: Option<landspeed_engine::files::Incoming>,
 }
 
 impl ServerFile {
@@ -42,7 +42,8 @@ pub(crate) fn open(f: &FileSpec, spec: &mut Test, o: &super::ServerOptions) -> R
     check_name(&f.name)?;
     let path = dir.join(&f.name);
     if spec.direction == Direction::Reverse {
-        let sent = crate::files::sender_report(&path).map_err(|e| format!("file {}: {e}", f.name))?;
+        let sent =
+            landspeed_engine::files::sender_report(&path).map_err(|e| format!("file {}: {e}", f.name))?;
         if sent.size_bytes == 0 {
             return Err(format!("file {} is empty", f.name));
         }
@@ -64,7 +65,8 @@ pub(crate) fn open(f: &FileSpec, spec: &mut Test, o: &super::ServerOptions) -> R
             incoming: None,
         });
     }
-    let inc = crate::files::Incoming::create(&path).map_err(|e| format!("file {}: {e}", f.name))?;
+    let inc =
+        landspeed_engine::files::Incoming::create(&path).map_err(|e| format!("file {}: {e}", f.name))?;
     Ok(ServerFile {
         handle: inc.handle.clone(),
         sent: None,

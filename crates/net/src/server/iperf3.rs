@@ -6,13 +6,13 @@
 //! tests run at once. Bad parameters get SERVER_ERROR with iperf3's error number.
 
 use super::{Shared, TestError, TestLog};
-use crate::sockopt;
-use crate::supervisor::{self, EngineHook, EngineParams, Flags, Wake, Wiring};
-use crate::transport::tcp::{DataStream, Tcp};
-use crate::transport::udp::Udp;
 use landspeed_core::config::{Direction, EndCondition, Flow, Test, TestSpec};
 use landspeed_core::endpoint::{IntervalSample, Role};
 use landspeed_core::protocol::OverLimit;
+use landspeed_engine::sockopt;
+use landspeed_engine::supervisor::{self, EngineHook, EngineParams, Flags, Wake, Wiring};
+use landspeed_engine::transport::tcp::{DataStream, Tcp};
+use landspeed_engine::transport::udp::Udp;
 use landspeed_iperf3::wire::{errno, frame_json, json_len, server_error, MAX_RESULTS_JSON};
 use landspeed_iperf3::{Cookie, Params, Results, State, COOKIE_LEN, MAX_JSON};
 use std::collections::HashMap;
@@ -121,7 +121,7 @@ fn budgets(spec: &TestSpec, senders: usize) -> Vec<Option<u64>> {
 /// The data streams of a test, by transport.
 enum Streams {
     Tcp(Vec<DataStream>),
-    Udp(Vec<crate::transport::udp::UdpStream>),
+    Udp(Vec<landspeed_engine::transport::udp::UdpStream>),
 }
 
 /// Waits for the test's TCP data connections (each opens with the cookie) and prepares them.
@@ -273,12 +273,12 @@ fn serve(mut ctl: TcpStream, cookie: Cookie, shared: &Shared, log: &mut TestLog)
     let out = match &streams {
         Streams::Tcp(v) => supervisor::run(&Tcp(v), &params_e, wiring),
         Streams::Udp(v) => {
-            let u = crate::transport::udp::UdpParams {
+            let u = landspeed_engine::transport::udp::UdpParams {
                 rate_bps: params
                     .bandwidth_bps
                     .unwrap_or(landspeed_core::config::DEFAULT_UDP_RATE_BPS),
                 burst: params.burst.filter(|b| *b > 0).unwrap_or(spec.burst),
-                format: crate::transport::udp::UdpFormat::Iperf3 {
+                format: landspeed_engine::transport::udp::UdpFormat::Iperf3 {
                     wide: params.udp_counters_64bit,
                 },
             };

@@ -4,9 +4,9 @@
 //! socket of its own on the port, connected to the client, with `6789`.
 
 use super::{udp, MissingWhy, Shared, TestError};
-use crate::transport::udp::UdpStream;
 use landspeed_core::config::{Direction, Flow, TestSpec};
 use landspeed_core::endpoint::Role;
+use landspeed_engine::transport::udp::UdpStream;
 use landspeed_iperf3::wire::{errno, server_error};
 use landspeed_iperf3::State;
 use std::io::Write;
@@ -104,7 +104,7 @@ pub(super) fn collect(
     };
     let w = spec
         .window_bytes
-        .map_or(crate::transport::udp::DEFAULT_BUFFER, |w| w as usize);
+        .map_or(landspeed_engine::transport::udp::DEFAULT_BUFFER, |w| w as usize);
     Ok(socks
         .into_iter()
         .enumerate()
@@ -115,7 +115,7 @@ pub(super) fn collect(
             // Like iperf3, DF applies to IPv4 (IPv6 never fragments on the way).
             let v4 = socket.local_addr().is_ok_and(|a| a.ip().to_canonical().is_ipv4());
             if dont_fragment && v4 {
-                let _ = crate::path::errqueue::dont_fragment(&socket);
+                let _ = landspeed_path::errqueue::dont_fragment(&socket);
             }
             let role = if k < receivers {
                 Role::Receiver

@@ -5,10 +5,10 @@
 //! client until acknowledged, so a repeated hello only gets the acknowledgement again.
 
 use super::{Shared, TestError, UdpRegistry};
-use crate::transport::udp::UdpStream;
 use landspeed_core::config::{Flow, Test, TestSpec};
 use landspeed_core::endpoint::Role;
 use landspeed_core::protocol::{Preamble, ServerSession, SessionId, Waiting, PROTOCOL_VERSION};
+use landspeed_engine::transport::udp::UdpStream;
 use socket2::{Domain, Socket, Type};
 use std::collections::HashMap;
 use std::net::{SocketAddr, UdpSocket};
@@ -39,16 +39,16 @@ pub(super) fn bind(addr: SocketAddr, v6only: Option<bool>) -> std::io::Result<Ud
 /// path`, `run --latency`), until the server shuts down.
 pub(super) fn listen(sock: UdpSocket, shared: &Shared) {
     let _ = sock.set_read_timeout(Some(Duration::from_millis(100)));
-    let _ = crate::path::stamp::enable(&sock);
+    let _ = landspeed_path::stamp::enable(&sock);
     let local = sock.local_addr().ok();
     let mut buf = vec![0u8; 65536];
     while !shared.shutdown.load(Relaxed) {
-        let Ok((n, peer, stamp)) = crate::path::stamp::recv(&sock, &mut buf) else {
+        let Ok((n, peer, stamp)) = landspeed_path::stamp::recv(&sock, &mut buf) else {
             continue;
         };
         if buf[..4.min(n)] == landspeed_core::path::ECHO_MAGIC {
             if shared.allowed(peer) {
-                let rx_ns = stamp.unwrap_or_else(crate::path::realtime_ns);
+                let rx_ns = stamp.unwrap_or_else(landspeed_path::realtime_ns);
                 if let Some(len) = landspeed_core::path::echo::answer(&mut buf[..n], rx_ns) {
                     let _ = sock.send_to(&buf[..len], peer);
                 }
@@ -143,7 +143,7 @@ pub(super) fn collect(
     streams.sort_by_key(|s| s.id);
     let w = spec
         .window_bytes
-        .map_or(crate::transport::udp::DEFAULT_BUFFER, |w| w as usize);
+        .map_or(landspeed_engine::transport::udp::DEFAULT_BUFFER, |w| w as usize);
     for s in &streams {
         let r = socket2::SockRef::from(&s.socket);
         let _ = r.set_send_buffer_size(w);
@@ -164,8 +164,8 @@ pub(super) fn run_test(
     log: &mut super::TestLog,
 ) -> Result<(), TestError> {
     use super::{Hook, Incoming};
-    use crate::supervisor::{EngineParams, Flags, Wake, Wiring};
     use landspeed_core::protocol::{Message, ServerAction};
+    use landspeed_engine::supervisor::{EngineParams, Flags, Wake, Wiring};
     use std::sync::atomic::AtomicBool;
     use std::sync::Arc;
     let o = &shared.opts;
@@ -182,8 +182,12 @@ pub(super) fn run_test(
     drop(registered);
     let mut warnings = vec![];
     if let Some(s) = streams.first() {
-        let (snd, rcv) = crate::sockopt::granted(&socket2::SockRef::from(&s.socket));
-        warnings.extend(crate::sockopt::window_warning(spec.window_bytes, snd, rcv));
+        let (snd, rcv) = landspeed_engine::sockopt::granted(&socket2::SockRef::from(&s.socket));
+        warnings.extend(landspeed_engine::sockopt::window_warning(
+            spec.window_bytes,
+            snd,
+            rcv,
+        ));
     }
     writer.send(&Message::Ready)?;
     let start = reader.read_for(&mut sm)?;
@@ -196,7 +200,10 @@ pub(super) fn run_test(
     let quit = Arc::new(AtomicBool::new(false));
     crate::control::spawn_reader(reader, wtx.clone(), quit.clone());
     let params = EngineParams::for_spec(&spec, None, None, o.idle_timeout);
-    let u = crate::transport::udp::UdpParams::for_spec(&spec, crate::transport::udp::UdpFormat::Landspeed);
+    let u = landspeed_engine::transport::udp::UdpParams::for_spec(
+        &spec,
+        landspeed_engine::transport::udp::UdpFormat::Landspeed,
+    );
     let flags = Flags::default();
     let mut hook = Hook {
         writer: &mut writer,
@@ -206,11 +213,11 @@ pub(super) fn run_test(
         failure: None,
     };
     let wiring = Wiring::new(&flags, (&wtx, &wrx), &mut hook, None);
-    let udp = crate::transport::udp::Udp {
+    let udp = landspeed_engine::transport::udp::Udp {
         streams: &streams,
         params: u,
     };
-    let out = crate::supervisor::run(&udp, &params, wiring);
+    let out = landspeed_engine::supervisor::run(&udp, &params, wiring);
     super::add_measured(log, &out);
     let result = super::finish(
         &mut hook,

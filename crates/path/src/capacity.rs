@@ -40,9 +40,9 @@ impl Default for CapacityParams {
 /// Sends the trains to a landspeed server at `dst` and estimates the bottleneck's rate.
 pub fn estimate(dst: SocketAddr, p: &CapacityParams, interrupt: &AtomicBool) -> io::Result<CapacityReport> {
     let v6 = dst.is_ipv6();
-    let sock = super::udp_socket(dst, true)?;
-    let overhead = super::ip_udp_overhead(v6);
-    let mtu = super::errqueue::route_mtu(&sock, v6).unwrap_or(1500).min(65_535);
+    let sock = crate::udp_socket(dst, true)?;
+    let overhead = crate::ip_udp_overhead(v6);
+    let mtu = crate::errqueue::route_mtu(&sock, v6).unwrap_or(1500).min(65_535);
     let size = p.packet_bytes.min(mtu).max(overhead + 64);
     let _ = socket2::SockRef::from(&sock).set_recv_buffer_size(4 << 20);
     let id = getrandom::u32().unwrap_or(0xca9);

@@ -1,6 +1,8 @@
 //! Measuring the path: echo probes against a landspeed server (RTT, and `run --latency` in the
 //! background of a test) and TCP connect times against any host. The probes' formats and the statistics
-//! are in landspeed-core's `path`; this module does the sending, receiving and timing.
+//! are in landspeed-core's `path`; this crate does the sending, receiving and timing, and runs the
+//! probes `landspeed path` and `run --path` ask for ([`campaign`]).
+#![deny(unreachable_pub)]
 
 pub mod campaign;
 pub mod capacity;

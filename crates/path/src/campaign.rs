@@ -3,7 +3,7 @@
 //! step as it happens. It prints nothing: `landspeed path` renders the events as lines, `run --path`
 //! ignores them.
 
-use super::{capacity, echo, pmtu, tcp_ping, trace};
+use crate::{capacity, echo, pmtu, tcp_ping, trace};
 use landspeed_core::path::{PathEvent, PathPlan, PathReport, RttRun, TraceReport, PATH_SCHEMA};
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicBool;
@@ -33,7 +33,7 @@ pub fn measure(
         schema: PATH_SCHEMA.into(),
         host: plan.host.clone(),
         address: addr.ip().to_string(),
-        started_utc: landspeed_core::result::format_utc(super::realtime_ns() as f64 / 1e9),
+        started_utc: landspeed_core::result::format_utc(crate::realtime_ns() as f64 / 1e9),
         ..PathReport::default()
     };
     if plan.echo {

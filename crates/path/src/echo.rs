@@ -38,7 +38,7 @@ pub struct EchoParams {
 
 /// A connected UDP socket to the server's port.
 fn socket(addr: SocketAddr) -> Result<UdpSocket, EchoError> {
-    super::udp_socket(addr, true).map_err(|err| EchoError::Socket { addr, err })
+    crate::udp_socket(addr, true).map_err(|err| EchoError::Socket { addr, err })
 }
 
 /// A running series: probes out, replies in, both on one thread.

@@ -5,7 +5,7 @@
 //! too big" with that link's MTU, which names the bottleneck and where it is; a probe that vanishes
 //! silently points at a black hole, and the search narrows by bisection either way.
 
-use super::errqueue;
+use crate::errqueue;
 use landspeed_core::path::{EchoHeader, EchoKind, PmtuProbe, PmtuReport, ECHO_HEADER_LEN};
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
@@ -109,13 +109,13 @@ impl Prober {
 /// that answers with port unreachable).
 pub fn discover(dst: SocketAddr, wait: Duration, interrupt: &AtomicBool) -> io::Result<PmtuReport> {
     let v6 = dst.is_ipv6();
-    let sock = super::udp_socket(dst, true)?;
+    let sock = crate::udp_socket(dst, true)?;
     errqueue::enable(&sock, v6)?;
     errqueue::probe_mtu(&sock, v6)?;
     let local_mtu = errqueue::route_mtu(&sock, v6)?;
     let mut p = Prober {
         sock,
-        overhead: super::ip_udp_overhead(v6),
+        overhead: crate::ip_udp_overhead(v6),
         id: getrandom::u32().unwrap_or(0x9a7),
         seq: 0,
         wait,

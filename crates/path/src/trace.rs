@@ -3,7 +3,7 @@
 //! errors come back on the socket's error queue (see `errqueue`), matched to their probe by the probe's
 //! own payload (a tag, the TTL and the probe's number), so late answers still land on the right hop.
 
-use super::errqueue::{self, IcmpError};
+use crate::errqueue::{self, IcmpError};
 use landspeed_core::path::{Hop, HopProbe, TraceReport};
 use std::io;
 use std::net::{IpAddr, SocketAddr};
@@ -60,7 +60,7 @@ pub fn trace(
     on_hop: &mut dyn FnMut(&Hop),
 ) -> io::Result<TraceReport> {
     let v6 = dst.is_ipv6();
-    let sock = super::udp_socket(SocketAddr::new(dst, 0), false)?;
+    let sock = crate::udp_socket(SocketAddr::new(dst, 0), false)?;
     errqueue::enable(&sock, v6)?;
     let nonce = getrandom::u32().unwrap_or(0x7ace);
     let mut report = TraceReport {
