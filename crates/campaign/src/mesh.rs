@@ -92,6 +92,135 @@ fn order_one(
         .map_err(|e| format!("{}: {e}", t.from))
 }
 
+/// The hosts as checked, by name.
+struct Checked<'a>(BTreeMap<&'a str, &'a (HostInfo, Option<HostCheck>)>);
+
+impl Checked<'_> {
+    /// A test whose hosts did not pass the check fails now, with the reason; otherwise the sending
+    /// host's clock offset.
+    fn precheck(&self, t: &PlannedTest) -> Result<i64, String> {
+        for n in [&t.from, &t.to] {
+            if let Some((info, None)) = self.0.get(n.as_str()).map(|c| (&c.0, &c.1)) {
+                return Err(format!(
+                    "host {n} failed its check: {}",
+                    info.error.as_deref().unwrap_or("?")
+                ));
+            }
+        }
+        match self.0.get(t.from.as_str()).and_then(|c| c.1.as_ref()) {
+            Some(c) if !c.control => Err(format!(
+                "host {} does not take third-party orders (serve --allow-control with --auth-keys)",
+                t.from
+            )),
+            Some(c) => Ok(c.clock.offset_ns),
+            None => Err(format!("host {} was not checked", t.from)),
+        }
+    }
+}
+
+/// A test's outcome before the observer has stored it.
+fn outcome(
+    t: &PlannedTest,
+    result: Result<landspeed_core::result::RunResult, String>,
+    offset: i64,
+) -> TestOutcome {
+    TestOutcome {
+        test: t.clone(),
+        result,
+        from_offset_ns: offset,
+        run_id: None,
+    }
+}
+
+/// Where the outcomes go: the observer hears each (and answers its archive id), in plan order slots.
+struct Outcomes<'a> {
+    obs: &'a mut dyn MeshObserver,
+    slots: Vec<Option<TestOutcome>>,
+}
+
+impl Outcomes<'_> {
+    fn done(&mut self, mut out: TestOutcome) {
+        out.run_id = self.obs.test_done(&out);
+        let i = out.test.index;
+        self.slots[i] = Some(out);
+    }
+
+    /// Every test's outcome in plan order; one whose thread ended without a word says so.
+    fn into_list(self, tests: &[PlannedTest]) -> Vec<TestOutcome> {
+        self.slots
+            .into_iter()
+            .zip(tests)
+            .map(|(o, t)| {
+                o.unwrap_or_else(|| outcome(t, Err("no result (the thread running it ended)".into()), 0))
+            })
+            .collect()
+    }
+}
+
+/// Every test at once, each ordered to start at the agreed instant on its sending host's clock;
+/// returns that instant (controller clock, Unix seconds).
+fn run_together(
+    hosts: &BTreeMap<String, String>,
+    tests: &[PlannedTest],
+    checked: &Checked,
+    o: &MeshOptions,
+    out: &mut Outcomes,
+) -> f64 {
+    let t0 = SystemTime::now() + o.start_delay;
+    out.obs.starting(Some(unix_s(t0)), tests.len());
+    let (tx, rx) = mpsc::channel();
+    let mut running = 0;
+    for t in tests {
+        let offset = match checked.precheck(t) {
+            Err(e) => {
+                out.done(outcome(t, Err(e), 0));
+                continue;
+            }
+            Ok(offset) => offset,
+        };
+        let at = unix_s(t0) * 1e9 + offset as f64;
+        let (t, tx) = (t.clone(), tx.clone());
+        let (fa, ta) = (hosts[&t.from].clone(), hosts[&t.to].clone());
+        let mo = MeshOptions {
+            key: o.key.clone(),
+            timeout: o.timeout,
+            concurrent: true,
+            start_delay: o.start_delay,
+        };
+        running += 1;
+        std::thread::spawn(move || {
+            let result = order_one(&t, &fa, &ta, Some(at as u64), &mo);
+            let _ = tx.send(outcome(&t, result, offset));
+        });
+    }
+    drop(tx);
+    for _ in 0..running {
+        let Ok(o) = rx.recv() else { break };
+        out.done(o);
+    }
+    unix_s(t0)
+}
+
+/// One test after another, each started when ready; returns when the first started.
+fn run_in_turn(
+    hosts: &BTreeMap<String, String>,
+    tests: &[PlannedTest],
+    checked: &Checked,
+    o: &MeshOptions,
+    out: &mut Outcomes,
+) -> f64 {
+    out.obs.starting(None, tests.len());
+    let t0 = unix_s(SystemTime::now());
+    for t in tests {
+        let (result, offset) = match checked.precheck(t) {
+            Err(e) => (Err(e), 0),
+            Ok(offset) => (order_one(t, &hosts[&t.from], &hosts[&t.to], None, o), offset),
+        };
+        out.done(outcome(t, result, offset));
+    }
+    t0
+}
+
 /// Runs the plan's tests; returns the hosts as checked, every test's outcome (in plan order) and the
 /// agreed start (controller clock, Unix seconds).
 pub fn run_plan(
@@ -104,112 +233,16 @@ pub fn run_plan(
     for (h, _) in &checked {
         obs.host_checked(h);
     }
-    let by_name: BTreeMap<&str, &(HostInfo, Option<HostCheck>)> =
-        checked.iter().map(|c| (c.0.name.as_str(), c)).collect();
-    // A test whose hosts did not pass the check fails now, with the reason.
-    let precheck = |t: &PlannedTest| -> Result<i64, String> {
-        for n in [&t.from, &t.to] {
-            if let Some((info, None)) = by_name.get(n.as_str()).map(|c| (&c.0, &c.1)) {
-                return Err(format!(
-                    "host {n} failed its check: {}",
-                    info.error.as_deref().unwrap_or("?")
-                ));
-            }
-        }
-        let from = by_name.get(t.from.as_str()).and_then(|c| c.1.as_ref());
-        match from {
-            Some(c) if !c.control => Err(format!(
-                "host {} does not take third-party orders (serve --allow-control with --auth-keys)",
-                t.from
-            )),
-            Some(c) => Ok(c.clock.offset_ns),
-            None => Err(format!("host {} was not checked", t.from)),
-        }
-    };
-    let mut outcomes: Vec<Option<TestOutcome>> = vec![None; tests.len()];
-    let done = |obs: &mut dyn MeshObserver, mut out: TestOutcome, slot: &mut Option<TestOutcome>| {
-        out.run_id = obs.test_done(&out);
-        *slot = Some(out);
+    let by_name = Checked(checked.iter().map(|c| (c.0.name.as_str(), c)).collect());
+    let mut out = Outcomes {
+        obs,
+        slots: vec![None; tests.len()],
     };
     let t0 = if o.concurrent {
-        let t0 = SystemTime::now() + o.start_delay;
-        obs.starting(Some(unix_s(t0)), tests.len());
-        let (tx, rx) = mpsc::channel();
-        let mut running = 0;
-        for t in tests {
-            match precheck(t) {
-                Err(e) => done(
-                    obs,
-                    TestOutcome {
-                        test: t.clone(),
-                        result: Err(e),
-                        from_offset_ns: 0,
-                        run_id: None,
-                    },
-                    &mut outcomes[t.index],
-                ),
-                Ok(offset) => {
-                    let at = unix_s(t0) * 1e9 + offset as f64;
-                    let (t, tx) = (t.clone(), tx.clone());
-                    let (fa, ta) = (hosts[&t.from].clone(), hosts[&t.to].clone());
-                    let mo = MeshOptions {
-                        key: o.key.clone(),
-                        timeout: o.timeout,
-                        concurrent: true,
-                        start_delay: o.start_delay,
-                    };
-                    running += 1;
-                    std::thread::spawn(move || {
-                        let result = order_one(&t, &fa, &ta, Some(at as u64), &mo);
-                        let _ = tx.send(TestOutcome {
-                            test: t,
-                            result,
-                            from_offset_ns: offset,
-                            run_id: None,
-                        });
-                    });
-                }
-            }
-        }
-        drop(tx);
-        for _ in 0..running {
-            let Ok(out) = rx.recv() else { break };
-            let i = out.test.index;
-            done(obs, out, &mut outcomes[i]);
-        }
-        unix_s(t0)
+        run_together(hosts, tests, &by_name, o, &mut out)
     } else {
-        obs.starting(None, tests.len());
-        let t0 = unix_s(SystemTime::now());
-        for t in tests {
-            let (result, offset) = match precheck(t) {
-                Err(e) => (Err(e), 0),
-                Ok(offset) => (order_one(t, &hosts[&t.from], &hosts[&t.to], None, o), offset),
-            };
-            done(
-                obs,
-                TestOutcome {
-                    test: t.clone(),
-                    result,
-                    from_offset_ns: offset,
-                    run_id: None,
-                },
-                &mut outcomes[t.index],
-            );
-        }
-        t0
+        run_in_turn(hosts, tests, &by_name, o, &mut out)
     };
-    let outcomes = outcomes
-        .into_iter()
-        .zip(tests)
-        .map(|(o, t)| {
-            o.unwrap_or_else(|| TestOutcome {
-                test: t.clone(),
-                result: Err("no result (the thread running it ended)".into()),
-                from_offset_ns: 0,
-                run_id: None,
-            })
-        })
-        .collect();
+    let outcomes = out.into_list(tests);
     (checked.into_iter().map(|c| c.0).collect(), outcomes, t0)
 }

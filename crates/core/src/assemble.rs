@@ -565,8 +565,8 @@ fn data_path(spec: &TestSpec, inp: &Inputs) -> DataPath {
     }
 }
 
-/// Builds the run result. Pure: the same inputs always give the same result.
-pub fn assemble(inp: &Inputs) -> RunResult {
+/// Every flow's streams and summary, in the spec's flow order.
+fn per_flow(inp: &Inputs) -> (Vec<DirectionResult>, Vec<StreamResult>) {
     let spec = inp.spec;
     let mut directions = vec![];
     let mut streams = vec![];
@@ -597,9 +597,17 @@ pub fn assemble(inp: &Inputs) -> RunResult {
             intervals,
         });
     }
-    let summary = combine(&directions);
-    let payload = payload_summary(spec, inp, summary.bytes_verified);
-    let intervals = merge_intervals(&directions);
+    (directions, streams)
+}
+
+/// What the result warns about: each end's own warnings and errors, corrupt payload, byte counts that
+/// disagree, failed streams, a window that limited the rate, a file that did not arrive intact.
+fn warnings(
+    inp: &Inputs,
+    payload: &PayloadSummary,
+    streams: &[StreamResult],
+    file: Option<&crate::files::FileTransferResult>,
+) -> Vec<String> {
     let mut warnings: Vec<String> = inp
         .client
         .warnings
@@ -613,7 +621,7 @@ pub fn assemble(inp: &Inputs) -> RunResult {
             c.stream, c.offset, c.expected_hex, c.received_hex
         ));
     }
-    for s in &streams {
+    for s in streams {
         // UDP loses datagrams by nature; its loss is reported as such, not as a disagreement.
         if s.bytes_sent != s.bytes_received && s.udp.is_none() {
             warnings.push(format!(
@@ -625,29 +633,41 @@ pub fn assemble(inp: &Inputs) -> RunResult {
             warnings.push(format!("stream {}: {e}", s.id));
         }
     }
-    if let Some(w) = window_limited(&streams) {
-        warnings.push(w);
-    }
+    warnings.extend(window_limited(streams));
     for (who, r) in [("client", inp.client), ("server", inp.server)] {
         if let Some(e) = &r.error {
             warnings.push(format!("{who}: {e}"));
         }
     }
-    let file = file_result(inp, &summary);
-    if let Some(f) = file.as_ref().filter(|f| !f.verified) {
+    if let Some(f) = file.filter(|f| !f.verified) {
         warnings.push(format!(
             "file {}: NOT intact: the receiver's copy (SHA-256 {}) differs from the sender's ({})",
             f.name, f.sha256_receiver_hex, f.sha256_sender_hex
         ));
     }
-    let ctx = &inp.context;
+    warnings
+}
+
+/// The test as it ran: a download's size is known only to the server until the end.
+fn spec_as_run(spec: &TestSpec, file: Option<&crate::files::FileTransferResult>) -> TestSpec {
     let mut spec = spec.clone();
-    if let (Some(f), Some(fs)) = (&file, spec.file.as_mut()) {
-        // A download's size is known only to the server until now.
+    if let (Some(f), Some(fs)) = (file, spec.file.as_mut()) {
         fs.size_bytes = Some(f.size_bytes);
         spec.end = crate::config::EndCondition::Bytes(f.size_bytes);
     }
-    let spec = &spec;
+    spec
+}
+
+/// Builds the run result. Pure: the same inputs always give the same result.
+pub fn assemble(inp: &Inputs) -> RunResult {
+    let (directions, streams) = per_flow(inp);
+    let summary = combine(&directions);
+    let payload = payload_summary(inp.spec, inp, summary.bytes_verified);
+    let intervals = merge_intervals(&directions);
+    let file = file_result(inp, &summary);
+    let warnings = warnings(inp, &payload, &streams, file.as_ref());
+    let ctx = &inp.context;
+    let spec = &spec_as_run(inp.spec, file.as_ref());
     RunResult {
         schema: SCHEMA.to_string(),
         software: format!("landspeed {}", crate::SOFTWARE_VERSION),

@@ -583,10 +583,9 @@ fn handshake(
     }
 }
 
-fn run_test(stream: TcpStream, shared: &Shared, log: &mut TestLog) -> Result<(), End> {
-    let o = &shared.opts;
-    let (mut reader, mut writer) =
-        control::split(stream, &[], o.handshake_timeout).map_err(ControlError::from)?;
+/// This server's session for a new connection: its limits, whether it takes orders, its timers, and
+/// a fresh nonce when it requires authentication.
+fn new_session(o: &ServerOptions) -> Result<ServerSession, TestError> {
     let mut sm = ServerSession::with_limits(o.limits.clone())
         .with_control(o.allow_control)
         .with_timers(timers(o), Instant::now());
@@ -595,6 +594,47 @@ fn run_test(stream: TcpStream, shared: &Shared, log: &mut TestLog) -> Result<(),
         getrandom::fill(&mut nonce).map_err(|err| TestError::Random { what: "a nonce", err })?;
         sm = sm.with_auth(keys.clone(), nonce);
     }
+    Ok(sm)
+}
+
+/// The test's file, opened (a refusal is sent to the client with its reason).
+fn open_file(
+    spec: &mut Test,
+    o: &ServerOptions,
+    writer: &mut ControlWriter,
+) -> Result<Option<files::ServerFile>, End> {
+    let Some(f) = spec.file.clone() else {
+        return Ok(None);
+    };
+    files::open(&f, spec, o).map(Some).map_err(|reason| {
+        let code = Refusal::Invalid;
+        let _ = writer.send(&Message::Rejected {
+            reason: reason.clone(),
+            code,
+        });
+        TestError::Rejected { code, reason }.into()
+    })
+}
+
+/// Waits for the client's `start` once this end said `ready`.
+fn await_start(
+    reader: &mut control::ControlReader,
+    sm: &mut ServerSession,
+    writer: &mut ControlWriter,
+) -> Result<(), End> {
+    let start = reader.read_for(sm)?;
+    match sm.on_message(start, Instant::now()) {
+        Ok(ServerAction::StartTest) => Ok(()),
+        Ok(other) => Err(TestError::NotStarted(format!("{other:?}")).into()),
+        Err(e) => Err(fail(writer, e.into()).into()),
+    }
+}
+
+fn run_test(stream: TcpStream, shared: &Shared, log: &mut TestLog) -> Result<(), End> {
+    let o = &shared.opts;
+    let (mut reader, mut writer) =
+        control::split(stream, &[], o.handshake_timeout).map_err(ControlError::from)?;
+    let mut sm = new_session(o)?;
     let Some(mut spec) = handshake(&mut reader, &mut writer, &mut sm, shared, log)? else {
         return Ok(());
     };
@@ -624,20 +664,7 @@ fn run_test(stream: TcpStream, shared: &Shared, log: &mut TestLog) -> Result<(),
         .map_err(|_| TestError::Poisoned)?
         .insert(sid, tx);
     let registered = Registered(&shared.registry, sid);
-    let file = match spec.file.clone() {
-        None => None,
-        Some(f) => match files::open(&f, &mut spec, o) {
-            Ok(x) => Some(x),
-            Err(reason) => {
-                let code = Refusal::Invalid;
-                let _ = writer.send(&Message::Rejected {
-                    reason: reason.clone(),
-                    code,
-                });
-                return Err(TestError::Rejected { code, reason }.into());
-            }
-        },
-    };
+    let file = open_file(&mut spec, o, &mut writer)?;
     writer.send(&Message::Accepted { session: sid })?;
     let handle = file.as_ref().map(|f| f.handle.clone());
     let arrivals = Arrivals {
@@ -653,18 +680,33 @@ fn run_test(stream: TcpStream, shared: &Shared, log: &mut TestLog) -> Result<(),
         warnings.extend(sockopt::window_warning(spec.window_bytes, snd, rcv));
     }
     writer.send(&Message::Ready)?;
-    let start = reader.read_for(&mut sm)?;
-    match sm.on_message(start, Instant::now()) {
-        Ok(ServerAction::StartTest) => {}
-        Ok(other) => return Err(TestError::NotStarted(format!("{other:?}")).into()),
-        Err(e) => return Err(fail(&mut writer, e.into()).into()),
-    }
+    await_start(&mut reader, &mut sm, &mut writer)?;
+    let local = Local {
+        warnings,
+        cpus: spec.server_cpus.clone(),
+        file,
+    };
+    measure((reader, writer, sm), &spec, &streams, shared, local, log)
+}
 
+/// Runs the test's streams through the supervisor while the control connection is read in the
+/// background, then exchanges the results over the control connection (`ctl`: its reader, writer and
+/// session).
+fn measure(
+    ctl: (control::ControlReader, ControlWriter, ServerSession),
+    spec: &Test,
+    streams: &[DataStream],
+    shared: &Shared,
+    local: Local,
+    log: &mut TestLog,
+) -> Result<(), End> {
+    let o = &shared.opts;
+    let (reader, mut writer, mut sm) = ctl;
     let (wtx, wrx) = mpsc::channel::<Wake<Incoming>>();
     let quit = Arc::new(AtomicBool::new(false));
     control::spawn_reader(reader, wtx.clone(), quit.clone());
     let threads = spec.server_threads.map(|t| t as usize);
-    let mut params = EngineParams::for_spec(&spec, threads, spec.server_cpus.clone(), o.idle_timeout);
+    let mut params = EngineParams::for_spec(spec, threads, spec.server_cpus.clone(), o.idle_timeout);
     // --max-rate: this end reads and writes no faster than its share, whichever way the data goes.
     params.stream_cap_bps = o.limits.max_rate_bps.map(|r| r / f64::from(spec.total_streams()));
     let flags = Flags::default();
@@ -680,13 +722,8 @@ fn run_test(stream: TcpStream, shared: &Shared, log: &mut TestLog) -> Result<(),
         failure: None,
     };
     let wiring = Wiring::new(&flags, (&wtx, &wrx), &mut hook, iface.as_deref());
-    let out = supervisor::run(&Tcp(&streams), &params, wiring);
+    let out = supervisor::run(&Tcp(streams), &params, wiring);
     add_measured(log, &out);
-    let local = Local {
-        warnings,
-        cpus: spec.server_cpus.clone(),
-        file,
-    };
     let result = finish(&mut hook, &out, &flags, &wrx, local);
     quit.store(true, Relaxed);
     Ok(result?)
