@@ -298,7 +298,31 @@ struct Hook<'a> {
     failure: Option<ClientError>,
 }
 
-impl Hook<'_> {
+impl<'a> Hook<'a> {
+    /// The hook of a test on the control conversation `ctl` (its session and writer), reporting
+    /// through `on_event`.
+    fn new(
+        ctl: (&'a mut ClientSession, &'a mut ControlWriter),
+        addr: SocketAddr,
+        spec: &'a TestSpec,
+        interrupt: &'a AtomicBool,
+        on_event: &'a mut dyn FnMut(ClientEvent),
+    ) -> Hook<'a> {
+        Hook {
+            addr,
+            session: ctl.0,
+            writer: ctl.1,
+            spec,
+            interrupt,
+            on_event,
+            server_samples: vec![],
+            live_local: LiveIntervals::default(),
+            live_remote: LiveIntervals::default(),
+            pending: vec![],
+            failure: None,
+        }
+    }
+
     fn handle(&mut self, incoming: Incoming, flags: &Flags) {
         let msg = match incoming {
             Ok(m) => m,
@@ -376,10 +400,11 @@ pub fn run_client(
         .local_addr()
         .map_err(|err| ClientError::Connect { addr, err })?;
     on_event(ClientEvent::Connected { local, remote: addr });
-    let mut latency = match &opts.latency {
-        Some(l) => Some(latency::LatencyRun::start(addr, l)?),
-        None => None,
-    };
+    let mut latency = opts
+        .latency
+        .as_ref()
+        .map(|l| latency::LatencyRun::start(addr, l))
+        .transpose()?;
     let mut acc = request(opts, spec, &ctl, addr)?;
     if interrupt.load(Relaxed) {
         return Err(ClientError::Interrupted);
@@ -390,39 +415,17 @@ pub fn run_client(
     if let Some(l) = latency.as_mut() {
         warnings.extend(latency_begins(l));
     }
-    if let Some(at) = opts.start_at {
-        // Bounded: a controller's instant is checked to be at most a minute ahead.
-        if let Ok(wait) = at.duration_since(SystemTime::now()) {
-            std::thread::sleep(wait);
-        }
-    }
     on_event(ClientEvent::Started {
         streams: spec.total_streams(),
         warnings: warnings.clone(),
     });
-    // The result's start is the instant the data starts: its intervals count from here.
-    let started_unix_s = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64());
-    let cerr = |err| ClientError::Control { addr, err };
-    acc.writer.send(&Message::Start).map_err(cerr)?;
+    let started_unix_s = send_start(opts, &mut acc.writer, addr)?;
     let (tx, rx) = mpsc::channel::<Wake<Incoming>>();
     let quit = Arc::new(AtomicBool::new(false));
     let _quit_on_return = QuitGuard(&quit);
     control::spawn_reader(acc.reader, tx.clone(), quit.clone());
-    let mut hook = Hook {
-        addr,
-        session: &mut acc.session,
-        writer: &mut acc.writer,
-        spec,
-        interrupt,
-        on_event,
-        server_samples: vec![],
-        live_local: LiveIntervals::default(),
-        live_remote: LiveIntervals::default(),
-        pending: vec![],
-        failure: None,
-    };
+    let conversation = (&mut acc.session, &mut acc.writer);
+    let mut hook = Hook::new(conversation, addr, spec, interrupt, on_event);
     let out = measure(
         opts,
         spec,
@@ -452,23 +455,56 @@ pub fn run_client(
         interrupted,
         "landspeed",
     );
-    let mut result = assemble(&Inputs {
+    let inputs = Inputs {
         spec,
         context,
         client: &local_report,
         server: &server_report,
         client_samples: &out.samples,
         server_samples: &server_samples,
-    });
+    };
+    Ok(result(&inputs, latency, incoming))
+}
+
+/// The run's result from both ends' reports, with the latency probes' figures and a received file
+/// settled against the sender's report.
+fn result(
+    inputs: &Inputs,
+    latency: Option<latency::LatencyRun>,
+    incoming: Option<landspeed_engine::files::Incoming>,
+) -> RunResult {
+    let mut result = assemble(inputs);
     if let Some(l) = latency {
         l.finish(&mut result);
     }
-    if let (Some(mut inc), Some(mine)) = (incoming, local_report.file.as_ref()) {
-        if let Err(w) = inc.settle(mine, server_report.file.as_ref()) {
-            result.warnings.push(w);
+    if let (Some(mut inc), Some(mine)) = (incoming, inputs.client.file.as_ref()) {
+        result
+            .warnings
+            .extend(inc.settle(mine, inputs.server.file.as_ref()).err());
+    }
+    result
+}
+
+/// Waits for the agreed start instant, when a controller gave one, and sends `start`; returns the
+/// instant the data starts (Unix seconds), from which the result's intervals count.
+fn send_start(
+    opts: &ClientOptions,
+    writer: &mut ControlWriter,
+    addr: SocketAddr,
+) -> Result<f64, ClientError> {
+    if let Some(at) = opts.start_at {
+        // Bounded: a controller's instant is checked to be at most a minute ahead.
+        if let Ok(wait) = at.duration_since(SystemTime::now()) {
+            std::thread::sleep(wait);
         }
     }
-    Ok(result)
+    let started_unix_s = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64());
+    writer
+        .send(&Message::Start)
+        .map_err(|err| ClientError::Control { addr, err })?;
+    Ok(started_unix_s)
 }
 
 /// Raises the control reader's quit flag however `run_client` returns.

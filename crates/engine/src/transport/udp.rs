@@ -249,28 +249,7 @@ fn send_stream(
                     write_header(u.format, Header { seq, sent_ns }, d);
                     d[HEADER..].copy_from_slice(gen.fill(s.id, seq * plen as u64, plen));
                 }
-                match s.socket.send(&buf[..n * len]) {
-                    Ok(_) => {
-                        let at = Instant::now();
-                        o.bytes += (n * len) as u64;
-                        o.calls += n as u64;
-                        o.first.get_or_insert(at);
-                        o.last = Some(at);
-                        c.bytes.store(o.bytes, Relaxed);
-                    }
-                    // The kernel's queue is full: the datagrams are skipped and counted.
-                    Err(e)
-                        if e.raw_os_error() == Some(libc::ENOBUFS) || e.kind() == ErrorKind::WouldBlock =>
-                    {
-                        o.send_errors += n as u64;
-                    }
-                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                    // ECONNREFUSED: an ICMP error for an earlier datagram; UDP goes on.
-                    Err(e) if e.kind() == ErrorKind::ConnectionRefused => o.send_errors += n as u64,
-                    Err(e) => {
-                        o.error = Some(format!("send: {e}"));
-                    }
-                }
+                send_batch(s, &buf[..n * len], n, c, &mut o);
                 pacer.sent(n as u32);
                 if o.error.is_some() {
                     break;
@@ -279,19 +258,104 @@ fn send_stream(
         }
     }
     if !flags.abort.load(Relaxed) && u.format == UdpFormat::Landspeed {
-        let mut mark = [0u8; HEADER];
-        Header {
-            seq: END_MARK,
-            sent_ns: o.calls,
-        }
-        .write(&mut mark);
-        for _ in 0..END_MARKS {
-            let _ = s.socket.send(&mark);
-            std::thread::sleep(Duration::from_millis(2));
-        }
+        send_end_marks(s, o.calls);
     }
     c.finished.store(true, Relaxed);
     o
+}
+
+/// Sends `n` datagrams (one segmented send, or one datagram) and counts them in `o` and the meter; a
+/// full kernel queue or an ICMP error for an earlier datagram skips them, counted as send errors.
+fn send_batch(s: &UdpStream, bytes: &[u8], n: usize, c: &Meter, o: &mut Outcome) {
+    match s.socket.send(bytes) {
+        Ok(_) => {
+            let at = Instant::now();
+            o.bytes += bytes.len() as u64;
+            o.calls += n as u64;
+            o.first.get_or_insert(at);
+            o.last = Some(at);
+            c.bytes.store(o.bytes, Relaxed);
+        }
+        Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) || e.kind() == ErrorKind::WouldBlock => {
+            o.send_errors += n as u64;
+        }
+        Err(e) if e.kind() == ErrorKind::Interrupted => {}
+        Err(e) if e.kind() == ErrorKind::ConnectionRefused => o.send_errors += n as u64,
+        Err(e) => o.error = Some(format!("send: {e}")),
+    }
+}
+
+/// The end marks that tell the receiver this sender is done and how many datagrams it sent.
+fn send_end_marks(s: &UdpStream, sent: u64) {
+    let mut mark = [0u8; HEADER];
+    Header {
+        seq: END_MARK,
+        sent_ns: sent,
+    }
+    .write(&mut mark);
+    for _ in 0..END_MARKS {
+        let _ = s.socket.send(&mark);
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// What one read of a receiving socket gave.
+enum Received {
+    Bytes(usize),
+    /// Nothing yet (timeout, interrupt, an ICMP error for a datagram this end sent): read again.
+    Again,
+    /// Halting and nothing more is queued.
+    Done,
+    Failed(std::io::Error),
+}
+
+fn receive(s: &UdpStream, buf: &mut [u8], halting: bool) -> Received {
+    match s.socket.recv(buf) {
+        Ok(n) => Received::Bytes(n),
+        Err(_) if halting => Received::Done,
+        Err(e)
+            if matches!(
+                e.kind(),
+                ErrorKind::WouldBlock
+                    | ErrorKind::TimedOut
+                    | ErrorKind::Interrupted
+                    | ErrorKind::ConnectionRefused
+            ) =>
+        {
+            Received::Again
+        }
+        Err(e) => Received::Failed(e),
+    }
+}
+
+/// A receiver's payload check: every datagram against the payload its sequence number chose.
+struct Check {
+    verifier: Verifier,
+    /// The stream's datagram size.
+    length: usize,
+    /// The last block counted bad (a block spanning datagrams is counted once).
+    last_bad: Option<u64>,
+}
+
+impl Check {
+    fn datagram(&mut self, stream: u32, seq: u64, d: &[u8], o: &mut Outcome) {
+        let plen = (self.length - HEADER) as u64;
+        if let Some(ch) = self.verifier.check(stream, seq * plen, &d[HEADER.min(d.len())..]) {
+            for b in ch.bad_blocks {
+                if self.last_bad != Some(b) {
+                    o.corrupt_blocks += 1;
+                    self.last_bad = Some(b);
+                }
+            }
+            o.first_corruption.get_or_insert(ch.first);
+        }
+        // A datagram of the wrong length cannot be right: count its block as bad.
+        if d.len() != self.length {
+            o.corrupt_blocks += 1;
+        }
+        // The header is checked too: its sequence number chose the expected payload.
+        o.verified_bytes += d.len() as u64;
+    }
 }
 
 fn receive_stream(
@@ -304,8 +368,11 @@ fn receive_stream(
 ) -> Outcome {
     let mut o = Outcome::default();
     let mut rx = UdpReceiver::default();
-    let mut verifier = p.verify.then(|| Verifier::new(&p.pattern, p.length));
-    let plen = (p.length - HEADER) as u64;
+    let mut check = p.verify.then(|| Check {
+        verifier: Verifier::new(&p.pattern, p.length),
+        length: p.length,
+        last_bad: None,
+    });
     let gro = enable_gro(&s.socket);
     o.offload = gro;
     let mut buf = vec![0u8; if gro { 65_536 } else { p.length.max(HEADER) + 1 }];
@@ -313,7 +380,6 @@ fn receive_stream(
     let mut sent: Option<u64> = None;
     let mut marked: Option<Instant> = None;
     let mut last_progress = Instant::now();
-    let mut last_bad: Option<u64> = None;
     loop {
         if flags.abort.load(Relaxed) {
             o.error = Some("test aborted".into());
@@ -322,11 +388,9 @@ fn receive_stream(
         if marked.is_some_and(|m| m.elapsed() > DRAIN) {
             break;
         }
+        // Halting: count what has already arrived, then stop.
         let halting = flags.halt.load(Relaxed);
-        if halting {
-            // Count what has already arrived, then stop.
-            let _ = s.socket.set_nonblocking(true);
-        }
+        let _ = halting.then(|| s.socket.set_nonblocking(true));
         if last_progress.elapsed() > p.idle_timeout {
             o.error = Some(format!(
                 "received nothing for {:?}; giving up on this stream",
@@ -334,19 +398,11 @@ fn receive_stream(
             ));
             break;
         }
-        let n = match s.socket.recv(&mut buf) {
-            Ok(n) => n,
-            Err(_) if halting => break,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
-                ) =>
-            {
-                continue
-            }
-            Err(e) if e.kind() == ErrorKind::ConnectionRefused => continue,
-            Err(e) => {
+        let n = match receive(s, &mut buf, halting) {
+            Received::Bytes(n) => n,
+            Received::Again => continue,
+            Received::Done => break,
+            Received::Failed(e) => {
                 o.error = Some(format!("receive: {e}"));
                 break;
             }
@@ -371,22 +427,8 @@ fn receive_stream(
             o.calls += 1;
             o.first.get_or_insert(now);
             o.last = Some(now);
-            if let Some(v) = verifier.as_mut() {
-                if let Some(ch) = v.check(s.id, h.seq * plen, &d[HEADER.min(d.len())..]) {
-                    for b in ch.bad_blocks {
-                        if last_bad != Some(b) {
-                            o.corrupt_blocks += 1;
-                            last_bad = Some(b);
-                        }
-                    }
-                    o.first_corruption.get_or_insert(ch.first);
-                }
-                // A datagram of the wrong length cannot be right: count its block as bad.
-                if d.len() != p.length {
-                    o.corrupt_blocks += 1;
-                }
-                // The header is checked too: its sequence number chose the expected payload.
-                o.verified_bytes += d.len() as u64;
+            if let Some(v) = check.as_mut() {
+                v.datagram(s.id, h.seq, d, &mut o);
             }
         }
         c.bytes.store(o.bytes, Relaxed);
