@@ -652,6 +652,24 @@ impl_waiting!(ClientSession, ClientPhase);
 mod tests {
     use super::*;
 
+    /// A client session that has sent its hello and been welcomed.
+    fn welcomed_client() -> ClientSession {
+        let mut c = ClientSession::new(TestSpec::default().validated().unwrap());
+        c.hello(now());
+        c.on_message(
+            Message::Welcome {
+                auth: None,
+                control: false,
+                limits: Default::default(),
+                version: PROTOCOL_VERSION,
+                software: "s".into(),
+            },
+            now(),
+        )
+        .unwrap();
+        c
+    }
+
     fn now() -> Instant {
         Instant::now()
     }
@@ -805,19 +823,7 @@ mod tests {
 
     #[test]
     fn client_reports_rejection_and_remote_errors() {
-        let mut c = ClientSession::new(TestSpec::default().validated().unwrap());
-        c.hello(now());
-        c.on_message(
-            Message::Welcome {
-                auth: None,
-                control: false,
-                limits: Default::default(),
-                version: PROTOCOL_VERSION,
-                software: "s".into(),
-            },
-            now(),
-        )
-        .unwrap();
+        let mut c = welcomed_client();
         assert_eq!(
             c.on_message(
                 Message::Rejected {
@@ -928,19 +934,7 @@ mod tests {
 
     #[test]
     fn done_twice_is_a_violation() {
-        let mut c = ClientSession::new(TestSpec::default().validated().unwrap());
-        c.hello(now());
-        c.on_message(
-            Message::Welcome {
-                auth: None,
-                control: false,
-                limits: Default::default(),
-                version: PROTOCOL_VERSION,
-                software: "s".into(),
-            },
-            now(),
-        )
-        .unwrap();
+        let mut c = welcomed_client();
         c.on_message(
             Message::Accepted {
                 session: SessionId([0; 16]),
