@@ -124,7 +124,8 @@ fn a_recorded_answer_cannot_be_replayed() {
         auth: Some(Box::new(key.prove(&ch1, &[5; auth::NONCE_LEN]).unwrap())),
     };
     c1.write_all(&protocol::encode(&request)).unwrap();
-    assert!(matches!(read_msg(&mut c1, &mut d1), Message::Accepted { .. }));
+    let m = read_msg(&mut c1, &mut d1);
+    assert!(matches!(m, Message::Accepted { .. }), "{m:?}");
     drop(c1);
 
     // The same bytes on a new connection: the server's nonce is new, so the answer is wrong.

@@ -2,20 +2,19 @@
 //! `ClientSession`, moves the data with the engine, and assembles the `RunResult`. Progress (connected,
 //! live intervals) is reported through a callback; nothing is printed here.
 
+mod conduct;
 mod iperf3;
 mod latency;
 
+pub use conduct::run_client;
 pub use iperf3::run_iperf3_client;
 pub use latency::LatencyOptions;
 
-use crate::control::{self, ControlError, ControlWriter, WaitError};
+use crate::control::ControlError;
 use landspeed_core::assemble::{assemble, Inputs, RunContext};
 use landspeed_core::config::{Flow, Test, TestSpec, Transport};
 use landspeed_core::endpoint::{EndpointReport, IntervalSample, Role};
-use landspeed_core::protocol::{
-    ClientAction, ClientSession, Message, Preamble, ProtocolError, SessionId, Timers, Waiting,
-    PROTOCOL_VERSION,
-};
+use landspeed_core::protocol::{ClientSession, Preamble, ProtocolError, SessionId, Timers, PROTOCOL_VERSION};
 use landspeed_core::result::{IntervalResult, IntervalStream, RunResult};
 use landspeed_engine::sockopt::{self, SockOptError};
 use landspeed_engine::supervisor::{self, EngineHook, EngineParams, Flags, Wake, Wiring};
@@ -25,7 +24,6 @@ use socket2::{Domain, Socket, Type};
 use std::collections::HashMap;
 use std::io::Write;
 use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -282,190 +280,6 @@ impl LiveIntervals {
     }
 }
 
-type Incoming = Result<Message, ControlError>;
-
-struct Hook<'a> {
-    addr: SocketAddr,
-    session: &'a mut ClientSession,
-    writer: &'a mut ControlWriter,
-    spec: &'a TestSpec,
-    interrupt: &'a AtomicBool,
-    on_event: &'a mut dyn FnMut(ClientEvent),
-    server_samples: Vec<IntervalSample>,
-    live_local: LiveIntervals,
-    live_remote: LiveIntervals,
-    pending: Vec<ClientAction>,
-    failure: Option<ClientError>,
-}
-
-impl<'a> Hook<'a> {
-    /// The hook of a test on the control conversation `ctl` (its session and writer), reporting
-    /// through `on_event`.
-    fn new(
-        ctl: (&'a mut ClientSession, &'a mut ControlWriter),
-        addr: SocketAddr,
-        spec: &'a TestSpec,
-        interrupt: &'a AtomicBool,
-        on_event: &'a mut dyn FnMut(ClientEvent),
-    ) -> Hook<'a> {
-        Hook {
-            addr,
-            session: ctl.0,
-            writer: ctl.1,
-            spec,
-            interrupt,
-            on_event,
-            server_samples: vec![],
-            live_local: LiveIntervals::default(),
-            live_remote: LiveIntervals::default(),
-            pending: vec![],
-            failure: None,
-        }
-    }
-
-    fn handle(&mut self, incoming: Incoming, flags: &Flags) {
-        let msg = match incoming {
-            Ok(m) => m,
-            Err(e) => {
-                flags.abort.store(true, Relaxed);
-                let failure = match e {
-                    ControlError::Closed => self.session.on_closed(Instant::now()).into(),
-                    err => ClientError::Control { addr: self.addr, err },
-                };
-                self.failure.get_or_insert(failure);
-                return;
-            }
-        };
-        match self.session.on_message(msg, Instant::now()) {
-            Ok(ClientAction::Interval(sample)) => {
-                let spec = self.spec;
-                let iv = self
-                    .live_remote
-                    .convert(&sample, |id| spec.flow_of(id) == Flow::ClientToServer);
-                if !iv.streams.is_empty() {
-                    (self.on_event)(ClientEvent::Interval {
-                        flow: Flow::ClientToServer,
-                        interval: iv,
-                    });
-                }
-                self.server_samples.push(sample);
-            }
-            Ok(action) => self.pending.push(action),
-            Err(e) => {
-                flags.abort.store(true, Relaxed);
-                self.failure.get_or_insert(e.into());
-            }
-        }
-    }
-}
-
-impl EngineHook<Incoming> for Hook<'_> {
-    fn on_sample(&mut self, sample: &IntervalSample) {
-        let spec = self.spec;
-        let iv = self
-            .live_local
-            .convert(sample, |id| spec.flow_of(id) == Flow::ServerToClient);
-        if !iv.streams.is_empty() {
-            (self.on_event)(ClientEvent::Interval {
-                flow: Flow::ServerToClient,
-                interval: iv,
-            });
-        }
-    }
-    fn on_external(&mut self, x: Incoming, flags: &Flags) {
-        self.handle(x, flags);
-    }
-    fn on_tick(&mut self, flags: &Flags) {
-        if self.interrupt.load(Relaxed) {
-            flags.stop.store(true, Relaxed);
-        }
-    }
-    fn on_stop(&mut self) {
-        let _ = self.writer.send(&Message::Stop);
-    }
-}
-
-/// Runs one test against a landspeed server. `interrupt` (e.g. raised by Ctrl-C) ends the test early
-/// and cleanly: senders stop, receivers drain, and the result is marked interrupted.
-pub fn run_client(
-    opts: &ClientOptions,
-    interrupt: &AtomicBool,
-    on_event: &mut dyn FnMut(ClientEvent),
-) -> Result<RunResult, ClientError> {
-    let (spec, local_file) = test_spec(opts)?;
-    let spec = &spec;
-    let addr = resolve(opts)?;
-    let ctl = connect(opts, addr, None)?;
-    let local = ctl
-        .local_addr()
-        .map_err(|err| ClientError::Connect { addr, err })?;
-    on_event(ClientEvent::Connected { local, remote: addr });
-    let mut latency = opts
-        .latency
-        .as_ref()
-        .map(|l| latency::LatencyRun::start(addr, l))
-        .transpose()?;
-    let mut acc = request(opts, spec, &ctl, addr)?;
-    if interrupt.load(Relaxed) {
-        return Err(ClientError::Interrupted);
-    }
-    let data = open_data(opts, spec, addr, acc.sid, local_file.as_ref())?;
-    await_ready(&mut acc, addr)?;
-    let mut warnings = start_warnings(&acc.session, spec, &data);
-    if let Some(l) = latency.as_mut() {
-        warnings.extend(latency_begins(l));
-    }
-    on_event(ClientEvent::Started {
-        streams: spec.total_streams(),
-        warnings: warnings.clone(),
-    });
-    let started_unix_s = send_start(opts, &mut acc.writer, addr)?;
-    let (tx, rx) = mpsc::channel::<Wake<Incoming>>();
-    let quit = Arc::new(AtomicBool::new(false));
-    let _quit_on_return = QuitGuard(&quit);
-    control::spawn_reader(acc.reader, tx.clone(), quit.clone());
-    let conversation = (&mut acc.session, &mut acc.writer);
-    let mut hook = Hook::new(conversation, addr, spec, interrupt, on_event);
-    let out = measure(
-        opts,
-        spec,
-        (&data, UdpFormat::Landspeed),
-        local,
-        (&tx, &rx),
-        &mut hook,
-    );
-    if let Some(l) = latency.as_mut() {
-        l.unloaded();
-    }
-    let interrupted = interrupt.load(Relaxed);
-    let (local_report, incoming) = local_report(opts, &out, warnings, local_file)?;
-    if let Some(f) = hook.failure.take() {
-        return Err(f);
-    }
-    let server_report = exchange_results(&mut hook, &rx, &local_report, addr)?;
-    let server_samples = std::mem::take(&mut hook.server_samples);
-    drop(hook);
-    acc.writer.shutdown();
-    let context = run_context(
-        opts,
-        local,
-        addr,
-        &local_report,
-        started_unix_s,
-        interrupted,
-        "landspeed",
-    );
-    let inputs = Inputs {
-        spec,
-        context,
-        client: &local_report,
-        server: &server_report,
-        client_samples: &out.samples,
-        server_samples: &server_samples,
-    };
-    Ok(result(&inputs, latency, incoming))
-}
-
 /// The run's result from both ends' reports, with the latency probes' figures and a received file
 /// settled against the sender's report.
 fn result(
@@ -485,36 +299,6 @@ fn result(
     result
 }
 
-/// Waits for the agreed start instant, when a controller gave one, and sends `start`; returns the
-/// instant the data starts (Unix seconds), from which the result's intervals count.
-fn send_start(
-    opts: &ClientOptions,
-    writer: &mut ControlWriter,
-    addr: SocketAddr,
-) -> Result<f64, ClientError> {
-    if let Some(at) = opts.start_at {
-        // Bounded: a controller's instant is checked to be at most a minute ahead.
-        if let Ok(wait) = at.duration_since(SystemTime::now()) {
-            std::thread::sleep(wait);
-        }
-    }
-    let started_unix_s = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64());
-    writer
-        .send(&Message::Start)
-        .map_err(|err| ClientError::Control { addr, err })?;
-    Ok(started_unix_s)
-}
-
-/// Raises the control reader's quit flag however `run_client` returns.
-struct QuitGuard<'a>(&'a AtomicBool);
-impl Drop for QuitGuard<'_> {
-    fn drop(&mut self) {
-        self.0.store(true, Relaxed);
-    }
-}
-
 /// The test as this client asks for it: a fresh payload key, the file to send or receive prepared
 /// (each change validated again).
 fn test_spec(opts: &ClientOptions) -> Result<(Test, Option<LocalFile>), ClientError> {
@@ -525,59 +309,6 @@ fn test_spec(opts: &ClientOptions) -> Result<(Test, Option<LocalFile>), ClientEr
     }
     let local_file = prepare_file(opts, &mut test)?;
     Ok((test, local_file))
-}
-
-/// The control conversation once the server has accepted the test.
-struct Accepted {
-    session: ClientSession,
-    reader: control::ControlReader,
-    writer: ControlWriter,
-    sid: SessionId,
-}
-
-/// Maps a failed wait for the server to the client's error.
-fn wait_error(addr: SocketAddr) -> impl Fn(WaitError) -> ClientError {
-    move |e| match e {
-        WaitError::Session(e) => ClientError::from(e),
-        WaitError::Control(err) => ClientError::Control { addr, err },
-    }
-}
-
-/// Greets the server, sends the test request and waits for the acceptance.
-fn request(
-    opts: &ClientOptions,
-    spec: &Test,
-    ctl: &TcpStream,
-    addr: SocketAddr,
-) -> Result<Accepted, ClientError> {
-    let (mut session, mut reader, mut writer, req) = greet(opts, spec, ctl, addr)?;
-    writer
-        .send(&req)
-        .map_err(|err| ClientError::Control { addr, err })?;
-    let accepted = reader.read_for(&mut session).map_err(wait_error(addr))?;
-    let ClientAction::ConnectStreams(sid) = session.on_message(accepted, Instant::now())? else {
-        return Err(ClientError::OutOfOrder {
-            step: "waiting for the server to accept the test",
-        });
-    };
-    Ok(Accepted {
-        session,
-        reader,
-        writer,
-        sid,
-    })
-}
-
-/// Tells the session the streams are connected and waits for the server to be ready.
-fn await_ready(acc: &mut Accepted, addr: SocketAddr) -> Result<(), ClientError> {
-    acc.session.on_streams_connected(Instant::now())?;
-    let ready = acc.reader.read_for(&mut acc.session).map_err(wait_error(addr))?;
-    match acc.session.on_message(ready, Instant::now())? {
-        ClientAction::StartTest => Ok(()),
-        _ => Err(ClientError::OutOfOrder {
-            step: "waiting for the server to be ready",
-        }),
-    }
 }
 
 /// The data connections of one test: TCP streams or UDP sockets, as the test says.
@@ -697,106 +428,6 @@ fn local_report(
         }
         (None, None) => Ok((report, None)),
     }
-}
-
-/// Both ends done? Then the reports cross: the client sends first, the server answers, within the
-/// session's results timer.
-fn exchange_results(
-    hook: &mut Hook,
-    rx: &mpsc::Receiver<Wake<Incoming>>,
-    local_report: &EndpointReport,
-    addr: SocketAddr,
-) -> Result<Box<EndpointReport>, ClientError> {
-    let mut actions = std::mem::take(&mut hook.pending);
-    actions.push(hook.session.on_local_done(Instant::now())?);
-    let after = Flags::default();
-    loop {
-        for a in actions.drain(..) {
-            match a {
-                ClientAction::SendResults => {
-                    let msg = Message::Results {
-                        report: Box::new(local_report.clone()),
-                    };
-                    hook.writer
-                        .send(&msg)
-                        .map_err(|err| ClientError::Control { addr, err })?;
-                }
-                ClientAction::Finished(r) => return Ok(r),
-                _ => {}
-            }
-        }
-        let now = Instant::now();
-        hook.session.handle_timeout(now)?;
-        let left = hook.session.time_left(now).unwrap_or(Duration::ZERO);
-        match rx.recv_timeout(left) {
-            Ok(Wake::External(x)) => hook.handle(x, &after),
-            Ok(Wake::WorkerDone) | Err(mpsc::RecvTimeoutError::Timeout) => {}
-            Err(mpsc::RecvTimeoutError::Disconnected) => return Err(hook.session.on_closed(now).into()),
-        }
-        if let Some(f) = hook.failure.take() {
-            return Err(f);
-        }
-        actions = std::mem::take(&mut hook.pending);
-    }
-}
-
-/// Opens the conversation on the control connection: preamble and hello, then the server's welcome,
-/// answered with the test request (returned, not yet sent). Tells an iperf3 server, a refusal and a
-/// peer that is not landspeed apart.
-fn greet(
-    opts: &ClientOptions,
-    spec: &Test,
-    ctl: &TcpStream,
-    addr: SocketAddr,
-) -> Result<(ClientSession, control::ControlReader, ControlWriter, Message), ClientError> {
-    let cerr = |err| ClientError::Control { addr, err };
-    let (mut reader, writer) = control::split(
-        ctl.try_clone().map_err(|e| cerr(e.into()))?,
-        &[],
-        opts.control_timeout,
-    )
-    .map_err(|e| cerr(e.into()))?;
-    let mut session = ClientSession::new(spec.clone()).with_timers(timers(opts));
-    if let Some(key) = &opts.auth {
-        let mut nonce = [0u8; landspeed_core::protocol::NONCE_LEN];
-        getrandom::fill(&mut nonce).map_err(|err| ClientError::Random { what: "a nonce", err })?;
-        session = session.with_auth(key.clone(), nonce);
-    }
-
-    let mut hello = Preamble::Control {
-        version: PROTOCOL_VERSION,
-    }
-    .encode();
-    hello.extend(landspeed_core::protocol::encode(&session.hello(Instant::now())));
-    (&*ctl).write_all(&hello).map_err(|e| cerr(e.into()))?;
-    // An iperf3 server takes the greeting for a cookie and answers with one state byte: PARAM_EXCHANGE
-    // (9) or ACCESS_DENIED (-1). A landspeed answer starts with a frame length, whose first byte is 0.
-    let _ = ctl.set_read_timeout(Some(opts.control_timeout));
-    let mut first = [0u8; 1];
-    if let Ok(1) = ctl.peek(&mut first) {
-        if first[0] == 9 || first[0] == 0xff {
-            return Err(ClientError::Iperf3Server { addr });
-        }
-    }
-    let not_ls = |detail: String| ClientError::NotLandspeed { addr, detail };
-    let welcome = match reader.read_for(&mut session) {
-        Ok(m) => m,
-        Err(WaitError::Control(ControlError::Frame(e))) => return Err(not_ls(e.to_string())),
-        Err(WaitError::Session(ProtocolError::Timeout { after, .. })) => {
-            return Err(not_ls(format!("no landspeed answer within {after:?}")))
-        }
-        Err(WaitError::Session(ProtocolError::PeerClosed { .. })) => {
-            return Err(not_ls(
-                "it closed the connection after the greeting without an answer".into(),
-            ))
-        }
-        Err(WaitError::Session(e)) => return Err(e.into()),
-        Err(WaitError::Control(e)) => return Err(cerr(e)),
-    };
-    let ClientAction::Send(req) = session.on_message(welcome, Instant::now())? else {
-        return Err(not_ls("unexpected greeting".into()));
-    };
-    Ok((session, reader, writer, req))
 }
 
 /// The session's timers from the client's options. A download waits while the server reads and hashes

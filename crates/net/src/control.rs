@@ -1,10 +1,16 @@
-//! Blocking control-connection I/O: whole messages in and out over a TCP stream, every read and write
-//! bounded by a timeout. The bytes-to-messages work is landspeed-core's `FrameDecoder`; this module only
-//! moves bytes and maps socket conditions to typed errors.
+//! Blocking control-connection I/O. `Link` is the one driver loop of landspeed's own tests on both
+//! sides: a reader thread and the listeners feed one wake-up channel, the session (a core `Conn`)
+//! takes the bytes and decides what is sent and what the driver must do, and the loop hands the
+//! driver only actions, arrivals and ticks. `ControlReader`/`ControlWriter` are the plain blocking
+//! halves for conversations without a session (a controller's). This module only moves bytes and
+//! maps socket conditions to typed errors.
 
-use landspeed_core::protocol::{encode, FrameDecoder, FrameError, Message, ProtocolError, Waiting};
+use landspeed_core::protocol::{encode, Conn, FrameDecoder, FrameError, Machine, Message, ProtocolError};
+use landspeed_engine::supervisor::Wake;
 use std::io::{ErrorKind, Read, Write};
-use std::net::TcpStream;
+use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 #[derive(Debug, thiserror::Error)]
@@ -29,10 +35,6 @@ pub enum WaitError {
     #[error(transparent)]
     Control(#[from] ControlError),
 }
-
-/// Longest one read blocks when the session has no timer running (it then waits on something else
-/// that is bounded, such as the data streams' idle timeout).
-const UNTIMED: Duration = Duration::from_secs(3600);
 
 /// The reading half of a control connection.
 pub struct ControlReader {
@@ -91,22 +93,6 @@ impl ControlReader {
     }
 }
 
-impl ControlReader {
-    /// Reads the next message `session` waits for, blocking no longer than its timer allows; a timeout
-    /// or a closed connection comes back as the session's own typed error for that step.
-    pub fn read_for(&mut self, session: &mut dyn Waiting) -> Result<Message, WaitError> {
-        loop {
-            let left = session.time_left(Instant::now()).unwrap_or(UNTIMED);
-            match self.read(left) {
-                Ok(m) => return Ok(m),
-                Err(ControlError::Timeout(_)) => session.handle_timeout(Instant::now())?,
-                Err(ControlError::Closed) => return Err(session.on_closed(Instant::now()).into()),
-                Err(e) => return Err(e.into()),
-            }
-        }
-    }
-}
-
 /// The writing half of a control connection.
 pub struct ControlWriter {
     stream: TcpStream,
@@ -120,7 +106,12 @@ impl ControlWriter {
     }
 
     pub fn send(&mut self, msg: &Message) -> Result<(), ControlError> {
-        match self.stream.write_all(&encode(msg)) {
+        self.write_raw(&encode(msg))
+    }
+
+    /// Writes bytes already framed (a session's output).
+    pub fn write_raw(&mut self, bytes: &[u8]) -> Result<(), ControlError> {
+        match self.stream.write_all(bytes) {
             Ok(()) => Ok(()),
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => Err(
                 ControlError::Timeout(self.stream.write_timeout().ok().flatten().unwrap_or_default()),
@@ -147,32 +138,203 @@ pub fn split(
     Ok((ControlReader::with_leftover(stream, leftover), w))
 }
 
-/// Reads control messages on a thread of its own and forwards them to the engine's wake-up channel, so
-/// the sampling thread sees them as they arrive. Ends after an error, after the peer's final `Results`,
-/// or when `quit` is raised.
-pub fn spawn_reader<X: From<Result<Message, ControlError>> + Send + 'static>(
-    mut reader: ControlReader,
-    tx: std::sync::mpsc::Sender<landspeed_engine::supervisor::Wake<X>>,
-    quit: std::sync::Arc<std::sync::atomic::AtomicBool>,
-) {
-    use std::sync::atomic::Ordering::Relaxed;
-    std::thread::Builder::new()
-        .name("control-reader".into())
-        .spawn(move || loop {
-            match reader.read(Duration::from_millis(250)) {
-                Err(ControlError::Timeout(_)) if !quit.load(Relaxed) => continue,
-                Err(ControlError::Timeout(_)) => return,
-                other => {
-                    let end = other.is_err() || matches!(other, Ok(Message::Results { .. }));
-                    if tx
-                        .send(landspeed_engine::supervisor::Wake::External(X::from(other)))
-                        .is_err()
-                        || end
-                    {
-                        return;
-                    }
-                }
-            }
+/// What wakes a test's driver besides its engine: its control connection's bytes and conditions, and
+/// on a server the data connections that quote its session.
+#[derive(Debug)]
+pub enum Input {
+    /// Bytes read from the control connection.
+    Bytes(Vec<u8>),
+    /// The peer closed the control connection (or reset it).
+    Closed,
+    /// Reading the control connection failed otherwise.
+    Failed(std::io::Error),
+    /// A data connection for this test arrived.
+    Arrival(Arrival),
+}
+
+/// A data connection for a test, as the server's listeners hand it over.
+#[derive(Debug)]
+pub enum Arrival {
+    /// TCP stream `id`.
+    Tcp(u32, TcpStream),
+    /// The hello of UDP stream `id`: from the client's address, at the listener's.
+    Udp(u32, SocketAddr, SocketAddr),
+}
+
+/// A session with its control connection's writing half: what the session sends is written at once.
+pub struct Wire<M: Machine> {
+    /// The session and its framing.
+    pub conn: Conn<M>,
+    writer: ControlWriter,
+}
+
+impl<M: Machine> Wire<M> {
+    /// Writes what the session has to send.
+    pub fn flush(&mut self) -> Result<(), ControlError> {
+        while let Some(bytes) = self.conn.poll_transmit() {
+            self.writer.write_raw(&bytes)?;
+        }
+        Ok(())
+    }
+
+    /// Sends a message the session does not decide (an error report, a clock reading).
+    pub fn send(&mut self, msg: &Message) -> Result<(), ControlError> {
+        self.conn.send(msg);
+        self.flush()
+    }
+
+    /// A local event (`event` is the session's method for it), and what it sends.
+    pub fn local(
+        &mut self,
+        event: impl FnOnce(&mut M, Instant) -> Result<M::Action, ProtocolError>,
+    ) -> Result<(), WaitError> {
+        self.conn.handle_local(Instant::now(), event)?;
+        Ok(self.flush()?)
+    }
+
+    /// Takes one input at `now`: control bytes go to the session (and its answers out); a data
+    /// connection comes back to the driver.
+    pub fn feed(&mut self, input: Input, now: Instant) -> Result<Option<Arrival>, WaitError> {
+        match input {
+            Input::Bytes(b) => match self.conn.handle_input(&b, now) {
+                Ok(()) => self.flush().map(|()| None).map_err(WaitError::from),
+                Err(ProtocolError::Frame(e)) => Err(ControlError::Frame(e).into()),
+                Err(e) => Err(e.into()),
+            },
+            Input::Closed => Err(self.conn.handle_closed(now).into()),
+            Input::Failed(e) => Err(ControlError::Io(e).into()),
+            Input::Arrival(a) => Ok(Some(a)),
+        }
+    }
+
+    /// Closes the connection both ways.
+    pub fn shutdown(&self) {
+        self.writer.shutdown();
+    }
+}
+
+/// What `Link::run` hands its driver.
+pub enum Event<A> {
+    /// The session asks for this.
+    Action(A),
+    /// A data connection for the test arrived.
+    Arrival(Arrival),
+    /// Nothing arrived for a while (at most `TICK`): a chance to look at outside conditions.
+    Tick,
+}
+
+/// How often `Link::run` hands its driver a `Tick` when nothing happens.
+pub const TICK: Duration = Duration::from_millis(100);
+
+/// One control connection driven by its session: the wire, and the wake-up channel that a reader
+/// thread (and, on a server, the listeners) feed. The engine's supervisor takes the same channel
+/// while the data moves, so one queue carries everything a test's driver waits for.
+pub struct Link<M: Machine> {
+    /// The session and the writing half.
+    pub wire: Wire<M>,
+    /// The wake-up channel: its sending side for the reader thread, the listeners and the engine.
+    pub tx: mpsc::Sender<Wake<Input>>,
+    /// Its receiving side.
+    pub rx: mpsc::Receiver<Wake<Input>>,
+    stream: TcpStream,
+    quit: Arc<AtomicBool>,
+}
+
+impl<M: Machine> Link<M> {
+    /// A link over `stream`, writes bounded by `write_timeout`; what `conn` already holds is sent.
+    /// Nothing is read until `listen`.
+    pub fn new(stream: TcpStream, conn: Conn<M>, write_timeout: Duration) -> Result<Self, ControlError> {
+        let writer = ControlWriter::new(stream.try_clone()?, write_timeout)?;
+        let (tx, rx) = mpsc::channel();
+        let mut wire = Wire { conn, writer };
+        wire.flush()?;
+        Ok(Link {
+            wire,
+            tx,
+            rx,
+            stream,
+            quit: Arc::new(AtomicBool::new(false)),
         })
-        .ok();
+    }
+
+    /// The control connection, for checks that do not read.
+    pub fn stream(&self) -> &TcpStream {
+        &self.stream
+    }
+
+    /// Starts reading the control connection on a thread of its own, until the link is dropped.
+    pub fn listen(&mut self) -> Result<(), ControlError> {
+        let stream = self.stream.try_clone()?;
+        stream.set_read_timeout(Some(Duration::from_millis(250)))?;
+        let (tx, quit) = (self.tx.clone(), self.quit.clone());
+        std::thread::Builder::new()
+            .name("control-reader".into())
+            .spawn(move || read_into(stream, &tx, &quit))?;
+        Ok(())
+    }
+
+    /// Runs the conversation: writes what the session sends, hands each action, data connection and
+    /// tick to `step` until it returns a value, and fails with the session's own error when its timer
+    /// runs out or the peer goes away. The driver never reads a message itself.
+    pub fn run<T, E: From<WaitError>>(
+        &mut self,
+        mut step: impl FnMut(&mut Self, Event<M::Action>) -> Result<Option<T>, E>,
+    ) -> Result<T, E> {
+        loop {
+            self.wire.flush().map_err(WaitError::from)?;
+            let event = match self.wire.conn.poll_action() {
+                Some(a) => Event::Action(a),
+                None => match self.next_input()? {
+                    Some(arrival) => Event::Arrival(arrival),
+                    None => self.wire.conn.poll_action().map_or(Event::Tick, Event::Action),
+                },
+            };
+            if let Some(out) = step(self, event)? {
+                self.wire.flush().map_err(WaitError::from)?;
+                return Ok(out);
+            }
+        }
+    }
+
+    /// Waits for the next input (at most the session's time left, and a tick) and takes it.
+    fn next_input(&mut self) -> Result<Option<Arrival>, WaitError> {
+        let now = Instant::now();
+        self.wire.conn.handle_timeout(now)?;
+        let left = self.wire.conn.time_left(now).map_or(TICK, |l| l.min(TICK));
+        match self.rx.recv_timeout(left) {
+            Ok(Wake::External(input)) => self.wire.feed(input, Instant::now()),
+            Ok(Wake::WorkerDone) | Err(_) => Ok(None),
+        }
+    }
+}
+
+impl<M: Machine> Drop for Link<M> {
+    fn drop(&mut self) {
+        self.quit.store(true, Relaxed);
+    }
+}
+
+/// The reader thread: forwards what it reads until the connection ends or `quit` is raised.
+fn read_into(mut stream: TcpStream, tx: &mpsc::Sender<Wake<Input>>, quit: &AtomicBool) {
+    let mut buf = vec![0u8; 64 * 1024];
+    while !quit.load(Relaxed) {
+        let input = match stream.read(&mut buf) {
+            Ok(0) => Input::Closed,
+            Ok(n) => Input::Bytes(buf[..n].to_vec()),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
+                ) =>
+            {
+                continue
+            }
+            Err(e) if matches!(e.kind(), ErrorKind::ConnectionReset | ErrorKind::BrokenPipe) => Input::Closed,
+            Err(e) => Input::Failed(e),
+        };
+        let last = !matches!(input, Input::Bytes(_));
+        if tx.send(Wake::External(input)).is_err() || last {
+            return;
+        }
+    }
 }

@@ -6,6 +6,7 @@
 //! The wire format is specified in docs/protocol.md.
 
 pub mod auth;
+pub mod conn;
 pub mod control;
 pub mod framing;
 pub mod limits;
@@ -18,10 +19,13 @@ pub mod session;
 pub mod timer;
 
 pub use auth::{AuthError, Key, KeyRing, NONCE_LEN};
+pub use conn::{Conn, Machine};
 pub use control::{ClockOffset, ClockSample, ControlOrder, ControllerSession};
 pub use framing::{encode, FrameDecoder, FrameError, MAX_FRAME_LEN};
 pub use limits::{Limits, OverLimit};
 pub use messages::{Message, Refusal, SessionId};
 pub use preamble::{classify, Preamble, PreambleError, Speaker, MAGIC, PROTOCOL_VERSION};
-pub use session::{ClientAction, ClientSession, ProtocolError, ServerAction, ServerSession};
+pub use session::{
+    ClientAction, ClientPhase, ClientSession, ProtocolError, ServerAction, ServerPhase, ServerSession,
+};
 pub use timer::{Timers, Waiting};

@@ -42,6 +42,13 @@ fn wire(m: &Message) -> Message {
     out.expect("one whole message")
 }
 
+/// The client's answer once both ends are done: its (default, empty) report.
+fn results() -> ClientAction {
+    ClientAction::Send(Message::Results {
+        report: Box::default(),
+    })
+}
+
 /// Where a walk stops: the wait one side is in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Step {
@@ -205,8 +212,10 @@ impl Pair {
         );
         for id in 0..spec.total_streams() {
             self.wait(tick);
-            let last = self.s.on_stream(id, self.now).unwrap();
-            assert_eq!(last, id + 1 == spec.total_streams());
+            let answer = self.s.on_stream(id, self.now).unwrap();
+            let last = id + 1 == spec.total_streams();
+            let ready = ServerAction::Reply(Message::Ready);
+            assert_eq!(answer == ready, last);
         }
         // The server sends Ready as the last stream arrives, and the client has just connected it.
         self.c.on_streams_connected(self.now).unwrap();
@@ -223,18 +232,21 @@ impl Pair {
             ServerAction::StartTest
         );
         self.wait(Duration::from_secs(30));
-        assert_eq!(self.c.on_local_done(self.now).unwrap(), ClientAction::Wait);
+        let mine = Default::default();
+        assert_eq!(self.c.on_local_done(mine, self.now).unwrap(), ClientAction::Wait);
         let local_done_at = self.now;
         if step == Step::ClientDone {
             return;
         }
         self.wait(tick);
-        let done = self.s.on_local_done(self.now).unwrap();
+        let ServerAction::Reply(done) = self.s.on_local_done(self.now).unwrap() else {
+            panic!()
+        };
         if step == Step::ServerResults {
             return;
         }
         self.wait(tick);
-        assert_eq!(self.send_client(&done).unwrap(), ClientAction::SendResults);
+        assert_eq!(self.send_client(&done).unwrap(), results());
         // The client's results timer runs from the end of its own streams.
         self.armed = Some(local_done_at);
     }
@@ -303,8 +315,10 @@ fn the_results_timer_runs_from_the_end_of_local_streams_whatever_comes_first() {
     p.walk(Step::ClientDone);
     let started = p.now;
     p.wait(Duration::from_secs(30));
-    let done = p.s.on_local_done(p.now).unwrap();
-    assert_eq!(p.send_client(&done).unwrap(), ClientAction::SendResults);
+    let ServerAction::Reply(done) = p.s.on_local_done(p.now).unwrap() else {
+        panic!()
+    };
+    assert_eq!(p.send_client(&done).unwrap(), results());
     assert_eq!(p.c.poll_timeout(), Some(started + TIMERS.results));
 }
 

@@ -43,6 +43,9 @@ pub enum ProtocolError {
     /// The peer closed the control connection before the conversation was complete.
     #[error("the peer closed the control connection while {phase}")]
     PeerClosed { phase: &'static str },
+    /// The bytes on the control connection are not a control message (see `framing`).
+    #[error(transparent)]
+    Frame(#[from] super::framing::FrameError),
     #[error("local event '{event}' while {phase}")]
     BadLocalEvent {
         phase: &'static str,
@@ -122,8 +125,11 @@ pub enum ServerAction {
     StartTest,
     /// Stop local senders early.
     StopSenders,
-    /// The client's results arrived: send ours and close.
+    /// The client's results arrived: build this end's report (it may need the client's) and hand it to
+    /// `results`, which sends it.
     SendResults(Box<EndpointReport>),
+    /// Nothing to do yet.
+    Wait,
     /// The client gave up; close.
     PeerFailed(String),
     /// A controller asked for this server's clock: send `Clock` with this `client_ns` and the time now.
@@ -150,6 +156,8 @@ pub struct ServerSession {
     /// Third-party orders are taken (`--allow-control`).
     control: bool,
     clock_probes: u32,
+    /// This end's results have been sent.
+    answered: bool,
     timers: Timers,
     timer: Timer,
 }
@@ -177,6 +185,7 @@ impl ServerSession {
             authenticated: None,
             control: false,
             clock_probes: 0,
+            answered: false,
             timers: Timers::default(),
             timer: Timer::default(),
         }
@@ -379,8 +388,21 @@ impl ServerSession {
         }
     }
 
-    /// A data connection quoting this session arrived. Returns true when it was the last one expected.
-    pub fn on_stream(&mut self, id: u32, now: Instant) -> Result<bool, ProtocolError> {
+    /// The driver has set the accepted test up under `session` (the id its data connections quote):
+    /// the client is told so.
+    pub fn accepted(&mut self, session: SessionId) -> Result<ServerAction, ProtocolError> {
+        if self.phase != ServerPhase::AwaitStreams || self.connected.iter().any(|c| *c) {
+            return Err(ProtocolError::BadLocalEvent {
+                phase: self.phase.name(),
+                event: "accepted",
+            });
+        }
+        Ok(ServerAction::Reply(Message::Accepted { session }))
+    }
+
+    /// A data connection quoting this session arrived. When it was the last one expected, the client
+    /// is told the server is ready.
+    pub fn on_stream(&mut self, id: u32, now: Instant) -> Result<ServerAction, ProtocolError> {
         if self.phase != ServerPhase::AwaitStreams {
             return Err(ProtocolError::BadLocalEvent {
                 phase: self.phase.name(),
@@ -399,13 +421,13 @@ impl ServerSession {
         self.remaining -= 1;
         if self.remaining == 0 {
             self.enter(ServerPhase::AwaitStart, now);
-            return Ok(true);
+            return Ok(ServerAction::Reply(Message::Ready));
         }
-        Ok(false)
+        Ok(ServerAction::Wait)
     }
 
-    /// The server's own streams have finished: the driver sends `Done` and waits for the client's results.
-    pub fn on_local_done(&mut self, now: Instant) -> Result<Message, ProtocolError> {
+    /// The server's own streams have finished: the client is told, and its results are awaited.
+    pub fn on_local_done(&mut self, now: Instant) -> Result<ServerAction, ProtocolError> {
         if self.phase != ServerPhase::Running {
             return Err(ProtocolError::BadLocalEvent {
                 phase: self.phase.name(),
@@ -413,7 +435,21 @@ impl ServerSession {
             });
         }
         self.enter(ServerPhase::AwaitResults, now);
-        Ok(Message::Done)
+        Ok(ServerAction::Reply(Message::Done))
+    }
+
+    /// This end's report, once the client's has arrived: it is sent, and the conversation is over.
+    pub fn results(&mut self, report: EndpointReport) -> Result<ServerAction, ProtocolError> {
+        if self.phase != ServerPhase::Finished || self.answered {
+            return Err(ProtocolError::BadLocalEvent {
+                phase: self.phase.name(),
+                event: "results",
+            });
+        }
+        self.answered = true;
+        Ok(ServerAction::Reply(Message::Results {
+            report: Box::new(report),
+        }))
     }
 }
 
@@ -454,14 +490,13 @@ pub enum ClientAction {
     Send(Message),
     /// Open the data streams quoting this session.
     ConnectStreams(SessionId),
-    /// Send `Start` and start the local streams.
+    /// The server is ready: start the local streams, and `start` (which sends `Start`) when the test
+    /// should begin.
     StartTest,
     /// A server-side interval sample arrived.
     Interval(IntervalSample),
     /// Nothing to do yet.
     Wait,
-    /// Both ends are done: send the local report (`Results`) and wait for the server's.
-    SendResults,
     /// The server's report arrived: the test is complete.
     Finished(Box<EndpointReport>),
 }
@@ -471,6 +506,9 @@ pub enum ClientAction {
 pub struct ClientSession {
     phase: ClientPhase,
     spec: Test,
+    started: bool,
+    /// This end's report from its streams finishing until both ends are done (then it is sent).
+    report: Option<Box<EndpointReport>>,
     local_done: bool,
     remote_done: bool,
     auth: Option<(Key, [u8; NONCE_LEN])>,
@@ -484,6 +522,8 @@ impl ClientSession {
         ClientSession {
             phase: ClientPhase::New,
             spec,
+            started: false,
+            report: None,
             local_done: false,
             remote_done: false,
             auth: None,
@@ -623,8 +663,25 @@ impl ClientSession {
         Ok(())
     }
 
-    /// The client's own streams have finished.
-    pub fn on_local_done(&mut self, now: Instant) -> Result<ClientAction, ProtocolError> {
+    /// The test begins (at once, or at a controller's instant): the server is told to start.
+    pub fn start(&mut self) -> Result<ClientAction, ProtocolError> {
+        if self.phase != ClientPhase::Running || self.started {
+            return Err(ProtocolError::BadLocalEvent {
+                phase: self.phase.name(),
+                event: "start",
+            });
+        }
+        self.started = true;
+        Ok(ClientAction::Send(Message::Start))
+    }
+
+    /// The client's own streams have finished, with `report`: it is sent once the server's are done
+    /// too, and the server's results are then awaited.
+    pub fn on_local_done(
+        &mut self,
+        report: EndpointReport,
+        now: Instant,
+    ) -> Result<ClientAction, ProtocolError> {
         if self.phase != ClientPhase::Running || self.local_done {
             return Err(ProtocolError::BadLocalEvent {
                 phase: self.phase.name(),
@@ -632,16 +689,21 @@ impl ClientSession {
             });
         }
         self.local_done = true;
+        self.report = Some(Box::new(report));
         self.timer.arm(now, self.timers.results);
         Ok(self.maybe_finish(now))
     }
 
     fn maybe_finish(&mut self, now: Instant) -> ClientAction {
-        if self.local_done && self.remote_done {
-            self.enter(ClientPhase::AwaitResults, now);
-            ClientAction::SendResults
-        } else {
-            ClientAction::Wait
+        match self.report.take() {
+            Some(report) if self.remote_done => {
+                self.enter(ClientPhase::AwaitResults, now);
+                ClientAction::Send(Message::Results { report })
+            }
+            report => {
+                self.report = report;
+                ClientAction::Wait
+            }
         }
     }
 }
@@ -703,8 +765,9 @@ mod tests {
             c.on_message(Message::Accepted { session: id }, now()).unwrap(),
             ClientAction::ConnectStreams(id)
         );
-        assert!(!s.on_stream(1, now()).unwrap());
-        assert!(s.on_stream(0, now()).unwrap());
+        let ready = ServerAction::Reply(Message::Ready);
+        assert_eq!(s.on_stream(1, now()).unwrap(), ServerAction::Wait);
+        assert_eq!(s.on_stream(0, now()).unwrap(), ready);
         c.on_streams_connected(now()).unwrap();
         assert_eq!(
             c.on_message(Message::Ready, now()).unwrap(),
@@ -725,14 +788,35 @@ mod tests {
             c.on_message(Message::Interval { sample }, now()).unwrap(),
             ClientAction::Interval(_)
         ));
-        assert_eq!(c.on_local_done(now()).unwrap(), ClientAction::Wait);
-        let done = s.on_local_done(now()).unwrap();
-        assert_eq!(c.on_message(done, now()).unwrap(), ClientAction::SendResults);
+        assert_eq!(
+            c.start().unwrap(),
+            ClientAction::Send(Message::Start),
+            "the client says when the test begins"
+        );
+        assert!(c.start().is_err(), "once");
+        assert_eq!(
+            c.on_local_done(EndpointReport::default(), now()).unwrap(),
+            ClientAction::Wait
+        );
+        let ServerAction::Reply(done) = s.on_local_done(now()).unwrap() else {
+            panic!()
+        };
+        let mine = Message::Results { report: report() };
+        assert_eq!(c.on_message(done, now()).unwrap(), ClientAction::Send(mine));
+        assert!(
+            s.results(EndpointReport::default()).is_err(),
+            "not before the client's"
+        );
         assert!(matches!(
             s.on_message(Message::Results { report: report() }, now())
                 .unwrap(),
             ServerAction::SendResults(_)
         ));
+        assert!(matches!(
+            s.results(EndpointReport::default()).unwrap(),
+            ServerAction::Reply(Message::Results { .. })
+        ));
+        assert!(s.results(EndpointReport::default()).is_err(), "once");
         assert!(matches!(
             c.on_message(Message::Results { report: report() }, now())
                 .unwrap(),

@@ -6,9 +6,10 @@
 //! their test. The number of connections in this state is capped overall and per address.
 
 use super::{ServerEvent, Shared};
-use crate::control::ControlWriter;
+use crate::control::{Arrival, ControlWriter, Input};
 use landspeed_core::protocol::preamble::{CONTROL_LEN, DATA_LEN};
 use landspeed_core::protocol::{classify, Message, Preamble, PreambleError, Refusal, SessionId, Speaker};
+use landspeed_engine::supervisor::Wake;
 use landspeed_iperf3::{State, COOKIE_LEN};
 use mio::net::TcpStream as MioStream;
 use mio::{Interest, Registry, Token};
@@ -345,12 +346,15 @@ fn dispatch(p: Pending, g: Greeting, shared: &Arc<Shared>) {
         return refuse("address not allowed (--allow)".into());
     }
     match g {
-        Greeting::Control => spawn(shared, peer, move |sh| super::serve_test(stream, peer, sh)),
+        Greeting::Control => spawn(shared, peer, move |sh| {
+            super::conduct::serve_test(stream, peer, sh)
+        }),
         Greeting::Data { session, stream: id } => {
             let tx = shared.registry.lock().ok().and_then(|r| r.get(&session).cloned());
             match tx {
                 Some(tx) => {
-                    let _ = tx.send((id, stream));
+                    let arrival = Arrival::Tcp(id, stream);
+                    let _ = tx.send(Wake::External(Input::Arrival(arrival)));
                 }
                 None => refuse(format!(
                     "data stream {id} for unknown or finished session {session}"

@@ -6,17 +6,18 @@
 
 use super::{Shared, TestError, TestLog};
 use crate::client::{run_client, ClientOptions};
-use crate::control::ControlWriter;
+use crate::control::Wire;
 use landspeed_core::config::Test;
-use landspeed_core::protocol::{ControlOrder, Message};
+use landspeed_core::protocol::{ControlOrder, Message, ServerSession};
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, SystemTime};
 
-/// Runs `order` and answers the controller with its result (or why it failed).
+/// Runs `order` and answers the controller with its result; an error is told to the controller by the
+/// test's driver.
 pub(super) fn run_order(
     order: &ControlOrder,
     test: Test,
-    writer: &mut ControlWriter,
+    wire: &mut Wire<ServerSession>,
     shared: &Shared,
     log: &mut TestLog,
 ) -> Result<(), TestError> {
@@ -34,7 +35,7 @@ pub(super) fn run_order(
             let e = TestError::Order(format!(
                 "the start instant is more than {MAX_START_DELAY:?} ahead"
             ));
-            return Err(super::fail(writer, e));
+            return Err(e);
         }
     }
     let never = AtomicBool::new(false);
@@ -45,19 +46,15 @@ pub(super) fn run_order(
             log.bytes_verified = result.summary.bytes_verified;
             log.corrupt_blocks = result.summary.corrupt_blocks;
             log.duration_s = result.summary.duration_s;
-            writer
-                .send(&Message::ControlResult {
-                    result: Box::new(result),
-                })
-                .map_err(TestError::from)
+            wire.send(&Message::ControlResult {
+                result: Box::new(result),
+            })
+            .map_err(TestError::from)
         }
-        Err(e) => {
-            let e = TestError::Order(format!(
-                "the ordered test to {}:{} failed: {e}",
-                order.host, order.port
-            ));
-            Err(super::fail(writer, e))
-        }
+        Err(e) => Err(TestError::Order(format!(
+            "the ordered test to {}:{} failed: {e}",
+            order.host, order.port
+        ))),
     }
 }
 

@@ -4,20 +4,18 @@
 //! datagrams to it), and answers with the preamble as an acknowledgement. Hellos are resent by the
 //! client until acknowledged, so a repeated hello only gets the acknowledgement again.
 
-use super::{Shared, TestError, UdpRegistry};
-use landspeed_core::config::{Flow, Test, TestSpec};
+use super::{Shared, TestError};
+use crate::control::{Arrival, Input};
+use landspeed_core::config::{Flow, TestSpec};
 use landspeed_core::endpoint::Role;
-use landspeed_core::protocol::{Preamble, ServerSession, SessionId, Waiting, PROTOCOL_VERSION};
+use landspeed_core::protocol::{Preamble, SessionId, PROTOCOL_VERSION};
+use landspeed_engine::supervisor::Wake;
 use landspeed_engine::transport::udp::UdpStream;
 use socket2::{Domain, Socket, Type};
 use std::collections::HashMap;
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
-
-/// A hello: (stream id, client address, the listener's address).
-pub(super) type Hello = (u32, SocketAddr, SocketAddr);
+use std::time::Duration;
 
 /// A UDP socket bound to `addr` with SO_REUSEPORT, so per-stream sockets can share the port.
 pub(super) fn bind(addr: SocketAddr, v6only: Option<bool>) -> std::io::Result<UdpSocket> {
@@ -66,17 +64,8 @@ pub(super) fn listen(sock: UdpSocket, shared: &Shared) {
         };
         let tx = shared.udp.lock().ok().and_then(|r| r.get(&session).cloned());
         if let (Some(tx), Some(local)) = (tx, local) {
-            let _ = tx.send((stream, peer, local));
-        }
-    }
-}
-
-/// Removes a session from the UDP registry however the test ends.
-pub(super) struct Registered<'a>(pub &'a UdpRegistry, pub SessionId);
-impl Drop for Registered<'_> {
-    fn drop(&mut self) {
-        if let Ok(mut r) = self.0.lock() {
-            r.remove(&self.1);
+            let hello = Input::Arrival(Arrival::Udp(stream, peer, local));
+            let _ = tx.send(Wake::External(hello));
         }
     }
 }
@@ -90,36 +79,36 @@ fn ack(sid: SessionId, id: u32) -> Vec<u8> {
     .encode()
 }
 
-/// Collects the test's UDP streams: a connected socket per hello, acknowledged.
-pub(super) fn collect(
-    rx: &mpsc::Receiver<Hello>,
+/// Takes the hello of stream `id` of test `sid`: a socket of its own on the listener's address,
+/// connected to the client, buffers sized, and the hello acknowledged. True for a new stream; a
+/// repeated hello (the client resends until acknowledged) is only acknowledged again.
+pub(super) fn accept_hello(
+    socks: &mut HashMap<u32, UdpSocket>,
     spec: &TestSpec,
     sid: SessionId,
-    sm: &mut ServerSession,
-    control: &std::net::TcpStream,
-) -> Result<Vec<UdpStream>, TestError> {
-    let n = spec.total_streams() as usize;
-    let mut socks: HashMap<u32, UdpSocket> = HashMap::new();
-    let deadline = sm.poll_timeout().unwrap_or_else(Instant::now);
-    while socks.len() < n {
-        let (id, peer, local) =
-            super::wait_stream(rx, deadline, control).map_err(|why| TestError::StreamsMissing {
-                arrived: socks.len(),
-                expected: spec.total_streams(),
-                why,
-            })?;
-        if let Some(s) = socks.get(&id) {
-            let _ = s.send(&ack(sid, id));
-            continue;
-        }
-        sm.on_stream(id, Instant::now())?;
-        let v6only = local.is_ipv6().then_some(!local.ip().is_unspecified());
-        let udp_err = |err| TestError::UdpStream { id, err };
-        let s = bind(local, v6only).map_err(udp_err)?;
-        s.connect(peer).map_err(udp_err)?;
+    (id, peer, local): (u32, SocketAddr, SocketAddr),
+) -> Result<bool, TestError> {
+    if let Some(s) = socks.get(&id) {
         let _ = s.send(&ack(sid, id));
-        socks.insert(id, s);
+        return Ok(false);
     }
+    let v6only = local.is_ipv6().then_some(!local.ip().is_unspecified());
+    let udp_err = |err| TestError::UdpStream { id, err };
+    let s = bind(local, v6only).map_err(udp_err)?;
+    s.connect(peer).map_err(udp_err)?;
+    let w = spec
+        .window_bytes
+        .map_or(landspeed_engine::transport::udp::DEFAULT_BUFFER, |w| w as usize);
+    let r = socket2::SockRef::from(&s);
+    let _ = r.set_send_buffer_size(w);
+    let _ = r.set_recv_buffer_size(w);
+    let _ = s.send(&ack(sid, id));
+    socks.insert(id, s);
+    Ok(true)
+}
+
+/// The test's UDP streams from their sockets, in stream order.
+pub(super) fn streams(socks: HashMap<u32, UdpSocket>, spec: &TestSpec) -> Vec<UdpStream> {
     let mut streams: Vec<UdpStream> = socks
         .into_iter()
         .map(|(id, socket)| {
@@ -141,95 +130,5 @@ pub(super) fn collect(
         })
         .collect();
     streams.sort_by_key(|s| s.id);
-    let w = spec
-        .window_bytes
-        .map_or(landspeed_engine::transport::udp::DEFAULT_BUFFER, |w| w as usize);
-    for s in &streams {
-        let r = socket2::SockRef::from(&s.socket);
-        let _ = r.set_send_buffer_size(w);
-        let _ = r.set_recv_buffer_size(w);
-    }
-    Ok(streams)
-}
-
-/// A UDP test, from the acceptance on: streams by hello, then the same start, engine run and results
-/// exchange as a TCP test.
-pub(super) fn run_test(
-    mut reader: crate::control::ControlReader,
-    mut writer: crate::control::ControlWriter,
-    mut sm: ServerSession,
-    spec: Test,
-    sid: SessionId,
-    shared: &Shared,
-    log: &mut super::TestLog,
-) -> Result<(), TestError> {
-    use super::{Hook, Incoming};
-    use landspeed_core::protocol::{Message, ServerAction};
-    use landspeed_engine::supervisor::{EngineParams, Flags, Wake, Wiring};
-    use std::sync::atomic::AtomicBool;
-    use std::sync::Arc;
-    let o = &shared.opts;
-    let (tx, rx) = mpsc::channel();
-    shared
-        .udp
-        .lock()
-        .map_err(|_| TestError::Poisoned)?
-        .insert(sid, tx);
-    let registered = Registered(&shared.udp, sid);
-    writer.send(&Message::Accepted { session: sid })?;
-    let streams =
-        collect(&rx, &spec, sid, &mut sm, reader.stream()).map_err(|e| super::fail(&mut writer, e))?;
-    drop(registered);
-    let mut warnings = vec![];
-    if let Some(s) = streams.first() {
-        let (snd, rcv) = landspeed_engine::sockopt::granted(&socket2::SockRef::from(&s.socket));
-        warnings.extend(landspeed_engine::sockopt::window_warning(
-            spec.window_bytes,
-            snd,
-            rcv,
-        ));
-    }
-    writer.send(&Message::Ready)?;
-    let start = reader.read_for(&mut sm)?;
-    match sm.on_message(start, Instant::now()) {
-        Ok(ServerAction::StartTest) => {}
-        Ok(other) => return Err(TestError::NotStarted(format!("{other:?}"))),
-        Err(e) => return Err(e.into()),
-    }
-    let (wtx, wrx) = mpsc::channel::<Wake<Incoming>>();
-    let quit = Arc::new(AtomicBool::new(false));
-    crate::control::spawn_reader(reader, wtx.clone(), quit.clone());
-    let params = EngineParams::for_spec(&spec, None, None, o.idle_timeout);
-    let u = landspeed_engine::transport::udp::UdpParams::for_spec(
-        &spec,
-        landspeed_engine::transport::udp::UdpFormat::Landspeed,
-    );
-    let flags = Flags::default();
-    let mut hook = Hook {
-        writer: &mut writer,
-        session: &mut sm,
-        shutdown: &shared.shutdown,
-        client_report: None,
-        failure: None,
-    };
-    let wiring = Wiring::new(&flags, (&wtx, &wrx), &mut hook, None);
-    let udp = landspeed_engine::transport::udp::Udp {
-        streams: &streams,
-        params: u,
-    };
-    let out = landspeed_engine::supervisor::run(&udp, &params, wiring);
-    super::add_measured(log, &out);
-    let result = super::finish(
-        &mut hook,
-        &out,
-        &flags,
-        &wrx,
-        super::Local {
-            warnings,
-            cpus: None,
-            file: None,
-        },
-    );
-    quit.store(true, Relaxed);
-    result
+    streams
 }

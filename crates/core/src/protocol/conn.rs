@@ -1,0 +1,321 @@
+//! The byte-level face of a session, in the quinn style. A `Conn` holds a session (`Machine`) and the
+//! control connection's framing: the driver hands it the bytes it read (`handle_input`), the local
+//! events it saw (`handle_local`) and the passing of time (`handle_timeout`), each with `now`, and
+//! takes back the bytes to write (`poll_transmit`), what else to do (`poll_action`) and when to wake
+//! (`poll_timeout`). Messages the session sends go straight to the outgoing bytes; only what needs
+//! the outside world (open streams, start the engine, build a report) reaches the driver. So a driver
+//! is one small loop that moves bytes and reacts to actions, and never decides which message comes
+//! next: the sessions own the order, and the whole conversation runs in memory in tests.
+
+use super::framing::{encode, FrameDecoder};
+use super::messages::Message;
+use super::session::{ClientAction, ClientSession, ProtocolError, ServerAction, ServerSession};
+use super::timer::Waiting;
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+/// A session as a `Conn` drives it: it takes messages and says what follows.
+pub trait Machine: Waiting {
+    /// What the session asks of its driver.
+    type Action;
+
+    /// A message from the peer arrived at `now`.
+    fn on_message(&mut self, msg: Message, now: Instant) -> Result<Self::Action, ProtocolError>;
+
+    /// The message an action sends, if any, and what is left for the driver (None: nothing).
+    fn split(action: Self::Action) -> (Option<Message>, Option<Self::Action>);
+}
+
+/// A session with its connection's bytes: input decoded into messages, messages encoded into output.
+#[derive(Debug)]
+pub struct Conn<M: Machine> {
+    machine: M,
+    decoder: FrameDecoder,
+    transmit: Vec<u8>,
+    actions: VecDeque<M::Action>,
+}
+
+impl<M: Machine> Conn<M> {
+    /// A connection run by `machine`, nothing sent or received yet.
+    pub fn new(machine: M) -> Self {
+        Conn {
+            machine,
+            decoder: FrameDecoder::new(),
+            transmit: vec![],
+            actions: VecDeque::new(),
+        }
+    }
+
+    /// The session, to read its state.
+    pub fn machine(&self) -> &M {
+        &self.machine
+    }
+
+    /// Bytes read from the connection at `now`: every whole message in them goes to the session, in
+    /// order. A message the session refuses, or bytes that are not a message, fail the connection.
+    pub fn handle_input(&mut self, bytes: &[u8], now: Instant) -> Result<(), ProtocolError> {
+        self.decoder.push(bytes);
+        while let Some(msg) = self.decoder.next_message()? {
+            let action = self.machine.on_message(msg, now)?;
+            self.queue(action);
+        }
+        Ok(())
+    }
+
+    /// A local event at `now` (`event` is the session's method for it, such as `on_stream`).
+    pub fn handle_local(
+        &mut self,
+        now: Instant,
+        event: impl FnOnce(&mut M, Instant) -> Result<M::Action, ProtocolError>,
+    ) -> Result<(), ProtocolError> {
+        let action = event(&mut self.machine, now)?;
+        self.queue(action);
+        Ok(())
+    }
+
+    /// Sends raw bytes ahead of anything queued later (a connection's preamble).
+    pub fn send_raw(&mut self, bytes: &[u8]) {
+        self.transmit.extend_from_slice(bytes);
+    }
+
+    /// Sends a message the session does not decide (an error report, a clock reading).
+    pub fn send(&mut self, msg: &Message) {
+        self.transmit.extend(encode(msg));
+    }
+
+    /// The bytes to write now, if any.
+    pub fn poll_transmit(&mut self) -> Option<Vec<u8>> {
+        (!self.transmit.is_empty()).then(|| std::mem::take(&mut self.transmit))
+    }
+
+    /// The next thing the driver has to do, if any.
+    pub fn poll_action(&mut self) -> Option<M::Action> {
+        self.actions.pop_front()
+    }
+
+    /// When the session's timer fires (None: nothing is awaited with a time limit).
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.machine.poll_timeout()
+    }
+
+    /// How long the driver may wait for input from `now` (None: without limit).
+    pub fn time_left(&self, now: Instant) -> Option<Duration> {
+        self.machine.time_left(now)
+    }
+
+    /// Time has passed until `now`: the session's typed timeout once its timer has run out.
+    pub fn handle_timeout(&mut self, now: Instant) -> Result<(), ProtocolError> {
+        self.machine.handle_timeout(now)
+    }
+
+    /// The peer closed the connection at `now`: what that means at this point of the conversation.
+    pub fn handle_closed(&mut self, now: Instant) -> ProtocolError {
+        self.machine.on_closed(now)
+    }
+
+    fn queue(&mut self, action: M::Action) {
+        let (msg, rest) = M::split(action);
+        if let Some(m) = msg {
+            self.send(&m);
+        }
+        self.actions.extend(rest);
+    }
+}
+
+impl Machine for ClientSession {
+    type Action = ClientAction;
+
+    fn on_message(&mut self, msg: Message, now: Instant) -> Result<ClientAction, ProtocolError> {
+        ClientSession::on_message(self, msg, now)
+    }
+
+    fn split(action: ClientAction) -> (Option<Message>, Option<ClientAction>) {
+        match action {
+            ClientAction::Send(m) => (Some(m), None),
+            ClientAction::Wait => (None, None),
+            other => (None, Some(other)),
+        }
+    }
+}
+
+impl Machine for ServerSession {
+    type Action = ServerAction;
+
+    fn on_message(&mut self, msg: Message, now: Instant) -> Result<ServerAction, ProtocolError> {
+        ServerSession::on_message(self, msg, now)
+    }
+
+    /// Refusals are sent and still reach the driver, which closes the connection and logs them.
+    fn split(action: ServerAction) -> (Option<Message>, Option<ServerAction>) {
+        match action {
+            ServerAction::Reply(m) => (Some(m), None),
+            ServerAction::Wait => (None, None),
+            ServerAction::Reject(m) => (Some(m.clone()), Some(ServerAction::Reject(m))),
+            ServerAction::AuthFailed { reply, detail } => (
+                Some(reply.clone()),
+                Some(ServerAction::AuthFailed { reply, detail }),
+            ),
+            other => (None, Some(other)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::TestSpec;
+    use crate::endpoint::EndpointReport;
+    use crate::protocol::messages::{Refusal, SessionId};
+    use crate::protocol::Limits;
+
+    /// Moves every byte one side has to send to the other, `chunk` bytes at a time.
+    fn carry<A: Machine, B: Machine>(
+        from: &mut Conn<A>,
+        to: &mut Conn<B>,
+        chunk: usize,
+        now: Instant,
+    ) -> Result<(), ProtocolError> {
+        while let Some(bytes) = from.poll_transmit() {
+            for c in bytes.chunks(chunk) {
+                to.handle_input(c, now)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn client(streams: u32) -> Conn<ClientSession> {
+        let spec = TestSpec {
+            streams,
+            ..TestSpec::default()
+        };
+        let mut c = Conn::new(ClientSession::new(spec.validated().unwrap()));
+        c.handle_local(Instant::now(), |s, now| Ok(ClientAction::Send(s.hello(now))))
+            .unwrap();
+        c
+    }
+
+    /// Drives a whole test between two connections as their drivers would, in `chunk`-byte pieces:
+    /// the drivers only react to actions, the order of messages comes from the sessions.
+    fn whole_test(chunk: usize) {
+        let now = Instant::now();
+        let (mut c, mut s) = (client(2), Conn::new(ServerSession::new()));
+        let sid = SessionId([7; 16]);
+        let mut finished = None;
+        for _round in 0..20 {
+            carry(&mut c, &mut s, chunk, now).unwrap();
+            while let Some(a) = s.poll_action() {
+                match a {
+                    ServerAction::Accept(_) => s.handle_local(now, |m, _| m.accepted(sid)).unwrap(),
+                    ServerAction::StartTest => s.handle_local(now, |m, now| m.on_local_done(now)).unwrap(),
+                    ServerAction::SendResults(_) => s
+                        .handle_local(now, |m, _| m.results(EndpointReport::default()))
+                        .unwrap(),
+                    other => panic!("server: {other:?}"),
+                }
+            }
+            carry(&mut s, &mut c, chunk, now).unwrap();
+            while let Some(a) = c.poll_action() {
+                match a {
+                    ClientAction::ConnectStreams(id) => {
+                        assert_eq!(id, sid);
+                        c.handle_local(now, |m, now| {
+                            m.on_streams_connected(now).map(|()| ClientAction::Wait)
+                        })
+                        .unwrap();
+                        // The streams reach the server (its driver reports each).
+                        for n in 0..2 {
+                            s.handle_local(now, |m, now| m.on_stream(n, now)).unwrap();
+                        }
+                    }
+                    ClientAction::StartTest => {
+                        c.handle_local(now, |m, _| m.start()).unwrap();
+                        let mine = EndpointReport::default();
+                        c.handle_local(now, |m, now| m.on_local_done(mine, now)).unwrap();
+                    }
+                    ClientAction::Finished(r) => finished = Some(r),
+                    other => panic!("client: {other:?}"),
+                }
+            }
+        }
+        assert!(finished.is_some(), "the client has the server's report");
+        assert_eq!(s.machine().phase(), super::super::session::ServerPhase::Finished);
+        assert_eq!((c.poll_transmit(), s.poll_transmit()), (None, None));
+    }
+
+    #[test]
+    fn a_whole_test_runs_between_two_connections_in_any_chunking() {
+        for chunk in [1, 3, 64, 1 << 20] {
+            whole_test(chunk);
+        }
+    }
+
+    #[test]
+    fn several_messages_in_one_read_are_taken_in_order() {
+        let now = Instant::now();
+        let mut s = Conn::new(ServerSession::new());
+        let mut bytes = encode(&Message::Hello {
+            version: crate::protocol::PROTOCOL_VERSION,
+            software: "t".into(),
+        });
+        bytes.extend(encode(&Message::TestRequest {
+            spec: TestSpec::default(),
+            auth: None,
+        }));
+        s.handle_input(&bytes, now).unwrap();
+        assert!(s.poll_transmit().is_some(), "the welcome");
+        assert!(matches!(s.poll_action(), Some(ServerAction::Accept(_))));
+        assert!(s.poll_action().is_none());
+    }
+
+    #[test]
+    fn bytes_that_are_no_message_fail_the_connection_with_a_typed_error() {
+        let mut s = Conn::new(ServerSession::new());
+        let err = s.handle_input(&[0, 0, 0, 3, b'{', b'x', b'}'], Instant::now());
+        assert!(matches!(err, Err(ProtocolError::Frame(_))), "{err:?}");
+    }
+
+    #[test]
+    fn a_refusal_is_sent_and_still_reaches_the_driver() {
+        let now = Instant::now();
+        let limits = Limits {
+            max_streams: Some(1),
+            ..Limits::default()
+        };
+        let mut c = client(4);
+        let mut s = Conn::new(ServerSession::with_limits(limits));
+        carry(&mut c, &mut s, 5, now).unwrap();
+        carry(&mut s, &mut c, 5, now).unwrap();
+        carry(&mut c, &mut s, 5, now).unwrap();
+        assert!(matches!(s.poll_action(), Some(ServerAction::Reject(_))));
+        let refused = carry(&mut s, &mut c, 5, now);
+        assert!(
+            matches!(
+                refused,
+                Err(ProtocolError::Rejected {
+                    code: Refusal::OverLimit,
+                    ..
+                })
+            ),
+            "{refused:?}"
+        );
+    }
+
+    #[test]
+    fn a_closed_connection_and_a_timeout_are_the_sessions_errors() {
+        let now = Instant::now();
+        let mut c = client(1);
+        assert!(matches!(c.handle_closed(now), ProtocolError::PeerClosed { .. }));
+        let mut c = Conn::new(
+            ClientSession::new(TestSpec::default().validated().unwrap())
+                .with_timers(crate::protocol::Timers::default()),
+        );
+        c.handle_local(now, |s, now| Ok(ClientAction::Send(s.hello(now))))
+            .unwrap();
+        let limit = c.time_left(now).unwrap();
+        assert_eq!(c.handle_timeout(now + limit - Duration::from_millis(1)), Ok(()));
+        assert!(matches!(
+            c.handle_timeout(now + limit),
+            Err(ProtocolError::Timeout { .. })
+        ));
+    }
+}

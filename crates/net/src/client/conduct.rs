@@ -1,0 +1,377 @@
+//! One landspeed test from the client, run as the `ClientSession` orders it. The session decides what
+//! is sent and when; this driver greets the server (telling an iperf3 server and a peer that is not
+//! landspeed apart), then only reacts to what the session asks through one `Link` loop: open the data
+//! streams, start the engine, record the server's intervals, take its report. Nothing here reads a
+//! message or decides which comes next.
+
+use super::{
+    latency, latency_begins, local_report, measure, open_data, result, run_context, start_warnings,
+    test_spec, timers, ClientError, ClientEvent, ClientOptions, DataPaths, LiveIntervals, LocalFile,
+};
+use crate::control::{ControlError, Event, Input, Link, WaitError, Wire};
+use landspeed_core::assemble::Inputs;
+use landspeed_core::config::{Flow, Test, TestSpec};
+use landspeed_core::endpoint::{EndpointReport, IntervalSample};
+use landspeed_core::protocol::{
+    ClientAction, ClientPhase, ClientSession, Conn, Message, Preamble, ProtocolError, SessionId,
+    PROTOCOL_VERSION,
+};
+use landspeed_core::result::RunResult;
+use landspeed_engine::supervisor::{EngineHook, EngineOutput, Flags};
+use landspeed_engine::transport::udp::UdpFormat;
+use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::time::{Instant, SystemTime};
+
+type ClientLink = Link<ClientSession>;
+
+/// Runs one test against a landspeed server. `interrupt` (e.g. raised by Ctrl-C) ends the test early
+/// and cleanly: senders stop, receivers drain, and the result is marked interrupted.
+pub fn run_client(
+    opts: &ClientOptions,
+    interrupt: &AtomicBool,
+    on_event: &mut dyn FnMut(ClientEvent),
+) -> Result<RunResult, ClientError> {
+    let (spec, local_file) = test_spec(opts)?;
+    let addr = super::resolve(opts)?;
+    let ctl = super::connect(opts, addr, None)?;
+    let local = ctl
+        .local_addr()
+        .map_err(|err| ClientError::Connect { addr, err })?;
+    on_event(ClientEvent::Connected { local, remote: addr });
+    let latency = opts
+        .latency
+        .as_ref()
+        .map(|l| latency::LatencyRun::start(addr, l))
+        .transpose()?;
+    let mut link = greet(opts, &spec, ctl, addr)?;
+    let mut run = Run {
+        opts,
+        spec: &spec,
+        at: (local, addr),
+        interrupt,
+        on_event,
+        latency,
+        local_file,
+        data: None,
+        server: ServerSide::default(),
+        done: None,
+    };
+    let server_report = link
+        .run(|link, ev| run.step(link, ev))
+        .map_err(|f| f.into_client(addr))?;
+    link.wire.shutdown();
+    run.result(&server_report)
+}
+
+/// Why a step of the test failed: the client's own error, or the control connection's.
+enum Fail {
+    Client(ClientError),
+    Wait(WaitError),
+}
+
+impl From<ClientError> for Fail {
+    fn from(e: ClientError) -> Self {
+        Fail::Client(e)
+    }
+}
+
+impl From<WaitError> for Fail {
+    fn from(e: WaitError) -> Self {
+        Fail::Wait(e)
+    }
+}
+
+impl Fail {
+    fn into_client(self, addr: SocketAddr) -> ClientError {
+        match self {
+            Fail::Client(e) => e,
+            Fail::Wait(WaitError::Session(e)) => e.into(),
+            Fail::Wait(WaitError::Control(err)) => ClientError::Control { addr, err },
+        }
+    }
+}
+
+/// Opens the conversation: preamble and hello, then the server's welcome (the session answers it
+/// with the test request). Tells an iperf3 server, a refusal and a peer that is not landspeed apart.
+fn greet(
+    opts: &ClientOptions,
+    spec: &Test,
+    ctl: TcpStream,
+    addr: SocketAddr,
+) -> Result<ClientLink, ClientError> {
+    let cerr = |err: ControlError| ClientError::Control { addr, err };
+    let mut session = ClientSession::new(spec.clone()).with_timers(timers(opts));
+    if let Some(key) = &opts.auth {
+        let mut nonce = [0u8; landspeed_core::protocol::NONCE_LEN];
+        getrandom::fill(&mut nonce).map_err(|err| ClientError::Random { what: "a nonce", err })?;
+        session = session.with_auth(key.clone(), nonce);
+    }
+    let mut conn = Conn::new(session);
+    conn.send_raw(
+        &Preamble::Control {
+            version: PROTOCOL_VERSION,
+        }
+        .encode(),
+    );
+    conn.handle_local(Instant::now(), |s, now| Ok(ClientAction::Send(s.hello(now))))?;
+    let mut link = Link::new(ctl, conn, opts.control_timeout).map_err(cerr)?;
+    // An iperf3 server takes the greeting for a cookie and answers with one state byte: PARAM_EXCHANGE
+    // (9) or ACCESS_DENIED (-1). A landspeed answer starts with a frame length, whose first byte is 0.
+    let _ = link.stream().set_read_timeout(Some(opts.control_timeout));
+    let mut first = [0u8; 1];
+    if let Ok(1) = link.stream().peek(&mut first) {
+        if first[0] == 9 || first[0] == 0xff {
+            return Err(ClientError::Iperf3Server { addr });
+        }
+    }
+    link.listen().map_err(cerr)?;
+    let welcomed = link.run(|link, _| {
+        let phase = link.wire.conn.machine().phase();
+        Ok::<_, WaitError>((phase != ClientPhase::AwaitWelcome).then_some(()))
+    });
+    let not_ls = |detail: String| ClientError::NotLandspeed { addr, detail };
+    match welcomed {
+        Ok(()) => Ok(link),
+        Err(WaitError::Control(ControlError::Frame(e))) => Err(not_ls(e.to_string())),
+        Err(WaitError::Session(ProtocolError::Timeout { after, .. })) => {
+            Err(not_ls(format!("no landspeed answer within {after:?}")))
+        }
+        Err(WaitError::Session(ProtocolError::PeerClosed { .. })) => Err(not_ls(
+            "it closed the connection after the greeting without an answer".into(),
+        )),
+        Err(WaitError::Session(e)) => Err(e.into()),
+        Err(WaitError::Control(e)) => Err(cerr(e)),
+    }
+}
+
+/// What the server has sent during the test: its interval samples, and their live form.
+#[derive(Default)]
+struct ServerSide {
+    samples: Vec<IntervalSample>,
+    live: LiveIntervals,
+}
+
+impl ServerSide {
+    /// A server sample: kept for the result, and shown live where the server receives.
+    fn take(&mut self, sample: IntervalSample, spec: &TestSpec, on_event: &mut dyn FnMut(ClientEvent)) {
+        let iv = self
+            .live
+            .convert(&sample, |id| spec.flow_of(id) == Flow::ClientToServer);
+        if !iv.streams.is_empty() {
+            on_event(ClientEvent::Interval {
+                flow: Flow::ClientToServer,
+                interval: iv,
+            });
+        }
+        self.samples.push(sample);
+    }
+}
+
+/// This end's part once its streams are done.
+struct Done {
+    out: EngineOutput,
+    report: EndpointReport,
+    incoming: Option<landspeed_engine::files::Incoming>,
+    started_unix_s: f64,
+    interrupted: bool,
+}
+
+/// One test as the client driver follows it.
+struct Run<'a> {
+    opts: &'a ClientOptions,
+    spec: &'a Test,
+    /// This end's and the server's addresses.
+    at: (SocketAddr, SocketAddr),
+    interrupt: &'a AtomicBool,
+    on_event: &'a mut dyn FnMut(ClientEvent),
+    latency: Option<latency::LatencyRun>,
+    local_file: Option<LocalFile>,
+    data: Option<DataPaths>,
+    server: ServerSide,
+    done: Option<Done>,
+}
+
+impl Run<'_> {
+    /// Does what the session asks; the server's report ends the test.
+    fn step(
+        &mut self,
+        link: &mut ClientLink,
+        ev: Event<ClientAction>,
+    ) -> Result<Option<Box<EndpointReport>>, Fail> {
+        match ev {
+            Event::Action(ClientAction::ConnectStreams(sid)) => {
+                let data = self.connect(sid)?;
+                link.wire
+                    .local(|s, now| s.on_streams_connected(now).map(|()| ClientAction::Wait))?;
+                self.data = Some(data);
+            }
+            Event::Action(ClientAction::StartTest) => self.run_engine(link)?,
+            Event::Action(ClientAction::Interval(sample)) => {
+                self.server.take(sample, self.spec, self.on_event)
+            }
+            Event::Action(ClientAction::Finished(report)) => return Ok(Some(report)),
+            Event::Tick if self.done.is_none() && self.interrupt.load(Relaxed) => {
+                return Err(ClientError::Interrupted.into())
+            }
+            Event::Action(_) | Event::Arrival(_) | Event::Tick => {}
+        }
+        Ok(None)
+    }
+}
+
+impl Run<'_> {
+    /// The server accepted the test as `sid`: its data connections.
+    fn connect(&mut self, sid: SessionId) -> Result<DataPaths, ClientError> {
+        if self.interrupt.load(Relaxed) {
+            return Err(ClientError::Interrupted);
+        }
+        let (opts, addr) = (self.opts, self.at.1);
+        open_data(opts, self.spec, addr, sid, self.local_file.as_ref())
+    }
+
+    /// The server is ready: warnings and latency baseline, `start` at the agreed instant, the engine
+    /// while the control connection is followed, then this end's report to the session.
+    fn run_engine(&mut self, link: &mut ClientLink) -> Result<(), Fail> {
+        let data = self.data.take().ok_or(ClientError::OutOfOrder {
+            step: "waiting for the server to be ready",
+        })?;
+        let mut warnings = start_warnings(link.wire.conn.machine(), self.spec, &data);
+        if let Some(l) = self.latency.as_mut() {
+            warnings.extend(latency_begins(l));
+        }
+        (self.on_event)(ClientEvent::Started {
+            streams: self.spec.total_streams(),
+            warnings: warnings.clone(),
+        });
+        let started_unix_s = wait_for_start(self.opts);
+        link.wire.local(|s, _| s.start())?;
+        let mut hook = Hook {
+            wire: &mut link.wire,
+            spec: self.spec,
+            interrupt: self.interrupt,
+            on_event: &mut *self.on_event,
+            server: &mut self.server,
+            live: LiveIntervals::default(),
+            failure: None,
+        };
+        let data = (&data, UdpFormat::Landspeed);
+        let out = measure(
+            self.opts,
+            self.spec,
+            data,
+            self.at.0,
+            (&link.tx, &link.rx),
+            &mut hook,
+        );
+        if let Some(f) = hook.failure.take() {
+            return Err(f);
+        }
+        if let Some(l) = self.latency.as_mut() {
+            l.unloaded();
+        }
+        let interrupted = self.interrupt.load(Relaxed);
+        let (report, incoming) = local_report(self.opts, &out, warnings, self.local_file.take())?;
+        let mine = report.clone();
+        link.wire.local(|s, now| s.on_local_done(mine, now))?;
+        self.done = Some(Done {
+            out,
+            report,
+            incoming,
+            started_unix_s,
+            interrupted,
+        });
+        Ok(())
+    }
+
+    /// The run's result, once the server's report is in.
+    fn result(self, server: &EndpointReport) -> Result<RunResult, ClientError> {
+        let done = self.done.ok_or(ClientError::OutOfOrder {
+            step: "waiting for the server's results",
+        })?;
+        let (local, addr) = self.at;
+        let context = run_context(
+            self.opts,
+            local,
+            addr,
+            &done.report,
+            done.started_unix_s,
+            done.interrupted,
+            "landspeed",
+        );
+        let inputs = Inputs {
+            spec: self.spec,
+            context,
+            client: &done.report,
+            server,
+            client_samples: &done.out.samples,
+            server_samples: &self.server.samples,
+        };
+        Ok(result(&inputs, self.latency, done.incoming))
+    }
+}
+
+/// Waits for the agreed start instant, when a controller gave one; returns the instant the data
+/// starts (Unix seconds), from which the result's intervals count.
+fn wait_for_start(opts: &ClientOptions) -> f64 {
+    if let Some(at) = opts.start_at {
+        // Bounded: a controller's instant is checked to be at most a minute ahead.
+        if let Ok(wait) = at.duration_since(SystemTime::now()) {
+            std::thread::sleep(wait);
+        }
+    }
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// Follows the control connection while the engine runs: the server's samples are kept and shown,
+/// this end's are shown where it receives, Ctrl-C stops the senders (and tells the server), a
+/// failure aborts the test.
+struct Hook<'a> {
+    wire: &'a mut Wire<ClientSession>,
+    spec: &'a TestSpec,
+    interrupt: &'a AtomicBool,
+    on_event: &'a mut dyn FnMut(ClientEvent),
+    server: &'a mut ServerSide,
+    live: LiveIntervals,
+    failure: Option<Fail>,
+}
+
+impl EngineHook<Input> for Hook<'_> {
+    fn on_sample(&mut self, sample: &IntervalSample) {
+        let spec = self.spec;
+        let iv = self
+            .live
+            .convert(sample, |id| spec.flow_of(id) == Flow::ServerToClient);
+        if !iv.streams.is_empty() {
+            (self.on_event)(ClientEvent::Interval {
+                flow: Flow::ServerToClient,
+                interval: iv,
+            });
+        }
+    }
+
+    fn on_external(&mut self, x: Input, flags: &Flags) {
+        let fed = self.wire.feed(x, Instant::now());
+        while let Some(a) = self.wire.conn.poll_action() {
+            if let ClientAction::Interval(sample) = a {
+                self.server.take(sample, self.spec, self.on_event);
+            }
+        }
+        if let Err(e) = fed {
+            flags.abort.store(true, Relaxed);
+            self.failure.get_or_insert(e.into());
+        }
+    }
+
+    fn on_tick(&mut self, flags: &Flags) {
+        if self.interrupt.load(Relaxed) {
+            flags.stop.store(true, Relaxed);
+        }
+    }
+
+    fn on_stop(&mut self) {
+        let _ = self.wire.send(&Message::Stop);
+    }
+}

@@ -1,0 +1,513 @@
+//! One landspeed test on the server, from the control connection's first message to the results. The
+//! order of the conversation is the `ServerSession`'s: this driver runs it through a `Link` and only
+//! does what the session asks (accept a test, answer a clock probe, run an order, start the engine,
+//! report), collects the data connections the listeners hand over (TCP streams or UDP hellos) and runs
+//! the engine. Nothing here decides which message comes next.
+
+use super::{add_measured, files, order, udp, MissingWhy, Registry, Shared, TestError, TestLog};
+use crate::control::{Arrival, ControlError, Event, Input, Link, WaitError, Wire};
+use landspeed_core::config::{Flow, Test, TestSpec, Transport};
+use landspeed_core::endpoint::{IntervalSample, Role};
+use landspeed_core::protocol::{
+    Conn, Message, ProtocolError, Refusal, ServerAction, ServerSession, SessionId, Timers,
+};
+use landspeed_engine::sockopt;
+use landspeed_engine::supervisor::{self, EngineHook, EngineOutput, EngineParams, Flags, Wake, Wiring};
+use landspeed_engine::transport::tcp::{DataStream, Tcp};
+use landspeed_engine::transport::udp::{Udp, UdpFormat, UdpParams, UdpStream};
+use std::collections::HashMap;
+use std::net::{SocketAddr, TcpStream, UdpSocket};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+type ServerLink = Link<ServerSession>;
+
+/// Admits a control connection (rate, `--max-tests`), runs its test and logs how it ended.
+pub(super) fn serve_test(stream: TcpStream, peer: SocketAddr, shared: &Shared) {
+    if let Err(reason) = shared.admit(peer) {
+        let refusal = (Refusal::RateLimited, reason);
+        return turn_away(
+            stream,
+            peer,
+            shared,
+            refusal,
+            "rate limited (--max-tests-per-minute)",
+        );
+    }
+    let Some(_slot) = shared.slot() else {
+        let reason = format!(
+            "busy: this server runs at most {} tests at once (--max-tests); retry in a few seconds",
+            shared.opts.max_tests
+        );
+        return turn_away(
+            stream,
+            peer,
+            shared,
+            (Refusal::Busy, reason),
+            "busy (--max-tests)",
+        );
+    };
+    let mut log = TestLog::new(peer, "landspeed");
+    match run_test(stream, shared, &mut log) {
+        Ok(()) => {}
+        Err(End::Failed(e)) => log.error = Some(e.to_string()),
+        // A client that did not authenticate leaves nothing but a refusal in the log.
+        Err(End::Refused(reason)) => return shared.emit(super::ServerEvent::Refused { peer, reason }),
+        // A controller's check (welcome and clock probes, then goodbye) is not a test.
+        Err(End::Checked) => return,
+    }
+    shared.tests_done.fetch_add(1, Relaxed);
+    shared.emit(super::ServerEvent::Test(log));
+}
+
+/// Refuses a connection before its conversation starts, and logs it.
+fn turn_away(stream: TcpStream, peer: SocketAddr, shared: &Shared, refusal: (Refusal, String), log: &str) {
+    let (code, reason) = refusal;
+    if let Ok(mut w) = crate::control::ControlWriter::new(stream, shared.opts.handshake_timeout) {
+        let _ = w.send(&Message::Rejected { reason, code });
+    }
+    shared.emit(super::ServerEvent::Refused {
+        peer,
+        reason: log.into(),
+    });
+}
+
+/// How a test that did not complete ended.
+enum End {
+    Failed(TestError),
+    /// Not a test at all (authentication failed): logged as a refusal.
+    Refused(String),
+    /// A controller read the welcome and the clock, then closed: nothing to log.
+    Checked,
+}
+
+/// `?` on any error a test step can meet ends the test as failed.
+macro_rules! end_from {
+    ($($t:ty),*) => {$(
+        impl From<$t> for End {
+            fn from(e: $t) -> End {
+                End::Failed(e.into())
+            }
+        }
+    )*};
+}
+end_from!(TestError, ControlError, WaitError, ProtocolError);
+
+/// The data connections of an accepted test.
+enum Streams {
+    Tcp(Vec<DataStream>),
+    Udp(Vec<UdpStream>),
+}
+
+impl Streams {
+    /// A warning when the kernel granted the first stream less buffer than the test's window.
+    fn window_warning(&self, window: Option<u64>) -> Option<String> {
+        let sock = match self {
+            Streams::Tcp(s) => socket2::SockRef::from(&s.first()?.socket),
+            Streams::Udp(s) => socket2::SockRef::from(&s.first()?.socket),
+        };
+        let (snd, rcv) = sockopt::granted(&sock);
+        sockopt::window_warning(window, snd, rcv)
+    }
+}
+
+/// A test the client is about to start: what it asked for, its streams, what goes into this end's
+/// report besides the engine's figures.
+struct Accepted {
+    test: Test,
+    streams: Streams,
+    local: Local,
+}
+
+/// What goes into this end's report besides the engine's figures.
+struct Local {
+    warnings: Vec<String>,
+    cpus: Option<Vec<usize>>,
+    /// Disk-to-disk tests: this end's file, reported once the client's digest is in.
+    file: Option<files::ServerFile>,
+}
+
+fn run_test(stream: TcpStream, shared: &Shared, log: &mut TestLog) -> Result<(), End> {
+    let o = &shared.opts;
+    let mut link = Link::new(stream, Conn::new(new_session(o)?), o.handshake_timeout)?;
+    link.listen()?;
+    let accepted = match prepare(&mut link, shared, log) {
+        Ok(Some(a)) => a,
+        Ok(None) => return Ok(()),
+        Err(End::Failed(e)) => return Err(End::Failed(tell(&mut link.wire, e))),
+        Err(e) => return Err(e),
+    };
+    measure(&mut link, accepted, shared, log)
+}
+
+/// Tells the client why its test failed (best effort), unless the session already did (a refusal) or
+/// the client is gone.
+fn tell(wire: &mut Wire<ServerSession>, e: TestError) -> TestError {
+    let said = matches!(
+        e,
+        TestError::Rejected { .. }
+            | TestError::ClientFailed(_)
+            | TestError::Protocol(ProtocolError::PeerClosed { .. })
+            | TestError::Control(ControlError::Closed)
+    );
+    if !said {
+        let _ = wire.send(&Message::Error {
+            message: e.to_string(),
+        });
+    }
+    e
+}
+
+/// This server's session for a new connection: its limits, whether it takes orders, its timers, and
+/// a fresh nonce when it requires authentication.
+fn new_session(o: &super::ServerOptions) -> Result<ServerSession, TestError> {
+    let mut sm = ServerSession::with_limits(o.limits.clone())
+        .with_control(o.allow_control)
+        .with_timers(timers(o), Instant::now());
+    if let Some(keys) = &o.auth {
+        let mut nonce = [0u8; landspeed_core::protocol::NONCE_LEN];
+        getrandom::fill(&mut nonce).map_err(|err| TestError::Random { what: "a nonce", err })?;
+        sm = sm.with_auth(keys.clone(), nonce);
+    }
+    Ok(sm)
+}
+
+/// The session's timers from the server's options: each handshake step within the handshake timeout,
+/// the client's results within the idle and handshake timeouts after this end's streams finish.
+pub(super) fn timers(o: &super::ServerOptions) -> Timers {
+    Timers {
+        handshake: o.handshake_timeout,
+        accept_extra: Duration::ZERO,
+        results: o.idle_timeout + o.handshake_timeout,
+    }
+}
+
+/// From the first message to the client's `start`: the accepted test with its streams, or None when
+/// the connection carried a third-party order (already run and answered).
+fn prepare(link: &mut ServerLink, shared: &Shared, log: &mut TestLog) -> Result<Option<Accepted>, End> {
+    let Some(mut test) = handshake(link, shared, log)? else {
+        return Ok(None);
+    };
+    log.auth = link.wire.conn.machine().authenticated().map(str::to_string);
+    if let Some(c) = &test.server_cpus {
+        landspeed_engine::pin::check_cpus(c).map_err(TestError::Cpus)?;
+    }
+    log.streams = test.streams;
+    log.direction = Some(test.direction);
+    let sid = new_session_id()?;
+    log.session = Some(sid);
+    let registry = match test.transport {
+        Transport::Udp => {
+            log.protocol = "landspeed udp".into();
+            &shared.udp
+        }
+        Transport::Tcp => &shared.registry,
+    };
+    let registered = Registered::new(registry, sid, link.tx.clone())?;
+    let file = open_file(&mut test, &shared.opts, &mut link.wire)?;
+    link.wire.local(|s, _| s.accepted(sid))?;
+    let handle = file.as_ref().map(|f| f.handle.clone());
+    let streams = collect(link, &test, (sid, handle), shared)?;
+    drop(registered);
+    let warnings = streams.window_warning(test.window_bytes).into_iter().collect();
+    await_start(link)?;
+    let cpus = match streams {
+        Streams::Tcp(_) => test.server_cpus.clone(),
+        Streams::Udp(_) => None,
+    };
+    let local = Local { warnings, cpus, file };
+    Ok(Some(Accepted { test, streams, local }))
+}
+
+/// Hello, welcome, clock probes and orders up to an accepted test request (None: the connection
+/// carried a third-party order, already run and answered); refusals and failures end it here.
+fn handshake(link: &mut ServerLink, shared: &Shared, log: &mut TestLog) -> Result<Option<Test>, End> {
+    let out = link.run(|link, ev| {
+        let Event::Action(action) = ev else {
+            return Ok(None);
+        };
+        match action {
+            ServerAction::Accept(test) => Ok(Some(Some(test))),
+            ServerAction::ClockReading { client_ns } => {
+                let server_ns = super::unix_ns();
+                link.wire.send(&Message::Clock { client_ns, server_ns })?;
+                Ok(None)
+            }
+            ServerAction::RunOrder { order, test } => {
+                log.auth = link.wire.conn.machine().authenticated().map(str::to_string);
+                let out = order::run_order(&order, test, &mut link.wire, shared, log);
+                link.wire.local(|s, _| {
+                    s.on_order_done();
+                    Ok(ServerAction::Wait)
+                })?;
+                out.map(|()| Some(None)).map_err(End::Failed)
+            }
+            ServerAction::AuthFailed { detail, .. } => {
+                Err(End::Refused(format!("authentication failed: {detail}")))
+            }
+            ServerAction::Reject(Message::Rejected { reason, code }) => {
+                Err(TestError::Rejected { code, reason }.into())
+            }
+            ServerAction::PeerFailed(m) => Err(TestError::ClientFailed(m).into()),
+            other => Err(TestError::NotStarted(format!("{other:?}")).into()),
+        }
+    });
+    match out {
+        Err(End::Failed(TestError::Protocol(ProtocolError::PeerClosed { .. })))
+            if link.wire.conn.machine().clock_probes() > 0 =>
+        {
+            Err(End::Checked)
+        }
+        other => other,
+    }
+}
+
+fn new_session_id() -> Result<SessionId, TestError> {
+    let mut id = [0u8; 16];
+    getrandom::fill(&mut id).map_err(|err| TestError::Random {
+        what: "a session id",
+        err,
+    })?;
+    Ok(SessionId(id))
+}
+
+/// A session in a registry, so its data connections find it; removed however the test ends.
+struct Registered<'a>(&'a Registry, SessionId);
+
+impl<'a> Registered<'a> {
+    fn new(registry: &'a Registry, sid: SessionId, tx: mpsc::Sender<Wake<Input>>) -> Result<Self, TestError> {
+        registry.lock().map_err(|_| TestError::Poisoned)?.insert(sid, tx);
+        Ok(Registered(registry, sid))
+    }
+}
+
+impl Drop for Registered<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut r) = self.0.lock() {
+            r.remove(&self.1);
+        }
+    }
+}
+
+/// The test's file, opened (a refusal is sent to the client with its reason).
+fn open_file(
+    spec: &mut Test,
+    o: &super::ServerOptions,
+    wire: &mut Wire<ServerSession>,
+) -> Result<Option<files::ServerFile>, End> {
+    let Some(f) = spec.file.clone() else {
+        return Ok(None);
+    };
+    files::open(&f, spec, o).map(Some).map_err(|reason| {
+        let code = Refusal::Invalid;
+        let _ = wire.send(&Message::Rejected {
+            reason: reason.clone(),
+            code,
+        });
+        TestError::Rejected { code, reason }.into()
+    })
+}
+
+/// Waits for every data connection of the test (`sid`, and the file its TCP streams carry), checks
+/// each with the session (which says `ready` after the last) and configures it; the client is told
+/// why when one is missing or wrong.
+fn collect(
+    link: &mut ServerLink,
+    test: &TestSpec,
+    (sid, file): (SessionId, Option<Arc<std::fs::File>>),
+    shared: &Shared,
+) -> Result<Streams, TestError> {
+    let n = test.total_streams() as usize;
+    let mut tcp: Vec<DataStream> = vec![];
+    let mut udp: HashMap<u32, UdpSocket> = HashMap::new();
+    let out = link.run(|link, ev| {
+        match ev {
+            Event::Arrival(Arrival::Tcp(id, sock)) => {
+                tcp.push(tcp_stream(test, id, sock, file.clone())?);
+                link.wire.local(|s, now| s.on_stream(id, now))?;
+            }
+            Event::Arrival(Arrival::Udp(id, peer, local)) => {
+                if udp::accept_hello(&mut udp, test, sid, (id, peer, local))? {
+                    link.wire.local(|s, now| s.on_stream(id, now))?;
+                }
+            }
+            Event::Tick if shared.shutdown.load(Relaxed) => {
+                return Err(TestError::StreamsMissing {
+                    arrived: tcp.len() + udp.len(),
+                    expected: test.total_streams(),
+                    why: MissingWhy::Shutdown,
+                })
+            }
+            Event::Tick | Event::Action(_) => {}
+        }
+        Ok((tcp.len() + udp.len() == n).then_some(()))
+    });
+    let why = match out {
+        Ok(()) if test.transport == Transport::Udp => return Ok(Streams::Udp(udp::streams(udp, test))),
+        Ok(()) => {
+            tcp.sort_by_key(|s| s.id);
+            return Ok(Streams::Tcp(tcp));
+        }
+        Err(TestError::Protocol(ProtocolError::Timeout { .. })) => MissingWhy::Timeout,
+        Err(TestError::Protocol(ProtocolError::PeerClosed { .. })) => MissingWhy::ClientClosed,
+        Err(e) => return Err(e),
+    };
+    Err(TestError::StreamsMissing {
+        arrived: tcp.len() + udp.len(),
+        expected: test.total_streams(),
+        why,
+    })
+}
+
+/// A TCP data connection of the test, configured for its role.
+fn tcp_stream(
+    test: &TestSpec,
+    id: u32,
+    socket: TcpStream,
+    file: Option<Arc<std::fs::File>>,
+) -> Result<DataStream, TestError> {
+    let flow = test.flow_of(id);
+    let role = if flow == Flow::ClientToServer {
+        Role::Receiver
+    } else {
+        Role::Sender
+    };
+    sockopt::after_connect(&socket2::SockRef::from(&socket), test, role == Role::Sender)?;
+    Ok(DataStream {
+        file,
+        id,
+        flow,
+        role,
+        socket,
+        budget: (role == Role::Sender).then(|| test.stream_budget(id)).flatten(),
+    })
+}
+
+/// Waits for the client's `start` once the session said `ready`.
+fn await_start(link: &mut ServerLink) -> Result<(), TestError> {
+    link.run(|_, ev| match ev {
+        Event::Action(ServerAction::StartTest) => Ok(Some(())),
+        Event::Action(ServerAction::PeerFailed(m)) => Err(TestError::ClientFailed(m)),
+        Event::Action(other) => Err(TestError::NotStarted(format!("{other:?}"))),
+        Event::Arrival(_) | Event::Tick => Ok(None),
+    })
+}
+
+/// Follows the control connection while the engine runs: interval samples go out, a `stop` stops
+/// this end's senders, a failure or the server's shutdown aborts the test.
+struct Hook<'a> {
+    wire: &'a mut Wire<ServerSession>,
+    shutdown: &'a AtomicBool,
+    failure: Option<TestError>,
+}
+
+impl EngineHook<Input> for Hook<'_> {
+    fn on_sample(&mut self, sample: &IntervalSample) {
+        let _ = self.wire.send(&Message::Interval {
+            sample: sample.clone(),
+        });
+    }
+
+    fn on_external(&mut self, x: Input, flags: &Flags) {
+        let mut failed = self.wire.feed(x, Instant::now()).err().map(TestError::from);
+        while let Some(a) = self.wire.conn.poll_action() {
+            match a {
+                ServerAction::StopSenders => flags.stop.store(true, Relaxed),
+                ServerAction::PeerFailed(m) => {
+                    failed.get_or_insert(TestError::ClientFailed(m));
+                }
+                _ => {}
+            }
+        }
+        if let Some(f) = failed {
+            flags.abort.store(true, Relaxed);
+            self.failure.get_or_insert(f);
+        }
+    }
+
+    fn on_tick(&mut self, flags: &Flags) {
+        if self.shutdown.load(Relaxed) && !flags.abort.load(Relaxed) {
+            flags.abort.store(true, Relaxed);
+            self.failure.get_or_insert(TestError::Shutdown);
+        }
+    }
+}
+
+/// Runs the test's streams through the supervisor while the control connection is followed, then
+/// exchanges the results.
+fn measure(link: &mut ServerLink, accepted: Accepted, shared: &Shared, log: &mut TestLog) -> Result<(), End> {
+    let o = &shared.opts;
+    let Accepted { test, streams, local } = accepted;
+    let flags = Flags::default();
+    let mut hook = Hook {
+        wire: &mut link.wire,
+        shutdown: &shared.shutdown,
+        failure: None,
+    };
+    let wake = (&link.tx, &link.rx);
+    let out = match &streams {
+        Streams::Tcp(s) => {
+            let threads = test.server_threads.map(|t| t as usize);
+            let mut params = EngineParams::for_spec(&test, threads, test.server_cpus.clone(), o.idle_timeout);
+            // --max-rate: this end reads and writes no faster than its share, whichever way the data goes.
+            params.stream_cap_bps = o.limits.max_rate_bps.map(|r| r / f64::from(test.total_streams()));
+            let iface = s
+                .first()
+                .and_then(|s| s.socket.local_addr().ok())
+                .and_then(|a| landspeed_engine::host::interface_for(a.ip()));
+            let wiring = Wiring::new(&flags, wake, &mut hook, iface.as_deref());
+            supervisor::run(&Tcp(s), &params, wiring)
+        }
+        Streams::Udp(s) => {
+            let params = EngineParams::for_spec(&test, None, None, o.idle_timeout);
+            let udp = Udp {
+                streams: s,
+                params: UdpParams::for_spec(&test, UdpFormat::Landspeed),
+            };
+            supervisor::run(&udp, &params, Wiring::new(&flags, wake, &mut hook, None))
+        }
+    };
+    add_measured(log, &out);
+    if let Some(f) = hook.failure.take() {
+        return Err(f.into());
+    }
+    Ok(finish(link, &out, local)?)
+}
+
+/// This end's streams are done: the session says so, the client's results are awaited, and this
+/// end's report (with its file's, checked against the client's) goes back.
+fn finish(link: &mut ServerLink, out: &EngineOutput, local: Local) -> Result<(), TestError> {
+    link.wire.local(|s, now| s.on_local_done(now))?;
+    let client = link
+        .run(|_, ev| match ev {
+            Event::Action(ServerAction::SendResults(r)) => Ok(Some(r)),
+            Event::Action(ServerAction::PeerFailed(m)) => Err(TestError::ClientFailed(m)),
+            _ => Ok(None),
+        })
+        .map_err(|e| match e {
+            TestError::Protocol(ProtocolError::Timeout { after, .. }) => TestError::NoResults(after),
+            e => e,
+        })?;
+    let errors: Vec<(u32, String)> = out
+        .streams
+        .iter()
+        .filter_map(|s| s.error.clone().map(|e| (s.id, e)))
+        .collect();
+    let mut report = out.report(local.cpus, local.warnings);
+    if let Some(f) = local.file {
+        match f.report(client.file.as_ref()) {
+            Ok((r, kept)) => {
+                report.file = Some(r);
+                report.warnings.extend(kept);
+            }
+            Err(e) => report.error = Some(e),
+        }
+    }
+    link.wire.local(|s, _| s.results(report))?;
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(TestError::Streams(errors))
+    }
+}
