@@ -1,11 +1,11 @@
 //! Blocking control-connection I/O. `Link` is the one driver loop of landspeed's own tests on both
 //! sides: a reader thread and the listeners feed one wake-up channel, the session (a core `Conn`)
 //! takes the bytes and decides what is sent and what the driver must do, and the loop hands the
-//! driver only actions, arrivals and ticks. `ControlReader`/`ControlWriter` are the plain blocking
-//! halves for conversations without a session (a controller's). This module only moves bytes and
-//! maps socket conditions to typed errors.
+//! driver only actions, arrivals and ticks (landspeed tests on both ends, a controller's orders).
+//! `ControlWriter` alone answers a connection refused before any conversation. This module only moves
+//! bytes and maps socket conditions to typed errors.
 
-use landspeed_core::protocol::{encode, Conn, FrameDecoder, FrameError, Machine, Message, ProtocolError};
+use landspeed_core::protocol::{encode, Conn, FrameError, Machine, Message, ProtocolError};
 use landspeed_engine::supervisor::Wake;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -34,63 +34,6 @@ pub enum WaitError {
     /// The connection failed otherwise (an I/O error, a frame that cannot be read).
     #[error(transparent)]
     Control(#[from] ControlError),
-}
-
-/// The reading half of a control connection.
-pub struct ControlReader {
-    stream: TcpStream,
-    decoder: FrameDecoder,
-    buf: Vec<u8>,
-}
-
-impl ControlReader {
-    /// The connection, for checks that do not read (see `sockopt::peer_gone`).
-    pub fn stream(&self) -> &TcpStream {
-        &self.stream
-    }
-
-    pub fn new(stream: TcpStream) -> Self {
-        ControlReader {
-            stream,
-            decoder: FrameDecoder::new(),
-            buf: vec![0; 64 * 1024],
-        }
-    }
-
-    /// Bytes already read past the preamble are handed in here.
-    pub fn with_leftover(stream: TcpStream, leftover: &[u8]) -> Self {
-        let mut r = Self::new(stream);
-        r.decoder.push(leftover);
-        r
-    }
-
-    /// Reads the next message, waiting at most `timeout` for all of it: a peer that trickles a message
-    /// byte by byte gets no more time than one that sends nothing.
-    pub fn read(&mut self, timeout: Duration) -> Result<Message, ControlError> {
-        let deadline = std::time::Instant::now() + timeout;
-        loop {
-            if let Some(m) = self.decoder.next_message()? {
-                return Ok(m);
-            }
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
-            if left.is_zero() {
-                return Err(ControlError::Timeout(timeout));
-            }
-            self.stream.set_read_timeout(Some(left))?;
-            match self.stream.read(&mut self.buf) {
-                Ok(0) => return Err(ControlError::Closed),
-                Ok(n) => self.decoder.push(&self.buf[..n]),
-                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                    return Err(ControlError::Timeout(timeout))
-                }
-                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                Err(e) if matches!(e.kind(), ErrorKind::ConnectionReset | ErrorKind::BrokenPipe) => {
-                    return Err(ControlError::Closed)
-                }
-                Err(e) => return Err(e.into()),
-            }
-        }
-    }
 }
 
 /// The writing half of a control connection.
@@ -126,16 +69,6 @@ impl ControlWriter {
     pub fn shutdown(&self) {
         let _ = self.stream.shutdown(std::net::Shutdown::Both);
     }
-}
-
-/// Splits a control connection into its reader and writer.
-pub fn split(
-    stream: TcpStream,
-    leftover: &[u8],
-    write_timeout: Duration,
-) -> std::io::Result<(ControlReader, ControlWriter)> {
-    let w = ControlWriter::new(stream.try_clone()?, write_timeout)?;
-    Ok((ControlReader::with_leftover(stream, leftover), w))
 }
 
 /// What wakes a test's driver besides its engine: its control connection's bytes and conditions, and

@@ -1,17 +1,17 @@
 //! The controller's side of third-party control: connect to a landspeed server, read its welcome (does
 //! it take orders?), measure its clock against ours, order one test from it to another server, and wait
 //! for the `RunResult`. `run --from` uses one connection; `mesh` opens one per test and orders them all to
-//! start at one instant. The conversation itself is landspeed-core's `ControllerSession`.
+//! start at one instant. The conversation itself is landspeed-core's `ControllerSession`, run through a
+//! `control::Link` like every other.
 
-use crate::control::{self, ControlError, ControlReader, ControlWriter};
+use crate::control::{ControlError, Event, Link, WaitError};
 use landspeed_core::protocol::{
-    control::{estimate_offset, ClockOffset},
-    ControlOrder, ControllerSession, Key, Preamble, ProtocolError, NONCE_LEN, PROTOCOL_VERSION,
+    control::ClockOffset, Conn, ControlOrder, ControllerAction, ControllerSession, Key, Preamble,
+    ProtocolError, NONCE_LEN, PROTOCOL_VERSION,
 };
 use landspeed_core::result::RunResult;
-use std::io::Write;
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ControllerError {
@@ -41,16 +41,23 @@ pub struct HostCheck {
 
 /// An open control connection to a host that takes orders.
 pub struct HostConn {
-    reader: ControlReader,
-    writer: ControlWriter,
-    session: ControllerSession,
+    link: Link<ControllerSession>,
     pub check: HostCheck,
 }
 
 /// Clock probes per host: the best of these sets the offset.
 pub const CLOCK_PROBES: u32 = 8;
 
-/// Connects to `host:port`, reads its welcome and measures its clock with `probes` probes.
+/// A failed wait on a host's connection, as the controller's error.
+fn wait_error(addr: SocketAddr) -> impl Fn(WaitError) -> ControllerError {
+    move |e| match e {
+        WaitError::Session(err) => ControllerError::Protocol { addr, err },
+        WaitError::Control(err) => ControllerError::Control { addr, err },
+    }
+}
+
+/// Connects to `host:port`, reads its welcome and measures its clock with `probes` probes, each
+/// wait at most `timeout`.
 pub fn connect_host(
     host: &str,
     port: u16,
@@ -58,22 +65,10 @@ pub fn connect_host(
     timeout: Duration,
     probes: u32,
 ) -> Result<HostConn, ControllerError> {
-    let addr = (host, port)
-        .to_socket_addrs()
-        .map_err(|err| ControllerError::Resolve {
-            host: host.into(),
-            err,
-        })?
-        .next()
-        .ok_or_else(|| ControllerError::Resolve {
-            host: host.into(),
-            err: std::io::Error::new(std::io::ErrorKind::NotFound, "no address"),
-        })?;
+    let addr = resolve(host, port)?;
     let stream =
         TcpStream::connect_timeout(&addr, timeout).map_err(|err| ControllerError::Connect { addr, err })?;
     let cerr = |err| ControllerError::Control { addr, err };
-    let perr = |err| ControllerError::Protocol { addr, err };
-    let (mut reader, mut writer) = control::split(stream, &[], timeout).map_err(|e| cerr(e.into()))?;
     let key = match key {
         Some(k) => {
             let mut nonce = [0u8; NONCE_LEN];
@@ -82,40 +77,44 @@ pub fn connect_host(
         }
         None => None,
     };
-    let mut session = ControllerSession::new(key);
-    let mut hello = Preamble::Control {
-        version: PROTOCOL_VERSION,
-    }
-    .encode();
-    hello.extend(landspeed_core::protocol::encode(&session.hello()));
-    let mut ctl: &TcpStream = reader.stream();
-    ctl.write_all(&hello).map_err(|e| cerr(e.into()))?;
-    let welcome = session
-        .on_welcome(reader.read(timeout).map_err(cerr)?)
-        .map_err(perr)?;
-    let mut samples = vec![];
-    for _ in 0..probes.clamp(1, CLOCK_PROBES) {
-        writer
-            .send(&session.probe(crate::server::unix_ns()))
-            .map_err(cerr)?;
-        let reply = reader.read(timeout).map_err(cerr)?;
-        samples.push(session.on_clock(reply, crate::server::unix_ns()).map_err(perr)?);
-    }
-    let clock = estimate_offset(&samples).ok_or(ControllerError::Protocol {
+    let now = Instant::now();
+    let session = ControllerSession::new(key, probes, (now, crate::server::unix_ns()), timeout);
+    let mut conn = Conn::new(session);
+    conn.send_raw(
+        &Preamble::Control {
+            version: PROTOCOL_VERSION,
+        }
+        .encode(),
+    );
+    conn.handle_local(now, |s, now| Ok(ControllerAction::Send(s.hello(now))))
+        .map_err(|err| ControllerError::Protocol { addr, err })?;
+    let mut link = Link::new(stream, conn, timeout).map_err(cerr)?;
+    link.listen().map_err(cerr)?;
+    let (welcome, clock) = link
+        .run(|_, ev| match ev {
+            Event::Action(ControllerAction::Checked { welcome, clock }) => Ok(Some((welcome, clock))),
+            _ => Ok(None),
+        })
+        .map_err(wait_error(addr))?;
+    let check = HostCheck {
         addr,
-        err: ProtocolError::Remote("no clock readings".into()),
-    })?;
-    Ok(HostConn {
-        reader,
-        writer,
-        session,
-        check: HostCheck {
-            addr,
-            software: welcome.software,
-            control: welcome.control,
-            clock,
-        },
-    })
+        software: welcome.software,
+        control: welcome.control,
+        clock,
+    };
+    Ok(HostConn { link, check })
+}
+
+fn resolve(host: &str, port: u16) -> Result<SocketAddr, ControllerError> {
+    let err = |err| ControllerError::Resolve {
+        host: host.into(),
+        err,
+    };
+    (host, port)
+        .to_socket_addrs()
+        .map_err(err)?
+        .next()
+        .ok_or_else(|| err(std::io::Error::new(std::io::ErrorKind::NotFound, "no address")))
 }
 
 impl HostConn {
@@ -125,19 +124,15 @@ impl HostConn {
         if !self.check.control {
             return Err(ControllerError::NoControl { addr });
         }
-        let msg = self
-            .session
-            .order(order)
-            .map_err(|err| ControllerError::Protocol { addr, err })?;
-        self.writer
-            .send(&msg)
-            .map_err(|err| ControllerError::Control { addr, err })?;
-        let reply = self
-            .reader
-            .read(wait)
-            .map_err(|err| ControllerError::Control { addr, err })?;
-        self.session
-            .on_result(reply)
-            .map_err(|err| ControllerError::Protocol { addr, err })
+        self.link
+            .wire
+            .local(|s, now| s.order(order, wait, now))
+            .map_err(wait_error(addr))?;
+        self.link
+            .run(|_, ev| match ev {
+                Event::Action(ControllerAction::Result(r)) => Ok(Some(*r)),
+                _ => Ok(None),
+            })
+            .map_err(wait_error(addr))
     }
 }

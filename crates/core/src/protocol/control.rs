@@ -6,12 +6,15 @@
 //! here; the controller's conversation is `ControllerSession`.
 
 use super::auth::{Challenge, Key, NONCE_LEN};
+use super::conn::Machine;
 use super::messages::Message;
 use super::preamble::PROTOCOL_VERSION;
 use super::session::ProtocolError;
+use super::timer::{Timer, Waiting};
 use crate::config::TestSpec;
 use crate::result::RunResult;
 use serde::{Deserialize, Serialize};
+use std::time::{Duration, Instant};
 
 /// How many clock probes one control connection may send (they keep the connection open, so they are
 /// bounded like every other wait).
@@ -90,93 +93,227 @@ pub struct HostWelcome {
     pub auth_required: bool,
 }
 
-/// The controller's side of one control connection: hello, welcome, clock probes, one order, its result.
+/// Where a controller's conversation is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ControllerPhase {
+    New,
+    AwaitWelcome,
+    /// Clock probes sent, this many replies still to come.
+    Probing(u32),
+    /// Welcomed and clock measured: the connection waits (without a timer) for the driver's order.
+    Checked,
+    AwaitResult,
+    Finished,
+    Failed,
+}
+
+impl ControllerPhase {
+    fn name(self) -> &'static str {
+        match self {
+            ControllerPhase::New => "starting",
+            ControllerPhase::AwaitWelcome => "waiting for the server's welcome",
+            ControllerPhase::Probing(_) => "waiting for a clock reading",
+            ControllerPhase::Checked => "waiting to order",
+            ControllerPhase::AwaitResult => "waiting for the result",
+            ControllerPhase::Finished => "finished",
+            ControllerPhase::Failed => "failed",
+        }
+    }
+}
+
+/// What the controller's driver should do.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ControllerAction {
+    /// Send this message.
+    Send(Message),
+    /// The host is checked: its welcome, and its clock against this one's.
+    Checked {
+        welcome: HostWelcome,
+        clock: ClockOffset,
+    },
+    /// The ordered test's result.
+    Result(Box<RunResult>),
+}
+
+/// The controller's side of one control connection: hello, welcome, clock probes, one order, its
+/// result. Probes carry wall-clock time, which the session derives from `now` and the reading it was
+/// built with (`wall`), so time is still an input.
 #[derive(Debug)]
 pub struct ControllerSession {
     key: Option<(Key, [u8; NONCE_LEN])>,
     challenge: Option<Challenge>,
-    welcomed: bool,
-    ordered: bool,
+    phase: ControllerPhase,
+    probes: u32,
+    welcome: Option<HostWelcome>,
+    samples: Vec<ClockSample>,
+    /// A monotonic instant and the wall clock (Unix ns) at that instant.
+    wall: (Instant, u64),
+    handshake: Duration,
+    timer: Timer,
 }
 
 impl ControllerSession {
-    /// `key` answers the server's challenge (with `client_nonce`, random bytes from the driver).
-    pub fn new(key: Option<(Key, [u8; NONCE_LEN])>) -> Self {
+    /// `key` answers the server's challenge (with `client_nonce`, random bytes from the driver);
+    /// `probes` clock probes (1 to `MAX_CLOCK_PROBES`) follow the welcome; `wall` is an instant and
+    /// the Unix time in ns then; each wait before the order lasts at most `handshake`.
+    pub fn new(
+        key: Option<(Key, [u8; NONCE_LEN])>,
+        probes: u32,
+        wall: (Instant, u64),
+        handshake: Duration,
+    ) -> Self {
         ControllerSession {
             key,
             challenge: None,
-            welcomed: false,
-            ordered: false,
+            phase: ControllerPhase::New,
+            probes: probes.clamp(1, MAX_CLOCK_PROBES),
+            welcome: None,
+            samples: vec![],
+            wall,
+            handshake,
+            timer: Timer::default(),
         }
     }
 
-    pub fn hello(&self) -> Message {
+    pub fn phase(&self) -> ControllerPhase {
+        self.phase
+    }
+
+    /// The wall clock at `now`, Unix ns.
+    fn wall_ns(&self, now: Instant) -> u64 {
+        let (at, ns) = self.wall;
+        match now.checked_duration_since(at) {
+            Some(after) => ns + after.as_nanos() as u64,
+            None => ns.saturating_sub((at - now).as_nanos() as u64),
+        }
+    }
+
+    fn enter(&mut self, phase: ControllerPhase, now: Instant) {
+        self.phase = phase;
+        match phase {
+            ControllerPhase::AwaitWelcome | ControllerPhase::Probing(_) => {
+                self.timer.arm(now, self.handshake)
+            }
+            // The result's wait is armed by `order`, which knows the test.
+            ControllerPhase::AwaitResult => {}
+            _ => self.timer.disarm(),
+        }
+    }
+
+    /// The first message.
+    pub fn hello(&mut self, now: Instant) -> Message {
+        self.enter(ControllerPhase::AwaitWelcome, now);
         Message::Hello {
             version: PROTOCOL_VERSION,
             software: format!("landspeed {} (controller)", crate::SOFTWARE_VERSION),
         }
     }
 
-    pub fn on_welcome(&mut self, msg: Message) -> Result<HostWelcome, ProtocolError> {
-        match msg {
-            Message::Welcome {
-                version,
-                software,
-                auth,
-                control,
-                ..
-            } => {
-                if version != PROTOCOL_VERSION {
-                    return Err(ProtocolError::Version(version));
-                }
-                self.welcomed = true;
-                let auth_required = auth.is_some();
-                self.challenge = auth;
-                Ok(HostWelcome {
-                    software,
-                    control,
-                    auth_required,
-                })
+    /// A message from the server at `now`.
+    pub fn on_message(&mut self, msg: Message, now: Instant) -> Result<ControllerAction, ProtocolError> {
+        let out = match (self.phase, msg) {
+            (_, Message::Error { message }) => Err(ProtocolError::Remote(message)),
+            (
+                ControllerPhase::AwaitWelcome | ControllerPhase::AwaitResult,
+                Message::Rejected { reason, code },
+            ) => Err(ProtocolError::Rejected { code, reason }),
+            (ControllerPhase::AwaitWelcome, m @ Message::Welcome { .. }) => self.on_welcome(m, now),
+            (ControllerPhase::Probing(left), Message::Clock { client_ns, server_ns }) => {
+                self.on_clock(left, (client_ns, server_ns), now)
             }
-            Message::Rejected { reason, code } => Err(ProtocolError::Rejected { code, reason }),
-            Message::Error { message } => Err(ProtocolError::Remote(message)),
-            other => Err(ProtocolError::Unexpected {
-                phase: "waiting for the server's welcome",
+            (ControllerPhase::AwaitResult, Message::ControlResult { result }) => {
+                self.enter(ControllerPhase::Finished, now);
+                Ok(ControllerAction::Result(result))
+            }
+            (phase, other) => Err(ProtocolError::Unexpected {
+                phase: phase.name(),
                 got: other.kind(),
             }),
+        };
+        if out.is_err() {
+            self.enter(ControllerPhase::Failed, now);
         }
+        out
     }
 
-    /// A clock probe sent at `now_ns` (controller clock).
-    pub fn probe(&self, now_ns: u64) -> Message {
-        Message::ClockProbe { client_ns: now_ns }
-    }
-
-    /// The answer to a probe, received at `now_ns`.
-    pub fn on_clock(&self, msg: Message, now_ns: u64) -> Result<ClockSample, ProtocolError> {
-        match msg {
-            Message::Clock { client_ns, server_ns } if client_ns <= now_ns => Ok(ClockSample {
-                sent_ns: client_ns,
-                host_ns: server_ns,
-                received_ns: now_ns,
-            }),
-            Message::Error { message } => Err(ProtocolError::Remote(message)),
-            other => Err(ProtocolError::Unexpected {
-                phase: "waiting for a clock reading",
-                got: other.kind(),
-            }),
+    fn on_welcome(&mut self, msg: Message, now: Instant) -> Result<ControllerAction, ProtocolError> {
+        let Message::Welcome {
+            version,
+            software,
+            auth,
+            control,
+            ..
+        } = msg
+        else {
+            unreachable!("called with a welcome")
+        };
+        if version != PROTOCOL_VERSION {
+            return Err(ProtocolError::Version(version));
         }
+        self.welcome = Some(HostWelcome {
+            software,
+            control,
+            auth_required: auth.is_some(),
+        });
+        self.challenge = auth;
+        Ok(self.probe(now))
     }
 
-    /// The order, with the answer to the server's challenge when it set one.
-    pub fn order(&mut self, order: ControlOrder) -> Result<Message, ProtocolError> {
-        if !self.welcomed || self.ordered {
+    /// The next clock probe, sent at `now`.
+    fn probe(&mut self, now: Instant) -> ControllerAction {
+        self.enter(
+            ControllerPhase::Probing(self.probes - self.samples.len() as u32),
+            now,
+        );
+        ControllerAction::Send(Message::ClockProbe {
+            client_ns: self.wall_ns(now),
+        })
+    }
+
+    /// The host's answer to a probe, received at `now`.
+    fn on_clock(
+        &mut self,
+        left: u32,
+        (sent_ns, host_ns): (u64, u64),
+        now: Instant,
+    ) -> Result<ControllerAction, ProtocolError> {
+        let received_ns = self.wall_ns(now);
+        if sent_ns > received_ns {
+            // A reply from the future of its receipt is not a reply to our probe.
+            return Err(ProtocolError::Unexpected {
+                phase: self.phase.name(),
+                got: "clock reading for no probe of ours",
+            });
+        }
+        self.samples.push(ClockSample {
+            sent_ns,
+            host_ns,
+            received_ns,
+        });
+        if left > 1 {
+            return Ok(self.probe(now));
+        }
+        self.enter(ControllerPhase::Checked, now);
+        let clock =
+            estimate_offset(&self.samples).ok_or(ProtocolError::Remote("no clock readings".into()))?;
+        let welcome = self
+            .welcome
+            .clone()
+            .ok_or(ProtocolError::Remote("no welcome".into()))?;
+        Ok(ControllerAction::Checked { welcome, clock })
+    }
+
+    /// The order (with the answer to the server's challenge when it set one), at `now`; its result is
+    /// awaited for `wait`.
+    pub fn order(
+        &mut self,
+        order: ControlOrder,
+        wait: Duration,
+        now: Instant,
+    ) -> Result<ControllerAction, ProtocolError> {
+        if self.phase != ControllerPhase::Checked {
             return Err(ProtocolError::BadLocalEvent {
-                phase: if self.ordered {
-                    "waiting for the result"
-                } else {
-                    "waiting for the server's welcome"
-                },
+                phase: self.phase.name(),
                 event: "order",
             });
         }
@@ -185,23 +322,47 @@ impl ControllerSession {
             (Some(_), None) => return Err(ProtocolError::AuthRequired),
             (Some(c), Some((key, nonce))) => Some(Box::new(key.prove(c, nonce)?)),
         };
-        self.ordered = true;
-        Ok(Message::ControlRequest {
+        self.enter(ControllerPhase::AwaitResult, now);
+        self.timer.arm(now, wait);
+        Ok(ControllerAction::Send(Message::ControlRequest {
             order: Box::new(order),
             auth,
-        })
+        }))
+    }
+}
+
+impl Waiting for ControllerSession {
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.timer.at()
     }
 
-    /// The server's answer to the order.
-    pub fn on_result(&self, msg: Message) -> Result<RunResult, ProtocolError> {
-        match msg {
-            Message::ControlResult { result } => Ok(*result),
-            Message::Rejected { reason, code } => Err(ProtocolError::Rejected { code, reason }),
-            Message::Error { message } => Err(ProtocolError::Remote(message)),
-            other => Err(ProtocolError::Unexpected {
-                phase: "waiting for the result",
-                got: other.kind(),
-            }),
+    fn handle_timeout(&mut self, now: Instant) -> Result<(), ProtocolError> {
+        let Some(after) = self.timer.expired(now) else {
+            return Ok(());
+        };
+        let phase = self.phase.name();
+        self.enter(ControllerPhase::Failed, now);
+        Err(ProtocolError::Timeout { phase, after })
+    }
+
+    fn on_closed(&mut self, now: Instant) -> ProtocolError {
+        let phase = self.phase.name();
+        self.enter(ControllerPhase::Failed, now);
+        ProtocolError::PeerClosed { phase }
+    }
+}
+
+impl Machine for ControllerSession {
+    type Action = ControllerAction;
+
+    fn on_message(&mut self, msg: Message, now: Instant) -> Result<ControllerAction, ProtocolError> {
+        ControllerSession::on_message(self, msg, now)
+    }
+
+    fn split(action: ControllerAction) -> (Option<Message>, Option<ControllerAction>) {
+        match action {
+            ControllerAction::Send(m) => (Some(m), None),
+            other => (None, Some(other)),
         }
     }
 }
@@ -258,76 +419,128 @@ mod tests {
         }
     }
 
+    const WAIT: Duration = Duration::from_secs(10);
+
+    /// A session that has sent its hello at `t0`, when the wall clock read 1 s.
+    fn session(key: Option<(Key, [u8; NONCE_LEN])>, probes: u32, t0: Instant) -> ControllerSession {
+        let mut c = ControllerSession::new(key, probes, (t0, 1_000_000_000), WAIT);
+        c.hello(t0);
+        c
+    }
+
+    /// Answers every probe the session sends with a host clock `ahead_ns` ahead, 1 ms later each.
+    fn answer_probes(
+        c: &mut ControllerSession,
+        first: ControllerAction,
+        t: &mut Instant,
+    ) -> ControllerAction {
+        let mut next = first;
+        while let ControllerAction::Send(Message::ClockProbe { client_ns }) = next {
+            *t += Duration::from_millis(1);
+            let reply = Message::Clock {
+                client_ns,
+                server_ns: client_ns + 5_000_000,
+            };
+            next = c.on_message(reply, *t).unwrap();
+        }
+        next
+    }
+
     #[test]
     fn an_order_carries_a_proof_when_the_server_challenges() {
         let key = Key::new("ops", b"0123456789abcdef0123456789abcdef").unwrap();
-        let mut c = ControllerSession::new(Some((key, [3; NONCE_LEN])));
-        let w = c
-            .on_welcome(welcome(
-                Some(super::super::auth::challenge(&[9; NONCE_LEN])),
-                true,
-            ))
-            .unwrap();
+        let mut t = Instant::now();
+        let mut c = session(Some((key, [3; NONCE_LEN])), 3, t);
+        let challenge = Some(super::super::auth::challenge(&[9; NONCE_LEN]));
+        let first = c.on_message(welcome(challenge, true), t).unwrap();
+        let ControllerAction::Checked { welcome: w, clock } = answer_probes(&mut c, first, &mut t) else {
+            panic!()
+        };
         assert!(w.control && w.auth_required);
-        match c.order(order()).unwrap() {
-            Message::ControlRequest { order: o, auth } => {
+        assert_eq!(clock.probes, 3);
+        // Each reply took 1 ms; the host's clock read 5 ms past the probe's send time.
+        assert_eq!((clock.rtt_ns, clock.offset_ns), (1_000_000, 4_500_000));
+        assert_eq!(
+            c.poll_timeout(),
+            None,
+            "a checked host waits for the order without a timer"
+        );
+        match c.order(order(), WAIT, t).unwrap() {
+            ControllerAction::Send(Message::ControlRequest { order: o, auth }) => {
                 assert_eq!(*o, order());
                 assert_eq!(auth.unwrap().name, "ops");
             }
             m => panic!("{m:?}"),
         }
         // One order per connection.
-        assert!(c.order(order()).is_err());
+        assert!(c.order(order(), WAIT, t).is_err());
+        assert_eq!(c.phase(), ControllerPhase::AwaitResult);
     }
 
     #[test]
     fn a_challenge_without_a_key_is_an_error_and_order_needs_a_welcome() {
-        let mut c = ControllerSession::new(None);
+        let mut t = Instant::now();
+        let mut c = session(None, 1, t);
         assert!(matches!(
-            c.order(order()),
+            c.order(order(), WAIT, t),
             Err(ProtocolError::BadLocalEvent { .. })
         ));
-        c.on_welcome(welcome(
-            Some(super::super::auth::challenge(&[9; NONCE_LEN])),
-            true,
-        ))
-        .unwrap();
-        assert_eq!(c.order(order()), Err(ProtocolError::AuthRequired));
+        let challenge = Some(super::super::auth::challenge(&[9; NONCE_LEN]));
+        let first = c.on_message(welcome(challenge, true), t).unwrap();
+        answer_probes(&mut c, first, &mut t);
+        assert_eq!(c.order(order(), WAIT, t), Err(ProtocolError::AuthRequired));
     }
 
     #[test]
     fn clock_replies_and_results_are_checked() {
-        let c = ControllerSession::new(None);
-        let s = c
-            .on_clock(
-                Message::Clock {
-                    client_ns: 10,
-                    server_ns: 50,
-                },
-                30,
-            )
-            .unwrap();
-        assert_eq!((s.rtt_ns(), s.offset_ns()), (20, 30));
+        let t = Instant::now();
+        let mut c = session(None, 2, t);
+        c.on_message(welcome(None, true), t).unwrap();
         // A reply claiming to come from the future of the receive time is not a reply to our probe.
-        assert!(c
-            .on_clock(
-                Message::Clock {
-                    client_ns: 40,
-                    server_ns: 50
-                },
-                30
-            )
-            .is_err());
+        let future = Message::Clock {
+            client_ns: 9_000_000_000,
+            server_ns: 1,
+        };
+        assert!(c.on_message(future, t).is_err());
+        assert_eq!(c.phase(), ControllerPhase::Failed);
+        let mut c = session(None, 1, t);
         assert!(matches!(
-            c.on_result(Message::Rejected {
-                reason: "no".into(),
-                code: super::super::messages::Refusal::Other
-            }),
+            c.on_message(
+                Message::Rejected {
+                    reason: "no".into(),
+                    code: super::super::messages::Refusal::Other
+                },
+                t
+            ),
             Err(ProtocolError::Rejected { .. })
         ));
+        let mut c = session(None, 1, t);
         assert!(matches!(
-            c.on_result(Message::Start),
+            c.on_message(Message::Start, t),
             Err(ProtocolError::Unexpected { .. })
         ));
+    }
+
+    #[test]
+    fn every_wait_has_its_timer() {
+        let mut t = Instant::now();
+        let mut c = session(None, 1, t);
+        assert_eq!(c.time_left(t), Some(WAIT), "the welcome");
+        let first = c.on_message(welcome(None, true), t).unwrap();
+        assert_eq!(c.time_left(t), Some(WAIT), "a clock reading");
+        answer_probes(&mut c, first, &mut t);
+        let result_wait = Duration::from_secs(70);
+        c.order(order(), result_wait, t).unwrap();
+        assert_eq!(
+            c.handle_timeout(t + result_wait - Duration::from_millis(1)),
+            Ok(())
+        );
+        assert_eq!(
+            c.handle_timeout(t + result_wait),
+            Err(ProtocolError::Timeout {
+                phase: "waiting for the result",
+                after: result_wait
+            })
+        );
     }
 }

@@ -20,7 +20,9 @@ pub mod timer;
 
 pub use auth::{AuthError, Key, KeyRing, NONCE_LEN};
 pub use conn::{Conn, Machine};
-pub use control::{ClockOffset, ClockSample, ControlOrder, ControllerSession};
+pub use control::{
+    ClockOffset, ClockSample, ControlOrder, ControllerAction, ControllerPhase, ControllerSession,
+};
 pub use framing::{encode, FrameDecoder, FrameError, MAX_FRAME_LEN};
 pub use limits::{Limits, OverLimit};
 pub use messages::{Message, Refusal, SessionId};

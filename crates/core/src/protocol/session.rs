@@ -1034,27 +1034,39 @@ mod tests {
 
     /// A controller's conversation with a server: welcome, clock probes, an order.
     fn order_through(s: &mut ServerSession, key: Option<Key>) -> (bool, Result<ServerAction, ProtocolError>) {
-        use super::super::control::{ControlOrder, ControllerSession};
-        let mut c = ControllerSession::new(key.map(|k| (k, [4; NONCE_LEN])));
-        let ServerAction::Reply(welcome) = s.on_message(c.hello(), now()).unwrap() else {
+        use super::super::control::{ControlOrder, ControllerAction, ControllerSession};
+        let t = now();
+        let key = key.map(|k| (k, [4; NONCE_LEN]));
+        let mut c = ControllerSession::new(key, 1, (t, 77), Duration::from_secs(10));
+        let ServerAction::Reply(welcome) = s.on_message(c.hello(t), t).unwrap() else {
             panic!()
         };
-        let w = c.on_welcome(welcome).unwrap();
+        let ControllerAction::Send(probe) = c.on_message(welcome, t).unwrap() else {
+            panic!()
+        };
         assert_eq!(
-            s.on_message(c.probe(11), now()).unwrap(),
-            ServerAction::ClockReading { client_ns: 11 }
+            s.on_message(probe, t).unwrap(),
+            ServerAction::ClockReading { client_ns: 77 }
         );
+        let reading = Message::Clock {
+            client_ns: 77,
+            server_ns: 80,
+        };
+        let ControllerAction::Checked { welcome: w, .. } = c.on_message(reading, t).unwrap() else {
+            panic!()
+        };
         let order = ControlOrder {
             host: "b".into(),
             port: 5201,
             spec: TestSpec::default(),
             start_at_unix_ns: None,
         };
-        let msg = match c.order(order) {
-            Ok(m) => m,
+        let msg = match c.order(order, Duration::from_secs(60), t) {
+            Ok(ControllerAction::Send(m)) => m,
+            Ok(other) => panic!("{other:?}"),
             Err(e) => return (w.control, Err(e)),
         };
-        (w.control, s.on_message(msg, now()))
+        (w.control, s.on_message(msg, t))
     }
 
     #[test]
