@@ -104,46 +104,68 @@ fn cargo_fuzz_smoke() {
         return;
     }
     let secs = std::env::var("LANDSPEED_FUZZ_S").unwrap_or_else(|_| "10".into());
-    for (name, _) in landspeed_fuzzing::TARGETS {
-        let scratch = std::env::temp_dir().join(format!("landspeed-fuzz-{name}-{}", std::process::id()));
-        std::fs::create_dir_all(&scratch).unwrap();
-        let seeds = fuzz_dir().join("corpus").join(name);
-        let out = Command::new("cargo")
-            .current_dir(fuzz_dir())
-            .args(["+nightly", "fuzz", "run", name])
-            .arg(&scratch)
-            .arg(&seeds)
-            .args([
-                "--",
-                &format!("-max_total_time={secs}"),
-                "-rss_limit_mb=2048",
-                "-timeout=10",
-            ])
-            .env_remove("RUSTUP_TOOLCHAIN")
-            .env_remove("CARGO")
-            .env_remove("RUSTFLAGS")
-            .env_remove("CARGO_TARGET_DIR")
-            .output()
-            .expect("run cargo fuzz");
-        let _ = std::fs::remove_dir_all(&scratch);
-        let log = String::from_utf8_lossy(&out.stderr);
-        let done = log.lines().rev().find(|l| l.starts_with("Done ")).unwrap_or("");
-        eprintln!("fuzz {name}: {done}");
-        assert!(
-            out.status.success(),
-            "fuzz target {name} failed (reproducer under fuzz/artifacts/{name}/):\n{}",
-            log.lines()
-                .rev()
-                .take(40)
-                .collect::<Vec<_>>()
-                .into_iter()
-                .rev()
-                .collect::<Vec<_>>()
-                .join("\n")
-        );
-        assert!(
-            done.contains("runs"),
-            "{name}: no run count in the fuzzer's output"
-        );
+    // Two targets at a time: libFuzzer runs on one core, and CI has two.
+    for pair in landspeed_fuzzing::TARGETS.chunks(2) {
+        std::thread::scope(|scope| {
+            let runs: Vec<_> = pair
+                .iter()
+                .map(|(name, _)| (name, scope.spawn(|| fuzz_for(name, &secs))))
+                .collect();
+            for (name, run) in runs {
+                let (ok, log) = run.join().expect("fuzz runner thread");
+                check_fuzz_run(name, ok, &log);
+            }
+        });
     }
+}
+
+/// Runs `cargo fuzz` on target `name` for `secs` seconds: whether it succeeded, and its log.
+fn fuzz_for(name: &str, secs: &str) -> (bool, String) {
+    let scratch = std::env::temp_dir().join(format!("landspeed-fuzz-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&scratch).unwrap();
+    let seeds = fuzz_dir().join("corpus").join(name);
+    let out = Command::new("cargo")
+        .current_dir(fuzz_dir())
+        .args(["+nightly", "fuzz", "run", name])
+        .arg(&scratch)
+        .arg(&seeds)
+        .args([
+            "--",
+            &format!("-max_total_time={secs}"),
+            "-rss_limit_mb=2048",
+            "-timeout=10",
+        ])
+        .env_remove("RUSTUP_TOOLCHAIN")
+        .env_remove("CARGO")
+        .env_remove("RUSTFLAGS")
+        .env_remove("CARGO_TARGET_DIR")
+        .output()
+        .expect("run cargo fuzz");
+    let _ = std::fs::remove_dir_all(&scratch);
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A fuzz run passed: it exited cleanly and reported how many inputs it ran.
+fn check_fuzz_run(name: &str, ok: bool, log: &str) {
+    let done = log.lines().rev().find(|l| l.starts_with("Done ")).unwrap_or("");
+    eprintln!("fuzz {name}: {done}");
+    assert!(
+        ok,
+        "fuzz target {name} failed (reproducer under fuzz/artifacts/{name}/):\n{}",
+        log.lines()
+            .rev()
+            .take(40)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    assert!(
+        done.contains("runs"),
+        "{name}: no run count in the fuzzer's output"
+    );
 }
