@@ -16,6 +16,29 @@ pub enum Role {
     Receiver,
 }
 
+impl Role {
+    /// The client's role in a stream whose data goes `flow`.
+    pub fn at_client(flow: Flow) -> Role {
+        match flow {
+            Flow::ClientToServer => Role::Sender,
+            Flow::ServerToClient => Role::Receiver,
+        }
+    }
+
+    /// The server's role in a stream whose data goes `flow`.
+    pub fn at_server(flow: Flow) -> Role {
+        Role::at_client(flow).peer()
+    }
+
+    /// The other end's role in the same stream.
+    pub fn peer(self) -> Role {
+        match self {
+            Role::Sender => Role::Receiver,
+            Role::Receiver => Role::Sender,
+        }
+    }
+}
+
 /// TCP_INFO figures for one socket at the end of the test, plus RTT statistics over the interval samples.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct TcpStats {
@@ -206,4 +229,18 @@ pub struct IntervalSample {
     /// The interval lies in the warm-up (`-O`) and is left out of the results.
     pub omitted: bool,
     pub streams: Vec<StreamSample>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_end_knows_its_role_from_the_flow() {
+        assert_eq!(Role::at_client(Flow::ClientToServer), Role::Sender);
+        assert_eq!(Role::at_server(Flow::ClientToServer), Role::Receiver);
+        assert_eq!(Role::at_client(Flow::ServerToClient), Role::Receiver);
+        assert_eq!(Role::at_server(Flow::ServerToClient), Role::Sender);
+        assert_eq!(Role::Sender.peer().peer(), Role::Sender);
+    }
 }

@@ -576,11 +576,7 @@ fn tcp_stream(
 ) -> Result<DataStream, ClientError> {
     let sock = connect(opts, addr, Some(spec))?;
     let flow = spec.flow_of(id);
-    let role = if flow == Flow::ClientToServer {
-        Role::Sender
-    } else {
-        Role::Receiver
-    };
+    let role = Role::at_client(flow);
     sock.set_write_timeout(Some(opts.control_timeout))
         .map_err(|err| ClientError::Stream { id, err })?;
     (&sock)
@@ -662,11 +658,7 @@ fn open_udp_streams(
                 }
             }
             let flow = spec.flow_of(id);
-            let role = if flow == Flow::ClientToServer {
-                Role::Sender
-            } else {
-                Role::Receiver
-            };
+            let role = Role::at_client(flow);
             Ok(landspeed_engine::transport::udp::UdpStream {
                 id,
                 flow,

@@ -10,7 +10,7 @@ use super::conn::Machine;
 use super::messages::Message;
 use super::preamble::PROTOCOL_VERSION;
 use super::session::ProtocolError;
-use super::timer::{Timer, Waiting};
+use super::timer::{impl_waiting, Timer, Waiting};
 use crate::config::TestSpec;
 use crate::result::RunResult;
 use serde::{Deserialize, Serialize};
@@ -331,26 +331,7 @@ impl ControllerSession {
     }
 }
 
-impl Waiting for ControllerSession {
-    fn poll_timeout(&self) -> Option<Instant> {
-        self.timer.at()
-    }
-
-    fn handle_timeout(&mut self, now: Instant) -> Result<(), ProtocolError> {
-        let Some(after) = self.timer.expired(now) else {
-            return Ok(());
-        };
-        let phase = self.phase.name();
-        self.enter(ControllerPhase::Failed, now);
-        Err(ProtocolError::Timeout { phase, after })
-    }
-
-    fn on_closed(&mut self, now: Instant) -> ProtocolError {
-        let phase = self.phase.name();
-        self.enter(ControllerPhase::Failed, now);
-        ProtocolError::PeerClosed { phase }
-    }
-}
+impl_waiting!(ControllerSession, ControllerPhase);
 
 impl Machine for ControllerSession {
     type Action = ControllerAction;

@@ -10,7 +10,7 @@
 use super::auth::{self, Key, KeyRing, NONCE_LEN};
 use super::messages::{Message, Refusal, SessionId};
 use super::preamble::PROTOCOL_VERSION;
-use super::timer::{Timer, Timers, Waiting};
+use super::timer::{impl_waiting, Timer, Timers, Waiting};
 use crate::config::{ConfigError, Test, TestSpec};
 use crate::endpoint::{EndpointReport, IntervalSample};
 use std::sync::Arc;
@@ -51,33 +51,6 @@ pub enum ProtocolError {
         phase: &'static str,
         event: &'static str,
     },
-}
-
-/// The `Waiting` side of a session: both sessions keep a `timer`, a `phase` with a `name()`, and enter
-/// phases with `enter(phase, now)`; a timeout or a closed connection fails them the same way.
-macro_rules! impl_waiting {
-    ($session:ty, $phase:ident) => {
-        impl Waiting for $session {
-            fn poll_timeout(&self) -> Option<Instant> {
-                self.timer.at()
-            }
-
-            fn handle_timeout(&mut self, now: Instant) -> Result<(), ProtocolError> {
-                let Some(after) = self.timer.expired(now) else {
-                    return Ok(());
-                };
-                let phase = self.phase.name();
-                self.enter($phase::Failed, now);
-                Err(ProtocolError::Timeout { phase, after })
-            }
-
-            fn on_closed(&mut self, now: Instant) -> ProtocolError {
-                let phase = self.phase.name();
-                self.enter($phase::Failed, now);
-                ProtocolError::PeerClosed { phase }
-            }
-        }
-    };
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -25,6 +25,34 @@ pub trait Waiting {
     fn on_closed(&mut self, now: Instant) -> ProtocolError;
 }
 
+/// The `Waiting` side of a session: every session keeps a `timer`, a `phase` with a `name()`, and
+/// enters phases with `enter(phase, now)`; a timeout or a closed connection fails them the same way.
+macro_rules! impl_waiting {
+    ($session:ty, $phase:ident) => {
+        impl Waiting for $session {
+            fn poll_timeout(&self) -> Option<Instant> {
+                self.timer.at()
+            }
+
+            fn handle_timeout(&mut self, now: Instant) -> Result<(), ProtocolError> {
+                let Some(after) = self.timer.expired(now) else {
+                    return Ok(());
+                };
+                let phase = self.phase.name();
+                self.enter($phase::Failed, now);
+                Err(ProtocolError::Timeout { phase, after })
+            }
+
+            fn on_closed(&mut self, now: Instant) -> ProtocolError {
+                let phase = self.phase.name();
+                self.enter($phase::Failed, now);
+                ProtocolError::PeerClosed { phase }
+            }
+        }
+    };
+}
+pub(crate) use impl_waiting;
+
 /// How long each wait of a conversation may last.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Timers {

@@ -9,7 +9,7 @@ use super::{
     LiveIntervals,
 };
 use landspeed_core::assemble::{assemble, Inputs};
-use landspeed_core::config::{EndCondition, Flow, RxMode, Test, TestSpec, Transport};
+use landspeed_core::config::{EndCondition, RxMode, Test, TestSpec, Transport};
 use landspeed_core::endpoint::{
     CpuTimes, EndpointReport, HostInfo, IntervalSample, Role, StreamReport, TcpStats,
 };
@@ -363,11 +363,7 @@ fn remote_report(
                 .streams
                 .iter()
                 .find(|s| s.id == landspeed_iperf3::stream_id(l.id));
-            let role = if l.role == Role::Sender {
-                Role::Receiver
-            } else {
-                Role::Sender
-            };
+            let role = l.role.peer();
             let warm = if role == Role::Receiver && omit_s > 0.0 {
                 sent_in_warmup.get(&l.id).copied().unwrap_or(0)
             } else {
@@ -459,11 +455,7 @@ fn open_udp_streams(
                 return Err(ClientError::Iperf3UdpHello { id });
             }
             let flow = spec.flow_of(id);
-            let role = if flow == Flow::ClientToServer {
-                Role::Sender
-            } else {
-                Role::Receiver
-            };
+            let role = Role::at_client(flow);
             Ok(landspeed_engine::transport::udp::UdpStream {
                 id,
                 flow,

@@ -6,7 +6,7 @@
 
 use super::{add_measured, files, order, udp, MissingWhy, Registry, Shared, TestError, TestLog};
 use crate::control::{Arrival, ControlError, Event, Input, Link, WaitError, Wire};
-use landspeed_core::config::{Flow, Test, TestSpec, Transport};
+use landspeed_core::config::{Test, TestSpec, Transport};
 use landspeed_core::endpoint::{IntervalSample, Role};
 use landspeed_core::protocol::{
     Conn, Message, ProtocolError, Refusal, ServerAction, ServerSession, SessionId, Timers,
@@ -368,11 +368,7 @@ fn tcp_stream(
     file: Option<Arc<std::fs::File>>,
 ) -> Result<DataStream, TestError> {
     let flow = test.flow_of(id);
-    let role = if flow == Flow::ClientToServer {
-        Role::Receiver
-    } else {
-        Role::Sender
-    };
+    let role = Role::at_server(flow);
     sockopt::after_connect(&socket2::SockRef::from(&socket), test, role == Role::Sender)?;
     Ok(DataStream {
         file,

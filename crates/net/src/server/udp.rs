@@ -6,7 +6,7 @@
 
 use super::{Shared, TestError};
 use crate::control::{Arrival, Input};
-use landspeed_core::config::{Flow, TestSpec};
+use landspeed_core::config::TestSpec;
 use landspeed_core::endpoint::Role;
 use landspeed_core::protocol::{Preamble, SessionId, PROTOCOL_VERSION};
 use landspeed_engine::supervisor::Wake;
@@ -113,11 +113,7 @@ pub(super) fn streams(socks: HashMap<u32, UdpSocket>, spec: &TestSpec) -> Vec<Ud
         .into_iter()
         .map(|(id, socket)| {
             let flow = spec.flow_of(id);
-            let role = if flow == Flow::ClientToServer {
-                Role::Receiver
-            } else {
-                Role::Sender
-            };
+            let role = Role::at_server(flow);
             UdpStream {
                 id,
                 flow,
