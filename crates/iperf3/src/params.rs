@@ -100,6 +100,74 @@ fn int_at_most(m: &Map<String, Value>, k: &str, max: u64, code: i32) -> Result<O
     }
 }
 
+/// The test's length and warm-up, seconds, within iperf3's bounds.
+fn durations(m: &Map<String, Value>) -> Result<(f64, f64), ParamError> {
+    let time_s = num(m, "time")?.unwrap_or(10.0);
+    if time_s > MAX_TIME_S {
+        return Err(err(
+            errno::DURATION,
+            format!("time {time_s} s is longer than {MAX_TIME_S} s"),
+        ));
+    }
+    let omit_s = num(m, "omit")?.unwrap_or(0.0);
+    if omit_s > MAX_OMIT_S {
+        return Err(err(
+            errno::OMIT,
+            format!("omit {omit_s} s is longer than {MAX_OMIT_S} s"),
+        ));
+    }
+    Ok((time_s, omit_s))
+}
+
+/// The write (TCP) or datagram (UDP) size: iperf3's default when absent or 0, within its bounds.
+fn block_len(m: &Map<String, Value>, udp: bool) -> Result<u64, ParamError> {
+    let (max_len, code, default_len) = if udp {
+        (MAX_UDP_LEN, errno::UDP_BLOCK_SIZE, DEFAULT_UDP_LEN)
+    } else {
+        (MAX_TCP_LEN, errno::BLOCK_SIZE, DEFAULT_TCP_LEN)
+    };
+    let len = match int_at_most(m, "len", max_len, code)? {
+        None | Some(0) => default_len,
+        Some(l) => l,
+    };
+    if udp && len <= landspeed_core::udp::HEADER as u64 {
+        return Err(err(
+            errno::UDP_BLOCK_SIZE,
+            format!("UDP datagrams of {len} bytes are too small"),
+        ));
+    }
+    Ok(len)
+}
+
+/// The MSS asked for, when one is (0 means none).
+fn mss(m: &Map<String, Value>) -> Result<Option<u32>, ParamError> {
+    let mss = int_at_most(m, "MSS", MAX_MSS, errno::MSS)?
+        .filter(|x| *x > 0)
+        .map(|x| x as u32);
+    if let Some(x) = mss.filter(|x| *x < MIN_MSS) {
+        return Err(err(errno::MSS, format!("MSS {x} is below {MIN_MSS}")));
+    }
+    Ok(mss)
+}
+
+/// The congestion control asked for, when one is: a name Linux can take.
+fn congestion(m: &Map<String, Value>) -> Result<Option<String>, ParamError> {
+    // Linux takes congestion control names of at most 15 bytes (TCP_CA_NAME_MAX with its NUL).
+    let congestion = text(m, "congestion", 15)?.filter(|c| !c.is_empty());
+    if let Some(c) = &congestion {
+        if !c
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        {
+            return Err(err(
+                errno::SET_CONGESTION,
+                format!("congestion control {c:?} is not a name"),
+            ));
+        }
+    }
+    Ok(congestion)
+}
+
 impl Params {
     /// Parses and checks a parameter message.
     pub fn parse(body: &[u8]) -> Result<Params, ParamError> {
@@ -112,39 +180,12 @@ impl Params {
         if udp && flag(m, "tcp")? {
             return Err(err(errno::RECV_PARAMS, "both tcp and udp requested"));
         }
-        let time_s = num(m, "time")?.unwrap_or(10.0);
-        if time_s > MAX_TIME_S {
-            return Err(err(
-                errno::DURATION,
-                format!("time {time_s} s is longer than {MAX_TIME_S} s"),
-            ));
-        }
-        let omit_s = num(m, "omit")?.unwrap_or(0.0);
-        if omit_s > MAX_OMIT_S {
-            return Err(err(
-                errno::OMIT,
-                format!("omit {omit_s} s is longer than {MAX_OMIT_S} s"),
-            ));
-        }
+        let (time_s, omit_s) = durations(m)?;
         let parallel = int_at_most(m, "parallel", MAX_STREAMS, errno::NUM_STREAMS)?.unwrap_or(1);
         if parallel == 0 {
             return Err(err(errno::NUM_STREAMS, "parallel must be at least 1"));
         }
-        let (max_len, code, default_len) = if udp {
-            (MAX_UDP_LEN, errno::UDP_BLOCK_SIZE, DEFAULT_UDP_LEN)
-        } else {
-            (MAX_TCP_LEN, errno::BLOCK_SIZE, DEFAULT_TCP_LEN)
-        };
-        let len = match int_at_most(m, "len", max_len, code)? {
-            None | Some(0) => default_len,
-            Some(l) => l,
-        };
-        if udp && len <= landspeed_core::udp::HEADER as u64 {
-            return Err(err(
-                errno::UDP_BLOCK_SIZE,
-                format!("UDP datagrams of {len} bytes are too small"),
-            ));
-        }
+        let len = block_len(m, udp)?;
         let bytes = num(m, "num")?.unwrap_or(0.0) as u64;
         let blocks = num(m, "blockcount")?.unwrap_or(0.0) as u64;
         if bytes > 0 && blocks > 0 {
@@ -159,25 +200,8 @@ impl Params {
             ));
         }
         let window = int_at_most(m, "window", MAX_WINDOW, errno::BUF_SIZE)?.filter(|w| *w > 0);
-        let mss = int_at_most(m, "MSS", MAX_MSS, errno::MSS)?
-            .filter(|x| *x > 0)
-            .map(|x| x as u32);
-        if let Some(x) = mss.filter(|x| *x < MIN_MSS) {
-            return Err(err(errno::MSS, format!("MSS {x} is below {MIN_MSS}")));
-        }
-        // Linux takes congestion control names of at most 15 bytes (TCP_CA_NAME_MAX with its NUL).
-        let congestion = text(m, "congestion", 15)?.filter(|c| !c.is_empty());
-        if let Some(c) = &congestion {
-            if !c
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-            {
-                return Err(err(
-                    errno::SET_CONGESTION,
-                    format!("congestion control {c:?} is not a name"),
-                ));
-            }
-        }
+        let mss = mss(m)?;
+        let congestion = congestion(m)?;
         Ok(Params {
             udp,
             omit_s,

@@ -62,19 +62,16 @@ pub fn trace(
     let v6 = dst.is_ipv6();
     let sock = crate::udp_socket(SocketAddr::new(dst, 0), false)?;
     errqueue::enable(&sock, v6)?;
-    let nonce = getrandom::u32().unwrap_or(0x7ace);
-    let mut report = TraceReport {
-        target: dst.to_string(),
-        first_port: p.first_port,
-        max_hops: p.max_hops,
-        probes_per_hop: p.probes,
-        ..TraceReport::default()
+    let mut t = Tracer {
+        sock,
+        dst,
+        nonce: getrandom::u32().unwrap_or(0x7ace),
+        hops: vec![],
+        sent: vec![],
+        reached: false,
     };
-    let mut hops: Vec<Hop> = vec![];
-    let mut sent: Vec<Sent> = vec![];
-    let mut buf = [0u8; 2048];
     'hops: for ttl in 1..=p.max_hops {
-        hops.push(Hop {
+        t.hops.push(Hop {
             ttl,
             probes: vec![HopProbe::default(); p.probes.into()],
             ..Hop::default()
@@ -83,68 +80,104 @@ pub fn trace(
             if interrupt.load(Relaxed) {
                 break 'hops;
             }
-            errqueue::set_ttl(&sock, v6, ttl)?;
-            let port = p.first_port.wrapping_add(sent.len() as u16);
-            let at = Instant::now();
-            // A send can fail with an error left by an earlier probe; the probe then counts as lost.
-            let _ = sock.send_to(&payload(nonce, ttl, n), SocketAddr::new(dst, port));
-            sent.push(Sent { ttl, n, at });
-            let until = at + p.wait;
-            loop {
-                let left = until.saturating_duration_since(Instant::now());
-                if left.is_zero() || hops[ttl as usize - 1].probes[n as usize].rtt_ms.is_some() {
-                    break;
-                }
-                let (readable, error) = errqueue::wait(&sock, left)?;
-                if readable {
-                    // Something answered on the UDP port itself: that is the target.
-                    if let Ok((_, from)) = sock.recv_from(&mut buf) {
-                        if from.ip() == dst {
-                            let h = &mut hops[ttl as usize - 1].probes[n as usize];
-                            h.address = Some(dst.to_string());
-                            h.rtt_ms = Some(at.elapsed().as_secs_f64() * 1e3);
-                            report.reached = true;
-                        }
-                    }
-                }
-                if error {
-                    while let Some(e) = errqueue::read(&sock)? {
-                        let now = Instant::now();
-                        let Some((t, k)) = matches(&e, nonce) else {
-                            continue;
-                        };
-                        let Some(s) = sent.iter().find(|s| s.ttl == t && s.n == k) else {
-                            continue;
-                        };
-                        let Some(hop) = hops.get_mut(t as usize - 1) else {
-                            continue;
-                        };
-                        let Some(slot) = hop.probes.get_mut(k as usize) else {
-                            continue;
-                        };
-                        if slot.rtt_ms.is_none() {
-                            slot.address = e.offender.map(|a| a.to_string());
-                            slot.rtt_ms = Some(now.duration_since(s.at).as_secs_f64() * 1e3);
-                        }
-                        if e.port_unreachable() || e.offender == Some(dst) {
-                            report.reached = true;
-                        }
-                        if let Some(note) = e.unreachable_note() {
-                            hop.note = Some(note.into());
-                        }
-                    }
-                }
-            }
+            t.probe(ttl, n, p)?;
         }
-        let hop = &mut hops[ttl as usize - 1];
+        let hop = &mut t.hops[ttl as usize - 1];
         hop.address = hop.probes.iter().find_map(|x| x.address.clone());
         on_hop(hop);
-        if report.reached || hop.note.is_some() {
+        if t.reached || hop.note.is_some() {
             break;
         }
     }
-    report.hops = hops;
-    Ok(report)
+    Ok(TraceReport {
+        target: dst.to_string(),
+        first_port: p.first_port,
+        max_hops: p.max_hops,
+        probes_per_hop: p.probes,
+        reached: t.reached,
+        hops: t.hops,
+    })
+}
+
+/// One trace in progress: its socket, the hops so far and the probes sent.
+struct Tracer {
+    sock: std::net::UdpSocket,
+    dst: IpAddr,
+    nonce: u32,
+    hops: Vec<Hop>,
+    sent: Vec<Sent>,
+    reached: bool,
+}
+
+impl Tracer {
+    /// Sends probe `n` of hop `ttl` and takes what answers until it is answered or `p.wait` passes.
+    fn probe(&mut self, ttl: u8, n: u8, p: &TraceParams) -> io::Result<()> {
+        errqueue::set_ttl(&self.sock, self.dst.is_ipv6(), ttl)?;
+        let port = p.first_port.wrapping_add(self.sent.len() as u16);
+        let at = Instant::now();
+        // A send can fail with an error left by an earlier probe; the probe then counts as lost.
+        let _ = self
+            .sock
+            .send_to(&payload(self.nonce, ttl, n), SocketAddr::new(self.dst, port));
+        self.sent.push(Sent { ttl, n, at });
+        let until = at + p.wait;
+        loop {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() || self.hops[ttl as usize - 1].probes[n as usize].rtt_ms.is_some() {
+                return Ok(());
+            }
+            let (readable, error) = errqueue::wait(&self.sock, left)?;
+            if readable {
+                self.answered_on_port(ttl, n, at);
+            }
+            if error {
+                self.read_errors()?;
+            }
+        }
+    }
+
+    /// Something answered on the UDP port itself: when it is the target, the trace has reached it.
+    fn answered_on_port(&mut self, ttl: u8, n: u8, at: Instant) {
+        let mut buf = [0u8; 2048];
+        if let Ok((_, from)) = self.sock.recv_from(&mut buf) {
+            if from.ip() == self.dst {
+                let h = &mut self.hops[ttl as usize - 1].probes[n as usize];
+                h.address = Some(self.dst.to_string());
+                h.rtt_ms = Some(at.elapsed().as_secs_f64() * 1e3);
+                self.reached = true;
+            }
+        }
+    }
+
+    /// The ICMP errors queued on the socket, each matched to the probe it answers.
+    fn read_errors(&mut self) -> io::Result<()> {
+        while let Some(e) = errqueue::read(&self.sock)? {
+            let now = Instant::now();
+            let Some((t, k)) = matches(&e, self.nonce) else {
+                continue;
+            };
+            let Some(s) = self.sent.iter().find(|s| s.ttl == t && s.n == k) else {
+                continue;
+            };
+            let Some(hop) = self.hops.get_mut(t as usize - 1) else {
+                continue;
+            };
+            let Some(slot) = hop.probes.get_mut(k as usize) else {
+                continue;
+            };
+            if slot.rtt_ms.is_none() {
+                slot.address = e.offender.map(|a| a.to_string());
+                slot.rtt_ms = Some(now.duration_since(s.at).as_secs_f64() * 1e3);
+            }
+            if e.port_unreachable() || e.offender == Some(self.dst) {
+                self.reached = true;
+            }
+            if let Some(note) = e.unreachable_note() {
+                hop.note = Some(note.into());
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The reverse name of `ip` (a PTR lookup through the system resolver), None when there is none.

@@ -363,58 +363,12 @@ fn remote_report(
                 .streams
                 .iter()
                 .find(|s| s.id == landspeed_iperf3::stream_id(l.id));
-            let role = l.role.peer();
-            let warm = if role == Role::Receiver && omit_s > 0.0 {
+            let warm = if l.role == Role::Sender && omit_s > 0.0 {
                 sent_in_warmup.get(&l.id).copied().unwrap_or(0)
             } else {
                 0
             };
-            StreamReport {
-                id: l.id,
-                flow: l.flow,
-                role,
-                bytes: t.map_or(0, |t| t.bytes) + warm,
-                // A UDP sender's datagram count; loss is counted against it.
-                calls: t
-                    .filter(|_| role == Role::Sender)
-                    .map_or(0, |t| t.packets.max(0) as u64),
-                omitted_bytes: warm,
-                first_byte_s: t.map(|t| t.start_time_s + omit_s),
-                last_byte_s: t.map(|t| t.end_time_s + omit_s),
-                snd_buf_bytes: 0,
-                rcv_buf_bytes: 0,
-                tcp: t
-                    .filter(|t| role == Role::Sender && t.retransmits >= 0)
-                    .map(|t| TcpStats {
-                        retransmits: t.retransmits as u64,
-                        congestion: theirs.congestion_used.clone(),
-                        ..TcpStats::default()
-                    }),
-                error: t
-                    .is_none()
-                    .then(|| "the iperf3 server reported no figures for this stream".into()),
-                bytes_verified: 0,
-                corrupt_blocks: 0,
-                first_corruption: None,
-                zerocopy_sends: 0,
-                zerocopy_copied: 0,
-                udp: t
-                    .filter(|_| role == Role::Receiver && l.udp.is_none() && l.tcp.is_none())
-                    .map(|t| {
-                        let lost = t.errors.max(0) as u64;
-                        landspeed_core::udp::UdpStats {
-                            datagrams_sent: None,
-                            datagrams_received: (t.packets.max(0) as u64).saturating_sub(lost),
-                            datagrams_lost: lost,
-                            loss_pct: 0.0,
-                            out_of_order: 0,
-                            duplicates: 0,
-                            jitter_ms: t.jitter_s * 1000.0,
-                        }
-                    }),
-                send_errors: 0,
-                udp_offload: false,
-            }
+            remote_stream(l, t, (omit_s, warm), &theirs.congestion_used)
         })
         .collect();
     EndpointReport {
@@ -434,6 +388,66 @@ fn remote_report(
         cpus_pinned: None,
         warnings: vec![],
         error: None,
+    }
+}
+
+/// The server's side of stream `l` from what the iperf3 server reported of it (`t`), counting from
+/// the end of the warm-up (`omit_s`, with the `warm` bytes this end sent during it).
+fn remote_stream(
+    l: &StreamReport,
+    t: Option<&landspeed_iperf3::results::StreamResult>,
+    (omit_s, warm): (f64, u64),
+    congestion: &Option<String>,
+) -> StreamReport {
+    let role = l.role.peer();
+    StreamReport {
+        id: l.id,
+        flow: l.flow,
+        role,
+        bytes: t.map_or(0, |t| t.bytes) + warm,
+        // A UDP sender's datagram count; loss is counted against it.
+        calls: t
+            .filter(|_| role == Role::Sender)
+            .map_or(0, |t| t.packets.max(0) as u64),
+        omitted_bytes: warm,
+        first_byte_s: t.map(|t| t.start_time_s + omit_s),
+        last_byte_s: t.map(|t| t.end_time_s + omit_s),
+        snd_buf_bytes: 0,
+        rcv_buf_bytes: 0,
+        tcp: t
+            .filter(|t| role == Role::Sender && t.retransmits >= 0)
+            .map(|t| TcpStats {
+                retransmits: t.retransmits as u64,
+                congestion: congestion.clone(),
+                ..TcpStats::default()
+            }),
+        error: t
+            .is_none()
+            .then(|| "the iperf3 server reported no figures for this stream".into()),
+        bytes_verified: 0,
+        corrupt_blocks: 0,
+        first_corruption: None,
+        zerocopy_sends: 0,
+        zerocopy_copied: 0,
+        udp: t
+            .filter(|_| role == Role::Receiver && l.udp.is_none() && l.tcp.is_none())
+            .map(remote_udp),
+        send_errors: 0,
+        udp_offload: false,
+    }
+}
+
+/// A receiving iperf3 server's UDP figures for one stream.
+fn remote_udp(t: &landspeed_iperf3::results::StreamResult) -> landspeed_core::udp::UdpStats {
+    let lost = t.errors.max(0) as u64;
+    landspeed_core::udp::UdpStats {
+        datagrams_sent: None,
+        datagrams_received: (t.packets.max(0) as u64).saturating_sub(lost),
+        datagrams_lost: lost,
+        loss_pct: 0.0,
+        out_of_order: 0,
+        duplicates: 0,
+        jitter_ms: t.jitter_s * 1000.0,
     }
 }
 

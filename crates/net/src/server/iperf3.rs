@@ -254,12 +254,37 @@ fn serve(mut ctl: TcpStream, cookie: Cookie, shared: &Shared, log: &mut TestLog)
     send(&mut ctl, State::TestStart)?;
     send(&mut ctl, State::TestRunning)?;
 
+    let (out, failure) = measure(&ctl, &params, &spec, &streams, shared)?;
+    log.duration_s = out.elapsed_s;
+    for s in &out.streams {
+        match s.role {
+            Role::Receiver => log.bytes_received += s.bytes.saturating_sub(s.omitted_bytes),
+            Role::Sender => log.bytes_sent += s.bytes,
+        }
+    }
+    if let Some(f) = failure {
+        return Err(f);
+    }
+    let _ = ctl.set_read_timeout(Some(o.handshake_timeout));
+    exchange_results(&mut ctl, &out, (&params, &spec), log)
+}
+
+/// Runs the engine over the test's streams while the client's state bytes are read, until the client
+/// ends the test: what was measured, and why the test failed if it did.
+fn measure(
+    ctl: &TcpStream,
+    params: &Params,
+    spec: &TestSpec,
+    streams: &Streams,
+    shared: &Shared,
+) -> Result<(supervisor::EngineOutput, Option<TestError>), TestError> {
+    let o = &shared.opts;
     let (wtx, wrx) = mpsc::channel::<Wake<Ctl>>();
     let quit = Arc::new(AtomicBool::new(false));
-    let reader = spawn_state_reader(&ctl, wtx.clone(), quit.clone())?;
-    let mut params_e = EngineParams::for_spec(&spec, None, None, o.idle_timeout);
+    let reader = spawn_state_reader(ctl, wtx.clone(), quit.clone())?;
+    let mut params_e = EngineParams::for_spec(spec, None, None, o.idle_timeout);
     if params.udp {
-        params_e.send_time = params_e.send_time.or(Some(udp_count_bound(&spec)));
+        params_e.send_time = params_e.send_time.or(Some(udp_count_bound(spec)));
     }
     // --max-rate paces TCP tests (UDP ones over it were refused with the parameters).
     params_e.stream_cap_bps = o.limits.max_rate_bps.map(|r| r / f64::from(spec.total_streams()));
@@ -270,7 +295,7 @@ fn serve(mut ctl: TcpStream, cookie: Cookie, shared: &Shared, log: &mut TestLog)
         shutdown: &shared.shutdown,
     };
     let wiring = Wiring::new(&flags, (&wtx, &wrx), &mut hook, None);
-    let out = match &streams {
+    let out = match streams {
         Streams::Tcp(v) => supervisor::run(&Tcp(v), &params_e, wiring),
         Streams::Udp(v) => {
             let u = landspeed_engine::transport::udp::UdpParams {
@@ -282,14 +307,11 @@ fn serve(mut ctl: TcpStream, cookie: Cookie, shared: &Shared, log: &mut TestLog)
                     wide: params.udp_counters_64bit,
                 },
             };
-            supervisor::run(
-                &Udp {
-                    streams: v,
-                    params: u,
-                },
-                &params_e,
-                wiring,
-            )
+            let udp = Udp {
+                streams: v,
+                params: u,
+            };
+            supervisor::run(&udp, &params_e, wiring)
         }
     };
     // A sending server may finish its byte budget before the client says the test is over.
@@ -303,25 +325,25 @@ fn serve(mut ctl: TcpStream, cookie: Cookie, shared: &Shared, log: &mut TestLog)
     }
     quit.store(true, Relaxed);
     let _ = reader.join();
-    log.duration_s = out.elapsed_s;
-    for s in &out.streams {
-        match s.role {
-            Role::Receiver => log.bytes_received += s.bytes.saturating_sub(s.omitted_bytes),
-            Role::Sender => log.bytes_sent += s.bytes,
-        }
-    }
-    if let Some(f) = hook.failure {
-        return Err(f);
-    }
-    let _ = ctl.set_read_timeout(Some(o.handshake_timeout));
-    send(&mut ctl, State::ExchangeResults)?;
-    let theirs = read_json(&mut ctl, MAX_RESULTS_JSON)?;
+    Ok((out, hook.failure))
+}
+
+/// The client's results in, this server's out, then the client's goodbye (reads bounded by the
+/// control connection's timeout).
+fn exchange_results(
+    ctl: &mut TcpStream,
+    out: &supervisor::EngineOutput,
+    (params, spec): (&Params, &TestSpec),
+    log: &mut TestLog,
+) -> Result<(), TestError> {
+    send(ctl, State::ExchangeResults)?;
+    let theirs = read_json(ctl, MAX_RESULTS_JSON)?;
     let theirs = Results::parse(&theirs)?;
     log.peer_bytes = Some(theirs.streams.iter().map(|s| s.bytes).sum());
-    let ours = results(&out, &spec, params.get_server_output.then(|| summary_text(log)));
+    let ours = results(out, spec, params.get_server_output.then(|| summary_text(log)));
     ctl.write_all(&frame_json(&ours.to_json()))
         .map_err(io("sending results"))?;
-    send(&mut ctl, State::DisplayResults)?;
+    send(ctl, State::DisplayResults)?;
     let mut done = [0u8; 1];
     match ctl.read_exact(&mut done) {
         Ok(()) if State::from_byte(done[0]) == Some(State::IperfDone) => Ok(()),

@@ -10,7 +10,7 @@ use landspeed_engine::transport::udp::UdpStream;
 use landspeed_iperf3::wire::{errno, server_error};
 use landspeed_iperf3::State;
 use std::io::Write;
-use std::net::{IpAddr, SocketAddr, TcpStream};
+use std::net::{IpAddr, SocketAddr, TcpStream, UdpSocket};
 use std::sync::mpsc;
 use std::time::Instant;
 
@@ -76,7 +76,19 @@ pub(super) fn collect(
             err,
         })?;
     let n = spec.total_streams() as usize;
-    let deadline = Instant::now() + o.handshake_timeout;
+    let socks = await_hellos(ctl, &rx, n, Instant::now() + o.handshake_timeout)?;
+    drop(registered);
+    Ok(streams(socks, spec, dont_fragment))
+}
+
+/// A connected socket per hello (answered) for the `n` streams, until `deadline`; the client is
+/// told when they do not all come.
+fn await_hellos(
+    ctl: &mut TcpStream,
+    rx: &mpsc::Receiver<(SocketAddr, SocketAddr)>,
+    n: usize,
+    deadline: Instant,
+) -> Result<Vec<UdpSocket>, TestError> {
     let mut socks = vec![];
     while socks.len() < n {
         let left = deadline.saturating_duration_since(Instant::now());
@@ -96,7 +108,13 @@ pub(super) fn collect(
         let _ = s.send(&REPLY);
         socks.push(s);
     }
-    drop(registered);
+    Ok(socks)
+}
+
+/// The test's streams from their sockets in arrival order (iperf3's receiving streams first), sized
+/// and, when asked, with DF set.
+fn streams(socks: Vec<UdpSocket>, spec: &TestSpec, dont_fragment: bool) -> Vec<UdpStream> {
+    let n = socks.len();
     let receivers = match spec.direction {
         Direction::Forward => n,
         Direction::Reverse => 0,
@@ -105,7 +123,7 @@ pub(super) fn collect(
     let w = spec
         .window_bytes
         .map_or(landspeed_engine::transport::udp::DEFAULT_BUFFER, |w| w as usize);
-    Ok(socks
+    socks
         .into_iter()
         .enumerate()
         .map(|(k, socket)| {
@@ -117,24 +135,20 @@ pub(super) fn collect(
             if dont_fragment && v4 {
                 let _ = landspeed_path::errqueue::dont_fragment(&socket);
             }
-            let role = if k < receivers {
-                Role::Receiver
+            let flow = if k < receivers {
+                Flow::ClientToServer
             } else {
-                Role::Sender
+                Flow::ServerToClient
             };
             UdpStream {
                 id: k as u32,
-                flow: if role == Role::Receiver {
-                    Flow::ClientToServer
-                } else {
-                    Flow::ServerToClient
-                },
-                role,
+                flow,
+                role: Role::at_server(flow),
                 socket,
                 // iperf3's server sends until TEST_END, whatever the end condition: the client ends a
                 // -n/-k test when it has *received* that much, so a budget would hang it after a loss.
                 datagrams: None,
             }
         })
-        .collect())
+        .collect()
 }
