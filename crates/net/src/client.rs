@@ -11,6 +11,7 @@ pub use iperf3::run_iperf3_client;
 pub use latency::LatencyOptions;
 
 use crate::control::ControlError;
+use crate::streams::DataPaths;
 use landspeed_core::assemble::{assemble, Inputs, RunContext};
 use landspeed_core::config::{Flow, Test, TestSpec, Transport};
 use landspeed_core::endpoint::{EndpointReport, IntervalSample, Role};
@@ -19,7 +20,7 @@ use landspeed_core::result::{IntervalResult, IntervalStream, RunResult};
 use landspeed_engine::sockopt::{self, SockOptError};
 use landspeed_engine::supervisor::{self, EngineHook, EngineParams, Flags, Wake, Wiring};
 use landspeed_engine::transport::tcp::{DataStream, Tcp};
-use landspeed_engine::transport::udp::{Udp, UdpFormat, UdpParams, UdpStream};
+use landspeed_engine::transport::udp::{Udp, UdpFormat, UdpParams};
 use socket2::{Domain, Socket, Type};
 use std::collections::HashMap;
 use std::io::Write;
@@ -311,12 +312,6 @@ fn test_spec(opts: &ClientOptions) -> Result<(Test, Option<LocalFile>), ClientEr
     Ok((test, local_file))
 }
 
-/// The data connections of one test: TCP streams or UDP sockets, as the test says.
-struct DataPaths {
-    tcp: Vec<DataStream>,
-    udp: Vec<UdpStream>,
-}
-
 /// Opens the test's data connections; a file test's streams carry its file, and its sender its size.
 fn open_data(
     opts: &ClientOptions,
@@ -326,8 +321,7 @@ fn open_data(
     local_file: Option<&LocalFile>,
 ) -> Result<DataPaths, ClientError> {
     if spec.transport == Transport::Udp {
-        let udp = open_udp_streams(opts, addr, sid)?;
-        return Ok(DataPaths { tcp: vec![], udp });
+        return Ok(DataPaths::Udp(open_udp_streams(opts, addr, sid)?));
     }
     let mut tcp = open_streams(opts, addr, sid)?;
     if let Some(lf) = local_file {
@@ -338,7 +332,7 @@ fn open_data(
             }
         }
     }
-    Ok(DataPaths { tcp, udp: vec![] })
+    Ok(DataPaths::Tcp(tcp))
 }
 
 /// What the user should know before the data moves: a server rate cap, socket buffers smaller than
@@ -355,16 +349,8 @@ fn start_warnings(session: &ClientSession, spec: &TestSpec, data: &DataPaths) ->
             landspeed_core::units::BitRate(cap)
         ));
     }
-    warnings.extend(window_warning(spec, data));
+    warnings.extend(data.window_warning(spec.window_bytes));
     warnings
-}
-
-/// Socket buffers smaller than the test asked for, as the kernel granted them on the first stream.
-fn window_warning(spec: &TestSpec, data: &DataPaths) -> Option<String> {
-    let first = (data.tcp.first().map(|s| socket2::SockRef::from(&s.socket)))
-        .or_else(|| data.udp.first().map(|s| socket2::SockRef::from(&s.socket)))?;
-    let (snd, rcv) = sockopt::granted(&first);
-    sockopt::window_warning(spec.window_bytes, snd, rcv)
 }
 
 /// Latency probes: the idle baseline is in, the loaded phase starts (a warning if nothing answered).
@@ -392,14 +378,15 @@ fn measure<X: Send>(
     let flags = Flags::default();
     let iface = landspeed_engine::host::interface_for(local.ip());
     let wiring = Wiring::new(&flags, (tx, rx), hook, iface.as_deref());
-    if spec.transport == Transport::Udp {
-        let udp = Udp {
-            streams: &data.udp,
-            params: UdpParams::for_spec(spec, format),
-        };
-        supervisor::run(&udp, &params, wiring)
-    } else {
-        supervisor::run(&Tcp(&data.tcp), &params, wiring)
+    match data {
+        DataPaths::Udp(streams) => {
+            let udp = Udp {
+                streams,
+                params: UdpParams::for_spec(spec, format),
+            };
+            supervisor::run(&udp, &params, wiring)
+        }
+        DataPaths::Tcp(streams) => supervisor::run(&Tcp(streams), &params, wiring),
     }
 }
 

@@ -10,6 +10,7 @@ pub mod client;
 pub mod control;
 pub mod controller;
 pub mod server;
+mod streams;
 
 pub use client::{run_client, run_iperf3_client, ClientError, ClientEvent, ClientOptions};
 pub use server::{Server, ServerError, ServerEvent, ServerOptions, TestError};

@@ -4,10 +4,7 @@
 //! same `RunResult` as a landspeed test, marked with the protocol. iperf3's payload is not landspeed's
 //! pattern, so nothing is verified, and the result says so.
 
-use super::{
-    connect, measure, resolve, window_warning, ClientError, ClientEvent, ClientOptions, DataPaths,
-    LiveIntervals,
-};
+use super::{connect, measure, resolve, ClientError, ClientEvent, ClientOptions, DataPaths, LiveIntervals};
 use landspeed_core::assemble::{assemble, Inputs};
 use landspeed_core::config::{EndCondition, RxMode, Test, TestSpec, Transport};
 use landspeed_core::endpoint::{
@@ -90,7 +87,6 @@ impl<'a> Hook<'a> {
         interrupt: &'a AtomicBool,
         on_event: &'a mut dyn FnMut(ClientEvent),
     ) -> Self {
-        let has = |r: Role| data.tcp.iter().any(|s| s.role == r) || data.udp.iter().any(|s| s.role == r);
         Hook {
             ctl,
             deadline: spec.send_time().map(|d| Instant::now() + d),
@@ -99,8 +95,8 @@ impl<'a> Hook<'a> {
                 EndCondition::Blocks(k) => Some(k.saturating_mul(spec.length_bytes)),
                 EndCondition::Time(_) => None,
             },
-            sends: has(Role::Sender),
-            receives: has(Role::Receiver),
+            sends: data.has_role(Role::Sender),
+            receives: data.has_role(Role::Receiver),
             ended: false,
             interrupt,
             on_event,
@@ -184,22 +180,16 @@ pub fn run_iperf3_client(
         .map_err(io_at("sending the parameters"))?;
     expect(&mut ctl, State::CreateStreams, "CREATE_STREAMS")?;
     let data = if spec.transport == Transport::Udp {
-        DataPaths {
-            tcp: vec![],
-            udp: open_udp_streams(opts, addr, spec)?,
-        }
+        DataPaths::Udp(open_udp_streams(opts, addr, spec)?)
     } else {
-        DataPaths {
-            tcp: open_streams(opts, addr, spec, cookie)?,
-            udp: vec![],
-        }
+        DataPaths::Tcp(open_streams(opts, addr, spec, cookie)?)
     };
     expect(&mut ctl, State::TestStart, "TEST_START")?;
     // The server may send TEST_RUNNING right away or after its own start-up.
     expect(&mut ctl, State::TestRunning, "TEST_RUNNING")?;
     let mut warnings =
         vec!["iperf3 protocol: the payload is not landspeed's pattern, so nothing was verified".to_string()];
-    warnings.extend(window_warning(spec, &data));
+    warnings.extend(data.window_warning(spec.window_bytes));
     on_event(ClientEvent::Started {
         streams: spec.total_streams(),
         warnings: warnings.clone(),

@@ -6,6 +6,7 @@
 
 use super::{add_measured, files, order, udp, MissingWhy, Registry, Shared, TestError, TestLog};
 use crate::control::{Arrival, ControlError, Event, Input, Link, WaitError, Wire};
+use crate::streams::DataPaths;
 use landspeed_core::config::{Test, TestSpec, Transport};
 use landspeed_core::endpoint::{IntervalSample, Role};
 use landspeed_core::protocol::{
@@ -14,7 +15,7 @@ use landspeed_core::protocol::{
 use landspeed_engine::sockopt;
 use landspeed_engine::supervisor::{self, EngineHook, EngineOutput, EngineParams, Flags, Wake, Wiring};
 use landspeed_engine::transport::tcp::{DataStream, Tcp};
-use landspeed_engine::transport::udp::{Udp, UdpFormat, UdpParams, UdpStream};
+use landspeed_engine::transport::udp::{Udp, UdpFormat, UdpParams};
 use std::collections::HashMap;
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -94,29 +95,11 @@ macro_rules! end_from {
 }
 end_from!(TestError, ControlError, WaitError, ProtocolError);
 
-/// The data connections of an accepted test.
-enum Streams {
-    Tcp(Vec<DataStream>),
-    Udp(Vec<UdpStream>),
-}
-
-impl Streams {
-    /// A warning when the kernel granted the first stream less buffer than the test's window.
-    fn window_warning(&self, window: Option<u64>) -> Option<String> {
-        let sock = match self {
-            Streams::Tcp(s) => socket2::SockRef::from(&s.first()?.socket),
-            Streams::Udp(s) => socket2::SockRef::from(&s.first()?.socket),
-        };
-        let (snd, rcv) = sockopt::granted(&sock);
-        sockopt::window_warning(window, snd, rcv)
-    }
-}
-
 /// A test the client is about to start: what it asked for, its streams, what goes into this end's
 /// report besides the engine's figures.
 struct Accepted {
     test: Test,
-    streams: Streams,
+    streams: DataPaths,
     local: Local,
 }
 
@@ -213,8 +196,8 @@ fn prepare(link: &mut ServerLink, shared: &Shared, log: &mut TestLog) -> Result<
     let warnings = streams.window_warning(test.window_bytes).into_iter().collect();
     await_start(link)?;
     let cpus = match streams {
-        Streams::Tcp(_) => test.server_cpus.clone(),
-        Streams::Udp(_) => None,
+        DataPaths::Tcp(_) => test.server_cpus.clone(),
+        DataPaths::Udp(_) => None,
     };
     let local = Local { warnings, cpus, file };
     Ok(Some(Accepted { test, streams, local }))
@@ -317,7 +300,7 @@ fn collect(
     test: &TestSpec,
     (sid, file): (SessionId, Option<Arc<std::fs::File>>),
     shared: &Shared,
-) -> Result<Streams, TestError> {
+) -> Result<DataPaths, TestError> {
     let n = test.total_streams() as usize;
     let mut tcp: Vec<DataStream> = vec![];
     let mut udp: HashMap<u32, UdpSocket> = HashMap::new();
@@ -344,10 +327,10 @@ fn collect(
         Ok((tcp.len() + udp.len() == n).then_some(()))
     });
     let why = match out {
-        Ok(()) if test.transport == Transport::Udp => return Ok(Streams::Udp(udp::streams(udp, test))),
+        Ok(()) if test.transport == Transport::Udp => return Ok(DataPaths::Udp(udp::streams(udp, test))),
         Ok(()) => {
             tcp.sort_by_key(|s| s.id);
-            return Ok(Streams::Tcp(tcp));
+            return Ok(DataPaths::Tcp(tcp));
         }
         Err(TestError::Protocol(ProtocolError::Timeout { .. })) => MissingWhy::Timeout,
         Err(TestError::Protocol(ProtocolError::PeerClosed { .. })) => MissingWhy::ClientClosed,
@@ -443,7 +426,7 @@ fn measure(link: &mut ServerLink, accepted: Accepted, shared: &Shared, log: &mut
     };
     let wake = (&link.tx, &link.rx);
     let out = match &streams {
-        Streams::Tcp(s) => {
+        DataPaths::Tcp(s) => {
             let threads = test.server_threads.map(|t| t as usize);
             let mut params = EngineParams::for_spec(&test, threads, test.server_cpus.clone(), o.idle_timeout);
             // --max-rate: this end reads and writes no faster than its share, whichever way the data goes.
@@ -455,7 +438,7 @@ fn measure(link: &mut ServerLink, accepted: Accepted, shared: &Shared, log: &mut
             let wiring = Wiring::new(&flags, wake, &mut hook, iface.as_deref());
             supervisor::run(&Tcp(s), &params, wiring)
         }
-        Streams::Udp(s) => {
+        DataPaths::Udp(s) => {
             let params = EngineParams::for_spec(&test, None, None, o.idle_timeout);
             let udp = Udp {
                 streams: s,
