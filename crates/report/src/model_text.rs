@@ -74,13 +74,19 @@ pub fn model_text(
             let _ = writeln!(o, "\nno bound: give --window, --loss or --rate");
         }
     }
-    if let (Some(m), Some(v)) = (measured_bps, p.predicted_bps) {
-        let _ = writeln!(
-            o,
-            "measured:  {} ({:.1}% of predicted)",
-            BitRate(m),
-            m / v * 100.0
-        );
+    match (measured_bps, p.predicted_bps) {
+        (Some(m), Some(v)) => {
+            let _ = writeln!(
+                o,
+                "measured:  {} ({:.1}% of predicted)",
+                BitRate(m),
+                m / v * 100.0
+            );
+        }
+        (Some(m), None) => {
+            let _ = writeln!(o, "measured:  {} (nothing to compare it with)", BitRate(m));
+        }
+        _ => {}
     }
     if let Some(t) = t {
         let _ = writeln!(o, "\nRFC 6349:");
@@ -165,4 +171,31 @@ pub fn tune_text(a: &Advice) -> String {
         }
     }
     o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use landspeed_core::model::{predict, ModelInput};
+
+    #[test]
+    fn a_measured_rate_is_shown_with_or_without_a_bound_to_compare_it_with() {
+        let unbounded = predict(&ModelInput {
+            rtt_s: 0.0002,
+            ..ModelInput::default()
+        })
+        .unwrap();
+        assert!(unbounded.predicted_bps.is_none());
+        let t = model_text(&unbounded, Some(25e9), None, None);
+        assert!(t.contains("no bound") && t.contains("measured:  25"), "{t}");
+        let bounded = predict(&ModelInput {
+            rtt_s: 0.0002,
+            rate_bps: Some(100e9),
+            ..ModelInput::default()
+        })
+        .unwrap();
+        let t = model_text(&bounded, Some(25e9), None, None);
+        assert!(t.contains("% of predicted"), "{t}");
+        assert!(!model_text(&bounded, None, None, None).contains("measured"));
+    }
 }
