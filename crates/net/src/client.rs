@@ -151,18 +151,19 @@ pub enum ClientError {
         "UDP stream {id}: the server did not acknowledge it within {after:?} (is UDP port {port} open?)"
     )]
     UdpUnacknowledged { id: u32, after: Duration, port: u16 },
-    /// An iperf3 control connection failed at a step (the server went away, a reset, a timeout).
-    #[error("iperf3 control connection, {step}: {err}")]
-    Iperf3Io { step: &'static str, err: std::io::Error },
     /// An iperf3 server refused the test with its own error numbers (SERVER_ERROR).
     #[error("the iperf3 server refused the test: iperf3 error {code} (errno {errno})")]
     Iperf3Refused { code: i32, errno: i32 },
     /// An iperf3 server sent a state other than the one its protocol has next.
     #[error("the iperf3 server said {got}, expected {expected}")]
     Iperf3Unexpected { got: String, expected: &'static str },
-    /// An iperf3 server's results could not be read.
-    #[error("iperf3 results: {0}")]
-    Iperf3Results(String),
+    /// The iperf3 conversation failed (the session's typed reason: a timeout or the server leaving
+    /// at a named step, its results unreadable, SERVER_TERMINATE).
+    #[error("iperf3: {0}")]
+    Iperf3(landspeed_iperf3::Iperf3Error),
+    /// The iperf3 control connection failed (an I/O error, a write that timed out).
+    #[error("iperf3 control connection: {0}")]
+    Iperf3Control(ControlError),
     #[error("UDP stream {id}: unexpected answer to the iperf3 UDP hello")]
     Iperf3UdpHello { id: u32 },
     /// The server answered in iperf3's protocol (PARAM_EXCHANGE or ACCESS_DENIED): retry with

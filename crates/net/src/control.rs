@@ -5,7 +5,7 @@
 //! `ControlWriter` alone answers a connection refused before any conversation. This module only moves
 //! bytes and maps socket conditions to typed errors.
 
-use landspeed_core::protocol::{encode, Conn, FrameError, Machine, Message, ProtocolError};
+use landspeed_core::protocol::{encode, Conn, Endpoint, FrameError, Machine, Message, ProtocolError};
 use landspeed_engine::supervisor::Wake;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -25,15 +25,23 @@ pub enum ControlError {
     Frame(#[from] FrameError),
 }
 
-/// Why the next message a session waited for did not come.
+/// Why the next message a session waited for did not come (`S`: the session's error, landspeed's
+/// `ProtocolError` or iperf3's).
 #[derive(Debug, thiserror::Error)]
-pub enum WaitError {
-    /// The session's timer ran out, or the peer closed the connection: the session names the step.
+pub enum WaitError<S = ProtocolError> {
+    /// The session's timer ran out, the peer closed the connection, or what it said is not what the
+    /// protocol has next: the session names the step.
     #[error(transparent)]
-    Session(#[from] ProtocolError),
+    Session(S),
     /// The connection failed otherwise (an I/O error, a frame that cannot be read).
     #[error(transparent)]
     Control(#[from] ControlError),
+}
+
+impl From<ProtocolError> for WaitError {
+    fn from(e: ProtocolError) -> Self {
+        WaitError::Session(e)
+    }
 }
 
 /// The writing half of a control connection.
@@ -92,16 +100,21 @@ pub enum Arrival {
     Tcp(u32, TcpStream),
     /// The hello of UDP stream `id`: from the client's address, at the listener's.
     Udp(u32, SocketAddr, SocketAddr),
+    /// An iperf3 TCP data connection (its cookie read): iperf3's streams carry no number, they count
+    /// in the order they come.
+    Iperf3Tcp(TcpStream),
+    /// An iperf3 UDP hello: from the client's address, at the listener's.
+    Iperf3Udp(SocketAddr, SocketAddr),
 }
 
 /// A session with its control connection's writing half: what the session sends is written at once.
-pub struct Wire<M: Machine> {
-    /// The session and its framing.
-    pub conn: Conn<M>,
+pub struct Wire<E: Endpoint> {
+    /// The session (with its framing).
+    pub conn: E,
     writer: ControlWriter,
 }
 
-impl<M: Machine> Wire<M> {
+impl<E: Endpoint> Wire<E> {
     /// Writes what the session has to send.
     pub fn flush(&mut self) -> Result<(), ControlError> {
         while let Some(bytes) = self.conn.poll_transmit() {
@@ -110,6 +123,42 @@ impl<M: Machine> Wire<M> {
         Ok(())
     }
 
+    /// A local event (`event` calls the session's method for it) at once, and what it sends.
+    pub fn with<T>(
+        &mut self,
+        event: impl FnOnce(&mut E) -> Result<T, E::Error>,
+    ) -> Result<T, WaitError<E::Error>> {
+        let out = event(&mut self.conn).map_err(WaitError::Session);
+        let flushed = self.flush();
+        let out = out?;
+        flushed?;
+        Ok(out)
+    }
+
+    /// Takes one input at `now`: control bytes go to the session (and its answers out, a refusal's
+    /// too); a data connection comes back to the driver.
+    pub fn feed(&mut self, input: Input, now: Instant) -> Result<Option<Arrival>, WaitError<E::Error>> {
+        match input {
+            Input::Bytes(b) => {
+                let fed = self.conn.handle_input(&b, now);
+                let flushed = self.flush();
+                fed.map_err(WaitError::Session)?;
+                flushed?;
+                Ok(None)
+            }
+            Input::Closed => Err(WaitError::Session(self.conn.handle_closed(now))),
+            Input::Failed(e) => Err(ControlError::Io(e).into()),
+            Input::Arrival(a) => Ok(Some(a)),
+        }
+    }
+
+    /// Closes the connection both ways.
+    pub fn shutdown(&self) {
+        self.writer.shutdown();
+    }
+}
+
+impl<M: Machine> Wire<Conn<M>> {
     /// Sends a message the session does not decide (an error report, a clock reading).
     pub fn send(&mut self, msg: &Message) -> Result<(), ControlError> {
         self.conn.send(msg);
@@ -123,26 +172,6 @@ impl<M: Machine> Wire<M> {
     ) -> Result<(), WaitError> {
         self.conn.handle_local(Instant::now(), event)?;
         Ok(self.flush()?)
-    }
-
-    /// Takes one input at `now`: control bytes go to the session (and its answers out); a data
-    /// connection comes back to the driver.
-    pub fn feed(&mut self, input: Input, now: Instant) -> Result<Option<Arrival>, WaitError> {
-        match input {
-            Input::Bytes(b) => match self.conn.handle_input(&b, now) {
-                Ok(()) => self.flush().map(|()| None).map_err(WaitError::from),
-                Err(ProtocolError::Frame(e)) => Err(ControlError::Frame(e).into()),
-                Err(e) => Err(e.into()),
-            },
-            Input::Closed => Err(self.conn.handle_closed(now).into()),
-            Input::Failed(e) => Err(ControlError::Io(e).into()),
-            Input::Arrival(a) => Ok(Some(a)),
-        }
-    }
-
-    /// Closes the connection both ways.
-    pub fn shutdown(&self) {
-        self.writer.shutdown();
     }
 }
 
@@ -162,9 +191,9 @@ pub const TICK: Duration = Duration::from_millis(100);
 /// One control connection driven by its session: the wire, and the wake-up channel that a reader
 /// thread (and, on a server, the listeners) feed. The engine's supervisor takes the same channel
 /// while the data moves, so one queue carries everything a test's driver waits for.
-pub struct Link<M: Machine> {
+pub struct Link<E: Endpoint> {
     /// The session and the writing half.
-    pub wire: Wire<M>,
+    pub wire: Wire<E>,
     /// The wake-up channel: its sending side for the reader thread, the listeners and the engine.
     pub tx: mpsc::Sender<Wake<Input>>,
     /// Its receiving side.
@@ -173,10 +202,10 @@ pub struct Link<M: Machine> {
     quit: Arc<AtomicBool>,
 }
 
-impl<M: Machine> Link<M> {
+impl<E: Endpoint> Link<E> {
     /// A link over `stream`, writes bounded by `write_timeout`; what `conn` already holds is sent.
     /// Nothing is read until `listen`.
-    pub fn new(stream: TcpStream, conn: Conn<M>, write_timeout: Duration) -> Result<Self, ControlError> {
+    pub fn new(stream: TcpStream, conn: E, write_timeout: Duration) -> Result<Self, ControlError> {
         let writer = ControlWriter::new(stream.try_clone()?, write_timeout)?;
         let (tx, rx) = mpsc::channel();
         let mut wire = Wire { conn, writer };
@@ -208,31 +237,43 @@ impl<M: Machine> Link<M> {
 
     /// Runs the conversation: writes what the session sends, hands each action, data connection and
     /// tick to `step` until it returns a value, and fails with the session's own error when its timer
-    /// runs out or the peer goes away. The driver never reads a message itself.
-    pub fn run<T, E: From<WaitError>>(
+    /// runs out or the peer goes away (what the session had to say then, such as a refusal, is still
+    /// written). The driver never reads a message itself.
+    pub fn run<T, Err: From<WaitError<E::Error>>>(
         &mut self,
-        mut step: impl FnMut(&mut Self, Event<M::Action>) -> Result<Option<T>, E>,
-    ) -> Result<T, E> {
+        mut step: impl FnMut(&mut Self, Event<E::Action>) -> Result<Option<T>, Err>,
+    ) -> Result<T, Err> {
         loop {
             self.wire.flush().map_err(WaitError::from)?;
             let event = match self.wire.conn.poll_action() {
                 Some(a) => Event::Action(a),
-                None => match self.next_input()? {
-                    Some(arrival) => Event::Arrival(arrival),
-                    None => self.wire.conn.poll_action().map_or(Event::Tick, Event::Action),
+                None => match self.next_input() {
+                    Ok(Some(arrival)) => Event::Arrival(arrival),
+                    Ok(None) => self.wire.conn.poll_action().map_or(Event::Tick, Event::Action),
+                    Err(e) => {
+                        let _ = self.wire.flush();
+                        return Err(e.into());
+                    }
                 },
             };
-            if let Some(out) = step(self, event)? {
-                self.wire.flush().map_err(WaitError::from)?;
-                return Ok(out);
+            match step(self, event) {
+                Ok(Some(out)) => {
+                    self.wire.flush().map_err(WaitError::from)?;
+                    return Ok(out);
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    let _ = self.wire.flush();
+                    return Err(e);
+                }
             }
         }
     }
 
     /// Waits for the next input (at most the session's time left, and a tick) and takes it.
-    fn next_input(&mut self) -> Result<Option<Arrival>, WaitError> {
+    fn next_input(&mut self) -> Result<Option<Arrival>, WaitError<E::Error>> {
         let now = Instant::now();
-        self.wire.conn.handle_timeout(now)?;
+        self.wire.conn.handle_timeout(now).map_err(WaitError::Session)?;
         let left = self.wire.conn.time_left(now).map_or(TICK, |l| l.min(TICK));
         match self.rx.recv_timeout(left) {
             Ok(Wake::External(input)) => self.wire.feed(input, Instant::now()),
@@ -241,7 +282,7 @@ impl<M: Machine> Link<M> {
     }
 }
 
-impl<M: Machine> Drop for Link<M> {
+impl<E: Endpoint> Drop for Link<E> {
     fn drop(&mut self) {
         self.quit.store(true, Relaxed);
     }

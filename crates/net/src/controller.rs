@@ -41,7 +41,7 @@ pub struct HostCheck {
 
 /// An open control connection to a host that takes orders.
 pub struct HostConn {
-    link: Link<ControllerSession>,
+    link: Link<Conn<ControllerSession>>,
     pub check: HostCheck,
 }
 

@@ -20,14 +20,13 @@ use crate::control::{self};
 use landspeed_core::endpoint::Role;
 use landspeed_core::protocol::SessionId;
 pub use landspeed_core::server_log::{ServerEvent, ServerStats, TestLog};
-use landspeed_engine::sockopt;
 use landspeed_engine::supervisor::{self, Wake};
 use mio::net::TcpListener as MioListener;
 use mio::{Events, Interest, Poll, Token};
 use socket2::{Domain, Socket, Type};
 use std::collections::HashMap;
 use std::io::ErrorKind;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpStream};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use std::sync::Condvar;
 use std::sync::{mpsc, Arc, Mutex};
@@ -116,6 +115,32 @@ pub enum ServerError {
 
 /// Running tests by session id: where the listeners hand each data connection (TCP) or hello (UDP).
 type Registry = Mutex<HashMap<SessionId, mpsc::Sender<Wake<control::Input>>>>;
+/// Removes a waiting test from its registry however the test ends.
+struct Registered<'a, K: Eq + std::hash::Hash>(&'a Mutex<HashMap<K, mpsc::Sender<Wake<control::Input>>>>, K);
+
+impl<'a, K: Eq + std::hash::Hash + Clone> Registered<'a, K> {
+    /// `tx` receives the data connections that name `key` until the test ends.
+    fn new(
+        registry: &'a Mutex<HashMap<K, mpsc::Sender<Wake<control::Input>>>>,
+        key: K,
+        tx: mpsc::Sender<Wake<control::Input>>,
+    ) -> Result<Self, TestError> {
+        registry
+            .lock()
+            .map_err(|_| TestError::Poisoned)?
+            .insert(key.clone(), tx);
+        Ok(Registered(registry, key))
+    }
+}
+
+impl<K: Eq + std::hash::Hash> Drop for Registered<'_, K> {
+    fn drop(&mut self) {
+        if let Ok(mut r) = self.0.lock() {
+            r.remove(&self.1);
+        }
+    }
+}
+
 pub type EventSink = Arc<dyn Fn(ServerEvent) + Send + Sync>;
 
 struct Shared {
@@ -365,30 +390,6 @@ impl Server {
             let _ = changed.wait_timeout_while(guard, Duration::from_secs(3), |n| *n > 0);
         }
         Ok(())
-    }
-}
-
-/// Waits for the next data stream of a test until `deadline`, giving up early when the client closes
-/// its control connection (a killed client frees its slot at once, not after the timeout).
-pub(crate) fn wait_stream<T>(
-    rx: &mpsc::Receiver<T>,
-    deadline: Instant,
-    control: &TcpStream,
-) -> Result<T, MissingWhy> {
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(MissingWhy::Timeout);
-        }
-        match rx.recv_timeout(left.min(Duration::from_millis(50))) {
-            Ok(x) => return Ok(x),
-            Err(mpsc::RecvTimeoutError::Disconnected) => return Err(MissingWhy::Shutdown),
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                if sockopt::peer_gone(control) {
-                    return Err(MissingWhy::ClientClosed);
-                }
-            }
-        }
     }
 }
 

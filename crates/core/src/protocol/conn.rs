@@ -14,6 +14,53 @@ use super::timer::Waiting;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
+/// What one driver loop needs of any conversation, whichever protocol it speaks (landspeed's `Conn`,
+/// iperf3's sessions in landspeed-iperf3): bytes in and out, what the driver must do, and the timers.
+/// Every input takes `now`; nothing here reads a clock or a socket.
+pub trait Endpoint {
+    /// What the conversation asks of its driver.
+    type Action;
+    /// Why the conversation failed.
+    type Error;
+
+    /// Bytes read from the connection at `now`.
+    fn handle_input(&mut self, bytes: &[u8], now: Instant) -> Result<(), Self::Error>;
+    /// The bytes to write now, if any.
+    fn poll_transmit(&mut self) -> Option<Vec<u8>>;
+    /// The next thing the driver has to do, if any.
+    fn poll_action(&mut self) -> Option<Self::Action>;
+    /// How long the driver may wait for input from `now` (None: without limit).
+    fn time_left(&self, now: Instant) -> Option<Duration>;
+    /// Time has passed until `now`: the typed timeout once a timer has run out.
+    fn handle_timeout(&mut self, now: Instant) -> Result<(), Self::Error>;
+    /// The peer closed the connection at `now`: what that means at this point.
+    fn handle_closed(&mut self, now: Instant) -> Self::Error;
+}
+
+impl<M: Machine> Endpoint for Conn<M> {
+    type Action = M::Action;
+    type Error = ProtocolError;
+
+    fn handle_input(&mut self, bytes: &[u8], now: Instant) -> Result<(), ProtocolError> {
+        Conn::handle_input(self, bytes, now)
+    }
+    fn poll_transmit(&mut self) -> Option<Vec<u8>> {
+        Conn::poll_transmit(self)
+    }
+    fn poll_action(&mut self) -> Option<M::Action> {
+        Conn::poll_action(self)
+    }
+    fn time_left(&self, now: Instant) -> Option<Duration> {
+        Conn::time_left(self, now)
+    }
+    fn handle_timeout(&mut self, now: Instant) -> Result<(), ProtocolError> {
+        Conn::handle_timeout(self, now)
+    }
+    fn handle_closed(&mut self, now: Instant) -> ProtocolError {
+        Conn::handle_closed(self, now)
+    }
+}
+
 /// A session as a `Conn` drives it: it takes messages and says what follows.
 pub trait Machine: Waiting {
     /// What the session asks of its driver.

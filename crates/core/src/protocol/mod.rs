@@ -19,7 +19,7 @@ pub mod session;
 pub mod timer;
 
 pub use auth::{AuthError, Key, KeyRing, NONCE_LEN};
-pub use conn::{Conn, Machine};
+pub use conn::{Conn, Endpoint, Machine};
 pub use control::{
     ClockOffset, ClockSample, ControlOrder, ControllerAction, ControllerPhase, ControllerSession,
 };
@@ -30,4 +30,4 @@ pub use preamble::{classify, Preamble, PreambleError, Speaker, MAGIC, PROTOCOL_V
 pub use session::{
     ClientAction, ClientPhase, ClientSession, ProtocolError, ServerAction, ServerPhase, ServerSession,
 };
-pub use timer::{Timers, Waiting};
+pub use timer::{Timer, Timers, Waiting};

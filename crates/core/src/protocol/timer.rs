@@ -77,24 +77,26 @@ impl Default for Timers {
 
 /// One armed (or idle) timer: when it fires, and the wait it was armed for (for the message).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Timer(Option<(Instant, Duration)>);
+pub struct Timer(Option<(Instant, Duration)>);
 
 impl Timer {
-    pub(crate) fn arm(&mut self, now: Instant, wait: Duration) {
+    /// Arms it to fire `wait` after `now`.
+    pub fn arm(&mut self, now: Instant, wait: Duration) {
         self.0 = Some((now + wait, wait));
     }
 
-    pub(crate) fn disarm(&mut self) {
+    /// Nothing is awaited with a time limit any more.
+    pub fn disarm(&mut self) {
         self.0 = None;
     }
 
     /// When it fires (None: nothing is awaited with a time limit).
-    pub(crate) fn at(&self) -> Option<Instant> {
+    pub fn at(&self) -> Option<Instant> {
         self.0.map(|(at, _)| at)
     }
 
     /// The wait it was armed for, once `now` is past its instant.
-    pub(crate) fn expired(&self, now: Instant) -> Option<Duration> {
+    pub fn expired(&self, now: Instant) -> Option<Duration> {
         self.0.filter(|(at, _)| now >= *at).map(|(_, wait)| wait)
     }
 }

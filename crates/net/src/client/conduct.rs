@@ -23,7 +23,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::{Instant, SystemTime};
 
-type ClientLink = Link<ClientSession>;
+type ClientLink = Link<Conn<ClientSession>>;
 
 /// Runs one test against a landspeed server. `interrupt` (e.g. raised by Ctrl-C) ends the test early
 /// and cleanly: senders stop, receivers drain, and the result is marked interrupted.
@@ -133,7 +133,7 @@ fn greet(
     let not_ls = |detail: String| ClientError::NotLandspeed { addr, detail };
     match welcomed {
         Ok(()) => Ok(link),
-        Err(WaitError::Control(ControlError::Frame(e))) => Err(not_ls(e.to_string())),
+        Err(WaitError::Session(ProtocolError::Frame(e))) => Err(not_ls(e.to_string())),
         Err(WaitError::Session(ProtocolError::Timeout { after, .. })) => {
             Err(not_ls(format!("no landspeed answer within {after:?}")))
         }
@@ -329,7 +329,7 @@ fn wait_for_start(opts: &ClientOptions) -> f64 {
 /// this end's are shown where it receives, Ctrl-C stops the senders (and tells the server), a
 /// failure aborts the test.
 struct Hook<'a> {
-    wire: &'a mut Wire<ClientSession>,
+    wire: &'a mut Wire<Conn<ClientSession>>,
     spec: &'a TestSpec,
     interrupt: &'a AtomicBool,
     on_event: &'a mut dyn FnMut(ClientEvent),

@@ -5,63 +5,56 @@
 //! pattern, so nothing is verified, and the result says so.
 
 use super::{connect, measure, resolve, ClientError, ClientEvent, ClientOptions, DataPaths, LiveIntervals};
+use crate::control::{Event, Input, Link, WaitError, Wire};
 use landspeed_core::assemble::{assemble, Inputs};
 use landspeed_core::config::{EndCondition, RxMode, Test, TestSpec, Transport};
 use landspeed_core::endpoint::{
     CpuTimes, EndpointReport, HostInfo, IntervalSample, Role, StreamReport, TcpStats,
 };
 use landspeed_core::result::RunResult;
-use landspeed_engine::supervisor::{EngineHook, Flags, Progress, Wake};
+use landspeed_engine::supervisor::{EngineHook, Flags, Progress};
 use landspeed_engine::transport::tcp::DataStream;
 use landspeed_engine::transport::udp::UdpFormat;
-use landspeed_iperf3::wire::{frame_json, json_len, MAX_RESULTS_JSON};
-use landspeed_iperf3::{Cookie, Params, Results, State};
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use landspeed_iperf3::session::{describe, ClientAction, ClientSession, Iperf3Error, Iperf3Timers};
+use landspeed_iperf3::{Cookie, Params, Results};
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-use std::sync::mpsc;
 use std::time::{Duration, Instant, SystemTime};
 
-/// An I/O failure on the iperf3 control connection at `step`.
-fn io_at(step: &'static str) -> impl Fn(std::io::Error) -> ClientError {
-    move |err| ClientError::Iperf3Io { step, err }
-}
+type Iperf3Link = Link<ClientSession>;
 
-/// Reads one state byte; a SERVER_ERROR is turned into an error with iperf3's numbers.
-fn read_state(c: &mut TcpStream) -> Result<State, ClientError> {
-    let mut b = [0u8; 1];
-    c.read_exact(&mut b).map_err(io_at("reading a state"))?;
-    match State::from_byte(b[0]) {
-        Some(State::ServerError) => {
-            let mut codes = [0u8; 8];
-            let _ = c.read_exact(&mut codes);
-            let code = i32::from_be_bytes([codes[0], codes[1], codes[2], codes[3]]);
-            let os = i32::from_be_bytes([codes[4], codes[5], codes[6], codes[7]]);
-            Err(ClientError::Iperf3Refused { code, errno: os })
+/// The session's reasons as the client's errors: a refusal keeps iperf3's numbers, ACCESS_DENIED is
+/// "busy" (a retry can work), the rest name the step.
+impl From<Iperf3Error> for ClientError {
+    fn from(e: Iperf3Error) -> Self {
+        match e {
+            Iperf3Error::ServerError { code, errno } => ClientError::Iperf3Refused { code, errno },
+            Iperf3Error::AccessDenied => ClientError::Busy {
+                reason: "the iperf3 server is running another test (ACCESS_DENIED)".into(),
+            },
+            Iperf3Error::Unexpected { got, expected } => ClientError::Iperf3Unexpected {
+                got: describe(got),
+                expected,
+            },
+            e => ClientError::Iperf3(e),
         }
-        Some(State::AccessDenied) => Err(ClientError::Busy {
-            reason: "the iperf3 server is running another test (ACCESS_DENIED)".into(),
-        }),
-        Some(s) => Ok(s),
-        None => Err(ClientError::Iperf3Unexpected {
-            got: format!("unknown state {}", b[0] as i8),
-            expected: "a state",
-        }),
     }
 }
 
-fn expect(c: &mut TcpStream, want: State, expected: &'static str) -> Result<(), ClientError> {
-    match read_state(c)? {
-        s if s == want => Ok(()),
-        s => Err(ClientError::Iperf3Unexpected {
-            got: format!("{s:?}"),
-            expected,
-        }),
+impl From<WaitError<Iperf3Error>> for ClientError {
+    fn from(e: WaitError<Iperf3Error>) -> Self {
+        match e {
+            WaitError::Session(e) => e.into(),
+            WaitError::Control(err) => ClientError::Iperf3Control(err),
+        }
     }
 }
 
+/// Follows the test while the engine runs: ends it as iperf3's client does (TEST_END through the
+/// session), hands the live intervals on, and aborts when the server says anything the session refuses
+/// or goes away.
 struct Hook<'a> {
-    ctl: &'a TcpStream,
+    wire: &'a mut Wire<ClientSession>,
     deadline: Option<Instant>,
     /// The count of a `-n`/`-k` test: iperf3's client ends it once it has sent *or* received this many
     /// bytes, so senders that finished their budget end it even while data still arrives.
@@ -70,7 +63,6 @@ struct Hook<'a> {
     receives: bool,
     /// This client has sending streams (forward or bidirectional).
     sends: bool,
-    ended: bool,
     interrupt: &'a AtomicBool,
     on_event: &'a mut dyn FnMut(ClientEvent),
     live: LiveIntervals,
@@ -81,14 +73,14 @@ struct Hook<'a> {
 impl<'a> Hook<'a> {
     /// The hook of a test starting now: it ends the test by time, by count or by Ctrl-C.
     fn new(
-        ctl: &'a TcpStream,
+        wire: &'a mut Wire<ClientSession>,
         spec: &'a TestSpec,
         data: &DataPaths,
         interrupt: &'a AtomicBool,
         on_event: &'a mut dyn FnMut(ClientEvent),
     ) -> Self {
         Hook {
-            ctl,
+            wire,
             deadline: spec.send_time().map(|d| Instant::now() + d),
             receive_target: match spec.end {
                 EndCondition::Bytes(b) => Some(b),
@@ -97,7 +89,6 @@ impl<'a> Hook<'a> {
             },
             sends: data.has_role(Role::Sender),
             receives: data.has_role(Role::Receiver),
-            ended: false,
             interrupt,
             on_event,
             live: LiveIntervals::default(),
@@ -106,22 +97,19 @@ impl<'a> Hook<'a> {
         }
     }
 
+    /// TEST_END (once) and the engine halted.
     fn end(&mut self, flags: &Flags) {
-        if !self.ended {
-            self.ended = true;
-            if let Err(err) = (&mut &*self.ctl).write_all(&[State::TestEnd.byte()]) {
-                let failed = ClientError::Iperf3Io {
-                    step: "sending TEST_END",
-                    err,
-                };
-                self.failure.get_or_insert(failed);
-            }
-            flags.halt.store(true, Relaxed);
+        if let Err(e) = self.wire.with(|s| {
+            s.end(Instant::now());
+            Ok(())
+        }) {
+            self.failure.get_or_insert(e.into());
         }
+        flags.halt.store(true, Relaxed);
     }
 }
 
-impl EngineHook<()> for Hook<'_> {
+impl EngineHook<Input> for Hook<'_> {
     fn on_sample(&mut self, sample: &IntervalSample) {
         let spec = self.spec;
         for flow in spec.flows() {
@@ -131,7 +119,14 @@ impl EngineHook<()> for Hook<'_> {
             }
         }
     }
-    fn on_external(&mut self, _x: (), _flags: &Flags) {}
+    /// What the server says during the test: iperf3's server says nothing until TEST_END, so anything
+    /// (a SERVER_ERROR, SERVER_TERMINATE, the connection closing) ends the test as failed.
+    fn on_external(&mut self, x: Input, flags: &Flags) {
+        if let Err(e) = self.wire.feed(x, Instant::now()) {
+            self.failure.get_or_insert(e.into());
+            flags.abort.store(true, Relaxed);
+        }
+    }
     fn on_tick(&mut self, flags: &Flags) {
         if self.interrupt.load(Relaxed) {
             flags.stop.store(true, Relaxed);
@@ -167,26 +162,17 @@ pub fn run_iperf3_client(
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64());
     let addr = resolve(opts)?;
-    let mut r = [0u8; 36];
-    getrandom::fill(&mut r).map_err(|err| ClientError::Random {
-        what: "a cookie",
-        err,
-    })?;
-    let cookie = Cookie::from_random(r);
-    let (mut ctl, local) = greet(opts, addr, &cookie, after_detection)?;
+    let (mut link, local, cookie) = greet(opts, addr, spec, after_detection)?;
     on_event(ClientEvent::Connected { local, remote: addr });
-    let version = format!("landspeed {}", landspeed_core::SOFTWARE_VERSION);
-    ctl.write_all(&frame_json(&Params::message_for(spec, &version)))
-        .map_err(io_at("sending the parameters"))?;
-    expect(&mut ctl, State::CreateStreams, "CREATE_STREAMS")?;
+    awaiting(&mut link, |a| matches!(a, ClientAction::OpenStreams))?;
     let data = if spec.transport == Transport::Udp {
         DataPaths::Udp(open_udp_streams(opts, addr, spec)?)
     } else {
         DataPaths::Tcp(open_streams(opts, addr, spec, cookie)?)
     };
-    expect(&mut ctl, State::TestStart, "TEST_START")?;
-    // The server may send TEST_RUNNING right away or after its own start-up.
-    expect(&mut ctl, State::TestRunning, "TEST_RUNNING")?;
+    link.wire.with(|s| s.streams_open(Instant::now()))?;
+    // The server sends TEST_START and TEST_RUNNING back to back or with its own start-up between.
+    awaiting(&mut link, |a| matches!(a, ClientAction::Run))?;
     let mut warnings =
         vec!["iperf3 protocol: the payload is not landspeed's pattern, so nothing was verified".to_string()];
     warnings.extend(data.window_warning(spec.window_bytes));
@@ -194,18 +180,23 @@ pub fn run_iperf3_client(
         streams: spec.total_streams(),
         warnings: warnings.clone(),
     });
-    let (tx, rx) = mpsc::channel::<Wake<()>>();
-    let mut hook = Hook::new(&ctl, spec, &data, interrupt, on_event);
+    let mut hook = Hook::new(&mut link.wire, spec, &data, interrupt, on_event);
     let format = UdpFormat::Iperf3 { wide: false };
-    let out = measure(opts, spec, (&data, format), local, (&tx, &rx), &mut hook);
+    let out = measure(
+        opts,
+        spec,
+        (&data, format),
+        local,
+        (&link.tx, &link.rx),
+        &mut hook,
+    );
     // A test that ended by itself (every stream done) still owes the server its TEST_END.
     hook.end(&Flags::default());
     if let Some(f) = hook.failure.take() {
         return Err(f);
     }
-    drop(hook);
     let local_report = out.report(opts.cpus.clone(), warnings);
-    let theirs = exchange_results(&mut ctl, opts, &local_report)?;
+    let theirs = exchange_results(&mut link, &local_report)?;
     let sent_in_warmup = warmup_bytes(&out.samples);
     let server_report = remote_report(&theirs, &local_report, spec.omit_s.as_secs_f64(), &sent_in_warmup);
     let interrupted = interrupt.load(Relaxed);
@@ -228,6 +219,17 @@ pub fn run_iperf3_client(
     }))
 }
 
+/// Runs the link until the session asks for what `wanted` picks out.
+fn awaiting(
+    link: &mut Iperf3Link,
+    wanted: impl Fn(&ClientAction) -> bool,
+) -> Result<ClientAction, ClientError> {
+    link.run(|_, ev| match ev {
+        Event::Action(a) if wanted(&a) => Ok(Some(a)),
+        _ => Ok(None),
+    })
+}
+
 /// The test as an iperf3 server runs it: its payload is not ours, so nothing is verified, and TCP
 /// receivers drop what arrives without copying it.
 fn iperf3_spec(opts: &ClientOptions) -> Result<Test, ClientError> {
@@ -239,29 +241,34 @@ fn iperf3_spec(opts: &ClientOptions) -> Result<Test, ClientError> {
     })?)
 }
 
-/// Connects and sends the cookie, until the server answers PARAM_EXCHANGE. An iperf3 server that has
-/// just failed a test (for instance landspeed's own greeting, when it found out what the server is)
-/// resets connections while it restarts its listener: with `retry`, that is tried again.
+/// Connects and sends a new cookie, until the server answers PARAM_EXCHANGE (the session then sends
+/// the parameters). An iperf3 server that has just failed a test (for instance landspeed's own
+/// greeting, when it found out what the server is) resets connections while it restarts its listener:
+/// with `retry`, that is tried again.
 fn greet(
     opts: &ClientOptions,
     addr: SocketAddr,
-    cookie: &Cookie,
+    spec: &TestSpec,
     retry: bool,
-) -> Result<(TcpStream, SocketAddr), ClientError> {
+) -> Result<(Iperf3Link, SocketAddr, Cookie), ClientError> {
     let mut attempt = 0;
     loop {
         let tried = (|| {
-            let mut ctl = connect(opts, addr, None)?;
+            let mut r = [0u8; 36];
+            getrandom::fill(&mut r).map_err(|err| ClientError::Random {
+                what: "a cookie",
+                err,
+            })?;
+            let cookie = Cookie::from_random(r);
+            let ctl = connect(opts, addr, None)?;
             let local = ctl
                 .local_addr()
                 .map_err(|err| ClientError::Connect { addr, err })?;
-            let _ = ctl.set_nodelay(true);
-            let _ = ctl.set_read_timeout(Some(opts.control_timeout));
-            let _ = ctl.set_write_timeout(Some(opts.control_timeout));
-            ctl.write_all(&cookie.to_wire())
-                .map_err(io_at("sending the cookie"))?;
-            expect(&mut ctl, State::ParamExchange, "PARAM_EXCHANGE")?;
-            Ok::<_, ClientError>((ctl, local))
+            let mut link = Link::new(ctl, session(opts, spec, &cookie), opts.control_timeout)
+                .map_err(ClientError::Iperf3Control)?;
+            link.listen().map_err(ClientError::Iperf3Control)?;
+            awaiting(&mut link, |a| matches!(a, ClientAction::Greeted))?;
+            Ok::<_, ClientError>((link, local, cookie))
         })();
         match tried {
             Ok(x) => return Ok(x),
@@ -270,7 +277,8 @@ fn greet(
             // A listener restarting resets connections or answers out of turn for a moment.
             Err(
                 ClientError::Connect { .. }
-                | ClientError::Iperf3Io { .. }
+                | ClientError::Iperf3(_)
+                | ClientError::Iperf3Control(_)
                 | ClientError::Iperf3Unexpected { .. }
                 | ClientError::Iperf3Refused { .. },
             ) if attempt < 5 && retry => {}
@@ -281,27 +289,31 @@ fn greet(
     }
 }
 
-/// EXCHANGE_RESULTS: sends this end's results and reads the server's, up to DISPLAY_RESULTS.
-fn exchange_results(
-    ctl: &mut TcpStream,
-    opts: &ClientOptions,
-    local_report: &EndpointReport,
-) -> Result<Results, ClientError> {
-    let _ = ctl.set_read_timeout(Some(opts.control_timeout + opts.idle_timeout));
-    expect(ctl, State::ExchangeResults, "EXCHANGE_RESULTS")?;
+/// A new conversation with `cookie` for `spec`: each handshake step within the control timeout, the
+/// server's results within the control and idle timeouts.
+fn session(opts: &ClientOptions, spec: &TestSpec, cookie: &Cookie) -> ClientSession {
+    let version = format!("landspeed {}", landspeed_core::SOFTWARE_VERSION);
+    let timers = Iperf3Timers {
+        handshake: opts.control_timeout,
+        results: opts.control_timeout + opts.idle_timeout,
+        idle: opts.idle_timeout,
+    };
+    ClientSession::new(
+        cookie,
+        &Params::message_for(spec, &version),
+        timers,
+        Instant::now(),
+    )
+}
+
+/// The results both ways: this end's go out when the server asks, the server's come back.
+fn exchange_results(link: &mut Iperf3Link, local_report: &EndpointReport) -> Result<Results, ClientError> {
     let ours = our_results(local_report);
-    ctl.write_all(&frame_json(&ours.to_json()))
-        .map_err(io_at("sending results"))?;
-    let mut len = [0u8; 4];
-    ctl.read_exact(&mut len).map_err(io_at("reading results"))?;
-    let n = json_len(len, MAX_RESULTS_JSON)
-        .map_err(|n| ClientError::Iperf3Results(format!("{n} bytes refused")))?;
-    let mut body = vec![0u8; n];
-    ctl.read_exact(&mut body).map_err(io_at("reading results"))?;
-    let theirs = Results::parse(&body).map_err(|e| ClientError::Iperf3Results(e.to_string()))?;
-    expect(ctl, State::DisplayResults, "DISPLAY_RESULTS")?;
-    let _ = ctl.write_all(&[State::IperfDone.byte()]);
-    Ok(theirs)
+    link.wire.with(|s| s.results(&ours.to_json()))?;
+    match awaiting(link, |a| matches!(a, ClientAction::Done(_)))? {
+        ClientAction::Done(theirs) => Ok(*theirs),
+        _ => unreachable!("awaiting returns only the action it waits for"),
+    }
 }
 
 fn open_streams(

@@ -4,7 +4,7 @@
 //! report), collects the data connections the listeners hand over (TCP streams or UDP hellos) and runs
 //! the engine. Nothing here decides which message comes next.
 
-use super::{add_measured, files, order, udp, MissingWhy, Registry, Shared, TestError, TestLog};
+use super::{add_measured, files, order, udp, MissingWhy, Registered, Shared, TestError, TestLog};
 use crate::control::{Arrival, ControlError, Event, Input, Link, WaitError, Wire};
 use crate::streams::DataPaths;
 use landspeed_core::config::{Test, TestSpec, Transport};
@@ -13,16 +13,16 @@ use landspeed_core::protocol::{
     Conn, Message, ProtocolError, Refusal, ServerAction, ServerSession, SessionId, Timers,
 };
 use landspeed_engine::sockopt;
-use landspeed_engine::supervisor::{self, EngineHook, EngineOutput, EngineParams, Flags, Wake, Wiring};
+use landspeed_engine::supervisor::{self, EngineHook, EngineOutput, EngineParams, Flags, Wiring};
 use landspeed_engine::transport::tcp::{DataStream, Tcp};
 use landspeed_engine::transport::udp::{Udp, UdpFormat, UdpParams};
 use std::collections::HashMap;
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-use std::sync::{mpsc, Arc};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-type ServerLink = Link<ServerSession>;
+type ServerLink = Link<Conn<ServerSession>>;
 
 /// Admits a control connection (rate, `--max-tests`), runs its test and logs how it ended.
 pub(super) fn serve_test(stream: TcpStream, peer: SocketAddr, shared: &Shared) {
@@ -126,7 +126,7 @@ fn run_test(stream: TcpStream, shared: &Shared, log: &mut TestLog) -> Result<(),
 
 /// Tells the client why its test failed (best effort), unless the session already did (a refusal) or
 /// the client is gone.
-fn tell(wire: &mut Wire<ServerSession>, e: TestError) -> TestError {
+fn tell(wire: &mut Wire<Conn<ServerSession>>, e: TestError) -> TestError {
     let said = matches!(
         e,
         TestError::Rejected { .. }
@@ -255,29 +255,11 @@ fn new_session_id() -> Result<SessionId, TestError> {
     Ok(SessionId(id))
 }
 
-/// A session in a registry, so its data connections find it; removed however the test ends.
-struct Registered<'a>(&'a Registry, SessionId);
-
-impl<'a> Registered<'a> {
-    fn new(registry: &'a Registry, sid: SessionId, tx: mpsc::Sender<Wake<Input>>) -> Result<Self, TestError> {
-        registry.lock().map_err(|_| TestError::Poisoned)?.insert(sid, tx);
-        Ok(Registered(registry, sid))
-    }
-}
-
-impl Drop for Registered<'_> {
-    fn drop(&mut self) {
-        if let Ok(mut r) = self.0.lock() {
-            r.remove(&self.1);
-        }
-    }
-}
-
 /// The test's file, opened (a refusal is sent to the client with its reason).
 fn open_file(
     spec: &mut Test,
     o: &super::ServerOptions,
-    wire: &mut Wire<ServerSession>,
+    wire: &mut Wire<Conn<ServerSession>>,
 ) -> Result<Option<files::ServerFile>, End> {
     let Some(f) = spec.file.clone() else {
         return Ok(None);
@@ -322,7 +304,9 @@ fn collect(
                     why: MissingWhy::Shutdown,
                 })
             }
-            Event::Tick | Event::Action(_) => {}
+            Event::Tick
+            | Event::Action(_)
+            | Event::Arrival(Arrival::Iperf3Tcp(_) | Arrival::Iperf3Udp(..)) => {}
         }
         Ok((tcp.len() + udp.len() == n).then_some(()))
     });
@@ -376,7 +360,7 @@ fn await_start(link: &mut ServerLink) -> Result<(), TestError> {
 /// Follows the control connection while the engine runs: interval samples go out, a `stop` stops
 /// this end's senders, a failure or the server's shutdown aborts the test.
 struct Hook<'a> {
-    wire: &'a mut Wire<ServerSession>,
+    wire: &'a mut Wire<Conn<ServerSession>>,
     shutdown: &'a AtomicBool,
     failure: Option<TestError>,
 }

@@ -72,22 +72,36 @@ pub enum TestError {
     Order(String),
     #[error("iperf3 control connection, {step}: {err}")]
     Iperf3Io { step: &'static str, err: std::io::Error },
-    #[error("iperf3 message of {len} bytes refused (limit {limit})")]
-    Iperf3TooLong { len: usize, limit: usize },
-    #[error("bad parameters: {0}")]
-    Iperf3Params(#[from] landspeed_iperf3::params::ParamError),
-    #[error("client results: {0}")]
-    Iperf3Results(#[from] landspeed_iperf3::results::ResultsError),
-    #[error("over a limit: {0}")]
-    OverLimit(String),
+    /// An iperf3 conversation failed (the session's typed reason).
+    #[error(transparent)]
+    Iperf3(landspeed_iperf3::Iperf3Error),
     #[error("the client terminated the test")]
     ClientTerminated,
-    #[error("unexpected iperf3 message {0}")]
-    Iperf3Unexpected(i8),
     #[error("the client closed the connection")]
     ClientClosed,
     #[error("the client never ended the test")]
     NeverEnded,
+}
+
+/// A client that leaves or terminates is named as such; the other reasons keep the session's text.
+impl From<landspeed_iperf3::Iperf3Error> for TestError {
+    fn from(e: landspeed_iperf3::Iperf3Error) -> TestError {
+        use landspeed_iperf3::Iperf3Error as E;
+        match e {
+            E::PeerClosed { .. } => TestError::ClientClosed,
+            E::ClientTerminated => TestError::ClientTerminated,
+            e => TestError::Iperf3(e),
+        }
+    }
+}
+
+impl From<WaitError<landspeed_iperf3::Iperf3Error>> for TestError {
+    fn from(e: WaitError<landspeed_iperf3::Iperf3Error>) -> TestError {
+        match e {
+            WaitError::Session(e) => e.into(),
+            WaitError::Control(e) => TestError::Control(e),
+        }
+    }
 }
 
 impl From<WaitError> for TestError {

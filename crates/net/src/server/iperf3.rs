@@ -1,29 +1,34 @@
 //! Serving unmodified iperf3 clients on landspeed's port. A connection whose first byte is a cookie
 //! character is iperf3: a cookie already registered by a running iperf3 test makes it that test's next
-//! data connection, any other cookie opens a new test. The test follows iperf3's state machine
-//! (PARAM_EXCHANGE, CREATE_STREAMS, TEST_START, TEST_RUNNING, TEST_END, EXCHANGE_RESULTS,
-//! DISPLAY_RESULTS, IPERF_DONE) and runs on landspeed's engine; unlike iperf3, any number of iperf3
-//! tests run at once. Bad parameters get SERVER_ERROR with iperf3's error number.
+//! data connection, any other cookie opens a new test. The conversation is landspeed-iperf3's
+//! `ServerSession` (parameters, limits and refusals with iperf3's numbers, CREATE_STREAMS, TEST_START
+//! and TEST_RUNNING, TEST_END, the results both ways, IPERF_DONE), driven through the same `Link` as
+//! landspeed's own tests; this driver only routes the data connections, runs the engine and builds
+//! the results. Unlike iperf3, any number of iperf3 tests run at once.
 
-use super::{Shared, TestError, TestLog};
+use super::{Registered, Shared, TestError, TestLog};
+use crate::control::{Arrival, Event, Input, Link};
+use crate::streams::DataPaths;
 use landspeed_core::config::{Direction, EndCondition, Flow, Test, TestSpec};
 use landspeed_core::endpoint::{IntervalSample, Role};
-use landspeed_core::protocol::OverLimit;
+use landspeed_core::protocol::Endpoint;
 use landspeed_engine::sockopt;
 use landspeed_engine::supervisor::{self, EngineHook, EngineParams, Flags, Wake, Wiring};
 use landspeed_engine::transport::tcp::{DataStream, Tcp};
 use landspeed_engine::transport::udp::Udp;
-use landspeed_iperf3::wire::{errno, frame_json, json_len, server_error, MAX_RESULTS_JSON};
-use landspeed_iperf3::{Cookie, Params, Results, State, COOKIE_LEN, MAX_JSON};
+use landspeed_iperf3::session::{Iperf3Error, Iperf3Timers, ServerAction, ServerPhase, ServerSession};
+use landspeed_iperf3::{Cookie, Params, Results, State, COOKIE_LEN};
 use std::collections::HashMap;
-use std::io::{ErrorKind, Read, Write};
+use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{mpsc, Mutex};
 use std::time::{Duration, Instant};
 
-/// Running iperf3 tests waiting for data connections, by cookie.
-pub(super) type Registry = Mutex<HashMap<Cookie, mpsc::Sender<TcpStream>>>;
+/// Running iperf3 tests waiting for data connections, by cookie: where the listeners hand them.
+pub(super) type Registry = Mutex<HashMap<Cookie, mpsc::Sender<Wake<Input>>>>;
+
+type Iperf3Link = Link<ServerSession>;
 
 /// A connection that sent an iperf3 cookie: hands it to the running test that owns the cookie (a data
 /// connection) or refuses a malformed cookie, returning None; otherwise it opens a new test.
@@ -45,7 +50,7 @@ pub(super) fn data_connection(
     let waiting = shared.iperf3.lock().ok().and_then(|r| r.get(&cookie).cloned());
     match waiting {
         Some(tx) => {
-            let _ = tx.send(stream);
+            let _ = tx.send(Wake::External(Input::Arrival(Arrival::Iperf3Tcp(stream))));
             None
         }
         None => Some(stream),
@@ -74,31 +79,62 @@ pub(super) fn handle(mut stream: TcpStream, raw: [u8; COOKIE_LEN], peer: SocketA
     shared.emit(super::ServerEvent::Test(log));
 }
 
-/// Removes a cookie from the registry however the test ends.
-struct Registered<'a>(&'a Registry, Cookie);
-impl Drop for Registered<'_> {
-    fn drop(&mut self) {
-        if let Ok(mut r) = self.0.lock() {
-            r.remove(&self.1);
-        }
+/// The session's timers from the server's options: each handshake step and the results within the
+/// handshake timeout; a client whose data this end has finished sending ends the test within the idle
+/// timeout.
+fn timers(o: &super::ServerOptions) -> Iperf3Timers {
+    Iperf3Timers {
+        handshake: o.handshake_timeout,
+        results: o.handshake_timeout,
+        idle: o.idle_timeout,
     }
 }
 
-fn io(step: &'static str) -> impl Fn(std::io::Error) -> TestError {
-    move |err| TestError::Iperf3Io { step, err }
+fn serve(ctl: TcpStream, cookie: Cookie, shared: &Shared, log: &mut TestLog) -> Result<(), TestError> {
+    let o = &shared.opts;
+    let _ = ctl.set_nodelay(true);
+    let key = getrandom::u64().map_err(|err| TestError::Random {
+        what: "a payload key",
+        err,
+    })?;
+    let session = ServerSession::new(o.limits.clone(), key, timers(o), Instant::now());
+    let mut link = Link::new(ctl, session, o.handshake_timeout)?;
+    link.listen()?;
+    let (params, test) = parameters(&mut link)?;
+    log.protocol = format!("iperf3 {}", params.client_version.as_deref().unwrap_or("client"));
+    log.streams = test.streams;
+    log.direction = Some(test.direction);
+    let streams = if params.udp {
+        DataPaths::Udp(super::iperf3_udp::collect(
+            &mut link,
+            &test,
+            shared,
+            params.dont_fragment,
+        )?)
+    } else {
+        DataPaths::Tcp(collect_tcp(&mut link, cookie, &test, shared)?)
+    };
+    let (out, failure) = measure(&mut link, &params, &test, &streams, shared)?;
+    log.duration_s = out.elapsed_s;
+    for s in &out.streams {
+        match s.role {
+            Role::Receiver => log.bytes_received += s.bytes.saturating_sub(s.omitted_bytes),
+            Role::Sender => log.bytes_sent += s.bytes,
+        }
+    }
+    if let Some(f) = failure {
+        return Err(f);
+    }
+    exchange_results(&mut link, &out, (&params, &test), log)
 }
 
-fn read_json(s: &mut TcpStream, cap: usize) -> Result<Vec<u8>, TestError> {
-    let mut len = [0u8; 4];
-    s.read_exact(&mut len).map_err(io("no message length"))?;
-    let n = json_len(len, cap).map_err(|n| TestError::Iperf3TooLong { len: n, limit: cap })?;
-    let mut body = vec![0u8; n];
-    s.read_exact(&mut body).map_err(io("truncated message"))?;
-    Ok(body)
-}
-
-fn send(s: &mut TcpStream, st: State) -> Result<(), TestError> {
-    s.write_all(&[st.byte()]).map_err(io("control write"))
+/// PARAM_EXCHANGE up to the parameters the session accepted (it refuses the others to the client
+/// with iperf3's number).
+fn parameters(link: &mut Iperf3Link) -> Result<(Params, Test), TestError> {
+    link.run(|_, ev| match ev {
+        Event::Action(ServerAction::Accepted { params, test }) => Ok(Some((*params, test))),
+        _ => Ok(None),
+    })
 }
 
 /// The total a sending server moves for `-n`/`-k`, split over its sending streams.
@@ -118,170 +154,97 @@ fn budgets(spec: &TestSpec, senders: usize) -> Vec<Option<u64>> {
         .collect()
 }
 
-/// The data streams of a test, by transport.
-enum Streams {
-    Tcp(Vec<DataStream>),
-    Udp(Vec<landspeed_engine::transport::udp::UdpStream>),
+/// The client's streams that send to this server: with --bidir its sending streams connect first.
+pub(super) fn receivers(spec: &TestSpec, n: usize) -> usize {
+    match spec.direction {
+        Direction::Forward => n,
+        Direction::Reverse => 0,
+        Direction::Bidir => n / 2,
+    }
 }
 
-/// Waits for the test's TCP data connections (each opens with the cookie) and prepares them.
+/// Registers the cookie, says CREATE_STREAMS and takes the test's TCP data connections in the order
+/// they come (each opened with the cookie) until the session says the test runs.
 fn collect_tcp(
-    ctl: &mut TcpStream,
+    link: &mut Iperf3Link,
     cookie: Cookie,
     spec: &TestSpec,
     shared: &Shared,
 ) -> Result<Vec<DataStream>, TestError> {
-    let o = &shared.opts;
-    let (tx, rx) = mpsc::channel();
-    shared
-        .iperf3
-        .lock()
-        .map_err(|_| TestError::Poisoned)?
-        .insert(cookie, tx);
-    let registered = Registered(&shared.iperf3, cookie);
-    send(ctl, State::CreateStreams)?;
-    let n = spec.total_streams() as usize;
-    let deadline = Instant::now() + o.handshake_timeout;
+    let registered = Registered::new(&shared.iperf3, cookie, link.tx.clone())?;
+    link.wire.with(|s| s.create_streams(Instant::now()))?;
     let mut socks = vec![];
-    while socks.len() < n {
-        let s: TcpStream = super::wait_stream(&rx, deadline, ctl).map_err(|why| {
-            let _ = ctl.write_all(&server_error(errno::STREAM_ACCEPT, 0));
-            TestError::StreamsMissing {
-                arrived: socks.len(),
-                expected: n as u32,
-                why,
-            }
-        })?;
-        socks.push(s);
-    }
-    drop(registered);
-    // With --bidir the client's sending streams connect first, then its receiving ones.
-    let receivers = match spec.direction {
-        Direction::Forward => n,
-        Direction::Reverse => 0,
-        Direction::Bidir => n / 2,
-    };
-    let send_budgets = budgets(spec, n - receivers);
-    let mut streams = vec![];
-    for (k, sock) in socks.into_iter().enumerate() {
-        let role = if k < receivers {
-            Role::Receiver
-        } else {
-            Role::Sender
-        };
-        let flow = if role == Role::Receiver {
-            Flow::ClientToServer
-        } else {
-            Flow::ServerToClient
-        };
-        let _ = sockopt::after_connect(&socket2::SockRef::from(&sock), spec, role == Role::Sender);
-        let budget = if role == Role::Sender {
-            send_budgets[k - receivers]
-        } else {
-            None
-        };
-        streams.push(DataStream {
-            file: None,
-            id: k as u32,
-            flow,
-            role,
-            socket: sock,
-            budget,
-        });
-    }
-    Ok(streams)
-}
-
-/// PARAM_EXCHANGE: reads and checks the client's parameters and this server's limits, answering
-/// SERVER_ERROR with iperf3's code when they fail; returns them with the spec this server runs.
-fn parameters(ctl: &mut TcpStream, shared: &Shared, log: &mut TestLog) -> Result<(Params, Test), TestError> {
-    let o = &shared.opts;
-    send(ctl, State::ParamExchange)?;
-    let body = read_json(ctl, MAX_JSON).inspect_err(|_| {
-        let _ = ctl.write_all(&server_error(errno::RECV_PARAMS, 0));
-    })?;
-    let params = Params::parse(&body).inspect_err(|e| {
-        let _ = ctl.write_all(&server_error(e.code, 0));
-    })?;
-    log.protocol = format!("iperf3 {}", params.client_version.as_deref().unwrap_or("client"));
-    let mut key = [0u8; 8];
-    let _ = getrandom::fill(&mut key);
-    let spec = params.to_test(u64::from_le_bytes(key)).inspect_err(|e| {
-        let _ = ctl.write_all(&server_error(e.code, 0));
-    })?;
-    // The spec's own deadline carries a safety margin; the limit is checked against what was asked.
-    let mut asked = spec.spec().clone();
-    if let EndCondition::Time(_) = asked.end {
-        let t = if params.time_s > 0.0 {
-            params.time_s
-        } else {
-            landspeed_iperf3::params::MAX_TIME_S
-        };
-        asked.end = EndCondition::Time(Duration::from_secs_f64(t));
-    }
-    if let Some(why) = o.limits.check(&asked) {
-        // iperf3 has no code for a server's limit; the closest: streams, duration, rate, end conditions.
-        let code = match why {
-            OverLimit::Streams { .. } => errno::NUM_STREAMS,
-            OverLimit::Duration { .. } => errno::DURATION,
-            OverLimit::UdpRate { .. } => errno::TOTAL_RATE,
-            OverLimit::Bytes { .. } => errno::END_CONDITIONS,
-        };
-        let _ = ctl.write_all(&server_error(code, 0));
-        return Err(TestError::OverLimit(why.to_string()));
-    }
-    Ok((params, spec))
-}
-
-fn serve(mut ctl: TcpStream, cookie: Cookie, shared: &Shared, log: &mut TestLog) -> Result<(), TestError> {
-    let o = &shared.opts;
-    let _ = ctl.set_nodelay(true);
-    let _ = ctl.set_write_timeout(Some(o.handshake_timeout));
-    let (params, spec) = parameters(&mut ctl, shared, log)?;
-    log.streams = spec.streams;
-    log.direction = Some(spec.direction);
-
-    let streams = if params.udp {
-        Streams::Udp(super::iperf3_udp::collect(
-            &mut ctl,
-            &spec,
-            shared,
-            params.dont_fragment,
-        )?)
-    } else {
-        Streams::Tcp(collect_tcp(&mut ctl, cookie, &spec, shared)?)
-    };
-    send(&mut ctl, State::TestStart)?;
-    send(&mut ctl, State::TestRunning)?;
-
-    let (out, failure) = measure(&ctl, &params, &spec, &streams, shared)?;
-    log.duration_s = out.elapsed_s;
-    for s in &out.streams {
-        match s.role {
-            Role::Receiver => log.bytes_received += s.bytes.saturating_sub(s.omitted_bytes),
-            Role::Sender => log.bytes_sent += s.bytes,
+    let n = spec.total_streams();
+    link.run(|link, ev| match ev {
+        Event::Arrival(Arrival::Iperf3Tcp(s)) => {
+            socks.push(s);
+            link.wire.with(|s| s.on_stream(Instant::now()))?;
+            Ok(None)
         }
-    }
-    if let Some(f) = failure {
-        return Err(f);
-    }
-    let _ = ctl.set_read_timeout(Some(o.handshake_timeout));
-    exchange_results(&mut ctl, &out, (&params, &spec), log)
+        Event::Action(ServerAction::Run) => Ok(Some(())),
+        Event::Tick if shared.shutdown.load(Relaxed) => {
+            link.wire.conn.streams_failed();
+            Err(missing(socks.len(), n, super::MissingWhy::Shutdown))
+        }
+        _ => Ok(None),
+    })
+    .map_err(|e| streams_error(e, socks.len(), n))?;
+    drop(registered);
+    let receivers = receivers(spec, socks.len());
+    let send_budgets = budgets(spec, socks.len() - receivers);
+    Ok(socks
+        .into_iter()
+        .enumerate()
+        .map(|(k, socket)| {
+            let (flow, budget) = if k < receivers {
+                (Flow::ClientToServer, None)
+            } else {
+                (Flow::ServerToClient, send_budgets[k - receivers])
+            };
+            let role = Role::at_server(flow);
+            let _ = sockopt::after_connect(&socket2::SockRef::from(&socket), spec, role == Role::Sender);
+            DataStream {
+                file: None,
+                id: k as u32,
+                flow,
+                role,
+                socket,
+                budget,
+            }
+        })
+        .collect())
 }
 
-/// Runs the engine over the test's streams while the client's state bytes are read, until the client
-/// ends the test: what was measured, and why the test failed if it did.
+fn missing(arrived: usize, expected: u32, why: super::MissingWhy) -> TestError {
+    TestError::StreamsMissing {
+        arrived,
+        expected,
+        why,
+    }
+}
+
+/// A wait for streams that failed: the session's timeout or the client leaving say why streams are
+/// missing.
+pub(super) fn streams_error(e: TestError, arrived: usize, expected: u32) -> TestError {
+    match e {
+        TestError::Iperf3(Iperf3Error::Timeout { .. }) => {
+            missing(arrived, expected, super::MissingWhy::Timeout)
+        }
+        TestError::ClientClosed => missing(arrived, expected, super::MissingWhy::ClientClosed),
+        e => e,
+    }
+}
+
+/// Runs the engine over the test's streams while the session follows the client's states, until the
+/// client ends the test: what was measured, and why the test failed if it did.
 fn measure(
-    ctl: &TcpStream,
+    link: &mut Iperf3Link,
     params: &Params,
     spec: &TestSpec,
-    streams: &Streams,
+    streams: &DataPaths,
     shared: &Shared,
 ) -> Result<(supervisor::EngineOutput, Option<TestError>), TestError> {
     let o = &shared.opts;
-    let (wtx, wrx) = mpsc::channel::<Wake<Ctl>>();
-    let quit = Arc::new(AtomicBool::new(false));
-    let reader = spawn_state_reader(ctl, wtx.clone(), quit.clone())?;
     let mut params_e = EngineParams::for_spec(spec, None, None, o.idle_timeout);
     if params.udp {
         params_e.send_time = params_e.send_time.or(Some(udp_count_bound(spec)));
@@ -290,66 +253,77 @@ fn measure(
     params_e.stream_cap_bps = o.limits.max_rate_bps.map(|r| r / f64::from(spec.total_streams()));
     let flags = Flags::default();
     let mut hook = Hook {
+        link_wire: &mut link.wire,
         ended: false,
         failure: None,
         shutdown: &shared.shutdown,
     };
-    let wiring = Wiring::new(&flags, (&wtx, &wrx), &mut hook, None);
+    let wiring = Wiring::new(&flags, (&link.tx, &link.rx), &mut hook, None);
     let out = match streams {
-        Streams::Tcp(v) => supervisor::run(&Tcp(v), &params_e, wiring),
-        Streams::Udp(v) => {
-            let u = landspeed_engine::transport::udp::UdpParams {
-                rate_bps: params
-                    .bandwidth_bps
-                    .unwrap_or(landspeed_core::config::DEFAULT_UDP_RATE_BPS),
-                burst: params.burst.filter(|b| *b > 0).unwrap_or(spec.burst),
-                format: landspeed_engine::transport::udp::UdpFormat::Iperf3 {
-                    wide: params.udp_counters_64bit,
-                },
-            };
+        DataPaths::Tcp(v) => supervisor::run(&Tcp(v), &params_e, wiring),
+        DataPaths::Udp(v) => {
             let udp = Udp {
                 streams: v,
-                params: u,
+                params: udp_params(params, spec),
             };
             supervisor::run(&udp, &params_e, wiring)
         }
     };
-    // A sending server may finish its byte budget before the client says the test is over.
-    let wait_until = Instant::now() + o.idle_timeout;
-    while !hook.ended && hook.failure.is_none() {
-        match wrx.recv_timeout(wait_until.saturating_duration_since(Instant::now())) {
-            Ok(Wake::External(x)) => hook.on_external(x, &flags),
-            Ok(Wake::WorkerDone) => {}
-            Err(_) => hook.failure = Some(TestError::NeverEnded),
-        }
+    let (ended, failure) = (hook.ended, hook.failure);
+    if ended || failure.is_some() {
+        return Ok((out, failure));
     }
-    quit.store(true, Relaxed);
-    let _ = reader.join();
-    Ok((out, hook.failure))
+    // A sending server may finish its byte budget before the client says the test is over.
+    link.wire.conn.local_done(Instant::now());
+    let ending = link.run(|_, ev| match ev {
+        Event::Action(ServerAction::End) => Ok(Some(())),
+        _ => Ok(None),
+    });
+    let failure = match ending {
+        Ok(()) => None,
+        Err(TestError::Iperf3(Iperf3Error::Timeout { .. })) => Some(TestError::NeverEnded),
+        Err(e) => Some(e),
+    };
+    Ok((out, failure))
 }
 
-/// The client's results in, this server's out, then the client's goodbye (reads bounded by the
-/// control connection's timeout).
+fn udp_params(params: &Params, spec: &TestSpec) -> landspeed_engine::transport::udp::UdpParams {
+    landspeed_engine::transport::udp::UdpParams {
+        rate_bps: params
+            .bandwidth_bps
+            .unwrap_or(landspeed_core::config::DEFAULT_UDP_RATE_BPS),
+        burst: params.burst.filter(|b| *b > 0).unwrap_or(spec.burst),
+        format: landspeed_engine::transport::udp::UdpFormat::Iperf3 {
+            wide: params.udp_counters_64bit,
+        },
+    }
+}
+
+/// This end's results out on EXCHANGE_RESULTS, the client's in, then its goodbye: the session sends
+/// and awaits each in turn, and a client that closes after the results has completed the test.
 fn exchange_results(
-    ctl: &mut TcpStream,
+    link: &mut Iperf3Link,
     out: &supervisor::EngineOutput,
     (params, spec): (&Params, &TestSpec),
     log: &mut TestLog,
 ) -> Result<(), TestError> {
-    send(ctl, State::ExchangeResults)?;
-    let theirs = read_json(ctl, MAX_RESULTS_JSON)?;
-    let theirs = Results::parse(&theirs)?;
-    log.peer_bytes = Some(theirs.streams.iter().map(|s| s.bytes).sum());
     let ours = results(out, spec, params.get_server_output.then(|| summary_text(log)));
-    ctl.write_all(&frame_json(&ours.to_json()))
-        .map_err(io("sending results"))?;
-    send(ctl, State::DisplayResults)?;
-    let mut done = [0u8; 1];
-    match ctl.read_exact(&mut done) {
-        Ok(()) if State::from_byte(done[0]) == Some(State::IperfDone) => Ok(()),
-        Ok(()) => Err(TestError::Iperf3Unexpected(done[0] as i8)),
-        // Some clients close without IPERF_DONE; the test itself completed.
-        Err(_) => Ok(()),
+    link.wire.with(|s| s.exchange(&ours.to_json(), Instant::now()))?;
+    let mut theirs: Option<Box<Results>> = None;
+    let done = link.run(|_, ev| match ev {
+        Event::Action(ServerAction::PeerResults(r)) => {
+            theirs = Some(r);
+            Ok(None)
+        }
+        Event::Action(ServerAction::Done) => Ok(Some(())),
+        _ => Ok(None),
+    });
+    if let Some(t) = &theirs {
+        log.peer_bytes = Some(t.streams.iter().map(|s| s.bytes).sum());
+    }
+    match done {
+        Err(_) if link.wire.conn.phase() == ServerPhase::Finished => Ok(()),
+        other => other,
     }
 }
 
@@ -398,73 +372,27 @@ fn results(out: &supervisor::EngineOutput, spec: &TestSpec, text: Option<String>
     r
 }
 
-/// What the control connection said during the test.
-enum Ctl {
-    State(u8),
-    Closed(TestError),
-}
-
-fn spawn_state_reader(
-    ctl: &TcpStream,
-    tx: mpsc::Sender<Wake<Ctl>>,
-    quit: Arc<AtomicBool>,
-) -> Result<std::thread::JoinHandle<()>, TestError> {
-    let mut s = ctl.try_clone().map_err(io("control socket"))?;
-    let _ = s.set_read_timeout(Some(Duration::from_millis(200)));
-    Ok(std::thread::spawn(move || {
-        let mut b = [0u8; 1];
-        while !quit.load(Relaxed) {
-            match s.read(&mut b) {
-                Ok(1) => {
-                    let _ = tx.send(Wake::External(Ctl::State(b[0])));
-                    if State::from_byte(b[0]) == Some(State::TestEnd) {
-                        return;
-                    }
-                }
-                Ok(_) => {
-                    let _ = tx.send(Wake::External(Ctl::Closed(TestError::ClientClosed)));
-                    return;
-                }
-                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(err) => {
-                    let closed = TestError::Iperf3Io {
-                        step: "reading states",
-                        err,
-                    };
-                    let _ = tx.send(Wake::External(Ctl::Closed(closed)));
-                    return;
-                }
-            }
-        }
-    }))
-}
-
+/// Follows the client's states while the engine runs: TEST_END halts the engine, anything else the
+/// session refuses (CLIENT_TERMINATE, an unknown state, the client leaving) or the server's shutdown
+/// aborts it.
 struct Hook<'a> {
+    link_wire: &'a mut crate::control::Wire<ServerSession>,
     ended: bool,
     failure: Option<TestError>,
     shutdown: &'a AtomicBool,
 }
 
-impl EngineHook<Ctl> for Hook<'_> {
+impl EngineHook<Input> for Hook<'_> {
     fn on_sample(&mut self, _sample: &IntervalSample) {}
-    fn on_external(&mut self, x: Ctl, flags: &Flags) {
-        match x {
-            Ctl::State(b) if State::from_byte(b) == Some(State::TestEnd) => {
+    fn on_external(&mut self, x: Input, flags: &Flags) {
+        if let Err(e) = self.link_wire.feed(x, Instant::now()) {
+            self.failure.get_or_insert(e.into());
+            flags.abort.store(true, Relaxed);
+        }
+        while let Some(a) = self.link_wire.conn.poll_action() {
+            if a == ServerAction::End {
                 self.ended = true;
                 flags.halt.store(true, Relaxed);
-            }
-            Ctl::State(b) if State::from_byte(b) == Some(State::ClientTerminate) => {
-                self.failure.get_or_insert(TestError::ClientTerminated);
-                flags.abort.store(true, Relaxed);
-            }
-            Ctl::State(b) => {
-                self.failure.get_or_insert(TestError::Iperf3Unexpected(b as i8));
-                flags.abort.store(true, Relaxed);
-            }
-            Ctl::Closed(m) => {
-                self.failure.get_or_insert(m);
-                flags.abort.store(true, Relaxed);
             }
         }
     }

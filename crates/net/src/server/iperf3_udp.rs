@@ -3,14 +3,16 @@
 //! iperf3 UDP test from the same client address that still waits for streams. The test answers from a
 //! socket of its own on the port, connected to the client, with `6789`.
 
+use super::iperf3::{receivers, streams_error};
 use super::{udp, MissingWhy, Shared, TestError};
-use landspeed_core::config::{Direction, Flow, TestSpec};
+use crate::control::{Arrival, Event, Input, Link};
+use landspeed_core::config::{Flow, TestSpec};
 use landspeed_core::endpoint::Role;
+use landspeed_engine::supervisor::Wake;
 use landspeed_engine::transport::udp::UdpStream;
-use landspeed_iperf3::wire::{errno, server_error};
-use landspeed_iperf3::State;
-use std::io::Write;
-use std::net::{IpAddr, SocketAddr, TcpStream, UdpSocket};
+use landspeed_iperf3::session::{ServerAction, ServerSession};
+use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::mpsc;
 use std::time::Instant;
 
@@ -18,8 +20,8 @@ use std::time::Instant;
 pub(super) const HELLO: [u8; 4] = *b"9876";
 pub(super) const REPLY: [u8; 4] = *b"6789";
 
-/// iperf3 UDP tests waiting for streams: (client address, where to send each hello), oldest first.
-pub(super) type Waiting = std::sync::Mutex<Vec<(u64, IpAddr, mpsc::Sender<(SocketAddr, SocketAddr)>)>>;
+/// iperf3 UDP tests waiting for streams: (key, client address, where to send each hello), oldest first.
+pub(super) type Waiting = std::sync::Mutex<Vec<(u64, IpAddr, mpsc::Sender<Wake<Input>>)>>;
 
 fn canonical(ip: IpAddr) -> IpAddr {
     ip.to_canonical()
@@ -32,7 +34,10 @@ pub(super) fn route_hello(shared: &Shared, peer: SocketAddr, local: SocketAddr) 
     };
     let ip = canonical(peer.ip());
     match w.iter().find(|(_, a, _)| *a == ip) {
-        Some((_, _, tx)) => tx.send((peer, local)).is_ok(),
+        Some((_, _, tx)) => {
+            let hello = Input::Arrival(Arrival::Iperf3Udp(peer, local));
+            tx.send(Wake::External(hello)).is_ok()
+        }
         None => false,
     }
 }
@@ -46,16 +51,17 @@ impl Drop for Registered<'_> {
     }
 }
 
-/// Sends CREATE_STREAMS and collects the test's UDP streams, in hello order (with `--bidir` the
-/// client's sending streams come first, as for TCP).
+/// Waits among the iperf3 UDP tests of the client's address, says CREATE_STREAMS and collects the
+/// test's UDP streams in hello order (with `--bidir` the client's sending streams come first, as for
+/// TCP), each answered from a socket of its own, until the session says the test runs.
 pub(super) fn collect(
-    ctl: &mut TcpStream,
+    link: &mut Link<ServerSession>,
     spec: &TestSpec,
     shared: &Shared,
     dont_fragment: bool,
 ) -> Result<Vec<UdpStream>, TestError> {
-    let o = &shared.opts;
-    let peer_ip = ctl
+    let peer_ip = link
+        .stream()
         .peer_addr()
         .map(|a| canonical(a.ip()))
         .map_err(|err| TestError::Iperf3Io {
@@ -63,63 +69,51 @@ pub(super) fn collect(
             err,
         })?;
     let key = getrandom::u64().unwrap_or_else(|_| Instant::now().elapsed().as_nanos() as u64);
-    let (tx, rx) = mpsc::channel();
     shared
         .iperf3_udp
         .lock()
         .map_err(|_| TestError::Poisoned)?
-        .push((key, peer_ip, tx));
+        .push((key, peer_ip, link.tx.clone()));
     let registered = Registered(&shared.iperf3_udp, key);
-    ctl.write_all(&[State::CreateStreams.byte()])
-        .map_err(|err| TestError::Iperf3Io {
-            step: "control write",
-            err,
-        })?;
-    let n = spec.total_streams() as usize;
-    let socks = await_hellos(ctl, &rx, n, Instant::now() + o.handshake_timeout)?;
+    link.wire.with(|s| s.create_streams(Instant::now()))?;
+    let n = spec.total_streams();
+    let mut socks = vec![];
+    link.run(|link, ev| match ev {
+        Event::Arrival(Arrival::Iperf3Udp(peer, local)) => {
+            socks.push(answer(socks.len() as u32, peer, local)?);
+            link.wire.with(|s| s.on_stream(Instant::now()))?;
+            Ok(None)
+        }
+        Event::Action(ServerAction::Run) => Ok(Some(())),
+        Event::Tick if shared.shutdown.load(Relaxed) => {
+            link.wire.conn.streams_failed();
+            Err(TestError::StreamsMissing {
+                arrived: socks.len(),
+                expected: n,
+                why: MissingWhy::Shutdown,
+            })
+        }
+        _ => Ok(None),
+    })
+    .map_err(|e| streams_error(e, socks.len(), n))?;
     drop(registered);
     Ok(streams(socks, spec, dont_fragment))
 }
 
-/// A connected socket per hello (answered) for the `n` streams, until `deadline`; the client is
-/// told when they do not all come.
-fn await_hellos(
-    ctl: &mut TcpStream,
-    rx: &mpsc::Receiver<(SocketAddr, SocketAddr)>,
-    n: usize,
-    deadline: Instant,
-) -> Result<Vec<UdpSocket>, TestError> {
-    let mut socks = vec![];
-    while socks.len() < n {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let (peer, local) = rx.recv_timeout(left).map_err(|_| {
-            let _ = ctl.write_all(&server_error(errno::STREAM_ACCEPT, 0));
-            TestError::StreamsMissing {
-                arrived: socks.len(),
-                expected: n as u32,
-                why: MissingWhy::Timeout,
-            }
-        })?;
-        let v6only = local.is_ipv6().then_some(!local.ip().is_unspecified());
-        let id = socks.len() as u32;
-        let udp_err = |err| TestError::UdpStream { id, err };
-        let s = udp::bind(local, v6only).map_err(udp_err)?;
-        s.connect(peer).map_err(udp_err)?;
-        let _ = s.send(&REPLY);
-        socks.push(s);
-    }
-    Ok(socks)
+/// Stream `id`'s own socket on the listener's address, connected to the client, which says `6789`.
+fn answer(id: u32, peer: SocketAddr, local: SocketAddr) -> Result<UdpSocket, TestError> {
+    let v6only = local.is_ipv6().then_some(!local.ip().is_unspecified());
+    let udp_err = |err| TestError::UdpStream { id, err };
+    let s = udp::bind(local, v6only).map_err(udp_err)?;
+    s.connect(peer).map_err(udp_err)?;
+    let _ = s.send(&REPLY);
+    Ok(s)
 }
 
 /// The test's streams from their sockets in arrival order (iperf3's receiving streams first), sized
 /// and, when asked, with DF set.
 fn streams(socks: Vec<UdpSocket>, spec: &TestSpec, dont_fragment: bool) -> Vec<UdpStream> {
-    let n = socks.len();
-    let receivers = match spec.direction {
-        Direction::Forward => n,
-        Direction::Reverse => 0,
-        Direction::Bidir => n / 2,
-    };
+    let receivers = receivers(spec, socks.len());
     let w = spec
         .window_bytes
         .map_or(landspeed_engine::transport::udp::DEFAULT_BUFFER, |w| w as usize);

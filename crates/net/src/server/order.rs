@@ -8,7 +8,7 @@ use super::{Shared, TestError, TestLog};
 use crate::client::{run_client, ClientOptions};
 use crate::control::Wire;
 use landspeed_core::config::Test;
-use landspeed_core::protocol::{ControlOrder, Message, ServerSession};
+use landspeed_core::protocol::{Conn, ControlOrder, Message, ServerSession};
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, SystemTime};
 
@@ -17,7 +17,7 @@ use std::time::{Duration, SystemTime};
 pub(super) fn run_order(
     order: &ControlOrder,
     test: Test,
-    wire: &mut Wire<ServerSession>,
+    wire: &mut Wire<Conn<ServerSession>>,
     shared: &Shared,
     log: &mut TestLog,
 ) -> Result<(), TestError> {

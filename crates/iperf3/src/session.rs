@@ -1,0 +1,138 @@
+//! iperf3's conversation as sans-IO sessions, in the quinn style of landspeed's own (`core::protocol::
+//! conn`): bytes in with `now` (`handle_input`), local events as methods, the passing of time
+//! (`handle_timeout`); bytes out (`poll_transmit`), what the driver must do (`poll_action`) and when to
+//! wake (`time_left`). iperf3's control connection carries one-byte states, SERVER_ERROR's two
+//! numbers and length-prefixed JSON, and which of them comes next depends on the state: the sessions
+//! own that order and every wait's timer, so the drivers in landspeed-net only move bytes and run the
+//! engine, and every step (TEST_START and TEST_RUNNING back to back, -R, --bidir, UDP, refusals, a
+//! timeout or a peer vanishing anywhere) is tested in memory under a virtual clock.
+
+mod client;
+mod server;
+#[cfg(test)]
+mod tests;
+
+pub use client::{ClientAction, ClientPhase, ClientSession};
+pub use server::{ServerAction, ServerPhase, ServerSession};
+
+use crate::params::ParamError;
+use crate::results::ResultsError;
+use crate::wire::{json_len, State};
+use landspeed_core::protocol::OverLimit;
+use std::time::Duration;
+
+/// How long each wait of an iperf3 conversation may last.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Iperf3Timers {
+    /// Each handshake step (parameters, streams, the start) and the final IPERF_DONE.
+    pub handshake: Duration,
+    /// The results exchange: from the end of the test until the peer's results have arrived.
+    pub results: Duration,
+    /// A server whose own streams are done waits this long for the client's TEST_END.
+    pub idle: Duration,
+}
+
+impl Default for Iperf3Timers {
+    fn default() -> Self {
+        Iperf3Timers {
+            handshake: Duration::from_secs(10),
+            results: Duration::from_secs(40),
+            idle: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Why an iperf3 conversation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Iperf3Error {
+    /// A session timer ran out while `phase`.
+    #[error("timed out after {after:?} {phase}")]
+    Timeout { phase: &'static str, after: Duration },
+    /// The peer closed the control connection while `phase`.
+    #[error("the peer closed the control connection while {phase}")]
+    PeerClosed { phase: &'static str },
+    /// A state byte the protocol does not have next (`got`), while waiting for `expected`.
+    #[error("the peer said {}, expected {expected}", describe(*got))]
+    Unexpected { got: u8, expected: &'static str },
+    /// The server refused or failed the test with iperf3's error number and errno (SERVER_ERROR).
+    #[error("the iperf3 server refused the test: iperf3 error {code} (errno {errno})")]
+    ServerError { code: i32, errno: i32 },
+    /// The server turned the connection away (ACCESS_DENIED): it runs another test.
+    #[error("the iperf3 server is running another test (ACCESS_DENIED)")]
+    AccessDenied,
+    /// The client ended the test before it completed (CLIENT_TERMINATE).
+    #[error("the client terminated the test")]
+    ClientTerminated,
+    /// The server ended the test before it completed (SERVER_TERMINATE).
+    #[error("the server terminated the test")]
+    ServerTerminated,
+    /// A JSON message longer than this side accepts (or empty).
+    #[error("iperf3 message of {len} bytes refused (limit {limit})")]
+    TooLong { len: usize, limit: usize },
+    /// The client's parameters cannot be run; the client was told with the error's number.
+    #[error("bad parameters: {0}")]
+    Params(#[from] ParamError),
+    /// The parameters ask for more than this server allows; the client was told.
+    #[error("over a limit: {0}")]
+    OverLimit(OverLimit),
+    /// The peer's results message could not be read.
+    #[error("results: {0}")]
+    Results(#[from] ResultsError),
+    /// The driver reported an event the session cannot take in this phase (a driver bug).
+    #[error("local event '{event}' while {phase}")]
+    BadLocalEvent {
+        event: &'static str,
+        phase: &'static str,
+    },
+}
+
+/// A state byte as people read it: its name, or its signed number when iperf3 has no such state.
+pub fn describe(b: u8) -> String {
+    State::from_byte(b).map_or_else(|| format!("unknown state {}", b as i8), |s| format!("{s:?}"))
+}
+
+/// What a session has read and not yet taken: bytes, taken whole as a state, SERVER_ERROR's numbers
+/// or a length-prefixed JSON message, as the phase expects.
+#[derive(Debug, Default)]
+struct Inbox(Vec<u8>);
+
+impl Inbox {
+    fn push(&mut self, bytes: &[u8]) {
+        self.0.extend_from_slice(bytes);
+    }
+
+    /// The next state byte, if one has arrived.
+    fn state(&mut self) -> Option<u8> {
+        (!self.0.is_empty()).then(|| self.0.remove(0))
+    }
+
+    /// A SERVER_ERROR at the front: Some(Some(its error number and errno)) once its 9 bytes have
+    /// arrived (they are taken), Some(None) while they are still coming, None when the next byte is
+    /// something else.
+    fn server_error(&mut self) -> Option<Option<(i32, i32)>> {
+        if self.0.first().copied() != Some(State::ServerError.byte()) {
+            return None;
+        }
+        if self.0.len() < 9 {
+            return Some(None);
+        }
+        let b: Vec<u8> = self.0.drain(..9).collect();
+        let n = |i: usize| i32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+        Some(Some((n(1), n(5))))
+    }
+
+    /// A whole JSON message (at most `cap` bytes), once it has arrived.
+    fn json(&mut self, cap: usize) -> Result<Option<Vec<u8>>, Iperf3Error> {
+        if self.0.len() < 4 {
+            return Ok(None);
+        }
+        let prefix = [self.0[0], self.0[1], self.0[2], self.0[3]];
+        let n = json_len(prefix, cap).map_err(|len| Iperf3Error::TooLong { len, limit: cap })?;
+        if self.0.len() < 4 + n {
+            return Ok(None);
+        }
+        let body = self.0[4..4 + n].to_vec();
+        self.0.drain(..4 + n);
+        Ok(Some(body))
+    }
+}
