@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use landspeed_core::record::{checks, metric, Rules};
 use landspeed_core::result::{format_utc, RunResult};
-use landspeed_report::record_doc::{record_html, record_markdown, RecordDoc};
+use landspeed_report::record_doc::{record_html, record_markdown, record_text, RecordDoc};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -94,22 +94,7 @@ fn bit_meters(s: &str) -> Result<f64, String> {
 }
 
 pub fn record(a: RecordArgs) -> Result<bool> {
-    let (run, id): (RunResult, Option<i64>) = match (&a.result, a.run) {
-        (Some(f), _) => {
-            let text = std::fs::read_to_string(f).with_context(|| format!("cannot read {}", f.display()))?;
-            let r = serde_json::from_str(&text)
-                .map_err(|e| UsageError(format!("{} is not a landspeed result: {e}", f.display())))?;
-            (r, None)
-        }
-        (None, Some(id)) => {
-            let archive = a.db.open()?;
-            let r = archive
-                .get(id)?
-                .ok_or_else(|| UsageError(format!("no run {id} in {}", archive.path())))?;
-            (r, Some(id))
-        }
-        (None, None) => return Err(UsageError("--run ID or --result FILE".into()).into()),
-    };
+    let (run, id) = load_run(&a)?;
     if a.cap_km.is_some_and(|c| c.is_nan() || c <= 0.0) {
         return Err(UsageError("--cap-km must be positive".into()).into());
     }
@@ -145,47 +130,41 @@ pub fn record(a: RecordArgs) -> Result<bool> {
             )?
         );
     } else {
-        for p in &path.points {
-            println!("{}: {}", p.query, p.choice);
-        }
-        for (i, l) in path.legs.iter().enumerate() {
-            println!(
-                "leg {}: {} > {}: {:.1} km{}",
-                i + 1,
-                l.from,
-                l.to,
-                l.km,
-                l.override_km.map_or(String::new(), |_| format!(
-                    " (given; geodesic {:.1} km)",
-                    l.geodesic_km
-                ))
-            );
-        }
-        println!(
-            "\n{} {}: {} × {:.1} km = {:.4e} bit·m/s ({:.3} Pb·m/s)",
-            m.family,
-            m.streams_class,
-            landspeed_core::units::BitRate(m.throughput_bps),
-            m.distance_km,
-            m.bit_meters_per_s,
-            m.petabit_meters_per_s
-        );
-        for ch in &c {
-            println!(
-                "  [{}] {}: {}",
-                if ch.passed { "pass" } else { "FAIL" },
-                ch.rule,
-                ch.evidence
-            );
-        }
+        print!("{}", record_text(&doc));
     }
+    write_documents(&a, &doc)?;
+    Ok(c.iter().all(|c| c.passed))
+}
+
+/// The run from a result file or the archive, with its archive id.
+fn load_run(a: &RecordArgs) -> Result<(RunResult, Option<i64>)> {
+    match (&a.result, a.run) {
+        (Some(f), _) => {
+            let text = std::fs::read_to_string(f).with_context(|| format!("cannot read {}", f.display()))?;
+            let r = serde_json::from_str(&text)
+                .map_err(|e| UsageError(format!("{} is not a landspeed result: {e}", f.display())))?;
+            Ok((r, None))
+        }
+        (None, Some(id)) => {
+            let archive = a.db.open()?;
+            let r = archive
+                .get(id)?
+                .ok_or_else(|| UsageError(format!("no run {id} in {}", archive.path())))?;
+            Ok((r, Some(id)))
+        }
+        (None, None) => Err(UsageError("--run ID or --result FILE".into()).into()),
+    }
+}
+
+/// The submission as Markdown and HTML, where asked.
+fn write_documents(a: &RecordArgs, doc: &RecordDoc) -> Result<()> {
     if let Some(f) = &a.markdown {
-        std::fs::write(f, record_markdown(&doc)).with_context(|| format!("cannot write {}", f.display()))?;
+        std::fs::write(f, record_markdown(doc)).with_context(|| format!("cannot write {}", f.display()))?;
         eprintln!("landspeed: wrote {}", f.display());
     }
     if let Some(f) = &a.html {
-        std::fs::write(f, record_html(&doc)).with_context(|| format!("cannot write {}", f.display()))?;
+        std::fs::write(f, record_html(doc)).with_context(|| format!("cannot write {}", f.display()))?;
         eprintln!("landspeed: wrote {}", f.display());
     }
-    Ok(c.iter().all(|c| c.passed))
+    Ok(())
 }

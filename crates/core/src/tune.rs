@@ -108,200 +108,25 @@ pub fn tier_for(buffer: f64) -> (u64, u64) {
     *TIERS.iter().find(|t| t.1 as f64 >= buffer).unwrap_or(&TIERS[3])
 }
 
+/// The host's limits judged against a target (or alone): each setting's finding, the sysctl lines
+/// that lift the limits, and the window and rate the host allows now.
 pub fn advise(h: &HostLimits, target: Option<&Target>) -> Advice {
     let bdp = target.map(|t| t.rate_bps * t.rtt_s / 8.0);
     let per_stream = target.zip(bdp).map(|(t, b)| b / f64::from(t.streams.max(1)));
     let buffer = per_stream.map(|w| 2.0 * w);
-    let (tier_core, tier_tcp) = tier_for(buffer.unwrap_or(0.0));
-    let mut f = Vec::new();
-    let mut lines = Vec::new();
-    let mut fix_triple = |name: &str, low: &str, cur: Option<&String>, f: &mut Vec<Finding>, why: &str| {
-        let max = cur.and_then(|v| v.split_whitespace().nth(2)?.parse::<u64>().ok());
-        let need = buffer.unwrap_or(0.0);
-        let bad = max.is_none_or(|m| (m as f64) < need);
-        f.push(Finding {
-            setting: name.into(),
-            current: cur.cloned().unwrap_or_else(|| "unknown".into()),
-            wanted: buffer.map_or_else(
-                || "(--rate and --rtt)".into(),
-                |b| format!("maximum ≥ {}", mib(b)),
-            ),
-            severity: if bad && buffer.is_some() {
-                Severity::Limit
-            } else {
-                Severity::Ok
-            },
-            why: why.into(),
-        });
-        if bad && buffer.is_some() {
-            lines.push(format!("{name} = {low} {tier_tcp}"));
-        }
+    let mut c = Checks {
+        buffer,
+        findings: Vec::new(),
+        lines: Vec::new(),
     };
-    fix_triple(
-        "net.ipv4.tcp_rmem",
-        "4096 87380",
-        h.sysctls.get("net.ipv4.tcp_rmem"),
-        &mut f,
-        "receive auto-tuning grows each socket's buffer up to this maximum; the window is about half of it",
-    );
-    fix_triple(
-        "net.ipv4.tcp_wmem",
-        "4096 65536",
-        h.sysctls.get("net.ipv4.tcp_wmem"),
-        &mut f,
-        "send auto-tuning's maximum: the data a sender can keep in flight is about half of it",
-    );
-    for (k, why) in [
-        (
-            "net.core.rmem_max",
-            "the largest receive buffer a program may ask for (-w): requests above it are cut silently",
-        ),
-        (
-            "net.core.wmem_max",
-            "the largest send buffer a program may ask for (-w): requests above it are cut silently",
-        ),
-    ] {
-        let cur = int(h, k);
-        let need = buffer.unwrap_or(0.0);
-        let bad = buffer.is_some() && cur.is_none_or(|c| (c as f64) < need);
-        f.push(Finding {
-            setting: k.into(),
-            current: cur.map_or("unknown".into(), |c| c.to_string()),
-            wanted: buffer.map_or_else(|| "(--rate and --rtt)".into(), |b| format!("≥ {}", mib(b))),
-            severity: if bad { Severity::Limit } else { Severity::Ok },
-            why: why.into(),
-        });
-        if bad {
-            lines.push(format!("{k} = {tier_core}"));
-        }
-    }
-    let scaling = int(h, "net.ipv4.tcp_window_scaling");
-    let ws_bad = scaling == Some(0);
-    f.push(Finding {
-        setting: "net.ipv4.tcp_window_scaling".into(),
-        current: scaling.map_or("unknown".into(), |v| v.to_string()),
-        wanted: "1".into(),
-        severity: if ws_bad { Severity::Limit } else { Severity::Ok },
-        why: "without window scaling no window exceeds 64 KiB".into(),
-    });
-    if ws_bad {
-        lines.push("net.ipv4.tcp_window_scaling = 1".into());
-    }
-    for (k, why) in [
-        (
-            "net.ipv4.tcp_timestamps",
-            "RTT measurement and protection against wrapped sequence numbers at high rates",
-        ),
-        (
-            "net.ipv4.tcp_sack",
-            "selective acknowledgements: recovery from several losses in one window without a timeout",
-        ),
-    ] {
-        let v = int(h, k);
-        let bad = v == Some(0);
-        f.push(Finding {
-            setting: k.into(),
-            current: v.map_or("unknown".into(), |v| v.to_string()),
-            wanted: "1".into(),
-            severity: if bad { Severity::Advice } else { Severity::Ok },
-            why: why.into(),
-        });
-        if bad {
-            lines.push(format!("{k} = 1"));
-        }
-    }
-    let cc = h.sysctls.get("net.ipv4.tcp_congestion_control").cloned();
-    let avail = h
-        .sysctls
-        .get("net.ipv4.tcp_available_congestion_control")
-        .cloned()
-        .unwrap_or_default();
-    let bbr = avail.split_whitespace().any(|a| a == "bbr");
-    let cc_ok =
-        matches!(cc.as_deref(), Some("bbr") | Some("htcp")) || (!bbr && cc.as_deref() == Some("cubic"));
-    f.push(Finding {
-        setting: "net.ipv4.tcp_congestion_control".into(),
-        current: format!("{} (available: {avail})", cc.as_deref().unwrap_or("unknown")),
-        wanted: if bbr {
-            "bbr".into()
-        } else {
-            "cubic or htcp (bbr is not loaded: modprobe tcp_bbr)".into()
-        },
-        severity: if cc_ok { Severity::Ok } else { Severity::Advice },
-        why: "BBR (with fq pacing) keeps long fat paths full where loss-based algorithms back off".into(),
-    });
-    if !cc_ok && bbr {
-        lines.push("net.ipv4.tcp_congestion_control = bbr".into());
-    }
-    let q = h.sysctls.get("net.core.default_qdisc").cloned();
-    let q_ok = q.as_deref() == Some("fq");
-    f.push(Finding {
-        setting: "net.core.default_qdisc".into(),
-        current: q.clone().unwrap_or_else(|| "unknown".into()),
-        wanted: "fq".into(),
-        severity: if q_ok { Severity::Ok } else { Severity::Advice },
-        why: "fq paces each flow (BBR needs pacing; it also spreads bursts that overrun switch buffers)"
-            .into(),
-    });
-    if !q_ok {
-        lines.push("net.core.default_qdisc = fq".into());
-    }
-    let probing = int(h, "net.ipv4.tcp_mtu_probing");
-    let jumbo = h.mtu.is_some_and(|m| m > 1500);
-    let probe_bad = jumbo && probing == Some(0);
-    f.push(Finding {
-        setting: "net.ipv4.tcp_mtu_probing".into(),
-        current: probing.map_or("unknown".into(), |v| v.to_string()),
-        wanted: if jumbo {
-            "1".into()
-        } else {
-            "1 with jumbo frames".into()
-        },
-        severity: if probe_bad { Severity::Advice } else { Severity::Ok },
-        why: "with jumbo frames, probing finds a smaller path MTU instead of stalling on a black hole".into(),
-    });
-    if probe_bad {
-        lines.push("net.ipv4.tcp_mtu_probing = 1".into());
-    }
-    if let Some(m) = h.mtu {
-        f.push(Finding {
-            setting: format!("{} MTU", h.interface.as_deref().unwrap_or("interface")),
-            current: m.to_string(),
-            wanted: "9000 where the whole path carries it".into(),
-            severity: if m >= 9000 { Severity::Ok } else { Severity::Advice },
-            why: "jumbo frames cut per-packet work six-fold and recover from loss six times faster (Mathis)"
-                .into(),
-        });
-    }
-    if let (Some(q), Some(t)) = (h.tx_queue_len, target) {
-        let want = if t.rate_bps >= 1e10 { 10_000 } else { 1000 };
-        f.push(Finding {
-            setting: format!("{} txqueuelen", h.interface.as_deref().unwrap_or("interface")),
-            current: q.to_string(),
-            wanted: format!("≥ {want} (ip link set dev IFACE txqueuelen {want})"),
-            severity: if q >= want { Severity::Ok } else { Severity::Advice },
-            why: "a short transmit queue drops bursts at the sender itself at 10 Gbit/s and more".into(),
-        });
-    }
-    for (name, on) in &h.offloads {
-        if !on {
-            f.push(Finding {
-                setting: format!("offload {name}"),
-                current: "off".into(),
-                wanted: "on".into(),
-                severity: Severity::Advice,
-                why: "segmentation and receive offloads save most of the per-packet CPU cost".into(),
-            });
-        }
-    }
-    let rmax = triple_max(h, "net.ipv4.tcp_rmem");
-    let wmax = triple_max(h, "net.ipv4.tcp_wmem");
-    let max_window = match (rmax, wmax) {
-        (Some(r), Some(w)) => Some(r.min(w) as f64 / 2.0),
-        (Some(x), None) | (None, Some(x)) => Some(x as f64 / 2.0),
-        _ => None,
-    };
-    let max_window = if ws_bad { Some(65_535.0) } else { max_window };
+    c.buffers(h);
+    let ws_bad = c.window_scaling(h);
+    c.tcp_options(h);
+    c.congestion(h);
+    c.qdisc(h);
+    c.mtu_probing(h);
+    c.interface(h, target);
+    let max_window = if ws_bad { Some(65_535.0) } else { max_window(h) };
     Advice {
         target: target.cloned(),
         bdp_bytes: bdp,
@@ -311,8 +136,250 @@ pub fn advise(h: &HostLimits, target: Option<&Target>) -> Advice {
         max_rate_now_bps: target
             .zip(max_window)
             .map(|(t, w)| f64::from(t.streams.max(1)) * w * 8.0 / t.rtt_s),
-        findings: f,
-        sysctl_lines: lines,
+        findings: c.findings,
+        sysctl_lines: c.lines,
+    }
+}
+
+/// The largest window auto-tuning allows now: half the smaller of the receive and send maxima.
+fn max_window(h: &HostLimits) -> Option<f64> {
+    match (
+        triple_max(h, "net.ipv4.tcp_rmem"),
+        triple_max(h, "net.ipv4.tcp_wmem"),
+    ) {
+        (Some(r), Some(w)) => Some(r.min(w) as f64 / 2.0),
+        (Some(x), None) | (None, Some(x)) => Some(x as f64 / 2.0),
+        _ => None,
+    }
+}
+
+/// The findings and sysctl lines as they are gathered; `buffer` is the socket buffer each stream
+/// needs (None without a target).
+struct Checks {
+    buffer: Option<f64>,
+    findings: Vec<Finding>,
+    lines: Vec<String>,
+}
+
+impl Checks {
+    fn find(&mut self, setting: String, current: String, wanted: String, severity: Severity, why: &str) {
+        self.findings.push(Finding {
+            setting,
+            current,
+            wanted,
+            severity,
+            why: why.into(),
+        });
+    }
+
+    fn wanted_buffer(&self, prefix: &str) -> String {
+        self.buffer
+            .map_or_else(|| "(--rate and --rtt)".into(), |b| format!("{prefix}{}", mib(b)))
+    }
+
+    /// The auto-tuning maxima (tcp_rmem, tcp_wmem) and the largest buffers a program may ask for.
+    fn buffers(&mut self, h: &HostLimits) {
+        let need = self.buffer.unwrap_or(0.0);
+        let (tier_core, tier_tcp) = tier_for(need);
+        for (name, low, why) in [
+            ("net.ipv4.tcp_rmem", "4096 87380", "receive auto-tuning grows each socket's buffer up to this maximum; the window is about half of it"),
+            ("net.ipv4.tcp_wmem", "4096 65536", "send auto-tuning's maximum: the data a sender can keep in flight is about half of it"),
+        ] {
+            let cur = h.sysctls.get(name);
+            let max = cur.and_then(|v| v.split_whitespace().nth(2)?.parse::<u64>().ok());
+            let bad = self.buffer.is_some() && max.is_none_or(|m| (m as f64) < need);
+            let current = cur.cloned().unwrap_or_else(|| "unknown".into());
+            let wanted = self.wanted_buffer("maximum ≥ ");
+            self.find(name.into(), current, wanted, limit_if(bad), why);
+            if bad {
+                self.lines.push(format!("{name} = {low} {tier_tcp}"));
+            }
+        }
+        for (k, why) in [
+            (
+                "net.core.rmem_max",
+                "the largest receive buffer a program may ask for (-w): requests above it are cut silently",
+            ),
+            (
+                "net.core.wmem_max",
+                "the largest send buffer a program may ask for (-w): requests above it are cut silently",
+            ),
+        ] {
+            let cur = int(h, k);
+            let bad = self.buffer.is_some() && cur.is_none_or(|c| (c as f64) < need);
+            let current = cur.map_or("unknown".into(), |c| c.to_string());
+            let wanted = self.wanted_buffer("≥ ");
+            self.find(k.into(), current, wanted, limit_if(bad), why);
+            if bad {
+                self.lines.push(format!("{k} = {tier_core}"));
+            }
+        }
+    }
+
+    /// Window scaling; true when it is off (no window exceeds 64 KiB then).
+    fn window_scaling(&mut self, h: &HostLimits) -> bool {
+        let scaling = int(h, "net.ipv4.tcp_window_scaling");
+        let bad = scaling == Some(0);
+        let current = scaling.map_or("unknown".into(), |v| v.to_string());
+        let why = "without window scaling no window exceeds 64 KiB";
+        self.find(
+            "net.ipv4.tcp_window_scaling".into(),
+            current,
+            "1".into(),
+            limit_if(bad),
+            why,
+        );
+        if bad {
+            self.lines.push("net.ipv4.tcp_window_scaling = 1".into());
+        }
+        bad
+    }
+
+    /// Timestamps and SACK.
+    fn tcp_options(&mut self, h: &HostLimits) {
+        for (k, why) in [
+            (
+                "net.ipv4.tcp_timestamps",
+                "RTT measurement and protection against wrapped sequence numbers at high rates",
+            ),
+            (
+                "net.ipv4.tcp_sack",
+                "selective acknowledgements: recovery from several losses in one window without a timeout",
+            ),
+        ] {
+            let v = int(h, k);
+            let bad = v == Some(0);
+            let current = v.map_or("unknown".into(), |v| v.to_string());
+            self.find(k.into(), current, "1".into(), advice_if(bad), why);
+            if bad {
+                self.lines.push(format!("{k} = 1"));
+            }
+        }
+    }
+
+    /// The congestion control: BBR where it is loaded, else cubic or htcp.
+    fn congestion(&mut self, h: &HostLimits) {
+        let cc = h.sysctls.get("net.ipv4.tcp_congestion_control").cloned();
+        let avail = h
+            .sysctls
+            .get("net.ipv4.tcp_available_congestion_control")
+            .cloned()
+            .unwrap_or_default();
+        let bbr = avail.split_whitespace().any(|a| a == "bbr");
+        let ok =
+            matches!(cc.as_deref(), Some("bbr") | Some("htcp")) || (!bbr && cc.as_deref() == Some("cubic"));
+        let current = format!("{} (available: {avail})", cc.as_deref().unwrap_or("unknown"));
+        let wanted = if bbr {
+            "bbr".into()
+        } else {
+            "cubic or htcp (bbr is not loaded: modprobe tcp_bbr)".into()
+        };
+        let why = "BBR (with fq pacing) keeps long fat paths full where loss-based algorithms back off";
+        self.find(
+            "net.ipv4.tcp_congestion_control".into(),
+            current,
+            wanted,
+            advice_if(!ok),
+            why,
+        );
+        if !ok && bbr {
+            self.lines.push("net.ipv4.tcp_congestion_control = bbr".into());
+        }
+    }
+
+    /// The default queueing discipline: fq paces each flow.
+    fn qdisc(&mut self, h: &HostLimits) {
+        let q = h.sysctls.get("net.core.default_qdisc").cloned();
+        let ok = q.as_deref() == Some("fq");
+        let current = q.unwrap_or_else(|| "unknown".into());
+        let why = "fq paces each flow (BBR needs pacing; it also spreads bursts that overrun switch buffers)";
+        self.find(
+            "net.core.default_qdisc".into(),
+            current,
+            "fq".into(),
+            advice_if(!ok),
+            why,
+        );
+        if !ok {
+            self.lines.push("net.core.default_qdisc = fq".into());
+        }
+    }
+
+    /// MTU probing, which matters with jumbo frames.
+    fn mtu_probing(&mut self, h: &HostLimits) {
+        let probing = int(h, "net.ipv4.tcp_mtu_probing");
+        let jumbo = h.mtu.is_some_and(|m| m > 1500);
+        let bad = jumbo && probing == Some(0);
+        let current = probing.map_or("unknown".into(), |v| v.to_string());
+        let wanted = if jumbo { "1" } else { "1 with jumbo frames" };
+        let why = "with jumbo frames, probing finds a smaller path MTU instead of stalling on a black hole";
+        self.find(
+            "net.ipv4.tcp_mtu_probing".into(),
+            current,
+            wanted.into(),
+            advice_if(bad),
+            why,
+        );
+        if bad {
+            self.lines.push("net.ipv4.tcp_mtu_probing = 1".into());
+        }
+    }
+
+    /// The interface: its MTU, its transmit queue for the target's rate, its offloads.
+    fn interface(&mut self, h: &HostLimits, target: Option<&Target>) {
+        let iface = h.interface.as_deref().unwrap_or("interface");
+        if let Some(m) = h.mtu {
+            let why =
+                "jumbo frames cut per-packet work six-fold and recover from loss six times faster (Mathis)";
+            let wanted = "9000 where the whole path carries it".into();
+            self.find(
+                format!("{iface} MTU"),
+                m.to_string(),
+                wanted,
+                advice_if(m < 9000),
+                why,
+            );
+        }
+        if let (Some(q), Some(t)) = (h.tx_queue_len, target) {
+            let want = if t.rate_bps >= 1e10 { 10_000 } else { 1000 };
+            let wanted = format!("≥ {want} (ip link set dev IFACE txqueuelen {want})");
+            let why = "a short transmit queue drops bursts at the sender itself at 10 Gbit/s and more";
+            self.find(
+                format!("{iface} txqueuelen"),
+                q.to_string(),
+                wanted,
+                advice_if(q < want),
+                why,
+            );
+        }
+        for (name, on) in &h.offloads {
+            if !on {
+                let why = "segmentation and receive offloads save most of the per-packet CPU cost";
+                self.find(
+                    format!("offload {name}"),
+                    "off".into(),
+                    "on".into(),
+                    Severity::Advice,
+                    why,
+                );
+            }
+        }
+    }
+}
+
+fn limit_if(bad: bool) -> Severity {
+    if bad {
+        Severity::Limit
+    } else {
+        Severity::Ok
+    }
+}
+
+fn advice_if(bad: bool) -> Severity {
+    if bad {
+        Severity::Advice
+    } else {
+        Severity::Ok
     }
 }
 

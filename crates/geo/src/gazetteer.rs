@@ -135,6 +135,8 @@ fn by_region<'a>(f: &[&'a City], q: &str) -> Vec<&'a City> {
         .collect()
 }
 
+/// The place a query names ("City[, region][, country]"): the most populous match, with why it was
+/// chosen and how many others there were.
 pub fn resolve(query: &str) -> Result<Resolved, GeoError> {
     let parts: Vec<&str> = query
         .split(',')
@@ -149,32 +151,11 @@ pub fn resolve(query: &str) -> Result<Resolved, GeoError> {
         return Err(unknown(String::new()));
     };
     let key = fold(name);
-    let mut found: Vec<&City> = entries()
-        .iter()
-        .filter(|e| e.key == key)
-        .map(|e| &e.city)
-        .collect();
-    let mut how = String::new();
-    if found.is_empty() {
-        let prefix = format!("{key} ");
-        found = entries()
-            .iter()
-            .filter(|e| e.key.starts_with(&prefix))
-            .map(|e| &e.city)
-            .collect();
-        how = format!(" (no place is named exactly '{name}'; taken as the start of a name)");
-    }
-    // The last qualifier is a country before a region, the others a region before a country ("MO" is
-    // both Missouri and Macao): whichever reading leaves a match.
+    let (mut found, how) = named(&key, name);
     let n = parts.len();
     for (k, q) in parts.iter().enumerate().skip(1) {
         let before = found.len();
-        let (first, second) = if k == n - 1 {
-            (by_country(&found, q), by_region(&found, q))
-        } else {
-            (by_region(&found, q), by_country(&found, q))
-        };
-        found = if first.is_empty() { second } else { first };
+        found = qualified(&found, q, k == n - 1);
         if found.is_empty() {
             return Err(unknown(format!(
                 " ({before} place(s) named '{name}', none in '{q}')"
@@ -182,56 +163,89 @@ pub fn resolve(query: &str) -> Result<Resolved, GeoError> {
         }
     }
     if found.is_empty() {
-        let near: Vec<&str> = entries()
-            .iter()
-            .filter(|e| e.key.starts_with(&key.chars().take(4).collect::<String>()))
-            .map(|e| e.city.name.as_str())
-            .take(5)
-            .collect();
-        return Err(unknown(if near.is_empty() {
-            String::new()
-        } else {
-            format!(" (similar: {})", near.join(", "))
-        }));
+        return Err(unknown(similar(&key)));
     }
     found.sort_by_key(|c| std::cmp::Reverse(c.population));
     let city = found[0].clone();
     let others = found.len() - 1;
-    let choice = if others == 0 {
-        format!(
-            "{}, {}{} ({}), population {}: the only match{how}",
-            city.name,
-            if city.admin1.is_empty() {
-                String::new()
-            } else {
-                format!("{}, ", city.admin1)
-            },
-            city.country,
-            city.country_name,
-            city.population
-        )
-    } else {
-        format!(
-            "{}, {}{} ({}), population {}: the most populous of {} matches (next: {}, {}){how}",
-            city.name,
-            if city.admin1.is_empty() {
-                String::new()
-            } else {
-                format!("{}, ", city.admin1)
-            },
-            city.country,
-            city.country_name,
-            city.population,
-            others + 1,
-            found[1].admin1,
-            found[1].country
-        )
-    };
+    let choice = choice_text(&city, &found, &how);
     Ok(Resolved {
         city,
         alternatives: others as u32,
         choice,
     })
+}
+
+/// The places named `key` exactly, else those whose name starts with it (and a note saying so).
+fn named(key: &str, name: &str) -> (Vec<&'static City>, String) {
+    let exact: Vec<&City> = entries()
+        .iter()
+        .filter(|e| e.key == key)
+        .map(|e| &e.city)
+        .collect();
+    if !exact.is_empty() {
+        return (exact, String::new());
+    }
+    let prefix = format!("{key} ");
+    let found = entries()
+        .iter()
+        .filter(|e| e.key.starts_with(&prefix))
+        .map(|e| &e.city)
+        .collect();
+    let how = format!(" (no place is named exactly '{name}'; taken as the start of a name)");
+    (found, how)
+}
+
+/// The places in `q`. The last qualifier is a country before a region, the others a region before a
+/// country ("MO" is both Missouri and Macao): whichever reading leaves a match.
+fn qualified<'a>(found: &[&'a City], q: &str, last: bool) -> Vec<&'a City> {
+    let (first, second) = if last {
+        (by_country(found, q), by_region(found, q))
+    } else {
+        (by_region(found, q), by_country(found, q))
+    };
+    if first.is_empty() {
+        second
+    } else {
+        first
+    }
+}
+
+/// A hint with up to five names that start like the query's.
+fn similar(key: &str) -> String {
+    let near: Vec<&str> = entries()
+        .iter()
+        .filter(|e| e.key.starts_with(&key.chars().take(4).collect::<String>()))
+        .map(|e| e.city.name.as_str())
+        .take(5)
+        .collect();
+    if near.is_empty() {
+        String::new()
+    } else {
+        format!(" (similar: {})", near.join(", "))
+    }
+}
+
+/// Why `city` was taken among the matches `found` (most populous first).
+fn choice_text(city: &City, found: &[&City], how: &str) -> String {
+    let region = if city.admin1.is_empty() {
+        String::new()
+    } else {
+        format!("{}, ", city.admin1)
+    };
+    let place = format!(
+        "{}, {region}{} ({}), population {}",
+        city.name, city.country, city.country_name, city.population
+    );
+    match found.get(1) {
+        None => format!("{place}: the only match{how}"),
+        Some(next) => format!(
+            "{place}: the most populous of {} matches (next: {}, {}){how}",
+            found.len(),
+            next.admin1,
+            next.country
+        ),
+    }
 }
 
 #[cfg(test)]

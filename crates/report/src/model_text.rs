@@ -6,6 +6,8 @@ use landspeed_core::tune::{Advice, Severity};
 use landspeed_core::units::{BitRate, Bytes};
 use std::fmt::Write;
 
+/// `landspeed model`'s text: the path, the bounds with their formulas and the one that binds, the
+/// measured rate against the prediction, and a run's RFC 6349 figures.
 pub fn model_text(
     p: &Prediction,
     measured_bps: Option<f64>,
@@ -13,6 +15,20 @@ pub fn model_text(
     note: Option<&str>,
 ) -> String {
     let mut o = String::new();
+    path_lines(&mut o, p);
+    if let Some(n) = note {
+        let _ = writeln!(o, "note: {n}");
+    }
+    bounds_table(&mut o, p);
+    measured_line(&mut o, p, measured_bps);
+    if let Some(t) = t {
+        rfc6349_lines(&mut o, t);
+    }
+    o
+}
+
+/// The path's figures, its bandwidth-delay product and RFC 8337's targets when known.
+fn path_lines(o: &mut String, p: &Prediction) {
     let i = &p.input;
     let _ = writeln!(
         o,
@@ -43,9 +59,11 @@ pub fn model_text(
             1.0 / r
         );
     }
-    if let Some(n) = note {
-        let _ = writeln!(o, "note: {n}");
-    }
+}
+
+/// Each bound with its total, per-stream figure and formula, the binding one marked, and the
+/// prediction it makes.
+fn bounds_table(o: &mut String, p: &Prediction) {
     let _ = writeln!(
         o,
         "\n{:<8} {:>16} {:>16}  formula",
@@ -74,6 +92,10 @@ pub fn model_text(
             let _ = writeln!(o, "\nno bound: give --window, --loss or --rate");
         }
     }
+}
+
+/// The measured rate, against the prediction when there is one.
+fn measured_line(o: &mut String, p: &Prediction, measured_bps: Option<f64>) {
     match (measured_bps, p.predicted_bps) {
         (Some(m), Some(v)) => {
             let _ = writeln!(
@@ -88,29 +110,30 @@ pub fn model_text(
         }
         _ => {}
     }
-    if let Some(t) = t {
-        let _ = writeln!(o, "\nRFC 6349:");
-        let f = |v: Option<f64>, unit: &str| {
-            v.map_or("- (needs the line rate: --rate)".into(), |v| {
-                format!("{v:.3}{unit}")
-            })
-        };
-        let _ = writeln!(o, "  ideal transfer time   {}", f(t.ideal_transfer_time_s, " s"));
-        let _ = writeln!(o, "  actual transfer time  {:.3} s", t.actual_transfer_time_s);
-        let _ = writeln!(o, "  transfer time ratio   {}", f(t.transfer_time_ratio, ""));
-        let _ = writeln!(
-            o,
-            "  TCP efficiency        {}",
-            t.tcp_efficiency_pct.map_or("-".into(), |v| format!("{v:.3}%"))
-        );
-        let _ = writeln!(
-            o,
-            "  buffer delay          {}",
-            t.buffer_delay_pct
-                .map_or("- (run with --latency)".into(), |v| format!("{v:.1}%"))
-        );
-    }
-    o
+}
+
+/// RFC 6349's figures of a run; the ones that need the line rate or the idle RTT say so.
+fn rfc6349_lines(o: &mut String, t: &Rfc6349) {
+    let _ = writeln!(o, "\nRFC 6349:");
+    let f = |v: Option<f64>, unit: &str| {
+        v.map_or("- (needs the line rate: --rate)".into(), |v| {
+            format!("{v:.3}{unit}")
+        })
+    };
+    let _ = writeln!(o, "  ideal transfer time   {}", f(t.ideal_transfer_time_s, " s"));
+    let _ = writeln!(o, "  actual transfer time  {:.3} s", t.actual_transfer_time_s);
+    let _ = writeln!(o, "  transfer time ratio   {}", f(t.transfer_time_ratio, ""));
+    let _ = writeln!(
+        o,
+        "  TCP efficiency        {}",
+        t.tcp_efficiency_pct.map_or("-".into(), |v| format!("{v:.3}%"))
+    );
+    let _ = writeln!(
+        o,
+        "  buffer delay          {}",
+        t.buffer_delay_pct
+            .map_or("- (run with --latency)".into(), |v| format!("{v:.1}%"))
+    );
 }
 
 pub fn tune_text(a: &Advice) -> String {

@@ -106,9 +106,23 @@ fn end_system(o: &mut String, title: &str, e: &EndpointSummary, address: &str) {
     let _ = writeln!(o);
 }
 
+/// The submission as Markdown: summary, rules, per-stream results, command lines, end systems, path,
+/// distance and the rules in force.
 pub fn record_markdown(d: &RecordDoc) -> String {
-    let (r, m) = (d.run, d.metric);
     let mut o = String::new();
+    summary_section(&mut o, d);
+    rules_section(&mut o, d);
+    streams_section(&mut o, d);
+    systems_section(&mut o, d);
+    path_section(&mut o, d);
+    distance_section(&mut o, d);
+    rules_in_force(&mut o, d);
+    o
+}
+
+/// The class, throughput, distance and metric, date, streams and data.
+fn summary_section(o: &mut String, d: &RecordDoc) {
+    let (r, m) = (d.run, d.metric);
     let _ = writeln!(
         o,
         "# Land Speed Record submission: {}, {}\n",
@@ -150,6 +164,10 @@ pub fn record_markdown(d: &RecordDoc) -> String {
     if let Some(id) = d.run_id {
         let _ = writeln!(o, "| archive | run {id} (`landspeed show {id} --json`) |");
     }
+}
+
+/// Each rule with its result and evidence.
+fn rules_section(o: &mut String, d: &RecordDoc) {
     let _ = writeln!(
         o,
         "\n## Rules\n\n| rule | result | evidence |\n| --- | --- | --- |"
@@ -163,6 +181,11 @@ pub fn record_markdown(d: &RecordDoc) -> String {
             md(&c.evidence)
         );
     }
+}
+
+/// Per stream: direction, bytes, throughput, retransmits, RTT; then the totals.
+fn streams_section(o: &mut String, d: &RecordDoc) {
+    let (r, m) = (d.run, d.metric);
     let _ = writeln!(o, "\n## Per-stream results\n");
     let _ = writeln!(o, "| stream | direction | bytes sent | bytes received | throughput | retransmits | RTT (ms) |\n| ---: | --- | ---: | ---: | ---: | ---: | ---: |");
     for s in &r.streams {
@@ -188,14 +211,24 @@ pub fn record_markdown(d: &RecordDoc) -> String {
         BitRate(m.throughput_bps),
         r.summary.retransmits
     );
+}
+
+/// The command lines at both ends and each end system.
+fn systems_section(o: &mut String, d: &RecordDoc) {
+    let r = d.run;
     let _ = writeln!(
         o,
         "\n## Command lines\n\n```\nreceiver/server: {}\nclient:          {}\n```\n",
         r.remote.host.command_line, r.local.host.command_line
     );
     let _ = writeln!(o, "## End systems\n");
-    end_system(&mut o, "Client", &r.local, &r.config.local_address);
-    end_system(&mut o, "Server", &r.remote, &r.config.remote_address);
+    end_system(o, "Client", &r.local, &r.config.local_address);
+    end_system(o, "Server", &r.remote, &r.config.remote_address);
+}
+
+/// The route, RTT and path MTU measured with the run, and its latency figures.
+fn path_section(o: &mut String, d: &RecordDoc) {
+    let r = d.run;
     let _ = writeln!(o, "## Path\n");
     match r.path.as_ref() {
         Some(p) => {
@@ -259,6 +292,10 @@ pub fn record_markdown(d: &RecordDoc) -> String {
             l.loaded.median_ms.map_or("-".into(), |v| format!("{v:.3}"))
         );
     }
+}
+
+/// Each leg's geodesic and counted length, the cap, the points as resolved.
+fn distance_section(o: &mut String, d: &RecordDoc) {
     let _ = writeln!(o, "## Distance\n\nEach leg is the geodesic between the points on the WGS84 ellipsoid (Karney's method), unless a length was given for it.\n");
     let _ = writeln!(o, "| leg | from | to | geodesic (km) | given (km) | counted (km) |\n| ---: | --- | --- | ---: | ---: | ---: |");
     for (i, l) in d.path.legs.iter().enumerate() {
@@ -293,6 +330,10 @@ pub fn record_markdown(d: &RecordDoc) -> String {
             md(&p.choice)
         );
     }
+}
+
+/// The rules in force and the generator's line with the data attribution.
+fn rules_in_force(o: &mut String, d: &RecordDoc) {
     let _ = writeln!(
         o,
         "\nRules in force: minimum duration {} s, {}{}.\n",
@@ -315,6 +356,36 @@ pub fn record_markdown(d: &RecordDoc) -> String {
         env!("CARGO_PKG_VERSION"),
         md(&d.generated_utc)
     );
+}
+
+/// The short text `landspeed record` prints: each point as resolved, each leg, the metric and every
+/// rule with its evidence.
+pub fn record_text(d: &RecordDoc) -> String {
+    let (path, m) = (d.path, d.metric);
+    let mut o = String::new();
+    for p in &path.points {
+        let _ = writeln!(o, "{}: {}", p.query, p.choice);
+    }
+    for (i, l) in path.legs.iter().enumerate() {
+        let given = l.override_km.map_or(String::new(), |_| {
+            format!(" (given; geodesic {:.1} km)", l.geodesic_km)
+        });
+        let _ = writeln!(o, "leg {}: {} > {}: {:.1} km{given}", i + 1, l.from, l.to, l.km);
+    }
+    let _ = writeln!(
+        o,
+        "\n{} {}: {} × {:.1} km = {:.4e} bit·m/s ({:.3} Pb·m/s)",
+        m.family,
+        m.streams_class,
+        BitRate(m.throughput_bps),
+        m.distance_km,
+        m.bit_meters_per_s,
+        m.petabit_meters_per_s
+    );
+    for ch in d.checks {
+        let verdict = if ch.passed { "pass" } else { "FAIL" };
+        let _ = writeln!(o, "  [{verdict}] {}: {}", ch.rule, ch.evidence);
+    }
     o
 }
 

@@ -3,6 +3,7 @@
 //! the best cell with the smallest buffer that comes within 5% of it.
 
 use landspeed_core::config::Direction;
+use landspeed_core::sweep::summary::{CellSummary, DirectionSummary};
 use landspeed_core::sweep::SweepReport;
 use landspeed_core::units::{BitRate, Bytes};
 use std::fmt::Write;
@@ -37,84 +38,99 @@ pub fn sweep_text(r: &SweepReport) -> String {
         format!("{:?}", p.order).to_lowercase()
     );
     for d in &s.directions {
-        let _ = writeln!(o, "\n{} (throughput in Mbit/s)", direction_name(d.direction));
+        cells_table(&mut o, d, &s.cells);
+        fits_table(&mut o, d);
+        best_line(&mut o, d);
+    }
+    o
+}
+
+/// One direction's cells: the throughput statistics of each window × streams.
+fn cells_table(o: &mut String, d: &DirectionSummary, cells: &[CellSummary]) {
+    let _ = writeln!(o, "\n{} (throughput in Mbit/s)", direction_name(d.direction));
+    let _ = writeln!(
+        o,
+        "{:>10} {:>4} {:>3} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>21}",
+        "window", "P", "n", "median", "p90", "min", "max", "mean", "sd", "95% CI of mean"
+    );
+    for c in cells.iter().filter(|c| c.direction == d.direction) {
+        let t = &c.throughput_bps;
+        let ci = match (t.ci95_low, t.ci95_high) {
+            (Some(l), Some(h)) => format!("{} – {}", mbps(l), mbps(h)),
+            _ => "-".into(),
+        };
         let _ = writeln!(
             o,
             "{:>10} {:>4} {:>3} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>21}",
-            "window", "P", "n", "median", "p90", "min", "max", "mean", "sd", "95% CI of mean"
+            Bytes(c.window_bytes).to_string(),
+            c.streams,
+            t.n,
+            mbps(t.median),
+            mbps(t.p90),
+            mbps(t.min),
+            mbps(t.max),
+            mbps(t.mean),
+            mbps(t.sd),
+            ci
         );
-        for c in s.cells.iter().filter(|c| c.direction == d.direction) {
-            let t = &c.throughput_bps;
-            let ci = match (t.ci95_low, t.ci95_high) {
-                (Some(l), Some(h)) => format!("{} – {}", mbps(l), mbps(h)),
-                _ => "-".into(),
-            };
+    }
+}
+
+/// The window-limited fits of one direction, per stream count.
+fn fits_table(o: &mut String, d: &DirectionSummary) {
+    if d.fits.is_empty() {
+        let _ = writeln!(o, "no stream count has two window-limited windows: no fit");
+    } else {
+        let _ = writeln!(
+            o,
+            "\nthroughput = slope × window while the window limits (fit through the origin, medians);\nimplied RTT = 8 × streams × granted / slope; granted = window in effect (TCP_INFO) ÷ requested;\nTCP RTT = the senders' smoothed RTT in the fitted runs (TCP_INFO, median)"
+        );
+        let _ = writeln!(
+            o,
+            "{:>4} {:>16} {:>8} {:>6} {:>12} {:>10} {:>9} {:>17} {:>14} {:>12}",
+            "P",
+            "Mbit/s per MiB",
+            "R²",
+            "points",
+            "implied RTT",
+            "TCP RTT",
+            "granted×",
+            "window-limited to",
+            "saturates at",
+            "max"
+        );
+        for f in &d.fits {
             let _ = writeln!(
                 o,
-                "{:>10} {:>4} {:>3} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>21}",
-                Bytes(c.window_bytes).to_string(),
-                c.streams,
-                t.n,
-                mbps(t.median),
-                mbps(t.p90),
-                mbps(t.min),
-                mbps(t.max),
-                mbps(t.mean),
-                mbps(t.sd),
-                ci
-            );
-        }
-        if d.fits.is_empty() {
-            let _ = writeln!(o, "no stream count has two window-limited windows: no fit");
-        } else {
-            let _ = writeln!(
-                o,
-                "\nthroughput = slope × window while the window limits (fit through the origin, medians);\nimplied RTT = 8 × streams × granted / slope; granted = window in effect (TCP_INFO) ÷ requested;\nTCP RTT = the senders' smoothed RTT in the fitted runs (TCP_INFO, median)"
-            );
-            let _ = writeln!(
-                o,
-                "{:>4} {:>16} {:>8} {:>6} {:>12} {:>10} {:>9} {:>17} {:>14} {:>12}",
-                "P",
-                "Mbit/s per MiB",
-                "R²",
-                "points",
-                "implied RTT",
-                "TCP RTT",
-                "granted×",
-                "window-limited to",
-                "saturates at",
-                "max"
-            );
-            for f in &d.fits {
-                let _ = writeln!(
-                    o,
-                    "{:>4} {:>16.2} {:>8.4} {:>6} {:>9.2} ms {:>10} {:>9.3} {:>17} {:>14} {:>12}",
-                    f.streams,
-                    f.slope_bps_per_byte * 1048576.0 / 1e6,
-                    f.r2,
-                    f.points_used,
-                    f.implied_rtt_s * 1e3,
-                    f.measured_rtt_s
-                        .map_or("-".into(), |t| format!("{:.2} ms", t * 1e3)),
-                    f.window_scale,
-                    Bytes(f.window_limited_up_to_bytes as u64).to_string(),
-                    Bytes(f.saturation_window_bytes as u64).to_string(),
-                    BitRate(f.max_throughput_bps).to_string()
-                );
-            }
-        }
-        if let Some(b) = &d.best {
-            let _ = writeln!(
-                o,
-                "\nbest: {} × {} streams, median {}; smallest within 5%: {} × {} streams, median {}",
-                Bytes(b.best.0),
-                b.best.1,
-                BitRate(b.best.2),
-                Bytes(b.smallest_within_5pct.0),
-                b.smallest_within_5pct.1,
-                BitRate(b.smallest_within_5pct.2)
+                "{:>4} {:>16.2} {:>8.4} {:>6} {:>9.2} ms {:>10} {:>9.3} {:>17} {:>14} {:>12}",
+                f.streams,
+                f.slope_bps_per_byte * 1048576.0 / 1e6,
+                f.r2,
+                f.points_used,
+                f.implied_rtt_s * 1e3,
+                f.measured_rtt_s
+                    .map_or("-".into(), |t| format!("{:.2} ms", t * 1e3)),
+                f.window_scale,
+                Bytes(f.window_limited_up_to_bytes as u64).to_string(),
+                Bytes(f.saturation_window_bytes as u64).to_string(),
+                BitRate(f.max_throughput_bps).to_string()
             );
         }
     }
-    o
+}
+
+/// The best cell of one direction, and the smallest within 5% of it.
+fn best_line(o: &mut String, d: &DirectionSummary) {
+    if let Some(b) = &d.best {
+        let _ = writeln!(
+            o,
+            "\nbest: {} × {} streams, median {}; smallest within 5%: {} × {} streams, median {}",
+            Bytes(b.best.0),
+            b.best.1,
+            BitRate(b.best.2),
+            Bytes(b.smallest_within_5pct.0),
+            b.smallest_within_5pct.1,
+            BitRate(b.smallest_within_5pct.2)
+        );
+    }
 }
