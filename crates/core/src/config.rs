@@ -267,6 +267,20 @@ pub enum ConfigError {
 impl TestSpec {
     /// Checks every field against landspeed's limits. The server calls this on what a client sent.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        self.validate_amounts()?;
+        self.validate_tcp_options()?;
+        self.validate_data_path()?;
+        if self.transport == Transport::Udp {
+            self.validate_udp()?;
+        }
+        if let Some(f) = &self.file {
+            self.validate_file(f)?;
+        }
+        Ok(())
+    }
+
+    /// Streams, write size, end condition, warm-up and interval.
+    fn validate_amounts(&self) -> Result<(), ConfigError> {
         if !(1..=MAX_STREAMS).contains(&self.streams) {
             return Err(ConfigError::Streams(self.streams));
         }
@@ -292,6 +306,14 @@ impl TestSpec {
         if self.omit_s > MAX_TIME {
             return Err(ConfigError::Omit(self.omit_s));
         }
+        if self.interval_s < Duration::from_millis(10) || self.interval_s > Duration::from_secs(3600) {
+            return Err(ConfigError::Interval(self.interval_s));
+        }
+        Ok(())
+    }
+
+    /// Window, MSS, fq pacing rate and congestion control name.
+    fn validate_tcp_options(&self) -> Result<(), ConfigError> {
         if let Some(w) = self.window_bytes {
             if w == 0 || w > MAX_WINDOW {
                 return Err(ConfigError::Window(w));
@@ -307,9 +329,6 @@ impl TestSpec {
                 return Err(ConfigError::FqRate(r));
             }
         }
-        if self.interval_s < Duration::from_millis(10) || self.interval_s > Duration::from_secs(3600) {
-            return Err(ConfigError::Interval(self.interval_s));
-        }
         if let Some(c) = &self.congestion {
             let plain = !c.is_empty()
                 && c.len() < 16
@@ -319,6 +338,11 @@ impl TestSpec {
                 return Err(ConfigError::Congestion(c.clone()));
             }
         }
+        Ok(())
+    }
+
+    /// The server's threads and CPUs, and the data path's choices (discard, queue depth, zero-copy).
+    fn validate_data_path(&self) -> Result<(), ConfigError> {
         if let Some(t) = self.server_threads {
             if !(1..=MAX_STREAMS).contains(&t) {
                 return Err(ConfigError::Threads(t));
@@ -338,21 +362,21 @@ impl TestSpec {
         if self.tx == TxMode::Zerocopy && self.io == IoBackend::Uring {
             return Err(ConfigError::ZerocopyNeedsEpoll);
         }
-        if self.transport == Transport::Udp {
-            self.validate_udp()?;
+        Ok(())
+    }
+
+    /// A file moves over one TCP stream in one direction, with sendfile and splice.
+    fn validate_file(&self, f: &crate::files::FileSpec) -> Result<(), ConfigError> {
+        crate::files::check_name(&f.name).map_err(ConfigError::File)?;
+        if self.streams != 1 || self.transport != Transport::Tcp || self.direction == Direction::Bidir {
+            return Err(ConfigError::File(
+                "a file moves over one TCP stream in one direction (no -P, -u or --bidir)".into(),
+            ));
         }
-        if let Some(f) = &self.file {
-            crate::files::check_name(&f.name).map_err(ConfigError::File)?;
-            if self.streams != 1 || self.transport != Transport::Tcp || self.direction == Direction::Bidir {
-                return Err(ConfigError::File(
-                    "a file moves over one TCP stream in one direction (no -P, -u or --bidir)".into(),
-                ));
-            }
-            if self.io != IoBackend::Epoll || self.tx != TxMode::Copy || self.rx != RxMode::Copy {
-                return Err(ConfigError::File(
-                    "a file moves with sendfile and splice (no --io uring, --zerocopy or --discard)".into(),
-                ));
-            }
+        if self.io != IoBackend::Epoll || self.tx != TxMode::Copy || self.rx != RxMode::Copy {
+            return Err(ConfigError::File(
+                "a file moves with sendfile and splice (no --io uring, --zerocopy or --discard)".into(),
+            ));
         }
         Ok(())
     }

@@ -110,64 +110,19 @@ pub fn pftk_bps(mss_bytes: u32, rtt_s: f64, loss: f64, rto_s: f64, b: f64) -> f6
     f64::from(mss_bytes) * 8.0 / denom
 }
 
+/// Every bound the input allows (window, Mathis, PFTK, the link), the one that binds, and RFC 8337's
+/// targets when the line rate is known.
 pub fn predict(input: &ModelInput) -> Result<Prediction, ModelError> {
     let i = input;
-    if !(i.rtt_s > 0.0 && i.rtt_s.is_finite()) {
-        return Err(ModelError::Rtt(i.rtt_s));
-    }
-    if let Some(p) = i.loss {
-        if !(p > 0.0 && p < 1.0) {
-            return Err(ModelError::Loss(p));
-        }
-    }
-    if i.streams == 0 || i.mss_bytes == 0 {
-        return Err(ModelError::Zero);
-    }
+    check_input(i)?;
     let n = f64::from(i.streams);
-    let ms = i.rtt_s * 1e3;
     let mut bounds = Vec::new();
     if let Some(w) = i.window_bytes {
-        let one = window_limit_bps(w as f64, i.rtt_s);
-        bounds.push(Bound {
-            name: "window".into(),
-            total_bps: n * one,
-            per_stream_bps: Some(one),
-            formula: format!("{} × {w} B × 8 / {ms:.3} ms", i.streams),
-        });
+        bounds.push(window_bound(i, w));
     }
     if let Some(p) = i.loss {
-        let one = mathis_bps(i.mss_bytes, i.rtt_s, p);
-        bounds.push(Bound {
-            name: "mathis".into(),
-            total_bps: n * one,
-            per_stream_bps: Some(one),
-            formula: format!(
-                "{} × {} B × 8 / {ms:.3} ms × 1.2247 / √{p:.4e}",
-                i.streams, i.mss_bytes
-            ),
-        });
-        let rto = i.rto_s.unwrap_or(i.rtt_s + 0.2);
-        let mut one = pftk_bps(i.mss_bytes, i.rtt_s, p, rto, i.packets_per_ack);
-        let mut formula = format!(
-            "{} × {} B × 8 / ({ms:.3} ms × √(2·{b}·p/3) + {rto_ms:.1} ms × min(1, 3√(3·{b}·p/8)) × p × (1 + 32p²)), p = {p:.4e}",
-            i.streams,
-            i.mss_bytes,
-            b = i.packets_per_ack,
-            rto_ms = rto * 1e3
-        );
-        if let Some(w) = i.window_bytes {
-            let cap = window_limit_bps(w as f64, i.rtt_s);
-            if cap < one {
-                one = cap;
-                formula.push_str(", capped at Wmax / RTT");
-            }
-        }
-        bounds.push(Bound {
-            name: "pftk".into(),
-            total_bps: n * one,
-            per_stream_bps: Some(one),
-            formula,
-        });
+        bounds.push(mathis_bound(i, p));
+        bounds.push(pftk_bound(i, p));
     }
     if let Some(r) = i.rate_bps {
         bounds.push(Bound {
@@ -196,6 +151,75 @@ pub fn predict(input: &ModelInput) -> Result<Prediction, ModelError> {
         target_run_length_packets: target_window.map(|w| 3.0 * w * w),
         bounds,
     })
+}
+
+fn check_input(i: &ModelInput) -> Result<(), ModelError> {
+    if !(i.rtt_s > 0.0 && i.rtt_s.is_finite()) {
+        return Err(ModelError::Rtt(i.rtt_s));
+    }
+    if let Some(p) = i.loss {
+        if !(p > 0.0 && p < 1.0) {
+            return Err(ModelError::Loss(p));
+        }
+    }
+    if i.streams == 0 || i.mss_bytes == 0 {
+        return Err(ModelError::Zero);
+    }
+    Ok(())
+}
+
+/// Each stream's window `w` over the RTT.
+fn window_bound(i: &ModelInput, w: u64) -> Bound {
+    let one = window_limit_bps(w as f64, i.rtt_s);
+    Bound {
+        name: "window".into(),
+        total_bps: f64::from(i.streams) * one,
+        per_stream_bps: Some(one),
+        formula: format!("{} × {w} B × 8 / {:.3} ms", i.streams, i.rtt_s * 1e3),
+    }
+}
+
+/// Mathis et al. at loss `p`.
+fn mathis_bound(i: &ModelInput, p: f64) -> Bound {
+    let one = mathis_bps(i.mss_bytes, i.rtt_s, p);
+    Bound {
+        name: "mathis".into(),
+        total_bps: f64::from(i.streams) * one,
+        per_stream_bps: Some(one),
+        formula: format!(
+            "{} × {} B × 8 / {:.3} ms × 1.2247 / √{p:.4e}",
+            i.streams,
+            i.mss_bytes,
+            i.rtt_s * 1e3
+        ),
+    }
+}
+
+/// PFTK at loss `p` (timeouts included), capped by the window when one is given.
+fn pftk_bound(i: &ModelInput, p: f64) -> Bound {
+    let rto = i.rto_s.unwrap_or(i.rtt_s + 0.2);
+    let mut one = pftk_bps(i.mss_bytes, i.rtt_s, p, rto, i.packets_per_ack);
+    let mut formula = format!(
+        "{} × {} B × 8 / ({ms:.3} ms × √(2·{b}·p/3) + {rto_ms:.1} ms × min(1, 3√(3·{b}·p/8)) × p × (1 + 32p²)), p = {p:.4e}",
+        i.streams,
+        i.mss_bytes,
+        ms = i.rtt_s * 1e3,
+        b = i.packets_per_ack,
+        rto_ms = rto * 1e3
+    );
+    if let Some(w) = i.window_bytes {
+        let cap = window_limit_bps(w as f64, i.rtt_s);
+        if cap < one {
+            one = cap;
+            formula.push_str(", capped at Wmax / RTT");
+        }
+    }
+    Bound {
+        name: "pftk".into(),
+        total_bps: f64::from(i.streams) * one,
+        per_stream_bps: Some(one),
+        formula,
+    }
 }
 
 /// RFC 6349's figures for one finished transfer.

@@ -344,35 +344,7 @@ pub fn render(r: &RunResult) -> String {
         if r.interrupted { ", INTERRUPTED" } else { "" }
     );
     stream_rows(&mut out, &r.streams);
-    if r.streams.iter().any(|s| s.limited.is_some()) {
-        let _ = writeln!(
-            out,
-            "\nTCP limits (share of the sender's test time, from TCP_INFO):"
-        );
-        for s in &r.streams {
-            if let (Some(l), Some(t)) = (&s.limited, &s.tcp) {
-                let _ = writeln!(
-                    out,
-                    "  stream {:>4}: receive-window limited {:.1}%, send-buffer limited {:.1}%, busy {:.1}%; peer window {}; MSS {} PMTU {}; segs out {} in {}; delivery rate {}{}",
-                    s.id,
-                    l.rwnd_limited_pct,
-                    l.sndbuf_limited_pct,
-                    l.busy_pct,
-                    Bytes(t.snd_wnd_bytes),
-                    t.mss_bytes,
-                    t.pmtu_bytes,
-                    t.segs_out,
-                    t.segs_in,
-                    BitRate(t.delivery_rate_bps),
-                    t.congestion.as_deref().map(|c| format!("; {c}")).unwrap_or_default()
-                );
-            }
-            if r.streams.len() > 16 && s.id >= 15 {
-                let _ = writeln!(out, "  ... ({} more streams in --json)", r.streams.len() - 16);
-                break;
-            }
-        }
-    }
+    tcp_limits(&mut out, r);
     for d in &r.directions {
         totals(&mut out, d.flow.label(), &d.summary, cfg.spec.length_bytes);
     }
@@ -389,6 +361,52 @@ pub fn render(r: &RunResult) -> String {
     endpoint(&mut out, &r.local);
     endpoint(&mut out, &r.remote);
     payload(&mut out, r);
+    data_path(&mut out, r);
+    if let Some(line) = measured_vs_predicted(r) {
+        let _ = writeln!(out, "{line}");
+    }
+    for w in &r.warnings {
+        let _ = writeln!(out, "WARNING: {w}");
+    }
+    out
+}
+
+/// Per stream, the share of the sender's time each TCP limit held and its TCP_INFO figures.
+fn tcp_limits(out: &mut String, r: &RunResult) {
+    if !r.streams.iter().any(|s| s.limited.is_some()) {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\nTCP limits (share of the sender's test time, from TCP_INFO):"
+    );
+    for s in &r.streams {
+        if let (Some(l), Some(t)) = (&s.limited, &s.tcp) {
+            let _ = writeln!(
+                out,
+                "  stream {:>4}: receive-window limited {:.1}%, send-buffer limited {:.1}%, busy {:.1}%; peer window {}; MSS {} PMTU {}; segs out {} in {}; delivery rate {}{}",
+                s.id,
+                l.rwnd_limited_pct,
+                l.sndbuf_limited_pct,
+                l.busy_pct,
+                Bytes(t.snd_wnd_bytes),
+                t.mss_bytes,
+                t.pmtu_bytes,
+                t.segs_out,
+                t.segs_in,
+                BitRate(t.delivery_rate_bps),
+                t.congestion.as_deref().map(|c| format!("; {c}")).unwrap_or_default()
+            );
+        }
+        if r.streams.len() > 16 && s.id >= 15 {
+            let _ = writeln!(out, "  ... ({} more streams in --json)", r.streams.len() - 16);
+            break;
+        }
+    }
+}
+
+/// The data path both ends used: send and receive modes, the engine, and zero-copy's figures.
+fn data_path(out: &mut String, r: &RunResult) {
     let d = &r.data_path;
     let zc = d
         .zerocopy_copied_pct
@@ -400,13 +418,6 @@ pub fn render(r: &RunResult) -> String {
         })
         .unwrap_or_default();
     let _ = writeln!(out, "Data path: {} / {}{zc}; {}", d.tx, d.rx, d.engine);
-    if let Some(line) = measured_vs_predicted(r) {
-        let _ = writeln!(out, "{line}");
-    }
-    for w in &r.warnings {
-        let _ = writeln!(out, "WARNING: {w}");
-    }
-    out
 }
 
 /// "Measured vs predicted" from the run's own TCP_INFO: the window bound (streams × the receive window

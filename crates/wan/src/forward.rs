@@ -201,100 +201,134 @@ pub fn run_direction(
 ) {
     tight_timers();
     let now_ns = || epoch.elapsed().as_nanos() as u64;
-    let mut line = DelayLine::default();
-    let mut free: Vec<Vec<u8>> = Vec::new();
-    let mut seq = 0u64;
-    let cap = mtu + 64;
-    let take = |free: &mut Vec<Vec<u8>>| free.pop().unwrap_or_else(|| vec![0u8; cap]);
+    let mut f = Forwarder {
+        line: DelayLine::default(),
+        free: Vec::new(),
+        seq: 0,
+        cap: mtu + 64,
+        stats,
+    };
     while !stop.load(Relaxed) {
-        let mut now = now_ns();
-        while let Some(e) = line.pop_due(now) {
+        f.deliver_due(output, now_ns());
+        let (got, now) = f.read_batch(input, &mut link, now_ns);
+        if got > 0 {
+            *stats.model.lock().unwrap_or_else(|e| e.into_inner()) = link.counters;
+            stats.queue_bytes.store(link.backlog_bytes(now), Relaxed);
+            stats.in_flight_packets.store(f.line.len() as u64, Relaxed);
+        }
+        if got == BATCH {
+            continue;
+        }
+        f.idle(input, now_ns());
+        if f.line.len() == 0 {
+            stats.queue_bytes.store(link.backlog_bytes(now_ns()), Relaxed);
+            stats.in_flight_packets.store(0, Relaxed);
+        }
+    }
+}
+
+/// One direction's packets in flight, the buffers it reuses and its counters.
+struct Forwarder<'a> {
+    line: DelayLine,
+    free: Vec<Vec<u8>>,
+    seq: u64,
+    /// Each buffer's size: the MTU and room for the link's headers.
+    cap: usize,
+    stats: &'a DirStats,
+}
+
+impl Forwarder<'_> {
+    fn take(&mut self) -> Vec<u8> {
+        self.free.pop().unwrap_or_else(|| vec![0u8; self.cap])
+    }
+
+    /// Writes every packet due by `now` to `output`.
+    fn deliver_due(&mut self, output: &OwnedFd, now: u64) {
+        while let Some(e) = self.line.pop_due(now) {
             match write(output, &e.buf[..e.len]) {
                 Ok(_) => {
-                    stats.packets_forwarded.fetch_add(1, Relaxed);
-                    stats.bytes_forwarded.fetch_add(e.len as u64, Relaxed);
+                    self.stats.packets_forwarded.fetch_add(1, Relaxed);
+                    self.stats.bytes_forwarded.fetch_add(e.len as u64, Relaxed);
                 }
                 Err(_) => {
-                    stats.write_errors.fetch_add(1, Relaxed);
+                    self.stats.write_errors.fetch_add(1, Relaxed);
                 }
             }
-            free.push(e.buf);
+            self.free.push(e.buf);
         }
+    }
+
+    /// Reads up to `BATCH` packets and gives each to the link: how many were read, and the time of
+    /// the last.
+    fn read_batch(&mut self, input: &OwnedFd, link: &mut Link, now_ns: impl Fn() -> u64) -> (usize, u64) {
+        let mut now = now_ns();
         let mut got = 0;
         for _ in 0..BATCH {
-            let mut buf = take(&mut free);
+            let mut buf = self.take();
             let n = match read(input, &mut buf) {
                 Ok(n) => n,
                 Err(_) => {
-                    free.push(buf);
+                    self.free.push(buf);
                     break;
                 }
             };
             got += 1;
             now = now_ns();
             match link.offer(now, n) {
-                Fate::Dropped(Drop::Loss | Drop::Queue) => free.push(buf),
+                Fate::Dropped(Drop::Loss | Drop::Queue) => self.free.push(buf),
                 Fate::Deliver {
                     at_ns,
                     duplicate,
                     corrupt,
                     reordered,
-                } => {
-                    if line.bytes + n as u64 > MAX_IN_FLIGHT {
-                        stats.dropped_overflow.fetch_add(1, Relaxed);
-                        free.push(buf);
-                        continue;
-                    }
-                    if let Some(r) = corrupt {
-                        if packet::corrupt_payload(&mut buf[..n], r).is_some() {
-                            stats.corrupted.fetch_add(1, Relaxed);
-                        }
-                    }
-                    if duplicate {
-                        let mut copy = take(&mut free);
-                        copy[..n].copy_from_slice(&buf[..n]);
-                        seq += 1;
-                        let e = Entry {
-                            at: at_ns,
-                            seq,
-                            buf: copy,
-                            len: n,
-                        };
-                        line.push(e, reordered);
-                    }
-                    seq += 1;
-                    line.push(
-                        Entry {
-                            at: at_ns,
-                            seq,
-                            buf,
-                            len: n,
-                        },
-                        reordered,
-                    );
-                }
+                } => self.delay(buf, n, (at_ns, duplicate, corrupt, reordered)),
             }
         }
-        if got > 0 {
-            *stats.model.lock().unwrap_or_else(|e| e.into_inner()) = link.counters;
-            stats.queue_bytes.store(link.backlog_bytes(now), Relaxed);
-            stats.in_flight_packets.store(line.len() as u64, Relaxed);
+        (got, now)
+    }
+
+    /// Puts a packet the link delivers on the delay line (corrupted, duplicated or reordered as the
+    /// link decided), unless the line is full.
+    fn delay(&mut self, mut buf: Vec<u8>, n: usize, fate: (u64, bool, Option<u64>, bool)) {
+        let (at, duplicate, corrupt, reordered) = fate;
+        if self.line.bytes + n as u64 > MAX_IN_FLIGHT {
+            self.stats.dropped_overflow.fetch_add(1, Relaxed);
+            self.free.push(buf);
+            return;
         }
-        if got == BATCH {
-            continue;
+        if let Some(r) = corrupt {
+            if packet::corrupt_payload(&mut buf[..n], r).is_some() {
+                self.stats.corrupted.fetch_add(1, Relaxed);
+            }
         }
-        let now = now_ns();
-        let due = line.next_due().unwrap_or(u64::MAX);
-        // Sleep until shortly before the next packet is due, then poll: a timer wake-up in a VM can be
-        // late by tens of microseconds, and four of them make one round trip.
+        if duplicate {
+            let mut copy = self.take();
+            copy[..n].copy_from_slice(&buf[..n]);
+            self.seq += 1;
+            let seq = self.seq;
+            self.line.push(
+                Entry {
+                    at,
+                    seq,
+                    buf: copy,
+                    len: n,
+                },
+                reordered,
+            );
+        }
+        self.seq += 1;
+        let seq = self.seq;
+        self.line.push(Entry { at, seq, buf, len: n }, reordered);
+    }
+
+    /// Sleeps until shortly before the next packet is due, then polls: a timer wake-up in a VM can be
+    /// late by tens of microseconds, and four of them make one round trip.
+    fn idle(&self, input: &OwnedFd, now: u64) {
+        let due = self.line.next_due().unwrap_or(u64::MAX);
         if due > now + EARLY_NS {
             wait(input, (due - now - EARLY_NS).min(50_000_000));
         } else if due > now {
             std::hint::spin_loop();
-        }
-        if line.len() == 0 {
-            stats.queue_bytes.store(link.backlog_bytes(now_ns()), Relaxed);
-            stats.in_flight_packets.store(0, Relaxed);
         }
     }
 }

@@ -82,76 +82,16 @@ pub fn summarize(plan: &SweepPlan, runs: &[(CellKey, RunFigures)]) -> SweepSumma
     let mut cells = Vec::new();
     let mut directions = Vec::new();
     for &direction in &plan.directions {
-        let mut medians = Vec::new();
-        let mut scales: Vec<(u64, u32, f64)> = Vec::new();
-        let mut rtts: Vec<(u64, u32, f64)> = Vec::new();
+        let mut g = Gathered::default();
         for &streams in &plan.streams {
             for &window_bytes in &plan.windows_bytes {
-                let mut mine: Vec<(u32, RunFigures)> = runs
-                    .iter()
-                    .filter(|(k, _)| {
-                        k.direction == direction && k.streams == streams && k.window_bytes == window_bytes
-                    })
-                    .map(|(k, v)| (k.repeat, *v))
-                    .collect();
-                mine.sort_by_key(|r| r.0);
-                let runs_bps: Vec<f64> = mine.iter().map(|r| r.1.throughput_bps).collect();
-                let mut wins: Vec<f64> = mine.iter().filter_map(|r| r.1.effective_window_bytes).collect();
-                let effective_window_bytes = median(&mut wins);
-                let mut cell_rtts: Vec<f64> = mine.iter().filter_map(|r| r.1.rtt_s).collect();
-                rtts.extend(cell_rtts.iter().map(|&t| (window_bytes, streams, t)));
-                let rtt_s = median(&mut cell_rtts);
-                if let Some(stats) = CellStats::from_values(&runs_bps) {
-                    medians.push((window_bytes, streams, stats.median));
-                    if let Some(e) = effective_window_bytes.filter(|e| *e > 0.0) {
-                        scales.push((window_bytes, streams, e / window_bytes as f64));
-                    }
-                    cells.push(CellSummary {
-                        window_bytes,
-                        streams,
-                        direction,
-                        throughput_bps: stats,
-                        runs_bps,
-                        effective_window_bytes,
-                        rtt_s,
-                    });
-                }
+                cells.extend(g.cell(runs, (direction, streams, window_bytes)));
             }
         }
-        let fits = plan
-            .streams
-            .iter()
-            .filter_map(|&s| {
-                let pts: Vec<(f64, f64)> = medians
-                    .iter()
-                    .filter(|c| c.1 == s)
-                    .map(|c| (c.0 as f64, c.2))
-                    .collect();
-                let f = window_fit(s, &pts)?;
-                let mut sc: Vec<f64> = scales
-                    .iter()
-                    .filter(|c| c.1 == s && (c.0 as f64) <= f.window_limited_up_to_bytes)
-                    .map(|c| c.2)
-                    .collect();
-                let f = match median(&mut sc) {
-                    Some(scale) => f.with_window_scale(scale),
-                    None => f,
-                };
-                let mut rt: Vec<f64> = rtts
-                    .iter()
-                    .filter(|c| c.1 == s && (c.0 as f64) <= f.window_limited_up_to_bytes)
-                    .map(|c| c.2)
-                    .collect();
-                Some(WindowFit {
-                    measured_rtt_s: median(&mut rt),
-                    ..f
-                })
-            })
-            .collect();
         directions.push(DirectionSummary {
             direction,
-            fits,
-            best: best_cells(&medians),
+            fits: plan.streams.iter().filter_map(|&s| g.fit(s)).collect(),
+            best: best_cells(&g.medians),
         });
     }
     SweepSummary {
@@ -159,6 +99,78 @@ pub fn summarize(plan: &SweepPlan, runs: &[(CellKey, RunFigures)]) -> SweepSumma
         runs_done: runs.len() as u32,
         cells,
         directions,
+    }
+}
+
+/// One direction's figures by (window, streams) as its cells are summarised: the median throughput,
+/// the window granted ÷ requested, and every run's RTT.
+#[derive(Default)]
+struct Gathered {
+    medians: Vec<(u64, u32, f64)>,
+    scales: Vec<(u64, u32, f64)>,
+    rtts: Vec<(u64, u32, f64)>,
+}
+
+impl Gathered {
+    /// The cell (direction, streams, window) from its runs, in repeat order; None without runs.
+    fn cell(&mut self, runs: &[(CellKey, RunFigures)], key: (Direction, u32, u64)) -> Option<CellSummary> {
+        let (direction, streams, window_bytes) = key;
+        let mut mine: Vec<(u32, RunFigures)> = runs
+            .iter()
+            .filter(|(k, _)| {
+                k.direction == direction && k.streams == streams && k.window_bytes == window_bytes
+            })
+            .map(|(k, v)| (k.repeat, *v))
+            .collect();
+        mine.sort_by_key(|r| r.0);
+        let runs_bps: Vec<f64> = mine.iter().map(|r| r.1.throughput_bps).collect();
+        let mut wins: Vec<f64> = mine.iter().filter_map(|r| r.1.effective_window_bytes).collect();
+        let effective_window_bytes = median(&mut wins);
+        let mut cell_rtts: Vec<f64> = mine.iter().filter_map(|r| r.1.rtt_s).collect();
+        self.rtts
+            .extend(cell_rtts.iter().map(|&t| (window_bytes, streams, t)));
+        let rtt_s = median(&mut cell_rtts);
+        let stats = CellStats::from_values(&runs_bps)?;
+        self.medians.push((window_bytes, streams, stats.median));
+        if let Some(e) = effective_window_bytes.filter(|e| *e > 0.0) {
+            self.scales.push((window_bytes, streams, e / window_bytes as f64));
+        }
+        Some(CellSummary {
+            window_bytes,
+            streams,
+            direction,
+            throughput_bps: stats,
+            runs_bps,
+            effective_window_bytes,
+            rtt_s,
+        })
+    }
+
+    /// The window-limited fit of `streams`' medians, with the granted scale and the TCP RTT of the
+    /// runs inside the window-limited range.
+    fn fit(&self, streams: u32) -> Option<WindowFit> {
+        let pts: Vec<(f64, f64)> = self
+            .medians
+            .iter()
+            .filter(|c| c.1 == streams)
+            .map(|c| (c.0 as f64, c.2))
+            .collect();
+        let f = window_fit(streams, &pts)?;
+        let up_to = f.window_limited_up_to_bytes;
+        let limited = |v: &[(u64, u32, f64)]| -> Vec<f64> {
+            v.iter()
+                .filter(|c| c.1 == streams && (c.0 as f64) <= up_to)
+                .map(|c| c.2)
+                .collect()
+        };
+        let f = match median(&mut limited(&self.scales)) {
+            Some(scale) => f.with_window_scale(scale),
+            None => f,
+        };
+        Some(WindowFit {
+            measured_rtt_s: median(&mut limited(&self.rtts)),
+            ..f
+        })
     }
 }
 

@@ -57,7 +57,7 @@ impl ServerPhase {
 pub enum ServerAction {
     /// The parameters are accepted as `test`: make the data connections find this test, then call
     /// `create_streams`.
-    Accepted { params: Box<Params>, test: Test },
+    Accepted { params: Box<Params>, test: Box<Test> },
     /// Every stream is in and TEST_START/TEST_RUNNING are sent: run the engine.
     Run,
     /// The client sent TEST_END: stop the engine, then call `exchange` with this end's results.
@@ -235,6 +235,7 @@ impl ServerSession {
         self.phase = ServerPhase::Accepted;
         self.timer.arm(now, self.timers.handshake);
         let params = Box::new(params);
+        let test = Box::new(test);
         self.actions.push_back(ServerAction::Accepted { params, test });
         Ok(true)
     }

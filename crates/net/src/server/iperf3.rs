@@ -132,7 +132,7 @@ fn serve(ctl: TcpStream, cookie: Cookie, shared: &Shared, log: &mut TestLog) -> 
 /// with iperf3's number).
 fn parameters(link: &mut Iperf3Link) -> Result<(Params, Test), TestError> {
     link.run(|_, ev| match ev {
-        Event::Action(ServerAction::Accepted { params, test }) => Ok(Some((*params, test))),
+        Event::Action(ServerAction::Accepted { params, test }) => Ok(Some((*params, *test))),
         _ => Ok(None),
     })
 }

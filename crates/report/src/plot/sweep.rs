@@ -98,46 +98,7 @@ impl Draw for VsWindow<'_> {
             .axis_desc_style((FONT, 15))
             .draw()?;
         for (i, &s) in p.streams.iter().enumerate() {
-            let c = colour(i);
-            let mine: Vec<&&CellSummary> = self.cells.iter().filter(|x| x.streams == s).collect();
-            let pts: Vec<(f64, f64)> = mine
-                .iter()
-                .map(|x| (x.window_bytes as f64, x.throughput_bps.median / div))
-                .collect();
-            let label = if s == 1 {
-                "1 stream".to_string()
-            } else {
-                format!("{s} streams")
-            };
-            chart
-                .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))?
-                .label(label)
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
-            chart.draw_series(pts.iter().map(|&p| Circle::new(p, 4, c.filled())))?;
-            chart.draw_series(mine.iter().map(|x| {
-                let w = x.window_bytes as f64;
-                PathElement::new(
-                    vec![(w, x.throughput_bps.min / div), (w, x.throughput_bps.max / div)],
-                    c.mix(0.6),
-                )
-            }))?;
-            if let Some(f) = self.d.fits.iter().find(|f| f.streams == s) {
-                let end = f.saturation_window_bytes.min(hi);
-                let line: Vec<(f64, f64)> = (0..=40)
-                    .map(|k| lo * (end / lo).powf(f64::from(k) / 40.0))
-                    .map(|w| (w, f.slope_bps_per_byte * w / div))
-                    .collect();
-                chart
-                    .draw_series(DashedLineSeries::new(line, 6, 4, c.stroke_width(1)))?
-                    .label(format!(
-                        "fit {s}: RTT {:.1} ms, R² {:.3}",
-                        f.implied_rtt_s * 1e3,
-                        f.r2
-                    ))
-                    .legend(move |(x, y)| {
-                        DashedPathElement::new(vec![(x, y), (x + 20, y)], 4, 3, c.stroke_width(1))
-                    });
-            }
+            self.stream_series(&mut chart, (colour(i), s), div, (lo, hi))?;
         }
         chart
             .configure_series_labels()
@@ -147,6 +108,71 @@ impl Draw for VsWindow<'_> {
             .label_font((FONT, 13))
             .draw()?;
         footer(root, &foot(self.r))
+    }
+}
+
+/// The log-scale window axis against throughput, as `VsWindow` draws it.
+type WindowChart<'a, DB> = ChartContext<
+    'a,
+    DB,
+    Cartesian2d<
+        plotters::coord::combinators::WithKeyPoints<LogCoord<f64>>,
+        plotters::coord::types::RangedCoordf64,
+    >,
+>;
+
+impl VsWindow<'_> {
+    /// One stream count's medians (line and dots), its min–max bars, and its fitted line dashed.
+    fn stream_series<DB: DrawingBackend>(
+        &self,
+        chart: &mut WindowChart<'_, DB>,
+        (c, s): (RGBColor, u32),
+        div: f64,
+        (lo, hi): (f64, f64),
+    ) -> DrawResult
+    where
+        DB::ErrorType: 'static,
+    {
+        let mine: Vec<&&CellSummary> = self.cells.iter().filter(|x| x.streams == s).collect();
+        let pts: Vec<(f64, f64)> = mine
+            .iter()
+            .map(|x| (x.window_bytes as f64, x.throughput_bps.median / div))
+            .collect();
+        let label = if s == 1 {
+            "1 stream".to_string()
+        } else {
+            format!("{s} streams")
+        };
+        chart
+            .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))?
+            .label(label)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
+        chart.draw_series(pts.iter().map(|&p| Circle::new(p, 4, c.filled())))?;
+        chart.draw_series(mine.iter().map(|x| {
+            let w = x.window_bytes as f64;
+            PathElement::new(
+                vec![(w, x.throughput_bps.min / div), (w, x.throughput_bps.max / div)],
+                c.mix(0.6),
+            )
+        }))?;
+        if let Some(f) = self.d.fits.iter().find(|f| f.streams == s) {
+            let end = f.saturation_window_bytes.min(hi);
+            let line: Vec<(f64, f64)> = (0..=40)
+                .map(|k| lo * (end / lo).powf(f64::from(k) / 40.0))
+                .map(|w| (w, f.slope_bps_per_byte * w / div))
+                .collect();
+            chart
+                .draw_series(DashedLineSeries::new(line, 6, 4, c.stroke_width(1)))?
+                .label(format!(
+                    "fit {s}: RTT {:.1} ms, R² {:.3}",
+                    f.implied_rtt_s * 1e3,
+                    f.r2
+                ))
+                .legend(move |(x, y)| {
+                    DashedPathElement::new(vec![(x, y), (x + 20, y)], 4, 3, c.stroke_width(1))
+                });
+        }
+        Ok(())
     }
 }
 
@@ -219,40 +245,68 @@ impl Draw for Heatmap<'_> {
             .axis_desc_style((FONT, 15))
             .draw()?;
         for c in &self.cells {
-            let (Some(i), Some(j)) = (
-                p.windows_bytes.iter().position(|w| *w == c.window_bytes),
-                p.streams.iter().position(|s| *s == c.streams),
-            ) else {
-                continue;
-            };
-            let (i, j) = (i as i32, j as i32);
-            let f = if best > 0.0 {
-                c.throughput_bps.median / best
-            } else {
-                0.0
-            };
-            chart.draw_series(std::iter::once(Rectangle::new(
-                [
-                    (SegmentValue::Exact(i), SegmentValue::Exact(j)),
-                    (SegmentValue::Exact(i + 1), SegmentValue::Exact(j + 1)),
-                ],
-                heat(f).filled(),
-            )))?;
-            let ink = if f > 0.55 { WHITE } else { BLACK };
-            chart.draw_series(std::iter::once(Text::new(
-                if div > 1e6 {
-                    format!("{:.2}", c.throughput_bps.median / div)
-                } else {
-                    format!("{:.0}", c.throughput_bps.median / div)
-                },
-                (SegmentValue::CenterOf(i), SegmentValue::CenterOf(j)),
-                (FONT, 13)
-                    .into_font()
-                    .color(&ink)
-                    .pos(Pos::new(HPos::Center, VPos::Center)),
-            )))?;
+            self.cell(&mut chart, c, best, div)?;
         }
         footer(root, &foot(self.r))
+    }
+}
+
+/// The windows × streams grid, as `Heatmap` draws it.
+type GridChart<'a, DB> = ChartContext<
+    'a,
+    DB,
+    Cartesian2d<
+        plotters::coord::ranged1d::SegmentedCoord<plotters::coord::types::RangedCoordi32>,
+        plotters::coord::ranged1d::SegmentedCoord<plotters::coord::types::RangedCoordi32>,
+    >,
+>;
+
+impl Heatmap<'_> {
+    /// One cell: its colour by the fraction of the best median, its median written in it.
+    fn cell<DB: DrawingBackend>(
+        &self,
+        chart: &mut GridChart<'_, DB>,
+        c: &CellSummary,
+        best: f64,
+        div: f64,
+    ) -> DrawResult
+    where
+        DB::ErrorType: 'static,
+    {
+        let p = &self.r.plan;
+        let (Some(i), Some(j)) = (
+            p.windows_bytes.iter().position(|w| *w == c.window_bytes),
+            p.streams.iter().position(|s| *s == c.streams),
+        ) else {
+            return Ok(());
+        };
+        let (i, j) = (i as i32, j as i32);
+        let f = if best > 0.0 {
+            c.throughput_bps.median / best
+        } else {
+            0.0
+        };
+        chart.draw_series(std::iter::once(Rectangle::new(
+            [
+                (SegmentValue::Exact(i), SegmentValue::Exact(j)),
+                (SegmentValue::Exact(i + 1), SegmentValue::Exact(j + 1)),
+            ],
+            heat(f).filled(),
+        )))?;
+        let ink = if f > 0.55 { WHITE } else { BLACK };
+        chart.draw_series(std::iter::once(Text::new(
+            if div > 1e6 {
+                format!("{:.2}", c.throughput_bps.median / div)
+            } else {
+                format!("{:.0}", c.throughput_bps.median / div)
+            },
+            (SegmentValue::CenterOf(i), SegmentValue::CenterOf(j)),
+            (FONT, 13)
+                .into_font()
+                .color(&ink)
+                .pos(Pos::new(HPos::Center, VPos::Center)),
+        )))?;
+        Ok(())
     }
 }
 
