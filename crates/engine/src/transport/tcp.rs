@@ -266,51 +266,76 @@ fn worker(
         }
         let now = Instant::now();
         let stop_send = flags.stop.load(Relaxed) || deadline.is_some_and(|d| now >= d);
-        let (mut live, mut any_ready, mut wake) = (0, false, None::<Instant>);
-        for st in states.iter_mut().filter(|s| !s.done) {
-            match step(st, &mut bufs, p, (now, t0), stop_send) {
-                Step::Ended => {}
-                Step::Waiting => live += 1,
-                Step::Capped(due) => {
-                    wake = Some(wake.map_or(due, |w| w.min(due)));
-                    live += 1;
-                }
-                Step::Moved if st.done => {}
-                Step::Moved => {
-                    live += 1;
-                    any_ready |= st.ready;
-                }
-            }
-        }
+        let (live, any_ready, wake) = pass(&mut states, &mut bufs, p, (now, t0), stop_send);
         if live == 0 {
             break;
         }
-        let mut timeout = if any_ready {
-            Duration::ZERO
-        } else {
-            Duration::from_millis(100)
-        };
-        for due in [wake, deadline].into_iter().flatten() {
-            timeout = timeout.min(due.saturating_duration_since(Instant::now()));
-        }
-        match poll.poll(&mut events, Some(timeout)) {
-            Ok(()) => {
-                for ev in events.iter() {
-                    if let Some(st) = states.get_mut(ev.token().0) {
-                        st.ready = true;
-                    }
-                }
-            }
-            Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            Err(e) => {
-                for st in states.iter_mut().filter(|s| !s.done) {
-                    st.finish(Some(format!("epoll: {e}")));
-                }
-            }
-        }
+        let timeout = poll_timeout(any_ready, [wake, deadline]);
+        wait(&mut poll, &mut events, &mut states, timeout);
     }
     reap_zerocopy(&mut states);
     states.into_iter().map(|s| (s.index, s.out)).collect()
+}
+
+/// One pass over the live streams: how many are still live, whether one is known ready (poll without
+/// waiting then), and the earliest instant a rate-capped one may move again.
+fn pass(
+    states: &mut [State],
+    bufs: &mut Buffers,
+    p: &EngineParams,
+    clock: (Instant, Instant),
+    stop_send: bool,
+) -> (usize, bool, Option<Instant>) {
+    let (mut live, mut any_ready, mut wake) = (0, false, None::<Instant>);
+    for st in states.iter_mut().filter(|s| !s.done) {
+        match step(st, bufs, p, clock, stop_send) {
+            Step::Ended => {}
+            Step::Waiting => live += 1,
+            Step::Capped(due) => {
+                wake = Some(wake.map_or(due, |w| w.min(due)));
+                live += 1;
+            }
+            Step::Moved if st.done => {}
+            Step::Moved => {
+                live += 1;
+                any_ready |= st.ready;
+            }
+        }
+    }
+    (live, any_ready, wake)
+}
+
+/// How long to wait for readiness: not at all when a stream is ready, else up to 100 ms, no later
+/// than the next instant that matters.
+fn poll_timeout(any_ready: bool, dues: [Option<Instant>; 2]) -> Duration {
+    let mut timeout = if any_ready {
+        Duration::ZERO
+    } else {
+        Duration::from_millis(100)
+    };
+    for due in dues.into_iter().flatten() {
+        timeout = timeout.min(due.saturating_duration_since(Instant::now()));
+    }
+    timeout
+}
+
+/// Waits for readiness and marks the streams epoll names; a failing epoll ends every stream.
+fn wait(poll: &mut Poll, events: &mut Events, states: &mut [State], timeout: Duration) {
+    match poll.poll(events, Some(timeout)) {
+        Ok(()) => {
+            for ev in events.iter() {
+                if let Some(st) = states.get_mut(ev.token().0) {
+                    st.ready = true;
+                }
+            }
+        }
+        Err(e) if e.kind() == ErrorKind::Interrupted => {}
+        Err(e) => {
+            for st in states.iter_mut().filter(|s| !s.done) {
+                st.finish(Some(format!("epoll: {e}")));
+            }
+        }
+    }
 }
 
 /// Makes every socket non-blocking and registers it with `poll` (writable for senders, readable for
