@@ -280,13 +280,35 @@ fn usable_modifiers(help: &str) -> Vec<Modifier> {
         .collect()
 }
 
+/// The combinations to run: the CI sample, or with `LANDSPEED_IPERF3_DIFF=full` the full product;
+/// `full:WORD` keeps only the full product's combinations that use WORD (say `full:-O`).
 fn combos(help: &str) -> Vec<Combo> {
     let mods = usable_modifiers(help);
-    if std::env::var("LANDSPEED_IPERF3_DIFF").as_deref() == Ok("full") {
-        full(&mods)
-    } else {
-        sample(&mods, 2)
+    match std::env::var("LANDSPEED_IPERF3_DIFF").as_deref() {
+        Ok("full") => full(&mods),
+        Ok(w) if w.starts_with("full:") => full(&mods).into_iter().filter(|c| c.has(&w[5..])).collect(),
+        _ => {
+            let mut v = sample(&mods, 2);
+            v.extend(warm_up_both_ways(&mods));
+            v
+        }
     }
+}
+
+/// The warm-up with data flowing toward the client, where iperf3 and landspeed once counted it
+/// differently (docs/iperf3.md): every protocol × reverse and bidirectional timed base with `-O`.
+fn warm_up_both_ways(mods: &[Modifier]) -> Vec<Combo> {
+    let Some(o) = mods.iter().find(|m| m.group == "O") else {
+        return vec![];
+    };
+    bases()
+        .into_iter()
+        .filter(|b| b.dir != Dir::Forward && b.end == End::Time)
+        .map(|b| Combo {
+            mods: vec![o.clone()],
+            ..b
+        })
+        .collect()
 }
 
 /// What one iperf3 client run ended with.

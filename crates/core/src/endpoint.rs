@@ -81,7 +81,9 @@ pub struct StreamReport {
     pub bytes: u64,
     /// write()/read() calls that moved data.
     pub calls: u64,
-    /// Receiver only: bytes read before the warm-up ended.
+    /// Bytes moved before the warm-up ended, left out of the results. A receiver's own count; a
+    /// landspeed sender leaves it 0 (the result subtracts the receiver's), iperf3's view of a sender
+    /// (`landspeed_iperf3::iperf3_counts`) and the report built from an iperf3 server's figures set it.
     pub omitted_bytes: u64,
     /// Seconds from this end's start to its first and last byte.
     pub first_byte_s: Option<f64>,

@@ -11,6 +11,6 @@ pub mod session;
 pub mod wire;
 
 pub use params::{ParamError, Params};
-pub use results::{from_reports, stream_id, Results, StreamResult};
+pub use results::{from_reports, iperf3_counts, stream_id, warmup_bytes, Results, StreamResult};
 pub use session::{Iperf3Error, Iperf3Timers};
 pub use wire::{Cookie, State, COOKIE_LEN, MAX_JSON};

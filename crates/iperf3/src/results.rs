@@ -97,6 +97,39 @@ pub fn from_reports(
     }
 }
 
+/// Per stream, the bytes counted by the end of the warm-up (`-O`): the last sample inside it.
+pub fn warmup_bytes(
+    samples: &[landspeed_core::endpoint::IntervalSample],
+) -> std::collections::HashMap<u32, u64> {
+    samples
+        .iter()
+        .rev()
+        .find(|s| s.omitted)
+        .map(|s| s.streams.iter().map(|x| (x.id, x.bytes)).collect())
+        .unwrap_or_default()
+}
+
+/// The streams as iperf3 counts them. iperf3 resets every counter when the warm-up ends, senders' and
+/// receivers' alike; landspeed's reports leave the warm-up out of receivers only, so the senders'
+/// warm-up bytes (at this end's boundary, from its samples) are left out here too.
+pub fn iperf3_counts(
+    streams: &[landspeed_core::endpoint::StreamReport],
+    samples: &[landspeed_core::endpoint::IntervalSample],
+) -> Vec<landspeed_core::endpoint::StreamReport> {
+    use landspeed_core::endpoint::Role;
+    let warm = warmup_bytes(samples);
+    streams
+        .iter()
+        .map(|s| {
+            let mut s = s.clone();
+            if s.role == Role::Sender {
+                s.omitted_bytes = warm.get(&s.id).copied().unwrap_or(0).min(s.bytes);
+            }
+            s
+        })
+        .collect()
+}
+
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("iperf3 results: {0}")]
 pub struct ResultsError(pub String);
@@ -195,6 +228,67 @@ impl Results {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn warm_up_bytes_are_left_out_of_senders_as_iperf3_resets_its_counters() {
+        use landspeed_core::endpoint::{IntervalSample, Role, StreamReport, StreamSample};
+        let sample = |index, omitted, sent, got| IntervalSample {
+            index,
+            start_s: f64::from(index),
+            end_s: f64::from(index + 1),
+            omitted,
+            streams: vec![
+                StreamSample {
+                    id: 0,
+                    bytes: sent,
+                    tcp: None,
+                },
+                StreamSample {
+                    id: 1,
+                    bytes: got,
+                    tcp: None,
+                },
+            ],
+        };
+        let samples = [
+            sample(0, true, 100, 90),
+            sample(1, true, 200, 180),
+            sample(2, false, 300, 270),
+        ];
+        assert_eq!(warmup_bytes(&samples).get(&0), Some(&200));
+        let report = |id, role, omitted_bytes| StreamReport {
+            id,
+            flow: landspeed_core::config::Flow::ClientToServer,
+            role,
+            bytes: 300,
+            calls: 3,
+            omitted_bytes,
+            first_byte_s: None,
+            last_byte_s: None,
+            snd_buf_bytes: 0,
+            rcv_buf_bytes: 0,
+            tcp: None,
+            error: None,
+            bytes_verified: 0,
+            corrupt_blocks: 0,
+            first_corruption: None,
+            zerocopy_sends: 0,
+            zerocopy_copied: 0,
+            udp: None,
+            send_errors: 0,
+            udp_offload: false,
+        };
+        let counted = iperf3_counts(
+            &[report(0, Role::Sender, 0), report(1, Role::Receiver, 180)],
+            &samples,
+        );
+        assert_eq!((counted[0].omitted_bytes, counted[1].omitted_bytes), (200, 180));
+        let r = from_reports(&counted, &Default::default(), 1.0, false);
+        assert_eq!((r.streams[0].bytes, r.streams[1].bytes), (100, 120));
+        // No warm-up: nothing is left out.
+        let none = iperf3_counts(&[report(0, Role::Sender, 0)], &samples[2..]);
+        assert_eq!(none[0].omitted_bytes, 0);
+    }
 
     #[test]
     fn stream_ids_skip_two() {

@@ -196,9 +196,9 @@ pub fn run_iperf3_client(
         return Err(f);
     }
     let local_report = out.report(opts.cpus.clone(), warnings);
-    let theirs = exchange_results(&mut link, &local_report)?;
-    let sent_in_warmup = warmup_bytes(&out.samples);
-    let server_report = remote_report(&theirs, &local_report, spec.omit_s.as_secs_f64(), &sent_in_warmup);
+    let counted = landspeed_iperf3::iperf3_counts(&local_report.streams, &out.samples);
+    let theirs = exchange_results(&mut link, &local_report, &counted)?;
+    let server_report = remote_report(&theirs, &local_report, &counted, spec.omit_s.as_secs_f64());
     let interrupted = interrupt.load(Relaxed);
     let context = super::run_context(
         opts,
@@ -307,8 +307,13 @@ fn session(opts: &ClientOptions, spec: &TestSpec, cookie: &Cookie) -> ClientSess
 }
 
 /// The results both ways: this end's go out when the server asks, the server's come back.
-fn exchange_results(link: &mut Iperf3Link, local_report: &EndpointReport) -> Result<Results, ClientError> {
-    let ours = our_results(local_report);
+fn exchange_results(
+    link: &mut Iperf3Link,
+    local_report: &EndpointReport,
+    counted: &[StreamReport],
+) -> Result<Results, ClientError> {
+    let udp = counted.iter().all(|s| s.tcp.is_none());
+    let ours = landspeed_iperf3::from_reports(counted, &local_report.cpu, local_report.elapsed_s, udp);
     link.wire.with(|s| s.results(&ours.to_json()))?;
     match awaiting(link, |a| matches!(a, ClientAction::Done(_)))? {
         ClientAction::Done(theirs) => Ok(*theirs),
@@ -328,33 +333,16 @@ fn open_streams(
         .collect()
 }
 
-/// This client's results message, as iperf3's server expects it.
-fn our_results(r: &EndpointReport) -> Results {
-    let udp = r.streams.iter().all(|s| s.tcp.is_none());
-    landspeed_iperf3::from_reports(&r.streams, &r.cpu, r.elapsed_s, udp)
-}
-
-/// The server's end as a report, built from its results message: per stream its byte count and its
-/// time span, its retransmits when it sent, and its CPU use.
-/// Per stream, the bytes counted by the end of the warm-up (the last omitted sample).
-fn warmup_bytes(samples: &[IntervalSample]) -> std::collections::HashMap<u32, u64> {
-    samples
-        .iter()
-        .rev()
-        .find(|s| s.omitted)
-        .map(|s| s.streams.iter().map(|x| (x.id, x.bytes)).collect())
-        .unwrap_or_default()
-}
-
 /// iperf3 resets its counters when the warm-up (`-O`) ends, so its figures cover only the measured
-/// part, with times counted from there: they are put back on landspeed's time line, and a receiving
-/// server is credited with the warm-up bytes this client sent (counted at its own warm-up boundary),
-/// which the result then leaves out again, as for a landspeed server.
+/// part, with times counted from there: they are put back on landspeed's time line, and the server is
+/// credited with the warm-up bytes of this end's streams (counted at this end's warm-up boundary:
+/// `counted` holds them as `omitted_bytes`, senders' and receivers' alike), which the result then
+/// leaves out again, as for a landspeed server.
 fn remote_report(
     theirs: &Results,
     local: &EndpointReport,
+    counted: &[StreamReport],
     omit_s: f64,
-    sent_in_warmup: &std::collections::HashMap<u32, u64>,
 ) -> EndpointReport {
     let wall = theirs.streams.iter().map(|s| s.end_time_s).fold(0.0, f64::max) + omit_s;
     let streams = local
@@ -365,11 +353,11 @@ fn remote_report(
                 .streams
                 .iter()
                 .find(|s| s.id == landspeed_iperf3::stream_id(l.id));
-            let warm = if l.role == Role::Sender && omit_s > 0.0 {
-                sent_in_warmup.get(&l.id).copied().unwrap_or(0)
-            } else {
-                0
-            };
+            let warm = counted
+                .iter()
+                .find(|c| c.id == l.id)
+                .filter(|_| omit_s > 0.0)
+                .map_or(0, |c| c.omitted_bytes);
             remote_stream(l, t, (omit_s, warm), &theirs.congestion_used)
         })
         .collect();

@@ -114,12 +114,16 @@ fn serve(ctl: TcpStream, cookie: Cookie, shared: &Shared, log: &mut TestLog) -> 
     } else {
         DataPaths::Tcp(collect_tcp(&mut link, cookie, &test, shared)?)
     };
-    let (out, failure) = measure(&mut link, &params, &test, &streams, shared)?;
+    let (mut out, failure) = measure(&mut link, &params, &test, &streams, shared)?;
+    // iperf3's client counts from the end of the warm-up in both directions; so do the log and the
+    // results this end sends.
+    out.streams = landspeed_iperf3::iperf3_counts(&out.streams, &out.samples);
     log.duration_s = out.elapsed_s;
     for s in &out.streams {
+        let bytes = s.bytes.saturating_sub(s.omitted_bytes);
         match s.role {
-            Role::Receiver => log.bytes_received += s.bytes.saturating_sub(s.omitted_bytes),
-            Role::Sender => log.bytes_sent += s.bytes,
+            Role::Receiver => log.bytes_received += bytes,
+            Role::Sender => log.bytes_sent += bytes,
         }
     }
     if let Some(f) = failure {
