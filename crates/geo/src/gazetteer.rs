@@ -13,22 +13,31 @@ use unicode_normalization::UnicodeNormalization;
 const CITIES: &str = include_str!("../data/cities15000.tsv");
 const COUNTRIES: &str = include_str!("../data/countries.tsv");
 
+/// A place from the GeoNames gazetteer (cities of 15,000 people or more).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct City {
+    /// The place's name, as GeoNames spells it.
     pub name: String,
     /// ISO 3166 alpha-2.
     pub country: String,
+    /// The country's name in English.
     pub country_name: String,
     /// GeoNames' first-level administrative code (a US state, ...), possibly empty.
     pub admin1: String,
+    /// Inhabitants, as GeoNames counts them.
     pub population: u64,
+    /// Degrees north (WGS84).
     pub latitude: f64,
+    /// Degrees east (WGS84).
     pub longitude: f64,
+    /// GeoNames' id of the place.
     pub geonameid: u64,
 }
 
+/// The place a query named, and why it was taken.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Resolved {
+    /// The place taken: the most populous match.
     pub city: City,
     /// How many other places the query matched.
     pub alternatives: u32,
@@ -36,14 +45,28 @@ pub struct Resolved {
     pub choice: String,
 }
 
+/// Why a path or a place could not be read.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum GeoError {
+    /// No place matches the query.
     #[error("no city '{query}' in the gazetteer (GeoNames, places over 15,000 people){hint}; give its coordinates as lat,lon instead")]
-    Unknown { query: String, hint: String },
+    Unknown {
+        /// The query as written.
+        query: String,
+        /// What was near it, or empty.
+        hint: String,
+    },
+    /// Fewer than two points.
     #[error("'{0}' is not a path: write at least two points as 'City, CC > City, CC' (or lat,lon)")]
     Path(String),
+    /// A leg length given for a leg the path does not have.
     #[error("leg {index} does not exist: the path has {legs} legs")]
-    Leg { index: usize, legs: usize },
+    Leg {
+        /// The leg named (from 1).
+        index: usize,
+        /// The legs the path has.
+        legs: usize,
+    },
 }
 
 struct Entry {

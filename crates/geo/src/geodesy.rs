@@ -13,23 +13,31 @@ pub fn geodesic_km(lat1: f64, lon1: f64, lat2: f64, lon2: f64) -> f64 {
     s12 / 1000.0
 }
 
+/// One point of a record's path, as written and as resolved.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PathPoint {
     /// As written.
     pub query: String,
+    /// Degrees north (WGS84).
     pub latitude: f64,
+    /// Degrees east (WGS84).
     pub longitude: f64,
     /// The city chosen, when the point was a name.
     pub city: Option<City>,
     /// Other cities the name matched (how the choice was made is in `choice`).
     pub alternatives: u32,
+    /// Why this place was taken, in words (or "coordinates as given").
     pub choice: String,
 }
 
+/// One leg of the path, between two consecutive points.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Leg {
+    /// The leg's first point, as written.
     pub from: String,
+    /// The leg's last point, as written.
     pub to: String,
+    /// The geodesic between the two points on the WGS84 ellipsoid, km.
     pub geodesic_km: f64,
     /// The length given instead (--leg-km), if any.
     pub override_km: Option<f64>,
@@ -37,13 +45,18 @@ pub struct Leg {
     pub km: f64,
 }
 
+/// A record's path: its points, legs and length.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RecordPath {
+    /// The points in order.
     pub points: Vec<PathPoint>,
+    /// The legs between consecutive points.
     pub legs: Vec<Leg>,
+    /// Every leg's counted length added up, km.
     pub total_km: f64,
     /// The cap in force, and the distance counted under it.
     pub cap_km: Option<f64>,
+    /// The distance the record counts: the total, or the cap when the total exceeds it, km.
     pub counted_km: f64,
 }
 

@@ -5,6 +5,7 @@
 //! Speed Record counts leg by leg.
 
 #![deny(unreachable_pub)]
+#![warn(missing_docs)]
 
 pub mod gazetteer;
 pub mod geodesy;

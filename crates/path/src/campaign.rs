@@ -12,12 +12,16 @@ use std::time::Duration;
 /// Why a path measurement stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum PathError {
+    /// The echo probes could not run.
     #[error(transparent)]
     Echo(#[from] echo::EchoError),
+    /// The traceroute could not run.
     #[error("traceroute: {0}")]
     Trace(std::io::Error),
+    /// Path MTU discovery could not run.
     #[error("path MTU discovery: {0}")]
     Pmtu(std::io::Error),
+    /// The capacity estimate could not run.
     #[error("capacity estimate: {0}")]
     Capacity(std::io::Error),
 }

@@ -13,9 +13,12 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
+/// How the packet-train capacity estimate is sent.
 #[derive(Debug, Clone)]
 pub struct CapacityParams {
+    /// Trains sent.
     pub trains: u32,
+    /// Back-to-back packets per train.
     pub train_packets: u32,
     /// IP packet size (capped at the route's MTU).
     pub packet_bytes: u32,

@@ -10,10 +10,18 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// Why a series of echo probes could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum EchoError {
+    /// No UDP socket towards the server.
     #[error("cannot open a UDP socket towards {addr}: {err}")]
-    Socket { addr: SocketAddr, err: std::io::Error },
+    Socket {
+        /// The server's address.
+        addr: SocketAddr,
+        /// Why the socket failed.
+        err: std::io::Error,
+    },
+    /// A probe size outside what a header and one datagram allow.
     #[error("probe size must be {min}..=65507 bytes, got {0}", min = ECHO_HEADER_LEN)]
     Size(usize),
 }
@@ -21,14 +29,18 @@ pub enum EchoError {
 /// One probe: when it left (since the series began) and its RTT if a reply came.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Probe {
+    /// The probe's number in its series, from 0.
     pub seq: u32,
+    /// When it was sent, since the series began.
     pub sent_at: Duration,
+    /// Its round-trip time; None when no reply came in time.
     pub rtt: Option<Duration>,
 }
 
 /// How a series is sent.
 #[derive(Debug, Clone)]
 pub struct EchoParams {
+    /// Time between probes.
     pub interval: Duration,
     /// Datagram size (header included); the reply has the same size.
     pub size: usize,

@@ -14,11 +14,15 @@ use std::time::Duration;
 pub struct IcmpError {
     /// SO_EE_ORIGIN_*: 2 ICMP, 3 ICMPv6, 1 local (e.g. EMSGSIZE for a datagram over the interface MTU).
     pub origin: u8,
+    /// The ICMP (or ICMPv6) type.
     pub icmp_type: u8,
+    /// The ICMP (or ICMPv6) code.
     pub code: u8,
     /// For "fragmentation needed" / "packet too big" (and local EMSGSIZE): the MTU.
     pub info: u32,
+    /// The errno the kernel maps the error to (EHOSTUNREACH, EMSGSIZE, ...).
     pub errno: u32,
+    /// The router or host that sent the error, when known.
     pub offender: Option<IpAddr>,
     /// The start of the payload of the datagram that caused the error.
     pub payload: Vec<u8>,

@@ -3,6 +3,7 @@
 //! are in landspeed-core's `path`; this crate does the sending, receiving and timing, and runs the
 //! probes `landspeed path` and `run --path` ask for ([`campaign`]).
 #![deny(unreachable_pub)]
+#![warn(missing_docs)]
 
 pub mod campaign;
 pub mod capacity;

@@ -9,12 +9,15 @@ use std::time::{Duration, Instant};
 /// One connect: its RTT, or None when nothing answered within the timeout.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Connect {
+    /// The attempt's number, from 0.
     pub seq: u32,
+    /// The connect time (SYN to SYN-ACK); None when nothing answered within the timeout.
     pub rtt: Option<Duration>,
     /// The host answered with a reset (nothing listens on the port).
     pub refused: bool,
 }
 
+/// Times `count` TCP connects to `addr`, `interval` apart, each given up after `timeout`; stops early when `interrupt` is raised. `seen` hears of each attempt as it ends.
 pub fn ping(
     addr: SocketAddr,
     count: u32,

@@ -12,10 +12,14 @@ use std::time::{Duration, Instant};
 
 const TAG: &[u8; 4] = b"LSTR";
 
+/// How a traceroute is sent.
 #[derive(Debug, Clone)]
 pub struct TraceParams {
+    /// The UDP port of the first probe; each probe takes the next.
     pub first_port: u16,
+    /// The largest TTL tried.
     pub max_hops: u8,
+    /// Probes per hop.
     pub probes: u8,
     /// How long to wait for each probe's answer.
     pub wait: Duration,
