@@ -9,10 +9,15 @@ use serde::{Deserialize, Serialize};
 /// A campaign as stored.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CampaignRow {
+    /// The campaign's id in this archive.
     pub id: i64,
+    /// When it was created, UTC (RFC 3339).
     pub created_utc: String,
+    /// The plan's name.
     pub name: String,
+    /// The mesh plan as JSON.
     pub plan_json: String,
+    /// The combined report as JSON, once the campaign has one.
     pub report_json: Option<String>,
     /// running, complete, or incomplete (some tests failed).
     pub status: String,
@@ -51,6 +56,7 @@ impl Archive {
         )
     }
 
+    /// The stored campaign `id`, if there is one.
     pub fn campaign(&self, id: i64) -> Result<Option<CampaignRow>, ArchiveError> {
         self.db()
             .query(

@@ -7,6 +7,7 @@
 //! write.
 
 #![deny(unreachable_pub)]
+#![warn(missing_docs)]
 
 mod backend;
 mod campaign;
@@ -26,24 +27,58 @@ pub use campaign::CampaignRow;
 pub use schema::SCHEMA_VERSION;
 pub use sweep::{SweepRow, SweepRun};
 
+/// Why the archive could not be opened, read or written.
 #[derive(Debug, thiserror::Error)]
 pub enum ArchiveError {
+    /// The SQLite file could not be opened.
     #[error("archive {path}: {err}")]
-    Open { path: String, err: rusqlite::Error },
+    Open {
+        /// The file.
+        path: String,
+        /// SQLite's reason.
+        err: rusqlite::Error,
+    },
+    /// The PostgreSQL server could not be reached or refused the connection.
     #[error("archive {url}: {err}")]
-    Postgres { url: String, err: postgres::Error },
+    Postgres {
+        /// The URL, its password left out.
+        url: String,
+        /// The server's or the client library's reason.
+        err: postgres::Error,
+    },
+    /// The directory that holds the archive could not be made.
     #[error("cannot create the archive's directory {path}: {err}")]
-    Dir { path: String, err: std::io::Error },
+    Dir {
+        /// The directory.
+        path: String,
+        /// Why not.
+        err: std::io::Error,
+    },
+    /// The archive was written by a newer landspeed (a schema this one does not know).
     #[error("archive {path} has schema version {found}, newer than this landspeed ({SCHEMA_VERSION}): upgrade landspeed")]
-    TooNew { path: String, found: i64 },
+    TooNew {
+        /// The archive.
+        path: String,
+        /// Its schema version.
+        found: i64,
+    },
+    /// A SQLite statement failed.
     #[error("archive: {0}")]
     Sql(#[from] rusqlite::Error),
+    /// A PostgreSQL statement failed.
     #[error("archive (PostgreSQL): {0}")]
     Pg(#[from] postgres::Error),
+    /// A column held a value of another type than the schema says.
     #[error("archive: unexpected column value: {0}")]
     Type(String),
+    /// A stored result is not a readable `RunResult`.
     #[error("archive: stored result {id} is not readable: {err}")]
-    Json { id: i64, err: serde_json::Error },
+    Json {
+        /// The run's id.
+        id: i64,
+        /// Why its JSON did not read.
+        err: serde_json::Error,
+    },
 }
 
 /// Where runs are stored unless `--db` says otherwise: `$LANDSPEED_DB`, else the user's data directory
@@ -68,6 +103,7 @@ pub fn is_postgres_url(location: &str) -> bool {
 /// What a run is stored with besides its result.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RunMeta {
+    /// A label given with --tag, to find the run again.
     pub tag: Option<String>,
     /// The sweep and the repetition this run is a cell of.
     pub sweep: Option<(i64, u32)>,
@@ -78,31 +114,50 @@ pub struct RunMeta {
 /// A stored run's indexed columns (what `history` lists).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunRow {
+    /// The run's id in this archive.
     pub id: i64,
+    /// When the test started, UTC (RFC 3339).
     pub started_utc: String,
+    /// The server, as the client named it.
     pub host: String,
+    /// The protocol spoken: landspeed or iperf3.
     pub protocol: String,
+    /// tcp or udp.
     pub transport: String,
+    /// forward, reverse or bidir.
     pub direction: String,
+    /// Streams per direction.
     pub streams: u32,
+    /// The requested socket buffer per stream, when one was asked for.
     pub window_bytes: Option<u64>,
+    /// The run's throughput (all directions), bit/s.
     pub throughput_bps: f64,
+    /// Bytes received after the warm-up (all directions).
     pub bytes_received: u64,
+    /// The run's label, if any.
     pub tag: Option<String>,
+    /// The sweep the run is a cell of, if any.
     pub sweep_id: Option<i64>,
 }
 
 /// Which runs to list.
 #[derive(Debug, Clone, Default)]
 pub struct Filter {
+    /// Only runs against this server.
     pub host: Option<String>,
+    /// Only runs with this label.
     pub tag: Option<String>,
+    /// Only runs started at or after this time (Unix seconds).
     pub since_unix_s: Option<f64>,
+    /// Only runs started before this time (Unix seconds).
     pub until_unix_s: Option<f64>,
+    /// Only the cells of this sweep.
     pub sweep_id: Option<i64>,
+    /// At most this many, newest first.
     pub limit: Option<u32>,
 }
 
+/// The store of runs, sweeps and mesh campaigns: SQLite by default, or PostgreSQL, with the same schema and migrations; safe to share between threads.
 pub struct Archive {
     db: Mutex<Box<dyn Backend>>,
     path: String,
@@ -134,6 +189,7 @@ impl Archive {
         Self::init(Box::new(db), pg::redact(url), &schema::POSTGRES_MIGRATIONS)
     }
 
+    /// A fresh SQLite archive in memory (tests, and runs that keep nothing).
     pub fn open_in_memory() -> Result<Archive, ArchiveError> {
         Self::init_sqlite(Connection::open_in_memory()?, ":memory:".into())
     }

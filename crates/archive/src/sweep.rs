@@ -10,9 +10,13 @@ use serde::{Deserialize, Serialize};
 /// A sweep as stored.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SweepRow {
+    /// The sweep's id in this archive.
     pub id: i64,
+    /// When it was created, UTC (RFC 3339).
     pub created_utc: String,
+    /// The server it measures.
     pub host: String,
+    /// The sweep plan as JSON (versioned; docs/archive.md).
     pub plan_json: String,
     /// running, complete, incomplete (some cells failed) or interrupted.
     pub status: String,
@@ -21,11 +25,17 @@ pub struct SweepRow {
 /// One finished cell of a sweep.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SweepRun {
+    /// The stored run's id.
     pub run_id: i64,
+    /// The cell's window (requested socket buffer per stream).
     pub window_bytes: Option<u64>,
+    /// The cell's streams per direction.
     pub streams: u32,
+    /// The cell's direction: forward, reverse or bidir.
     pub direction: String,
+    /// Which repetition of the cell this run is, from 0.
     pub repeat: u32,
+    /// The run's throughput, bit/s.
     pub throughput_bps: f64,
     /// The receive window the senders saw (TCP_INFO snd_wnd), averaged over the streams; None
     /// without TCP_INFO.
@@ -70,6 +80,7 @@ impl Archive {
         Ok(self.sweep(id)?.map(|s| s.plan_json))
     }
 
+    /// The stored sweep `id`, if there is one.
     pub fn sweep(&self, id: i64) -> Result<Option<SweepRow>, ArchiveError> {
         self.db()
             .query(
@@ -89,6 +100,7 @@ impl Archive {
         )
     }
 
+    /// Sets a sweep's status (running, complete, incomplete or interrupted).
     pub fn set_sweep_status(&self, id: i64, status: &str) -> Result<(), ArchiveError> {
         self.db().execute(
             "UPDATE sweeps SET status = ?2 WHERE id = ?1",

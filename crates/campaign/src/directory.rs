@@ -8,10 +8,20 @@ use std::path::{Path, PathBuf};
 /// Why a directory cannot be sent.
 #[derive(Debug, thiserror::Error)]
 pub enum DirectoryError {
+    /// The directory could not be listed.
     #[error("{dir}: {err}")]
-    Read { dir: String, err: std::io::Error },
+    Read {
+        /// The directory, as given.
+        dir: String,
+        /// Why not.
+        err: std::io::Error,
+    },
+    /// The directory holds no regular file.
     #[error("{dir}: no regular files in it")]
-    Empty { dir: String },
+    Empty {
+        /// The directory, as given.
+        dir: String,
+    },
 }
 
 /// The regular files of `dir`, in name order.
@@ -32,6 +42,7 @@ pub fn files(dir: &Path) -> Result<Vec<PathBuf>, DirectoryError> {
 /// What became of one file.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FileVerdict {
+    /// The file.
     pub path: PathBuf,
     /// True when the file arrived and was verified; an error's words when its test failed.
     pub outcome: Result<bool, String>,

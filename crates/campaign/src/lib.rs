@@ -5,6 +5,7 @@
 //! so the command line only draws progress, and the sweep and directory runners take the function that
 //! runs one test, so they are tested in memory with a fake test and a scratch archive.
 #![deny(unreachable_pub)]
+#![warn(missing_docs)]
 
 pub mod directory;
 pub mod mesh;

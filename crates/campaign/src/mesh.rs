@@ -15,6 +15,7 @@ use std::time::{Duration, SystemTime};
 
 /// What the caller sees while a plan runs.
 pub trait MeshObserver {
+    /// A sending host answered its check (version, clock offset, what it takes).
     fn host_checked(&mut self, host: &HostInfo);
     /// Tests are being ordered to start at `t0_unix_s` (controller clock; None: one after another).
     fn starting(&mut self, t0_unix_s: Option<f64>, tests: usize);
@@ -22,11 +23,13 @@ pub trait MeshObserver {
     fn test_done(&mut self, outcome: &TestOutcome) -> Option<i64>;
 }
 
+/// How a mesh plan is run.
 pub struct MeshOptions {
     /// The key the sending hosts require (`--auth`).
     pub key: Option<Key>,
     /// Connect and per-message timeout for the control connections.
     pub timeout: Duration,
+    /// Run the plan's tests at once from an agreed start (true), or one after another.
     pub concurrent: bool,
     /// Checks to agreed start.
     pub start_delay: Duration,

@@ -18,16 +18,44 @@ pub const MAX_FAILS_IN_A_ROW: u32 = 3;
 /// Why a sweep could not be run or read.
 #[derive(Debug, thiserror::Error)]
 pub enum SweepError {
+    /// The archive failed.
     #[error(transparent)]
     Archive(#[from] ArchiveError),
+    /// The archive has no such sweep.
     #[error("no sweep {id} in {archive}")]
-    NoSweep { id: i64, archive: String },
+    NoSweep {
+        /// The sweep asked for.
+        id: i64,
+        /// The archive, as named.
+        archive: String,
+    },
+    /// The stored plan is not a sweep plan.
     #[error("sweep {id}'s stored plan is not readable: {err}")]
-    Plan { id: i64, err: serde_json::Error },
+    Plan {
+        /// The sweep.
+        id: i64,
+        /// Why its JSON did not read.
+        err: serde_json::Error,
+    },
+    /// The stored plan is of a format that carries no typed cell (format 1: resume carries it over).
     #[error("sweep {id}'s plan has no cell specification (plan format {version})")]
-    NoCell { id: i64, version: u32 },
+    NoCell {
+        /// The sweep.
+        id: i64,
+        /// The plan's format.
+        version: u32,
+    },
+    /// A stored run names a direction this landspeed does not know.
     #[error("sweep {id}, run {run}: direction '{direction}' is not one this landspeed knows")]
-    Direction { id: i64, run: i64, direction: String },
+    Direction {
+        /// The sweep.
+        id: i64,
+        /// The run.
+        run: i64,
+        /// The direction as stored.
+        direction: String,
+    },
+    /// A cell's test does not validate (a window or stream count out of range).
     #[error("a cell's test is not valid: {0}")]
     Cell(#[from] ConfigError),
 }
@@ -35,6 +63,7 @@ pub enum SweepError {
 /// How a sweep stands in the archive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SweepStatus {
+    /// Cells are still being run (or the sweep was cut off).
     Running,
     /// Every cell is stored.
     Complete,
@@ -61,14 +90,22 @@ impl SweepStatus {
 pub enum CellOutcome {
     /// Trusted and stored as run `run_id`; the cell's running median over its stored runs so far.
     Stored {
+        /// The stored run's id.
         run_id: i64,
+        /// The run's throughput, bit/s.
         throughput_bps: f64,
+        /// Its retransmitted segments.
         retransmits: u64,
+        /// The median of the cell's stored runs so far.
         cell_median_bps: Option<f64>,
+        /// How many runs the cell has stored so far.
         cell_runs: usize,
     },
     /// Failed or untrusted, so not stored: the reason in words.
-    Failed { why: String },
+    Failed {
+        /// Why, in words.
+        why: String,
+    },
 }
 
 /// What a running sweep tells its observer.
@@ -76,16 +113,24 @@ pub enum CellOutcome {
 pub enum SweepEvent<'a> {
     /// The `index`th of `todo` cells is about to run; `eta` for the rest from the cells run so far.
     Starting {
+        /// This cell's place among the cells to run now, from 0.
         index: usize,
+        /// How many cells run now.
         todo: usize,
+        /// The cell.
         cell: &'a CellKey,
+        /// The time the remaining cells are expected to take.
         eta: Duration,
     },
     /// A cell ended; `position` counts the sweep's cells (those stored before included) of `total`.
     Finished {
+        /// Cells of the sweep done, this one included.
         position: usize,
+        /// Cells in the sweep.
         total: usize,
+        /// The cell.
         cell: &'a CellKey,
+        /// What became of it.
         outcome: &'a CellOutcome,
     },
     /// [`MAX_FAILS_IN_A_ROW`] runs failed in a row: the sweep stops here.
@@ -95,9 +140,11 @@ pub enum SweepEvent<'a> {
 /// How a run of the sweep ended.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SweepOutcome {
+    /// The sweep's status after this run of it.
     pub status: SweepStatus,
     /// Runs that failed (not stored).
     pub failed: u32,
+    /// How long this run of the sweep took.
     pub elapsed: Duration,
 }
 
@@ -182,8 +229,11 @@ type Medians = HashMap<(u64, u32, Direction), Vec<f64>>;
 
 /// One stored sweep being run.
 pub struct Sweep<'a> {
+    /// Where the sweep and its runs are stored.
     pub archive: &'a Archive,
+    /// The sweep's id in the archive.
     pub id: i64,
+    /// The sweep's plan.
     pub plan: &'a SweepPlan,
     /// The label stored with every run.
     pub tag: Option<String>,
@@ -191,7 +241,9 @@ pub struct Sweep<'a> {
 
 /// What a run of the sweep has before it starts: the stored cells and the ones to run, validated.
 pub struct Todo {
+    /// The cells already stored, with their figures.
     pub done: Vec<(CellKey, RunFigures)>,
+    /// The cells still to run, each with the client options of its test.
     pub cells: Vec<(CellKey, ClientOptions)>,
 }
 

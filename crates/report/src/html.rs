@@ -25,6 +25,7 @@ pub fn esc(s: &str) -> String {
     o
 }
 
+/// The stylesheet every HTML page the project writes carries inline (no external files).
 pub const STYLE: &str = "body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}\
 table{border-collapse:collapse;margin:0.6em 0 1.4em}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}\
 th{background:#f0f3f7}td.l,th.l{text-align:left}code,pre{background:#f6f6f6;padding:2px 4px}\
@@ -33,11 +34,14 @@ svg{max-width:100%;height:auto}";
 
 /// What a report covers.
 pub enum Subject<'a> {
+    /// A sweep's report: its tables and figures.
     Sweep {
+        /// The sweep's summary.
         report: &'a SweepReport,
         /// One stored run of the sweep, for the host configuration (None if no cell finished).
         sample: Option<&'a RunResult>,
     },
+    /// Stored runs, each with its archive id.
     Runs(&'a [(i64, RunResult)]),
 }
 

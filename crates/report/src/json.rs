@@ -15,22 +15,36 @@ pub fn to_json(r: &RunResult) -> String {
 #[derive(Debug, Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum JsonEvent<'a> {
+    /// The test is about to start.
     Start {
+        /// The stream's schema name (`STREAM_SCHEMA`).
         schema: &'static str,
+        /// The server, as the client named it.
         host: &'a str,
+        /// The server's port.
         port: u16,
+        /// This end's address.
         local: String,
+        /// The server's address.
         remote: String,
+        /// The test as validated.
         config: &'a TestSpec,
     },
+    /// One interval of one direction.
     Interval {
+        /// The direction.
         flow: Flow,
+        /// Its figures.
         interval: &'a IntervalResult,
     },
+    /// The test ended: the whole result.
     End {
+        /// The result, as `--json` prints it.
         result: &'a RunResult,
     },
+    /// The test failed.
     Error {
+        /// Why, in words.
         message: String,
     },
 }
@@ -43,6 +57,7 @@ impl JsonEvent<'_> {
     }
 }
 
+/// The schema name of `--json-stream` records (docs/result-schema.md).
 pub const STREAM_SCHEMA: &str = "landspeed/events/1";
 
 #[cfg(test)]

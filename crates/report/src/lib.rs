@@ -3,6 +3,7 @@
 //! same numbers and a new format is a new function here.
 
 #![deny(unreachable_pub)]
+#![warn(missing_docs)]
 
 pub mod html;
 pub mod json;

@@ -5,6 +5,7 @@ use landspeed_core::config::Flow;
 use landspeed_core::result::IntervalResult;
 use landspeed_core::units::{BitRate, Bytes};
 
+/// The header line of the live interval table (with a direction column for bidirectional tests).
 pub fn interval_header(bidir: bool) -> String {
     let dir = if bidir { " Direction      " } else { "" };
     format!("[ ID]{dir} Interval           Transfer      Bitrate          Retr   RTT(ms)  Cwnd")

@@ -11,6 +11,7 @@ fn mbps(bps: f64) -> String {
     format!("{:.1}", bps / 1e6)
 }
 
+/// A mesh campaign's combined report as text: the tests, the hosts' totals and the intervals.
 pub fn mesh_text(r: &MeshReport) -> String {
     let mut o = String::new();
     heading(&mut o, r);

@@ -136,6 +136,7 @@ fn rfc6349_lines(o: &mut String, t: &Rfc6349) {
     );
 }
 
+/// `landspeed tune`'s text: the target's window, each setting with its verdict, and the sysctl lines.
 pub fn tune_text(a: &Advice) -> String {
     let mut o = String::new();
     if let (Some(t), Some(b), Some(w), Some(buf)) = (

@@ -82,6 +82,7 @@ fn connect_line(
     }
 }
 
+/// An RTT series in one line: probes sent and answered, loss, and min/avg/median/p90/p99/max/mdev.
 pub fn summary_line(s: &RttSummary) -> String {
     let f = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.3}"));
     format!(

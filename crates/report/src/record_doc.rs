@@ -10,13 +10,21 @@ use landspeed_core::units::{BitRate, Bytes};
 use landspeed_geo::RecordPath;
 use std::fmt::Write;
 
+/// What a Land Speed Record submission document is made from.
 pub struct RecordDoc<'a> {
+    /// The run submitted.
     pub run: &'a RunResult,
+    /// Its archive id, when it came from the archive.
     pub run_id: Option<i64>,
+    /// The path and its length.
     pub path: &'a RecordPath,
+    /// The bit-metre metric and the class.
     pub metric: &'a RecordMetric,
+    /// Every rule checked, with its evidence.
     pub checks: &'a [Check],
+    /// The rules in force.
     pub rules: &'a Rules,
+    /// When the document was made, UTC.
     pub generated_utc: String,
 }
 

@@ -8,6 +8,7 @@ use landspeed_core::sweep::SweepReport;
 use landspeed_core::units::{BitRate, Bytes};
 use std::fmt::Write;
 
+/// The words for a direction in a sweep's tables.
 pub fn direction_name(d: Direction) -> &'static str {
     match d {
         Direction::Forward => "client → server",
@@ -20,6 +21,7 @@ fn mbps(bps: f64) -> String {
     format!("{:.1}", bps / 1e6)
 }
 
+/// A sweep's report as text: per direction the cells' statistics, the window fits and the best cell.
 pub fn sweep_text(r: &SweepReport) -> String {
     let mut o = String::new();
     let p = &r.plan;

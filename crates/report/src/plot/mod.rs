@@ -15,12 +15,25 @@ use plotters::prelude::*;
 use std::error::Error;
 use std::sync::Once;
 
+/// Why a figure could not be made.
 #[derive(Debug, thiserror::Error)]
 pub enum PlotError {
+    /// Drawing failed.
     #[error("drawing {figure}: {detail}")]
-    Draw { figure: String, detail: String },
+    Draw {
+        /// The figure's name.
+        figure: String,
+        /// Plotters' reason.
+        detail: String,
+    },
+    /// Encoding the drawing as PNG failed.
     #[error("encoding {figure} as PNG: {detail}")]
-    Png { figure: String, detail: String },
+    Png {
+        /// The figure's name.
+        figure: String,
+        /// The encoder's reason.
+        detail: String,
+    },
 }
 
 /// One figure in both formats.
@@ -28,10 +41,15 @@ pub enum PlotError {
 pub struct Figure {
     /// File stem, e.g. `sweep-3-throughput-vs-window-send`.
     pub name: String,
+    /// The caption, as the HTML page shows it.
     pub title: String,
+    /// The figure as SVG text.
     pub svg: String,
+    /// The figure as PNG bytes.
     pub png: Vec<u8>,
+    /// Width in pixels.
     pub width: u32,
+    /// Height in pixels.
     pub height: u32,
 }
 
