@@ -4,6 +4,7 @@
 //! iperf3 3.12 and upstream's source; nothing here does I/O, so the drivers in landspeed-net and the fuzz targets share it.
 
 #![deny(unreachable_pub)]
+#![warn(missing_docs)]
 
 pub mod params;
 pub mod results;

@@ -7,26 +7,34 @@ use landspeed_core::config::{ConfigError, Direction, EndCondition, RxMode, Test,
 use serde_json::{json, Map, Value};
 use std::time::Duration;
 
-/// iperf3's limits (MAX_STREAMS, MAX_TIME, MAX_OMIT_TIME, MAX_BLOCKSIZE, MAX_UDP_BLOCKSIZE,
-/// MAX_TCP_BUFFER, MAX_MSS).
+/// iperf3's limits, named after its own (iperf_api.h). Most streams (MAX_STREAMS).
 pub const MAX_STREAMS: u64 = 128;
+/// Longest test, seconds (MAX_TIME).
 pub const MAX_TIME_S: f64 = 86_400.0;
+/// Longest warm-up, seconds (MAX_OMIT_TIME).
 pub const MAX_OMIT_S: f64 = 600.0;
+/// Largest TCP write (MAX_BLOCKSIZE).
 pub const MAX_TCP_LEN: u64 = 1024 * 1024;
+/// Largest UDP datagram (MAX_UDP_BLOCKSIZE).
 pub const MAX_UDP_LEN: u64 = 65_507;
+/// Largest socket buffer (MAX_TCP_BUFFER).
 pub const MAX_WINDOW: u64 = 512 * 1024 * 1024;
+/// Largest MSS (MAX_MSS).
 pub const MAX_MSS: u64 = 9 * 1024;
 /// Smallest MSS taken (Linux's own floor for TCP_MAXSEG is 88).
 pub const MIN_MSS: u32 = 88;
-/// iperf3's default TCP and UDP write sizes.
+/// iperf3's default TCP write size.
 pub const DEFAULT_TCP_LEN: u64 = 128 * 1024;
+/// iperf3's default UDP datagram size.
 pub const DEFAULT_UDP_LEN: u64 = 1460;
 
 /// A parameter message that cannot be run, with the iperf3 error number to answer it with.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{message}")]
 pub struct ParamError {
+    /// iperf3's error number to answer with (after SERVER_ERROR).
     pub code: i32,
+    /// What is wrong, in words (for the log).
     pub message: String,
 }
 
@@ -40,27 +48,45 @@ fn err(code: i32, message: impl Into<String>) -> ParamError {
 /// The parameters landspeed understands.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Params {
+    /// UDP instead of TCP (`-u`).
     pub udp: bool,
+    /// Warm-up left out of the results, seconds (`-O`).
     pub omit_s: f64,
+    /// Test length, seconds (`-t`; 0 with a byte or block count).
     pub time_s: f64,
+    /// Bytes to move (`-n`; 0: not a byte count).
     pub bytes: u64,
+    /// Blocks to move (`-k`; 0: not a block count).
     pub blocks: u64,
+    /// Streams per direction (`-P`).
     pub parallel: u32,
+    /// Write size, or UDP datagram size (`-l`).
     pub len: u64,
+    /// The server sends (`-R`).
     pub reverse: bool,
+    /// Both ends send (`--bidir`).
     pub bidirectional: bool,
+    /// Socket buffer per stream (`-w`).
     pub window: Option<u64>,
+    /// TCP maximum segment size (`-M`).
     pub mss: Option<u32>,
+    /// TCP_NODELAY (`-N`).
     pub nodelay: bool,
     /// Per-stream rate in bit/s (iperf3's `-b`).
     pub bandwidth_bps: Option<f64>,
+    /// Per-stream fq pacing rate, bit/s (`--fq-rate`).
     pub fqrate_bps: Option<f64>,
+    /// TCP congestion control (`-C`).
     pub congestion: Option<String>,
+    /// The client wants the server's output in the results (`--get-server-output`).
     pub get_server_output: bool,
+    /// UDP datagrams carry 64-bit counters (`--udp-counters-64bit`).
     pub udp_counters_64bit: bool,
     /// UDP: datagrams per burst (iperf3's `-b RATE/N`).
     pub burst: Option<u32>,
+    /// The client's version string, when it sends one.
     pub client_version: Option<String>,
+    /// The client's `-T` title.
     pub title: Option<String>,
     /// UDP over IPv4: datagrams leave with Don't Fragment set (`--dont-fragment`, iperf3 3.17+).
     pub dont_fragment: bool,
@@ -227,6 +253,7 @@ impl Params {
         })
     }
 
+    /// Forward, reverse (`-R`) or both (`--bidir`).
     pub fn direction(&self) -> Direction {
         if self.bidirectional {
             Direction::Bidir

@@ -4,30 +4,49 @@
 
 use serde_json::{json, Map, Value};
 
+/// One stream's figures in a results message.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct StreamResult {
+    /// iperf3's stream id (1, 3, 4, ...: `stream_id`).
     pub id: i64,
+    /// Bytes the stream moved after the warm-up.
     pub bytes: u64,
+    /// Retransmitted segments (a TCP sender), else -1.
     pub retransmits: i64,
+    /// UDP receiver: jitter, seconds.
     pub jitter_s: f64,
+    /// UDP receiver: datagrams lost.
     pub errors: i64,
+    /// UDP receiver: datagrams lost during the warm-up.
     pub omitted_errors: i64,
+    /// UDP: datagrams sent (sender) or expected (receiver: the highest sequence number seen).
     pub packets: i64,
+    /// UDP: datagrams of the warm-up.
     pub omitted_packets: i64,
+    /// When the stream started, seconds after the warm-up.
     pub start_time_s: f64,
+    /// When the stream ended, seconds after the warm-up.
     pub end_time_s: f64,
 }
 
+/// One end's results message (EXCHANGE_RESULTS).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Results {
+    /// This end's process CPU use, user and system, percent of the wall time.
     pub cpu_util_total: f64,
+    /// This end's user CPU, percent of the wall time.
     pub cpu_util_user: f64,
+    /// This end's system CPU, percent of the wall time.
     pub cpu_util_system: f64,
     /// 1 or 0 when this end sent (and knows retransmits or not), -1 when it only received.
     pub sender_has_retransmits: i64,
+    /// The congestion control a sending end used.
     pub congestion_used: Option<String>,
+    /// The server's own text output, when the client asked for it.
     pub server_output_text: Option<String>,
+    /// The server's own JSON output, when the client asked for it with -J.
     pub server_output_json: Option<Value>,
+    /// Every stream of this end.
     pub streams: Vec<StreamResult>,
 }
 
@@ -130,6 +149,7 @@ pub fn iperf3_counts(
         .collect()
 }
 
+/// A results message that cannot be read, and why.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("iperf3 results: {0}")]
 pub struct ResultsError(pub String);
@@ -145,6 +165,7 @@ fn i(m: &Map<String, Value>, k: &str) -> i64 {
 }
 
 impl Results {
+    /// The message's JSON, as iperf3 writes it.
     pub fn to_json(&self) -> Value {
         let streams: Vec<Value> = self
             .streams
@@ -177,6 +198,7 @@ impl Results {
         v
     }
 
+    /// Reads a results message (integers or floats, optional keys: iperf3 versions differ).
     pub fn parse(body: &[u8]) -> Result<Results, ResultsError> {
         let v: Value = serde_json::from_slice(body).map_err(|e| ResultsError(format!("not JSON: {e}")))?;
         let m = v

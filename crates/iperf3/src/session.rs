@@ -47,16 +47,34 @@ impl Default for Iperf3Timers {
 pub enum Iperf3Error {
     /// A session timer ran out while `phase`.
     #[error("timed out after {after:?} {phase}")]
-    Timeout { phase: &'static str, after: Duration },
+    Timeout {
+        /// What the session waited for.
+        phase: &'static str,
+        /// How long it waited.
+        after: Duration,
+    },
     /// The peer closed the control connection while `phase`.
     #[error("the peer closed the control connection while {phase}")]
-    PeerClosed { phase: &'static str },
+    PeerClosed {
+        /// What the session waited for.
+        phase: &'static str,
+    },
     /// A state byte the protocol does not have next (`got`), while waiting for `expected`.
     #[error("the peer said {}, expected {expected}", describe(*got))]
-    Unexpected { got: u8, expected: &'static str },
+    Unexpected {
+        /// The state byte that came.
+        got: u8,
+        /// What the session waited for.
+        expected: &'static str,
+    },
     /// The server refused or failed the test with iperf3's error number and errno (SERVER_ERROR).
     #[error("the iperf3 server refused the test: iperf3 error {code} (errno {errno})")]
-    ServerError { code: i32, errno: i32 },
+    ServerError {
+        /// iperf3's error number (iperf_api.h).
+        code: i32,
+        /// The server's errno, 0 when none.
+        errno: i32,
+    },
     /// The server turned the connection away (ACCESS_DENIED): it runs another test.
     #[error("the iperf3 server is running another test (ACCESS_DENIED)")]
     AccessDenied,
@@ -68,7 +86,12 @@ pub enum Iperf3Error {
     ServerTerminated,
     /// A JSON message longer than this side accepts (or empty).
     #[error("iperf3 message of {len} bytes refused (limit {limit})")]
-    TooLong { len: usize, limit: usize },
+    TooLong {
+        /// The length the message announced.
+        len: usize,
+        /// The most this side takes.
+        limit: usize,
+    },
     /// The client's parameters cannot be run; the client was told with the error's number.
     #[error("bad parameters: {0}")]
     Params(#[from] ParamError),
@@ -81,7 +104,9 @@ pub enum Iperf3Error {
     /// The driver reported an event the session cannot take in this phase (a driver bug).
     #[error("local event '{event}' while {phase}")]
     BadLocalEvent {
+        /// The event.
         event: &'static str,
+        /// Where the session stood.
         phase: &'static str,
     },
 }

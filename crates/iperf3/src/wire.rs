@@ -6,27 +6,41 @@ pub const COOKIE_LEN: usize = 37;
 /// The largest JSON message accepted (iperf3 caps its parameter message at 8 KiB; results with many
 /// streams and server output are larger, so results get more room).
 pub const MAX_JSON: usize = 8 * 1024;
+/// The largest results message accepted.
 pub const MAX_RESULTS_JSON: usize = 4 * 1024 * 1024;
 const ALPHABET: &[u8; 32] = b"abcdefghijklmnopqrstuvwxyz234567";
 
 /// The state machine's messages, one signed byte each.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum State {
+    /// The server starts the test (1).
     TestStart,
+    /// The data moves (2).
     TestRunning,
+    /// The client ends the test (4).
     TestEnd,
+    /// The server asks for the parameters (9).
     ParamExchange,
+    /// The server asks for the data connections (10).
     CreateStreams,
+    /// The server gave up on the test (11).
     ServerTerminate,
+    /// The client gave up on the test (12).
     ClientTerminate,
+    /// The server asks for the results (13).
     ExchangeResults,
+    /// The server has sent its results (14).
     DisplayResults,
+    /// The client's goodbye (16).
     IperfDone,
+    /// The server runs another test (-1).
     AccessDenied,
+    /// The server refuses or failed the test; two numbers follow (-2).
     ServerError,
 }
 
 impl State {
+    /// The state's byte on the wire.
     pub fn byte(self) -> u8 {
         (match self {
             State::TestStart => 1i8,
@@ -44,6 +58,7 @@ impl State {
         }) as u8
     }
 
+    /// The state a byte stands for, if any.
     pub fn from_byte(b: u8) -> Option<State> {
         Some(match b as i8 {
             1 => State::TestStart,
@@ -65,22 +80,39 @@ impl State {
 
 /// iperf3 error numbers sent after SERVER_ERROR (from iperf_api.h), the ones landspeed uses.
 pub mod errno {
+    /// IEDURATION: the test is too long.
     pub const DURATION: i32 = 5;
+    /// IENUMSTREAMS: too many streams.
     pub const NUM_STREAMS: i32 = 6;
+    /// IEBLOCKSIZE: the write size is out of range.
     pub const BLOCK_SIZE: i32 = 7;
+    /// IEBUFSIZE: the socket buffer is out of range.
     pub const BUF_SIZE: i32 = 8;
+    /// IEMSS: the MSS is out of range.
     pub const MSS: i32 = 10;
+    /// IEOMIT: the warm-up is out of range.
     pub const OMIT: i32 = 12;
+    /// IEUNIMP: not implemented.
     pub const UNIMPLEMENTED: i32 = 13;
+    /// IEBURST: the UDP burst is out of range.
     pub const BURST: i32 = 15;
+    /// IEENDCONDITIONS: more than one end condition, or a count too small.
     pub const END_CONDITIONS: i32 = 16;
+    /// IEUDPBLOCKSIZE: the UDP datagram size is out of range.
     pub const UDP_BLOCK_SIZE: i32 = 20;
+    /// IEREVERSEBIDIR: reverse and bidirectional together.
     pub const REVERSE_BIDIR: i32 = 25;
+    /// IETOTALRATE: over the server's total rate.
     pub const TOTAL_RATE: i32 = 27;
+    /// IERECVPARAMS: the parameters could not be read.
     pub const RECV_PARAMS: i32 = 114;
+    /// IERECVRESULTS: the results could not be read.
     pub const RECV_RESULTS: i32 = 117;
+    /// IEACCESSDENIED: the server runs another test.
     pub const ACCESS_DENIED: i32 = 121;
+    /// IESETCONGESTION: the congestion control cannot be set.
     pub const SET_CONGESTION: i32 = 134;
+    /// IESTREAMACCEPT: the data connections did not all come.
     pub const STREAM_ACCEPT: i32 = 204;
 }
 
@@ -113,12 +145,14 @@ impl Cookie {
         Some(Cookie(c))
     }
 
+    /// The 37 bytes that open a connection: the cookie and a NUL.
     pub fn to_wire(self) -> [u8; COOKIE_LEN] {
         let mut w = [0u8; COOKIE_LEN];
         w[..36].copy_from_slice(&self.0);
         w
     }
 
+    /// The cookie as text.
     pub fn as_str(&self) -> &str {
         std::str::from_utf8(&self.0).unwrap_or("?")
     }

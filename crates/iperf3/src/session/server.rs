@@ -57,7 +57,12 @@ impl ServerPhase {
 pub enum ServerAction {
     /// The parameters are accepted as `test`: make the data connections find this test, then call
     /// `create_streams`.
-    Accepted { params: Box<Params>, test: Box<Test> },
+    Accepted {
+        /// The parameters as the client sent them.
+        params: Box<Params>,
+        /// The test this server runs for them.
+        test: Box<Test>,
+    },
     /// Every stream is in and TEST_START/TEST_RUNNING are sent: run the engine.
     Run,
     /// The client sent TEST_END: stop the engine, then call `exchange` with this end's results.
