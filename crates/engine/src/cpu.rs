@@ -86,6 +86,7 @@ pub struct CpuSnapshot {
 }
 
 impl CpuSnapshot {
+    /// This process's CPU times and the host's CPU ticks now.
     pub fn take() -> Self {
         let (user, system) = process_times();
         CpuSnapshot {

@@ -104,6 +104,7 @@ pub struct Splicer {
 }
 
 impl Splicer {
+    /// A pipe to splice through, sized as large as the host allows.
     pub fn new() -> std::io::Result<Splicer> {
         let mut fds = [0; 2];
         // SAFETY: `fds` has room for the two descriptors pipe2 returns.
@@ -172,13 +173,17 @@ impl Splicer {
 /// and renamed into place only when its digest matches the sender's, so a failed or corrupted transfer
 /// never replaces an existing file. Removed when the test fails before the verdict.
 pub struct Incoming {
+    /// Where the file goes once its digest matches.
     pub dest: PathBuf,
+    /// The temporary file written meanwhile (`.NAME.landspeed-part` beside it).
     pub part: PathBuf,
+    /// The open temporary file, shared with the stream that writes it.
     pub handle: Arc<File>,
     settled: bool,
 }
 
 impl Incoming {
+    /// Opens the temporary file beside `dest` (its directory must exist).
     pub fn create(dest: &Path) -> std::io::Result<Incoming> {
         let name = dest
             .file_name()

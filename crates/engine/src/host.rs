@@ -243,6 +243,7 @@ pub struct NetSnapshot {
 }
 
 impl NetSnapshot {
+    /// The interface `name`'s counters (/proc/net/dev) and the host's interrupts now; None when it has none.
     pub fn take(name: &str) -> Option<Self> {
         Some(NetSnapshot {
             at: Instant::now(),

@@ -6,6 +6,7 @@
 //! disk-to-disk files ([`files`]). The protocol drivers (landspeed-net) hand it connected sockets and a
 //! validated test; the next data paths plug in as transports here.
 #![deny(unreachable_pub)]
+#![warn(missing_docs)]
 
 pub mod cpu;
 pub mod files;

@@ -11,16 +11,32 @@ use std::os::fd::AsRawFd;
 /// Why an option could not be applied.
 #[derive(Debug, thiserror::Error)]
 pub enum SockOptError {
+    /// The kernel refused the congestion control.
     #[error("congestion control '{name}' is not available ({err}); this host allows: {available}")]
     Congestion {
+        /// The name asked for.
         name: String,
+        /// What the kernel offers (net.ipv4.tcp_allowed_congestion_control).
         available: String,
+        /// The kernel's reason.
         err: std::io::Error,
     },
+    /// The kernel refused the MSS.
     #[error("cannot set MSS {mss}: {err}")]
-    Mss { mss: u32, err: std::io::Error },
+    Mss {
+        /// The MSS asked for.
+        mss: u32,
+        /// The kernel's reason.
+        err: std::io::Error,
+    },
+    /// Another option could not be set.
     #[error("cannot set {what}: {err}")]
-    Other { what: &'static str, err: std::io::Error },
+    Other {
+        /// The option.
+        what: &'static str,
+        /// The kernel's reason.
+        err: std::io::Error,
+    },
 }
 
 fn other(what: &'static str) -> impl FnOnce(std::io::Error) -> SockOptError {

@@ -44,13 +44,17 @@ pub struct Progress {
 
 /// What wakes the sampling thread.
 pub enum Wake<X> {
+    /// A worker thread finished.
     WorkerDone,
+    /// Something from the driver's world (control bytes, a data connection).
     External(X),
 }
 
 /// Callbacks from the sampling thread to the driver.
 pub trait EngineHook<X> {
+    /// A sample of every stream closed an interval.
     fn on_sample(&mut self, sample: &IntervalSample);
+    /// Something from the driver's world arrived while the data moves.
     fn on_external(&mut self, x: X, flags: &Flags);
     /// Called on every wake-up of the sampling thread (at least every 100 ms): the place to turn outside
     /// conditions (Ctrl-C, server shutdown) into flags.
@@ -63,9 +67,13 @@ pub trait EngineHook<X> {
 
 /// The driver's side of a run: the flags it raises, the wake-up channel and its callbacks.
 pub struct Wiring<'a, X> {
+    /// The flags that stop, halt or abort the workers.
     pub flags: &'a Flags,
+    /// The wake-up channel's sending side (workers say they are done through it).
     pub wake_tx: &'a Sender<Wake<X>>,
+    /// The wake-up channel's receiving side, which the sampling thread waits on.
     pub wake_rx: &'a Receiver<Wake<X>>,
+    /// The driver's callbacks.
     pub hook: &'a mut dyn EngineHook<X>,
     /// The interface whose counters bracket the run, when known.
     pub interface: Option<&'a str>,
@@ -92,23 +100,34 @@ impl<'a, X> Wiring<'a, X> {
 
 /// Everything the engine measured.
 pub struct EngineOutput {
+    /// Every stream's report.
     pub streams: Vec<StreamReport>,
+    /// Every interval's sample, warm-up included (marked).
     pub samples: Vec<IntervalSample>,
+    /// Seconds from the start to the last worker's end.
     pub elapsed_s: f64,
+    /// This process's CPU use over the run.
     pub cpu: CpuTimes,
+    /// The interface's counters over the run, when known.
     pub interface: Option<InterfaceCounters>,
+    /// Worker threads used.
     pub threads: u32,
 }
 
 /// How the engine runs.
 #[derive(Debug, Clone)]
 pub struct EngineParams {
+    /// Bytes per write or read (the write size).
     pub length: usize,
     /// Senders stop this long after the start (None: budgets end the test).
     pub send_time: Option<Duration>,
+    /// Time between samples.
     pub interval: Duration,
+    /// Warm-up left out of the results.
     pub omit: Duration,
+    /// Worker threads (0: one per CPU, at most one per stream).
     pub threads: usize,
+    /// CPUs to pin the workers to, in turn.
     pub cpus: Option<Vec<usize>>,
     /// A stream that moves no byte for this long fails.
     pub idle_timeout: Duration,
@@ -122,6 +141,7 @@ pub struct EngineParams {
     pub zerocopy: bool,
     /// io_uring instead of epoll, with this many operations queued per stream.
     pub uring: bool,
+    /// io_uring: operations kept queued per stream.
     pub queue_depth: usize,
     /// Each stream moves at most this many bits per second (a server's `--max-rate`, split over the
     /// streams): senders write and receivers read no faster, so TCP's flow control slows the peer.

@@ -5,74 +5,136 @@
 use landspeed_core::endpoint::{TcpSnapshot, TcpStats};
 use std::os::fd::AsRawFd;
 
+/// `struct tcp_info` as Linux lays it out (uapi/linux/tcp.h); the kernel's names without `tcpi_`, times in microseconds unless said otherwise.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RawTcpInfo {
+    /// The connection's state (TCP_ESTABLISHED, ...).
     pub state: u8,
+    /// Congestion avoidance state (open, disorder, CWR, recovery, loss).
     pub ca_state: u8,
+    /// Unrecovered retransmission timeouts in a row.
     pub retransmits: u8,
+    /// Unanswered zero-window probes.
     pub probes: u8,
+    /// Exponential backoff of the retransmission timer.
     pub backoff: u8,
+    /// Options in use (TCPI_OPT_TIMESTAMPS, SACK, WSCALE, ECN, ...).
     pub options: u8,
+    /// Window scale shifts: send in the low nibble, receive in the high one.
     pub wscale: u8,
+    /// Delivery-rate application-limited bit and fast-open flags.
     pub flags: u8,
+    /// The retransmission timeout.
     pub rto: u32,
+    /// The delayed-ACK timeout.
     pub ato: u32,
+    /// The MSS this end sends with, bytes.
     pub snd_mss: u32,
+    /// The MSS seen from the peer, bytes.
     pub rcv_mss: u32,
+    /// Segments sent and not yet acknowledged.
     pub unacked: u32,
+    /// Segments the peer has selectively acknowledged.
     pub sacked: u32,
+    /// Segments taken as lost.
     pub lost: u32,
+    /// Retransmitted segments not yet acknowledged.
     pub retrans: u32,
+    /// Unused since Linux 4.x (was forward-acknowledged segments).
     pub fackets: u32,
+    /// Milliseconds since data was last sent.
     pub last_data_sent: u32,
+    /// Milliseconds since an ACK was last sent (not kept by Linux).
     pub last_ack_sent: u32,
+    /// Milliseconds since data was last received.
     pub last_data_recv: u32,
+    /// Milliseconds since an ACK was last received.
     pub last_ack_recv: u32,
+    /// The path MTU, bytes.
     pub pmtu: u32,
+    /// The receive slow-start threshold, bytes.
     pub rcv_ssthresh: u32,
+    /// The smoothed round-trip time.
     pub rtt: u32,
+    /// The round-trip time's variation.
     pub rttvar: u32,
+    /// The slow-start threshold, segments.
     pub snd_ssthresh: u32,
+    /// The congestion window, segments.
     pub snd_cwnd: u32,
+    /// The MSS this end advertised, bytes.
     pub advmss: u32,
+    /// How far out of order segments may arrive before loss is assumed, segments.
     pub reordering: u32,
+    /// The receiver's estimate of the round-trip time.
     pub rcv_rtt: u32,
+    /// The receive buffer space auto-tuning aims at, bytes.
     pub rcv_space: u32,
+    /// Segments retransmitted over the connection's life.
     pub total_retrans: u32,
+    /// The pacing rate, bytes per second.
     pub pacing_rate: u64,
+    /// The largest pacing rate allowed (SO_MAX_PACING_RATE), bytes per second.
     pub max_pacing_rate: u64,
+    /// Bytes the peer has acknowledged.
     pub bytes_acked: u64,
+    /// Bytes received in order.
     pub bytes_received: u64,
+    /// Segments sent, retransmissions included.
     pub segs_out: u32,
+    /// Segments received.
     pub segs_in: u32,
+    /// Bytes written by the application and not yet sent.
     pub notsent_bytes: u32,
+    /// The smallest round-trip time seen (the windowed minimum).
     pub min_rtt: u32,
+    /// Segments with data received.
     pub data_segs_in: u32,
+    /// Segments with data sent.
     pub data_segs_out: u32,
+    /// The latest delivery-rate sample, bytes per second.
     pub delivery_rate: u64,
+    /// Time with data in flight.
     pub busy_time: u64,
+    /// Time limited by the peer's receive window.
     pub rwnd_limited: u64,
+    /// Time limited by this end's send buffer.
     pub sndbuf_limited: u64,
+    /// Segments delivered, retransmissions included.
     pub delivered: u32,
+    /// Segments delivered with an ECN congestion mark.
     pub delivered_ce: u32,
+    /// Bytes sent, retransmissions included.
     pub bytes_sent: u64,
+    /// Bytes retransmitted.
     pub bytes_retrans: u64,
+    /// Duplicate segments the peer reported with D-SACK.
     pub dsack_dups: u32,
+    /// Reordering events seen.
     pub reord_seen: u32,
+    /// Segments received out of order.
     pub rcv_ooopack: u32,
+    /// The peer's advertised receive window, bytes.
     pub snd_wnd: u32,
+    /// This end's advertised receive window, bytes.
     pub rcv_wnd: u32,
+    /// Times the connection's flow label was changed (PLB, timeouts).
     pub rehash: u32,
+    /// Retransmission timeouts over the connection's life.
     pub total_rto: u16,
+    /// Recoveries that began with a retransmission timeout.
     pub total_rto_recoveries: u16,
+    /// Milliseconds spent in those recoveries.
     pub total_rto_time: u32,
 }
 
 /// TCP_INFO of a socket and how many bytes of it the kernel filled.
 #[derive(Debug, Clone, Copy)]
 pub struct TcpInfo {
+    /// The struct as the kernel filled it.
     pub raw: RawTcpInfo,
+    /// How many bytes of it the kernel filled (fields past it are zero, not measured).
     pub len: usize,
 }
 
@@ -100,6 +162,7 @@ pub fn read(sock: &impl AsRawFd) -> std::io::Result<TcpInfo> {
 }
 
 impl TcpInfo {
+    /// The figures a live sample carries (RTT, window, retransmits, delivery rate, ...).
     pub fn snapshot(&self) -> TcpSnapshot {
         TcpSnapshot {
             rtt_us: self.raw.rtt,

@@ -7,12 +7,20 @@ use landspeed_core::tune::{HostLimits, SYSCTLS};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+/// Why sysctl lines could not be written or applied.
 #[derive(Debug, thiserror::Error)]
 pub enum TuneError {
+    /// A line that is not `name = value`.
     #[error("'{0}' is not a sysctl line (name = value)")]
     Line(String),
+    /// A file could not be written.
     #[error("cannot write {path}: {err}")]
-    Write { path: String, err: std::io::Error },
+    Write {
+        /// The file.
+        path: String,
+        /// Why not.
+        err: std::io::Error,
+    },
 }
 
 fn sysctl_path(root: &Path, name: &str) -> PathBuf {

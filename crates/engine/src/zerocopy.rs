@@ -45,6 +45,7 @@ pub struct ZcSender {
 }
 
 impl ZcSender {
+    /// A zero-copy sender of `pattern` in writes of at most `max_len` bytes.
     pub fn new(pattern: &Pattern, max_len: usize) -> ZcSender {
         ZcSender {
             slots: (0..RING).map(|_| Generator::new(pattern, max_len)).collect(),

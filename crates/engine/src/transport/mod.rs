@@ -34,16 +34,21 @@ pub struct Outcome {
     pub bytes: u64,
     /// System calls (or datagrams) that moved them.
     pub calls: u64,
+    /// When the stream moved its first byte.
     pub first: Option<Instant>,
+    /// When the stream moved its last byte.
     pub last: Option<Instant>,
     /// Why the stream ended early, if it did.
     pub error: Option<String>,
     /// Receivers: bytes checked against the payload.
     pub verified_bytes: u64,
+    /// Receivers: 256-byte blocks of the payload with at least one wrong byte.
     pub corrupt_blocks: u64,
+    /// Receivers: where the first wrong byte was.
     pub first_corruption: Option<Corruption>,
     /// TCP senders with MSG_ZEROCOPY: sends issued, and how many of them the kernel copied anyway.
     pub zerocopy_sends: u64,
+    /// Zero-copy sends the kernel copied anyway.
     pub zerocopy_copied: u64,
     /// UDP senders: datagrams the kernel refused (ENOBUFS, a full queue).
     pub send_errors: u64,
@@ -56,12 +61,16 @@ pub struct Outcome {
 /// Who a stream is: the part of it the supervisor needs to sample and report it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StreamMeta {
+    /// The stream's number in the test.
     pub id: u32,
+    /// Which way its data goes.
     pub flow: Flow,
+    /// Whether this end sends or receives on it.
     pub role: Role,
 }
 
 impl StreamMeta {
+    /// Who stream `id` is.
     pub fn new(id: u32, flow: Flow, role: Role) -> StreamMeta {
         StreamMeta { id, flow, role }
     }
@@ -72,6 +81,7 @@ impl StreamMeta {
 pub struct Settled {
     /// Socket buffers as the kernel granted them.
     pub snd_buf_bytes: u64,
+    /// The receive buffer as the kernel granted it.
     pub rcv_buf_bytes: u64,
     /// TCP's own figures (None for transports without them).
     pub tcp: Option<TcpStats>,

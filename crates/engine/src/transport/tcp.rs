@@ -26,9 +26,13 @@ use std::time::{Duration, Instant};
 
 /// One data connection and what this end does with it.
 pub struct DataStream {
+    /// The stream's number in the test.
     pub id: u32,
+    /// Which way its data goes.
     pub flow: Flow,
+    /// Whether this end sends or receives on it.
     pub role: Role,
+    /// The connection.
     pub socket: TcpStream,
     /// Sender only: stop after exactly this many bytes.
     pub budget: Option<u64>,

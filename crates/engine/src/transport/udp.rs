@@ -32,9 +32,13 @@ const DRAIN: Duration = Duration::from_millis(200);
 
 /// One UDP data stream on a connected socket.
 pub struct UdpStream {
+    /// The stream's number in the test.
     pub id: u32,
+    /// Which way its data goes.
     pub flow: Flow,
+    /// Whether this end sends or receives on it.
     pub role: Role,
+    /// The socket, connected to the peer's.
     pub socket: UdpSocket,
     /// Sender only: stop after this many datagrams.
     pub datagrams: Option<u64>,
@@ -47,7 +51,10 @@ pub enum UdpFormat {
     Landspeed,
     /// iperf3's: seconds, microseconds, sequence from 1 (64-bit when `wide`); the test ends on the
     /// control connection, so no markers, and the payload is not checked.
-    Iperf3 { wide: bool },
+    Iperf3 {
+        /// The sequence number is 64 bits wide (`--udp-counters-64bit`).
+        wide: bool,
+    },
 }
 
 /// What the UDP runner needs besides the engine parameters.
@@ -55,7 +62,9 @@ pub enum UdpFormat {
 pub struct UdpParams {
     /// Each stream's rate, bits per second of datagrams.
     pub rate_bps: f64,
+    /// Datagrams sent back to back before the pacer waits (`-b RATE/BURST`).
     pub burst: u32,
+    /// Whose datagram header the streams use.
     pub format: UdpFormat,
 }
 
@@ -86,7 +95,9 @@ fn read_header(f: UdpFormat, buf: &[u8]) -> Option<Header> {
 
 /// The UDP transport over a set of connected streams.
 pub struct Udp<'a> {
+    /// The streams.
     pub streams: &'a [UdpStream],
+    /// Rate, burst and header format.
     pub params: UdpParams,
 }
 
