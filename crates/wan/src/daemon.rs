@@ -20,28 +20,45 @@ use std::time::{Duration, Instant, SystemTime};
 pub const RUN_DIR: &str = "/run/landspeed/wan";
 /// Host A's and B's addresses, from the benchmarking ranges (RFC 2544, RFC 5180), inside the namespaces.
 pub const ADDR_A: &str = "198.18.0.1";
+/// Host B's IPv4 address.
 pub const ADDR_B: &str = "198.18.0.2";
+/// Host A's IPv6 address (the benchmarking range 2001:2::/48, RFC 5180).
 pub const ADDR6_A: &str = "2001:2::1";
+/// Host B's IPv6 address.
 pub const ADDR6_B: &str = "2001:2::2";
 
+/// Why an emulator could not be set up, found or stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum WanError {
+    /// A setting could not be understood.
     #[error(transparent)]
     Settings(#[from] SettingsError),
+    /// A namespace or device could not be set up.
     #[error(transparent)]
     Netns(#[from] NetnsError),
+    /// Not running as root.
     #[error("the WAN emulator needs root (it creates network namespaces and TUN devices)")]
     NotRoot,
+    /// An emulator of that name is running already.
     #[error("emulator '{0}' is already up (see `landspeed wan status {0}`; `wan down {0}` stops it)")]
     AlreadyUp(String),
+    /// No emulator of that name runs.
     #[error("no emulator named '{0}' (see `landspeed wan status`)")]
     NotFound(String),
+    /// A host side other than a or b.
     #[error("host must be 'a' or 'b', not '{0}'")]
     Side(String),
+    /// The forwarder process failed before it was ready.
     #[error("the forwarder did not start: {0}")]
     Start(String),
+    /// A file, socket or process operation failed.
     #[error("{what}: {source}")]
-    Io { what: String, source: io::Error },
+    Io {
+        /// What was being done.
+        what: String,
+        /// Why it failed.
+        source: io::Error,
+    },
 }
 
 fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> WanError {
@@ -52,38 +69,58 @@ fn io_err(what: impl Into<String>) -> impl FnOnce(io::Error) -> WanError {
 /// One emulated host as scripts see it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Host {
+    /// The host's network namespace.
     pub namespace: String,
+    /// Its TUN device inside the namespace.
     pub device: String,
+    /// Its IPv4 address.
     pub address: String,
+    /// Its IPv6 address.
     pub address6: String,
 }
 
 /// The state file: what was set up, by which process.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct State {
+    /// The emulator's name.
     pub name: String,
+    /// The forwarder's process id.
     pub pid: u32,
+    /// When it started, Unix seconds.
     pub started_unix_s: u64,
+    /// The path as set up.
     pub settings: PathSettings,
+    /// The two hosts.
     pub hosts: Hosts,
 }
 
+/// The emulator's two hosts.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Hosts {
+    /// Host A.
     pub a: Host,
+    /// Host B.
     pub b: Host,
 }
 
 /// What `wan status NAME` reports.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Status {
+    /// The emulator's name.
     pub name: String,
+    /// Its forwarder is alive.
     pub running: bool,
+    /// The forwarder's process id.
     pub pid: u32,
+    /// Seconds since it started.
     pub uptime_s: f64,
+    /// The path as set up.
     pub settings: PathSettings,
+    /// The two hosts.
     pub hosts: Hosts,
+    /// The counters of the direction from A to B.
     pub a_to_b: DirSnapshot,
+    /// The counters of the direction from B to A.
     pub b_to_a: DirSnapshot,
 }
 
@@ -93,10 +130,12 @@ fn state_path(name: &str) -> PathBuf {
 fn socket_path(name: &str) -> PathBuf {
     Path::new(RUN_DIR).join(format!("{name}.sock"))
 }
+/// The forwarder's log file of emulator `name`.
 pub fn log_path(name: &str) -> PathBuf {
     Path::new(RUN_DIR).join(format!("{name}.log"))
 }
 
+/// The hosts of emulator `name`: their namespaces, device and addresses.
 pub fn hosts(name: &str) -> Hosts {
     let host = |side, address: &str, address6: &str| Host {
         namespace: netns::ns_name(name, side),
@@ -110,6 +149,7 @@ pub fn hosts(name: &str) -> Hosts {
     }
 }
 
+/// Fails unless this process runs as root.
 pub fn require_root() -> Result<(), WanError> {
     // SAFETY: no arguments, cannot fail.
     if unsafe { libc::geteuid() } != 0 {

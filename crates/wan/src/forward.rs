@@ -24,37 +24,59 @@ const MAX_IN_FLIGHT: u64 = 1 << 30;
 /// Live counters of one direction, readable while the engine runs.
 #[derive(Default)]
 pub struct DirStats {
+    /// What the path model decided (offered, lost, queued, duplicated, reordered).
     pub model: Mutex<ModelCounters>,
+    /// Packets written out.
     pub packets_forwarded: AtomicU64,
+    /// Bytes written out.
     pub bytes_forwarded: AtomicU64,
+    /// Packets whose payload was corrupted.
     pub corrupted: AtomicU64,
+    /// Packets dropped because the delay line was full.
     pub dropped_overflow: AtomicU64,
+    /// Packets the TUN device refused.
     pub write_errors: AtomicU64,
+    /// The bottleneck queue's backlog now, bytes.
     pub queue_bytes: AtomicU64,
+    /// Packets on the delay line now.
     pub in_flight_packets: AtomicU64,
 }
 
 /// A snapshot of one direction's counters, as `wan status` shows them.
 #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize, PartialEq)]
 pub struct DirSnapshot {
+    /// Packets that arrived.
     pub packets_in: u64,
+    /// Bytes that arrived.
     pub bytes_in: u64,
+    /// Packets delivered.
     pub packets_forwarded: u64,
+    /// Bytes delivered.
     pub bytes_forwarded: u64,
+    /// Dropped by the full bottleneck queue.
     pub dropped_queue: u64,
+    /// Dropped by the loss model.
     pub dropped_loss: u64,
     /// Dropped because the delay line was full (a safety bound, not part of the model).
     pub dropped_overflow: u64,
+    /// Delivered with a corrupted payload byte.
     pub corrupted: u64,
+    /// Delivered twice.
     pub duplicated: u64,
+    /// Held back so that later packets overtook them.
     pub reordered: u64,
+    /// Packets the TUN device refused.
     pub write_errors: u64,
+    /// The bottleneck queue's backlog now, bytes.
     pub queue_bytes: u64,
+    /// The largest backlog seen, bytes.
     pub queue_max_bytes: u64,
+    /// Packets on the delay line now.
     pub in_flight_packets: u64,
 }
 
 impl DirStats {
+    /// The counters now.
     pub fn snapshot(&self) -> DirSnapshot {
         let m = *self.model.lock().unwrap_or_else(|e| e.into_inner());
         DirSnapshot {

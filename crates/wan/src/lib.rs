@@ -6,6 +6,7 @@
 //! `forward` and `daemon` do the I/O.
 
 #![deny(unreachable_pub)]
+#![warn(missing_docs)]
 
 pub mod daemon;
 pub mod forward;

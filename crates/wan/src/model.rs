@@ -21,7 +21,9 @@ pub enum Drop {
 /// What happens to one packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fate {
+    /// Dropped, and why.
     Dropped(Drop),
+    /// Delivered at a time, with the impairments decided for it.
     Deliver {
         /// Delivery time, nanoseconds on the caller's clock.
         at_ns: u64,
@@ -37,12 +39,19 @@ pub enum Fate {
 /// Counters of one direction's model (the engine adds what only it can know).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct ModelCounters {
+    /// Packets offered to the link.
     pub packets_offered: u64,
+    /// Bytes offered to the link.
     pub bytes_offered: u64,
+    /// Dropped by the loss model.
     pub dropped_loss: u64,
+    /// Dropped by the full bottleneck queue.
     pub dropped_queue: u64,
+    /// Duplicated.
     pub duplicated: u64,
+    /// Held back so that later packets overtake them.
     pub reordered: u64,
+    /// Chosen for payload corruption (the forwarder counts those it could corrupt).
     pub corrupt_requested: u64,
     /// Largest backlog seen at the bottleneck, bytes.
     pub queue_max_bytes: u64,
@@ -58,10 +67,12 @@ pub struct Link {
     floor_ns: u64,
     bad_state: bool,
     ns_per_byte: Option<f64>,
+    /// What the link decided so far.
     pub counters: ModelCounters,
 }
 
 impl Link {
+    /// A link with `dir`'s settings, its impairments drawn from `seed`.
     pub fn new(dir: Direction, seed: u64) -> Link {
         let ns_per_byte = dir.rate_bps.map(|r| 8e9 / r);
         Link {
@@ -75,6 +86,7 @@ impl Link {
         }
     }
 
+    /// The link's settings.
     pub fn direction(&self) -> &Direction {
         &self.dir
     }

@@ -14,16 +14,41 @@ pub const PREFIX: &str = "lsw-";
 /// The TUN device's name inside each namespace.
 pub const DEVICE: &str = "wan0";
 
+/// Why a namespace or device could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum NetnsError {
+    /// `ip` could not be run.
     #[error("cannot run `ip {args}`: {source} (install iproute2)")]
-    Spawn { args: String, source: io::Error },
+    Spawn {
+        /// Its arguments.
+        args: String,
+        /// Why it could not run.
+        source: io::Error,
+    },
+    /// `ip` failed.
     #[error("`ip {args}` failed: {stderr}")]
-    Ip { args: String, stderr: String },
+    Ip {
+        /// Its arguments.
+        args: String,
+        /// What it printed on stderr.
+        stderr: String,
+    },
+    /// This thread could not enter the namespace.
     #[error("cannot enter network namespace {name}: {source}")]
-    Enter { name: String, source: io::Error },
+    Enter {
+        /// The namespace.
+        name: String,
+        /// Why not.
+        source: io::Error,
+    },
+    /// The TUN device could not be made.
     #[error("cannot create the TUN device in {name}: {source}")]
-    Tun { name: String, source: io::Error },
+    Tun {
+        /// The namespace.
+        name: String,
+        /// Why not.
+        source: io::Error,
+    },
 }
 
 /// Runs `ip ARGS...`, turning a failure into an error that quotes ip's own message.
@@ -50,6 +75,7 @@ pub fn ns_name(name: &str, side: char) -> String {
     format!("{PREFIX}{name}-{side}")
 }
 
+/// The file that holds namespace `ns` (/run/netns/NS).
 pub fn ns_path(ns: &str) -> PathBuf {
     PathBuf::from("/run/netns").join(ns)
 }
@@ -65,10 +91,12 @@ pub fn list_ours() -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// Whether namespace `ns` exists.
 pub fn exists(ns: &str) -> bool {
     ns_path(ns).exists()
 }
 
+/// Creates namespace `ns` (`ip netns add`).
 pub fn create(ns: &str) -> Result<(), NetnsError> {
     ip(&["netns", "add", ns])
 }

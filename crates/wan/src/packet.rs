@@ -9,9 +9,13 @@ const UDP: u8 = 17;
 /// Where a transport segment sits in a packet: its start, protocol, and payload start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Transport {
+    /// The IP protocol number (6 TCP, 17 UDP).
     pub proto: u8,
+    /// Where the transport header starts.
     pub start: usize,
+    /// Where its payload starts.
     pub payload: usize,
+    /// Where the packet ends.
     pub end: usize,
 }
 

@@ -9,22 +9,40 @@ use std::time::Duration;
 /// Why a setting could not be understood.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum SettingsError {
+    /// A value with a unit (time, rate, size) could not be read.
     #[error("{what}: {source}")]
-    Unit { what: String, source: UnitError },
+    Unit {
+        /// The setting.
+        what: String,
+        /// Why not.
+        source: UnitError,
+    },
+    /// A probability outside 0..1 or not a number.
     #[error("{what}: '{value}' is not a probability (use 0.01 or 1%, between 0 and 1)")]
-    Probability { what: String, value: String },
+    Probability {
+        /// The setting.
+        what: String,
+        /// The value as given.
+        value: String,
+    },
     #[error(
         "queue: '{0}' is neither a size (e.g. 4M) nor a multiple of the bandwidth-delay product (e.g. 2bdp)"
     )]
+    /// A queue that is neither a size nor a multiple of the BDP.
     Queue(String),
+    /// A queue given in BDPs without a rate or delay to compute one from.
     #[error("queue: '{0}' is a multiple of the bandwidth-delay product, which needs a --rate and a non-zero delay")]
     QueueNeedsBdp(String),
+    /// A loss model that is not bernoulli:P or gilbert:P,R[,..].
     #[error("loss model: '{0}' (expected bernoulli:P or gilbert:P,R[,LOSS_IN_BAD[,LOSS_IN_GOOD]])")]
     LossModel(String),
+    /// An MTU outside 576..=65521.
     #[error("mtu {0} is outside 576..=65521")]
     Mtu(u32),
+    /// A per-direction setting that is not KEY=VALUE with a known key.
     #[error("per-direction setting '{0}' is not KEY=VALUE with KEY one of delay, rate, queue, loss, loss-model, jitter, reorder, reorder-gap, duplicate, corrupt-payload")]
     Override(String),
+    /// An emulator name that is not 1 to 8 characters of a-z, 0-9.
     #[error("emulator name '{0}' must be 1 to 8 characters of a-z, 0-9")]
     Name(String),
 }
@@ -35,6 +53,7 @@ pub enum SettingsError {
 pub struct Probability(pub f64);
 
 impl Probability {
+    /// Reads `s` (`0.01` or `1%`) as the probability of setting `what`.
     pub fn parse(what: &str, s: &str) -> Result<Probability, SettingsError> {
         let bad = || SettingsError::Probability {
             what: what.into(),
@@ -56,21 +75,31 @@ impl Probability {
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
 #[serde(tag = "model", rename_all = "snake_case")]
 pub enum LossModel {
+    /// No packet is lost by the model (the queue may still drop).
     #[default]
     None,
     /// Each packet lost independently with probability `p`.
-    Bernoulli { p: f64 },
+    Bernoulli {
+        /// The loss probability.
+        p: f64,
+    },
     /// Gilbert–Elliott: a good and a bad state; `p` = P(good→bad), `r` = P(bad→good) per packet, and a
     /// loss probability in each state.
     Gilbert {
+        /// P(good→bad) per packet.
         p: f64,
+        /// P(bad→good) per packet.
         r: f64,
+        /// Loss probability in the bad state.
         loss_bad: f64,
+        /// Loss probability in the good state.
         loss_good: f64,
     },
 }
 
 impl LossModel {
+    /// Reads `bernoulli:P` or `gilbert:P,R[,LOSS_IN_BAD[,LOSS_IN_GOOD]]` (bad state loses every packet
+    /// and the good state none unless said).
     pub fn parse(s: &str) -> Result<LossModel, SettingsError> {
         let bad = || SettingsError::LossModel(s.into());
         let (kind, args) = s.split_once(':').ok_or_else(bad)?;
@@ -119,12 +148,14 @@ impl LossModel {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum QueueSpec {
+    /// A size in bytes.
     Bytes(u64),
     /// A multiple of the path's bandwidth-delay product (rate × RTT).
     Bdp(f64),
 }
 
 impl QueueSpec {
+    /// Reads a size (`4M`) or a multiple of the BDP (`2bdp`).
     pub fn parse(s: &str) -> Result<QueueSpec, SettingsError> {
         let t = s.trim();
         if let Some(n) = t.strip_suffix("bdp").or_else(|| t.strip_suffix("BDP")) {
@@ -149,27 +180,33 @@ impl QueueSpec {
 /// Everything applied to packets going one way.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Direction {
+    /// One-way delay.
     #[serde(with = "landspeed_core::units::secs")]
     pub delay: Duration,
     /// Serialization rate in bits per second; `None` is unlimited.
     pub rate_bps: Option<f64>,
     /// Queue limit in bytes (resolved); `None` is unlimited (only without a rate).
     pub queue_bytes: Option<u64>,
+    /// Random loss, besides the queue's drops.
     pub loss: LossModel,
     /// Delay variation: each packet gets up to ± this much, without being reordered by it.
     #[serde(with = "landspeed_core::units::secs")]
     pub jitter: Duration,
+    /// Probability that a packet is held back and overtaken.
     pub reorder: f64,
     /// How long a reordered packet is held back, letting later packets overtake it.
     #[serde(with = "landspeed_core::units::secs")]
     pub reorder_gap: Duration,
+    /// Probability that a packet is delivered twice.
     pub duplicate: f64,
+    /// Probability that a packet's payload gets one flipped bit.
     pub corrupt_payload: f64,
 }
 
 /// The whole path: the two directions and what they share.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PathSettings {
+    /// The TUN devices' MTU, bytes.
     pub mtu: u32,
     /// From host A to host B.
     pub a_to_b: Direction,
@@ -182,20 +219,33 @@ pub struct PathSettings {
 /// Raw settings as typed by the user (strings), turned into [`PathSettings`] by [`Request::resolve`].
 #[derive(Debug, Clone, Default)]
 pub struct Request {
+    /// Round-trip time (`--rtt`), split evenly between the directions.
     pub rtt: Option<String>,
+    /// Bottleneck rate (`--rate`).
     pub rate: Option<String>,
+    /// Bottleneck queue (`--queue`): a size or a multiple of the BDP.
     pub queue: Option<String>,
+    /// Random loss probability (`--loss`).
     pub loss: Option<String>,
+    /// Loss model (`--loss-model`).
     pub loss_model: Option<String>,
+    /// Delay variation (`--jitter`).
     pub jitter: Option<String>,
+    /// Reordering probability (`--reorder`).
     pub reorder: Option<String>,
+    /// How long a reordered packet is held back (`--reorder-gap`).
     pub reorder_gap: Option<String>,
+    /// Duplication probability (`--duplicate`).
     pub duplicate: Option<String>,
+    /// Payload corruption probability (`--corrupt-payload`).
     pub corrupt_payload: Option<String>,
+    /// The devices' MTU (`--mtu`).
     pub mtu: Option<u32>,
+    /// The impairments' random seed (`--seed`).
     pub seed: Option<u64>,
     /// `KEY=VALUE` overrides for A→B and B→A (`delay` is one-way there).
     pub a_to_b: Vec<String>,
+    /// `KEY=VALUE` overrides for B→A.
     pub b_to_a: Vec<String>,
 }
 
@@ -289,6 +339,7 @@ fn bernoulli(v: &str) -> Result<LossModel, SettingsError> {
 }
 
 impl Request {
+    /// The settings with units read, defaults applied and the queue resolved against rate and delay.
     pub fn resolve(&self) -> Result<PathSettings, SettingsError> {
         let rtt = self
             .rtt
