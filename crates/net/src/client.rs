@@ -30,18 +30,28 @@ use std::time::{Duration, Instant, SystemTime};
 
 pub use landspeed_core::config::Family;
 
+/// Everything a client run needs: where, the validated test, and how this end behaves.
 #[derive(Debug, Clone)]
 pub struct ClientOptions {
+    /// The server's name or address.
     pub host: String,
+    /// The server's port.
     pub port: u16,
     /// The validated test (`TestSpec::validated`).
     pub spec: Test,
+    /// Worker threads on this end (None: one per CPU, at most one per stream).
     pub threads: Option<usize>,
+    /// CPUs to pin this end's workers to.
     pub cpus: Option<Vec<usize>>,
+    /// The local address to connect from.
     pub bind: Option<IpAddr>,
+    /// IPv4 or IPv6 only, when the name has both.
     pub family: Option<Family>,
+    /// How long each connect may take.
     pub connect_timeout: Duration,
+    /// How long each control message may take (each handshake step).
     pub control_timeout: Duration,
+    /// A stream that moves nothing for this long fails.
     pub idle_timeout: Duration,
     /// The key to answer a server's authentication challenge with (`--auth`).
     pub auth: Option<landspeed_core::protocol::Key>,
@@ -59,6 +69,7 @@ pub struct ClientOptions {
 }
 
 impl ClientOptions {
+    /// Options for `spec` against `host:port`, everything else at its default.
     pub fn new(host: impl Into<String>, port: u16, spec: Test) -> Self {
         ClientOptions {
             host: host.into(),
@@ -84,51 +95,104 @@ impl ClientOptions {
 /// Progress reported while a test runs.
 #[derive(Debug, Clone)]
 pub enum ClientEvent {
+    /// The control connection is up.
     Connected {
+        /// This end's address.
         local: SocketAddr,
+        /// The server's address.
         remote: SocketAddr,
     },
     /// All streams are connected and the test is starting.
     Started {
+        /// Data streams in all.
         streams: u32,
+        /// What the user should know before the figures (a window cut by the kernel, ...).
         warnings: Vec<String>,
     },
     /// An interval closed on the receiving end of `flow`.
     Interval {
+        /// The direction.
         flow: Flow,
+        /// Its figures over the interval.
         interval: IntervalResult,
     },
 }
 
+/// Why a client run failed, by kind: callers decide retries and exit codes by variant.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
+    /// The server's name did not resolve.
     #[error("cannot resolve host '{host}': {err}")]
-    Resolve { host: String, err: std::io::Error },
+    Resolve {
+        /// The name.
+        host: String,
+        /// The resolver's reason.
+        err: std::io::Error,
+    },
+    /// The name has no address of the family asked for.
     #[error("host '{host}' has no {family} address")]
-    NoAddress { host: String, family: &'static str },
+    NoAddress {
+        /// The name.
+        host: String,
+        /// IPv4 or IPv6.
+        family: &'static str,
+    },
+    /// No connection to the server.
     #[error("cannot connect to {addr}: {err}")]
-    Connect { addr: SocketAddr, err: std::io::Error },
+    Connect {
+        /// The server's address.
+        addr: SocketAddr,
+        /// Why not.
+        err: std::io::Error,
+    },
+    /// Something answered that is not a landspeed server.
     #[error("{addr} does not speak the landspeed protocol ({detail})")]
-    NotLandspeed { addr: SocketAddr, detail: String },
+    NotLandspeed {
+        /// The server's address.
+        addr: SocketAddr,
+        /// What it did instead.
+        detail: String,
+    },
+    /// The control connection failed (I/O, a timeout, the server closed it).
     #[error("control connection to {addr}: {err}")]
-    Control { addr: SocketAddr, err: ControlError },
+    Control {
+        /// The server's address.
+        addr: SocketAddr,
+        /// What happened.
+        err: ControlError,
+    },
+    /// The conversation failed (a timeout at a step, a message out of turn, a remote error).
     #[error(transparent)]
     Protocol(ProtocolError),
     /// The server is at a capacity limit or rate-limits this address: the same test can succeed later.
     #[error("the server is busy: {reason}")]
-    Busy { reason: String },
+    Busy {
+        /// The server's words.
+        reason: String,
+    },
     /// The server refused the test for a reason a retry will not change.
     #[error("the server refused the test: {reason}")]
     Refused {
+        /// The server's typed reason.
         code: landspeed_core::protocol::Refusal,
+        /// The server's words.
         reason: String,
     },
+    /// A data stream failed to open.
     #[error("data stream {id}: {err}")]
-    Stream { id: u32, err: std::io::Error },
+    Stream {
+        /// The stream.
+        id: u32,
+        /// Why.
+        err: std::io::Error,
+    },
+    /// The test is not valid.
     #[error("invalid test: {0}")]
     Config(#[from] landspeed_core::config::ConfigError),
+    /// A socket option the test asks for could not be set.
     #[error(transparent)]
     SockOpt(#[from] SockOptError),
+    /// Ctrl-C before the data moved.
     #[error("interrupted before the test started")]
     Interrupted,
     /// A file test asked for the direction its file cannot move in: a file sent from this end needs a
@@ -138,25 +202,52 @@ pub enum ClientError {
     } else {
         "a file received at this end needs a reverse test"
     })]
-    FileDirection { upload: bool },
+    FileDirection {
+        /// True for a file sent from this end, false for one received here.
+        upload: bool,
+    },
+    /// The system had no randomness to give (cookie, key, session id).
     #[error("no randomness for {what}: {err}")]
     Random {
+        /// What it was for.
         what: &'static str,
+        /// Why not.
         err: getrandom::Error,
     },
     /// The server answered with something the session did not wait for at this step.
     #[error("the server answered out of order while {step}")]
-    OutOfOrder { step: &'static str },
+    OutOfOrder {
+        /// Which step.
+        step: &'static str,
+    },
     #[error(
         "UDP stream {id}: the server did not acknowledge it within {after:?} (is UDP port {port} open?)"
     )]
-    UdpUnacknowledged { id: u32, after: Duration, port: u16 },
+    /// A UDP stream's hello got no acknowledgement.
+    UdpUnacknowledged {
+        /// The stream.
+        id: u32,
+        /// How long it was tried.
+        after: Duration,
+        /// The server's UDP port.
+        port: u16,
+    },
     /// An iperf3 server refused the test with its own error numbers (SERVER_ERROR).
     #[error("the iperf3 server refused the test: iperf3 error {code} (errno {errno})")]
-    Iperf3Refused { code: i32, errno: i32 },
+    Iperf3Refused {
+        /// iperf3's error number.
+        code: i32,
+        /// The server's errno.
+        errno: i32,
+    },
     /// An iperf3 server sent a state other than the one its protocol has next.
     #[error("the iperf3 server said {got}, expected {expected}")]
-    Iperf3Unexpected { got: String, expected: &'static str },
+    Iperf3Unexpected {
+        /// The state that came.
+        got: String,
+        /// What the protocol has next.
+        expected: &'static str,
+    },
     /// The iperf3 conversation failed (the session's typed reason: a timeout or the server leaving
     /// at a named step, its results unreadable, SERVER_TERMINATE).
     #[error("iperf3: {0}")]
@@ -164,14 +255,28 @@ pub enum ClientError {
     /// The iperf3 control connection failed (an I/O error, a write that timed out).
     #[error("iperf3 control connection: {0}")]
     Iperf3Control(ControlError),
+    /// An iperf3 server answered a UDP stream's hello with something other than `6789`.
     #[error("UDP stream {id}: unexpected answer to the iperf3 UDP hello")]
-    Iperf3UdpHello { id: u32 },
+    Iperf3UdpHello {
+        /// The stream.
+        id: u32,
+    },
     /// The server answered in iperf3's protocol (PARAM_EXCHANGE or ACCESS_DENIED): retry with
     /// `run_iperf3_client`.
     #[error("{addr} is an iperf3 server (use --iperf3)")]
-    Iperf3Server { addr: SocketAddr },
+    Iperf3Server {
+        /// The server's address.
+        addr: SocketAddr,
+    },
+    /// A file of a disk-to-disk test could not be read or written.
     #[error("file {path}: {err}")]
-    File { path: String, err: std::io::Error },
+    File {
+        /// The file.
+        path: String,
+        /// Why.
+        err: std::io::Error,
+    },
+    /// The latency probes could not run.
     #[error("latency probes: {0}")]
     Latency(#[from] landspeed_path::echo::EchoError),
 }

@@ -13,14 +13,19 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
+/// Why a control connection failed below the conversation.
 #[derive(Debug, thiserror::Error)]
 pub enum ControlError {
+    /// The peer closed or reset it.
     #[error("peer closed the control connection")]
     Closed,
+    /// A write did not complete within the timeout.
     #[error("timed out after {0:?} waiting for the peer")]
     Timeout(Duration),
+    /// Another I/O error.
     #[error("control connection: {0}")]
     Io(#[from] std::io::Error),
+    /// Bytes that are not a control frame.
     #[error(transparent)]
     Frame(#[from] FrameError),
 }
@@ -50,12 +55,14 @@ pub struct ControlWriter {
 }
 
 impl ControlWriter {
+    /// The writing half of `stream`, writes bounded by `timeout`, Nagle off.
     pub fn new(stream: TcpStream, timeout: Duration) -> std::io::Result<Self> {
         stream.set_write_timeout(Some(timeout))?;
         stream.set_nodelay(true)?;
         Ok(ControlWriter { stream })
     }
 
+    /// Writes one message.
     pub fn send(&mut self, msg: &Message) -> Result<(), ControlError> {
         self.write_raw(&encode(msg))
     }
@@ -74,6 +81,7 @@ impl ControlWriter {
         }
     }
 
+    /// Closes the connection both ways.
     pub fn shutdown(&self) {
         let _ = self.stream.shutdown(std::net::Shutdown::Both);
     }

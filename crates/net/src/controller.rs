@@ -13,18 +13,48 @@ use landspeed_core::result::RunResult;
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
+/// Why a controller's order to a host failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ControllerError {
+    /// The host's name did not resolve.
     #[error("cannot resolve '{host}': {err}")]
-    Resolve { host: String, err: std::io::Error },
+    Resolve {
+        /// The name.
+        host: String,
+        /// The resolver's reason.
+        err: std::io::Error,
+    },
+    /// No connection to the host.
     #[error("cannot connect to {addr}: {err}")]
-    Connect { addr: SocketAddr, err: std::io::Error },
+    Connect {
+        /// The host's address.
+        addr: SocketAddr,
+        /// Why not.
+        err: std::io::Error,
+    },
+    /// The control connection failed.
     #[error("{addr}: {err}")]
-    Control { addr: SocketAddr, err: ControlError },
+    Control {
+        /// The host's address.
+        addr: SocketAddr,
+        /// What happened.
+        err: ControlError,
+    },
+    /// The conversation failed.
     #[error("{addr}: {err}")]
-    Protocol { addr: SocketAddr, err: ProtocolError },
+    Protocol {
+        /// The host's address.
+        addr: SocketAddr,
+        /// What happened.
+        err: ProtocolError,
+    },
+    /// The host does not take third-party orders.
     #[error("{addr} does not take third-party orders (it needs serve --allow-control with --auth-keys)")]
-    NoControl { addr: SocketAddr },
+    NoControl {
+        /// The host's address.
+        addr: SocketAddr,
+    },
+    /// No randomness for a nonce.
     #[error("no randomness: {0}")]
     Random(String),
 }
@@ -32,16 +62,20 @@ pub enum ControllerError {
 /// What a host said when checked, and its clock against ours.
 #[derive(Debug, Clone)]
 pub struct HostCheck {
+    /// The host's address.
     pub addr: SocketAddr,
+    /// Its software and version, as its welcome said.
     pub software: String,
     /// It takes third-party orders.
     pub control: bool,
+    /// Its clock against this one's, from the clock probes.
     pub clock: ClockOffset,
 }
 
 /// An open control connection to a host that takes orders.
 pub struct HostConn {
     link: Link<Conn<ControllerSession>>,
+    /// What the host said when checked.
     pub check: HostCheck,
 }
 

@@ -5,6 +5,7 @@
 //! prints or formats output: drivers return a `RunResult` and report progress through callbacks.
 
 #![deny(unreachable_pub)]
+#![warn(missing_docs)]
 
 pub mod client;
 pub mod control;

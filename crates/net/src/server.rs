@@ -32,13 +32,18 @@ use std::sync::Condvar;
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
+/// How `landspeed serve` runs: where it listens, its timeouts and limits, whom it serves.
 #[derive(Debug, Clone)]
 pub struct ServerOptions {
+    /// The address to listen on (None: every address, IPv4 and IPv6).
     pub bind: Option<IpAddr>,
+    /// The TCP and UDP port.
     pub port: u16,
     /// Serve one test, then return.
     pub once: bool,
+    /// Time a client has for each handshake step.
     pub handshake_timeout: Duration,
+    /// A stream that moves nothing for this long fails.
     pub idle_timeout: Duration,
     /// Tests running at once, both protocols together; one more is told "busy".
     pub max_tests: usize,
@@ -105,10 +110,18 @@ struct Counters {
     refused: std::collections::BTreeMap<String, u64>,
 }
 
+/// Why the server could not start or keep serving.
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
+    /// The port could not be bound.
     #[error("cannot listen on {addr}: {err}")]
-    Bind { addr: SocketAddr, err: std::io::Error },
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why not.
+        err: std::io::Error,
+    },
+    /// Another I/O error of the listeners.
     #[error("server I/O: {0}")]
     Io(#[from] std::io::Error),
 }
@@ -141,6 +154,7 @@ impl<K: Eq + std::hash::Hash> Drop for Registered<'_, K> {
     }
 }
 
+/// Where the server's events (tests, refusals, counters) go: the binary logs them.
 pub type EventSink = Arc<dyn Fn(ServerEvent) + Send + Sync>;
 
 struct Shared {
@@ -330,6 +344,7 @@ impl Server {
         })
     }
 
+    /// The addresses the server listens on.
     pub fn local_addrs(&self) -> Vec<SocketAddr> {
         self.listeners
             .iter()

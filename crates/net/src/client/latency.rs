@@ -11,11 +11,13 @@ use std::time::{Duration, Instant};
 /// How `run --latency` probes.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LatencyOptions {
+    /// Probes per second.
     pub probes_per_s: f64,
     /// Datagram size, header included.
     pub size: usize,
     /// Idle probes wanted before the transfer starts (waited for at most `idle_wait`).
     pub idle_probes: u32,
+    /// The longest wait for the idle probes.
     pub idle_wait: Duration,
 }
 

@@ -32,53 +32,91 @@ impl std::fmt::Display for MissingWhy {
 /// failure).
 #[derive(Debug, thiserror::Error)]
 pub enum TestError {
+    /// The control connection failed.
     #[error(transparent)]
     Control(#[from] ControlError),
+    /// The conversation failed (a timeout at a step, a message out of turn).
     #[error(transparent)]
     Protocol(#[from] ProtocolError),
+    /// The test was refused; the client was told why.
     #[error("rejected: {reason}")]
-    Rejected { code: Refusal, reason: String },
+    Rejected {
+        /// The typed reason.
+        code: Refusal,
+        /// The words the client got.
+        reason: String,
+    },
+    /// The client reported a failure of its own.
     #[error("client failed: {0}")]
     ClientFailed(String),
+    /// Some data streams never came.
     #[error("only {arrived} of {expected} data streams arrived {why}")]
     StreamsMissing {
+        /// How many came.
         arrived: usize,
+        /// How many the test has.
         expected: u32,
+        /// Why the wait ended.
         why: MissingWhy,
     },
+    /// A UDP stream's socket could not be set up.
     #[error("UDP stream {id}: {err}")]
-    UdpStream { id: u32, err: std::io::Error },
+    UdpStream {
+        /// The stream.
+        id: u32,
+        /// Why.
+        err: std::io::Error,
+    },
+    /// A socket option the test asks for could not be set.
     #[error(transparent)]
     SockOpt(#[from] SockOptError),
+    /// The CPUs the client asked the server to pin to are not usable here.
     #[error("server CPUs: {0}")]
     Cpus(String),
+    /// The system had no randomness to give.
     #[error("no randomness for {what}: {err}")]
     Random {
+        /// What it was for.
         what: &'static str,
+        /// Why not.
         err: getrandom::Error,
     },
+    /// The client never said start.
     #[error("expected start, got {0}")]
     NotStarted(String),
+    /// The client's results did not come in time.
     #[error("the client sent no results within {0:?}")]
     NoResults(Duration),
+    /// Streams failed, each with its reason.
     #[error("{}", .0.iter().map(|(id, e)| format!("stream {id}: {e}")).collect::<Vec<_>>().join("; "))]
     Streams(Vec<(u32, String)>),
+    /// The server is shutting down.
     #[error("server shutting down")]
     Shutdown,
+    /// A shared table's lock was poisoned (a test's thread panicked).
     #[error("a registry lock was poisoned by a panicked test")]
     Poisoned,
     /// A third-party order that could not be carried out.
     #[error("{0}")]
     Order(String),
+    /// An iperf3 test's control connection failed outside the conversation.
     #[error("iperf3 control connection, {step}: {err}")]
-    Iperf3Io { step: &'static str, err: std::io::Error },
+    Iperf3Io {
+        /// What was being done.
+        step: &'static str,
+        /// Why it failed.
+        err: std::io::Error,
+    },
     /// An iperf3 conversation failed (the session's typed reason).
     #[error(transparent)]
     Iperf3(landspeed_iperf3::Iperf3Error),
+    /// The iperf3 client sent CLIENT_TERMINATE.
     #[error("the client terminated the test")]
     ClientTerminated,
+    /// The client closed its control connection before the test completed.
     #[error("the client closed the connection")]
     ClientClosed,
+    /// The client never ended the test (TEST_END) after this end's streams were done.
     #[error("the client never ended the test")]
     NeverEnded,
 }
