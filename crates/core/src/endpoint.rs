@@ -12,7 +12,9 @@ use std::collections::BTreeMap;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
+    /// It wrote the stream's data.
     Sender,
+    /// It read the stream's data.
     Receiver,
 }
 
@@ -42,24 +44,43 @@ impl Role {
 /// TCP_INFO figures for one socket at the end of the test, plus RTT statistics over the interval samples.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct TcpStats {
+    /// Retransmitted segments over the connection's life (tcpi_total_retrans).
     pub retransmits: u64,
+    /// Smoothed RTT at the end, µs.
     pub rtt_us: u32,
+    /// RTT variation at the end, µs.
     pub rtt_var_us: u32,
+    /// The smallest RTT the kernel saw (tcpi_min_rtt), µs.
     pub rtt_min_us: u32,
+    /// The mean of the samples' smoothed RTTs, µs.
     pub rtt_avg_us: u32,
+    /// The largest of the samples' smoothed RTTs, µs.
     pub rtt_max_us: u32,
+    /// Congestion window at the end, bytes (segments × MSS).
     pub cwnd_bytes: u64,
+    /// Congestion window at the end, segments.
     pub snd_cwnd_segments: u32,
+    /// The MSS sent with, bytes.
     pub mss_bytes: u32,
+    /// The path MTU, bytes.
     pub pmtu_bytes: u32,
+    /// Segments sent, retransmissions included.
     pub segs_out: u64,
+    /// Segments received.
     pub segs_in: u64,
+    /// The last delivery-rate sample, bit/s.
     pub delivery_rate_bps: f64,
+    /// Time with data in flight, µs.
     pub busy_time_us: u64,
+    /// Time limited by the peer's receive window, µs.
     pub rwnd_limited_us: u64,
+    /// Time limited by the send buffer, µs.
     pub sndbuf_limited_us: u64,
+    /// Reordering the kernel tolerates now, segments.
     pub reordering: u32,
+    /// Segments taken as lost at the end.
     pub lost: u32,
+    /// The congestion control in use.
     pub congestion: Option<String>,
     /// The window the peer advertises, as this end last saw it (on the sender: the receive window in
     /// effect, which is what limits a window-limited test; Linux advertises about 1.2 × the SO_RCVBUF
@@ -74,8 +95,11 @@ pub struct TcpStats {
 /// One stream as seen by one end.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StreamReport {
+    /// The stream's number.
     pub id: u32,
+    /// Which way its data goes.
     pub flow: Flow,
+    /// Whether this end wrote or read it.
     pub role: Role,
     /// Bytes written (sender) or read (receiver), warm-up included.
     pub bytes: u64,
@@ -87,11 +111,15 @@ pub struct StreamReport {
     pub omitted_bytes: u64,
     /// Seconds from this end's start to its first and last byte.
     pub first_byte_s: Option<f64>,
+    /// Seconds from this end's start to its last byte.
     pub last_byte_s: Option<f64>,
     /// SO_SNDBUF / SO_RCVBUF as the kernel reports them after the request.
     pub snd_buf_bytes: u64,
+    /// SO_RCVBUF as the kernel granted it.
     pub rcv_buf_bytes: u64,
+    /// TCP_INFO at the end (None for UDP).
     pub tcp: Option<TcpStats>,
+    /// Why the stream failed at this end, if it did.
     pub error: Option<String>,
     /// Receiver only: bytes checked against the expected payload, warm-up included.
     #[serde(default)]
@@ -99,11 +127,13 @@ pub struct StreamReport {
     /// Receiver only: 256-byte payload blocks with at least one wrong byte.
     #[serde(default)]
     pub corrupt_blocks: u64,
+    /// Receiver only: where the first wrong byte was.
     #[serde(default)]
     pub first_corruption: Option<crate::payload::Corruption>,
     /// Sender only, with MSG_ZEROCOPY: sends made, and how many the kernel reported it copied anyway.
     #[serde(default)]
     pub zerocopy_sends: u64,
+    /// Zero-copy sends the kernel copied anyway.
     #[serde(default)]
     pub zerocopy_copied: u64,
     /// UDP receiver: datagram accounting (the sender's count comes with its end-of-stream marker).
@@ -124,41 +154,63 @@ pub struct CpuTimes {
     pub wall_s: f64,
     /// This process's user and system CPU seconds (getrusage).
     pub process_user_s: f64,
+    /// This process's system CPU seconds.
     pub process_system_s: f64,
     /// All CPUs, from /proc/stat: seconds busy (everything but idle and iowait) and in softirq.
     pub system_busy_s: f64,
+    /// All CPUs' seconds in softirq.
     pub system_softirq_s: f64,
+    /// All CPUs' seconds in all, idle included.
     pub system_total_s: f64,
+    /// CPUs online.
     pub cpus: u32,
     /// Clock rate used for cycles/byte, and where it came from.
     pub clock_hz: Option<f64>,
+    /// Where the clock rate came from.
     pub clock_source: Option<String>,
 }
 
 /// Packet counters of the interface the test's traffic used, and the system's interrupt count.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct InterfaceCounters {
+    /// The interface.
     pub name: String,
+    /// Packets received.
     pub rx_packets: u64,
+    /// Packets sent.
     pub tx_packets: u64,
+    /// Bytes received.
     pub rx_bytes: u64,
+    /// Bytes sent.
     pub tx_bytes: u64,
+    /// Receive errors.
     pub rx_errors: u64,
+    /// Send errors.
     pub tx_errors: u64,
+    /// Packets dropped on receipt.
     pub rx_dropped: u64,
+    /// Packets dropped on sending.
     pub tx_dropped: u64,
+    /// Interrupts on the host.
     pub interrupts: u64,
+    /// Wall-clock seconds the counters cover.
     pub wall_s: f64,
 }
 
 /// Facts about a host that a record submission or a puzzled user needs.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct HostInfo {
+    /// The host's name.
     pub hostname: String,
+    /// The operating system (PRETTY_NAME of /etc/os-release).
     pub os: String,
+    /// The kernel release.
     pub kernel: String,
+    /// The CPU model.
     pub cpu_model: String,
+    /// CPUs online.
     pub cpus: u32,
+    /// Memory, bytes.
     pub memory_bytes: u64,
     /// Network sysctls that decide throughput (rmem/wmem limits, congestion control, ...).
     pub sysctls: BTreeMap<String, String>,
@@ -173,12 +225,15 @@ pub struct HostInfo {
 /// The interface a test ran over, as the record document describes an end system.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct NicInfo {
+    /// The interface's name.
     pub name: String,
     /// Kernel driver (None for virtual devices without one).
     pub driver: Option<String>,
     /// Link speed in Mbit/s as the driver reports it (None when unknown, e.g. loopback).
     pub speed_mbps: Option<u64>,
+    /// Its MTU, bytes.
     pub mtu: Option<u32>,
+    /// Its transmit queue length, packets.
     pub tx_queue_len: Option<u32>,
     /// Offloads from `ethtool -k` (empty when ethtool is not installed).
     pub offloads: BTreeMap<String, bool>,
@@ -190,16 +245,25 @@ pub struct NicInfo {
 /// Everything one end reports at the end of a test.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct EndpointReport {
+    /// This end's software and version.
     pub software: String,
+    /// Every stream of this end.
     pub streams: Vec<StreamReport>,
+    /// Its CPU use over the test.
     pub cpu: CpuTimes,
+    /// The host.
     pub host: HostInfo,
+    /// The interface's counters over the test, when known.
     pub interface: Option<InterfaceCounters>,
     /// Seconds from this end's start to the end of its last stream.
     pub elapsed_s: f64,
+    /// Worker threads.
     pub threads: u32,
+    /// The CPUs the workers were pinned to.
     pub cpus_pinned: Option<Vec<usize>>,
+    /// What this end wants the user to know.
     pub warnings: Vec<String>,
+    /// Why this end failed the test, if it did.
     pub error: Option<String>,
     /// Disk-to-disk tests: what this end measured about its file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -209,27 +273,37 @@ pub struct EndpointReport {
 /// TCP state of one stream at a sample instant.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct TcpSnapshot {
+    /// Smoothed RTT, µs.
     pub rtt_us: u32,
+    /// Congestion window, bytes.
     pub cwnd_bytes: u64,
+    /// Retransmitted segments so far.
     pub retransmits: u64,
 }
 
 /// One stream's cumulative byte count at a sample instant.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct StreamSample {
+    /// The stream's number.
     pub id: u32,
+    /// Bytes it had moved by then.
     pub bytes: u64,
+    /// Its TCP state then, when the transport has one.
     pub tcp: Option<TcpSnapshot>,
 }
 
 /// A sample of every local stream, closing the interval `start_s..end_s` (seconds since this end's start).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct IntervalSample {
+    /// The interval's number, from 0.
     pub index: u32,
+    /// Its start.
     pub start_s: f64,
+    /// Its end.
     pub end_s: f64,
     /// The interval lies in the warm-up (`-O`) and is left out of the results.
     pub omitted: bool,
+    /// Every local stream at the end of the interval.
     pub streams: Vec<StreamSample>,
 }
 

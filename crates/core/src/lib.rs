@@ -5,6 +5,7 @@
 //! every driver (landspeed's own protocol, iperf3 compatibility, the WAN emulator's tests).
 
 #![deny(unreachable_pub)]
+#![warn(missing_docs)]
 
 pub mod assemble;
 pub mod config;

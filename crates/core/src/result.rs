@@ -10,19 +10,28 @@ use serde::{Deserialize, Serialize};
 /// The schema tag of this layout.
 pub const SCHEMA: &str = "landspeed/result/1";
 
+/// One test's result: the one record every output (text, JSON, HTML, archive) is rendered from (schema `landspeed/result/1`, docs/result-schema.md).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunResult {
+    /// The layout's tag, `SCHEMA`.
     pub schema: String,
+    /// `landspeed X.Y.Z` of the client.
     pub software: String,
     /// Which control protocol ran the test: "landspeed" (or "iperf3" for compatibility runs).
     pub protocol: String,
+    /// When the client sent `start` (the data's start), Unix seconds.
     pub started_unix_s: f64,
+    /// The same instant, UTC (RFC 3339).
     pub started_utc: String,
+    /// The configuration both ends ran.
     pub config: ResolvedConfig,
+    /// The whole test's totals (with `--bidir` both directions added up).
     pub summary: Summary,
     /// One entry per data direction (two with `--bidir`).
     pub directions: Vec<DirectionResult>,
+    /// Every stream's figures.
     pub streams: Vec<StreamResult>,
+    /// The intervals of the whole test (both directions added up).
     pub intervals: Vec<IntervalResult>,
     /// What was sent and what verification found.
     pub payload: PayloadSummary,
@@ -30,7 +39,9 @@ pub struct RunResult {
     pub data_path: DataPath,
     /// The client's end (where `run` was invoked) and the server's.
     pub local: EndpointSummary,
+    /// The server's end.
     pub remote: EndpointSummary,
+    /// What the user should know: window caps, stream errors, mismatches (prefixed `client:`, `server:`, `stream N:`).
     pub warnings: Vec<String>,
     /// The test was stopped early (Ctrl-C); figures cover what was moved until then.
     pub interrupted: bool,
@@ -54,6 +65,7 @@ pub struct DataPath {
     pub rx: String,
     /// Event loop driving the sockets.
     pub engine: String,
+    /// Zero-copy sends made.
     pub zerocopy_sends: u64,
     /// Share of zerocopy sends the kernel copied after all (always 100% on loopback).
     pub zerocopy_copied_pct: Option<f64>,
@@ -62,17 +74,23 @@ pub struct DataPath {
 /// The payload and its verification (docs/payload.md).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PayloadSummary {
+    /// The payload layout's name.
     pub pattern: String,
+    /// The run's payload key, hex.
     pub key_hex: String,
     /// Receivers checked every byte.
     pub verified: bool,
+    /// Bytes checked against the pattern after the warm-up.
     pub bytes_verified: u64,
+    /// 256-byte blocks with at least one wrong byte.
     pub corrupt_blocks: u64,
     /// The first wrong byte found (lowest stream, then offset).
     pub first_corruption: Option<crate::payload::Corruption>,
     /// Rule 6 of the Land Speed Record: no two packets of the run carried the same data.
     pub different_data_every_packet: bool,
+    /// The shortest run of bytes that is provably distinct in the pattern (263).
     pub unique_segment_min_bytes: u32,
+    /// The smallest MSS any stream used, when TCP said.
     pub smallest_mss_bytes: Option<u32>,
     /// Why `different_data_every_packet` is what it is.
     pub evidence: String,
@@ -81,15 +99,24 @@ pub struct PayloadSummary {
 /// The configuration as both ends ran it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ResolvedConfig {
+    /// The server, as the client named it.
     pub host: String,
+    /// The server's port.
     pub port: u16,
+    /// The client's address on the control connection.
     pub local_address: String,
+    /// The server's address.
     pub remote_address: String,
+    /// `ipv4` or `ipv6`.
     pub family: String,
+    /// The test specification both ends ran (flattened into the config object).
     #[serde(flatten)]
     pub spec: TestSpec,
+    /// The client's worker threads.
     pub threads: u32,
+    /// The CPUs the client's workers were pinned to.
     pub cpus: Option<Vec<usize>>,
+    /// The local address the client bound to, if any.
     pub bind: Option<String>,
 }
 
@@ -97,10 +124,15 @@ pub struct ResolvedConfig {
 /// but `omitted_bytes`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
+    /// Bytes the senders wrote after the warm-up.
     pub bytes_sent: u64,
+    /// Bytes the receivers read after the warm-up.
     pub bytes_received: u64,
+    /// Bytes checked against the payload after the warm-up.
     pub bytes_verified: u64,
+    /// 256-byte blocks with a wrong byte.
     pub corrupt_blocks: u64,
+    /// Warm-up bytes left out.
     pub omitted_bytes: u64,
     /// Receiver's time from first byte (or end of warm-up) to last byte.
     pub duration_s: f64,
@@ -108,11 +140,17 @@ pub struct Summary {
     pub throughput_bps: f64,
     /// bytes_received / 1000 / duration_s (NTttcp's KB/s).
     pub kbytes_per_s: f64,
+    /// bytes_sent ÷ length_bytes.
     pub buffers_sent: f64,
+    /// bytes_received ÷ length_bytes.
     pub buffers_received: f64,
+    /// buffers_received per second of duration_s.
     pub buffers_per_s: f64,
+    /// The fastest full-length measured interval, bit/s.
     pub peak_interval_bps: Option<f64>,
+    /// The slowest full-length measured interval, bit/s.
     pub lowest_interval_bps: Option<f64>,
+    /// The senders' retransmitted segments (tcpi_total_retrans), added up.
     pub retransmits: u64,
     /// UDP: the streams' datagram figures added up (jitter: the mean of the streams').
     #[serde(default)]
@@ -121,26 +159,43 @@ pub struct Summary {
     pub sender_elapsed_s: f64,
 }
 
+/// One data direction of the test.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DirectionResult {
+    /// Which way the data went.
     pub flow: Flow,
+    /// Its totals.
     pub summary: Summary,
+    /// Its intervals, as its receiving end sampled them.
     pub intervals: Vec<IntervalResult>,
 }
 
+/// One stream's figures, from both of its ends.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StreamResult {
+    /// The stream's number.
     pub id: u32,
+    /// Which way its data went.
     pub flow: Flow,
+    /// Bytes its sender wrote after the warm-up.
     pub bytes_sent: u64,
+    /// Bytes its receiver read after the warm-up.
     pub bytes_received: u64,
+    /// Bytes checked against the payload after the warm-up.
     pub bytes_verified: u64,
+    /// Warm-up bytes left out.
     pub omitted_bytes: u64,
+    /// The receiver's time from its first (or post-warm-up) to its last byte.
     pub duration_s: f64,
+    /// bytes_received × 8 ÷ duration_s.
     pub throughput_bps: f64,
+    /// bytes_received ÷ 1000 ÷ duration_s.
     pub kbytes_per_s: f64,
+    /// bytes_received ÷ length_bytes.
     pub buffers: f64,
+    /// buffers per second of duration_s.
     pub buffers_per_s: f64,
+    /// The sender's time from its first to its last write.
     pub sender_elapsed_s: f64,
     /// The sending socket's TCP_INFO (retransmits, RTT, cwnd, ... live there).
     pub tcp: Option<TcpStats>,
@@ -149,6 +204,7 @@ pub struct StreamResult {
     /// Shares of the sender's test time that TCP spent limited by the receive window, limited by the
     /// send buffer, and busy sending (tcpi_rwnd_limited, tcpi_sndbuf_limited, tcpi_busy_time).
     pub limited: Option<LimitedShares>,
+    /// Why the stream failed, from either end.
     pub errors: Vec<String>,
     /// UDP: the receiver's datagram accounting, loss counted against the sender's own count.
     #[serde(default)]
@@ -158,21 +214,33 @@ pub struct StreamResult {
     pub send_errors: u64,
 }
 
+/// Shares of the sender's test time TCP spent limited or busy (from TCP_INFO).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct LimitedShares {
+    /// Limited by the receiver's window (tcpi_rwnd_limited), percent.
     pub rwnd_limited_pct: f64,
+    /// Limited by the send buffer (tcpi_sndbuf_limited), percent.
     pub sndbuf_limited_pct: f64,
+    /// With data in flight (tcpi_busy_time), percent.
     pub busy_pct: f64,
 }
 
+/// One interval of the test, as its receiving end sampled it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct IntervalResult {
+    /// The interval's number, from 0.
     pub index: u32,
+    /// Its start, seconds since the receiving end's start.
     pub start_s: f64,
+    /// Its end, seconds since the receiving end's start.
     pub end_s: f64,
+    /// Bytes received within it.
     pub bytes: u64,
+    /// bytes × 8 ÷ its length.
     pub throughput_bps: f64,
+    /// It lies in the warm-up, left out of the totals.
     pub omitted: bool,
+    /// Each stream's share.
     pub streams: Vec<IntervalStream>,
     /// `run --latency`: the echo probes answered within this interval (median and largest RTT).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -182,32 +250,51 @@ pub struct IntervalResult {
 /// Echo-probe RTT within one interval.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProbeRtt {
+    /// Probes answered within the interval.
     pub probes: u32,
+    /// Their median RTT, ms.
     pub median_ms: f64,
+    /// Their largest RTT, ms.
     pub max_ms: f64,
 }
 
+/// One stream within one interval.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct IntervalStream {
+    /// The stream's number.
     pub id: u32,
+    /// Bytes received within the interval.
     pub bytes: u64,
+    /// bytes × 8 ÷ the interval's length.
     pub throughput_bps: f64,
     /// From the sender's TCP_INFO at the end of the interval.
     pub rtt_us: Option<u32>,
+    /// The sender's congestion window at the end of the interval, bytes.
     pub cwnd_bytes: Option<u64>,
+    /// The sender's retransmitted segments so far.
     pub retransmits: Option<u64>,
 }
 
+/// One end of the test as the result shows it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EndpointSummary {
+    /// `client` or `server`.
     pub role: String,
+    /// Its software and version.
     pub software: String,
+    /// Its CPU use.
     pub cpu: CpuSummary,
+    /// The host: OS, kernel, CPU, memory, sysctls, NIC, command line.
     pub host: HostInfo,
+    /// The socket buffers asked for and granted.
     pub window: WindowSummary,
+    /// The interface's counters over the test, when known.
     pub interface: Option<InterfaceSummary>,
+    /// Its worker threads.
     pub threads: u32,
+    /// The CPUs its workers were pinned to.
     pub cpus_pinned: Option<Vec<usize>>,
+    /// From the start signal to its last stream's end, seconds.
     pub elapsed_s: f64,
 }
 
@@ -216,42 +303,64 @@ pub struct EndpointSummary {
 pub struct CpuSummary {
     /// This process, percent of one CPU (may exceed 100 with several threads).
     pub user_pct: f64,
+    /// This process's system time, percent of one CPU.
     pub system_pct: f64,
     /// All CPUs together, percent of the machine's capacity.
     pub system_busy_pct: f64,
+    /// All CPUs' softirq time, percent of the machine's capacity.
     pub softirq_pct: f64,
     /// This process's CPU seconds per 10^9 bytes moved by this end.
     pub cpu_s_per_gb: f64,
     /// Machine-wide busy CPU cycles per byte moved by this end.
     pub cycles_per_byte: Option<f64>,
+    /// The CPU clock, Hz, when known.
     pub clock_hz: Option<f64>,
+    /// Where the clock figure came from (cpufreq, /proc/cpuinfo, ...).
     pub clock_source: Option<String>,
+    /// CPUs online.
     pub cpus: u32,
 }
 
+/// The socket buffers of one end.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct WindowSummary {
+    /// The buffer asked for per stream (`-w`), if any.
     pub requested_bytes: Option<u64>,
     /// The smallest SO_SNDBUF / SO_RCVBUF any data socket of this end got, as the kernel reports it
     /// (Linux doubles the request for its own bookkeeping; see docs/metrics.md).
     pub granted_snd_bytes: u64,
+    /// The smallest SO_RCVBUF granted.
     pub granted_rcv_bytes: u64,
 }
 
+/// An interface's counters over the test (/proc/net/dev), and the host's interrupts.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct InterfaceSummary {
+    /// The interface.
     pub name: String,
+    /// Packets received.
     pub rx_packets: u64,
+    /// Packets sent.
     pub tx_packets: u64,
+    /// Bytes received.
     pub rx_bytes: u64,
+    /// Bytes sent.
     pub tx_bytes: u64,
+    /// Receive errors.
     pub rx_errors: u64,
+    /// Send errors.
     pub tx_errors: u64,
+    /// Packets dropped on receipt.
     pub rx_dropped: u64,
+    /// Packets dropped on sending.
     pub tx_dropped: u64,
+    /// Packets received per second.
     pub rx_packets_per_s: f64,
+    /// Packets sent per second.
     pub tx_packets_per_s: f64,
+    /// Interrupts on the host over the test.
     pub interrupts: u64,
+    /// Interrupts per second.
     pub interrupts_per_s: f64,
 }
 
