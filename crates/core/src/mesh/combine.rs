@@ -10,14 +10,19 @@ use crate::protocol::ClockOffset;
 use crate::result::RunResult;
 use serde::{Deserialize, Serialize};
 
+/// The schema tag of a mesh campaign's combined report.
 pub const MESH_SCHEMA: &str = "landspeed/mesh/1";
 
 /// A host as the controller found it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HostInfo {
+    /// The plan's name for the host.
     pub name: String,
+    /// Its address, as the plan gives it.
     pub address: String,
+    /// Its software and version, as its welcome said.
     pub software: Option<String>,
+    /// Its clock against the controller's.
     pub clock: Option<ClockOffset>,
     /// Why the host could not be checked or used.
     pub error: Option<String>,
@@ -26,7 +31,9 @@ pub struct HostInfo {
 /// What became of one planned test.
 #[derive(Debug, Clone)]
 pub struct TestOutcome {
+    /// The test as planned.
     pub test: PlannedTest,
+    /// Its result, or why it failed.
     pub result: Result<RunResult, String>,
     /// The sending host's clock minus the controller's (ns), to put the result on the common clock.
     pub from_offset_ns: i64,
@@ -34,75 +41,117 @@ pub struct TestOutcome {
     pub run_id: Option<i64>,
 }
 
+/// One planned test in the combined report.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TestLine {
+    /// Its place in the plan, from 0.
     pub index: usize,
+    /// The sending host.
     pub from: String,
+    /// The receiving host.
     pub to: String,
+    /// tcp or udp.
     pub transport: String,
+    /// Streams per direction.
     pub streams: u32,
     /// ok, incomplete (it ran, but not every byte arrived or a stream failed) or failed.
     pub status: String,
+    /// Why it failed, if it did.
     pub error: Option<String>,
+    /// Bytes sent after the warm-up.
     pub bytes_sent: u64,
+    /// Bytes received after the warm-up.
     pub bytes_received: u64,
+    /// The receiver's time, seconds.
     pub duration_s: f64,
+    /// Its throughput, bit/s.
     pub throughput_bps: f64,
     /// When its data started, on the controller's clock, relative to the agreed instant.
     pub start_offset_ms: Option<f64>,
+    /// The stored run, when archived.
     pub run_id: Option<i64>,
 }
 
+/// One host's share of the campaign.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HostTotals {
+    /// The plan's name for the host.
     pub name: String,
+    /// Tests it sent.
     pub tests_out: u32,
+    /// Tests it received.
     pub tests_in: u32,
+    /// Its tests (either way) that failed.
     pub tests_failed: u32,
+    /// Bytes it sent.
     pub bytes_out: u64,
+    /// Bytes it received.
     pub bytes_in: u64,
     /// bytes_out × 8 over the time its sending tests spanned (first start to last end).
     pub out_bps: f64,
+    /// bytes_in × 8 over the time its receiving tests spanned.
     pub in_bps: f64,
 }
 
+/// The campaign's totals.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Aggregate {
+    /// Tests planned.
     pub tests: u32,
+    /// Tests that completed and can be trusted.
     pub tests_ok: u32,
+    /// Tests that failed.
     pub tests_failed: u32,
+    /// Bytes received over every test.
     pub bytes_received: u64,
     /// First start to last end over every test that ran, common clock.
     pub span_s: f64,
+    /// bytes_received × 8 ÷ span_s.
     pub throughput_bps: f64,
     /// Latest start minus earliest start of the tests that ran (concurrent plans: how together they
     /// started, within the clock offsets' uncertainty).
     pub start_spread_ms: Option<f64>,
 }
 
+/// One interval of the campaign on the common clock: every test's bytes in it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MeshInterval {
     /// From the agreed start, controller clock.
     pub start_s: f64,
+    /// Its end, from the agreed start.
     pub end_s: f64,
+    /// Bytes of every test together.
     pub bytes: u64,
+    /// bytes × 8 ÷ the interval's length.
     pub throughput_bps: f64,
     /// Bytes of each test in this interval, in test order.
     pub tests: Vec<u64>,
 }
 
+/// A mesh campaign's combined report (schema `landspeed/mesh/1`, docs/mesh.md).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MeshReport {
+    /// The layout's tag, `MESH_SCHEMA`.
     pub schema: String,
+    /// The plan's name.
     pub name: String,
+    /// The tests ran at once from an agreed start (else one after another).
     pub concurrent: bool,
+    /// The agreed start, controller clock, Unix seconds.
     pub start_unix_s: f64,
+    /// Every host as checked.
     pub hosts: Vec<HostInfo>,
+    /// Every planned test.
     pub tests: Vec<TestLine>,
+    /// Every host's share.
     pub per_host: Vec<HostTotals>,
+    /// The totals.
     pub aggregate: Aggregate,
+    /// The intervals' length, seconds.
     pub interval_s: f64,
+    /// The campaign's intervals on the common clock.
     pub intervals: Vec<MeshInterval>,
+    /// The stored campaign, when archived.
     pub campaign_id: Option<i64>,
 }
 

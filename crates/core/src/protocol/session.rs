@@ -19,51 +19,95 @@ use std::time::{Duration, Instant};
 /// A violation of the protocol, or a refusal, as a typed error.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ProtocolError {
+    /// A message the protocol does not have at this point.
     #[error("unexpected '{got}' message while {phase}")]
-    Unexpected { phase: &'static str, got: &'static str },
+    Unexpected {
+        /// What the session was doing.
+        phase: &'static str,
+        /// The message's kind.
+        got: &'static str,
+    },
+    /// The peer speaks another protocol version.
     #[error("peer speaks protocol version {0}, this side speaks {PROTOCOL_VERSION}")]
     Version(u16),
+    /// The test request does not validate.
     #[error("invalid test request: {0}")]
     InvalidSpec(#[from] ConfigError),
+    /// The server refused the test.
     #[error("server refused the test: {reason}")]
-    Rejected { code: Refusal, reason: String },
+    Rejected {
+        /// The typed reason (whether a retry can work).
+        code: Refusal,
+        /// The server's words.
+        reason: String,
+    },
+    /// The peer reported an error of its own.
     #[error("peer reported an error: {0}")]
     Remote(String),
+    /// A data stream quoted a number the test does not have.
     #[error("data stream {id} is not part of this test (it has {total} streams)")]
-    UnknownStream { id: u32, total: u32 },
+    UnknownStream {
+        /// The number quoted.
+        id: u32,
+        /// Streams in the test.
+        total: u32,
+    },
+    /// A data stream's number arrived twice.
     #[error("data stream {0} connected twice")]
     DuplicateStream(u32),
+    /// The server wants a key and the client has none.
     #[error("the server requires authentication: use --auth NAME:KEYFILE")]
     AuthRequired,
+    /// The client's key could not answer the challenge.
     #[error("cannot answer the server's challenge: {0}")]
     Auth(#[from] auth::AuthError),
     /// A session timer ran out: nothing the session waited for came within `after`.
     #[error("timed out after {after:?} {phase}")]
-    Timeout { phase: &'static str, after: Duration },
+    Timeout {
+        /// What the session waited for.
+        phase: &'static str,
+        /// How long it waited.
+        after: Duration,
+    },
     /// The peer closed the control connection before the conversation was complete.
     #[error("the peer closed the control connection while {phase}")]
-    PeerClosed { phase: &'static str },
+    PeerClosed {
+        /// What the session waited for.
+        phase: &'static str,
+    },
     /// The bytes on the control connection are not a control message (see `framing`).
     #[error(transparent)]
     Frame(#[from] super::framing::FrameError),
+    /// The driver reported an event the session cannot take now (a driver bug).
     #[error("local event '{event}' while {phase}")]
     BadLocalEvent {
+        /// Where the session stood.
         phase: &'static str,
+        /// The event.
         event: &'static str,
     },
 }
 
+/// Where the server's side of a conversation stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ServerPhase {
+    /// The client's hello is awaited.
     AwaitHello,
+    /// The test request (or an order, a clock probe) is awaited.
     AwaitRequest,
+    /// The data streams are awaited.
     AwaitStreams,
+    /// Every stream is in; the client's start is awaited.
     AwaitStart,
+    /// The data moves.
     Running,
+    /// This end's streams are done; the client's results are awaited.
     AwaitResults,
     /// Running a third-party test ordered by a controller.
     Controlling,
+    /// The results went both ways.
     Finished,
+    /// The conversation failed.
     Failed,
 }
 
@@ -93,7 +137,12 @@ pub enum ServerAction {
     /// The request is invalid: send this `Rejected` and close.
     Reject(Message),
     /// The client did not authenticate: send `reply` and close; `detail` is for the server's log only.
-    AuthFailed { reply: Message, detail: String },
+    AuthFailed {
+        /// The refusal to send.
+        reply: Message,
+        /// Why, for the server's log.
+        detail: String,
+    },
     /// Start the local streams.
     StartTest,
     /// Stop local senders early.
@@ -106,11 +155,16 @@ pub enum ServerAction {
     /// The client gave up; close.
     PeerFailed(String),
     /// A controller asked for this server's clock: send `Clock` with this `client_ns` and the time now.
-    ClockReading { client_ns: u64 },
+    ClockReading {
+        /// The controller's send time, its clock, ns.
+        client_ns: u64,
+    },
     /// An authorised controller ordered a test from this server: run `test` (the order's, validated)
     /// to the order's host, then send `ControlResult`.
     RunOrder {
+        /// The order.
         order: Box<super::control::ControlOrder>,
+        /// The order's test, validated.
         test: Test,
     },
 }
@@ -142,6 +196,7 @@ impl Default for ServerSession {
 }
 
 impl ServerSession {
+    /// A session with no limits, no authentication and no orders.
     pub fn new() -> Self {
         Self::with_limits(super::Limits::default())
     }
@@ -231,10 +286,12 @@ impl ServerSession {
         })
     }
 
+    /// Where the conversation stands.
     pub fn phase(&self) -> ServerPhase {
         self.phase
     }
 
+    /// The accepted test, once there is one.
     pub fn spec(&self) -> Option<&Test> {
         self.spec.as_ref()
     }
@@ -428,16 +485,26 @@ impl ServerSession {
 
 impl_waiting!(ServerSession, ServerPhase);
 
+/// Where the client's side of a conversation stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ClientPhase {
+    /// Nothing sent yet.
     New,
+    /// The hello is sent; the welcome is awaited.
     AwaitWelcome,
+    /// The request is sent; the acceptance is awaited.
     AwaitAccepted,
+    /// The data streams are being opened.
     Connecting,
+    /// The streams are open; the server's ready is awaited.
     AwaitReady,
+    /// The data moves.
     Running,
+    /// This end's streams are done; the server's results are awaited.
     AwaitResults,
+    /// The results went both ways.
     Finished,
+    /// The conversation failed.
     Failed,
 }
 
@@ -460,6 +527,7 @@ impl ClientPhase {
 /// What the client driver should do after a message.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ClientAction {
+    /// Send this message.
     Send(Message),
     /// Open the data streams quoting this session.
     ConnectStreams(SessionId),
@@ -491,6 +559,7 @@ pub struct ClientSession {
 }
 
 impl ClientSession {
+    /// A session for the test `spec`, nothing sent yet.
     pub fn new(spec: Test) -> Self {
         ClientSession {
             phase: ClientPhase::New,
@@ -538,6 +607,7 @@ impl ClientSession {
         self
     }
 
+    /// Where the conversation stands.
     pub fn phase(&self) -> ClientPhase {
         self.phase
     }
