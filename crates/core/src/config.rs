@@ -29,7 +29,9 @@ pub const DEFAULT_UDP_RATE_BPS: f64 = 1e6;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Family {
+    /// IPv4.
     V4,
+    /// IPv6.
     V6,
 }
 
@@ -37,8 +39,10 @@ pub enum Family {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Transport {
+    /// TCP streams.
     #[default]
     Tcp,
+    /// Paced UDP datagrams (`-u`).
     Udp,
 }
 
@@ -63,11 +67,14 @@ pub enum Direction {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Flow {
+    /// From the client to the server.
     ClientToServer,
+    /// From the server to the client.
     ServerToClient,
 }
 
 impl Flow {
+    /// The flow in words, for tables ("client->server" or "server->client").
     pub fn label(self) -> &'static str {
         match self {
             Flow::ClientToServer => "client->server",
@@ -95,15 +102,20 @@ pub struct TestSpec {
     pub streams: u32,
     /// Bytes per write and per read call.
     pub length_bytes: u64,
+    /// What ends the test: a time, a byte count or a block count.
     pub end: EndCondition,
     /// Warm-up at the start whose bytes are left out of the results (`-O`).
     #[serde(with = "secs")]
     pub omit_s: Duration,
+    /// Which way the data goes.
     pub direction: Direction,
     /// SO_SNDBUF and SO_RCVBUF requested on every data socket on both ends.
     pub window_bytes: Option<u64>,
+    /// TCP congestion control for the senders (`-C`).
     pub congestion: Option<String>,
+    /// TCP maximum segment size for every data socket (`-M`).
     pub mss: Option<u32>,
+    /// TCP_NODELAY on every data socket (`-N`).
     pub nodelay: bool,
     /// SO_MAX_PACING_RATE for each sending socket, bits per second.
     pub fq_rate_bps: Option<f64>,
@@ -132,6 +144,7 @@ pub struct TestSpec {
     /// io_uring: operations queued per stream (NTttcp's -a).
     #[serde(default = "one")]
     pub queue_depth: u32,
+    /// TCP streams or UDP datagrams.
     #[serde(default)]
     pub transport: Transport,
     /// UDP: the target rate of all streams together, bits per second of datagrams (header included).
@@ -220,46 +233,77 @@ impl Default for TestSpec {
 /// A configuration value outside what landspeed accepts, with the value that was given.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ConfigError {
+    /// A stream count out of range.
     #[error("streams must be 1..={MAX_STREAMS}, got {0}")]
     Streams(u32),
+    /// A write size out of range.
     #[error("length must be 1 B..=64 MiB, got {0} B")]
     Length(u64),
+    /// A test time out of range.
     #[error("test time must be more than 0 and at most 86400 s, got {0:?}")]
     Time(Duration),
+    /// A warm-up out of range.
     #[error("warm-up (omit) must be at most 86400 s, got {0:?}")]
     Omit(Duration),
+    /// A byte count smaller than the stream count.
     #[error("byte count must be at least the number of streams ({streams}), got {bytes}")]
-    ByteCount { bytes: u64, streams: u32 },
+    ByteCount {
+        /// The count given.
+        bytes: u64,
+        /// Streams in the test.
+        streams: u32,
+    },
+    /// A block count smaller than the stream count.
     #[error("block count must be at least the number of streams ({streams}), got {blocks}")]
-    BlockCount { blocks: u64, streams: u32 },
+    BlockCount {
+        /// The count given.
+        blocks: u64,
+        /// Streams in the test.
+        streams: u32,
+    },
+    /// A window out of range.
     #[error("window must be 1 B..={MAX_WINDOW} B (the kernel takes an int), got {0} B")]
     Window(u64),
+    /// An MSS out of range.
     #[error("MSS must be 88..=65535, got {0}")]
     Mss(u32),
+    /// An fq pacing rate that is not a positive number.
     #[error("fq rate must be positive and finite, got {0}")]
     FqRate(f64),
+    /// An interval out of range.
     #[error("interval must be 10 ms..=1 h, got {0:?}")]
     Interval(Duration),
+    /// A file transfer the test cannot carry.
     #[error("file transfer: {0}")]
     File(String),
+    /// A congestion control name with characters no algorithm has.
     #[error("congestion control name '{0}' is not a plain algorithm name")]
     Congestion(String),
+    /// A server thread count out of range.
     #[error("server threads must be 1..={MAX_STREAMS}, got {0}")]
     Threads(u32),
+    /// An empty CPU list or one naming a CPU above 4095.
     #[error("CPU list is empty or names a CPU above 4095: {0:?}")]
     Cpus(Vec<usize>),
+    /// Discarding receivers with verification on.
     #[error("receive mode 'discard' throws bytes away unread, so it needs --no-verify")]
     DiscardNeedsNoVerify,
+    /// An io_uring queue depth out of range.
     #[error("queue depth must be 1..=64, got {0}")]
     QueueDepth(u32),
+    /// Zero-copy sends with the io_uring backend.
     #[error("--tx zerocopy is implemented for the epoll backend only")]
     ZerocopyNeedsEpoll,
+    /// A UDP datagram size out of range.
     #[error("UDP datagrams must be {min}..={MAX_UDP_LENGTH} bytes, got {0}", min = crate::udp::HEADER + 1)]
     UdpLength(u64),
+    /// A UDP rate that is not a positive number.
     #[error("UDP rate must be positive and finite, got {0}")]
     UdpRate(f64),
+    /// A UDP burst out of range.
     #[error("burst must be 1..=1024 datagrams, got {0}")]
     Burst(u32),
+    /// A TCP option given for a UDP test.
     #[error("{0} applies to TCP only")]
     TcpOnly(&'static str),
 }
@@ -453,6 +497,7 @@ impl TestSpec {
         self.rate_bps.unwrap_or(DEFAULT_UDP_RATE_BPS) / f64::from(self.streams)
     }
 
+    /// The fq pacing rate, as a rate.
     pub fn fq_rate(&self) -> Option<BitRate> {
         self.fq_rate_bps.map(BitRate)
     }

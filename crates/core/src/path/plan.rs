@@ -17,18 +17,23 @@ pub struct PathPlan {
     pub echo: bool,
     /// RTT by TCP connect time, against this port of any host.
     pub tcp_port: Option<u16>,
+    /// Trace the route.
     pub trace: bool,
+    /// Discover the path MTU.
     pub pmtu: bool,
+    /// Estimate the bottleneck's capacity from packet trains.
     pub capacity: bool,
     /// Packet trains for the capacity estimate.
     pub trains: u32,
     /// No reverse names in the route.
     pub numeric: bool,
+    /// The largest TTL the traceroute tries.
     pub max_hops: u8,
     /// Traceroute probes per hop.
     pub queries: u8,
     /// Probes per RTT series.
     pub count: u32,
+    /// Time between probes.
     pub interval: Duration,
     /// UDP echo datagram size, header included.
     pub echo_bytes: usize,
@@ -64,48 +69,72 @@ impl PathPlan {
 pub enum PathEvent<'a> {
     /// A UDP echo series begins.
     EchoStart {
+        /// The plan.
         plan: &'a PathPlan,
+        /// The server's address.
         addr: SocketAddr,
     },
     /// An echo reply arrived (None: none did for this probe).
     EchoReply {
+        /// The plan.
         plan: &'a PathPlan,
+        /// The server's address.
         addr: SocketAddr,
+        /// The probe's number, from 0.
         seq: u32,
+        /// Its round-trip time, when a reply came.
         rtt: Option<Duration>,
     },
     /// The echo series is over.
     EchoDone {
+        /// The plan.
         plan: &'a PathPlan,
+        /// The series with its summary.
         run: &'a RttRun,
     },
     /// A TCP connect series begins.
     ConnectStart {
+        /// The plan.
         plan: &'a PathPlan,
+        /// The address connected to.
         target: SocketAddr,
     },
     /// One connect finished (refused: a reset answered, which still times a round trip).
     Connected {
+        /// The plan.
         plan: &'a PathPlan,
+        /// The address connected to.
         target: SocketAddr,
+        /// The attempt's number, from 0.
         seq: u32,
+        /// The connect time, when something answered.
         rtt: Option<Duration>,
+        /// A reset answered.
         refused: bool,
     },
+    /// The TCP connect series is over.
     ConnectDone {
+        /// The series with its summary.
         run: &'a RttRun,
     },
     /// A traceroute begins.
     TraceStart {
+        /// The plan.
         plan: &'a PathPlan,
+        /// The target's address.
         addr: SocketAddr,
     },
     /// A hop is complete (numeric traces: as it completes; named ones: after the names are in).
     Hop(&'a Hop),
+    /// The traceroute is over.
     TraceDone(&'a TraceReport),
+    /// Path MTU discovery is over.
     Pmtu {
+        /// What it found.
         report: &'a PmtuReport,
+        /// The target's address.
         addr: SocketAddr,
     },
+    /// The capacity estimate is over.
     Capacity(&'a CapacityReport),
 }

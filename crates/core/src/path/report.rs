@@ -4,13 +4,19 @@
 use super::rtt::RttSummary;
 use serde::{Deserialize, Serialize};
 
+/// The schema tag of `landspeed path --json` (and of a run's `path`).
 pub const PATH_SCHEMA: &str = "landspeed/path/1";
 
+/// What a path measurement found (schema `landspeed/path/1`, docs/path.md).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct PathReport {
+    /// The layout's tag, `PATH_SCHEMA`.
     pub schema: String,
+    /// The target, as named.
     pub host: String,
+    /// The address measured.
     pub address: String,
+    /// When the measurement started, UTC.
     pub started_utc: String,
     /// UDP echo against a landspeed server.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -18,10 +24,13 @@ pub struct PathReport {
     /// TCP connection set-up time, against any host.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tcp_connect: Option<RttRun>,
+    /// The route, hop by hop.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<TraceReport>,
+    /// The path MTU and where bigger packets stop.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pmtu: Option<PmtuReport>,
+    /// The bottleneck's capacity from packet trains.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capacity: Option<CapacityReport>,
 }
@@ -31,16 +40,20 @@ pub struct PathReport {
 pub struct RttRun {
     /// "udp-echo" or "tcp-connect".
     pub method: String,
+    /// The port probed.
     pub port: u16,
     /// Datagram size (UDP echo), header included.
     pub probe_bytes: Option<u32>,
+    /// Time between probes, seconds.
     pub interval_s: f64,
     /// Each probe's RTT in order, null when it was lost.
     pub samples_ms: Vec<Option<f64>>,
+    /// Loss and the RTT statistics.
     pub summary: RttSummary,
 }
 
 impl RttRun {
+    /// A series from its samples (None for a lost probe), its summary computed.
     pub fn new(
         method: &str,
         port: u16,
@@ -64,31 +77,42 @@ impl RttRun {
 /// A traceroute: the routers on the way, hop by hop.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct TraceReport {
+    /// The address traced.
     pub target: String,
     /// UDP destination port of the first probe (each probe uses the next).
     pub first_port: u16,
+    /// The largest TTL tried.
     pub max_hops: u8,
+    /// Probes per hop.
     pub probes_per_hop: u8,
+    /// The target itself answered.
     pub reached: bool,
+    /// Every hop tried, in order.
     pub hops: Vec<Hop>,
 }
 
+/// One hop of a traceroute.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Hop {
+    /// The probes' TTL: the hop's distance.
     pub ttl: u8,
     /// Each probe: who answered and how fast (both null when nothing did).
     pub probes: Vec<HopProbe>,
     /// The answering address (the first one, when probes differ) and its reverse name.
     pub address: Option<String>,
+    /// The answering address's reverse name, when it has one.
     pub name: Option<String>,
     /// traceroute's annotations: "!N", "!H", "!X", "!U" for unreachables other than the port.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
 }
 
+/// One traceroute probe.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct HopProbe {
+    /// Who answered, if anyone.
     pub address: Option<String>,
+    /// How fast, ms.
     pub rtt_ms: Option<f64>,
 }
 
@@ -102,17 +126,20 @@ pub struct PmtuReport {
     /// The router that refused bigger packets ("fragmentation needed"/"packet too big") and the
     /// next-hop MTU it reported; null when bigger packets vanished without a word (a black hole).
     pub bottleneck: Option<String>,
+    /// The next-hop MTU the router reported.
     pub bottleneck_mtu: Option<u32>,
     /// How the search went: each size tried and what happened.
     pub probes: Vec<PmtuProbe>,
 }
 
+/// One size tried in path MTU discovery.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct PmtuProbe {
     /// IP packet size.
     pub size: u32,
     /// "passed", "too-big" (with the router), or "lost".
     pub outcome: String,
+    /// The router that said "too big".
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from: Option<String>,
 }
@@ -123,7 +150,9 @@ pub struct PmtuProbe {
 pub struct CapacityReport {
     /// IP packet size of the train's packets.
     pub packet_bytes: u32,
+    /// Packets per train.
     pub train_packets: u32,
+    /// Trains sent.
     pub trains_sent: u32,
     /// Trains with enough packets back to measure.
     pub trains_used: u32,
@@ -131,7 +160,9 @@ pub struct CapacityReport {
     pub estimate_bps: Option<f64>,
     /// 10th and 90th percentile of the per-train estimates: the spread.
     pub p10_bps: Option<f64>,
+    /// The 90th percentile of the per-train estimates.
     pub p90_bps: Option<f64>,
+    /// Every usable train's estimate, bit/s.
     pub per_train_bps: Vec<f64>,
 }
 
