@@ -13,16 +13,20 @@ pub const ETHERNET_OVERHEAD: u32 = 38;
 /// IPv4 + TCP headers without options, as RFC 6349 counts them (MTU − 40 = payload).
 pub const TCPIP_HEADERS: u32 = 40;
 
+/// A path and a transfer as the models see them (docs/metrics.md).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ModelInput {
     /// The bottleneck's line rate, bit/s.
     pub rate_bps: Option<f64>,
+    /// Round-trip time, seconds.
     pub rtt_s: f64,
     /// Packet loss probability (0..1).
     pub loss: Option<f64>,
+    /// Maximum segment size, bytes.
     pub mss_bytes: u32,
     /// Window per stream (the smaller of send buffer and receive window), bytes.
     pub window_bytes: Option<u64>,
+    /// Parallel streams.
     pub streams: u32,
     /// Retransmission timeout; default RTT + 200 ms (Linux: srtt + max(4 rttvar, 200 ms)).
     pub rto_s: Option<f64>,
@@ -58,13 +62,17 @@ pub struct Bound {
     pub formula: String,
 }
 
+/// What the models predict for a path: every bound, the one that binds, and RFC 8337's targets.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Prediction {
+    /// The input the prediction was made from.
     pub input: ModelInput,
+    /// Every bound the input allows, with its formula.
     pub bounds: Vec<Bound>,
     /// The lowest bound's name. Mathis and PFTK model the same limit (loss); PFTK, which accounts
     /// for timeouts, is the one compared when both are present.
     pub binding: Option<String>,
+    /// The binding bound's rate, bit/s.
     pub predicted_bps: Option<f64>,
     /// Bandwidth-delay product of the line rate and RTT, bytes.
     pub bdp_bytes: Option<f64>,
@@ -72,15 +80,20 @@ pub struct Prediction {
     pub window_needed_per_stream_bytes: Option<f64>,
     /// RFC 8337: packets in flight the target rate needs, and packets to be delivered between losses.
     pub target_window_packets: Option<f64>,
+    /// RFC 8337: packets the path must deliver between losses (3 × window²).
     pub target_run_length_packets: Option<f64>,
 }
 
+/// Why a path cannot be modelled.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ModelError {
+    /// An RTT that is not positive.
     #[error("the RTT must be positive, got {0} s")]
     Rtt(f64),
+    /// A loss rate outside (0, 1).
     #[error("loss must be a probability in (0, 1), got {0}")]
     Loss(f64),
+    /// No streams, or an MSS of 0.
     #[error("streams and MSS must be positive")]
     Zero,
 }
@@ -227,6 +240,7 @@ fn pftk_bound(i: &ModelInput, p: f64) -> Bound {
 pub struct Rfc6349 {
     /// Bytes over the maximum achievable TCP throughput (the link's goodput), s.
     pub ideal_transfer_time_s: Option<f64>,
+    /// The transfer's time, s.
     pub actual_transfer_time_s: f64,
     /// Actual ÷ ideal.
     pub transfer_time_ratio: Option<f64>,
@@ -236,18 +250,27 @@ pub struct Rfc6349 {
     pub buffer_delay_pct: Option<f64>,
 }
 
+/// What RFC 6349's figures are computed from: one finished transfer.
 pub struct TransferFacts {
+    /// Bytes delivered.
     pub bytes: u64,
+    /// The transfer's time, seconds.
     pub duration_s: f64,
     /// The bottleneck's line rate, when known.
     pub rate_bps: Option<f64>,
+    /// The MSS used, bytes.
     pub mss_bytes: u32,
+    /// Bytes the senders sent, retransmissions included.
     pub bytes_sent: u64,
+    /// Bytes retransmitted, when TCP_INFO said.
     pub bytes_retransmitted: Option<u64>,
+    /// The idle RTT before the transfer, seconds.
     pub baseline_rtt_s: Option<f64>,
+    /// The mean RTT during the transfer, seconds.
     pub loaded_avg_rtt_s: Option<f64>,
 }
 
+/// RFC 6349's transfer time ratio, TCP efficiency and buffer delay of a transfer (those its facts allow).
 pub fn rfc6349(f: &TransferFacts) -> Rfc6349 {
     let ideal = f
         .rate_bps

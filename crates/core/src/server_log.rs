@@ -10,15 +10,23 @@ use std::net::SocketAddr;
 /// One finished (or failed) test, for the server's log.
 #[derive(Debug, Clone)]
 pub struct TestLog {
+    /// The client's address.
     pub peer: SocketAddr,
+    /// The test's session id (landspeed's protocol).
     pub session: Option<SessionId>,
+    /// Streams per direction.
     pub streams: u32,
+    /// Which way the data went, once known.
     pub direction: Option<Direction>,
+    /// Bytes this server received after the warm-up.
     pub bytes_received: u64,
+    /// Bytes this server sent (after the warm-up for iperf3 tests, as iperf3 counts).
     pub bytes_sent: u64,
     /// Bytes this server checked against the payload pattern, and blocks that were wrong.
     pub bytes_verified: u64,
+    /// 256-byte blocks with a wrong byte.
     pub corrupt_blocks: u64,
+    /// This end's test time, seconds.
     pub duration_s: f64,
     /// None when the test completed; otherwise why it did not.
     pub error: Option<String>,
@@ -62,13 +70,18 @@ impl TestLog {
     }
 }
 
+/// What the server tells its log (rendered by `report::server_log`, docs/server-log.md).
 #[derive(Debug, Clone)]
 pub enum ServerEvent {
+    /// The server listens on these addresses.
     Listening(Vec<SocketAddr>),
+    /// A test finished or failed.
     Test(TestLog),
     /// A connection that was not a test: unknown protocol, unknown session, iperf3 (not yet served).
     Refused {
+        /// Who connected.
         peer: SocketAddr,
+        /// Why it was refused.
         reason: String,
     },
     /// Counters since start, when asked (`stats_signal`, SIGUSR1 in the binary).
@@ -78,11 +91,17 @@ pub enum ServerEvent {
 /// What a server has done since it started.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ServerStats {
+    /// Seconds since the server started.
     pub uptime_s: f64,
+    /// Tests that completed.
     pub tests_ok: u64,
+    /// Tests that failed.
     pub tests_failed: u64,
+    /// Tests running now.
     pub tests_running: u64,
+    /// Bytes received by completed and failed tests.
     pub bytes_received: u64,
+    /// Bytes sent by completed and failed tests.
     pub bytes_sent: u64,
     /// Refused connections by reason (the reason's text up to its first ':' or '(').
     pub refused: Vec<(String, u64)>,

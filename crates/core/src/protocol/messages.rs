@@ -85,11 +85,19 @@ impl Refusal {
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Message {
     /// Client, first message.
-    Hello { version: u16, software: String },
+    Hello {
+        /// The protocol version the client speaks.
+        version: u16,
+        /// The client's software and version.
+        software: String,
+    },
     /// Server's answer to `Hello`, with the limits it puts on a test.
     Welcome {
+        /// The protocol version the server speaks.
         version: u16,
+        /// The server's software and version.
         software: String,
+        /// What a test on this server may ask for.
         #[serde(default)]
         limits: super::Limits,
         /// Present when the server requires authentication (`--auth-keys`).
@@ -101,16 +109,23 @@ pub enum Message {
     },
     /// Client: the test it wants, with its answer to the server's challenge when there was one.
     TestRequest {
+        /// The test.
         spec: TestSpec,
+        /// The answer to the server's challenge.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         auth: Option<Box<super::auth::Proof>>,
     },
     /// Server: the test is accepted; open the data streams quoting this id.
-    Accepted { session: SessionId },
+    Accepted {
+        /// The id the data streams quote.
+        session: SessionId,
+    },
     /// Server: the test is refused, why (for people), and what kind of refusal (for programs: whether
     /// a retry can work). Older peers send no code: `other`.
     Rejected {
+        /// Why, for people.
         reason: String,
+        /// What kind of refusal, for programs.
         #[serde(default)]
         code: Refusal,
     },
@@ -121,25 +136,47 @@ pub enum Message {
     /// Client: stop sending early (the user interrupted); the test still ends cleanly.
     Stop,
     /// Server: a sample of its streams, sent as each interval closes.
-    Interval { sample: IntervalSample },
+    Interval {
+        /// The server's streams at the interval's end.
+        sample: IntervalSample,
+    },
     /// Server: all its streams have finished.
     Done,
     /// Each end's final report: the client sends first, the server answers with its own.
-    Results { report: Box<EndpointReport> },
+    Results {
+        /// The end's report.
+        report: Box<EndpointReport>,
+    },
     /// Either end: the test failed; the message says why.
-    Error { message: String },
+    Error {
+        /// Why.
+        message: String,
+    },
     /// Controller: the time on its clock (ns since the Unix epoch); the server answers with `Clock`.
-    ClockProbe { client_ns: u64 },
+    ClockProbe {
+        /// The controller's clock, ns since the Unix epoch.
+        client_ns: u64,
+    },
     /// Server: the probe's time echoed with its own clock's reading.
-    Clock { client_ns: u64, server_ns: u64 },
+    Clock {
+        /// The probe's time, echoed.
+        client_ns: u64,
+        /// The server's clock when it answered, ns since the Unix epoch.
+        server_ns: u64,
+    },
     /// Controller: run this test from the server to another one (third-party mode).
     ControlRequest {
+        /// The test and the host to run it to.
         order: Box<super::control::ControlOrder>,
+        /// The controller's answer to the server's challenge.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         auth: Option<Box<super::auth::Proof>>,
     },
     /// Server: the result of the ordered test.
-    ControlResult { result: Box<crate::result::RunResult> },
+    ControlResult {
+        /// The ordered test's result.
+        result: Box<crate::result::RunResult>,
+    },
 }
 
 impl Message {

@@ -11,16 +11,23 @@
 
 use super::messages::SessionId;
 
+/// The four bytes every landspeed connection starts with.
 pub const MAGIC: [u8; 4] = *b"LSPD";
+/// The control protocol's version.
 pub const PROTOCOL_VERSION: u16 = 1;
+/// A control connection's preamble, bytes.
 pub const CONTROL_LEN: usize = 8;
+/// A data connection's preamble, bytes.
 pub const DATA_LEN: usize = 28;
 
 /// Who is talking, judged from the first byte of a connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Speaker {
+    /// landspeed's preamble (`L`).
     Landspeed,
+    /// An iperf3 cookie (a-z, 2-7).
     Iperf3,
+    /// Anything else.
     Unknown,
 }
 
@@ -33,29 +40,41 @@ pub fn classify(first: u8) -> Speaker {
     }
 }
 
+/// The first bytes of a landspeed connection: what kind it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Preamble {
+    /// A control connection (kind `C`).
     Control {
+        /// The protocol version.
         version: u16,
     },
+    /// A data connection (kind `D`).
     Data {
+        /// The protocol version.
         version: u16,
+        /// The test it belongs to.
         session: SessionId,
+        /// Its stream number.
         stream: u32,
     },
 }
 
+/// Why a connection's first bytes are not a landspeed preamble.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PreambleError {
+    /// Not `LSPD`.
     #[error("not a landspeed connection (first bytes {0:02x?})")]
     BadMagic([u8; 4]),
+    /// A kind other than `C` or `D`.
     #[error("unknown connection kind {0:#04x}")]
     BadKind(u8),
+    /// Another protocol version.
     #[error("peer speaks landspeed protocol version {0}, this side speaks {PROTOCOL_VERSION}")]
     Version(u16),
 }
 
 impl Preamble {
+    /// The preamble's bytes.
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(DATA_LEN);
         out.extend_from_slice(&MAGIC);

@@ -12,28 +12,37 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// Why a sweep's grid cannot be planned.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum PlanError {
     #[error(
         "--windows: '{0}' is not a size list (64K,256K,1M) or a range (64K..8M, 64K..8M:x4, 1M..8M:+1M)"
     )]
+    /// A window list or range that does not read.
     Windows(String),
+    /// A window size out of range.
     #[error("--windows: {0}")]
     WindowSize(String),
+    /// A window range with more than `MAX_AXIS` values.
     #[error("--windows: a range of more than {MAX_AXIS} windows ('{0}')")]
     TooManyWindows(String),
+    /// A stream list that does not read.
     #[error("--streams: '{0}' is not a list of stream counts like 1,2,4,8 (each 1..=1024)")]
     Streams(String),
+    /// A repeat count out of range.
     #[error("--repeat must be 1..=100, got {0}")]
     Repeat(u32),
+    /// More than `MAX_CELLS` cells.
     #[error("a sweep of {0} cells is too many (at most {MAX_CELLS})")]
     TooManyCells(usize),
 }
 
-/// Most values on one axis, and most cells (windows × streams × directions × repeats) in one sweep.
+/// Most values on one axis of a sweep.
 pub const MAX_AXIS: usize = 64;
+/// Most cells (windows × streams × directions × repeats) one sweep may have.
 pub const MAX_CELLS: usize = 10_000;
 
+/// In which order a sweep runs its cells.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum Order {
@@ -47,8 +56,11 @@ pub enum Order {
 /// One run of the sweep: a (window, streams, direction) cell and which repetition of it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct CellKey {
+    /// The cell's window (socket buffer per stream), bytes.
     pub window_bytes: u64,
+    /// The cell's streams per direction.
     pub streams: u32,
+    /// The cell's direction.
     pub direction: Direction,
     /// 0-based.
     pub repeat: u32,
@@ -72,6 +84,7 @@ pub struct CellSpec {
     /// Run with iperf3's protocol against an iperf3 server.
     #[serde(default)]
     pub iperf3: bool,
+    /// How the client runs every cell.
     #[serde(default)]
     pub client: CellClient,
 }
@@ -88,8 +101,10 @@ pub struct CellClient {
     /// Local address to bind to.
     #[serde(default)]
     pub bind: Option<IpAddr>,
+    /// IPv4 or IPv6 only.
     #[serde(default)]
     pub family: Option<Family>,
+    /// How long each connect may take.
     #[serde(with = "secs", default = "default_connect_timeout")]
     pub connect_timeout_s: Duration,
     /// Echo probes during every cell, per second (None: no latency probes).
@@ -125,14 +140,23 @@ pub struct SweepPlan {
     /// The plan format ([`PLAN_VERSION`]; a plan without one is format 1).
     #[serde(default = "version_1")]
     pub version: u32,
+    /// The server.
     pub host: String,
+    /// The server's port.
     pub port: u16,
+    /// The windows tried, bytes.
     pub windows_bytes: Vec<u64>,
+    /// The stream counts tried.
     pub streams: Vec<u32>,
+    /// The directions tried.
     pub directions: Vec<Direction>,
+    /// How many times each cell runs.
     pub repeat: u32,
+    /// Each run's length, seconds.
     pub time_s: f64,
+    /// The order cells run in.
     pub order: Order,
+    /// The seed of the scrambled order, so a sweep can be repeated.
     pub seed: u64,
     /// Every cell's test and client settings (format 2; None in a format-1 plan until it is carried
     /// over).
