@@ -10,26 +10,43 @@ use crate::stats::{deltas, peak_and_lowest};
 /// What the client driver knows about the run besides the two reports.
 #[derive(Debug, Clone, Default)]
 pub struct RunContext {
+    /// The server, as the client named it.
     pub host: String,
+    /// The server's port.
     pub port: u16,
+    /// The client's address.
     pub local_address: String,
+    /// The server's address.
     pub remote_address: String,
+    /// `ipv4` or `ipv6`.
     pub family: String,
+    /// The client's worker threads.
     pub threads: u32,
+    /// The CPUs the client's workers were pinned to.
     pub cpus: Option<Vec<usize>>,
+    /// The local address the client bound to.
     pub bind: Option<String>,
+    /// When the client sent `start`, Unix seconds.
     pub started_unix_s: f64,
+    /// Ctrl-C stopped the test early.
     pub interrupted: bool,
+    /// `landspeed` or `iperf3`.
     pub protocol: String,
 }
 
 /// The inputs: the client's (local) and the server's (remote) reports and samples.
 pub struct Inputs<'a> {
+    /// The test both ends ran.
     pub spec: &'a TestSpec,
+    /// What the client driver knows besides the reports.
     pub context: RunContext,
+    /// The client's report.
     pub client: &'a EndpointReport,
+    /// The server's report.
     pub server: &'a EndpointReport,
+    /// The client's interval samples.
     pub client_samples: &'a [IntervalSample],
+    /// The server's interval samples (empty when the server sends none, as iperf3's).
     pub server_samples: &'a [IntervalSample],
 }
 

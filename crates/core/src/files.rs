@@ -36,7 +36,9 @@ pub fn check_name(name: &str) -> Result<(), String> {
 /// What one end measured about its file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FileReport {
+    /// The file at this end.
     pub path: String,
+    /// Its size, bytes.
     pub size_bytes: u64,
     /// SHA-256 of the file as this end read it (sender: before sending; receiver: read back from disk
     /// after the transfer and fsync).
@@ -56,11 +58,17 @@ pub struct FileReport {
 /// The transfer's verdict and its rates, in the result.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FileTransferResult {
+    /// The file's name on the server.
     pub name: String,
+    /// The file at the sending end.
     pub sender_path: String,
+    /// The file at the receiving end.
     pub receiver_path: String,
+    /// Its size, bytes.
     pub size_bytes: u64,
+    /// SHA-256 of the file as the sender read it before the transfer, hex.
     pub sha256_sender_hex: String,
+    /// SHA-256 of the file as the receiver read it back after fsync, hex.
     pub sha256_receiver_hex: String,
     /// Both digests agree and every byte arrived.
     pub verified: bool,

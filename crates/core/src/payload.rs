@@ -87,6 +87,7 @@ impl Pattern {
         }
     }
 
+    /// The key the pattern was made from.
     pub fn key(&self) -> u64 {
         self.key
     }
@@ -175,11 +176,13 @@ impl Generator {
 /// The first corrupted byte found, with some context.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Corruption {
+    /// The stream it was in.
     pub stream: u32,
     /// Byte offset in the stream of the first byte that differs.
     pub offset: u64,
     /// Up to 16 bytes from that offset, as hex: what should have arrived and what did.
     pub expected_hex: String,
+    /// What arrived there, hex.
     pub received_hex: String,
 }
 
@@ -192,6 +195,7 @@ fn hex(b: &[u8]) -> String {
 pub struct ChunkCheck {
     /// Blocks (256-byte, absolute) with at least one wrong byte, in order.
     pub bad_blocks: Vec<u64>,
+    /// The first wrong byte.
     pub first: Corruption,
 }
 

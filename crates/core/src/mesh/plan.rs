@@ -14,7 +14,9 @@ use std::time::Duration;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum Names {
+    /// One host.
     One(String),
+    /// Several hosts.
     Many(Vec<String>),
 }
 
@@ -36,6 +38,7 @@ pub struct TestOptions {
     pub time: Option<String>,
     /// Warm-up left out of the figures, e.g. "2s".
     pub omit: Option<String>,
+    /// Streams per direction.
     pub streams: Option<u32>,
     /// Bytes per write, e.g. "128K".
     pub length: Option<String>,
@@ -122,17 +125,27 @@ impl TestOptions {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TestEntry {
+    /// The sending host or hosts.
     pub from: Option<Names>,
+    /// The receiving host or hosts.
     pub to: Option<Names>,
     /// Every ordered pair of these hosts (instead of from/to).
     pub mesh: Option<Vec<String>>,
+    /// Test time, e.g. "10s".
     pub time: Option<String>,
+    /// Warm-up left out of the figures, e.g. "2s".
     pub omit: Option<String>,
+    /// Streams per direction.
     pub streams: Option<u32>,
+    /// Bytes per write, e.g. "128K".
     pub length: Option<String>,
+    /// Socket buffer per stream, e.g. "4M".
     pub window: Option<String>,
+    /// UDP instead of TCP.
     pub udp: Option<bool>,
+    /// UDP rate over all streams, e.g. "1G".
     pub rate: Option<String>,
+    /// Sample interval, e.g. "1s".
     pub interval: Option<String>,
 }
 
@@ -171,6 +184,7 @@ pub struct Plan {
     /// Options every test gets unless it sets its own.
     #[serde(default)]
     pub defaults: TestOptions,
+    /// The tests, each expanded to one or more host pairs.
     pub tests: Vec<TestEntry>,
 }
 
@@ -183,7 +197,9 @@ fn yes() -> bool {
 pub struct PlannedTest {
     /// Position in the expanded plan (0-based), the test's name in reports.
     pub index: usize,
+    /// The sending host's name in the plan.
     pub from: String,
+    /// The receiving host's name in the plan.
     pub to: String,
     /// The validated test (serialized as its `TestSpec`; reading one validates it).
     pub spec: Test,

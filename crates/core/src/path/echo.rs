@@ -14,18 +14,25 @@ pub const ECHO_HEADER_LEN: usize = 32;
 /// Flag: the server answers with the header only.
 pub const FLAG_SHORT_REPLY: u8 = 1;
 
+/// Which way an echo datagram goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EchoKind {
+    /// From the client: answer me.
     Request,
+    /// The server's answer.
     Reply,
 }
 
+/// The header of an echo datagram (docs/path.md has the layout).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EchoHeader {
+    /// Request or reply.
     pub kind: EchoKind,
+    /// Flags (`FLAG_SHORT_REPLY`).
     pub flags: u8,
     /// Which probe series (a packet train, or one RTT run) this belongs to.
     pub train: u32,
+    /// The probe's number in its series.
     pub seq: u32,
     /// The client's clock when it sent the probe.
     pub sent_ns: u64,
@@ -87,6 +94,7 @@ impl EchoHeader {
         })
     }
 
+    /// The sender asked for a header-only reply.
     pub fn short_reply(&self) -> bool {
         self.flags & FLAG_SHORT_REPLY != 0
     }

@@ -5,18 +5,28 @@
 
 use serde::{Deserialize, Serialize};
 
+/// Loss and RTT statistics of one probe series.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RttSummary {
+    /// Probes sent.
     pub sent: u32,
+    /// Replies received.
     pub received: u32,
+    /// Probes without a reply, percent.
     pub loss_pct: f64,
     /// None when no probe came back.
     pub min_ms: Option<f64>,
+    /// Mean RTT, ms.
     pub avg_ms: Option<f64>,
+    /// Median RTT, ms.
     pub median_ms: Option<f64>,
+    /// 90th percentile, ms.
     pub p90_ms: Option<f64>,
+    /// 99th percentile, ms.
     pub p99_ms: Option<f64>,
+    /// Largest RTT, ms.
     pub max_ms: Option<f64>,
+    /// Mean deviation from the mean, ms (ping's mdev).
     pub mdev_ms: Option<f64>,
 }
 
@@ -65,9 +75,13 @@ impl RttSummary {
 /// `run --latency`: echo probes before the transfer (idle) and during it (loaded).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct LatencyReport {
+    /// Probes per second.
     pub probes_per_s: f64,
+    /// Probe size, header included, bytes.
     pub probe_bytes: u32,
+    /// The probes before the transfer.
     pub idle: RttSummary,
+    /// The probes during the transfer.
     pub loaded: RttSummary,
     /// RFC 6349: (average loaded RTT − baseline RTT) / baseline RTT × 100, baseline being the idle
     /// minimum.
@@ -77,6 +91,7 @@ pub struct LatencyReport {
 }
 
 impl LatencyReport {
+    /// The report of the two series, its buffer delay and added delay computed.
     pub fn new(probes_per_s: f64, probe_bytes: u32, idle: RttSummary, loaded: RttSummary) -> Self {
         let buffer_delay_pct = match (idle.min_ms, loaded.avg_ms) {
             (Some(base), Some(avg)) if base > 0.0 => Some((avg - base) / base * 100.0),

@@ -19,14 +19,24 @@ const DOMAIN: &[u8] = b"landspeed auth v1\0";
 
 type HmacSha256 = Hmac<Sha256>;
 
+/// Why authentication failed or a key file could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AuthError {
+    /// A key file line that is not `NAME HEXSECRET` (or a name or secret that is not allowed).
     #[error("line {line}: {msg}")]
-    KeyFile { line: usize, msg: String },
+    KeyFile {
+        /// The line, from 1 (0 for a key given directly).
+        line: usize,
+        /// What is wrong with it.
+        msg: String,
+    },
+    /// The client named a key the server does not have.
     #[error("no key named '{0}'")]
     UnknownName(String),
+    /// A field of the challenge or the answer is not what the protocol says.
     #[error("malformed authentication field: {0}")]
     Malformed(&'static str),
+    /// The answer does not match the key.
     #[error("the answer does not match the key (wrong key, or a replayed answer)")]
     BadMac,
 }
@@ -41,6 +51,7 @@ pub struct Challenge {
 /// The client's answer, sent with its test request.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Proof {
+    /// The key's name.
     pub name: String,
     /// Hex, `NONCE_LEN` bytes.
     pub client_nonce: String,
@@ -51,6 +62,7 @@ pub struct Proof {
 /// A named secret (one line of a key file).
 #[derive(Clone, PartialEq, Eq)]
 pub struct Key {
+    /// The key's name.
     pub name: String,
     secret: Vec<u8>,
 }
@@ -62,6 +74,7 @@ impl std::fmt::Debug for Key {
 }
 
 impl Key {
+    /// A key named `name` with `secret` (a plain name; a secret of at least `MIN_SECRET_LEN` bytes).
     pub fn new(name: &str, secret: &[u8]) -> Result<Key, AuthError> {
         check_name(name).map_err(|msg| AuthError::KeyFile { line: 0, msg })?;
         if secret.len() < MIN_SECRET_LEN {
@@ -150,14 +163,17 @@ impl KeyRing {
         Ok(KeyRing { keys })
     }
 
+    /// How many keys.
     pub fn len(&self) -> usize {
         self.keys.len()
     }
 
+    /// No keys at all.
     pub fn is_empty(&self) -> bool {
         self.keys.is_empty()
     }
 
+    /// The key named `name`.
     pub fn get(&self, name: &str) -> Option<&Key> {
         self.keys.get(name)
     }

@@ -23,8 +23,11 @@ pub const MAX_CLOCK_PROBES: u32 = 32;
 /// A test a controller orders a server to run, from that server to `host:port`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ControlOrder {
+    /// The host the ordered server runs the test to.
     pub host: String,
+    /// That host's port.
     pub port: u16,
+    /// The test.
     pub spec: TestSpec,
     /// When to send `start`, on the ordered server's own clock (Unix time, nanoseconds). The server
     /// connects and readies the streams first, then waits for this instant. None: start when ready.
@@ -46,12 +49,16 @@ pub fn result_wait(spec: &TestSpec) -> std::time::Duration {
 /// One clock probe: the controller's send and receive times and the host's time in between (ns).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ClockSample {
+    /// The controller's clock when it sent the probe.
     pub sent_ns: u64,
+    /// The host's clock when it answered.
     pub host_ns: u64,
+    /// The controller's clock when the answer came.
     pub received_ns: u64,
 }
 
 impl ClockSample {
+    /// The probe's round trip.
     pub fn rtt_ns(&self) -> u64 {
         self.received_ns.saturating_sub(self.sent_ns)
     }
@@ -71,6 +78,7 @@ pub struct ClockOffset {
     pub offset_ns: i64,
     /// RTT of the probe the offset came from; the offset is within ±rtt/2.
     pub rtt_ns: u64,
+    /// Probes the offset was chosen from.
     pub probes: u32,
 }
 
@@ -87,23 +95,30 @@ pub fn estimate_offset(samples: &[ClockSample]) -> Option<ClockOffset> {
 /// What the controller learnt from a server's welcome.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HostWelcome {
+    /// The host's software and version.
     pub software: String,
     /// The server takes third-party orders (`--allow-control`).
     pub control: bool,
+    /// The host requires authentication.
     pub auth_required: bool,
 }
 
 /// Where a controller's conversation is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ControllerPhase {
+    /// Nothing sent yet.
     New,
+    /// The hello is sent; the welcome is awaited.
     AwaitWelcome,
     /// Clock probes sent, this many replies still to come.
     Probing(u32),
     /// Welcomed and clock measured: the connection waits (without a timer) for the driver's order.
     Checked,
+    /// The order is sent; its result is awaited.
     AwaitResult,
+    /// The result arrived.
     Finished,
+    /// The conversation failed.
     Failed,
 }
 
@@ -128,7 +143,9 @@ pub enum ControllerAction {
     Send(Message),
     /// The host is checked: its welcome, and its clock against this one's.
     Checked {
+        /// What the host's welcome said.
         welcome: HostWelcome,
+        /// The host's clock against the controller's.
         clock: ClockOffset,
     },
     /// The ordered test's result.
@@ -175,6 +192,7 @@ impl ControllerSession {
         }
     }
 
+    /// Where the conversation stands.
     pub fn phase(&self) -> ControllerPhase {
         self.phase
     }

@@ -10,10 +10,18 @@ pub const MAX_FRAME_LEN: usize = 8 << 20;
 /// Why bytes on a control connection could not be turned into a message.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FrameError {
+    /// A length prefix over the limit.
     #[error("control message of {len} bytes exceeds the {max}-byte limit")]
-    TooLong { len: usize, max: usize },
+    TooLong {
+        /// The length announced.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// A frame with no body.
     #[error("empty control message")]
     Empty,
+    /// A body that is not a message (its JSON does not read).
     #[error("malformed control message: {0}")]
     Malformed(String),
 }
@@ -40,6 +48,7 @@ pub struct FrameDecoder {
 }
 
 impl FrameDecoder {
+    /// A decoder with nothing read yet.
     pub fn new() -> Self {
         Self::default()
     }

@@ -5,6 +5,7 @@
 use crate::config::{EndCondition, TestSpec, Transport};
 use serde::{Deserialize, Serialize};
 
+/// What a server allows a test to ask for (advertised in its welcome; None: no limit).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Limits {
     /// Longest test (warm-up included), seconds.
@@ -25,14 +26,38 @@ pub struct Limits {
 /// shows its user (it names the server's flag, which the server's operator sets).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum OverLimit {
+    /// Too many streams.
     #[error("this server allows at most {max} streams per test (--max-streams); the test asked for {asked}")]
-    Streams { max: u32, asked: u32 },
+    Streams {
+        /// The server's limit.
+        max: u32,
+        /// What the test asked for.
+        asked: u32,
+    },
+    /// Too long, seconds.
     #[error("this server allows tests of at most {max} s (--max-duration); the test asked for {asked} s")]
-    Duration { max: f64, asked: f64 },
+    Duration {
+        /// The server's limit.
+        max: f64,
+        /// What the test asked for.
+        asked: f64,
+    },
+    /// Too many bytes.
     #[error("this server allows at most {max} bytes per test (--max-bytes); the test asked for {asked}")]
-    Bytes { max: u64, asked: u64 },
+    Bytes {
+        /// The server's limit.
+        max: u64,
+        /// What the test asked for.
+        asked: u64,
+    },
+    /// A UDP rate too high, bit/s.
     #[error("this server allows UDP at most {max} bit/s (--max-rate); the test asked for {asked} bit/s")]
-    UdpRate { max: f64, asked: f64 },
+    UdpRate {
+        /// The server's limit.
+        max: f64,
+        /// What the test asked for.
+        asked: f64,
+    },
 }
 
 impl Limits {

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 /// Addresses tracked at most; past this, idle ones are forgotten first, then the oldest.
 pub const MAX_TRACKED: usize = 65_536;
 
+/// New tests per client address in a sliding window (`--max-tests-per-minute`).
 #[derive(Debug)]
 pub struct PerAddressRate {
     per_window: u32,
@@ -34,6 +35,7 @@ impl PerAddressRate {
         Self::new(per_minute, Duration::from_secs(60))
     }
 
+    /// At most `per_window` new tests per address in any `window`.
     pub fn new(per_window: u32, window: Duration) -> Self {
         PerAddressRate {
             per_window: per_window.max(1),
