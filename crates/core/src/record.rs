@@ -12,6 +12,7 @@ pub fn bit_meters_per_s(throughput_bps: f64, distance_km: f64) -> f64 {
     throughput_bps * distance_km * 1000.0
 }
 
+/// The rules a record submission is checked against.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Rules {
     /// Shortest transfer that counts (records ran from tens of seconds to an hour).
@@ -20,6 +21,7 @@ pub struct Rules {
     pub min_bytes: u64,
     /// The standing record, bit·m/s, and the improvement over it a new one needs (%).
     pub previous_bit_meters_per_s: Option<f64>,
+    /// The improvement over the standing record a new one needs, percent.
     pub improvement_pct: f64,
 }
 
@@ -34,26 +36,37 @@ impl Default for Rules {
     }
 }
 
+/// One rule checked.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Check {
+    /// The rule, in words.
     pub rule: String,
+    /// The run meets it.
     pub passed: bool,
+    /// The figures that show it.
     pub evidence: String,
 }
 
+/// The Land Speed Record metric of a run and its class.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RecordMetric {
     /// bytes_received × 8 / the receiver's duration.
     pub throughput_bps: f64,
+    /// Bytes received after the warm-up.
     pub bytes: u64,
+    /// The receiver's time, seconds.
     pub duration_s: f64,
+    /// The path length counted, km.
     pub distance_km: f64,
+    /// throughput × distance, bit·m/s.
     pub bit_meters_per_s: f64,
+    /// The same in petabit·metres per second.
     pub petabit_meters_per_s: f64,
     /// "IPv4" or "IPv6".
     pub family: String,
     /// "single-stream" or "multiple-stream".
     pub streams_class: String,
+    /// Streams per direction.
     pub streams: u32,
 }
 

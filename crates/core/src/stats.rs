@@ -18,6 +18,7 @@ pub struct SampleSchedule {
 }
 
 impl SampleSchedule {
+    /// Samples every `interval`, the first ones inside the warm-up `omit` marked.
     pub fn new(interval: Duration, omit: Duration) -> Self {
         let interval = interval.as_secs_f64().max(1e-3);
         let omit = omit.as_secs_f64();
@@ -56,14 +57,18 @@ impl SampleSchedule {
 /// One interval of a [`SampleSchedule`]: seconds since the side's start.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Interval {
+    /// The interval's number, from 0.
     pub index: u32,
+    /// Its start.
     pub start_s: f64,
+    /// Its end.
     pub end_s: f64,
     /// The interval lies in the warm-up (`-O`), and is not counted.
     pub omitted: bool,
 }
 
 impl Interval {
+    /// Interval `index` from `start_s` to `end_s`, in the warm-up when `omitted`.
     pub fn new(index: u32, start_s: f64, end_s: f64, omitted: bool) -> Self {
         Interval {
             index,
@@ -77,7 +82,9 @@ impl Interval {
 /// One interval's bytes for one stream, derived from two cumulative samples.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct StreamDelta {
+    /// The stream.
     pub id: u32,
+    /// Bytes it moved in the interval.
     pub bytes: u64,
 }
 

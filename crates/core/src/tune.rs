@@ -15,7 +15,9 @@ pub struct HostLimits {
     pub sysctls: BTreeMap<String, String>,
     /// The interface of the default route, its MTU and transmit queue length.
     pub interface: Option<String>,
+    /// The interface's MTU.
     pub mtu: Option<u32>,
+    /// The interface's transmit queue length.
     pub tx_queue_len: Option<u32>,
     /// Offload features by name (`tx-tcp-segmentation: on`), when known.
     pub offloads: BTreeMap<String, bool>,
@@ -41,11 +43,15 @@ pub const SYSCTLS: [&str; 13] = [
 /// The target the host is tuned for.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Target {
+    /// The rate, bit/s.
     pub rate_bps: f64,
+    /// The path's round-trip time, seconds.
     pub rtt_s: f64,
+    /// Streams the transfer will use.
     pub streams: u32,
 }
 
+/// How much a setting matters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Severity {
@@ -53,21 +59,31 @@ pub enum Severity {
     Limit,
     /// Worth changing (pacing, jumbo frames, ...), does not cap the window by itself.
     Advice,
+    /// Nothing to change.
     Ok,
 }
 
+/// One setting judged.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Finding {
+    /// The setting's name (a sysctl, or the interface's MTU, queue or an offload).
     pub setting: String,
+    /// Its value now.
     pub current: String,
+    /// What the target needs.
     pub wanted: String,
+    /// How much it matters.
     pub severity: Severity,
+    /// Why it matters.
     pub why: String,
 }
 
+/// What `landspeed tune` found: the window the target needs, what the host allows, and what to change.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Advice {
+    /// The target, when one was given.
     pub target: Option<Target>,
+    /// The target's bandwidth-delay product, bytes.
     pub bdp_bytes: Option<f64>,
     /// Window each stream needs: BDP / streams.
     pub window_per_stream_bytes: Option<f64>,
@@ -76,7 +92,9 @@ pub struct Advice {
     /// The largest window a stream can reach now (auto-tuning's receive maximum / 2), and the rate that
     /// allows over the target's RTT with its streams.
     pub max_window_now_bytes: Option<f64>,
+    /// The rate those windows allow over the target's RTT with its streams, bit/s.
     pub max_rate_now_bps: Option<f64>,
+    /// Every setting judged.
     pub findings: Vec<Finding>,
     /// `name = value` lines that fix every Limit and Advice finding.
     pub sysctl_lines: Vec<String>,

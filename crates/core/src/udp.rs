@@ -26,11 +26,13 @@ pub struct Header {
 }
 
 impl Header {
+    /// Writes landspeed's header at the start of `buf`.
     pub fn write(&self, buf: &mut [u8]) {
         buf[..8].copy_from_slice(&self.seq.to_be_bytes());
         buf[8..16].copy_from_slice(&self.sent_ns.to_be_bytes());
     }
 
+    /// Reads landspeed's header from a datagram; None when it is too short.
     pub fn read(buf: &[u8]) -> Option<Header> {
         if buf.len() < HEADER {
             return None;
@@ -55,6 +57,7 @@ impl Header {
         }
     }
 
+    /// Reads iperf3's header (32- or 64-bit sequence); None when the datagram is too short.
     pub fn read_iperf3(buf: &[u8], wide: bool) -> Option<Header> {
         let need = if wide { 16 } else { 12 };
         if buf.len() < need {

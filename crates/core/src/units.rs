@@ -11,18 +11,26 @@ use std::time::Duration;
 /// Why a size, rate or duration given by a user could not be understood.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum UnitError {
+    /// Nothing given.
     #[error("empty value")]
     Empty,
+    /// Not a number.
     #[error("'{0}' is not a number with an optional unit suffix")]
     NotANumber(String),
+    /// A suffix this kind of value does not have.
     #[error("unknown unit '{suffix}' in '{input}' (expected {expected})")]
     UnknownSuffix {
+        /// The value as given.
         input: String,
+        /// The suffix.
         suffix: String,
+        /// The suffixes allowed.
         expected: &'static str,
     },
+    /// A negative value.
     #[error("'{0}' is negative")]
     Negative(String),
+    /// A value too large to hold.
     #[error("'{0}' is too large")]
     TooLarge(String),
 }
@@ -33,6 +41,7 @@ pub enum UnitError {
 pub struct Bytes(pub u64);
 
 impl Bytes {
+    /// The count.
     pub const fn get(self) -> u64 {
         self.0
     }
@@ -109,6 +118,7 @@ impl fmt::Display for Bytes {
 pub struct BitRate(pub f64);
 
 impl BitRate {
+    /// The rate, bit/s.
     pub fn bps(self) -> f64 {
         self.0
     }
@@ -211,9 +221,11 @@ pub mod secs {
     use serde::{Deserialize, Deserializer, Serializer};
     use std::time::Duration;
 
+    /// Writes the duration as seconds.
     pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_f64(d.as_secs_f64())
     }
+    /// Reads seconds (finite, 0..=10⁹) as a duration.
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
         let v = f64::deserialize(d)?;
         if !v.is_finite() || !(0.0..=1e9).contains(&v) {

@@ -15,14 +15,32 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
 #[serde(tag = "reason", rename_all = "snake_case")]
 pub enum Untrusted {
+    /// Ctrl-C stopped the test.
     #[error("interrupted")]
     Interrupted,
+    /// Received bytes did not match the payload.
     #[error("{blocks} corrupt blocks")]
-    Corrupt { blocks: u64 },
+    Corrupt {
+        /// 256-byte blocks with a wrong byte.
+        blocks: u64,
+    },
+    /// A stream (or an end) failed.
     #[error("{message}")]
-    StreamFailed { stream: Option<u32>, message: String },
+    StreamFailed {
+        /// The stream, when the failure belongs to one.
+        stream: Option<u32>,
+        /// What failed.
+        message: String,
+    },
+    /// Fewer bytes arrived than were sent.
     #[error("sent {sent} bytes but {received} arrived")]
-    Shortfall { sent: u64, received: u64 },
+    Shortfall {
+        /// Bytes sent.
+        sent: u64,
+        /// Bytes received.
+        received: u64,
+    },
+    /// A received file's digest was not confirmed.
     #[error("the received file's digest was not confirmed")]
     FileUnverified,
 }
@@ -30,11 +48,14 @@ pub enum Untrusted {
 /// The verdict on one result: trusted, or untrusted with every reason found (first is the gravest).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Verdict {
+    /// Nothing speaks against the result.
     Trusted,
+    /// Every reason found, gravest first.
     Untrusted(Vec<Untrusted>),
 }
 
 impl Verdict {
+    /// The result can be trusted.
     pub fn is_trusted(&self) -> bool {
         matches!(self, Verdict::Trusted)
     }
@@ -64,7 +85,9 @@ impl std::fmt::Display for Verdict {
 /// has what that end saw.
 #[derive(Debug, Clone, Default)]
 pub struct Evidence {
+    /// The test was stopped early.
     pub interrupted: bool,
+    /// Blocks that did not match the payload.
     pub corrupt_blocks: u64,
     /// Failures, with the stream they happened on when known.
     pub errors: Vec<(Option<u32>, String)>,

@@ -5,6 +5,7 @@
 //! beyond a fixed bound because of a length field, and state machines that stay in a legal state.
 
 #![deny(unreachable_pub)]
+#![warn(missing_docs)]
 
 use landspeed_core::config::TestSpec;
 use landspeed_core::protocol::{

@@ -73,6 +73,7 @@ impl PerAddressRate {
         }
     }
 
+    /// How many addresses are tracked now.
     pub fn tracked(&self) -> usize {
         self.starts.len()
     }

@@ -10,14 +10,18 @@ use serde::{Deserialize, Serialize};
 /// Largest relative distance of a window-limited point from the line.
 pub const ON_LINE: f64 = 0.15;
 
+/// The line through the origin that throughput follows while the window limits (one stream count).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WindowFit {
+    /// The stream count fitted.
     pub streams: u32,
     /// Bits per second per byte of window.
     pub slope_bps_per_byte: f64,
+    /// The fit's coefficient of determination.
     pub r2: f64,
     /// Points (smallest windows first) on the line.
     pub points_used: u32,
+    /// The largest window still on the line, bytes.
     pub window_limited_up_to_bytes: f64,
     /// The RTT the line implies: 8 × streams × window_scale / slope.
     pub implied_rtt_s: f64,
@@ -32,6 +36,7 @@ pub struct WindowFit {
     /// seconds: what `implied_rtt_s` should come close to while the window is the only limit.
     #[serde(default)]
     pub measured_rtt_s: Option<f64>,
+    /// The highest median throughput of the stream count, bit/s.
     pub max_throughput_bps: f64,
     /// The window at which the line reaches `max_throughput_bps`.
     pub saturation_window_bytes: f64,
@@ -108,14 +113,17 @@ pub fn window_fit(streams: u32, points: &[(f64, f64)]) -> Option<WindowFit> {
 /// A cell: window bytes, streams, its median throughput.
 pub type Cell = (u64, u32, f64);
 
+/// The best cell of a sweep direction, and the cheapest one close to it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BestCells {
+    /// The cell with the highest median.
     pub best: Cell,
     /// The cell with the least total buffer (window × streams, then fewer streams) whose median is
     /// within 5% of the best.
     pub smallest_within_5pct: Cell,
 }
 
+/// The best cell and the smallest within 5% of it; None without cells.
 pub fn best_cells(cells: &[Cell]) -> Option<BestCells> {
     let best = *cells
         .iter()

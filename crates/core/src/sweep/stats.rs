@@ -4,18 +4,26 @@
 
 use serde::{Deserialize, Serialize};
 
+/// Statistics of one cell's repeated runs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CellStats {
+    /// Runs.
     pub n: u32,
+    /// Median.
     pub median: f64,
+    /// 90th percentile.
     pub p90: f64,
+    /// Smallest value.
     pub min: f64,
+    /// Largest value.
     pub max: f64,
+    /// Mean.
     pub mean: f64,
     /// Sample standard deviation (n − 1); 0 for one value.
     pub sd: f64,
     /// 95% confidence interval of the mean; None for one value.
     pub ci95_low: Option<f64>,
+    /// The upper end of the confidence interval.
     pub ci95_high: Option<f64>,
 }
 

@@ -9,10 +9,14 @@ use super::stats::CellStats;
 use crate::config::Direction;
 use serde::{Deserialize, Serialize};
 
+/// One cell of a sweep: its runs and their statistics.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CellSummary {
+    /// The window, bytes.
     pub window_bytes: u64,
+    /// Streams per direction.
     pub streams: u32,
+    /// The direction.
     pub direction: Direction,
     /// Throughput statistics of the cell's runs, in bit/s.
     pub throughput_bps: CellStats,
@@ -28,6 +32,7 @@ pub struct CellSummary {
 /// What the summary needs of one finished run.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RunFigures {
+    /// The run's throughput, bit/s.
     pub throughput_bps: f64,
     /// The receive window in effect, averaged over the streams (the senders' TCP_INFO snd_wnd).
     pub effective_window_bytes: Option<f64>,
@@ -50,30 +55,42 @@ fn median(v: &mut [f64]) -> Option<f64> {
     crate::path::rtt::quantile(v, 0.5)
 }
 
+/// One direction of a sweep: the window fits of each stream count and its best cell.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DirectionSummary {
+    /// The direction.
     pub direction: Direction,
     /// One per stream count with at least two window-limited windows.
     pub fits: Vec<WindowFit>,
+    /// The best cell and the smallest close to it.
     pub best: Option<BestCells>,
 }
 
+/// A sweep's finished runs summarised.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SweepSummary {
+    /// Runs the plan has.
     pub runs_planned: u32,
+    /// Runs finished and stored.
     pub runs_done: u32,
+    /// Every cell with runs.
     pub cells: Vec<CellSummary>,
+    /// Every direction's fits and best cell.
     pub directions: Vec<DirectionSummary>,
 }
 
 /// A sweep as the sinks see it: what was planned, how far it got, and the summary of what finished.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SweepReport {
+    /// The sweep's id in the archive.
     pub sweep_id: i64,
+    /// When it was created, UTC.
     pub created_utc: String,
     /// running, complete, incomplete or interrupted.
     pub status: String,
+    /// The plan.
     pub plan: SweepPlan,
+    /// The summary of what finished.
     pub summary: SweepSummary,
 }
 

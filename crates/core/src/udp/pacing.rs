@@ -63,6 +63,7 @@ impl Pacer {
         self.sent += u64::from(n);
     }
 
+    /// Datagrams sent so far.
     pub fn count(&self) -> u64 {
         self.sent
     }

@@ -8,6 +8,7 @@ use super::Header;
 
 const WINDOW: u64 = 1 << 16;
 
+/// A UDP receiver's accounting: unique datagrams, loss from sequence numbers, order, duplicates and jitter.
 #[derive(Debug, Clone)]
 pub struct UdpReceiver {
     received: u64,
@@ -27,10 +28,15 @@ pub struct UdpReceiver {
 pub struct UdpStats {
     /// Datagrams the sender sent (when known) and the receiver got (unique).
     pub datagrams_sent: Option<u64>,
+    /// Unique datagrams that arrived.
     pub datagrams_received: u64,
+    /// Datagrams that did not.
     pub datagrams_lost: u64,
+    /// Lost ÷ expected, percent.
     pub loss_pct: f64,
+    /// Datagrams that arrived after a later one.
     pub out_of_order: u64,
+    /// Datagrams that arrived twice or more.
     pub duplicates: u64,
     /// RFC 3550 interarrival jitter at the end of the test, milliseconds.
     pub jitter_ms: f64,
@@ -98,6 +104,7 @@ impl UdpReceiver {
         true
     }
 
+    /// Bytes received (unique datagrams).
     pub fn bytes(&self) -> u64 {
         self.bytes
     }
