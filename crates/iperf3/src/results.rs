@@ -116,34 +116,35 @@ pub fn from_reports(
     }
 }
 
-/// Per stream, the bytes counted by the end of the warm-up (`-O`): the last sample inside it.
+/// Per stream, the bytes counted when the warm-up (`-O`) ended: the last sample inside it. Empty when
+/// there was no warm-up, or when the test ended inside it (then iperf3 never reset its counters).
 pub fn warmup_bytes(
     samples: &[landspeed_core::endpoint::IntervalSample],
 ) -> std::collections::HashMap<u32, u64> {
+    let ended = samples.last().is_some_and(|s| !s.omitted);
     samples
         .iter()
         .rev()
         .find(|s| s.omitted)
+        .filter(|_| ended)
         .map(|s| s.streams.iter().map(|x| (x.id, x.bytes)).collect())
         .unwrap_or_default()
 }
 
 /// The streams as iperf3 counts them. iperf3 resets every counter when the warm-up ends, senders' and
-/// receivers' alike; landspeed's reports leave the warm-up out of receivers only, so the senders'
-/// warm-up bytes (at this end's boundary, from its samples) are left out here too.
+/// receivers' alike, and none when the test ends inside it; landspeed's reports leave the warm-up out
+/// of receivers only, and all of it when the test ended inside the warm-up. Here every stream's
+/// `omitted_bytes` is what it had moved when the warm-up ended at this end (from its samples), or 0.
 pub fn iperf3_counts(
     streams: &[landspeed_core::endpoint::StreamReport],
     samples: &[landspeed_core::endpoint::IntervalSample],
 ) -> Vec<landspeed_core::endpoint::StreamReport> {
-    use landspeed_core::endpoint::Role;
     let warm = warmup_bytes(samples);
     streams
         .iter()
         .map(|s| {
             let mut s = s.clone();
-            if s.role == Role::Sender {
-                s.omitted_bytes = warm.get(&s.id).copied().unwrap_or(0).min(s.bytes);
-            }
+            s.omitted_bytes = warm.get(&s.id).copied().unwrap_or(0).min(s.bytes);
             s
         })
         .collect()
@@ -310,6 +311,11 @@ mod tests {
         // No warm-up: nothing is left out.
         let none = iperf3_counts(&[report(0, Role::Sender, 0)], &samples[2..]);
         assert_eq!(none[0].omitted_bytes, 0);
+        // A test that ended inside the warm-up: iperf3 never reset its counters, so everything counts
+        // (landspeed's own receiver report left it all out).
+        let inside = iperf3_counts(&[report(1, Role::Receiver, 300)], &samples[..2]);
+        assert_eq!(inside[0].omitted_bytes, 0);
+        assert!(warmup_bytes(&samples[..2]).is_empty());
     }
 
     #[test]
