@@ -7,6 +7,52 @@
 //! engine, and every step (TEST_START and TEST_RUNNING back to back, -R, --bidir, UDP, refusals, a
 //! timeout or a peer vanishing anywhere) is tested in memory under a virtual clock.
 
+/// The `Endpoint` side every iperf3 session shares: input goes to the session's `step` until it needs
+/// more bytes (a failure ends the session through `fail`), output and actions are queued, one timer;
+/// what a timeout or a closed peer means is each session's own (`on_timeout`, `on_closed`).
+macro_rules! impl_endpoint {
+    ($session:ty, $action:ty) => {
+        impl Endpoint for $session {
+            type Action = $action;
+            type Error = Iperf3Error;
+
+            fn handle_input(&mut self, bytes: &[u8], now: Instant) -> Result<(), Iperf3Error> {
+                self.inbox.push(bytes);
+                loop {
+                    match self.step(now) {
+                        Ok(true) => {}
+                        Ok(false) => return Ok(()),
+                        Err(e) => return Err(self.fail(e)),
+                    }
+                }
+            }
+
+            fn poll_transmit(&mut self) -> Option<Vec<u8>> {
+                (!self.transmit.is_empty()).then(|| std::mem::take(&mut self.transmit))
+            }
+
+            fn poll_action(&mut self) -> Option<$action> {
+                self.actions.pop_front()
+            }
+
+            fn time_left(&self, now: Instant) -> Option<Duration> {
+                self.timer.at().map(|at| at.saturating_duration_since(now))
+            }
+
+            fn handle_timeout(&mut self, now: Instant) -> Result<(), Iperf3Error> {
+                match self.timer.expired(now) {
+                    Some(after) => self.on_timeout(after),
+                    None => Ok(()),
+                }
+            }
+
+            fn handle_closed(&mut self, _now: Instant) -> Iperf3Error {
+                self.on_closed()
+            }
+        }
+    };
+}
+
 mod client;
 mod server;
 #[cfg(test)]

@@ -251,45 +251,15 @@ impl ClientSession {
     }
 }
 
-impl Endpoint for ClientSession {
-    type Action = ClientAction;
-    type Error = Iperf3Error;
-
-    fn handle_input(&mut self, bytes: &[u8], now: Instant) -> Result<(), Iperf3Error> {
-        self.inbox.push(bytes);
-        loop {
-            match self.step(now) {
-                Ok(true) => {}
-                Ok(false) => return Ok(()),
-                Err(e) => return Err(self.fail(e)),
-            }
-        }
-    }
-
-    fn poll_transmit(&mut self) -> Option<Vec<u8>> {
-        (!self.transmit.is_empty()).then(|| std::mem::take(&mut self.transmit))
-    }
-
-    fn poll_action(&mut self) -> Option<ClientAction> {
-        self.actions.pop_front()
-    }
-
-    fn time_left(&self, now: Instant) -> Option<Duration> {
-        self.timer.at().map(|at| at.saturating_duration_since(now))
-    }
-
-    fn handle_timeout(&mut self, now: Instant) -> Result<(), Iperf3Error> {
-        match self.timer.expired(now) {
-            Some(after) => {
-                let phase = self.phase.name();
-                Err(self.fail(Iperf3Error::Timeout { phase, after }))
-            }
-            None => Ok(()),
-        }
+impl ClientSession {
+    /// The timer ran out (it was armed `after` ago): the session fails, naming the step.
+    fn on_timeout(&mut self, after: Duration) -> Result<(), Iperf3Error> {
+        let phase = self.phase.name();
+        Err(self.fail(Iperf3Error::Timeout { phase, after }))
     }
 
     /// A server that closes right after SERVER_ERROR has refused the test, numbers or not.
-    fn handle_closed(&mut self, _now: Instant) -> Iperf3Error {
+    fn on_closed(&mut self) -> Iperf3Error {
         let phase = self.phase.name();
         let e = match self.inbox.server_error() {
             Some(codes) => {
@@ -301,3 +271,5 @@ impl Endpoint for ClientSession {
         self.fail(e)
     }
 }
+
+impl_endpoint!(ClientSession, ClientAction);

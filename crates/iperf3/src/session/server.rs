@@ -303,39 +303,11 @@ fn limit_code(why: &OverLimit) -> i32 {
     }
 }
 
-impl Endpoint for ServerSession {
-    type Action = ServerAction;
-    type Error = Iperf3Error;
-
-    fn handle_input(&mut self, bytes: &[u8], now: Instant) -> Result<(), Iperf3Error> {
-        self.inbox.push(bytes);
-        loop {
-            match self.step(now) {
-                Ok(true) => {}
-                Ok(false) => return Ok(()),
-                Err(e) => return Err(self.fail(e)),
-            }
-        }
-    }
-
-    fn poll_transmit(&mut self) -> Option<Vec<u8>> {
-        (!self.transmit.is_empty()).then(|| std::mem::take(&mut self.transmit))
-    }
-
-    fn poll_action(&mut self) -> Option<ServerAction> {
-        self.actions.pop_front()
-    }
-
-    fn time_left(&self, now: Instant) -> Option<Duration> {
-        self.timer.at().map(|at| at.saturating_duration_since(now))
-    }
-
-    /// Streams that do not all come are answered with iperf3's STREAM_ACCEPT error; a client that
-    /// does not say IPERF_DONE after the results has still completed the test.
-    fn handle_timeout(&mut self, now: Instant) -> Result<(), Iperf3Error> {
-        let Some(after) = self.timer.expired(now) else {
-            return Ok(());
-        };
+impl ServerSession {
+    /// The timer ran out (it was armed `after` ago). Streams that do not all come are answered with
+    /// iperf3's STREAM_ACCEPT error; a client that does not say IPERF_DONE after the results has still
+    /// completed the test.
+    fn on_timeout(&mut self, after: Duration) -> Result<(), Iperf3Error> {
         match self.phase {
             ServerPhase::AwaitDone => {
                 self.finish();
@@ -349,7 +321,7 @@ impl Endpoint for ServerSession {
     }
 
     /// Some clients close without IPERF_DONE: after the results, that completes the test.
-    fn handle_closed(&mut self, _now: Instant) -> Iperf3Error {
+    fn on_closed(&mut self) -> Iperf3Error {
         let phase = self.phase.name();
         if self.phase == ServerPhase::AwaitDone {
             self.finish();
@@ -359,3 +331,5 @@ impl Endpoint for ServerSession {
         Iperf3Error::PeerClosed { phase }
     }
 }
+
+impl_endpoint!(ServerSession, ServerAction);
