@@ -112,7 +112,7 @@ impl Checked<'_> {
         }
         match self.0.get(t.from.as_str()).and_then(|c| c.1.as_ref()) {
             Some(c) if !c.control => Err(format!(
-                "host {} does not take third-party orders (serve --allow-control with --auth-keys)",
+                "host {} does not take third-party orders (its server must allow control and require keys)",
                 t.from
             )),
             Some(c) => Ok(c.clock.offset_ns),

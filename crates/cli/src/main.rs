@@ -8,6 +8,7 @@
 
 mod archive;
 mod args;
+mod flags;
 mod keyfile;
 mod mesh;
 mod model;
@@ -41,6 +42,10 @@ pub struct Failed;
 fn main() -> ExitCode {
     let cli = args::Cli::parse();
     landspeed_engine::rlimit::raise_fd_limit();
+    landspeed_engine::host::set_command_line(landspeed_engine::host::command_line(
+        std::env::args(),
+        &flags::SECRET_ARGUMENTS,
+    ));
     let outcome = match cli.command {
         args::Command::Serve(a) => serve::serve(a),
         args::Command::Run(a) => run::run(a),

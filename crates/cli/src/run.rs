@@ -95,25 +95,11 @@ fn execute(
             Ok(r.verdict().is_trusted())
         }
         Err(e) => {
-            let msg = in_flags(&e);
+            let msg = crate::flags::client(&e);
             out.error(&msg);
             Err(anyhow::anyhow!(msg))
                 .with_context(|| format!("test against {} port {}", opts.host, opts.port))
         }
-    }
-}
-
-/// A client error as the command line says it: the library's typed reasons name no flags, so the
-/// ones a user fixes with a flag get the flag's name here.
-fn in_flags(e: &ClientError) -> String {
-    match e {
-        ClientError::FileDirection { upload: true } => {
-            "--send-file sends from this end: no -R or --bidir".into()
-        }
-        ClientError::FileDirection { upload: false } => {
-            "--recv-file receives at this end: it needs -R".into()
-        }
-        other => other.to_string(),
     }
 }
 
@@ -177,7 +163,9 @@ pub fn cell_spec(a: &RunArgs) -> Result<CellSpec> {
         // Files move over one stream in one direction, with sendfile and splice.
         spec.verify = false;
     }
-    let test = spec.validated().map_err(|e| UsageError(e.to_string()))?;
+    let test = spec
+        .validated()
+        .map_err(|e| UsageError(crate::flags::config(&e)))?;
     if a.latency {
         if !(a.latency_rate > 0.0 && a.latency_rate <= 1000.0) {
             return Err(UsageError(format!(
@@ -372,7 +360,9 @@ pub fn demo(a: DemoArgs) -> Result<bool> {
             a.streams, a.time
         );
     }
-    let test = spec.validated().map_err(|e| UsageError(e.to_string()))?;
+    let test = spec
+        .validated()
+        .map_err(|e| UsageError(crate::flags::config(&e)))?;
     let opts = ClientOptions::new("127.0.0.1", port, test);
     let result = execute(
         opts,

@@ -121,7 +121,7 @@ fn cell_args(host: &str, extra: &[String]) -> Result<RunArgs> {
 }
 
 fn new_plan(a: &SweepArgs) -> Result<SweepPlan> {
-    let usage = |e: landspeed_core::sweep::PlanError| UsageError(e.to_string());
+    let usage = |e: landspeed_core::sweep::PlanError| UsageError(crate::flags::plan(&e));
     let host = a.host.clone().context("a host is needed")?;
     let cell = cell_args(&host, &a.run_args)?;
     let seed = a.seed.unwrap_or_else(|| {
@@ -218,7 +218,7 @@ pub fn sweep(a: SweepArgs) -> Result<bool> {
         tag: a.tag.clone(),
     };
     let todo = sweep.todo(&base).map_err(|e| match e {
-        SweepError::Cell(c) => anyhow::Error::from(UsageError(c.to_string())),
+        SweepError::Cell(c) => anyhow::Error::from(UsageError(crate::flags::config(&c))),
         other => other.into(),
     })?;
     eprintln!("{}", announce(id, &plan, todo.done.len(), todo.cells.len()));

@@ -32,10 +32,10 @@ fn each_limit_is_enforced_and_named() {
             "10M",
         ],
     );
-    refused(s.port, &["-P", "3", "-t", "1"], "--max-streams");
-    refused(s.port, &["-t", "5"], "--max-duration");
-    refused(s.port, &["-n", "100M"], "--max-bytes");
-    refused(s.port, &["-u", "-b", "100M", "-t", "1"], "--max-rate");
+    refused(s.port, &["-P", "3", "-t", "1"], "at most 2 streams per test");
+    refused(s.port, &["-t", "5"], "tests of at most 2 s");
+    refused(s.port, &["-n", "100M"], "bytes per test");
+    refused(s.port, &["-u", "-b", "100M", "-t", "1"], "allows UDP at most");
     // Within every limit, tests run.
     let r = run_json("127.0.0.1", s.port, &["-P", "2", "-t", "1"]);
     assert_eq!(r["summary"]["bytes_sent"], r["summary"]["bytes_received"]);
@@ -62,7 +62,7 @@ fn over_max_tests_is_busy_not_a_hang() {
     assert_eq!(o.code, 1, "a second test was not refused: {}", o.stdout);
     drop(rest);
     assert!(
-        o.stderr.contains("busy") && o.stderr.contains("--max-tests"),
+        o.stderr.contains("busy") && o.stderr.contains("tests at once"),
         "{}",
         o.stderr
     );
@@ -75,7 +75,7 @@ fn over_max_tests_is_busy_not_a_hang() {
 #[test]
 fn only_allowed_networks_may_test() {
     let s = ServerProc::start("127.0.0.1", &["--allow", "192.0.2.0/24"]);
-    refused(s.port, &["-t", "1"], "--allow");
+    refused(s.port, &["-t", "1"], "does not take tests from your address");
     let s = ServerProc::start("127.0.0.1", &["--allow", "127.0.0.0/8", "--allow", "::1"]);
     run_json("127.0.0.1", s.port, &["-t", "1"]);
     let bad = landspeed(&["serve", "--allow", "not-a-net"], Duration::from_secs(10));
@@ -112,7 +112,7 @@ fn sigusr1_prints_the_counters() {
         .next_line(Duration::from_secs(10))
         .unwrap()
         .contains("test from"));
-    refused(s.port, &["-P", "2", "-t", "1"], "--max-streams");
+    refused(s.port, &["-P", "2", "-t", "1"], "at most 1 streams per test");
     let _ = s.next_line(Duration::from_secs(10));
     common::signal(s.process(), 10); // SIGUSR1
     let line = s.next_line(Duration::from_secs(10)).expect("no stats line");
@@ -136,7 +136,7 @@ fn max_rate_paces_tcp_both_ways_and_the_client_says_so() {
         let share = share_of(&r, 100e6);
         assert!((0.7..1.35).contains(&share), "{args:?}: {share:.2} of the cap");
         let w = r["warnings"].to_string();
-        assert!(w.contains("--max-rate"), "{args:?}: warnings {w}");
+        assert!(w.contains("its rate limit"), "{args:?}: warnings {w}");
     }
     // Unlimited, the same machine moves far more: the cap, not the host, set the rate above.
     let free = ServerProc::start("127.0.0.1", &[]);
@@ -149,7 +149,7 @@ fn new_tests_per_minute_per_address() {
     let s = ServerProc::start("127.0.0.1", &["--max-tests-per-minute", "2"]);
     run_json("127.0.0.1", s.port, &["-n", "1M"]);
     run_json("127.0.0.1", s.port, &["-n", "1M"]);
-    refused(s.port, &["-n", "1M"], "--max-tests-per-minute");
+    refused(s.port, &["-n", "1M"], "tests per minute");
     let p = s.port.to_string();
     let o = landspeed(
         &["run", "127.0.0.1", "-p", &p, "-n", "1M"],

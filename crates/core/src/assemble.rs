@@ -193,7 +193,7 @@ fn window_limited(streams: &[StreamResult]) -> Option<String> {
     }
     let bound = n * window * 8.0 / rtt_s;
     Some(format!(
-        "the window limited this test: the senders were receive-window limited {rwnd:.0}% and send-buffer limited {sndbuf:.0}% of the time; {} stream(s) × {} of window over an RTT of {:.1} ms allow at most {} — below the bandwidth-delay product of a faster path (-w, or `landspeed tune --rate RATE --rtt {:.0}ms --streams {}`)",
+        "the window limited this test: the senders were receive-window limited {rwnd:.0}% and send-buffer limited {sndbuf:.0}% of the time; {} stream(s) × {} of window over an RTT of {:.1} ms allow at most {} — below the bandwidth-delay product of a faster path (a larger window, or host buffers tuned for the path's rate, an RTT of {:.0} ms and {} stream(s))",
         tcp.len(),
         crate::units::Bytes(window as u64),
         rtt_s * 1e3,
@@ -508,7 +508,7 @@ fn payload_summary(spec: &TestSpec, inp: &Inputs, bytes_verified: u64) -> Payloa
         )
     } else {
         format!(
-            "the senders wrote the never-repeating pattern (segments of {UNIQUE_SEGMENT_MIN} bytes or more are provably distinct; smallest MSS {mss_text}); arrival was not checked (--no-verify)"
+            "the senders wrote the never-repeating pattern (segments of {UNIQUE_SEGMENT_MIN} bytes or more are provably distinct; smallest MSS {mss_text}); arrival was not checked (verification was off)"
         )
     };
     PayloadSummary {

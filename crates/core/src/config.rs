@@ -273,9 +273,15 @@ pub enum ConfigError {
     /// An interval out of range.
     #[error("interval must be 10 ms..=1 h, got {0:?}")]
     Interval(Duration),
-    /// A file transfer the test cannot carry.
+    /// A file name that is not a plain name (the text says why).
     #[error("file transfer: {0}")]
-    File(String),
+    FileName(String),
+    /// A file transfer with more than one stream, UDP, or both directions.
+    #[error("file transfer: a file moves over one TCP stream in one direction")]
+    FileNeedsOneTcpStream,
+    /// A file transfer with a data path other than sendfile and splice.
+    #[error("file transfer: a file moves with sendfile and splice (no io_uring, zero-copy or discarding receivers)")]
+    FileNeedsCopyPaths,
     /// A congestion control name with characters no algorithm has.
     #[error("congestion control name '{0}' is not a plain algorithm name")]
     Congestion(String),
@@ -286,13 +292,13 @@ pub enum ConfigError {
     #[error("CPU list is empty or names a CPU above 4095: {0:?}")]
     Cpus(Vec<usize>),
     /// Discarding receivers with verification on.
-    #[error("receive mode 'discard' throws bytes away unread, so it needs --no-verify")]
+    #[error("receive mode 'discard' throws bytes away unread, so it needs verification off")]
     DiscardNeedsNoVerify,
     /// An io_uring queue depth out of range.
     #[error("queue depth must be 1..=64, got {0}")]
     QueueDepth(u32),
     /// Zero-copy sends with the io_uring backend.
-    #[error("--tx zerocopy is implemented for the epoll backend only")]
+    #[error("zero-copy sends are implemented for the epoll backend only")]
     ZerocopyNeedsEpoll,
     /// A UDP datagram size out of range.
     #[error("UDP datagrams must be {min}..={MAX_UDP_LENGTH} bytes, got {0}", min = crate::udp::HEADER + 1)]
@@ -305,7 +311,40 @@ pub enum ConfigError {
     Burst(u32),
     /// A TCP option given for a UDP test.
     #[error("{0} applies to TCP only")]
-    TcpOnly(&'static str),
+    TcpOnly(TcpSetting),
+}
+
+/// A setting that only a TCP test can have, named in plain words; the command line adds its flag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TcpSetting {
+    /// A congestion control algorithm.
+    Congestion,
+    /// A maximum segment size.
+    Mss,
+    /// TCP_NODELAY.
+    NoDelay,
+    /// fq pacing (UDP is paced by its own rate).
+    FqRate,
+    /// The io_uring backend.
+    IoUring,
+    /// Zero-copy sends.
+    TxZerocopy,
+    /// Discarding receivers.
+    RxDiscard,
+}
+
+impl std::fmt::Display for TcpSetting {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            TcpSetting::Congestion => "a congestion control algorithm",
+            TcpSetting::Mss => "a maximum segment size",
+            TcpSetting::NoDelay => "TCP_NODELAY",
+            TcpSetting::FqRate => "fq pacing (UDP is paced by its rate)",
+            TcpSetting::IoUring => "the io_uring backend",
+            TcpSetting::TxZerocopy => "zero-copy sending",
+            TcpSetting::RxDiscard => "the discarding receiver",
+        })
+    }
 }
 
 impl TestSpec {
@@ -411,16 +450,12 @@ impl TestSpec {
 
     /// A file moves over one TCP stream in one direction, with sendfile and splice.
     fn validate_file(&self, f: &crate::files::FileSpec) -> Result<(), ConfigError> {
-        crate::files::check_name(&f.name).map_err(ConfigError::File)?;
+        crate::files::check_name(&f.name).map_err(ConfigError::FileName)?;
         if self.streams != 1 || self.transport != Transport::Tcp || self.direction == Direction::Bidir {
-            return Err(ConfigError::File(
-                "a file moves over one TCP stream in one direction (no -P, -u or --bidir)".into(),
-            ));
+            return Err(ConfigError::FileNeedsOneTcpStream);
         }
         if self.io != IoBackend::Epoll || self.tx != TxMode::Copy || self.rx != RxMode::Copy {
-            return Err(ConfigError::File(
-                "a file moves with sendfile and splice (no --io uring, --zerocopy or --discard)".into(),
-            ));
+            return Err(ConfigError::FileNeedsCopyPaths);
         }
         Ok(())
     }
@@ -478,16 +513,16 @@ impl TestSpec {
             return Err(ConfigError::Burst(self.burst));
         }
         let tcp_only = [
-            (self.congestion.is_some(), "-C/--congestion"),
-            (self.mss.is_some(), "-M/--mss"),
-            (self.nodelay, "-N/--nodelay"),
-            (self.fq_rate_bps.is_some(), "--fq-rate (UDP is paced by -b)"),
-            (self.io == IoBackend::Uring, "--io uring"),
-            (self.tx == TxMode::Zerocopy, "--tx zerocopy"),
-            (self.rx == RxMode::Discard, "--rx discard"),
+            (self.congestion.is_some(), TcpSetting::Congestion),
+            (self.mss.is_some(), TcpSetting::Mss),
+            (self.nodelay, TcpSetting::NoDelay),
+            (self.fq_rate_bps.is_some(), TcpSetting::FqRate),
+            (self.io == IoBackend::Uring, TcpSetting::IoUring),
+            (self.tx == TxMode::Zerocopy, TcpSetting::TxZerocopy),
+            (self.rx == RxMode::Discard, TcpSetting::RxDiscard),
         ];
         match tcp_only.iter().find(|(set, _)| *set) {
-            Some((_, what)) => Err(ConfigError::TcpOnly(what)),
+            Some((_, what)) => Err(ConfigError::TcpOnly(*what)),
             None => Ok(()),
         }
     }

@@ -122,7 +122,7 @@ pub fn checks(r: &RunResult, m: &RecordMetric, rules: &Rules) -> Vec<Check> {
         },
         Check {
             rule: if rules.min_bytes == 0 {
-                "data moved (no minimum set; --min-bytes)".into()
+                "data moved (no minimum set)".into()
             } else {
                 format!("minimum data {}", crate::units::Bytes(rules.min_bytes))
             },

@@ -191,8 +191,10 @@ impl Checks {
     }
 
     fn wanted_buffer(&self, prefix: &str) -> String {
-        self.buffer
-            .map_or_else(|| "(--rate and --rtt)".into(), |b| format!("{prefix}{}", mib(b)))
+        self.buffer.map_or_else(
+            || "(given the path's rate and RTT)".into(),
+            |b| format!("{prefix}{}", mib(b)),
+        )
     }
 
     /// The auto-tuning maxima (tcp_rmem, tcp_wmem) and the largest buffers a program may ask for.

@@ -89,7 +89,7 @@ pub fn host_info() -> HostInfo {
         cpus: crate::cpu::cpu_count(),
         memory_bytes,
         sysctls,
-        command_line: command_line(std::env::args()),
+        command_line: COMMAND_LINE.get().cloned().unwrap_or_default(),
         nic: None,
     }
 }
@@ -132,10 +132,18 @@ fn root_qdisc(name: &str) -> Option<String> {
         .map(str::to_string)
 }
 
-/// This process's arguments as one shell-quoted line, with the values that name keys or address
-/// policy hidden (a server should not tell clients where its keys live or whom else it allows).
-pub fn command_line(args: impl Iterator<Item = String>) -> String {
-    const HIDDEN: [&str; 3] = ["--auth", "--auth-keys", "--allow"];
+/// The command line host facts report, set once by the program (which knows which of its arguments
+/// are secret); until it is set, host facts carry none.
+static COMMAND_LINE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Sets the command line this process's host facts report (a second call changes nothing).
+pub fn set_command_line(line: String) {
+    let _ = COMMAND_LINE.set(line);
+}
+
+/// Arguments as one shell-quoted line, with the value of every argument named in `hidden` replaced
+/// by "…" (a server should not tell clients where its keys live or whom else it allows).
+pub fn command_line(args: impl Iterator<Item = String>, hidden: &[&str]) -> String {
     let mut out = Vec::new();
     let mut hide_next = false;
     for a in args {
@@ -144,11 +152,11 @@ pub fn command_line(args: impl Iterator<Item = String>) -> String {
             hide_next = false;
             continue;
         }
-        if let Some((flag, _)) = a.split_once('=').filter(|(f, _)| HIDDEN.contains(f)) {
+        if let Some((flag, _)) = a.split_once('=').filter(|(f, _)| hidden.contains(f)) {
             out.push(format!("{flag}=…"));
             continue;
         }
-        hide_next = HIDDEN.contains(&a.as_str());
+        hide_next = hidden.contains(&a.as_str());
         let plain = !a.is_empty()
             && a.chars()
                 .all(|c| c.is_ascii_alphanumeric() || "-_./:=,+@".contains(c));
@@ -296,7 +304,7 @@ mod tests {
             "a b",
         ];
         assert_eq!(
-            command_line(args.iter().map(|s| s.to_string())),
+            command_line(args.iter().map(|s| s.to_string()), &["--auth-keys", "--allow"]),
             "landspeed serve --auth-keys … --allow=… --log-json 'a b'"
         );
     }

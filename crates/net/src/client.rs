@@ -263,7 +263,7 @@ pub enum ClientError {
     },
     /// The server answered in iperf3's protocol (PARAM_EXCHANGE or ACCESS_DENIED): retry with
     /// `run_iperf3_client`.
-    #[error("{addr} is an iperf3 server (use --iperf3)")]
+    #[error("{addr} is an iperf3 server")]
     Iperf3Server {
         /// The server's address.
         addr: SocketAddr,
@@ -450,7 +450,7 @@ fn start_warnings(session: &ClientSession, spec: &TestSpec, data: &DataPaths) ->
         spec.transport,
     ) {
         warnings.push(format!(
-            "the server paces every test to at most {} in all (its --max-rate): this result measures \
+            "the server paces every test to at most {} in all (its rate limit): this result measures \
              that cap, not the path",
             landspeed_core::units::BitRate(cap)
         ));
@@ -464,7 +464,7 @@ fn latency_begins(l: &mut latency::LatencyRun) -> Option<String> {
     let idle = l.wait_idle();
     l.loaded();
     (!idle).then(|| {
-        "--latency: no echo replies from the server (UDP blocked, or not a landspeed server); the \
+        "latency probes: no echo replies from the server (UDP blocked, or not a landspeed server); the \
          latency figures are empty"
             .into()
     })

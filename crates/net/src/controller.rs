@@ -49,7 +49,7 @@ pub enum ControllerError {
         err: ProtocolError,
     },
     /// The host does not take third-party orders.
-    #[error("{addr} does not take third-party orders (it needs serve --allow-control with --auth-keys)")]
+    #[error("{addr} does not take third-party orders (its server must allow control and require keys)")]
     NoControl {
         /// The host's address.
         addr: SocketAddr,

@@ -228,7 +228,7 @@ impl Shared {
         (n < self.opts.max_tests).then_some(slot)
     }
 
-    /// Counts a new test from `peer` against `--max-tests-per-minute`; the error is the client's message.
+    /// Counts a new test from `peer` against the per-minute limit; the error is the client's message.
     pub(crate) fn admit(&self, peer: SocketAddr) -> Result<(), String> {
         let Some(rate) = &self.rate else {
             return Ok(());
@@ -236,8 +236,8 @@ impl Shared {
         let mut r = rate.lock().unwrap_or_else(|e| e.into_inner());
         r.admit(peer.ip(), Instant::now()).map_err(|wait| {
             format!(
-                "rate limited: this server starts at most {} tests per minute for one address \
-                 (--max-tests-per-minute); retry in {} s",
+                "rate limited: this server starts at most {} tests per minute for one address; \
+                 retry in {} s",
                 self.opts.limits.max_tests_per_minute.unwrap_or(0),
                 wait.as_secs() + 1
             )

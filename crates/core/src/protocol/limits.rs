@@ -23,11 +23,11 @@ pub struct Limits {
 }
 
 /// Which of a server's limits a test is over, and by how much. The text is what the refused client
-/// shows its user (it names the server's flag, which the server's operator sets).
+/// shows its user: the limit in words (the flag that sets it is the server operator's, not the user's).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum OverLimit {
     /// Too many streams.
-    #[error("this server allows at most {max} streams per test (--max-streams); the test asked for {asked}")]
+    #[error("this server allows at most {max} streams per test; the test asked for {asked}")]
     Streams {
         /// The server's limit.
         max: u32,
@@ -35,7 +35,7 @@ pub enum OverLimit {
         asked: u32,
     },
     /// Too long, seconds.
-    #[error("this server allows tests of at most {max} s (--max-duration); the test asked for {asked} s")]
+    #[error("this server allows tests of at most {max} s; the test asked for {asked} s")]
     Duration {
         /// The server's limit.
         max: f64,
@@ -43,7 +43,7 @@ pub enum OverLimit {
         asked: f64,
     },
     /// Too many bytes.
-    #[error("this server allows at most {max} bytes per test (--max-bytes); the test asked for {asked}")]
+    #[error("this server allows at most {max} bytes per test; the test asked for {asked}")]
     Bytes {
         /// The server's limit.
         max: u64,
@@ -51,7 +51,7 @@ pub enum OverLimit {
         asked: u64,
     },
     /// A UDP rate too high, bit/s.
-    #[error("this server allows UDP at most {max} bit/s (--max-rate); the test asked for {asked} bit/s")]
+    #[error("this server allows UDP at most {max} bit/s; the test asked for {asked} bit/s")]
     UdpRate {
         /// The server's limit.
         max: f64,
@@ -120,21 +120,25 @@ mod tests {
             ..TestSpec::default()
         };
         assert_eq!(l.check(&many), Some(OverLimit::Streams { max: 8, asked: 10 }));
-        assert!(l.check(&many).unwrap().to_string().contains("--max-streams"));
+        assert!(l
+            .check(&many)
+            .unwrap()
+            .to_string()
+            .contains("at most 8 streams per test"));
         let long = TestSpec {
             end: EndCondition::Time(Duration::from_secs(25)),
             omit_s: Duration::from_secs(10),
             ..TestSpec::default()
         };
         assert!(matches!(l.check(&long), Some(OverLimit::Duration { .. })));
-        assert!(l.check(&long).unwrap().to_string().contains("--max-duration"));
+        assert!(l.check(&long).unwrap().to_string().contains("tests of at most"));
         let big = TestSpec {
             end: EndCondition::Bytes(600 << 20),
             direction: Direction::Bidir,
             ..TestSpec::default()
         };
         assert!(matches!(l.check(&big), Some(OverLimit::Bytes { .. })));
-        assert!(l.check(&big).unwrap().to_string().contains("--max-bytes"));
+        assert!(l.check(&big).unwrap().to_string().contains("bytes per test"));
         let fast = TestSpec {
             transport: Transport::Udp,
             rate_bps: Some(2e9),
@@ -142,7 +146,7 @@ mod tests {
             ..TestSpec::default()
         };
         assert!(matches!(l.check(&fast), Some(OverLimit::UdpRate { .. })));
-        assert!(l.check(&fast).unwrap().to_string().contains("--max-rate"));
+        assert!(l.check(&fast).unwrap().to_string().contains("allows UDP at most"));
         assert_eq!(Limits::default().check(&fast), None);
     }
 }

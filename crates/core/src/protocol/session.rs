@@ -56,7 +56,7 @@ pub enum ProtocolError {
     #[error("data stream {0} connected twice")]
     DuplicateStream(u32),
     /// The server wants a key and the client has none.
-    #[error("the server requires authentication: use --auth NAME:KEYFILE")]
+    #[error("the server requires authentication and this client has no key")]
     AuthRequired,
     /// The client's key could not answer the challenge.
     #[error("cannot answer the server's challenge: {0}")]
@@ -279,7 +279,7 @@ impl ServerSession {
         self.enter(ServerPhase::Failed, now);
         Some(ServerAction::AuthFailed {
             reply: Message::Rejected {
-                reason: "authentication failed: this server needs a valid key (--auth NAME:KEYFILE)".into(),
+                reason: "authentication failed: this server needs a valid key".into(),
                 code: Refusal::Authentication,
             },
             detail,
@@ -364,9 +364,7 @@ impl ServerSession {
         if !self.control || self.auth.is_none() {
             self.enter(ServerPhase::Failed, now);
             return Ok(ServerAction::Reject(Message::Rejected {
-                reason: "this server does not take third-party orders (it needs serve --allow-control \
-                         with --auth-keys)"
-                    .into(),
+                reason: "this server does not take third-party orders".into(),
                 code: Refusal::NoControl,
             }));
         }
@@ -1022,7 +1020,7 @@ mod tests {
 
         // No key on the client: it stops with a clear error instead of sending a request.
         let (_, out) = authenticate(1, None);
-        assert!(out.unwrap_err().contains("--auth"));
+        assert!(out.unwrap_err().contains("requires authentication"));
 
         // Replay: a request recorded on a connection whose nonce was 1, sent to one whose nonce is 2.
         let mut c =

@@ -15,22 +15,20 @@ use std::time::Duration;
 /// Why a sweep's grid cannot be planned.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum PlanError {
-    #[error(
-        "--windows: '{0}' is not a size list (64K,256K,1M) or a range (64K..8M, 64K..8M:x4, 1M..8M:+1M)"
-    )]
+    #[error("'{0}' is not a window size list (64K,256K,1M) or a range (64K..8M, 64K..8M:x4, 1M..8M:+1M)")]
     /// A window list or range that does not read.
     Windows(String),
     /// A window size out of range.
-    #[error("--windows: {0}")]
+    #[error("window size: {0}")]
     WindowSize(String),
     /// A window range with more than `MAX_AXIS` values.
-    #[error("--windows: a range of more than {MAX_AXIS} windows ('{0}')")]
+    #[error("a range of more than {MAX_AXIS} windows ('{0}')")]
     TooManyWindows(String),
     /// A stream list that does not read.
-    #[error("--streams: '{0}' is not a list of stream counts like 1,2,4,8 (each 1..=1024)")]
+    #[error("'{0}' is not a list of stream counts like 1,2,4,8 (each 1..=1024)")]
     Streams(String),
     /// A repeat count out of range.
-    #[error("--repeat must be 1..=100, got {0}")]
+    #[error("the repeat count must be 1..=100, got {0}")]
     Repeat(u32),
     /// More than `MAX_CELLS` cells.
     #[error("a sweep of {0} cells is too many (at most {MAX_CELLS})")]

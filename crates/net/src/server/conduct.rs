@@ -33,12 +33,12 @@ pub(super) fn serve_test(stream: TcpStream, peer: SocketAddr, shared: &Shared) {
             peer,
             shared,
             refusal,
-            "rate limited (--max-tests-per-minute)",
+            "rate limited (too many tests per minute from this address)",
         );
     }
     let Some(_slot) = shared.slot() else {
         let reason = format!(
-            "busy: this server runs at most {} tests at once (--max-tests); retry in a few seconds",
+            "busy: this server runs at most {} tests at once; retry in a few seconds",
             shared.opts.max_tests
         );
         return turn_away(
@@ -46,7 +46,7 @@ pub(super) fn serve_test(stream: TcpStream, peer: SocketAddr, shared: &Shared) {
             peer,
             shared,
             (Refusal::Busy, reason),
-            "busy (--max-tests)",
+            "busy (every test slot in use)",
         );
     };
     let mut log = TestLog::new(peer, "landspeed");

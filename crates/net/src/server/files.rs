@@ -38,7 +38,7 @@ pub(crate) fn open(f: &FileSpec, spec: &mut Test, o: &super::ServerOptions) -> R
     let dir = o
         .files_dir
         .as_ref()
-        .ok_or("this server takes no file transfers (it needs serve --files DIR)")?;
+        .ok_or("this server takes no file transfers (it has no file directory)")?;
     check_name(&f.name)?;
     let path = dir.join(&f.name);
     if spec.direction == Direction::Reverse {
@@ -50,7 +50,7 @@ pub(crate) fn open(f: &FileSpec, spec: &mut Test, o: &super::ServerOptions) -> R
         if let Some(max) = o.limits.max_bytes {
             if sent.size_bytes > max {
                 return Err(format!(
-                    "file {} is {} bytes, more than this server's --max-bytes ({max})",
+                    "file {} is {} bytes, more than this server's byte limit ({max})",
                     f.name, sent.size_bytes
                 ));
             }

@@ -338,12 +338,12 @@ fn dispatch(p: Pending, g: Greeting, shared: &Arc<Shared>) {
         let reply = match g {
             Greeting::Iperf3(_) => Answer::Iperf3Denied,
             _ => Answer::Control(Box::new(Message::Rejected {
-                reason: "this server does not take tests from your address (--allow)".into(),
+                reason: "this server does not take tests from your address".into(),
                 code: Refusal::NotAllowed,
             })),
         };
         answer(stream, quick, reply);
-        return refuse("address not allowed (--allow)".into());
+        return refuse("address not in the allow-list".into());
     }
     match g {
         Greeting::Control => spawn(shared, peer, move |sh| {

@@ -65,11 +65,11 @@ pub(super) fn handle(mut stream: TcpStream, raw: [u8; COOKIE_LEN], peer: SocketA
     };
     if shared.admit(peer).is_err() {
         let _ = stream.write_all(&[State::AccessDenied.byte()]);
-        return refuse("rate limited (--max-tests-per-minute)".into());
+        return refuse("rate limited (too many tests per minute from this address)".into());
     }
     let Some(_slot) = shared.slot() else {
         let _ = stream.write_all(&[State::AccessDenied.byte()]);
-        return refuse("iperf3: busy (--max-tests)".into());
+        return refuse("iperf3: busy (every test slot in use)".into());
     };
     let mut log = TestLog::new(peer, "iperf3");
     if let Err(e) = serve(stream, cookie, shared, &mut log) {

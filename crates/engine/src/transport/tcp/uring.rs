@@ -47,7 +47,9 @@ pub(super) fn worker(
         Ok(r) => r,
         Err(e) => {
             for st in states.iter_mut() {
-                st.finish(Some(format!("io_uring unavailable: {e} (use --io epoll)")));
+                st.finish(Some(format!(
+                    "io_uring unavailable: {e} (the epoll backend works without it)"
+                )));
             }
             return states.into_iter().map(|s| (s.index, s.out)).collect();
         }

@@ -1,0 +1,121 @@
+//! The command line's words for what the libraries name in plain terms. Library errors carry typed
+//! reasons and no flag names (a library does not know which program drives it); where a reason is
+//! a setting the user can change, this module says it with the flag that changes it.
+
+use landspeed_core::config::{ConfigError, TcpSetting};
+use landspeed_core::protocol::{ProtocolError, Refusal};
+use landspeed_core::sweep::PlanError;
+use landspeed_net::client::ClientError;
+
+/// The arguments whose values `serve` keeps out of the command line it shows clients: where its keys
+/// live and whom else it allows.
+pub const SECRET_ARGUMENTS: [&str; 3] = ["--auth", "--auth-keys", "--allow"];
+
+/// A TCP-only setting as the flag that sets it.
+fn tcp_flag(s: TcpSetting) -> &'static str {
+    match s {
+        TcpSetting::Congestion => "-C/--congestion",
+        TcpSetting::Mss => "-M/--mss",
+        TcpSetting::NoDelay => "-N/--nodelay",
+        TcpSetting::FqRate => "--fq-rate (UDP is paced by -b)",
+        TcpSetting::IoUring => "--io uring",
+        TcpSetting::TxZerocopy => "--tx zerocopy",
+        TcpSetting::RxDiscard => "--rx discard",
+    }
+}
+
+/// A test that did not validate, with the flags that fix it.
+pub fn config(e: &ConfigError) -> String {
+    match e {
+        ConfigError::TcpOnly(s) => format!("{} applies to TCP only", tcp_flag(*s)),
+        ConfigError::DiscardNeedsNoVerify => {
+            "--rx discard throws bytes away unread, so it needs --no-verify".into()
+        }
+        ConfigError::ZerocopyNeedsEpoll => "--tx zerocopy is implemented for --io epoll only".into(),
+        ConfigError::FileNeedsOneTcpStream => {
+            "a file moves over one TCP stream in one direction (no -P, -u or --bidir)".into()
+        }
+        ConfigError::FileNeedsCopyPaths => {
+            "a file moves with sendfile and splice (no --io uring, --tx zerocopy or --rx discard)".into()
+        }
+        other => other.to_string(),
+    }
+}
+
+/// A sweep grid that cannot be planned, under the flag that gave it.
+pub fn plan(e: &PlanError) -> String {
+    match e {
+        PlanError::Windows(_) | PlanError::WindowSize(_) | PlanError::TooManyWindows(_) => {
+            format!("--windows: {e}")
+        }
+        PlanError::Streams(_) => format!("--streams: {e}"),
+        PlanError::Repeat(_) => format!("--repeat: {e}"),
+        PlanError::TooManyCells(_) => e.to_string(),
+    }
+}
+
+/// A client error as the command line says it.
+pub fn client(e: &ClientError) -> String {
+    match e {
+        ClientError::FileDirection { upload: true } => {
+            "--send-file sends from this end: no -R or --bidir".into()
+        }
+        ClientError::FileDirection { upload: false } => {
+            "--recv-file receives at this end: it needs -R".into()
+        }
+        ClientError::Config(c) => format!("invalid test: {}", config(c)),
+        ClientError::Protocol(ProtocolError::AuthRequired) => {
+            format!("{e}: give one with --auth NAME:KEYFILE")
+        }
+        ClientError::Refused {
+            code: Refusal::Authentication,
+            ..
+        } => format!("{e} (--auth NAME:KEYFILE)"),
+        ClientError::Iperf3Server { .. } => format!("{e} (use --iperf3)"),
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_tcp_only_setting_is_told_by_its_flag() {
+        let all = [
+            TcpSetting::Congestion,
+            TcpSetting::Mss,
+            TcpSetting::NoDelay,
+            TcpSetting::FqRate,
+            TcpSetting::IoUring,
+            TcpSetting::TxZerocopy,
+            TcpSetting::RxDiscard,
+        ];
+        for s in all {
+            let text = config(&ConfigError::TcpOnly(s));
+            assert!(
+                text.starts_with('-') && text.ends_with("applies to TCP only"),
+                "{text}"
+            );
+            assert!(!ConfigError::TcpOnly(s).to_string().contains("--"), "{s}");
+        }
+    }
+
+    #[test]
+    fn library_reasons_gain_their_flags() {
+        assert!(config(&ConfigError::DiscardNeedsNoVerify).contains("--no-verify"));
+        assert!(config(&ConfigError::ZerocopyNeedsEpoll).contains("--io epoll"));
+        assert!(config(&ConfigError::FileNeedsOneTcpStream).contains("--bidir"));
+        assert!(config(&ConfigError::FileNeedsCopyPaths).contains("--io uring"));
+        let nested = client(&ClientError::Config(ConfigError::DiscardNeedsNoVerify));
+        assert!(nested.starts_with("invalid test: --rx discard"), "{nested}");
+        let auth = client(&ClientError::Protocol(ProtocolError::AuthRequired));
+        assert!(auth.contains("requires authentication") && auth.contains("--auth NAME:KEYFILE"));
+        assert_eq!(
+            plan(&PlanError::Repeat(0)),
+            "--repeat: the repeat count must be 1..=100, got 0"
+        );
+        assert!(plan(&PlanError::Streams("x".into())).starts_with("--streams: 'x'"));
+        assert!(plan(&PlanError::TooManyWindows("1..9M".into())).starts_with("--windows: a range"));
+    }
+}
