@@ -6,8 +6,8 @@
 use landspeed_archive::{Archive, ArchiveError, RunMeta};
 use landspeed_core::config::{ConfigError, Direction, EndCondition};
 use landspeed_core::result::RunResult;
-use landspeed_core::sweep::{summarize, CellKey, CellStats, RunFigures, SweepPlan, SweepReport};
 use landspeed_net::{ClientError, ClientOptions};
+use landspeed_plan::sweep::{summarize, CellKey, CellStats, RunFigures, SweepPlan, SweepReport};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::{Duration, Instant};

@@ -81,7 +81,7 @@ fn sweeps(archive: &landspeed_archive::Archive, limit: u32, json: bool) -> Resul
     let rows = archive.list_sweeps(limit)?;
     let mut out = Vec::new();
     for (s, done) in rows {
-        let plan: Option<landspeed_core::sweep::SweepPlan> = serde_json::from_str(&s.plan_json).ok();
+        let plan: Option<landspeed_plan::sweep::SweepPlan> = serde_json::from_str(&s.plan_json).ok();
         out.push(serde_json::json!({
             "id": s.id,
             "created_utc": s.created_utc,

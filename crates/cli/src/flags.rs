@@ -4,8 +4,8 @@
 
 use landspeed_core::config::{ConfigError, TcpSetting};
 use landspeed_core::protocol::{ProtocolError, Refusal};
-use landspeed_core::sweep::PlanError;
 use landspeed_net::client::ClientError;
+use landspeed_plan::sweep::PlanError;
 
 /// The arguments whose values `serve` keeps out of the command line it shows clients: where its keys
 /// live and whom else it allows.

@@ -7,7 +7,7 @@ use crate::UsageError;
 use anyhow::{Context, Result};
 use clap::Args;
 use landspeed_campaign::mesh::{run_plan, MeshObserver, MeshOptions};
-use landspeed_core::mesh::{combine, HostInfo, Plan, TestOutcome};
+use landspeed_plan::mesh::{combine, HostInfo, Plan, TestOutcome};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -117,7 +117,7 @@ pub fn mesh(a: MeshArgs) -> Result<bool> {
         .start_delay()
         .map_err(|e| UsageError(format!("plan {}: {e}", a.plan.display())))?;
     for (name, addr) in &plan.hosts {
-        landspeed_core::mesh::plan::host_port(addr)
+        landspeed_plan::mesh::plan::host_port(addr)
             .map_err(|e| UsageError(format!("plan {}: host {name}: {e}", a.plan.display())))?;
     }
     if a.dry_run {

@@ -7,9 +7,9 @@ use crate::archive::DbArg;
 use crate::UsageError;
 use anyhow::{Context, Result};
 use clap::Args;
-use landspeed_core::model::{predict, rfc6349, ModelInput};
-use landspeed_core::tune::{advise, sysctl_file, Severity, Target};
 use landspeed_core::units::{BitRate, Bytes};
+use landspeed_model::tune::{advise, sysctl_file, Severity, Target};
+use landspeed_model::{predict, rfc6349, ModelInput};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -71,7 +71,7 @@ pub fn model(a: ModelArgs) -> Result<bool> {
         let r = archive
             .get(id)?
             .ok_or_else(|| UsageError(format!("no run {id} in {}", archive.path())))?;
-        let (mut i, f) = landspeed_core::model::from_run(&r, a.rate.map(|r| r.bps())).ok_or_else(|| {
+        let (mut i, f) = landspeed_model::from_run(&r, a.rate.map(|r| r.bps())).ok_or_else(|| {
             UsageError("the run has no TCP_INFO (UDP, or iperf3's protocol): nothing to model".into())
         })?;
         // The path's loss rate when given; else the run's retransmitted ÷ sent segments, an upper

@@ -7,7 +7,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use landspeed_archive::Archive;
 use landspeed_core::result::{format_utc, RunResult};
-use landspeed_core::sweep::SweepReport;
+use landspeed_plan::sweep::SweepReport;
 use landspeed_report::html::{report_html, Subject};
 use landspeed_report::plot::{run_figures, runs_cdf, sweep_figures, Figure};
 use std::path::{Path, PathBuf};

@@ -8,9 +8,9 @@ use anyhow::{Context, Result};
 use landspeed_campaign::directory;
 use landspeed_core::config::{EndCondition, TestSpec};
 use landspeed_core::result::RunResult;
-use landspeed_core::sweep::{CellClient, CellSpec};
 use landspeed_net::client::Family;
 use landspeed_net::{run_client, run_iperf3_client, ClientError, ClientOptions, Server, ServerOptions};
+use landspeed_plan::sweep::{CellClient, CellSpec};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 
@@ -112,7 +112,7 @@ fn execute_ordered(
     save: Option<(crate::archive::DbArg, Option<String>)>,
 ) -> Result<bool> {
     check(&opts)?;
-    let (fhost, fport) = landspeed_core::mesh::plan::host_port(from).map_err(UsageError)?;
+    let (fhost, fport) = landspeed_plan::mesh::plan::host_port(from).map_err(UsageError)?;
     let out = Output::new(
         format,
         per_stream,

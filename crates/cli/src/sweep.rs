@@ -14,10 +14,10 @@ use landspeed_campaign::sweep::{
     self as campaign, CellOutcome, Sweep, SweepError, SweepEvent, SweepStatus, MAX_FAILS_IN_A_ROW,
 };
 use landspeed_core::config::Direction;
-use landspeed_core::sweep::{
+use landspeed_core::units::{BitRate, Bytes};
+use landspeed_plan::sweep::{
     parse_streams, parse_windows, CellKey, Order, SweepPlan, SweepReport, PLAN_VERSION,
 };
-use landspeed_core::units::{BitRate, Bytes};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -121,7 +121,7 @@ fn cell_args(host: &str, extra: &[String]) -> Result<RunArgs> {
 }
 
 fn new_plan(a: &SweepArgs) -> Result<SweepPlan> {
-    let usage = |e: landspeed_core::sweep::PlanError| UsageError(crate::flags::plan(&e));
+    let usage = |e: landspeed_plan::sweep::PlanError| UsageError(crate::flags::plan(&e));
     let host = a.host.clone().context("a host is needed")?;
     let cell = cell_args(&host, &a.run_args)?;
     let seed = a.seed.unwrap_or_else(|| {

@@ -3,7 +3,7 @@
 //! default route's interface with its MTU and transmit queue length, and its offloads (from
 //! `ethtool -k` when that tool is installed and the root is `/`).
 
-use landspeed_core::tune::{HostLimits, SYSCTLS};
+use landspeed_model::tune::{HostLimits, SYSCTLS};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 

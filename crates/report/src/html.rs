@@ -5,8 +5,8 @@
 use crate::plot::Figure;
 use crate::sweep_text::direction_name;
 use landspeed_core::result::RunResult;
-use landspeed_core::sweep::SweepReport;
 use landspeed_core::units::{BitRate, Bytes};
+use landspeed_plan::sweep::SweepReport;
 use std::fmt::Write;
 
 /// Escapes text for HTML element content and attribute values.

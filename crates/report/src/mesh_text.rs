@@ -2,9 +2,9 @@
 //! line per test, what each host sent and received, the aggregate, and the intervals on the common clock
 //! with every test's rate in its own column.
 
-use landspeed_core::mesh::MeshReport;
 use landspeed_core::result::format_utc;
 use landspeed_core::units::{BitRate, Bytes};
+use landspeed_plan::mesh::MeshReport;
 use std::fmt::Write;
 
 fn mbps(bps: f64) -> String {

@@ -1,9 +1,9 @@
 //! Text for `landspeed model` and `landspeed tune`: the bounds with their formulas and the one that
 //! binds; a run's RFC 6349 figures and measured-vs-predicted; the tuning findings and the sysctl lines.
 
-use landspeed_core::model::{Prediction, Rfc6349};
-use landspeed_core::tune::{Advice, Severity};
 use landspeed_core::units::{BitRate, Bytes};
+use landspeed_model::tune::{Advice, Severity};
+use landspeed_model::{Prediction, Rfc6349};
 use std::fmt::Write;
 
 /// `landspeed model`'s text: the path, the bounds with their formulas and the one that binds, the
@@ -200,7 +200,7 @@ pub fn tune_text(a: &Advice) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use landspeed_core::model::{predict, ModelInput};
+    use landspeed_model::{predict, ModelInput};
 
     #[test]
     fn a_measured_rate_is_shown_with_or_without_a_bound_to_compare_it_with() {

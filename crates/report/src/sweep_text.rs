@@ -3,9 +3,9 @@
 //! the best cell with the smallest buffer that comes within 5% of it.
 
 use landspeed_core::config::Direction;
-use landspeed_core::sweep::summary::{CellSummary, DirectionSummary};
-use landspeed_core::sweep::SweepReport;
 use landspeed_core::units::{BitRate, Bytes};
+use landspeed_plan::sweep::summary::{CellSummary, DirectionSummary};
+use landspeed_plan::sweep::SweepReport;
 use std::fmt::Write;
 
 /// The words for a direction in a sweep's tables.

@@ -425,10 +425,10 @@ fn data_path(out: &mut String, r: &RunResult) {
 /// left to `landspeed model --run ID --loss P`: TCP_INFO counts retransmitted segments, and a burst of
 /// them (slow start overshooting a queue) is one loss event to those models, not many.
 fn measured_vs_predicted(r: &RunResult) -> Option<String> {
-    let (mut input, _) = landspeed_core::model::from_run(r, None)?;
+    let (mut input, _) = landspeed_model::from_run(r, None)?;
     input.loss = None;
     let w = input.window_bytes?;
-    let p = landspeed_core::model::predict(&input).ok()?;
+    let p = landspeed_model::predict(&input).ok()?;
     let bound = |n: &str| p.bounds.iter().find(|b| b.name == n).map(|b| b.total_bps);
     let window = bound("window")?;
     let link = bound("link");

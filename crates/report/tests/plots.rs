@@ -6,7 +6,7 @@ use landspeed_core::assemble::{assemble, Inputs, RunContext};
 use landspeed_core::config::{Direction, TestSpec};
 use landspeed_core::endpoint::EndpointReport;
 use landspeed_core::result::{IntervalResult, IntervalStream, RunResult};
-use landspeed_core::sweep::{summarize, CellKey, Order, RunFigures, SweepPlan, SweepReport};
+use landspeed_plan::sweep::{summarize, CellKey, Order, RunFigures, SweepPlan, SweepReport};
 use landspeed_report::html::{report_html, Subject};
 use landspeed_report::plot::{run_figures, runs_cdf, sweep_figures, Figure};
 

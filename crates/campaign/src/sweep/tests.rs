@@ -2,7 +2,7 @@ use super::*;
 use landspeed_core::assemble::{assemble, Inputs, RunContext};
 use landspeed_core::config::TestSpec;
 use landspeed_core::endpoint::EndpointReport;
-use landspeed_core::sweep::{Order, PLAN_VERSION};
+use landspeed_plan::sweep::{Order, PLAN_VERSION};
 
 fn scratch(name: &str) -> Archive {
     let d = std::env::temp_dir().join(format!("landspeed-campaign-{name}-{}", std::process::id()));

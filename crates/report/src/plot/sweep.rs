@@ -6,8 +6,8 @@
 use super::{colour, footer, render, Draw, DrawResult, Figure, PlotError, FONT};
 use crate::sweep_text::direction_name;
 use landspeed_core::config::Direction;
-use landspeed_core::sweep::{CellSummary, DirectionSummary, SweepReport};
 use landspeed_core::units::Bytes;
+use landspeed_plan::sweep::{CellSummary, DirectionSummary, SweepReport};
 use plotters::coord::Shift;
 use plotters::element::DashedPathElement;
 use plotters::prelude::*;

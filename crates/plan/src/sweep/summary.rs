@@ -6,7 +6,7 @@
 use super::fit::{best_cells, window_fit, BestCells, WindowFit};
 use super::plan::{CellKey, SweepPlan};
 use super::stats::CellStats;
-use crate::config::Direction;
+use landspeed_core::config::Direction;
 use serde::{Deserialize, Serialize};
 
 /// One cell of a sweep: its runs and their statistics.
@@ -52,7 +52,7 @@ impl From<f64> for RunFigures {
 
 fn median(v: &mut [f64]) -> Option<f64> {
     v.sort_by(f64::total_cmp);
-    crate::path::rtt::quantile(v, 0.5)
+    landspeed_core::path::rtt::quantile(v, 0.5)
 }
 
 /// One direction of a sweep: the window fits of each stream count and its best cell.

@@ -2,6 +2,12 @@
 //! PFTK, the link's goodput, N streams) and which one binds; and RFC 6349's figures for a finished
 //! transfer (ideal transfer time, Transfer Time Ratio, TCP Efficiency, Buffer Delay). Pure arithmetic,
 //! so `landspeed model`, `run` and `report` all predict the same way and tests check it by hand.
+//! [`tune`] is the host tuning advisor's reasoning on the same arithmetic. A crate of its own because
+//! it answers a different question from `landspeed-core` (what a path allows, not what a test is).
+#![deny(unreachable_pub)]
+#![warn(missing_docs)]
+
+pub mod tune;
 
 use serde::{Deserialize, Serialize};
 
@@ -295,7 +301,10 @@ pub fn rfc6349(f: &TransferFacts) -> Rfc6349 {
 /// retransmitted ÷ sent), window in effect (the smallest receive window a sender saw), streams and MSS;
 /// and its RFC 6349 facts. `rate_bps` is the bottleneck if known (else the run's path capacity estimate).
 /// None without TCP_INFO (UDP, iperf3's protocol).
-pub fn from_run(r: &crate::result::RunResult, rate_bps: Option<f64>) -> Option<(ModelInput, TransferFacts)> {
+pub fn from_run(
+    r: &landspeed_core::result::RunResult,
+    rate_bps: Option<f64>,
+) -> Option<(ModelInput, TransferFacts)> {
     let tcp: Vec<_> = r.streams.iter().filter_map(|s| s.tcp.as_ref()).collect();
     if tcp.is_empty() {
         return None;

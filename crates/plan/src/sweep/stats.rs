@@ -62,7 +62,7 @@ impl CellStats {
             0.0
         };
         let half = (n > 1).then(|| t95(n as u32 - 1) * sd / (n as f64).sqrt());
-        let q = |p| crate::path::rtt::quantile(&v, p).expect("non-empty");
+        let q = |p| landspeed_core::path::rtt::quantile(&v, p).expect("non-empty");
         Some(CellStats {
             n: n as u32,
             median: q(0.5),

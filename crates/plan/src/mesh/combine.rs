@@ -6,8 +6,8 @@
 //! its reason and counts in no sum.
 
 use super::plan::PlannedTest;
-use crate::protocol::ClockOffset;
-use crate::result::RunResult;
+use landspeed_core::protocol::ClockOffset;
+use landspeed_core::result::RunResult;
 use serde::{Deserialize, Serialize};
 
 /// The schema tag of a mesh campaign's combined report.

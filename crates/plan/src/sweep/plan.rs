@@ -4,8 +4,8 @@
 //! the same, one shuffled round of every cell per repetition, from a seed stored with the plan so that
 //! a resumed sweep sees the same order and knows exactly which cells are left.
 
-use crate::config::{Direction, Family, Test};
-use crate::units::{secs, Bytes};
+use landspeed_core::config::{Direction, Family, Test};
+use landspeed_core::units::{secs, Bytes};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 use std::net::IpAddr;
@@ -234,7 +234,7 @@ fn size(s: &str) -> Result<u64, PlanError> {
     let b: Bytes = s
         .trim()
         .parse()
-        .map_err(|e: crate::units::UnitError| PlanError::WindowSize(e.to_string()))?;
+        .map_err(|e: landspeed_core::units::UnitError| PlanError::WindowSize(e.to_string()))?;
     if b.get() == 0 {
         return Err(PlanError::WindowSize(format!("'{s}' is zero")));
     }

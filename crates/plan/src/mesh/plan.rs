@@ -4,8 +4,8 @@
 //! many senders and one receiver, or a full mesh (every ordered pair of the hosts listed). Errors name
 //! the entry and the value that is wrong, before anything is sent.
 
-use crate::config::{EndCondition, Test, TestSpec, Transport};
-use crate::units::{parse_duration, BitRate, Bytes};
+use landspeed_core::config::{EndCondition, Test, TestSpec, Transport};
+use landspeed_core::units::{parse_duration, BitRate, Bytes};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::Duration;

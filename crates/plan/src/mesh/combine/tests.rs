@@ -1,8 +1,8 @@
 use super::*;
-use crate::assemble::{assemble, Inputs, RunContext};
-use crate::config::TestSpec;
-use crate::endpoint::EndpointReport;
-use crate::result::IntervalResult;
+use landspeed_core::assemble::{assemble, Inputs, RunContext};
+use landspeed_core::config::TestSpec;
+use landspeed_core::endpoint::EndpointReport;
+use landspeed_core::result::IntervalResult;
 
 /// A result that started at `start` (sending host's clock) with 1 s intervals of these byte counts.
 fn result(start: f64, per_s: &[u64]) -> RunResult {
