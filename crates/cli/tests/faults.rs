@@ -374,12 +374,14 @@ struct Tally {
     killed: u32,
 }
 
+/// The suite soaks for 30 s (about 400 client runs, one in eight killed, enough to leak if anything
+/// leaks); `LANDSPEED_SOAK_S=60` or more for the longer soak docs/security.md reports.
 #[test]
-fn sixteen_clients_mixing_protocols_for_a_minute() {
+fn sixteen_clients_mixing_protocols_under_a_soak() {
     let secs: u64 = std::env::var("LANDSPEED_SOAK_S")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(60);
+        .unwrap_or(30);
     let iperf3 = iperf3_present();
     let (s, pid, p, base) = warm_server("3s", "5s");
     let end = Instant::now() + Duration::from_secs(secs);
