@@ -450,14 +450,19 @@ fn corrupted_run(
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
+/// Both TCP workers: one thread per stream runs the blocking worker; two streams on one thread, epoll.
+const WORKERS: [&[&str]; 2] = [&[], &["--threads", "1", "--server-threads", "1"]];
+
 #[test]
 fn a_flipped_byte_is_caught_at_its_exact_offset_on_either_end() {
     let fault = ("LANDSPEED_FAULT_FLIP", "1:1234567");
-    for (server_env, client_env, dir) in [(Some(fault), None, "forward"), (None, Some(fault), "-R")] {
+    let ends = [(Some(fault), None, "forward"), (None, Some(fault), "-R")];
+    for ((server_env, client_env, dir), workers) in ends.into_iter().flat_map(|e| WORKERS.map(|w| (e, w))) {
         let mut args = vec!["-n", "20M", "-P", "2"];
         if dir == "-R" {
             args.push("-R");
         }
+        args.extend_from_slice(workers);
         let r = corrupted_run(server_env, client_env, &args);
         let c = &r["payload"]["first_corruption"];
         assert_eq!(c["stream"], 1, "{dir}");
@@ -470,6 +475,37 @@ fn a_flipped_byte_is_caught_at_its_exact_offset_on_either_end() {
             .unwrap()
             .iter()
             .any(|w| w.as_str().unwrap().contains("payload corrupted")));
+    }
+}
+
+#[test]
+fn blocking_and_epoll_workers_move_the_same_verified_bytes() {
+    let s = ServerProc::start("127.0.0.1", &[]);
+    let cases: [(&[&str], &str); 5] = [
+        (&["-P", "1"], "blocking sockets, one thread per stream"),
+        (&["-P", "1", "-R"], "blocking sockets, one thread per stream"),
+        (&["-P", "1", "--bidir"], "blocking sockets, one thread per stream"),
+        (
+            &["-P", "3", "--threads", "1", "--server-threads", "1"],
+            "epoll, non-blocking sockets",
+        ),
+        (
+            &["-P", "2", "--threads", "1", "-R"],
+            "blocking sockets where a thread had one stream, epoll where it had several",
+        ),
+    ];
+    for (extra, engine) in cases {
+        let mut args = vec!["-n", "50000017"];
+        args.extend_from_slice(extra);
+        let r = run_json("127.0.0.1", s.port, &args);
+        check_invariants(&r);
+        for d in r["directions"].as_array().unwrap() {
+            assert_eq!(d["summary"]["bytes_received"], 50_000_017, "{extra:?}");
+        }
+        let summary = &r["summary"];
+        assert_eq!(summary["bytes_verified"], summary["bytes_received"], "{extra:?}");
+        assert_eq!(summary["corrupt_blocks"], 0, "{extra:?}");
+        assert_eq!(r["data_path"]["engine"], engine, "{extra:?}");
     }
 }
 

@@ -569,7 +569,7 @@ fn data_path(spec: &TestSpec, inp: &Inputs) -> DataPath {
             RxMode::Discard => "recv+MSG_TRUNC (discard)".into(),
         },
         engine: match spec.io {
-            crate::config::IoBackend::Epoll => "epoll, non-blocking sockets".into(),
+            crate::config::IoBackend::Epoll => tcp_engine(inp),
             crate::config::IoBackend::Uring => {
                 format!(
                     "io_uring, {} linked operations queued per stream",
@@ -579,6 +579,22 @@ fn data_path(spec: &TestSpec, inp: &Inputs) -> DataPath {
         },
         zerocopy_sends: sends,
         zerocopy_copied_pct: (sends > 0).then(|| copied as f64 / sends as f64 * 100.0),
+    }
+}
+
+/// Which TCP worker moved the streams: blocking sockets where a thread had one stream to itself, epoll
+/// where it had several (both ends together; only the client's against an iperf3 server).
+fn tcp_engine(inp: &Inputs) -> String {
+    let server: &[StreamReport] = if inp.context.protocol == "iperf3" {
+        &[]
+    } else {
+        &inp.server.streams
+    };
+    let all = || inp.client.streams.iter().chain(server);
+    match (all().filter(|s| s.blocking).count(), all().count()) {
+        (0, _) => "epoll, non-blocking sockets".into(),
+        (b, n) if b == n => "blocking sockets, one thread per stream".into(),
+        _ => "blocking sockets where a thread had one stream, epoll where it had several".into(),
     }
 }
 
@@ -770,6 +786,7 @@ mod tests {
             udp: None,
             send_errors: 0,
             udp_offload: false,
+            blocking: false,
         }
     }
 

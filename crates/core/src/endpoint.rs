@@ -145,6 +145,9 @@ pub struct StreamReport {
     /// UDP: segmentation offload (sender) or receive offload (receiver) was in use.
     #[serde(default)]
     pub udp_offload: bool,
+    /// TCP: the stream ran on a blocking socket its worker thread owned alone (else epoll or io_uring).
+    #[serde(default)]
+    pub blocking: bool,
 }
 
 /// Process and system CPU time over the test, raw.

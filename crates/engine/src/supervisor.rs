@@ -396,6 +396,7 @@ fn reports(
                 udp: o.udp,
                 send_errors: o.send_errors,
                 udp_offload: o.offload,
+                blocking: o.blocking,
             }
         })
         .collect()

@@ -300,6 +300,7 @@ mod tests {
             udp: None,
             send_errors: 0,
             udp_offload: false,
+            blocking: false,
         };
         let counted = iperf3_counts(
             &[report(0, Role::Sender, 0), report(1, Role::Receiver, 180)],

@@ -56,6 +56,8 @@ pub struct Outcome {
     pub udp: Option<landspeed_core::udp::UdpStats>,
     /// UDP: segmentation (sender) or receive (receiver) offload was on.
     pub offload: bool,
+    /// TCP: the stream ran on the blocking worker (one thread, one socket).
+    pub blocking: bool,
 }
 
 /// Who a stream is: the part of it the supervisor needs to sample and report it.

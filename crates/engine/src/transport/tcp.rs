@@ -7,6 +7,7 @@
 //! sender shuts down its write side when it is done, and a receiver reads until end-of-file, so every
 //! byte written is read and counted. Sampling and reporting are the supervisor's (`crate::supervisor`).
 
+mod blocking;
 mod uring;
 
 use super::{round_robin, Meter, Outcome, Settled, StreamMeta, Transport};
@@ -66,6 +67,11 @@ impl Transport for Tcp<'_> {
         flags: &Flags,
         t0: Instant,
     ) -> Vec<(usize, Outcome)> {
+        if let [i] = *group {
+            if blocking::suits(&self.0[i], p) {
+                return blocking::worker(i, &self.0[i], &meters[i], p, flags, t0);
+            }
+        }
         let mine = group.iter().map(|&i| (i, &self.0[i], &meters[i])).collect();
         if p.uring && p.stream_cap_bps.is_none() {
             uring::worker(mine, p, flags, t0)
@@ -188,6 +194,18 @@ impl<'a> State<'a> {
         }
     }
 
+    /// Ends a stream that moved nothing for the idle timeout.
+    fn idle_out(&mut self, idle_timeout: Duration) {
+        let what = if self.ds.role == Role::Sender {
+            "could not send"
+        } else {
+            "received nothing"
+        };
+        self.finish(Some(format!(
+            "{what} for {idle_timeout:?}; giving up on this stream"
+        )));
+    }
+
     fn finish(&mut self, error: Option<String>) {
         self.counter.finished.store(true, Relaxed);
         if self.ds.role == Role::Sender {
@@ -211,6 +229,17 @@ struct Buffers {
     rbuf: Vec<u8>,
 }
 
+impl Buffers {
+    /// What a worker with senders (`sends`) and receivers (`receives`) needs.
+    fn new(p: &EngineParams, sends: bool, receives: bool) -> Self {
+        Buffers {
+            gen: sends.then(|| Generator::new(&p.pattern, p.length)),
+            verifier: (receives && p.verify).then(|| Verifier::new(&p.pattern, p.length)),
+            rbuf: vec![0u8; if receives { p.length } else { 0 }],
+        }
+    }
+}
+
 /// What one pass over a stream found.
 enum Step {
     /// The stream has ended (or ends now).
@@ -231,11 +260,7 @@ fn worker(
 ) -> Vec<(usize, Outcome)> {
     let sends = streams.iter().any(|(_, d, _)| d.role == Role::Sender);
     let receives = streams.iter().any(|(_, d, _)| d.role == Role::Receiver);
-    let mut bufs = Buffers {
-        gen: sends.then(|| Generator::new(&p.pattern, p.length)),
-        verifier: (receives && p.verify).then(|| Verifier::new(&p.pattern, p.length)),
-        rbuf: vec![0u8; if receives { p.length } else { 0 }],
-    };
+    let mut bufs = Buffers::new(p, sends, receives);
     let now = Instant::now();
     let mut states: Vec<State> = streams
         .into_iter()
@@ -408,15 +433,7 @@ fn step(
         if now.duration_since(st.last_progress) <= p.idle_timeout {
             return Step::Waiting;
         }
-        let what = if sender {
-            "could not send"
-        } else {
-            "received nothing"
-        };
-        st.finish(Some(format!(
-            "{what} for {:?}; giving up on this stream",
-            p.idle_timeout
-        )));
+        st.idle_out(p.idle_timeout);
         return Step::Ended;
     }
     if let Some(bps) = p.stream_cap_bps {

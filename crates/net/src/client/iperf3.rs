@@ -424,6 +424,7 @@ fn remote_stream(
             .map(remote_udp),
         send_errors: 0,
         udp_offload: false,
+        blocking: false,
     }
 }
 
