@@ -233,7 +233,7 @@ pub struct TestArgs {
     /// CPUs to pin the server's workers to.
     #[arg(long, value_name = "LIST", value_parser = values::cpu_list)]
     pub server_cpus: Option<CpuList>,
-    /// Bytes per write/read call (K/M/G = 1024). Default 256K.
+    /// Bytes per write/read call (K/M/G = 1024). Default 1M (UDP: 1448).
     #[arg(short, long, value_name = "SIZE", value_parser = values::bytes)]
     pub length: Option<Bytes>,
     /// Test time after the warm-up (default 10s).

@@ -130,8 +130,8 @@ fn landspeed_drives_iperf3_servers_with_every_option() {
         if args.contains(&"-k") {
             assert_eq!(
                 n(&s["bytes_sent"]),
-                200 * 256 * 1024,
-                "{args:?}: 200 blocks of 256 KiB"
+                200 * landspeed_core::config::DEFAULT_LENGTH.get(),
+                "{args:?}: 200 blocks of the default write size"
             );
         }
         if !args.contains(&"-O") {
