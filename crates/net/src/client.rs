@@ -750,17 +750,12 @@ fn open_udp_streams(
                     _ => continue,
                 }
             }
-            let flow = spec.flow_of(id);
-            let role = Role::at_client(flow);
-            Ok(landspeed_engine::transport::udp::UdpStream {
+            Ok(landspeed_engine::transport::udp::UdpStream::of_test(
+                spec,
                 id,
-                flow,
-                role,
-                socket: sock,
-                datagrams: (role == Role::Sender)
-                    .then(|| spec.stream_budget(id).map(|b| b.div_ceil(spec.length_bytes)))
-                    .flatten(),
-            })
+                Role::at_client,
+                sock,
+            ))
         })
         .collect()
 }

@@ -44,6 +44,30 @@ pub struct UdpStream {
     pub datagrams: Option<u64>,
 }
 
+impl UdpStream {
+    /// Stream `id` of `spec` on its socket, at the end whose role on a flow `role_of` gives
+    /// (`Role::at_client` or `Role::at_server`); a sender of a byte or block count stops after the
+    /// datagrams that carry its share.
+    pub fn of_test(
+        spec: &landspeed_core::config::TestSpec,
+        id: u32,
+        role_of: fn(Flow) -> Role,
+        socket: UdpSocket,
+    ) -> Self {
+        let flow = spec.flow_of(id);
+        let role = role_of(flow);
+        UdpStream {
+            id,
+            flow,
+            role,
+            socket,
+            datagrams: (role == Role::Sender)
+                .then(|| spec.stream_budget(id).map(|b| b.div_ceil(spec.length_bytes)))
+                .flatten(),
+        }
+    }
+}
+
 /// Whose datagram header the streams use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum UdpFormat {

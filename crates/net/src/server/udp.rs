@@ -111,19 +111,7 @@ pub(super) fn accept_hello(
 pub(super) fn streams(socks: HashMap<u32, UdpSocket>, spec: &TestSpec) -> Vec<UdpStream> {
     let mut streams: Vec<UdpStream> = socks
         .into_iter()
-        .map(|(id, socket)| {
-            let flow = spec.flow_of(id);
-            let role = Role::at_server(flow);
-            UdpStream {
-                id,
-                flow,
-                role,
-                socket,
-                datagrams: (role == Role::Sender)
-                    .then(|| spec.stream_budget(id).map(|b| b.div_ceil(spec.length_bytes)))
-                    .flatten(),
-            }
-        })
+        .map(|(id, socket)| UdpStream::of_test(spec, id, Role::at_server, socket))
         .collect();
     streams.sort_by_key(|s| s.id);
     streams
