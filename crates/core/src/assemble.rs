@@ -667,6 +667,11 @@ fn warnings(
         }
     }
     warnings.extend(window_limited(streams));
+    if inp.spec.transport == crate::config::Transport::Tcp {
+        // UDP senders pace by schedule, so a busy sender there says nothing about the limit.
+        warnings.extend(crate::cpu_bound::cpu_bound("client", inp.client));
+        warnings.extend(crate::cpu_bound::cpu_bound("server", inp.server));
+    }
     for (who, r) in [("client", inp.client), ("server", inp.server)] {
         if let Some(e) = &r.error {
             warnings.push(format!("{who}: {e}"));
@@ -758,13 +763,22 @@ fn file_result(inp: &Inputs, summary: &Summary) -> Option<crate::files::FileTran
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::config::Direction;
     use crate::endpoint::{CpuTimes, StreamSample};
     use std::time::Duration;
 
-    fn sr(id: u32, flow: Flow, role: Role, bytes: u64, omitted: u64, first: f64, last: f64) -> StreamReport {
+    /// A stream report with these figures (other modules' tests build theirs here too).
+    pub(crate) fn sr(
+        id: u32,
+        flow: Flow,
+        role: Role,
+        bytes: u64,
+        omitted: u64,
+        first: f64,
+        last: f64,
+    ) -> StreamReport {
         StreamReport {
             id,
             flow,
@@ -834,6 +848,7 @@ mod tests {
                 cpus: 2,
                 clock_hz: Some(2e9),
                 clock_source: None,
+                per_cpu: vec![],
             },
             ..Default::default()
         };

@@ -171,6 +171,39 @@ pub struct CpuTimes {
     pub clock_hz: Option<f64>,
     /// Where the clock rate came from.
     pub clock_source: Option<String>,
+    /// Each CPU's share of the same wall-clock span, from /proc/stat's per-CPU lines.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub per_cpu: Vec<CpuShare>,
+}
+
+/// One CPU's time over the test, from /proc/stat (seconds).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CpuShare {
+    /// The CPU's number.
+    pub cpu: u32,
+    /// Seconds busy: everything but idle and iowait.
+    pub busy_s: f64,
+    /// Seconds in the kernel on behalf of tasks (system).
+    pub system_s: f64,
+    /// Seconds in softirq (network receive processing among it).
+    pub softirq_s: f64,
+    /// Seconds in all, idle included.
+    pub total_s: f64,
+}
+
+/// One worker thread's CPU time over the test (getrusage RUSAGE_THREAD) and where it last ran.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct WorkerCpu {
+    /// The streams the thread moved.
+    pub streams: Vec<u32>,
+    /// Seconds in user space.
+    pub user_s: f64,
+    /// Seconds in the kernel.
+    pub system_s: f64,
+    /// Seconds from the thread's start to its end.
+    pub wall_s: f64,
+    /// The CPU it was on when it ended (sched_getcpu).
+    pub last_cpu: Option<u32>,
 }
 
 /// Packet counters of the interface the test's traffic used, and the system's interrupt count.
@@ -254,6 +287,9 @@ pub struct EndpointReport {
     pub streams: Vec<StreamReport>,
     /// Its CPU use over the test.
     pub cpu: CpuTimes,
+    /// Every worker thread's CPU time (empty from peers that do not report it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub workers: Vec<WorkerCpu>,
     /// The host.
     pub host: HostInfo,
     /// The interface's counters over the test, when known.

@@ -9,6 +9,7 @@
 
 pub mod assemble;
 pub mod config;
+pub mod cpu_bound;
 pub mod endpoint;
 pub mod files;
 pub mod path;

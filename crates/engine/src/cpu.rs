@@ -1,38 +1,93 @@
-//! CPU accounting for a test: this process's user and system time (getrusage) and the whole machine's
-//! busy and softirq time (/proc/stat), snapshotted before and after, plus the clock rate used to turn
-//! CPU-seconds into cycles per byte. docs/metrics.md says how each figure is derived.
+//! CPU accounting for a test: this process's user and system time (getrusage), each worker thread's
+//! (RUSAGE_THREAD), and the whole machine's and each CPU's busy, system and softirq time (/proc/stat),
+//! snapshotted before and after, plus the clock rate used to turn CPU-seconds into cycles per byte.
+//! docs/metrics.md says how each figure is derived.
 
-use landspeed_core::endpoint::CpuTimes;
+use landspeed_core::endpoint::{CpuShare, CpuTimes, WorkerCpu};
 use std::time::Instant;
 
 #[derive(Debug, Clone, Copy, Default)]
 struct SystemTicks {
     busy: u64,
+    system: u64,
     softirq: u64,
     total: u64,
 }
 
-fn system_ticks() -> SystemTicks {
-    let Ok(text) = std::fs::read_to_string("/proc/stat") else {
-        return SystemTicks::default();
-    };
-    let Some(line) = text.lines().find(|l| l.starts_with("cpu ")) else {
-        return SystemTicks::default();
-    };
+/// One /proc/stat CPU line's counters (after the name).
+fn line_ticks(fields: &str) -> SystemTicks {
     // user nice system idle iowait irq softirq steal guest guest_nice
-    let v: Vec<u64> = line
-        .split_whitespace()
-        .skip(1)
-        .filter_map(|x| x.parse().ok())
-        .collect();
+    let v: Vec<u64> = fields.split_whitespace().filter_map(|x| x.parse().ok()).collect();
     let get = |i: usize| v.get(i).copied().unwrap_or(0);
     // guest time is already counted in user; leave it out of the total.
     let total: u64 = (0..8).map(get).sum();
     let idle = get(3) + get(4);
     SystemTicks {
         busy: total.saturating_sub(idle),
+        system: get(2),
         softirq: get(6),
         total,
+    }
+}
+
+/// The machine's ticks ("cpu" line) and each CPU's ("cpuN" lines), in /proc/stat's order.
+fn system_ticks() -> (SystemTicks, Vec<(u32, SystemTicks)>) {
+    let Ok(text) = std::fs::read_to_string("/proc/stat") else {
+        return (SystemTicks::default(), vec![]);
+    };
+    let mut all = SystemTicks::default();
+    let mut each = vec![];
+    for line in text.lines().filter(|l| l.starts_with("cpu")) {
+        let (name, fields) = line.split_once(' ').unwrap_or((line, ""));
+        match name[3..].parse::<u32>() {
+            Ok(n) => each.push((n, line_ticks(fields))),
+            Err(_) => all = line_ticks(fields),
+        }
+    }
+    (all, each)
+}
+
+/// This thread's user and system CPU seconds.
+fn thread_times() -> (f64, f64) {
+    // SAFETY: getrusage writes into the zeroed struct we pass.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) } != 0 {
+        return (0.0, 0.0);
+    }
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    (tv(ru.ru_utime), tv(ru.ru_stime))
+}
+
+/// A worker thread's CPU clock, started on that thread.
+pub struct ThreadClock {
+    at: Instant,
+    user: f64,
+    system: f64,
+}
+
+impl ThreadClock {
+    /// Starts counting on the calling thread.
+    pub fn start() -> Self {
+        let (user, system) = thread_times();
+        ThreadClock {
+            at: Instant::now(),
+            user,
+            system,
+        }
+    }
+
+    /// What the calling thread (the one that started it) used since, for `streams`.
+    pub fn stop(self, streams: Vec<u32>) -> WorkerCpu {
+        let (user, system) = thread_times();
+        // SAFETY: sched_getcpu has no preconditions; -1 means unknown.
+        let cpu = unsafe { libc::sched_getcpu() };
+        WorkerCpu {
+            streams,
+            user_s: (user - self.user).max(0.0),
+            system_s: (system - self.system).max(0.0),
+            wall_s: self.at.elapsed().as_secs_f64(),
+            last_cpu: u32::try_from(cpu).ok(),
+        }
     }
 }
 
@@ -77,23 +132,26 @@ pub fn clock_rate() -> Option<(f64, String)> {
 }
 
 /// A point-in-time reading of the counters.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct CpuSnapshot {
     at: Instant,
     user: f64,
     system: f64,
     ticks: SystemTicks,
+    per_cpu: Vec<(u32, SystemTicks)>,
 }
 
 impl CpuSnapshot {
     /// This process's CPU times and the host's CPU ticks now.
     pub fn take() -> Self {
         let (user, system) = process_times();
+        let (ticks, per_cpu) = system_ticks();
         CpuSnapshot {
             at: Instant::now(),
             user,
             system,
-            ticks: system_ticks(),
+            ticks,
+            per_cpu,
         }
     }
 
@@ -112,7 +170,26 @@ impl CpuSnapshot {
             cpus: cpu_count(),
             clock_hz: clock.as_ref().map(|c| c.0),
             clock_source: clock.map(|c| c.1),
+            per_cpu: self.per_cpu_until(later, hz),
         }
+    }
+
+    /// Each CPU present in both snapshots, its seconds between them.
+    fn per_cpu_until(&self, later: &CpuSnapshot, hz: f64) -> Vec<CpuShare> {
+        let d = |a: u64, b: u64| b.saturating_sub(a) as f64 / hz;
+        self.per_cpu
+            .iter()
+            .filter_map(|(n, a)| {
+                let (_, b) = later.per_cpu.iter().find(|(m, _)| m == n)?;
+                Some(CpuShare {
+                    cpu: *n,
+                    busy_s: d(a.busy, b.busy),
+                    system_s: d(a.system, b.system),
+                    softirq_s: d(a.softirq, b.softirq),
+                    total_s: d(a.total, b.total),
+                })
+            })
+            .collect()
     }
 }
 
@@ -134,5 +211,33 @@ mod tests {
         assert!(t.process_user_s + t.process_system_s > 0.05, "{t:?}");
         assert!(t.system_total_s > 0.0);
         assert!(t.cpus >= 1);
+        assert!(!t.per_cpu.is_empty(), "{t:?}");
+        assert!(t.per_cpu.iter().any(|c| c.busy_s > 0.0), "{t:?}");
+    }
+
+    #[test]
+    fn a_thread_clock_counts_its_own_thread_only() {
+        let busy = std::thread::spawn(|| {
+            let clock = ThreadClock::start();
+            let start = Instant::now();
+            let mut x = 0u64;
+            while start.elapsed().as_millis() < 150 {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+            }
+            std::hint::black_box(x);
+            clock.stop(vec![3])
+        });
+        let idle = std::thread::spawn(|| {
+            let clock = ThreadClock::start();
+            std::thread::sleep(std::time::Duration::from_millis(150));
+            clock.stop(vec![4])
+        });
+        let (busy, idle) = (busy.join().unwrap(), idle.join().unwrap());
+        assert_eq!(busy.streams, [3]);
+        // Spinning for 150 ms uses CPU time (at least a third of it, even on a crowded machine); sleeping
+        // uses almost none.
+        assert!(busy.user_s + busy.system_s > 0.05, "{busy:?}");
+        assert!(idle.user_s + idle.system_s < 0.05, "{idle:?}");
+        assert!(busy.wall_s >= 0.15 && busy.last_cpu.is_some(), "{busy:?}");
     }
 }

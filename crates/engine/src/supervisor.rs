@@ -112,6 +112,8 @@ pub struct EngineOutput {
     pub interface: Option<InterfaceCounters>,
     /// Worker threads used.
     pub threads: u32,
+    /// Each worker thread's CPU time.
+    pub workers: Vec<landspeed_core::endpoint::WorkerCpu>,
 }
 
 /// How the engine runs.
@@ -189,6 +191,7 @@ impl EngineOutput {
             software: format!("landspeed {}", landspeed_core::SOFTWARE_VERSION),
             streams: self.streams.clone(),
             cpu: self.cpu.clone(),
+            workers: self.workers.clone(),
             host: landspeed_core::endpoint::HostInfo {
                 nic: self.interface.as_ref().map(|i| crate::host::nic_info(&i.name)),
                 ..crate::host::host_info()
@@ -222,19 +225,22 @@ pub fn run<X: Send>(transport: &dyn Transport, p: &EngineParams, mut w: Wiring<'
     let t0 = Instant::now();
     let flags = w.flags;
     let mut outcomes: Vec<Option<Outcome>> = metas.iter().map(|_| None).collect();
+    let mut workers = Vec::with_capacity(groups.len());
     let samples = std::thread::scope(|scope| {
         let handles: Vec<_> = groups
             .iter()
             .enumerate()
             .map(|(k, group)| {
                 let cpu = p.cpus.as_ref().filter(|c| !c.is_empty()).map(|c| c[k % c.len()]);
-                let (tx, meters) = (w.wake_tx.clone(), &meters);
+                let (tx, meters, metas) = (w.wake_tx.clone(), &meters, &metas);
                 scope.spawn(move || {
                     let _guard = DoneGuard(&tx);
                     if let Some(c) = cpu {
                         let _ = crate::pin::pin_current_thread(c);
                     }
-                    transport.work(group, meters, p, flags, t0)
+                    let clock = crate::cpu::ThreadClock::start();
+                    let outcomes = transport.work(group, meters, p, flags, t0);
+                    (outcomes, clock.stop(group.iter().map(|&i| metas[i].id).collect()))
                 })
             })
             .collect();
@@ -246,7 +252,10 @@ pub fn run<X: Send>(transport: &dyn Transport, p: &EngineParams, mut w: Wiring<'
         let samples = sampler.until_done(p, &mut w, t0, handles.len());
         for h in handles {
             match h.join() {
-                Ok(v) => v.into_iter().for_each(|(i, o)| outcomes[i] = Some(o)),
+                Ok((v, cpu)) => {
+                    v.into_iter().for_each(|(i, o)| outcomes[i] = Some(o));
+                    workers.push(cpu);
+                }
                 Err(_) => flags.abort.store(true, Relaxed),
             }
         }
@@ -259,6 +268,7 @@ pub fn run<X: Send>(transport: &dyn Transport, p: &EngineParams, mut w: Wiring<'
         cpu: cpu0.until(&CpuSnapshot::take()),
         interface: net0.map(|n| n.until_now()),
         threads: groups.len() as u32,
+        workers,
         samples,
     }
 }

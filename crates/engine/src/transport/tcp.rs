@@ -436,31 +436,43 @@ fn step(
         st.idle_out(p.idle_timeout);
         return Step::Ended;
     }
+    let mut allowance = usize::MAX;
     if let Some(bps) = p.stream_cap_bps {
-        // Ahead of the cap: leave the socket alone until the rate catches up.
+        // Ahead of the cap: leave the socket alone until the rate catches up. Otherwise move no more
+        // than the cap allows now, so a burst of large writes cannot run far past it.
         let rate = bps / 8.0;
+        let allowed = rate * now.duration_since(t0).as_secs_f64() + CAP_BURST;
         let ahead = st.out.bytes as f64 - CAP_BURST;
-        if ahead > rate * now.duration_since(t0).as_secs_f64() {
+        if st.out.bytes as f64 >= allowed {
             return Step::Capped(t0 + Duration::from_secs_f64(ahead / rate));
         }
+        allowance = (allowed - st.out.bytes as f64) as usize;
     }
-    burst(st, bufs, p, sender);
+    burst(st, bufs, p, sender, allowance);
     Step::Moved
 }
 
-/// Up to `BURST` sends or receives on one ready stream, until it would block, ends or fails.
+/// Up to `BURST` sends or receives on one ready stream, moving at most `allowance` bytes, until it
+/// would block, ends or fails.
 #[inline]
-fn burst(st: &mut State, bufs: &mut Buffers, p: &EngineParams, sender: bool) {
+fn burst(st: &mut State, bufs: &mut Buffers, p: &EngineParams, sender: bool, mut allowance: usize) {
     for _ in 0..BURST {
+        let call = p.length.min(allowance);
+        if call == 0 {
+            break;
+        }
         let res = if sender {
-            let n = st.remaining.map_or(p.length, |r| r.min(p.length as u64) as usize);
+            let n = st.remaining.map_or(call, |r| r.min(call as u64) as usize);
             if n == 0 {
                 break;
             }
             st.send(&mut bufs.gen, n)
         } else {
-            st.recv(&mut bufs.rbuf, p.discard)
+            st.recv(&mut bufs.rbuf[..call], p.discard)
         };
+        if let Ok(n) = res {
+            allowance -= n.min(allowance);
+        }
         match res {
             Ok(0) if !sender => {
                 st.done = true;

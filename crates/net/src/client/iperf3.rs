@@ -97,15 +97,16 @@ impl<'a> Hook<'a> {
         }
     }
 
-    /// TEST_END (once) and the engine halted.
+    /// The engine halted, then TEST_END (once): halting first, so no stream is still writing when the
+    /// server closes the streams on TEST_END (a reset there would read as a failed stream).
     fn end(&mut self, flags: &Flags) {
+        flags.halt.store(true, Relaxed);
         if let Err(e) = self.wire.with(|s| {
             s.end(Instant::now());
             Ok(())
         }) {
             self.failure.get_or_insert(e.into());
         }
-        flags.halt.store(true, Relaxed);
     }
 }
 
@@ -371,6 +372,7 @@ fn remote_report(
             process_system_s: theirs.cpu_util_system / 100.0 * wall,
             ..CpuTimes::default()
         },
+        workers: vec![],
         host: HostInfo::default(),
         interface: None,
         elapsed_s: wall,
