@@ -47,15 +47,20 @@ fn system_ticks() -> (SystemTicks, Vec<(u32, SystemTicks)>) {
     (all, each)
 }
 
-/// This thread's user and system CPU seconds.
-fn thread_times() -> (f64, f64) {
+/// User and system CPU seconds of this process (`RUSAGE_SELF`) or this thread (`RUSAGE_THREAD`).
+fn rusage_times(who: libc::c_int) -> (f64, f64) {
     // SAFETY: getrusage writes into the zeroed struct we pass.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    if unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) } != 0 {
+    if unsafe { libc::getrusage(who, &mut ru) } != 0 {
         return (0.0, 0.0);
     }
     let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
     (tv(ru.ru_utime), tv(ru.ru_stime))
+}
+
+/// This thread's user and system CPU seconds.
+fn thread_times() -> (f64, f64) {
+    rusage_times(libc::RUSAGE_THREAD)
 }
 
 /// A worker thread's CPU clock, started on that thread.
@@ -92,13 +97,7 @@ impl ThreadClock {
 }
 
 fn process_times() -> (f64, f64) {
-    // SAFETY: getrusage writes into the zeroed struct we pass.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
-        return (0.0, 0.0);
-    }
-    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    (tv(ru.ru_utime), tv(ru.ru_stime))
+    rusage_times(libc::RUSAGE_SELF)
 }
 
 fn ticks_per_second() -> f64 {
