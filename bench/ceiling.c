@@ -1,8 +1,9 @@
 /* bench/ceiling: the simplest possible TCP send/recv loop on loopback, so every bench figure has a
  * ceiling to be read against. No payload work at all: the sender writes the same zeroed buffer, the
- * receiver reads into one buffer and counts bytes. One sender and one receiver thread per stream,
- * senders pinned to one CPU and receivers to another (streams alternate the two sides when there are
- * more CPUs than two, they share them when there are not).
+ * receiver reads into one buffer and counts bytes. One sender and one receiver thread per stream. With
+ * one stream the sender is pinned to CPU 0 and the receiver to CPU 1; with more, threads are pinned
+ * only when there are CPUs enough for every thread, else the kernel spreads them (pinning every sender
+ * to one CPU and every receiver to another is slower than that on a small machine).
  *
  *   cc -O2 -pthread -o ceiling bench/ceiling.c
  *   ./ceiling [-t SECONDS] [-l WRITE_BYTES] [-P STREAMS] [-w WINDOW_BYTES] [-b PACE_BITS_PER_S]
@@ -55,6 +56,8 @@ static void die(const char *what) {
 }
 
 static void pin(int cpu) {
+    if (cpu < 0)
+        return;
     cpu_set_t set;
     CPU_ZERO(&set);
     CPU_SET(cpu, &set);
@@ -168,8 +171,9 @@ int main(int argc, char **argv) {
     pthread_t tt[MAX_STREAMS], rt[MAX_STREAMS];
     for (int i = 0; i < streams; i++) {
         connect_pair(l, &addr, &tx[i], &rx[i]);
-        tx[i].cpu = (2 * i) % cpus;
-        rx[i].cpu = (2 * i + 1) % cpus;
+        int pinned = streams == 1 || 2 * streams <= cpus;
+        tx[i].cpu = pinned ? (int)((2 * i) % cpus) : -1;
+        rx[i].cpu = pinned ? (int)((2 * i + 1) % cpus) : -1;
     }
     struct rusage before, after;
     getrusage(RUSAGE_SELF, &before);
