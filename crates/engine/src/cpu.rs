@@ -226,14 +226,16 @@ mod tests {
             std::hint::black_box(x);
             clock.stop(vec![3])
         });
-        let idle = std::thread::spawn(|| {
+        // The idle thread blocks on a message that never comes, for as long as the busy one spins.
+        let (_keep, never) = std::sync::mpsc::channel::<()>();
+        let idle = std::thread::spawn(move || {
             let clock = ThreadClock::start();
-            std::thread::sleep(std::time::Duration::from_millis(150));
+            let _ = never.recv_timeout(std::time::Duration::from_millis(150));
             clock.stop(vec![4])
         });
         let (busy, idle) = (busy.join().unwrap(), idle.join().unwrap());
         assert_eq!(busy.streams, [3]);
-        // Spinning for 150 ms uses CPU time (at least a third of it, even on a crowded machine); sleeping
+        // Spinning for 150 ms uses CPU time (at least a third of it, even on a crowded machine); blocking
         // uses almost none.
         assert!(busy.user_s + busy.system_s > 0.05, "{busy:?}");
         assert!(idle.user_s + idle.system_s < 0.05, "{idle:?}");
