@@ -248,6 +248,11 @@ pub struct TestArgs {
     /// Socket buffer (SO_SNDBUF and SO_RCVBUF) on both ends.
     #[arg(short, long, value_name = "SIZE", value_parser = values::bytes)]
     pub window: Option<Bytes>,
+    /// Receive low-water mark (SO_RCVLOWAT) on each receiver with a thread of its own: a receive
+    /// wakes when this much has arrived (or 10 ms have passed). Default: two writes (at most a quarter
+    /// of -w); 0 turns it off.
+    #[arg(long, value_name = "SIZE", value_parser = values::bytes)]
+    pub rcvlowat: Option<Bytes>,
     /// TCP congestion control algorithm (e.g. cubic, bbr, reno).
     #[arg(short = 'C', long, value_name = "ALG")]
     pub congestion: Option<String>,
@@ -372,6 +377,7 @@ impl TestArgs {
             rate_bps: self.udp_rate.map(|r| r.bps()),
             burst: self.burst,
             file: None,
+            rcvlowat_bytes: self.rcvlowat.map(|b| b.get()),
         }
     }
 }

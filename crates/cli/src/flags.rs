@@ -21,6 +21,7 @@ fn tcp_flag(s: TcpSetting) -> &'static str {
         TcpSetting::IoUring => "--io uring",
         TcpSetting::TxZerocopy => "--tx zerocopy",
         TcpSetting::RxDiscard => "--rx discard",
+        TcpSetting::RcvLowat => "--rcvlowat",
     }
 }
 
@@ -90,6 +91,7 @@ mod tests {
             TcpSetting::IoUring,
             TcpSetting::TxZerocopy,
             TcpSetting::RxDiscard,
+            TcpSetting::RcvLowat,
         ];
         for s in all {
             let text = config(&ConfigError::TcpOnly(s));

@@ -114,7 +114,10 @@ impl Ctl {
     }
 
     fn request(&mut self, spec: TestSpec) -> Option<SessionId> {
-        let m = protocol::encode(&Message::TestRequest { spec, auth: None });
+        let m = protocol::encode(&Message::TestRequest {
+            spec: Box::new(spec),
+            auth: None,
+        });
         self.s.write_all(&m).ok()?;
         match self.read()? {
             Message::Accepted { session } => Some(session),

@@ -481,20 +481,36 @@ fn a_flipped_byte_is_caught_at_its_exact_offset_on_either_end() {
 #[test]
 fn blocking_and_epoll_workers_move_the_same_verified_bytes() {
     let s = ServerProc::start("127.0.0.1", &[]);
-    let cases: [(&[&str], &str); 5] = [
-        (&["-P", "1"], "blocking sockets, one thread per stream"),
-        (&["-P", "1", "-R"], "blocking sockets, one thread per stream"),
-        (&["-P", "1", "--bidir"], "blocking sockets, one thread per stream"),
+    const BLOCKING: &str = "blocking sockets, one thread per stream";
+    const WOKEN: &str = "recv (copy), woken at";
+    let cases: [(&[&str], &str, &str); 9] = [
+        (&["-P", "1"], BLOCKING, WOKEN),
+        (&["-P", "1", "-R"], BLOCKING, WOKEN),
+        (&["-P", "1", "--bidir"], BLOCKING, WOKEN),
+        (&["-P", "1", "--rcvlowat", "0"], BLOCKING, "recv (copy)"),
+        (
+            &["-P", "1", "--rcvlowat", "48M"],
+            BLOCKING,
+            "recv (copy), woken at",
+        ),
+        (&["-P", "1", "-w", "1M"], BLOCKING, "recv (copy)"),
+        (
+            &["-P", "1", "-w", "1M", "--rcvlowat", "100K"],
+            BLOCKING,
+            "recv (copy), woken at 100 KiB",
+        ),
         (
             &["-P", "3", "--threads", "1", "--server-threads", "1"],
             "epoll, non-blocking sockets",
+            "recv (copy)",
         ),
         (
             &["-P", "2", "--threads", "1", "-R"],
             "blocking sockets where a thread had one stream, epoll where it had several",
+            "recv (copy)", // the receiving client's one thread has both streams: epoll, no mark
         ),
     ];
-    for (extra, engine) in cases {
+    for (extra, engine, rx) in cases {
         let mut args = vec!["-n", "50000017"];
         args.extend_from_slice(extra);
         let r = run_json("127.0.0.1", s.port, &args);
@@ -506,6 +522,37 @@ fn blocking_and_epoll_workers_move_the_same_verified_bytes() {
         assert_eq!(summary["bytes_verified"], summary["bytes_received"], "{extra:?}");
         assert_eq!(summary["corrupt_blocks"], 0, "{extra:?}");
         assert_eq!(r["data_path"]["engine"], engine, "{extra:?}");
+        let got = r["data_path"]["rx"].as_str().unwrap();
+        assert!(
+            got.starts_with(rx) && (rx.contains("woken") || !got.contains("woken")),
+            "{extra:?}: {got}"
+        );
+    }
+}
+
+/// A receiver told to wait for a 2 MiB low-water mark still gets a slow stream's bytes as they come: its
+/// receive timeout hands over what arrived, so the intervals fill and the test ends on time.
+#[test]
+fn a_slow_stream_is_not_held_back_by_the_low_water_mark() {
+    let s = ServerProc::start("127.0.0.1", &[]);
+    let r = run_json(
+        "127.0.0.1",
+        s.port,
+        &["-n", "6M", "--fq-rate", "40M", "-i", "0.25", "--rcvlowat", "2M"],
+    );
+    check_invariants(&r);
+    assert_eq!(r["summary"]["bytes_received"], 6 << 20);
+    assert_eq!(r["summary"]["bytes_verified"], 6 << 20);
+    assert!(r["data_path"]["rx"]
+        .as_str()
+        .unwrap()
+        .contains("woken at 2.00 MiB"));
+    // 6 MiB at 40 Mbit/s is about 1.3 s: every 0.25 s interval before the last moved data, which a
+    // receiver woken only by the 2 MiB mark could not show (it would see data every ~0.4 s).
+    let intervals = r["intervals"].as_array().unwrap();
+    assert!(intervals.len() >= 4, "{}", intervals.len());
+    for i in &intervals[..intervals.len() - 1] {
+        assert!(i["bytes"].as_u64().unwrap() > 0, "{i}");
     }
 }
 

@@ -526,7 +526,7 @@ fn payload_summary(spec: &TestSpec, inp: &Inputs, bytes_verified: u64) -> Payloa
 }
 
 fn data_path(spec: &TestSpec, inp: &Inputs) -> DataPath {
-    use crate::config::{RxMode, TxMode};
+    use crate::config::TxMode;
     let sends: u64 = inp.streams_with(Role::Sender).map(|s| s.zerocopy_sends).sum();
     let copied: u64 = inp.streams_with(Role::Sender).map(|s| s.zerocopy_copied).sum();
     if spec.transport == crate::config::Transport::Udp {
@@ -564,10 +564,7 @@ fn data_path(spec: &TestSpec, inp: &Inputs) -> DataPath {
             TxMode::Copy => "send".into(),
             TxMode::Zerocopy => "send+MSG_ZEROCOPY".into(),
         },
-        rx: match spec.rx {
-            RxMode::Copy => "recv (copy)".into(),
-            RxMode::Discard => "recv+MSG_TRUNC (discard)".into(),
-        },
+        rx: rx_path(spec.rx, inp),
         engine: match spec.io {
             crate::config::IoBackend::Epoll => tcp_engine(inp),
             crate::config::IoBackend::Uring => {
@@ -579,6 +576,24 @@ fn data_path(spec: &TestSpec, inp: &Inputs) -> DataPath {
         },
         zerocopy_sends: sends,
         zerocopy_copied_pct: (sends > 0).then(|| copied as f64 / sends as f64 * 100.0),
+    }
+}
+
+/// How the receivers read, and the low-water mark they woke at, if any (the highest one the kernel
+/// kept on either end).
+fn rx_path(rx: crate::config::RxMode, inp: &Inputs) -> String {
+    use crate::config::RxMode;
+    let how = match rx {
+        RxMode::Copy => "recv (copy)",
+        RxMode::Discard => "recv+MSG_TRUNC (discard)",
+    };
+    let lowat = inp
+        .streams_with(Role::Receiver)
+        .filter_map(|s| s.rcvlowat_bytes)
+        .max();
+    match lowat {
+        Some(b) => format!("{how}, woken at {} (SO_RCVLOWAT)", crate::units::Bytes(b)),
+        None => how.into(),
     }
 }
 
@@ -801,6 +816,7 @@ pub(crate) mod tests {
             send_errors: 0,
             udp_offload: false,
             blocking: false,
+            rcvlowat_bytes: None,
         }
     }
 

@@ -158,6 +158,10 @@ pub struct TestSpec {
     /// direction).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub file: Option<crate::files::FileSpec>,
+    /// SO_RCVLOWAT on every TCP receiver that owns its thread: the bytes a receive call waits for
+    /// before the kernel wakes it (None: [`TestSpec::rcvlowat`]'s default; 0: off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rcvlowat_bytes: Option<u64>,
 }
 
 /// The event loop that drives the data sockets.
@@ -227,6 +231,40 @@ impl Default for TestSpec {
             rate_bps: None,
             burst: default_burst(),
             file: None,
+            rcvlowat_bytes: None,
+        }
+    }
+}
+
+/// SO_RCVLOWAT for a receiver: how much must have arrived before a receive call wakes. Fewer wake-ups
+/// per byte are fewer CPU-seconds per byte at both ends (on loopback the sender's core runs the
+/// receiver's wake-ups), but bytes waiting for the mark are not yet read, and the window the receiver
+/// advertises shrinks by them: on a window-limited path the mark costs rate (docs/benchmarks.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RcvLowat {
+    /// Wake for every arrival (the kernel's default of one byte).
+    Off,
+    /// Exactly this mark, as asked for.
+    Fixed(u64),
+    /// Two writes' worth, but never more than a sixteenth of the receive buffer the kernel has
+    /// autotuned so far, so what waits for the mark takes at most about 1/8 of the window.
+    Auto {
+        /// The most it grows to.
+        max_bytes: u64,
+    },
+}
+
+impl RcvLowat {
+    /// The divisor of the receive buffer (SO_RCVBUF, which counts the kernel's overhead: about half
+    /// of it is window) that bounds an automatic mark.
+    pub const AUTO_BUFFER_SHARE: u64 = 16;
+
+    /// The mark to set now, given the socket's receive buffer (0: leave it at the kernel's default).
+    pub fn mark(self, rcvbuf_bytes: u64) -> u64 {
+        match self {
+            RcvLowat::Off => 0,
+            RcvLowat::Fixed(n) => n,
+            RcvLowat::Auto { max_bytes } => max_bytes.min(rcvbuf_bytes / Self::AUTO_BUFFER_SHARE),
         }
     }
 }
@@ -262,6 +300,9 @@ pub enum ConfigError {
         /// Streams in the test.
         streams: u32,
     },
+    /// A receive low-water mark out of range.
+    #[error("receive low-water mark must be 0 B..={MAX_WINDOW} B (the kernel takes an int), got {0} B")]
+    RcvLowat(u64),
     /// A window out of range.
     #[error("window must be 1 B..={MAX_WINDOW} B (the kernel takes an int), got {0} B")]
     Window(u64),
@@ -332,6 +373,8 @@ pub enum TcpSetting {
     TxZerocopy,
     /// Discarding receivers.
     RxDiscard,
+    /// A receive low-water mark.
+    RcvLowat,
 }
 
 impl std::fmt::Display for TcpSetting {
@@ -344,6 +387,7 @@ impl std::fmt::Display for TcpSetting {
             TcpSetting::IoUring => "the io_uring backend",
             TcpSetting::TxZerocopy => "zero-copy sending",
             TcpSetting::RxDiscard => "the discarding receiver",
+            TcpSetting::RcvLowat => "a receive low-water mark (SO_RCVLOWAT)",
         })
     }
 }
@@ -411,6 +455,11 @@ impl TestSpec {
         if let Some(r) = self.fq_rate_bps {
             if !(r.is_finite() && r > 0.0) {
                 return Err(ConfigError::FqRate(r));
+            }
+        }
+        if let Some(l) = self.rcvlowat_bytes {
+            if l > MAX_WINDOW {
+                return Err(ConfigError::RcvLowat(l));
             }
         }
         if let Some(c) = &self.congestion {
@@ -493,6 +542,19 @@ impl TestSpec {
         }
     }
 
+    /// The receive low-water mark a receiver that owns its thread keeps: none when the user set a
+    /// window (`window_bytes`) or asked for 0, the number asked for, or else one that follows the
+    /// kernel's receive-buffer autotuning ([`RcvLowat::mark`]).
+    pub fn rcvlowat(&self) -> RcvLowat {
+        match (self.rcvlowat_bytes, self.window_bytes) {
+            (Some(0), _) | (None, Some(_)) => RcvLowat::Off,
+            (Some(n), _) => RcvLowat::Fixed(n),
+            (None, None) => RcvLowat::Auto {
+                max_bytes: self.length_bytes.saturating_mul(2),
+            },
+        }
+    }
+
     /// How long the senders send: warm-up plus test time, for timed tests.
     pub fn send_time(&self) -> Option<Duration> {
         match self.end {
@@ -521,6 +583,7 @@ impl TestSpec {
             (self.io == IoBackend::Uring, TcpSetting::IoUring),
             (self.tx == TxMode::Zerocopy, TcpSetting::TxZerocopy),
             (self.rx == RxMode::Discard, TcpSetting::RxDiscard),
+            (self.rcvlowat_bytes.is_some(), TcpSetting::RcvLowat),
         ];
         match tcp_only.iter().find(|(set, _)| *set) {
             Some((_, what)) => Err(ConfigError::TcpOnly(*what)),
@@ -615,6 +678,44 @@ mod tests {
     #[test]
     fn default_is_valid() {
         TestSpec::default().validate().unwrap();
+    }
+
+    #[test]
+    fn the_receive_low_water_mark_follows_the_buffer_unless_a_window_or_a_mark_is_set() {
+        let mut s = TestSpec::default();
+        let auto = s.rcvlowat();
+        assert_eq!(
+            auto,
+            RcvLowat::Auto {
+                max_bytes: 2 * DEFAULT_LENGTH.get()
+            }
+        );
+        assert_eq!(
+            auto.mark(128 << 10),
+            8 << 10,
+            "a sixteenth of a fresh socket's buffer"
+        );
+        assert_eq!(auto.mark(16 << 20), 1 << 20);
+        assert_eq!(auto.mark(64 << 20), 2 << 20, "at most two writes");
+        s.length_bytes = 128 << 10;
+        assert_eq!(s.rcvlowat().mark(64 << 20), 256 << 10);
+        s.window_bytes = Some(512 << 10);
+        assert_eq!(s.rcvlowat(), RcvLowat::Off, "a set window is all for the path");
+        assert_eq!(RcvLowat::Off.mark(64 << 20), 0);
+        s.rcvlowat_bytes = Some(100 << 10);
+        assert_eq!(s.rcvlowat(), RcvLowat::Fixed(100 << 10));
+        assert_eq!(s.rcvlowat().mark(4096), 100 << 10);
+        s.rcvlowat_bytes = Some(0);
+        assert_eq!(s.rcvlowat(), RcvLowat::Off, "0 turns it off");
+        s.rcvlowat_bytes = Some(MAX_WINDOW + 1);
+        assert_eq!(s.validate(), Err(ConfigError::RcvLowat(MAX_WINDOW + 1)));
+        let udp = TestSpec {
+            transport: Transport::Udp,
+            length_bytes: 1400,
+            rcvlowat_bytes: Some(1 << 20),
+            ..TestSpec::default()
+        };
+        assert_eq!(udp.validate(), Err(ConfigError::TcpOnly(TcpSetting::RcvLowat)));
     }
 
     #[test]

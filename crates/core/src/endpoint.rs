@@ -148,6 +148,9 @@ pub struct StreamReport {
     /// TCP: the stream ran on a blocking socket its worker thread owned alone (else epoll or io_uring).
     #[serde(default)]
     pub blocking: bool,
+    /// TCP receiver: the SO_RCVLOWAT the kernel kept (None: not set).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rcvlowat_bytes: Option<u64>,
 }
 
 /// Process and system CPU time over the test, raw.

@@ -98,6 +98,42 @@ pub fn after_connect(sock: &Socket, spec: &TestSpec, sending: bool) -> Result<()
     Ok(())
 }
 
+/// SO_RCVLOWAT: a receive on `sock` wakes once `bytes` have arrived (or its timeout passed). Returns the
+/// mark the kernel kept: it caps the value at half the largest receive buffer it would allow.
+pub fn set_rcvlowat<S: AsRawFd>(sock: &S, bytes: u64) -> std::io::Result<u64> {
+    let asked = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+    let fd = sock.as_raw_fd();
+    let size = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: setsockopt with a live c_int and its size.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_RCVLOWAT,
+            (&asked as *const libc::c_int).cast(),
+            size,
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let (mut kept, mut len): (libc::c_int, libc::socklen_t) = (0, size);
+    // SAFETY: getsockopt into a live c_int whose size is passed.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_RCVLOWAT,
+            (&mut kept as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(kept.max(0) as u64)
+}
+
 /// The buffer sizes the kernel reports for a socket: (SO_SNDBUF, SO_RCVBUF).
 pub fn granted(sock: &Socket) -> (u64, u64) {
     (

@@ -148,6 +148,8 @@ pub struct EngineParams {
     /// Each stream moves at most this many bits per second (a server's `--max-rate`, split over the
     /// streams): senders write and receivers read no faster, so TCP's flow control slows the peer.
     pub stream_cap_bps: Option<f64>,
+    /// SO_RCVLOWAT for receivers on the blocking worker.
+    pub rcvlowat: landspeed_core::config::RcvLowat,
 }
 
 impl EngineParams {
@@ -175,6 +177,7 @@ impl EngineParams {
             uring: spec.io == landspeed_core::config::IoBackend::Uring,
             queue_depth: spec.queue_depth as usize,
             stream_cap_bps: None,
+            rcvlowat: spec.rcvlowat(),
         }
     }
 }
@@ -407,6 +410,7 @@ fn reports(
                 send_errors: o.send_errors,
                 udp_offload: o.offload,
                 blocking: o.blocking,
+                rcvlowat_bytes: o.rcvlowat_bytes,
             }
         })
         .collect()
@@ -506,6 +510,7 @@ mod tests {
             uring: false,
             queue_depth: 1,
             stream_cap_bps: None,
+            rcvlowat: landspeed_core::config::RcvLowat::Off,
         }
     }
 

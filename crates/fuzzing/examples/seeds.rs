@@ -49,7 +49,7 @@ fn main() {
     ];
     for (i, spec) in specs.iter().enumerate() {
         let request = Message::TestRequest {
-            spec: spec.clone(),
+            spec: Box::new(spec.clone()),
             auth: Some(Box::new(proof.clone())),
         };
         let all = [
@@ -69,7 +69,7 @@ fn main() {
         );
     }
     let unauth = Message::TestRequest {
-        spec: TestSpec::default(),
+        spec: Box::default(),
         auth: None,
     };
     write("control_decoder", "no-auth", &frames(7, &[hello.clone(), unauth]));

@@ -301,6 +301,7 @@ mod tests {
             send_errors: 0,
             udp_offload: false,
             blocking: false,
+            rcvlowat_bytes: None,
         };
         let counted = iperf3_counts(
             &[report(0, Role::Sender, 0), report(1, Role::Receiver, 180)],

@@ -305,7 +305,7 @@ mod tests {
             software: "t".into(),
         });
         bytes.extend(encode(&Message::TestRequest {
-            spec: TestSpec::default(),
+            spec: Box::default(),
             auth: None,
         }));
         s.handle_input(&bytes, now).unwrap();

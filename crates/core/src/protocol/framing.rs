@@ -100,7 +100,6 @@ impl FrameDecoder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::TestSpec;
 
     #[test]
     fn round_trip_in_any_chunking() {
@@ -110,7 +109,7 @@ mod tests {
                 software: "t".into(),
             },
             Message::TestRequest {
-                spec: TestSpec::default(),
+                spec: Box::default(),
                 auth: None,
             },
             Message::Start,

@@ -110,7 +110,7 @@ pub enum Message {
     /// Client: the test it wants, with its answer to the server's challenge when there was one.
     TestRequest {
         /// The test.
-        spec: TestSpec,
+        spec: Box<TestSpec>,
         /// The answer to the server's challenge.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         auth: Option<Box<super::auth::Proof>>,

@@ -379,10 +379,10 @@ fn refusals_by_the_server_session_reach_the_client_with_their_code() {
         panic!("no welcome")
     };
     let bad = Message::TestRequest {
-        spec: TestSpec {
+        spec: Box::new(TestSpec {
             streams: 0,
             ..TestSpec::default()
-        },
+        }),
         auth: None,
     };
     let ServerAction::Reject(no) = p.send_server(&bad).unwrap() else {

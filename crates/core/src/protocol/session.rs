@@ -340,7 +340,7 @@ impl ServerSession {
                 if let Some(refusal) = self.check_auth(auth.as_deref(), now) {
                     return Ok(refusal);
                 }
-                self.accept(spec, now)
+                self.accept(*spec, now)
             }
             (AwaitStart, Message::Start) => {
                 self.enter(ServerPhase::Running, now);
@@ -657,7 +657,7 @@ impl ClientSession {
                 };
                 self.enter(ClientPhase::AwaitAccepted, now);
                 Ok(ClientAction::Send(Message::TestRequest {
-                    spec: self.spec.spec().clone(),
+                    spec: Box::new(self.spec.spec().clone()),
                     auth: proof,
                 }))
             }
@@ -904,7 +904,7 @@ mod tests {
         assert!(matches!(
             s.on_message(
                 Message::TestRequest {
-                    spec: bad,
+                    spec: Box::new(bad),
                     auth: None
                 },
                 now()
@@ -928,10 +928,10 @@ mod tests {
         .unwrap();
         s.on_message(
             Message::TestRequest {
-                spec: TestSpec {
+                spec: Box::new(TestSpec {
                     streams: 2,
                     ..TestSpec::default()
-                },
+                }),
                 auth: None,
             },
             now(),

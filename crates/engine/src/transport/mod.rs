@@ -58,6 +58,8 @@ pub struct Outcome {
     pub offload: bool,
     /// TCP: the stream ran on the blocking worker (one thread, one socket).
     pub blocking: bool,
+    /// TCP receiver on the blocking worker: the SO_RCVLOWAT the kernel kept.
+    pub rcvlowat_bytes: Option<u64>,
 }
 
 /// Who a stream is: the part of it the supervisor needs to sample and report it.

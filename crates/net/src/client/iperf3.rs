@@ -427,6 +427,7 @@ fn remote_stream(
         send_errors: 0,
         udp_offload: false,
         blocking: false,
+        rcvlowat_bytes: None,
     }
 }
 

@@ -11,6 +11,7 @@
 use super::{halt, Buffers, State};
 use crate::supervisor::{EngineParams, Flags};
 use crate::transport::{Meter, Outcome};
+use landspeed_core::config::RcvLowat;
 use landspeed_core::endpoint::Role;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
@@ -40,6 +41,7 @@ pub(super) fn worker(
     if let Err(e) = with_timeouts(ds) {
         st.finish(Some(format!("cannot set socket timeouts: {e}")));
     }
+    let mut lowat = LowWater::new(p.rcvlowat, !sender);
     let deadline = p.send_time.map(|d| t0 + d);
     while !st.done {
         if flags.abort.load(Relaxed) {
@@ -61,6 +63,10 @@ pub(super) fn worker(
             st.idle_out(p.idle_timeout);
             break;
         }
+        if let Err(e) = lowat.refresh(ds, now, &mut st.out.rcvlowat_bytes) {
+            st.finish(Some(format!("cannot set SO_RCVLOWAT: {e}")));
+            break;
+        }
         // A call that timed out marks the stream not ready; here the next call simply blocks again.
         st.ready = true;
         super::burst(&mut st, &mut bufs, p, sender, usize::MAX);
@@ -77,5 +83,50 @@ pub(super) fn worker(
 fn with_timeouts(ds: &super::DataStream) -> std::io::Result<()> {
     ds.socket.set_nonblocking(false)?;
     ds.socket.set_write_timeout(Some(TICK))?;
-    ds.socket.set_read_timeout(Some(TICK))
+    ds.socket.set_read_timeout(Some(TICK))?;
+    Ok(())
+}
+
+/// A receiver's low-water mark, kept in step with the receive buffer as the kernel autotunes it.
+/// Fewer wake-ups per byte: one per mark instead of one per arriving train of segments; the receive
+/// timeout (`TICK`) hands over whatever arrived when less than the mark comes.
+struct LowWater {
+    policy: RcvLowat,
+    set: u64,
+    next: Option<Instant>,
+}
+
+impl LowWater {
+    /// How often an automatic mark looks at the receive buffer again.
+    const EVERY: Duration = Duration::from_millis(50);
+
+    fn new(policy: RcvLowat, receiver: bool) -> LowWater {
+        let policy = if receiver { policy } else { RcvLowat::Off };
+        LowWater {
+            policy,
+            set: 0,
+            next: (policy != RcvLowat::Off).then(Instant::now),
+        }
+    }
+
+    /// Sets the mark the policy asks for now, if it changed; `kept` is the highest the kernel kept.
+    fn refresh(
+        &mut self,
+        ds: &super::DataStream,
+        now: Instant,
+        kept: &mut Option<u64>,
+    ) -> std::io::Result<()> {
+        let Some(next) = self.next.filter(|n| now >= *n) else {
+            return Ok(());
+        };
+        let rcvbuf = socket2::SockRef::from(&ds.socket).recv_buffer_size()? as u64;
+        let mark = self.policy.mark(rcvbuf);
+        if mark != self.set && mark > 0 {
+            let k = crate::sockopt::set_rcvlowat(&ds.socket, mark)?;
+            *kept = Some(kept.unwrap_or(0).max(k));
+            self.set = mark;
+        }
+        self.next = matches!(self.policy, RcvLowat::Auto { .. }).then(|| next + Self::EVERY);
+        Ok(())
+    }
 }
