@@ -24,6 +24,9 @@ pub struct Output {
     pub port: u16,
     pub spec: TestSpec,
     header_done: bool,
+    /// Warnings already printed on stderr (at the start): the end prints only the others, so each
+    /// appears once there and once in the report.
+    warned: Vec<String>,
 }
 
 impl Output {
@@ -44,6 +47,7 @@ impl Output {
             port,
             spec,
             header_done: false,
+            warned: Vec::new(),
         }
     }
 
@@ -65,6 +69,7 @@ impl Output {
             (Format::Text, ClientEvent::Started { warnings, .. }) => {
                 for w in warnings {
                     eprintln!("landspeed: warning: {w}");
+                    self.warned.push(w);
                 }
             }
             (Format::Text, ClientEvent::Interval { flow, interval }) => {
@@ -108,7 +113,15 @@ impl Output {
         match self.format {
             Format::Text => {
                 self.out(&landspeed_report::render(r));
-                for w in &r.warnings {
+                // The start's warnings are this end's own words; the result names the end.
+                let said = |w: &String| {
+                    let core = ["client: ", "both ends: "]
+                        .iter()
+                        .find_map(|p| w.strip_prefix(p))
+                        .unwrap_or(w);
+                    self.warned.iter().any(|x| x == core)
+                };
+                for w in r.warnings.iter().filter(|w| !said(w)) {
                     eprintln!("landspeed: warning: {w}");
                 }
             }

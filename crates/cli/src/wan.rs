@@ -176,8 +176,11 @@ fn down(d: DownArgs) -> Result<bool> {
         None => daemon::known(),
     };
     for n in &names {
-        let found = daemon::down(n).map_err(usage)?;
-        if found {
+        let done = daemon::down(n).map_err(usage)?;
+        if !done.ended.is_empty() {
+            println!("{}", wan_text::ended_text(n, &done));
+        }
+        if done.found {
             println!("wan {n}: down");
         } else if !d.all {
             eprintln!("wan {n}: was not up");

@@ -181,6 +181,55 @@ fn text_report_has_table_and_totals() {
     }
 }
 
+/// A warning known at the start (here: the kernel granted less window than asked, as it caps -w at
+/// net.core.rmem_max) is printed once on stderr and once in the report, not again at the end.
+#[test]
+fn a_warning_is_printed_once_on_stderr_and_once_in_the_report() {
+    let s = ServerProc::start("127.0.0.1", &[]);
+    let p = s.port.to_string();
+    let o = landspeed(
+        &[
+            "run",
+            "127.0.0.1",
+            "-p",
+            &p,
+            "-t",
+            "0.5",
+            "-w",
+            "512M",
+            "--no-save",
+        ],
+        Duration::from_secs(30),
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let warnings: Vec<&str> = o
+        .stderr
+        .lines()
+        .filter_map(|l| l.strip_prefix("landspeed: warning: "))
+        .collect();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("rmem_max") || w.contains("wmem_max")),
+        "no capped-window warning in\n{}",
+        o.stderr
+    );
+    for w in warnings {
+        let core = w.strip_prefix("client: ").unwrap_or(w);
+        assert_eq!(
+            o.stderr.matches(core).count(),
+            1,
+            "{w:?} on stderr:\n{}",
+            o.stderr
+        );
+        let in_report = o
+            .stdout
+            .lines()
+            .filter(|l| l.starts_with("WARNING: ") && l.contains(core));
+        assert_eq!(in_report.count(), 1, "{w:?} in\n{}", o.stdout);
+    }
+}
+
 #[test]
 fn server_survives_a_client_killed_mid_test() {
     let s = ServerProc::start("127.0.0.1", &[]);

@@ -63,6 +63,47 @@ fn up_status_exec_down_leave_nothing_behind() {
     assert!(!alive(pid), "forwarder left running");
 }
 
+/// Processes started with `wan exec` and still running when the emulator goes down are ended: a
+/// deleted namespace would leave them alive and unreachable. One ignores SIGTERM and is killed after the
+/// grace period.
+#[test]
+fn down_ends_the_processes_left_in_its_namespaces() {
+    let Some(_lock) = root() else { return };
+    let mut w = Wan::up(&["--rtt", "2ms"]);
+    let exec = |side: &str, script: &str| {
+        Command::new(common::bin())
+            .args(["wan", "exec", &w.name, side, "--", "sh", "-c", script])
+            .spawn()
+            .unwrap()
+    };
+    let polite = exec("b", "exec sleep 600");
+    let stubborn = exec("a", "trap '' TERM; sleep 600 & wait");
+    let pids = [polite.id() as u64, stubborn.id() as u64];
+    w.servers.extend([polite, stubborn]);
+    // Wait (bounded) until both have entered their namespaces: exec replaces `landspeed wan exec`.
+    let entered = |pid: u64| {
+        std::fs::read_link(format!("/proc/{pid}/ns/net")).ok() != std::fs::read_link("/proc/self/ns/net").ok()
+    };
+    let t = std::time::Instant::now();
+    while !pids.iter().all(|p| entered(*p)) {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "processes never entered the namespaces"
+        );
+        std::thread::yield_now();
+    }
+    let down = landspeed(&["wan", "down", &w.name], Duration::from_secs(30));
+    assert_eq!(down.code, 0, "{}", down.stderr);
+    assert!(down.stdout.contains("ended"), "{}", down.stdout);
+    assert!(down.stdout.contains("were killed"), "{}", down.stdout);
+    for c in &mut w.servers {
+        let _ = c.wait(); // reap, so a zombie cannot pass for a survivor
+    }
+    for p in pids {
+        assert!(!alive(p), "pid {p} survived wan down: {}", down.stdout);
+    }
+}
+
 #[test]
 fn a_killed_forwarder_is_cleaned_up_by_down() {
     let Some(_lock) = root() else { return };

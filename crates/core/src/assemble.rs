@@ -656,13 +656,21 @@ fn warnings(
     streams: &[StreamResult],
     file: Option<&crate::files::FileTransferResult>,
 ) -> Vec<String> {
-    let mut warnings: Vec<String> = inp
-        .client
-        .warnings
+    let (client, server) = (&inp.client.warnings, &inp.server.warnings);
+    // The same words from both ends (a window both kernels capped) are one warning.
+    let mut warnings: Vec<String> = client
         .iter()
-        .map(|w| format!("client: {w}"))
+        .map(|w| match server.contains(w) {
+            true => format!("both ends: {w}"),
+            false => format!("client: {w}"),
+        })
         .collect();
-    warnings.extend(inp.server.warnings.iter().map(|w| format!("server: {w}")));
+    warnings.extend(
+        server
+            .iter()
+            .filter(|w| !client.contains(w))
+            .map(|w| format!("server: {w}")),
+    );
     if let Some(c) = &payload.first_corruption {
         warnings.push(format!(
             "payload corrupted: stream {} offset {}: expected {} received {}",

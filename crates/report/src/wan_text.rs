@@ -6,6 +6,26 @@ use landspeed_wan::forward::DirSnapshot;
 use landspeed_wan::settings::{Direction, LossModel};
 use landspeed_wan::{PathSettings, State, Status};
 
+/// What `wan down` says of the processes it found still running in the emulator's namespaces.
+pub fn ended_text(name: &str, down: &landspeed_wan::daemon::Down) -> String {
+    let list = |p: &[i32]| p.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(", ");
+    let mut t = format!(
+        "wan {name}: ended {} process{} left running in its namespaces (pid {})",
+        down.ended.len(),
+        if down.ended.len() == 1 { "" } else { "es" },
+        list(&down.ended)
+    );
+    if !down.killed.is_empty() {
+        t += &format!(
+            "; {} did not exit within {} s of SIGTERM and were killed (pid {})",
+            down.killed.len(),
+            landspeed_wan::daemon::END_GRACE.as_secs(),
+            list(&down.killed)
+        );
+    }
+    t
+}
+
 /// What `wan up` prints: the hosts, the settings and how to use them.
 pub fn up_text(state: &State) -> String {
     let h = &state.hosts;

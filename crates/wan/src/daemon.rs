@@ -255,38 +255,103 @@ pub fn up(name: &str, settings: &PathSettings, exe: &Path) -> Result<State, WanE
     Err(WanError::Start(why))
 }
 
-/// Stops emulator `name` and removes everything it created. Stopping one that is not there is fine.
-pub fn down(name: &str) -> Result<bool, WanError> {
+/// What `down` found and did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Down {
+    /// The emulator (its state, forwarder or namespaces) was there.
+    pub found: bool,
+    /// Processes left running inside its namespaces (started with `wan exec`), ended: SIGTERM, then
+    /// SIGKILL for those still alive after [`END_GRACE`].
+    pub ended: Vec<libc::pid_t>,
+    /// Of those, the ones that needed SIGKILL.
+    pub killed: Vec<libc::pid_t>,
+}
+
+/// How long processes in an emulator's namespaces get to exit after SIGTERM before SIGKILL.
+pub const END_GRACE: Duration = Duration::from_secs(3);
+
+/// Stops emulator `name` and removes everything it created, ending the processes still running in
+/// its namespaces first (a deleted namespace would leave them running, unreachable). Stopping one that
+/// is not there is fine.
+pub fn down(name: &str) -> Result<Down, WanError> {
     check_name(name)?;
     require_root()?;
     let mut found = false;
+    // The processes first: a stopping forwarder deletes the namespaces, and then they cannot be found.
+    let namespaces: Vec<String> = ['a', 'b']
+        .into_iter()
+        .map(|side| netns::ns_name(name, side))
+        .filter(|ns| netns::exists(ns))
+        .collect();
+    let pids: Vec<libc::pid_t> = namespaces.iter().flat_map(|ns| netns::pids(ns)).collect();
+    let killed = end_processes(&pids, END_GRACE);
     if let Some(st) = read_state(name) {
         found = true;
         if forwarder_alive(st.pid, name) {
-            let pid = st.pid as libc::pid_t;
-            // SAFETY: signalling a process we verified is our forwarder.
-            unsafe { libc::kill(pid, libc::SIGTERM) };
-            let t = Instant::now();
-            while forwarder_alive(st.pid, name) && t.elapsed() < Duration::from_secs(5) {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            if forwarder_alive(st.pid, name) {
-                // SAFETY: as above.
-                unsafe { libc::kill(pid, libc::SIGKILL) };
-            }
+            end_forwarder(st.pid, name);
         }
     }
-    for side in ['a', 'b'] {
-        let ns = netns::ns_name(name, side);
-        if netns::exists(&ns) {
-            found = true;
-            netns::delete(&ns)?;
-        }
+    for ns in namespaces.iter().filter(|ns| netns::exists(ns)) {
+        found = true;
+        netns::delete(ns)?;
     }
+    found |= !namespaces.is_empty();
     for p in [state_path(name), socket_path(name), log_path(name)] {
         let _ = std::fs::remove_file(p);
     }
-    Ok(found)
+    Ok(Down {
+        found,
+        ended: pids,
+        killed,
+    })
+}
+
+fn end_forwarder(pid: u32, name: &str) {
+    let pid_t = pid as libc::pid_t;
+    // SAFETY: signalling a process we verified is our forwarder.
+    unsafe { libc::kill(pid_t, libc::SIGTERM) };
+    let t = Instant::now();
+    while forwarder_alive(pid, name) && t.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    if forwarder_alive(pid, name) {
+        // SAFETY: as above.
+        unsafe { libc::kill(pid_t, libc::SIGKILL) };
+    }
+}
+
+/// SIGTERM to every pid, SIGKILL to those still running after `grace`; returns the killed ones.
+fn end_processes(pids: &[libc::pid_t], grace: Duration) -> Vec<libc::pid_t> {
+    let running = |p: &libc::pid_t| process_running(*p);
+    for &p in pids {
+        // SAFETY: kill(2) with a pid found in our namespace and a valid signal.
+        unsafe { libc::kill(p, libc::SIGTERM) };
+    }
+    let t = Instant::now();
+    while pids.iter().any(running) && t.elapsed() < grace {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let killed: Vec<libc::pid_t> = pids.iter().copied().filter(running).collect();
+    for &p in &killed {
+        // SAFETY: as above.
+        unsafe { libc::kill(p, libc::SIGKILL) };
+    }
+    let t = Instant::now();
+    while killed.iter().any(running) && t.elapsed() < Duration::from_secs(2) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    killed
+}
+
+/// Whether `pid` exists and is not a zombie (a zombie has exited; only its parent's wait is left).
+fn process_running(pid: libc::pid_t) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        !s.rsplit(')')
+            .next()
+            .unwrap_or("")
+            .trim_start()
+            .starts_with(['Z', 'X'])
+    })
 }
 
 /// Reads the live status of emulator `name`.

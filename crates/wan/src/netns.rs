@@ -91,6 +91,25 @@ pub fn list_ours() -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The processes whose network namespace is `ns`, as `ip netns pids` finds them: those whose
+/// /proc/PID/ns/net is the same namespace file (device and inode) as /run/netns/NS.
+pub fn pids(ns: &str) -> Vec<libc::pid_t> {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(target) = std::fs::metadata(ns_path(ns)) else {
+        return Vec::new();
+    };
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    procs
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<libc::pid_t>().ok())
+        .filter(|pid| {
+            std::fs::metadata(format!("/proc/{pid}/ns/net"))
+                .is_ok_and(|m| m.dev() == target.dev() && m.ino() == target.ino())
+        })
+        .collect()
+}
+
 /// Whether namespace `ns` exists.
 pub fn exists(ns: &str) -> bool {
     ns_path(ns).exists()
