@@ -281,6 +281,9 @@ fn udp_loss_duplicates_reordering_and_jitter_match_the_emulator() {
         "duplicates {dups}, emulator duplicated {doubled}"
     );
     assert!((u["loss_pct"].as_f64().unwrap() - 2.0).abs() < 0.6, "{u}");
+    // A receiver with room to spare dropped nothing: every lost datagram was lost on the path.
+    assert_eq!(u["socket_drops"], 0, "{u}");
+    assert_eq!(u["lost_in_receiver"], 0, "{u}");
     assert!(
         count(&u["out_of_order"]) > 0 && count(&emu["reordered"]) > 0,
         "{u}"

@@ -277,6 +277,7 @@ fn udp_against_sender(mut u: crate::udp::UdpStats, tx: Option<&StreamReport>) ->
     if let Some(sent) = tx.map(|t| t.calls) {
         u.datagrams_sent = Some(sent);
         u.datagrams_lost = sent.saturating_sub(u.datagrams_received);
+        u.lost_in_receiver = u.lost_in_receiver.map(|h| h.min(u.datagrams_lost));
         u.loss_pct = if sent > 0 {
             u.datagrams_lost as f64 * 100.0 / sent as f64
         } else {
@@ -312,6 +313,8 @@ fn combine_udp<'a>(parts: impl Iterator<Item = &'a crate::udp::UdpStats>) -> Opt
         out_of_order: all.iter().map(|u| u.out_of_order).sum(),
         duplicates: all.iter().map(|u| u.duplicates).sum(),
         jitter_ms: all.iter().map(|u| u.jitter_ms).sum::<f64>() / all.len() as f64,
+        socket_drops: all.iter().map(|u| u.socket_drops).sum(),
+        lost_in_receiver: all.iter().map(|u| u.lost_in_receiver).sum(),
     })
 }
 

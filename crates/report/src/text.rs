@@ -62,6 +62,24 @@ fn stream_rows(out: &mut String, streams: &[StreamResult]) {
     }
 }
 
+/// Where UDP's lost datagrams were lost: in the receiving host (the gaps that came with a drop by its
+/// full socket buffer) or before they reached it, with what to change when the host dropped them.
+fn udp_loss_split(u: &landspeed_core::udp::UdpStats) -> Option<String> {
+    let host = u.lost_in_receiver.filter(|_| u.datagrams_lost > 0)?;
+    let before = u.datagrams_lost - host;
+    let mut line = format!(
+        "  loss       in the receiving host (socket buffer full, {} buffers dropped): {host}; \
+         before it (on the path, or in the sending host after send): {before}",
+        u.socket_drops.unwrap_or(0)
+    );
+    if host > 0 {
+        line += "\n             the receiver could not keep up: a larger receive buffer (-w, within \
+                 net.core.rmem_max), a lower rate (-b), larger datagrams (-l) or more streams (-P, a \
+                 receiving thread each)";
+    }
+    Some(line)
+}
+
 fn totals(out: &mut String, label: &str, s: &Summary, length: u64) {
     let _ = writeln!(out, "\nTotals, {label}:");
     if let Some(u) = &s.udp {
@@ -76,6 +94,9 @@ fn totals(out: &mut String, label: &str, s: &Summary, length: u64) {
             u.duplicates,
             u.jitter_ms
         );
+        if let Some(line) = udp_loss_split(u) {
+            let _ = writeln!(out, "{line}");
+        }
     }
     let agree = if s.bytes_sent == s.bytes_received {
         "every byte sent was received"

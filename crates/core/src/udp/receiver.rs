@@ -3,6 +3,13 @@
 //! defines it (J += (|D| − J) / 16, D the difference of consecutive transit times). Loss is counted at the
 //! end against what the sender says it sent, which landspeed's protocol reports; only when that is not
 //! known (iperf3 peers) is it estimated from the highest sequence number seen.
+//!
+//! Where the loss happened: the kernel stamps each buffer it queues on the socket with the count of
+//! buffers the socket has dropped so far (SO_RXQ_OVFL). A gap in the sequence numbers before a buffer
+//! whose count went up was dropped by this host's full socket buffer; the other gaps happened before
+//! the datagrams reached it (on the path, or in the sending host after `send` took them). One dropped
+//! buffer may hold many datagrams (segmentation and receive offload), so gaps, not drop counts, are
+//! what is summed.
 
 use super::Header;
 
@@ -21,6 +28,10 @@ pub struct UdpReceiver {
     seen: Vec<u64>,
     jitter_ns: f64,
     last_transit: Option<i128>,
+    /// The socket's drop count with the last buffer, and whether it rose before the next datagram.
+    drops_seen: Option<u64>,
+    drop_pending: bool,
+    lost_in_host: u64,
 }
 
 /// A stream's UDP figures at the end of a test.
@@ -40,6 +51,14 @@ pub struct UdpStats {
     pub duplicates: u64,
     /// RFC 3550 interarrival jitter at the end of the test, milliseconds.
     pub jitter_ms: f64,
+    /// Buffers the receiving socket dropped because it was full (its kernel counter; one buffer may
+    /// hold several datagrams). None where it is not known (iperf3 peers, an older landspeed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub socket_drops: Option<u64>,
+    /// Of the datagrams lost, those lost in the receiving host (the gaps that came with a socket drop);
+    /// the rest were lost before they reached it. None where the drops are not known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost_in_receiver: Option<u64>,
 }
 
 impl Default for UdpReceiver {
@@ -54,6 +73,9 @@ impl Default for UdpReceiver {
             seen: vec![0; (WINDOW / 64) as usize],
             jitter_ns: 0.0,
             last_transit: None,
+            drops_seen: None,
+            drop_pending: false,
+            lost_in_host: 0,
         }
     }
 }
@@ -62,6 +84,13 @@ impl UdpReceiver {
     fn bit(&mut self, seq: u64) -> (usize, u64) {
         let i = seq % WINDOW;
         ((i / 64) as usize, 1u64 << (i % 64))
+    }
+
+    /// The socket's drop count the kernel stamped on the buffer whose datagrams come next (0 when it
+    /// stamped none); call it before their `on_datagram`s.
+    pub fn on_socket_drops(&mut self, total: u64) {
+        self.drop_pending |= total > self.drops_seen.unwrap_or(0);
+        self.drops_seen = Some(self.drops_seen.unwrap_or(0).max(total));
     }
 
     /// Accounts one datagram of `len` bytes. Returns false for a duplicate (whose bytes must not be
@@ -84,6 +113,9 @@ impl UdpReceiver {
             _ => {
                 // Clear the bits of the sequence numbers skipped over (at most the whole window).
                 let from = self.max_seq.map_or(0, |m| m + 1);
+                if std::mem::take(&mut self.drop_pending) {
+                    self.lost_in_host += h.seq - from; // the gap before the first buffer after a drop
+                }
                 for s in from.max(h.seq.saturating_sub(WINDOW - 1))..h.seq {
                     let (w, m) = self.bit(s);
                     self.seen[w] &= !m;
@@ -113,6 +145,13 @@ impl UdpReceiver {
     pub fn stats(&self, sent: Option<u64>) -> UdpStats {
         let expected = sent.unwrap_or_else(|| self.max_seq.map_or(0, |m| m + 1));
         let lost = expected.saturating_sub(self.received);
+        // Drops after the last buffer read (the socket's final count, given last) took the tail.
+        let next = self.max_seq.map_or(0, |m| m + 1);
+        let tail = if self.drop_pending {
+            expected.saturating_sub(next)
+        } else {
+            0
+        };
         UdpStats {
             datagrams_sent: sent,
             datagrams_received: self.received,
@@ -125,6 +164,8 @@ impl UdpReceiver {
             out_of_order: self.out_of_order,
             duplicates: self.duplicates,
             jitter_ms: self.jitter_ns / 1e6,
+            socket_drops: None,
+            lost_in_receiver: self.drops_seen.map(|_| (self.lost_in_host + tail).min(lost)),
         }
     }
 }

@@ -10,7 +10,7 @@ use crate::supervisor::{EngineParams, Flags};
 use landspeed_core::config::Flow;
 use landspeed_core::endpoint::{Role, TcpSnapshot};
 use landspeed_core::payload::{Generator, Verifier};
-use landspeed_core::udp::{pacing::Pace, Header, Pacer, UdpReceiver, HEADER};
+use landspeed_core::udp::{pacing::Pace, Header, Pacer, UdpReceiver, UdpStats, HEADER};
 use std::io::ErrorKind;
 use std::net::UdpSocket;
 use std::sync::atomic::Ordering::Relaxed;
@@ -188,6 +188,74 @@ fn set_udp_opt(s: &UdpSocket, opt: libc::c_int, v: libc::c_int) -> bool {
     }
 }
 
+fn set_sock_opt(s: &UdpSocket, opt: libc::c_int, v: libc::c_int) -> bool {
+    use std::os::fd::AsRawFd;
+    // SAFETY: setsockopt with a pointer to a c_int of the size passed.
+    unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            opt,
+            (&v as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        ) == 0
+    }
+}
+
+/// One read, with the count of buffers the socket had dropped when the kernel queued this one
+/// (SO_RXQ_OVFL; 0 when it attached none, which it does while the count is 0).
+fn recv_counted(s: &UdpSocket, buf: &mut [u8]) -> std::io::Result<(usize, u64)> {
+    use std::os::fd::AsRawFd;
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    let mut control = [0u64; 8]; // aligned room for the drop count and the offload's segment size
+                                 // SAFETY: a zeroed msghdr is valid; it then points at the live iovec and control buffer above.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = std::mem::size_of_val(&control) as _;
+    // SAFETY: recvmsg with the msghdr built above, whose buffers outlive the call.
+    let n = unsafe { libc::recvmsg(s.as_raw_fd(), &mut msg, 0) };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let mut drops = 0u64;
+    // SAFETY: the CMSG_* walk stays within msg_controllen as the kernel set it; the data of an
+    // SO_RXQ_OVFL message is one u32, read unaligned.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SO_RXQ_OVFL {
+                drops = u64::from(std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<u32>()));
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
+        }
+    }
+    Ok((n as usize, drops))
+}
+
+/// The buffers the socket has dropped, from SO_MEMINFO (None if the kernel does not say).
+fn socket_drops(s: &UdpSocket) -> Option<u64> {
+    use std::os::fd::AsRawFd;
+    let mut info = [0u32; 16]; // SK_MEMINFO_VARS is 9 today; room for more
+    let mut len = std::mem::size_of_val(&info) as libc::socklen_t;
+    // SAFETY: getsockopt into a live u32 array whose size is passed.
+    let rc = unsafe {
+        libc::getsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_MEMINFO,
+            info.as_mut_ptr().cast(),
+            &mut len,
+        )
+    };
+    let idx = libc::SK_MEMINFO_DROPS as usize;
+    (rc == 0 && len as usize > idx * 4).then(|| u64::from(info[idx]))
+}
+
 /// UDP segmentation offload: every send of several datagram-sized pieces leaves as that many datagrams.
 /// False where the kernel does not offer it (then datagrams are sent one by one).
 fn enable_gso(s: &UdpSocket, len: usize) -> bool {
@@ -336,7 +404,8 @@ fn send_end_marks(s: &UdpStream, sent: u64) {
 
 /// What one read of a receiving socket gave.
 enum Received {
-    Bytes(usize),
+    /// A read of this many bytes, and the socket's drop count the kernel stamped on its buffer.
+    Bytes(usize, u64),
     /// Nothing yet (timeout, interrupt, an ICMP error for a datagram this end sent): read again.
     Again,
     /// Halting and nothing more is queued.
@@ -345,8 +414,8 @@ enum Received {
 }
 
 fn receive(s: &UdpStream, buf: &mut [u8], halting: bool) -> Received {
-    match s.socket.recv(buf) {
-        Ok(n) => Received::Bytes(n),
+    match recv_counted(&s.socket, buf) {
+        Ok((n, drops)) => Received::Bytes(n, drops),
         Err(_) if halting => Received::Done,
         Err(e)
             if matches!(
@@ -410,6 +479,7 @@ fn receive_stream(
     });
     let gro = enable_gro(&s.socket);
     o.offload = gro;
+    let counted = set_sock_opt(&s.socket, libc::SO_RXQ_OVFL, 1);
     let mut buf = vec![0u8; if gro { 65_536 } else { p.length.max(HEADER) + 1 }];
     let _ = s.socket.set_read_timeout(Some(Duration::from_millis(20)));
     let mut sent: Option<u64> = None;
@@ -434,7 +504,12 @@ fn receive_stream(
             break;
         }
         let n = match receive(s, &mut buf, halting) {
-            Received::Bytes(n) => n,
+            Received::Bytes(n, drops) => {
+                if counted {
+                    rx.on_socket_drops(drops);
+                }
+                n
+            }
             Received::Again => continue,
             Received::Done => break,
             Received::Failed(e) => {
@@ -468,7 +543,14 @@ fn receive_stream(
         }
         c.bytes.store(o.bytes, Relaxed);
     }
-    o.udp = Some(rx.stats(sent));
+    let drops = counted.then(|| socket_drops(&s.socket)).flatten();
+    if let Some(d) = drops {
+        rx.on_socket_drops(d);
+    }
+    o.udp = Some(UdpStats {
+        socket_drops: drops,
+        ..rx.stats(sent)
+    });
     c.finished.store(true, Relaxed);
     o
 }

@@ -442,6 +442,8 @@ fn remote_udp(t: &landspeed_iperf3::results::StreamResult) -> landspeed_core::ud
         out_of_order: 0,
         duplicates: 0,
         jitter_ms: t.jitter_s * 1000.0,
+        socket_drops: None,
+        lost_in_receiver: None,
     }
 }
 

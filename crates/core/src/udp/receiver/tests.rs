@@ -65,3 +65,38 @@ fn a_long_gap_clears_the_duplicate_window() {
     let st = r.stats(Some(200_001));
     assert_eq!((st.out_of_order, st.duplicates, st.datagrams_received), (2, 1, 4));
 }
+
+#[test]
+fn gaps_after_a_socket_drop_are_the_hosts_and_the_others_the_paths() {
+    let mut r = UdpReceiver::default();
+    r.on_socket_drops(0);
+    for s in 0..10 {
+        r.on_datagram(h(s, 0), 0, 100);
+    }
+    // The buffer holding 15..=19 came after two dropped buffers (seq 10..=14).
+    r.on_socket_drops(2);
+    for s in 15..20 {
+        r.on_datagram(h(s, 0), 0, 100);
+    }
+    // A gap with no new drop (20..=22) was lost before the host.
+    r.on_socket_drops(2);
+    for s in 23..30 {
+        r.on_datagram(h(s, 0), 0, 100);
+    }
+    // Drops after the last buffer read take the tail (30..=39 of 40 sent).
+    r.on_socket_drops(3);
+    let st = r.stats(Some(40));
+    assert_eq!(st.datagrams_lost, 5 + 3 + 10);
+    assert_eq!(st.lost_in_receiver, Some(5 + 10));
+}
+
+#[test]
+fn without_drop_counts_the_split_is_unknown() {
+    let mut r = UdpReceiver::default();
+    for s in [0, 1, 5] {
+        r.on_datagram(h(s, 0), 0, 100);
+    }
+    let st = r.stats(Some(6));
+    assert_eq!(st.datagrams_lost, 3);
+    assert_eq!(st.lost_in_receiver, None);
+}
