@@ -471,26 +471,30 @@ fn receive_stream(
     t0: Instant,
 ) -> Outcome {
     let mut o = Outcome::default();
-    let mut rx = UdpReceiver::default();
-    let mut check = p.verify.then(|| Check {
-        verifier: Verifier::new(&p.pattern, p.length),
+    let mut inbox = Inbox {
+        rx: UdpReceiver::default(),
+        check: p.verify.then(|| Check {
+            verifier: Verifier::new(&p.pattern, p.length),
+            length: p.length,
+            last_bad: None,
+        }),
+        format: u.format,
         length: p.length,
-        last_bad: None,
-    });
+        sent: None,
+        marked: None,
+    };
     let gro = enable_gro(&s.socket);
     o.offload = gro;
     let counted = set_sock_opt(&s.socket, libc::SO_RXQ_OVFL, 1);
     let mut buf = vec![0u8; if gro { 65_536 } else { p.length.max(HEADER) + 1 }];
     let _ = s.socket.set_read_timeout(Some(Duration::from_millis(20)));
-    let mut sent: Option<u64> = None;
-    let mut marked: Option<Instant> = None;
     let mut last_progress = Instant::now();
     loop {
         if flags.abort.load(Relaxed) {
             o.error = Some("test aborted".into());
             break;
         }
-        if marked.is_some_and(|m| m.elapsed() > DRAIN) {
+        if inbox.marked.is_some_and(|m| m.elapsed() > DRAIN) {
             break;
         }
         // Halting: count what has already arrived, then stop.
@@ -506,7 +510,7 @@ fn receive_stream(
         let n = match receive(s, &mut buf, halting) {
             Received::Bytes(n, drops) => {
                 if counted {
-                    rx.on_socket_drops(drops);
+                    inbox.rx.on_socket_drops(drops);
                 }
                 n
             }
@@ -519,38 +523,60 @@ fn receive_stream(
         };
         let now = Instant::now();
         last_progress = now;
-        // With receive offload one read may hold several datagrams of the stream's size.
-        let seg = if n > p.length { p.length } else { n.max(1) };
-        for d in buf[..n].chunks(seg) {
-            let Some(h) = read_header(u.format, d) else {
+        inbox.take(&buf[..n], s.id, now.saturating_duration_since(t0), now, &mut o);
+        c.bytes.store(o.bytes, Relaxed);
+    }
+    let drops = counted.then(|| socket_drops(&s.socket)).flatten();
+    if let Some(d) = drops {
+        inbox.rx.on_socket_drops(d);
+    }
+    o.udp = Some(UdpStats {
+        socket_drops: drops,
+        ..inbox.rx.stats(inbox.sent)
+    });
+    c.finished.store(true, Relaxed);
+    o
+}
+
+/// A receiving stream's accounting and check, fed one read at a time.
+struct Inbox {
+    rx: UdpReceiver,
+    check: Option<Check>,
+    format: UdpFormat,
+    /// The stream's datagram size.
+    length: usize,
+    /// What the sender's end mark says it sent, and when the first mark came.
+    sent: Option<u64>,
+    marked: Option<Instant>,
+}
+
+impl Inbox {
+    /// Accounts one read (with receive offload, several datagrams of the stream's size).
+    fn take(&mut self, read: &[u8], id: u32, since_start: Duration, now: Instant, o: &mut Outcome) {
+        let seg = if read.len() > self.length {
+            self.length
+        } else {
+            read.len().max(1)
+        };
+        for d in read.chunks(seg) {
+            let Some(h) = read_header(self.format, d) else {
                 continue;
             };
-            if h.seq == END_MARK && u.format == UdpFormat::Landspeed {
-                sent = Some(h.sent_ns);
-                marked.get_or_insert(now);
+            if h.seq == END_MARK && self.format == UdpFormat::Landspeed {
+                self.sent = Some(h.sent_ns);
+                self.marked.get_or_insert(now);
                 continue;
             }
-            if !rx.on_datagram(h, now.saturating_duration_since(t0).as_nanos() as u64, d.len()) {
+            if !self.rx.on_datagram(h, since_start.as_nanos() as u64, d.len()) {
                 continue;
             }
             o.bytes += d.len() as u64;
             o.calls += 1;
             o.first.get_or_insert(now);
             o.last = Some(now);
-            if let Some(v) = check.as_mut() {
-                v.datagram(s.id, h.seq, d, &mut o);
+            if let Some(v) = self.check.as_mut() {
+                v.datagram(id, h.seq, d, o);
             }
         }
-        c.bytes.store(o.bytes, Relaxed);
     }
-    let drops = counted.then(|| socket_drops(&s.socket)).flatten();
-    if let Some(d) = drops {
-        rx.on_socket_drops(d);
-    }
-    o.udp = Some(UdpStats {
-        socket_drops: drops,
-        ..rx.stats(sent)
-    });
-    c.finished.store(true, Relaxed);
-    o
 }
