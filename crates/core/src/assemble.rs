@@ -479,6 +479,13 @@ fn endpoint_summary(role: &str, spec: &TestSpec, r: &EndpointReport) -> Endpoint
         host: r.host.clone(),
         window,
         interface,
+        kernel_counters: r.kernel_counters.clone(),
+        tcp_info_retransmits: r
+            .streams
+            .iter()
+            .filter(|s| s.role == Role::Sender)
+            .filter_map(|s| s.tcp.as_ref().map(|t| t.retransmits))
+            .reduce(|a, b| a + b),
         threads: r.threads,
         cpus_pinned: r.cpus_pinned.clone(),
         elapsed_s: r.elapsed_s,

@@ -297,6 +297,10 @@ pub struct EndpointReport {
     pub host: HostInfo,
     /// The interface's counters over the test, when known.
     pub interface: Option<InterfaceCounters>,
+    /// The kernel's protocol counters over the test, host-wide (`netstat::COUNTERS`, as
+    /// `Table.Name` → growth); empty from older peers.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub kernel_counters: std::collections::BTreeMap<String, u64>,
     /// Seconds from this end's start to the end of its last stream.
     pub elapsed_s: f64,
     /// Worker threads.

@@ -12,6 +12,7 @@ pub mod config;
 pub mod cpu_bound;
 pub mod endpoint;
 pub mod files;
+pub mod netstat;
 pub mod path;
 pub mod payload;
 pub mod protocol;

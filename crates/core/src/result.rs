@@ -276,7 +276,7 @@ pub struct IntervalStream {
 }
 
 /// One end of the test as the result shows it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct EndpointSummary {
     /// `client` or `server`.
     pub role: String,
@@ -290,6 +290,13 @@ pub struct EndpointSummary {
     pub window: WindowSummary,
     /// The interface's counters over the test, when known.
     pub interface: Option<InterfaceSummary>,
+    /// The kernel's protocol counters over the test, host-wide (docs/metrics.md); empty from older peers.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub kernel_counters: std::collections::BTreeMap<String, u64>,
+    /// Retransmitted segments this end's own TCP senders counted (TCP_INFO), to set beside the
+    /// kernel's host-wide `Tcp.RetransSegs`; None when this end sent no TCP.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp_info_retransmits: Option<u64>,
     /// Its worker threads.
     pub threads: u32,
     /// The CPUs its workers were pinned to.

@@ -241,6 +241,17 @@ fn interrupts_total() -> u64 {
         .unwrap_or(0)
 }
 
+/// The kernel's protocol counters now (/proc/net/snmp, /proc/net/netstat and /proc/net/snmp6 of this
+/// process's network namespace), as `Table.Name`; empty where /proc does not have them.
+pub fn kernel_counters() -> std::collections::BTreeMap<String, u64> {
+    let text: String = ["/proc/net/snmp", "/proc/net/netstat", "/proc/net/snmp6"]
+        .iter()
+        .filter_map(|f| std::fs::read_to_string(f).ok())
+        .collect::<Vec<_>>()
+        .join("\n");
+    landspeed_core::netstat::parse(&text)
+}
+
 /// Interface and interrupt counters at one instant.
 #[derive(Debug, Clone)]
 pub struct NetSnapshot {

@@ -110,6 +110,8 @@ pub struct EngineOutput {
     pub cpu: CpuTimes,
     /// The interface's counters over the run, when known.
     pub interface: Option<InterfaceCounters>,
+    /// The kernel's protocol counters over the run (host-wide).
+    pub kernel_counters: std::collections::BTreeMap<String, u64>,
     /// Worker threads used.
     pub threads: u32,
     /// Each worker thread's CPU time.
@@ -200,6 +202,7 @@ impl EngineOutput {
                 ..crate::host::host_info()
             },
             interface: self.interface.clone(),
+            kernel_counters: self.kernel_counters.clone(),
             elapsed_s: self.elapsed_s,
             threads: self.threads,
             cpus_pinned,
@@ -225,6 +228,7 @@ pub fn run<X: Send>(transport: &dyn Transport, p: &EngineParams, mut w: Wiring<'
     let groups = transport.groups(p);
     let cpu0 = CpuSnapshot::take();
     let net0 = w.interface.and_then(NetSnapshot::take);
+    let kernel0 = crate::host::kernel_counters();
     let t0 = Instant::now();
     let flags = w.flags;
     let mut outcomes: Vec<Option<Outcome>> = metas.iter().map(|_| None).collect();
@@ -270,6 +274,7 @@ pub fn run<X: Send>(transport: &dyn Transport, p: &EngineParams, mut w: Wiring<'
         elapsed_s,
         cpu: cpu0.until(&CpuSnapshot::take()),
         interface: net0.map(|n| n.until_now()),
+        kernel_counters: landspeed_core::netstat::deltas(&kernel0, &crate::host::kernel_counters()),
         threads: groups.len() as u32,
         workers,
         samples,

@@ -175,11 +175,48 @@ fn endpoint(out: &mut String, e: &EndpointSummary) {
             i.interrupts_per_s
         );
     }
+    if let Some(line) = kernel_counters(e) {
+        let _ = writeln!(out, "{line}");
+    }
     let _ = writeln!(
         out,
         "  {:<7} {} threads on {}, {}",
         e.role, e.threads, e.host.hostname, e.host.kernel
     );
+}
+
+/// The kernel's own counters that moved during the test (host-wide), with TCP's retransmissions set
+/// beside what this end's sockets counted and a word on why they may differ.
+fn kernel_counters(e: &EndpointSummary) -> Option<String> {
+    let moved: Vec<String> = e
+        .kernel_counters
+        .iter()
+        .filter(|(name, v)| **v > 0 && !["Tcp.OutSegs", "Tcp.InSegs"].contains(&name.as_str()))
+        .filter(|(name, _)| !name.ends_with("Datagrams"))
+        .map(|(name, v)| format!("{name} {v}"))
+        .collect();
+    let retrans = e.kernel_counters.get("Tcp.RetransSegs").copied();
+    let mut line = format!("  {:<7} kernel counters (host-wide, /proc/net): ", e.role);
+    line += &if moved.is_empty() {
+        "no drops, errors or retransmissions".to_string()
+    } else {
+        moved.join(", ")
+    };
+    if let (Some(k), Some(own)) = (retrans, e.tcp_info_retransmits) {
+        line += &match k.cmp(&own) {
+            std::cmp::Ordering::Equal => format!("; retransmissions agree with TCP_INFO ({own})"),
+            std::cmp::Ordering::Greater => format!(
+                "; TCP_INFO counted {own} retransmissions on this test's sockets: the other {} were other \
+                 connections on this host (or both ends share it)",
+                k - own
+            ),
+            std::cmp::Ordering::Less => format!(
+                "; TCP_INFO counted {own} retransmissions, more than the host's {k}: the counters are \
+                 another network namespace's"
+            ),
+        };
+    }
+    (!e.kernel_counters.is_empty()).then_some(line)
 }
 
 /// A disk-to-disk test: the file's verdict, then the three rates side by side.
@@ -465,4 +502,40 @@ fn measured_vs_predicted(r: &RunResult) -> Option<String> {
         r.summary.throughput_bps / lower * 100.0,
         if lower < window { "the link" } else { "the window bound" }
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn end(counters: &[(&str, u64)], own: Option<u64>) -> EndpointSummary {
+        EndpointSummary {
+            role: "client".into(),
+            kernel_counters: counters.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+            tcp_info_retransmits: own,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn kernel_counters_say_whether_the_hosts_retransmissions_are_the_tests() {
+        let line = |c: &[(&str, u64)], own| kernel_counters(&end(c, own)).unwrap();
+        let agree = line(&[("Tcp.RetransSegs", 5), ("Tcp.OutSegs", 900)], Some(5));
+        assert!(
+            agree.contains("Tcp.RetransSegs 5") && agree.contains("agree with TCP_INFO (5)"),
+            "{agree}"
+        );
+        assert!(!agree.contains("OutSegs"), "totals are left out: {agree}");
+        let more = line(&[("Tcp.RetransSegs", 9)], Some(5));
+        assert!(more.contains("the other 4 were other connections"), "{more}");
+        let fewer = line(&[("Tcp.RetransSegs", 2)], Some(5));
+        assert!(fewer.contains("another network namespace"), "{fewer}");
+        let quiet = line(&[("Udp.InDatagrams", 7), ("Udp.RcvbufErrors", 0)], None);
+        assert!(quiet.ends_with("no drops, errors or retransmissions"), "{quiet}");
+        assert_eq!(
+            kernel_counters(&end(&[], Some(1))),
+            None,
+            "an older peer sends none"
+        );
+    }
 }

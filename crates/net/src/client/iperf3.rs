@@ -375,6 +375,7 @@ fn remote_report(
         workers: vec![],
         host: HostInfo::default(),
         interface: None,
+        kernel_counters: Default::default(),
         elapsed_s: wall,
         threads: 1,
         cpus_pinned: None,
