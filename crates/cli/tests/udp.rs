@@ -101,6 +101,14 @@ fn loss_in_a_full_receive_buffer_is_put_in_the_receiving_host() {
     // The kernel's own count of full-buffer drops (host-wide, in buffers) saw them too.
     let k = &r["remote"]["kernel_counters"];
     assert!(k["Udp.RcvbufErrors"].as_u64().unwrap() > 0, "{k}");
+    // Wire against data: on loopback both ends count on `lo`, and a UDP test has no TCP efficiency.
+    let w = &r["local"]["wire"];
+    assert_eq!(w["shared"], "loopback", "{w}");
+    assert!(
+        w["wire_bytes_out"].as_u64().unwrap() >= w["app_bytes_out"].as_u64().unwrap(),
+        "{w}"
+    );
+    assert!(w["tcp_efficiency_pct"].is_null(), "{w}");
     let p = s.port.to_string();
     let args = [
         "run",

@@ -479,6 +479,7 @@ fn endpoint_summary(role: &str, spec: &TestSpec, r: &EndpointReport) -> Endpoint
         host: r.host.clone(),
         window,
         interface,
+        wire: wire_summary(r),
         kernel_counters: r.kernel_counters.clone(),
         tcp_info_retransmits: r
             .streams
@@ -490,6 +491,51 @@ fn endpoint_summary(role: &str, spec: &TestSpec, r: &EndpointReport) -> Endpoint
         cpus_pinned: r.cpus_pinned.clone(),
         elapsed_s: r.elapsed_s,
     }
+}
+
+/// The most header bytes one packet can carry beyond its payload (Ethernet, IPv6 with options, TCP with
+/// options): more per packet than this means other traffic shared the interface.
+const MAX_HEADER_BYTES: f64 = 200.0;
+
+/// One end's interface bytes against its application bytes, and RFC 6349's TCP efficiency from the
+/// kernel's segment counters.
+fn wire_summary(r: &EndpointReport) -> Option<crate::result::WireSummary> {
+    let i = r.interface.as_ref()?;
+    let app = |role: Role| {
+        r.streams
+            .iter()
+            .filter(|s| s.role == role)
+            .map(|s| s.bytes)
+            .sum::<u64>()
+    };
+    let (out, inn) = (app(Role::Sender), app(Role::Receiver));
+    let per_packet =
+        (out > 0 && i.tx_packets > 0).then(|| (i.tx_bytes as f64 - out as f64) / i.tx_packets as f64);
+    let k = |n: &str| r.kernel_counters.get(n).copied();
+    // Only for TCP tests: a UDP test's segments are its control connection's.
+    let tcp = r.streams.iter().any(|s| s.tcp.is_some());
+    let efficiency = match (k("Tcp.OutSegs"), k("Tcp.RetransSegs")) {
+        (Some(sent), Some(re)) if sent > 0 && tcp => {
+            Some(sent.saturating_sub(re) as f64 * 100.0 / sent as f64)
+        }
+        _ => None,
+    };
+    let shared = if i.name == "lo" {
+        Some("loopback".to_string())
+    } else if per_packet.is_some_and(|p| !(0.0..=MAX_HEADER_BYTES).contains(&p)) || i.rx_bytes < inn {
+        Some("other traffic".to_string())
+    } else {
+        None
+    };
+    Some(crate::result::WireSummary {
+        app_bytes_out: out,
+        app_bytes_in: inn,
+        wire_bytes_out: i.tx_bytes,
+        wire_bytes_in: i.rx_bytes,
+        overhead_bytes_per_packet: per_packet,
+        tcp_efficiency_pct: efficiency,
+        shared,
+    })
 }
 
 /// Verification totals, the first corruption, and whether every packet carried different data.
@@ -799,7 +845,7 @@ fn file_result(inp: &Inputs, summary: &Summary) -> Option<crate::files::FileTran
 pub(crate) mod tests {
     use super::*;
     use crate::config::Direction;
-    use crate::endpoint::{CpuTimes, StreamSample};
+    use crate::endpoint::{CpuTimes, InterfaceCounters, StreamSample};
     use std::time::Duration;
 
     /// A stream report with these figures (other modules' tests build theirs here too).
@@ -856,6 +902,42 @@ pub(crate) mod tests {
                     .collect(),
             })
             .collect()
+    }
+
+    #[test]
+    fn wire_bytes_are_set_against_the_data_and_shared_interfaces_are_named() {
+        let f = Flow::ClientToServer;
+        let tcp_stream = StreamReport {
+            tcp: Some(Default::default()),
+            ..sr(0, f, Role::Sender, 1_000_000, 0, 0.0, 1.0)
+        };
+        let mut r = EndpointReport {
+            streams: vec![tcp_stream],
+            interface: Some(InterfaceCounters {
+                name: "eth0".into(),
+                tx_packets: 1000,
+                tx_bytes: 1_066_000,
+                rx_bytes: 40_000,
+                ..Default::default()
+            }),
+            kernel_counters: [("Tcp.OutSegs", 1000), ("Tcp.RetransSegs", 10)]
+                .map(|(k, v)| (k.to_string(), v))
+                .into(),
+            ..Default::default()
+        };
+        let w = wire_summary(&r).unwrap();
+        assert_eq!((w.app_bytes_out, w.wire_bytes_out), (1_000_000, 1_066_000));
+        assert_eq!(w.overhead_bytes_per_packet, Some(66.0));
+        assert_eq!(w.tcp_efficiency_pct, Some(99.0));
+        assert_eq!(w.shared, None);
+        r.interface.as_mut().unwrap().tx_bytes = 2_000_000; // 1 kB per packet beyond the data
+        assert_eq!(wire_summary(&r).unwrap().shared.as_deref(), Some("other traffic"));
+        r.interface.as_mut().unwrap().name = "lo".into();
+        assert_eq!(wire_summary(&r).unwrap().shared.as_deref(), Some("loopback"));
+        r.streams[0].tcp = None; // a UDP test: the segments are its control connection's
+        assert_eq!(wire_summary(&r).unwrap().tcp_efficiency_pct, None);
+        r.interface = None;
+        assert_eq!(wire_summary(&r), None);
     }
 
     #[test]

@@ -293,6 +293,9 @@ pub struct EndpointSummary {
     /// The kernel's protocol counters over the test, host-wide (docs/metrics.md); empty from older peers.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub kernel_counters: std::collections::BTreeMap<String, u64>,
+    /// The interface's bytes against this end's application bytes (None without interface counters).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wire: Option<WireSummary>,
     /// Retransmitted segments this end's own TCP senders counted (TCP_INFO), to set beside the
     /// kernel's host-wide `Tcp.RetransSegs`; None when this end sent no TCP.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -369,6 +372,27 @@ pub struct InterfaceSummary {
     pub interrupts: u64,
     /// Interrupts per second.
     pub interrupts_per_s: f64,
+}
+
+/// What went over one end's interface against what its application moved (docs/metrics.md).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct WireSummary {
+    /// Payload bytes this end's senders wrote and its receivers read.
+    pub app_bytes_out: u64,
+    /// Payload bytes this end's receivers read.
+    pub app_bytes_in: u64,
+    /// Bytes the interface sent and received over the test.
+    pub wire_bytes_out: u64,
+    /// Bytes the interface received.
+    pub wire_bytes_in: u64,
+    /// Bytes on the interface beyond the data this end sent, per packet sent (headers, retransmissions,
+    /// ACKs), when it sent data.
+    pub overhead_bytes_per_packet: Option<f64>,
+    /// RFC 6349's TCP efficiency from the kernel's counters: (segments sent − retransmitted) ÷ sent, %.
+    pub tcp_efficiency_pct: Option<f64>,
+    /// Why the interface's counts are not this test's alone, if they are not: "loopback" (both ends
+    /// count on it) or "other traffic" (more bytes than any header stack explains).
+    pub shared: Option<String>,
 }
 
 /// `1970-01-01T00:00:00Z`-style UTC time for a Unix timestamp (no time-zone database needed).

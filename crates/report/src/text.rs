@@ -175,6 +175,9 @@ fn endpoint(out: &mut String, e: &EndpointSummary) {
             i.interrupts_per_s
         );
     }
+    if let Some(w) = &e.wire {
+        let _ = writeln!(out, "{}", wire_line(&e.role, w));
+    }
     if let Some(line) = kernel_counters(e) {
         let _ = writeln!(out, "{line}");
     }
@@ -183,6 +186,33 @@ fn endpoint(out: &mut String, e: &EndpointSummary) {
         "  {:<7} {} threads on {}, {}",
         e.role, e.threads, e.host.hostname, e.host.kernel
     );
+}
+
+/// The interface's bytes against the application's, and RFC 6349's TCP efficiency.
+fn wire_line(role: &str, w: &landspeed_core::result::WireSummary) -> String {
+    let mut line = format!(
+        "  {role:<7} wire: {} out for {} of data, {} in for {}",
+        Bytes(w.wire_bytes_out),
+        Bytes(w.app_bytes_out),
+        Bytes(w.wire_bytes_in),
+        Bytes(w.app_bytes_in)
+    );
+    if let Some(p) = w.overhead_bytes_per_packet {
+        line += &format!(" ({p:.0} B per packet sent beyond the data)");
+    }
+    if let Some(e) = w.tcp_efficiency_pct {
+        line += &format!("; TCP efficiency (RFC 6349, host-wide segments) {e:.3}%");
+    }
+    match w.shared.as_deref() {
+        Some("loopback") => {
+            line += "; loopback: both ends count on this interface, so these are not one end's"
+        }
+        Some(other) => {
+            line += &format!("; {other} shared the interface: these counts are not this test's alone")
+        }
+        None => {}
+    }
+    line
 }
 
 /// The kernel's own counters that moved during the test (host-wide), with TCP's retransmissions set
@@ -515,6 +545,36 @@ mod tests {
             tcp_info_retransmits: own,
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn the_wire_line_says_when_the_interface_is_not_this_tests_alone() {
+        let w = landspeed_core::result::WireSummary {
+            app_bytes_out: 1 << 30,
+            wire_bytes_out: (1 << 30) + 66 * 1000,
+            overhead_bytes_per_packet: Some(66.0),
+            tcp_efficiency_pct: Some(99.5),
+            ..Default::default()
+        };
+        let alone = wire_line("client", &w);
+        assert!(
+            alone.contains("66 B per packet") && alone.contains("99.500%"),
+            "{alone}"
+        );
+        assert!(
+            !alone.contains("shared") && !alone.contains("loopback"),
+            "{alone}"
+        );
+        let lo = landspeed_core::result::WireSummary {
+            shared: Some("loopback".into()),
+            ..w.clone()
+        };
+        assert!(wire_line("client", &lo).contains("loopback: both ends count"));
+        let busy = landspeed_core::result::WireSummary {
+            shared: Some("other traffic".into()),
+            ..w
+        };
+        assert!(wire_line("client", &busy).contains("other traffic shared the interface"));
     }
 
     #[test]
