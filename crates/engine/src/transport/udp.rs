@@ -174,27 +174,14 @@ impl Transport for Udp<'_> {
     }
 }
 
-fn set_udp_opt(s: &UdpSocket, opt: libc::c_int, v: libc::c_int) -> bool {
+/// An int socket option at `level` (SOL_UDP, SOL_SOCKET); false when the kernel refuses it.
+fn set_int_opt(s: &UdpSocket, level: libc::c_int, opt: libc::c_int, v: libc::c_int) -> bool {
     use std::os::fd::AsRawFd;
     // SAFETY: setsockopt with a pointer to a c_int of the size passed.
     unsafe {
         libc::setsockopt(
             s.as_raw_fd(),
-            libc::SOL_UDP,
-            opt,
-            (&v as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        ) == 0
-    }
-}
-
-fn set_sock_opt(s: &UdpSocket, opt: libc::c_int, v: libc::c_int) -> bool {
-    use std::os::fd::AsRawFd;
-    // SAFETY: setsockopt with a pointer to a c_int of the size passed.
-    unsafe {
-        libc::setsockopt(
-            s.as_raw_fd(),
-            libc::SOL_SOCKET,
+            level,
             opt,
             (&v as *const libc::c_int).cast(),
             std::mem::size_of::<libc::c_int>() as libc::socklen_t,
@@ -259,12 +246,12 @@ fn socket_drops(s: &UdpSocket) -> Option<u64> {
 /// UDP segmentation offload: every send of several datagram-sized pieces leaves as that many datagrams.
 /// False where the kernel does not offer it (then datagrams are sent one by one).
 fn enable_gso(s: &UdpSocket, len: usize) -> bool {
-    len <= 65_000 && set_udp_opt(s, libc::UDP_SEGMENT, len as libc::c_int)
+    len <= 65_000 && set_int_opt(s, libc::SOL_UDP, libc::UDP_SEGMENT, len as libc::c_int)
 }
 
 /// UDP receive offload: the kernel may hand over several same-sized datagrams in one read.
 fn enable_gro(s: &UdpSocket) -> bool {
-    set_udp_opt(s, libc::UDP_GRO, 1)
+    set_int_opt(s, libc::SOL_UDP, libc::UDP_GRO, 1)
 }
 
 fn tight_timers() {
@@ -485,7 +472,7 @@ fn receive_stream(
     };
     let gro = enable_gro(&s.socket);
     o.offload = gro;
-    let counted = set_sock_opt(&s.socket, libc::SO_RXQ_OVFL, 1);
+    let counted = set_int_opt(&s.socket, libc::SOL_SOCKET, libc::SO_RXQ_OVFL, 1);
     let mut buf = vec![0u8; if gro { 65_536 } else { p.length.max(HEADER) + 1 }];
     let _ = s.socket.set_read_timeout(Some(Duration::from_millis(20)));
     let mut last_progress = Instant::now();
