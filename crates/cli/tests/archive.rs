@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{landspeed, ServerProc};
+use common::{landspeed, run_text, ServerProc};
 use std::time::Duration;
 
 fn db(name: &str) -> String {
@@ -133,20 +133,9 @@ fn runs_go_to_a_shared_postgres_archive_and_come_back() {
     let Some(pg) = PgScratch::new() else { return };
     let url = pg.url();
     let s = ServerProc::start("127.0.0.1", &[]);
-    let p = s.port.to_string();
-    let o = landspeed(
-        &[
-            "run",
-            "127.0.0.1",
-            "-p",
-            &p,
-            "-n",
-            "4M",
-            "--tag",
-            "shared",
-            "--db",
-            &url,
-        ],
+    let o = run_text(
+        s.port,
+        &["-n", "4M", "--tag", "shared", "--db", &url],
         Duration::from_secs(30),
     );
     assert_eq!(o.code, 0, "{}", o.stderr);

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{landspeed, ServerProc};
+use common::{landspeed, run_text, ServerProc};
 use serde_json::Value;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -41,20 +41,11 @@ fn uploads_and_downloads_arrive_byte_identical_with_disk_and_network_rates() {
     std::fs::write(d.join("client/up.bin"), &original).unwrap();
     let srv = d.join("server").display().to_string();
     let s = ServerProc::start("127.0.0.1", &["--files", &srv]);
-    let p = s.port.to_string();
     let local = d.join("client/up.bin").display().to_string();
 
-    let o = landspeed(
-        &[
-            "run",
-            "127.0.0.1",
-            "-p",
-            &p,
-            "--send-file",
-            &local,
-            "--json",
-            "--no-save",
-        ],
+    let o = run_text(
+        s.port,
+        &["--send-file", &local, "--json", "--no-save"],
         Duration::from_secs(60),
     );
     assert_eq!(o.code, 0, "{}", o.stderr);
@@ -78,12 +69,9 @@ fn uploads_and_downloads_arrive_byte_identical_with_disk_and_network_rates() {
     // Download it again under another name, into a directory.
     std::fs::rename(d.join("server/up.bin"), d.join("server/down.bin")).unwrap();
     let into = d.join("client").display().to_string();
-    let o = landspeed(
+    let o = run_text(
+        s.port,
         &[
-            "run",
-            "127.0.0.1",
-            "-p",
-            &p,
             "-R",
             "--recv-file",
             &into,
@@ -186,19 +174,9 @@ fn file_tests_are_refused_where_they_cannot_be_done_safely() {
     // A name with a path in it never leaves the client.
     let srv = d.join("server").display().to_string();
     let s = ServerProc::start("127.0.0.1", &["--files", &srv]);
-    let p = s.port.to_string();
-    let o = landspeed(
-        &[
-            "run",
-            "127.0.0.1",
-            "-p",
-            &p,
-            "--send-file",
-            &local,
-            "--remote-file",
-            "../escape",
-            "--no-save",
-        ],
+    let o = run_text(
+        s.port,
+        &["--send-file", &local, "--remote-file", "../escape", "--no-save"],
         Duration::from_secs(20),
     );
     assert_ne!(o.code, 0);
@@ -206,12 +184,9 @@ fn file_tests_are_refused_where_they_cannot_be_done_safely() {
     assert!(!d.join("escape").exists());
     // A missing file on the server is a refusal that names it.
     let into = d.join("client").display().to_string();
-    let o = landspeed(
+    let o = run_text(
+        s.port,
         &[
-            "run",
-            "127.0.0.1",
-            "-p",
-            &p,
             "-R",
             "--recv-file",
             &into,
@@ -224,18 +199,9 @@ fn file_tests_are_refused_where_they_cannot_be_done_safely() {
     assert_eq!(o.code, 1, "{}", o.stderr);
     assert!(o.stderr.contains("none.bin"), "{}", o.stderr);
     // One stream only.
-    let o = landspeed(
-        &[
-            "run",
-            "127.0.0.1",
-            "-p",
-            &p,
-            "--send-file",
-            &local,
-            "-P",
-            "2",
-            "--no-save",
-        ],
+    let o = run_text(
+        s.port,
+        &["--send-file", &local, "-P", "2", "--no-save"],
         Duration::from_secs(20),
     );
     assert_ne!(o.code, 0);
@@ -254,19 +220,10 @@ fn a_directory_is_sent_file_by_file() {
     std::fs::write(d.join("client/set/sub/c.bin"), b"x").unwrap();
     let srv = d.join("server").display().to_string();
     let s = ServerProc::start("127.0.0.1", &["--files", &srv]);
-    let p = s.port.to_string();
     let set = d.join("client/set").display().to_string();
-    let o = landspeed(
-        &[
-            "run",
-            "127.0.0.1",
-            "-p",
-            &p,
-            "--send-file",
-            &set,
-            "--json-stream",
-            "--no-save",
-        ],
+    let o = run_text(
+        s.port,
+        &["--send-file", &set, "--json-stream", "--no-save"],
         Duration::from_secs(60),
     );
     assert_eq!(o.code, 0, "{}", o.stderr);
@@ -283,17 +240,9 @@ fn a_directory_is_sent_file_by_file() {
     assert_eq!(ends.len(), 2, "{}", o.stdout);
     assert!(ends.iter().all(|e| e["result"]["file"]["verified"] == true));
     // --json promises one document: refused for a directory.
-    let o = landspeed(
-        &[
-            "run",
-            "127.0.0.1",
-            "-p",
-            &p,
-            "--send-file",
-            &set,
-            "--json",
-            "--no-save",
-        ],
+    let o = run_text(
+        s.port,
+        &["--send-file", &set, "--json", "--no-save"],
         Duration::from_secs(20),
     );
     assert_eq!(o.code, 2, "{}", o.stderr);

@@ -132,19 +132,9 @@ fn warmup_is_left_out() {
 #[test]
 fn json_stream_lines_are_each_valid_json() {
     let s = ServerProc::start("127.0.0.1", &[]);
-    let p = s.port.to_string();
-    let o = landspeed(
-        &[
-            "run",
-            "127.0.0.1",
-            "-p",
-            &p,
-            "-t",
-            "1",
-            "-i",
-            "0.2",
-            "--json-stream",
-        ],
+    let o = run_text(
+        s.port,
+        &["-t", "1", "-i", "0.2", "--json-stream"],
         Duration::from_secs(30),
     );
     assert_eq!(o.code, 0, "{}", o.stderr);
@@ -186,19 +176,9 @@ fn text_report_has_table_and_totals() {
 #[test]
 fn a_warning_is_printed_once_on_stderr_and_once_in_the_report() {
     let s = ServerProc::start("127.0.0.1", &[]);
-    let p = s.port.to_string();
-    let o = landspeed(
-        &[
-            "run",
-            "127.0.0.1",
-            "-p",
-            &p,
-            "-t",
-            "0.5",
-            "-w",
-            "512M",
-            "--no-save",
-        ],
+    let o = run_text(
+        s.port,
+        &["-t", "0.5", "-w", "512M", "--no-save"],
         Duration::from_secs(30),
     );
     assert_eq!(o.code, 0, "{}", o.stderr);

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{landspeed, ServerProc};
+use common::{landspeed, run_text, ServerProc};
 use serde_json::Value;
 use std::time::Duration;
 
@@ -15,21 +15,9 @@ fn a_loopback_run_becomes_a_complete_record_document() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let db = dir.join("a.db").display().to_string();
-    let p = s.port.to_string();
-    let o = landspeed(
-        &[
-            "run",
-            "127.0.0.1",
-            "-p",
-            &p,
-            "-P",
-            "2",
-            "-t",
-            "2",
-            "--path",
-            "--db",
-            &db,
-        ],
+    let o = run_text(
+        s.port,
+        &["-P", "2", "-t", "2", "--path", "--db", &db],
         Duration::from_secs(60),
     );
     assert_eq!(o.code, 0, "{}", o.stderr);

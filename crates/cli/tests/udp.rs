@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{landspeed, run_json, ServerProc};
+use common::{landspeed, run_json, run_text, ServerProc};
 use std::time::Duration;
 
 fn udp(r: &serde_json::Value) -> &serde_json::Value {
@@ -109,22 +109,8 @@ fn loss_in_a_full_receive_buffer_is_put_in_the_receiving_host() {
         "{w}"
     );
     assert!(w["tcp_efficiency_pct"].is_null(), "{w}");
-    let p = s.port.to_string();
-    let args = [
-        "run",
-        "127.0.0.1",
-        "-p",
-        &p,
-        "-u",
-        "-b",
-        "10G",
-        "-w",
-        "64K",
-        "-t",
-        "1",
-        "--no-save",
-    ];
-    let o = landspeed(&args, Duration::from_secs(30));
+    let args = ["-u", "-b", "10G", "-w", "64K", "-t", "1", "--no-save"];
+    let o = run_text(s.port, &args, Duration::from_secs(30));
     assert!(
         o.stdout.contains("in the receiving host (socket buffer full"),
         "{}",

@@ -177,6 +177,14 @@ pub fn wait_for_line<R: std::io::Read>(out: R, needle: &str) -> BufReader<R> {
     }
 }
 
+/// `landspeed run 127.0.0.1 -p PORT ARGS` as a user types it (text output), with a hard timeout.
+pub fn run_text(port: u16, args: &[&str], timeout: Duration) -> Outcome {
+    let p = port.to_string();
+    let mut all = vec!["run", "127.0.0.1", "-p", &p];
+    all.extend_from_slice(args);
+    landspeed(&all, timeout)
+}
+
 /// `landspeed run HOST -p PORT ARGS --json`, asserting success, returning the parsed document.
 pub fn run_json(host: &str, port: u16, args: &[&str]) -> serde_json::Value {
     let p = port.to_string();
