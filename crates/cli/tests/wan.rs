@@ -80,18 +80,31 @@ fn down_ends_the_processes_left_in_its_namespaces() {
     let stubborn = exec("a", "trap '' TERM; sleep 600 & wait");
     let pids = [polite.id() as u64, stubborn.id() as u64];
     w.servers.extend([polite, stubborn]);
-    // Wait (bounded) until both have entered their namespaces: exec replaces `landspeed wan exec`.
+    // Wait (bounded) until both have entered their namespaces (exec replaces `landspeed wan exec`) and
+    // the stubborn shell ignores SIGTERM: its trap is set once its `sleep` child exists.
     let entered = |pid: u64| {
         std::fs::read_link(format!("/proc/{pid}/ns/net")).ok() != std::fs::read_link("/proc/self/ns/net").ok()
     };
-    let t = std::time::Instant::now();
-    while !pids.iter().all(|p| entered(*p)) {
-        assert!(
-            t.elapsed() < Duration::from_secs(10),
-            "processes never entered the namespaces"
-        );
-        std::thread::yield_now();
-    }
+    let has_child = |pid: u64| {
+        std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+            std::fs::read_to_string(e.path().join("stat"))
+                .ok()
+                .and_then(|st| {
+                    st.rsplit(')')
+                        .next()?
+                        .split_whitespace()
+                        .nth(1)?
+                        .parse::<u64>()
+                        .ok()
+                })
+                == Some(pid)
+        })
+    };
+    let ready = || pids.iter().all(|p| entered(*p)) && has_child(pids[1]);
+    assert!(
+        common::wait_until(Duration::from_secs(10), ready),
+        "processes never entered the namespaces"
+    );
     let down = landspeed(&["wan", "down", &w.name], Duration::from_secs(30));
     assert_eq!(down.code, 0, "{}", down.stderr);
     assert!(down.stdout.contains("ended"), "{}", down.stdout);
