@@ -116,6 +116,40 @@ fn counters_text(label: &str, c: &DirSnapshot) -> String {
     )
 }
 
+/// How late one direction's packets left against the delay they were given.
+fn lateness_text(label: &str, c: &DirSnapshot) -> String {
+    let l = &c.departure_lateness;
+    if l.packets == 0 {
+        return String::new();
+    }
+    let ms = |us: f64| {
+        if us < 1_000.0 {
+            format!("{us:.0}µs")
+        } else {
+            format!("{:.2}ms", us / 1e3)
+        }
+    };
+    let mut t = format!(
+        "  {label} on time: left late by p50 {}, p99 {}, p99.9 {}, max {} ({} packets)",
+        ms(l.p50_us),
+        ms(l.p99_us),
+        ms(l.p999_us),
+        ms(l.max_us),
+        l.packets
+    );
+    if !c.realtime {
+        t += "; not real-time (the kernel refused SCHED_FIFO: run as root or with CAP_SYS_NICE)";
+    }
+    if l.p99_us > LATE_US {
+        t += "; LATE: the forwarder is short of CPU or at its capacity, so the path's delay is not \
+              the setting (give it a core, or set --rate below what it forwards)";
+    }
+    t + "\n"
+}
+
+/// A p99 lateness above which `wan status` says the delay is not what was set.
+const LATE_US: f64 = 500.0;
+
 /// One emulator's status: running or not, its hosts, settings and counters.
 pub fn status_text(st: &Status) -> String {
     let state = if st.running {
@@ -127,7 +161,7 @@ pub fn status_text(st: &Status) -> String {
         )
     };
     format!(
-        "wan {}: {state}\n  host a: {} / {} ({})\n  host b: {} / {} ({})\n{}{}{}",
+        "wan {}: {state}\n  host a: {} / {} ({})\n  host b: {} / {} ({})\n{}{}{}{}{}",
         st.name,
         st.hosts.a.address,
         st.hosts.a.address6,
@@ -137,7 +171,9 @@ pub fn status_text(st: &Status) -> String {
         st.hosts.b.namespace,
         settings_text(&st.settings),
         counters_text("a->b", &st.a_to_b),
-        counters_text("b->a", &st.b_to_a)
+        counters_text("b->a", &st.b_to_a),
+        lateness_text("a->b", &st.a_to_b),
+        lateness_text("b->a", &st.b_to_a)
     )
 }
 
@@ -172,6 +208,15 @@ mod tests {
             a_to_b: DirSnapshot {
                 packets_forwarded: 10,
                 dropped_loss: 1,
+                departure_lateness: landspeed_wan::timing::LatenessSnapshot {
+                    packets: 10,
+                    p50_us: 10.0,
+                    p99_us: 120.0,
+                    p999_us: 120.0,
+                    max_us: 117.5,
+                    ..Default::default()
+                },
+                realtime: true,
                 ..DirSnapshot::default()
             },
             b_to_a: DirSnapshot::default(),
@@ -188,6 +233,23 @@ mod tests {
             t.contains("  a->b: 10 packets / 0 B forwarded; dropped 0 by queue, 1 by loss"),
             "{t}"
         );
+        assert!(
+            t.contains("  a->b on time: left late by p50 10µs, p99 120µs"),
+            "{t}"
+        );
+        assert!(!t.contains("b->a on time"), "no packets, no line: {t}");
+        assert!(!t.contains("LATE") && !t.contains("real-time"), "{t}");
+    }
+
+    #[test]
+    fn a_late_or_ordinary_forwarder_is_named() {
+        let mut st = status(true);
+        st.a_to_b.realtime = false;
+        st.a_to_b.departure_lateness.p99_us = 44_000.0;
+        let t = status_text(&st);
+        assert!(t.contains("p99 44.00ms"), "{t}");
+        assert!(t.contains("not real-time (the kernel refused SCHED_FIFO"), "{t}");
+        assert!(t.contains("LATE: the forwarder is short of CPU"), "{t}");
     }
 
     #[test]

@@ -14,6 +14,7 @@ pub mod model;
 pub mod netns;
 pub mod packet;
 pub mod settings;
+pub mod timing;
 
 pub use daemon::{Host, Hosts, State, Status, WanError};
 pub use settings::{PathSettings, Request};
