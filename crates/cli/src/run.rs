@@ -74,6 +74,7 @@ fn execute(
     } else {
         None
     };
+    let crossing = crate::wan::crossing();
     let outcome = if iperf3 {
         run_iperf3_client(&opts, false, &interrupt, &mut |ev| out.event(ev))
     } else {
@@ -88,6 +89,9 @@ fn execute(
     match outcome {
         Ok(mut r) => {
             r.path = path;
+            if let Some(e) = crossing.and_then(crate::wan::Crossing::finish) {
+                landspeed_core::emulator::attach(&mut r, e);
+            }
             out.result(&r);
             if let Some((db, tag)) = save {
                 eprintln!("landspeed: {}", crate::archive::save(&db, &r, tag));

@@ -74,6 +74,11 @@ pub struct UpArgs {
     /// Seed of the impairments' random numbers.
     #[arg(long)]
     pub seed: Option<u64>,
+    /// Run the forwarder at the highest ordinary priority (nice -20) instead of real-time: the hosts
+    /// keep more CPU on a small machine, the path's delay is less exact under load (`wan status`
+    /// shows how late packets leave).
+    #[arg(long)]
+    pub no_realtime: bool,
     /// A→B only: KEY=VALUE with KEY delay (one-way), rate, queue, loss, loss-model, jitter, reorder,
     /// reorder-gap, duplicate, corrupt-payload (repeatable).
     #[arg(long = "a-to-b", value_name = "KEY=VALUE")]
@@ -152,6 +157,7 @@ fn up(u: UpArgs) -> Result<bool> {
         corrupt_payload: u.corrupt_payload,
         mtu: Some(u.mtu),
         seed: u.seed,
+        no_realtime: u.no_realtime,
         a_to_b: u.a_to_b,
         b_to_a: u.b_to_a,
     };
@@ -215,4 +221,50 @@ fn status(s: StatusArgs) -> Result<bool> {
         }
     }
     Ok(all.iter().all(|s| s.running))
+}
+
+/// The emulator a test from this host crosses, and its counters when the test started.
+pub struct Crossing {
+    name: String,
+    side: char,
+    start: Status,
+}
+
+/// The emulator around this process, if it runs in one of its hosts and the forwarder answers.
+pub fn crossing() -> Option<Crossing> {
+    let (name, side) = daemon::enclosing()?;
+    let start = daemon::status(&name).ok().filter(|s| s.running)?;
+    Some(Crossing { name, side, start })
+}
+
+impl Crossing {
+    /// What the emulator did to each direction's packets since the test started.
+    pub fn finish(self) -> Option<landspeed_core::emulator::EmulatorReport> {
+        let end = daemon::status(&self.name).ok().filter(|s| s.running)?;
+        let ab = counts_between(&self.start.a_to_b, &end.a_to_b);
+        let ba = counts_between(&self.start.b_to_a, &end.b_to_a);
+        let (to_server, to_client) = if self.side == 'a' { (ab, ba) } else { (ba, ab) };
+        Some(landspeed_core::emulator::EmulatorReport {
+            name: self.name,
+            client_host: self.side.to_string(),
+            to_server,
+            to_client,
+        })
+    }
+}
+
+fn counts_between(
+    a: &landspeed_wan::forward::DirSnapshot,
+    b: &landspeed_wan::forward::DirSnapshot,
+) -> landspeed_core::emulator::EmulatorCounts {
+    landspeed_core::emulator::EmulatorCounts {
+        packets_in: b.packets_in.saturating_sub(a.packets_in),
+        packets_forwarded: b.packets_forwarded.saturating_sub(a.packets_forwarded),
+        dropped_loss: b.dropped_loss.saturating_sub(a.dropped_loss),
+        dropped_queue: b.dropped_queue.saturating_sub(a.dropped_queue),
+        dropped_overflow: b.dropped_overflow.saturating_sub(a.dropped_overflow),
+        duplicated: b.duplicated.saturating_sub(a.duplicated),
+        reordered: b.reordered.saturating_sub(a.reordered),
+        corrupted: b.corrupted.saturating_sub(a.corrupted),
+    }
 }

@@ -98,6 +98,9 @@ fn loss_in_a_full_receive_buffer_is_put_in_the_receiving_host() {
     assert!(u["socket_drops"].as_u64().unwrap() > 0, "{u}");
     let host = u["lost_in_receiver"].as_u64().unwrap();
     assert!(host <= lost && host as f64 >= 0.99 * lost as f64, "{u}");
+    let sender = u["lost_in_sender"].as_u64().unwrap();
+    assert!(host + sender <= lost, "{u}");
+    assert!(r.get("emulator").is_none(), "no emulator on loopback");
     // The kernel's own count of full-buffer drops (host-wide, in buffers) saw them too.
     let k = &r["remote"]["kernel_counters"];
     assert!(k["Udp.RcvbufErrors"].as_u64().unwrap() > 0, "{k}");

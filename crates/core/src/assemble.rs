@@ -287,6 +287,26 @@ fn udp_against_sender(mut u: crate::udp::UdpStats, tx: Option<&StreamReport>) ->
     u
 }
 
+/// The datagrams the sending host dropped after they were sent: its UDP send-buffer errors (both
+/// families; a full qdisc or device counts there when the sender asked for no error reports) beyond
+/// the send errors landspeed itself saw, plus its interface's transmit drops. Capped by the loss the
+/// receiver's socket does not explain.
+fn lost_in_sender(u: &crate::udp::UdpStats, sender: &EndpointReport) -> Option<u64> {
+    if sender.kernel_counters.is_empty() {
+        return None;
+    }
+    let k = |n: &str| sender.kernel_counters.get(n).copied().unwrap_or(0);
+    let seen: u64 = sender
+        .streams
+        .iter()
+        .filter(|s| s.role == Role::Sender)
+        .map(|s| s.send_errors)
+        .sum();
+    let host = (k("Udp.SndbufErrors") + k("Udp6.SndbufErrors")).saturating_sub(seen)
+        + sender.interface.as_ref().map_or(0, |i| i.tx_dropped);
+    Some(host.min(u.datagrams_lost - u.lost_in_receiver.unwrap_or(0)))
+}
+
 /// A direction's UDP figures: the streams' added up.
 fn udp_total(streams: &[StreamResult]) -> Option<crate::udp::UdpStats> {
     combine_udp(streams.iter().filter_map(|s| s.udp.as_ref()))
@@ -315,6 +335,7 @@ fn combine_udp<'a>(parts: impl Iterator<Item = &'a crate::udp::UdpStats>) -> Opt
         jitter_ms: all.iter().map(|u| u.jitter_ms).sum::<f64>() / all.len() as f64,
         socket_drops: all.iter().map(|u| u.socket_drops).sum(),
         lost_in_receiver: all.iter().map(|u| u.lost_in_receiver).sum(),
+        lost_in_sender: all.iter().map(|u| u.lost_in_sender).sum(),
     })
 }
 
@@ -777,7 +798,16 @@ fn spec_as_run(spec: &TestSpec, file: Option<&crate::files::FileTransferResult>)
 
 /// Builds the run result. Pure: the same inputs always give the same result.
 pub fn assemble(inp: &Inputs) -> RunResult {
-    let (directions, streams) = per_flow(inp);
+    let (mut directions, streams) = per_flow(inp);
+    for d in &mut directions {
+        let sender = match d.flow {
+            crate::config::Flow::ClientToServer => inp.client,
+            crate::config::Flow::ServerToClient => inp.server,
+        };
+        if let Some(u) = d.summary.udp.as_mut() {
+            u.lost_in_sender = lost_in_sender(u, sender);
+        }
+    }
     let summary = combine(&directions);
     let payload = payload_summary(inp.spec, inp, summary.bytes_verified);
     let intervals = merge_intervals(&directions);
@@ -819,6 +849,7 @@ pub fn assemble(inp: &Inputs) -> RunResult {
         latency: None,
         path: None,
         file,
+        emulator: None,
     }
 }
 

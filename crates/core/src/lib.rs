@@ -10,6 +10,7 @@
 pub mod assemble;
 pub mod config;
 pub mod cpu_bound;
+pub mod emulator;
 pub mod endpoint;
 pub mod files;
 pub mod netstat;

@@ -54,6 +54,10 @@ pub struct RunResult {
     /// `run --send-file` / `--recv-file`: the file, its digests on both ends, and disk vs network rates.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub file: Option<crate::files::FileTransferResult>,
+    /// The landspeed WAN emulator the test crossed, when the client ran in one of its hosts: what it
+    /// did to each direction's packets while the test ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub emulator: Option<crate::emulator::EmulatorReport>,
 }
 
 /// The I/O paths used by the senders and receivers.

@@ -2,6 +2,7 @@
 //! totals per direction (with peak and lowest interval next to the average), windows, CPU, TCP limits
 //! and interface counters for both ends, and any warnings.
 
+use landspeed_core::emulator::EmulatorCounts;
 use landspeed_core::result::{EndpointSummary, RunResult, StreamResult, Summary};
 use landspeed_core::units::{BitRate, Bytes};
 use std::fmt::Write;
@@ -63,24 +64,68 @@ fn stream_rows(out: &mut String, streams: &[StreamResult]) {
 }
 
 /// Where UDP's lost datagrams were lost: in the receiving host (the gaps that came with a drop by its
-/// full socket buffer) or before they reached it, with what to change when the host dropped them.
-fn udp_loss_split(u: &landspeed_core::udp::UdpStats) -> Option<String> {
+/// full socket buffer), in the sending host (after a send that succeeded), or on the path (the rest, and
+/// the emulator's own drops when it was one), with what to change when a host dropped them.
+fn udp_loss_split(u: &landspeed_core::udp::UdpStats, emulator: Option<&EmulatorCounts>) -> Option<String> {
     let host = u.lost_in_receiver.filter(|_| u.datagrams_lost > 0)?;
-    let before = u.datagrams_lost - host;
+    let sender = u.lost_in_sender.unwrap_or(0);
+    let path = u.datagrams_lost - host - sender;
     let mut line = format!(
-        "  loss       in the receiving host (socket buffer full, {} buffers dropped): {host}; \
-         before it (on the path, or in the sending host after send): {before}",
+        "  loss       in the receiving host (socket buffer full, {} buffers dropped): {host}; ",
         u.socket_drops.unwrap_or(0)
     );
+    line += &match u.lost_in_sender {
+        Some(n) => {
+            format!("in the sending host (after send: queue or device full): {n}; on the path: {path}")
+        }
+        None => format!("before it (on the path, or in the sending host after send): {path}"),
+    };
+    if let Some(e) = emulator {
+        line += &format!(
+            " (the emulator dropped {}: {} by its loss model, {} by its full queue)",
+            e.dropped(),
+            e.dropped_loss,
+            e.dropped_queue + e.dropped_overflow
+        );
+    }
     if host > 0 {
         line += "\n             the receiver could not keep up: a larger receive buffer (-w, within \
                  net.core.rmem_max), a lower rate (-b), larger datagrams (-l) or more streams (-P, a \
                  receiving thread each)";
+        if emulator.is_some() {
+            line += "\n             the emulator shares this machine's CPUs and its real-time \
+                     forwarder runs first: `wan up --no-realtime` leaves the hosts more";
+        }
+    }
+    if sender > 0 {
+        line += "\n             the sending host dropped datagrams after sending them: a lower rate \
+                 (-b) or a longer transmit queue (ip link set DEV txqueuelen N)";
     }
     Some(line)
 }
 
-fn totals(out: &mut String, label: &str, s: &Summary, length: u64) {
+/// What the emulator did to one direction's packets, when the test crossed one.
+fn emulator_line(out: &mut String, e: &EmulatorCounts) {
+    let _ = writeln!(
+        out,
+        "  emulator   {} packets in, {} delivered; dropped {} by its loss model, {} by its full queue{}; \
+         {} duplicated, {} reordered, {} corrupted",
+        e.packets_in,
+        e.packets_forwarded,
+        e.dropped_loss,
+        e.dropped_queue,
+        if e.dropped_overflow > 0 {
+            format!(", {} by its delay-line bound", e.dropped_overflow)
+        } else {
+            String::new()
+        },
+        e.duplicated,
+        e.reordered,
+        e.corrupted
+    );
+}
+
+fn totals(out: &mut String, label: &str, s: &Summary, length: u64, emulator: Option<&EmulatorCounts>) {
     let _ = writeln!(out, "\nTotals, {label}:");
     if let Some(u) = &s.udp {
         let _ = writeln!(
@@ -94,9 +139,12 @@ fn totals(out: &mut String, label: &str, s: &Summary, length: u64) {
             u.duplicates,
             u.jitter_ms
         );
-        if let Some(line) = udp_loss_split(u) {
+        if let Some(line) = udp_loss_split(u, emulator) {
             let _ = writeln!(out, "{line}");
         }
+    }
+    if let Some(e) = emulator {
+        emulator_line(out, e);
     }
     let agree = if s.bytes_sent == s.bytes_received {
         "every byte sent was received"
@@ -433,11 +481,31 @@ pub fn render(r: &RunResult) -> String {
     );
     stream_rows(&mut out, &r.streams);
     tcp_limits(&mut out, r);
+    let emulator = |f| r.emulator.as_ref().map(|e| *e.carrying(f));
     for d in &r.directions {
-        totals(&mut out, d.flow.label(), &d.summary, cfg.spec.length_bytes);
+        totals(
+            &mut out,
+            d.flow.label(),
+            &d.summary,
+            cfg.spec.length_bytes,
+            emulator(d.flow).as_ref(),
+        );
     }
     if r.directions.len() > 1 {
-        totals(&mut out, "both directions", &r.summary, cfg.spec.length_bytes);
+        totals(
+            &mut out,
+            "both directions",
+            &r.summary,
+            cfg.spec.length_bytes,
+            None,
+        );
+    }
+    if let Some(e) = &r.emulator {
+        let _ = writeln!(
+            out,
+            "\nPath: landspeed WAN emulator '{}' (the client in its host {}; `landspeed wan status {}`)",
+            e.name, e.client_host, e.name
+        );
     }
     if let Some(l) = &r.latency {
         latency(&mut out, l);
@@ -545,6 +613,48 @@ mod tests {
             tcp_info_retransmits: own,
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn the_loss_split_puts_each_loss_where_it_happened() {
+        let u = landspeed_core::udp::UdpStats {
+            datagrams_lost: 100,
+            socket_drops: Some(3),
+            lost_in_receiver: Some(30),
+            lost_in_sender: Some(20),
+            ..Default::default()
+        };
+        let e = EmulatorCounts {
+            dropped_loss: 45,
+            dropped_queue: 5,
+            ..Default::default()
+        };
+        let line = udp_loss_split(&u, Some(&e)).unwrap();
+        assert!(
+            line.contains("in the receiving host (socket buffer full, 3 buffers dropped): 30; in the sending host (after send: queue or device full): 20; on the path: 50 (the emulator dropped 50: 45 by its loss model, 5 by its full queue)"),
+            "{line}"
+        );
+        assert!(
+            line.contains("could not keep up") && line.contains("txqueuelen"),
+            "{line}"
+        );
+        // Without the sender's counters the rest is "before it"; with no loss, no line.
+        let old = landspeed_core::udp::UdpStats {
+            lost_in_sender: None,
+            lost_in_receiver: Some(0),
+            ..u
+        };
+        let line = udp_loss_split(&old, None).unwrap();
+        assert!(
+            line.contains("before it (on the path, or in the sending host after send): 100"),
+            "{line}"
+        );
+        assert!(!line.contains("keep up") && !line.contains("emulator"), "{line}");
+        let none = landspeed_core::udp::UdpStats {
+            datagrams_lost: 0,
+            ..old
+        };
+        assert!(udp_loss_split(&none, None).is_none());
     }
 
     #[test]

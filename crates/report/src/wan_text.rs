@@ -94,8 +94,13 @@ fn direction_text(label: &str, d: &Direction) -> String {
 
 fn settings_text(s: &PathSettings) -> String {
     format!(
-        "  mtu {}\n{}{}",
+        "  mtu {}, forwarder at {}\n{}{}",
         s.mtu,
+        if s.realtime {
+            "real-time priority"
+        } else {
+            "ordinary priority (nice -20, --no-realtime)"
+        },
         direction_text("a->b", &s.a_to_b),
         direction_text("b->a", &s.b_to_a)
     )
@@ -117,7 +122,7 @@ fn counters_text(label: &str, c: &DirSnapshot) -> String {
 }
 
 /// How late one direction's packets left against the delay they were given.
-fn lateness_text(label: &str, c: &DirSnapshot) -> String {
+fn lateness_text(label: &str, c: &DirSnapshot, realtime_asked: bool) -> String {
     let l = &c.departure_lateness;
     if l.packets == 0 {
         return String::new();
@@ -137,7 +142,7 @@ fn lateness_text(label: &str, c: &DirSnapshot) -> String {
         ms(l.max_us),
         l.packets
     );
-    if !c.realtime {
+    if realtime_asked && !c.realtime {
         t += "; not real-time (the kernel refused SCHED_FIFO: run as root or with CAP_SYS_NICE)";
     }
     if l.p99_us > LATE_US {
@@ -172,8 +177,8 @@ pub fn status_text(st: &Status) -> String {
         settings_text(&st.settings),
         counters_text("a->b", &st.a_to_b),
         counters_text("b->a", &st.b_to_a),
-        lateness_text("a->b", &st.a_to_b),
-        lateness_text("b->a", &st.b_to_a)
+        lateness_text("a->b", &st.a_to_b, st.settings.realtime),
+        lateness_text("b->a", &st.b_to_a, st.settings.realtime)
     )
 }
 
@@ -238,7 +243,8 @@ mod tests {
             "{t}"
         );
         assert!(!t.contains("b->a on time"), "no packets, no line: {t}");
-        assert!(!t.contains("LATE") && !t.contains("real-time"), "{t}");
+        assert!(t.contains("  mtu 1500, forwarder at real-time priority\n"), "{t}");
+        assert!(!t.contains("LATE") && !t.contains("not real-time"), "{t}");
     }
 
     #[test]

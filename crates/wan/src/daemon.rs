@@ -200,6 +200,20 @@ pub fn known() -> Vec<String> {
     names
 }
 
+/// The running emulator whose host this process is in, and which host ('a' or 'b'): found by
+/// comparing this process's network namespace with the emulators' (a test run through `wan exec`).
+pub fn enclosing() -> Option<(String, char)> {
+    use std::os::unix::fs::MetadataExt;
+    let id = |p: &Path| std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()));
+    let ours = id(Path::new("/proc/self/ns/net"))?;
+    known().into_iter().find_map(|name| {
+        ['a', 'b'].into_iter().find_map(|side| {
+            let ns = Path::new("/run/netns").join(netns::ns_name(&name, side));
+            (id(&ns) == Some(ours)).then(|| (name.clone(), side))
+        })
+    })
+}
+
 /// Starts emulator `name`: spawns `exe wan forward NAME SETTINGS_JSON` detached and waits until it says it
 /// is ready (or why not).
 pub fn up(name: &str, settings: &PathSettings, exe: &Path) -> Result<State, WanError> {
@@ -481,14 +495,13 @@ fn build_and_run(name: &str, settings: &PathSettings, stop: &Arc<AtomicBool>) ->
         let (stats, state) = (Arc::clone(&stats), state.clone());
         std::thread::spawn(move || serve_status(listener, &state, &stats, epoch));
     }
-    let mtu = settings.mtu as usize;
     let (fa, fb) = (&fds[0], &fds[1]);
     std::thread::scope(|s| {
         let ab = Link::new(settings.a_to_b.clone(), settings.seed);
         let ba = Link::new(settings.b_to_a.clone(), settings.seed ^ 0x9E37_79B9_7F4A_7C15);
         let (st, stop_ref) = (&stats, &**stop);
-        s.spawn(move || run_direction(fa, fb, ab, mtu, &st[0], stop_ref, epoch));
-        s.spawn(move || run_direction(fb, fa, ba, mtu, &st[1], stop_ref, epoch));
+        s.spawn(move || run_direction(fa, fb, ab, settings, &st[0], stop_ref, epoch));
+        s.spawn(move || run_direction(fb, fa, ba, settings, &st[1], stop_ref, epoch));
         println!("ready");
         let _ = io::stdout().flush();
         // SAFETY: closing our own stdout so that the parent's read ends.

@@ -223,18 +223,24 @@ fn wait(fd: &OwnedFd, timeout_ns: u64) -> bool {
     unsafe { libc::ppoll(&mut p, 1, &ts, std::ptr::null()) == 0 }
 }
 
-/// Asks the kernel to wake this thread within 1 µs of the requested time, and to run it before the
-/// hosts' ordinary processes: the emulator stands for the network, which the hosts' load does not slow.
-/// Without real-time scheduling (no CAP_SYS_NICE) the thread still runs, only less punctually; the
-/// lateness histogram shows it. True when the thread is real-time.
-fn punctual_thread() -> bool {
+/// Asks the kernel to wake this thread within 1 µs of the requested time and, with `realtime`, to run
+/// it before the hosts' ordinary processes: the emulator stands for the network, which the hosts' load
+/// does not slow. Otherwise, or when the kernel refuses (no CAP_SYS_NICE), it runs at the highest
+/// ordinary priority, less punctually under load; the lateness histogram shows it. True when the thread
+/// is real-time.
+fn punctual_thread(realtime: bool) -> bool {
     // SAFETY: prctl with integer arguments only.
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000u64, 0, 0, 0) };
     let param = libc::sched_param {
         sched_priority: RT_PRIORITY,
     };
     // SAFETY: sets the calling thread's policy (pid 0) from a valid sched_param.
-    unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) == 0 }
+    if realtime && unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } == 0 {
+        return true;
+    }
+    // SAFETY: setpriority on the calling thread (who 0) with an integer priority.
+    unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, -20) };
+    false
 }
 
 /// How late the kernel wakes a sleeping thread after its timeout, learned from the timeouts themselves
@@ -274,18 +280,18 @@ pub fn run_direction(
     input: &OwnedFd,
     output: &OwnedFd,
     mut link: Link,
-    mtu: usize,
+    path: &crate::settings::PathSettings,
     stats: &DirStats,
     stop: &AtomicBool,
     epoch: Instant,
 ) {
-    stats.realtime.store(punctual_thread(), Relaxed);
+    stats.realtime.store(punctual_thread(path.realtime), Relaxed);
     let now_ns = || epoch.elapsed().as_nanos() as u64;
     let mut f = Forwarder {
         line: DelayLine::default(),
         free: Vec::new(),
         seq: 0,
-        cap: mtu + 64,
+        cap: path.mtu as usize + 64,
         stats,
         wake: WakeLatency::default(),
         spin_until: 0,

@@ -214,6 +214,14 @@ pub struct PathSettings {
     pub b_to_a: Direction,
     /// Seed of the impairment random numbers, so a run can be repeated.
     pub seed: u64,
+    /// The forwarding threads run with real-time priority (on time, but they take CPU from the hosts
+    /// first); false: the highest ordinary priority (nice -20), which shares the CPU with them.
+    #[serde(default = "yes")]
+    pub realtime: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// Raw settings as typed by the user (strings), turned into [`PathSettings`] by [`Request::resolve`].
@@ -243,6 +251,8 @@ pub struct Request {
     pub mtu: Option<u32>,
     /// The impairments' random seed (`--seed`).
     pub seed: Option<u64>,
+    /// Ordinary rather than real-time forwarding threads (`--no-realtime`).
+    pub no_realtime: bool,
     /// `KEY=VALUE` overrides for A→B and B→A (`delay` is one-way there).
     pub a_to_b: Vec<String>,
     /// `KEY=VALUE` overrides for B→A.
@@ -400,6 +410,7 @@ impl Request {
             a_to_b: ab.finish(round_trip)?,
             b_to_a: ba.finish(round_trip)?,
             seed: self.seed.unwrap_or(0x4c53_5744),
+            realtime: !self.no_realtime,
         })
     }
 }

@@ -59,6 +59,12 @@ pub struct UdpStats {
     /// the rest were lost before they reached it. None where the drops are not known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lost_in_receiver: Option<u64>,
+    /// Of the datagrams lost, those the sending host dropped after a send that succeeded (its
+    /// Udp.SndbufErrors, which count a full queue or device, beyond the send errors landspeed saw,
+    /// plus the interface's transmit drops; host-wide counters, capped by the loss not already put in
+    /// the receiver). None where the sender's counters are not known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost_in_sender: Option<u64>,
 }
 
 impl Default for UdpReceiver {
@@ -166,6 +172,7 @@ impl UdpReceiver {
             jitter_ms: self.jitter_ns / 1e6,
             socket_drops: None,
             lost_in_receiver: self.drops_seen.map(|_| (self.lost_in_host + tail).min(lost)),
+            lost_in_sender: None,
         }
     }
 }

@@ -445,6 +445,7 @@ fn remote_udp(t: &landspeed_iperf3::results::StreamResult) -> landspeed_core::ud
         jitter_ms: t.jitter_s * 1000.0,
         socket_drops: None,
         lost_in_receiver: None,
+        lost_in_sender: None,
     }
 }
 
