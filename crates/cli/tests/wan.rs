@@ -212,6 +212,33 @@ fn ample_buffers_fill_the_configured_rate() {
         mbps(&r)
     );
     assert!(mbps(&r) <= 500.0, "faster than the shaper: {:.1}", mbps(&r));
+    assert_no_interval_rtt_below_the_runs_minimum(&r);
+}
+
+/// Every interval's RTT (the first, in slow start, above all) is at least the run's minimum RTT, and
+/// the first interval has one: the path's floor is never undercut.
+fn assert_no_interval_rtt_below_the_runs_minimum(r: &Value) {
+    let floor = r["streams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["tcp"]["rtt_min_us"].as_u64())
+        .min()
+        .expect("a TCP test has a minimum RTT");
+    assert!(floor >= 49_000, "the 50 ms path's minimum RTT is {floor} µs");
+    let intervals = r["intervals"].as_array().unwrap();
+    assert!(
+        intervals[0]["streams"][0]["rtt_us"].as_u64().is_some(),
+        "{}",
+        intervals[0]
+    );
+    for i in intervals {
+        for s in i["streams"].as_array().unwrap() {
+            if let Some(rtt) = s["rtt_us"].as_u64() {
+                assert!(rtt >= floor, "interval {} RTT {rtt} µs below {floor}", i["index"]);
+            }
+        }
+    }
 }
 
 #[test]

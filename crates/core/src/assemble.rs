@@ -118,6 +118,14 @@ fn parts<'a>(inp: &'a Inputs<'a>, flow: Flow) -> FlowParts<'a> {
     }
 }
 
+/// An interval's RTT as the sender's smoothed RTT at its end, unless the connection had no RTT sample
+/// yet (0) or the figure lies below the smallest RTT the kernel saw over the whole connection: a smoothed
+/// RTT cannot, so such a reading is not shown rather than shown below the path's floor.
+fn interval_rtt(rtt_us: u32, sender: Option<&StreamReport>) -> Option<u32> {
+    let floor = sender.and_then(|s| s.tcp.as_ref()).map_or(0, |t| t.rtt_min_us);
+    (rtt_us > 0 && rtt_us >= floor).then_some(rtt_us)
+}
+
 fn flow_intervals(p: &FlowParts, ids: &[u32]) -> Vec<IntervalResult> {
     let rx: Vec<IntervalSample> = p
         .receiver_samples
@@ -148,7 +156,7 @@ fn flow_intervals(p: &FlowParts, ids: &[u32]) -> Vec<IntervalResult> {
                         id: dl.id,
                         bytes: dl.bytes,
                         throughput_bps: rate(dl.bytes, secs),
-                        rtt_us: snap.map(|t| t.rtt_us),
+                        rtt_us: snap.and_then(|t| interval_rtt(t.rtt_us, stream(p.sender, dl.id))),
                         cwnd_bytes: snap.map(|t| t.cwnd_bytes),
                         retransmits: snap.map(|t| t.retransmits),
                     }
@@ -933,6 +941,22 @@ pub(crate) mod tests {
                     .collect(),
             })
             .collect()
+    }
+
+    #[test]
+    fn an_interval_rtt_is_never_below_the_connections_minimum_nor_zero() {
+        let sender = |min| StreamReport {
+            tcp: Some(crate::endpoint::TcpStats {
+                rtt_min_us: min,
+                ..Default::default()
+            }),
+            ..sr(0, Flow::ClientToServer, Role::Sender, 1, 0, 0.0, 1.0)
+        };
+        assert_eq!(interval_rtt(60_000, Some(&sender(50_000))), Some(60_000));
+        assert_eq!(interval_rtt(50_000, Some(&sender(50_000))), Some(50_000));
+        assert_eq!(interval_rtt(40_000, Some(&sender(50_000))), None);
+        assert_eq!(interval_rtt(0, Some(&sender(0))), None, "no sample yet");
+        assert_eq!(interval_rtt(900, None), Some(900), "no final figures: as read");
     }
 
     #[test]

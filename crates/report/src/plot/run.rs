@@ -1,6 +1,9 @@
 //! A single run's figures: per-stream throughput, congestion window and RTT over time (three panels
 //! sharing the time axis, from each interval's TCP_INFO; the echo probes' median RTT too when the run
-//! had `--latency`), and the CDF of its interval throughputs. For several runs of one configuration, the
+//! had `--latency`), and the CDF of its interval throughputs. Throughput is a mean over each interval,
+//! so it is drawn as a step across the interval's span (the first starts at 0 and holds the connection's
+//! slow start); window and RTT are read at each interval's end and drawn there, with the run's minimum
+//! RTT as a dashed floor that no interval's RTT falls below (docs/metrics.md). For several runs of one configuration, the
 //! CDF of their throughputs.
 
 use super::sweep::{unit, Cdf};
@@ -26,6 +29,49 @@ fn foot(r: &RunResult) -> String {
     )
 }
 
+/// Each stream's interval throughputs as steps: the mean held from the interval's start to its end.
+fn steps(r: &RunResult, ids: &[u32], div: f64) -> Vec<(String, Vec<(f64, f64)>)> {
+    ids.iter()
+        .map(|&id| {
+            let pts = r
+                .intervals
+                .iter()
+                .filter_map(|i| {
+                    let s = i.streams.iter().find(|s| s.id == id)?;
+                    Some([
+                        (i.start_s, s.throughput_bps / div),
+                        (i.end_s, s.throughput_bps / div),
+                    ])
+                })
+                .flatten()
+                .collect::<Vec<_>>();
+            (format!("stream {id}"), pts)
+        })
+        .filter(|s| !s.1.is_empty())
+        .collect()
+}
+
+/// The smallest RTT of the run, ms: the senders' TCP minimum (tcpi_min_rtt) or the echo probes'
+/// lowest median, whichever is lower.
+fn min_rtt_ms(r: &RunResult) -> Option<f64> {
+    let tcp = r
+        .streams
+        .iter()
+        .filter_map(|s| s.tcp.as_ref().map(|t| t.rtt_min_us))
+        .filter(|&u| u > 0)
+        .min()
+        .map(|u| f64::from(u) / 1e3);
+    let probes = r
+        .intervals
+        .iter()
+        .filter_map(|i| i.probe_rtt.as_ref().map(|p| p.median_ms))
+        .reduce(f64::min);
+    match (tcp, probes) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
 struct OverTime<'a> {
     r: &'a RunResult,
 }
@@ -37,6 +83,7 @@ fn panel<DB: DrawingBackend>(
     y_desc: &str,
     series: &[(String, Vec<(f64, f64)>)],
     t_end: f64,
+    floor: Option<f64>,
 ) -> DrawResult
 where
     DB::ErrorType: 'static,
@@ -66,6 +113,13 @@ where
             .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))?
             .label(label.clone())
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
+    }
+    if let Some(f) = floor {
+        let grey = BLACK.mix(0.6).stroke_width(1);
+        chart
+            .draw_series(DashedLineSeries::new([(0.0, f), (t_end, f)], 6, 4, grey))?
+            .label(format!("run's minimum ({f:.1})"))
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], grey));
     }
     if series.len() > 1 && series.len() <= 16 {
         chart
@@ -117,10 +171,11 @@ impl Draw for OverTime<'_> {
         let (div, uname) = unit(top);
         panel(
             &panels[0],
-            "Throughput per stream",
+            "Throughput per stream (mean over each interval)",
             uname,
-            &per_stream(&|s| Some(s.throughput_bps / div)),
+            &steps(r, &ids, div),
             t_end,
+            None,
         )?;
         panel(
             &panels[1],
@@ -128,6 +183,7 @@ impl Draw for OverTime<'_> {
             "cwnd (KiB)",
             &per_stream(&|s| s.cwnd_bytes.map(|c| c as f64 / 1024.0)),
             t_end,
+            None,
         )?;
         let mut rtt = per_stream(&|s| s.rtt_us.map(|u| f64::from(u) / 1e3));
         let probes: Vec<(f64, f64)> = r
@@ -138,12 +194,14 @@ impl Draw for OverTime<'_> {
         if !probes.is_empty() {
             rtt.push(("echo probes (median)".into(), probes));
         }
+
         panel(
             &panels[2],
-            "RTT (sender's smoothed RTT per stream)",
+            "RTT (sender's smoothed RTT per stream, at each interval's end)",
             "RTT (ms)",
             &rtt,
             t_end,
+            min_rtt_ms(r),
         )?;
         footer(root, &foot(r))
     }
