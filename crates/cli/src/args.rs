@@ -83,6 +83,11 @@ pub enum Command {
     Record(crate::record::RecordArgs),
     /// Packet-level WAN emulator: two namespaces joined through a delaying, shaping, lossy path.
     Wan(crate::wan::WanArgs),
+    /// (for pScheduler) One method of the perfSONAR pScheduler tool: JSON on stdin, JSON on stdout.
+    #[command(
+        after_help = "Installed as /usr/lib/pscheduler/classes/tool/landspeed/METHOD wrappers (contrib/pscheduler).\nExample:\n  echo '{\"type\":\"throughput\",\"spec\":{\"dest\":\"b.example\",\"duration\":\"PT20S\"}}' | landspeed pscheduler duration"
+    )]
+    Pscheduler(crate::pscheduler::PschedulerArgs),
 }
 
 #[derive(Args, Debug)]

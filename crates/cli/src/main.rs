@@ -14,6 +14,7 @@ mod mesh;
 mod model;
 mod output;
 mod path;
+mod pscheduler;
 mod record;
 mod report;
 mod run;
@@ -60,6 +61,7 @@ fn main() -> ExitCode {
         args::Command::Tune(a) => model::tune(a),
         args::Command::Record(a) => record::record(a),
         args::Command::Wan(a) => wan::wan(a),
+        args::Command::Pscheduler(a) => pscheduler::pscheduler(a),
     };
     match outcome {
         Ok(true) => ExitCode::SUCCESS,

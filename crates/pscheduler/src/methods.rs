@@ -1,0 +1,352 @@
+//! The answers of the tool's methods that need no I/O: `enumerate`, `can-run`, `duration`,
+//! `participant-data`, `merged-results`, and the plan of `run` (which participant serves, which runs
+//! the client with which landspeed arguments). The binary reads stdin, calls these, and does the
+//! sleeping, serving and measuring.
+
+use crate::spec::{iso_seconds, parse_test, Spec};
+use serde_json::{json, Value};
+use std::time::Duration;
+
+/// The port a participant's landspeed server listens on unless configured otherwise.
+pub const DEFAULT_PORT: u16 = 5201;
+/// How long the client waits after the scheduled start for the server to listen.
+pub const SERVER_WAIT: Duration = Duration::from_secs(3);
+/// Time after the data for results to be exchanged and the server to close.
+pub const TEARDOWN: Duration = Duration::from_secs(2);
+/// The test length when the spec names none.
+pub const DEFAULT_DURATION: Duration = Duration::from_secs(10);
+
+/// `enumerate`: who the tool is and which test it runs.
+pub fn enumerate(version: &str) -> Value {
+    json!({
+        "schema": 1,
+        "name": "landspeed",
+        "description": format!(
+            "landspeed {version}: bulk TCP/UDP throughput with every byte verified, what limited the rate, iperf3-compatible"
+        ),
+        "version": "1.0",
+        "tests": ["throughput"],
+        "preference": 0,
+        "maintainer": {
+            "name": "landspeed developers",
+            "email": "landspeed@example.invalid",
+            "href": "https://example.invalid/landspeed"
+        }
+    })
+}
+
+/// `can-run`: yes, or no with every reason.
+pub fn can_run(test: &Value) -> Value {
+    match parse_test(test) {
+        Ok(_) => json!({"can-run": true}),
+        Err(e) => json!({"can-run": false, "reasons": e.0}),
+    }
+}
+
+/// Set-up time before the data: the wait for the server plus connection set-up, 20 RTTs of the
+/// spec's `link-rtt` (default 0.2 s) and at least a second.
+fn setup(s: &Spec) -> Duration {
+    let rtt = s.link_rtt.unwrap_or(Duration::from_millis(200));
+    SERVER_WAIT + (rtt * 20).max(Duration::from_secs(1))
+}
+
+/// The whole run's length: set-up, warm-up, the test and the teardown.
+pub fn run_length(s: &Spec) -> Duration {
+    setup(s) + s.omit.unwrap_or_default() + s.duration.unwrap_or(DEFAULT_DURATION) + TEARDOWN
+}
+
+/// `duration`: how long pScheduler must reserve, in whole seconds.
+pub fn duration(test: &Value) -> Result<Value, String> {
+    let s = parse_test(test).map_err(|e| e.to_string())?;
+    Ok(json!({"duration": iso_seconds(run_length(&s))}))
+}
+
+/// `participant-data`: the server participant (1) says which port its landspeed server takes.
+pub fn participant_data(input: &Value, port: u16) -> Result<Value, String> {
+    let n = input
+        .get("participant")
+        .and_then(Value::as_u64)
+        .ok_or("participant-data needs a participant number")?;
+    parse_test(input.get("test").unwrap_or(&Value::Null)).map_err(|e| e.to_string())?;
+    Ok(match n {
+        0 => json!({"schema": 1}),
+        1 => json!({"schema": 1, "server_port": port}),
+        n => return Err(format!("a throughput test has participants 0 and 1, not {n}")),
+    })
+}
+
+/// `schedule.start` of a run input (ISO 8601, with or without an offset: none means UTC), or now
+/// when absent.
+pub fn scheduled_start(input: &Value) -> Result<std::time::SystemTime, String> {
+    let Some(s) = input.pointer("/schedule/start").and_then(Value::as_str) else {
+        return Ok(std::time::SystemTime::now());
+    };
+    let dt = iso8601::datetime(s).map_err(|e| format!("schedule.start '{s}': {e}"))?;
+    let t = chrono::DateTime::<chrono::FixedOffset>::try_from(dt)
+        .map_err(|_| format!("schedule.start '{s}' is not a valid time"))?;
+    let ms =
+        u64::try_from(t.timestamp_millis()).map_err(|_| format!("schedule.start '{s}' is before 1970"))?;
+    Ok(std::time::UNIX_EPOCH + Duration::from_millis(ms))
+}
+
+/// What one participant's `run` does.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Role {
+    /// Serve one test on `port` until it ends or `lifetime` passes.
+    Server {
+        /// The port.
+        port: u16,
+        /// The longest it may serve.
+        lifetime: Duration,
+    },
+    /// Run a landspeed client with these arguments (after `landspeed run`).
+    Client {
+        /// The arguments.
+        args: Vec<String>,
+        /// Start a server on this host first (`loopback`).
+        local_server: bool,
+    },
+}
+
+/// The plan of `run` for the input pScheduler gives it (`participant`, `test`, `participant-data`).
+pub fn plan(input: &Value) -> Result<Role, String> {
+    let test = input.get("test").ok_or("the run input has no test")?;
+    let s = parse_test(test).map_err(|e| e.to_string())?;
+    let n = input
+        .get("participant")
+        .and_then(Value::as_u64)
+        .ok_or("the run input has no participant number")?;
+    let data = input.get("participant-data").and_then(Value::as_array);
+    let server_port = data
+        .and_then(|d| d.get(1))
+        .and_then(|p| p.get("server_port"))
+        .and_then(Value::as_u64)
+        .map(|p| p as u16);
+    match n {
+        1 => Ok(Role::Server {
+            port: server_port.unwrap_or(DEFAULT_PORT),
+            lifetime: run_length(&s),
+        }),
+        0 => {
+            let (host, port, local_server) = if s.loopback {
+                let lo = if s.ip_version == Some(6) {
+                    "::1"
+                } else {
+                    "127.0.0.1"
+                };
+                (lo.to_string(), server_port.unwrap_or(DEFAULT_PORT), true)
+            } else if s.single_ended {
+                (s.dest.clone(), s.single_ended_port.unwrap_or(DEFAULT_PORT), false)
+            } else {
+                (s.dest.clone(), server_port.unwrap_or(DEFAULT_PORT), false)
+            };
+            Ok(Role::Client {
+                args: client_args(&s, &host, port),
+                local_server,
+            })
+        }
+        n => Err(format!("a throughput test has participants 0 and 1, not {n}")),
+    }
+}
+
+fn millis(d: Duration) -> String {
+    format!("{}ms", d.as_millis())
+}
+
+/// `landspeed run` arguments for the spec, against `host` and `port`.
+pub fn client_args(s: &Spec, host: &str, port: u16) -> Vec<String> {
+    let mut a = vec![
+        host.to_string(),
+        "-p".into(),
+        port.to_string(),
+        "--no-save".into(),
+    ];
+    let mut opt = |flag: &str, v: Option<String>| {
+        if let Some(v) = v {
+            a.push(flag.into());
+            a.push(v);
+        }
+    };
+    opt("-t", Some(millis(s.duration.unwrap_or(DEFAULT_DURATION))));
+    opt("-i", s.interval.map(millis));
+    opt("-O", s.omit.map(millis));
+    opt("-P", s.parallel.map(|n| n.to_string()));
+    opt("-w", s.window_size.map(|n| n.to_string()));
+    opt("-M", s.mss.map(|n| n.to_string()));
+    // UDP is sent at its rate; TCP is paced by the kernel (SO_MAX_PACING_RATE) at either.
+    let rate = if s.udp { "-b" } else { "--fq-rate" };
+    opt(rate, s.bandwidth.or(s.fq_rate).map(|n| n.to_string()));
+    opt("-l", s.buffer_length.map(|n| n.to_string()));
+    opt("--burst", s.burst_size.map(|n| n.to_string()));
+    opt("-C", s.congestion.clone());
+    opt("--tx", s.zero_copy.then(|| "zerocopy".to_string()));
+    opt("-B", s.local_address.clone());
+    opt("--cpus", s.client_cpu.map(|n| n.to_string()));
+    opt("--server-cpus", s.server_cpu.map(|n| n.to_string()));
+    for (on, flag) in [
+        (s.udp, "-u"),
+        (s.no_delay, "-N"),
+        (s.reverse, "-R"),
+        (s.ip_version == Some(4), "-4"),
+        (s.ip_version == Some(6), "-6"),
+    ] {
+        if on {
+            a.push(flag.into());
+        }
+    }
+    a
+}
+
+/// `merged-results`: the client participant's result (it carries both ends' figures); a missing
+/// result, or the wrong number of them, is a failure.
+pub fn merged_results(input: &Value) -> Value {
+    let test = input.get("test").unwrap_or(&Value::Null);
+    let one = parse_test(test).is_ok_and(|s| s.single_ended || s.loopback);
+    let results = input
+        .get("results")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let want = if one { 1 } else { 2 };
+    if results.len() != want {
+        return crate::result::failure(
+            &format!("expected {want} participant result(s), got {}", results.len()),
+            "",
+        );
+    }
+    let mut merged = match results.first() {
+        Some(r @ Value::Object(_)) => r.clone(),
+        _ => {
+            return crate::result::failure("the client participant's result is missing", "");
+        }
+    };
+    let server_diags = results
+        .get(1)
+        .and_then(|r| r.get("diags"))
+        .and_then(Value::as_str);
+    if let (Some(d), Some(Value::String(mine))) = (server_diags, merged.get_mut("diags")) {
+        *mine = format!("Participant 0:\n{mine}\n\nParticipant 1:\n{d}");
+    }
+    merged
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn test(spec: Value) -> Value {
+        json!({"type": "throughput", "spec": spec})
+    }
+
+    #[test]
+    fn the_default_run_takes_as_long_as_iperf3s() {
+        let d = duration(&test(json!({"dest": "b"}))).unwrap();
+        assert_eq!(d, json!({"duration": "PT19S"}));
+        let d = duration(&test(
+            json!({"dest": "b", "duration": "PT30S", "omit": "PT2S", "link-rtt": "PT0.3S"}),
+        ))
+        .unwrap();
+        assert_eq!(d, json!({"duration": "PT43S"}), "3 + 6 + 2 + 30 + 2");
+    }
+
+    #[test]
+    fn participants_get_their_roles() {
+        let t = test(
+            json!({"dest": "b.example", "parallel": 2, "reverse": true, "udp": true, "bandwidth": 100000000}),
+        );
+        let data = json!([{"schema": 1}, {"schema": 1, "server_port": 5301}]);
+        let server = plan(&json!({"participant": 1, "test": t, "participant-data": data})).unwrap();
+        assert_eq!(
+            server,
+            Role::Server {
+                port: 5301,
+                lifetime: Duration::from_secs(19)
+            }
+        );
+        let Role::Client { args, local_server } =
+            plan(&json!({"participant": 0, "test": t, "participant-data": data})).unwrap()
+        else {
+            panic!("participant 0 is the client")
+        };
+        assert!(!local_server);
+        let line = args.join(" ");
+        assert!(
+            line.starts_with("b.example -p 5301 --no-save -t 10000ms"),
+            "{line}"
+        );
+        assert!(line.contains("-P 2") && line.contains("-b 100000000"), "{line}");
+        assert!(line.ends_with("-u -R"), "{line}");
+        let tcp = test(json!({"dest": "b", "bandwidth": 5000}));
+        let Role::Client { args, .. } = plan(&json!({"participant": 0, "test": tcp})).unwrap() else {
+            panic!()
+        };
+        assert!(args.join(" ").contains("--fq-rate 5000"), "{args:?}");
+    }
+
+    #[test]
+    fn loopback_and_single_ended_runs_have_one_participant() {
+        let Role::Client { args, local_server } = plan(&json!({
+            "participant": 0, "test": test(json!({"loopback": true, "ip-version": 6})),
+            "participant-data": [{"schema": 1}]
+        }))
+        .unwrap() else {
+            panic!()
+        };
+        assert!(local_server);
+        assert_eq!(&args[..3], ["::1", "-p", "5201"]);
+        let Role::Client { args, .. } = plan(&json!({
+            "participant": 0, "test": test(json!({"dest": "srv", "single-ended": true, "single-ended-port": 5202}))
+        }))
+        .unwrap() else {
+            panic!()
+        };
+        assert_eq!(&args[..3], ["srv", "-p", "5202"]);
+        let merged = merged_results(&json!({
+            "test": test(json!({"dest": "srv", "single-ended": true})),
+            "results": [{"succeeded": true, "diags": "x", "intervals": [], "summary": {}}]
+        }));
+        assert_eq!(merged["succeeded"], true);
+    }
+
+    #[test]
+    fn merging_takes_the_client_and_fails_on_missing_results() {
+        let t = test(json!({"dest": "b"}));
+        let m = merged_results(&json!({"test": t, "results": [
+            {"succeeded": true, "diags": "client", "intervals": [], "summary": {}},
+            {"succeeded": true, "diags": "server"}
+        ]}));
+        assert_eq!(m["succeeded"], true);
+        assert_eq!(m["diags"], "Participant 0:\nclient\n\nParticipant 1:\nserver");
+        let m = merged_results(&json!({"test": t, "results": [null, {"succeeded": true}]}));
+        assert_eq!(m["succeeded"], false);
+        let m = merged_results(&json!({"test": t, "results": [{"succeeded": true}]}));
+        assert!(m["error"].as_str().unwrap().contains("expected 2"), "{m}");
+    }
+
+    #[test]
+    fn the_scheduled_start_reads_offsets_fractions_and_naive_times() {
+        let at = |s: &str| {
+            scheduled_start(&json!({"schedule": {"start": s}}))
+                .map(|t| t.duration_since(std::time::UNIX_EPOCH).unwrap().as_millis())
+        };
+        assert_eq!(at("2026-05-19T12:34:56+00:00"), Ok(1_779_194_096_000));
+        assert_eq!(at("2026-05-19T14:34:56.250+02:00"), Ok(1_779_194_096_250));
+        assert_eq!(at("2026-05-19T12:34:56"), Ok(1_779_194_096_000), "naive: UTC");
+        assert!(at("yesterday").is_err());
+        assert!(scheduled_start(&json!({})).is_ok(), "no schedule: now");
+    }
+
+    #[test]
+    fn participant_data_names_the_servers_port() {
+        let t = test(json!({"dest": "b"}));
+        assert_eq!(
+            participant_data(&json!({"participant": 1, "test": t}), 5301).unwrap(),
+            json!({"schema": 1, "server_port": 5301})
+        );
+        assert_eq!(
+            participant_data(&json!({"participant": 0, "test": t}), 1).unwrap(),
+            json!({"schema": 1})
+        );
+        assert!(participant_data(&json!({"participant": 2, "test": t}), 1).is_err());
+    }
+}

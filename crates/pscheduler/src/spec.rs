@@ -1,0 +1,359 @@
+//! The throughput test's spec as pScheduler hands it to a tool (`{"type": "throughput", "spec": {...}}`),
+//! checked against what landspeed can do: every key either maps onto a landspeed option or is refused
+//! with a reason, so `can-run` can say exactly why a task will not run with this tool.
+
+use serde_json::{Map, Value};
+use std::time::Duration;
+
+/// The highest throughput spec schema this tool reads.
+pub const MAX_SCHEMA: u64 = 7;
+
+/// The spec keys landspeed carries out, each with the landspeed option it becomes.
+pub const SUPPORTED: &[(&str, &str)] = &[
+    ("schema", ""),
+    ("source", "the client's host"),
+    ("source-node", "the client's pScheduler node"),
+    ("dest", "the server's host"),
+    ("dest-node", "the server's pScheduler node"),
+    ("duration", "-t"),
+    ("interval", "-i"),
+    ("omit", "-O"),
+    ("link-rtt", "the setup time in `duration`"),
+    ("parallel", "-P"),
+    ("window-size", "-w"),
+    ("mss", "-M"),
+    ("bandwidth", "-b"),
+    ("fq-rate", "--fq-rate"),
+    ("udp", "-u"),
+    ("buffer-length", "-l"),
+    ("burst-size", "--burst"),
+    ("congestion", "-C"),
+    ("zero-copy", "--tx zerocopy"),
+    ("no-delay", "-N"),
+    ("reverse", "-R"),
+    ("ip-version", "-4 / -6"),
+    ("local-address", "-B"),
+    ("single-ended", "a client against single-ended-port"),
+    ("single-ended-port", "-p"),
+    ("loopback", "server and client on this host"),
+    ("client-cpu-affinity", "--cpus"),
+    ("server-cpu-affinity", "--server-cpus"),
+];
+
+/// Keys of the throughput spec landspeed refuses, and why.
+pub const REFUSED: &[(&str, &str)] = &[
+    ("ip-tos", "landspeed does not set the IP type of service (ip-tos)"),
+    (
+        "flow-label",
+        "landspeed does not set the IPv6 flow label (flow-label)",
+    ),
+    (
+        "reverse-connections",
+        "landspeed's client always opens the connections (reverse-connections)",
+    ),
+];
+
+/// A throughput spec landspeed can run, in landspeed's terms.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Spec {
+    /// The server's host.
+    pub dest: String,
+    /// The client's host, when named.
+    pub source: Option<String>,
+    /// Test length (default 10 s).
+    pub duration: Option<Duration>,
+    /// Reporting interval.
+    pub interval: Option<Duration>,
+    /// Warm-up left out.
+    pub omit: Option<Duration>,
+    /// The path's expected RTT (adds setup time).
+    pub link_rtt: Option<Duration>,
+    /// Streams.
+    pub parallel: Option<u64>,
+    /// Socket buffer, bytes.
+    pub window_size: Option<u64>,
+    /// TCP MSS, bytes.
+    pub mss: Option<u64>,
+    /// Target rate, bits/s.
+    pub bandwidth: Option<u64>,
+    /// Fair-queue pacing rate, bits/s.
+    pub fq_rate: Option<u64>,
+    /// UDP instead of TCP.
+    pub udp: bool,
+    /// Write size, bytes.
+    pub buffer_length: Option<u64>,
+    /// UDP burst, datagrams.
+    pub burst_size: Option<u64>,
+    /// Congestion control.
+    pub congestion: Option<String>,
+    /// MSG_ZEROCOPY sends.
+    pub zero_copy: bool,
+    /// TCP_NODELAY.
+    pub no_delay: bool,
+    /// Data from the server to the client.
+    pub reverse: bool,
+    /// 4 or 6.
+    pub ip_version: Option<u64>,
+    /// The client's local address.
+    pub local_address: Option<String>,
+    /// Only the client participates, against a server at `single_ended_port`.
+    pub single_ended: bool,
+    /// The server's port when single-ended.
+    pub single_ended_port: Option<u16>,
+    /// Server and client on this host.
+    pub loopback: bool,
+    /// The client's CPU.
+    pub client_cpu: Option<u64>,
+    /// The server's CPU.
+    pub server_cpu: Option<u64>,
+}
+
+/// Why a spec cannot run.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{}", .0.join("; "))]
+pub struct Refusal(pub Vec<String>);
+
+/// An ISO 8601 duration (`PT10S`, `PT1M30.5S`, `P1DT2H`) as a `Duration`.
+pub fn iso_duration(s: &str) -> Result<Duration, String> {
+    let d = iso8601::duration(s).map_err(|e| format!("'{s}' is not an ISO 8601 duration ({e})"))?;
+    Ok(Duration::from(d))
+}
+
+/// `Duration` as ISO 8601, whole seconds rounded up (`PT19S`).
+pub fn iso_seconds(d: Duration) -> String {
+    let s = d.as_secs() + u64::from(d.subsec_nanos() > 0);
+    format!("PT{s}S")
+}
+
+/// Reads and checks the test object: its type, schema, every key, every value.
+pub fn parse_test(test: &Value) -> Result<Spec, Refusal> {
+    let mut why = Vec::new();
+    match test.get("type").and_then(Value::as_str) {
+        Some("throughput") => {}
+        Some(t) => why.push(format!("landspeed runs throughput tests, not '{t}'")),
+        None => why.push("the test has no type".into()),
+    }
+    let Some(spec) = test.get("spec").and_then(Value::as_object) else {
+        why.push("the test has no spec object".into());
+        return Err(Refusal(why));
+    };
+    let mut r = Reader { spec, why };
+    let s = r.spec();
+    if r.why.is_empty() {
+        Ok(s)
+    } else {
+        Err(Refusal(r.why))
+    }
+}
+
+/// Reads one spec's values, collecting every problem rather than stopping at the first.
+struct Reader<'a> {
+    spec: &'a Map<String, Value>,
+    why: Vec<String>,
+}
+
+impl Reader<'_> {
+    fn spec(&mut self) -> Spec {
+        self.keys();
+        let s = Spec {
+            dest: self.string("dest").unwrap_or_default(),
+            source: self.string("source"),
+            duration: self.duration("duration"),
+            interval: self.duration("interval"),
+            omit: self.duration("omit"),
+            link_rtt: self.duration("link-rtt"),
+            parallel: self.cardinal("parallel"),
+            window_size: self.cardinal("window-size"),
+            mss: self.cardinal("mss"),
+            bandwidth: self.cardinal("bandwidth"),
+            fq_rate: self.cardinal("fq-rate"),
+            udp: self.boolean("udp"),
+            buffer_length: self.cardinal("buffer-length"),
+            burst_size: self.cardinal("burst-size"),
+            congestion: self.string("congestion"),
+            zero_copy: self.boolean("zero-copy"),
+            no_delay: self.boolean("no-delay"),
+            reverse: self.boolean("reverse"),
+            ip_version: self.integer("ip-version"),
+            local_address: self.string("local-address"),
+            single_ended: self.boolean("single-ended"),
+            single_ended_port: self.integer("single-ended-port").map(|p| p as u16),
+            loopback: self.boolean("loopback"),
+            client_cpu: self.integer("client-cpu-affinity"),
+            server_cpu: self.integer("server-cpu-affinity"),
+        };
+        self.combinations(&s);
+        s
+    }
+
+    /// Every key is known: supported, or refused with its reason.
+    fn keys(&mut self) {
+        for k in self.spec.keys() {
+            if let Some((_, why)) = REFUSED.iter().find(|(r, _)| r == k) {
+                self.why.push((*why).to_string());
+            } else if !SUPPORTED.iter().any(|(s, _)| s == k) {
+                self.why.push(format!("landspeed does not support '{k}'"));
+            }
+        }
+        match self.spec.get("schema").map(Value::as_u64) {
+            None => {}
+            Some(Some(v)) if (1..=MAX_SCHEMA).contains(&v) => {}
+            Some(_) => self
+                .why
+                .push(format!("schema must be an integer from 1 to {MAX_SCHEMA}")),
+        }
+        if !self.spec.contains_key("dest") && self.spec.get("loopback") != Some(&Value::Bool(true)) {
+            self.why.push("the spec has no dest".into());
+        }
+    }
+
+    fn combinations(&mut self, s: &Spec) {
+        if s.fq_rate.is_some() && s.bandwidth.is_some() && !s.udp {
+            self.why
+                .push("bandwidth and fq-rate together: give one rate for a TCP test".into());
+        }
+        if s.udp && (s.congestion.is_some() || s.mss.is_some() || s.no_delay || s.zero_copy) {
+            self.why
+                .push("congestion, mss, no-delay and zero-copy apply to TCP only, not with udp".into());
+        }
+        if s.burst_size.is_some() && !s.udp {
+            self.why.push("burst-size applies to UDP only".into());
+        }
+        if let Some(v) = s.ip_version.filter(|v| *v != 4 && *v != 6) {
+            self.why.push(format!("ip-version must be 4 or 6, not {v}"));
+        }
+        if s.duration.is_some_and(|d| d.is_zero()) {
+            self.why.push("duration must be longer than zero".into());
+        }
+        if s.parallel.is_some_and(|p| p > 128) {
+            self.why.push("parallel is at most 128 streams".into());
+        }
+    }
+
+    fn string(&mut self, k: &str) -> Option<String> {
+        match self.spec.get(k)? {
+            Value::String(s) if !s.is_empty() => Some(s.clone()),
+            _ => {
+                self.why.push(format!("{k} must be a non-empty string"));
+                None
+            }
+        }
+    }
+
+    fn boolean(&mut self, k: &str) -> bool {
+        match self.spec.get(k) {
+            None => false,
+            Some(Value::Bool(b)) => *b,
+            Some(_) => {
+                self.why.push(format!("{k} must be true or false"));
+                false
+            }
+        }
+    }
+
+    fn integer(&mut self, k: &str) -> Option<u64> {
+        let v = self.spec.get(k)?;
+        let n = v.as_u64();
+        if n.is_none() {
+            self.why.push(format!("{k} must be a whole number, not {v}"));
+        }
+        n
+    }
+
+    fn cardinal(&mut self, k: &str) -> Option<u64> {
+        let n = self.integer(k)?;
+        if n == 0 {
+            self.why.push(format!("{k} must be at least 1"));
+            return None;
+        }
+        Some(n)
+    }
+
+    fn duration(&mut self, k: &str) -> Option<Duration> {
+        let v = self.spec.get(k)?;
+        match v.as_str().map(iso_duration) {
+            Some(Ok(d)) => Some(d),
+            Some(Err(e)) => {
+                self.why.push(format!("{k}: {e}"));
+                None
+            }
+            None => {
+                self.why
+                    .push(format!("{k} must be an ISO 8601 duration such as \"PT10S\""));
+                None
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn test(spec: Value) -> Value {
+        json!({"type": "throughput", "spec": spec})
+    }
+
+    #[test]
+    fn a_full_spec_maps_every_key() {
+        let s = parse_test(&test(json!({
+            "schema": 7, "dest": "b.example", "source": "a.example", "duration": "PT20S",
+            "interval": "PT2S", "omit": "PT1.5S", "parallel": 4, "window-size": 4194304,
+            "mss": 1400, "fq-rate": 1000000000u64, "congestion": "bbr", "zero-copy": true,
+            "reverse": true, "ip-version": 6, "local-address": "2001:db8::1", "no-delay": true
+        })))
+        .unwrap();
+        assert_eq!(s.dest, "b.example");
+        assert_eq!(s.duration, Some(Duration::from_secs(20)));
+        assert_eq!(s.omit, Some(Duration::from_millis(1500)));
+        assert_eq!(
+            (s.parallel, s.window_size, s.mss),
+            (Some(4), Some(4 << 20), Some(1400))
+        );
+        assert!(s.zero_copy && s.reverse && s.no_delay && !s.udp);
+        assert_eq!(s.ip_version, Some(6));
+    }
+
+    #[test]
+    fn refusals_name_every_problem() {
+        let e = parse_test(&test(json!({
+            "dest": "b", "ip-tos": 32, "flow-label": 7, "frobnicate": 1, "parallel": 0,
+            "duration": "ten seconds", "udp": "yes", "schema": 9
+        })))
+        .unwrap_err();
+        let all = e.to_string();
+        for want in [
+            "type of service",
+            "flow label",
+            "does not support 'frobnicate'",
+            "parallel must be at least 1",
+            "duration: 'ten seconds' is not an ISO 8601 duration",
+            "udp must be true or false",
+            "schema must be an integer from 1 to 7",
+        ] {
+            assert!(all.contains(want), "{want} in {all}");
+        }
+    }
+
+    #[test]
+    fn other_tests_and_bad_combinations_are_refused() {
+        let e = parse_test(&json!({"type": "latency", "spec": {"dest": "b"}})).unwrap_err();
+        assert!(e.to_string().contains("not 'latency'"), "{e}");
+        let e = parse_test(&test(json!({"dest": "b", "udp": true, "congestion": "bbr"}))).unwrap_err();
+        assert!(e.to_string().contains("TCP only"), "{e}");
+        let e = parse_test(&test(json!({"dest": "b", "bandwidth": 1, "fq-rate": 2}))).unwrap_err();
+        assert!(e.to_string().contains("give one rate"), "{e}");
+        let e = parse_test(&json!({"type": "throughput"})).unwrap_err();
+        assert!(e.to_string().contains("no spec"), "{e}");
+    }
+
+    #[test]
+    fn iso_durations_round_trip_in_whole_seconds() {
+        assert_eq!(iso_duration("PT1M30S").unwrap(), Duration::from_secs(90));
+        assert_eq!(iso_duration("P1DT1S").unwrap(), Duration::from_secs(86_401));
+        assert!(iso_duration("10").is_err());
+        assert_eq!(iso_seconds(Duration::from_millis(18_200)), "PT19S");
+        assert_eq!(iso_seconds(Duration::from_secs(19)), "PT19S");
+    }
+}
