@@ -28,7 +28,7 @@ pub struct Cli {
 pub enum Command {
     /// Serve tests: landspeed's protocol and iperf3 clients, TCP and UDP, on one port.
     #[command(
-        after_help = "Examples:\n  landspeed serve\n  landspeed serve -p 5300 --bind 192.0.2.10\n  landspeed serve --once\n  landspeed serve --max-tests 8 --max-duration 60s --max-streams 16 --allow 192.0.2.0/24 --log-json"
+        after_help = "Examples:\n  landspeed serve\n  landspeed serve -p 5300 --bind 192.0.2.10\n  landspeed serve --once\n  landspeed serve --max-tests 8 --max-duration 60s --max-streams 16 --allow 192.0.2.0/24 --log-json\n  landspeed serve --metrics 127.0.0.1:9572    # OpenMetrics on http://127.0.0.1:9572/metrics"
     )]
     Serve(ServeArgs),
     /// Run one test against a landspeed server (or an iperf3 server).
@@ -83,6 +83,11 @@ pub enum Command {
     Record(crate::record::RecordArgs),
     /// Packet-level WAN emulator: two namespaces joined through a delaying, shaping, lossy path.
     Wan(crate::wan::WanArgs),
+    /// Prometheus exporter: /probe?target=HOST[:PORT] runs one test and answers its figures.
+    #[command(
+        after_help = "Examples:\n  landspeed exporter --listen 127.0.0.1:9571\n  curl 'http://127.0.0.1:9571/probe?target=b.example.net&time=5s&streams=4'\n  curl 'http://127.0.0.1:9571/probe?target=b.example.net:5201&udp=1&rate=200M&reverse=1'\n\nA failed test answers probe_success 0 (HTTP 200); a bad query answers 400 with the reason.\nPrometheus configuration: docs/metrics-export.md."
+    )]
+    Exporter(crate::exporter::ExporterArgs),
     /// (for pScheduler) One method of the perfSONAR pScheduler tool: JSON on stdin, JSON on stdout.
     #[command(
         after_help = "Installed as /usr/lib/pscheduler/classes/tool/landspeed/METHOD wrappers (contrib/pscheduler).\nExample:\n  echo '{\"type\":\"throughput\",\"spec\":{\"dest\":\"b.example\",\"duration\":\"PT20S\"}}' | landspeed pscheduler duration"
@@ -131,6 +136,10 @@ pub struct ServeArgs {
     /// Log one JSON object per line instead of text.
     #[arg(long)]
     pub log_json: bool,
+    /// Serve OpenMetrics for Prometheus on http://ADDR/metrics: tests by outcome, bytes, refusals by
+    /// reason, running tests, authentication failures, the last test's figures (docs/metrics-export.md).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<std::net::SocketAddr>,
     /// Require landspeed clients to authenticate with one of the keys in FILE: one `NAME SECRET` per
     /// line (secret at least 16 bytes; `#` comments). Clients use `run --auth NAME:KEYFILE`.
     #[arg(long, value_name = "FILE")]

@@ -8,7 +8,9 @@
 
 mod archive;
 mod args;
+mod exporter;
 mod flags;
+mod http;
 mod keyfile;
 mod mesh;
 mod model;
@@ -62,6 +64,7 @@ fn main() -> ExitCode {
         args::Command::Record(a) => record::record(a),
         args::Command::Wan(a) => wan::wan(a),
         args::Command::Pscheduler(a) => pscheduler::pscheduler(a),
+        args::Command::Exporter(a) => exporter::exporter(a),
     };
     match outcome {
         Ok(true) => ExitCode::SUCCESS,

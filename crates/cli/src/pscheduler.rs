@@ -6,7 +6,7 @@
 //! (exit 0), as pScheduler expects.
 
 use anyhow::{Context, Result};
-use clap::{Args, Parser, ValueEnum};
+use clap::{Args, ValueEnum};
 use landspeed_pscheduler::{methods, result};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read};
@@ -187,20 +187,10 @@ fn loopback(mut args: Vec<String>) -> Value {
     out
 }
 
-#[derive(Parser)]
-struct RunOnly {
-    #[command(flatten)]
-    run: crate::args::RunArgs,
-}
-
 /// The client participant: one landspeed test, its result in the throughput format.
 fn client(args: &[String]) -> Value {
     let command = format!("landspeed run {}", args.join(" "));
-    let parsed = RunOnly::try_parse_from(std::iter::once("run".to_string()).chain(args.iter().cloned()));
-    let opts = match parsed
-        .map_err(|e| e.to_string())
-        .and_then(|a| crate::run::client_options(&a.run).map_err(|e| format!("{e:#}")))
-    {
+    let opts = match crate::run::options_from_args(args) {
         Ok(o) => o,
         Err(e) => return result::failure(&format!("cannot build the test: {e}"), &command),
     };

@@ -232,6 +232,21 @@ pub fn options_for(host: &str, port: u16, cell: &CellSpec) -> Result<ClientOptio
     Ok(opts)
 }
 
+#[derive(clap::Parser)]
+struct RunOnly {
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+/// Client options from `landspeed run` arguments given as a list (the pScheduler tool and the
+/// exporter build them), checked exactly as the command line is.
+pub fn options_from_args(args: &[String]) -> Result<ClientOptions, String> {
+    use clap::Parser;
+    let a = RunOnly::try_parse_from(std::iter::once("run".to_string()).chain(args.iter().cloned()))
+        .map_err(|e| e.to_string().trim().to_string())?;
+    client_options(&a.run).map_err(|e| format!("{e:#}"))
+}
+
 /// The client options `run` uses for these arguments.
 pub fn client_options(a: &RunArgs) -> Result<ClientOptions> {
     let mut opts = options_for(&a.host, a.test.port, &cell_spec(a)?)?;

@@ -88,6 +88,33 @@ pub fn serve(a: ServeArgs) -> Result<bool> {
     } else {
         Server::bind(opts, Arc::new(print))?
     };
+    if let Some(addr) = a.metrics {
+        metrics(addr, server.stats_handle(), stop.clone())?;
+    }
     server.run(&stop)?;
     Ok(true)
+}
+
+/// `--metrics ADDR`: OpenMetrics on http://ADDR/metrics from the server's live counters.
+fn metrics(
+    addr: std::net::SocketAddr,
+    stats: landspeed_net::StatsHandle,
+    stop: Arc<AtomicBool>,
+) -> Result<()> {
+    let listener =
+        std::net::TcpListener::bind(addr).with_context(|| format!("--metrics: cannot listen on {addr}"))?;
+    let handler: crate::http::Handler = Arc::new(move |req| match req.path.as_str() {
+        "/metrics" => crate::http::Response {
+            status: 200,
+            content_type: landspeed_report::openmetrics::CONTENT_TYPE,
+            body: landspeed_report::openmetrics::server(
+                &stats.stats(),
+                stats.last_test().as_ref(),
+                landspeed_core::SOFTWARE_VERSION,
+            ),
+        },
+        _ => crate::http::Response::text(404, "not found: the metrics are on /metrics\n"),
+    });
+    std::thread::spawn(move || crate::http::serve(listener, handler, &stop));
+    Ok(())
 }

@@ -14,4 +14,4 @@ pub mod server;
 mod streams;
 
 pub use client::{run_client, run_iperf3_client, ClientError, ClientEvent, ClientOptions};
-pub use server::{Server, ServerError, ServerEvent, ServerOptions, TestError};
+pub use server::{Server, ServerError, ServerEvent, ServerOptions, StatsHandle, TestError};

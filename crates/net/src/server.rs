@@ -108,6 +108,7 @@ struct Counters {
     bytes_received: u64,
     bytes_sent: u64,
     refused: std::collections::BTreeMap<String, u64>,
+    last_test: Option<landspeed_core::server_log::TestLog>,
 }
 
 /// Why the server could not start or keep serving.
@@ -197,6 +198,7 @@ impl Shared {
                     }
                     c.bytes_received += t.bytes_received;
                     c.bytes_sent += t.bytes_sent;
+                    c.last_test = Some(t.clone());
                 }
                 ServerEvent::Refused { reason, .. } => {
                     let key = reason.split([':', '(']).next().unwrap_or("").trim().to_string();
@@ -219,6 +221,11 @@ impl Shared {
             bytes_sent: c.bytes_sent,
             refused: c.refused.iter().map(|(k, v)| (k.clone(), *v)).collect(),
         }
+    }
+
+    fn last_test(&self) -> Option<landspeed_core::server_log::TestLog> {
+        let c = self.counters.lock().unwrap_or_else(|e| e.into_inner());
+        c.last_test.clone()
     }
 
     /// A slot for a new test, or None when `--max-tests` are running.
@@ -291,7 +298,28 @@ fn listen(addr: SocketAddr, v6only: Option<bool>) -> Result<MioListener, ServerE
     Ok(MioListener::from_std(s.into()))
 }
 
+/// Reads a running server's counters from another thread (`serve --metrics`).
+#[derive(Clone)]
+pub struct StatsHandle(Arc<Shared>);
+
+impl StatsHandle {
+    /// The counters now (the same as SIGUSR1 prints).
+    pub fn stats(&self) -> ServerStats {
+        self.0.stats()
+    }
+
+    /// The last test that ended, if any.
+    pub fn last_test(&self) -> Option<landspeed_core::server_log::TestLog> {
+        self.0.last_test()
+    }
+}
+
 impl Server {
+    /// A handle on this server's counters, readable while it runs.
+    pub fn stats_handle(&self) -> StatsHandle {
+        StatsHandle(self.shared.clone())
+    }
+
     /// Binds the listening socket(s): one dual-stack socket on `[::]` by default (IPv4 and IPv6), falling
     /// back to `0.0.0.0` where IPv6 is unavailable, or exactly `--bind`.
     pub fn bind(opts: ServerOptions, events: EventSink) -> Result<Server, ServerError> {

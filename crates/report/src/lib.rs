@@ -10,6 +10,7 @@ pub mod json;
 pub mod live;
 pub mod mesh_text;
 pub mod model_text;
+pub mod openmetrics;
 pub mod path_text;
 pub mod plot;
 pub mod record_doc;

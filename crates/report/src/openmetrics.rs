@@ -1,0 +1,400 @@
+//! landspeed's figures as OpenMetrics text for Prometheus: a server's counters (`serve --metrics`),
+//! one probe's result (`exporter`'s `/probe`, the blackbox-exporter pattern) and the exporter's own
+//! counters. Each exposition is rendered from a snapshot through prometheus-client's encoder, so the
+//! format (TYPE, UNIT and HELP per family, `_total` on counters, `# EOF`) is the library's; the names
+//! follow Prometheus's naming guide: base units (bytes, seconds, ratios), one unit per metric, the unit
+//! as a suffix (docs/metrics-export.md lists every one).
+
+use landspeed_core::result::RunResult;
+use landspeed_core::server_log::{ServerStats, TestLog};
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::info::Info;
+use prometheus_client::registry::{Registry, Unit};
+use std::sync::atomic::AtomicU64;
+
+/// The media type Prometheus parses as OpenMetrics.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+type Labels = Vec<(String, String)>;
+
+fn counter(r: &mut Registry, name: &str, help: &str, unit: Option<Unit>, v: u64) {
+    let c: Counter = Counter::default();
+    c.inc_by(v);
+    match unit {
+        Some(u) => r.register_with_unit(name, help, u, c),
+        None => r.register(name, help, c),
+    }
+}
+
+fn gauge(r: &mut Registry, name: &str, help: &str, unit: Option<Unit>, v: f64) {
+    let g: Gauge<f64, AtomicU64> = Gauge::default();
+    g.set(v);
+    match unit {
+        Some(u) => r.register_with_unit(name, help, u, g),
+        None => r.register(name, help, g),
+    }
+}
+
+fn counters_by(r: &mut Registry, name: &str, help: &str, label: &str, values: &[(String, u64)]) {
+    let f: Family<Labels, Counter> = Family::default();
+    for (k, v) in values {
+        f.get_or_create(&vec![(label.to_string(), k.clone())]).inc_by(*v);
+    }
+    r.register(name, help, f);
+}
+
+fn build_info(r: &mut Registry, version: &str) {
+    r.register(
+        "build",
+        "The landspeed build that answers",
+        Info::new(vec![("version".to_string(), version.to_string())]),
+    );
+}
+
+fn finish(r: &Registry) -> String {
+    let mut out = String::new();
+    // Writing into a String cannot fail.
+    let _ = encode(&mut out, r);
+    out
+}
+
+/// `serve --metrics`: the server's counters since it started and its last test's figures.
+pub fn server(s: &ServerStats, last: Option<&TestLog>, version: &str) -> String {
+    let mut r = Registry::with_prefix("landspeed");
+    build_info(&mut r, version);
+    let sub = r.sub_registry_with_prefix("server");
+    let outcomes = [
+        ("completed".to_string(), s.tests_ok),
+        ("failed".to_string(), s.tests_failed),
+    ];
+    counters_by(
+        sub,
+        "tests",
+        "Tests that ended, by outcome (failed: an error or corrupt data)",
+        "outcome",
+        &outcomes,
+    );
+    counter(
+        sub,
+        "received",
+        "Bytes the server's tests received after the warm-up",
+        Some(Unit::Bytes),
+        s.bytes_received,
+    );
+    counter(
+        sub,
+        "sent",
+        "Bytes the server's tests sent",
+        Some(Unit::Bytes),
+        s.bytes_sent,
+    );
+    counters_by(
+        sub,
+        "refusals",
+        "Connections refused, by reason",
+        "reason",
+        &s.refused,
+    );
+    let auth = s
+        .refused
+        .iter()
+        .filter(|(k, _)| k.starts_with("authentication"))
+        .map(|(_, v)| v)
+        .sum();
+    counter(
+        sub,
+        "auth_failures",
+        "Clients that failed authentication",
+        None,
+        auth,
+    );
+    gauge(
+        sub,
+        "running_tests",
+        "Tests running now",
+        None,
+        s.tests_running as f64,
+    );
+    gauge(
+        sub,
+        "uptime",
+        "Time since the server started",
+        Some(Unit::Seconds),
+        s.uptime_s,
+    );
+    if let Some(t) = last {
+        last_test(sub.sub_registry_with_prefix("last_test"), t);
+    }
+    finish(&r)
+}
+
+fn last_test(r: &mut Registry, t: &TestLog) {
+    let rate = if t.duration_s > 0.0 {
+        t.bytes_received as f64 / t.duration_s
+    } else {
+        0.0
+    };
+    gauge(
+        r,
+        "received",
+        "The last test's bytes received after the warm-up",
+        Some(Unit::Bytes),
+        t.bytes_received as f64,
+    );
+    gauge(
+        r,
+        "sent",
+        "The last test's bytes sent",
+        Some(Unit::Bytes),
+        t.bytes_sent as f64,
+    );
+    gauge(
+        r,
+        "verified",
+        "The last test's bytes checked against the payload pattern",
+        Some(Unit::Bytes),
+        t.bytes_verified as f64,
+    );
+    gauge(
+        r,
+        "duration",
+        "The last test's length at this end",
+        Some(Unit::Seconds),
+        t.duration_s,
+    );
+    gauge(
+        r,
+        "throughput_bytes_per_second",
+        "The last test's received bytes over its length",
+        None,
+        rate,
+    );
+    gauge(
+        r,
+        "streams",
+        "The last test's streams per direction",
+        None,
+        f64::from(t.streams),
+    );
+    gauge(
+        r,
+        "trusted",
+        "1 when the last test completed with every byte verified intact, else 0",
+        None,
+        f64::from(u8::from(t.verdict().is_trusted())),
+    );
+}
+
+/// One probe's outcome: whether it ran, how long it took, and the result when there is one.
+#[derive(Debug)]
+pub struct Probe<'a> {
+    /// The test ran and its result is trusted.
+    pub success: bool,
+    /// Wall time of the probe, seconds.
+    pub duration_s: f64,
+    /// The test's result, when it produced one.
+    pub result: Option<&'a RunResult>,
+}
+
+/// `/probe`: `probe_success`, `probe_duration_seconds` and the test's figures.
+pub fn probe(p: &Probe) -> String {
+    let mut r = Registry::default();
+    gauge(
+        &mut r,
+        "probe_success",
+        "1 when the test ran and every byte arrived intact, else 0",
+        None,
+        f64::from(u8::from(p.success)),
+    );
+    gauge(
+        &mut r,
+        "probe_duration",
+        "How long the probe took",
+        Some(Unit::Seconds),
+        p.duration_s,
+    );
+    if let Some(res) = p.result {
+        probe_figures(r.sub_registry_with_prefix("landspeed_probe"), res);
+    }
+    finish(&r)
+}
+
+fn probe_figures(r: &mut Registry, res: &RunResult) {
+    let s = &res.summary;
+    gauge(
+        r,
+        "throughput_bytes_per_second",
+        "Bytes received per second (multiply by 8 for bits)",
+        None,
+        s.throughput_bps / 8.0,
+    );
+    gauge(
+        r,
+        "received",
+        "Bytes received after the warm-up",
+        Some(Unit::Bytes),
+        s.bytes_received as f64,
+    );
+    gauge(
+        r,
+        "sent",
+        "Bytes sent after the warm-up",
+        Some(Unit::Bytes),
+        s.bytes_sent as f64,
+    );
+    gauge(
+        r,
+        "verified",
+        "Bytes checked against the payload pattern",
+        Some(Unit::Bytes),
+        s.bytes_verified as f64,
+    );
+    gauge(
+        r,
+        "transfer",
+        "Time the data moved",
+        Some(Unit::Seconds),
+        s.duration_s,
+    );
+    gauge(
+        r,
+        "trusted",
+        "1 when every byte arrived intact and the counts agree, else 0",
+        None,
+        f64::from(u8::from(res.verdict().is_trusted())),
+    );
+    tcp_figures(r, res);
+    if let Some(u) = &s.udp {
+        udp_figures(r, u);
+    }
+}
+
+fn tcp_figures(r: &mut Registry, res: &RunResult) {
+    let tcp: Vec<_> = res.streams.iter().filter_map(|st| st.tcp.as_ref()).collect();
+    if !tcp.is_empty() {
+        gauge(
+            r,
+            "retransmits",
+            "Retransmitted TCP segments of this test",
+            None,
+            res.summary.retransmits as f64,
+        );
+        let min = tcp
+            .iter()
+            .map(|t| t.rtt_min_us)
+            .filter(|&u| u > 0)
+            .min()
+            .unwrap_or(0);
+        let mean = tcp.iter().map(|t| f64::from(t.rtt_avg_us)).sum::<f64>() / tcp.len() as f64;
+        gauge(
+            r,
+            "rtt_min",
+            "The smallest RTT TCP saw",
+            Some(Unit::Seconds),
+            f64::from(min) / 1e6,
+        );
+        gauge(
+            r,
+            "rtt_mean",
+            "The mean of the streams' mean smoothed RTT",
+            Some(Unit::Seconds),
+            mean / 1e6,
+        );
+    }
+}
+
+fn udp_figures(r: &mut Registry, u: &landspeed_core::udp::UdpStats) {
+    gauge(
+        r,
+        "lost_datagrams",
+        "UDP datagrams lost",
+        None,
+        u.datagrams_lost as f64,
+    );
+    gauge(
+        r,
+        "loss",
+        "UDP datagrams lost over datagrams sent",
+        Some(Unit::Other("ratio".into())),
+        u.loss_pct / 100.0,
+    );
+    gauge(
+        r,
+        "jitter",
+        "UDP interarrival jitter (RFC 3550)",
+        Some(Unit::Seconds),
+        u.jitter_ms / 1e3,
+    );
+}
+
+/// The exporter's own `/metrics`: probes by result.
+pub fn exporter(probes: &[(String, u64)], version: &str) -> String {
+    let mut r = Registry::with_prefix("landspeed");
+    build_info(&mut r, version);
+    counters_by(
+        r.sub_registry_with_prefix("exporter"),
+        "probes",
+        "Probes answered, by result (success, failure, refused)",
+        "result",
+        probes,
+    );
+    finish(&r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stats() -> ServerStats {
+        ServerStats {
+            uptime_s: 12.5,
+            tests_ok: 3,
+            tests_failed: 1,
+            tests_running: 1,
+            bytes_received: 1_000_000,
+            bytes_sent: 0,
+            refused: vec![("authentication failed".into(), 2), ("busy".into(), 1)],
+        }
+    }
+
+    #[test]
+    fn the_server_exposition_is_openmetrics_with_base_units_and_totals() {
+        let mut t = TestLog::new("127.0.0.1:1".parse().unwrap(), "landspeed");
+        (t.bytes_received, t.bytes_verified, t.duration_s, t.streams) = (4_000, 4_000, 2.0, 1);
+        let text = server(&stats(), Some(&t), "0.1.0");
+        for line in [
+            "# TYPE landspeed_build info",
+            "landspeed_build_info{version=\"0.1.0\"} 1",
+            "# TYPE landspeed_server_tests counter",
+            "landspeed_server_tests_total{outcome=\"completed\"} 3",
+            "landspeed_server_tests_total{outcome=\"failed\"} 1",
+            "# UNIT landspeed_server_received_bytes bytes",
+            "landspeed_server_received_bytes_total 1000000",
+            "landspeed_server_refusals_total{reason=\"busy\"} 1",
+            "landspeed_server_auth_failures_total 2",
+            "landspeed_server_running_tests 1.0",
+            "landspeed_server_uptime_seconds 12.5",
+            "landspeed_server_last_test_throughput_bytes_per_second 2000.0",
+            "landspeed_server_last_test_trusted 1.0",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line:?} missing in\n{text}");
+        }
+        assert!(text.ends_with("# EOF\n"), "{text}");
+    }
+
+    #[test]
+    fn a_failed_probe_says_so_and_carries_no_figures() {
+        let text = probe(&Probe {
+            success: false,
+            duration_s: 0.25,
+            result: None,
+        });
+        assert!(text.contains("\nprobe_success 0.0\n"), "{text}");
+        assert!(text.contains("probe_duration_seconds 0.25"), "{text}");
+        assert!(!text.contains("landspeed_probe_"), "{text}");
+        assert!(text.ends_with("# EOF\n"));
+    }
+}
