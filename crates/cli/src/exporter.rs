@@ -59,25 +59,9 @@ fn flag(k: &str, v: &str) -> Result<bool, String> {
     }
 }
 
-/// `HOST`, `HOST:PORT`, `[V6]:PORT` or a bare IPv6 address.
+/// `HOST`, `HOST:PORT`, `[V6]:PORT` or a bare IPv6 address (the mesh's and `run --from`'s syntax).
 fn target(t: &str) -> Result<(String, u16), String> {
-    let bad = || format!("target={t}: give HOST or HOST:PORT ([V6]:PORT for IPv6)");
-    if t.is_empty() {
-        return Err(bad());
-    }
-    if let Some(rest) = t.strip_prefix('[') {
-        let (h, p) = rest.split_once(']').ok_or_else(bad)?;
-        let port = match p.strip_prefix(':') {
-            Some(p) => p.parse().map_err(|_| bad())?,
-            None if p.is_empty() => 5201,
-            None => return Err(bad()),
-        };
-        return Ok((h.to_string(), port));
-    }
-    match t.rsplit_once(':') {
-        Some((h, p)) if !h.contains(':') => Ok((h.to_string(), p.parse().map_err(|_| bad())?)),
-        _ => Ok((t.to_string(), 5201)),
-    }
+    landspeed_plan::mesh::plan::host_port(t).map_err(|e| format!("target: {e}"))
 }
 
 /// Reads and checks the query: every parameter known, every value in range.
@@ -347,7 +331,7 @@ mod tests {
             (vec![("target", "h"), ("streams", "0")], "1 to 128"),
             (vec![("target", "h"), ("reverse", "maybe")], "give 1 or 0"),
             (vec![("target", "h"), ("rate", "1G")], "UDP probes"),
-            (vec![("target", "h:notaport")], "HOST:PORT"),
+            (vec![("target", "h:notaport")], "HOST or HOST:PORT"),
             (vec![("target", "h"), ("module", "icmp")], "tcp or udp"),
         ] {
             let e = q(&pairs).unwrap_err();

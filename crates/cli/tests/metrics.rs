@@ -8,20 +8,12 @@
 
 mod common;
 
-use common::{bin, wait_until};
+use common::{bin, free_port, wait_until};
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// A child process killed when the guard drops, also when the test fails.
 struct Proc(Child);
@@ -46,6 +38,25 @@ fn start(args: &[&str]) -> Proc {
         .unwrap();
     assert!(!line.is_empty(), "landspeed {args:?} said nothing");
     Proc(c)
+}
+
+/// `landspeed serve -p SPORT --metrics 127.0.0.1:MPORT`.
+fn serve_with_metrics(sport: u16, mport: u16) -> Proc {
+    start(&[
+        "serve",
+        "-p",
+        &sport.to_string(),
+        "--metrics",
+        &format!("127.0.0.1:{mport}"),
+    ])
+}
+
+/// `landspeed exporter` on 127.0.0.1:`port` with probes of at most 5 s.
+fn exporter(port: u16, extra: &[&str]) -> Proc {
+    let listen = format!("127.0.0.1:{port}");
+    let mut args = vec!["exporter", "--listen", &listen, "--max-time", "5s"];
+    args.extend_from_slice(extra);
+    start(&args)
 }
 
 /// GET http://127.0.0.1:port/path_and_query: (status, headers, body).
@@ -123,13 +134,7 @@ fn check_openmetrics(text: &str) {
 fn the_exporter_refuses_bad_queries_and_survives_a_flood() {
     let (sport, eport) = (free_port(), free_port());
     let _server = start(&["serve", "-p", &sport.to_string(), "--bind", "127.0.0.1"]);
-    let _exp = start(&[
-        "exporter",
-        "--listen",
-        &format!("127.0.0.1:{eport}"),
-        "--max-time",
-        "5s",
-    ]);
+    let _exp = exporter(eport, &[]);
     for (q, why) in [
         ("/probe", "target is required"),
         ("/probe?target=127.0.0.1&frob=1", "unknown parameter 'frob'"),
@@ -233,23 +238,9 @@ fn value(v: &Value) -> f64 {
 fn a_real_prometheus_scrapes_the_server_and_the_probes_and_the_dashboard_has_data() {
     let Some(prom) = prometheus() else { return };
     let (sport, mport, eport, pport) = (free_port(), free_port(), free_port(), free_port());
-    let _server = start(&[
-        "serve",
-        "-p",
-        &sport.to_string(),
-        "--metrics",
-        &format!("127.0.0.1:{mport}"),
-    ]);
+    let _server = serve_with_metrics(sport, mport);
     // Two probes per target: the TCP and the UDP job scrape the same server at once.
-    let _exp = start(&[
-        "exporter",
-        "--listen",
-        &format!("127.0.0.1:{eport}"),
-        "--max-time",
-        "5s",
-        "--per-target",
-        "2",
-    ]);
+    let _exp = exporter(eport, &["--per-target", "2"]);
     // A refusal (not landspeed's protocol) so that the refusal series exist.
     let mut junk = TcpStream::connect(("127.0.0.1", sport)).unwrap();
     let _ = junk.write_all(b"GET / HTTP/1.0\r\n\r\n");
@@ -331,13 +322,7 @@ impl Drop for Cleanup {
 #[test]
 fn serve_metrics_is_strict_openmetrics_before_and_after_a_test() {
     let (sport, mport) = (free_port(), free_port());
-    let _server = start(&[
-        "serve",
-        "-p",
-        &sport.to_string(),
-        "--metrics",
-        &format!("127.0.0.1:{mport}"),
-    ]);
+    let _server = serve_with_metrics(sport, mport);
     let (status, head, before) = get(mport, "/metrics");
     assert_eq!(status, 200);
     assert!(

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{bin, Outcome};
+use common::{bin, free_port, Outcome};
 use serde_json::{json, Value};
 use std::io::Write;
 use std::process::{Command, Stdio};
@@ -54,14 +54,6 @@ fn assert_valid(v: &jsonschema::Validator, doc: &Value) {
 
 fn test(spec: Value) -> Value {
     json!({"type": "throughput", "spec": spec})
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 #[test]

@@ -292,3 +292,13 @@ pub fn control_greeting(software: &str) -> Vec<u8> {
     }));
     b
 }
+
+/// A TCP port free on 127.0.0.1 now (bound, then let go).
+#[allow(dead_code)]
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}

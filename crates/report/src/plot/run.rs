@@ -8,7 +8,7 @@
 
 use super::sweep::{unit, Cdf};
 use super::{colour, footer, render, Draw, DrawResult, Figure, PlotError, FONT};
-use landspeed_core::result::RunResult;
+use landspeed_core::result::{IntervalResult, IntervalStream, RunResult};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
@@ -29,26 +29,38 @@ fn foot(r: &RunResult) -> String {
     )
 }
 
-/// Each stream's interval throughputs as steps: the mean held from the interval's start to its end.
-fn steps(r: &RunResult, ids: &[u32], div: f64) -> Vec<(String, Vec<(f64, f64)>)> {
-    ids.iter()
-        .map(|&id| {
-            let pts = r
+type Series = Vec<(String, Vec<(f64, f64)>)>;
+/// The points one interval of one stream gives a series.
+type Points<'a> = &'a dyn Fn(&IntervalResult, &IntervalStream) -> Option<Vec<(f64, f64)>>;
+
+/// One series per stream, each interval giving the points `pts` makes of it (none to skip it).
+fn per_stream(r: &RunResult, pts: Points) -> Series {
+    r.streams
+        .iter()
+        .map(|st| {
+            let points = r
                 .intervals
                 .iter()
-                .filter_map(|i| {
-                    let s = i.streams.iter().find(|s| s.id == id)?;
-                    Some([
-                        (i.start_s, s.throughput_bps / div),
-                        (i.end_s, s.throughput_bps / div),
-                    ])
-                })
+                .filter_map(|i| pts(i, i.streams.iter().find(|s| s.id == st.id)?))
                 .flatten()
                 .collect::<Vec<_>>();
-            (format!("stream {id}"), pts)
+            (format!("stream {}", st.id), points)
         })
         .filter(|s| !s.1.is_empty())
         .collect()
+}
+
+/// Each stream's interval throughputs as steps: the mean held from the interval's start to its end.
+fn steps(r: &RunResult, div: f64) -> Series {
+    per_stream(r, &|i, s| {
+        let v = s.throughput_bps / div;
+        Some(vec![(i.start_s, v), (i.end_s, v)])
+    })
+}
+
+/// A figure read at each interval's end.
+fn at_ends(r: &RunResult, f: &dyn Fn(&IntervalStream) -> Option<f64>) -> Series {
+    per_stream(r, &|i, s| Some(vec![(i.end_s, f(s)?)]))
 }
 
 /// The smallest RTT of the run, ms: the senders' TCP minimum (tcpi_min_rtt) or the echo probes'
@@ -140,23 +152,6 @@ impl Draw for OverTime<'_> {
     {
         let r = self.r;
         let t_end = r.intervals.last().map_or(1.0, |i| i.end_s);
-        let ids: Vec<u32> = r.streams.iter().map(|s| s.id).collect();
-        let per_stream = |f: &dyn Fn(&landspeed_core::result::IntervalStream) -> Option<f64>| {
-            ids.iter()
-                .map(|&id| {
-                    let pts = r
-                        .intervals
-                        .iter()
-                        .filter_map(|i| {
-                            let s = i.streams.iter().find(|s| s.id == id)?;
-                            Some((i.end_s, f(s)?))
-                        })
-                        .collect::<Vec<_>>();
-                    (format!("stream {id}"), pts)
-                })
-                .filter(|s| !s.1.is_empty())
-                .collect::<Vec<_>>()
-        };
         let body = root.margin(8, 40, 8, 8);
         let title = body.titled(
             &format!("{} over time, {}", r.config.host, r.started_utc),
@@ -173,7 +168,7 @@ impl Draw for OverTime<'_> {
             &panels[0],
             "Throughput per stream (mean over each interval)",
             uname,
-            &steps(r, &ids, div),
+            &steps(r, div),
             t_end,
             None,
         )?;
@@ -181,11 +176,11 @@ impl Draw for OverTime<'_> {
             &panels[1],
             "Congestion window per stream (sender's TCP_INFO)",
             "cwnd (KiB)",
-            &per_stream(&|s| s.cwnd_bytes.map(|c| c as f64 / 1024.0)),
+            &at_ends(r, &|s| s.cwnd_bytes.map(|c| c as f64 / 1024.0)),
             t_end,
             None,
         )?;
-        let mut rtt = per_stream(&|s| s.rtt_us.map(|u| f64::from(u) / 1e3));
+        let mut rtt = at_ends(r, &|s| s.rtt_us.map(|u| f64::from(u) / 1e3));
         let probes: Vec<(f64, f64)> = r
             .intervals
             .iter()
