@@ -83,6 +83,14 @@ pub enum Command {
     Record(crate::record::RecordArgs),
     /// Packet-level WAN emulator: two namespaces joined through a delaying, shaping, lossy path.
     Wan(crate::wan::WanArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    #[command(
+        after_help = "Examples:\n  landspeed completions bash > ~/.local/share/bash-completion/completions/landspeed\n  landspeed completions zsh > ~/.zfunc/_landspeed\n  landspeed completions fish > ~/.config/fish/completions/landspeed.fish"
+    )]
+    Completions(crate::version::CompletionsArgs),
+    /// (for packaging) Write the man pages, one per command, into a directory.
+    #[command(hide = true)]
+    Man(crate::version::ManArgs),
     /// Prometheus exporter: /probe?target=HOST[:PORT] runs one test and answers its figures.
     #[command(
         after_help = "Examples:\n  landspeed exporter --listen 127.0.0.1:9571\n  curl 'http://127.0.0.1:9571/probe?target=b.example.net&time=5s&streams=4'\n  curl 'http://127.0.0.1:9571/probe?target=b.example.net:5201&udp=1&rate=200M&reverse=1'\n\nA failed test answers probe_success 0 (HTTP 200); a bad query answers 400 with the reason.\nPrometheus configuration: docs/metrics-export.md."

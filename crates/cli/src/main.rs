@@ -23,6 +23,7 @@ mod run;
 mod serve;
 mod sweep;
 mod values;
+mod version;
 mod wan;
 
 use clap::Parser;
@@ -43,6 +44,10 @@ impl std::error::Error for UsageError {}
 pub struct Failed;
 
 fn main() -> ExitCode {
+    if version::asked(&std::env::args().collect::<Vec<_>>()) {
+        println!("{}", version::line());
+        return ExitCode::SUCCESS;
+    }
     let cli = args::Cli::parse();
     landspeed_engine::rlimit::raise_fd_limit();
     landspeed_engine::host::set_command_line(landspeed_engine::host::command_line(
@@ -65,6 +70,8 @@ fn main() -> ExitCode {
         args::Command::Wan(a) => wan::wan(a),
         args::Command::Pscheduler(a) => pscheduler::pscheduler(a),
         args::Command::Exporter(a) => exporter::exporter(a),
+        args::Command::Completions(a) => version::completions(a),
+        args::Command::Man(a) => version::man(a),
     };
     match outcome {
         Ok(true) => ExitCode::SUCCESS,

@@ -81,7 +81,8 @@ impl Output {
                     self.header_done = true;
                     self.out(&interval_header(bidir));
                 }
-                for l in interval_line(flow, &interval, self.per_stream, bidir) {
+                let nominal = self.spec.interval_s.as_secs_f64();
+                for l in interval_line(flow, &interval, self.per_stream, bidir, nominal) {
                     self.out(&l);
                 }
             }

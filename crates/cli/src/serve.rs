@@ -103,6 +103,8 @@ fn metrics(
 ) -> Result<()> {
     let listener =
         std::net::TcpListener::bind(addr).with_context(|| format!("--metrics: cannot listen on {addr}"))?;
+    // Printed first, so that with port 0 scripts learn where the metrics are.
+    println!("landspeed metrics on http://{}/metrics", listener.local_addr()?);
     let handler: crate::http::Handler = Arc::new(move |req| match req.path.as_str() {
         "/metrics" => crate::http::Response {
             status: 200,

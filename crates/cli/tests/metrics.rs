@@ -24,39 +24,81 @@ impl Drop for Proc {
     }
 }
 
-/// Starts landspeed with `args` and waits for its first line on stdout.
-fn start(args: &[&str]) -> Proc {
+/// Starts landspeed with `args` and reads its first `n` lines on stdout.
+fn start(args: &[&str], n: usize) -> (Proc, Vec<String>) {
     let mut c = Command::new(bin())
         .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
         .expect("spawn landspeed");
-    let mut line = String::new();
-    BufReader::new(c.stdout.take().unwrap())
-        .read_line(&mut line)
+    let mut out = BufReader::new(c.stdout.take().unwrap());
+    let lines: Vec<String> = (0..n)
+        .map(|_| {
+            let mut line = String::new();
+            out.read_line(&mut line).unwrap();
+            line
+        })
+        .collect();
+    assert!(
+        lines.iter().all(|l| !l.is_empty()),
+        "landspeed {args:?} said {lines:?}"
+    );
+    (Proc(c), lines)
+}
+
+/// The port of the first `HOST:PORT` in a line such as "... listening on 0.0.0.0:5201, [::]:5201"
+/// or "... on http://127.0.0.1:9571/probe".
+fn port_in(line: &str) -> u16 {
+    let addr = line
+        .split_whitespace()
+        .find(|w| {
+            w.contains(':')
+                && w.chars()
+                    .next()
+                    .is_some_and(|c| c.is_ascii_digit() || c == '[' || c == 'h')
+        })
         .unwrap();
-    assert!(!line.is_empty(), "landspeed {args:?} said nothing");
-    Proc(c)
+    let addr = addr.trim_start_matches("http://").trim_end_matches(',');
+    let addr = addr.split('/').next().unwrap();
+    addr.rsplit(':')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap_or_else(|_| panic!("no port in {line}"))
 }
 
-/// `landspeed serve -p SPORT --metrics 127.0.0.1:MPORT`.
-fn serve_with_metrics(sport: u16, mport: u16) -> Proc {
-    start(&[
-        "serve",
-        "-p",
-        &sport.to_string(),
-        "--metrics",
-        &format!("127.0.0.1:{mport}"),
-    ])
+/// The metrics tests load the loopback with connections: one at a time, so that the ports they pick
+/// for Prometheus are not taken by another test's connections.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// `landspeed exporter` on 127.0.0.1:`port` with probes of at most 5 s.
-fn exporter(port: u16, extra: &[&str]) -> Proc {
-    let listen = format!("127.0.0.1:{port}");
-    let mut args = vec!["exporter", "--listen", &listen, "--max-time", "5s"];
+/// `landspeed serve --metrics` on free ports: the process, its test port and its metrics port.
+fn serve_with_metrics() -> (Proc, u16, u16) {
+    let (p, lines) = start(
+        &[
+            "serve",
+            "-p",
+            "0",
+            "--bind",
+            "127.0.0.1",
+            "--metrics",
+            "127.0.0.1:0",
+        ],
+        2,
+    );
+    (p, port_in(&lines[1]), port_in(&lines[0]))
+}
+
+/// `landspeed exporter` on a free port with probes of at most 5 s: the process and its port.
+fn exporter(extra: &[&str]) -> (Proc, u16) {
+    let mut args = vec!["exporter", "--listen", "127.0.0.1:0", "--max-time", "5s"];
     args.extend_from_slice(extra);
-    start(&args)
+    let (p, lines) = start(&args, 1);
+    (p, port_in(&lines[0]))
 }
 
 /// GET http://127.0.0.1:port/path_and_query: (status, headers, body).
@@ -132,9 +174,9 @@ fn check_openmetrics(text: &str) {
 
 #[test]
 fn the_exporter_refuses_bad_queries_and_survives_a_flood() {
-    let (sport, eport) = (free_port(), free_port());
-    let _server = start(&["serve", "-p", &sport.to_string(), "--bind", "127.0.0.1"]);
-    let _exp = exporter(eport, &[]);
+    let _one = serial();
+    let (_server, _, _) = serve_with_metrics();
+    let (_exp, eport) = exporter(&[]);
     for (q, why) in [
         ("/probe", "target is required"),
         ("/probe?target=127.0.0.1&frob=1", "unknown parameter 'frob'"),
@@ -237,10 +279,11 @@ fn value(v: &Value) -> f64 {
 #[test]
 fn a_real_prometheus_scrapes_the_server_and_the_probes_and_the_dashboard_has_data() {
     let Some(prom) = prometheus() else { return };
-    let (sport, mport, eport, pport) = (free_port(), free_port(), free_port(), free_port());
-    let _server = serve_with_metrics(sport, mport);
+    let _one = serial();
+    let (_server, sport, mport) = serve_with_metrics();
     // Two probes per target: the TCP and the UDP job scrape the same server at once.
-    let _exp = exporter(eport, &["--per-target", "2"]);
+    let (_exp, eport) = exporter(&["--per-target", "2"]);
+    let pport = free_port();
     // A refusal (not landspeed's protocol) so that the refusal series exist.
     let mut junk = TcpStream::connect(("127.0.0.1", sport)).unwrap();
     let _ = junk.write_all(b"GET / HTTP/1.0\r\n\r\n");
@@ -321,8 +364,8 @@ impl Drop for Cleanup {
 
 #[test]
 fn serve_metrics_is_strict_openmetrics_before_and_after_a_test() {
-    let (sport, mport) = (free_port(), free_port());
-    let _server = serve_with_metrics(sport, mport);
+    let _one = serial();
+    let (_server, sport, mport) = serve_with_metrics();
     let (status, head, before) = get(mport, "/metrics");
     assert_eq!(status, 200);
     assert!(

@@ -52,6 +52,14 @@ fn assert_valid(v: &jsonschema::Validator, doc: &Value) {
     assert!(errors.is_empty(), "{errors:#?}\nin {doc:#}");
 }
 
+/// Tests that run measurements take turns: a port picked for a participant's server is then not taken
+/// by another test's connections before the server binds it.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn test(spec: Value) -> Value {
     json!({"type": "throughput", "spec": spec})
 }
@@ -144,6 +152,7 @@ fn malformed_input_is_a_method_error_with_the_failure_shape_never_a_panic() {
 
 #[test]
 fn two_participants_on_loopback_give_a_valid_merged_result() {
+    let _one = serial();
     let port = free_port();
     let t = test(json!({"dest": "127.0.0.1", "duration": "PT2S", "parallel": 2, "interval": "PT1S"}));
     let data = json!([{"schema": 1}, {"schema": 1, "server_port": port}]);
@@ -183,6 +192,7 @@ fn two_participants_on_loopback_give_a_valid_merged_result() {
 
 #[test]
 fn a_loopback_udp_run_carries_datagram_counts() {
+    let _one = serial();
     let t = test(json!({"loopback": true, "udp": true, "bandwidth": 100000000, "duration": "PT1S"}));
     let r = answer(
         "run",
@@ -199,6 +209,7 @@ fn a_loopback_udp_run_carries_datagram_counts() {
 
 #[test]
 fn an_unreachable_server_is_a_failed_result_not_a_crash() {
+    let _one = serial();
     let port = free_port(); // nothing listens there
     let t = test(
         json!({"dest": "127.0.0.1", "duration": "PT1S", "single-ended": true, "single-ended-port": port}),

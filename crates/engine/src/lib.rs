@@ -8,6 +8,7 @@
 #![deny(unreachable_pub)]
 #![warn(missing_docs)]
 
+pub mod capabilities;
 pub mod cpu;
 pub mod files;
 pub mod host;

@@ -1,5 +1,8 @@
 //! Live interval lines, printed as each interval closes (iperf's familiar layout: id, interval, transfer,
-//! bitrate), with the sum always and each stream with `--per-stream`.
+//! bitrate), with the sum always and each stream with `--per-stream`. The last sample is taken after the
+//! last byte, so the final interval can be a tail of a few milliseconds; its bytes over so short a time
+//! would read as a burst rate the path never had, so a tail shorter than a tenth of the interval shows
+//! its length instead of a rate.
 
 use landspeed_core::config::Flow;
 use landspeed_core::result::IntervalResult;
@@ -17,7 +20,7 @@ fn row(
     bidir: bool,
     iv: &IntervalResult,
     bytes: u64,
-    bps: f64,
+    rate: &str,
     extra: String,
 ) -> String {
     let dir = if bidir {
@@ -31,12 +34,29 @@ fn row(
         iv.start_s,
         iv.end_s,
         Bytes(bytes).to_string(),
-        BitRate(bps).to_string()
+        rate
     )
 }
 
-/// The lines for one interval: per stream (if asked) and the sum.
-pub fn interval_line(flow: Flow, iv: &IntervalResult, per_stream: bool, bidir: bool) -> Vec<String> {
+/// The rate column: the rate, or the tail's length when the interval is too short for one.
+fn rate_text(iv: &IntervalResult, bps: f64, nominal_s: f64) -> String {
+    let len = iv.end_s - iv.start_s;
+    if nominal_s > 0.0 && len < 0.1 * nominal_s {
+        format!("(tail {:.0} ms)", len * 1e3)
+    } else {
+        BitRate(bps).to_string()
+    }
+}
+
+/// The lines for one interval: per stream (if asked) and the sum. `nominal_s` is the interval asked
+/// for (`-i`).
+pub fn interval_line(
+    flow: Flow,
+    iv: &IntervalResult,
+    per_stream: bool,
+    bidir: bool,
+    nominal_s: f64,
+) -> Vec<String> {
     let mut out = vec![];
     if per_stream || iv.streams.len() == 1 {
         for s in &iv.streams {
@@ -52,7 +72,7 @@ pub fn interval_line(flow: Flow, iv: &IntervalResult, per_stream: bool, bidir: b
                 bidir,
                 iv,
                 s.bytes,
-                s.throughput_bps,
+                &rate_text(iv, s.throughput_bps, nominal_s),
                 extra,
             ));
         }
@@ -64,7 +84,7 @@ pub fn interval_line(flow: Flow, iv: &IntervalResult, per_stream: bool, bidir: b
             bidir,
             iv,
             iv.bytes,
-            iv.throughput_bps,
+            &rate_text(iv, iv.throughput_bps, nominal_s),
             String::new(),
         ));
     }
@@ -96,10 +116,25 @@ mod tests {
             streams: vec![s(0), s(1)],
             probe_rtt: None,
         };
-        let lines = interval_line(Flow::ClientToServer, &iv, false, false);
+        let lines = interval_line(Flow::ClientToServer, &iv, false, false, 1.0);
         assert_eq!(lines.len(), 1);
         assert!(lines[0].starts_with("[SUM]"), "{}", lines[0]);
         assert!(lines[0].contains("2.00 MiB"), "{}", lines[0]);
-        assert_eq!(interval_line(Flow::ClientToServer, &iv, true, false).len(), 3);
+        assert_eq!(
+            interval_line(Flow::ClientToServer, &iv, true, false, 1.0).len(),
+            3
+        );
+        // The tail after the last boundary: its length, not a burst rate.
+        let tail = IntervalResult {
+            start_s: 5.0,
+            end_s: 5.002,
+            ..iv
+        };
+        let lines = interval_line(Flow::ClientToServer, &tail, false, false, 1.0);
+        assert!(
+            lines[0].contains("(tail 2 ms)") && !lines[0].contains("bit/s"),
+            "{}",
+            lines[0]
+        );
     }
 }

@@ -1,0 +1,74 @@
+//! `landspeed --version`, `completions` and the man pages: what a user pastes into a bug report (the
+//! version, the commit, the kernel and which data paths it offers), and the shell completions and man
+//! pages generated from the same clap definitions as `--help`.
+
+use anyhow::{Context, Result};
+use clap::{Args, CommandFactory};
+use std::path::PathBuf;
+
+/// One line: version, commit, kernel, and the data paths this kernel offers.
+pub fn line() -> String {
+    let caps: Vec<String> = landspeed_engine::capabilities::probe()
+        .iter()
+        .map(|c| format!("{} {}", c.name, if c.available { "yes" } else { "no" }))
+        .collect();
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map_or("unknown".to_string(), |k| k.trim().to_string());
+    format!(
+        "landspeed {} ({}; Linux {kernel} {}); data paths: {}",
+        landspeed_core::SOFTWARE_VERSION,
+        env!("LANDSPEED_COMMIT"),
+        std::env::consts::ARCH,
+        caps.join(", ")
+    )
+}
+
+/// True when the command line is only `--version` or `-V`.
+pub fn asked(args: &[String]) -> bool {
+    args.len() == 2 && matches!(args[1].as_str(), "--version" | "-V")
+}
+
+#[derive(Args, Debug)]
+pub struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+/// `landspeed completions SHELL`: the completion script on stdout.
+pub fn completions(a: CompletionsArgs) -> Result<bool> {
+    let mut cmd = crate::args::Cli::command();
+    clap_complete::generate(a.shell, &mut cmd, "landspeed", &mut std::io::stdout());
+    Ok(true)
+}
+
+#[derive(Args, Debug)]
+pub struct ManArgs {
+    /// Directory to write landspeed.1 and one landspeed-COMMAND.1 per command into.
+    pub dir: PathBuf,
+}
+
+/// `landspeed man DIR`: the man pages, one per command.
+pub fn man(a: ManArgs) -> Result<bool> {
+    std::fs::create_dir_all(&a.dir).with_context(|| format!("cannot create {}", a.dir.display()))?;
+    let cmd = crate::args::Cli::command().version(landspeed_core::SOFTWARE_VERSION);
+    write_page(&a.dir, "landspeed", cmd.clone())?;
+    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+        let name = format!("landspeed-{}", sub.get_name());
+        write_page(
+            &a.dir,
+            &name,
+            sub.clone()
+                .name(name.clone())
+                .version(landspeed_core::SOFTWARE_VERSION),
+        )?;
+    }
+    Ok(true)
+}
+
+fn write_page(dir: &std::path::Path, name: &str, cmd: clap::Command) -> Result<()> {
+    let mut buf = Vec::new();
+    clap_mangen::Man::new(cmd).render(&mut buf)?;
+    let path = dir.join(format!("{name}.1"));
+    std::fs::write(&path, buf).with_context(|| format!("cannot write {}", path.display()))
+}
