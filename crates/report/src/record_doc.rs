@@ -406,6 +406,12 @@ pub fn record_html(d: &RecordDoc) -> String {
     format!(
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{}</title><style>{}</style></head><body>\n{body}</body></html>\n",
         crate::html::esc(&format!("Land Speed Record submission: {} {}", d.metric.family, d.metric.streams_class)),
-        crate::html::STYLE
+        format!("{}{DOC_STYLE}", crate::html::STYLE)
     )
 }
+
+/// The record document's tables hold prose (rules' evidence, operating system, CPU, sysctl values):
+/// its text cells wrap inside the page instead of running off its right edge, while the key column and
+/// the right-aligned number columns stay on one line; printed, the page uses the paper's width.
+const DOC_STYLE: &str = "th,td{text-align:left}td{white-space:normal;overflow-wrap:anywhere}\
+td:first-child,td[style]{white-space:nowrap}@media print{body{max-width:none;margin:0}}";
