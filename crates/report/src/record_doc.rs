@@ -404,9 +404,9 @@ pub fn record_html(d: &RecordDoc) -> String {
     let opts = pulldown_cmark::Options::ENABLE_TABLES;
     pulldown_cmark::html::push_html(&mut body, pulldown_cmark::Parser::new_ext(&text, opts));
     format!(
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{}</title><style>{}</style></head><body>\n{body}</body></html>\n",
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{}</title><style>{}{DOC_STYLE}</style></head><body>\n{body}</body></html>\n",
         crate::html::esc(&format!("Land Speed Record submission: {} {}", d.metric.family, d.metric.streams_class)),
-        format!("{}{DOC_STYLE}", crate::html::STYLE)
+        crate::html::STYLE
     )
 }
 
