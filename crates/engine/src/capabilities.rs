@@ -2,7 +2,7 @@
 //! io_uring, MSG_ZEROCOPY, UDP segmentation and receive offload, MPTCP. `landspeed --version` names
 //! them, so a bug report carries the facts that decide which path a test took.
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{FromRawFd, OwnedFd};
 
 /// One data path and whether this kernel has it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,16 +25,7 @@ fn socket(kind: libc::c_int, proto: libc::c_int) -> Option<OwnedFd> {
 }
 
 fn int_opt(fd: &OwnedFd, level: libc::c_int, name: libc::c_int, value: libc::c_int) -> bool {
-    // SAFETY: an int passed by pointer with its size.
-    unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            level,
-            name,
-            (&value as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        ) == 0
-    }
+    crate::sockopt::set_int(fd, level, name, value).is_ok()
 }
 
 /// Tries every data path now.

@@ -98,25 +98,36 @@ pub fn after_connect(sock: &Socket, spec: &TestSpec, sending: bool) -> Result<()
     Ok(())
 }
 
-/// SO_RCVLOWAT: a receive on `sock` wakes once `bytes` have arrived (or its timeout passed). Returns the
-/// mark the kernel kept: it caps the value at half the largest receive buffer it would allow.
-pub fn set_rcvlowat<S: AsRawFd>(sock: &S, bytes: u64) -> std::io::Result<u64> {
-    let asked = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
-    let fd = sock.as_raw_fd();
-    let size = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: setsockopt with a live c_int and its size.
+/// Sets an int socket option (`level` SOL_SOCKET, SOL_UDP, IPPROTO_TCP, ...).
+pub fn set_int<S: AsRawFd>(
+    sock: &S,
+    level: libc::c_int,
+    opt: libc::c_int,
+    v: libc::c_int,
+) -> std::io::Result<()> {
+    // SAFETY: setsockopt with a pointer to a live c_int and its size.
     let rc = unsafe {
         libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_RCVLOWAT,
-            (&asked as *const libc::c_int).cast(),
-            size,
+            sock.as_raw_fd(),
+            level,
+            opt,
+            (&v as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
         )
     };
     if rc != 0 {
         return Err(std::io::Error::last_os_error());
     }
+    Ok(())
+}
+
+/// SO_RCVLOWAT: a receive on `sock` wakes once `bytes` have arrived (or its timeout passed). Returns the
+/// mark the kernel kept: it caps the value at half the largest receive buffer it would allow.
+pub fn set_rcvlowat<S: AsRawFd>(sock: &S, bytes: u64) -> std::io::Result<u64> {
+    let asked = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+    set_int(sock, libc::SOL_SOCKET, libc::SO_RCVLOWAT, asked)?;
+    let fd = sock.as_raw_fd();
+    let size = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
     let (mut kept, mut len): (libc::c_int, libc::socklen_t) = (0, size);
     // SAFETY: getsockopt into a live c_int whose size is passed.
     let rc = unsafe {

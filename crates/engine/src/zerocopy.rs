@@ -18,21 +18,7 @@ pub const RING: usize = 4;
 
 /// Turns on SO_ZEROCOPY for a socket.
 pub fn enable(sock: &TcpStream) -> io::Result<()> {
-    let one: libc::c_int = 1;
-    // SAFETY: passes an int by pointer with its size.
-    let rc = unsafe {
-        libc::setsockopt(
-            sock.as_raw_fd(),
-            libc::SOL_SOCKET,
-            SO_ZEROCOPY,
-            (&one as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    crate::sockopt::set_int(sock, libc::SOL_SOCKET, SO_ZEROCOPY, 1)
 }
 
 /// One stream's zerocopy state: the buffer ring and the send counters.

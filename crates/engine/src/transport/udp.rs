@@ -176,17 +176,7 @@ impl Transport for Udp<'_> {
 
 /// An int socket option at `level` (SOL_UDP, SOL_SOCKET); false when the kernel refuses it.
 fn set_int_opt(s: &UdpSocket, level: libc::c_int, opt: libc::c_int, v: libc::c_int) -> bool {
-    use std::os::fd::AsRawFd;
-    // SAFETY: setsockopt with a pointer to a c_int of the size passed.
-    unsafe {
-        libc::setsockopt(
-            s.as_raw_fd(),
-            level,
-            opt,
-            (&v as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        ) == 0
-    }
+    crate::sockopt::set_int(s, level, opt, v).is_ok()
 }
 
 /// One read, with the count of buffers the socket had dropped when the kernel queued this one
