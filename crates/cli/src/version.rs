@@ -48,22 +48,25 @@ pub struct ManArgs {
     pub dir: PathBuf,
 }
 
-/// `landspeed man DIR`: the man pages, one per command.
+/// `landspeed man DIR`: the man pages, one per command and subcommand (landspeed-wan-up.1).
 pub fn man(a: ManArgs) -> Result<bool> {
     std::fs::create_dir_all(&a.dir).with_context(|| format!("cannot create {}", a.dir.display()))?;
     let cmd = crate::args::Cli::command().version(landspeed_core::SOFTWARE_VERSION);
-    write_page(&a.dir, "landspeed", cmd.clone())?;
-    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
-        let name = format!("landspeed-{}", sub.get_name());
-        write_page(
-            &a.dir,
-            &name,
-            sub.clone()
-                .name(name.clone())
-                .version(landspeed_core::SOFTWARE_VERSION),
-        )?;
-    }
+    write_pages(&a.dir, "landspeed", &cmd)?;
     Ok(true)
+}
+
+/// The page of `cmd` under `name`, then one per visible subcommand, depth first.
+fn write_pages(dir: &std::path::Path, name: &str, cmd: &clap::Command) -> Result<()> {
+    let page = cmd
+        .clone()
+        .name(name.to_string())
+        .version(landspeed_core::SOFTWARE_VERSION);
+    write_page(dir, name, page)?;
+    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+        write_pages(dir, &format!("{name}-{}", sub.get_name()), sub)?;
+    }
+    Ok(())
 }
 
 fn write_page(dir: &std::path::Path, name: &str, cmd: clap::Command) -> Result<()> {

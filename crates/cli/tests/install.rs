@@ -78,6 +78,9 @@ fn man_pages_cover_every_command_with_its_examples() {
         "exporter",
         "completions",
         "pscheduler",
+        "wan-up",
+        "wan-down",
+        "wan-status",
     ] {
         let p = page(&format!("landspeed-{cmd}"));
         assert!(p.contains(".TH landspeed-"), "landspeed-{cmd}.1 missing or empty");
