@@ -251,6 +251,15 @@ pub struct IntervalResult {
     pub probe_rtt: Option<ProbeRtt>,
 }
 
+impl IntervalResult {
+    /// The tail after the last interval boundary, shorter than a tenth of the nominal interval
+    /// (`nominal_s`, the run's `-i`): its bytes over so short a time would read as a rate the path never
+    /// had, so reports show its length instead and plots leave it out (docs/metrics.md).
+    pub fn is_tail(&self, nominal_s: f64) -> bool {
+        nominal_s > 0.0 && self.end_s - self.start_s < 0.1 * nominal_s
+    }
+}
+
 /// Echo-probe RTT within one interval.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProbeRtt {

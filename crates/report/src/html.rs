@@ -25,12 +25,17 @@ pub fn esc(s: &str) -> String {
     o
 }
 
-/// The stylesheet every HTML page the project writes carries inline (no external files).
+/// The stylesheet every HTML page the project writes carries inline (no external files). On paper the
+/// page takes the sheet's width, table cells wrap (at 1280 px they stay on one line), and a figure or a
+/// table row is never split across pages.
 pub const STYLE: &str = "body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}\
 table{border-collapse:collapse;margin:0.6em 0 1.4em}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}\
 th{background:#f0f3f7}td.l,th.l{text-align:left}code,pre{background:#f6f6f6;padding:2px 4px}\
-pre{padding:8px;white-space:pre-wrap;overflow-wrap:anywhere}td{white-space:nowrap}figure{margin:1em 0}figcaption{color:#555;font-size:90%}\
-svg{max-width:100%;height:auto}";
+pre{padding:8px;white-space:pre-wrap;overflow-wrap:anywhere}pre code{padding:0;background:none}td{white-space:nowrap}figure{margin:1em 0}figcaption{color:#555;font-size:90%}\
+svg{max-width:100%;height:auto}\
+@media print{body{max-width:none;margin:0;padding:0;font-size:10pt}table{font-size:8.5pt}\
+td,th{white-space:normal;overflow-wrap:anywhere;padding:2px 4px}pre{font-size:8pt}figure,tr{break-inside:avoid}\
+h2,h3{break-after:avoid}}";
 
 /// What a report covers.
 pub enum Subject<'a> {
@@ -212,7 +217,10 @@ fn sweep_body(o: &mut String, r: &SweepReport, sample: Option<&RunResult>, figs:
 }
 
 fn runs_body(o: &mut String, runs: &[(i64, RunResult)], figs: &[Figure]) {
-    let _ = writeln!(o, "<h1>{} run(s)</h1>", runs.len());
+    let _ = match runs {
+        [(id, r)] => writeln!(o, "<h1>Run {id} against {}</h1>", esc(&r.config.host)),
+        _ => writeln!(o, "<h1>{} runs</h1>", runs.len()),
+    };
     let _ = writeln!(o, "<table><tr><th>id</th><th class=l>started (UTC)</th><th class=l>host</th><th>streams</th><th>window</th><th class=l>direction</th><th>duration (s)</th><th>throughput</th><th>retransmits</th><th>verified</th></tr>");
     for (id, r) in runs {
         let _ = writeln!(

@@ -40,9 +40,8 @@ fn row(
 
 /// The rate column: the rate, or the tail's length when the interval is too short for one.
 fn rate_text(iv: &IntervalResult, bps: f64, nominal_s: f64) -> String {
-    let len = iv.end_s - iv.start_s;
-    if nominal_s > 0.0 && len < 0.1 * nominal_s {
-        format!("(tail {:.0} ms)", len * 1e3)
+    if iv.is_tail(nominal_s) {
+        format!("(tail {:.0} ms)", (iv.end_s - iv.start_s) * 1e3)
     } else {
         BitRate(bps).to_string()
     }

@@ -403,6 +403,7 @@ pub fn record_html(d: &RecordDoc) -> String {
     let mut body = String::new();
     let opts = pulldown_cmark::Options::ENABLE_TABLES;
     pulldown_cmark::html::push_html(&mut body, pulldown_cmark::Parser::new_ext(&text, opts));
+    let body = without_empty_heads(&body);
     format!(
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{}</title><style>{}{DOC_STYLE}</style></head><body>\n{body}</body></html>\n",
         crate::html::esc(&format!("Land Speed Record submission: {} {}", d.metric.family, d.metric.streams_class)),
@@ -410,8 +411,49 @@ pub fn record_html(d: &RecordDoc) -> String {
     )
 }
 
+/// The HTML without the empty header rows of the key-value tables (Markdown needs a header row; the
+/// page does not show a blank one).
+fn without_empty_heads(html: &str) -> String {
+    const OPEN: &str = "<thead><tr>";
+    const CLOSE: &str = "</tr></thead>";
+    let mut out = String::with_capacity(html.len());
+    let mut rest = html;
+    while let Some(i) = rest.find(OPEN) {
+        let Some(j) = rest[i..].find(CLOSE).map(|j| i + j) else {
+            break;
+        };
+        let cells = &rest[i + OPEN.len()..j];
+        let keep = if cells.replace("<th></th>", "").is_empty() {
+            i
+        } else {
+            j + CLOSE.len()
+        };
+        out.push_str(&rest[..keep]);
+        rest = &rest[j + CLOSE.len()..];
+    }
+    out.push_str(rest);
+    out
+}
+
 /// The record document's tables hold prose (rules' evidence, operating system, CPU, sysctl values):
 /// its text cells wrap inside the page instead of running off its right edge, while the key column and
-/// the right-aligned number columns stay on one line; printed, the page uses the paper's width.
+/// the right-aligned number columns stay on one line (printed, `html::STYLE` lets every cell wrap).
 const DOC_STYLE: &str = "th,td{text-align:left}td{white-space:normal;overflow-wrap:anywhere}\
-td:first-child,td[style]{white-space:nowrap}@media print{body{max-width:none;margin:0}}";
+td:first-child,td[style]{white-space:nowrap}";
+
+#[cfg(test)]
+mod tests {
+    use super::without_empty_heads;
+
+    #[test]
+    fn only_blank_header_rows_are_dropped() {
+        let html =
+            "<table><thead><tr><th></th><th></th></tr></thead><tbody><tr><td>a</td></tr></tbody></table>\
+                    <table><thead><tr><th>rule</th><th></th></tr></thead><tbody></tbody></table>";
+        assert_eq!(
+            without_empty_heads(html),
+            "<table><tbody><tr><td>a</td></tr></tbody></table>\
+             <table><thead><tr><th>rule</th><th></th></tr></thead><tbody></tbody></table>"
+        );
+    }
+}

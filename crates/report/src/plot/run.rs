@@ -51,11 +51,23 @@ fn per_stream(r: &RunResult, pts: Points) -> Series {
 }
 
 /// Each stream's interval throughputs as steps: the mean held from the interval's start to its end.
+/// A final tail too short for a rate (`IntervalResult::is_tail`) is left out.
 fn steps(r: &RunResult, div: f64) -> Series {
+    let nominal_s = r.config.spec.interval_s.as_secs_f64();
     per_stream(r, &|i, s| {
         let v = s.throughput_bps / div;
-        Some(vec![(i.start_s, v), (i.end_s, v)])
+        (!i.is_tail(nominal_s)).then(|| vec![(i.start_s, v), (i.end_s, v)])
     })
+}
+
+/// A value for a legend with three significant digits: 0.00312, 0.0523, 1.25, 52.1, 1250.
+fn sig3(v: f64) -> String {
+    let decimals = if v > 0.0 {
+        (2.0 - v.log10().floor()).clamp(0.0, 9.0) as usize
+    } else {
+        1
+    };
+    format!("{v:.decimals$}")
 }
 
 /// A figure read at each interval's end.
@@ -88,7 +100,8 @@ struct OverTime<'a> {
     r: &'a RunResult,
 }
 
-/// One panel: a series per stream of `(time s, value)`.
+/// One panel: a series per stream of `(time s, value)`; `markers` marks each point (readings taken at
+/// an instant rather than means over a span).
 fn panel<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     title: &str,
@@ -96,6 +109,7 @@ fn panel<DB: DrawingBackend>(
     series: &[(String, Vec<(f64, f64)>)],
     t_end: f64,
     floor: Option<f64>,
+    markers: bool,
 ) -> DrawResult
 where
     DB::ErrorType: 'static,
@@ -125,12 +139,15 @@ where
             .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))?
             .label(label.clone())
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
+        if markers {
+            chart.draw_series(pts.iter().map(|&p| Circle::new(p, 3, c.filled())))?;
+        }
     }
     if let Some(f) = floor {
         let grey = BLACK.mix(0.6).stroke_width(1);
         chart
             .draw_series(DashedLineSeries::new([(0.0, f), (t_end, f)], 6, 4, grey))?
-            .label(format!("run's minimum ({f:.1})"))
+            .label(format!("run's minimum ({})", sig3(f)))
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], grey));
     }
     if series.len() > 1 && series.len() <= 16 {
@@ -171,6 +188,7 @@ impl Draw for OverTime<'_> {
             &steps(r, div),
             t_end,
             None,
+            false,
         )?;
         panel(
             &panels[1],
@@ -179,6 +197,7 @@ impl Draw for OverTime<'_> {
             &at_ends(r, &|s| s.cwnd_bytes.map(|c| c as f64 / 1024.0)),
             t_end,
             None,
+            true,
         )?;
         let mut rtt = at_ends(r, &|s| s.rtt_us.map(|u| f64::from(u) / 1e3));
         let probes: Vec<(f64, f64)> = r
@@ -197,6 +216,7 @@ impl Draw for OverTime<'_> {
             &rtt,
             t_end,
             min_rtt_ms(r),
+            true,
         )?;
         footer(root, &foot(r))
     }
@@ -212,10 +232,11 @@ pub fn run_figures(r: &RunResult, id: Option<i64>) -> Result<Vec<Figure>, PlotEr
         &OverTime { r },
     )?];
     let (div, uname) = unit(r.intervals.iter().map(|i| i.throughput_bps).fold(0.0, f64::max));
+    let nominal_s = r.config.spec.interval_s.as_secs_f64();
     let intervals: Vec<f64> = r
         .intervals
         .iter()
-        .filter(|i| !i.omitted)
+        .filter(|i| !i.omitted && !i.is_tail(nominal_s))
         .map(|i| i.throughput_bps / div)
         .collect();
     if !intervals.is_empty() {
@@ -226,6 +247,7 @@ pub fn run_figures(r: &RunResult, id: Option<i64>) -> Result<Vec<Figure>, PlotEr
             &Cdf {
                 title: "Throughput of each interval".into(),
                 x_desc: format!("interval throughput ({uname})"),
+                y_desc: "fraction of intervals at or below".into(),
                 series: vec![(format!("{} intervals", intervals.len()), intervals)],
                 footer: foot(r),
             },
@@ -245,6 +267,7 @@ pub fn runs_cdf(runs: &[RunResult]) -> Result<Figure, PlotError> {
         &Cdf {
             title: format!("Throughput of {} runs", runs.len()),
             x_desc: format!("throughput ({uname})"),
+            y_desc: "fraction of runs at or below".into(),
             series: vec![(
                 format!("{} runs", runs.len()),
                 runs.iter().map(|r| r.summary.throughput_bps / div).collect(),
@@ -252,4 +275,19 @@ pub fn runs_cdf(runs: &[RunResult]) -> Result<Figure, PlotError> {
             footer: first.map_or_else(String::new, foot),
         },
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sig3;
+
+    #[test]
+    fn legend_values_keep_three_significant_digits() {
+        assert_eq!(sig3(0.00312), "0.00312");
+        assert_eq!(sig3(0.0523), "0.0523");
+        assert_eq!(sig3(1.25), "1.25");
+        assert_eq!(sig3(52.1), "52.1");
+        assert_eq!(sig3(1250.0), "1250");
+        assert_eq!(sig3(0.0), "0.0");
+    }
 }

@@ -314,6 +314,8 @@ impl Heatmap<'_> {
 pub(crate) struct Cdf {
     pub title: String,
     pub x_desc: String,
+    /// What the fraction counts: "fraction of runs at or below".
+    pub y_desc: String,
     pub series: Vec<(String, Vec<f64>)>,
     pub footer: String,
 }
@@ -336,7 +338,7 @@ impl Draw for Cdf {
         chart
             .configure_mesh()
             .x_desc(&self.x_desc)
-            .y_desc("fraction of runs at or below")
+            .y_desc(self.y_desc.as_str())
             .x_label_formatter(&|x| format!("{x:.1}"))
             .label_style((FONT, 13))
             .axis_desc_style((FONT, 15))
@@ -431,6 +433,7 @@ pub fn sweep_figures(r: &SweepReport) -> Result<Vec<Figure>, PlotError> {
                 direction_name(d.direction)
             ),
             x_desc: format!("throughput ({uname})"),
+            y_desc: "fraction of runs at or below".into(),
             series,
             footer: foot(r),
         };
