@@ -163,6 +163,10 @@ pub struct ServeArgs {
     /// (`run -R --recv-file`) are read from it. Plain names only. Off by default.
     #[arg(long, value_name = "DIR")]
     pub files: Option<std::path::PathBuf>,
+    /// Listen with a plain TCP socket: `run --mptcp` clients then fall back to TCP (by default the
+    /// listener is MPTCP where the kernel has it, and plain TCP clients are served as plain TCP).
+    #[arg(long)]
+    pub no_mptcp: bool,
 }
 
 #[derive(Args, Debug)]
@@ -342,6 +346,11 @@ pub struct TestArgs {
     /// UDP: datagrams a sender that fell behind may send back to back.
     #[arg(long, value_name = "N", default_value_t = 16, requires = "udp")]
     pub burst: u32,
+    /// Multipath TCP (iperf3's -m): the data connections are MPTCP, their subflows opened by the
+    /// kernel's path manager (`ip mptcp endpoint`, `ip mptcp limits`); each stream's subflows and
+    /// bytes per subflow are reported, and a fallback to plain TCP is said.
+    #[arg(short = 'm', long, conflicts_with = "udp")]
+    pub mptcp: bool,
 }
 
 impl TestArgs {
@@ -400,6 +409,7 @@ impl TestArgs {
             burst: self.burst,
             file: None,
             rcvlowat_bytes: self.rcvlowat.map(|b| b.get()),
+            mptcp: self.mptcp,
         }
     }
 }

@@ -22,6 +22,7 @@ fn tcp_flag(s: TcpSetting) -> &'static str {
         TcpSetting::TxZerocopy => "--tx zerocopy",
         TcpSetting::RxDiscard => "--rx discard",
         TcpSetting::RcvLowat => "--rcvlowat",
+        TcpSetting::Mptcp => "-m/--mptcp",
     }
 }
 
@@ -92,6 +93,7 @@ mod tests {
             TcpSetting::TxZerocopy,
             TcpSetting::RxDiscard,
             TcpSetting::RcvLowat,
+            TcpSetting::Mptcp,
         ];
         for s in all {
             let text = config(&ConfigError::TcpOnly(s));

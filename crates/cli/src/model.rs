@@ -64,6 +64,23 @@ fn loss(s: &str) -> Result<f64, String> {
     }
 }
 
+/// Which transport the run used when it was not plain TCP: the models take each stream as one TCP
+/// connection on one path.
+fn transport_note(r: &landspeed_core::result::RunResult) -> Option<String> {
+    let subflows: u32 = r
+        .streams
+        .iter()
+        .filter_map(|s| s.mptcp())
+        .map(|m| m.subflows)
+        .sum();
+    (subflows > 0).then(|| {
+        format!(
+            "the run used Multipath TCP ({subflows} subflows over {} streams): the models take each stream as one TCP connection on one path, so a stream spread over several paths can beat them",
+            r.streams.len()
+        )
+    })
+}
+
 pub fn model(a: ModelArgs) -> Result<bool> {
     let mut notes: Vec<String> = Vec::new();
     let (input, facts, measured) = if let Some(id) = a.run {
@@ -100,6 +117,7 @@ pub fn model(a: ModelArgs) -> Result<bool> {
             notes.push("RTT is the run's mean TCP RTT, which includes any queue the run built (run with --latency or --path to know the idle RTT; --rtt overrides)".into());
         }
         i.mss_bytes = a.mss.unwrap_or(i.mss_bytes);
+        notes.extend(transport_note(&r));
         (i, Some(f), Some(r.summary.throughput_bps))
     } else {
         let rtt = a

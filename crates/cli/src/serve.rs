@@ -82,6 +82,7 @@ pub fn serve(a: ServeArgs) -> Result<bool> {
                     .map_err(|e| UsageError(format!("--control-auth {name}:{}: {e}", file.display())))?,
             ),
         },
+        mptcp: !a.no_mptcp,
     };
     let server = if a.log_json {
         Server::bind(opts, Arc::new(print_json))?

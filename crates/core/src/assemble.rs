@@ -775,6 +775,7 @@ fn warnings(
         }
     }
     warnings.extend(window_limited(streams));
+    warnings.extend(mptcp_fallback(inp.spec, streams));
     if inp.spec.transport == crate::config::Transport::Tcp {
         // UDP senders pace by schedule, so a busy sender there says nothing about the limit.
         warnings.extend(crate::cpu_bound::cpu_bound("client", inp.client));
@@ -792,6 +793,28 @@ fn warnings(
         ));
     }
     warnings
+}
+
+/// MPTCP asked for, and streams whose connection is plain TCP at both ends: a fallback.
+fn mptcp_fallback(spec: &TestSpec, streams: &[StreamResult]) -> Option<String> {
+    if !spec.mptcp {
+        return None;
+    }
+    let fell: Vec<String> = streams
+        .iter()
+        .filter(|s| s.mptcp().is_none())
+        .map(|s| s.id.to_string())
+        .collect();
+    (!fell.is_empty()).then(|| {
+        format!(
+            "MPTCP was asked for, but {} of {} streams (stream {}) fell back to plain TCP: the server \
+             listens with plain TCP (`serve --no-mptcp`, or its kernel has no MPTCP), or something on \
+             the path strips MPTCP's TCP options",
+            fell.len(),
+            streams.len(),
+            fell.join(", ")
+        )
+    })
 }
 
 /// The test as it ran: a download's size is known only to the server until the end.

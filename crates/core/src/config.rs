@@ -162,6 +162,10 @@ pub struct TestSpec {
     /// before the kernel wakes it (None: [`TestSpec::rcvlowat`]'s default; 0: off).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rcvlowat_bytes: Option<u64>,
+    /// Multipath TCP: the data connections are IPPROTO_MPTCP sockets (the control connection stays
+    /// TCP); the kernel's path manager opens the subflows.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub mptcp: bool,
 }
 
 /// The event loop that drives the data sockets.
@@ -232,6 +236,7 @@ impl Default for TestSpec {
             burst: default_burst(),
             file: None,
             rcvlowat_bytes: None,
+            mptcp: false,
         }
     }
 }
@@ -375,6 +380,8 @@ pub enum TcpSetting {
     RxDiscard,
     /// A receive low-water mark.
     RcvLowat,
+    /// Multipath TCP.
+    Mptcp,
 }
 
 impl std::fmt::Display for TcpSetting {
@@ -388,6 +395,7 @@ impl std::fmt::Display for TcpSetting {
             TcpSetting::TxZerocopy => "zero-copy sending",
             TcpSetting::RxDiscard => "the discarding receiver",
             TcpSetting::RcvLowat => "a receive low-water mark (SO_RCVLOWAT)",
+            TcpSetting::Mptcp => "multipath TCP",
         })
     }
 }
@@ -584,6 +592,7 @@ impl TestSpec {
             (self.tx == TxMode::Zerocopy, TcpSetting::TxZerocopy),
             (self.rx == RxMode::Discard, TcpSetting::RxDiscard),
             (self.rcvlowat_bytes.is_some(), TcpSetting::RcvLowat),
+            (self.mptcp, TcpSetting::Mptcp),
         ];
         match tcp_only.iter().find(|(set, _)| *set) {
             Some((_, what)) => Err(ConfigError::TcpOnly(*what)),

@@ -90,6 +90,48 @@ pub struct TcpStats {
     /// The window this end advertises.
     #[serde(default)]
     pub rcv_wnd_bytes: u64,
+    /// Multipath TCP: present when the connection is MPTCP (absent for plain TCP, and for an MPTCP
+    /// socket that fell back to TCP).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mptcp: Option<MptcpStats>,
+}
+
+/// One MPTCP connection at the end of a test, as one end's kernel saw it (MPTCP_INFO and the
+/// per-subflow MPTCP_TCPINFO / MPTCP_SUBFLOW_ADDRS).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct MptcpStats {
+    /// Subflows open at the end, the first included.
+    pub subflows: u32,
+    /// The most extra subflows the path manager allows (`ip mptcp limits`).
+    pub subflows_max: u32,
+    /// Addresses this end announced to the peer (ADD_ADDR sent).
+    pub add_addr_signal: u32,
+    /// Addresses the peer announced that this end accepted.
+    pub add_addr_accepted: u32,
+    /// Each subflow's addresses and TCP figures (empty where the kernel lacks MPTCP_TCPINFO).
+    #[serde(default)]
+    pub paths: Vec<MptcpSubflow>,
+}
+
+/// One subflow of an MPTCP connection.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct MptcpSubflow {
+    /// This end's address and port, when the kernel gave them.
+    pub local: Option<String>,
+    /// The peer's address and port.
+    pub remote: Option<String>,
+    /// Bytes this subflow sent, retransmissions included (tcpi_bytes_sent).
+    pub bytes_sent: u64,
+    /// Bytes it received (tcpi_bytes_received).
+    pub bytes_received: u64,
+    /// Bytes the peer acknowledged on it (tcpi_bytes_acked).
+    pub bytes_acked: u64,
+    /// Its retransmitted segments.
+    pub retransmits: u64,
+    /// Its smoothed RTT at the end, µs.
+    pub rtt_us: u32,
+    /// Its congestion window at the end, bytes.
+    pub cwnd_bytes: u64,
 }
 
 /// One stream as seen by one end.

@@ -7,6 +7,28 @@
 use crate::result::RunResult;
 use serde::{Deserialize, Serialize};
 
+/// The rules count standard TCP only: not UDP, and not Multipath TCP (whose subflows may take
+/// several paths, so one path's length does not measure it).
+fn standard_tcp(r: &RunResult) -> Check {
+    let mptcp = r.streams.iter().filter(|s| s.mptcp().is_some()).count();
+    let transport = match (r.summary.udp.is_some(), mptcp) {
+        (true, _) => "UDP".to_string(),
+        (false, 0) if r.config.spec.mptcp => {
+            "TCP (MPTCP was asked for; every stream fell back to TCP)".into()
+        }
+        (false, 0) => "TCP".into(),
+        (false, n) => format!(
+            "Multipath TCP ({n} of {} streams MPTCP): the rules count standard TCP only",
+            r.streams.len()
+        ),
+    };
+    Check {
+        rule: "standard TCP".into(),
+        passed: r.summary.udp.is_none() && mptcp == 0,
+        evidence: format!("{} over {transport}", r.protocol),
+    }
+}
+
 /// bit/s × km → bit·m/s.
 pub fn bit_meters_per_s(throughput_bps: f64, distance_km: f64) -> f64 {
     throughput_bps * distance_km * 1000.0
@@ -148,15 +170,7 @@ pub fn checks(r: &RunResult, m: &RecordMetric, rules: &Rules) -> Vec<Check> {
                 r.payload.corrupt_blocks
             ),
         },
-        Check {
-            rule: "standard TCP".into(),
-            passed: r.summary.udp.is_none(),
-            evidence: format!(
-                "{} over {}",
-                r.protocol,
-                if r.summary.udp.is_some() { "UDP" } else { "TCP" }
-            ),
-        },
+        standard_tcp(r),
         Check {
             rule: "the result is trusted (complete, no failed stream, every byte accounted)".into(),
             passed: verdict.is_trusted(),

@@ -218,6 +218,17 @@ pub struct StreamResult {
     pub send_errors: u64,
 }
 
+impl StreamResult {
+    /// The stream's MPTCP figures, from its sender's socket or else its receiver's; None when the
+    /// connection is plain TCP (not asked for, or fallen back).
+    pub fn mptcp(&self) -> Option<&crate::endpoint::MptcpStats> {
+        fn of(t: &Option<TcpStats>) -> Option<&crate::endpoint::MptcpStats> {
+            t.as_ref()?.mptcp.as_ref()
+        }
+        of(&self.tcp).or_else(|| of(&self.receiver_tcp))
+    }
+}
+
 /// Shares of the sender's test time TCP spent limited or busy (from TCP_INFO).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct LimitedShares {

@@ -13,8 +13,6 @@ pub struct Capability {
     pub available: bool,
 }
 
-/// IPPROTO_MPTCP (Linux 5.6+).
-const IPPROTO_MPTCP: libc::c_int = 262;
 const SO_ZEROCOPY: libc::c_int = 60;
 
 fn socket(kind: libc::c_int, proto: libc::c_int) -> Option<OwnedFd> {
@@ -52,7 +50,7 @@ pub fn probe() -> Vec<Capability> {
         },
         Capability {
             name: "MPTCP",
-            available: socket(libc::SOCK_STREAM, IPPROTO_MPTCP).is_some(),
+            available: socket(libc::SOCK_STREAM, crate::mptcp::IPPROTO_MPTCP).is_some(),
         },
     ]
 }

@@ -12,6 +12,7 @@ pub mod capabilities;
 pub mod cpu;
 pub mod files;
 pub mod host;
+pub mod mptcp;
 pub mod pin;
 pub mod rlimit;
 pub mod sockopt;

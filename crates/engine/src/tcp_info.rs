@@ -162,6 +162,16 @@ pub fn read(sock: &impl AsRawFd) -> std::io::Result<TcpInfo> {
 }
 
 impl TcpInfo {
+    /// A TCP_INFO the kernel wrote into a larger answer (MPTCP_TCPINFO's per-subflow array): the
+    /// first `b.len()` bytes of the struct, the rest zero.
+    pub fn from_bytes(b: &[u8]) -> TcpInfo {
+        let mut raw = RawTcpInfo::default();
+        let len = b.len().min(std::mem::size_of::<RawTcpInfo>());
+        // SAFETY: RawTcpInfo is plain old data (integers only); `len` is at most its size.
+        unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), (&mut raw as *mut RawTcpInfo).cast::<u8>(), len) };
+        TcpInfo { raw, len }
+    }
+
     /// The figures a live sample carries (RTT, window, retransmits, delivery rate, ...).
     pub fn snapshot(&self) -> TcpSnapshot {
         TcpSnapshot {
@@ -209,6 +219,7 @@ impl TcpInfo {
             congestion,
             snd_wnd_bytes: u64::from(r.snd_wnd),
             rcv_wnd_bytes: u64::from(r.rcv_wnd),
+            mptcp: None,
         }
     }
 }

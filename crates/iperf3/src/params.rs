@@ -90,6 +90,8 @@ pub struct Params {
     pub title: Option<String>,
     /// UDP over IPv4: datagrams leave with Don't Fragment set (`--dont-fragment`, iperf3 3.17+).
     pub dont_fragment: bool,
+    /// Multipath TCP data connections (`-m`/`--mptcp`, iperf3 3.19+): `mptcp: true`.
+    pub mptcp: bool,
 }
 
 fn num(m: &Map<String, Value>, k: &str) -> Result<Option<f64>, ParamError> {
@@ -250,6 +252,7 @@ impl Params {
             client_version: text(m, "client_version", 64)?,
             title: text(m, "title", 1024)?,
             dont_fragment: flag(m, "dont_fragment")?,
+            mptcp: flag(m, "mptcp")?,
         })
     }
 
@@ -320,6 +323,7 @@ impl Params {
             verify: false,
             payload_key,
             rx: RxMode::Discard,
+            mptcp: self.mptcp,
             ..TestSpec::default()
         }
     }
@@ -371,6 +375,9 @@ impl Params {
         }
         if let Some(r) = spec.fq_rate_bps {
             m["fqrate"] = json!(r as u64);
+        }
+        if spec.mptcp {
+            m["mptcp"] = json!(true);
         }
         if spec.transport == landspeed_core::config::Transport::Udp {
             if let Some(o) = m.as_object_mut() {

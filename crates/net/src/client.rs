@@ -137,6 +137,12 @@ pub enum ClientError {
         /// IPv4 or IPv6.
         family: &'static str,
     },
+    /// MPTCP was asked for and this host cannot open an MPTCP socket.
+    #[error("cannot open an MPTCP socket: {reason}")]
+    Mptcp {
+        /// The kernel's side of it, in words.
+        reason: String,
+    },
     /// No connection to the server.
     #[error("cannot connect to {addr}: {err}")]
     Connect {
@@ -330,12 +336,21 @@ fn connect(
     spec: Option<&TestSpec>,
 ) -> Result<TcpStream, ClientError> {
     let err = |err| ClientError::Connect { addr, err };
-    let sock = Socket::new(
-        Domain::for_address(addr),
-        Type::STREAM,
-        Some(socket2::Protocol::TCP),
-    )
-    .map_err(err)?;
+    let mptcp = spec.is_some_and(|s| s.mptcp);
+    let protocol = if mptcp {
+        socket2::Protocol::from(landspeed_engine::mptcp::IPPROTO_MPTCP)
+    } else {
+        socket2::Protocol::TCP
+    };
+    let sock = Socket::new(Domain::for_address(addr), Type::STREAM, Some(protocol)).map_err(|e| {
+        if mptcp {
+            ClientError::Mptcp {
+                reason: landspeed_engine::mptcp::unavailable_reason(&e),
+            }
+        } else {
+            err(e)
+        }
+    })?;
     if let Some(spec) = spec {
         sockopt::before_connect(&sock, spec)?;
     }

@@ -61,6 +61,9 @@ pub struct ServerOptions {
     pub control_key: Option<landspeed_core::protocol::Key>,
     /// Disk-to-disk tests write into and read from this directory (`--files`); None: refused.
     pub files_dir: Option<std::path::PathBuf>,
+    /// Listen with an MPTCP socket where the kernel allows it, so `run --mptcp` clients get MPTCP data
+    /// connections; plain TCP clients are accepted on it as plain TCP sockets. False: plain TCP.
+    pub mptcp: bool,
 }
 
 /// Tests held at once by default: enough for a busy public server on a small host.
@@ -82,6 +85,7 @@ impl Default for ServerOptions {
             allow_control: false,
             control_key: None,
             files_dir: None,
+            mptcp: true,
         }
     }
 }
@@ -280,14 +284,21 @@ pub struct Server {
     udp_socks: Vec<std::net::UdpSocket>,
 }
 
-fn listen(addr: SocketAddr, v6only: Option<bool>) -> Result<MioListener, ServerError> {
+/// A listening socket on `addr`: MPTCP when asked and the kernel has it (an MPTCP listener accepts
+/// plain TCP connections as plain TCP sockets), TCP otherwise.
+fn listen(addr: SocketAddr, v6only: Option<bool>, mptcp: bool) -> Result<MioListener, ServerError> {
     let err = |err| ServerError::Bind { addr, err };
-    let s = Socket::new(
-        Domain::for_address(addr),
-        Type::STREAM,
-        Some(socket2::Protocol::TCP),
-    )
-    .map_err(err)?;
+    let domain = Domain::for_address(addr);
+    let mptcp_sock = mptcp
+        .then(|| {
+            let p = socket2::Protocol::from(landspeed_engine::mptcp::IPPROTO_MPTCP);
+            Socket::new(domain, Type::STREAM, Some(p)).ok()
+        })
+        .flatten();
+    let s = match mptcp_sock {
+        Some(s) => s,
+        None => Socket::new(domain, Type::STREAM, Some(socket2::Protocol::TCP)).map_err(err)?,
+    };
     s.set_reuse_address(true).map_err(err)?;
     if let Some(v) = v6only {
         s.set_only_v6(v).map_err(err)?;
@@ -327,15 +338,18 @@ impl Server {
             Some(ip) => vec![listen(
                 SocketAddr::new(ip, opts.port),
                 if ip.is_ipv6() { Some(true) } else { None },
+                opts.mptcp,
             )?],
             None => match listen(
                 SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), opts.port),
                 Some(false),
+                opts.mptcp,
             ) {
                 Ok(l) => vec![l],
                 Err(_) => vec![listen(
                     SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), opts.port),
                     None,
+                    opts.mptcp,
                 )?],
             },
         };

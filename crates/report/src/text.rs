@@ -468,10 +468,10 @@ pub fn render(r: &RunResult) -> String {
     let _ = writeln!(
         out,
         "\n{} test, {} -> {}, {} stream(s) per direction, {} per call{}",
-        if cfg.spec.transport == landspeed_core::config::Transport::Udp {
-            "UDP"
-        } else {
-            "TCP"
+        match (cfg.spec.transport, cfg.spec.mptcp) {
+            (landspeed_core::config::Transport::Udp, _) => "UDP",
+            (_, true) => "MPTCP",
+            _ => "TCP",
         },
         cfg.local_address,
         cfg.remote_address,
@@ -481,6 +481,7 @@ pub fn render(r: &RunResult) -> String {
     );
     stream_rows(&mut out, &r.streams);
     tcp_limits(&mut out, r);
+    mptcp(&mut out, r);
     let emulator = |f| r.emulator.as_ref().map(|e| *e.carrying(f));
     for d in &r.directions {
         totals(
@@ -558,6 +559,50 @@ fn tcp_limits(out: &mut String, r: &RunResult) {
             let _ = writeln!(out, "  ... ({} more streams in --json)", r.streams.len() - 16);
             break;
         }
+    }
+}
+
+/// MPTCP: each stream's subflows and the bytes each carried (the sender's view, else the receiver's),
+/// or that it fell back to plain TCP.
+fn mptcp(out: &mut String, r: &RunResult) {
+    if !r.config.spec.mptcp {
+        return;
+    }
+    let _ = writeln!(out, "\nMPTCP (subflows opened by the kernel's path manager):");
+    for s in r.streams.iter().take(16) {
+        let Some(m) = s.mptcp() else {
+            let _ = writeln!(out, "  stream {:>4}: fell back to plain TCP", s.id);
+            continue;
+        };
+        let total: u64 = m.paths.iter().map(|p| p.bytes_acked.max(p.bytes_received)).sum();
+        let paths: Vec<String> = m
+            .paths
+            .iter()
+            .map(|p| {
+                let carried = p.bytes_acked.max(p.bytes_received);
+                format!(
+                    "{} -> {} {} ({:.1}%, RTT {} ms, {} retransmits)",
+                    p.local.as_deref().unwrap_or("?"),
+                    p.remote.as_deref().unwrap_or("?"),
+                    Bytes(carried),
+                    100.0 * carried as f64 / total.max(1) as f64,
+                    rtt(p.rtt_us),
+                    p.retransmits
+                )
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "  stream {:>4}: {} {} (at most {} more allowed; addresses announced {}, accepted {}){}{}",
+            s.id,
+            m.subflows,
+            if m.subflows == 1 { "subflow" } else { "subflows" },
+            m.subflows_max,
+            m.add_addr_signal,
+            m.add_addr_accepted,
+            if paths.is_empty() { "" } else { ": " },
+            paths.join("; ")
+        );
     }
 }
 

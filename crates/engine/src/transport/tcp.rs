@@ -15,7 +15,7 @@ use crate::supervisor::{EngineParams, Flags};
 use crate::tcp_info;
 use crate::zerocopy::ZcSender;
 use landspeed_core::config::Flow;
-use landspeed_core::endpoint::{Role, TcpSnapshot};
+use landspeed_core::endpoint::{Role, TcpSnapshot, TcpStats};
 use landspeed_core::payload::{Generator, Verifier};
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
@@ -90,8 +90,10 @@ impl Transport for Tcp<'_> {
         Settled {
             snd_buf_bytes,
             rcv_buf_bytes,
-            tcp: (tcp_info::read(&self.0[i].socket).ok())
-                .map(|t| t.stats(rtts_us, tcp_info::congestion(&sref))),
+            tcp: (tcp_info::read(&self.0[i].socket).ok()).map(|t| TcpStats {
+                mptcp: crate::mptcp::read(&self.0[i].socket),
+                ..t.stats(rtts_us, tcp_info::congestion(&sref))
+            }),
         }
     }
 }
