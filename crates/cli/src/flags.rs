@@ -30,6 +30,13 @@ fn tcp_flag(s: TcpSetting) -> &'static str {
 pub fn config(e: &ConfigError) -> String {
     match e {
         ConfigError::TcpOnly(s) => format!("{} applies to TCP only", tcp_flag(*s)),
+        ConfigError::NotOnMptcp(s) => format!(
+            "{} does not work with -m/--mptcp: Linux refuses the socket option on MPTCP sockets",
+            match s {
+                TcpSetting::FqRate => "--fq-rate",
+                other => tcp_flag(*other),
+            }
+        ),
         ConfigError::DiscardNeedsNoVerify => {
             "--rx discard throws bytes away unread, so it needs --no-verify".into()
         }

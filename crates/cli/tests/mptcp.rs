@@ -81,7 +81,7 @@ fn a_plain_tcp_server_is_a_fallback_the_result_says() {
 }
 
 #[test]
-fn mptcp_with_udp_is_a_usage_error() {
+fn mptcp_with_udp_or_pacing_is_a_usage_error() {
     let o = landspeed(&["run", "127.0.0.1", "-u", "--mptcp"], Duration::from_secs(10));
     assert_eq!(o.code, 2, "{}", o.stderr);
     assert!(

@@ -341,6 +341,9 @@ pub enum ConfigError {
     /// Discarding receivers with verification on.
     #[error("receive mode 'discard' throws bytes away unread, so it needs verification off")]
     DiscardNeedsNoVerify,
+    /// A socket option Linux does not take on MPTCP sockets (fq pacing, zero-copy sends).
+    #[error("{0} is not available on MPTCP sockets (Linux refuses the socket option there)")]
+    NotOnMptcp(TcpSetting),
     /// An io_uring queue depth out of range.
     #[error("queue depth must be 1..=64, got {0}")]
     QueueDepth(u32),
@@ -496,6 +499,12 @@ impl TestSpec {
         }
         if self.verify && self.rx == RxMode::Discard {
             return Err(ConfigError::DiscardNeedsNoVerify);
+        }
+        if self.mptcp && self.fq_rate_bps.is_some() {
+            return Err(ConfigError::NotOnMptcp(TcpSetting::FqRate));
+        }
+        if self.mptcp && self.tx == TxMode::Zerocopy {
+            return Err(ConfigError::NotOnMptcp(TcpSetting::TxZerocopy));
         }
         if !(1..=64).contains(&self.queue_depth) {
             return Err(ConfigError::QueueDepth(self.queue_depth));
@@ -725,6 +734,32 @@ mod tests {
             ..TestSpec::default()
         };
         assert_eq!(udp.validate(), Err(ConfigError::TcpOnly(TcpSetting::RcvLowat)));
+    }
+
+    #[test]
+    fn mptcp_is_tcp_only_and_refuses_what_its_sockets_refuse() {
+        let mptcp = |f: fn(&mut TestSpec)| {
+            let mut s = TestSpec {
+                mptcp: true,
+                ..TestSpec::default()
+            };
+            f(&mut s);
+            s.validate()
+        };
+        assert_eq!(mptcp(|_| {}), Ok(()));
+        assert_eq!(
+            mptcp(|s| s.fq_rate_bps = Some(1e9)),
+            Err(ConfigError::NotOnMptcp(TcpSetting::FqRate))
+        );
+        assert_eq!(
+            mptcp(|s| s.tx = TxMode::Zerocopy),
+            Err(ConfigError::NotOnMptcp(TcpSetting::TxZerocopy))
+        );
+        let udp = mptcp(|s| {
+            s.transport = Transport::Udp;
+            s.length_bytes = 1400;
+        });
+        assert_eq!(udp, Err(ConfigError::TcpOnly(TcpSetting::Mptcp)));
     }
 
     #[test]
