@@ -7,7 +7,7 @@
 mod common;
 
 use common::wan::root;
-use common::{bin, landspeed, run_json, run_text, wait_output, ServerProc};
+use common::{bin, command, ip, landspeed, run_json, run_text, wait_output, ServerProc};
 use serde_json::Value;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -157,22 +157,6 @@ impl Drop for Namespaces {
     }
 }
 
-fn ip(args: &[&str]) {
-    run(&[&["ip"], args].concat());
-}
-
-fn run(cmd: &[&str]) {
-    let o = Command::new(cmd[0])
-        .args(&cmd[1..])
-        .output()
-        .expect("run a command");
-    assert!(
-        o.status.success(),
-        "{cmd:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-}
-
 #[test]
 fn mptcp_turned_off_in_the_namespace_is_a_one_line_error() {
     let Some(_root) = root() else { return };
@@ -209,7 +193,7 @@ fn two_links_carry_two_subflows() {
             ]);
             ip(&["-n", n, "link", "set", dev, "up"]);
             // Each link an emulated 200 Mbit/s one, so neither can carry the whole test alone.
-            run(&[
+            command(&[
                 "tc", "-n", n, "qdisc", "replace", "dev", dev, "root", "tbf", "rate", "200mbit", "burst",
                 "64kb", "latency", "20ms",
             ]);

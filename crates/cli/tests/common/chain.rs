@@ -3,7 +3,7 @@
 //! left end and .2 on its right; the routers forward and answer ICMP without rate limits. Everything
 //! (namespaces, processes started in them) goes when the guard drops, also when the test fails.
 
-use super::{bin, Outcome};
+use super::{bin, ip, Outcome};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
@@ -14,15 +14,6 @@ pub struct Chain {
     /// Namespace names: h1, r1, r2, h2.
     pub ns: [String; 4],
     children: Vec<Child>,
-}
-
-fn ip(args: &[&str]) {
-    let o = Command::new("ip").args(args).output().expect("run ip");
-    assert!(
-        o.status.success(),
-        "ip {args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
 }
 
 impl Chain {

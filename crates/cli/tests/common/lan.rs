@@ -3,7 +3,7 @@
 //! can be started in any of them (and killed, to fail a host on purpose); everything goes when the guard
 //! drops, also when the test fails.
 
-use super::{bin, Outcome};
+use super::{bin, ip, Outcome};
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -16,15 +16,6 @@ pub struct Lan {
     switch: String,
     servers: Vec<Option<Child>>,
     pub dir: std::path::PathBuf,
-}
-
-fn ip(args: &[&str]) {
-    let o = Command::new("ip").args(args).output().expect("run ip");
-    assert!(
-        o.status.success(),
-        "ip {args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
 }
 
 impl Lan {

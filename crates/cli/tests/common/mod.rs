@@ -302,3 +302,21 @@ pub fn free_port() -> u16 {
         .unwrap()
         .port()
 }
+
+/// `ip ARGS` (iproute2), asserting it succeeded.
+pub fn ip(args: &[&str]) {
+    command(&[&["ip"], args].concat());
+}
+
+/// A command line run to its end, asserting it succeeded.
+pub fn command(cmd: &[&str]) {
+    let o = Command::new(cmd[0])
+        .args(&cmd[1..])
+        .output()
+        .expect("run a command");
+    assert!(
+        o.status.success(),
+        "{cmd:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
