@@ -245,7 +245,7 @@ impl Archive {
                 r.config.host.as_str().into(),
                 (r.config.port as i64).into(),
                 r.protocol.as_str().into(),
-                format!("{:?}", spec.transport).to_lowercase().into(),
+                spec.transport_name().into(),
                 format!("{:?}", spec.direction).to_lowercase().into(),
                 spec.streams.into(),
                 spec.window_bytes.map(|w| w as i64).into(),

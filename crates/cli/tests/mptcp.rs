@@ -58,6 +58,54 @@ fn loopback_mptcp_has_one_subflow_per_stream_and_verifies_every_byte() {
 }
 
 #[test]
+fn record_and_the_archive_name_the_transport() {
+    let s = ServerProc::start("127.0.0.1", &[]);
+    let dir = std::env::temp_dir().join(format!("landspeed-mptcp-record-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let db = dir.join("a.db").display().to_string();
+    let o = run_text(
+        s.port,
+        &["--mptcp", "-t", "1", "--db", &db],
+        Duration::from_secs(30),
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let h = landspeed(&["history", "--db", &db], Duration::from_secs(10));
+    assert!(h.stdout.contains("lands/mptcp"), "{}", h.stdout);
+    let path = "Geneva, CH > Chicago, US";
+    let o = landspeed(
+        &[
+            "record",
+            "--run",
+            "1",
+            "--db",
+            &db,
+            "--path",
+            path,
+            "--min-duration",
+            "0.5s",
+            "--json",
+        ],
+        Duration::from_secs(30),
+    );
+    let v: Value =
+        serde_json::from_str(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}\n{}", o.stdout, o.stderr));
+    let std_tcp = v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["rule"] == "standard TCP")
+        .unwrap()
+        .clone();
+    assert_eq!(std_tcp["passed"], false, "{std_tcp}");
+    assert!(
+        std_tcp["evidence"].as_str().unwrap().contains("Multipath TCP"),
+        "{std_tcp}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn a_plain_tcp_server_is_a_fallback_the_result_says() {
     let s = ServerProc::start("127.0.0.1", &["--no-mptcp"]);
     let r = run_json("127.0.0.1", s.port, &["--mptcp", "-t", "0.5", "--no-save"]);

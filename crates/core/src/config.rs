@@ -609,6 +609,15 @@ impl TestSpec {
         }
     }
 
+    /// The transport's short name, as the archive lists it: "tcp", "udp" or "mptcp".
+    pub fn transport_name(&self) -> &'static str {
+        match (self.transport, self.mptcp) {
+            (Transport::Udp, _) => "udp",
+            (Transport::Tcp, true) => "mptcp",
+            (Transport::Tcp, false) => "tcp",
+        }
+    }
+
     /// UDP: each stream's share of the total rate.
     pub fn udp_stream_rate_bps(&self) -> f64 {
         self.rate_bps.unwrap_or(DEFAULT_UDP_RATE_BPS) / f64::from(self.streams)

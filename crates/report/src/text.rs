@@ -468,11 +468,7 @@ pub fn render(r: &RunResult) -> String {
     let _ = writeln!(
         out,
         "\n{} test, {} -> {}, {} stream(s) per direction, {} per call{}",
-        match (cfg.spec.transport, cfg.spec.mptcp) {
-            (landspeed_core::config::Transport::Udp, _) => "UDP",
-            (_, true) => "MPTCP",
-            _ => "TCP",
-        },
+        cfg.spec.transport_name().to_uppercase(),
         cfg.local_address,
         cfg.remote_address,
         cfg.spec.streams,

@@ -45,7 +45,8 @@ fn save_get_list_and_filter() {
     let a = Archive::open_in_memory().unwrap();
     assert_eq!(a.version().unwrap(), SCHEMA_VERSION);
     let r1 = result("alpha", 1000.0, 1, None, 1e9);
-    let r2 = result("beta", 2000.0, 4, Some(1 << 20), 2e9);
+    let mut r2 = result("beta", 2000.0, 4, Some(1 << 20), 2e9);
+    r2.config.spec.mptcp = true;
     let id1 = a.save(&r1, &RunMeta::default()).unwrap();
     let id2 = a
         .save(
@@ -66,7 +67,8 @@ fn save_get_list_and_filter() {
         "newest first"
     );
     assert_eq!(all[0].window_bytes, Some(1 << 20));
-    assert_eq!((all[0].streams, all[0].transport.as_str()), (4, "tcp"));
+    assert_eq!((all[0].streams, all[0].transport.as_str()), (4, "mptcp"));
+    assert_eq!(all[1].transport, "tcp");
     let beta = a
         .list(&Filter {
             host: Some("beta".into()),
@@ -94,7 +96,7 @@ fn save_get_list_and_filter() {
         csv.lines()
             .nth(1)
             .unwrap()
-            .contains(",beta,landspeed,tcp,forward,4,1048576,2000000000,"),
+            .contains(",beta,landspeed,mptcp,forward,4,1048576,2000000000,"),
         "{csv}"
     );
 }
