@@ -4,7 +4,8 @@
 //! at 1280 px with a screenshot, and at A4's printable width with the page's print rules applied. The
 //! test fails on a script error, a failed load or a console error, a blank page or screenshot, a plot
 //! of zero size or with nothing drawn, and a table, figure or preformatted block that runs past the page
-//! or is cut by a scrolling box. Chromium is Debian's `chromium`; without it the test is skipped, except
+//! or is cut by a scrolling box; last, each page is printed to PDF on A4 (`--print-to-pdf`), which must
+//! give at least one A4 page. Chromium is Debian's `chromium`; without it the test is skipped, except
 //! under CI (`CI` set), where it fails. `LANDSPEED_UPDATE_SCREENSHOTS=1` rewrites the examples'
 //! screenshots in docs/examples/ (docs/examples/*-1280px.png).
 
@@ -105,6 +106,50 @@ impl Browser {
     }
 }
 
+impl Browser {
+    /// Prints `page` to PDF on A4 (an `@page { size: A4 }` rule added to a copy) and returns the PDF's
+    /// page count and its first page's size in points.
+    fn print_a4(&self, page: &Path) -> (usize, String) {
+        let html = std::fs::read_to_string(page).unwrap();
+        let copy = self
+            .dir
+            .join(format!("a4-{}", page.file_name().unwrap().to_string_lossy()));
+        std::fs::write(
+            &copy,
+            html.replacen("<head>", "<head><style>@page{size:A4}</style>", 1),
+        )
+        .unwrap();
+        let pdf = self.dir.join("print.pdf");
+        let _ = std::fs::remove_file(&pdf);
+        let child = Command::new(&self.exe)
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--no-pdf-header-footer",
+            ])
+            .arg(format!("--user-data-dir={}", self.dir.join("profile").display()))
+            .arg(format!("--print-to-pdf={}", pdf.display()))
+            .arg(format!("file://{}", copy.display()))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        wait_output(child, Duration::from_secs(60)).expect("chromium took over 60 s to print");
+        let bytes = std::fs::read(&pdf).unwrap_or_default();
+        assert!(bytes.starts_with(b"%PDF-"), "{}: no PDF printed", page.display());
+        let text = String::from_utf8_lossy(&bytes);
+        let pages = text.matches("/Type /Page").count() - text.matches("/Type /Pages").count();
+        let media = text
+            .split("/MediaBox [")
+            .nth(1)
+            .and_then(|m| m.split(']').next())
+            .unwrap_or("")
+            .to_string();
+        (pages, media)
+    }
+}
+
 /// The probe's findings from the dumped DOM: the URI-encoded JSON in <pre id="landspeed-probe">.
 fn probe_of(dom: &str) -> Option<String> {
     let start = dom.rfind("<pre id=\"landspeed-probe\">")? + "<pre id=\"landspeed-probe\">".len();
@@ -175,6 +220,14 @@ fn check_page(b: &Browser, page: &Path, min_plots: usize, shot: &Path) {
     assert!(
         print["scroll_width"].as_f64().unwrap() <= print["width"].as_f64().unwrap() + 0.5,
         "{name}: wider than A4 in print: {print}"
+    );
+    let (pages, media) = b.print_a4(page);
+    assert!(pages >= 1, "{name}: the PDF has no page");
+    let size: Vec<f64> = media.split_whitespace().filter_map(|v| v.parse().ok()).collect();
+    // A4 is 210 × 297 mm: 595 × 842 points.
+    assert!(
+        size.len() == 4 && (size[2] - 595.0).abs() < 2.0 && (size[3] - 842.0).abs() < 2.0,
+        "{name}: printed on [{media}], not A4"
     );
 }
 
