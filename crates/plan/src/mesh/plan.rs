@@ -46,6 +46,8 @@ pub struct TestOptions {
     pub window: Option<String>,
     /// UDP instead of TCP.
     pub udp: Option<bool>,
+    /// Multipath TCP data connections (`run --mptcp`).
+    pub mptcp: Option<bool>,
     /// Target rate of the test, all streams together, e.g. "100M" (UDP: the send rate; TCP: every
     /// stream paced to its share).
     pub rate: Option<String>,
@@ -62,6 +64,7 @@ impl TestOptions {
             length: self.length.clone().or_else(|| d.length.clone()),
             window: self.window.clone().or_else(|| d.window.clone()),
             udp: self.udp.or(d.udp),
+            mptcp: self.mptcp.or(d.mptcp),
             rate: self.rate.clone().or_else(|| d.rate.clone()),
             interval: self.interval.clone().or_else(|| d.interval.clone()),
         }
@@ -105,6 +108,7 @@ impl TestOptions {
                 spec.length_bytes = 1400;
             }
         }
+        spec.mptcp = self.mptcp == Some(true);
         if let Some(r) = self.rate.as_deref() {
             let bps = r
                 .parse::<BitRate>()
@@ -143,6 +147,8 @@ pub struct TestEntry {
     pub window: Option<String>,
     /// UDP instead of TCP.
     pub udp: Option<bool>,
+    /// Multipath TCP data connections.
+    pub mptcp: Option<bool>,
     /// UDP rate over all streams, e.g. "1G".
     pub rate: Option<String>,
     /// Sample interval, e.g. "1s".
@@ -160,6 +166,7 @@ impl TestEntry {
             length: self.length.clone(),
             window: self.window.clone(),
             udp: self.udp,
+            mptcp: self.mptcp,
             rate: self.rate.clone(),
             interval: self.interval.clone(),
         }
@@ -400,6 +407,21 @@ mod tests {
         bad.streams = Some(0);
         assert!(plan(vec![bad]).expand().is_err());
         assert!(plan(vec![]).expand().is_err());
+    }
+
+    #[test]
+    fn mptcp_entries_ask_for_mptcp_and_refuse_pacing() {
+        let mut e = TestEntry {
+            from: Some(Names::One("a".into())),
+            to: Some(Names::One("b".into())),
+            mptcp: Some(true),
+            ..Default::default()
+        };
+        let t = &plan(vec![e.clone()]).expand().unwrap()[0];
+        assert!(t.spec.mptcp);
+        e.rate = Some("100M".into());
+        let err = plan(vec![e]).expand().unwrap_err();
+        assert!(err.contains("MPTCP"), "{err}");
     }
 
     #[test]
