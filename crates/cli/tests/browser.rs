@@ -280,7 +280,8 @@ fn write_pages(dir: &Path) -> [PathBuf; 3] {
             "--path",
             path,
             "--min-duration",
-            "1s",
+            // The run is -t 1, and its receiver's time can fall a hair short of 1 s: the rule must pass.
+            "0.5s",
             "--html",
             record.to_str().unwrap(),
         ],
