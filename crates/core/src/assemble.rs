@@ -808,8 +808,8 @@ fn mptcp_fallback(spec: &TestSpec, streams: &[StreamResult]) -> Option<String> {
     (!fell.is_empty()).then(|| {
         format!(
             "MPTCP was asked for, but {} of {} streams (stream {}) fell back to plain TCP: the server \
-             listens with plain TCP (`serve --no-mptcp`, or its kernel has no MPTCP), or something on \
-             the path strips MPTCP's TCP options",
+             listens with plain TCP (`landspeed serve --no-mptcp`, an iperf3 older than 3.19, or a \
+             kernel without MPTCP), or something on the path strips MPTCP's TCP options",
             fell.len(),
             streams.len(),
             fell.join(", ")
