@@ -167,6 +167,14 @@ pub struct ServeArgs {
     /// listener is MPTCP where the kernel has it, and plain TCP clients are served as plain TCP).
     #[arg(long)]
     pub no_mptcp: bool,
+    /// The certificate (PEM, end entity first) encrypted data connections present (run --tls);
+    /// without it the server makes a self-signed one at start. Its SHA-256 fingerprint is logged
+    /// and announced to each client, which pins it.
+    #[arg(long, value_name = "PEM", requires = "key")]
+    pub cert: Option<std::path::PathBuf>,
+    /// The private key (PEM) of --cert.
+    #[arg(long, value_name = "PEM", requires = "cert")]
+    pub key: Option<std::path::PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -221,6 +229,11 @@ pub struct RunArgs {
     /// The file's name in the server's --files directory (default: the local file's name).
     #[arg(long, value_name = "NAME")]
     pub remote_file: Option<String>,
+    /// --tls: trust only the certificate with this SHA-256 fingerprint (64 hex digits, colons allowed;
+    /// the server logs it at start) instead of the one the server announces on the control
+    /// connection: protects the data connections even when the control connection is intercepted.
+    #[arg(long, value_name = "SHA256", requires = "tls")]
+    pub tls_pin: Option<landspeed_core::tls::CertFingerprint>,
     /// Echo probes per second with --latency.
     #[arg(long, value_name = "N", default_value_t = 20.0, requires = "latency")]
     pub latency_rate: f64,
@@ -351,6 +364,20 @@ pub struct TestArgs {
     /// bytes per subflow are reported, and a fallback to plain TCP is said.
     #[arg(short = 'm', long, conflicts_with = "udp")]
     pub mptcp: bool,
+    /// TLS 1.3 over every data connection (rustls, records of up to 16 KiB sealed in user space):
+    /// the report says the suite and the records, and its CPU per byte includes the cryptography.
+    /// The server presents a self-signed certificate (or its --cert) and the client pins the
+    /// fingerprint the server announces on the control connection (or --tls-pin).
+    #[arg(long, conflicts_with = "udp")]
+    pub tls: bool,
+    /// --tls: the cipher suite, aes128 (AES-128-GCM), aes256 (AES-256-GCM) or chacha20
+    /// (ChaCha20-Poly1305).
+    #[arg(long, value_name = "SUITE", default_value = "aes128", requires = "tls")]
+    pub tls_cipher: landspeed_core::tls::TlsCipher,
+    /// --tls: hand the record layer to the kernel after the handshake (kernel TLS); refused, naming
+    /// what is missing, where the kernel cannot.
+    #[arg(long, requires = "tls")]
+    pub ktls: bool,
 }
 
 impl TestArgs {
@@ -395,7 +422,7 @@ impl TestArgs {
             server_cpus: self.server_cpus.clone().map(|c| c.0),
             verify: !self.no_verify,
             payload_key: 0,
-            rx: match (self.rx, self.no_verify && !self.udp) {
+            rx: match (self.rx, self.no_verify && !self.udp && !self.tls) {
                 (Some(RxArg::Discard), _) | (None, true) => RxMode::Discard,
                 _ => RxMode::Copy,
             },
@@ -410,6 +437,10 @@ impl TestArgs {
             file: None,
             rcvlowat_bytes: self.rcvlowat.map(|b| b.get()),
             mptcp: self.mptcp,
+            tls: self.tls.then_some(landspeed_core::tls::TlsSpec {
+                cipher: self.tls_cipher,
+                ktls: self.ktls,
+            }),
         }
     }
 }

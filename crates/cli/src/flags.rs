@@ -23,6 +23,9 @@ fn tcp_flag(s: TcpSetting) -> &'static str {
         TcpSetting::RxDiscard => "--rx discard",
         TcpSetting::RcvLowat => "--rcvlowat",
         TcpSetting::Mptcp => "-m/--mptcp",
+        TcpSetting::Tls => "--tls",
+        TcpSetting::Ktls => "--ktls",
+        TcpSetting::File => "--send-file/--recv-file",
     }
 }
 
@@ -36,6 +39,10 @@ pub fn config(e: &ConfigError) -> String {
                 TcpSetting::FqRate => "--fq-rate",
                 other => tcp_flag(*other),
             }
+        ),
+        ConfigError::NotWithTls(s) => format!(
+            "{} does not work with --tls: TLS records are sealed and opened in landspeed's own send and receive calls",
+            tcp_flag(*s)
         ),
         ConfigError::DiscardNeedsNoVerify => {
             "--rx discard throws bytes away unread, so it needs --no-verify".into()

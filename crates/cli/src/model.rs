@@ -73,12 +73,24 @@ fn transport_note(r: &landspeed_core::result::RunResult) -> Option<String> {
         .filter_map(|s| s.mptcp())
         .map(|m| m.subflows)
         .sum();
-    (subflows > 0).then(|| {
+    let tls = r.data_path.tls.as_ref().map(|t| {
+        format!(
+            "the run carried TLS 1.3 ({}) over TCP: the models count TCP's goodput, and each {} B record of data adds {} B on the wire; a CPU-bound sender (sealing records) can fall short of them",
+            t.suite,
+            t.mean_record_bytes.round(),
+            t.record_overhead_bytes
+        )
+    });
+    let mptcp = (subflows > 0).then(|| {
         format!(
             "the run used Multipath TCP ({subflows} subflows over {} streams): the models take each stream as one TCP connection on one path, so a stream spread over several paths can beat them",
             r.streams.len()
         )
-    })
+    });
+    match (mptcp, tls) {
+        (Some(m), Some(t)) => Some(format!("{m}; {t}")),
+        (m, t) => m.or(t),
+    }
 }
 
 pub fn model(a: ModelArgs) -> Result<bool> {

@@ -173,7 +173,7 @@ fn loopback(mut args: Vec<String>) -> Value {
     let port = child.stdout.take().and_then(|o| {
         let mut line = String::new();
         BufReader::new(o).read_line(&mut line).ok()?;
-        line.trim().rsplit(':').next()?.parse::<u16>().ok()
+        landspeed_report::server_log::listening_port(&line)
     });
     let out = match port {
         Some(p) => {

@@ -253,6 +253,7 @@ pub fn client_options(a: &RunArgs) -> Result<ClientOptions> {
     opts.send_file = a.send_file.clone();
     opts.recv_file = a.recv_file.clone();
     opts.remote_file = a.remote_file.clone();
+    opts.tls_pin = a.tls_pin;
     Ok(opts)
 }
 

@@ -83,6 +83,13 @@ pub fn serve(a: ServeArgs) -> Result<bool> {
             ),
         },
         mptcp: !a.no_mptcp,
+        identity: match (&a.cert, &a.key) {
+            (Some(c), Some(k)) => Some(Arc::new(
+                landspeed_engine::tls::Identity::from_pem_files(c, k)
+                    .map_err(|e| UsageError(format!("--cert/--key: {e}")))?,
+            )),
+            _ => None,
+        },
     };
     let server = if a.log_json {
         Server::bind(opts, Arc::new(print_json))?

@@ -270,23 +270,8 @@ fn write_pages(dir: &Path) -> [PathBuf; 3] {
     assert_eq!(o.code, 0, "{}", o.stderr);
     let record = dir.join("record.html");
     let path = "Sunnyvale, US > Kansas City, MO, US > Chicago, US > Geneva, CH";
-    let o = landspeed(
-        &[
-            "record",
-            "--run",
-            "1",
-            "--db",
-            &db,
-            "--path",
-            path,
-            "--min-duration",
-            // The run is -t 1, and its receiver's time can fall a hair short of 1 s: the rule must pass.
-            "0.5s",
-            "--html",
-            record.to_str().unwrap(),
-        ],
-        Duration::from_secs(60),
-    );
+    // The run is -t 1, and its receiver's time can fall a hair short of 1 s: the rule must pass.
+    let o = common::record(&db, path, "0.5s", &["--html", record.to_str().unwrap()]);
     assert_eq!(o.code, 0, "{}\n{}", o.stdout, o.stderr);
     [runs, sweep, record]
 }

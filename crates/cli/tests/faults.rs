@@ -120,7 +120,7 @@ impl Ctl {
         });
         self.s.write_all(&m).ok()?;
         match self.read()? {
-            Message::Accepted { session } => Some(session),
+            Message::Accepted { session, .. } => Some(session),
             _ => None,
         }
     }

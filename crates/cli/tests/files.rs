@@ -119,7 +119,7 @@ fn a_copy_corrupted_on_the_receivers_disk_is_caught() {
         &mut line,
     )
     .unwrap();
-    let port = line.trim().rsplit(':').next().unwrap().to_string();
+    let port = common::listening_port(&line).to_string();
     let local = d.join("client/f.bin").display().to_string();
     let o = landspeed(
         &[

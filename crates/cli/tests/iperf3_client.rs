@@ -4,50 +4,11 @@
 
 mod common;
 
-use common::{landspeed, wait_exit};
+use common::{landspeed, Iperf3Server};
 use serde_json::Value;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-struct Iperf3Server {
-    child: Option<Child>,
-    port: u16,
-}
-
 impl Iperf3Server {
-    /// `iperf3 -s` on a free loopback port, or None when iperf3 is missing outside CI.
-    fn start() -> Option<Iperf3Server> {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .ok()?
-            .local_addr()
-            .ok()?
-            .port();
-        let spawned = Command::new("iperf3")
-            .args(["-s", "-B", "127.0.0.1", "-p", &port.to_string(), "--forceflush"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn();
-        let mut child = match spawned {
-            Ok(c) => c,
-            Err(e) => {
-                assert!(std::env::var_os("CI").is_none(), "iperf3 is missing in CI: {e}");
-                eprintln!("skipping: iperf3 is not installed (apt-get install iperf3)");
-                return None;
-            }
-        };
-        let out = child.stdout.take().unwrap();
-        let mut lines = BufReader::new(out).lines();
-        let ready = lines.any(|l| l.is_ok_and(|l| l.contains("Server listening")));
-        assert!(ready, "iperf3 -s did not start");
-        // Keep draining its output so it never blocks on a full pipe.
-        std::thread::spawn(move || for _ in lines {});
-        Some(Iperf3Server {
-            child: Some(child),
-            port,
-        })
-    }
-
     fn run(&self, args: &[&str]) -> (i32, Value) {
         let p = self.port.to_string();
         let mut all = vec!["run", "127.0.0.1", "-p", &p, "--json"];
@@ -56,15 +17,6 @@ impl Iperf3Server {
         let v = serde_json::from_str(&o.stdout)
             .unwrap_or_else(|e| panic!("{args:?}: not JSON ({e}): {}\n{}", o.stdout, o.stderr));
         (o.code, v)
-    }
-}
-
-impl Drop for Iperf3Server {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = wait_exit(c, Duration::from_secs(5));
-        }
     }
 }
 

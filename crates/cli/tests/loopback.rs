@@ -461,7 +461,7 @@ fn corrupted_run(
         &mut line,
     )
     .unwrap();
-    let port = line.trim().rsplit(':').next().unwrap().to_string();
+    let port = common::listening_port(&line).to_string();
     let mut c = std::process::Command::new(bin());
     c.args(["run", "127.0.0.1", "-p", &port, "--json"]).args(args);
     if let Some((k, v)) = client_env {

@@ -59,7 +59,7 @@ fn port_in(line: &str) -> u16 {
                     .is_some_and(|c| c.is_ascii_digit() || c == '[' || c == 'h')
         })
         .unwrap();
-    let addr = addr.trim_start_matches("http://").trim_end_matches(',');
+    let addr = addr.trim_start_matches("http://").trim_end_matches([',', ';']);
     let addr = addr.split('/').next().unwrap();
     addr.rsplit(':')
         .next()

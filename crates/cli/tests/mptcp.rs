@@ -7,7 +7,9 @@
 mod common;
 
 use common::wan::root;
-use common::{bin, command, ip, landspeed, run_json, run_text, wait_output, ServerProc};
+use common::{
+    bin, command, ip, landspeed, record, record_check, run_json, run_text, wait_output, ServerProc,
+};
 use serde_json::Value;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -72,31 +74,8 @@ fn record_and_the_archive_name_the_transport() {
     assert_eq!(o.code, 0, "{}", o.stderr);
     let h = landspeed(&["history", "--db", &db], Duration::from_secs(10));
     assert!(h.stdout.contains("lands/mptcp"), "{}", h.stdout);
-    let path = "Geneva, CH > Chicago, US";
-    let o = landspeed(
-        &[
-            "record",
-            "--run",
-            "1",
-            "--db",
-            &db,
-            "--path",
-            path,
-            "--min-duration",
-            "0.5s",
-            "--json",
-        ],
-        Duration::from_secs(30),
-    );
-    let v: Value =
-        serde_json::from_str(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}\n{}", o.stdout, o.stderr));
-    let std_tcp = v["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["rule"] == "standard TCP")
-        .unwrap()
-        .clone();
+    let o = record(&db, "Geneva, CH > Chicago, US", "0.5s", &["--json"]);
+    let std_tcp = record_check(&o, "standard TCP");
     assert_eq!(std_tcp["passed"], false, "{std_tcp}");
     assert!(
         std_tcp["evidence"].as_str().unwrap().contains("Multipath TCP"),

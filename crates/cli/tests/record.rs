@@ -24,17 +24,11 @@ fn a_loopback_run_becomes_a_complete_record_document() {
     let path = "Sunnyvale, US > Kansas City, MO, US > Indianapolis, US > Chicago, US > Geneva, CH";
     let md = dir.join("lsr.md");
     let html = dir.join("lsr.html");
-    let o = landspeed(
+    let o = common::record(
+        &db,
+        path,
+        "1s",
         &[
-            "record",
-            "--run",
-            "1",
-            "--db",
-            &db,
-            "--path",
-            path,
-            "--min-duration",
-            "1s",
             "--leg-km",
             "4=7067",
             "--markdown",
@@ -43,7 +37,6 @@ fn a_loopback_run_becomes_a_complete_record_document() {
             html.to_str().unwrap(),
             "--json",
         ],
-        Duration::from_secs(30),
     );
     assert_eq!(o.code, 0, "{}\n{}", o.stdout, o.stderr);
     let v: Value = serde_json::from_str(&o.stdout).unwrap();
@@ -96,20 +89,7 @@ fn a_loopback_run_becomes_a_complete_record_document() {
         page.starts_with("<!DOCTYPE html>") && page.contains("<table>") && page.contains("<h2>Rules</h2>")
     );
     // A 10-minute minimum fails the 2 s run, and the exit code says so.
-    let o = landspeed(
-        &[
-            "record",
-            "--run",
-            "1",
-            "--db",
-            &db,
-            "--path",
-            path,
-            "--min-duration",
-            "10m",
-        ],
-        Duration::from_secs(30),
-    );
+    let o = common::record(&db, path, "10m", &[]);
     assert_eq!(o.code, 1, "{}", o.stdout);
     assert!(o.stdout.contains("[FAIL] minimum duration 600 s"), "{}", o.stdout);
     for (bad, says) in [

@@ -276,6 +276,7 @@ fn stream_result(
         errors,
         udp: rx.and_then(|r| r.udp).map(|u| udp_against_sender(u, tx)),
         send_errors: tx.map_or(0, |t| t.send_errors),
+        tls: tx.and_then(|t| t.tls).or_else(|| rx.and_then(|r| r.tls)),
     }
 }
 
@@ -633,6 +634,7 @@ fn data_path(spec: &TestSpec, inp: &Inputs) -> DataPath {
             engine: "one thread per stream, paced by schedule".into(),
             zerocopy_sends: 0,
             zerocopy_copied_pct: None,
+            tls: None,
         };
     }
     if spec.file.is_some() {
@@ -642,6 +644,7 @@ fn data_path(spec: &TestSpec, inp: &Inputs) -> DataPath {
             engine: "epoll, non-blocking sockets".into(),
             zerocopy_sends: 0,
             zerocopy_copied_pct: None,
+            tls: None,
         };
     }
     DataPath {
@@ -661,7 +664,36 @@ fn data_path(spec: &TestSpec, inp: &Inputs) -> DataPath {
         },
         zerocopy_sends: sends,
         zerocopy_copied_pct: (sends > 0).then(|| copied as f64 / sends as f64 * 100.0),
+        tls: spec.tls.and_then(|_| tls_path(inp)),
     }
+}
+
+/// A `--tls` test's encryption: the suites the streams agreed on and the senders' records.
+fn tls_path(inp: &Inputs) -> Option<crate::result::TlsPath> {
+    let mut suites: Vec<&str> = inp
+        .streams_with(Role::Sender)
+        .chain(inp.streams_with(Role::Receiver))
+        .filter_map(|s| s.tls.map(|t| t.cipher.iana_name()))
+        .collect();
+    suites.sort_unstable();
+    suites.dedup();
+    if suites.is_empty() {
+        return None;
+    }
+    let senders = || inp.streams_with(Role::Sender).filter(|s| s.tls.is_some());
+    let records: u64 = senders().filter_map(|s| s.tls).map(|t| t.records).sum();
+    let bytes: u64 = senders().map(|s| s.bytes).sum();
+    Some(crate::result::TlsPath {
+        suite: suites.join(", "),
+        record_layer: "rustls (aws-lc-rs) in user space".into(),
+        records,
+        mean_record_bytes: if records > 0 {
+            bytes as f64 / records as f64
+        } else {
+            0.0
+        },
+        record_overhead_bytes: 22,
+    })
 }
 
 /// How the receivers read, and the low-water mark they woke at, if any (the highest one the kernel
@@ -943,6 +975,7 @@ pub(crate) mod tests {
             udp_offload: false,
             blocking: false,
             rcvlowat_bytes: None,
+            tls: None,
         }
     }
 

@@ -166,6 +166,10 @@ pub struct TestSpec {
     /// TCP); the kernel's path manager opens the subflows.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub mptcp: bool,
+    /// TLS 1.3 over every TCP data connection (`--tls`): the suite, and whether the kernel takes the
+    /// record layer over after the handshake.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<crate::tls::TlsSpec>,
 }
 
 /// The event loop that drives the data sockets.
@@ -237,6 +241,7 @@ impl Default for TestSpec {
             file: None,
             rcvlowat_bytes: None,
             mptcp: false,
+            tls: None,
         }
     }
 }
@@ -344,6 +349,9 @@ pub enum ConfigError {
     /// A socket option Linux does not take on MPTCP sockets (fq pacing, zero-copy sends).
     #[error("{0} is not available on MPTCP sockets (Linux refuses the socket option there)")]
     NotOnMptcp(TcpSetting),
+    /// A data path that cannot carry TLS.
+    #[error("{0} cannot carry TLS: the record layer runs in landspeed's own send and receive calls")]
+    NotWithTls(TcpSetting),
     /// An io_uring queue depth out of range.
     #[error("queue depth must be 1..=64, got {0}")]
     QueueDepth(u32),
@@ -385,6 +393,12 @@ pub enum TcpSetting {
     RcvLowat,
     /// Multipath TCP.
     Mptcp,
+    /// TLS over the data connections.
+    Tls,
+    /// Kernel TLS.
+    Ktls,
+    /// Disk-to-disk (a file sent with sendfile, received with splice).
+    File,
 }
 
 impl std::fmt::Display for TcpSetting {
@@ -399,6 +413,9 @@ impl std::fmt::Display for TcpSetting {
             TcpSetting::RxDiscard => "the discarding receiver",
             TcpSetting::RcvLowat => "a receive low-water mark (SO_RCVLOWAT)",
             TcpSetting::Mptcp => "multipath TCP",
+            TcpSetting::Tls => "TLS",
+            TcpSetting::Ktls => "kernel TLS",
+            TcpSetting::File => "a disk-to-disk transfer",
         })
     }
 }
@@ -509,8 +526,31 @@ impl TestSpec {
         if !(1..=64).contains(&self.queue_depth) {
             return Err(ConfigError::QueueDepth(self.queue_depth));
         }
+        self.validate_tls()?;
         if self.tx == TxMode::Zerocopy && self.io == IoBackend::Uring {
             return Err(ConfigError::ZerocopyNeedsEpoll);
+        }
+        Ok(())
+    }
+
+    /// TLS runs its record layer in the worker's own send and receive calls: the data paths that hand
+    /// pages to the kernel (zero-copy, io_uring, sendfile and splice, discarding receivers) cannot
+    /// carry it, and kernel TLS cannot sit on an MPTCP socket.
+    fn validate_tls(&self) -> Result<(), ConfigError> {
+        let Some(tls) = self.tls else {
+            return Ok(());
+        };
+        let refused = [
+            (self.tx == TxMode::Zerocopy, TcpSetting::TxZerocopy),
+            (self.io == IoBackend::Uring, TcpSetting::IoUring),
+            (self.rx == RxMode::Discard, TcpSetting::RxDiscard),
+            (self.file.is_some(), TcpSetting::File),
+        ];
+        if let Some((_, what)) = refused.iter().find(|(set, _)| *set) {
+            return Err(ConfigError::NotWithTls(*what));
+        }
+        if tls.ktls && self.mptcp {
+            return Err(ConfigError::NotOnMptcp(TcpSetting::Ktls));
         }
         Ok(())
     }
@@ -602,6 +642,7 @@ impl TestSpec {
             (self.rx == RxMode::Discard, TcpSetting::RxDiscard),
             (self.rcvlowat_bytes.is_some(), TcpSetting::RcvLowat),
             (self.mptcp, TcpSetting::Mptcp),
+            (self.tls.is_some(), TcpSetting::Tls),
         ];
         match tcp_only.iter().find(|(set, _)| *set) {
             Some((_, what)) => Err(ConfigError::TcpOnly(*what)),
@@ -609,12 +650,15 @@ impl TestSpec {
         }
     }
 
-    /// The transport's short name, as the archive lists it: "tcp", "udp" or "mptcp".
+    /// The transport's short name, as the archive lists it: "tcp", "udp", "mptcp", "tls" or
+    /// "mptcp+tls".
     pub fn transport_name(&self) -> &'static str {
-        match (self.transport, self.mptcp) {
-            (Transport::Udp, _) => "udp",
-            (Transport::Tcp, true) => "mptcp",
-            (Transport::Tcp, false) => "tcp",
+        match (self.transport, self.mptcp, self.tls.is_some()) {
+            (Transport::Udp, _, _) => "udp",
+            (Transport::Tcp, true, true) => "mptcp+tls",
+            (Transport::Tcp, true, false) => "mptcp",
+            (Transport::Tcp, false, true) => "tls",
+            (Transport::Tcp, false, false) => "tcp",
         }
     }
 

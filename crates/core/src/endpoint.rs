@@ -193,6 +193,18 @@ pub struct StreamReport {
     /// TCP receiver: the SO_RCVLOWAT the kernel kept (None: not set).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rcvlowat_bytes: Option<u64>,
+    /// TLS streams (`--tls`): the suite the handshake agreed on, and the records a sender sealed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<StreamTls>,
+}
+
+/// One TLS stream's session, as its end saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StreamTls {
+    /// The suite the handshake agreed on.
+    pub cipher: crate::tls::TlsCipher,
+    /// Sender: records sealed (each at most 16 KiB of plaintext). Receiver: 0.
+    pub records: u64,
 }
 
 /// Process and system CPU time over the test, raw.

@@ -21,6 +21,7 @@ pub mod record;
 pub mod result;
 pub mod server_log;
 pub mod stats;
+pub mod tls;
 pub mod udp;
 pub mod units;
 pub mod verdict;

@@ -8,7 +8,8 @@ use crate::result::RunResult;
 use serde::{Deserialize, Serialize};
 
 /// The rules count standard TCP only: not UDP, and not Multipath TCP (whose subflows may take
-/// several paths, so one path's length does not measure it).
+/// several paths, so one path's length does not measure it). TLS records riding on standard TCP
+/// leave it standard TCP; the evidence says they were there.
 fn standard_tcp(r: &RunResult) -> Check {
     let mptcp = r.streams.iter().filter(|s| s.mptcp().is_some()).count();
     let transport = match (r.summary.udp.is_some(), mptcp) {
@@ -22,10 +23,14 @@ fn standard_tcp(r: &RunResult) -> Check {
             r.streams.len()
         ),
     };
+    let tls = match &r.data_path.tls {
+        Some(t) => format!(", TLS 1.3 records ({}) inside", t.suite),
+        None => String::new(),
+    };
     Check {
         rule: "standard TCP".into(),
         passed: r.summary.udp.is_none() && mptcp == 0,
-        evidence: format!("{} over {transport}", r.protocol),
+        evidence: format!("{} over {transport}{tls}", r.protocol),
     }
 }
 

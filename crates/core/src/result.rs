@@ -73,6 +73,24 @@ pub struct DataPath {
     pub zerocopy_sends: u64,
     /// Share of zerocopy sends the kernel copied after all (always 100% on loopback).
     pub zerocopy_copied_pct: Option<f64>,
+    /// TLS (`--tls`): how the data was encrypted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsPath>,
+}
+
+/// How a `--tls` test's data was encrypted (docs/metrics.md, "TLS").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TlsPath {
+    /// The suite every stream's handshake agreed on (IANA name), or the suites, comma-separated.
+    pub suite: String,
+    /// Where records were sealed and opened: "rustls (aws-lc-rs) in user space".
+    pub record_layer: String,
+    /// Records the senders sealed, warm-up included.
+    pub records: u64,
+    /// Plaintext bytes per record on average (at most 16384).
+    pub mean_record_bytes: f64,
+    /// Bytes each record adds on the wire (TLS 1.3: 5 of header, 1 of content type, 16 of tag).
+    pub record_overhead_bytes: u32,
 }
 
 /// The payload and its verification (docs/payload.md).
@@ -216,6 +234,9 @@ pub struct StreamResult {
     /// UDP: sends the sender's kernel refused (ENOBUFS); those datagrams were skipped.
     #[serde(default)]
     pub send_errors: u64,
+    /// TLS (`--tls`): the suite the stream's handshake agreed on and the records its sender sealed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<crate::endpoint::StreamTls>,
 }
 
 impl StreamResult {

@@ -74,7 +74,12 @@ impl TestLog {
 #[derive(Debug, Clone)]
 pub enum ServerEvent {
     /// The server listens on these addresses.
-    Listening(Vec<SocketAddr>),
+    Listening {
+        /// Where.
+        addresses: Vec<SocketAddr>,
+        /// The fingerprint of the certificate its encrypted data connections present.
+        certificate: crate::tls::CertFingerprint,
+    },
     /// A test finished or failed.
     Test(TestLog),
     /// A connection that was not a test: unknown protocol, unknown session, iperf3 (not yet served).

@@ -18,6 +18,7 @@ pub mod rlimit;
 pub mod sockopt;
 pub mod supervisor;
 pub mod tcp_info;
+pub mod tls;
 pub mod transport;
 pub mod tune;
 pub mod zerocopy;

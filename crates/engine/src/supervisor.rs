@@ -416,6 +416,12 @@ fn reports(
                 udp_offload: o.offload,
                 blocking: o.blocking,
                 rcvlowat_bytes: o.rcvlowat_bytes,
+                tls: settled
+                    .tls_cipher
+                    .map(|cipher| landspeed_core::endpoint::StreamTls {
+                        cipher,
+                        records: o.tls_records,
+                    }),
             }
         })
         .collect()

@@ -302,6 +302,7 @@ mod tests {
             udp_offload: false,
             blocking: false,
             rcvlowat_bytes: None,
+            tls: None,
         };
         let counted = iperf3_counts(
             &[report(0, Role::Sender, 0), report(1, Role::Receiver, 180)],

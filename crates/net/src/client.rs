@@ -17,8 +17,10 @@ use landspeed_core::config::{Flow, Test, TestSpec, Transport};
 use landspeed_core::endpoint::{EndpointReport, IntervalSample, Role};
 use landspeed_core::protocol::{ClientSession, Preamble, ProtocolError, SessionId, Timers, PROTOCOL_VERSION};
 use landspeed_core::result::{IntervalResult, IntervalStream, RunResult};
+use landspeed_core::tls::CertFingerprint;
 use landspeed_engine::sockopt::{self, SockOptError};
 use landspeed_engine::supervisor::{self, EngineHook, EngineParams, Flags, Wake, Wiring};
+use landspeed_engine::transport::tcp::tls::TlsLink;
 use landspeed_engine::transport::tcp::{DataStream, Tcp};
 use landspeed_engine::transport::udp::{Udp, UdpFormat, UdpParams};
 use socket2::{Domain, Socket, Type};
@@ -53,6 +55,9 @@ pub struct ClientOptions {
     pub control_timeout: Duration,
     /// A stream that moves nothing for this long fails.
     pub idle_timeout: Duration,
+    /// Pin the server's TLS certificate to this fingerprint instead of the one it announces
+    /// (`--tls-pin`).
+    pub tls_pin: Option<landspeed_core::tls::CertFingerprint>,
     /// The key to answer a server's authentication challenge with (`--auth`).
     pub auth: Option<landspeed_core::protocol::Key>,
     /// Echo probes before and during the test (`--latency`).
@@ -83,6 +88,7 @@ impl ClientOptions {
             control_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(30),
             auth: None,
+            tls_pin: None,
             latency: None,
             start_at: None,
             send_file: None,
@@ -136,6 +142,29 @@ pub enum ClientError {
         host: String,
         /// IPv4 or IPv6.
         family: &'static str,
+    },
+    /// The server is iperf3, and the test asks for something iperf3 cannot do.
+    #[error("the server speaks iperf3's protocol, which cannot carry {what}")]
+    NotWithIperf3 {
+        /// What, and why not.
+        what: &'static str,
+    },
+    /// Kernel TLS was asked for and cannot be used.
+    #[error("--ktls: {reason}")]
+    Ktls {
+        /// Why not, in words.
+        reason: String,
+    },
+    /// A `--tls` test, and the server accepted it without announcing a certificate: it predates TLS.
+    #[error("the server accepted the test without offering TLS (a landspeed server older than --tls?); run without --tls")]
+    TlsNotOffered,
+    /// A data stream's TLS handshake failed.
+    #[error("stream {id}: {detail}")]
+    Tls {
+        /// The stream.
+        id: u32,
+        /// What went wrong.
+        detail: String,
     },
     /// MPTCP was asked for and this host cannot open an MPTCP socket.
     #[error("cannot open an MPTCP socket: {reason}")]
@@ -424,6 +453,13 @@ fn result(
 /// The test as this client asks for it: a fresh payload key, the file to send or receive prepared
 /// (each change validated again).
 fn test_spec(opts: &ClientOptions) -> Result<(Test, Option<LocalFile>), ClientError> {
+    if opts.spec.tls.is_some_and(|t| t.ktls) {
+        return Err(ClientError::Ktls {
+            reason: landspeed_engine::tls::ktls_unavailable_reason().unwrap_or_else(|| {
+                "this kernel has TLS offload, but landspeed does not install keys into it yet".into()
+            }),
+        });
+    }
     let mut test = opts.spec.clone();
     if test.payload_key == 0 {
         // The run's payload key; any value works, a random one makes every run's payload different.
@@ -438,13 +474,14 @@ fn open_data(
     opts: &ClientOptions,
     spec: &TestSpec,
     addr: SocketAddr,
-    sid: SessionId,
+    (sid, certificate): (SessionId, Option<CertFingerprint>),
     local_file: Option<&LocalFile>,
 ) -> Result<DataPaths, ClientError> {
     if spec.transport == Transport::Udp {
         return Ok(DataPaths::Udp(open_udp_streams(opts, addr, sid)?));
     }
-    let mut tcp = open_streams(opts, addr, sid)?;
+    let tls = tls_config(opts, spec, certificate)?;
+    let mut tcp = open_streams(opts, addr, sid, tls.as_ref())?;
     if let Some(lf) = local_file {
         for s in &mut tcp {
             s.file = Some(lf.handle.clone());
@@ -552,10 +589,31 @@ fn timers(opts: &ClientOptions) -> Timers {
     }
 }
 
+/// A `--tls` test's client configuration: the suite asked for, pinned to `--tls-pin` or else to the
+/// certificate the server announced.
+fn tls_config(
+    opts: &ClientOptions,
+    spec: &TestSpec,
+    announced: Option<CertFingerprint>,
+) -> Result<Option<Arc<rustls::ClientConfig>>, ClientError> {
+    let Some(tls) = spec.tls else {
+        return Ok(None);
+    };
+    let pin = opts.tls_pin.or(announced).ok_or(ClientError::TlsNotOffered)?;
+    let trust = landspeed_engine::tls::Trust::Pinned(pin);
+    landspeed_engine::tls::client_config(&[tls.cipher], trust, &[])
+        .map(Some)
+        .map_err(|e| ClientError::Tls {
+            id: 0,
+            detail: e.to_string(),
+        })
+}
+
 fn open_streams(
     opts: &ClientOptions,
     addr: SocketAddr,
     sid: SessionId,
+    tls: Option<&Arc<rustls::ClientConfig>>,
 ) -> Result<Vec<DataStream>, ClientError> {
     let spec = &opts.spec;
     (0..spec.total_streams())
@@ -566,7 +624,7 @@ fn open_streams(
                 stream: id,
             }
             .encode();
-            tcp_stream(opts, addr, spec, id, &pre)
+            tcp_stream(opts, addr, spec, id, &pre, tls)
         })
         .collect()
 }
@@ -681,6 +739,7 @@ fn tcp_stream(
     spec: &TestSpec,
     id: u32,
     greeting: &[u8],
+    tls: Option<&Arc<rustls::ClientConfig>>,
 ) -> Result<DataStream, ClientError> {
     let sock = connect(opts, addr, Some(spec))?;
     let flow = spec.flow_of(id);
@@ -691,7 +750,17 @@ fn tcp_stream(
         .write_all(greeting)
         .map_err(|err| ClientError::Stream { id, err })?;
     sockopt::after_connect(&socket2::SockRef::from(&sock), spec, role == Role::Sender)?;
+    let tls = match tls {
+        Some(config) => Some(
+            TlsLink::client(&sock, config.clone(), opts.control_timeout).map_err(|e| ClientError::Tls {
+                id,
+                detail: e.to_string(),
+            })?,
+        ),
+        None => None,
+    };
     Ok(DataStream {
+        tls,
         file: None,
         id,
         flow,

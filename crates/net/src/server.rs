@@ -64,6 +64,9 @@ pub struct ServerOptions {
     /// Listen with an MPTCP socket where the kernel allows it, so `run --mptcp` clients get MPTCP data
     /// connections; plain TCP clients are accepted on it as plain TCP sockets. False: plain TCP.
     pub mptcp: bool,
+    /// The certificate and key encrypted data connections present (`--cert`/`--key`); None: a
+    /// self-signed certificate made when the server binds.
+    pub identity: Option<Arc<landspeed_engine::tls::Identity>>,
 }
 
 /// Tests held at once by default: enough for a busy public server on a small host.
@@ -86,6 +89,7 @@ impl Default for ServerOptions {
             control_key: None,
             files_dir: None,
             mptcp: true,
+            identity: None,
         }
     }
 }
@@ -118,6 +122,9 @@ struct Counters {
 /// Why the server could not start or keep serving.
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
+    /// The TLS identity could not be made.
+    #[error("{0}")]
+    Tls(#[from] landspeed_engine::tls::TlsError),
     /// The port could not be bound.
     #[error("cannot listen on {addr}: {err}")]
     Bind {
@@ -179,6 +186,33 @@ struct Shared {
     started: Instant,
     /// New tests per address (`--max-tests-per-minute`).
     rate: Option<Mutex<landspeed_core::protocol::rate::PerAddressRate>>,
+    /// What encrypted data connections present, and the configuration their handshakes use.
+    tls: ServerTls,
+}
+
+/// The server's TLS identity and configuration, made once when it binds.
+pub(crate) struct ServerTls {
+    /// The certificate's fingerprint, announced to clients that ask for TLS.
+    pub(crate) fingerprint: landspeed_core::tls::CertFingerprint,
+    /// The TLS-over-TCP server configuration.
+    pub(crate) tcp: Arc<rustls::ServerConfig>,
+}
+
+impl ServerTls {
+    fn new(identity: Option<&Arc<landspeed_engine::tls::Identity>>) -> Result<ServerTls, ServerError> {
+        let made;
+        let id = match identity {
+            Some(i) => i.as_ref(),
+            None => {
+                made = landspeed_engine::tls::Identity::self_signed()?;
+                &made
+            }
+        };
+        Ok(ServerTls {
+            fingerprint: id.fingerprint,
+            tcp: id.server_config(&[])?,
+        })
+    }
 }
 
 /// One running test, counted against `--max-tests` while it lives.
@@ -353,7 +387,9 @@ impl Server {
                 )?],
             },
         };
+        let tls = ServerTls::new(opts.identity.as_ref())?;
         let shared = Arc::new(Shared {
+            tls,
             registry: Mutex::new(HashMap::new()),
             iperf3: Mutex::new(HashMap::new()),
             udp: Mutex::new(HashMap::new()),
@@ -402,7 +438,10 @@ impl Server {
             std::thread::spawn(move || udp::listen(sock, &shared));
         }
         // Announced once every listener (TCP and UDP) is ready.
-        self.shared.emit(ServerEvent::Listening(self.local_addrs()));
+        self.shared.emit(ServerEvent::Listening {
+            addresses: self.local_addrs(),
+            certificate: self.shared.tls.fingerprint,
+        });
         let mut poll = Poll::new()?;
         for (i, l) in self.listeners.iter_mut().enumerate() {
             poll.registry().register(l, Token(i), Interest::READABLE)?;

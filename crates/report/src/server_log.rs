@@ -9,10 +9,13 @@ use serde_json::{json, Value};
 /// One event as a line of text, stamped `time_utc`.
 pub fn text_line(ev: &ServerEvent, time_utc: &str) -> String {
     match ev {
-        ServerEvent::Listening(addrs) => {
-            let a: Vec<String> = addrs.iter().map(|a| a.to_string()).collect();
+        ServerEvent::Listening {
+            addresses,
+            certificate,
+        } => {
+            let a: Vec<String> = addresses.iter().map(|a| a.to_string()).collect();
             format!(
-                "landspeed {} listening on {}",
+                "landspeed {} listening on {}; TLS certificate sha256:{certificate}",
                 landspeed_core::SOFTWARE_VERSION,
                 a.join(", ")
             )
@@ -79,9 +82,13 @@ fn stats_text(st: &ServerStats, time_utc: &str) -> String {
 /// One event as a JSON object, stamped `time_utc` (docs/server-log.md lists every field).
 pub fn json_line(ev: &ServerEvent, time_utc: &str) -> Value {
     match ev {
-        ServerEvent::Listening(addrs) => json!({
+        ServerEvent::Listening {
+            addresses,
+            certificate,
+        } => json!({
             "time": time_utc, "event": "listening",
-            "addresses": addrs.iter().map(|a| a.to_string()).collect::<Vec<_>>(),
+            "addresses": addresses.iter().map(|a| a.to_string()).collect::<Vec<_>>(),
+            "certificate_sha256": certificate.to_string(),
             "software": format!("landspeed {}", landspeed_core::SOFTWARE_VERSION),
         }),
         ServerEvent::Test(t) => json!({
@@ -104,6 +111,14 @@ pub fn json_line(ev: &ServerEvent, time_utc: &str) -> Value {
     }
 }
 
+/// The port of the first address in a text "listening" line (what `serve -p 0` chose), for
+/// programs that start a server and read its first line.
+pub fn listening_port(line: &str) -> Option<u16> {
+    let addrs = line.split_once(" listening on ")?.1;
+    let first = addrs.split([',', ';']).next()?.trim();
+    first.rsplit(':').next()?.parse().ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -122,6 +137,23 @@ mod tests {
     }
 
     const T: &str = "2026-11-23T18:00:00Z";
+
+    #[test]
+    fn the_listening_line_names_addresses_and_certificate_and_gives_its_port_back() {
+        let certificate = landspeed_core::tls::CertFingerprint([0x5a; 32]);
+        let ev = ServerEvent::Listening {
+            addresses: vec!["[::]:5201".parse().unwrap(), "0.0.0.0:5201".parse().unwrap()],
+            certificate,
+        };
+        let line = text_line(&ev, T);
+        assert!(
+            line.ends_with(&format!("; TLS certificate sha256:{certificate}")),
+            "{line}"
+        );
+        assert_eq!(listening_port(&line), Some(5201));
+        assert_eq!(json_line(&ev, T)["certificate_sha256"], certificate.to_string());
+        assert_eq!(listening_port("something else"), None);
+    }
 
     #[test]
     fn a_test_line_says_who_what_how_fast_and_how_it_ended() {

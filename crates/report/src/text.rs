@@ -615,6 +615,17 @@ fn data_path(out: &mut String, r: &RunResult) {
         })
         .unwrap_or_default();
     let _ = writeln!(out, "Data path: {} / {}{zc}; {}", d.tx, d.rx, d.engine);
+    if let Some(t) = &d.tls {
+        let _ = writeln!(
+            out,
+            "TLS: 1.3 {}; {} records of {} plaintext on average (+{} B each on the wire), sealed and opened by {}: the CPU figures above include the cryptography",
+            t.suite,
+            t.records,
+            Bytes(t.mean_record_bytes.round() as u64),
+            t.record_overhead_bytes,
+            t.record_layer
+        );
+    }
 }
 
 /// "Measured vs predicted" from the run's own TCP_INFO: the window bound (streams × the receive window

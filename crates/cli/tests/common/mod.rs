@@ -50,16 +50,15 @@ impl ServerProc {
         let first = rx
             .recv_timeout(Duration::from_secs(10))
             .expect("server printed nothing");
-        // The text log says "listening on ADDR:PORT"; --log-json's first event lists the addresses.
-        let first = match serde_json::from_str::<serde_json::Value>(&first) {
-            Ok(v) => v["addresses"][0].as_str().unwrap_or_default().to_string(),
-            Err(_) => first,
+        // The text log says "listening on ADDR:PORT; TLS certificate ..."; --log-json's first event
+        // lists the addresses.
+        let port = match serde_json::from_str::<serde_json::Value>(&first) {
+            Ok(v) => {
+                let a = v["addresses"][0].as_str().unwrap_or_default();
+                a.rsplit(':').next().and_then(|p| p.parse().ok()).unwrap_or(0)
+            }
+            Err(_) => listening_port(&first),
         };
-        let port = first
-            .rsplit(':')
-            .next()
-            .and_then(|p| p.trim().parse().ok())
-            .unwrap_or_else(|| panic!("no port in {first:?}"));
         ServerProc {
             child: Some(child),
             port,
@@ -141,6 +140,28 @@ pub fn wait_output(child: Child, timeout: Duration) -> Option<Output> {
             None
         }
     }
+}
+
+/// The port in a server's text "listening on ADDR:PORT, ...; TLS certificate ..." line.
+pub fn listening_port(line: &str) -> u16 {
+    landspeed_report::server_log::listening_port(line).unwrap_or_else(|| panic!("no port in {line:?}"))
+}
+
+/// `landspeed record --run 1 --db DB --path PATH --min-duration MIN EXTRA...`: the first run of an
+/// archive made for the test, checked against the rules.
+pub fn record(db: &str, path: &str, min_duration: &str, extra: &[&str]) -> Outcome {
+    let mut args = vec!["record", "--run", "1", "--db", db, "--path", path];
+    args.extend(["--min-duration", min_duration]);
+    args.extend_from_slice(extra);
+    landspeed(&args, Duration::from_secs(60))
+}
+
+/// The check named `rule` in `record --json`'s output.
+pub fn record_check(o: &Outcome, rule: &str) -> serde_json::Value {
+    let v: serde_json::Value =
+        serde_json::from_str(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}\n{}", o.stdout, o.stderr));
+    let found = v["checks"].as_array().unwrap().iter().find(|c| c["rule"] == rule);
+    found.unwrap_or_else(|| panic!("no check {rule:?}: {v}")).clone()
 }
 
 /// Runs the binary with a hard timeout, killing it if it hangs.
@@ -319,4 +340,53 @@ pub fn command(cmd: &[&str]) {
         "{cmd:?}: {}",
         String::from_utf8_lossy(&o.stderr)
     );
+}
+
+/// `iperf3 -s` on a free loopback port (Debian's iperf3, installed by .ci/run).
+pub struct Iperf3Server {
+    pub child: Option<Child>,
+    pub port: u16,
+}
+
+impl Iperf3Server {
+    /// `iperf3 -s` on a free loopback port, or None when iperf3 is missing outside CI.
+    pub fn start() -> Option<Iperf3Server> {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .ok()?
+            .local_addr()
+            .ok()?
+            .port();
+        let spawned = Command::new("iperf3")
+            .args(["-s", "-B", "127.0.0.1", "-p", &port.to_string(), "--forceflush"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn();
+        let mut child = match spawned {
+            Ok(c) => c,
+            Err(e) => {
+                assert!(std::env::var_os("CI").is_none(), "iperf3 is missing in CI: {e}");
+                eprintln!("skipping: iperf3 is not installed (apt-get install iperf3)");
+                return None;
+            }
+        };
+        let out = child.stdout.take().unwrap();
+        let mut lines = BufReader::new(out).lines();
+        let ready = lines.any(|l| l.is_ok_and(|l| l.contains("Server listening")));
+        assert!(ready, "iperf3 -s did not start");
+        // Keep draining its output so it never blocks on a full pipe.
+        std::thread::spawn(move || for _ in lines {});
+        Some(Iperf3Server {
+            child: Some(child),
+            port,
+        })
+    }
+}
+
+impl Drop for Iperf3Server {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = wait_exit(c, Duration::from_secs(5));
+        }
+    }
 }

@@ -252,7 +252,7 @@ mod tests {
             carry(&mut c, &mut s, chunk, now).unwrap();
             while let Some(a) = s.poll_action() {
                 match a {
-                    ServerAction::Accept(_) => s.handle_local(now, |m, _| m.accepted(sid)).unwrap(),
+                    ServerAction::Accept(_) => s.handle_local(now, |m, _| m.accepted(sid, None)).unwrap(),
                     ServerAction::StartTest => s.handle_local(now, |m, now| m.on_local_done(now)).unwrap(),
                     ServerAction::SendResults(_) => s
                         .handle_local(now, |m, _| m.results(EndpointReport::default()))
@@ -263,7 +263,7 @@ mod tests {
             carry(&mut s, &mut c, chunk, now).unwrap();
             while let Some(a) = c.poll_action() {
                 match a {
-                    ClientAction::ConnectStreams(id) => {
+                    ClientAction::ConnectStreams(id, _) => {
                         assert_eq!(id, sid);
                         c.handle_local(now, |m, now| {
                             m.on_streams_connected(now).map(|()| ClientAction::Wait)

@@ -119,6 +119,10 @@ pub enum Message {
     Accepted {
         /// The id the data streams quote.
         session: SessionId,
+        /// The SHA-256 fingerprint of the certificate the server's encrypted data connections
+        /// (`--tls`) present: the client pins them to it. Absent for unencrypted tests.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        certificate: Option<crate::tls::CertFingerprint>,
     },
     /// Server: the test is refused, why (for people), and what kind of refusal (for programs: whether
     /// a retry can work). Older peers send no code: `other`.

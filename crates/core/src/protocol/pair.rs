@@ -207,8 +207,12 @@ impl Pair {
         let sid = SessionId([9; 16]);
         self.wait(tick);
         assert_eq!(
-            self.send_client(&Message::Accepted { session: sid }).unwrap(),
-            ClientAction::ConnectStreams(sid)
+            self.send_client(&Message::Accepted {
+                session: sid,
+                certificate: None
+            })
+            .unwrap(),
+            ClientAction::ConnectStreams(sid, None)
         );
         for id in 0..spec.total_streams() {
             self.wait(tick);

@@ -418,14 +418,18 @@ impl ServerSession {
 
     /// The driver has set the accepted test up under `session` (the id its data connections quote):
     /// the client is told so.
-    pub fn accepted(&mut self, session: SessionId) -> Result<ServerAction, ProtocolError> {
+    pub fn accepted(
+        &mut self,
+        session: SessionId,
+        certificate: Option<crate::tls::CertFingerprint>,
+    ) -> Result<ServerAction, ProtocolError> {
         if self.phase != ServerPhase::AwaitStreams || self.connected.iter().any(|c| *c) {
             return Err(ProtocolError::BadLocalEvent {
                 phase: self.phase.name(),
                 event: "accepted",
             });
         }
-        Ok(ServerAction::Reply(Message::Accepted { session }))
+        Ok(ServerAction::Reply(Message::Accepted { session, certificate }))
     }
 
     /// A data connection quoting this session arrived. When it was the last one expected, the client
@@ -528,7 +532,7 @@ pub enum ClientAction {
     /// Send this message.
     Send(Message),
     /// Open the data streams quoting this session.
-    ConnectStreams(SessionId),
+    ConnectStreams(SessionId, Option<crate::tls::CertFingerprint>),
     /// The server is ready: start the local streams, and `start` (which sends `Start`) when the test
     /// should begin.
     StartTest,
@@ -661,9 +665,9 @@ impl ClientSession {
                     auth: proof,
                 }))
             }
-            (AwaitAccepted, Message::Accepted { session }) => {
+            (AwaitAccepted, Message::Accepted { session, certificate }) => {
                 self.enter(ClientPhase::Connecting, now);
-                Ok(ClientAction::ConnectStreams(session))
+                Ok(ClientAction::ConnectStreams(session, certificate))
             }
             (AwaitAccepted | AwaitWelcome, Message::Rejected { reason, code }) => {
                 self.enter(ClientPhase::Failed, now);
@@ -802,9 +806,13 @@ mod tests {
         };
         assert_eq!(s.on_message(req, now()).unwrap(), ServerAction::Accept(spec));
         let id = SessionId([1; 16]);
+        let cert = Some(crate::tls::CertFingerprint([7; 32]));
+        let ServerAction::Reply(accepted) = s.accepted(id, cert).unwrap() else {
+            panic!()
+        };
         assert_eq!(
-            c.on_message(Message::Accepted { session: id }, now()).unwrap(),
-            ClientAction::ConnectStreams(id)
+            c.on_message(accepted, now()).unwrap(),
+            ClientAction::ConnectStreams(id, cert)
         );
         let ready = ServerAction::Reply(Message::Ready);
         assert_eq!(s.on_stream(1, now()).unwrap(), ServerAction::Wait);
@@ -1063,6 +1071,7 @@ mod tests {
         c.on_message(
             Message::Accepted {
                 session: SessionId([0; 16]),
+                certificate: None,
             },
             now(),
         )

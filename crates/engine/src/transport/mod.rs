@@ -60,6 +60,8 @@ pub struct Outcome {
     pub blocking: bool,
     /// TCP receiver on the blocking worker: the SO_RCVLOWAT the kernel kept.
     pub rcvlowat_bytes: Option<u64>,
+    /// TLS senders: the records they sealed.
+    pub tls_records: u64,
 }
 
 /// Who a stream is: the part of it the supervisor needs to sample and report it.
@@ -89,6 +91,8 @@ pub struct Settled {
     pub rcv_buf_bytes: u64,
     /// TCP's own figures (None for transports without them).
     pub tcp: Option<TcpStats>,
+    /// TLS streams: the suite their handshake agreed on.
+    pub tls_cipher: Option<landspeed_core::tls::TlsCipher>,
 }
 
 /// One kind of data connection behind the supervisor.

@@ -8,6 +8,7 @@
 //! byte written is read and counted. Sampling and reporting are the supervisor's (`crate::supervisor`).
 
 mod blocking;
+pub mod tls;
 mod uring;
 
 use super::{round_robin, Meter, Outcome, Settled, StreamMeta, Transport};
@@ -39,7 +40,12 @@ pub struct DataStream {
     pub budget: Option<u64>,
     /// Disk-to-disk tests: the sender sends this file (sendfile), the receiver writes into it (splice).
     pub file: Option<std::sync::Arc<std::fs::File>>,
+    /// TLS over the connection (`--tls`), its handshake done.
+    pub tls: Option<tls::TlsLink>,
 }
+
+/// How long a TLS sender may take to hand its last sealed records and close_notify to the kernel.
+const TLS_CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// What a capped stream may run ahead of its rate.
 const CAP_BURST: f64 = 256.0 * 1024.0;
@@ -94,6 +100,7 @@ impl Transport for Tcp<'_> {
                 mptcp: crate::mptcp::read(&self.0[i].socket),
                 ..t.stats(rtts_us, tcp_info::congestion(&sref))
             }),
+            tls_cipher: self.0[i].tls.as_ref().map(|t| t.cipher()),
         }
     }
 }
@@ -114,6 +121,8 @@ struct State<'a> {
     zc: Option<ZcSender>,
     /// Receivers into a file: the pipe splice(2) goes through.
     splicer: Option<crate::files::Splicer>,
+    /// The stream's TLS session, held by its worker for the whole test.
+    tls: Option<std::sync::MutexGuard<'a, tls::Session>>,
 }
 
 impl<'a> State<'a> {
@@ -130,6 +139,7 @@ impl<'a> State<'a> {
             last_progress: now,
             zc: None,
             splicer: None,
+            tls: ds.tls.as_ref().map(|t| t.lock()),
         }
     }
 
@@ -152,6 +162,13 @@ impl<'a> State<'a> {
         let (id, off, sock) = (self.ds.id, self.out.bytes, &self.ds.socket);
         if let Some(f) = &self.ds.file {
             return crate::files::send_chunk(sock, f, off, n);
+        }
+        if let Some(t) = self.tls.as_mut() {
+            let g = gen
+                .as_mut()
+                .ok_or_else(|| std::io::Error::other("no payload generator"))?;
+            // Only what rustls can take now is generated: the rest would be made again next call.
+            return t.send(sock, |room| g.fill(id, off, n.min(room)));
         }
         match (self.zc.as_mut(), gen.as_mut()) {
             (Some(zc), _) => {
@@ -177,7 +194,9 @@ impl<'a> State<'a> {
             let s = self.splicer.as_mut().expect("just set");
             return s.recv(&self.ds.socket, f, self.out.bytes, rbuf.len().max(64 << 10));
         }
-        if discard_it {
+        if let Some(t) = self.tls.as_mut() {
+            t.recv(&self.ds.socket, rbuf)
+        } else if discard_it {
             discard(&self.ds.socket, rbuf.len())
         } else {
             (&self.ds.socket).read(rbuf)
@@ -208,9 +227,15 @@ impl<'a> State<'a> {
         )));
     }
 
-    fn finish(&mut self, error: Option<String>) {
+    fn finish(&mut self, mut error: Option<String>) {
         self.counter.finished.store(true, Relaxed);
         if self.ds.role == Role::Sender {
+            if let Some(t) = self.tls.as_mut() {
+                self.out.tls_records = t.records;
+                if let Err(e) = t.close(&self.ds.socket, TLS_CLOSE_TIMEOUT) {
+                    error.get_or_insert(format!("sending the last TLS records: {e}"));
+                }
+            }
             let _ = self.ds.socket.shutdown(Shutdown::Write);
         }
         self.done = true;

@@ -170,6 +170,7 @@ impl Transport for Udp<'_> {
             snd_buf_bytes,
             rcv_buf_bytes,
             tcp: None,
+            tls_cipher: None,
         }
     }
 }

@@ -200,8 +200,8 @@ impl Run<'_> {
         ev: Event<ClientAction>,
     ) -> Result<Option<Box<EndpointReport>>, Fail> {
         match ev {
-            Event::Action(ClientAction::ConnectStreams(sid)) => {
-                let data = self.connect(sid)?;
+            Event::Action(ClientAction::ConnectStreams(sid, certificate)) => {
+                let data = self.connect(sid, certificate)?;
                 link.wire
                     .local(|s, now| s.on_streams_connected(now).map(|()| ClientAction::Wait))?;
                 self.data = Some(data);
@@ -222,12 +222,22 @@ impl Run<'_> {
 
 impl Run<'_> {
     /// The server accepted the test as `sid`: its data connections.
-    fn connect(&mut self, sid: SessionId) -> Result<DataPaths, ClientError> {
+    fn connect(
+        &mut self,
+        sid: SessionId,
+        certificate: Option<landspeed_core::tls::CertFingerprint>,
+    ) -> Result<DataPaths, ClientError> {
         if self.interrupt.load(Relaxed) {
             return Err(ClientError::Interrupted);
         }
         let (opts, addr) = (self.opts, self.at.1);
-        open_data(opts, self.spec, addr, sid, self.local_file.as_ref())
+        open_data(
+            opts,
+            self.spec,
+            addr,
+            (sid, certificate),
+            self.local_file.as_ref(),
+        )
     }
 
     /// The server is ready: warnings and latency baseline, `start` at the agreed instant, the engine

@@ -234,6 +234,11 @@ fn awaiting(
 /// The test as an iperf3 server runs it: its payload is not ours, so nothing is verified, and TCP
 /// receivers drop what arrives without copying it.
 fn iperf3_spec(opts: &ClientOptions) -> Result<Test, ClientError> {
+    if opts.spec.tls.is_some() {
+        return Err(ClientError::NotWithIperf3 {
+            what: "--tls: iperf3 has no encrypted data mode",
+        });
+    }
     Ok(opts.spec.changed(|s| {
         s.verify = false;
         if s.transport == Transport::Tcp {
@@ -330,7 +335,7 @@ fn open_streams(
 ) -> Result<Vec<DataStream>, ClientError> {
     let greeting = cookie.to_wire();
     (0..spec.total_streams())
-        .map(|id| super::tcp_stream(opts, addr, spec, id, &greeting))
+        .map(|id| super::tcp_stream(opts, addr, spec, id, &greeting, None))
         .collect()
 }
 
@@ -429,6 +434,7 @@ fn remote_stream(
         udp_offload: false,
         blocking: false,
         rcvlowat_bytes: None,
+        tls: None,
     }
 }
 

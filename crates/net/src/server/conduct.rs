@@ -14,6 +14,7 @@ use landspeed_core::protocol::{
 };
 use landspeed_engine::sockopt;
 use landspeed_engine::supervisor::{self, EngineHook, EngineOutput, EngineParams, Flags, Wiring};
+use landspeed_engine::transport::tcp::tls::TlsLink;
 use landspeed_engine::transport::tcp::{DataStream, Tcp};
 use landspeed_engine::transport::udp::{Udp, UdpFormat, UdpParams};
 use std::collections::HashMap;
@@ -189,7 +190,8 @@ fn prepare(link: &mut ServerLink, shared: &Shared, log: &mut TestLog) -> Result<
     };
     let registered = Registered::new(registry, sid, link.tx.clone())?;
     let file = open_file(&mut test, &shared.opts, &mut link.wire)?;
-    link.wire.local(|s, _| s.accepted(sid))?;
+    let certificate = test.tls.map(|_| shared.tls.fingerprint);
+    link.wire.local(|s, _| s.accepted(sid, certificate))?;
     let handle = file.as_ref().map(|f| f.handle.clone());
     let streams = collect(link, &test, (sid, handle), shared)?;
     drop(registered);
@@ -289,7 +291,10 @@ fn collect(
     let out = link.run(|link, ev| {
         match ev {
             Event::Arrival(Arrival::Tcp(id, sock)) => {
-                tcp.push(tcp_stream(test, id, sock, file.clone())?);
+                let tls = test
+                    .tls
+                    .map(|_| (shared.tls.tcp.clone(), shared.opts.handshake_timeout));
+                tcp.push(tcp_stream(test, id, sock, file.clone(), tls)?);
                 link.wire.local(|s, now| s.on_stream(id, now))?;
             }
             Event::Arrival(Arrival::Udp(id, peer, local)) => {
@@ -333,11 +338,24 @@ fn tcp_stream(
     id: u32,
     socket: TcpStream,
     file: Option<Arc<std::fs::File>>,
+    tls: Option<(Arc<rustls::ServerConfig>, std::time::Duration)>,
 ) -> Result<DataStream, TestError> {
     let flow = test.flow_of(id);
     let role = Role::at_server(flow);
     sockopt::after_connect(&socket2::SockRef::from(&socket), test, role == Role::Sender)?;
+    let tls = match tls {
+        Some((config, timeout)) => {
+            Some(
+                TlsLink::server(&socket, config, timeout).map_err(|e| TestError::Tls {
+                    stream: id,
+                    detail: e.to_string(),
+                })?,
+            )
+        }
+        None => None,
+    };
     Ok(DataStream {
+        tls,
         file,
         id,
         flow,

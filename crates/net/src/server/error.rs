@@ -59,6 +59,14 @@ pub enum TestError {
         /// Why the wait ended.
         why: MissingWhy,
     },
+    /// A data stream's TLS handshake failed.
+    #[error("stream {stream}: {detail}")]
+    Tls {
+        /// The stream.
+        stream: u32,
+        /// What went wrong.
+        detail: String,
+    },
     /// A UDP stream's socket could not be set up.
     #[error("UDP stream {id}: {err}")]
     UdpStream {

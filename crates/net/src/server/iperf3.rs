@@ -208,6 +208,7 @@ fn collect_tcp(
             let role = Role::at_server(flow);
             let _ = sockopt::after_connect(&socket2::SockRef::from(&socket), spec, role == Role::Sender);
             DataStream {
+                tls: None,
                 file: None,
                 id: k as u32,
                 flow,
