@@ -175,6 +175,12 @@ pub struct ServeArgs {
     /// The private key (PEM) of --cert.
     #[arg(long, value_name = "PEM", requires = "cert")]
     pub key: Option<std::path::PathBuf>,
+    /// Do not serve QUIC (run --quic, and the QUIC performance protocol for other tools' clients).
+    #[arg(long)]
+    pub no_quic: bool,
+    /// Serve QUIC on this UDP port (default: the server's own port number, beside its UDP listener).
+    #[arg(long, value_name = "PORT", conflicts_with = "no_quic")]
+    pub quic_port: Option<u16>,
 }
 
 #[derive(Args, Debug)]
@@ -257,7 +263,7 @@ pub struct TestArgs {
     /// Server port.
     #[arg(short, long, default_value_t = 5201)]
     pub port: u16,
-    /// Parallel TCP streams per direction (1..=1024).
+    /// Parallel streams per direction (1..=1024): TCP connections, or QUIC streams with --quic.
     #[arg(short = 'P', long = "streams", default_value_t = 1, value_name = "N")]
     pub streams: u32,
     /// Worker threads on this end (default: one per stream up to the core count).
@@ -378,6 +384,15 @@ pub struct TestArgs {
     /// what is missing, where the kernel cannot.
     #[arg(long, requires = "tls")]
     pub ktls: bool,
+    /// QUIC instead of TCP (quinn, TLS 1.3 inside): -P streams over one connection, or spread over
+    /// --connections; every byte verified; the report gives QUIC's own RTT, congestion window, lost
+    /// packets and path MTU. -C picks quinn's controller: cubic (default), bbr or newreno. The server
+    /// answers on its own port number over UDP.
+    #[arg(long, conflicts_with_all = ["udp", "tls", "mptcp"])]
+    pub quic: bool,
+    /// --quic: connections to spread the -P streams over, round-robin (-P is raised to N when smaller).
+    #[arg(long, value_name = "N", requires = "quic")]
+    pub connections: Option<u32>,
 }
 
 impl TestArgs {
@@ -390,7 +405,7 @@ impl TestArgs {
             _ => EndCondition::Time(Duration::from_secs(10)),
         };
         TestSpec {
-            streams: self.streams,
+            streams: self.streams.max(self.connections.unwrap_or(1)),
             length_bytes: self
                 .length
                 .unwrap_or(if self.udp {
@@ -431,7 +446,13 @@ impl TestArgs {
             queue_depth: self
                 .queue_depth
                 .unwrap_or(if self.io == IoArg::Uring { 4 } else { 1 }),
-            transport: if self.udp { Transport::Udp } else { Transport::Tcp },
+            transport: if self.udp {
+                Transport::Udp
+            } else if self.quic {
+                Transport::Quic
+            } else {
+                Transport::Tcp
+            },
             rate_bps: self.udp_rate.map(|r| r.bps()),
             burst: self.burst,
             file: None,
@@ -441,6 +462,7 @@ impl TestArgs {
                 cipher: self.tls_cipher,
                 ktls: self.ktls,
             }),
+            connections: self.connections.unwrap_or(1),
         }
     }
 }

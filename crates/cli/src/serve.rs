@@ -90,6 +90,8 @@ pub fn serve(a: ServeArgs) -> Result<bool> {
             )),
             _ => None,
         },
+        quic: !a.no_quic,
+        quic_port: a.quic_port,
     };
     let server = if a.log_json {
         Server::bind(opts, Arc::new(print_json))?

@@ -976,6 +976,7 @@ pub(crate) mod tests {
             blocking: false,
             rcvlowat_bytes: None,
             tls: None,
+            quic: None,
         }
     }
 

@@ -45,6 +45,8 @@ pub enum Transport {
     Tcp,
     /// Paced UDP datagrams (`-u`).
     Udp,
+    /// QUIC streams (`--quic`): `streams` of them over `connections` connections.
+    Quic,
 }
 
 fn default_burst() -> u32 {
@@ -170,7 +172,17 @@ pub struct TestSpec {
     /// record layer over after the handshake.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<crate::tls::TlsSpec>,
+    /// QUIC: the connections the streams are spread over (round-robin).
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub connections: u32,
 }
+
+fn is_one(n: &u32) -> bool {
+    *n == 1
+}
+
+/// The congestion controllers a QUIC test can ask for (`-C` with `--quic`), as quinn names them.
+pub const QUIC_CONGESTION: [&str; 3] = ["cubic", "bbr", "newreno"];
 
 /// The event loop that drives the data sockets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -242,6 +254,7 @@ impl Default for TestSpec {
             rcvlowat_bytes: None,
             mptcp: false,
             tls: None,
+            connections: 1,
         }
     }
 }
@@ -349,6 +362,23 @@ pub enum ConfigError {
     /// A socket option Linux does not take on MPTCP sockets (fq pacing, zero-copy sends).
     #[error("{0} is not available on MPTCP sockets (Linux refuses the socket option there)")]
     NotOnMptcp(TcpSetting),
+    /// A setting QUIC has no use for.
+    #[error("{0} applies to TCP, not QUIC")]
+    NotOnQuic(TcpSetting),
+    /// A congestion controller quinn does not have.
+    #[error("QUIC congestion control '{0}': expected cubic, bbr or newreno")]
+    QuicCongestion(String),
+    /// More connections than streams, or none.
+    #[error("{connections} QUIC connections for {streams} streams: between 1 and the stream count")]
+    Connections {
+        /// Connections asked for.
+        connections: u32,
+        /// Streams per direction.
+        streams: u32,
+    },
+    /// Several connections are a QUIC setting.
+    #[error("connections apply to QUIC streams only")]
+    ConnectionsNeedQuic,
     /// A data path that cannot carry TLS.
     #[error("{0} cannot carry TLS: the record layer runs in landspeed's own send and receive calls")]
     NotWithTls(TcpSetting),
@@ -426,8 +456,11 @@ impl TestSpec {
         self.validate_amounts()?;
         self.validate_tcp_options()?;
         self.validate_data_path()?;
-        if self.transport == Transport::Udp {
-            self.validate_udp()?;
+        match self.transport {
+            Transport::Udp => self.validate_udp()?,
+            Transport::Quic => self.validate_quic()?,
+            Transport::Tcp if self.connections != 1 => return Err(ConfigError::ConnectionsNeedQuic),
+            Transport::Tcp => {}
         }
         if let Some(f) = &self.file {
             self.validate_file(f)?;
@@ -632,8 +665,36 @@ impl TestSpec {
         if !(1..=1024).contains(&self.burst) {
             return Err(ConfigError::Burst(self.burst));
         }
+        match self.tcp_only_settings(true).first() {
+            Some(what) => Err(ConfigError::TcpOnly(*what)),
+            None => Ok(()),
+        }
+    }
+
+    /// QUIC runs its own congestion control (one of [`QUIC_CONGESTION`]) over `connections` of
+    /// the streams, and none of TCP's socket options.
+    fn validate_quic(&self) -> Result<(), ConfigError> {
+        if let Some(c) = &self.congestion {
+            if !QUIC_CONGESTION.contains(&c.as_str()) {
+                return Err(ConfigError::QuicCongestion(c.clone()));
+            }
+        }
+        if !(1..=self.streams).contains(&self.connections) {
+            return Err(ConfigError::Connections {
+                connections: self.connections,
+                streams: self.streams,
+            });
+        }
+        match self.tcp_only_settings(false).first() {
+            Some(what) => Err(ConfigError::NotOnQuic(*what)),
+            None => Ok(()),
+        }
+    }
+
+    /// The TCP-only settings this test asks for (the congestion control too when `congestion`).
+    fn tcp_only_settings(&self, congestion: bool) -> Vec<TcpSetting> {
         let tcp_only = [
-            (self.congestion.is_some(), TcpSetting::Congestion),
+            (congestion && self.congestion.is_some(), TcpSetting::Congestion),
             (self.mss.is_some(), TcpSetting::Mss),
             (self.nodelay, TcpSetting::NoDelay),
             (self.fq_rate_bps.is_some(), TcpSetting::FqRate),
@@ -644,17 +705,15 @@ impl TestSpec {
             (self.mptcp, TcpSetting::Mptcp),
             (self.tls.is_some(), TcpSetting::Tls),
         ];
-        match tcp_only.iter().find(|(set, _)| *set) {
-            Some((_, what)) => Err(ConfigError::TcpOnly(*what)),
-            None => Ok(()),
-        }
+        tcp_only.iter().filter(|(set, _)| *set).map(|(_, w)| *w).collect()
     }
 
-    /// The transport's short name, as the archive lists it: "tcp", "udp", "mptcp", "tls" or
-    /// "mptcp+tls".
+    /// The transport's short name, as the archive lists it: "tcp", "udp", "quic", "mptcp", "tls"
+    /// or "mptcp+tls".
     pub fn transport_name(&self) -> &'static str {
         match (self.transport, self.mptcp, self.tls.is_some()) {
             (Transport::Udp, _, _) => "udp",
+            (Transport::Quic, _, _) => "quic",
             (Transport::Tcp, true, true) => "mptcp+tls",
             (Transport::Tcp, true, false) => "mptcp",
             (Transport::Tcp, false, true) => "tls",

@@ -196,6 +196,39 @@ pub struct StreamReport {
     /// TLS streams (`--tls`): the suite the handshake agreed on, and the records a sender sealed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<StreamTls>,
+    /// QUIC streams: their connection's figures, as this end's QUIC stack kept them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quic: Option<QuicStats>,
+}
+
+/// A QUIC connection's figures at the end of a test, from the stack's own accounting (quinn's
+/// `ConnectionStats`), seen from one end. Every stream of a connection carries the same figures.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct QuicStats {
+    /// Which of the test's connections carried the stream (0-based).
+    pub connection: u32,
+    /// The congestion controller ("cubic", "bbr", "newreno").
+    pub congestion: String,
+    /// The smoothed round-trip time, microseconds.
+    pub rtt_us: u64,
+    /// The congestion window at the end, bytes.
+    pub cwnd_bytes: u64,
+    /// Times the congestion controller reacted to loss or ECN marks.
+    pub congestion_events: u64,
+    /// Packets this end sent and declared lost.
+    pub lost_packets: u64,
+    /// Bytes in the packets declared lost.
+    pub lost_bytes: u64,
+    /// Packets this end sent.
+    pub sent_packets: u64,
+    /// The largest UDP payload the path was found to carry (MTU discovery), bytes.
+    pub path_mtu_bytes: u32,
+    /// UDP datagrams this end sent and received.
+    pub datagrams_sent: u64,
+    /// UDP datagrams received.
+    pub datagrams_received: u64,
+    /// Send system calls: fewer than datagrams when segmentation offload (GSO) batched them.
+    pub send_calls: u64,
 }
 
 /// One TLS stream's session, as its end saw it.

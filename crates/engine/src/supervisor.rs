@@ -422,6 +422,7 @@ fn reports(
                         cipher,
                         records: o.tls_records,
                     }),
+                quic: settled.quic,
             }
         })
         .collect()

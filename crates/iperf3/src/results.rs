@@ -303,6 +303,7 @@ mod tests {
             blocking: false,
             rcvlowat_bytes: None,
             tls: None,
+            quic: None,
         };
         let counted = iperf3_counts(
             &[report(0, Role::Sender, 0), report(1, Role::Receiver, 180)],

@@ -5,6 +5,7 @@
 mod conduct;
 mod iperf3;
 mod latency;
+mod quic;
 
 pub use conduct::run_client;
 pub use iperf3::run_iperf3_client;
@@ -15,7 +16,9 @@ use crate::streams::DataPaths;
 use landspeed_core::assemble::{assemble, Inputs, RunContext};
 use landspeed_core::config::{Flow, Test, TestSpec, Transport};
 use landspeed_core::endpoint::{EndpointReport, IntervalSample, Role};
-use landspeed_core::protocol::{ClientSession, Preamble, ProtocolError, SessionId, Timers, PROTOCOL_VERSION};
+use landspeed_core::protocol::{
+    Admission, ClientSession, Preamble, ProtocolError, SessionId, Timers, PROTOCOL_VERSION,
+};
 use landspeed_core::result::{IntervalResult, IntervalStream, RunResult};
 use landspeed_core::tls::CertFingerprint;
 use landspeed_engine::sockopt::{self, SockOptError};
@@ -148,6 +151,23 @@ pub enum ClientError {
     NotWithIperf3 {
         /// What, and why not.
         what: &'static str,
+    },
+    /// A QUIC test, and the server accepted it without a QUIC port or certificate: it predates QUIC.
+    #[error("the server accepted a QUIC test without offering QUIC (a landspeed server older than --quic?)")]
+    QuicNotOffered,
+    /// No QUIC handshake completed in time.
+    #[error("no QUIC answer from {addr} within {after:?} (is UDP blocked, or is the server running with --no-quic?)")]
+    QuicTimeout {
+        /// The server's QUIC address.
+        addr: SocketAddr,
+        /// How long the client waited.
+        after: Duration,
+    },
+    /// A QUIC connection or stream failed.
+    #[error("QUIC: {detail}")]
+    Quic {
+        /// What went wrong.
+        detail: String,
     },
     /// Kernel TLS was asked for and cannot be used.
     #[error("--ktls: {reason}")]
@@ -474,14 +494,16 @@ fn open_data(
     opts: &ClientOptions,
     spec: &TestSpec,
     addr: SocketAddr,
-    (sid, certificate): (SessionId, Option<CertFingerprint>),
+    a: Admission,
     local_file: Option<&LocalFile>,
 ) -> Result<DataPaths, ClientError> {
-    if spec.transport == Transport::Udp {
-        return Ok(DataPaths::Udp(open_udp_streams(opts, addr, sid)?));
+    match spec.transport {
+        Transport::Udp => return Ok(DataPaths::Udp(open_udp_streams(opts, addr, a.session)?)),
+        Transport::Quic => return Ok(DataPaths::Quic(quic::open(opts, spec, addr, a)?)),
+        Transport::Tcp => {}
     }
-    let tls = tls_config(opts, spec, certificate)?;
-    let mut tcp = open_streams(opts, addr, sid, tls.as_ref())?;
+    let tls = tls_config(opts, spec, a.certificate)?;
+    let mut tcp = open_streams(opts, addr, a.session, tls.as_ref())?;
     if let Some(lf) = local_file {
         for s in &mut tcp {
             s.file = Some(lf.handle.clone());
@@ -545,6 +567,13 @@ fn measure<X: Send>(
             supervisor::run(&udp, &params, wiring)
         }
         DataPaths::Tcp(streams) => supervisor::run(&Tcp(streams), &params, wiring),
+        DataPaths::Quic(d) => {
+            let quic = landspeed_engine::transport::quic::Quic {
+                connections: &d.connections,
+                streams: &d.streams,
+            };
+            supervisor::run(&quic, &params, wiring)
+        }
     }
 }
 

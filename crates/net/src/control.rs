@@ -113,6 +113,19 @@ pub enum Arrival {
     Iperf3Tcp(TcpStream),
     /// An iperf3 UDP hello: from the client's address, at the listener's.
     Iperf3Udp(SocketAddr, SocketAddr),
+    /// QUIC stream `id` (its hello read), on a connection of the test.
+    Quic(u32, QuicArrival),
+}
+
+/// A QUIC stream that named its test: the connection it came on and its two halves.
+#[derive(Debug)]
+pub struct QuicArrival {
+    /// The connection.
+    pub conn: quinn::Connection,
+    /// The server's sending half.
+    pub send: quinn::SendStream,
+    /// The server's receiving half (the hello already read from it).
+    pub recv: quinn::RecvStream,
 }
 
 /// A session with its control connection's writing half: what the session sends is written at once.

@@ -12,6 +12,8 @@ mod greeting;
 mod iperf3;
 mod iperf3_udp;
 mod order;
+mod perf;
+mod quic;
 mod udp;
 
 pub use error::{MissingWhy, TestError};
@@ -67,6 +69,11 @@ pub struct ServerOptions {
     /// The certificate and key encrypted data connections present (`--cert`/`--key`); None: a
     /// self-signed certificate made when the server binds.
     pub identity: Option<Arc<landspeed_engine::tls::Identity>>,
+    /// Serve QUIC (`run --quic` and the QUIC performance protocol) on UDP.
+    pub quic: bool,
+    /// The UDP port of the QUIC endpoint (None: the server's own port number, shared with its UDP
+    /// listener).
+    pub quic_port: Option<u16>,
 }
 
 /// Tests held at once by default: enough for a busy public server on a small host.
@@ -90,6 +97,8 @@ impl Default for ServerOptions {
             files_dir: None,
             mptcp: true,
             identity: None,
+            quic: true,
+            quic_port: None,
         }
     }
 }
@@ -188,6 +197,8 @@ struct Shared {
     rate: Option<Mutex<landspeed_core::protocol::rate::PerAddressRate>>,
     /// What encrypted data connections present, and the configuration their handshakes use.
     tls: ServerTls,
+    /// The QUIC endpoint, unless turned off.
+    quic: Option<quic::QuicServer>,
 }
 
 /// The server's TLS identity and configuration, made once when it binds.
@@ -196,21 +207,20 @@ pub(crate) struct ServerTls {
     pub(crate) fingerprint: landspeed_core::tls::CertFingerprint,
     /// The TLS-over-TCP server configuration.
     pub(crate) tcp: Arc<rustls::ServerConfig>,
+    /// The certificate and key.
+    pub(crate) identity: Arc<landspeed_engine::tls::Identity>,
 }
 
 impl ServerTls {
     fn new(identity: Option<&Arc<landspeed_engine::tls::Identity>>) -> Result<ServerTls, ServerError> {
-        let made;
         let id = match identity {
-            Some(i) => i.as_ref(),
-            None => {
-                made = landspeed_engine::tls::Identity::self_signed()?;
-                &made
-            }
+            Some(i) => i.clone(),
+            None => Arc::new(landspeed_engine::tls::Identity::self_signed()?),
         };
         Ok(ServerTls {
             fingerprint: id.fingerprint,
             tcp: id.server_config(&[])?,
+            identity: id,
         })
     }
 }
@@ -388,8 +398,22 @@ impl Server {
             },
         };
         let tls = ServerTls::new(opts.identity.as_ref())?;
+        // UDP tests say hello on the same address and port; the QUIC endpoint joins that port
+        // after the UDP listener (the port's datagram router counts on that order).
+        let mut udp_socks = vec![];
+        for l in &listeners {
+            if let Ok(a) = l.local_addr() {
+                let v6only = a.is_ipv6().then_some(!a.ip().is_unspecified());
+                udp_socks.push(udp::bind(a, v6only).map_err(|err| ServerError::Bind { addr: a, err })?);
+            }
+        }
+        let quic = match (opts.quic, listeners.first().and_then(|l| l.local_addr().ok())) {
+            (true, Some(a)) => Some(quic::bind(a, opts.quic_port, &tls.identity)?),
+            _ => None,
+        };
         let shared = Arc::new(Shared {
             tls,
+            quic,
             registry: Mutex::new(HashMap::new()),
             iperf3: Mutex::new(HashMap::new()),
             udp: Mutex::new(HashMap::new()),
@@ -407,14 +431,6 @@ impl Server {
                 .map(|n| Mutex::new(landspeed_core::protocol::rate::PerAddressRate::per_minute(n))),
             opts,
         });
-        // UDP tests say hello on the same address and port.
-        let mut udp_socks = vec![];
-        for l in &listeners {
-            if let Ok(a) = l.local_addr() {
-                let v6only = a.is_ipv6().then_some(!a.ip().is_unspecified());
-                udp_socks.push(udp::bind(a, v6only).map_err(|err| ServerError::Bind { addr: a, err })?);
-            }
-        }
         Ok(Server {
             listeners,
             shared,
@@ -437,6 +453,7 @@ impl Server {
             let shared = self.shared.clone();
             std::thread::spawn(move || udp::listen(sock, &shared));
         }
+        quic::serve(&self.shared);
         // Announced once every listener (TCP and UDP) is ready.
         self.shared.emit(ServerEvent::Listening {
             addresses: self.local_addrs(),
@@ -484,6 +501,9 @@ impl Server {
         let (count, changed) = &self.shared.active;
         if let Ok(guard) = count.lock() {
             let _ = changed.wait_timeout_while(guard, Duration::from_secs(3), |n| *n > 0);
+        }
+        if let Some(q) = &self.shared.quic {
+            q.endpoint.close(0u32.into(), b"server stopping");
         }
         Ok(())
     }

@@ -1,8 +1,9 @@
 //! The data connections of one test, as both ends' drivers hold them once they are connected: TCP
-//! streams or UDP sockets, whichever the test moves its data on.
+//! streams, UDP sockets or QUIC connections and their streams, whichever the test moves its data on.
 
 use landspeed_core::endpoint::Role;
 use landspeed_engine::sockopt;
+use landspeed_engine::transport::quic::{QuicConnection, QuicStream};
 use landspeed_engine::transport::tcp::DataStream;
 use landspeed_engine::transport::udp::UdpStream;
 
@@ -10,6 +11,13 @@ use landspeed_engine::transport::udp::UdpStream;
 pub(crate) enum DataPaths {
     Tcp(Vec<DataStream>),
     Udp(Vec<UdpStream>),
+    Quic(QuicData),
+}
+
+/// A QUIC test's connections and its streams over them.
+pub(crate) struct QuicData {
+    pub(crate) connections: Vec<QuicConnection>,
+    pub(crate) streams: Vec<QuicStream>,
 }
 
 impl DataPaths {
@@ -18,6 +26,7 @@ impl DataPaths {
         let sock = match self {
             DataPaths::Tcp(s) => socket2::SockRef::from(&s.first()?.socket),
             DataPaths::Udp(s) => socket2::SockRef::from(&s.first()?.socket),
+            DataPaths::Quic(_) => return None,
         };
         let (snd, rcv) = sockopt::granted(&sock);
         sockopt::window_warning(window, snd, rcv)
@@ -28,6 +37,7 @@ impl DataPaths {
         match self {
             DataPaths::Tcp(s) => s.iter().any(|s| s.role == role),
             DataPaths::Udp(s) => s.iter().any(|s| s.role == role),
+            DataPaths::Quic(q) => q.streams.iter().any(|s| s.role == role),
         }
     }
 }

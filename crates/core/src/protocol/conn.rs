@@ -252,7 +252,9 @@ mod tests {
             carry(&mut c, &mut s, chunk, now).unwrap();
             while let Some(a) = s.poll_action() {
                 match a {
-                    ServerAction::Accept(_) => s.handle_local(now, |m, _| m.accepted(sid, None)).unwrap(),
+                    ServerAction::Accept(_) => s
+                        .handle_local(now, |m, _| m.accepted(crate::protocol::Admission::plain(sid)))
+                        .unwrap(),
                     ServerAction::StartTest => s.handle_local(now, |m, now| m.on_local_done(now)).unwrap(),
                     ServerAction::SendResults(_) => s
                         .handle_local(now, |m, _| m.results(EndpointReport::default()))
@@ -263,8 +265,8 @@ mod tests {
             carry(&mut s, &mut c, chunk, now).unwrap();
             while let Some(a) = c.poll_action() {
                 match a {
-                    ClientAction::ConnectStreams(id, _) => {
-                        assert_eq!(id, sid);
+                    ClientAction::ConnectStreams(a) => {
+                        assert_eq!(a.session, sid);
                         c.handle_local(now, |m, now| {
                             m.on_streams_connected(now).map(|()| ClientAction::Wait)
                         })

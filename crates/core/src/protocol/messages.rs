@@ -123,6 +123,9 @@ pub enum Message {
         /// (`--tls`) present: the client pins them to it. Absent for unencrypted tests.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         certificate: Option<crate::tls::CertFingerprint>,
+        /// QUIC tests: the UDP port of the server's QUIC endpoint.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        quic_port: Option<u16>,
     },
     /// Server: the test is refused, why (for people), and what kind of refusal (for programs: whether
     /// a retry can work). Older peers send no code: `other`.

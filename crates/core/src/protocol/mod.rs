@@ -28,6 +28,7 @@ pub use limits::{Limits, OverLimit};
 pub use messages::{Message, Refusal, SessionId};
 pub use preamble::{classify, Preamble, PreambleError, Speaker, MAGIC, PROTOCOL_VERSION};
 pub use session::{
-    ClientAction, ClientPhase, ClientSession, ProtocolError, ServerAction, ServerPhase, ServerSession,
+    Admission, ClientAction, ClientPhase, ClientSession, ProtocolError, ServerAction, ServerPhase,
+    ServerSession,
 };
 pub use timer::{Timer, Timers, Waiting};

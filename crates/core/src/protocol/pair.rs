@@ -209,10 +209,11 @@ impl Pair {
         assert_eq!(
             self.send_client(&Message::Accepted {
                 session: sid,
-                certificate: None
+                certificate: None,
+                quic_port: None,
             })
             .unwrap(),
-            ClientAction::ConnectStreams(sid, None)
+            ClientAction::ConnectStreams(crate::protocol::Admission::plain(sid))
         );
         for id in 0..spec.total_streams() {
             self.wait(tick);

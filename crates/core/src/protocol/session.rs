@@ -418,18 +418,18 @@ impl ServerSession {
 
     /// The driver has set the accepted test up under `session` (the id its data connections quote):
     /// the client is told so.
-    pub fn accepted(
-        &mut self,
-        session: SessionId,
-        certificate: Option<crate::tls::CertFingerprint>,
-    ) -> Result<ServerAction, ProtocolError> {
+    pub fn accepted(&mut self, a: Admission) -> Result<ServerAction, ProtocolError> {
         if self.phase != ServerPhase::AwaitStreams || self.connected.iter().any(|c| *c) {
             return Err(ProtocolError::BadLocalEvent {
                 phase: self.phase.name(),
                 event: "accepted",
             });
         }
-        Ok(ServerAction::Reply(Message::Accepted { session, certificate }))
+        Ok(ServerAction::Reply(Message::Accepted {
+            session: a.session,
+            certificate: a.certificate,
+            quic_port: a.quic_port,
+        }))
     }
 
     /// A data connection quoting this session arrived. When it was the last one expected, the client
@@ -532,7 +532,7 @@ pub enum ClientAction {
     /// Send this message.
     Send(Message),
     /// Open the data streams quoting this session.
-    ConnectStreams(SessionId, Option<crate::tls::CertFingerprint>),
+    ConnectStreams(Admission),
     /// The server is ready: start the local streams, and `start` (which sends `Start`) when the test
     /// should begin.
     StartTest,
@@ -542,6 +542,28 @@ pub enum ClientAction {
     Wait,
     /// The server's report arrived: the test is complete.
     Finished(Box<EndpointReport>),
+}
+
+/// What the server's `accepted` tells the client about connecting the data streams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Admission {
+    /// The id the data streams quote.
+    pub session: SessionId,
+    /// The certificate encrypted data connections present (TLS, QUIC).
+    pub certificate: Option<crate::tls::CertFingerprint>,
+    /// QUIC tests: the server's QUIC port.
+    pub quic_port: Option<u16>,
+}
+
+impl Admission {
+    /// Plain streams under `session`: nothing to pin, no QUIC.
+    pub fn plain(session: SessionId) -> Admission {
+        Admission {
+            session,
+            certificate: None,
+            quic_port: None,
+        }
+    }
 }
 
 /// The client's side of one test.
@@ -665,9 +687,20 @@ impl ClientSession {
                     auth: proof,
                 }))
             }
-            (AwaitAccepted, Message::Accepted { session, certificate }) => {
+            (
+                AwaitAccepted,
+                Message::Accepted {
+                    session,
+                    certificate,
+                    quic_port,
+                },
+            ) => {
                 self.enter(ClientPhase::Connecting, now);
-                Ok(ClientAction::ConnectStreams(session, certificate))
+                Ok(ClientAction::ConnectStreams(Admission {
+                    session,
+                    certificate,
+                    quic_port,
+                }))
             }
             (AwaitAccepted | AwaitWelcome, Message::Rejected { reason, code }) => {
                 self.enter(ClientPhase::Failed, now);
@@ -807,12 +840,17 @@ mod tests {
         assert_eq!(s.on_message(req, now()).unwrap(), ServerAction::Accept(spec));
         let id = SessionId([1; 16]);
         let cert = Some(crate::tls::CertFingerprint([7; 32]));
-        let ServerAction::Reply(accepted) = s.accepted(id, cert).unwrap() else {
+        let a = Admission {
+            session: id,
+            certificate: cert,
+            quic_port: Some(4433),
+        };
+        let ServerAction::Reply(accepted) = s.accepted(a).unwrap() else {
             panic!()
         };
         assert_eq!(
             c.on_message(accepted, now()).unwrap(),
-            ClientAction::ConnectStreams(id, cert)
+            ClientAction::ConnectStreams(a)
         );
         let ready = ServerAction::Reply(Message::Ready);
         assert_eq!(s.on_stream(1, now()).unwrap(), ServerAction::Wait);
@@ -1072,6 +1110,7 @@ mod tests {
             Message::Accepted {
                 session: SessionId([0; 16]),
                 certificate: None,
+                quic_port: None,
             },
             now(),
         )

@@ -5,6 +5,7 @@
 //! (`crate::supervisor`), the same for every transport. A new data path (batched or completion-based
 //! I/O, QUIC, TLS) is one more implementation of [`Transport`].
 
+pub mod quic;
 pub mod tcp;
 pub mod udp;
 
@@ -64,6 +65,30 @@ pub struct Outcome {
     pub tls_records: u64,
 }
 
+impl Outcome {
+    /// Checks `data`, just received on stream `id` at its current offset (`self.bytes`, before
+    /// counting it), and records what was wrong; `last_bad_block` keeps a block split over two
+    /// receives from counting twice.
+    pub(crate) fn verify(
+        &mut self,
+        v: &mut landspeed_core::payload::Verifier,
+        id: u32,
+        last_bad_block: &mut Option<u64>,
+        data: &[u8],
+    ) {
+        if let Some(c) = v.check(id, self.bytes, data) {
+            for b in c.bad_blocks {
+                if last_bad_block.is_none_or(|l| b > l) {
+                    self.corrupt_blocks += 1;
+                    *last_bad_block = Some(b);
+                }
+            }
+            self.first_corruption.get_or_insert(c.first);
+        }
+        self.verified_bytes += data.len() as u64;
+    }
+}
+
 /// Who a stream is: the part of it the supervisor needs to sample and report it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StreamMeta {
@@ -93,6 +118,8 @@ pub struct Settled {
     pub tcp: Option<TcpStats>,
     /// TLS streams: the suite their handshake agreed on.
     pub tls_cipher: Option<landspeed_core::tls::TlsCipher>,
+    /// QUIC streams: their connection's figures.
+    pub quic: Option<landspeed_core::endpoint::QuicStats>,
 }
 
 /// One kind of data connection behind the supervisor.

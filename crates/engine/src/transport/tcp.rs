@@ -101,6 +101,7 @@ impl Transport for Tcp<'_> {
                 ..t.stats(rtts_us, tcp_info::congestion(&sref))
             }),
             tls_cipher: self.0[i].tls.as_ref().map(|t| t.cipher()),
+            quic: None,
         }
     }
 }
@@ -145,16 +146,7 @@ impl<'a> State<'a> {
 
     /// Checks `data`, just read at the stream's current offset, and records what was wrong.
     fn verify(&mut self, v: &mut Verifier, data: &[u8]) {
-        if let Some(c) = v.check(self.ds.id, self.out.bytes, data) {
-            for b in c.bad_blocks {
-                if self.last_bad_block.is_none_or(|l| b > l) {
-                    self.out.corrupt_blocks += 1;
-                    self.last_bad_block = Some(b);
-                }
-            }
-            self.out.first_corruption.get_or_insert(c.first);
-        }
-        self.out.verified_bytes += data.len() as u64;
+        self.out.verify(v, self.ds.id, &mut self.last_bad_block, data);
     }
 
     /// One send: from the zerocopy ring when it has a free buffer, else a plain copying send.
@@ -560,9 +552,9 @@ fn discard(sock: &TcpStream, len: usize) -> std::io::Result<usize> {
 }
 
 #[cfg(feature = "fault-injection")]
-mod fault {
+pub(crate) mod fault {
     /// Flips one byte of a received chunk if `LANDSPEED_FAULT_FLIP=STREAM:OFFSET` falls inside it.
-    pub(super) fn flip(stream: u32, offset: u64, data: &mut [u8]) {
+    pub(crate) fn flip(stream: u32, offset: u64, data: &mut [u8]) {
         let Ok(spec) = std::env::var("LANDSPEED_FAULT_FLIP") else {
             return;
         };

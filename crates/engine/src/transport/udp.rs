@@ -171,6 +171,7 @@ impl Transport for Udp<'_> {
             rcv_buf_bytes,
             tcp: None,
             tls_cipher: None,
+            quic: None,
         }
     }
 }

@@ -13,8 +13,7 @@ use landspeed_core::assemble::Inputs;
 use landspeed_core::config::{Flow, Test, TestSpec};
 use landspeed_core::endpoint::{EndpointReport, IntervalSample};
 use landspeed_core::protocol::{
-    ClientAction, ClientPhase, ClientSession, Conn, Message, Preamble, ProtocolError, SessionId,
-    PROTOCOL_VERSION,
+    ClientAction, ClientPhase, ClientSession, Conn, Message, Preamble, ProtocolError, PROTOCOL_VERSION,
 };
 use landspeed_core::result::RunResult;
 use landspeed_engine::supervisor::{EngineHook, EngineOutput, Flags};
@@ -200,8 +199,8 @@ impl Run<'_> {
         ev: Event<ClientAction>,
     ) -> Result<Option<Box<EndpointReport>>, Fail> {
         match ev {
-            Event::Action(ClientAction::ConnectStreams(sid, certificate)) => {
-                let data = self.connect(sid, certificate)?;
+            Event::Action(ClientAction::ConnectStreams(admission)) => {
+                let data = self.connect(admission)?;
                 link.wire
                     .local(|s, now| s.on_streams_connected(now).map(|()| ClientAction::Wait))?;
                 self.data = Some(data);
@@ -222,22 +221,12 @@ impl Run<'_> {
 
 impl Run<'_> {
     /// The server accepted the test as `sid`: its data connections.
-    fn connect(
-        &mut self,
-        sid: SessionId,
-        certificate: Option<landspeed_core::tls::CertFingerprint>,
-    ) -> Result<DataPaths, ClientError> {
+    fn connect(&mut self, admission: landspeed_core::protocol::Admission) -> Result<DataPaths, ClientError> {
         if self.interrupt.load(Relaxed) {
             return Err(ClientError::Interrupted);
         }
         let (opts, addr) = (self.opts, self.at.1);
-        open_data(
-            opts,
-            self.spec,
-            addr,
-            (sid, certificate),
-            self.local_file.as_ref(),
-        )
+        open_data(opts, self.spec, addr, admission, self.local_file.as_ref())
     }
 
     /// The server is ready: warnings and latency baseline, `start` at the agreed instant, the engine

@@ -435,6 +435,7 @@ fn remote_stream(
         blocking: false,
         rcvlowat_bytes: None,
         tls: None,
+        quic: None,
     }
 }
 

@@ -5,15 +5,16 @@
 //! the engine. Nothing here decides which message comes next.
 
 use super::{add_measured, files, order, udp, MissingWhy, Registered, Shared, TestError, TestLog};
-use crate::control::{Arrival, ControlError, Event, Input, Link, WaitError, Wire};
+use crate::control::{Arrival, ControlError, Event, Input, Link, QuicArrival, WaitError, Wire};
 use crate::streams::DataPaths;
 use landspeed_core::config::{Test, TestSpec, Transport};
 use landspeed_core::endpoint::{IntervalSample, Role};
 use landspeed_core::protocol::{
-    Conn, Message, ProtocolError, Refusal, ServerAction, ServerSession, SessionId, Timers,
+    Admission, Conn, Message, ProtocolError, Refusal, ServerAction, ServerSession, SessionId, Timers,
 };
 use landspeed_engine::sockopt;
 use landspeed_engine::supervisor::{self, EngineHook, EngineOutput, EngineParams, Flags, Wiring};
+use landspeed_engine::transport::quic::{Quic, QuicConnection, QuicStream, Runtime};
 use landspeed_engine::transport::tcp::tls::TlsLink;
 use landspeed_engine::transport::tcp::{DataStream, Tcp};
 use landspeed_engine::transport::udp::{Udp, UdpFormat, UdpParams};
@@ -186,12 +187,29 @@ fn prepare(link: &mut ServerLink, shared: &Shared, log: &mut TestLog) -> Result<
             log.protocol = "landspeed udp".into();
             &shared.udp
         }
+        Transport::Quic => {
+            log.protocol = "landspeed quic".into();
+            if shared.quic.is_none() {
+                return Err(reject(
+                    &mut link.wire,
+                    "this server does not serve QUIC (serve --no-quic)",
+                ));
+            }
+            &shared.registry
+        }
         Transport::Tcp => &shared.registry,
     };
     let registered = Registered::new(registry, sid, link.tx.clone())?;
     let file = open_file(&mut test, &shared.opts, &mut link.wire)?;
-    let certificate = test.tls.map(|_| shared.tls.fingerprint);
-    link.wire.local(|s, _| s.accepted(sid, certificate))?;
+    let quic = (test.transport == Transport::Quic)
+        .then_some(shared.quic.as_ref())
+        .flatten();
+    let admission = Admission {
+        session: sid,
+        certificate: (test.tls.is_some() || quic.is_some()).then_some(shared.tls.fingerprint),
+        quic_port: quic.map(|q| q.port),
+    };
+    link.wire.local(|s, _| s.accepted(admission))?;
     let handle = file.as_ref().map(|f| f.handle.clone());
     let streams = collect(link, &test, (sid, handle), shared)?;
     drop(registered);
@@ -199,7 +217,7 @@ fn prepare(link: &mut ServerLink, shared: &Shared, log: &mut TestLog) -> Result<
     await_start(link)?;
     let cpus = match streams {
         DataPaths::Tcp(_) => test.server_cpus.clone(),
-        DataPaths::Udp(_) => None,
+        DataPaths::Udp(_) | DataPaths::Quic(_) => None,
     };
     let local = Local { warnings, cpus, file };
     Ok(Some(Accepted { test, streams, local }))
@@ -258,6 +276,20 @@ fn new_session_id() -> Result<SessionId, TestError> {
 }
 
 /// The test's file, opened (a refusal is sent to the client with its reason).
+/// Refuses the accepted-looking request: the client is told why.
+fn reject(wire: &mut Wire<Conn<ServerSession>>, reason: &str) -> End {
+    let code = Refusal::Invalid;
+    let _ = wire.send(&Message::Rejected {
+        reason: reason.into(),
+        code,
+    });
+    TestError::Rejected {
+        code,
+        reason: reason.into(),
+    }
+    .into()
+}
+
 fn open_file(
     spec: &mut Test,
     o: &super::ServerOptions,
@@ -266,14 +298,9 @@ fn open_file(
     let Some(f) = spec.file.clone() else {
         return Ok(None);
     };
-    files::open(&f, spec, o).map(Some).map_err(|reason| {
-        let code = Refusal::Invalid;
-        let _ = wire.send(&Message::Rejected {
-            reason: reason.clone(),
-            code,
-        });
-        TestError::Rejected { code, reason }.into()
-    })
+    files::open(&f, spec, o)
+        .map(Some)
+        .map_err(|reason| reject(wire, &reason))
 }
 
 /// Waits for every data connection of the test (`sid`, and the file its TCP streams carry), checks
@@ -288,8 +315,14 @@ fn collect(
     let n = test.total_streams() as usize;
     let mut tcp: Vec<DataStream> = vec![];
     let mut udp: HashMap<u32, UdpSocket> = HashMap::new();
+    let mut quic = QuicCollect::default();
     let out = link.run(|link, ev| {
         match ev {
+            Event::Arrival(Arrival::Quic(id, a)) => {
+                if quic.add(test, id, a, shared) {
+                    link.wire.local(|s, now| s.on_stream(id, now))?;
+                }
+            }
             Event::Arrival(Arrival::Tcp(id, sock)) => {
                 let tls = test
                     .tls
@@ -313,10 +346,11 @@ fn collect(
             | Event::Action(_)
             | Event::Arrival(Arrival::Iperf3Tcp(_) | Arrival::Iperf3Udp(..)) => {}
         }
-        Ok((tcp.len() + udp.len() == n).then_some(()))
+        Ok((tcp.len() + udp.len() + quic.streams.len() == n).then_some(()))
     });
     let why = match out {
         Ok(()) if test.transport == Transport::Udp => return Ok(DataPaths::Udp(udp::streams(udp, test))),
+        Ok(()) if test.transport == Transport::Quic => return Ok(DataPaths::Quic(quic.into_data())),
         Ok(()) => {
             tcp.sort_by_key(|s| s.id);
             return Ok(DataPaths::Tcp(tcp));
@@ -330,6 +364,62 @@ fn collect(
         expected: test.total_streams(),
         why,
     })
+}
+
+/// A QUIC test's streams as they arrive, and the connections they came on.
+#[derive(Default)]
+struct QuicCollect {
+    connections: Vec<QuicConnection>,
+    streams: Vec<QuicStream>,
+}
+
+impl QuicCollect {
+    /// Takes stream `id` unless the test has no such stream or it came before; true when taken.
+    fn add(&mut self, test: &TestSpec, id: u32, a: QuicArrival, shared: &Shared) -> bool {
+        if id >= test.total_streams() || self.streams.iter().any(|s| s.id == id) {
+            return false;
+        }
+        let Some(q) = &shared.quic else {
+            return false;
+        };
+        let stable = a.conn.stable_id();
+        let connection = match self.connections.iter().position(|c| c.conn.stable_id() == stable) {
+            Some(i) => i,
+            None => {
+                self.connections.push(QuicConnection {
+                    conn: a.conn,
+                    runtime: Runtime::Shared(q.runtime.handle().clone()),
+                    congestion: test.congestion.clone().unwrap_or_else(|| "cubic".into()),
+                    endpoint: None,
+                });
+                self.connections.len() - 1
+            }
+        };
+        let flow = test.flow_of(id);
+        let role = Role::at_server(flow);
+        let mut send = a.send;
+        if role == Role::Receiver {
+            // The server sends nothing on a stream it receives on.
+            let _ = send.finish();
+        }
+        self.streams.push(QuicStream {
+            id,
+            flow,
+            role,
+            budget: (role == Role::Sender).then(|| test.stream_budget(id)).flatten(),
+            connection,
+            io: std::sync::Mutex::new(Some((send, a.recv))),
+        });
+        true
+    }
+
+    fn into_data(mut self) -> crate::streams::QuicData {
+        self.streams.sort_by_key(|s| s.id);
+        crate::streams::QuicData {
+            connections: self.connections,
+            streams: self.streams,
+        }
+    }
 }
 
 /// A TCP data connection of the test, configured for its role.
@@ -447,6 +537,14 @@ fn measure(link: &mut ServerLink, accepted: Accepted, shared: &Shared, log: &mut
                 params: UdpParams::for_spec(&test, UdpFormat::Landspeed),
             };
             supervisor::run(&udp, &params, Wiring::new(&flags, wake, &mut hook, None))
+        }
+        DataPaths::Quic(q) => {
+            let params = EngineParams::for_spec(&test, None, None, o.idle_timeout);
+            let quic = Quic {
+                connections: &q.connections,
+                streams: &q.streams,
+            };
+            supervisor::run(&quic, &params, Wiring::new(&flags, wake, &mut hook, None))
         }
     };
     add_measured(log, &out);

@@ -273,6 +273,7 @@ fn measure(
             };
             supervisor::run(&udp, &params_e, wiring)
         }
+        DataPaths::Quic(_) => unreachable!("iperf3 has no QUIC streams"),
     };
     let (ended, failure) = (hook.ended, hook.failure);
     if ended || failure.is_some() {

@@ -1,0 +1,147 @@
+//! QUIC endpoints for the data connections (`--quic`): quinn over rustls, configured for bulk
+//! transfer rather than quinn's web-sized defaults (stream windows of 32 MiB, a 64 MiB send window,
+//! 4 MiB socket buffers), the congestion controller a test names, and the server's UDP socket sharing
+//! its port number with landspeed's UDP listener. Both ends use the TLS identity and fingerprint
+//! pinning of `crate::tls`; the data movement itself is `transport::quic`.
+//!
+//! Sharing the port: the server binds its QUIC socket to the same address and port as the UDP
+//! listener (SO_REUSEPORT) and attaches a classic BPF program to the port's socket group that sends
+//! each datagram to one of the two by its first bytes: landspeed's own datagrams (echo probes
+//! `LSPE`, stream hellos `LSPD`) and anything without QUIC's fixed bit (0x40 in the first byte, as
+//! iperf3's `6789` hello) to the listener, every other datagram to QUIC.
+
+use crate::tls::{Identity, TlsError, Trust};
+use landspeed_core::tls::TlsCipher;
+use quinn::crypto::rustls::{QuicClientConfig, QuicServerConfig};
+use quinn::{TransportConfig, VarInt};
+use socket2::{Domain, Protocol, Socket, Type};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The ALPN of landspeed's own QUIC data connections.
+pub const ALPN_LANDSPEED: &[u8] = b"landspeed";
+/// The ALPN of the QUIC performance protocol (draft-banks-quic-performance).
+pub const ALPN_PERF: &[u8] = b"perf";
+
+/// Socket buffers asked for on every QUIC socket (the kernel may grant less: net.core.rmem_max).
+pub const SOCKET_BUFFER: usize = 4 << 20;
+
+/// How long a QUIC connection may stay silent before either end drops it.
+const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Transport parameters for bulk tests: windows well above one stream's bandwidth-delay product on
+/// a fast path, `max_streams` concurrent streams each way, and `congestion` (cubic by default).
+pub fn transport_config(congestion: Option<&str>, max_streams: u32) -> TransportConfig {
+    let mut t = TransportConfig::default();
+    t.stream_receive_window(VarInt::from_u32(32 << 20));
+    t.receive_window(VarInt::MAX);
+    t.send_window(64 << 20);
+    t.max_concurrent_bidi_streams(VarInt::from_u32(max_streams));
+    t.max_concurrent_uni_streams(VarInt::from_u32(max_streams));
+    t.max_idle_timeout(Some(IDLE_TIMEOUT.try_into().expect("30 s fits")));
+    t.keep_alive_interval(Some(Duration::from_secs(5)));
+    match congestion {
+        Some("bbr") => t.congestion_controller_factory(Arc::new(quinn::congestion::BbrConfig::default())),
+        Some("newreno") => {
+            t.congestion_controller_factory(Arc::new(quinn::congestion::NewRenoConfig::default()))
+        }
+        _ => t.congestion_controller_factory(Arc::new(quinn::congestion::CubicConfig::default())),
+    };
+    t
+}
+
+/// A server configuration answering both landspeed's ALPN and the performance protocol's.
+pub fn server_config(identity: &Identity, max_streams: u32) -> Result<quinn::ServerConfig, TlsError> {
+    let tls = identity.server_config(&[ALPN_LANDSPEED, ALPN_PERF])?;
+    let crypto = QuicServerConfig::try_from(tls).map_err(|e| TlsError::Generate(e.to_string()))?;
+    let mut c = quinn::ServerConfig::with_crypto(Arc::new(crypto));
+    c.transport_config(Arc::new(transport_config(None, max_streams)));
+    Ok(c)
+}
+
+/// A client configuration for `alpn`, trusting as `trust` says, with the congestion controller named.
+pub fn client_config(
+    trust: Trust,
+    alpn: &[u8],
+    congestion: Option<&str>,
+    max_streams: u32,
+) -> Result<quinn::ClientConfig, TlsError> {
+    let tls = crate::tls::client_config(&TlsCipher::ALL, trust, &[alpn])?;
+    let crypto = QuicClientConfig::try_from(tls).map_err(|e| TlsError::Generate(e.to_string()))?;
+    let mut c = quinn::ClientConfig::new(Arc::new(crypto));
+    c.transport_config(Arc::new(transport_config(congestion, max_streams)));
+    Ok(c)
+}
+
+/// A UDP socket for QUIC on `addr`, with large buffers; `reuse_port` lets it join the port of the
+/// server's UDP listener.
+pub fn socket(
+    addr: SocketAddr,
+    reuse_port: bool,
+    v6only: Option<bool>,
+) -> std::io::Result<std::net::UdpSocket> {
+    let s = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+    if reuse_port {
+        s.set_reuse_address(true)?;
+        s.set_reuse_port(true)?;
+    }
+    if let Some(v) = v6only {
+        s.set_only_v6(v)?;
+    }
+    let _ = s.set_send_buffer_size(SOCKET_BUFFER);
+    let _ = s.set_recv_buffer_size(SOCKET_BUFFER);
+    s.bind(&addr.into())?;
+    Ok(s.into())
+}
+
+/// Attaches the datagram router to the port group of `sock`: index 0 of the group (the socket bound
+/// first, the UDP listener) gets landspeed's and iperf3's datagrams, index 1 (the QUIC socket) the
+/// rest. A datagram shorter than four bytes goes to the listener.
+pub fn route_port(sock: &std::net::UdpSocket) -> std::io::Result<()> {
+    const LSPE: u32 = u32::from_be_bytes(*b"LSPE");
+    const LSPD: u32 = u32::from_be_bytes(*b"LSPD");
+    let f = |code: u16, jt: u8, jf: u8, k: u32| libc::sock_filter { code, jt, jf, k };
+    let (ld_w, ld_b) = (
+        (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16,
+        (libc::BPF_LD | libc::BPF_B | libc::BPF_ABS) as u16,
+    );
+    let jeq = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
+    let jset = (libc::BPF_JMP | libc::BPF_JSET | libc::BPF_K) as u16;
+    let ret = (libc::BPF_RET | libc::BPF_K) as u16;
+    let mut prog = [
+        f(ld_w, 0, 0, 0),    // 0: A = first four payload bytes
+        f(jeq, 3, 0, LSPE),  // 1: landspeed echo probe -> listener
+        f(jeq, 2, 0, LSPD),  // 2: landspeed stream hello -> listener
+        f(ld_b, 0, 0, 0),    // 3: A = first byte
+        f(jset, 1, 0, 0x40), // 4: QUIC's fixed bit set -> QUIC
+        f(ret, 0, 0, 0),     // 5: listener
+        f(ret, 0, 0, 1),     // 6: QUIC
+    ];
+    let fprog = libc::sock_fprog {
+        len: prog.len() as u16,
+        filter: prog.as_mut_ptr(),
+    };
+    // SAFETY: a valid socket and a filter program that lives across the call (the kernel copies it).
+    let rc = unsafe {
+        libc::setsockopt(
+            std::os::fd::AsRawFd::as_raw_fd(sock),
+            libc::SOL_SOCKET,
+            libc::SO_ATTACH_REUSEPORT_CBPF,
+            std::ptr::from_ref(&fprog).cast(),
+            std::mem::size_of::<libc::sock_fprog>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// quinn's endpoint settings: no greasing of QUIC's fixed bit, which the port's router reads.
+pub fn endpoint_config() -> quinn::EndpointConfig {
+    let mut c = quinn::EndpointConfig::default();
+    c.grease_quic_bit(false);
+    c
+}

@@ -1,0 +1,375 @@
+//! The QUIC transport: streams over quinn connections, behind the same supervisor, meters,
+//! verification and report as TCP.
+//!
+//! One worker thread per connection drives all of that connection's streams as tasks of one async
+//! runtime: the client's own current-thread runtime (so a connection's packet processing and its
+//! streams share a core, as in quinn's perf tool), or on the server the endpoint's shared runtime,
+//! whose threads run the connections while the worker thread reads and verifies. A sender writes the
+//! payload until its budget, its time or `stop`, then sends FIN and waits (bounded) until the peer
+//! has acknowledged every byte; a receiver reads chunks without copying them, verifies each, and ends
+//! at FIN. Every wait is cut into `TICK`s so the flags are seen.
+
+use super::{Meter, Outcome, Settled, StreamMeta, Transport};
+use crate::supervisor::{EngineParams, Flags};
+use landspeed_core::config::Flow;
+use landspeed_core::endpoint::{QuicStats, Role, TcpSnapshot};
+use landspeed_core::payload::{Generator, Verifier};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// The longest a worker waits on one stream operation before it looks at its flags again.
+const TICK: Duration = Duration::from_millis(20);
+
+/// Where a connection's futures run.
+pub enum Runtime {
+    /// A current-thread runtime of the connection's own (the client: one per connection), with the
+    /// thread that keeps driving it between the handshake and the test, when there is one.
+    Owned(std::sync::Arc<tokio::runtime::Runtime>, Mutex<Option<Keeper>>),
+    /// The endpoint's shared runtime (the server).
+    Shared(tokio::runtime::Handle),
+}
+
+/// A thread driving a current-thread runtime until told to stop: a connection must answer its
+/// peer (acknowledgements, the first stream frames) while the control connection prepares the test.
+pub struct Keeper {
+    stop: tokio::sync::oneshot::Sender<()>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Runtime {
+    /// A runtime of the connection's own.
+    pub fn owned(rt: tokio::runtime::Runtime) -> Runtime {
+        Runtime::Owned(std::sync::Arc::new(rt), Mutex::new(None))
+    }
+
+    /// Runs `f` to completion on this thread (a keeper gives the runtime up first).
+    pub fn block_on<F: Future>(&self, f: F) -> F::Output {
+        match self {
+            Runtime::Owned(rt, keeper) => {
+                if let Some(k) = keeper.lock().unwrap_or_else(|e| e.into_inner()).take() {
+                    let _ = k.stop.send(());
+                    let _ = k.thread.join();
+                }
+                rt.block_on(f)
+            }
+            Runtime::Shared(h) => h.block_on(f),
+        }
+    }
+
+    /// An owned runtime: a thread drives it until the next `block_on`.
+    pub fn keep_driving(&self) {
+        let Runtime::Owned(rt, keeper) = self else {
+            return;
+        };
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let rt2 = rt.clone();
+        let thread = std::thread::spawn(move || {
+            let _ = rt2.block_on(stopped);
+        });
+        *keeper.lock().unwrap_or_else(|e| e.into_inner()) = Some(Keeper { stop, thread });
+    }
+}
+
+/// One QUIC connection of a test.
+pub struct QuicConnection {
+    /// The connection.
+    pub conn: quinn::Connection,
+    /// Where its futures run.
+    pub runtime: Runtime,
+    /// Its congestion controller's name, for the report.
+    pub congestion: String,
+    /// The client's endpoint (its UDP socket), kept open as long as the connection.
+    pub endpoint: Option<quinn::Endpoint>,
+}
+
+impl Drop for QuicConnection {
+    /// The test is over: the connection closes, and a client's endpoint gets a moment to say so.
+    fn drop(&mut self) {
+        self.conn.close(0u32.into(), b"done");
+        if let (Runtime::Owned(..), Some(ep)) = (&self.runtime, &self.endpoint) {
+            self.runtime.block_on(async {
+                let _ = tokio::time::timeout(Duration::from_millis(200), ep.wait_idle()).await;
+            });
+        }
+    }
+}
+
+/// One stream of a test over QUIC.
+pub struct QuicStream {
+    /// The stream's number in the test.
+    pub id: u32,
+    /// Which way its data goes.
+    pub flow: Flow,
+    /// Whether this end sends or receives on it.
+    pub role: Role,
+    /// Sender only: stop after exactly this many bytes.
+    pub budget: Option<u64>,
+    /// Which of the test's connections carries it.
+    pub connection: usize,
+    /// Its two halves, taken by the worker that drives it.
+    pub io: Mutex<Option<(quinn::SendStream, quinn::RecvStream)>>,
+}
+
+/// The QUIC transport over a test's connections and streams.
+pub struct Quic<'a> {
+    /// The connections.
+    pub connections: &'a [QuicConnection],
+    /// The streams, in id order.
+    pub streams: &'a [QuicStream],
+}
+
+impl Transport for Quic<'_> {
+    fn streams(&self) -> Vec<StreamMeta> {
+        self.streams
+            .iter()
+            .map(|s| StreamMeta::new(s.id, s.flow, s.role))
+            .collect()
+    }
+
+    fn groups(&self, _p: &EngineParams) -> Vec<Vec<usize>> {
+        (0..self.connections.len())
+            .map(|c| {
+                (0..self.streams.len())
+                    .filter(|&i| self.streams[i].connection == c)
+                    .collect()
+            })
+            .filter(|g: &Vec<usize>| !g.is_empty())
+            .collect()
+    }
+
+    fn work(
+        &self,
+        group: &[usize],
+        meters: &[Meter],
+        p: &EngineParams,
+        flags: &Flags,
+        t0: Instant,
+    ) -> Vec<(usize, Outcome)> {
+        let Some(&first) = group.first() else {
+            return vec![];
+        };
+        let c = &self.connections[self.streams[first].connection];
+        let tasks: Vec<StreamTask<'_>> = group
+            .iter()
+            .map(|&i| {
+                let s = &self.streams[i];
+                let io = s.io.lock().unwrap_or_else(|e| e.into_inner()).take();
+                let task = Stream {
+                    s,
+                    meter: &meters[i],
+                    p,
+                    flags,
+                };
+                Box::pin(async move {
+                    let out = match io {
+                        None => Outcome {
+                            error: Some("the stream was already driven".into()),
+                            ..Outcome::default()
+                        },
+                        Some((tx, _)) if s.role == Role::Sender => task.send(tx, t0).await,
+                        Some((_, rx)) => task.receive(rx).await,
+                    };
+                    task.meter.finished.store(true, Relaxed);
+                    (i, out)
+                }) as StreamTask<'_>
+            })
+            .collect();
+        c.runtime.block_on(join_all(tasks))
+    }
+
+    fn snapshot(&self, i: usize) -> Option<TcpSnapshot> {
+        let st = self.connections[self.streams[i].connection].conn.stats();
+        Some(TcpSnapshot {
+            rtt_us: u32::try_from(st.path.rtt.as_micros()).unwrap_or(u32::MAX),
+            cwnd_bytes: st.path.cwnd,
+            retransmits: st.path.lost_packets,
+        })
+    }
+
+    fn settle(&self, i: usize, _rtts_us: &[u32]) -> Settled {
+        let c = &self.connections[self.streams[i].connection];
+        Settled {
+            quic: Some(stats(c, self.streams[i].connection)),
+            ..Settled::default()
+        }
+    }
+}
+
+/// One stream's task: its index and what it measured.
+type StreamTask<'a> = Pin<Box<dyn Future<Output = (usize, Outcome)> + 'a>>;
+
+/// A connection's figures as quinn kept them.
+fn stats(c: &QuicConnection, index: usize) -> QuicStats {
+    let st = c.conn.stats();
+    QuicStats {
+        connection: index as u32,
+        congestion: c.congestion.clone(),
+        rtt_us: st.path.rtt.as_micros() as u64,
+        cwnd_bytes: st.path.cwnd,
+        congestion_events: st.path.congestion_events,
+        lost_packets: st.path.lost_packets,
+        lost_bytes: st.path.lost_bytes,
+        sent_packets: st.path.sent_packets,
+        path_mtu_bytes: u32::from(st.path.current_mtu),
+        datagrams_sent: st.udp_tx.datagrams,
+        datagrams_received: st.udp_rx.datagrams,
+        send_calls: st.udp_tx.ios,
+    }
+}
+
+/// Polls every future to completion on the current task; outputs in input order.
+async fn join_all<T>(mut futs: Vec<Pin<Box<dyn Future<Output = T> + '_>>>) -> Vec<T> {
+    let mut outs: Vec<Option<T>> = futs.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        for (f, o) in futs.iter_mut().zip(outs.iter_mut()) {
+            if o.is_none() {
+                if let std::task::Poll::Ready(v) = f.as_mut().poll(cx) {
+                    *o = Some(v);
+                }
+            }
+        }
+        if outs.iter().all(Option::is_some) {
+            std::task::Poll::Ready(())
+        } else {
+            std::task::Poll::Pending
+        }
+    })
+    .await;
+    outs.into_iter()
+        .map(|o| o.expect("every future completed"))
+        .collect()
+}
+
+/// One stream as its task drives it.
+struct Stream<'a> {
+    s: &'a QuicStream,
+    meter: &'a Meter,
+    p: &'a EngineParams,
+    flags: &'a Flags,
+}
+
+impl Stream<'_> {
+    fn account(&self, out: &mut Outcome, n: usize) {
+        let now = Instant::now();
+        out.bytes += n as u64;
+        out.calls += 1;
+        out.first.get_or_insert(now);
+        out.last = Some(now);
+        self.meter.bytes.store(out.bytes, Relaxed);
+    }
+
+    /// Writes the payload until the budget, the deadline or `stop`, then FIN and the peer's
+    /// acknowledgement of every byte.
+    async fn send(&self, mut tx: quinn::SendStream, t0: Instant) -> Outcome {
+        let mut out = Outcome::default();
+        let mut gen = Generator::new(&self.p.pattern, self.p.length);
+        let deadline = self.p.send_time.map(|d| t0 + d);
+        let mut last_progress = Instant::now();
+        loop {
+            let now = Instant::now();
+            if self.flags.abort.load(Relaxed) {
+                out.error = Some("test aborted".into());
+                return out;
+            }
+            let left = self.s.budget.map(|b| b - out.bytes);
+            if self.flags.stop.load(Relaxed) || deadline.is_some_and(|d| now >= d) || left == Some(0) {
+                break;
+            }
+            if now.duration_since(last_progress) > self.p.idle_timeout {
+                out.error = Some(format!("could not send for {:?}", self.p.idle_timeout));
+                return out;
+            }
+            let n = left.map_or(self.p.length, |l| l.min(self.p.length as u64) as usize);
+            let buf = gen.fill(self.s.id, out.bytes, n);
+            match tokio::time::timeout(TICK, tx.write(buf)).await {
+                Err(_) => {}
+                Ok(Ok(w)) => {
+                    self.account(&mut out, w);
+                    last_progress = Instant::now();
+                }
+                Ok(Err(e)) => {
+                    out.error = Some(format!("send: {e}"));
+                    return out;
+                }
+            }
+        }
+        let _ = tx.finish();
+        self.meter.finished.store(true, Relaxed);
+        if let Some(e) = self.acknowledged(&mut tx).await {
+            out.error = Some(e);
+        }
+        out
+    }
+
+    /// Waits until the peer has acknowledged every byte sent (or stopped the stream), watching for
+    /// `abort`; bounded by the idle timeout.
+    async fn acknowledged(&self, tx: &mut quinn::SendStream) -> Option<String> {
+        let until = Instant::now() + self.p.idle_timeout;
+        while Instant::now() < until && !self.flags.abort.load(Relaxed) {
+            match tokio::time::timeout(TICK, tx.stopped()).await {
+                Err(_) => continue,
+                Ok(Ok(None)) => return None,
+                Ok(Ok(Some(code))) => return Some(format!("the peer stopped the stream (code {code})")),
+                Ok(Err(e)) => return Some(format!("waiting for the last acknowledgements: {e}")),
+            }
+        }
+        None
+    }
+
+    /// Reads until FIN, verifying every chunk.
+    async fn receive(&self, mut rx: quinn::RecvStream) -> Outcome {
+        let mut out = Outcome::default();
+        let mut verifier = self
+            .p
+            .verify
+            .then(|| Verifier::new(&self.p.pattern, self.p.length));
+        let mut last_bad = None;
+        let mut last_progress = Instant::now();
+        loop {
+            if self.flags.abort.load(Relaxed) {
+                out.error = Some("test aborted".into());
+                break;
+            }
+            if self.flags.halt.load(Relaxed) {
+                break;
+            }
+            if last_progress.elapsed() > self.p.idle_timeout {
+                out.error = Some(format!("received nothing for {:?}", self.p.idle_timeout));
+                break;
+            }
+            match tokio::time::timeout(TICK, rx.read_chunk(self.p.length.max(1 << 16), true)).await {
+                Err(_) => {}
+                Ok(Ok(Some(chunk))) => {
+                    let data = received(self.s.id, out.bytes, chunk.bytes);
+                    if let Some(v) = verifier.as_mut() {
+                        out.verify(v, self.s.id, &mut last_bad, &data);
+                    }
+                    self.account(&mut out, data.len());
+                    last_progress = Instant::now();
+                }
+                Ok(Ok(None)) => break,
+                Ok(Err(e)) => {
+                    out.error = Some(format!("receive: {e}"));
+                    break;
+                }
+            }
+        }
+        out
+    }
+}
+
+/// A received chunk as the verifier sees it (the test build's fault injector may flip a byte).
+#[cfg(not(feature = "fault-injection"))]
+fn received(_id: u32, _offset: u64, b: bytes::Bytes) -> bytes::Bytes {
+    b
+}
+
+#[cfg(feature = "fault-injection")]
+fn received(id: u32, offset: u64, b: bytes::Bytes) -> Vec<u8> {
+    let mut v = b.to_vec();
+    super::tcp::fault::flip(id, offset, &mut v);
+    v
+}

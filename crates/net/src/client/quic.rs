@@ -1,0 +1,132 @@
+//! The client's QUIC data connections (`run --quic`): `connections` connections to the QUIC port the
+//! server announced, each with a current-thread runtime and a UDP socket of its own and pinned to the
+//! server's certificate, and the test's streams spread over them round-robin. Every stream is opened
+//! by the client as a bidirectional stream whose first bytes are the same hello a TCP stream sends,
+//! so the server can hand it to the test; a stream the client receives on closes its sending half
+//! after the hello.
+
+use super::{ClientError, ClientOptions};
+use crate::streams::QuicData;
+use landspeed_core::config::TestSpec;
+use landspeed_core::endpoint::Role;
+use landspeed_core::protocol::{Admission, Preamble, PROTOCOL_VERSION};
+use landspeed_engine::quic::{self as q, ALPN_LANDSPEED};
+use landspeed_engine::tls::Trust;
+use landspeed_engine::transport::quic::{QuicConnection, QuicStream, Runtime};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::{Arc, Mutex};
+
+/// Streams a landspeed QUIC connection may carry each way.
+const MAX_STREAMS: u32 = 256;
+
+fn quic_err(detail: impl std::fmt::Display) -> ClientError {
+    ClientError::Quic {
+        detail: detail.to_string(),
+    }
+}
+
+/// Connects the test's QUIC connections and opens its streams.
+pub(super) fn open(
+    opts: &ClientOptions,
+    spec: &TestSpec,
+    server: SocketAddr,
+    a: Admission,
+) -> Result<QuicData, ClientError> {
+    let port = a.quic_port.ok_or(ClientError::QuicNotOffered)?;
+    let pin = opts
+        .tls_pin
+        .or(a.certificate)
+        .ok_or(ClientError::QuicNotOffered)?;
+    let congestion = spec.congestion.clone().unwrap_or_else(|| "cubic".into());
+    let config = q::client_config(Trust::Pinned(pin), ALPN_LANDSPEED, Some(&congestion), MAX_STREAMS)
+        .map_err(quic_err)?;
+    let server = SocketAddr::new(server.ip(), port);
+    let connections = (0..spec.connections)
+        .map(|_| connect(opts, server, config.clone(), &congestion))
+        .collect::<Result<Vec<_>, _>>()?;
+    let streams = (0..spec.total_streams())
+        .map(|id| stream(spec, &connections, a, id))
+        .collect::<Result<Vec<_>, _>>()?;
+    for c in &connections {
+        c.runtime.keep_driving();
+    }
+    Ok(QuicData { connections, streams })
+}
+
+/// One connection, on a runtime and a socket of its own, within the connect timeout.
+fn connect(
+    opts: &ClientOptions,
+    server: SocketAddr,
+    config: quinn::ClientConfig,
+    congestion: &str,
+) -> Result<QuicConnection, ClientError> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(quic_err)?;
+    let local = match (opts.bind, server.is_ipv4()) {
+        (Some(ip), _) => SocketAddr::new(ip, 0),
+        (None, true) => SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0),
+        (None, false) => SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), 0),
+    };
+    let (endpoint, conn) = rt.block_on(async {
+        let sock = q::socket(local, false, None).map_err(quic_err)?;
+        let endpoint = quinn::Endpoint::new(q::endpoint_config(), None, sock, Arc::new(quinn::TokioRuntime))
+            .map_err(quic_err)?;
+        let connecting = endpoint
+            .connect_with(config, server, "landspeed")
+            .map_err(quic_err)?;
+        match tokio::time::timeout(opts.connect_timeout, connecting).await {
+            Ok(Ok(conn)) => Ok((endpoint, conn)),
+            Ok(Err(e)) => Err(quic_err(format!("QUIC handshake with {server}: {e}"))),
+            Err(_) => Err(ClientError::QuicTimeout {
+                addr: server,
+                after: opts.connect_timeout,
+            }),
+        }
+    })?;
+    Ok(QuicConnection {
+        conn,
+        runtime: Runtime::owned(rt),
+        congestion: congestion.into(),
+        endpoint: Some(endpoint),
+    })
+}
+
+/// Opens stream `id` on its connection and sends its hello.
+fn stream(
+    spec: &TestSpec,
+    connections: &[QuicConnection],
+    a: Admission,
+    id: u32,
+) -> Result<QuicStream, ClientError> {
+    let connection = ((id % spec.streams) % spec.connections) as usize;
+    let c = &connections[connection];
+    let flow = spec.flow_of(id);
+    let role = Role::at_client(flow);
+    let hello = Preamble::Data {
+        version: PROTOCOL_VERSION,
+        session: a.session,
+        stream: id,
+    }
+    .encode();
+    let (send, recv) = c
+        .runtime
+        .block_on(async {
+            let (mut send, recv) = c.conn.open_bi().await?;
+            send.write_all(&hello).await?;
+            if role == Role::Receiver {
+                let _ = send.finish();
+            }
+            Ok::<_, Box<dyn std::error::Error>>((send, recv))
+        })
+        .map_err(|e| quic_err(format!("stream {id}: {e}")))?;
+    Ok(QuicStream {
+        id,
+        flow,
+        role,
+        budget: (role == Role::Sender).then(|| spec.stream_budget(id)).flatten(),
+        connection,
+        io: Mutex::new(Some((send, recv))),
+    })
+}

@@ -1,0 +1,149 @@
+//! The server's QUIC endpoint: one UDP socket (on the server's own port number, beside the UDP
+//! listener, or on `--quic-port`) whose connections carry landspeed's QUIC streams (ALPN
+//! "landspeed") or the QUIC performance protocol (ALPN "perf", `perf.rs`). A landspeed stream starts
+//! with the same hello a TCP stream sends (session and stream number); the stream is then handed to
+//! its test like a TCP connection. The endpoint runs on a small multi-thread runtime of its own so
+//! connections are processed in parallel; nothing a peer does (garbage datagrams, a client that
+//! vanishes, an ICMP error) stops it.
+
+use super::{ServerError, Shared};
+use crate::control::{Arrival, Input, QuicArrival};
+use landspeed_core::protocol::Preamble;
+use landspeed_engine::supervisor::Wake;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+
+/// Concurrent streams a QUIC client may open each way (the server's --max-streams caps a test's).
+const MAX_STREAMS: u32 = 256;
+
+/// The server's QUIC endpoint and the runtime that drives it.
+pub(crate) struct QuicServer {
+    pub(crate) endpoint: quinn::Endpoint,
+    pub(crate) runtime: tokio::runtime::Runtime,
+    /// The UDP port clients connect to.
+    pub(crate) port: u16,
+}
+
+/// Binds the endpoint: on `listener`'s address and port, joined to the UDP listener's port group
+/// with the datagram router, or on `port` of that address.
+pub(crate) fn bind(
+    listener: SocketAddr,
+    port: Option<u16>,
+    identity: &landspeed_engine::tls::Identity,
+) -> Result<QuicServer, ServerError> {
+    let addr = SocketAddr::new(listener.ip(), port.unwrap_or(listener.port()));
+    let v6only = addr.is_ipv6().then_some(!addr.ip().is_unspecified());
+    let bind_err = |err| ServerError::Bind { addr, err };
+    let sock = landspeed_engine::quic::socket(addr, port.is_none(), v6only).map_err(bind_err)?;
+    if port.is_none() {
+        landspeed_engine::quic::route_port(&sock).map_err(bind_err)?;
+    }
+    let port = sock.local_addr().map_err(bind_err)?.port();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(
+            std::thread::available_parallelism()
+                .map_or(2, |n| n.get())
+                .clamp(1, 4),
+        )
+        .thread_name("landspeed-quic")
+        .enable_all()
+        .build()?;
+    let config = landspeed_engine::quic::server_config(identity, MAX_STREAMS)?;
+    let endpoint = {
+        let _in = runtime.enter();
+        quinn::Endpoint::new(
+            landspeed_engine::quic::endpoint_config(),
+            Some(config),
+            sock,
+            Arc::new(quinn::TokioRuntime),
+        )?
+    };
+    Ok(QuicServer {
+        endpoint,
+        runtime,
+        port,
+    })
+}
+
+/// Starts accepting connections (until the server shuts down).
+pub(crate) fn serve(shared: &Arc<Shared>) {
+    if let Some(q) = &shared.quic {
+        let (endpoint, s) = (q.endpoint.clone(), shared.clone());
+        q.runtime.spawn(accept(endpoint, s));
+    }
+}
+
+async fn accept(endpoint: quinn::Endpoint, shared: Arc<Shared>) {
+    while let Some(incoming) = endpoint.accept().await {
+        if shared.shutdown.load(Relaxed) {
+            incoming.refuse();
+            break;
+        }
+        if !shared.allowed(incoming.remote_address()) {
+            incoming.refuse();
+            continue;
+        }
+        tokio::spawn(connection(incoming, shared.clone()));
+    }
+}
+
+/// One connection: landspeed streams are handed to their tests, the performance protocol served.
+async fn connection(incoming: quinn::Incoming, shared: Arc<Shared>) {
+    let peer = incoming.remote_address();
+    let Ok(conn) = incoming.await else {
+        return;
+    };
+    let alpn = conn
+        .handshake_data()
+        .and_then(|h| h.downcast::<quinn::crypto::rustls::HandshakeData>().ok())
+        .and_then(|h| h.protocol);
+    match alpn.as_deref() {
+        Some(landspeed_engine::quic::ALPN_LANDSPEED) => landspeed_streams(conn, peer, &shared).await,
+        Some(landspeed_engine::quic::ALPN_PERF) => super::perf::serve(conn, peer, &shared).await,
+        _ => conn.close(1u32.into(), b"unknown application protocol"),
+    }
+}
+
+/// Accepts the streams of a landspeed QUIC connection and hands each to the test its hello names.
+async fn landspeed_streams(conn: quinn::Connection, peer: SocketAddr, shared: &Shared) {
+    let timeout = shared.opts.handshake_timeout;
+    while let Ok((send, mut recv)) = conn.accept_bi().await {
+        let hello = tokio::time::timeout(timeout, read_hello(&mut recv)).await;
+        let Ok(Some(Preamble::Data { session, stream, .. })) = hello else {
+            shared.emit(landspeed_core::server_log::ServerEvent::Refused {
+                peer,
+                reason: "a QUIC stream without a landspeed hello".into(),
+            });
+            conn.close(2u32.into(), b"no hello");
+            return;
+        };
+        let tx = shared.registry.lock().ok().and_then(|r| r.get(&session).cloned());
+        let Some(tx) = tx else {
+            conn.close(3u32.into(), b"unknown session");
+            return;
+        };
+        let arrival = QuicArrival {
+            conn: conn.clone(),
+            send,
+            recv,
+        };
+        let _ = tx.send(Wake::External(Input::Arrival(Arrival::Quic(stream, arrival))));
+    }
+}
+
+/// Reads a stream's hello (the TCP preamble), at most a small bound of bytes.
+async fn read_hello(recv: &mut quinn::RecvStream) -> Option<Preamble> {
+    let mut buf = Vec::with_capacity(64);
+    loop {
+        if let Ok(Some((p, used))) = Preamble::parse(&buf) {
+            return (used == buf.len()).then_some(p);
+        }
+        if buf.len() >= 64 {
+            return None;
+        }
+        let mut byte = [0u8; 1];
+        recv.read_exact(&mut byte).await.ok()?;
+        buf.push(byte[0]);
+    }
+}
