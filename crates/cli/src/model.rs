@@ -101,7 +101,7 @@ pub fn model(a: ModelArgs) -> Result<bool> {
             .get(id)?
             .ok_or_else(|| UsageError(format!("no run {id} in {}", archive.path())))?;
         let (mut i, f) = landspeed_model::from_run(&r, a.rate.map(|r| r.bps())).ok_or_else(|| {
-            UsageError("the run has no TCP_INFO (UDP, or iperf3's protocol): nothing to model".into())
+            UsageError("the run has no TCP_INFO (UDP, QUIC, or iperf3's protocol): nothing to model".into())
         })?;
         // The path's loss rate when given; else the run's retransmitted ÷ sent segments, an upper
         // bound on the loss-event rate the models want.

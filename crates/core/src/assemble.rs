@@ -277,6 +277,9 @@ fn stream_result(
         udp: rx.and_then(|r| r.udp).map(|u| udp_against_sender(u, tx)),
         send_errors: tx.map_or(0, |t| t.send_errors),
         tls: tx.and_then(|t| t.tls).or_else(|| rx.and_then(|r| r.tls)),
+        quic: tx
+            .and_then(|t| t.quic.clone())
+            .or_else(|| rx.and_then(|r| r.quic.clone())),
     }
 }
 
@@ -632,6 +635,20 @@ fn data_path(spec: &TestSpec, inp: &Inputs) -> DataPath {
             }
             .into(),
             engine: "one thread per stream, paced by schedule".into(),
+            zerocopy_sends: 0,
+            zerocopy_copied_pct: None,
+            tls: None,
+        };
+    }
+    if spec.transport == crate::config::Transport::Quic {
+        return DataPath {
+            tx: "quinn stream writes, UDP datagrams batched by segmentation offload (GSO) where the kernel has it".into(),
+            rx: "quinn stream chunks, read without copying".into(),
+            engine: format!(
+                "one thread and async runtime per connection: {} stream(s) over {} connection(s)",
+                spec.streams,
+                spec.connections
+            ),
             zerocopy_sends: 0,
             zerocopy_copied_pct: None,
             tls: None,

@@ -12,7 +12,9 @@ use serde::{Deserialize, Serialize};
 /// leave it standard TCP; the evidence says they were there.
 fn standard_tcp(r: &RunResult) -> Check {
     let mptcp = r.streams.iter().filter(|s| s.mptcp().is_some()).count();
+    let quic = r.config.spec.transport == crate::config::Transport::Quic;
     let transport = match (r.summary.udp.is_some(), mptcp) {
+        _ if quic => "QUIC over UDP: the rules count standard TCP only".to_string(),
         (true, _) => "UDP".to_string(),
         (false, 0) if r.config.spec.mptcp => {
             "TCP (MPTCP was asked for; every stream fell back to TCP)".into()
@@ -29,7 +31,7 @@ fn standard_tcp(r: &RunResult) -> Check {
     };
     Check {
         rule: "standard TCP".into(),
-        passed: r.summary.udp.is_none() && mptcp == 0,
+        passed: r.summary.udp.is_none() && mptcp == 0 && !quic,
         evidence: format!("{} over {transport}{tls}", r.protocol),
     }
 }

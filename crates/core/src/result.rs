@@ -237,6 +237,9 @@ pub struct StreamResult {
     /// TLS (`--tls`): the suite the stream's handshake agreed on and the records its sender sealed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<crate::endpoint::StreamTls>,
+    /// QUIC: the figures of the stream's connection, from its sender's end (else its receiver's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quic: Option<crate::endpoint::QuicStats>,
 }
 
 impl StreamResult {

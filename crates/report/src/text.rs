@@ -478,6 +478,7 @@ pub fn render(r: &RunResult) -> String {
     stream_rows(&mut out, &r.streams);
     tcp_limits(&mut out, r);
     mptcp(&mut out, r);
+    quic(&mut out, r);
     let emulator = |f| r.emulator.as_ref().map(|e| *e.carrying(f));
     for d in &r.directions {
         totals(
@@ -555,6 +556,37 @@ fn tcp_limits(out: &mut String, r: &RunResult) {
             let _ = writeln!(out, "  ... ({} more streams in --json)", r.streams.len() - 16);
             break;
         }
+    }
+}
+
+/// QUIC: each connection's figures as its stack kept them (the sender's end, else the receiver's).
+fn quic(out: &mut String, r: &RunResult) {
+    let mut seen = std::collections::BTreeMap::new();
+    for s in &r.streams {
+        if let Some(q) = &s.quic {
+            seen.entry(q.connection).or_insert(q);
+        }
+    }
+    if seen.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "\nQUIC (quinn; the sending end's view of each connection):");
+    for (c, q) in seen.iter().take(16) {
+        let _ = writeln!(
+            out,
+            "  connection {c:>2}: {}, RTT {} ms, cwnd {}, {} congestion events, {} of {} packets lost ({}), path MTU {} B; {} datagrams sent in {} calls, {} received",
+            q.congestion,
+            rtt(u32::try_from(q.rtt_us).unwrap_or(u32::MAX)),
+            Bytes(q.cwnd_bytes),
+            q.congestion_events,
+            q.lost_packets,
+            q.sent_packets,
+            Bytes(q.lost_bytes),
+            q.path_mtu_bytes,
+            q.datagrams_sent,
+            q.send_calls,
+            q.datagrams_received
+        );
     }
 }
 

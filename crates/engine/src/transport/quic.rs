@@ -83,6 +83,8 @@ pub struct QuicConnection {
     pub congestion: String,
     /// The client's endpoint (its UDP socket), kept open as long as the connection.
     pub endpoint: Option<quinn::Endpoint>,
+    /// The UDP socket's send and receive buffers as the kernel granted them.
+    pub buffers: (u64, u64),
 }
 
 impl Drop for QuicConnection {
@@ -192,6 +194,8 @@ impl Transport for Quic<'_> {
     fn settle(&self, i: usize, _rtts_us: &[u32]) -> Settled {
         let c = &self.connections[self.streams[i].connection];
         Settled {
+            snd_buf_bytes: c.buffers.0,
+            rcv_buf_bytes: c.buffers.1,
             quic: Some(stats(c, self.streams[i].connection)),
             ..Settled::default()
         }

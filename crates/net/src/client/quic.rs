@@ -69,15 +69,16 @@ fn connect(
         (None, true) => SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0),
         (None, false) => SocketAddr::new(IpAddr::V6(Ipv6Addr::UNSPECIFIED), 0),
     };
-    let (endpoint, conn) = rt.block_on(async {
+    let (endpoint, conn, buffers) = rt.block_on(async {
         let sock = q::socket(local, false, None).map_err(quic_err)?;
+        let buffers = landspeed_engine::sockopt::granted(&socket2::SockRef::from(&sock));
         let endpoint = quinn::Endpoint::new(q::endpoint_config(), None, sock, Arc::new(quinn::TokioRuntime))
             .map_err(quic_err)?;
         let connecting = endpoint
             .connect_with(config, server, "landspeed")
             .map_err(quic_err)?;
         match tokio::time::timeout(opts.connect_timeout, connecting).await {
-            Ok(Ok(conn)) => Ok((endpoint, conn)),
+            Ok(Ok(conn)) => Ok((endpoint, conn, buffers)),
             Ok(Err(e)) => Err(quic_err(format!("QUIC handshake with {server}: {e}"))),
             Err(_) => Err(ClientError::QuicTimeout {
                 addr: server,
@@ -90,6 +91,7 @@ fn connect(
         runtime: Runtime::owned(rt),
         congestion: congestion.into(),
         endpoint: Some(endpoint),
+        buffers,
     })
 }
 

@@ -391,6 +391,7 @@ impl QuicCollect {
                     runtime: Runtime::Shared(q.runtime.handle().clone()),
                     congestion: test.congestion.clone().unwrap_or_else(|| "cubic".into()),
                     endpoint: None,
+                    buffers: q.buffers,
                 });
                 self.connections.len() - 1
             }

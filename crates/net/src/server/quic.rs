@@ -23,6 +23,8 @@ pub(crate) struct QuicServer {
     pub(crate) runtime: tokio::runtime::Runtime,
     /// The UDP port clients connect to.
     pub(crate) port: u16,
+    /// Its socket's buffers as the kernel granted them.
+    pub(crate) buffers: (u64, u64),
 }
 
 /// Binds the endpoint: on `listener`'s address and port, joined to the UDP listener's port group
@@ -40,6 +42,7 @@ pub(crate) fn bind(
         landspeed_engine::quic::route_port(&sock).map_err(bind_err)?;
     }
     let port = sock.local_addr().map_err(bind_err)?.port();
+    let buffers = landspeed_engine::sockopt::granted(&socket2::SockRef::from(&sock));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(
             std::thread::available_parallelism()
@@ -63,6 +66,7 @@ pub(crate) fn bind(
         endpoint,
         runtime,
         port,
+        buffers,
     })
 }
 
