@@ -199,6 +199,12 @@ pub struct RunArgs {
     /// by itself when the server answers like iperf3.
     #[arg(long)]
     pub iperf3: bool,
+    /// The server speaks the QUIC performance protocol (ALPN "perf": quinn's perf, msquic's
+    /// secnetperf, quic-go's perf, or landspeed serve): -P requests, -R downloads, -n or -t, -p its
+    /// UDP port (often 4433). Its payload is its own, so nothing is verified; --tls-pin checks its
+    /// certificate.
+    #[arg(long, conflicts_with_all = ["iperf3", "udp", "tls", "mptcp", "latency", "measure_path", "from", "send_file", "recv_file"])]
+    pub quic_perf: bool,
     /// Authenticate to a server that requires it (`serve --auth-keys`): the key named NAME, read from
     /// KEYFILE (a key file like the server's, or one line holding the secret alone).
     #[arg(long, value_name = "NAME:KEYFILE", value_parser = values::auth)]
@@ -235,10 +241,10 @@ pub struct RunArgs {
     /// The file's name in the server's --files directory (default: the local file's name).
     #[arg(long, value_name = "NAME")]
     pub remote_file: Option<String>,
-    /// --tls: trust only the certificate with this SHA-256 fingerprint (64 hex digits, colons allowed;
+    /// --tls, --quic, --quic-perf: trust only the certificate with this SHA-256 fingerprint (64 hex digits, colons allowed;
     /// the server logs it at start) instead of the one the server announces on the control
     /// connection: protects the data connections even when the control connection is intercepted.
-    #[arg(long, value_name = "SHA256", requires = "tls")]
+    #[arg(long, value_name = "SHA256")]
     pub tls_pin: Option<landspeed_core::tls::CertFingerprint>,
     /// Echo probes per second with --latency.
     #[arg(long, value_name = "N", default_value_t = 20.0, requires = "latency")]
@@ -391,7 +397,7 @@ pub struct TestArgs {
     #[arg(long, conflicts_with_all = ["udp", "tls", "mptcp"])]
     pub quic: bool,
     /// --quic: connections to spread the -P streams over, round-robin (-P is raised to N when smaller).
-    #[arg(long, value_name = "N", requires = "quic")]
+    #[arg(long, value_name = "N")]
     pub connections: Option<u32>,
 }
 

@@ -44,6 +44,8 @@ pub fn config(e: &ConfigError) -> String {
             "{} does not work with --tls: TLS records are sealed and opened in landspeed's own send and receive calls",
             tcp_flag(*s)
         ),
+        ConfigError::ConnectionsNeedQuic => "--connections applies to --quic and --quic-perf only".into(),
+        ConfigError::NotOnQuic(s) => format!("{} applies to TCP, not QUIC (--quic)", tcp_flag(*s)),
         ConfigError::DiscardNeedsNoVerify => {
             "--rx discard throws bytes away unread, so it needs --no-verify".into()
         }

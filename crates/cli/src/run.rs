@@ -35,12 +35,23 @@ pub fn check(opts: &ClientOptions) -> Result<()> {
     Ok(())
 }
 
+/// The protocol a run speaks to its server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Speak {
+    /// landspeed's own (switching to iperf3's when the server turns out to be iperf3).
+    Landspeed,
+    /// iperf3's (`--iperf3`).
+    Iperf3,
+    /// The QUIC performance protocol (`--quic-perf`).
+    QuicPerf,
+}
+
 fn execute(
     opts: ClientOptions,
     format: Format,
     per_stream: bool,
     interval_lines: bool,
-    iperf3: bool,
+    speak: Speak,
     measure_path: bool,
     save: Option<(crate::archive::DbArg, Option<String>)>,
 ) -> Result<bool> {
@@ -75,16 +86,16 @@ fn execute(
         None
     };
     let crossing = crate::wan::crossing();
-    let outcome = if iperf3 {
-        run_iperf3_client(&opts, false, &interrupt, &mut |ev| out.event(ev))
-    } else {
-        match run_client(&opts, &interrupt, &mut |ev| out.event(ev)) {
+    let outcome = match speak {
+        Speak::Iperf3 => run_iperf3_client(&opts, false, &interrupt, &mut |ev| out.event(ev)),
+        Speak::QuicPerf => landspeed_net::run_quic_perf(&opts, &interrupt, &mut |ev| out.event(ev)),
+        Speak::Landspeed => match run_client(&opts, &interrupt, &mut |ev| out.event(ev)) {
             Err(ClientError::Iperf3Server { .. }) => {
                 out.note("the server speaks iperf3; running the test with iperf3's protocol");
                 run_iperf3_client(&opts, true, &interrupt, &mut |ev| out.event(ev))
             }
             other => other,
-        }
+        },
     };
     match outcome {
         Ok(mut r) => {
@@ -165,6 +176,11 @@ pub fn cell_spec(a: &RunArgs) -> Result<CellSpec> {
     let mut spec = a.test.spec();
     if a.send_file.is_some() || a.recv_file.is_some() {
         // Files move over one stream in one direction, with sendfile and splice.
+        spec.verify = false;
+    }
+    if a.quic_perf {
+        // A perf server's payload is its own.
+        spec.transport = landspeed_core::config::Transport::Quic;
         spec.verify = false;
     }
     let test = spec
@@ -299,7 +315,11 @@ pub fn run(a: RunArgs) -> Result<bool> {
         format,
         a.test.per_stream,
         !a.test.interval.is_zero(),
-        a.iperf3,
+        match (a.iperf3, a.quic_perf) {
+            (true, _) => Speak::Iperf3,
+            (false, true) => Speak::QuicPerf,
+            (false, false) => Speak::Landspeed,
+        },
         a.measure_path,
         (!a.no_save).then(|| (a.db.clone(), a.tag.clone())),
     )
@@ -327,7 +347,7 @@ fn send_directory(a: &RunArgs, dir: &std::path::Path, format: Format) -> Result<
             format,
             a.test.per_stream,
             !a.test.interval.is_zero(),
-            false,
+            Speak::Landspeed,
             false,
             (!a.no_save).then(|| (a.db.clone(), a.tag.clone())),
         )
@@ -389,7 +409,7 @@ pub fn demo(a: DemoArgs) -> Result<bool> {
         if a.json { Format::Json } else { Format::Text },
         false,
         true,
-        false,
+        Speak::Landspeed,
         false,
         None,
     );

@@ -136,7 +136,8 @@ impl Evidence {
 impl RunResult {
     /// The facts of this result that the verdict rules read.
     pub fn evidence(&self) -> Evidence {
-        let iperf3 = self.protocol == "iperf3";
+        // The counts of a foreign server are its own (iperf3) or inferred (QUIC perf): not exact.
+        let iperf3 = matches!(self.protocol.as_str(), "iperf3" | "quic-perf");
         let udp = self.summary.udp.is_some();
         Evidence {
             interrupted: self.interrupted,

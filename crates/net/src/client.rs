@@ -5,10 +5,12 @@
 mod conduct;
 mod iperf3;
 mod latency;
+mod perf;
 mod quic;
 
 pub use conduct::run_client;
 pub use iperf3::run_iperf3_client;
+pub use perf::run_quic_perf;
 pub use latency::LatencyOptions;
 
 use crate::control::ControlError;

@@ -13,5 +13,5 @@ pub mod controller;
 pub mod server;
 mod streams;
 
-pub use client::{run_client, run_iperf3_client, ClientError, ClientEvent, ClientOptions};
+pub use client::{run_client, run_iperf3_client, run_quic_perf, ClientError, ClientEvent, ClientOptions};
 pub use server::{Server, ServerError, ServerEvent, ServerOptions, StatsHandle, TestError};

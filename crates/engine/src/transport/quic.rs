@@ -113,6 +113,10 @@ pub struct QuicStream {
     pub connection: usize,
     /// Its two halves, taken by the worker that drives it.
     pub io: Mutex<Option<(quinn::SendStream, quinn::RecvStream)>>,
+    /// A request of the QUIC performance protocol (this end is its client): an upload ends when the
+    /// server's response (its FIN) proves it read everything, and a timed download is stopped
+    /// (STOP_SENDING) when the time is up.
+    pub perf: bool,
 }
 
 /// The QUIC transport over a test's connections and streams.
@@ -171,8 +175,8 @@ impl Transport for Quic<'_> {
                             error: Some("the stream was already driven".into()),
                             ..Outcome::default()
                         },
-                        Some((tx, _)) if s.role == Role::Sender => task.send(tx, t0).await,
-                        Some((_, rx)) => task.receive(rx).await,
+                        Some((tx, rx)) if s.role == Role::Sender => task.send(tx, rx, t0).await,
+                        Some((_, rx)) => task.receive(rx, t0).await,
                     };
                     task.meter.finished.store(true, Relaxed);
                     (i, out)
@@ -267,7 +271,7 @@ impl Stream<'_> {
 
     /// Writes the payload until the budget, the deadline or `stop`, then FIN and the peer's
     /// acknowledgement of every byte.
-    async fn send(&self, mut tx: quinn::SendStream, t0: Instant) -> Outcome {
+    async fn send(&self, mut tx: quinn::SendStream, rx: quinn::RecvStream, t0: Instant) -> Outcome {
         let mut out = Outcome::default();
         let mut gen = Generator::new(&self.p.pattern, self.p.length);
         let deadline = self.p.send_time.map(|d| t0 + d);
@@ -302,10 +306,29 @@ impl Stream<'_> {
         }
         let _ = tx.finish();
         self.meter.finished.store(true, Relaxed);
-        if let Some(e) = self.acknowledged(&mut tx).await {
+        let done = if self.s.perf {
+            self.answered(rx).await
+        } else {
+            self.acknowledged(&mut tx).await
+        };
+        if let Some(e) = done {
             out.error = Some(e);
         }
         out
+    }
+
+    /// A performance-protocol upload: waits for the server's response to end (it reads the whole
+    /// request first, so its FIN proves every byte arrived), watching for `abort`.
+    async fn answered(&self, mut rx: quinn::RecvStream) -> Option<String> {
+        let until = Instant::now() + self.p.idle_timeout;
+        while Instant::now() < until && !self.flags.abort.load(Relaxed) {
+            match tokio::time::timeout(TICK, rx.read_chunk(usize::MAX, false)).await {
+                Err(_) | Ok(Ok(Some(_))) => continue,
+                Ok(Ok(None)) => return None,
+                Ok(Err(e)) => return Some(format!("waiting for the server's answer: {e}")),
+            }
+        }
+        Some("the server did not answer the upload within the idle timeout".into())
     }
 
     /// Waits until the peer has acknowledged every byte sent (or stopped the stream), watching for
@@ -324,8 +347,9 @@ impl Stream<'_> {
     }
 
     /// Reads until FIN, verifying every chunk.
-    async fn receive(&self, mut rx: quinn::RecvStream) -> Outcome {
+    async fn receive(&self, mut rx: quinn::RecvStream, t0: Instant) -> Outcome {
         let mut out = Outcome::default();
+        let deadline = self.p.send_time.filter(|_| self.s.perf).map(|d| t0 + d);
         let mut verifier = self
             .p
             .verify
@@ -338,6 +362,12 @@ impl Stream<'_> {
                 break;
             }
             if self.flags.halt.load(Relaxed) {
+                break;
+            }
+            let stop = self.flags.stop.load(Relaxed) || deadline.is_some_and(|d| Instant::now() >= d);
+            if stop && deadline.is_some() {
+                // A timed performance-protocol download: the client ends it.
+                let _ = rx.stop(0u32.into());
                 break;
             }
             if last_progress.elapsed() > self.p.idle_timeout {

@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 /// Streams a landspeed QUIC connection may carry each way.
 const MAX_STREAMS: u32 = 256;
 
-fn quic_err(detail: impl std::fmt::Display) -> ClientError {
+pub(super) fn quic_err(detail: impl std::fmt::Display) -> ClientError {
     ClientError::Quic {
         detail: detail.to_string(),
     }
@@ -42,7 +42,7 @@ pub(super) fn open(
         .map_err(quic_err)?;
     let server = SocketAddr::new(server.ip(), port);
     let connections = (0..spec.connections)
-        .map(|_| connect(opts, server, config.clone(), &congestion))
+        .map(|_| connect(opts, server, config.clone(), &congestion, "landspeed"))
         .collect::<Result<Vec<_>, _>>()?;
     let streams = (0..spec.total_streams())
         .map(|id| stream(spec, &connections, a, id))
@@ -53,12 +53,14 @@ pub(super) fn open(
     Ok(QuicData { connections, streams })
 }
 
-/// One connection, on a runtime and a socket of its own, within the connect timeout.
-fn connect(
+/// One connection, on a runtime and a socket of its own, within the connect timeout (`name`: the
+/// server name it sends).
+pub(super) fn connect(
     opts: &ClientOptions,
     server: SocketAddr,
     config: quinn::ClientConfig,
     congestion: &str,
+    name: &str,
 ) -> Result<QuicConnection, ClientError> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -75,7 +77,7 @@ fn connect(
         let endpoint = quinn::Endpoint::new(q::endpoint_config(), None, sock, Arc::new(quinn::TokioRuntime))
             .map_err(quic_err)?;
         let connecting = endpoint
-            .connect_with(config, server, "landspeed")
+            .connect_with(config, server, name)
             .map_err(quic_err)?;
         match tokio::time::timeout(opts.connect_timeout, connecting).await {
             Ok(Ok(conn)) => Ok((endpoint, conn, buffers)),
@@ -130,5 +132,6 @@ fn stream(
         budget: (role == Role::Sender).then(|| spec.stream_budget(id)).flatten(),
         connection,
         io: Mutex::new(Some((send, recv))),
+        perf: false,
     })
 }

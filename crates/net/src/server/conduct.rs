@@ -410,6 +410,7 @@ impl QuicCollect {
             budget: (role == Role::Sender).then(|| test.stream_budget(id)).flatten(),
             connection,
             io: std::sync::Mutex::new(Some((send, a.recv))),
+            perf: false,
         });
         true
     }
