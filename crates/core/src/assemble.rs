@@ -591,7 +591,10 @@ fn payload_summary(spec: &TestSpec, inp: &Inputs, bytes_verified: u64) -> Payloa
         && inp.client.streams.iter().any(|s| s.role == Role::Receiver);
     let held = mss_ok && corrupt == 0 && !foreign;
     let evidence = if foreign {
-        format!("the {} server sent its own payload, not landspeed's pattern: nothing shows its packets differed", inp.context.protocol)
+        format!(
+            "the {} server sent its own payload, not landspeed's pattern: nothing shows its packets differed",
+            inp.context.protocol
+        )
     } else if !mss_ok {
         format!("the smallest MSS ({mss_text}) is below the {UNIQUE_SEGMENT_MIN}-byte bound of the uniqueness proof")
     } else if corrupt > 0 {

@@ -10,8 +10,8 @@ mod quic;
 
 pub use conduct::run_client;
 pub use iperf3::run_iperf3_client;
-pub use perf::run_quic_perf;
 pub use latency::LatencyOptions;
+pub use perf::run_quic_perf;
 
 use crate::control::ControlError;
 use crate::streams::DataPaths;

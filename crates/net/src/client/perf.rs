@@ -56,10 +56,7 @@ pub fn run_quic_perf(
     for c in &connections {
         c.runtime.keep_driving();
     }
-    let data = DataPaths::Quic(QuicData {
-        connections,
-        streams,
-    });
+    let data = DataPaths::Quic(QuicData { connections, streams });
     let mut warnings = vec![
         "QUIC performance protocol: the server sends its own bytes and reports nothing, so nothing was verified; an upload counts as received once the server answered it (it reads every byte first), a download as what arrived".to_string(),
     ];
@@ -77,14 +74,29 @@ pub fn run_quic_perf(
         on_event,
         live: LiveIntervals::default(),
     };
-    let out = super::measure(opts, spec, (&data, UdpFormat::Landspeed), local, (&tx, &rx), &mut hook);
+    let out = super::measure(
+        opts,
+        spec,
+        (&data, UdpFormat::Landspeed),
+        local,
+        (&tx, &rx),
+        &mut hook,
+    );
     drop(data);
     let client = out.report(opts.cpus.clone(), warnings);
     let server = EndpointReport {
         streams: client.streams.iter().map(server_view).collect(),
         ..EndpointReport::default()
     };
-    let context = run_context(opts, local, addr, &client, started_unix_s, interrupt.load(Relaxed), "quic-perf");
+    let context = run_context(
+        opts,
+        local,
+        addr,
+        &client,
+        started_unix_s,
+        interrupt.load(Relaxed),
+        "quic-perf",
+    );
     Ok(assemble(&Inputs {
         spec,
         context,

@@ -76,9 +76,7 @@ pub(super) fn connect(
         let buffers = landspeed_engine::sockopt::granted(&socket2::SockRef::from(&sock));
         let endpoint = quinn::Endpoint::new(q::endpoint_config(), None, sock, Arc::new(quinn::TokioRuntime))
             .map_err(quic_err)?;
-        let connecting = endpoint
-            .connect_with(config, server, name)
-            .map_err(quic_err)?;
+        let connecting = endpoint.connect_with(config, server, name).map_err(quic_err)?;
         match tokio::time::timeout(opts.connect_timeout, connecting).await {
             Ok(Ok(conn)) => Ok((endpoint, conn, buffers)),
             Ok(Err(e)) => Err(quic_err(format!("QUIC handshake with {server}: {e}"))),
