@@ -16,6 +16,7 @@ pub mod files;
 pub mod netstat;
 pub mod path;
 pub mod payload;
+pub mod perf;
 pub mod protocol;
 pub mod record;
 pub mod result;

@@ -99,8 +99,9 @@ pub fn socket(
 /// first, the UDP listener) gets landspeed's and iperf3's datagrams, index 1 (the QUIC socket) the
 /// rest. A datagram shorter than four bytes goes to the listener.
 pub fn route_port(sock: &std::net::UdpSocket) -> std::io::Result<()> {
-    const LSPE: u32 = u32::from_be_bytes(*b"LSPE");
-    const LSPD: u32 = u32::from_be_bytes(*b"LSPD");
+    // The kernel's copy of landspeed_core::perf::is_for_quic.
+    use landspeed_core::perf::{LANDSPEED_DATAGRAMS, QUIC_FIXED_BIT};
+    let [lspe, lspd] = LANDSPEED_DATAGRAMS.map(u32::from_be_bytes);
     let f = |code: u16, jt: u8, jf: u8, k: u32| libc::sock_filter { code, jt, jf, k };
     let (ld_w, ld_b) = (
         (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16,
@@ -110,13 +111,13 @@ pub fn route_port(sock: &std::net::UdpSocket) -> std::io::Result<()> {
     let jset = (libc::BPF_JMP | libc::BPF_JSET | libc::BPF_K) as u16;
     let ret = (libc::BPF_RET | libc::BPF_K) as u16;
     let mut prog = [
-        f(ld_w, 0, 0, 0),    // 0: A = first four payload bytes
-        f(jeq, 3, 0, LSPE),  // 1: landspeed echo probe -> listener
-        f(jeq, 2, 0, LSPD),  // 2: landspeed stream hello -> listener
-        f(ld_b, 0, 0, 0),    // 3: A = first byte
-        f(jset, 1, 0, 0x40), // 4: QUIC's fixed bit set -> QUIC
-        f(ret, 0, 0, 0),     // 5: listener
-        f(ret, 0, 0, 1),     // 6: QUIC
+        f(ld_w, 0, 0, 0),                         // 0: A = first four payload bytes
+        f(jeq, 3, 0, lspe),                       // 1: landspeed echo probe -> listener
+        f(jeq, 2, 0, lspd),                       // 2: landspeed stream hello -> listener
+        f(ld_b, 0, 0, 0),                         // 3: A = first byte
+        f(jset, 1, 0, u32::from(QUIC_FIXED_BIT)), // 4: QUIC's fixed bit set -> QUIC
+        f(ret, 0, 0, 0),                          // 5: listener
+        f(ret, 0, 0, 1),                          // 6: QUIC
     ];
     let fprog = libc::sock_fprog {
         len: prog.len() as u16,

@@ -126,4 +126,16 @@ fn main() {
     write("data_hello", "echo", &echo);
     landspeed_core::path::EchoHeader::request(7, 2, 123, true).write(&mut echo);
     write("data_hello", "echo-short", &echo);
+    let mut upload = vec![4u8];
+    upload.extend(landspeed_core::perf::request_header(Some(0)));
+    upload.extend([0x2a; 40]);
+    write("perf_request", "upload", &upload);
+    let mut download = vec![9u8];
+    download.extend(landspeed_core::perf::request_header(Some(1 << 30)));
+    write("perf_request", "download", &download);
+    let mut unlimited = vec![0u8];
+    unlimited.extend(landspeed_core::perf::request_header(None));
+    write("perf_request", "until-stopped", &unlimited);
+    write("perf_request", "short", &[3, 0, 0, 1]);
+    write("perf_request", "quic-initial", &[0, 0xc3, 0, 0, 0, 1, 8, 1, 2]);
 }

@@ -20,11 +20,39 @@ use std::time::Instant;
 pub type Target = fn(&[u8]);
 
 /// The fuzz targets, by name (the names of `fuzz/fuzz_targets/*.rs`).
-pub const TARGETS: [(&str, Target); 3] = [
+pub const TARGETS: [(&str, Target); 4] = [
     ("control_decoder", control_decoder),
     ("iperf3_decoder", iperf3_decoder),
     ("data_hello", data_hello),
+    ("perf_request", perf_request),
 ];
+
+/// A QUIC performance-protocol request as the server reads it (chunk sizes chosen by the first byte),
+/// and the shared UDP port's routing of the same bytes as a datagram: the size is exactly the first
+/// eight bytes, the upload exactly the rest, nothing panics.
+pub fn perf_request(data: &[u8]) {
+    let _ = landspeed_core::perf::is_for_quic(data);
+    let Some((&split, rest)) = data.split_first() else {
+        return;
+    };
+    let mut d = landspeed_core::perf::RequestDecoder::new();
+    for c in rest.chunks(usize::from(split % 32) + 1) {
+        d.push(c);
+    }
+    assert_eq!(d.uploaded(), rest.len().saturating_sub(8) as u64);
+    match d.finish() {
+        None => assert!(rest.len() < 8),
+        Some(r) => {
+            let size = u64::from_be_bytes(rest[..8].try_into().expect("eight bytes"));
+            let want = if size == u64::MAX {
+                landspeed_core::perf::Response::UntilStopped
+            } else {
+                landspeed_core::perf::Response::Bytes(size)
+            };
+            assert_eq!(r, want);
+        }
+    }
+}
 
 /// The control connection: bytes arrive in chunks whose sizes the input chooses, frames are decoded and
 /// fed to a server session that requires authentication, exactly as the server's reader does.

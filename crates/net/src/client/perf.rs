@@ -122,15 +122,15 @@ fn request(spec: &TestSpec, connections: &[QuicConnection], id: u32) -> Result<Q
     let c = &connections[connection];
     let flow = spec.flow_of(id);
     let role = Role::at_client(flow);
-    let size = match role {
-        Role::Sender => 0,
-        Role::Receiver => spec.stream_budget(id).unwrap_or(u64::MAX),
+    let header = match role {
+        Role::Sender => landspeed_core::perf::request_header(Some(0)),
+        Role::Receiver => landspeed_core::perf::request_header(spec.stream_budget(id)),
     };
     let (send, recv) = c
         .runtime
         .block_on(async {
             let (mut send, recv) = c.conn.open_bi().await?;
-            send.write_all(&size.to_be_bytes()).await?;
+            send.write_all(&header).await?;
             if role == Role::Receiver {
                 let _ = send.finish();
             }

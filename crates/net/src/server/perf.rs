@@ -12,6 +12,7 @@
 
 use super::Shared;
 use landspeed_core::payload::{Generator, Pattern};
+use landspeed_core::perf::{RequestDecoder, Response};
 use landspeed_core::server_log::{ServerEvent, TestLog};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -97,13 +98,23 @@ async fn requests(conn: &quinn::Connection, max_bytes: Option<u64>, counts: &Arc
 /// Reads the request: the 8-byte size, then the upload drained to FIN. None when the stream ended
 /// before the size.
 async fn request(recv: &mut quinn::RecvStream, counts: &Counts) -> Option<u64> {
-    let mut size = [0u8; 8];
-    recv.read_exact(&mut size).await.ok()?;
-    while let Ok(Some(chunk)) = recv.read_chunk(usize::MAX, false).await {
-        counts.up.fetch_add(chunk.bytes.len() as u64, Relaxed);
+    let mut d = RequestDecoder::new();
+    loop {
+        match recv.read_chunk(usize::MAX, true).await {
+            Ok(Some(chunk)) => {
+                let before = d.uploaded();
+                d.push(&chunk.bytes);
+                counts.up.fetch_add(d.uploaded() - before, Relaxed);
+            }
+            Ok(None) => break,
+            Err(_) => return None,
+        }
     }
     counts.streams.fetch_add(1, Relaxed);
-    Some(u64::from_be_bytes(size))
+    match d.finish()? {
+        Response::Bytes(n) => Some(n),
+        Response::UntilStopped => Some(u64::MAX),
+    }
 }
 
 async fn bidi(
