@@ -43,12 +43,12 @@ pub(crate) fn bind(
     }
     let port = sock.local_addr().map_err(bind_err)?.port();
     let buffers = landspeed_engine::sockopt::granted(&socket2::SockRef::from(&sock));
+    // One runtime thread per two cores: on the 2-core test host one thread moved a single
+    // connection's 6.1 Gbit/s against 4.9-5.6 with two (their hand-offs cost more than the
+    // parallelism gained while the test's own threads share the cores); several connections gained
+    // nothing from the second thread there (docs/benchmarks.md).
     let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(
-            std::thread::available_parallelism()
-                .map_or(2, |n| n.get())
-                .clamp(1, 4),
-        )
+        .worker_threads((std::thread::available_parallelism().map_or(2, |n| n.get()) / 2).clamp(1, 8))
         .thread_name("landspeed-quic")
         .enable_all()
         .build()?;
