@@ -205,6 +205,10 @@ pub struct RunArgs {
     /// certificate.
     #[arg(long, conflicts_with_all = ["iperf3", "udp", "tls", "mptcp", "latency", "measure_path", "from", "send_file", "recv_file"])]
     pub quic_perf: bool,
+    /// --quic-perf: do not check the server's certificate (a foreign perf server announces no
+    /// fingerprint); the result says it was not checked. Without it, --tls-pin is required.
+    #[arg(long, requires = "quic_perf", conflicts_with = "tls_pin")]
+    pub insecure: bool,
     /// Authenticate to a server that requires it (`serve --auth-keys`): the key named NAME, read from
     /// KEYFILE (a key file like the server's, or one line holding the secret alone).
     #[arg(long, value_name = "NAME:KEYFILE", value_parser = values::auth)]

@@ -178,6 +178,12 @@ pub fn cell_spec(a: &RunArgs) -> Result<CellSpec> {
         // Files move over one stream in one direction, with sendfile and splice.
         spec.verify = false;
     }
+    if a.quic_perf && !a.insecure && a.tls_pin.is_none() {
+        return Err(UsageError(
+            "--quic-perf: a perf server announces no certificate to pin; give its fingerprint with --tls-pin SHA256, or --insecure to skip the check".into(),
+        )
+        .into());
+    }
     if a.quic_perf {
         // A perf server's payload is its own.
         spec.transport = landspeed_core::config::Transport::Quic;

@@ -99,7 +99,7 @@ fn quicgo() -> Option<PathBuf> {
 /// landspeed's perf client against a peer's server on `port`: an upload and a download of `bytes`.
 fn landspeed_against(port: u16, bytes: &str, expect: u64) {
     for dir in [None, Some("-R")] {
-        let mut args = vec!["--quic-perf", "-n", bytes, "--no-save"];
+        let mut args = vec!["--quic-perf", "--insecure", "-n", bytes, "--no-save"];
         args.extend(dir);
         let r = run_json("127.0.0.1", port, &args);
         assert_eq!(
@@ -175,7 +175,11 @@ fn quic_go_server_and_client() {
     let peer = start(cmd);
     landspeed_against(port, "64M", 64 << 20);
     // Timed: the download asks for everything and is stopped when the time is up.
-    let r = run_json("127.0.0.1", port, &["--quic-perf", "-R", "-t", "1", "--no-save"]);
+    let r = run_json(
+        "127.0.0.1",
+        port,
+        &["--quic-perf", "--insecure", "-R", "-t", "1", "--no-save"],
+    );
     assert!(r["summary"]["bytes_received"].as_u64().unwrap() > 0);
     drop(peer);
     peer_against_landspeed(
@@ -191,15 +195,34 @@ fn quic_go_server_and_client() {
 }
 
 #[test]
-fn landspeed_serves_its_own_perf_client_and_refuses_it_when_keys_are_required() {
+fn landspeed_serves_its_own_perf_client_within_its_limits() {
     let s = ServerProc::start("127.0.0.1", &[]);
     landspeed_against(s.port, "16M", 16 << 20);
-    let dir = std::env::temp_dir().join(format!("landspeed-perf-auth-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let keys = dir.join("keys");
-    std::fs::write(&keys, "ops 00112233445566778899aabbccddeeff\n").unwrap();
-    let s = ServerProc::start("127.0.0.1", &["--auth-keys", keys.to_str().unwrap()]);
     let p = s.port.to_string();
+    // Pinned to the certificate the server logged: checked, so no warning about it.
+    let mut child = std::process::Command::new(common::bin())
+        .args(["serve", "--bind", "127.0.0.1", "-p", "0"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let pin = line.rsplit("sha256:").next().unwrap().trim().to_string();
+    let port = common::listening_port(&line);
+    let r = run_json(
+        "127.0.0.1",
+        port,
+        &["--quic-perf", "--tls-pin", &pin, "-n", "2M", "--no-save"],
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        !r["warnings"].to_string().contains("not checked"),
+        "{}",
+        r["warnings"]
+    );
     let o = landspeed(
         &[
             "run",
@@ -213,7 +236,73 @@ fn landspeed_serves_its_own_perf_client_and_refuses_it_when_keys_are_required() 
         ],
         T,
     );
-    assert_ne!(o.code, 0, "{}", o.stdout);
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(
+        o.stderr.contains("--tls-pin SHA256, or --insecure"),
+        "{}",
+        o.stderr
+    );
+    // A port with no QUIC behind it: a one-line error within the connect timeout.
+    let closed = common::free_port().to_string();
+    let args = [
+        "run",
+        "127.0.0.1",
+        "-p",
+        &closed,
+        "--quic-perf",
+        "--insecure",
+        "--connect-timeout",
+        "1s",
+    ];
+    let o = landspeed(&args, T);
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert_eq!(o.stderr.trim().lines().count(), 1, "{}", o.stderr);
+    assert!(o.stderr.contains("no QUIC answer"), "{}", o.stderr);
+}
+
+#[test]
+fn perf_clients_are_refused_outside_allow_and_without_keys() {
+    let s = ServerProc::start("127.0.0.1", &["--allow", "192.0.2.0/24"]);
+    let p = s.port.to_string();
+    let args = [
+        "run",
+        "127.0.0.1",
+        "-p",
+        &p,
+        "--quic-perf",
+        "--insecure",
+        "-n",
+        "1M",
+        "--no-save",
+    ];
+    let o = landspeed(&args, T);
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(o.stderr.contains("refused"), "{}", o.stderr);
+    let dir = std::env::temp_dir().join(format!("landspeed-perf-auth-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let keys = dir.join("keys");
+    std::fs::write(&keys, "ops 00112233445566778899aabbccddeeff\n").unwrap();
+    std::fs::set_permissions(&keys, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let s = ServerProc::start("127.0.0.1", &["--auth-keys", keys.to_str().unwrap()]);
+    let p = s.port.to_string();
+    let o = landspeed(
+        &[
+            "run",
+            "127.0.0.1",
+            "-p",
+            &p,
+            "--quic-perf",
+            "--insecure",
+            "-n",
+            "1M",
+            "--no-save",
+        ],
+        T,
+    );
+    assert_eq!(o.code, 1, "{}", o.stdout);
+    // The run's warnings come as the streams start; the error that ends it is one line.
+    let last = o.stderr.trim().lines().last().unwrap_or_default();
+    assert!(last.contains("error: ") && last.contains("requires authentication"), "{}", o.stderr);
     let line = s.next_line(Duration::from_secs(10)).expect("no log line");
     assert!(line.contains("cannot authenticate"), "{line}");
     let _ = std::fs::remove_dir_all(&dir);

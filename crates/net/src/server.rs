@@ -408,7 +408,12 @@ impl Server {
             }
         }
         let quic = match (opts.quic, listeners.first().and_then(|l| l.local_addr().ok())) {
-            (true, Some(a)) => Some(quic::bind(a, opts.quic_port, &tls.identity)?),
+            (true, Some(a)) => Some(quic::bind(
+                a,
+                opts.quic_port,
+                &tls.identity,
+                opts.limits.max_streams,
+            )?),
             _ => None,
         };
         let shared = Arc::new(Shared {

@@ -82,6 +82,11 @@ pub fn run_quic_perf(
         (&tx, &rx),
         &mut hook,
     );
+    if let DataPaths::Quic(q) = &data {
+        if let Some(reason) = q.connections.iter().find_map(|c| refused(&c.conn)) {
+            return Err(quic_err(format!("the server closed the connection: {reason}")));
+        }
+    }
     drop(data);
     let client = out.report(opts.cpus.clone(), warnings);
     let server = EndpointReport {
@@ -105,6 +110,17 @@ pub fn run_quic_perf(
         client_samples: &out.samples,
         server_samples: &[],
     }))
+}
+
+/// Why the server closed the connection with an error of its own (a refusal), if it did.
+fn refused(conn: &quinn::Connection) -> Option<String> {
+    match conn.close_reason()? {
+        quinn::ConnectionError::ApplicationClosed(c) if c.error_code != 0u32.into() => {
+            Some(String::from_utf8_lossy(&c.reason).into_owned())
+        }
+        quinn::ConnectionError::ConnectionClosed(c) => Some(c.to_string()),
+        _ => None,
+    }
 }
 
 /// The test as a perf server runs it: QUIC, and nothing to verify.

@@ -14,7 +14,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
-/// Concurrent streams a QUIC client may open each way (the server's --max-streams caps a test's).
+/// Concurrent streams a QUIC client may open each way (the server's --max-streams, when lower).
 const MAX_STREAMS: u32 = 256;
 
 /// The server's QUIC endpoint and the runtime that drives it.
@@ -33,6 +33,7 @@ pub(crate) fn bind(
     listener: SocketAddr,
     port: Option<u16>,
     identity: &landspeed_engine::tls::Identity,
+    max_streams: Option<u32>,
 ) -> Result<QuicServer, ServerError> {
     let addr = SocketAddr::new(listener.ip(), port.unwrap_or(listener.port()));
     let v6only = addr.is_ipv6().then_some(!addr.ip().is_unspecified());
@@ -52,7 +53,8 @@ pub(crate) fn bind(
         .thread_name("landspeed-quic")
         .enable_all()
         .build()?;
-    let config = landspeed_engine::quic::server_config(identity, MAX_STREAMS)?;
+    let streams = max_streams.map_or(MAX_STREAMS, |m| m.min(MAX_STREAMS));
+    let config = landspeed_engine::quic::server_config(identity, streams)?;
     let endpoint = {
         let _in = runtime.enter();
         quinn::Endpoint::new(

@@ -48,6 +48,13 @@ pub struct TestOptions {
     pub udp: Option<bool>,
     /// Multipath TCP data connections (`run --mptcp`).
     pub mptcp: Option<bool>,
+    /// TLS 1.3 over every TCP stream, this cipher suite (`run --tls --tls-cipher`): "aes128",
+    /// "aes256" or "chacha20".
+    pub tls: Option<String>,
+    /// QUIC instead of TCP (`run --quic`).
+    pub quic: Option<bool>,
+    /// QUIC: connections the streams are spread over (`run --connections`).
+    pub connections: Option<u32>,
     /// Target rate of the test, all streams together, e.g. "100M" (UDP: the send rate; TCP: every
     /// stream paced to its share).
     pub rate: Option<String>,
@@ -65,6 +72,9 @@ impl TestOptions {
             window: self.window.clone().or_else(|| d.window.clone()),
             udp: self.udp.or(d.udp),
             mptcp: self.mptcp.or(d.mptcp),
+            tls: self.tls.clone().or_else(|| d.tls.clone()),
+            quic: self.quic.or(d.quic),
+            connections: self.connections.or(d.connections),
             rate: self.rate.clone().or_else(|| d.rate.clone()),
             interval: self.interval.clone().or_else(|| d.interval.clone()),
         }
@@ -109,6 +119,17 @@ impl TestOptions {
             }
         }
         spec.mptcp = self.mptcp == Some(true);
+        if let Some(c) = self.tls.as_deref() {
+            let cipher = c.parse().map_err(|e| format!("tls = {c:?}: {e}"))?;
+            spec.tls = Some(landspeed_core::tls::TlsSpec { cipher, ktls: false });
+        }
+        if self.quic == Some(true) {
+            spec.transport = Transport::Quic;
+        }
+        if let Some(n) = self.connections {
+            spec.connections = n;
+            spec.streams = spec.streams.max(n);
+        }
         if let Some(r) = self.rate.as_deref() {
             let bps = r
                 .parse::<BitRate>()
@@ -149,6 +170,12 @@ pub struct TestEntry {
     pub udp: Option<bool>,
     /// Multipath TCP data connections.
     pub mptcp: Option<bool>,
+    /// TLS over every TCP stream, this cipher suite.
+    pub tls: Option<String>,
+    /// QUIC instead of TCP.
+    pub quic: Option<bool>,
+    /// QUIC: connections the streams are spread over.
+    pub connections: Option<u32>,
     /// UDP rate over all streams, e.g. "1G".
     pub rate: Option<String>,
     /// Sample interval, e.g. "1s".
@@ -167,6 +194,9 @@ impl TestEntry {
             window: self.window.clone(),
             udp: self.udp,
             mptcp: self.mptcp,
+            tls: self.tls.clone(),
+            quic: self.quic,
+            connections: self.connections,
             rate: self.rate.clone(),
             interval: self.interval.clone(),
         }
@@ -422,6 +452,32 @@ mod tests {
         e.rate = Some("100M".into());
         let err = plan(vec![e]).expand().unwrap_err();
         assert!(err.contains("MPTCP"), "{err}");
+    }
+
+    #[test]
+    fn tls_and_quic_entries_choose_their_transport() {
+        let mut e = TestEntry {
+            from: Some(Names::One("a".into())),
+            to: Some(Names::One("b".into())),
+            tls: Some("chacha20".into()),
+            ..Default::default()
+        };
+        let t = &plan(vec![e.clone()]).expand().unwrap()[0];
+        let cipher = t.spec.tls.map(|t| t.cipher);
+        assert_eq!(cipher, Some(landspeed_core::tls::TlsCipher::Chacha20Poly1305));
+        e.tls = Some("rc4".into());
+        assert!(plan(vec![e.clone()])
+            .expand()
+            .unwrap_err()
+            .contains("tls = \"rc4\""));
+        e.tls = None;
+        e.quic = Some(true);
+        e.connections = Some(3);
+        let t = &plan(vec![e]).expand().unwrap()[0];
+        assert_eq!(
+            (t.spec.transport, t.spec.connections, t.spec.streams),
+            (Transport::Quic, 3, 3)
+        );
     }
 
     #[test]
