@@ -415,7 +415,11 @@ impl TestArgs {
             _ => EndCondition::Time(Duration::from_secs(10)),
         };
         TestSpec {
-            streams: self.streams.max(self.connections.unwrap_or(1)),
+            // -P 0 stays 0, for validation to refuse.
+            streams: match self.connections {
+                Some(c) if self.streams > 0 => self.streams.max(c),
+                _ => self.streams,
+            },
             length_bytes: self
                 .length
                 .unwrap_or(if self.udp {

@@ -302,7 +302,11 @@ fn perf_clients_are_refused_outside_allow_and_without_keys() {
     assert_eq!(o.code, 1, "{}", o.stdout);
     // The run's warnings come as the streams start; the error that ends it is one line.
     let last = o.stderr.trim().lines().last().unwrap_or_default();
-    assert!(last.contains("error: ") && last.contains("requires authentication"), "{}", o.stderr);
+    assert!(
+        last.contains("error: ") && last.contains("requires authentication"),
+        "{}",
+        o.stderr
+    );
     let line = s.next_line(Duration::from_secs(10)).expect("no log line");
     assert!(line.contains("cannot authenticate"), "{line}");
     let _ = std::fs::remove_dir_all(&dir);
