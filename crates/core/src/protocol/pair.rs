@@ -207,12 +207,8 @@ impl Pair {
         let sid = SessionId([9; 16]);
         self.wait(tick);
         assert_eq!(
-            self.send_client(&Message::Accepted {
-                session: sid,
-                certificate: None,
-                quic_port: None,
-            })
-            .unwrap(),
+            self.send_client(&crate::protocol::Admission::plain(sid).message())
+                .unwrap(),
             ClientAction::ConnectStreams(crate::protocol::Admission::plain(sid))
         );
         for id in 0..spec.total_streams() {

@@ -425,11 +425,7 @@ impl ServerSession {
                 event: "accepted",
             });
         }
-        Ok(ServerAction::Reply(Message::Accepted {
-            session: a.session,
-            certificate: a.certificate,
-            quic_port: a.quic_port,
-        }))
+        Ok(ServerAction::Reply(a.message()))
     }
 
     /// A data connection quoting this session arrived. When it was the last one expected, the client
@@ -564,6 +560,31 @@ impl Admission {
             quic_port: None,
         }
     }
+
+    /// The `accepted` message that says it.
+    pub fn message(&self) -> Message {
+        Message::Accepted {
+            session: self.session,
+            certificate: self.certificate,
+            quic_port: self.quic_port,
+        }
+    }
+
+    /// What an `accepted` message says (None for any other message).
+    pub fn from_message(m: &Message) -> Option<Admission> {
+        match *m {
+            Message::Accepted {
+                session,
+                certificate,
+                quic_port,
+            } => Some(Admission {
+                session,
+                certificate,
+                quic_port,
+            }),
+            _ => None,
+        }
+    }
 }
 
 /// The client's side of one test.
@@ -687,20 +708,10 @@ impl ClientSession {
                     auth: proof,
                 }))
             }
-            (
-                AwaitAccepted,
-                Message::Accepted {
-                    session,
-                    certificate,
-                    quic_port,
-                },
-            ) => {
+            (AwaitAccepted, m @ Message::Accepted { .. }) => {
                 self.enter(ClientPhase::Connecting, now);
-                Ok(ClientAction::ConnectStreams(Admission {
-                    session,
-                    certificate,
-                    quic_port,
-                }))
+                let a = Admission::from_message(&m).expect("the pattern is an accepted message");
+                Ok(ClientAction::ConnectStreams(a))
             }
             (AwaitAccepted | AwaitWelcome, Message::Rejected { reason, code }) => {
                 self.enter(ClientPhase::Failed, now);

@@ -38,12 +38,7 @@ pub fn run_quic_perf(
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64());
     let addr = resolve(opts)?;
-    let trust = opts.tls_pin.map_or(Trust::Any, Trust::Pinned);
-    let congestion = spec.congestion.clone().unwrap_or_else(|| "cubic".into());
-    let config = q::client_config(trust, ALPN_PERF, Some(&congestion), MAX_STREAMS).map_err(quic_err)?;
-    let connections = (0..spec.connections)
-        .map(|_| connect(opts, addr, config.clone(), &congestion, &opts.host))
-        .collect::<Result<Vec<_>, _>>()?;
+    let connections = connections(opts, spec, addr)?;
     let local = connections[0]
         .endpoint
         .as_ref()
@@ -110,6 +105,20 @@ pub fn run_quic_perf(
         client_samples: &out.samples,
         server_samples: &[],
     }))
+}
+
+/// The test's connections to the perf server, its certificate pinned (`--tls-pin`) or not checked.
+fn connections(
+    opts: &ClientOptions,
+    spec: &TestSpec,
+    addr: std::net::SocketAddr,
+) -> Result<Vec<QuicConnection>, ClientError> {
+    let trust = opts.tls_pin.map_or(Trust::Any, Trust::Pinned);
+    let congestion = spec.congestion.clone().unwrap_or_else(|| "cubic".into());
+    let config = q::client_config(trust, ALPN_PERF, Some(&congestion), MAX_STREAMS).map_err(quic_err)?;
+    (0..spec.connections)
+        .map(|_| connect(opts, addr, config.clone(), &congestion, &opts.host))
+        .collect()
 }
 
 /// Why the server closed the connection with an error of its own (a refusal), if it did.
