@@ -21,7 +21,7 @@ fn version_is_one_line_with_commit_kernel_and_data_paths() {
             "{l}"
         );
         assert!(l.contains("; Linux "), "{l}");
-        for path in ["io_uring", "MSG_ZEROCOPY", "UDP GSO", "UDP GRO", "MPTCP"] {
+        for path in ["io_uring", "MSG_ZEROCOPY", "UDP GSO", "UDP GRO", "MPTCP", "kTLS"] {
             assert!(
                 l.contains(&format!("{path} yes")) || l.contains(&format!("{path} no")),
                 "{path} in {l}"

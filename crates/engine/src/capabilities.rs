@@ -1,5 +1,5 @@
 //! Which of landspeed's data paths this kernel offers, found by trying each on a throwaway socket:
-//! io_uring, MSG_ZEROCOPY, UDP segmentation and receive offload, MPTCP. `landspeed --version` names
+//! io_uring, MSG_ZEROCOPY, UDP segmentation and receive offload, MPTCP, kernel TLS. `landspeed --version` names
 //! them, so a bug report carries the facts that decide which path a test took.
 
 use std::os::fd::{FromRawFd, OwnedFd};
@@ -52,6 +52,10 @@ pub fn probe() -> Vec<Capability> {
             name: "MPTCP",
             available: socket(libc::SOCK_STREAM, crate::mptcp::IPPROTO_MPTCP).is_some(),
         },
+        Capability {
+            name: "kTLS",
+            available: crate::tls::ktls_unavailable_reason().is_none(),
+        },
     ]
 }
 
@@ -63,7 +67,10 @@ mod tests {
     fn every_path_is_probed_once_by_name() {
         let c = probe();
         let names: Vec<&str> = c.iter().map(|c| c.name).collect();
-        assert_eq!(names, ["io_uring", "MSG_ZEROCOPY", "UDP GSO", "UDP GRO", "MPTCP"]);
+        assert_eq!(
+            names,
+            ["io_uring", "MSG_ZEROCOPY", "UDP GSO", "UDP GRO", "MPTCP", "kTLS"]
+        );
         // Linux has had UDP GRO since 5.0 and SO_ZEROCOPY since 4.14: the machines landspeed runs on.
         assert!(c[1].available && c[3].available, "{c:?}");
     }
