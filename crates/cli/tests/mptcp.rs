@@ -7,9 +7,7 @@
 mod common;
 
 use common::wan::root;
-use common::{
-    bin, command, ip, landspeed, record, record_check, run_json, run_text, wait_output, ServerProc,
-};
+use common::{bin, command, ip, landspeed, run_json, run_text, wait_output, ServerProc};
 use serde_json::Value;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -62,26 +60,12 @@ fn loopback_mptcp_has_one_subflow_per_stream_and_verifies_every_byte() {
 #[test]
 fn record_and_the_archive_name_the_transport() {
     let s = ServerProc::start("127.0.0.1", &[]);
-    let dir = std::env::temp_dir().join(format!("landspeed-mptcp-record-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let db = dir.join("a.db").display().to_string();
-    let o = run_text(
-        s.port,
-        &["--mptcp", "-t", "1", "--db", &db],
-        Duration::from_secs(30),
-    );
-    assert_eq!(o.code, 0, "{}", o.stderr);
-    let h = landspeed(&["history", "--db", &db], Duration::from_secs(10));
-    assert!(h.stdout.contains("lands/mptcp"), "{}", h.stdout);
-    let o = record(&db, "Geneva, CH > Chicago, US", "0.5s", &["--json"]);
-    let std_tcp = record_check(&o, "standard TCP");
+    let (_archive, std_tcp) = common::archived_transport(s.port, &["--mptcp"], "mptcp");
     assert_eq!(std_tcp["passed"], false, "{std_tcp}");
     assert!(
         std_tcp["evidence"].as_str().unwrap().contains("Multipath TCP"),
         "{std_tcp}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{bin, landspeed, listening_port, run_json, run_text, ServerProc};
+use common::{bin, landspeed, run_json, run_text, ServerProc};
 use std::time::Duration;
 
 const T: Duration = Duration::from_secs(60);
@@ -138,39 +138,7 @@ fn what_cannot_run_is_one_line() {
 
 #[test]
 fn a_byte_flipped_on_arrival_is_caught_at_its_offset() {
-    let mut server = std::process::Command::new(bin())
-        .args(["serve", "--bind", "127.0.0.1", "-p", "0"])
-        .env("LANDSPEED_FAULT_FLIP", "1:2000003")
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(server.stdout.take().unwrap()),
-        &mut line,
-    )
-    .unwrap();
-    let p = listening_port(&line).to_string();
-    let o = landspeed(
-        &[
-            "run",
-            "127.0.0.1",
-            "-p",
-            &p,
-            "--json",
-            "--quic",
-            "-P",
-            "2",
-            "-n",
-            "8M",
-            "--no-save",
-        ],
-        T,
-    );
-    let _ = server.kill();
-    let _ = server.wait();
-    assert_eq!(o.code, 1, "{}", o.stderr);
-    let r: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+    let r = common::flipped_run("1:2000003", &["--quic", "-P", "2", "-n", "8M"]);
     assert_eq!(r["payload"]["first_corruption"]["stream"], 1);
     assert_eq!(r["payload"]["first_corruption"]["offset"], 2_000_003);
 }
@@ -178,22 +146,12 @@ fn a_byte_flipped_on_arrival_is_caught_at_its_offset() {
 #[test]
 fn the_archive_and_record_name_quic() {
     let s = ServerProc::start("127.0.0.1", &[]);
-    let dir = std::env::temp_dir().join(format!("landspeed-quic-record-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let db = dir.join("a.db").display().to_string();
-    let o = run_text(s.port, &["--quic", "-t", "1", "--db", &db], T);
-    assert_eq!(o.code, 0, "{}", o.stderr);
-    let h = landspeed(&["history", "--db", &db], T);
-    assert!(h.stdout.contains("lands/quic"), "{}", h.stdout);
-    let o = common::record(&db, "Geneva, CH > Chicago, US", "0.5s", &["--json"]);
-    let std_tcp = common::record_check(&o, "standard TCP");
+    let (_archive, std_tcp) = common::archived_transport(s.port, &["--quic"], "quic");
     assert_eq!(std_tcp["passed"], false, "{std_tcp}");
     assert!(
         std_tcp["evidence"].as_str().unwrap().contains("QUIC over UDP"),
         "{std_tcp}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

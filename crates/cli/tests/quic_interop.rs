@@ -198,44 +198,19 @@ fn quic_go_server_and_client() {
 fn landspeed_serves_its_own_perf_client_within_its_limits() {
     let s = ServerProc::start("127.0.0.1", &[]);
     landspeed_against(s.port, "16M", 16 << 20);
-    let p = s.port.to_string();
     // Pinned to the certificate the server logged: checked, so no warning about it.
-    let mut child = std::process::Command::new(common::bin())
-        .args(["serve", "--bind", "127.0.0.1", "-p", "0"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let pin = line.rsplit("sha256:").next().unwrap().trim().to_string();
-    let port = common::listening_port(&line);
+    let pin = s.first_line.rsplit("sha256:").next().unwrap().trim().to_string();
     let r = run_json(
         "127.0.0.1",
-        port,
+        s.port,
         &["--quic-perf", "--tls-pin", &pin, "-n", "2M", "--no-save"],
     );
-    let _ = child.kill();
-    let _ = child.wait();
     assert!(
         !r["warnings"].to_string().contains("not checked"),
         "{}",
         r["warnings"]
     );
-    let o = landspeed(
-        &[
-            "run",
-            "127.0.0.1",
-            "-p",
-            &p,
-            "--quic-perf",
-            "-n",
-            "1M",
-            "--no-save",
-        ],
-        T,
-    );
+    let o = perf_client(s.port, &["-n", "1M"]);
     assert_eq!(o.code, 2, "{}", o.stderr);
     assert!(
         o.stderr.contains("--tls-pin SHA256, or --insecure"),
@@ -243,39 +218,24 @@ fn landspeed_serves_its_own_perf_client_within_its_limits() {
         o.stderr
     );
     // A port with no QUIC behind it: a one-line error within the connect timeout.
-    let closed = common::free_port().to_string();
-    let args = [
-        "run",
-        "127.0.0.1",
-        "-p",
-        &closed,
-        "--quic-perf",
-        "--insecure",
-        "--connect-timeout",
-        "1s",
-    ];
-    let o = landspeed(&args, T);
+    let o = perf_client(common::free_port(), &["--insecure", "--connect-timeout", "1s"]);
     assert_eq!(o.code, 1, "{}", o.stderr);
     assert_eq!(o.stderr.trim().lines().count(), 1, "{}", o.stderr);
     assert!(o.stderr.contains("no QUIC answer"), "{}", o.stderr);
 }
 
+/// `landspeed run 127.0.0.1 -p PORT --quic-perf --no-save EXTRA...`.
+fn perf_client(port: u16, extra: &[&str]) -> common::Outcome {
+    let p = port.to_string();
+    let mut args = vec!["run", "127.0.0.1", "-p", &p, "--quic-perf", "--no-save"];
+    args.extend_from_slice(extra);
+    landspeed(&args, T)
+}
+
 #[test]
 fn perf_clients_are_refused_outside_allow_and_without_keys() {
     let s = ServerProc::start("127.0.0.1", &["--allow", "192.0.2.0/24"]);
-    let p = s.port.to_string();
-    let args = [
-        "run",
-        "127.0.0.1",
-        "-p",
-        &p,
-        "--quic-perf",
-        "--insecure",
-        "-n",
-        "1M",
-        "--no-save",
-    ];
-    let o = landspeed(&args, T);
+    let o = perf_client(s.port, &["--insecure", "-n", "1M"]);
     assert_eq!(o.code, 1, "{}", o.stderr);
     assert!(o.stderr.contains("refused"), "{}", o.stderr);
     let dir = std::env::temp_dir().join(format!("landspeed-perf-auth-{}", std::process::id()));
@@ -284,21 +244,7 @@ fn perf_clients_are_refused_outside_allow_and_without_keys() {
     std::fs::write(&keys, "ops 00112233445566778899aabbccddeeff\n").unwrap();
     std::fs::set_permissions(&keys, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     let s = ServerProc::start("127.0.0.1", &["--auth-keys", keys.to_str().unwrap()]);
-    let p = s.port.to_string();
-    let o = landspeed(
-        &[
-            "run",
-            "127.0.0.1",
-            "-p",
-            &p,
-            "--quic-perf",
-            "--insecure",
-            "-n",
-            "1M",
-            "--no-save",
-        ],
-        T,
-    );
+    let o = perf_client(s.port, &["--insecure", "-n", "1M"]);
     assert_eq!(o.code, 1, "{}", o.stdout);
     // The run's warnings come as the streams start; the error that ends it is one line.
     let last = o.stderr.trim().lines().last().unwrap_or_default();

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{bin, landspeed, listening_port, run_json, run_text, ServerProc};
+use common::{landspeed, run_json, run_text, ServerProc};
 use std::time::Duration;
 
 const T: Duration = Duration::from_secs(60);
@@ -77,19 +77,11 @@ fn a_servers_own_certificate_is_announced_and_can_be_pinned() {
     std::fs::write(&cert, ck.cert.pem()).unwrap();
     std::fs::write(&key, ck.signing_key.serialize_pem()).unwrap();
     let fingerprint = landspeed_core::tls::CertFingerprint::of_der(ck.cert.der()).to_string();
-    let mut child = std::process::Command::new(bin())
-        .args(["serve", "--bind", "127.0.0.1", "-p", "0", "--cert"])
-        .args([&cert, &std::path::PathBuf::from("--key"), &key])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
-        &mut line,
-    )
-    .unwrap();
-    let port = listening_port(&line);
+    let s = ServerProc::start(
+        "127.0.0.1",
+        &["--cert", cert.to_str().unwrap(), "--key", key.to_str().unwrap()],
+    );
+    let line = &s.first_line;
     let colons = fingerprint
         .to_uppercase()
         .as_bytes()
@@ -99,11 +91,9 @@ fn a_servers_own_certificate_is_announced_and_can_be_pinned() {
         .join(":");
     let r = run_json(
         "127.0.0.1",
-        port,
+        s.port,
         &["--tls", "--tls-pin", &colons, "-n", "2M", "--no-save"],
     );
-    let _ = child.kill();
-    let _ = child.wait();
     let _ = std::fs::remove_dir_all(&dir);
     assert!(line.contains(&format!("sha256:{fingerprint}")), "{line}");
     assert_eq!(r["summary"]["bytes_verified"], 2 << 20);
@@ -129,37 +119,7 @@ fn a_servers_own_certificate_is_announced_and_can_be_pinned() {
 
 #[test]
 fn a_byte_flipped_after_decryption_is_caught_at_its_offset() {
-    let mut server = std::process::Command::new(bin())
-        .args(["serve", "--bind", "127.0.0.1", "-p", "0"])
-        .env("LANDSPEED_FAULT_FLIP", "0:3000001")
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(server.stdout.take().unwrap()),
-        &mut line,
-    )
-    .unwrap();
-    let p = listening_port(&line).to_string();
-    let o = landspeed(
-        &[
-            "run",
-            "127.0.0.1",
-            "-p",
-            &p,
-            "--json",
-            "--tls",
-            "-n",
-            "8M",
-            "--no-save",
-        ],
-        T,
-    );
-    let _ = server.kill();
-    let _ = server.wait();
-    assert_eq!(o.code, 1, "{}", o.stderr);
-    let r: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+    let r = common::flipped_run("0:3000001", &["--tls", "-n", "8M"]);
     assert_eq!(r["payload"]["first_corruption"]["offset"], 3_000_001);
     assert_eq!(r["summary"]["corrupt_blocks"], 1);
 }
@@ -204,24 +164,15 @@ fn an_iperf3_server_cannot_carry_tls() {
 #[test]
 fn the_archive_record_and_model_name_tls() {
     let s = ServerProc::start("127.0.0.1", &[]);
-    let dir = std::env::temp_dir().join(format!("landspeed-tls-record-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let db = dir.join("a.db").display().to_string();
-    let o = run_text(s.port, &["--tls", "-t", "1", "--db", &db], T);
-    assert_eq!(o.code, 0, "{}", o.stderr);
-    let h = landspeed(&["history", "--db", &db], T);
-    assert!(h.stdout.contains("lands/tls"), "{}", h.stdout);
-    let o = common::record(&db, "Geneva, CH > Chicago, US", "0.5s", &["--json"]);
-    let std_tcp = common::record_check(&o, "standard TCP");
+    let (archive, std_tcp) = common::archived_transport(s.port, &["--tls"], "tls");
+    let db = &archive.db;
     assert_eq!(std_tcp["passed"], true, "{std_tcp}");
     let evidence = std_tcp["evidence"].as_str().unwrap();
     assert!(
         evidence.contains("TLS 1.3 records (TLS13_AES_128_GCM_SHA256)"),
         "{evidence}"
     );
-    let m = landspeed(&["model", "--run", "1", "--db", &db], T);
+    let m = landspeed(&["model", "--run", "1", "--db", db], T);
     assert_eq!(m.code, 0, "{}", m.stderr);
     assert!(m.stdout.contains("the run carried TLS 1.3"), "{}", m.stdout);
-    let _ = std::fs::remove_dir_all(&dir);
 }

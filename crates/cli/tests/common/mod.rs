@@ -19,12 +19,19 @@ pub struct ServerProc {
     pub child: Option<Child>,
     pub port: u16,
     pub lines: mpsc::Receiver<String>,
+    /// Its first log line ("listening on ...; TLS certificate sha256:...").
+    pub first_line: String,
 }
 
 impl ServerProc {
     /// Starts `landspeed serve --bind ADDR -p 0 [extra]` (no --bind when `bind` is empty) and waits for
     /// its "listening on" line.
     pub fn start(bind: &str, extra: &[&str]) -> ServerProc {
+        ServerProc::start_env(bind, extra, &[])
+    }
+
+    /// `start`, with these environment variables set for the server (the fault injectors).
+    pub fn start_env(bind: &str, extra: &[&str], env: &[(&str, &str)]) -> ServerProc {
         let bind_args: Vec<&str> = if bind.is_empty() {
             vec![]
         } else {
@@ -34,6 +41,7 @@ impl ServerProc {
             .args(["serve", "-p", "0"])
             .args(bind_args)
             .args(extra)
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -52,6 +60,7 @@ impl ServerProc {
             .expect("server printed nothing");
         // The text log says "listening on ADDR:PORT; TLS certificate ..."; --log-json's first event
         // lists the addresses.
+        let first_line = first.clone();
         let port = match serde_json::from_str::<serde_json::Value>(&first) {
             Ok(v) => {
                 let a = v["addresses"][0].as_str().unwrap_or_default();
@@ -63,6 +72,7 @@ impl ServerProc {
             child: Some(child),
             port,
             lines: rx,
+            first_line,
         }
     }
 
@@ -154,6 +164,51 @@ pub fn record(db: &str, path: &str, min_duration: &str, extra: &[&str]) -> Outco
     args.extend(["--min-duration", min_duration]);
     args.extend_from_slice(extra);
     landspeed(&args, Duration::from_secs(60))
+}
+
+/// `run --json ARGS` against a server whose receive path flips the byte `LANDSPEED_FAULT_FLIP`
+/// names (`STREAM:OFFSET`, the test build's fault injector): the run must fail (exit 1); its result.
+pub fn flipped_run(flip: &str, args: &[&str]) -> serde_json::Value {
+    let s = ServerProc::start_env("127.0.0.1", &[], &[("LANDSPEED_FAULT_FLIP", flip)]);
+    let p = s.port.to_string();
+    let mut all = vec!["run", "127.0.0.1", "-p", &p, "--json", "--no-save"];
+    all.extend_from_slice(args);
+    let o = landspeed(&all, Duration::from_secs(60));
+    assert_eq!(o.code, 1, "a corrupted run must fail: {}", o.stderr);
+    serde_json::from_str(&o.stdout).unwrap()
+}
+
+/// A fresh archive in a temporary directory, removed when dropped.
+pub struct TempArchive {
+    pub dir: std::path::PathBuf,
+    pub db: String,
+}
+
+impl Drop for TempArchive {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// One second of `run 127.0.0.1 -p PORT ARGS` stored in a fresh archive, whose `history` must list
+/// the run's transport as `transport`; returns the archive and `record`'s "standard TCP" check of it.
+pub fn archived_transport(port: u16, args: &[&str], transport: &str) -> (TempArchive, serde_json::Value) {
+    let dir = std::env::temp_dir().join(format!("landspeed-{transport}-record-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let a = TempArchive {
+        db: dir.join("a.db").display().to_string(),
+        dir,
+    };
+    let mut all = args.to_vec();
+    all.extend(["-t", "1", "--db", &a.db]);
+    let o = run_text(port, &all, Duration::from_secs(60));
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let h = landspeed(&["history", "--db", &a.db], Duration::from_secs(30));
+    assert!(h.stdout.contains(&format!("lands/{transport}")), "{}", h.stdout);
+    let o = record(&a.db, "Geneva, CH > Chicago, US", "0.5s", &["--json"]);
+    let check = record_check(&o, "standard TCP");
+    (a, check)
 }
 
 /// The check named `rule` in `record --json`'s output.

@@ -8,7 +8,7 @@
 //! could prove, the payload is the server's own (constant bytes for most), so nothing is verified,
 //! and the result says both.
 
-use super::quic::{connect, quic_err};
+use super::quic::{connect, open_stream, quic_err};
 use super::{resolve, run_context, ClientError, ClientEvent, ClientOptions, LiveIntervals};
 use crate::streams::{DataPaths, QuicData};
 use landspeed_core::assemble::{assemble, Inputs};
@@ -21,7 +21,7 @@ use landspeed_engine::tls::Trust;
 use landspeed_engine::transport::quic::{QuicConnection, QuicStream};
 use landspeed_engine::transport::udp::UdpFormat;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-use std::sync::{mpsc, Mutex};
+use std::sync::mpsc;
 use std::time::SystemTime;
 
 /// Requests a performance-protocol connection may have open at once.
@@ -143,34 +143,11 @@ fn perf_spec(opts: &ClientOptions) -> Result<Test, ClientError> {
 /// Opens request `id`: its size header (0 for an upload, its share of the bytes or u64::MAX for a
 /// download, which then ends its request at once).
 fn request(spec: &TestSpec, connections: &[QuicConnection], id: u32) -> Result<QuicStream, ClientError> {
-    let connection = ((id % spec.streams) % spec.connections) as usize;
-    let c = &connections[connection];
-    let flow = spec.flow_of(id);
-    let role = Role::at_client(flow);
-    let header = match role {
+    let header = match Role::at_client(spec.flow_of(id)) {
         Role::Sender => landspeed_core::perf::request_header(Some(0)),
         Role::Receiver => landspeed_core::perf::request_header(spec.stream_budget(id)),
     };
-    let (send, recv) = c
-        .runtime
-        .block_on(async {
-            let (mut send, recv) = c.conn.open_bi().await?;
-            send.write_all(&header).await?;
-            if role == Role::Receiver {
-                let _ = send.finish();
-            }
-            Ok::<_, Box<dyn std::error::Error>>((send, recv))
-        })
-        .map_err(|e| quic_err(format!("request {id}: {e}")))?;
-    Ok(QuicStream {
-        id,
-        flow,
-        role,
-        budget: (role == Role::Sender).then(|| spec.stream_budget(id)).flatten(),
-        connection,
-        io: Mutex::new(Some((send, recv))),
-        perf: true,
-    })
+    open_stream(spec, connections, id, &header, true)
 }
 
 /// What the client can say of the server's end of a stream: an answered upload was received whole,

@@ -102,21 +102,34 @@ fn stream(
     a: Admission,
     id: u32,
 ) -> Result<QuicStream, ClientError> {
-    let connection = ((id % spec.streams) % spec.connections) as usize;
-    let c = &connections[connection];
-    let flow = spec.flow_of(id);
-    let role = Role::at_client(flow);
     let hello = Preamble::Data {
         version: PROTOCOL_VERSION,
         session: a.session,
         stream: id,
     }
     .encode();
+    open_stream(spec, connections, id, &hello, false)
+}
+
+/// Opens stream `id` of the test as a bidirectional stream on its connection (round-robin within its
+/// direction) and sends `first` (a landspeed hello, or a performance-protocol request's size); a
+/// stream this end receives on then finishes its sending half. `perf`: a performance-protocol request.
+pub(super) fn open_stream(
+    spec: &TestSpec,
+    connections: &[QuicConnection],
+    id: u32,
+    first: &[u8],
+    perf: bool,
+) -> Result<QuicStream, ClientError> {
+    let connection = ((id % spec.streams) % spec.connections) as usize;
+    let c = &connections[connection];
+    let flow = spec.flow_of(id);
+    let role = Role::at_client(flow);
     let (send, recv) = c
         .runtime
         .block_on(async {
             let (mut send, recv) = c.conn.open_bi().await?;
-            send.write_all(&hello).await?;
+            send.write_all(first).await?;
             if role == Role::Receiver {
                 let _ = send.finish();
             }
@@ -130,6 +143,6 @@ fn stream(
         budget: (role == Role::Sender).then(|| spec.stream_budget(id)).flatten(),
         connection,
         io: Mutex::new(Some((send, recv))),
-        perf: false,
+        perf,
     })
 }
