@@ -171,16 +171,18 @@ fn a_client_that_vanishes_does_not_stop_the_endpoint() {
                 "--no-save",
                 dir,
             ])
-            .stdout(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null())
             .spawn()
             .unwrap();
-        std::thread::sleep(Duration::from_millis(1500));
+        // Killed once data moves: its first interval line.
+        let out = common::wait_for_line(c.stdout.take().unwrap(), " sec ");
         let _ = c.kill();
         let _ = c.wait();
+        drop(out);
     }
-    // The server's senders now write into a socket whose peer is gone (ICMP port unreachable).
-    std::thread::sleep(Duration::from_millis(500));
+    // The server's senders are still writing to sockets whose peer is gone (ICMP port unreachable)
+    // while this test runs.
     let r = run_json("127.0.0.1", s.port, &["--quic", "-n", "4M", "--no-save"]);
     check_streams(&r, "after a vanished client");
 }

@@ -66,6 +66,19 @@ pub struct Outcome {
 }
 
 impl Outcome {
+    /// Counts `n` bytes moved by one call at `now` and publishes the stream's total in its `meter`
+    /// (one relaxed store: the per-call work of every transport's hot loop).
+    #[inline]
+    pub(crate) fn moved(&mut self, n: usize, now: Instant, meter: &Meter) {
+        self.bytes += n as u64;
+        self.calls += 1;
+        self.first.get_or_insert(now);
+        self.last = Some(now);
+        meter
+            .bytes
+            .store(self.bytes, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// Checks `data`, just received on stream `id` at its current offset (`self.bytes`, before
     /// counting it), and records what was wrong; `last_bad_block` keeps a block split over two
     /// receives from counting twice.

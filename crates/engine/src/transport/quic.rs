@@ -261,12 +261,7 @@ struct Stream<'a> {
 
 impl Stream<'_> {
     fn account(&self, out: &mut Outcome, n: usize) {
-        let now = Instant::now();
-        out.bytes += n as u64;
-        out.calls += 1;
-        out.first.get_or_insert(now);
-        out.last = Some(now);
-        self.meter.bytes.store(out.bytes, Relaxed);
+        out.moved(n, Instant::now(), self.meter);
     }
 
     /// Writes the payload until the budget, the deadline or `stop`, then FIN and the peer's

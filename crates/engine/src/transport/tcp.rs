@@ -196,12 +196,8 @@ impl<'a> State<'a> {
     }
 
     fn account(&mut self, n: usize, now: Instant) {
-        self.out.bytes += n as u64;
-        self.out.calls += 1;
-        self.out.first.get_or_insert(now);
-        self.out.last = Some(now);
+        self.out.moved(n, now, self.counter);
         self.last_progress = now;
-        self.counter.bytes.store(self.out.bytes, Relaxed);
         if let Some(r) = self.remaining.as_mut() {
             *r -= n as u64;
         }
