@@ -90,6 +90,11 @@ pub fn client(e: &ClientError) -> String {
             ..
         } => format!("{e} (--auth NAME:KEYFILE)"),
         ClientError::Iperf3Server { .. } => format!("{e} (use --iperf3)"),
+        ClientError::Ktls { reason } => format!("--ktls: {reason}"),
+        ClientError::NotWithIperf3 { what } => format!(
+            "the server speaks iperf3's protocol, which cannot carry {}",
+            what.replacen("TLS:", "--tls:", 1)
+        ),
         other => other.to_string(),
     }
 }

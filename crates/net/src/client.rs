@@ -155,10 +155,14 @@ pub enum ClientError {
         what: &'static str,
     },
     /// A QUIC test, and the server accepted it without a QUIC port or certificate: it predates QUIC.
-    #[error("the server accepted a QUIC test without offering QUIC (a landspeed server older than --quic?)")]
+    #[error(
+        "the server accepted a QUIC test without offering QUIC (a landspeed server older than QUIC support?)"
+    )]
     QuicNotOffered,
     /// No QUIC handshake completed in time.
-    #[error("no QUIC answer from {addr} within {after:?} (is UDP blocked, or is the server running with --no-quic?)")]
+    #[error(
+        "no QUIC answer from {addr} within {after:?} (is UDP blocked, or QUIC turned off on the server?)"
+    )]
     QuicTimeout {
         /// The server's QUIC address.
         addr: SocketAddr,
@@ -172,13 +176,13 @@ pub enum ClientError {
         detail: String,
     },
     /// Kernel TLS was asked for and cannot be used.
-    #[error("--ktls: {reason}")]
+    #[error("kernel TLS: {reason}")]
     Ktls {
         /// Why not, in words.
         reason: String,
     },
     /// A `--tls` test, and the server accepted it without announcing a certificate: it predates TLS.
-    #[error("the server accepted the test without offering TLS (a landspeed server older than --tls?); run without --tls")]
+    #[error("the server accepted the test without offering TLS (a landspeed server older than TLS support?); run without TLS")]
     TlsNotOffered,
     /// A data stream's TLS handshake failed.
     #[error("stream {id}: {detail}")]

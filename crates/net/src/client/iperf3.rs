@@ -236,7 +236,7 @@ fn awaiting(
 fn iperf3_spec(opts: &ClientOptions) -> Result<Test, ClientError> {
     if opts.spec.tls.is_some() {
         return Err(ClientError::NotWithIperf3 {
-            what: "--tls: iperf3 has no encrypted data mode",
+            what: "TLS: iperf3 has no encrypted data mode",
         });
     }
     Ok(opts.spec.changed(|s| {

@@ -192,7 +192,7 @@ fn prepare(link: &mut ServerLink, shared: &Shared, log: &mut TestLog) -> Result<
             if shared.quic.is_none() {
                 return Err(reject(
                     &mut link.wire,
-                    "this server does not serve QUIC (serve --no-quic)",
+                    "this server does not serve QUIC (its QUIC endpoint is turned off)",
                 ));
             }
             &shared.registry
