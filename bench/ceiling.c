@@ -7,14 +7,20 @@
  *
  *   cc -O2 -pthread -o ceiling bench/ceiling.c
  *   ./ceiling [-t SECONDS] [-l WRITE_BYTES] [-P STREAMS] [-w WINDOW_BYTES] [-b PACE_BITS_PER_S]
+ *             [-s LISTEN_NETNS -c CONNECT_NETNS -a LISTEN_ADDR]
+ *
+ * With -s, -c and -a (bench/peers --veth) the listening socket is made in network namespace
+ * LISTEN_NETNS on LISTEN_ADDR and the sending sockets in CONNECT_NETNS (namespaces named by
+ * `ip netns add`), so every byte crosses the veth pair between them; the threads stay in one process.
  *
  * Prints one JSON line: bytes received, seconds (first to last byte of the receivers), Gbit/s, and the
- * process's CPU seconds (both ends, user + system) per GB. Sends only to 127.0.0.1, for at most
- * SECONDS (<= 60). Written for landspeed's bench/peers; not part of the product.
+ * process's CPU seconds (both ends, user + system) per GB. Sends only to 127.0.0.1 (or, with -a, to
+ * an address in a namespace the bench made), for at most SECONDS (<= 60). Written for landspeed's bench/peers; not part of the product.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
@@ -29,13 +35,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MAX_STREAMS 64
+#define MAX_STREAMS 1024
 
 static double seconds = 3.0;
 static size_t length = 128 * 1024;
 static int window = 0;
 static uint64_t pace_bps = 0;
 static atomic_int stop;
+static const char *listen_ns, *connect_ns, *listen_addr;
 
 struct end {
     int fd;
@@ -111,15 +118,19 @@ static void options(int fd) {
 
 static void args(int argc, char **argv, int *streams) {
     int c;
-    while ((c = getopt(argc, argv, "t:l:P:w:b:")) != -1) {
+    while ((c = getopt(argc, argv, "t:l:P:w:b:s:c:a:")) != -1) {
         switch (c) {
         case 't': seconds = atof(optarg); break;
         case 'l': length = strtoull(optarg, NULL, 10); break;
         case 'P': *streams = atoi(optarg); break;
         case 'w': window = atoi(optarg); break;
         case 'b': pace_bps = strtoull(optarg, NULL, 10); break;
+        case 's': listen_ns = optarg; break;
+        case 'c': connect_ns = optarg; break;
+        case 'a': listen_addr = optarg; break;
         default:
-            fprintf(stderr, "usage: ceiling [-t s] [-l bytes] [-P streams] [-w bytes] [-b bit/s]\n");
+            fprintf(stderr, "usage: ceiling [-t s] [-l bytes] [-P streams] [-w bytes] [-b bit/s] "
+                            "[-s listen_netns -c connect_netns -a listen_addr]\n");
             exit(2);
         }
     }
@@ -130,14 +141,30 @@ static void args(int argc, char **argv, int *streams) {
     }
 }
 
-/* A listening socket on 127.0.0.1 and an ephemeral port. */
+/* Moves this thread into network namespace `name` (made by `ip netns add`); sockets made afterwards
+ * belong to it, and stay there when the thread moves on. */
+static void enter(const char *name) {
+    if (!name)
+        return;
+    char path[256];
+    snprintf(path, sizeof path, "/run/netns/%s", name);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || setns(fd, CLONE_NEWNET))
+        die(path);
+    close(fd);
+}
+
+/* A listening socket on 127.0.0.1 (or -a's address in -s's namespace) and an ephemeral port. */
 static int listener(struct sockaddr_in *addr) {
+    enter(listen_ns);
     int l = socket(AF_INET, SOCK_STREAM, 0);
     if (l < 0)
         die("socket");
     memset(addr, 0, sizeof *addr);
     addr->sin_family = AF_INET;
     addr->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (listen_addr && inet_pton(AF_INET, listen_addr, &addr->sin_addr) != 1)
+        die("-a");
     options(l);
     socklen_t len = sizeof *addr;
     if (bind(l, (struct sockaddr *)addr, len) || listen(l, MAX_STREAMS) ||
@@ -167,6 +194,7 @@ int main(int argc, char **argv) {
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     struct sockaddr_in addr;
     int l = listener(&addr);
+    enter(connect_ns);
     static struct end tx[MAX_STREAMS], rx[MAX_STREAMS];
     pthread_t tt[MAX_STREAMS], rt[MAX_STREAMS];
     for (int i = 0; i < streams; i++) {

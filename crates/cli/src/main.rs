@@ -6,72 +6,45 @@
 // optional part there), not rustdoc links.
 #![allow(rustdoc::broken_intra_doc_links)]
 
-mod archive;
-mod args;
-mod exporter;
-mod flags;
-mod http;
-mod keyfile;
-mod mesh;
-mod model;
-mod output;
-mod path;
-mod pscheduler;
-mod record;
-mod report;
-mod run;
-mod serve;
-mod sweep;
-mod values;
-mod version;
-mod wan;
+mod cli;
+mod cmd;
+mod common;
 
+use clap::CommandFactory;
 use clap::Parser;
+use cli::Command;
+use common::UsageError;
 use std::process::ExitCode;
 
-/// An error that is the user's to fix (exit code 2), as opposed to a runtime failure (exit code 1).
-#[derive(Debug)]
-pub struct UsageError(pub String);
-
-impl std::fmt::Display for UsageError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-impl std::error::Error for UsageError {}
-
-/// Exit code for a completed test whose figures cannot be trusted (errors, interruption).
-pub struct Failed;
-
 fn main() -> ExitCode {
-    if version::asked(&std::env::args().collect::<Vec<_>>()) {
-        println!("{}", version::line());
+    if cmd::version::asked(&std::env::args().collect::<Vec<_>>()) {
+        println!("{}", cmd::version::line());
         return ExitCode::SUCCESS;
     }
-    let cli = args::Cli::parse();
+    let cli = cli::Cli::parse();
     landspeed_engine::rlimit::raise_fd_limit();
     landspeed_engine::host::set_command_line(landspeed_engine::host::command_line(
         std::env::args(),
-        &flags::SECRET_ARGUMENTS,
+        &common::flags::SECRET_ARGUMENTS,
     ));
     let outcome = match cli.command {
-        args::Command::Serve(a) => serve::serve(a),
-        args::Command::Run(a) => run::run(a),
-        args::Command::Demo(a) => run::demo(a),
-        args::Command::Mesh(a) => mesh::mesh(a),
-        args::Command::Path(a) => path::path(a),
-        args::Command::History(a) => archive::history(a),
-        args::Command::Show(a) => archive::show(a),
-        args::Command::Sweep(a) => sweep::sweep(a),
-        args::Command::Report(a) => report::report(a),
-        args::Command::Model(a) => model::model(a),
-        args::Command::Tune(a) => model::tune(a),
-        args::Command::Record(a) => record::record(a),
-        args::Command::Wan(a) => wan::wan(a),
-        args::Command::Pscheduler(a) => pscheduler::pscheduler(a),
-        args::Command::Exporter(a) => exporter::exporter(a),
-        args::Command::Completions(a) => version::completions(a),
-        args::Command::Man(a) => version::man(a),
+        Command::Serve(a) => cmd::serve::serve(a),
+        Command::Run(a) => cmd::run::run(a),
+        Command::Demo(a) => cmd::run::demo(a),
+        Command::Mesh(a) => cmd::mesh::mesh(a),
+        Command::Path(a) => cmd::path::path(a),
+        Command::History(a) => cmd::archive::history(a),
+        Command::Show(a) => cmd::archive::show(a),
+        Command::Sweep(a) => cmd::sweep::sweep(a),
+        Command::Report(a) => cmd::report::report(a),
+        Command::Model(a) => cmd::model::model(a),
+        Command::Tune(a) => cmd::model::tune(a),
+        Command::Record(a) => cmd::record::record(a),
+        Command::Wan(a) => cmd::wan::wan(a),
+        Command::Pscheduler(a) => cmd::pscheduler::pscheduler(a),
+        Command::Exporter(a) => cmd::exporter::exporter(a),
+        Command::Completions(a) => cmd::version::completions(a, cli::Cli::command()),
+        Command::Man(a) => cmd::version::man(a, cli::Cli::command()),
     };
     match outcome {
         Ok(true) => ExitCode::SUCCESS,

@@ -27,14 +27,16 @@ pub fn esc(s: &str) -> String {
 
 /// The stylesheet every HTML page the project writes carries inline (no external files). On paper the
 /// page takes the sheet's width, table cells wrap (at 1280 px they stay on one line), and a figure or a
-/// table row is never split across pages.
+/// table row is never split across pages. A run's text report (`pre.report`) never wraps on screen: its
+/// font keeps the per-stream table's rows on one line at 1280 px and a longer line scrolls sideways;
+/// on paper it wraps.
 pub const STYLE: &str = "body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}\
 table{border-collapse:collapse;margin:0.6em 0 1.4em}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}\
 th{background:#f0f3f7}td.l,th.l{text-align:left}code,pre{background:#f6f6f6;padding:2px 4px}\
-pre{padding:8px;white-space:pre-wrap;overflow-wrap:anywhere}pre code{padding:0;background:none}td{white-space:nowrap}figure{margin:1em 0}figcaption{color:#555;font-size:90%}\
+pre{padding:8px;white-space:pre-wrap;overflow-wrap:anywhere}pre code{padding:0;background:none}pre.report{white-space:pre;overflow-wrap:normal;overflow-x:auto;font-size:12px;line-height:1.3}td{white-space:nowrap}figure{margin:1em 0}figcaption{color:#555;font-size:90%}\
 svg{max-width:100%;height:auto}\
 @media print{body{max-width:none;margin:0;padding:0;font-size:10pt}table{font-size:8.5pt}\
-td,th{white-space:normal;overflow-wrap:anywhere;padding:2px 4px}pre{font-size:8pt}figure,tr{break-inside:avoid}\
+td,th{white-space:normal;overflow-wrap:anywhere;padding:2px 4px}pre,pre.report{font-size:8pt;white-space:pre-wrap;overflow-wrap:anywhere}figure,tr{break-inside:avoid}\
 h2,h3{break-after:avoid}}";
 
 /// What a report covers.
@@ -242,7 +244,11 @@ fn runs_body(o: &mut String, runs: &[(i64, RunResult)], figs: &[Figure]) {
         figure(o, f);
     }
     for (id, r) in runs {
-        let _ = writeln!(o, "<h2>Run {id}</h2><pre>{}</pre>", esc(&crate::render(r)));
+        let _ = writeln!(
+            o,
+            "<h2>Run {id}</h2><pre class=\"report\">{}</pre>",
+            esc(&crate::render(r))
+        );
     }
     if let Some((_, r)) = runs.first() {
         hosts(o, r);

@@ -1,0 +1,17 @@
+//! One module per command (`run` and `demo` share one, as do `model` and `tune`, `history` and
+//! `show`, `completions` and `man`): each takes its own argument type and uses `common` for what it
+//! shares; no command imports another.
+
+pub mod archive;
+pub mod exporter;
+pub mod mesh;
+pub mod model;
+pub mod path;
+pub mod pscheduler;
+pub mod record;
+pub mod report;
+pub mod run;
+pub mod serve;
+pub mod sweep;
+pub mod version;
+pub mod wan;

@@ -1,0 +1,296 @@
+//! `landspeed run` and `landspeed demo`: build the options, run the client driver with Ctrl-C wired to a
+//! clean early stop, and hand the result to the chosen output.
+
+use crate::common::client::{check, client_options, interrupt_flag};
+use crate::common::output::{Format, Output};
+use crate::common::run_args::RunArgs;
+use crate::common::values;
+use crate::common::UsageError;
+use anyhow::{Context, Result};
+use clap::Args;
+use landspeed_campaign::directory;
+use landspeed_core::config::{EndCondition, TestSpec};
+use landspeed_net::client::Family;
+use landspeed_net::{run_client, run_iperf3_client, ClientError, ClientOptions, Server, ServerOptions};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The protocol a run speaks to its server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Speak {
+    /// landspeed's own (switching to iperf3's when the server turns out to be iperf3).
+    Landspeed,
+    /// iperf3's (`--iperf3`).
+    Iperf3,
+    /// The QUIC performance protocol (`--quic-perf`).
+    QuicPerf,
+}
+
+fn execute(
+    opts: ClientOptions,
+    format: Format,
+    per_stream: bool,
+    interval_lines: bool,
+    speak: Speak,
+    measure_path: bool,
+    save: Option<(crate::common::store::DbArg, Option<String>)>,
+) -> Result<bool> {
+    check(&opts)?;
+    let interval = if interval_lines {
+        opts.spec.interval_s
+    } else {
+        std::time::Duration::ZERO
+    };
+    let mut out = Output::new(
+        format,
+        per_stream,
+        interval,
+        opts.host.clone(),
+        opts.port,
+        opts.spec.spec().clone(),
+    );
+    let interrupt = interrupt_flag()?;
+    let path = if measure_path {
+        let addr = std::net::ToSocketAddrs::to_socket_addrs(&(opts.host.as_str(), opts.port))
+            .with_context(|| format!("cannot resolve host '{}'", opts.host))?
+            .find(|a| match opts.family {
+                Some(Family::V4) => a.is_ipv4(),
+                Some(Family::V6) => a.is_ipv6(),
+                None => true,
+            })
+            .with_context(|| format!("host '{}' has no address of the family asked for", opts.host))?;
+        out.note("measuring the path first (--path)");
+        let plan = landspeed_core::path::PathPlan::for_run(&opts.host, opts.port);
+        Some(crate::common::path_probe::measure(
+            &plan, addr, &interrupt, false,
+        )?)
+    } else {
+        None
+    };
+    let crossing = crate::common::crossing::crossing();
+    let outcome = match speak {
+        Speak::Iperf3 => run_iperf3_client(&opts, false, &interrupt, &mut |ev| out.event(ev)),
+        Speak::QuicPerf => landspeed_net::run_quic_perf(&opts, &interrupt, &mut |ev| out.event(ev)),
+        Speak::Landspeed => match run_client(&opts, &interrupt, &mut |ev| out.event(ev)) {
+            Err(ClientError::Iperf3Server { .. }) => {
+                out.note("the server speaks iperf3; running the test with iperf3's protocol");
+                run_iperf3_client(&opts, true, &interrupt, &mut |ev| out.event(ev))
+            }
+            other => other,
+        },
+    };
+    match outcome {
+        Ok(mut r) => {
+            r.path = path;
+            if let Some(e) = crossing.and_then(crate::common::crossing::Crossing::finish) {
+                landspeed_core::emulator::attach(&mut r, e);
+            }
+            out.result(&r);
+            if let Some((db, tag)) = save {
+                eprintln!("landspeed: {}", crate::common::store::save(&db, &r, tag));
+            }
+            Ok(r.verdict().is_trusted())
+        }
+        Err(e) => {
+            let msg = crate::common::flags::client(&e);
+            out.error(&msg);
+            Err(anyhow::anyhow!(msg))
+                .with_context(|| format!("test against {} port {}", opts.host, opts.port))
+        }
+    }
+}
+
+/// `run --from`: the test runs between two other hosts; this one orders it and reports the result.
+fn execute_ordered(
+    from: &str,
+    opts: ClientOptions,
+    format: Format,
+    per_stream: bool,
+    save: Option<(crate::common::store::DbArg, Option<String>)>,
+) -> Result<bool> {
+    check(&opts)?;
+    let (fhost, fport) = landspeed_plan::mesh::plan::host_port(from).map_err(UsageError)?;
+    let out = Output::new(
+        format,
+        per_stream,
+        std::time::Duration::ZERO,
+        opts.host.clone(),
+        opts.port,
+        opts.spec.spec().clone(),
+    );
+    out.note(&format!(
+        "third-party test: {fhost} port {fport} runs it to {} port {}",
+        opts.host, opts.port
+    ));
+    let conn = landspeed_net::controller::connect_host(
+        &fhost,
+        fport,
+        opts.auth.as_ref(),
+        opts.connect_timeout.max(std::time::Duration::from_secs(10)),
+        1,
+    )
+    .with_context(|| format!("--from {from}"))?;
+    let order = landspeed_core::protocol::ControlOrder {
+        host: opts.host.clone(),
+        port: opts.port,
+        spec: opts.spec.spec().clone(),
+        start_at_unix_ns: None,
+    };
+    let wait = landspeed_core::protocol::control::result_wait(&opts.spec);
+    match conn.order(order, wait) {
+        Ok(r) => {
+            out.result(&r);
+            if let Some((db, tag)) = save {
+                eprintln!("landspeed: {}", crate::common::store::save(&db, &r, tag));
+            }
+            Ok(r.verdict().is_trusted())
+        }
+        Err(e) => {
+            out.error(&e.to_string());
+            Err(e).with_context(|| format!("third-party test from {from} to {}", opts.host))
+        }
+    }
+}
+
+pub fn run(a: RunArgs) -> Result<bool> {
+    let format = if a.json {
+        Format::Json
+    } else if a.json_stream {
+        Format::JsonStream
+    } else {
+        Format::Text
+    };
+    if let Some(dir) = a.send_file.as_ref().filter(|p| p.is_dir()) {
+        return send_directory(&a, dir, format);
+    }
+    let opts = client_options(&a)?;
+    if let Some(from) = &a.from {
+        return execute_ordered(
+            from,
+            opts,
+            format,
+            a.test.per_stream,
+            (!a.no_save).then(|| (a.db.clone(), a.tag.clone())),
+        );
+    }
+    execute(
+        opts,
+        format,
+        a.test.per_stream,
+        !a.test.interval.is_zero(),
+        match (a.iperf3, a.quic_perf) {
+            (true, _) => Speak::Iperf3,
+            (false, true) => Speak::QuicPerf,
+            (false, false) => Speak::Landspeed,
+        },
+        a.measure_path,
+        (!a.no_save).then(|| (a.db.clone(), a.tag.clone())),
+    )
+}
+
+/// `--send-file DIR`: every regular file of DIR (not its subdirectories), in name order, one test each,
+/// each reported and archived on its own; a closing table gives each file's verdict and rates.
+fn send_directory(a: &RunArgs, dir: &std::path::Path, format: Format) -> Result<bool> {
+    if format == Format::Json {
+        return Err(UsageError(
+            "--send-file DIR runs one test per file: use --json-stream (one end event per file), not --json"
+                .into(),
+        )
+        .into());
+    }
+    if a.remote_file.is_some() {
+        return Err(UsageError("--remote-file names one file; it cannot go with a directory".into()).into());
+    }
+    let files = directory::files(dir).map_err(|e| UsageError(format!("--send-file {e}")))?;
+    let mut send = |f: &std::path::Path| -> Result<bool, String> {
+        let mut opts = client_options(a).map_err(|e| format!("{e:#}"))?;
+        opts.send_file = Some(f.to_path_buf());
+        execute(
+            opts,
+            format,
+            a.test.per_stream,
+            !a.test.interval.is_zero(),
+            Speak::Landspeed,
+            false,
+            (!a.no_save).then(|| (a.db.clone(), a.tag.clone())),
+        )
+        .map_err(|e| format!("{e:#}"))
+    };
+    let verdicts = directory::send_each(&files, &mut send, &mut |v| {
+        if let Err(e) = &v.outcome {
+            eprintln!("landspeed: error: {}: {e}", v.path.display());
+        }
+    });
+    if format == Format::Text {
+        println!("\nDirectory {}: {} file(s)", dir.display(), files.len());
+        for v in &verdicts {
+            println!(
+                "  {}  {}",
+                if v.ok() { "ok    " } else { "FAILED" },
+                v.path.display()
+            );
+        }
+    }
+    Ok(verdicts.iter().all(|v| v.ok()))
+}
+
+#[derive(Args, Debug)]
+pub struct DemoArgs {
+    /// Streams.
+    #[arg(short = 'P', long = "streams", default_value_t = 4)]
+    pub streams: u32,
+    /// Test time.
+    #[arg(short, long, default_value = "5s", value_parser = values::duration)]
+    pub time: Duration,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The default job: a loopback server in this process and a 4-stream, 5-second test against it.
+pub fn demo(a: DemoArgs) -> Result<bool> {
+    let sopts = ServerOptions {
+        bind: Some("127.0.0.1".parse()?),
+        port: 0,
+        ..ServerOptions::default()
+    };
+    let server = Server::bind(sopts, Arc::new(|_| {})).context("cannot start the loopback server")?;
+    let port = server
+        .local_addrs()
+        .first()
+        .map(|a| a.port())
+        .context("server has no address")?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let handle = std::thread::spawn({
+        let stop = stop.clone();
+        move || server.run(&stop)
+    });
+    let spec = TestSpec {
+        streams: a.streams,
+        end: EndCondition::Time(a.time),
+        ..TestSpec::default()
+    };
+    if !a.json {
+        println!(
+            "landspeed demo: loopback server on 127.0.0.1:{port}, {} streams for {:?}",
+            a.streams, a.time
+        );
+    }
+    let test = spec
+        .validated()
+        .map_err(|e| UsageError(crate::common::flags::config(&e)))?;
+    let opts = ClientOptions::new("127.0.0.1", port, test);
+    let result = execute(
+        opts,
+        if a.json { Format::Json } else { Format::Text },
+        false,
+        true,
+        Speak::Landspeed,
+        false,
+        None,
+    );
+    stop.store(true, Relaxed);
+    let _ = handle.join();
+    result
+}

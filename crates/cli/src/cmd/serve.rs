@@ -1,0 +1,209 @@
+//! `landspeed serve`: binds, prints where it listens, logs one line per test, and exits cleanly on
+//! SIGINT or SIGTERM.
+
+use crate::common::UsageError;
+use crate::common::{now_utc, values};
+use anyhow::{Context, Result};
+use clap::Args;
+use landspeed_core::units::{BitRate, Bytes};
+use landspeed_net::{Server, ServerEvent, ServerOptions};
+use std::io::Write;
+use std::net::IpAddr;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// Port to listen on (0 picks a free one and prints it).
+    #[arg(short, long, default_value_t = 5201)]
+    pub port: u16,
+    /// Address to listen on (default: every IPv4 and IPv6 address).
+    #[arg(long)]
+    pub bind: Option<IpAddr>,
+    /// Serve one test, then exit.
+    #[arg(long)]
+    pub once: bool,
+    /// Seconds a stream may move nothing before the server gives up on it.
+    #[arg(long, default_value = "30s", value_parser = values::duration)]
+    pub idle_timeout: Duration,
+    /// Tests running at once (both protocols); one more is told "busy, retry".
+    #[arg(long, value_name = "N", default_value_t = 32)]
+    pub max_tests: usize,
+    /// New tests one client address (IPv6: one /64) may start per minute; more are told when to retry.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_tests_per_minute: Option<u32>,
+    /// Time a client has for each handshake step (its greeting, each control message, its data streams).
+    #[arg(long, default_value = "10s", value_parser = values::duration, value_name = "DUR")]
+    pub handshake_timeout: Duration,
+    /// Longest test a client may ask for (warm-up included), e.g. 60s.
+    #[arg(long, value_name = "DUR", value_parser = values::duration)]
+    pub max_duration: Option<Duration>,
+    /// Most data streams per test (both directions counted).
+    #[arg(long, value_name = "N")]
+    pub max_streams: Option<u32>,
+    /// Most bytes a -n/-k test may move.
+    #[arg(long, value_name = "SIZE", value_parser = values::bytes)]
+    pub max_bytes: Option<Bytes>,
+    /// Fastest rate of a test: UDP tests asking for more are refused, TCP tests are paced down to it.
+    #[arg(long, value_name = "RATE", value_parser = values::rate)]
+    pub max_rate: Option<BitRate>,
+    /// Only these client networks may test (repeatable), e.g. 192.0.2.0/24 or 2001:db8::/32.
+    #[arg(long, value_name = "CIDR", value_parser = values::cidr)]
+    pub allow: Vec<ipnet::IpNet>,
+    /// Log one JSON object per line instead of text.
+    #[arg(long)]
+    pub log_json: bool,
+    /// Serve OpenMetrics for Prometheus on http://ADDR/metrics: tests by outcome, bytes, refusals by
+    /// reason, running tests, authentication failures, the last test's figures (docs/metrics-export.md).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<std::net::SocketAddr>,
+    /// Require landspeed clients to authenticate with one of the keys in FILE: one `NAME SECRET` per
+    /// line (secret at least 16 bytes; `#` comments). Clients use `run --auth NAME:KEYFILE`.
+    #[arg(long, value_name = "FILE")]
+    pub auth_keys: Option<std::path::PathBuf>,
+    /// Take third-party orders: a client holding one of the --auth-keys may ask this server to run a test
+    /// from here to another landspeed server (`run --from`, `mesh`). Off by default.
+    #[arg(long, requires = "auth_keys")]
+    pub allow_control: bool,
+    /// The key this server proves when an order sends it to a server that requires authentication.
+    #[arg(long, value_name = "NAME:KEYFILE", value_parser = values::auth, requires = "allow_control")]
+    pub control_auth: Option<(String, std::path::PathBuf)>,
+    /// Take disk-to-disk tests: uploads (`run --send-file`) are written into DIR, downloads
+    /// (`run -R --recv-file`) are read from it. Plain names only. Off by default.
+    #[arg(long, value_name = "DIR")]
+    pub files: Option<std::path::PathBuf>,
+    /// Listen with a plain TCP socket: `run --mptcp` clients then fall back to TCP (by default the
+    /// listener is MPTCP where the kernel has it, and plain TCP clients are served as plain TCP).
+    #[arg(long)]
+    pub no_mptcp: bool,
+    /// The certificate (PEM, end entity first) encrypted data connections present (run --tls);
+    /// without it the server makes a self-signed one at start. Its SHA-256 fingerprint is logged
+    /// and announced to each client, which pins it.
+    #[arg(long, value_name = "PEM", requires = "key")]
+    pub cert: Option<std::path::PathBuf>,
+    /// The private key (PEM) of --cert.
+    #[arg(long, value_name = "PEM", requires = "cert")]
+    pub key: Option<std::path::PathBuf>,
+    /// Do not serve QUIC (run --quic, and the QUIC performance protocol for other tools' clients).
+    #[arg(long)]
+    pub no_quic: bool,
+    /// Serve QUIC on this UDP port (default: the server's own port number, beside its UDP listener).
+    #[arg(long, value_name = "PORT", conflicts_with = "no_quic")]
+    pub quic_port: Option<u16>,
+}
+
+fn print(ev: ServerEvent) {
+    let mut o = std::io::stdout().lock();
+    let _ = writeln!(o, "{}", landspeed_report::server_log::text_line(&ev, &now_utc()));
+    let _ = o.flush();
+}
+
+fn print_json(ev: ServerEvent) {
+    let mut o = std::io::stdout().lock();
+    let _ = writeln!(o, "{}", landspeed_report::server_log::json_line(&ev, &now_utc()));
+    let _ = o.flush();
+}
+
+pub fn serve(a: ServeArgs) -> Result<bool> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone()).context("cannot install signal handler")?;
+    }
+    // `kill -USR1 PID` prints the counters (tests, bytes, refusals by reason).
+    let stats = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGUSR1, stats.clone())
+        .context("cannot install signal handler")?;
+    let opts = ServerOptions {
+        bind: a.bind,
+        port: a.port,
+        once: a.once,
+        idle_timeout: a.idle_timeout,
+        handshake_timeout: a.handshake_timeout,
+        max_tests: a.max_tests.max(1),
+        limits: landspeed_core::protocol::Limits {
+            max_duration_s: a.max_duration.map(|d| d.as_secs_f64()),
+            max_streams: a.max_streams,
+            max_bytes: a.max_bytes.map(|b| b.get()),
+            max_rate_bps: a.max_rate.map(|r| r.bps()),
+            max_tests_per_minute: a.max_tests_per_minute,
+        },
+        allow: a.allow.clone(),
+        stats_signal: Some(stats),
+        auth: match &a.auth_keys {
+            None => None,
+            Some(file) => {
+                let ring = landspeed_core::protocol::KeyRing::parse(&crate::common::keyfile::read(file)?)
+                    .map_err(|e| UsageError(format!("--auth-keys {}: {e}", file.display())))?;
+                if ring.is_empty() {
+                    return Err(UsageError(format!(
+                        "--auth-keys {}: the file holds no keys",
+                        file.display()
+                    ))
+                    .into());
+                }
+                Some(Arc::new(ring))
+            }
+        },
+        allow_control: a.allow_control,
+        files_dir: match &a.files {
+            Some(d) if !d.is_dir() => {
+                return Err(UsageError(format!("--files {}: not a directory", d.display())).into())
+            }
+            other => other.clone(),
+        },
+        control_key: match &a.control_auth {
+            None => None,
+            Some((name, file)) => Some(
+                landspeed_core::protocol::auth::client_key(name, &crate::common::keyfile::read(file)?)
+                    .map_err(|e| UsageError(format!("--control-auth {name}:{}: {e}", file.display())))?,
+            ),
+        },
+        mptcp: !a.no_mptcp,
+        identity: match (&a.cert, &a.key) {
+            (Some(c), Some(k)) => Some(Arc::new(
+                landspeed_engine::tls::Identity::from_pem_files(c, k)
+                    .map_err(|e| UsageError(format!("--cert/--key: {e}")))?,
+            )),
+            _ => None,
+        },
+        quic: !a.no_quic,
+        quic_port: a.quic_port,
+    };
+    let server = if a.log_json {
+        Server::bind(opts, Arc::new(print_json))?
+    } else {
+        Server::bind(opts, Arc::new(print))?
+    };
+    if let Some(addr) = a.metrics {
+        metrics(addr, server.stats_handle(), stop.clone())?;
+    }
+    server.run(&stop)?;
+    Ok(true)
+}
+
+/// `--metrics ADDR`: OpenMetrics on http://ADDR/metrics from the server's live counters.
+fn metrics(
+    addr: std::net::SocketAddr,
+    stats: landspeed_net::StatsHandle,
+    stop: Arc<AtomicBool>,
+) -> Result<()> {
+    let listener =
+        std::net::TcpListener::bind(addr).with_context(|| format!("--metrics: cannot listen on {addr}"))?;
+    // Printed first, so that with port 0 scripts learn where the metrics are.
+    println!("landspeed metrics on http://{}/metrics", listener.local_addr()?);
+    let handler: crate::common::http::Handler = Arc::new(move |req| match req.path.as_str() {
+        "/metrics" => crate::common::http::Response {
+            status: 200,
+            content_type: landspeed_report::openmetrics::CONTENT_TYPE,
+            body: landspeed_report::openmetrics::server(
+                &stats.stats(),
+                stats.last_test().as_ref(),
+                landspeed_core::SOFTWARE_VERSION,
+            ),
+        },
+        _ => crate::common::http::Response::text(404, "not found: the metrics are on /metrics\n"),
+    });
+    std::thread::spawn(move || crate::common::http::serve(listener, handler, &stop));
+    Ok(())
+}

@@ -1,0 +1,224 @@
+//! `landspeed wan`: the command line of the WAN emulator (up, down, status, exec, and the hidden
+//! `forward` that `up` starts in the background). The emulator itself is the landspeed-wan crate; its
+//! text is rendered by landspeed-report's `wan_text`.
+
+use crate::common::UsageError;
+use anyhow::{Context, Result};
+use clap::{Args, Subcommand};
+use landspeed_report::wan_text;
+use landspeed_wan::daemon;
+use landspeed_wan::{PathSettings, Request, Status, WanError};
+
+#[derive(Args, Debug)]
+pub struct WanArgs {
+    #[command(subcommand)]
+    pub command: WanCommand,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum WanCommand {
+    /// Create an emulated path: namespaces for hosts A and B joined by a userspace forwarder.
+    #[command(
+        after_help = "Examples:\n  landspeed wan up lfn --rtt 100ms --rate 1G\n  landspeed wan up lossy --rtt 40ms --rate 200M --loss 0.1% --queue 2bdp\n  landspeed wan up asym --rtt 60ms --rate 1G --b-to-a rate=100M --b-to-a delay=20ms\n  landspeed wan up bad --rtt 20ms --rate 1G --corrupt-payload 0.01%\n\nThen:\n  landspeed wan exec lfn b -- landspeed serve &\n  landspeed wan exec lfn a -- landspeed run 198.18.0.2 -t 10\n  landspeed wan status lfn\n  landspeed wan down lfn"
+    )]
+    Up(Box<UpArgs>),
+    /// Stop an emulator and remove its namespaces, devices and files.
+    Down(DownArgs),
+    /// Settings and live counters of one emulator, or a list of all.
+    Status(StatusArgs),
+    /// Run a command inside host A or B of an emulator.
+    #[command(after_help = "Example:\n  landspeed wan exec lfn a -- landspeed run 198.18.0.2 -P 4")]
+    Exec(ExecArgs),
+    /// (internal) The forwarder process that `up` starts.
+    #[command(hide = true)]
+    Forward { name: String, settings_json: String },
+}
+
+#[derive(Args, Debug)]
+pub struct UpArgs {
+    /// Emulator name: 1 to 8 characters of a-z and 0-9.
+    pub name: String,
+    /// Round-trip time; each direction gets half as one-way delay.
+    #[arg(long, default_value = "0ms")]
+    pub rtt: String,
+    /// Bottleneck rate of IP packets (e.g. 1G, 200M); unlimited when not given.
+    #[arg(long)]
+    pub rate: Option<String>,
+    /// Bottleneck queue: a size (4M) or a multiple of the bandwidth-delay product (2bdp) [default: 1bdp].
+    #[arg(long)]
+    pub queue: Option<String>,
+    /// Random loss per packet, Bernoulli (0.001 or 0.1%).
+    #[arg(long)]
+    pub loss: Option<String>,
+    /// Loss model: bernoulli:P or gilbert:P,R[,LOSS_IN_BAD[,LOSS_IN_GOOD]] (Gilbert–Elliott).
+    #[arg(long)]
+    pub loss_model: Option<String>,
+    /// Delay variation, ± per packet, without reordering.
+    #[arg(long)]
+    pub jitter: Option<String>,
+    /// Probability that a packet is held back and overtaken.
+    #[arg(long)]
+    pub reorder: Option<String>,
+    /// How long a reordered packet is held back.
+    #[arg(long, default_value = "1ms")]
+    pub reorder_gap: String,
+    /// Probability that a packet is delivered twice.
+    #[arg(long)]
+    pub duplicate: Option<String>,
+    /// Probability that a packet's payload gets one bit flipped, checksums fixed up (TCP cannot see it).
+    #[arg(long)]
+    pub corrupt_payload: Option<String>,
+    /// MTU of both hosts' interfaces.
+    #[arg(long, default_value_t = 1500)]
+    pub mtu: u32,
+    /// Seed of the impairments' random numbers.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Run the forwarder at the highest ordinary priority (nice -20) instead of real-time: the hosts
+    /// keep more CPU on a small machine, the path's delay is less exact under load (`wan status`
+    /// shows how late packets leave).
+    #[arg(long)]
+    pub no_realtime: bool,
+    /// A→B only: KEY=VALUE with KEY delay (one-way), rate, queue, loss, loss-model, jitter, reorder,
+    /// reorder-gap, duplicate, corrupt-payload (repeatable).
+    #[arg(long = "a-to-b", value_name = "KEY=VALUE")]
+    pub a_to_b: Vec<String>,
+    /// B→A only, as --a-to-b.
+    #[arg(long = "b-to-a", value_name = "KEY=VALUE")]
+    pub b_to_a: Vec<String>,
+    /// Print the emulator's state as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct DownArgs {
+    /// Emulator to stop.
+    #[arg(required_unless_present = "all")]
+    pub name: Option<String>,
+    /// Stop every emulator and remove every leftover namespace with landspeed's prefix.
+    #[arg(long, conflicts_with = "name")]
+    pub all: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct StatusArgs {
+    /// Emulator to show (all when omitted).
+    pub name: Option<String>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct ExecArgs {
+    pub name: String,
+    /// Host: a or b.
+    pub host: String,
+    /// The command and its arguments (after `--`).
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
+    pub command: Vec<String>,
+}
+
+fn usage(e: WanError) -> anyhow::Error {
+    match e {
+        WanError::Settings(_) | WanError::Side(_) => UsageError(e.to_string()).into(),
+        e => e.into(),
+    }
+}
+
+pub fn wan(a: WanArgs) -> Result<bool> {
+    match a.command {
+        WanCommand::Up(u) => up(*u),
+        WanCommand::Down(d) => down(d),
+        WanCommand::Status(s) => status(s),
+        WanCommand::Exec(e) => {
+            daemon::exec(&e.name, &e.host, &e.command).map_err(usage)?;
+            unreachable!("exec returns only on error")
+        }
+        WanCommand::Forward { name, settings_json } => {
+            let s: PathSettings = serde_json::from_str(&settings_json).context("bad forwarder settings")?;
+            daemon::forward(&name, s)?;
+            Ok(true)
+        }
+    }
+}
+
+fn up(u: UpArgs) -> Result<bool> {
+    let req = Request {
+        rtt: Some(u.rtt),
+        rate: u.rate,
+        queue: u.queue,
+        loss: u.loss,
+        loss_model: u.loss_model,
+        jitter: u.jitter,
+        reorder: u.reorder,
+        reorder_gap: Some(u.reorder_gap),
+        duplicate: u.duplicate,
+        corrupt_payload: u.corrupt_payload,
+        mtu: Some(u.mtu),
+        seed: u.seed,
+        no_realtime: u.no_realtime,
+        a_to_b: u.a_to_b,
+        b_to_a: u.b_to_a,
+    };
+    let settings = req.resolve().map_err(|e| usage(e.into())).and_then(|s| {
+        landspeed_wan::settings::check_name(&u.name)
+            .map(|_| s)
+            .map_err(|e| usage(e.into()))
+    })?;
+    let exe = std::env::current_exe().context("cannot find the landspeed executable")?;
+    let state = daemon::up(&u.name, &settings, &exe)?;
+    if u.json {
+        println!("{}", serde_json::to_string_pretty(&state)?);
+    } else {
+        print!("{}", wan_text::up_text(&state));
+    }
+    Ok(true)
+}
+
+fn down(d: DownArgs) -> Result<bool> {
+    let names = match d.name {
+        Some(n) => vec![n],
+        None => daemon::known(),
+    };
+    for n in &names {
+        let done = daemon::down(n).map_err(usage)?;
+        if !done.ended.is_empty() {
+            println!("{}", wan_text::ended_text(n, &done));
+        }
+        if done.found {
+            println!("wan {n}: down");
+        } else if !d.all {
+            eprintln!("wan {n}: was not up");
+        }
+    }
+    if d.all && names.is_empty() {
+        println!("no emulators");
+    }
+    Ok(true)
+}
+
+fn status(s: StatusArgs) -> Result<bool> {
+    let all: Vec<Status> = match &s.name {
+        Some(n) => vec![daemon::status(n).map_err(usage)?],
+        None => daemon::known()
+            .iter()
+            .filter_map(|n| daemon::status(n).ok())
+            .collect(),
+    };
+    if s.json {
+        let v = if s.name.is_some() {
+            serde_json::to_value(&all[0])?
+        } else {
+            serde_json::to_value(&all)?
+        };
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else if all.is_empty() {
+        println!("no emulators");
+    } else {
+        for st in &all {
+            print!("{}", wan_text::status_text(st));
+        }
+    }
+    Ok(all.iter().all(|s| s.running))
+}

@@ -1,0 +1,160 @@
+//! From arguments to a test: the checks every test's options pass, the one way from `run`'s arguments
+//! (or a sweep's stored cell, or the argument list the exporter and pScheduler build) to
+//! [`ClientOptions`], Ctrl-C wired to a clean early stop, and a test run with no output of its own.
+
+use crate::common::run_args::RunArgs;
+use crate::common::UsageError;
+use anyhow::{Context, Result};
+use landspeed_core::result::RunResult;
+use landspeed_net::client::Family;
+use landspeed_net::{run_client, run_iperf3_client, ClientError, ClientOptions};
+use landspeed_plan::sweep::{CellClient, CellSpec};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+/// A flag set by SIGINT or SIGTERM, for the test loops to stop early and cleanly.
+pub fn interrupt_flag() -> Result<Arc<AtomicBool>> {
+    let flag = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, flag.clone()).context("cannot install signal handler")?;
+    }
+    Ok(flag)
+}
+
+/// The checks every test's options pass before anything is sent.
+pub fn check(opts: &ClientOptions) -> Result<()> {
+    if let Some(t) = opts.threads {
+        if t == 0 || t > 1024 {
+            return Err(UsageError(format!("--threads must be 1..=1024, got {t}")).into());
+        }
+    }
+    if let Some(c) = &opts.cpus {
+        landspeed_engine::pin::check_cpus(c).map_err(|e| UsageError(format!("--cpus: {e}")))?;
+    }
+    Ok(())
+}
+
+/// What `run` does for these arguments, as one typed value: the validated test and the client's
+/// settings (also what a sweep stores for its cells).
+pub fn cell_spec(a: &RunArgs) -> Result<CellSpec> {
+    let mut spec = a.test.spec();
+    if a.send_file.is_some() || a.recv_file.is_some() {
+        // Files move over one stream in one direction, with sendfile and splice.
+        spec.verify = false;
+    }
+    if a.quic_perf && !a.insecure && a.tls_pin.is_none() {
+        return Err(UsageError(
+            "--quic-perf: a perf server announces no certificate to pin; give its fingerprint with --tls-pin SHA256, or --insecure to skip the check".into(),
+        )
+        .into());
+    }
+    if a.quic_perf {
+        // A perf server's payload is its own.
+        spec.transport = landspeed_core::config::Transport::Quic;
+        spec.verify = false;
+    }
+    let test = spec
+        .validated()
+        .map_err(|e| UsageError(crate::common::flags::config(&e)))?;
+    if a.latency {
+        if !(a.latency_rate > 0.0 && a.latency_rate <= 1000.0) {
+            return Err(UsageError(format!(
+                "--latency-rate must be 0..=1000 per second, got {}",
+                a.latency_rate
+            ))
+            .into());
+        }
+        if a.iperf3 {
+            return Err(
+                UsageError("--latency needs a landspeed server's echo service, not --iperf3".into()).into(),
+            );
+        }
+    }
+    let t = &a.test;
+    let client = CellClient {
+        threads: t.threads,
+        cpus: t.cpus.clone().map(|c| c.0),
+        bind: t.bind,
+        family: if t.ipv4 {
+            Some(Family::V4)
+        } else if t.ipv6 {
+            Some(Family::V6)
+        } else {
+            None
+        },
+        connect_timeout_s: t.connect_timeout,
+        latency_probes_per_s: a.latency.then_some(a.latency_rate),
+        auth: a.auth.clone(),
+    };
+    Ok(CellSpec {
+        test,
+        iperf3: a.iperf3,
+        client,
+    })
+}
+
+/// The client options for a test of `cell` against `host`: the one way from a stored or parsed cell
+/// to a run (the authentication key is read from its file here).
+pub fn options_for(host: &str, port: u16, cell: &CellSpec) -> Result<ClientOptions> {
+    let c = &cell.client;
+    let mut opts = ClientOptions::new(host, port, cell.test.clone());
+    opts.threads = c.threads;
+    opts.cpus = c.cpus.clone();
+    opts.bind = c.bind;
+    opts.family = c.family;
+    opts.connect_timeout = c.connect_timeout_s;
+    opts.latency = c
+        .latency_probes_per_s
+        .map(|probes_per_s| landspeed_net::client::LatencyOptions {
+            probes_per_s,
+            ..Default::default()
+        });
+    if let Some((name, file)) = &c.auth {
+        let text = crate::common::keyfile::read(file)?;
+        let key = landspeed_core::protocol::auth::client_key(name, &text)
+            .map_err(|e| UsageError(format!("--auth {name}:{}: {e}", file.display())))?;
+        opts.auth = Some(key);
+    }
+    Ok(opts)
+}
+
+#[derive(clap::Parser)]
+struct RunOnly {
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+/// Client options from `landspeed run` arguments given as a list (the pScheduler tool and the
+/// exporter build them), checked exactly as the command line is.
+pub fn options_from_args(args: &[String]) -> Result<ClientOptions, String> {
+    use clap::Parser;
+    let a = RunOnly::try_parse_from(std::iter::once("run".to_string()).chain(args.iter().cloned()))
+        .map_err(|e| e.to_string().trim().to_string())?;
+    client_options(&a.run).map_err(|e| format!("{e:#}"))
+}
+
+/// The client options `run` uses for these arguments.
+pub fn client_options(a: &RunArgs) -> Result<ClientOptions> {
+    let mut opts = options_for(&a.host, a.test.port, &cell_spec(a)?)?;
+    opts.send_file = a.send_file.clone();
+    opts.recv_file = a.recv_file.clone();
+    opts.remote_file = a.remote_file.clone();
+    opts.tls_pin = a.tls_pin;
+    Ok(opts)
+}
+
+/// Runs one test with no output of its own: landspeed's protocol, or iperf3's when asked or when the
+/// server turns out to be iperf3 (a sweep cell).
+pub fn run_quiet(
+    opts: &ClientOptions,
+    iperf3: bool,
+    interrupt: &AtomicBool,
+) -> Result<RunResult, ClientError> {
+    if iperf3 {
+        return run_iperf3_client(opts, false, interrupt, &mut |_| {});
+    }
+    match run_client(opts, interrupt, &mut |_| {}) {
+        Err(ClientError::Iperf3Server { .. }) => run_iperf3_client(opts, true, interrupt, &mut |_| {}),
+        other => other,
+    }
+}

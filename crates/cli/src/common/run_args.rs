@@ -1,0 +1,296 @@
+//! `run`'s arguments and the test options every test-running command shares (`run`, `sweep` cells,
+//! the exporter's and pScheduler's argument lists), and their translation into a validated
+//! [`TestSpec`]. Value parsers turn sizes, rates and durations into unit types so a bad value is a
+//! usage error (exit 2) naming the flag.
+
+use crate::common::values::{self, CpuList, IoArg, RxArg, TxArg};
+use clap::Args;
+use landspeed_core::config::{Direction, EndCondition, RxMode, TestSpec, Transport};
+use landspeed_core::units::{BitRate, Bytes};
+use std::net::IpAddr;
+use std::time::Duration;
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// Server to test against (name or address).
+    pub host: String,
+    #[command(flatten)]
+    pub test: TestArgs,
+    /// Print the whole result as one JSON document at the end.
+    #[arg(long, conflicts_with = "json_stream")]
+    pub json: bool,
+    /// Print JSON Lines events while the test runs (start, interval, end, error).
+    #[arg(long)]
+    pub json_stream: bool,
+    /// The server is iperf3 (`iperf3 -s`): speak iperf3's protocol. Without this flag landspeed switches
+    /// by itself when the server answers like iperf3.
+    #[arg(long)]
+    pub iperf3: bool,
+    /// The server speaks the QUIC performance protocol (ALPN "perf": quinn's perf, msquic's
+    /// secnetperf, quic-go's perf, or landspeed serve): -P requests, -R downloads, -n or -t, -p its
+    /// UDP port (often 4433). Its payload is its own, so nothing is verified; --tls-pin checks its
+    /// certificate.
+    #[arg(long, conflicts_with_all = ["iperf3", "udp", "tls", "mptcp", "latency", "measure_path", "from", "send_file", "recv_file"])]
+    pub quic_perf: bool,
+    /// --quic-perf: do not check the server's certificate (a foreign perf server announces no
+    /// fingerprint); the result says it was not checked. Without it, --tls-pin is required.
+    #[arg(long, requires = "quic_perf", conflicts_with = "tls_pin")]
+    pub insecure: bool,
+    /// Authenticate to a server that requires it (`serve --auth-keys`): the key named NAME, read from
+    /// KEYFILE (a key file like the server's, or one line holding the secret alone).
+    #[arg(long, value_name = "NAME:KEYFILE", value_parser = values::auth)]
+    pub auth: Option<(String, std::path::PathBuf)>,
+    /// Measure RTT with UDP echo probes before the transfer (idle) and during it (loaded): the queueing
+    /// delay the test causes, RFC 6349's Buffer Delay %, and the RTT in every interval.
+    #[arg(long)]
+    pub latency: bool,
+    /// Do not save the result in the archive.
+    #[arg(long)]
+    pub no_save: bool,
+    /// A label stored with the result, to find it again (`history --tag`).
+    #[arg(long, value_name = "TAG")]
+    pub tag: Option<String>,
+    #[command(flatten)]
+    pub db: crate::common::store::DbArg,
+    /// Measure the path first (RTT, route, path MTU, capacity, as `landspeed path` does, briefly) and
+    /// put it in the result.
+    #[arg(long = "path", conflicts_with = "iperf3")]
+    pub measure_path: bool,
+    /// Third-party test: ask the landspeed server on FROM (which must allow it: serve --allow-control)
+    /// to run this test from there to HOST, and report its result. --auth is the key FROM requires.
+    #[arg(long, value_name = "HOST[:PORT]", conflicts_with_all = ["iperf3", "latency", "measure_path"])]
+    pub from: Option<String>,
+    /// Disk-to-disk: send this file to the server (stored in its `serve --files` directory), by
+    /// sendfile; both ends hash it and report disk and network rates apart. A directory: each of its
+    /// regular files in turn, one test each.
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["iperf3", "recv_file", "from"])]
+    pub send_file: Option<std::path::PathBuf>,
+    /// Disk-to-disk, with -R: receive the server's file into PATH (a file, or a directory to keep the
+    /// name), by splice; the copy is flushed, read back and hashed.
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["iperf3", "from"])]
+    pub recv_file: Option<std::path::PathBuf>,
+    /// The file's name in the server's --files directory (default: the local file's name).
+    #[arg(long, value_name = "NAME")]
+    pub remote_file: Option<String>,
+    /// --tls, --quic, --quic-perf: trust only the certificate with this SHA-256 fingerprint (64 hex digits, colons allowed;
+    /// the server logs it at start) instead of the one the server announces on the control
+    /// connection: protects the data connections even when the control connection is intercepted.
+    #[arg(long, value_name = "SHA256")]
+    pub tls_pin: Option<landspeed_core::tls::CertFingerprint>,
+    /// Echo probes per second with --latency.
+    #[arg(long, value_name = "N", default_value_t = 20.0, requires = "latency")]
+    pub latency_rate: f64,
+}
+
+#[derive(Args, Debug)]
+pub struct TestArgs {
+    /// Server port.
+    #[arg(short, long, default_value_t = 5201)]
+    pub port: u16,
+    /// Parallel streams per direction (1..=1024): TCP connections, or QUIC streams with --quic.
+    #[arg(short = 'P', long = "streams", default_value_t = 1, value_name = "N")]
+    pub streams: u32,
+    /// Worker threads on this end (default: one per stream up to the core count).
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
+    /// CPUs to pin this end's workers to, round-robin (e.g. 0,2-3).
+    #[arg(long, value_name = "LIST", value_parser = values::cpu_list)]
+    pub cpus: Option<CpuList>,
+    /// Worker threads on the server.
+    #[arg(long, value_name = "N")]
+    pub server_threads: Option<u32>,
+    /// CPUs to pin the server's workers to.
+    #[arg(long, value_name = "LIST", value_parser = values::cpu_list)]
+    pub server_cpus: Option<CpuList>,
+    /// Bytes per write/read call (K/M/G = 1024). Default 1M (UDP: 1448).
+    #[arg(short, long, value_name = "SIZE", value_parser = values::bytes)]
+    pub length: Option<Bytes>,
+    /// Test time after the warm-up (default 10s).
+    #[arg(short, long, value_name = "DUR", value_parser = values::duration, conflicts_with_all = ["bytes", "blocks"])]
+    pub time: Option<Duration>,
+    /// Send exactly this many bytes per direction, split over the streams.
+    #[arg(short = 'n', long, value_name = "SIZE", value_parser = values::bytes, conflicts_with = "blocks")]
+    pub bytes: Option<Bytes>,
+    /// Send exactly this many buffers of --length per direction.
+    #[arg(short = 'k', long, value_name = "N")]
+    pub blocks: Option<u64>,
+    /// Socket buffer (SO_SNDBUF and SO_RCVBUF) on both ends.
+    #[arg(short, long, value_name = "SIZE", value_parser = values::bytes)]
+    pub window: Option<Bytes>,
+    /// Receive low-water mark (SO_RCVLOWAT) on each receiver with a thread of its own: a receive
+    /// wakes when this much has arrived (or 10 ms have passed). Default: two writes (at most a quarter
+    /// of -w); 0 turns it off.
+    #[arg(long, value_name = "SIZE", value_parser = values::bytes)]
+    pub rcvlowat: Option<Bytes>,
+    /// TCP congestion control algorithm (e.g. cubic, bbr, reno).
+    #[arg(short = 'C', long, value_name = "ALG")]
+    pub congestion: Option<String>,
+    /// TCP maximum segment size.
+    #[arg(short = 'M', long, value_name = "BYTES")]
+    pub mss: Option<u32>,
+    /// Disable Nagle's algorithm (TCP_NODELAY).
+    #[arg(short = 'N', long)]
+    pub nodelay: bool,
+    /// Pace each sending socket at this rate (SO_MAX_PACING_RATE; k/M/G = 1000 bit/s).
+    #[arg(long, value_name = "RATE", value_parser = values::rate)]
+    pub fq_rate: Option<BitRate>,
+    /// Use IPv4 only.
+    #[arg(short = '4', conflicts_with = "ipv6")]
+    pub ipv4: bool,
+    /// Use IPv6 only.
+    #[arg(short = '6')]
+    pub ipv6: bool,
+    /// Local address to send from.
+    #[arg(short = 'B', long, value_name = "ADDR")]
+    pub bind: Option<IpAddr>,
+    /// Reverse: the server sends, this end receives.
+    #[arg(short = 'R', long, conflicts_with = "bidir")]
+    pub reverse: bool,
+    /// Both directions at once, reported separately.
+    #[arg(long)]
+    pub bidir: bool,
+    /// Interval between live report lines (0 turns them off; samples are still kept every second).
+    #[arg(short, long, value_name = "DUR", value_parser = values::duration, default_value = "1s")]
+    pub interval: Duration,
+    /// Show every stream in the live lines, not just the sum.
+    #[arg(long)]
+    pub per_stream: bool,
+    /// Warm-up left out of the results.
+    #[arg(short = 'O', long, value_name = "DUR", value_parser = values::duration)]
+    pub omit: Option<Duration>,
+    /// Do not check received bytes against the expected payload (the report says nothing was verified).
+    #[arg(long)]
+    pub no_verify: bool,
+    /// How receivers take data off the socket: copy (needed to verify) or discard (MSG_TRUNC, no copy;
+    /// only with --no-verify). Default: copy, or discard with --no-verify.
+    #[arg(long, value_name = "MODE", value_enum)]
+    pub rx: Option<RxArg>,
+    /// How senders hand data to the kernel: copy (send) or zerocopy (MSG_ZEROCOPY, for real NICs; the
+    /// kernel copies anyway on loopback, and the report says how often).
+    #[arg(long, value_name = "MODE", value_enum, default_value_t = TxArg::Copy)]
+    pub tx: TxArg,
+    /// Event loop for the data sockets on both ends: epoll (one system call per buffer) or uring
+    /// (io_uring, --queue-depth operations queued per stream).
+    #[arg(long, value_name = "BACKEND", value_enum, default_value_t = IoArg::Epoll)]
+    pub io: IoArg,
+    /// io_uring: operations kept queued per stream, like NTttcp's -a (1..=64; default 4 with --io uring).
+    #[arg(short = 'a', long, value_name = "N")]
+    pub queue_depth: Option<u32>,
+    /// Seconds to wait for a connection.
+    #[arg(long, value_name = "DUR", value_parser = values::duration, default_value = "5s")]
+    pub connect_timeout: Duration,
+    /// UDP instead of TCP: paced datagrams (-b), loss, jitter, out-of-order and duplicates reported,
+    /// payload verified. -l is the datagram size (default 1448).
+    #[arg(short = 'u', long)]
+    pub udp: bool,
+    /// UDP: target rate of ALL streams together (iperf3's -b is per stream), e.g. 500M; default 1M.
+    #[arg(short = 'b', long = "rate", value_name = "RATE", value_parser = values::rate, requires = "udp")]
+    pub udp_rate: Option<BitRate>,
+    /// UDP: datagrams a sender that fell behind may send back to back.
+    #[arg(long, value_name = "N", default_value_t = 16, requires = "udp")]
+    pub burst: u32,
+    /// Multipath TCP (iperf3's -m): the data connections are MPTCP, their subflows opened by the
+    /// kernel's path manager (`ip mptcp endpoint`, `ip mptcp limits`); each stream's subflows and
+    /// bytes per subflow are reported, and a fallback to plain TCP is said.
+    #[arg(short = 'm', long, conflicts_with = "udp")]
+    pub mptcp: bool,
+    /// TLS 1.3 over every data connection (rustls, records of up to 16 KiB sealed in user space):
+    /// the report says the suite and the records, and its CPU per byte includes the cryptography.
+    /// The server presents a self-signed certificate (or its --cert) and the client pins the
+    /// fingerprint the server announces on the control connection (or --tls-pin).
+    #[arg(long, conflicts_with = "udp")]
+    pub tls: bool,
+    /// --tls: the cipher suite, aes128 (AES-128-GCM), aes256 (AES-256-GCM) or chacha20
+    /// (ChaCha20-Poly1305).
+    #[arg(long, value_name = "SUITE", default_value = "aes128", requires = "tls")]
+    pub tls_cipher: landspeed_core::tls::TlsCipher,
+    /// --tls: hand the record layer to the kernel after the handshake (kernel TLS); refused, naming
+    /// what is missing, where the kernel cannot.
+    #[arg(long, requires = "tls")]
+    pub ktls: bool,
+    /// QUIC instead of TCP (quinn, TLS 1.3 inside): -P streams over one connection, or spread over
+    /// --connections; every byte verified; the report gives QUIC's own RTT, congestion window, lost
+    /// packets and path MTU. -C picks quinn's controller: cubic (default), bbr or newreno. The server
+    /// answers on its own port number over UDP.
+    #[arg(long, conflicts_with_all = ["udp", "tls", "mptcp"])]
+    pub quic: bool,
+    /// --quic: connections to spread the -P streams over, round-robin (-P is raised to N when smaller).
+    #[arg(long, value_name = "N")]
+    pub connections: Option<u32>,
+}
+
+impl TestArgs {
+    /// The test specification these flags describe (validated by the caller).
+    pub fn spec(&self) -> TestSpec {
+        let end = match (self.time, self.bytes, self.blocks) {
+            (_, Some(b), _) => EndCondition::Bytes(b.get()),
+            (_, _, Some(k)) => EndCondition::Blocks(k),
+            (Some(t), _, _) => EndCondition::Time(t),
+            _ => EndCondition::Time(Duration::from_secs(10)),
+        };
+        TestSpec {
+            // -P 0 stays 0, for validation to refuse.
+            streams: match self.connections {
+                Some(c) if self.streams > 0 => self.streams.max(c),
+                _ => self.streams,
+            },
+            length_bytes: self
+                .length
+                .unwrap_or(if self.udp {
+                    landspeed_core::config::DEFAULT_UDP_LENGTH
+                } else {
+                    landspeed_core::config::DEFAULT_LENGTH
+                })
+                .get(),
+            end,
+            omit_s: self.omit.unwrap_or_default(),
+            direction: if self.bidir {
+                Direction::Bidir
+            } else if self.reverse {
+                Direction::Reverse
+            } else {
+                Direction::Forward
+            },
+            window_bytes: self.window.map(|w| w.get()),
+            congestion: self.congestion.clone(),
+            mss: self.mss,
+            nodelay: self.nodelay,
+            fq_rate_bps: self.fq_rate.map(|r| r.bps()),
+            interval_s: if self.interval.is_zero() {
+                Duration::from_secs(1)
+            } else {
+                self.interval
+            },
+            server_threads: self.server_threads,
+            server_cpus: self.server_cpus.clone().map(|c| c.0),
+            verify: !self.no_verify,
+            payload_key: 0,
+            rx: match (self.rx, self.no_verify && !self.udp && !self.tls) {
+                (Some(RxArg::Discard), _) | (None, true) => RxMode::Discard,
+                _ => RxMode::Copy,
+            },
+            tx: self.tx.into(),
+            io: self.io.into(),
+            queue_depth: self
+                .queue_depth
+                .unwrap_or(if self.io == IoArg::Uring { 4 } else { 1 }),
+            transport: if self.udp {
+                Transport::Udp
+            } else if self.quic {
+                Transport::Quic
+            } else {
+                Transport::Tcp
+            },
+            rate_bps: self.udp_rate.map(|r| r.bps()),
+            burst: self.burst,
+            file: None,
+            rcvlowat_bytes: self.rcvlowat.map(|b| b.get()),
+            mptcp: self.mptcp,
+            tls: self.tls.then_some(landspeed_core::tls::TlsSpec {
+                cipher: self.tls_cipher,
+                ktls: self.ktls,
+            }),
+            connections: self.connections.unwrap_or(1),
+        }
+    }
+}

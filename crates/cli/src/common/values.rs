@@ -1,0 +1,93 @@
+//! The command line's value parsers and value enums: text to sizes, rates, durations, networks, key
+//! specifications and CPU lists, and the data-path choices as enums. Every subcommand's arguments use
+//! them; they live in `common`, so no command module needs another module for a parser.
+
+use clap::ValueEnum;
+use landspeed_core::config::{IoBackend, TxMode};
+use landspeed_core::units::{parse_duration, BitRate, Bytes};
+use std::net::IpAddr;
+use std::time::Duration;
+
+/// A size: `64K`, `1M`, `1.5G` (bytes, powers of two).
+pub fn bytes(s: &str) -> Result<Bytes, String> {
+    s.parse::<Bytes>().map_err(|e| e.to_string())
+}
+
+/// A rate: `100M`, `10G` (bits per second, powers of ten).
+pub fn rate(s: &str) -> Result<BitRate, String> {
+    s.parse::<BitRate>().map_err(|e| e.to_string())
+}
+
+/// A duration: `10s`, `250ms`, `1.5m`.
+pub fn duration(s: &str) -> Result<Duration, String> {
+    parse_duration(s).map_err(|e| e.to_string())
+}
+
+/// An address or a network: `192.0.2.7`, `192.0.2.0/24`, `2001:db8::/32`.
+pub fn cidr(s: &str) -> Result<ipnet::IpNet, String> {
+    s.parse::<ipnet::IpNet>()
+        .or_else(|_| s.parse::<IpAddr>().map(ipnet::IpNet::from))
+        .map_err(|_| format!("'{s}' is not an address or a network like 192.0.2.0/24"))
+}
+
+/// A key to authenticate with: `NAME:KEYFILE`.
+pub fn auth(s: &str) -> Result<(String, std::path::PathBuf), String> {
+    match s.split_once(':') {
+        Some((name, file)) if !name.is_empty() && !file.is_empty() => Ok((name.into(), file.into())),
+        _ => Err(format!("expected NAME:KEYFILE, got '{s}'")),
+    }
+}
+
+/// A parsed CPU list (a newtype, so clap treats it as one value rather than many).
+#[derive(Debug, Clone)]
+pub struct CpuList(pub Vec<usize>);
+
+/// CPUs: `0,2,4-7`.
+pub fn cpu_list(s: &str) -> Result<CpuList, String> {
+    landspeed_engine::pin::parse_cpu_list(s).map(CpuList)
+}
+
+/// `--rx`: how receivers take data off the socket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RxArg {
+    /// Copy into the receive buffer (needed to verify).
+    Copy,
+    /// MSG_TRUNC: the kernel drops the bytes without copying (only with --no-verify).
+    Discard,
+}
+
+/// `--tx`: how senders hand data to the kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TxArg {
+    /// send(): the kernel copies the buffer.
+    Copy,
+    /// MSG_ZEROCOPY.
+    Zerocopy,
+}
+
+impl From<TxArg> for TxMode {
+    fn from(t: TxArg) -> TxMode {
+        match t {
+            TxArg::Copy => TxMode::Copy,
+            TxArg::Zerocopy => TxMode::Zerocopy,
+        }
+    }
+}
+
+/// `--io`: the event loop for the data sockets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum IoArg {
+    /// Non-blocking sockets and epoll: one system call per buffer.
+    Epoll,
+    /// io_uring with --queue-depth operations queued per stream.
+    Uring,
+}
+
+impl From<IoArg> for IoBackend {
+    fn from(i: IoArg) -> IoBackend {
+        match i {
+            IoArg::Epoll => IoBackend::Epoll,
+            IoArg::Uring => IoBackend::Uring,
+        }
+    }
+}

@@ -1,0 +1,172 @@
+//! The archive end to end: `run` saves (or not, with --no-save), `history` filters and exports,
+//! `show` prints a stored run again, and the test suite itself never writes into the user's archive.
+
+use crate::common;
+
+use common::{landspeed, run_text, ServerProc};
+use std::time::Duration;
+
+fn db(name: &str) -> String {
+    let d = std::env::temp_dir().join(format!("landspeed-cli-archive-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d.join("a.db").display().to_string()
+}
+
+#[test]
+fn runs_are_saved_listed_exported_and_shown() {
+    let s = ServerProc::start("127.0.0.1", &[]);
+    let p = s.port.to_string();
+    let file = db("flow");
+    for extra in [
+        &["--tag", "campaign-a"][..],
+        &["--tag", "campaign-a", "-P", "2"][..],
+        &["--no-save"][..],
+    ] {
+        let mut args = vec!["run", "127.0.0.1", "-p", &p, "-n", "2M", "--db", &file];
+        args.extend_from_slice(extra);
+        let o = landspeed(&args, Duration::from_secs(30));
+        assert_eq!(o.code, 0, "{}", o.stderr);
+        assert_eq!(
+            o.stderr.contains("saved as run"),
+            !extra.contains(&"--no-save"),
+            "{}",
+            o.stderr
+        );
+    }
+    let o = landspeed(&["history", "--db", &file, "--json"], Duration::from_secs(10));
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let rows: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 2, "--no-save was not saved: {rows:?}");
+    assert_eq!(rows[0]["streams"], 2, "newest first");
+    assert_eq!(rows[0]["tag"], "campaign-a");
+    let o = landspeed(
+        &["history", "--db", &file, "--tag", "other"],
+        Duration::from_secs(10),
+    );
+    assert!(o.stdout.contains("no runs"), "{}", o.stdout);
+    let o = landspeed(
+        &["history", "--db", &file, "--csv", "--since", "2000-01-01"],
+        Duration::from_secs(10),
+    );
+    assert_eq!(o.stdout.lines().count(), 3, "{}", o.stdout);
+    assert!(o.stdout.starts_with("id,started_utc,host"));
+    let o = landspeed(
+        &["history", "--db", &file, "--until", "2000-01-01", "--json"],
+        Duration::from_secs(10),
+    );
+    assert_eq!(o.stdout.trim(), "[]");
+
+    let id = rows[1]["id"].to_string();
+    let o = landspeed(&["show", &id, "--db", &file, "--json"], Duration::from_secs(10));
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let r: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+    assert_eq!(r["summary"]["bytes_received"], 2 << 20);
+    let o = landspeed(&["show", &id, "--db", &file], Duration::from_secs(10));
+    assert!(
+        o.stdout.contains("Payload:"),
+        "the text report again: {}",
+        o.stdout
+    );
+    let o = landspeed(&["show", "999", "--db", &file], Duration::from_secs(10));
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(o.stderr.contains("no run 999"), "{}", o.stderr);
+    let o = landspeed(
+        &["history", "--db", &file, "--since", "soon"],
+        Duration::from_secs(10),
+    );
+    assert_eq!(o.code, 2);
+}
+
+#[test]
+fn tests_archive_into_target_not_the_users_archive() {
+    let v = std::env::var("LANDSPEED_DB").expect("LANDSPEED_DB set by .cargo/config.toml");
+    assert!(v.contains("target"), "{v}");
+}
+
+/// A schema of its own on the test PostgreSQL server (LANDSPEED_TEST_POSTGRES, set by .ci/run), dropped
+/// at the end; None (skip) without a server, unless CI is set.
+struct PgScratch {
+    base: String,
+    schema: String,
+}
+
+impl PgScratch {
+    fn new() -> Option<PgScratch> {
+        let base = std::env::var("LANDSPEED_TEST_POSTGRES")
+            .unwrap_or_else(|_| "postgres://landspeed:landspeed@127.0.0.1/landspeed".into());
+        let schema = format!("cli{}", std::process::id());
+        match postgres::Client::connect(&base, postgres::NoTls) {
+            Ok(mut c) => {
+                c.batch_execute(&format!(
+                    "DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}"
+                ))
+                .unwrap();
+                Some(PgScratch { base, schema })
+            }
+            Err(e) => {
+                assert!(
+                    std::env::var_os("CI").is_none(),
+                    "CI is set and PostgreSQL is not reachable: {e}"
+                );
+                eprintln!("skipping: no PostgreSQL server ({e})");
+                None
+            }
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("{}?options=-csearch_path%3D{}", self.base, self.schema)
+    }
+}
+
+impl Drop for PgScratch {
+    fn drop(&mut self) {
+        if let Ok(mut c) = postgres::Client::connect(&self.base, postgres::NoTls) {
+            let _ = c.batch_execute(&format!("DROP SCHEMA {} CASCADE", self.schema));
+        }
+    }
+}
+
+#[test]
+fn runs_go_to_a_shared_postgres_archive_and_come_back() {
+    let Some(pg) = PgScratch::new() else { return };
+    let url = pg.url();
+    let s = ServerProc::start("127.0.0.1", &[]);
+    let o = run_text(
+        s.port,
+        &["-n", "4M", "--tag", "shared", "--db", &url],
+        Duration::from_secs(30),
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(o.stderr.contains("saved as run"), "{}", o.stderr);
+    assert!(
+        !o.stderr.contains("landspeed:landspeed@"),
+        "password shown: {}",
+        o.stderr
+    );
+    let o = landspeed(
+        &["history", "--db", &url, "--tag", "shared", "--json"],
+        Duration::from_secs(10),
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let rows: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+    assert_eq!(rows.as_array().unwrap().len(), 1, "{rows}");
+    let id = rows[0]["id"].to_string();
+    let o = landspeed(&["show", &id, "--db", &url, "--json"], Duration::from_secs(10));
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let r: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+    assert_eq!(r["summary"]["bytes_received"], 4 * 1024 * 1024);
+    // A server that is not there is an error that names it, without the password.
+    let o = landspeed(
+        &["history", "--db", "postgres://landspeed:secret@127.0.0.1:1/none"],
+        Duration::from_secs(20),
+    );
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(
+        o.stderr.contains("postgres://landspeed@127.0.0.1:1/none"),
+        "{}",
+        o.stderr
+    );
+    assert!(!o.stderr.contains("secret"), "{}", o.stderr);
+}

@@ -1,0 +1,32 @@
+//! Every integration test of the `landspeed` binary, in one test binary (one link instead of one per
+//! file): each module is one area (loopback, iperf3 interop, faults, the browser, ...), and `common`
+//! holds the helpers they share (a `landspeed serve` child on a free port, namespaces, chains of hosts).
+//! Run one area with `cargo test --release -p landspeed --test it loopback::`.
+
+mod common;
+
+mod archive;
+mod auth;
+mod bad_input;
+mod browser;
+mod faults;
+mod files;
+mod install;
+mod iperf3_client;
+mod iperf3_diff;
+mod iperf3_server;
+mod limits;
+mod loopback;
+mod mesh;
+mod metrics;
+mod model_tune;
+mod mptcp;
+mod path;
+mod pscheduler;
+mod quic;
+mod quic_interop;
+mod record;
+mod sweep;
+mod tls;
+mod udp;
+mod wan;

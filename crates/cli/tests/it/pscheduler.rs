@@ -1,0 +1,267 @@
+//! The pScheduler tool's methods as pScheduler drives them: JSON on stdin to `landspeed pscheduler
+//! METHOD`, its stdout checked against the throughput spec, result and tool-enumeration JSON schemas
+//! (tests/fixtures/pscheduler, written from pScheduler's published field lists), a real
+//! two-participant run on loopback (the server participant and the client participant started
+//! together, as pScheduler's runners would), a loopback and a UDP run, bad specs refused with reasons,
+//! an unreachable server reported as a failed result, and malformed input answered without a panic.
+
+use crate::common;
+
+use common::{bin, free_port, Outcome};
+use serde_json::{json, Value};
+use std::io::Write;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+fn method(name: &str, input: &str) -> Outcome {
+    let mut child = Command::new(bin())
+        .args(["pscheduler", name])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn landspeed pscheduler");
+    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    let out = common::wait_output(child, Duration::from_secs(60))
+        .unwrap_or_else(|| panic!("pscheduler {name} did not finish within 60 s"));
+    Outcome {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// Runs a method that must succeed and returns its JSON.
+fn answer(name: &str, input: &Value) -> Value {
+    let o = method(name, &input.to_string());
+    assert_eq!(o.code, 0, "{name}: {}{}", o.stdout, o.stderr);
+    serde_json::from_str(&o.stdout).unwrap_or_else(|e| panic!("{name} wrote no JSON ({e}): {}", o.stdout))
+}
+
+fn schema(name: &str) -> jsonschema::Validator {
+    let path = format!("{}/tests/fixtures/pscheduler/{name}", env!("CARGO_MANIFEST_DIR"));
+    let s: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    jsonschema::validator_for(&s).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+fn assert_valid(v: &jsonschema::Validator, doc: &Value) {
+    let errors: Vec<String> = v
+        .iter_errors(doc)
+        .map(|e| format!("{} at {}", e, e.instance_path))
+        .collect();
+    assert!(errors.is_empty(), "{errors:#?}\nin {doc:#}");
+}
+
+/// Tests that run measurements take turns: a port picked for a participant's server is then not taken
+/// by another test's connections before the server binds it.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn test(spec: Value) -> Value {
+    json!({"type": "throughput", "spec": spec})
+}
+
+#[test]
+fn enumerate_can_run_and_duration_answer_in_pschedulers_shapes() {
+    let e = answer("enumerate", &Value::Null);
+    assert_valid(&schema("enumerate.schema.json"), &e);
+    assert_eq!(e["name"], "landspeed");
+    assert_eq!(e["tests"], json!(["throughput"]));
+
+    let spec_schema = schema("throughput-spec.schema.json");
+    for spec in [
+        json!({"dest": "b.example"}),
+        json!({"schema": 7, "dest": "b.example", "duration": "PT20S", "omit": "PT2S", "parallel": 4,
+               "window-size": 8388608, "congestion": "bbr", "fq-rate": 2000000000u64, "reverse": true,
+               "ip-version": 4, "zero-copy": true, "mss": 1400, "no-delay": true, "interval": "PT5S"}),
+        json!({"dest": "b.example", "udp": true, "bandwidth": 500000000, "buffer-length": 1400, "burst-size": 8}),
+        json!({"dest": "b.example", "single-ended": true, "single-ended-port": 5202}),
+        json!({"dest": "localhost", "loopback": true}),
+    ] {
+        assert_valid(&spec_schema, &spec);
+        let c = answer("can-run", &test(spec.clone()));
+        assert_eq!(c, json!({"can-run": true}), "{spec}");
+    }
+    let d = answer(
+        "duration",
+        &test(json!({"dest": "b", "duration": "PT20S", "omit": "PT2S"})),
+    );
+    assert_eq!(
+        d,
+        json!({"duration": "PT31S"}),
+        "3 s server wait + 4 s set-up + 2 + 20 + 2 teardown"
+    );
+    let p = answer(
+        "participant-data",
+        &json!({"participant": 1, "test": test(json!({"dest": "b"}))}),
+    );
+    assert_eq!(p["server_port"], 5201);
+}
+
+#[test]
+fn can_run_refuses_what_landspeed_cannot_do_with_reasons() {
+    let spec_schema = schema("throughput-spec.schema.json");
+    for (spec, reason) in [
+        (json!({"dest": "b", "ip-tos": 32}), "type of service"),
+        (json!({"dest": "b", "flow-label": 5}), "flow label"),
+        (
+            json!({"dest": "b", "reverse-connections": true}),
+            "always opens the connections",
+        ),
+        (json!({"dest": "b", "udp": true, "congestion": "bbr"}), "TCP only"),
+        (
+            json!({"dest": "b", "bandwidth": 1000, "fq-rate": 2000}),
+            "give one rate",
+        ),
+        (json!({"dest": "b", "parallel": 500}), "at most 128"),
+    ] {
+        assert_valid(&spec_schema, &spec);
+        let c = answer("can-run", &test(spec.clone()));
+        assert_eq!(c["can-run"], false, "{spec}");
+        let reasons = c["reasons"].to_string();
+        assert!(reasons.contains(reason), "{spec}: {reasons}");
+    }
+    let c = answer("can-run", &json!({"type": "rtt", "spec": {"dest": "b"}}));
+    assert!(c["reasons"][0].as_str().unwrap().contains("not 'rtt'"), "{c}");
+    // A key outside the throughput spec, and a duration that is not ISO 8601.
+    let c = answer(
+        "can-run",
+        &test(json!({"dest": "b", "bogus": 1, "duration": "10"})),
+    );
+    assert_eq!(c["reasons"].as_array().unwrap().len(), 2, "{c}");
+}
+
+#[test]
+fn malformed_input_is_a_method_error_with_the_failure_shape_never_a_panic() {
+    for m in ["can-run", "duration", "participant-data", "run", "merged-results"] {
+        let o = method(m, "{\"type\": \"throughput\", \"spec\": {");
+        assert_eq!(o.code, 1, "{m}: {}{}", o.stdout, o.stderr);
+        assert!(o.stderr.contains("malformed JSON on stdin"), "{m}: {}", o.stderr);
+        assert!(!o.stderr.contains("panicked"), "{m}: {}", o.stderr);
+        let v: Value = serde_json::from_str(&o.stdout).expect("the failure shape is JSON");
+        assert!(v["can-run"] == false || v["succeeded"] == false, "{m}: {v}");
+    }
+    // Well-formed JSON that is no test: a method error with the reason.
+    let o = method("duration", "[1, 2]");
+    assert_eq!(o.code, 1, "{}", o.stdout);
+    assert!(o.stderr.contains("no type"), "{}", o.stderr);
+}
+
+#[test]
+fn two_participants_on_loopback_give_a_valid_merged_result() {
+    let _one = serial();
+    let port = free_port();
+    let t = test(json!({"dest": "127.0.0.1", "duration": "PT2S", "parallel": 2, "interval": "PT1S"}));
+    let data = json!([{"schema": 1}, {"schema": 1, "server_port": port}]);
+    let input = |n: u64| {
+        json!({"schema": 1, "task-uuid": "00000000-0000-0000-0000-000000000001",
+        "schedule": {"start": "2020-01-01T00:00:00+00:00", "duration": "PT11S"},
+        "test": t, "participant": n, "participant-data": data})
+    };
+    let server_input = input(1);
+    let server = std::thread::spawn(move || answer("run", &server_input));
+    let client = answer("run", &input(0));
+    let served = server.join().unwrap();
+    assert_eq!(served["succeeded"], true, "{served}");
+    assert!(
+        served["diags"].as_str().unwrap().contains("served its test"),
+        "{served}"
+    );
+
+    let merged = answer("merged-results", &json!({"test": t, "results": [client, served]}));
+    assert_valid(&schema("throughput-result.schema.json"), &merged);
+    assert_eq!(merged["succeeded"], true, "{}", merged["error"]);
+    let sum = &merged["summary"]["summary"];
+    assert!(sum["throughput-bits"].as_f64().unwrap() > 1e8, "{sum}");
+    assert!(
+        sum["retransmits"].is_u64() && sum["rtt"].as_f64().unwrap() > 0.0,
+        "{sum}"
+    );
+    assert_eq!(merged["summary"]["streams"].as_array().unwrap().len(), 2);
+    let intervals = merged["intervals"].as_array().unwrap();
+    assert!(intervals.len() >= 2, "{intervals:?}");
+    assert_eq!(intervals[0]["streams"].as_array().unwrap().len(), 2);
+    let diags = merged["diags"].as_str().unwrap();
+    assert!(diags.contains("landspeed verdict: trusted"), "{diags}");
+    assert!(diags.contains("verified against the payload pattern"), "{diags}");
+    assert!(diags.contains("Participant 1:"), "{diags}");
+}
+
+#[test]
+fn a_loopback_udp_run_carries_datagram_counts() {
+    let _one = serial();
+    let t = test(json!({"loopback": true, "udp": true, "bandwidth": 100000000, "duration": "PT1S"}));
+    let r = answer(
+        "run",
+        &json!({"participant": 0, "test": t, "participant-data": [{"schema": 1}]}),
+    );
+    let merged = answer("merged-results", &json!({"test": t, "results": [r]}));
+    assert_valid(&schema("throughput-result.schema.json"), &merged);
+    assert_eq!(merged["succeeded"], true, "{}", merged["error"]);
+    let sum = &merged["summary"]["summary"];
+    assert!(sum["sent"].as_u64().unwrap() > 1000, "{sum}");
+    assert!(sum["lost"].is_u64() && sum["jitter"].is_number(), "{sum}");
+    assert!(sum["retransmits"].is_null(), "{sum}");
+}
+
+#[test]
+fn an_unreachable_server_is_a_failed_result_not_a_crash() {
+    let _one = serial();
+    let port = free_port(); // nothing listens there
+    let t = test(
+        json!({"dest": "127.0.0.1", "duration": "PT1S", "single-ended": true, "single-ended-port": port}),
+    );
+    let r = answer("run", &json!({"participant": 0, "test": t}));
+    assert_eq!(r["succeeded"], false, "{r}");
+    assert!(r["error"].as_str().unwrap().contains("refused"), "{r}");
+    let merged = answer("merged-results", &json!({"test": t, "results": [r]}));
+    assert_eq!(merged["succeeded"], false);
+}
+
+#[test]
+fn the_install_layout_is_what_pscheduler_lists_and_runs() {
+    let dest = std::env::temp_dir().join(format!("landspeed-pscheduler-{}", std::process::id()));
+    let contrib = concat!(env!("CARGO_MANIFEST_DIR"), "/../../contrib/pscheduler");
+    let make = Command::new("make")
+        .args(["-C", contrib, "install"])
+        .arg(format!("DESTDIR={}", dest.display()))
+        .output()
+        .expect("make (installed by .ci/run)");
+    assert!(make.status.success(), "{}", String::from_utf8_lossy(&make.stderr));
+    // pScheduler finds a tool as a directory under classes/tool holding one executable per method.
+    let tool = dest.join("usr/lib/pscheduler/classes/tool/landspeed");
+    for m in [
+        "enumerate",
+        "can-run",
+        "duration",
+        "participant-data",
+        "run",
+        "merged-results",
+    ] {
+        let meta = std::fs::metadata(tool.join(m)).unwrap_or_else(|e| panic!("{m}: {e}"));
+        assert!(
+            std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o111 != 0,
+            "{m}"
+        );
+    }
+    assert!(dest.join("etc/pscheduler/tool/landspeed.conf").exists());
+    let out = Command::new(tool.join("duration"))
+        .env("LANDSPEED", bin())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            c.stdin
+                .take()
+                .unwrap()
+                .write_all(test(json!({"dest": "b"})).to_string().as_bytes())?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dest);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v, json!({"duration": "PT19S"}));
+}
