@@ -180,7 +180,8 @@ fn flow_intervals(p: &FlowParts, ids: &[u32]) -> Vec<IntervalResult> {
 /// A warning when the window, not the path, set the rate: the senders spent most of the test limited
 /// by the receive window or their send buffer (TCP_INFO), so the window granted is below the
 /// bandwidth-delay product at the RTT measured. Names the bound and the command that says what to change.
-fn window_limited(streams: &[StreamResult]) -> Option<String> {
+/// With a window set for the test (`set_window`), the kernel's autotuning was off: the warning says so.
+fn window_limited(streams: &[StreamResult], set_window: Option<u64>) -> Option<String> {
     let tcp: Vec<(&LimitedShares, &crate::endpoint::TcpStats)> = streams
         .iter()
         .filter_map(|s| Some((s.limited.as_ref()?, s.tcp.as_ref()?)))
@@ -200,8 +201,14 @@ fn window_limited(streams: &[StreamResult]) -> Option<String> {
         return None;
     }
     let bound = n * window * 8.0 / rtt_s;
+    let set = set_window.map_or(String::new(), |w| {
+        format!(
+            "; the window was set to {} for this test, which turns the kernel's receive-buffer autotuning off: with no window set the kernel may grow it up to its limit (net.ipv4.tcp_rmem's maximum)",
+            crate::units::Bytes(w)
+        )
+    });
     Some(format!(
-        "the window limited this test: the senders were receive-window limited {rwnd:.0}% and send-buffer limited {sndbuf:.0}% of the time; {} stream(s) × {} of window over an RTT of {:.1} ms allow at most {} — below the bandwidth-delay product of a faster path (a larger window, or host buffers tuned for the path's rate, an RTT of {:.0} ms and {} stream(s))",
+        "the window limited this test: the senders were receive-window limited {rwnd:.0}% and send-buffer limited {sndbuf:.0}% of the time; {} stream(s) × {} of window over an RTT of {:.1} ms allow at most {} — below the bandwidth-delay product of a faster path (a larger window, or host buffers tuned for the path's rate, an RTT of {:.0} ms and {} stream(s)){set}",
         tcp.len(),
         crate::units::Bytes(window as u64),
         rtt_s * 1e3,
@@ -748,11 +755,23 @@ fn tcp_engine(inp: &Inputs) -> String {
         &inp.server.streams
     };
     let all = || inp.client.streams.iter().chain(server);
-    match (all().filter(|s| s.blocking).count(), all().count()) {
-        (0, _) => "epoll, non-blocking sockets".into(),
-        (b, n) if b == n => "blocking sockets, one thread per stream".into(),
-        _ => "blocking sockets where a thread had one stream, epoll where it had several".into(),
-    }
+    let how = match (all().filter(|s| s.blocking).count(), all().count()) {
+        (0, _) => "epoll, non-blocking sockets",
+        (b, n) if b == n => "blocking sockets, one thread per stream",
+        _ => "blocking sockets where a thread had one stream, epoll where it had several",
+    };
+    let threads = match server.is_empty() {
+        true => format!("client {} worker thread(s)", inp.client.threads),
+        false => format!(
+            "client {} worker thread(s), server {}",
+            inp.client.threads, inp.server.threads
+        ),
+    };
+    format!(
+        "{how}: {threads} for {} stream(s) (by default each stream has a thread of its own up to {} streams, above that one epoll worker per CPU carries them)",
+        inp.spec.total_streams(),
+        crate::config::THREAD_PER_STREAM_MAX
+    )
 }
 
 /// Every flow's streams and summary, in the spec's flow order.
@@ -831,7 +850,7 @@ fn warnings(
             warnings.push(format!("stream {}: {e}", s.id));
         }
     }
-    warnings.extend(window_limited(streams));
+    warnings.extend(window_limited(streams, inp.spec.window_bytes));
     warnings.extend(mptcp_fallback(inp.spec, streams));
     if inp.spec.transport == crate::config::Transport::Tcp {
         // UDP senders pace by schedule, so a busy sender there says nothing about the limit.

@@ -9,6 +9,20 @@ use std::time::Duration;
 
 /// Most TCP connections one test may open per direction.
 pub const MAX_STREAMS: u32 = 1024;
+
+/// Streams per CPU above which a TCP test's defaults change for many streams (see
+/// [`TestSpec::for_many_streams`]).
+pub const MANY_STREAMS_PER_CPU: u32 = 2;
+
+/// The write size of a TCP test with many streams per CPU when none is asked for: small enough that
+/// every thread's buffer stays in the CPU's cache.
+pub const MANY_STREAMS_LENGTH: Bytes = Bytes(128 * 1024);
+
+/// Streams (on one end) up to which each stream gets a worker thread of its own by default: blocking
+/// calls and the receive low-water mark, as the threaded iperf3 gives every stream a thread
+/// (docs/benchmarks.md has the measurement that set it). Above it, one epoll worker per CPU carries
+/// them all.
+pub const THREAD_PER_STREAM_MAX: u32 = 128;
 /// Largest write/read size per call.
 pub const MAX_LENGTH: u64 = 64 << 20;
 /// Longest test (and warm-up) accepted: one day.
@@ -632,14 +646,39 @@ impl TestSpec {
         }
     }
 
-    /// The receive low-water mark a receiver that owns its thread keeps: none when the user set a
-    /// window (`window_bytes`) or asked for 0, the number asked for, or else one that follows the
-    /// kernel's receive-buffer autotuning ([`RcvLowat::mark`]).
+    /// True when this TCP test has more than [`MANY_STREAMS_PER_CPU`] streams per CPU of an end with
+    /// `cpus` CPUs (both directions counted).
+    pub fn many_streams(&self, cpus: u32) -> bool {
+        self.transport == Transport::Tcp
+            && self.total_streams() > MANY_STREAMS_PER_CPU.saturating_mul(cpus.max(1))
+    }
+
+    /// The defaults for many streams per CPU, for the settings the user left unset: writes of
+    /// [`MANY_STREAMS_LENGTH`] (`length_set` false) and no receive low-water mark (`rcvlowat_bytes`
+    /// None). With more threads than CPUs, small buffers stay in cache between the sender's copy and
+    /// the receiver's, and a receiver woken for every arrival reads them while they are there; a mark
+    /// makes it wait until they are gone (docs/benchmarks.md, 2026-11-25).
+    pub fn for_many_streams(mut self, cpus: u32, length_set: bool) -> TestSpec {
+        if !self.many_streams(cpus) || self.file.is_some() {
+            return self;
+        }
+        if !length_set {
+            self.length_bytes = MANY_STREAMS_LENGTH.get();
+        }
+        if self.rcvlowat_bytes.is_none() {
+            self.rcvlowat_bytes = Some(0);
+        }
+        self
+    }
+
+    /// The receive low-water mark a receiver that owns its thread keeps: none when asked for 0, the
+    /// number asked for, or else one sized from the receive buffer ([`RcvLowat::mark`]): the buffer
+    /// the kernel autotunes, or the window set for the test (`window_bytes`), which the kernel keeps.
     pub fn rcvlowat(&self) -> RcvLowat {
-        match (self.rcvlowat_bytes, self.window_bytes) {
-            (Some(0), _) | (None, Some(_)) => RcvLowat::Off,
-            (Some(n), _) => RcvLowat::Fixed(n),
-            (None, None) => RcvLowat::Auto {
+        match self.rcvlowat_bytes {
+            Some(0) => RcvLowat::Off,
+            Some(n) => RcvLowat::Fixed(n),
+            None => RcvLowat::Auto {
                 max_bytes: self.length_bytes.saturating_mul(2),
             },
         }
@@ -811,7 +850,39 @@ mod tests {
     }
 
     #[test]
-    fn the_receive_low_water_mark_follows_the_buffer_unless_a_window_or_a_mark_is_set() {
+    fn many_streams_per_cpu_get_small_writes_and_no_mark_unless_set() {
+        let s = TestSpec {
+            streams: 8,
+            ..TestSpec::default()
+        };
+        assert!(s.many_streams(2) && !s.many_streams(4));
+        let many = s.clone().for_many_streams(2, false);
+        assert_eq!(many.length_bytes, MANY_STREAMS_LENGTH.get());
+        assert_eq!(many.rcvlowat(), RcvLowat::Off);
+        assert_eq!(s.clone().for_many_streams(4, false), s, "2 per CPU: unchanged");
+        let set = TestSpec {
+            rcvlowat_bytes: Some(64 << 10),
+            ..s.clone()
+        }
+        .for_many_streams(2, true);
+        assert_eq!(set.length_bytes, DEFAULT_LENGTH.get(), "a write size asked for stays");
+        assert_eq!(set.rcvlowat(), RcvLowat::Fixed(64 << 10), "a mark asked for stays");
+        let bidir = TestSpec {
+            streams: 3,
+            direction: Direction::Bidir,
+            ..TestSpec::default()
+        };
+        assert!(bidir.many_streams(2), "6 streams on each end");
+        let udp = TestSpec {
+            streams: 8,
+            transport: Transport::Udp,
+            ..TestSpec::default()
+        };
+        assert!(!udp.many_streams(1));
+    }
+
+    #[test]
+    fn the_receive_low_water_mark_follows_the_buffer_unless_a_mark_is_set() {
         let mut s = TestSpec::default();
         let auto = s.rcvlowat();
         assert_eq!(
@@ -830,7 +901,12 @@ mod tests {
         s.length_bytes = 128 << 10;
         assert_eq!(s.rcvlowat().mark(64 << 20), 256 << 10);
         s.window_bytes = Some(512 << 10);
-        assert_eq!(s.rcvlowat(), RcvLowat::Off, "a set window is all for the path");
+        // The kernel doubles a set window for its overhead: 1 MiB of buffer, a 64 KiB mark.
+        assert_eq!(
+            s.rcvlowat().mark(1 << 20),
+            64 << 10,
+            "a set window keeps a mark sized from it"
+        );
         assert_eq!(RcvLowat::Off.mark(64 << 20), 0);
         s.rcvlowat_bytes = Some(100 << 10);
         assert_eq!(s.rcvlowat(), RcvLowat::Fixed(100 << 10));

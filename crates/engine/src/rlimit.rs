@@ -23,10 +23,35 @@ pub fn raise_fd_limit() -> u64 {
     }
 }
 
+/// The open-file limit in force (the soft RLIMIT_NOFILE), or 0 if it cannot be read.
+pub fn fd_limit() -> u64 {
+    // SAFETY: getrlimit writes the plain struct we pass.
+    unsafe {
+        let mut r: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) != 0 {
+            return 0;
+        }
+        r.rlim_cur
+    }
+}
+
+/// Descriptors one end needs for `streams` data streams: one socket each, and a margin for the
+/// control connection, epoll or io_uring instances, pipes, the archive and the standard streams.
+pub fn descriptors_for(streams: u32) -> u64 {
+    u64::from(streams) + 64
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
     fn limit_is_positive() {
         assert!(super::raise_fd_limit() > 0);
+        assert!(super::fd_limit() > 0);
+    }
+
+    #[test]
+    fn streams_need_a_descriptor_each_and_a_margin() {
+        assert_eq!(super::descriptors_for(1024), 1088);
+        assert!(super::descriptors_for(1) > 1);
     }
 }

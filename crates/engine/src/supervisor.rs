@@ -154,9 +154,21 @@ pub struct EngineParams {
     pub rcvlowat: landspeed_core::config::RcvLowat,
 }
 
+pub use landspeed_core::config::THREAD_PER_STREAM_MAX;
+
+/// Worker threads for `streams` streams when none are asked for: one per stream up to
+/// [`THREAD_PER_STREAM_MAX`], else one per CPU (`ncpu`).
+pub fn default_threads(streams: usize, ncpu: usize) -> usize {
+    if streams <= THREAD_PER_STREAM_MAX as usize {
+        streams.max(1)
+    } else {
+        ncpu.clamp(1, streams)
+    }
+}
+
 impl EngineParams {
-    /// The engine settings for one end of a test: `threads` defaults to one per stream up to the core
-    /// count; the payload and receive mode come from the spec both ends agreed on.
+    /// The engine settings for one end of a test: `threads` defaults to [`default_threads`]; the
+    /// payload and receive mode come from the spec both ends agreed on.
     pub fn for_spec(
         spec: &landspeed_core::config::TestSpec,
         threads: Option<usize>,
@@ -169,7 +181,7 @@ impl EngineParams {
             send_time: spec.send_time(),
             interval: spec.interval_s,
             omit: spec.omit_s,
-            threads: threads.unwrap_or_else(|| (spec.total_streams() as usize).min(ncpu)),
+            threads: threads.unwrap_or_else(|| default_threads(spec.total_streams() as usize, ncpu)),
             cpus,
             idle_timeout,
             pattern: Pattern::new(spec.payload_key),

@@ -31,6 +31,16 @@ pub fn check(opts: &ClientOptions) -> Result<()> {
     if let Some(c) = &opts.cpus {
         landspeed_engine::pin::check_cpus(c).map_err(|e| UsageError(format!("--cpus: {e}")))?;
     }
+    let streams = opts.spec.total_streams();
+    let (need, limit) = (
+        landspeed_engine::rlimit::descriptors_for(streams),
+        landspeed_engine::rlimit::fd_limit(),
+    );
+    if limit > 0 && need > limit {
+        anyhow::bail!(
+            "{streams} streams need about {need} open files on this end, but its open-file limit is {limit}: raise it (ulimit -n {need}, or LimitNOFILE= in a service unit) or run fewer streams"
+        );
+    }
     Ok(())
 }
 

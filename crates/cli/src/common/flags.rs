@@ -56,6 +56,10 @@ pub fn config(e: &ConfigError) -> String {
         ConfigError::FileNeedsCopyPaths => {
             "a file moves with sendfile and splice (no --io uring, --tx zerocopy or --rx discard)".into()
         }
+        ConfigError::Streams(n) => format!(
+            "-P/--streams must be 1..={} (streams per direction), got {n}",
+            landspeed_core::config::MAX_STREAMS
+        ),
         other => other.to_string(),
     }
 }

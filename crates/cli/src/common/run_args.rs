@@ -90,7 +90,7 @@ pub struct TestArgs {
     /// Parallel streams per direction (1..=1024): TCP connections, or QUIC streams with --quic.
     #[arg(short = 'P', long = "streams", default_value_t = 1, value_name = "N")]
     pub streams: u32,
-    /// Worker threads on this end (default: one per stream up to the core count).
+    /// Worker threads on this end (default: one per stream up to 128 streams, else one per CPU).
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
     /// CPUs to pin this end's workers to, round-robin (e.g. 0,2-3).
@@ -102,7 +102,8 @@ pub struct TestArgs {
     /// CPUs to pin the server's workers to.
     #[arg(long, value_name = "LIST", value_parser = values::cpu_list)]
     pub server_cpus: Option<CpuList>,
-    /// Bytes per write/read call (K/M/G = 1024). Default 1M (UDP: 1448).
+    /// Bytes per write/read call (K/M/G = 1024). Default 1M (UDP: 1448); 128K when the streams
+    /// outnumber twice this host's CPUs.
     #[arg(short, long, value_name = "SIZE", value_parser = values::bytes)]
     pub length: Option<Bytes>,
     /// Test time after the warm-up (default 10s).
@@ -118,8 +119,9 @@ pub struct TestArgs {
     #[arg(short, long, value_name = "SIZE", value_parser = values::bytes)]
     pub window: Option<Bytes>,
     /// Receive low-water mark (SO_RCVLOWAT) on each receiver with a thread of its own: a receive
-    /// wakes when this much has arrived (or 10 ms have passed). Default: two writes (at most a quarter
-    /// of -w); 0 turns it off.
+    /// wakes when this much has arrived (or 10 ms have passed). Default: two writes, at most a
+    /// sixteenth of the receive buffer (of -w, when set); none when the streams outnumber twice this
+    /// host's CPUs; 0 turns it off.
     #[arg(long, value_name = "SIZE", value_parser = values::bytes)]
     pub rcvlowat: Option<Bytes>,
     /// TCP congestion control algorithm (e.g. cubic, bbr, reno).
@@ -220,8 +222,17 @@ pub struct TestArgs {
 }
 
 impl TestArgs {
-    /// The test specification these flags describe (validated by the caller).
+    /// The test specification these flags describe (validated by the caller), with the defaults for
+    /// many streams per CPU of this host where the flags leave them open
+    /// ([`TestSpec::for_many_streams`]).
     pub fn spec(&self) -> TestSpec {
+        let cpus = landspeed_engine::cpu::cpu_count();
+        self.flags_spec()
+            .for_many_streams(cpus, self.length.is_some())
+    }
+
+    /// The test specification exactly as the flags give it.
+    fn flags_spec(&self) -> TestSpec {
         let end = match (self.time, self.bytes, self.blocks) {
             (_, Some(b), _) => EndCondition::Bytes(b.get()),
             (_, _, Some(k)) => EndCondition::Blocks(k),

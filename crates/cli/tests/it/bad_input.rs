@@ -36,7 +36,35 @@ fn zero_streams_is_a_usage_error() {
 #[test]
 fn too_many_streams_is_a_usage_error() {
     let o = landspeed(&["run", "127.0.0.1", "-P", "5000"], Duration::from_secs(10));
-    assert_one_clear_line(&o, 2, "streams must be 1..=1024");
+    assert_one_clear_line(&o, 2, "-P/--streams must be 1..=1024");
+}
+
+/// An open-file limit too low for the streams asked for is said before anything is sent: one line
+/// with the limit and what to raise it to, exit 1, and the server never hears of the test.
+#[test]
+fn an_open_file_limit_too_low_for_the_streams_is_said_before_the_test() {
+    let s = ServerProc::start("127.0.0.1", &[]);
+    let script = format!(
+        "ulimit -n 40 && exec {} run 127.0.0.1 -p {} -P 100 -t 1 --no-save",
+        bin(),
+        s.port
+    );
+    let child = std::process::Command::new("bash")
+        .args(["-c", &script])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = wait_output(child, Duration::from_secs(20)).expect("the run ended");
+    let o = Outcome {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    };
+    assert_one_clear_line(&o, 1, "100 streams need about 164 open files");
+    assert!(o.stderr.contains("open-file limit is 40"), "{}", o.stderr);
+    assert_eq!(o.stderr.lines().count(), 1, "{}", o.stderr);
+    assert_eq!(s.next_line(Duration::from_millis(500)), None, "the server saw a test");
 }
 
 #[test]
