@@ -865,8 +865,16 @@ mod tests {
             ..s.clone()
         }
         .for_many_streams(2, true);
-        assert_eq!(set.length_bytes, DEFAULT_LENGTH.get(), "a write size asked for stays");
-        assert_eq!(set.rcvlowat(), RcvLowat::Fixed(64 << 10), "a mark asked for stays");
+        assert_eq!(
+            set.length_bytes,
+            DEFAULT_LENGTH.get(),
+            "a write size asked for stays"
+        );
+        assert_eq!(
+            set.rcvlowat(),
+            RcvLowat::Fixed(64 << 10),
+            "a mark asked for stays"
+        );
         let bidir = TestSpec {
             streams: 3,
             direction: Direction::Bidir,

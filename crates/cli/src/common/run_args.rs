@@ -227,8 +227,7 @@ impl TestArgs {
     /// ([`TestSpec::for_many_streams`]).
     pub fn spec(&self) -> TestSpec {
         let cpus = landspeed_engine::cpu::cpu_count();
-        self.flags_spec()
-            .for_many_streams(cpus, self.length.is_some())
+        self.flags_spec().for_many_streams(cpus, self.length.is_some())
     }
 
     /// The test specification exactly as the flags give it.

@@ -64,7 +64,11 @@ fn an_open_file_limit_too_low_for_the_streams_is_said_before_the_test() {
     assert_one_clear_line(&o, 1, "100 streams need about 164 open files");
     assert!(o.stderr.contains("open-file limit is 40"), "{}", o.stderr);
     assert_eq!(o.stderr.lines().count(), 1, "{}", o.stderr);
-    assert_eq!(s.next_line(Duration::from_millis(500)), None, "the server saw a test");
+    assert_eq!(
+        s.next_line(Duration::from_millis(500)),
+        None,
+        "the server saw a test"
+    );
 }
 
 #[test]
