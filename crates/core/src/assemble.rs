@@ -530,6 +530,7 @@ fn endpoint_summary(role: &str, spec: &TestSpec, r: &EndpointReport) -> Endpoint
         threads: r.threads,
         cpus_pinned: r.cpus_pinned.clone(),
         elapsed_s: r.elapsed_s,
+        memory: r.memory,
     }
 }
 

@@ -368,6 +368,31 @@ pub struct NicInfo {
     pub qdisc: Option<String>,
 }
 
+/// One end's memory as a test ends, from the kernel's account of the process (/proc/self/status).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct MemoryUse {
+    /// The process's peak resident set since it started (VmHWM), bytes: for a client, the test's own
+    /// peak; for a server, the highest over every test it has served so far.
+    pub peak_rss_bytes: u64,
+    /// Its resident set as the test ended (VmRSS), bytes.
+    pub rss_bytes: u64,
+}
+
+impl MemoryUse {
+    /// The figures of a /proc/PID/status text (its `VmHWM:` and `VmRSS:` lines, in kB), or None
+    /// without them.
+    pub fn from_status(text: &str) -> Option<MemoryUse> {
+        let kib = |key: &str| -> Option<u64> {
+            let line = text.lines().find(|l| l.starts_with(key))?;
+            line[key.len()..].split_whitespace().next()?.parse::<u64>().ok()
+        };
+        Some(MemoryUse {
+            peak_rss_bytes: kib("VmHWM:")? * 1024,
+            rss_bytes: kib("VmRSS:")? * 1024,
+        })
+    }
+}
+
 /// Everything one end reports at the end of a test.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct EndpointReport {
@@ -401,6 +426,9 @@ pub struct EndpointReport {
     /// Disk-to-disk tests: what this end measured about its file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub file: Option<crate::files::FileReport>,
+    /// Its memory as the test ended (None from peers that do not report it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<MemoryUse>,
 }
 
 /// TCP state of one stream at a sample instant.
@@ -443,6 +471,19 @@ pub struct IntervalSample {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn memory_comes_from_the_status_lines_in_kib() {
+        let status = "Name:\tlandspeed\nVmPeak:\t  900000 kB\nVmHWM:\t   20480 kB\nVmRSS:\t   10240 kB\n";
+        assert_eq!(
+            MemoryUse::from_status(status),
+            Some(MemoryUse {
+                peak_rss_bytes: 20 << 20,
+                rss_bytes: 10 << 20
+            })
+        );
+        assert_eq!(MemoryUse::from_status("Name:\tx\nVmRSS:\t1 kB\n"), None);
+    }
 
     #[test]
     fn each_end_knows_its_role_from_the_flow() {

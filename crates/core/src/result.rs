@@ -354,6 +354,9 @@ pub struct EndpointSummary {
     pub cpus_pinned: Option<Vec<usize>>,
     /// From the start signal to its last stream's end, seconds.
     pub elapsed_s: f64,
+    /// Its memory as the test ended (peak and current resident set), when the end reported it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<crate::endpoint::MemoryUse>,
 }
 
 /// CPU figures, derived as docs/metrics.md explains.

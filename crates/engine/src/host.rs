@@ -56,6 +56,12 @@ fn os_pretty_name() -> Option<String> {
     )
 }
 
+/// This process's memory now (peak and current resident set), from /proc/self/status.
+pub fn memory() -> Option<landspeed_core::endpoint::MemoryUse> {
+    let text = std::fs::read_to_string("/proc/self/status").ok()?;
+    landspeed_core::endpoint::MemoryUse::from_status(&text)
+}
+
 /// Gathers the host description once per test.
 pub fn host_info() -> HostInfo {
     let (hostname, sysname, release) = uname();

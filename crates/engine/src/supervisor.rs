@@ -220,6 +220,7 @@ impl EngineOutput {
             cpus_pinned,
             warnings,
             error: None,
+            memory: crate::host::memory(),
         }
     }
 }

@@ -234,6 +234,15 @@ fn endpoint(out: &mut String, e: &EndpointSummary) {
         "  {:<7} {} threads on {}, {}",
         e.role, e.threads, e.host.hostname, e.host.kernel
     );
+    if let Some(m) = &e.memory {
+        let _ = writeln!(
+            out,
+            "  {:<7} memory: peak resident {} (at the end {})",
+            e.role,
+            Bytes(m.peak_rss_bytes),
+            Bytes(m.rss_bytes)
+        );
+    }
 }
 
 /// The interface's bytes against the application's, and RFC 6349's TCP efficiency.

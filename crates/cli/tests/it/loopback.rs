@@ -17,6 +17,15 @@ fn one_stream_timed() {
     assert!((0.9..3.0).contains(&d), "duration {d}");
     // TCP_INFO came through from the sender.
     assert!(r["streams"][0]["tcp"]["mss_bytes"].as_u64().unwrap() > 0);
+    // Both ends say what memory they held: the peak at least what was resident at the end.
+    for end in ["local", "remote"] {
+        let m = &r[end]["memory"];
+        let (peak, now) = (
+            m["peak_rss_bytes"].as_u64().unwrap(),
+            m["rss_bytes"].as_u64().unwrap(),
+        );
+        assert!(now > 0 && peak >= now, "{end}: {m}");
+    }
     let line = s
         .next_line(Duration::from_secs(5))
         .expect("server logged the test");

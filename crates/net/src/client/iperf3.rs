@@ -386,6 +386,8 @@ fn remote_report(
         cpus_pinned: None,
         warnings: vec![],
         error: None,
+        // iperf3 reports no memory figure.
+        memory: None,
     }
 }
 
