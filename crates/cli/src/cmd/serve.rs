@@ -105,6 +105,26 @@ fn print_json(ev: ServerEvent) {
     let _ = o.flush();
 }
 
+/// The most streams one test may have here: `--max-streams` if asked, and no more than this process's
+/// open-file limit leaves room for, so a test past it is refused whole ("at most N streams") instead
+/// of failing half-connected. Says so on stderr when the limit is the one that binds.
+fn stream_limit(asked: Option<u32>) -> Option<u32> {
+    use landspeed_engine::rlimit::{descriptors_for, fd_limit};
+    let fd = fd_limit();
+    let room = fd.saturating_sub(descriptors_for(0)).max(1);
+    let by_fd = (fd > 0 && room < u64::from(landspeed_core::config::MAX_STREAMS)).then_some(room as u32);
+    match (asked, by_fd) {
+        (Some(a), Some(b)) if a <= b => Some(a),
+        (_, Some(b)) => {
+            eprintln!(
+                "landspeed: warning: the open-file limit ({fd}) leaves room for at most {b} streams per test; raise it (ulimit -n, or LimitNOFILE= in a service unit) for more"
+            );
+            Some(b)
+        }
+        (a, None) => a,
+    }
+}
+
 pub fn serve(a: ServeArgs) -> Result<bool> {
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -123,7 +143,7 @@ pub fn serve(a: ServeArgs) -> Result<bool> {
         max_tests: a.max_tests.max(1),
         limits: landspeed_core::protocol::Limits {
             max_duration_s: a.max_duration.map(|d| d.as_secs_f64()),
-            max_streams: a.max_streams,
+            max_streams: stream_limit(a.max_streams),
             max_bytes: a.max_bytes.map(|b| b.get()),
             max_rate_bps: a.max_rate.map(|r| r.bps()),
             max_tests_per_minute: a.max_tests_per_minute,

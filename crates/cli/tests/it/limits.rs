@@ -17,6 +17,39 @@ fn refused(port: u16, args: &[&str], needle: &str) {
     assert!(o.stderr.contains(needle), "{args:?}: {}", o.stderr);
 }
 
+/// A server whose open-file limit cannot hold a test's streams refuses the test whole, naming the
+/// most it allows, and says why when it starts; a test within the room runs.
+#[test]
+fn a_server_refuses_more_streams_than_its_open_file_limit_holds() {
+    let script = format!("ulimit -n 80 && exec {} serve --bind 127.0.0.1 -p 0", bin());
+    let mut child = Command::new("bash")
+        .args(["-c", &script])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let port: u16 = first
+        .split("127.0.0.1:")
+        .nth(1)
+        .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no port in {first:?}"));
+    refused(port, &["-P", "20", "-t", "1"], "at most 16 streams per test");
+    let r = run_json("127.0.0.1", port, &["-P", "16", "-t", "0.5", "--no-save"]);
+    assert_eq!(r["streams"].as_array().unwrap().len(), 16);
+    let _ = child.kill();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("open-file limit (80) leaves room for at most 16 streams"),
+        "{err}"
+    );
+}
+
 #[test]
 fn each_limit_is_enforced_and_named() {
     let s = ServerProc::start(
