@@ -38,7 +38,15 @@ pub fn fd_limit() -> u64 {
 /// Descriptors one end needs for `streams` data streams: one socket each, and a margin for the
 /// control connection, epoll or io_uring instances, pipes, the archive and the standard streams.
 pub fn descriptors_for(streams: u32) -> u64 {
-    u64::from(streams) + 64
+    u64::from(streams) + MARGIN
+}
+
+/// Descriptors kept for everything but the data streams.
+const MARGIN: u64 = 64;
+
+/// Data streams an open-file limit of `limit` leaves room for (at least 1).
+pub fn streams_room(limit: u64) -> u64 {
+    limit.saturating_sub(MARGIN).max(1)
 }
 
 #[cfg(test)]
@@ -53,5 +61,7 @@ mod tests {
     fn streams_need_a_descriptor_each_and_a_margin() {
         assert_eq!(super::descriptors_for(1024), 1088);
         assert!(super::descriptors_for(1) > 1);
+        assert_eq!(super::streams_room(1088), 1024);
+        assert_eq!(super::streams_room(40), 1);
     }
 }

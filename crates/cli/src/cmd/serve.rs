@@ -109,9 +109,9 @@ fn print_json(ev: ServerEvent) {
 /// open-file limit leaves room for, so a test past it is refused whole ("at most N streams") instead
 /// of failing half-connected. Says so on stderr when the limit is the one that binds.
 fn stream_limit(asked: Option<u32>) -> Option<u32> {
-    use landspeed_engine::rlimit::{descriptors_for, fd_limit};
+    use landspeed_engine::rlimit::{fd_limit, streams_room};
     let fd = fd_limit();
-    let room = fd.saturating_sub(descriptors_for(0)).max(1);
+    let room = streams_room(fd);
     let by_fd = (fd > 0 && room < u64::from(landspeed_core::config::MAX_STREAMS)).then_some(room as u32);
     match (asked, by_fd) {
         (Some(a), Some(b)) if a <= b => Some(a),

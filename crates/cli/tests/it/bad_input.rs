@@ -44,23 +44,19 @@ fn too_many_streams_is_a_usage_error() {
 #[test]
 fn an_open_file_limit_too_low_for_the_streams_is_said_before_the_test() {
     let s = ServerProc::start("127.0.0.1", &[]);
-    let script = format!(
-        "ulimit -n 40 && exec {} run 127.0.0.1 -p {} -P 100 -t 1 --no-save",
-        bin(),
-        s.port
-    );
-    let child = std::process::Command::new("bash")
-        .args(["-c", &script])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let out = wait_output(child, Duration::from_secs(20)).expect("the run ended");
-    let o = Outcome {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    };
+    let port = s.port.to_string();
+    let run = [
+        "run",
+        "127.0.0.1",
+        "-p",
+        &port,
+        "-P",
+        "100",
+        "-t",
+        "1",
+        "--no-save",
+    ];
+    let o = outcome(with_fd_limit(40, &run), Duration::from_secs(20));
     assert_one_clear_line(&o, 1, "100 streams need about 164 open files");
     assert!(o.stderr.contains("open-file limit is 40"), "{}", o.stderr);
     assert_eq!(o.stderr.lines().count(), 1, "{}", o.stderr);

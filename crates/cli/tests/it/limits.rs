@@ -3,7 +3,7 @@
 
 use crate::common;
 
-use common::{bin, landspeed, run_json, ServerProc};
+use common::{bin, landspeed, run_json, with_fd_limit, ServerProc};
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -21,9 +21,7 @@ fn refused(port: u16, args: &[&str], needle: &str) {
 /// most it allows, and says why when it starts; a test within the room runs.
 #[test]
 fn a_server_refuses_more_streams_than_its_open_file_limit_holds() {
-    let script = format!("ulimit -n 80 && exec {} serve --bind 127.0.0.1 -p 0", bin());
-    let mut child = Command::new("bash")
-        .args(["-c", &script])
+    let mut child = with_fd_limit(80, &["serve", "--bind", "127.0.0.1", "-p", "0"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

@@ -221,14 +221,28 @@ pub fn record_check(o: &Outcome, rule: &str) -> serde_json::Value {
 
 /// Runs the binary with a hard timeout, killing it if it hangs.
 pub fn landspeed(args: &[&str], timeout: Duration) -> Outcome {
-    let child = Command::new(bin())
-        .args(args)
+    let mut cmd = Command::new(bin());
+    cmd.args(args);
+    outcome(cmd, timeout)
+}
+
+/// `landspeed ARGS` under an open-file limit of `fds` (bash's `ulimit -n`, then exec).
+pub fn with_fd_limit(fds: u32, args: &[&str]) -> Command {
+    let mut cmd = Command::new("bash");
+    cmd.args(["-c", &format!("ulimit -n {fds} && exec \"$@\""), "bash", bin()])
+        .args(args);
+    cmd
+}
+
+/// Runs `cmd` to its end with its output captured (panics after `timeout`).
+pub fn outcome(mut cmd: Command, timeout: Duration) -> Outcome {
+    let child = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn landspeed");
-    let out = wait_output(child, timeout)
-        .unwrap_or_else(|| panic!("landspeed {args:?} did not finish within {timeout:?}"));
+    let out =
+        wait_output(child, timeout).unwrap_or_else(|| panic!("{cmd:?} did not finish within {timeout:?}"));
     Outcome {
         code: out.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
