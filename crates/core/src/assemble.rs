@@ -854,9 +854,15 @@ fn warnings(
     warnings.extend(window_limited(streams, inp.spec.window_bytes));
     warnings.extend(mptcp_fallback(inp.spec, streams));
     if inp.spec.transport == crate::config::Transport::Tcp {
-        // UDP senders pace by schedule, so a busy sender there says nothing about the limit.
-        warnings.extend(crate::cpu_bound::cpu_bound("client", inp.client));
-        warnings.extend(crate::cpu_bound::cpu_bound("server", inp.server));
+        // UDP senders pace by schedule, so a busy sender there says nothing about the limit; nor does
+        // a busy TCP sender whose streams kept the pace the user asked for.
+        match paced(inp.spec, streams) {
+            Some(line) => warnings.push(line),
+            None => {
+                warnings.extend(crate::cpu_bound::cpu_bound("client", inp.client));
+                warnings.extend(crate::cpu_bound::cpu_bound("server", inp.server));
+            }
+        }
     }
     for (who, r) in [("client", inp.client), ("server", inp.server)] {
         if let Some(e) = &r.error {
@@ -870,6 +876,26 @@ fn warnings(
         ));
     }
     warnings
+}
+
+/// A stream that reached this share of its pace kept it.
+const PACE_KEPT: f64 = 0.9;
+
+/// The rate asked for, when every stream was paced (`--fq-rate`) and kept its pace on average: then the
+/// pacing, not the network or a CPU, set the rate.
+fn paced(spec: &TestSpec, streams: &[StreamResult]) -> Option<String> {
+    let pace = spec.fq_rate_bps?;
+    if streams.is_empty() {
+        return None;
+    }
+    let per_stream = streams.iter().map(|s| s.throughput_bps).sum::<f64>() / streams.len() as f64;
+    (per_stream >= PACE_KEPT * pace).then(|| {
+        format!(
+            "each stream paced to {} (--fq-rate): {} measured per stream; the pacing asked for set the rate",
+            crate::units::BitRate(pace),
+            crate::units::BitRate(per_stream)
+        )
+    })
 }
 
 /// MPTCP asked for, and streams whose connection is plain TCP at both ends: a fallback.

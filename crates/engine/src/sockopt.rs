@@ -94,8 +94,24 @@ pub fn after_connect(sock: &Socket, spec: &TestSpec, sending: bool) -> Result<()
                 err: std::io::Error::last_os_error(),
             });
         }
+        let unsent = paced_queue_bytes(rate).min(i32::MAX as usize) as libc::c_int;
+        set_int(sock, libc::IPPROTO_TCP, libc::TCP_NOTSENT_LOWAT, unsent)
+            .map_err(other("TCP_NOTSENT_LOWAT"))?;
     }
     Ok(())
+}
+
+/// How far ahead of the wire a paced sender writes, as time at its rate: the kernel sends a paced
+/// socket's buffer no faster than the rate, so whatever is queued when the time is up is still sent,
+/// and at 2 Mbit/s a 4 MiB buffer is 16 s. Kept this short, a timed test ends within this (twice: the
+/// unsent mark and one write) plus one round trip of its time, at any rate.
+pub const PACED_AHEAD: std::time::Duration = std::time::Duration::from_millis(5);
+
+/// The bytes a socket paced at `rate_bps` sends in [`PACED_AHEAD`], at least 1 KiB: both its unsent
+/// mark (TCP_NOTSENT_LOWAT) and its largest write.
+pub fn paced_queue_bytes(rate_bps: f64) -> usize {
+    let bytes = rate_bps / 8.0 * PACED_AHEAD.as_secs_f64();
+    (bytes as usize).max(1024)
 }
 
 /// Sets an int socket option (`level` SOL_SOCKET, SOL_UDP, IPPROTO_TCP, ...).

@@ -152,6 +152,19 @@ pub struct EngineParams {
     pub stream_cap_bps: Option<f64>,
     /// SO_RCVLOWAT for receivers on the blocking worker.
     pub rcvlowat: landspeed_core::config::RcvLowat,
+    /// Each sending socket's pacing rate (SO_MAX_PACING_RATE), bits per second: its writes are no
+    /// larger than what it sends in [`crate::sockopt::PACED_AHEAD`].
+    pub paced_bps: Option<f64>,
+}
+
+impl EngineParams {
+    /// Bytes per write for a sender: the write size, or less on a paced socket.
+    pub fn send_length(&self) -> usize {
+        match self.paced_bps {
+            Some(r) => self.length.min(crate::sockopt::paced_queue_bytes(r)),
+            None => self.length,
+        }
+    }
 }
 
 pub use landspeed_core::config::THREAD_PER_STREAM_MAX;
@@ -192,6 +205,7 @@ impl EngineParams {
             queue_depth: spec.queue_depth as usize,
             stream_cap_bps: None,
             rcvlowat: spec.rcvlowat(),
+            paced_bps: spec.fq_rate_bps,
         }
     }
 }
@@ -536,6 +550,7 @@ mod tests {
             queue_depth: 1,
             stream_cap_bps: None,
             rcvlowat: landspeed_core::config::RcvLowat::Off,
+            paced_bps: None,
         }
     }
 

@@ -78,8 +78,10 @@ pub fn participant_data(input: &Value, port: u16) -> Result<Value, String> {
 /// `schedule.start` of a run input (ISO 8601, with or without an offset: none means UTC), or now
 /// when absent.
 pub fn scheduled_start(input: &Value) -> Result<std::time::SystemTime, String> {
-    let Some(s) = input.pointer("/schedule/start").and_then(Value::as_str) else {
-        return Ok(std::time::SystemTime::now());
+    let s = match input.pointer("/schedule/start") {
+        None => return Ok(std::time::SystemTime::now()),
+        Some(Value::String(s)) => s,
+        Some(v) => return Err(format!("schedule.start must be an ISO 8601 time, not {v}")),
     };
     let dt = iso8601::datetime(s).map_err(|e| format!("schedule.start '{s}': {e}"))?;
     let t = chrono::DateTime::<chrono::FixedOffset>::try_from(dt)
@@ -116,12 +118,7 @@ pub fn plan(input: &Value) -> Result<Role, String> {
         .get("participant")
         .and_then(Value::as_u64)
         .ok_or("the run input has no participant number")?;
-    let data = input.get("participant-data").and_then(Value::as_array);
-    let server_port = data
-        .and_then(|d| d.get(1))
-        .and_then(|p| p.get("server_port"))
-        .and_then(Value::as_u64)
-        .map(|p| p as u16);
+    let server_port = server_port(input)?;
     match n {
         1 => Ok(Role::Server {
             port: server_port.unwrap_or(DEFAULT_PORT),
@@ -149,6 +146,44 @@ pub fn plan(input: &Value) -> Result<Role, String> {
     }
 }
 
+/// The server participant's port from `participant-data` (absent: the default), refused when the
+/// data is there but malformed: a test never starts on a guessed port.
+fn server_port(input: &Value) -> Result<Option<u16>, String> {
+    let data = match input.get("participant-data") {
+        None => return Ok(None),
+        Some(Value::Array(d)) => d,
+        Some(v) => return Err(format!("participant-data must be a list, not {v}")),
+    };
+    let Some(server) = data.get(1) else {
+        return Ok(None);
+    };
+    let port = server
+        .get("server_port")
+        .ok_or("participant-data of participant 1 has no server_port")?;
+    crate::spec::whole_number(port)
+        .and_then(|p| u16::try_from(p).ok())
+        .filter(|p| *p > 0)
+        .map(Some)
+        .ok_or_else(|| format!("participant-data server_port must be a port from 1 to 65535, not {port}"))
+}
+
+/// When the run's window ends: `schedule.start` plus `schedule.duration`, or the run's own length
+/// from the start when pScheduler gave no duration.
+pub fn window_end(input: &Value) -> Result<std::time::SystemTime, String> {
+    let start = scheduled_start(input)?;
+    let length = match input.pointer("/schedule/duration") {
+        None => {
+            let test = input.get("test").ok_or("the run input has no test")?;
+            run_length(&parse_test(test).map_err(|e| e.to_string())?)
+        }
+        Some(Value::String(d)) => {
+            crate::spec::iso_duration(d).map_err(|e| format!("schedule.duration: {e}"))?
+        }
+        Some(v) => return Err(format!("schedule.duration must be an ISO 8601 duration, not {v}")),
+    };
+    Ok(start + length)
+}
+
 fn millis(d: Duration) -> String {
     format!("{}ms", d.as_millis())
 }
@@ -173,14 +208,20 @@ pub fn client_args(s: &Spec, host: &str, port: u16) -> Vec<String> {
     opt("-P", s.parallel.map(|n| n.to_string()));
     opt("-w", s.window_size.map(|n| n.to_string()));
     opt("-M", s.mss.map(|n| n.to_string()));
-    // UDP is sent at its rate; TCP is paced by the kernel (SO_MAX_PACING_RATE) at either.
-    let rate = if s.udp { "-b" } else { "--fq-rate" };
-    opt(rate, s.bandwidth.or(s.fq_rate).map(|n| n.to_string()));
+    // pScheduler's bandwidth is per stream, as iperf3's -b. UDP: landspeed's -b is the total of all
+    // streams. TCP: each socket is paced by the kernel (SO_MAX_PACING_RATE, per stream) at either.
+    let streams = s.parallel.unwrap_or(1);
+    if s.udp {
+        opt("-b", s.bandwidth.map(|n| n.saturating_mul(streams).to_string()));
+    } else {
+        opt("--fq-rate", s.bandwidth.or(s.fq_rate).map(|n| n.to_string()));
+    }
     opt("-l", s.buffer_length.map(|n| n.to_string()));
     opt("--burst", s.burst_size.map(|n| n.to_string()));
     opt("-C", s.congestion.clone());
     opt("--tx", s.zero_copy.then(|| "zerocopy".to_string()));
-    opt("-B", s.local_address.clone());
+    // pScheduler's source is the client's own address, as iperf3's tool binds it (-B).
+    opt("-B", s.local_address.clone().or_else(|| s.source.clone()));
     opt("--cpus", s.client_cpu.map(|n| n.to_string()));
     opt("--server-cpus", s.server_cpu.map(|n| n.to_string()));
     for (on, flag) in [
@@ -200,8 +241,12 @@ pub fn client_args(s: &Spec, host: &str, port: u16) -> Vec<String> {
 /// `merged-results`: the client participant's result (it carries both ends' figures); a missing
 /// result, or the wrong number of them, is a failure.
 pub fn merged_results(input: &Value) -> Value {
-    let test = input.get("test").unwrap_or(&Value::Null);
-    let one = parse_test(test).is_ok_and(|s| s.single_ended || s.loopback);
+    let spec = match input.get("test").map(parse_test) {
+        None => return crate::result::failure("merged-results needs the test", ""),
+        Some(Err(e)) => return crate::result::failure(&format!("the test: {e}"), ""),
+        Some(Ok(s)) => s,
+    };
+    let one = spec.single_ended || spec.loopback;
     let results = input
         .get("results")
         .and_then(Value::as_array)
@@ -220,6 +265,9 @@ pub fn merged_results(input: &Value) -> Value {
             return crate::result::failure("the client participant's result is missing", "");
         }
     };
+    if let Err(why) = crate::result::check_shape(&merged) {
+        return crate::result::failure(&format!("the client participant's result is broken: {why}"), "");
+    }
     let server_diags = results
         .get(1)
         .and_then(|r| r.get("diags"))
@@ -274,7 +322,8 @@ mod tests {
             line.starts_with("b.example -p 5301 --no-save -t 10000ms"),
             "{line}"
         );
-        assert!(line.contains("-P 2") && line.contains("-b 100000000"), "{line}");
+        // pScheduler's bandwidth is per stream; landspeed's -b is the total.
+        assert!(line.contains("-P 2") && line.contains("-b 200000000"), "{line}");
         assert!(line.ends_with("-u -R"), "{line}");
         let tcp = test(json!({"dest": "b", "bandwidth": 5000}));
         let Role::Client { args, .. } = plan(&json!({"participant": 0, "test": tcp})).unwrap() else {
@@ -321,6 +370,58 @@ mod tests {
         assert_eq!(m["succeeded"], false);
         let m = merged_results(&json!({"test": t, "results": [{"succeeded": true}]}));
         assert!(m["error"].as_str().unwrap().contains("expected 2"), "{m}");
+    }
+
+    #[test]
+    fn malformed_inputs_fail_rather_than_guess() {
+        let t = test(json!({"dest": "b"}));
+        let m = merged_results(&json!({"results": [{"succeeded": true}, {"succeeded": true}]}));
+        assert!(m["error"].as_str().unwrap().contains("needs the test"), "{m}");
+        let m = merged_results(&json!({"test": t, "results": [{"succeeded": true}, {"succeeded": true}]}));
+        assert!(m["error"].as_str().unwrap().contains("no intervals"), "{m}");
+        let m = merged_results(&json!({"test": t, "results": [{"succeeded": true, "diags": 5,
+            "intervals": [], "summary": {}}, {"succeeded": true}]}));
+        assert!(m["error"].as_str().unwrap().contains("diags is not text"), "{m}");
+        let e = scheduled_start(&json!({"schedule": {"start": 5}})).unwrap_err();
+        assert!(e.contains("must be an ISO 8601 time"), "{e}");
+        for data in [
+            json!("x"),
+            json!([{}, {}]),
+            json!([{}, {"server_port": 70000}]),
+            json!([{}, {"server_port": "5201"}]),
+        ] {
+            let e = plan(&json!({"participant": 0, "test": t, "participant-data": data})).unwrap_err();
+            assert!(e.contains("participant-data"), "{e}");
+        }
+        let Role::Client { args, .. } =
+            plan(&json!({"participant": 0, "test": t, "participant-data": [{}, {"server_port": 5301.0}]}))
+                .unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(&args[..3], ["b", "-p", "5301"]);
+    }
+
+    #[test]
+    fn the_window_ends_at_the_scheduled_duration() {
+        let t = test(json!({"dest": "b"}));
+        let at = |input: Value| {
+            window_end(&input)
+                .unwrap()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs()
+        };
+        let start = "2026-05-19T12:34:56+00:00";
+        assert_eq!(
+            at(json!({"test": t, "schedule": {"start": start, "duration": "PT25S"}})),
+            1_779_194_121
+        );
+        assert_eq!(
+            at(json!({"test": t, "schedule": {"start": start}})),
+            1_779_194_096 + 19
+        );
+        assert!(window_end(&json!({"test": t, "schedule": {"start": start, "duration": 25}})).is_err());
     }
 
     #[test]

@@ -13,6 +13,28 @@ pub fn failure(error: &str, diags: &str) -> Value {
     json!({"succeeded": false, "error": error, "diags": diags})
 }
 
+/// Whether a participant's result has the shape `result-format` reads: `succeeded` a boolean,
+/// `diags` and `error` strings when present, and a succeeded result's `intervals` a list and
+/// `summary` an object.
+pub fn check_shape(r: &Value) -> Result<(), String> {
+    let ok = r
+        .get("succeeded")
+        .and_then(Value::as_bool)
+        .ok_or("succeeded is not true or false")?;
+    for k in ["diags", "error"] {
+        if r.get(k).is_some_and(|v| !v.is_string() && !v.is_null()) {
+            return Err(format!("{k} is not text"));
+        }
+    }
+    if ok && !r.get("intervals").is_some_and(Value::is_array) {
+        return Err("a succeeded result has no intervals list".into());
+    }
+    if ok && !r.get("summary").is_some_and(Value::is_object) {
+        return Err("a succeeded result has no summary object".into());
+    }
+    Ok(())
+}
+
 /// The whole result of a run that produced figures. `command` is the landspeed command line it ran.
 pub fn throughput_result(r: &RunResult, command: &str) -> Value {
     let mut out = Map::new();

@@ -113,10 +113,60 @@ pub struct Spec {
 #[error("{}", .0.join("; "))]
 pub struct Refusal(pub Vec<String>);
 
-/// An ISO 8601 duration (`PT10S`, `PT1M30.5S`, `P1DT2H`) as a `Duration`.
+/// An ISO 8601 duration as pScheduler reads it (`PT10S`, `PT1M30.5S`, `P1DT2H`, `PT1.5M`, `P1W2D`):
+/// designators in order, each with an optional fraction (`.` or `,`) on any unit, weeks beside days.
+/// Years and months are taken as 365 and 30 days: pScheduler measures them from now, and either is
+/// longer than any test landspeed runs.
 pub fn iso_duration(s: &str) -> Result<Duration, String> {
-    let d = iso8601::duration(s).map_err(|e| format!("'{s}' is not an ISO 8601 duration ({e})"))?;
-    Ok(Duration::from(d))
+    let bad = |why: &str| format!("'{s}' is not an ISO 8601 duration ({why})");
+    let rest = s.strip_prefix('P').ok_or_else(|| bad("it must start with P"))?;
+    let (date, time) = match rest.split_once('T') {
+        Some((_, "")) => return Err(bad("nothing after T")),
+        Some((d, t)) => (d, Some(t)),
+        None => (rest, None),
+    };
+    const DAY: f64 = 86_400.0;
+    let mut seconds = designators(
+        date,
+        &[
+            ('Y', 365.0 * DAY),
+            ('M', 30.0 * DAY),
+            ('W', 7.0 * DAY),
+            ('D', DAY),
+        ],
+    )
+    .map_err(|e| bad(&e))?;
+    if let Some(t) = time {
+        seconds += designators(t, &[('H', 3600.0), ('M', 60.0), ('S', 1.0)]).map_err(|e| bad(&e))?;
+    }
+    if date.is_empty() && time.is_none() {
+        return Err(bad("no number in it"));
+    }
+    Duration::try_from_secs_f64(seconds).map_err(|_| bad("too long"))
+}
+
+/// The seconds in `part` (`1W2D`, `1H30.5M`): numbers each followed by one of `units`, in their order.
+fn designators(part: &str, units: &[(char, f64)]) -> Result<f64, String> {
+    let (mut total, mut next, mut number) = (0.0, 0, String::new());
+    for c in part.chars() {
+        if c.is_ascii_digit() || c == '.' || c == ',' {
+            number.push(if c == ',' { '.' } else { c });
+            continue;
+        }
+        let Some(k) = units[next..].iter().position(|(u, _)| *u == c) else {
+            return Err(format!("'{c}' is not a unit here or is out of order"));
+        };
+        let n: f64 = number
+            .parse()
+            .map_err(|_| format!("'{number}' before {c} is not a number"))?;
+        total += n * units[next + k].1;
+        next += k + 1;
+        number.clear();
+    }
+    if !number.is_empty() {
+        return Err(format!("'{number}' has no unit"));
+    }
+    Ok(total)
 }
 
 /// `Duration` as ISO 8601, whole seconds rounded up (`PT19S`).
@@ -144,6 +194,17 @@ pub fn parse_test(test: &Value) -> Result<Spec, Refusal> {
     } else {
         Err(Refusal(r.why))
     }
+}
+
+/// A JSON whole number, also when written as a float (`1500000000.0`, as pScheduler's `cli-to-spec`
+/// writes `-b 1.5G`); never a fraction, a negative or a float beyond 2^53.
+pub fn whole_number(v: &Value) -> Option<u64> {
+    const EXACT: f64 = 9_007_199_254_740_992.0;
+    v.as_u64().or_else(|| {
+        v.as_f64()
+            .filter(|f| f.fract() == 0.0 && (0.0..=EXACT).contains(f))
+            .map(|f| f as u64)
+    })
 }
 
 /// Reads one spec's values, collecting every problem rather than stopping at the first.
@@ -176,9 +237,9 @@ impl Reader<'_> {
             reverse: self.boolean("reverse"),
             ip_version: self.integer("ip-version"),
             local_address: self.string("local-address"),
-            single_ended: self.boolean("single-ended"),
-            single_ended_port: self.integer("single-ended-port").map(|p| p as u16),
-            loopback: self.boolean("loopback"),
+            single_ended: self.present("single-ended"),
+            single_ended_port: self.port("single-ended-port"),
+            loopback: self.present("loopback"),
             client_cpu: self.integer("client-cpu-affinity"),
             server_cpu: self.integer("server-cpu-affinity"),
         };
@@ -202,7 +263,7 @@ impl Reader<'_> {
                 .why
                 .push(format!("schema must be an integer from 1 to {MAX_SCHEMA}")),
         }
-        if !self.spec.contains_key("dest") && self.spec.get("loopback") != Some(&Value::Bool(true)) {
+        if !self.spec.contains_key("dest") && !self.spec.contains_key("loopback") {
             self.why.push("the spec has no dest".into());
         }
     }
@@ -224,6 +285,33 @@ impl Reader<'_> {
         }
         if s.duration.is_some_and(|d| d.is_zero()) {
             self.why.push("duration must be longer than zero".into());
+        }
+        let max = landspeed_core::config::MAX_TIME;
+        for (k, d) in [("duration", s.duration), ("omit", s.omit)] {
+            if d.is_some_and(|d| d > max) {
+                self.why.push(format!("{k} must be at most {} s", max.as_secs()));
+            }
+        }
+        let c = landspeed_core::config::MAX_WINDOW;
+        if s.window_size.is_some_and(|w| w > c) {
+            self.why.push(format!("window-size must be at most {c} bytes"));
+        }
+        if s.mss.is_some_and(|m| !(88..=65535).contains(&m)) {
+            self.why.push("mss must be from 88 to 65535".into());
+        }
+        let most = if s.udp {
+            landspeed_core::config::MAX_UDP_LENGTH
+        } else {
+            landspeed_core::config::MAX_LENGTH
+        };
+        if s.buffer_length.is_some_and(|l| l > most) {
+            self.why
+                .push(format!("buffer-length must be at most {most} bytes"));
+        }
+        if s.interval
+            .is_some_and(|i| i < Duration::from_millis(10) || i > Duration::from_secs(3600))
+        {
+            self.why.push("interval must be from 10 ms to 1 hour".into());
         }
         if s.parallel.is_some_and(|p| p > 128) {
             self.why.push("parallel is at most 128 streams".into());
@@ -253,11 +341,28 @@ impl Reader<'_> {
 
     fn integer(&mut self, k: &str) -> Option<u64> {
         let v = self.spec.get(k)?;
-        let n = v.as_u64();
+        let n = whole_number(v);
         if n.is_none() {
             self.why.push(format!("{k} must be a whole number, not {v}"));
         }
         n
+    }
+
+    fn port(&mut self, k: &str) -> Option<u16> {
+        let n = self.integer(k)?;
+        let p = u16::try_from(n).ok().filter(|p| *p > 0);
+        if p.is_none() {
+            self.why
+                .push(format!("{k} must be a port from 1 to 65535, not {n}"));
+        }
+        p
+    }
+
+    /// pScheduler decides loopback and single-ended by the key's presence (its `participants`), so
+    /// `"loopback": false` is a loopback test there, and here.
+    fn present(&mut self, k: &str) -> bool {
+        self.boolean(k);
+        self.spec.contains_key(k)
     }
 
     fn cardinal(&mut self, k: &str) -> Option<u64> {
@@ -346,6 +451,68 @@ mod tests {
         assert!(e.to_string().contains("give one rate"), "{e}");
         let e = parse_test(&json!({"type": "throughput"})).unwrap_err();
         assert!(e.to_string().contains("no spec"), "{e}");
+    }
+
+    #[test]
+    fn fractions_weeks_and_designators_read_as_pscheduler_reads_them() {
+        let d = |s: &str| iso_duration(s).map(|d| d.as_millis());
+        assert_eq!(d("PT1.5M"), Ok(90_000));
+        assert_eq!(d("PT0.5H"), Ok(1_800_000));
+        assert_eq!(d("P1W2D"), Ok(9 * 86_400_000));
+        assert_eq!(d("PT0,25S"), Ok(250));
+        assert_eq!(d("P1DT1H1M1.5S"), Ok(90_061_500));
+        for bad in [
+            "", "P", "PT", "T10S", "PT10", "PT1S1M", "P1H", "PTxS", "PT1..5S", "10S",
+        ] {
+            assert!(iso_duration(bad).is_err(), "{bad}");
+        }
+        let s = parse_test(&test(
+            json!({"dest": "b", "omit": "PT0.05M", "interval": "PT0.5M"}),
+        ))
+        .unwrap();
+        assert_eq!(
+            (s.omit, s.interval),
+            (Some(Duration::from_secs(3)), Some(Duration::from_secs(30)))
+        );
+        let e = parse_test(&test(json!({"dest": "b", "duration": "P2D"}))).unwrap_err();
+        assert!(e.to_string().contains("duration must be at most 86400 s"), "{e}");
+    }
+
+    #[test]
+    fn whole_numbers_written_as_floats_are_whole_numbers() {
+        let s = parse_test(&test(
+            json!({"dest": "b", "bandwidth": 1500000000.0, "window-size": 1500000.0, "parallel": 2.0}),
+        ))
+        .unwrap();
+        assert_eq!(
+            (s.bandwidth, s.window_size, s.parallel),
+            (Some(1_500_000_000), Some(1_500_000), Some(2))
+        );
+        for bad in [json!(1.5), json!(-2.0), json!(1e300), json!("2")] {
+            let e = parse_test(&test(json!({"dest": "b", "parallel": bad}))).unwrap_err();
+            assert!(e.to_string().contains("parallel must be a whole number"), "{e}");
+        }
+    }
+
+    #[test]
+    fn ports_beyond_65535_are_refused_and_presence_decides_loopback() {
+        for p in [70000, 65536, 0] {
+            let e = parse_test(&test(
+                json!({"dest": "b", "single-ended": true, "single-ended-port": p}),
+            ))
+            .unwrap_err();
+            assert!(e.to_string().contains("port from 1 to 65535"), "{e}");
+        }
+        let s = parse_test(&test(
+            json!({"dest": "b", "loopback": false, "single-ended": false}),
+        ))
+        .unwrap();
+        assert!(
+            s.loopback && s.single_ended,
+            "pScheduler's participants reads presence"
+        );
+        let s = parse_test(&test(json!({"dest": "b"}))).unwrap();
+        assert!(!s.loopback && !s.single_ended);
     }
 
     #[test]

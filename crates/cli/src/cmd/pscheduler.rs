@@ -92,19 +92,26 @@ fn configured_port() -> u16 {
 /// `run`: waits for the scheduled start, then serves or measures.
 fn run(input: &Value) -> Result<Value, String> {
     let role = methods::plan(input)?;
-    sleep_until(methods::scheduled_start(input)?);
+    let start = methods::scheduled_start(input)?;
+    let window_end = methods::window_end(input)?;
+    sleep_until(start);
     Ok(match role {
         methods::Role::Server { port, lifetime } => serve(port, lifetime),
         methods::Role::Client { args, local_server } => {
+            let deadline = window_end - RESULT_MARGIN;
             if local_server {
-                loopback(args)
+                loopback(args, deadline)
             } else {
                 std::thread::sleep(methods::SERVER_WAIT);
-                client(&args)
+                client(args, deadline)
             }
         }
     })
 }
+
+/// How long before the window's end the client gives up, so that its result is written before
+/// pScheduler kills it.
+const RESULT_MARGIN: Duration = Duration::from_secs(1);
 
 fn sleep_until(t: SystemTime) {
     if let Ok(wait) = t.duration_since(SystemTime::now()) {
@@ -119,12 +126,22 @@ fn serve(port: u16, lifetime: Duration) -> Value {
         Ok(c) => c,
         Err(e) => return result::failure(&format!("cannot start the server: {e}"), &command),
     };
-    let ended = wait_or_kill(&mut child, lifetime);
+    let status = wait_or_kill(&mut child, lifetime);
     let log = child_output(&mut child);
-    json!({
-        "succeeded": true,
-        "diags": format!("{command}\n{}\n{log}", if ended { "served its test" } else { "no test within the run's window; stopped" }),
-    })
+    match status {
+        Some(s) if s.success() => json!({
+            "succeeded": true,
+            "diags": format!("{command}\nserved its test\n{log}"),
+        }),
+        Some(s) => result::failure(
+            &format!("the server ended with {s}: {}", log.trim()),
+            &format!("{command}\n{log}"),
+        ),
+        None => result::failure(
+            "the server had not finished a test by the end of the run's window; stopped",
+            &format!("{command}\n{log}"),
+        ),
+    }
 }
 
 fn spawn_server(args: &[&str]) -> std::io::Result<Child> {
@@ -138,18 +155,18 @@ fn spawn_server(args: &[&str]) -> std::io::Result<Child> {
         .spawn()
 }
 
-/// Waits for the child to exit until `limit`, else kills it; true when it exited by itself.
-fn wait_or_kill(child: &mut Child, limit: Duration) -> bool {
+/// Waits for the child to exit until `limit`, else kills it; its exit status when it exited by itself.
+fn wait_or_kill(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
     let t = Instant::now();
     while t.elapsed() < limit {
-        if let Ok(Some(_)) = child.try_wait() {
-            return true;
+        if let Ok(Some(s)) = child.try_wait() {
+            return Some(s);
         }
         std::thread::sleep(Duration::from_millis(100));
     }
     let _ = child.kill();
     let _ = child.wait();
-    false
+    None
 }
 
 fn child_output(child: &mut Child) -> String {
@@ -164,7 +181,7 @@ fn child_output(child: &mut Child) -> String {
 }
 
 /// `loopback`: a server on a free port of this host, then the client against it.
-fn loopback(mut args: Vec<String>) -> Value {
+fn loopback(mut args: Vec<String>, deadline: SystemTime) -> Value {
     let bind = args[0].clone();
     let mut child = match spawn_server(&["-p", "0", "--bind", &bind]) {
         Ok(c) => c,
@@ -178,7 +195,7 @@ fn loopback(mut args: Vec<String>) -> Value {
     let out = match port {
         Some(p) => {
             args[2] = p.to_string();
-            client(&args)
+            client(args, deadline)
         }
         None => result::failure("the local server did not say its port", ""),
     };
@@ -187,16 +204,35 @@ fn loopback(mut args: Vec<String>) -> Value {
     out
 }
 
-/// The client participant: one landspeed test, its result in the throughput format.
-fn client(args: &[String]) -> Value {
+/// The client participant: one landspeed test, its result in the throughput format. A test still
+/// running at `deadline` is stopped (its figures so far, marked interrupted); one that has not even
+/// started by then (a server that never answers) is a failure, written before pScheduler kills us.
+fn client(args: Vec<String>, deadline: SystemTime) -> Value {
     let command = format!("landspeed run {}", args.join(" "));
-    let opts = match crate::common::client::options_from_args(args) {
+    let opts = match crate::common::client::options_from_args(&args) {
         Ok(o) => o,
         Err(e) => return result::failure(&format!("cannot build the test: {e}"), &command),
     };
-    let interrupt = std::sync::atomic::AtomicBool::new(false);
-    match crate::common::client::run_quiet(&opts, false, &interrupt) {
-        Ok(r) => result::throughput_result(&r, &command),
-        Err(e) => result::failure(&crate::common::flags::client(&e), &command),
+    let interrupt = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stop = interrupt.clone();
+    let cmd = command.clone();
+    std::thread::spawn(move || {
+        let out = match crate::common::client::run_quiet(&opts, false, &stop) {
+            Ok(r) => result::throughput_result(&r, &cmd),
+            Err(e) => result::failure(&crate::common::flags::client(&e), &cmd),
+        };
+        let _ = tx.send(out);
+    });
+    let left = deadline.duration_since(SystemTime::now()).unwrap_or_default();
+    if let Ok(out) = rx.recv_timeout(left) {
+        return out;
     }
+    interrupt.store(true, std::sync::atomic::Ordering::Relaxed);
+    rx.recv_timeout(RESULT_MARGIN / 2).unwrap_or_else(|_| {
+        result::failure(
+            "the test had not ended by the end of the run's window (the server never answered?); stopped",
+            &command,
+        )
+    })
 }

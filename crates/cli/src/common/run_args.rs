@@ -133,7 +133,8 @@ pub struct TestArgs {
     /// Disable Nagle's algorithm (TCP_NODELAY).
     #[arg(short = 'N', long)]
     pub nodelay: bool,
-    /// Pace each sending socket at this rate (SO_MAX_PACING_RATE; k/M/G = 1000 bit/s).
+    /// Pace each sending socket at this rate, per stream as iperf3's --fq-rate (SO_MAX_PACING_RATE;
+    /// k/M/G = 1000 bit/s); -b gives the total of all streams instead.
     #[arg(long, value_name = "RATE", value_parser = values::rate)]
     pub fq_rate: Option<BitRate>,
     /// Use IPv4 only.
@@ -142,8 +143,9 @@ pub struct TestArgs {
     /// Use IPv6 only.
     #[arg(short = '6')]
     pub ipv6: bool,
-    /// Local address to send from.
-    #[arg(short = 'B', long, value_name = "ADDR")]
+    /// Local address to send from (both the control and the data connections), or a name of this
+    /// host that resolves to it.
+    #[arg(short = 'B', long, value_name = "ADDR", value_parser = values::local_address)]
     pub bind: Option<IpAddr>,
     /// Reverse: the server sends, this end receives.
     #[arg(short = 'R', long, conflicts_with = "bidir")]
@@ -185,9 +187,12 @@ pub struct TestArgs {
     /// payload verified. -l is the datagram size (default 1448).
     #[arg(short = 'u', long)]
     pub udp: bool,
-    /// UDP: target rate of ALL streams together (iperf3's -b is per stream), e.g. 500M; default 1M.
-    #[arg(short = 'b', long = "rate", value_name = "RATE", value_parser = values::rate, requires = "udp")]
-    pub udp_rate: Option<BitRate>,
+    /// Target rate of ALL streams together, TCP and UDP alike (iperf3's -b is per stream), e.g.
+    /// 500M. UDP: the senders' schedule (default 1M). TCP: each stream paced by the kernel at its
+    /// share (SO_MAX_PACING_RATE, as --fq-rate RATE/N).
+    #[arg(short = 'b', long = "rate", value_name = "RATE", value_parser = values::rate,
+          conflicts_with_all = ["fq_rate", "quic"])]
+    pub rate: Option<BitRate>,
     /// UDP: datagrams a sender that fell behind may send back to back.
     #[arg(long, value_name = "N", default_value_t = 16, requires = "udp")]
     pub burst: u32,
@@ -265,7 +270,10 @@ impl TestArgs {
             congestion: self.congestion.clone(),
             mss: self.mss,
             nodelay: self.nodelay,
-            fq_rate_bps: self.fq_rate.map(|r| r.bps()),
+            fq_rate_bps: self.fq_rate.map(|r| r.bps()).or_else(|| {
+                let total = self.rate.filter(|_| !self.udp)?.bps();
+                Some(total / f64::from(self.streams.max(1)))
+            }),
             interval_s: if self.interval.is_zero() {
                 Duration::from_secs(1)
             } else {
@@ -291,7 +299,7 @@ impl TestArgs {
             } else {
                 Transport::Tcp
             },
-            rate_bps: self.udp_rate.map(|r| r.bps()),
+            rate_bps: self.rate.filter(|_| self.udp).map(|r| r.bps()),
             burst: self.burst,
             file: None,
             rcvlowat_bytes: self.rcvlowat.map(|b| b.get()),

@@ -23,6 +23,21 @@ pub fn duration(s: &str) -> Result<Duration, String> {
     parse_duration(s).map_err(|e| e.to_string())
 }
 
+/// A local address to bind to: an address, or a name of this host resolved to its first address
+/// (pScheduler's `source` may be either).
+pub fn local_address(s: &str) -> Result<IpAddr, String> {
+    if let Ok(a) = s.parse::<IpAddr>() {
+        return Ok(a);
+    }
+    use std::net::ToSocketAddrs;
+    (s, 0)
+        .to_socket_addrs()
+        .map_err(|e| format!("'{s}' is not an address, nor a name that resolves ({e})"))?
+        .next()
+        .map(|a| a.ip())
+        .ok_or_else(|| format!("'{s}' resolves to no address"))
+}
+
 /// An address or a network: `192.0.2.7`, `192.0.2.0/24`, `2001:db8::/32`.
 pub fn cidr(s: &str) -> Result<ipnet::IpNet, String> {
     s.parse::<ipnet::IpNet>()

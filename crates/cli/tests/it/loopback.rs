@@ -439,6 +439,33 @@ fn fq_rate_paces_the_sender() {
 }
 
 #[test]
+fn a_slow_paced_test_ends_on_time_and_names_its_pace() {
+    // At 2 Mbit/s the kernel's 4 MiB send buffer is 16 s of data: a sender that filled it ran 19 s
+    // for a 3 s test. Margin: the bound is 1 s past the asked time, the overrun it catches 10 s.
+    let s = ServerProc::start("127.0.0.1", &[]);
+    let t0 = std::time::Instant::now();
+    let r = run_json("127.0.0.1", s.port, &["-t", "2", "--fq-rate", "2M"]);
+    let wall = t0.elapsed().as_secs_f64();
+    check_invariants(&r);
+    let sum = &r["summary"];
+    assert!(wall < 3.0 + 2.0, "a 2 s test took {wall:.1} s");
+    assert!(sum["duration_s"].as_f64().unwrap() < 3.0, "{sum}");
+    assert_eq!(sum["bytes_verified"], sum["bytes_sent"], "{sum}");
+    let w = r["warnings"].as_array().unwrap();
+    assert!(
+        w.iter().any(|w| w
+            .as_str()
+            .unwrap()
+            .starts_with("each stream paced to 2.00 Mbit/s")),
+        "{w:?}"
+    );
+    assert!(
+        !w.iter().any(|w| w.as_str().unwrap().contains("CPU-bound")),
+        "{w:?}"
+    );
+}
+
+#[test]
 fn every_byte_is_verified_by_default() {
     let s = ServerProc::start("127.0.0.1", &[]);
     for dir in [&[][..], &["-R"][..], &["--bidir"][..]] {

@@ -73,7 +73,7 @@ fn port_in(line: &str) -> u16 {
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
-    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+    common::take(&ONE_AT_A_TIME)
 }
 
 /// `landspeed serve --metrics` on free ports: the process, its test port and its metrics port.

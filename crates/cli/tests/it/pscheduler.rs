@@ -57,7 +57,7 @@ fn assert_valid(v: &jsonschema::Validator, doc: &Value) {
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
-    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+    common::take(&ONE_AT_A_TIME)
 }
 
 fn test(spec: Value) -> Value {
@@ -150,15 +150,27 @@ fn malformed_input_is_a_method_error_with_the_failure_shape_never_a_panic() {
     assert!(o.stderr.contains("no type"), "{}", o.stderr);
 }
 
+/// `seconds` from now, as pScheduler writes `schedule.start`.
+fn soon(seconds: f64) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    landspeed_core::result::format_utc(now + seconds)
+}
+
 #[test]
 fn two_participants_on_loopback_give_a_valid_merged_result() {
     let _one = serial();
     let port = free_port();
     let t = test(json!({"dest": "127.0.0.1", "duration": "PT2S", "parallel": 2, "interval": "PT1S"}));
     let data = json!([{"schema": 1}, {"schema": 1, "server_port": port}]);
+    // As pScheduler's runner: both started before the scheduled start, the window the tool's
+    // duration (3 s set-up + 1 s + 2 s + 2 s teardown, whole seconds).
+    let start = soon(1.0);
     let input = |n: u64| {
         json!({"schema": 1, "task-uuid": "00000000-0000-0000-0000-000000000001",
-        "schedule": {"start": "2020-01-01T00:00:00+00:00", "duration": "PT11S"},
+        "schedule": {"start": start, "duration": "PT8S"},
         "test": t, "participant": n, "participant-data": data})
     };
     let server_input = input(1);
@@ -188,6 +200,44 @@ fn two_participants_on_loopback_give_a_valid_merged_result() {
     assert!(diags.contains("landspeed verdict: trusted"), "{diags}");
     assert!(diags.contains("verified against the payload pattern"), "{diags}");
     assert!(diags.contains("Participant 1:"), "{diags}");
+}
+
+#[test]
+fn a_server_that_never_ran_and_a_client_with_no_answer_both_fail_within_the_window() {
+    let _one = serial();
+    // The port is held by a listener that accepts and never speaks: landspeed's server cannot bind
+    // it, and the client connects to it and hears nothing.
+    let silent = std::net::TcpListener::bind("0.0.0.0:0").unwrap();
+    let port = silent.local_addr().unwrap().port();
+    let t = test(json!({"dest": "127.0.0.1", "duration": "PT1S"}));
+    let data = json!([{"schema": 1}, {"schema": 1, "server_port": port}]);
+    let start = soon(0.5);
+    let input = |n: u64| {
+        json!({"schema": 1, "schedule": {"start": start, "duration": "PT6S"},
+        "test": t, "participant": n, "participant-data": data})
+    };
+    let served = answer("run", &input(1));
+    assert_eq!(served["succeeded"], false, "{served}");
+    assert!(
+        served["error"]
+            .as_str()
+            .unwrap()
+            .contains("Address already in use"),
+        "{served}"
+    );
+    let t0 = std::time::Instant::now();
+    let client = answer("run", &input(0));
+    assert_eq!(client["succeeded"], false, "{client}");
+    // Its window ends 6 s after a start at most 0.5 s away; the answer comes 1 s before.
+    assert!(t0.elapsed() < Duration::from_secs(7), "{:?}", t0.elapsed());
+    assert!(
+        client["error"]
+            .as_str()
+            .unwrap()
+            .contains("by the end of the run's window"),
+        "{client}"
+    );
+    drop(silent);
 }
 
 #[test]

@@ -80,8 +80,12 @@ fn tcp_only_options_are_refused_for_udp() {
         let o = landspeed(&args, Duration::from_secs(10));
         assert_eq!(o.code, 2, "{extra:?}: {}", o.stderr);
     }
-    let o = landspeed(&["run", "127.0.0.1", "-b", "1G"], Duration::from_secs(10));
-    assert_eq!(o.code, 2, "-b without -u: {}", o.stderr);
+    // -b is the total rate for TCP too (each stream paced at its share), so one rate, not two.
+    let o = landspeed(
+        &["run", "127.0.0.1", "-p", "9", "-b", "1G", "--fq-rate", "1G"],
+        Duration::from_secs(10),
+    );
+    assert_eq!(o.code, 2, "-b with --fq-rate: {}", o.stderr);
 }
 
 /// Offered far above what a receiver with a 64 KiB socket buffer drains, loopback UDP loses datagrams

@@ -471,8 +471,9 @@ fn step(
 /// would block, ends or fails.
 #[inline]
 fn burst(st: &mut State, bufs: &mut Buffers, p: &EngineParams, sender: bool, mut allowance: usize) {
+    let length = if sender { p.send_length() } else { p.length };
     for _ in 0..BURST {
-        let call = p.length.min(allowance);
+        let call = length.min(allowance);
         if call == 0 {
             break;
         }

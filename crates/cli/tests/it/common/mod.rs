@@ -6,13 +6,73 @@ pub mod chain;
 pub mod lan;
 pub mod wan;
 
+use std::cell::RefCell;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
-use std::sync::mpsc;
+use std::sync::{mpsc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
 
+/// The binary under test. Naming it claims a share of the machine for the rest of the test (see
+/// `alone`): every landspeed process a test starts is named here.
 pub fn bin() -> &'static str {
+    share();
     env!("CARGO_BIN_EXE_landspeed")
+}
+
+/// The tests in this binary run two at a time and share the machine's CPUs. A test whose assertions
+/// are about time itself (the emulator's punctuality) takes the machine alone: `alone` waits until
+/// every test holding a share has ended and keeps new ones from starting until it is dropped.
+static MACHINE: RwLock<()> = RwLock::new(());
+
+enum Claim {
+    None,
+    Shared(#[allow(dead_code)] RwLockReadGuard<'static, ()>),
+    Alone,
+}
+
+thread_local! {
+    /// This test thread's claim on the machine, released when the thread (the test) ends.
+    static CLAIM: RefCell<Claim> = const { RefCell::new(Claim::None) };
+}
+
+/// Claims a share of the machine for this test thread, once (nothing when it holds it alone). Every
+/// lock a test holds across its run is taken after this (`take`), so that a test waiting for the
+/// machine alone never waits on a test that waits on it.
+pub fn share() {
+    CLAIM.with(|c| {
+        let mut c = c.borrow_mut();
+        if matches!(*c, Claim::None) {
+            *c = Claim::Shared(MACHINE.read().unwrap_or_else(|e| e.into_inner()));
+        }
+    });
+}
+
+/// A test's lock, taken after its share of the machine.
+pub fn take(lock: &'static Mutex<()>) -> MutexGuard<'static, ()> {
+    share();
+    lock.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The machine for this test alone until the guard drops; called before the test starts anything.
+pub struct Alone(#[allow(dead_code)] RwLockWriteGuard<'static, ()>);
+
+pub fn alone() -> Alone {
+    CLAIM.with(|c| {
+        assert!(
+            matches!(*c.borrow(), Claim::None),
+            "alone() must come before anything else the test starts"
+        );
+        *c.borrow_mut() = Claim::Alone;
+    });
+    // Blocking: a waiting writer keeps new shares out (std's RwLock prefers writers), so the test
+    // waits only for those running now.
+    Alone(MACHINE.write().unwrap_or_else(|e| e.into_inner()))
+}
+
+impl Drop for Alone {
+    fn drop(&mut self) {
+        CLAIM.with(|c| *c.borrow_mut() = Claim::None);
+    }
 }
 
 pub struct ServerProc {

@@ -28,7 +28,7 @@ pub fn root() -> Option<MutexGuard<'static, ()>> {
         eprintln!("skipping: the WAN emulator needs root");
         return None;
     }
-    Some(ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner()))
+    Some(super::take(&ONE_AT_A_TIME))
 }
 
 /// The same lock without the root check, for loopback tests that load both CPUs: holding it keeps them
@@ -36,7 +36,7 @@ pub fn root() -> Option<MutexGuard<'static, ()>> {
 /// rate figures are what those tests assert).
 #[allow(dead_code)]
 pub fn serial() -> MutexGuard<'static, ()> {
-    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+    super::take(&ONE_AT_A_TIME)
 }
 
 fn unique_name() -> String {

@@ -171,7 +171,7 @@ impl Uring {
         for k in 0..self.qd {
             let entry = if sender {
                 let left = st.remaining.map_or(u64::MAX, |r| r - queued);
-                let n = left.min(p.length as u64) as usize;
+                let n = left.min(p.send_length() as u64) as usize;
                 if n == 0 {
                     break;
                 }
