@@ -159,6 +159,8 @@ fn flow_intervals(p: &FlowParts, ids: &[u32]) -> Vec<IntervalResult> {
                         rtt_us: snap.and_then(|t| interval_rtt(t.rtt_us, stream(p.sender, dl.id))),
                         cwnd_bytes: snap.map(|t| t.cwnd_bytes),
                         retransmits: snap.map(|t| t.retransmits),
+                        datagrams_sent: dl.datagrams.map(|d| d.0),
+                        datagrams_lost: dl.datagrams.map(|d| d.1),
                     }
                 })
                 .collect();
@@ -1065,6 +1067,7 @@ pub(crate) mod tests {
                         id,
                         bytes: c,
                         tcp: None,
+                        udp: None,
                     })
                     .collect(),
             })

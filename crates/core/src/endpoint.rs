@@ -451,6 +451,26 @@ pub struct StreamSample {
     pub bytes: u64,
     /// Its TCP state then, when the transport has one.
     pub tcp: Option<TcpSnapshot>,
+    /// A UDP receiver's datagram counts then (absent from older peers and other transports).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub udp: Option<UdpCounts>,
+}
+
+/// A UDP receiver's running datagram counts: how many the highest sequence number says were sent so
+/// far, and how many distinct ones arrived.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct UdpCounts {
+    /// The highest sequence number seen, plus one.
+    pub expected: u64,
+    /// Distinct datagrams received.
+    pub received: u64,
+}
+
+impl UdpCounts {
+    /// Datagrams missing so far (some may still arrive, out of order).
+    pub fn missing(&self) -> u64 {
+        self.expected.saturating_sub(self.received)
+    }
 }
 
 /// A sample of every local stream, closing the interval `start_s..end_s` (seconds since this end's start).

@@ -321,6 +321,12 @@ pub struct IntervalStream {
     pub cwnd_bytes: Option<u64>,
     /// The sender's retransmitted segments so far.
     pub retransmits: Option<u64>,
+    /// UDP: datagrams sent within the interval, as the receiver's sequence numbers tell.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub datagrams_sent: Option<u64>,
+    /// UDP: datagrams found missing within the interval, less those that arrived late within it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub datagrams_lost: Option<u64>,
 }
 
 /// One end of the test as the result shows it.

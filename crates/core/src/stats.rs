@@ -86,22 +86,34 @@ pub struct StreamDelta {
     pub id: u32,
     /// Bytes it moved in the interval.
     pub bytes: u64,
+    /// A UDP receiver's datagrams in the interval: (sent as the sequence numbers say, lost): those found
+    /// missing within it, less those of its own gaps that arrived late within it.
+    pub datagrams: Option<(u64, u64)>,
 }
 
 /// Converts cumulative samples into per-interval byte deltas, stream by stream. Streams are matched by
 /// id; a stream missing from the previous sample starts from zero.
 pub fn deltas(samples: &[IntervalSample]) -> Vec<Vec<StreamDelta>> {
-    let mut last: std::collections::HashMap<u32, u64> = std::collections::HashMap::new();
+    let mut last: std::collections::HashMap<u32, (u64, Option<crate::endpoint::UdpCounts>)> =
+        std::collections::HashMap::new();
     samples
         .iter()
         .map(|s| {
             s.streams
                 .iter()
                 .map(|st| {
-                    let prev = last.insert(st.id, st.bytes).unwrap_or(0);
+                    let (prev, prev_udp) = last.insert(st.id, (st.bytes, st.udp)).unwrap_or_default();
+                    let datagrams = st.udp.map(|u| {
+                        let p = prev_udp.unwrap_or_default();
+                        (
+                            u.expected.saturating_sub(p.expected),
+                            u.missing().saturating_sub(p.missing()),
+                        )
+                    });
                     StreamDelta {
                         id: st.id,
                         bytes: st.bytes.saturating_sub(prev),
+                        datagrams,
                     }
                 })
                 .collect()
@@ -160,11 +172,13 @@ mod tests {
                     id: 0,
                     bytes: a,
                     tcp: None,
+                    udp: None,
                 },
                 StreamSample {
                     id: 1,
                     bytes: b,
                     tcp: None,
+                    udp: None,
                 },
             ],
         };
@@ -173,6 +187,45 @@ mod tests {
         let s0: u64 = d.iter().map(|v| v[0].bytes).sum();
         let s1: u64 = d.iter().map(|v| v[1].bytes).sum();
         assert_eq!((s0, s1), (40, 9));
+    }
+
+    #[test]
+    fn udp_deltas_count_each_intervals_datagrams_and_new_gaps() {
+        use crate::endpoint::UdpCounts;
+        let mk = |i: u32, expected: u64, received: u64| IntervalSample {
+            index: i,
+            start_s: i as f64,
+            end_s: i as f64 + 1.0,
+            omitted: false,
+            streams: vec![StreamSample {
+                id: 0,
+                bytes: received * 100,
+                tcp: None,
+                udp: Some(UdpCounts { expected, received }),
+            }],
+        };
+        // 100 sent, 3 missing; then 100 more with one more gap; then 50 more, none missing, and two
+        // of the old gaps filled late: that interval lost none (never fewer than none).
+        let d = deltas(&[mk(0, 100, 97), mk(1, 200, 196), mk(2, 250, 248)]);
+        let got: Vec<_> = d.iter().map(|v| v[0].datagrams).collect();
+        assert_eq!(got, [Some((100, 3)), Some((100, 1)), Some((50, 0))]);
+        let tcp = deltas(&samples_without_udp());
+        assert!(tcp.iter().all(|v| v[0].datagrams.is_none()));
+    }
+
+    fn samples_without_udp() -> Vec<IntervalSample> {
+        vec![IntervalSample {
+            index: 0,
+            start_s: 0.0,
+            end_s: 1.0,
+            omitted: false,
+            streams: vec![StreamSample {
+                id: 0,
+                bytes: 1,
+                tcp: None,
+                udp: None,
+            }],
+        }]
     }
 
     #[test]

@@ -328,6 +328,7 @@ impl Sampler<'_> {
                     id: m.id,
                     bytes: c.bytes.load(Relaxed),
                     tcp: self.transport.snapshot(i),
+                    udp: c.udp.counts(),
                 })
                 .collect(),
         }

@@ -265,11 +265,13 @@ mod tests {
                     id: 0,
                     bytes: sent,
                     tcp: None,
+                    udp: None,
                 },
                 StreamSample {
                     id: 1,
                     bytes: got,
                     tcp: None,
+                    udp: None,
                 },
             ],
         };

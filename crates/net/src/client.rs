@@ -440,6 +440,8 @@ impl LiveIntervals {
                     rtt_us: x.tcp.map(|t| t.rtt_us),
                     cwnd_bytes: x.tcp.map(|t| t.cwnd_bytes),
                     retransmits: x.tcp.map(|t| t.retransmits),
+                    datagrams_sent: None,
+                    datagrams_lost: None,
                 }
             })
             .collect();

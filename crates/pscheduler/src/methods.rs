@@ -30,7 +30,7 @@ pub fn enumerate(version: &str) -> Value {
         "maintainer": {
             "name": "landspeed developers",
             "email": "landspeed@example.invalid",
-            "href": "https://example.invalid/landspeed"
+            "href": env!("CARGO_PKG_REPOSITORY")
         }
     })
 }

@@ -96,9 +96,41 @@ fn td(start: f64, end: f64, bits_per_s: f64, bytes: u64) -> Map<String, Value> {
     m
 }
 
+/// The intervals as iperf3 reports them: the warm-up's marked `omitted`, the kept ones timed from the
+/// warm-up's end (iperf3 restarts its clock there, and the summary runs from 0), and no tail left
+/// after the last whole interval (shorter than a tenth of one, or empty: the wait for the end).
 fn intervals(r: &RunResult) -> Value {
     let mut previous: std::collections::HashMap<u32, u64> = Default::default();
-    r.intervals.iter().map(|i| interval(i, &mut previous)).collect()
+    let nominal = r.config.spec.interval_s.as_secs_f64();
+    let omit = r.config.spec.omit_s.as_secs_f64();
+    let last = r.intervals.len().saturating_sub(1);
+    r.intervals
+        .iter()
+        .enumerate()
+        .filter_map(|(n, i)| {
+            let v = interval(i, &mut previous);
+            let tail = i.is_tail(nominal) || (n == last && n > 0 && i.bytes == 0);
+            (!tail).then(|| if i.omitted { v } else { shifted(v, omit) })
+        })
+        .collect()
+}
+
+/// An interval's entries with `start` and `end` moved `by` seconds earlier.
+fn shifted(mut v: Value, by: f64) -> Value {
+    let shift = |e: &mut Value| {
+        for k in ["start", "end"] {
+            if let Some(t) = e[k].as_f64() {
+                e[k] = json!((t - by).max(0.0));
+            }
+        }
+    };
+    if by > 0.0 {
+        shift(&mut v["summary"]);
+        if let Some(streams) = v.get_mut("streams").and_then(Value::as_array_mut) {
+            streams.iter_mut().for_each(shift);
+        }
+    }
+    v
 }
 
 /// One interval: each stream's entry (retransmits as this interval's, from the running totals) and
@@ -122,12 +154,25 @@ fn interval(i: &IntervalResult, previous: &mut std::collections::HashMap<u32, u6
                 sum_retr = Some(sum_retr.unwrap_or(0) + n);
             }
             m.insert("retransmits".into(), json!(retr));
+            if let (Some(sent), Some(lost)) = (s.datagrams_sent, s.datagrams_lost) {
+                m.insert("sent".into(), json!(sent));
+                m.insert("lost".into(), json!(lost));
+            }
             Value::Object(m)
         })
         .collect();
     let mut sum = td(i.start_s, i.end_s, i.throughput_bps, i.bytes);
     sum.insert("omitted".into(), json!(i.omitted));
     sum.insert("retransmits".into(), json!(sum_retr));
+    let udp: Option<Vec<(u64, u64)>> = i
+        .streams
+        .iter()
+        .map(|s| Some((s.datagrams_sent?, s.datagrams_lost?)))
+        .collect();
+    if let Some(counts) = udp.filter(|c| !c.is_empty()) {
+        sum.insert("sent".into(), json!(counts.iter().map(|c| c.0).sum::<u64>()));
+        sum.insert("lost".into(), json!(counts.iter().map(|c| c.1).sum::<u64>()));
+    }
     json!({"streams": streams, "summary": Value::Object(sum)})
 }
 

@@ -104,6 +104,8 @@ mod tests {
             rtt_us: None,
             cwnd_bytes: None,
             retransmits: None,
+            datagrams_sent: None,
+            datagrams_lost: None,
         };
         let iv = IntervalResult {
             index: 0,

@@ -98,6 +98,8 @@ fn run() -> RunResult {
                     rtt_us: Some(50_000 + i * 100),
                     cwnd_bytes: Some(1_000_000 + u64::from(i) * 10_000),
                     retransmits: Some(0),
+                    datagrams_sent: None,
+                    datagrams_lost: None,
                 })
                 .collect(),
             probe_rtt: None,

@@ -243,7 +243,10 @@ fn a_server_that_never_ran_and_a_client_with_no_answer_both_fail_within_the_wind
 #[test]
 fn a_loopback_udp_run_carries_datagram_counts() {
     let _one = serial();
-    let t = test(json!({"loopback": true, "udp": true, "bandwidth": 100000000, "duration": "PT1S"}));
+    // bandwidth is per stream, as iperf3's -b: 2 × 50 Mbit/s.
+    let t = test(
+        json!({"loopback": true, "udp": true, "bandwidth": 50000000, "parallel": 2, "duration": "PT2S"}),
+    );
     let r = answer(
         "run",
         &json!({"participant": 0, "test": t, "participant-data": [{"schema": 1}]}),
@@ -255,6 +258,67 @@ fn a_loopback_udp_run_carries_datagram_counts() {
     assert!(sum["sent"].as_u64().unwrap() > 1000, "{sum}");
     assert!(sum["lost"].is_u64() && sum["jitter"].is_number(), "{sum}");
     assert!(sum["retransmits"].is_null(), "{sum}");
+    let bits = sum["throughput-bits"].as_f64().unwrap();
+    assert!(
+        (80e6..120e6).contains(&bits),
+        "two streams at 50 Mbit/s each: {sum}"
+    );
+    // Every interval says what was sent and lost in it, and none is the empty wait for the end.
+    let intervals = merged["intervals"].as_array().unwrap();
+    assert_eq!(intervals.len(), 2, "{intervals:#?}");
+    let mut sent = 0;
+    for i in intervals {
+        let s = &i["summary"];
+        assert!(
+            s["lost"].is_u64() && s["throughput-bytes"].as_u64().unwrap() > 0,
+            "{s}"
+        );
+        sent += s["sent"].as_u64().unwrap();
+        for st in i["streams"].as_array().unwrap() {
+            assert!(st["sent"].is_u64() && st["lost"].is_u64(), "{st}");
+        }
+    }
+    // The intervals' datagrams add up to the summary's (the sender's own count), a few in flight.
+    assert!(
+        sum["sent"].as_u64().unwrap().abs_diff(sent) <= 4,
+        "{sent} vs {sum}"
+    );
+}
+
+#[test]
+fn the_warm_up_is_marked_and_the_kept_intervals_start_at_zero() {
+    let _one = serial();
+    let t = test(json!({"loopback": true, "duration": "PT2S", "omit": "PT1S", "fq-rate": 100000000}));
+    let r = answer(
+        "run",
+        &json!({"participant": 0, "test": t, "participant-data": [{"schema": 1}]}),
+    );
+    assert_valid(&schema("throughput-result.schema.json"), &r);
+    let iv: Vec<(f64, f64, bool)> = r["intervals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| {
+            let s = &i["summary"];
+            (
+                s["start"].as_f64().unwrap(),
+                s["end"].as_f64().unwrap(),
+                s["omitted"] == true,
+            )
+        })
+        .collect();
+    assert_eq!(iv.len(), 3, "{iv:?}");
+    assert!(iv[0].2 && !iv[1].2 && !iv[2].2, "{iv:?}");
+    assert_eq!(
+        (iv[1].0, iv[2].0),
+        (0.0, 1.0),
+        "iperf3 restarts at 0 after the warm-up: {iv:?}"
+    );
+    let end = r["summary"]["summary"]["end"].as_f64().unwrap();
+    assert!(
+        (1.9..2.2).contains(&end),
+        "the summary is the 2 s asked for: {end}"
+    );
 }
 
 #[test]

@@ -147,6 +147,16 @@ impl UdpReceiver {
         self.bytes
     }
 
+    /// Datagrams the highest sequence number seen says were sent: it, plus one.
+    pub fn expected(&self) -> u64 {
+        self.max_seq.map_or(0, |m| m + 1)
+    }
+
+    /// Distinct datagrams received.
+    pub fn received(&self) -> u64 {
+        self.received
+    }
+
     /// The figures, given how many datagrams the sender sent if it said so.
     pub fn stats(&self, sent: Option<u64>) -> UdpStats {
         let expected = sent.unwrap_or_else(|| self.max_seq.map_or(0, |m| m + 1));

@@ -13,7 +13,7 @@ use crate::supervisor::{EngineParams, Flags};
 use landspeed_core::config::Flow;
 use landspeed_core::endpoint::{Role, TcpSnapshot, TcpStats};
 use landspeed_core::payload::Corruption;
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::Instant;
 
 /// What the supervisor sees of one stream while it runs: its byte count and whether it has finished,
@@ -26,6 +26,31 @@ pub struct Meter {
     pub bytes: AtomicU64,
     /// The worker is done with the stream.
     pub finished: AtomicBool,
+    /// A UDP receiver's running datagram counts (set once it receives).
+    pub udp: UdpMeter,
+}
+
+/// A UDP receiver's running counts, for the interval samples.
+#[derive(Debug, Default)]
+pub struct UdpMeter {
+    /// The stream is a UDP receiver: the counts below mean something.
+    pub active: AtomicBool,
+    /// The highest sequence number seen, plus one.
+    pub expected: AtomicU64,
+    /// Distinct datagrams received.
+    pub received: AtomicU64,
+}
+
+impl UdpMeter {
+    /// The counts now, when this is a UDP receiver.
+    pub fn counts(&self) -> Option<landspeed_core::endpoint::UdpCounts> {
+        self.active
+            .load(Relaxed)
+            .then(|| landspeed_core::endpoint::UdpCounts {
+                expected: self.expected.load(Relaxed),
+                received: self.received.load(Relaxed),
+            })
+    }
 }
 
 /// What a worker measured on one stream, handed back when it ends.

@@ -468,6 +468,7 @@ fn receive_stream(
     let mut buf = vec![0u8; if gro { 65_536 } else { p.length.max(HEADER) + 1 }];
     let _ = s.socket.set_read_timeout(Some(Duration::from_millis(20)));
     let mut last_progress = Instant::now();
+    c.udp.active.store(true, Relaxed);
     loop {
         if flags.abort.load(Relaxed) {
             o.error = Some("test aborted".into());
@@ -504,6 +505,8 @@ fn receive_stream(
         last_progress = now;
         inbox.take(&buf[..n], s.id, now.saturating_duration_since(t0), now, &mut o);
         c.bytes.store(o.bytes, Relaxed);
+        c.udp.expected.store(inbox.rx.expected(), Relaxed);
+        c.udp.received.store(inbox.rx.received(), Relaxed);
     }
     let drops = counted.then(|| socket_drops(&s.socket)).flatten();
     if let Some(d) = drops {
