@@ -97,6 +97,10 @@ pub fn after_connect(sock: &Socket, spec: &TestSpec, sending: bool) -> Result<()
         let unsent = paced_queue_bytes(rate).min(i32::MAX as usize) as libc::c_int;
         set_int(sock, libc::IPPROTO_TCP, libc::TCP_NOTSENT_LOWAT, unsent)
             .map_err(other("TCP_NOTSENT_LOWAT"))?;
+        // A paced sender writes a few ms of its pace at a time, less than one segment where the MSS
+        // is large (loopback's is 64 KiB): Nagle would hold each such write for the peer's delayed
+        // ACK and the rate would fall short of the pace.
+        sock.set_tcp_nodelay(true).map_err(other("TCP_NODELAY"))?;
     }
     Ok(())
 }
@@ -112,6 +116,20 @@ pub const PACED_AHEAD: std::time::Duration = std::time::Duration::from_millis(5)
 pub fn paced_queue_bytes(rate_bps: f64) -> usize {
     let bytes = rate_bps / 8.0 * PACED_AHEAD.as_secs_f64();
     (bytes as usize).max(1024)
+}
+
+/// Bytes written to a TCP socket and not yet sent (SIOCOUTQNSD). TCP_NOTSENT_LOWAT alone does not bound
+/// them: the kernel checks it only when a write needs a new segment, and appends to the last one up
+/// to its size goal (two MSS, 128 KiB on loopback) without looking.
+pub fn unsent_bytes<S: AsRawFd>(sock: &S) -> std::io::Result<u64> {
+    const SIOCOUTQNSD: libc::c_ulong = 0x894B;
+    let mut n: libc::c_int = 0;
+    // SAFETY: SIOCOUTQNSD writes one int through the pointer, which points at a live c_int.
+    let rc = unsafe { libc::ioctl(sock.as_raw_fd(), SIOCOUTQNSD, &mut n) };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(n.max(0) as u64)
 }
 
 /// Sets an int socket option (`level` SOL_SOCKET, SOL_UDP, IPPROTO_TCP, ...).

@@ -451,6 +451,9 @@ fn step(
         st.idle_out(p.idle_timeout);
         return Step::Ended;
     }
+    if sender && paced_queue_full(st, p) {
+        return Step::Capped(now + PACED_POLL);
+    }
     let mut allowance = usize::MAX;
     if let Some(bps) = p.stream_cap_bps {
         // Ahead of the cap: leave the socket alone until the rate catches up. Otherwise move no more
@@ -467,6 +470,19 @@ fn step(
     Step::Moved
 }
 
+/// A paced sender holds at most [`crate::sockopt::PACED_AHEAD`] of its pace unsent, so that its time
+/// ends when the test's does: true when the socket holds that much.
+fn paced_queue_full(st: &State, p: &EngineParams) -> bool {
+    let Some(rate) = p.paced_bps else {
+        return false;
+    };
+    let limit = crate::sockopt::paced_queue_bytes(rate) as u64;
+    crate::sockopt::unsent_bytes(&st.ds.socket).is_ok_and(|n| n >= limit)
+}
+
+/// How often a paced sender whose queue is full looks again: a fifth of what it keeps queued.
+const PACED_POLL: Duration = Duration::from_millis(1);
+
 /// Up to `BURST` sends or receives on one ready stream, moving at most `allowance` bytes, until it
 /// would block, ends or fails.
 #[inline]
@@ -475,6 +491,13 @@ fn burst(st: &mut State, bufs: &mut Buffers, p: &EngineParams, sender: bool, mut
     for _ in 0..BURST {
         let call = length.min(allowance);
         if call == 0 {
+            break;
+        }
+        if sender && paced_queue_full(st, p) {
+            // The blocking worker waits here; the epoll worker's next pass finds it full (`step`).
+            if st.out.blocking {
+                std::thread::sleep(PACED_POLL);
+            }
             break;
         }
         let res = if sender {

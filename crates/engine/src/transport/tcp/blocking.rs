@@ -69,7 +69,12 @@ pub(super) fn worker(
         }
         // A call that timed out marks the stream not ready; here the next call simply blocks again.
         st.ready = true;
-        super::burst(&mut st, &mut bufs, p, sender, usize::MAX);
+        // A paced sender's write waits for its pace: one per pass, so its time is looked at each time.
+        let allowance = match (sender, p.paced_bps) {
+            (true, Some(_)) => p.send_length(),
+            _ => usize::MAX,
+        };
+        super::burst(&mut st, &mut bufs, p, sender, allowance);
         if st.done && flags.halt.load(Relaxed) {
             // iperf3's end: the peer may close the stream while a call was blocked in it; what was in
             // flight is not counted, and its failing is not an error.
