@@ -333,6 +333,21 @@ mod tests {
     }
 
     #[test]
+    fn the_source_is_bound_unless_a_local_address_is_given() {
+        let args = |spec: Value| match plan(&json!({"participant": 0, "test": test(spec)})).unwrap() {
+            Role::Client { args, .. } => args.join(" "),
+            r => panic!("{r:?}"),
+        };
+        assert!(args(json!({"dest": "b", "source": "a.example"})).contains("-B a.example"));
+        let both = args(json!({"dest": "b", "source": "a.example", "local-address": "192.0.2.1"}));
+        assert!(
+            both.contains("-B 192.0.2.1") && !both.contains("a.example"),
+            "{both}"
+        );
+        assert!(!args(json!({"dest": "b"})).contains("-B"));
+    }
+
+    #[test]
     fn loopback_and_single_ended_runs_have_one_participant() {
         let Role::Client { args, local_server } = plan(&json!({
             "participant": 0, "test": test(json!({"loopback": true, "ip-version": 6})),

@@ -24,6 +24,10 @@ pub const SUPPORTED: &[(&str, &str)] = &[
     ("mss", "-M"),
     ("bandwidth", "-b"),
     ("fq-rate", "--fq-rate"),
+    (
+        "bandwidth-strict",
+        "TCP: always (the kernel's pacing never exceeds its rate); refused with udp",
+    ),
     ("udp", "-u"),
     ("buffer-length", "-l"),
     ("burst-size", "--burst"),
@@ -216,6 +220,7 @@ struct Reader<'a> {
 impl Reader<'_> {
     fn spec(&mut self) -> Spec {
         self.keys();
+        self.boolean("bandwidth-strict");
         let s = Spec {
             dest: self.string("dest").unwrap_or_default(),
             source: self.string("source"),
@@ -276,6 +281,12 @@ impl Reader<'_> {
         if s.udp && (s.congestion.is_some() || s.mss.is_some() || s.no_delay || s.zero_copy) {
             self.why
                 .push("congestion, mss, no-delay and zero-copy apply to TCP only, not with udp".into());
+        }
+        if s.udp && self.spec.get("bandwidth-strict") == Some(&Value::Bool(true)) {
+            self.why.push(
+                "bandwidth-strict with udp: landspeed's UDP sender makes up for lost time (--burst datagrams back to back)"
+                    .into(),
+            );
         }
         if s.burst_size.is_some() && !s.udp {
             self.why.push("burst-size applies to UDP only".into());

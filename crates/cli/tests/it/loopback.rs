@@ -439,6 +439,17 @@ fn fq_rate_paces_the_sender() {
 }
 
 #[test]
+fn b_is_the_total_rate_for_tcp_too() {
+    // Two streams at 20 Mbit/s in all: each socket paced at 10 Mbit/s, as --fq-rate 10M would.
+    let s = ServerProc::start("127.0.0.1", &[]);
+    let r = run_json("127.0.0.1", s.port, &["-t", "1", "-P", "2", "-b", "20M"]);
+    check_invariants(&r);
+    assert_eq!(r["config"]["fq_rate_bps"], 10e6, "{}", r["config"]);
+    let bps = r["summary"]["throughput_bps"].as_f64().unwrap();
+    assert!((15e6..25e6).contains(&bps), "{bps}");
+}
+
+#[test]
 fn a_slow_paced_test_ends_on_time_and_names_its_pace() {
     // At 2 Mbit/s the kernel's 4 MiB send buffer is 16 s of data: a sender that filled it ran 19 s
     // for a 3 s test. Margin: the bound is 1 s past the asked time, the overrun it catches 10 s.

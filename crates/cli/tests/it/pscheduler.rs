@@ -263,9 +263,10 @@ fn a_loopback_udp_run_carries_datagram_counts() {
         (80e6..120e6).contains(&bits),
         "two streams at 50 Mbit/s each: {sum}"
     );
-    // Every interval says what was sent and lost in it, and none is the empty wait for the end.
+    // Every interval says what was sent and lost in it, and none is the empty wait for the end (a
+    // last part-interval stays when datagrams arrived in it: on a busy machine a few arrive late).
     let intervals = merged["intervals"].as_array().unwrap();
-    assert_eq!(intervals.len(), 2, "{intervals:#?}");
+    assert!((2..=3).contains(&intervals.len()), "{intervals:#?}");
     let mut sent = 0;
     for i in intervals {
         let s = &i["summary"];
