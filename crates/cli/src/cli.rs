@@ -96,4 +96,10 @@ pub enum Command {
         after_help = "Installed as /usr/lib/pscheduler/classes/tool/landspeed/METHOD wrappers (contrib/pscheduler).\nExample:\n  echo '{\"type\":\"throughput\",\"spec\":{\"dest\":\"b.example\",\"duration\":\"PT20S\"}}' | landspeed pscheduler duration"
     )]
     Pscheduler(crate::cmd::pscheduler::PschedulerArgs),
+    /// iperf3's command line and output (the drop-in; also the binary started as `iperf3`).
+    #[command(
+        disable_help_flag = true,
+        after_help = "Examples:\n  landspeed iperf3 -c 192.0.2.7 -t 10 -P 4 -J\n  landspeed iperf3 -s -1\n  ln -s $(command -v landspeed) /usr/local/lib/landspeed/iperf3   # then iperf3 ... runs landspeed"
+    )]
+    Iperf3(crate::cmd::iperf3::Iperf3Args),
 }

@@ -17,6 +17,12 @@ use common::UsageError;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let name = argv.first().map(std::path::Path::new).and_then(|p| p.file_name());
+    if name.is_some_and(|n| n == "iperf3") {
+        landspeed_engine::rlimit::raise_fd_limit();
+        return exit_code(cmd::iperf3::main(argv));
+    }
     if cmd::version::asked(&std::env::args().collect::<Vec<_>>()) {
         println!("{}", cmd::version::line());
         return ExitCode::SUCCESS;
@@ -42,10 +48,16 @@ fn main() -> ExitCode {
         Command::Record(a) => cmd::record::record(a),
         Command::Wan(a) => cmd::wan::wan(a),
         Command::Pscheduler(a) => cmd::pscheduler::pscheduler(a),
+        Command::Iperf3(a) => cmd::iperf3::iperf3(a),
         Command::Exporter(a) => cmd::exporter::exporter(a),
         Command::Completions(a) => cmd::version::completions(a, cli::Cli::command()),
         Command::Man(a) => cmd::version::man(a, cli::Cli::command()),
     };
+    exit_code(outcome)
+}
+
+/// 0 ok, 1 runtime failure, 2 usage error; errors printed once, with their chain of causes.
+fn exit_code(outcome: anyhow::Result<bool>) -> ExitCode {
     match outcome {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),

@@ -127,8 +127,14 @@ fn interval_rtt(rtt_us: u32, sender: Option<&StreamReport>) -> Option<u32> {
 }
 
 fn flow_intervals(p: &FlowParts, ids: &[u32]) -> Vec<IntervalResult> {
-    let rx: Vec<IntervalSample> = p
-        .receiver_samples
+    // The receiver's view, or the sender's when the far end sends no samples (iperf3's protocol
+    // carries none): then an interval's bytes are those written, as iperf3's own client shows them.
+    let samples = if p.receiver_samples.is_empty() {
+        p.sender_samples
+    } else {
+        p.receiver_samples
+    };
+    let rx: Vec<IntervalSample> = samples
         .iter()
         .map(|s| IntervalSample {
             streams: s

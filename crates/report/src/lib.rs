@@ -6,6 +6,8 @@
 #![warn(missing_docs)]
 
 pub mod html;
+pub mod iperf3_json;
+pub mod iperf3_text;
 pub mod json;
 pub mod live;
 pub mod mesh_text;

@@ -4,6 +4,7 @@
 
 pub mod archive;
 pub mod exporter;
+pub mod iperf3;
 pub mod mesh;
 pub mod model;
 pub mod path;

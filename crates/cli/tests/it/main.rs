@@ -14,6 +14,7 @@ mod files;
 mod install;
 mod iperf3_client;
 mod iperf3_diff;
+mod iperf3_dropin;
 mod iperf3_server;
 mod limits;
 mod loopback;

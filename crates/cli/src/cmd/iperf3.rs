@@ -1,0 +1,438 @@
+//! `landspeed iperf3 ARGS` (and the binary started as `iperf3`): iperf3's command line and output, so
+//! a script or a perfSONAR host that runs `iperf3` can run landspeed by changing one path. The client
+//! runs landspeed's data path with iperf3's protocol (against iperf3 and landspeed servers alike) and
+//! prints iperf3's text or `-J` document (report::iperf3_text, report::iperf3_json); the server is
+//! `landspeed serve`, which answers iperf3 clients. Options iperf3 has and landspeed cannot honour are
+//! refused by name, never ignored (docs/iperf3.md lists them).
+
+use anyhow::Result;
+use clap::{Args, Parser};
+use landspeed_report::{iperf3_json, iperf3_text};
+use std::ffi::OsString;
+
+/// `landspeed iperf3 ARGS...`: the arguments as iperf3 takes them.
+#[derive(Args, Debug)]
+pub struct Iperf3Args {
+    /// iperf3's arguments, e.g. `-c HOST -t 10 -P 4 -J` or `-s -1`.
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "IPERF3_ARGS"
+    )]
+    pub args: Vec<OsString>,
+}
+
+/// iperf3 3.21's options that landspeed carries out.
+#[derive(Parser, Debug, Default)]
+#[command(name = "iperf3", disable_version_flag = true, disable_help_flag = true)]
+struct Opts {
+    #[arg(short = 'c', long = "client")]
+    client: Option<String>,
+    #[arg(short = 's', long = "server")]
+    server: bool,
+    #[arg(short = 'p', long = "port")]
+    port: Option<u16>,
+    #[arg(short = 't', long = "time")]
+    time: Option<f64>,
+    #[arg(short = 'n', long = "bytes")]
+    bytes: Option<String>,
+    #[arg(short = 'k', long = "blockcount")]
+    blocks: Option<String>,
+    #[arg(short = 'P', long = "parallel")]
+    parallel: Option<u32>,
+    #[arg(short = 'R', long = "reverse")]
+    reverse: bool,
+    #[arg(long = "bidir")]
+    bidir: bool,
+    #[arg(short = 'u', long = "udp")]
+    udp: bool,
+    #[arg(short = 'b', long = "bitrate", alias = "bandwidth")]
+    bitrate: Option<String>,
+    #[arg(short = 'l', long = "length")]
+    length: Option<String>,
+    #[arg(short = 'w', long = "window")]
+    window: Option<String>,
+    #[arg(short = 'M', long = "set-mss")]
+    mss: Option<u32>,
+    #[arg(short = 'N', long = "no-delay")]
+    no_delay: bool,
+    #[arg(short = 'C', long = "congestion")]
+    congestion: Option<String>,
+    #[arg(short = 'O', long = "omit")]
+    omit: Option<f64>,
+    #[arg(short = 'i', long = "interval")]
+    interval: Option<f64>,
+    #[arg(short = 'J', long = "json")]
+    json: bool,
+    #[arg(short = 'f', long = "format")]
+    format: Option<String>,
+    #[arg(short = '4', long = "version4")]
+    v4: bool,
+    #[arg(short = '6', long = "version6")]
+    v6: bool,
+    #[arg(short = 'B', long = "bind")]
+    bind: Option<String>,
+    #[arg(short = 'Z', long = "zerocopy")]
+    zerocopy: bool,
+    #[arg(long = "fq-rate")]
+    fq_rate: Option<String>,
+    #[arg(short = 'V', long = "verbose")]
+    verbose: bool,
+    #[arg(short = '1', long = "one-off")]
+    one_off: bool,
+    #[arg(long = "idle-timeout")]
+    idle_timeout: Option<u64>,
+    #[arg(long = "forceflush")]
+    forceflush: bool,
+    #[arg(short = 'T', long = "title")]
+    title: Option<String>,
+    #[arg(short = 'v', long = "version")]
+    version: bool,
+    #[arg(short = 'h', long = "help")]
+    help: bool,
+    /// Options iperf3 has that landspeed refuses by name (see `refused`).
+    #[arg(short = 'S', long = "tos")]
+    tos: Option<String>,
+    #[arg(short = 'L', long = "flowlabel")]
+    flowlabel: Option<String>,
+    #[arg(short = 'D', long = "daemon")]
+    daemon: bool,
+    #[arg(short = 'I', long = "pidfile")]
+    pidfile: Option<String>,
+    #[arg(long = "logfile")]
+    logfile: Option<String>,
+    #[arg(long = "get-server-output")]
+    get_server_output: bool,
+    #[arg(long = "json-stream")]
+    json_stream: bool,
+    #[arg(long = "timestamps", num_args = 0..=1, default_missing_value = "")]
+    timestamps: Option<String>,
+    #[arg(short = 'A', long = "affinity")]
+    affinity: Option<String>,
+    #[arg(long = "cport")]
+    cport: Option<u16>,
+    #[arg(short = 'F', long = "file")]
+    file: Option<String>,
+    #[arg(long = "rsa-private-key-path")]
+    rsa_private: Option<String>,
+    #[arg(long = "authorized-users-path")]
+    authorized_users: Option<String>,
+    #[arg(long = "username")]
+    username: Option<String>,
+    #[arg(long = "rsa-public-key-path")]
+    rsa_public: Option<String>,
+    #[arg(long = "server-bitrate-limit")]
+    server_bitrate_limit: Option<String>,
+    #[arg(long = "dont-fragment")]
+    dont_fragment: bool,
+    #[arg(short = 'm', long = "mptcp")]
+    mptcp: bool,
+}
+
+/// iperf3's words for a bad command line; it exits 1 for those, as for every error.
+fn parameter_error(why: &str) -> Result<bool> {
+    eprintln!("iperf3: parameter error - {why}");
+    eprintln!("Usage: iperf3 [-s|-c host] [options]\n       iperf3 [-h|--help] [-v|--version]");
+    Ok(false)
+}
+
+/// `landspeed iperf3 ARGS`.
+pub fn iperf3(a: Iperf3Args) -> Result<bool> {
+    let mut argv = vec![OsString::from("iperf3")];
+    argv.extend(a.args);
+    main(argv)
+}
+
+/// The binary started as `iperf3`, or `landspeed iperf3`: `argv` starts with the program's name.
+pub fn main(argv: Vec<OsString>) -> Result<bool> {
+    let o = match Opts::try_parse_from(argv) {
+        Ok(o) => o,
+        Err(e) => {
+            let text = e.to_string();
+            let first = text.lines().next().unwrap_or("").trim_start_matches("error: ");
+            return parameter_error(first);
+        }
+    };
+    if o.version {
+        println!(
+            "iperf 3.21 (landspeed {}: iperf3's command line and output)",
+            landspeed_core::SOFTWARE_VERSION
+        );
+        return Ok(true);
+    }
+    if o.help {
+        println!("{HELP}");
+        return Ok(true);
+    }
+    if let Some(why) = refused(&o) {
+        return parameter_error(&why);
+    }
+    match (&o.client, o.server) {
+        (Some(_), true) => parameter_error("cannot be both server and client"),
+        (None, false) => parameter_error("must either be a client (-c) or server (-s)"),
+        (None, true) => serve(&o),
+        (Some(host), false) => client(&o, host),
+    }
+}
+
+const HELP: &str = "Usage: iperf3 [-s|-c host] [options]   (landspeed's iperf3 drop-in)
+  -c, --client HOST   run as a client against HOST     -s, --server     run as a server
+  -p, --port N        server port (5201)               -1, --one-off    serve one test, then exit
+  -t, --time S        seconds to send (10)             -n, --bytes N    bytes to send instead
+  -k, --blockcount N  blocks to send instead           -P, --parallel N streams
+  -R, --reverse       the server sends                 --bidir          both directions
+  -u, --udp           UDP                              -b, --bitrate R  per stream (UDP default 1M)
+  -l, --length N      write size (TCP 128K)            -w, --window N   socket buffers
+  -M, --set-mss N     TCP MSS                          -N, --no-delay   TCP_NODELAY
+  -C, --congestion A  congestion control               -O, --omit S     warm-up left out
+  -i, --interval S    report interval                  -J, --json       iperf3's JSON document
+  -f, --format [kmgtKMGT] units of the text            -4, -6, -B ADDR, -Z, --fq-rate R, --idle-timeout S
+Every byte is verified when the server is landspeed; the JSON's `landspeed` key says so.
+Options landspeed cannot honour are refused by name (docs/iperf3.md).";
+
+/// The first option given that landspeed refuses, with why.
+fn refused(o: &Opts) -> Option<String> {
+    let list: [(bool, &str, &str); 18] = [
+        (
+            o.tos.is_some(),
+            "-S/--tos",
+            "landspeed does not set the IP type of service",
+        ),
+        (
+            o.flowlabel.is_some(),
+            "-L/--flowlabel",
+            "landspeed does not set the IPv6 flow label",
+        ),
+        (
+            o.daemon,
+            "-D/--daemon",
+            "run it under a service manager (landspeed serve has a systemd unit)",
+        ),
+        (
+            o.pidfile.is_some(),
+            "-I/--pidfile",
+            "no daemon mode, so no pid file",
+        ),
+        (o.logfile.is_some(), "--logfile", "redirect the output instead"),
+        (
+            o.get_server_output,
+            "--get-server-output",
+            "the JSON already holds both ends' figures",
+        ),
+        (
+            o.json_stream,
+            "--json-stream",
+            "not yet: -J writes the whole document at the end",
+        ),
+        (o.timestamps.is_some(), "--timestamps", "not yet"),
+        (o.affinity.is_some(), "-A/--affinity", "use landspeed run --cpus"),
+        (o.cport.is_some(), "--cport", "landspeed picks its client ports"),
+        (
+            o.file.is_some(),
+            "-F/--file",
+            "use landspeed run --send-file / --recv-file",
+        ),
+        (
+            o.rsa_private.is_some() || o.authorized_users.is_some(),
+            "--rsa-private-key-path/--authorized-users-path",
+            "landspeed authenticates with --auth-keys",
+        ),
+        (
+            o.username.is_some() || o.rsa_public.is_some(),
+            "--username/--rsa-public-key-path",
+            "landspeed authenticates with --auth",
+        ),
+        (
+            o.server_bitrate_limit.is_some(),
+            "--server-bitrate-limit",
+            "use landspeed serve --max-rate",
+        ),
+        (
+            o.dont_fragment,
+            "--dont-fragment",
+            "landspeed does not set DF on UDP",
+        ),
+        (o.mptcp, "-m/--mptcp", "use landspeed run --mptcp"),
+        (o.title.is_some(), "-T/--title", "not yet"),
+        (
+            o.format.as_deref().is_some_and(|f| !matches!(f, "a" | "A")),
+            "-f/--format",
+            "only adaptive units (a, A) so far",
+        ),
+    ];
+    list.into_iter()
+        .find(|(on, ..)| *on)
+        .map(|(_, name, why)| format!("landspeed iperf3 does not support {name}: {why}"))
+}
+
+/// The server: `landspeed serve` with iperf3's options, in this process.
+fn serve(o: &Opts) -> Result<bool> {
+    let mut args: Vec<String> = vec!["serve".into(), "-p".into(), o.port.unwrap_or(5201).to_string()];
+    if o.one_off {
+        args.push("--once".into());
+    }
+    if let Some(b) = &o.bind {
+        args.extend(["--bind".into(), b.clone()]);
+    }
+    if let Some(t) = o.idle_timeout {
+        args.extend(["--idle-timeout".into(), format!("{t}s")]);
+    }
+    use std::os::unix::process::CommandExt;
+    let exe = std::env::current_exe()?;
+    let err = std::process::Command::new(exe).args(&args).exec();
+    anyhow::bail!("cannot start landspeed serve: {err}")
+}
+
+/// `landspeed run` arguments for iperf3's client options.
+fn run_args(o: &Opts, host: &str) -> Vec<String> {
+    let mut a = vec![
+        host.to_string(),
+        "-p".into(),
+        o.port.unwrap_or(5201).to_string(),
+        "--no-save".into(),
+    ];
+    let mut opt = |flag: &str, v: Option<String>| {
+        if let Some(v) = v {
+            a.push(flag.into());
+            a.push(v);
+        }
+    };
+    let streams = o.parallel.unwrap_or(1);
+    match (&o.bytes, &o.blocks) {
+        (Some(n), _) => opt("-n", Some(n.clone())),
+        (_, Some(k)) => opt("-k", Some(k.clone())),
+        _ => opt(
+            "-t",
+            Some(format!("{}ms", (o.time.unwrap_or(10.0) * 1000.0).round())),
+        ),
+    }
+    opt("-P", o.parallel.map(|p| p.to_string()));
+    // iperf3's writes: 128 KiB for TCP unless -l.
+    opt("-l", o.length.clone().or_else(|| (!o.udp).then(|| "128K".into())));
+    opt("-w", o.window.clone());
+    opt("-M", o.mss.map(|m| m.to_string()));
+    opt("-C", o.congestion.clone());
+    opt("-O", o.omit.map(|s| format!("{}ms", (s * 1000.0).round())));
+    opt(
+        "-i",
+        o.interval
+            .filter(|i| *i > 0.0)
+            .map(|s| format!("{}ms", (s * 1000.0).round())),
+    );
+    opt("-B", o.bind.clone());
+    opt("--fq-rate", o.fq_rate.clone());
+    // iperf3's -b is per stream (UDP default 1 Mbit/s); landspeed's -b is the total for UDP, and a
+    // TCP stream's rate is its socket's pace (--fq-rate).
+    let rate = o
+        .bitrate
+        .as_deref()
+        .map(|b| b.split('/').next().unwrap_or(b).to_string());
+    if o.udp {
+        let per = rate
+            .as_deref()
+            .unwrap_or("1M")
+            .parse::<landspeed_core::units::BitRate>();
+        opt(
+            "-b",
+            per.ok()
+                .map(|r| format!("{}", (r.bps() * f64::from(streams)).round() as u64)),
+        );
+    } else if o.fq_rate.is_none() {
+        opt("--fq-rate", rate.filter(|r| r != "0"));
+    }
+    for (on, flag) in [
+        (o.reverse, "-R"),
+        (o.bidir, "--bidir"),
+        (o.udp, "-u"),
+        (o.no_delay, "-N"),
+        (o.v4, "-4"),
+        (o.v6, "-6"),
+    ] {
+        if on {
+            a.push(flag.into());
+        }
+    }
+    if o.zerocopy {
+        a.extend(["--tx".into(), "zerocopy".into()]);
+    }
+    a
+}
+
+/// The client: one test, printed as iperf3 prints it.
+fn client(o: &Opts, host: &str) -> Result<bool> {
+    let args = run_args(o, host);
+    let meta = iperf3_json::Iperf3Meta {
+        version: format!(
+            "landspeed {} (iperf3 3.21 drop-in)",
+            landspeed_core::SOFTWARE_VERSION
+        ),
+        system_info: system_info(),
+        cookie: cookie(),
+    };
+    let opts = match crate::common::client::options_from_args(&args) {
+        Ok(opts) => opts,
+        Err(e) => return parameter_error(&e.to_string()),
+    };
+    let interrupt = crate::common::client::interrupt_flag()?;
+    // iperf3's protocol, as the program it stands in for: landspeed's would cost an iperf3 server
+    // started with -1 its one test before the switch (docs/iperf3.md).
+    match crate::common::client::run_quiet(&opts, true, &interrupt) {
+        Ok(r) => {
+            if o.json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&iperf3_json::document(&r, &meta))?
+                );
+            } else {
+                print!("{}", iperf3_text::render(&r));
+            }
+            Ok(r.verdict().is_trusted() || !r.payload.verified)
+        }
+        Err(e) => {
+            let why = crate::common::flags::client(&e);
+            let text = if why.contains("cannot connect") {
+                // iperf3 3.21's words, with the system's reason last.
+                let reason = why.rsplit(": ").next().unwrap_or(&why);
+                let reason = reason.split(" (os error").next().unwrap_or(reason);
+                format!("unable to connect to server - server may have stopped running or use a different port, firewall issue, etc.: {reason}")
+            } else {
+                why
+            };
+            if o.json {
+                let doc = serde_json::json!({"start": {"connected": [], "version": meta.version,
+                    "system_info": meta.system_info}, "intervals": [], "end": {}, "error": text});
+                println!("{}", serde_json::to_string_pretty(&doc)?);
+            } else {
+                eprintln!("iperf3: error - {text}");
+            }
+            Ok(false)
+        }
+    }
+}
+
+/// iperf3's `system_info`: uname's system, node, release, version and machine (from /proc).
+fn system_info() -> String {
+    let read = |k: &str| {
+        std::fs::read_to_string(format!("/proc/sys/kernel/{k}"))
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default()
+    };
+    format!(
+        "{} {} {} {} {}",
+        read("ostype"),
+        read("hostname"),
+        read("osrelease"),
+        read("version"),
+        std::env::consts::ARCH
+    )
+}
+
+/// A 36-character cookie of iperf3's alphabet (a-z, 2-7), as iperf3 makes one per test.
+fn cookie() -> String {
+    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz234567";
+    let mut seed = [0u8; 36];
+    let _ = getrandom::fill(&mut seed);
+    seed.iter()
+        .map(|b| ALPHABET[usize::from(*b) % 32] as char)
+        .collect()
+}
