@@ -227,17 +227,7 @@ fn stream_summary(r: &RunResult, s: &StreamResult) -> String {
     let secs = s.duration_s;
     if udp(r) {
         let u = s.udp.unwrap_or_default();
-        let total = u
-            .datagrams_sent
-            .unwrap_or(u.datagrams_received + u.datagrams_lost);
-        return format!(
-            "{}  {:5.3} ms  0/{total} (0%)  sender\n{}  {:5.3} ms  {}  receiver\n",
-            head(&tag, 0.0, secs, s.bytes_sent),
-            0.0,
-            head(&tag, 0.0, secs, s.bytes_received),
-            u.jitter_ms,
-            lost_of(u.datagrams_lost, total)
-        );
+        return udp_summary(&tag, secs, (s.bytes_sent, s.bytes_received), &u);
     }
     let retr = s.tcp.as_ref().map_or(0, |t| t.retransmits);
     format!(
@@ -247,22 +237,32 @@ fn stream_summary(r: &RunResult, s: &StreamResult) -> String {
     )
 }
 
+/// A UDP summary's sender and receiver lines (the sender's jitter and loss are iperf3's zeros).
+fn udp_summary(
+    tag: &str,
+    secs: f64,
+    (sent, received): (u64, u64),
+    u: &landspeed_core::udp::UdpStats,
+) -> String {
+    let total = u
+        .datagrams_sent
+        .unwrap_or(u.datagrams_received + u.datagrams_lost);
+    format!(
+        "{}  {:5.3} ms  0/{total} (0%)  sender\n{}  {:5.3} ms  {}  receiver\n",
+        head(tag, 0.0, secs, sent),
+        0.0,
+        head(tag, 0.0, secs, received),
+        u.jitter_ms,
+        lost_of(u.datagrams_lost, total)
+    )
+}
+
 fn sum_summary(r: &RunResult) -> String {
     let sum = &r.summary;
     let secs = sum.duration_s;
     if udp(r) {
         let u = sum.udp.unwrap_or_default();
-        let total = u
-            .datagrams_sent
-            .unwrap_or(u.datagrams_received + u.datagrams_lost);
-        return format!(
-            "{}  {:5.3} ms  0/{total} (0%)  sender\n{}  {:5.3} ms  {}  receiver\n",
-            head("[SUM]", 0.0, secs, sum.bytes_sent),
-            0.0,
-            head("[SUM]", 0.0, secs, sum.bytes_received),
-            u.jitter_ms,
-            lost_of(u.datagrams_lost, total)
-        );
+        return udp_summary("[SUM]", secs, (sum.bytes_sent, sum.bytes_received), &u);
     }
     format!(
         "{}  {:3}             sender\n{}                  receiver\n",
