@@ -36,6 +36,9 @@ pub struct TestLog {
     pub peer_bytes: Option<u64>,
     /// The key name the client authenticated with (`--auth-keys`).
     pub auth: Option<String>,
+    /// iperf3 tests that completed: the whole test as this server saw it (its own figures, and the
+    /// client's from the results exchange), for `landspeed iperf3 -s -J`.
+    pub result: Option<Box<crate::result::RunResult>>,
 }
 
 impl TestLog {
@@ -66,6 +69,7 @@ impl TestLog {
             protocol: protocol.into(),
             peer_bytes: None,
             auth: None,
+            result: None,
         }
     }
 }

@@ -18,6 +18,8 @@ pub struct Iperf3Meta {
     pub system_info: String,
     /// `start.cookie`: the test's 36-character cookie.
     pub cookie: String,
+    /// The document of the server's end (`iperf3 -s -J`) rather than the client's.
+    pub server: bool,
 }
 
 /// iperf3 numbers its data sockets from 4 on the client (3 is the control connection).
@@ -29,8 +31,8 @@ fn socket(id: u32) -> u32 {
 pub fn document(r: &RunResult, m: &Iperf3Meta) -> Value {
     json!({
         "start": start(r, m),
-        "intervals": shown(r).map(|i| interval(r, i)).collect::<Vec<_>>(),
-        "end": end(r),
+        "intervals": shown(r).map(|i| interval(r, m.server, i)).collect::<Vec<_>>(),
+        "end": end(r, m.server),
         "landspeed": extra(r),
     })
 }
@@ -45,9 +47,14 @@ fn udp(r: &RunResult) -> bool {
     r.config.spec.transport == Transport::Udp
 }
 
-/// Whether the client sends on this stream (iperf3's `sender` flag in the client's document).
-fn client_sends(r: &RunResult, id: u32) -> bool {
-    stream(r, id).is_none_or(|s| s.flow == Flow::ClientToServer)
+/// Whether this end sends on the stream (iperf3's `sender` flag): the client's end, or the server's.
+fn sends(r: &RunResult, server: bool, id: u32) -> bool {
+    let flow = if server {
+        Flow::ServerToClient
+    } else {
+        Flow::ClientToServer
+    };
+    stream(r, id).is_none_or(|s| s.flow == flow)
 }
 
 fn stream(r: &RunResult, id: u32) -> Option<&StreamResult> {
@@ -63,8 +70,13 @@ fn host_port(addr: &str) -> (String, u16) {
 
 fn start(r: &RunResult, m: &Iperf3Meta) -> Value {
     let spec = &r.config.spec;
-    let (lh, lp) = host_port(&r.config.local_address);
-    let (rh, rp) = host_port(&r.config.remote_address);
+    // The result's local address is the client's.
+    let (mine, theirs) = if m.server {
+        (&r.config.remote_address, &r.config.local_address)
+    } else {
+        (&r.config.local_address, &r.config.remote_address)
+    };
+    let ((lh, lp), (rh, rp)) = (host_port(mine), host_port(theirs));
     let connected: Vec<Value> = r
         .streams
         .iter()
@@ -89,15 +101,19 @@ fn start(r: &RunResult, m: &Iperf3Meta) -> Value {
             "timesecs": secs.floor() as u64,
             "timemillisecs": (secs * 1000.0).floor() as u64,
         },
-        "connecting_to": {"host": r.config.host, "port": r.config.port},
         "cookie": m.cookie,
         "target_bitrate": per_stream,
         "fq_rate": spec.fq_rate_bps.unwrap_or(0.0) as u64,
         "sock_bufsize": spec.window_bytes.unwrap_or(0),
-        "sndbuf_actual": r.local.window.granted_snd_bytes,
-        "rcvbuf_actual": r.local.window.granted_rcv_bytes,
+        "sndbuf_actual": here(r, m.server).window.granted_snd_bytes,
+        "rcvbuf_actual": here(r, m.server).window.granted_rcv_bytes,
         "test_start": test_start(r, per_stream),
     });
+    if m.server {
+        out["accepted_connection"] = json!({"host": rh, "port": rp});
+    } else {
+        out["connecting_to"] = json!({"host": r.config.host, "port": r.config.port});
+    }
     if !udp(r) {
         out["tcp_mss_default"] = json!(mss);
     }
@@ -105,6 +121,15 @@ fn start(r: &RunResult, m: &Iperf3Meta) -> Value {
 }
 
 /// iperf3's `-b`: per stream, bits per second (0 for TCP without one).
+/// This end's summary: the result's `local` is the client's end.
+fn here(r: &RunResult, server: bool) -> &landspeed_core::result::EndpointSummary {
+    if server {
+        &r.remote
+    } else {
+        &r.local
+    }
+}
+
 fn per_stream_rate(r: &RunResult) -> u64 {
     if udp(r) {
         r.config.spec.udp_stream_rate_bps() as u64
@@ -168,26 +193,31 @@ fn entry(start: f64, end: f64, bytes: u64, omitted: bool, sender: bool) -> Map<S
     m
 }
 
-fn interval(r: &RunResult, i: &IntervalResult) -> Value {
-    let streams: Vec<Value> = i.streams.iter().map(|s| interval_stream(r, i, s)).collect();
+fn interval(r: &RunResult, server: bool, i: &IntervalResult) -> Value {
+    let this_end_sends = |r: &RunResult, id: u32| sends(r, server, id);
+    let streams: Vec<Value> = i
+        .streams
+        .iter()
+        .map(|s| interval_stream(r, i, s, this_end_sends(r, s.id)))
+        .collect();
     let mut out = Map::new();
     let bidir = r.config.spec.direction == landspeed_core::config::Direction::Bidir;
-    let forward: Vec<&IntervalStream> = i.streams.iter().filter(|s| client_sends(r, s.id)).collect();
-    let backward: Vec<&IntervalStream> = i.streams.iter().filter(|s| !client_sends(r, s.id)).collect();
     out.insert("streams".into(), Value::Array(streams));
     if bidir {
-        out.insert("sum".into(), interval_sum(r, i, &forward, true));
-        out.insert("sum_bidir_reverse".into(), interval_sum(r, i, &backward, false));
+        // `sum` is the client's sending streams, `sum_bidir_reverse` the server's, at either end.
+        let (forward, backward): (Vec<&IntervalStream>, Vec<&IntervalStream>) =
+            i.streams.iter().partition(|s| sends(r, false, s.id));
+        out.insert("sum".into(), interval_sum(r, i, &forward, !server));
+        out.insert("sum_bidir_reverse".into(), interval_sum(r, i, &backward, server));
     } else {
-        let sends = backward.is_empty();
         let all: Vec<&IntervalStream> = i.streams.iter().collect();
+        let sends = all.iter().all(|s| this_end_sends(r, s.id));
         out.insert("sum".into(), interval_sum(r, i, &all, sends));
     }
     Value::Object(out)
 }
 
-fn interval_stream(r: &RunResult, i: &IntervalResult, s: &IntervalStream) -> Value {
-    let sender = client_sends(r, s.id);
+fn interval_stream(r: &RunResult, i: &IntervalResult, s: &IntervalStream, sender: bool) -> Value {
     let mut m = entry(i.start_s, i.end_s, s.bytes, i.omitted, sender);
     m.insert("socket".into(), json!(socket(s.id)));
     if udp(r) {
@@ -286,27 +316,45 @@ fn mean(v: impl Iterator<Item = f64>) -> f64 {
     }
 }
 
-fn end(r: &RunResult) -> Value {
+fn end(r: &RunResult, server: bool) -> Value {
     let mut out = Map::new();
-    let streams: Vec<Value> = r.streams.iter().map(|s| end_stream(r, s)).collect();
+    // A server that received has no sender's TCP figures to show (its client keeps them); a client
+    // has them from the results exchange either way.
+    let tcp_of = |sender: bool| sender || !server;
+    let streams: Vec<Value> = r
+        .streams
+        .iter()
+        .map(|s| {
+            let sender = sends(r, server, s.id);
+            end_stream(r, s, sender, tcp_of(sender))
+        })
+        .collect();
     out.insert("streams".into(), Value::Array(streams));
     let bidir = r.config.spec.direction == landspeed_core::config::Direction::Bidir;
+    // `sum_sent`/`sum_received` are the client's sending streams, `_bidir_reverse` the server's.
     let (fwd, back): (Vec<&StreamResult>, Vec<&StreamResult>) =
         r.streams.iter().partition(|s| s.flow == Flow::ClientToServer);
     let groups: Vec<(&str, Vec<&StreamResult>, bool)> = if bidir {
-        vec![("", fwd, true), ("_bidir_reverse", back, false)]
+        vec![("", fwd, !server), ("_bidir_reverse", back, server)]
     } else {
-        let sends = back.is_empty();
+        let sends = r.streams.iter().all(|s| sends(r, server, s.id));
         vec![("", r.streams.iter().collect(), sends)]
     };
     for (suffix, group, sender) in groups {
-        out.insert(format!("sum_sent{suffix}"), end_sum(r, &group, true, sender));
-        out.insert(format!("sum_received{suffix}"), end_sum(r, &group, false, sender));
+        let retransmits = tcp_of(sender);
+        out.insert(
+            format!("sum_sent{suffix}"),
+            end_sum(r, &group, (true, retransmits), sender),
+        );
+        out.insert(
+            format!("sum_received{suffix}"),
+            end_sum(r, &group, (false, false), sender),
+        );
         if udp(r) && suffix.is_empty() {
-            out.insert("sum".into(), end_sum(r, &group, false, sender));
+            out.insert("sum".into(), end_sum(r, &group, (false, false), sender));
         }
     }
-    let (l, rm) = (&r.local.cpu, &r.remote.cpu);
+    let (l, rm) = (&here(r, server).cpu, &here(r, !server).cpu);
     out.insert(
         "cpu_utilization_percent".into(),
         json!({"host_total": l.user_pct + l.system_pct, "host_user": l.user_pct,
@@ -314,24 +362,34 @@ fn end(r: &RunResult) -> Value {
                "remote_user": rm.user_pct, "remote_system": rm.system_pct}),
     );
     if !udp(r) {
-        let cc = |side: fn(&StreamResult) -> Option<&landspeed_core::endpoint::TcpStats>| {
-            r.streams
-                .iter()
-                .find_map(|s| side(s)?.congestion.clone())
-                .unwrap_or_else(|| "cubic".into())
-        };
+        congestion(r, server, &mut out);
+    }
+    Value::Object(out)
+}
+
+/// The congestion control keys: a client writes both; a server the one of its own role (the
+/// sender's when it sends on any stream).
+fn congestion(r: &RunResult, server: bool, out: &mut Map<String, Value>) {
+    let cc = |side: fn(&StreamResult) -> Option<&landspeed_core::endpoint::TcpStats>| {
+        r.streams
+            .iter()
+            .find_map(|s| side(s)?.congestion.clone())
+            .unwrap_or_else(|| "cubic".into())
+    };
+    let server_sends = r.streams.iter().any(|s| s.flow == Flow::ServerToClient);
+    if !server || server_sends {
         out.insert("sender_tcp_congestion".into(), json!(cc(|s| s.tcp.as_ref())));
+    }
+    if !server || !server_sends {
         out.insert(
             "receiver_tcp_congestion".into(),
             json!(cc(|s| s.receiver_tcp.as_ref())),
         );
     }
-    Value::Object(out)
 }
 
 /// One stream's end entries: a sender and a receiver block for TCP, one `udp` block for UDP.
-fn end_stream(r: &RunResult, s: &StreamResult) -> Value {
-    let sender = s.flow == Flow::ClientToServer;
+fn end_stream(r: &RunResult, s: &StreamResult, sender: bool, tcp_figures: bool) -> Value {
     let secs = s.duration_s;
     if udp(r) {
         let mut m = entry(0.0, secs, s.bytes_received, false, sender);
@@ -361,7 +419,9 @@ fn end_stream(r: &RunResult, s: &StreamResult) -> Value {
         ("min_rtt", json!(t.rtt_min_us)),
         ("mean_rtt", json!(t.rtt_avg_us)),
     ] {
-        snd.insert(k.into(), v);
+        if tcp_figures {
+            snd.insert(k.into(), v);
+        }
     }
     let mut rcv = entry(0.0, secs, s.bytes_received, false, sender);
     rcv.remove("omitted");
@@ -369,7 +429,8 @@ fn end_stream(r: &RunResult, s: &StreamResult) -> Value {
     json!({"sender": snd, "receiver": rcv})
 }
 
-fn end_sum(r: &RunResult, group: &[&StreamResult], sent: bool, sender: bool) -> Value {
+/// A sum over `group`: of the bytes sent or received, with the retransmissions when asked.
+fn end_sum(r: &RunResult, group: &[&StreamResult], (sent, retransmits): (bool, bool), sender: bool) -> Value {
     let bytes: u64 = group
         .iter()
         .map(|s| if sent { s.bytes_sent } else { s.bytes_received })
@@ -389,7 +450,7 @@ fn end_sum(r: &RunResult, group: &[&StreamResult], sent: bool, sender: bool) -> 
             .sum();
         udp_receiver_fields(&mut m, lost, packets, mean(us.iter().map(|u| u.jitter_ms)));
         m.insert("packets".into(), json!(packets));
-    } else if sent {
+    } else if retransmits {
         let retr: u64 = group
             .iter()
             .filter_map(|s| s.tcp.as_ref().map(|t| t.retransmits))

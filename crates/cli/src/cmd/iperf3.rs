@@ -277,6 +277,9 @@ fn serve(o: &Opts) -> Result<bool> {
     if let Some(t) = o.idle_timeout {
         args.extend(["--idle-timeout".into(), format!("{t}s")]);
     }
+    if o.json {
+        args.push("--iperf3-json".into());
+    }
     use std::os::unix::process::CommandExt;
     let exe = std::env::current_exe()?;
     let err = std::process::Command::new(exe).args(&args).exec();
@@ -361,14 +364,7 @@ fn run_args(o: &Opts, host: &str) -> Vec<String> {
 /// The client: one test, printed as iperf3 prints it.
 fn client(o: &Opts, host: &str) -> Result<bool> {
     let args = run_args(o, host);
-    let meta = iperf3_json::Iperf3Meta {
-        version: format!(
-            "landspeed {} (iperf3 3.21 drop-in)",
-            landspeed_core::SOFTWARE_VERSION
-        ),
-        system_info: system_info(),
-        cookie: cookie(),
-    };
+    let meta = crate::common::iperf3_meta::meta(false);
     let opts = match crate::common::client::options_from_args(&args) {
         Ok(opts) => opts,
         Err(e) => return parameter_error(&e.to_string()),
@@ -408,31 +404,4 @@ fn client(o: &Opts, host: &str) -> Result<bool> {
             Ok(false)
         }
     }
-}
-
-/// iperf3's `system_info`: uname's system, node, release, version and machine (from /proc).
-fn system_info() -> String {
-    let read = |k: &str| {
-        std::fs::read_to_string(format!("/proc/sys/kernel/{k}"))
-            .map(|s| s.trim().to_string())
-            .unwrap_or_default()
-    };
-    format!(
-        "{} {} {} {} {}",
-        read("ostype"),
-        read("hostname"),
-        read("osrelease"),
-        read("version"),
-        std::env::consts::ARCH
-    )
-}
-
-/// A 36-character cookie of iperf3's alphabet (a-z, 2-7), as iperf3 makes one per test.
-fn cookie() -> String {
-    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz234567";
-    let mut seed = [0u8; 36];
-    let _ = getrandom::fill(&mut seed);
-    seed.iter()
-        .map(|b| ALPHABET[usize::from(*b) % 32] as char)
-        .collect()
 }

@@ -91,12 +91,32 @@ pub struct ServeArgs {
     /// Serve QUIC on this UDP port (default: the server's own port number, beside its UDP listener).
     #[arg(long, value_name = "PORT", conflicts_with = "no_quic")]
     pub quic_port: Option<u16>,
+    /// For `landspeed iperf3 -s -J`: after each iperf3 client's test, iperf3's JSON document of this
+    /// end instead of the log (nothing else on stdout).
+    #[arg(long, hide = true, conflicts_with = "log_json")]
+    pub iperf3_json: bool,
 }
 
 fn print(ev: ServerEvent) {
     let mut o = std::io::stdout().lock();
     let _ = writeln!(o, "{}", landspeed_report::server_log::text_line(&ev, &now_utc()));
     let _ = o.flush();
+}
+
+/// `--iperf3-json`: the document of each completed iperf3 test; failures on stderr, as iperf3's.
+fn print_iperf3(ev: ServerEvent) {
+    let ServerEvent::Test(log) = ev else { return };
+    match (&log.result, &log.error) {
+        (Some(r), _) => {
+            let meta = crate::common::iperf3_meta::meta(true);
+            let doc = landspeed_report::iperf3_json::document(r, &meta);
+            let mut o = std::io::stdout().lock();
+            let _ = writeln!(o, "{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
+            let _ = o.flush();
+        }
+        (None, Some(e)) => eprintln!("iperf3: error - {e}"),
+        (None, None) => {}
+    }
 }
 
 fn print_json(ev: ServerEvent) {
@@ -190,7 +210,9 @@ pub fn serve(a: ServeArgs) -> Result<bool> {
         quic: !a.no_quic,
         quic_port: a.quic_port,
     };
-    let server = if a.log_json {
+    let server = if a.iperf3_json {
+        Server::bind(opts, Arc::new(print_iperf3))?
+    } else if a.log_json {
         Server::bind(opts, Arc::new(print_json))?
     } else {
         Server::bind(opts, Arc::new(print))?

@@ -8,6 +8,7 @@ pub mod client;
 pub mod crossing;
 pub mod flags;
 pub mod http;
+pub mod iperf3_meta;
 pub mod keyfile;
 pub mod output;
 pub mod path_probe;

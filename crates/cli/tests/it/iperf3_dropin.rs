@@ -135,6 +135,71 @@ fn the_json_tree_and_the_text_are_iperf3s_against_both_servers() {
     }
 }
 
+/// `iperf3 -c` against a one-test server on `port` once it listens (a refused connection costs a
+/// one-off server nothing); then the server's stdout, its document.
+fn one_off_document(server: std::process::Child, port: &str, extra: &[&str]) -> BTreeSet<String> {
+    let mut args = vec!["-c", "127.0.0.1", "-p", port, "-t", "1"];
+    args.extend_from_slice(extra);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let o = Command::new("iperf3").args(&args).output().expect("iperf3 -c");
+        if o.status.success() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let out = common::wait_output(server, std::time::Duration::from_secs(20))
+        .expect("the one-off server ends after its test");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let doc: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{extra:?}: {e}: {text}"));
+    keys(&doc)
+        .into_iter()
+        .filter(|k| !k.starts_with("/landspeed"))
+        .collect()
+}
+
+#[test]
+fn the_server_json_is_iperf3s_as_perfsonars_iperf3_tool_runs_it() {
+    // pScheduler's iperf3 tool runs `iperf3 -s -1 --idle-timeout N --json -p PORT` and parses the
+    // server's document; for a reverse test the merged result is that document.
+    let _one = common::wan::serial();
+    if Command::new("iperf3").arg("-v").output().is_err() {
+        assert!(std::env::var_os("CI").is_none(), "iperf3 is missing in CI");
+        return;
+    }
+    let cases: [&[&str]; 3] = [&[], &["-R"], &["-u", "-b", "10M"]];
+    for extra in cases {
+        let (p1, p2) = (common::free_port().to_string(), common::free_port().to_string());
+        let serve = |program: &str, pre: &[&str], port: &str| {
+            let mut args: Vec<&str> = pre.to_vec();
+            args.extend(["-s", "-1", "--idle-timeout", "30", "--json", "-p", port]);
+            Command::new(program)
+                .args(&args)
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .expect("spawn a server")
+        };
+        let theirs = one_off_document(serve("iperf3", &[], &p1), &p1, extra);
+        let ours = one_off_document(serve(bin(), &["iperf3"], &p2), &p2, extra);
+        let missing: Vec<_> = theirs.difference(&ours).collect();
+        assert!(
+            missing.is_empty(),
+            "{extra:?}: iperf3 -s has, landspeed lacks: {missing:#?}"
+        );
+        let added: Vec<_> = ours
+            .difference(&theirs)
+            .filter(|k| !NEWER_KEYS.iter().any(|n| k.starts_with(&format!("{n} "))))
+            .collect();
+        assert!(added.is_empty(), "{extra:?}: landspeed adds: {added:#?}");
+    }
+}
+
 #[test]
 fn refusals_and_errors_exit_as_iperf3_does() {
     let port = common::free_port().to_string();

@@ -93,6 +93,7 @@ fn timers(o: &super::ServerOptions) -> Iperf3Timers {
 fn serve(ctl: TcpStream, cookie: Cookie, shared: &Shared, log: &mut TestLog) -> Result<(), TestError> {
     let o = &shared.opts;
     let _ = ctl.set_nodelay(true);
+    let addresses = (ctl.local_addr().ok(), ctl.peer_addr().ok());
     let key = getrandom::u64().map_err(|err| TestError::Random {
         what: "a payload key",
         err,
@@ -114,6 +115,7 @@ fn serve(ctl: TcpStream, cookie: Cookie, shared: &Shared, log: &mut TestLog) -> 
     } else {
         DataPaths::Tcp(collect_tcp(&mut link, cookie, &test, shared)?)
     };
+    let started = std::time::SystemTime::now();
     let (mut out, failure) = measure(&mut link, &params, &test, &streams, shared)?;
     // iperf3's client counts from the end of the warm-up in both directions; so do the log and the
     // results this end sends.
@@ -129,7 +131,56 @@ fn serve(ctl: TcpStream, cookie: Cookie, shared: &Shared, log: &mut TestLog) -> 
     if let Some(f) = failure {
         return Err(f);
     }
-    exchange_results(&mut link, &out, (&params, &test), log)
+    let theirs = exchange_results(&mut link, &out, (&params, &test), log)?;
+    if let (Some(t), (Some(local), Some(peer))) = (theirs, addresses) {
+        log.result = Some(Box::new(seen_here(&out, &t, &test, (local, peer), started)));
+    }
+    Ok(())
+}
+
+/// The test as this server saw it: its own report and samples, and the client's figures from the
+/// results exchange (the client's samples are not sent in iperf3's protocol).
+fn seen_here(
+    out: &supervisor::EngineOutput,
+    theirs: &Results,
+    spec: &TestSpec,
+    (local, peer): (SocketAddr, SocketAddr),
+    started: std::time::SystemTime,
+) -> landspeed_core::result::RunResult {
+    let warnings =
+        vec!["iperf3 protocol: the payload is not landspeed's pattern, so nothing was verified".to_string()];
+    let here = out.report(None, warnings);
+    let client = crate::iperf3_peer::remote_report(
+        theirs,
+        &here,
+        &here.streams,
+        spec.omit_s.as_secs_f64(),
+        "iperf3 client",
+    );
+    let started_unix_s = started
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64());
+    let context = landspeed_core::assemble::RunContext {
+        host: local.ip().to_string(),
+        port: local.port(),
+        local_address: peer.to_string(),
+        remote_address: local.to_string(),
+        family: if local.is_ipv4() { "ipv4" } else { "ipv6" }.into(),
+        threads: here.threads,
+        cpus: None,
+        bind: None,
+        started_unix_s,
+        interrupted: false,
+        protocol: "iperf3".into(),
+    };
+    landspeed_core::assemble::assemble(&landspeed_core::assemble::Inputs {
+        spec,
+        context,
+        client: &client,
+        server: &here,
+        client_samples: &[],
+        server_samples: &out.samples,
+    })
 }
 
 /// PARAM_EXCHANGE up to the parameters the session accepted (it refuses the others to the client
@@ -312,7 +363,7 @@ fn exchange_results(
     out: &supervisor::EngineOutput,
     (params, spec): (&Params, &TestSpec),
     log: &mut TestLog,
-) -> Result<(), TestError> {
+) -> Result<Option<Box<Results>>, TestError> {
     let ours = results(out, spec, params.get_server_output.then(|| summary_text(log)));
     link.wire.with(|s| s.exchange(&ours.to_json(), Instant::now()))?;
     let mut theirs: Option<Box<Results>> = None;
@@ -328,8 +379,9 @@ fn exchange_results(
         log.peer_bytes = Some(t.streams.iter().map(|s| s.bytes).sum());
     }
     match done {
-        Err(_) if link.wire.conn.phase() == ServerPhase::Finished => Ok(()),
-        other => other,
+        Err(_) if link.wire.conn.phase() == ServerPhase::Finished => Ok(theirs),
+        Err(e) => Err(e),
+        Ok(()) => Ok(theirs),
     }
 }
 
