@@ -39,43 +39,124 @@ fn udp(r: &RunResult) -> bool {
     r.config.spec.transport == Transport::Udp
 }
 
-/// The whole text, from "Connecting to host" to "iperf Done.".
+/// How the text is drawn: iperf3's `-f` (rate units) and `--timestamps`.
+#[derive(Debug, Clone, Copy)]
+pub struct Style {
+    /// `a` (adaptive bits, the default), `A` (adaptive bytes), `k`/`m`/`g`/`t` (fixed bits) or
+    /// `K`/`M`/`G`/`T` (fixed bytes, powers of 1024), per second.
+    pub rate: char,
+    /// Each line begins with the time it describes (UTC, C's `%c`).
+    pub timestamps: bool,
+}
+
+impl Default for Style {
+    fn default() -> Self {
+        Style {
+            rate: 'a',
+            timestamps: false,
+        }
+    }
+}
+
+/// The whole text, from "Connecting to host" to "iperf Done.", in iperf3's default style.
 pub fn render(r: &RunResult) -> String {
-    let mut t = format!("Connecting to host {}, port {}\n", r.config.host, r.config.port);
+    render_with(r, &Style::default())
+}
+
+/// The lines of the text, each with the time (seconds after the start) it describes.
+struct Lines {
+    started_unix_s: f64,
+    timestamps: bool,
+    text: String,
+}
+
+impl Lines {
+    fn push(&mut self, at_s: f64, block: &str) {
+        for line in block.lines() {
+            if self.timestamps {
+                self.text += &c_time(self.started_unix_s + at_s);
+                self.text.push(' ');
+            }
+            self.text += line;
+            self.text.push('\n');
+        }
+    }
+}
+
+/// The whole text in `st`'s style.
+pub fn render_with(r: &RunResult, st: &Style) -> String {
+    let mut out = Lines {
+        started_unix_s: r.started_unix_s,
+        timestamps: st.timestamps,
+        text: String::new(),
+    };
+    let bidir = r.config.spec.direction == landspeed_core::config::Direction::Bidir;
     let reverse = r.streams.iter().all(|s| s.flow == Flow::ServerToClient);
+    let mut t = format!("Connecting to host {}, port {}\n", r.config.host, r.config.port);
     if reverse {
         let _ = writeln!(t, "Reverse mode, remote host {} is sending", r.config.host);
     }
-    let (local, remote) = (&r.config.local_address, &r.config.remote_address);
+    let ((lh, lp), (rh, rp)) = (split(&r.config.local_address), split(&r.config.remote_address));
     for s in &r.streams {
-        let (lh, lp) = split(local);
-        let (rh, rp) = split(remote);
         let _ = writeln!(
             t,
             "[{:3}] local {lh} port {lp} connected to {rh} port {rp}",
             id(s.id)
         );
     }
-    t += interval_header(r, reverse);
-    t.push('\n');
-    let many = r.streams.len() > 1;
+    t += interval_header(r, reverse, bidir);
+    out.push(0.0, &t);
+    let many = !bidir && r.streams.len() > 1;
     for i in crate::iperf3_json::shown(r) {
+        let mut t = String::new();
         for s in &i.streams {
-            t += &interval_line(r, i, s.id, s.bytes, reverse);
+            let receives = stream_flow(r, s.id) == Flow::ServerToClient;
+            t += &interval_line(r, st, i, (s.id, s.bytes), receives);
         }
         if many {
             let bytes = i.streams.iter().map(|s| s.bytes).sum();
-            t += &sum_interval_line(r, i, bytes, reverse);
+            t += &sum_interval_line(r, st, i, bytes, reverse);
             t += SEPARATOR;
-            t.push('\n');
         }
+        out.push(i.end_s, &t);
     }
+    let end = r.summary.duration_s;
+    let mut t = String::new();
     if !many {
         t += SEPARATOR;
         t.push('\n');
     }
-    t += &summary(r);
-    t + "\niperf Done.\n"
+    t += &summary(r, st, bidir);
+    out.push(end, &t);
+    out.text.push('\n');
+    out.push(end, "iperf Done.");
+    out.text
+}
+
+fn stream_flow(r: &RunResult, sid: u32) -> Flow {
+    r.streams
+        .iter()
+        .find(|s| s.id == sid)
+        .map_or(Flow::ClientToServer, |s| s.flow)
+}
+
+/// A stream's tag: `[  4]`, with its role after it in a bidirectional test (`[  4][TX-C]`).
+fn tag(r: &RunResult, sid: u32) -> String {
+    let role = match (r.config.spec.direction, stream_flow(r, sid)) {
+        (landspeed_core::config::Direction::Bidir, Flow::ClientToServer) => "[TX-C]",
+        (landspeed_core::config::Direction::Bidir, Flow::ServerToClient) => "[RX-C]",
+        _ => "",
+    };
+    format!("[{:3}]{role}", id(sid))
+}
+
+/// C's `%c` in the C locale, UTC: `Wed Nov 25 19:54:07 2026`.
+pub fn c_time(unix_s: f64) -> String {
+    // The HTTP date has the same fields: `Wed, 25 Nov 2026 19:54:07 GMT`.
+    let h = crate::iperf3_json::http_date(unix_s);
+    let f: Vec<&str> = h.split([',', ' ']).filter(|x| !x.is_empty()).collect();
+    let day: u32 = f[1].parse().unwrap_or(0);
+    format!("{} {} {day:2} {} {}", f[0], f[2], f[4], f[3])
 }
 
 fn split(addr: &str) -> (String, u16) {
@@ -85,7 +166,14 @@ fn split(addr: &str) -> (String, u16) {
     }
 }
 
-fn interval_header(r: &RunResult, reverse: bool) -> &'static str {
+fn interval_header(r: &RunResult, reverse: bool, bidir: bool) -> &'static str {
+    if bidir {
+        return if udp(r) {
+            "[ ID][Role] Interval           Transfer     Bitrate         Jitter    Lost/Total Datagrams"
+        } else {
+            "[ ID][Role] Interval           Transfer     Bitrate         Retr  Cwnd"
+        };
+    }
     match (udp(r), reverse) {
         (true, false) => "[ ID] Interval           Transfer     Bitrate         Total Datagrams",
         (true, true) => {
@@ -96,18 +184,48 @@ fn interval_header(r: &RunResult, reverse: bool) -> &'static str {
     }
 }
 
-fn head(tag: &str, start: f64, end: f64, bytes: u64) -> String {
+fn head(st: &Style, tag: &str, start: f64, end: f64, bytes: u64) -> String {
     let secs = (end - start).max(1e-9);
     format!(
         "{tag} {start:6.2}-{end:<6.2} sec  {}s  {}s/sec",
         unit(bytes as f64, true),
-        unit(bytes as f64 * 8.0 / secs, false)
+        rate(bytes as f64 * 8.0 / secs, st.rate)
     )
 }
 
-fn interval_line(r: &RunResult, i: &IntervalResult, sid: u32, bytes: u64, reverse: bool) -> String {
-    let tag = format!("[{:3}]", id(sid));
-    let mut l = head(&tag, i.start_s, i.end_s, bytes);
+/// A rate in `-f`'s unit: adaptive or fixed, bits (powers of 1000) or bytes (powers of 1024).
+pub fn rate(bits_per_s: f64, format: char) -> String {
+    let fixed = |v: f64, name: &str| {
+        if v < 9.995 {
+            format!("{v:4.2} {name}")
+        } else if v < 99.95 {
+            format!("{v:4.1} {name}")
+        } else {
+            format!("{v:4.0} {name}")
+        }
+    };
+    match format {
+        'A' => unit(bits_per_s / 8.0, true),
+        'k' => fixed(bits_per_s / 1e3, "Kbit"),
+        'm' => fixed(bits_per_s / 1e6, "Mbit"),
+        'g' => fixed(bits_per_s / 1e9, "Gbit"),
+        't' => fixed(bits_per_s / 1e12, "Tbit"),
+        'K' => fixed(bits_per_s / 8.0 / 1024.0, "KByte"),
+        'M' => fixed(bits_per_s / 8.0 / 1048576.0, "MByte"),
+        'G' => fixed(bits_per_s / 8.0 / 1073741824.0, "GByte"),
+        'T' => fixed(bits_per_s / 8.0 / 1099511627776.0, "TByte"),
+        _ => unit(bits_per_s, false),
+    }
+}
+
+fn interval_line(
+    r: &RunResult,
+    st: &Style,
+    i: &IntervalResult,
+    (sid, bytes): (u32, u64),
+    reverse: bool,
+) -> String {
+    let mut l = head(st, &tag(r, sid), i.start_s, i.end_s, bytes);
     let s = i.streams.iter().find(|s| s.id == sid);
     if udp(r) {
         let packets = s
@@ -140,8 +258,8 @@ fn previous_retransmits(r: &RunResult, i: &IntervalResult, sid: u32) -> u64 {
         .unwrap_or(0)
 }
 
-fn sum_interval_line(r: &RunResult, i: &IntervalResult, bytes: u64, reverse: bool) -> String {
-    let mut l = head("[SUM]", i.start_s, i.end_s, bytes);
+fn sum_interval_line(r: &RunResult, st: &Style, i: &IntervalResult, bytes: u64, reverse: bool) -> String {
+    let mut l = head(st, "[SUM]", i.start_s, i.end_s, bytes);
     if udp(r) {
         let packets: u64 = i
             .streams
@@ -206,39 +324,42 @@ fn jitter(r: &RunResult, sid: u32) -> f64 {
         .map_or(0.0, |u| u.jitter_ms)
 }
 
-fn summary(r: &RunResult) -> String {
-    let mut t = String::new();
-    t += if udp(r) {
-        "[ ID] Interval           Transfer     Bitrate         Jitter    Lost/Total Datagrams\n"
+fn summary(r: &RunResult, st: &Style, bidir: bool) -> String {
+    let role = if bidir { "[Role]" } else { "" };
+    let mut t = if udp(r) {
+        format!(
+            "[ ID]{role} Interval           Transfer     Bitrate         Jitter    Lost/Total Datagrams\n"
+        )
     } else {
-        "[ ID] Interval           Transfer     Bitrate         Retr\n"
+        format!("[ ID]{role} Interval           Transfer     Bitrate         Retr\n")
     };
     for s in &r.streams {
-        t += &stream_summary(r, s);
+        t += &stream_summary(r, st, s);
     }
-    if r.streams.len() > 1 {
-        t += &sum_summary(r);
+    if r.streams.len() > 1 && !bidir {
+        t += &sum_summary(r, st);
     }
     t
 }
 
-fn stream_summary(r: &RunResult, s: &StreamResult) -> String {
-    let tag = format!("[{:3}]", id(s.id));
+fn stream_summary(r: &RunResult, st: &Style, s: &StreamResult) -> String {
+    let tag = tag(r, s.id);
     let secs = s.duration_s;
     if udp(r) {
         let u = s.udp.unwrap_or_default();
-        return udp_summary(&tag, secs, (s.bytes_sent, s.bytes_received), &u);
+        return udp_summary(st, &tag, secs, (s.bytes_sent, s.bytes_received), &u);
     }
     let retr = s.tcp.as_ref().map_or(0, |t| t.retransmits);
     format!(
         "{}  {retr:3}            sender\n{}                  receiver\n",
-        head(&tag, 0.0, s.sender_elapsed_s.max(secs), s.bytes_sent),
-        head(&tag, 0.0, secs, s.bytes_received)
+        head(st, &tag, 0.0, s.sender_elapsed_s.max(secs), s.bytes_sent),
+        head(st, &tag, 0.0, secs, s.bytes_received)
     )
 }
 
 /// A UDP summary's sender and receiver lines (the sender's jitter and loss are iperf3's zeros).
 fn udp_summary(
+    st: &Style,
     tag: &str,
     secs: f64,
     (sent, received): (u64, u64),
@@ -249,26 +370,26 @@ fn udp_summary(
         .unwrap_or(u.datagrams_received + u.datagrams_lost);
     format!(
         "{}  {:5.3} ms  0/{total} (0%)  sender\n{}  {:5.3} ms  {}  receiver\n",
-        head(tag, 0.0, secs, sent),
+        head(st, tag, 0.0, secs, sent),
         0.0,
-        head(tag, 0.0, secs, received),
+        head(st, tag, 0.0, secs, received),
         u.jitter_ms,
         lost_of(u.datagrams_lost, total)
     )
 }
 
-fn sum_summary(r: &RunResult) -> String {
+fn sum_summary(r: &RunResult, st: &Style) -> String {
     let sum = &r.summary;
     let secs = sum.duration_s;
     if udp(r) {
         let u = sum.udp.unwrap_or_default();
-        return udp_summary("[SUM]", secs, (sum.bytes_sent, sum.bytes_received), &u);
+        return udp_summary(st, "[SUM]", secs, (sum.bytes_sent, sum.bytes_received), &u);
     }
     format!(
         "{}  {:3}             sender\n{}                  receiver\n",
-        head("[SUM]", 0.0, secs, sum.bytes_sent),
+        head(st, "[SUM]", 0.0, secs, sum.bytes_sent),
         sum.retransmits,
-        head("[SUM]", 0.0, secs, sum.bytes_received)
+        head(st, "[SUM]", 0.0, secs, sum.bytes_received)
     )
 }
 
@@ -287,12 +408,17 @@ mod tests {
         assert_eq!(percent(1.2345), "1.2%");
         assert_eq!(percent(12.345), "12%");
         assert_eq!(percent(0.05), "0.05%");
+        assert_eq!(rate(23_699e6, 'm'), "23699 Mbit");
+        assert_eq!(rate(2593.0 * 8.0 * 1048576.0, 'M'), "2593 MByte");
+        assert_eq!(rate(13.7e9, 'a'), "13.7 Gbit");
+        assert_eq!(c_time(1_795_636_447.0), "Wed Nov 25 19:54:07 2026");
+        assert_eq!(c_time(0.0), "Thu Jan  1 00:00:00 1970");
     }
 
     #[test]
     fn a_line_has_iperf3s_columns() {
         assert_eq!(
-            head("[  4]", 0.0, 1.0, 1_717_986_918),
+            head(&Style::default(), "[  4]", 0.0, 1.0, 1_717_986_918),
             "[  4]   0.00-1.00   sec  1.60 GBytes  13.7 Gbits/sec"
         );
     }

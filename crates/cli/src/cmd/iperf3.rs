@@ -186,8 +186,10 @@ const HELP: &str = "Usage: iperf3 [-s|-c host] [options]   (landspeed's iperf3 d
   -M, --set-mss N     TCP MSS                          -N, --no-delay   TCP_NODELAY
   -C, --congestion A  congestion control               -O, --omit S     warm-up left out
   -i, --interval S    report interval                  -J, --json       iperf3's JSON document
-  -f, --format [kmgtKMGT] units of the text            -4, -6, -B ADDR, -Z, --fq-rate R, --idle-timeout S
-Every byte is verified when the server is landspeed; the JSON's `landspeed` key says so.
+  -f, --format [aAkmgtKMGT] units of the text          --timestamps     time on every line
+  -4, -6, -B ADDR, -Z, --fq-rate R, --idle-timeout S
+iperf3's protocol against any server: its payload is iperf3's and is not verified; the JSON's
+`landspeed` key says so, with landspeed's verdict and what limited each stream.
 Options landspeed cannot honour are refused by name (docs/iperf3.md).";
 
 /// The first option given that landspeed refuses, with why.
@@ -224,7 +226,13 @@ fn refused(o: &Opts) -> Option<String> {
             "--json-stream",
             "not yet: -J writes the whole document at the end",
         ),
-        (o.timestamps.is_some(), "--timestamps", "not yet"),
+        (
+            o.timestamps
+                .as_deref()
+                .is_some_and(|f| !f.is_empty() && f.trim() != "%c"),
+            "--timestamps=FORMAT",
+            "only the default format (%c)",
+        ),
         (o.affinity.is_some(), "-A/--affinity", "use landspeed run --cpus"),
         (o.cport.is_some(), "--cport", "landspeed picks its client ports"),
         (
@@ -255,9 +263,11 @@ fn refused(o: &Opts) -> Option<String> {
         (o.mptcp, "-m/--mptcp", "use landspeed run --mptcp"),
         (o.title.is_some(), "-T/--title", "not yet"),
         (
-            o.format.as_deref().is_some_and(|f| !matches!(f, "a" | "A")),
+            o.format
+                .as_deref()
+                .is_some_and(|f| f.len() != 1 || !"aAkmgtKMGT".contains(f)),
             "-f/--format",
-            "only adaptive units (a, A) so far",
+            "the units are one of a A k m g t K M G T",
         ),
     ];
     list.into_iter()
@@ -380,7 +390,11 @@ fn client(o: &Opts, host: &str) -> Result<bool> {
                     serde_json::to_string_pretty(&iperf3_json::document(&r, &meta))?
                 );
             } else {
-                print!("{}", iperf3_text::render(&r));
+                let style = iperf3_text::Style {
+                    rate: o.format.as_deref().and_then(|f| f.chars().next()).unwrap_or('a'),
+                    timestamps: o.timestamps.is_some(),
+                };
+                print!("{}", iperf3_text::render_with(&r, &style));
             }
             Ok(r.verdict().is_trusted() || !r.payload.verified)
         }

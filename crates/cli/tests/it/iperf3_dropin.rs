@@ -99,7 +99,12 @@ fn the_json_tree_and_the_text_are_iperf3s_against_both_servers() {
     let _one = common::wan::serial();
     let Some(i3) = Iperf3Server::start() else { return };
     let ls = ServerProc::start("127.0.0.1", &[]);
-    let cases: [&[&str]; 4] = [&["-P", "2"], &["-R"], &["-u", "-b", "10M", "-R"], &["--bidir"]];
+    let cases: [&[&str]; 4] = [
+        &["-P", "2", "-f", "m"],
+        &["-R", "-f", "M"],
+        &["-u", "-b", "10M", "-R"],
+        &["--bidir"],
+    ];
     for port in [i3.port.to_string(), ls.port.to_string()] {
         for extra in cases {
             let mut args = vec!["-c", "127.0.0.1", "-p", &port, "-t", "1"];
@@ -125,9 +130,6 @@ fn the_json_tree_and_the_text_are_iperf3s_against_both_servers() {
                 .filter(|k| !NEWER_KEYS.iter().any(|n| k.starts_with(&format!("{n} "))))
                 .collect();
             assert!(added.is_empty(), "{args:?}: landspeed adds: {added:#?}");
-            if extra.contains(&"--bidir") {
-                continue; // the text's [ ID][Role] column is not drawn yet (docs/iperf3.md)
-            }
             let (_, theirs) = output("iperf3", &args);
             let (_, ours) = dropin(&args);
             assert_eq!(masked(&ours), masked(&theirs), "{args:?}\n{ours}\n{theirs}");
