@@ -374,7 +374,7 @@ fn congestion(r: &RunResult, server: bool, out: &mut Map<String, Value>) {
         r.streams
             .iter()
             .find_map(|s| side(s)?.congestion.clone())
-            .unwrap_or_else(|| "cubic".into())
+            .unwrap_or_else(|| "unknown".into())
     };
     let server_sends = r.streams.iter().any(|s| s.flow == Flow::ServerToClient);
     if !server || server_sends {

@@ -39,14 +39,17 @@ fn udp(r: &RunResult) -> bool {
     r.config.spec.transport == Transport::Udp
 }
 
-/// How the text is drawn: iperf3's `-f` (rate units) and `--timestamps`.
-#[derive(Debug, Clone, Copy)]
+/// How the text is drawn: iperf3's `-f` (rate units), `--timestamps` and `-V`.
+#[derive(Debug, Clone)]
 pub struct Style {
     /// `a` (adaptive bits, the default), `A` (adaptive bytes), `k`/`m`/`g`/`t` (fixed bits) or
     /// `K`/`M`/`G`/`T` (fixed bytes, powers of 1024), per second.
     pub rate: char,
     /// Each line begins with the time it describes (UTC, C's `%c`).
     pub timestamps: bool,
+    /// `-V`: iperf3's extra lines (version, host, cookie, the test's settings, CPU use, congestion
+    /// control), from these facts.
+    pub verbose: Option<crate::iperf3_json::Iperf3Meta>,
 }
 
 impl Default for Style {
@@ -54,6 +57,7 @@ impl Default for Style {
         Style {
             rate: 'a',
             timestamps: false,
+            verbose: None,
         }
     }
 }
@@ -92,7 +96,11 @@ pub fn render_with(r: &RunResult, st: &Style) -> String {
     };
     let bidir = r.config.spec.direction == landspeed_core::config::Direction::Bidir;
     let reverse = r.streams.iter().all(|s| s.flow == Flow::ServerToClient);
-    let mut t = format!("Connecting to host {}, port {}\n", r.config.host, r.config.port);
+    let mut t = st.verbose.as_ref().map_or(String::new(), |m| verbose_head(r, m));
+    let _ = writeln!(t, "Connecting to host {}, port {}", r.config.host, r.config.port);
+    if let Some(m) = &st.verbose {
+        t += &verbose_settings(r, m);
+    }
     if reverse {
         let _ = writeln!(t, "Reverse mode, remote host {} is sending", r.config.host);
     }
@@ -103,6 +111,9 @@ pub fn render_with(r: &RunResult, st: &Style) -> String {
             "[{:3}] local {lh} port {lp} connected to {rh} port {rp}",
             id(s.id)
         );
+    }
+    if st.verbose.is_some() {
+        t += &starting_test(r);
     }
     t += interval_header(r, reverse, bidir);
     out.push(0.0, &t);
@@ -126,11 +137,111 @@ pub fn render_with(r: &RunResult, st: &Style) -> String {
         t += SEPARATOR;
         t.push('\n');
     }
+    if st.verbose.is_some() {
+        t += "Test Complete. Summary Results:\n";
+    }
     t += &summary(r, st, bidir);
+    if st.verbose.is_some() {
+        t += &verbose_tail(r, reverse);
+    }
     out.push(end, &t);
     out.text.push('\n');
     out.push(end, "iperf Done.");
     out.text
+}
+
+fn mss(r: &RunResult) -> u32 {
+    r.streams
+        .iter()
+        .find_map(|s| s.tcp.as_ref().map(|t| t.mss_bytes))
+        .unwrap_or(0)
+}
+
+/// `-V`'s lines before "Connecting to host".
+fn verbose_head(r: &RunResult, m: &crate::iperf3_json::Iperf3Meta) -> String {
+    let mut t = format!(
+        "{}\n{}\nControl connection MSS {}\n",
+        m.version,
+        m.system_info,
+        mss(r)
+    );
+    if udp(r) {
+        let _ = writeln!(t, "Setting UDP block size to {}", r.config.spec.length_bytes);
+    }
+    let _ = writeln!(t, "Time: {}", crate::iperf3_json::http_date(r.started_unix_s));
+    t
+}
+
+/// `-V`'s lines after "Connecting to host": the cookie, the MSS or the target rate.
+fn verbose_settings(r: &RunResult, m: &crate::iperf3_json::Iperf3Meta) -> String {
+    let mut t = format!("      Cookie: {}\n", m.cookie);
+    if udp(r) {
+        let _ = writeln!(
+            t,
+            "      Target Bitrate: {}",
+            r.config.spec.udp_stream_rate_bps() as u64
+        );
+    } else {
+        let default = if r.config.spec.mss.is_none() {
+            " (default)"
+        } else {
+            ""
+        };
+        let _ = writeln!(t, "      TCP MSS: {}{default}", mss(r));
+    }
+    t
+}
+
+fn starting_test(r: &RunResult) -> String {
+    use landspeed_core::config::EndCondition;
+    let spec = &r.config.spec;
+    let end = match spec.end {
+        EndCondition::Time(d) => {
+            let s = d.as_secs();
+            format!("{s} second{} test", if s == 1 { "" } else { "s" })
+        }
+        EndCondition::Bytes(b) => format!("{b} bytes to send"),
+        EndCondition::Blocks(k) => format!("{k} blocks to send"),
+    };
+    format!(
+        "Starting Test: protocol: {}, {} streams, {} byte blocks, omitting {} seconds, {end}, tos 0\n",
+        if udp(r) { "UDP" } else { "TCP" },
+        spec.streams,
+        spec.length_bytes,
+        spec.omit_s.as_secs()
+    )
+}
+
+/// `-V`'s lines after the summary: CPU use of both ends and, for TCP, the congestion control.
+fn verbose_tail(r: &RunResult, reverse: bool) -> String {
+    let (l, rm) = (&r.local.cpu, &r.remote.cpu);
+    let (me, peer) = if reverse {
+        ("receiver", "sender")
+    } else {
+        ("sender", "receiver")
+    };
+    let mut t = format!(
+        "CPU Utilization: local/{me} {:.1}% ({:.1}%u/{:.1}%s), remote/{peer} {:.1}% ({:.1}%u/{:.1}%s)\n",
+        l.user_pct + l.system_pct,
+        l.user_pct,
+        l.system_pct,
+        rm.user_pct + rm.system_pct,
+        rm.user_pct,
+        rm.system_pct
+    );
+    if !udp(r) {
+        // As iperf3: each line only when that end's algorithm is known.
+        let cc = |f: fn(&StreamResult) -> Option<&landspeed_core::endpoint::TcpStats>| {
+            r.streams.iter().find_map(|s| f(s)?.congestion.clone())
+        };
+        if let Some(c) = cc(|s| s.tcp.as_ref()) {
+            let _ = writeln!(t, "snd_tcp_congestion {c}");
+        }
+        if let Some(c) = cc(|s| s.receiver_tcp.as_ref()) {
+            let _ = writeln!(t, "rcv_tcp_congestion {c}");
+        }
+    }
+    t
 }
 
 fn stream_flow(r: &RunResult, sid: u32) -> Flow {

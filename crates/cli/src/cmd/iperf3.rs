@@ -393,6 +393,7 @@ fn client(o: &Opts, host: &str) -> Result<bool> {
                 let style = iperf3_text::Style {
                     rate: o.format.as_deref().and_then(|f| f.chars().next()).unwrap_or('a'),
                     timestamps: o.timestamps.is_some(),
+                    verbose: o.verbose.then(|| meta.clone()),
                 };
                 print!("{}", iperf3_text::render_with(&r, &style));
             }

@@ -135,6 +135,18 @@ fn the_json_tree_and_the_text_are_iperf3s_against_both_servers() {
             assert_eq!(masked(&ours), masked(&theirs), "{args:?}\n{ours}\n{theirs}");
         }
     }
+    // -V: the same lines but the program's name and the random cookie.
+    let port = ls.port.to_string();
+    let args = ["-c", "127.0.0.1", "-p", &port, "-t", "1", "-V"];
+    let verbose = |text: &str| -> Vec<String> {
+        masked(text)
+            .into_iter()
+            .skip(1)
+            .filter(|l| !l.contains("Cookie:"))
+            .collect()
+    };
+    let ((_, theirs), (_, ours)) = (output("iperf3", &args), dropin(&args));
+    assert_eq!(verbose(&ours), verbose(&theirs), "-V\n{ours}\n{theirs}");
 }
 
 /// `iperf3 -c` against a one-test server on `port` once it listens (a refused connection costs a
