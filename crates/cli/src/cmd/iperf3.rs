@@ -127,6 +127,43 @@ struct Opts {
     dont_fragment: bool,
     #[arg(short = 'm', long = "mptcp")]
     mptcp: bool,
+    /// landspeed's iperf3 client receives without copying already (MSG_TRUNC): honoured as it is.
+    #[arg(long = "skip-rx-copy")]
+    skip_rx_copy: bool,
+    /// The server's longest test: `landspeed serve --max-duration`.
+    #[arg(long = "server-max-duration")]
+    server_max_duration: Option<u64>,
+    /// More options iperf3 3.21 has, each refused by name (see `refused_more`).
+    #[arg(long = "bind-dev")]
+    bind_dev: Option<String>,
+    #[arg(long = "json-stream-full-output")]
+    json_stream_full: bool,
+    #[arg(long = "rcv-timeout")]
+    rcv_timeout: Option<String>,
+    #[arg(long = "snd-timeout")]
+    snd_timeout: Option<String>,
+    #[arg(long = "cntl-ka", num_args = 0..=1, default_missing_value = "")]
+    cntl_ka: Option<String>,
+    #[arg(short = 'd', long = "debug", num_args = 0..=1, default_missing_value = "")]
+    debug: Option<String>,
+    #[arg(long = "time-skew-threshold")]
+    time_skew: Option<String>,
+    #[arg(long = "use-pkcs1-padding")]
+    pkcs1: bool,
+    #[arg(long = "connect-timeout")]
+    connect_timeout: Option<String>,
+    #[arg(long = "pacing-timer")]
+    pacing_timer: Option<String>,
+    #[arg(long = "dscp")]
+    dscp: Option<String>,
+    #[arg(long = "extra-data")]
+    extra_data: Option<String>,
+    #[arg(long = "udp-counters-64bit")]
+    udp64: bool,
+    #[arg(long = "gsro")]
+    gsro: bool,
+    #[arg(long = "repeating-payload")]
+    repeating_payload: bool,
 }
 
 /// iperf3's words for a bad command line; it exits 1 for those, as for every error.
@@ -271,8 +308,77 @@ fn refused(o: &Opts) -> Option<String> {
         ),
     ];
     list.into_iter()
+        .chain(refused_more(o))
         .find(|(on, ..)| *on)
         .map(|(_, name, why)| format!("landspeed iperf3 does not support {name}: {why}"))
+}
+
+/// The rest of iperf3 3.21's options landspeed refuses, and why.
+fn refused_more(o: &Opts) -> [(bool, &'static str, &'static str); 14] {
+    [
+        (o.bind_dev.is_some(), "--bind-dev", "bind to an address with -B"),
+        (
+            o.json_stream_full,
+            "--json-stream-full-output",
+            "no --json-stream yet",
+        ),
+        (
+            o.rcv_timeout.is_some(),
+            "--rcv-timeout",
+            "landspeed ends a stalled stream after its own idle timeout",
+        ),
+        (
+            o.snd_timeout.is_some(),
+            "--snd-timeout",
+            "landspeed ends a stalled stream after its own idle timeout",
+        ),
+        (
+            o.cntl_ka.is_some(),
+            "--cntl-ka",
+            "landspeed's control connection has its own liveness checks",
+        ),
+        (
+            o.debug.is_some(),
+            "-d/--debug",
+            "iperf3's debug output has no landspeed equivalent",
+        ),
+        (
+            o.time_skew.is_some(),
+            "--time-skew-threshold",
+            "goes with iperf3's RSA authentication",
+        ),
+        (
+            o.pkcs1,
+            "--use-pkcs1-padding",
+            "goes with iperf3's RSA authentication",
+        ),
+        (
+            o.connect_timeout.is_some(),
+            "--connect-timeout",
+            "landspeed uses its handshake timeout",
+        ),
+        (
+            o.pacing_timer.is_some(),
+            "--pacing-timer",
+            "a TCP -b is paced by the kernel (SO_MAX_PACING_RATE)",
+        ),
+        (
+            o.dscp.is_some(),
+            "--dscp",
+            "landspeed does not set the IP type of service",
+        ),
+        (o.extra_data.is_some(), "--extra-data", "not yet"),
+        (
+            o.udp64,
+            "--udp-counters-64bit",
+            "not with landspeed's iperf3 client yet",
+        ),
+        (
+            o.gsro || o.repeating_payload,
+            "--gsro/--repeating-payload",
+            "not with landspeed's iperf3 client",
+        ),
+    ]
 }
 
 /// The server: `landspeed serve` with iperf3's options, in this process.
@@ -289,6 +395,9 @@ fn serve(o: &Opts) -> Result<bool> {
     }
     if o.json {
         args.push("--iperf3-json".into());
+    }
+    if let Some(s) = o.server_max_duration {
+        args.extend(["--max-duration".into(), format!("{s}s")]);
     }
     use std::os::unix::process::CommandExt;
     let exe = std::env::current_exe()?;

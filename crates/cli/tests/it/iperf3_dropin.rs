@@ -234,13 +234,24 @@ fn refusals_and_errors_exit_as_iperf3_does() {
         let err = String::from_utf8_lossy(&ours.stderr);
         assert!(err.starts_with("iperf3: "), "{args:?}: {err}");
     }
-    // An option landspeed cannot honour is refused by name, never ignored.
-    let o = Command::new(bin())
-        .args(["iperf3", "-c", "127.0.0.1", "-S", "16"])
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("does not support -S/--tos"));
+    // An option iperf3 has and landspeed cannot honour is refused by name, never ignored.
+    for (opt, name) in [
+        (&["-S", "16"][..], "-S/--tos"),
+        (&["--cntl-ka"][..], "--cntl-ka"),
+        (&["--connect-timeout", "500"][..], "--connect-timeout"),
+        (&["--rsa-private-key-path", "k"][..], "--rsa-private-key-path"),
+        (&["--json-stream"][..], "--json-stream"),
+    ] {
+        let mut args = vec!["iperf3", "-c", "127.0.0.1"];
+        args.extend_from_slice(opt);
+        let o = Command::new(bin()).args(&args).output().unwrap();
+        assert_eq!(o.status.code(), Some(1), "{opt:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains(&format!("does not support {name}")),
+            "{opt:?}: {err}"
+        );
+    }
 }
 
 #[test]
