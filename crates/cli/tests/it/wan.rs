@@ -363,16 +363,20 @@ fn the_emulator_is_on_time_idle_and_under_tcp_load() {
     // made the loaded p99 1.9 ms; the real-time forwarder cannot preempt the kernel's own work).
     let _alone = crate::common::alone();
     let Some(_lock) = root() else { return };
-    // Idle: a sparse UDP test (25 datagrams a second), each datagram alone on the path. Margin: on the
-    // 2-core VM the p99 is 10-70 µs, the bound 500 µs.
+    // Idle: a sparse UDP test (250 datagrams a second, one every 4 ms on a path that carries one in
+    // 40 µs), each datagram alone on the path. Margin: on the 2-core VM the p99 is 10-70 µs, the bound
+    // 500 µs. The p99 is judged over the datagrams' direction only: with ~500 packets it leaves out the
+    // worst five, where the VM's host once stalled one for 1.5 ms; the other direction carries a dozen
+    // control segments, too few for a percentile (their p99 is their maximum), so only their count is.
     let mut w = Wan::up(&["--rtt", "20ms", "--rate", "200M"]);
     w.serve_in_b();
-    w.run_ok(&["-u", "-b", "200K", "-l", "1000", "-t", "2"]);
-    // Datagrams one way, the control connection's segments both ways.
-    for ((p99, packets), least) in lateness_p99_us(&w.status()).into_iter().zip([40, 10]) {
-        assert!(packets >= least, "{packets} packets");
-        assert!(p99 <= 500.0, "idle p99 {p99} µs late");
-    }
+    w.run_ok(&["-u", "-b", "2M", "-l", "1000", "-t", "2"]);
+    let [(p99, datagrams), (_, control)] = lateness_p99_us(&w.status());
+    assert!(
+        datagrams >= 400 && control >= 10,
+        "{datagrams} and {control} packets"
+    );
+    assert!(p99 <= 500.0, "idle p99 {p99} µs late");
     drop(w);
     // Loaded: TCP at the path's 200 Mbit/s. Margin: the p99 is 50-60 µs on the 2-core VM (at 1 Gbit/s,
     // both CPUs saturated, 40-70 µs for data and 360-420 µs for ACKs), the bound 500 µs.
