@@ -231,7 +231,16 @@ Options landspeed cannot honour are refused by name (docs/iperf3.md).";
 
 /// The first option given that landspeed refuses, with why.
 fn refused(o: &Opts) -> Option<String> {
-    let list: [(bool, &str, &str); 18] = [
+    refused_first(o)
+        .into_iter()
+        .chain(refused_more(o))
+        .find(|(on, ..)| *on)
+        .map(|(_, name, why)| format!("landspeed iperf3 does not support {name}: {why}"))
+}
+
+/// iperf3's options landspeed refuses (the daemon, output, authentication and transport ones), and why.
+fn refused_first(o: &Opts) -> [(bool, &'static str, &'static str); 18] {
+    [
         (
             o.tos.is_some(),
             "-S/--tos",
@@ -306,11 +315,7 @@ fn refused(o: &Opts) -> Option<String> {
             "-f/--format",
             "the units are one of a A k m g t K M G T",
         ),
-    ];
-    list.into_iter()
-        .chain(refused_more(o))
-        .find(|(on, ..)| *on)
-        .map(|(_, name, why)| format!("landspeed iperf3 does not support {name}: {why}"))
+    ]
 }
 
 /// The rest of iperf3 3.21's options landspeed refuses, and why.

@@ -149,24 +149,35 @@ fn the_json_tree_and_the_text_are_iperf3s_against_both_servers() {
     assert_eq!(verbose(&ours), verbose(&theirs), "-V\n{ours}\n{theirs}");
 }
 
-/// `iperf3 -c` against a one-test server on `port` once it listens (a refused connection costs a
-/// one-off server nothing); then the server's stdout, its document.
+/// Whether something listens on TCP `port` here, read from /proc/net/tcp and tcp6 (connecting would
+/// cost a one-off server its one test).
+fn listening(port: &str) -> bool {
+    let hex = format!(":{:04X} ", port.parse::<u16>().unwrap());
+    ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|f| {
+        std::fs::read_to_string(f).is_ok_and(|t| {
+            t.lines().any(|l| {
+                let cols: Vec<&str> = l.split_whitespace().collect();
+                cols.len() > 3 && format!("{} ", &cols[1][cols[1].len() - 5..]) == hex && cols[3] == "0A"
+            })
+        })
+    })
+}
+
+/// `iperf3 -c` against a one-test server on `port` once it listens; then the server's stdout, its
+/// document.
 fn one_off_document(server: std::process::Child, port: &str, extra: &[&str]) -> BTreeSet<String> {
     let mut args = vec!["-c", "127.0.0.1", "-p", port, "-t", "1"];
     args.extend_from_slice(extra);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
-        let o = Command::new("iperf3").args(&args).output().expect("iperf3 -c");
-        if o.status.success() {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{args:?}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
+    assert!(
+        common::wait_until(std::time::Duration::from_secs(10), || listening(port)),
+        "the server on {port} never listened"
+    );
+    let o = Command::new("iperf3").args(&args).output().expect("iperf3 -c");
+    assert!(
+        o.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let out = common::wait_output(server, std::time::Duration::from_secs(20))
         .expect("the one-off server ends after its test");
     let text = String::from_utf8_lossy(&out.stdout);
