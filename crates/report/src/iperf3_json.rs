@@ -267,8 +267,9 @@ fn udp_receiver_fields(m: &mut Map<String, Value>, lost: u64, packets: u64, jitt
     m.insert("lost_percent".into(), json!(pct));
 }
 
-/// This interval's retransmissions of one stream, from the running totals.
-fn interval_retransmits(r: &RunResult, i: &IntervalResult, s: &IntervalStream) -> u64 {
+/// This interval's retransmissions of one stream (the sender's running total less the last one
+/// before it), for the JSON and the text alike.
+pub(crate) fn interval_retransmits(r: &RunResult, i: &IntervalResult, s: &IntervalStream) -> u64 {
     let before = r
         .intervals
         .iter()

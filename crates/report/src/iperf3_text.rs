@@ -349,24 +349,13 @@ fn interval_line(
             let _ = write!(l, "  {packets}  ");
         }
     } else if !reverse {
-        let retr = s
-            .and_then(|s| s.retransmits)
-            .map_or(0, |total| total.saturating_sub(previous_retransmits(r, i, sid)));
+        let retr = s.map_or(0, |s| crate::iperf3_json::interval_retransmits(r, i, s));
         let cwnd = unit(s.and_then(|s| s.cwnd_bytes).unwrap_or(0) as f64, true);
         let _ = write!(l, "  {retr:3}   {cwnd}s       ");
     } else {
         l += "                  ";
     }
     l + "\n"
-}
-
-fn previous_retransmits(r: &RunResult, i: &IntervalResult, sid: u32) -> u64 {
-    r.intervals
-        .iter()
-        .take_while(|x| x.index < i.index)
-        .filter_map(|x| x.streams.iter().find(|y| y.id == sid)?.retransmits)
-        .last()
-        .unwrap_or(0)
 }
 
 fn sum_interval_line(r: &RunResult, st: &Style, i: &IntervalResult, bytes: u64, reverse: bool) -> String {
@@ -390,11 +379,7 @@ fn sum_interval_line(r: &RunResult, st: &Style, i: &IntervalResult, bytes: u64, 
         let retr: u64 = i
             .streams
             .iter()
-            .map(|s| {
-                s.retransmits
-                    .unwrap_or(0)
-                    .saturating_sub(previous_retransmits(r, i, s.id))
-            })
+            .map(|s| crate::iperf3_json::interval_retransmits(r, i, s))
             .sum();
         let _ = write!(l, "  {retr:3}             ");
     } else {
