@@ -45,6 +45,9 @@ fn splitmix(state: &mut u64) -> u64 {
 pub struct Pattern {
     key: u64,
     header_key: u64,
+    /// All ones: the stream number goes into every header; zero: every stream carries the same bytes
+    /// at the same offset (`Pattern::for_unnumbered_streams`).
+    stream_mask: u64,
     pool: Vec<u8>,
 }
 
@@ -80,10 +83,23 @@ impl Pattern {
                 return Pattern {
                     key,
                     header_key,
+                    stream_mask: u64::MAX,
                     pool,
                 };
             }
             attempt += 1;
+        }
+    }
+
+    /// The pattern for streams whose ends cannot agree on their numbers: iperf3's data connections
+    /// carry no stream number, and one end may number them in another order than the other. Every
+    /// stream carries the same bytes at the same offset, so each stream is still checked byte for
+    /// byte, but data delivered to the wrong stream at the same offset would pass, and two streams'
+    /// packets are not unique across the run (the Land Speed Record's rule 6 needs `new`).
+    pub fn for_unnumbered_streams(key: u64) -> Pattern {
+        Pattern {
+            stream_mask: 0,
+            ..Pattern::new(key)
         }
     }
 
@@ -96,7 +112,7 @@ impl Pattern {
     /// key, then SplitMix64's finalizer, whose xorshifts and odd multiplications are each invertible).
     #[inline]
     pub fn header(&self, stream: u32, block: u64) -> u64 {
-        let mut z = (u64::from(stream) << 48) ^ block ^ self.header_key;
+        let mut z = ((u64::from(stream) << 48) & self.stream_mask) ^ block ^ self.header_key;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
         z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
         z ^ (z >> 31)

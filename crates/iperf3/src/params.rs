@@ -38,6 +38,9 @@ pub struct ParamError {
     pub message: String,
 }
 
+/// The parameter that carries landspeed's extension.
+pub const PAYLOAD_KEY: &str = "landspeed_payload_key";
+
 fn err(code: i32, message: impl Into<String>) -> ParamError {
     ParamError {
         code,
@@ -92,6 +95,10 @@ pub struct Params {
     pub dont_fragment: bool,
     /// Multipath TCP data connections (`-m`/`--mptcp`, iperf3 3.19+): `mptcp: true`.
     pub mptcp: bool,
+    /// landspeed's extension (`landspeed_payload_key`, which iperf3 ignores): the client sends
+    /// landspeed's payload pattern with this key and asks the server to check every byte it receives
+    /// and to send the same pattern (docs/iperf3.md, "Verified over iperf3's protocol").
+    pub landspeed_payload_key: Option<u64>,
 }
 
 fn num(m: &Map<String, Value>, k: &str) -> Result<Option<f64>, ParamError> {
@@ -165,6 +172,19 @@ fn block_len(m: &Map<String, Value>, udp: bool) -> Result<u64, ParamError> {
         ));
     }
     Ok(len)
+}
+
+/// landspeed's extension key, when a landspeed client sent it: a whole number of 64 bits.
+fn payload_key(m: &Map<String, Value>) -> Result<Option<u64>, ParamError> {
+    match m.get(PAYLOAD_KEY) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v.as_u64().map(Some).ok_or_else(|| {
+            err(
+                errno::RECV_PARAMS,
+                format!("parameter {PAYLOAD_KEY} is not a 64-bit whole number"),
+            )
+        }),
+    }
 }
 
 /// The MSS asked for, when one is (0 means none).
@@ -253,6 +273,7 @@ impl Params {
             title: text(m, "title", 1024)?,
             dont_fragment: flag(m, "dont_fragment")?,
             mptcp: flag(m, "mptcp")?,
+            landspeed_payload_key: payload_key(m)?,
         })
     }
 
@@ -268,9 +289,20 @@ impl Params {
     }
 
     /// The spec this server runs for an iperf3 client. The client decides when a timed test ends (it
-    /// sends TEST_END), so a sending server gets a generous deadline only as a safety bound; iperf3's
-    /// payload is not landspeed's pattern, so nothing is verified and receivers discard in the kernel.
+    /// sends TEST_END), so a sending server gets a generous deadline only as a safety bound. iperf3's
+    /// payload is not landspeed's pattern, so nothing is verified and receivers discard in the kernel;
+    /// a landspeed client that sent its payload key gets every byte checked, with that key.
     pub fn to_spec(&self, payload_key: u64) -> TestSpec {
+        let mut spec = self.unverified_spec(payload_key);
+        if let Some(key) = self.landspeed_payload_key {
+            spec.verify = true;
+            spec.payload_key = key;
+            spec.rx = RxMode::default();
+        }
+        spec
+    }
+
+    fn unverified_spec(&self, payload_key: u64) -> TestSpec {
         let end = if self.bytes > 0 {
             EndCondition::Bytes(self.bytes)
         } else if self.blocks > 0 {
@@ -337,7 +369,9 @@ impl Params {
             .map_err(|e| err(code_for(&e), e.to_string()))
     }
 
-    /// The parameter message `landspeed run --iperf3` sends for a spec.
+    /// The parameter message `landspeed run --iperf3` sends for a spec: with landspeed's payload key
+    /// when the spec verifies (an iperf3 server ignores it; a landspeed server answers
+    /// `State::LandspeedPayload` and checks every byte).
     pub fn message_for(spec: &TestSpec, version: &str) -> Value {
         let mut m = json!({
             "tcp": true,
@@ -378,6 +412,9 @@ impl Params {
         }
         if spec.mptcp {
             m["mptcp"] = json!(true);
+        }
+        if spec.verify {
+            m[PAYLOAD_KEY] = json!(spec.payload_key);
         }
         if spec.transport == landspeed_core::config::Transport::Udp {
             if let Some(o) = m.as_object_mut() {

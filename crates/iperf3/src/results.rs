@@ -27,6 +27,22 @@ pub struct StreamResult {
     pub start_time_s: f64,
     /// When the stream ended, seconds after the warm-up.
     pub end_time_s: f64,
+    /// landspeed's extension (key `landspeed`, which iperf3 ignores): what a receiving landspeed end
+    /// checked of this stream, when both ends agreed on the payload (`State::LandspeedPayload`).
+    pub verified: Option<Verified>,
+}
+
+/// What a receiving landspeed end checked of one stream over iperf3's protocol: every byte it
+/// received, warm-up included.
+#[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
+pub struct Verified {
+    /// Bytes checked against the pattern.
+    pub bytes_verified: u64,
+    /// 256-byte blocks with at least one wrong byte.
+    pub corrupt_blocks: u64,
+    /// The first wrong byte, when there was one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_corruption: Option<landspeed_core::payload::Corruption>,
 }
 
 /// One end's results message (EXCHANGE_RESULTS).
@@ -166,18 +182,37 @@ fn i(m: &Map<String, Value>, k: &str) -> i64 {
 }
 
 impl Results {
+    /// What this end checked of each stream it received (`streams` as the engine reported them, the
+    /// warm-up included), for a test whose payload both ends agreed on.
+    pub fn add_verification(&mut self, streams: &[landspeed_core::endpoint::StreamReport]) {
+        use landspeed_core::endpoint::Role;
+        for r in streams.iter().filter(|r| r.role == Role::Receiver) {
+            if let Some(s) = self.streams.iter_mut().find(|s| s.id == stream_id(r.id)) {
+                s.verified = Some(Verified {
+                    bytes_verified: r.bytes_verified,
+                    corrupt_blocks: r.corrupt_blocks,
+                    first_corruption: r.first_corruption.clone(),
+                });
+            }
+        }
+    }
+
     /// The message's JSON, as iperf3 writes it.
     pub fn to_json(&self) -> Value {
         let streams: Vec<Value> = self
             .streams
             .iter()
             .map(|s| {
-                json!({
+                let mut j = json!({
                     "id": s.id, "bytes": s.bytes, "retransmits": s.retransmits, "jitter": s.jitter_s,
                     "errors": s.errors, "omitted_errors": s.omitted_errors, "packets": s.packets,
                     "omitted_packets": s.omitted_packets, "start_time": s.start_time_s,
                     "end_time": s.end_time_s,
-                })
+                });
+                if let Some(v) = &s.verified {
+                    j["landspeed"] = json!(v);
+                }
+                j
             })
             .collect();
         let mut v = json!({
@@ -207,26 +242,33 @@ impl Results {
             .ok_or_else(|| ResultsError("not a JSON object".into()))?;
         let streams = match m.get("streams") {
             None => vec![],
-            Some(Value::Array(a)) => a
-                .iter()
-                .map(|s| {
-                    let s = s
-                        .as_object()
-                        .ok_or_else(|| ResultsError("a stream is not an object".into()))?;
-                    Ok(StreamResult {
-                        id: i(s, "id"),
-                        bytes: f(s, "bytes").max(0.0) as u64,
-                        retransmits: i(s, "retransmits"),
-                        jitter_s: f(s, "jitter"),
-                        errors: i(s, "errors"),
-                        omitted_errors: i(s, "omitted_errors"),
-                        packets: i(s, "packets"),
-                        omitted_packets: i(s, "omitted_packets"),
-                        start_time_s: f(s, "start_time"),
-                        end_time_s: f(s, "end_time"),
+            Some(Value::Array(a)) => {
+                a.iter()
+                    .map(|s| {
+                        let s = s
+                            .as_object()
+                            .ok_or_else(|| ResultsError("a stream is not an object".into()))?;
+                        Ok(StreamResult {
+                            id: i(s, "id"),
+                            bytes: f(s, "bytes").max(0.0) as u64,
+                            retransmits: i(s, "retransmits"),
+                            jitter_s: f(s, "jitter"),
+                            errors: i(s, "errors"),
+                            omitted_errors: i(s, "omitted_errors"),
+                            packets: i(s, "packets"),
+                            omitted_packets: i(s, "omitted_packets"),
+                            start_time_s: f(s, "start_time"),
+                            end_time_s: f(s, "end_time"),
+                            verified: match s.get("landspeed") {
+                                None => None,
+                                Some(v) => Some(serde_json::from_value(v.clone()).map_err(|e| {
+                                    ResultsError(format!("a stream's landspeed figures: {e}"))
+                                })?),
+                            },
+                        })
                     })
-                })
-                .collect::<Result<_, _>>()?,
+                    .collect::<Result<_, _>>()?
+            }
             Some(_) => return Err(ResultsError("streams is not an array".into())),
         };
         Ok(Results {
@@ -347,6 +389,22 @@ mod tests {
         };
         let back = Results::parse(r.to_json().to_string().as_bytes()).unwrap();
         assert_eq!(back, r);
+        // landspeed's extension survives the trip, and is absent from a plain iperf3 message.
+        assert!(r.to_json()["streams"][0].get("landspeed").is_none());
+        let mut checked = r.clone();
+        checked.streams[0].verified = Some(Verified {
+            bytes_verified: 123_456,
+            corrupt_blocks: 1,
+            first_corruption: Some(landspeed_core::payload::Corruption {
+                stream: 0,
+                offset: 77,
+                expected_hex: "00".into(),
+                received_hex: "01".into(),
+            }),
+        });
+        let back = Results::parse(checked.to_json().to_string().as_bytes()).unwrap();
+        assert_eq!(back, checked);
+        assert!(Results::parse(br#"{"streams":[{"id":1,"landspeed":{"bytes_verified":"x"}}]}"#).is_err());
         let floats =
             br#"{"cpu_util_total":1,"sender_has_retransmits":-1.0,"streams":[{"id":3.0,"bytes":1e6}]}"#;
         let p = Results::parse(floats).unwrap();

@@ -37,6 +37,10 @@ pub enum State {
     AccessDenied,
     /// The server refuses or failed the test; two numbers follow (-2).
     ServerError,
+    /// landspeed's extension, never sent to an iperf3 client: a landspeed server took the parameters'
+    /// `landspeed_payload_key` and will check and send landspeed's pattern (76, 'L'; just before
+    /// CREATE_STREAMS, and only to a client that sent the key).
+    LandspeedPayload,
 }
 
 impl State {
@@ -55,6 +59,7 @@ impl State {
             State::IperfDone => 16,
             State::AccessDenied => -1,
             State::ServerError => -2,
+            State::LandspeedPayload => 76,
         }) as u8
     }
 
@@ -73,6 +78,7 @@ impl State {
             16 => State::IperfDone,
             -1 => State::AccessDenied,
             -2 => State::ServerError,
+            76 => State::LandspeedPayload,
             _ => return None,
         })
     }

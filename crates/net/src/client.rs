@@ -553,7 +553,8 @@ fn latency_begins(l: &mut latency::LatencyRun) -> Option<String> {
 }
 
 /// Moves the data: the supervisor over this test's transport (UDP datagrams in `format`), the hook
-/// following the control connection meanwhile.
+/// following the control connection meanwhile. In iperf3's protocol (its UDP format stands for it)
+/// the data connections carry no stream number, so the payload is the same on every stream.
 fn measure<X: Send>(
     opts: &ClientOptions,
     spec: &TestSpec,
@@ -562,7 +563,10 @@ fn measure<X: Send>(
     (tx, rx): (&mpsc::Sender<Wake<X>>, &mpsc::Receiver<Wake<X>>),
     hook: &mut dyn EngineHook<X>,
 ) -> supervisor::EngineOutput {
-    let params = EngineParams::for_spec(spec, opts.threads, opts.cpus.clone(), opts.idle_timeout);
+    let mut params = EngineParams::for_spec(spec, opts.threads, opts.cpus.clone(), opts.idle_timeout);
+    if matches!(format, UdpFormat::Iperf3 { .. }) {
+        params.pattern = landspeed_core::payload::Pattern::for_unnumbered_streams(spec.payload_key);
+    }
     let flags = Flags::default();
     let iface = landspeed_engine::host::interface_for(local.ip());
     let wiring = Wiring::new(&flags, (tx, rx), hook, iface.as_deref());

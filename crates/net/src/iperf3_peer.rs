@@ -91,9 +91,16 @@ fn remote_stream(
         error: t
             .is_none()
             .then(|| "the iperf3 server reported no figures for this stream".into()),
-        bytes_verified: 0,
-        corrupt_blocks: 0,
-        first_corruption: None,
+        // A landspeed peer's check of what it received (landspeed's extension of the results).
+        bytes_verified: t
+            .and_then(|t| t.verified.as_ref())
+            .map_or(0, |v| v.bytes_verified),
+        corrupt_blocks: t
+            .and_then(|t| t.verified.as_ref())
+            .map_or(0, |v| v.corrupt_blocks),
+        first_corruption: t
+            .and_then(|t| t.verified.as_ref())
+            .and_then(|v| v.first_corruption.clone()),
         zerocopy_sends: 0,
         zerocopy_copied: 0,
         udp: t
@@ -122,5 +129,16 @@ fn remote_udp(t: &landspeed_iperf3::results::StreamResult) -> landspeed_core::ud
         socket_drops: None,
         lost_in_receiver: None,
         lost_in_sender: None,
+    }
+}
+
+/// What the result says of its payload over iperf3's protocol.
+pub(crate) fn payload_warning(agreed: bool, asked: bool) -> Vec<String> {
+    match (agreed, asked) {
+        (true, _) => vec![],
+        (false, true) => {
+            vec!["iperf3 protocol: the payload is not landspeed's pattern, so nothing was verified".into()]
+        }
+        (false, false) => vec!["iperf3 protocol: nothing was verified (--no-verify)".into()],
     }
 }

@@ -467,6 +467,9 @@ fn extra(r: &RunResult) -> Value {
     json!({
         "software": r.software,
         "protocol": r.protocol,
+        // The far end: "iperf3 server" (nothing verified), or a landspeed end that took this end's
+        // payload key over iperf3's protocol ("landspeed server (iperf3 protocol)").
+        "peer_software": r.remote.software,
         "trusted": verdict.is_trusted(),
         "verdict": verdict.to_string(),
         "payload_verified": r.payload.verified,

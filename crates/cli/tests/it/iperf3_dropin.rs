@@ -116,6 +116,20 @@ fn the_json_tree_and_the_text_are_iperf3s_against_both_servers() {
             let theirs = keys(&serde_json::from_str(&theirs).unwrap());
             let ours_doc: Value = serde_json::from_str(&ours).unwrap();
             assert_eq!(ours_doc["landspeed"]["protocol"], "iperf3", "{args:?}");
+            // Against landspeed every byte is checked (landspeed's payload key, in iperf3's protocol);
+            // against iperf3 nothing is, and the document says so.
+            let landspeed_peer = port == ls.port.to_string();
+            assert_eq!(
+                ours_doc["landspeed"]["payload_verified"], landspeed_peer,
+                "{args:?}"
+            );
+            let verified = ours_doc["landspeed"]["bytes_verified"].as_u64().unwrap();
+            assert_eq!(
+                verified > 0,
+                landspeed_peer,
+                "{args:?}: {}",
+                ours_doc["landspeed"]
+            );
             let ours: BTreeSet<String> = keys(&ours_doc)
                 .into_iter()
                 .filter(|k| !k.starts_with("/landspeed"))
@@ -276,4 +290,51 @@ fn started_as_iperf3_it_is_the_drop_in() {
     let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(code, 0);
     assert!(out.starts_with("iperf 3.21 (landspeed "), "{out}");
+}
+
+/// `landspeed iperf3 -c` against a landspeed server whose receive path flips one byte (or whose own
+/// receive path does, `client_env`): the JSON document and the exit code.
+fn flipped(server_env: &[(&str, &str)], client_env: &[(&str, &str)], extra: &[&str]) -> (i32, Value) {
+    let s = ServerProc::start_env("127.0.0.1", &[], server_env);
+    let port = s.port.to_string();
+    let mut args = vec!["iperf3", "-c", "127.0.0.1", "-p", &port, "-n", "20M", "-J"];
+    args.extend_from_slice(extra);
+    let o = Command::new(bin())
+        .args(&args)
+        .envs(client_env.iter().copied())
+        .output()
+        .unwrap();
+    let doc = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("{extra:?}: {e}: {}", String::from_utf8_lossy(&o.stderr)));
+    (o.status.code().unwrap_or(-1), doc)
+}
+
+#[test]
+fn against_landspeed_every_byte_is_checked_and_a_flipped_one_fails_the_run() {
+    let fault = [("LANDSPEED_FAULT_FLIP", "0:1234567")];
+    for (server_env, client_env, extra) in
+        [(&fault[..], &[][..], &[][..]), (&[][..], &fault[..], &["-R"][..])]
+    {
+        let (code, doc) = flipped(server_env, client_env, extra);
+        let l = &doc["landspeed"];
+        assert_eq!(code, 1, "{extra:?}: a corrupted run fails: {l}");
+        assert_eq!(l["peer_software"], "landspeed server (iperf3 protocol)", "{l}");
+        assert_eq!(l["payload_verified"], true, "{l}");
+        assert_eq!(l["trusted"], false, "{l}");
+        assert!(l["corrupt_blocks"].as_u64().unwrap() >= 1, "{extra:?}: {l}");
+        // The document is still iperf3's: its summary is there.
+        assert!(doc["end"]["sum_received"]["bytes"].as_u64().unwrap() > 0, "{doc}");
+    }
+    // The same without the fault: 20 MB each way, every byte checked.
+    for extra in [&[][..], &["-R"][..], &["-P", "2"][..]] {
+        let (code, doc) = flipped(&[], &[], extra);
+        let l = &doc["landspeed"];
+        assert_eq!(code, 0, "{extra:?}: {l}");
+        assert_eq!(l["trusted"], true, "{l}");
+        assert_eq!(
+            l["bytes_verified"].as_u64(),
+            doc["end"]["sum_received"]["bytes"].as_u64(),
+            "{extra:?}: {l}"
+        );
+    }
 }

@@ -230,3 +230,27 @@ fn every_fused_kernel_sees_every_byte_across_the_pool_end() {
         }
     }
 }
+
+#[test]
+fn unnumbered_streams_share_their_bytes_and_are_still_checked() {
+    let shared = Pattern::for_unnumbered_streams(21);
+    let (mut a, mut b) = (vec![0u8; 4096], vec![0u8; 4096]);
+    shared.expected(0, 1000, &mut a);
+    shared.expected(7, 1000, &mut b);
+    assert_eq!(a, b, "every stream carries the same bytes at the same offset");
+    // The same key with numbered streams differs from stream 1 on: only stream 0 is alike.
+    let numbered = Pattern::new(21);
+    let mut c = vec![0u8; 4096];
+    numbered.expected(0, 1000, &mut c);
+    assert_eq!(a, c);
+    numbered.expected(7, 1000, &mut c);
+    assert_ne!(a, c);
+    let mut v = Verifier::new(&shared, 4096);
+    assert!(v.check(3, 1000, &a).is_none());
+    let mut bad = a.clone();
+    bad[100] ^= 1;
+    let found = v.check(3, 1000, &bad).expect("a flipped byte is caught");
+    assert_eq!(found.first.offset, 1100);
+    // A chunk at another offset of the same stream is not the data expected there.
+    assert!(v.check(3, 1256, &a).is_some());
+}

@@ -79,6 +79,10 @@ pub struct ClientSession {
     timers: Iperf3Timers,
     timer: Timer,
     params: Vec<u8>,
+    /// The parameters carry landspeed's payload key (`Params::message_for` with a verifying spec).
+    offered_payload: bool,
+    /// A landspeed server took the key (`State::LandspeedPayload`): both ends send and check it.
+    payload_agreed: bool,
     ours: Option<Vec<u8>>,
     theirs: Option<Results>,
     inbox: Inbox,
@@ -95,6 +99,8 @@ impl ClientSession {
             timers,
             timer: Timer::default(),
             params: frame_json(params),
+            offered_payload: params.get(crate::params::PAYLOAD_KEY).is_some(),
+            payload_agreed: false,
             ours: None,
             theirs: None,
             inbox: Inbox::default(),
@@ -108,6 +114,12 @@ impl ClientSession {
     /// Where the conversation stands.
     pub fn phase(&self) -> ClientPhase {
         self.phase
+    }
+
+    /// The server is landspeed and took this client's payload key: the streams carry landspeed's
+    /// pattern both ways and each end checks every byte it receives. Known once `OpenStreams` came.
+    pub fn payload_agreed(&self) -> bool {
+        self.payload_agreed
     }
 
     /// The data streams are open (after `OpenStreams`): TEST_START is awaited.
@@ -202,6 +214,9 @@ impl ClientSession {
                 self.transmit.extend_from_slice(&self.params);
                 self.actions.push_back(ClientAction::Greeted);
                 self.enter(ClientPhase::AwaitCreateStreams, now, hs);
+            }
+            (ClientPhase::AwaitCreateStreams, Some(State::LandspeedPayload)) if self.offered_payload => {
+                self.payload_agreed = true;
             }
             (ClientPhase::AwaitCreateStreams, Some(State::CreateStreams)) => {
                 self.phase = ClientPhase::OpeningStreams;

@@ -237,6 +237,9 @@ impl ServerSession {
             Err((code, e)) => return Err(self.refuse(code, e)),
         };
         self.expected_streams = test.total_streams();
+        if params.landspeed_payload_key.is_some() {
+            self.state(State::LandspeedPayload);
+        }
         self.phase = ServerPhase::Accepted;
         self.timer.arm(now, self.timers.handshake);
         let params = Box::new(params);

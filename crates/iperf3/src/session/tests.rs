@@ -86,9 +86,13 @@ fn whole_test(spec: &TestSpec, chunk: usize) {
         panic!("not accepted")
     };
     assert_eq!((test.direction, test.transport), (spec.direction, spec.transport));
+    // A landspeed client's key is taken: the server checks with the client's key, not its own (42).
+    assert_eq!(test.verify, spec.verify);
+    assert_eq!(test.payload_key, if spec.verify { spec.payload_key } else { 42 });
     s.create_streams(now).unwrap();
     carry(&mut s, &mut c, chunk, now).unwrap();
     assert_eq!(actions(&mut c), vec![ClientAction::OpenStreams]);
+    assert_eq!(c.payload_agreed(), spec.verify);
     c.streams_open(now).unwrap();
     for _ in 0..test.total_streams() {
         s.on_stream(now).unwrap();
@@ -143,7 +147,12 @@ fn whole_tests_in_every_direction_transport_and_chunking() {
     for direction in [Direction::Forward, Direction::Reverse, Direction::Bidir] {
         for transport in [Transport::Tcp, Transport::Udp] {
             for chunk in [1, 3, 4096] {
-                whole_test(&spec(direction, transport, 2), chunk);
+                for verify in [true, false] {
+                    let mut sp = spec(direction, transport, 2);
+                    sp.verify = verify;
+                    sp.payload_key = 0x1234_5678_9abc_def0;
+                    whole_test(&sp, chunk);
+                }
             }
         }
     }
@@ -418,4 +427,29 @@ fn streams_the_server_cannot_have_are_refused_to_the_client() {
         .handle_input(&server_error(errno::STREAM_ACCEPT, 0), now)
         .unwrap_err();
     assert!(matches!(e, Iperf3Error::ServerError { code: 204, .. }));
+}
+
+#[test]
+fn the_payload_answer_is_refused_by_a_client_that_did_not_offer_its_key() {
+    let now = Instant::now();
+    let mut sp = spec(Direction::Forward, Transport::Tcp, 1);
+    sp.verify = false;
+    let mut c = client(&sp, now);
+    c.poll_transmit();
+    c.handle_input(&[State::ParamExchange.byte()], now).unwrap();
+    let e = c
+        .handle_input(&[State::LandspeedPayload.byte()], now)
+        .unwrap_err();
+    assert!(matches!(e, Iperf3Error::Unexpected { got: 76, .. }), "{e:?}");
+}
+
+#[test]
+fn a_key_that_is_not_a_whole_64_bit_number_is_refused() {
+    for bad in [r#""k""#, "-1", "1.5", "18446744073709551616"] {
+        let body = format!(r#"{{"tcp": true, "time": 1, "landspeed_payload_key": {bad}}}"#);
+        let e = Params::parse(body.as_bytes()).unwrap_err();
+        assert_eq!(e.code, errno::RECV_PARAMS, "{bad}");
+    }
+    let ok = Params::parse(br#"{"tcp": true, "time": 1, "landspeed_payload_key": 18446744073709551615}"#);
+    assert_eq!(ok.unwrap().landspeed_payload_key, Some(u64::MAX));
 }

@@ -2,7 +2,9 @@
 //! parameters, CREATE_STREAMS, TEST_START/RUNNING, TEST_END, results exchange), moves the data with
 //! landspeed's engine, and turns both ends' figures (the server's arrive in its results message) into the
 //! same `RunResult` as a landspeed test, marked with the protocol. iperf3's payload is not landspeed's
-//! pattern, so nothing is verified, and the result says so.
+//! pattern, so against iperf3 nothing is verified, and the result says so. The parameters carry
+//! landspeed's payload key, which iperf3 ignores: a landspeed server answers that it took it, and then
+//! both ends send landspeed's pattern and check every byte they receive, in iperf3's protocol.
 
 use super::{connect, measure, resolve, ClientError, ClientEvent, ClientOptions, DataPaths, LiveIntervals};
 use crate::control::{Event, Input, Link, WaitError, Wire};
@@ -156,14 +158,17 @@ pub fn run_iperf3_client(
     interrupt: &AtomicBool,
     on_event: &mut dyn FnMut(ClientEvent),
 ) -> Result<RunResult, ClientError> {
-    let spec = &iperf3_spec(opts)?;
+    let offered = &offered_spec(opts)?;
     let started_unix_s = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64());
     let addr = resolve(opts)?;
-    let (mut link, local, cookie) = greet(opts, addr, spec, after_detection)?;
+    let (mut link, local, cookie) = greet(opts, addr, offered, after_detection)?;
     on_event(ClientEvent::Connected { local, remote: addr });
     awaiting(&mut link, |a| matches!(a, ClientAction::OpenStreams))?;
+    let agreed = link.wire.conn.payload_agreed();
+    let unverified = unverified_spec(offered)?;
+    let spec: &TestSpec = if agreed { offered } else { &unverified };
     let data = if spec.transport == Transport::Udp {
         DataPaths::Udp(open_udp_streams(opts, addr, spec)?)
     } else {
@@ -172,8 +177,7 @@ pub fn run_iperf3_client(
     link.wire.with(|s| s.streams_open(Instant::now()))?;
     // The server sends TEST_START and TEST_RUNNING back to back or with its own start-up between.
     awaiting(&mut link, |a| matches!(a, ClientAction::Run))?;
-    let mut warnings =
-        vec!["iperf3 protocol: the payload is not landspeed's pattern, so nothing was verified".to_string()];
+    let mut warnings = crate::iperf3_peer::payload_warning(agreed, offered.verify);
     warnings.extend(data.window_warning(spec.window_bytes));
     on_event(ClientEvent::Started {
         streams: spec.total_streams(),
@@ -196,13 +200,18 @@ pub fn run_iperf3_client(
     }
     let local_report = out.report(opts.cpus.clone(), warnings);
     let counted = landspeed_iperf3::iperf3_counts(&local_report.streams, &out.samples);
-    let theirs = exchange_results(&mut link, &local_report, &counted)?;
+    let checked = agreed.then_some(local_report.streams.as_slice());
+    let theirs = exchange_results(&mut link, &local_report, &counted, checked)?;
     let server_report = crate::iperf3_peer::remote_report(
         &theirs,
         &local_report,
         &counted,
         spec.omit_s.as_secs_f64(),
-        "iperf3 server",
+        if agreed {
+            "landspeed server (iperf3 protocol)"
+        } else {
+            "iperf3 server"
+        },
     );
     let interrupted = interrupt.load(Relaxed);
     let context = super::run_context(
@@ -235,15 +244,24 @@ fn awaiting(
     })
 }
 
-/// The test as an iperf3 server runs it: its payload is not ours, so nothing is verified, and TCP
-/// receivers drop what arrives without copying it.
-fn iperf3_spec(opts: &ClientOptions) -> Result<Test, ClientError> {
+/// The test this client offers: a fresh payload key, sent in the parameters when it verifies.
+fn offered_spec(opts: &ClientOptions) -> Result<Test, ClientError> {
     if opts.spec.tls.is_some() {
         return Err(ClientError::NotWithIperf3 {
             what: "TLS: iperf3 has no encrypted data mode",
         });
     }
-    Ok(opts.spec.changed(|s| {
+    let mut test = opts.spec.clone();
+    if test.payload_key == 0 {
+        test = test.with_payload_key(getrandom::u64().unwrap_or(0x5eed) | 1);
+    }
+    Ok(test)
+}
+
+/// The test as an iperf3 server runs it: its payload is not ours, so nothing is verified, and TCP
+/// receivers drop what arrives without copying it.
+fn unverified_spec(offered: &Test) -> Result<Test, ClientError> {
+    Ok(offered.changed(|s| {
         s.verify = false;
         if s.transport == Transport::Tcp {
             s.rx = RxMode::Discard;
@@ -316,14 +334,19 @@ fn session(opts: &ClientOptions, spec: &TestSpec, cookie: &Cookie) -> ClientSess
     )
 }
 
-/// The results both ways: this end's go out when the server asks, the server's come back.
+/// The results both ways: this end's go out when the server asks (with what it checked of the streams
+/// it received, `checked`, when the payload was agreed), the server's come back.
 fn exchange_results(
     link: &mut Iperf3Link,
     local_report: &EndpointReport,
     counted: &[StreamReport],
+    checked: Option<&[StreamReport]>,
 ) -> Result<Results, ClientError> {
     let udp = counted.iter().all(|s| s.tcp.is_none());
-    let ours = landspeed_iperf3::from_reports(counted, &local_report.cpu, local_report.elapsed_s, udp);
+    let mut ours = landspeed_iperf3::from_reports(counted, &local_report.cpu, local_report.elapsed_s, udp);
+    if let Some(streams) = checked {
+        ours.add_verification(streams);
+    }
     link.wire.with(|s| s.results(&ours.to_json()))?;
     match awaiting(link, |a| matches!(a, ClientAction::Done(_)))? {
         ClientAction::Done(theirs) => Ok(*theirs),

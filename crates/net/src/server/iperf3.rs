@@ -124,7 +124,11 @@ fn serve(ctl: TcpStream, cookie: Cookie, shared: &Shared, log: &mut TestLog) -> 
     for s in &out.streams {
         let bytes = s.bytes.saturating_sub(s.omitted_bytes);
         match s.role {
-            Role::Receiver => log.bytes_received += bytes,
+            Role::Receiver => {
+                log.bytes_received += bytes;
+                log.bytes_verified += s.bytes_verified;
+                log.corrupt_blocks += s.corrupt_blocks;
+            }
             Role::Sender => log.bytes_sent += bytes,
         }
     }
@@ -147,15 +151,18 @@ fn seen_here(
     (local, peer): (SocketAddr, SocketAddr),
     started: std::time::SystemTime,
 ) -> landspeed_core::result::RunResult {
-    let warnings =
-        vec!["iperf3 protocol: the payload is not landspeed's pattern, so nothing was verified".to_string()];
+    let warnings = crate::iperf3_peer::payload_warning(spec.verify, true);
     let here = out.report(None, warnings);
     let client = crate::iperf3_peer::remote_report(
         theirs,
         &here,
         &here.streams,
         spec.omit_s.as_secs_f64(),
-        "iperf3 client",
+        if spec.verify {
+            "landspeed client (iperf3 protocol)"
+        } else {
+            "iperf3 client"
+        },
     );
     let started_unix_s = started
         .duration_since(std::time::UNIX_EPOCH)
@@ -302,6 +309,8 @@ fn measure(
 ) -> Result<(supervisor::EngineOutput, Option<TestError>), TestError> {
     let o = &shared.opts;
     let mut params_e = EngineParams::for_spec(spec, None, None, o.idle_timeout);
+    // iperf3's data connections carry no stream number: the same payload on every stream.
+    params_e.pattern = landspeed_core::payload::Pattern::for_unnumbered_streams(spec.payload_key);
     if params.udp {
         params_e.send_time = params_e.send_time.or(Some(udp_count_bound(spec)));
     }
@@ -423,6 +432,9 @@ fn summary_text(log: &TestLog) -> String {
 fn results(out: &supervisor::EngineOutput, spec: &TestSpec, text: Option<String>) -> Results {
     let udp = spec.transport == landspeed_core::config::Transport::Udp;
     let mut r = landspeed_iperf3::from_reports(&out.streams, &out.cpu, out.elapsed_s, udp);
+    if spec.verify {
+        r.add_verification(&out.streams);
+    }
     if r.sender_has_retransmits == 1 {
         r.congestion_used = spec.congestion.clone();
     }
