@@ -602,15 +602,25 @@ fn payload_summary(spec: &TestSpec, inp: &Inputs, bytes_verified: u64) -> Payloa
         .min();
     let mss_ok = smallest_mss.is_none_or(|m| m as usize >= UNIQUE_SEGMENT_MIN);
     let mss_text = smallest_mss.map_or("unknown".to_string(), |m| format!("{m} bytes"));
-    // A foreign server (iperf3, a QUIC perf server) sending to this client sends its own bytes.
+    // A foreign server (iperf3, a QUIC perf server) sending to this client sends its own bytes; a
+    // landspeed server over iperf3's protocol sends landspeed's pattern (the payload was agreed).
+    let iperf3_agreed = inp.context.protocol == "iperf3" && spec.verify;
     let foreign = matches!(inp.context.protocol.as_str(), "iperf3" | "quic-perf")
+        && !iperf3_agreed
         && inp.client.streams.iter().any(|s| s.role == Role::Receiver);
-    let held = mss_ok && corrupt == 0 && !foreign;
+    // iperf3's connections carry no stream number: every stream the same bytes at the same offsets.
+    let shared_streams = iperf3_agreed && spec.total_streams() > 1;
+    let held = mss_ok && corrupt == 0 && !foreign && !shared_streams;
     let evidence = if foreign {
         format!(
             "the {} server sent its own payload, not landspeed's pattern: nothing shows its packets differed",
             inp.context.protocol
         )
+    } else if shared_streams && corrupt == 0 {
+        "every received byte matched landspeed's pattern; over iperf3's protocol every stream carries \
+         the same bytes at the same offsets (its connections have no stream number), so each \
+         stream's packets differ but the streams' packets repeat one another"
+            .to_string()
     } else if !mss_ok {
         format!("the smallest MSS ({mss_text}) is below the {UNIQUE_SEGMENT_MIN}-byte bound of the uniqueness proof")
     } else if corrupt > 0 {
@@ -936,6 +946,28 @@ fn spec_as_run(spec: &TestSpec, file: Option<&crate::files::FileTransferResult>)
         spec.end = crate::config::EndCondition::Bytes(f.size_bytes);
     }
     spec
+}
+
+/// The result of a test that has only just started: every stream, no figures yet. What a live output
+/// (iperf3's `--json-stream` start event) can say about the test before its end.
+pub fn provisional(spec: &TestSpec, context: RunContext) -> RunResult {
+    let end = |at: fn(Flow) -> Role| EndpointReport {
+        streams: (0..spec.total_streams())
+            .map(|id| {
+                let flow = spec.flow_of(id);
+                StreamReport::empty(id, flow, at(flow))
+            })
+            .collect(),
+        ..EndpointReport::default()
+    };
+    assemble(&Inputs {
+        spec,
+        context,
+        client: &end(Role::at_client),
+        server: &end(Role::at_server),
+        client_samples: &[],
+        server_samples: &[],
+    })
 }
 
 /// Builds the run result. Pure: the same inputs always give the same result.

@@ -201,6 +201,38 @@ pub struct StreamReport {
     pub quic: Option<QuicStats>,
 }
 
+impl StreamReport {
+    /// A stream that has moved nothing yet.
+    pub fn empty(id: u32, flow: Flow, role: Role) -> StreamReport {
+        StreamReport {
+            id,
+            flow,
+            role,
+            bytes: 0,
+            calls: 0,
+            omitted_bytes: 0,
+            first_byte_s: None,
+            last_byte_s: None,
+            snd_buf_bytes: 0,
+            rcv_buf_bytes: 0,
+            tcp: None,
+            error: None,
+            bytes_verified: 0,
+            corrupt_blocks: 0,
+            first_corruption: None,
+            zerocopy_sends: 0,
+            zerocopy_copied: 0,
+            udp: None,
+            send_errors: 0,
+            udp_offload: false,
+            blocking: false,
+            rcvlowat_bytes: None,
+            tls: None,
+            quic: None,
+        }
+    }
+}
+
 /// A QUIC connection's figures at the end of a test, from the stack's own accounting (quinn's
 /// `ConnectionStats`), seen from one end. Every stream of a connection carries the same figures.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]

@@ -68,9 +68,6 @@ fn remote_stream(
 ) -> StreamReport {
     let role = l.role.peer();
     StreamReport {
-        id: l.id,
-        flow: l.flow,
-        role,
         bytes: t.map_or(0, |t| t.bytes) + warm,
         // A UDP sender's datagram count; loss is counted against it.
         calls: t
@@ -79,8 +76,6 @@ fn remote_stream(
         omitted_bytes: warm,
         first_byte_s: t.map(|t| t.start_time_s + omit_s),
         last_byte_s: t.map(|t| t.end_time_s + omit_s),
-        snd_buf_bytes: 0,
-        rcv_buf_bytes: 0,
         tcp: t
             .filter(|t| role == Role::Sender && t.retransmits >= 0)
             .map(|t| TcpStats {
@@ -101,17 +96,10 @@ fn remote_stream(
         first_corruption: t
             .and_then(|t| t.verified.as_ref())
             .and_then(|v| v.first_corruption.clone()),
-        zerocopy_sends: 0,
-        zerocopy_copied: 0,
         udp: t
             .filter(|_| role == Role::Receiver && l.udp.is_none() && l.tcp.is_none())
             .map(remote_udp),
-        send_errors: 0,
-        udp_offload: false,
-        blocking: false,
-        rcvlowat_bytes: None,
-        tls: None,
-        quic: None,
+        ..StreamReport::empty(l.id, l.flow, role)
     }
 }
 

@@ -68,7 +68,8 @@ fn host_port(addr: &str) -> (String, u16) {
     }
 }
 
-fn start(r: &RunResult, m: &Iperf3Meta) -> Value {
+/// `start`: the test as it began (a provisional result serves: `assemble::provisional`).
+pub fn start(r: &RunResult, m: &Iperf3Meta) -> Value {
     let spec = &r.config.spec;
     // The result's local address is the client's.
     let (mine, theirs) = if m.server {
@@ -193,7 +194,8 @@ fn entry(start: f64, end: f64, bytes: u64, omitted: bool, sender: bool) -> Map<S
     m
 }
 
-fn interval(r: &RunResult, server: bool, i: &IntervalResult) -> Value {
+/// One entry of `intervals`; the intervals before it in `r` give its retransmissions.
+pub fn interval(r: &RunResult, server: bool, i: &IntervalResult) -> Value {
     let this_end_sends = |r: &RunResult, id: u32| sends(r, server, id);
     let streams: Vec<Value> = i
         .streams
@@ -317,7 +319,8 @@ fn mean(v: impl Iterator<Item = f64>) -> f64 {
     }
 }
 
-fn end(r: &RunResult, server: bool) -> Value {
+/// `end`: the summary.
+pub fn end(r: &RunResult, server: bool) -> Value {
     let mut out = Map::new();
     // A server that received has no sender's TCP figures to show (its client keeps them); a client
     // has them from the results exchange either way.
@@ -462,7 +465,8 @@ fn end_sum(r: &RunResult, group: &[&StreamResult], (sent, retransmits): (bool, b
 }
 
 /// landspeed's own facts, under the one extra key.
-fn extra(r: &RunResult) -> Value {
+/// The `landspeed` key: what only landspeed knows.
+pub fn extra(r: &RunResult) -> Value {
     let verdict = r.verdict();
     json!({
         "software": r.software,
@@ -483,6 +487,13 @@ fn extra(r: &RunResult) -> Value {
         }).collect::<Vec<_>>(),
         "warnings": r.warnings,
     })
+}
+
+/// One line of iperf3's `--json-stream`: `{"event":"start","data":{...}}` (events `start`, `interval`,
+/// `error`, `end`; landspeed adds `landspeed`, with the extra key's content, just before `end`).
+pub fn stream_event(event: &str, data: Value) -> String {
+    // "event" first, as iperf3 writes it (a line-oriented script may match its start).
+    format!("{{\"event\":{},\"data\":{data}}}", json!(event))
 }
 
 /// `Wed, 25 Nov 2026 19:19:36 GMT`, as iperf3 writes `start.timestamp.time`.

@@ -5,6 +5,8 @@
 //! `landspeed serve`, which answers iperf3 clients. Options iperf3 has and landspeed cannot honour are
 //! refused by name, never ignored (docs/iperf3.md lists them).
 
+mod stream;
+
 use anyhow::Result;
 use clap::{Args, Parser};
 use landspeed_report::{iperf3_json, iperf3_text};
@@ -225,8 +227,9 @@ const HELP: &str = "Usage: iperf3 [-s|-c host] [options]   (landspeed's iperf3 d
   -i, --interval S    report interval                  -J, --json       iperf3's JSON document
   -f, --format [aAkmgtKMGT] units of the text          --timestamps     time on every line
   -4, -6, -B ADDR, -Z, --fq-rate R, --idle-timeout S
-iperf3's protocol against any server: its payload is iperf3's and is not verified; the JSON's
-`landspeed` key says so, with landspeed's verdict and what limited each stream.
+iperf3's protocol against any server. Against a landspeed server every byte is still verified;
+against iperf3 its payload is iperf3's and is not. The JSON's `landspeed` key says which, with
+landspeed's verdict and what limited each stream. --json-stream writes one event per line as it goes.
 Options landspeed cannot honour are refused by name (docs/iperf3.md).";
 
 /// The first option given that landspeed refuses, with why.
@@ -239,7 +242,7 @@ fn refused(o: &Opts) -> Option<String> {
 }
 
 /// iperf3's options landspeed refuses (the daemon, output, authentication and transport ones), and why.
-fn refused_first(o: &Opts) -> [(bool, &'static str, &'static str); 18] {
+fn refused_first(o: &Opts) -> [(bool, &'static str, &'static str); 17] {
     [
         (
             o.tos.is_some(),
@@ -266,11 +269,6 @@ fn refused_first(o: &Opts) -> [(bool, &'static str, &'static str); 18] {
             o.get_server_output,
             "--get-server-output",
             "the JSON already holds both ends' figures",
-        ),
-        (
-            o.json_stream,
-            "--json-stream",
-            "not yet: -J writes the whole document at the end",
         ),
         (
             o.timestamps
@@ -319,14 +317,9 @@ fn refused_first(o: &Opts) -> [(bool, &'static str, &'static str); 18] {
 }
 
 /// The rest of iperf3 3.21's options landspeed refuses, and why.
-fn refused_more(o: &Opts) -> [(bool, &'static str, &'static str); 14] {
+fn refused_more(o: &Opts) -> [(bool, &'static str, &'static str); 13] {
     [
         (o.bind_dev.is_some(), "--bind-dev", "bind to an address with -B"),
-        (
-            o.json_stream_full,
-            "--json-stream-full-output",
-            "no --json-stream yet",
-        ),
         (
             o.rcv_timeout.is_some(),
             "--rcv-timeout",
@@ -485,7 +478,7 @@ fn run_args(o: &Opts, host: &str) -> Vec<String> {
     a
 }
 
-/// The client: one test, printed as iperf3 prints it.
+/// The client: one test, printed as iperf3 prints it (`--json-stream`: as it goes).
 fn client(o: &Opts, host: &str) -> Result<bool> {
     let args = run_args(o, host);
     let meta = crate::common::iperf3_meta::meta(false);
@@ -494,43 +487,77 @@ fn client(o: &Opts, host: &str) -> Result<bool> {
         Err(e) => return parameter_error(&e.to_string()),
     };
     let interrupt = crate::common::client::interrupt_flag()?;
+    let port = o.port.unwrap_or(5201);
+    let mut live = o
+        .json_stream
+        .then(|| stream::JsonStream::new(&opts.spec, host, port, meta.clone()));
     // iperf3's protocol, as the program it stands in for: landspeed's would cost an iperf3 server
-    // started with -1 its one test before the switch (docs/iperf3.md).
-    match crate::common::client::run_quiet(&opts, true, &interrupt) {
+    // started with -1 its one test before the switch (docs/iperf3.md). A landspeed server still
+    // checks every byte (landspeed's payload key, in iperf3's protocol).
+    let outcome = landspeed_net::run_iperf3_client(&opts, false, &interrupt, &mut |ev| {
+        if let Some(s) = live.as_mut() {
+            s.on_event(ev).iter().for_each(|l| println!("{l}"));
+        }
+    });
+    match outcome {
         Ok(r) => {
-            if o.json {
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&iperf3_json::document(&r, &meta))?
-                );
-            } else {
-                let style = iperf3_text::Style {
-                    rate: o.format.as_deref().and_then(|f| f.chars().next()).unwrap_or('a'),
-                    timestamps: o.timestamps.is_some(),
-                    verbose: o.verbose.then(|| meta.clone()),
-                };
-                print!("{}", iperf3_text::render_with(&r, &style));
-            }
+            print_result(o, &r, &meta, live.as_ref())?;
             Ok(r.verdict().is_trusted() || !r.payload.verified)
         }
         Err(e) => {
-            let why = crate::common::flags::client(&e);
-            let text = if why.contains("cannot connect") {
-                // iperf3 3.21's words, with the system's reason last.
-                let reason = why.rsplit(": ").next().unwrap_or(&why);
-                let reason = reason.split(" (os error").next().unwrap_or(reason);
-                format!("unable to connect to server - server may have stopped running or use a different port, firewall issue, etc.: {reason}")
-            } else {
-                why
-            };
-            if o.json {
-                let doc = serde_json::json!({"start": {"connected": [], "version": meta.version,
-                    "system_info": meta.system_info}, "intervals": [], "end": {}, "error": text});
-                println!("{}", serde_json::to_string_pretty(&doc)?);
-            } else {
-                eprintln!("iperf3: error - {text}");
-            }
+            print_error(o, &e, &meta)?;
             Ok(false)
         }
     }
+}
+
+/// A test that ran, as iperf3 prints it: the stream's last events, the document, or the text.
+fn print_result(
+    o: &Opts,
+    r: &landspeed_core::result::RunResult,
+    meta: &iperf3_json::Iperf3Meta,
+    live: Option<&stream::JsonStream>,
+) -> Result<()> {
+    if let Some(s) = live {
+        s.finished(r).iter().for_each(|l| println!("{l}"));
+    }
+    if (o.json && !o.json_stream) || (o.json_stream && o.json_stream_full) {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&iperf3_json::document(r, meta))?
+        );
+    } else if !o.json && !o.json_stream {
+        let style = iperf3_text::Style {
+            rate: o.format.as_deref().and_then(|f| f.chars().next()).unwrap_or('a'),
+            timestamps: o.timestamps.is_some(),
+            verbose: o.verbose.then(|| meta.clone()),
+        };
+        print!("{}", iperf3_text::render_with(r, &style));
+    }
+    Ok(())
+}
+
+/// A test that failed, in iperf3's words: on stderr, or in the JSON (`error`).
+fn print_error(o: &Opts, e: &landspeed_net::ClientError, meta: &iperf3_json::Iperf3Meta) -> Result<()> {
+    let why = crate::common::flags::client(e);
+    let text = if why.contains("cannot connect") {
+        // iperf3 3.21's words, with the system's reason last.
+        let reason = why.rsplit(": ").next().unwrap_or(&why);
+        let reason = reason.split(" (os error").next().unwrap_or(reason);
+        format!("unable to connect to server - server may have stopped running or use a different port, firewall issue, etc.: {reason}")
+    } else {
+        why
+    };
+    if o.json_stream {
+        stream::JsonStream::failed(&text)
+            .iter()
+            .for_each(|l| println!("{l}"));
+    } else if o.json {
+        let doc = serde_json::json!({"start": {"connected": [], "version": meta.version,
+            "system_info": meta.system_info}, "intervals": [], "end": {}, "error": text});
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+    } else {
+        eprintln!("iperf3: error - {text}");
+    }
+    Ok(())
 }

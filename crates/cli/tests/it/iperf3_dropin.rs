@@ -338,3 +338,65 @@ fn against_landspeed_every_byte_is_checked_and_a_flipped_one_fails_the_run() {
         );
     }
 }
+
+/// The key tree of every event `name` of a `--json-stream` output.
+fn event_keys(events: &[Value], name: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for e in events.iter().filter(|e| e["event"] == name) {
+        tree(&e["data"], "", &mut out);
+    }
+    out
+}
+
+#[test]
+fn json_stream_writes_the_documents_parts_as_events_as_it_goes() {
+    // iperf3 3.17+ has --json-stream (Debian's 3.12 does not; checked by hand against 3.21, see
+    // docs/iperf3.md): a line per event, "event" first; here each event's data has the tree of the
+    // matching part of the -J document, which is held to iperf3's own above.
+    let _one = common::wan::serial();
+    let Some(i3) = Iperf3Server::start() else { return };
+    let ls = ServerProc::start("127.0.0.1", &[]);
+    for port in [i3.port.to_string(), ls.port.to_string()] {
+        for extra in [&[][..], &["--bidir"][..], &["-u", "-b", "10M"][..]] {
+            let mut args = vec!["-c", "127.0.0.1", "-p", &port, "-t", "1", "-i", "0.5"];
+            args.extend_from_slice(extra);
+            let doc: Value = serde_json::from_str(&dropin(&[&args[..], &["-J"]].concat()).1).unwrap();
+            let (code, text) = dropin(&[&args[..], &["--json-stream"]].concat());
+            assert_eq!(code, 0, "{args:?}: {text}");
+            assert!(text.lines().all(|l| l.starts_with("{\"event\":")), "{text}");
+            let events: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+            let names: Vec<&str> = events.iter().map(|e| e["event"].as_str().unwrap()).collect();
+            let n = names.len();
+            assert!(n >= 5, "{args:?}: {names:?}");
+            assert_eq!(
+                (names[0], names[n - 2], names[n - 1]),
+                ("start", "landspeed", "end"),
+                "{names:?}"
+            );
+            assert!(names[1..n - 2].iter().all(|e| *e == "interval"), "{names:?}");
+            for (event, part) in [("start", "start"), ("interval", "intervals"), ("end", "end")] {
+                let mut want = BTreeSet::new();
+                match &doc[part] {
+                    Value::Array(a) => a.iter().for_each(|x| tree(x, "", &mut want)),
+                    v => tree(v, "", &mut want),
+                }
+                assert_eq!(event_keys(&events, event), want, "{args:?}: {event}");
+            }
+            assert_eq!(events[n - 2]["data"]["protocol"], "iperf3");
+        }
+    }
+    // A server that is not there: iperf3's error event, then an empty end; exit 1.
+    let gone = common::free_port().to_string();
+    let (code, text) = dropin(&["-c", "127.0.0.1", "-p", &gone, "-t", "1", "--json-stream"]);
+    assert_eq!(code, 1);
+    let names: Vec<String> = text
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["event"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(names, ["error", "end"], "{text}");
+}
