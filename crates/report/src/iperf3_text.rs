@@ -5,7 +5,7 @@
 //! script that reads iperf3's text reads this. `--bidir`'s role column is not drawn (docs/iperf3.md).
 
 use landspeed_core::config::{Flow, Transport};
-use landspeed_core::result::{IntervalResult, RunResult, StreamResult};
+use landspeed_core::result::{IntervalResult, IntervalStream, RunResult, StreamResult};
 use std::fmt::Write;
 
 const SEPARATOR: &str = "- - - - - - - - - - - - - - - - - - - - - - - - -";
@@ -117,16 +117,20 @@ pub fn render_with(r: &RunResult, st: &Style) -> String {
     }
     t += interval_header(r, reverse, bidir);
     out.push(0.0, &t);
-    let many = !bidir && r.streams.len() > 1;
+    // With more than one stream each way, a `[SUM]` per direction and a separator per interval.
+    let many = r.streams.len() > if bidir { 2 } else { 1 };
     for i in crate::iperf3_json::shown(r) {
         let mut t = String::new();
-        for s in &i.streams {
-            let receives = stream_flow(r, s.id) == Flow::ServerToClient;
-            t += &interval_line(r, st, i, (s.id, s.bytes), receives);
+        for (flow, group) in by_direction(r, &i.streams) {
+            let receives = flow == Flow::ServerToClient;
+            for s in &group {
+                t += &interval_line(r, st, i, (s.id, s.bytes), receives);
+            }
+            if group.len() > 1 {
+                t += &sum_interval_line(r, st, i, (&sum_tag(r, flow), &group), receives);
+            }
         }
         if many {
-            let bytes = i.streams.iter().map(|s| s.bytes).sum();
-            t += &sum_interval_line(r, st, i, bytes, reverse);
             t += SEPARATOR;
         }
         out.push(i.end_s, &t);
@@ -358,11 +362,44 @@ fn interval_line(
     l + "\n"
 }
 
-fn sum_interval_line(r: &RunResult, st: &Style, i: &IntervalResult, bytes: u64, reverse: bool) -> String {
-    let mut l = head(st, "[SUM]", i.start_s, i.end_s, bytes);
+/// An interval's streams by direction, the client's sending ones first (one group unless
+/// bidirectional).
+fn by_direction<'a>(r: &RunResult, streams: &'a [IntervalStream]) -> Vec<(Flow, Vec<&'a IntervalStream>)> {
+    [Flow::ClientToServer, Flow::ServerToClient]
+        .into_iter()
+        .map(|f| {
+            (
+                f,
+                streams
+                    .iter()
+                    .filter(|s| stream_flow(r, s.id) == f)
+                    .collect::<Vec<_>>(),
+            )
+        })
+        .filter(|(_, g)| !g.is_empty())
+        .collect()
+}
+
+/// `[SUM]`, with the direction's role in a bidirectional test (`[SUM][TX-C]`).
+fn sum_tag(r: &RunResult, flow: Flow) -> String {
+    match (r.config.spec.direction, flow) {
+        (landspeed_core::config::Direction::Bidir, Flow::ClientToServer) => "[SUM][TX-C]".into(),
+        (landspeed_core::config::Direction::Bidir, Flow::ServerToClient) => "[SUM][RX-C]".into(),
+        _ => "[SUM]".into(),
+    }
+}
+
+fn sum_interval_line(
+    r: &RunResult,
+    st: &Style,
+    i: &IntervalResult,
+    (tag, streams): (&str, &[&IntervalStream]),
+    reverse: bool,
+) -> String {
+    let bytes = streams.iter().map(|s| s.bytes).sum();
+    let mut l = head(st, tag, i.start_s, i.end_s, bytes);
     if udp(r) {
-        let packets: u64 = i
-            .streams
+        let packets: u64 = streams
             .iter()
             .map(|s| {
                 s.datagrams_sent
@@ -370,14 +407,13 @@ fn sum_interval_line(r: &RunResult, st: &Style, i: &IntervalResult, bytes: u64, 
             })
             .sum();
         if reverse {
-            let lost = i.streams.iter().filter_map(|s| s.datagrams_lost).sum();
+            let lost = streams.iter().filter_map(|s| s.datagrams_lost).sum();
             let _ = write!(l, "  {:5.3} ms  {}", 0.0, lost_of(lost, packets));
         } else {
             let _ = write!(l, "  {packets}  ");
         }
     } else if !reverse {
-        let retr: u64 = i
-            .streams
+        let retr: u64 = streams
             .iter()
             .map(|s| crate::iperf3_json::interval_retransmits(r, i, s))
             .sum();
@@ -429,13 +465,46 @@ fn summary(r: &RunResult, st: &Style, bidir: bool) -> String {
     } else {
         format!("[ ID]{role} Interval           Transfer     Bitrate         Retr\n")
     };
-    for s in &r.streams {
-        t += &stream_summary(r, st, s);
-    }
-    if r.streams.len() > 1 && !bidir {
-        t += &sum_summary(r, st);
+    for flow in [Flow::ClientToServer, Flow::ServerToClient] {
+        let group: Vec<&StreamResult> = r.streams.iter().filter(|s| s.flow == flow).collect();
+        for s in &group {
+            t += &stream_summary(r, st, s);
+        }
+        match group.len() {
+            0 | 1 => {}
+            _ if !bidir => t += &sum_summary(r, st),
+            _ => t += &direction_summary(r, st, (&sum_tag(r, flow), &group)),
+        }
     }
     t
+}
+
+/// One direction's `[SUM][TX-C]` (or `[RX-C]`) sender and receiver lines of a bidirectional test.
+fn direction_summary(r: &RunResult, st: &Style, (tag, group): (&str, &[&StreamResult])) -> String {
+    let sent = group.iter().map(|s| s.bytes_sent).sum();
+    let received = group.iter().map(|s| s.bytes_received).sum();
+    let secs = group.iter().map(|s| s.duration_s).fold(0.0, f64::max);
+    if udp(r) {
+        let each: Vec<_> = group.iter().map(|s| s.udp.unwrap_or_default()).collect();
+        let u = landspeed_core::udp::UdpStats {
+            datagrams_received: each.iter().map(|u| u.datagrams_received).sum(),
+            datagrams_lost: each.iter().map(|u| u.datagrams_lost).sum(),
+            datagrams_sent: each.iter().map(|u| u.datagrams_sent).sum(),
+            jitter_ms: each.iter().map(|u| u.jitter_ms).sum::<f64>() / each.len() as f64,
+            ..Default::default()
+        };
+        return udp_summary(st, tag, secs, (sent, received), &u);
+    }
+    let retr: u64 = group
+        .iter()
+        .filter_map(|s| s.tcp.as_ref().map(|t| t.retransmits))
+        .sum();
+    let sender_secs = group.iter().map(|s| s.sender_elapsed_s).fold(secs, f64::max);
+    format!(
+        "{}  {retr:3}             sender\n{}                  receiver\n",
+        head(st, tag, 0.0, sender_secs, sent),
+        head(st, tag, 0.0, secs, received)
+    )
 }
 
 fn stream_summary(r: &RunResult, st: &Style, s: &StreamResult) -> String {

@@ -103,7 +103,8 @@ fn the_json_tree_and_the_text_are_iperf3s_against_both_servers() {
         &["-P", "2", "-f", "m"],
         &["-R", "-f", "M"],
         &["-u", "-b", "10M", "-R"],
-        &["--bidir"],
+        // Sums per direction: [SUM][TX-C] and [SUM][RX-C].
+        &["--bidir", "-P", "2"],
     ];
     for port in [i3.port.to_string(), ls.port.to_string()] {
         for extra in cases {
