@@ -61,9 +61,11 @@ fn stream(r: &RunResult, id: u32) -> Option<&StreamResult> {
     r.streams.iter().find(|s| s.id == id)
 }
 
-fn host_port(addr: &str) -> (String, u16) {
+/// An address as iperf3 prints it: host and port, an IPv4-mapped IPv6 address (a dual-stack
+/// listener's view of an IPv4 peer) as plain IPv4.
+pub fn host_port(addr: &str) -> (String, u16) {
     match addr.parse::<std::net::SocketAddr>() {
-        Ok(a) => (a.ip().to_string(), a.port()),
+        Ok(a) => (a.ip().to_canonical().to_string(), a.port()),
         Err(_) => (addr.to_string(), 0),
     }
 }

@@ -4,6 +4,7 @@
 //! 1024, bits per second in powers of 1000, three significant figures). For `landspeed iperf3`, so a
 //! script that reads iperf3's text reads this. `--bidir`'s role column is not drawn (docs/iperf3.md).
 
+use crate::iperf3_json::host_port;
 use landspeed_core::config::{Flow, Transport};
 use landspeed_core::result::{IntervalResult, IntervalStream, RunResult, StreamResult};
 use std::fmt::Write;
@@ -31,8 +32,9 @@ pub fn unit(value: f64, bytes: bool) -> String {
     }
 }
 
-fn id(s: u32) -> u32 {
-    s + 4
+/// iperf3's stream numbers: its client's data sockets from 4, its server's from 5.
+fn id(st: &Style, s: u32) -> u32 {
+    s + if st.server { 5 } else { 4 }
 }
 
 fn udp(r: &RunResult) -> bool {
@@ -50,6 +52,8 @@ pub struct Style {
     /// `-V`: iperf3's extra lines (version, host, cookie, the test's settings, CPU use, congestion
     /// control), from these facts.
     pub verbose: Option<crate::iperf3_json::Iperf3Meta>,
+    /// The server's end (`iperf3 -s`): its stream numbers and `[TX-S]`/`[RX-S]` roles.
+    pub server: bool,
 }
 
 impl Default for Style {
@@ -58,6 +62,7 @@ impl Default for Style {
             rate: 'a',
             timestamps: false,
             verbose: None,
+            server: false,
         }
     }
 }
@@ -104,12 +109,15 @@ pub fn render_with(r: &RunResult, st: &Style) -> String {
     if reverse {
         let _ = writeln!(t, "Reverse mode, remote host {} is sending", r.config.host);
     }
-    let ((lh, lp), (rh, rp)) = (split(&r.config.local_address), split(&r.config.remote_address));
+    let ((lh, lp), (rh, rp)) = (
+        host_port(&r.config.local_address),
+        host_port(&r.config.remote_address),
+    );
     for s in &r.streams {
         let _ = writeln!(
             t,
             "[{:3}] local {lh} port {lp} connected to {rh} port {rp}",
-            id(s.id)
+            id(st, s.id)
         );
     }
     if st.verbose.is_some() {
@@ -120,20 +128,7 @@ pub fn render_with(r: &RunResult, st: &Style) -> String {
     // With more than one stream each way, a `[SUM]` per direction and a separator per interval.
     let many = r.streams.len() > if bidir { 2 } else { 1 };
     for i in crate::iperf3_json::shown(r) {
-        let mut t = String::new();
-        for (flow, group) in by_direction(r, &i.streams) {
-            let receives = flow == Flow::ServerToClient;
-            for s in &group {
-                t += &interval_line(r, st, i, (s.id, s.bytes), receives);
-            }
-            if group.len() > 1 {
-                t += &sum_interval_line(r, st, i, (&sum_tag(r, flow), &group), receives);
-            }
-        }
-        if many {
-            t += SEPARATOR;
-        }
-        out.push(i.end_s, &t);
+        out.push(i.end_s, &interval_block(r, st, i, many));
     }
     let end = r.summary.duration_s;
     let mut t = String::new();
@@ -255,14 +250,22 @@ fn stream_flow(r: &RunResult, sid: u32) -> Flow {
         .map_or(Flow::ClientToServer, |s| s.flow)
 }
 
-/// A stream's tag: `[  4]`, with its role after it in a bidirectional test (`[  4][TX-C]`).
-fn tag(r: &RunResult, sid: u32) -> String {
-    let role = match (r.config.spec.direction, stream_flow(r, sid)) {
-        (landspeed_core::config::Direction::Bidir, Flow::ClientToServer) => "[TX-C]",
-        (landspeed_core::config::Direction::Bidir, Flow::ServerToClient) => "[RX-C]",
-        _ => "",
-    };
-    format!("[{:3}]{role}", id(sid))
+/// A stream's tag: `[  4]`, with its role after it in a bidirectional test (`[  4][TX-C]`; the
+/// server's `[TX-S]` and `[RX-S]`).
+fn tag(r: &RunResult, st: &Style, sid: u32) -> String {
+    format!("[{:3}]{}", id(st, sid), role(r, st, stream_flow(r, sid)))
+}
+
+fn role(r: &RunResult, st: &Style, flow: Flow) -> &'static str {
+    if r.config.spec.direction != landspeed_core::config::Direction::Bidir {
+        return "";
+    }
+    match (st.server, flow) {
+        (false, Flow::ClientToServer) => "[TX-C]",
+        (false, Flow::ServerToClient) => "[RX-C]",
+        (true, Flow::ClientToServer) => "[RX-S]",
+        (true, Flow::ServerToClient) => "[TX-S]",
+    }
 }
 
 /// C's `%c` in the C locale, UTC: `Wed Nov 25 19:54:07 2026`.
@@ -272,13 +275,6 @@ pub fn c_time(unix_s: f64) -> String {
     let f: Vec<&str> = h.split([',', ' ']).filter(|x| !x.is_empty()).collect();
     let day: u32 = f[1].parse().unwrap_or(0);
     format!("{} {} {day:2} {} {}", f[0], f[2], f[4], f[3])
-}
-
-fn split(addr: &str) -> (String, u16) {
-    match addr.parse::<std::net::SocketAddr>() {
-        Ok(a) => (a.ip().to_string(), a.port()),
-        Err(_) => (addr.to_string(), 0),
-    }
 }
 
 fn interval_header(r: &RunResult, reverse: bool, bidir: bool) -> &'static str {
@@ -340,7 +336,7 @@ fn interval_line(
     (sid, bytes): (u32, u64),
     reverse: bool,
 ) -> String {
-    let mut l = head(st, &tag(r, sid), i.start_s, i.end_s, bytes);
+    let mut l = head(st, &tag(r, st, sid), i.start_s, i.end_s, bytes);
     let s = i.streams.iter().find(|s| s.id == sid);
     if udp(r) {
         let packets = s
@@ -362,6 +358,81 @@ fn interval_line(
     l + "\n"
 }
 
+/// One interval's lines: each stream's, a `[SUM]` per direction with several streams, and a separator
+/// when there are.
+fn interval_block(r: &RunResult, st: &Style, i: &IntervalResult, many: bool) -> String {
+    let mut t = String::new();
+    for (flow, group) in by_direction(r, &i.streams) {
+        // The end whose lines these are receives this direction's data.
+        let receives = (flow == Flow::ServerToClient) != st.server;
+        for s in &group {
+            t += &interval_line(r, st, i, (s.id, s.bytes), receives);
+        }
+        if group.len() > 1 {
+            t += &sum_interval_line(r, st, i, (&sum_tag(r, st, flow), &group), receives);
+        }
+    }
+    if many {
+        t += SEPARATOR;
+    }
+    t
+}
+
+/// The server's lines for one iperf3 test, as `iperf3 -s` prints them: from "Accepted connection"
+/// to this end's summary (only its own role's line per stream). Every interval is shown, the short
+/// tail too, as iperf3's server does.
+pub fn render_server(r: &RunResult, st: &Style) -> String {
+    let st = &Style {
+        server: true,
+        ..st.clone()
+    };
+    let bidir = r.config.spec.direction == landspeed_core::config::Direction::Bidir;
+    // The server's result keeps the client's address as its local one (landspeed's convention).
+    let ((ch, cp), (sh, sp)) = (
+        host_port(&r.config.local_address),
+        host_port(&r.config.remote_address),
+    );
+    let mut t = format!("Accepted connection from {ch}, port {cp}\n");
+    for s in &r.streams {
+        let _ = writeln!(
+            t,
+            "[{:3}] local {sh} port {sp} connected to {ch} port {cp}",
+            id(st, s.id)
+        );
+    }
+    let receives_all = r.streams.iter().all(|s| s.flow == Flow::ClientToServer);
+    t += interval_header(r, receives_all, bidir);
+    t.push('\n');
+    let many = r.streams.len() > if bidir { 2 } else { 1 };
+    for i in &r.intervals {
+        t += interval_block(r, st, i, many).trim_end_matches('\n');
+        t.push('\n');
+    }
+    if !many {
+        t += SEPARATOR;
+        t.push('\n');
+    }
+    t + &server_summary(r, st, bidir, receives_all)
+}
+
+/// The server's summary: a header, then per stream (and per direction's `[SUM]`) the line of its own
+/// role, `sender` or `receiver`.
+fn server_summary(r: &RunResult, st: &Style, bidir: bool, receives_all: bool) -> String {
+    let head = match (udp(r), receives_all && !bidir) {
+        (true, _) => "[ ID] Interval           Transfer     Bitrate         Jitter    Lost/Total Datagrams",
+        (false, true) => "[ ID] Interval           Transfer     Bitrate",
+        (false, false) => "[ ID] Interval           Transfer     Bitrate         Retr",
+    };
+    let role = if bidir { "[Role]" } else { "" };
+    let head = head.replacen("[ ID]", &format!("[ ID]{role}"), 1);
+    // Of each sender/receiver pair, the server's: it receives what the client sends.
+    let own = |pair: String, flow: Flow| {
+        let at = usize::from(flow == Flow::ClientToServer);
+        pair.lines().nth(at).map_or(String::new(), |l| format!("{l}\n"))
+    };
+    format!("{head}\n{}", summary_lines(r, st, bidir, &own))
+}
+
 /// An interval's streams by direction, the client's sending ones first (one group unless
 /// bidirectional).
 fn by_direction<'a>(r: &RunResult, streams: &'a [IntervalStream]) -> Vec<(Flow, Vec<&'a IntervalStream>)> {
@@ -381,12 +452,8 @@ fn by_direction<'a>(r: &RunResult, streams: &'a [IntervalStream]) -> Vec<(Flow, 
 }
 
 /// `[SUM]`, with the direction's role in a bidirectional test (`[SUM][TX-C]`).
-fn sum_tag(r: &RunResult, flow: Flow) -> String {
-    match (r.config.spec.direction, flow) {
-        (landspeed_core::config::Direction::Bidir, Flow::ClientToServer) => "[SUM][TX-C]".into(),
-        (landspeed_core::config::Direction::Bidir, Flow::ServerToClient) => "[SUM][RX-C]".into(),
-        _ => "[SUM]".into(),
-    }
+fn sum_tag(r: &RunResult, st: &Style, flow: Flow) -> String {
+    format!("[SUM]{}", role(r, st, flow))
 }
 
 fn sum_interval_line(
@@ -458,22 +525,29 @@ fn jitter(r: &RunResult, sid: u32) -> f64 {
 
 fn summary(r: &RunResult, st: &Style, bidir: bool) -> String {
     let role = if bidir { "[Role]" } else { "" };
-    let mut t = if udp(r) {
+    let t = if udp(r) {
         format!(
             "[ ID]{role} Interval           Transfer     Bitrate         Jitter    Lost/Total Datagrams\n"
         )
     } else {
         format!("[ ID]{role} Interval           Transfer     Bitrate         Retr\n")
     };
+    t + &summary_lines(r, st, bidir, &|pair, _| pair)
+}
+
+/// Each stream's sender and receiver lines, and each direction's `[SUM]` ones, through `pick` (which
+/// keeps both, or one end's).
+fn summary_lines(r: &RunResult, st: &Style, bidir: bool, pick: &dyn Fn(String, Flow) -> String) -> String {
+    let mut t = String::new();
     for flow in [Flow::ClientToServer, Flow::ServerToClient] {
         let group: Vec<&StreamResult> = r.streams.iter().filter(|s| s.flow == flow).collect();
         for s in &group {
-            t += &stream_summary(r, st, s);
+            t += &pick(stream_summary(r, st, s), flow);
         }
         match group.len() {
             0 | 1 => {}
-            _ if !bidir => t += &sum_summary(r, st),
-            _ => t += &direction_summary(r, st, (&sum_tag(r, flow), &group)),
+            _ if !bidir => t += &pick(sum_summary(r, st), flow),
+            _ => t += &pick(direction_summary(r, st, (&sum_tag(r, st, flow), &group)), flow),
         }
     }
     t
@@ -508,7 +582,7 @@ fn direction_summary(r: &RunResult, st: &Style, (tag, group): (&str, &[&StreamRe
 }
 
 fn stream_summary(r: &RunResult, st: &Style, s: &StreamResult) -> String {
-    let tag = tag(r, s.id);
+    let tag = tag(r, st, s.id);
     let secs = s.duration_s;
     if udp(r) {
         let u = s.udp.unwrap_or_default();

@@ -391,9 +391,7 @@ fn serve(o: &Opts) -> Result<bool> {
     if let Some(t) = o.idle_timeout {
         args.extend(["--idle-timeout".into(), format!("{t}s")]);
     }
-    if o.json {
-        args.push("--iperf3-json".into());
-    }
+    args.push(if o.json { "--iperf3-json" } else { "--iperf3-text" }.into());
     if let Some(s) = o.server_max_duration {
         args.extend(["--max-duration".into(), format!("{s}s")]);
     }
@@ -531,6 +529,7 @@ fn print_result(
             rate: o.format.as_deref().and_then(|f| f.chars().next()).unwrap_or('a'),
             timestamps: o.timestamps.is_some(),
             verbose: o.verbose.then(|| meta.clone()),
+            server: false,
         };
         print!("{}", iperf3_text::render_with(r, &style));
     }

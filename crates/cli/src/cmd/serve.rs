@@ -95,6 +95,10 @@ pub struct ServeArgs {
     /// end instead of the log (nothing else on stdout).
     #[arg(long, hide = true, conflicts_with = "log_json")]
     pub iperf3_json: bool,
+    /// For `landspeed iperf3 -s`: iperf3's server text (the "Server listening" banners, each iperf3
+    /// client's test as `iperf3 -s` prints it) instead of the log.
+    #[arg(long, hide = true, conflicts_with_all = ["log_json", "iperf3_json"])]
+    pub iperf3_text: bool,
 }
 
 fn print(ev: ServerEvent) {
@@ -116,6 +120,44 @@ fn print_iperf3(ev: ServerEvent) {
         }
         (None, Some(e)) => eprintln!("iperf3: error - {e}"),
         (None, None) => {}
+    }
+}
+
+/// `--iperf3-text`: iperf3's server text. A banner when listening and after each iperf3 test (but
+/// the last of `--once`), each test's lines at its end (iperf3 prints them as they happen).
+fn iperf3_text_printer(once: bool) -> impl Fn(ServerEvent) + Send + Sync + 'static {
+    let tests = std::sync::atomic::AtomicU32::new(1);
+    let port = std::sync::atomic::AtomicU32::new(0);
+    let banner = move |port: u32, n: u32| {
+        let rule = "-----------------------------------------------------------";
+        format!("{rule}\nServer listening on {port} (test #{n})\n{rule}")
+    };
+    move |ev| {
+        use std::sync::atomic::Ordering::Relaxed;
+        let mut o = std::io::stdout().lock();
+        match ev {
+            ServerEvent::Listening { addresses, .. } => {
+                let p = addresses.first().map_or(0, |a| u32::from(a.port()));
+                port.store(p, Relaxed);
+                let _ = writeln!(o, "{}", banner(p, 1));
+            }
+            ServerEvent::Test(log) => {
+                match (&log.result, &log.error) {
+                    (Some(r), _) => {
+                        let st = landspeed_report::iperf3_text::Style::default();
+                        let _ = write!(o, "{}", landspeed_report::iperf3_text::render_server(r, &st));
+                    }
+                    (None, Some(e)) => eprintln!("iperf3: error - {e}"),
+                    (None, None) => {}
+                }
+                let n = tests.fetch_add(1, Relaxed) + 1;
+                if !once {
+                    let _ = writeln!(o, "{}", banner(port.load(Relaxed), n));
+                }
+            }
+            _ => {}
+        }
+        let _ = o.flush();
     }
 }
 
@@ -212,6 +254,8 @@ pub fn serve(a: ServeArgs) -> Result<bool> {
     };
     let server = if a.iperf3_json {
         Server::bind(opts, Arc::new(print_iperf3))?
+    } else if a.iperf3_text {
+        Server::bind(opts, Arc::new(iperf3_text_printer(a.once)))?
     } else if a.log_json {
         Server::bind(opts, Arc::new(print_json))?
     } else {

@@ -266,7 +266,7 @@ fn refusals_and_errors_exit_as_iperf3_does() {
         (&["--cntl-ka"][..], "--cntl-ka"),
         (&["--connect-timeout", "500"][..], "--connect-timeout"),
         (&["--rsa-private-key-path", "k"][..], "--rsa-private-key-path"),
-        (&["--json-stream"][..], "--json-stream"),
+        (&["--get-server-output"][..], "--get-server-output"),
     ] {
         let mut args = vec!["iperf3", "-c", "127.0.0.1"];
         args.extend_from_slice(opt);
@@ -400,4 +400,60 @@ fn json_stream_writes_the_documents_parts_as_events_as_it_goes() {
         })
         .collect();
     assert_eq!(names, ["error", "end"], "{text}");
+}
+
+/// A one-off server's whole output after `iperf3 -c` ran one test against it.
+fn one_off_text(server: std::process::Child, port: &str, extra: &[&str]) -> String {
+    let mut args = vec!["-c", "127.0.0.1", "-p", port, "-t", "1"];
+    args.extend_from_slice(extra);
+    assert!(
+        common::wait_until(std::time::Duration::from_secs(10), || listening(port)),
+        "the server on {port} never listened"
+    );
+    let o = Command::new("iperf3").args(&args).output().expect("iperf3 -c");
+    assert!(
+        o.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let out = common::wait_output(server, std::time::Duration::from_secs(20))
+        .expect("the one-off server ends after its test");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn the_server_text_is_iperf3s() {
+    // `iperf3 -s -1` beside `landspeed iperf3 -s -1`, each serving Debian's iperf3 client: the same
+    // lines once masked. How many interval lines a server prints depends on when the last bytes came
+    // (a short tail interval, or none), so each distinct masked line is compared in the order it
+    // first appears.
+    let _one = common::wan::serial();
+    if Command::new("iperf3").arg("-v").output().is_err() {
+        assert!(std::env::var_os("CI").is_none(), "iperf3 is missing in CI");
+        return;
+    }
+    let distinct = |text: &str| {
+        let mut seen = BTreeSet::new();
+        masked(text)
+            .into_iter()
+            .filter(|l| seen.insert(l.clone()))
+            .collect::<Vec<_>>()
+    };
+    let cases: [&[&str]; 3] = [&["-R", "-P", "2"], &["-u", "-b", "10M"], &["--bidir", "-P", "2"]];
+    for extra in cases {
+        let (p1, p2) = (common::free_port().to_string(), common::free_port().to_string());
+        let serve = |program: &str, pre: &[&str], port: &str| {
+            let mut args: Vec<&str> = pre.to_vec();
+            args.extend(["-s", "-1", "-p", port]);
+            Command::new(program)
+                .args(&args)
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .expect("spawn a server")
+        };
+        let theirs = one_off_text(serve("iperf3", &[], &p1), &p1, extra);
+        let ours = one_off_text(serve(bin(), &["iperf3"], &p2), &p2, extra);
+        assert_eq!(distinct(&ours), distinct(&theirs), "{extra:?}\n{ours}\n{theirs}");
+    }
 }
