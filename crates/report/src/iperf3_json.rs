@@ -37,10 +37,12 @@ pub fn document(r: &RunResult, m: &Iperf3Meta) -> Value {
     })
 }
 
-/// The intervals iperf3 would print: not a tail shorter than a tenth of the interval.
+/// The intervals iperf3 would print: not a tail shorter than a tenth of the interval, unless it is
+/// the only one (a test shorter than that: iperf3 prints its one interval).
 pub fn shown(r: &RunResult) -> impl Iterator<Item = &IntervalResult> {
     let nominal = r.config.spec.interval_s.as_secs_f64();
-    r.intervals.iter().filter(move |i| !i.is_tail(nominal))
+    let only = r.intervals.len() == 1;
+    r.intervals.iter().filter(move |i| only || !i.is_tail(nominal))
 }
 
 fn udp(r: &RunResult) -> bool {
@@ -117,8 +119,11 @@ pub fn start(r: &RunResult, m: &Iperf3Meta) -> Value {
     } else {
         out["connecting_to"] = json!({"host": r.config.host, "port": r.config.port});
     }
-    if !udp(r) {
-        out["tcp_mss_default"] = json!(mss);
+    // iperf3 names the MSS `tcp_mss` when -M set it, `tcp_mss_default` when the kernel chose it.
+    match (udp(r), spec.mss) {
+        (true, _) => {}
+        (false, Some(asked)) => out["tcp_mss"] = json!(asked),
+        (false, None) => out["tcp_mss_default"] = json!(mss),
     }
     out
 }
@@ -356,8 +361,8 @@ pub fn end(r: &RunResult, server: bool) -> Value {
             format!("sum_received{suffix}"),
             end_sum(r, &group, (false, false), sender),
         );
-        if udp(r) && suffix.is_empty() {
-            out.insert("sum".into(), end_sum(r, &group, (false, false), sender));
+        if udp(r) {
+            out.insert(format!("sum{suffix}"), end_sum(r, &group, (false, false), sender));
         }
     }
     let (l, rm) = (&here(r, server).cpu, &here(r, !server).cpu);
