@@ -1064,9 +1064,6 @@ pub(crate) mod tests {
         last: f64,
     ) -> StreamReport {
         StreamReport {
-            id,
-            flow,
-            role,
             bytes,
             calls: 1,
             omitted_bytes: omitted,
@@ -1074,20 +1071,8 @@ pub(crate) mod tests {
             last_byte_s: Some(last),
             snd_buf_bytes: 1000,
             rcv_buf_bytes: 2000,
-            tcp: None,
-            error: None,
             bytes_verified: if role == Role::Receiver { bytes } else { 0 },
-            corrupt_blocks: 0,
-            first_corruption: None,
-            zerocopy_sends: 0,
-            zerocopy_copied: 0,
-            udp: None,
-            send_errors: 0,
-            udp_offload: false,
-            blocking: false,
-            rcvlowat_bytes: None,
-            tls: None,
-            quic: None,
+            ..StreamReport::empty(id, flow, role)
         }
     }
 

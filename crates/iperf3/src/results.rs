@@ -324,30 +324,10 @@ mod tests {
         ];
         assert_eq!(warmup_bytes(&samples).get(&0), Some(&200));
         let report = |id, role, omitted_bytes| StreamReport {
-            id,
-            flow: landspeed_core::config::Flow::ClientToServer,
-            role,
             bytes: 300,
             calls: 3,
             omitted_bytes,
-            first_byte_s: None,
-            last_byte_s: None,
-            snd_buf_bytes: 0,
-            rcv_buf_bytes: 0,
-            tcp: None,
-            error: None,
-            bytes_verified: 0,
-            corrupt_blocks: 0,
-            first_corruption: None,
-            zerocopy_sends: 0,
-            zerocopy_copied: 0,
-            udp: None,
-            send_errors: 0,
-            udp_offload: false,
-            blocking: false,
-            rcvlowat_bytes: None,
-            tls: None,
-            quic: None,
+            ..StreamReport::empty(id, landspeed_core::config::Flow::ClientToServer, role)
         };
         let counted = iperf3_counts(
             &[report(0, Role::Sender, 0), report(1, Role::Receiver, 180)],

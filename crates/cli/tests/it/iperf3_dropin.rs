@@ -114,7 +114,7 @@ fn the_json_tree_and_the_text_are_iperf3s_against_both_servers() {
             let (code_i, theirs) = output("iperf3", &json);
             let (code_l, ours) = dropin(&json);
             assert_eq!((code_l, code_i), (0, 0), "{args:?}: {ours}");
-            let theirs = keys(&serde_json::from_str(&theirs).unwrap());
+            let theirs: Value = serde_json::from_str(&theirs).unwrap();
             let ours_doc: Value = serde_json::from_str(&ours).unwrap();
             assert_eq!(ours_doc["landspeed"]["protocol"], "iperf3", "{args:?}");
             // Against landspeed every byte is checked (landspeed's payload key, in iperf3's protocol);
@@ -131,20 +131,8 @@ fn the_json_tree_and_the_text_are_iperf3s_against_both_servers() {
                 "{args:?}: {}",
                 ours_doc["landspeed"]
             );
-            let ours: BTreeSet<String> = keys(&ours_doc)
-                .into_iter()
-                .filter(|k| !k.starts_with("/landspeed"))
-                .collect();
-            let missing: Vec<_> = theirs.difference(&ours).collect();
-            assert!(
-                missing.is_empty(),
-                "{args:?}: iperf3 has, landspeed lacks: {missing:#?}"
-            );
-            let added: Vec<_> = ours
-                .difference(&theirs)
-                .filter(|k| !NEWER_KEYS.iter().any(|n| k.starts_with(&format!("{n} "))))
-                .collect();
-            assert!(added.is_empty(), "{args:?}: landspeed adds: {added:#?}");
+            let differ = tree_difference(&theirs, &ours_doc);
+            assert!(differ.is_empty(), "{args:?}: landspeed iperf3 {differ:#?}");
             let (_, theirs) = output("iperf3", &args);
             let (_, ours) = dropin(&args);
             assert_eq!(masked(&ours), masked(&theirs), "{args:?}\n{ours}\n{theirs}");
@@ -178,29 +166,10 @@ fn listening(port: &str) -> bool {
     })
 }
 
-/// `iperf3 -c` against a one-test server on `port` once it listens; then the server's stdout, its
-/// document.
-fn one_off_document(server: std::process::Child, port: &str, extra: &[&str]) -> BTreeSet<String> {
-    let mut args = vec!["-c", "127.0.0.1", "-p", port, "-t", "1"];
-    args.extend_from_slice(extra);
-    assert!(
-        common::wait_until(std::time::Duration::from_secs(10), || listening(port)),
-        "the server on {port} never listened"
-    );
-    let o = Command::new("iperf3").args(&args).output().expect("iperf3 -c");
-    assert!(
-        o.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let out = common::wait_output(server, std::time::Duration::from_secs(20))
-        .expect("the one-off server ends after its test");
-    let text = String::from_utf8_lossy(&out.stdout);
-    let doc: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{extra:?}: {e}: {text}"));
-    keys(&doc)
-        .into_iter()
-        .filter(|k| !k.starts_with("/landspeed"))
-        .collect()
+/// `iperf3 -c` against a one-test server on `port` once it listens; then the server's document.
+fn one_off_document(server: std::process::Child, port: &str, extra: &[&str]) -> Value {
+    let text = one_off_text(server, port, extra);
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{extra:?}: {e}: {text}"))
 }
 
 #[test]
@@ -215,29 +184,25 @@ fn the_server_json_is_iperf3s_as_perfsonars_iperf3_tool_runs_it() {
     let cases: [&[&str]; 3] = [&[], &["-R"], &["-u", "-b", "10M"]];
     for extra in cases {
         let (p1, p2) = (common::free_port().to_string(), common::free_port().to_string());
-        let serve = |program: &str, pre: &[&str], port: &str| {
-            let mut args: Vec<&str> = pre.to_vec();
-            args.extend(["-s", "-1", "--idle-timeout", "30", "--json", "-p", port]);
-            Command::new(program)
-                .args(&args)
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::null())
-                .spawn()
-                .expect("spawn a server")
-        };
-        let theirs = one_off_document(serve("iperf3", &[], &p1), &p1, extra);
-        let ours = one_off_document(serve(bin(), &["iperf3"], &p2), &p2, extra);
-        let missing: Vec<_> = theirs.difference(&ours).collect();
-        assert!(
-            missing.is_empty(),
-            "{extra:?}: iperf3 -s has, landspeed lacks: {missing:#?}"
-        );
-        let added: Vec<_> = ours
-            .difference(&theirs)
-            .filter(|k| !NEWER_KEYS.iter().any(|n| k.starts_with(&format!("{n} "))))
-            .collect();
-        assert!(added.is_empty(), "{extra:?}: landspeed adds: {added:#?}");
+        let json = ["--idle-timeout", "30", "--json"];
+        let theirs = one_off_document(one_off_server("iperf3", &p1, &json), &p1, extra);
+        let ours = one_off_document(one_off_server(bin(), &p2, &json), &p2, extra);
+        let differ = tree_difference(&theirs, &ours);
+        assert!(differ.is_empty(), "{extra:?}: landspeed iperf3 -s {differ:#?}");
     }
+}
+
+/// `PROGRAM -s -1 -p PORT EXTRA` (the drop-in when PROGRAM is landspeed), stdout piped.
+fn one_off_server(program: &str, port: &str, extra: &[&str]) -> std::process::Child {
+    let mut args: Vec<&str> = if program == bin() { vec!["iperf3"] } else { vec![] };
+    args.extend(["-s", "-1", "-p", port]);
+    args.extend_from_slice(extra);
+    Command::new(program)
+        .args(&args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn a server")
 }
 
 #[test]
@@ -435,18 +400,8 @@ fn the_server_text_is_iperf3s() {
     let cases: [&[&str]; 3] = [&["-R", "-P", "2"], &["-u", "-b", "10M"], &["--bidir", "-P", "2"]];
     for extra in cases {
         let (p1, p2) = (common::free_port().to_string(), common::free_port().to_string());
-        let serve = |program: &str, pre: &[&str], port: &str| {
-            let mut args: Vec<&str> = pre.to_vec();
-            args.extend(["-s", "-1", "-p", port]);
-            Command::new(program)
-                .args(&args)
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::null())
-                .spawn()
-                .expect("spawn a server")
-        };
-        let theirs = one_off_text(serve("iperf3", &[], &p1), &p1, extra);
-        let ours = one_off_text(serve(bin(), &["iperf3"], &p2), &p2, extra);
+        let theirs = one_off_text(one_off_server("iperf3", &p1, &[]), &p1, extra);
+        let ours = one_off_text(one_off_server(bin(), &p2, &[]), &p2, extra);
         assert_eq!(
             distinct_masked(&ours),
             distinct_masked(&theirs),
