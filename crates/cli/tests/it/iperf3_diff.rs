@@ -925,6 +925,12 @@ fn the_drop_in_client_ends_and_reports_as_iperf3s_client_against_both_servers() 
         runs += 1;
         let log = (!to_real).then(|| next_test_event(&ours)).flatten();
         let reference = reference_run(c, real.port);
+        if reference.code == -1 {
+            // iperf3's client hung against iperf3's own server three times (3.21 with -i 0 and a
+            // count): nothing to compare the drop-in with.
+            eprintln!("diff: iperf3 itself hung on {args}; the drop-in's run is not compared");
+            continue;
+        }
         let verdict = same_shape(c, &reference, &mine).and_then(|()| match to_real {
             true => Ok(()),
             false => differ(c, &reference, &mine, log.as_ref()),
