@@ -295,7 +295,18 @@ fn stream_result(
         quic: tx
             .and_then(|t| t.quic.clone())
             .or_else(|| rx.and_then(|r| r.quic.clone())),
+        client_port: client_port(flow, tx, rx),
     }
+}
+
+/// The client's port of a stream's connection: the client's own report, or the server's view of its
+/// peer (an iperf3 client reports no ports).
+fn client_port(flow: Flow, tx: Option<&StreamReport>, rx: Option<&StreamReport>) -> Option<u16> {
+    let (client, server) = match flow {
+        Flow::ClientToServer => (tx, rx),
+        Flow::ServerToClient => (rx, tx),
+    };
+    (client.and_then(|c| c.local_port)).or_else(|| server.and_then(|s| s.peer_port))
 }
 
 /// The receiver's UDP figures with loss recounted against the sender's report of what it sent (which

@@ -199,6 +199,12 @@ pub struct StreamReport {
     /// QUIC streams: their connection's figures, as this end's QUIC stack kept them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quic: Option<QuicStats>,
+    /// The stream's own socket: this end's port and the far end's, when it has one of its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_port: Option<u16>,
+    /// The far end's port of the stream's own socket.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer_port: Option<u16>,
 }
 
 impl StreamReport {
@@ -229,6 +235,8 @@ impl StreamReport {
             rcvlowat_bytes: None,
             tls: None,
             quic: None,
+            local_port: None,
+            peer_port: None,
         }
     }
 }

@@ -240,6 +240,10 @@ pub struct StreamResult {
     /// QUIC: the figures of the stream's connection, from its sender's end (else its receiver's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quic: Option<crate::endpoint::QuicStats>,
+    /// The client's port of the stream's own connection (TCP and UDP; not QUIC, whose streams share
+    /// a connection).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_port: Option<u16>,
 }
 
 impl StreamResult {

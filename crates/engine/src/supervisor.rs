@@ -451,6 +451,8 @@ fn reports(
                         records: o.tls_records,
                     }),
                 quic: settled.quic,
+                local_port: settled.ports.0,
+                peer_port: settled.ports.1,
             }
         })
         .collect()

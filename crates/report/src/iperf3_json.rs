@@ -82,10 +82,16 @@ pub fn start(r: &RunResult, m: &Iperf3Meta) -> Value {
         (&r.config.local_address, &r.config.remote_address)
     };
     let ((lh, lp), (rh, rp)) = (host_port(mine), host_port(theirs));
+    // Each stream's own connection: the client's port of it, where the result has one.
     let connected: Vec<Value> = r
         .streams
         .iter()
         .map(|s| {
+            let (lp, rp) = match (m.server, s.client_port) {
+                (false, Some(c)) => (c, rp),
+                (true, Some(c)) => (lp, c),
+                (_, None) => (lp, rp),
+            };
             json!({"socket": socket(s.id), "local_host": lh, "local_port": lp,
                    "remote_host": rh, "remote_port": rp})
         })

@@ -114,6 +114,7 @@ pub fn render_with(r: &RunResult, st: &Style) -> String {
         host_port(&r.config.remote_address),
     );
     for s in &r.streams {
+        let lp = s.client_port.unwrap_or(lp);
         let _ = writeln!(
             t,
             "[{:3}] local {lh} port {lp} connected to {rh} port {rp}",
@@ -394,6 +395,7 @@ pub fn render_server(r: &RunResult, st: &Style) -> String {
     );
     let mut t = format!("Accepted connection from {ch}, port {cp}\n");
     for s in &r.streams {
+        let cp = s.client_port.unwrap_or(cp);
         let _ = writeln!(
             t,
             "[{:3}] local {sh} port {sp} connected to {ch} port {cp}",

@@ -131,6 +131,20 @@ fn the_json_tree_and_the_text_are_iperf3s_against_both_servers() {
                 "{args:?}: {}",
                 ours_doc["landspeed"]
             );
+            // Each stream's own connection: its own local port, as iperf3 lists them.
+            let ports: BTreeSet<u64> = ours_doc["start"]["connected"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c["local_port"].as_u64().unwrap())
+                .collect();
+            let streams = ours_doc["start"]["connected"].as_array().unwrap().len();
+            assert_eq!(
+                ports.len(),
+                streams,
+                "{args:?}: {}",
+                ours_doc["start"]["connected"]
+            );
             let differ = tree_difference(&theirs, &ours_doc);
             assert!(differ.is_empty(), "{args:?}: landspeed iperf3 {differ:#?}");
             let (_, theirs) = output("iperf3", &args);

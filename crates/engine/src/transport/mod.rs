@@ -158,6 +158,15 @@ pub struct Settled {
     pub tls_cipher: Option<landspeed_core::tls::TlsCipher>,
     /// QUIC streams: their connection's figures.
     pub quic: Option<landspeed_core::endpoint::QuicStats>,
+    /// The stream's own socket: this end's port and the far end's (None where streams share one;
+    /// the far end's also once the peer has reset the connection).
+    pub ports: (Option<u16>, Option<u16>),
+}
+
+/// A socket's local and peer ports, where it still has them.
+pub(crate) fn ports_of(s: socket2::SockRef<'_>) -> (Option<u16>, Option<u16>) {
+    let port = |a: std::io::Result<socket2::SockAddr>| a.ok()?.as_socket().map(|a| a.port());
+    (port(s.local_addr()), port(s.peer_addr()))
 }
 
 /// One kind of data connection behind the supervisor.

@@ -102,6 +102,7 @@ impl Transport for Tcp<'_> {
             }),
             tls_cipher: self.0[i].tls.as_ref().map(|t| t.cipher()),
             quic: None,
+            ports: super::ports_of(sref),
         }
     }
 }

@@ -164,14 +164,15 @@ impl Transport for Udp<'_> {
     }
 
     fn settle(&self, i: usize, _rtts_us: &[u32]) -> Settled {
-        let (snd_buf_bytes, rcv_buf_bytes) =
-            crate::sockopt::granted(&socket2::SockRef::from(&self.streams[i].socket));
+        let sref = socket2::SockRef::from(&self.streams[i].socket);
+        let (snd_buf_bytes, rcv_buf_bytes) = crate::sockopt::granted(&sref);
         Settled {
             snd_buf_bytes,
             rcv_buf_bytes,
             tcp: None,
             tls_cipher: None,
             quic: None,
+            ports: super::ports_of(sref),
         }
     }
 }
