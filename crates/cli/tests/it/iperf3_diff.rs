@@ -652,15 +652,14 @@ fn reference_run(c: &Combo, port: u16) -> ClientRun {
 
 /// A run against `iperf3 -s`, again while that server still says it is busy with the test before
 /// (it serves one at a time and takes a moment to be ready again after a test, whoever the client
-/// was): at most five tries, half a second apart.
+/// was): tried until it is not, for at most 5 s.
 fn not_busy(run: impl Fn() -> ClientRun) -> ClientRun {
     let mut r = run();
-    for _ in 0..4 {
-        if !r.text.contains("the server is busy") {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(500));
-        r = run();
+    if r.text.contains("the server is busy") {
+        common::wait_until(Duration::from_secs(5), || {
+            r = run();
+            !r.text.contains("the server is busy")
+        });
     }
     r
 }
