@@ -834,6 +834,7 @@ fn per_flow(inp: &Inputs) -> (Vec<DirectionResult>, Vec<StreamResult>) {
             flow,
             summary,
             intervals,
+            stalls: p.receiver.stalls.clone(),
         });
     }
     (directions, streams)

@@ -17,6 +17,25 @@ pub struct EmulatorReport {
     pub to_server: EmulatorCounts,
     /// From the server's host toward the client's.
     pub to_client: EmulatorCounts,
+    /// The changes to the path (`wan change`, a schedule) that took effect while the test ran, and
+    /// outages that began before it and lasted into it, in the order they were applied.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changes: Vec<EmulatorChange>,
+}
+
+/// A change to the emulated path during a test.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EmulatorChange {
+    /// When it took effect, seconds after the test's start (`started_unix_s`; the emulator's
+    /// wall-clock stamp); negative for an outage that began before the test.
+    pub at_s: f64,
+    /// What changed, as `wan change` words (`rtt=80ms`, `down=3s`).
+    pub change: String,
+    /// Which way: "both", "to_server" or "to_client".
+    pub direction: String,
+    /// For an outage, how long the path was down, seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub down_s: Option<f64>,
 }
 
 /// One direction's counters over the test.
@@ -32,6 +51,9 @@ pub struct EmulatorCounts {
     pub dropped_queue: u64,
     /// Dropped because its delay line was full (a safety bound).
     pub dropped_overflow: u64,
+    /// Dropped because the path was down (an outage).
+    #[serde(default)]
+    pub dropped_outage: u64,
     /// Delivered twice.
     pub duplicated: u64,
     /// Delivered after later packets.
@@ -43,7 +65,7 @@ pub struct EmulatorCounts {
 impl EmulatorCounts {
     /// Every packet it dropped, for whatever reason.
     pub fn dropped(&self) -> u64 {
-        self.dropped_loss + self.dropped_queue + self.dropped_overflow
+        self.dropped_loss + self.dropped_queue + self.dropped_overflow + self.dropped_outage
     }
 }
 

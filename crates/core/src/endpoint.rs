@@ -469,6 +469,9 @@ pub struct EndpointReport {
     /// Its memory as the test ended (None from peers that do not report it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<MemoryUse>,
+    /// Spans in which this end's receivers got no data at all, on its intervals' clock.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stalls: Vec<crate::stall::Stall>,
 }
 
 /// TCP state of one stream at a sample instant.

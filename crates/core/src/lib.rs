@@ -21,6 +21,7 @@ pub mod protocol;
 pub mod record;
 pub mod result;
 pub mod server_log;
+pub mod stall;
 pub mod stats;
 pub mod tls;
 pub mod udp;

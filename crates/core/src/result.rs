@@ -190,6 +190,10 @@ pub struct DirectionResult {
     pub summary: Summary,
     /// Its intervals, as its receiving end sampled them.
     pub intervals: Vec<IntervalResult>,
+    /// Spans in which its receiving end got no data at all, on the intervals' clock (docs/metrics.md,
+    /// "Stalls").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stalls: Vec<crate::stall::Stall>,
 }
 
 /// One stream's figures, from both of its ends.

@@ -116,6 +116,8 @@ pub struct EngineOutput {
     pub threads: u32,
     /// Each worker thread's CPU time.
     pub workers: Vec<landspeed_core::endpoint::WorkerCpu>,
+    /// Spans in which this end's receivers got no data at all (docs/metrics.md, "Stalls").
+    pub stalls: Vec<landspeed_core::stall::Stall>,
 }
 
 /// How the engine runs.
@@ -155,6 +157,8 @@ pub struct EngineParams {
     /// Each sending socket's pacing rate (SO_MAX_PACING_RATE), bits per second: its writes are no
     /// larger than what it sends in [`crate::sockopt::PACED_AHEAD`].
     pub paced_bps: Option<f64>,
+    /// A span this long without data at this end's receivers is a stall, seconds.
+    pub stall_s: f64,
 }
 
 impl EngineParams {
@@ -206,6 +210,11 @@ impl EngineParams {
             stream_cap_bps: None,
             rcvlowat: spec.rcvlowat(),
             paced_bps: spec.fq_rate_bps,
+            stall_s: landspeed_core::stall::threshold_s(
+                spec.rate_bps
+                    .or(spec.fq_rate_bps.map(|r| r * f64::from(spec.total_streams()))),
+                spec.length_bytes as usize,
+            ),
         }
     }
 }
@@ -235,6 +244,7 @@ impl EngineOutput {
             warnings,
             error: None,
             memory: crate::host::memory(),
+            stalls: self.stalls.clone(),
         }
     }
 }
@@ -260,7 +270,7 @@ pub fn run<X: Send>(transport: &dyn Transport, p: &EngineParams, mut w: Wiring<'
     let flags = w.flags;
     let mut outcomes: Vec<Option<Outcome>> = metas.iter().map(|_| None).collect();
     let mut workers = Vec::with_capacity(groups.len());
-    let samples = std::thread::scope(|scope| {
+    let (samples, stalls) = std::thread::scope(|scope| {
         let handles: Vec<_> = groups
             .iter()
             .enumerate()
@@ -283,7 +293,7 @@ pub fn run<X: Send>(transport: &dyn Transport, p: &EngineParams, mut w: Wiring<'
             metas: &metas,
             meters: &meters,
         };
-        let samples = sampler.until_done(p, &mut w, t0, handles.len());
+        let (samples, stalls) = sampler.until_done(p, &mut w, t0, handles.len());
         for h in handles {
             match h.join() {
                 Ok((v, cpu)) => {
@@ -293,7 +303,7 @@ pub fn run<X: Send>(transport: &dyn Transport, p: &EngineParams, mut w: Wiring<'
                 Err(_) => flags.abort.store(true, Relaxed),
             }
         }
-        samples
+        (samples, stalls)
     });
     let elapsed_s = t0.elapsed().as_secs_f64();
     EngineOutput {
@@ -305,6 +315,7 @@ pub fn run<X: Send>(transport: &dyn Transport, p: &EngineParams, mut w: Wiring<'
         threads: groups.len() as u32,
         workers,
         samples,
+        stalls,
     }
 }
 
@@ -343,20 +354,24 @@ impl Sampler<'_> {
     }
 
     /// Samples at every interval boundary and once more when all `workers` are done (that last
-    /// sample closes at the moment they were, so it equals the totals); returns the samples.
+    /// sample closes at the moment they were, so it equals the totals), and watches the received
+    /// bytes for stalls at every pass (at least every 100 ms); returns the samples and the stalls.
     fn until_done<X>(
         &self,
         p: &EngineParams,
         w: &mut Wiring<'_, X>,
         t0: Instant,
         workers: usize,
-    ) -> Vec<IntervalSample> {
+    ) -> (Vec<IntervalSample>, Vec<landspeed_core::stall::Stall>) {
         let mut sched = SampleSchedule::new(p.interval, p.omit);
         let mut cur = sched.next_interval();
         let (mut finished, mut stop_seen, mut samples) = (0, false, vec![]);
+        let mut stalls = landspeed_core::stall::StallWatch::new(p.stall_s);
         loop {
             w.hook.on_tick(w.flags);
-            w.hook.on_progress(self.progress(), w.flags);
+            let progress = self.progress();
+            stalls.observe(t0.elapsed().as_secs_f64(), progress.received);
+            w.hook.on_progress(progress, w.flags);
             if !stop_seen && w.flags.stop.load(Relaxed) {
                 stop_seen = true;
                 w.hook.on_stop();
@@ -374,7 +389,8 @@ impl Sampler<'_> {
                 w.hook.on_sample(&s);
                 samples.push(s);
                 if all_done {
-                    return samples;
+                    let send_end = p.send_time.map(|t| t.as_secs_f64());
+                    return (samples, stalls.finish(end_s, send_end));
                 }
                 cur = sched.next_interval();
                 continue;
@@ -554,6 +570,7 @@ mod tests {
             stream_cap_bps: None,
             rcvlowat: landspeed_core::config::RcvLowat::Off,
             paced_bps: None,
+            stall_s: landspeed_core::stall::MIN_STALL_S,
         }
     }
 

@@ -53,8 +53,9 @@ pub(crate) fn remote_report(
         cpus_pinned: None,
         warnings: vec![],
         error: None,
-        // iperf3 reports no memory figure.
+        // iperf3 reports no memory figure, and watches for no stalls.
         memory: None,
+        stalls: vec![],
     }
 }
 

@@ -114,10 +114,11 @@ fn emulator_line(out: &mut String, e: &EmulatorCounts) {
         e.packets_forwarded,
         e.dropped_loss,
         e.dropped_queue,
-        if e.dropped_overflow > 0 {
-            format!(", {} by its delay-line bound", e.dropped_overflow)
-        } else {
-            String::new()
+        match (e.dropped_overflow, e.dropped_outage) {
+            (0, 0) => String::new(),
+            (o, 0) => format!(", {o} by its delay-line bound"),
+            (0, d) => format!(", {d} by outages"),
+            (o, d) => format!(", {o} by its delay-line bound, {d} by outages"),
         },
         e.duplicated,
         e.reordered,
@@ -497,6 +498,9 @@ pub fn render(r: &RunResult) -> String {
             cfg.spec.length_bytes,
             emulator(d.flow).as_ref(),
         );
+        for line in stall_lines(r, d) {
+            let _ = writeln!(out, "{line}");
+        }
     }
     if r.directions.len() > 1 {
         totals(
@@ -513,6 +517,16 @@ pub fn render(r: &RunResult) -> String {
             "\nPath: landspeed WAN emulator '{}' (the client in its host {}; `landspeed wan status {}`)",
             e.name, e.client_host, e.name
         );
+        for c in &e.changes {
+            let down = c.down_s.map(|d| format!(" (down {d:.1} s)")).unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "  changed at {:.2} s: {}{down}, {}",
+                c.at_s,
+                c.change,
+                c.direction.replace('_', " ")
+            );
+        }
     }
     if let Some(l) = &r.latency {
         latency(&mut out, l);
@@ -532,6 +546,51 @@ pub fn render(r: &RunResult) -> String {
         let _ = writeln!(out, "WARNING: {w}");
     }
     out
+}
+
+/// One line per stall of direction `d`: how long no data arrived and from when, with what the
+/// emulator did then (an outage) and, for TCP, the retransmission timeouts the sending host counted.
+fn stall_lines(r: &RunResult, d: &landspeed_core::result::DirectionResult) -> Vec<String> {
+    let sender = match d.flow {
+        landspeed_core::config::Flow::ClientToServer => &r.local,
+        landspeed_core::config::Flow::ServerToClient => &r.remote,
+    };
+    let timeouts = sender.kernel_counters.get("TcpExt.TCPTimeouts").copied();
+    let outages: Vec<&landspeed_core::emulator::EmulatorChange> = r
+        .emulator
+        .iter()
+        .flat_map(|e| &e.changes)
+        .filter(|c| c.down_s.is_some())
+        .collect();
+    d.stalls
+        .iter()
+        .map(|s| {
+            let to = s.from_s + s.length_s;
+            let mut line = format!(
+                "  stalled    no data for {:.1} s from {:.1} s{}",
+                s.length_s,
+                s.from_s,
+                if s.to_end { " to the end of the test" } else { "" }
+            );
+            let cause = outages.iter().find(|c| {
+                let end = c.at_s + c.down_s.unwrap_or(0.0);
+                c.at_s < to + 0.2 && end > s.from_s - 0.2
+            });
+            if let Some(c) = cause {
+                line += &format!(
+                    "; the emulator's outage from {:.1} s lasted {:.1} s",
+                    c.at_s,
+                    c.down_s.unwrap_or(0.0)
+                );
+            }
+            if let (Some(t), true) = (timeouts, r.config.spec.transport_name() == "tcp") {
+                line += &format!(
+                    "; the sending host counted {t} retransmission timeouts (TcpExt.TCPTimeouts, host-wide)"
+                );
+            }
+            line
+        })
+        .collect()
 }
 
 /// Per stream, the share of the sender's time each TCP limit held and its TCP_INFO figures.

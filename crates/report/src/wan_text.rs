@@ -108,11 +108,16 @@ fn settings_text(s: &PathSettings) -> String {
 
 fn counters_text(label: &str, c: &DirSnapshot) -> String {
     format!(
-        "  {label}: {} packets / {} forwarded; dropped {} by queue, {} by loss; {} corrupted, {} duplicated, {} reordered; queue now {} (max {})\n",
+        "  {label}: {} packets / {} forwarded; dropped {} by queue, {} by loss{}; {} corrupted, {} duplicated, {} reordered; queue now {} (max {})\n",
         c.packets_forwarded,
         Bytes(c.bytes_forwarded),
         c.dropped_queue,
         c.dropped_loss,
+        if c.dropped_outage > 0 {
+            format!(", {} by outages", c.dropped_outage)
+        } else {
+            String::new()
+        },
         c.corrupted,
         c.duplicated,
         c.reordered,
@@ -155,6 +160,49 @@ fn lateness_text(label: &str, c: &DirSnapshot, realtime_asked: bool) -> String {
 /// A p99 lateness above which `wan status` says the delay is not what was set.
 const LATE_US: f64 = 500.0;
 
+/// One applied change: when (on the emulator's clock and the wall clock), what, which way, from where.
+pub fn applied_text(name: &str, a: &landspeed_wan::change::Applied) -> String {
+    let way = match a.direction {
+        landspeed_wan::change::Which::Both => "both directions".to_string(),
+        w => w.name().to_string(),
+    };
+    let back = a
+        .down_until_s
+        .map(|u| format!(", down until {u:.3} s"))
+        .unwrap_or_default();
+    format!(
+        "wan {name}: {} at {:.3} s ({}), {way}{back}; {}",
+        a.change,
+        a.at_s,
+        landspeed_core::result::format_utc(a.unix_s),
+        a.source
+    )
+}
+
+fn changes_text(st: &Status) -> String {
+    if st.changes.is_empty() {
+        return String::new();
+    }
+    let mut t = format!("  changes ({}):\n", st.changes.len());
+    for a in st.changes.iter().rev().take(10).rev() {
+        let back = a
+            .down_until_s
+            .map(|u| format!(" (down until {u:.3} s)"))
+            .unwrap_or_default();
+        t += &format!(
+            "    {:>10.3} s  {}{back}  [{}; {}]\n",
+            a.at_s,
+            a.change,
+            a.direction.name(),
+            a.source
+        );
+    }
+    if st.changes.len() > 10 {
+        t += "    (the last 10; `wan status --json` has all)\n";
+    }
+    t
+}
+
 /// One emulator's status: running or not, its hosts, settings and counters.
 pub fn status_text(st: &Status) -> String {
     let state = if st.running {
@@ -166,7 +214,7 @@ pub fn status_text(st: &Status) -> String {
         )
     };
     format!(
-        "wan {}: {state}\n  host a: {} / {} ({})\n  host b: {} / {} ({})\n{}{}{}{}{}",
+        "wan {}: {state}\n  host a: {} / {} ({})\n  host b: {} / {} ({})\n{}{}{}{}{}{}",
         st.name,
         st.hosts.a.address,
         st.hosts.a.address6,
@@ -178,7 +226,8 @@ pub fn status_text(st: &Status) -> String {
         counters_text("a->b", &st.a_to_b),
         counters_text("b->a", &st.b_to_a),
         lateness_text("a->b", &st.a_to_b, st.settings.realtime),
-        lateness_text("b->a", &st.b_to_a, st.settings.realtime)
+        lateness_text("b->a", &st.b_to_a, st.settings.realtime),
+        changes_text(st)
     )
 }
 
@@ -225,6 +274,7 @@ mod tests {
                 ..DirSnapshot::default()
             },
             b_to_a: DirSnapshot::default(),
+            changes: Vec::new(),
         }
     }
 
@@ -256,6 +306,34 @@ mod tests {
         assert!(t.contains("p99 44.00ms"), "{t}");
         assert!(t.contains("not real-time (the kernel refused SCHED_FIFO"), "{t}");
         assert!(t.contains("LATE: the forwarder is short of CPU"), "{t}");
+    }
+
+    #[test]
+    fn changes_and_outage_drops_are_listed() {
+        use landspeed_wan::change::{Applied, Which};
+        let mut st = status(true);
+        st.a_to_b.dropped_outage = 7;
+        let a = Applied {
+            at_s: 5.0,
+            unix_s: 1_700_000_000.0,
+            change: "down=3s".into(),
+            direction: Which::Both,
+            down_until_s: Some(8.0),
+            source: "schedule line 2".into(),
+        };
+        st.changes = vec![a.clone()];
+        let t = status_text(&st);
+        assert!(t.contains("1 by loss, 7 by outages;"), "{t}");
+        assert!(
+            t.contains(
+                "  changes (1):\n         5.000 s  down=3s (down until 8.000 s)  [both; schedule line 2]\n"
+            ),
+            "{t}"
+        );
+        assert_eq!(
+            applied_text("lfn", &a),
+            "wan lfn: down=3s at 5.000 s (2023-11-14T22:13:20Z), both directions, down until 8.000 s; schedule line 2"
+        );
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //! The forwarder removes its namespaces and files on SIGTERM/SIGINT/SIGHUP; after SIGKILL its TUN devices
 //! vanish with it and `down` (or the next `up` of the same name) removes the rest.
 
-use crate::forward::{run_direction, DirSnapshot, DirStats};
+use crate::change::{Applied, Change, ChangeError, Entry, Player};
+use crate::forward::{run_direction, DirShared, DirSnapshot};
 use crate::model::Link;
 use crate::netns::{self, NetnsError};
 use crate::settings::{check_name, PathSettings, SettingsError};
@@ -12,8 +13,8 @@ use serde::{Deserialize, Serialize};
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 /// Where state files, status sockets and logs live.
@@ -45,6 +46,12 @@ pub enum WanError {
     /// No emulator of that name runs.
     #[error("no emulator named '{0}' (see `landspeed wan status`)")]
     NotFound(String),
+    /// A change or a schedule that could not be understood.
+    #[error(transparent)]
+    Change(#[from] ChangeError),
+    /// The forwarder refused a change.
+    #[error("the emulator refused the change: {0}")]
+    Refused(String),
     /// A host side other than a or b.
     #[error("host must be 'a' or 'b', not '{0}'")]
     Side(String),
@@ -122,7 +129,14 @@ pub struct Status {
     pub a_to_b: DirSnapshot,
     /// The counters of the direction from B to A.
     pub b_to_a: DirSnapshot,
+    /// The changes applied since it started (`wan change`, a schedule), oldest first; the newest
+    /// [`MAX_APPLIED`] are kept.
+    #[serde(default)]
+    pub changes: Vec<Applied>,
 }
+
+/// How many applied changes `wan status` keeps (a flapping schedule would otherwise grow without end).
+pub const MAX_APPLIED: usize = 4096;
 
 fn state_path(name: &str) -> PathBuf {
     Path::new(RUN_DIR).join(format!("{name}.json"))
@@ -214,10 +228,19 @@ pub fn enclosing() -> Option<(String, char)> {
     })
 }
 
-/// Starts emulator `name`: spawns `exe wan forward NAME SETTINGS_JSON` detached and waits until it says it
-/// is ready (or why not).
-pub fn up(name: &str, settings: &PathSettings, exe: &Path) -> Result<State, WanError> {
+/// Starts emulator `name`: spawns `exe wan forward NAME SETTINGS_JSON [--schedule TEXT]` detached and
+/// waits until it says it is ready (or why not). A schedule (the text of a schedule file) is checked
+/// before anything is created.
+pub fn up(
+    name: &str,
+    settings: &PathSettings,
+    schedule: Option<&str>,
+    exe: &Path,
+) -> Result<State, WanError> {
     check_name(name)?;
+    if let Some(text) = schedule {
+        crate::change::parse_schedule(text)?;
+    }
     require_root()?;
     if let Some(st) = read_state(name) {
         if forwarder_alive(st.pid, name) {
@@ -229,8 +252,11 @@ pub fn up(name: &str, settings: &PathSettings, exe: &Path) -> Result<State, WanE
     let log = std::fs::File::create(log_path(name)).map_err(io_err("cannot create the log file"))?;
     let json = serde_json::to_string(settings).expect("settings serialize");
     let mut cmd = std::process::Command::new(exe);
-    cmd.args(["wan", "forward", name, &json])
-        .stdin(std::process::Stdio::null())
+    cmd.args(["wan", "forward", name, &json]);
+    if let Some(text) = schedule {
+        cmd.args(["--schedule", text]);
+    }
+    cmd.stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(log);
     // SAFETY: setsid is async-signal-safe; it detaches the forwarder from our terminal and process group.
@@ -368,19 +394,48 @@ fn process_running(pid: libc::pid_t) -> bool {
     })
 }
 
+/// What a client asks the forwarder on its socket: one JSON line.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "ask", rename_all = "snake_case")]
+enum Ask {
+    /// The live status.
+    Status,
+    /// A change, as its `KEY=VALUE` words (checked again by the forwarder).
+    Change {
+        /// The words.
+        words: Vec<String>,
+    },
+}
+
+/// The forwarder's answer to a change.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Answer {
+    Applied(Applied),
+    Refused(String),
+}
+
+/// Sends `ask` to emulator `name`'s forwarder and reads its whole answer.
+fn ask(name: &str, ask: &Ask) -> io::Result<Vec<u8>> {
+    let mut s = UnixStream::connect(socket_path(name))?;
+    s.set_read_timeout(Some(Duration::from_secs(2)))?;
+    s.set_write_timeout(Some(Duration::from_secs(2)))?;
+    let mut line = serde_json::to_vec(ask).expect("a request serializes");
+    line.push(b'\n');
+    s.write_all(&line)?;
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf)?;
+    Ok(buf)
+}
+
 /// Reads the live status of emulator `name`.
 pub fn status(name: &str) -> Result<Status, WanError> {
     check_name(name)?;
     let st = read_state(name).ok_or_else(|| WanError::NotFound(name.into()))?;
-    let live = forwarder_alive(st.pid, name);
-    if live {
-        if let Ok(mut s) = UnixStream::connect(socket_path(name)) {
-            let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-            let mut buf = Vec::new();
-            if s.read_to_end(&mut buf).is_ok() {
-                if let Ok(status) = serde_json::from_slice::<Status>(&buf) {
-                    return Ok(status);
-                }
+    if forwarder_alive(st.pid, name) {
+        if let Ok(buf) = ask(name, &Ask::Status) {
+            if let Ok(status) = serde_json::from_slice::<Status>(&buf) {
+                return Ok(status);
             }
         }
     }
@@ -393,7 +448,34 @@ pub fn status(name: &str) -> Result<Status, WanError> {
         hosts: st.hosts,
         a_to_b: DirSnapshot::default(),
         b_to_a: DirSnapshot::default(),
+        changes: Vec::new(),
     })
+}
+
+/// Applies a change (its `KEY=VALUE` words) to running emulator `name` now: checked here first, so a
+/// bad change leaves the emulator as it was.
+pub fn change(name: &str, words: &[String]) -> Result<Applied, WanError> {
+    check_name(name)?;
+    let parsed = Change::parse(words)?;
+    let st = read_state(name).ok_or_else(|| WanError::NotFound(name.into()))?;
+    if !forwarder_alive(st.pid, name) {
+        return Err(WanError::NotFound(name.into()));
+    }
+    // The forwarder applies it to the settings it runs with now, and refuses it (with the reason)
+    // when they make it invalid.
+    let _ = parsed;
+    let buf = ask(
+        name,
+        &Ask::Change {
+            words: words.to_vec(),
+        },
+    )
+    .map_err(io_err(format!("cannot reach emulator '{name}'")))?;
+    match serde_json::from_slice::<Answer>(&buf) {
+        Ok(Answer::Applied(a)) => Ok(a),
+        Ok(Answer::Refused(why)) => Err(WanError::Refused(why)),
+        Err(e) => Err(WanError::Refused(format!("unreadable answer: {e}"))),
+    }
 }
 
 /// Replaces this process with `cmd` running inside host `side` of emulator `name`.
@@ -448,15 +530,15 @@ fn tune_host(ns: &str, settings: &PathSettings) -> Result<(), WanError> {
     })
 }
 
-/// The forwarder process: builds the path, reports readiness on stdout, forwards until signalled, then
-/// removes what it built. Returns only when the emulator has been taken down.
-pub fn forward(name: &str, settings: PathSettings) -> Result<(), WanError> {
+/// The forwarder process: builds the path, reports readiness on stdout, forwards (playing `schedule`)
+/// until signalled, then removes what it built. Returns only when the emulator has been taken down.
+pub fn forward(name: &str, settings: PathSettings, schedule: Vec<Entry>) -> Result<(), WanError> {
     check_name(name)?;
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
         signal_hook::flag::register(sig, Arc::clone(&stop)).map_err(io_err("cannot handle signals"))?;
     }
-    let result = build_and_run(name, &settings, &stop);
+    let result = build_and_run(name, &settings, schedule, &stop);
     let _ = std::fs::remove_file(socket_path(name));
     for side in ['a', 'b'] {
         let _ = netns::delete(&netns::ns_name(name, side));
@@ -465,7 +547,77 @@ pub fn forward(name: &str, settings: PathSettings) -> Result<(), WanError> {
     result
 }
 
-fn build_and_run(name: &str, settings: &PathSettings, stop: &Arc<AtomicBool>) -> Result<(), WanError> {
+/// What the forwarder's threads share: who it is, its clock, the settings it runs with now, the
+/// changes applied so far and each direction's counters and controls.
+struct Shared {
+    state: State,
+    epoch: Instant,
+    settings: Mutex<PathSettings>,
+    applied: Mutex<Vec<Applied>>,
+    dirs: [DirShared; 2],
+}
+
+impl Shared {
+    fn status(&self) -> Status {
+        Status {
+            name: self.state.name.clone(),
+            running: true,
+            pid: self.state.pid,
+            uptime_s: self.epoch.elapsed().as_secs_f64(),
+            settings: lock(&self.settings).clone(),
+            hosts: self.state.hosts.clone(),
+            a_to_b: self.dirs[0].stats.snapshot(),
+            b_to_a: self.dirs[1].stats.snapshot(),
+            changes: lock(&self.applied).clone(),
+        }
+    }
+
+    /// Applies `change` now: the new settings to the directions it names, an outage from now, and
+    /// the record of it.
+    fn apply(&self, change: &Change, source: String) -> Result<Applied, ChangeError> {
+        let mut settings = lock(&self.settings);
+        let next = change.apply(&settings)?;
+        let at = self.epoch.elapsed();
+        let unix_s = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        let until = change.down.map(|d| at + d);
+        for (i, dir) in [&next.a_to_b, &next.b_to_a].into_iter().enumerate() {
+            if change.which.covers(i == 1) {
+                let d = change.sets_anything().then(|| dir.clone());
+                self.dirs[i]
+                    .control
+                    .request(d, until.map(|u| u.as_nanos() as u64));
+            }
+        }
+        *settings = next;
+        let applied = Applied {
+            at_s: at.as_secs_f64(),
+            unix_s,
+            change: change.text(),
+            direction: change.which,
+            down_until_s: until.map(|u| u.as_secs_f64()),
+            source,
+        };
+        let mut log = lock(&self.applied);
+        if log.len() == MAX_APPLIED {
+            log.remove(0);
+        }
+        log.push(applied.clone());
+        Ok(applied)
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn build_and_run(
+    name: &str,
+    settings: &PathSettings,
+    schedule: Vec<Entry>,
+    stop: &Arc<AtomicBool>,
+) -> Result<(), WanError> {
     let hosts = hosts(name);
     let mut fds = Vec::new();
     for h in [&hosts.a, &hosts.b] {
@@ -489,19 +641,27 @@ fn build_and_run(name: &str, settings: &PathSettings, stop: &Arc<AtomicBool>) ->
         .map_err(io_err("cannot write the state file"))?;
     let _ = std::fs::remove_file(socket_path(name));
     let listener = UnixListener::bind(socket_path(name)).map_err(io_err("cannot bind the status socket"))?;
-    let stats = Arc::new([DirStats::default(), DirStats::default()]);
-    let epoch = Instant::now();
+    let shared = Arc::new(Shared {
+        state,
+        epoch: Instant::now(),
+        settings: Mutex::new(settings.clone()),
+        applied: Mutex::new(Vec::new()),
+        dirs: Default::default(),
+    });
     {
-        let (stats, state) = (Arc::clone(&stats), state.clone());
-        std::thread::spawn(move || serve_status(listener, &state, &stats, epoch));
+        let shared = Arc::clone(&shared);
+        std::thread::spawn(move || serve_requests(listener, &shared));
     }
     let (fa, fb) = (&fds[0], &fds[1]);
     std::thread::scope(|s| {
         let ab = Link::new(settings.a_to_b.clone(), settings.seed);
         let ba = Link::new(settings.b_to_a.clone(), settings.seed ^ 0x9E37_79B9_7F4A_7C15);
-        let (st, stop_ref) = (&stats, &**stop);
-        s.spawn(move || run_direction(fa, fb, ab, settings, &st[0], stop_ref, epoch));
-        s.spawn(move || run_direction(fb, fa, ba, settings, &st[1], stop_ref, epoch));
+        let (sh, stop_ref, epoch) = (&*shared, &**stop, shared.epoch);
+        s.spawn(move || run_direction(fa, fb, ab, settings, &sh.dirs[0], stop_ref, epoch));
+        s.spawn(move || run_direction(fb, fa, ba, settings, &sh.dirs[1], stop_ref, epoch));
+        if !schedule.is_empty() {
+            s.spawn(move || play(Player::new(schedule), sh, stop_ref));
+        }
         println!("ready");
         let _ = io::stdout().flush();
         // SAFETY: closing our own stdout so that the parent's read ends.
@@ -514,19 +674,46 @@ fn build_and_run(name: &str, settings: &PathSettings, stop: &Arc<AtomicBool>) ->
     Ok(())
 }
 
-fn serve_status(listener: UnixListener, state: &State, stats: &[DirStats; 2], epoch: Instant) {
+/// Applies a schedule's changes at their times after the emulator started, until it is stopped. A
+/// change its moment's settings make invalid is logged and skipped.
+fn play(mut player: Player, shared: &Shared, stop: &AtomicBool) {
+    while let Some((at, entry)) = player.next_change() {
+        loop {
+            if stop.load(Relaxed) {
+                return;
+            }
+            let left = at.saturating_sub(shared.epoch.elapsed());
+            if left.is_zero() {
+                break;
+            }
+            std::thread::sleep(left.min(Duration::from_millis(50)));
+        }
+        if let Err(e) = shared.apply(&entry.change, format!("schedule line {}", entry.line)) {
+            eprintln!("schedule line {}: not applied: {e}", entry.line);
+        }
+    }
+}
+
+/// Answers the socket's requests, one JSON line each: the status, or a change applied now.
+fn serve_requests(listener: UnixListener, shared: &Shared) {
     for conn in listener.incoming() {
         let Ok(mut conn) = conn else { continue };
-        let status = Status {
-            name: state.name.clone(),
-            running: true,
-            pid: state.pid,
-            uptime_s: epoch.elapsed().as_secs_f64(),
-            settings: state.settings.clone(),
-            hosts: state.hosts.clone(),
-            a_to_b: stats[0].snapshot(),
-            b_to_a: stats[1].snapshot(),
+        let _ = conn.set_read_timeout(Some(Duration::from_secs(2)));
+        let mut line = String::new();
+        if BufReader::new(&conn).read_line(&mut line).is_err() {
+            continue;
+        }
+        let reply = match serde_json::from_str::<Ask>(&line) {
+            Ok(Ask::Status) => serde_json::to_vec(&shared.status()),
+            Ok(Ask::Change { words }) => {
+                let answer = match Change::parse(&words).and_then(|c| shared.apply(&c, "wan change".into())) {
+                    Ok(a) => Answer::Applied(a),
+                    Err(e) => Answer::Refused(e.to_string()),
+                };
+                serde_json::to_vec(&answer)
+            }
+            Err(e) => serde_json::to_vec(&Answer::Refused(format!("unreadable request: {e}"))),
         };
-        let _ = conn.write_all(&serde_json::to_vec(&status).expect("status serializes"));
+        let _ = conn.write_all(&reply.expect("answers serialize"));
     }
 }

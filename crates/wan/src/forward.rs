@@ -3,7 +3,7 @@
 //! them to the other TUN device when they are due. Threads sleep in `ppoll` until a packet arrives or the
 //! next one is due (timer slack 1 µs), so an idle path costs nothing and delays are kept to microseconds.
 
-use crate::model::{Drop, Fate, Link, ModelCounters};
+use crate::model::{Fate, Link, ModelCounters};
 use crate::packet;
 use crate::timing::{Lateness, LatenessSnapshot};
 use std::cmp::Reverse;
@@ -52,6 +52,59 @@ pub struct DirStats {
     pub realtime: AtomicBool,
 }
 
+/// A change waiting for a direction's forwarding thread (`wan change`, a schedule): the settings it
+/// takes from now on and the end of an outage that starts now. The thread looks at every pass, so a
+/// change takes effect before the next packet (the pass is at most 50 ms long on an idle path).
+#[derive(Default)]
+pub struct Control {
+    waiting: AtomicBool,
+    next: Mutex<Pending>,
+}
+
+#[derive(Default)]
+struct Pending {
+    direction: Option<crate::settings::Direction>,
+    down_until_ns: Option<u64>,
+}
+
+impl Control {
+    /// Asks the thread to take `direction` and, with `down_until_ns`, to drop every packet until then
+    /// (on the forwarder's clock).
+    pub fn request(&self, direction: Option<crate::settings::Direction>, down_until_ns: Option<u64>) {
+        let mut p = self.next.lock().unwrap_or_else(|e| e.into_inner());
+        if direction.is_some() {
+            p.direction = direction;
+        }
+        if down_until_ns.is_some() {
+            p.down_until_ns = down_until_ns;
+        }
+        self.waiting.store(true, Relaxed);
+    }
+
+    /// Applies a waiting change to `link` at `now_ns`.
+    fn apply(&self, link: &mut Link, now_ns: u64) {
+        if !self.waiting.swap(false, Relaxed) {
+            return;
+        }
+        let p = std::mem::take(&mut *self.next.lock().unwrap_or_else(|e| e.into_inner()));
+        if let Some(d) = p.direction {
+            link.set_direction(d, now_ns);
+        }
+        if let Some(until) = p.down_until_ns {
+            link.set_outage(until);
+        }
+    }
+}
+
+/// What one direction's thread shares with the rest of the forwarder: its counters and its changes.
+#[derive(Default)]
+pub struct DirShared {
+    /// The live counters.
+    pub stats: DirStats,
+    /// The change waiting for the thread.
+    pub control: Control,
+}
+
 /// A snapshot of one direction's counters, as `wan status` shows them.
 #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize, PartialEq)]
 pub struct DirSnapshot {
@@ -67,6 +120,9 @@ pub struct DirSnapshot {
     pub dropped_queue: u64,
     /// Dropped by the loss model.
     pub dropped_loss: u64,
+    /// Dropped because the path was down (an outage).
+    #[serde(default)]
+    pub dropped_outage: u64,
     /// Dropped because the delay line was full (a safety bound, not part of the model).
     pub dropped_overflow: u64,
     /// Delivered with a corrupted payload byte.
@@ -102,6 +158,7 @@ impl DirStats {
             bytes_forwarded: self.bytes_forwarded.load(Relaxed),
             dropped_queue: m.dropped_queue,
             dropped_loss: m.dropped_loss,
+            dropped_outage: m.dropped_outage,
             dropped_overflow: self.dropped_overflow.load(Relaxed),
             corrupted: self.corrupted.load(Relaxed),
             duplicated: m.duplicated,
@@ -275,16 +332,18 @@ impl Default for WakeLatency {
     }
 }
 
-/// Moves packets from `input` to `output` through `link` until `stop` is set.
+/// Moves packets from `input` to `output` through `link` until `stop` is set, taking the changes
+/// `shared.control` hands it.
 pub fn run_direction(
     input: &OwnedFd,
     output: &OwnedFd,
     mut link: Link,
     path: &crate::settings::PathSettings,
-    stats: &DirStats,
+    shared: &DirShared,
     stop: &AtomicBool,
     epoch: Instant,
 ) {
+    let stats = &shared.stats;
     stats.realtime.store(punctual_thread(path.realtime), Relaxed);
     let now_ns = || epoch.elapsed().as_nanos() as u64;
     let mut f = Forwarder {
@@ -297,6 +356,7 @@ pub fn run_direction(
         spin_until: 0,
     };
     while !stop.load(Relaxed) {
+        shared.control.apply(&mut link, now_ns());
         f.deliver_due(output, now_ns);
         let (got, now) = f.read_batch(input, &mut link, now_ns);
         if got > 0 {
@@ -370,7 +430,7 @@ impl Forwarder<'_> {
             got += 1;
             now = now_ns();
             match link.offer(now, n) {
-                Fate::Dropped(Drop::Loss | Drop::Queue) => self.free.push(buf),
+                Fate::Dropped(_) => self.free.push(buf),
                 Fate::Deliver {
                     at_ns,
                     duplicate,

@@ -2,12 +2,13 @@
 //! devices by a userspace forwarding engine that applies delay, rate, a tail-drop queue, loss, jitter,
 //! reordering, duplication and payload corruption. TCP runs end to end between the namespaces.
 //!
-//! `settings`, `model` and `packet` are pure (time is passed in) and tested deterministically; `netns`,
+//! `settings`, `change`, `model` and `packet` are pure (time is passed in) and tested deterministically; `netns`,
 //! `forward` and `daemon` do the I/O.
 
 #![deny(unreachable_pub)]
 #![warn(missing_docs)]
 
+pub mod change;
 pub mod daemon;
 pub mod forward;
 pub mod model;

@@ -16,6 +16,8 @@ pub enum Drop {
     Loss,
     /// The bottleneck queue was full (tail drop).
     Queue,
+    /// The path was down (an outage from `wan change --down` or a schedule).
+    Outage,
 }
 
 /// What happens to one packet.
@@ -47,6 +49,8 @@ pub struct ModelCounters {
     pub dropped_loss: u64,
     /// Dropped by the full bottleneck queue.
     pub dropped_queue: u64,
+    /// Dropped because the path was down (an outage).
+    pub dropped_outage: u64,
     /// Duplicated.
     pub duplicated: u64,
     /// Held back so that later packets overtake them.
@@ -67,6 +71,8 @@ pub struct Link {
     floor_ns: u64,
     bad_state: bool,
     ns_per_byte: Option<f64>,
+    /// The path drops every packet offered before this time (an outage), ns.
+    down_until_ns: u64,
     /// What the link decided so far.
     pub counters: ModelCounters,
 }
@@ -82,8 +88,29 @@ impl Link {
             floor_ns: 0,
             bad_state: false,
             ns_per_byte,
+            down_until_ns: 0,
             counters: ModelCounters::default(),
         }
+    }
+
+    /// Replaces the link's settings at `now_ns`, as a route or rate change would: the backlog
+    /// already at the bottleneck drains at the new rate; packets already on their way keep their
+    /// delivery times, and later ones are never delivered before them (a shorter delay takes effect
+    /// as the longer one's packets leave).
+    pub fn set_direction(&mut self, dir: Direction, now_ns: u64) {
+        let backlog = self.backlog_bytes(now_ns) as f64;
+        self.ns_per_byte = dir.rate_bps.map(|r| 8e9 / r);
+        let now = now_ns as f64;
+        self.free_at = match self.ns_per_byte {
+            Some(npb) => now + backlog * npb,
+            None => now,
+        };
+        self.dir = dir;
+    }
+
+    /// Takes the path down until `until_ns`: every packet offered before then is dropped.
+    pub fn set_outage(&mut self, until_ns: u64) {
+        self.down_until_ns = until_ns;
     }
 
     /// The link's settings.
@@ -128,6 +155,10 @@ impl Link {
         let c = &mut self.counters;
         c.packets_offered += 1;
         c.bytes_offered += len as u64;
+        if now_ns < self.down_until_ns {
+            c.dropped_outage += 1;
+            return Fate::Dropped(Drop::Outage);
+        }
         if self.lost() {
             self.counters.dropped_loss += 1;
             return Fate::Dropped(Drop::Loss);

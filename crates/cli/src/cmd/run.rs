@@ -83,7 +83,7 @@ fn execute(
     match outcome {
         Ok(mut r) => {
             r.path = path;
-            if let Some(e) = crossing.and_then(crate::common::crossing::Crossing::finish) {
+            if let Some(e) = crossing.and_then(|c| c.finish(r.started_unix_s)) {
                 landspeed_core::emulator::attach(&mut r, e);
             }
             out.result(&r);

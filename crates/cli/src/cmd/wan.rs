@@ -1,4 +1,4 @@
-//! `landspeed wan`: the command line of the WAN emulator (up, down, status, exec, and the hidden
+//! `landspeed wan`: the command line of the WAN emulator (up, down, change, status, exec, and the hidden
 //! `forward` that `up` starts in the background). The emulator itself is the landspeed-wan crate; its
 //! text is rendered by landspeed-report's `wan_text`.
 
@@ -24,6 +24,11 @@ pub enum WanCommand {
     Up(Box<UpArgs>),
     /// Stop an emulator and remove its namespaces, devices and files.
     Down(DownArgs),
+    /// Change a running emulator's path now: RTT, rate, loss, queue, jitter, or an outage.
+    #[command(
+        after_help = "Settings not given stay as they are; a queue set in bytes stays in bytes when the rate or RTT\nchanges (as a router's buffer does). Every change is stamped in `wan status` and in the results\nof tests crossing the emulator.\n\nExamples:\n  landspeed wan change lfn --rtt 80ms                    # a route change: 20 ms to 80 ms\n  landspeed wan change lfn --rate 100M                   # the bottleneck slows to 100 Mbit/s\n  landspeed wan change lfn --down 3s                     # a 3 s outage, then the path as it was\n  landspeed wan change lfn --direction b-to-a --loss 1%  # loss on the way back only"
+    )]
+    Change(ChangeArgs),
     /// Settings and live counters of one emulator, or a list of all.
     Status(StatusArgs),
     /// Run a command inside host A or B of an emulator.
@@ -31,7 +36,46 @@ pub enum WanCommand {
     Exec(ExecArgs),
     /// (internal) The forwarder process that `up` starts.
     #[command(hide = true)]
-    Forward { name: String, settings_json: String },
+    Forward {
+        name: String,
+        settings_json: String,
+        /// The schedule file's text, checked by `up`.
+        #[arg(long)]
+        schedule: Option<String>,
+    },
+}
+
+#[derive(Args, Debug)]
+pub struct ChangeArgs {
+    /// The running emulator.
+    pub name: String,
+    /// New round-trip time; each direction given gets half as its one-way delay.
+    #[arg(long)]
+    pub rtt: Option<String>,
+    /// New bottleneck rate (e.g. 100M); `unlimited` for none.
+    #[arg(long)]
+    pub rate: Option<String>,
+    /// New bottleneck queue: a size (4M) or a multiple of the new bandwidth-delay product (2bdp).
+    #[arg(long)]
+    pub queue: Option<String>,
+    /// New random loss per packet (0.001 or 0.1%; 0 for none).
+    #[arg(long)]
+    pub loss: Option<String>,
+    /// New loss model: bernoulli:P or gilbert:P,R[,LOSS_IN_BAD[,LOSS_IN_GOOD]].
+    #[arg(long)]
+    pub loss_model: Option<String>,
+    /// New delay variation, ± per packet.
+    #[arg(long)]
+    pub jitter: Option<String>,
+    /// An outage from now: every packet dropped for this long (1ms to 1h), then the path as it was.
+    #[arg(long, value_name = "DURATION")]
+    pub down: Option<String>,
+    /// Which way the change applies: both, a-to-b or b-to-a.
+    #[arg(long, default_value = "both")]
+    pub direction: String,
+    /// Print the applied change as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug)]
@@ -86,6 +130,11 @@ pub struct UpArgs {
     /// B→A only, as --a-to-b.
     #[arg(long = "b-to-a", value_name = "KEY=VALUE")]
     pub b_to_a: Vec<String>,
+    /// Play a schedule of changes: one a line, `AT [every PERIOD [times N]] KEY=VALUE...` with keys
+    /// rtt, delay, rate, queue, loss, loss-model, jitter, down, direction (e.g. `10s rtt=80ms`,
+    /// `5s every 10s down=2s`); times count from `up`.
+    #[arg(long, value_name = "FILE")]
+    pub schedule: Option<std::path::PathBuf>,
     /// Print the emulator's state as JSON.
     #[arg(long)]
     pub json: bool,
@@ -121,7 +170,11 @@ pub struct ExecArgs {
 
 fn usage(e: WanError) -> anyhow::Error {
     match e {
-        WanError::Settings(_) | WanError::Side(_) => UsageError(e.to_string()).into(),
+        WanError::Settings(_)
+        | WanError::Side(_)
+        | WanError::Change(_)
+        | WanError::Refused(_)
+        | WanError::NotFound(_) => UsageError(e.to_string()).into(),
         e => e.into(),
     }
 }
@@ -130,14 +183,20 @@ pub fn wan(a: WanArgs) -> Result<bool> {
     match a.command {
         WanCommand::Up(u) => up(*u),
         WanCommand::Down(d) => down(d),
+        WanCommand::Change(c) => change(c),
         WanCommand::Status(s) => status(s),
         WanCommand::Exec(e) => {
             daemon::exec(&e.name, &e.host, &e.command).map_err(usage)?;
             unreachable!("exec returns only on error")
         }
-        WanCommand::Forward { name, settings_json } => {
+        WanCommand::Forward {
+            name,
+            settings_json,
+            schedule,
+        } => {
             let s: PathSettings = serde_json::from_str(&settings_json).context("bad forwarder settings")?;
-            daemon::forward(&name, s)?;
+            let plan = landspeed_wan::change::parse_schedule(schedule.as_deref().unwrap_or(""))?;
+            daemon::forward(&name, s, plan)?;
             Ok(true)
         }
     }
@@ -166,8 +225,20 @@ fn up(u: UpArgs) -> Result<bool> {
             .map(|_| s)
             .map_err(|e| usage(e.into()))
     })?;
+    let schedule = match &u.schedule {
+        Some(p) => Some(std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display()))?),
+        None => None,
+    };
+    if let Some(text) = &schedule {
+        landspeed_wan::change::parse_schedule(text).map_err(|e| {
+            UsageError(format!(
+                "schedule {}: {e}",
+                u.schedule.as_ref().unwrap().display()
+            ))
+        })?;
+    }
     let exe = std::env::current_exe().context("cannot find the landspeed executable")?;
-    let state = daemon::up(&u.name, &settings, &exe)?;
+    let state = daemon::up(&u.name, &settings, schedule.as_deref(), &exe)?;
     if u.json {
         println!("{}", serde_json::to_string_pretty(&state)?);
     } else {
@@ -194,6 +265,39 @@ fn down(d: DownArgs) -> Result<bool> {
     }
     if d.all && names.is_empty() {
         println!("no emulators");
+    }
+    Ok(true)
+}
+
+/// The change's flags as the `KEY=VALUE` words every change is read from.
+fn change_words(c: &ChangeArgs) -> Vec<String> {
+    let flags = [
+        ("rtt", &c.rtt),
+        ("rate", &c.rate),
+        ("queue", &c.queue),
+        ("loss", &c.loss),
+        ("loss-model", &c.loss_model),
+        ("jitter", &c.jitter),
+        ("down", &c.down),
+    ];
+    let mut words: Vec<String> = flags
+        .iter()
+        .filter_map(|(k, v)| v.as_ref().map(|v| format!("{k}={v}")))
+        .collect();
+    if c.direction != "both" {
+        words.push(format!("direction={}", c.direction));
+    }
+    words
+}
+
+fn change(c: ChangeArgs) -> Result<bool> {
+    let words = change_words(&c);
+    landspeed_wan::change::Change::parse(&words).map_err(|e| usage(e.into()))?;
+    let applied = daemon::change(&c.name, &words).map_err(usage)?;
+    if c.json {
+        println!("{}", serde_json::to_string_pretty(&applied)?);
+    } else {
+        println!("{}", wan_text::applied_text(&c.name, &applied));
     }
     Ok(true)
 }

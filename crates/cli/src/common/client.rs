@@ -93,6 +93,7 @@ pub fn cell_spec(a: &RunArgs) -> Result<CellSpec> {
             None
         },
         connect_timeout_s: t.connect_timeout,
+        idle_timeout_s: t.idle_timeout,
         latency_probes_per_s: a.latency.then_some(a.latency_rate),
         auth: a.auth.clone(),
     };
@@ -113,6 +114,7 @@ pub fn options_for(host: &str, port: u16, cell: &CellSpec) -> Result<ClientOptio
     opts.bind = c.bind;
     opts.family = c.family;
     opts.connect_timeout = c.connect_timeout_s;
+    opts.idle_timeout = c.idle_timeout_s;
     opts.latency = c
         .latency_probes_per_s
         .map(|probes_per_s| landspeed_net::client::LatencyOptions {

@@ -1,5 +1,6 @@
 //! The WAN emulator a test crosses, when this process runs inside one of its hosts: its counters at
-//! the start and the end of a test, so the result records what the emulator did to the test's packets.
+//! the start and the end of a test, so the result records what the emulator did to the test's packets,
+//! and the changes to the path (`wan change`, a schedule) that fell inside the test.
 
 use landspeed_wan::{daemon, Status};
 
@@ -18,19 +19,54 @@ pub fn crossing() -> Option<Crossing> {
 }
 
 impl Crossing {
-    /// What the emulator did to each direction's packets since the test started.
-    pub fn finish(self) -> Option<landspeed_core::emulator::EmulatorReport> {
+    /// What the emulator did to each direction's packets since the test started, and the changes
+    /// it applied meanwhile, timed from the test's start (`started_unix_s`).
+    pub fn finish(self, started_unix_s: f64) -> Option<landspeed_core::emulator::EmulatorReport> {
         let end = daemon::status(&self.name).ok().filter(|s| s.running)?;
         let ab = counts_between(&self.start.a_to_b, &end.a_to_b);
         let ba = counts_between(&self.start.b_to_a, &end.b_to_a);
         let (to_server, to_client) = if self.side == 'a' { (ab, ba) } else { (ba, ab) };
+        let changes = changes_between(&self.start, &end, self.side, started_unix_s);
         Some(landspeed_core::emulator::EmulatorReport {
             name: self.name,
             client_host: self.side.to_string(),
             to_server,
             to_client,
+            changes,
         })
     }
+}
+
+/// The changes applied between two statuses (and outages still running at the first), from the
+/// client's side of the path.
+fn changes_between(
+    start: &Status,
+    end: &Status,
+    side: char,
+    started_unix_s: f64,
+) -> Vec<landspeed_core::emulator::EmulatorChange> {
+    use landspeed_wan::change::Which;
+    end.changes
+        .iter()
+        .filter(|a| {
+            let inside = a.at_s >= start.uptime_s && a.at_s <= end.uptime_s;
+            let lasting = a
+                .down_until_s
+                .is_some_and(|u| u > start.uptime_s && a.at_s < start.uptime_s);
+            inside || lasting
+        })
+        .map(|a| landspeed_core::emulator::EmulatorChange {
+            at_s: a.unix_s - started_unix_s,
+            change: a.change.clone(),
+            direction: match (a.direction, side) {
+                (Which::Both, _) => "both",
+                (Which::AToB, 'a') | (Which::BToA, 'b') => "to_server",
+                _ => "to_client",
+            }
+            .into(),
+            down_s: a.down_until_s.map(|u| u - a.at_s),
+        })
+        .collect()
 }
 
 fn counts_between(
@@ -43,6 +79,7 @@ fn counts_between(
         dropped_loss: b.dropped_loss.saturating_sub(a.dropped_loss),
         dropped_queue: b.dropped_queue.saturating_sub(a.dropped_queue),
         dropped_overflow: b.dropped_overflow.saturating_sub(a.dropped_overflow),
+        dropped_outage: b.dropped_outage.saturating_sub(a.dropped_outage),
         duplicated: b.duplicated.saturating_sub(a.duplicated),
         reordered: b.reordered.saturating_sub(a.reordered),
         corrupted: b.corrupted.saturating_sub(a.corrupted),

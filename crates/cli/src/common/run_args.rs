@@ -183,6 +183,11 @@ pub struct TestArgs {
     /// Seconds to wait for a connection.
     #[arg(long, value_name = "DUR", value_parser = values::duration, default_value = "5s")]
     pub connect_timeout: Duration,
+    /// Give up when a data stream moves nothing for this long (a path that went down and stayed
+    /// down): both ends end the test with what they measured, exit 1. A shorter outage is measured
+    /// and reported as a stall.
+    #[arg(long, value_name = "DUR", value_parser = values::duration, default_value = "30s")]
+    pub idle_timeout: Duration,
     /// UDP instead of TCP: paced datagrams (-b), loss, jitter, out-of-order and duplicates reported,
     /// payload verified. -l is the datagram size (default 1448).
     #[arg(short = 'u', long)]

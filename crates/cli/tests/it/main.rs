@@ -23,6 +23,7 @@ mod metrics;
 mod model_tune;
 mod mptcp;
 mod path;
+mod path_changes;
 mod pscheduler;
 mod quic;
 mod quic_interop;

@@ -105,6 +105,9 @@ pub struct CellClient {
     /// How long each connect may take.
     #[serde(with = "secs", default = "default_connect_timeout")]
     pub connect_timeout_s: Duration,
+    /// A data stream that moves nothing for this long fails the test (`--idle-timeout`).
+    #[serde(with = "secs", default = "default_idle_timeout")]
+    pub idle_timeout_s: Duration,
     /// Echo probes during every cell, per second (None: no latency probes).
     #[serde(default)]
     pub latency_probes_per_s: Option<f64>,
@@ -118,6 +121,11 @@ fn default_connect_timeout() -> Duration {
     Duration::from_secs(5)
 }
 
+/// How long a stream may move nothing before the test fails, when the user does not say.
+pub fn default_idle_timeout() -> Duration {
+    Duration::from_secs(30)
+}
+
 impl Default for CellClient {
     fn default() -> Self {
         CellClient {
@@ -126,6 +134,7 @@ impl Default for CellClient {
             bind: None,
             family: None,
             connect_timeout_s: default_connect_timeout(),
+            idle_timeout_s: default_idle_timeout(),
             latency_probes_per_s: None,
             auth: None,
         }

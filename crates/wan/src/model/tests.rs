@@ -188,3 +188,38 @@ fn same_seed_same_decisions() {
     assert_ne!(run(1), run(2));
     let _ = Duration::ZERO;
 }
+
+#[test]
+fn an_outage_drops_everything_inside_its_window_and_nothing_after() {
+    let mut l = Link::new(dir(|r| r.rtt = Some("10ms".into())), 1);
+    l.set_outage(3_000_000_000);
+    assert_eq!(l.offer(1_000, 1500), Fate::Dropped(Drop::Outage));
+    assert_eq!(l.offer(2_999_999_999, 1500), Fate::Dropped(Drop::Outage));
+    assert_eq!(deliver_at(l.offer(3_000_000_000, 1500)), 3_005_000_000);
+    assert_eq!((l.counters.dropped_outage, l.counters.packets_offered), (2, 3));
+}
+
+#[test]
+fn a_live_rate_change_drains_the_backlog_at_the_new_rate_and_a_shorter_delay_never_reorders() {
+    // 1500 bytes at 12 Mbit/s = 1 ms each: ten queued, then the rate doubles at 2 ms.
+    let mut l = Link::new(
+        dir(|r| {
+            r.rate = Some("12M".into());
+            r.queue = Some("1M".into());
+            r.rtt = Some("20ms".into());
+        }),
+        1,
+    );
+    let before: Vec<u64> = (0..10).map(|_| deliver_at(l.offer(0, 1500))).collect();
+    assert_eq!(l.backlog_bytes(2_000_000), 12_000);
+    let mut faster = l.direction().clone();
+    faster.rate_bps = Some(24e6);
+    faster.delay = Duration::from_millis(1);
+    l.set_direction(faster, 2_000_000);
+    // 12,000 bytes at 24 Mbit/s: 4 ms of backlog, so the next packet is serialized by 6.5 ms and
+    // delivered 1 ms later, but not before the last one sent at the old delay (20 ms).
+    assert_eq!(l.backlog_bytes(2_000_000), 12_000);
+    let next = deliver_at(l.offer(2_000_000, 1500));
+    assert_eq!(next, *before.last().unwrap(), "floored, not overtaking");
+    assert_eq!(deliver_at(l.offer(40_000_000, 1500)), 41_500_000);
+}
