@@ -518,14 +518,11 @@ pub fn render(r: &RunResult) -> String {
             e.name, e.client_host, e.name
         );
         for c in &e.changes {
-            let down = c.down_s.map(|d| format!(" (down {d:.1} s)")).unwrap_or_default();
-            let _ = writeln!(
-                out,
-                "  changed at {:.2} s: {}{down}, {}",
-                c.at_s,
-                c.change,
-                c.direction.replace('_', " ")
-            );
+            let way = match c.direction.as_str() {
+                "both" => "both directions".to_string(),
+                d => d.replace('_', " "),
+            };
+            let _ = writeln!(out, "  changed at {:.2} s: {}, {way}", c.at_s, c.change);
         }
     }
     if let Some(l) = &r.latency {
@@ -765,6 +762,56 @@ mod tests {
             tcp_info_retransmits: own,
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn a_stall_names_its_span_the_outage_behind_it_and_the_timeouts_it_cost() {
+        use landspeed_core::assemble::{provisional, RunContext};
+        use landspeed_core::emulator::{EmulatorChange, EmulatorReport};
+        let spec = landspeed_core::config::TestSpec::default();
+        let mut r = provisional(
+            &spec,
+            RunContext {
+                host: "h".into(),
+                port: 5201,
+                local_address: "198.18.0.1:40000".into(),
+                remote_address: "198.18.0.2:5201".into(),
+                family: "ipv4".into(),
+                threads: 1,
+                cpus: None,
+                bind: None,
+                started_unix_s: 1.0,
+                interrupted: false,
+                protocol: "landspeed".into(),
+            },
+        );
+        r.directions[0].stalls = vec![landspeed_core::stall::Stall {
+            from_s: 5.04,
+            length_s: 3.43,
+            to_end: false,
+        }];
+        r.local.kernel_counters = [("TcpExt.TCPTimeouts".to_string(), 4)].into();
+        r.emulator = Some(EmulatorReport {
+            name: "lfn".into(),
+            client_host: "a".into(),
+            to_server: EmulatorCounts::default(),
+            to_client: EmulatorCounts::default(),
+            changes: vec![EmulatorChange {
+                at_s: 4.98,
+                change: "down=3s".into(),
+                direction: "both".into(),
+                down_s: Some(3.0),
+            }],
+        });
+        let t = render(&r);
+        assert!(
+            t.contains("  stalled    no data for 3.4 s from 5.0 s; the emulator's outage from 5.0 s lasted 3.0 s; the sending host counted 4 retransmission timeouts (TcpExt.TCPTimeouts, host-wide)\n"),
+            "{t}"
+        );
+        assert!(
+            t.contains("  changed at 4.98 s: down=3s, both directions\n"),
+            "{t}"
+        );
     }
 
     #[test]

@@ -3,8 +3,9 @@
 //! had `--latency`), and the CDF of its interval throughputs. Throughput is a mean over each interval,
 //! so it is drawn as a step across the interval's span (the first starts at 0 and holds the connection's
 //! slow start); window and RTT are read at each interval's end and drawn there, with the run's minimum
-//! RTT as a dashed floor that no interval's RTT falls below (docs/metrics.md). For several runs of one configuration, the
-//! CDF of their throughputs.
+//! RTT as a dashed floor that no interval's RTT falls below (docs/metrics.md). Changes the WAN
+//! emulator made to the path during the run are marked on every panel (an outage shaded over its
+//! length). For several runs of one configuration, the CDF of their throughputs.
 
 use super::sweep::{unit, Cdf};
 use super::{colour, footer, render, Draw, DrawResult, Figure, PlotError, FONT};
@@ -100,6 +101,27 @@ struct OverTime<'a> {
     r: &'a RunResult,
 }
 
+/// The time axis the panels share: its end, and the emulator's changes to the path during the run
+/// (start and end, seconds; an outage spans its length, any other change is an instant).
+struct Frame {
+    t_end: f64,
+    changes: Vec<(f64, f64)>,
+}
+
+impl Frame {
+    fn of(r: &RunResult) -> Frame {
+        let t_end = r.intervals.last().map_or(1.0, |i| i.end_s);
+        let changes = r
+            .emulator
+            .iter()
+            .flat_map(|e| &e.changes)
+            .map(|c| (c.at_s.max(0.0), (c.at_s + c.down_s.unwrap_or(0.0)).min(t_end)))
+            .filter(|(a, _)| *a <= t_end)
+            .collect();
+        Frame { t_end, changes }
+    }
+}
+
 /// One panel: a series per stream of `(time s, value)`; `markers` marks each point (readings taken at
 /// an instant rather than means over a span).
 fn panel<DB: DrawingBackend>(
@@ -107,13 +129,14 @@ fn panel<DB: DrawingBackend>(
     title: &str,
     y_desc: &str,
     series: &[(String, Vec<(f64, f64)>)],
-    t_end: f64,
+    frame: &Frame,
     floor: Option<f64>,
     markers: bool,
 ) -> DrawResult
 where
     DB::ErrorType: 'static,
 {
+    let t_end = frame.t_end;
     let ymax = series
         .iter()
         .flat_map(|s| s.1.iter().map(|p| p.1))
@@ -143,6 +166,20 @@ where
             chart.draw_series(pts.iter().map(|&p| Circle::new(p, 3, c.filled())))?;
         }
     }
+    let red = RGBColor(200, 30, 30);
+    for (k, &(a, b)) in frame.changes.iter().enumerate() {
+        let shade = if b > a {
+            Rectangle::new([(a, 0.0), (b, ymax)], red.mix(0.15).filled())
+        } else {
+            Rectangle::new([(a, 0.0), (a, ymax)], red.stroke_width(2))
+        };
+        let drawn = chart.draw_series(std::iter::once(shade))?;
+        if k == 0 {
+            drawn
+                .label("path changed (wan change; shaded: down)")
+                .legend(move |(x, y)| Rectangle::new([(x, y - 4), (x + 20, y + 4)], red.mix(0.3).filled()));
+        }
+    }
     if let Some(f) = floor {
         let grey = BLACK.mix(0.6).stroke_width(1);
         chart
@@ -150,7 +187,7 @@ where
             .label(format!("run's minimum ({})", sig3(f)))
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], grey));
     }
-    if series.len() > 1 && series.len() <= 16 {
+    if (series.len() > 1 || !frame.changes.is_empty()) && series.len() <= 16 {
         chart
             .configure_series_labels()
             .position(SeriesLabelPosition::UpperRight)
@@ -168,7 +205,7 @@ impl Draw for OverTime<'_> {
         DB::ErrorType: 'static,
     {
         let r = self.r;
-        let t_end = r.intervals.last().map_or(1.0, |i| i.end_s);
+        let frame = Frame::of(r);
         let body = root.margin(8, 40, 8, 8);
         let title = body.titled(
             &format!("{} over time, {}", r.config.host, r.started_utc),
@@ -186,7 +223,7 @@ impl Draw for OverTime<'_> {
             "Throughput per stream (mean over each interval)",
             uname,
             &steps(r, div),
-            t_end,
+            &frame,
             None,
             false,
         )?;
@@ -195,7 +232,7 @@ impl Draw for OverTime<'_> {
             "Congestion window per stream (sender's TCP_INFO)",
             "cwnd (KiB)",
             &at_ends(r, &|s| s.cwnd_bytes.map(|c| c as f64 / 1024.0)),
-            t_end,
+            &frame,
             None,
             true,
         )?;
@@ -214,7 +251,7 @@ impl Draw for OverTime<'_> {
             "RTT (sender's smoothed RTT per stream, at each interval's end)",
             "RTT (ms)",
             &rtt,
-            t_end,
+            &frame,
             min_rtt_ms(r),
             true,
         )?;
