@@ -81,11 +81,13 @@ impl Control {
         self.waiting.store(true, Relaxed);
     }
 
-    /// Applies a waiting change to `link` at `now_ns`.
-    fn apply(&self, link: &mut Link, now_ns: u64) {
-        if !self.waiting.swap(false, Relaxed) {
+    /// Applies a waiting change to `link` at the time `now_ns` reads (read only when one waits: the
+    /// forwarder's pass costs one relaxed load otherwise).
+    fn apply(&self, link: &mut Link, now_ns: impl Fn() -> u64) {
+        if !self.waiting.load(Relaxed) || !self.waiting.swap(false, Relaxed) {
             return;
         }
+        let now_ns = now_ns();
         let p = std::mem::take(&mut *self.next.lock().unwrap_or_else(|e| e.into_inner()));
         if let Some(d) = p.direction {
             link.set_direction(d, now_ns);
@@ -356,7 +358,7 @@ pub fn run_direction(
         spin_until: 0,
     };
     while !stop.load(Relaxed) {
-        shared.control.apply(&mut link, now_ns());
+        shared.control.apply(&mut link, now_ns);
         f.deliver_due(output, now_ns);
         let (got, now) = f.read_batch(input, &mut link, now_ns);
         if got > 0 {
