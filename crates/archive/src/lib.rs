@@ -54,6 +54,12 @@ pub enum ArchiveError {
         /// Why not.
         err: std::io::Error,
     },
+    /// The file is not a SQLite database, or is damaged: it is left exactly as it was.
+    #[error("{path} is not a landspeed archive (not a SQLite database, or damaged); it was left untouched: move it aside and landspeed starts a new archive there, or give another with --db (`sqlite3 {path} .recover` may save what it held)")]
+    NotAnArchive {
+        /// The file.
+        path: String,
+    },
     /// The archive was written by a newer landspeed (a schema this one does not know).
     #[error("archive {path} has schema version {found}, newer than this landspeed ({SCHEMA_VERSION}): upgrade landspeed")]
     TooNew {
@@ -98,6 +104,16 @@ pub fn default_path() -> PathBuf {
 /// True for a PostgreSQL connection URL (`postgres://` or `postgresql://`) rather than a file path.
 pub fn is_postgres_url(location: &str) -> bool {
     location.starts_with("postgres://") || location.starts_with("postgresql://")
+}
+
+/// The archive's place as messages show it: the file, or the PostgreSQL URL without its password.
+pub fn shown(location: &Path) -> String {
+    let s = location.display().to_string();
+    if is_postgres_url(&s) {
+        pg::redact(&s)
+    } else {
+        s
+    }
 }
 
 /// What a run is stored with besides its result.
@@ -195,7 +211,23 @@ impl Archive {
     }
 
     fn init_sqlite(conn: Connection, path: String) -> Result<Archive, ArchiveError> {
+        // Another writer (a second landspeed saving a run) holds the lock for milliseconds: wait.
         conn.busy_timeout(Duration::from_secs(10))?;
+        // A file that is not a database is found before anything is written to it: reading the
+        // schema's first page fails with SQLITE_NOTADB (or CORRUPT) and nothing else runs.
+        let damaged = |e: &rusqlite::Error| {
+            matches!(
+                e.sqlite_error_code(),
+                Some(rusqlite::ErrorCode::NotADatabase | rusqlite::ErrorCode::DatabaseCorrupt)
+            )
+        };
+        if let Err(e) = conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get::<_, i64>(0)) {
+            return Err(if damaged(&e) {
+                ArchiveError::NotAnArchive { path }
+            } else {
+                ArchiveError::Open { path, err: e }
+            });
+        }
         // WAL: readers never block the writer, and a crash leaves every committed run intact.
         let _: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
         Self::init(Box::new(Sqlite(conn)), path, &schema::MIGRATIONS)

@@ -132,6 +132,13 @@ pub enum SweepEvent<'a> {
         cell: &'a CellKey,
         /// What became of it.
         outcome: &'a CellOutcome,
+        /// This was the cell's second try, after every other cell had run.
+        retry: bool,
+    },
+    /// Every cell has run once and `cells` of them failed: they are run once more now.
+    Retrying {
+        /// How many cells are tried again.
+        cells: usize,
     },
     /// [`MAX_FAILS_IN_A_ROW`] runs failed in a row: the sweep stops here.
     TooManyFailures,
@@ -142,10 +149,23 @@ pub enum SweepEvent<'a> {
 pub struct SweepOutcome {
     /// The sweep's status after this run of it.
     pub status: SweepStatus,
-    /// Runs that failed (not stored).
+    /// Cells that failed twice, once in order and once more at the end (not stored).
     pub failed: u32,
+    /// Cells that failed in order and were tried again at the end.
+    pub retried: u32,
     /// How long this run of the sweep took.
     pub elapsed: Duration,
+}
+
+/// Where a run of the sweep is: the running medians, its start, the cells finished, the cells that
+/// failed (indices into the run's cells), failures in a row, and why it stopped early.
+struct Pass {
+    so_far: Medians,
+    started: Instant,
+    finished: usize,
+    failed: Vec<usize>,
+    in_a_row: u32,
+    stopped: Option<SweepStatus>,
 }
 
 /// Runs one cell's test: landspeed's protocol or iperf3's, as the plan says.
@@ -262,7 +282,9 @@ impl Sweep<'_> {
         Ok(Todo { done, cells })
     }
 
-    /// Runs `todo` in order, storing each trusted run as it ends, and sets the sweep's status.
+    /// Runs `todo` in order, storing each trusted run as it ends, then once more each cell that
+    /// failed (a server restarted mid-sweep, a path that was down for a while), and sets the sweep's
+    /// status. A cell is stored at most once: a failed run is never stored.
     pub fn run(
         &self,
         todo: &Todo,
@@ -272,44 +294,26 @@ impl Sweep<'_> {
     ) -> Result<SweepOutcome, SweepError> {
         self.archive
             .set_sweep_status(self.id, SweepStatus::Running.as_str())?;
-        let mut so_far = running_medians(&todo.done);
-        let started = Instant::now();
-        let (mut failed, mut in_a_row) = (0u32, 0u32);
-        let mut stopped = None;
-        let n = todo.cells.len();
-        for (i, (c, opts)) in todo.cells.iter().enumerate() {
-            let eta = self.eta(started.elapsed(), i, n);
-            observe(SweepEvent::Starting {
-                index: i,
-                todo: n,
-                cell: c,
-                eta,
-            });
-            let outcome = run_cell(opts);
-            if interrupted.load(Relaxed) {
-                stopped = Some(SweepStatus::Interrupted);
-                break;
-            }
-            let outcome = self.record(c, outcome, &mut so_far)?;
-            if matches!(outcome, CellOutcome::Stored { .. }) {
-                in_a_row = 0;
-            } else {
-                failed += 1;
-                in_a_row += 1;
-            }
-            observe(SweepEvent::Finished {
-                position: todo.done.len() + i + 1,
-                total: self.plan.cells().len(),
-                cell: c,
-                outcome: &outcome,
-            });
-            if in_a_row >= MAX_FAILS_IN_A_ROW {
-                observe(SweepEvent::TooManyFailures);
-                stopped = Some(SweepStatus::Incomplete);
-                break;
-            }
+        let mut pass = Pass {
+            so_far: running_medians(&todo.done),
+            started: Instant::now(),
+            finished: todo.done.len(),
+            failed: vec![],
+            in_a_row: 0,
+            stopped: None,
+        };
+        let all: Vec<usize> = (0..todo.cells.len()).collect();
+        self.pass(todo, &all, false, &mut pass, interrupted, run_cell, observe)?;
+        let mut retried = 0;
+        if pass.stopped.is_none() && !pass.failed.is_empty() {
+            let again = std::mem::take(&mut pass.failed);
+            retried = again.len() as u32;
+            observe(SweepEvent::Retrying { cells: again.len() });
+            pass.in_a_row = 0;
+            self.pass(todo, &again, true, &mut pass, interrupted, run_cell, observe)?;
         }
-        let status = stopped.unwrap_or(if failed > 0 {
+        let failed = pass.failed.len() as u32;
+        let status = pass.stopped.unwrap_or(if failed > 0 {
             SweepStatus::Incomplete
         } else {
             SweepStatus::Complete
@@ -318,8 +322,61 @@ impl Sweep<'_> {
         Ok(SweepOutcome {
             status,
             failed,
-            elapsed: started.elapsed(),
+            retried,
+            elapsed: pass.started.elapsed(),
         })
+    }
+
+    /// Runs the cells of `todo` at `which`, in order (`retry`: the second try of cells that failed).
+    #[allow(clippy::too_many_arguments)]
+    fn pass(
+        &self,
+        todo: &Todo,
+        which: &[usize],
+        retry: bool,
+        pass: &mut Pass,
+        interrupted: &AtomicBool,
+        run_cell: &mut RunCell<'_>,
+        observe: &mut dyn FnMut(SweepEvent),
+    ) -> Result<(), SweepError> {
+        for (i, &k) in which.iter().enumerate() {
+            let (c, opts) = &todo.cells[k];
+            let eta = self.eta(pass.started.elapsed(), i, which.len());
+            observe(SweepEvent::Starting {
+                index: i,
+                todo: which.len(),
+                cell: c,
+                eta,
+            });
+            let outcome = run_cell(opts);
+            if interrupted.load(Relaxed) {
+                pass.stopped = Some(SweepStatus::Interrupted);
+                return Ok(());
+            }
+            let outcome = self.record(c, outcome, &mut pass.so_far)?;
+            if matches!(outcome, CellOutcome::Stored { .. }) {
+                pass.in_a_row = 0;
+            } else {
+                pass.failed.push(k);
+                pass.in_a_row += 1;
+            }
+            if !retry {
+                pass.finished += 1;
+            }
+            observe(SweepEvent::Finished {
+                position: pass.finished,
+                total: self.plan.cells().len(),
+                cell: c,
+                outcome: &outcome,
+                retry,
+            });
+            if pass.in_a_row >= MAX_FAILS_IN_A_ROW {
+                observe(SweepEvent::TooManyFailures);
+                pass.stopped = Some(SweepStatus::Incomplete);
+                return Ok(());
+            }
+        }
+        Ok(())
     }
 
     /// The time the remaining cells should take: the plan's time (and a second) for the first, then

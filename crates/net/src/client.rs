@@ -225,6 +225,26 @@ pub enum ClientError {
     /// The conversation failed (a timeout at a step, a message out of turn, a remote error).
     #[error(transparent)]
     Protocol(ProtocolError),
+    /// The server closed the control connection mid-conversation: it was stopped, killed or
+    /// restarted.
+    #[error(
+        "the server went away while {phase}: it closed the control connection (stopped, killed or restarted)"
+    )]
+    ServerWentAway {
+        /// What the client was waiting for.
+        phase: &'static str,
+    },
+    /// The data connections moved nothing for the idle timeout and then the control connection
+    /// brought no results either: the path or the server went away mid-test.
+    #[error("no progress for {idle:?} on the data connections ({streams}), then no answer on the control connection for {control_after:?}: the path or the server went away")]
+    WentSilent {
+        /// The idle timeout the data streams gave up after.
+        idle: Duration,
+        /// Each failed stream and why.
+        streams: String,
+        /// How long the control connection was then waited on.
+        control_after: Duration,
+    },
     /// The server is at a capacity limit or rate-limits this address: the same test can succeed later.
     #[error("the server is busy: {reason}")]
     Busy {

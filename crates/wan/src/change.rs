@@ -23,7 +23,7 @@ pub const MAX_DOWN: Duration = Duration::from_secs(3600);
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ChangeError {
     /// A word that is not KEY=VALUE with a known key.
-    #[error("'{0}' is not KEY=VALUE with KEY one of rtt, delay, rate, queue, loss, loss-model, jitter, down, direction")]
+    #[error("'{0}' is not KEY=VALUE with KEY one of rtt, delay, rate, queue, loss, loss-model, jitter, down, direction (or the word up)")]
     Word(String),
     /// A value that could not be read.
     #[error(transparent)]
@@ -98,6 +98,8 @@ pub struct Change {
     pub jitter: Option<Duration>,
     /// An outage from the moment it is applied, for this long.
     pub down: Option<Duration>,
+    /// Ends an outage now (`up`).
+    pub up: bool,
 }
 
 fn duration(what: &str, v: &str) -> Result<Duration, ChangeError> {
@@ -124,13 +126,21 @@ impl Change {
             && c.loss.is_none()
             && c.jitter.is_none()
             && c.down.is_none()
+            && !c.up
         {
             return Err(ChangeError::Empty);
+        }
+        if c.up && c.down.is_some() {
+            return Err(ChangeError::Range("down and up in one change".into()));
         }
         Ok(c)
     }
 
     fn word(&mut self, w: &str) -> Result<(), ChangeError> {
+        if w.trim() == "up" {
+            self.up = true;
+            return Ok(());
+        }
         let (k, v) = w.split_once('=').ok_or_else(|| ChangeError::Word(w.into()))?;
         let v = v.trim();
         match k.trim() {

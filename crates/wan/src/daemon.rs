@@ -581,7 +581,7 @@ impl Shared {
         let unix_s = SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
             .map_or(0.0, |d| d.as_secs_f64());
-        let until = change.down.map(|d| at + d);
+        let until = change.down.map(|d| at + d).or(change.up.then_some(at));
         for (i, dir) in [&next.a_to_b, &next.b_to_a].into_iter().enumerate() {
             if change.which.covers(i == 1) {
                 let d = change.sets_anything().then(|| dir.clone());
@@ -596,7 +596,7 @@ impl Shared {
             unix_s,
             change: change.text(),
             direction: change.which,
-            down_until_s: until.map(|u| u.as_secs_f64()),
+            down_until_s: change.down.map(|d| (at + d).as_secs_f64()),
             source,
         };
         let mut log = lock(&self.applied);

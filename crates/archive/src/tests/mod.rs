@@ -253,3 +253,53 @@ fn campaign_runs_are_stored_as_they_arrive_and_the_report_at_the_end() {
 }
 
 mod postgres_store;
+
+#[test]
+fn a_save_waits_for_another_writer_and_both_runs_are_stored() {
+    let path = temp("busy");
+    let a = Archive::open(&path).unwrap();
+    a.save(&result("h", 1.0, 1, None, 1e9), &RunMeta::default())
+        .unwrap();
+    // Another process's writer holds the write lock; it commits its own run 300 ms later.
+    let mut other = Connection::open(&path).unwrap();
+    let tx = other
+        .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+        .unwrap();
+    tx.execute("UPDATE runs SET tag = 'other' WHERE id = 1", [])
+        .unwrap();
+    let (sent, held) = std::sync::mpsc::channel();
+    let saver = std::thread::spawn(move || {
+        sent.send(()).unwrap();
+        a.save(&result("h", 2.0, 1, None, 2e9), &RunMeta::default())
+            .map(|id| (id, a))
+    });
+    held.recv().unwrap();
+    std::thread::park_timeout(Duration::from_millis(300));
+    tx.commit().unwrap();
+    let (id, a) = saver
+        .join()
+        .unwrap()
+        .expect("waited for the lock instead of failing");
+    assert_eq!(id, 2);
+    let rows = a.list(&Filter::default()).unwrap();
+    assert_eq!(rows.len(), 2);
+    assert!(rows.iter().any(|r| r.tag.as_deref() == Some("other")));
+}
+
+#[test]
+fn a_file_that_is_not_an_archive_is_refused_and_left_untouched() {
+    let path = temp("damaged");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let junk: Vec<u8> = (0..8192u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    std::fs::write(&path, &junk).unwrap();
+    let err = Archive::open(&path).err().expect("refused").to_string();
+    assert!(err.contains("is not a landspeed archive"), "{err}");
+    assert!(
+        err.contains("left untouched") && err.contains("move it aside"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(&path).unwrap(), junk, "not a byte changed");
+    assert!(!path.with_extension("db-wal").exists());
+}

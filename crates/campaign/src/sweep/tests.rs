@@ -84,7 +84,8 @@ fn cells_are_stored_as_they_end_and_a_resume_runs_only_what_is_missing() {
         .all(|(c, o)| o.spec.window_bytes == Some(c.window_bytes)
             && o.spec.streams == 2
             && o.spec.end == EndCondition::Time(Duration::from_millis(500))));
-    // The second cell fails: not stored, the sweep is incomplete.
+    // The second cell fails, and again when it is tried once more at the end: not stored, the sweep
+    // is incomplete.
     let mut calls = 0;
     let mut events = vec![];
     let out = sweep
@@ -93,7 +94,7 @@ fn cells_are_stored_as_they_end_and_a_resume_runs_only_what_is_missing() {
             &AtomicBool::new(false),
             &mut |o| {
                 calls += 1;
-                if calls == 2 {
+                if calls == 2 || calls == 5 {
                     Err(refused())
                 } else {
                     Ok(fake(o))
@@ -109,8 +110,12 @@ fn cells_are_stored_as_they_end_and_a_resume_runs_only_what_is_missing() {
             },
         )
         .unwrap();
-    assert_eq!((out.status, out.failed), (SweepStatus::Incomplete, 1));
-    assert_eq!(events.len(), 4);
+    assert_eq!(
+        (out.status, out.failed, out.retried),
+        (SweepStatus::Incomplete, 1, 1)
+    );
+    assert_eq!(events.len(), 5);
+    assert_eq!(events[4].0, 4, "the second try does not count as a further cell");
     assert!(matches!(&events[1].1, CellOutcome::Failed { why } if why.contains("a test")));
     // Cell 3 repeats cell 1 (same window): its running median is over both runs.
     let CellOutcome::Stored {
@@ -138,6 +143,55 @@ fn cells_are_stored_as_they_end_and_a_resume_runs_only_what_is_missing() {
     assert_eq!(positions, [(4, 4)]);
     let r = report(&archive, id).unwrap();
     assert_eq!((r.status.as_str(), r.summary.runs_done), ("complete", 4));
+}
+
+#[test]
+fn a_cell_that_failed_is_tried_again_at_the_end_and_stored_once() {
+    let archive = scratch("retry");
+    let plan = plan();
+    let id = create(&archive, &plan, "2026-11-23T00:00:00Z").unwrap();
+    let sweep = Sweep {
+        archive: &archive,
+        id,
+        plan: &plan,
+        tag: None,
+    };
+    let todo = sweep.todo(&base()).unwrap();
+    // The server went away during the second cell and was back for the third.
+    let (mut calls, mut order, mut retrying) = (0, vec![], None);
+    let out = sweep
+        .run(
+            &todo,
+            &AtomicBool::new(false),
+            &mut |o| {
+                calls += 1;
+                order.push(o.spec.window_bytes);
+                if calls == 2 {
+                    Err(refused())
+                } else {
+                    Ok(fake(o))
+                }
+            },
+            &mut |e| {
+                if let SweepEvent::Retrying { cells } = e {
+                    retrying = Some(cells)
+                }
+            },
+        )
+        .unwrap();
+    assert_eq!(
+        (out.status, out.failed, out.retried),
+        (SweepStatus::Complete, 0, 1)
+    );
+    assert_eq!(retrying, Some(1));
+    assert_eq!(calls, 5);
+    assert_eq!(order[4], order[1], "the failed cell, once more, last");
+    // Nothing lost, nothing doubled: every cell stored once, and a resume has nothing to run.
+    let stored = finished(&archive, id).unwrap();
+    assert_eq!(stored.len(), 4);
+    let keys: HashSet<CellKey> = stored.iter().map(|c| c.0).collect();
+    assert_eq!(keys.len(), 4);
+    assert!(sweep.todo(&base()).unwrap().cells.is_empty());
 }
 
 #[test]

@@ -87,10 +87,11 @@ fn execute(
                 landspeed_core::emulator::attach(&mut r, e);
             }
             out.result(&r);
-            if let Some((db, tag)) = save {
-                eprintln!("landspeed: {}", crate::common::store::save(&db, &r, tag));
-            }
-            Ok(r.verdict().is_trusted())
+            let saved = match save {
+                Some((db, tag)) => crate::common::store::save_and_say(&db, &r, tag),
+                None => true,
+            };
+            Ok(r.verdict().is_trusted() && saved)
         }
         Err(e) => {
             let msg = crate::common::flags::client(&e);
@@ -141,10 +142,11 @@ fn execute_ordered(
     match conn.order(order, wait) {
         Ok(r) => {
             out.result(&r);
-            if let Some((db, tag)) = save {
-                eprintln!("landspeed: {}", crate::common::store::save(&db, &r, tag));
-            }
-            Ok(r.verdict().is_trusted())
+            let saved = match save {
+                Some((db, tag)) => crate::common::store::save_and_say(&db, &r, tag),
+                None => true,
+            };
+            Ok(r.verdict().is_trusted() && saved)
         }
         Err(e) => {
             out.error(&e.to_string());

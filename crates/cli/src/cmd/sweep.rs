@@ -224,6 +224,13 @@ pub fn sweep(a: SweepArgs) -> Result<bool> {
             &mut |e| progress.event(e),
         )?
     };
+    if out.retried > 0 {
+        eprintln!(
+            "landspeed: {} cell(s) failed and were tried again at the end: {} stored on the second try",
+            out.retried,
+            out.retried - out.failed.min(out.retried)
+        );
+    }
     if out.status != SweepStatus::Complete {
         eprintln!(
             "landspeed: sweep {id} is {} ({} failed runs not saved); landspeed sweep --resume {id} runs what is missing",
@@ -339,10 +346,19 @@ impl Progress {
                 total,
                 cell,
                 outcome,
+                retry,
             } => {
-                self.say(cell_line(position, total, cell, outcome));
-                self.bar.inc(1);
+                let line = cell_line(position, total, cell, outcome);
+                if retry {
+                    self.say(format!("{line}  (second try)"));
+                } else {
+                    self.say(line);
+                    self.bar.inc(1);
+                }
             }
+            SweepEvent::Retrying { cells } => self.say(format!(
+                "landspeed: every cell has run; trying the {cells} that failed once more"
+            )),
             SweepEvent::TooManyFailures => self.say(format!(
                 "landspeed: {MAX_FAILS_IN_A_ROW} runs in a row failed; stopping"
             )),

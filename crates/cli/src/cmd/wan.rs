@@ -68,8 +68,11 @@ pub struct ChangeArgs {
     #[arg(long)]
     pub jitter: Option<String>,
     /// An outage from now: every packet dropped for this long (1ms to 1h), then the path as it was.
-    #[arg(long, value_name = "DURATION")]
+    #[arg(long, value_name = "DURATION", conflicts_with = "up")]
     pub down: Option<String>,
+    /// End an outage now (one from --down or a schedule), before its time.
+    #[arg(long)]
+    pub up: bool,
     /// Which way the change applies: both, a-to-b or b-to-a.
     #[arg(long, default_value = "both")]
     pub direction: String,
@@ -284,6 +287,9 @@ fn change_words(c: &ChangeArgs) -> Vec<String> {
         .iter()
         .filter_map(|(k, v)| v.as_ref().map(|v| format!("{k}={v}")))
         .collect();
+    if c.up {
+        words.push("up".into());
+    }
     if c.direction != "both" {
         words.push(format!("direction={}", c.direction));
     }

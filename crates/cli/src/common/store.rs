@@ -1,5 +1,7 @@
 //! Where the archive is (`--db`, shared by every command that touches it) and the one way a finished
-//! run is saved: a failed save is a warning line, never a failed run.
+//! run is saved. The result is printed (and its JSON written) before it is saved, so a save that
+//! fails (a full disk, a damaged file, a database that went away) loses nothing on screen; it is an
+//! error line naming the archive, and the run exits 1 so a script knows the run is not in the archive.
 
 use anyhow::Result;
 use clap::Args;
@@ -23,8 +25,9 @@ impl DbArg {
     }
 }
 
-/// Saves a finished run; returns a line saying where, or why not (a failed save never fails the run).
-pub fn save(db: &DbArg, r: &RunResult, tag: Option<String>) -> String {
+/// Saves a finished run; returns a line saying where, or (as the error) a line saying why not.
+pub fn save(db: &DbArg, r: &RunResult, tag: Option<String>) -> Result<String, String> {
+    let place = db.db.clone().unwrap_or_else(default_path);
     match db.open().and_then(|a| {
         Ok((
             a.save(
@@ -37,7 +40,24 @@ pub fn save(db: &DbArg, r: &RunResult, tag: Option<String>) -> String {
             a.path().to_string(),
         ))
     }) {
-        Ok((id, path)) => format!("saved as run {id} in {path} (landspeed show {id})"),
-        Err(e) => format!("warning: the result was not archived: {e:#}"),
+        Ok((id, path)) => Ok(format!("saved as run {id} in {path} (landspeed show {id})")),
+        Err(e) => Err(format!(
+            "error: the result above was not archived in {}: {e:#}",
+            landspeed_archive::shown(&place)
+        )),
+    }
+}
+
+/// Prints where a finished run was saved, or why it was not; whether it was.
+pub fn save_and_say(db: &DbArg, r: &RunResult, tag: Option<String>) -> bool {
+    match save(db, r, tag) {
+        Ok(line) => {
+            eprintln!("landspeed: {line}");
+            true
+        }
+        Err(line) => {
+            eprintln!("landspeed: {line}");
+            false
+        }
     }
 }

@@ -170,3 +170,85 @@ fn runs_go_to_a_shared_postgres_archive_and_come_back() {
     );
     assert!(!o.stderr.contains("secret"), "{}", o.stderr);
 }
+
+/// A small tmpfs, unmounted (and its directory removed) when dropped, also when the test fails.
+struct SmallDisk(std::path::PathBuf);
+
+impl SmallDisk {
+    fn mount(name: &str, size: &str) -> Option<SmallDisk> {
+        let dir = std::env::temp_dir().join(format!("landspeed-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(&dir)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "mounting a tmpfs needs root, and CI is set"
+            );
+            eprintln!("skipping: cannot mount a tmpfs (not root)");
+            let _ = std::fs::remove_dir(&dir);
+            return None;
+        }
+        Some(SmallDisk(dir))
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(&self.0).status();
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[test]
+fn a_full_disk_fails_the_save_not_the_result_and_leaves_the_archive_whole() {
+    let Some(disk) = SmallDisk::mount("fulldisk", "1m") else {
+        return;
+    };
+    let s = ServerProc::start("127.0.0.1", &[]);
+    let p = s.port.to_string();
+    let file = disk.0.join("a.db").display().to_string();
+    let run = |extra: &[&str]| {
+        let mut args = vec!["run", "127.0.0.1", "-p", &p, "-n", "2M", "--db", &file];
+        args.extend_from_slice(extra);
+        landspeed(&args, Duration::from_secs(30))
+    };
+    let o = run(&[]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    // Fill what is left of the disk.
+    let filler = disk.0.join("filler");
+    let mut f = std::fs::File::create(&filler).unwrap();
+    let block = vec![7u8; 64 * 1024];
+    while std::io::Write::write_all(&mut f, &block).is_ok() {}
+    drop(f);
+    let o = run(&["--json"]);
+    assert_eq!(
+        o.code, 1,
+        "a run that is not in the archive exits 1: {}",
+        o.stderr
+    );
+    let r: serde_json::Value = serde_json::from_str(&o.stdout).expect("the result is still printed");
+    assert_eq!(r["summary"]["bytes_received"], 2 * 1024 * 1024);
+    let line = o
+        .stderr
+        .lines()
+        .find(|l| l.contains("not archived"))
+        .unwrap_or("");
+    assert!(line.contains(&file) && line.contains("full"), "{}", o.stderr);
+    // Room again: the archive holds the first run, whole.
+    std::fs::remove_file(&filler).unwrap();
+    let o = landspeed(&["history", "--db", &file, "--json"], Duration::from_secs(10));
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let rows: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+    assert_eq!(rows.as_array().unwrap().len(), 1, "{rows}");
+    let check = std::process::Command::new("python3")
+        .args(["-c", "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute('pragma integrity_check').fetchone()[0])"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&check.stdout).trim(), "ok");
+    assert_eq!(run(&[]).code, 0, "and it takes runs again");
+}

@@ -278,3 +278,59 @@ fn an_rtt_and_rate_step_show_in_the_interval_series_where_they_happened() {
         "after {at} s: {series:?}"
     );
 }
+
+#[test]
+fn an_outage_longer_than_the_idle_limit_ends_both_ends_naming_the_silent_connections() {
+    let Some(_lock) = root() else { return };
+    let mut w = Wan::up(&["--rtt", "20ms", "--rate", "200M"]);
+    let log = w.serve_in_b_with(&["--idle-timeout", "1s"]);
+    let before = w.status()["a_to_b"]["packets_in"].as_u64().unwrap_or(0);
+    let (o, gave_up_after) = std::thread::scope(|s| {
+        let run = s.spawn(|| {
+            let o = w.in_a(
+                &[
+                    "run",
+                    "198.18.0.2",
+                    "-t",
+                    "30",
+                    "--idle-timeout",
+                    "1s",
+                    "--no-save",
+                ],
+                Duration::from_secs(60),
+            );
+            (o, std::time::Instant::now())
+        });
+        assert!(wait_until(Duration::from_secs(20), || {
+            w.status()["a_to_b"]["packets_in"].as_u64().unwrap_or(0) > before + 500
+        }));
+        let o = change(&w, &["--down", "60s"]);
+        assert_eq!(o.code, 0, "{}", o.stderr);
+        let down_at = std::time::Instant::now();
+        let (o, ended) = run.join().unwrap();
+        (o, ended - down_at)
+    });
+    // Nothing moves from the outage on: the data streams give up after the idle limit (1 s), then
+    // the results are waited for the idle limit and the control timeout (10 s) more. Margin: 3 s
+    // for the sender's buffer to stop taking writes and for a busy machine.
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(gave_up_after < Duration::from_secs(14), "{gave_up_after:?}");
+    assert_eq!(o.stderr.lines().count(), 1, "{}", o.stderr);
+    assert!(
+        o.stderr
+            .contains("no progress for 1s on the data connections (stream 0: ")
+            && o.stderr
+                .contains("then no answer on the control connection for 11s"),
+        "{}",
+        o.stderr
+    );
+    // The server gave up too, within the same bound, and frees the slot: the next test runs once
+    // the path is back.
+    let line = log
+        .recv_timeout(Duration::from_secs(5))
+        .expect("the server's log line");
+    assert!(line.contains("FAILED"), "{line}");
+    assert_eq!(change(&w, &["--up"]).code, 0);
+    let r = w.run_ok(&["-n", "1M"]);
+    assert_eq!(r["summary"]["bytes_received"], 1024 * 1024);
+}

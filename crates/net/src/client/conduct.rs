@@ -58,7 +58,7 @@ pub fn run_client(
     };
     let server_report = link
         .run(|link, ev| run.step(link, ev))
-        .map_err(|f| f.into_client(addr))?;
+        .map_err(|f| run.went_silent(f.into_client(addr)))?;
     link.wire.shutdown();
     run.result(&server_report)
 }
@@ -85,6 +85,9 @@ impl Fail {
     fn into_client(self, addr: SocketAddr) -> ClientError {
         match self {
             Fail::Client(e) => e,
+            Fail::Wait(WaitError::Session(ProtocolError::PeerClosed { phase })) => {
+                ClientError::ServerWentAway { phase }
+            }
             Fail::Wait(WaitError::Session(e)) => e.into(),
             Fail::Wait(WaitError::Control(err)) => ClientError::Control { addr, err },
         }
@@ -281,6 +284,30 @@ impl Run<'_> {
             interrupted,
         });
         Ok(())
+    }
+
+    /// A wait for the server's results that ran out after this end's data streams gave up (nothing
+    /// moved for the idle timeout): the path or the server went away, and the error says which
+    /// connection went silent first (the data) and how long the control connection then stayed so.
+    fn went_silent(&self, e: ClientError) -> ClientError {
+        let ClientError::Protocol(ProtocolError::Timeout { after, .. }) = &e else {
+            return e;
+        };
+        let Some(done) = &self.done else { return e };
+        let failed: Vec<String> = done
+            .report
+            .streams
+            .iter()
+            .filter_map(|s| s.error.as_ref().map(|m| format!("stream {}: {m}", s.id)))
+            .collect();
+        if failed.is_empty() {
+            return e;
+        }
+        ClientError::WentSilent {
+            idle: self.opts.idle_timeout,
+            streams: failed.join("; "),
+            control_after: *after,
+        }
     }
 
     /// The run's result, once the server's report is in.

@@ -65,6 +65,9 @@ fn loss_and_jitter_and_an_outage_are_read() {
     assert!(c.sets_anything());
     let only_down = Change::parse(&["down=500ms"]).unwrap();
     assert!(!only_down.sets_anything());
+    let up = Change::parse(&["up"]).unwrap();
+    assert!(up.up && !up.sets_anything());
+    assert!(Change::parse(&["up", "down=1s"]).is_err());
     let none = Change::parse(&["loss=0"]).unwrap();
     assert_eq!(none.loss, Some(LossModel::None));
 }

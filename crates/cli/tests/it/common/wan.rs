@@ -74,17 +74,32 @@ impl Wan {
 
     /// Starts `landspeed serve` in host B and waits until it listens.
     pub fn serve_in_b(&mut self) {
+        drop(self.serve_in_b_with(&[]));
+    }
+
+    /// Starts `landspeed serve EXTRA` in host B, waits until it listens, and returns its log lines
+    /// (one a test) as they come.
+    pub fn serve_in_b_with(&mut self, extra: &[&str]) -> std::sync::mpsc::Receiver<String> {
         let mut child = Command::new(bin())
             .args(["wan", "exec", &self.name, "b", "--", bin(), "serve"])
+            .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
             .expect("spawn server in b");
         let out = child.stdout.take().unwrap();
         self.servers.push(child);
+        let mut out = BufReader::new(out);
         let mut line = String::new();
-        BufReader::new(out).read_line(&mut line).unwrap();
+        out.read_line(&mut line).unwrap();
         assert!(line.contains("listening"), "server said {line:?}");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for l in out.lines().map_while(Result::ok) {
+                let _ = tx.send(l);
+            }
+        });
+        rx
     }
 
     /// `landspeed run 198.18.0.2 ARGS --json` from host A; returns (exit code, result).
