@@ -2,14 +2,22 @@
 //! and people. Placeholders `?N` become `$N`; values are bound with the types the server expects for
 //! each parameter (so a NULL or a count goes in as the column's type); the schema version lives in a
 //! one-row table, and migrations take an advisory lock so two landspeeds opening a new archive at once
-//! cannot both migrate it.
+//! cannot both migrate it. A server that restarts (or a connection that drops) between statements is
+//! reconnected to with back-off, and the statement is sent again: it never ran, since the server
+//! closed the connection before it (a sweep stores every cell once through a restart).
 
 use crate::backend::{Backend, Val};
 use crate::ArchiveError;
 use postgres::types::{ToSql, Type};
 use postgres::{Client, NoTls};
 
-pub(crate) struct Postgres(Client);
+pub(crate) struct Postgres {
+    client: Client,
+    url: String,
+}
+
+/// Waits between reconnection attempts: about 30 s in all, longer than a server's restart.
+const BACKOFF_MS: [u64; 8] = [100, 250, 500, 1000, 2000, 4000, 8000, 14000];
 
 /// Any number that identifies landspeed's migration lock.
 const LOCK_KEY: i64 = 0x6c61_6e64_7370_6564;
@@ -20,7 +28,29 @@ impl Postgres {
             url: redact(url),
             err,
         })?;
-        Ok(Postgres(client))
+        Ok(Postgres {
+            client,
+            url: url.to_string(),
+        })
+    }
+
+    /// Connects again after the connection was closed, waiting longer between attempts.
+    fn reconnect(&mut self) -> Result<(), ArchiveError> {
+        let mut last = None;
+        for ms in BACKOFF_MS {
+            std::thread::sleep(std::time::Duration::from_millis(ms));
+            match Client::connect(&self.url, NoTls) {
+                Ok(c) => {
+                    self.client = c;
+                    return Ok(());
+                }
+                Err(err) => last = Some(err),
+            }
+        }
+        Err(ArchiveError::Postgres {
+            url: redact(&self.url),
+            err: last.expect("at least one attempt"),
+        })
     }
 }
 
@@ -71,15 +101,27 @@ fn value(row: &postgres::Row, i: usize) -> Result<Val, ArchiveError> {
 }
 
 impl Postgres {
+    /// Runs one statement; on a connection the server closed (a restart), reconnects and runs it
+    /// once more.
     fn run(&mut self, sql: &str, args: &[Val]) -> Result<Vec<postgres::Row>, ArchiveError> {
-        let st = self.0.prepare(&dollar(sql))?;
+        match self.run_once(sql, args) {
+            Err(ArchiveError::Pg(e)) if e.is_closed() || self.client.is_closed() => {
+                self.reconnect()?;
+                self.run_once(sql, args)
+            }
+            other => other,
+        }
+    }
+
+    fn run_once(&mut self, sql: &str, args: &[Val]) -> Result<Vec<postgres::Row>, ArchiveError> {
+        let st = self.client.prepare(&dollar(sql))?;
         let bound: Vec<Box<dyn ToSql + Sync>> = args
             .iter()
             .zip(st.params())
             .map(|(v, t)| bind(v, t))
             .collect::<Result<_, _>>()?;
         let refs: Vec<&(dyn ToSql + Sync)> = bound.iter().map(|b| b.as_ref()).collect();
-        Ok(self.0.query(&st, &refs)?)
+        Ok(self.client.query(&st, &refs)?)
     }
 }
 
@@ -105,7 +147,7 @@ impl Backend for Postgres {
     }
 
     fn version(&mut self) -> Result<i64, ArchiveError> {
-        let exists = self.0.query_one(
+        let exists = self.client.query_one(
             "SELECT count(*) FROM information_schema.tables WHERE table_name = 'landspeed_schema'
                AND table_schema = current_schema()",
             &[],
@@ -113,12 +155,14 @@ impl Backend for Postgres {
         if exists.get::<_, i64>(0) == 0 {
             return Ok(0);
         }
-        let row = self.0.query_opt("SELECT version FROM landspeed_schema", &[])?;
+        let row = self
+            .client
+            .query_opt("SELECT version FROM landspeed_schema", &[])?;
         Ok(row.map_or(0, |r| r.get(0)))
     }
 
     fn migrate(&mut self, steps: &[&str], _from: i64) -> Result<(), ArchiveError> {
-        let mut tx = self.0.transaction()?;
+        let mut tx = self.client.transaction()?;
         tx.execute("SELECT pg_advisory_xact_lock($1)", &[&LOCK_KEY])?;
         tx.batch_execute("CREATE TABLE IF NOT EXISTS landspeed_schema (version BIGINT NOT NULL)")?;
         // Read again under the lock: another process may have migrated meanwhile.

@@ -8,21 +8,43 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 static NEXT: AtomicU32 = AtomicU32::new(0);
 
+/// The test that restarts the server takes this alone; every other test shares it.
+static SERVER: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+enum Hold {
+    Shared(#[allow(dead_code)] std::sync::RwLockReadGuard<'static, ()>),
+    Alone(#[allow(dead_code)] std::sync::RwLockWriteGuard<'static, ()>),
+}
+
 /// A scratch schema on the test server: its URL (search_path set to it) and a guard that drops it.
 struct Scratch {
     base: String,
     schema: String,
+    _hold: Hold,
 }
 
 impl Scratch {
     fn new() -> Option<Scratch> {
+        Self::holding(Hold::Shared(SERVER.read().unwrap_or_else(|e| e.into_inner())))
+    }
+
+    /// A scratch schema while no other test uses the server (it is about to be restarted).
+    fn alone() -> Option<Scratch> {
+        Self::holding(Hold::Alone(SERVER.write().unwrap_or_else(|e| e.into_inner())))
+    }
+
+    fn holding(hold: Hold) -> Option<Scratch> {
         let base = std::env::var("LANDSPEED_TEST_POSTGRES")
             .unwrap_or_else(|_| "postgres://landspeed:landspeed@127.0.0.1/landspeed".into());
         let schema = format!("t{}_{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
         match postgres::Client::connect(&base, postgres::NoTls) {
             Ok(mut c) => {
                 c.batch_execute(&format!("CREATE SCHEMA {schema}")).unwrap();
-                Some(Scratch { base, schema })
+                Some(Scratch {
+                    base,
+                    schema,
+                    _hold: hold,
+                })
             }
             Err(e) => {
                 assert!(
@@ -172,4 +194,54 @@ fn two_landspeeds_creating_one_postgres_archive_at_once_both_succeed() {
     for o in opens {
         assert_eq!(o.join().unwrap().unwrap(), SCHEMA_VERSION);
     }
+}
+
+/// Restarts every PostgreSQL cluster on this machine (Debian's pg_ctlcluster, as root): false when
+/// that cannot be done here.
+fn restart_postgres() -> bool {
+    let Ok(out) = std::process::Command::new("pg_lsclusters").arg("-h").output() else {
+        return false;
+    };
+    let list = String::from_utf8_lossy(&out.stdout).to_string();
+    let clusters: Vec<(&str, &str)> = list
+        .lines()
+        .filter_map(|l| {
+            let mut w = l.split_whitespace();
+            Some((w.next()?, w.next()?))
+        })
+        .collect();
+    !clusters.is_empty()
+        && clusters.iter().all(|(ver, name)| {
+            std::process::Command::new("pg_ctlcluster")
+                .args([ver, name, "restart"])
+                .status()
+                .is_ok_and(|s| s.success())
+        })
+}
+
+#[test]
+fn a_restarted_server_is_reconnected_to_and_every_run_is_stored_once() {
+    let Some(db) = Scratch::alone() else { return };
+    let a = Archive::open(Path::new(&db.url())).unwrap();
+    a.save(&result("alpha", 1000.0, 1, None, 1e9), &RunMeta::default())
+        .unwrap();
+    if !restart_postgres() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI is set and PostgreSQL cannot be restarted here (pg_ctlcluster as root)"
+        );
+        eprintln!("skipping: cannot restart PostgreSQL (pg_ctlcluster as root)");
+        return;
+    }
+    // The archive's connection died with the server: the next save reconnects (with back-off while
+    // the server comes up) and stores the run once.
+    a.save(&result("beta", 2000.0, 1, None, 2e9), &RunMeta::default())
+        .expect("saved after the restart");
+    let hosts: Vec<String> = a
+        .list(&Filter::default())
+        .unwrap()
+        .into_iter()
+        .map(|r| r.host)
+        .collect();
+    assert_eq!(hosts, ["beta", "alpha"]);
 }
