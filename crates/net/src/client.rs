@@ -234,6 +234,12 @@ pub enum ClientError {
         /// What the client was waiting for.
         phase: &'static str,
     },
+    /// The data streams ended, but the server's results never came on the control connection.
+    #[error("the data streams ended, but no answer came on the control connection for {after:?}: the control connection (or the server) went silent")]
+    ControlSilent {
+        /// How long the results were waited for after the data ended.
+        after: Duration,
+    },
     /// The data connections moved nothing for the idle timeout and then the control connection
     /// brought no results either: the path or the server went away mid-test.
     #[error("no progress for {idle:?} on the data connections ({streams}), then no answer on the control connection for {control_after:?}: the path or the server went away")]

@@ -23,7 +23,7 @@ pub const MAX_DOWN: Duration = Duration::from_secs(3600);
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ChangeError {
     /// A word that is not KEY=VALUE with a known key.
-    #[error("'{0}' is not KEY=VALUE with KEY one of rtt, delay, rate, queue, loss, loss-model, jitter, down, direction (or the word up)")]
+    #[error("'{0}' is not KEY=VALUE with KEY one of rtt, delay, rate, queue, loss, loss-model, jitter, down, proto, direction (or the word up)")]
     Word(String),
     /// A value that could not be read.
     #[error(transparent)]
@@ -100,6 +100,8 @@ pub struct Change {
     pub down: Option<Duration>,
     /// Ends an outage now (`up`).
     pub up: bool,
+    /// The outage takes down only this IP protocol (`proto=tcp` or `proto=udp`).
+    pub proto: Option<u8>,
 }
 
 fn duration(what: &str, v: &str) -> Result<Duration, ChangeError> {
@@ -119,6 +121,11 @@ impl Change {
         for w in words {
             c.word(w.as_ref())?;
             c.words.push(w.as_ref().trim().to_string());
+        }
+        if c.proto.is_some() && c.down.is_none() {
+            return Err(ChangeError::Range(
+                "proto= names what an outage takes down: give it with down=DURATION".into(),
+            ));
         }
         if c.delay.is_none()
             && c.rate.is_none()
@@ -159,6 +166,12 @@ impl Change {
             "loss-model" => self.loss = Some(LossModel::parse(v)?),
             "jitter" => self.jitter = Some(checked_delay(duration("jitter", v)?, "jitter", v)?),
             "down" => self.down = Some(checked_down(duration("down", v)?, v)?),
+            "proto" => {
+                self.proto = Some(
+                    crate::packet::protocol_named(v)
+                        .ok_or_else(|| ChangeError::Range(format!("proto '{v}' is not tcp or udp")))?,
+                )
+            }
             "direction" | "dir" => {
                 self.which = match v {
                     "both" => Which::Both,

@@ -585,9 +585,8 @@ impl Shared {
         for (i, dir) in [&next.a_to_b, &next.b_to_a].into_iter().enumerate() {
             if change.which.covers(i == 1) {
                 let d = change.sets_anything().then(|| dir.clone());
-                self.dirs[i]
-                    .control
-                    .request(d, until.map(|u| u.as_nanos() as u64));
+                let down = until.map(|u| (u.as_nanos() as u64, change.proto));
+                self.dirs[i].control.request(d, down);
             }
         }
         *settings = next;
@@ -600,6 +599,17 @@ impl Shared {
             source,
         };
         let mut log = lock(&self.applied);
+        if change.up {
+            // The outages still running end now: their records say when they really did.
+            for a in log
+                .iter_mut()
+                .filter(|a| a.down_until_s.is_some_and(|u| u > at.as_secs_f64()))
+            {
+                if change.which == crate::change::Which::Both || a.direction == change.which {
+                    a.down_until_s = Some(at.as_secs_f64());
+                }
+            }
+        }
         if log.len() == MAX_APPLIED {
             log.remove(0);
         }

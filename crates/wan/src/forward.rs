@@ -64,13 +64,17 @@ pub struct Control {
 #[derive(Default)]
 struct Pending {
     direction: Option<crate::settings::Direction>,
-    down_until_ns: Option<u64>,
+    down_until_ns: Option<(u64, Option<u8>)>,
 }
 
 impl Control {
-    /// Asks the thread to take `direction` and, with `down_until_ns`, to drop every packet until then
-    /// (on the forwarder's clock).
-    pub fn request(&self, direction: Option<crate::settings::Direction>, down_until_ns: Option<u64>) {
+    /// Asks the thread to take `direction` and, with `down_until_ns`, to drop every packet (of one IP
+    /// protocol, when given) until then (on the forwarder's clock).
+    pub fn request(
+        &self,
+        direction: Option<crate::settings::Direction>,
+        down_until_ns: Option<(u64, Option<u8>)>,
+    ) {
         let mut p = self.next.lock().unwrap_or_else(|e| e.into_inner());
         if direction.is_some() {
             p.direction = direction;
@@ -92,8 +96,8 @@ impl Control {
         if let Some(d) = p.direction {
             link.set_direction(d, now_ns);
         }
-        if let Some(until) = p.down_until_ns {
-            link.set_outage(until);
+        if let Some((until, proto)) = p.down_until_ns {
+            link.set_outage(until, proto);
         }
     }
 }
@@ -431,7 +435,7 @@ impl Forwarder<'_> {
             };
             got += 1;
             now = now_ns();
-            match link.offer(now, n) {
+            match link.offer_packet(now, &buf[..n]) {
                 Fate::Dropped(_) => self.free.push(buf),
                 Fate::Deliver {
                     at_ns,

@@ -73,6 +73,8 @@ pub struct Link {
     ns_per_byte: Option<f64>,
     /// The path drops every packet offered before this time (an outage), ns.
     down_until_ns: u64,
+    /// The outage takes only this IP protocol down (`proto=udp`); None: every packet.
+    down_proto: Option<u8>,
     /// What the link decided so far.
     pub counters: ModelCounters,
 }
@@ -89,6 +91,7 @@ impl Link {
             bad_state: false,
             ns_per_byte,
             down_until_ns: 0,
+            down_proto: None,
             counters: ModelCounters::default(),
         }
     }
@@ -108,9 +111,21 @@ impl Link {
         self.dir = dir;
     }
 
-    /// Takes the path down until `until_ns`: every packet offered before then is dropped.
-    pub fn set_outage(&mut self, until_ns: u64) {
+    /// Takes the path down until `until_ns`: every packet offered before then is dropped, or with
+    /// `proto` only the packets of that IP protocol (6 TCP, 17 UDP).
+    pub fn set_outage(&mut self, until_ns: u64, proto: Option<u8>) {
         self.down_until_ns = until_ns;
+        self.down_proto = proto;
+    }
+
+    /// Decides the fate of IP packet `pkt` arriving at `now_ns` (an outage limited to one protocol
+    /// looks at its header).
+    pub fn offer_packet(&mut self, now_ns: u64, pkt: &[u8]) -> Fate {
+        let spared = now_ns < self.down_until_ns
+            && self
+                .down_proto
+                .is_some_and(|p| crate::packet::protocol(pkt) != Some(p));
+        self.offer_in(now_ns, pkt.len(), !spared)
     }
 
     /// The link's settings.
@@ -152,10 +167,14 @@ impl Link {
 
     /// Decides the fate of a packet of `len` bytes arriving at `now_ns`.
     pub fn offer(&mut self, now_ns: u64, len: usize) -> Fate {
+        self.offer_in(now_ns, len, true)
+    }
+
+    fn offer_in(&mut self, now_ns: u64, len: usize, outage_applies: bool) -> Fate {
         let c = &mut self.counters;
         c.packets_offered += 1;
         c.bytes_offered += len as u64;
-        if now_ns < self.down_until_ns {
+        if outage_applies && now_ns < self.down_until_ns {
             c.dropped_outage += 1;
             return Fate::Dropped(Drop::Outage);
         }

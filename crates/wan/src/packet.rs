@@ -6,6 +6,24 @@
 const TCP: u8 = 6;
 const UDP: u8 = 17;
 
+/// The IP protocol number of an IPv4 or IPv6 packet (for IPv6 its first next header), if it is one.
+pub fn protocol(pkt: &[u8]) -> Option<u8> {
+    match pkt.first()? >> 4 {
+        4 if pkt.len() >= 20 => Some(pkt[9]),
+        6 if pkt.len() >= 40 => Some(pkt[6]),
+        _ => None,
+    }
+}
+
+/// The protocol number named `tcp` or `udp`.
+pub fn protocol_named(name: &str) -> Option<u8> {
+    match name {
+        "tcp" => Some(TCP),
+        "udp" => Some(UDP),
+        _ => None,
+    }
+}
+
 /// Where a transport segment sits in a packet: its start, protocol, and payload start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Transport {

@@ -26,7 +26,7 @@ pub enum WanCommand {
     Down(DownArgs),
     /// Change a running emulator's path now: RTT, rate, loss, queue, jitter, or an outage.
     #[command(
-        after_help = "Settings not given stay as they are; a queue set in bytes stays in bytes when the rate or RTT\nchanges (as a router's buffer does). Every change is stamped in `wan status` and in the results\nof tests crossing the emulator.\n\nExamples:\n  landspeed wan change lfn --rtt 80ms                    # a route change: 20 ms to 80 ms\n  landspeed wan change lfn --rate 100M                   # the bottleneck slows to 100 Mbit/s\n  landspeed wan change lfn --down 3s                     # a 3 s outage, then the path as it was\n  landspeed wan change lfn --direction b-to-a --loss 1%  # loss on the way back only"
+        after_help = "Settings not given stay as they are; a queue set in bytes stays in bytes when the rate or RTT\nchanges (as a router's buffer does). Every change is stamped in `wan status` and in the results\nof tests crossing the emulator.\n\nExamples:\n  landspeed wan change lfn --rtt 80ms                    # a route change: 20 ms to 80 ms\n  landspeed wan change lfn --rate 100M                   # the bottleneck slows to 100 Mbit/s\n  landspeed wan change lfn --down 3s                     # a 3 s outage, then the path as it was\n  landspeed wan change lfn --down 5s --proto tcp         # a UDP test's control connection only\n  landspeed wan change lfn --direction b-to-a --loss 1%  # loss on the way back only"
     )]
     Change(ChangeArgs),
     /// Settings and live counters of one emulator, or a list of all.
@@ -70,6 +70,10 @@ pub struct ChangeArgs {
     /// An outage from now: every packet dropped for this long (1ms to 1h), then the path as it was.
     #[arg(long, value_name = "DURATION", conflicts_with = "up")]
     pub down: Option<String>,
+    /// With --down: take only this protocol down (tcp or udp), so that a UDP test's data and its TCP
+    /// control connection fail apart.
+    #[arg(long, requires = "down", value_parser = ["tcp", "udp"])]
+    pub proto: Option<String>,
     /// End an outage now (one from --down or a schedule), before its time.
     #[arg(long)]
     pub up: bool,
@@ -282,6 +286,7 @@ fn change_words(c: &ChangeArgs) -> Vec<String> {
         ("loss-model", &c.loss_model),
         ("jitter", &c.jitter),
         ("down", &c.down),
+        ("proto", &c.proto),
     ];
     let mut words: Vec<String> = flags
         .iter()

@@ -334,3 +334,80 @@ fn an_outage_longer_than_the_idle_limit_ends_both_ends_naming_the_silent_connect
     let r = w.run_ok(&["-n", "1M"]);
     assert_eq!(r["summary"]["bytes_received"], 1024 * 1024);
 }
+
+/// Runs `args` from host A, taking `proto` down (with `wan change --down 60s --proto`) once data
+/// flows: the outcome and how long after the outage began the run ended; the path is brought back.
+fn run_while_one_protocol_is_down(w: &Wan, args: &[&str], proto: &str) -> (common::Outcome, Duration) {
+    let before = w.status()["a_to_b"]["packets_in"].as_u64().unwrap_or(0);
+    let out = std::thread::scope(|s| {
+        let run = s.spawn(|| {
+            let o = w.in_a(args, Duration::from_secs(60));
+            (o, std::time::Instant::now())
+        });
+        assert!(wait_until(Duration::from_secs(20), || {
+            w.status()["a_to_b"]["packets_in"].as_u64().unwrap_or(0) > before + 300
+        }));
+        let o = change(w, &["--down", "60s", "--proto", proto]);
+        assert_eq!(o.code, 0, "{}", o.stderr);
+        let down_at = std::time::Instant::now();
+        let (o, ended) = run.join().unwrap();
+        (o, ended - down_at)
+    });
+    assert_eq!(change(w, &["--up"]).code, 0);
+    out
+}
+
+#[test]
+fn control_lost_while_data_flows_and_data_lost_while_control_answers_are_told_apart() {
+    let Some(_lock) = root() else { return };
+    let mut w = Wan::up(&["--rtt", "20ms", "--rate", "200M"]);
+    let log = w.serve_in_b_with(&["--idle-timeout", "1s"]);
+    let udp = |t: &'static str| {
+        vec![
+            "run",
+            "198.18.0.2",
+            "-u",
+            "-b",
+            "20M",
+            "-t",
+            t,
+            "--idle-timeout",
+            "1s",
+            "--no-save",
+        ]
+    };
+    // The TCP control connection down, the UDP data flowing: the data ends on time, then the
+    // results never come (waited 1 + 10 s; margin 3 s).
+    let (o, after) = run_while_one_protocol_is_down(&w, &udp("2"), "tcp");
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(
+        o.stderr
+            .contains("the data streams ended, but no answer came on the control connection for 11s"),
+        "{}",
+        o.stderr
+    );
+    assert!(after < Duration::from_secs(14), "{after:?}");
+    let line = log
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the server's log line");
+    assert!(line.contains("FAILED: the client sent no results"), "{line}");
+    // The UDP data down, the control connection answering: the server's receiver gives up after
+    // its idle limit, the client's sender ends at the test's time (3 s), and the server says why
+    // through the control connection with its results, with no wait (margin 3 s).
+    let (o, after) = run_while_one_protocol_is_down(&w, &udp("3"), "udp");
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(
+        o.stderr.contains("stream 0: received nothing for 1s"),
+        "{}",
+        o.stderr
+    );
+    assert!(!o.stderr.contains("control connection"), "{}", o.stderr);
+    assert!(after < Duration::from_secs(6), "{after:?}");
+    let line = log
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the server's log line");
+    assert!(
+        line.contains("FAILED: stream 0: received nothing for 1s"),
+        "{line}"
+    );
+}

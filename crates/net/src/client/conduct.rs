@@ -286,9 +286,10 @@ impl Run<'_> {
         Ok(())
     }
 
-    /// A wait for the server's results that ran out after this end's data streams gave up (nothing
-    /// moved for the idle timeout): the path or the server went away, and the error says which
-    /// connection went silent first (the data) and how long the control connection then stayed so.
+    /// A wait for the server's results that ran out after this end's data streams ended: when they
+    /// gave up (nothing moved for the idle timeout) the path or the server went away, and the error
+    /// says the data went silent first and how long the control connection then stayed so; when they
+    /// ended well, only the control connection went silent.
     fn went_silent(&self, e: ClientError) -> ClientError {
         let ClientError::Protocol(ProtocolError::Timeout { after, .. }) = &e else {
             return e;
@@ -301,7 +302,7 @@ impl Run<'_> {
             .filter_map(|s| s.error.as_ref().map(|m| format!("stream {}: {m}", s.id)))
             .collect();
         if failed.is_empty() {
-            return e;
+            return ClientError::ControlSilent { after: *after };
         }
         ClientError::WentSilent {
             idle: self.opts.idle_timeout,

@@ -65,6 +65,15 @@ fn loss_and_jitter_and_an_outage_are_read() {
     assert!(c.sets_anything());
     let only_down = Change::parse(&["down=500ms"]).unwrap();
     assert!(!only_down.sets_anything());
+    assert_eq!(Change::parse(&["down=2s", "proto=udp"]).unwrap().proto, Some(17));
+    assert!(Change::parse(&["proto=tcp"])
+        .unwrap_err()
+        .to_string()
+        .contains("give it with down="));
+    assert!(Change::parse(&["down=1s", "proto=icmp"])
+        .unwrap_err()
+        .to_string()
+        .contains("not tcp or udp"));
     let up = Change::parse(&["up"]).unwrap();
     assert!(up.up && !up.sets_anything());
     assert!(Change::parse(&["up", "down=1s"]).is_err());

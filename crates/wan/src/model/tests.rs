@@ -192,7 +192,7 @@ fn same_seed_same_decisions() {
 #[test]
 fn an_outage_drops_everything_inside_its_window_and_nothing_after() {
     let mut l = Link::new(dir(|r| r.rtt = Some("10ms".into())), 1);
-    l.set_outage(3_000_000_000);
+    l.set_outage(3_000_000_000, None);
     assert_eq!(l.offer(1_000, 1500), Fate::Dropped(Drop::Outage));
     assert_eq!(l.offer(2_999_999_999, 1500), Fate::Dropped(Drop::Outage));
     assert_eq!(deliver_at(l.offer(3_000_000_000, 1500)), 3_005_000_000);
@@ -222,4 +222,21 @@ fn a_live_rate_change_drains_the_backlog_at_the_new_rate_and_a_shorter_delay_nev
     let next = deliver_at(l.offer(2_000_000, 1500));
     assert_eq!(next, *before.last().unwrap(), "floored, not overtaking");
     assert_eq!(deliver_at(l.offer(40_000_000, 1500)), 41_500_000);
+}
+
+#[test]
+fn an_outage_of_one_protocol_spares_the_others() {
+    let mut l = Link::new(dir(|r| r.rtt = Some("10ms".into())), 1);
+    l.set_outage(1_000_000_000, Some(17));
+    let mut v4 = [0u8; 60];
+    v4[0] = 0x45;
+    v4[9] = 17;
+    assert_eq!(l.offer_packet(1_000, &v4), Fate::Dropped(Drop::Outage));
+    v4[9] = 6;
+    assert!(matches!(l.offer_packet(1_000, &v4), Fate::Deliver { .. }));
+    let mut v6 = [0u8; 60];
+    v6[0] = 0x60;
+    v6[6] = 17;
+    assert_eq!(l.offer_packet(1_000, &v6), Fate::Dropped(Drop::Outage));
+    assert!(matches!(l.offer_packet(1_000_000_000, &v6), Fate::Deliver { .. }));
 }
