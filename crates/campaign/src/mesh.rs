@@ -21,6 +21,9 @@ pub trait MeshObserver {
     fn starting(&mut self, t0_unix_s: Option<f64>, tests: usize);
     /// A test finished or failed; the answer is its archive id, when the caller stored it.
     fn test_done(&mut self, outcome: &TestOutcome) -> Option<i64>;
+    /// One after another, every test has run once and `tests` of them failed: they run once more now
+    /// (their outcomes come through `test_done` again).
+    fn retrying(&mut self, _tests: usize) {}
 }
 
 /// How a mesh plan is run.
@@ -99,6 +102,12 @@ fn order_one(
 struct Checked<'a>(BTreeMap<&'a str, &'a (HostInfo, Option<HostCheck>)>);
 
 impl Checked<'_> {
+    /// The sending host's clock offset, when it passed its check and takes orders.
+    fn sender_offset(&self, t: &PlannedTest) -> Option<i64> {
+        let c = self.0.get(t.from.as_str())?.1.as_ref()?;
+        c.control.then_some(c.clock.offset_ns)
+    }
+
     /// A test whose hosts did not pass the check fails now, with the reason; otherwise the sending
     /// host's clock offset.
     fn precheck(&self, t: &PlannedTest) -> Result<i64, String> {
@@ -204,7 +213,11 @@ fn run_together(
     unix_s(t0)
 }
 
-/// One test after another, each started when ready; returns when the first started.
+/// One test after another, each started when ready, then once more each that failed while its sending
+/// host takes orders (its receiver restarted, a path down for a while); returns when the first
+/// started.
+/// A concurrent plan's tests are not tried again: alone, a test would not measure what it did beside
+/// the others.
 fn run_in_turn(
     hosts: &BTreeMap<String, String>,
     tests: &[PlannedTest],
@@ -214,12 +227,24 @@ fn run_in_turn(
 ) -> f64 {
     out.obs.starting(None, tests.len());
     let t0 = unix_s(SystemTime::now());
+    let mut failed = vec![];
     for t in tests {
         let (result, offset) = match checked.precheck(t) {
             Err(e) => (Err(e), 0),
             Ok(offset) => (order_one(t, &hosts[&t.from], &hosts[&t.to], None, o), offset),
         };
+        // Worth a second try when the sending host takes orders (its receiver may be back).
+        if let (Err(_), Some(offset)) = (&result, checked.sender_offset(t)) {
+            failed.push((t, offset));
+        }
         out.done(outcome(t, result, offset));
+    }
+    if !failed.is_empty() {
+        out.obs.retrying(failed.len());
+        for (t, offset) in failed {
+            let r = order_one(t, &hosts[&t.from], &hosts[&t.to], None, o);
+            out.done(outcome(t, r, offset));
+        }
     }
     t0
 }

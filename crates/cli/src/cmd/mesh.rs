@@ -103,6 +103,12 @@ impl MeshObserver for Progress {
         }
         id
     }
+
+    fn retrying(&mut self, tests: usize) {
+        if !self.quiet {
+            eprintln!("landspeed: every test has run; trying the {tests} that failed once more");
+        }
+    }
 }
 
 pub fn mesh(a: MeshArgs) -> Result<bool> {

@@ -281,3 +281,64 @@ to = "b"
     }
     assert_eq!(r["aggregate"]["tests_ok"], 1);
 }
+
+#[test]
+fn a_test_one_after_another_that_failed_is_tried_once_more_at_the_end() {
+    let Some(_root) = common::wan::root() else { return };
+    let mut lan = Lan::up(4);
+    let key = lan.key();
+    let control = ["--auth-keys", &key, "--allow-control", "--control-auth"];
+    let ops = format!("ops:{key}");
+    // a and c take orders; b's server is not up yet, so a -> b fails the first time.
+    for i in [0, 2] {
+        let mut args = control.to_vec();
+        args.push(&ops);
+        lan.serve(i, &args);
+    }
+    let plan = write_plan(
+        &lan,
+        &format!(
+            r#"name = "b comes back"
+concurrent = false
+[hosts]
+a = "{}"
+b = "{}"
+c = "{}"
+[defaults]
+time = "2s"
+rate = "50M"
+[[tests]]
+from = "a"
+to = "b"
+[[tests]]
+from = "c"
+to = "a"
+"#,
+            Lan::addr(0),
+            Lan::addr(1),
+            Lan::addr(2)
+        ),
+    );
+    let mut child = lan.spawn(3, &["mesh", &plan, "--auth", &ops, "--json", "--no-save"]);
+    // Once a -> b has failed, b's server starts: c -> a (2 s) runs meanwhile, then a -> b again.
+    let stderr = child.stderr.take().unwrap();
+    let lines = common::wait_for_line(stderr, "test 0 a -> b: FAILED");
+    lan.serve(1, &[]);
+    let rest = std::thread::spawn(move || {
+        let (mut lines, mut s) = (lines, String::new());
+        let _ = std::io::Read::read_to_string(&mut lines, &mut s);
+        s
+    });
+    let out = common::wait_output(child, Duration::from_secs(60)).expect("mesh hung");
+    let stderr = rest.join().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("every test has run; trying the 1 that failed once more"),
+        "{stderr}"
+    );
+    let r = json(&String::from_utf8_lossy(&out.stdout));
+    let tests = r["tests"].as_array().unwrap();
+    assert_eq!(tests.len(), 2, "each test reported once");
+    assert!(tests.iter().all(|t| t["status"] == "ok"), "{tests:?}");
+    assert_eq!(r["aggregate"]["tests_ok"], 2);
+}
