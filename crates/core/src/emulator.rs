@@ -102,6 +102,65 @@ fn split_with(u: &mut crate::udp::UdpStats, path_dropped: u64) {
     }
 }
 
+/// A stretch of a test between changes to the emulated path (not outages: those are stalls).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Segment {
+    /// Its start, seconds after the test's start.
+    pub from_s: f64,
+    /// Its end.
+    pub to_s: f64,
+    /// The rate over the whole intervals inside it, bits per second.
+    pub throughput_bps: f64,
+    /// The senders' smoothed RTT over those intervals, ms (TCP).
+    pub rtt_ms: Option<f64>,
+}
+
+/// The test cut at every change to the path's settings that fell inside it: one segment when the
+/// path never changed. Each segment's figures come from the measured intervals that lie wholly
+/// inside it, so the mean of a test whose path changed is not taken for either path.
+pub fn segments(r: &crate::result::RunResult) -> Vec<Segment> {
+    let end = r.intervals.last().map_or(0.0, |i| i.end_s);
+    let mut cuts: Vec<f64> = r
+        .emulator
+        .iter()
+        .flat_map(|e| &e.changes)
+        .filter(|c| c.down_s.is_none() && c.at_s > 0.0 && c.at_s < end)
+        .map(|c| c.at_s)
+        .collect();
+    cuts.sort_by(f64::total_cmp);
+    let bounds: Vec<f64> = std::iter::once(0.0)
+        .chain(cuts)
+        .chain(std::iter::once(end))
+        .collect();
+    bounds
+        .windows(2)
+        .map(|w| {
+            let inside: Vec<&crate::result::IntervalResult> = r
+                .intervals
+                .iter()
+                .filter(|i| !i.omitted && i.start_s >= w[0] - 1e-9 && i.end_s <= w[1] + 1e-9)
+                .collect();
+            let secs: f64 = inside.iter().map(|i| i.end_s - i.start_s).sum();
+            let bytes: u64 = inside.iter().map(|i| i.bytes).sum();
+            let rtts: Vec<f64> = inside
+                .iter()
+                .flat_map(|i| i.streams.iter().filter_map(|s| s.rtt_us))
+                .map(|u| f64::from(u) / 1e3)
+                .collect();
+            Segment {
+                from_s: w[0],
+                to_s: w[1],
+                throughput_bps: if secs > 0.0 {
+                    bytes as f64 * 8.0 / secs
+                } else {
+                    0.0
+                },
+                rtt_ms: (!rtts.is_empty()).then(|| rtts.iter().sum::<f64>() / rtts.len() as f64),
+            }
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -126,5 +185,89 @@ mod tests {
         };
         split_with(&mut old, 5);
         assert_eq!(old.lost_in_receiver, None);
+    }
+
+    fn interval(k: u32, bytes: u64, rtt_us: u32) -> crate::result::IntervalResult {
+        crate::result::IntervalResult {
+            index: k,
+            start_s: f64::from(k) * 0.5,
+            end_s: f64::from(k + 1) * 0.5,
+            bytes,
+            throughput_bps: bytes as f64 * 16.0,
+            omitted: false,
+            streams: vec![crate::result::IntervalStream {
+                id: 0,
+                bytes,
+                throughput_bps: bytes as f64 * 16.0,
+                rtt_us: Some(rtt_us),
+                cwnd_bytes: None,
+                retransmits: None,
+                datagrams_sent: None,
+                datagrams_lost: None,
+            }],
+            probe_rtt: None,
+        }
+    }
+
+    #[test]
+    fn a_test_is_cut_where_the_path_changed_and_each_part_has_its_own_figures() {
+        let spec = crate::config::TestSpec::default();
+        let mut r = crate::assemble::provisional(
+            &spec,
+            crate::assemble::RunContext {
+                host: "h".into(),
+                port: 1,
+                local_address: "a".into(),
+                remote_address: "b".into(),
+                family: "ipv4".into(),
+                threads: 1,
+                cpus: None,
+                bind: None,
+                started_unix_s: 0.0,
+                interrupted: false,
+                protocol: "landspeed".into(),
+            },
+        );
+        // 2 s at 12.5 MB/s and 20 ms, then 2 s at 3.125 MB/s and 80 ms; the step at 2.1 s falls
+        // inside the interval 2.0-2.5, which belongs to neither part.
+        r.intervals = (0..8)
+            .map(|k| {
+                if k < 4 {
+                    interval(k, 6_250_000, 20_000)
+                } else {
+                    interval(k, 1_562_500, 80_000)
+                }
+            })
+            .collect();
+        assert_eq!(segments(&r).len(), 1, "no emulator, one part");
+        r.emulator = Some(EmulatorReport {
+            name: "x".into(),
+            client_host: "a".into(),
+            to_server: EmulatorCounts::default(),
+            to_client: EmulatorCounts::default(),
+            changes: vec![
+                EmulatorChange {
+                    at_s: 1.0,
+                    change: "down=300ms".into(),
+                    direction: "both".into(),
+                    down_s: Some(0.3),
+                },
+                EmulatorChange {
+                    at_s: 2.1,
+                    change: "rtt=80ms rate=25M".into(),
+                    direction: "both".into(),
+                    down_s: None,
+                },
+            ],
+        });
+        let s = segments(&r);
+        assert_eq!(s.len(), 2, "an outage does not cut: {s:?}");
+        assert_eq!(
+            (s[0].from_s, s[0].to_s, s[1].from_s, s[1].to_s),
+            (0.0, 2.1, 2.1, 4.0)
+        );
+        assert_eq!(s[0].throughput_bps, 100e6);
+        assert_eq!(s[1].throughput_bps, 25e6);
+        assert_eq!((s[0].rtt_ms, s[1].rtt_ms), (Some(20.0), Some(80.0)));
     }
 }

@@ -524,6 +524,26 @@ pub fn render(r: &RunResult) -> String {
             };
             let _ = writeln!(out, "  changed at {:.2} s: {}, {way}", c.at_s, c.change);
         }
+        let parts = landspeed_core::emulator::segments(r);
+        if parts.len() > 1 {
+            let each: Vec<String> = parts
+                .iter()
+                .map(|p| {
+                    let rtt = p.rtt_ms.map(|m| format!(", RTT {m:.1} ms")).unwrap_or_default();
+                    format!(
+                        "{:.1}-{:.1} s {}{rtt}",
+                        p.from_s,
+                        p.to_s,
+                        BitRate(p.throughput_bps)
+                    )
+                })
+                .collect();
+            let _ = writeln!(
+                out,
+                "  per path: {} (whole intervals only; the test's means above mix the paths)",
+                each.join(" | ")
+            );
+        }
     }
     if let Some(l) = &r.latency {
         latency(&mut out, l);
@@ -732,6 +752,18 @@ fn data_path(out: &mut String, r: &RunResult) {
 fn measured_vs_predicted(r: &RunResult) -> Option<String> {
     let (mut input, _) = landspeed_model::from_run(r, None)?;
     input.loss = None;
+    // A path that changed mid-test: the model is of the path as it was last, from its own intervals.
+    let parts = landspeed_core::emulator::segments(r);
+    let (measured, path) = match parts.last() {
+        Some(last) if parts.len() > 1 => {
+            input.rtt_s = last.rtt_ms? / 1e3;
+            (
+                last.throughput_bps,
+                format!(" (the path as it was from {:.1} s)", last.from_s),
+            )
+        }
+        _ => (r.summary.throughput_bps, String::new()),
+    };
     let w = input.window_bytes?;
     let p = landspeed_model::predict(&input).ok()?;
     let bound = |n: &str| p.bounds.iter().find(|b| b.name == n).map(|b| b.total_bps);
@@ -739,14 +771,14 @@ fn measured_vs_predicted(r: &RunResult) -> Option<String> {
     let link = bound("link");
     let lower = link.map_or(window, |l| l.min(window));
     Some(format!(
-        "Model: window bound {} stream(s) × {} / {:.2} ms mean RTT = {}{}; measured {} ({:.0}% of {}) — landspeed model --run ID [--loss P] for every bound",
+        "Model{path}: window bound {} stream(s) × {} / {:.2} ms mean RTT = {}{}; measured {} ({:.0}% of {}) — landspeed model --run ID [--loss P] for every bound",
         input.streams,
         Bytes(w),
         input.rtt_s * 1e3,
         BitRate(window),
         link.map_or(String::new(), |l| format!("; link goodput at the measured capacity {}", BitRate(l))),
-        BitRate(r.summary.throughput_bps),
-        r.summary.throughput_bps / lower * 100.0,
+        BitRate(measured),
+        measured / lower * 100.0,
         if lower < window { "the link" } else { "the window bound" }
     ))
 }
