@@ -176,7 +176,8 @@ fn window_limited_throughput_is_window_over_rtt() {
     let mut w = Wan::up(&["--rtt", "50ms", "--rate", "1G"]);
     w.serve_in_b();
     for win in ["256K", "512K", "1M"] {
-        let r = w.run_ok(&["-t", "5", "-O", "2", "-C", "cubic", "-w", win]);
+        // 1 s of warm-up covers slow start (1 MiB of window is 7 RTTs, 350 ms); 3 s is 60 RTTs.
+        let r = w.run_ok(&["-t", "3", "-O", "1", "-C", "cubic", "-w", win]);
         let tcp = &r["streams"][0]["tcp"];
         let wnd = tcp["snd_wnd_bytes"].as_f64().unwrap();
         // The RTT the stream saw: 50 ms plus whatever the userspace forwarder adds when the 2-CPU
@@ -205,7 +206,9 @@ fn ample_buffers_fill_the_configured_rate() {
     let Some(_lock) = root() else { return };
     let mut w = Wan::up(&["--rtt", "50ms", "--rate", "500M", "--queue", "1bdp"]);
     w.serve_in_b();
-    let r = w.run_ok(&["-t", "8", "-O", "3", "-C", "cubic"]);
+    // Slow start fills the 3.1 MB BDP in about 8 RTTs (0.4 s); 2 s of warm-up leaves CUBIC time to
+    // settle after its first loss at the queue.
+    let r = w.run_ok(&["-t", "5", "-O", "2", "-C", "cubic"]);
     assert!(
         mbps(&r) >= 0.9 * 500.0,
         "{:.1} Mbit/s through a 500 Mbit/s path",
@@ -244,10 +247,11 @@ fn assert_no_interval_rtt_below_the_runs_minimum(r: &Value) {
 #[test]
 fn reno_under_random_loss_follows_mathis() {
     let Some(_lock) = root() else { return };
-    for p in [0.01f64, 0.001] {
+    // About 6 loss events a second at 1%, 2 at 0.1%: the two runs see some 30 each.
+    for (p, secs) in [(0.01f64, "6"), (0.001, "12")] {
         let mut w = Wan::up(&["--rtt", "20ms", "--rate", "1G", "--a-to-b", &format!("loss={p}")]);
         w.serve_in_b();
-        let r = w.run_ok(&["-t", "12", "-O", "2", "-C", "reno"]);
+        let r = w.run_ok(&["-t", secs, "-O", "2", "-C", "reno"]);
         let mss = r["streams"][0]["tcp"]["mss_bytes"].as_f64().unwrap();
         let mathis = mss * 8.0 / 0.020 * 1.22 / p.sqrt() / 1e6;
         let ratio = mbps(&r) / mathis;
