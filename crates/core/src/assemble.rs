@@ -34,6 +34,26 @@ pub struct RunContext {
     pub protocol: String,
 }
 
+impl RunContext {
+    /// A landspeed-protocol test against `host` port 5201 from 192.0.2.1 to 192.0.2.2 (documentation
+    /// addresses, RFC 5737), one thread, started at `started_unix_s`: for examples and tests.
+    pub fn example(host: &str, started_unix_s: f64) -> RunContext {
+        RunContext {
+            host: host.into(),
+            port: 5201,
+            local_address: "192.0.2.1:40000".into(),
+            remote_address: "192.0.2.2:5201".into(),
+            family: "ipv4".into(),
+            threads: 1,
+            cpus: None,
+            bind: None,
+            started_unix_s,
+            interrupted: false,
+            protocol: "landspeed".into(),
+        }
+    }
+}
+
 /// The inputs: the client's (local) and the server's (remote) reports and samples.
 pub struct Inputs<'a> {
     /// The test both ends ran.

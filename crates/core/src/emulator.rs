@@ -212,22 +212,7 @@ mod tests {
     #[test]
     fn a_test_is_cut_where_the_path_changed_and_each_part_has_its_own_figures() {
         let spec = crate::config::TestSpec::default();
-        let mut r = crate::assemble::provisional(
-            &spec,
-            crate::assemble::RunContext {
-                host: "h".into(),
-                port: 1,
-                local_address: "a".into(),
-                remote_address: "b".into(),
-                family: "ipv4".into(),
-                threads: 1,
-                cpus: None,
-                bind: None,
-                started_unix_s: 0.0,
-                interrupted: false,
-                protocol: "landspeed".into(),
-            },
-        );
+        let mut r = crate::assemble::provisional(&spec, crate::assemble::RunContext::example("h", 0.0));
         // 2 s at 12.5 MB/s and 20 ms, then 2 s at 3.125 MB/s and 80 ms; the step at 2.1 s falls
         // inside the interval 2.0-2.5, which belongs to neither part.
         r.intervals = (0..8)

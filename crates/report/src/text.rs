@@ -801,22 +801,7 @@ mod tests {
         use landspeed_core::assemble::{provisional, RunContext};
         use landspeed_core::emulator::{EmulatorChange, EmulatorReport};
         let spec = landspeed_core::config::TestSpec::default();
-        let mut r = provisional(
-            &spec,
-            RunContext {
-                host: "h".into(),
-                port: 5201,
-                local_address: "198.18.0.1:40000".into(),
-                remote_address: "198.18.0.2:5201".into(),
-                family: "ipv4".into(),
-                threads: 1,
-                cpus: None,
-                bind: None,
-                started_unix_s: 1.0,
-                interrupted: false,
-                protocol: "landspeed".into(),
-            },
-        );
+        let mut r = provisional(&spec, RunContext::example("h", 1.0));
         r.directions[0].stalls = vec![landspeed_core::stall::Stall {
             from_s: 5.04,
             length_s: 3.43,

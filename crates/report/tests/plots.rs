@@ -61,19 +61,7 @@ fn run() -> RunResult {
     let e = EndpointReport::default();
     let mut r = assemble(&Inputs {
         spec: &spec,
-        context: RunContext {
-            host: "far.example".into(),
-            port: 5201,
-            local_address: "192.0.2.1:40000".into(),
-            remote_address: "192.0.2.2:5201".into(),
-            family: "ipv4".into(),
-            threads: 1,
-            cpus: None,
-            bind: None,
-            started_unix_s: 1.8e9,
-            interrupted: false,
-            protocol: "landspeed".into(),
-        },
+        context: RunContext::example("far.example", 1.8e9),
         client: &e,
         server: &e,
         client_samples: &[],

@@ -12,19 +12,7 @@ fn result(host: &str, started: f64, streams: u32, window: Option<u64>, bps: f64)
     let e = EndpointReport::default();
     let mut r = assemble(&Inputs {
         spec: &spec,
-        context: RunContext {
-            host: host.into(),
-            port: 5201,
-            local_address: "192.0.2.1:40000".into(),
-            remote_address: "192.0.2.2:5201".into(),
-            family: "ipv4".into(),
-            threads: 1,
-            cpus: None,
-            bind: None,
-            started_unix_s: started,
-            interrupted: false,
-            protocol: "landspeed".into(),
-        },
+        context: RunContext::example(host, started),
         client: &e,
         server: &e,
         client_samples: &[],

@@ -45,28 +45,37 @@ pub enum WanCommand {
     },
 }
 
+/// The path's settings that `up` sets and `change` changes.
+#[derive(Args, Debug)]
+pub struct PathFlags {
+    /// Round-trip time; each direction gets half as one-way delay [up: default 0ms].
+    #[arg(long)]
+    pub rtt: Option<String>,
+    /// Bottleneck rate of IP packets (e.g. 1G, 200M); unlimited when not given (`unlimited` in a
+    /// change).
+    #[arg(long)]
+    pub rate: Option<String>,
+    /// Bottleneck queue: a size (4M) or a multiple of the bandwidth-delay product (2bdp) [up:
+    /// default 1bdp].
+    #[arg(long)]
+    pub queue: Option<String>,
+    /// Random loss per packet, Bernoulli (0.001 or 0.1%; 0 for none).
+    #[arg(long)]
+    pub loss: Option<String>,
+    /// Loss model: bernoulli:P or gilbert:P,R[,LOSS_IN_BAD[,LOSS_IN_GOOD]] (Gilbert–Elliott).
+    #[arg(long)]
+    pub loss_model: Option<String>,
+    /// Delay variation, ± per packet, without reordering.
+    #[arg(long)]
+    pub jitter: Option<String>,
+}
+
 #[derive(Args, Debug)]
 pub struct ChangeArgs {
     /// The running emulator.
     pub name: String,
-    /// New round-trip time; each direction given gets half as its one-way delay.
-    #[arg(long)]
-    pub rtt: Option<String>,
-    /// New bottleneck rate (e.g. 100M); `unlimited` for none.
-    #[arg(long)]
-    pub rate: Option<String>,
-    /// New bottleneck queue: a size (4M) or a multiple of the new bandwidth-delay product (2bdp).
-    #[arg(long)]
-    pub queue: Option<String>,
-    /// New random loss per packet (0.001 or 0.1%; 0 for none).
-    #[arg(long)]
-    pub loss: Option<String>,
-    /// New loss model: bernoulli:P or gilbert:P,R[,LOSS_IN_BAD[,LOSS_IN_GOOD]].
-    #[arg(long)]
-    pub loss_model: Option<String>,
-    /// New delay variation, ± per packet.
-    #[arg(long)]
-    pub jitter: Option<String>,
+    #[command(flatten)]
+    pub path: PathFlags,
     /// An outage from now: every packet dropped for this long (1ms to 1h), then the path as it was.
     #[arg(long, value_name = "DURATION", conflicts_with = "up")]
     pub down: Option<String>,
@@ -89,24 +98,8 @@ pub struct ChangeArgs {
 pub struct UpArgs {
     /// Emulator name: 1 to 8 characters of a-z and 0-9.
     pub name: String,
-    /// Round-trip time; each direction gets half as one-way delay.
-    #[arg(long, default_value = "0ms")]
-    pub rtt: String,
-    /// Bottleneck rate of IP packets (e.g. 1G, 200M); unlimited when not given.
-    #[arg(long)]
-    pub rate: Option<String>,
-    /// Bottleneck queue: a size (4M) or a multiple of the bandwidth-delay product (2bdp) [default: 1bdp].
-    #[arg(long)]
-    pub queue: Option<String>,
-    /// Random loss per packet, Bernoulli (0.001 or 0.1%).
-    #[arg(long)]
-    pub loss: Option<String>,
-    /// Loss model: bernoulli:P or gilbert:P,R[,LOSS_IN_BAD[,LOSS_IN_GOOD]] (Gilbert–Elliott).
-    #[arg(long)]
-    pub loss_model: Option<String>,
-    /// Delay variation, ± per packet, without reordering.
-    #[arg(long)]
-    pub jitter: Option<String>,
+    #[command(flatten)]
+    pub path: PathFlags,
     /// Probability that a packet is held back and overtaken.
     #[arg(long)]
     pub reorder: Option<String>,
@@ -211,12 +204,12 @@ pub fn wan(a: WanArgs) -> Result<bool> {
 
 fn up(u: UpArgs) -> Result<bool> {
     let req = Request {
-        rtt: Some(u.rtt),
-        rate: u.rate,
-        queue: u.queue,
-        loss: u.loss,
-        loss_model: u.loss_model,
-        jitter: u.jitter,
+        rtt: Some(u.path.rtt.unwrap_or_else(|| "0ms".into())),
+        rate: u.path.rate,
+        queue: u.path.queue,
+        loss: u.path.loss,
+        loss_model: u.path.loss_model,
+        jitter: u.path.jitter,
         reorder: u.reorder,
         reorder_gap: Some(u.reorder_gap),
         duplicate: u.duplicate,
@@ -278,13 +271,14 @@ fn down(d: DownArgs) -> Result<bool> {
 
 /// The change's flags as the `KEY=VALUE` words every change is read from.
 fn change_words(c: &ChangeArgs) -> Vec<String> {
+    let p = &c.path;
     let flags = [
-        ("rtt", &c.rtt),
-        ("rate", &c.rate),
-        ("queue", &c.queue),
-        ("loss", &c.loss),
-        ("loss-model", &c.loss_model),
-        ("jitter", &c.jitter),
+        ("rtt", &p.rtt),
+        ("rate", &p.rate),
+        ("queue", &p.queue),
+        ("loss", &p.loss),
+        ("loss-model", &p.loss_model),
+        ("jitter", &p.jitter),
         ("down", &c.down),
         ("proto", &c.proto),
     ];
