@@ -189,6 +189,11 @@ pub struct TestSpec {
     /// QUIC: the connections the streams are spread over (round-robin).
     #[serde(default = "one", skip_serializing_if = "is_one")]
     pub connections: u32,
+    /// The client's idle limit, seconds: a data stream that moves nothing this long fails, and the
+    /// server holds the test no longer than that (and its handshake timeout) after its streams end.
+    /// The server uses its own limit when that is shorter. None: each end its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_timeout_s: Option<f64>,
 }
 
 fn is_one(n: &u32) -> bool {
@@ -269,6 +274,7 @@ impl Default for TestSpec {
             mptcp: false,
             tls: None,
             connections: 1,
+            idle_timeout_s: None,
         }
     }
 }
@@ -321,6 +327,9 @@ pub enum ConfigError {
     /// A warm-up out of range.
     #[error("warm-up (omit) must be at most 86400 s, got {0:?}")]
     Omit(Duration),
+    /// An idle limit out of range.
+    #[error("idle timeout must be 0.1..=3600 s, got {0} s")]
+    IdleTimeout(f64),
     /// A byte count smaller than the stream count.
     #[error("byte count must be at least the number of streams ({streams}), got {bytes}")]
     ByteCount {
@@ -512,7 +521,17 @@ impl TestSpec {
         if self.interval_s < Duration::from_millis(10) || self.interval_s > Duration::from_secs(3600) {
             return Err(ConfigError::Interval(self.interval_s));
         }
+        if let Some(t) = self.idle_timeout_s {
+            if !(0.1..=3600.0).contains(&t) {
+                return Err(ConfigError::IdleTimeout(t));
+            }
+        }
         Ok(())
+    }
+
+    /// The client's idle limit, when it gave one.
+    pub fn idle_timeout(&self) -> Option<Duration> {
+        self.idle_timeout_s.map(Duration::from_secs_f64)
     }
 
     /// Window, MSS, fq pacing rate and congestion control name.

@@ -515,6 +515,9 @@ fn test_spec(opts: &ClientOptions) -> Result<(Test, Option<LocalFile>), ClientEr
         });
     }
     let mut test = opts.spec.clone();
+    // The server gives up on a silent test no later than this client does.
+    let idle = opts.idle_timeout.as_secs_f64();
+    test = test.changed(|s| s.idle_timeout_s = Some(idle))?;
     if test.payload_key == 0 {
         // The run's payload key; any value works, a random one makes every run's payload different.
         test = test.with_payload_key(getrandom::u64().unwrap_or(0x5eed) | 1);

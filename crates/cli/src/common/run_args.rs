@@ -314,6 +314,8 @@ impl TestArgs {
                 ktls: self.ktls,
             }),
             connections: self.connections.unwrap_or(1),
+            // The client sends its --idle-timeout with the test (landspeed_net's client).
+            idle_timeout_s: None,
         }
     }
 }

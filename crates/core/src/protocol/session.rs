@@ -405,6 +405,11 @@ impl ServerSession {
             Ok(test) => {
                 self.remaining = test.total_streams();
                 self.connected = vec![false; self.remaining as usize];
+                // A client that gives up sooner than this server would is not waited for longer:
+                // its idle limit and one handshake step.
+                if let Some(idle) = test.idle_timeout() {
+                    self.timers.results = self.timers.results.min(idle + self.timers.handshake);
+                }
                 self.spec = Some(test.clone());
                 self.enter(ServerPhase::AwaitStreams, now);
                 Ok(ServerAction::Accept(test))

@@ -512,6 +512,10 @@ impl EngineHook<Input> for Hook<'_> {
 fn measure(link: &mut ServerLink, accepted: Accepted, shared: &Shared, log: &mut TestLog) -> Result<(), End> {
     let o = &shared.opts;
     let Accepted { test, streams, local } = accepted;
+    // The client's idle limit when it is the shorter: both ends give up on a silent path together.
+    let idle = test
+        .idle_timeout()
+        .map_or(o.idle_timeout, |c| c.min(o.idle_timeout));
     let flags = Flags::default();
     let mut hook = Hook {
         wire: &mut link.wire,
@@ -522,7 +526,7 @@ fn measure(link: &mut ServerLink, accepted: Accepted, shared: &Shared, log: &mut
     let out = match &streams {
         DataPaths::Tcp(s) => {
             let threads = test.server_threads.map(|t| t as usize);
-            let mut params = EngineParams::for_spec(&test, threads, test.server_cpus.clone(), o.idle_timeout);
+            let mut params = EngineParams::for_spec(&test, threads, test.server_cpus.clone(), idle);
             // --max-rate: this end reads and writes no faster than its share, whichever way the data goes.
             params.stream_cap_bps = o.limits.max_rate_bps.map(|r| r / f64::from(test.total_streams()));
             let iface = s
@@ -533,7 +537,7 @@ fn measure(link: &mut ServerLink, accepted: Accepted, shared: &Shared, log: &mut
             supervisor::run(&Tcp(s), &params, wiring)
         }
         DataPaths::Udp(s) => {
-            let params = EngineParams::for_spec(&test, None, None, o.idle_timeout);
+            let params = EngineParams::for_spec(&test, None, None, idle);
             let udp = Udp {
                 streams: s,
                 params: UdpParams::for_spec(&test, UdpFormat::Landspeed),
@@ -541,7 +545,7 @@ fn measure(link: &mut ServerLink, accepted: Accepted, shared: &Shared, log: &mut
             supervisor::run(&udp, &params, Wiring::new(&flags, wake, &mut hook, None))
         }
         DataPaths::Quic(q) => {
-            let params = EngineParams::for_spec(&test, None, None, o.idle_timeout);
+            let params = EngineParams::for_spec(&test, None, None, idle);
             let quic = Quic {
                 connections: &q.connections,
                 streams: &q.streams,
