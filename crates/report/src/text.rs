@@ -511,40 +511,7 @@ pub fn render(r: &RunResult) -> String {
             None,
         );
     }
-    if let Some(e) = &r.emulator {
-        let _ = writeln!(
-            out,
-            "\nPath: landspeed WAN emulator '{}' (the client in its host {}; `landspeed wan status {}`)",
-            e.name, e.client_host, e.name
-        );
-        for c in &e.changes {
-            let way = match c.direction.as_str() {
-                "both" => "both directions".to_string(),
-                d => d.replace('_', " "),
-            };
-            let _ = writeln!(out, "  changed at {:.2} s: {}, {way}", c.at_s, c.change);
-        }
-        let parts = landspeed_core::emulator::segments(r);
-        if parts.len() > 1 {
-            let each: Vec<String> = parts
-                .iter()
-                .map(|p| {
-                    let rtt = p.rtt_ms.map(|m| format!(", RTT {m:.1} ms")).unwrap_or_default();
-                    format!(
-                        "{:.1}-{:.1} s {}{rtt}",
-                        p.from_s,
-                        p.to_s,
-                        BitRate(p.throughput_bps)
-                    )
-                })
-                .collect();
-            let _ = writeln!(
-                out,
-                "  per path: {} (whole intervals only; the test's means above mix the paths)",
-                each.join(" | ")
-            );
-        }
-    }
+    emulator_path(&mut out, r);
     if let Some(l) = &r.latency {
         latency(&mut out, l);
     }
@@ -608,6 +575,44 @@ fn stall_lines(r: &RunResult, d: &landspeed_core::result::DirectionResult) -> Ve
             line
         })
         .collect()
+}
+
+/// The emulator the test crossed: its name, the changes to the path during the test, and when the
+/// path changed, the test's figures per path.
+fn emulator_path(out: &mut String, r: &RunResult) {
+    let Some(e) = &r.emulator else { return };
+    let _ = writeln!(
+        out,
+        "\nPath: landspeed WAN emulator '{}' (the client in its host {}; `landspeed wan status {}`)",
+        e.name, e.client_host, e.name
+    );
+    for c in &e.changes {
+        let way = match c.direction.as_str() {
+            "both" => "both directions".to_string(),
+            d => d.replace('_', " "),
+        };
+        let _ = writeln!(out, "  changed at {:.2} s: {}, {way}", c.at_s, c.change);
+    }
+    let parts = landspeed_core::emulator::segments(r);
+    if parts.len() > 1 {
+        let each: Vec<String> = parts
+            .iter()
+            .map(|p| {
+                let rtt = p.rtt_ms.map(|m| format!(", RTT {m:.1} ms")).unwrap_or_default();
+                format!(
+                    "{:.1}-{:.1} s {}{rtt}",
+                    p.from_s,
+                    p.to_s,
+                    BitRate(p.throughput_bps)
+                )
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "  per path: {} (whole intervals only; the test's means above mix the paths)",
+            each.join(" | ")
+        );
+    }
 }
 
 /// Per stream, the share of the sender's time each TCP limit held and its TCP_INFO figures.
