@@ -456,14 +456,13 @@ pub fn status(name: &str) -> Result<Status, WanError> {
 /// bad change leaves the emulator as it was.
 pub fn change(name: &str, words: &[String]) -> Result<Applied, WanError> {
     check_name(name)?;
-    let parsed = Change::parse(words)?;
+    Change::parse(words)?;
     let st = read_state(name).ok_or_else(|| WanError::NotFound(name.into()))?;
     if !forwarder_alive(st.pid, name) {
         return Err(WanError::NotFound(name.into()));
     }
     // The forwarder applies it to the settings it runs with now, and refuses it (with the reason)
     // when they make it invalid.
-    let _ = parsed;
     let buf = ask(
         name,
         &Ask::Change {
