@@ -248,7 +248,8 @@ fn a_save_waits_for_another_writer_and_both_runs_are_stored() {
     let a = Archive::open(&path).unwrap();
     a.save(&result("h", 1.0, 1, None, 1e9), &RunMeta::default())
         .unwrap();
-    // Another process's writer holds the write lock; it commits its own run 300 ms later.
+    // Another process's writer holds the write lock; it commits its own run after 300 ms in which
+    // the save is seen to wait.
     let mut other = Connection::open(&path).unwrap();
     let tx = other
         .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
@@ -262,7 +263,15 @@ fn a_save_waits_for_another_writer_and_both_runs_are_stored() {
             .map(|id| (id, a))
     });
     held.recv().unwrap();
-    std::thread::park_timeout(Duration::from_millis(300));
+    // While the lock is held the save cannot end: not in 300 ms (it waits, it does not fail).
+    let deadline = std::time::Instant::now() + Duration::from_millis(300);
+    while std::time::Instant::now() < deadline {
+        assert!(
+            !saver.is_finished(),
+            "the save ended while another writer held the lock"
+        );
+        std::thread::park_timeout(Duration::from_millis(10));
+    }
     tx.commit().unwrap();
     let (id, a) = saver
         .join()

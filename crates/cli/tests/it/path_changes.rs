@@ -135,11 +135,11 @@ fn run_through_outage(w: &Wan, args: &[&str], down: &str) -> (i32, Value, Value)
     let before = w.status()["a_to_b"]["packets_in"].as_u64().unwrap_or(0);
     std::thread::scope(|s| {
         let run = s.spawn(|| w.run_from_a(args));
+        // Well under way: a few thousand packets through the path before it goes down.
         let flowing = wait_until(Duration::from_secs(20), || {
-            w.status()["a_to_b"]["packets_in"].as_u64().unwrap_or(0) > before + 500
+            w.status()["a_to_b"]["packets_in"].as_u64().unwrap_or(0) > before + 3000
         });
         assert!(flowing, "no data through the emulator");
-        std::thread::park_timeout(Duration::from_millis(300));
         let o = change(w, &["--down", down, "--json"]);
         assert_eq!(o.code, 0, "{}", o.stderr);
         let (code, r) = run.join().unwrap();
@@ -229,13 +229,14 @@ fn an_rtt_and_rate_step_show_in_the_interval_series_where_they_happened() {
     let Some(_lock) = root() else { return };
     let mut w = Wan::up(&["--rtt", "20ms", "--rate", "200M"]);
     w.serve_in_b();
-    let before = w.status()["a_to_b"]["packets_in"].as_u64().unwrap_or(0);
+    let before = w.status()["a_to_b"]["bytes_forwarded"].as_u64().unwrap_or(0);
     let (code, r, applied) = std::thread::scope(|s| {
         let run = s.spawn(|| w.run_from_a(&["-t", "4", "-i", "0.5", "-C", "cubic"]));
+        // The step comes once 40 MB have crossed: at most 200 Mbit/s, so at least 1.6 s into the
+        // test, leaving whole intervals of the first path before it.
         assert!(wait_until(Duration::from_secs(20), || {
-            w.status()["a_to_b"]["packets_in"].as_u64().unwrap_or(0) > before + 500
+            w.status()["a_to_b"]["bytes_forwarded"].as_u64().unwrap_or(0) > before + 40_000_000
         }));
-        std::thread::park_timeout(Duration::from_millis(2000));
         let o = change(&w, &["--rtt", "80ms", "--rate", "50M", "--json"]);
         assert_eq!(o.code, 0, "{}", o.stderr);
         let (code, r) = run.join().unwrap();
