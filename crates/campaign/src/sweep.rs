@@ -158,7 +158,8 @@ pub struct SweepOutcome {
 }
 
 /// Where a run of the sweep is: the running medians, its start, the cells finished, the cells that
-/// failed (indices into the run's cells), failures in a row, and why it stopped early.
+/// failed (indices into the run's cells), failures in a row, why it stopped early, and whether this
+/// pass is the second try of the failed cells.
 struct Pass {
     so_far: Medians,
     started: Instant,
@@ -166,6 +167,7 @@ struct Pass {
     failed: Vec<usize>,
     in_a_row: u32,
     stopped: Option<SweepStatus>,
+    retry: bool,
 }
 
 /// Runs one cell's test: landspeed's protocol or iperf3's, as the plan says.
@@ -301,16 +303,18 @@ impl Sweep<'_> {
             failed: vec![],
             in_a_row: 0,
             stopped: None,
+            retry: false,
         };
         let all: Vec<usize> = (0..todo.cells.len()).collect();
-        self.pass(todo, &all, false, &mut pass, interrupted, run_cell, observe)?;
+        self.pass(todo, &all, &mut pass, interrupted, run_cell, observe)?;
         let mut retried = 0;
         if pass.stopped.is_none() && !pass.failed.is_empty() {
             let again = std::mem::take(&mut pass.failed);
             retried = again.len() as u32;
             observe(SweepEvent::Retrying { cells: again.len() });
             pass.in_a_row = 0;
-            self.pass(todo, &again, true, &mut pass, interrupted, run_cell, observe)?;
+            pass.retry = true;
+            self.pass(todo, &again, &mut pass, interrupted, run_cell, observe)?;
         }
         let failed = pass.failed.len() as u32;
         let status = pass.stopped.unwrap_or(if failed > 0 {
@@ -327,13 +331,12 @@ impl Sweep<'_> {
         })
     }
 
-    /// Runs the cells of `todo` at `which`, in order (`retry`: the second try of cells that failed).
-    #[allow(clippy::too_many_arguments)]
+    /// Runs the cells of `todo` at `which`, in order (`pass.retry`: the second try of cells that
+    /// failed).
     fn pass(
         &self,
         todo: &Todo,
         which: &[usize],
-        retry: bool,
         pass: &mut Pass,
         interrupted: &AtomicBool,
         run_cell: &mut RunCell<'_>,
@@ -360,7 +363,7 @@ impl Sweep<'_> {
                 pass.failed.push(k);
                 pass.in_a_row += 1;
             }
-            if !retry {
+            if !pass.retry {
                 pass.finished += 1;
             }
             observe(SweepEvent::Finished {
@@ -368,7 +371,7 @@ impl Sweep<'_> {
                 total: self.plan.cells().len(),
                 cell: c,
                 outcome: &outcome,
-                retry,
+                retry: pass.retry,
             });
             if pass.in_a_row >= MAX_FAILS_IN_A_ROW {
                 observe(SweepEvent::TooManyFailures);

@@ -91,11 +91,6 @@ impl StallWatch {
     }
 }
 
-/// Seconds without data over all of `stalls`.
-pub fn total_stalled_s(stalls: &[Stall]) -> f64 {
-    stalls.iter().map(|s| s.length_s).sum()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -153,7 +148,6 @@ mod tests {
                 to_end: true
             }]
         );
-        assert!((total_stalled_s(&s) - 2.8).abs() < 1e-9);
     }
 
     #[test]

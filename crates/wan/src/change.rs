@@ -9,8 +9,7 @@
 //! packet dropped for that long, then the path as it was) and `direction` (`both`, `a-to-b`,
 //! `b-to-a`; both by default).
 
-use crate::settings::{Direction, LossModel, PathSettings, Probability, QueueSpec, SettingsError};
-use landspeed_core::units::{parse_duration, BitRate};
+use crate::settings::{self, Direction, LossModel, PathSettings, QueueSpec, SettingsError};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -105,13 +104,7 @@ pub struct Change {
 }
 
 fn duration(what: &str, v: &str) -> Result<Duration, ChangeError> {
-    parse_duration(v).map_err(|source| {
-        SettingsError::Unit {
-            what: what.into(),
-            source,
-        }
-        .into()
-    })
+    Ok(settings::dur(what, v)?)
 }
 
 impl Change {
@@ -127,14 +120,7 @@ impl Change {
                 "proto= names what an outage takes down: give it with down=DURATION".into(),
             ));
         }
-        if c.delay.is_none()
-            && c.rate.is_none()
-            && c.queue.is_none()
-            && c.loss.is_none()
-            && c.jitter.is_none()
-            && c.down.is_none()
-            && !c.up
-        {
+        if !c.sets_anything() && c.down.is_none() && !c.up {
             return Err(ChangeError::Empty);
         }
         if c.up && c.down.is_some() {
@@ -155,14 +141,7 @@ impl Change {
             "delay" => self.delay = Some(checked_delay(duration("delay", v)?, "delay", v)?),
             "rate" => self.rate = Some(rate(v)?),
             "queue" => self.queue = Some(QueueSpec::parse(v)?),
-            "loss" => {
-                let p = Probability::parse("loss", v)?.0;
-                self.loss = Some(if p == 0.0 {
-                    LossModel::None
-                } else {
-                    LossModel::Bernoulli { p }
-                });
-            }
+            "loss" => self.loss = Some(settings::bernoulli(v)?),
             "loss-model" => self.loss = Some(LossModel::parse(v)?),
             "jitter" => self.jitter = Some(checked_delay(duration("jitter", v)?, "jitter", v)?),
             "down" => self.down = Some(checked_down(duration("down", v)?, v)?),
@@ -245,43 +224,24 @@ impl Change {
     }
 
     fn resolve_queue(&self, d: &mut Direction, rtt: Duration) -> Result<(), ChangeError> {
-        let bdp = |f: f64| d.rate_bps.map(|r| (r / 8.0 * rtt.as_secs_f64() * f) as u64);
-        d.queue_bytes = match (self.queue, d.rate_bps) {
-            (_, None) => None,
-            (Some(QueueSpec::Bytes(b)), Some(_)) => Some(b),
-            (Some(QueueSpec::Bdp(f)), Some(_)) if rtt > Duration::ZERO => bdp(f).map(|b| b.max(MIN_QUEUE)),
-            (Some(QueueSpec::Bdp(f)), Some(_)) => {
-                return Err(SettingsError::QueueNeedsBdp(format!("{f}bdp")).into())
-            }
-            (None, Some(_)) => match d.queue_bytes {
-                Some(b) => Some(b),
-                None => Some(
-                    bdp(crate::settings::DEFAULT_QUEUE_BDP)
-                        .unwrap_or(0)
-                        .max(MIN_QUEUE),
-                ),
-            },
+        d.queue_bytes = match (self.queue, d.rate_bps, d.queue_bytes) {
+            (_, None, _) => None,
+            // A queue in bytes stays in bytes when only the rate or the delay changes.
+            (None, Some(_), Some(b)) => Some(b),
+            (q, rate, _) => settings::queue_bytes(q, rate, rtt)?,
         };
         Ok(())
     }
 }
 
-const MIN_QUEUE: u64 = 64 * 1024;
-
 fn rate(v: &str) -> Result<Option<f64>, ChangeError> {
-    if matches!(v, "0" | "none" | "unlimited") {
-        return Ok(None);
-    }
-    let r: BitRate = v.parse().map_err(|source| SettingsError::Unit {
-        what: "rate".into(),
-        source,
-    })?;
-    if r.bps() < 1e3 {
+    let r = settings::rate(v)?;
+    if r.is_some_and(|bps| bps < 1e3) {
         return Err(ChangeError::Range(format!(
             "rate '{v}' is below 1 kbit/s (use down=DURATION for an outage, rate=unlimited for none)"
         )));
     }
-    Ok(Some(r.bps()))
+    Ok(r)
 }
 
 fn checked_delay(d: Duration, what: &str, v: &str) -> Result<Duration, ChangeError> {

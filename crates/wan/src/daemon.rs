@@ -5,7 +5,7 @@
 //! vanish with it and `down` (or the next `up` of the same name) removes the rest.
 
 use crate::change::{Applied, Change, ChangeError, Entry, Player};
-use crate::forward::{run_direction, DirShared, DirSnapshot};
+use crate::forward::{lock, run_direction, DirShared, DirSnapshot};
 use crate::model::Link;
 use crate::netns::{self, NetnsError};
 use crate::settings::{check_name, PathSettings, SettingsError};
@@ -615,10 +615,6 @@ impl Shared {
         log.push(applied.clone());
         Ok(applied)
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 fn build_and_run(

@@ -52,6 +52,11 @@ pub struct DirStats {
     pub realtime: AtomicBool,
 }
 
+/// The value behind `m` (a thread that panicked holding it left it usable: counters and settings).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// A change waiting for a direction's forwarding thread (`wan change`, a schedule): the settings it
 /// takes from now on and the end of an outage that starts now. The thread looks at every pass, so a
 /// change takes effect before the next packet (the pass is at most 50 ms long on an idle path).
@@ -75,7 +80,7 @@ impl Control {
         direction: Option<crate::settings::Direction>,
         down_until_ns: Option<(u64, Option<u8>)>,
     ) {
-        let mut p = self.next.lock().unwrap_or_else(|e| e.into_inner());
+        let mut p = lock(&self.next);
         if direction.is_some() {
             p.direction = direction;
         }
@@ -92,7 +97,7 @@ impl Control {
             return;
         }
         let now_ns = now_ns();
-        let p = std::mem::take(&mut *self.next.lock().unwrap_or_else(|e| e.into_inner()));
+        let p = std::mem::take(&mut *lock(&self.next));
         if let Some(d) = p.direction {
             link.set_direction(d, now_ns);
         }
@@ -156,7 +161,7 @@ pub struct DirSnapshot {
 impl DirStats {
     /// The counters now.
     pub fn snapshot(&self) -> DirSnapshot {
-        let m = *self.model.lock().unwrap_or_else(|e| e.into_inner());
+        let m = *lock(&self.model);
         DirSnapshot {
             packets_in: m.packets_offered,
             bytes_in: m.bytes_offered,
@@ -366,7 +371,7 @@ pub fn run_direction(
         f.deliver_due(output, now_ns);
         let (got, now) = f.read_batch(input, &mut link, now_ns);
         if got > 0 {
-            *stats.model.lock().unwrap_or_else(|e| e.into_inner()) = link.counters;
+            *lock(&stats.model) = link.counters;
             stats.queue_bytes.store(link.backlog_bytes(now), Relaxed);
             stats.in_flight_packets.store(f.line.len() as u64, Relaxed);
         }

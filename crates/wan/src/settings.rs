@@ -259,14 +259,14 @@ pub struct Request {
     pub b_to_a: Vec<String>,
 }
 
-fn dur(what: &str, s: &str) -> Result<Duration, SettingsError> {
+pub(crate) fn dur(what: &str, s: &str) -> Result<Duration, SettingsError> {
     parse_duration(s).map_err(|source| SettingsError::Unit {
         what: what.into(),
         source,
     })
 }
 
-fn rate(s: &str) -> Result<Option<f64>, SettingsError> {
+pub(crate) fn rate(s: &str) -> Result<Option<f64>, SettingsError> {
     if matches!(s.trim(), "0" | "none" | "unlimited") {
         return Ok(None);
     }
@@ -280,6 +280,25 @@ fn rate(s: &str) -> Result<Option<f64>, SettingsError> {
 /// The default queue when none is given: one bandwidth-delay product, at least 64 KiB.
 pub const DEFAULT_QUEUE_BDP: f64 = 1.0;
 const MIN_QUEUE: u64 = 64 * 1024;
+
+/// A direction's queue in bytes: `queue` as given, resolved against its `rate` and the round trip
+/// `rtt` when it is a multiple of the BDP, one BDP (at least 64 KiB) when not given and there is a
+/// rate, none without either.
+pub(crate) fn queue_bytes(
+    queue: Option<QueueSpec>,
+    rate: Option<f64>,
+    rtt: Duration,
+) -> Result<Option<u64>, SettingsError> {
+    let bdp = |f: f64| rate.map(|r| (r / 8.0 * rtt.as_secs_f64() * f) as u64);
+    Ok(match queue {
+        Some(QueueSpec::Bytes(b)) => Some(b),
+        Some(QueueSpec::Bdp(f)) => match bdp(f) {
+            Some(b) if rtt > Duration::ZERO => Some(b.max(MIN_QUEUE)),
+            _ => return Err(SettingsError::QueueNeedsBdp(format!("{f}bdp"))),
+        },
+        None => bdp(DEFAULT_QUEUE_BDP).map(|b| b.max(MIN_QUEUE)),
+    })
+}
 
 struct Partial {
     delay: Duration,
@@ -316,15 +335,7 @@ impl Partial {
 
     /// Resolves the queue against this direction's rate and the round trip (both delays).
     fn finish(self, rtt: Duration) -> Result<Direction, SettingsError> {
-        let bdp = |f: f64| self.rate.map(|r| (r / 8.0 * rtt.as_secs_f64() * f) as u64);
-        let queue_bytes = match self.queue {
-            Some(QueueSpec::Bytes(b)) => Some(b),
-            Some(QueueSpec::Bdp(f)) => match bdp(f) {
-                Some(b) if rtt > Duration::ZERO => Some(b.max(MIN_QUEUE)),
-                _ => return Err(SettingsError::QueueNeedsBdp(format!("{f}bdp"))),
-            },
-            None => bdp(DEFAULT_QUEUE_BDP).map(|b| b.max(MIN_QUEUE)),
-        };
+        let queue_bytes = queue_bytes(self.queue, self.rate, rtt)?;
         Ok(Direction {
             delay: self.delay,
             rate_bps: self.rate,
@@ -339,7 +350,7 @@ impl Partial {
     }
 }
 
-fn bernoulli(v: &str) -> Result<LossModel, SettingsError> {
+pub(crate) fn bernoulli(v: &str) -> Result<LossModel, SettingsError> {
     let p = Probability::parse("loss", v)?.0;
     Ok(if p == 0.0 {
         LossModel::None

@@ -26,7 +26,7 @@ impl DbArg {
 }
 
 /// Saves a finished run; returns a line saying where, or (as the error) a line saying why not.
-pub fn save(db: &DbArg, r: &RunResult, tag: Option<String>) -> Result<String, String> {
+fn save(db: &DbArg, r: &RunResult, tag: Option<String>) -> Result<String, String> {
     let place = db.db.clone().unwrap_or_else(default_path);
     match db.open().and_then(|a| {
         Ok((
