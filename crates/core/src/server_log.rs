@@ -83,6 +83,8 @@ pub enum ServerEvent {
         addresses: Vec<SocketAddr>,
         /// The fingerprint of the certificate its encrypted data connections present.
         certificate: crate::tls::CertFingerprint,
+        /// Where it serves ndt7 (`serve --ndt7`): `ws://ADDR` or `wss://ADDR`.
+        ndt7: Option<String>,
     },
     /// A test finished or failed.
     Test(TestLog),

@@ -11,6 +11,7 @@ mod files;
 mod greeting;
 mod iperf3;
 mod iperf3_udp;
+mod ndt7;
 mod order;
 mod perf;
 mod quic;
@@ -74,6 +75,17 @@ pub struct ServerOptions {
     /// The UDP port of the QUIC endpoint (None: the server's own port number, shared with its UDP
     /// listener).
     pub quic_port: Option<u16>,
+    /// Serve M-Lab's ndt7 speed test (WebSocket) on this address (`--ndt7`); None: off.
+    pub ndt7: Option<Ndt7Options>,
+}
+
+/// Where and how `serve --ndt7` listens.
+#[derive(Debug, Clone, Copy)]
+pub struct Ndt7Options {
+    /// The address (its own port: 443 or 80 for browsers, any for other clients).
+    pub addr: SocketAddr,
+    /// TLS (wss, https) with the server's certificate; false: plain ws and http (`--ndt7-plain`).
+    pub tls: bool,
 }
 
 /// Tests held at once by default: enough for a busy public server on a small host.
@@ -99,6 +111,7 @@ impl Default for ServerOptions {
             identity: None,
             quic: true,
             quic_port: None,
+            ndt7: None,
         }
     }
 }
@@ -326,6 +339,7 @@ pub struct Server {
     listeners: Vec<MioListener>,
     shared: Arc<Shared>,
     udp_socks: Vec<std::net::UdpSocket>,
+    ndt7: Option<ndt7::Ndt7Listener>,
 }
 
 /// A listening socket on `addr`: MPTCP when asked and the kernel has it (an MPTCP listener accepts
@@ -416,6 +430,13 @@ impl Server {
             )?),
             _ => None,
         };
+        let ndt7 = match opts.ndt7 {
+            None => None,
+            Some(n) => Some(ndt7::Ndt7Listener {
+                listener: ndt7::bind(n.addr).map_err(|err| ServerError::Bind { addr: n.addr, err })?,
+                tls: n.tls.then(|| tls.tcp.clone()),
+            }),
+        };
         let shared = Arc::new(Shared {
             tls,
             quic,
@@ -440,6 +461,7 @@ impl Server {
             listeners,
             shared,
             udp_socks,
+            ndt7,
         })
     }
 
@@ -451,6 +473,13 @@ impl Server {
             .collect()
     }
 
+    /// Where ndt7 is served: `ws://ADDR` or `wss://ADDR` (None without `--ndt7`).
+    pub fn ndt7_url(&self) -> Option<String> {
+        let n = self.ndt7.as_ref()?;
+        let addr = n.listener.local_addr().ok()?;
+        Some(format!("{}://{addr}", if n.tls.is_some() { "wss" } else { "ws" }))
+    }
+
     /// Serves until `stop` is raised (or after one test with `once`), then waits briefly for running
     /// tests to wind down.
     pub fn run(mut self, stop: &AtomicBool) -> Result<(), ServerError> {
@@ -459,10 +488,16 @@ impl Server {
             std::thread::spawn(move || udp::listen(sock, &shared));
         }
         quic::serve(&self.shared);
+        let ndt7_url = self.ndt7_url();
+        if let Some(n) = self.ndt7.take() {
+            let shared = self.shared.clone();
+            std::thread::spawn(move || ndt7::serve(n, shared));
+        }
         // Announced once every listener (TCP and UDP) is ready.
         self.shared.emit(ServerEvent::Listening {
             addresses: self.local_addrs(),
             certificate: self.shared.tls.fingerprint,
+            ndt7: ndt7_url,
         });
         let mut poll = Poll::new()?;
         for (i, l) in self.listeners.iter_mut().enumerate() {

@@ -12,10 +12,15 @@ pub fn text_line(ev: &ServerEvent, time_utc: &str) -> String {
         ServerEvent::Listening {
             addresses,
             certificate,
+            ndt7,
         } => {
             let a: Vec<String> = addresses.iter().map(|a| a.to_string()).collect();
+            let ndt7 = ndt7
+                .as_ref()
+                .map(|u| format!("; ndt7 at {u}"))
+                .unwrap_or_default();
             format!(
-                "landspeed {} listening on {}; TLS certificate sha256:{certificate}",
+                "landspeed {} listening on {}; TLS certificate sha256:{certificate}{ndt7}",
                 landspeed_core::SOFTWARE_VERSION,
                 a.join(", ")
             )
@@ -85,10 +90,12 @@ pub fn json_line(ev: &ServerEvent, time_utc: &str) -> Value {
         ServerEvent::Listening {
             addresses,
             certificate,
+            ndt7,
         } => json!({
             "time": time_utc, "event": "listening",
             "addresses": addresses.iter().map(|a| a.to_string()).collect::<Vec<_>>(),
             "certificate_sha256": certificate.to_string(),
+            "ndt7": ndt7,
             "software": format!("landspeed {}", landspeed_core::SOFTWARE_VERSION),
         }),
         ServerEvent::Test(t) => json!({
@@ -144,6 +151,7 @@ mod tests {
         let ev = ServerEvent::Listening {
             addresses: vec!["[::]:5201".parse().unwrap(), "0.0.0.0:5201".parse().unwrap()],
             certificate,
+            ndt7: None,
         };
         let line = text_line(&ev, T);
         assert!(
@@ -152,7 +160,17 @@ mod tests {
         );
         assert_eq!(listening_port(&line), Some(5201));
         assert_eq!(json_line(&ev, T)["certificate_sha256"], certificate.to_string());
+        assert_eq!(json_line(&ev, T)["ndt7"], serde_json::Value::Null);
         assert_eq!(listening_port("something else"), None);
+        let with = ServerEvent::Listening {
+            addresses: vec!["[::]:5201".parse().unwrap()],
+            certificate,
+            ndt7: Some("ws://127.0.0.1:8080".into()),
+        };
+        let line = text_line(&with, T);
+        assert!(line.ends_with("; ndt7 at ws://127.0.0.1:8080"), "{line}");
+        assert_eq!(listening_port(&line), Some(5201));
+        assert_eq!(json_line(&with, T)["ndt7"], "ws://127.0.0.1:8080");
     }
 
     #[test]

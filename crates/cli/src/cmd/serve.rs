@@ -91,6 +91,15 @@ pub struct ServeArgs {
     /// Serve QUIC on this UDP port (default: the server's own port number, beside its UDP listener).
     #[arg(long, value_name = "PORT", conflicts_with = "no_quic")]
     pub quic_port: Option<u16>,
+    /// Serve M-Lab's ndt7 speed test on ADDR (e.g. [::]:4443): any ndt7 client tests at
+    /// wss://ADDR/ndt/v7/download and /ndt/v7/upload, with the server's certificate (--cert/--key, or
+    /// the self-signed one). Every limit above applies; each subtest is a line in the log.
+    #[arg(long, value_name = "ADDR")]
+    pub ndt7: Option<std::net::SocketAddr>,
+    /// Serve ndt7 over plain ws:// instead of TLS (a browser refuses a self-signed certificate for a
+    /// remote host; plain WebSocket is then the way, on a network you trust).
+    #[arg(long, requires = "ndt7")]
+    pub ndt7_plain: bool,
     /// For `landspeed iperf3 -s -J`: after each iperf3 client's test, iperf3's JSON document of this
     /// end instead of the log (nothing else on stdout).
     #[arg(long, hide = true, conflicts_with = "log_json")]
@@ -251,6 +260,10 @@ pub fn serve(a: ServeArgs) -> Result<bool> {
         },
         quic: !a.no_quic,
         quic_port: a.quic_port,
+        ndt7: a.ndt7.map(|addr| landspeed_net::server::Ndt7Options {
+            addr,
+            tls: !a.ndt7_plain,
+        }),
     };
     let server = if a.iperf3_json {
         Server::bind(opts, Arc::new(print_iperf3))?

@@ -671,7 +671,7 @@ fn tail(s: &str) -> String {
 
 #[test]
 fn iperf3_clients_end_the_same_against_iperf3_and_landspeed() {
-    let _one = common::wan::serial();
+    let _one = common::one_iperf3_test();
     let Some(help) = iperf3_help() else { return };
     let real = Iperf3Server::start(&[]);
     let ours = ServerProc::start("", &["--log-json"]);
@@ -737,7 +737,7 @@ fn server_totals(j: &Value, c: &Combo) -> (u64, u64) {
 
 #[test]
 fn landspeed_run_against_iperf3_agrees_with_the_servers_own_figures() {
-    let _one = common::wan::serial();
+    let _one = common::one_iperf3_test();
     let Some(help) = iperf3_help() else { return };
     let list: Vec<(Combo, Vec<String>)> = combos(&help)
         .into_iter()
@@ -904,7 +904,7 @@ fn the_drop_in_client_ends_and_reports_as_iperf3s_client_against_both_servers() 
     // the same exit status and output shape, and against landspeed's server the byte rules against
     // its log. Options the drop-in refuses by name are counted, not compared (docs/iperf3.md lists
     // them). Byte counts against iperf3 -s are held by the run --iperf3 test above (the same client).
-    let _one = common::wan::serial();
+    let _one = common::one_iperf3_test();
     let Some(help) = iperf3_help() else { return };
     let real = Iperf3Server::start(&[]);
     let ours = ServerProc::start("", &["--log-json"]);

@@ -96,7 +96,7 @@ fn masked(text: &str) -> Vec<String> {
 
 #[test]
 fn the_json_tree_and_the_text_are_iperf3s_against_both_servers() {
-    let _one = common::wan::serial();
+    let _one = common::one_iperf3_test();
     let Some(i3) = Iperf3Server::start() else { return };
     let ls = ServerProc::start("127.0.0.1", &[]);
     let cases: [&[&str]; 4] = [
@@ -190,7 +190,7 @@ fn one_off_document(server: std::process::Child, port: &str, extra: &[&str]) -> 
 fn the_server_json_is_iperf3s_as_perfsonars_iperf3_tool_runs_it() {
     // pScheduler's iperf3 tool runs `iperf3 -s -1 --idle-timeout N --json -p PORT` and parses the
     // server's document; for a reverse test the merged result is that document.
-    let _one = common::wan::serial();
+    let _one = common::one_iperf3_test();
     if Command::new("iperf3").arg("-v").output().is_err() {
         assert!(std::env::var_os("CI").is_none(), "iperf3 is missing in CI");
         return;
@@ -333,7 +333,7 @@ fn json_stream_writes_the_documents_parts_as_events_as_it_goes() {
     // iperf3 3.17+ has --json-stream (Debian's 3.12 does not; checked by hand against 3.21, see
     // docs/iperf3.md): a line per event, "event" first; here each event's data has the tree of the
     // matching part of the -J document, which is held to iperf3's own above.
-    let _one = common::wan::serial();
+    let _one = common::one_iperf3_test();
     let Some(i3) = Iperf3Server::start() else { return };
     let ls = ServerProc::start("127.0.0.1", &[]);
     for port in [i3.port.to_string(), ls.port.to_string()] {
@@ -406,7 +406,7 @@ fn the_server_text_is_iperf3s() {
     // lines once masked. How many interval lines a server prints depends on when the last bytes came
     // (a short tail interval, or none), so each distinct masked line is compared in the order it
     // first appears.
-    let _one = common::wan::serial();
+    let _one = common::one_iperf3_test();
     if Command::new("iperf3").arg("-v").output().is_err() {
         assert!(std::env::var_os("CI").is_none(), "iperf3 is missing in CI");
         return;

@@ -22,6 +22,7 @@ mod mesh;
 mod metrics;
 mod model_tune;
 mod mptcp;
+mod ndt7;
 mod path;
 mod path_changes;
 mod pscheduler;

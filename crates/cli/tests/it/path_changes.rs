@@ -245,18 +245,20 @@ fn an_rtt_and_rate_step_show_in_the_interval_series_where_they_happened() {
     assert_eq!(code, 0, "{r}");
     assert_eq!(applied["change"], "rtt=80ms rate=50M");
     let at = r["emulator"]["changes"][0]["at_s"].as_f64().unwrap();
+    // Intervals with an RTT sample: the last, after the sender stopped while the slower path still
+    // drained its queue to the receiver, has none.
     let series: Vec<(f64, f64, f64)> = r["intervals"]
         .as_array()
         .unwrap()
         .iter()
         .filter(|i| i["end_s"].as_f64().unwrap() - i["start_s"].as_f64().unwrap() > 0.4)
-        .map(|i| {
-            let rtt_ms = i["streams"][0]["rtt_us"].as_f64().unwrap_or(0.0) / 1e3;
-            (
+        .filter_map(|i| {
+            let rtt_ms = i["streams"][0]["rtt_us"].as_f64().filter(|&us| us > 0.0)? / 1e3;
+            Some((
                 i["start_s"].as_f64().unwrap(),
                 i["throughput_bps"].as_f64().unwrap() / 1e6,
                 rtt_ms,
-            )
+            ))
         })
         .collect();
     // Before the step (one interval of margin either side): the first path's figures; a second

@@ -1,0 +1,646 @@
+//! `serve --ndt7 ADDR`: M-Lab's ndt7 speed test (landspeed-core's `ndt7` module has the protocol's
+//! rules) on its own address, so any ndt7 client or browser can test against a landspeed server. One
+//! thread accepts; each connection gets a thread for its HTTP request and its subtest, at most
+//! `MAX_HANDSHAKING` still in their request at once (more are closed at once, so idle connections
+//! cannot take every thread). A request is checked like any other test (`--allow`, the per-minute
+//! rate, `--max-tests`) before the WebSocket handshake; each subtest is one line in the server log.
+
+use super::{ServerEvent, Shared};
+use landspeed_core::config::Direction;
+use landspeed_core::ndt7::{self, Due, Measurement, MessageSizer, Subtest, Timetable};
+use landspeed_core::server_log::TestLog;
+use landspeed_engine::tcp_info::{self, RawTcpInfo};
+use std::collections::BTreeMap;
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+use tungstenite::protocol::{Role, WebSocketConfig};
+use tungstenite::{Message, WebSocket};
+
+/// Connections still sending their HTTP request, at most; more are closed unanswered.
+pub(crate) const MAX_HANDSHAKING: usize = 64;
+/// The longest HTTP request head read.
+const MAX_HEAD: usize = 8192;
+
+/// The ndt7 listener: where it listens and whether it speaks TLS (wss) or plain HTTP (ws).
+pub(crate) struct Ndt7Listener {
+    pub(crate) listener: TcpListener,
+    pub(crate) tls: Option<Arc<rustls::ServerConfig>>,
+}
+
+/// Binds `addr` for ndt7.
+pub(crate) fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let l = TcpListener::bind(addr)?;
+    l.set_nonblocking(true)?;
+    Ok(l)
+}
+
+/// Accepts ndt7 connections until the server shuts down.
+pub(crate) fn serve(ndt: Ndt7Listener, shared: Arc<Shared>) {
+    let handshaking = Arc::new(AtomicUsize::new(0));
+    while !shared.shutdown.load(Relaxed) {
+        match ndt.listener.accept() {
+            Ok((stream, peer)) => {
+                if handshaking.load(Relaxed) >= MAX_HANDSHAKING {
+                    shared.emit(ServerEvent::Refused {
+                        peer,
+                        reason: format!("ndt7: {MAX_HANDSHAKING} connections already sending their request"),
+                    });
+                    continue;
+                }
+                handshaking.fetch_add(1, Relaxed);
+                let (shared, tls, h) = (shared.clone(), ndt.tls.clone(), handshaking.clone());
+                shared.connection_started();
+                let spawned = std::thread::Builder::new().name("ndt7".into()).spawn(move || {
+                    connection(stream, peer, tls, &shared, &h);
+                    shared.connection_ended();
+                });
+                if spawned.is_err() {
+                    handshaking.fetch_sub(1, Relaxed);
+                }
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(50)),
+            Err(_) => std::thread::sleep(Duration::from_millis(50)),
+        }
+    }
+}
+
+/// The stream a subtest runs on: TLS or plain, with the TCP socket kept for timeouts and TCP_INFO.
+trait Conn: Read + Write + Send {}
+impl<T: Read + Write + Send> Conn for T {}
+
+/// One connection: its request, then its subtest, then its log line.
+fn connection(
+    tcp: TcpStream,
+    peer: SocketAddr,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    shared: &Shared,
+    handshaking: &AtomicUsize,
+) {
+    let handshake = shared.opts.handshake_timeout;
+    let _ = tcp.set_nonblocking(false);
+    let _ = tcp.set_read_timeout(Some(handshake));
+    let _ = tcp.set_write_timeout(Some(handshake));
+    let Ok(sock) = tcp.try_clone() else {
+        handshaking.fetch_sub(1, Relaxed);
+        return;
+    };
+    let mut stream: Box<dyn Conn> = match tls {
+        None => Box::new(tcp),
+        Some(cfg) => match rustls::ServerConnection::new(cfg) {
+            Ok(c) => Box::new(rustls::StreamOwned::new(c, tcp)),
+            Err(_) => {
+                handshaking.fetch_sub(1, Relaxed);
+                return;
+            }
+        },
+    };
+    let head = read_head(&mut stream, Instant::now() + handshake);
+    handshaking.fetch_sub(1, Relaxed);
+    let (head, rest) = match head {
+        Ok(h) => h,
+        Err(reason) => {
+            if let Some(reason) = reason {
+                shared.emit(ServerEvent::Refused {
+                    peer,
+                    reason: format!("ndt7: {reason}"),
+                });
+            }
+            return;
+        }
+    };
+    let req = match Request::parse(&head) {
+        Ok(r) => r,
+        Err(answer) => return refuse(stream, peer, shared, answer),
+    };
+    let (subtest, metadata) = match accept(&req, peer, shared) {
+        Ok(t) => t,
+        Err(answer) => return refuse(stream, peer, shared, answer),
+    };
+    let Some(_slot) = shared.slot() else {
+        return refuse(
+            stream,
+            peer,
+            shared,
+            Answer::new(503, "busy: every test slot is taken; retry in a few seconds"),
+        );
+    };
+    let started = Instant::now();
+    let log = match upgrade(&mut stream, &req) {
+        Ok(()) => run(stream, rest, &sock, peer, subtest, &metadata, started),
+        Err(e) => failed(peer, subtest, format!("WebSocket handshake: {e}")),
+    };
+    shared.emit(ServerEvent::Test(log));
+}
+
+/// An HTTP answer that ends a connection (no WebSocket).
+struct Answer {
+    status: u16,
+    text: String,
+    retry_after_s: Option<u64>,
+}
+
+impl Answer {
+    fn new(status: u16, text: &str) -> Answer {
+        Answer {
+            status,
+            text: text.into(),
+            retry_after_s: None,
+        }
+    }
+}
+
+fn reason_phrase(status: u16) -> &'static str {
+    match status {
+        400 => "Bad Request",
+        403 => "Forbidden",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        426 => "Upgrade Required",
+        429 => "Too Many Requests",
+        503 => "Service Unavailable",
+        _ => "Error",
+    }
+}
+
+/// Writes `answer` and closes; logs a refusal for everything but a plain 404.
+fn refuse(mut stream: Box<dyn Conn>, peer: SocketAddr, shared: &Shared, answer: Answer) {
+    let body = format!("{}\n", answer.text);
+    let retry = answer
+        .retry_after_s
+        .map(|s| format!("Retry-After: {s}\r\n"))
+        .unwrap_or_default();
+    let head = format!(
+        "HTTP/1.1 {} {}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\n{retry}Connection: close\r\n\r\n",
+        answer.status,
+        reason_phrase(answer.status),
+        body.len()
+    );
+    let _ = stream.write_all(head.as_bytes());
+    let _ = stream.write_all(body.as_bytes());
+    let _ = stream.flush();
+    if answer.status != 404 {
+        shared.emit(ServerEvent::Refused {
+            peer,
+            reason: format!("ndt7: {} {}", answer.status, answer.text),
+        });
+    }
+}
+
+/// Reads an HTTP request head (up to the blank line) within `deadline`: the head, and any bytes read
+/// past it. The error is a reason to log, or None for a connection that closed without a byte.
+fn read_head(stream: &mut dyn Conn, deadline: Instant) -> Result<(Vec<u8>, Vec<u8>), Option<String>> {
+    let mut buf = Vec::with_capacity(1024);
+    let mut chunk = [0u8; 1024];
+    loop {
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let rest = buf.split_off(end + 4);
+            return Ok((buf, rest));
+        }
+        if buf.len() > MAX_HEAD {
+            return Err(Some(format!("request head over {MAX_HEAD} bytes")));
+        }
+        if Instant::now() >= deadline {
+            return Err(Some(format!("no complete request in time ({} bytes)", buf.len())));
+        }
+        match stream.read(&mut chunk) {
+            Ok(0) if buf.is_empty() => return Err(None),
+            Ok(0) => return Err(Some("closed the connection inside its request".into())),
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                return Err(Some(format!("no complete request in time ({} bytes)", buf.len())))
+            }
+            Err(e) => return Err(Some(format!("request: {e}"))),
+        }
+    }
+}
+
+/// The parts of an HTTP request ndt7 looks at.
+struct Request {
+    method: String,
+    path: String,
+    query: String,
+    headers: Vec<(String, String)>,
+}
+
+impl Request {
+    fn parse(head: &[u8]) -> Result<Request, Answer> {
+        let mut headers = [httparse::EMPTY_HEADER; 64];
+        let mut req = httparse::Request::new(&mut headers);
+        match req.parse(head) {
+            Ok(httparse::Status::Complete(_)) => {}
+            _ => return Err(Answer::new(400, "not an HTTP/1.1 request")),
+        }
+        let target = req.path.unwrap_or("/");
+        let (path, query) = target.split_once('?').unwrap_or((target, ""));
+        Ok(Request {
+            method: req.method.unwrap_or("").to_string(),
+            path: path.to_string(),
+            query: query.to_string(),
+            headers: req
+                .headers
+                .iter()
+                .map(|h| {
+                    (
+                        h.name.to_ascii_lowercase(),
+                        String::from_utf8_lossy(h.value).into_owned(),
+                    )
+                })
+                .collect(),
+        })
+    }
+
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Whether header `name` lists `token` (comma-separated, case-insensitive).
+    fn lists(&self, name: &str, token: &str) -> bool {
+        self.headers
+            .iter()
+            .filter(|(n, _)| n == name)
+            .flat_map(|(_, v)| v.split(','))
+            .any(|t| t.trim().eq_ignore_ascii_case(token))
+    }
+}
+
+/// Checks a request against the protocol and the server's limits: the subtest and the client's
+/// metadata, or the answer that refuses it.
+fn accept(
+    req: &Request,
+    peer: SocketAddr,
+    shared: &Shared,
+) -> Result<(Subtest, BTreeMap<String, String>), Answer> {
+    let Some(subtest) = Subtest::from_path(&req.path) else {
+        return Err(Answer::new(
+            404,
+            "not found: ndt7 tests are at /ndt/v7/download and /ndt/v7/upload",
+        ));
+    };
+    if req.method != "GET" {
+        return Err(Answer::new(405, "ndt7 subtests are WebSocket upgrades of a GET"));
+    }
+    if !req.lists("upgrade", "websocket") || !req.lists("connection", "upgrade") {
+        return Err(Answer::new(
+            426,
+            "this is an ndt7 WebSocket endpoint: upgrade to websocket",
+        ));
+    }
+    if !req.lists("sec-websocket-protocol", ndt7::SUBPROTOCOL) {
+        return Err(Answer::new(
+            400,
+            "missing the WebSocket subprotocol net.measurementlab.ndt.v7",
+        ));
+    }
+    if req.header("sec-websocket-version") != Some("13") || req.header("sec-websocket-key").is_none() {
+        return Err(Answer::new(
+            400,
+            "a WebSocket upgrade needs Sec-WebSocket-Version 13 and a key",
+        ));
+    }
+    let metadata = ndt7::parse_query(&req.query).map_err(|e| Answer::new(400, &e.to_string()))?;
+    if !shared.allowed(peer) {
+        return Err(Answer::new(403, "this address may not test here"));
+    }
+    if let Err(text) = shared.admit(peer) {
+        let mut a = Answer::new(429, &text);
+        a.retry_after_s = Some(60);
+        return Err(a);
+    }
+    Ok((subtest, metadata))
+}
+
+/// Writes the 101 answer that makes the connection a WebSocket with ndt7's subprotocol.
+fn upgrade(stream: &mut dyn Conn, req: &Request) -> std::io::Result<()> {
+    let key = req.header("sec-websocket-key").unwrap_or("");
+    let accept = tungstenite::handshake::derive_accept_key(key.trim().as_bytes());
+    let head = format!(
+        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+         Sec-WebSocket-Accept: {accept}\r\nSec-WebSocket-Protocol: {}\r\n\r\n",
+        ndt7::SUBPROTOCOL
+    );
+    stream.write_all(head.as_bytes())?;
+    stream.flush()
+}
+
+/// A log entry for a subtest that never ran.
+fn failed(peer: SocketAddr, subtest: Subtest, error: String) -> TestLog {
+    let mut log = TestLog::new(peer, "ndt7");
+    log.direction = Some(direction(subtest));
+    log.streams = 1;
+    log.error = Some(error);
+    log
+}
+
+/// ndt7's download is the server sending (landspeed's reverse direction), its upload the client.
+fn direction(subtest: Subtest) -> Direction {
+    match subtest {
+        Subtest::Download => Direction::Reverse,
+        Subtest::Upload => Direction::Forward,
+    }
+}
+
+/// What one subtest did.
+struct Progress {
+    bytes: u64,
+    started: Instant,
+    error: Option<String>,
+}
+
+/// Runs the subtest on the upgraded connection and returns its log entry.
+fn run(
+    stream: Box<dyn Conn>,
+    rest: Vec<u8>,
+    sock: &TcpStream,
+    peer: SocketAddr,
+    subtest: Subtest,
+    metadata: &BTreeMap<String, String>,
+    started: Instant,
+) -> TestLog {
+    let config = WebSocketConfig::default()
+        .max_message_size(Some(ndt7::MAX_MESSAGE_BYTES + 1024))
+        .max_frame_size(Some(ndt7::MAX_MESSAGE_BYTES + 1024));
+    let mut ws = WebSocket::from_partially_read(stream, rest, Role::Server, Some(config));
+    let info = Reporter::new(sock, subtest, started);
+    let mut p = Progress {
+        bytes: 0,
+        started,
+        error: None,
+    };
+    match subtest {
+        Subtest::Download => download(&mut ws, sock, &info, &mut p),
+        Subtest::Upload => upload(&mut ws, sock, &info, &mut p),
+    }
+    let mut log = failed(peer, subtest, String::new());
+    log.error = p.error;
+    log.duration_s = p.started.elapsed().as_secs_f64();
+    match subtest {
+        Subtest::Download => log.bytes_sent = p.bytes,
+        Subtest::Upload => log.bytes_received = p.bytes,
+    }
+    if !metadata.is_empty() {
+        log.protocol = format!(
+            "ndt7 ({})",
+            metadata
+                .iter()
+                .filter(|(k, _)| k.starts_with("client_"))
+                .map(|(k, v)| format!("{k}={}", v.chars().take(40).collect::<String>()))
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+    }
+    log
+}
+
+/// Measurement messages for one subtest.
+struct Reporter {
+    subtest: Subtest,
+    started: Instant,
+    client: String,
+    server: String,
+    start_time: String,
+}
+
+impl Reporter {
+    fn new(sock: &TcpStream, subtest: Subtest, started: Instant) -> Reporter {
+        Reporter {
+            subtest,
+            started,
+            client: sock.peer_addr().map(ndt7::endpoint).unwrap_or_default(),
+            server: sock.local_addr().map(ndt7::endpoint).unwrap_or_default(),
+            start_time: rfc3339(SystemTime::now()),
+        }
+    }
+
+    /// A measurement now, with `bytes` of payload moved so far and `sock`'s TCP_INFO.
+    fn message(&self, sock: &TcpStream, bytes: u64) -> String {
+        let us = self.started.elapsed().as_micros() as i64;
+        let m = Measurement {
+            app_info: Some(ndt7::AppInfo {
+                elapsed_time: us,
+                num_bytes: bytes as i64,
+            }),
+            connection_info: Some(ndt7::ConnectionInfo {
+                client: self.client.clone(),
+                server: self.server.clone(),
+                uuid: None,
+                start_time: Some(self.start_time.clone()),
+            }),
+            origin: Some("server".into()),
+            test: Some(self.subtest.name().into()),
+            tcp_info: tcp_info::read(sock).ok().map(|t| tcp_message(&t, us)),
+        };
+        serde_json::to_string(&m).unwrap_or_default()
+    }
+}
+
+/// The spec's TCP_INFO fields, each only where this kernel filled it.
+fn tcp_message(t: &tcp_info::TcpInfo, elapsed_us: i64) -> ndt7::TcpInfoMessage {
+    macro_rules! field {
+        ($f:ident) => {{
+            let end = std::mem::offset_of!(RawTcpInfo, $f) + std::mem::size_of_val(&t.raw.$f);
+            (t.len >= end).then(|| t.raw.$f as i64)
+        }};
+    }
+    ndt7::TcpInfoMessage {
+        busy_time_us: field!(busy_time),
+        bytes_acked: field!(bytes_acked),
+        bytes_received: field!(bytes_received),
+        bytes_sent: field!(bytes_sent),
+        bytes_retrans: field!(bytes_retrans),
+        elapsed_time_us: Some(elapsed_us),
+        min_rtt_us: field!(min_rtt),
+        rtt_us: field!(rtt),
+        rtt_var_us: field!(rttvar),
+        rwnd_limited_us: field!(rwnd_limited),
+        sndbuf_limited_us: field!(sndbuf_limited),
+    }
+}
+
+/// `t` as RFC 3339 in UTC, to the microsecond.
+fn rfc3339(t: SystemTime) -> String {
+    let d = t.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
+    let secs = d.as_secs() as i64;
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let (y, m, day) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{day:02}T{:02}:{:02}:{:02}.{:06}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        d.subsec_micros()
+    )
+}
+
+/// The proleptic Gregorian date of a day count from 1970-01-01 (Howard Hinnant's algorithm).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
+/// Whether an I/O error of the WebSocket only means "not yet" (a timeout of the blocking socket).
+fn not_yet(e: &tungstenite::Error) -> bool {
+    matches!(e, tungstenite::Error::Io(io) if matches!(io.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut))
+}
+
+/// Waits this long at most in one blocking write or read, so the timetable is looked at in time.
+fn slice(t: &Timetable, now_s: f64) -> Duration {
+    Duration::from_secs_f64(t.wait_s(now_s).clamp(0.005, 0.25))
+}
+
+/// The download: binary messages of landspeed's payload, growing as the spec's appendix says, with a
+/// measurement every 250 ms, until 10 s; then the close handshake.
+fn download(ws: &mut WebSocket<Box<dyn Conn>>, sock: &TcpStream, info: &Reporter, p: &mut Progress) {
+    let mut t = Timetable::new(ndt7::TEST_S);
+    // Messages grow to 4 MiB at most (the spec allows a sender its own cap): two copies of one per
+    // connection (ours and the WebSocket's buffer) stay small beside `--max-tests`.
+    let mut sizer = MessageSizer::new(1 << 22);
+    let key = getrandom::u64().unwrap_or_else(|_| p.started.elapsed().as_nanos() as u64);
+    let pattern = landspeed_core::payload::Pattern::new(key);
+    let mut gen = landspeed_core::payload::Generator::new(&pattern, ndt7::MAX_MESSAGE_BYTES);
+    let mut queued = false;
+    loop {
+        let now = p.started.elapsed().as_secs_f64();
+        match t.at(now) {
+            Due::CutOff => return p.fail("cut off at the ndt7 hard limit (13 s)"),
+            Due::End => return close(ws, sock, &mut t, p),
+            Due::Measure => {
+                if let Err(e) = ws.write(Message::text(info.message(sock, p.bytes))) {
+                    if !not_yet(&e) {
+                        return p.fail(&format!("sending a measurement: {e}"));
+                    }
+                }
+            }
+            Due::Nothing => {}
+        }
+        let _ = sock.set_write_timeout(Some(slice(&t, now)));
+        if !queued {
+            let n = sizer.size();
+            let data = gen.fill(0, sizer.total(), n).to_vec();
+            match ws.write(Message::binary(data)) {
+                Ok(()) => {}
+                Err(e) if not_yet(&e) => {}
+                Err(e) => return p.fail(&format!("sending: {e}")),
+            }
+            sizer.sent();
+            queued = true;
+        }
+        match ws.flush() {
+            Ok(()) => {
+                queued = false;
+                p.bytes = sizer.total();
+            }
+            Err(e) if not_yet(&e) => {}
+            Err(e) => return p.fail(&format!("sending: {e}")),
+        }
+    }
+}
+
+/// The upload: counts the client's binary messages, answers with a measurement every 250 ms, and
+/// closes at 10 s (or when the client closes first).
+fn upload(ws: &mut WebSocket<Box<dyn Conn>>, sock: &TcpStream, info: &Reporter, p: &mut Progress) {
+    let mut t = Timetable::new(ndt7::TEST_S);
+    loop {
+        let now = p.started.elapsed().as_secs_f64();
+        match t.at(now) {
+            Due::CutOff => return p.fail("cut off at the ndt7 hard limit (13 s)"),
+            Due::End => return close(ws, sock, &mut t, p),
+            Due::Measure => match ws.send(Message::text(info.message(sock, p.bytes))) {
+                Ok(()) => {}
+                Err(e) if not_yet(&e) => {}
+                Err(e) => return p.fail(&format!("sending a measurement: {e}")),
+            },
+            Due::Nothing => {}
+        }
+        let _ = sock.set_read_timeout(Some(slice(&t, now)));
+        match ws.read() {
+            Ok(Message::Binary(b)) => p.bytes += b.len() as u64,
+            Ok(Message::Close(_)) => return finish_close(ws, sock),
+            Ok(_) => {}
+            Err(e) if not_yet(&e) => {}
+            Err(tungstenite::Error::ConnectionClosed) => return,
+            Err(e) => return p.fail(&format!("receiving: {e}")),
+        }
+    }
+}
+
+/// Starts the closing handshake at the end of the test time and waits (to the hard limit) for the
+/// client's answer, counting what still arrives.
+fn close(ws: &mut WebSocket<Box<dyn Conn>>, sock: &TcpStream, t: &mut Timetable, p: &mut Progress) {
+    if let Err(e) = ws.close(None) {
+        if !not_yet(&e) {
+            return;
+        }
+    }
+    loop {
+        let now = p.started.elapsed().as_secs_f64();
+        if t.at(now) == Due::CutOff {
+            return;
+        }
+        let _ = sock.set_read_timeout(Some(slice(t, now)));
+        let _ = sock.set_write_timeout(Some(slice(t, now)));
+        match ws.read() {
+            Ok(Message::Binary(b)) => p.bytes += b.len() as u64,
+            Ok(_) => {}
+            Err(e) if not_yet(&e) => {
+                let _ = ws.flush();
+            }
+            Err(_) => return,
+        }
+    }
+}
+
+/// The client closed first: send the answering close (queued by the read that saw it) and stop.
+fn finish_close(ws: &mut WebSocket<Box<dyn Conn>>, sock: &TcpStream) {
+    let _ = sock.set_write_timeout(Some(Duration::from_secs(1)));
+    let _ = ws.flush();
+}
+
+impl Progress {
+    fn fail(&mut self, why: &str) {
+        self.error = Some(why.to_string());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_are_rfc3339_utc() {
+        let t = SystemTime::UNIX_EPOCH + Duration::from_micros(1_563_305_165_987_748);
+        assert_eq!(rfc3339(t), "2019-07-16T19:26:05.987748Z");
+        assert_eq!(rfc3339(SystemTime::UNIX_EPOCH), "1970-01-01T00:00:00.000000Z");
+        let leap = SystemTime::UNIX_EPOCH + Duration::from_secs(951_782_400);
+        assert_eq!(rfc3339(leap), "2000-02-29T00:00:00.000000Z");
+    }
+
+    #[test]
+    fn requests_are_checked_before_any_upgrade() {
+        let ok =
+            b"GET /ndt/v7/download?client_name=x HTTP/1.1\r\nHost: a\r\nConnection: keep-alive, Upgrade\r\n\
+Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
+Sec-WebSocket-Protocol: net.measurementlab.ndt.v7\r\n\r\n";
+        let r = Request::parse(ok).ok().unwrap();
+        assert_eq!(
+            (r.path.as_str(), r.query.as_str()),
+            ("/ndt/v7/download", "client_name=x")
+        );
+        assert!(r.lists("connection", "upgrade"));
+        assert!(r.lists("sec-websocket-protocol", ndt7::SUBPROTOCOL));
+        assert!(Request::parse(b"\x16\x03\x01garbage\r\n\r\n").is_err());
+    }
+}
