@@ -31,7 +31,7 @@ fn scratch(name: &str) -> PathBuf {
 }
 
 /// Chromium's path, None (skip) where it is missing outside CI.
-fn chromium() -> Option<PathBuf> {
+pub(crate) fn chromium() -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
     for name in ["chromium", "chromium-browser", "google-chrome"] {
         for dir in std::env::split_paths(&path) {

@@ -2,7 +2,8 @@
 //! tests/peers/ndt7js/run.cjs; .ci/run installs it) completes both subtests against landspeed's
 //! server, and what it measured agrees with the server's log; requests that are not ndt7 upgrades
 //! get the HTTP answer that says why, and connections that never finish their request cost nothing
-//! a real client needs. With CI set, a missing Node.js or client fails the test.
+//! a real client needs; the speed-test page at `/` runs both subtests in headless Chromium and shows
+//! the server's view. With CI set, a missing Node.js, client or Chromium fails the test.
 
 use crate::common;
 
@@ -239,4 +240,180 @@ fn an_address_outside_allow_is_forbidden() {
     let a = ndt7_addr(&s);
     let answer = status_of(a, &upgrade("/ndt/v7/download", Some("net.measurementlab.ndt.v7")));
     assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
+}
+
+/// The page's JSON result, read from headless Chromium through its DevTools protocol (the page runs
+/// a live 20 s test, which `--dump-dom`'s virtual time cannot wait for).
+struct Chromium {
+    child: std::process::Child,
+    ws: tungstenite::WebSocket<tungstenite::stream::MaybeTlsStream<TcpStream>>,
+    next_id: u64,
+}
+
+impl Drop for Chromium {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Chromium {
+    /// Chromium showing `url` at 1280 × 900, driven over its DevTools WebSocket.
+    fn open(exe: &std::path::Path, url: &str, profile: &std::path::Path) -> Chromium {
+        let mut child = Command::new(exe)
+            .args(["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"])
+            .args(["--window-size=1280,900", "--remote-debugging-port=0"])
+            .arg(format!("--user-data-dir={}", profile.display()))
+            .arg(url)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start chromium");
+        let err = std::io::BufReader::new(child.stderr.take().unwrap());
+        let port: u16 = std::io::BufRead::lines(err)
+            .map_while(Result::ok)
+            .find_map(|l| {
+                let rest = l.split("DevTools listening on ws://127.0.0.1:").nth(1)?;
+                rest.split('/').next()?.parse().ok()
+            })
+            .expect("chromium gave no DevTools address");
+        let list = http_get(SocketAddr::from(([127, 0, 0, 1], port)), "/json/list");
+        let targets: Value = serde_json::from_str(&list).unwrap();
+        let page = targets
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["type"] == "page")
+            .expect("no page target");
+        let (ws, _) = tungstenite::connect(page["webSocketDebuggerUrl"].as_str().unwrap()).unwrap();
+        Chromium {
+            child,
+            ws,
+            next_id: 0,
+        }
+    }
+
+    /// Calls a DevTools method and returns its result.
+    fn call(&mut self, method: &str, params: Value) -> Value {
+        self.next_id += 1;
+        let id = self.next_id;
+        let msg = serde_json::json!({ "id": id, "method": method, "params": params });
+        self.ws.send(tungstenite::Message::text(msg.to_string())).unwrap();
+        loop {
+            let m = self.ws.read().unwrap();
+            let Ok(text) = m.to_text() else { continue };
+            let v: Value = serde_json::from_str(text).unwrap();
+            if v["id"] == id {
+                assert!(v.get("error").is_none(), "{method}: {v}");
+                return v["result"].clone();
+            }
+        }
+    }
+
+    /// Evaluates `expr` in the page; its value (JSON).
+    fn eval(&mut self, expr: &str) -> Value {
+        let r = self.call(
+            "Runtime.evaluate",
+            serde_json::json!({ "expression": expr, "returnByValue": true }),
+        );
+        r["result"]["value"].clone()
+    }
+}
+
+/// A plain HTTP GET; the body (as long as its Content-Length says: Chromium's DevTools server keeps
+/// the connection open).
+fn http_get(addr: SocketAddr, path: &str) -> String {
+    let mut c = TcpStream::connect(addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        c,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut r = std::io::BufReader::new(c);
+    let mut len = 0;
+    loop {
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut r, &mut line).unwrap();
+        if line.trim().is_empty() {
+            break;
+        }
+        if let Some((k, v)) = line.split_once(':') {
+            if k.eq_ignore_ascii_case("content-length") {
+                len = v.trim().parse().unwrap();
+            }
+        }
+    }
+    let mut body = vec![0u8; len];
+    r.read_exact(&mut body).unwrap();
+    String::from_utf8(body).unwrap()
+}
+
+#[test]
+fn the_page_runs_both_subtests_in_a_real_browser_and_shows_the_servers_view() {
+    let Some(exe) = crate::browser::chromium() else {
+        return;
+    };
+    let s = ServerProc::start("127.0.0.1", &["--ndt7", "127.0.0.1:0", "--ndt7-plain"]);
+    let a = ndt7_addr(&s);
+    let body = http_get(a, "/");
+    assert!(body.contains("<title>landspeed speed test</title>"), "{body}");
+    assert!(
+        !body.contains("src=\"http") && !body.contains("href=\"http"),
+        "the page loads nothing from elsewhere"
+    );
+    let profile = std::env::temp_dir().join(format!("landspeed-ndt7-page-{}", std::process::id()));
+    let mut c = Chromium::open(&exe, &format!("http://{a}/?autostart"), &profile);
+    // The page says "done" or "failed" when both subtests have ended.
+    let done = common::wait_until(Duration::from_secs(60), || {
+        let state = c.eval("document.getElementById('state').textContent");
+        state == "done" || state == "failed"
+    });
+    assert!(done, "the page never finished");
+    let error = c.eval("document.getElementById('error').textContent");
+    assert_eq!(error, "", "the page says: {error}");
+    let r: Value =
+        serde_json::from_str(c.eval("JSON.stringify(window.landspeedResult)").as_str().unwrap()).unwrap();
+    assert_eq!(r["trusted"], true, "{r}");
+    assert!(r["download_mbps"].as_f64().unwrap() > 10.0, "{r}");
+    assert!(r["upload_mbps"].as_f64().unwrap() > 10.0, "{r}");
+    let rows = c.eval("document.getElementById('view').innerText");
+    for want in [
+        "Round-trip time, smallest",
+        "Retransmitted (download)",
+        "What limited the download",
+    ] {
+        assert!(rows.as_str().unwrap().contains(want), "{rows}");
+    }
+    if std::env::var_os("LANDSPEED_UPDATE_SCREENSHOTS").is_some() {
+        let shot = c.call("Page.captureScreenshot", serde_json::json!({ "format": "png" }));
+        use base64::Engine;
+        let png = base64::engine::general_purpose::STANDARD
+            .decode(shot["data"].as_str().unwrap())
+            .unwrap();
+        let out = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/examples/ndt7-page-1280px.png");
+        std::fs::write(out, png).unwrap();
+    }
+    drop(c);
+    let _ = std::fs::remove_dir_all(&profile);
+    // The server's log agrees with the page: the download bytes the page counted were sent.
+    let down = ndt7_line(&s);
+    let up = ndt7_line(&s);
+    assert!(
+        down.contains("client_name=landspeed-page") && down.ends_with(": ok"),
+        "{down}"
+    );
+    assert!(
+        up.contains("client_name=landspeed-page") && up.ends_with(": ok"),
+        "{up}"
+    );
+    let sent = log_bytes(&down, "sent") as f64;
+    let got = r["download"]["bytes"].as_f64().unwrap();
+    assert!(got <= sent && got >= sent * 0.8, "page {got}, server sent {sent}");
+    let received = log_bytes(&up, "received") as f64;
+    let server_last = r["upload"]["server"]["AppInfo"]["NumBytes"].as_f64().unwrap();
+    assert!(
+        server_last <= received && server_last >= received * 0.8,
+        "{server_last} vs {received}"
+    );
 }

@@ -115,6 +115,9 @@ fn connection(
         Ok(r) => r,
         Err(answer) => return refuse(stream, peer, shared, answer),
     };
+    if req.method == "GET" && matches!(req.path.as_str(), "/" | "/index.html") {
+        return page(stream, peer, shared);
+    }
     let (subtest, metadata) = match accept(&req, peer, shared) {
         Ok(t) => t,
         Err(answer) => return refuse(stream, peer, shared, answer),
@@ -133,6 +136,32 @@ fn connection(
         Err(e) => failed(peer, subtest, format!("WebSocket handshake: {e}")),
     };
     shared.emit(ServerEvent::Test(log));
+}
+
+/// The speed-test page: one self-contained file (its script and style inline, nothing from another
+/// site), which runs both subtests against this address.
+const PAGE: &str = include_str!("ndt7_page.html");
+
+/// Serves the page (to addresses `--allow` admits).
+fn page(mut stream: Box<dyn Conn>, peer: SocketAddr, shared: &Shared) {
+    if !shared.allowed(peer) {
+        return refuse(
+            stream,
+            peer,
+            shared,
+            Answer::new(403, "this address may not test here"),
+        );
+    }
+    let head = format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\nContent-Length: {}\r\n\
+         Content-Security-Policy: default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; \
+         connect-src 'self'; img-src 'self' blob:\r\nX-Content-Type-Options: nosniff\r\n\
+         Cache-Control: no-store\r\nConnection: close\r\n\r\n",
+        PAGE.len()
+    );
+    let _ = stream.write_all(head.as_bytes());
+    let _ = stream.write_all(PAGE.as_bytes());
+    let _ = stream.flush();
 }
 
 /// An HTTP answer that ends a connection (no WebSocket).
