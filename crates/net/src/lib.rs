@@ -10,6 +10,7 @@
 pub mod client;
 pub mod control;
 pub mod controller;
+pub mod http;
 mod iperf3_peer;
 pub mod server;
 mod streams;

@@ -124,30 +124,16 @@ fn read_head(mut stream: &TcpStream) -> Result<Vec<u8>, Response> {
 }
 
 fn parse(head: &[u8]) -> Result<Request, Response> {
-    let mut headers = [httparse::EMPTY_HEADER; 32];
-    let mut req = httparse::Request::new(&mut headers);
-    match req.parse(head) {
-        Ok(httparse::Status::Complete(_)) => {}
-        _ => return Err(Response::text(400, "malformed HTTP request\n")),
-    }
-    if req.method != Some("GET") {
+    let Some(h) = landspeed_net::http::RequestHead::parse(head) else {
+        return Err(Response::text(400, "malformed HTTP request\n"));
+    };
+    if h.method != "GET" {
         return Err(Response::text(405, "only GET\n"));
     }
-    let target = req.path.unwrap_or("/");
-    let (path, query) = target.split_once('?').unwrap_or((target, ""));
     Ok(Request {
-        path: path.to_string(),
-        query: form_urlencoded::parse(query.as_bytes()).into_owned().collect(),
-        headers: req
-            .headers
-            .iter()
-            .map(|h| {
-                (
-                    h.name.to_ascii_lowercase(),
-                    String::from_utf8_lossy(h.value).into_owned(),
-                )
-            })
-            .collect(),
+        path: h.path,
+        query: form_urlencoded::parse(h.query.as_bytes()).into_owned().collect(),
+        headers: h.headers,
     })
 }
 

@@ -6,6 +6,7 @@
 //! rate, `--max-tests`) before the WebSocket handshake; each subtest is one line in the server log.
 
 use super::{ServerEvent, Shared};
+use crate::http::RequestHead as Request;
 use landspeed_core::config::Direction;
 use landspeed_core::ndt7::{self, Due, Measurement, MessageSizer, Subtest, Timetable};
 use landspeed_core::server_log::TestLog;
@@ -111,9 +112,8 @@ fn connection(
             return;
         }
     };
-    let req = match Request::parse(&head) {
-        Ok(r) => r,
-        Err(answer) => return refuse(stream, peer, shared, answer),
+    let Some(req) = Request::parse(&head) else {
+        return refuse(stream, peer, shared, Answer::new(400, "not an HTTP/1.1 request"));
     };
     if req.method == "GET" && matches!(req.path.as_str(), "/" | "/index.html") {
         return page(stream, peer, shared);
@@ -244,58 +244,6 @@ fn read_head(stream: &mut dyn Conn, deadline: Instant) -> Result<(Vec<u8>, Vec<u
             }
             Err(e) => return Err(Some(format!("request: {e}"))),
         }
-    }
-}
-
-/// The parts of an HTTP request ndt7 looks at.
-struct Request {
-    method: String,
-    path: String,
-    query: String,
-    headers: Vec<(String, String)>,
-}
-
-impl Request {
-    fn parse(head: &[u8]) -> Result<Request, Answer> {
-        let mut headers = [httparse::EMPTY_HEADER; 64];
-        let mut req = httparse::Request::new(&mut headers);
-        match req.parse(head) {
-            Ok(httparse::Status::Complete(_)) => {}
-            _ => return Err(Answer::new(400, "not an HTTP/1.1 request")),
-        }
-        let target = req.path.unwrap_or("/");
-        let (path, query) = target.split_once('?').unwrap_or((target, ""));
-        Ok(Request {
-            method: req.method.unwrap_or("").to_string(),
-            path: path.to_string(),
-            query: query.to_string(),
-            headers: req
-                .headers
-                .iter()
-                .map(|h| {
-                    (
-                        h.name.to_ascii_lowercase(),
-                        String::from_utf8_lossy(h.value).into_owned(),
-                    )
-                })
-                .collect(),
-        })
-    }
-
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
-    }
-
-    /// Whether header `name` lists `token` (comma-separated, case-insensitive).
-    fn lists(&self, name: &str, token: &str) -> bool {
-        self.headers
-            .iter()
-            .filter(|(n, _)| n == name)
-            .flat_map(|(_, v)| v.split(','))
-            .any(|t| t.trim().eq_ignore_ascii_case(token))
     }
 }
 
@@ -443,7 +391,7 @@ impl Reporter {
             started,
             client: sock.peer_addr().map(ndt7::endpoint).unwrap_or_default(),
             server: sock.local_addr().map(ndt7::endpoint).unwrap_or_default(),
-            start_time: rfc3339(SystemTime::now()),
+            start_time: landspeed_core::result::format_utc(unix_s(SystemTime::now())),
         }
     }
 
@@ -492,32 +440,10 @@ fn tcp_message(t: &tcp_info::TcpInfo, elapsed_us: i64) -> ndt7::TcpInfoMessage {
     }
 }
 
-/// `t` as RFC 3339 in UTC, to the microsecond.
-fn rfc3339(t: SystemTime) -> String {
-    let d = t.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
-    let secs = d.as_secs() as i64;
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    let (y, m, day) = civil_from_days(days);
-    format!(
-        "{y:04}-{m:02}-{day:02}T{:02}:{:02}:{:02}.{:06}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60,
-        d.subsec_micros()
-    )
-}
-
-/// The proleptic Gregorian date of a day count from 1970-01-01 (Howard Hinnant's algorithm).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (yoe + era * 400 + i64::from(m <= 2), m, d)
+/// Seconds since the Unix epoch.
+fn unix_s(t: SystemTime) -> f64 {
+    t.duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
 }
 
 /// Whether an I/O error of the WebSocket only means "not yet" (a timeout of the blocking socket).
@@ -649,27 +575,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn dates_are_rfc3339_utc() {
-        let t = SystemTime::UNIX_EPOCH + Duration::from_micros(1_563_305_165_987_748);
-        assert_eq!(rfc3339(t), "2019-07-16T19:26:05.987748Z");
-        assert_eq!(rfc3339(SystemTime::UNIX_EPOCH), "1970-01-01T00:00:00.000000Z");
-        let leap = SystemTime::UNIX_EPOCH + Duration::from_secs(951_782_400);
-        assert_eq!(rfc3339(leap), "2000-02-29T00:00:00.000000Z");
-    }
-
-    #[test]
     fn requests_are_checked_before_any_upgrade() {
         let ok =
             b"GET /ndt/v7/download?client_name=x HTTP/1.1\r\nHost: a\r\nConnection: keep-alive, Upgrade\r\n\
 Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
 Sec-WebSocket-Protocol: net.measurementlab.ndt.v7\r\n\r\n";
-        let r = Request::parse(ok).ok().unwrap();
+        let r = Request::parse(ok).unwrap();
         assert_eq!(
             (r.path.as_str(), r.query.as_str()),
             ("/ndt/v7/download", "client_name=x")
         );
         assert!(r.lists("connection", "upgrade"));
         assert!(r.lists("sec-websocket-protocol", ndt7::SUBPROTOCOL));
-        assert!(Request::parse(b"\x16\x03\x01garbage\r\n\r\n").is_err());
+        assert!(Request::parse(b"\x16\x03\x01garbage\r\n\r\n").is_none());
     }
 }
