@@ -205,7 +205,26 @@ pub fn serve(a: ServeArgs) -> Result<bool> {
     let stats = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGUSR1, stats.clone())
         .context("cannot install signal handler")?;
-    let opts = ServerOptions {
+    let opts = options(&a, stats)?;
+    let server = if a.iperf3_json {
+        Server::bind(opts, Arc::new(print_iperf3))?
+    } else if a.iperf3_text {
+        Server::bind(opts, Arc::new(iperf3_text_printer(a.once)))?
+    } else if a.log_json {
+        Server::bind(opts, Arc::new(print_json))?
+    } else {
+        Server::bind(opts, Arc::new(print))?
+    };
+    if let Some(addr) = a.metrics {
+        metrics(addr, server.stats_handle(), stop.clone())?;
+    }
+    server.run(&stop)?;
+    Ok(true)
+}
+
+/// The server's options from the command line (the key files read and checked here).
+fn options(a: &ServeArgs, stats: Arc<AtomicBool>) -> Result<ServerOptions> {
+    Ok(ServerOptions {
         bind: a.bind,
         port: a.port,
         once: a.once,
@@ -264,21 +283,7 @@ pub fn serve(a: ServeArgs) -> Result<bool> {
             addr,
             tls: !a.ndt7_plain,
         }),
-    };
-    let server = if a.iperf3_json {
-        Server::bind(opts, Arc::new(print_iperf3))?
-    } else if a.iperf3_text {
-        Server::bind(opts, Arc::new(iperf3_text_printer(a.once)))?
-    } else if a.log_json {
-        Server::bind(opts, Arc::new(print_json))?
-    } else {
-        Server::bind(opts, Arc::new(print))?
-    };
-    if let Some(addr) = a.metrics {
-        metrics(addr, server.stats_handle(), stop.clone())?;
-    }
-    server.run(&stop)?;
-    Ok(true)
+    })
 }
 
 /// `--metrics ADDR`: OpenMetrics on http://ADDR/metrics from the server's live counters.
