@@ -166,6 +166,8 @@ fn run_latency_reports_idle_loaded_and_per_interval_rtt() {
 
 #[test]
 fn emulated_40ms_rtt_is_measured_within_half_a_millisecond() {
+    // Alone: half a millisecond is the forwarder's punctuality, which a busy neighbour takes away.
+    let _alone = crate::common::alone();
     let Some(_lock) = root() else { return };
     let mut w = Wan::up(&["--rtt", "40ms", "--rate", "1G"]);
     w.serve_in_b();
@@ -314,6 +316,9 @@ fn path_mtu_finds_a_1400_byte_link_inside_a_9000_byte_path() {
 
 #[test]
 fn capacity_of_an_emulated_1_gbit_bottleneck_within_15_percent() {
+    // Alone: a packet train's dispersion is timing at the microsecond; beside a busy test (CI, the
+    // first full run with slots) the trains after the first few came in at 0.5-0.8 Gbit/s.
+    let _alone = crate::common::alone();
     let Some(_lock) = root() else { return };
     let mut w = Wan::up(&["--rtt", "10ms", "--rate", "1G"]);
     w.serve_in_b();
