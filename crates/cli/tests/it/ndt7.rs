@@ -231,6 +231,66 @@ fn requests_that_are_not_ndt7_upgrades_are_told_why_and_idle_ones_cost_no_test()
     drop(idle);
 }
 
+/// Upgrades a raw connection to an upload subtest and returns it after the 101.
+fn raw_upload(a: SocketAddr) -> TcpStream {
+    let mut c = TcpStream::connect(a).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    c.write_all(upgrade("/ndt/v7/upload", Some("net.measurementlab.ndt.v7")).as_bytes())
+        .unwrap();
+    let mut head = Vec::new();
+    let mut b = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") && matches!(c.read(&mut b), Ok(1)) {
+        head.push(b[0]);
+    }
+    assert!(
+        head.starts_with(b"HTTP/1.1 101"),
+        "{}",
+        String::from_utf8_lossy(&head)
+    );
+    c
+}
+
+/// Whether the server ends the connection (EOF or reset) within 5 s, reading past what it sends.
+fn ends(mut c: TcpStream) -> bool {
+    let mut buf = [0u8; 65536];
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while std::time::Instant::now() < deadline {
+        match c.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return false,
+            Err(_) => return true,
+        }
+    }
+    false
+}
+
+#[test]
+fn oversized_and_malformed_frames_end_the_subtest_at_once_with_the_reason_logged() {
+    let s = ServerProc::start("127.0.0.1", &["--ndt7", "127.0.0.1:0", "--ndt7-plain"]);
+    let a = ndt7_addr(&s);
+    // A binary frame that says it holds 32 MiB (masked, as a client's must be): over the 16 MiB the
+    // spec asks a receiver to take.
+    let mut big = raw_upload(a);
+    let mut frame = vec![0x82, 0xff];
+    frame.extend_from_slice(&(32u64 << 20).to_be_bytes());
+    frame.extend_from_slice(&[1, 2, 3, 4]);
+    big.write_all(&frame).unwrap();
+    assert!(ends(big), "an oversized frame did not end the connection");
+    let line = ndt7_line(&s);
+    assert!(
+        line.contains("forward") && line.contains("FAILED: receiving:"),
+        "{line}"
+    );
+    // A client frame without a mask breaks RFC 6455.
+    let mut bare = raw_upload(a);
+    bare.write_all(&[0x82, 0x05, b'h', b'e', b'l', b'l', b'o'])
+        .unwrap();
+    assert!(ends(bare), "an unmasked frame did not end the connection");
+    let line = ndt7_line(&s);
+    assert!(line.contains("FAILED: receiving:"), "{line}");
+}
+
 #[test]
 fn an_address_outside_allow_is_forbidden() {
     let s = ServerProc::start(
