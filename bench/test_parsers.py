@@ -6,15 +6,21 @@ failure.
 Fixtures: iperf2-2.1.8-*.csv were captured from iperf 2.1.8 (Debian's `iperf`) on loopback with
 `-f b -y C` (2.1.x prints one row per stream and no sum row, with `-i` also every interval's rows);
 iperf2-2.0-P2-sum.csv is written in iperf 2.0.x's format, whose `-P N` runs end with a sum row of
-stream id -1 (no 2.0.x binary can be had on this machine to capture one).
+stream id -1 (no 2.0.x binary can be had on this machine to capture one). iperf3-3.21-P2.json and
+landspeed-iperf3-P2.json were captured on loopback with `-c 127.0.0.1 -t 1 -P 2 -J` from iperf 3.21+
+(against `iperf3 -s`) and from `landspeed iperf3` (against `landspeed serve`): bench/dropin's rate must
+be both streams' received rates added, not one stream's.
 """
-import importlib.machinery, importlib.util, os, sys
+import importlib.machinery, importlib.util, json, os, sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 loader = importlib.machinery.SourceFileLoader("peers", os.path.join(HERE, "peers"))
 spec = importlib.util.spec_from_loader("peers", loader)
 peers = importlib.util.module_from_spec(spec)
 loader.exec_module(peers)
+dropin_loader = importlib.machinery.SourceFileLoader("dropin", os.path.join(HERE, "dropin"))
+dropin = importlib.util.module_from_spec(importlib.util.spec_from_loader("dropin", dropin_loader))
+dropin_loader.exec_module(dropin)
 
 
 def fixture(name):
@@ -31,8 +37,27 @@ CASES = [
 ]
 
 
-def main():
+DROPIN_CASES = [
+    # (fixture, its two streams' receiver bit/s)
+    ("iperf3-3.21-P2.json", 18269869921.264244 + 23220773299.73302),
+    ("landspeed-iperf3-P2.json", 21934443337.278877 + 16751762365.818167),
+]
+
+
+def check_dropin():
     passed = failed = 0
+    for name, want in DROPIN_CASES:
+        got = dropin.rate(json.loads(fixture(name)))
+        if abs(got - want) <= 1e-6 * want:
+            passed += 1
+        else:
+            failed += 1
+            print(f"FAIL {name}: bench/dropin read {got}, want {want}")
+    return passed, failed
+
+
+def main():
+    passed, failed = check_dropin()
     for name, want_bytes, want_bps in CASES:
         got = peers.iperf2_parse(fixture(name))
         if got == (want_bytes, want_bps):
