@@ -14,7 +14,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Descriptors, threads and resident memory (KiB) of a process.
-fn usage(pid: u32) -> (usize, usize, u64) {
+pub(crate) fn usage(pid: u32) -> (usize, usize, u64) {
     let count = |d: &str| std::fs::read_dir(format!("/proc/{pid}/{d}")).map_or(0, |r| r.count());
     let rss = std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()

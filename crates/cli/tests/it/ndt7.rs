@@ -231,11 +231,11 @@ fn requests_that_are_not_ndt7_upgrades_are_told_why_and_idle_ones_cost_no_test()
     drop(idle);
 }
 
-/// Upgrades a raw connection to an upload subtest and returns it after the 101.
-fn raw_upload(a: SocketAddr) -> TcpStream {
+/// Upgrades a raw connection to the subtest at `path` and returns it after the 101.
+fn raw_upgrade(a: SocketAddr, path: &str) -> TcpStream {
     let mut c = TcpStream::connect(a).unwrap();
     c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    c.write_all(upgrade("/ndt/v7/upload", Some("net.measurementlab.ndt.v7")).as_bytes())
+    c.write_all(upgrade(path, Some("net.measurementlab.ndt.v7")).as_bytes())
         .unwrap();
     let mut head = Vec::new();
     let mut b = [0u8; 1];
@@ -271,7 +271,7 @@ fn oversized_and_malformed_frames_end_the_subtest_at_once_with_the_reason_logged
     let a = ndt7_addr(&s);
     // A binary frame that says it holds 32 MiB (masked, as a client's must be): over the 16 MiB the
     // spec asks a receiver to take.
-    let mut big = raw_upload(a);
+    let mut big = raw_upgrade(a, "/ndt/v7/upload");
     let mut frame = vec![0x82, 0xff];
     frame.extend_from_slice(&(32u64 << 20).to_be_bytes());
     frame.extend_from_slice(&[1, 2, 3, 4]);
@@ -283,12 +283,53 @@ fn oversized_and_malformed_frames_end_the_subtest_at_once_with_the_reason_logged
         "{line}"
     );
     // A client frame without a mask breaks RFC 6455.
-    let mut bare = raw_upload(a);
+    let mut bare = raw_upgrade(a, "/ndt/v7/upload");
     bare.write_all(&[0x82, 0x05, b'h', b'e', b'l', b'l', b'o'])
         .unwrap();
     assert!(ends(bare), "an unmasked frame did not end the connection");
     let line = ndt7_line(&s);
     assert!(line.contains("FAILED: receiving:"), "{line}");
+}
+
+#[test]
+fn clients_that_never_read_or_never_send_are_cut_off_in_time_and_leave_nothing_behind() {
+    let s = ServerProc::start("127.0.0.1", &["--ndt7", "127.0.0.1:0", "--ndt7-plain"]);
+    let a = ndt7_addr(&s);
+    let pid = s.process().id();
+    let base = crate::faults::usage(pid);
+    let started = std::time::Instant::now();
+    // A download whose client reads nothing after the 101, and an upload whose client sends nothing:
+    // the server closes each at 10 s, and with no answer to its close drops it at the spec's 13 s.
+    let down = raw_upgrade(a, "/ndt/v7/download");
+    let up = raw_upgrade(a, "/ndt/v7/upload");
+    let lines = [ndt7_line(&s), ndt7_line(&s)];
+    let took = started.elapsed();
+    // 13 s, plus a second for a busy machine to write its log line.
+    assert!(
+        took < Duration::from_secs(14),
+        "the subtests ended after {took:?}"
+    );
+    assert!(
+        took >= Duration::from_secs(10),
+        "the subtests ended early, after {took:?}"
+    );
+    assert!(lines.iter().any(|l| l.contains("reverse")), "{lines:?}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("forward") && l.contains("received 0 B")),
+        "{lines:?}"
+    );
+    drop((down, up));
+    let back = common::wait_until(Duration::from_secs(5), || {
+        let now = crate::faults::usage(pid);
+        (now.0, now.1) == (base.0, base.1)
+    });
+    assert!(
+        back,
+        "descriptors and threads {:?}, before {base:?}",
+        crate::faults::usage(pid)
+    );
 }
 
 #[test]
