@@ -39,16 +39,10 @@ fn node() -> Option<Vec<&'static str>> {
     };
     match flags {
         Some(f) if installed => Some(f),
-        _ => {
-            let what =
-                "Node.js with a WebSocket (20.10+) and tests/peers/ndt7js's npm packages (npm ci there)";
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "CI is set and {what} are missing"
-            );
-            eprintln!("skipping: {what} are missing");
-            None
-        }
+        _ => common::missing(
+            "Node.js with a WebSocket (20.10+) or tests/peers/ndt7js's npm packages (npm ci there) \
+             are missing",
+        ),
     }
 }
 
@@ -165,12 +159,18 @@ fn status_of(addr: SocketAddr, request: &str) -> String {
     let mut c = TcpStream::connect(addr).unwrap();
     c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     c.write_all(request.as_bytes()).unwrap();
-    let mut line = Vec::new();
-    let mut b = [0u8; 1];
-    while !line.ends_with(b"\r\n") && matches!(c.read(&mut b), Ok(1)) {
-        line.push(b[0]);
-    }
+    let line = read_through(&mut c, b"\r\n");
     String::from_utf8_lossy(&line).trim_end().to_string()
+}
+
+/// Reads a byte at a time up to and including `end` (or until the connection ends): nothing past it.
+fn read_through(c: &mut TcpStream, end: &[u8]) -> Vec<u8> {
+    let mut got = Vec::new();
+    let mut b = [0u8; 1];
+    while !got.ends_with(end) && matches!(c.read(&mut b), Ok(1)) {
+        got.push(b[0]);
+    }
+    got
 }
 
 fn upgrade(path: &str, protocol: Option<&str>) -> String {
@@ -237,11 +237,7 @@ fn raw_upgrade(a: SocketAddr, path: &str) -> TcpStream {
     c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     c.write_all(upgrade(path, Some("net.measurementlab.ndt.v7")).as_bytes())
         .unwrap();
-    let mut head = Vec::new();
-    let mut b = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") && matches!(c.read(&mut b), Ok(1)) {
-        head.push(b[0]);
-    }
+    let head = read_through(&mut c, b"\r\n\r\n");
     assert!(
         head.starts_with(b"HTTP/1.1 101"),
         "{}",
@@ -296,7 +292,21 @@ fn clients_that_never_read_or_never_send_are_cut_off_in_time_and_leave_nothing_b
     let s = ServerProc::start("127.0.0.1", &["--ndt7", "127.0.0.1:0", "--ndt7-plain"]);
     let a = ndt7_addr(&s);
     let pid = s.process().id();
-    let base = crate::faults::usage(pid);
+    // One request first, so that what the server makes once (its accepting thread's poller) is in
+    // the count before.
+    assert!(status_of(a, "GET /none HTTP/1.1\r\nHost: x\r\n\r\n").starts_with("HTTP/1.1 404"));
+    // ...and once that request's thread has ended: the same count twice, 200 ms apart.
+    let mut base = crate::faults::usage(pid);
+    let settled = common::wait_until(Duration::from_secs(5), || {
+        let before = base;
+        let _ = s.next_line(Duration::from_millis(200));
+        base = crate::faults::usage(pid);
+        (before.0, before.1) == (base.0, base.1)
+    });
+    assert!(
+        settled,
+        "the server's descriptors and threads never settled: {base:?}"
+    );
     let started = std::time::Instant::now();
     // A download whose client reads nothing after the 101, and an upload whose client sends nothing:
     // the server closes each at 10 s, and with no answer to its close drops it at the spec's 13 s.

@@ -19,13 +19,6 @@ fn peers() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/peers")
 }
 
-/// Missing outside CI: skip (with a word); missing in CI: fail.
-fn missing(what: &str) -> Option<()> {
-    assert!(std::env::var_os("CI").is_none(), "CI is set and {what}");
-    eprintln!("skipping: {what}");
-    None
-}
-
 /// A peer's server process, killed when dropped.
 struct Peer(Child);
 
@@ -67,7 +60,7 @@ fn aioquic() -> Option<()> {
     if ok {
         Some(())
     } else {
-        missing("Python's aioquic is not installed (pip install aioquic)")
+        common::missing("Python's aioquic is not installed (pip install aioquic)")
     }
 }
 
@@ -80,7 +73,7 @@ fn quicgo() -> Option<PathBuf> {
                 .into_iter()
                 .find(|g| Command::new(g).arg("version").output().is_ok());
             let Some(go) = go else {
-                return missing("the Go toolchain is not installed").map(|_| PathBuf::new());
+                return common::missing("the Go toolchain is not installed");
             };
             let out = std::env::temp_dir().join(format!("landspeed-quicgo-{}", std::process::id()));
             let built = Command::new(go)

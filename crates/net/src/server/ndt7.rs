@@ -38,33 +38,61 @@ pub(crate) fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
     Ok(l)
 }
 
-/// Accepts ndt7 connections until the server shuts down.
+/// Accepts ndt7 connections until the server shuts down: waits for the listener to be readable (at
+/// most 100 ms, to see a shutdown), then takes every connection waiting.
 pub(crate) fn serve(ndt: Ndt7Listener, shared: Arc<Shared>) {
+    use std::os::fd::AsRawFd;
+    let Ok(mut poll) = mio::Poll::new() else { return };
+    let fd = ndt.listener.as_raw_fd();
+    let mut source = mio::unix::SourceFd(&fd);
+    if poll
+        .registry()
+        .register(&mut source, mio::Token(0), mio::Interest::READABLE)
+        .is_err()
+    {
+        return;
+    }
+    let mut events = mio::Events::with_capacity(4);
     let handshaking = Arc::new(AtomicUsize::new(0));
     while !shared.shutdown.load(Relaxed) {
-        match ndt.listener.accept() {
-            Ok((stream, peer)) => {
-                if handshaking.load(Relaxed) >= MAX_HANDSHAKING {
-                    shared.emit(ServerEvent::Refused {
-                        peer,
-                        reason: format!("ndt7: {MAX_HANDSHAKING} connections already sending their request"),
-                    });
-                    continue;
-                }
-                handshaking.fetch_add(1, Relaxed);
-                let (shared, tls, h) = (shared.clone(), ndt.tls.clone(), handshaking.clone());
-                shared.connection_started();
-                let spawned = std::thread::Builder::new().name("ndt7".into()).spawn(move || {
-                    connection(stream, peer, tls, &shared, &h);
-                    shared.connection_ended();
-                });
-                if spawned.is_err() {
-                    handshaking.fetch_sub(1, Relaxed);
-                }
+        if let Err(e) = poll.poll(&mut events, Some(Duration::from_millis(100))) {
+            if e.kind() != ErrorKind::Interrupted {
+                return;
             }
-            Err(e) if e.kind() == ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(50)),
-            Err(_) => std::thread::sleep(Duration::from_millis(50)),
         }
+        // Out of descriptors or similar: stop for this round, keep serving.
+        while let Ok((stream, peer)) = ndt.listener.accept() {
+            take(stream, peer, &ndt, &shared, &handshaking);
+        }
+    }
+}
+
+/// Gives an accepted connection its thread, or closes it when `MAX_HANDSHAKING` are still in their
+/// request.
+fn take(
+    stream: TcpStream,
+    peer: SocketAddr,
+    ndt: &Ndt7Listener,
+    shared: &Arc<Shared>,
+    handshaking: &Arc<AtomicUsize>,
+) {
+    if handshaking.load(Relaxed) >= MAX_HANDSHAKING {
+        shared.emit(ServerEvent::Refused {
+            peer,
+            reason: format!("ndt7: {MAX_HANDSHAKING} connections already sending their request"),
+        });
+        return;
+    }
+    handshaking.fetch_add(1, Relaxed);
+    shared.connection_started();
+    let (shared2, tls, h) = (shared.clone(), ndt.tls.clone(), handshaking.clone());
+    let spawned = std::thread::Builder::new().name("ndt7".into()).spawn(move || {
+        connection(stream, peer, tls, &shared2, &h);
+        shared2.connection_ended();
+    });
+    if spawned.is_err() {
+        handshaking.fetch_sub(1, Relaxed);
+        shared.connection_ended();
     }
 }
 
@@ -361,16 +389,13 @@ fn run(
         Subtest::Download => log.bytes_sent = p.bytes,
         Subtest::Upload => log.bytes_received = p.bytes,
     }
-    if !metadata.is_empty() {
-        log.protocol = format!(
-            "ndt7 ({})",
-            metadata
-                .iter()
-                .filter(|(k, _)| k.starts_with("client_"))
-                .map(|(k, v)| format!("{k}={}", v.chars().take(40).collect::<String>()))
-                .collect::<Vec<_>>()
-                .join(" ")
-        );
+    let client: Vec<String> = metadata
+        .iter()
+        .filter(|(k, _)| k.starts_with("client_"))
+        .map(|(k, v)| format!("{k}={}", v.chars().take(40).collect::<String>()))
+        .collect();
+    if !client.is_empty() {
+        log.protocol = format!("ndt7 ({})", client.join(" "));
     }
     log
 }

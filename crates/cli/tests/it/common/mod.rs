@@ -12,6 +12,13 @@ use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::{mpsc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
+/// A tool a test needs is missing: outside CI the test is skipped (with a word), in CI it fails.
+pub fn missing<T>(what: &str) -> Option<T> {
+    assert!(std::env::var_os("CI").is_none(), "CI is set and {what}");
+    eprintln!("skipping: {what}");
+    None
+}
+
 /// The binary under test. Naming it claims a share of the machine for the rest of the test (see
 /// `alone`): every landspeed process a test starts is named here.
 pub fn bin() -> &'static str {
