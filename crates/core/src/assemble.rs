@@ -1056,6 +1056,7 @@ pub fn assemble(inp: &Inputs) -> RunResult {
         path: None,
         file,
         emulator: None,
+        authentication: None,
     }
 }
 

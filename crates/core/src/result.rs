@@ -58,6 +58,71 @@ pub struct RunResult {
     /// did to each direction's packets while the test ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub emulator: Option<crate::emulator::EmulatorReport>,
+    /// Who was authenticated, and what that protects (landspeed-protocol tests).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authentication: Option<Authentication>,
+}
+
+/// Who was authenticated in a test, and what that protects (docs/security.md has the threat table).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Authentication {
+    /// How the client knew the server: `key` (it proved it holds the shared key, and every control
+    /// message in both directions carried the conversation's MAC), `pinned_certificate` (`--tls-pin`:
+    /// the data connections presented that certificate), or `none`.
+    pub server: String,
+    /// The key the client proved it holds (`--auth`), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// Every control message after the greeting carried a MAC.
+    pub control_messages_authenticated: bool,
+    /// The data connections were encrypted (TLS or QUIC).
+    pub data_encrypted: bool,
+    /// For people: what this protects and what it does not.
+    pub note: String,
+}
+
+impl Authentication {
+    /// What a test had: the key the server proved (`key`), a pinned certificate (`pinned`), encrypted
+    /// data connections (`encrypted`).
+    pub fn of(key: Option<&str>, pinned: bool, encrypted: bool) -> Authentication {
+        let (server, note) = match (key, pinned, encrypted) {
+            (Some(k), _, true) => (
+                "key",
+                format!(
+                "both ends proved they hold the key '{k}' and every control message carried its MAC; the \
+                 data connections' certificate came in an authenticated message"
+            ),
+            ),
+            (Some(k), _, false) => (
+                "key",
+                format!(
+                "both ends proved they hold the key '{k}' and every control message carried its MAC; the \
+                 data connections are neither encrypted nor authenticated"
+            ),
+            ),
+            (None, true, _) => (
+                "pinned_certificate",
+                "the data connections presented the pinned \
+                 certificate (--tls-pin); the control conversation was not authenticated"
+                    .to_string(),
+            ),
+            (None, false, true) => (
+                "none",
+                "the server was not authenticated: the encryption protects \
+                 against passive observers only, and an attacker in the path could present its own \
+                 certificate (use --auth or --tls-pin)"
+                    .to_string(),
+            ),
+            (None, false, false) => ("none", "nothing was authenticated (no --auth)".to_string()),
+        };
+        Authentication {
+            server: server.into(),
+            key: key.map(str::to_string),
+            control_messages_authenticated: key.is_some(),
+            data_encrypted: encrypted,
+            note,
+        }
+    }
 }
 
 /// The I/O paths used by the senders and receivers.

@@ -3,9 +3,12 @@
 
 use landspeed_core::config::TestSpec;
 use landspeed_core::config::{Direction, Transport};
-use landspeed_core::protocol::{self, auth, Key, Message, Preamble, SessionId, PROTOCOL_VERSION};
+use landspeed_core::protocol::{
+    self, auth, ClientAction, ClientSession, Conn, Key, Message, Preamble, SessionId, PROTOCOL_VERSION,
+};
 use landspeed_iperf3::{Cookie, Params};
 use std::path::Path;
+use std::time::Instant;
 
 fn write(target: &str, name: &str, bytes: &[u8]) {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -23,16 +26,41 @@ fn frames(split: u8, msgs: &[Message]) -> Vec<u8> {
     out
 }
 
+/// A whole conversation as a keyed client writes it to the fuzz body's server: the hello, then
+/// `spec`'s request and `after`, each sealed (the server's welcome read from the same server).
+fn sealed(split: u8, spec: &TestSpec, after: &[Message]) -> Vec<u8> {
+    let key = Key::new("fuzz", landspeed_fuzzing::FUZZ_SECRET).expect("key");
+    let session = ClientSession::new(spec.clone().validated().expect("a valid seed spec"))
+        .with_auth(key, [9; auth::NONCE_LEN]);
+    let mut client = Conn::new(session);
+    let now = Instant::now();
+    client
+        .handle_local(now, |s, now| Ok(ClientAction::Send(s.hello(now))))
+        .expect("hello");
+    let mut out = vec![split];
+    let mut server = landspeed_fuzzing::control_server();
+    let hello = client.poll_transmit().expect("the hello");
+    server
+        .handle_input(&hello, now)
+        .expect("the server takes the hello");
+    out.extend(hello);
+    let welcome = server.poll_transmit().expect("the welcome");
+    client
+        .handle_input(&welcome, now)
+        .expect("the client takes the welcome");
+    for m in after {
+        client.send(m);
+    }
+    out.extend(client.poll_transmit().expect("the request"));
+    out
+}
+
 fn main() {
     let hello = Message::Hello {
         version: PROTOCOL_VERSION,
         software: "landspeed 0.1.0".into(),
+        auth: None,
     };
-    // The fuzz body's server uses key "fuzz" and nonce 7s; this proof passes it.
-    let key = Key::new("fuzz", b"0123456789abcdef0123").expect("key");
-    let proof = key
-        .prove(&auth::challenge(&[7; auth::NONCE_LEN]), &[9; auth::NONCE_LEN])
-        .expect("proof");
     let specs = [
         TestSpec::default(),
         TestSpec {
@@ -48,24 +76,22 @@ fn main() {
         },
     ];
     for (i, spec) in specs.iter().enumerate() {
-        let request = Message::TestRequest {
-            spec: Box::new(spec.clone()),
-            auth: Some(Box::new(proof.clone())),
-        };
-        let all = [
-            hello.clone(),
-            request,
+        let after = [
             Message::Start,
             Message::Stop,
             Message::Results {
                 report: Box::default(),
             },
         ];
-        write("control_decoder", &format!("session-{i}"), &frames(63, &all));
+        write(
+            "control_decoder",
+            &format!("session-{i}"),
+            &sealed(63, spec, &after),
+        );
         write(
             "control_decoder",
             &format!("session-{i}-bytewise"),
-            &frames(0, &all[..2]),
+            &sealed(0, spec, &[]),
         );
     }
     let unauth = Message::TestRequest {

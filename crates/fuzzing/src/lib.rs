@@ -9,7 +9,8 @@
 
 use landspeed_core::config::TestSpec;
 use landspeed_core::protocol::{
-    self, auth, FrameDecoder, KeyRing, Message, Preamble, ServerAction, ServerSession, MAX_FRAME_LEN,
+    self, auth, Admission, Conn, FrameDecoder, KeyRing, Message, Preamble, ServerAction, ServerSession,
+    SessionId, MAX_FRAME_LEN,
 };
 use landspeed_iperf3::wire::{json_len, MAX_RESULTS_JSON};
 use landspeed_iperf3::{Cookie, Params, Results, MAX_JSON};
@@ -54,50 +55,70 @@ pub fn perf_request(data: &[u8]) {
     }
 }
 
-/// The control connection: bytes arrive in chunks whose sizes the input chooses, frames are decoded and
-/// fed to a server session that requires authentication, exactly as the server's reader does.
+/// The server every control-connection input is fed to: it requires key "fuzz" (secret
+/// `FUZZ_SECRET`) and its nonce is all 7s, so the seed corpus can hold whole sealed conversations.
+pub fn control_server() -> Conn<ServerSession> {
+    let keys = Arc::new(KeyRing::parse("fuzz 0123456789abcdef0123").expect("test key"));
+    Conn::new(ServerSession::new().with_auth(keys, [7; auth::NONCE_LEN]))
+}
+
+/// The secret of `control_server`'s key.
+pub const FUZZ_SECRET: &[u8] = b"0123456789abcdef0123";
+
+/// The control connection: bytes arrive in chunks whose sizes the input chooses. The frames alone must
+/// decode within their bound and encode again; then the same bytes go to the keyed server's connection
+/// exactly as its reader hands them over (the guard checks each frame's tag before the session sees
+/// it), and whatever the session accepts was authenticated.
 pub fn control_decoder(data: &[u8]) {
     let Some((&split, rest)) = data.split_first() else {
         return;
     };
     let chunk = usize::from(split % 64) + 1;
-    let keys = Arc::new(KeyRing::parse("fuzz 0123456789abcdef0123").expect("test key"));
-    let mut session = ServerSession::new().with_auth(keys, [7; auth::NONCE_LEN]);
+    frames_alone(rest, chunk);
+    let mut conn = control_server();
+    for c in rest.chunks(chunk) {
+        if conn.handle_input(c, Instant::now()).is_err() {
+            break;
+        }
+        let _ = conn.poll_transmit();
+        while let Some(action) = conn.poll_action() {
+            if let ServerAction::Accept(spec) = action {
+                assert!(conn.peer_proven().is_some() && conn.machine().authenticated().is_some());
+                accept_streams(&mut conn, &spec);
+            }
+        }
+    }
+}
+
+/// The frames of `rest` as a decoder alone takes them: no length field makes it hold more than one
+/// frame's worth, and whatever decodes encodes again to a message of the same kind.
+fn frames_alone(rest: &[u8], chunk: usize) {
     let mut dec = FrameDecoder::new();
-    'feed: for c in rest.chunks(chunk) {
+    for c in rest.chunks(chunk) {
         dec.push(c);
         loop {
-            // A length field alone never makes the decoder hold more than one frame's worth.
             assert!(dec.buffered() <= MAX_FRAME_LEN + 4 + chunk);
             match dec.next_message() {
                 Ok(Some(m)) => {
-                    // Whatever decodes must encode again and decode to a message of the same kind.
-                    let again = protocol::encode(&m);
                     let mut d2 = FrameDecoder::new();
-                    d2.push(&again);
+                    d2.push(&protocol::encode(&m));
                     let back = d2.next_message().expect("re-encoded frame").expect("whole frame");
                     assert_eq!(back.kind(), m.kind());
-                    match session.on_message(m, Instant::now()) {
-                        Ok(ServerAction::Accept(spec)) => {
-                            assert!(session.authenticated().is_some());
-                            accept_streams(&mut session, &spec);
-                        }
-                        Ok(_) => {}
-                        Err(_) => break 'feed,
-                    }
                 }
                 Ok(None) => break,
-                Err(_) => break 'feed,
+                Err(_) => return,
             }
         }
     }
 }
 
 /// Streams arriving for an accepted test, in an order and with ids the test does not expect too.
-fn accept_streams(session: &mut ServerSession, spec: &TestSpec) {
+fn accept_streams(conn: &mut Conn<ServerSession>, spec: &TestSpec) {
+    let admitted = Admission::plain(SessionId([0; 16]));
+    let _ = conn.handle_local(Instant::now(), |m, _| m.accepted(admitted));
     let n = spec.total_streams();
     for id in [n, 0, 0, n.saturating_sub(1), u32::MAX] {
-        let _ = session.on_stream(id, Instant::now());
+        let _ = conn.handle_local(Instant::now(), |m, now| m.on_stream(id, now));
     }
 }
 

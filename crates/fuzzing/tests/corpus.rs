@@ -191,3 +191,24 @@ fn check_fuzz_run(name: &str, ok: bool, log: &str) {
         "{name}: no run count in the fuzzer's output"
     );
 }
+
+/// The sealed seeds are whole conversations the keyed server takes: the fuzzer starts from inputs
+/// that reach past the guard, not from ones every tag check stops at the first sealed frame.
+#[test]
+fn sealed_seeds_reach_an_authenticated_accept() {
+    use landspeed_core::protocol::ServerAction;
+    for (path, bytes) in inputs("corpus", "control_decoder") {
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        if !name.starts_with("session-") {
+            continue;
+        }
+        let mut conn = landspeed_fuzzing::control_server();
+        // The messages after the request come before any stream: the session refuses the first of
+        // them, after the accept.
+        let _ = conn.handle_input(&bytes[1..], std::time::Instant::now());
+        let accepted =
+            std::iter::from_fn(|| conn.poll_action()).any(|a| matches!(a, ServerAction::Accept(_)));
+        assert!(accepted, "{name}: no accept");
+        assert_eq!(conn.machine().authenticated(), Some("fuzz"), "{name}");
+    }
+}

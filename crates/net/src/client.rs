@@ -63,8 +63,12 @@ pub struct ClientOptions {
     /// Pin the server's TLS certificate to this fingerprint instead of the one it announces
     /// (`--tls-pin`).
     pub tls_pin: Option<landspeed_core::tls::CertFingerprint>,
-    /// The key to answer a server's authentication challenge with (`--auth`).
+    /// The key the conversation is authenticated with (`--auth`): a server that cannot prove it
+    /// holds it is refused ...
     pub auth: Option<landspeed_core::protocol::Key>,
+    /// ... unless it does not ask for one and the key is to be used only when asked (a server's
+    /// ordered tests, `serve --control-key`).
+    pub auth_only_if_asked: bool,
     /// Echo probes before and during the test (`--latency`).
     pub latency: Option<LatencyOptions>,
     /// Send `start` at this instant (this host's clock) rather than as soon as the streams are ready:
@@ -93,6 +97,7 @@ impl ClientOptions {
             control_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(30),
             auth: None,
+            auth_only_if_asked: false,
             tls_pin: None,
             latency: None,
             start_at: None,

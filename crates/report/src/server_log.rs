@@ -51,7 +51,11 @@ fn test_text(t: &TestLog, time_utc: &str) -> String {
     let peer = (t.peer_bytes)
         .map(|b| format!("; client reported {b} B"))
         .unwrap_or_default();
-    let who = t.auth.as_ref().map(|n| format!(" (key {n})")).unwrap_or_default();
+    let who = t
+        .auth
+        .as_ref()
+        .map(|n| format!(" (both ends authenticated by key {n})"))
+        .unwrap_or_default();
     format!(
         "{time_utc} {} test from {}{who}: {} stream(s) {dir}, received {} B = {} (verified {} B) sent {} B = {} in {:.2} s ({rate}){peer}: {outcome}",
         t.protocol,
@@ -178,7 +182,7 @@ mod tests {
         let line = text_line(&test_event(None, 0), T);
         assert_eq!(
             line,
-            "2026-11-23T18:00:00Z landspeed test from 192.0.2.7:40000 (key ops): 2 stream(s) reverse, \
+            "2026-11-23T18:00:00Z landspeed test from 192.0.2.7:40000 (both ends authenticated by key ops): 2 stream(s) reverse, \
              received 0 B = 0 B (verified 0 B) sent 2000000000 B = 1.86 GiB in 2.00 s (8.00 Gbit/s): ok"
         );
         assert!(text_line(&test_event(Some("boom"), 0), T).ends_with(": FAILED: boom"));

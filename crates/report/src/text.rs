@@ -748,6 +748,18 @@ fn data_path(out: &mut String, r: &RunResult) {
             t.record_layer
         );
     }
+    if let Some(a) = r
+        .authentication
+        .as_ref()
+        .filter(|a| a.key.is_some() || a.data_encrypted)
+    {
+        let who = match a.server.as_str() {
+            "key" => "server authenticated by key",
+            "pinned_certificate" => "server authenticated by pinned certificate",
+            _ => "server not authenticated",
+        };
+        let _ = writeln!(out, "Authentication: {who}: {}", a.note);
+    }
 }
 
 /// "Measured vs predicted" from the run's own TCP_INFO: the window bound (streams × the receive window

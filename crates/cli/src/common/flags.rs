@@ -93,6 +93,12 @@ pub fn client(e: &ClientError) -> String {
             code: Refusal::Authentication,
             ..
         } => format!("{e} (--auth NAME:KEYFILE)"),
+        ClientError::Protocol(ProtocolError::ServerWithoutAuth) => {
+            format!("{e}; run without --auth for a test the server does not authenticate")
+        }
+        ClientError::Protocol(ProtocolError::Forged { said: Some(_), .. }) => {
+            format!("{e} (check the key given with --auth NAME:KEYFILE)")
+        }
         ClientError::Iperf3Server { .. } => format!("{e} (use --iperf3)"),
         ClientError::Ktls { reason } => format!("--ktls: {reason}"),
         ClientError::NotWithIperf3 { what } => format!(
@@ -140,6 +146,8 @@ mod tests {
         assert!(nested.starts_with("invalid test: --rx discard"), "{nested}");
         let auth = client(&ClientError::Protocol(ProtocolError::AuthRequired));
         assert!(auth.contains("requires authentication") && auth.contains("--auth NAME:KEYFILE"));
+        let open = client(&ClientError::Protocol(ProtocolError::ServerWithoutAuth));
+        assert!(open.contains("does not ask for a key") && open.contains("run without --auth"));
         assert_eq!(
             plan(&PlanError::Repeat(0)),
             "--repeat: the repeat count must be 1..=100, got 0"

@@ -1,23 +1,23 @@
-//! Shared-key authentication for landspeed's control protocol. A server that has keys sends a fresh
-//! random nonce in its welcome; the client answers in its test request with its key's name, a nonce of its
-//! own and HMAC-SHA256(key, domain ‖ server nonce ‖ client nonce ‖ name). The key never crosses the wire,
-//! and because the server's nonce is new for every connection a recorded answer is worthless on the next
-//! one. This authenticates who may run tests; it does not encrypt or protect the test itself (like
-//! iperf3's authentication). Everything here is pure: the drivers supply the random bytes.
+//! Shared keys for landspeed's control protocol: the key files, the names, and what the greeting
+//! carries. A client that holds a key names it in its hello with a fresh nonce of its own; a server
+//! that has keys answers with a fresh nonce in its welcome. Both ends then derive the conversation's
+//! keys from the shared secret, both nonces and the greeting's bytes (`protocol::guard`), and every
+//! later control message in both directions carries a MAC: the client proves it holds the key with its
+//! first message, the server with its first answer. The secret never crosses the wire. This protects
+//! the control conversation; it does not encrypt it, and it does not protect the data connections
+//! (docs/security.md has the threat table). Everything here is pure: the drivers supply the random
+//! bytes.
 
-use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
-use sha2::Sha256;
 use std::collections::HashMap;
 
 /// Bytes of each nonce.
 pub const NONCE_LEN: usize = 32;
 /// The shortest secret a key file may hold.
 pub const MIN_SECRET_LEN: usize = 16;
-/// Separates landspeed's MACs from any other use of the same key.
-const DOMAIN: &[u8] = b"landspeed auth v1\0";
-
-type HmacSha256 = Hmac<Sha256>;
+/// The authentication this build speaks: 2 binds every control message to the key in both directions
+/// (1, before it, only had the client prove the key once, and is refused).
+pub const AUTH_VERSION: u8 = 2;
 
 /// Why authentication failed or a key file could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -36,9 +36,6 @@ pub enum AuthError {
     /// A field of the challenge or the answer is not what the protocol says.
     #[error("malformed authentication field: {0}")]
     Malformed(&'static str),
-    /// The answer does not match the key.
-    #[error("the answer does not match the key (wrong key, or a replayed answer)")]
-    BadMac,
 }
 
 /// The challenge a server puts in its welcome.
@@ -46,9 +43,28 @@ pub enum AuthError {
 pub struct Challenge {
     /// Hex, `NONCE_LEN` bytes, fresh for this connection.
     pub nonce: String,
+    /// The authentication the server speaks (`AUTH_VERSION`; servers before it sent none: 1).
+    #[serde(default = "version_one")]
+    pub version: u8,
 }
 
-/// The client's answer, sent with its test request.
+fn version_one() -> u8 {
+    1
+}
+
+/// What a client that holds a key says in its hello: which key, and its half of the nonces.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HelloAuth {
+    /// The key's name.
+    pub name: String,
+    /// Hex, `NONCE_LEN` bytes, fresh for this connection.
+    pub client_nonce: String,
+    /// The authentication the client speaks (`AUTH_VERSION`).
+    pub version: u8,
+}
+
+/// A version-1 client's answer, sent with its test request. This build never sends one: a server
+/// that receives one knows the client is too old to authenticate the server, and says so.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Proof {
     /// The key's name.
@@ -89,24 +105,18 @@ impl Key {
         })
     }
 
-    fn mac(&self, server_nonce: &[u8], client_nonce: &[u8]) -> HmacSha256 {
-        let mut m = HmacSha256::new_from_slice(&self.secret).expect("HMAC takes keys of any length");
-        m.update(DOMAIN);
-        m.update(server_nonce);
-        m.update(client_nonce);
-        m.update(self.name.as_bytes());
-        m
+    /// The secret, for deriving a conversation's keys.
+    pub(crate) fn secret(&self) -> &[u8] {
+        &self.secret
     }
 
-    /// The answer to `challenge`, using `client_nonce` (random, from the driver).
-    pub fn prove(&self, challenge: &Challenge, client_nonce: &[u8; NONCE_LEN]) -> Result<Proof, AuthError> {
-        let server = decode_nonce(&challenge.nonce)?;
-        let mac = self.mac(&server, client_nonce).finalize().into_bytes();
-        Ok(Proof {
+    /// What the hello carries for this key, with `client_nonce` (random, from the driver).
+    pub fn hello(&self, client_nonce: &[u8; NONCE_LEN]) -> HelloAuth {
+        HelloAuth {
             name: self.name.clone(),
             client_nonce: hex::encode(client_nonce),
-            mac: hex::encode(mac),
-        })
+            version: AUTH_VERSION,
+        }
     }
 }
 
@@ -125,11 +135,14 @@ fn check_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
-fn decode_nonce(s: &str) -> Result<Vec<u8>, AuthError> {
+/// A nonce from its hex form.
+pub fn decode_nonce(s: &str) -> Result<[u8; NONCE_LEN], AuthError> {
+    let mut out = [0u8; NONCE_LEN];
     if s.len() != 2 * NONCE_LEN {
         return Err(AuthError::Malformed("nonce length"));
     }
-    hex::decode(s).map_err(|_| AuthError::Malformed("nonce is not hex"))
+    hex::decode_to_slice(s, &mut out).map_err(|_| AuthError::Malformed("nonce is not hex"))?;
+    Ok(out)
 }
 
 /// The keys a server accepts (`--auth-keys FILE`).
@@ -177,24 +190,6 @@ impl KeyRing {
     pub fn get(&self, name: &str) -> Option<&Key> {
         self.keys.get(name)
     }
-
-    /// Checks `proof` against the nonce this server sent; returns the key's name.
-    pub fn verify(&self, server_nonce: &[u8; NONCE_LEN], proof: &Proof) -> Result<String, AuthError> {
-        let key = self
-            .keys
-            .get(&proof.name)
-            .ok_or_else(|| AuthError::UnknownName(proof.name.clone()))?;
-        let client = decode_nonce(&proof.client_nonce)?;
-        if client == server_nonce {
-            // A client that echoes the server's nonce would let a MAC be reflected back; refuse it.
-            return Err(AuthError::Malformed("client nonce equals the server's"));
-        }
-        let mac = hex::decode(&proof.mac).map_err(|_| AuthError::Malformed("mac is not hex"))?;
-        key.mac(server_nonce, &client)
-            .verify_slice(&mac)
-            .map_err(|_| AuthError::BadMac)?;
-        Ok(key.name.clone())
-    }
 }
 
 /// Reads a client's key for `--auth NAME:KEYFILE`: the file is either a key file (the line named NAME
@@ -220,6 +215,7 @@ pub fn client_key(name: &str, text: &str) -> Result<Key, AuthError> {
 pub fn challenge(nonce: &[u8; NONCE_LEN]) -> Challenge {
     Challenge {
         nonce: hex::encode(nonce),
+        version: AUTH_VERSION,
     }
 }
 
@@ -230,68 +226,21 @@ mod tests {
     const FILE: &str = "# test keys\nalice  0123456789abcdef-alice\n\nbob s3cret-s3cret-s3cret\n";
 
     #[test]
-    fn good_proof_is_accepted() {
-        let ring = KeyRing::parse(FILE).unwrap();
-        assert_eq!(ring.len(), 2);
+    fn nonces_and_hellos_are_checked() {
         let n = [7u8; NONCE_LEN];
+        let c = challenge(&n);
+        assert_eq!((c.nonce.len(), c.version), (64, AUTH_VERSION));
+        assert_eq!(decode_nonce(&c.nonce), Ok(n));
+        assert!(decode_nonce("abc").is_err());
+        assert!(decode_nonce(&"z".repeat(64)).is_err());
         let key = client_key("alice", FILE).unwrap();
-        let proof = key.prove(&challenge(&n), &[9u8; NONCE_LEN]).unwrap();
-        assert!(!proof.mac.contains("0123456789abcdef-alice"));
-        assert_eq!(ring.verify(&n, &proof).unwrap(), "alice");
-    }
-
-    #[test]
-    fn wrong_key_unknown_name_and_replay_are_refused() {
-        let ring = KeyRing::parse(FILE).unwrap();
-        let n = [7u8; NONCE_LEN];
-        let wrong = Key::new("alice", b"not-alices-key-at-all").unwrap();
-        let p = wrong.prove(&challenge(&n), &[1; NONCE_LEN]).unwrap();
-        assert_eq!(ring.verify(&n, &p), Err(AuthError::BadMac));
-        let stranger = Key::new("carol", b"0123456789abcdef-alice").unwrap();
-        let p = stranger.prove(&challenge(&n), &[1; NONCE_LEN]).unwrap();
-        assert_eq!(ring.verify(&n, &p), Err(AuthError::UnknownName("carol".into())));
-        // A proof recorded on one connection fails on the next, whose nonce differs.
-        let good = ring
-            .get("bob")
-            .unwrap()
-            .prove(&challenge(&n), &[1; NONCE_LEN])
-            .unwrap();
-        assert!(ring.verify(&n, &good).is_ok());
-        assert_eq!(ring.verify(&[8u8; NONCE_LEN], &good), Err(AuthError::BadMac));
-        // The name is covered by the MAC: bob's answer cannot be passed off as alice's.
-        let renamed = Proof {
-            name: "alice".into(),
-            ..good.clone()
-        };
-        assert_eq!(ring.verify(&n, &renamed), Err(AuthError::BadMac));
-        // Reflection: the server's own nonce as the client's.
-        let reflected = ring.get("bob").unwrap().prove(&challenge(&n), &n).unwrap();
-        assert!(matches!(
-            ring.verify(&n, &reflected),
-            Err(AuthError::Malformed(_))
-        ));
-    }
-
-    #[test]
-    fn malformed_fields_are_errors_not_panics() {
-        let ring = KeyRing::parse(FILE).unwrap();
-        let n = [7u8; NONCE_LEN];
-        for (cn, mac) in [
-            ("zz", "00"),
-            (&"0".repeat(64)[..], "xyz"),
-            (&"0".repeat(64)[..], ""),
-        ] {
-            let p = Proof {
-                name: "bob".into(),
-                client_nonce: cn.into(),
-                mac: mac.into(),
-            };
-            assert!(ring.verify(&n, &p).is_err());
-        }
+        let h = key.hello(&[9; NONCE_LEN]);
+        assert_eq!((h.name.as_str(), h.version), ("alice", AUTH_VERSION));
+        assert!(!format!("{h:?}{key:?}").contains("0123456789abcdef-alice"));
+        // A version-1 server's challenge has no version field.
+        let old: Challenge = serde_json::from_str(r#"{"nonce":"00"}"#).unwrap();
+        assert_eq!(old.version, 1);
         assert!(Key::new("bob", b"x").unwrap_err().to_string().contains("shorter"));
-        assert!(challenge(&n).nonce.len() == 64);
-        let bad = Challenge { nonce: "abc".into() };
-        assert!(ring.get("bob").unwrap().prove(&bad, &[0; NONCE_LEN]).is_err());
     }
 
     #[test]

@@ -5,9 +5,13 @@
 //! (`poll_timeout`). Messages the session sends go straight to the outgoing bytes; only what needs
 //! the outside world (open streams, start the engine, build a report) reaches the driver. So a driver
 //! is one small loop that moves bytes and reacts to actions, and never decides which message comes
-//! next: the sessions own the order, and the whole conversation runs in memory in tests.
+//! next: the sessions own the order, and the whole conversation runs in memory in tests. Every frame
+//! in and out passes the connection's `Guard`: once the session hands over key material, frames are
+//! sealed and a frame from the peer reaches the session only when its tag is right.
 
-use super::framing::{encode, FrameDecoder};
+use super::auth::AuthError;
+use super::framing::{body, decode_body, FrameDecoder};
+use super::guard::{Guard, GuardError, KeyMaterial};
 use super::messages::Message;
 use super::session::{ClientAction, ClientSession, ProtocolError, ServerAction, ServerSession};
 use super::timer::Waiting;
@@ -71,6 +75,26 @@ pub trait Machine: Waiting {
 
     /// The message an action sends, if any, and what is left for the driver (None: nothing).
     fn split(action: Self::Action) -> (Option<Message>, Option<Self::Action>);
+
+    /// The key material for this conversation, once the greeting has made it (taken once): from then
+    /// on every frame is sealed, and opened only with the right tag.
+    fn take_keys(&mut self) -> Option<Result<KeyMaterial, AuthError>> {
+        None
+    }
+
+    /// A frame from the peer carried the right tag for the first time: the peer holds the key.
+    fn on_peer_proven(&mut self) {}
+
+    /// A frame from the peer failed its tag at `now`; `plain` is what it says read as an unsealed
+    /// message (an unauthenticated refusal is still worth showing). What that means here.
+    fn on_forged(
+        &mut self,
+        err: GuardError,
+        plain: Option<Message>,
+        _now: Instant,
+    ) -> Result<Self::Action, ProtocolError> {
+        Err(ProtocolError::forged(err, plain))
+    }
 }
 
 /// A session with its connection's bytes: input decoded into messages, messages encoded into output.
@@ -80,6 +104,7 @@ pub struct Conn<M: Machine> {
     decoder: FrameDecoder,
     transmit: Vec<u8>,
     actions: VecDeque<M::Action>,
+    guard: Guard,
 }
 
 impl<M: Machine> Conn<M> {
@@ -90,6 +115,7 @@ impl<M: Machine> Conn<M> {
             decoder: FrameDecoder::new(),
             transmit: vec![],
             actions: VecDeque::new(),
+            guard: Guard::new(),
         }
     }
 
@@ -98,15 +124,47 @@ impl<M: Machine> Conn<M> {
         &self.machine
     }
 
+    /// The key's name once the peer has proved it holds the key (every frame since was checked).
+    pub fn peer_proven(&self) -> Option<&str> {
+        self.guard.proven()
+    }
+
     /// Bytes read from the connection at `now`: every whole message in them goes to the session, in
-    /// order. A message the session refuses, or bytes that are not a message, fail the connection.
+    /// order. A message the session refuses, bytes that are not a message, or a frame whose tag is
+    /// wrong fail the connection (a session may instead answer a wrong tag with a refusal).
     pub fn handle_input(&mut self, bytes: &[u8], now: Instant) -> Result<(), ProtocolError> {
         self.decoder.push(bytes);
-        while let Some(msg) = self.decoder.next_message()? {
+        while let Some(frame) = self.decoder.next_frame()? {
+            if matches!(self.guard, Guard::Broken) {
+                return Ok(());
+            }
+            self.start_keys();
+            let was_proven = self.guard.proven().is_some();
+            let msg = match self.guard.open(&frame) {
+                Ok(b) => decode_body(b)?,
+                Err(e) => {
+                    self.guard.break_off();
+                    let action = self.machine.on_forged(e, decode_body(&frame).ok(), now)?;
+                    self.queue(action);
+                    return Ok(());
+                }
+            };
+            if !was_proven && self.guard.proven().is_some() {
+                self.machine.on_peer_proven();
+            }
             let action = self.machine.on_message(msg, now)?;
             self.queue(action);
         }
         Ok(())
+    }
+
+    /// Keys from the session, once it has them.
+    fn start_keys(&mut self) {
+        if self.guard.is_plain() {
+            if let Some(m) = self.machine.take_keys() {
+                self.guard.start(m);
+            }
+        }
     }
 
     /// A local event at `now` (`event` is the session's method for it, such as `on_stream`).
@@ -125,9 +183,14 @@ impl<M: Machine> Conn<M> {
         self.transmit.extend_from_slice(bytes);
     }
 
-    /// Sends a message the session does not decide (an error report, a clock reading).
+    /// Sends a message the session does not decide (an error report, a clock reading). Everything
+    /// after the welcome is sealed once the session has keys.
     pub fn send(&mut self, msg: &Message) {
-        self.transmit.extend(encode(msg));
+        if !matches!(msg, Message::Welcome { .. }) {
+            self.start_keys();
+        }
+        let frame = self.guard.seal(&body(msg));
+        self.transmit.extend(frame);
     }
 
     /// The bytes to write now, if any.
@@ -183,6 +246,23 @@ impl Machine for ClientSession {
             other => (None, Some(other)),
         }
     }
+    fn take_keys(&mut self) -> Option<Result<KeyMaterial, AuthError>> {
+        ClientSession::take_keys(self).map(Ok)
+    }
+
+    fn on_peer_proven(&mut self) {
+        ClientSession::on_peer_proven(self)
+    }
+
+    fn on_forged(
+        &mut self,
+        err: GuardError,
+        plain: Option<Message>,
+        now: Instant,
+    ) -> Result<ClientAction, ProtocolError> {
+        self.fail(now);
+        Err(ProtocolError::forged(err, plain))
+    }
 }
 
 impl Machine for ServerSession {
@@ -205,6 +285,23 @@ impl Machine for ServerSession {
             other => (None, Some(other)),
         }
     }
+
+    fn take_keys(&mut self) -> Option<Result<KeyMaterial, AuthError>> {
+        ServerSession::take_keys(self)
+    }
+
+    fn on_peer_proven(&mut self) {
+        ServerSession::on_peer_proven(self)
+    }
+
+    fn on_forged(
+        &mut self,
+        err: GuardError,
+        plain: Option<Message>,
+        now: Instant,
+    ) -> Result<ServerAction, ProtocolError> {
+        ServerSession::on_forged(self, err, plain, now)
+    }
 }
 
 #[cfg(test)]
@@ -212,6 +309,7 @@ mod tests {
     use super::*;
     use crate::config::TestSpec;
     use crate::endpoint::EndpointReport;
+    use crate::protocol::encode;
     use crate::protocol::messages::{Refusal, SessionId};
     use crate::protocol::Limits;
 
@@ -305,6 +403,7 @@ mod tests {
         let mut bytes = encode(&Message::Hello {
             version: crate::protocol::PROTOCOL_VERSION,
             software: "t".into(),
+            auth: None,
         });
         bytes.extend(encode(&Message::TestRequest {
             spec: Box::default(),

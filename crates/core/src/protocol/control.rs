@@ -5,8 +5,9 @@
 //! started at one instant and their intervals put on one clock. The order and the offset arithmetic live
 //! here; the controller's conversation is `ControllerSession`.
 
-use super::auth::{Challenge, Key, NONCE_LEN};
+use super::auth::{AuthError, Challenge, Key, NONCE_LEN};
 use super::conn::Machine;
+use super::guard::{GuardError, KeyMaterial};
 use super::messages::Message;
 use super::preamble::PROTOCOL_VERSION;
 use super::session::ProtocolError;
@@ -159,6 +160,8 @@ pub enum ControllerAction {
 pub struct ControllerSession {
     key: Option<(Key, [u8; NONCE_LEN])>,
     challenge: Option<Challenge>,
+    /// The conversation's key material, from the welcome until the connection takes it.
+    keys: Option<KeyMaterial>,
     phase: ControllerPhase,
     probes: u32,
     welcome: Option<HostWelcome>,
@@ -182,6 +185,7 @@ impl ControllerSession {
         ControllerSession {
             key,
             challenge: None,
+            keys: None,
             phase: ControllerPhase::New,
             probes: probes.clamp(1, MAX_CLOCK_PROBES),
             welcome: None,
@@ -224,6 +228,7 @@ impl ControllerSession {
         Message::Hello {
             version: PROTOCOL_VERSION,
             software: format!("landspeed {} (controller)", crate::SOFTWARE_VERSION),
+            auth: self.key.as_ref().map(|(k, n)| k.hello(n)),
         }
     }
 
@@ -273,6 +278,7 @@ impl ControllerSession {
             control,
             auth_required: auth.is_some(),
         });
+        self.keys = super::session::keys_for_welcome(self.key.as_ref(), auth.as_ref(), true)?;
         self.challenge = auth;
         Ok(self.probe(now))
     }
@@ -335,16 +341,24 @@ impl ControllerSession {
                 event: "order",
             });
         }
-        let auth = match (&self.challenge, &self.key) {
-            (None, _) => None,
+        match (&self.challenge, &self.key) {
             (Some(_), None) => return Err(ProtocolError::AuthRequired),
-            (Some(c), Some((key, nonce))) => Some(Box::new(key.prove(c, nonce)?)),
-        };
+            // A host that asks for no key takes no orders; its welcome's "no" is believed (an
+            // attacker could only deny the order), a "yes" without a challenge never is.
+            (None, Some(_)) if !self.welcome.as_ref().is_some_and(|w| w.control) => {
+                return Err(ProtocolError::Rejected {
+                    code: super::messages::Refusal::NoControl,
+                    reason: "this server does not take third-party orders".into(),
+                })
+            }
+            (None, Some(_)) => return Err(ProtocolError::ServerWithoutAuth),
+            _ => {}
+        }
         self.enter(ControllerPhase::AwaitResult, now);
         self.timer.arm(now, wait);
         Ok(ControllerAction::Send(Message::ControlRequest {
             order: Box::new(order),
-            auth,
+            auth: None,
         }))
     }
 }
@@ -363,6 +377,19 @@ impl Machine for ControllerSession {
             ControllerAction::Send(m) => (Some(m), None),
             other => (None, Some(other)),
         }
+    }
+    fn take_keys(&mut self) -> Option<Result<KeyMaterial, AuthError>> {
+        self.keys.take().map(Ok)
+    }
+
+    fn on_forged(
+        &mut self,
+        err: GuardError,
+        plain: Option<Message>,
+        now: Instant,
+    ) -> Result<ControllerAction, ProtocolError> {
+        self.enter(ControllerPhase::Failed, now);
+        Err(ProtocolError::forged(err, plain))
     }
 }
 
@@ -446,12 +473,16 @@ mod tests {
     }
 
     #[test]
-    fn an_order_carries_a_proof_when_the_server_challenges() {
+    fn a_keyed_controller_seals_from_the_welcome_and_refuses_servers_that_cannot_prove_the_key() {
         let key = Key::new("ops", b"0123456789abcdef0123456789abcdef").unwrap();
         let mut t = Instant::now();
-        let mut c = session(Some((key, [3; NONCE_LEN])), 3, t);
+        let mut c = session(Some((key.clone(), [3; NONCE_LEN])), 3, t);
         let challenge = Some(super::super::auth::challenge(&[9; NONCE_LEN]));
         let first = c.on_message(welcome(challenge, true), t).unwrap();
+        assert!(
+            Machine::take_keys(&mut c).is_some(),
+            "the conversation is keyed from the welcome on"
+        );
         let ControllerAction::Checked { welcome: w, clock } = answer_probes(&mut c, first, &mut t) else {
             panic!()
         };
@@ -467,13 +498,33 @@ mod tests {
         match c.order(order(), WAIT, t).unwrap() {
             ControllerAction::Send(Message::ControlRequest { order: o, auth }) => {
                 assert_eq!(*o, order());
-                assert_eq!(auth.unwrap().name, "ops");
+                assert_eq!(
+                    auth, None,
+                    "the order is proved by its MAC, not by a proof of its own"
+                );
             }
             m => panic!("{m:?}"),
         }
         // One order per connection.
         assert!(c.order(order(), WAIT, t).is_err());
         assert_eq!(c.phase(), ControllerPhase::AwaitResult);
+        // A server that does not challenge gets no order (its clock is still read); one that
+        // challenges with version 1 is refused at its welcome.
+        for (control, refused) in [(false, "third-party orders"), (true, "does not ask for a key")] {
+            let mut c = session(Some((key.clone(), [3; NONCE_LEN])), 1, t);
+            let first = c.on_message(welcome(None, control), t).unwrap();
+            answer_probes(&mut c, first, &mut t);
+            let e = c.order(order(), WAIT, t).unwrap_err();
+            assert!(e.to_string().contains(refused), "{e}");
+        }
+        let mut old = super::super::auth::challenge(&[9; NONCE_LEN]);
+        old.version = 1;
+        let mut c = session(Some((key, [3; NONCE_LEN])), 1, t);
+        assert_eq!(
+            c.on_message(welcome(Some(old), true), t),
+            Err(ProtocolError::AuthVersion(1))
+        );
+        assert_eq!(c.phase(), ControllerPhase::Failed);
     }
 
     #[test]

@@ -26,15 +26,25 @@ pub enum FrameError {
     Malformed(String),
 }
 
-/// Serializes a message into one frame.
-pub fn encode(msg: &Message) -> Vec<u8> {
-    let body = serde_json::to_vec(msg).unwrap_or_else(|e| {
+/// A message's JSON bytes (a frame's body).
+pub fn body(msg: &Message) -> Vec<u8> {
+    serde_json::to_vec(msg).unwrap_or_else(|e| {
         // Serializing our own types cannot fail; if it ever did, send an error the peer can show.
         serde_json::to_vec(&Message::Error {
             message: format!("internal: {e}"),
         })
         .unwrap_or_default()
-    });
+    })
+}
+
+/// The message in a frame's body.
+pub fn decode_body(body: &[u8]) -> Result<Message, FrameError> {
+    serde_json::from_slice::<Message>(body).map_err(|e| FrameError::Malformed(e.to_string()))
+}
+
+/// Serializes a message into one unsealed frame.
+pub fn encode(msg: &Message) -> Vec<u8> {
+    let body = body(msg);
     let mut out = Vec::with_capacity(4 + body.len());
     out.extend_from_slice(&(body.len() as u32).to_be_bytes());
     out.extend_from_slice(&body);
@@ -72,9 +82,14 @@ impl FrameDecoder {
         (4 + len.min(MAX_FRAME_LEN)).saturating_sub(self.buf.len()).max(1)
     }
 
-    /// The next complete message, `Ok(None)` if more bytes are needed. After an error the connection
-    /// should be closed: the stream's framing can no longer be trusted.
+    /// The next complete message of an unsealed conversation, `Ok(None)` if more bytes are needed.
+    /// After an error the connection should be closed: the stream's framing can no longer be trusted.
     pub fn next_message(&mut self) -> Result<Option<Message>, FrameError> {
+        self.next_frame()?.map(|b| decode_body(&b)).transpose()
+    }
+
+    /// The next complete frame's bytes (after its length), `Ok(None)` if more bytes are needed.
+    pub fn next_frame(&mut self) -> Result<Option<Vec<u8>>, FrameError> {
         if self.buf.len() < 4 {
             return Ok(None);
         }
@@ -91,9 +106,9 @@ impl FrameDecoder {
         if self.buf.len() < 4 + len {
             return Ok(None);
         }
-        let result = serde_json::from_slice::<Message>(&self.buf[4..4 + len]);
+        let frame = self.buf[4..4 + len].to_vec();
         self.buf.drain(..4 + len);
-        result.map(Some).map_err(|e| FrameError::Malformed(e.to_string()))
+        Ok(Some(frame))
     }
 }
 
@@ -107,6 +122,7 @@ mod tests {
             Message::Hello {
                 version: 1,
                 software: "t".into(),
+                auth: None,
             },
             Message::TestRequest {
                 spec: Box::default(),

@@ -90,6 +90,9 @@ pub enum Message {
         version: u16,
         /// The client's software and version.
         software: String,
+        /// The key the client holds, with its nonce: from the welcome on, the conversation is sealed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        auth: Option<super::auth::HelloAuth>,
     },
     /// Server's answer to `Hello`, with the limits it puts on a test.
     Welcome {
@@ -111,7 +114,7 @@ pub enum Message {
     TestRequest {
         /// The test.
         spec: Box<TestSpec>,
-        /// The answer to the server's challenge.
+        /// A version-1 client's answer to the challenge (this build sends none; a server refuses it).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         auth: Option<Box<super::auth::Proof>>,
     },
@@ -175,7 +178,7 @@ pub enum Message {
     ControlRequest {
         /// The test and the host to run it to.
         order: Box<super::control::ControlOrder>,
-        /// The controller's answer to the server's challenge.
+        /// A version-1 controller's answer to the challenge (this build sends none).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         auth: Option<Box<super::auth::Proof>>,
     },

@@ -1,7 +1,8 @@
 //! landspeed's own control protocol, without I/O. A test uses one control connection and one TCP
 //! connection per stream, all to the same server port. Every connection starts with a fixed preamble
 //! (magic, version, kind) so the server can tell a control connection, a data stream, and an iperf3 client
-//! apart from the first bytes; control traffic after that is length-delimited JSON messages. The session
+//! apart from the first bytes; control traffic after that is length-delimited JSON messages, each sealed with a MAC once both ends hold a
+//! shared key (`guard`). The session
 //! state machines decide which message may come next; drivers in landspeed-net do the reading and writing.
 //! The wire format is specified in docs/protocol.md.
 
@@ -9,8 +10,11 @@ pub mod auth;
 pub mod conn;
 pub mod control;
 pub mod framing;
+pub mod guard;
 pub mod limits;
 pub mod messages;
+#[cfg(test)]
+mod mitm;
 #[cfg(test)]
 mod pair;
 pub mod preamble;
@@ -18,12 +22,13 @@ pub mod rate;
 pub mod session;
 pub mod timer;
 
-pub use auth::{AuthError, Key, KeyRing, NONCE_LEN};
+pub use auth::{AuthError, Key, KeyRing, AUTH_VERSION, NONCE_LEN};
 pub use conn::{Conn, Endpoint, Machine};
 pub use control::{
     ClockOffset, ClockSample, ControlOrder, ControllerAction, ControllerPhase, ControllerSession,
 };
 pub use framing::{encode, FrameDecoder, FrameError, MAX_FRAME_LEN};
+pub use guard::{Guard, GuardError, KeyMaterial, Side};
 pub use limits::{Limits, OverLimit};
 pub use messages::{Message, Refusal, SessionId};
 pub use preamble::{classify, Preamble, PreambleError, Speaker, MAGIC, PROTOCOL_VERSION};

@@ -7,7 +7,8 @@
 //! defined, so it is tested here message by message and, under a virtual clock, pair by pair
 //! (`protocol::pair`).
 
-use super::auth::{self, Key, KeyRing, NONCE_LEN};
+use super::auth::{self, Key, KeyRing, AUTH_VERSION, NONCE_LEN};
+use super::guard::{GuardError, KeyMaterial, Side};
 use super::messages::{Message, Refusal, SessionId};
 use super::preamble::PROTOCOL_VERSION;
 use super::timer::{impl_waiting, Timer, Timers, Waiting};
@@ -61,6 +62,27 @@ pub enum ProtocolError {
     /// The client's key could not answer the challenge.
     #[error("cannot answer the server's challenge: {0}")]
     Auth(#[from] auth::AuthError),
+    /// A frame from the peer failed its MAC; `said` is what it said read unauthenticated (a refusal).
+    #[error("{err}{}", said.as_deref().map(|s| format!("; unauthenticated, it said: {s}")).unwrap_or_default())]
+    Forged {
+        /// What was wrong with the frame.
+        err: GuardError,
+        /// The peer's refusal or error, unauthenticated.
+        said: Option<String>,
+    },
+    /// This end holds a key and the server does not ask for one.
+    #[error(
+        "the server does not ask for a key, so it cannot prove it holds yours and nothing it says \
+         would be authenticated"
+    )]
+    ServerWithoutAuth,
+    /// The server's authentication is older than this build's.
+    #[error(
+        "the server speaks landspeed authentication version {0}, which never proves the server holds \
+         the key; this client speaks version {AUTH_VERSION} and will not use its key over it: upgrade \
+         the server"
+    )]
+    AuthVersion(u8),
     /// A session timer ran out: nothing the session waited for came within `after`.
     #[error("timed out after {after:?} {phase}")]
     Timeout {
@@ -86,6 +108,47 @@ pub enum ProtocolError {
         /// The event.
         event: &'static str,
     },
+}
+
+impl ProtocolError {
+    /// A frame that failed its MAC, with what it said when it reads as an unsealed refusal or error.
+    pub fn forged(err: GuardError, plain: Option<Message>) -> ProtocolError {
+        let said = match plain {
+            Some(Message::Rejected { reason, .. }) => Some(reason),
+            Some(Message::Error { message }) => Some(message),
+            _ => None,
+        };
+        ProtocolError::Forged { err, said }
+    }
+}
+
+/// The key material a client or controller holding `held` takes from a server's `challenge`: none
+/// without a key (a challenge then is the caller's to refuse), an error when the server cannot
+/// authenticate itself (no challenge, unless the key is to be used `only_if_asked`, or an older
+/// authentication): a key is never used over less.
+pub(super) fn keys_for_welcome(
+    held: Option<&(Key, [u8; NONCE_LEN])>,
+    challenge: Option<&auth::Challenge>,
+    only_if_asked: bool,
+) -> Result<Option<KeyMaterial>, ProtocolError> {
+    let Some((key, client_nonce)) = held else {
+        return Ok(None);
+    };
+    let c = match challenge {
+        Some(c) => c,
+        None if only_if_asked => return Ok(None),
+        None => return Err(ProtocolError::ServerWithoutAuth),
+    };
+    if c.version < AUTH_VERSION {
+        return Err(ProtocolError::AuthVersion(c.version));
+    }
+    let server_nonce = auth::decode_nonce(&c.nonce)?;
+    Ok(Some(KeyMaterial::new(
+        key.clone(),
+        server_nonce,
+        *client_nonce,
+        Side::Client,
+    )))
 }
 
 /// Where the server's side of a conversation stands.
@@ -179,6 +242,9 @@ pub struct ServerSession {
     limits: super::Limits,
     /// The keys and this connection's nonce, when the server requires authentication.
     auth: Option<(Arc<KeyRing>, [u8; NONCE_LEN])>,
+    /// The key the client named in its hello: its material until the connection takes it, and
+    /// whether the client's frames have carried the right tag.
+    keyed: Option<Keying>,
     authenticated: Option<String>,
     /// Third-party orders are taken (`--allow-control`).
     control: bool,
@@ -187,6 +253,16 @@ pub struct ServerSession {
     answered: bool,
     timers: Timers,
     timer: Timer,
+}
+
+/// The key a client named in its hello, on the server.
+#[derive(Debug)]
+struct Keying {
+    name: String,
+    /// Until the connection takes it.
+    material: Option<Result<KeyMaterial, auth::AuthError>>,
+    /// The client's frames have carried the right tag.
+    proven: bool,
 }
 
 impl Default for ServerSession {
@@ -210,6 +286,7 @@ impl ServerSession {
             remaining: 0,
             limits,
             auth: None,
+            keyed: None,
             authenticated: None,
             control: false,
             clock_probes: 0,
@@ -253,6 +330,42 @@ impl ServerSession {
         self
     }
 
+    /// The key material for the connection's guard, once (after the welcome).
+    pub fn take_keys(&mut self) -> Option<Result<KeyMaterial, auth::AuthError>> {
+        self.keyed.as_mut()?.material.take()
+    }
+
+    /// The client's frames carry the right tag: it holds the key.
+    pub fn on_peer_proven(&mut self) {
+        if let Some(k) = &mut self.keyed {
+            k.proven = true;
+        }
+    }
+
+    /// A frame from the client failed its tag at `now`: before the client proved the key, that is a
+    /// failed authentication (refused unsealed, the reason only in the log); after, a broken
+    /// conversation.
+    pub fn on_forged(
+        &mut self,
+        err: GuardError,
+        plain: Option<Message>,
+        now: Instant,
+    ) -> Result<ServerAction, ProtocolError> {
+        if self.keyed.as_ref().is_some_and(|k| k.proven) {
+            self.enter(ServerPhase::Failed, now);
+            return Err(ProtocolError::forged(err, plain));
+        }
+        let detail = match &err {
+            GuardError::Key(e) => e.to_string(),
+            other => format!("{other}"),
+        };
+        Ok(self.refuse_auth(
+            "authentication failed: this server needs a valid key".into(),
+            detail,
+            now,
+        ))
+    }
+
     /// Clock probes answered so far (a controller checking this host sends only those, then closes).
     pub fn clock_probes(&self) -> u32 {
         self.clock_probes
@@ -263,26 +376,64 @@ impl ServerSession {
         self.authenticated.as_deref()
     }
 
-    /// Checks the client's proof when this server requires one.
+    /// Checks that the client authenticated when this server requires it: the key named in its hello,
+    /// proved by the tags on its frames. A version-1 client's proof is refused by name.
     fn check_auth(&mut self, proof: Option<&auth::Proof>, now: Instant) -> Option<ServerAction> {
-        let (keys, nonce) = self.auth.as_ref()?;
-        let detail = match proof {
-            None => "the client sent no credentials".to_string(),
-            Some(p) => match keys.verify(nonce, p) {
-                Ok(name) => {
-                    self.authenticated = Some(name);
-                    return None;
-                }
-                Err(e) => format!("key '{}': {e}", p.name),
-            },
+        self.auth.as_ref()?;
+        let detail = match (&self.keyed, proof) {
+            (Some(k), _) if k.proven => {
+                self.authenticated = Some(k.name.clone());
+                return None;
+            }
+            (Some(_), _) => "the request did not carry the key's MAC".to_string(),
+            (None, Some(_)) => {
+                return Some(self.refuse_auth(
+                    format!(
+                        "this server authenticates both ends of the control conversation (landspeed \
+                         authentication version {AUTH_VERSION}); this client speaks version 1: upgrade it"
+                    ),
+                    "a version-1 client (it proves its key once and cannot check the server)".into(),
+                    now,
+                ))
+            }
+            (None, None) => "the client sent no credentials".to_string(),
         };
+        Some(self.refuse_auth(
+            "authentication failed: this server needs a valid key".into(),
+            detail,
+            now,
+        ))
+    }
+
+    /// Refuses the client for authentication: `reason` for it, `detail` for the log.
+    fn refuse_auth(&mut self, reason: String, detail: String, now: Instant) -> ServerAction {
         self.enter(ServerPhase::Failed, now);
-        Some(ServerAction::AuthFailed {
+        ServerAction::AuthFailed {
             reply: Message::Rejected {
-                reason: "authentication failed: this server needs a valid key".into(),
+                reason,
                 code: Refusal::Authentication,
             },
             detail,
+        }
+    }
+
+    /// The key material for the key `h` names (an unknown name or a bad nonce: the error its first
+    /// frame is refused with, at the same step as a wrong key).
+    fn keying(&self, h: auth::HelloAuth) -> Option<Keying> {
+        let (keys, server_nonce) = self.auth.as_ref()?;
+        let material = auth::decode_nonce(&h.client_nonce).and_then(|cn| {
+            if cn == *server_nonce {
+                return Err(auth::AuthError::Malformed("client nonce equals the server's"));
+            }
+            let key = keys
+                .get(&h.name)
+                .ok_or_else(|| auth::AuthError::UnknownName(h.name.clone()))?;
+            Ok(KeyMaterial::new(key.clone(), *server_nonce, cn, Side::Server))
+        });
+        Some(Keying {
+            name: h.name,
+            material: Some(material),
+            proven: false,
         })
     }
 
@@ -313,11 +464,12 @@ impl ServerSession {
                 self.enter(ServerPhase::Failed, now);
                 Ok(ServerAction::PeerFailed(message))
             }
-            (AwaitHello, Message::Hello { version, .. }) => {
+            (AwaitHello, Message::Hello { version, auth, .. }) => {
                 if version != PROTOCOL_VERSION {
                     self.enter(ServerPhase::Failed, now);
                     return Err(ProtocolError::Version(version));
                 }
+                self.keyed = auth.and_then(|h| self.keying(h));
                 self.enter(ServerPhase::AwaitRequest, now);
                 Ok(ServerAction::Reply(Message::Welcome {
                     version: PROTOCOL_VERSION,
@@ -603,6 +755,12 @@ pub struct ClientSession {
     local_done: bool,
     remote_done: bool,
     auth: Option<(Key, [u8; NONCE_LEN])>,
+    /// The conversation's key material, from the welcome until the connection takes it.
+    keys: Option<KeyMaterial>,
+    /// The server's frames have carried the right tag: it holds the key.
+    server_proven: bool,
+    /// The key is used only when the server asks for one (a server's ordered tests).
+    only_if_asked: bool,
     server_limits: Option<super::Limits>,
     timers: Timers,
     timer: Timer,
@@ -619,6 +777,9 @@ impl ClientSession {
             local_done: false,
             remote_done: false,
             auth: None,
+            keys: None,
+            server_proven: false,
+            only_if_asked: false,
             server_limits: None,
             timers: Timers::default(),
             timer: Timer::default(),
@@ -651,10 +812,27 @@ impl ClientSession {
         self.server_limits.as_ref()
     }
 
-    /// Answers a server's challenge with `key`, using `client_nonce` (random bytes from the driver).
+    /// Authenticates with `key` (and `client_nonce`, random bytes from the driver): the hello names
+    /// it, and the conversation is sealed from the welcome on; a server that cannot prove it holds
+    /// the key is refused.
     pub fn with_auth(mut self, key: Key, client_nonce: [u8; NONCE_LEN]) -> Self {
         self.auth = Some((key, client_nonce));
         self
+    }
+
+    /// Uses the key only when the server asks for one: a server that does not is tested without
+    /// authentication (a server's ordered tests, whose key is for the servers that want it).
+    pub fn key_only_if_asked(mut self, yes: bool) -> Self {
+        self.only_if_asked = yes;
+        self
+    }
+
+    /// The key's name once the server has proved it holds the key (every message since was checked).
+    pub fn server_authenticated(&self) -> Option<&str> {
+        self.auth
+            .as_ref()
+            .filter(|_| self.server_proven)
+            .map(|(k, _)| k.name.as_str())
     }
 
     /// Where the conversation stands.
@@ -668,7 +846,44 @@ impl ClientSession {
         Message::Hello {
             version: PROTOCOL_VERSION,
             software: format!("landspeed {}", crate::SOFTWARE_VERSION),
+            auth: self.auth.as_ref().map(|(k, n)| k.hello(n)),
         }
+    }
+
+    /// The server's welcome at `now`: the test request follows, sealed when this end holds a key.
+    fn on_welcome(
+        &mut self,
+        version: u16,
+        challenge: Option<auth::Challenge>,
+        now: Instant,
+    ) -> Result<ClientAction, ProtocolError> {
+        if version != PROTOCOL_VERSION {
+            return Err(ProtocolError::Version(version));
+        }
+        if challenge.is_some() && self.auth.is_none() {
+            return Err(ProtocolError::AuthRequired);
+        }
+        self.keys = keys_for_welcome(self.auth.as_ref(), challenge.as_ref(), self.only_if_asked)?;
+        self.enter(ClientPhase::AwaitAccepted, now);
+        Ok(ClientAction::Send(Message::TestRequest {
+            spec: Box::new(self.spec.spec().clone()),
+            auth: None,
+        }))
+    }
+
+    /// The conversation failed at `now` (a frame the connection could not take).
+    pub fn fail(&mut self, now: Instant) {
+        self.enter(ClientPhase::Failed, now);
+    }
+
+    /// The key material for the connection's guard, once (after the welcome).
+    pub fn take_keys(&mut self) -> Option<KeyMaterial> {
+        self.keys.take()
+    }
+
+    /// The server's frames carry the right tag.
+    pub fn on_peer_proven(&mut self) {
+        self.server_proven = true;
     }
 
     /// A message from the server arrived at `now`.
@@ -689,29 +904,11 @@ impl ClientSession {
                 },
             ) => {
                 self.server_limits = Some(limits);
-                if version != PROTOCOL_VERSION {
+                let out = self.on_welcome(version, challenge, now);
+                if out.is_err() {
                     self.enter(ClientPhase::Failed, now);
-                    return Err(ProtocolError::Version(version));
                 }
-                let proof = match (challenge, &self.auth) {
-                    (None, _) => None,
-                    (Some(_), None) => {
-                        self.enter(ClientPhase::Failed, now);
-                        return Err(ProtocolError::AuthRequired);
-                    }
-                    (Some(c), Some((key, nonce))) => match key.prove(&c, nonce) {
-                        Ok(p) => Some(Box::new(p)),
-                        Err(e) => {
-                            self.enter(ClientPhase::Failed, now);
-                            return Err(e.into());
-                        }
-                    },
-                };
-                self.enter(ClientPhase::AwaitAccepted, now);
-                Ok(ClientAction::Send(Message::TestRequest {
-                    spec: Box::new(self.spec.spec().clone()),
-                    auth: proof,
-                }))
+                out
             }
             (AwaitAccepted, m @ Message::Accepted { .. }) => {
                 self.enter(ClientPhase::Connecting, now);
@@ -806,6 +1003,7 @@ impl_waiting!(ClientSession, ClientPhase);
 
 #[cfg(test)]
 mod tests {
+    use super::super::conn::Conn;
     use super::*;
 
     /// A client session that has sent its hello and been welcomed.
@@ -943,7 +1141,8 @@ mod tests {
             s.on_message(
                 Message::Hello {
                     version: 99,
-                    software: "x".into()
+                    software: "x".into(),
+                    auth: None,
                 },
                 now()
             ),
@@ -955,6 +1154,7 @@ mod tests {
             Message::Hello {
                 version: PROTOCOL_VERSION,
                 software: "x".into(),
+                auth: None,
             },
             now(),
         )
@@ -984,6 +1184,7 @@ mod tests {
             Message::Hello {
                 version: PROTOCOL_VERSION,
                 software: "x".into(),
+                auth: None,
             },
             now(),
         )
@@ -1043,82 +1244,6 @@ mod tests {
         ));
     }
 
-    /// Drives hello, welcome and request through an authenticating server.
-    fn authenticate(server_nonce: u8, client: Option<Key>) -> (ServerSession, Result<ServerAction, String>) {
-        let keys = Arc::new(KeyRing::parse("alice 0123456789abcdef0123").unwrap());
-        let mut s = ServerSession::new().with_auth(keys, [server_nonce; NONCE_LEN]);
-        let mut c = ClientSession::new(TestSpec::default().validated().unwrap());
-        if let Some(k) = client {
-            c = c.with_auth(k, [3; NONCE_LEN]);
-        }
-        let ServerAction::Reply(welcome) = s.on_message(c.hello(now()), now()).unwrap() else {
-            panic!()
-        };
-        let req = match c.on_message(welcome, now()) {
-            Ok(ClientAction::Send(req)) => req,
-            Ok(other) => panic!("{other:?}"),
-            Err(e) => return (s, Err(e.to_string())),
-        };
-        let out = s.on_message(req, now()).map_err(|e| e.to_string());
-        (s, out)
-    }
-
-    #[test]
-    fn authentication_good_bad_missing_and_replayed() {
-        let alice = Key::new("alice", b"0123456789abcdef0123").unwrap();
-        let (s, out) = authenticate(1, Some(alice.clone()));
-        assert!(matches!(out, Ok(ServerAction::Accept(_))), "{out:?}");
-        assert_eq!(s.authenticated(), Some("alice"));
-
-        let mallory = Key::new("alice", b"guessed-guessed-guessed").unwrap();
-        let (s, out) = authenticate(1, Some(mallory));
-        let Ok(ServerAction::AuthFailed { reply, detail }) = out else {
-            panic!("{out:?}")
-        };
-        assert!(matches!(reply, Message::Rejected { .. }));
-        assert!(detail.contains("does not match"), "{detail}");
-        assert_eq!(s.phase(), ServerPhase::Failed);
-        assert_eq!(s.authenticated(), None);
-
-        // No key on the client: it stops with a clear error instead of sending a request.
-        let (_, out) = authenticate(1, None);
-        assert!(out.unwrap_err().contains("requires authentication"));
-
-        // Replay: a request recorded on a connection whose nonce was 1, sent to one whose nonce is 2.
-        let mut c =
-            ClientSession::new(TestSpec::default().validated().unwrap()).with_auth(alice, [3; NONCE_LEN]);
-        c.hello(now());
-        let ClientAction::Send(recorded) = c
-            .on_message(
-                Message::Welcome {
-                    version: PROTOCOL_VERSION,
-                    software: "s".into(),
-                    limits: Default::default(),
-                    auth: Some(auth::challenge(&[1; NONCE_LEN])),
-                    control: false,
-                },
-                now(),
-            )
-            .unwrap()
-        else {
-            panic!()
-        };
-        let keys = Arc::new(KeyRing::parse("alice 0123456789abcdef0123").unwrap());
-        let mut s = ServerSession::new().with_auth(keys, [2; NONCE_LEN]);
-        s.on_message(
-            Message::Hello {
-                version: PROTOCOL_VERSION,
-                software: "x".into(),
-            },
-            now(),
-        )
-        .unwrap();
-        assert!(matches!(
-            s.on_message(recorded, now()).unwrap(),
-            ServerAction::AuthFailed { .. }
-        ));
-    }
-
     #[test]
     fn done_twice_is_a_violation() {
         let mut c = welcomed_client();
@@ -1137,27 +1262,32 @@ mod tests {
         assert!(c.on_message(Message::Done, now()).is_err());
     }
 
-    /// A controller's conversation with a server: welcome, clock probes, an order.
-    fn order_through(s: &mut ServerSession, key: Option<Key>) -> (bool, Result<ServerAction, ProtocolError>) {
+    /// A controller's conversation with a server, through both connections: welcome, a clock probe,
+    /// an order. Whether the welcome advertised orders, and what the server decided.
+    fn order_through(
+        s: ServerSession,
+        key: Option<Key>,
+    ) -> (bool, Result<ServerAction, ProtocolError>, Conn<ServerSession>) {
         use super::super::control::{ControlOrder, ControllerAction, ControllerSession};
+        use super::super::mitm::{deliver, frames};
         let t = now();
         let key = key.map(|k| (k, [4; NONCE_LEN]));
-        let mut c = ControllerSession::new(key, 1, (t, 77), Duration::from_secs(10));
-        let ServerAction::Reply(welcome) = s.on_message(c.hello(t), t).unwrap() else {
-            panic!()
+        let mut c = Conn::new(ControllerSession::new(key, 1, (t, 77), Duration::from_secs(10)));
+        let mut s = Conn::new(s);
+        c.handle_local(t, |m, now| Ok(ControllerAction::Send(m.hello(now))))
+            .unwrap();
+        deliver(&mut s, &frames(&mut c)).unwrap();
+        deliver(&mut c, &frames(&mut s)).unwrap();
+        deliver(&mut s, &frames(&mut c)).unwrap();
+        let Some(ServerAction::ClockReading { client_ns }) = s.poll_action() else {
+            panic!("no clock probe")
         };
-        let ControllerAction::Send(probe) = c.on_message(welcome, t).unwrap() else {
-            panic!()
-        };
-        assert_eq!(
-            s.on_message(probe, t).unwrap(),
-            ServerAction::ClockReading { client_ns: 77 }
-        );
-        let reading = Message::Clock {
-            client_ns: 77,
-            server_ns: 80,
-        };
-        let ControllerAction::Checked { welcome: w, .. } = c.on_message(reading, t).unwrap() else {
+        s.send(&Message::Clock {
+            client_ns,
+            server_ns: client_ns + 3,
+        });
+        deliver(&mut c, &frames(&mut s)).unwrap();
+        let Some(ControllerAction::Checked { welcome: w, .. }) = c.poll_action() else {
             panic!()
         };
         let order = ControlOrder {
@@ -1166,12 +1296,11 @@ mod tests {
             spec: TestSpec::default(),
             start_at_unix_ns: None,
         };
-        let msg = match c.order(order, Duration::from_secs(60), t) {
-            Ok(ControllerAction::Send(m)) => m,
-            Ok(other) => panic!("{other:?}"),
-            Err(e) => return (w.control, Err(e)),
-        };
-        (w.control, s.on_message(msg, t))
+        if let Err(e) = c.handle_local(t, |m, now| m.order(order, Duration::from_secs(60), now)) {
+            return (w.control, Err(e), s);
+        }
+        let out = deliver(&mut s, &frames(&mut c)).map(|()| s.poll_action().expect("an answer"));
+        (w.control, out, s)
     }
 
     #[test]
@@ -1179,35 +1308,55 @@ mod tests {
         let keys = || Arc::new(KeyRing::parse("ops 0123456789abcdef0123").unwrap());
         let ops = Key::new("ops", b"0123456789abcdef0123").unwrap();
 
-        let mut s = ServerSession::new()
+        let s = ServerSession::new()
             .with_auth(keys(), [1; NONCE_LEN])
             .with_control(true);
-        let (advertised, out) = order_through(&mut s, Some(ops.clone()));
+        let (advertised, out, mut s) = order_through(s, Some(ops.clone()));
         assert!(advertised);
         assert!(matches!(out, Ok(ServerAction::RunOrder { .. })), "{out:?}");
-        assert_eq!(s.phase(), ServerPhase::Controlling);
-        s.on_order_done();
-        assert_eq!(s.phase(), ServerPhase::Finished);
+        assert_eq!(s.machine().phase(), ServerPhase::Controlling);
+        assert_eq!(s.machine().authenticated(), Some("ops"));
+        s.handle_local(now(), |m, _| {
+            m.on_order_done();
+            Ok(ServerAction::Wait)
+        })
+        .unwrap();
+        assert_eq!(s.machine().phase(), ServerPhase::Finished);
 
         // Keys but no --allow-control: refused, and the welcome said so.
-        let mut s = ServerSession::new().with_auth(keys(), [1; NONCE_LEN]);
-        let (advertised, out) = order_through(&mut s, Some(ops.clone()));
+        let s = ServerSession::new().with_auth(keys(), [1; NONCE_LEN]);
+        let (advertised, out, _) = order_through(s, Some(ops.clone()));
         assert!(!advertised);
         assert!(matches!(out, Ok(ServerAction::Reject(_))), "{out:?}");
 
         // --allow-control without keys never runs anything.
-        let mut s = ServerSession::new().with_control(true);
-        let (advertised, out) = order_through(&mut s, None);
+        let s = ServerSession::new().with_control(true);
+        let (advertised, out, _) = order_through(s, None);
         assert!(!advertised);
         assert!(matches!(out, Ok(ServerAction::Reject(_))), "{out:?}");
 
-        // A wrong key is an authentication failure.
+        // A wrong key fails at its first sealed message (the clock probe).
         let wrong = Key::new("ops", b"not-the-right-secret!").unwrap();
-        let mut s = ServerSession::new()
+        let s = ServerSession::new()
             .with_auth(keys(), [1; NONCE_LEN])
             .with_control(true);
-        let (_, out) = order_through(&mut s, Some(wrong));
-        assert!(matches!(out, Ok(ServerAction::AuthFailed { .. })), "{out:?}");
+        let t = now();
+        let mut c = Conn::new(super::super::control::ControllerSession::new(
+            Some((wrong, [4; NONCE_LEN])),
+            1,
+            (t, 77),
+            Duration::from_secs(10),
+        ));
+        let mut s = Conn::new(s);
+        c.handle_local(t, |m, now| {
+            Ok(super::super::control::ControllerAction::Send(m.hello(now)))
+        })
+        .unwrap();
+        use super::super::mitm::{deliver, frames};
+        deliver(&mut s, &frames(&mut c)).unwrap();
+        deliver(&mut c, &frames(&mut s)).unwrap();
+        deliver(&mut s, &frames(&mut c)).unwrap();
+        assert!(matches!(s.poll_action(), Some(ServerAction::AuthFailed { .. })));
     }
 
     #[test]
@@ -1217,6 +1366,7 @@ mod tests {
             Message::Hello {
                 version: PROTOCOL_VERSION,
                 software: "x".into(),
+                auth: None,
             },
             now(),
         )

@@ -10,12 +10,12 @@ use super::{
 };
 use crate::control::{ControlError, Event, Input, Link, WaitError, Wire};
 use landspeed_core::assemble::Inputs;
-use landspeed_core::config::{Flow, Test, TestSpec};
+use landspeed_core::config::{Flow, Test, TestSpec, Transport};
 use landspeed_core::endpoint::{EndpointReport, IntervalSample};
 use landspeed_core::protocol::{
     ClientAction, ClientPhase, ClientSession, Conn, Message, Preamble, ProtocolError, PROTOCOL_VERSION,
 };
-use landspeed_core::result::RunResult;
+use landspeed_core::result::{Authentication, RunResult};
 use landspeed_engine::supervisor::{EngineHook, EngineOutput, Flags};
 use landspeed_engine::transport::udp::UdpFormat;
 use std::net::{SocketAddr, TcpStream};
@@ -59,8 +59,21 @@ pub fn run_client(
     let server_report = link
         .run(|link, ev| run.step(link, ev))
         .map_err(|f| run.went_silent(f.into_client(addr)))?;
+    let server_key = link
+        .wire
+        .conn
+        .machine()
+        .server_authenticated()
+        .map(str::to_string);
     link.wire.shutdown();
-    run.result(&server_report)
+    let mut result = run.result(&server_report)?;
+    let encrypted = spec.tls.is_some() || spec.transport == Transport::Quic;
+    result.authentication = Some(Authentication::of(
+        server_key.as_deref(),
+        opts.tls_pin.is_some() && encrypted,
+        encrypted,
+    ));
+    Ok(result)
 }
 
 /// Why a step of the test failed: the client's own error, or the control connection's.
@@ -107,7 +120,9 @@ fn greet(
     if let Some(key) = &opts.auth {
         let mut nonce = [0u8; landspeed_core::protocol::NONCE_LEN];
         getrandom::fill(&mut nonce).map_err(|err| ClientError::Random { what: "a nonce", err })?;
-        session = session.with_auth(key.clone(), nonce);
+        session = session
+            .with_auth(key.clone(), nonce)
+            .key_only_if_asked(opts.auth_only_if_asked);
     }
     let mut conn = Conn::new(session);
     conn.send_raw(

@@ -26,6 +26,7 @@ pub(super) fn run_order(
     log.direction = Some(test.direction);
     let mut opts = ClientOptions::new(order.host.clone(), order.port, test);
     opts.auth = shared.opts.control_key.clone();
+    opts.auth_only_if_asked = true;
     opts.start_at = order
         .start_at_unix_ns
         .map(|ns| SystemTime::UNIX_EPOCH + Duration::from_nanos(ns));

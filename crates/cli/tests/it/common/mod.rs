@@ -544,6 +544,7 @@ pub fn control_greeting(software: &str) -> Vec<u8> {
     b.extend(encode(&Message::Hello {
         version: PROTOCOL_VERSION,
         software: software.into(),
+        auth: None,
     }));
     b
 }
