@@ -23,7 +23,8 @@ pub struct Cli {
 pub enum Command {
     /// Serve tests: landspeed's protocol and iperf3 clients, TCP and UDP, on one port.
     #[command(
-        after_help = "Examples:\n  landspeed serve\n  landspeed serve -p 5300 --bind 192.0.2.10\n  landspeed serve --once\n  landspeed serve --max-tests 8 --max-duration 60s --max-streams 16 --allow 192.0.2.0/24 --log-json\n  landspeed serve --metrics 127.0.0.1:9572    # OpenMetrics on http://127.0.0.1:9572/metrics"
+        after_help = "Examples:\n  landspeed serve\n  landspeed serve -p 5300 --bind 192.0.2.10\n  landspeed serve --once\n  landspeed serve --max-tests 8 --max-duration 60s --max-streams 16 --allow 192.0.2.0/24 --log-json\n  landspeed serve --metrics 127.0.0.1:9572    # OpenMetrics on http://127.0.0.1:9572/metrics",
+        after_long_help = crate::cmd::serve::LONG_HELP,
     )]
     Serve(crate::cmd::serve::ServeArgs),
     /// Run one test against a landspeed server (or an iperf3 server).

@@ -13,6 +13,32 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// `serve --help`'s (and the man page's) examples and what the server authenticates: the words of
+/// docs/security.md's threat table.
+pub const LONG_HELP: &str = "\
+Examples:
+  landspeed serve
+  landspeed serve -p 5300 --bind 192.0.2.10
+  landspeed serve --once
+  landspeed serve --max-tests 8 --max-duration 60s --max-streams 16 --allow 192.0.2.0/24 --log-json
+  landspeed serve --metrics 127.0.0.1:9572    # OpenMetrics on http://127.0.0.1:9572/metrics
+  landspeed serve --auth-keys /etc/landspeed/keys    # clients: run --auth NAME:KEYFILE
+
+What is authenticated:
+  With --auth-keys, both ends prove they hold a shared key and every control message
+  after the greeting carries an HMAC-SHA256 tag bound to its place in the conversation:
+  an attacker in the path cannot change, drop, replay, reorder or relay one unnoticed, a
+  client without a key is refused at its first message, and the certificate that TLS and
+  QUIC data connections are pinned to arrives authenticated. The control messages are
+  authenticated, not encrypted; plain TCP and UDP data is neither (payload verification
+  still catches changed bytes). A stolen key lets its holder test and impersonate this
+  server to that key's clients: remove its line from the key file.
+  Without a key, nothing is authenticated: --tls and --quic encrypt the data against
+  passive observers only (an attacker in the path could present its own certificate)
+  unless the client pins the certificate (run --tls-pin). Each result says which held
+  (authentication.server: key, pinned_certificate or none). ndt7 and the QUIC perf
+  protocol have no authentication.";
+
 #[derive(Args, Debug)]
 pub struct ServeArgs {
     /// Port to listen on (0 picks a free one and prints it).
