@@ -298,6 +298,21 @@ fn tls_says_whether_the_server_was_authenticated() {
         a["note"].as_str().unwrap().contains("passive observers only"),
         "{a}"
     );
+    // Pinned to the certificate the server logged: authenticated by it, the control conversation not.
+    let pin = open
+        .first_line
+        .split("sha256:")
+        .nth(1)
+        .unwrap()
+        .trim()
+        .to_string();
+    let r = run_json("127.0.0.1", open.port, &["-t", "0.3", "--tls", "--tls-pin", &pin]);
+    assert_eq!(
+        r["authentication"]["server"], "pinned_certificate",
+        "{}",
+        r["authentication"]
+    );
+    assert_eq!(r["authentication"]["control_messages_authenticated"], false);
     let p = open.port.to_string();
     let o = landspeed(
         &["run", "127.0.0.1", "-p", &p, "-t", "0.3", "--tls"],

@@ -103,6 +103,16 @@ fn a_separate_quic_port_is_announced_to_the_client() {
     assert_ne!(s.port, quic_port);
     let r = run_json("127.0.0.1", s.port, &["--quic", "-n", "4M", "--no-save"]);
     check_streams(&r, "--quic-port");
+    // Without a key or a pin, the result says the server was not authenticated.
+    let a = &r["authentication"];
+    assert_eq!(
+        (a["server"].as_str(), a["data_encrypted"].as_bool()),
+        (Some("none"), Some(true))
+    );
+    assert!(
+        a["note"].as_str().unwrap().contains("passive observers only"),
+        "{a}"
+    );
 }
 
 #[test]
