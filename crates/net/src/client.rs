@@ -52,6 +52,8 @@ pub struct ClientOptions {
     pub cpus: Option<Vec<usize>>,
     /// The local address to connect from.
     pub bind: Option<IpAddr>,
+    /// The data connections' first local port (`--cport`): stream N binds it plus N.
+    pub cport: Option<u16>,
     /// IPv4 or IPv6 only, when the name has both.
     pub family: Option<Family>,
     /// How long each connect may take.
@@ -92,6 +94,7 @@ impl ClientOptions {
             threads: None,
             cpus: None,
             bind: None,
+            cport: None,
             family: None,
             connect_timeout: Duration::from_secs(5),
             control_timeout: Duration::from_secs(10),
@@ -416,13 +419,15 @@ fn resolve(opts: &ClientOptions) -> Result<SocketAddr, ClientError> {
     })
 }
 
+/// A TCP connection to `addr`: the control connection (no `spec`), or data stream `id` of `spec`
+/// (bound to its `--cport` port when one is given).
 fn connect(
     opts: &ClientOptions,
     addr: SocketAddr,
-    spec: Option<&TestSpec>,
+    spec: Option<(&TestSpec, u32)>,
 ) -> Result<TcpStream, ClientError> {
     let err = |err| ClientError::Connect { addr, err };
-    let mptcp = spec.is_some_and(|s| s.mptcp);
+    let mptcp = spec.is_some_and(|(s, _)| s.mptcp);
     let protocol = if mptcp {
         socket2::Protocol::from(landspeed_engine::mptcp::IPPROTO_MPTCP)
     } else {
@@ -437,11 +442,14 @@ fn connect(
             err(e)
         }
     })?;
-    if let Some(spec) = spec {
+    if let Some((spec, _)) = spec {
         sockopt::before_connect(&sock, spec)?;
     }
-    if let Some(ip) = opts.bind {
-        sock.bind(&SocketAddr::new(ip, 0).into()).map_err(err)?;
+    let port = data_port(opts, spec.map(|(_, id)| id));
+    if opts.bind.is_some() || port != 0 {
+        // A port of the last test may still be in TIME_WAIT; binding it again is what --cport asks.
+        sock.set_reuse_address(port != 0).map_err(err)?;
+        sock.bind(&local(opts, addr, port).into()).map_err(err)?;
     }
     sock.connect_timeout(&addr.into(), opts.connect_timeout)
         .map_err(err)?;
@@ -816,7 +824,7 @@ fn tcp_stream(
     greeting: &[u8],
     tls: Option<&Arc<rustls::ClientConfig>>,
 ) -> Result<DataStream, ClientError> {
-    let sock = connect(opts, addr, Some(spec))?;
+    let sock = connect(opts, addr, Some((spec, id)))?;
     let flow = spec.flow_of(id);
     let role = Role::at_client(flow);
     sock.set_write_timeout(Some(opts.control_timeout))
@@ -855,13 +863,9 @@ fn udp_socket(
     opts: &ClientOptions,
     addr: SocketAddr,
     spec: &TestSpec,
+    id: u32,
 ) -> std::io::Result<std::net::UdpSocket> {
-    let local = match opts.bind {
-        Some(ip) => SocketAddr::new(ip, 0),
-        None if addr.is_ipv4() => SocketAddr::new(IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 0),
-        None => SocketAddr::new(IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED), 0),
-    };
-    let sock = std::net::UdpSocket::bind(local)?;
+    let sock = std::net::UdpSocket::bind(local(opts, addr, data_port(opts, Some(id))))?;
     let w = spec
         .window_bytes
         .map_or(landspeed_engine::transport::udp::DEFAULT_BUFFER, |w| w as usize);
@@ -870,6 +874,25 @@ fn udp_socket(
     let _ = r.set_recv_buffer_size(w);
     sock.connect(addr)?;
     Ok(sock)
+}
+
+/// This end's address for a connection to `addr` from `port` (0: any): `-B`'s, or the unspecified
+/// address of `addr`'s family.
+fn local(opts: &ClientOptions, addr: SocketAddr, port: u16) -> SocketAddr {
+    let ip = opts.bind.unwrap_or(match addr {
+        SocketAddr::V4(_) => IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
+        SocketAddr::V6(_) => IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED),
+    });
+    SocketAddr::new(ip, port)
+}
+
+/// The local port of data stream `id` (`--cport` plus its number), 0 for the control connection or
+/// without `--cport`. The CLI checks that every stream's port exists.
+fn data_port(opts: &ClientOptions, id: Option<u32>) -> u16 {
+    match (opts.cport, id) {
+        (Some(p), Some(id)) => u16::try_from(u32::from(p) + id).unwrap_or(0),
+        _ => 0,
+    }
 }
 
 /// Opens the UDP streams: a connected socket per stream, which says hello (the data preamble) until the
@@ -883,7 +906,7 @@ fn open_udp_streams(
     (0..spec.total_streams())
         .map(|id| {
             let err = |err| ClientError::Stream { id, err };
-            let sock = udp_socket(opts, addr, spec).map_err(err)?;
+            let sock = udp_socket(opts, addr, spec, id).map_err(err)?;
             sock.set_read_timeout(Some(Duration::from_millis(200)))
                 .map_err(err)?;
             let hello = Preamble::Data {

@@ -22,7 +22,7 @@ pub const MAX_DOWN: Duration = Duration::from_secs(3600);
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ChangeError {
     /// A word that is not KEY=VALUE with a known key.
-    #[error("'{0}' is not KEY=VALUE with KEY one of rtt, delay, rate, queue, loss, loss-model, jitter, down, proto, direction (or the word up)")]
+    #[error("'{0}' is not KEY=VALUE with KEY one of rtt, delay, rate, queue, loss, loss-model, jitter, down, proto, ports, except-ports, direction (or the word up)")]
     Word(String),
     /// A value that could not be read.
     #[error(transparent)]
@@ -99,8 +99,26 @@ pub struct Change {
     pub down: Option<Duration>,
     /// Ends an outage now (`up`).
     pub up: bool,
-    /// The outage takes down only this IP protocol (`proto=tcp` or `proto=udp`).
-    pub proto: Option<u8>,
+    /// Which packets the outage takes down (`proto=tcp|udp`, `ports=A[-B]`, `except-ports=A[-B]`).
+    pub scope: crate::packet::OutageScope,
+}
+
+/// A port range, `A` or `A-B` (1..=65535, A <= B).
+fn port_range(key: &str, v: &str) -> Result<(u16, u16), ChangeError> {
+    let bad = || {
+        ChangeError::Range(format!(
+            "{key} '{v}' is not a port or a range A-B of ports 1..=65535"
+        ))
+    };
+    let port = |t: &str| t.trim().parse::<u16>().ok().filter(|p| *p > 0).ok_or_else(bad);
+    let (lo, hi) = match v.split_once('-') {
+        Some((a, b)) => (port(a)?, port(b)?),
+        None => (port(v)?, port(v)?),
+    };
+    if lo > hi {
+        return Err(bad());
+    }
+    Ok((lo, hi))
 }
 
 fn duration(what: &str, v: &str) -> Result<Duration, ChangeError> {
@@ -115,9 +133,11 @@ impl Change {
             c.word(w.as_ref())?;
             c.words.push(w.as_ref().trim().to_string());
         }
-        if c.proto.is_some() && c.down.is_none() {
+        if c.scope != crate::packet::OutageScope::default() && c.down.is_none() {
             return Err(ChangeError::Range(
-                "proto= names what an outage takes down: give it with down=DURATION".into(),
+                "proto=, ports= and except-ports= name what an outage takes down: give them with \
+                 down=DURATION"
+                    .into(),
             ));
         }
         if !c.sets_anything() && c.down.is_none() && !c.up {
@@ -146,10 +166,19 @@ impl Change {
             "jitter" => self.jitter = Some(checked_delay(duration("jitter", v)?, "jitter", v)?),
             "down" => self.down = Some(checked_down(duration("down", v)?, v)?),
             "proto" => {
-                self.proto = Some(
+                self.scope.proto = Some(
                     crate::packet::protocol_named(v)
                         .ok_or_else(|| ChangeError::Range(format!("proto '{v}' is not tcp or udp")))?,
                 )
+            }
+            "ports" | "except-ports" => {
+                if self.scope.ports.is_some() {
+                    return Err(ChangeError::Range(
+                        "ports= and except-ports= in one change".into(),
+                    ));
+                }
+                self.scope.ports = Some(port_range(k.trim(), v)?);
+                self.scope.except_ports = k.trim() == "except-ports";
             }
             "direction" | "dir" => {
                 self.which = match v {

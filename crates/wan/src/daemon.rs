@@ -584,7 +584,7 @@ impl Shared {
         for (i, dir) in [&next.a_to_b, &next.b_to_a].into_iter().enumerate() {
             if change.which.covers(i == 1) {
                 let d = change.sets_anything().then(|| dir.clone());
-                let down = until.map(|u| (u.as_nanos() as u64, change.proto));
+                let down = until.map(|u| (u.as_nanos() as u64, change.scope));
                 self.dirs[i].control.request(d, down);
             }
         }

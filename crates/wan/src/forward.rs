@@ -69,16 +69,16 @@ pub struct Control {
 #[derive(Default)]
 struct Pending {
     direction: Option<crate::settings::Direction>,
-    down_until_ns: Option<(u64, Option<u8>)>,
+    down_until_ns: Option<(u64, crate::packet::OutageScope)>,
 }
 
 impl Control {
-    /// Asks the thread to take `direction` and, with `down_until_ns`, to drop every packet (of one IP
-    /// protocol, when given) until then (on the forwarder's clock).
+    /// Asks the thread to take `direction` and, with `down_until_ns`, to drop every packet its scope
+    /// takes (every packet, by default) until then (on the forwarder's clock).
     pub fn request(
         &self,
         direction: Option<crate::settings::Direction>,
-        down_until_ns: Option<(u64, Option<u8>)>,
+        down_until_ns: Option<(u64, crate::packet::OutageScope)>,
     ) {
         let mut p = lock(&self.next);
         if direction.is_some() {
@@ -101,8 +101,8 @@ impl Control {
         if let Some(d) = p.direction {
             link.set_direction(d, now_ns);
         }
-        if let Some((until, proto)) = p.down_until_ns {
-            link.set_outage(until, proto);
+        if let Some((until, scope)) = p.down_until_ns {
+            link.set_outage(until, scope);
         }
     }
 }

@@ -73,8 +73,8 @@ pub struct Link {
     ns_per_byte: Option<f64>,
     /// The path drops every packet offered before this time (an outage), ns.
     down_until_ns: u64,
-    /// The outage takes only this IP protocol down (`proto=udp`); None: every packet.
-    down_proto: Option<u8>,
+    /// Which packets the outage takes down (`proto=`, `ports=`, `except-ports=`).
+    down_scope: crate::packet::OutageScope,
     /// What the link decided so far.
     pub counters: ModelCounters,
 }
@@ -91,7 +91,7 @@ impl Link {
             bad_state: false,
             ns_per_byte,
             down_until_ns: 0,
-            down_proto: None,
+            down_scope: crate::packet::OutageScope::default(),
             counters: ModelCounters::default(),
         }
     }
@@ -111,20 +111,17 @@ impl Link {
         self.dir = dir;
     }
 
-    /// Takes the path down until `until_ns`: every packet offered before then is dropped, or with
-    /// `proto` only the packets of that IP protocol (6 TCP, 17 UDP).
-    pub fn set_outage(&mut self, until_ns: u64, proto: Option<u8>) {
+    /// Takes the path down until `until_ns`: every packet offered before then that `scope` takes
+    /// is dropped (every packet, with the default scope).
+    pub fn set_outage(&mut self, until_ns: u64, scope: crate::packet::OutageScope) {
         self.down_until_ns = until_ns;
-        self.down_proto = proto;
+        self.down_scope = scope;
     }
 
-    /// Decides the fate of IP packet `pkt` arriving at `now_ns` (an outage limited to one protocol
-    /// looks at its header).
+    /// Decides the fate of IP packet `pkt` arriving at `now_ns` (an outage with a scope looks at its
+    /// headers).
     pub fn offer_packet(&mut self, now_ns: u64, pkt: &[u8]) -> Fate {
-        let spared = now_ns < self.down_until_ns
-            && self
-                .down_proto
-                .is_some_and(|p| crate::packet::protocol(pkt) != Some(p));
+        let spared = now_ns < self.down_until_ns && !self.down_scope.takes(pkt);
         self.offer_in(now_ns, pkt.len(), !spared)
     }
 

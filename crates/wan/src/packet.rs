@@ -15,6 +15,41 @@ pub fn protocol(pkt: &[u8]) -> Option<u8> {
     }
 }
 
+/// The source and destination ports of a TCP or UDP packet (IPv4 or IPv6), if it is one whose
+/// transport header is whole.
+pub fn ports(pkt: &[u8]) -> Option<(u16, u16)> {
+    let t = transport(pkt)?;
+    let h = pkt.get(t.start..t.start + 4)?;
+    Some((u16::from_be_bytes([h[0], h[1]]), u16::from_be_bytes([h[2], h[3]])))
+}
+
+/// Which packets an outage takes down: every one, or only those of one IP protocol, and only those
+/// to or from a port range (or every one but those): how a test takes down one connection of a test
+/// and not another (the data streams bound with `run --cport`, the control connection not).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct OutageScope {
+    /// Only packets of this IP protocol (6 TCP, 17 UDP).
+    pub proto: Option<u8>,
+    /// Only packets whose source or destination port is in this range (inclusive) ...
+    pub ports: Option<(u16, u16)>,
+    /// ... or, when set, every packet but those.
+    pub except_ports: bool,
+}
+
+impl OutageScope {
+    /// Whether the outage takes `pkt` down.
+    pub fn takes(&self, pkt: &[u8]) -> bool {
+        if self.proto.is_some_and(|p| protocol(pkt) != Some(p)) {
+            return false;
+        }
+        let Some((lo, hi)) = self.ports else {
+            return true;
+        };
+        let inside = ports(pkt).is_some_and(|(s, d)| (lo..=hi).contains(&s) || (lo..=hi).contains(&d));
+        inside != self.except_ports
+    }
+}
+
 /// The protocol number named `tcp` or `udp`.
 pub fn protocol_named(name: &str) -> Option<u8> {
     match name {

@@ -242,7 +242,7 @@ fn refused(o: &Opts) -> Option<String> {
 }
 
 /// iperf3's options landspeed refuses (the daemon, output, authentication and transport ones), and why.
-fn refused_first(o: &Opts) -> [(bool, &'static str, &'static str); 17] {
+fn refused_first(o: &Opts) -> [(bool, &'static str, &'static str); 16] {
     [
         (
             o.tos.is_some(),
@@ -278,7 +278,6 @@ fn refused_first(o: &Opts) -> [(bool, &'static str, &'static str); 17] {
             "only the default format (%c)",
         ),
         (o.affinity.is_some(), "-A/--affinity", "use landspeed run --cpus"),
-        (o.cport.is_some(), "--cport", "landspeed picks its client ports"),
         (
             o.file.is_some(),
             "-F/--file",
@@ -438,6 +437,8 @@ fn run_args(o: &Opts, host: &str) -> Vec<String> {
             .map(|s| format!("{}ms", (s * 1000.0).round())),
     );
     opt("-B", o.bind.clone());
+    // iperf3 binds every data stream to the one port (which works for one stream); stream N here.
+    opt("--cport", o.cport.map(|p| p.to_string()));
     opt("--fq-rate", o.fq_rate.clone());
     // iperf3's -b is per stream (UDP default 1 Mbit/s); landspeed's -b is the total for UDP, and a
     // TCP stream's rate is its socket's pace (--fq-rate).

@@ -15,6 +15,8 @@ pub struct WanArgs {
     pub command: WanCommand,
 }
 
+// Parsed once per process; boxing the large variant would buy nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 pub enum WanCommand {
     /// Create an emulated path: namespaces for hosts A and B joined by a userspace forwarder.
@@ -26,7 +28,7 @@ pub enum WanCommand {
     Down(DownArgs),
     /// Change a running emulator's path now: RTT, rate, loss, queue, jitter, or an outage.
     #[command(
-        after_help = "Settings not given stay as they are; a queue set in bytes stays in bytes when the rate or RTT\nchanges (as a router's buffer does). Every change is stamped in `wan status` and in the results\nof tests crossing the emulator.\n\nExamples:\n  landspeed wan change lfn --rtt 80ms                    # a route change: 20 ms to 80 ms\n  landspeed wan change lfn --rate 100M                   # the bottleneck slows to 100 Mbit/s\n  landspeed wan change lfn --down 3s                     # a 3 s outage, then the path as it was\n  landspeed wan change lfn --down 5s --proto tcp         # a UDP test's control connection only\n  landspeed wan change lfn --direction b-to-a --loss 1%  # loss on the way back only"
+        after_help = "Settings not given stay as they are; a queue set in bytes stays in bytes when the rate or RTT\nchanges (as a router's buffer does). Every change is stamped in `wan status` and in the results\nof tests crossing the emulator.\n\nExamples:\n  landspeed wan change lfn --rtt 80ms                    # a route change: 20 ms to 80 ms\n  landspeed wan change lfn --rate 100M                   # the bottleneck slows to 100 Mbit/s\n  landspeed wan change lfn --down 3s                     # a 3 s outage, then the path as it was\n  landspeed wan change lfn --down 5s --proto tcp         # a UDP test's control connection only\n  landspeed wan change lfn --down 5s --ports 40000-40003 # the data of `run --cport 40000 -P 4` only\n  landspeed wan change lfn --down 5s --except-ports 40000-40003   # its control connection only\n  landspeed wan change lfn --direction b-to-a --loss 1%  # loss on the way back only"
     )]
     Change(ChangeArgs),
     /// Settings and live counters of one emulator, or a list of all.
@@ -83,6 +85,19 @@ pub struct ChangeArgs {
     /// control connection fail apart.
     #[arg(long, requires = "down", value_parser = ["tcp", "udp"])]
     pub proto: Option<String>,
+    /// With --down: take only the packets to or from these ports down (`40000` or `40000-40007`):
+    /// a TCP test's data streams, bound there with `run --cport`, and not its control connection.
+    #[arg(
+        long,
+        value_name = "A[-B]",
+        requires = "down",
+        conflicts_with = "except_ports"
+    )]
+    pub ports: Option<String>,
+    /// With --down: take every packet down but those to or from these ports: a TCP test's control
+    /// connection, and not its data streams bound there with `run --cport`.
+    #[arg(long, value_name = "A[-B]", requires = "down")]
+    pub except_ports: Option<String>,
     /// End an outage now (one from --down or a schedule), before its time.
     #[arg(long)]
     pub up: bool,
@@ -281,6 +296,8 @@ fn change_words(c: &ChangeArgs) -> Vec<String> {
         ("jitter", &p.jitter),
         ("down", &c.down),
         ("proto", &c.proto),
+        ("ports", &c.ports),
+        ("except-ports", &c.except_ports),
     ];
     let mut words: Vec<String> = flags
         .iter()

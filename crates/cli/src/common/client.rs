@@ -85,6 +85,7 @@ pub fn cell_spec(a: &RunArgs) -> Result<CellSpec> {
         threads: t.threads,
         cpus: t.cpus.clone().map(|c| c.0),
         bind: t.bind,
+        cport: cport(t.cport, &test)?,
         family: if t.ipv4 {
             Some(Family::V4)
         } else if t.ipv6 {
@@ -112,6 +113,7 @@ pub fn options_for(host: &str, port: u16, cell: &CellSpec) -> Result<ClientOptio
     opts.threads = c.threads;
     opts.cpus = c.cpus.clone();
     opts.bind = c.bind;
+    opts.cport = c.cport;
     opts.family = c.family;
     opts.connect_timeout = c.connect_timeout_s;
     opts.idle_timeout = c.idle_timeout_s;
@@ -128,6 +130,28 @@ pub fn options_for(host: &str, port: u16, cell: &CellSpec) -> Result<ClientOptio
         opts.auth = Some(key);
     }
     Ok(opts)
+}
+
+/// `--cport`, checked against the test: every stream's port must exist, and QUIC has no TCP or UDP
+/// socket per stream to bind.
+fn cport(first: Option<u16>, test: &landspeed_core::config::Test) -> Result<Option<u16>> {
+    let Some(p) = first else { return Ok(None) };
+    if test.transport == landspeed_core::config::Transport::Quic {
+        return Err(UsageError(
+            "--cport binds TCP and UDP data connections; QUIC's streams share its connections' sockets"
+                .into(),
+        )
+        .into());
+    }
+    let last = u32::from(p) + test.total_streams() - 1;
+    if last > u32::from(u16::MAX) {
+        return Err(UsageError(format!(
+            "--cport {p}: {} streams need ports {p}..={last}, past 65535: give a lower port",
+            test.total_streams()
+        ))
+        .into());
+    }
+    Ok(Some(p))
 }
 
 #[derive(clap::Parser)]

@@ -147,6 +147,11 @@ pub struct TestArgs {
     /// host that resolves to it.
     #[arg(short = 'B', long, value_name = "ADDR", value_parser = values::local_address)]
     pub bind: Option<IpAddr>,
+    /// Bind the data connections to local ports PORT, PORT+1, ... (stream N on PORT+N; the control
+    /// connection keeps an ephemeral port): for a firewall that opens those ports, or to take one
+    /// kind of connection down on an emulated path (`wan change --ports`, `--except-ports`).
+    #[arg(long, value_name = "PORT", value_parser = clap::value_parser!(u16).range(1..))]
+    pub cport: Option<u16>,
     /// Reverse: the server sends, this end receives.
     #[arg(short = 'R', long, conflicts_with = "bidir")]
     pub reverse: bool,

@@ -4,7 +4,13 @@
 use crate::common;
 
 use common::{landspeed, run_text, ServerProc};
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
 use std::time::Duration;
+
+/// One test at a time uses the test PostgreSQL server here: one of them restarts it.
+static POSTGRES: Mutex<()> = Mutex::new(());
 
 fn db(name: &str) -> String {
     let d = std::env::temp_dir().join(format!("landspeed-cli-archive-{name}-{}", std::process::id()));
@@ -130,6 +136,7 @@ impl Drop for PgScratch {
 
 #[test]
 fn runs_go_to_a_shared_postgres_archive_and_come_back() {
+    let _pg = common::take(&POSTGRES);
     let Some(pg) = PgScratch::new() else { return };
     let url = pg.url();
     let s = ServerProc::start("127.0.0.1", &[]);
@@ -169,6 +176,92 @@ fn runs_go_to_a_shared_postgres_archive_and_come_back() {
         o.stderr
     );
     assert!(!o.stderr.contains("secret"), "{}", o.stderr);
+}
+
+/// Restarts every PostgreSQL cluster of this host (Debian's pg_ctlcluster, as root).
+fn restart_postgres() -> bool {
+    let Ok(out) = Command::new("pg_lsclusters").arg("-h").output() else {
+        return false;
+    };
+    let list = String::from_utf8_lossy(&out.stdout).to_string();
+    let clusters: Vec<Vec<&str>> = list.lines().map(|l| l.split_whitespace().collect()).collect();
+    !clusters.is_empty()
+        && clusters.iter().all(|c| {
+            c.len() >= 2
+                && Command::new("pg_ctlcluster")
+                    .args([c[0], c[1], "restart"])
+                    .status()
+                    .is_ok_and(|s| s.success())
+        })
+}
+
+#[test]
+fn a_sweep_goes_on_through_a_postgresql_restart_and_stores_every_cell_once() {
+    let _pg = common::take(&POSTGRES);
+    let Some(pg) = PgScratch::new() else { return };
+    let url = pg.url();
+    let s = ServerProc::start("127.0.0.1", &[]);
+    let p = s.port.to_string();
+    let mut child = Command::new(common::bin())
+        .args([
+            "sweep",
+            "127.0.0.1",
+            "--windows",
+            "64K,128K",
+            "--streams",
+            "1",
+            "--repeat",
+            "2",
+            "-t",
+            "0.3s",
+            "--db",
+            &url,
+            "--json",
+            "--",
+            "-p",
+            &p,
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Restart the server once the first cell is stored (the sweep's own table says so).
+    let err = BufReader::new(child.stderr.take().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut all = String::new();
+        for line in err.lines().map_while(Result::ok) {
+            if line.starts_with("  [") && line.contains(" run ") {
+                let _ = tx.send(());
+            }
+            all += &line;
+            all.push('\n');
+        }
+        all
+    });
+    rx.recv_timeout(Duration::from_secs(60))
+        .expect("a first cell stored");
+    let restarted = restart_postgres();
+    let out = common::wait_output(child, Duration::from_secs(120)).expect("the sweep ends");
+    let stderr = reader.join().unwrap();
+    if !restarted {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI is set and PostgreSQL cannot be restarted here"
+        );
+        eprintln!("skipping: cannot restart PostgreSQL (pg_ctlcluster as root)");
+        return;
+    }
+    assert!(out.status.success(), "{stderr}");
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (r["status"].as_str(), r["summary"]["runs_done"].as_u64()),
+        (Some("complete"), Some(4)),
+        "{stderr}"
+    );
+    let h = landspeed(&["history", "--db", &url, "--json"], Duration::from_secs(20));
+    let rows: serde_json::Value = serde_json::from_str(&h.stdout).unwrap();
+    assert_eq!(rows.as_array().unwrap().len(), 4, "every cell once: {rows}");
 }
 
 /// A small tmpfs, unmounted (and its directory removed) when dropped, also when the test fails.

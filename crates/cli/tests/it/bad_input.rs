@@ -281,3 +281,32 @@ fn a_client_over_the_greeting_cap_learns_the_server_is_busy() {
     assert_eq!(reply, vec![0xff], "ACCESS_DENIED");
     drop(idle);
 }
+
+#[test]
+fn client_ports_bind_each_stream_and_ports_that_cannot_be_are_usage_errors() {
+    let s = ServerProc::start("127.0.0.1", &[]);
+    // Stream N on PORT+N, the control connection elsewhere.
+    let r = run_json(
+        "127.0.0.1",
+        s.port,
+        &["-n", "2M", "-P", "2", "--cport", "41230", "--no-save"],
+    );
+    let ports: Vec<u64> = r["streams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["client_port"].as_u64().unwrap())
+        .collect();
+    assert_eq!(ports, [41230, 41231], "{}", r["streams"]);
+    assert!(!r["config"]["local_address"].as_str().unwrap().ends_with(":41230"));
+    let p = s.port.to_string();
+    for (args, needle) in [
+        (vec!["-P", "3", "--cport", "65534"], "past 65535"),
+        (vec!["--quic", "--cport", "41000"], "--cport binds TCP and UDP"),
+        (vec!["--cport", "0"], "--cport"),
+    ] {
+        let mut all = vec!["run", "127.0.0.1", "-p", &p, "--no-save"];
+        all.extend(args);
+        assert_one_clear_line(&landspeed(&all, Duration::from_secs(20)), 2, needle);
+    }
+}

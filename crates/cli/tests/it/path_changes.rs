@@ -339,9 +339,10 @@ fn an_outage_longer_than_the_idle_limit_ends_both_ends_naming_the_silent_connect
     assert_eq!(r["summary"]["bytes_received"], 1024 * 1024);
 }
 
-/// Runs `args` from host A, taking `proto` down (with `wan change --down 60s --proto`) once data
-/// flows: the outcome and how long after the outage began the run ended; the path is brought back.
-fn run_while_one_protocol_is_down(w: &Wan, args: &[&str], proto: &str) -> (common::Outcome, Duration) {
+/// Runs `args` from host A, taking part of the path down (`wan change --down 60s` with `scope`, such
+/// as `--proto tcp` or `--ports 40000`) once data flows: the outcome and how long after the outage
+/// began the run ended; the path is brought back.
+fn run_while_part_is_down(w: &Wan, args: &[&str], scope: &[&str]) -> (common::Outcome, Duration) {
     let before = w.status()["a_to_b"]["packets_in"].as_u64().unwrap_or(0);
     let out = std::thread::scope(|s| {
         let run = s.spawn(|| {
@@ -351,7 +352,9 @@ fn run_while_one_protocol_is_down(w: &Wan, args: &[&str], proto: &str) -> (commo
         assert!(wait_until(Duration::from_secs(20), || {
             w.status()["a_to_b"]["packets_in"].as_u64().unwrap_or(0) > before + 300
         }));
-        let o = change(w, &["--down", "60s", "--proto", proto]);
+        let mut words = vec!["--down", "60s"];
+        words.extend_from_slice(scope);
+        let o = change(w, &words);
         assert_eq!(o.code, 0, "{}", o.stderr);
         let down_at = std::time::Instant::now();
         let (o, ended) = run.join().unwrap();
@@ -382,7 +385,7 @@ fn control_lost_while_data_flows_and_data_lost_while_control_answers_are_told_ap
     };
     // The TCP control connection down, the UDP data flowing: the data ends on time, then the
     // results never come (waited 1 + 10 s; margin 3 s).
-    let (o, after) = run_while_one_protocol_is_down(&w, &udp("2"), "tcp");
+    let (o, after) = run_while_part_is_down(&w, &udp("2"), &["--proto", "tcp"]);
     assert_eq!(o.code, 1, "{}", o.stderr);
     assert!(
         o.stderr
@@ -398,7 +401,7 @@ fn control_lost_while_data_flows_and_data_lost_while_control_answers_are_told_ap
     // The UDP data down, the control connection answering: the server's receiver gives up after
     // its idle limit, the client's sender ends at the test's time (3 s), and the server says why
     // through the control connection with its results, with no wait (margin 3 s).
-    let (o, after) = run_while_one_protocol_is_down(&w, &udp("3"), "udp");
+    let (o, after) = run_while_part_is_down(&w, &udp("3"), &["--proto", "udp"]);
     assert_eq!(o.code, 1, "{}", o.stderr);
     assert!(
         o.stderr.contains("stream 0: received nothing for 1s"),
@@ -414,4 +417,56 @@ fn control_lost_while_data_flows_and_data_lost_while_control_answers_are_told_ap
         line.contains("FAILED: stream 0: received nothing for 1s"),
         "{line}"
     );
+}
+
+#[test]
+fn over_tcp_too_the_control_and_the_data_connections_failing_are_told_apart() {
+    let Some(_lock) = root() else { return };
+    let mut w = Wan::up(&["--rtt", "20ms", "--rate", "200M"]);
+    let log = w.serve_in_b_with(&["--idle-timeout", "1s"]);
+    // The data stream bound to a known port (a port of its own per run: the last one's may be in
+    // TIME_WAIT towards the same server port), the control connection on an ephemeral one.
+    let tcp = |t: &'static str, cport: &'static str| {
+        vec![
+            "run",
+            "198.18.0.2",
+            "-b",
+            "20M",
+            "-t",
+            t,
+            "--cport",
+            cport,
+            "--idle-timeout",
+            "1s",
+            "--no-save",
+        ]
+    };
+    // Every packet down but the data stream's: the data ends on time, then the results never come
+    // (waited 1 + 10 s; margin 3 s).
+    let (o, after) = run_while_part_is_down(&w, &tcp("2", "40000"), &["--except-ports", "40000"]);
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(
+        o.stderr
+            .contains("the data streams ended, but no answer came on the control connection for 11s"),
+        "{}",
+        o.stderr
+    );
+    assert!(after < Duration::from_secs(14), "{after:?}");
+    let line = log
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the server's log line");
+    assert!(line.contains("FAILED: the client sent no results"), "{line}");
+    // The data stream's packets down, the control connection answering: both ends' streams give up
+    // after their idle limit and say so through the control connection, with no further wait (the
+    // test's 3 s, then 1 s; margin 3 s).
+    let (o, after) = run_while_part_is_down(&w, &tcp("3", "40100"), &["--ports", "40100"]);
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(o.stderr.contains("stream 0: "), "{}", o.stderr);
+    assert!(o.stderr.contains(" for 1s"), "{}", o.stderr);
+    assert!(!o.stderr.contains("control connection"), "{}", o.stderr);
+    assert!(after < Duration::from_secs(7), "{after:?}");
+    let line = log
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the server's log line");
+    assert!(line.contains("FAILED: stream 0: "), "{line}");
 }

@@ -375,7 +375,7 @@ fn open_udp_streams(
     (0..spec.total_streams())
         .map(|id| {
             let err = |err| ClientError::Stream { id, err };
-            let sock = super::udp_socket(opts, addr, spec).map_err(err)?;
+            let sock = super::udp_socket(opts, addr, spec, id).map_err(err)?;
             sock.set_read_timeout(Some(opts.control_timeout)).map_err(err)?;
             sock.send(b"9876").map_err(err)?;
             let mut buf = [0u8; 16];

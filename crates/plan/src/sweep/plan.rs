@@ -99,6 +99,9 @@ pub struct CellClient {
     /// Local address to bind to.
     #[serde(default)]
     pub bind: Option<IpAddr>,
+    /// The first local port of the data connections (`--cport`): stream N uses it plus N.
+    #[serde(default)]
+    pub cport: Option<u16>,
     /// IPv4 or IPv6 only.
     #[serde(default)]
     pub family: Option<Family>,
@@ -132,6 +135,7 @@ impl Default for CellClient {
             threads: None,
             cpus: None,
             bind: None,
+            cport: None,
             family: None,
             connect_timeout_s: default_connect_timeout(),
             idle_timeout_s: default_idle_timeout(),

@@ -65,11 +65,33 @@ fn loss_and_jitter_and_an_outage_are_read() {
     assert!(c.sets_anything());
     let only_down = Change::parse(&["down=500ms"]).unwrap();
     assert!(!only_down.sets_anything());
-    assert_eq!(Change::parse(&["down=2s", "proto=udp"]).unwrap().proto, Some(17));
+    assert_eq!(
+        Change::parse(&["down=2s", "proto=udp"]).unwrap().scope.proto,
+        Some(17)
+    );
+    let data = Change::parse(&["down=2s", "ports=40000-40003"]).unwrap();
+    assert_eq!(
+        (data.scope.ports, data.scope.except_ports),
+        (Some((40000, 40003)), false)
+    );
+    let control = Change::parse(&["down=2s", "proto=tcp", "except-ports=40000"]).unwrap();
+    assert_eq!(
+        (control.scope.ports, control.scope.except_ports),
+        (Some((40000, 40000)), true)
+    );
+    for bad in ["ports=0", "ports=9-3", "ports=x", "ports=70000"] {
+        let e = Change::parse(&["down=1s", bad]).unwrap_err().to_string();
+        assert!(e.contains("range A-B of ports"), "{bad}: {e}");
+    }
+    assert!(Change::parse(&["down=1s", "ports=1", "except-ports=2"]).is_err());
+    assert!(Change::parse(&["ports=5201"])
+        .unwrap_err()
+        .to_string()
+        .contains("give them with down="));
     assert!(Change::parse(&["proto=tcp"])
         .unwrap_err()
         .to_string()
-        .contains("give it with down="));
+        .contains("give them with down="));
     assert!(Change::parse(&["down=1s", "proto=icmp"])
         .unwrap_err()
         .to_string()

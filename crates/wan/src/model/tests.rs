@@ -192,7 +192,7 @@ fn same_seed_same_decisions() {
 #[test]
 fn an_outage_drops_everything_inside_its_window_and_nothing_after() {
     let mut l = Link::new(dir(|r| r.rtt = Some("10ms".into())), 1);
-    l.set_outage(3_000_000_000, None);
+    l.set_outage(3_000_000_000, Default::default());
     assert_eq!(l.offer(1_000, 1500), Fate::Dropped(Drop::Outage));
     assert_eq!(l.offer(2_999_999_999, 1500), Fate::Dropped(Drop::Outage));
     assert_eq!(deliver_at(l.offer(3_000_000_000, 1500)), 3_005_000_000);
@@ -227,7 +227,11 @@ fn a_live_rate_change_drains_the_backlog_at_the_new_rate_and_a_shorter_delay_nev
 #[test]
 fn an_outage_of_one_protocol_spares_the_others() {
     let mut l = Link::new(dir(|r| r.rtt = Some("10ms".into())), 1);
-    l.set_outage(1_000_000_000, Some(17));
+    let udp = crate::packet::OutageScope {
+        proto: Some(17),
+        ..Default::default()
+    };
+    l.set_outage(1_000_000_000, udp);
     let mut v4 = [0u8; 60];
     v4[0] = 0x45;
     v4[9] = 17;
@@ -239,4 +243,41 @@ fn an_outage_of_one_protocol_spares_the_others() {
     v6[6] = 17;
     assert_eq!(l.offer_packet(1_000, &v6), Fate::Dropped(Drop::Outage));
     assert!(matches!(l.offer_packet(1_000_000_000, &v6), Fate::Deliver { .. }));
+}
+
+/// A TCP/IPv4 packet from port `src` to port `dst`.
+fn tcp4(src: u16, dst: u16) -> [u8; 60] {
+    let mut p = [0u8; 60];
+    p[0] = 0x45;
+    p[2..4].copy_from_slice(&60u16.to_be_bytes());
+    p[9] = 6;
+    p[20..22].copy_from_slice(&src.to_be_bytes());
+    p[22..24].copy_from_slice(&dst.to_be_bytes());
+    p[32] = 0x50; // a 20-byte TCP header
+    p
+}
+
+#[test]
+fn an_outage_of_some_ports_spares_the_others_and_except_ports_the_reverse() {
+    let scope = |except_ports| crate::packet::OutageScope {
+        proto: None,
+        ports: Some((40000, 40001)),
+        except_ports,
+    };
+    let (data, back, control) = (tcp4(40001, 5201), tcp4(5201, 40000), tcp4(51234, 5201));
+    let mut l = Link::new(dir(|r| r.rtt = Some("10ms".into())), 1);
+    l.set_outage(1_000_000_000, scope(false));
+    assert_eq!(l.offer_packet(1_000, &data), Fate::Dropped(Drop::Outage));
+    assert_eq!(l.offer_packet(1_000, &back), Fate::Dropped(Drop::Outage));
+    assert!(matches!(l.offer_packet(1_000, &control), Fate::Deliver { .. }));
+    let mut l = Link::new(dir(|r| r.rtt = Some("10ms".into())), 1);
+    l.set_outage(1_000_000_000, scope(true));
+    assert!(matches!(l.offer_packet(1_000, &data), Fate::Deliver { .. }));
+    assert_eq!(l.offer_packet(1_000, &control), Fate::Dropped(Drop::Outage));
+    // A packet whose ports cannot be read is in no port range.
+    let mut short = [0u8; 60];
+    short[0] = 0x45;
+    short[9] = 6;
+    short[2..4].copy_from_slice(&22u16.to_be_bytes());
+    assert_eq!(l.offer_packet(1_000, &short), Fate::Dropped(Drop::Outage));
 }
