@@ -983,11 +983,25 @@ fn spec_as_run(spec: &TestSpec, file: Option<&crate::files::FileTransferResult>)
 /// The result of a test that has only just started: every stream, no figures yet. What a live output
 /// (iperf3's `--json-stream` start event) can say about the test before its end.
 pub fn provisional(spec: &TestSpec, context: RunContext) -> RunResult {
-    let end = |at: fn(Flow) -> Role| EndpointReport {
+    so_far(spec, context, &[], &[])
+}
+
+/// A running test as its server sees it: every stream (the client's port of stream N from
+/// `client_ports[N]`, when known) and the intervals of the server's `samples` so far, figured as the
+/// finished test's are. What a live view of the server's end renders (iperf3's server text).
+pub fn so_far(
+    spec: &TestSpec,
+    context: RunContext,
+    client_ports: &[Option<u16>],
+    samples: &[IntervalSample],
+) -> RunResult {
+    let end = |at: fn(Flow) -> Role, ports: &[Option<u16>]| EndpointReport {
         streams: (0..spec.total_streams())
             .map(|id| {
                 let flow = spec.flow_of(id);
-                StreamReport::empty(id, flow, at(flow))
+                let mut s = StreamReport::empty(id, flow, at(flow));
+                s.peer_port = ports.get(id as usize).copied().flatten();
+                s
             })
             .collect(),
         ..EndpointReport::default()
@@ -995,10 +1009,10 @@ pub fn provisional(spec: &TestSpec, context: RunContext) -> RunResult {
     assemble(&Inputs {
         spec,
         context,
-        client: &end(Role::at_client),
-        server: &end(Role::at_server),
+        client: &end(Role::at_client, &[]),
+        server: &end(Role::at_server, client_ports),
         client_samples: &[],
-        server_samples: &[],
+        server_samples: samples,
     })
 }
 

@@ -77,6 +77,9 @@ pub struct ServerOptions {
     pub quic_port: Option<u16>,
     /// Serve M-Lab's ndt7 speed test (WebSocket) on this address (`--ndt7`); None: off.
     pub ndt7: Option<Ndt7Options>,
+    /// Emit `ServerEvent::Iperf3Progress` as each iperf3 client's test runs (the live server text of
+    /// `landspeed iperf3 -s`).
+    pub iperf3_live: bool,
 }
 
 /// Where and how `serve --ndt7` listens.
@@ -112,6 +115,7 @@ impl Default for ServerOptions {
             quic: true,
             quic_port: None,
             ndt7: None,
+            iperf3_live: false,
         }
     }
 }

@@ -381,13 +381,35 @@ fn interval_block(r: &RunResult, st: &Style, i: &IntervalResult, many: bool) -> 
 
 /// The server's lines for one iperf3 test, as `iperf3 -s` prints them: from "Accepted connection"
 /// to this end's summary (only its own role's line per stream). Every interval is shown, the short
-/// tail too, as iperf3's server does.
+/// tail too, as iperf3's server does. A live view prints the same in three parts: `server_head` when
+/// the streams are up, `server_interval` as each interval closes, `server_tail` at the end.
 pub fn render_server(r: &RunResult, st: &Style) -> String {
-    let st = &Style {
+    let mut t = server_head(r, st);
+    for i in &r.intervals {
+        t += &server_interval(r, st, i);
+    }
+    t + &server_tail(r, st)
+}
+
+fn server_style(st: &Style) -> Style {
+    Style {
         server: true,
         ..st.clone()
-    };
-    let bidir = r.config.spec.direction == landspeed_core::config::Direction::Bidir;
+    }
+}
+
+fn bidir(r: &RunResult) -> bool {
+    r.config.spec.direction == landspeed_core::config::Direction::Bidir
+}
+
+/// More than one stream each way: `[SUM]` lines and a separator after every interval.
+fn many(r: &RunResult) -> bool {
+    r.streams.len() > if bidir(r) { 2 } else { 1 }
+}
+
+/// "Accepted connection", each stream's "connected" line, and the interval header.
+pub fn server_head(r: &RunResult, st: &Style) -> String {
+    let st = &server_style(st);
     // The server's result keeps the client's address as its local one (landspeed's convention).
     let ((ch, cp), (sh, sp)) = (
         host_port(&r.config.local_address),
@@ -403,18 +425,31 @@ pub fn render_server(r: &RunResult, st: &Style) -> String {
         );
     }
     let receives_all = r.streams.iter().all(|s| s.flow == Flow::ClientToServer);
-    t += interval_header(r, receives_all, bidir);
+    t += interval_header(r, receives_all, bidir(r));
     t.push('\n');
-    let many = r.streams.len() > if bidir { 2 } else { 1 };
-    for i in &r.intervals {
-        t += interval_block(r, st, i, many).trim_end_matches('\n');
-        t.push('\n');
-    }
-    if !many {
-        t += SEPARATOR;
-        t.push('\n');
-    }
-    t + &server_summary(r, st, bidir, receives_all)
+    t
+}
+
+/// One interval's lines (`r` holds the intervals before it, for the retransmissions in it).
+pub fn server_interval(r: &RunResult, st: &Style, i: &IntervalResult) -> String {
+    let st = &server_style(st);
+    let mut t = interval_block(r, st, i, many(r))
+        .trim_end_matches('\n')
+        .to_string();
+    t.push('\n');
+    t
+}
+
+/// The end: the separator, then this end's summary.
+pub fn server_tail(r: &RunResult, st: &Style) -> String {
+    let st = &server_style(st);
+    let receives_all = r.streams.iter().all(|s| s.flow == Flow::ClientToServer);
+    let sep = if many(r) {
+        String::new()
+    } else {
+        format!("{SEPARATOR}\n")
+    };
+    sep + &server_summary(r, st, bidir(r), receives_all)
 }
 
 /// The server's summary: a header, then per stream (and per direction's `[SUM]`) the line of its own

@@ -28,6 +28,8 @@ pub fn text_line(ev: &ServerEvent, time_utc: &str) -> String {
         ServerEvent::Test(t) => test_text(t, time_utc),
         ServerEvent::Refused { peer, reason } => format!("{time_utc} refused {peer}: {reason}"),
         ServerEvent::Stats(st) => stats_text(st, time_utc),
+        // Only a live view asks for these; the log has the test's line at its end.
+        ServerEvent::Iperf3Progress(_) => String::new(),
     }
 }
 
@@ -119,6 +121,7 @@ pub fn json_line(ev: &ServerEvent, time_utc: &str) -> Value {
             "bytes_received": st.bytes_received, "bytes_sent": st.bytes_sent,
             "refused": st.refused.iter().map(|(k, v)| (k.clone(), json!(v))).collect::<serde_json::Map<_, _>>(),
         }),
+        ServerEvent::Iperf3Progress(_) => Value::Null,
     }
 }
 

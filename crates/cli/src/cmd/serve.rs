@@ -159,40 +159,95 @@ fn print_iperf3(ev: ServerEvent) {
 }
 
 /// `--iperf3-text`: iperf3's server text. A banner when listening and after each iperf3 test (but
-/// the last of `--once`), each test's lines at its end (iperf3 prints them as they happen).
+/// the last of `--once`); each test's lines as iperf3 prints them, as they happen: the connection and
+/// its streams when they are up, each interval as it closes, the summary at the end.
 fn iperf3_text_printer(once: bool) -> impl Fn(ServerEvent) + Send + Sync + 'static {
-    let tests = std::sync::atomic::AtomicU32::new(1);
-    let port = std::sync::atomic::AtomicU32::new(0);
-    let banner = move |port: u32, n: u32| {
-        let rule = "-----------------------------------------------------------";
-        format!("{rule}\nServer listening on {port} (test #{n})\n{rule}")
-    };
+    let state = std::sync::Mutex::new(TextState {
+        tests: 1,
+        port: 0,
+        printed: None,
+    });
     move |ev| {
-        use std::sync::atomic::Ordering::Relaxed;
+        let mut st = state.lock().unwrap_or_else(|e| e.into_inner());
+        let text = st.on_event(ev, once);
         let mut o = std::io::stdout().lock();
+        let _ = write!(o, "{text}");
+        let _ = o.flush();
+    }
+}
+
+/// What the iperf3 text printer knows between events.
+struct TextState {
+    /// The number of the test a banner announces next.
+    tests: u32,
+    port: u16,
+    /// Intervals of the running test already printed (None: no test's head printed yet).
+    printed: Option<usize>,
+}
+
+impl TextState {
+    fn banner(&self) -> String {
+        let rule = "-----------------------------------------------------------";
+        format!(
+            "{rule}\nServer listening on {} (test #{})\n{rule}\n",
+            self.port, self.tests
+        )
+    }
+
+    /// The text an event adds (errors go to stderr, as iperf3's).
+    fn on_event(&mut self, ev: ServerEvent, once: bool) -> String {
+        use landspeed_report::iperf3_text as t;
+        let style = t::Style::default();
         match ev {
             ServerEvent::Listening { addresses, .. } => {
-                let p = addresses.first().map_or(0, |a| u32::from(a.port()));
-                port.store(p, Relaxed);
-                let _ = writeln!(o, "{}", banner(p, 1));
+                self.port = addresses.first().map_or(0, |a| a.port());
+                self.banner()
+            }
+            ServerEvent::Iperf3Progress(r) => {
+                let mut out = String::new();
+                let from = *self.printed.get_or_insert_with(|| {
+                    out += &t::server_head(&r, &style);
+                    0
+                });
+                for i in r.intervals.iter().skip(from) {
+                    out += &t::server_interval(&r, &style, i);
+                }
+                self.printed = Some(from.max(r.intervals.len()));
+                out
             }
             ServerEvent::Test(log) => {
+                let mut out = String::new();
                 match (&log.result, &log.error) {
-                    (Some(r), _) => {
-                        let st = landspeed_report::iperf3_text::Style::default();
-                        let _ = write!(o, "{}", landspeed_report::iperf3_text::render_server(r, &st));
-                    }
+                    (Some(r), _) => out += &self.finish(r, &style),
                     (None, Some(e)) => eprintln!("iperf3: error - {e}"),
                     (None, None) => {}
                 }
-                let n = tests.fetch_add(1, Relaxed) + 1;
+                self.printed = None;
+                self.tests += 1;
                 if !once {
-                    let _ = writeln!(o, "{}", banner(port.load(Relaxed), n));
+                    out += &self.banner();
                 }
+                out
             }
-            _ => {}
+            _ => String::new(),
         }
-        let _ = o.flush();
+    }
+
+    /// The end of a test: what was not printed live (all of it without a live view), then the summary.
+    fn finish(
+        &self,
+        r: &landspeed_core::result::RunResult,
+        style: &landspeed_report::iperf3_text::Style,
+    ) -> String {
+        use landspeed_report::iperf3_text as t;
+        let Some(from) = self.printed else {
+            return t::render_server(r, style);
+        };
+        let mut out = String::new();
+        for i in r.intervals.iter().skip(from) {
+            out += &t::server_interval(r, style, i);
+        }
+        out + &t::server_tail(r, style)
     }
 }
 
@@ -309,6 +364,7 @@ fn options(a: &ServeArgs, stats: Arc<AtomicBool>) -> Result<ServerOptions> {
             addr,
             tls: !a.ndt7_plain,
         }),
+        iperf3_live: a.iperf3_text,
     })
 }
 

@@ -424,6 +424,55 @@ fn the_server_text_is_iperf3s() {
     }
 }
 
+#[test]
+fn the_server_text_comes_as_the_test_runs() {
+    // A 4 s test: the server's first interval line is on its stdout while the client still runs
+    // (at about 1 s; margin 3 s), and its summary only after.
+    let _one = common::one_iperf3_test();
+    if Command::new("iperf3").arg("-v").output().is_err() {
+        assert!(std::env::var_os("CI").is_none(), "iperf3 is missing in CI");
+        return;
+    }
+    let port = common::free_port().to_string();
+    let mut server = one_off_server(bin(), &port, &[]);
+    let lines = std::io::BufReader::new(server.stdout.take().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for l in lines.lines().map_while(Result::ok) {
+            let _ = tx.send(l);
+        }
+    });
+    assert!(common::wait_until(std::time::Duration::from_secs(10), || {
+        listening(&port)
+    }));
+    let mut client = Command::new("iperf3")
+        .args(["-c", "127.0.0.1", "-p", &port, "-t", "4"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("iperf3 -c");
+    let mut seen = vec![];
+    while !seen.iter().any(|l: &String| l.contains("0.00-1.00")) {
+        let l = rx
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("the server's first interval, live");
+        seen.push(l);
+    }
+    assert!(
+        client.try_wait().unwrap().is_none(),
+        "the client still runs: {seen:?}"
+    );
+    assert!(
+        !seen.iter().any(|l| l.contains("receiver")),
+        "no summary yet: {seen:?}"
+    );
+    assert!(client.wait().unwrap().success());
+    let summary = std::iter::from_fn(|| rx.recv_timeout(std::time::Duration::from_secs(10)).ok())
+        .any(|l| l.contains("receiver"));
+    assert!(summary, "the summary at the end");
+    let _ = common::wait_exit(server, std::time::Duration::from_secs(10));
+}
+
 /// The key paths of `reference` missing from `ours`, and those `ours` adds but for its `landspeed` key
 /// and the keys iperf3 3.21 writes that older versions do not.
 pub(crate) fn tree_difference(reference: &Value, ours: &Value) -> Vec<String> {

@@ -9,6 +9,7 @@
 use super::{Registered, Shared, TestError, TestLog};
 use crate::control::{Arrival, Event, Input, Link};
 use crate::streams::DataPaths;
+use landspeed_core::assemble::RunContext;
 use landspeed_core::config::{Direction, EndCondition, Flow, Test, TestSpec};
 use landspeed_core::endpoint::{IntervalSample, Role};
 use landspeed_core::protocol::Endpoint;
@@ -116,7 +117,16 @@ fn serve(ctl: TcpStream, cookie: Cookie, shared: &Shared, log: &mut TestLog) -> 
         DataPaths::Tcp(collect_tcp(&mut link, cookie, &test, shared)?)
     };
     let started = std::time::SystemTime::now();
-    let (mut out, failure) = measure(&mut link, &params, &test, &streams, shared)?;
+    let live = o.iperf3_live.then(|| Live {
+        spec: test.spec().clone(),
+        context: server_context(addresses, started, 1),
+        client_ports: client_ports(&streams),
+        samples: vec![],
+    });
+    if let Some(l) = &live {
+        shared.emit(super::ServerEvent::Iperf3Progress(Box::new(l.so_far())));
+    }
+    let (mut out, failure) = measure(&mut link, &params, &test, &streams, shared, live)?;
     // iperf3's client counts from the end of the warm-up in both directions; so do the log and the
     // results this end sends.
     out.streams = landspeed_iperf3::iperf3_counts(&out.streams, &out.samples);
@@ -136,10 +146,70 @@ fn serve(ctl: TcpStream, cookie: Cookie, shared: &Shared, log: &mut TestLog) -> 
         return Err(f);
     }
     let theirs = exchange_results(&mut link, &out, (&params, &test), log)?;
-    if let (Some(t), (Some(local), Some(peer))) = (theirs, addresses) {
-        log.result = Some(Box::new(seen_here(&out, &t, &test, (local, peer), started)));
+    if let Some(t) = theirs {
+        log.result = Some(Box::new(seen_here(&out, &t, &test, addresses, started)));
     }
     Ok(())
+}
+
+/// A live view's test so far: what the server knows of it when its streams are up, and its samples.
+struct Live {
+    spec: TestSpec,
+    context: RunContext,
+    client_ports: Vec<Option<u16>>,
+    samples: Vec<IntervalSample>,
+}
+
+impl Live {
+    fn so_far(&self) -> landspeed_core::result::RunResult {
+        landspeed_core::assemble::so_far(
+            &self.spec,
+            self.context.clone(),
+            &self.client_ports,
+            &self.samples,
+        )
+    }
+}
+
+/// The client's port of each data connection, by stream number.
+fn client_ports(streams: &DataPaths) -> Vec<Option<u16>> {
+    match streams {
+        DataPaths::Tcp(v) => v
+            .iter()
+            .map(|s| s.socket.peer_addr().ok().map(|a| a.port()))
+            .collect(),
+        DataPaths::Udp(v) => v
+            .iter()
+            .map(|s| s.socket.peer_addr().ok().map(|a| a.port()))
+            .collect(),
+        DataPaths::Quic(_) => vec![],
+    }
+}
+
+/// The context of the server's view of a test: the client's address as the local one (landspeed's
+/// convention for a server's result), the control connection's `(local, peer)` addresses.
+fn server_context(
+    (local, peer): (Option<SocketAddr>, Option<SocketAddr>),
+    started: std::time::SystemTime,
+    threads: u32,
+) -> RunContext {
+    let local = local.unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
+    let started_unix_s = started
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64());
+    RunContext {
+        host: local.ip().to_string(),
+        port: local.port(),
+        local_address: peer.map_or_else(String::new, |p| p.to_string()),
+        remote_address: local.to_string(),
+        family: if local.is_ipv4() { "ipv4" } else { "ipv6" }.into(),
+        threads,
+        cpus: None,
+        bind: None,
+        started_unix_s,
+        interrupted: false,
+        protocol: "iperf3".into(),
+    }
 }
 
 /// The test as this server saw it: its own report and samples, and the client's figures from the
@@ -148,7 +218,7 @@ fn seen_here(
     out: &supervisor::EngineOutput,
     theirs: &Results,
     spec: &TestSpec,
-    (local, peer): (SocketAddr, SocketAddr),
+    addresses: (Option<SocketAddr>, Option<SocketAddr>),
     started: std::time::SystemTime,
 ) -> landspeed_core::result::RunResult {
     let warnings = crate::iperf3_peer::payload_warning(spec.verify, true);
@@ -164,22 +234,7 @@ fn seen_here(
             "iperf3 client"
         },
     );
-    let started_unix_s = started
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64());
-    let context = landspeed_core::assemble::RunContext {
-        host: local.ip().to_string(),
-        port: local.port(),
-        local_address: peer.to_string(),
-        remote_address: local.to_string(),
-        family: if local.is_ipv4() { "ipv4" } else { "ipv6" }.into(),
-        threads: here.threads,
-        cpus: None,
-        bind: None,
-        started_unix_s,
-        interrupted: false,
-        protocol: "iperf3".into(),
-    };
+    let context = server_context(addresses, started, here.threads);
     landspeed_core::assemble::assemble(&landspeed_core::assemble::Inputs {
         spec,
         context,
@@ -306,6 +361,7 @@ fn measure(
     spec: &TestSpec,
     streams: &DataPaths,
     shared: &Shared,
+    live: Option<Live>,
 ) -> Result<(supervisor::EngineOutput, Option<TestError>), TestError> {
     let o = &shared.opts;
     let mut params_e = EngineParams::for_spec(spec, None, None, o.idle_timeout);
@@ -322,6 +378,7 @@ fn measure(
         ended: false,
         failure: None,
         shutdown: &shared.shutdown,
+        live: live.map(|l| (l, shared)),
     };
     let wiring = Wiring::new(&flags, (&link.tx, &link.rx), &mut hook, None);
     let out = match streams {
@@ -450,10 +507,17 @@ struct Hook<'a> {
     ended: bool,
     failure: Option<TestError>,
     shutdown: &'a AtomicBool,
+    /// A live view's test so far, and where its progress goes.
+    live: Option<(Live, &'a Shared)>,
 }
 
 impl EngineHook<Input> for Hook<'_> {
-    fn on_sample(&mut self, _sample: &IntervalSample) {}
+    fn on_sample(&mut self, sample: &IntervalSample) {
+        if let Some((live, shared)) = &mut self.live {
+            live.samples.push(sample.clone());
+            shared.emit(super::ServerEvent::Iperf3Progress(Box::new(live.so_far())));
+        }
+    }
     fn on_external(&mut self, x: Input, flags: &Flags) {
         if let Err(e) = self.link_wire.feed(x, Instant::now()) {
             self.failure.get_or_insert(e.into());
