@@ -1071,6 +1071,7 @@ pub fn assemble(inp: &Inputs) -> RunResult {
         file,
         emulator: None,
         authentication: None,
+        iperf3_server_output: None,
     }
 }
 

@@ -61,6 +61,19 @@ pub struct RunResult {
     /// Who was authenticated, and what that protects (landspeed-protocol tests).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub authentication: Option<Authentication>,
+    /// iperf3's `--get-server-output`: what the iperf3 server sent of its own output.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iperf3_server_output: Option<Iperf3ServerOutput>,
+}
+
+/// An iperf3 server's own output for one test, as it sent it at the end (`--get-server-output`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Iperf3ServerOutput {
+    /// Its JSON document (a server started with `-J`).
+    Json(serde_json::Value),
+    /// Its text, the lines it printed for the test.
+    Text(String),
 }
 
 /// Who was authenticated in a test, and what that protects (docs/security.md has the threat table).

@@ -54,6 +54,8 @@ pub struct ClientOptions {
     pub bind: Option<IpAddr>,
     /// The data connections' first local port (`--cport`): stream N binds it plus N.
     pub cport: Option<u16>,
+    /// iperf3's `--get-server-output`: ask an iperf3 server for its own output of the test.
+    pub iperf3_server_output: bool,
     /// IPv4 or IPv6 only, when the name has both.
     pub family: Option<Family>,
     /// How long each connect may take.
@@ -95,6 +97,7 @@ impl ClientOptions {
             cpus: None,
             bind: None,
             cport: None,
+            iperf3_server_output: false,
             family: None,
             connect_timeout: Duration::from_secs(5),
             control_timeout: Duration::from_secs(10),

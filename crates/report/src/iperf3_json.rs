@@ -29,12 +29,26 @@ fn socket(id: u32) -> u32 {
 
 /// The whole `-J` document.
 pub fn document(r: &RunResult, m: &Iperf3Meta) -> Value {
-    json!({
+    let mut doc = json!({
         "start": start(r, m),
         "intervals": shown(r).map(|i| interval(r, m.server, i)).collect::<Vec<_>>(),
         "end": end(r, m.server),
         "landspeed": extra(r),
-    })
+    });
+    if let Some((key, v)) = server_output(r) {
+        doc[key] = v;
+    }
+    doc
+}
+
+/// `--get-server-output`'s top-level key and value, as iperf3 adds them: `server_output_json` (the
+/// server's document) or `server_output_text`.
+pub fn server_output(r: &RunResult) -> Option<(&'static str, Value)> {
+    use landspeed_core::result::Iperf3ServerOutput;
+    match r.iperf3_server_output.as_ref()? {
+        Iperf3ServerOutput::Json(v) => Some(("server_output_json", v.clone())),
+        Iperf3ServerOutput::Text(t) => Some(("server_output_text", json!(t))),
+    }
 }
 
 /// The intervals iperf3 would print: not a tail shorter than a tenth of the interval, unless it is

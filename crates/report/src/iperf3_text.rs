@@ -145,9 +145,23 @@ pub fn render_with(r: &RunResult, st: &Style) -> String {
         t += &verbose_tail(r, reverse);
     }
     out.push(end, &t);
+    out.text += &server_output(r);
     out.text.push('\n');
     out.push(end, "iperf Done.");
     out.text
+}
+
+/// `--get-server-output`'s part of the text, as iperf3 prints it after the summary.
+fn server_output(r: &RunResult) -> String {
+    use landspeed_core::result::Iperf3ServerOutput;
+    match &r.iperf3_server_output {
+        Some(Iperf3ServerOutput::Json(v)) => format!(
+            "\nServer JSON output:\n{}\n",
+            serde_json::to_string_pretty(v).unwrap_or_default()
+        ),
+        Some(Iperf3ServerOutput::Text(t)) => format!("\nServer output:\n{t}\n"),
+        None => String::new(),
+    }
 }
 
 fn mss(r: &RunResult) -> u32 {

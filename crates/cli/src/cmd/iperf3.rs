@@ -242,7 +242,7 @@ fn refused(o: &Opts) -> Option<String> {
 }
 
 /// iperf3's options landspeed refuses (the daemon, output, authentication and transport ones), and why.
-fn refused_first(o: &Opts) -> [(bool, &'static str, &'static str); 16] {
+fn refused_first(o: &Opts) -> [(bool, &'static str, &'static str); 15] {
     [
         (
             o.tos.is_some(),
@@ -265,11 +265,6 @@ fn refused_first(o: &Opts) -> [(bool, &'static str, &'static str); 16] {
             "no daemon mode, so no pid file",
         ),
         (o.logfile.is_some(), "--logfile", "redirect the output instead"),
-        (
-            o.get_server_output,
-            "--get-server-output",
-            "the JSON already holds both ends' figures",
-        ),
         (
             o.timestamps
                 .as_deref()
@@ -481,10 +476,11 @@ fn run_args(o: &Opts, host: &str) -> Vec<String> {
 fn client(o: &Opts, host: &str) -> Result<bool> {
     let args = run_args(o, host);
     let meta = crate::common::iperf3_meta::meta(false);
-    let opts = match crate::common::client::options_from_args(&args) {
+    let mut opts = match crate::common::client::options_from_args(&args) {
         Ok(opts) => opts,
         Err(e) => return parameter_error(&e.to_string()),
     };
+    opts.iperf3_server_output = o.get_server_output;
     let interrupt = crate::common::client::interrupt_flag()?;
     let port = o.port.unwrap_or(5201);
     let mut live = o

@@ -245,7 +245,7 @@ fn refusals_and_errors_exit_as_iperf3_does() {
         (&["--cntl-ka"][..], "--cntl-ka"),
         (&["--connect-timeout", "500"][..], "--connect-timeout"),
         (&["--rsa-private-key-path", "k"][..], "--rsa-private-key-path"),
-        (&["--get-server-output"][..], "--get-server-output"),
+        (&["-T", "x"][..], "-T/--title"),
     ] {
         let mut args = vec!["iperf3", "-c", "127.0.0.1"];
         args.extend_from_slice(opt);
@@ -421,6 +421,83 @@ fn the_server_text_is_iperf3s() {
             distinct_masked(&theirs),
             "{extra:?}\n{ours}\n{theirs}"
         );
+    }
+}
+
+/// `client` (iperf3 or the drop-in) with `args` against a one-test `iperf3 -s` (with `server`'s
+/// options) of its own: exit code and output.
+fn against_one_off_iperf3(client: &str, args: &[&str], server: &[&str]) -> (i32, String) {
+    let port = common::free_port().to_string();
+    let srv = one_off_server("iperf3", &port, server);
+    assert!(common::wait_until(std::time::Duration::from_secs(10), || {
+        listening(&port)
+    }));
+    let mut all = vec!["-c", "127.0.0.1", "-p", &port, "-t", "1"];
+    all.extend_from_slice(args);
+    let out = if client == "iperf3" {
+        output("iperf3", &all)
+    } else {
+        dropin(&all)
+    };
+    let _ = common::wait_exit(srv, std::time::Duration::from_secs(20));
+    out
+}
+
+#[test]
+fn get_server_output_brings_the_servers_text_or_document_as_iperf3s_client_does() {
+    let _one = common::one_iperf3_test();
+    if Command::new("iperf3").arg("-v").output().is_err() {
+        assert!(std::env::var_os("CI").is_none(), "iperf3 is missing in CI");
+        return;
+    }
+    for server in [&[][..], &["-J"][..]] {
+        let json = ["--get-server-output", "-J"];
+        let (ci, theirs) = against_one_off_iperf3("iperf3", &json, server);
+        let (cl, ours) = against_one_off_iperf3("landspeed", &json, server);
+        assert_eq!((cl, ci), (0, 0), "{server:?}: {ours}");
+        let (theirs, ours): (Value, Value) = (
+            serde_json::from_str(&theirs).unwrap(),
+            serde_json::from_str(&ours).unwrap(),
+        );
+        let key = if server.is_empty() {
+            "server_output_text"
+        } else {
+            "server_output_json"
+        };
+        assert!(ours.get(key).is_some(), "{server:?}: no {key}");
+        let differ = tree_difference(&theirs, &ours);
+        assert!(differ.is_empty(), "{server:?}: {differ:#?}");
+        let text = ["--get-server-output"];
+        let (_, theirs) = against_one_off_iperf3("iperf3", &text, server);
+        let (_, ours) = against_one_off_iperf3("landspeed", &text, server);
+        // A server's document comes pretty-printed by serde (two spaces, keys in order) where
+        // iperf3's cJSON uses tabs and the server's order: the lines before it are compared, and the
+        // document by its tree (docs/iperf3.md).
+        let (head_o, doc_o) = split_server_json(&ours);
+        let (head_t, doc_t) = split_server_json(&theirs);
+        assert_eq!(
+            distinct_masked(head_o),
+            distinct_masked(head_t),
+            "{server:?}\n{ours}\n{theirs}"
+        );
+        match (doc_o, doc_t) {
+            (Some(o), Some(t)) => assert!(tree_difference(&t, &o).is_empty(), "{server:?}: {ours}"),
+            (o, t) => assert_eq!((o.is_some(), t.is_some()), (false, false), "{ours}\n{theirs}"),
+        }
+    }
+}
+
+/// The text before "Server JSON output:" and the document after it (to "iperf Done."), if any.
+fn split_server_json(text: &str) -> (&str, Option<Value>) {
+    match text.split_once("Server JSON output:\n") {
+        None => (text, None),
+        Some((head, rest)) => {
+            let doc = rest.split("\niperf Done.").next().unwrap_or(rest);
+            (
+                head,
+                Some(serde_json::from_str(doc.trim()).expect("the server's document")),
+            )
+        }
     }
 }
 

@@ -11,7 +11,7 @@ use crate::control::{Event, Input, Link, WaitError, Wire};
 use landspeed_core::assemble::{assemble, Inputs};
 use landspeed_core::config::{EndCondition, RxMode, Test, TestSpec, Transport};
 use landspeed_core::endpoint::{EndpointReport, IntervalSample, Role, StreamReport};
-use landspeed_core::result::RunResult;
+use landspeed_core::result::{Iperf3ServerOutput, RunResult};
 use landspeed_engine::supervisor::{EngineHook, Flags, Progress};
 use landspeed_engine::transport::tcp::DataStream;
 use landspeed_engine::transport::udp::UdpFormat;
@@ -223,14 +223,23 @@ pub fn run_iperf3_client(
         interrupted,
         "iperf3",
     );
-    Ok(assemble(&Inputs {
+    let mut result = assemble(&Inputs {
         spec,
         context,
         client: &local_report,
         server: &server_report,
         client_samples: &out.samples,
         server_samples: &[],
-    }))
+    });
+    // Only when asked: an `iperf3 -s` that served a client asking for it keeps sending it to the
+    // next ones (iperf3's own client ignores it then, as here).
+    result.iperf3_server_output = match (theirs.server_output_json, theirs.server_output_text) {
+        _ if !opts.iperf3_server_output => None,
+        (Some(j), _) => Some(Iperf3ServerOutput::Json(j)),
+        (None, Some(t)) => Some(Iperf3ServerOutput::Text(t)),
+        (None, None) => None,
+    };
+    Ok(result)
 }
 
 /// Runs the link until the session asks for what `wanted` picks out.
@@ -326,12 +335,12 @@ fn session(opts: &ClientOptions, spec: &TestSpec, cookie: &Cookie) -> ClientSess
         results: opts.control_timeout + opts.idle_timeout,
         idle: opts.idle_timeout,
     };
-    ClientSession::new(
-        cookie,
-        &Params::message_for(spec, &version),
-        timers,
-        Instant::now(),
-    )
+    let mut params = Params::message_for(spec, &version);
+    if opts.iperf3_server_output {
+        // iperf3 sends the number 1 (its server looks for a number).
+        params["get_server_output"] = serde_json::json!(1);
+    }
+    ClientSession::new(cookie, &params, timers, Instant::now())
 }
 
 /// The results both ways: this end's go out when the server asks (with what it checked of the streams

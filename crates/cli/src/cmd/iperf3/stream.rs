@@ -105,10 +105,13 @@ impl JsonStream {
 
     /// The last lines of a test that ran: landspeed's facts, then iperf3's `end`.
     pub fn finished(&self, r: &RunResult) -> Vec<String> {
-        vec![
-            iperf3_json::stream_event("landspeed", iperf3_json::extra(r)),
-            iperf3_json::stream_event("end", iperf3_json::end(r, false)),
-        ]
+        let mut lines = vec![iperf3_json::stream_event("landspeed", iperf3_json::extra(r))];
+        // iperf3 writes the server's output as its own event, just before `end`.
+        if let Some((key, v)) = iperf3_json::server_output(r) {
+            lines.push(iperf3_json::stream_event(key, v));
+        }
+        lines.push(iperf3_json::stream_event("end", iperf3_json::end(r, false)));
+        lines
     }
 
     /// The last lines of a test that failed: iperf3's `error`, then an empty `end`.
