@@ -24,6 +24,11 @@ pub const MIN_MESSAGE_BYTES: usize = 1 << 10;
 pub const MAX_MESSAGE_BYTES: usize = 1 << 24;
 /// A sender's first binary messages.
 pub const FIRST_MESSAGE_BYTES: usize = 1 << 13;
+/// The largest message a sender grows its messages to. The spec lets a receiver refuse nothing up to
+/// `MAX_MESSAGE_BYTES`, but M-Lab's own Go client reads at most 1 MiB a message (and closes on a
+/// larger one), and M-Lab's server grows to 1 MiB too ("a good compromise between Go and
+/// JavaScript"): so does landspeed's.
+pub const MAX_SCALED_MESSAGE_BYTES: usize = 1 << 20;
 
 /// The two subtests, each on its own connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -86,7 +86,8 @@ fn m_labs_own_client_completes_both_subtests_and_agrees_with_the_log() {
     let Some(flags) = node() else { return };
     // TLS, the default: the client takes the server's self-signed certificate as a browser would
     // after the user accepted it (plain ws:// is the request tests' below).
-    let s = ServerProc::start("127.0.0.1", &["--ndt7", "127.0.0.1:0"]);
+    let metrics = format!("127.0.0.1:{}", common::free_port());
+    let s = ServerProc::start("127.0.0.1", &["--ndt7", "127.0.0.1:0", "--metrics", &metrics]);
     assert!(s.first_line.contains("ndt7 at wss://"), "{}", s.first_line);
     let addr = ndt7_addr(&s).to_string();
     let child = Command::new("node")
@@ -152,6 +153,17 @@ fn m_labs_own_client_completes_both_subtests_and_agrees_with_the_log() {
     );
     let last_server = n(&r["upload"]["LastServerMeasurement"]["AppInfo"]["NumBytes"]);
     assert!(last_server <= received, "{last_server} vs {received}");
+    // Both subtests count in the server's OpenMetrics as any test does, with the log's bytes.
+    let m = http_get(metrics.parse().unwrap(), "/metrics");
+    let value = |name: &str| -> f64 {
+        m.lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in {m}"))
+    };
+    assert_eq!(value("landspeed_server_tests_total{outcome=\"completed\"}"), 2.0, "{m}");
+    assert_eq!(value("landspeed_server_sent_bytes_total"), sent, "{m}");
+    assert_eq!(value("landspeed_server_received_bytes_total"), received, "{m}");
 }
 
 /// Sends `request` and returns the status line of the answer (then hangs up).
@@ -212,11 +224,14 @@ fn requests_that_are_not_ndt7_upgrades_are_told_why_and_idle_ones_cost_no_test()
     let bad_utf8 = upgrade("/ndt/v7/download?m=%ff", Some("net.measurementlab.ndt.v7"));
     assert!(status_of(a, &bad_utf8).starts_with("HTTP/1.1 400"));
     assert!(status_of(a, "\x16\x03\x01\x00\x05hello\r\n\r\n").starts_with("HTTP/1.1 400"));
-    // A hundred connections that never finish their request: those past the cap are closed at once,
-    // the rest when the handshake time is up; then a real upgrade is served.
-    let idle: Vec<TcpStream> = (0..100).map(|_| TcpStream::connect(a).unwrap()).collect();
+    // A thousand connections that never finish their request: those past the cap (64 greeting at
+    // once) are closed at once, the rest when the handshake time (1 s) is up; a real upgrade is
+    // served meanwhile; afterwards the server holds what it held before.
+    let base = settled_usage(&s);
+    assert!(common::raise_open_files(1500) >= 1100, "the test needs 1,100 open files");
+    let idle: Vec<TcpStream> = (0..1000).map(|_| TcpStream::connect(a).unwrap()).collect();
     let mut closed_at_once = 0;
-    for mut c in idle.iter().skip(80) {
+    for mut c in idle.iter().skip(900) {
         c.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
         if matches!(c.read(&mut [0u8; 1]), Ok(0)) {
             closed_at_once += 1;
@@ -229,6 +244,32 @@ fn requests_that_are_not_ndt7_upgrades_are_told_why_and_idle_ones_cost_no_test()
     });
     assert!(served, "no upgrade served after the idle connections");
     drop(idle);
+    assert!(back_to(&s, base), "descriptors and threads {:?}, before {base:?}", usage(&s));
+}
+
+/// The server's descriptors and threads.
+fn usage(s: &ServerProc) -> (usize, usize) {
+    let (fds, threads, _) = crate::faults::usage(s.process().id());
+    (fds, threads)
+}
+
+/// The server's descriptors and threads once they have settled: the same count twice, 200 ms apart
+/// (a request's thread may still be ending).
+fn settled_usage(s: &ServerProc) -> (usize, usize) {
+    let mut base = usage(s);
+    let settled = common::wait_until(Duration::from_secs(5), || {
+        let before = base;
+        let _ = s.next_line(Duration::from_millis(200));
+        base = usage(s);
+        before == base
+    });
+    assert!(settled, "the server's descriptors and threads never settled: {base:?}");
+    base
+}
+
+/// Whether the server comes back to `base` descriptors and threads within 5 s.
+fn back_to(s: &ServerProc, base: (usize, usize)) -> bool {
+    common::wait_until(Duration::from_secs(5), || usage(s) == base)
 }
 
 /// Upgrades a raw connection to the subtest at `path` and returns it after the 101.
@@ -291,22 +332,10 @@ fn oversized_and_malformed_frames_end_the_subtest_at_once_with_the_reason_logged
 fn clients_that_never_read_or_never_send_are_cut_off_in_time_and_leave_nothing_behind() {
     let s = ServerProc::start("127.0.0.1", &["--ndt7", "127.0.0.1:0", "--ndt7-plain"]);
     let a = ndt7_addr(&s);
-    let pid = s.process().id();
     // One request first, so that what the server makes once (its accepting thread's poller) is in
-    // the count before.
+    // the count before, which is taken once that request's thread has ended.
     assert!(status_of(a, "GET /none HTTP/1.1\r\nHost: x\r\n\r\n").starts_with("HTTP/1.1 404"));
-    // ...and once that request's thread has ended: the same count twice, 200 ms apart.
-    let mut base = crate::faults::usage(pid);
-    let settled = common::wait_until(Duration::from_secs(5), || {
-        let before = base;
-        let _ = s.next_line(Duration::from_millis(200));
-        base = crate::faults::usage(pid);
-        (before.0, before.1) == (base.0, base.1)
-    });
-    assert!(
-        settled,
-        "the server's descriptors and threads never settled: {base:?}"
-    );
+    let base = settled_usage(&s);
     let started = std::time::Instant::now();
     // A download whose client reads nothing after the 101, and an upload whose client sends nothing:
     // the server closes each at 10 s, and with no answer to its close drops it at the spec's 13 s.
@@ -332,15 +361,7 @@ fn clients_that_never_read_or_never_send_are_cut_off_in_time_and_leave_nothing_b
         "{lines:?}"
     );
     drop((down, up));
-    let back = common::wait_until(Duration::from_secs(5), || {
-        let now = crate::faults::usage(pid);
-        (now.0, now.1) == (base.0, base.1)
-    });
-    assert!(
-        back,
-        "descriptors and threads {:?}, before {base:?}",
-        crate::faults::usage(pid)
-    );
+    assert!(back_to(&s, base), "descriptors and threads {:?}, before {base:?}", usage(&s));
 }
 
 #[test]

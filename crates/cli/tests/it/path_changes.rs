@@ -364,6 +364,23 @@ fn run_while_part_is_down(w: &Wan, args: &[&str], scope: &[&str]) -> (common::Ou
     out
 }
 
+/// The control connection lost while the data flowed: the data ended on time, then the results
+/// never came (waited 1 + 10 s; margin 3 s), and the server says the client sent none.
+fn control_lost((o, after): (common::Outcome, Duration), log: &std::sync::mpsc::Receiver<String>) {
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(
+        o.stderr
+            .contains("the data streams ended, but no answer came on the control connection for 11s"),
+        "{}",
+        o.stderr
+    );
+    assert!(after < Duration::from_secs(14), "{after:?}");
+    let line = log
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the server's log line");
+    assert!(line.contains("FAILED: the client sent no results"), "{line}");
+}
+
 #[test]
 fn control_lost_while_data_flows_and_data_lost_while_control_answers_are_told_apart() {
     let Some(_lock) = root() else { return };
@@ -383,21 +400,8 @@ fn control_lost_while_data_flows_and_data_lost_while_control_answers_are_told_ap
             "--no-save",
         ]
     };
-    // The TCP control connection down, the UDP data flowing: the data ends on time, then the
-    // results never come (waited 1 + 10 s; margin 3 s).
-    let (o, after) = run_while_part_is_down(&w, &udp("2"), &["--proto", "tcp"]);
-    assert_eq!(o.code, 1, "{}", o.stderr);
-    assert!(
-        o.stderr
-            .contains("the data streams ended, but no answer came on the control connection for 11s"),
-        "{}",
-        o.stderr
-    );
-    assert!(after < Duration::from_secs(14), "{after:?}");
-    let line = log
-        .recv_timeout(Duration::from_secs(10))
-        .expect("the server's log line");
-    assert!(line.contains("FAILED: the client sent no results"), "{line}");
+    // The TCP control connection down, the UDP data flowing.
+    control_lost(run_while_part_is_down(&w, &udp("2"), &["--proto", "tcp"]), &log);
     // The UDP data down, the control connection answering: the server's receiver gives up after
     // its idle limit, the client's sender ends at the test's time (3 s), and the server says why
     // through the control connection with its results, with no wait (margin 3 s).
@@ -441,21 +445,9 @@ fn over_tcp_too_the_control_and_the_data_connections_failing_are_told_apart() {
             "--no-save",
         ]
     };
-    // Every packet down but the data stream's: the data ends on time, then the results never come
-    // (waited 1 + 10 s; margin 3 s).
-    let (o, after) = run_while_part_is_down(&w, &tcp("2", "40000"), &["--except-ports", "40000"]);
-    assert_eq!(o.code, 1, "{}", o.stderr);
-    assert!(
-        o.stderr
-            .contains("the data streams ended, but no answer came on the control connection for 11s"),
-        "{}",
-        o.stderr
-    );
-    assert!(after < Duration::from_secs(14), "{after:?}");
-    let line = log
-        .recv_timeout(Duration::from_secs(10))
-        .expect("the server's log line");
-    assert!(line.contains("FAILED: the client sent no results"), "{line}");
+    // Every packet down but the data stream's.
+    let lost = run_while_part_is_down(&w, &tcp("2", "40000"), &["--except-ports", "40000"]);
+    control_lost(lost, &log);
     // The data stream's packets down, the control connection answering: both ends' streams give up
     // after their idle limit and say so through the control connection, with no further wait (the
     // test's 3 s, then 1 s; margin 3 s).

@@ -220,9 +220,14 @@ impl ServerProc {
                 }
             }
         });
-        let first = rx
-            .recv_timeout(Duration::from_secs(10))
-            .expect("server printed nothing");
+        // Its first line is the listening one, but for `--metrics`'s own line before it.
+        let first = std::iter::from_fn(|| rx.recv_timeout(Duration::from_secs(10)).ok())
+            .find(|l| !l.starts_with("landspeed metrics on "));
+        let Some(first) = first else {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the server printed no listening line");
+        };
         // The text log says "listening on ADDR:PORT; TLS certificate ..."; --log-json's first event
         // lists the addresses.
         let first_line = first.clone();
@@ -275,6 +280,39 @@ pub struct Outcome {
 extern "C" {
     #[link_name = "kill"]
     fn libc_kill(pid: i32, sig: i32) -> i32;
+    fn getrlimit(resource: i32, limit: *mut RLimit) -> i32;
+    fn setrlimit(resource: i32, limit: *const RLimit) -> i32;
+}
+
+/// Linux's `struct rlimit` (64-bit).
+#[repr(C)]
+struct RLimit {
+    cur: u64,
+    max: u64,
+}
+
+/// Raises this process's open-file limit (RLIMIT_NOFILE) to at least `want` where the hard limit
+/// allows: a test that holds many connections at once. The soft limit now.
+#[allow(dead_code)]
+pub fn raise_open_files(want: u64) -> u64 {
+    const RLIMIT_NOFILE: i32 = 7;
+    let mut r = RLimit { cur: 0, max: 0 };
+    // SAFETY: getrlimit/setrlimit(2) with a valid pointer to a struct of the kernel's layout.
+    unsafe {
+        if getrlimit(RLIMIT_NOFILE, &mut r) != 0 {
+            return 0;
+        }
+        if r.cur < want {
+            let raised = RLimit {
+                cur: want.min(r.max),
+                max: r.max,
+            };
+            if setrlimit(RLIMIT_NOFILE, &raised) == 0 {
+                r.cur = raised.cur;
+            }
+        }
+    }
+    r.cur
 }
 
 /// Sends a signal to one of our own child processes.
