@@ -161,7 +161,11 @@ fn m_labs_own_client_completes_both_subtests_and_agrees_with_the_log() {
             .and_then(|l| l.rsplit(' ').next()?.parse().ok())
             .unwrap_or_else(|| panic!("no {name} in {m}"))
     };
-    assert_eq!(value("landspeed_server_tests_total{outcome=\"completed\"}"), 2.0, "{m}");
+    assert_eq!(
+        value("landspeed_server_tests_total{outcome=\"completed\"}"),
+        2.0,
+        "{m}"
+    );
     assert_eq!(value("landspeed_server_sent_bytes_total"), sent, "{m}");
     assert_eq!(value("landspeed_server_received_bytes_total"), received, "{m}");
 }
@@ -228,7 +232,10 @@ fn requests_that_are_not_ndt7_upgrades_are_told_why_and_idle_ones_cost_no_test()
     // once) are closed at once, the rest when the handshake time (1 s) is up; a real upgrade is
     // served meanwhile; afterwards the server holds what it held before.
     let base = settled_usage(&s);
-    assert!(common::raise_open_files(1500) >= 1100, "the test needs 1,100 open files");
+    assert!(
+        common::raise_open_files(1500) >= 1100,
+        "the test needs 1,100 open files"
+    );
     let idle: Vec<TcpStream> = (0..1000).map(|_| TcpStream::connect(a).unwrap()).collect();
     let mut closed_at_once = 0;
     for mut c in idle.iter().skip(900) {
@@ -244,7 +251,11 @@ fn requests_that_are_not_ndt7_upgrades_are_told_why_and_idle_ones_cost_no_test()
     });
     assert!(served, "no upgrade served after the idle connections");
     drop(idle);
-    assert!(back_to(&s, base), "descriptors and threads {:?}, before {base:?}", usage(&s));
+    assert!(
+        back_to(&s, base),
+        "descriptors and threads {:?}, before {base:?}",
+        usage(&s)
+    );
 }
 
 /// The server's descriptors and threads.
@@ -263,7 +274,10 @@ fn settled_usage(s: &ServerProc) -> (usize, usize) {
         base = usage(s);
         before == base
     });
-    assert!(settled, "the server's descriptors and threads never settled: {base:?}");
+    assert!(
+        settled,
+        "the server's descriptors and threads never settled: {base:?}"
+    );
     base
 }
 
@@ -361,7 +375,11 @@ fn clients_that_never_read_or_never_send_are_cut_off_in_time_and_leave_nothing_b
         "{lines:?}"
     );
     drop((down, up));
-    assert!(back_to(&s, base), "descriptors and threads {:?}, before {base:?}", usage(&s));
+    assert!(
+        back_to(&s, base),
+        "descriptors and threads {:?}, before {base:?}",
+        usage(&s)
+    );
 }
 
 #[test]
