@@ -169,11 +169,7 @@ pub fn run_iperf3_client(
     let agreed = link.wire.conn.payload_agreed();
     let unverified = unverified_spec(offered)?;
     let spec: &TestSpec = if agreed { offered } else { &unverified };
-    let data = if spec.transport == Transport::Udp {
-        DataPaths::Udp(open_udp_streams(opts, addr, spec)?)
-    } else {
-        DataPaths::Tcp(open_streams(opts, addr, spec, cookie)?)
-    };
+    let data = open_data(opts, addr, spec, cookie)?;
     link.wire.with(|s| s.streams_open(Instant::now()))?;
     // The server sends TEST_START and TEST_RUNNING back to back or with its own start-up between.
     awaiting(&mut link, |a| matches!(a, ClientAction::Run))?;
@@ -231,15 +227,34 @@ pub fn run_iperf3_client(
         client_samples: &out.samples,
         server_samples: &[],
     });
-    // Only when asked: an `iperf3 -s` that served a client asking for it keeps sending it to the
-    // next ones (iperf3's own client ignores it then, as here).
-    result.iperf3_server_output = match (theirs.server_output_json, theirs.server_output_text) {
+    result.iperf3_server_output = server_output(opts, theirs);
+    Ok(result)
+}
+
+/// The test's data connections, each greeted with the cookie (TCP) or iperf3's UDP hello.
+fn open_data(
+    opts: &ClientOptions,
+    addr: SocketAddr,
+    spec: &TestSpec,
+    cookie: Cookie,
+) -> Result<DataPaths, ClientError> {
+    Ok(if spec.transport == Transport::Udp {
+        DataPaths::Udp(open_udp_streams(opts, addr, spec)?)
+    } else {
+        DataPaths::Tcp(open_streams(opts, addr, spec, cookie)?)
+    })
+}
+
+/// The server's own output from its results, only when asked (`--get-server-output`): an `iperf3 -s`
+/// that served a client asking for it keeps sending it to the next ones (iperf3's own client ignores
+/// it then, as here).
+fn server_output(opts: &ClientOptions, theirs: Results) -> Option<Iperf3ServerOutput> {
+    match (theirs.server_output_json, theirs.server_output_text) {
         _ if !opts.iperf3_server_output => None,
         (Some(j), _) => Some(Iperf3ServerOutput::Json(j)),
         (None, Some(t)) => Some(Iperf3ServerOutput::Text(t)),
         (None, None) => None,
-    };
-    Ok(result)
+    }
 }
 
 /// Runs the link until the session asks for what `wanted` picks out.
