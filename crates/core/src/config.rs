@@ -194,6 +194,16 @@ pub struct TestSpec {
     /// The server uses its own limit when that is shorter. None: each end its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idle_timeout_s: Option<f64>,
+    /// The IP type-of-service byte (IPv4 TOS, IPv6 traffic class) on every data socket at both ends
+    /// (`--tos`, `--dscp`; iperf3's `-S`): DSCP in the upper six bits, ECN's two bits as the kernel
+    /// keeps them for TCP. None: the kernel's default (0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tos: Option<u8>,
+    /// UDP over IPv4: every datagram leaves with Don't Fragment set (IP_PMTUDISC_DO), at both ends
+    /// (`--dont-fragment`, iperf3 3.17+'s): one over the path MTU fails to send rather than being
+    /// split. IPv6 never fragments on the way, so it changes nothing there.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dont_fragment: bool,
 }
 
 fn is_one(n: &u32) -> bool {
@@ -275,6 +285,8 @@ impl Default for TestSpec {
             tls: None,
             connections: 1,
             idle_timeout_s: None,
+            tos: None,
+            dont_fragment: false,
         }
     }
 }
@@ -388,6 +400,12 @@ pub enum ConfigError {
     /// A setting QUIC has no use for.
     #[error("{0} applies to TCP, not QUIC")]
     NotOnQuic(TcpSetting),
+    /// Don't Fragment asked for a test that is not UDP.
+    #[error("don't fragment applies to UDP tests only (TCP and QUIC size their packets to the path)")]
+    DontFragmentNeedsUdp,
+    /// A type-of-service byte asked for a QUIC test.
+    #[error("a type-of-service byte is not set on QUIC tests: quinn writes each datagram's TOS byte itself (for ECN)")]
+    TosOnQuic,
     /// A congestion controller quinn does not have.
     #[error("QUIC congestion control '{0}': expected cubic, bbr or newreno")]
     QuicCongestion(String),
@@ -479,6 +497,9 @@ impl TestSpec {
         self.validate_amounts()?;
         self.validate_tcp_options()?;
         self.validate_data_path()?;
+        if self.dont_fragment && self.transport != Transport::Udp {
+            return Err(ConfigError::DontFragmentNeedsUdp);
+        }
         match self.transport {
             Transport::Udp => self.validate_udp()?,
             Transport::Quic => self.validate_quic()?,
@@ -736,6 +757,9 @@ impl TestSpec {
             if !QUIC_CONGESTION.contains(&c.as_str()) {
                 return Err(ConfigError::QuicCongestion(c.clone()));
             }
+        }
+        if self.tos.is_some() {
+            return Err(ConfigError::TosOnQuic);
         }
         if !(1..=self.streams).contains(&self.connections) {
             return Err(ConfigError::Connections {

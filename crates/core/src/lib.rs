@@ -25,6 +25,7 @@ pub mod server_log;
 pub mod stall;
 pub mod stats;
 pub mod tls;
+pub mod tos;
 pub mod udp;
 pub mod units;
 pub mod verdict;

@@ -1,5 +1,5 @@
-//! Socket options for data connections: windows (SO_SNDBUF/SO_RCVBUF), MSS, Nagle, congestion control
-//! and fq pacing, applied the same way on both ends, and the check that tells a user, naming the sysctl,
+//! Socket options for data connections: windows (SO_SNDBUF/SO_RCVBUF), MSS, Nagle, congestion control,
+//! fq pacing and the type-of-service byte, applied the same way on both ends, and the check that tells a user, naming the sysctl,
 //! when the kernel granted less buffer than asked for.
 
 use crate::host::sysctl;
@@ -54,9 +54,45 @@ fn set_window(sock: &Socket, spec: &TestSpec) -> Result<(), SockOptError> {
     Ok(())
 }
 
-/// Options that must be set before connect (window scale and MSS are negotiated in the handshake).
+/// The type-of-service byte on a data socket of either family (`--tos`): IPv6's traffic class, and on
+/// an IPv6 socket the IPv4 TOS as well for IPv4-mapped peers (which the kernel sends as IPv4; an
+/// IPv6-only socket refuses it, which is fine).
+pub fn set_tos(sock: &socket2::SockRef<'_>, tos: Option<u8>) -> Result<(), SockOptError> {
+    let Some(tos) = tos else { return Ok(()) };
+    let v6 = sock.domain().map_err(other("SO_DOMAIN"))? == socket2::Domain::IPV6;
+    if v6 {
+        sock.set_tclass_v6(u32::from(tos)).map_err(other("IPV6_TCLASS"))?;
+        let _ = sock.set_tos_v4(u32::from(tos));
+        Ok(())
+    } else {
+        sock.set_tos_v4(u32::from(tos)).map_err(other("IP_TOS"))
+    }
+}
+
+/// A UDP data socket's options: the test's buffers (or `default_buffer`; a buffer the kernel caps is
+/// reported elsewhere, not an error), its type-of-service byte and, over IPv4, Don't Fragment.
+pub fn udp_options(
+    sock: &std::net::UdpSocket,
+    spec: &TestSpec,
+    default_buffer: usize,
+) -> Result<(), SockOptError> {
+    let r = socket2::SockRef::from(sock);
+    let w = spec.window_bytes.map_or(default_buffer, |w| w as usize);
+    let _ = r.set_send_buffer_size(w);
+    let _ = r.set_recv_buffer_size(w);
+    set_tos(&r, spec.tos)?;
+    let v4 = sock.local_addr().is_ok_and(|a| a.ip().to_canonical().is_ipv4());
+    if spec.dont_fragment && v4 {
+        landspeed_path::errqueue::dont_fragment(sock).map_err(other("IP_MTU_DISCOVER"))?;
+    }
+    Ok(())
+}
+
+/// Options that must be set before connect (window scale and MSS are negotiated in the handshake;
+/// the type of service marks the handshake's packets too).
 pub fn before_connect(sock: &Socket, spec: &TestSpec) -> Result<(), SockOptError> {
     set_window(sock, spec)?;
+    set_tos(&socket2::SockRef::from(sock), spec.tos)?;
     if let Some(mss) = spec.mss {
         sock.set_tcp_mss(mss)
             .map_err(|err| SockOptError::Mss { mss, err })?;
@@ -67,6 +103,7 @@ pub fn before_connect(sock: &Socket, spec: &TestSpec) -> Result<(), SockOptError
 /// Options set on a connected socket (all of them on the server's accepted sockets).
 pub fn after_connect(sock: &Socket, spec: &TestSpec, sending: bool) -> Result<(), SockOptError> {
     set_window(sock, spec)?;
+    set_tos(&socket2::SockRef::from(sock), spec.tos)?;
     sock.set_tcp_nodelay(spec.nodelay).map_err(other("TCP_NODELAY"))?;
     if let Some(name) = &spec.congestion {
         sock.set_tcp_congestion(name.as_bytes())
@@ -265,6 +302,63 @@ mod tests {
         };
         let e = after_connect(&sock, &spec, true).unwrap_err();
         assert!(e.to_string().contains("nosuchcc"), "{e}");
+    }
+
+    fn int_opt<S: AsRawFd>(sock: &S, level: libc::c_int, opt: libc::c_int) -> libc::c_int {
+        let (mut v, mut len): (libc::c_int, libc::socklen_t) = (0, 4);
+        // SAFETY: getsockopt into a live c_int whose size is passed.
+        let rc = unsafe {
+            libc::getsockopt(
+                sock.as_raw_fd(),
+                level,
+                opt,
+                (&mut v as *mut libc::c_int).cast(),
+                &mut len,
+            )
+        };
+        assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
+        v
+    }
+
+    #[test]
+    fn udp_sockets_get_the_tos_and_dont_fragment_asked_for() {
+        let spec = TestSpec {
+            tos: Some(0xb8),
+            dont_fragment: true,
+            transport: landspeed_core::config::Transport::Udp,
+            ..TestSpec::default()
+        };
+        let v4 = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let before = int_opt(&v4, libc::IPPROTO_IP, libc::IP_MTU_DISCOVER);
+        assert_ne!(before, libc::IP_PMTUDISC_DO, "the kernel's default already");
+        udp_options(&v4, &spec, 1 << 20).unwrap();
+        assert_eq!(int_opt(&v4, libc::IPPROTO_IP, libc::IP_TOS), 0xb8);
+        assert_eq!(
+            int_opt(&v4, libc::IPPROTO_IP, libc::IP_MTU_DISCOVER),
+            libc::IP_PMTUDISC_DO
+        );
+        // IPv6: the traffic class; DF is IPv4's, so the socket's discovery mode stays as it was.
+        let v6 = std::net::UdpSocket::bind("[::1]:0").unwrap();
+        udp_options(&v6, &spec, 1 << 20).unwrap();
+        assert_eq!(int_opt(&v6, libc::IPPROTO_IPV6, libc::IPV6_TCLASS), 0xb8);
+        let plain = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        udp_options(&plain, &TestSpec::default(), 1 << 20).unwrap();
+        assert_eq!(int_opt(&plain, libc::IPPROTO_IP, libc::IP_TOS), 0);
+        assert_eq!(int_opt(&plain, libc::IPPROTO_IP, libc::IP_MTU_DISCOVER), before);
+    }
+
+    #[test]
+    fn tcp_sockets_get_the_tos_before_and_after_connect() {
+        let spec = TestSpec {
+            tos: Some(0x28),
+            ..TestSpec::default()
+        };
+        let sock = Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        before_connect(&sock, &spec).unwrap();
+        assert_eq!(int_opt(&sock, libc::IPPROTO_IP, libc::IP_TOS), 0x28);
+        let v6 = Socket::new(socket2::Domain::IPV6, socket2::Type::STREAM, None).unwrap();
+        after_connect(&v6, &spec, true).unwrap();
+        assert_eq!(int_opt(&v6, libc::IPPROTO_IPV6, libc::IPV6_TCLASS), 0x28);
     }
 
     #[test]

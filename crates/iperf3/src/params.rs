@@ -95,6 +95,8 @@ pub struct Params {
     pub dont_fragment: bool,
     /// Multipath TCP data connections (`-m`/`--mptcp`, iperf3 3.19+): `mptcp: true`.
     pub mptcp: bool,
+    /// The IP type-of-service byte on every data socket (`-S`/`--dscp`): `TOS`, 0-255.
+    pub tos: Option<u8>,
     /// landspeed's extension (`landspeed_payload_key`, which iperf3 ignores): the client sends
     /// landspeed's payload pattern with this key and asks the server to check every byte it receives
     /// and to send the same pattern (docs/iperf3.md, "Verified over iperf3's protocol").
@@ -273,6 +275,7 @@ impl Params {
             title: text(m, "title", 1024)?,
             dont_fragment: flag(m, "dont_fragment")?,
             mptcp: flag(m, "mptcp")?,
+            tos: int_at_most(m, "TOS", 255, errno::BAD_TOS)?.map(|t| t as u8),
             landspeed_payload_key: payload_key(m)?,
         })
     }
@@ -338,6 +341,8 @@ impl Params {
                 transport: landspeed_core::config::Transport::Udp,
                 rate_bps: Some(rate * f64::from(self.parallel)),
                 burst: self.burst.filter(|b| *b > 0).unwrap_or(16),
+                tos: self.tos,
+                dont_fragment: self.dont_fragment,
                 ..TestSpec::default()
             };
         }
@@ -356,6 +361,7 @@ impl Params {
             payload_key,
             rx: RxMode::Discard,
             mptcp: self.mptcp,
+            tos: self.tos,
             ..TestSpec::default()
         }
     }
@@ -413,6 +419,9 @@ impl Params {
         if spec.mptcp {
             m["mptcp"] = json!(true);
         }
+        if let Some(t) = spec.tos.filter(|t| *t > 0) {
+            m["TOS"] = json!(t);
+        }
         if spec.verify {
             m[PAYLOAD_KEY] = json!(spec.payload_key);
         }
@@ -423,6 +432,10 @@ impl Params {
             m["udp"] = json!(true);
             m["bandwidth"] = json!(spec.udp_stream_rate_bps() as u64);
             m["burst"] = json!(spec.burst);
+            if spec.dont_fragment {
+                // A number: iperf3 reads no other type here.
+                m["dont_fragment"] = json!(1);
+            }
         }
         m
     }

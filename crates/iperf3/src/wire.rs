@@ -104,6 +104,8 @@ pub mod errno {
     pub const BURST: i32 = 15;
     /// IEENDCONDITIONS: more than one end condition, or a count too small.
     pub const END_CONDITIONS: i32 = 16;
+    /// IEBADTOS: the TOS byte is not 0-255.
+    pub const BAD_TOS: i32 = 21;
     /// IEUDPBLOCKSIZE: the UDP datagram size is out of range.
     pub const UDP_BLOCK_SIZE: i32 = 20;
     /// IEREVERSEBIDIR: reverse and bidirectional together.

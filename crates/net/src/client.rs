@@ -56,6 +56,8 @@ pub struct ClientOptions {
     pub cport: Option<u16>,
     /// iperf3's `--get-server-output`: ask an iperf3 server for its own output of the test.
     pub iperf3_server_output: bool,
+    /// iperf3's `-T`: the title sent in the parameters (an iperf3 server puts it in its output).
+    pub iperf3_title: Option<String>,
     /// IPv4 or IPv6 only, when the name has both.
     pub family: Option<Family>,
     /// How long each connect may take.
@@ -98,6 +100,7 @@ impl ClientOptions {
             bind: None,
             cport: None,
             iperf3_server_output: false,
+            iperf3_title: None,
             family: None,
             connect_timeout: Duration::from_secs(5),
             control_timeout: Duration::from_secs(10),
@@ -861,7 +864,7 @@ fn tcp_stream(
 }
 
 /// A UDP socket for one stream: bound like the control connection (`-B`), with the test's buffers
-/// (or 4 MiB), connected to the server.
+/// (or 4 MiB) and type of service, connected to the server.
 fn udp_socket(
     opts: &ClientOptions,
     addr: SocketAddr,
@@ -869,12 +872,8 @@ fn udp_socket(
     id: u32,
 ) -> std::io::Result<std::net::UdpSocket> {
     let sock = std::net::UdpSocket::bind(local(opts, addr, data_port(opts, Some(id))))?;
-    let w = spec
-        .window_bytes
-        .map_or(landspeed_engine::transport::udp::DEFAULT_BUFFER, |w| w as usize);
-    let r = socket2::SockRef::from(&sock);
-    let _ = r.set_send_buffer_size(w);
-    let _ = r.set_recv_buffer_size(w);
+    let buffer = landspeed_engine::transport::udp::DEFAULT_BUFFER;
+    landspeed_engine::sockopt::udp_options(&sock, spec, buffer).map_err(std::io::Error::other)?;
     sock.connect(addr)?;
     Ok(sock)
 }

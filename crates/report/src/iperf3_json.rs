@@ -20,6 +20,8 @@ pub struct Iperf3Meta {
     pub cookie: String,
     /// The document of the server's end (`iperf3 -s -J`) rather than the client's.
     pub server: bool,
+    /// `-T`: the top-level `title`, as iperf3 adds it.
+    pub title: Option<String>,
 }
 
 /// iperf3 numbers its data sockets from 4 on the client (3 is the control connection).
@@ -35,6 +37,9 @@ pub fn document(r: &RunResult, m: &Iperf3Meta) -> Value {
         "end": end(r, m.server),
         "landspeed": extra(r),
     });
+    if let Some(t) = &m.title {
+        doc["title"] = json!(t);
+    }
     if let Some((key, v)) = server_output(r) {
         doc[key] = v;
     }
@@ -183,7 +188,7 @@ fn test_start(r: &RunResult, per_stream: u64) -> Value {
         "bytes": bytes,
         "blocks": blocks,
         "reverse": u8::from(spec.direction == Direction::Reverse),
-        "tos": 0,
+        "tos": spec.tos.unwrap_or(0),
         "target_bitrate": per_stream,
         "bidir": u8::from(spec.direction == Direction::Bidir),
         "fqrate": spec.fq_rate_bps.unwrap_or(0.0) as u64,

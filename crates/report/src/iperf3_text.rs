@@ -54,6 +54,8 @@ pub struct Style {
     pub verbose: Option<crate::iperf3_json::Iperf3Meta>,
     /// The server's end (`iperf3 -s`): its stream numbers and `[TX-S]`/`[RX-S]` roles.
     pub server: bool,
+    /// `-T`: every line begins with it and `:  ` (after the time, with `--timestamps`).
+    pub title: Option<String>,
 }
 
 impl Default for Style {
@@ -63,6 +65,7 @@ impl Default for Style {
             timestamps: false,
             verbose: None,
             server: false,
+            title: None,
         }
     }
 }
@@ -76,15 +79,29 @@ pub fn render(r: &RunResult) -> String {
 struct Lines {
     started_unix_s: f64,
     timestamps: bool,
+    title: Option<String>,
     text: String,
 }
 
 impl Lines {
+    /// An empty line, with the time and title iperf3 3.21 gives it too.
+    fn blank(&mut self, at_s: f64) {
+        self.push_lines(at_s, std::iter::once(""));
+    }
+
     fn push(&mut self, at_s: f64, block: &str) {
-        for line in block.lines() {
+        self.push_lines(at_s, block.lines());
+    }
+
+    fn push_lines<'a>(&mut self, at_s: f64, lines: impl Iterator<Item = &'a str>) {
+        for line in lines {
             if self.timestamps {
                 self.text += &c_time(self.started_unix_s + at_s);
                 self.text.push(' ');
+            }
+            if let Some(t) = &self.title {
+                self.text += t;
+                self.text += ":  ";
             }
             self.text += line;
             self.text.push('\n');
@@ -97,6 +114,7 @@ pub fn render_with(r: &RunResult, st: &Style) -> String {
     let mut out = Lines {
         started_unix_s: r.started_unix_s,
         timestamps: st.timestamps,
+        title: st.title.clone(),
         text: String::new(),
     };
     let bidir = r.config.spec.direction == landspeed_core::config::Direction::Bidir;
@@ -146,7 +164,7 @@ pub fn render_with(r: &RunResult, st: &Style) -> String {
     }
     out.push(end, &t);
     out.text += &server_output(r);
-    out.text.push('\n');
+    out.blank(end);
     out.push(end, "iperf Done.");
     out.text
 }

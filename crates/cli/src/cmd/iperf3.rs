@@ -5,6 +5,7 @@
 //! `landspeed serve`, which answers iperf3 clients. Options iperf3 has and landspeed cannot honour are
 //! refused by name, never ignored (docs/iperf3.md lists them).
 
+mod process;
 mod stream;
 
 use anyhow::Result;
@@ -206,12 +207,46 @@ pub fn main(argv: Vec<OsString>) -> Result<bool> {
     if let Some(why) = refused(&o) {
         return parameter_error(&why);
     }
+    if let Err(e) = tos(&o) {
+        return parameter_error(&e.to_string());
+    }
     match (&o.client, o.server) {
         (Some(_), true) => parameter_error("cannot be both server and client"),
         (None, false) => parameter_error("must either be a client (-c) or server (-s)"),
-        (None, true) => serve(&o),
-        (Some(host), false) => client(&o, host),
+        (Some(_), false) if o.daemon => parameter_error("some option you are trying to set is server only"),
+        (None, true) => with_process_options(&o, || serve(&o)),
+        (Some(host), false) => with_process_options(&o, || client(&o, host)),
     }
+}
+
+/// `--logfile` and `-D` before `run` (a server's pid file is `serve --pid-file`; a client's is held
+/// while it runs), with iperf3's words when one cannot be done.
+fn with_process_options(o: &Opts, run: impl FnOnce() -> Result<bool>) -> Result<bool> {
+    let failed = |what: &str, e: std::io::Error| {
+        eprintln!("iperf3: error - {what}: {e}");
+        Ok(false)
+    };
+    if let Some(f) = &o.logfile {
+        if let Err(e) = process::log_to(f) {
+            return failed("unable to open log file", e);
+        }
+    }
+    if o.daemon {
+        if let Err(e) = process::daemonize(o.logfile.is_some()) {
+            return failed("unable to become a daemon", e);
+        }
+    }
+    let _pid = match (&o.pidfile, o.server) {
+        (Some(p), false) => match crate::common::pidfile::PidFile::write(p.as_ref()) {
+            Ok(f) => Some(f),
+            Err(e) => {
+                eprintln!("iperf3: error - unable to write PID file: {e}");
+                return Ok(false);
+            }
+        },
+        _ => None,
+    };
+    run()
 }
 
 const HELP: &str = "Usage: iperf3 [-s|-c host] [options]   (landspeed's iperf3 drop-in)
@@ -232,6 +267,15 @@ against iperf3 its payload is iperf3's and is not. The JSON's `landspeed` key sa
 landspeed's verdict and what limited each stream. --json-stream writes one event per line as it goes.
 Options landspeed cannot honour are refused by name (docs/iperf3.md).";
 
+/// `-S` or `--dscp` as the TOS byte, with iperf3's words for a bad value. Given both, `--dscp`'s
+/// (iperf3 keeps whichever comes later on its command line).
+fn tos(o: &Opts) -> Result<Option<u8>, landspeed_core::tos::TosError> {
+    use landspeed_core::tos::{parse_dscp, parse_tos};
+    let by_byte = o.tos.as_deref().map(parse_tos).transpose()?;
+    let by_dscp = o.dscp.as_deref().map(parse_dscp).transpose()?;
+    Ok(by_dscp.or(by_byte))
+}
+
 /// The first option given that landspeed refuses, with why.
 fn refused(o: &Opts) -> Option<String> {
     refused_first(o)
@@ -242,29 +286,13 @@ fn refused(o: &Opts) -> Option<String> {
 }
 
 /// iperf3's options landspeed refuses (the daemon, output, authentication and transport ones), and why.
-fn refused_first(o: &Opts) -> [(bool, &'static str, &'static str); 15] {
+fn refused_first(o: &Opts) -> [(bool, &'static str, &'static str); 8] {
     [
-        (
-            o.tos.is_some(),
-            "-S/--tos",
-            "landspeed does not set the IP type of service",
-        ),
         (
             o.flowlabel.is_some(),
             "-L/--flowlabel",
             "landspeed does not set the IPv6 flow label",
         ),
-        (
-            o.daemon,
-            "-D/--daemon",
-            "run it under a service manager (landspeed serve has a systemd unit)",
-        ),
-        (
-            o.pidfile.is_some(),
-            "-I/--pidfile",
-            "no daemon mode, so no pid file",
-        ),
-        (o.logfile.is_some(), "--logfile", "redirect the output instead"),
         (
             o.timestamps
                 .as_deref()
@@ -294,13 +322,6 @@ fn refused_first(o: &Opts) -> [(bool, &'static str, &'static str); 15] {
             "use landspeed serve --max-rate",
         ),
         (
-            o.dont_fragment,
-            "--dont-fragment",
-            "landspeed does not set DF on UDP",
-        ),
-        (o.mptcp, "-m/--mptcp", "use landspeed run --mptcp"),
-        (o.title.is_some(), "-T/--title", "not yet"),
-        (
             o.format
                 .as_deref()
                 .is_some_and(|f| f.len() != 1 || !"aAkmgtKMGT".contains(f)),
@@ -311,7 +332,7 @@ fn refused_first(o: &Opts) -> [(bool, &'static str, &'static str); 15] {
 }
 
 /// The rest of iperf3 3.21's options landspeed refuses, and why.
-fn refused_more(o: &Opts) -> [(bool, &'static str, &'static str); 13] {
+fn refused_more(o: &Opts) -> [(bool, &'static str, &'static str); 12] {
     [
         (o.bind_dev.is_some(), "--bind-dev", "bind to an address with -B"),
         (
@@ -354,11 +375,6 @@ fn refused_more(o: &Opts) -> [(bool, &'static str, &'static str); 13] {
             "--pacing-timer",
             "a TCP -b is paced by the kernel (SO_MAX_PACING_RATE)",
         ),
-        (
-            o.dscp.is_some(),
-            "--dscp",
-            "landspeed does not set the IP type of service",
-        ),
         (o.extra_data.is_some(), "--extra-data", "not yet"),
         (
             o.udp64,
@@ -388,6 +404,9 @@ fn serve(o: &Opts) -> Result<bool> {
     args.push(if o.json { "--iperf3-json" } else { "--iperf3-text" }.into());
     if let Some(s) = o.server_max_duration {
         args.extend(["--max-duration".into(), format!("{s}s")]);
+    }
+    if let Some(p) = &o.pidfile {
+        args.extend(["--pid-file".into(), p.clone()]);
     }
     use std::os::unix::process::CommandExt;
     let exe = std::env::current_exe()?;
@@ -454,7 +473,11 @@ fn run_args(o: &Opts, host: &str) -> Vec<String> {
     } else if o.fq_rate.is_none() {
         opt("--fq-rate", rate.filter(|r| r != "0"));
     }
+    opt("--tos", tos(o).ok().flatten().map(|t| t.to_string()));
     for (on, flag) in [
+        (o.mptcp, "--mptcp"),
+        // iperf3 sets DF on UDP only, and ignores it for TCP.
+        (o.dont_fragment && o.udp, "--dont-fragment"),
         (o.reverse, "-R"),
         (o.bidir, "--bidir"),
         (o.udp, "-u"),
@@ -475,12 +498,16 @@ fn run_args(o: &Opts, host: &str) -> Vec<String> {
 /// The client: one test, printed as iperf3 prints it (`--json-stream`: as it goes).
 fn client(o: &Opts, host: &str) -> Result<bool> {
     let args = run_args(o, host);
-    let meta = crate::common::iperf3_meta::meta(false);
+    let meta = iperf3_json::Iperf3Meta {
+        title: o.title.clone(),
+        ..crate::common::iperf3_meta::meta(false)
+    };
     let mut opts = match crate::common::client::options_from_args(&args) {
         Ok(opts) => opts,
         Err(e) => return parameter_error(&e.to_string()),
     };
     opts.iperf3_server_output = o.get_server_output;
+    opts.iperf3_title = o.title.clone();
     let interrupt = crate::common::client::interrupt_flag()?;
     let port = o.port.unwrap_or(5201);
     let mut live = o
@@ -527,6 +554,7 @@ fn print_result(
             timestamps: o.timestamps.is_some(),
             verbose: o.verbose.then(|| meta.clone()),
             server: false,
+            title: o.title.clone(),
         };
         print!("{}", iperf3_text::render_with(r, &style));
     }

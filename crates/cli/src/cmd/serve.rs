@@ -50,6 +50,11 @@ pub struct ServeArgs {
     /// Serve one test, then exit.
     #[arg(long)]
     pub once: bool,
+    /// Write the server's process id to this file once it listens (no newline, as iperf3 -I writes
+    /// it), and remove the file when it stops (SIGINT, SIGTERM, or after --once). A file naming a
+    /// process that still runs is left alone and the server does not start.
+    #[arg(long, value_name = "PATH")]
+    pub pid_file: Option<std::path::PathBuf>,
     /// Seconds a stream may move nothing before the server gives up on it.
     #[arg(long, default_value = "30s", value_parser = values::duration)]
     pub idle_timeout: Duration,
@@ -299,6 +304,12 @@ pub fn serve(a: ServeArgs) -> Result<bool> {
     if let Some(addr) = a.metrics {
         metrics(addr, server.stats_handle(), stop.clone())?;
     }
+    let _pid = a
+        .pid_file
+        .as_deref()
+        .map(crate::common::pidfile::PidFile::write)
+        .transpose()
+        .map_err(|e| UsageError(format!("--pid-file {e}")))?;
     server.run(&stop)?;
     Ok(true)
 }

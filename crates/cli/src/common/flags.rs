@@ -46,6 +46,10 @@ pub fn config(e: &ConfigError) -> String {
         ),
         ConfigError::ConnectionsNeedQuic => "--connections applies to --quic and --quic-perf only".into(),
         ConfigError::NotOnQuic(s) => format!("{} applies to TCP, not QUIC (--quic)", tcp_flag(*s)),
+        ConfigError::DontFragmentNeedsUdp => "--dont-fragment applies to UDP tests only (-u)".into(),
+        ConfigError::TosOnQuic => {
+            "--tos/--dscp do not work with --quic: quinn writes each datagram's TOS byte itself (for ECN)".into()
+        }
         ConfigError::DiscardNeedsNoVerify => {
             "--rx discard throws bytes away unread, so it needs --no-verify".into()
         }

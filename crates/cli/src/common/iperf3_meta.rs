@@ -13,6 +13,7 @@ pub fn meta(server: bool) -> Iperf3Meta {
         system_info: system_info(),
         cookie: cookie(),
         server,
+        title: None,
     }
 }
 

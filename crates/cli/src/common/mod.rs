@@ -12,6 +12,7 @@ pub mod iperf3_meta;
 pub mod keyfile;
 pub mod output;
 pub mod path_probe;
+pub mod pidfile;
 pub mod run_args;
 pub mod store;
 pub mod sweep_output;

@@ -137,6 +137,18 @@ pub struct TestArgs {
     /// k/M/G = 1000 bit/s); -b gives the total of all streams instead.
     #[arg(long, value_name = "RATE", value_parser = values::rate)]
     pub fq_rate: Option<BitRate>,
+    /// Mark every data packet, both ways, with this IP type-of-service byte (IPv4 TOS, IPv6 traffic
+    /// class; iperf3's -S): 0-255 as decimal, 0x hex or 0 octal, e.g. --tos 0x20 (CS1).
+    #[arg(long, value_name = "BYTE", value_parser = values::tos, conflicts_with = "dscp")]
+    pub tos: Option<u8>,
+    /// The same by DiffServ code point: 0-63, or a name (af11-af43, cs0-cs7, ef, va, lowdelay,
+    /// throughput, reliability), e.g. --dscp ef.
+    #[arg(long, value_name = "DSCP", value_parser = values::dscp)]
+    pub dscp: Option<u8>,
+    /// UDP over IPv4: send every datagram with Don't Fragment set, at both ends (iperf3's
+    /// --dont-fragment): a datagram over the path MTU fails instead of being split.
+    #[arg(long)]
+    pub dont_fragment: bool,
     /// Use IPv4 only.
     #[arg(short = '4', conflicts_with = "ipv6")]
     pub ipv4: bool,
@@ -313,6 +325,8 @@ impl TestArgs {
             burst: self.burst,
             file: None,
             rcvlowat_bytes: self.rcvlowat.map(|b| b.get()),
+            tos: self.tos.or(self.dscp),
+            dont_fragment: self.dont_fragment,
             mptcp: self.mptcp,
             tls: self.tls.then_some(landspeed_core::tls::TlsSpec {
                 cipher: self.tls_cipher,

@@ -18,6 +18,16 @@ pub fn rate(s: &str) -> Result<BitRate, String> {
     s.parse::<BitRate>().map_err(|e| e.to_string())
 }
 
+/// A type-of-service byte (`--tos`): 0-255, decimal, `0x` hex or `0` octal.
+pub fn tos(s: &str) -> Result<u8, String> {
+    landspeed_core::tos::parse_tos(s).map_err(|e| e.to_string())
+}
+
+/// A DiffServ code point (`--dscp`) by number or name, as the TOS byte it sets.
+pub fn dscp(s: &str) -> Result<u8, String> {
+    landspeed_core::tos::parse_dscp(s).map_err(|e| e.to_string())
+}
+
 /// A duration: `10s`, `250ms`, `1.5m`.
 pub fn duration(s: &str) -> Result<Duration, String> {
     parse_duration(s).map_err(|e| e.to_string())

@@ -104,6 +104,8 @@ fn modifiers() -> Vec<Modifier> {
         m("O", &["-O", "1"], Both, true),
         m("J", &["--no-json"], Both, true),
         m("T", &["-T", "diff"], Both, false),
+        m("S", &["-S", "0x20"], Both, false),
+        m("S", &["--dscp", "af11"], Both, true),
         m("V", &["-V"], Both, false),
         m("fam", &["-4"], Both, true),
         m("fam", &["-6"], Both, true),

@@ -11,6 +11,7 @@ use common::{bin, Iperf3Server, ServerProc};
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::process::Command;
+use std::time::Duration;
 
 /// Keys iperf3 3.21 writes that older versions do not (checked against 3.12): landspeed writes 3.21's
 /// document, so these may be present in it alone.
@@ -244,13 +245,36 @@ fn refusals_and_errors_exit_as_iperf3_does() {
         let err = String::from_utf8_lossy(&ours.stderr);
         assert!(err.starts_with("iperf3: "), "{args:?}: {err}");
     }
+    // Bad values and options in the wrong role: iperf3's words and exit code.
+    for (opt, words) in [
+        (&["-S", "256"][..], "bad TOS value"),
+        (&["--dscp", "af44"][..], "bad DSCP value"),
+        (&["-D"][..], "some option you are trying to set is server only"),
+        (
+            &["--logfile", "/nonexistent/dir/log"][..],
+            "unable to open log file",
+        ),
+    ] {
+        let mut args = vec!["-c", "127.0.0.1", "-p", port.as_str(), "-t", "1"];
+        args.extend_from_slice(opt);
+        let theirs = Command::new("iperf3").args(&args).output().unwrap();
+        let mut all = vec!["iperf3"];
+        all.extend_from_slice(&args);
+        let o = Command::new(bin()).args(&all).output().unwrap();
+        assert_eq!(o.status.code(), theirs.status.code(), "{opt:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.starts_with("iperf3: ") && err.contains(words),
+            "{opt:?}: {err}"
+        );
+    }
     // An option iperf3 has and landspeed cannot honour is refused by name, never ignored.
     for (opt, name) in [
-        (&["-S", "16"][..], "-S/--tos"),
+        (&["-L", "5"][..], "-L/--flowlabel"),
         (&["--cntl-ka"][..], "--cntl-ka"),
         (&["--connect-timeout", "500"][..], "--connect-timeout"),
         (&["--rsa-private-key-path", "k"][..], "--rsa-private-key-path"),
-        (&["-T", "x"][..], "-T/--title"),
+        (&["--server-bitrate-limit", "1M"][..], "--server-bitrate-limit"),
     ] {
         let mut args = vec!["iperf3", "-c", "127.0.0.1"];
         args.extend_from_slice(opt);
@@ -262,6 +286,70 @@ fn refusals_and_errors_exit_as_iperf3_does() {
             "{opt:?}: {err}"
         );
     }
+}
+
+/// A daemon a test started, found by its pid file; killed when dropped if still there.
+struct Daemon(Option<i32>);
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Some(pid) = self.0 {
+            common::signal_pid(pid, 9);
+        }
+    }
+}
+
+#[test]
+fn the_server_detaches_logs_to_a_file_and_keeps_a_pid_file() {
+    let dir = std::env::temp_dir().join(format!("landspeed-dropin-daemon-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (pid_path, log) = (dir.join("s.pid"), dir.join("s.log"));
+    let port = common::free_port().to_string();
+    let (pid_s, log_s) = (pid_path.display().to_string(), log.display().to_string());
+    let started = ["-s", "-D", "-p", &port, "-I", &pid_s, "--logfile", &log_s];
+    // The command returns at once (the daemon's parent exits 0) and prints nothing.
+    let (code, out) = dropin(&started);
+    assert_eq!((code, out.as_str()), (0, ""));
+    let read_pid = || {
+        std::fs::read_to_string(&pid_path)
+            .ok()?
+            .trim()
+            .parse::<i32>()
+            .ok()
+    };
+    let up = common::wait_until(Duration::from_secs(10), || {
+        read_pid().is_some() && listening(&port)
+    });
+    let mut daemon = Daemon(read_pid());
+    assert!(
+        up,
+        "no pid file or no listener: {:?}",
+        std::fs::read_to_string(&log)
+    );
+    let (code, _) = dropin(&["-c", "127.0.0.1", "-p", &port, "-t", "1"]);
+    assert_eq!(code, 0);
+    let logged = |words: &str| std::fs::read_to_string(&log).is_ok_and(|t| t.contains(words));
+    assert!(
+        common::wait_until(Duration::from_secs(5), || logged("Accepted connection from")),
+        "the log: {:?}",
+        std::fs::read_to_string(&log)
+    );
+    assert!(logged(&format!("Server listening on {port}")));
+    // SIGTERM ends it; the pid file goes with it.
+    let pid = daemon.0.unwrap();
+    assert!(common::signal_pid(pid, 15));
+    // Gone, or a zombie waiting for a parent that does not reap (PID 1 in some containers).
+    let running = || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|t| {
+            t.rsplit(')')
+                .next()
+                .is_some_and(|r| !r.trim_start().starts_with('Z'))
+        })
+    };
+    let gone = common::wait_until(Duration::from_secs(5), || !pid_path.exists() && !running());
+    assert!(gone, "the daemon or its pid file is still there");
+    daemon.0 = None;
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

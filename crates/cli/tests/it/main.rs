@@ -31,5 +31,6 @@ mod quic_interop;
 mod record;
 mod sweep;
 mod tls;
+mod tos;
 mod udp;
 mod wan;

@@ -113,6 +113,31 @@ fn flags_we_send_are_json_true_and_newer_parameters_parse() {
     assert!(!Params::parse(br#"{"udp":true}"#).unwrap().dont_fragment);
 }
 
+/// TOS and Don't Fragment cross in iperf3's own keys and types (`TOS`, `dont_fragment` as numbers:
+/// iperf3 3.21 reads no other type there), both ways.
+#[test]
+fn tos_and_dont_fragment_cross_as_iperf3_spells_them() {
+    let spec = TestSpec {
+        tos: Some(0x28),
+        dont_fragment: true,
+        transport: landspeed_core::config::Transport::Udp,
+        length_bytes: 1400,
+        ..TestSpec::default()
+    };
+    let m = Params::message_for(&spec, "landspeed 0.1");
+    assert_eq!(m["TOS"], serde_json::json!(40));
+    assert_eq!(m["dont_fragment"], serde_json::json!(1));
+    let p = Params::parse(m.to_string().as_bytes()).unwrap();
+    let back = p.to_spec(7);
+    assert_eq!((back.tos, back.dont_fragment), (Some(0x28), true));
+    let tcp = Params::parse(br#"{"tcp":true,"TOS":184}"#).unwrap().to_spec(7);
+    assert_eq!((tcp.tos, tcp.dont_fragment), (Some(184), false));
+    let e = Params::parse(br#"{"tcp":true,"TOS":256}"#).unwrap_err();
+    assert_eq!(e.code, crate::wire::errno::BAD_TOS);
+    let plain = Params::message_for(&TestSpec::default(), "landspeed 0.1");
+    assert!(plain.get("TOS").is_none() && plain.get("dont_fragment").is_none());
+}
+
 proptest::proptest! {
     #[test]
     fn any_bytes_parse_or_fail_without_panicking(b in proptest::collection::vec(proptest::num::u8::ANY, 0..300)) {

@@ -355,6 +355,9 @@ fn session(opts: &ClientOptions, spec: &TestSpec, cookie: &Cookie) -> ClientSess
         // iperf3 sends the number 1 (its server looks for a number).
         params["get_server_output"] = serde_json::json!(1);
     }
+    if let Some(t) = &opts.iperf3_title {
+        params["title"] = serde_json::json!(t);
+    }
     ClientSession::new(cookie, &params, timers, Instant::now())
 }
 

@@ -107,12 +107,7 @@ fn serve(ctl: TcpStream, cookie: Cookie, shared: &Shared, log: &mut TestLog) -> 
     log.streams = test.streams;
     log.direction = Some(test.direction);
     let streams = if params.udp {
-        DataPaths::Udp(super::iperf3_udp::collect(
-            &mut link,
-            &test,
-            shared,
-            params.dont_fragment,
-        )?)
+        DataPaths::Udp(super::iperf3_udp::collect(&mut link, &test, shared)?)
     } else {
         DataPaths::Tcp(collect_tcp(&mut link, cookie, &test, shared)?)
     };

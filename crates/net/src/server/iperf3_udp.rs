@@ -58,7 +58,6 @@ pub(super) fn collect(
     link: &mut Link<ServerSession>,
     spec: &TestSpec,
     shared: &Shared,
-    dont_fragment: bool,
 ) -> Result<Vec<UdpStream>, TestError> {
     let peer_ip = link
         .stream()
@@ -97,7 +96,7 @@ pub(super) fn collect(
     })
     .map_err(|e| streams_error(e, socks.len(), n))?;
     drop(registered);
-    Ok(streams(socks, spec, dont_fragment))
+    Ok(streams(socks, spec))
 }
 
 /// Stream `id`'s own socket on the listener's address, connected to the client, which says `6789`.
@@ -110,25 +109,18 @@ fn answer(id: u32, peer: SocketAddr, local: SocketAddr) -> Result<UdpSocket, Tes
     Ok(s)
 }
 
-/// The test's streams from their sockets in arrival order (iperf3's receiving streams first), sized
-/// and, when asked, with DF set.
-fn streams(socks: Vec<UdpSocket>, spec: &TestSpec, dont_fragment: bool) -> Vec<UdpStream> {
+/// The test's streams from their sockets in arrival order (iperf3's receiving streams first), sized,
+/// marked and, when asked, with DF set (over IPv4: IPv6 never fragments on the way).
+fn streams(socks: Vec<UdpSocket>, spec: &TestSpec) -> Vec<UdpStream> {
     let receivers = receivers(spec, socks.len());
-    let w = spec
-        .window_bytes
-        .map_or(landspeed_engine::transport::udp::DEFAULT_BUFFER, |w| w as usize);
+    let buffer = landspeed_engine::transport::udp::DEFAULT_BUFFER;
     socks
         .into_iter()
         .enumerate()
         .map(|(k, socket)| {
-            let r = socket2::SockRef::from(&socket);
-            let _ = r.set_send_buffer_size(w);
-            let _ = r.set_recv_buffer_size(w);
-            // Like iperf3, DF applies to IPv4 (IPv6 never fragments on the way).
-            let v4 = socket.local_addr().is_ok_and(|a| a.ip().to_canonical().is_ipv4());
-            if dont_fragment && v4 {
-                let _ = landspeed_path::errqueue::dont_fragment(&socket);
-            }
+            // The parameters' checks (TOS 0-255) leave nothing the kernel refuses on a UDP socket,
+            // so there is no failure to answer here.
+            let _ = landspeed_engine::sockopt::udp_options(&socket, spec, buffer);
             let flow = if k < receivers {
                 Flow::ClientToServer
             } else {

@@ -96,12 +96,9 @@ pub(super) fn accept_hello(
     let udp_err = |err| TestError::UdpStream { id, err };
     let s = bind(local, v6only).map_err(udp_err)?;
     s.connect(peer).map_err(udp_err)?;
-    let w = spec
-        .window_bytes
-        .map_or(landspeed_engine::transport::udp::DEFAULT_BUFFER, |w| w as usize);
-    let r = socket2::SockRef::from(&s);
-    let _ = r.set_send_buffer_size(w);
-    let _ = r.set_recv_buffer_size(w);
+    let buffer = landspeed_engine::transport::udp::DEFAULT_BUFFER;
+    landspeed_engine::sockopt::udp_options(&s, spec, buffer)
+        .map_err(|e| udp_err(std::io::Error::other(e)))?;
     let _ = s.send(&ack(sid, id));
     socks.insert(id, s);
     Ok(true)

@@ -2,6 +2,7 @@
 //! ends (pass or fail), and a way to run `landspeed run` against it and parse its JSON.
 #![allow(dead_code)]
 
+pub mod capture;
 pub mod chain;
 pub mod lan;
 pub mod wan;
@@ -313,6 +314,13 @@ pub fn raise_open_files(want: u64) -> u64 {
         }
     }
     r.cur
+}
+
+/// Sends a signal to a process by id (one a test started, such as a daemon that left its pid in a
+/// file); whether it was there to receive it.
+pub fn signal_pid(pid: i32, sig: i32) -> bool {
+    // SAFETY: kill(2) with a pid and a signal number; no memory is passed.
+    unsafe { libc_kill(pid, sig) == 0 }
 }
 
 /// Sends a signal to one of our own child processes.
