@@ -261,6 +261,8 @@ const HELP: &str = "Usage: iperf3 [-s|-c host] [options]   (landspeed's iperf3 d
   -C, --congestion A  congestion control               -O, --omit S     warm-up left out
   -i, --interval S    report interval                  -J, --json       iperf3's JSON document
   -f, --format [aAkmgtKMGT] units of the text          --timestamps     time on every line
+  -S, --tos N / --dscp D  type of service              -T, --title T    prefix every line
+  -m, --mptcp, --dont-fragment, -D (daemon), -I FILE (pid file), --logfile FILE
   -4, -6, -B ADDR, -Z, --fq-rate R, --idle-timeout S
 iperf3's protocol against any server. Against a landspeed server every byte is still verified;
 against iperf3 its payload is iperf3's and is not. The JSON's `landspeed` key says which, with
