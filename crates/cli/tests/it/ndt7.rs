@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-fn client_dir() -> PathBuf {
+pub(crate) fn client_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/peers/ndt7js")
 }
 
@@ -47,7 +47,7 @@ fn node() -> Option<Vec<&'static str>> {
 }
 
 /// The ndt7 address from the server's listening line ("...; ndt7 at ws://ADDR").
-fn ndt7_addr(s: &ServerProc) -> SocketAddr {
+pub(crate) fn ndt7_addr(s: &ServerProc) -> SocketAddr {
     let url = s
         .first_line
         .split("ndt7 at ")
@@ -60,7 +60,7 @@ fn ndt7_addr(s: &ServerProc) -> SocketAddr {
 }
 
 /// The next server log line about an ndt7 test.
-fn ndt7_line(s: &ServerProc) -> String {
+pub(crate) fn ndt7_line(s: &ServerProc) -> String {
     loop {
         let line = s
             .next_line(Duration::from_secs(30))
@@ -72,7 +72,7 @@ fn ndt7_line(s: &ServerProc) -> String {
 }
 
 /// "sent N B" / "received N B" from a server log line.
-fn log_bytes(line: &str, what: &str) -> u64 {
+pub(crate) fn log_bytes(line: &str, what: &str) -> u64 {
     let after = line.split(&format!("{what} ")).nth(1).unwrap();
     after.split(' ').next().unwrap().parse().unwrap()
 }
@@ -400,7 +400,7 @@ fn an_address_outside_allow_is_forbidden() {
 
 /// The page's JSON result, read from headless Chromium through its DevTools protocol (the page runs
 /// a live 20 s test, which `--dump-dom`'s virtual time cannot wait for).
-struct Chromium {
+pub(crate) struct Chromium {
     child: std::process::Child,
     ws: tungstenite::WebSocket<tungstenite::stream::MaybeTlsStream<TcpStream>>,
     next_id: u64,
@@ -415,7 +415,7 @@ impl Drop for Chromium {
 
 impl Chromium {
     /// Chromium showing `url` at 1280 × 900, driven over its DevTools WebSocket.
-    fn open(exe: &std::path::Path, url: &str, profile: &std::path::Path) -> Chromium {
+    pub(crate) fn open(exe: &std::path::Path, url: &str, profile: &std::path::Path) -> Chromium {
         let mut child = Command::new(exe)
             .args(["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"])
             .args(["--window-size=1280,900", "--remote-debugging-port=0"])
@@ -467,7 +467,7 @@ impl Chromium {
     }
 
     /// Evaluates `expr` in the page; its value (JSON).
-    fn eval(&mut self, expr: &str) -> Value {
+    pub(crate) fn eval(&mut self, expr: &str) -> Value {
         let r = self.call(
             "Runtime.evaluate",
             serde_json::json!({ "expression": expr, "returnByValue": true }),
@@ -478,7 +478,7 @@ impl Chromium {
 
 /// A plain HTTP GET; the body (as long as its Content-Length says: Chromium's DevTools server keeps
 /// the connection open).
-fn http_get(addr: SocketAddr, path: &str) -> String {
+pub(crate) fn http_get(addr: SocketAddr, path: &str) -> String {
     let mut c = TcpStream::connect(addr).unwrap();
     c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     write!(
