@@ -422,6 +422,9 @@ impl Params {
         if let Some(t) = spec.tos.filter(|t| *t > 0) {
             m["TOS"] = json!(t);
         }
+        if let Some([cpu]) = spec.server_cpus.as_deref() {
+            m["server_affinity"] = json!(cpu);
+        }
         if spec.verify {
             m[PAYLOAD_KEY] = json!(spec.payload_key);
         }

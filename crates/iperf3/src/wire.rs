@@ -104,10 +104,10 @@ pub mod errno {
     pub const BURST: i32 = 15;
     /// IEENDCONDITIONS: more than one end condition, or a count too small.
     pub const END_CONDITIONS: i32 = 16;
-    /// IEBADTOS: the TOS byte is not 0-255.
-    pub const BAD_TOS: i32 = 21;
     /// IEUDPBLOCKSIZE: the UDP datagram size is out of range.
     pub const UDP_BLOCK_SIZE: i32 = 20;
+    /// IEBADTOS: the TOS byte is not 0-255.
+    pub const BAD_TOS: i32 = 21;
     /// IEREVERSEBIDIR: reverse and bidirectional together.
     pub const REVERSE_BIDIR: i32 = 25;
     /// IETOTALRATE: over the server's total rate.

@@ -58,6 +58,9 @@ pub struct ClientOptions {
     pub iperf3_server_output: bool,
     /// iperf3's `-T`: the title sent in the parameters (an iperf3 server puts it in its output).
     pub iperf3_title: Option<String>,
+    /// iperf3's `--extra-data`: a string sent in the parameters (an iperf3 server puts it in its
+    /// document).
+    pub iperf3_extra_data: Option<String>,
     /// IPv4 or IPv6 only, when the name has both.
     pub family: Option<Family>,
     /// How long each connect may take.
@@ -101,6 +104,7 @@ impl ClientOptions {
             cport: None,
             iperf3_server_output: false,
             iperf3_title: None,
+            iperf3_extra_data: None,
             family: None,
             connect_timeout: Duration::from_secs(5),
             control_timeout: Duration::from_secs(10),

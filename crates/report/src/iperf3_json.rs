@@ -22,6 +22,8 @@ pub struct Iperf3Meta {
     pub server: bool,
     /// `-T`: the top-level `title`, as iperf3 adds it.
     pub title: Option<String>,
+    /// `--extra-data`: the top-level `extra_data`, as iperf3 adds it.
+    pub extra_data: Option<String>,
 }
 
 /// iperf3 numbers its data sockets from 4 on the client (3 is the control connection).
@@ -39,6 +41,9 @@ pub fn document(r: &RunResult, m: &Iperf3Meta) -> Value {
     });
     if let Some(t) = &m.title {
         doc["title"] = json!(t);
+    }
+    if let Some(d) = &m.extra_data {
+        doc["extra_data"] = json!(d);
     }
     if let Some((key, v)) = server_output(r) {
         doc[key] = v;

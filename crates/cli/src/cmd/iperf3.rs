@@ -210,6 +210,9 @@ pub fn main(argv: Vec<OsString>) -> Result<bool> {
     if let Err(e) = tos(&o) {
         return parameter_error(&e.to_string());
     }
+    if let Err(why) = client_values(&o) {
+        return parameter_error(why);
+    }
     match (&o.client, o.server) {
         (Some(_), true) => parameter_error("cannot be both server and client"),
         (None, false) => parameter_error("must either be a client (-c) or server (-s)"),
@@ -278,6 +281,38 @@ fn tos(o: &Opts) -> Result<Option<u8>, landspeed_core::tos::TosError> {
     Ok(by_dscp.or(by_byte))
 }
 
+/// `--rcv-timeout` (ms, 100 ms to a day, a receiving client only), `--connect-timeout` (ms) and `-A
+/// N[,M]` (CPUs 0-1024), checked as iperf3 checks them, with its words.
+fn client_values(o: &Opts) -> Result<(), &'static str> {
+    if let Some(t) = &o.rcv_timeout {
+        if !t.parse::<u64>().is_ok_and(|ms| (100..=86_400_000).contains(&ms)) {
+            return Err("receive timeout value is incorrect or not in range");
+        }
+        if o.client.is_some() && !o.reverse && !o.bidir {
+            return Err("client receive timeout is valid only in receiving mode");
+        }
+    }
+    if o.connect_timeout
+        .as_deref()
+        .is_some_and(|t| t.parse::<u64>().is_err())
+    {
+        return Err("the connect timeout is a whole number of milliseconds");
+    }
+    if o.affinity.as_deref().is_some_and(|a| affinity(a).is_none()) {
+        return Err("unable to set CPU affinity");
+    }
+    Ok(())
+}
+
+/// `-A N[,M]`: this end's CPU and the server's, each 0-1024.
+fn affinity(a: &str) -> Option<(usize, Option<usize>)> {
+    let cpu = |s: &str| s.parse::<usize>().ok().filter(|c| *c <= 1024);
+    match a.split_once(',') {
+        Some((n, m)) => Some((cpu(n)?, Some(cpu(m)?))),
+        None => Some((cpu(a)?, None)),
+    }
+}
+
 /// The first option given that landspeed refuses, with why.
 fn refused(o: &Opts) -> Option<String> {
     refused_first(o)
@@ -288,7 +323,7 @@ fn refused(o: &Opts) -> Option<String> {
 }
 
 /// iperf3's options landspeed refuses (the daemon, output, authentication and transport ones), and why.
-fn refused_first(o: &Opts) -> [(bool, &'static str, &'static str); 8] {
+fn refused_first(o: &Opts) -> [(bool, &'static str, &'static str); 7] {
     [
         (
             o.flowlabel.is_some(),
@@ -302,7 +337,6 @@ fn refused_first(o: &Opts) -> [(bool, &'static str, &'static str); 8] {
             "--timestamps=FORMAT",
             "only the default format (%c)",
         ),
-        (o.affinity.is_some(), "-A/--affinity", "use landspeed run --cpus"),
         (
             o.file.is_some(),
             "-F/--file",
@@ -334,13 +368,13 @@ fn refused_first(o: &Opts) -> [(bool, &'static str, &'static str); 8] {
 }
 
 /// The rest of iperf3 3.21's options landspeed refuses, and why.
-fn refused_more(o: &Opts) -> [(bool, &'static str, &'static str); 12] {
+fn refused_more(o: &Opts) -> [(bool, &'static str, &'static str); 10] {
     [
         (o.bind_dev.is_some(), "--bind-dev", "bind to an address with -B"),
         (
-            o.rcv_timeout.is_some(),
-            "--rcv-timeout",
-            "landspeed ends a stalled stream after its own idle timeout",
+            o.server && o.rcv_timeout.is_some(),
+            "--rcv-timeout on the server",
+            "a landspeed server ends a stalled stream after its --idle-timeout",
         ),
         (
             o.snd_timeout.is_some(),
@@ -368,16 +402,10 @@ fn refused_more(o: &Opts) -> [(bool, &'static str, &'static str); 12] {
             "goes with iperf3's RSA authentication",
         ),
         (
-            o.connect_timeout.is_some(),
-            "--connect-timeout",
-            "landspeed uses its handshake timeout",
-        ),
-        (
             o.pacing_timer.is_some(),
             "--pacing-timer",
             "a TCP -b is paced by the kernel (SO_MAX_PACING_RATE)",
         ),
-        (o.extra_data.is_some(), "--extra-data", "not yet"),
         (
             o.udp64,
             "--udp-counters-64bit",
@@ -476,6 +504,19 @@ fn run_args(o: &Opts, host: &str) -> Vec<String> {
         opt("--fq-rate", rate.filter(|r| r != "0"));
     }
     opt("--tos", tos(o).ok().flatten().map(|t| t.to_string()));
+    // iperf3's -A pins the whole client to CPU N (landspeed pins its workers there) and asks the
+    // server for CPU M (server_affinity in the parameters).
+    let cpus = o.affinity.as_deref().and_then(affinity);
+    opt("--cpus", cpus.map(|(n, _)| n.to_string()));
+    opt("--server-cpus", cpus.and_then(|(_, m)| m).map(|m| m.to_string()));
+    opt(
+        "--idle-timeout",
+        o.rcv_timeout.as_ref().map(|ms| format!("{ms}ms")),
+    );
+    opt(
+        "--connect-timeout",
+        o.connect_timeout.as_ref().map(|ms| format!("{ms}ms")),
+    );
     for (on, flag) in [
         (o.mptcp, "--mptcp"),
         // iperf3 sets DF on UDP only, and ignores it for TCP.
@@ -502,6 +543,7 @@ fn client(o: &Opts, host: &str) -> Result<bool> {
     let args = run_args(o, host);
     let meta = iperf3_json::Iperf3Meta {
         title: o.title.clone(),
+        extra_data: o.extra_data.clone(),
         ..crate::common::iperf3_meta::meta(false)
     };
     let mut opts = match crate::common::client::options_from_args(&args) {
@@ -510,6 +552,7 @@ fn client(o: &Opts, host: &str) -> Result<bool> {
     };
     opts.iperf3_server_output = o.get_server_output;
     opts.iperf3_title = o.title.clone();
+    opts.iperf3_extra_data = o.extra_data.clone();
     let interrupt = crate::common::client::interrupt_flag()?;
     let port = o.port.unwrap_or(5201);
     let mut live = o

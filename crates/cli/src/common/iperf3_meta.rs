@@ -14,6 +14,7 @@ pub fn meta(server: bool) -> Iperf3Meta {
         cookie: cookie(),
         server,
         title: None,
+        extra_data: None,
     }
 }
 

@@ -254,6 +254,12 @@ fn refusals_and_errors_exit_as_iperf3_does() {
             &["--logfile", "/nonexistent/dir/log"][..],
             "unable to open log file",
         ),
+        (
+            &["--rcv-timeout", "50", "-R"][..],
+            "receive timeout value is incorrect",
+        ),
+        (&["--rcv-timeout", "500"][..], "valid only in receiving mode"),
+        (&["-A", "x"][..], "unable to set CPU affinity"),
     ] {
         let mut args = vec!["-c", "127.0.0.1", "-p", port.as_str(), "-t", "1"];
         args.extend_from_slice(opt);
@@ -272,7 +278,7 @@ fn refusals_and_errors_exit_as_iperf3_does() {
     for (opt, name) in [
         (&["-L", "5"][..], "-L/--flowlabel"),
         (&["--cntl-ka"][..], "--cntl-ka"),
-        (&["--connect-timeout", "500"][..], "--connect-timeout"),
+        (&["--bind-dev", "lo"][..], "--bind-dev"),
         (&["--rsa-private-key-path", "k"][..], "--rsa-private-key-path"),
         (&["--server-bitrate-limit", "1M"][..], "--server-bitrate-limit"),
     ] {

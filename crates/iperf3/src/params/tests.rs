@@ -136,6 +136,16 @@ fn tos_and_dont_fragment_cross_as_iperf3_spells_them() {
     assert_eq!(e.code, crate::wire::errno::BAD_TOS);
     let plain = Params::message_for(&TestSpec::default(), "landspeed 0.1");
     assert!(plain.get("TOS").is_none() && plain.get("dont_fragment").is_none());
+    // One server CPU is iperf3's -A N,M: server_affinity M.
+    let pinned = TestSpec {
+        server_cpus: Some(vec![1]),
+        ..TestSpec::default()
+    };
+    assert_eq!(
+        Params::message_for(&pinned, "x")["server_affinity"],
+        serde_json::json!(1)
+    );
+    assert!(plain.get("server_affinity").is_none());
 }
 
 proptest::proptest! {

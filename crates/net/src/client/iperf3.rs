@@ -358,6 +358,9 @@ fn session(opts: &ClientOptions, spec: &TestSpec, cookie: &Cookie) -> ClientSess
     if let Some(t) = &opts.iperf3_title {
         params["title"] = serde_json::json!(t);
     }
+    if let Some(d) = &opts.iperf3_extra_data {
+        params["extra_data"] = serde_json::json!(d);
+    }
     ClientSession::new(cookie, &params, timers, Instant::now())
 }
 
