@@ -30,6 +30,31 @@ pub const FIRST_MESSAGE_BYTES: usize = 1 << 13;
 /// JavaScript"): so does landspeed's.
 pub const MAX_SCALED_MESSAGE_BYTES: usize = 1 << 20;
 
+/// landspeed's extension, a query-string name the spec lets a client add: a landspeed client names its
+/// payload key, a landspeed server then sends (download) or expects (upload) landspeed's payload with
+/// that key, and says so in its measurements (`Measurement::landspeed`). Other servers keep it as
+/// metadata; other clients never send it, and nothing changes for them.
+pub const PAYLOAD_KEY_PARAM: &str = "landspeed_payload_key";
+
+/// The payload key a client named in its query string, if it named one (a decimal u64).
+pub fn payload_key(metadata: &BTreeMap<String, String>) -> Option<u64> {
+    metadata.get(PAYLOAD_KEY_PARAM)?.parse().ok()
+}
+
+/// A landspeed server's answer to a client that named its payload key, in every measurement: the key
+/// (a string: JavaScript numbers stop being exact at 2^53), and for an upload what the server checked
+/// of what it received so far.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct LandspeedCheck {
+    /// The key the server sends or checks with.
+    pub payload_key: String,
+    /// Upload: bytes checked against the payload so far (0 for a download: the client checks).
+    pub bytes_verified: u64,
+    /// Upload: 256-byte blocks with a wrong byte so far.
+    pub corrupt_blocks: u64,
+}
+
 /// The two subtests, each on its own connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -234,6 +259,9 @@ pub struct Measurement {
     /// The kernel's view of the connection, where it has one.
     #[serde(rename = "TCPInfo", skip_serializing_if = "Option::is_none")]
     pub tcp_info: Option<TcpInfoMessage>,
+    /// landspeed's extension: only to a client that named its payload key ([`PAYLOAD_KEY_PARAM`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub landspeed: Option<LandspeedCheck>,
 }
 
 /// Application-level progress: microseconds since the handshake, payload bytes since then.
@@ -411,6 +439,7 @@ mod tests {
                 sndbuf_limited_us: Some(0),
                 ..Default::default()
             }),
+            landspeed: None,
         };
         let v = serde_json::to_value(&m).unwrap();
         assert_eq!(v["AppInfo"]["ElapsedTime"], 250_000);

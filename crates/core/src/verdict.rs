@@ -137,7 +137,8 @@ impl RunResult {
     /// The facts of this result that the verdict rules read.
     pub fn evidence(&self) -> Evidence {
         // The counts of a foreign server are its own (iperf3) or inferred (QUIC perf): not exact.
-        let iperf3 = matches!(self.protocol.as_str(), "iperf3" | "quic-perf");
+        // An ndt7 server's count is in its measurements, every 250 ms: it trails.
+        let iperf3 = matches!(self.protocol.as_str(), "iperf3" | "quic-perf" | "ndt7");
         let udp = self.summary.udp.is_some();
         Evidence {
             interrupted: self.interrupted,

@@ -5,12 +5,14 @@
 mod conduct;
 mod iperf3;
 mod latency;
+mod ndt7;
 mod perf;
 mod quic;
 
 pub use conduct::run_client;
 pub use iperf3::run_iperf3_client;
 pub use latency::LatencyOptions;
+pub use ndt7::run_ndt7;
 pub use perf::run_quic_perf;
 
 use crate::control::ControlError;
@@ -186,6 +188,12 @@ pub enum ClientError {
         addr: SocketAddr,
         /// How long the client waited.
         after: Duration,
+    },
+    /// An ndt7 subtest that could not start (`run --ndt7`).
+    #[error("ndt7: {detail}")]
+    Ndt7 {
+        /// What went wrong.
+        detail: String,
     },
     /// A QUIC connection or stream failed.
     #[error("QUIC: {detail}")]

@@ -15,5 +15,7 @@ mod iperf3_peer;
 pub mod server;
 mod streams;
 
-pub use client::{run_client, run_iperf3_client, run_quic_perf, ClientError, ClientEvent, ClientOptions};
+pub use client::{
+    run_client, run_iperf3_client, run_ndt7, run_quic_perf, ClientError, ClientEvent, ClientOptions,
+};
 pub use server::{Server, ServerError, ServerEvent, ServerOptions, StatsHandle, TestError};

@@ -25,6 +25,8 @@ enum Speak {
     Iperf3,
     /// The QUIC performance protocol (`--quic-perf`).
     QuicPerf,
+    /// ndt7's WebSocket subtests (`--ndt7`); `tls` for wss.
+    Ndt7 { tls: bool },
 }
 
 fn execute(
@@ -72,6 +74,7 @@ fn execute(
     let outcome = match speak {
         Speak::Iperf3 => run_iperf3_client(&opts, false, &interrupt, &mut |ev| out.event(ev)),
         Speak::QuicPerf => landspeed_net::run_quic_perf(&opts, &interrupt, &mut |ev| out.event(ev)),
+        Speak::Ndt7 { tls } => landspeed_net::run_ndt7(&opts, tls, &interrupt, &mut |ev| out.event(ev)),
         Speak::Landspeed => match run_client(&opts, &interrupt, &mut |ev| out.event(ev)) {
             Err(ClientError::Iperf3Server { .. }) => {
                 out.note("the server speaks iperf3; running the test with iperf3's protocol");
@@ -181,10 +184,13 @@ pub fn run(a: RunArgs) -> Result<bool> {
         format,
         a.test.per_stream,
         !a.test.interval.is_zero(),
-        match (a.iperf3, a.quic_perf) {
-            (true, _) => Speak::Iperf3,
-            (false, true) => Speak::QuicPerf,
-            (false, false) => Speak::Landspeed,
+        match (a.iperf3, a.quic_perf, a.ndt7) {
+            (true, ..) => Speak::Iperf3,
+            (false, true, _) => Speak::QuicPerf,
+            (false, false, true) => Speak::Ndt7 {
+                tls: crate::common::client::ndt7_target(&a.host, a.test.port)?.2,
+            },
+            (false, false, false) => Speak::Landspeed,
         },
         a.measure_path,
         (!a.no_save).then(|| (a.db.clone(), a.tag.clone())),

@@ -63,6 +63,18 @@ pub fn cell_spec(a: &RunArgs) -> Result<CellSpec> {
         spec.transport = landspeed_core::config::Transport::Quic;
         spec.verify = false;
     }
+    if a.insecure && !a.quic_perf && !a.ndt7 {
+        return Err(UsageError("--insecure goes with --quic-perf or --ndt7".into()).into());
+    }
+    if a.ndt7 {
+        let (_, _, tls) = ndt7_target(&a.host, a.test.port)?;
+        if tls && !a.insecure && a.tls_pin.is_none() {
+            return Err(UsageError(
+                "--ndt7 over wss: give the server's certificate fingerprint with --tls-pin SHA256 (landspeed serve prints it), or --insecure to skip the check".into(),
+            )
+            .into());
+        }
+    }
     let test = spec
         .validated()
         .map_err(|e| UsageError(crate::common::flags::config(&e)))?;
@@ -169,9 +181,48 @@ pub fn options_from_args(args: &[String]) -> Result<ClientOptions, String> {
     client_options(&a.run).map_err(|e| format!("{e:#}"))
 }
 
+/// `--ndt7`'s HOST: `wss://NAME[:PORT]` (443), `ws://NAME[:PORT]` (80), or a bare name (wss on
+/// `port`): the name, the port, and whether it is TLS.
+pub fn ndt7_target(host: &str, port: u16) -> Result<(String, u16, bool)> {
+    let (rest, tls, default) = match host.split_once("://") {
+        Some(("wss", r)) => (r, true, 443),
+        Some(("ws", r)) => (r, false, 80),
+        Some((scheme, _)) => {
+            return Err(UsageError(format!("--ndt7: {scheme}:// is not ndt7's (ws:// or wss://)")).into())
+        }
+        None => (host, true, port),
+    };
+    let rest = rest.trim_end_matches('/');
+    if rest.contains('/') {
+        return Err(UsageError(format!(
+            "--ndt7 {host}: give the server only (the subtests are at /ndt/v7/download and /ndt/v7/upload)"
+        ))
+        .into());
+    }
+    let (name, port) = match rest.rsplit_once(':') {
+        // A bare IPv6 address: its colons are not a port.
+        Some((n, _)) if !n.ends_with(']') && n.contains(':') => (rest, default),
+        Some((n, p)) => (
+            n,
+            p.parse()
+                .map_err(|_| UsageError(format!("--ndt7 {host}: {p} is not a port")))?,
+        ),
+        None => (rest, default),
+    };
+    let name = name.trim_start_matches('[').trim_end_matches(']');
+    Ok((name.to_string(), port, tls))
+}
+
 /// The client options `run` uses for these arguments.
 pub fn client_options(a: &RunArgs) -> Result<ClientOptions> {
-    let mut opts = options_for(&a.host, a.test.port, &cell_spec(a)?)?;
+    let (host, port) = match a.ndt7 {
+        true => {
+            let (h, p, _) = ndt7_target(&a.host, a.test.port)?;
+            (h, p)
+        }
+        false => (a.host.clone(), a.test.port),
+    };
+    let mut opts = options_for(&host, port, &cell_spec(a)?)?;
     opts.send_file = a.send_file.clone();
     opts.recv_file = a.recv_file.clone();
     opts.remote_file = a.remote_file.clone();

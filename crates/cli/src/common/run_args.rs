@@ -32,10 +32,18 @@ pub struct RunArgs {
     /// certificate.
     #[arg(long, conflicts_with_all = ["iperf3", "udp", "tls", "mptcp", "latency", "measure_path", "from", "send_file", "recv_file"])]
     pub quic_perf: bool,
-    /// --quic-perf: do not check the server's certificate (a foreign perf server announces no
-    /// fingerprint); the result says it was not checked. Without it, --tls-pin is required.
-    #[arg(long, requires = "quic_perf", conflicts_with = "tls_pin")]
+    /// --quic-perf, --ndt7 over wss: do not check the server's certificate (a foreign server
+    /// announces no fingerprint); the result says it was not checked. Without it, --tls-pin is
+    /// required.
+    #[arg(long, conflicts_with = "tls_pin")]
     pub insecure: bool,
+    /// Speak ndt7 (M-Lab's speed test) to HOST, given as wss://NAME:PORT or ws://NAME:PORT (a bare
+    /// name is wss on -p's port): one subtest, the upload, or the download with -R; the server ends
+    /// it at 10 s. Against `landspeed serve --ndt7` the payload is landspeed's and every byte is
+    /// checked; against any other ndt7 server the bytes are counted and the result says they were
+    /// not verified. wss needs --tls-pin SHA256 (serve prints it) or --insecure.
+    #[arg(long, conflicts_with_all = ["iperf3", "quic_perf", "udp", "tls", "mptcp", "latency", "measure_path", "from", "send_file", "recv_file", "bidir"])]
+    pub ndt7: bool,
     /// Authenticate to a server that requires it (`serve --auth-keys`): the key named NAME, read from
     /// KEYFILE (a key file like the server's, or one line holding the secret alone).
     #[arg(long, value_name = "NAME:KEYFILE", value_parser = values::auth)]

@@ -23,6 +23,7 @@ mod metrics;
 mod model_tune;
 mod mptcp;
 mod ndt7;
+mod ndt7_client;
 mod ndt7_mlab_page;
 mod path;
 mod path_changes;

@@ -581,10 +581,11 @@ fn discard(sock: &TcpStream, len: usize) -> std::io::Result<usize> {
     }
 }
 
+/// Test builds only: a byte flipped on the way in, to prove a receiver's check catches it.
 #[cfg(feature = "fault-injection")]
-pub(crate) mod fault {
+pub mod fault {
     /// Flips one byte of a received chunk if `LANDSPEED_FAULT_FLIP=STREAM:OFFSET` falls inside it.
-    pub(crate) fn flip(stream: u32, offset: u64, data: &mut [u8]) {
+    pub fn flip(stream: u32, offset: u64, data: &mut [u8]) {
         let Ok(spec) = std::env::var("LANDSPEED_FAULT_FLIP") else {
             return;
         };

@@ -356,6 +356,46 @@ struct Progress {
     bytes: u64,
     started: Instant,
     error: Option<String>,
+    /// The payload key a landspeed client named (landspeed's extension), and for an upload what was
+    /// checked with it.
+    check: Option<Check>,
+}
+
+/// An upload checked against the payload of the key its client named.
+struct Check {
+    key: u64,
+    verifier: landspeed_core::payload::Verifier,
+    verified: u64,
+    corrupt: u64,
+}
+
+impl Check {
+    fn new(key: u64) -> Check {
+        let pattern = landspeed_core::payload::Pattern::new(key);
+        Check {
+            key,
+            verifier: landspeed_core::payload::Verifier::new(&pattern, ndt7::MAX_MESSAGE_BYTES),
+            verified: 0,
+            corrupt: 0,
+        }
+    }
+
+    /// Checks `data`, received at `offset` of the upload.
+    fn take(&mut self, offset: u64, data: &[u8]) {
+        if let Some(bad) = self.verifier.check(0, offset, data) {
+            self.corrupt += bad.bad_blocks.len() as u64;
+        }
+        self.verified += data.len() as u64;
+    }
+
+    /// What the measurements say of it.
+    fn said(&self) -> ndt7::LandspeedCheck {
+        ndt7::LandspeedCheck {
+            payload_key: self.key.to_string(),
+            bytes_verified: self.verified,
+            corrupt_blocks: self.corrupt,
+        }
+    }
 }
 
 /// Runs the subtest on the upgraded connection and returns its log entry.
@@ -377,6 +417,7 @@ fn run(
         bytes: 0,
         started,
         error: None,
+        check: ndt7::payload_key(metadata).map(Check::new),
     };
     match subtest {
         Subtest::Download => download(&mut ws, sock, &info, &mut p),
@@ -388,6 +429,10 @@ fn run(
     match subtest {
         Subtest::Download => log.bytes_sent = p.bytes,
         Subtest::Upload => log.bytes_received = p.bytes,
+    }
+    if let (Subtest::Upload, Some(c)) = (subtest, &p.check) {
+        log.bytes_verified = c.verified;
+        log.corrupt_blocks = c.corrupt;
     }
     let client: Vec<String> = metadata
         .iter()
@@ -420,8 +465,9 @@ impl Reporter {
         }
     }
 
-    /// A measurement now, with `bytes` of payload moved so far and `sock`'s TCP_INFO.
-    fn message(&self, sock: &TcpStream, bytes: u64) -> String {
+    /// A measurement now: the subtest's progress `p` and `sock`'s TCP_INFO.
+    fn message(&self, sock: &TcpStream, p: &Progress) -> String {
+        let bytes = p.bytes;
         let us = self.started.elapsed().as_micros() as i64;
         let m = Measurement {
             app_info: Some(ndt7::AppInfo {
@@ -437,6 +483,7 @@ impl Reporter {
             origin: Some("server".into()),
             test: Some(self.subtest.name().into()),
             tcp_info: tcp_info::read(sock).ok().map(|t| tcp_message(&t, us)),
+            landspeed: p.check.as_ref().map(Check::said),
         };
         serde_json::to_string(&m).unwrap_or_default()
     }
@@ -488,9 +535,19 @@ fn download(ws: &mut WebSocket<Box<dyn Conn>>, sock: &TcpStream, info: &Reporter
     // Messages grow to 1 MiB at most, as M-Lab's server's do: M-Lab's Go client closes on a larger
     // one (found running it here; docs/ndt7.md).
     let mut sizer = MessageSizer::new(ndt7::MAX_SCALED_MESSAGE_BYTES);
-    let key = getrandom::u64().unwrap_or_else(|_| p.started.elapsed().as_nanos() as u64);
+    // A landspeed client named its key: its payload, announced before the first byte of it, so the
+    // client knows what it checks. Anyone else gets a random key.
+    let key = match &p.check {
+        Some(c) => c.key,
+        None => getrandom::u64().unwrap_or_else(|_| p.started.elapsed().as_nanos() as u64),
+    };
     let pattern = landspeed_core::payload::Pattern::new(key);
     let mut gen = landspeed_core::payload::Generator::new(&pattern, ndt7::MAX_SCALED_MESSAGE_BYTES);
+    if p.check.is_some() {
+        if let Err(e) = ws.send(Message::text(info.message(sock, p))) {
+            return p.fail(&format!("sending a measurement: {e}"));
+        }
+    }
     let mut queued = false;
     loop {
         let now = p.started.elapsed().as_secs_f64();
@@ -498,7 +555,7 @@ fn download(ws: &mut WebSocket<Box<dyn Conn>>, sock: &TcpStream, info: &Reporter
             Due::CutOff => return p.fail("cut off at the ndt7 hard limit (13 s)"),
             Due::End => return close(ws, sock, &mut t, p),
             Due::Measure => {
-                if let Err(e) = ws.write(Message::text(info.message(sock, p.bytes))) {
+                if let Err(e) = ws.write(Message::text(info.message(sock, p))) {
                     if !not_yet(&e) {
                         return p.fail(&format!("sending a measurement: {e}"));
                     }
@@ -538,7 +595,7 @@ fn upload(ws: &mut WebSocket<Box<dyn Conn>>, sock: &TcpStream, info: &Reporter, 
         match t.at(now) {
             Due::CutOff => return p.fail("cut off at the ndt7 hard limit (13 s)"),
             Due::End => return close(ws, sock, &mut t, p),
-            Due::Measure => match ws.send(Message::text(info.message(sock, p.bytes))) {
+            Due::Measure => match ws.send(Message::text(info.message(sock, p))) {
                 Ok(()) => {}
                 Err(e) if not_yet(&e) => {}
                 Err(e) => return p.fail(&format!("sending a measurement: {e}")),
@@ -547,7 +604,7 @@ fn upload(ws: &mut WebSocket<Box<dyn Conn>>, sock: &TcpStream, info: &Reporter, 
         }
         let _ = sock.set_read_timeout(Some(slice(&t, now)));
         match ws.read() {
-            Ok(Message::Binary(b)) => p.bytes += b.len() as u64,
+            Ok(Message::Binary(b)) => p.received(&b),
             Ok(Message::Close(_)) => return finish_close(ws, sock),
             Ok(_) => {}
             Err(e) if not_yet(&e) => {}
@@ -573,7 +630,7 @@ fn close(ws: &mut WebSocket<Box<dyn Conn>>, sock: &TcpStream, t: &mut Timetable,
         let _ = sock.set_read_timeout(Some(slice(t, now)));
         let _ = sock.set_write_timeout(Some(slice(t, now)));
         match ws.read() {
-            Ok(Message::Binary(b)) => p.bytes += b.len() as u64,
+            Ok(Message::Binary(b)) => p.received(&b),
             Ok(_) => {}
             Err(e) if not_yet(&e) => {
                 let _ = ws.flush();
@@ -592,6 +649,22 @@ fn finish_close(ws: &mut WebSocket<Box<dyn Conn>>, sock: &TcpStream) {
 impl Progress {
     fn fail(&mut self, why: &str) {
         self.error = Some(why.to_string());
+    }
+
+    /// An upload's binary message: counted, and checked when the client named its key.
+    fn received(&mut self, data: &[u8]) {
+        #[cfg(feature = "fault-injection")]
+        let flipped = {
+            let mut d = data.to_vec();
+            landspeed_engine::transport::tcp::fault::flip(0, self.bytes, &mut d);
+            d
+        };
+        #[cfg(feature = "fault-injection")]
+        let data = &flipped[..];
+        if let Some(c) = self.check.as_mut() {
+            c.take(self.bytes, data);
+        }
+        self.bytes += data.len() as u64;
     }
 }
 
