@@ -503,20 +503,6 @@ fn run_args(o: &Opts, host: &str) -> Vec<String> {
     } else if o.fq_rate.is_none() {
         opt("--fq-rate", rate.filter(|r| r != "0"));
     }
-    opt("--tos", tos(o).ok().flatten().map(|t| t.to_string()));
-    // iperf3's -A pins the whole client to CPU N (landspeed pins its workers there) and asks the
-    // server for CPU M (server_affinity in the parameters).
-    let cpus = o.affinity.as_deref().and_then(affinity);
-    opt("--cpus", cpus.map(|(n, _)| n.to_string()));
-    opt("--server-cpus", cpus.and_then(|(_, m)| m).map(|m| m.to_string()));
-    opt(
-        "--idle-timeout",
-        o.rcv_timeout.as_ref().map(|ms| format!("{ms}ms")),
-    );
-    opt(
-        "--connect-timeout",
-        o.connect_timeout.as_ref().map(|ms| format!("{ms}ms")),
-    );
     for (on, flag) in [
         (o.mptcp, "--mptcp"),
         // iperf3 sets DF on UDP only, and ignores it for TCP.
@@ -535,7 +521,32 @@ fn run_args(o: &Opts, host: &str) -> Vec<String> {
     if o.zerocopy {
         a.extend(["--tx".into(), "zerocopy".into()]);
     }
+    a.extend(placement_args(o));
     a
+}
+
+/// `landspeed run` arguments for where and how the client's connections run: TOS (`-S`, `--dscp`),
+/// CPUs (`-A N,M`: iperf3 pins the whole client to N, landspeed its workers; M goes to the server as
+/// server_affinity) and timeouts (`--rcv-timeout`, `--connect-timeout`, in ms).
+fn placement_args(o: &Opts) -> Vec<String> {
+    let cpus = o.affinity.as_deref().and_then(affinity);
+    [
+        ("--tos", tos(o).ok().flatten().map(|t| t.to_string())),
+        ("--cpus", cpus.map(|(n, _)| n.to_string())),
+        ("--server-cpus", cpus.and_then(|(_, m)| m).map(|m| m.to_string())),
+        (
+            "--idle-timeout",
+            o.rcv_timeout.as_ref().map(|ms| format!("{ms}ms")),
+        ),
+        (
+            "--connect-timeout",
+            o.connect_timeout.as_ref().map(|ms| format!("{ms}ms")),
+        ),
+    ]
+    .into_iter()
+    .filter_map(|(flag, v)| Some([flag.to_string(), v?]))
+    .flatten()
+    .collect()
 }
 
 /// The client: one test, printed as iperf3 prints it (`--json-stream`: as it goes).

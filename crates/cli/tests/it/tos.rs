@@ -36,48 +36,28 @@ fn captured(port: u16, args: &[&str]) -> Option<Vec<Seen>> {
     Some(cap.stop())
 }
 
+/// `landspeed run` against 127.0.0.1:`port` for a second with `extra`, captured.
+fn run_captured(port: u16, extra: &[&str]) -> Option<Vec<Seen>> {
+    let p = port.to_string();
+    let mut args = vec!["run", "127.0.0.1", "-p", &p, "-t", "1", "--no-save"];
+    args.extend_from_slice(extra);
+    captured(port, &args)
+}
+
 #[test]
 fn landspeed_marks_every_data_packet_both_ways_tcp_and_udp() {
     let s = ServerProc::start("127.0.0.1", &[]);
-    let p = s.port.to_string();
-    let tcp = [
-        "run",
-        "127.0.0.1",
-        "-p",
-        &p,
-        "-t",
-        "1",
-        "--bidir",
-        "--tos",
-        "0x28",
-        "--no-save",
-    ];
-    let Some(seen) = captured(s.port, &tcp) else {
+    let Some(seen) = run_captured(s.port, &["--bidir", "--tos", "0x28"]) else {
         return;
     };
     assert_marked(&seen, true, 0x28, "TCP --bidir --tos 0x28");
     assert_marked(&seen, false, 0x28, "TCP --bidir --tos 0x28");
-    let udp = [
-        "run",
-        "127.0.0.1",
-        "-p",
-        &p,
-        "-t",
-        "1",
-        "-u",
-        "-b",
-        "40M",
-        "--bidir",
-        "--dscp",
-        "ef",
-        "--no-save",
-    ];
-    let seen = captured(s.port, &udp).unwrap();
+    let udp = ["-u", "-b", "40M", "--bidir", "--dscp", "ef"];
+    let seen = run_captured(s.port, &udp).unwrap();
     assert_marked(&seen, true, 0xb8, "UDP --bidir --dscp ef");
     assert_marked(&seen, false, 0xb8, "UDP --bidir --dscp ef");
     // Without the option nothing is marked: the capture tells the two apart.
-    let plain = ["run", "127.0.0.1", "-p", &p, "-t", "1", "-R", "--no-save"];
-    let seen = captured(s.port, &plain).unwrap();
+    let seen = run_captured(s.port, &["-R"]).unwrap();
     assert_eq!(data_packets(&seen, false, 0x28).0, 0, "marked without --tos");
 }
 

@@ -599,4 +599,11 @@ pub mod fault {
             data[(o - offset) as usize] ^= 0x01;
         }
     }
+
+    /// A copy of `data` with [`flip`] applied: for receivers that are handed a message they do not own.
+    pub fn flipped(stream: u32, offset: u64, data: &[u8]) -> Vec<u8> {
+        let mut d = data.to_vec();
+        flip(stream, offset, &mut d);
+        d
+    }
 }

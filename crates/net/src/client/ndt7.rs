@@ -302,11 +302,7 @@ impl Run {
     /// A binary message of the download: counted, and checked when the server sends our payload.
     fn payload(&mut self, data: &[u8]) {
         #[cfg(feature = "fault-injection")]
-        let flipped = {
-            let mut d = data.to_vec();
-            landspeed_engine::transport::tcp::fault::flip(0, self.bytes, &mut d);
-            d
-        };
+        let flipped = landspeed_engine::transport::tcp::fault::flipped(0, self.bytes, data);
         #[cfg(feature = "fault-injection")]
         let data = &flipped[..];
         if let Some(v) = self.verifier.as_mut() {

@@ -654,11 +654,7 @@ impl Progress {
     /// An upload's binary message: counted, and checked when the client named its key.
     fn received(&mut self, data: &[u8]) {
         #[cfg(feature = "fault-injection")]
-        let flipped = {
-            let mut d = data.to_vec();
-            landspeed_engine::transport::tcp::fault::flip(0, self.bytes, &mut d);
-            d
-        };
+        let flipped = landspeed_engine::transport::tcp::fault::flipped(0, self.bytes, data);
         #[cfg(feature = "fault-injection")]
         let data = &flipped[..];
         if let Some(c) = self.check.as_mut() {
