@@ -47,8 +47,10 @@ pub struct Style {
     /// `a` (adaptive bits, the default), `A` (adaptive bytes), `k`/`m`/`g`/`t` (fixed bits) or
     /// `K`/`M`/`G`/`T` (fixed bytes, powers of 1024), per second.
     pub rate: char,
-    /// Each line begins with the time it describes (UTC, C's `%c`).
+    /// Each line begins with the time it describes (UTC, C's `%c` and a space) ...
     pub timestamps: bool,
+    /// ... or in this strftime format (iperf3's `--timestamps=FORMAT`; [`time_format_ok`] checks it).
+    pub timestamp_format: Option<String>,
     /// `-V`: iperf3's extra lines (version, host, cookie, the test's settings, CPU use, congestion
     /// control), from these facts.
     pub verbose: Option<crate::iperf3_json::Iperf3Meta>,
@@ -63,6 +65,7 @@ impl Default for Style {
         Style {
             rate: 'a',
             timestamps: false,
+            timestamp_format: None,
             verbose: None,
             server: false,
             title: None,
@@ -79,6 +82,7 @@ pub fn render(r: &RunResult) -> String {
 struct Lines {
     started_unix_s: f64,
     timestamps: bool,
+    timestamp_format: Option<String>,
     title: Option<String>,
     text: String,
 }
@@ -96,8 +100,14 @@ impl Lines {
     fn push_lines<'a>(&mut self, at_s: f64, lines: impl Iterator<Item = &'a str>) {
         for line in lines {
             if self.timestamps {
-                self.text += &c_time(self.started_unix_s + at_s);
-                self.text.push(' ');
+                let t = self.started_unix_s + at_s;
+                match &self.timestamp_format {
+                    Some(f) => self.text += &strftime(t, f),
+                    None => {
+                        self.text += &c_time(t);
+                        self.text.push(' ');
+                    }
+                }
             }
             if let Some(t) = &self.title {
                 self.text += t;
@@ -114,6 +124,7 @@ pub fn render_with(r: &RunResult, st: &Style) -> String {
     let mut out = Lines {
         started_unix_s: r.started_unix_s,
         timestamps: st.timestamps,
+        timestamp_format: st.timestamp_format.clone(),
         title: st.title.clone(),
         text: String::new(),
     };
@@ -298,6 +309,22 @@ fn role(r: &RunResult, st: &Style, flow: Flow) -> &'static str {
         (false, Flow::ServerToClient) => "[RX-C]",
         (true, Flow::ClientToServer) => "[RX-S]",
         (true, Flow::ServerToClient) => "[TX-S]",
+    }
+}
+
+/// Whether `format` is a strftime format this build can write (every `%` item known).
+pub fn time_format_ok(format: &str) -> bool {
+    use chrono::format::{Item, StrftimeItems};
+    !StrftimeItems::new(format).any(|i| matches!(i, Item::Error))
+}
+
+/// `unix_s` in strftime's `format`, UTC (a format [`time_format_ok`] refuses comes back as it is).
+pub fn strftime(unix_s: f64, format: &str) -> String {
+    let secs = unix_s.floor() as i64;
+    let nanos = ((unix_s - secs as f64) * 1e9) as u32;
+    match chrono::DateTime::from_timestamp(secs, nanos) {
+        Some(t) if time_format_ok(format) => t.format(format).to_string(),
+        _ => format.to_string(),
     }
 }
 
@@ -721,6 +748,10 @@ mod tests {
         assert_eq!(rate(13.7e9, 'a'), "13.7 Gbit");
         assert_eq!(c_time(1_795_636_447.0), "Wed Nov 25 19:54:07 2026");
         assert_eq!(c_time(0.0), "Thu Jan  1 00:00:00 1970");
+        assert_eq!(strftime(1_795_636_447.5, "%F %T "), "2026-11-25 19:54:07 ");
+        assert_eq!(strftime(1_795_636_447.0, "%c "), "Wed Nov 25 19:54:07 2026 ");
+        assert!(time_format_ok("%Y-%m-%dT%H:%M:%S%.3f "));
+        assert!(!time_format_ok("%Q"));
     }
 
     #[test]

@@ -323,19 +323,12 @@ fn refused(o: &Opts) -> Option<String> {
 }
 
 /// iperf3's options landspeed refuses (the daemon, output, authentication and transport ones), and why.
-fn refused_first(o: &Opts) -> [(bool, &'static str, &'static str); 7] {
+fn refused_first(o: &Opts) -> [(bool, &'static str, &'static str); 6] {
     [
         (
             o.flowlabel.is_some(),
             "-L/--flowlabel",
             "landspeed does not set the IPv6 flow label",
-        ),
-        (
-            o.timestamps
-                .as_deref()
-                .is_some_and(|f| !f.is_empty() && f.trim() != "%c"),
-            "--timestamps=FORMAT",
-            "only the default format (%c)",
         ),
         (
             o.file.is_some(),
@@ -608,6 +601,8 @@ fn print_result(
         let style = iperf3_text::Style {
             rate: o.format.as_deref().and_then(|f| f.chars().next()).unwrap_or('a'),
             timestamps: o.timestamps.is_some(),
+            // `--timestamps` alone is iperf3's "%c " (the time and a space); a format is as given.
+            timestamp_format: o.timestamps.clone().filter(|f| !f.is_empty()),
             verbose: o.verbose.then(|| meta.clone()),
             server: false,
             title: o.title.clone(),

@@ -118,6 +118,7 @@ fn modifiers() -> Vec<Modifier> {
         newer("ka", &["--cntl-ka"], Both, "--cntl-ka"),
         newer("df", &["--dont-fragment"], UdpOnly, "--dont-fragment"),
         newer("ts", &["--timestamps"], Both, "--timestamps"),
+        newer("ts", &["--timestamps=%F %T "], Both, "--timestamps"),
         newer("mptcp", &["-m"], TcpOnly, "--mptcp"),
     ]
 }
