@@ -292,6 +292,12 @@ fn client_values(o: &Opts) -> Result<(), &'static str> {
             return Err("client receive timeout is valid only in receiving mode");
         }
     }
+    if o.snd_timeout
+        .as_deref()
+        .is_some_and(|t| send_timeout_ms(t).is_none())
+    {
+        return Err("send timeout value is incorrect or not in range");
+    }
     if o.connect_timeout
         .as_deref()
         .is_some_and(|t| t.parse::<u64>().is_err())
@@ -302,6 +308,30 @@ fn client_values(o: &Opts) -> Result<(), &'static str> {
         return Err("unable to set CPU affinity");
     }
     Ok(())
+}
+
+/// `--snd-timeout MS` as iperf3 reads it (C's `atoi`: a word is 0, which turns it off), 0 to a day.
+fn send_timeout_ms(t: &str) -> Option<u64> {
+    let digits: String = t
+        .trim()
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || *c == '-')
+        .collect();
+    let ms = digits.parse::<i64>().unwrap_or(0);
+    u64::try_from(ms).ok().filter(|ms| *ms <= 86_400_000)
+}
+
+/// The idle limit of a client given iperf3's timeouts: `--rcv-timeout` (a receiver's) and
+/// `--snd-timeout` (TCP_USER_TIMEOUT in iperf3: a sender's unacknowledged data), the shorter; landspeed
+/// ends any stream that moves nothing for its idle limit, sending or receiving.
+fn idle_limit_ms(o: &Opts) -> Option<u64> {
+    let rcv = o.rcv_timeout.as_deref().and_then(|t| t.parse::<u64>().ok());
+    let snd = o
+        .snd_timeout
+        .as_deref()
+        .and_then(send_timeout_ms)
+        .filter(|ms| *ms > 0);
+    rcv.into_iter().chain(snd).min()
 }
 
 /// `-A N[,M]`: this end's CPU and the server's, each 0-1024.
@@ -361,18 +391,13 @@ fn refused_first(o: &Opts) -> [(bool, &'static str, &'static str); 6] {
 }
 
 /// The rest of iperf3 3.21's options landspeed refuses, and why.
-fn refused_more(o: &Opts) -> [(bool, &'static str, &'static str); 10] {
+fn refused_more(o: &Opts) -> [(bool, &'static str, &'static str); 9] {
     [
         (o.bind_dev.is_some(), "--bind-dev", "bind to an address with -B"),
         (
-            o.server && o.rcv_timeout.is_some(),
-            "--rcv-timeout on the server",
+            o.server && (o.rcv_timeout.is_some() || o.snd_timeout.is_some()),
+            "--rcv-timeout/--snd-timeout on the server",
             "a landspeed server ends a stalled stream after its --idle-timeout",
-        ),
-        (
-            o.snd_timeout.is_some(),
-            "--snd-timeout",
-            "landspeed ends a stalled stream after its own idle timeout",
         ),
         (
             o.cntl_ka.is_some(),
@@ -527,10 +552,7 @@ fn placement_args(o: &Opts) -> Vec<String> {
         ("--tos", tos(o).ok().flatten().map(|t| t.to_string())),
         ("--cpus", cpus.map(|(n, _)| n.to_string())),
         ("--server-cpus", cpus.and_then(|(_, m)| m).map(|m| m.to_string())),
-        (
-            "--idle-timeout",
-            o.rcv_timeout.as_ref().map(|ms| format!("{ms}ms")),
-        ),
+        ("--idle-timeout", idle_limit_ms(o).map(|ms| format!("{ms}ms"))),
         (
             "--connect-timeout",
             o.connect_timeout.as_ref().map(|ms| format!("{ms}ms")),

@@ -108,6 +108,7 @@ fn modifiers() -> Vec<Modifier> {
         m("S", &["--dscp", "af11"], Both, true),
         m("xd", &["--extra-data", "diff"], Both, false),
         m("rt", &["--rcv-timeout", "5000"], Both, false),
+        m("st", &["--snd-timeout", "5000"], TcpOnly, false),
         m("ct", &["--connect-timeout", "2000"], Both, false),
         m("V", &["-V"], Both, false),
         m("fam", &["-4"], Both, true),

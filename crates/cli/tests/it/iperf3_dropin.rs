@@ -260,6 +260,7 @@ fn refusals_and_errors_exit_as_iperf3_does() {
         ),
         (&["--rcv-timeout", "500"][..], "valid only in receiving mode"),
         (&["-A", "x"][..], "unable to set CPU affinity"),
+        (&["--snd-timeout", "-5"][..], "send timeout value is incorrect"),
     ] {
         let mut args = vec!["-c", "127.0.0.1", "-p", port.as_str(), "-t", "1"];
         args.extend_from_slice(opt);
