@@ -141,9 +141,9 @@ struct Opts {
     bind_dev: Option<String>,
     #[arg(long = "json-stream-full-output")]
     json_stream_full: bool,
-    #[arg(long = "rcv-timeout")]
+    #[arg(long = "rcv-timeout", allow_hyphen_values = true)]
     rcv_timeout: Option<String>,
-    #[arg(long = "snd-timeout")]
+    #[arg(long = "snd-timeout", allow_hyphen_values = true)]
     snd_timeout: Option<String>,
     #[arg(long = "cntl-ka", num_args = 0..=1, default_missing_value = "")]
     cntl_ka: Option<String>,

@@ -109,7 +109,6 @@ fn modifiers() -> Vec<Modifier> {
         m("xd", &["--extra-data", "diff"], Both, false),
         m("rt", &["--rcv-timeout", "5000"], Both, false),
         m("st", &["--snd-timeout", "5000"], TcpOnly, false),
-        m("ct", &["--connect-timeout", "2000"], Both, false),
         m("V", &["-V"], Both, false),
         m("fam", &["-4"], Both, true),
         m("fam", &["-6"], Both, true),
@@ -119,7 +118,6 @@ fn modifiers() -> Vec<Modifier> {
         newer("ka", &["--cntl-ka"], Both, "--cntl-ka"),
         newer("df", &["--dont-fragment"], UdpOnly, "--dont-fragment"),
         newer("ts", &["--timestamps"], Both, "--timestamps"),
-        newer("ts", &["--timestamps=%F %T "], Both, "--timestamps"),
         newer("mptcp", &["-m"], TcpOnly, "--mptcp"),
     ]
 }

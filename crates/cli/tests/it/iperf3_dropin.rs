@@ -295,6 +295,26 @@ fn refusals_and_errors_exit_as_iperf3_does() {
     }
 }
 
+#[test]
+fn timestamps_take_iperf3s_strftime_formats() {
+    let _one = common::one_iperf3_test();
+    let Some(real) = Iperf3Server::start() else { return };
+    let p = real.port.to_string();
+    let (code, text) = dropin(&["-c", "127.0.0.1", "-p", &p, "-t", "1", "--timestamps=%F %T -- "]);
+    assert_eq!(code, 0, "{text}");
+    // Every line, the empty one before "iperf Done." too, begins with the formatted time.
+    let shape = |l: &str| {
+        let b = l.as_bytes();
+        b.len() >= 23
+            && b[4] == b'-'
+            && b[10] == b' '
+            && b[13] == b':'
+            && l[19..].starts_with(" -- ")
+            && l[..4].chars().all(|c| c.is_ascii_digit())
+    };
+    assert!(text.lines().count() > 5 && text.lines().all(shape), "{text}");
+}
+
 /// A daemon a test started, found by its pid file; killed when dropped if still there.
 struct Daemon(Option<i32>);
 
