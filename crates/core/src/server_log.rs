@@ -39,6 +39,18 @@ pub struct TestLog {
     /// iperf3 tests that completed: the whole test as this server saw it (its own figures, and the
     /// client's from the results exchange), for `landspeed iperf3 -s -J`.
     pub result: Option<Box<crate::result::RunResult>>,
+    /// iperf3 tests: the client's `-T` title and `--extra-data`, which iperf3's server puts at the top
+    /// of its `-J` document.
+    pub iperf3_labels: Iperf3Labels,
+}
+
+/// What an iperf3 client labels its test with (`title`, `extra_data` in its parameters).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Iperf3Labels {
+    /// `-T`.
+    pub title: Option<String>,
+    /// `--extra-data`.
+    pub extra_data: Option<String>,
 }
 
 impl TestLog {
@@ -70,6 +82,7 @@ impl TestLog {
             peer_bytes: None,
             auth: None,
             result: None,
+            iperf3_labels: Iperf3Labels::default(),
         }
     }
 }

@@ -91,6 +91,8 @@ pub struct Params {
     pub client_version: Option<String>,
     /// The client's `-T` title.
     pub title: Option<String>,
+    /// The client's `--extra-data`.
+    pub extra_data: Option<String>,
     /// UDP over IPv4: datagrams leave with Don't Fragment set (`--dont-fragment`, iperf3 3.17+).
     pub dont_fragment: bool,
     /// Multipath TCP data connections (`-m`/`--mptcp`, iperf3 3.19+): `mptcp: true`.
@@ -273,6 +275,7 @@ impl Params {
             burst: int_at_most(m, "burst", 1000, errno::BURST)?.map(|b| b as u32),
             client_version: text(m, "client_version", 64)?,
             title: text(m, "title", 1024)?,
+            extra_data: text(m, "extra_data", 4096)?,
             dont_fragment: flag(m, "dont_fragment")?,
             mptcp: flag(m, "mptcp")?,
             tos: int_at_most(m, "TOS", 255, errno::BAD_TOS)?.map(|t| t as u8),

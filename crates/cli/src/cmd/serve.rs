@@ -152,7 +152,11 @@ fn print_iperf3(ev: ServerEvent) {
     let ServerEvent::Test(log) = ev else { return };
     match (&log.result, &log.error) {
         (Some(r), _) => {
-            let meta = crate::common::iperf3_meta::meta(true);
+            let meta = landspeed_report::iperf3_json::Iperf3Meta {
+                title: log.iperf3_labels.title.clone(),
+                extra_data: log.iperf3_labels.extra_data.clone(),
+                ..crate::common::iperf3_meta::meta(true)
+            };
             let doc = landspeed_report::iperf3_json::document(r, &meta);
             let mut o = std::io::stdout().lock();
             let _ = writeln!(o, "{}", serde_json::to_string_pretty(&doc).unwrap_or_default());

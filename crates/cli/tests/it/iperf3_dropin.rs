@@ -201,7 +201,8 @@ fn the_server_json_is_iperf3s_as_perfsonars_iperf3_tool_runs_it() {
     // server's document; for a reverse test the merged result is that document.
     let _one = common::one_iperf3_test();
     let Some(()) = debians_iperf3() else { return };
-    let cases: [&[&str]; 3] = [&[], &["-R"], &["-u", "-b", "10M"]];
+    let labels: &[&str] = &["-T", "pS", "--extra-data", "x"];
+    let cases: [&[&str]; 4] = [&[], &["-R"], &["-u", "-b", "10M"], labels];
     for extra in cases {
         let (p1, p2) = (common::free_port().to_string(), common::free_port().to_string());
         let json = ["--idle-timeout", "30", "--json"];
@@ -209,6 +210,14 @@ fn the_server_json_is_iperf3s_as_perfsonars_iperf3_tool_runs_it() {
         let ours = one_off_document(one_off_server(bin(), &p2, &json), &p2, extra);
         let differ = tree_difference(&theirs, &ours);
         assert!(differ.is_empty(), "{extra:?}: landspeed iperf3 -s {differ:#?}");
+        if extra == labels {
+            // The client's labels at the top, as iperf3's server writes them.
+            assert_eq!(
+                (&ours["title"], &ours["extra_data"]),
+                (&theirs["title"], &theirs["extra_data"])
+            );
+            assert_eq!(ours["title"], "pS");
+        }
     }
 }
 

@@ -144,6 +144,10 @@ fn serve(ctl: TcpStream, cookie: Cookie, shared: &Shared, log: &mut TestLog) -> 
     if let Some(t) = theirs {
         log.result = Some(Box::new(seen_here(&out, &t, &test, addresses, started)));
     }
+    log.iperf3_labels = landspeed_core::server_log::Iperf3Labels {
+        title: params.title.clone(),
+        extra_data: params.extra_data.clone(),
+    };
     Ok(())
 }
 
