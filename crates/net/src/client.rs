@@ -56,6 +56,8 @@ pub struct ClientOptions {
     pub bind: Option<IpAddr>,
     /// The data connections' first local port (`--cport`): stream N binds it plus N.
     pub cport: Option<u16>,
+    /// The network interface every connection sends from (`--bind-dev`, SO_BINDTODEVICE).
+    pub bind_device: Option<String>,
     /// iperf3's `--get-server-output`: ask an iperf3 server for its own output of the test.
     pub iperf3_server_output: bool,
     /// iperf3's `-T`: the title sent in the parameters (an iperf3 server puts it in its output).
@@ -104,6 +106,7 @@ impl ClientOptions {
             cpus: None,
             bind: None,
             cport: None,
+            bind_device: None,
             iperf3_server_output: false,
             iperf3_title: None,
             iperf3_extra_data: None,
@@ -188,6 +191,14 @@ pub enum ClientError {
         addr: SocketAddr,
         /// How long the client waited.
         after: Duration,
+    },
+    /// `--bind-dev`: the interface cannot be bound.
+    #[error("cannot send from interface {device}: {err}")]
+    BindDevice {
+        /// The interface.
+        device: String,
+        /// The kernel's reason (no such device, not permitted).
+        err: std::io::Error,
     },
     /// An ndt7 subtest that could not start (`run --ndt7`).
     #[error("ndt7: {detail}")]
@@ -439,7 +450,7 @@ fn resolve(opts: &ClientOptions) -> Result<SocketAddr, ClientError> {
 
 /// A TCP connection to `addr`: the control connection (no `spec`), or data stream `id` of `spec`
 /// (bound to its `--cport` port when one is given).
-fn connect(
+pub(crate) fn connect(
     opts: &ClientOptions,
     addr: SocketAddr,
     spec: Option<(&TestSpec, u32)>,
@@ -463,6 +474,7 @@ fn connect(
     if let Some((spec, _)) = spec {
         sockopt::before_connect(&sock, spec)?;
     }
+    bind_device(opts, &sock)?;
     let port = data_port(opts, spec.map(|(_, id)| id));
     if opts.bind.is_some() || port != 0 {
         // A port of the last test may still be in TIME_WAIT; binding it again is what --cport asks.
@@ -472,6 +484,19 @@ fn connect(
     sock.connect_timeout(&addr.into(), opts.connect_timeout)
         .map_err(err)?;
     Ok(sock.into())
+}
+
+/// `--bind-dev`: the socket sends from that interface only.
+fn bind_device(opts: &ClientOptions, sock: &socket2::Socket) -> Result<(), ClientError> {
+    match &opts.bind_device {
+        Some(dev) => sock
+            .bind_device(Some(dev.as_bytes()))
+            .map_err(|err| ClientError::BindDevice {
+                device: dev.clone(),
+                err,
+            }),
+        None => Ok(()),
+    }
 }
 
 /// Turns consecutive cumulative samples into live interval lines.
@@ -884,6 +909,9 @@ fn udp_socket(
     id: u32,
 ) -> std::io::Result<std::net::UdpSocket> {
     let sock = std::net::UdpSocket::bind(local(opts, addr, data_port(opts, Some(id))))?;
+    if let Some(dev) = &opts.bind_device {
+        socket2::SockRef::from(&sock).bind_device(Some(dev.as_bytes()))?;
+    }
     let buffer = landspeed_engine::transport::udp::DEFAULT_BUFFER;
     landspeed_engine::sockopt::udp_options(&sock, spec, buffer).map_err(std::io::Error::other)?;
     sock.connect(addr)?;

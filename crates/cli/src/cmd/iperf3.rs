@@ -391,9 +391,8 @@ fn refused_first(o: &Opts) -> [(bool, &'static str, &'static str); 6] {
 }
 
 /// The rest of iperf3 3.21's options landspeed refuses, and why.
-fn refused_more(o: &Opts) -> [(bool, &'static str, &'static str); 9] {
+fn refused_more(o: &Opts) -> [(bool, &'static str, &'static str); 8] {
     [
-        (o.bind_dev.is_some(), "--bind-dev", "bind to an address with -B"),
         (
             o.server && (o.rcv_timeout.is_some() || o.snd_timeout.is_some()),
             "--rcv-timeout/--snd-timeout on the server",
@@ -553,6 +552,7 @@ fn placement_args(o: &Opts) -> Vec<String> {
         ("--cpus", cpus.map(|(n, _)| n.to_string())),
         ("--server-cpus", cpus.and_then(|(_, m)| m).map(|m| m.to_string())),
         ("--idle-timeout", idle_limit_ms(o).map(|ms| format!("{ms}ms"))),
+        ("--bind-dev", o.bind_dev.clone()),
         (
             "--connect-timeout",
             o.connect_timeout.as_ref().map(|ms| format!("{ms}ms")),

@@ -222,7 +222,12 @@ pub fn client_options(a: &RunArgs) -> Result<ClientOptions> {
         }
         false => (a.host.clone(), a.test.port),
     };
-    let mut opts = options_for(&host, port, &cell_spec(a)?)?;
+    let cell = cell_spec(a)?;
+    if a.test.bind_dev.is_some() && cell.test.transport == landspeed_core::config::Transport::Quic {
+        return Err(UsageError("--bind-dev does not work with --quic (quinn owns its socket)".into()).into());
+    }
+    let mut opts = options_for(&host, port, &cell)?;
+    opts.bind_device = a.test.bind_dev.clone();
     opts.send_file = a.send_file.clone();
     opts.recv_file = a.recv_file.clone();
     opts.remote_file = a.remote_file.clone();

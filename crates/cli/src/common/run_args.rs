@@ -167,6 +167,10 @@ pub struct TestArgs {
     /// host that resolves to it.
     #[arg(short = 'B', long, value_name = "ADDR", value_parser = values::local_address)]
     pub bind: Option<IpAddr>,
+    /// Send from this network interface (SO_BINDTODEVICE), the control and the data connections
+    /// alike (iperf3's --bind-dev), e.g. --bind-dev eth1.
+    #[arg(long, value_name = "DEV")]
+    pub bind_dev: Option<String>,
     /// Bind the data connections to local ports PORT, PORT+1, ... (stream N on PORT+N; the control
     /// connection keeps an ephemeral port): for a firewall that opens those ports, or to take one
     /// kind of connection down on an emulated path (`wan change --ports`, `--except-ports`).

@@ -310,3 +310,61 @@ fn client_ports_bind_each_stream_and_ports_that_cannot_be_are_usage_errors() {
         assert_one_clear_line(&landspeed(&all, Duration::from_secs(20)), 2, needle);
     }
 }
+
+/// A veth pair for one test, removed when dropped (even when the test fails).
+struct VethPair(String);
+
+impl Drop for VethPair {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("ip")
+            .args(["link", "del", &self.0])
+            .status();
+    }
+}
+
+#[test]
+fn bind_dev_sends_from_the_interface_named_or_says_there_is_none() {
+    let s = ServerProc::start("127.0.0.1", &[]);
+    let p = s.port.to_string();
+    let run = |dev: &str| {
+        landspeed(
+            &[
+                "run",
+                "127.0.0.1",
+                "-p",
+                &p,
+                "-t",
+                "1",
+                "--no-save",
+                "--connect-timeout",
+                "2s",
+                "--bind-dev",
+                dev,
+            ],
+            Duration::from_secs(30),
+        )
+    };
+    let o = run("nosuch0");
+    assert_one_clear_line(&o, 1, "cannot send from interface nosuch0: No such device");
+    let o = run("lo");
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    // Bound to an interface with no way to 127.0.0.1 (one end of a veth pair), the connection cannot
+    // be made: the option is applied, not just accepted.
+    let Some(_root) = common::wan::root() else { return };
+    let name = format!("lsbd{}", std::process::id() % 100_000);
+    ip(&[
+        "link",
+        "add",
+        &name,
+        "type",
+        "veth",
+        "peer",
+        "name",
+        &format!("{name}p"),
+    ]);
+    let _pair = VethPair(name.clone());
+    ip(&["link", "set", &name, "up"]);
+    let o = run(&name);
+    assert_eq!(o.code, 1, "{}", o.stdout);
+    assert!(o.stderr.contains("cannot connect to 127.0.0.1"), "{}", o.stderr);
+}

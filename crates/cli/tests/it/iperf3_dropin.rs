@@ -288,7 +288,7 @@ fn refusals_and_errors_exit_as_iperf3_does() {
     for (opt, name) in [
         (&["-L", "5"][..], "-L/--flowlabel"),
         (&["--cntl-ka"][..], "--cntl-ka"),
-        (&["--bind-dev", "lo"][..], "--bind-dev"),
+        (&["--pacing-timer", "1000"][..], "--pacing-timer"),
         (&["--rsa-private-key-path", "k"][..], "--rsa-private-key-path"),
         (&["--server-bitrate-limit", "1M"][..], "--server-bitrate-limit"),
     ] {

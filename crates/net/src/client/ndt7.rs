@@ -117,7 +117,8 @@ fn open(
     key: u64,
 ) -> Result<(WebSocket<Box<dyn Conn>>, TcpStream), ClientError> {
     let connect_err = |err| ClientError::Connect { addr, err };
-    let tcp = TcpStream::connect_timeout(&addr, opts.connect_timeout).map_err(connect_err)?;
+    // The same connect as every client's control connection (-B, --bind-dev, the timeout).
+    let tcp = super::connect(opts, addr, None)?;
     let _ = tcp.set_nodelay(true);
     tcp.set_read_timeout(Some(opts.control_timeout))
         .map_err(connect_err)?;
