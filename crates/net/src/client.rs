@@ -62,6 +62,11 @@ pub struct ClientOptions {
     pub iperf3_server_output: bool,
     /// iperf3's `-T`: the title sent in the parameters (an iperf3 server puts it in its output).
     pub iperf3_title: Option<String>,
+    /// iperf3's `--udp-counters-64bit`: 64-bit sequence numbers in iperf3's UDP header, asked of the
+    /// server in the parameters.
+    pub iperf3_udp64: bool,
+    /// TCP keepalive on the control connection (iperf3's `--cntl-ka`).
+    pub control_keepalive: Option<Keepalive>,
     /// iperf3's `--extra-data`: a string sent in the parameters (an iperf3 server puts it in its
     /// document).
     pub iperf3_extra_data: Option<String>,
@@ -109,6 +114,8 @@ impl ClientOptions {
             bind_device: None,
             iperf3_server_output: false,
             iperf3_title: None,
+            iperf3_udp64: false,
+            control_keepalive: None,
             iperf3_extra_data: None,
             family: None,
             connect_timeout: Duration::from_secs(5),
@@ -475,6 +482,9 @@ pub(crate) fn connect(
         sockopt::before_connect(&sock, spec)?;
     }
     bind_device(opts, &sock)?;
+    if let (None, Some(k)) = (spec, &opts.control_keepalive) {
+        keepalive(k, &sock).map_err(err)?;
+    }
     let port = data_port(opts, spec.map(|(_, id)| id));
     if opts.bind.is_some() || port != 0 {
         // A port of the last test may still be in TIME_WAIT; binding it again is what --cport asks.
@@ -484,6 +494,33 @@ pub(crate) fn connect(
     sock.connect_timeout(&addr.into(), opts.connect_timeout)
         .map_err(err)?;
     Ok(sock.into())
+}
+
+/// TCP keepalive probes on the control connection: after `idle` without traffic, every `interval`,
+/// `count` unanswered ones ending it; each None is the system's default.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Keepalive {
+    /// Seconds without traffic before the first probe (TCP_KEEPIDLE).
+    pub idle_s: Option<u32>,
+    /// Seconds between probes (TCP_KEEPINTVL).
+    pub interval_s: Option<u32>,
+    /// Unanswered probes that end the connection (TCP_KEEPCNT).
+    pub count: Option<u32>,
+}
+
+/// `--cntl-ka` on the control connection's socket.
+fn keepalive(k: &Keepalive, sock: &socket2::Socket) -> std::io::Result<()> {
+    let mut ka = socket2::TcpKeepalive::new();
+    if let Some(s) = k.idle_s {
+        ka = ka.with_time(Duration::from_secs(u64::from(s)));
+    }
+    if let Some(s) = k.interval_s {
+        ka = ka.with_interval(Duration::from_secs(u64::from(s)));
+    }
+    if let Some(n) = k.count {
+        ka = ka.with_retries(n);
+    }
+    sock.set_tcp_keepalive(&ka)
 }
 
 /// `--bind-dev`: the socket sends from that interface only.
@@ -982,4 +1019,29 @@ fn open_udp_streams(
             ))
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_keepalive_is_set_as_asked_and_defaults_stay_the_systems() {
+        let sock = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+        let k = Keepalive {
+            idle_s: Some(30),
+            interval_s: Some(5),
+            count: Some(3),
+        };
+        keepalive(&k, &sock).unwrap();
+        assert!(sock.keepalive().unwrap());
+        assert_eq!(sock.tcp_keepalive_time().unwrap(), Duration::from_secs(30));
+        assert_eq!(sock.tcp_keepalive_interval().unwrap(), Duration::from_secs(5));
+        assert_eq!(sock.tcp_keepalive_retries().unwrap(), 3);
+        let plain = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+        let before = plain.tcp_keepalive_time().unwrap();
+        keepalive(&Keepalive::default(), &plain).unwrap();
+        assert!(plain.keepalive().unwrap());
+        assert_eq!(plain.tcp_keepalive_time().unwrap(), before);
+    }
 }

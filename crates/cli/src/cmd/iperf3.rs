@@ -307,7 +307,32 @@ fn client_values(o: &Opts) -> Result<(), &'static str> {
     if o.affinity.as_deref().is_some_and(|a| affinity(a).is_none()) {
         return Err("unable to set CPU affinity");
     }
+    if o.cntl_ka.as_deref().is_some_and(|k| keepalive(k).is_none()) {
+        return Err("control connection Keepalive period should be larger than the full retry period (interval * count)");
+    }
     Ok(())
+}
+
+/// `--cntl-ka[=IDLE/INTERVAL/COUNT]` (seconds, seconds, probes; each may be left empty for the
+/// system's default), None when the idle time is not longer than the probes' whole retry period.
+fn keepalive(k: &str) -> Option<landspeed_net::client::Keepalive> {
+    let mut parts = k.splitn(3, '/');
+    // C's atoi: an empty or non-numeric field is 0, the system's default.
+    let mut next = || {
+        let f = parts.next().unwrap_or("");
+        let n: String = f.chars().take_while(|c| c.is_ascii_digit()).collect();
+        n.parse::<u32>().ok().filter(|v| *v > 0)
+    };
+    let (idle_s, interval_s, count) = (next(), next(), next());
+    let retry = u64::from(interval_s.unwrap_or(0)) * u64::from(count.unwrap_or(0));
+    if idle_s.is_some_and(|i| u64::from(i) <= retry) {
+        return None;
+    }
+    Some(landspeed_net::client::Keepalive {
+        idle_s,
+        interval_s,
+        count,
+    })
 }
 
 /// `--snd-timeout MS` as iperf3 reads it (C's `atoi`: a word is 0, which turns it off), 0 to a day.
@@ -391,7 +416,7 @@ fn refused_first(o: &Opts) -> [(bool, &'static str, &'static str); 6] {
 }
 
 /// The rest of iperf3 3.21's options landspeed refuses, and why.
-fn refused_more(o: &Opts) -> [(bool, &'static str, &'static str); 8] {
+fn refused_more(o: &Opts) -> [(bool, &'static str, &'static str); 7] {
     [
         (
             o.server && (o.rcv_timeout.is_some() || o.snd_timeout.is_some()),
@@ -399,9 +424,9 @@ fn refused_more(o: &Opts) -> [(bool, &'static str, &'static str); 8] {
             "a landspeed server ends a stalled stream after its --idle-timeout",
         ),
         (
-            o.cntl_ka.is_some(),
-            "--cntl-ka",
-            "landspeed's control connection has its own liveness checks",
+            o.server && o.cntl_ka.is_some(),
+            "--cntl-ka on the server",
+            "a landspeed server watches its control connections itself",
         ),
         (
             o.debug.is_some(),
@@ -422,11 +447,6 @@ fn refused_more(o: &Opts) -> [(bool, &'static str, &'static str); 8] {
             o.pacing_timer.is_some(),
             "--pacing-timer",
             "a TCP -b is paced by the kernel (SO_MAX_PACING_RATE)",
-        ),
-        (
-            o.udp64,
-            "--udp-counters-64bit",
-            "not with landspeed's iperf3 client yet",
         ),
         (
             o.gsro || o.repeating_payload,
@@ -578,6 +598,8 @@ fn client(o: &Opts, host: &str) -> Result<bool> {
     };
     opts.iperf3_server_output = o.get_server_output;
     opts.iperf3_title = o.title.clone();
+    opts.iperf3_udp64 = o.udp64;
+    opts.control_keepalive = o.cntl_ka.as_deref().and_then(keepalive);
     opts.iperf3_extra_data = o.extra_data.clone();
     let interrupt = crate::common::client::interrupt_flag()?;
     let port = o.port.unwrap_or(5201);

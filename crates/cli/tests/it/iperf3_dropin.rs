@@ -270,6 +270,7 @@ fn refusals_and_errors_exit_as_iperf3_does() {
         (&["--rcv-timeout", "500"][..], "valid only in receiving mode"),
         (&["-A", "x"][..], "unable to set CPU affinity"),
         (&["--snd-timeout", "-5"][..], "send timeout value is incorrect"),
+        (&["--cntl-ka=10/5/3"][..], "Keepalive period should be larger"),
     ] {
         let mut args = vec!["-c", "127.0.0.1", "-p", port.as_str(), "-t", "1"];
         args.extend_from_slice(opt);
@@ -287,7 +288,7 @@ fn refusals_and_errors_exit_as_iperf3_does() {
     // An option iperf3 has and landspeed cannot honour is refused by name, never ignored.
     for (opt, name) in [
         (&["-L", "5"][..], "-L/--flowlabel"),
-        (&["--cntl-ka"][..], "--cntl-ka"),
+        (&["--gsro"][..], "--gsro"),
         (&["--pacing-timer", "1000"][..], "--pacing-timer"),
         (&["--rsa-private-key-path", "k"][..], "--rsa-private-key-path"),
         (&["--server-bitrate-limit", "1M"][..], "--server-bitrate-limit"),

@@ -180,7 +180,9 @@ pub fn run_iperf3_client(
         warnings: warnings.clone(),
     });
     let mut hook = Hook::new(&mut link.wire, spec, &data, interrupt, on_event);
-    let format = UdpFormat::Iperf3 { wide: false };
+    let format = UdpFormat::Iperf3 {
+        wide: opts.iperf3_udp64,
+    };
     let out = measure(
         opts,
         spec,
@@ -357,6 +359,9 @@ fn session(opts: &ClientOptions, spec: &TestSpec, cookie: &Cookie) -> ClientSess
     }
     if let Some(t) = &opts.iperf3_title {
         params["title"] = serde_json::json!(t);
+    }
+    if opts.iperf3_udp64 && spec.transport == landspeed_core::config::Transport::Udp {
+        params["udp_counters_64bit"] = serde_json::json!(1);
     }
     if let Some(d) = &opts.iperf3_extra_data {
         params["extra_data"] = serde_json::json!(d);
