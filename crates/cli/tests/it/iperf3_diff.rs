@@ -669,6 +669,15 @@ fn not_busy(run: impl Fn() -> ClientRun) -> ClientRun {
     r
 }
 
+/// What a run ended with: the `error` of its JSON document when it has one (a document's last lines
+/// say nothing), else its last lines.
+fn why(r: &ClientRun) -> String {
+    match r.json.as_ref().and_then(|j| j.get("error")) {
+        Some(e) => format!("error: {e}"),
+        None => tail(&r.text),
+    }
+}
+
 fn tail(s: &str) -> String {
     let t: Vec<&str> = s.lines().rev().take(3).collect();
     t.into_iter().rev().collect::<Vec<_>>().join(" | ")
@@ -872,8 +881,8 @@ fn same_shape(c: &Combo, reference: &ClientRun, ours: &ClientRun) -> Result<(), 
             "exit {} from iperf3, {} from landspeed iperf3\n  iperf3: {}\n  landspeed: {}",
             reference.code,
             ours.code,
-            tail(&reference.text),
-            tail(&ours.text)
+            why(reference),
+            why(ours)
         ));
     }
     if reference.code != 0 || c.has("--json-stream") {
