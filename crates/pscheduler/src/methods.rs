@@ -223,6 +223,7 @@ pub fn client_args(s: &Spec, host: &str, port: u16) -> Vec<String> {
     // pScheduler's source is the client's own address, as iperf3's tool binds it (-B).
     opt("-B", s.local_address.clone().or_else(|| s.source.clone()));
     opt("--cpus", s.client_cpu.map(|n| n.to_string()));
+    opt("--tos", s.ip_tos.map(|n| n.to_string()));
     opt("--server-cpus", s.server_cpu.map(|n| n.to_string()));
     for (on, flag) in [
         (s.udp, "-u"),
@@ -325,11 +326,12 @@ mod tests {
         // pScheduler's bandwidth is per stream; landspeed's -b is the total.
         assert!(line.contains("-P 2") && line.contains("-b 200000000"), "{line}");
         assert!(line.ends_with("-u -R"), "{line}");
-        let tcp = test(json!({"dest": "b", "bandwidth": 5000}));
+        let tcp = test(json!({"dest": "b", "bandwidth": 5000, "ip-tos": 32}));
         let Role::Client { args, .. } = plan(&json!({"participant": 0, "test": tcp})).unwrap() else {
             panic!()
         };
         assert!(args.join(" ").contains("--fq-rate 5000"), "{args:?}");
+        assert!(args.join(" ").contains("--tos 32"), "{args:?}");
     }
 
     #[test]

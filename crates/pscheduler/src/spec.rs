@@ -42,11 +42,11 @@ pub const SUPPORTED: &[(&str, &str)] = &[
     ("loopback", "server and client on this host"),
     ("client-cpu-affinity", "--cpus"),
     ("server-cpu-affinity", "--server-cpus"),
+    ("ip-tos", "--tos"),
 ];
 
 /// Keys of the throughput spec landspeed refuses, and why.
 pub const REFUSED: &[(&str, &str)] = &[
-    ("ip-tos", "landspeed does not set the IP type of service (ip-tos)"),
     (
         "flow-label",
         "landspeed does not set the IPv6 flow label (flow-label)",
@@ -110,6 +110,8 @@ pub struct Spec {
     pub client_cpu: Option<u64>,
     /// The server's CPU.
     pub server_cpu: Option<u64>,
+    /// The IP type-of-service byte (0-255) on every data packet, both ways.
+    pub ip_tos: Option<u64>,
 }
 
 /// Why a spec cannot run.
@@ -247,6 +249,7 @@ impl Reader<'_> {
             loopback: self.present("loopback"),
             client_cpu: self.integer("client-cpu-affinity"),
             server_cpu: self.integer("server-cpu-affinity"),
+            ip_tos: self.integer("ip-tos"),
         };
         self.combinations(&s);
         s
@@ -290,6 +293,9 @@ impl Reader<'_> {
         }
         if s.burst_size.is_some() && !s.udp {
             self.why.push("burst-size applies to UDP only".into());
+        }
+        if let Some(t) = s.ip_tos.filter(|t| *t > 255) {
+            self.why.push(format!("ip-tos must be 0 to 255, not {t}"));
         }
         if let Some(v) = s.ip_version.filter(|v| *v != 4 && *v != 6) {
             self.why.push(format!("ip-version must be 4 or 6, not {v}"));
@@ -417,9 +423,11 @@ mod tests {
             "schema": 7, "dest": "b.example", "source": "a.example", "duration": "PT20S",
             "interval": "PT2S", "omit": "PT1.5S", "parallel": 4, "window-size": 4194304,
             "mss": 1400, "fq-rate": 1000000000u64, "congestion": "bbr", "zero-copy": true,
-            "reverse": true, "ip-version": 6, "local-address": "2001:db8::1", "no-delay": true
+            "reverse": true, "ip-version": 6, "local-address": "2001:db8::1", "no-delay": true,
+            "ip-tos": 32
         })))
         .unwrap();
+        assert_eq!(s.ip_tos, Some(32));
         assert_eq!(s.dest, "b.example");
         assert_eq!(s.duration, Some(Duration::from_secs(20)));
         assert_eq!(s.omit, Some(Duration::from_millis(1500)));
@@ -434,13 +442,13 @@ mod tests {
     #[test]
     fn refusals_name_every_problem() {
         let e = parse_test(&test(json!({
-            "dest": "b", "ip-tos": 32, "flow-label": 7, "frobnicate": 1, "parallel": 0,
+            "dest": "b", "ip-tos": 256, "flow-label": 7, "frobnicate": 1, "parallel": 0,
             "duration": "ten seconds", "udp": "yes", "schema": 9
         })))
         .unwrap_err();
         let all = e.to_string();
         for want in [
-            "type of service",
+            "ip-tos must be 0 to 255, not 256",
             "flow label",
             "does not support 'frobnicate'",
             "parallel must be at least 1",

@@ -105,7 +105,6 @@ fn enumerate_can_run_and_duration_answer_in_pschedulers_shapes() {
 fn can_run_refuses_what_landspeed_cannot_do_with_reasons() {
     let spec_schema = schema("throughput-spec.schema.json");
     for (spec, reason) in [
-        (json!({"dest": "b", "ip-tos": 32}), "type of service"),
         (json!({"dest": "b", "flow-label": 5}), "flow label"),
         (
             json!({"dest": "b", "reverse-connections": true}),
@@ -124,6 +123,10 @@ fn can_run_refuses_what_landspeed_cannot_do_with_reasons() {
         let reasons = c["reasons"].to_string();
         assert!(reasons.contains(reason), "{spec}: {reasons}");
     }
+    // ip-tos is carried out (run --tos), within the schema's 0-255.
+    let tos = json!({"dest": "b", "ip-tos": 32});
+    assert_valid(&spec_schema, &tos);
+    assert_eq!(answer("can-run", &test(tos))["can-run"], true);
     let c = answer("can-run", &json!({"type": "rtt", "spec": {"dest": "b"}}));
     assert!(c["reasons"][0].as_str().unwrap().contains("not 'rtt'"), "{c}");
     // A key outside the throughput spec, and a duration that is not ISO 8601.
