@@ -3,7 +3,8 @@
 //! takes a DiffServ code point, by number (0-63, shifted into the byte's upper six bits) or by name
 //! (the RFC 2474/2597/3246 names iperf3 and OpenSSH accept, which name whole bytes). Networks that
 //! treat classes differently (a scavenger class, an expedited one) are measured per class this way;
-//! one parser keeps `landspeed run` and the iperf3 drop-in reading the same text the same way.
+//! one parser keeps `landspeed run` and the iperf3 drop-in reading the same text the same way. The
+//! IPv6 flow label (iperf3's `-L`), the header's other per-flow field, is read here too.
 
 /// A TOS or DSCP value that cannot be used, with iperf3's own words for it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -69,6 +70,13 @@ pub fn parse_tos(s: &str) -> Result<u8, TosError> {
         .ok_or(TosError::Tos)
 }
 
+/// iperf3's `-L`: an IPv6 flow label, 1 to 0xfffff (`strtol` base 0), or None.
+pub fn parse_flow_label(s: &str) -> Option<u32> {
+    c_integer(s.trim())
+        .filter(|v| (1..=0xf_ffff).contains(v))
+        .map(|v| v as u32)
+}
+
 /// `--dscp`: a code point by number (0-63) or by name, as the TOS byte it sets.
 pub fn parse_dscp(s: &str) -> Result<u8, TosError> {
     let s = s.trim();
@@ -94,6 +102,15 @@ mod tests {
         assert_eq!(parse_tos("255"), Ok(255));
         for bad in ["256", "-1", "abc", "", "0x", "12z", "09"] {
             assert_eq!(parse_tos(bad), Err(TosError::Tos), "{bad}");
+        }
+    }
+
+    #[test]
+    fn flow_labels_are_twenty_bits_and_not_zero() {
+        assert_eq!(parse_flow_label("0x12345"), Some(0x12345));
+        assert_eq!(parse_flow_label("1048575"), Some(0xf_ffff));
+        for bad in ["0", "0x100000", "-1", "x"] {
+            assert_eq!(parse_flow_label(bad), None, "{bad}");
         }
     }
 

@@ -69,6 +69,57 @@ pub fn set_tos(sock: &socket2::SockRef<'_>, tos: Option<u8>) -> Result<(), SockO
     }
 }
 
+/// Linux's `struct in6_flowlabel_req` (linux/in6.h): a flow label asked of the kernel's label
+/// manager for one destination.
+#[repr(C)]
+struct FlowLabelReq {
+    dst: [u8; 16],
+    label_be: u32,
+    action: u8,
+    share: u8,
+    flags: u16,
+    expires: u16,
+    linger: u16,
+    pad: u32,
+}
+
+/// The IPv6 flow label `label` (20 bits) on a TCP socket about to connect to `dst` (iperf3's `-L`):
+/// the label taken from the kernel's manager (created, shared with any socket) and sent in every
+/// packet (IPV6_FLOWINFO_SEND). The connect must give the label in its address too
+/// (`SocketAddrV6::flowinfo`, network order).
+pub fn set_flow_label(sock: &Socket, dst: std::net::Ipv6Addr, label: u32) -> Result<(), SockOptError> {
+    const GET: u8 = 0;
+    const CREATE: u16 = 1;
+    const SHARE_ANY: u8 = 255;
+    let req = FlowLabelReq {
+        dst: dst.octets(),
+        label_be: (label & 0xf_ffff).to_be(),
+        action: GET,
+        share: SHARE_ANY,
+        flags: CREATE,
+        expires: 0,
+        linger: 0,
+        pad: 0,
+    };
+    // SAFETY: setsockopt with a pointer to a live struct of the kernel's layout and its size.
+    let rc = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::IPPROTO_IPV6,
+            libc::IPV6_FLOWLABEL_MGR,
+            (&req as *const FlowLabelReq).cast(),
+            std::mem::size_of::<FlowLabelReq>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(SockOptError::Other {
+            what: "IPV6_FLOWLABEL_MGR",
+            err: std::io::Error::last_os_error(),
+        });
+    }
+    set_int(sock, libc::IPPROTO_IPV6, libc::IPV6_FLOWINFO_SEND, 1).map_err(other("IPV6_FLOWINFO_SEND"))
+}
+
 /// A UDP data socket's options: the test's buffers (or `default_buffer`; a buffer the kernel caps is
 /// reported elsewhere, not an error), its type-of-service byte and, over IPv4, Don't Fragment.
 pub fn udp_options(

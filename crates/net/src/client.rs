@@ -58,6 +58,8 @@ pub struct ClientOptions {
     pub cport: Option<u16>,
     /// The network interface every connection sends from (`--bind-dev`, SO_BINDTODEVICE).
     pub bind_device: Option<String>,
+    /// The IPv6 flow label of every TCP data connection (`--flow-label`, iperf3's `-L`; 1-0xfffff).
+    pub flow_label: Option<u32>,
     /// iperf3's `--get-server-output`: ask an iperf3 server for its own output of the test.
     pub iperf3_server_output: bool,
     /// iperf3's `-T`: the title sent in the parameters (an iperf3 server puts it in its output).
@@ -112,6 +114,7 @@ impl ClientOptions {
             bind: None,
             cport: None,
             bind_device: None,
+            flow_label: None,
             iperf3_server_output: false,
             iperf3_title: None,
             iperf3_udp64: false,
@@ -198,6 +201,12 @@ pub enum ClientError {
         addr: SocketAddr,
         /// How long the client waited.
         after: Duration,
+    },
+    /// `--flow-label`: the label cannot be used.
+    #[error("cannot set the IPv6 flow label: {reason}")]
+    FlowLabel {
+        /// Why.
+        reason: String,
     },
     /// `--bind-dev`: the interface cannot be bound.
     #[error("cannot send from interface {device}: {err}")]
@@ -463,6 +472,12 @@ pub(crate) fn connect(
     spec: Option<(&TestSpec, u32)>,
 ) -> Result<TcpStream, ClientError> {
     let err = |err| ClientError::Connect { addr, err };
+    if opts.flow_label.is_some() && addr.is_ipv4() {
+        // Said before the first connection, not after the server has taken the test.
+        return Err(ClientError::FlowLabel {
+            reason: format!("{addr} is IPv4, and flow labels are IPv6's (connect over IPv6: -6)"),
+        });
+    }
     let mptcp = spec.is_some_and(|(s, _)| s.mptcp);
     let protocol = if mptcp {
         socket2::Protocol::from(landspeed_engine::mptcp::IPPROTO_MPTCP)
@@ -491,9 +506,31 @@ pub(crate) fn connect(
         sock.set_reuse_address(port != 0).map_err(err)?;
         sock.bind(&local(opts, addr, port).into()).map_err(err)?;
     }
-    sock.connect_timeout(&addr.into(), opts.connect_timeout)
+    let to = match (spec, opts.flow_label) {
+        (Some(_), Some(label)) => labelled(&sock, addr, label)?,
+        _ => addr,
+    };
+    sock.connect_timeout(&to.into(), opts.connect_timeout)
         .map_err(err)?;
     Ok(sock.into())
+}
+
+/// `--flow-label`: the label set on a data connection's socket, and the address to connect to with
+/// it (the label in its flow information, as the kernel wants it there too). IPv6 only.
+fn labelled(sock: &Socket, addr: SocketAddr, label: u32) -> Result<SocketAddr, ClientError> {
+    let SocketAddr::V6(v6) = addr else {
+        return Ok(addr);
+    };
+    sockopt::set_flow_label(sock, *v6.ip(), label).map_err(|e| ClientError::FlowLabel {
+        reason: e.to_string(),
+    })?;
+    let flowinfo = (label & 0xf_ffff).to_be();
+    Ok(SocketAddr::V6(std::net::SocketAddrV6::new(
+        *v6.ip(),
+        v6.port(),
+        flowinfo,
+        v6.scope_id(),
+    )))
 }
 
 /// TCP keepalive probes on the control connection: after `idle` without traffic, every `interval`,

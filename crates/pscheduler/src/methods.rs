@@ -224,6 +224,7 @@ pub fn client_args(s: &Spec, host: &str, port: u16) -> Vec<String> {
     opt("-B", s.local_address.clone().or_else(|| s.source.clone()));
     opt("--cpus", s.client_cpu.map(|n| n.to_string()));
     opt("--tos", s.ip_tos.map(|n| n.to_string()));
+    opt("--flow-label", s.flow_label.map(|n| n.to_string()));
     opt("--server-cpus", s.server_cpu.map(|n| n.to_string()));
     for (on, flag) in [
         (s.udp, "-u"),

@@ -43,19 +43,14 @@ pub const SUPPORTED: &[(&str, &str)] = &[
     ("client-cpu-affinity", "--cpus"),
     ("server-cpu-affinity", "--server-cpus"),
     ("ip-tos", "--tos"),
+    ("flow-label", "--flow-label (TCP over IPv6)"),
 ];
 
 /// Keys of the throughput spec landspeed refuses, and why.
-pub const REFUSED: &[(&str, &str)] = &[
-    (
-        "flow-label",
-        "landspeed does not set the IPv6 flow label (flow-label)",
-    ),
-    (
-        "reverse-connections",
-        "landspeed's client always opens the connections (reverse-connections)",
-    ),
-];
+pub const REFUSED: &[(&str, &str)] = &[(
+    "reverse-connections",
+    "landspeed's client always opens the connections (reverse-connections)",
+)];
 
 /// A throughput spec landspeed can run, in landspeed's terms.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -112,6 +107,8 @@ pub struct Spec {
     pub server_cpu: Option<u64>,
     /// The IP type-of-service byte (0-255) on every data packet, both ways.
     pub ip_tos: Option<u64>,
+    /// The IPv6 flow label of the client's TCP data connections.
+    pub flow_label: Option<u64>,
 }
 
 /// Why a spec cannot run.
@@ -250,6 +247,7 @@ impl Reader<'_> {
             client_cpu: self.integer("client-cpu-affinity"),
             server_cpu: self.integer("server-cpu-affinity"),
             ip_tos: self.integer("ip-tos"),
+            flow_label: self.integer("flow-label"),
         };
         self.combinations(&s);
         s
@@ -293,6 +291,13 @@ impl Reader<'_> {
         }
         if s.burst_size.is_some() && !s.udp {
             self.why.push("burst-size applies to UDP only".into());
+        }
+        if let Some(l) = s.flow_label.filter(|l| !(1..=0xf_ffff).contains(l)) {
+            self.why.push(format!("flow-label must be 1 to 1048575, not {l}"));
+        }
+        if s.flow_label.is_some() && (s.udp || s.ip_version == Some(4)) {
+            self.why
+                .push("flow-label labels TCP connections over IPv6: not with udp or ip-version 4".into());
         }
         if let Some(t) = s.ip_tos.filter(|t| *t > 255) {
             self.why.push(format!("ip-tos must be 0 to 255, not {t}"));
@@ -424,10 +429,10 @@ mod tests {
             "interval": "PT2S", "omit": "PT1.5S", "parallel": 4, "window-size": 4194304,
             "mss": 1400, "fq-rate": 1000000000u64, "congestion": "bbr", "zero-copy": true,
             "reverse": true, "ip-version": 6, "local-address": "2001:db8::1", "no-delay": true,
-            "ip-tos": 32
+            "ip-tos": 32, "flow-label": 74565
         })))
         .unwrap();
-        assert_eq!(s.ip_tos, Some(32));
+        assert_eq!((s.ip_tos, s.flow_label), (Some(32), Some(74565)));
         assert_eq!(s.dest, "b.example");
         assert_eq!(s.duration, Some(Duration::from_secs(20)));
         assert_eq!(s.omit, Some(Duration::from_millis(1500)));
@@ -442,14 +447,14 @@ mod tests {
     #[test]
     fn refusals_name_every_problem() {
         let e = parse_test(&test(json!({
-            "dest": "b", "ip-tos": 256, "flow-label": 7, "frobnicate": 1, "parallel": 0,
+            "dest": "b", "ip-tos": 256, "flow-label": 0, "frobnicate": 1, "parallel": 0,
             "duration": "ten seconds", "udp": "yes", "schema": 9
         })))
         .unwrap_err();
         let all = e.to_string();
         for want in [
             "ip-tos must be 0 to 255, not 256",
-            "flow label",
+            "flow-label must be 1 to 1048575, not 0",
             "does not support 'frobnicate'",
             "parallel must be at least 1",
             "duration: 'ten seconds' is not an ISO 8601 duration",

@@ -307,6 +307,12 @@ fn client_values(o: &Opts) -> Result<(), &'static str> {
     if o.affinity.as_deref().is_some_and(|a| affinity(a).is_none()) {
         return Err("unable to set CPU affinity");
     }
+    if o.flowlabel
+        .as_deref()
+        .is_some_and(|l| landspeed_core::tos::parse_flow_label(l).is_none())
+    {
+        return Err("unable to set IPv6 flow label");
+    }
     if o.cntl_ka.as_deref().is_some_and(|k| keepalive(k).is_none()) {
         return Err("control connection Keepalive period should be larger than the full retry period (interval * count)");
     }
@@ -378,13 +384,8 @@ fn refused(o: &Opts) -> Option<String> {
 }
 
 /// iperf3's options landspeed refuses (the daemon, output, authentication and transport ones), and why.
-fn refused_first(o: &Opts) -> [(bool, &'static str, &'static str); 6] {
+fn refused_first(o: &Opts) -> [(bool, &'static str, &'static str); 5] {
     [
-        (
-            o.flowlabel.is_some(),
-            "-L/--flowlabel",
-            "landspeed does not set the IPv6 flow label",
-        ),
         (
             o.file.is_some(),
             "-F/--file",
@@ -573,6 +574,15 @@ fn placement_args(o: &Opts) -> Vec<String> {
         ("--server-cpus", cpus.and_then(|(_, m)| m).map(|m| m.to_string())),
         ("--idle-timeout", idle_limit_ms(o).map(|ms| format!("{ms}ms"))),
         ("--bind-dev", o.bind_dev.clone()),
+        (
+            "--flow-label",
+            // iperf3 labels TCP connections only (a UDP test ignores -L).
+            o.flowlabel
+                .as_deref()
+                .and_then(landspeed_core::tos::parse_flow_label)
+                .filter(|_| !o.udp)
+                .map(|l| l.to_string()),
+        ),
         (
             "--connect-timeout",
             o.connect_timeout.as_ref().map(|ms| format!("{ms}ms")),

@@ -228,6 +228,12 @@ pub fn client_options(a: &RunArgs) -> Result<ClientOptions> {
     }
     let mut opts = options_for(&host, port, &cell)?;
     opts.bind_device = a.test.bind_dev.clone();
+    if a.test.flow_label.is_some() && cell.test.transport != landspeed_core::config::Transport::Tcp {
+        return Err(
+            UsageError("--flow-label applies to TCP data connections (iperf3's -L does too)".into()).into(),
+        );
+    }
+    opts.flow_label = a.test.flow_label;
     opts.send_file = a.send_file.clone();
     opts.recv_file = a.recv_file.clone();
     opts.remote_file = a.remote_file.clone();

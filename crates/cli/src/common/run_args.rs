@@ -171,6 +171,10 @@ pub struct TestArgs {
     /// alike (iperf3's --bind-dev), e.g. --bind-dev eth1.
     #[arg(long, value_name = "DEV")]
     pub bind_dev: Option<String>,
+    /// The IPv6 flow label of every TCP data connection (iperf3's -L): 1 to 0xfffff, decimal or 0x
+    /// hex; the test must run over IPv6.
+    #[arg(long, value_name = "N", value_parser = values::flow_label)]
+    pub flow_label: Option<u32>,
     /// Bind the data connections to local ports PORT, PORT+1, ... (stream N on PORT+N; the control
     /// connection keeps an ephemeral port): for a firewall that opens those ports, or to take one
     /// kind of connection down on an emulated path (`wan change --ports`, `--except-ports`).

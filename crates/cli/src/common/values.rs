@@ -23,6 +23,11 @@ pub fn tos(s: &str) -> Result<u8, String> {
     landspeed_core::tos::parse_tos(s).map_err(|e| e.to_string())
 }
 
+/// An IPv6 flow label (`--flow-label`): 1 to 0xfffff, as C's `strtol` reads it.
+pub fn flow_label(s: &str) -> Result<u32, String> {
+    landspeed_core::tos::parse_flow_label(s).ok_or_else(|| "an IPv6 flow label is 1 to 0xfffff".into())
+}
+
 /// A DiffServ code point (`--dscp`) by number or name, as the TOS byte it sets.
 pub fn dscp(s: &str) -> Result<u8, String> {
     landspeed_core::tos::parse_dscp(s).map_err(|e| e.to_string())

@@ -287,7 +287,7 @@ fn refusals_and_errors_exit_as_iperf3_does() {
     }
     // An option iperf3 has and landspeed cannot honour is refused by name, never ignored.
     for (opt, name) in [
-        (&["-L", "5"][..], "-L/--flowlabel"),
+        (&["--repeating-payload"][..], "--gsro/--repeating-payload"),
         (&["--gsro"][..], "--gsro"),
         (&["--pacing-timer", "1000"][..], "--pacing-timer"),
         (&["--rsa-private-key-path", "k"][..], "--rsa-private-key-path"),

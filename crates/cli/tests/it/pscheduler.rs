@@ -105,7 +105,10 @@ fn enumerate_can_run_and_duration_answer_in_pschedulers_shapes() {
 fn can_run_refuses_what_landspeed_cannot_do_with_reasons() {
     let spec_schema = schema("throughput-spec.schema.json");
     for (spec, reason) in [
-        (json!({"dest": "b", "flow-label": 5}), "flow label"),
+        (
+            json!({"dest": "b", "flow-label": 5, "udp": true}),
+            "labels TCP connections over IPv6",
+        ),
         (
             json!({"dest": "b", "reverse-connections": true}),
             "always opens the connections",

@@ -1,6 +1,7 @@
 //! The type-of-service byte on the wire (`run --tos`/`--dscp`, the drop-in's `-S`/`--dscp`): every data
 //! packet of the test carries it, both ways, whichever end sends, and iperf3 and landspeed carry it to
-//! each other in iperf3's parameters. Read from the packets themselves (a packet socket, root).
+//! each other in iperf3's parameters; and the IPv6 flow label (`run --flow-label`, the drop-in's `-L`)
+//! on every data packet the client sends. Read from the packets themselves (a packet socket, root).
 
 use crate::common::{self, capture::Capture, capture::Seen, Iperf3Server, ServerProc};
 use std::time::Duration;
@@ -113,4 +114,61 @@ fn iperf3_and_the_drop_in_carry_the_tos_to_each_other() {
         0x28,
         "iperf3 --dscp af11 -R against landspeed serve",
     );
+}
+
+#[test]
+fn the_flow_label_is_on_every_data_packet_the_client_sends_over_ipv6() {
+    let s = ServerProc::start("", &[]);
+    let p = s.port.to_string();
+    let Some(cap) = Capture::start(s.port) else { return };
+    let args = [
+        "run",
+        "::1",
+        "-p",
+        &p,
+        "-t",
+        "1",
+        "--no-save",
+        "--flow-label",
+        "0x12345",
+    ];
+    let o = common::landspeed(&args, Duration::from_secs(30));
+    let seen = cap.stop();
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let data: Vec<&Seen> = seen.iter().filter(|x| x.to_port && x.len >= 1000).collect();
+    let labelled = data.iter().filter(|x| x.flow_label == 0x12345).count();
+    assert!(
+        labelled >= 20 && (data.len() - labelled) * 10 <= labelled,
+        "{labelled} of {} data packets with flow label 0x12345",
+        data.len()
+    );
+    // The drop-in's -L, against the same server.
+    let cap = Capture::start(s.port).unwrap();
+    let dropin = ["iperf3", "-c", "::1", "-p", &p, "-t", "1", "-L", "0x54321"];
+    let o = common::landspeed(&dropin, Duration::from_secs(30));
+    let seen = cap.stop();
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let labelled = seen
+        .iter()
+        .filter(|x| x.to_port && x.len >= 1000 && x.flow_label == 0x54321)
+        .count();
+    assert!(
+        labelled >= 20,
+        "{labelled} data packets with the drop-in's -L 0x54321"
+    );
+    // Over IPv4 it is refused, naming why.
+    let v4 = [
+        "run",
+        "127.0.0.1",
+        "-p",
+        &p,
+        "-t",
+        "1",
+        "--no-save",
+        "--flow-label",
+        "5",
+    ];
+    let o = common::landspeed(&v4, Duration::from_secs(30));
+    assert_eq!(o.code, 1);
+    assert!(o.stderr.contains("flow labels are IPv6's"), "{}", o.stderr);
 }

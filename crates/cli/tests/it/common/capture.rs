@@ -9,11 +9,13 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-/// One IPv4 packet to or from the watched port.
+/// One IPv4 or IPv6 packet to or from the watched port.
 #[derive(Debug, Clone, Copy)]
 pub struct Seen {
-    /// The type-of-service byte.
+    /// The type-of-service byte (IPv6: the traffic class).
     pub tos: u8,
+    /// IPv6: the flow label (0 for IPv4).
+    pub flow_label: u32,
     /// The IP packet's total length (a whole TSO/GRO train on loopback).
     pub len: u16,
     /// Toward the watched port (client to server).
@@ -75,20 +77,36 @@ impl Drop for Capture {
     }
 }
 
-/// An IPv4 TCP or UDP packet to or from `port`, from its first bytes.
+/// A TCP or UDP packet to or from `port`, from its first bytes: IPv4, or IPv6 without extension
+/// headers (the only kind a test here sends).
 fn parse(b: &[u8], port: u16) -> Option<Seen> {
-    if b.len() < 20 || b[0] >> 4 != 4 || !matches!(b[9], 6 | 17) {
+    let (header, proto, seen) = match b.first()? >> 4 {
+        4 if b.len() >= 20 => {
+            let ihl = usize::from(b[0] & 0xf) * 4;
+            let len = u16::from_be_bytes([b[2], b[3]]);
+            (ihl, b[9], (b[1], 0, len))
+        }
+        6 if b.len() >= 40 => {
+            let class = (b[0] << 4) | (b[1] >> 4);
+            let label = (u32::from(b[1] & 0xf) << 16) | (u32::from(b[2]) << 8) | u32::from(b[3]);
+            let len = u16::from_be_bytes([b[4], b[5]]).saturating_add(40);
+            (40, b[6], (class, label, len))
+        }
+        _ => return None,
+    };
+    if !matches!(proto, 6 | 17) {
         return None;
     }
-    let ihl = usize::from(b[0] & 0xf) * 4;
-    let ports = b.get(ihl..ihl + 4)?;
+    let ports = b.get(header..header + 4)?;
     let (src, dst) = (
         u16::from_be_bytes([ports[0], ports[1]]),
         u16::from_be_bytes([ports[2], ports[3]]),
     );
+    let (tos, flow_label, len) = seen;
     (src == port || dst == port).then_some(Seen {
-        tos: b[1],
-        len: u16::from_be_bytes([b[2], b[3]]),
+        tos,
+        flow_label,
+        len,
         to_port: dst == port,
     })
 }
