@@ -325,24 +325,9 @@ impl Drop for VethPair {
 #[test]
 fn bind_dev_sends_from_the_interface_named_or_says_there_is_none() {
     let s = ServerProc::start("127.0.0.1", &[]);
-    let p = s.port.to_string();
     let run = |dev: &str| {
-        landspeed(
-            &[
-                "run",
-                "127.0.0.1",
-                "-p",
-                &p,
-                "-t",
-                "1",
-                "--no-save",
-                "--connect-timeout",
-                "2s",
-                "--bind-dev",
-                dev,
-            ],
-            Duration::from_secs(30),
-        )
+        let extra = ["--connect-timeout", "2s", "--bind-dev", dev];
+        one_second_run("127.0.0.1", s.port, &extra)
     };
     let o = run("nosuch0");
     assert_one_clear_line(&o, 1, "cannot send from interface nosuch0: No such device");

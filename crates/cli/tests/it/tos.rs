@@ -37,28 +37,28 @@ fn captured(port: u16, args: &[&str]) -> Option<Vec<Seen>> {
     Some(cap.stop())
 }
 
-/// `landspeed run` against 127.0.0.1:`port` for a second with `extra`, captured.
-fn run_captured(port: u16, extra: &[&str]) -> Option<Vec<Seen>> {
-    let p = port.to_string();
-    let mut args = vec!["run", "127.0.0.1", "-p", &p, "-t", "1", "--no-save"];
-    args.extend_from_slice(extra);
-    captured(port, &args)
+/// `landspeed run` against `host`:`port` for a second with `extra`, captured.
+fn run_captured(host: &str, port: u16, extra: &[&str]) -> Option<Vec<Seen>> {
+    let cap = Capture::start(port)?;
+    let o = common::one_second_run(host, port, extra);
+    assert_eq!(o.code, 0, "{extra:?}: {}\n{}", o.stderr, o.stdout);
+    Some(cap.stop())
 }
 
 #[test]
 fn landspeed_marks_every_data_packet_both_ways_tcp_and_udp() {
     let s = ServerProc::start("127.0.0.1", &[]);
-    let Some(seen) = run_captured(s.port, &["--bidir", "--tos", "0x28"]) else {
+    let Some(seen) = run_captured("127.0.0.1", s.port, &["--bidir", "--tos", "0x28"]) else {
         return;
     };
     assert_marked(&seen, true, 0x28, "TCP --bidir --tos 0x28");
     assert_marked(&seen, false, 0x28, "TCP --bidir --tos 0x28");
     let udp = ["-u", "-b", "40M", "--bidir", "--dscp", "ef"];
-    let seen = run_captured(s.port, &udp).unwrap();
+    let seen = run_captured("127.0.0.1", s.port, &udp).unwrap();
     assert_marked(&seen, true, 0xb8, "UDP --bidir --dscp ef");
     assert_marked(&seen, false, 0xb8, "UDP --bidir --dscp ef");
     // Without the option nothing is marked: the capture tells the two apart.
-    let seen = run_captured(s.port, &["-R"]).unwrap();
+    let seen = run_captured("127.0.0.1", s.port, &["-R"]).unwrap();
     assert_eq!(data_packets(&seen, false, 0x28).0, 0, "marked without --tos");
 }
 
@@ -120,21 +120,9 @@ fn iperf3_and_the_drop_in_carry_the_tos_to_each_other() {
 fn the_flow_label_is_on_every_data_packet_the_client_sends_over_ipv6() {
     let s = ServerProc::start("", &[]);
     let p = s.port.to_string();
-    let Some(cap) = Capture::start(s.port) else { return };
-    let args = [
-        "run",
-        "::1",
-        "-p",
-        &p,
-        "-t",
-        "1",
-        "--no-save",
-        "--flow-label",
-        "0x12345",
-    ];
-    let o = common::landspeed(&args, Duration::from_secs(30));
-    let seen = cap.stop();
-    assert_eq!(o.code, 0, "{}", o.stderr);
+    let Some(seen) = run_captured("::1", s.port, &["--flow-label", "0x12345"]) else {
+        return;
+    };
     let data: Vec<&Seen> = seen.iter().filter(|x| x.to_port && x.len >= 1000).collect();
     let labelled = data.iter().filter(|x| x.flow_label == 0x12345).count();
     assert!(
@@ -157,18 +145,7 @@ fn the_flow_label_is_on_every_data_packet_the_client_sends_over_ipv6() {
         "{labelled} data packets with the drop-in's -L 0x54321"
     );
     // Over IPv4 it is refused, naming why.
-    let v4 = [
-        "run",
-        "127.0.0.1",
-        "-p",
-        &p,
-        "-t",
-        "1",
-        "--no-save",
-        "--flow-label",
-        "5",
-    ];
-    let o = common::landspeed(&v4, Duration::from_secs(30));
+    let o = common::one_second_run("127.0.0.1", s.port, &["--flow-label", "5"]);
     assert_eq!(o.code, 1);
     assert!(o.stderr.contains("flow labels are IPv6's"), "{}", o.stderr);
 }

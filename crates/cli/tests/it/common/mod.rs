@@ -431,6 +431,14 @@ pub fn record_check(o: &Outcome, rule: &str) -> serde_json::Value {
 }
 
 /// Runs the binary with a hard timeout, killing it if it hangs.
+/// `landspeed run HOST -p PORT -t 1 --no-save EXTRA`, to its end (30 s at most).
+pub fn one_second_run(host: &str, port: u16, extra: &[&str]) -> Outcome {
+    let p = port.to_string();
+    let mut args = vec!["run", host, "-p", &p, "-t", "1", "--no-save"];
+    args.extend_from_slice(extra);
+    landspeed(&args, Duration::from_secs(30))
+}
+
 pub fn landspeed(args: &[&str], timeout: Duration) -> Outcome {
     let mut cmd = Command::new(bin());
     cmd.args(args);
