@@ -72,6 +72,7 @@ pub fn set_tos(sock: &socket2::SockRef<'_>, tos: Option<u8>) -> Result<(), SockO
 /// Linux's `struct in6_flowlabel_req` (linux/in6.h): a flow label asked of the kernel's label
 /// manager for one destination.
 #[repr(C)]
+#[derive(Clone, Copy)]
 struct FlowLabelReq {
     dst: [u8; 16],
     label_be: u32,
@@ -101,22 +102,8 @@ pub fn set_flow_label(sock: &Socket, dst: std::net::Ipv6Addr, label: u32) -> Res
         linger: 0,
         pad: 0,
     };
-    // SAFETY: setsockopt with a pointer to a live struct of the kernel's layout and its size.
-    let rc = unsafe {
-        libc::setsockopt(
-            sock.as_raw_fd(),
-            libc::IPPROTO_IPV6,
-            libc::IPV6_FLOWLABEL_MGR,
-            (&req as *const FlowLabelReq).cast(),
-            std::mem::size_of::<FlowLabelReq>() as libc::socklen_t,
-        )
-    };
-    if rc != 0 {
-        return Err(SockOptError::Other {
-            what: "IPV6_FLOWLABEL_MGR",
-            err: std::io::Error::last_os_error(),
-        });
-    }
+    set_value(sock, libc::IPPROTO_IPV6, libc::IPV6_FLOWLABEL_MGR, &req)
+        .map_err(other("IPV6_FLOWLABEL_MGR"))?;
     set_int(sock, libc::IPPROTO_IPV6, libc::IPV6_FLOWINFO_SEND, 1).map_err(other("IPV6_FLOWINFO_SEND"))
 }
 
@@ -166,22 +153,9 @@ pub fn after_connect(sock: &Socket, spec: &TestSpec, sending: bool) -> Result<()
     }
     if let (Some(rate), true) = (spec.fq_rate_bps, sending) {
         let bytes_per_s: u64 = (rate / 8.0).round().max(1.0) as u64;
-        // SAFETY: passes a u64 by pointer with its size, as SO_MAX_PACING_RATE accepts since Linux 4.20.
-        let rc = unsafe {
-            libc::setsockopt(
-                sock.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_MAX_PACING_RATE,
-                (&bytes_per_s as *const u64).cast(),
-                std::mem::size_of::<u64>() as libc::socklen_t,
-            )
-        };
-        if rc != 0 {
-            return Err(SockOptError::Other {
-                what: "SO_MAX_PACING_RATE",
-                err: std::io::Error::last_os_error(),
-            });
-        }
+        // A u64, as SO_MAX_PACING_RATE accepts since Linux 4.20.
+        set_value(sock, libc::SOL_SOCKET, libc::SO_MAX_PACING_RATE, &bytes_per_s)
+            .map_err(other("SO_MAX_PACING_RATE"))?;
         let unsent = paced_queue_bytes(rate).min(i32::MAX as usize) as libc::c_int;
         set_int(sock, libc::IPPROTO_TCP, libc::TCP_NOTSENT_LOWAT, unsent)
             .map_err(other("TCP_NOTSENT_LOWAT"))?;
@@ -227,14 +201,26 @@ pub fn set_int<S: AsRawFd>(
     opt: libc::c_int,
     v: libc::c_int,
 ) -> std::io::Result<()> {
-    // SAFETY: setsockopt with a pointer to a live c_int and its size.
+    set_value(sock, level, opt, &v)
+}
+
+/// Sets a socket option whose value is `v`, passed by pointer with its size: an integer, or a
+/// `#[repr(C)]` struct of the kernel's layout.
+fn set_value<S: AsRawFd, T: Copy>(
+    sock: &S,
+    level: libc::c_int,
+    opt: libc::c_int,
+    v: &T,
+) -> std::io::Result<()> {
+    // SAFETY: setsockopt with a pointer to a live value and its size; `T` is plain data (Copy) laid
+    // out as the option expects (the callers' types say which).
     let rc = unsafe {
         libc::setsockopt(
             sock.as_raw_fd(),
             level,
             opt,
-            (&v as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            (v as *const T).cast(),
+            std::mem::size_of::<T>() as libc::socklen_t,
         )
     };
     if rc != 0 {

@@ -53,13 +53,7 @@ pub fn run_ndt7(
         streams: 1,
         warnings: vec![],
     });
-    let mut run = Run::new(
-        opts,
-        subtest,
-        key,
-        sock.try_clone()
-            .map_err(|err| ClientError::Connect { addr, err })?,
-    );
+    let mut run = Run::new(opts, subtest, key, sock);
     match subtest {
         Subtest::Download => run.download(&mut ws, interrupt, on_event),
         Subtest::Upload => run.upload(&mut ws, interrupt, on_event),
