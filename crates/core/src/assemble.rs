@@ -30,8 +30,12 @@ pub struct RunContext {
     pub started_unix_s: f64,
     /// Ctrl-C stopped the test early.
     pub interrupted: bool,
-    /// `landspeed` or `iperf3`.
+    /// `landspeed`, `iperf3`, `quic-perf` or `ndt7`.
     pub protocol: String,
+    /// The peer is not landspeed (an iperf3 server or client, a QUIC perf or ndt7 server that
+    /// answered no payload key): it neither sends nor checks landspeed's pattern, which is why
+    /// nothing was verified.
+    pub foreign_peer: bool,
 }
 
 impl RunContext {
@@ -50,6 +54,7 @@ impl RunContext {
             started_unix_s,
             interrupted: false,
             protocol: "landspeed".into(),
+            foreign_peer: false,
         }
     }
 }
@@ -633,19 +638,20 @@ fn payload_summary(spec: &TestSpec, inp: &Inputs, bytes_verified: u64) -> Payloa
         .min();
     let mss_ok = smallest_mss.is_none_or(|m| m as usize >= UNIQUE_SEGMENT_MIN);
     let mss_text = smallest_mss.map_or("unknown".to_string(), |m| format!("{m} bytes"));
-    // A foreign server (iperf3, a QUIC perf server) sending to this client sends its own bytes; a
-    // landspeed server over iperf3's protocol sends landspeed's pattern (the payload was agreed).
-    let iperf3_agreed = inp.context.protocol == "iperf3" && spec.verify;
-    let foreign = matches!(inp.context.protocol.as_str(), "iperf3" | "quic-perf")
-        && !iperf3_agreed
+    // A foreign server (iperf3, a QUIC perf or ndt7 server) sending to this client sends its own
+    // bytes; a landspeed server over iperf3's protocol or ndt7 sends landspeed's pattern (agreed).
+    let protocol = inp.context.protocol.as_str();
+    let agreed = matches!(protocol, "iperf3" | "ndt7") && spec.verify;
+    let foreign = matches!(protocol, "iperf3" | "quic-perf" | "ndt7")
+        && !agreed
         && inp.client.streams.iter().any(|s| s.role == Role::Receiver);
     // iperf3's connections carry no stream number: every stream the same bytes at the same offsets.
-    let shared_streams = iperf3_agreed && spec.total_streams() > 1;
+    let shared_streams = protocol == "iperf3" && agreed && spec.total_streams() > 1;
     let held = mss_ok && corrupt == 0 && !foreign && !shared_streams;
+    let unverified_because = (!spec.verify).then(|| unverified_because(&inp.context));
     let evidence = if foreign {
         format!(
-            "the {} server sent its own payload, not landspeed's pattern: nothing shows its packets differed",
-            inp.context.protocol
+            "the {protocol} server sent its own payload, not landspeed's pattern: nothing shows its packets differed"
         )
     } else if shared_streams && corrupt == 0 {
         "every received byte matched landspeed's pattern; over iperf3's protocol every stream carries \
@@ -662,13 +668,15 @@ fn payload_summary(spec: &TestSpec, inp: &Inputs, bytes_verified: u64) -> Payloa
         )
     } else {
         format!(
-            "the senders wrote the never-repeating pattern (segments of {UNIQUE_SEGMENT_MIN} bytes or more are provably distinct; smallest MSS {mss_text}); arrival was not checked (verification was off)"
+            "the senders wrote the never-repeating pattern (segments of {UNIQUE_SEGMENT_MIN} bytes or more are provably distinct; smallest MSS {mss_text}); arrival was not checked ({})",
+            unverified_because.as_deref().unwrap_or_default()
         )
     };
     PayloadSummary {
         pattern: PATTERN_NAME.to_string(),
         key_hex: format!("{:016x}", spec.payload_key),
         verified: spec.verify,
+        unverified_because,
         bytes_verified,
         corrupt_blocks: corrupt,
         first_corruption: first,
@@ -676,6 +684,18 @@ fn payload_summary(spec: &TestSpec, inp: &Inputs, bytes_verified: u64) -> Payloa
         unique_segment_min_bytes: UNIQUE_SEGMENT_MIN as u32,
         smallest_mss_bytes: smallest_mss,
         evidence,
+    }
+}
+
+/// Why a run verified nothing: the user's `--no-verify`, or a server that is not landspeed.
+fn unverified_because(context: &RunContext) -> String {
+    if context.foreign_peer {
+        format!(
+            "the {} peer is not landspeed: it neither sends nor checks landspeed's pattern",
+            context.protocol
+        )
+    } else {
+        "--no-verify".into()
     }
 }
 

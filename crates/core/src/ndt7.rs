@@ -264,6 +264,52 @@ pub struct Measurement {
     pub landspeed: Option<LandspeedCheck>,
 }
 
+impl Measurement {
+    /// The server's count of the subtest's payload so far: its `AppInfo` where it sends one
+    /// (landspeed does), else its TCP_INFO as M-Lab's ndt-server reports it (bytes the client
+    /// acknowledged in a download, bytes received in an upload; those include the WebSocket framing
+    /// and, in a download, the measurement messages).
+    pub fn server_count(&self, subtest: Subtest) -> Option<ServerCount> {
+        if let Some(a) = self.app_info {
+            return Some(ServerCount {
+                bytes: a.num_bytes.max(0) as u64,
+                elapsed_s: a.elapsed_time as f64 / 1e6,
+                source: CountSource::AppInfo,
+            });
+        }
+        let t = self.tcp_info.as_ref()?;
+        let bytes = match subtest {
+            Subtest::Download => t.bytes_acked,
+            Subtest::Upload => t.bytes_received,
+        }?;
+        Some(ServerCount {
+            bytes: bytes.max(0) as u64,
+            elapsed_s: t.elapsed_time_us? as f64 / 1e6,
+            source: CountSource::TcpInfo,
+        })
+    }
+}
+
+/// A server's count of a subtest's payload, from one measurement.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ServerCount {
+    /// Bytes so far.
+    pub bytes: u64,
+    /// Seconds since the subtest began, when counted.
+    pub elapsed_s: f64,
+    /// Which part of the measurement said it.
+    pub source: CountSource,
+}
+
+/// Where a server's count came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CountSource {
+    /// `AppInfo.NumBytes`: binary message payload only.
+    AppInfo,
+    /// `TCPInfo.BytesAcked` (download) or `BytesReceived` (upload): the TCP stream, framing included.
+    TcpInfo,
+}
+
 /// Application-level progress: microseconds since the handshake, payload bytes since then.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "PascalCase")]
@@ -337,6 +383,43 @@ pub fn endpoint(addr: std::net::SocketAddr) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_servers_count_is_its_app_info_else_its_tcp_info_by_direction() {
+        let tcp = TcpInfoMessage {
+            bytes_acked: Some(900),
+            bytes_received: Some(700),
+            elapsed_time_us: Some(2_500_000),
+            ..TcpInfoMessage::default()
+        };
+        let ndt_server = Measurement {
+            tcp_info: Some(tcp.clone()),
+            ..Measurement::default()
+        };
+        let down = ndt_server.server_count(Subtest::Download).unwrap();
+        assert_eq!((down.bytes, down.source), (900, CountSource::TcpInfo));
+        assert!((down.elapsed_s - 2.5).abs() < 1e-9);
+        assert_eq!(ndt_server.server_count(Subtest::Upload).unwrap().bytes, 700);
+        let landspeed = Measurement {
+            app_info: Some(AppInfo {
+                elapsed_time: 1_000_000,
+                num_bytes: 600,
+            }),
+            tcp_info: Some(tcp),
+            ..Measurement::default()
+        };
+        let c = landspeed.server_count(Subtest::Upload).unwrap();
+        assert_eq!((c.bytes, c.source), (600, CountSource::AppInfo));
+        assert_eq!(Measurement::default().server_count(Subtest::Download), None);
+        let no_time = Measurement {
+            tcp_info: Some(TcpInfoMessage {
+                bytes_acked: Some(1),
+                ..TcpInfoMessage::default()
+            }),
+            ..Measurement::default()
+        };
+        assert_eq!(no_time.server_count(Subtest::Download), None);
+    }
 
     #[test]
     fn paths_name_the_subtests_and_nothing_else() {

@@ -180,6 +180,10 @@ pub struct PayloadSummary {
     pub key_hex: String,
     /// Receivers checked every byte.
     pub verified: bool,
+    /// Why nothing was verified (`--no-verify`, or a server that is not landspeed); absent when
+    /// every byte was checked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unverified_because: Option<String>,
     /// Bytes checked against the pattern after the warm-up.
     pub bytes_verified: u64,
     /// 256-byte blocks with at least one wrong byte.

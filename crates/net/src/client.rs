@@ -851,6 +851,7 @@ fn run_context(
         started_unix_s,
         interrupted,
         protocol: protocol.into(),
+        foreign_peer: false,
     }
 }
 

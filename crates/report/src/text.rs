@@ -203,25 +203,24 @@ fn totals(
     );
 }
 
+/// One end's figures; what a foreign end (iperf3, an ndt7 server) does not report is said to be
+/// missing rather than printed as zeros.
 fn endpoint(out: &mut String, e: &EndpointSummary) {
-    let c = &e.cpu;
-    let cyc = c.cycles_per_byte.map_or("-".to_string(), |x| format!("{x:.2}"));
-    let _ = writeln!(
-        out,
-        "  {:<7} CPU: process user {:.1}% system {:.1}% (of one CPU); machine busy {:.1}%, softirq {:.1}% of {} CPUs; {:.3} CPU-s/GB; {} cycles/byte",
-        e.role, c.user_pct, c.system_pct, c.system_busy_pct, c.softirq_pct, c.cpus, c.cpu_s_per_gb, cyc
-    );
+    let _ = writeln!(out, "{}", cpu_line(e));
     let w = &e.window;
     let req = w
         .requested_bytes
         .map_or("default (autotuning)".to_string(), |r| Bytes(r).to_string());
-    let _ = writeln!(
-        out,
-        "  {:<7} window: requested {req}; kernel granted SO_SNDBUF {} SO_RCVBUF {}",
-        e.role,
-        Bytes(w.granted_snd_bytes),
-        Bytes(w.granted_rcv_bytes)
-    );
+    let granted = if w.granted_snd_bytes == 0 && w.granted_rcv_bytes == 0 {
+        "the granted sizes not reported".to_string()
+    } else {
+        format!(
+            "kernel granted SO_SNDBUF {} SO_RCVBUF {}",
+            Bytes(w.granted_snd_bytes),
+            Bytes(w.granted_rcv_bytes)
+        )
+    };
+    let _ = writeln!(out, "  {:<7} window: requested {req}; {granted}", e.role);
     if let Some(i) = &e.interface {
         let _ = writeln!(
             out,
@@ -241,11 +240,15 @@ fn endpoint(out: &mut String, e: &EndpointSummary) {
     if let Some(line) = kernel_counters(e) {
         let _ = writeln!(out, "{line}");
     }
-    let _ = writeln!(
-        out,
-        "  {:<7} {} threads on {}, {}",
-        e.role, e.threads, e.host.hostname, e.host.kernel
-    );
+    if e.host.hostname.is_empty() {
+        let _ = writeln!(out, "  {:<7} {}: reported no host", e.role, software(e));
+    } else {
+        let _ = writeln!(
+            out,
+            "  {:<7} {} threads on {}, {}",
+            e.role, e.threads, e.host.hostname, e.host.kernel
+        );
+    }
     if let Some(m) = &e.memory {
         let _ = writeln!(
             out,
@@ -254,6 +257,35 @@ fn endpoint(out: &mut String, e: &EndpointSummary) {
             Bytes(m.peak_rss_bytes),
             Bytes(m.rss_bytes)
         );
+    }
+}
+
+/// The CPU line: the machine's share only where the end read its CPUs.
+fn cpu_line(e: &EndpointSummary) -> String {
+    let c = &e.cpu;
+    let cyc = c.cycles_per_byte.map_or("-".to_string(), |x| format!("{x:.2}"));
+    let machine = if c.cpus == 0 {
+        "machine not reported".to_string()
+    } else {
+        format!(
+            "machine busy {:.1}%, softirq {:.1}% of {} CPUs",
+            c.system_busy_pct, c.softirq_pct, c.cpus
+        )
+    };
+    if c.cpus == 0 && c.user_pct == 0.0 && c.system_pct == 0.0 {
+        return format!("  {:<7} CPU: not reported by {}", e.role, software(e));
+    }
+    format!(
+        "  {:<7} CPU: process user {:.1}% system {:.1}% (of one CPU); {machine}; {:.3} CPU-s/GB; {cyc} cycles/byte",
+        e.role, c.user_pct, c.system_pct, c.cpu_s_per_gb
+    )
+}
+
+fn software(e: &EndpointSummary) -> &str {
+    if e.software.is_empty() {
+        "the peer"
+    } else {
+        &e.software
     }
 }
 
@@ -361,9 +393,10 @@ fn payload(out: &mut String, r: &RunResult) {
             landspeed_core::config::RxMode::Discard => "receivers discarded the data unread (MSG_TRUNC)",
             landspeed_core::config::RxMode::Copy => "receivers copied the data but did not check it",
         };
+        let why = p.unverified_because.as_deref().unwrap_or("--no-verify");
         let _ = writeln!(
             out,
-            "\nPayload: NOT verified (--no-verify): {rx} ({} pattern)",
+            "\nPayload: NOT verified ({why}): {rx} ({} pattern)",
             p.pattern
         );
     }
@@ -825,6 +858,30 @@ mod tests {
             tcp_info_retransmits: own,
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn an_unverified_run_says_why_and_a_silent_end_is_said_not_reported() {
+        use landspeed_core::assemble::{provisional, RunContext};
+        let spec = landspeed_core::config::TestSpec {
+            verify: false,
+            ..Default::default()
+        };
+        let mut ctx = RunContext::example("h", 1.0);
+        ctx.protocol = "ndt7".into();
+        ctx.foreign_peer = true;
+        let mut r = provisional(&spec, ctx);
+        r.remote.software = "ndt7 server".into();
+        let t = render(&r);
+        assert!(
+            t.contains("Payload: NOT verified (the ndt7 peer is not landspeed: it neither sends nor checks landspeed's pattern)"),
+            "{t}"
+        );
+        assert!(t.contains("  server  CPU: not reported by ndt7 server\n"), "{t}");
+        assert!(t.contains("  server  ndt7 server: reported no host\n"), "{t}");
+        assert!(!t.contains("of 0 CPUs"), "{t}");
+        let own = provisional(&spec, RunContext::example("h", 1.0));
+        assert!(render(&own).contains("Payload: NOT verified (--no-verify)"));
     }
 
     #[test]

@@ -51,6 +51,7 @@ fn fake(o: &ClientOptions) -> RunResult {
             started_unix_s: 1.0,
             interrupted: false,
             protocol: "landspeed".into(),
+            foreign_peer: false,
         },
         client: &e,
         server: &e,

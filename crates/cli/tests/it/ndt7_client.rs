@@ -124,6 +124,9 @@ fn foreign_download_server() -> (std::net::SocketAddr, std::thread::JoinHandle<(
         for _ in 0..200 {
             ws.send(tungstenite::Message::binary(vec![0u8; 8192])).unwrap();
         }
+        // The last measurement as M-Lab's ndt-server writes them: no AppInfo, its count in TCPInfo.
+        let m = r#"{"TCPInfo":{"BytesAcked":1650000,"ElapsedTime":2000000},"Origin":"server","Test":"download"}"#;
+        ws.send(tungstenite::Message::text(m)).unwrap();
         let _ = ws.close(None);
         while ws.read().is_ok() {}
     });
@@ -142,4 +145,14 @@ fn another_ndt7_server_is_counted_and_said_unverified() {
     assert_eq!(n(&r["summary"]["bytes_verified"]), 0, "{r}");
     let warnings = r["warnings"].to_string();
     assert!(warnings.contains("nothing was verified"), "{warnings}");
+    // Why, in the result itself, and no claim about bytes landspeed did not write.
+    let why = r["payload"]["unverified_because"].as_str().unwrap_or_default();
+    assert!(why.contains("ndt7 peer is not landspeed"), "{r}");
+    assert_eq!(r["payload"]["different_data_every_packet"], false, "{r}");
+    // The server's count from its TCPInfo when it sends no AppInfo, and said to be so.
+    assert_eq!(n(&r["summary"]["bytes_sent"]), 1_650_000, "{r}");
+    assert!(
+        warnings.contains("1650000 bytes acknowledged (its TCP_INFO"),
+        "{warnings}"
+    );
 }

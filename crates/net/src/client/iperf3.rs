@@ -212,7 +212,7 @@ pub fn run_iperf3_client(
         },
     );
     let interrupted = interrupt.load(Relaxed);
-    let context = super::run_context(
+    let mut context = super::run_context(
         opts,
         local,
         addr,
@@ -221,6 +221,8 @@ pub fn run_iperf3_client(
         interrupted,
         "iperf3",
     );
+    // Without --no-verify, a payload not agreed means the server is iperf3 itself.
+    context.foreign_peer = !agreed && offered.verify;
     let mut result = assemble(&Inputs {
         spec,
         context,

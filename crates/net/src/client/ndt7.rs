@@ -59,7 +59,7 @@ pub fn run_ndt7(
         Subtest::Upload => run.upload(&mut ws, interrupt, on_event),
     }
     let (spec, client, server) = run.reports(opts)?;
-    let context = run_context(
+    let mut context = run_context(
         opts,
         local,
         addr,
@@ -68,6 +68,7 @@ pub fn run_ndt7(
         interrupt.load(Relaxed),
         "ndt7",
     );
+    context.foreign_peer = !spec.verify;
     let mut result = assemble(&Inputs {
         spec: &spec,
         context,
@@ -442,12 +443,12 @@ impl Run {
             first_corruption: self.first_corruption.clone(),
             ..StreamReport::empty(0, self.flow(), mine)
         };
-        let said = self.last.as_ref().and_then(|m| m.app_info);
+        let said = self.last.as_ref().and_then(|m| m.server_count(self.subtest));
         let check = self.server_check();
         let remote = StreamReport {
-            bytes: said.map_or(0, |a| a.num_bytes.max(0) as u64),
+            bytes: said.map_or(0, |c| c.bytes),
             first_byte_s: said.map(|_| 0.0),
-            last_byte_s: said.map(|a| a.elapsed_time as f64 / 1e6),
+            last_byte_s: said.map(|c| c.elapsed_s),
             bytes_verified: check.map_or(0, |c| c.bytes_verified),
             corrupt_blocks: check.map_or(0, |c| c.corrupt_blocks),
             ..StreamReport::empty(0, self.flow(), theirs)
@@ -485,20 +486,26 @@ impl Run {
         }
         match self.last.as_ref() {
             None => notes.push("ndt7: the server sent no measurement".into()),
-            Some(m) => notes.push(server_view(m, self.measurements)),
+            Some(m) => notes.push(server_view(m, self.subtest, self.measurements)),
         }
         notes
     }
 }
 
 /// The server's last measurement in one line: its count, when, and its TCP figures.
-fn server_view(m: &Measurement, count: u64) -> String {
+fn server_view(m: &Measurement, subtest: Subtest, count: u64) -> String {
     let mut parts = vec![format!("{count} measurements")];
-    if let Some(a) = m.app_info {
+    if let Some(c) = m.server_count(subtest) {
+        let from = match (c.source, subtest) {
+            (ndt7::CountSource::AppInfo, _) => "",
+            (ndt7::CountSource::TcpInfo, Subtest::Download) => {
+                " acknowledged (its TCP_INFO, framing included)"
+            }
+            (ndt7::CountSource::TcpInfo, Subtest::Upload) => " received (its TCP_INFO, framing included)",
+        };
         parts.push(format!(
-            "the last at {:.2} s: {} bytes",
-            a.elapsed_time as f64 / 1e6,
-            a.num_bytes
+            "the last at {:.2} s: {} bytes{from}",
+            c.elapsed_s, c.bytes
         ));
     }
     if let Some(t) = &m.tcp_info {

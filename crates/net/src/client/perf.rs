@@ -88,7 +88,7 @@ pub fn run_quic_perf(
         streams: client.streams.iter().map(server_view).collect(),
         ..EndpointReport::default()
     };
-    let context = run_context(
+    let mut context = run_context(
         opts,
         local,
         addr,
@@ -97,6 +97,7 @@ pub fn run_quic_perf(
         interrupt.load(Relaxed),
         "quic-perf",
     );
+    context.foreign_peer = true;
     Ok(assemble(&Inputs {
         spec,
         context,

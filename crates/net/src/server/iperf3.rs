@@ -208,6 +208,7 @@ fn server_context(
         started_unix_s,
         interrupted: false,
         protocol: "iperf3".into(),
+        foreign_peer: false,
     }
 }
 
@@ -233,7 +234,10 @@ fn seen_here(
             "iperf3 client"
         },
     );
-    let context = server_context(addresses, started, here.threads);
+    let context = RunContext {
+        foreign_peer: !spec.verify,
+        ..server_context(addresses, started, here.threads)
+    };
     landspeed_core::assemble::assemble(&landspeed_core::assemble::Inputs {
         spec,
         context,

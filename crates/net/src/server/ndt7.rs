@@ -5,6 +5,8 @@
 //! cannot take every thread). A request is checked like any other test (`--allow`, the per-minute
 //! rate, `--max-tests`) before the WebSocket handshake; each subtest is one line in the server log.
 
+mod frame;
+
 use super::{ServerEvent, Shared};
 use crate::http::RequestHead as Request;
 use landspeed_core::config::Direction;
@@ -548,39 +550,45 @@ fn download(ws: &mut WebSocket<Box<dyn Conn>>, sock: &TcpStream, info: &Reporter
             return p.fail(&format!("sending a measurement: {e}"));
         }
     }
-    let mut queued = false;
+    // A measurement due goes out between frames, through tungstenite; the binary frames go past it.
+    // The end, like a measurement, waits for a frame on its way out.
+    let (mut measure, mut ending) = (false, false);
+    let mut frame: Option<frame::BinaryFrame> = None;
     loop {
         let now = p.started.elapsed().as_secs_f64();
         match t.at(now) {
             Due::CutOff => return p.fail("cut off at the ndt7 hard limit (13 s)"),
-            Due::End => return close(ws, sock, &mut t, p),
-            Due::Measure => {
+            Due::End => ending = true,
+            Due::Measure => measure = true,
+            Due::Nothing => {}
+        }
+        if ending && frame.is_none() {
+            return close(ws, sock, &mut t, p);
+        }
+        let _ = sock.set_write_timeout(Some(slice(&t, now)));
+        if frame.is_none() {
+            if std::mem::take(&mut measure) {
                 if let Err(e) = ws.write(Message::text(info.message(sock, p))) {
                     if !not_yet(&e) {
                         return p.fail(&format!("sending a measurement: {e}"));
                     }
                 }
             }
-            Due::Nothing => {}
-        }
-        let _ = sock.set_write_timeout(Some(slice(&t, now)));
-        if !queued {
-            let n = sizer.size();
-            let data = gen.fill(0, sizer.total(), n).to_vec();
-            match ws.write(Message::binary(data)) {
+            match ws.flush() {
                 Ok(()) => {}
-                Err(e) if not_yet(&e) => {}
+                Err(e) if not_yet(&e) => continue,
                 Err(e) => return p.fail(&format!("sending: {e}")),
             }
+            frame = Some(frame::BinaryFrame::new(sizer.total(), sizer.size()));
             sizer.sent();
-            queued = true;
         }
-        match ws.flush() {
+        let Some(f) = frame.as_mut() else { continue };
+        match f.write_to(ws.get_mut(), gen.fill(0, f.offset, f.len)) {
             Ok(()) => {
-                queued = false;
-                p.bytes = sizer.total();
+                p.bytes = f.offset + f.len as u64;
+                frame = None;
             }
-            Err(e) if not_yet(&e) => {}
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
             Err(e) => return p.fail(&format!("sending: {e}")),
         }
     }
