@@ -352,6 +352,21 @@ fn oversized_and_malformed_frames_end_the_subtest_at_once_with_the_reason_logged
     assert!(ends(bare), "an unmasked frame did not end the connection");
     let line = ndt7_line(&s);
     assert!(line.contains("FAILED: receiving:"), "{line}");
+    // A ping is answered with its payload; then a continuation frame that continues no message ends
+    // the subtest (RFC 6455's fragmentation rules).
+    let mut c = raw_upgrade(a, "/ndt/v7/upload");
+    let mask = [9, 8, 7, 6];
+    c.write_all(&[0x89, 0x82, 9, 8, 7, 6, b'h' ^ mask[0], b'i' ^ mask[1]])
+        .unwrap();
+    let got = read_through(&mut c, &[0x8a, 0x02, b'h', b'i']);
+    assert!(got.ends_with(&[0x8a, 0x02, b'h', b'i']), "no pong: {got:?}");
+    c.write_all(&[0x80, 0x81, 1, 2, 3, 4, 5]).unwrap();
+    assert!(ends(c), "a stray continuation did not end the connection");
+    let line = ndt7_line(&s);
+    assert!(
+        line.contains("FAILED: receiving: a continuation frame outside a message"),
+        "{line}"
+    );
 }
 
 #[test]

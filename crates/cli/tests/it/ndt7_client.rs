@@ -125,7 +125,8 @@ fn foreign_download_server() -> (std::net::SocketAddr, std::thread::JoinHandle<(
             ws.send(tungstenite::Message::binary(vec![0u8; 8192])).unwrap();
         }
         // The last measurement as M-Lab's ndt-server writes them: no AppInfo, its count in TCPInfo.
-        let m = r#"{"TCPInfo":{"BytesAcked":1650000,"ElapsedTime":2000000},"Origin":"server","Test":"download"}"#;
+        let m =
+            r#"{"TCPInfo":{"BytesAcked":1650000,"ElapsedTime":2000000},"Origin":"server","Test":"download"}"#;
         ws.send(tungstenite::Message::text(m)).unwrap();
         let _ = ws.close(None);
         while ws.read().is_ok() {}

@@ -6,6 +6,7 @@
 //! rate, `--max-tests`) before the WebSocket handshake; each subtest is one line in the server log.
 
 mod frame;
+mod upload;
 
 use super::{ServerEvent, Shared};
 use crate::http::RequestHead as Request;
@@ -413,7 +414,6 @@ fn run(
     let config = WebSocketConfig::default()
         .max_message_size(Some(ndt7::MAX_MESSAGE_BYTES + 1024))
         .max_frame_size(Some(ndt7::MAX_MESSAGE_BYTES + 1024));
-    let mut ws = WebSocket::from_partially_read(stream, rest, Role::Server, Some(config));
     let info = Reporter::new(sock, subtest, started);
     let mut p = Progress {
         bytes: 0,
@@ -422,8 +422,11 @@ fn run(
         check: ndt7::payload_key(metadata).map(Check::new),
     };
     match subtest {
-        Subtest::Download => download(&mut ws, sock, &info, &mut p),
-        Subtest::Upload => upload(&mut ws, sock, &info, &mut p),
+        Subtest::Download => {
+            let mut ws = WebSocket::from_partially_read(stream, rest, Role::Server, Some(config));
+            download(&mut ws, sock, &info, &mut p)
+        }
+        Subtest::Upload => upload::upload(&mut upload::Frames::new(stream, rest), sock, &info, &mut p),
     }
     let mut log = failed(peer, subtest, String::new());
     log.error = p.error;
@@ -594,34 +597,6 @@ fn download(ws: &mut WebSocket<Box<dyn Conn>>, sock: &TcpStream, info: &Reporter
     }
 }
 
-/// The upload: counts the client's binary messages, answers with a measurement every 250 ms, and
-/// closes at 10 s (or when the client closes first).
-fn upload(ws: &mut WebSocket<Box<dyn Conn>>, sock: &TcpStream, info: &Reporter, p: &mut Progress) {
-    let mut t = Timetable::new(ndt7::TEST_S);
-    loop {
-        let now = p.started.elapsed().as_secs_f64();
-        match t.at(now) {
-            Due::CutOff => return p.fail("cut off at the ndt7 hard limit (13 s)"),
-            Due::End => return close(ws, sock, &mut t, p),
-            Due::Measure => match ws.send(Message::text(info.message(sock, p))) {
-                Ok(()) => {}
-                Err(e) if not_yet(&e) => {}
-                Err(e) => return p.fail(&format!("sending a measurement: {e}")),
-            },
-            Due::Nothing => {}
-        }
-        let _ = sock.set_read_timeout(Some(slice(&t, now)));
-        match ws.read() {
-            Ok(Message::Binary(b)) => p.received(&b),
-            Ok(Message::Close(_)) => return finish_close(ws, sock),
-            Ok(_) => {}
-            Err(e) if not_yet(&e) => {}
-            Err(tungstenite::Error::ConnectionClosed) => return,
-            Err(e) => return p.fail(&format!("receiving: {e}")),
-        }
-    }
-}
-
 /// Starts the closing handshake at the end of the test time and waits (to the hard limit) for the
 /// client's answer, counting what still arrives.
 fn close(ws: &mut WebSocket<Box<dyn Conn>>, sock: &TcpStream, t: &mut Timetable, p: &mut Progress) {
@@ -646,12 +621,6 @@ fn close(ws: &mut WebSocket<Box<dyn Conn>>, sock: &TcpStream, t: &mut Timetable,
             Err(_) => return,
         }
     }
-}
-
-/// The client closed first: send the answering close (queued by the read that saw it) and stop.
-fn finish_close(ws: &mut WebSocket<Box<dyn Conn>>, sock: &TcpStream) {
-    let _ = sock.set_write_timeout(Some(Duration::from_secs(1)));
-    let _ = ws.flush();
 }
 
 impl Progress {
