@@ -7,7 +7,7 @@
 //! counted and, when the client named its payload key, unmasked and checked; pings answered, the
 //! close handshake either way.
 
-use super::{not_yet, slice, Conn, Progress, Reporter};
+use super::{not_yet, slice, Conn, Progress, Reporter, Waits};
 use landspeed_core::ndt7::{self, Due, Timetable};
 use std::net::TcpStream;
 use tungstenite::protocol::frame::coding::{Control, Data, OpCode};
@@ -43,26 +43,23 @@ fn order(inside: &mut Option<Kind>, op: Data, fin: bool) -> Result<Kind, String>
     Ok(kind)
 }
 
-/// `data` with the client's mask removed, into `out` (the mask starts again with each frame).
+/// `data` with the client's mask removed, into `out` (the mask starts again with each frame): a copy,
+/// then the XOR eight bytes at a time, which the compiler turns into vector instructions.
 fn unmask(data: &[u8], mask: [u8; 4], out: &mut Vec<u8>) {
     out.clear();
-    out.reserve(data.len());
+    out.extend_from_slice(data);
     let wide = u64::from_ne_bytes([
         mask[0], mask[1], mask[2], mask[3], mask[0], mask[1], mask[2], mask[3],
     ]);
-    let mut chunks = data.chunks_exact(8);
+    let mut chunks = out.chunks_exact_mut(8);
     for c in &mut chunks {
-        let v = u64::from_ne_bytes(c.try_into().unwrap_or_default()) ^ wide;
-        out.extend_from_slice(&v.to_ne_bytes());
+        let mut word = [0u8; 8];
+        word.copy_from_slice(c);
+        c.copy_from_slice(&(u64::from_ne_bytes(word) ^ wide).to_ne_bytes());
     }
-    let done = data.len() - chunks.remainder().len();
-    out.extend(
-        chunks
-            .remainder()
-            .iter()
-            .enumerate()
-            .map(|(i, b)| b ^ mask[(done + i) & 3]),
-    );
+    for (i, b) in chunks.into_remainder().iter_mut().enumerate() {
+        *b ^= mask[i & 3];
+    }
 }
 
 /// The frames of an upload.
@@ -137,6 +134,7 @@ impl Frames {
 /// closes at 10 s (or when the client closes first).
 pub(super) fn upload(f: &mut Frames, sock: &TcpStream, info: &Reporter, p: &mut Progress) {
     let mut t = Timetable::new(ndt7::TEST_S);
+    let mut waits = Waits::new(sock);
     loop {
         let now = p.started.elapsed().as_secs_f64();
         match t.at(now) {
@@ -153,7 +151,7 @@ pub(super) fn upload(f: &mut Frames, sock: &TcpStream, info: &Reporter, p: &mut 
             }
             Due::Nothing => {}
         }
-        let _ = sock.set_read_timeout(Some(slice(&t, now)));
+        waits.read(&t, now);
         match f.next(p) {
             Ok(Step::Go) => {}
             Ok(Step::Closed) => return answer_close(f, sock),
