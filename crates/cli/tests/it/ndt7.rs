@@ -367,6 +367,14 @@ fn oversized_and_malformed_frames_end_the_subtest_at_once_with_the_reason_logged
         line.contains("FAILED: receiving: a continuation frame outside a message"),
         "{line}"
     );
+    // A ping of 126 bytes: control frames carry 125 at most.
+    let mut c = raw_upgrade(a, "/ndt/v7/upload");
+    let mut ping = vec![0x89, 0xfe, 0, 126, 1, 2, 3, 4];
+    ping.extend_from_slice(&[0u8; 126]);
+    c.write_all(&ping).unwrap();
+    assert!(ends(c), "an oversized ping did not end the connection");
+    let line = ndt7_line(&s);
+    assert!(line.contains("over 125 bytes"), "{line}");
 }
 
 #[test]

@@ -2,8 +2,9 @@
 //! Go client sends each message in fragments, so every byte was copied once more to put the message
 //! together (9% of the server's CPU in a 30 Gbit/s upload, perf) and unmasked even when nothing
 //! checks it. Here frames come from tungstenite's `FrameSocket` (its codec and its frame size limit)
-//! and this module keeps the rules a counting receiver needs: client frames masked (RFC 6455), data
-//! frames in order (a continuation only inside a message, no new message inside one), binary bytes
+//! and this module keeps the rules a counting receiver needs: client frames masked (RFC 6455), no
+//! reserved bits, control frames whole and at most 125 bytes, data frames in order (a continuation
+//! only inside a message, no new message inside one), binary bytes
 //! counted and, when the client named its payload key, unmasked and checked; pings answered, the
 //! close handshake either way.
 
@@ -84,6 +85,13 @@ impl Frames {
         let Some(mask) = header.mask else {
             return Err("a client frame without a mask".into());
         };
+        if header.rsv1 || header.rsv2 || header.rsv3 {
+            return Err("reserved bits set with no extension agreed".into());
+        }
+        let control = matches!(header.opcode, OpCode::Control(_));
+        if control && (!header.is_final || frame.payload().len() > 125) {
+            return Err("a control frame fragmented or over 125 bytes".into());
+        }
         match header.opcode {
             OpCode::Data(op) => {
                 if order(&mut self.inside, op, header.is_final)? == Kind::Binary {
