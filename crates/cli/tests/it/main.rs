@@ -25,6 +25,7 @@ mod mptcp;
 mod ndt7;
 mod ndt7_client;
 mod ndt7_mlab_page;
+mod ndt7_rs;
 mod path;
 mod path_changes;
 mod pscheduler;
