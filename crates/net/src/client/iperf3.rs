@@ -211,18 +211,16 @@ pub fn run_iperf3_client(
             "iperf3 server"
         },
     );
-    let interrupted = interrupt.load(Relaxed);
     let mut context = super::run_context(
         opts,
         local,
         addr,
         &local_report,
         started_unix_s,
-        interrupted,
+        interrupt.load(Relaxed),
         "iperf3",
     );
-    // Without --no-verify, a payload not agreed means the server is iperf3 itself.
-    context.foreign_peer = !agreed && offered.verify;
+    context.foreign_peer = !agreed && offered.verify; // asked for, not agreed: iperf3 itself
     let mut result = assemble(&Inputs {
         spec,
         context,

@@ -646,6 +646,28 @@ fn close(ws: &mut WebSocket<Box<dyn Conn>>, sock: &TcpStream, t: &mut Timetable,
             return;
         }
     }
+    closing(sock, t, p, |p| match ws.read() {
+        Ok(Message::Binary(b)) => {
+            p.received(&b);
+            true
+        }
+        Ok(_) => true,
+        Err(e) if not_yet(&e) => {
+            let _ = ws.flush();
+            true
+        }
+        Err(_) => false,
+    });
+}
+
+/// The wait after the server's close, download or upload: `step` reads what still arrives (false
+/// once the client has answered or the connection is gone), to the hard limit.
+fn closing(
+    sock: &TcpStream,
+    t: &mut Timetable,
+    p: &mut Progress,
+    mut step: impl FnMut(&mut Progress) -> bool,
+) {
     loop {
         let now = p.started.elapsed().as_secs_f64();
         if t.at(now) == Due::CutOff {
@@ -653,13 +675,8 @@ fn close(ws: &mut WebSocket<Box<dyn Conn>>, sock: &TcpStream, t: &mut Timetable,
         }
         let _ = sock.set_read_timeout(Some(slice(t, now)));
         let _ = sock.set_write_timeout(Some(slice(t, now)));
-        match ws.read() {
-            Ok(Message::Binary(b)) => p.received(&b),
-            Ok(_) => {}
-            Err(e) if not_yet(&e) => {
-                let _ = ws.flush();
-            }
-            Err(_) => return,
+        if !step(p) {
+            return;
         }
     }
 }

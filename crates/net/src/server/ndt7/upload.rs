@@ -8,7 +8,7 @@
 //! counted and, when the client named its payload key, unmasked and checked; pings answered, the
 //! close handshake either way.
 
-use super::{not_yet, slice, Conn, Progress, Reporter, Waits};
+use super::{closing, not_yet, Conn, Progress, Reporter, Waits};
 use landspeed_core::ndt7::{self, Due, Timetable};
 use std::net::TcpStream;
 use tungstenite::protocol::frame::coding::{Control, Data, OpCode};
@@ -175,19 +175,10 @@ fn close(f: &mut Frames, sock: &TcpStream, t: &mut Timetable, p: &mut Progress) 
     if f.send(Frame::close(None)).is_err() {
         return;
     }
-    loop {
-        let now = p.started.elapsed().as_secs_f64();
-        if t.at(now) == Due::CutOff {
-            return;
-        }
-        let _ = sock.set_read_timeout(Some(slice(t, now)));
-        let _ = sock.set_write_timeout(Some(slice(t, now)));
+    closing(sock, t, p, |p| {
         let _ = f.socket.flush();
-        match f.next(p) {
-            Ok(Step::Go) => {}
-            Ok(Step::Closed) | Err(_) => return,
-        }
-    }
+        f.next(p) == Ok(Step::Go)
+    });
 }
 
 /// The client closed first: answer its close and stop.
