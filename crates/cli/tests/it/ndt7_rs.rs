@@ -1,7 +1,7 @@
 //! The `ndt7-client` crate's command (crates.io, ndt7-client 0.3.1: an ndt7 client written by other
 //! authors in Rust) against `landspeed serve --ndt7`: both subtests complete, and what it counted
 //! agrees with the server's log. `.ci/run` builds it into target/peers/ndt7-client-rs (`cargo install
-//! ndt7-client --version 0.3.1 --locked --root target/peers/ndt7-client-rs`) and names it in
+//! --debug ndt7-client --version 0.3.1 --locked --root target/peers/ndt7-client-rs`) and names it in
 //! LANDSPEED_NDT7_RS; with CI set, a missing binary fails the test. It always runs with
 //! `--no-locate`, so it reaches only the server named here.
 
@@ -21,8 +21,8 @@ fn client() -> Option<PathBuf> {
         Some(path)
     } else {
         common::missing(&format!(
-            "the ndt7-client crate's command is missing at {} (cargo install ndt7-client --version \
-             0.3.1 --locked --root target/peers/ndt7-client-rs)",
+            "the ndt7-client crate's command is missing at {} (cargo install --debug ndt7-client \
+             --version 0.3.1 --locked --root target/peers/ndt7-client-rs)",
             path.display()
         ))
     }
