@@ -9,7 +9,11 @@ iperf2-2.0-P2-sum.csv is written in iperf 2.0.x's format, whose `-P N` runs end 
 stream id -1 (no 2.0.x binary can be had on this machine to capture one). iperf3-3.21-P2.json and
 landspeed-iperf3-P2.json were captured on loopback with `-c 127.0.0.1 -t 1 -P 2 -J` from iperf 3.21+
 (against `iperf3 -s`) and from `landspeed iperf3` (against `landspeed serve`): bench/dropin's rate must
-be both streams' received rates added, not one stream's.
+be both streams' received rates added, not one stream's. ndt7-client-go-0.10.1-download.jsonl and
+ndt7-client-rs-0.3.1-upload.jsonl are M-Lab's Go client (`-format json -upload=false`) and the
+ndt7-client crate's command (`--format json --no-download`) against `landspeed serve --ndt7
+--ndt7-plain` on loopback: bench/ndt7 must read the client's last count of that subtest (not a
+server measurement's, nor the other subtest's) and the summary's rate.
 """
 import importlib.machinery, importlib.util, json, os, sys
 
@@ -21,6 +25,9 @@ loader.exec_module(peers)
 dropin_loader = importlib.machinery.SourceFileLoader("dropin", os.path.join(HERE, "dropin"))
 dropin = importlib.util.module_from_spec(importlib.util.spec_from_loader("dropin", dropin_loader))
 dropin_loader.exec_module(dropin)
+ndt7_loader = importlib.machinery.SourceFileLoader("ndt7", os.path.join(HERE, "ndt7"))
+ndt7 = importlib.util.module_from_spec(importlib.util.spec_from_loader("ndt7", ndt7_loader))
+ndt7_loader.exec_module(ndt7)
 
 
 def fixture(name):
@@ -56,8 +63,32 @@ def check_dropin():
     return passed, failed
 
 
+NDT7_CASES = [
+    # (parser, fixture, subtest, (the client's last count, the summary's Mbit/s) or None)
+    ("parse_go", "ndt7-client-go-0.10.1-download.jsonl", "download", (35092717508, 28765.05010327546)),
+    ("parse_go", "ndt7-client-go-0.10.1-download.jsonl", "upload", None),
+    ("parse_rs", "ndt7-client-rs-0.3.1-upload.jsonl", "upload", (46680506368, 38281.349984820765)),
+    ("parse_rs", "ndt7-client-rs-0.3.1-upload.jsonl", "download", None),
+]
+
+
+def check_ndt7():
+    passed = failed = 0
+    for parser, name, subtest, want in NDT7_CASES:
+        got = getattr(ndt7, parser)(fixture(name), subtest)
+        got = got[0] if parser == "parse_go" else got
+        if got == want:
+            passed += 1
+        else:
+            failed += 1
+            print(f"FAIL {name} ({subtest}): bench/ndt7 read {got}, want {want}")
+    return passed, failed
+
+
 def main():
     passed, failed = check_dropin()
+    p, f = check_ndt7()
+    passed, failed = passed + p, failed + f
     for name, want_bytes, want_bps in CASES:
         got = peers.iperf2_parse(fixture(name))
         if got == (want_bytes, want_bps):
