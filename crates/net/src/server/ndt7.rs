@@ -528,14 +528,10 @@ fn not_yet(e: &tungstenite::Error) -> bool {
     matches!(e, tungstenite::Error::Io(io) if matches!(io.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut))
 }
 
-/// Waits this long at most in one blocking write or read, so the timetable is looked at in time.
-fn slice(t: &Timetable, now_s: f64) -> Duration {
-    Duration::from_secs_f64(t.wait_s(now_s).clamp(0.005, 0.25))
-}
-
-/// A data loop's socket timeouts: the time to the timetable's next event rounded down to 5 ms
-/// steps (5 to 250 ms), set only when that changes. A setsockopt at every frame was 6% of the
-/// server's CPU in an upload of small frames (perf); this sets one a few times per 250 ms.
+/// A loop's socket timeouts, so a blocking read or write returns in time for the timetable's next
+/// event: the time to it rounded down to 5 ms steps (5 to 250 ms), set only when that changes. A
+/// setsockopt at every frame was 6% of the server's CPU in an upload of small frames (perf); this
+/// sets one a few times per 250 ms.
 struct Waits<'a> {
     sock: &'a TcpStream,
     read: Option<Duration>,
@@ -668,13 +664,14 @@ fn closing(
     p: &mut Progress,
     mut step: impl FnMut(&mut Progress) -> bool,
 ) {
+    let mut waits = Waits::new(sock);
     loop {
         let now = p.started.elapsed().as_secs_f64();
         if t.at(now) == Due::CutOff {
             return;
         }
-        let _ = sock.set_read_timeout(Some(slice(t, now)));
-        let _ = sock.set_write_timeout(Some(slice(t, now)));
+        waits.read(t, now);
+        waits.write(t, now);
         if !step(p) {
             return;
         }
