@@ -36,6 +36,9 @@ pub struct RunContext {
     /// answered no payload key): it neither sends nor checks landspeed's pattern, which is why
     /// nothing was verified.
     pub foreign_peer: bool,
+    /// The result is a server's record of a test it served (an iperf3 or ndt7 client's): the
+    /// peer is the client, and what this server sent was landspeed's pattern.
+    pub served_here: bool,
 }
 
 impl RunContext {
@@ -55,6 +58,7 @@ impl RunContext {
             interrupted: false,
             protocol: "landspeed".into(),
             foreign_peer: false,
+            served_here: false,
         }
     }
 }
@@ -640,18 +644,23 @@ fn payload_summary(spec: &TestSpec, inp: &Inputs, bytes_verified: u64) -> Payloa
     let mss_text = smallest_mss.map_or("unknown".to_string(), |m| format!("{m} bytes"));
     // A foreign server (iperf3, a QUIC perf or ndt7 server) sending to this client sends its own
     // bytes; a landspeed server over iperf3's protocol or ndt7 sends landspeed's pattern (agreed).
+    // In a server's record of a test it served, the peer is the client: foreign when it said so.
     let protocol = inp.context.protocol.as_str();
     let agreed = matches!(protocol, "iperf3" | "ndt7") && spec.verify;
-    let foreign = matches!(protocol, "iperf3" | "quic-perf" | "ndt7")
-        && !agreed
-        && inp.client.streams.iter().any(|s| s.role == Role::Receiver);
+    let (peer, peer_is_foreign, here) = if inp.context.served_here {
+        ("client", inp.context.foreign_peer, inp.server)
+    } else {
+        let foreign = matches!(protocol, "iperf3" | "quic-perf" | "ndt7") && !agreed;
+        ("server", foreign, inp.client)
+    };
+    let foreign = peer_is_foreign && here.streams.iter().any(|s| s.role == Role::Receiver);
     // iperf3's connections carry no stream number: every stream the same bytes at the same offsets.
     let shared_streams = protocol == "iperf3" && agreed && spec.total_streams() > 1;
     let held = mss_ok && corrupt == 0 && !foreign && !shared_streams;
     let unverified_because = (!spec.verify).then(|| unverified_because(&inp.context));
     let evidence = if foreign {
         format!(
-            "the {protocol} server sent its own payload, not landspeed's pattern: nothing shows its packets differed"
+            "the {protocol} {peer} sent its own payload, not landspeed's pattern: nothing shows its packets differed"
         )
     } else if shared_streams && corrupt == 0 {
         "every received byte matched landspeed's pattern; over iperf3's protocol every stream carries \
@@ -687,13 +696,18 @@ fn payload_summary(spec: &TestSpec, inp: &Inputs, bytes_verified: u64) -> Payloa
     }
 }
 
-/// Why a run verified nothing: the user's `--no-verify`, or a server that is not landspeed.
+/// Why a run verified nothing: the user's `--no-verify`, a peer that is not landspeed, or (in an
+/// ndt7 server's record of a download) a client that checks what it receives and does not say.
 fn unverified_because(context: &RunContext) -> String {
     if context.foreign_peer {
         format!(
             "the {} peer is not landspeed: it neither sends nor checks landspeed's pattern",
             context.protocol
         )
+    } else if context.served_here && context.protocol == "ndt7" {
+        "an ndt7 download is checked by its client (landspeed's, which named its payload key), and \
+         ndt7 does not tell the server what the client found: see the client's result"
+            .into()
     } else {
         "--no-verify".into()
     }
@@ -1093,6 +1107,7 @@ pub fn assemble(inp: &Inputs) -> RunResult {
         emulator: None,
         authentication: None,
         iperf3_server_output: None,
+        ndt7: None,
     }
 }
 
@@ -1164,6 +1179,57 @@ pub(crate) mod tests {
                     .collect(),
             })
             .collect()
+    }
+
+    #[test]
+    fn a_servers_record_says_the_client_is_the_peer_that_sent_its_own_bytes() {
+        let record = |flow: Flow, server_role: Role| {
+            let spec = TestSpec {
+                verify: false,
+                ..Default::default()
+            };
+            let client_role = match server_role {
+                Role::Sender => Role::Receiver,
+                Role::Receiver => Role::Sender,
+            };
+            let end = |role| EndpointReport {
+                streams: vec![sr(0, flow, role, 1_000, 0, 0.0, 1.0)],
+                ..Default::default()
+            };
+            let (client, server) = (end(client_role), end(server_role));
+            let mut context = RunContext::example("h", 1.0);
+            context.protocol = "iperf3".into();
+            context.foreign_peer = true;
+            context.served_here = true;
+            assemble(&Inputs {
+                spec: &spec,
+                context,
+                client: &client,
+                server: &server,
+                client_samples: &[],
+                server_samples: &[],
+            })
+            .payload
+        };
+        // The server sent (iperf3 -R): its own pattern, whatever the client is.
+        let sent = record(Flow::ServerToClient, Role::Sender);
+        assert!(sent.different_data_every_packet, "{sent:?}");
+        assert!(
+            sent.evidence
+                .starts_with("the senders wrote the never-repeating pattern"),
+            "{sent:?}"
+        );
+        // The client sent: a foreign client's own bytes.
+        let got = record(Flow::ClientToServer, Role::Receiver);
+        assert!(!got.different_data_every_packet, "{got:?}");
+        assert!(
+            got.evidence.starts_with("the iperf3 client sent its own payload"),
+            "{got:?}"
+        );
+        assert_eq!(
+            got.unverified_because.as_deref(),
+            Some("the iperf3 peer is not landspeed: it neither sends nor checks landspeed's pattern")
+        );
     }
 
     #[test]

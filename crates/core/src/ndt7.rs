@@ -29,6 +29,9 @@ pub const FIRST_MESSAGE_BYTES: usize = 1 << 13;
 /// larger one), and M-Lab's server grows to 1 MiB too ("a good compromise between Go and
 /// JavaScript"): so does landspeed's.
 pub const MAX_SCALED_MESSAGE_BYTES: usize = 1 << 20;
+/// The most measurement messages a result keeps: a spec-abiding server sends 53 at most in a subtest
+/// (every 250 ms to the 13 s cut-off); one that sends more is counted past this, not kept.
+pub const MAX_KEPT_MEASUREMENTS: usize = 256;
 
 /// landspeed's extension, a query-string name the spec lets a client add: a landspeed client names its
 /// payload key, a landspeed server then sends (download) or expects (upload) landspeed's payload with

@@ -64,6 +64,55 @@ pub struct RunResult {
     /// iperf3's `--get-server-output`: what the iperf3 server sent of its own output.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub iperf3_server_output: Option<Iperf3ServerOutput>,
+    /// ndt7 subtests (`run --ndt7`, and a server's record of the ndt7 tests it served): the client's
+    /// metadata and the server's measurement messages as the protocol carried them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ndt7: Option<Ndt7Record>,
+}
+
+/// An ndt7 subtest's own record, beside the figures every result has: the metadata the client sent
+/// in its query string, and the server's measurement messages in order (the spec's keys and units:
+/// its byte count, and its TCP_INFO every 250 ms).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Ndt7Record {
+    /// `download` or `upload`.
+    pub subtest: String,
+    /// Whose view the result is: `client` (`run --ndt7`) or `server` (`serve --ndt7 --archive`).
+    pub view: String,
+    /// The query string's names and values as the client sent them (`client_name`, ...).
+    pub metadata: std::collections::BTreeMap<String, String>,
+    /// The server's measurement messages: every one the client received, or every one the server
+    /// sent, up to [`crate::ndt7::MAX_KEPT_MEASUREMENTS`].
+    pub server_measurements: Vec<crate::ndt7::Measurement>,
+    /// Measurement messages past that limit, counted and not kept.
+    #[serde(default)]
+    pub measurements_not_kept: u64,
+}
+
+impl Ndt7Record {
+    /// An empty record of `subtest` seen from `view`, with the client's `metadata`.
+    pub fn new(
+        subtest: crate::ndt7::Subtest,
+        view: &str,
+        metadata: std::collections::BTreeMap<String, String>,
+    ) -> Ndt7Record {
+        Ndt7Record {
+            subtest: subtest.name().into(),
+            view: view.into(),
+            metadata,
+            server_measurements: vec![],
+            measurements_not_kept: 0,
+        }
+    }
+
+    /// Keeps one more server measurement, or counts it past the limit.
+    pub fn keep(&mut self, m: crate::ndt7::Measurement) {
+        if self.server_measurements.len() < crate::ndt7::MAX_KEPT_MEASUREMENTS {
+            self.server_measurements.push(m);
+        } else {
+            self.measurements_not_kept += 1;
+        }
+    }
 }
 
 /// An iperf3 server's own output for one test, as it sent it at the end (`--get-server-output`).

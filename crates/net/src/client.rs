@@ -852,6 +852,7 @@ fn run_context(
         interrupted,
         protocol: protocol.into(),
         foreign_peer: false,
+        served_here: false,
     }
 }
 

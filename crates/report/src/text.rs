@@ -389,7 +389,13 @@ fn payload(out: &mut String, r: &RunResult) {
             p.bytes_verified, p.corrupt_blocks, p.pattern, p.key_hex
         );
     } else {
+        // A server's record of an ndt7 download: the receiver is the client, which this end cannot see.
+        let served_download = r
+            .ndt7
+            .as_ref()
+            .is_some_and(|n| n.view == "server" && n.subtest == "download");
         let rx = match r.config.spec.rx {
+            _ if served_download => "what the client did with the data is its own result's to say",
             landspeed_core::config::RxMode::Discard => "receivers discarded the data unread (MSG_TRUNC)",
             landspeed_core::config::RxMode::Copy => "receivers copied the data but did not check it",
         };
@@ -515,6 +521,35 @@ fn path(out: &mut String, p: &landspeed_core::path::PathReport) {
     }
 }
 
+/// An ndt7 subtest's line: whose record it is, the client's metadata, the measurements kept.
+fn ndt7(out: &mut String, r: &RunResult) {
+    let Some(n) = &r.ndt7 else { return };
+    let view = match n.view.as_str() {
+        "server" => "the server's record",
+        _ => "the client's result",
+    };
+    let metadata: Vec<String> = n
+        .metadata
+        .iter()
+        .map(|(k, v)| format!("{k}={}", v.chars().take(40).collect::<String>()))
+        .collect();
+    let _ = writeln!(
+        out,
+        "ndt7 {} subtest, {view}; client metadata: {}; {} server measurement(s) kept{}",
+        n.subtest,
+        if metadata.is_empty() {
+            "none".into()
+        } else {
+            metadata.join(" ")
+        },
+        n.server_measurements.len(),
+        match n.measurements_not_kept {
+            0 => String::new(),
+            more => format!(" ({more} more not kept)"),
+        }
+    );
+}
+
 /// The full human-readable report.
 pub fn render(r: &RunResult) -> String {
     let mut out = String::new();
@@ -529,6 +564,7 @@ pub fn render(r: &RunResult) -> String {
         Bytes(cfg.spec.length_bytes),
         if r.interrupted { ", INTERRUPTED" } else { "" }
     );
+    ndt7(&mut out, r);
     stream_rows(&mut out, &r.streams);
     tcp_limits(&mut out, r);
     mptcp(&mut out, r);

@@ -52,6 +52,7 @@ fn fake(o: &ClientOptions) -> RunResult {
             interrupted: false,
             protocol: "landspeed".into(),
             foreign_peer: false,
+            served_here: false,
         },
         client: &e,
         server: &e,

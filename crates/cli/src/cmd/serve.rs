@@ -22,6 +22,7 @@ Examples:
   landspeed serve --once
   landspeed serve --max-tests 8 --max-duration 60s --max-streams 16 --allow 192.0.2.0/24 --log-json
   landspeed serve --metrics 127.0.0.1:9572    # OpenMetrics on http://127.0.0.1:9572/metrics
+  landspeed serve --ndt7 [::]:4443 --archive  # keep every ndt7 subtest in the archive
   landspeed serve --auth-keys /etc/landspeed/keys    # clients: run --auth NAME:KEYFILE
 
 What is authenticated:
@@ -131,6 +132,14 @@ pub struct ServeArgs {
     /// remote host; plain WebSocket is then the way, on a network you trust).
     #[arg(long, requires = "ndt7")]
     pub ndt7_plain: bool,
+    /// Keep, in landspeed's archive (--db), the tests of clients that keep none there: each ndt7
+    /// subtest and each iperf3 client's test, as this server saw them (its counts, its TCP_INFO
+    /// series, an ndt7 client's metadata and every measurement sent). landspeed clients archive
+    /// their own runs. `landspeed history --db ...` lists them.
+    #[arg(long)]
+    pub archive: bool,
+    #[command(flatten)]
+    pub db: crate::common::store::DbArg,
     /// For `landspeed iperf3 -s -J`: after each iperf3 client's test, iperf3's JSON document of this
     /// end instead of the log (nothing else on stdout).
     #[arg(long, hide = true, conflicts_with = "log_json")]
@@ -150,6 +159,9 @@ fn print(ev: ServerEvent) {
 /// `--iperf3-json`: the document of each completed iperf3 test; failures on stderr, as iperf3's.
 fn print_iperf3(ev: ServerEvent) {
     let ServerEvent::Test(log) = ev else { return };
+    if log.protocol.starts_with("ndt7") {
+        return;
+    }
     match (&log.result, &log.error) {
         (Some(r), _) => {
             let meta = landspeed_report::iperf3_json::Iperf3Meta {
@@ -224,7 +236,8 @@ impl TextState {
                 self.printed = Some(from.max(r.intervals.len()));
                 out
             }
-            ServerEvent::Test(log) => {
+            // ndt7 tests (`--ndt7` beside `--iperf3-text`) are not iperf3's to print.
+            ServerEvent::Test(log) if !log.protocol.starts_with("ndt7") => {
                 let mut out = String::new();
                 match (&log.result, &log.error) {
                     (Some(r), _) => out += &self.finish(r, &style),
@@ -296,14 +309,34 @@ pub fn serve(a: ServeArgs) -> Result<bool> {
     signal_hook::flag::register(signal_hook::consts::SIGUSR1, stats.clone())
         .context("cannot install signal handler")?;
     let opts = options(&a, stats)?;
-    let server = if a.iperf3_json {
-        Server::bind(opts, Arc::new(print_iperf3))?
+    let printer: landspeed_net::server::EventSink = if a.iperf3_json {
+        Arc::new(print_iperf3)
     } else if a.iperf3_text {
-        Server::bind(opts, Arc::new(iperf3_text_printer(a.once)))?
+        Arc::new(iperf3_text_printer(a.once))
     } else if a.log_json {
-        Server::bind(opts, Arc::new(print_json))?
+        Arc::new(print_json)
     } else {
-        Server::bind(opts, Arc::new(print))?
+        Arc::new(print)
+    };
+    let archive = match (a.archive, &a.db.db) {
+        (true, _) => Some(crate::common::store::ServerArchive::open(&a.db)?),
+        (false, Some(_)) => {
+            return Err(UsageError("--db names the archive of --archive: add --archive".into()).into())
+        }
+        (false, None) => None,
+    };
+    let server = match &archive {
+        None => Server::bind(opts, printer)?,
+        Some(keep) => {
+            let keep = keep.clone();
+            Server::bind(
+                opts,
+                Arc::new(move |ev: ServerEvent| {
+                    keep.take(&ev);
+                    printer(ev)
+                }),
+            )?
+        }
     };
     if let Some(addr) = a.metrics {
         metrics(addr, server.stats_handle(), stop.clone())?;
@@ -314,7 +347,11 @@ pub fn serve(a: ServeArgs) -> Result<bool> {
         .map(crate::common::pidfile::PidFile::write)
         .transpose()
         .map_err(|e| UsageError(format!("--pid-file {e}")))?;
-    server.run(&stop)?;
+    let ran = server.run(&stop);
+    if let Some(keep) = &archive {
+        keep.finish();
+    }
+    ran?;
     Ok(true)
 }
 

@@ -12,10 +12,27 @@ use std::time::Duration;
 /// One test at a time uses the test PostgreSQL server here: one of them restarts it.
 static POSTGRES: Mutex<()> = Mutex::new(());
 
-fn db(name: &str) -> String {
+pub(crate) fn db(name: &str) -> String {
     let d = std::env::temp_dir().join(format!("landspeed-cli-archive-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     d.join("a.db").display().to_string()
+}
+
+/// Run `id` of the archive `file`, as `landspeed show --json` prints it.
+pub(crate) fn archived(file: &str, id: u32) -> serde_json::Value {
+    let o = landspeed(
+        &["show", &id.to_string(), "--db", file, "--json"],
+        Duration::from_secs(30),
+    );
+    assert_eq!(o.code, 0, "show {id}: {}", o.stderr);
+    serde_json::from_str(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", o.stdout))
+}
+
+/// Stops a server with SIGTERM, as a service manager would, and waits for it to exit cleanly.
+pub(crate) fn stop(s: &mut ServerProc) {
+    common::signal(s.process(), 15);
+    let status = s.exit(Duration::from_secs(30)).expect("the server did not stop");
+    assert!(status.success(), "the server exited {status:?}");
 }
 
 #[test]

@@ -80,7 +80,8 @@ fn iperf3_client_options_match_the_server_log() {
     if !have_iperf3() {
         return;
     }
-    let s = ServerProc::start("127.0.0.1", &[]);
+    let db = crate::archive::db("iperf3-served");
+    let mut s = ServerProc::start("127.0.0.1", &["--archive", "--db", &db]);
     let cases: &[&[&str]] = &[
         &["-t", "1"],
         &["-t", "1", "-P", "3"],
@@ -99,9 +100,11 @@ fn iperf3_client_options_match_the_server_log() {
         &["-t", "2", "-O", "1"],
         &["-t", "1", "--get-server-output"],
     ];
+    let mut counts = vec![];
     for args in cases {
         let j = iperf3_client(s.port, args);
         let (recv, sent, reported, line) = server_line(&s);
+        counts.push((recv, sent));
         let end = &j["end"];
         let reverse = args.contains(&"-R");
         let bidir = args.contains(&"--bidir");
@@ -147,6 +150,20 @@ fn iperf3_client_options_match_the_server_log() {
         if args.contains(&"-C") {
             assert_eq!(end["sender_tcp_congestion"], "cubic");
         }
+    }
+    // `serve --archive` kept every test as the server saw it, with the server's own counts.
+    crate::archive::stop(&mut s);
+    for (i, (args, (recv, sent))) in cases.iter().zip(counts).enumerate() {
+        let a = crate::archive::archived(&db, i as u32 + 1);
+        assert_eq!(a["protocol"], "iperf3", "{args:?}");
+        if args.contains(&"--bidir") {
+            continue;
+        }
+        let reverse = args.contains(&"-R");
+        let here = a["summary"][if reverse { "bytes_sent" } else { "bytes_received" }]
+            .as_u64()
+            .unwrap();
+        assert_eq!(here, if reverse { sent } else { recv }, "{args:?}: {a}");
     }
 }
 

@@ -4,6 +4,7 @@
 //! ndt7 server that does not know landspeed's extension (a minimal one in this file, speaking only
 //! the spec) the bytes are counted and the result says nothing was verified.
 
+use crate::archive;
 use crate::common::{self, ServerProc};
 use crate::ndt7::{log_bytes, ndt7_addr, ndt7_line};
 use serde_json::Value;
@@ -31,7 +32,18 @@ fn ndt7_run(args: &[&str], env: &[(&str, &str)]) -> common::Outcome {
 
 #[test]
 fn both_subtests_against_landspeed_are_verified_over_ws_and_wss() {
-    let plain = ServerProc::start("127.0.0.1", &["--ndt7", "127.0.0.1:0", "--ndt7-plain"]);
+    let (down_db, up_db) = (archive::db("ndt7-down"), archive::db("ndt7-up"));
+    let mut plain = ServerProc::start(
+        "127.0.0.1",
+        &[
+            "--ndt7",
+            "127.0.0.1:0",
+            "--ndt7-plain",
+            "--archive",
+            "--db",
+            &down_db,
+        ],
+    );
     let url = format!("ws://{}", ndt7_addr(&plain));
     // Download: the server sends landspeed's payload with the client's key; the client checks it.
     let o = ndt7_run(&[&url, "-R"], &[]);
@@ -48,8 +60,14 @@ fn both_subtests_against_landspeed_are_verified_over_ws_and_wss() {
         "{line}"
     );
     assert!(got <= log_bytes(&line, "sent"), "{got} > {line}");
+    // Stopped at once after the test's line: what it queued for the archive is saved first.
+    archive::stop(&mut plain);
+    archived_as_served(&down_db, &r, log_bytes(&line, "sent"));
     // Upload over TLS, the certificate pinned: the server checks every byte and says so.
-    let tls = ServerProc::start("127.0.0.1", &["--ndt7", "127.0.0.1:0"]);
+    let mut tls = ServerProc::start(
+        "127.0.0.1",
+        &["--ndt7", "127.0.0.1:0", "--archive", "--db", &up_db],
+    );
     let pin = tls
         .first_line
         .split("sha256:")
@@ -75,6 +93,49 @@ fn both_subtests_against_landspeed_are_verified_over_ws_and_wss() {
     let wrong = "0".repeat(64);
     let o = ndt7_run(&[&url, "--tls-pin", &wrong], &[]);
     assert_eq!(o.code, 1, "{}", o.stdout);
+    archive::stop(&mut tls);
+    let a = archived_as_served(&up_db, &r, received);
+    assert_eq!(a["payload"]["verified"], true, "{a}");
+    assert_eq!(n(&a["summary"]["bytes_verified"]), received, "{a}");
+    assert!(
+        a["data_path"]["engine"].as_str().unwrap().contains("wss://"),
+        "{a}"
+    );
+}
+
+/// The one run in the server's archive `db`: the subtest the client's result `client` describes, as
+/// the server saw it: its `bytes` (sent or received, as its log said), its measurements (at least
+/// as many as the client kept), one interval per measurement, the client's metadata.
+fn archived_as_served(db: &str, client: &Value, bytes: u64) -> Value {
+    let rows = common::landspeed(&["history", "--db", db, "--json"], Duration::from_secs(30));
+    let rows: Value = serde_json::from_str(&rows.stdout).unwrap();
+    assert_eq!(rows.as_array().map(Vec::len), Some(1), "{rows}");
+    let a = archive::archived(db, 1);
+    let (mine, theirs) = (&a["ndt7"], &client["ndt7"]);
+    assert_eq!(
+        (mine["view"].as_str(), theirs["view"].as_str()),
+        (Some("server"), Some("client"))
+    );
+    assert_eq!(mine["subtest"], theirs["subtest"], "{a}");
+    assert_eq!(
+        mine["metadata"], theirs["metadata"],
+        "the metadata the client sent, kept whole"
+    );
+    let kept = |v: &Value| v["server_measurements"].as_array().map_or(0, Vec::len);
+    assert!(
+        kept(theirs) >= 30 && kept(mine) >= kept(theirs),
+        "{} < {}",
+        kept(mine),
+        kept(theirs)
+    );
+    assert!(a["intervals"].as_array().unwrap().len() >= 30, "{a}");
+    assert_eq!(a["protocol"], "ndt7");
+    let count = match mine["subtest"].as_str() {
+        Some("download") => &a["summary"]["bytes_sent"],
+        _ => &a["summary"]["bytes_received"],
+    };
+    assert_eq!(n(count), bytes, "{a}");
+    a
 }
 
 #[test]

@@ -78,6 +78,7 @@ pub fn run_ndt7(
         server_samples: &[],
     });
     result.data_path = data_path(subtest, tls);
+    result.ndt7 = Some(run.record);
     Ok(result)
 }
 
@@ -134,13 +135,14 @@ fn open(
     } else {
         Box::new(tcp)
     };
+    // The values are plain words and digits: nothing to escape.
+    let query: Vec<String> = metadata(key).iter().map(|(k, v)| format!("{k}={v}")).collect();
     let url = format!(
-        "{}://{}/ndt/v7/{}?client_name=landspeed&client_version={}&{}={key}",
+        "{}://{}/ndt/v7/{}?{}",
         if tls { "wss" } else { "ws" },
         host_port(opts, addr),
         subtest.name(),
-        landspeed_core::SOFTWARE_VERSION,
-        ndt7::PAYLOAD_KEY_PARAM,
+        query.join("&"),
     );
     let mut req = tungstenite::client::IntoClientRequest::into_client_request(url.as_str())
         .map_err(|e| ndt7_err(format!("{url}: {e}")))?;
@@ -161,6 +163,18 @@ fn open(
         )));
     }
     Ok((ws, sock))
+}
+
+/// The metadata this client sends in its query string: its name and version, and its payload key.
+fn metadata(key: u64) -> std::collections::BTreeMap<String, String> {
+    [
+        ("client_name", "landspeed".to_string()),
+        ("client_version", landspeed_core::SOFTWARE_VERSION.to_string()),
+        (ndt7::PAYLOAD_KEY_PARAM, key.to_string()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
 }
 
 /// The server as the URL names it: its name and port (an IPv6 literal in brackets).
@@ -194,6 +208,8 @@ struct Run {
     /// The server's measurements: how many, and the last.
     measurements: u64,
     last: Option<Measurement>,
+    /// The metadata sent and the server's measurements kept, for the result.
+    record: landspeed_core::result::Ndt7Record,
     error: Option<String>,
     samples: Vec<IntervalSample>,
     live: LiveIntervals,
@@ -220,6 +236,7 @@ impl Run {
             first_corruption: None,
             measurements: 0,
             last: None,
+            record: landspeed_core::result::Ndt7Record::new(subtest, "client", metadata(key)),
             error: None,
             samples: vec![],
             live: LiveIntervals::default(),
@@ -292,6 +309,7 @@ impl Run {
         if ours && self.subtest == Subtest::Download && self.bytes == 0 && self.verifier.is_none() {
             self.verifier = Some(Verifier::new(&Pattern::new(self.key), ndt7::MAX_MESSAGE_BYTES));
         }
+        self.record.keep(m.clone());
         self.last = Some(m);
     }
 

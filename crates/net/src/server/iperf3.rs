@@ -209,6 +209,7 @@ fn server_context(
         interrupted: false,
         protocol: "iperf3".into(),
         foreign_peer: false,
+        served_here: true,
     }
 }
 

@@ -6,6 +6,7 @@
 //! rate, `--max-tests`) before the WebSocket handshake; each subtest is one line in the server log.
 
 mod frame;
+mod record;
 mod upload;
 
 use super::{ServerEvent, Shared};
@@ -119,6 +120,7 @@ fn connection(
         handshaking.fetch_sub(1, Relaxed);
         return;
     };
+    let tls_on = tls.is_some();
     let mut stream: Box<dyn Conn> = match tls {
         None => Box::new(tcp),
         Some(cfg) => match rustls::ServerConnection::new(cfg) {
@@ -162,8 +164,14 @@ fn connection(
         );
     };
     let started = Instant::now();
+    let asked = record::Asked {
+        peer,
+        subtest,
+        metadata: &metadata,
+        tls: tls_on,
+    };
     let log = match upgrade(&mut stream, &req) {
-        Ok(()) => run(stream, rest, &sock, peer, subtest, &metadata, started),
+        Ok(()) => run(stream, rest, &sock, &asked, started),
         Err(e) => failed(peer, subtest, format!("WebSocket handshake: {e}")),
     };
     shared.emit(ServerEvent::Test(log));
@@ -358,10 +366,15 @@ fn direction(subtest: Subtest) -> Direction {
 struct Progress {
     bytes: u64,
     started: Instant,
+    /// Seconds from `started` to the first and the last payload byte moved.
+    first_byte_s: Option<f64>,
+    last_byte_s: Option<f64>,
     error: Option<String>,
     /// The payload key a landspeed client named (landspeed's extension), and for an upload what was
     /// checked with it.
     check: Option<Check>,
+    /// The measurements sent and the intervals they close, for the server's record.
+    seen: record::Seen,
 }
 
 /// An upload checked against the payload of the key its client named.
@@ -406,11 +419,10 @@ fn run(
     stream: Box<dyn Conn>,
     rest: Vec<u8>,
     sock: &TcpStream,
-    peer: SocketAddr,
-    subtest: Subtest,
-    metadata: &BTreeMap<String, String>,
+    asked: &record::Asked,
     started: Instant,
 ) -> TestLog {
+    let (peer, subtest, metadata) = (asked.peer, asked.subtest, asked.metadata);
     let config = WebSocketConfig::default()
         .max_message_size(Some(ndt7::MAX_MESSAGE_BYTES + 1024))
         .max_frame_size(Some(ndt7::MAX_MESSAGE_BYTES + 1024));
@@ -418,8 +430,11 @@ fn run(
     let mut p = Progress {
         bytes: 0,
         started,
+        first_byte_s: None,
+        last_byte_s: None,
         error: None,
         check: ndt7::payload_key(metadata).map(Check::new),
+        seen: record::Seen::new(asked),
     };
     match subtest {
         Subtest::Download => {
@@ -429,7 +444,7 @@ fn run(
         Subtest::Upload => upload::upload(&mut upload::Frames::new(stream, rest), sock, &info, &mut p),
     }
     let mut log = failed(peer, subtest, String::new());
-    log.error = p.error;
+    log.error = p.error.clone();
     log.duration_s = p.started.elapsed().as_secs_f64();
     match subtest {
         Subtest::Download => log.bytes_sent = p.bytes,
@@ -447,6 +462,7 @@ fn run(
     if !client.is_empty() {
         log.protocol = format!("ndt7 ({})", client.join(" "));
     }
+    log.result = p.seen.result(asked, &p, sock).map(Box::new);
     log
 }
 
@@ -470,10 +486,12 @@ impl Reporter {
         }
     }
 
-    /// A measurement now: the subtest's progress `p` and `sock`'s TCP_INFO.
-    fn message(&self, sock: &TcpStream, p: &Progress) -> String {
+    /// A measurement now: the subtest's progress `p` and `sock`'s TCP_INFO, kept in `p` for the
+    /// server's record.
+    fn message(&self, sock: &TcpStream, p: &mut Progress) -> String {
         let bytes = p.bytes;
         let us = self.started.elapsed().as_micros() as i64;
+        let tcp = tcp_info::read(sock).ok();
         let m = Measurement {
             app_info: Some(ndt7::AppInfo {
                 elapsed_time: us,
@@ -487,10 +505,12 @@ impl Reporter {
             }),
             origin: Some("server".into()),
             test: Some(self.subtest.name().into()),
-            tcp_info: tcp_info::read(sock).ok().map(|t| tcp_message(&t, us)),
+            tcp_info: tcp.map(|t| tcp_message(&t, us)),
             landspeed: p.check.as_ref().map(Check::said),
         };
-        serde_json::to_string(&m).unwrap_or_default()
+        let text = serde_json::to_string(&m).unwrap_or_default();
+        p.seen.measured(&m, tcp.map(|t| t.snapshot()));
+        text
     }
 }
 
@@ -625,7 +645,7 @@ fn download(ws: &mut WebSocket<Box<dyn Conn>>, sock: &TcpStream, info: &Reporter
         let Some(f) = frame.as_mut() else { continue };
         match f.write_to(ws.get_mut(), gen.fill(0, f.offset, f.len)) {
             Ok(()) => {
-                p.bytes = f.offset + f.len as u64;
+                p.moved(f.offset + f.len as u64);
                 frame = None;
             }
             Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
@@ -692,7 +712,15 @@ impl Progress {
         if let Some(c) = self.check.as_mut() {
             c.take(self.bytes, data);
         }
-        self.bytes += data.len() as u64;
+        self.moved(self.bytes + data.len() as u64);
+    }
+
+    /// The subtest's payload count is now `bytes`.
+    fn moved(&mut self, bytes: u64) {
+        let t = self.started.elapsed().as_secs_f64();
+        self.first_byte_s.get_or_insert(t);
+        self.last_byte_s = Some(t);
+        self.bytes = bytes;
     }
 }
 
