@@ -9,6 +9,8 @@
 pub mod params;
 pub mod results;
 pub mod session;
+pub mod strerror;
+pub mod total_rate;
 pub mod wire;
 
 pub use params::{ParamError, Params};

@@ -144,6 +144,10 @@ pub enum Iperf3Error {
     /// The parameters ask for more than this server allows; the client was told.
     #[error("over a limit: {0}")]
     OverLimit(OverLimit),
+    /// The test asked for, or moved on average, more than the server's total rate limit (iperf3's
+    /// `--server-bitrate-limit`); the client was told with iperf3's number, in iperf3's words.
+    #[error("total required bandwidth is larger than server limit")]
+    TotalRate,
     /// The peer's results message could not be read.
     #[error("results: {0}")]
     Results(#[from] ResultsError),

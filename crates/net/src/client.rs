@@ -373,7 +373,7 @@ pub enum ClientError {
         port: u16,
     },
     /// An iperf3 server refused the test with its own error numbers (SERVER_ERROR).
-    #[error("the iperf3 server refused the test: iperf3 error {code} (errno {errno})")]
+    #[error("the iperf3 server refused the test: {} (iperf3 error {code})", landspeed_iperf3::strerror::server_error(*code, *errno))]
     Iperf3Refused {
         /// iperf3's error number.
         code: i32,

@@ -80,6 +80,9 @@ pub struct ServerOptions {
     /// Emit `ServerEvent::Iperf3Progress` as each iperf3 client's test runs (the live server text of
     /// `landspeed iperf3 -s`).
     pub iperf3_live: bool,
+    /// iperf3's `--server-bitrate-limit` (the drop-in's server): iperf3 tests asking for more in all
+    /// are refused, and ended once they move more on average, with iperf3's TOTAL_RATE.
+    pub iperf3_total_rate: Option<landspeed_iperf3::total_rate::TotalRateLimit>,
 }
 
 /// Where and how `serve --ndt7` listens.
@@ -116,6 +119,7 @@ impl Default for ServerOptions {
             quic_port: None,
             ndt7: None,
             iperf3_live: false,
+            iperf3_total_rate: None,
         }
     }
 }

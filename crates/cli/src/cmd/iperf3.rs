@@ -213,10 +213,19 @@ pub fn main(argv: Vec<OsString>) -> Result<bool> {
     if let Err(why) = client_values(&o) {
         return parameter_error(why);
     }
+    if let Some(Err(why)) = o
+        .server_bitrate_limit
+        .as_deref()
+        .map(landspeed_iperf3::total_rate::TotalRateLimit::parse)
+    {
+        return parameter_error(&why);
+    }
     match (&o.client, o.server) {
         (Some(_), true) => parameter_error("cannot be both server and client"),
         (None, false) => parameter_error("must either be a client (-c) or server (-s)"),
-        (Some(_), false) if o.daemon => parameter_error("some option you are trying to set is server only"),
+        (Some(_), false) if o.daemon || o.server_bitrate_limit.is_some() => {
+            parameter_error("some option you are trying to set is server only")
+        }
         (None, true) => with_process_options(&o, || serve(&o)),
         (Some(host), false) => with_process_options(&o, || client(&o, host)),
     }
@@ -384,7 +393,7 @@ fn refused(o: &Opts) -> Option<String> {
 }
 
 /// iperf3's options landspeed refuses (the daemon, output, authentication and transport ones), and why.
-fn refused_first(o: &Opts) -> [(bool, &'static str, &'static str); 5] {
+fn refused_first(o: &Opts) -> [(bool, &'static str, &'static str); 4] {
     [
         (
             o.file.is_some(),
@@ -400,11 +409,6 @@ fn refused_first(o: &Opts) -> [(bool, &'static str, &'static str); 5] {
             o.username.is_some() || o.rsa_public.is_some(),
             "--username/--rsa-public-key-path",
             "landspeed authenticates with --auth",
-        ),
-        (
-            o.server_bitrate_limit.is_some(),
-            "--server-bitrate-limit",
-            "use landspeed serve --max-rate",
         ),
         (
             o.format
@@ -472,6 +476,9 @@ fn serve(o: &Opts) -> Result<bool> {
     args.push(if o.json { "--iperf3-json" } else { "--iperf3-text" }.into());
     if let Some(s) = o.server_max_duration {
         args.extend(["--max-duration".into(), format!("{s}s")]);
+    }
+    if let Some(l) = &o.server_bitrate_limit {
+        args.extend(["--iperf3-bitrate-limit".into(), l.clone()]);
     }
     if let Some(p) = &o.pidfile {
         args.extend(["--pid-file".into(), p.clone()]);
@@ -669,7 +676,14 @@ fn print_result(
 /// A test that failed, in iperf3's words: on stderr, or in the JSON (`error`).
 fn print_error(o: &Opts, e: &landspeed_net::ClientError, meta: &iperf3_json::Iperf3Meta) -> Result<()> {
     let why = crate::common::flags::client(e);
-    let text = if why.contains("cannot connect") {
+    // An iperf3 server's SERVER_ERROR: iperf3's client says it twice, the server's words first.
+    let server_said = match e {
+        landspeed_net::ClientError::Iperf3Refused { code, errno } => Some((*code, *errno)),
+        _ => None,
+    };
+    let text = if let Some((code, errno)) = server_said {
+        landspeed_iperf3::strerror::words(code, errno).unwrap_or_else(|| format!("int_errno={code}"))
+    } else if why.contains("cannot connect") {
         // iperf3 3.21's words, with the system's reason last.
         let reason = why.rsplit(": ").next().unwrap_or(&why);
         let reason = reason.split(" (os error").next().unwrap_or(reason);
@@ -686,6 +700,12 @@ fn print_error(o: &Opts, e: &landspeed_net::ClientError, meta: &iperf3_json::Ipe
             "system_info": meta.system_info}, "intervals": [], "end": {}, "error": text});
         println!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
+        if let Some((code, errno)) = server_said {
+            eprintln!(
+                "iperf3: {}",
+                landspeed_iperf3::strerror::server_error(code, errno)
+            );
+        }
         eprintln!("iperf3: error - {text}");
     }
     Ok(())

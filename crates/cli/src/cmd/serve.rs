@@ -148,6 +148,11 @@ pub struct ServeArgs {
     /// client's test as `iperf3 -s` prints it) instead of the log.
     #[arg(long, hide = true, conflicts_with_all = ["log_json", "iperf3_json"])]
     pub iperf3_text: bool,
+    /// For `landspeed iperf3 -s --server-bitrate-limit RATE[/SECONDS]`: iperf3 tests asking for more
+    /// in all are refused, and ended once they move more on average, with iperf3's TOTAL_RATE.
+    #[arg(long, hide = true, value_name = "RATE[/SECONDS]",
+          value_parser = landspeed_iperf3::total_rate::TotalRateLimit::parse)]
+    pub iperf3_bitrate_limit: Option<landspeed_iperf3::total_rate::TotalRateLimit>,
 }
 
 fn print(ev: ServerEvent) {
@@ -156,7 +161,8 @@ fn print(ev: ServerEvent) {
     let _ = o.flush();
 }
 
-/// `--iperf3-json`: the document of each completed iperf3 test; failures on stderr, as iperf3's.
+/// `--iperf3-json`: the document of each iperf3 test, as iperf3's server writes it (a failed one
+/// with no figures and its error).
 fn print_iperf3(ev: ServerEvent) {
     let ServerEvent::Test(log) = ev else { return };
     if log.protocol.starts_with("ndt7") {
@@ -174,7 +180,15 @@ fn print_iperf3(ev: ServerEvent) {
             let _ = writeln!(o, "{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
             let _ = o.flush();
         }
-        (None, Some(e)) => eprintln!("iperf3: error - {e}"),
+        // iperf3's server writes a failed test as a document too: no figures, its error.
+        (None, Some(e)) => {
+            let meta = crate::common::iperf3_meta::meta(true);
+            let doc = serde_json::json!({"start": {"connected": [], "version": meta.version,
+                "system_info": meta.system_info}, "intervals": [], "end": {}, "error": format!("error - {e}")});
+            let mut o = std::io::stdout().lock();
+            let _ = writeln!(o, "{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
+            let _ = o.flush();
+        }
         (None, None) => {}
     }
 }
@@ -417,6 +431,7 @@ fn options(a: &ServeArgs, stats: Arc<AtomicBool>) -> Result<ServerOptions> {
             tls: !a.ndt7_plain,
         }),
         iperf3_live: a.iperf3_text,
+        iperf3_total_rate: a.iperf3_bitrate_limit,
     })
 }
 

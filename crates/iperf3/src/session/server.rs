@@ -80,6 +80,8 @@ pub struct ServerSession {
     timers: Iperf3Timers,
     timer: Timer,
     limits: Limits,
+    /// iperf3's `--server-bitrate-limit`: the most bits per second a test may ask for in all.
+    total_rate_bps: Option<f64>,
     payload_key: u64,
     expected_streams: u32,
     arrived_streams: u32,
@@ -98,6 +100,7 @@ impl ServerSession {
             timers,
             timer: Timer::default(),
             limits,
+            total_rate_bps: None,
             payload_key,
             expected_streams: 0,
             arrived_streams: 0,
@@ -108,6 +111,20 @@ impl ServerSession {
         };
         s.timer.arm(now, timers.handshake);
         s
+    }
+
+    /// With iperf3's `--server-bitrate-limit` of `bps`: a test asking for more in all (`-b` times the
+    /// streams, both ways with `--bidir`; likewise `--fq-rate`) is refused with iperf3's TOTAL_RATE.
+    pub fn with_total_rate(mut self, bps: Option<f64>) -> Self {
+        self.total_rate_bps = bps;
+        self
+    }
+
+    /// The test moved more than the total rate limit on average: SERVER_ERROR with iperf3's
+    /// TOTAL_RATE goes out and the conversation is over, as iperf3's server ends such a test.
+    pub fn over_total_rate(&mut self) -> Iperf3Error {
+        self.transmit.extend(server_error(errno::TOTAL_RATE, 0));
+        self.fail(Iperf3Error::TotalRate)
     }
 
     /// Where the conversation stands.
@@ -252,10 +269,17 @@ impl ServerSession {
     fn accept(&self, body: &[u8]) -> Result<(Params, Test), (i32, Iperf3Error)> {
         let params = Params::parse(body).map_err(|e| (e.code, e.into()))?;
         let test = params.to_test(self.payload_key).map_err(|e| (e.code, e.into()))?;
-        match self.limits.check(&asked(&params, &test)) {
-            Some(why) => Err((limit_code(&why), Iperf3Error::OverLimit(why))),
-            None => Ok((params, test)),
+        if let Some(why) = self.limits.check(&asked(&params, &test)) {
+            return Err((limit_code(&why), Iperf3Error::OverLimit(why)));
         }
+        if let Some(limit) = self.total_rate_bps {
+            let flows = f64::from(test.flows().len() as u32);
+            let total = |rate: Option<f64>| rate.unwrap_or(0.0) * f64::from(params.parallel.max(1)) * flows;
+            if total(params.bandwidth_bps) > limit || total(params.fqrate_bps) > limit {
+                return Err((errno::TOTAL_RATE, Iperf3Error::TotalRate));
+            }
+        }
+        Ok((params, test))
     }
 
     fn refuse(&mut self, code: i32, e: Iperf3Error) -> Iperf3Error {

@@ -324,6 +324,34 @@ fn a_server_refuses_bad_parameters_and_limits_with_iperf3s_numbers() {
     );
 }
 
+#[test]
+fn a_total_rate_limit_refuses_what_asks_for_more_and_ends_what_moves_more() {
+    let now = Instant::now();
+    let mut asked = params_for(&spec(Direction::Bidir, Transport::Tcp, 2));
+    // 2 streams both ways at 30 Mbit/s each: 120 Mbit/s in all, over a limit of 100.
+    asked["bandwidth"] = serde_json::json!(30_000_000u64);
+    let mut s = server(Limits::default(), now).with_total_rate(Some(100e6));
+    s.poll_transmit();
+    let r = s.handle_input(&frame_json(&asked), now);
+    assert!(matches!(r, Err(Iperf3Error::TotalRate)), "{r:?}");
+    assert_eq!(
+        s.poll_transmit(),
+        Some(server_error(errno::TOTAL_RATE, 0).to_vec())
+    );
+    // At the limit is not over it; the test runs, and is ended with the same number once it moves more.
+    asked["bandwidth"] = serde_json::json!(25_000_000u64);
+    let mut s = server(Limits::default(), now).with_total_rate(Some(100e6));
+    s.poll_transmit();
+    assert!(s.handle_input(&frame_json(&asked), now).is_ok());
+    s.poll_transmit();
+    assert!(matches!(s.over_total_rate(), Iperf3Error::TotalRate));
+    assert_eq!(
+        s.poll_transmit(),
+        Some(server_error(errno::TOTAL_RATE, 0).to_vec())
+    );
+    assert_eq!(s.phase(), ServerPhase::Failed);
+}
+
 /// The server at each of its waits: parameters, streams, running (its streams done), results, done.
 fn server_at(step: usize, now: Instant) -> ServerSession {
     let (mut s, r) = server_given(

@@ -18,6 +18,7 @@ use landspeed_engine::supervisor::{self, EngineHook, EngineParams, Flags, Wake, 
 use landspeed_engine::transport::tcp::{DataStream, Tcp};
 use landspeed_engine::transport::udp::Udp;
 use landspeed_iperf3::session::{Iperf3Error, Iperf3Timers, ServerAction, ServerPhase, ServerSession};
+use landspeed_iperf3::total_rate::TotalRateCheck;
 use landspeed_iperf3::{Cookie, Params, Results, State, COOKIE_LEN};
 use std::collections::HashMap;
 use std::io::Write;
@@ -99,7 +100,8 @@ fn serve(ctl: TcpStream, cookie: Cookie, shared: &Shared, log: &mut TestLog) -> 
         what: "a payload key",
         err,
     })?;
-    let session = ServerSession::new(o.limits.clone(), key, timers(o), Instant::now());
+    let session = ServerSession::new(o.limits.clone(), key, timers(o), Instant::now())
+        .with_total_rate(o.iperf3_total_rate.map(|l| l.bps));
     let mut link = Link::new(ctl, session, o.handshake_timeout)?;
     link.listen()?;
     let (params, test) = parameters(&mut link)?;
@@ -383,6 +385,10 @@ fn measure(
         failure: None,
         shutdown: &shared.shutdown,
         live: live.map(|l| (l, shared)),
+        total_rate: o
+            .iperf3_total_rate
+            .map(|l| TotalRateCheck::new(l, spec.interval_s.as_secs_f64())),
+        over_rate: false,
     };
     let wiring = Wiring::new(&flags, (&link.tx, &link.rx), &mut hook, None);
     let out = match streams {
@@ -513,10 +519,22 @@ struct Hook<'a> {
     shutdown: &'a AtomicBool,
     /// A live view's test so far, and where its progress goes.
     live: Option<(Live, &'a Shared)>,
+    /// iperf3's `--server-bitrate-limit`, checked after every interval; whether a window was over it.
+    total_rate: Option<TotalRateCheck>,
+    over_rate: bool,
 }
 
 impl EngineHook<Input> for Hook<'_> {
     fn on_sample(&mut self, sample: &IntervalSample) {
+        // The sample the engine closes as it stops for the rate limit is not shown (iperf3's server
+        // prints nothing after the interval that went over).
+        if self.over_rate {
+            return;
+        }
+        if let Some(check) = &mut self.total_rate {
+            let total = sample.streams.iter().map(|s| s.bytes).sum();
+            self.over_rate = check.interval(total).is_some();
+        }
         if let Some((live, shared)) = &mut self.live {
             live.samples.push(sample.clone());
             shared.emit(super::ServerEvent::Iperf3Progress(Box::new(live.so_far())));
@@ -535,6 +553,12 @@ impl EngineHook<Input> for Hook<'_> {
         }
     }
     fn on_tick(&mut self, flags: &Flags) {
+        if self.over_rate && self.failure.is_none() && !self.ended {
+            // The client is told (SERVER_ERROR, TOTAL_RATE) and the test ends, as iperf3's server ends it.
+            let told = self.link_wire.with(|s| Ok::<_, Iperf3Error>(s.over_total_rate()));
+            self.failure = Some(told.map_or_else(TestError::from, TestError::from));
+            flags.abort.store(true, Relaxed);
+        }
         if self.shutdown.load(Relaxed) && !flags.abort.load(Relaxed) {
             flags.abort.store(true, Relaxed);
             self.failure.get_or_insert(TestError::Shutdown);
