@@ -681,8 +681,17 @@ fn print_error(o: &Opts, e: &landspeed_net::ClientError, meta: &iperf3_json::Ipe
         landspeed_net::ClientError::Iperf3Refused { code, errno } => Some((*code, *errno)),
         _ => None,
     };
+    // An iperf3 server that closes the conversation (`iperf3 -s` closes its listener between tests,
+    // so a client that comes just then is reset): iperf3's client words it as its IECTRLCLOSE.
+    let closed = matches!(
+        e,
+        landspeed_net::ClientError::Iperf3(landspeed_iperf3::Iperf3Error::PeerClosed { .. })
+            | landspeed_net::ClientError::Iperf3Control(landspeed_net::control::ControlError::Closed)
+    );
     let text = if let Some((code, errno)) = server_said {
         landspeed_iperf3::strerror::words(code, errno).unwrap_or_else(|| format!("int_errno={code}"))
+    } else if closed {
+        "control socket has closed unexpectedly".to_string()
     } else if why.contains("cannot connect") {
         // iperf3 3.21's words, with the system's reason last.
         let reason = why.rsplit(": ").next().unwrap_or(&why);

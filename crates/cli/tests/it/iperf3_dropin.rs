@@ -367,6 +367,25 @@ fn refusals_and_errors_exit_as_iperf3_does() {
             "{opt:?}: {err}"
         );
     }
+    // A server that closes the conversation at once (as `iperf3 -s` does to a client that comes
+    // while it reopens its listener between tests): the same words and exit code as Debian's client.
+    let closer = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let cport = closer.local_addr().unwrap().port().to_string();
+    let closing = std::thread::spawn(move || {
+        for _ in 0..2 {
+            let (mut c, _) = closer.accept().unwrap();
+            let _ = std::io::Read::read(&mut c, &mut [0u8; 37]);
+        }
+    });
+    let args = ["-c", "127.0.0.1", "-p", cport.as_str(), "-t", "1"];
+    let theirs = Command::new("iperf3").args(args).output().unwrap();
+    let ours = Command::new(bin()).arg("iperf3").args(args).output().unwrap();
+    closing.join().unwrap();
+    let words = "iperf3: error - control socket has closed unexpectedly";
+    for o in [&theirs, &ours] {
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.code() == Some(1) && err.contains(words), "{err}");
+    }
     // An option iperf3 has and landspeed cannot honour is refused by name, never ignored.
     for (opt, name) in [
         (&["--repeating-payload"][..], "--gsro/--repeating-payload"),
