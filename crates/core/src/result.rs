@@ -87,6 +87,10 @@ pub struct Ndt7Record {
     /// Measurement messages past that limit, counted and not kept.
     #[serde(default)]
     pub measurements_not_kept: u64,
+    /// The client's measurement messages the server received, in order (a server's record of an
+    /// upload; clients may send them), up to the same limit.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub client_measurements: Vec<crate::ndt7::Measurement>,
 }
 
 impl Ndt7Record {
@@ -102,6 +106,16 @@ impl Ndt7Record {
             metadata,
             server_measurements: vec![],
             measurements_not_kept: 0,
+            client_measurements: vec![],
+        }
+    }
+
+    /// Keeps one more client measurement, or counts it past the limit.
+    pub fn keep_client(&mut self, m: crate::ndt7::Measurement) {
+        if self.client_measurements.len() < crate::ndt7::MAX_KEPT_MEASUREMENTS {
+            self.client_measurements.push(m);
+        } else {
+            self.measurements_not_kept += 1;
         }
     }
 

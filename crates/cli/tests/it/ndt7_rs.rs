@@ -45,7 +45,11 @@ fn num(v: &Value) -> f64 {
 #[test]
 fn the_ndt7_client_crate_completes_both_subtests_and_agrees_with_the_log() {
     let Some(exe) = client() else { return };
-    let s = ServerProc::start("127.0.0.1", &["--ndt7", "127.0.0.1:0", "--ndt7-plain"]);
+    let db = crate::archive::db("ndt7-rs");
+    let mut s = ServerProc::start(
+        "127.0.0.1",
+        &["--ndt7", "127.0.0.1:0", "--ndt7-plain", "--archive", "--db", &db],
+    );
     let addr = ndt7_addr(&s).to_string();
     let child = Command::new(exe)
         .args(["--no-locate", "--server", &addr, "--no-tls", "--format", "json"])
@@ -105,4 +109,24 @@ fn the_ndt7_client_crate_completes_both_subtests_and_agrees_with_the_log() {
         received >= put * 0.8 && received <= put + after_last,
         "server received {received}, client sent {put}"
     );
+    // The server kept both subtests as it saw them: a client that is not landspeed, named by its
+    // metadata, nothing verified, its rate from the server's own count.
+    crate::archive::stop(&mut s);
+    for (id, count, subtest) in [(1, sent, "download"), (2, received, "upload")] {
+        let a = crate::archive::archived(&db, id);
+        assert_eq!(a["ndt7"]["subtest"], subtest, "{a}");
+        assert_eq!(
+            a["ndt7"]["metadata"]["client_library_name"], "ndt7-client-rs",
+            "{a}"
+        );
+        assert_eq!(a["payload"]["verified"], false, "{a}");
+        let key = if subtest == "download" {
+            "bytes_sent"
+        } else {
+            "bytes_received"
+        };
+        assert_eq!(num(&a["summary"][key]), count, "{a}");
+        let rate = num(&a["summary"]["throughput_bps"]);
+        assert!(rate > 10e6, "{subtest}: {rate} bit/s");
+    }
 }

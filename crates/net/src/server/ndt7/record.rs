@@ -69,6 +69,13 @@ impl Seen {
         self.record.keep(m.clone());
     }
 
+    /// A client's text message: kept when it is a measurement.
+    pub(super) fn client_said(&mut self, text: &[u8]) {
+        if let Ok(m) = serde_json::from_slice::<Measurement>(text) {
+            self.record.keep_client(m);
+        }
+    }
+
     /// The subtest's result as this server saw it (None only if its test cannot be described, which
     /// a subtest's fixed shape rules out).
     pub(super) fn result(&self, asked: &Asked, p: &Progress, sock: &TcpStream) -> Option<RunResult> {

@@ -94,13 +94,18 @@ impl Frames {
         }
         match header.opcode {
             OpCode::Data(op) => {
-                if order(&mut self.inside, op, header.is_final)? == Kind::Binary {
-                    if p.check.is_some() {
+                match order(&mut self.inside, op, header.is_final)? {
+                    Kind::Binary if p.check.is_some() => {
                         unmask(frame.payload(), mask, &mut self.scratch);
                         p.received(&self.scratch);
-                    } else {
-                        p.bytes += frame.payload().len() as u64;
                     }
+                    Kind::Binary => p.moved(p.bytes + frame.payload().len() as u64),
+                    // A client's measurement (a whole text message), kept for the server's record.
+                    Kind::Text if op == Data::Text && header.is_final => {
+                        unmask(frame.payload(), mask, &mut self.scratch);
+                        p.seen.client_said(&self.scratch);
+                    }
+                    Kind::Text => {}
                 }
                 Ok(Step::Go)
             }
@@ -144,7 +149,7 @@ pub(super) fn upload(f: &mut Frames, sock: &TcpStream, info: &Reporter, p: &mut 
     let mut t = Timetable::new(ndt7::TEST_S);
     let mut waits = Waits::new(sock);
     loop {
-        let now = p.started.elapsed().as_secs_f64();
+        let now = p.clock();
         match t.at(now) {
             Due::CutOff => return p.fail("cut off at the ndt7 hard limit (13 s)"),
             Due::End => return close(f, sock, &mut t, p),
