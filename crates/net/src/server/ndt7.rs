@@ -725,7 +725,7 @@ impl Progress {
     }
 
     /// The subtest's payload count is now `bytes`, at the time its loop last read (a frame may be
-    /// a few KiB, so no clock read per frame: a second read there cost the upload 15% more CPU per
+    /// a few KiB, so no clock read per frame: a second read there cost the upload a fifth more CPU per
     /// byte with M-Lab's Go client, whose messages come in 4 KiB frames).
     fn moved(&mut self, bytes: u64) {
         self.first_byte_s.get_or_insert(self.now_s);
