@@ -705,8 +705,7 @@ fn print_error(o: &Opts, e: &landspeed_net::ClientError, meta: &iperf3_json::Ipe
             .iter()
             .for_each(|l| println!("{l}"));
     } else if o.json {
-        let doc = serde_json::json!({"start": {"connected": [], "version": meta.version,
-            "system_info": meta.system_info}, "intervals": [], "end": {}, "error": text});
+        let doc = crate::common::iperf3_meta::error_document(meta, &text);
         println!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
         if let Some((code, errno)) = server_said {

@@ -183,8 +183,7 @@ fn print_iperf3(ev: ServerEvent) {
         // iperf3's server writes a failed test as a document too: no figures, its error.
         (None, Some(e)) => {
             let meta = crate::common::iperf3_meta::meta(true);
-            let doc = serde_json::json!({"start": {"connected": [], "version": meta.version,
-                "system_info": meta.system_info}, "intervals": [], "end": {}, "error": format!("error - {e}")});
+            let doc = crate::common::iperf3_meta::error_document(&meta, &format!("error - {e}"));
             let mut o = std::io::stdout().lock();
             let _ = writeln!(o, "{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
             let _ = o.flush();

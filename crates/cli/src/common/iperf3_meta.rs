@@ -3,6 +3,13 @@
 
 use landspeed_report::iperf3_json::Iperf3Meta;
 
+/// iperf3's document for a test that failed (client and server alike): no connection, no interval,
+/// an empty `end`, and the error as iperf3 words it.
+pub fn error_document(meta: &Iperf3Meta, error: &str) -> serde_json::Value {
+    serde_json::json!({"start": {"connected": [], "version": meta.version,
+        "system_info": meta.system_info}, "intervals": [], "end": {}, "error": error})
+}
+
 /// The document's facts for the client's end or the server's.
 pub fn meta(server: bool) -> Iperf3Meta {
     Iperf3Meta {
