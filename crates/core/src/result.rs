@@ -112,20 +112,21 @@ impl Ndt7Record {
 
     /// Keeps one more client measurement, or counts it past the limit.
     pub fn keep_client(&mut self, m: crate::ndt7::Measurement) {
-        if self.client_measurements.len() < crate::ndt7::MAX_KEPT_MEASUREMENTS {
-            self.client_measurements.push(m);
+        Self::bounded(&mut self.client_measurements, m, &mut self.measurements_not_kept);
+    }
+
+    /// Pushes `m` while `list` holds fewer than the limit; counts it in `not_kept` otherwise.
+    fn bounded(list: &mut Vec<crate::ndt7::Measurement>, m: crate::ndt7::Measurement, not_kept: &mut u64) {
+        if list.len() < crate::ndt7::MAX_KEPT_MEASUREMENTS {
+            list.push(m);
         } else {
-            self.measurements_not_kept += 1;
+            *not_kept += 1;
         }
     }
 
     /// Keeps one more server measurement, or counts it past the limit.
     pub fn keep(&mut self, m: crate::ndt7::Measurement) {
-        if self.server_measurements.len() < crate::ndt7::MAX_KEPT_MEASUREMENTS {
-            self.server_measurements.push(m);
-        } else {
-            self.measurements_not_kept += 1;
-        }
+        Self::bounded(&mut self.server_measurements, m, &mut self.measurements_not_kept);
     }
 }
 

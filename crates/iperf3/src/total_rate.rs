@@ -34,26 +34,14 @@ impl TotalRateLimit {
         if average_s != 0.0 && !(0.1..=60.0).contains(&average_s) {
             return Err("invalid time interval for calculating average data rate".into());
         }
-        let bps = rate_bps(rate).ok_or_else(|| format!("invalid unit value or suffix: '{rate}'"))?;
+        // landspeed's own rate reader takes iperf3's suffixes (k, m, g, t: powers of 1000).
+        let bps = rate
+            .trim()
+            .parse::<landspeed_core::units::BitRate>()
+            .map_err(|_| format!("invalid unit value or suffix: '{rate}'"))?
+            .bps();
         Ok(TotalRateLimit { bps, average_s })
     }
-}
-
-/// A rate with iperf3's suffixes (k, m, g, t: powers of 1000), or None.
-fn rate_bps(text: &str) -> Option<f64> {
-    let t = text.trim();
-    let (number, scale) = match t.chars().last()?.to_ascii_lowercase() {
-        'k' => (&t[..t.len() - 1], 1e3),
-        'm' => (&t[..t.len() - 1], 1e6),
-        'g' => (&t[..t.len() - 1], 1e9),
-        't' => (&t[..t.len() - 1], 1e12),
-        _ => (t, 1.0),
-    };
-    let v = number
-        .parse::<f64>()
-        .ok()
-        .filter(|v| v.is_finite() && *v >= 0.0)?;
-    Some(v * scale)
 }
 
 /// The running check of one test.
