@@ -56,6 +56,33 @@ fn sixty_four_streams() {
     );
 }
 
+/// The largest test a client may ask for: 1024 streams (above 128 per end they share epoll workers),
+/// every stream's share of an exact byte count arrives and is verified, and each end says what memory
+/// it took (the figure a user reads before running one for real).
+#[test]
+fn a_thousand_and_twenty_four_streams_move_exact_verified_bytes() {
+    let s = ServerProc::start("127.0.0.1", &[]);
+    let r = run_json("127.0.0.1", s.port, &["-n", "100000037", "-P", "1024"]);
+    check_invariants(&r);
+    let summary = &r["summary"];
+    assert_eq!(summary["bytes_received"], 100_000_037);
+    assert_eq!(summary["bytes_verified"], 100_000_037);
+    assert_eq!(summary["corrupt_blocks"], 0);
+    let streams = r["streams"].as_array().unwrap();
+    assert_eq!(streams.len(), 1024);
+    // 100,000,037 = 1024 × 97,656 + 293: streams 0 to 292 carry one byte more.
+    for st in streams {
+        let id = st["id"].as_u64().unwrap();
+        assert_eq!(st["bytes_received"], 97_656 + u64::from(id < 293), "stream {id}");
+    }
+    let engine = r["data_path"]["engine"].as_str().unwrap_or_default();
+    assert!(engine.contains("epoll"), "{}", r["data_path"]);
+    for side in ["local", "remote"] {
+        let peak = r[side]["memory"]["peak_rss_bytes"].as_u64().unwrap_or(0);
+        assert!(peak > 0, "{side}.memory: {}", r[side]["memory"]);
+    }
+}
+
 #[test]
 fn exact_byte_count_split_over_streams() {
     let s = ServerProc::start("127.0.0.1", &[]);

@@ -69,11 +69,36 @@ fn when(ready: impl Fn(&Machine) -> bool, then: impl FnOnce(&mut Machine)) {
 }
 
 /// A test thread's slot, given back when the thread (the test) ends.
-struct Slot;
+struct Slot(Claimed);
 
 impl Drop for Slot {
     fn drop(&mut self) {
         when(|_| true, |m| m.running -= 1);
+        self.0.log("shared");
+    }
+}
+
+/// When a test claimed the machine, and its name (read then: a slot is given back as the thread's
+/// locals are destroyed, when the thread can no longer be asked).
+struct Claimed(std::time::Instant, String);
+
+impl Claimed {
+    fn now() -> Claimed {
+        let name = std::thread::current().name().unwrap_or("?").to_string();
+        Claimed(std::time::Instant::now(), name)
+    }
+
+    /// With LANDSPEED_TEST_CLAIMS=FILE, appends "shared|alone SECONDS TEST" to FILE. libtest's own
+    /// times count the wait for a slot; these do not, so they say which tests hold the machine longest
+    /// (where CI's time goes).
+    fn log(&self, kind: &str) {
+        let Some(path) = std::env::var_os("LANDSPEED_TEST_CLAIMS") else {
+            return;
+        };
+        let line = format!("{kind} {:.2} {}\n", self.0.elapsed().as_secs_f64(), self.1);
+        if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
+            let _ = std::io::Write::write_all(&mut f, line.as_bytes());
+        }
     }
 }
 
@@ -102,7 +127,7 @@ pub fn share() {
                 |m| !m.alone && m.waiting_alone == 0 && m.reentering == 0 && m.running < slots(),
                 |m| m.running += 1,
             );
-            *c = Claim::Shared(Slot);
+            *c = Claim::Shared(Slot(Claimed::now()));
         }
     });
 }
@@ -153,7 +178,7 @@ pub fn one_iperf3_test() -> Alone {
 }
 
 /// The machine for this test alone until the guard drops; called before the test starts anything.
-pub struct Alone;
+pub struct Alone(Claimed);
 
 pub fn alone() -> Alone {
     CLAIM.with(|c| {
@@ -171,13 +196,14 @@ pub fn alone() -> Alone {
             m.alone = true;
         },
     );
-    Alone
+    Alone(Claimed::now())
 }
 
 impl Drop for Alone {
     fn drop(&mut self) {
         CLAIM.with(|c| *c.borrow_mut() = Claim::None);
         when(|_| true, |m| m.alone = false);
+        self.0.log("alone");
     }
 }
 
