@@ -315,15 +315,17 @@ fn path_mtu_finds_a_1400_byte_link_inside_a_9000_byte_path() {
 }
 
 #[test]
-fn capacity_of_an_emulated_1_gbit_bottleneck_within_20_percent_below_and_15_above() {
+fn capacity_of_an_emulated_500_mbit_bottleneck_within_20_percent_below_and_15_above() {
     // Alone: a packet train's dispersion is timing at the microsecond; beside a busy test (CI, the
     // first full run with slots) the trains after the first few came in at 0.5-0.8 Gbit/s. Alone, the
     // misses seen are all below (a late forwarder spreads a train), so the margin below is wider: a full
     // run on a slower 2-CPU VM (2026-11-26, the ceiling probe at 20 Gbit/s against 32-38 on others)
-    // estimated 0.848 Gbit/s, its trains 0.78-0.94.
+    // estimated 0.848 Gbit/s of an emulated 1 Gbit/s, its trains 0.78-0.94, and a clean clone's CI run
+    // 0.797, its first two trains 1.01 and 1.03 and the later ones 0.65-0.90: the userspace forwarder,
+    // not the probe, fell behind a 12 µs gap between packets. At 500 Mbit/s the gap is 24 µs.
     let _alone = crate::common::alone();
     let Some(_lock) = root() else { return };
-    let mut w = Wan::up(&["--rtt", "10ms", "--rate", "1G"]);
+    let mut w = Wan::up(&["--rtt", "10ms", "--rate", "500M"]);
     w.serve_in_b();
     let o = w.in_a(
         &["path", "198.18.0.2", "--capacity", "--json"],
@@ -332,7 +334,10 @@ fn capacity_of_an_emulated_1_gbit_bottleneck_within_20_percent_below_and_15_abov
     assert_eq!(o.code, 0, "{}\n{}", o.stdout, o.stderr);
     let c = &json(&o)["capacity"];
     let e = c["estimate_bps"].as_f64().unwrap();
-    assert!((0.80e9..=1.15e9).contains(&e), "estimate {e} for 1 Gbit/s: {c}");
+    assert!(
+        (0.40e9..=0.575e9).contains(&e),
+        "estimate {e} for 500 Mbit/s: {c}"
+    );
     assert!(c["trains_used"].as_u64().unwrap() >= 10, "{c}");
     assert!(c["p10_bps"].as_f64().unwrap() <= e && e <= c["p90_bps"].as_f64().unwrap());
 }
