@@ -88,9 +88,10 @@ impl Claimed {
         Claimed(std::time::Instant::now(), name)
     }
 
-    /// With LANDSPEED_TEST_CLAIMS=FILE, appends "shared|alone SECONDS TEST" to FILE. libtest's own
-    /// times count the wait for a slot; these do not, so they say which tests hold the machine longest
-    /// (where CI's time goes).
+    /// With LANDSPEED_TEST_CLAIMS=FILE, appends "shared|alone SECONDS TEST" to FILE: from the claim to
+    /// the test's end. libtest's own times count the wait for a slot; these do not (a shared claim does
+    /// count a later wait for a lock, during which its slot is lent out), so they say which tests hold
+    /// the machine longest (where CI's time goes).
     fn log(&self, kind: &str) {
         let Some(path) = std::env::var_os("LANDSPEED_TEST_CLAIMS") else {
             return;
