@@ -101,11 +101,13 @@ pub enum ServerEvent {
     },
     /// A test finished or failed.
     Test(TestLog),
-    /// A connection that was not a test: unknown protocol, unknown session, iperf3 (not yet served).
+    /// A connection that was not a test: unknown protocol, unknown session, over a limit, ...
     Refused {
         /// Who connected.
         peer: SocketAddr,
-        /// Why it was refused.
+        /// Why, as one of a fixed set (what the counters and metrics count).
+        kind: RefusalKind,
+        /// Why, in words, for the log line only (it may quote what the peer sent).
         reason: String,
     },
     /// Counters since start, when asked (`stats_signal`, SIGUSR1 in the binary).
@@ -130,6 +132,75 @@ pub struct ServerStats {
     pub bytes_received: u64,
     /// Bytes sent by completed and failed tests.
     pub bytes_sent: u64,
-    /// Refused connections by reason (the reason's text up to its first ':' or '(').
-    pub refused: Vec<(String, u64)>,
+    /// Refused connections and datagrams by kind (a fixed set, so the counters and their metric
+    /// labels stay bounded whatever peers send).
+    pub refused: Vec<(RefusalKind, u64)>,
+}
+
+/// Why the server turned a connection or datagram away: a fixed set, so that counting refusals by
+/// reason can never grow with what strangers send (the words, which may quote them, go only to the
+/// log line).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum RefusalKind {
+    /// Not in `--allow`.
+    NotAllowed,
+    /// Over `--max-tests-per-minute`.
+    RateLimited,
+    /// Every slot of its kind in use (tests, greetings, handshakes, threads).
+    Busy,
+    /// It did not prove a key the server accepts.
+    Authentication,
+    /// A protocol this keyed server does not open to clients without a key.
+    Keyed,
+    /// Its first bytes were not a complete greeting of any protocol served, in time.
+    Greeting,
+    /// Its request was malformed (an HTTP request, a cookie, a QUIC stream's hello).
+    Malformed,
+    /// A data connection for a session no running test owns.
+    UnknownSession,
+    /// A data connection from another address than its test's control connection, or with a wrong
+    /// stream proof.
+    ForeignStream,
+    /// A data connection for a stream its test already has, or does not have.
+    DuplicateStream,
+    /// A UDP hello from an address not yet shown to receive there (answered with a challenge only).
+    UdpUnvalidated,
+    /// Its test would need more memory than the server's budget allows.
+    Memory,
+}
+
+impl RefusalKind {
+    /// Every kind, in order.
+    pub const ALL: [RefusalKind; 12] = [
+        RefusalKind::NotAllowed,
+        RefusalKind::RateLimited,
+        RefusalKind::Busy,
+        RefusalKind::Authentication,
+        RefusalKind::Keyed,
+        RefusalKind::Greeting,
+        RefusalKind::Malformed,
+        RefusalKind::UnknownSession,
+        RefusalKind::ForeignStream,
+        RefusalKind::DuplicateStream,
+        RefusalKind::UdpUnvalidated,
+        RefusalKind::Memory,
+    ];
+
+    /// Its name in counters, JSON and metric labels.
+    pub fn label(self) -> &'static str {
+        match self {
+            RefusalKind::NotAllowed => "not_allowed",
+            RefusalKind::RateLimited => "rate_limited",
+            RefusalKind::Busy => "busy",
+            RefusalKind::Authentication => "authentication",
+            RefusalKind::Keyed => "keyed_server",
+            RefusalKind::Greeting => "greeting",
+            RefusalKind::Malformed => "malformed",
+            RefusalKind::UnknownSession => "unknown_session",
+            RefusalKind::ForeignStream => "foreign_stream",
+            RefusalKind::DuplicateStream => "duplicate_stream",
+            RefusalKind::UdpUnvalidated => "udp_unvalidated",
+            RefusalKind::Memory => "memory",
+        }
+    }
 }

@@ -120,6 +120,8 @@ pub mod errno {
     pub const ACCESS_DENIED: i32 = 121;
     /// IESETCONGESTION: the congestion control cannot be set.
     pub const SET_CONGESTION: i32 = 134;
+    /// IEAUTHTEST: the test's authorization failed (iperf3's RSA authentication).
+    pub const AUTH_TEST: i32 = 142;
     /// IESTREAMACCEPT: the data connections did not all come.
     pub const STREAM_ACCEPT: i32 = 204;
 }

@@ -20,6 +20,7 @@ use crate::streams::DataPaths;
 use landspeed_core::assemble::{assemble, Inputs, RunContext};
 use landspeed_core::config::{Flow, Test, TestSpec, Transport};
 use landspeed_core::endpoint::{EndpointReport, IntervalSample, Role};
+use landspeed_core::protocol::udp_hello::{Challenge, Hello};
 use landspeed_core::protocol::{
     Admission, ClientSession, Preamble, ProtocolError, SessionId, Timers, PROTOCOL_VERSION,
 };
@@ -400,6 +401,19 @@ pub enum ClientError {
     Iperf3UdpHello {
         /// The stream.
         id: u32,
+    },
+    /// The client holds a key and the server answered in iperf3's protocol, which cannot carry it:
+    /// the test stops rather than fall back unauthenticated (a downgrade anyone in the path can cause
+    /// with one byte).
+    #[error(
+        "{addr} answered in iperf3's protocol (first byte {first_byte:#04x}), which cannot authenticate; \
+         a client with a key does not fall back to it"
+    )]
+    Downgrade {
+        /// The server's address.
+        addr: SocketAddr,
+        /// The byte it answered with.
+        first_byte: u8,
     },
     /// The server answered in iperf3's protocol (PARAM_EXCHANGE or ACCESS_DENIED): retry with
     /// `run_iperf3_client`.
@@ -1014,7 +1028,9 @@ fn data_port(opts: &ClientOptions, id: Option<u32>) -> u16 {
 }
 
 /// Opens the UDP streams: a connected socket per stream, which says hello (the data preamble) until the
-/// server acknowledges it with the same bytes from its own socket for the stream.
+/// server acknowledges it with the same bytes from its own socket for the stream. A server that does
+/// not see the hello come from the control connection's address (a NAT that maps UDP elsewhere)
+/// answers with a challenge instead, whose token the next hellos carry (`core::protocol::udp_hello`).
 fn open_udp_streams(
     opts: &ClientOptions,
     addr: SocketAddr,
@@ -1027,12 +1043,12 @@ fn open_udp_streams(
             let sock = udp_socket(opts, addr, spec, id).map_err(err)?;
             sock.set_read_timeout(Some(Duration::from_millis(200)))
                 .map_err(err)?;
-            let hello = Preamble::Data {
-                version: PROTOCOL_VERSION,
+            let mut hello = Hello {
                 session: sid,
                 stream: id,
-            }
-            .encode();
+                token: None,
+            };
+            let ack = Hello { token: None, ..hello }.encode();
             let deadline = Instant::now() + opts.control_timeout;
             let mut buf = [0u8; 64];
             loop {
@@ -1044,10 +1060,14 @@ fn open_udp_streams(
                     });
                 }
                 // ECONNREFUSED from an earlier hello means nothing listens yet; keep trying until the deadline.
-                let _ = sock.send(&hello);
+                let _ = sock.send(&hello.encode());
                 match sock.recv(&mut buf) {
-                    Ok(n) if buf[..n] == hello[..] => break,
-                    _ => continue,
+                    Ok(n) if buf[..n] == ack[..] => break,
+                    Ok(n) => match Challenge::parse(&buf[..n]) {
+                        Some(c) if (c.session, c.stream) == (sid, id) => hello.token = Some(c.token),
+                        _ => continue,
+                    },
+                    Err(_) => continue,
                 }
             }
             Ok(landspeed_engine::transport::udp::UdpStream::of_test(

@@ -22,7 +22,7 @@ pub use error::{MissingWhy, TestError};
 use crate::control::{self};
 use landspeed_core::endpoint::Role;
 use landspeed_core::protocol::SessionId;
-pub use landspeed_core::server_log::{ServerEvent, ServerStats, TestLog};
+pub use landspeed_core::server_log::{RefusalKind, ServerEvent, ServerStats, TestLog};
 use landspeed_engine::supervisor::{self, Wake};
 use mio::net::TcpListener as MioListener;
 use mio::{Events, Interest, Poll, Token};
@@ -83,6 +83,21 @@ pub struct ServerOptions {
     /// iperf3's `--server-bitrate-limit` (the drop-in's server): iperf3 tests asking for more in all
     /// are refused, and ended once they move more on average, with iperf3's TOTAL_RATE.
     pub iperf3_total_rate: Option<landspeed_iperf3::total_rate::TotalRateLimit>,
+    /// Protocols that cannot prove a landspeed key, served anyway by a server with `auth`
+    /// (`--open`); without `auth` every protocol is open.
+    pub open: Vec<Keyless>,
+}
+
+/// A protocol that cannot carry landspeed's key, which a keyed server refuses unless the operator
+/// opens it by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keyless {
+    /// iperf3's protocol (its clients without iperf3's own credentials).
+    Iperf3,
+    /// M-Lab's ndt7.
+    Ndt7,
+    /// The QUIC performance protocol.
+    QuicPerf,
 }
 
 /// Where and how `serve --ndt7` listens.
@@ -120,6 +135,7 @@ impl Default for ServerOptions {
             ndt7: None,
             iperf3_live: false,
             iperf3_total_rate: None,
+            open: vec![],
         }
     }
 }
@@ -145,7 +161,7 @@ struct Counters {
     tests_failed: u64,
     bytes_received: u64,
     bytes_sent: u64,
-    refused: std::collections::BTreeMap<String, u64>,
+    refused: std::collections::BTreeMap<RefusalKind, u64>,
     last_test: Option<landspeed_core::server_log::TestLog>,
 }
 
@@ -168,22 +184,31 @@ pub enum ServerError {
     Io(#[from] std::io::Error),
 }
 
+/// A test waiting for its data connections: where the listeners hand them, and the address its
+/// control connection came from (a data connection or UDP hello from elsewhere is not taken on its
+/// word: docs/security.md, "Data connections").
+#[derive(Clone)]
+pub(crate) struct Waiter {
+    /// The test's wake-up channel.
+    pub(crate) tx: mpsc::Sender<Wake<control::Input>>,
+    /// The control connection's peer address (canonical).
+    pub(crate) control: IpAddr,
+}
+
+/// Tests waiting for data connections, by the key their connections quote.
+type Waiting<K> = Mutex<HashMap<K, Waiter>>;
 /// Running tests by session id: where the listeners hand each data connection (TCP) or hello (UDP).
-type Registry = Mutex<HashMap<SessionId, mpsc::Sender<Wake<control::Input>>>>;
+type Registry = Waiting<SessionId>;
 /// Removes a waiting test from its registry however the test ends.
-struct Registered<'a, K: Eq + std::hash::Hash>(&'a Mutex<HashMap<K, mpsc::Sender<Wake<control::Input>>>>, K);
+struct Registered<'a, K: Eq + std::hash::Hash>(&'a Waiting<K>, K);
 
 impl<'a, K: Eq + std::hash::Hash + Clone> Registered<'a, K> {
-    /// `tx` receives the data connections that name `key` until the test ends.
-    fn new(
-        registry: &'a Mutex<HashMap<K, mpsc::Sender<Wake<control::Input>>>>,
-        key: K,
-        tx: mpsc::Sender<Wake<control::Input>>,
-    ) -> Result<Self, TestError> {
+    /// `waiter` receives the data connections that name `key` until the test ends.
+    fn new(registry: &'a Waiting<K>, key: K, waiter: Waiter) -> Result<Self, TestError> {
         registry
             .lock()
             .map_err(|_| TestError::Poisoned)?
-            .insert(key.clone(), tx);
+            .insert(key.clone(), waiter);
         Ok(Registered(registry, key))
     }
 }
@@ -220,6 +245,8 @@ struct Shared {
     tls: ServerTls,
     /// The QUIC endpoint, unless turned off.
     quic: Option<quic::QuicServer>,
+    /// Return-routability tokens for UDP hellos from addresses other than their control connection's.
+    udp_validator: landspeed_core::protocol::udp_hello::Validator,
 }
 
 /// The server's TLS identity and configuration, made once when it binds.
@@ -269,14 +296,28 @@ impl Shared {
                     c.bytes_sent += t.bytes_sent;
                     c.last_test = Some(t.clone());
                 }
-                ServerEvent::Refused { reason, .. } => {
-                    let key = reason.split([':', '(']).next().unwrap_or("").trim().to_string();
-                    *c.refused.entry(key).or_default() += 1;
-                }
+                ServerEvent::Refused { kind, .. } => *c.refused.entry(*kind).or_default() += 1,
                 _ => {}
             }
         }
         (self.events)(ev);
+    }
+
+    /// Logs and counts a refused connection: `kind` for the counters, `reason` for the log line.
+    pub(crate) fn refuse(&self, peer: SocketAddr, kind: RefusalKind, reason: impl Into<String>) {
+        self.emit(ServerEvent::Refused {
+            peer,
+            kind,
+            reason: reason.into(),
+        });
+    }
+
+    /// Counts a refusal without a log line (forged UDP datagrams: a log line each would let anyone
+    /// fill the log).
+    pub(crate) fn count_refused(&self, kind: RefusalKind) {
+        if let Ok(mut c) = self.counters.lock() {
+            *c.refused.entry(kind).or_default() += 1;
+        }
     }
 
     fn stats(&self) -> ServerStats {
@@ -288,7 +329,7 @@ impl Shared {
             tests_running: self.running.load(Relaxed) as u64,
             bytes_received: c.bytes_received,
             bytes_sent: c.bytes_sent,
-            refused: c.refused.iter().map(|(k, v)| (k.clone(), *v)).collect(),
+            refused: c.refused.iter().map(|(k, v)| (*k, *v)).collect(),
         }
     }
 
@@ -318,6 +359,11 @@ impl Shared {
                 wait.as_secs() + 1
             )
         })
+    }
+
+    /// Whether this server refuses `proto` because it requires a key that `proto` cannot carry.
+    pub(crate) fn keyed_only(&self, proto: Keyless) -> bool {
+        self.opts.auth.is_some() && !self.opts.open.contains(&proto)
     }
 
     /// Whether `peer` may test here (`--allow`).
@@ -445,7 +491,10 @@ impl Server {
                 tls: n.tls.then(|| tls.tcp.clone()),
             }),
         };
+        let mut secret = [0u8; landspeed_core::protocol::udp_hello::SECRET_LEN];
+        getrandom::fill(&mut secret).map_err(|e| ServerError::Io(std::io::Error::other(e)))?;
         let shared = Arc::new(Shared {
+            udp_validator: landspeed_core::protocol::udp_hello::Validator::new(secret),
             tls,
             quic,
             registry: Mutex::new(HashMap::new()),

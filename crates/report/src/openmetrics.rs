@@ -6,7 +6,7 @@
 //! as a suffix (docs/metrics-export.md lists every one).
 
 use landspeed_core::result::RunResult;
-use landspeed_core::server_log::{ServerStats, TestLog};
+use landspeed_core::server_log::{RefusalKind, ServerStats, TestLog};
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -91,17 +91,26 @@ pub fn server(s: &ServerStats, last: Option<&TestLog>, version: &str) -> String 
         Some(Unit::Bytes),
         s.bytes_sent,
     );
+    // Every kind is a series from the start (0 until it happens), and no other can appear: the label
+    // set is fixed whatever peers send.
+    let refused: Vec<(String, u64)> = RefusalKind::ALL
+        .iter()
+        .map(|k| {
+            let n = s.refused.iter().filter(|(r, _)| r == k).map(|(_, v)| v).sum();
+            (k.label().to_string(), n)
+        })
+        .collect();
     counters_by(
         sub,
         "refusals",
-        "Connections refused, by reason",
+        "Connections and datagrams refused, by reason",
         "reason",
-        &s.refused,
+        &refused,
     );
     let auth = s
         .refused
         .iter()
-        .filter(|(k, _)| k.starts_with("authentication"))
+        .filter(|(k, _)| *k == RefusalKind::Authentication)
         .map(|(_, v)| v)
         .sum();
     counter(
@@ -356,7 +365,7 @@ mod tests {
             tests_running: 1,
             bytes_received: 1_000_000,
             bytes_sent: 0,
-            refused: vec![("authentication failed".into(), 2), ("busy".into(), 1)],
+            refused: vec![(RefusalKind::Authentication, 2), (RefusalKind::Busy, 1)],
         }
     }
 
@@ -374,6 +383,7 @@ mod tests {
             "# UNIT landspeed_server_received_bytes bytes",
             "landspeed_server_received_bytes_total 1000000",
             "landspeed_server_refusals_total{reason=\"busy\"} 1",
+            "landspeed_server_refusals_total{reason=\"udp_unvalidated\"} 0",
             "landspeed_server_auth_failures_total 2",
             "landspeed_server_running_tests 1.0",
             "landspeed_server_uptime_seconds 12.5",
@@ -383,6 +393,12 @@ mod tests {
             assert!(text.lines().any(|l| l == line), "{line:?} missing in\n{text}");
         }
         assert!(text.ends_with("# EOF\n"), "{text}");
+        // One series per kind of refusal, whatever happened: the label set is fixed.
+        let series = text
+            .lines()
+            .filter(|l| l.starts_with("landspeed_server_refusals_total{"))
+            .count();
+        assert_eq!(series, RefusalKind::ALL.len());
     }
 
     #[test]

@@ -6,6 +6,31 @@ use landspeed_core::server_log::{ServerEvent, ServerStats, TestLog};
 use landspeed_core::units::{BitRate, Bytes};
 use serde_json::{json, Value};
 
+/// The longest refusal reason a log line keeps, in characters.
+const MAX_REASON_CHARS: usize = 300;
+/// The longest protocol description (it names the client's software) a log line keeps, in characters.
+const MAX_PROTOCOL_CHARS: usize = 200;
+/// The longest name (a key's, a client's) a log line keeps, in characters.
+const MAX_NAME_CHARS: usize = 64;
+
+/// `s` made safe for one log line: control characters (a newline that would forge a second line, a
+/// terminal escape) written as `\u{..}` escapes, and at most `max` characters, an ellipsis marking a cut.
+pub fn clean(s: &str, max: usize) -> String {
+    let mut out = String::with_capacity(s.len().min(max * 4));
+    for (i, c) in s.chars().enumerate() {
+        if i == max {
+            out.push('…');
+            break;
+        }
+        if c.is_control() {
+            out.extend(c.escape_unicode());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// One event as a line of text, stamped `time_utc`.
 pub fn text_line(ev: &ServerEvent, time_utc: &str) -> String {
     match ev {
@@ -26,7 +51,9 @@ pub fn text_line(ev: &ServerEvent, time_utc: &str) -> String {
             )
         }
         ServerEvent::Test(t) => test_text(t, time_utc),
-        ServerEvent::Refused { peer, reason } => format!("{time_utc} refused {peer}: {reason}"),
+        ServerEvent::Refused { peer, reason, .. } => {
+            format!("{time_utc} refused {peer}: {}", clean(reason, MAX_REASON_CHARS))
+        }
         ServerEvent::Stats(st) => stats_text(st, time_utc),
         // Only a live view asks for these; the log has the test's line at its end.
         ServerEvent::Iperf3Progress(_) => String::new(),
@@ -46,7 +73,7 @@ fn test_text(t: &TestLog, time_utc: &str) -> String {
         "-".into()
     };
     let outcome = match (&t.error, t.corrupt_blocks) {
-        (Some(e), _) => format!("FAILED: {e}"),
+        (Some(e), _) => format!("FAILED: {}", clean(e, MAX_REASON_CHARS)),
         (None, 0) => "ok".to_string(),
         (None, n) => format!("CORRUPTED: {n} bad block(s) received"),
     };
@@ -56,11 +83,11 @@ fn test_text(t: &TestLog, time_utc: &str) -> String {
     let who = t
         .auth
         .as_ref()
-        .map(|n| format!(" (both ends authenticated by key {n})"))
+        .map(|n| format!(" (both ends authenticated by key {})", clean(n, MAX_NAME_CHARS)))
         .unwrap_or_default();
     format!(
         "{time_utc} {} test from {}{who}: {} stream(s) {dir}, received {} B = {} (verified {} B) sent {} B = {} in {:.2} s ({rate}){peer}: {outcome}",
-        t.protocol,
+        clean(&t.protocol, MAX_PROTOCOL_CHARS),
         t.peer,
         t.streams,
         t.bytes_received,
@@ -73,7 +100,11 @@ fn test_text(t: &TestLog, time_utc: &str) -> String {
 }
 
 fn stats_text(st: &ServerStats, time_utc: &str) -> String {
-    let refused: Vec<String> = st.refused.iter().map(|(k, v)| format!("{v} {k}")).collect();
+    let refused: Vec<String> = st
+        .refused
+        .iter()
+        .map(|(k, v)| format!("{v} {}", k.label()))
+        .collect();
     format!(
         "{time_utc} stats: up {:.0} s; tests {} ok, {} failed, {} running; received {} B, sent {} B; refused: {}",
         st.uptime_s,
@@ -112,14 +143,15 @@ pub fn json_line(ev: &ServerEvent, time_utc: &str) -> Value {
             "duration_s": t.duration_s, "peer_bytes": t.peer_bytes, "error": t.error, "auth": t.auth,
             "ok": t.verdict().is_trusted(),
         }),
-        ServerEvent::Refused { peer, reason } => json!({
-            "time": time_utc, "event": "refused", "peer": peer.to_string(), "reason": reason,
+        ServerEvent::Refused { peer, kind, reason } => json!({
+            "time": time_utc, "event": "refused", "peer": peer.to_string(), "kind": kind.label(),
+            "reason": clean(reason, MAX_REASON_CHARS),
         }),
         ServerEvent::Stats(st) => json!({
             "time": time_utc, "event": "stats", "uptime_s": st.uptime_s, "tests_ok": st.tests_ok,
             "tests_failed": st.tests_failed, "tests_running": st.tests_running,
             "bytes_received": st.bytes_received, "bytes_sent": st.bytes_sent,
-            "refused": st.refused.iter().map(|(k, v)| (k.clone(), json!(v))).collect::<serde_json::Map<_, _>>(),
+            "refused": st.refused.iter().map(|(k, v)| (k.label().to_string(), json!(v))).collect::<serde_json::Map<_, _>>(),
         }),
         ServerEvent::Iperf3Progress(_) => Value::Null,
     }
@@ -222,17 +254,36 @@ mod tests {
         assert_eq!(json_line(&test_event(None, 1), T)["ok"], json!(false));
         let refused = ServerEvent::Refused {
             peer: "192.0.2.8:1".parse().unwrap(),
+            kind: landspeed_core::server_log::RefusalKind::Busy,
             reason: "busy".into(),
         };
         assert_eq!(
             json_line(&refused, T),
-            json!({"time": T, "event": "refused", "peer": "192.0.2.8:1", "reason": "busy"})
+            json!({"time": T, "event": "refused", "peer": "192.0.2.8:1", "kind": "busy", "reason": "busy"})
         );
         let stats = ServerEvent::Stats(ServerStats {
-            refused: vec![("busy".into(), 2)],
+            refused: vec![(landspeed_core::server_log::RefusalKind::Busy, 2)],
             ..ServerStats::default()
         });
         assert_eq!(json_line(&stats, T)["refused"], json!({"busy": 2}));
         assert!(text_line(&stats, T).ends_with("refused: 2 busy"));
+    }
+
+    #[test]
+    fn what_a_peer_wrote_cannot_forge_a_line_or_grow_it_without_bound() {
+        let forged = ServerEvent::Refused {
+            peer: "192.0.2.8:1".parse().unwrap(),
+            kind: landspeed_core::server_log::RefusalKind::Authentication,
+            reason: format!("authentication failed: unknown key x\n{T} ok\u{1b}[2J{}", "a".repeat(5000)),
+        };
+        let line = text_line(&forged, T);
+        assert!(!line.chars().any(char::is_control), "{line:?}");
+        assert!(line.contains("\\u{a}") && line.contains("\\u{1b}"), "{line:?}");
+        assert!(line.chars().count() < 400, "{}", line.len());
+        assert!(line.ends_with('…'));
+        let mut t = TestLog::new("127.0.0.1:1".parse().unwrap(), "iperf3 3.21\r\nforged");
+        t.auth = Some("k\u{7}".into());
+        let line = text_line(&ServerEvent::Test(t), T);
+        assert!(!line.chars().any(char::is_control), "{line:?}");
     }
 }

@@ -24,6 +24,7 @@ Examples:
   landspeed serve --metrics 127.0.0.1:9572    # OpenMetrics on http://127.0.0.1:9572/metrics
   landspeed serve --ndt7 [::]:4443 --archive  # keep every ndt7 subtest in the archive
   landspeed serve --auth-keys /etc/landspeed/keys    # clients: run --auth NAME:KEYFILE
+  landspeed serve --auth-keys KEYS --open iperf3     # keyed, and iperf3 clients still served
 
 What is authenticated:
   With --auth-keys, both ends prove they hold a shared key and every control message
@@ -37,8 +38,9 @@ What is authenticated:
   Without a key, nothing is authenticated: --tls and --quic encrypt the data against
   passive observers only (an attacker in the path could present its own certificate)
   unless the client pins the certificate (run --tls-pin). Each result says which held
-  (authentication.server: key, pinned_certificate or none). ndt7 and the QUIC perf
-  protocol have no authentication.";
+  (authentication.server: key, pinned_certificate or none). iperf3's protocol, ndt7
+  and the QUIC perf protocol cannot carry the key: a keyed server refuses them unless
+  --open names them.";
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {
@@ -94,6 +96,11 @@ pub struct ServeArgs {
     /// line (secret at least 16 bytes; `#` comments). Clients use `run --auth NAME:KEYFILE`.
     #[arg(long, value_name = "FILE")]
     pub auth_keys: Option<std::path::PathBuf>,
+    /// With --auth-keys, serve this protocol to clients without a key anyway (repeatable): iperf3,
+    /// ndt7 or quic-perf, none of which can carry landspeed's key. By default a keyed server refuses
+    /// them (iperf3 clients read iperf3's "test authorization failed", ndt7 clients get HTTP 403).
+    #[arg(long, value_name = "PROTOCOL", value_enum, requires = "auth_keys")]
+    pub open: Vec<OpenProtocol>,
     /// Take third-party orders: a client holding one of the --auth-keys may ask this server to run a test
     /// from here to another landspeed server (`run --from`, `mesh`). Off by default.
     #[arg(long, requires = "auth_keys")]
@@ -153,6 +160,27 @@ pub struct ServeArgs {
     #[arg(long, hide = true, value_name = "RATE[/SECONDS]",
           value_parser = landspeed_iperf3::total_rate::TotalRateLimit::parse)]
     pub iperf3_bitrate_limit: Option<landspeed_iperf3::total_rate::TotalRateLimit>,
+}
+
+/// A protocol that cannot carry landspeed's key, opened on a keyed server by `--open`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpenProtocol {
+    /// iperf3's protocol.
+    Iperf3,
+    /// M-Lab's ndt7 (serve --ndt7).
+    Ndt7,
+    /// The QUIC performance protocol.
+    QuicPerf,
+}
+
+impl From<OpenProtocol> for landspeed_net::server::Keyless {
+    fn from(p: OpenProtocol) -> Self {
+        match p {
+            OpenProtocol::Iperf3 => Self::Iperf3,
+            OpenProtocol::Ndt7 => Self::Ndt7,
+            OpenProtocol::QuicPerf => Self::QuicPerf,
+        }
+    }
 }
 
 fn print(ev: ServerEvent) {
@@ -402,6 +430,7 @@ fn options(a: &ServeArgs, stats: Arc<AtomicBool>) -> Result<ServerOptions> {
             }
         },
         allow_control: a.allow_control,
+        open: a.open.iter().map(|&p| p.into()).collect(),
         files_dir: match &a.files {
             Some(d) if !d.is_dir() => {
                 return Err(UsageError(format!("--files {}: not a directory", d.display())).into())

@@ -45,8 +45,10 @@ pub struct RunArgs {
     #[arg(long, conflicts_with_all = ["iperf3", "quic_perf", "udp", "tls", "mptcp", "latency", "measure_path", "from", "send_file", "recv_file", "bidir"])]
     pub ndt7: bool,
     /// Authenticate to a server that requires it (`serve --auth-keys`): the key named NAME, read from
-    /// KEYFILE (a key file like the server's, or one line holding the secret alone).
-    #[arg(long, value_name = "NAME:KEYFILE", value_parser = values::auth)]
+    /// KEYFILE (a key file like the server's, or one line holding the secret alone). A client with a
+    /// key never falls back to iperf3's protocol, which cannot carry it.
+    #[arg(long, value_name = "NAME:KEYFILE", value_parser = values::auth,
+          conflicts_with_all = ["iperf3", "quic_perf", "ndt7"])]
     pub auth: Option<(String, std::path::PathBuf)>,
     /// Measure RTT with UDP echo probes before the transfer (idle) and during it (loaded): the queueing
     /// delay the test causes, RFC 6349's Buffer Delay %, and the RTT in every interval.

@@ -21,6 +21,7 @@ pub mod preamble;
 pub mod rate;
 pub mod session;
 pub mod timer;
+pub mod udp_hello;
 
 pub use auth::{AuthError, Key, KeyRing, AUTH_VERSION, NONCE_LEN};
 pub use conn::{Conn, Endpoint, Machine};

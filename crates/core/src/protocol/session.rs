@@ -585,6 +585,13 @@ impl ServerSession {
         Ok(ServerAction::Reply(a.message()))
     }
 
+    /// Whether a data connection for stream `id` would be taken now: the test has that stream and it
+    /// has not connected yet. A driver asks before it spends anything on the connection, and turns
+    /// away one that is not wanted without ending the test (it may be an injection).
+    pub fn wants_stream(&self, id: u32) -> bool {
+        self.phase == ServerPhase::AwaitStreams && self.connected.get(id as usize) == Some(&false)
+    }
+
     /// A data connection quoting this session arrived. When it was the last one expected, the client
     /// is told the server is ready.
     pub fn on_stream(&mut self, id: u32, now: Instant) -> Result<ServerAction, ProtocolError> {

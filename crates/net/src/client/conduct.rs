@@ -139,6 +139,14 @@ fn greet(
     let mut first = [0u8; 1];
     if let Ok(1) = link.stream().peek(&mut first) {
         if first[0] == 9 || first[0] == 0xff {
+            // A client that holds a key never falls back to a protocol that cannot carry it: one
+            // injected byte would otherwise remove the authentication.
+            if opts.auth.is_some() && !opts.auth_only_if_asked {
+                return Err(ClientError::Downgrade {
+                    addr,
+                    first_byte: first[0],
+                });
+            }
             return Err(ClientError::Iperf3Server { addr });
         }
     }

@@ -4,7 +4,9 @@
 //! report), collects the data connections the listeners hand over (TCP streams or UDP hellos) and runs
 //! the engine. Nothing here decides which message comes next.
 
-use super::{add_measured, files, order, udp, MissingWhy, Registered, Shared, TestError, TestLog};
+use super::{
+    add_measured, files, order, udp, MissingWhy, RefusalKind, Registered, Shared, TestError, TestLog,
+};
 use crate::control::{Arrival, ControlError, Event, Input, Link, QuicArrival, WaitError, Wire};
 use crate::streams::DataPaths;
 use landspeed_core::config::{Test, TestSpec, Transport};
@@ -35,7 +37,10 @@ pub(super) fn serve_test(stream: TcpStream, peer: SocketAddr, shared: &Shared) {
             peer,
             shared,
             refusal,
-            "rate limited (too many tests per minute from this address)",
+            (
+                RefusalKind::RateLimited,
+                "rate limited (too many tests per minute from this address)",
+            ),
         );
     }
     let Some(_slot) = shared.slot() else {
@@ -48,7 +53,7 @@ pub(super) fn serve_test(stream: TcpStream, peer: SocketAddr, shared: &Shared) {
             peer,
             shared,
             (Refusal::Busy, reason),
-            "busy (every test slot in use)",
+            (RefusalKind::Busy, "busy (every test slot in use)"),
         );
     };
     let mut log = TestLog::new(peer, "landspeed");
@@ -56,7 +61,7 @@ pub(super) fn serve_test(stream: TcpStream, peer: SocketAddr, shared: &Shared) {
         Ok(()) => {}
         Err(End::Failed(e)) => log.error = Some(e.to_string()),
         // A client that did not authenticate leaves nothing but a refusal in the log.
-        Err(End::Refused(reason)) => return shared.emit(super::ServerEvent::Refused { peer, reason }),
+        Err(End::Refused(reason)) => return shared.refuse(peer, RefusalKind::Authentication, reason),
         // A controller's check (welcome and clock probes, then goodbye) is not a test.
         Err(End::Checked) => return,
     }
@@ -65,15 +70,18 @@ pub(super) fn serve_test(stream: TcpStream, peer: SocketAddr, shared: &Shared) {
 }
 
 /// Refuses a connection before its conversation starts, and logs it.
-fn turn_away(stream: TcpStream, peer: SocketAddr, shared: &Shared, refusal: (Refusal, String), log: &str) {
+fn turn_away(
+    stream: TcpStream,
+    peer: SocketAddr,
+    shared: &Shared,
+    refusal: (Refusal, String),
+    log: (RefusalKind, &str),
+) {
     let (code, reason) = refusal;
     if let Ok(mut w) = crate::control::ControlWriter::new(stream, shared.opts.handshake_timeout) {
         let _ = w.send(&Message::Rejected { reason, code });
     }
-    shared.emit(super::ServerEvent::Refused {
-        peer,
-        reason: log.into(),
-    });
+    shared.refuse(peer, log.0, log.1);
 }
 
 /// How a test that did not complete ended.
@@ -199,7 +207,17 @@ fn prepare(link: &mut ServerLink, shared: &Shared, log: &mut TestLog) -> Result<
         }
         Transport::Tcp => &shared.registry,
     };
-    let registered = Registered::new(registry, sid, link.tx.clone())?;
+    let control = link
+        .stream()
+        .peer_addr()
+        .map_err(|e| TestError::Control(ControlError::Io(e)))?
+        .ip()
+        .to_canonical();
+    let waiter = super::Waiter {
+        tx: link.tx.clone(),
+        control,
+    };
+    let registered = Registered::new(registry, sid, waiter)?;
     let file = open_file(&mut test, &shared.opts, &mut link.wire)?;
     let quic = (test.transport == Transport::Quic)
         .then_some(shared.quic.as_ref())
@@ -323,6 +341,9 @@ fn collect(
                     link.wire.local(|s, now| s.on_stream(id, now))?;
                 }
             }
+            Event::Arrival(Arrival::Tcp(id, sock)) if !link.wire.conn.machine().wants_stream(id) => {
+                unwanted(shared, &sock, id, test);
+            }
             Event::Arrival(Arrival::Tcp(id, sock)) => {
                 let tls = test
                     .tls
@@ -330,6 +351,7 @@ fn collect(
                 tcp.push(tcp_stream(test, id, sock, file.clone(), tls)?);
                 link.wire.local(|s, now| s.on_stream(id, now))?;
             }
+            Event::Arrival(Arrival::Udp(id, ..)) if id >= test.total_streams() => {}
             Event::Arrival(Arrival::Udp(id, peer, local)) => {
                 if udp::accept_hello(&mut udp, test, sid, (id, peer, local))? {
                     link.wire.local(|s, now| s.on_stream(id, now))?;
@@ -364,6 +386,19 @@ fn collect(
         expected: test.total_streams(),
         why,
     })
+}
+
+/// Turns away a data connection the test does not want (a stream it already has, or one it does not
+/// have): logged, closed, and the test goes on.
+fn unwanted(shared: &Shared, sock: &TcpStream, id: u32, test: &TestSpec) {
+    if let Ok(peer) = sock.peer_addr() {
+        let why = if id < test.total_streams() {
+            format!("data stream {id} connected twice; the second is refused")
+        } else {
+            format!("data stream {id} of a test with {} streams", test.total_streams())
+        };
+        shared.refuse(peer, RefusalKind::DuplicateStream, why);
+    }
 }
 
 /// A QUIC test's streams as they arrive, and the connections they came on.

@@ -5,7 +5,7 @@
 //! greeting gets a thread (which then takes a test slot or is told "busy"); data streams go straight to
 //! their test. The number of connections in this state is capped overall and per address.
 
-use super::{ServerEvent, Shared};
+use super::{RefusalKind, Shared};
 use crate::control::{Arrival, ControlWriter, Input};
 use landspeed_core::protocol::preamble::{CONTROL_LEN, DATA_LEN};
 use landspeed_core::protocol::{classify, Message, Preamble, PreambleError, Refusal, SessionId, Speaker};
@@ -182,10 +182,7 @@ impl Greeters {
         }
         let token = self.token();
         let kept = reg.register(&mut stream, token, Interest::READABLE).is_ok();
-        shared.emit(ServerEvent::Refused {
-            peer,
-            reason: reason.clone(),
-        });
+        shared.refuse(peer, RefusalKind::Busy, reason.clone());
         if kept {
             let p = Pending {
                 stream,
@@ -266,7 +263,7 @@ impl Greeters {
             Ok(g) => dispatch(p, g, shared),
             // A connection that closes without a byte (a port probe) is not worth a log line.
             Err(_) if p.len == 0 => {}
-            Err(reason) => shared.emit(ServerEvent::Refused { peer: p.peer, reason }),
+            Err(reason) => shared.refuse(p.peer, RefusalKind::Greeting, reason),
         }
     }
 
@@ -287,13 +284,14 @@ impl Greeters {
             .collect();
         for t in late {
             if let Some(p) = self.remove(reg, t) {
-                shared.emit(ServerEvent::Refused {
-                    peer: p.peer,
-                    reason: format!(
+                shared.refuse(
+                    p.peer,
+                    RefusalKind::Greeting,
+                    format!(
                         "no complete greeting within {:?} ({} bytes)",
                         shared.opts.handshake_timeout, p.len
                     ),
-                });
+                );
             }
         }
     }
@@ -332,7 +330,7 @@ enum Answer {
 fn dispatch(p: Pending, g: Greeting, shared: &Arc<Shared>) {
     let peer = p.peer;
     let stream = into_std(p.stream);
-    let refuse = |reason: String| shared.emit(ServerEvent::Refused { peer, reason });
+    let refuse = |kind, reason: String| shared.refuse(peer, kind, reason);
     let quick = Duration::from_millis(500);
     if !shared.allowed(peer) {
         let reply = match g {
@@ -343,22 +341,34 @@ fn dispatch(p: Pending, g: Greeting, shared: &Arc<Shared>) {
             })),
         };
         answer(stream, quick, reply);
-        return refuse("address not in the allow-list".into());
+        return refuse(RefusalKind::NotAllowed, "address not in the allow-list".into());
     }
     match g {
         Greeting::Control => spawn(shared, peer, move |sh| {
             super::conduct::serve_test(stream, peer, sh)
         }),
         Greeting::Data { session, stream: id } => {
-            let tx = shared.registry.lock().ok().and_then(|r| r.get(&session).cloned());
-            match tx {
-                Some(tx) => {
+            let waiter = shared.registry.lock().ok().and_then(|r| r.get(&session).cloned());
+            match waiter {
+                // The session id travels in clear: a stream from another host is not the test's.
+                Some(w) if w.control != peer.ip().to_canonical() => refuse(
+                    RefusalKind::ForeignStream,
+                    format!(
+                        "data stream {id} of a running test from another address than its control \
+                         connection ({})",
+                        w.control
+                    ),
+                ),
+                Some(w) => {
                     let arrival = Arrival::Tcp(id, stream);
-                    let _ = tx.send(Wake::External(Input::Arrival(arrival)));
+                    let _ = w.tx.send(Wake::External(Input::Arrival(arrival)));
                 }
-                None => refuse(format!(
-                    "data stream {id} for unknown or finished session {session}"
-                )),
+                // The id is the client's to choose: the log line says nothing that would let one
+                // client's stream of garbage ids fill the log with distinct text.
+                None => refuse(
+                    RefusalKind::UnknownSession,
+                    format!("data stream {id} for an unknown or finished session"),
+                ),
             }
         }
         Greeting::Iperf3(cookie) => {
@@ -368,7 +378,10 @@ fn dispatch(p: Pending, g: Greeting, shared: &Arc<Shared>) {
                 });
             }
         }
-        Greeting::Unknown(b) => refuse(format!("not a landspeed client (first byte {b:#04x})")),
+        Greeting::Unknown(b) => refuse(
+            RefusalKind::Greeting,
+            format!("not a landspeed client (first byte {b:#04x})"),
+        ),
         Greeting::Bad(e @ PreambleError::Version(_)) => {
             answer(
                 stream,
@@ -377,9 +390,9 @@ fn dispatch(p: Pending, g: Greeting, shared: &Arc<Shared>) {
                     message: e.to_string(),
                 })),
             );
-            refuse(e.to_string())
+            refuse(RefusalKind::Greeting, e.to_string())
         }
-        Greeting::Bad(e) => refuse(e.to_string()),
+        Greeting::Bad(e) => refuse(RefusalKind::Greeting, e.to_string()),
     }
 }
 
@@ -395,10 +408,7 @@ fn spawn(shared: &Arc<Shared>, peer: SocketAddr, f: impl FnOnce(&Shared) + Send 
         });
     if spawned.is_err() {
         shared.connection_ended();
-        shared.emit(ServerEvent::Refused {
-            peer,
-            reason: "cannot start a thread for the test".into(),
-        });
+        shared.refuse(peer, RefusalKind::Busy, "cannot start a thread for the test");
     }
 }
 

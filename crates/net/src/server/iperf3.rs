@@ -6,7 +6,7 @@
 //! landspeed's own tests; this driver only routes the data connections, runs the engine and builds
 //! the results. Unlike iperf3, any number of iperf3 tests run at once.
 
-use super::{Registered, Shared, TestError, TestLog};
+use super::{RefusalKind, Registered, Shared, TestError, TestLog};
 use crate::control::{Arrival, Event, Input, Link};
 use crate::streams::DataPaths;
 use landspeed_core::assemble::RunContext;
@@ -19,16 +19,15 @@ use landspeed_engine::transport::tcp::{DataStream, Tcp};
 use landspeed_engine::transport::udp::Udp;
 use landspeed_iperf3::session::{Iperf3Error, Iperf3Timers, ServerAction, ServerPhase, ServerSession};
 use landspeed_iperf3::total_rate::TotalRateCheck;
+use landspeed_iperf3::wire::{errno, server_error};
 use landspeed_iperf3::{Cookie, Params, Results, State, COOKIE_LEN};
-use std::collections::HashMap;
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-use std::sync::{mpsc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Running iperf3 tests waiting for data connections, by cookie: where the listeners hand them.
-pub(super) type Registry = Mutex<HashMap<Cookie, mpsc::Sender<Wake<Input>>>>;
+pub(super) type Registry = super::Waiting<Cookie>;
 
 type Iperf3Link = Link<ServerSession>;
 
@@ -43,16 +42,27 @@ pub(super) fn data_connection(
     let Some(cookie) = Cookie::parse(raw) else {
         let _ = stream.set_write_timeout(Some(Duration::from_millis(500)));
         let _ = stream.write_all(&[State::AccessDenied.byte()]);
-        shared.emit(super::ServerEvent::Refused {
-            peer,
-            reason: "iperf3: malformed cookie".into(),
-        });
+        shared.refuse(peer, super::RefusalKind::Malformed, "iperf3: malformed cookie");
         return None;
     };
     let waiting = shared.iperf3.lock().ok().and_then(|r| r.get(&cookie).cloned());
     match waiting {
-        Some(tx) => {
-            let _ = tx.send(Wake::External(Input::Arrival(Arrival::Iperf3Tcp(stream))));
+        // iperf3's cookie travels in clear: a data connection must come from the test's own host.
+        Some(w) if w.control != peer.ip().to_canonical() => {
+            shared.refuse(
+                peer,
+                super::RefusalKind::ForeignStream,
+                format!(
+                    "iperf3: a data connection quoting a running test's cookie from another address \
+                     than its control connection ({})",
+                    w.control
+                ),
+            );
+            None
+        }
+        Some(w) => {
+            let _ =
+                w.tx.send(Wake::External(Input::Arrival(Arrival::Iperf3Tcp(stream))));
             None
         }
         None => Some(stream),
@@ -61,17 +71,29 @@ pub(super) fn data_connection(
 
 /// Serves a new iperf3 test on a connection whose cookie (already read) no running test owns.
 pub(super) fn handle(mut stream: TcpStream, raw: [u8; COOKIE_LEN], peer: SocketAddr, shared: &Shared) {
-    let refuse = |reason: String| shared.emit(super::ServerEvent::Refused { peer, reason });
+    let refuse = |kind, reason: &str| shared.refuse(peer, kind, reason);
     let Some(cookie) = Cookie::parse(&raw) else {
-        return refuse("iperf3: malformed cookie".into());
+        return refuse(RefusalKind::Malformed, "iperf3: malformed cookie");
     };
+    let _ = stream.set_write_timeout(Some(shared.opts.handshake_timeout));
+    if shared.keyed_only(super::Keyless::Iperf3) {
+        // iperf3's words for a failed authentication: its client prints "test authorization failed".
+        let _ = stream.write_all(&server_error(errno::AUTH_TEST, 0));
+        return refuse(
+            RefusalKind::Keyed,
+            "iperf3: this server requires a key and does not open iperf3's protocol (serve --open iperf3)",
+        );
+    }
     if shared.admit(peer).is_err() {
         let _ = stream.write_all(&[State::AccessDenied.byte()]);
-        return refuse("rate limited (too many tests per minute from this address)".into());
+        return refuse(
+            RefusalKind::RateLimited,
+            "rate limited (too many tests per minute from this address)",
+        );
     }
     let Some(_slot) = shared.slot() else {
         let _ = stream.write_all(&[State::AccessDenied.byte()]);
-        return refuse("iperf3: busy (every test slot in use)".into());
+        return refuse(RefusalKind::Busy, "iperf3: busy (every test slot in use)");
     };
     let mut log = TestLog::new(peer, "iperf3");
     if let Err(e) = serve(stream, cookie, shared, &mut log) {
@@ -277,6 +299,17 @@ fn budgets(spec: &TestSpec, senders: usize) -> Vec<Option<u64>> {
         .collect()
 }
 
+/// The control connection's peer address (canonical): the only address its data may come from.
+pub(super) fn control_ip(link: &Iperf3Link) -> Result<std::net::IpAddr, TestError> {
+    link.stream()
+        .peer_addr()
+        .map(|a| a.ip().to_canonical())
+        .map_err(|err| TestError::Iperf3Io {
+            step: "control peer address",
+            err,
+        })
+}
+
 /// The client's streams that send to this server: with --bidir its sending streams connect first.
 pub(super) fn receivers(spec: &TestSpec, n: usize) -> usize {
     match spec.direction {
@@ -294,7 +327,11 @@ fn collect_tcp(
     spec: &TestSpec,
     shared: &Shared,
 ) -> Result<Vec<DataStream>, TestError> {
-    let registered = Registered::new(&shared.iperf3, cookie, link.tx.clone())?;
+    let waiter = super::Waiter {
+        tx: link.tx.clone(),
+        control: control_ip(link)?,
+    };
+    let registered = Registered::new(&shared.iperf3, cookie, waiter)?;
     link.wire.with(|s| s.create_streams(Instant::now()))?;
     let mut socks = vec![];
     let n = spec.total_streams();

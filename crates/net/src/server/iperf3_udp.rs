@@ -28,7 +28,12 @@ fn canonical(ip: IpAddr) -> IpAddr {
 }
 
 /// Hands an iperf3 UDP hello to the oldest waiting test from the same address; false if none waits.
+/// iperf3's hello has no token to prove its address by, so only the control connection's address is
+/// served (that is also where iperf3's own client sends it from).
 pub(super) fn route_hello(shared: &Shared, peer: SocketAddr, local: SocketAddr) -> bool {
+    if !shared.allowed(peer) {
+        return false;
+    }
     let Ok(w) = shared.iperf3_udp.lock() else {
         return false;
     };
@@ -59,14 +64,7 @@ pub(super) fn collect(
     spec: &TestSpec,
     shared: &Shared,
 ) -> Result<Vec<UdpStream>, TestError> {
-    let peer_ip = link
-        .stream()
-        .peer_addr()
-        .map(|a| canonical(a.ip()))
-        .map_err(|err| TestError::Iperf3Io {
-            step: "control peer address",
-            err,
-        })?;
+    let peer_ip = super::iperf3::control_ip(link)?;
     let key = getrandom::u64().unwrap_or_else(|_| Instant::now().elapsed().as_nanos() as u64);
     shared
         .iperf3_udp

@@ -9,7 +9,7 @@ mod frame;
 mod record;
 mod upload;
 
-use super::{ServerEvent, Shared};
+use super::{RefusalKind, ServerEvent, Shared};
 use crate::http::RequestHead as Request;
 use landspeed_core::config::Direction;
 use landspeed_core::ndt7::{self, Due, Measurement, MessageSizer, Subtest, Timetable};
@@ -81,10 +81,11 @@ fn take(
     handshaking: &Arc<AtomicUsize>,
 ) {
     if handshaking.load(Relaxed) >= MAX_HANDSHAKING {
-        shared.emit(ServerEvent::Refused {
+        shared.refuse(
             peer,
-            reason: format!("ndt7: {MAX_HANDSHAKING} connections already sending their request"),
-        });
+            RefusalKind::Busy,
+            format!("ndt7: {MAX_HANDSHAKING} connections already sending their request"),
+        );
         return;
     }
     handshaking.fetch_add(1, Relaxed);
@@ -137,10 +138,7 @@ fn connection(
         Ok(h) => h,
         Err(reason) => {
             if let Some(reason) = reason {
-                shared.emit(ServerEvent::Refused {
-                    peer,
-                    reason: format!("ndt7: {reason}"),
-                });
+                shared.refuse(peer, RefusalKind::Greeting, format!("ndt7: {reason}"));
             }
             return;
         }
@@ -208,14 +206,24 @@ struct Answer {
     status: u16,
     text: String,
     retry_after_s: Option<u64>,
+    /// What the refusal counts as.
+    kind: RefusalKind,
 }
 
 impl Answer {
+    /// An answer counted by its status: 403 not allowed, 429 rate limited, 503 busy, else malformed.
     fn new(status: u16, text: &str) -> Answer {
+        let kind = match status {
+            403 => RefusalKind::NotAllowed,
+            429 => RefusalKind::RateLimited,
+            503 => RefusalKind::Busy,
+            _ => RefusalKind::Malformed,
+        };
         Answer {
             status,
             text: text.into(),
             retry_after_s: None,
+            kind,
         }
     }
 }
@@ -250,10 +258,11 @@ fn refuse(mut stream: Box<dyn Conn>, peer: SocketAddr, shared: &Shared, answer: 
     let _ = stream.write_all(body.as_bytes());
     let _ = stream.flush();
     if answer.status != 404 {
-        shared.emit(ServerEvent::Refused {
+        shared.refuse(
             peer,
-            reason: format!("ndt7: {} {}", answer.status, answer.text),
-        });
+            answer.kind,
+            format!("ndt7: {} {}", answer.status, answer.text),
+        );
     }
 }
 
@@ -323,6 +332,14 @@ fn accept(
     let metadata = ndt7::parse_query(&req.query).map_err(|e| Answer::new(400, &e.to_string()))?;
     if !shared.allowed(peer) {
         return Err(Answer::new(403, "this address may not test here"));
+    }
+    if shared.keyed_only(super::Keyless::Ndt7) {
+        let mut a = Answer::new(
+            403,
+            "this server requires a landspeed key, which ndt7 cannot carry, and does not open ndt7",
+        );
+        a.kind = RefusalKind::Keyed;
+        return Err(a);
     }
     if let Err(text) = shared.admit(peer) {
         let mut a = Answer::new(429, &text);

@@ -36,18 +36,24 @@ struct Counts {
 /// Serves one performance-protocol connection to its end, then logs it as a test.
 pub(super) async fn serve(conn: quinn::Connection, peer: SocketAddr, shared: &Shared) {
     let mut log = TestLog::new(peer, "quic perf");
-    if shared.opts.auth.is_some() {
+    if shared.keyed_only(super::Keyless::QuicPerf) {
         conn.close(2u32.into(), b"this server requires authentication");
         refused(
             shared,
             peer,
-            "the QUIC performance protocol cannot authenticate (serve --auth-keys)",
+            super::RefusalKind::Keyed,
+            "the QUIC performance protocol cannot authenticate, and this keyed server does not open it",
         );
         return;
     }
     let Some(_slot) = shared.slot() else {
         conn.close(2u32.into(), b"busy");
-        refused(shared, peer, "busy: --max-tests tests are running");
+        refused(
+            shared,
+            peer,
+            super::RefusalKind::Busy,
+            "busy: --max-tests tests are running",
+        );
         return;
     };
     let limit = shared
@@ -70,11 +76,8 @@ pub(super) async fn serve(conn: quinn::Connection, peer: SocketAddr, shared: &Sh
     shared.emit(ServerEvent::Test(log));
 }
 
-fn refused(shared: &Shared, peer: SocketAddr, reason: &str) {
-    shared.emit(ServerEvent::Refused {
-        peer,
-        reason: reason.into(),
-    });
+fn refused(shared: &Shared, peer: SocketAddr, kind: super::RefusalKind, reason: &str) {
+    shared.refuse(peer, kind, reason);
 }
 
 /// Answers every request of the connection until the client closes it.

@@ -117,24 +117,35 @@ async fn landspeed_streams(conn: quinn::Connection, peer: SocketAddr, shared: &S
     while let Ok((send, mut recv)) = conn.accept_bi().await {
         let hello = tokio::time::timeout(timeout, read_hello(&mut recv)).await;
         let Ok(Some(Preamble::Data { session, stream, .. })) = hello else {
-            shared.emit(landspeed_core::server_log::ServerEvent::Refused {
+            shared.refuse(
                 peer,
-                reason: "a QUIC stream without a landspeed hello".into(),
-            });
+                super::RefusalKind::Malformed,
+                "a QUIC stream without a landspeed hello",
+            );
             conn.close(2u32.into(), b"no hello");
             return;
         };
-        let tx = shared.registry.lock().ok().and_then(|r| r.get(&session).cloned());
-        let Some(tx) = tx else {
+        let waiter = shared.registry.lock().ok().and_then(|r| r.get(&session).cloned());
+        let Some(w) = waiter else {
             conn.close(3u32.into(), b"unknown session");
             return;
         };
+        if w.control != peer.ip().to_canonical() {
+            shared.refuse(
+                peer,
+                super::RefusalKind::ForeignStream,
+                "a QUIC stream of a running test from another address than its control connection",
+            );
+            conn.close(3u32.into(), b"not the test's host");
+            return;
+        }
         let arrival = QuicArrival {
             conn: conn.clone(),
             send,
             recv,
         };
-        let _ = tx.send(Wake::External(Input::Arrival(Arrival::Quic(stream, arrival))));
+        let _ =
+            w.tx.send(Wake::External(Input::Arrival(Arrival::Quic(stream, arrival))));
     }
 }
 

@@ -2,12 +2,15 @@
 //! stream's hello (the same 28-byte data preamble TCP streams start with), and the test it names opens
 //! a socket of its own on that port, connected to the client (so the kernel delivers that client's
 //! datagrams to it), and answers with the preamble as an acknowledgement. Hellos are resent by the
-//! client until acknowledged, so a repeated hello only gets the acknowledgement again.
+//! client until acknowledged, so a repeated hello only gets the acknowledgement again. A hello from an
+//! address other than the control connection's is first challenged (`core::protocol::udp_hello`), so
+//! the server never sends a test to an address that asked for nothing.
 
 use super::{Shared, TestError};
 use crate::control::{Arrival, Input};
 use landspeed_core::config::TestSpec;
 use landspeed_core::endpoint::Role;
+use landspeed_core::protocol::udp_hello::{Hello, Verdict};
 use landspeed_core::protocol::{Preamble, SessionId, PROTOCOL_VERSION};
 use landspeed_engine::supervisor::Wake;
 use landspeed_engine::transport::udp::UdpStream;
@@ -59,13 +62,36 @@ pub(super) fn listen(sock: UdpSocket, shared: &Shared) {
             }
             continue;
         }
-        let Ok(Some((Preamble::Data { session, stream, .. }, _))) = Preamble::parse(&buf[..n]) else {
-            continue;
-        };
-        let tx = shared.udp.lock().ok().and_then(|r| r.get(&session).cloned());
-        if let (Some(tx), Some(local)) = (tx, local) {
-            let hello = Input::Arrival(Arrival::Udp(stream, peer, local));
-            let _ = tx.send(Wake::External(hello));
+        if let (Some(hello), Some(local)) = (Hello::parse(&buf[..n]), local) {
+            take_hello(&sock, shared, hello, (peer, local));
+        }
+    }
+}
+
+/// A landspeed UDP hello from `peer`: handed to its test when `--allow` admits `peer` and `peer` is
+/// validated (the control connection's address, or a hello echoing the token sent to it), else
+/// answered with a challenge and nothing more (udp_hello's rule: no test data to an address that has
+/// not shown it receives there).
+fn take_hello(sock: &UdpSocket, shared: &Shared, hello: Hello, (peer, local): (SocketAddr, SocketAddr)) {
+    if !shared.allowed(peer) {
+        return shared.count_refused(super::RefusalKind::NotAllowed);
+    }
+    let Some(w) = shared
+        .udp
+        .lock()
+        .ok()
+        .and_then(|r| r.get(&hello.session).cloned())
+    else {
+        return;
+    };
+    match shared.udp_validator.judge(&hello, peer, w.control) {
+        Verdict::Accept => {
+            let arrival = Input::Arrival(Arrival::Udp(hello.stream, peer, local));
+            let _ = w.tx.send(Wake::External(arrival));
+        }
+        Verdict::Challenge(c) => {
+            shared.count_refused(super::RefusalKind::UdpUnvalidated);
+            let _ = sock.send_to(&c.encode(), peer);
         }
     }
 }
