@@ -21,6 +21,7 @@ pub use error::{MissingWhy, TestError};
 
 use crate::control::{self};
 use landspeed_core::endpoint::Role;
+use landspeed_core::protocol::rate::{Full, Occupancy};
 use landspeed_core::protocol::SessionId;
 pub use landspeed_core::server_log::{RefusalKind, ServerEvent, ServerStats, TestLog};
 use landspeed_engine::supervisor::{self, Wake};
@@ -50,6 +51,8 @@ pub struct ServerOptions {
     pub idle_timeout: Duration,
     /// Tests running at once, both protocols together; one more is told "busy".
     pub max_tests: usize,
+    /// Tests running at once from one address (IPv6: one /64).
+    pub max_tests_per_address: usize,
     /// What one test may ask for (advertised in the welcome).
     pub limits: landspeed_core::protocol::Limits,
     /// Client networks allowed to test (empty: everyone).
@@ -111,6 +114,9 @@ pub struct Ndt7Options {
 
 /// Tests held at once by default: enough for a busy public server on a small host.
 pub const DEFAULT_MAX_TESTS: usize = 32;
+/// Tests one address may hold at once by default: a quarter of the slots, so one host cannot take
+/// them all.
+pub const DEFAULT_MAX_TESTS_PER_ADDRESS: usize = 8;
 
 impl Default for ServerOptions {
     fn default() -> Self {
@@ -121,6 +127,7 @@ impl Default for ServerOptions {
             handshake_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(30),
             max_tests: DEFAULT_MAX_TESTS,
+            max_tests_per_address: DEFAULT_MAX_TESTS_PER_ADDRESS,
             limits: landspeed_core::protocol::Limits::default(),
             allow: vec![],
             stats_signal: None,
@@ -234,8 +241,10 @@ struct Shared {
     /// Connection threads still running, and a signal when that number changes.
     active: (Mutex<usize>, Condvar),
     tests_done: AtomicUsize,
-    /// Tests running now (both protocols).
-    running: AtomicUsize,
+    /// Tests running now (every protocol), in all and per address.
+    tests: Arc<Mutex<Occupancy>>,
+    /// Control connections still proving themselves, in all and per address.
+    preauth: Arc<Mutex<Occupancy>>,
     events: EventSink,
     counters: Mutex<Counters>,
     started: Instant,
@@ -273,12 +282,35 @@ impl ServerTls {
     }
 }
 
-/// One running test, counted against `--max-tests` while it lives.
-pub(crate) struct Slot<'a>(&'a AtomicUsize);
-impl Drop for Slot<'_> {
+/// A place held in one of the server's pools (a running test, a connection still proving itself),
+/// given back when dropped.
+pub(crate) struct Slot {
+    pool: Arc<Mutex<Occupancy>>,
+    ip: IpAddr,
+}
+
+impl Drop for Slot {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Relaxed);
+        self.pool
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .give_back(self.ip);
     }
+}
+
+/// Control connections that may be proving themselves (greeting done, no test accepted yet) at
+/// once, in all: each holds a thread until its test is accepted or its handshake deadline passes.
+pub const MAX_PREAUTH: usize = 64;
+/// The same, per client address (IPv6 per /64): one host flooding handshakes holds at most these.
+pub const MAX_PREAUTH_PER_ADDRESS: usize = 8;
+
+fn take_slot(pool: &Arc<Mutex<Occupancy>>, peer: SocketAddr) -> Result<Slot, Full> {
+    let ip = peer.ip();
+    pool.lock().unwrap_or_else(|e| e.into_inner()).take(ip)?;
+    Ok(Slot {
+        pool: pool.clone(),
+        ip,
+    })
 }
 
 impl Shared {
@@ -326,7 +358,7 @@ impl Shared {
             uptime_s: self.started.elapsed().as_secs_f64(),
             tests_ok: c.tests_ok,
             tests_failed: c.tests_failed,
-            tests_running: self.running.load(Relaxed) as u64,
+            tests_running: self.tests.lock().map_or(0, |t| t.held()) as u64,
             bytes_received: c.bytes_received,
             bytes_sent: c.bytes_sent,
             refused: c.refused.iter().map(|(k, v)| (*k, *v)).collect(),
@@ -338,11 +370,25 @@ impl Shared {
         c.last_test.clone()
     }
 
-    /// A slot for a new test, or None when `--max-tests` are running.
-    pub(crate) fn slot(&self) -> Option<Slot<'_>> {
-        let n = self.running.fetch_add(1, Relaxed);
-        let slot = Slot(&self.running);
-        (n < self.opts.max_tests).then_some(slot)
+    /// A slot for a new test from `peer`, or why not: `--max-tests` are running, or `peer`'s address
+    /// runs `--max-tests-per-address` already. Taken once a test is authenticated and valid.
+    pub(crate) fn slot(&self, peer: SocketAddr) -> Result<Slot, Full> {
+        take_slot(&self.tests, peer)
+    }
+
+    /// A place for a control connection that has not proved anything yet (`MAX_PREAUTH`).
+    pub(crate) fn preauth(&self, peer: SocketAddr) -> Result<Slot, Full> {
+        take_slot(&self.preauth, peer)
+    }
+
+    /// Why a test slot was not given, in the client's words.
+    pub(crate) fn busy_reason(&self, full: Full) -> String {
+        match full {
+            Full::All(n) => format!("busy: this server runs at most {n} tests at once; retry in a few seconds"),
+            Full::Address(n) => format!(
+                "busy: this server runs at most {n} tests at once for one address; retry when one of yours ends"
+            ),
+        }
     }
 
     /// Counts a new test from `peer` against the per-minute limit; the error is the client's message.
@@ -504,7 +550,11 @@ impl Server {
             shutdown: AtomicBool::new(false),
             active: (Mutex::new(0), Condvar::new()),
             tests_done: AtomicUsize::new(0),
-            running: AtomicUsize::new(0),
+            tests: Arc::new(Mutex::new(Occupancy::new(
+                opts.max_tests,
+                opts.max_tests_per_address,
+            ))),
+            preauth: Arc::new(Mutex::new(Occupancy::new(MAX_PREAUTH, MAX_PREAUTH_PER_ADDRESS))),
             events,
             counters: Mutex::new(Counters::default()),
             started: Instant::now(),

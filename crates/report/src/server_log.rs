@@ -274,7 +274,10 @@ mod tests {
         let forged = ServerEvent::Refused {
             peer: "192.0.2.8:1".parse().unwrap(),
             kind: landspeed_core::server_log::RefusalKind::Authentication,
-            reason: format!("authentication failed: unknown key x\n{T} ok\u{1b}[2J{}", "a".repeat(5000)),
+            reason: format!(
+                "authentication failed: unknown key x\n{T} ok\u{1b}[2J{}",
+                "a".repeat(5000)
+            ),
         };
         let line = text_line(&forged, T);
         assert!(!line.chars().any(char::is_control), "{line:?}");

@@ -64,6 +64,10 @@ pub struct ServeArgs {
     /// Tests running at once (both protocols); one more is told "busy, retry".
     #[arg(long, value_name = "N", default_value_t = 32)]
     pub max_tests: usize,
+    /// Tests one client address (IPv6: one /64) may run at once, so one host cannot hold every slot;
+    /// more are told "busy". Counted once a test is authenticated and valid.
+    #[arg(long, value_name = "N", default_value_t = landspeed_net::server::DEFAULT_MAX_TESTS_PER_ADDRESS)]
+    pub max_tests_per_address: usize,
     /// New tests one client address (IPv6: one /64) may start per minute; more are told when to retry.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_tests_per_minute: Option<u32>,
@@ -405,6 +409,7 @@ fn options(a: &ServeArgs, stats: Arc<AtomicBool>) -> Result<ServerOptions> {
         idle_timeout: a.idle_timeout,
         handshake_timeout: a.handshake_timeout,
         max_tests: a.max_tests.max(1),
+        max_tests_per_address: a.max_tests_per_address.max(1),
         limits: landspeed_core::protocol::Limits {
             max_duration_s: a.max_duration.map(|d| d.as_secs_f64()),
             max_streams: stream_limit(a.max_streams),

@@ -246,9 +246,17 @@ fn iperf3_present() -> bool {
 
 /// A server with short timeouts, warmed up by one complete test; its pid, port and baseline usage.
 fn warm_server(handshake: &str, idle: &str) -> (ServerProc, u32, String, (usize, usize, u64)) {
+    // Every client here is on 127.0.0.1: one address may hold every slot.
     let s = ServerProc::start(
         "127.0.0.1",
-        &["--handshake-timeout", handshake, "--idle-timeout", idle],
+        &[
+            "--handshake-timeout",
+            handshake,
+            "--idle-timeout",
+            idle,
+            "--max-tests-per-address",
+            "32",
+        ],
     );
     let pid = s.process().id();
     let p = s.port.to_string();

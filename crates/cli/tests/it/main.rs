@@ -6,6 +6,7 @@
 mod common;
 
 mod archive;
+mod attacks;
 mod auth;
 mod bad_input;
 mod browser;

@@ -13,7 +13,7 @@ use super::auth::AuthError;
 use super::framing::{body, decode_body, FrameDecoder};
 use super::guard::{Guard, GuardError, KeyMaterial};
 use super::messages::Message;
-use super::session::{ClientAction, ClientSession, ProtocolError, ServerAction, ServerSession};
+use super::session::{ClientAction, ClientSession, ProtocolError, ServerAction, ServerPhase, ServerSession};
 use super::timer::Waiting;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -85,6 +85,12 @@ pub trait Machine: Waiting {
     /// A frame from the peer carried the right tag for the first time: the peer holds the key.
     fn on_peer_proven(&mut self) {}
 
+    /// The largest frame the peer may send now (a server takes only small ones before a test is
+    /// accepted).
+    fn max_frame(&self) -> usize {
+        super::framing::MAX_FRAME_LEN
+    }
+
     /// A frame from the peer failed its tag at `now`; `plain` is what it says read as an unsealed
     /// message (an unauthenticated refusal is still worth showing). What that means here.
     fn on_forged(
@@ -134,7 +140,11 @@ impl<M: Machine> Conn<M> {
     /// wrong fail the connection (a session may instead answer a wrong tag with a refusal).
     pub fn handle_input(&mut self, bytes: &[u8], now: Instant) -> Result<(), ProtocolError> {
         self.decoder.push(bytes);
-        while let Some(frame) = self.decoder.next_frame()? {
+        loop {
+            self.decoder.set_max(self.machine.max_frame());
+            let Some(frame) = self.decoder.next_frame()? else {
+                break;
+            };
             if matches!(self.guard, Guard::Broken) {
                 return Ok(());
             }
@@ -288,6 +298,13 @@ impl Machine for ServerSession {
 
     fn take_keys(&mut self) -> Option<Result<KeyMaterial, AuthError>> {
         ServerSession::take_keys(self)
+    }
+
+    fn max_frame(&self) -> usize {
+        match self.phase() {
+            ServerPhase::AwaitHello | ServerPhase::AwaitRequest => super::framing::MAX_EARLY_FRAME_LEN,
+            _ => super::framing::MAX_FRAME_LEN,
+        }
     }
 
     fn on_peer_proven(&mut self) {

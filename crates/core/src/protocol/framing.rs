@@ -6,6 +6,10 @@ use super::messages::Message;
 
 /// Largest control message accepted. A final report for 2048 streams fits with room to spare.
 pub const MAX_FRAME_LEN: usize = 8 << 20;
+/// Largest control message a server takes before it has accepted a test: a hello, a test request, a
+/// clock probe or an order is well under 4 KiB, so a stranger who has proved nothing cannot make the
+/// server hold more than this for it.
+pub const MAX_EARLY_FRAME_LEN: usize = 16 << 10;
 
 /// Why bytes on a control connection could not be turned into a message.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -55,12 +59,27 @@ pub fn encode(msg: &Message) -> Vec<u8> {
 #[derive(Debug, Default)]
 pub struct FrameDecoder {
     buf: Vec<u8>,
+    /// The largest frame taken now (0: `MAX_FRAME_LEN`).
+    max: usize,
 }
 
 impl FrameDecoder {
     /// A decoder with nothing read yet.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Takes frames of at most `max` bytes from now on (never more than `MAX_FRAME_LEN`).
+    pub fn set_max(&mut self, max: usize) {
+        self.max = max.min(MAX_FRAME_LEN);
+    }
+
+    fn max(&self) -> usize {
+        if self.max == 0 {
+            MAX_FRAME_LEN
+        } else {
+            self.max
+        }
     }
 
     /// Appends bytes read from the connection.
@@ -79,7 +98,7 @@ impl FrameDecoder {
             return 4 - self.buf.len();
         }
         let len = u32::from_be_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]]) as usize;
-        (4 + len.min(MAX_FRAME_LEN)).saturating_sub(self.buf.len()).max(1)
+        (4 + len.min(self.max())).saturating_sub(self.buf.len()).max(1)
     }
 
     /// The next complete message of an unsealed conversation, `Ok(None)` if more bytes are needed.
@@ -94,11 +113,8 @@ impl FrameDecoder {
             return Ok(None);
         }
         let len = u32::from_be_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]]) as usize;
-        if len > MAX_FRAME_LEN {
-            return Err(FrameError::TooLong {
-                len,
-                max: MAX_FRAME_LEN,
-            });
+        if len > self.max() {
+            return Err(FrameError::TooLong { len, max: self.max() });
         }
         if len == 0 {
             return Err(FrameError::Empty);

@@ -79,6 +79,69 @@ impl PerAddressRate {
     }
 }
 
+/// Places held at once (tests running, connections still proving themselves), at most `total` in all
+/// and `each` per address (IPv6 per /64). Memory is one entry per address holding a place, so it is
+/// bounded by `total`.
+#[derive(Debug)]
+pub struct Occupancy {
+    total: usize,
+    each: usize,
+    held: usize,
+    per: HashMap<IpAddr, usize>,
+}
+
+/// Why a place was not given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Full {
+    /// Every place is held.
+    All(usize),
+    /// The address holds as many as one address may.
+    Address(usize),
+}
+
+impl Occupancy {
+    /// At most `total` places, `each` per address (both at least 1).
+    pub fn new(total: usize, each: usize) -> Self {
+        Occupancy {
+            total: total.max(1),
+            each: each.max(1),
+            held: 0,
+            per: HashMap::new(),
+        }
+    }
+
+    /// A place for `ip`, or why not.
+    pub fn take(&mut self, ip: IpAddr) -> Result<(), Full> {
+        if self.held >= self.total {
+            return Err(Full::All(self.total));
+        }
+        let n = self.per.entry(bucket(ip)).or_default();
+        if *n >= self.each {
+            return Err(Full::Address(self.each));
+        }
+        *n += 1;
+        self.held += 1;
+        Ok(())
+    }
+
+    /// Gives back a place `ip` held.
+    pub fn give_back(&mut self, ip: IpAddr) {
+        let key = bucket(ip);
+        if let Some(n) = self.per.get_mut(&key) {
+            *n -= 1;
+            self.held -= 1;
+            if *n == 0 {
+                self.per.remove(&key);
+            }
+        }
+    }
+
+    /// Places held now.
+    pub fn held(&self) -> usize {
+        self.held
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -114,6 +177,30 @@ mod tests {
         assert!(r.admit("2001:db8:1:3::1".parse().unwrap(), t0).is_ok());
         assert!(r.admit("192.0.2.9".parse().unwrap(), t0).is_ok());
         assert!(r.admit("::ffff:192.0.2.9".parse().unwrap(), t0).is_err());
+    }
+
+    #[test]
+    fn places_are_capped_in_all_and_per_address() {
+        let mut o = Occupancy::new(3, 2);
+        let a: IpAddr = "192.0.2.1".parse().unwrap();
+        let b: IpAddr = "2001:db8::1".parse().unwrap();
+        let b2: IpAddr = "2001:db8::2".parse().unwrap();
+        assert_eq!(o.take(a), Ok(()));
+        assert_eq!(o.take(a), Ok(()));
+        assert_eq!(o.take(a), Err(Full::Address(2)));
+        assert_eq!(o.take(b), Ok(()));
+        // The same /64 is one address; and now every place is held.
+        assert_eq!(o.take(b2), Err(Full::All(3)));
+        o.give_back(a);
+        assert_eq!(o.take(b2), Ok(()));
+        assert_eq!(o.take(b), Err(Full::All(3)));
+        o.give_back(b);
+        o.give_back(b2);
+        o.give_back(a);
+        // Giving back what was never held changes nothing.
+        o.give_back(a);
+        assert_eq!(o.held(), 0);
+        assert!(o.per.is_empty());
     }
 
     #[test]

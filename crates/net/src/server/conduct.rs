@@ -5,12 +5,13 @@
 //! the engine. Nothing here decides which message comes next.
 
 use super::{
-    add_measured, files, order, udp, MissingWhy, RefusalKind, Registered, Shared, TestError, TestLog,
+    add_measured, files, order, udp, MissingWhy, RefusalKind, Registered, Shared, Slot, TestError, TestLog,
 };
 use crate::control::{Arrival, ControlError, Event, Input, Link, QuicArrival, WaitError, Wire};
 use crate::streams::DataPaths;
 use landspeed_core::config::{Test, TestSpec, Transport};
 use landspeed_core::endpoint::{IntervalSample, Role};
+use landspeed_core::protocol::rate::Full;
 use landspeed_core::protocol::{
     Admission, Conn, Message, ProtocolError, Refusal, ServerAction, ServerSession, SessionId, Timers,
 };
@@ -28,40 +29,16 @@ use std::time::{Duration, Instant};
 
 type ServerLink = Link<Conn<ServerSession>>;
 
-/// Admits a control connection (rate, `--max-tests`), runs its test and logs how it ended.
-pub(super) fn serve_test(stream: TcpStream, peer: SocketAddr, shared: &Shared) {
-    if let Err(reason) = shared.admit(peer) {
-        let refusal = (Refusal::RateLimited, reason);
-        return turn_away(
-            stream,
-            peer,
-            shared,
-            refusal,
-            (
-                RefusalKind::RateLimited,
-                "rate limited (too many tests per minute from this address)",
-            ),
-        );
-    }
-    let Some(_slot) = shared.slot() else {
-        let reason = format!(
-            "busy: this server runs at most {} tests at once; retry in a few seconds",
-            shared.opts.max_tests
-        );
-        return turn_away(
-            stream,
-            peer,
-            shared,
-            (Refusal::Busy, reason),
-            (RefusalKind::Busy, "busy (every test slot in use)"),
-        );
-    };
+/// Runs a control connection to its test's end and logs how it ended. It holds `preauth`, its place
+/// among connections still proving themselves, until its test is authenticated and valid; only then
+/// is it counted against the rate and given a test slot (`admit`).
+pub(super) fn serve_test(stream: TcpStream, peer: SocketAddr, shared: &Shared, preauth: Slot) {
     let mut log = TestLog::new(peer, "landspeed");
-    match run_test(stream, shared, &mut log) {
+    match run_test(stream, shared, &mut log, preauth) {
         Ok(()) => {}
         Err(End::Failed(e)) => log.error = Some(e.to_string()),
-        // A client that did not authenticate leaves nothing but a refusal in the log.
-        Err(End::Refused(reason)) => return shared.refuse(peer, RefusalKind::Authentication, reason),
+        // A client that did not authenticate, or was not admitted, leaves only a refusal in the log.
+        Err(End::Refused(kind, reason)) => return shared.refuse(peer, kind, reason),
         // A controller's check (welcome and clock probes, then goodbye) is not a test.
         Err(End::Checked) => return,
     }
@@ -69,26 +46,43 @@ pub(super) fn serve_test(stream: TcpStream, peer: SocketAddr, shared: &Shared) {
     shared.emit(super::ServerEvent::Test(log));
 }
 
-/// Refuses a connection before its conversation starts, and logs it.
-fn turn_away(
-    stream: TcpStream,
-    peer: SocketAddr,
-    shared: &Shared,
-    refusal: (Refusal, String),
-    log: (RefusalKind, &str),
-) {
-    let (code, reason) = refusal;
-    if let Ok(mut w) = crate::control::ControlWriter::new(stream, shared.opts.handshake_timeout) {
-        let _ = w.send(&Message::Rejected { reason, code });
-    }
-    shared.refuse(peer, log.0, log.1);
+/// Counts an authenticated, valid test against `--max-tests-per-minute` and gives it a test slot, or
+/// tells the client why not (through the session's wire, so a keyed client reads it sealed).
+fn admit(link: &mut ServerLink, shared: &Shared) -> Result<Slot, End> {
+    let peer = link
+        .stream()
+        .peer_addr()
+        .map_err(|e| End::Failed(TestError::Control(ControlError::Io(e))))?;
+    let refused = match shared.admit(peer) {
+        Err(reason) => (
+            Refusal::RateLimited,
+            reason,
+            RefusalKind::RateLimited,
+            "rate limited (too many tests per minute from this address)",
+        ),
+        Ok(()) => match shared.slot(peer) {
+            Ok(slot) => return Ok(slot),
+            Err(full) => (
+                Refusal::Busy,
+                shared.busy_reason(full),
+                RefusalKind::Busy,
+                match full {
+                    Full::All(_) => "busy (every test slot in use)",
+                    Full::Address(_) => "busy (this address holds its share of the test slots)",
+                },
+            ),
+        },
+    };
+    let (code, reason, kind, log) = refused;
+    let _ = link.wire.send(&Message::Rejected { reason, code });
+    Err(End::Refused(kind, log.into()))
 }
 
 /// How a test that did not complete ended.
 enum End {
     Failed(TestError),
-    /// Not a test at all (authentication failed): logged as a refusal.
-    Refused(String),
+    /// Not a test at all (authentication failed, not admitted): logged as a refusal.
+    Refused(RefusalKind, String),
     /// A controller read the welcome and the clock, then closed: nothing to log.
     Checked,
 }
@@ -111,6 +105,8 @@ struct Accepted {
     test: Test,
     streams: DataPaths,
     local: Local,
+    /// The test's slot, held until it ends.
+    _slot: Slot,
 }
 
 /// What goes into this end's report besides the engine's figures.
@@ -121,11 +117,11 @@ struct Local {
     file: Option<files::ServerFile>,
 }
 
-fn run_test(stream: TcpStream, shared: &Shared, log: &mut TestLog) -> Result<(), End> {
+fn run_test(stream: TcpStream, shared: &Shared, log: &mut TestLog, preauth: Slot) -> Result<(), End> {
     let o = &shared.opts;
     let mut link = Link::new(stream, Conn::new(new_session(o)?), o.handshake_timeout)?;
     link.listen()?;
-    let accepted = match prepare(&mut link, shared, log) {
+    let accepted = match prepare(&mut link, shared, log, preauth) {
         Ok(Some(a)) => a,
         Ok(None) => return Ok(()),
         Err(End::Failed(e)) => return Err(End::Failed(tell(&mut link.wire, e))),
@@ -178,10 +174,18 @@ pub(super) fn timers(o: &super::ServerOptions) -> Timers {
 
 /// From the first message to the client's `start`: the accepted test with its streams, or None when
 /// the connection carried a third-party order (already run and answered).
-fn prepare(link: &mut ServerLink, shared: &Shared, log: &mut TestLog) -> Result<Option<Accepted>, End> {
-    let Some(mut test) = handshake(link, shared, log)? else {
+fn prepare(
+    link: &mut ServerLink,
+    shared: &Shared,
+    log: &mut TestLog,
+    preauth: Slot,
+) -> Result<Option<Accepted>, End> {
+    let mut preauth = Some(preauth);
+    let Some(mut test) = handshake(link, shared, log, &mut preauth)? else {
         return Ok(None);
     };
+    drop(preauth);
+    let slot = admit(link, shared)?;
     log.auth = link.wire.conn.machine().authenticated().map(str::to_string);
     if let Some(c) = &test.server_cpus {
         landspeed_engine::pin::check_cpus(c).map_err(TestError::Cpus)?;
@@ -238,14 +242,32 @@ fn prepare(link: &mut ServerLink, shared: &Shared, log: &mut TestLog) -> Result<
         DataPaths::Udp(_) | DataPaths::Quic(_) => None,
     };
     let local = Local { warnings, cpus, file };
-    Ok(Some(Accepted { test, streams, local }))
+    Ok(Some(Accepted {
+        test,
+        streams,
+        local,
+        _slot: slot,
+    }))
 }
 
 /// Hello, welcome, clock probes and orders up to an accepted test request (None: the connection
 /// carried a third-party order, already run and answered); refusals and failures end it here.
-fn handshake(link: &mut ServerLink, shared: &Shared, log: &mut TestLog) -> Result<Option<Test>, End> {
+/// The whole of it, until a test or an order is accepted, is within one handshake timeout (each
+/// step's own timer cannot be stretched by a client that trickles step after step), while the
+/// connection holds `preauth`, its place among those still proving themselves.
+fn handshake(
+    link: &mut ServerLink,
+    shared: &Shared,
+    log: &mut TestLog,
+    preauth: &mut Option<Slot>,
+) -> Result<Option<Test>, End> {
+    let (started, limit) = (Instant::now(), shared.opts.handshake_timeout);
     let out = link.run(|link, ev| {
         let Event::Action(action) = ev else {
+            if started.elapsed() >= limit {
+                let phase = "the test request (the whole handshake)";
+                return Err(TestError::Protocol(ProtocolError::Timeout { phase, after: limit }).into());
+            }
             return Ok(None);
         };
         match action {
@@ -257,6 +279,8 @@ fn handshake(link: &mut ServerLink, shared: &Shared, log: &mut TestLog) -> Resul
             }
             ServerAction::RunOrder { order, test } => {
                 log.auth = link.wire.conn.machine().authenticated().map(str::to_string);
+                preauth.take();
+                let _slot = admit(link, shared)?;
                 let out = order::run_order(&order, test, &mut link.wire, shared, log);
                 link.wire.local(|s, _| {
                     s.on_order_done();
@@ -264,9 +288,10 @@ fn handshake(link: &mut ServerLink, shared: &Shared, log: &mut TestLog) -> Resul
                 })?;
                 out.map(|()| Some(None)).map_err(End::Failed)
             }
-            ServerAction::AuthFailed { detail, .. } => {
-                Err(End::Refused(format!("authentication failed: {detail}")))
-            }
+            ServerAction::AuthFailed { detail, .. } => Err(End::Refused(
+                RefusalKind::Authentication,
+                format!("authentication failed: {detail}"),
+            )),
             ServerAction::Reject(Message::Rejected { reason, code }) => {
                 Err(TestError::Rejected { code, reason }.into())
             }
@@ -546,7 +571,12 @@ impl EngineHook<Input> for Hook<'_> {
 /// exchanges the results.
 fn measure(link: &mut ServerLink, accepted: Accepted, shared: &Shared, log: &mut TestLog) -> Result<(), End> {
     let o = &shared.opts;
-    let Accepted { test, streams, local } = accepted;
+    let Accepted {
+        test,
+        streams,
+        local,
+        _slot,
+    } = accepted;
     // The client's idle limit when it is the shorter: both ends give up on a silent path together.
     let idle = test
         .idle_timeout()

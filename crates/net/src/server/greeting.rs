@@ -8,6 +8,7 @@
 use super::{RefusalKind, Shared};
 use crate::control::{Arrival, ControlWriter, Input};
 use landspeed_core::protocol::preamble::{CONTROL_LEN, DATA_LEN};
+use landspeed_core::protocol::rate::Full;
 use landspeed_core::protocol::{classify, Message, Preamble, PreambleError, Refusal, SessionId, Speaker};
 use landspeed_engine::supervisor::Wake;
 use landspeed_iperf3::{State, COOKIE_LEN};
@@ -344,9 +345,33 @@ fn dispatch(p: Pending, g: Greeting, shared: &Arc<Shared>) {
         return refuse(RefusalKind::NotAllowed, "address not in the allow-list".into());
     }
     match g {
-        Greeting::Control => spawn(shared, peer, move |sh| {
-            super::conduct::serve_test(stream, peer, sh)
-        }),
+        // A place among connections still proving themselves before a thread: one address flooding
+        // complete greetings holds at most MAX_PREAUTH_PER_ADDRESS threads.
+        Greeting::Control => match shared.preauth(peer) {
+            Ok(preauth) => spawn(shared, peer, move |sh| {
+                super::conduct::serve_test(stream, peer, sh, preauth)
+            }),
+            Err(full) => {
+                let why = match full {
+                    Full::All(n) => format!("{n} connections in all"),
+                    Full::Address(n) => format!("{n} from this address"),
+                };
+                answer(
+                    stream,
+                    quick,
+                    Answer::Control(Box::new(Message::Rejected {
+                        reason: format!(
+                            "busy: too many connections still authenticating ({why}); retry in a few seconds"
+                        ),
+                        code: Refusal::Busy,
+                    })),
+                );
+                refuse(
+                    RefusalKind::Busy,
+                    format!("busy: too many connections still authenticating ({why})"),
+                );
+            }
+        },
         Greeting::Data { session, stream: id } => {
             let waiter = shared.registry.lock().ok().and_then(|r| r.get(&session).cloned());
             match waiter {

@@ -91,7 +91,7 @@ pub(super) fn handle(mut stream: TcpStream, raw: [u8; COOKIE_LEN], peer: SocketA
             "rate limited (too many tests per minute from this address)",
         );
     }
-    let Some(_slot) = shared.slot() else {
+    let Ok(_slot) = shared.slot(peer) else {
         let _ = stream.write_all(&[State::AccessDenied.byte()]);
         return refuse(RefusalKind::Busy, "iperf3: busy (every test slot in use)");
     };

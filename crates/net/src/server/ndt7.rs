@@ -153,7 +153,7 @@ fn connection(
         Ok(t) => t,
         Err(answer) => return refuse(stream, peer, shared, answer),
     };
-    let Some(_slot) = shared.slot() else {
+    let Ok(_slot) = shared.slot(peer) else {
         return refuse(
             stream,
             peer,

