@@ -79,6 +79,13 @@ pub enum Command {
     Record(crate::cmd::record::RecordArgs),
     /// Packet-level WAN emulator: two namespaces joined through a delaying, shaping, lossy path.
     Wan(crate::cmd::wan::WanArgs),
+    /// Make a key for `serve --auth-keys` and `run --auth`: 256 random bits as a key file line.
+    #[command(after_help = "Examples:
+  landspeed keygen alice --append /etc/landspeed/keys      the server's key file (mode 600)
+  landspeed keygen alice > alice.key && chmod 600 alice.key   then copy the line to the server's file
+
+A client's key file may be a copy of that line (run --auth alice:alice.key).")]
+    Keygen(crate::cmd::keygen::KeygenArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     #[command(
         after_help = "Examples:\n  landspeed completions bash > ~/.local/share/bash-completion/completions/landspeed\n  landspeed completions zsh > ~/.zfunc/_landspeed\n  landspeed completions fish > ~/.config/fish/completions/landspeed.fish"

@@ -47,6 +47,7 @@ fn main() -> ExitCode {
         Command::Tune(a) => cmd::model::tune(a),
         Command::Record(a) => cmd::record::record(a),
         Command::Wan(a) => cmd::wan::wan(a),
+        Command::Keygen(a) => cmd::keygen::keygen(a),
         Command::Pscheduler(a) => cmd::pscheduler::pscheduler(a),
         Command::Iperf3(a) => cmd::iperf3::iperf3(a),
         Command::Exporter(a) => cmd::exporter::exporter(a),

@@ -386,6 +386,24 @@ pub struct HostInfo {
     /// The network interface the test used.
     #[serde(default)]
     pub nic: Option<NicInfo>,
+    /// The far end withheld what identifies it (a server tells a client without a key only what the
+    /// measurement needs: its CPU count and network sysctls).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub withheld: bool,
+}
+
+impl HostInfo {
+    /// What a server tells a client that proved no key: what explains a measurement (the CPUs, the
+    /// network sysctls that cap windows), not what identifies the host (its name, OS, kernel, CPU
+    /// model, memory, command line, interface).
+    pub fn for_anonymous(&self) -> HostInfo {
+        HostInfo {
+            cpus: self.cpus,
+            sysctls: self.sysctls.clone(),
+            withheld: true,
+            ..HostInfo::default()
+        }
+    }
 }
 
 /// The interface a test ran over, as the record document describes an end system.

@@ -187,6 +187,38 @@ pub enum Due {
     CutOff,
 }
 
+/// A server's limits on one subtest (`serve --max-duration`, `--max-bytes`, `--max-rate`): the
+/// spec's ten seconds shortened, the bytes capped, the data paced. Pure: time comes from the caller.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct SubtestLimits {
+    /// The subtest's length, seconds (at most the spec's ten).
+    pub test_s: Option<f64>,
+    /// The most payload bytes it may move.
+    pub max_bytes: Option<u64>,
+    /// The fastest it may move them, bits per second.
+    pub rate_bps: Option<f64>,
+}
+
+impl SubtestLimits {
+    /// How long the subtest runs.
+    pub fn test_s(&self) -> f64 {
+        self.test_s.map_or(TEST_S, |t| t.min(TEST_S))
+    }
+
+    /// Whether `bytes` moved reach the byte limit (the subtest then ends as if its time were up).
+    pub fn bytes_reached(&self, bytes: u64) -> bool {
+        self.max_bytes.is_some_and(|m| bytes >= m)
+    }
+
+    /// How long to wait before moving more, `bytes` having moved in `elapsed_s`: None when the
+    /// data is within its rate.
+    pub fn wait_s(&self, bytes: u64, elapsed_s: f64) -> Option<f64> {
+        let rate = self.rate_bps.filter(|r| *r > 0.0)?;
+        let due_s = bytes as f64 * 8.0 / rate;
+        (due_s > elapsed_s).then_some(due_s - elapsed_s)
+    }
+}
+
 /// A subtest's timetable from the WebSocket handshake: measurements every 250 ms, the end at 10 s,
 /// the hard limit at 13 s. Time is given in seconds since the handshake.
 #[derive(Debug, Clone)]
@@ -386,6 +418,37 @@ pub fn endpoint(addr: std::net::SocketAddr) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_servers_limits_shorten_cap_and_pace_a_subtest() {
+        let none = SubtestLimits::default();
+        assert_eq!(none.test_s(), TEST_S);
+        assert!(!none.bytes_reached(u64::MAX));
+        assert_eq!(none.wait_s(u64::MAX, 0.0), None);
+        let l = SubtestLimits {
+            test_s: Some(4.0),
+            max_bytes: Some(1_000_000),
+            rate_bps: Some(8e6),
+        };
+        assert_eq!(l.test_s(), 4.0);
+        assert_eq!(
+            SubtestLimits {
+                test_s: Some(60.0),
+                ..l
+            }
+            .test_s(),
+            TEST_S
+        );
+        assert!(!l.bytes_reached(999_999) && l.bytes_reached(1_000_000));
+        // 8 Mbit/s is 1 MB/s: 500 kB is due at 0.5 s.
+        assert_eq!(l.wait_s(500_000, 0.5), None);
+        let w = l.wait_s(500_000, 0.2).unwrap();
+        assert!((w - 0.3).abs() < 1e-9, "{w}");
+        // The timetable of a shortened subtest ends, and cuts off, that much earlier.
+        let mut t = Timetable::new(l.test_s());
+        assert_eq!(t.at(4.0), Due::End);
+        assert_eq!(t.at(7.0), Due::CutOff);
+    }
 
     #[test]
     fn a_servers_count_is_its_app_info_else_its_tcp_info_by_direction() {

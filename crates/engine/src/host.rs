@@ -97,6 +97,7 @@ pub fn host_info() -> HostInfo {
         sysctls,
         command_line: COMMAND_LINE.get().cloned().unwrap_or_default(),
         nic: None,
+        withheld: false,
     }
 }
 
@@ -147,12 +148,31 @@ pub fn set_command_line(line: String) {
     let _ = COMMAND_LINE.set(line);
 }
 
+/// `arg` with the password of any URL in it (`scheme://user:PASSWORD@host`) replaced by "…".
+fn without_url_password(arg: &str) -> String {
+    let Some(scheme_end) = arg.find("://") else {
+        return arg.to_string();
+    };
+    let rest = &arg[scheme_end + 3..];
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let authority = &rest[..authority_end];
+    let Some(at) = authority.rfind('@') else {
+        return arg.to_string();
+    };
+    let Some(colon) = authority[..at].find(':') else {
+        return arg.to_string();
+    };
+    let start = scheme_end + 3;
+    format!("{}{}…{}", &arg[..start], &authority[..=colon], &arg[start + at..])
+}
+
 /// Arguments as one shell-quoted line, with the value of every argument named in `hidden` replaced
-/// by "…" (a server should not tell clients where its keys live or whom else it allows).
+/// by "…" (a server should not tell clients where its keys live or whom else it allows), and the
+/// password of any URL (`--db postgres://user:PASSWORD@host/db`) replaced too.
 pub fn command_line(args: impl Iterator<Item = String>, hidden: &[&str]) -> String {
     let mut out = Vec::new();
     let mut hide_next = false;
-    for a in args {
+    for a in args.map(|a| without_url_password(&a)) {
         if hide_next {
             out.push("…".to_string());
             hide_next = false;
@@ -323,6 +343,22 @@ mod tests {
         assert_eq!(
             command_line(args.iter().map(|s| s.to_string()), &["--auth-keys", "--allow"]),
             "landspeed serve --auth-keys … --allow=… --log-json 'a b'"
+        );
+        let db = [
+            "landspeed",
+            "serve",
+            "--db",
+            "postgres://ls:s3cret@db.example/ls?x=1",
+            "--db=postgresql://u:p:q@h",
+        ];
+        let line = command_line(db.iter().map(|s| s.to_string()), &[]);
+        assert!(!line.contains("s3cret") && !line.contains("p:q"), "{line}");
+        assert!(line.contains("'postgres://ls:…@db.example/ls?x=1'"), "{line}");
+        // A URL without a password, or an address with '@' but no scheme, is left as it was.
+        let plain = ["http://host:80/a@b", "user@host:5201", "sqlite:///x"];
+        assert_eq!(
+            command_line(plain.iter().map(|s| s.to_string()), &[]),
+            "http://host:80/a@b user@host:5201 sqlite:///x"
         );
     }
 

@@ -86,6 +86,9 @@ pub struct ServerOptions {
     /// iperf3's `--server-bitrate-limit` (the drop-in's server): iperf3 tests asking for more in all
     /// are refused, and ended once they move more on average, with iperf3's TOTAL_RATE.
     pub iperf3_total_rate: Option<landspeed_iperf3::total_rate::TotalRateLimit>,
+    /// Send this host's details (name, OS, kernel, CPU model, memory, command line, interface) to every
+    /// client; false: only to clients that proved a key (others get its CPU count and sysctls).
+    pub share_host: bool,
     /// Protocols that cannot prove a landspeed key, served anyway by a server with `auth`
     /// (`--open`); without `auth` every protocol is open.
     pub open: Vec<Keyless>,
@@ -143,6 +146,7 @@ impl Default for ServerOptions {
             iperf3_live: false,
             iperf3_total_rate: None,
             open: vec![],
+            share_host: false,
         }
     }
 }
@@ -245,6 +249,8 @@ struct Shared {
     tests: Arc<Mutex<Occupancy>>,
     /// Control connections still proving themselves, in all and per address.
     preauth: Arc<Mutex<Occupancy>>,
+    /// Memory the running tests hold by their estimates (`--max-memory`), bytes.
+    memory: Arc<Mutex<u64>>,
     events: EventSink,
     counters: Mutex<Counters>,
     started: Instant,
@@ -298,13 +304,27 @@ impl Drop for Slot {
     }
 }
 
+/// Memory held by a running test against the server's budget (`--max-memory`), given back when
+/// dropped.
+pub(crate) struct MemoryHold {
+    budget: Arc<Mutex<u64>>,
+    bytes: u64,
+}
+
+impl Drop for MemoryHold {
+    fn drop(&mut self) {
+        let mut held = self.budget.lock().unwrap_or_else(|e| e.into_inner());
+        *held = held.saturating_sub(self.bytes);
+    }
+}
+
 /// Control connections that may be proving themselves (greeting done, no test accepted yet) at
 /// once, in all: each holds a thread until its test is accepted or its handshake deadline passes.
 pub const MAX_PREAUTH: usize = 64;
 /// The same, per client address (IPv6 per /64): one host flooding handshakes holds at most these.
 pub const MAX_PREAUTH_PER_ADDRESS: usize = 8;
 
-fn take_slot(pool: &Arc<Mutex<Occupancy>>, peer: SocketAddr) -> Result<Slot, Full> {
+pub(crate) fn take_slot(pool: &Arc<Mutex<Occupancy>>, peer: SocketAddr) -> Result<Slot, Full> {
     let ip = peer.ip();
     pool.lock().unwrap_or_else(|e| e.into_inner()).take(ip)?;
     Ok(Slot {
@@ -374,6 +394,27 @@ impl Shared {
     /// runs `--max-tests-per-address` already. Taken once a test is authenticated and valid.
     pub(crate) fn slot(&self, peer: SocketAddr) -> Result<Slot, Full> {
         take_slot(&self.tests, peer)
+    }
+
+    /// Holds `spec`'s estimated memory (`memory::server_estimate`) against `--max-memory` while the
+    /// test runs, or says how much the running tests leave free. Without a budget: nothing to hold.
+    pub(crate) fn hold_memory(
+        &self,
+        spec: &landspeed_core::config::TestSpec,
+    ) -> Result<Option<MemoryHold>, u64> {
+        let Some(max) = self.opts.limits.max_memory_bytes else {
+            return Ok(None);
+        };
+        let bytes = landspeed_core::protocol::memory::server_estimate(spec);
+        let mut held = self.memory.lock().unwrap_or_else(|e| e.into_inner());
+        if held.saturating_add(bytes) > max {
+            return Err(max.saturating_sub(*held));
+        }
+        *held += bytes;
+        Ok(Some(MemoryHold {
+            budget: self.memory.clone(),
+            bytes,
+        }))
     }
 
     /// A place for a control connection that has not proved anything yet (`MAX_PREAUTH`).
@@ -555,6 +596,7 @@ impl Server {
                 opts.max_tests_per_address,
             ))),
             preauth: Arc::new(Mutex::new(Occupancy::new(MAX_PREAUTH, MAX_PREAUTH_PER_ADDRESS))),
+            memory: Arc::new(Mutex::new(0)),
             events,
             counters: Mutex::new(Counters::default()),
             started: Instant::now(),

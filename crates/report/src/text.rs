@@ -240,7 +240,13 @@ fn endpoint(out: &mut String, e: &EndpointSummary) {
     if let Some(line) = kernel_counters(e) {
         let _ = writeln!(out, "{line}");
     }
-    if e.host.hostname.is_empty() {
+    if e.host.withheld {
+        let _ = writeln!(
+            out,
+            "  {:<7} {} threads; host details withheld (the server shares them with clients that prove a key)",
+            e.role, e.threads
+        );
+    } else if e.host.hostname.is_empty() {
         let _ = writeln!(out, "  {:<7} {}: reported no host", e.role, software(e));
     } else {
         let _ = writeln!(

@@ -139,7 +139,7 @@ pub fn mesh(a: MeshArgs) -> Result<bool> {
         None => None,
         Some((name, file)) => Some(
             landspeed_core::protocol::auth::client_key(name, &crate::common::keyfile::read(file)?)
-                .map_err(|e| UsageError(format!("--auth {name}:{}: {e}", file.display())))?,
+                .map_err(|e| crate::common::keyfile::error(&format!("--auth {name}:"), file, &e))?,
         ),
     };
     let archive = if a.no_save {

@@ -5,6 +5,7 @@
 pub mod archive;
 pub mod exporter;
 pub mod iperf3;
+pub mod keygen;
 pub mod mesh;
 pub mod model;
 pub mod path;

@@ -83,6 +83,17 @@ pub struct ServeArgs {
     /// Most bytes a -n/-k test may move.
     #[arg(long, value_name = "SIZE", value_parser = values::bytes)]
     pub max_bytes: Option<Bytes>,
+    /// Memory the server's tests may need at once, by its estimate of each request (buffers per
+    /// stream and thread: docs/security.md, "Memory"); a test needing more than this is refused by
+    /// name, one that would take the total over it is told "busy". The default fits a 1 GiB host.
+    #[arg(long, value_name = "SIZE", value_parser = values::bytes, default_value = "512M")]
+    pub max_memory: Bytes,
+    /// Most worker threads a test may ask the server for (run --server-threads).
+    #[arg(long, value_name = "N", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_server_threads: u32,
+    /// Deepest io_uring queue a test may ask for (run --io uring --queue-depth).
+    #[arg(long, value_name = "N", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub max_queue_depth: u32,
     /// Fastest rate of a test: UDP tests asking for more are refused, TCP tests are paced down to it.
     #[arg(long, value_name = "RATE", value_parser = values::rate)]
     pub max_rate: Option<BitRate>,
@@ -105,6 +116,11 @@ pub struct ServeArgs {
     /// them (iperf3 clients read iperf3's "test authorization failed", ndt7 clients get HTTP 403).
     #[arg(long, value_name = "PROTOCOL", value_enum, requires = "auth_keys")]
     pub open: Vec<OpenProtocol>,
+    /// Send this host's details (name, OS, kernel, CPU model, memory, command line, interface) to
+    /// every client. By default only clients that prove a key get them; others get what explains a
+    /// measurement (the CPU count and the network sysctls that cap windows).
+    #[arg(long)]
+    pub share_host: bool,
     /// Take third-party orders: a client holding one of the --auth-keys may ask this server to run a test
     /// from here to another landspeed server (`run --from`, `mesh`). Off by default.
     #[arg(long, requires = "auth_keys")]
@@ -416,6 +432,9 @@ fn options(a: &ServeArgs, stats: Arc<AtomicBool>) -> Result<ServerOptions> {
             max_bytes: a.max_bytes.map(|b| b.get()),
             max_rate_bps: a.max_rate.map(|r| r.bps()),
             max_tests_per_minute: a.max_tests_per_minute,
+            max_memory_bytes: Some(a.max_memory.get()),
+            max_server_threads: Some(a.max_server_threads),
+            max_queue_depth: Some(a.max_queue_depth),
         },
         allow: a.allow.clone(),
         stats_signal: Some(stats),
@@ -423,7 +442,7 @@ fn options(a: &ServeArgs, stats: Arc<AtomicBool>) -> Result<ServerOptions> {
             None => None,
             Some(file) => {
                 let ring = landspeed_core::protocol::KeyRing::parse(&crate::common::keyfile::read(file)?)
-                    .map_err(|e| UsageError(format!("--auth-keys {}: {e}", file.display())))?;
+                    .map_err(|e| crate::common::keyfile::error("--auth-keys ", file, &e))?;
                 if ring.is_empty() {
                     return Err(UsageError(format!(
                         "--auth-keys {}: the file holds no keys",
@@ -436,6 +455,7 @@ fn options(a: &ServeArgs, stats: Arc<AtomicBool>) -> Result<ServerOptions> {
         },
         allow_control: a.allow_control,
         open: a.open.iter().map(|&p| p.into()).collect(),
+        share_host: a.share_host,
         files_dir: match &a.files {
             Some(d) if !d.is_dir() => {
                 return Err(UsageError(format!("--files {}: not a directory", d.display())).into())
@@ -446,7 +466,9 @@ fn options(a: &ServeArgs, stats: Arc<AtomicBool>) -> Result<ServerOptions> {
             None => None,
             Some((name, file)) => Some(
                 landspeed_core::protocol::auth::client_key(name, &crate::common::keyfile::read(file)?)
-                    .map_err(|e| UsageError(format!("--control-auth {name}:{}: {e}", file.display())))?,
+                    .map_err(|e| {
+                        crate::common::keyfile::error(&format!("--control-auth {name}:"), file, &e)
+                    })?,
             ),
         },
         mptcp: !a.no_mptcp,

@@ -138,7 +138,7 @@ pub fn options_for(host: &str, port: u16, cell: &CellSpec) -> Result<ClientOptio
     if let Some((name, file)) = &c.auth {
         let text = crate::common::keyfile::read(file)?;
         let key = landspeed_core::protocol::auth::client_key(name, &text)
-            .map_err(|e| UsageError(format!("--auth {name}:{}: {e}", file.display())))?;
+            .map_err(|e| crate::common::keyfile::error(&format!("--auth {name}:"), file, &e))?;
         opts.auth = Some(key);
     }
     Ok(opts)

@@ -9,7 +9,19 @@ use landspeed_plan::sweep::PlanError;
 
 /// The arguments whose values `serve` keeps out of the command line it shows clients: where its keys
 /// live and whom else it allows.
-pub const SECRET_ARGUMENTS: [&str; 3] = ["--auth", "--auth-keys", "--allow"];
+pub const SECRET_ARGUMENTS: [&str; 11] = [
+    "--auth",
+    "--auth-keys",
+    "--allow",
+    "--control-auth",
+    "--key",
+    "--cert",
+    "--files",
+    "--rsa-private-key-path",
+    "--rsa-public-key-path",
+    "--authorized-users-path",
+    "--username",
+];
 
 /// A TCP-only setting as the flag that sets it.
 fn tcp_flag(s: TcpSetting) -> &'static str {

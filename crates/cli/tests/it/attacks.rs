@@ -333,3 +333,104 @@ fn a_handshake_flood_from_one_address_does_not_lock_out_another() {
     let text = String::from_utf8_lossy(&out.stdout);
     eprintln!("stall flood: {text} (the other client's test took {took:?})");
 }
+
+/// Seconds from a server log line ("... in S s ...").
+fn log_seconds(line: &str) -> f64 {
+    let after = line.split(" in ").nth(1).unwrap();
+    after.split(' ').next().unwrap().parse().unwrap()
+}
+
+#[test]
+fn ndt7_is_held_to_the_servers_limits() {
+    let s = ServerProc::start(
+        "127.0.0.1",
+        &[
+            "--ndt7",
+            "127.0.0.1:0",
+            "--ndt7-plain",
+            "--max-rate",
+            "40M",
+            "--max-duration",
+            "3s",
+        ],
+    );
+    let url = format!("ws://{}", crate::ndt7::ndt7_addr(&s));
+    for dir in [&["-R"][..], &[][..]] {
+        let mut args = vec!["run", "--ndt7", "--json", "--no-save", &url];
+        args.extend_from_slice(dir);
+        let o = landspeed(&args, Duration::from_secs(40));
+        assert_eq!(o.code, 0, "{dir:?}: {}", o.stderr);
+        let line = crate::ndt7::ndt7_line(&s);
+        let what = if dir.is_empty() { "received" } else { "sent" };
+        let (bytes, secs) = (crate::ndt7::log_bytes(&line, what), log_seconds(&line));
+        eprintln!("ndt7 {what} under --max-rate 40M --max-duration 3s: {bytes} B in {secs} s");
+        // The subtest ends at the server's 3 s (its close handshake may take longer, never past the
+        // cut-off 3 s later), and the data was paced: 40 Mbit/s for 3 s is 15 MB; one ndt7 message
+        // (1 MiB) may cross the line.
+        assert!(secs < 6.0, "{line}");
+        assert!(bytes as f64 <= 40e6 / 8.0 * secs + 1.1 * 1048576.0, "{line}");
+        assert!(bytes > 1_000_000, "{line}");
+    }
+    let capped = ServerProc::start(
+        "127.0.0.1",
+        &["--ndt7", "127.0.0.1:0", "--ndt7-plain", "--max-bytes", "4M"],
+    );
+    let url = format!("ws://{}", crate::ndt7::ndt7_addr(&capped));
+    let o = landspeed(
+        &["run", "--ndt7", "--json", "--no-save", &url, "-R"],
+        Duration::from_secs(40),
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let line = crate::ndt7::ndt7_line(&capped);
+    // 4 MiB, and at most the message that crossed it.
+    assert!(
+        crate::ndt7::log_bytes(&line, "sent") <= (4 << 20) + (1 << 20),
+        "{line}"
+    );
+}
+
+#[test]
+fn an_ndt7_handshake_flood_from_one_address_does_not_lock_out_another() {
+    let s = ServerProc::start(
+        "127.0.0.1",
+        &[
+            "--ndt7",
+            "127.0.0.1:0",
+            "--ndt7-plain",
+            "--handshake-timeout",
+            "3s",
+            "--max-duration",
+            "2s",
+        ],
+    );
+    let addr = crate::ndt7::ndt7_addr(&s);
+    common::share();
+    let flood = Command::new("python3")
+        .arg(script())
+        .args([
+            "stall-flood",
+            "--ndt7",
+            "--port",
+            &addr.port().to_string(),
+            "--source",
+            "127.0.0.3",
+            "--count",
+            "1000",
+            "--hold",
+            "8",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    let url = format!("ws://{addr}");
+    for dir in [&["-R"][..], &[][..]] {
+        let mut args = vec!["run", "--ndt7", "--json", "--no-save", &url];
+        args.extend_from_slice(dir);
+        let o = landspeed(&args, Duration::from_secs(40));
+        assert_eq!(o.code, 0, "{dir:?} while one address floods: {}", o.stderr);
+    }
+    let out = common::wait_output(flood, Duration::from_secs(30)).unwrap();
+    eprintln!("ndt7 stall flood: {}", String::from_utf8_lossy(&out.stdout));
+}

@@ -17,7 +17,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-const KEYS: &str = "# name secret\nalice 0123456789abcdef-alice\nbob   bob-bob-bob-bob-bob-bob\n";
+const KEYS: &str = "# name secret\nalice 0123456789abcdef-alice\nbob   bob-Secret-b0b-9876-xyz\n";
 
 fn key_files(tag: &str) -> (PathBuf, PathBuf) {
     let dir = std::env::temp_dir().join(format!("landspeed-auth-{tag}-{}", std::process::id()));

@@ -15,6 +15,8 @@ use std::collections::HashMap;
 pub const NONCE_LEN: usize = 32;
 /// The shortest secret a key file may hold.
 pub const MIN_SECRET_LEN: usize = 16;
+/// The least strength a secret may have, bits, by `strength_bits` (a 32-character hex secret has 128).
+pub const MIN_SECRET_BITS: u32 = 64;
 /// The authentication this build speaks: 2 binds every control message to the key in both directions
 /// (1, before it, only had the client prove the key once, and is refused).
 pub const AUTH_VERSION: u8 = 2;
@@ -22,13 +24,31 @@ pub const AUTH_VERSION: u8 = 2;
 /// Why authentication failed or a key file could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AuthError {
-    /// A key file line that is not `NAME HEXSECRET` (or a name or secret that is not allowed).
+    /// A key file line that is not `NAME SECRET` (or a name or secret that is not allowed).
     #[error("line {line}: {msg}")]
     KeyFile {
         /// The line, from 1 (0 for a key given directly).
         line: usize,
         /// What is wrong with it.
         msg: String,
+    },
+    /// A secret too easy to guess: its length times the bits of its alphabet is under
+    /// `MIN_SECRET_BITS`.
+    #[error(
+        "line {line}: the secret of '{name}' is weak (about {bits} bits: {len} characters from {distinct} \
+         different ones; at least {MIN_SECRET_BITS} are needed)"
+    )]
+    WeakSecret {
+        /// The line, from 1 (0 for a key given directly).
+        line: usize,
+        /// The key's name.
+        name: String,
+        /// Its estimated strength.
+        bits: u32,
+        /// Its length.
+        len: usize,
+        /// The different characters in it.
+        distinct: usize,
     },
     /// The client named a key the server does not have.
     #[error("no key named '{0}'")]
@@ -99,6 +119,16 @@ impl Key {
                 msg: format!("the key of '{name}' is shorter than {MIN_SECRET_LEN} bytes"),
             });
         }
+        let (bits, distinct) = strength_bits(secret);
+        if bits < MIN_SECRET_BITS {
+            return Err(AuthError::WeakSecret {
+                line: 0,
+                name: name.into(),
+                bits,
+                len: secret.len(),
+                distinct,
+            });
+        }
         Ok(Key {
             name: name.into(),
             secret: secret.to_vec(),
@@ -167,6 +197,19 @@ impl KeyRing {
                 .ok_or_else(|| err("expected 'NAME SECRET'".into()))?;
             let key = Key::new(name, secret.trim().as_bytes()).map_err(|e| match e {
                 AuthError::KeyFile { msg, .. } => err(msg),
+                AuthError::WeakSecret {
+                    name,
+                    bits,
+                    len,
+                    distinct,
+                    ..
+                } => AuthError::WeakSecret {
+                    line: i + 1,
+                    name,
+                    bits,
+                    len,
+                    distinct,
+                },
                 other => other,
             })?;
             if keys.insert(name.to_string(), key).is_some() {
@@ -211,6 +254,20 @@ pub fn client_key(name: &str, text: &str) -> Result<Key, AuthError> {
         .ok_or_else(|| AuthError::UnknownName(name.into()))
 }
 
+/// A secret's strength as a guesser sees it at best for them: its length times the bits of an alphabet
+/// as large as the different bytes in it (a crude bound that refuses the obviously weak: a repeated
+/// word, a short run of digits; a random hex or base64 secret of 16 bytes or more passes). With the
+/// number of different bytes.
+pub fn strength_bits(secret: &[u8]) -> (u32, usize) {
+    let mut seen = [false; 256];
+    for &b in secret {
+        seen[b as usize] = true;
+    }
+    let distinct = seen.iter().filter(|s| **s).count();
+    let bits = secret.len() as f64 * (distinct.max(1) as f64).log2();
+    (bits as u32, distinct)
+}
+
 /// A challenge for `nonce` (random bytes from the driver).
 pub fn challenge(nonce: &[u8; NONCE_LEN]) -> Challenge {
     Challenge {
@@ -223,7 +280,7 @@ pub fn challenge(nonce: &[u8; NONCE_LEN]) -> Challenge {
 mod tests {
     use super::*;
 
-    const FILE: &str = "# test keys\nalice  0123456789abcdef-alice\n\nbob s3cret-s3cret-s3cret\n";
+    const FILE: &str = "# test keys\nalice  0123456789abcdef-alice\n\nbob s3cret-B0b-xyz-4711\n";
 
     #[test]
     fn nonces_and_hellos_are_checked() {
@@ -256,5 +313,19 @@ mod tests {
         let k = client_key("me", "# mine\n0123456789abcdef0123\n").unwrap();
         assert_eq!(k.name, "me");
         assert_eq!(client_key("zed", FILE), Err(AuthError::UnknownName("zed".into())));
+    }
+
+    #[test]
+    fn weak_secrets_are_refused_by_their_line() {
+        // A repeated word and a run of one digit: long enough, too easy to guess.
+        for weak in ["bob-bob-bob-bob-bob-bob", "1111111111111111111111111111"] {
+            let e = KeyRing::parse(&format!("# c\nbob {weak}\n")).unwrap_err();
+            assert!(matches!(e, AuthError::WeakSecret { line: 2, .. }), "{e}");
+            assert!(e.to_string().contains("is weak"), "{e}");
+        }
+        // Random hex of 16 bytes and base64 of 24 pass; so do the test keys.
+        assert!(strength_bits(b"00112233445566778899aabbccddeeff").0 >= 128);
+        assert!(KeyRing::parse("a 3q2+7wAAAFt0ZXN0a2V5c2VjcmV0eHl6\n").is_ok());
+        assert!(KeyRing::parse(FILE).is_ok());
     }
 }

@@ -45,6 +45,8 @@ pub struct KeyMaterial {
     server_nonce: [u8; NONCE_LEN],
     client_nonce: [u8; NONCE_LEN],
     side: Side,
+    /// A decoy's: every frame is checked as a real key's would be, then refused with this.
+    refuse: Option<AuthError>,
 }
 
 impl KeyMaterial {
@@ -55,6 +57,23 @@ impl KeyMaterial {
             server_nonce,
             client_nonce,
             side,
+            refuse: None,
+        }
+    }
+
+    /// Material for a peer that named a key this end does not have: derived and checked exactly as a
+    /// real key's (so an unknown name costs the same work, and takes the same time, as a wrong key),
+    /// and its first frame refused with `why` whatever its tag.
+    pub fn decoy(
+        server_nonce: [u8; NONCE_LEN],
+        client_nonce: [u8; NONCE_LEN],
+        side: Side,
+        why: AuthError,
+    ) -> Self {
+        let key = Key::new("decoy", b"landspeed decoy key: never accepted").expect("a valid decoy key");
+        KeyMaterial {
+            refuse: Some(why),
+            ..KeyMaterial::new(key, server_nonce, client_nonce, side)
         }
     }
 
@@ -84,6 +103,7 @@ impl KeyMaterial {
             side: self.side,
             name: self.key.name.clone(),
             peer_proven: false,
+            refuse: self.refuse.clone(),
         }
     }
 }
@@ -143,6 +163,8 @@ pub struct Keyed {
     side: Side,
     name: String,
     peer_proven: bool,
+    /// A decoy's refusal (`KeyMaterial::decoy`).
+    refuse: Option<AuthError>,
 }
 
 impl std::fmt::Debug for Keyed {
@@ -257,14 +279,15 @@ impl Guard {
                     });
                 };
                 let (body, tag) = frame.split_at(split);
-                k.recv
-                    .mac_of(body)
-                    .verify_slice(tag)
-                    .map_err(|_| GuardError::BadTag {
-                        seq,
-                        from,
-                        key: k.name.clone(),
-                    })?;
+                let checked = k.recv.mac_of(body).verify_slice(tag);
+                if let Some(why) = &k.refuse {
+                    return Err(GuardError::Key(why.clone()));
+                }
+                checked.map_err(|_| GuardError::BadTag {
+                    seq,
+                    from,
+                    key: k.name.clone(),
+                })?;
                 k.recv.seq += 1;
                 k.peer_proven = true;
                 Ok(body)
@@ -297,6 +320,24 @@ mod tests {
     }
 
     const SECRET: &[u8] = b"0123456789abcdef-alice";
+
+    #[test]
+    fn a_decoy_checks_every_frame_like_a_key_and_refuses_it_whatever_its_tag() {
+        let (sn, cn) = ([1u8; NONCE_LEN], [2u8; NONCE_LEN]);
+        let why = AuthError::UnknownName("mallory".into());
+        // Even a frame sealed with the decoy's own (public) secret is refused: the decoy only makes an
+        // unknown name cost what a wrong key costs.
+        let decoy = KeyMaterial::decoy(sn, cn, Side::Server, why.clone());
+        let mut s = Guard::new();
+        s.start(Ok(decoy));
+        assert!(matches!(s, Guard::Keyed(_)), "derived as a real key is");
+        let mut c = Guard::new();
+        let fake = Key::new("decoy", b"landspeed decoy key: never accepted").unwrap();
+        c.start(Ok(KeyMaterial::new(fake, sn, cn, Side::Client)));
+        let f = c.seal(b"{}");
+        assert_eq!(s.open(&f[4..]), Err(GuardError::Key(why)));
+        assert_eq!(s.proven(), None);
+    }
 
     #[test]
     fn sealed_frames_open_in_order_both_ways() {

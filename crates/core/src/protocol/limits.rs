@@ -2,7 +2,7 @@
 //! advertises its limits in the welcome and refuses a request over any of them, naming the limit and the
 //! flag that sets it, so the client's user knows exactly what to change.
 
-use crate::config::{EndCondition, TestSpec, Transport};
+use crate::config::{EndCondition, IoBackend, TestSpec, Transport};
 use serde::{Deserialize, Serialize};
 
 /// What a server allows a test to ask for (advertised in its welcome; None: no limit).
@@ -20,6 +20,15 @@ pub struct Limits {
     /// New tests one client address (IPv6: one /64) may start per minute.
     #[serde(default)]
     pub max_tests_per_minute: Option<u32>,
+    /// The most memory one test may need at the server by `memory::server_estimate`, bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_memory_bytes: Option<u64>,
+    /// The most worker threads a test may ask the server for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_server_threads: Option<u32>,
+    /// The deepest io_uring queue a test may ask for, operations per stream.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_queue_depth: Option<u32>,
 }
 
 /// Which of a server's limits a test is over, and by how much. The text is what the refused client
@@ -49,6 +58,34 @@ pub enum OverLimit {
         max: u64,
         /// What the test asked for.
         asked: u64,
+    },
+    /// More memory at the server than it allows one test, bytes (by `memory::server_estimate`).
+    #[error(
+        "this test would need about {} of memory on this server, which allows {} per test (fewer streams or a smaller write size fit)",
+        super::memory::human(*asked),
+        super::memory::human(*max)
+    )]
+    Memory {
+        /// The server's limit.
+        max: u64,
+        /// The estimate for the request.
+        asked: u64,
+    },
+    /// Too many worker threads asked for.
+    #[error("this server runs at most {max} worker threads per test; the test asked for {asked}")]
+    Threads {
+        /// The server's limit.
+        max: u32,
+        /// What the test asked for.
+        asked: u32,
+    },
+    /// An io_uring queue too deep.
+    #[error("this server allows an io_uring queue depth of at most {max}; the test asked for {asked}")]
+    QueueDepth {
+        /// The server's limit.
+        max: u32,
+        /// What the test asked for.
+        asked: u32,
     },
     /// A UDP rate too high, bit/s.
     #[error("this server allows UDP at most {max} bit/s; the test asked for {asked} bit/s")]
@@ -93,7 +130,27 @@ impl Limits {
                 return Some(OverLimit::UdpRate { max, asked });
             }
         }
-        None
+        self.check_memory(spec)
+    }
+
+    /// The memory limits: worker threads, queue depth, then the estimate as a whole.
+    fn check_memory(&self, spec: &TestSpec) -> Option<OverLimit> {
+        if let (Some(max), Some(asked)) = (self.max_server_threads, spec.server_threads) {
+            if asked > max {
+                return Some(OverLimit::Threads { max, asked });
+            }
+        }
+        if let (Some(max), IoBackend::Uring) = (self.max_queue_depth, spec.io) {
+            if spec.queue_depth > max {
+                return Some(OverLimit::QueueDepth {
+                    max,
+                    asked: spec.queue_depth,
+                });
+            }
+        }
+        let max = self.max_memory_bytes?;
+        let asked = super::memory::server_estimate(spec);
+        (asked > max).then_some(OverLimit::Memory { max, asked })
     }
 }
 
@@ -111,6 +168,9 @@ mod tests {
             max_bytes: Some(1 << 30),
             max_rate_bps: Some(1e9),
             max_tests_per_minute: None,
+            max_memory_bytes: Some(512 << 20),
+            max_server_threads: Some(64),
+            max_queue_depth: Some(16),
         };
         let ok = TestSpec::default();
         assert_eq!(l.check(&ok), None);
@@ -148,5 +208,39 @@ mod tests {
         assert!(matches!(l.check(&fast), Some(OverLimit::UdpRate { .. })));
         assert!(l.check(&fast).unwrap().to_string().contains("allows UDP at most"));
         assert_eq!(Limits::default().check(&fast), None);
+        let greedy = TestSpec {
+            streams: 8,
+            direction: Direction::Reverse,
+            length_bytes: 64 << 20,
+            ..TestSpec::default()
+        };
+        let Some(OverLimit::Memory { max, asked }) = l.check(&greedy) else {
+            panic!("{:?}", l.check(&greedy));
+        };
+        assert_eq!(max, 512 << 20);
+        let words = l.check(&greedy).unwrap().to_string();
+        assert!(
+            words.contains("of memory") && words.contains("512 MiB per test"),
+            "{words}"
+        );
+        assert!(asked > max);
+        let threads = TestSpec {
+            server_threads: Some(65),
+            streams: 8,
+            ..TestSpec::default()
+        };
+        assert!(matches!(
+            l.check(&threads),
+            Some(OverLimit::Threads { max: 64, asked: 65 })
+        ));
+        let deep = TestSpec {
+            io: IoBackend::Uring,
+            queue_depth: 17,
+            ..TestSpec::default()
+        };
+        assert!(matches!(
+            l.check(&deep),
+            Some(OverLimit::QueueDepth { max: 16, asked: 17 })
+        ));
     }
 }

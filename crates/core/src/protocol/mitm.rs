@@ -269,7 +269,7 @@ fn an_end_without_the_key_fails_at_its_first_message() {
     };
     let w = impostor.seal(&body(&welcome));
     impostor.start(Ok(KeyMaterial::new(
-        key(b"guessed-guessed-guessed"),
+        key(b"guessed-Wrong-key-7531"),
         SERVER_NONCE,
         CLIENT_NONCE,
         Side::Server,

@@ -12,6 +12,7 @@ pub mod control;
 pub mod framing;
 pub mod guard;
 pub mod limits;
+pub mod memory;
 pub mod messages;
 #[cfg(test)]
 mod mitm;

@@ -434,7 +434,7 @@ fn authentication_failures_end_the_test_on_both_sides() {
     // A wrong key: the server refuses with the authentication code, and the client sees it.
     let s = ServerSession::new().with_auth(keys(), [1; NONCE_LEN]);
     let mut p = Pair::new(TestSpec::default(), s);
-    let wrong = Key::new("alice", b"guessed-guessed-guessed").unwrap();
+    let wrong = Key::new("alice", b"guessed-Wrong-key-7531").unwrap();
     p.c = ClientSession::new(TestSpec::default().validated().unwrap())
         .with_timers(TIMERS)
         .with_auth(wrong, [2; NONCE_LEN]);

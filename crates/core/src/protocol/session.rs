@@ -425,10 +425,14 @@ impl ServerSession {
             if cn == *server_nonce {
                 return Err(auth::AuthError::Malformed("client nonce equals the server's"));
             }
-            let key = keys
-                .get(&h.name)
-                .ok_or_else(|| auth::AuthError::UnknownName(h.name.clone()))?;
-            Ok(KeyMaterial::new(key.clone(), *server_nonce, cn, Side::Server))
+            Ok(match keys.get(&h.name) {
+                Some(key) => KeyMaterial::new(key.clone(), *server_nonce, cn, Side::Server),
+                // Refused at the same step and after the same work as a wrong key.
+                None => {
+                    let why = auth::AuthError::UnknownName(h.name.clone());
+                    KeyMaterial::decoy(*server_nonce, cn, Side::Server, why)
+                }
+            })
         });
         Some(Keying {
             name: h.name,

@@ -127,6 +127,14 @@ impl ServerSession {
         self.fail(Iperf3Error::TotalRate)
     }
 
+    /// The server cannot take the accepted test now (its memory budget is held by running tests):
+    /// SERVER_ERROR with iperf3's ACCESS_DENIED ("the server is busy running a test. try again
+    /// later") goes out and the conversation is over.
+    pub fn busy(&mut self) -> Iperf3Error {
+        self.transmit.extend(server_error(errno::ACCESS_DENIED, 0));
+        self.fail(Iperf3Error::AccessDenied)
+    }
+
     /// Where the conversation stands.
     pub fn phase(&self) -> ServerPhase {
         self.phase
@@ -320,13 +328,17 @@ fn asked(params: &Params, test: &Test) -> landspeed_core::config::TestSpec {
     asked
 }
 
-/// iperf3 has no number for a server's limit; the closest: streams, duration, rate, end conditions.
+/// iperf3 has no number for a server's limit; the closest: streams, duration, rate, end conditions,
+/// and for memory the block size (what an iperf3 client lowers with -l).
 fn limit_code(why: &OverLimit) -> i32 {
     match why {
         OverLimit::Streams { .. } => errno::NUM_STREAMS,
         OverLimit::Duration { .. } => errno::DURATION,
         OverLimit::UdpRate { .. } => errno::TOTAL_RATE,
         OverLimit::Bytes { .. } => errno::END_CONDITIONS,
+        OverLimit::Memory { .. } | OverLimit::Threads { .. } | OverLimit::QueueDepth { .. } => {
+            errno::BLOCK_SIZE
+        }
     }
 }
 

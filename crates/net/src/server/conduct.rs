@@ -5,7 +5,8 @@
 //! the engine. Nothing here decides which message comes next.
 
 use super::{
-    add_measured, files, order, udp, MissingWhy, RefusalKind, Registered, Shared, Slot, TestError, TestLog,
+    add_measured, files, order, udp, MemoryHold, MissingWhy, RefusalKind, Registered, Shared, Slot,
+    TestError, TestLog,
 };
 use crate::control::{Arrival, ControlError, Event, Input, Link, QuicArrival, WaitError, Wire};
 use crate::streams::DataPaths;
@@ -46,9 +47,16 @@ pub(super) fn serve_test(stream: TcpStream, peer: SocketAddr, shared: &Shared, p
     shared.emit(super::ServerEvent::Test(log));
 }
 
-/// Counts an authenticated, valid test against `--max-tests-per-minute` and gives it a test slot, or
-/// tells the client why not (through the session's wire, so a keyed client reads it sealed).
-fn admit(link: &mut ServerLink, shared: &Shared) -> Result<Slot, End> {
+/// What an admitted test holds while it runs: its slot, and its memory against the server's budget.
+struct Admitted {
+    _slot: Slot,
+    _memory: Option<MemoryHold>,
+}
+
+/// Counts an authenticated, valid test against `--max-tests-per-minute` and gives it a test slot and
+/// its memory (`--max-memory`), or tells the client why not (through the session's wire, so a keyed
+/// client reads it sealed).
+fn admit(link: &mut ServerLink, shared: &Shared, spec: &TestSpec) -> Result<Admitted, End> {
     let peer = link
         .stream()
         .peer_addr()
@@ -61,7 +69,27 @@ fn admit(link: &mut ServerLink, shared: &Shared) -> Result<Slot, End> {
             "rate limited (too many tests per minute from this address)",
         ),
         Ok(()) => match shared.slot(peer) {
-            Ok(slot) => return Ok(slot),
+            Ok(slot) => match shared.hold_memory(spec) {
+                Ok(memory) => {
+                    return Ok(Admitted {
+                        _slot: slot,
+                        _memory: memory,
+                    })
+                }
+                Err(free) => (
+                    Refusal::Busy,
+                    format!(
+                        "busy: the tests running now leave {} of this server's memory budget, and this \
+                         test needs about {}; retry when one ends",
+                        landspeed_core::protocol::memory::human(free),
+                        landspeed_core::protocol::memory::human(
+                            landspeed_core::protocol::memory::server_estimate(spec)
+                        ),
+                    ),
+                    RefusalKind::Memory,
+                    "busy (the running tests hold the memory budget)",
+                ),
+            },
             Err(full) => (
                 Refusal::Busy,
                 shared.busy_reason(full),
@@ -105,8 +133,8 @@ struct Accepted {
     test: Test,
     streams: DataPaths,
     local: Local,
-    /// The test's slot, held until it ends.
-    _slot: Slot,
+    /// The test's slot and memory, held until it ends.
+    _slot: Admitted,
 }
 
 /// What goes into this end's report besides the engine's figures.
@@ -185,7 +213,7 @@ fn prepare(
         return Ok(None);
     };
     drop(preauth);
-    let slot = admit(link, shared)?;
+    let slot = admit(link, shared, &test)?;
     log.auth = link.wire.conn.machine().authenticated().map(str::to_string);
     if let Some(c) = &test.server_cpus {
         landspeed_engine::pin::check_cpus(c).map_err(TestError::Cpus)?;
@@ -280,7 +308,7 @@ fn handshake(
             ServerAction::RunOrder { order, test } => {
                 log.auth = link.wire.conn.machine().authenticated().map(str::to_string);
                 preauth.take();
-                let _slot = admit(link, shared)?;
+                let _slot = admit(link, shared, &test)?;
                 let out = order::run_order(&order, test, &mut link.wire, shared, log);
                 link.wire.local(|s, _| {
                     s.on_order_done();
@@ -622,12 +650,12 @@ fn measure(link: &mut ServerLink, accepted: Accepted, shared: &Shared, log: &mut
     if let Some(f) = hook.failure.take() {
         return Err(f.into());
     }
-    Ok(finish(link, &out, local)?)
+    Ok(finish(link, &out, local, shared)?)
 }
 
 /// This end's streams are done: the session says so, the client's results are awaited, and this
 /// end's report (with its file's, checked against the client's) goes back.
-fn finish(link: &mut ServerLink, out: &EngineOutput, local: Local) -> Result<(), TestError> {
+fn finish(link: &mut ServerLink, out: &EngineOutput, local: Local, shared: &Shared) -> Result<(), TestError> {
     link.wire.local(|s, now| s.on_local_done(now))?;
     let client = link
         .run(|_, ev| match ev {
@@ -645,6 +673,10 @@ fn finish(link: &mut ServerLink, out: &EngineOutput, local: Local) -> Result<(),
         .filter_map(|s| s.error.clone().map(|e| (s.id, e)))
         .collect();
     let mut report = out.report(local.cpus, local.warnings);
+    let keyed = link.wire.conn.machine().authenticated().is_some();
+    if !(keyed || shared.opts.share_host) {
+        report.host = report.host.for_anonymous();
+    }
     if let Some(f) = local.file {
         match f.report(client.file.as_ref()) {
             Ok((r, kept)) => {

@@ -128,6 +128,14 @@ fn serve(ctl: TcpStream, cookie: Cookie, shared: &Shared, log: &mut TestLog) -> 
     link.listen()?;
     let (params, test) = parameters(&mut link)?;
     log.protocol = format!("iperf3 {}", params.client_version.as_deref().unwrap_or("client"));
+    let _memory = match shared.hold_memory(&test) {
+        Ok(m) => m,
+        Err(_) => {
+            let e = link.wire.conn.busy();
+            let _ = link.wire.flush();
+            return Err(TestError::Iperf3(e));
+        }
+    };
     log.streams = test.streams;
     log.direction = Some(test.direction);
     let streams = if params.udp {

@@ -13,19 +13,22 @@ use super::{RefusalKind, ServerEvent, Shared};
 use crate::http::RequestHead as Request;
 use landspeed_core::config::Direction;
 use landspeed_core::ndt7::{self, Due, Measurement, MessageSizer, Subtest, Timetable};
+use landspeed_core::protocol::rate::{Full, Occupancy};
 use landspeed_core::server_log::TestLog;
 use landspeed_engine::tcp_info::{self, RawTcpInfo};
 use std::collections::BTreeMap;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
-use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 use tungstenite::protocol::{Role, WebSocketConfig};
 use tungstenite::{Message, WebSocket};
 
 /// Connections still sending their HTTP request, at most; more are closed unanswered.
 pub(crate) const MAX_HANDSHAKING: usize = 64;
+/// The same from one address (IPv6: one /64): one host cannot take every place.
+pub(crate) const MAX_HANDSHAKING_PER_ADDRESS: usize = 8;
 /// The longest HTTP request head read.
 const MAX_HEAD: usize = 8192;
 
@@ -57,7 +60,10 @@ pub(crate) fn serve(ndt: Ndt7Listener, shared: Arc<Shared>) {
         return;
     }
     let mut events = mio::Events::with_capacity(4);
-    let handshaking = Arc::new(AtomicUsize::new(0));
+    let handshaking = Arc::new(Mutex::new(Occupancy::new(
+        MAX_HANDSHAKING,
+        MAX_HANDSHAKING_PER_ADDRESS,
+    )));
     while !shared.shutdown.load(Relaxed) {
         if let Err(e) = poll.poll(&mut events, Some(Duration::from_millis(100))) {
             if e.kind() != ErrorKind::Interrupted {
@@ -72,31 +78,35 @@ pub(crate) fn serve(ndt: Ndt7Listener, shared: Arc<Shared>) {
 }
 
 /// Gives an accepted connection its thread, or closes it when `MAX_HANDSHAKING` are still in their
-/// request.
+/// request, or `MAX_HANDSHAKING_PER_ADDRESS` from its address (IPv6: its /64).
 fn take(
     stream: TcpStream,
     peer: SocketAddr,
     ndt: &Ndt7Listener,
     shared: &Arc<Shared>,
-    handshaking: &Arc<AtomicUsize>,
+    handshaking: &Arc<Mutex<Occupancy>>,
 ) {
-    if handshaking.load(Relaxed) >= MAX_HANDSHAKING {
-        shared.refuse(
-            peer,
-            RefusalKind::Busy,
-            format!("ndt7: {MAX_HANDSHAKING} connections already sending their request"),
-        );
-        return;
-    }
-    handshaking.fetch_add(1, Relaxed);
+    let place = match super::take_slot(handshaking, peer) {
+        Ok(p) => p,
+        Err(full) => {
+            let why = match full {
+                Full::All(n) => format!("{n} connections"),
+                Full::Address(n) => format!("{n} connections from this address"),
+            };
+            return shared.refuse(
+                peer,
+                RefusalKind::Busy,
+                format!("ndt7: {why} already sending their request"),
+            );
+        }
+    };
     shared.connection_started();
-    let (shared2, tls, h) = (shared.clone(), ndt.tls.clone(), handshaking.clone());
+    let (shared2, tls) = (shared.clone(), ndt.tls.clone());
     let spawned = std::thread::Builder::new().name("ndt7".into()).spawn(move || {
-        connection(stream, peer, tls, &shared2, &h);
+        connection(stream, peer, tls, &shared2, place);
         shared2.connection_ended();
     });
     if spawned.is_err() {
-        handshaking.fetch_sub(1, Relaxed);
         shared.connection_ended();
     }
 }
@@ -111,14 +121,13 @@ fn connection(
     peer: SocketAddr,
     tls: Option<Arc<rustls::ServerConfig>>,
     shared: &Shared,
-    handshaking: &AtomicUsize,
+    handshaking: super::Slot,
 ) {
     let handshake = shared.opts.handshake_timeout;
     let _ = tcp.set_nonblocking(false);
     let _ = tcp.set_read_timeout(Some(handshake));
     let _ = tcp.set_write_timeout(Some(handshake));
     let Ok(sock) = tcp.try_clone() else {
-        handshaking.fetch_sub(1, Relaxed);
         return;
     };
     let tls_on = tls.is_some();
@@ -126,14 +135,13 @@ fn connection(
         None => Box::new(tcp),
         Some(cfg) => match rustls::ServerConnection::new(cfg) {
             Ok(c) => Box::new(rustls::StreamOwned::new(c, tcp)),
-            Err(_) => {
-                handshaking.fetch_sub(1, Relaxed);
-                return;
-            }
+            Err(_) => return,
         },
     };
-    let head = read_head(&mut stream, Instant::now() + handshake);
-    handshaking.fetch_sub(1, Relaxed);
+    // One deadline for the TLS handshake and the whole request head, however the bytes trickle.
+    let head = read_head(&mut stream, &sock, Instant::now() + handshake);
+    drop(handshaking);
+    let _ = sock.set_read_timeout(Some(handshake));
     let (head, rest) = match head {
         Ok(h) => h,
         Err(reason) => {
@@ -162,11 +170,17 @@ fn connection(
         );
     };
     let started = Instant::now();
+    let l = &shared.opts.limits;
     let asked = record::Asked {
         peer,
         subtest,
         metadata: &metadata,
         tls: tls_on,
+        limits: ndt7::SubtestLimits {
+            test_s: l.max_duration_s,
+            max_bytes: l.max_bytes,
+            rate_bps: l.max_rate_bps,
+        },
     };
     let log = match upgrade(&mut stream, &req) {
         Ok(()) => run(stream, rest, &sock, &asked, started),
@@ -268,7 +282,11 @@ fn refuse(mut stream: Box<dyn Conn>, peer: SocketAddr, shared: &Shared, answer: 
 
 /// Reads an HTTP request head (up to the blank line) within `deadline`: the head, and any bytes read
 /// past it. The error is a reason to log, or None for a connection that closed without a byte.
-fn read_head(stream: &mut dyn Conn, deadline: Instant) -> Result<(Vec<u8>, Vec<u8>), Option<String>> {
+fn read_head(
+    stream: &mut dyn Conn,
+    sock: &TcpStream,
+    deadline: Instant,
+) -> Result<(Vec<u8>, Vec<u8>), Option<String>> {
     let mut buf = Vec::with_capacity(1024);
     let mut chunk = [0u8; 1024];
     loop {
@@ -279,9 +297,12 @@ fn read_head(stream: &mut dyn Conn, deadline: Instant) -> Result<(Vec<u8>, Vec<u
         if buf.len() > MAX_HEAD {
             return Err(Some(format!("request head over {MAX_HEAD} bytes")));
         }
-        if Instant::now() >= deadline {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
             return Err(Some(format!("no complete request in time ({} bytes)", buf.len())));
         }
+        // Each read waits at most what is left of the deadline, so no read can stretch it.
+        let _ = sock.set_read_timeout(Some(left));
         match stream.read(&mut chunk) {
             Ok(0) if buf.is_empty() => return Err(None),
             Ok(0) => return Err(Some("closed the connection inside its request".into())),
@@ -394,6 +415,8 @@ struct Progress {
     check: Option<Check>,
     /// The measurements sent and the intervals they close, for the server's record.
     seen: record::Seen,
+    /// The server's limits on the subtest (length, bytes, rate).
+    limits: ndt7::SubtestLimits,
 }
 
 /// An upload checked against the payload of the key its client named.
@@ -455,6 +478,7 @@ fn run(
         error: None,
         check: ndt7::payload_key(metadata).map(Check::new),
         seen: record::Seen::new(asked),
+        limits: asked.limits,
     };
     match subtest {
         Subtest::Download => {
@@ -612,7 +636,7 @@ impl<'a> Waits<'a> {
 /// The download: binary messages of landspeed's payload, growing as the spec's appendix says, with a
 /// measurement every 250 ms, until 10 s; then the close handshake.
 fn download(ws: &mut WebSocket<Box<dyn Conn>>, sock: &TcpStream, info: &Reporter, p: &mut Progress) {
-    let mut t = Timetable::new(ndt7::TEST_S);
+    let mut t = Timetable::new(p.limits.test_s());
     // Messages grow to 1 MiB at most, as M-Lab's server's do: M-Lab's Go client closes on a larger
     // one (found running it here; docs/ndt7.md).
     let mut sizer = MessageSizer::new(ndt7::MAX_SCALED_MESSAGE_BYTES);
@@ -646,6 +670,13 @@ fn download(ws: &mut WebSocket<Box<dyn Conn>>, sock: &TcpStream, info: &Reporter
             return close(ws, sock, &mut t, p);
         }
         waits.write(&t, now);
+        if frame.is_none() && p.limits.bytes_reached(p.bytes) {
+            ending = true;
+            continue;
+        }
+        if frame.is_none() && p.paced() {
+            continue;
+        }
         if frame.is_none() {
             if std::mem::take(&mut measure) {
                 if let Err(e) = ws.write(Message::text(info.message(sock, p))) {
@@ -710,6 +741,10 @@ fn closing(
         if t.at(now) == Due::CutOff {
             return;
         }
+        // Past its end, a subtest over --max-rate stops rather than take the rest unpaced.
+        if p.limits.wait_s(p.bytes, now).is_some() {
+            return;
+        }
         waits.read(t, now);
         waits.write(t, now);
         if !step(p) {
@@ -739,6 +774,19 @@ impl Progress {
     fn clock(&mut self) -> f64 {
         self.now_s = self.started.elapsed().as_secs_f64();
         self.now_s
+    }
+
+    /// Holds the subtest to `--max-rate`: when it is ahead of the rate, sleeps (at most 5 ms at a
+    /// time, so the loop still sees its timetable) and says so; TCP's flow control then slows an
+    /// uploading client, and a download simply sends later.
+    fn paced(&mut self) -> bool {
+        match self.limits.wait_s(self.bytes, self.now_s) {
+            Some(w) => {
+                std::thread::sleep(Duration::from_secs_f64(w.min(0.005)));
+                true
+            }
+            None => false,
+        }
     }
 
     /// The subtest's payload count is now `bytes`, at the time its loop last read (a frame may be

@@ -32,6 +32,8 @@ pub(super) struct Asked<'a> {
     pub(super) subtest: Subtest,
     pub(super) metadata: &'a BTreeMap<String, String>,
     pub(super) tls: bool,
+    /// The server's limits on the subtest.
+    pub(super) limits: landspeed_core::ndt7::SubtestLimits,
 }
 
 impl Seen {
@@ -278,6 +280,7 @@ mod tests {
             subtest: Subtest::Download,
             metadata: &asked_meta,
             tls: false,
+            limits: Default::default(),
         };
         let mut seen = Seen::new(&asked);
         let m = |us: i64, bytes: i64| Measurement {

@@ -146,10 +146,16 @@ impl Frames {
 /// The upload: counts the client's binary messages, answers with a measurement every 250 ms, and
 /// closes at 10 s (or when the client closes first).
 pub(super) fn upload(f: &mut Frames, sock: &TcpStream, info: &Reporter, p: &mut Progress) {
-    let mut t = Timetable::new(ndt7::TEST_S);
+    let mut t = Timetable::new(p.limits.test_s());
     let mut waits = Waits::new(sock);
     loop {
         let now = p.clock();
+        if p.limits.bytes_reached(p.bytes) {
+            return close(f, sock, &mut t, p);
+        }
+        if p.paced() {
+            continue;
+        }
         match t.at(now) {
             Due::CutOff => return p.fail("cut off at the ndt7 hard limit (13 s)"),
             Due::End => return close(f, sock, &mut t, p),
