@@ -335,9 +335,47 @@ def inject_proxy(a):
                     inject(m["session"], "127.0.0.2", "foreign stream 0")
         return look
 
+    def iperf3_sniffer(cookie):
+        def look(data):
+            # CREATE_STREAMS (10) from the server: the test takes data connections quoting the cookie.
+            if b"\x0a" in data and not report.get("iperf3_injected"):
+                report["iperf3_injected"] = True
+                report["session"] = cookie.decode(errors="replace").rstrip("\0")
+                threading.Thread(target=inject_cookie, args=(cookie,), daemon=True).start()
+        return look
+
+    def inject_cookie(cookie):
+        try:
+            s = connect(a.port, source="127.0.0.2")
+            s.sendall(cookie)
+            s.settimeout(3.0)
+            try:
+                closed = s.recv(1) == b""
+            except socket.timeout:
+                closed = False
+            except OSError:
+                closed = True
+            with lock:
+                report["injected"].append({"what": "foreign iperf3 stream", "from": "127.0.0.2",
+                                           "closed_by_server": closed})
+            s.close()
+        except OSError as e:
+            with lock:
+                report["injected"].append({"what": "foreign iperf3 stream", "error": str(e)})
+
     def on(c, stop):
-        first = c.recv(8, socket.MSG_PEEK)
+        first = c.recv(37, socket.MSG_PEEK)
         s = connect(a.port)
+        if first[:1] and (first[:1].isalpha() and first[:1].islower() or first[:1] in b"234567"):
+            # iperf3: its control connection starts with the cookie, and so do its data connections.
+            if report.get("cookie") is None:
+                report["cookie"] = True
+                threading.Thread(target=pipe, args=(c, s, None, None, stop), daemon=True).start()
+                pipe(s, c, sniff=iperf3_sniffer(first), stop=stop)
+                return
+            threading.Thread(target=pipe, args=(c, s, None, None, stop), daemon=True).start()
+            pipe(s, c, stop=stop)
+            return
         if first[6:7] == b"C":
             threading.Thread(target=pipe, args=(c, s, None, None, stop), daemon=True).start()
             pipe(s, c, sniff=sniffer([b""]), stop=stop)
@@ -371,6 +409,8 @@ def stall_flood(a):
                                                   "client_nonce": "00" * 32}))]
     if a.ndt7:
         steps = [b"", b"GET /ndt/v7/download HTTP/1.1\r\nHost: x\r\n"]
+    if a.iperf3:
+        steps = [b"", b"hostilehostile", b"hostilehostilehostilehostilehostile2\0"]
     for i in range(a.count):
         try:
             s = connect(a.port, source=a.source, timeout=2.0)
@@ -429,7 +469,8 @@ def worst_request(a):
     if not w or w.get("type") != "welcome":
         return {"error": "no welcome"}
     sp = spec("tcp", "reverse", a.time, streams=a.streams, length=a.length)
-    sp["server_threads"] = a.streams
+    if a.threads:
+        sp["server_threads"] = a.threads
     ctl.sendall(frame({"type": "test_request", "spec": sp}))
     acc = fr.read()
     if not acc or acc.get("type") != "accepted":
@@ -471,6 +512,7 @@ def main():
     f.add_argument("--count", type=int, default=1000)
     f.add_argument("--hold", type=float, default=5.0)
     f.add_argument("--ndt7", action="store_true")
+    f.add_argument("--iperf3", action="store_true")
     r = sub.add_parser("random-sessions")
     r.add_argument("--port", type=int, required=True)
     r.add_argument("--count", type=int, default=10000)
@@ -479,6 +521,7 @@ def main():
     w.add_argument("--streams", type=int, default=128)
     w.add_argument("--length", type=int, default=64 << 20)
     w.add_argument("--time", type=float, default=3.0)
+    w.add_argument("--threads", type=int, default=0)
     a = p.parse_args()
     fn = {"udp-spoof": udp_spoof, "udp-nat": udp_nat, "downgrade-proxy": downgrade_proxy, "inject-proxy": inject_proxy,
           "stall-flood": stall_flood, "random-sessions": random_sessions,

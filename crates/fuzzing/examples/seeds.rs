@@ -141,6 +141,32 @@ fn main() {
         .encode(),
     );
     write("data_hello", "cookie", &Cookie::from_random([5; 36]).to_wire());
+    {
+        use landspeed_core::protocol::udp_hello::{Challenge, Hello};
+        let (session, stream) = (SessionId([0xab; 16]), 3);
+        let token = Some([0x5a; 16]);
+        write(
+            "data_hello",
+            "udp-hello-token",
+            &Hello {
+                session,
+                stream,
+                token,
+            }
+            .encode(),
+        );
+        let token = [0x5a; 16];
+        write(
+            "data_hello",
+            "udp-challenge",
+            &Challenge {
+                session,
+                stream,
+                token,
+            }
+            .encode(),
+        );
+    }
     let mut udp = [0u8; 64];
     landspeed_core::udp::Header { seq: 42, sent_ns: 1 }.write(&mut udp);
     write("data_hello", "udp-landspeed", &udp);

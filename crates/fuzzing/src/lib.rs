@@ -148,6 +148,26 @@ pub fn iperf3_decoder(data: &[u8]) {
     }
 }
 
+/// A UDP hello (with or without a token) and a challenge: what parses re-encodes to itself, and the
+/// server's judgement of a hello from a foreign address is a challenge smaller than three hellos.
+fn udp_hello(data: &[u8]) {
+    use landspeed_core::protocol::udp_hello::{Challenge, Hello, Validator, Verdict};
+    if let Some(h) = Hello::parse(data) {
+        assert_eq!(h.encode(), data);
+        let v = Validator::new([7; 32]);
+        let from: std::net::SocketAddr = "192.0.2.7:4000".parse().expect("an address");
+        let control: std::net::IpAddr = "198.51.100.1".parse().expect("an address");
+        match v.judge(&h, from, control) {
+            Verdict::Challenge(c) => assert!(c.encode().len() < 3 * data.len()),
+            // Only the token sent to that address validates it.
+            Verdict::Accept => assert_eq!(h.token, Some(v.token(h.session, h.stream, from))),
+        }
+    }
+    if let Some(c) = Challenge::parse(data) {
+        assert_eq!(c.encode(), data);
+    }
+}
+
 /// The first bytes of a connection and of a UDP stream: landspeed's preamble, an iperf3 cookie, the UDP
 /// datagram headers of both protocols, and the echo probes the server answers.
 pub fn data_hello(data: &[u8]) {
@@ -168,6 +188,7 @@ pub fn data_hello(data: &[u8]) {
     if let Some(n) = landspeed_core::path::echo::answer(&mut echo, 1) {
         assert!(n <= data.len());
     }
+    udp_hello(data);
     let _ = landspeed_core::udp::Header::read(data);
     let _ = landspeed_core::udp::Header::read_iperf3(data, false);
     let _ = landspeed_core::udp::Header::read_iperf3(data, true);

@@ -64,6 +64,14 @@ fn end_system(o: &mut String, title: &str, e: &EndpointSummary, address: &str) {
     let mut row = |k: &str, v: String| {
         let _ = writeln!(o, "| {k} | {} |", md(&v));
     };
+    if h.withheld {
+        row(
+            "host",
+            "withheld by the server, which describes itself only to clients that prove a key or with \
+             serve --share-host; the CPUs and network sysctls below are what it shares with anyone"
+                .into(),
+        );
+    }
     row("host name", h.hostname.clone());
     row("operating system", h.os.clone());
     row("kernel", h.kernel.clone());

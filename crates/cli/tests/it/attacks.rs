@@ -434,3 +434,75 @@ fn an_ndt7_handshake_flood_from_one_address_does_not_lock_out_another() {
     let out = common::wait_output(flood, Duration::from_secs(30)).unwrap();
     eprintln!("ndt7 stall flood: {}", String::from_utf8_lossy(&out.stdout));
 }
+
+#[test]
+fn a_stranger_learns_what_a_measurement_needs_and_a_keyed_client_the_host() {
+    let (keys, alice) = key_files("host");
+    let s = ServerProc::start(
+        "127.0.0.1",
+        &["--auth-keys", keys.to_str().unwrap(), "--open", "iperf3"],
+    );
+    let keyed = common::run_json(
+        "127.0.0.1",
+        s.port,
+        &["-t", "0.3", "--auth", &format!("alice:{}", alice.display())],
+    );
+    let h = &keyed["remote"]["host"];
+    assert!(!h["hostname"].as_str().unwrap().is_empty(), "{h}");
+    let line = h["command_line"].as_str().unwrap();
+    // The key file's path is the server's business.
+    assert!(
+        line.contains("--auth-keys …") && !line.contains(keys.to_str().unwrap()),
+        "{line}"
+    );
+    let open = ServerProc::start("127.0.0.1", &[]);
+    let anonymous = common::run_json("127.0.0.1", open.port, &["-t", "0.3"]);
+    let h = &anonymous["remote"]["host"];
+    assert_eq!(h["withheld"], true, "{h}");
+    assert_eq!(
+        (h["hostname"].as_str(), h["command_line"].as_str()),
+        (Some(""), Some(""))
+    );
+    assert!(
+        h["sysctls"]["net.core.rmem_max"].is_string(),
+        "the window's limits are shared: {h}"
+    );
+}
+
+#[test]
+fn the_worst_request_is_refused_by_name_and_one_within_the_budget_is_served_within_it() {
+    let s = ServerProc::start("127.0.0.1", &[]);
+    let pid = s.process().id();
+    let p = s.port.to_string();
+    // 128 reverse streams of 64 MiB writes: gigabytes of generators, refused before any is made.
+    let v = hostile(
+        &["worst-request", "--port", &p, "--streams", "128"],
+        Duration::from_secs(30),
+    );
+    assert_eq!(v["refused"], true, "{v}");
+    let why = v["answer"]["reason"].as_str().unwrap();
+    assert!(
+        why.contains("of memory on this server, which allows 512 MiB per test"),
+        "{why}"
+    );
+    assert_eq!(v["answer"]["code"], "over_limit");
+    // Seven such streams fit the default budget: served, and the server stays within it.
+    let v = hostile(
+        &["worst-request", "--port", &p, "--streams", "7", "--time", "2"],
+        Duration::from_secs(60),
+    );
+    assert_eq!(v["refused"], false, "{v}");
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let hwm_kib: u64 = status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap();
+    eprintln!(
+        "worst request within the budget: server peak RSS {} MiB",
+        hwm_kib / 1024
+    );
+    // The budget (512 MiB) and the server's own few MiB beside it.
+    assert!(hwm_kib < 560 * 1024, "peak RSS {} MiB", hwm_kib / 1024);
+}

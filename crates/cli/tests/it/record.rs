@@ -10,7 +10,9 @@ use std::time::Duration;
 
 #[test]
 fn a_loopback_run_becomes_a_complete_record_document() {
-    let s = ServerProc::start("127.0.0.1", &[]);
+    // A record needs both end systems described: the server shares its details with this keyless
+    // client because it is told to (by default only keyed clients get them).
+    let s = ServerProc::start("127.0.0.1", &["--share-host"]);
     let dir = std::env::temp_dir().join(format!("landspeed-cli-record-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();

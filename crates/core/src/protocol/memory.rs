@@ -1,17 +1,22 @@
 //! What a test costs a server in memory, estimated from its request before anything is allocated, so
 //! a server can refuse (by name) a request that would not fit its budget instead of finding out by
-//! running out of memory. The estimate is an upper bound of the engine's own buffers (each stream's
-//! payload generator, receive buffer and verifier, times the io_uring queue depth; each UDP sender's
-//! batch), plus a fixed allowance per stream and per worker thread for what the engine keeps beside
-//! them (meters, TCP_INFO series, the thread's stack as touched). Kernel socket buffers are the
+//! running out of memory. The estimate is an upper bound of the engine's own buffers (a TCP worker
+//! thread's payload generator, receive buffer and verifier, shared by its streams; an io_uring
+//! stream's buffers times its queue depth; each UDP sender's batch), plus a fixed allowance per stream
+//! and per worker thread for what the engine keeps beside them (meters, TCP_INFO series, the thread's
+//! stack as touched). Kernel socket buffers are the
 //! kernel's (bounded by its own sysctls) and not counted. docs/security.md, "Memory", has the rule and
 //! the measured figures that check it.
 
 use crate::config::{IoBackend, TestSpec, Transport};
 use crate::endpoint::Role;
 
-/// What the engine keeps per stream beside its buffers (meter, samples, TCP_INFO series), bytes.
-pub const PER_STREAM_BYTES: u64 = 256 << 10;
+/// What the engine keeps per stream beside its buffers (meter, samples, TCP_INFO series), bytes: about
+/// three times what 1,024 streams measured (22 MiB for the whole server).
+pub const PER_STREAM_BYTES: u64 = 64 << 10;
+/// The most worker threads the server starts for a test that names none (it starts one per stream up
+/// to its CPU count; this bounds a CPU count the estimate does not know).
+pub const DEFAULT_THREADS_BOUND: u64 = 64;
 /// What a worker thread costs beside its streams (its stack as touched, its event loop), bytes.
 pub const PER_THREAD_BYTES: u64 = 256 << 10;
 /// What a test costs beside its streams (the session, the report), bytes.
@@ -28,12 +33,26 @@ const TLS_STREAM_BYTES: u64 = 256 << 10;
 /// The most memory the server's end of `spec` may need, bytes (an upper bound; see the module).
 pub fn server_estimate(spec: &TestSpec) -> u64 {
     let streams = u64::from(spec.total_streams());
-    // Every stream on a worker thread of its own is the most threads a request can make (with
-    // `server_threads` the client names the count).
-    let threads = spec.server_threads.map_or(streams, u64::from).min(streams.max(1));
-    let buffers: u64 = (0..spec.total_streams())
-        .map(|id| stream_buffers(spec, Role::at_server(spec.flow_of(id))))
-        .sum();
+    let threads = spec
+        .server_threads
+        .map_or(streams.min(DEFAULT_THREADS_BOUND), u64::from)
+        .clamp(1, streams.max(1));
+    let roles: Vec<Role> = (0..spec.total_streams())
+        .map(|id| Role::at_server(spec.flow_of(id)))
+        .collect();
+    let buffers = match (spec.transport, spec.io) {
+        // A TCP worker's buffers serve all its streams: a generator if it sends, a receive buffer and
+        // a verifier if it receives.
+        (Transport::Tcp, IoBackend::Epoll) => {
+            let per_worker = [Role::Sender, Role::Receiver]
+                .into_iter()
+                .filter(|r| roles.contains(r))
+                .map(|r| stream_buffers(spec, r))
+                .sum::<u64>();
+            per_worker.saturating_mul(threads)
+        }
+        _ => roles.iter().map(|&r| stream_buffers(spec, r)).sum(),
+    };
     PER_TEST_BYTES
         .saturating_add(buffers)
         .saturating_add(streams.saturating_mul(PER_STREAM_BYTES))
