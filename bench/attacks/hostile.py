@@ -229,6 +229,24 @@ def udp_spoof(a):
     return out
 
 
+def closed_within(s, seconds):
+    """Whether the server closed `s` within `seconds`, and after how long (None: still open). What
+    the server sent meanwhile is read and dropped: a stream it took as the test's gets data."""
+    start = time.monotonic()
+    end = start + seconds
+    while time.monotonic() < end:
+        s.settimeout(max(0.01, end - time.monotonic()))
+        try:
+            data = s.recv(65536)
+        except socket.timeout:
+            break
+        except OSError:
+            return True, round(time.monotonic() - start, 3)
+        if not data:
+            return True, round(time.monotonic() - start, 3)
+    return False, None
+
+
 def pipe(src, dst, rewrite_first=None, sniff=None, stop=None):
     """Copies src to dst until either closes or `stop` is set; may rewrite the first byte or look at
     the bytes (sniff) as they pass."""
@@ -303,15 +321,10 @@ def inject_proxy(a):
         try:
             s = connect(a.port, source=source)
             s.sendall(data_preamble(session, 0))
-            s.settimeout(3.0)
-            try:
-                closed = s.recv(1) == b""
-            except socket.timeout:
-                closed = False
-            except OSError:
-                closed = True
+            closed, after = closed_within(s, 3.0)
             with lock:
-                report["injected"].append({"what": what, "from": source, "closed_by_server": closed})
+                report["injected"].append({"what": what, "from": source, "closed_by_server": closed,
+                                           "closed_after_s": after})
             s.close()
         except OSError as e:
             with lock:
@@ -348,16 +361,10 @@ def inject_proxy(a):
         try:
             s = connect(a.port, source="127.0.0.2")
             s.sendall(cookie)
-            s.settimeout(3.0)
-            try:
-                closed = s.recv(1) == b""
-            except socket.timeout:
-                closed = False
-            except OSError:
-                closed = True
+            closed, after = closed_within(s, 3.0)
             with lock:
                 report["injected"].append({"what": "foreign iperf3 stream", "from": "127.0.0.2",
-                                           "closed_by_server": closed})
+                                           "closed_by_server": closed, "closed_after_s": after})
             s.close()
         except OSError as e:
             with lock:
