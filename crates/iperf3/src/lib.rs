@@ -6,6 +6,7 @@
 #![deny(unreachable_pub)]
 #![warn(missing_docs)]
 
+pub mod auth;
 pub mod params;
 pub mod results;
 pub mod session;

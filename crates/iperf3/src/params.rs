@@ -89,6 +89,8 @@ pub struct Params {
     pub burst: Option<u32>,
     /// The client's version string, when it sends one.
     pub client_version: Option<String>,
+    /// iperf3's authentication token (`--username` with `--rsa-public-key-path`), base64.
+    pub authtoken: Option<String>,
     /// The client's `-T` title.
     pub title: Option<String>,
     /// The client's `--extra-data`.
@@ -274,6 +276,7 @@ impl Params {
             udp_counters_64bit: flag(m, "udp_counters_64bit")?,
             burst: int_at_most(m, "burst", 1000, errno::BURST)?.map(|b| b as u32),
             client_version: text(m, "client_version", 64)?,
+            authtoken: text(m, "authtoken", crate::auth::MAX_TOKEN_LEN)?,
             title: text(m, "title", 1024)?,
             extra_data: text(m, "extra_data", 4096)?,
             dont_fragment: flag(m, "dont_fragment")?,

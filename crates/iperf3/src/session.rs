@@ -124,6 +124,9 @@ pub enum Iperf3Error {
     /// The server turned the connection away (ACCESS_DENIED): it runs another test.
     #[error("the iperf3 server is running another test (ACCESS_DENIED)")]
     AccessDenied,
+    /// The client did not pass iperf3's authentication: the server answered AUTH_TEST.
+    #[error("iperf3 authentication failed: {0}")]
+    Unauthorized(String),
     /// The client ended the test before it completed (CLIENT_TERMINATE).
     #[error("the client terminated the test")]
     ClientTerminated,

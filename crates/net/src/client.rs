@@ -90,6 +90,9 @@ pub struct ClientOptions {
     /// ... unless it does not ask for one and the key is to be used only when asked (a server's
     /// ordered tests, `serve --control-key`).
     pub auth_only_if_asked: bool,
+    /// iperf3's own authentication for an iperf3 server (`--username`, `--rsa-public-key-path`): the
+    /// token goes in the parameters.
+    pub iperf3_auth: Option<std::sync::Arc<landspeed_iperf3::auth::ClientAuth>>,
     /// Echo probes before and during the test (`--latency`).
     pub latency: Option<LatencyOptions>,
     /// Send `start` at this instant (this host's clock) rather than as soon as the streams are ready:
@@ -127,6 +130,7 @@ impl ClientOptions {
             idle_timeout: Duration::from_secs(30),
             auth: None,
             auth_only_if_asked: false,
+            iperf3_auth: None,
             tls_pin: None,
             latency: None,
             start_at: None,

@@ -86,6 +86,10 @@ pub struct ServerOptions {
     /// iperf3's `--server-bitrate-limit` (the drop-in's server): iperf3 tests asking for more in all
     /// are refused, and ended once they move more on average, with iperf3's TOTAL_RATE.
     pub iperf3_total_rate: Option<landspeed_iperf3::total_rate::TotalRateLimit>,
+    /// iperf3's own RSA authentication for iperf3 clients (`iperf3 -s --rsa-private-key-path
+    /// --authorized-users-path`, `serve --iperf3-rsa-key --iperf3-users`): a token is required of
+    /// every iperf3 client, and a keyed server admits iperf3 clients that pass it.
+    pub iperf3_auth: Option<Arc<landspeed_iperf3::auth::ServerAuth>>,
     /// Send this host's details (name, OS, kernel, CPU model, memory, command line, interface) to every
     /// client; false: only to clients that proved a key (others get its CPU count and sysctls).
     pub share_host: bool,
@@ -147,6 +151,7 @@ impl Default for ServerOptions {
             iperf3_total_rate: None,
             open: vec![],
             share_host: false,
+            iperf3_auth: None,
         }
     }
 }
@@ -448,9 +453,11 @@ impl Shared {
         })
     }
 
-    /// Whether this server refuses `proto` because it requires a key that `proto` cannot carry.
+    /// Whether this server refuses `proto` because it requires a key that `proto` cannot carry (iperf3
+    /// clients can carry iperf3's own, when the server has it).
     pub(crate) fn keyed_only(&self, proto: Keyless) -> bool {
-        self.opts.auth.is_some() && !self.opts.open.contains(&proto)
+        let own = proto == Keyless::Iperf3 && self.opts.iperf3_auth.is_some();
+        self.opts.auth.is_some() && !self.opts.open.contains(&proto) && !own
     }
 
     /// Whether `peer` may test here (`--allow`).

@@ -401,14 +401,14 @@ fn refused_first(o: &Opts) -> [(bool, &'static str, &'static str); 4] {
             "use landspeed run --send-file / --recv-file",
         ),
         (
-            o.rsa_private.is_some() || o.authorized_users.is_some(),
-            "--rsa-private-key-path/--authorized-users-path",
-            "landspeed authenticates with --auth-keys",
+            o.rsa_private.is_some() != o.authorized_users.is_some(),
+            "--rsa-private-key-path without --authorized-users-path (or the reverse)",
+            "iperf3's server authentication needs both",
         ),
         (
-            o.username.is_some() || o.rsa_public.is_some(),
-            "--username/--rsa-public-key-path",
-            "landspeed authenticates with --auth",
+            o.username.is_some() != o.rsa_public.is_some(),
+            "--username without --rsa-public-key-path (or the reverse)",
+            "iperf3's client authentication needs both",
         ),
         (
             o.format
@@ -439,12 +439,12 @@ fn refused_more(o: &Opts) -> [(bool, &'static str, &'static str); 7] {
             "iperf3's debug output has no landspeed equivalent",
         ),
         (
-            o.time_skew.is_some(),
+            o.time_skew.is_some() && o.rsa_private.is_none(),
             "--time-skew-threshold",
-            "goes with iperf3's RSA authentication",
+            "goes with iperf3's RSA authentication (--rsa-private-key-path)",
         ),
         (
-            o.pkcs1,
+            o.pkcs1 && o.rsa_private.is_none() && o.rsa_public.is_none(),
             "--use-pkcs1-padding",
             "goes with iperf3's RSA authentication",
         ),
@@ -482,6 +482,20 @@ fn serve(o: &Opts) -> Result<bool> {
     }
     if let Some(p) = &o.pidfile {
         args.extend(["--pid-file".into(), p.clone()]);
+    }
+    if let (Some(k), Some(u)) = (&o.rsa_private, &o.authorized_users) {
+        args.extend([
+            "--iperf3-rsa-key".into(),
+            k.clone(),
+            "--iperf3-users".into(),
+            u.clone(),
+        ]);
+        if let Some(s) = &o.time_skew {
+            args.extend(["--iperf3-time-skew".into(), s.clone()]);
+        }
+        if o.pkcs1 {
+            args.push("--iperf3-pkcs1".into());
+        }
     }
     use std::os::unix::process::CommandExt;
     let exe = std::env::current_exe()?;
@@ -601,6 +615,30 @@ fn placement_args(o: &Opts) -> Vec<String> {
     .collect()
 }
 
+/// iperf3's client authentication: `--username` and `--rsa-public-key-path`, the password from
+/// IPERF3_PASSWORD (iperf3 also prompts on a terminal; this drop-in asks for the variable). A key that
+/// cannot make a token is said now, not at the server.
+fn client_auth(o: &Opts) -> Result<Option<std::sync::Arc<landspeed_iperf3::auth::ClientAuth>>, String> {
+    use landspeed_iperf3::auth::{ClientAuth, Credentials, Padding, PublicKey};
+    let (Some(user), Some(path)) = (&o.username, &o.rsa_public) else {
+        return Ok(None);
+    };
+    let password = std::env::var("IPERF3_PASSWORD")
+        .map_err(|_| "--username needs the password in IPERF3_PASSWORD".to_string())?;
+    let pem = std::fs::read(path).map_err(|e| format!("--rsa-public-key-path {path}: {e}"))?;
+    let key = PublicKey::from_pem(&pem).map_err(|e| format!("--rsa-public-key-path {path}: {e}"))?;
+    let auth = ClientAuth {
+        key,
+        credentials: Credentials {
+            username: user.clone(),
+            password,
+        },
+        padding: if o.pkcs1 { Padding::Pkcs1 } else { Padding::Oaep },
+    };
+    auth.token(0).map_err(|e| e.to_string())?;
+    Ok(Some(std::sync::Arc::new(auth)))
+}
+
 /// The client: one test, printed as iperf3 prints it (`--json-stream`: as it goes).
 fn client(o: &Opts, host: &str) -> Result<bool> {
     let args = run_args(o, host);
@@ -618,6 +656,10 @@ fn client(o: &Opts, host: &str) -> Result<bool> {
     opts.iperf3_udp64 = o.udp64;
     opts.control_keepalive = o.cntl_ka.as_deref().and_then(keepalive);
     opts.iperf3_extra_data = o.extra_data.clone();
+    opts.iperf3_auth = match client_auth(o) {
+        Ok(a) => a,
+        Err(e) => return parameter_error(&e),
+    };
     let interrupt = crate::common::client::interrupt_flag()?;
     let port = o.port.unwrap_or(5201);
     let mut live = o

@@ -116,6 +116,23 @@ pub struct ServeArgs {
     /// them (iperf3 clients read iperf3's "test authorization failed", ndt7 clients get HTTP 403).
     #[arg(long, value_name = "PROTOCOL", value_enum, requires = "auth_keys")]
     pub open: Vec<OpenProtocol>,
+    /// Require iperf3's own authentication of iperf3 clients (`iperf3 -c --username NAME
+    /// --rsa-public-key-path PUBLIC.pem`, the password in IPERF3_PASSWORD): the RSA private key
+    /// (PEM, unencrypted) their tokens are decrypted with. A keyed server (--auth-keys) then admits
+    /// iperf3 clients that pass it.
+    #[arg(long, value_name = "PEM", requires = "iperf3_users")]
+    pub iperf3_rsa_key: Option<std::path::PathBuf>,
+    /// The authorized users of iperf3's authentication: `NAME,SHA256HEX` lines, the hash of
+    /// `{NAME}PASSWORD` (iperf3's format; `printf '{alice}PASSWORD' | sha256sum`). Read for each test.
+    #[arg(long, value_name = "FILE", requires = "iperf3_rsa_key")]
+    pub iperf3_users: Option<std::path::PathBuf>,
+    /// Seconds an iperf3 token's time may be from this server's clock (iperf3's default: 10).
+    #[arg(long, value_name = "S", default_value_t = landspeed_iperf3::auth::DEFAULT_SKEW_S,
+          requires = "iperf3_rsa_key")]
+    pub iperf3_time_skew: i64,
+    /// iperf3 clients pad their tokens with PKCS #1 v1.5 (iperf3's --use-pkcs1-padding), not OAEP.
+    #[arg(long, requires = "iperf3_rsa_key")]
+    pub iperf3_pkcs1: bool,
     /// Send this host's details (name, OS, kernel, CPU model, memory, command line, interface) to
     /// every client. By default only clients that prove a key get them; others get what explains a
     /// measurement (the CPU count and the network sysctls that cap windows).
@@ -416,6 +433,29 @@ pub fn serve(a: ServeArgs) -> Result<bool> {
     Ok(true)
 }
 
+/// iperf3's own authentication from `--iperf3-rsa-key` and `--iperf3-users`: the key read and the users
+/// file checked readable now, so a bad one stops the server at start.
+fn iperf3_auth(a: &ServeArgs) -> Result<Option<Arc<landspeed_iperf3::auth::ServerAuth>>> {
+    let (Some(key), Some(users)) = (&a.iperf3_rsa_key, &a.iperf3_users) else {
+        return Ok(None);
+    };
+    let pem = crate::common::keyfile::read(key)?;
+    let key = landspeed_iperf3::auth::PrivateKey::from_pem(pem.as_bytes())
+        .map_err(|e| UsageError(format!("--iperf3-rsa-key {}: {e}", key.display())))?;
+    std::fs::read_to_string(users)
+        .map_err(|e| UsageError(format!("--iperf3-users {}: {e}", users.display())))?;
+    Ok(Some(Arc::new(landspeed_iperf3::auth::ServerAuth {
+        key,
+        users_file: users.clone(),
+        skew_s: a.iperf3_time_skew,
+        padding: if a.iperf3_pkcs1 {
+            landspeed_iperf3::auth::Padding::Pkcs1
+        } else {
+            landspeed_iperf3::auth::Padding::Oaep
+        },
+    })))
+}
+
 /// The server's options from the command line (the key files read and checked here).
 fn options(a: &ServeArgs, stats: Arc<AtomicBool>) -> Result<ServerOptions> {
     Ok(ServerOptions {
@@ -456,6 +496,7 @@ fn options(a: &ServeArgs, stats: Arc<AtomicBool>) -> Result<ServerOptions> {
         allow_control: a.allow_control,
         open: a.open.iter().map(|&p| p.into()).collect(),
         share_host: a.share_host,
+        iperf3_auth: iperf3_auth(a)?,
         files_dir: match &a.files {
             Some(d) if !d.is_dir() => {
                 return Err(UsageError(format!("--files {}: not a directory", d.display())).into())

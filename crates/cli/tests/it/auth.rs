@@ -31,17 +31,6 @@ fn key_files(tag: &str) -> (PathBuf, PathBuf) {
     (server, client)
 }
 
-fn line_containing(s: &ServerProc, needle: &str) -> String {
-    loop {
-        let l = s
-            .next_line(Duration::from_secs(20))
-            .unwrap_or_else(|| panic!("no server line with {needle:?}"));
-        if l.contains(needle) {
-            return l;
-        }
-    }
-}
-
 #[test]
 fn good_bad_and_missing_keys() {
     let (keys, alice) = key_files("keys");
@@ -50,7 +39,7 @@ fn good_bad_and_missing_keys() {
     let good = format!("alice:{}", alice.display());
     let r = run_json("127.0.0.1", s.port, &["-t", "0.5", "--auth", &good]);
     assert_eq!(r["summary"]["bytes_sent"], r["summary"]["bytes_received"]);
-    assert!(line_containing(&s, "test from").contains("(both ends authenticated by key alice)"));
+    assert!(common::line_with(&s, "test from").contains("(both ends authenticated by key alice)"));
     // The server's own key file works on the client side too (the line named bob is used).
     let bob = format!("bob:{}", keys.display());
     run_json("127.0.0.1", s.port, &["-t", "0.5", "--auth", &bob]);
@@ -78,8 +67,8 @@ fn good_bad_and_missing_keys() {
         );
     }
     // Wrong key and unknown name are refusals in the log, with the reason only the operator sees.
-    assert!(line_containing(&s, "refused").contains("does not hold the key"));
-    assert!(line_containing(&s, "refused").contains("no key named 'carol'"));
+    assert!(common::line_with(&s, "refused").contains("does not hold the key"));
+    assert!(common::line_with(&s, "refused").contains("no key named 'carol'"));
     // A key file that is not there is a usage error naming the file.
     let o = landspeed(
         &["run", "127.0.0.1", "-p", &p, "--auth", "alice:/nonexistent/key"],
@@ -163,7 +152,7 @@ fn a_recorded_request_cannot_be_replayed_and_a_version_1_client_is_told_to_upgra
         Message::Rejected { reason, .. } => assert!(reason.contains("authentication failed"), "{reason}"),
         other => panic!("replay was not refused: {other:?}"),
     }
-    assert!(line_containing(&s, "refused").contains("control message 0 from the client"));
+    assert!(common::line_with(&s, "refused").contains("control message 0 from the client"));
 
     // A version-1 client: no key in its hello, a proof in its request.
     let mut c3 = TcpStream::connect(("127.0.0.1", s.port)).unwrap();

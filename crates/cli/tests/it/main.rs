@@ -13,6 +13,7 @@ mod browser;
 mod faults;
 mod files;
 mod install;
+mod iperf3_auth;
 mod iperf3_client;
 mod iperf3_diff;
 mod iperf3_dropin;

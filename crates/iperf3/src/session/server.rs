@@ -135,6 +135,13 @@ impl ServerSession {
         self.fail(Iperf3Error::AccessDenied)
     }
 
+    /// The accepted parameters did not pass iperf3's authentication (`why`, for the log): SERVER_ERROR
+    /// with iperf3's AUTH_TEST ("test authorization failed") goes out and the conversation is over.
+    pub fn unauthorized(&mut self, why: String) -> Iperf3Error {
+        self.transmit.extend(server_error(errno::AUTH_TEST, 0));
+        self.fail(Iperf3Error::Unauthorized(why))
+    }
+
     /// Where the conversation stands.
     pub fn phase(&self) -> ServerPhase {
         self.phase

@@ -343,6 +343,12 @@ fn greet(
     }
 }
 
+fn unix_s() -> i64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
 /// A new conversation with `cookie` for `spec`: each handshake step within the control timeout, the
 /// server's results within the control and idle timeouts.
 fn session(opts: &ClientOptions, spec: &TestSpec, cookie: &Cookie) -> ClientSession {
@@ -365,6 +371,10 @@ fn session(opts: &ClientOptions, spec: &TestSpec, cookie: &Cookie) -> ClientSess
     }
     if let Some(d) = &opts.iperf3_extra_data {
         params["extra_data"] = serde_json::json!(d);
+    }
+    // Made for each attempt, so its time is fresh; a key that cannot encrypt was refused at start.
+    if let Some(t) = opts.iperf3_auth.as_ref().and_then(|a| a.token(unix_s()).ok()) {
+        params["authtoken"] = serde_json::json!(t);
     }
     ClientSession::new(cookie, &params, timers, Instant::now())
 }

@@ -96,8 +96,16 @@ pub(super) fn handle(mut stream: TcpStream, raw: [u8; COOKIE_LEN], peer: SocketA
         return refuse(RefusalKind::Busy, "iperf3: busy (every test slot in use)");
     };
     let mut log = TestLog::new(peer, "iperf3");
-    if let Err(e) = serve(stream, cookie, shared, &mut log) {
-        log.error = Some(e.to_string());
+    match serve(stream, cookie, shared, &mut log) {
+        Ok(()) => {}
+        // A client that did not pass iperf3's authentication leaves a refusal, not a test.
+        Err(TestError::Iperf3(landspeed_iperf3::Iperf3Error::Unauthorized(why))) => {
+            return refuse(
+                RefusalKind::Authentication,
+                &format!("iperf3: authentication failed: {why}"),
+            );
+        }
+        Err(e) => log.error = Some(e.to_string()),
     }
     shared.tests_done.fetch_add(1, Relaxed);
     shared.emit(super::ServerEvent::Test(log));
@@ -128,6 +136,18 @@ fn serve(ctl: TcpStream, cookie: Cookie, shared: &Shared, log: &mut TestLog) -> 
     link.listen()?;
     let (params, test) = parameters(&mut link)?;
     log.protocol = format!("iperf3 {}", params.client_version.as_deref().unwrap_or("client"));
+    if let Some(a) = &o.iperf3_auth {
+        match authenticate(a, params.authtoken.as_deref()) {
+            // iperf3's authentication proves the client to the server only: the log says who, not
+            // "both ends".
+            Ok(user) => log.protocol = format!("{} (iperf3 user {user})", log.protocol),
+            Err(why) => {
+                let e = link.wire.conn.unauthorized(why);
+                let _ = link.wire.flush();
+                return Err(TestError::Iperf3(e));
+            }
+        }
+    }
     let _memory = match shared.hold_memory(&test) {
         Ok(m) => m,
         Err(_) => {
@@ -305,6 +325,20 @@ fn budgets(spec: &TestSpec, senders: usize) -> Vec<Option<u64>> {
             })
         })
         .collect()
+}
+
+/// Checks an iperf3 client's token with iperf3's authentication: its user's name, or why not (for the
+/// log). The users file is read for each test, as iperf3's server reads it.
+fn authenticate(a: &landspeed_iperf3::auth::ServerAuth, token: Option<&str>) -> Result<String, String> {
+    let token = token.ok_or("the client sent no credentials (iperf3 --username)")?;
+    let users = std::fs::read_to_string(&a.users_file).map_err(|e| {
+        format!(
+            "cannot read the authorized users file {}: {e}",
+            a.users_file.display()
+        )
+    })?;
+    let now_s = super::unix_ns() as i64 / 1_000_000_000;
+    a.verify(token, now_s, &users).map_err(|e| e.to_string())
 }
 
 /// The control connection's peer address (canonical): the only address its data may come from.

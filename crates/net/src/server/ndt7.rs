@@ -741,9 +741,9 @@ fn closing(
         if t.at(now) == Due::CutOff {
             return;
         }
-        // Past its end, a subtest over --max-rate stops rather than take the rest unpaced.
-        if p.limits.wait_s(p.bytes, now).is_some() {
-            return;
+        // What still arrives after the end is held to --max-rate too (until the cut-off).
+        if p.paced() {
+            continue;
         }
         waits.read(t, now);
         waits.write(t, now);

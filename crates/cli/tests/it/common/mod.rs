@@ -630,6 +630,18 @@ pub fn control_greeting(software: &str) -> Vec<u8> {
     b
 }
 
+/// The server's next log line holding `needle` (waiting at most 20 s for each line).
+pub fn line_with(s: &ServerProc, needle: &str) -> String {
+    loop {
+        let l = s
+            .next_line(Duration::from_secs(20))
+            .unwrap_or_else(|| panic!("no server line with {needle:?}"));
+        if l.contains(needle) {
+            return l;
+        }
+    }
+}
+
 /// A TCP port free on 127.0.0.1 now (bound, then let go).
 #[allow(dead_code)]
 pub fn free_port() -> u16 {

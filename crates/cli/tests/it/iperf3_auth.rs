@@ -1,0 +1,220 @@
+//! iperf3's own RSA authentication, judged by iperf3's code: iperf3 3.21's client (built from
+//! ../shared/peers by .ci/run) and Debian's 3.12 authenticate to a landspeed server that requires it
+//! (a keyed one admits them by it), a wrong password or none is refused in iperf3's words, and the
+//! drop-in's client authenticates to iperf3 3.21's own server, in both paddings. Keys are made with
+//! openssl as iperf3's documentation makes them.
+
+use crate::common;
+
+use common::{landspeed, ServerProc};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+/// iperf3 3.21+: LANDSPEED_IPERF3_321, else where .ci/run builds it.
+fn iperf3_321() -> Option<PathBuf> {
+    let default = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/peers/iperf3-3.21/bin/iperf3");
+    let path = std::env::var_os("LANDSPEED_IPERF3_321").map_or(default, PathBuf::from);
+    if path.is_file() {
+        Some(path)
+    } else {
+        common::missing(&format!(
+            "iperf3 3.21 is missing at {} (.ci/run builds it from ../shared/peers)",
+            path.display()
+        ))
+    }
+}
+
+/// A private key (PKCS #8 and the traditional PKCS #1 form), its public key, and a users file
+/// holding mario:rossi, as iperf3's documentation makes them.
+fn keys(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("landspeed-iperf3-auth-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let sh = |cmd: &str| {
+        let o = Command::new("sh")
+            .arg("-c")
+            .arg(cmd)
+            .current_dir(&dir)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{cmd}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    };
+    sh("openssl genrsa -out private.pem 2048");
+    sh("openssl rsa -in private.pem -pubout -out public.pem");
+    sh("openssl rsa -in private.pem -out private_not_protected.pem -outform PEM -traditional");
+    sh("printf 'mario,%s\\n' \"$(printf '{mario}rossi' | sha256sum | cut -d' ' -f1)\" > users.csv");
+    sh("printf 'alice %s\\n' \"$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n')\" > keys");
+    for f in ["private.pem", "private_not_protected.pem", "keys"] {
+        std::fs::set_permissions(dir.join(f), std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    dir
+}
+
+fn iperf3(bin: &Path, port: u16, password: Option<&str>, extra: &[&str]) -> Output {
+    common::share();
+    let mut cmd = Command::new(bin);
+    cmd.args(["-c", "127.0.0.1", "-p", &port.to_string(), "-t", "1"])
+        .args(extra);
+    match password {
+        Some(p) => cmd.env("IPERF3_PASSWORD", p),
+        None => cmd.env_remove("IPERF3_PASSWORD"),
+    };
+    let child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("iperf3 runs");
+    common::wait_output(child, Duration::from_secs(30)).expect("iperf3 ends")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+#[test]
+fn iperf3_clients_authenticate_iperf3s_way_to_a_keyed_landspeed_server() {
+    let Some(i321) = iperf3_321() else { return };
+    let _alone = common::one_iperf3_test();
+    let dir = keys("server");
+    let d = |f: &str| dir.join(f).display().to_string();
+    let s = ServerProc::start(
+        "127.0.0.1",
+        &[
+            "--auth-keys",
+            &d("keys"),
+            "--iperf3-rsa-key",
+            &d("private.pem"),
+            "--iperf3-users",
+            &d("users.csv"),
+        ],
+    );
+    let creds = ["--username", "mario", "--rsa-public-key-path", &d("public.pem")];
+    let o = iperf3(&i321, s.port, Some("rossi"), &creds);
+    assert!(o.status.success(), "{}", text(&o));
+    let line = common::line_with(&s, "test from");
+    assert!(
+        line.contains("(iperf3 user mario)") && line.ends_with(": ok"),
+        "{line}"
+    );
+    // UDP too.
+    let udp = [&creds[..], &["-u", "-b", "10M"]].concat();
+    assert!(iperf3(&i321, s.port, Some("rossi"), &udp).status.success());
+    // A wrong password and no credentials: iperf3's own words, and a refusal in the log.
+    for (password, args, why) in [
+        (Some("wrong"), &creds[..], "not in the authorized users file"),
+        (None, &[][..], "sent no credentials"),
+    ] {
+        let o = iperf3(&i321, s.port, password, args);
+        assert!(
+            !o.status.success() && text(&o).contains("test authorization failed"),
+            "{}",
+            text(&o)
+        );
+        assert!(common::line_with(&s, "refused").contains(why));
+    }
+    // Debian's iperf3 3.12 pads with PKCS #1 v1.5, as a server told so takes it.
+    let pkcs1 = ServerProc::start(
+        "127.0.0.1",
+        &[
+            "--iperf3-rsa-key",
+            &d("private.pem"),
+            "--iperf3-users",
+            &d("users.csv"),
+            "--iperf3-pkcs1",
+        ],
+    );
+    let o = iperf3(Path::new("iperf3"), pkcs1.port, Some("rossi"), &creds);
+    assert!(o.status.success(), "iperf3 3.12: {}", text(&o));
+}
+
+#[test]
+fn the_drop_in_authenticates_to_iperf3s_own_server_in_both_paddings() {
+    let Some(i321) = iperf3_321() else { return };
+    let _alone = common::one_iperf3_test();
+    let dir = keys("client");
+    let d = |f: &str| dir.join(f).display().to_string();
+    for pkcs1 in [false, true] {
+        let port = common::free_port();
+        let mut args = vec![
+            "-s".to_string(),
+            "-B".into(),
+            "127.0.0.1".into(),
+            "-p".into(),
+            port.to_string(),
+            "--rsa-private-key-path".into(),
+            d("private_not_protected.pem"),
+            "--authorized-users-path".into(),
+            d("users.csv"),
+        ];
+        if pkcs1 {
+            args.push("--use-pkcs1-padding".into());
+        }
+        let mut server = Command::new(&i321)
+            .args(&args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        common::wait_until(Duration::from_secs(5), || {
+            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+        });
+        let p = port.to_string();
+        let mut run = vec!["iperf3", "-c", "127.0.0.1", "-p", &p, "-t", "1"];
+        run.extend(["--username", "mario", "--rsa-public-key-path"]);
+        let public = d("public.pem");
+        run.push(&public);
+        if pkcs1 {
+            run.push("--use-pkcs1-padding");
+        }
+        let good = common::outcome(
+            {
+                let mut c = Command::new(common::bin());
+                c.args(&run).env("IPERF3_PASSWORD", "rossi");
+                c
+            },
+            Duration::from_secs(30),
+        );
+        assert_eq!(good.code, 0, "pkcs1 {pkcs1}: {}{}", good.stdout, good.stderr);
+        assert!(good.stdout.contains("iperf Done."), "{}", good.stdout);
+        let bad = common::outcome(
+            {
+                let mut c = Command::new(common::bin());
+                c.args(&run).env("IPERF3_PASSWORD", "wrong");
+                c
+            },
+            Duration::from_secs(30),
+        );
+        assert_ne!(bad.code, 0, "pkcs1 {pkcs1}: a wrong password was taken");
+        let _ = server.kill();
+        let _ = server.wait();
+    }
+    // Without the password the drop-in says what it needs, as a parameter error.
+    let o = landspeed(
+        &[
+            "iperf3",
+            "-c",
+            "127.0.0.1",
+            "--username",
+            "mario",
+            "--rsa-public-key-path",
+            &d("public.pem"),
+        ],
+        Duration::from_secs(10),
+    );
+    assert_ne!(o.code, 0);
+    assert!(
+        format!("{}{}", o.stdout, o.stderr).contains("IPERF3_PASSWORD"),
+        "{}",
+        o.stderr
+    );
+}
