@@ -446,6 +446,46 @@ def stall_flood(a):
             "closed_by_server_within_hold": closed_early}
 
 
+def quic_stall(a):
+    """--count QUIC connections (ALPN landspeed) from --source that complete the handshake and open no
+    stream, held for --hold seconds: how many the server closed, and how soon. Needs Python's aioquic
+    (pip install aioquic), as the QUIC interop tests do."""
+    import asyncio
+    import ssl
+    from aioquic.asyncio import connect as qconnect
+    from aioquic.quic.configuration import QuicConfiguration
+    from aioquic.quic.events import ConnectionTerminated
+
+    closed_after = []
+
+    async def one(start):
+        cfg = QuicConfiguration(is_client=True, alpn_protocols=["landspeed"])
+        cfg.verify_mode = ssl.CERT_NONE
+        try:
+            async with qconnect("127.0.0.1", a.port, configuration=cfg, local_port=0,
+                                wait_connected=True) as client:
+                proto = client._quic
+                end = start + a.hold
+                while asyncio.get_event_loop().time() < end:
+                    await asyncio.sleep(0.05)
+                    if proto._close_event is not None or proto._state.name in ("CLOSING", "DRAINING", "TERMINATED"):
+                        closed_after.append(round(asyncio.get_event_loop().time() - start, 2))
+                        return
+        except Exception:
+            closed_after.append(-1.0)
+
+    async def main():
+        start = asyncio.get_event_loop().time()
+        await asyncio.gather(*(one(start) for _ in range(a.count)))
+
+    asyncio.run(main())
+    refused = sum(1 for t in closed_after if t < 0)
+    closed = sorted(t for t in closed_after if t >= 0)
+    return {"attack": "quic-stall", "opened": a.count, "failed_handshake": refused,
+            "closed_by_server": len(closed), "latest_close_s": closed[-1] if closed else None,
+            "earliest_close_s": closed[0] if closed else None}
+
+
 def random_sessions(a):
     """--count data connections, each quoting a random session id, one after the other."""
     done = 0
@@ -520,6 +560,10 @@ def main():
     f.add_argument("--hold", type=float, default=5.0)
     f.add_argument("--ndt7", action="store_true")
     f.add_argument("--iperf3", action="store_true")
+    q = sub.add_parser("quic-stall")
+    q.add_argument("--port", type=int, required=True)
+    q.add_argument("--count", type=int, default=20)
+    q.add_argument("--hold", type=float, default=6.0)
     r = sub.add_parser("random-sessions")
     r.add_argument("--port", type=int, required=True)
     r.add_argument("--count", type=int, default=10000)
@@ -532,7 +576,7 @@ def main():
     a = p.parse_args()
     fn = {"udp-spoof": udp_spoof, "udp-nat": udp_nat, "downgrade-proxy": downgrade_proxy, "inject-proxy": inject_proxy,
           "stall-flood": stall_flood, "random-sessions": random_sessions,
-          "worst-request": worst_request}[a.cmd]
+          "worst-request": worst_request, "quic-stall": quic_stall}[a.cmd]
     print(json.dumps(fn(a)), flush=True)
 
 

@@ -499,3 +499,33 @@ fn the_worst_request_is_refused_by_name_and_one_within_the_budget_is_served_with
     // The budget (512 MiB) and the server's own few MiB beside it.
     assert!(hwm_kib < 560 * 1024, "peak RSS {} MiB", hwm_kib / 1024);
 }
+
+#[test]
+fn quic_connections_that_open_no_stream_are_capped_and_closed_in_time() {
+    // aioquic, as the QUIC interop tests use it (.ci/run installs it).
+    let has = Command::new("python3").args(["-c", "import aioquic"]).status();
+    if !has.is_ok_and(|s| s.success()) {
+        common::missing::<()>("Python's aioquic is not installed (pip install aioquic)");
+        return;
+    }
+    let s = ServerProc::start("127.0.0.1", &["--handshake-timeout", "2s"]);
+    let v = hostile(
+        &[
+            "quic-stall",
+            "--port",
+            &s.port.to_string(),
+            "--count",
+            "20",
+            "--hold",
+            "6",
+        ],
+        Duration::from_secs(60),
+    );
+    // Eight from one address wait out the 2 s handshake timeout; the rest are closed at once.
+    assert_eq!(v["closed_by_server"], 20, "{v}");
+    assert!(v["latest_close_s"].as_f64().unwrap() < 3.5, "{v}");
+    assert!(v["earliest_close_s"].as_f64().unwrap() < 1.0, "{v}");
+    // The server still serves QUIC.
+    let r = common::run_json("127.0.0.1", s.port, &["--quic", "-t", "0.5"]);
+    assert_eq!(r["summary"]["bytes_sent"], r["summary"]["bytes_received"]);
+}

@@ -112,9 +112,39 @@ async fn connection(incoming: quinn::Incoming, shared: Arc<Shared>) {
 }
 
 /// Accepts the streams of a landspeed QUIC connection and hands each to the test its hello names.
+/// Until its first stream reaches a running test, the connection holds a place among connections
+/// still proving themselves (`MAX_PREAUTH`, per address too), for at most one handshake timeout: a
+/// flood of QUIC connections that open no stream is bounded like one of silent TCP connections.
 async fn landspeed_streams(conn: quinn::Connection, peer: SocketAddr, shared: &Shared) {
     let timeout = shared.opts.handshake_timeout;
-    while let Ok((send, mut recv)) = conn.accept_bi().await {
+    let mut place = match shared.preauth(peer) {
+        Ok(p) => Some(p),
+        Err(_) => {
+            shared.refuse(
+                peer,
+                super::RefusalKind::Busy,
+                "busy: too many QUIC connections still opening their first stream",
+            );
+            return conn.close(2u32.into(), b"busy");
+        }
+    };
+    loop {
+        let next = if place.is_some() {
+            match tokio::time::timeout(timeout, conn.accept_bi()).await {
+                Ok(n) => n,
+                Err(_) => {
+                    shared.refuse(
+                        peer,
+                        super::RefusalKind::Greeting,
+                        format!("a QUIC connection that opened no stream within {timeout:?}"),
+                    );
+                    return conn.close(2u32.into(), b"no stream");
+                }
+            }
+        } else {
+            conn.accept_bi().await
+        };
+        let Ok((send, mut recv)) = next else { return };
         let hello = tokio::time::timeout(timeout, read_hello(&mut recv)).await;
         let Ok(Some(Preamble::Data { session, stream, .. })) = hello else {
             shared.refuse(
@@ -146,6 +176,7 @@ async fn landspeed_streams(conn: quinn::Connection, peer: SocketAddr, shared: &S
         };
         let _ =
             w.tx.send(Wake::External(Input::Arrival(Arrival::Quic(stream, arrival))));
+        place = None;
     }
 }
 
