@@ -119,20 +119,29 @@ def count_at(sock, seconds):
     return total, datagrams
 
 
-def udp_spoof_landspeed(a, victim):
-    """Control from 127.0.0.1 asks for a reverse UDP test; the stream's hello comes from `victim`."""
+def reverse_udp_test(a):
+    """A control connection from 127.0.0.1 that asked for a reverse UDP test at --rate for --time:
+    (the connection, its session id), or (None, why not)."""
     ctl = connect(a.port)
     ctl.sendall(control_preamble() + frame(hello_msg()))
     fr = Frames(ctl)
     welcome = fr.read()
     if not welcome or welcome.get("type") != "welcome":
-        return {"error": "no welcome: %r" % (welcome,)}
+        return None, "no welcome: %r" % (welcome,)
     ctl.sendall(frame({"type": "test_request",
                        "spec": spec("udp", "reverse", a.time, rate=rate_bps(a.rate))}))
     acc = fr.read()
     if not acc or acc.get("type") != "accepted":
-        return {"error": "not accepted: %r" % (acc,)}
-    hello = data_preamble(acc["session"], 0)
+        return None, "not accepted: %r" % (acc,)
+    return ctl, acc["session"]
+
+
+def udp_spoof_landspeed(a, victim):
+    """Control from 127.0.0.1 asks for a reverse UDP test; the stream's hello comes from `victim`."""
+    ctl, session = reverse_udp_test(a)
+    if ctl is None:
+        return {"error": session}
+    hello = data_preamble(session, 0)
     sent = 0
     for _ in range(3):
         victim.sendto(hello, ("127.0.0.1", a.port))
@@ -185,17 +194,10 @@ def udp_nat(a):
     sock.bind((a.victim, 0))
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
     sock.settimeout(0.3)
-    ctl = connect(a.port)
-    ctl.sendall(control_preamble() + frame(hello_msg()))
-    fr = Frames(ctl)
-    if (fr.read() or {}).get("type") != "welcome":
-        return {"error": "no welcome"}
-    ctl.sendall(frame({"type": "test_request",
-                       "spec": spec("udp", "reverse", a.time, rate=rate_bps(a.rate))}))
-    acc = fr.read()
-    if not acc or acc.get("type") != "accepted":
-        return {"error": "not accepted: %r" % (acc,)}
-    hello = data_preamble(acc["session"], 0)
+    ctl, session = reverse_udp_test(a)
+    if ctl is None:
+        return {"error": session}
+    hello = data_preamble(session, 0)
     token, acked = None, False
     end = time.monotonic() + 5.0
     while time.monotonic() < end and not acked:

@@ -9,7 +9,6 @@ use crate::common;
 
 use common::{landspeed, ServerProc};
 use serde_json::Value;
-use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -79,18 +78,6 @@ fn proxy_report(child: Child) -> Value {
     serde_json::from_str(&last).unwrap()
 }
 
-fn key_files(tag: &str) -> (PathBuf, PathBuf) {
-    let dir = std::env::temp_dir().join(format!("landspeed-attack-{tag}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let server = dir.join("keys");
-    std::fs::write(&server, "alice 0123456789abcdef-alice\n").unwrap();
-    std::fs::set_permissions(&server, std::fs::Permissions::from_mode(0o600)).unwrap();
-    let client = dir.join("alice.key");
-    std::fs::write(&client, "0123456789abcdef-alice\n").unwrap();
-    std::fs::set_permissions(&client, std::fs::Permissions::from_mode(0o600)).unwrap();
-    (server, client)
-}
-
 #[test]
 fn a_spoofed_udp_hello_gets_a_challenge_never_the_test() {
     let s = ServerProc::start("127.0.0.1", &[]);
@@ -156,7 +143,7 @@ fn iperf3_client(port: u16, extra: &[&str]) -> std::process::Output {
 
 #[test]
 fn a_keyed_server_refuses_iperf3_in_iperf3s_words_unless_opened() {
-    let (keys, _) = key_files("iperf3");
+    let (keys, _) = crate::auth::key_files("attack-iperf3");
     let s = ServerProc::start("127.0.0.1", &["--auth-keys", keys.to_str().unwrap()]);
     for extra in [&[][..], &["-u", "-b", "10M"][..]] {
         let o = iperf3_client(s.port, extra);
@@ -180,7 +167,7 @@ fn a_keyed_server_refuses_iperf3_in_iperf3s_words_unless_opened() {
 
 #[test]
 fn a_keyed_client_does_not_fall_back_when_the_first_byte_reads_as_iperf3() {
-    let (keys, alice) = key_files("downgrade");
+    let (keys, alice) = crate::auth::key_files("attack-downgrade");
     let s = ServerProc::start("127.0.0.1", &["--auth-keys", keys.to_str().unwrap()]);
     let (child, listen) = proxy("downgrade-proxy", s.port, 6);
     let o = landspeed(
@@ -275,7 +262,7 @@ fn twenty_thousand_random_sessions_grow_neither_memory_nor_metrics() {
 
 #[test]
 fn a_handshake_flood_from_one_address_does_not_lock_out_another() {
-    let (keys, alice) = key_files("flood");
+    let (keys, alice) = crate::auth::key_files("attack-flood");
     let s = ServerProc::start(
         "127.0.0.1",
         &["--auth-keys", keys.to_str().unwrap(), "--handshake-timeout", "3s"],
@@ -430,7 +417,7 @@ fn an_ndt7_handshake_flood_from_one_address_does_not_lock_out_another() {
 
 #[test]
 fn a_stranger_learns_what_a_measurement_needs_and_a_keyed_client_the_host() {
-    let (keys, alice) = key_files("host");
+    let (keys, alice) = crate::auth::key_files("attack-host");
     let s = ServerProc::start(
         "127.0.0.1",
         &["--auth-keys", keys.to_str().unwrap(), "--open", "iperf3"],

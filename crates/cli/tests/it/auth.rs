@@ -19,7 +19,8 @@ use std::time::{Duration, Instant};
 
 const KEYS: &str = "# name secret\nalice 0123456789abcdef-alice\nbob   bob-Secret-b0b-9876-xyz\n";
 
-fn key_files(tag: &str) -> (PathBuf, PathBuf) {
+/// A server key file (alice and bob, mode 600) and alice's own key file, in a directory for `tag`.
+pub(crate) fn key_files(tag: &str) -> (PathBuf, PathBuf) {
     let dir = std::env::temp_dir().join(format!("landspeed-auth-{tag}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let server = dir.join("keys");
