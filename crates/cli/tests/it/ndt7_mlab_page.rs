@@ -152,8 +152,12 @@ fn m_labs_client_runs_both_subtests_in_a_real_browser() {
     );
     let received = log_bytes(&up, "received") as f64;
     let put = num(&out["upload"]["LastClientMeasurement"]["NumBytes"]);
+    // In a browser the client's count also misses what Chromium itself still holds between the page
+    // and the socket, and the socket's send buffer: a loaded CI machine saw the server receive 87.8 MiB
+    // more than the page's last count (the buffer alone allows 64 MiB), so 32 MiB more is allowed here.
+    let browser_pipes_b = 32.0 * 1024.0 * 1024.0;
     assert!(
-        received > 0.0 && received <= put + UPLOAD_BUFFER_MAX_B && received >= put * 0.8,
+        received > 0.0 && received <= put + UPLOAD_BUFFER_MAX_B + browser_pipes_b && received >= put * 0.8,
         "server received {received}, client sent {put}"
     );
     let server_said = num(&out["upload"]["LastServerMeasurement"]["AppInfo"]["NumBytes"]);

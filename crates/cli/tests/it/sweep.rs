@@ -35,7 +35,8 @@ fn json(stdout: &str) -> Value {
 #[test]
 fn a_loopback_sweep_is_archived_summarised_plotted_and_reported() {
     let _serial = serial();
-    let s = ServerProc::start("127.0.0.1", &[]);
+    // The page shows both ends' hosts: the server shares its details with this keyless client.
+    let s = ServerProc::start("127.0.0.1", &["--share-host"]);
     let p = s.port.to_string();
     let dir = scratch("flow");
     let db = dir.join("a.db").display().to_string();
