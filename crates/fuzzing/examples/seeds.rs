@@ -121,6 +121,18 @@ fn main() {
     let results = r#"{"cpu_util_total":1.5,"cpu_util_user":0.5,"cpu_util_system":1.0,"sender_has_retransmits":1,"congestion_used":"cubic","streams":[{"id":1,"bytes":123456789,"retransmits":3,"jitter":0,"errors":0,"omitted_errors":0,"packets":0,"omitted_packets":0,"start_time":0,"end_time":10.0002}]}"#;
     write("iperf3_decoder", "results-iperf3-3.12", results.as_bytes());
     write("iperf3_decoder", "length-prefix", &[0, 0, 0x20, 0]);
+    write(
+        "iperf3_decoder",
+        "params-authtoken",
+        br#"{"tcp":true,"time":1,"parallel":1,"len":131072,"client_version":"3.21","authtoken":"AAECAwQFBgcICQoLDA0ODw=="}"#,
+    );
+    write(
+        "iperf3_decoder",
+        "users-file",
+        b"# users
+mario,bf7a49a846d44b454a5d11e7acfaf13d138bbe0b7483aa3e050879700572709b
+",
+    );
 
     write(
         "data_hello",

@@ -139,6 +139,13 @@ impl PublicKey {
 }
 
 impl PrivateKey {
+    /// A new 2048-bit key (tests and fuzzing; a server reads its own with `from_pem`).
+    pub fn generate() -> Result<PrivateKey, AuthError> {
+        PrivateDecryptingKey::generate(aws_lc_rs::rsa::KeySize::Rsa2048)
+            .map(PrivateKey)
+            .map_err(|_| AuthError::Key("no RSA key could be made".into()))
+    }
+
     /// Reads a PEM private key (`PRIVATE KEY`, PKCS #8, or `RSA PRIVATE KEY`, PKCS #1).
     pub fn from_pem(pem: &[u8]) -> Result<PrivateKey, AuthError> {
         if pem.windows(9).any(|w| w == b"ENCRYPTED") {
