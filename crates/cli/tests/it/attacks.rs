@@ -228,6 +228,8 @@ fn metric_series(port: u16) -> usize {
 
 #[test]
 fn twenty_thousand_random_sessions_grow_neither_memory_nor_metrics() {
+    // Floods and budgets load both CPUs (or half a GiB): alone, so no neighbour's figures suffer.
+    let _alone = common::alone();
     let mport = common::free_port();
     let maddr = format!("127.0.0.1:{mport}");
     let s = ServerProc::start("127.0.0.1", &["--metrics", &maddr]);
@@ -262,6 +264,8 @@ fn twenty_thousand_random_sessions_grow_neither_memory_nor_metrics() {
 
 #[test]
 fn a_handshake_flood_from_one_address_does_not_lock_out_another() {
+    // Floods and budgets load both CPUs (or half a GiB): alone, so no neighbour's figures suffer.
+    let _alone = common::alone();
     let (keys, alice) = crate::auth::key_files("attack-flood");
     let s = ServerProc::start(
         "127.0.0.1",
@@ -322,6 +326,8 @@ fn log_seconds(line: &str) -> f64 {
 
 #[test]
 fn ndt7_is_held_to_the_servers_limits() {
+    // Floods and budgets load both CPUs (or half a GiB): alone, so no neighbour's figures suffer.
+    let _alone = common::alone();
     let s = ServerProc::start(
         "127.0.0.1",
         &[
@@ -371,6 +377,8 @@ fn ndt7_is_held_to_the_servers_limits() {
 
 #[test]
 fn an_ndt7_handshake_flood_from_one_address_does_not_lock_out_another() {
+    // Floods and budgets load both CPUs (or half a GiB): alone, so no neighbour's figures suffer.
+    let _alone = common::alone();
     let s = ServerProc::start(
         "127.0.0.1",
         &[
@@ -451,6 +459,8 @@ fn a_stranger_learns_what_a_measurement_needs_and_a_keyed_client_the_host() {
 
 #[test]
 fn the_worst_request_is_refused_by_name_and_one_within_the_budget_is_served_within_it() {
+    // Floods and budgets load both CPUs (or half a GiB): alone, so no neighbour's figures suffer.
+    let _alone = common::alone();
     let s = ServerProc::start("127.0.0.1", &[]);
     let pid = s.process().id();
     let p = s.port.to_string();
@@ -489,6 +499,8 @@ fn the_worst_request_is_refused_by_name_and_one_within_the_budget_is_served_with
 
 #[test]
 fn quic_connections_that_open_no_stream_are_capped_and_closed_in_time() {
+    // Floods and budgets load both CPUs (or half a GiB): alone, so no neighbour's figures suffer.
+    let _alone = common::alone();
     // aioquic, as the QUIC interop tests use it (.ci/run installs it).
     let has = Command::new("python3").args(["-c", "import aioquic"]).status();
     if !has.is_ok_and(|s| s.success()) {
