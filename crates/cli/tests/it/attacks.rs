@@ -215,6 +215,35 @@ fn injected_and_duplicate_streams_are_refused_and_the_owners_test_ends_exact() {
     common::line_with(&s, "connected twice");
 }
 
+/// 1,000 connections from 127.0.0.3 stalling at every handshake step (of ndt7's HTTP request with
+/// `ndt7`), held `hold` seconds; returned once they are held (2 s in).
+fn stall_flood(port: &str, ndt7: bool, hold: u32) -> Child {
+    common::share();
+    let hold = hold.to_string();
+    let mut args = vec![
+        "stall-flood",
+        "--port",
+        port,
+        "--source",
+        "127.0.0.3",
+        "--count",
+        "1000",
+    ];
+    args.extend(["--hold", &hold]);
+    if ndt7 {
+        args.push("--ndt7");
+    }
+    let flood = Command::new("python3")
+        .arg(script())
+        .args(&args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("python3");
+    std::thread::sleep(Duration::from_secs(2));
+    flood
+}
+
 /// Resident memory of a process, KiB.
 fn rss_kib(pid: u32) -> u64 {
     crate::faults::usage(pid).2
@@ -272,26 +301,7 @@ fn a_handshake_flood_from_one_address_does_not_lock_out_another() {
         &["--auth-keys", keys.to_str().unwrap(), "--handshake-timeout", "3s"],
     );
     let p = s.port.to_string();
-    common::share();
-    let flood = Command::new("python3")
-        .arg(script())
-        .args([
-            "stall-flood",
-            "--port",
-            &p,
-            "--source",
-            "127.0.0.3",
-            "--count",
-            "1000",
-            "--hold",
-            "6",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    // Wait until the flood holds its connections, then test from another address.
-    std::thread::sleep(Duration::from_secs(2));
+    let flood = stall_flood(&p, false, 6);
     let started = Instant::now();
     let o = landspeed(
         &[
@@ -392,26 +402,7 @@ fn an_ndt7_handshake_flood_from_one_address_does_not_lock_out_another() {
         ],
     );
     let addr = crate::ndt7::ndt7_addr(&s);
-    common::share();
-    let flood = Command::new("python3")
-        .arg(script())
-        .args([
-            "stall-flood",
-            "--ndt7",
-            "--port",
-            &addr.port().to_string(),
-            "--source",
-            "127.0.0.3",
-            "--count",
-            "1000",
-            "--hold",
-            "8",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(Duration::from_secs(2));
+    let flood = stall_flood(&addr.port().to_string(), true, 8);
     let url = format!("ws://{addr}");
     for dir in [&["-R"][..], &[][..]] {
         let mut args = vec!["run", "--ndt7", "--json", "--no-save", &url];
