@@ -136,17 +136,21 @@ def reverse_udp_test(a):
     return ctl, acc["session"]
 
 
+def spoof_hellos(victim, hello, port):
+    """Three hellos from the victim's address, 200 ms apart: the bytes the victim sent."""
+    for _ in range(3):
+        victim.sendto(hello, ("127.0.0.1", port))
+        time.sleep(0.2)
+    return 3 * len(hello)
+
+
 def udp_spoof_landspeed(a, victim):
     """Control from 127.0.0.1 asks for a reverse UDP test; the stream's hello comes from `victim`."""
     ctl, session = reverse_udp_test(a)
     if ctl is None:
         return {"error": session}
     hello = data_preamble(session, 0)
-    sent = 0
-    for _ in range(3):
-        victim.sendto(hello, ("127.0.0.1", a.port))
-        sent += len(hello)
-        time.sleep(0.2)
+    sent = spoof_hellos(victim, hello, a.port)
     got, datagrams = count_at(victim, a.time + 2.0)
     ctl.close()
     return {"sent_from_victim": sent, "received_at_victim": got, "datagrams_at_victim": datagrams}
@@ -169,11 +173,7 @@ def udp_spoof_iperf3(a, victim):
     if state != b"\x0a":
         return {"error": "no CREATE_STREAMS: %r" % (state,), "server_said": state.hex()}
     hello = b"9876"
-    sent = 0
-    for _ in range(3):
-        victim.sendto(hello, ("127.0.0.1", a.port))
-        sent += len(hello)
-        time.sleep(0.2)
+    sent = spoof_hellos(victim, hello, a.port)
     got, datagrams = count_at(victim, a.time + 1.0)
     # iperf3's server sends until the client's TEST_END: say it, so the attack stops here.
     try:

@@ -482,6 +482,46 @@ impl Shared {
     }
 }
 
+impl Shared {
+    /// The state every listener and test shares, for a server with `opts` (a fresh secret for UDP
+    /// return-routability tokens, empty registries, pools and counters).
+    fn new(
+        opts: ServerOptions,
+        events: EventSink,
+        tls: ServerTls,
+        quic: Option<quic::QuicServer>,
+    ) -> Result<Shared, ServerError> {
+        let mut secret = [0u8; landspeed_core::protocol::udp_hello::SECRET_LEN];
+        getrandom::fill(&mut secret).map_err(|e| ServerError::Io(std::io::Error::other(e)))?;
+        Ok(Shared {
+            udp_validator: landspeed_core::protocol::udp_hello::Validator::new(secret),
+            tls,
+            quic,
+            registry: Mutex::new(HashMap::new()),
+            iperf3: Mutex::new(HashMap::new()),
+            udp: Mutex::new(HashMap::new()),
+            iperf3_udp: Mutex::new(Vec::new()),
+            shutdown: AtomicBool::new(false),
+            active: (Mutex::new(0), Condvar::new()),
+            tests_done: AtomicUsize::new(0),
+            tests: Arc::new(Mutex::new(Occupancy::new(
+                opts.max_tests,
+                opts.max_tests_per_address,
+            ))),
+            preauth: Arc::new(Mutex::new(Occupancy::new(MAX_PREAUTH, MAX_PREAUTH_PER_ADDRESS))),
+            memory: Arc::new(Mutex::new(0)),
+            events,
+            counters: Mutex::new(Counters::default()),
+            started: Instant::now(),
+            rate: opts
+                .limits
+                .max_tests_per_minute
+                .map(|n| Mutex::new(landspeed_core::protocol::rate::PerAddressRate::per_minute(n))),
+            opts,
+        })
+    }
+}
+
 /// A bound server, ready to run.
 pub struct Server {
     listeners: Vec<MioListener>,
@@ -585,34 +625,7 @@ impl Server {
                 tls: n.tls.then(|| tls.tcp.clone()),
             }),
         };
-        let mut secret = [0u8; landspeed_core::protocol::udp_hello::SECRET_LEN];
-        getrandom::fill(&mut secret).map_err(|e| ServerError::Io(std::io::Error::other(e)))?;
-        let shared = Arc::new(Shared {
-            udp_validator: landspeed_core::protocol::udp_hello::Validator::new(secret),
-            tls,
-            quic,
-            registry: Mutex::new(HashMap::new()),
-            iperf3: Mutex::new(HashMap::new()),
-            udp: Mutex::new(HashMap::new()),
-            iperf3_udp: Mutex::new(Vec::new()),
-            shutdown: AtomicBool::new(false),
-            active: (Mutex::new(0), Condvar::new()),
-            tests_done: AtomicUsize::new(0),
-            tests: Arc::new(Mutex::new(Occupancy::new(
-                opts.max_tests,
-                opts.max_tests_per_address,
-            ))),
-            preauth: Arc::new(Mutex::new(Occupancy::new(MAX_PREAUTH, MAX_PREAUTH_PER_ADDRESS))),
-            memory: Arc::new(Mutex::new(0)),
-            events,
-            counters: Mutex::new(Counters::default()),
-            started: Instant::now(),
-            rate: opts
-                .limits
-                .max_tests_per_minute
-                .map(|n| Mutex::new(landspeed_core::protocol::rate::PerAddressRate::per_minute(n))),
-            opts,
-        });
+        let shared = Arc::new(Shared::new(opts, events, tls, quic)?);
         Ok(Server {
             listeners,
             shared,

@@ -40,42 +40,58 @@ fn hostile(args: &[&str], timeout: Duration) -> Value {
     v
 }
 
-/// Starts a hostile proxy (it runs for `hold` seconds) and waits for its listening line.
-fn proxy(kind: &str, port: u16, hold: u32) -> (Child, u16) {
-    use std::io::BufRead;
-    common::share();
-    let mut child = Command::new("python3")
-        .arg(script())
-        .args([kind, "--port", &port.to_string(), "--hold", &hold.to_string()])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("python3");
-    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
-    let first: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+/// A hostile client that runs beside the test: its first line (it is ready) read, its last (its
+/// report) when it ends.
+struct Running {
+    child: Child,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl Running {
+    /// Starts `hostile.py ARGS` and waits (at most 20 s) for its first line, which it returns.
+    fn start(args: &[&str]) -> (Running, Value) {
+        use std::io::BufRead;
+        common::share();
+        let mut child = Command::new("python3")
+            .arg(script())
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("python3");
+        let lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for l in lines.map_while(Result::ok) {
+                let _ = tx.send(l);
+            }
+        });
+        let first = rx
+            .recv_timeout(Duration::from_secs(20))
+            .unwrap_or_else(|_| panic!("{args:?} said nothing"));
+        (
+            Running { child, lines: rx },
+            serde_json::from_str(&first).unwrap(),
+        )
+    }
+
+    /// Waits (at most 30 s) for it to end, and reads its report.
+    fn report(self) -> Value {
+        let _ = common::wait_exit(self.child, Duration::from_secs(30));
+        let last = self
+            .lines
+            .try_iter()
+            .last()
+            .expect("the hostile client printed its report");
+        serde_json::from_str(&last).unwrap()
+    }
+}
+
+/// Starts a hostile proxy (it runs for `hold` seconds) and waits for its listening port.
+fn proxy(kind: &str, port: u16, hold: u32) -> (Running, u16) {
+    let (p, first) = Running::start(&[kind, "--port", &port.to_string(), "--hold", &hold.to_string()]);
     let listen = first["listening"].as_u64().unwrap() as u16;
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for l in lines.map_while(Result::ok) {
-            let _ = tx.send(l);
-        }
-    });
-    // The report is read from the child's output after it exits.
-    PROXY_OUT.with(|o| *o.borrow_mut() = Some(rx));
-    (child, listen)
-}
-
-thread_local! {
-    static PROXY_OUT: std::cell::RefCell<Option<std::sync::mpsc::Receiver<String>>> =
-        const { std::cell::RefCell::new(None) };
-}
-
-/// The proxy's closing report.
-fn proxy_report(child: Child) -> Value {
-    let _ = common::wait_exit(child, Duration::from_secs(30));
-    let rx = PROXY_OUT.with(|o| o.borrow_mut().take()).unwrap();
-    let last = rx.try_iter().last().expect("the proxy printed its report");
-    serde_json::from_str(&last).unwrap()
+    (p, listen)
 }
 
 #[test]
@@ -190,7 +206,7 @@ fn a_keyed_client_does_not_fall_back_when_the_first_byte_reads_as_iperf3() {
         o.stderr
     );
     assert_eq!(
-        proxy_report(child)["connections"],
+        child.report()["connections"],
         1,
         "one attempt, no retry in iperf3's protocol"
     );
@@ -205,7 +221,7 @@ fn injected_and_duplicate_streams_are_refused_and_the_owners_test_ends_exact() {
     assert_eq!(sum["bytes_sent"], sum["bytes_received"], "{sum}");
     assert_eq!(r["payload"]["verified"], true);
     assert_eq!(r["payload"]["bytes_verified"], sum["bytes_received"]);
-    let report = proxy_report(child);
+    let report = child.report();
     let injected = report["injected"].as_array().unwrap();
     assert_eq!(injected.len(), 2, "{report}");
     for i in injected {
@@ -216,9 +232,8 @@ fn injected_and_duplicate_streams_are_refused_and_the_owners_test_ends_exact() {
 }
 
 /// 1,000 connections from 127.0.0.3 stalling at every handshake step (of ndt7's HTTP request with
-/// `ndt7`), held `hold` seconds; returned once they are held (2 s in).
-fn stall_flood(port: &str, ndt7: bool, hold: u32) -> Child {
-    common::share();
+/// `ndt7`), held `hold` seconds; returned once they are all open (its "holding" line).
+fn stall_flood(port: &str, ndt7: bool, hold: u32) -> Running {
     let hold = hold.to_string();
     let mut args = vec![
         "stall-flood",
@@ -233,14 +248,8 @@ fn stall_flood(port: &str, ndt7: bool, hold: u32) -> Child {
     if ndt7 {
         args.push("--ndt7");
     }
-    let flood = Command::new("python3")
-        .arg(script())
-        .args(&args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("python3");
-    std::thread::sleep(Duration::from_secs(2));
+    let (flood, holding) = Running::start(&args);
+    assert!(holding["holding"].as_u64().is_some(), "{holding}");
     flood
 }
 
@@ -323,9 +332,10 @@ fn a_handshake_flood_from_one_address_does_not_lock_out_another() {
         took < Duration::from_secs(3) + Duration::from_millis(1500),
         "{took:?}"
     );
-    let out = common::wait_output(flood, Duration::from_secs(30)).unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    eprintln!("stall flood: {text} (the other client's test took {took:?})");
+    eprintln!(
+        "stall flood: {} (the other client's test took {took:?})",
+        flood.report()
+    );
 }
 
 /// Seconds from a server log line ("... in S s ...").
@@ -410,8 +420,7 @@ fn an_ndt7_handshake_flood_from_one_address_does_not_lock_out_another() {
         let o = landspeed(&args, Duration::from_secs(40));
         assert_eq!(o.code, 0, "{dir:?} while one address floods: {}", o.stderr);
     }
-    let out = common::wait_output(flood, Duration::from_secs(30)).unwrap();
-    eprintln!("ndt7 stall flood: {}", String::from_utf8_lossy(&out.stdout));
+    eprintln!("ndt7 stall flood: {}", flood.report());
 }
 
 #[test]

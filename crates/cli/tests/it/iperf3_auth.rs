@@ -1,5 +1,5 @@
 //! iperf3's own RSA authentication, judged by iperf3's code: iperf3 3.21's client (built from
-//! ../shared/peers by .ci/run) and Debian's 3.12 authenticate to a landspeed server that requires it
+//! iperf3's source by .ci/run) and Debian's 3.12 authenticate to a landspeed server that requires it
 //! (a keyed one admits them by it), a wrong password or none is refused in iperf3's words, and the
 //! drop-in's client authenticates to iperf3 3.21's own server, in both paddings. Keys are made with
 //! openssl as iperf3's documentation makes them.
@@ -20,7 +20,9 @@ fn iperf3_321() -> Option<PathBuf> {
         Some(path)
     } else {
         common::missing(&format!(
-            "iperf3 3.21 is missing at {} (.ci/run builds it from ../shared/peers)",
+            "iperf3 3.21 is missing at {} (build esnet/iperf 3.21+ with ./configure --disable-shared \
+             --prefix=target/peers/iperf3-3.21 && make install, or set LANDSPEED_IPERF3_321; .ci/run \
+             does)",
             path.display()
         ))
     }

@@ -345,57 +345,8 @@ fn dispatch(p: Pending, g: Greeting, shared: &Arc<Shared>) {
         return refuse(RefusalKind::NotAllowed, "address not in the allow-list".into());
     }
     match g {
-        // A place among connections still proving themselves before a thread: one address flooding
-        // complete greetings holds at most MAX_PREAUTH_PER_ADDRESS threads.
-        Greeting::Control => match shared.preauth(peer) {
-            Ok(preauth) => spawn(shared, peer, move |sh| {
-                super::conduct::serve_test(stream, peer, sh, preauth)
-            }),
-            Err(full) => {
-                let why = match full {
-                    Full::All(n) => format!("{n} connections in all"),
-                    Full::Address(n) => format!("{n} from this address"),
-                };
-                answer(
-                    stream,
-                    quick,
-                    Answer::Control(Box::new(Message::Rejected {
-                        reason: format!(
-                            "busy: too many connections still authenticating ({why}); retry in a few seconds"
-                        ),
-                        code: Refusal::Busy,
-                    })),
-                );
-                refuse(
-                    RefusalKind::Busy,
-                    format!("busy: too many connections still authenticating ({why})"),
-                );
-            }
-        },
-        Greeting::Data { session, stream: id } => {
-            let waiter = shared.registry.lock().ok().and_then(|r| r.get(&session).cloned());
-            match waiter {
-                // The session id travels in clear: a stream from another host is not the test's.
-                Some(w) if w.control != peer.ip().to_canonical() => refuse(
-                    RefusalKind::ForeignStream,
-                    format!(
-                        "data stream {id} of a running test from another address than its control \
-                         connection ({})",
-                        w.control
-                    ),
-                ),
-                Some(w) => {
-                    let arrival = Arrival::Tcp(id, stream);
-                    let _ = w.tx.send(Wake::External(Input::Arrival(arrival)));
-                }
-                // The id is the client's to choose: the log line says nothing that would let one
-                // client's stream of garbage ids fill the log with distinct text.
-                None => refuse(
-                    RefusalKind::UnknownSession,
-                    format!("data stream {id} for an unknown or finished session"),
-                ),
-            }
-        }
+        Greeting::Control => control(stream, peer, shared),
+        Greeting::Data { session, stream: id } => data(stream, peer, (session, id), shared),
         Greeting::Iperf3(cookie) => {
             if let Some(stream) = super::iperf3::data_connection(stream, &cookie, peer, shared) {
                 spawn(shared, peer, move |sh| {
@@ -418,6 +369,62 @@ fn dispatch(p: Pending, g: Greeting, shared: &Arc<Shared>) {
             refuse(RefusalKind::Greeting, e.to_string())
         }
         Greeting::Bad(e) => refuse(RefusalKind::Greeting, e.to_string()),
+    }
+}
+
+/// A complete control greeting: a place among connections still proving themselves, then a thread
+/// (one address flooding complete greetings holds at most MAX_PREAUTH_PER_ADDRESS threads), or "busy".
+fn control(stream: TcpStream, peer: SocketAddr, shared: &Arc<Shared>) {
+    let full = match shared.preauth(peer) {
+        Ok(preauth) => {
+            return spawn(shared, peer, move |sh| {
+                super::conduct::serve_test(stream, peer, sh, preauth)
+            })
+        }
+        Err(full) => full,
+    };
+    let why = match full {
+        Full::All(n) => format!("{n} connections in all"),
+        Full::Address(n) => format!("{n} from this address"),
+    };
+    let reason = format!("busy: too many connections still authenticating ({why})");
+    let reply = Message::Rejected {
+        reason: format!("{reason}; retry in a few seconds"),
+        code: Refusal::Busy,
+    };
+    answer(
+        stream,
+        Duration::from_millis(500),
+        Answer::Control(Box::new(reply)),
+    );
+    shared.refuse(peer, RefusalKind::Busy, reason);
+}
+
+/// A data connection for stream `id` of `session`: handed to its test when it comes from the test's
+/// control address (the session id travels in clear), else refused.
+fn data(stream: TcpStream, peer: SocketAddr, (session, id): (SessionId, u32), shared: &Arc<Shared>) {
+    let waiter = shared.registry.lock().ok().and_then(|r| r.get(&session).cloned());
+    match waiter {
+        Some(w) if w.control != peer.ip().to_canonical() => shared.refuse(
+            peer,
+            RefusalKind::ForeignStream,
+            format!(
+                "data stream {id} of a running test from another address than its control \
+                 connection ({})",
+                w.control
+            ),
+        ),
+        Some(w) => {
+            let arrival = Arrival::Tcp(id, stream);
+            let _ = w.tx.send(Wake::External(Input::Arrival(arrival)));
+        }
+        // The id is the client's to choose: the log line says nothing that would let one client's
+        // stream of garbage ids fill the log with distinct text.
+        None => shared.refuse(
+            peer,
+            RefusalKind::UnknownSession,
+            format!("data stream {id} for an unknown or finished session"),
+        ),
     }
 }
 

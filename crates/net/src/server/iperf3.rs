@@ -136,26 +136,7 @@ fn serve(ctl: TcpStream, cookie: Cookie, shared: &Shared, log: &mut TestLog) -> 
     link.listen()?;
     let (params, test) = parameters(&mut link)?;
     log.protocol = format!("iperf3 {}", params.client_version.as_deref().unwrap_or("client"));
-    if let Some(a) = &o.iperf3_auth {
-        match authenticate(a, params.authtoken.as_deref()) {
-            // iperf3's authentication proves the client to the server only: the log says who, not
-            // "both ends".
-            Ok(user) => log.protocol = format!("{} (iperf3 user {user})", log.protocol),
-            Err(why) => {
-                let e = link.wire.conn.unauthorized(why);
-                let _ = link.wire.flush();
-                return Err(TestError::Iperf3(e));
-            }
-        }
-    }
-    let _memory = match shared.hold_memory(&test) {
-        Ok(m) => m,
-        Err(_) => {
-            let e = link.wire.conn.busy();
-            let _ = link.wire.flush();
-            return Err(TestError::Iperf3(e));
-        }
-    };
+    let _memory = admit(&mut link, (&params, &test), shared, log)?;
     log.streams = test.streams;
     log.direction = Some(test.direction);
     let streams = if params.udp {
@@ -325,6 +306,38 @@ fn budgets(spec: &TestSpec, senders: usize) -> Vec<Option<u64>> {
             })
         })
         .collect()
+}
+
+/// After the parameters: iperf3's authentication when the server has it, then the test's memory
+/// against the server's budget; either refusal is told the client in iperf3's words.
+fn admit(
+    link: &mut Iperf3Link,
+    (params, test): (&Params, &Test),
+    shared: &Shared,
+    log: &mut TestLog,
+) -> Result<Option<super::MemoryHold>, TestError> {
+    let refused = |link: &mut Iperf3Link, e| {
+        let _ = link.wire.flush();
+        Err(TestError::Iperf3(e))
+    };
+    if let Some(a) = &shared.opts.iperf3_auth {
+        match authenticate(a, params.authtoken.as_deref()) {
+            // iperf3's authentication proves the client to the server only: the log says who, not
+            // "both ends".
+            Ok(user) => log.protocol = format!("{} (iperf3 user {user})", log.protocol),
+            Err(why) => {
+                let e = link.wire.conn.unauthorized(why);
+                return refused(link, e);
+            }
+        }
+    }
+    match shared.hold_memory(test) {
+        Ok(m) => Ok(m),
+        Err(_) => {
+            let e = link.wire.conn.busy();
+            refused(link, e)
+        }
+    }
 }
 
 /// Checks an iperf3 client's token with iperf3's authentication: its user's name, or why not (for the
