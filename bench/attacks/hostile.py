@@ -11,7 +11,7 @@ and against iperf3 3.21's `iperf3 -s`.
   hostile.py udp-spoof --port P --proto landspeed|iperf3 [--victim 127.0.0.2] [--rate 100M] [--time 3]
   hostile.py udp-nat --port P [--victim 127.0.0.2]      (a NAT'd client that answers the challenge)
   hostile.py downgrade-proxy --port P --listen L --hold S
-  hostile.py inject-proxy --port P --listen L --hold S
+  hostile.py inject-proxy --port P --listen L --hold S [--keyed | --stall-tls]
   hostile.py stall-flood --port P --source 127.0.0.3 --count 1000 --hold S [--ndt7]
   hostile.py random-sessions --port P --count 10000
   hostile.py worst-request --port P [--streams N --length BYTES]
@@ -314,16 +314,21 @@ def downgrade_proxy(a):
 
 def inject_proxy(a):
     """An observer in the path: forwards every connection, reads the session id in `accepted`, and
-    injects data streams quoting it: stream 0 from another address (127.0.0.2), and, right after the
-    client's own stream 0 connects, a duplicate of it from the proxy's own address."""
+    injects data streams quoting it. Keyless (default): stream 0 from another address (127.0.0.2),
+    and, right after the client's own stream 0 connects, a duplicate of it from the proxy's own
+    address. --keyed (the conversation is sealed, not encrypted: the id is still readable): from the
+    client's own address, stream 0 without a MAC and with a forged one; then an exact copy of the
+    client's own stream-0 preamble, MAC and all, from 127.0.0.2. --stall-tls: stream 0 from the
+    client's address as soon as the test is accepted, which then never starts its TLS handshake."""
     report = {"attack": "inject-proxy", "session": None, "injected": []}
     lock = threading.Lock()
+    wait = a.hold if a.stall_tls else 3.0
 
-    def inject(session, source, what):
+    def inject(session, source, what, preamble=None):
         try:
             s = connect(a.port, source=source)
-            s.sendall(data_preamble(session, 0))
-            closed, after = closed_within(s, 3.0)
+            s.sendall(preamble or data_preamble(session, 0))
+            closed, after = closed_within(s, wait)
             with lock:
                 report["injected"].append({"what": what, "from": source, "closed_by_server": closed,
                                            "closed_after_s": after})
@@ -331,6 +336,21 @@ def inject_proxy(a):
         except OSError as e:
             with lock:
                 report["injected"].append({"what": what, "from": source, "error": str(e)})
+
+    def later(*args):
+        threading.Thread(target=inject, args=args, daemon=True).start()
+
+    def on_accepted(session):
+        report["session"] = session
+        if a.keyed:
+            later(session, "127.0.0.1", "stream 0 without a MAC")
+            forged = MAGIC + struct.pack(">H", 2) + b"D\0" + bytes.fromhex(session) + struct.pack(">I", 0) \
+                + os.urandom(16)
+            later(session, "127.0.0.1", "stream 0 with a forged MAC", forged)
+        elif a.stall_tls:
+            later(session, "127.0.0.1", "stream 0 that never starts its TLS handshake")
+        else:
+            later(session, "127.0.0.2", "foreign stream 0")
 
     def sniffer(buf):
         def look(data):
@@ -340,14 +360,17 @@ def inject_proxy(a):
                 if n > 8 << 20 or len(buf[0]) < 4 + n:
                     return
                 body, buf[0] = buf[0][4:4 + n], buf[0][4 + n:]
-                try:
-                    m = json.loads(body)
-                except ValueError:
-                    continue
-                # A keyed conversation seals frames with a tag after the JSON; this reads plain ones.
+                # A keyed conversation seals each frame with a 32-byte tag after its JSON: sealed, not
+                # encrypted, so an observer reads it all the same.
+                m = None
+                for candidate in (body, body[:-32]):
+                    try:
+                        m = json.loads(candidate)
+                        break
+                    except ValueError:
+                        continue
                 if isinstance(m, dict) and m.get("type") == "accepted":
-                    report["session"] = m["session"]
-                    inject(m["session"], "127.0.0.2", "foreign stream 0")
+                    on_accepted(m["session"])
         return look
 
     def iperf3_sniffer(cookie):
@@ -372,6 +395,23 @@ def inject_proxy(a):
             with lock:
                 report["injected"].append({"what": "foreign iperf3 stream", "error": str(e)})
 
+    def data_stream(c, s, stop):
+        head = c.recv(44, socket.MSG_PEEK)
+        stream = struct.unpack(">I", head[24:28])[0] if len(head) >= 28 else None
+        if stream:
+            # The client's later streams wait, so the injected copies of stream 0 meet a test still
+            # collecting its streams.
+            time.sleep(0.5)
+        threading.Thread(target=pipe, args=(c, s, None, None, stop), daemon=True).start()
+        if stream == 0 and report["session"] and not a.stall_tls:
+            time.sleep(0.1)
+            if a.keyed:
+                later(report["session"], "127.0.0.2", "replayed stream 0 (the client's own preamble)",
+                      bytes(head))
+            else:
+                later(report["session"], "127.0.0.1", "duplicate stream 0")
+        pipe(s, c, stop=stop)
+
     def on(c, stop):
         first = c.recv(37, socket.MSG_PEEK)
         s = connect(a.port)
@@ -389,18 +429,7 @@ def inject_proxy(a):
             threading.Thread(target=pipe, args=(c, s, None, None, stop), daemon=True).start()
             pipe(s, c, sniff=sniffer([b""]), stop=stop)
             return
-        head = c.recv(28, socket.MSG_PEEK)
-        stream = struct.unpack(">I", head[24:28])[0] if len(head) == 28 else None
-        if stream:
-            # The client's later streams wait, so the duplicate of stream 0 meets a test still
-            # collecting its streams.
-            time.sleep(0.5)
-        threading.Thread(target=pipe, args=(c, s, None, None, stop), daemon=True).start()
-        if stream == 0 and report["session"]:
-            time.sleep(0.1)
-            threading.Thread(target=inject, args=(report["session"], "127.0.0.1", "duplicate stream 0"),
-                             daemon=True).start()
-        pipe(s, c, stop=stop)
+        data_stream(c, s, stop)
 
     serve_proxy(a, on)
     time.sleep(0.5)
@@ -555,6 +584,9 @@ def main():
         d.add_argument("--port", type=int, required=True)
         d.add_argument("--listen", type=int, default=0)
         d.add_argument("--hold", type=float, default=10.0)
+        if name == "inject-proxy":
+            d.add_argument("--keyed", action="store_true")
+            d.add_argument("--stall-tls", action="store_true")
     f = sub.add_parser("stall-flood")
     f.add_argument("--port", type=int, required=True)
     f.add_argument("--source", default="127.0.0.3")

@@ -154,28 +154,37 @@ pub struct Authentication {
     pub control_messages_authenticated: bool,
     /// The data connections were encrypted (TLS or QUIC).
     pub data_encrypted: bool,
+    /// Each data connection proved with a MAC under the key that it belongs to the test (data
+    /// preamble version 2: both ends hold the key and speak it).
+    #[serde(default)]
+    pub data_streams_proven: bool,
     /// For people: what this protects and what it does not.
     pub note: String,
 }
 
 impl Authentication {
     /// What a test had: the key the server proved (`key`), a pinned certificate (`pinned`), encrypted
-    /// data connections (`encrypted`).
-    pub fn of(key: Option<&str>, pinned: bool, encrypted: bool) -> Authentication {
+    /// data connections (`encrypted`), data preambles proven with the key (`streams_proven`).
+    pub fn of(key: Option<&str>, pinned: bool, encrypted: bool, streams_proven: bool) -> Authentication {
+        let streams = if streams_proven {
+            "each data connection proved with a MAC under the key that it is this test's; "
+        } else {
+            "the data connections were matched by session id and address only; "
+        };
         let (server, note) = match (key, pinned, encrypted) {
             (Some(k), _, true) => (
                 "key",
                 format!(
-                "both ends proved they hold the key '{k}' and every control message carried its MAC; the \
-                 data connections' certificate came in an authenticated message"
-            ),
+                    "both ends proved they hold the key '{k}' and every control message carried its MAC; \
+                     {streams}the data connections' certificate came in an authenticated message"
+                ),
             ),
             (Some(k), _, false) => (
                 "key",
                 format!(
-                "both ends proved they hold the key '{k}' and every control message carried its MAC; the \
-                 data connections are neither encrypted nor authenticated"
-            ),
+                    "both ends proved they hold the key '{k}' and every control message carried its MAC; \
+                     {streams}the data itself is neither encrypted nor authenticated"
+                ),
             ),
             (None, true, _) => (
                 "pinned_certificate",
@@ -197,6 +206,7 @@ impl Authentication {
             key: key.map(str::to_string),
             control_messages_authenticated: key.is_some(),
             data_encrypted: encrypted,
+            data_streams_proven: key.is_some() && streams_proven,
             note,
         }
     }

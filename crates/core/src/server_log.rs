@@ -167,11 +167,13 @@ pub enum RefusalKind {
     UdpUnvalidated,
     /// Its test would need more memory than the server's budget allows.
     Memory,
+    /// A data connection whose TLS handshake failed or did not end within the handshake timeout.
+    StreamHandshake,
 }
 
 impl RefusalKind {
     /// Every kind, in order.
-    pub const ALL: [RefusalKind; 12] = [
+    pub const ALL: [RefusalKind; 13] = [
         RefusalKind::NotAllowed,
         RefusalKind::RateLimited,
         RefusalKind::Busy,
@@ -184,6 +186,7 @@ impl RefusalKind {
         RefusalKind::DuplicateStream,
         RefusalKind::UdpUnvalidated,
         RefusalKind::Memory,
+        RefusalKind::StreamHandshake,
     ];
 
     /// Its name in counters, JSON and metric labels.
@@ -201,6 +204,7 @@ impl RefusalKind {
             RefusalKind::DuplicateStream => "duplicate_stream",
             RefusalKind::UdpUnvalidated => "udp_unvalidated",
             RefusalKind::Memory => "memory",
+            RefusalKind::StreamHandshake => "stream_handshake",
         }
     }
 }

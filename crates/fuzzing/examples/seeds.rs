@@ -145,11 +145,16 @@ mario,bf7a49a846d44b454a5d11e7acfaf13d138bbe0b7483aa3e050879700572709b
     write(
         "data_hello",
         "data",
-        &Preamble::Data {
-            version: PROTOCOL_VERSION,
-            session: SessionId([0xab; 16]),
-            stream: 3,
-        }
+        &Preamble::data(SessionId([0xab; 16]), 3, None).encode(),
+    );
+    write(
+        "data_hello",
+        "data-mac",
+        &Preamble::data(
+            SessionId([0xab; 16]),
+            3,
+            Some(&landspeed_core::protocol::StreamKey::new(&[0x11; 32])),
+        )
         .encode(),
     );
     write("data_hello", "cookie", &Cookie::from_random([5; 36]).to_wire());
@@ -161,9 +166,18 @@ mario,bf7a49a846d44b454a5d11e7acfaf13d138bbe0b7483aa3e050879700572709b
             "data_hello",
             "udp-hello-token",
             &Hello {
-                session,
-                stream,
                 token,
+                ..Hello::new(session, stream, None)
+            }
+            .encode(),
+        );
+        let key = landspeed_core::protocol::StreamKey::new(&[0x11; 32]);
+        write(
+            "data_hello",
+            "udp-hello-mac-token",
+            &Hello {
+                token,
+                ..Hello::new(session, stream, Some(&key))
             }
             .encode(),
         );

@@ -201,8 +201,14 @@ pub fn data_hello(data: &[u8]) {
         Ok(Some((p, used))) => {
             assert!(used <= data.len());
             assert_eq!(Preamble::parse(&p.encode()), Ok(Some((p, used))));
+            // A stream key admits exactly the preamble it makes for that session and stream.
+            if let Preamble::Data { session, stream, .. } = p {
+                let k = protocol::StreamKey::new(&[9; 32]);
+                let made = Preamble::data(session, stream, Some(&k));
+                assert_eq!(k.admits(&p), p == made);
+            }
         }
-        Ok(None) => assert!(data.len() < protocol::preamble::DATA_LEN),
+        Ok(None) => assert!(data.len() < Preamble::wanted(data)),
         Err(_) => {}
     }
     let _ = protocol::classify(data.first().copied().unwrap_or(0));

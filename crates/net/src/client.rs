@@ -22,7 +22,7 @@ use landspeed_core::config::{Flow, Test, TestSpec, Transport};
 use landspeed_core::endpoint::{EndpointReport, IntervalSample, Role};
 use landspeed_core::protocol::udp_hello::{Challenge, Hello};
 use landspeed_core::protocol::{
-    Admission, ClientSession, Preamble, ProtocolError, SessionId, Timers, PROTOCOL_VERSION,
+    Admission, ClientSession, Preamble, ProtocolError, SessionId, StreamKey, Timers,
 };
 use landspeed_core::result::{IntervalResult, IntervalStream, RunResult};
 use landspeed_core::tls::CertFingerprint;
@@ -674,21 +674,22 @@ fn test_spec(opts: &ClientOptions) -> Result<(Test, Option<LocalFile>), ClientEr
     Ok((test, local_file))
 }
 
-/// Opens the test's data connections; a file test's streams carry its file, and its sender its size.
+/// Opens the test's data connections (their preambles proven with the stream key in a keyed test);
+/// a file test's streams carry its file, and its sender its size.
 fn open_data(
     opts: &ClientOptions,
     spec: &TestSpec,
     addr: SocketAddr,
-    a: Admission,
+    (a, key): (Admission, Option<&StreamKey>),
     local_file: Option<&LocalFile>,
 ) -> Result<DataPaths, ClientError> {
     match spec.transport {
-        Transport::Udp => return Ok(DataPaths::Udp(open_udp_streams(opts, addr, a.session)?)),
-        Transport::Quic => return Ok(DataPaths::Quic(quic::open(opts, spec, addr, a)?)),
+        Transport::Udp => return Ok(DataPaths::Udp(open_udp_streams(opts, addr, a.session, key)?)),
+        Transport::Quic => return Ok(DataPaths::Quic(quic::open(opts, spec, addr, (a, key))?)),
         Transport::Tcp => {}
     }
     let tls = tls_config(opts, spec, a.certificate)?;
-    let mut tcp = open_streams(opts, addr, a.session, tls.as_ref())?;
+    let mut tcp = open_streams(opts, addr, (a.session, key), tls.as_ref())?;
     if let Some(lf) = local_file {
         for s in &mut tcp {
             s.file = Some(lf.handle.clone());
@@ -830,18 +831,13 @@ fn tls_config(
 fn open_streams(
     opts: &ClientOptions,
     addr: SocketAddr,
-    sid: SessionId,
+    (sid, key): (SessionId, Option<&StreamKey>),
     tls: Option<&Arc<rustls::ClientConfig>>,
 ) -> Result<Vec<DataStream>, ClientError> {
     let spec = &opts.spec;
     (0..spec.total_streams())
         .map(|id| {
-            let pre = Preamble::Data {
-                version: PROTOCOL_VERSION,
-                session: sid,
-                stream: id,
-            }
-            .encode();
+            let pre = Preamble::data(sid, id, key).encode();
             tcp_stream(opts, addr, spec, id, &pre, tls)
         })
         .collect()
@@ -1031,14 +1027,16 @@ fn data_port(opts: &ClientOptions, id: Option<u32>) -> u16 {
     }
 }
 
-/// Opens the UDP streams: a connected socket per stream, which says hello (the data preamble) until the
-/// server acknowledges it with the same bytes from its own socket for the stream. A server that does
+/// Opens the UDP streams: a connected socket per stream, which says hello (the data preamble, with its
+/// MAC in a keyed test) until the server acknowledges it with the stream's version-1 preamble from
+/// its own socket for the stream. A server that does
 /// not see the hello come from the control connection's address (a NAT that maps UDP elsewhere)
 /// answers with a challenge instead, whose token the next hellos carry (`core::protocol::udp_hello`).
 fn open_udp_streams(
     opts: &ClientOptions,
     addr: SocketAddr,
     sid: SessionId,
+    key: Option<&StreamKey>,
 ) -> Result<Vec<landspeed_engine::transport::udp::UdpStream>, ClientError> {
     let spec = &opts.spec;
     (0..spec.total_streams())
@@ -1047,12 +1045,10 @@ fn open_udp_streams(
             let sock = udp_socket(opts, addr, spec, id).map_err(err)?;
             sock.set_read_timeout(Some(Duration::from_millis(200)))
                 .map_err(err)?;
-            let mut hello = Hello {
-                session: sid,
-                stream: id,
-                token: None,
-            };
-            let ack = Hello { token: None, ..hello }.encode();
+            let mut hello = Hello::new(sid, id, key);
+            // The server acknowledges with the stream's version-1 preamble (no MAC: it proves nothing
+            // to the client, whose data is not authenticated anyway).
+            let ack = Preamble::data(sid, id, None).encode();
             let deadline = Instant::now() + opts.control_timeout;
             let mut buf = [0u8; 64];
             loop {

@@ -115,6 +115,23 @@ pub enum Arrival {
     Iperf3Udp(SocketAddr, SocketAddr),
     /// QUIC stream `id` (its hello read), on a connection of the test.
     Quic(u32, QuicArrival),
+    /// A TCP stream whose TLS handshake ran on a thread of its own and succeeded.
+    Handshaken(Box<Handshaken>),
+}
+
+/// A TLS data connection after its handshake, which runs off the test's thread (a connection that
+/// never finishes its handshake costs that thread, not the test, and is refused there).
+pub struct Handshaken {
+    /// The stream's number.
+    pub id: u32,
+    /// The stream, configured for its role.
+    pub stream: landspeed_engine::transport::tcp::DataStream,
+}
+
+impl std::fmt::Debug for Handshaken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Handshaken({})", self.id)
+    }
 }
 
 /// A QUIC stream that named its test: the connection it came on and its two halves.

@@ -22,7 +22,7 @@ pub use error::{MissingWhy, TestError};
 use crate::control::{self};
 use landspeed_core::endpoint::Role;
 use landspeed_core::protocol::rate::{Full, Occupancy};
-use landspeed_core::protocol::SessionId;
+use landspeed_core::protocol::{Preamble, SessionId};
 pub use landspeed_core::server_log::{RefusalKind, ServerEvent, ServerStats, TestLog};
 use landspeed_engine::supervisor::{self, Wake};
 use mio::net::TcpListener as MioListener;
@@ -200,15 +200,68 @@ pub enum ServerError {
     Io(#[from] std::io::Error),
 }
 
-/// A test waiting for its data connections: where the listeners hand them, and the address its
-/// control connection came from (a data connection or UDP hello from elsewhere is not taken on its
-/// word: docs/security.md, "Data connections").
+/// A test waiting for its data connections: where the listeners hand them, the address its control
+/// connection came from, and in a keyed test the key its data preambles are proven with (a data
+/// connection or UDP hello is not taken on the word of its session id: docs/security.md, "Data
+/// connections").
 #[derive(Clone)]
 pub(crate) struct Waiter {
     /// The test's wake-up channel.
     pub(crate) tx: mpsc::Sender<Wake<control::Input>>,
     /// The control connection's peer address (canonical).
     pub(crate) control: IpAddr,
+    /// The stream key, when the test's data preambles carry a MAC (data preamble version 2).
+    pub(crate) streams: Option<landspeed_core::protocol::StreamKey>,
+}
+
+impl Waiter {
+    /// A waiter for a keyless test (iperf3's, or one without a key).
+    pub(crate) fn keyless(tx: mpsc::Sender<Wake<control::Input>>, control: IpAddr) -> Waiter {
+        Waiter {
+            tx,
+            control,
+            streams: None,
+        }
+    }
+
+    /// Whether preamble `p` proves it belongs to this test: in a test with a stream key, by its
+    /// MAC (else why not); a keyless test takes any (the address rules are the caller's).
+    pub(crate) fn proven(&self, p: &Preamble) -> Result<(), String> {
+        let (Some(key), Preamble::Data { stream, mac, .. }) = (&self.streams, p) else {
+            return Ok(());
+        };
+        match mac {
+            _ if key.admits(p) => Ok(()),
+            Some(_) => Err(format!(
+                "data stream {stream} with a wrong MAC for its keyed test"
+            )),
+            None => Err(format!(
+                "data stream {stream} without the MAC its keyed test's preambles carry"
+            )),
+        }
+    }
+
+    /// Whether a TCP or QUIC data connection with preamble `p` from `peer` is this test's: in a
+    /// keyed test its MAC proves it, from any address (the TCP or QUIC handshake showed that the
+    /// address receives; the key holder's NAT may map a stream elsewhere); in a keyless test it must
+    /// come from the control connection's address, since the session id travels in clear.
+    pub(crate) fn admits(&self, p: &Preamble, peer: IpAddr) -> Result<(), String> {
+        if self.streams.is_some() {
+            return self.proven(p);
+        }
+        if peer.to_canonical() == self.control {
+            return Ok(());
+        }
+        let stream = match p {
+            Preamble::Data { stream, .. } => *stream,
+            Preamble::Control { .. } => 0,
+        };
+        Err(format!(
+            "data stream {stream} of a running test from another address than its control \
+             connection ({})",
+            self.control
+        ))
+    }
 }
 
 /// Tests waiting for data connections, by the key their connections quote.
@@ -723,4 +776,48 @@ pub fn unix_ns() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::SystemTime::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use landspeed_core::protocol::StreamKey;
+
+    fn waiter(key: Option<StreamKey>) -> Waiter {
+        let (tx, _) = mpsc::channel();
+        Waiter {
+            streams: key,
+            ..Waiter::keyless(tx, "127.0.0.1".parse().unwrap())
+        }
+    }
+
+    #[test]
+    fn a_keyless_test_takes_streams_from_its_control_address_only() {
+        let w = waiter(None);
+        let p = Preamble::data(SessionId([1; 16]), 0, None);
+        assert_eq!(w.admits(&p, "127.0.0.1".parse().unwrap()), Ok(()));
+        assert_eq!(w.admits(&p, "::ffff:127.0.0.1".parse().unwrap()), Ok(()));
+        let e = w.admits(&p, "127.0.0.2".parse().unwrap()).unwrap_err();
+        assert!(e.contains("another address than its control connection"), "{e}");
+    }
+
+    #[test]
+    fn a_keyed_test_takes_streams_by_their_mac_from_any_address() {
+        let key = StreamKey::new(&[7; 32]);
+        let w = waiter(Some(key.clone()));
+        let sid = SessionId([1; 16]);
+        let elsewhere: IpAddr = "127.0.0.2".parse().unwrap();
+        assert_eq!(w.admits(&Preamble::data(sid, 3, Some(&key)), elsewhere), Ok(()));
+        let control: IpAddr = "127.0.0.1".parse().unwrap();
+        let e = w.admits(&Preamble::data(sid, 3, None), control).unwrap_err();
+        assert!(e.contains("without the MAC"), "{e}");
+        let other = StreamKey::new(&[8; 32]);
+        let e = w
+            .admits(&Preamble::data(sid, 3, Some(&other)), control)
+            .unwrap_err();
+        assert!(e.contains("wrong MAC"), "{e}");
+        // UDP checks the MAC alone (its address has rules of its own).
+        assert!(w.proven(&Preamble::data(sid, 3, None)).is_err());
+        assert!(waiter(None).proven(&Preamble::data(sid, 3, None)).is_ok());
+    }
 }

@@ -89,7 +89,15 @@ impl Running {
 
 /// Starts a hostile proxy (it runs for `hold` seconds) and waits for its listening port.
 fn proxy(kind: &str, port: u16, hold: u32) -> (Running, u16) {
-    let (p, first) = Running::start(&[kind, "--port", &port.to_string(), "--hold", &hold.to_string()]);
+    proxy_with(kind, port, hold, &[])
+}
+
+/// `proxy` with more of the hostile client's flags.
+fn proxy_with(kind: &str, port: u16, hold: u32, more: &[&str]) -> (Running, u16) {
+    let (port, hold) = (port.to_string(), hold.to_string());
+    let mut args = vec![kind, "--port", &port, "--hold", &hold];
+    args.extend(more);
+    let (p, first) = Running::start(&args);
     let listen = first["listening"].as_u64().unwrap() as u16;
     (p, listen)
 }
@@ -229,6 +237,58 @@ fn injected_and_duplicate_streams_are_refused_and_the_owners_test_ends_exact() {
     }
     common::line_with(&s, "from another address than its control connection");
     common::line_with(&s, "connected twice");
+}
+
+#[test]
+fn a_keyed_tests_streams_are_proven_by_their_mac_and_injections_from_its_own_address_refused() {
+    let (keys, alice) = crate::auth::key_files("inject");
+    let s = ServerProc::start("127.0.0.1", &["--auth-keys", keys.to_str().unwrap()]);
+    let (child, listen) = proxy_with("inject-proxy", s.port, 8, &["--keyed"]);
+    let good = format!("alice:{}", alice.display());
+    let r = common::run_json("127.0.0.1", listen, &["-P", "2", "-t", "1", "--auth", &good]);
+    let sum = &r["summary"];
+    assert_eq!(sum["bytes_sent"], sum["bytes_received"], "{sum}");
+    assert_eq!(r["payload"]["verified"], true);
+    assert_eq!(r["payload"]["bytes_verified"], sum["bytes_received"]);
+    assert_eq!(
+        r["authentication"]["data_streams_proven"], true,
+        "{}",
+        r["authentication"]
+    );
+    let report = child.report();
+    let injected = report["injected"].as_array().unwrap();
+    // Without a MAC, with a forged one (both from the client's own address), and an exact copy of
+    // the client's own preamble from elsewhere.
+    assert_eq!(injected.len(), 3, "{report}");
+    for i in injected {
+        assert_eq!(i["closed_by_server"], true, "{report}");
+    }
+    common::lines_with(
+        &s,
+        &[
+            "without the MAC its keyed test's preambles carry",
+            "with a wrong MAC for its keyed test",
+            "connected twice",
+        ],
+    );
+}
+
+#[test]
+fn a_stalled_tls_handshake_costs_its_own_thread_not_the_test() {
+    // The injected stream 0 (from the client's own address, so a keyless test cannot tell it by
+    // address) arrives before the client's and never starts its TLS handshake: the test takes the
+    // client's stream, and the stalled one is refused at the handshake timeout (2 s) on its own.
+    let s = ServerProc::start("127.0.0.1", &["--handshake-timeout", "2"]);
+    let (child, listen) = proxy_with("inject-proxy", s.port, 8, &["--stall-tls"]);
+    let r = common::run_json("127.0.0.1", listen, &["-t", "0.5", "--tls"]);
+    let sum = &r["summary"];
+    assert_eq!(sum["bytes_sent"], sum["bytes_received"], "{sum}");
+    assert_eq!(r["payload"]["verified"], true);
+    let report = child.report();
+    let injected = report["injected"].as_array().unwrap();
+    assert_eq!(injected.len(), 1, "{report}");
+    assert_eq!(injected[0]["closed_by_server"], true, "{report}");
+    common::line_with(&s, "its TLS handshake did not complete");
 }
 
 /// 1,000 connections from 127.0.0.3 stalling at every handshake step (of ndt7's HTTP request with

@@ -40,7 +40,17 @@ fn good_bad_and_missing_keys() {
     let good = format!("alice:{}", alice.display());
     let r = run_json("127.0.0.1", s.port, &["-t", "0.5", "--auth", &good]);
     assert_eq!(r["summary"]["bytes_sent"], r["summary"]["bytes_received"]);
+    assert_eq!(r["authentication"]["data_streams_proven"], true);
     assert!(common::line_with(&s, "test from").contains("(both ends authenticated by key alice)"));
+    // UDP hellos and QUIC streams carry their MAC too (data preamble version 2).
+    for transport in [&["--udp", "-b", "200M"][..], &["--quic"]] {
+        let mut args = vec!["-t", "0.3", "--auth", &good];
+        args.extend(transport);
+        let r = run_json("127.0.0.1", s.port, &args);
+        assert_eq!(r["payload"]["verified"], true, "{transport:?}");
+        assert_eq!(r["authentication"]["data_streams_proven"], true, "{transport:?}");
+        common::line_with(&s, "test from");
+    }
     // The server's own key file works on the client side too (the line named bob is used).
     let bob = format!("bob:{}", keys.display());
     run_json("127.0.0.1", s.port, &["-t", "0.5", "--auth", &bob]);
@@ -284,6 +294,7 @@ fn tls_says_whether_the_server_was_authenticated() {
     let r = run_json("127.0.0.1", open.port, &["-t", "0.3", "--tls"]);
     let a = &r["authentication"];
     assert_eq!(a["server"], "none");
+    assert_eq!(a["data_streams_proven"], false);
     assert!(
         a["note"].as_str().unwrap().contains("passive observers only"),
         "{a}"

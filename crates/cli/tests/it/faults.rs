@@ -7,7 +7,7 @@ use crate::common;
 
 use common::{bin, landspeed, ServerProc};
 use landspeed_core::config::{Direction, EndCondition, TestSpec};
-use landspeed_core::protocol::{self, FrameDecoder, Message, Preamble, SessionId, PROTOCOL_VERSION};
+use landspeed_core::protocol::{self, FrameDecoder, Message, Preamble, SessionId};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, Stdio};
@@ -132,15 +132,8 @@ impl Ctl {
 
 fn data_stream(port: u16, session: SessionId, stream: u32) -> Option<TcpStream> {
     let mut s = connect(port);
-    s.write_all(
-        &Preamble::Data {
-            version: PROTOCOL_VERSION,
-            session,
-            stream,
-        }
-        .encode(),
-    )
-    .ok()?;
+    s.write_all(&Preamble::data(session, stream, None).encode())
+        .ok()?;
     Some(s)
 }
 

@@ -66,10 +66,27 @@ pub struct Challenge {
     /// The authentication the server speaks (`AUTH_VERSION`; servers before it sent none: 1).
     #[serde(default = "version_one")]
     pub version: u8,
+    /// The data preamble the server takes in a keyed test: 2 proves each stream with a MAC under
+    /// the stream key (servers before it sent none: 1, the session id alone).
+    #[serde(default = "data_version_one", skip_serializing_if = "is_data_version_one")]
+    pub data_preamble: u16,
 }
 
 fn version_one() -> u8 {
     1
+}
+
+fn data_version_one() -> u16 {
+    1
+}
+
+fn is_data_version_one(v: &u16) -> bool {
+    *v == 1
+}
+
+/// Whether a keyed test's data preambles carry their MAC: when both ends speak version 2.
+pub fn stream_macs(client: u16, server: u16) -> bool {
+    client.min(server) >= super::preamble::MAC_DATA_VERSION
 }
 
 /// What a client that holds a key says in its hello: which key, and its half of the nonces.
@@ -81,6 +98,9 @@ pub struct HelloAuth {
     pub client_nonce: String,
     /// The authentication the client speaks (`AUTH_VERSION`).
     pub version: u8,
+    /// The data preamble the client can send in a keyed test (`Challenge::data_preamble`).
+    #[serde(default = "data_version_one", skip_serializing_if = "is_data_version_one")]
+    pub data_preamble: u16,
 }
 
 /// A version-1 client's answer, sent with its test request. This build never sends one: a server
@@ -146,6 +166,7 @@ impl Key {
             name: self.name.clone(),
             client_nonce: hex::encode(client_nonce),
             version: AUTH_VERSION,
+            data_preamble: super::preamble::MAC_DATA_VERSION,
         }
     }
 }
@@ -273,6 +294,7 @@ pub fn challenge(nonce: &[u8; NONCE_LEN]) -> Challenge {
     Challenge {
         nonce: hex::encode(nonce),
         version: AUTH_VERSION,
+        data_preamble: super::preamble::MAC_DATA_VERSION,
     }
 }
 
@@ -296,7 +318,11 @@ mod tests {
         assert!(!format!("{h:?}{key:?}").contains("0123456789abcdef-alice"));
         // A version-1 server's challenge has no version field.
         let old: Challenge = serde_json::from_str(r#"{"nonce":"00"}"#).unwrap();
-        assert_eq!(old.version, 1);
+        assert_eq!((old.version, old.data_preamble), (1, 1));
+        // Data preambles carry their MAC only when both ends offer version 2.
+        assert!(stream_macs(h.data_preamble, c.data_preamble));
+        assert!(!stream_macs(h.data_preamble, old.data_preamble));
+        assert!(!stream_macs(1, 2));
         assert!(Key::new("bob", b"x").unwrap_err().to_string().contains("shorter"));
     }
 

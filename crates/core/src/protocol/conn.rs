@@ -135,6 +135,12 @@ impl<M: Machine> Conn<M> {
         self.guard.proven()
     }
 
+    /// The key that proves the test's data connections (data preamble version 2), once the peer
+    /// has proved the conversation's key, when both ends agreed to it in the greeting.
+    pub fn stream_key(&self) -> Option<&super::preamble::StreamKey> {
+        self.guard.stream_key()
+    }
+
     /// Bytes read from the connection at `now`: every whole message in them goes to the session, in
     /// order. A message the session refuses, bytes that are not a message, or a frame whose tag is
     /// wrong fail the connection (a session may instead answer a wrong tag with a refusal).

@@ -9,6 +9,7 @@
 //! connection; `Conn` runs every frame through it. Pure: no clock, no I/O, no randomness.
 
 use super::auth::{AuthError, Key, NONCE_LEN};
+use super::preamble::StreamKey;
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 
@@ -17,6 +18,8 @@ pub const TAG_LEN: usize = 32;
 /// The labels that make the two directions' keys differ (a frame cannot be reflected to its sender).
 const CLIENT_TO_SERVER: &[u8] = b"landspeed control v2: client to server\0";
 const SERVER_TO_CLIENT: &[u8] = b"landspeed control v2: server to client\0";
+/// The label of the key that proves a test's data connections (data preamble version 2).
+const STREAMS: &[u8] = b"landspeed data v2: stream key\0";
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -45,11 +48,19 @@ pub struct KeyMaterial {
     server_nonce: [u8; NONCE_LEN],
     client_nonce: [u8; NONCE_LEN],
     side: Side,
+    /// Both ends said in the greeting that they prove data connections with a MAC.
+    stream_macs: bool,
     /// A decoy's: every frame is checked as a real key's would be, then refused with this.
     refuse: Option<AuthError>,
 }
 
 impl KeyMaterial {
+    /// The same material, with a stream key when both ends agreed to prove data connections.
+    pub fn with_stream_macs(mut self, agreed: bool) -> Self {
+        self.stream_macs = agreed;
+        self
+    }
+
     /// The material for `side` of a conversation keyed with `key`.
     pub fn new(key: Key, server_nonce: [u8; NONCE_LEN], client_nonce: [u8; NONCE_LEN], side: Side) -> Self {
         KeyMaterial {
@@ -57,6 +68,7 @@ impl KeyMaterial {
             server_nonce,
             client_nonce,
             side,
+            stream_macs: false,
             refuse: None,
         }
     }
@@ -82,15 +94,16 @@ impl KeyMaterial {
         let mut salt = self.server_nonce.to_vec();
         salt.extend_from_slice(&self.client_nonce);
         let hk = hkdf::Hkdf::<Sha256>::new(Some(&salt), self.key.secret());
-        let direction = |label: &[u8]| {
+        let expand = |label: &[u8]| {
             let mut okm = [0u8; 32];
             let info = [label, self.key.name.as_bytes(), b"\0", transcript].concat();
             hk.expand(&info, &mut okm)
                 .expect("32 bytes is a valid HKDF-SHA256 output length");
-            Direction {
-                mac: HmacSha256::new_from_slice(&okm).expect("HMAC takes keys of any length"),
-                seq: 0,
-            }
+            okm
+        };
+        let direction = |label: &[u8]| Direction {
+            mac: HmacSha256::new_from_slice(&expand(label)).expect("HMAC takes keys of any length"),
+            seq: 0,
         };
         let (c2s, s2c) = (direction(CLIENT_TO_SERVER), direction(SERVER_TO_CLIENT));
         let (send, recv) = match self.side {
@@ -103,6 +116,7 @@ impl KeyMaterial {
             side: self.side,
             name: self.key.name.clone(),
             peer_proven: false,
+            stream_key: self.stream_macs.then(|| StreamKey::new(&expand(STREAMS))),
             refuse: self.refuse.clone(),
         }
     }
@@ -163,6 +177,8 @@ pub struct Keyed {
     side: Side,
     name: String,
     peer_proven: bool,
+    /// What proves the test's data connections, when both ends agreed to.
+    stream_key: Option<StreamKey>,
     /// A decoy's refusal (`KeyMaterial::decoy`).
     refuse: Option<AuthError>,
 }
@@ -221,6 +237,15 @@ impl Guard {
     pub fn proven(&self) -> Option<&str> {
         match self {
             Guard::Keyed(k) if k.peer_proven => Some(&k.name),
+            _ => None,
+        }
+    }
+
+    /// The key that proves this conversation's data connections: once the peer has proven the
+    /// conversation's key, and only when both ends agreed in the greeting to use it.
+    pub fn stream_key(&self) -> Option<&StreamKey> {
+        match self {
+            Guard::Keyed(k) if k.peer_proven && k.refuse.is_none() => k.stream_key.as_ref(),
             _ => None,
         }
     }
@@ -350,6 +375,38 @@ mod tests {
             assert_eq!(c.open(&back[4..]).unwrap(), b"{}");
         }
         assert_eq!((c.proven(), s.proven()), (Some("alice"), Some("alice")));
+    }
+
+    #[test]
+    fn both_ends_derive_the_same_stream_key_once_the_peer_is_proven_and_only_when_agreed() {
+        use crate::protocol::messages::SessionId;
+        let (sn, cn) = ([1u8; NONCE_LEN], [2u8; NONCE_LEN]);
+        let keyed = |agreed: bool, secret: &[u8]| {
+            let (mut c, mut s) = (Guard::new(), Guard::new());
+            let m = |side| KeyMaterial::new(key(secret), sn, cn, side).with_stream_macs(agreed);
+            c.start(Ok(m(Side::Client)));
+            s.start(Ok(m(Side::Server)));
+            (c, s)
+        };
+        let (mut c, mut s) = keyed(true, SECRET);
+        assert!(c.stream_key().is_none(), "not before the peer proved the key");
+        let f = c.seal(b"{}");
+        s.open(&f[4..]).unwrap();
+        let back = s.seal(b"{}");
+        c.open(&back[4..]).unwrap();
+        let (ck, sk) = (c.stream_key().unwrap(), s.stream_key().unwrap());
+        let sid = SessionId([5; 16]);
+        assert!(sk.verify(sid, 1, &ck.mac(sid, 1)));
+        // Not agreed: no stream key, the preambles stay version 1.
+        let (mut c, mut s) = keyed(false, SECRET);
+        let f = c.seal(b"{}");
+        s.open(&f[4..]).unwrap();
+        assert!(s.stream_key().is_none());
+        // Another secret, another stream key.
+        let (mut c2, mut s2) = keyed(true, b"not-alices-key-at-all");
+        let f = c2.seal(b"{}");
+        s2.open(&f[4..]).unwrap();
+        assert!(!sk.verify(sid, 1, &s2.stream_key().unwrap().mac(sid, 1)));
     }
 
     #[test]

@@ -125,6 +125,42 @@ fn a_keyed_conversation_authenticates_both_ends_and_seals_every_message_after_th
 }
 
 #[test]
+fn both_ends_prove_data_streams_with_the_same_key_and_the_offer_cannot_be_stripped() {
+    let mut t = Talk::keyed().greeted().accepted(None);
+    deliver(&mut t.c, &frames(&mut t.s)).unwrap();
+    let (ck, sk) = (t.c.stream_key().unwrap(), t.s.stream_key().unwrap());
+    let sid = SessionId([7; 16]);
+    assert!(sk.verify(sid, 0, &ck.mac(sid, 0)));
+    // Keyless: no stream key, version-1 preambles.
+    let mut t = Talk::new(None, None, SERVER_NONCE).greeted().accepted(None);
+    deliver(&mut t.c, &frames(&mut t.s)).unwrap();
+    assert!(t.c.stream_key().is_none() && t.s.stream_key().is_none());
+    // An attacker who strips the offer from the hello (to keep streams unproven) changes the
+    // transcript: the client's first sealed message fails.
+    let mut t = Talk::keyed();
+    let mut hello = frames(&mut t.c);
+    let Message::Hello {
+        version,
+        software,
+        auth: Some(mut a),
+    } = decode_body(&hello[0][4..]).unwrap()
+    else {
+        panic!()
+    };
+    a.data_preamble = 1;
+    let changed = body(&Message::Hello {
+        version,
+        software,
+        auth: Some(a),
+    });
+    hello[0] = [&(changed.len() as u32).to_be_bytes()[..], &changed].concat();
+    deliver(&mut t.s, &hello).unwrap();
+    deliver(&mut t.c, &frames(&mut t.s)).unwrap();
+    deliver(&mut t.s, &frames(&mut t.c)).unwrap();
+    assert!(matches!(t.s.poll_action(), Some(ServerAction::AuthFailed { .. })));
+}
+
+#[test]
 fn a_changed_accepted_or_a_swapped_certificate_is_caught_at_that_message() {
     let real = CertFingerprint([0xaa; 32]);
     let mut t = Talk::keyed().greeted().accepted(Some(real));

@@ -33,7 +33,7 @@ pub use framing::{encode, FrameDecoder, FrameError, MAX_FRAME_LEN};
 pub use guard::{Guard, GuardError, KeyMaterial, Side};
 pub use limits::{Limits, OverLimit};
 pub use messages::{Message, Refusal, SessionId};
-pub use preamble::{classify, Preamble, PreambleError, Speaker, MAGIC, PROTOCOL_VERSION};
+pub use preamble::{classify, Preamble, PreambleError, Speaker, StreamKey, MAGIC, PROTOCOL_VERSION};
 pub use session::{
     Admission, ClientAction, ClientPhase, ClientSession, ProtocolError, ServerAction, ServerPhase,
     ServerSession,

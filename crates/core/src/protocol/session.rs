@@ -143,12 +143,10 @@ pub(super) fn keys_for_welcome(
         return Err(ProtocolError::AuthVersion(c.version));
     }
     let server_nonce = auth::decode_nonce(&c.nonce)?;
-    Ok(Some(KeyMaterial::new(
-        key.clone(),
-        server_nonce,
-        *client_nonce,
-        Side::Client,
-    )))
+    let agreed = auth::stream_macs(key.hello(client_nonce).data_preamble, c.data_preamble);
+    Ok(Some(
+        KeyMaterial::new(key.clone(), server_nonce, *client_nonce, Side::Client).with_stream_macs(agreed),
+    ))
 }
 
 /// Where the server's side of a conversation stands.
@@ -425,8 +423,11 @@ impl ServerSession {
             if cn == *server_nonce {
                 return Err(auth::AuthError::Malformed("client nonce equals the server's"));
             }
+            let agreed = auth::stream_macs(h.data_preamble, auth::challenge(server_nonce).data_preamble);
             Ok(match keys.get(&h.name) {
-                Some(key) => KeyMaterial::new(key.clone(), *server_nonce, cn, Side::Server),
+                Some(key) => {
+                    KeyMaterial::new(key.clone(), *server_nonce, cn, Side::Server).with_stream_macs(agreed)
+                }
                 // Refused at the same step and after the same work as a wrong key.
                 None => {
                     let why = auth::AuthError::UnknownName(h.name.clone());

@@ -11,13 +11,16 @@
 //! most one 44-byte challenge per 28-byte hello.
 //!
 //! ```text
-//! hello:           `LSPD` | version u16 | b'D' | 0 | session [16] | stream u32              (28 bytes)
-//! hello + token:   the hello | token [16]                                                 (44 bytes)
-//! challenge:       `LSPD` | version u16 | b'T' | 0 | session [16] | stream u32 | token [16] (44 bytes)
+//! hello:           the stream's data preamble (version 1: 28 bytes; version 2, with its MAC: 44)
+//! hello + token:   the hello | token [16]                                                 (44 or 60 bytes)
+//! challenge:       `LSPD` | version u16 = 1 | b'T' | 0 | session [16] | stream u32 | token [16] (44 bytes)
 //! ```
+//!
+//! A test whose preambles carry a MAC (a keyed test, `preamble::StreamKey`) takes a hello only with
+//! the right MAC: without the key, a hello gets neither a test nor a challenge.
 
 use super::messages::SessionId;
-use super::preamble::{Preamble, DATA_LEN, MAGIC, PROTOCOL_VERSION};
+use super::preamble::{Preamble, StreamKey, StreamMac, DATA_LEN, MAGIC, PROTOCOL_VERSION};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use std::net::{IpAddr, SocketAddr};
@@ -34,46 +37,77 @@ const CHALLENGE_KIND: u8 = b'T';
 /// A token the server sends to an address and a hello from that address must echo.
 pub type Token = [u8; TOKEN_LEN];
 
-/// A UDP hello: which stream of which test, and the token it echoes, if any.
+/// A UDP hello: which stream of which test, its MAC in a keyed test, and the token it echoes, if
+/// any.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Hello {
     /// The test.
     pub session: SessionId,
     /// The stream.
     pub stream: u32,
+    /// Its MAC under the test's stream key (data preamble version 2).
+    pub mac: Option<StreamMac>,
     /// The token of a challenge this hello answers.
     pub token: Option<Token>,
 }
 
 impl Hello {
-    /// Reads a hello datagram (with or without a token); None for anything else.
-    pub fn parse(buf: &[u8]) -> Option<Hello> {
-        if buf.len() != DATA_LEN && buf.len() != CHALLENGE_LEN {
-            return None;
+    /// The hello of stream `stream` of `session`, with its MAC when the test has a stream key.
+    pub fn new(session: SessionId, stream: u32, key: Option<&StreamKey>) -> Hello {
+        Hello {
+            session,
+            stream,
+            mac: key.map(|k| k.mac(session, stream)),
+            token: None,
         }
-        let Ok(Some((Preamble::Data { session, stream, .. }, _))) = Preamble::parse(buf) else {
+    }
+
+    /// Reads a hello datagram (with or without a MAC, with or without a token); None for anything
+    /// else.
+    pub fn parse(buf: &[u8]) -> Option<Hello> {
+        let Ok(Some((
+            Preamble::Data {
+                session, stream, mac, ..
+            },
+            used,
+        ))) = Preamble::parse(buf)
+        else {
             return None;
         };
-        let token = buf.get(DATA_LEN..CHALLENGE_LEN).map(|t| {
-            let mut k = [0u8; TOKEN_LEN];
-            k.copy_from_slice(t);
-            k
-        });
+        let token = match &buf[used..] {
+            [] => None,
+            t if t.len() == TOKEN_LEN => {
+                let mut k = [0u8; TOKEN_LEN];
+                k.copy_from_slice(t);
+                Some(k)
+            }
+            _ => return None,
+        };
         Some(Hello {
             session,
             stream,
+            mac,
             token,
         })
     }
 
-    /// The datagram.
-    pub fn encode(&self) -> Vec<u8> {
-        let mut out = Preamble::Data {
-            version: PROTOCOL_VERSION,
+    /// The stream's data preamble this hello carries.
+    pub fn preamble(&self) -> Preamble {
+        Preamble::Data {
+            version: if self.mac.is_some() {
+                super::preamble::MAC_DATA_VERSION
+            } else {
+                PROTOCOL_VERSION
+            },
             session: self.session,
             stream: self.stream,
+            mac: self.mac,
         }
-        .encode();
+    }
+
+    /// The datagram.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = self.preamble().encode();
         if let Some(t) = self.token {
             out.extend_from_slice(&t);
         }
@@ -210,11 +244,7 @@ mod tests {
     #[test]
     fn the_control_address_is_accepted_any_other_is_challenged() {
         let v = Validator::new([1; 32]);
-        let h = Hello {
-            session: SID,
-            stream: 3,
-            token: None,
-        };
+        let h = Hello::new(SID, 3, None);
         let control: IpAddr = "127.0.0.1".parse().unwrap();
         assert_eq!(v.judge(&h, addr("127.0.0.1:4000"), control), Verdict::Accept);
         // An IPv4-mapped IPv6 address is the same host.
@@ -237,9 +267,8 @@ mod tests {
         let from = addr("127.0.0.2:4000");
         let t = v.token(SID, 3, from);
         let h = |token, stream| Hello {
-            session: SID,
-            stream,
             token: Some(token),
+            ..Hello::new(SID, stream, None)
         };
         assert_eq!(v.judge(&h(t, 3), from, control), Verdict::Accept);
         // The same token from another port, another address, for another stream, or from another
@@ -263,14 +292,25 @@ mod tests {
     #[test]
     fn datagrams_round_trip_and_nothing_else_parses() {
         let h = Hello {
-            session: SID,
-            stream: 7,
             token: Some([5; TOKEN_LEN]),
+            ..Hello::new(SID, 7, None)
         };
         assert_eq!(Hello::parse(&h.encode()), Some(h));
         let plain = Hello { token: None, ..h };
         assert_eq!(plain.encode().len(), DATA_LEN);
         assert_eq!(Hello::parse(&plain.encode()), Some(plain));
+        // A keyed test's hellos carry the MAC, with and without the token.
+        let key = StreamKey::new(&[4; 32]);
+        let keyed = Hello::new(SID, 7, Some(&key));
+        assert_eq!(keyed.encode().len(), super::super::preamble::MAC_DATA_LEN);
+        assert_eq!(Hello::parse(&keyed.encode()), Some(keyed));
+        assert!(key.admits(&keyed.preamble()));
+        let answered = Hello {
+            token: Some([5; TOKEN_LEN]),
+            ..keyed
+        };
+        assert_eq!(answered.encode().len(), CHALLENGE_LEN + TOKEN_LEN);
+        assert_eq!(Hello::parse(&answered.encode()), Some(answered));
         let c = Challenge {
             session: SID,
             stream: 7,

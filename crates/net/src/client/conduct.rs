@@ -13,7 +13,8 @@ use landspeed_core::assemble::Inputs;
 use landspeed_core::config::{Flow, Test, TestSpec, Transport};
 use landspeed_core::endpoint::{EndpointReport, IntervalSample};
 use landspeed_core::protocol::{
-    ClientAction, ClientPhase, ClientSession, Conn, Message, Preamble, ProtocolError, PROTOCOL_VERSION,
+    ClientAction, ClientPhase, ClientSession, Conn, Message, Preamble, ProtocolError, StreamKey,
+    PROTOCOL_VERSION,
 };
 use landspeed_core::result::{Authentication, RunResult};
 use landspeed_engine::supervisor::{EngineHook, EngineOutput, Flags};
@@ -65,6 +66,7 @@ pub fn run_client(
         .machine()
         .server_authenticated()
         .map(str::to_string);
+    let streams_proven = link.wire.conn.stream_key().is_some();
     link.wire.shutdown();
     let mut result = run.result(&server_report)?;
     let encrypted = spec.tls.is_some() || spec.transport == Transport::Quic;
@@ -72,6 +74,7 @@ pub fn run_client(
         server_key.as_deref(),
         opts.tls_pin.is_some() && encrypted,
         encrypted,
+        streams_proven,
     ));
     Ok(result)
 }
@@ -226,7 +229,8 @@ impl Run<'_> {
     ) -> Result<Option<Box<EndpointReport>>, Fail> {
         match ev {
             Event::Action(ClientAction::ConnectStreams(admission)) => {
-                let data = self.connect(admission)?;
+                let key = link.wire.conn.stream_key().cloned();
+                let data = self.connect(admission, key.as_ref())?;
                 link.wire
                     .local(|s, now| s.on_streams_connected(now).map(|()| ClientAction::Wait))?;
                 self.data = Some(data);
@@ -246,13 +250,17 @@ impl Run<'_> {
 }
 
 impl Run<'_> {
-    /// The server accepted the test as `sid`: its data connections.
-    fn connect(&mut self, admission: landspeed_core::protocol::Admission) -> Result<DataPaths, ClientError> {
+    /// The server accepted the test: its data connections, proven with `key` in a keyed test.
+    fn connect(
+        &mut self,
+        admission: landspeed_core::protocol::Admission,
+        key: Option<&StreamKey>,
+    ) -> Result<DataPaths, ClientError> {
         if self.interrupt.load(Relaxed) {
             return Err(ClientError::Interrupted);
         }
         let (opts, addr) = (self.opts, self.at.1);
-        open_data(opts, self.spec, addr, admission, self.local_file.as_ref())
+        open_data(opts, self.spec, addr, (admission, key), self.local_file.as_ref())
     }
 
     /// The server is ready: warnings and latency baseline, `start` at the agreed instant, the engine

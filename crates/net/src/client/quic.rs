@@ -9,7 +9,7 @@ use super::{ClientError, ClientOptions};
 use crate::streams::QuicData;
 use landspeed_core::config::TestSpec;
 use landspeed_core::endpoint::Role;
-use landspeed_core::protocol::{Admission, Preamble, PROTOCOL_VERSION};
+use landspeed_core::protocol::{Admission, Preamble, StreamKey};
 use landspeed_engine::quic::{self as q, ALPN_LANDSPEED};
 use landspeed_engine::tls::Trust;
 use landspeed_engine::transport::quic::{QuicConnection, QuicStream, Runtime};
@@ -30,7 +30,7 @@ pub(super) fn open(
     opts: &ClientOptions,
     spec: &TestSpec,
     server: SocketAddr,
-    a: Admission,
+    (a, key): (Admission, Option<&StreamKey>),
 ) -> Result<QuicData, ClientError> {
     let port = a.quic_port.ok_or(ClientError::QuicNotOffered)?;
     let pin = opts
@@ -45,7 +45,7 @@ pub(super) fn open(
         .map(|_| connect(opts, server, config.clone(), &congestion, "landspeed"))
         .collect::<Result<Vec<_>, _>>()?;
     let streams = (0..spec.total_streams())
-        .map(|id| stream(spec, &connections, a, id))
+        .map(|id| stream(spec, &connections, (a, key), id))
         .collect::<Result<Vec<_>, _>>()?;
     for c in &connections {
         c.runtime.keep_driving();
@@ -95,19 +95,14 @@ pub(super) fn connect(
     })
 }
 
-/// Opens stream `id` on its connection and sends its hello.
+/// Opens stream `id` on its connection and sends its hello (with its MAC in a keyed test).
 fn stream(
     spec: &TestSpec,
     connections: &[QuicConnection],
-    a: Admission,
+    (a, key): (Admission, Option<&StreamKey>),
     id: u32,
 ) -> Result<QuicStream, ClientError> {
-    let hello = Preamble::Data {
-        version: PROTOCOL_VERSION,
-        session: a.session,
-        stream: id,
-    }
-    .encode();
+    let hello = Preamble::data(a.session, id, key).encode();
     open_stream(spec, connections, id, &hello, false)
 }
 

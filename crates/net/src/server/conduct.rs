@@ -8,7 +8,7 @@ use super::{
     add_measured, files, order, udp, MemoryHold, MissingWhy, RefusalKind, Registered, Shared, Slot,
     TestError, TestLog,
 };
-use crate::control::{Arrival, ControlError, Event, Input, Link, QuicArrival, WaitError, Wire};
+use crate::control::{Arrival, ControlError, Event, Handshaken, Input, Link, QuicArrival, WaitError, Wire};
 use crate::streams::DataPaths;
 use landspeed_core::config::{Test, TestSpec, Transport};
 use landspeed_core::endpoint::{IntervalSample, Role};
@@ -17,14 +17,15 @@ use landspeed_core::protocol::{
     Admission, Conn, Message, ProtocolError, Refusal, ServerAction, ServerSession, SessionId, Timers,
 };
 use landspeed_engine::sockopt;
-use landspeed_engine::supervisor::{self, EngineHook, EngineOutput, EngineParams, Flags, Wiring};
+use landspeed_engine::supervisor::{self, EngineHook, EngineOutput, EngineParams, Flags, Wake, Wiring};
 use landspeed_engine::transport::quic::{Quic, QuicConnection, QuicStream, Runtime};
 use landspeed_engine::transport::tcp::tls::TlsLink;
 use landspeed_engine::transport::tcp::{DataStream, Tcp};
 use landspeed_engine::transport::udp::{Udp, UdpFormat, UdpParams};
 use std::collections::HashMap;
 use std::net::{SocketAddr, TcpStream, UdpSocket};
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+use std::sync::mpsc::Sender;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -33,7 +34,7 @@ type ServerLink = Link<Conn<ServerSession>>;
 /// Runs a control connection to its test's end and logs how it ended. It holds `preauth`, its place
 /// among connections still proving themselves, until its test is authenticated and valid; only then
 /// is it counted against the rate and given a test slot (`admit`).
-pub(super) fn serve_test(stream: TcpStream, peer: SocketAddr, shared: &Shared, preauth: Slot) {
+pub(super) fn serve_test(stream: TcpStream, peer: SocketAddr, shared: &Arc<Shared>, preauth: Slot) {
     let mut log = TestLog::new(peer, "landspeed");
     match run_test(stream, shared, &mut log, preauth) {
         Ok(()) => {}
@@ -145,7 +146,7 @@ struct Local {
     file: Option<files::ServerFile>,
 }
 
-fn run_test(stream: TcpStream, shared: &Shared, log: &mut TestLog, preauth: Slot) -> Result<(), End> {
+fn run_test(stream: TcpStream, shared: &Arc<Shared>, log: &mut TestLog, preauth: Slot) -> Result<(), End> {
     let o = &shared.opts;
     let mut link = Link::new(stream, Conn::new(new_session(o)?), o.handshake_timeout)?;
     link.listen()?;
@@ -204,7 +205,7 @@ pub(super) fn timers(o: &super::ServerOptions) -> Timers {
 /// the connection carried a third-party order (already run and answered).
 fn prepare(
     link: &mut ServerLink,
-    shared: &Shared,
+    shared: &Arc<Shared>,
     log: &mut TestLog,
     preauth: Slot,
 ) -> Result<Option<Accepted>, End> {
@@ -248,6 +249,7 @@ fn prepare(
     let waiter = super::Waiter {
         tx: link.tx.clone(),
         control,
+        streams: link.wire.conn.stream_key().cloned(),
     };
     let registered = Registered::new(registry, sid, waiter)?;
     let file = open_file(&mut test, &shared.opts, &mut link.wire)?;
@@ -381,38 +383,89 @@ fn collect(
     link: &mut ServerLink,
     test: &TestSpec,
     (sid, file): (SessionId, Option<Arc<std::fs::File>>),
-    shared: &Shared,
+    shared: &Arc<Shared>,
 ) -> Result<DataPaths, TestError> {
+    let mut c = Collected {
+        handshakes: Handshakes::new(test, link.tx.clone()),
+        ..Collected::default()
+    };
     let n = test.total_streams() as usize;
-    let mut tcp: Vec<DataStream> = vec![];
-    let mut udp: HashMap<u32, UdpSocket> = HashMap::new();
-    let mut quic = QuicCollect::default();
     let out = link.run(|link, ev| {
+        c.take(link, ev, (test, sid, &file), shared)?;
+        Ok((c.arrived() == n).then_some(()))
+    });
+    let arrived = c.arrived();
+    let why = match out {
+        Ok(()) if test.transport == Transport::Udp => return Ok(DataPaths::Udp(udp::streams(c.udp, test))),
+        Ok(()) if test.transport == Transport::Quic => return Ok(DataPaths::Quic(c.quic.into_data())),
+        Ok(()) => {
+            c.tcp.sort_by_key(|s| s.id);
+            return Ok(DataPaths::Tcp(c.tcp));
+        }
+        Err(TestError::Protocol(ProtocolError::Timeout { .. })) => MissingWhy::Timeout,
+        Err(TestError::Protocol(ProtocolError::PeerClosed { .. })) => MissingWhy::ClientClosed,
+        Err(e) => return Err(e),
+    };
+    Err(TestError::StreamsMissing {
+        arrived,
+        expected: test.total_streams(),
+        why,
+    })
+}
+
+/// The data connections a test has taken so far, by transport.
+#[derive(Default)]
+struct Collected {
+    tcp: Vec<DataStream>,
+    udp: HashMap<u32, UdpSocket>,
+    quic: QuicCollect,
+    handshakes: Handshakes,
+}
+
+impl Collected {
+    fn arrived(&self) -> usize {
+        self.tcp.len() + self.udp.len() + self.quic.streams.len()
+    }
+
+    /// Takes what `ev` brings while the streams are awaited.
+    fn take(
+        &mut self,
+        link: &mut ServerLink,
+        ev: Event<ServerAction>,
+        (test, sid, file): (&TestSpec, SessionId, &Option<Arc<std::fs::File>>),
+        shared: &Arc<Shared>,
+    ) -> Result<(), TestError> {
+        let wanted = |link: &ServerLink, id| link.wire.conn.machine().wants_stream(id);
         match ev {
             Event::Arrival(Arrival::Quic(id, a)) => {
-                if quic.add(test, id, a, shared) {
+                if self.quic.add(test, id, a, shared) {
                     link.wire.local(|s, now| s.on_stream(id, now))?;
                 }
             }
-            Event::Arrival(Arrival::Tcp(id, sock)) if !link.wire.conn.machine().wants_stream(id) => {
-                unwanted(shared, &sock, id, test);
+            Event::Arrival(Arrival::Tcp(id, sock)) if !wanted(link, id) => unwanted(shared, &sock, id, test),
+            Event::Arrival(Arrival::Tcp(id, sock)) if test.tls.is_some() => {
+                self.handshakes.start(test, (id, sock), file.clone(), shared)
             }
             Event::Arrival(Arrival::Tcp(id, sock)) => {
-                let tls = test
-                    .tls
-                    .map(|_| (shared.tls.tcp.clone(), shared.opts.handshake_timeout));
-                tcp.push(tcp_stream(test, id, sock, file.clone(), tls)?);
+                self.tcp.push(tcp_stream(test, id, sock, file.clone(), None)?);
                 link.wire.local(|s, now| s.on_stream(id, now))?;
+            }
+            Event::Arrival(Arrival::Handshaken(h)) if !wanted(link, h.id) => {
+                unwanted(shared, &h.stream.socket, h.id, test)
+            }
+            Event::Arrival(Arrival::Handshaken(h)) => {
+                self.tcp.push(h.stream);
+                link.wire.local(|s, now| s.on_stream(h.id, now))?;
             }
             Event::Arrival(Arrival::Udp(id, ..)) if id >= test.total_streams() => {}
             Event::Arrival(Arrival::Udp(id, peer, local)) => {
-                if udp::accept_hello(&mut udp, test, sid, (id, peer, local))? {
+                if udp::accept_hello(&mut self.udp, test, sid, (id, peer, local))? {
                     link.wire.local(|s, now| s.on_stream(id, now))?;
                 }
             }
             Event::Tick if shared.shutdown.load(Relaxed) => {
                 return Err(TestError::StreamsMissing {
-                    arrived: tcp.len() + udp.len(),
+                    arrived: self.arrived(),
                     expected: test.total_streams(),
                     why: MissingWhy::Shutdown,
                 })
@@ -421,24 +474,79 @@ fn collect(
             | Event::Action(_)
             | Event::Arrival(Arrival::Iperf3Tcp(_) | Arrival::Iperf3Udp(..)) => {}
         }
-        Ok((tcp.len() + udp.len() + quic.streams.len() == n).then_some(()))
-    });
-    let why = match out {
-        Ok(()) if test.transport == Transport::Udp => return Ok(DataPaths::Udp(udp::streams(udp, test))),
-        Ok(()) if test.transport == Transport::Quic => return Ok(DataPaths::Quic(quic.into_data())),
-        Ok(()) => {
-            tcp.sort_by_key(|s| s.id);
-            return Ok(DataPaths::Tcp(tcp));
+        Ok(())
+    }
+}
+
+/// TLS handshakes of a test's data connections, each on a thread of its own with the handshake
+/// timeout as its deadline: a connection that stalls its handshake (or is not the client's at all)
+/// holds that thread, never the test's, and is refused alone (`stream_handshake`). At most twice the
+/// test's streams at once.
+#[derive(Default)]
+struct Handshakes {
+    tx: Option<Sender<Wake<Input>>>,
+    in_flight: Arc<AtomicUsize>,
+    cap: usize,
+}
+
+impl Handshakes {
+    fn new(test: &TestSpec, tx: Sender<Wake<Input>>) -> Self {
+        Handshakes {
+            tx: Some(tx),
+            in_flight: Arc::default(),
+            cap: 2 * test.total_streams() as usize,
         }
-        Err(TestError::Protocol(ProtocolError::Timeout { .. })) => MissingWhy::Timeout,
-        Err(TestError::Protocol(ProtocolError::PeerClosed { .. })) => MissingWhy::ClientClosed,
-        Err(e) => return Err(e),
-    };
-    Err(TestError::StreamsMissing {
-        arrived: tcp.len() + udp.len(),
-        expected: test.total_streams(),
-        why,
-    })
+    }
+
+    /// Starts stream `id`'s handshake; a stream that completes it comes back as
+    /// `Arrival::Handshaken`, one that does not is refused by its thread.
+    fn start(
+        &self,
+        test: &TestSpec,
+        (id, sock): (u32, TcpStream),
+        file: Option<Arc<std::fs::File>>,
+        shared: &Arc<Shared>,
+    ) {
+        let (Some(tx), Ok(peer)) = (self.tx.clone(), sock.peer_addr()) else {
+            return;
+        };
+        if self.in_flight.fetch_add(1, Relaxed) >= self.cap {
+            self.in_flight.fetch_sub(1, Relaxed);
+            let why = format!(
+                "data stream {id}: {} TLS handshakes of its test already running",
+                self.cap
+            );
+            return shared.refuse(peer, RefusalKind::Busy, why);
+        }
+        let (test, in_flight, sh) = (test.clone(), self.in_flight.clone(), shared.clone());
+        let tls = (shared.tls.tcp.clone(), shared.opts.handshake_timeout);
+        shared.connection_started();
+        let spawned = std::thread::Builder::new()
+            .name(format!("tls stream {id}"))
+            .spawn(move || {
+                match tcp_stream(&test, id, sock, file, Some(tls)) {
+                    Ok(stream) => {
+                        let h = Box::new(Handshaken { id, stream });
+                        let _ = tx.send(Wake::External(Input::Arrival(Arrival::Handshaken(h))));
+                    }
+                    Err(e) => {
+                        let why = format!("data stream {id}: its TLS handshake did not complete ({e})");
+                        sh.refuse(peer, RefusalKind::StreamHandshake, why)
+                    }
+                }
+                in_flight.fetch_sub(1, Relaxed);
+                sh.connection_ended();
+            });
+        if spawned.is_err() {
+            self.in_flight.fetch_sub(1, Relaxed);
+            shared.connection_ended();
+            shared.refuse(
+                peer,
+                RefusalKind::Busy,
+                format!("data stream {id}: no thread for its TLS handshake"),
+            );
+        }
+    }
 }
 
 /// Turns away a data connection the test does not want (a stream it already has, or one it does not

@@ -7,9 +7,9 @@
 
 use super::{RefusalKind, Shared};
 use crate::control::{Arrival, ControlWriter, Input};
-use landspeed_core::protocol::preamble::{CONTROL_LEN, DATA_LEN};
+use landspeed_core::protocol::preamble::MAX_LEN as MAX_PREAMBLE;
 use landspeed_core::protocol::rate::Full;
-use landspeed_core::protocol::{classify, Message, Preamble, PreambleError, Refusal, SessionId, Speaker};
+use landspeed_core::protocol::{classify, Message, Preamble, PreambleError, Refusal, Speaker};
 use landspeed_engine::supervisor::Wake;
 use landspeed_iperf3::{State, COOKIE_LEN};
 use mio::net::TcpStream as MioStream;
@@ -31,8 +31,8 @@ pub(super) const MAX_REFUSING: usize = 256;
 /// How long a connection being refused may take to send its first byte.
 const REFUSING_WAIT: Duration = Duration::from_secs(1);
 /// The longest greeting: a data-stream preamble or an iperf3 cookie.
-const MAX_GREETING: usize = if DATA_LEN > COOKIE_LEN {
-    DATA_LEN
+const MAX_GREETING: usize = if MAX_PREAMBLE > COOKIE_LEN {
+    MAX_PREAMBLE
 } else {
     COOKIE_LEN
 };
@@ -41,7 +41,8 @@ const MAX_GREETING: usize = if DATA_LEN > COOKIE_LEN {
 #[derive(Debug, PartialEq)]
 pub(super) enum Greeting {
     Control,
-    Data { session: SessionId, stream: u32 },
+    /// A data connection's preamble (kind `D`).
+    Data(Preamble),
     Iperf3([u8; COOKIE_LEN]),
     Unknown(u8),
     Bad(PreambleError),
@@ -68,15 +69,9 @@ pub(super) fn step(buf: &[u8]) -> Step {
             Step::Done(Greeting::Iperf3(c))
         }
         Speaker::Landspeed => match Preamble::parse(buf) {
-            Ok(None) => Step::Need(if buf.len() < CONTROL_LEN {
-                CONTROL_LEN
-            } else {
-                DATA_LEN
-            }),
+            Ok(None) => Step::Need(Preamble::wanted(buf)),
             Ok(Some((Preamble::Control { .. }, _))) => Step::Done(Greeting::Control),
-            Ok(Some((Preamble::Data { session, stream, .. }, _))) => {
-                Step::Done(Greeting::Data { session, stream })
-            }
+            Ok(Some((p @ Preamble::Data { .. }, _))) => Step::Done(Greeting::Data(p)),
             Err(e) => Step::Done(Greeting::Bad(e)),
         },
     }
@@ -346,7 +341,7 @@ fn dispatch(p: Pending, g: Greeting, shared: &Arc<Shared>) {
     }
     match g {
         Greeting::Control => control(stream, peer, shared),
-        Greeting::Data { session, stream: id } => data(stream, peer, (session, id), shared),
+        Greeting::Data(p) => data(stream, peer, p, shared),
         Greeting::Iperf3(cookie) => {
             if let Some(stream) = super::iperf3::data_connection(stream, &cookie, peer, shared) {
                 spawn(shared, peer, move |sh| {
@@ -400,36 +395,36 @@ fn control(stream: TcpStream, peer: SocketAddr, shared: &Arc<Shared>) {
     shared.refuse(peer, RefusalKind::Busy, reason);
 }
 
-/// A data connection for stream `id` of `session`: handed to its test when it comes from the test's
-/// control address (the session id travels in clear), else refused.
-fn data(stream: TcpStream, peer: SocketAddr, (session, id): (SessionId, u32), shared: &Arc<Shared>) {
+/// A data connection with preamble `p`: handed to its test when the preamble proves it (its MAC in a
+/// keyed test; its address, the control connection's, in a keyless one), else refused.
+fn data(stream: TcpStream, peer: SocketAddr, p: Preamble, shared: &Arc<Shared>) {
+    let Preamble::Data {
+        session, stream: id, ..
+    } = p
+    else {
+        return;
+    };
     let waiter = shared.registry.lock().ok().and_then(|r| r.get(&session).cloned());
-    match waiter {
-        Some(w) if w.control != peer.ip().to_canonical() => shared.refuse(
-            peer,
-            RefusalKind::ForeignStream,
-            format!(
-                "data stream {id} of a running test from another address than its control \
-                 connection ({})",
-                w.control
-            ),
-        ),
-        Some(w) => {
-            let arrival = Arrival::Tcp(id, stream);
-            let _ = w.tx.send(Wake::External(Input::Arrival(arrival)));
-        }
+    let Some(w) = waiter else {
         // The id is the client's to choose: the log line says nothing that would let one client's
         // stream of garbage ids fill the log with distinct text.
-        None => shared.refuse(
+        return shared.refuse(
             peer,
             RefusalKind::UnknownSession,
             format!("data stream {id} for an unknown or finished session"),
-        ),
+        );
+    };
+    match w.admits(&p, peer.ip()) {
+        Ok(()) => {
+            let arrival = Arrival::Tcp(id, stream);
+            let _ = w.tx.send(Wake::External(Input::Arrival(arrival)));
+        }
+        Err(why) => shared.refuse(peer, RefusalKind::ForeignStream, why),
     }
 }
 
 /// Runs a control connection's handler in its own thread, counted so shutdown can wait for it.
-fn spawn(shared: &Arc<Shared>, peer: SocketAddr, f: impl FnOnce(&Shared) + Send + 'static) {
+fn spawn(shared: &Arc<Shared>, peer: SocketAddr, f: impl FnOnce(&Arc<Shared>) + Send + 'static) {
     shared.connection_started();
     let sh = shared.clone();
     let spawned = std::thread::Builder::new()
@@ -447,7 +442,8 @@ fn spawn(shared: &Arc<Shared>, peer: SocketAddr, f: impl FnOnce(&Shared) + Send 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use landspeed_core::protocol::PROTOCOL_VERSION;
+    use landspeed_core::protocol::preamble::{CONTROL_LEN, DATA_LEN, MAC_DATA_LEN};
+    use landspeed_core::protocol::{SessionId, PROTOCOL_VERSION};
 
     #[test]
     fn every_prefix_asks_for_exactly_the_rest() {
@@ -462,22 +458,17 @@ mod tests {
             );
         }
         assert_eq!(step(&ctl), Step::Done(Greeting::Control));
-        let data = Preamble::Data {
-            version: PROTOCOL_VERSION,
-            session: SessionId([3; 16]),
-            stream: 7,
+        let key = landspeed_core::protocol::StreamKey::new(&[1; 32]);
+        for (p, len) in [
+            (Preamble::data(SessionId([3; 16]), 7, None), DATA_LEN),
+            (Preamble::data(SessionId([3; 16]), 7, Some(&key)), MAC_DATA_LEN),
+        ] {
+            let data = p.encode();
+            for n in CONTROL_LEN..data.len() {
+                assert_eq!(step(&data[..n]), Step::Need(len), "{n}");
+            }
+            assert_eq!(step(&data), Step::Done(Greeting::Data(p)));
         }
-        .encode();
-        for n in CONTROL_LEN..data.len() {
-            assert_eq!(step(&data[..n]), Step::Need(DATA_LEN), "{n}");
-        }
-        assert_eq!(
-            step(&data),
-            Step::Done(Greeting::Data {
-                session: SessionId([3; 16]),
-                stream: 7
-            })
-        );
         let cookie = *b"abcdefghijklmnopqrstuvwxyz234567abcd\0";
         assert_eq!(step(&cookie[..5]), Step::Need(COOKIE_LEN));
         assert_eq!(step(&cookie), Step::Done(Greeting::Iperf3(cookie)));

@@ -382,10 +382,7 @@ fn collect_tcp(
     spec: &TestSpec,
     shared: &Shared,
 ) -> Result<Vec<DataStream>, TestError> {
-    let waiter = super::Waiter {
-        tx: link.tx.clone(),
-        control: control_ip(link)?,
-    };
+    let waiter = super::Waiter::keyless(link.tx.clone(), control_ip(link)?);
     let registered = Registered::new(&shared.iperf3, cookie, waiter)?;
     link.wire.with(|s| s.create_streams(Instant::now()))?;
     let mut socks = vec![];

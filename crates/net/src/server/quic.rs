@@ -146,7 +146,7 @@ async fn landspeed_streams(conn: quinn::Connection, peer: SocketAddr, shared: &S
         };
         let Ok((send, mut recv)) = next else { return };
         let hello = tokio::time::timeout(timeout, read_hello(&mut recv)).await;
-        let Ok(Some(Preamble::Data { session, stream, .. })) = hello else {
+        let Ok(Some(p @ Preamble::Data { session, stream, .. })) = hello else {
             shared.refuse(
                 peer,
                 super::RefusalKind::Malformed,
@@ -160,13 +160,9 @@ async fn landspeed_streams(conn: quinn::Connection, peer: SocketAddr, shared: &S
             conn.close(3u32.into(), b"unknown session");
             return;
         };
-        if w.control != peer.ip().to_canonical() {
-            shared.refuse(
-                peer,
-                super::RefusalKind::ForeignStream,
-                "a QUIC stream of a running test from another address than its control connection",
-            );
-            conn.close(3u32.into(), b"not the test's host");
+        if let Err(why) = w.admits(&p, peer.ip()) {
+            shared.refuse(peer, super::RefusalKind::ForeignStream, format!("QUIC {why}"));
+            conn.close(3u32.into(), b"not the test's stream");
             return;
         }
         let arrival = QuicArrival {

@@ -11,7 +11,7 @@ use crate::control::{Arrival, Input};
 use landspeed_core::config::TestSpec;
 use landspeed_core::endpoint::Role;
 use landspeed_core::protocol::udp_hello::{Hello, Verdict};
-use landspeed_core::protocol::{Preamble, SessionId, PROTOCOL_VERSION};
+use landspeed_core::protocol::{Preamble, SessionId};
 use landspeed_engine::supervisor::Wake;
 use landspeed_engine::transport::udp::UdpStream;
 use socket2::{Domain, Socket, Type};
@@ -68,8 +68,8 @@ pub(super) fn listen(sock: UdpSocket, shared: &Shared) {
     }
 }
 
-/// A landspeed UDP hello from `peer`: handed to its test when `--allow` admits `peer` and `peer` is
-/// validated (the control connection's address, or a hello echoing the token sent to it), else
+/// A landspeed UDP hello from `peer`: handed to its test when `--allow` admits `peer`, its MAC proves
+/// it in a keyed test (else refused without an answer), and `peer` is validated (the control connection's address, or a hello echoing the token sent to it), else
 /// answered with a challenge and nothing more (udp_hello's rule: no test data to an address that has
 /// not shown it receives there).
 fn take_hello(sock: &UdpSocket, shared: &Shared, hello: Hello, (peer, local): (SocketAddr, SocketAddr)) {
@@ -84,6 +84,11 @@ fn take_hello(sock: &UdpSocket, shared: &Shared, hello: Hello, (peer, local): (S
     else {
         return;
     };
+    if w.proven(&hello.preamble()).is_err() {
+        // Not even a challenge: without the key, a hello gets nothing back. Counted, not logged (a
+        // line per forged datagram would let anyone fill the log).
+        return shared.count_refused(super::RefusalKind::ForeignStream);
+    }
     match shared.udp_validator.judge(&hello, peer, w.control) {
         Verdict::Accept => {
             let arrival = Input::Arrival(Arrival::Udp(hello.stream, peer, local));
@@ -96,13 +101,9 @@ fn take_hello(sock: &UdpSocket, shared: &Shared, hello: Hello, (peer, local): (S
     }
 }
 
+/// The acknowledgement of a hello: the stream's version-1 preamble, whatever the hello's version.
 fn ack(sid: SessionId, id: u32) -> Vec<u8> {
-    Preamble::Data {
-        version: PROTOCOL_VERSION,
-        session: sid,
-        stream: id,
-    }
-    .encode()
+    Preamble::data(sid, id, None).encode()
 }
 
 /// Takes the hello of stream `id` of test `sid`: a socket of its own on the listener's address,

@@ -642,6 +642,19 @@ pub fn line_with(s: &ServerProc, needle: &str) -> String {
     }
 }
 
+/// Reads the server's lines until each of `needles` has been in one, in any order (lines that
+/// arrive from concurrent connections need not keep an order).
+#[allow(dead_code)]
+pub fn lines_with(s: &ServerProc, needles: &[&str]) {
+    let mut missing: Vec<&str> = needles.to_vec();
+    while !missing.is_empty() {
+        let l = s
+            .next_line(Duration::from_secs(20))
+            .unwrap_or_else(|| panic!("no server lines with {missing:?}"));
+        missing.retain(|n| !l.contains(n));
+    }
+}
+
 /// A TCP port free on 127.0.0.1 now (bound, then let go).
 #[allow(dead_code)]
 pub fn free_port() -> u16 {

@@ -111,13 +111,16 @@ fn handshake(sock: &TcpStream, mut conn: Connection, timeout: Duration) -> Resul
     let before = (sock.read_timeout()?, sock.write_timeout()?);
     let deadline = Instant::now() + timeout;
     sock.set_nonblocking(false)?;
-    sock.set_read_timeout(Some(timeout))?;
-    sock.set_write_timeout(Some(timeout))?;
     let mut s = sock;
     while conn.is_handshaking() || conn.wants_write() {
-        if Instant::now() > deadline {
+        // Each read and write waits only for what is left of the one deadline: a peer that sends its
+        // handshake a byte at a time cannot stretch it.
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
             return Err(std::io::Error::from(ErrorKind::TimedOut).into());
         }
+        sock.set_read_timeout(Some(left))?;
+        sock.set_write_timeout(Some(left))?;
         conn.complete_io(&mut s)?;
     }
     sock.set_read_timeout(before.0)?;
