@@ -76,15 +76,23 @@ pub fn stream_id(k: u32) -> i64 {
     }
 }
 
-/// One end's results message from what landspeed's engine measured there. UDP: a sender reports what
-/// it sent; a receiver, as iperf3 does, the highest sequence number seen as its packet count and the
-/// gaps as errors, with its jitter in seconds.
+/// One end's results message from what landspeed's engine measured there over `elapsed_s`, of which
+/// the first `omit_s` were the warm-up (`-O`). As iperf3 resets its counters and its clock when the
+/// warm-up ends, each stream's bytes leave the warm-up out and its `end_time` counts from there. UDP:
+/// a sender reports what it sent; a receiver, as iperf3 does, the highest sequence number seen as its
+/// packet count and the gaps as errors, with its jitter in seconds.
 pub fn from_reports(
     streams: &[landspeed_core::endpoint::StreamReport],
     cpu: &landspeed_core::endpoint::CpuTimes,
-    elapsed_s: f64,
+    (elapsed_s, omit_s): (f64, f64),
     udp: bool,
 ) -> Results {
+    // A test that ended inside its warm-up never reset: its clock runs from the start.
+    let measured_s = if elapsed_s > omit_s {
+        elapsed_s - omit_s
+    } else {
+        elapsed_s
+    };
     use landspeed_core::endpoint::Role;
     let pct = |x: f64| {
         if cpu.wall_s > 0.0 {
@@ -123,7 +131,7 @@ pub fn from_reports(
                     errors,
                     packets,
                     start_time_s: 0.0,
-                    end_time_s: elapsed_s,
+                    end_time_s: measured_s,
                     ..StreamResult::default()
                 }
             })
@@ -334,7 +342,7 @@ mod tests {
             &samples,
         );
         assert_eq!((counted[0].omitted_bytes, counted[1].omitted_bytes), (200, 180));
-        let r = from_reports(&counted, &Default::default(), 1.0, false);
+        let r = from_reports(&counted, &Default::default(), (1.0, 0.0), false);
         assert_eq!((r.streams[0].bytes, r.streams[1].bytes), (100, 120));
         // No warm-up: nothing is left out.
         let none = iperf3_counts(&[report(0, Role::Sender, 0)], &samples[2..]);

@@ -69,6 +69,35 @@ pub fn shown(r: &RunResult) -> impl Iterator<Item = &IntervalResult> {
     r.intervals.iter().filter(move |i| only || !i.is_tail(nominal))
 }
 
+/// Where iperf3 puts interval `i` on its clock: a warm-up (`-O`) interval as it is, a measured one
+/// counted from the warm-up's end, where iperf3 resets its clock (0-1 omitted, then 0-1, 1-2, ...).
+pub(crate) fn span(r: &RunResult, i: &IntervalResult) -> (f64, f64) {
+    if i.omitted {
+        return (i.start_s, i.end_s);
+    }
+    let warm = warmup_s(r).min(i.start_s);
+    (i.start_s - warm, i.end_s - warm)
+}
+
+/// A stream's sender's time, counted from the warm-up's end as iperf3 counts it.
+pub(crate) fn sender_s(r: &RunResult, s: &StreamResult) -> f64 {
+    let warm = warmup_s(r);
+    if s.sender_elapsed_s > warm {
+        s.sender_elapsed_s - warm
+    } else {
+        s.sender_elapsed_s
+    }
+}
+
+/// When the warm-up's last interval ended (0 without one).
+fn warmup_s(r: &RunResult) -> f64 {
+    r.intervals
+        .iter()
+        .filter(|x| x.omitted)
+        .map(|x| x.end_s)
+        .fold(0.0, f64::max)
+}
+
 fn udp(r: &RunResult) -> bool {
     r.config.spec.transport == Transport::Udp
 }
@@ -257,7 +286,8 @@ pub fn interval(r: &RunResult, server: bool, i: &IntervalResult) -> Value {
 }
 
 fn interval_stream(r: &RunResult, i: &IntervalResult, s: &IntervalStream, sender: bool) -> Value {
-    let mut m = entry(i.start_s, i.end_s, s.bytes, i.omitted, sender);
+    let (start, end) = span(r, i);
+    let mut m = entry(start, end, s.bytes, i.omitted, sender);
     m.insert("socket".into(), json!(socket(s.id)));
     if udp(r) {
         let packets = s
@@ -321,7 +351,8 @@ pub(crate) fn interval_retransmits(r: &RunResult, i: &IntervalResult, s: &Interv
 
 fn interval_sum(r: &RunResult, i: &IntervalResult, streams: &[&IntervalStream], sender: bool) -> Value {
     let bytes = streams.iter().map(|s| s.bytes).sum();
-    let mut m = entry(i.start_s, i.end_s, bytes, i.omitted, sender);
+    let (start, end) = span(r, i);
+    let mut m = entry(start, end, bytes, i.omitted, sender);
     if udp(r) {
         let packets: u64 = streams
             .iter()
@@ -447,7 +478,7 @@ fn end_stream(r: &RunResult, s: &StreamResult, sender: bool, tcp_figures: bool) 
         m.insert("out_of_order".into(), json!(u.out_of_order));
         return json!({"udp": m});
     }
-    let mut snd = entry(0.0, s.sender_elapsed_s.max(secs), s.bytes_sent, false, sender);
+    let mut snd = entry(0.0, sender_s(r, s).max(secs), s.bytes_sent, false, sender);
     snd.remove("omitted");
     snd.insert("socket".into(), json!(socket(s.id)));
     let t = s.tcp.clone().unwrap_or_default();

@@ -396,7 +396,8 @@ fn interval_line(
     (sid, bytes): (u32, u64),
     reverse: bool,
 ) -> String {
-    let mut l = head(st, &tag(r, st, sid), i.start_s, i.end_s, bytes);
+    let (start, end) = crate::iperf3_json::span(r, i);
+    let mut l = head(st, &tag(r, st, sid), start, end, bytes);
     let s = i.streams.iter().find(|s| s.id == sid);
     if udp(r) {
         let packets = s
@@ -414,6 +415,13 @@ fn interval_line(
         let _ = write!(l, "  {retr:3}   {cwnd}s       ");
     } else {
         l += "                  ";
+    }
+    if i.omitted {
+        // iperf3's last field: after a receiver's UDP loss, two spaces first.
+        if udp(r) && reverse {
+            l += "  ";
+        }
+        l += "(omitted)";
     }
     l + "\n"
 }
@@ -560,7 +568,8 @@ fn sum_interval_line(
     reverse: bool,
 ) -> String {
     let bytes = streams.iter().map(|s| s.bytes).sum();
-    let mut l = head(st, tag, i.start_s, i.end_s, bytes);
+    let (start, end) = crate::iperf3_json::span(r, i);
+    let mut l = head(st, tag, start, end, bytes);
     if udp(r) {
         let packets: u64 = streams
             .iter()
@@ -583,6 +592,13 @@ fn sum_interval_line(
         let _ = write!(l, "  {retr:3}             ");
     } else {
         l += "                  ";
+    }
+    if i.omitted {
+        // iperf3's last field: after a receiver's UDP loss, two spaces first.
+        if udp(r) && reverse {
+            l += "  ";
+        }
+        l += "(omitted)";
     }
     l + "\n"
 }
@@ -669,7 +685,10 @@ fn direction_summary(r: &RunResult, st: &Style, (tag, group): (&str, &[&StreamRe
         .iter()
         .filter_map(|s| s.tcp.as_ref().map(|t| t.retransmits))
         .sum();
-    let sender_secs = group.iter().map(|s| s.sender_elapsed_s).fold(secs, f64::max);
+    let sender_secs = group
+        .iter()
+        .map(|s| crate::iperf3_json::sender_s(r, s))
+        .fold(secs, f64::max);
     format!(
         "{}  {retr:3}             sender\n{}                  receiver\n",
         head(st, tag, 0.0, sender_secs, sent),
@@ -687,7 +706,13 @@ fn stream_summary(r: &RunResult, st: &Style, s: &StreamResult) -> String {
     let retr = s.tcp.as_ref().map_or(0, |t| t.retransmits);
     format!(
         "{}  {retr:3}            sender\n{}                  receiver\n",
-        head(st, &tag, 0.0, s.sender_elapsed_s.max(secs), s.bytes_sent),
+        head(
+            st,
+            &tag,
+            0.0,
+            crate::iperf3_json::sender_s(r, s).max(secs),
+            s.bytes_sent
+        ),
         head(st, &tag, 0.0, secs, s.bytes_received)
     )
 }

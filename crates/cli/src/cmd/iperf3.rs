@@ -616,15 +616,14 @@ fn placement_args(o: &Opts) -> Vec<String> {
 }
 
 /// iperf3's client authentication: `--username` and `--rsa-public-key-path`, the password from
-/// IPERF3_PASSWORD (iperf3 also prompts on a terminal; this drop-in asks for the variable). A key that
-/// cannot make a token is said now, not at the server.
+/// IPERF3_PASSWORD or, as iperf3 does, typed at a prompt when standard input is a terminal (echo off).
+/// A key that cannot make a token is said now, not at the server.
 fn client_auth(o: &Opts) -> Result<Option<std::sync::Arc<landspeed_iperf3::auth::ClientAuth>>, String> {
     use landspeed_iperf3::auth::{ClientAuth, Credentials, Padding, PublicKey};
     let (Some(user), Some(path)) = (&o.username, &o.rsa_public) else {
         return Ok(None);
     };
-    let password = std::env::var("IPERF3_PASSWORD")
-        .map_err(|_| "--username needs the password in IPERF3_PASSWORD".to_string())?;
+    let password = iperf3_password()?;
     let pem = std::fs::read(path).map_err(|e| format!("--rsa-public-key-path {path}: {e}"))?;
     let key = PublicKey::from_pem(&pem).map_err(|e| format!("--rsa-public-key-path {path}: {e}"))?;
     let auth = ClientAuth {
@@ -637,6 +636,23 @@ fn client_auth(o: &Opts) -> Result<Option<std::sync::Arc<landspeed_iperf3::auth:
     };
     auth.token(0).map_err(|e| e.to_string())?;
     Ok(Some(std::sync::Arc::new(auth)))
+}
+
+/// The password of iperf3's authentication: IPERF3_PASSWORD, else typed at a prompt when standard
+/// input is a terminal (iperf3 reads it there with echo off; this prompts on the terminal itself, not
+/// on standard output, so `--json` output stays JSON), else iperf3's error.
+fn iperf3_password() -> Result<String, String> {
+    use std::io::IsTerminal;
+    if let Ok(p) = std::env::var("IPERF3_PASSWORD") {
+        return Ok(p);
+    }
+    let refused = "you must specify a username, password, and path to a valid RSA public key (the \
+                   password in IPERF3_PASSWORD, or typed at the prompt when standard input is a \
+                   terminal)";
+    if !std::io::stdin().is_terminal() {
+        return Err(refused.into());
+    }
+    rpassword::prompt_password("Password: ").map_err(|e| format!("{refused}: {e}"))
 }
 
 /// The client: one test, printed as iperf3 prints it (`--json-stream`: as it goes).

@@ -220,3 +220,102 @@ fn the_drop_in_authenticates_to_iperf3s_own_server_in_both_paddings() {
         o.stderr
     );
 }
+
+/// Runs `landspeed ARGS` on a pseudo-terminal (python3's pty module) without IPERF3_PASSWORD, typing
+/// `typed` and Enter once it prompts: its exit code and everything the terminal showed.
+fn on_terminal(args: &[&str], typed: &str) -> (i32, String) {
+    const SCRIPT: &str = r#"
+import os, pty, select, sys, time
+typed, argv = sys.argv[1], sys.argv[2:]
+pid, fd = pty.fork()
+if pid == 0:
+    os.environ.pop("IPERF3_PASSWORD", None)
+    os.execv(argv[0], argv)
+out, sent, end = b"", False, time.monotonic() + 30
+while time.monotonic() < end:
+    r, _, _ = select.select([fd], [], [], 0.2)
+    if not r:
+        continue
+    try:
+        data = os.read(fd, 4096)
+    except OSError:
+        break
+    if not data:
+        break
+    out += data
+    if not sent and b"Password: " in out:
+        os.write(fd, typed.encode() + b"\n")
+        sent = True
+if time.monotonic() >= end:
+    os.kill(pid, 9)
+_, status = os.waitpid(pid, 0)
+sys.stdout.write(out.decode(errors="replace"))
+sys.exit(os.waitstatus_to_exitcode(status))
+"#;
+    common::share();
+    let child = Command::new("python3")
+        .args(["-c", SCRIPT, typed, common::bin()])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("python3 (CI has it)");
+    let o = common::wait_output(child, Duration::from_secs(40)).expect("the terminal run ends");
+    (o.status.code().unwrap_or(-1), text(&o))
+}
+
+#[test]
+fn the_drop_in_asks_for_the_password_on_a_terminal_as_iperf3_does() {
+    let dir = keys("prompt");
+    let d = |f: &str| dir.join(f).display().to_string();
+    let s = ServerProc::start(
+        "127.0.0.1",
+        &[
+            "--iperf3-rsa-key",
+            &d("private.pem"),
+            "--iperf3-users",
+            &d("users.csv"),
+        ],
+    );
+    let (p, public) = (s.port.to_string(), d("public.pem"));
+    let run = [
+        "iperf3",
+        "-c",
+        "127.0.0.1",
+        "-p",
+        &p,
+        "-t",
+        "0.3",
+        "--username",
+        "mario",
+        "--rsa-public-key-path",
+        &public,
+    ];
+    let (code, shown) = on_terminal(&run, "rossi");
+    assert_eq!(code, 0, "{shown}");
+    assert!(
+        shown.contains("Password: ") && shown.contains("iperf Done."),
+        "{shown}"
+    );
+    assert!(!shown.contains("rossi"), "the password was echoed: {shown}");
+    assert!(common::line_with(&s, "test from").contains("(iperf3 user mario)"));
+    let (code, shown) = on_terminal(&run, "wrong");
+    assert_ne!(code, 0, "a wrong typed password was taken: {shown}");
+    assert!(shown.contains("test authorization failed"), "{shown}");
+    // Not on a terminal (standard input from /dev/null, as under a scheduler): iperf3's words.
+    let o = common::outcome(
+        {
+            let mut c = Command::new(common::bin());
+            c.args(run).env_remove("IPERF3_PASSWORD").stdin(Stdio::null());
+            c
+        },
+        Duration::from_secs(10),
+    );
+    assert_ne!(o.code, 0);
+    assert!(
+        o.stderr
+            .contains("parameter error - you must specify a username, password, and path"),
+        "{}",
+        o.stderr
+    );
+}

@@ -392,8 +392,19 @@ fn free_port() -> u16 {
 
 impl Iperf3Server {
     fn start(extra: &[&str]) -> Iperf3Server {
+        Iperf3Server::of(Command::new(iperf3_bin()), extra)
+    }
+
+    /// The drop-in's server, `landspeed iperf3 -s`, started as iperf3's would be.
+    fn dropin(extra: &[&str]) -> Iperf3Server {
+        let mut cmd = Command::new(common::bin());
+        cmd.arg("iperf3");
+        Iperf3Server::of(cmd, extra)
+    }
+
+    fn of(mut cmd: Command, extra: &[&str]) -> Iperf3Server {
         let port = free_port();
-        let mut child = Command::new(iperf3_bin())
+        let mut child = cmd
             .args(["-s", "-p", &port.to_string(), "--forceflush"])
             .args(extra)
             .stdout(Stdio::piped())
@@ -893,10 +904,10 @@ fn same_shape(c: &Combo, reference: &ClientRun, ours: &ClientRun) -> Result<(), 
             return Err("no JSON".into());
         };
         let missing = crate::iperf3_dropin::tree_difference(a, b);
-        return match missing.is_empty() {
-            true => Ok(()),
-            false => Err(format!("JSON trees differ: {missing:?}")),
-        };
+        if !missing.is_empty() {
+            return Err(format!("JSON trees differ: {missing:?}"));
+        }
+        return same_clock(c, a, b);
     }
     if c.has("-V") || c.has("--timestamps") {
         return Ok(());
@@ -909,6 +920,96 @@ fn same_shape(c: &Combo, reference: &ClientRun, ours: &ClientRun) -> Result<(), 
         true => Ok(()),
         false => Err(format!("text differs:\n{}\n---\n{}", a.join("\n"), b.join("\n"))),
     }
+}
+
+/// The times of a timed run's `-J` document, where iperf3's clock is the reference: the measured
+/// intervals count from the warm-up's end (iperf3 resets its clock there: 0-1 omitted, then 0-1,
+/// 1-2, ...), and the end sums span the measured time only (their `end` within 0.3 s and 15%).
+fn same_clock(c: &Combo, reference: &Value, ours: &Value) -> Result<(), String> {
+    if c.end != End::Time {
+        return Ok(());
+    }
+    let first_kept = |j: &Value| {
+        j["intervals"]
+            .as_array()
+            .and_then(|v| v.iter().find(|i| i["sum"]["omitted"] == false))
+            .and_then(|i| i["sum"]["start"].as_f64())
+    };
+    let (a, b) = (first_kept(reference), first_kept(ours));
+    if a.map(|x| x < 0.5) != b.map(|x| x < 0.5) {
+        return Err(format!(
+            "the first measured interval starts at {b:?} here, {a:?} in iperf3's"
+        ));
+    }
+    for key in ["sum_sent", "sum_received", "sum"] {
+        let (a, b) = (
+            reference["end"][key]["end"].as_f64(),
+            ours["end"][key]["end"].as_f64(),
+        );
+        if let (Some(a), Some(b)) = (a, b) {
+            if (a - b).abs() > 0.3 + 0.15 * a {
+                return Err(format!(
+                    "end.{key} ends at {b:.3} s here, at {a:.3} s in iperf3's"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The drop-in paired with itself (`landspeed iperf3 -c` against `landspeed iperf3 -s`) under a
+/// warm-up, with every option in turn, beside iperf3 paired with itself: the same exit status, the
+/// same output shape and the same clock. One timed base per option (TCP, else UDP), forward.
+fn warm_up_with_every_option(mods: &[Modifier]) -> Vec<Combo> {
+    let Some(o) = mods.iter().find(|m| m.group == "O") else {
+        return vec![];
+    };
+    mods.iter()
+        .filter(|m| m.group != "O")
+        .map(|m| Combo {
+            proto: if applies(m, Proto::Tcp) {
+                Proto::Tcp
+            } else {
+                Proto::Udp
+            },
+            dir: Dir::Forward,
+            end: End::Time,
+            mods: vec![o.clone(), m.clone()],
+        })
+        .collect()
+}
+
+#[test]
+fn the_drop_in_paired_with_itself_under_a_warm_up_runs_as_iperf3_paired_with_itself() {
+    let _one = common::one_iperf3_test();
+    let Some(help) = iperf3_help() else { return };
+    let real = Iperf3Server::start(&[]);
+    let ours = Iperf3Server::dropin(&[]);
+    let (mut diffs, mut runs) = (vec![], 0);
+    for c in warm_up_with_every_option(&usable_modifiers(&help)) {
+        let args = c.iperf3_args().join(" ");
+        let mine = run_dropin(&c, ours.port);
+        if mine.code == 1 && mine.text.contains("landspeed iperf3 does not support") {
+            continue;
+        }
+        let reference = reference_run(&c, real.port);
+        if reference.code == -1 {
+            continue;
+        }
+        runs += 1;
+        let verdict = same_shape(&c, &reference, &mine);
+        eprintln!(
+            "diff: drop-in to drop-in {} {args}",
+            if verdict.is_ok() { "same" } else { "DIFFERENT" }
+        );
+        if let Err(e) = verdict {
+            diffs.push(format!(
+                "landspeed iperf3 {args} against landspeed iperf3 -s: {e}"
+            ));
+        }
+    }
+    assert!(runs >= 20, "too few runs: {runs}");
+    assert!(diffs.is_empty(), "differences:\n{}", diffs.join("\n"));
 }
 
 #[test]

@@ -70,6 +70,17 @@ fn enumerate_can_run_and_duration_answer_in_pschedulers_shapes() {
     assert_valid(&schema("enumerate.schema.json"), &e);
     assert_eq!(e["name"], "landspeed");
     assert_eq!(e["tests"], json!(["throughput"]));
+    // pScheduler's tool loader validates the enumeration against its PluginEnumeration/Tool type,
+    // whose maintainer href has format "uri": an empty one makes it refuse the tool.
+    let href = e["maintainer"]["href"].as_str().unwrap_or_default();
+    let scheme = href.split_once("://").map(|(s, _)| s).unwrap_or_default();
+    assert!(
+        !scheme.is_empty()
+            && scheme
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c)),
+        "maintainer.href is not an absolute URI: {href:?}"
+    );
 
     let spec_schema = schema("throughput-spec.schema.json");
     for spec in [

@@ -199,12 +199,13 @@ pub fn run_iperf3_client(
     let local_report = out.report(opts.cpus.clone(), warnings);
     let counted = landspeed_iperf3::iperf3_counts(&local_report.streams, &out.samples);
     let checked = agreed.then_some(local_report.streams.as_slice());
-    let theirs = exchange_results(&mut link, &local_report, &counted, checked)?;
+    let omit_s = spec.omit_s.as_secs_f64();
+    let theirs = exchange_results(&mut link, (&local_report, omit_s), &counted, checked)?;
     let server_report = crate::iperf3_peer::remote_report(
         &theirs,
         &local_report,
         &counted,
-        spec.omit_s.as_secs_f64(),
+        omit_s,
         if agreed {
             "landspeed server (iperf3 protocol)"
         } else {
@@ -383,12 +384,13 @@ fn session(opts: &ClientOptions, spec: &TestSpec, cookie: &Cookie) -> ClientSess
 /// it received, `checked`, when the payload was agreed), the server's come back.
 fn exchange_results(
     link: &mut Iperf3Link,
-    local_report: &EndpointReport,
+    (local_report, omit_s): (&EndpointReport, f64),
     counted: &[StreamReport],
     checked: Option<&[StreamReport]>,
 ) -> Result<Results, ClientError> {
     let udp = counted.iter().all(|s| s.tcp.is_none());
-    let mut ours = landspeed_iperf3::from_reports(counted, &local_report.cpu, local_report.elapsed_s, udp);
+    let span = (local_report.elapsed_s, omit_s);
+    let mut ours = landspeed_iperf3::from_reports(counted, &local_report.cpu, span, udp);
     if let Some(streams) = checked {
         ours.add_verification(streams);
     }

@@ -587,7 +587,8 @@ fn summary_text(log: &TestLog) -> String {
 /// This server's results message.
 fn results(out: &supervisor::EngineOutput, spec: &TestSpec, text: Option<String>) -> Results {
     let udp = spec.transport == landspeed_core::config::Transport::Udp;
-    let mut r = landspeed_iperf3::from_reports(&out.streams, &out.cpu, out.elapsed_s, udp);
+    let span = (out.elapsed_s, spec.omit_s.as_secs_f64());
+    let mut r = landspeed_iperf3::from_reports(&out.streams, &out.cpu, span, udp);
     if spec.verify {
         r.add_verification(&out.streams);
     }
