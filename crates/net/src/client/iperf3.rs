@@ -201,17 +201,11 @@ pub fn run_iperf3_client(
     let checked = agreed.then_some(local_report.streams.as_slice());
     let omit_s = spec.omit_s.as_secs_f64();
     let theirs = exchange_results(&mut link, (&local_report, omit_s), &counted, checked)?;
-    let server_report = crate::iperf3_peer::remote_report(
-        &theirs,
-        &local_report,
-        &counted,
-        omit_s,
-        if agreed {
-            "landspeed server (iperf3 protocol)"
-        } else {
-            "iperf3 server"
-        },
-    );
+    let peer = match agreed {
+        true => "landspeed server (iperf3 protocol)",
+        false => "iperf3 server",
+    };
+    let server_report = crate::iperf3_peer::remote_report(&theirs, &local_report, &counted, omit_s, peer);
     let mut context = super::run_context(
         opts,
         local,
