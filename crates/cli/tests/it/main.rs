@@ -31,6 +31,7 @@ mod ndt7_rs;
 mod path;
 mod path_changes;
 mod pscheduler;
+mod pscheduler_lab;
 mod quic;
 mod quic_interop;
 mod record;
