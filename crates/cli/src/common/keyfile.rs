@@ -42,6 +42,18 @@ fn exposed(path: &Path) -> Option<u32> {
     (group || others).then_some(mode)
 }
 
+/// A key file's error in the command line's words (`flag` is what comes before the path, e.g.
+/// "--auth NAME:"): a weak secret names `landspeed keygen`.
+pub fn error(flag: &str, path: &Path, e: &landspeed_core::protocol::AuthError) -> UsageError {
+    let hint = match e {
+        landspeed_core::protocol::AuthError::WeakSecret { name, .. } => {
+            format!("; `landspeed keygen {name}` makes a good one")
+        }
+        _ => String::new(),
+    };
+    UsageError(format!("{flag}{}: {e}{hint}", path.display()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -76,16 +88,4 @@ mod tests {
         }
         let _ = std::fs::remove_dir_all(&top);
     }
-}
-
-/// A key file's error in the command line's words (`flag` is what comes before the path, e.g.
-/// "--auth NAME:"): a weak secret names `landspeed keygen`.
-pub fn error(flag: &str, path: &Path, e: &landspeed_core::protocol::AuthError) -> UsageError {
-    let hint = match e {
-        landspeed_core::protocol::AuthError::WeakSecret { name, .. } => {
-            format!("; `landspeed keygen {name}` makes a good one")
-        }
-        _ => String::new(),
-    };
-    UsageError(format!("{flag}{}: {e}{hint}", path.display()))
 }
