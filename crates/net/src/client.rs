@@ -472,7 +472,16 @@ fn resolve(opts: &ClientOptions) -> Result<SocketAddr, ClientError> {
             None => true,
         })
     };
-    pick(opts.family).ok_or(ClientError::NoAddress {
+    // Without -4/-6, a bound test goes to the server's address of the bound address's family.
+    let bound = opts.bind.map(|b| match b.to_canonical() {
+        std::net::IpAddr::V4(_) => Family::V4,
+        std::net::IpAddr::V6(_) => Family::V6,
+    });
+    let chosen = match opts.family {
+        Some(f) => pick(Some(f)),
+        None => bound.and_then(|f| pick(Some(f))).or_else(|| pick(None)),
+    };
+    chosen.ok_or(ClientError::NoAddress {
         host: opts.host.clone(),
         family: if opts.family == Some(Family::V6) {
             "IPv6"

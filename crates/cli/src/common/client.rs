@@ -93,10 +93,15 @@ pub fn cell_spec(a: &RunArgs) -> Result<CellSpec> {
         }
     }
     let t = &a.test;
+    let v6 = (t.ipv4 || t.ipv6).then_some(t.ipv6);
+    let bind = t
+        .bind
+        .as_deref()
+        .map(|b| crate::common::values::local_address_in(b, v6));
     let client = CellClient {
         threads: t.threads,
         cpus: t.cpus.clone().map(|c| c.0),
-        bind: t.bind,
+        bind: bind.transpose().map_err(|e| UsageError(format!("-B: {e}")))?,
         cport: cport(t.cport, &test)?,
         family: if t.ipv4 {
             Some(Family::V4)

@@ -7,7 +7,6 @@ use crate::common::values::{self, CpuList, IoArg, RxArg, TxArg};
 use clap::Args;
 use landspeed_core::config::{Direction, EndCondition, RxMode, TestSpec, Transport};
 use landspeed_core::units::{BitRate, Bytes};
-use std::net::IpAddr;
 use std::time::Duration;
 
 #[derive(Args, Debug)]
@@ -167,8 +166,8 @@ pub struct TestArgs {
     pub ipv6: bool,
     /// Local address to send from (both the control and the data connections), or a name of this
     /// host that resolves to it.
-    #[arg(short = 'B', long, value_name = "ADDR", value_parser = values::local_address)]
-    pub bind: Option<IpAddr>,
+    #[arg(short = 'B', long, value_name = "ADDR", value_parser = values::local_name)]
+    pub bind: Option<String>,
     /// Send from this network interface (SO_BINDTODEVICE), the control and the data connections
     /// alike (iperf3's --bind-dev), e.g. --bind-dev eth1.
     #[arg(long, value_name = "DEV")]

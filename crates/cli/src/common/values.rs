@@ -41,16 +41,35 @@ pub fn duration(s: &str) -> Result<Duration, String> {
 /// A local address to bind to: an address, or a name of this host resolved to its first address
 /// (pScheduler's `source` may be either).
 pub fn local_address(s: &str) -> Result<IpAddr, String> {
+    local_address_in(s, None)
+}
+
+/// A `-B` value as given, once checked that it is an address or resolves: the address itself is
+/// taken later (`local_address_in`), when the family the test runs over is known.
+pub fn local_name(s: &str) -> Result<String, String> {
+    local_address(s).map(|_| s.to_string())
+}
+
+/// `s` as a local address of `family` (`true`: IPv6), or of any family: a name that resolves to both
+/// (pScheduler's `--source` host name with `--ip-version 4`) gives the address of the family asked
+/// for, not whichever comes first.
+pub fn local_address_in(s: &str, v6: Option<bool>) -> Result<IpAddr, String> {
+    let fits = |a: &IpAddr| v6.is_none_or(|v6| a.is_ipv6() == v6);
     if let Ok(a) = s.parse::<IpAddr>() {
         return Ok(a);
     }
     use std::net::ToSocketAddrs;
+    let family = match v6 {
+        Some(true) => " IPv6",
+        Some(false) => " IPv4",
+        None => "",
+    };
     (s, 0)
         .to_socket_addrs()
         .map_err(|e| format!("'{s}' is not an address, nor a name that resolves ({e})"))?
-        .next()
         .map(|a| a.ip())
-        .ok_or_else(|| format!("'{s}' resolves to no address"))
+        .find(fits)
+        .ok_or_else(|| format!("'{s}' resolves to no{family} address"))
 }
 
 /// An address or a network: `192.0.2.7`, `192.0.2.0/24`, `2001:db8::/32`.
@@ -119,5 +138,31 @@ impl From<IoArg> for IoBackend {
             IoArg::Epoll => IoBackend::Epoll,
             IoArg::Uring => IoBackend::Uring,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bind_name_resolves_in_the_family_asked_for() {
+        assert_eq!(
+            local_address_in("localhost", Some(false)),
+            Ok("127.0.0.1".parse().unwrap())
+        );
+        // Whether localhost has an IPv6 address depends on the host: if it has, that one; else refused.
+        match local_address_in("localhost", Some(true)) {
+            Ok(a) => assert!(a.is_ipv6(), "{a}"),
+            Err(e) => assert!(e.contains("no IPv6 address"), "{e}"),
+        }
+        assert!(local_address_in("localhost", None).is_ok());
+        // An address is taken as it is; a name with no address of the family is refused by name.
+        assert_eq!(
+            local_address_in("192.0.2.1", Some(true)),
+            Ok("192.0.2.1".parse().unwrap())
+        );
+        let e = local_address_in("localhost.invalid", Some(false)).unwrap_err();
+        assert!(e.contains("localhost.invalid"), "{e}");
     }
 }
