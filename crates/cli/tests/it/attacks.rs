@@ -17,16 +17,22 @@ fn script() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../bench/attacks/hostile.py")
 }
 
-/// Runs one hostile client to its end (bounded) and reads its last line, a JSON object.
-fn hostile(args: &[&str], timeout: Duration) -> Value {
+/// `hostile.py ARGS`, its output read through a pipe (`stderr`: the test's or a pipe of its own),
+/// started once the test holds its share of the machine.
+fn spawn_hostile(args: &[&str], stderr: Stdio) -> Child {
     common::share();
-    let child = Command::new("python3")
+    Command::new("python3")
         .arg(script())
         .args(args)
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stderr(stderr)
         .spawn()
-        .expect("python3 runs the hostile clients (CI has it)");
+        .expect("python3 runs the hostile clients (CI has it)")
+}
+
+/// Runs one hostile client to its end (bounded) and reads its last line, a JSON object.
+fn hostile(args: &[&str], timeout: Duration) -> Value {
+    let child = spawn_hostile(args, Stdio::piped());
     let out = common::wait_output(child, timeout).expect("the hostile client ends within its bound");
     let text = String::from_utf8_lossy(&out.stdout);
     let last = text.lines().last().unwrap_or_default();
@@ -51,14 +57,7 @@ impl Running {
     /// Starts `hostile.py ARGS` and waits (at most 20 s) for its first line, which it returns.
     fn start(args: &[&str]) -> (Running, Value) {
         use std::io::BufRead;
-        common::share();
-        let mut child = Command::new("python3")
-            .arg(script())
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("python3");
+        let mut child = spawn_hostile(args, Stdio::inherit());
         let lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {

@@ -58,6 +58,15 @@ fn keys(tag: &str) -> PathBuf {
     dir
 }
 
+/// `serve` flags that require iperf3's authentication with the keys in `dir`, and `more`.
+fn rsa_server(dir: &Path, more: &[&str]) -> ServerProc {
+    let d = |f: &str| dir.join(f).display().to_string();
+    let (key, users) = (d("private.pem"), d("users.csv"));
+    let mut args = vec!["--iperf3-rsa-key", &key, "--iperf3-users", &users];
+    args.extend(more);
+    ServerProc::start("127.0.0.1", &args)
+}
+
 fn iperf3(bin: &Path, port: u16, password: Option<&str>, extra: &[&str]) -> Output {
     common::share();
     let mut cmd = Command::new(bin);
@@ -89,17 +98,7 @@ fn iperf3_clients_authenticate_iperf3s_way_to_a_keyed_landspeed_server() {
     let _alone = common::one_iperf3_test();
     let dir = keys("server");
     let d = |f: &str| dir.join(f).display().to_string();
-    let s = ServerProc::start(
-        "127.0.0.1",
-        &[
-            "--auth-keys",
-            &d("keys"),
-            "--iperf3-rsa-key",
-            &d("private.pem"),
-            "--iperf3-users",
-            &d("users.csv"),
-        ],
-    );
+    let s = rsa_server(&dir, &["--auth-keys", &d("keys")]);
     let creds = ["--username", "mario", "--rsa-public-key-path", &d("public.pem")];
     let o = iperf3(&i321, s.port, Some("rossi"), &creds);
     assert!(o.status.success(), "{}", text(&o));
@@ -125,16 +124,7 @@ fn iperf3_clients_authenticate_iperf3s_way_to_a_keyed_landspeed_server() {
         assert!(common::line_with(&s, "refused").contains(why));
     }
     // Debian's iperf3 3.12 pads with PKCS #1 v1.5, as a server told so takes it.
-    let pkcs1 = ServerProc::start(
-        "127.0.0.1",
-        &[
-            "--iperf3-rsa-key",
-            &d("private.pem"),
-            "--iperf3-users",
-            &d("users.csv"),
-            "--iperf3-pkcs1",
-        ],
-    );
+    let pkcs1 = rsa_server(&dir, &["--iperf3-pkcs1"]);
     let o = iperf3(Path::new("iperf3"), pkcs1.port, Some("rossi"), &creds);
     assert!(o.status.success(), "iperf3 3.12: {}", text(&o));
 }
@@ -268,15 +258,7 @@ sys.exit(os.waitstatus_to_exitcode(status))
 fn the_drop_in_asks_for_the_password_on_a_terminal_as_iperf3_does() {
     let dir = keys("prompt");
     let d = |f: &str| dir.join(f).display().to_string();
-    let s = ServerProc::start(
-        "127.0.0.1",
-        &[
-            "--iperf3-rsa-key",
-            &d("private.pem"),
-            "--iperf3-users",
-            &d("users.csv"),
-        ],
-    );
+    let s = rsa_server(&dir, &[]);
     let (p, public) = (s.port.to_string(), d("public.pem"));
     let run = [
         "iperf3",

@@ -154,15 +154,20 @@ impl Preamble {
     /// The preamble of stream `stream` of `session`: version 2 with its MAC when the test has a
     /// stream key, else version 1.
     pub fn data(session: SessionId, stream: u32, key: Option<&StreamKey>) -> Preamble {
+        Preamble::with_mac(session, stream, key.map(|k| k.mac(session, stream)))
+    }
+
+    /// The data preamble of stream `stream` of `session` carrying `mac`: version 2 with one, else 1.
+    pub fn with_mac(session: SessionId, stream: u32, mac: Option<StreamMac>) -> Preamble {
+        let version = match mac {
+            Some(_) => MAC_DATA_VERSION,
+            None => PROTOCOL_VERSION,
+        };
         Preamble::Data {
-            version: if key.is_some() {
-                MAC_DATA_VERSION
-            } else {
-                PROTOCOL_VERSION
-            },
+            version,
             session,
             stream,
-            mac: key.map(|k| k.mac(session, stream)),
+            mac,
         }
     }
 

@@ -93,16 +93,7 @@ impl Hello {
 
     /// The stream's data preamble this hello carries.
     pub fn preamble(&self) -> Preamble {
-        Preamble::Data {
-            version: if self.mac.is_some() {
-                super::preamble::MAC_DATA_VERSION
-            } else {
-                PROTOCOL_VERSION
-            },
-            session: self.session,
-            stream: self.stream,
-            mac: self.mac,
-        }
+        Preamble::with_mac(self.session, self.stream, self.mac)
     }
 
     /// The datagram.
