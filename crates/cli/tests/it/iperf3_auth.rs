@@ -215,15 +215,22 @@ fn the_drop_in_authenticates_to_iperf3s_own_server_in_both_paddings() {
 /// `typed` and Enter once it prompts: its exit code and everything the terminal showed.
 fn on_terminal(args: &[&str], typed: &str) -> (i32, String) {
     const SCRIPT: &str = r#"
-import os, pty, select, sys, time
+import os, pty, select, sys, termios, time
 typed, argv = sys.argv[1], sys.argv[2:]
 pid, fd = pty.fork()
 if pid == 0:
     os.environ.pop("IPERF3_PASSWORD", None)
     os.execv(argv[0], argv)
 out, sent, end = b"", False, time.monotonic() + 30
+# Typed once the prompt is out and the terminal's echo is off (the master reads the terminal's
+# modes), so what is typed is never echoed by the line discipline before the program turns it off.
+def ready():
+    return not sent and b"Password: " in out and not termios.tcgetattr(fd)[3] & termios.ECHO
 while time.monotonic() < end:
-    r, _, _ = select.select([fd], [], [], 0.2)
+    r, _, _ = select.select([fd], [], [], 0.05)
+    if ready():
+        os.write(fd, typed.encode() + b"\n")
+        sent = True
     if not r:
         continue
     try:
@@ -233,9 +240,6 @@ while time.monotonic() < end:
     if not data:
         break
     out += data
-    if not sent and b"Password: " in out:
-        os.write(fd, typed.encode() + b"\n")
-        sent = True
 if time.monotonic() >= end:
     os.kill(pid, 9)
 _, status = os.waitpid(pid, 0)
