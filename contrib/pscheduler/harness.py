@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
 """Drive landspeed's pScheduler tool the way pScheduler's runner drives a tool, on loopback.
 
-For every case: `can-run` and `duration` on the spec, `participant-data` for each participant, then the
-`run` input documents pScheduler writes (schema, task-uuid, schedule.start and .duration, test,
-participant, participant-data); every participant started 3 s before the scheduled start and killed
-at the window's end plus 1 s; `merged-results` given 5 s. The spec and the merged result are checked
+For every case: `can-run` and `duration` on the spec (written as pScheduler's CLI writes it: the lowest
+schema that has its keys, names where the CLI was given names), `participant-data` for each participant,
+then the `run` input documents pScheduler's runner writes (schema, task-uuid, schedule.start and
+.duration, test, participant, participant-data); every participant started 3 s before the scheduled
+start (the runner's run_start_margin) and, if still running at the window's end plus 1 s, ended as the
+runner's run_program ends it (SIGTERM, SIGKILL 0.5 s later); `merged-results` given 5 s. One case ends
+the server participant that way mid-test, as a runner restarting does. These follow pScheduler 5.2.5's
+runner as run in contrib/pscheduler/lab (docs/pscheduler.md). The spec and the merged result are checked
 against pScheduler's throughput test: with --pscheduler-src (a checkout of perfsonar/pscheduler) by its
 own validators (throughput/validate.py's spec_is_valid and result_is_valid, through python-pscheduler's
 jsonval.py), else by the schemas transcribed as data in crates/cli/tests/fixtures/pscheduler.
@@ -59,14 +63,19 @@ CASES = [
     ("bw-1M-10s", {"dest": "127.0.0.1", "duration": "PT10S", "bandwidth": 1000000}, {"rate": 1e6}),
     ("bw-5M-10s", {"dest": "127.0.0.1", "duration": "PT10S", "bandwidth": 5000000}, {"rate": 5e6}),
     ("bw-10M-10s", {"dest": "127.0.0.1", "duration": "PT10S", "bandwidth": 10000000.0}, {"rate": 10e6}),
+    ("ip-tos", {"dest": "127.0.0.1", "duration": "PT2S", "ip-tos": 32}, {}),
+    ("flow-label", {"dest": "::1", "duration": "PT2S", "ip-version": 6, "flow-label": 7}, {}),
+    # pScheduler's CLI passes names as it got them (the lab's runs: dest ps-b, source ps-a).
+    ("names", {"dest": "localhost", "source": "localhost", "ip-version": 4, "duration": "PT2S"}, {}),
+    # The server participant's tool ended by SIGTERM 2 s into the test (the client starts 3 s after the
+    # scheduled start), as its runner's restart ends it.
+    ("server-restarted", {"dest": "127.0.0.1", "duration": "PT10S"}, {"restart_at": 5}),
     ("bw-100M-P2", {"dest": "127.0.0.1", "duration": "PT3S", "bandwidth": 100000000, "parallel": 2},
      {"rate": 200e6, "streams": 2}),
 ]
 
 # Keys landspeed refuses with a reason; the harness checks that can-run says no and why.
 REFUSED = [
-    ("ip-tos", {"dest": "127.0.0.1", "ip-tos": 32}),
-    ("flow-label", {"dest": "127.0.0.1", "flow-label": 7}),
     ("reverse-connections", {"dest": "127.0.0.1", "reverse-connections": True}),
     ("udp-strict", {"dest": "127.0.0.1", "udp": True, "bandwidth-strict": True}),
 ]
@@ -133,6 +142,10 @@ def iso(t):
     return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).isoformat()
 
 
+def lowest_schema(v, spec):
+    return next((n for n in range(1, 8) if v.spec(dict(spec, schema=n))[0]), 7)
+
+
 def participants(spec):
     # pScheduler's participants: single-ended and loopback by the key's presence.
     return 1 if ("single-ended" in spec or "loopback" in spec) else 2
@@ -141,8 +154,9 @@ def participants(spec):
 def run_case(ls, v, name, spec, expect):
     """One task as pScheduler runs it; returns (row, problems)."""
     problems = []
-    # As pScheduler's cli-to-spec writes it: the schema that has every key (7), unless a case names one.
-    spec = dict(spec, schema=spec.get("schema", 7))
+    # As pScheduler's cli-to-spec writes it: the lowest schema that has every key used (`pscheduler
+    # task throughput --dest ps-b` is schema 1), unless a case names one.
+    spec = dict(spec, schema=spec.get("schema") or lowest_schema(v, spec))
     ok, why = v.spec(spec)
     if not ok:
         problems.append("pScheduler's validator refuses the spec: " + why)
@@ -168,23 +182,32 @@ def run_case(ls, v, name, spec, expect):
     deadline = start + window + 1.0
     outcome = [None] * n
 
+    procs = [subprocess.Popen([ls, "pscheduler", "run"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(n)]
+
     def participant(p):
         doc = {"schema": 1, "task-uuid": str(uuid.uuid4()), "schedule": schedule, "test": test,
                "participant": p, "participant-data": data}
         try:
-            r = subprocess.run([ls, "pscheduler", "run"], input=json.dumps(doc), capture_output=True,
-                               text=True, timeout=max(0.0, deadline - time.time()))
-            outcome[p] = (time.time() - start, json.loads(r.stdout))
+            out, _ = procs[p].communicate(json.dumps(doc), timeout=max(0.0, deadline - time.time()))
+            outcome[p] = (time.time() - start, json.loads(out) if out.strip() else None)
         except subprocess.TimeoutExpired:
+            end_process(procs[p])
             outcome[p] = (None, None)
 
     threads = [threading.Thread(target=participant, args=(p,)) for p in range(n)]
     for t in threads:
         t.start()
+    if "restart_at" in expect:
+        # As a runner restarting mid-run (its graceful exit) ends the server participant's tool.
+        time.sleep(max(0.0, start + expect["restart_at"] - time.time()))
+        end_process(procs[1])
     for t in threads:
         t.join()
     ended = [o[0] for o in outcome]
     results = [o[1] for o in outcome]
+    if "restart_at" in expect:
+        return restarted_row(name, ended, results, port_of(data), problems)
     if any(r is None for r in results):
         problems.append("a participant was still running at the window's end + 1 s: killed")
     if server:
@@ -205,6 +228,46 @@ def run_case(ls, v, name, spec, expect):
     row = "| %s | %s s | %s | %s | %.2f Mbit/s |" % (
         name, window, " / ".join("%.2f s" % e for e in ended), merged.get("succeeded"),
         sm.get("throughput-bits", 0) / 1e6)
+    return row, problems
+
+
+def end_process(proc):
+    """As pScheduler's run_program ends a tool: SIGTERM, then SIGKILL if it is still there 0.5 s later."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=0.5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def port_of(data):
+    return (data[1] or {}).get("server_port", 5201) if len(data) > 1 else None
+
+
+def listening(port):
+    """Whether anything listens on TCP `port` (Linux's /proc tables)."""
+    want = ":%04X" % port
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            if any(l.split()[1].endswith(want) and l.split()[3] == "0A" for l in list(f)[1:]):
+                return True
+    return False
+
+
+def restarted_row(name, ended, results, port, problems):
+    """The server participant ended by signal mid-test: its server gone, the client failed with why."""
+    client = results[0]
+    if client is None:
+        problems.append("the client was still running at the window's end + 1 s: killed")
+    elif client.get("succeeded") is not False or "went away" not in (client.get("error") or ""):
+        problems.append("the client did not say its server went away: %s" % client.get("error"))
+    time.sleep(0.5)
+    if port and listening(port):
+        problems.append("the server participant's server still listens on %d" % port)
+    row = "| %s | - | %s | client failed: %s | - |" % (
+        name, " / ".join("%.2f s" % e if e is not None else "killed" for e in ended),
+        (client or {}).get("error"))
     return row, problems
 
 

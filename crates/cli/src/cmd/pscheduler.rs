@@ -144,16 +144,43 @@ fn serve(port: u16, lifetime: Duration) -> Value {
     }
 }
 
+/// Starts `landspeed serve --once` as a child that cannot outlive this process: pScheduler ends a
+/// tool by signal (SIGTERM, then SIGKILL half a second later, at the window's end or when its runner
+/// restarts), and `serve --once` waiting for a client that will never come would otherwise stay on.
 fn spawn_server(args: &[&str]) -> std::io::Result<Child> {
     let exe = std::env::current_exe()?;
-    Command::new(exe)
-        .args(["serve", "--once", "--idle-timeout", "10s"])
+    let mut cmd = Command::new(exe);
+    cmd.args(["serve", "--once", "--idle-timeout", "10s"])
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
+        .stderr(Stdio::piped());
+    dies_with_parent(&mut cmd);
+    cmd.spawn()
 }
+
+/// Linux: the child is killed when the thread that started it ends (the main thread here: all of
+/// this process). A parent already gone before the child asked (it was reparented) ends it too.
+#[cfg(target_os = "linux")]
+fn dies_with_parent(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    let parent = std::process::id() as libc::pid_t;
+    // SAFETY: prctl, getppid and _exit are async-signal-safe; nothing is allocated after the fork.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if libc::getppid() != parent {
+                libc::_exit(1);
+            }
+            Ok(())
+        });
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn dies_with_parent(_cmd: &mut Command) {}
 
 /// Waits for the child to exit until `limit`, else kills it; its exit status when it exited by itself.
 fn wait_or_kill(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {

@@ -257,6 +257,80 @@ fn a_server_that_never_ran_and_a_client_with_no_answer_both_fail_within_the_wind
     drop(silent);
 }
 
+/// The pids of a process's children (Linux's /proc list for its main thread).
+fn children(pid: u32) -> Vec<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
+/// Whether something listens on TCP `port` (Linux's /proc tables; probing by binding could steal it).
+fn listening(port: u16) -> bool {
+    let wanted = format!(":{port:04X}");
+    ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|t| {
+        std::fs::read_to_string(t).unwrap_or_default().lines().any(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            f.len() > 3 && f[1].ends_with(&wanted) && f[3] == "0A"
+        })
+    })
+}
+
+/// Gone, or a zombie nobody reaps (a container's init may not).
+fn ended(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| s.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'))
+        .unwrap_or(true)
+}
+
+#[test]
+fn a_server_participant_ended_by_signal_as_pschedulers_runner_ends_it_leaves_no_server() {
+    let _one = serial();
+    let port = free_port();
+    let t = test(json!({"dest": "127.0.0.1", "duration": "PT30S"}));
+    let data = json!([{"schema": 1}, {"schema": 1, "server_port": port}]);
+    let input = json!({"schema": 1, "schedule": {"start": soon(0.0), "duration": "PT60S"},
+        "test": t, "participant": 1, "participant-data": data});
+    let mut tool = Command::new(bin())
+        .args(["pscheduler", "run"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn landspeed pscheduler run");
+    tool.stdin
+        .take()
+        .unwrap()
+        .write_all(input.to_string().as_bytes())
+        .unwrap();
+    // Its server is up once it has a child and the port is taken (no client ever comes).
+    let mut server = None;
+    let up = common::wait_until(Duration::from_secs(20), || {
+        server = children(tool.id()).first().copied();
+        server.is_some() && listening(port)
+    });
+    if !up {
+        let _ = tool.kill();
+        let _ = tool.wait();
+        panic!("the server participant's server never listened");
+    }
+    let server = server.unwrap();
+    // pScheduler's runner at the window's end or on its own restart: SIGTERM (then SIGKILL).
+    let term = Command::new("kill")
+        .args(["-TERM", &tool.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(term.success());
+    let _ = tool.wait();
+    let gone = common::wait_until(Duration::from_secs(10), || ended(server));
+    if !gone {
+        let _ = Command::new("kill").args(["-KILL", &server.to_string()]).status();
+    }
+    assert!(gone, "the server ({server}) outlived the tool that started it");
+    assert!(!listening(port), "port {port} still has a listener");
+}
+
 #[test]
 fn a_loopback_udp_run_carries_datagram_counts() {
     let _one = serial();

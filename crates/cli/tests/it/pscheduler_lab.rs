@@ -1,10 +1,11 @@
 //! pScheduler's own daemons run landspeed's tool: two pScheduler hosts on this machine
 //! (contrib/pscheduler/lab/hosts: network, mount and UTS namespaces each, with its PostgreSQL
 //! cluster, Apache serving pScheduler's API and pScheduler's four daemons) and a throughput task
-//! from one to the other through pScheduler's own CLI and REST API (contrib/pscheduler/lab/tasks).
-//! pScheduler is built from its source with perfSONAR's packaging and installed by .ci/run; the rest
-//! of the lab's tasks (pScheduler's iperf3 tool against the drop-in and iperf3 3.21, archivers,
-//! limits, failures) run by hand, docs/pscheduler.md.
+//! from one to the other through pScheduler's own CLI and REST API (contrib/pscheduler/lab/tasks):
+//! one landspeed task, one of pScheduler's iperf3 tool with the drop-in as its iperf3, a limits.conf
+//! refusing a rate and a duration, and the destination's daemons restarted mid-run. pScheduler is
+//! built from its source with perfSONAR's packaging and installed by .ci/run; the rest of the lab's
+//! tasks (iperf3 3.21, archivers, repeating runs, more failures) run by hand, docs/pscheduler.md.
 
 use crate::common;
 
@@ -45,8 +46,32 @@ impl Drop for Hosts {
     }
 }
 
+/// The lab's tasks script on the given cases: its table and its JSON record.
+fn tasks(cases: &[&str]) -> (String, Value) {
+    let record = std::env::temp_dir().join(format!("landspeed-pslab-{}.json", std::process::id()));
+    let child = Command::new(lab("tasks"))
+        .args(["--only", &cases.join("|"), "--json"])
+        .arg(&record)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run the lab's tasks script");
+    let o = common::wait_output(child, Duration::from_secs(480)).expect("the tasks end");
+    let table = String::from_utf8_lossy(&o.stdout).into_owned();
+    eprintln!("{table}{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success());
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&record).unwrap()).unwrap();
+    let _ = std::fs::remove_file(&record);
+    (table, v)
+}
+
+const LANDSPEED: &str = "landspeed TCP";
+const IPERF3_TOOL: &str = "iperf3 tool, drop-in, TCP";
+const LIMITS: &str = "limits on ps-b refuse a rate and a duration";
+const RESTART: &str = "pScheduler restarted on ps-b while a run runs, landspeed";
+
 #[test]
-fn a_landspeed_task_runs_under_pschedulers_own_daemons_between_two_hosts() {
+fn landspeed_and_the_drop_in_run_under_pschedulers_own_daemons_its_limits_and_restarts() {
     let installed = Path::new("/usr/lib/pscheduler/daemons/scheduler").exists()
         && Path::new("/usr/lib/pscheduler/classes/tool/landspeed/run").exists();
     if !installed {
@@ -59,21 +84,35 @@ fn a_landspeed_task_runs_under_pschedulers_own_daemons_between_two_hosts() {
     // Two PostgreSQL clusters, two Apaches, eight daemons and a full-speed test: the machine alone.
     let _alone = common::alone();
     let _hosts = Hosts::up();
-    let record = std::env::temp_dir().join(format!("landspeed-pslab-{}.json", std::process::id()));
-    let child = Command::new(lab("tasks"))
-        .args(["--only", "landspeed TCP", "--json"])
-        .arg(&record)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("run the lab's tasks script");
-    let o = common::wait_output(child, Duration::from_secs(240)).expect("the task ends");
-    let table = String::from_utf8_lossy(&o.stdout);
-    eprintln!("{table}{}", String::from_utf8_lossy(&o.stderr));
-    assert!(o.status.success());
-    let v: Value = serde_json::from_str(&std::fs::read_to_string(&record).unwrap()).unwrap();
-    let _ = std::fs::remove_file(&record);
-    let detail = &v["landspeed TCP"]["detail"];
+    let (table, v) = tasks(&[LANDSPEED, IPERF3_TOOL, LIMITS, RESTART]);
+    landspeed_task(&v[LANDSPEED]["detail"]);
+    drop_in_task(&v[IPERF3_TOOL]["detail"]);
+    limits(&v[LIMITS]["detail"], &table);
+    restarted_run(&v[RESTART]["detail"]);
+}
+
+/// ps-b's limits.conf: the 2G and the 60 s task refused in pScheduler's words, the 200M one run.
+fn limits(detail: &Value, table: &str) {
+    let said = |k: &str| detail[k]["refused"].as_str().unwrap_or_default().to_string();
+    assert!(
+        said("rate 2G").contains("bandwidth over 500M is not allowed here"),
+        "{detail}"
+    );
+    assert!(
+        said("60 s").contains("only 5 or 10 s throughput tests here"),
+        "{detail}"
+    );
+    assert_eq!(
+        detail["rate 200M, 5 s (allowed)"]["runs"][0]["state"], "finished",
+        "{detail}"
+    );
+    assert!(
+        table.contains("| limits: rate 200M, 5 s (allowed) | landspeed |"),
+        "{table}"
+    );
+}
+
+fn landspeed_task(detail: &Value) {
     assert_eq!(detail["tool"], "landspeed", "{detail}");
     let run = &detail["runs"][0];
     assert_eq!(run["state"], "finished", "{run}");
@@ -87,4 +126,34 @@ fn a_landspeed_task_runs_under_pschedulers_own_daemons_between_two_hosts() {
     assert!(client.contains("landspeed verdict: trusted"), "{client}");
     let server = run["result-full"][1]["diags"].as_str().unwrap_or_default();
     assert!(server.contains("landspeed serve --once"), "{server}");
+}
+
+/// pScheduler's own iperf3 tool (RSA-authenticated, as 5.2.5 runs it) with the drop-in as its iperf3.
+fn drop_in_task(detail: &Value) {
+    assert_eq!(detail["tool"], "iperf3", "{detail}");
+    let run = &detail["runs"][0];
+    assert_eq!(run["state"], "finished", "{run}");
+    let merged = &run["result-merged"];
+    assert_eq!(merged["succeeded"], true, "{merged}");
+    assert!(
+        merged["summary"]["summary"]["throughput-bits"].as_f64().unwrap() > 1e8,
+        "{merged}"
+    );
+    let client = run["result-full"][0]["diags"].as_str().unwrap_or_default();
+    assert!(client.contains("--rsa-public-key-path"), "{client}");
+    assert!(client.contains("/iperf3 "), "{client}");
+}
+
+/// ps-b's daemons restarted mid-run: the run fails with landspeed's reason, no tool is left over.
+fn restarted_run(detail: &Value) {
+    assert!(
+        !detail["during"].as_array().unwrap().is_empty(),
+        "no tool ran: {detail}"
+    );
+    let run = &detail["runs"][0];
+    assert_eq!(run["state"], "failed", "{run}");
+    let errors = run.to_string();
+    assert!(errors.contains("the server went away"), "{run}");
+    let gone = detail["gone_s"].as_f64();
+    assert!(gone.is_some_and(|s| s < 10.0), "tools left behind: {detail}");
 }
