@@ -126,6 +126,10 @@ fn landspeed_task(detail: &Value) {
     assert!(client.contains("landspeed verdict: trusted"), "{client}");
     let server = run["result-full"][1]["diags"].as_str().unwrap_or_default();
     assert!(server.contains("landspeed serve --once"), "{server}");
+    // As `pscheduler result` prints it: the throughput test's text from landspeed's result.
+    let printed = detail["printed"][0].as_str().unwrap_or_default();
+    assert!(printed.contains("on ps-a and ps-b with landspeed"), "{printed}");
+    assert!(printed.contains("Receiver Throughput"), "{printed}");
 }
 
 /// pScheduler's own iperf3 tool (RSA-authenticated, as 5.2.5 runs it) with the drop-in as its iperf3.
