@@ -184,10 +184,11 @@ pub fn paced_queue_bytes(rate_bps: f64) -> usize {
 /// them: the kernel checks it only when a write needs a new segment, and appends to the last one up
 /// to its size goal (two MSS, 128 KiB on loopback) without looking.
 pub fn unsent_bytes<S: AsRawFd>(sock: &S) -> std::io::Result<u64> {
-    const SIOCOUTQNSD: libc::c_ulong = 0x894B;
+    // The request argument is c_ulong in glibc and c_int in musl: `as _` takes either.
+    const SIOCOUTQNSD: u32 = 0x894B;
     let mut n: libc::c_int = 0;
     // SAFETY: SIOCOUTQNSD writes one int through the pointer, which points at a live c_int.
-    let rc = unsafe { libc::ioctl(sock.as_raw_fd(), SIOCOUTQNSD, &mut n) };
+    let rc = unsafe { libc::ioctl(sock.as_raw_fd(), SIOCOUTQNSD as _, &mut n) };
     if rc != 0 {
         return Err(std::io::Error::last_os_error());
     }

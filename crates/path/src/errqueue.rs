@@ -217,7 +217,7 @@ pub fn read(sock: &UdpSocket) -> io::Result<Option<IcmpError>> {
     msg.msg_iov = &mut iov;
     msg.msg_iovlen = 1;
     msg.msg_control = control.as_mut_ptr().cast();
-    msg.msg_controllen = std::mem::size_of_val(&control);
+    msg.msg_controllen = std::mem::size_of_val(&control) as _;
     // SAFETY: recvmsg into the buffers described by msg.
     let n = unsafe {
         libc::recvmsg(

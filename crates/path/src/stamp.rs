@@ -45,7 +45,7 @@ pub fn recv(sock: &UdpSocket, buf: &mut [u8]) -> io::Result<(usize, SocketAddr, 
             msg.msg_iov = &mut iov;
             msg.msg_iovlen = 1;
             msg.msg_control = control.as_mut_ptr().cast();
-            msg.msg_controllen = std::mem::size_of_val(&control);
+            msg.msg_controllen = std::mem::size_of_val(&control) as _;
             let n = libc::recvmsg(fd, &mut msg, 0);
             if n < 0 {
                 return Err(io::Error::last_os_error());

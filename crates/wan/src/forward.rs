@@ -284,7 +284,7 @@ fn wait(fd: &OwnedFd, timeout_ns: u64) -> bool {
         revents: 0,
     };
     let ts = libc::timespec {
-        tv_sec: (timeout_ns / 1_000_000_000) as libc::time_t,
+        tv_sec: (timeout_ns / 1_000_000_000) as _,
         tv_nsec: (timeout_ns % 1_000_000_000) as libc::c_long,
     };
     // SAFETY: one pollfd, a valid timespec, no signal mask change.
@@ -299,9 +299,9 @@ fn wait(fd: &OwnedFd, timeout_ns: u64) -> bool {
 fn punctual_thread(realtime: bool) -> bool {
     // SAFETY: prctl with integer arguments only.
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000u64, 0, 0, 0) };
-    let param = libc::sched_param {
-        sched_priority: RT_PRIORITY,
-    };
+    // SAFETY: sched_param is plain integers (musl's has more fields than glibc's): zero is valid.
+    let mut param: libc::sched_param = unsafe { std::mem::zeroed() };
+    param.sched_priority = RT_PRIORITY;
     // SAFETY: sets the calling thread's policy (pid 0) from a valid sched_param.
     if realtime && unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } == 0 {
         return true;
