@@ -14,6 +14,7 @@ pub mod files;
 pub mod host;
 pub mod mptcp;
 pub mod pin;
+pub mod platform;
 pub mod quic;
 pub mod rlimit;
 pub mod sockopt;

@@ -1,13 +1,16 @@
 //! `landspeed --version`, `completions` and the man pages: what a user pastes into a bug report (the
-//! version, the commit, the kernel and which data paths it offers), and the shell completions and man
+//! version, the commit, the target it was built for, the kernel, the features built in and which data
+//! paths it offers), and the shell completions and man
 //! pages generated from the same clap definitions as `--help`.
 
 use anyhow::{Context, Result};
 use clap::Args;
 use std::path::PathBuf;
 
-/// One line: version, commit, kernel, and the data paths this kernel offers.
+/// One line: version, commit, the target built for, the kernel, the features built in, and the data
+/// paths this kernel offers.
 pub fn line() -> String {
+    use landspeed_engine::platform;
     let caps: Vec<String> = landspeed_engine::capabilities::probe()
         .iter()
         .map(|c| format!("{} {}", c.name, if c.available { "yes" } else { "no" }))
@@ -15,10 +18,13 @@ pub fn line() -> String {
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
         .map_or("unknown".to_string(), |k| k.trim().to_string());
     format!(
-        "landspeed {} ({}; Linux {kernel} {}); data paths: {}",
+        "landspeed {} ({}; built for {}{}; Linux {kernel} {}); built in: {}; data paths: {}",
         landspeed_core::SOFTWARE_VERSION,
         env!("LANDSPEED_COMMIT"),
+        platform::TARGET,
+        if platform::STATIC { ", static" } else { "" },
         std::env::consts::ARCH,
+        platform::built_in().join(", "),
         caps.join(", ")
     )
 }

@@ -1,5 +1,5 @@
 //! What an installation needs from the binary: `--version` as one line for bug reports (version, commit,
-//! kernel, data paths), shell completions that a real bash loads, and man pages generated from the same
+//! target, kernel, features, data paths), shell completions that a real bash loads, and man pages generated from the same
 //! definitions as `--help`, one per command, with its examples.
 
 use crate::common;
@@ -21,6 +21,12 @@ fn version_is_one_line_with_commit_kernel_and_data_paths() {
             "{l}"
         );
         assert!(l.contains("; Linux "), "{l}");
+        // The target triple it was built for, and the features built in.
+        assert!(
+            l.contains("; built for x86_64-") || l.contains("; built for aarch64-"),
+            "{l}"
+        );
+        assert!(l.contains("; built in: TLS, QUIC, "), "{l}");
         for path in ["io_uring", "MSG_ZEROCOPY", "UDP GSO", "UDP GRO", "MPTCP", "kTLS"] {
             assert!(
                 l.contains(&format!("{path} yes")) || l.contains(&format!("{path} no")),
