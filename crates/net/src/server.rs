@@ -581,6 +581,8 @@ pub struct Server {
     shared: Arc<Shared>,
     udp_socks: Vec<std::net::UdpSocket>,
     ndt7: Option<ndt7::Ndt7Listener>,
+    /// Why QUIC is not served though asked for (see `quic::Unbound::NoRouter`).
+    quic_off: Option<String>,
 }
 
 /// A listening socket on `addr`: MPTCP when asked and the kernel has it (an MPTCP listener accepts
@@ -662,14 +664,13 @@ impl Server {
                 udp_socks.push(udp::bind(a, v6only).map_err(|err| ServerError::Bind { addr: a, err })?);
             }
         }
-        let quic = match (opts.quic, listeners.first().and_then(|l| l.local_addr().ok())) {
-            (true, Some(a)) => Some(quic::bind(
-                a,
-                opts.quic_port,
-                &tls.identity,
-                opts.limits.max_streams,
-            )?),
-            _ => None,
+        let (quic, quic_off) = match (opts.quic, listeners.first().and_then(|l| l.local_addr().ok())) {
+            (true, Some(a)) => match quic::bind(a, opts.quic_port, &tls.identity, opts.limits.max_streams) {
+                Ok(q) => (Some(q), None),
+                Err(quic::Unbound::NoRouter(why)) => (None, Some(why)),
+                Err(quic::Unbound::Failed(e)) => return Err(e),
+            },
+            _ => (None, None),
         };
         let ndt7 = match opts.ndt7 {
             None => None,
@@ -684,6 +685,7 @@ impl Server {
             shared,
             udp_socks,
             ndt7,
+            quic_off,
         })
     }
 
@@ -720,6 +722,7 @@ impl Server {
             addresses: self.local_addrs(),
             certificate: self.shared.tls.fingerprint,
             ndt7: ndt7_url,
+            quic_off: self.quic_off.clone(),
         });
         let mut poll = Poll::new()?;
         for (i, l) in self.listeners.iter_mut().enumerate() {

@@ -38,14 +38,19 @@ pub fn text_line(ev: &ServerEvent, time_utc: &str) -> String {
             addresses,
             certificate,
             ndt7,
+            quic_off,
         } => {
             let a: Vec<String> = addresses.iter().map(|a| a.to_string()).collect();
             let ndt7 = ndt7
                 .as_ref()
                 .map(|u| format!("; ndt7 at {u}"))
                 .unwrap_or_default();
+            let quic = quic_off
+                .as_ref()
+                .map(|why| format!("; QUIC off: {why}"))
+                .unwrap_or_default();
             format!(
-                "landspeed {} listening on {}; TLS certificate sha256:{certificate}{ndt7}",
+                "landspeed {} listening on {}; TLS certificate sha256:{certificate}{ndt7}{quic}",
                 landspeed_core::SOFTWARE_VERSION,
                 a.join(", ")
             )
@@ -128,11 +133,13 @@ pub fn json_line(ev: &ServerEvent, time_utc: &str) -> Value {
             addresses,
             certificate,
             ndt7,
+            quic_off,
         } => json!({
             "time": time_utc, "event": "listening",
             "addresses": addresses.iter().map(|a| a.to_string()).collect::<Vec<_>>(),
             "certificate_sha256": certificate.to_string(),
             "ndt7": ndt7,
+            "quic_off": quic_off,
             "software": format!("landspeed {}", landspeed_core::SOFTWARE_VERSION),
         }),
         ServerEvent::Test(t) => json!({
@@ -191,6 +198,7 @@ mod tests {
             addresses: vec!["[::]:5201".parse().unwrap(), "0.0.0.0:5201".parse().unwrap()],
             certificate,
             ndt7: None,
+            quic_off: None,
         };
         let line = text_line(&ev, T);
         assert!(
@@ -205,11 +213,16 @@ mod tests {
             addresses: vec!["[::]:5201".parse().unwrap()],
             certificate,
             ndt7: Some("ws://127.0.0.1:8080".into()),
+            quic_off: Some("no router".into()),
         };
         let line = text_line(&with, T);
-        assert!(line.ends_with("; ndt7 at ws://127.0.0.1:8080"), "{line}");
+        assert!(
+            line.ends_with("; ndt7 at ws://127.0.0.1:8080; QUIC off: no router"),
+            "{line}"
+        );
         assert_eq!(listening_port(&line), Some(5201));
         assert_eq!(json_line(&with, T)["ndt7"], "ws://127.0.0.1:8080");
+        assert_eq!(json_line(&with, T)["quic_off"], "no router");
     }
 
     #[test]

@@ -30,6 +30,7 @@ mod ndt7_mlab_page;
 mod ndt7_rs;
 mod path;
 mod path_changes;
+mod platforms;
 mod pscheduler;
 mod pscheduler_lab;
 mod quic;

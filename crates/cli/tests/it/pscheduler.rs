@@ -266,17 +266,6 @@ fn children(pid: u32) -> Vec<u32> {
         .collect()
 }
 
-/// Whether something listens on TCP `port` (Linux's /proc tables; probing by binding could steal it).
-fn listening(port: u16) -> bool {
-    let wanted = format!(":{port:04X}");
-    ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|t| {
-        std::fs::read_to_string(t).unwrap_or_default().lines().any(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            f.len() > 3 && f[1].ends_with(&wanted) && f[3] == "0A"
-        })
-    })
-}
-
 /// Gone, or a zombie nobody reaps (a container's init may not).
 fn ended(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
@@ -308,7 +297,7 @@ fn a_server_participant_ended_by_signal_as_pschedulers_runner_ends_it_leaves_no_
     let mut server = None;
     let up = common::wait_until(Duration::from_secs(20), || {
         server = children(tool.id()).first().copied();
-        server.is_some() && listening(port)
+        server.is_some() && common::listening(port)
     });
     if !up {
         let _ = tool.kill();
@@ -328,7 +317,7 @@ fn a_server_participant_ended_by_signal_as_pschedulers_runner_ends_it_leaves_no_
         let _ = Command::new("kill").args(["-KILL", &server.to_string()]).status();
     }
     assert!(gone, "the server ({server}) outlived the tool that started it");
-    assert!(!listening(port), "port {port} still has a listener");
+    assert!(!common::listening(port), "port {port} still has a listener");
 }
 
 #[test]

@@ -27,6 +27,23 @@ pub(crate) struct QuicServer {
     pub(crate) buffers: (u64, u64),
 }
 
+/// Why the endpoint was not bound.
+pub(crate) enum Unbound {
+    /// The kernel would not take the shared port's datagram router (SO_ATTACH_REUSEPORT_CBPF:
+    /// before Linux 4.5, or qemu-user, which does not translate it). Without the router the QUIC
+    /// socket would take some of the UDP listener's datagrams, so the server serves no QUIC on the
+    /// shared port and says why; `--quic-port` still serves it on a port of its own.
+    NoRouter(String),
+    /// Anything else: the server does not start.
+    Failed(ServerError),
+}
+
+impl<E: Into<ServerError>> From<E> for Unbound {
+    fn from(e: E) -> Unbound {
+        Unbound::Failed(e.into())
+    }
+}
+
 /// Binds the endpoint: on `listener`'s address and port, joined to the UDP listener's port group
 /// with the datagram router, or on `port` of that address.
 pub(crate) fn bind(
@@ -34,13 +51,18 @@ pub(crate) fn bind(
     port: Option<u16>,
     identity: &landspeed_engine::tls::Identity,
     max_streams: Option<u32>,
-) -> Result<QuicServer, ServerError> {
+) -> Result<QuicServer, Unbound> {
     let addr = SocketAddr::new(listener.ip(), port.unwrap_or(listener.port()));
     let v6only = addr.is_ipv6().then_some(!addr.ip().is_unspecified());
     let bind_err = |err| ServerError::Bind { addr, err };
     let sock = landspeed_engine::quic::socket(addr, port.is_none(), v6only).map_err(bind_err)?;
     if port.is_none() {
-        landspeed_engine::quic::route_port(&sock).map_err(bind_err)?;
+        if let Err(e) = landspeed_engine::quic::route_port(&sock) {
+            return Err(Unbound::NoRouter(format!(
+                "this kernel does not route the shared port's datagrams ({e}); --quic-port PORT serves \
+                 QUIC on a port of its own"
+            )));
+        }
     }
     let port = sock.local_addr().map_err(bind_err)?.port();
     let buffers = landspeed_engine::sockopt::granted(&socket2::SockRef::from(&sock));

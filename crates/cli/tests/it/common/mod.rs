@@ -732,3 +732,14 @@ impl Drop for Iperf3Server {
         }
     }
 }
+
+/// Whether something listens on TCP `port` (Linux's /proc tables; probing by binding could steal it).
+pub fn listening(port: u16) -> bool {
+    let wanted = format!(":{port:04X}");
+    ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|t| {
+        std::fs::read_to_string(t).unwrap_or_default().lines().any(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            f.len() > 3 && f[1].ends_with(&wanted) && f[3] == "0A"
+        })
+    })
+}
