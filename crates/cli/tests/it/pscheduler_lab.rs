@@ -46,8 +46,8 @@ impl Drop for Hosts {
     }
 }
 
-/// The lab's tasks script on the given cases: its table and its JSON record.
-fn tasks(cases: &[&str]) -> (String, Value) {
+/// The lab's tasks script on the given cases (its table printed): its JSON record.
+fn tasks(cases: &[&str]) -> Value {
     let record = std::env::temp_dir().join(format!("landspeed-pslab-{}.json", std::process::id()));
     let child = Command::new(lab("tasks"))
         .args(["--only", &cases.join("|"), "--json"])
@@ -62,7 +62,7 @@ fn tasks(cases: &[&str]) -> (String, Value) {
     assert!(o.status.success());
     let v: Value = serde_json::from_str(&std::fs::read_to_string(&record).unwrap()).unwrap();
     let _ = std::fs::remove_file(&record);
-    (table, v)
+    v
 }
 
 const LANDSPEED: &str = "landspeed TCP";
@@ -84,15 +84,16 @@ fn landspeed_and_the_drop_in_run_under_pschedulers_own_daemons_its_limits_and_re
     // Two PostgreSQL clusters, two Apaches, eight daemons and a full-speed test: the machine alone.
     let _alone = common::alone();
     let _hosts = Hosts::up();
-    let (table, v) = tasks(&[LANDSPEED, IPERF3_TOOL, LIMITS, RESTART]);
+    let v = tasks(&[LANDSPEED, IPERF3_TOOL, LIMITS, RESTART]);
     landspeed_task(&v[LANDSPEED]["detail"]);
     drop_in_task(&v[IPERF3_TOOL]["detail"]);
-    limits(&v[LIMITS]["detail"], &table);
+    limits(&v[LIMITS]["detail"]);
     restarted_run(&v[RESTART]["detail"]);
 }
 
-/// ps-b's limits.conf: the 2G and the 60 s task refused in pScheduler's words, the 200M one run.
-fn limits(detail: &Value, table: &str) {
+/// ps-b's limits.conf: the 2G and the 60 s task refused at submission in pScheduler's words (a task
+/// within the limits runs like LANDSPEED's; its row is in the by-hand table).
+fn limits(detail: &Value) {
     let said = |k: &str| detail[k]["refused"].as_str().unwrap_or_default().to_string();
     assert!(
         said("rate 2G").contains("bandwidth over 500M is not allowed here"),
@@ -101,14 +102,6 @@ fn limits(detail: &Value, table: &str) {
     assert!(
         said("60 s").contains("only 5 or 10 s throughput tests here"),
         "{detail}"
-    );
-    assert_eq!(
-        detail["rate 200M, 5 s (allowed)"]["runs"][0]["state"], "finished",
-        "{detail}"
-    );
-    assert!(
-        table.contains("| limits: rate 200M, 5 s (allowed) | landspeed |"),
-        "{table}"
     );
 }
 
