@@ -19,6 +19,7 @@ pub mod record_doc;
 pub mod server_log;
 pub mod sweep_text;
 pub mod text;
+#[cfg(target_os = "linux")]
 pub mod wan_text;
 
 pub use json::{to_json, JsonEvent};
