@@ -260,6 +260,8 @@ fn the_container_image_is_from_scratch_unprivileged_and_serves_a_verified_test_t
     let built = podman(&[
         "build",
         "-q",
+        // No intermediate image left behind by the build.
+        "--layers=false",
         "--arch",
         "arm64",
         "-t",
