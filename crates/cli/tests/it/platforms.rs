@@ -41,21 +41,27 @@ fn output(cmd: &mut Command, what: &str) -> Output {
     common::wait_output(child, Duration::from_secs(120)).unwrap_or_else(|| panic!("{what}: no end in 120 s"))
 }
 
+/// `run` against 127.0.0.1:PORT for 1 s, its result as JSON, nothing archived.
+fn one_second_test(port: u16) -> Vec<String> {
+    let args = [
+        "run",
+        "127.0.0.1",
+        "-p",
+        &port.to_string(),
+        "-t",
+        "1s",
+        "--json",
+        "--no-save",
+    ];
+    args.iter().map(|a| a.to_string()).collect()
+}
+
 /// `landspeed run` of the aarch64 binary under qemu, its JSON result.
 fn aarch64_client(bin: &Path, port: u16, extra: &[&str]) -> Value {
     let o = output(
         Command::new(QEMU)
             .arg(bin)
-            .args([
-                "run",
-                "127.0.0.1",
-                "-p",
-                &port.to_string(),
-                "-t",
-                "1s",
-                "--json",
-                "--no-save",
-            ])
+            .args(one_second_test(port))
             .args(extra),
         "the aarch64 client",
     );
@@ -333,16 +339,7 @@ fn served_from_the_container(p: &Podman) {
     let logs = || String::from_utf8_lossy(&podman(&["logs", &p.container]).stderr).into_owned();
     assert!(up, "the container's server never listened: {}", logs());
     let o = output(
-        Command::new(common::bin()).args([
-            "run",
-            "127.0.0.1",
-            "-p",
-            &port.to_string(),
-            "-t",
-            "1s",
-            "--json",
-            "--no-save",
-        ]),
+        Command::new(common::bin()).args(one_second_test(port)),
         "the host's client",
     );
     assert!(

@@ -105,8 +105,9 @@ fn limits(detail: &Value) {
     );
 }
 
-fn landspeed_task(detail: &Value) {
-    assert_eq!(detail["tool"], "landspeed", "{detail}");
+/// The task's first run: by `tool`, finished, succeeded, and faster than 100 Mbit/s.
+fn finished_run<'a>(detail: &'a Value, tool: &str) -> &'a Value {
+    assert_eq!(detail["tool"], tool, "{detail}");
     let run = &detail["runs"][0];
     assert_eq!(run["state"], "finished", "{run}");
     let merged = &run["result-merged"];
@@ -115,6 +116,11 @@ fn landspeed_task(detail: &Value) {
         merged["summary"]["summary"]["throughput-bits"].as_f64().unwrap() > 1e8,
         "{merged}"
     );
+    run
+}
+
+fn landspeed_task(detail: &Value) {
+    let run = finished_run(detail, "landspeed");
     let client = run["result-full"][0]["diags"].as_str().unwrap_or_default();
     assert!(client.contains("landspeed verdict: trusted"), "{client}");
     let server = run["result-full"][1]["diags"].as_str().unwrap_or_default();
@@ -127,15 +133,7 @@ fn landspeed_task(detail: &Value) {
 
 /// pScheduler's own iperf3 tool (RSA-authenticated, as 5.2.5 runs it) with the drop-in as its iperf3.
 fn drop_in_task(detail: &Value) {
-    assert_eq!(detail["tool"], "iperf3", "{detail}");
-    let run = &detail["runs"][0];
-    assert_eq!(run["state"], "finished", "{run}");
-    let merged = &run["result-merged"];
-    assert_eq!(merged["succeeded"], true, "{merged}");
-    assert!(
-        merged["summary"]["summary"]["throughput-bits"].as_f64().unwrap() > 1e8,
-        "{merged}"
-    );
+    let run = finished_run(detail, "iperf3");
     let client = run["result-full"][0]["diags"].as_str().unwrap_or_default();
     assert!(client.contains("--rsa-public-key-path"), "{client}");
     assert!(client.contains("/iperf3 "), "{client}");
