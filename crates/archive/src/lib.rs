@@ -88,7 +88,8 @@ pub enum ArchiveError {
 }
 
 /// Where runs are stored unless `--db` says otherwise: `$LANDSPEED_DB`, else the user's data directory
-/// (`$XDG_DATA_HOME/landspeed/archive.db`, by default `~/.local/share/landspeed/archive.db`).
+/// (`$XDG_DATA_HOME/landspeed/archive.db`, by default `~/.local/share/landspeed/archive.db`; on
+/// Windows `%LOCALAPPDATA%\landspeed\archive.db`).
 pub fn default_path() -> PathBuf {
     if let Some(p) = std::env::var_os("LANDSPEED_DB") {
         return PathBuf::from(p);
@@ -97,6 +98,8 @@ pub fn default_path() -> PathBuf {
         .map(PathBuf::from)
         .filter(|p| p.is_absolute())
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))
+        // Windows: %LOCALAPPDATA% (its users have no HOME).
+        .or_else(|| std::env::var_os("LOCALAPPDATA").map(PathBuf::from))
         .unwrap_or_else(|| PathBuf::from("."));
     data.join("landspeed").join("archive.db")
 }

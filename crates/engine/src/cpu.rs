@@ -6,12 +6,17 @@
 use landspeed_core::endpoint::{CpuShare, CpuTimes, WorkerCpu};
 use std::time::Instant;
 
+/// A machine's or one CPU's time, in the system's ticks.
 #[derive(Debug, Clone, Copy, Default)]
-struct SystemTicks {
-    busy: u64,
-    system: u64,
-    softirq: u64,
-    total: u64,
+pub struct SystemTicks {
+    /// Not idle (nor waiting for I/O).
+    pub busy: u64,
+    /// In the kernel.
+    pub system: u64,
+    /// Handling soft interrupts (Linux only).
+    pub softirq: u64,
+    /// All of it.
+    pub total: u64,
 }
 
 /// One /proc/stat CPU line's counters (after the name).
@@ -30,11 +35,8 @@ fn line_ticks(fields: &str) -> SystemTicks {
     }
 }
 
-/// The machine's ticks ("cpu" line) and each CPU's ("cpuN" lines), in /proc/stat's order.
-fn system_ticks() -> (SystemTicks, Vec<(u32, SystemTicks)>) {
-    let Ok(text) = std::fs::read_to_string("/proc/stat") else {
-        return (SystemTicks::default(), vec![]);
-    };
+/// The machine's ticks ("cpu" line) and each CPU's ("cpuN" lines) in /proc/stat's text, in its order.
+pub fn parse_proc_stat(text: &str) -> (SystemTicks, Vec<(u32, SystemTicks)>) {
     let mut all = SystemTicks::default();
     let mut each = vec![];
     for line in text.lines().filter(|l| l.starts_with("cpu")) {
@@ -47,21 +49,7 @@ fn system_ticks() -> (SystemTicks, Vec<(u32, SystemTicks)>) {
     (all, each)
 }
 
-/// User and system CPU seconds of this process (`RUSAGE_SELF`) or this thread (`RUSAGE_THREAD`).
-fn rusage_times(who: libc::c_int) -> (f64, f64) {
-    // SAFETY: getrusage writes into the zeroed struct we pass.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    if unsafe { libc::getrusage(who, &mut ru) } != 0 {
-        return (0.0, 0.0);
-    }
-    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    (tv(ru.ru_utime), tv(ru.ru_stime))
-}
-
-/// This thread's user and system CPU seconds.
-fn thread_times() -> (f64, f64) {
-    rusage_times(libc::RUSAGE_THREAD)
-}
+use crate::os::{process_times, thread_times};
 
 /// A worker thread's CPU clock, started on that thread.
 pub struct ThreadClock {
@@ -84,29 +72,13 @@ impl ThreadClock {
     /// What the calling thread (the one that started it) used since, for `streams`.
     pub fn stop(self, streams: Vec<u32>) -> WorkerCpu {
         let (user, system) = thread_times();
-        // SAFETY: sched_getcpu has no preconditions; -1 means unknown.
-        let cpu = unsafe { libc::sched_getcpu() };
         WorkerCpu {
             streams,
             user_s: (user - self.user).max(0.0),
             system_s: (system - self.system).max(0.0),
             wall_s: self.at.elapsed().as_secs_f64(),
-            last_cpu: u32::try_from(cpu).ok(),
+            last_cpu: crate::os::current_cpu(),
         }
-    }
-}
-
-fn process_times() -> (f64, f64) {
-    rusage_times(libc::RUSAGE_SELF)
-}
-
-fn ticks_per_second() -> f64 {
-    // SAFETY: sysconf has no preconditions.
-    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if t > 0 {
-        t as f64
-    } else {
-        100.0
     }
 }
 
@@ -119,12 +91,12 @@ pub fn cpu_count() -> u32 {
 
 /// The nominal clock rate: cpufreq's maximum if the kernel exposes it, else /proc/cpuinfo's "cpu MHz".
 pub fn clock_rate() -> Option<(f64, String)> {
-    if let Ok(s) = std::fs::read_to_string("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq") {
+    if let Ok(s) = crate::os::kernel_file("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq") {
         if let Ok(khz) = s.trim().parse::<f64>() {
             return Some((khz * 1e3, "cpufreq cpuinfo_max_freq".into()));
         }
     }
-    let text = std::fs::read_to_string("/proc/cpuinfo").ok()?;
+    let text = crate::os::kernel_file("/proc/cpuinfo").ok()?;
     let line = text.lines().find(|l| l.starts_with("cpu MHz"))?;
     let mhz: f64 = line.split(':').nth(1)?.trim().parse().ok()?;
     Some((mhz * 1e6, "/proc/cpuinfo cpu MHz".into()))
@@ -138,25 +110,27 @@ pub struct CpuSnapshot {
     system: f64,
     ticks: SystemTicks,
     per_cpu: Vec<(u32, SystemTicks)>,
+    hz: f64,
 }
 
 impl CpuSnapshot {
     /// This process's CPU times and the host's CPU ticks now.
     pub fn take() -> Self {
         let (user, system) = process_times();
-        let (ticks, per_cpu) = system_ticks();
+        let (ticks, per_cpu, hz) = crate::os::system_ticks();
         CpuSnapshot {
             at: Instant::now(),
             user,
             system,
             ticks,
             per_cpu,
+            hz,
         }
     }
 
     /// CPU time used between `self` and a later snapshot.
     pub fn until(&self, later: &CpuSnapshot) -> CpuTimes {
-        let hz = ticks_per_second();
+        let hz = self.hz;
         let d = |a: u64, b: u64| b.saturating_sub(a) as f64 / hz;
         let clock = clock_rate();
         CpuTimes {

@@ -9,9 +9,6 @@ use landspeed_core::files::FileReport;
 use sha2::{Digest, Sha256};
 use std::fs::{File, OpenOptions};
 use std::io::Read;
-use std::net::TcpStream;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -38,18 +35,7 @@ impl Aligned {
     }
 }
 
-/// Opens for reading with O_DIRECT when the file system takes it (tmpfs does not), else buffered.
-fn open_direct(path: &Path) -> std::io::Result<(File, bool)> {
-    match OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_DIRECT)
-        .open(path)
-    {
-        Ok(f) => Ok((f, true)),
-        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => Ok((File::open(path)?, false)),
-        Err(e) => Err(e),
-    }
-}
+use crate::os::open_direct;
 
 /// The file's size and SHA-256, read from disk; with the seconds it took and whether it was O_DIRECT.
 pub fn hash_file(path: &Path) -> std::io::Result<(u64, String, f64, bool)> {
@@ -85,89 +71,12 @@ pub fn sender_report(path: &Path) -> std::io::Result<FileReport> {
     })
 }
 
-/// One sendfile(2) of up to `n` bytes of `file` from `offset` into the (non-blocking) socket.
-pub fn send_chunk(sock: &TcpStream, file: &File, offset: u64, n: usize) -> std::io::Result<usize> {
-    let mut off = offset as libc::off64_t;
-    // SAFETY: both descriptors are open for the call; `off` is a valid pointer.
-    let r = unsafe { libc::sendfile64(sock.as_raw_fd(), file.as_raw_fd(), &mut off, n) };
-    if r < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(r as usize)
-}
+/// One sendfile(2) of up to `n` bytes of `file` from `offset` into the (non-blocking) socket (on
+/// Windows: read and written).
+pub use crate::os::send_chunk;
 
-/// socket -> pipe -> file with splice(2): the receiver's copy-free path.
-pub struct Splicer {
-    read: OwnedFd,
-    write: OwnedFd,
-    cap: usize,
-}
-
-impl Splicer {
-    /// A pipe to splice through, sized as large as the host allows.
-    pub fn new() -> std::io::Result<Splicer> {
-        let mut fds = [0; 2];
-        // SAFETY: `fds` has room for the two descriptors pipe2 returns.
-        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: pipe2 succeeded, so both are open descriptors that we now own.
-        let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-        // A bigger pipe moves more per call; the default (64 KiB) is kept if the kernel refuses.
-        // SAFETY: plain fcntl on a descriptor we own.
-        let got = unsafe { libc::fcntl(write.as_raw_fd(), libc::F_SETPIPE_SZ, 1 << 20) };
-        let cap = if got > 0 { got as usize } else { 64 << 10 };
-        Ok(Splicer { read, write, cap })
-    }
-
-    /// Moves what the socket has (up to `n` bytes) into `file` at `offset`. Ok(0) at end of stream;
-    /// WouldBlock when the socket has nothing.
-    pub fn recv(&mut self, sock: &TcpStream, file: &File, offset: u64, n: usize) -> std::io::Result<usize> {
-        let want = n.min(self.cap);
-        // SAFETY: open descriptors, null offsets (socket and pipe have none).
-        let got = unsafe {
-            libc::splice(
-                sock.as_raw_fd(),
-                std::ptr::null_mut(),
-                self.write.as_raw_fd(),
-                std::ptr::null_mut(),
-                want,
-                libc::SPLICE_F_MOVE | libc::SPLICE_F_NONBLOCK,
-            )
-        };
-        if got < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        let got = got as usize;
-        let mut moved = 0usize;
-        let mut off = (offset) as libc::loff_t;
-        while moved < got {
-            // SAFETY: open descriptors; `off` is a valid pointer the kernel advances.
-            let w = unsafe {
-                libc::splice(
-                    self.read.as_raw_fd(),
-                    std::ptr::null_mut(),
-                    file.as_raw_fd(),
-                    &mut off,
-                    got - moved,
-                    libc::SPLICE_F_MOVE,
-                )
-            };
-            if w < 0 {
-                let e = std::io::Error::last_os_error();
-                if e.kind() == std::io::ErrorKind::Interrupted {
-                    continue;
-                }
-                return Err(e);
-            }
-            if w == 0 {
-                return Err(std::io::Error::other("splice into the file moved nothing"));
-            }
-            moved += w as usize;
-        }
-        Ok(got)
-    }
-}
+/// socket -> pipe -> file with splice(2): the receiver's copy-free path (on Windows: a buffer).
+pub use crate::os::Splicer;
 
 /// A file being received: written under a temporary name beside its destination (`.NAME.landspeed-part`)
 /// and renamed into place only when its digest matches the sender's, so a failed or corrupted transfer
@@ -245,8 +154,7 @@ pub fn receiver_report(path: &Path, file: &File) -> std::io::Result<FileReport> 
     #[cfg(feature = "fault-injection")]
     fault::corrupt(file)?;
     // Drop the cached pages so the read-back comes from the disk (advice only; ignored by tmpfs).
-    // SAFETY: plain fadvise on an open descriptor.
-    unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    crate::os::drop_cache(file);
     let (size, sha, secs, direct) = hash_file(path)?;
     Ok(FileReport {
         path: path.display().to_string(),

@@ -28,26 +28,15 @@ const SYSCTLS: &[&str] = &[
 
 /// Reads one sysctl by its /proc/sys path (`net/core/rmem_max`).
 pub fn sysctl(path: &str) -> Option<String> {
-    std::fs::read_to_string(format!("/proc/sys/{path}"))
+    crate::os::kernel_file(format!("/proc/sys/{path}"))
         .ok()
         .map(|s| s.split_whitespace().collect::<Vec<_>>().join(" "))
 }
 
-fn uname() -> (String, String, String) {
-    // SAFETY: uname fills the zeroed struct.
-    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
-    if unsafe { libc::uname(&mut u) } != 0 {
-        return Default::default();
-    }
-    let s = |f: &[libc::c_char]| {
-        let bytes: Vec<u8> = f.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
-        String::from_utf8_lossy(&bytes).into_owned()
-    };
-    (s(&u.nodename), s(&u.sysname), s(&u.release))
-}
+use crate::os::uname;
 
 fn os_pretty_name() -> Option<String> {
-    let text = std::fs::read_to_string("/etc/os-release").ok()?;
+    let text = crate::os::kernel_file("/etc/os-release").ok()?;
     let line = text.lines().find(|l| l.starts_with("PRETTY_NAME="))?;
     Some(
         line.trim_start_matches("PRETTY_NAME=")
@@ -58,14 +47,14 @@ fn os_pretty_name() -> Option<String> {
 
 /// This process's memory now (peak and current resident set), from /proc/self/status.
 pub fn memory() -> Option<landspeed_core::endpoint::MemoryUse> {
-    let text = std::fs::read_to_string("/proc/self/status").ok()?;
+    let text = crate::os::kernel_file("/proc/self/status").ok()?;
     landspeed_core::endpoint::MemoryUse::from_status(&text)
 }
 
 /// Gathers the host description once per test.
 pub fn host_info() -> HostInfo {
     let (hostname, sysname, release) = uname();
-    let cpu_model = std::fs::read_to_string("/proc/cpuinfo")
+    let cpu_model = crate::os::kernel_file("/proc/cpuinfo")
         .ok()
         .and_then(|t| {
             t.lines()
@@ -74,7 +63,7 @@ pub fn host_info() -> HostInfo {
                 .map(|s| s.trim().to_string())
         })
         .unwrap_or_default();
-    let memory_bytes = std::fs::read_to_string("/proc/meminfo")
+    let memory_bytes = crate::os::kernel_file("/proc/meminfo")
         .ok()
         .and_then(|t| {
             t.lines()
@@ -105,7 +94,7 @@ pub fn host_info() -> HostInfo {
 pub fn nic_info(name: &str) -> landspeed_core::endpoint::NicInfo {
     let dir = std::path::Path::new("/sys/class/net").join(name);
     let read = |f: &str| {
-        std::fs::read_to_string(dir.join(f))
+        crate::os::kernel_file(dir.join(f))
             .ok()
             .map(|s| s.trim().to_string())
     };
@@ -201,46 +190,11 @@ pub fn interface_for(addr: IpAddr) -> Option<String> {
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(IpAddr::V6(v6)),
         v4 => v4,
     };
-    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
-    // SAFETY: getifaddrs allocates a list we walk read-only and free with freeifaddrs.
-    if unsafe { libc::getifaddrs(&mut head) } != 0 {
-        return None;
-    }
-    let mut found = None;
-    let mut cur = head;
-    while !cur.is_null() {
-        // SAFETY: `cur` is a node of the list getifaddrs returned.
-        let ifa = unsafe { &*cur };
-        if !ifa.ifa_addr.is_null() {
-            // SAFETY: ifa_addr points to a sockaddr whose family says which struct it is.
-            let fam = unsafe { (*ifa.ifa_addr).sa_family } as i32;
-            let ip = match fam {
-                libc::AF_INET => {
-                    let sa = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in) };
-                    Some(IpAddr::from(u32::from_be(sa.sin_addr.s_addr).to_be_bytes()))
-                }
-                libc::AF_INET6 => {
-                    let sa = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in6) };
-                    Some(IpAddr::from(sa.sin6_addr.s6_addr))
-                }
-                _ => None,
-            };
-            if ip == Some(addr) {
-                // SAFETY: ifa_name is a NUL-terminated C string.
-                let name = unsafe { std::ffi::CStr::from_ptr(ifa.ifa_name) };
-                found = Some(name.to_string_lossy().into_owned());
-                break;
-            }
-        }
-        cur = ifa.ifa_next;
-    }
-    // SAFETY: frees the list allocated above exactly once.
-    unsafe { libc::freeifaddrs(head) };
-    found
+    crate::os::interface_for(addr)
 }
 
 fn read_netdev(name: &str) -> Option<[u64; 16]> {
-    let text = std::fs::read_to_string("/proc/net/dev").ok()?;
+    let text = crate::os::kernel_file("/proc/net/dev").ok()?;
     for line in text.lines().skip(2) {
         let (n, rest) = line.split_once(':')?;
         if n.trim() == name {
@@ -256,7 +210,7 @@ fn read_netdev(name: &str) -> Option<[u64; 16]> {
 }
 
 fn interrupts_total() -> u64 {
-    std::fs::read_to_string("/proc/stat")
+    crate::os::kernel_file("/proc/stat")
         .ok()
         .and_then(|t| {
             t.lines()
@@ -272,7 +226,7 @@ fn interrupts_total() -> u64 {
 pub fn kernel_counters() -> std::collections::BTreeMap<String, u64> {
     let text: String = ["/proc/net/snmp", "/proc/net/netstat", "/proc/net/snmp6"]
         .iter()
-        .filter_map(|f| std::fs::read_to_string(f).ok())
+        .filter_map(|f| crate::os::kernel_file(f).ok())
         .collect::<Vec<_>>()
         .join("\n");
     landspeed_core::netstat::parse(&text)

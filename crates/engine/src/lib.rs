@@ -13,6 +13,7 @@ pub mod cpu;
 pub mod files;
 pub mod host;
 pub mod mptcp;
+pub mod os;
 pub mod pin;
 pub mod platform;
 pub mod quic;
@@ -23,4 +24,6 @@ pub mod tcp_info;
 pub mod tls;
 pub mod transport;
 pub mod tune;
+/// MSG_ZEROCOPY: Linux only (`os::ZcSender` is the one the transport uses).
+#[cfg(not(windows))]
 pub mod zerocopy;

@@ -6,9 +6,9 @@
 //! Layouts are the kernel's uapi/linux/mptcp.h; the parsers take the bytes the kernel filled, so they
 //! are tested without a kernel.
 
+use crate::os::AsSock;
 use landspeed_core::endpoint::{MptcpStats, MptcpSubflow};
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
-use std::os::fd::AsRawFd;
 
 /// IPPROTO_MPTCP: the protocol number of `socket(AF_INET, SOCK_STREAM, 262)`.
 pub const IPPROTO_MPTCP: i32 = 262;
@@ -17,6 +17,10 @@ const MPTCP_INFO: i32 = 1;
 const MPTCP_TCPINFO: i32 = 2;
 const MPTCP_SUBFLOW_ADDRS: i32 = 3;
 const TCP_IS_MPTCP: i32 = 43;
+const IPPROTO_TCP: i32 = 6;
+/// Linux's address family numbers, as the kernel writes them in MPTCP_SUBFLOW_ADDRS.
+const AF_INET: i32 = 2;
+const AF_INET6: i32 = 10;
 /// `struct mptcp_subflow_data`: the header of MPTCP_TCPINFO and MPTCP_SUBFLOW_ADDRS answers.
 const SUBFLOW_DATA_LEN: usize = 16;
 /// `struct mptcp_subflow_addrs`: two `__kernel_sockaddr_storage` unions, local then remote.
@@ -26,23 +30,15 @@ const MAX_SUBFLOWS: usize = 16;
 
 /// Why an MPTCP socket could not be opened, in words naming the kernel's side of it.
 pub fn unavailable_reason(err: &std::io::Error) -> String {
-    match err.raw_os_error() {
-        Some(libc::ENOPROTOOPT) => {
-            "MPTCP is turned off in this network namespace (sysctl net.mptcp.enabled=0)".into()
-        }
-        Some(libc::EPROTONOSUPPORT) | Some(libc::EINVAL) => {
-            "this kernel has no MPTCP (built without CONFIG_MPTCP, or older than Linux 5.6)".into()
-        }
-        _ => format!("the kernel refused an MPTCP socket: {err}"),
-    }
+    crate::os::mptcp_unavailable_reason(err)
 }
 
 /// The connection's MPTCP figures, or None when it is not an MPTCP connection (plain TCP, or an MPTCP
 /// socket that fell back to TCP).
-pub fn read(sock: &impl AsRawFd) -> Option<MptcpStats> {
-    let fd = sock.as_raw_fd();
+pub fn read(sock: &impl AsSock) -> Option<MptcpStats> {
+    let fd = sock;
     let mut is = [0u8; 4];
-    if getsockopt(fd, libc::IPPROTO_TCP, TCP_IS_MPTCP, &mut is).ok()? < 4 || i32::from_ne_bytes(is) != 1 {
+    if getsockopt(fd, IPPROTO_TCP, TCP_IS_MPTCP, &mut is).ok()? < 4 || i32::from_ne_bytes(is) != 1 {
         return None;
     }
     let mut info = [0u8; 96];
@@ -77,7 +73,7 @@ fn parse_info(b: &[u8]) -> Option<MptcpStats> {
 
 /// One MPTCP_TCPINFO or MPTCP_SUBFLOW_ADDRS answer: the elements (each `elem` bytes) the kernel
 /// filled, after the `mptcp_subflow_data` header. Empty when the kernel does not have the option.
-fn subflow_array(fd: i32, opt: i32, elem: usize) -> Vec<Vec<u8>> {
+fn subflow_array(fd: &impl AsSock, opt: i32, elem: usize) -> Vec<Vec<u8>> {
     let mut buf = vec![0u8; SUBFLOW_DATA_LEN + elem * MAX_SUBFLOWS];
     buf[0..4].copy_from_slice(&(SUBFLOW_DATA_LEN as u32).to_ne_bytes());
     buf[12..16].copy_from_slice(&(elem as u32).to_ne_bytes());
@@ -135,11 +131,11 @@ fn sockaddr(b: &[u8]) -> Option<SocketAddr> {
     let family = i32::from(u16::from_ne_bytes([b[0], b[1]]));
     let port = u16::from_be_bytes([b[2], b[3]]);
     match family {
-        libc::AF_INET => {
+        AF_INET => {
             let ip = Ipv4Addr::new(b[4], b[5], b[6], b[7]);
             Some(SocketAddr::V4(SocketAddrV4::new(ip, port)))
         }
-        libc::AF_INET6 => {
+        AF_INET6 => {
             let octets: [u8; 16] = b[8..24].try_into().ok()?;
             // A dual-stack listener's subflows carry IPv4 as v4-mapped IPv6: name them as IPv4.
             let ip = Ipv6Addr::from(octets);
@@ -152,15 +148,8 @@ fn sockaddr(b: &[u8]) -> Option<SocketAddr> {
     }
 }
 
-/// getsockopt into `buf`, returning how many bytes the kernel filled.
-fn getsockopt(fd: i32, level: i32, opt: i32, buf: &mut [u8]) -> std::io::Result<usize> {
-    let mut len = buf.len() as libc::socklen_t;
-    // SAFETY: `buf` is writable for `len` bytes; the kernel writes at most `len` bytes and updates it.
-    let rc = unsafe { libc::getsockopt(fd, level, opt, buf.as_mut_ptr().cast(), &mut len) };
-    if rc != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(len as usize)
+fn getsockopt(sock: &impl AsSock, level: i32, opt: i32, buf: &mut [u8]) -> std::io::Result<usize> {
+    crate::os::getsockopt_bytes(sock, level, opt, buf)
 }
 
 #[cfg(test)]
@@ -182,11 +171,11 @@ mod tests {
         let mut s = vec![0u8; 128];
         match addr {
             SocketAddr::V4(a) => {
-                s[0..2].copy_from_slice(&(libc::AF_INET as u16).to_ne_bytes());
+                s[0..2].copy_from_slice(&(AF_INET as u16).to_ne_bytes());
                 s[4..8].copy_from_slice(&a.ip().octets());
             }
             SocketAddr::V6(a) => {
-                s[0..2].copy_from_slice(&(libc::AF_INET6 as u16).to_ne_bytes());
+                s[0..2].copy_from_slice(&(AF_INET6 as u16).to_ne_bytes());
                 s[8..24].copy_from_slice(&a.ip().octets());
             }
         }

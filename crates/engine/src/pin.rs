@@ -27,32 +27,7 @@ pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>, String> {
     Ok(out)
 }
 
-/// Pins the calling thread to one CPU.
-pub fn pin_current_thread(cpu: usize) -> std::io::Result<()> {
-    // SAFETY: cpu_set_t is a plain bit set; CPU_SET bounds-checks against its size.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-    }
-    Ok(())
-}
-
-/// The CPUs this process may run on (its affinity mask).
-pub fn allowed_cpus() -> Vec<usize> {
-    // SAFETY: sched_getaffinity fills the zeroed set; CPU_ISSET reads within its size.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
-            return (0..crate::cpu::cpu_count() as usize).collect();
-        }
-        (0..libc::CPU_SETSIZE as usize)
-            .filter(|&c| libc::CPU_ISSET(c, &set))
-            .collect()
-    }
-}
+pub use crate::os::{allowed_cpus, pin_current_thread};
 
 /// Checks that every CPU of a pinning list is one this process may use.
 pub fn check_cpus(list: &[usize]) -> Result<(), String> {

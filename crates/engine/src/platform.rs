@@ -5,6 +5,8 @@
 //! difference between platforms is read here rather than from `cfg` attributes spread through the
 //! code.
 
+use landspeed_core::config::{IoBackend, RcvLowat, TestSpec, TxMode};
+
 /// One feature and whether this build carries it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Feature {
@@ -70,6 +72,51 @@ pub const FEATURES: &[Feature] = &[
         built: LINUX,
         instead: "the system's tracert or traceroute",
     },
+    Feature {
+        name: "kernel TLS",
+        built: LINUX,
+        instead: "--tls without --ktls",
+    },
+    Feature {
+        name: "kernel pacing (--fq-rate)",
+        built: LINUX,
+        instead: "-b, landspeed's own pacing",
+    },
+    Feature {
+        name: "choosing congestion control",
+        built: LINUX,
+        instead: "the system's setting (netsh int tcp set supplemental)",
+    },
+    Feature {
+        name: "setting the MSS",
+        built: LINUX,
+        instead: "the path's own MSS",
+    },
+    Feature {
+        name: "IPv6 flow labels",
+        built: LINUX,
+        instead: "no flow label",
+    },
+    Feature {
+        name: "host tuning (tune)",
+        built: LINUX,
+        instead: "the system's own network settings",
+    },
+    Feature {
+        name: "binding to a device (--bind-dev)",
+        built: LINUX,
+        instead: "-B with the interface's address",
+    },
+    Feature {
+        name: "Don't Fragment on UDP",
+        built: LINUX,
+        instead: "a test without --dont-fragment",
+    },
+    Feature {
+        name: "the receive low-water mark",
+        built: LINUX,
+        instead: "--rcvlowat off",
+    },
 ];
 
 /// The target triple this binary was built for (from the build script).
@@ -85,7 +132,7 @@ pub fn built_in() -> Vec<&'static str> {
 
 /// A feature this platform lacks, refused with one line.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[error("{name} is not available on {os} (this is {target}); use {instead}")]
+#[error("{name}: not available on {os} (this build is for {target}); use {instead}")]
 pub struct Unsupported {
     /// The feature asked for.
     pub name: &'static str,
@@ -114,6 +161,42 @@ pub fn require(name: &str) -> Result<(), Unsupported> {
     })
 }
 
+/// Whether this build has the feature named.
+pub fn has(name: &str) -> bool {
+    require(name).is_ok()
+}
+
+/// Every option of a test this platform cannot honour, refused before anything connects (on both
+/// ends: the client for its own options, the server for the spec it is sent), naming the first.
+pub fn check_spec(spec: &TestSpec) -> Result<(), Unsupported> {
+    let asks = [
+        (spec.io == IoBackend::Uring, "io_uring"),
+        (spec.tx == TxMode::Zerocopy, "splice and MSG_ZEROCOPY"),
+        (spec.mptcp, "MPTCP"),
+        (spec.tls.as_ref().is_some_and(|t| t.ktls), "kernel TLS"),
+        (spec.fq_rate_bps.is_some(), "kernel pacing (--fq-rate)"),
+        (spec.congestion.is_some(), "choosing congestion control"),
+        (spec.mss.is_some(), "setting the MSS"),
+        (spec.dont_fragment, "Don't Fragment on UDP"),
+        (
+            spec.rcvlowat_bytes.is_some_and(|b| b > 0),
+            "the receive low-water mark",
+        ),
+    ];
+    asks.into_iter()
+        .filter(|(asked, _)| *asked)
+        .try_for_each(|(_, name)| require(name))
+}
+
+/// The receive low-water mark a test uses here: the spec's where the platform has one, else off.
+pub fn rcvlowat(spec: &TestSpec) -> RcvLowat {
+    if has("the receive low-water mark") {
+        spec.rcvlowat()
+    } else {
+        RcvLowat::Off
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -135,6 +218,24 @@ mod tests {
     }
 
     #[test]
+    fn a_spec_is_refused_for_exactly_the_options_the_platform_lacks() {
+        assert_eq!(check_spec(&TestSpec::default()), Ok(()));
+        let uring = TestSpec {
+            io: IoBackend::Uring,
+            ..TestSpec::default()
+        };
+        assert_eq!(check_spec(&uring).is_ok(), cfg!(target_os = "linux"));
+        let lowat_off = TestSpec {
+            rcvlowat_bytes: Some(0),
+            ..TestSpec::default()
+        };
+        assert_eq!(check_spec(&lowat_off), Ok(()));
+        if let Err(e) = check_spec(&uring) {
+            assert!(e.to_string().starts_with("io_uring: not available on "), "{e}");
+        }
+    }
+
+    #[test]
     fn a_refusal_is_one_line_naming_the_platform_and_the_alternative() {
         let e = Unsupported {
             name: "io_uring",
@@ -145,7 +246,7 @@ mod tests {
         let line = e.to_string();
         assert_eq!(
             line,
-            "io_uring is not available on windows (this is x86_64-pc-windows-gnu); use --io epoll"
+            "io_uring: not available on windows (this build is for x86_64-pc-windows-gnu); use --io epoll"
         );
     }
 }

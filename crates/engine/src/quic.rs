@@ -83,8 +83,7 @@ pub fn socket(
 ) -> std::io::Result<std::net::UdpSocket> {
     let s = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
     if reuse_port {
-        s.set_reuse_address(true)?;
-        s.set_reuse_port(true)?;
+        crate::os::share_port(&s)?;
     }
     if let Some(v) = v6only {
         s.set_only_v6(v)?;
@@ -97,47 +96,9 @@ pub fn socket(
 
 /// Attaches the datagram router to the port group of `sock`: index 0 of the group (the socket bound
 /// first, the UDP listener) gets landspeed's and iperf3's datagrams, index 1 (the QUIC socket) the
-/// rest. A datagram shorter than four bytes goes to the listener.
+/// rest. A datagram shorter than four bytes goes to the listener. Linux only (a socket filter).
 pub fn route_port(sock: &std::net::UdpSocket) -> std::io::Result<()> {
-    // The kernel's copy of landspeed_core::perf::is_for_quic.
-    use landspeed_core::perf::{LANDSPEED_DATAGRAMS, QUIC_FIXED_BIT};
-    let [lspe, lspd] = LANDSPEED_DATAGRAMS.map(u32::from_be_bytes);
-    let f = |code: u16, jt: u8, jf: u8, k: u32| libc::sock_filter { code, jt, jf, k };
-    let (ld_w, ld_b) = (
-        (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16,
-        (libc::BPF_LD | libc::BPF_B | libc::BPF_ABS) as u16,
-    );
-    let jeq = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
-    let jset = (libc::BPF_JMP | libc::BPF_JSET | libc::BPF_K) as u16;
-    let ret = (libc::BPF_RET | libc::BPF_K) as u16;
-    let mut prog = [
-        f(ld_w, 0, 0, 0),                         // 0: A = first four payload bytes
-        f(jeq, 3, 0, lspe),                       // 1: landspeed echo probe -> listener
-        f(jeq, 2, 0, lspd),                       // 2: landspeed stream hello -> listener
-        f(ld_b, 0, 0, 0),                         // 3: A = first byte
-        f(jset, 1, 0, u32::from(QUIC_FIXED_BIT)), // 4: QUIC's fixed bit set -> QUIC
-        f(ret, 0, 0, 0),                          // 5: listener
-        f(ret, 0, 0, 1),                          // 6: QUIC
-    ];
-    let fprog = libc::sock_fprog {
-        len: prog.len() as u16,
-        filter: prog.as_mut_ptr(),
-    };
-    // SAFETY: a valid socket and a filter program that lives across the call (the kernel copies it).
-    let rc = unsafe {
-        libc::setsockopt(
-            std::os::fd::AsRawFd::as_raw_fd(sock),
-            libc::SOL_SOCKET,
-            libc::SO_ATTACH_REUSEPORT_CBPF,
-            std::ptr::from_ref(&fprog).cast(),
-            std::mem::size_of::<libc::sock_fprog>() as libc::socklen_t,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
+    crate::os::route_port(sock)
 }
 
 /// quinn's endpoint settings: no greasing of QUIC's fixed bit, which the port's router reads.

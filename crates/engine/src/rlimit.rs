@@ -2,38 +2,9 @@
 //! on each end, more than the usual soft limit of 1024; asking the kernel once at startup is cheaper than
 //! a confusing "too many open files" halfway through connecting.
 
-/// Raises RLIMIT_NOFILE's soft limit to the hard limit; returns the limit now in force.
-pub fn raise_fd_limit() -> u64 {
-    // SAFETY: getrlimit/setrlimit read and write the plain struct we pass.
-    unsafe {
-        let mut r: libc::rlimit = std::mem::zeroed();
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) != 0 {
-            return 0;
-        }
-        if r.rlim_cur < r.rlim_max {
-            let want = libc::rlimit {
-                rlim_cur: r.rlim_max,
-                rlim_max: r.rlim_max,
-            };
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &want) == 0 {
-                return want.rlim_cur;
-            }
-        }
-        r.rlim_cur
-    }
-}
-
-/// The open-file limit in force (the soft RLIMIT_NOFILE), or 0 if it cannot be read.
-pub fn fd_limit() -> u64 {
-    // SAFETY: getrlimit writes the plain struct we pass.
-    unsafe {
-        let mut r: libc::rlimit = std::mem::zeroed();
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) != 0 {
-            return 0;
-        }
-        r.rlim_cur
-    }
-}
+/// Raises RLIMIT_NOFILE's soft limit to the hard limit and returns the limit now in force
+/// ([`fd_limit`]: the soft limit, or 0 if it cannot be read). Windows has no such limit on sockets.
+pub use crate::os::{fd_limit, raise_fd_limit};
 
 /// Descriptors one end needs for `streams` data streams: one socket each, and a margin for the
 /// control connection, epoll or io_uring instances, pipes, the archive and the standard streams.

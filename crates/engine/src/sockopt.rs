@@ -6,7 +6,6 @@ use crate::host::sysctl;
 use landspeed_core::config::TestSpec;
 use landspeed_core::units::Bytes;
 use socket2::Socket;
-use std::os::fd::AsRawFd;
 
 /// Why an option could not be applied.
 #[derive(Debug, thiserror::Error)]
@@ -59,9 +58,9 @@ fn set_window(sock: &Socket, spec: &TestSpec) -> Result<(), SockOptError> {
 /// IPv6-only socket refuses it, which is fine).
 pub fn set_tos(sock: &socket2::SockRef<'_>, tos: Option<u8>) -> Result<(), SockOptError> {
     let Some(tos) = tos else { return Ok(()) };
-    let v6 = sock.domain().map_err(other("SO_DOMAIN"))? == socket2::Domain::IPV6;
+    let v6 = crate::os::is_ipv6(sock).map_err(other("SO_DOMAIN"))?;
     if v6 {
-        sock.set_tclass_v6(u32::from(tos)).map_err(other("IPV6_TCLASS"))?;
+        crate::os::set_tclass_v6(sock, u32::from(tos)).map_err(other("IPV6_TCLASS"))?;
         let _ = sock.set_tos_v4(u32::from(tos));
         Ok(())
     } else {
@@ -69,42 +68,12 @@ pub fn set_tos(sock: &socket2::SockRef<'_>, tos: Option<u8>) -> Result<(), SockO
     }
 }
 
-/// Linux's `struct in6_flowlabel_req` (linux/in6.h): a flow label asked of the kernel's label
-/// manager for one destination.
-#[repr(C)]
-#[derive(Clone, Copy)]
-struct FlowLabelReq {
-    dst: [u8; 16],
-    label_be: u32,
-    action: u8,
-    share: u8,
-    flags: u16,
-    expires: u16,
-    linger: u16,
-    pad: u32,
-}
-
 /// The IPv6 flow label `label` (20 bits) on a TCP socket about to connect to `dst` (iperf3's `-L`):
 /// the label taken from the kernel's manager (created, shared with any socket) and sent in every
 /// packet (IPV6_FLOWINFO_SEND). The connect must give the label in its address too
-/// (`SocketAddrV6::flowinfo`, network order).
+/// (`SocketAddrV6::flowinfo`, network order). Linux only.
 pub fn set_flow_label(sock: &Socket, dst: std::net::Ipv6Addr, label: u32) -> Result<(), SockOptError> {
-    const GET: u8 = 0;
-    const CREATE: u16 = 1;
-    const SHARE_ANY: u8 = 255;
-    let req = FlowLabelReq {
-        dst: dst.octets(),
-        label_be: (label & 0xf_ffff).to_be(),
-        action: GET,
-        share: SHARE_ANY,
-        flags: CREATE,
-        expires: 0,
-        linger: 0,
-        pad: 0,
-    };
-    set_value(sock, libc::IPPROTO_IPV6, libc::IPV6_FLOWLABEL_MGR, &req)
-        .map_err(other("IPV6_FLOWLABEL_MGR"))?;
-    set_int(sock, libc::IPPROTO_IPV6, libc::IPV6_FLOWINFO_SEND, 1).map_err(other("IPV6_FLOWINFO_SEND"))
+    crate::os::set_flow_label(sock, dst, label)
 }
 
 /// A UDP data socket's options: the test's buffers (or `default_buffer`; a buffer the kernel caps is
@@ -132,8 +101,7 @@ pub fn before_connect(sock: &Socket, spec: &TestSpec) -> Result<(), SockOptError
     set_window(sock, spec)?;
     set_tos(&socket2::SockRef::from(sock), spec.tos)?;
     if let Some(mss) = spec.mss {
-        sock.set_tcp_mss(mss)
-            .map_err(|err| SockOptError::Mss { mss, err })?;
+        crate::os::set_mss(sock, mss).map_err(|err| SockOptError::Mss { mss, err })?;
     }
     Ok(())
 }
@@ -144,21 +112,15 @@ pub fn after_connect(sock: &Socket, spec: &TestSpec, sending: bool) -> Result<()
     set_tos(&socket2::SockRef::from(sock), spec.tos)?;
     sock.set_tcp_nodelay(spec.nodelay).map_err(other("TCP_NODELAY"))?;
     if let Some(name) = &spec.congestion {
-        sock.set_tcp_congestion(name.as_bytes())
-            .map_err(|err| SockOptError::Congestion {
-                name: name.clone(),
-                available: sysctl("net/ipv4/tcp_allowed_congestion_control").unwrap_or_default(),
-                err,
-            })?;
+        crate::os::set_congestion(sock, name).map_err(|err| SockOptError::Congestion {
+            name: name.clone(),
+            available: sysctl("net/ipv4/tcp_allowed_congestion_control").unwrap_or_default(),
+            err,
+        })?;
     }
     if let (Some(rate), true) = (spec.fq_rate_bps, sending) {
         let bytes_per_s: u64 = (rate / 8.0).round().max(1.0) as u64;
-        // A u64, as SO_MAX_PACING_RATE accepts since Linux 4.20.
-        set_value(sock, libc::SOL_SOCKET, libc::SO_MAX_PACING_RATE, &bytes_per_s)
-            .map_err(other("SO_MAX_PACING_RATE"))?;
-        let unsent = paced_queue_bytes(rate).min(i32::MAX as usize) as libc::c_int;
-        set_int(sock, libc::IPPROTO_TCP, libc::TCP_NOTSENT_LOWAT, unsent)
-            .map_err(other("TCP_NOTSENT_LOWAT"))?;
+        crate::os::set_pacing(sock, bytes_per_s, paced_queue_bytes(rate))?;
         // A paced sender writes a few ms of its pace at a time, less than one segment where the MSS
         // is large (loopback's is 64 KiB): Nagle would hold each such write for the peer's delayed
         // ACK and the rate would fall short of the pace.
@@ -183,75 +145,13 @@ pub fn paced_queue_bytes(rate_bps: f64) -> usize {
 /// Bytes written to a TCP socket and not yet sent (SIOCOUTQNSD). TCP_NOTSENT_LOWAT alone does not bound
 /// them: the kernel checks it only when a write needs a new segment, and appends to the last one up
 /// to its size goal (two MSS, 128 KiB on loopback) without looking.
-pub fn unsent_bytes<S: AsRawFd>(sock: &S) -> std::io::Result<u64> {
-    // The request argument is c_ulong in glibc and c_int in musl: `as _` takes either.
-    const SIOCOUTQNSD: u32 = 0x894B;
-    let mut n: libc::c_int = 0;
-    // SAFETY: SIOCOUTQNSD writes one int through the pointer, which points at a live c_int.
-    let rc = unsafe { libc::ioctl(sock.as_raw_fd(), SIOCOUTQNSD as _, &mut n) };
-    if rc != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(n.max(0) as u64)
+pub fn unsent_bytes(sock: &impl crate::os::AsSock) -> std::io::Result<u64> {
+    crate::os::unsent_bytes(sock)
 }
 
-/// Sets an int socket option (`level` SOL_SOCKET, SOL_UDP, IPPROTO_TCP, ...).
-pub fn set_int<S: AsRawFd>(
-    sock: &S,
-    level: libc::c_int,
-    opt: libc::c_int,
-    v: libc::c_int,
-) -> std::io::Result<()> {
-    set_value(sock, level, opt, &v)
-}
-
-/// Sets a socket option whose value is `v`, passed by pointer with its size: an integer, or a
-/// `#[repr(C)]` struct of the kernel's layout.
-fn set_value<S: AsRawFd, T: Copy>(
-    sock: &S,
-    level: libc::c_int,
-    opt: libc::c_int,
-    v: &T,
-) -> std::io::Result<()> {
-    // SAFETY: setsockopt with a pointer to a live value and its size; `T` is plain data (Copy) laid
-    // out as the option expects (the callers' types say which).
-    let rc = unsafe {
-        libc::setsockopt(
-            sock.as_raw_fd(),
-            level,
-            opt,
-            (v as *const T).cast(),
-            std::mem::size_of::<T>() as libc::socklen_t,
-        )
-    };
-    if rc != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
-}
-
-/// SO_RCVLOWAT: a receive on `sock` wakes once `bytes` have arrived (or its timeout passed). Returns the
-/// mark the kernel kept: it caps the value at half the largest receive buffer it would allow.
-pub fn set_rcvlowat<S: AsRawFd>(sock: &S, bytes: u64) -> std::io::Result<u64> {
-    let asked = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
-    set_int(sock, libc::SOL_SOCKET, libc::SO_RCVLOWAT, asked)?;
-    let fd = sock.as_raw_fd();
-    let size = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-    let (mut kept, mut len): (libc::c_int, libc::socklen_t) = (0, size);
-    // SAFETY: getsockopt into a live c_int whose size is passed.
-    let rc = unsafe {
-        libc::getsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_RCVLOWAT,
-            (&mut kept as *mut libc::c_int).cast(),
-            &mut len,
-        )
-    };
-    if rc != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(kept.max(0) as u64)
+/// Sets the receive low-water mark (SO_RCVLOWAT) and returns what the kernel kept.
+pub fn set_rcvlowat(sock: &impl crate::os::AsSock, bytes: u64) -> std::io::Result<u64> {
+    crate::os::set_rcvlowat(sock, bytes)
 }
 
 /// The buffer sizes the kernel reports for a socket: (SO_SNDBUF, SO_RCVBUF).
@@ -297,30 +197,13 @@ pub fn window_warning(requested: Option<u64>, snd: u64, rcv: u64) -> Option<Stri
 /// while the server waits for data streams): a non-blocking peek that sees end-of-file or an error.
 /// Bytes waiting to be read mean the peer is still there.
 pub fn peer_gone(s: &std::net::TcpStream) -> bool {
-    use std::os::fd::AsRawFd;
-    let mut b = [0u8; 1];
-    // SAFETY: recv(2) into a 1-byte stack buffer on a descriptor `s` owns; MSG_PEEK leaves the data.
-    let n = unsafe {
-        libc::recv(
-            s.as_raw_fd(),
-            b.as_mut_ptr().cast(),
-            1,
-            libc::MSG_PEEK | libc::MSG_DONTWAIT,
-        )
-    };
-    match n {
-        0 => true,
-        n if n > 0 => false,
-        _ => !matches!(
-            std::io::Error::last_os_error().kind(),
-            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
-        ),
-    }
+    crate::os::peer_gone(s)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::fd::AsRawFd;
 
     #[test]
     fn warning_names_the_sysctl() {

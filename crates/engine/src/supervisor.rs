@@ -208,7 +208,7 @@ impl EngineParams {
             uring: spec.io == landspeed_core::config::IoBackend::Uring,
             queue_depth: spec.queue_depth as usize,
             stream_cap_bps: None,
-            rcvlowat: spec.rcvlowat(),
+            rcvlowat: crate::platform::rcvlowat(spec),
             paced_bps: spec.fq_rate_bps,
             stall_s: landspeed_core::stall::threshold_s(
                 spec.rate_bps

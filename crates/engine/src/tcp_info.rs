@@ -3,7 +3,6 @@
 //! stay zero, so `len` tells which figures are real.
 
 use landspeed_core::endpoint::{TcpSnapshot, TcpStats};
-use std::os::fd::AsRawFd;
 
 /// `struct tcp_info` as Linux lays it out (uapi/linux/tcp.h); the kernel's names without `tcpi_`, times in microseconds unless said otherwise.
 #[repr(C)]
@@ -138,27 +137,10 @@ pub struct TcpInfo {
     pub len: usize,
 }
 
-/// Reads TCP_INFO. Errors only if the descriptor is not a TCP socket.
-pub fn read(sock: &impl AsRawFd) -> std::io::Result<TcpInfo> {
-    let mut raw = RawTcpInfo::default();
-    let mut len = std::mem::size_of::<RawTcpInfo>() as libc::socklen_t;
-    // SAFETY: `raw` is a plain repr(C) struct of `len` bytes; the kernel writes at most `len` bytes.
-    let rc = unsafe {
-        libc::getsockopt(
-            sock.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_INFO,
-            (&mut raw as *mut RawTcpInfo).cast(),
-            &mut len,
-        )
-    };
-    if rc != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(TcpInfo {
-        raw,
-        len: len as usize,
-    })
+/// Reads TCP_INFO (on Windows, SIO_TCP_INFO's figures in the same layout). Errors only if the
+/// socket is not a TCP socket, or the system cannot say.
+pub fn read(sock: &impl crate::os::AsSock) -> std::io::Result<TcpInfo> {
+    crate::os::tcp_info(sock)
 }
 
 impl TcpInfo {
@@ -224,11 +206,9 @@ impl TcpInfo {
     }
 }
 
-/// The congestion control algorithm a socket uses.
+/// The congestion control algorithm a socket uses (None where the system does not say).
 pub fn congestion(sock: &socket2::Socket) -> Option<String> {
-    let name = sock.tcp_congestion().ok()?;
-    let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
-    Some(String::from_utf8_lossy(&name[..end]).into_owned())
+    crate::os::congestion(sock)
 }
 
 #[cfg(test)]

@@ -213,30 +213,5 @@ impl ServerCertVerifier for Verifier {
 /// module not loaded and this process not allowed to load it), and with ENOTCONN when it has one (the
 /// socket is not connected yet).
 pub fn ktls_unavailable_reason() -> Option<String> {
-    let ulps = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_ulp").unwrap_or_default();
-    let sock = match socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None) {
-        Ok(s) => s,
-        Err(e) => return Some(format!("cannot open a TCP socket to probe for it: {e}")),
-    };
-    let name = b"tls";
-    // SAFETY: a valid socket and a buffer of the given length.
-    let rc = unsafe {
-        libc::setsockopt(
-            std::os::fd::AsRawFd::as_raw_fd(&sock),
-            libc::SOL_TCP,
-            libc::TCP_ULP,
-            name.as_ptr().cast(),
-            name.len() as libc::socklen_t,
-        )
-    };
-    let err = std::io::Error::last_os_error();
-    match (rc, err.raw_os_error()) {
-        (0, _) | (_, Some(libc::ENOTCONN)) => None,
-        (_, Some(libc::ENOENT)) => Some(format!(
-            "this kernel has no TLS upper-layer protocol (CONFIG_TLS, module `tls`): TCP_ULP \"tls\" \
-             failed with ENOENT, and /proc/sys/net/ipv4/tcp_available_ulp lists only '{}'",
-            ulps.trim()
-        )),
-        _ => Some(format!("TCP_ULP \"tls\" failed: {err}")),
-    }
+    crate::os::ktls_unavailable_reason()
 }

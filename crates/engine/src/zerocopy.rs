@@ -18,7 +18,7 @@ pub const RING: usize = 4;
 
 /// Turns on SO_ZEROCOPY for a socket.
 pub fn enable(sock: &TcpStream) -> io::Result<()> {
-    crate::sockopt::set_int(sock, libc::SOL_SOCKET, SO_ZEROCOPY, 1)
+    crate::os::set_int(sock, libc::SOL_SOCKET, SO_ZEROCOPY, 1)
 }
 
 /// One stream's zerocopy state: the buffer ring and the send counters.
@@ -44,6 +44,11 @@ impl ZcSender {
     /// Zerocopy sends issued so far.
     pub fn issued(&self) -> u64 {
         self.issued
+    }
+
+    /// Completions the kernel reported as copied after all.
+    pub fn copied(&self) -> u64 {
+        self.copied
     }
 
     /// Whether the kernel has reported every send complete.

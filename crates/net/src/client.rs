@@ -250,6 +250,9 @@ pub enum ClientError {
         /// What went wrong.
         detail: String,
     },
+    /// The test asks for something this platform does not have.
+    #[error(transparent)]
+    Unsupported(#[from] landspeed_engine::platform::Unsupported),
     /// MPTCP was asked for and this host cannot open an MPTCP socket.
     #[error("cannot open an MPTCP socket: {reason}")]
     Mptcp {
@@ -590,12 +593,10 @@ fn keepalive(k: &Keepalive, sock: &socket2::Socket) -> std::io::Result<()> {
 /// `--bind-dev`: the socket sends from that interface only.
 fn bind_device(opts: &ClientOptions, sock: &socket2::Socket) -> Result<(), ClientError> {
     match &opts.bind_device {
-        Some(dev) => sock
-            .bind_device(Some(dev.as_bytes()))
-            .map_err(|err| ClientError::BindDevice {
-                device: dev.clone(),
-                err,
-            }),
+        Some(dev) => landspeed_engine::os::bind_device(sock, dev).map_err(|err| ClientError::BindDevice {
+            device: dev.clone(),
+            err,
+        }),
         None => Ok(()),
     }
 }
@@ -1009,7 +1010,7 @@ fn udp_socket(
 ) -> std::io::Result<std::net::UdpSocket> {
     let sock = std::net::UdpSocket::bind(local(opts, addr, data_port(opts, Some(id))))?;
     if let Some(dev) = &opts.bind_device {
-        socket2::SockRef::from(&sock).bind_device(Some(dev.as_bytes()))?;
+        landspeed_engine::os::bind_device(&socket2::SockRef::from(&sock), dev)?;
     }
     let buffer = landspeed_engine::transport::udp::DEFAULT_BUFFER;
     landspeed_engine::sockopt::udp_options(&sock, spec, buffer).map_err(std::io::Error::other)?;

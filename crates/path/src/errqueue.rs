@@ -9,60 +9,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 
-/// One error from the queue.
-#[derive(Debug, Clone, PartialEq)]
-pub struct IcmpError {
-    /// SO_EE_ORIGIN_*: 2 ICMP, 3 ICMPv6, 1 local (e.g. EMSGSIZE for a datagram over the interface MTU).
-    pub origin: u8,
-    /// The ICMP (or ICMPv6) type.
-    pub icmp_type: u8,
-    /// The ICMP (or ICMPv6) code.
-    pub code: u8,
-    /// For "fragmentation needed" / "packet too big" (and local EMSGSIZE): the MTU.
-    pub info: u32,
-    /// The errno the kernel maps the error to (EHOSTUNREACH, EMSGSIZE, ...).
-    pub errno: u32,
-    /// The router or host that sent the error, when known.
-    pub offender: Option<IpAddr>,
-    /// The start of the payload of the datagram that caused the error.
-    pub payload: Vec<u8>,
-}
-
-impl IcmpError {
-    /// Time exceeded in transit (TTL / hop limit reached zero at a router).
-    pub fn time_exceeded(&self) -> bool {
-        (self.origin == libc::SO_EE_ORIGIN_ICMP && self.icmp_type == 11)
-            || (self.origin == libc::SO_EE_ORIGIN_ICMP6 && self.icmp_type == 3)
-    }
-
-    /// Port unreachable: the datagram reached the destination host, where nothing listens.
-    pub fn port_unreachable(&self) -> bool {
-        (self.origin == libc::SO_EE_ORIGIN_ICMP && self.icmp_type == 3 && self.code == 3)
-            || (self.origin == libc::SO_EE_ORIGIN_ICMP6 && self.icmp_type == 1 && self.code == 4)
-    }
-
-    /// Too big for a link on the way: ICMP fragmentation needed, ICMPv6 packet too big, or the local
-    /// interface (origin local, EMSGSIZE). `info` holds the MTU that would pass.
-    pub fn too_big(&self) -> bool {
-        (self.origin == libc::SO_EE_ORIGIN_ICMP && self.icmp_type == 3 && self.code == 4)
-            || (self.origin == libc::SO_EE_ORIGIN_ICMP6 && self.icmp_type == 2)
-            || (self.origin == libc::SO_EE_ORIGIN_LOCAL && self.errno == libc::EMSGSIZE as u32)
-    }
-
-    /// Any other unreachable (network, host, prohibited): traceroute's !N, !H, !X.
-    pub fn unreachable_note(&self) -> Option<&'static str> {
-        if self.port_unreachable() || self.too_big() {
-            return None;
-        }
-        match (self.origin, self.icmp_type, self.code) {
-            (libc::SO_EE_ORIGIN_ICMP, 3, 0) | (libc::SO_EE_ORIGIN_ICMP6, 1, 0) => Some("!N"),
-            (libc::SO_EE_ORIGIN_ICMP, 3, 1) | (libc::SO_EE_ORIGIN_ICMP6, 1, 3) => Some("!H"),
-            (libc::SO_EE_ORIGIN_ICMP, 3, 9 | 10 | 13) | (libc::SO_EE_ORIGIN_ICMP6, 1, 1) => Some("!X"),
-            (libc::SO_EE_ORIGIN_ICMP, 3, _) | (libc::SO_EE_ORIGIN_ICMP6, 1, _) => Some("!U"),
-            _ => None,
-        }
-    }
-}
+pub use crate::icmp::IcmpError;
 
 fn setsockopt_int(sock: &UdpSocket, level: libc::c_int, name: libc::c_int, v: libc::c_int) -> io::Result<()> {
     // SAFETY: setsockopt with a pointer to a live c_int and its size.

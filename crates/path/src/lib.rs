@@ -8,8 +8,11 @@
 pub mod campaign;
 pub mod capacity;
 pub mod echo;
+#[cfg_attr(windows, path = "windows/errqueue.rs")]
 pub mod errqueue;
+pub mod icmp;
 pub mod pmtu;
+#[cfg_attr(windows, path = "windows/stamp.rs")]
 pub mod stamp;
 pub mod tcp_ping;
 pub mod trace;

@@ -184,7 +184,14 @@ impl Tracer {
     }
 }
 
+/// Windows: never asked (traceroute is refused there before any hop is named).
+#[cfg(windows)]
+pub fn reverse_name(_ip: IpAddr) -> Option<String> {
+    None
+}
+
 /// The reverse name of `ip` (a PTR lookup through the system resolver), None when there is none.
+#[cfg(not(windows))]
 pub fn reverse_name(ip: IpAddr) -> Option<String> {
     let sa = socket2::SockAddr::from(SocketAddr::new(ip, 0));
     let mut host = [0 as libc::c_char; 1025];

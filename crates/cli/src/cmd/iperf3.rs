@@ -497,9 +497,8 @@ fn serve(o: &Opts) -> Result<bool> {
             args.push("--iperf3-pkcs1".into());
         }
     }
-    use std::os::unix::process::CommandExt;
     let exe = std::env::current_exe()?;
-    let err = std::process::Command::new(exe).args(&args).exec();
+    let err = crate::common::sys::exec(std::process::Command::new(exe).args(&args));
     anyhow::bail!("cannot start landspeed serve: {err}")
 }
 

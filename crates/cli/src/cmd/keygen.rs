@@ -7,7 +7,6 @@ use crate::common::UsageError;
 use anyhow::{Context, Result};
 use clap::Args;
 use std::io::Write;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::PathBuf;
 
 #[derive(Args, Debug)]
@@ -39,8 +38,8 @@ pub fn keygen(a: KeygenArgs) -> Result<bool> {
 }
 
 fn append(path: &std::path::Path, line: &str) -> Result<()> {
-    if let Ok(meta) = std::fs::metadata(path) {
-        if meta.permissions().mode() & 0o077 != 0 {
+    if let Some(mode) = crate::common::sys::mode(path) {
+        if mode & 0o077 != 0 {
             return Err(UsageError(format!(
                 "{} can be read by other users; `chmod 600 {}` first",
                 path.display(),
@@ -49,11 +48,7 @@ fn append(path: &std::path::Path, line: &str) -> Result<()> {
             .into());
         }
     }
-    let mut f = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
-        .open(path)
+    let mut f = crate::common::sys::append_private(path)
         .with_context(|| format!("cannot open {}", path.display()))?;
     f.write_all(line.as_bytes())
         .with_context(|| format!("cannot write {}", path.display()))?;

@@ -16,4 +16,5 @@ pub mod run;
 pub mod serve;
 pub mod sweep;
 pub mod version;
+#[cfg_attr(not(target_os = "linux"), path = "wan_none.rs")]
 pub mod wan;

@@ -192,11 +192,8 @@ pub struct TuneArgs {
     pub json: bool,
 }
 
-extern "C" {
-    fn geteuid() -> u32;
-}
-
 pub fn tune(a: TuneArgs) -> Result<bool> {
+    landspeed_engine::platform::require("host tuning (tune)")?;
     if a.streams == 0 {
         return Err(UsageError("--streams must be at least 1".into()).into());
     }
@@ -228,8 +225,7 @@ pub fn tune(a: TuneArgs) -> Result<bool> {
         );
     }
     if a.apply {
-        // SAFETY: geteuid has no arguments and cannot fail.
-        if a.root == std::path::Path::new("/") && unsafe { geteuid() } != 0 {
+        if a.root == std::path::Path::new("/") && !crate::common::sys::is_root() {
             return Err(UsageError(
                 "--apply changes kernel settings: run it as root (or use --write)".into(),
             )

@@ -101,16 +101,19 @@ pub fn path(a: PathArgs) -> Result<bool> {
 }
 
 impl PathArgs {
-    /// The campaign's plan: without --rtt, --tcp, --trace, --pmtu or --capacity, everything runs.
+    /// The campaign's plan: without --rtt, --tcp, --trace, --pmtu or --capacity, everything this
+    /// platform can probe runs (not the route and path MTU where traceroute is not built: asked for
+    /// by name, they are refused).
     pub fn plan(&self) -> PathPlan {
         let all = !(self.rtt || self.tcp.is_some() || self.trace || self.pmtu || self.capacity);
+        let icmp = landspeed_engine::platform::has("traceroute");
         PathPlan {
             host: self.host.clone(),
             port: self.port,
             echo: self.rtt || all,
             tcp_port: (self.tcp.or(all.then_some(0))).map(|p| if p == 0 { self.port } else { p }),
-            trace: self.trace || all,
-            pmtu: self.pmtu || all,
+            trace: self.trace || (all && icmp),
+            pmtu: self.pmtu || (all && icmp),
             capacity: self.capacity || all,
             trains: self.trains,
             numeric: self.numeric,

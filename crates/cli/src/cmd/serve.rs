@@ -384,8 +384,7 @@ pub fn serve(a: ServeArgs) -> Result<bool> {
     }
     // `kill -USR1 PID` prints the counters (tests, bytes, refusals by reason).
     let stats = Arc::new(AtomicBool::new(false));
-    signal_hook::flag::register(signal_hook::consts::SIGUSR1, stats.clone())
-        .context("cannot install signal handler")?;
+    crate::common::sys::on_stats_signal(stats.clone()).context("cannot install signal handler")?;
     let opts = options(&a, stats)?;
     let printer: landspeed_net::server::EventSink = if a.iperf3_json {
         Arc::new(print_iperf3)

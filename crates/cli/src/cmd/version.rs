@@ -15,17 +15,20 @@ pub fn line() -> String {
         .iter()
         .map(|c| format!("{} {}", c.name, if c.available { "yes" } else { "no" }))
         .collect();
-    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
-        .map_or("unknown".to_string(), |k| k.trim().to_string());
+    let (_, system, release) = landspeed_engine::os::uname();
+    let paths = if caps.is_empty() {
+        String::new()
+    } else {
+        format!("; data paths: {}", caps.join(", "))
+    };
     format!(
-        "landspeed {} ({}; built for {}{}; Linux {kernel} {}); built in: {}; data paths: {}",
+        "landspeed {} ({}; built for {}{}; {system} {release} {}); built in: {}{paths}",
         landspeed_core::SOFTWARE_VERSION,
         env!("LANDSPEED_COMMIT"),
         platform::TARGET,
         if platform::STATIC { ", static" } else { "" },
         std::env::consts::ARCH,
         platform::built_in().join(", "),
-        caps.join(", ")
     )
 }
 

@@ -28,7 +28,7 @@ pub fn meta(server: bool) -> Iperf3Meta {
 /// iperf3's `system_info`: uname's system, node, release, version and machine (from /proc).
 fn system_info() -> String {
     let read = |k: &str| {
-        std::fs::read_to_string(format!("/proc/sys/kernel/{k}"))
+        landspeed_engine::os::kernel_file(format!("/proc/sys/kernel/{k}"))
             .map(|s| s.trim().to_string())
             .unwrap_or_default()
     };

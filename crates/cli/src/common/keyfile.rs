@@ -8,7 +8,6 @@
 
 use crate::common::UsageError;
 use anyhow::Result;
-use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 pub fn read(path: &Path) -> Result<String> {
@@ -29,13 +28,12 @@ pub fn read(path: &Path) -> Result<String> {
 /// The file's mode when its group or others have any access to it and can reach it: every directory
 /// above it lets them pass (the group through its group or other bit, others through the other bit).
 fn exposed(path: &Path) -> Option<u32> {
-    let mode = std::fs::metadata(path).ok()?.permissions().mode() & 0o777;
+    let mode = crate::common::sys::mode(path)? & 0o777;
     let full = std::fs::canonicalize(path).ok()?;
     let dirs: Vec<u32> = full
         .ancestors()
         .skip(1)
-        .filter_map(|d| std::fs::metadata(d).ok())
-        .map(|m| m.permissions().mode())
+        .filter_map(crate::common::sys::mode)
         .collect();
     let group = mode & 0o070 != 0 && dirs.iter().all(|d| d & 0o011 != 0);
     let others = mode & 0o007 != 0 && dirs.iter().all(|d| d & 0o001 != 0);
@@ -57,6 +55,7 @@ pub fn error(flag: &str, path: &Path, e: &landspeed_core::protocol::AuthError) -
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     fn chmod(p: &Path, mode: u32) {
         std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();

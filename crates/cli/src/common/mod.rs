@@ -5,6 +5,7 @@
 //! `main` → `cli` → `cmd::*` → `common::*` → the library crates.
 
 pub mod client;
+#[cfg_attr(not(target_os = "linux"), path = "crossing_none.rs")]
 pub mod crossing;
 pub mod flags;
 pub mod http;
@@ -16,6 +17,8 @@ pub mod pidfile;
 pub mod run_args;
 pub mod store;
 pub mod sweep_output;
+#[cfg_attr(windows, path = "sys_windows.rs")]
+pub mod sys;
 pub mod values;
 
 /// An error that is the user's to fix (exit code 2), as opposed to a runtime failure (exit code 1).

@@ -32,22 +32,7 @@ pub struct Output {
     warn_on_stderr: bool,
 }
 
-/// True when stdout and stderr are one open file (the same terminal, pipe or file): the same
-/// device and inode.
-fn stderr_is_stdout() -> bool {
-    use std::os::fd::AsFd;
-    use std::os::unix::fs::MetadataExt;
-    let id = |fd: std::os::fd::BorrowedFd<'_>| {
-        let m = std::fs::File::from(fd.try_clone_to_owned().ok()?)
-            .metadata()
-            .ok()?;
-        Some((m.dev(), m.ino(), m.rdev()))
-    };
-    match (id(std::io::stdout().as_fd()), id(std::io::stderr().as_fd())) {
-        (Some(a), Some(b)) => a == b,
-        _ => false,
-    }
-}
+use crate::common::sys::stderr_is_stdout;
 
 impl Output {
     pub fn new(

@@ -46,12 +46,7 @@ impl PidFile {
     }
 }
 
-/// Whether process `pid` exists (signal 0: nothing is sent).
-fn alive(pid: i32) -> bool {
-    // SAFETY: kill with signal 0 only checks that the process exists and may be signalled.
-    let rc = unsafe { libc::kill(pid, 0) };
-    rc == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
-}
+use crate::common::sys::alive;
 
 impl Drop for PidFile {
     fn drop(&mut self) {

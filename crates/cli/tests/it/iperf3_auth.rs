@@ -13,7 +13,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 /// iperf3 3.21+: LANDSPEED_IPERF3_321, else where .ci/run builds it.
-fn iperf3_321() -> Option<PathBuf> {
+pub(crate) fn iperf3_321() -> Option<PathBuf> {
     let default = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/peers/iperf3-3.21/bin/iperf3");
     let path = std::env::var_os("LANDSPEED_IPERF3_321").map_or(default, PathBuf::from);
     if path.is_file() {

@@ -41,3 +41,4 @@ mod tls;
 mod tos;
 mod udp;
 mod wan;
+mod windows;

@@ -9,20 +9,18 @@
 
 mod blocking;
 pub mod tls;
+#[cfg(not(windows))]
 mod uring;
 
 use super::{round_robin, Meter, Outcome, Settled, StreamMeta, Transport};
+use crate::os::{Readiness, ZcSender};
 use crate::supervisor::{EngineParams, Flags};
 use crate::tcp_info;
-use crate::zerocopy::ZcSender;
 use landspeed_core::config::Flow;
 use landspeed_core::endpoint::{Role, TcpSnapshot, TcpStats};
 use landspeed_core::payload::{Generator, Verifier};
-use mio::unix::SourceFd;
-use mio::{Events, Interest, Poll, Token};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpStream};
-use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
@@ -79,11 +77,11 @@ impl Transport for Tcp<'_> {
             }
         }
         let mine = group.iter().map(|&i| (i, &self.0[i], &meters[i])).collect();
+        #[cfg(not(windows))]
         if p.uring && p.stream_cap_bps.is_none() {
-            uring::worker(mine, p, flags, t0)
-        } else {
-            worker(mine, p, flags, t0)
+            return uring::worker(mine, p, flags, t0);
         }
+        worker(mine, p, flags, t0)
     }
 
     fn snapshot(&self, i: usize) -> Option<TcpSnapshot> {
@@ -97,7 +95,7 @@ impl Transport for Tcp<'_> {
             snd_buf_bytes,
             rcv_buf_bytes,
             tcp: (tcp_info::read(&self.0[i].socket).ok()).map(|t| TcpStats {
-                mptcp: crate::mptcp::read(&self.0[i].socket),
+                mptcp: crate::os::mptcp_stats(&self.0[i].socket),
                 ..t.stats(rtts_us, tcp_info::congestion(&sref))
             }),
             tls_cipher: self.0[i].tls.as_ref().map(|t| t.cipher()),
@@ -190,7 +188,7 @@ impl<'a> State<'a> {
         if let Some(t) = self.tls.as_mut() {
             t.recv(&self.ds.socket, rbuf)
         } else if discard_it {
-            discard(&self.ds.socket, rbuf.len())
+            crate::os::discard(&self.ds.socket, rbuf)
         } else {
             (&self.ds.socket).read(rbuf)
         }
@@ -282,7 +280,7 @@ fn worker(
         .into_iter()
         .map(|(i, ds, c)| State::new(i, ds, c, now))
         .collect();
-    let mut poll = match Poll::new() {
+    let mut poll = match crate::os::Poller::new(states.len()) {
         Ok(p) => p,
         Err(e) => {
             let out = |id| {
@@ -297,9 +295,8 @@ fn worker(
             return states.iter().map(|s| out(s.index)).collect();
         }
     };
-    register(&mut states, &poll, p);
+    register(&mut states, &mut poll, p);
     let deadline = p.send_time.map(|d| t0 + d);
-    let mut events = Events::with_capacity(states.len().max(16));
     loop {
         if flags.abort.load(Relaxed) {
             for st in states.iter_mut().filter(|s| !s.done) {
@@ -316,7 +313,7 @@ fn worker(
             break;
         }
         let timeout = poll_timeout(any_ready, [wake, deadline]);
-        wait(&mut poll, &mut events, &mut states, timeout);
+        wait(&mut poll, &mut states, timeout);
     }
     reap_zerocopy(&mut states);
     states.into_iter().map(|s| (s.index, s.out)).collect()
@@ -365,11 +362,15 @@ fn poll_timeout(any_ready: bool, dues: [Option<Instant>; 2]) -> Duration {
 }
 
 /// Waits for readiness and marks the streams epoll names; a failing epoll ends every stream.
-fn wait(poll: &mut Poll, events: &mut Events, states: &mut [State], timeout: Duration) {
-    match poll.poll(events, Some(timeout)) {
+fn wait(poll: &mut crate::os::Poller, states: &mut [State], timeout: Duration) {
+    let waiting: Vec<bool> = states.iter().map(|s| !s.done && !s.ready).collect();
+    let mut ready = vec![];
+    match poll.wait(timeout, &|i| waiting.get(i) == Some(&true), &mut |i| {
+        ready.push(i)
+    }) {
         Ok(()) => {
-            for ev in events.iter() {
-                if let Some(st) = states.get_mut(ev.token().0) {
+            for i in ready {
+                if let Some(st) = states.get_mut(i) {
                     st.ready = true;
                 }
             }
@@ -385,25 +386,20 @@ fn wait(poll: &mut Poll, events: &mut Events, states: &mut [State], timeout: Dur
 
 /// Makes every socket non-blocking and registers it with `poll` (writable for senders, readable for
 /// receivers); zerocopy senders get their ring. A stream that cannot be set up ends with the reason.
-fn register(states: &mut [State], poll: &Poll, p: &EngineParams) {
+fn register(states: &mut [State], poll: &mut crate::os::Poller, p: &EngineParams) {
     for (i, st) in states.iter_mut().enumerate() {
-        let interest = if st.ds.role == Role::Sender {
-            Interest::WRITABLE
-        } else {
-            Interest::READABLE
-        };
-        let fd = st.ds.socket.as_raw_fd();
+        let writable = st.ds.role == Role::Sender;
         if let Err(e) = st
             .ds
             .socket
             .set_nonblocking(true)
-            .and_then(|_| poll.registry().register(&mut SourceFd(&fd), Token(i), interest))
+            .and_then(|_| poll.register(&st.ds.socket, i, writable))
         {
             st.finish(Some(format!("cannot poll socket: {e}")));
         }
         if p.zerocopy && st.ds.role == Role::Sender && !st.done {
-            match crate::zerocopy::enable(&st.ds.socket) {
-                Ok(()) => st.zc = Some(ZcSender::new(&p.pattern, p.length)),
+            match crate::os::zerocopy_sender(&st.ds.socket, &p.pattern, p.length) {
+                Ok(zc) => st.zc = Some(zc),
                 Err(e) => st.finish(Some(format!("SO_ZEROCOPY: {e}"))),
             }
         }
@@ -563,21 +559,8 @@ fn reap_zerocopy(states: &mut [State]) {
                 std::thread::yield_now();
             }
             st.out.zerocopy_sends = zc.issued();
-            st.out.zerocopy_copied = zc.copied;
+            st.out.zerocopy_copied = zc.copied();
         }
-    }
-}
-
-/// Receives up to `len` bytes without copying them to user space: for TCP, MSG_TRUNC makes the kernel
-/// consume and drop the data. Returns the byte count like `read`.
-fn discard(sock: &TcpStream, len: usize) -> std::io::Result<usize> {
-    // SAFETY: with MSG_TRUNC on a TCP socket the kernel writes nothing to the buffer; a null pointer
-    // with a length is accepted for exactly this use.
-    let n = unsafe { libc::recv(sock.as_raw_fd(), std::ptr::null_mut(), len, libc::MSG_TRUNC) };
-    if n < 0 {
-        Err(std::io::Error::last_os_error())
-    } else {
-        Ok(n as usize)
     }
 }
 

@@ -6,6 +6,7 @@
 //! marker. UDP has no end-of-file, so that marker and a short drain are how a test ends.
 
 use super::{Meter, Outcome, Settled, StreamMeta, Transport};
+use crate::os::{enable_gro, enable_gso, recv_counted, socket_drops, tight_timers};
 use crate::supervisor::{EngineParams, Flags};
 use landspeed_core::config::Flow;
 use landspeed_core::endpoint::{Role, TcpSnapshot};
@@ -177,81 +178,6 @@ impl Transport for Udp<'_> {
     }
 }
 
-/// An int socket option at `level` (SOL_UDP, SOL_SOCKET); false when the kernel refuses it.
-fn set_int_opt(s: &UdpSocket, level: libc::c_int, opt: libc::c_int, v: libc::c_int) -> bool {
-    crate::sockopt::set_int(s, level, opt, v).is_ok()
-}
-
-/// One read, with the count of buffers the socket had dropped when the kernel queued this one
-/// (SO_RXQ_OVFL; 0 when it attached none, which it does while the count is 0).
-fn recv_counted(s: &UdpSocket, buf: &mut [u8]) -> std::io::Result<(usize, u64)> {
-    use std::os::fd::AsRawFd;
-    let mut iov = libc::iovec {
-        iov_base: buf.as_mut_ptr().cast(),
-        iov_len: buf.len(),
-    };
-    let mut control = [0u64; 8]; // aligned room for the drop count and the offload's segment size
-                                 // SAFETY: a zeroed msghdr is valid; it then points at the live iovec and control buffer above.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control.as_mut_ptr().cast();
-    msg.msg_controllen = std::mem::size_of_val(&control) as _;
-    // SAFETY: recvmsg with the msghdr built above, whose buffers outlive the call.
-    let n = unsafe { libc::recvmsg(s.as_raw_fd(), &mut msg, 0) };
-    if n < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    let mut drops = 0u64;
-    // SAFETY: the CMSG_* walk stays within msg_controllen as the kernel set it; the data of an
-    // SO_RXQ_OVFL message is one u32, read unaligned.
-    unsafe {
-        let mut c = libc::CMSG_FIRSTHDR(&msg);
-        while !c.is_null() {
-            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SO_RXQ_OVFL {
-                drops = u64::from(std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<u32>()));
-            }
-            c = libc::CMSG_NXTHDR(&msg, c);
-        }
-    }
-    Ok((n as usize, drops))
-}
-
-/// The buffers the socket has dropped, from SO_MEMINFO (None if the kernel does not say).
-fn socket_drops(s: &UdpSocket) -> Option<u64> {
-    use std::os::fd::AsRawFd;
-    let mut info = [0u32; 16]; // SK_MEMINFO_VARS is 9 today; room for more
-    let mut len = std::mem::size_of_val(&info) as libc::socklen_t;
-    // SAFETY: getsockopt into a live u32 array whose size is passed.
-    let rc = unsafe {
-        libc::getsockopt(
-            s.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_MEMINFO,
-            info.as_mut_ptr().cast(),
-            &mut len,
-        )
-    };
-    let idx = libc::SK_MEMINFO_DROPS as usize;
-    (rc == 0 && len as usize > idx * 4).then(|| u64::from(info[idx]))
-}
-
-/// UDP segmentation offload: every send of several datagram-sized pieces leaves as that many datagrams.
-/// False where the kernel does not offer it (then datagrams are sent one by one).
-fn enable_gso(s: &UdpSocket, len: usize) -> bool {
-    len <= 65_000 && set_int_opt(s, libc::SOL_UDP, libc::UDP_SEGMENT, len as libc::c_int)
-}
-
-/// UDP receive offload: the kernel may hand over several same-sized datagrams in one read.
-fn enable_gro(s: &UdpSocket) -> bool {
-    set_int_opt(s, libc::SOL_UDP, libc::UDP_GRO, 1)
-}
-
-fn tight_timers() {
-    // SAFETY: prctl with integer arguments only.
-    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000u64, 0, 0, 0) };
-}
-
 /// Sleeps until `t` on the thread's clock: a sleep to shortly before, then polling.
 fn wait_until(t0: Instant, t_ns: u64) {
     loop {
@@ -359,7 +285,7 @@ fn send_batch(s: &UdpStream, bytes: &[u8], n: usize, c: &Meter, o: &mut Outcome)
             o.last = Some(at);
             c.bytes.store(o.bytes, Relaxed);
         }
-        Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) || e.kind() == ErrorKind::WouldBlock => {
+        Err(e) if crate::os::queue_full(&e) => {
             o.send_errors += n as u64;
         }
         Err(e) if e.kind() == ErrorKind::Interrupted => {}
@@ -465,7 +391,7 @@ fn receive_stream(
     };
     let gro = enable_gro(&s.socket);
     o.offload = gro;
-    let counted = set_int_opt(&s.socket, libc::SOL_SOCKET, libc::SO_RXQ_OVFL, 1);
+    let counted = crate::os::count_drops(&s.socket);
     let mut buf = vec![0u8; if gro { 65_536 } else { p.length.max(HEADER) + 1 }];
     let _ = s.socket.set_read_timeout(Some(Duration::from_millis(20)));
     let mut last_progress = Instant::now();

@@ -33,6 +33,7 @@ pub fn run_client(
     on_event: &mut dyn FnMut(ClientEvent),
 ) -> Result<RunResult, ClientError> {
     let (spec, local_file) = test_spec(opts)?;
+    landspeed_engine::platform::check_spec(&spec)?;
     let addr = super::resolve(opts)?;
     let ctl = super::connect(opts, addr, None)?;
     let local = ctl

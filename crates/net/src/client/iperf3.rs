@@ -159,6 +159,7 @@ pub fn run_iperf3_client(
     on_event: &mut dyn FnMut(ClientEvent),
 ) -> Result<RunResult, ClientError> {
     let offered = &offered_spec(opts)?;
+    landspeed_engine::platform::check_spec(offered)?;
     let started_unix_s = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64());

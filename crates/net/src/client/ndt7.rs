@@ -16,7 +16,6 @@ use landspeed_core::payload::{Generator, Pattern, Verifier};
 use landspeed_core::result::RunResult;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::{Duration, Instant, SystemTime};
 use tungstenite::protocol::WebSocketConfig;
@@ -388,7 +387,7 @@ impl Run {
                 Err(e) if not_yet(&e) => {}
                 Err(e) => return self.fail(format!("sending: {e}")),
             }
-            while readable(self.sock.as_raw_fd()) {
+            while landspeed_engine::os::wait_readable(&self.sock, Duration::ZERO).unwrap_or(false) {
                 match ws.read() {
                     Ok(Message::Text(t)) => self.measurement(t.as_str()),
                     Ok(Message::Close(_)) => return drain(ws),
@@ -544,15 +543,4 @@ fn drain(ws: &mut WebSocket<Box<dyn Conn>>) {
 /// Whether an error only means "not yet" (a timeout of the blocking socket).
 fn not_yet(e: &tungstenite::Error) -> bool {
     matches!(e, tungstenite::Error::Io(io) if matches!(io.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut))
-}
-
-/// Whether `fd` has something to read now.
-fn readable(fd: i32) -> bool {
-    let mut p = libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: poll on one live pollfd, no waiting.
-    unsafe { libc::poll(&mut p, 1, 0) > 0 && p.revents & libc::POLLIN != 0 }
 }

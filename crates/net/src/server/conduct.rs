@@ -216,6 +216,7 @@ fn prepare(
     drop(preauth);
     let slot = admit(link, shared, &test)?;
     log.auth = link.wire.conn.machine().authenticated().map(str::to_string);
+    landspeed_engine::platform::check_spec(&test).map_err(TestError::from)?;
     if let Some(c) = &test.server_cpus {
         landspeed_engine::pin::check_cpus(c).map_err(TestError::Cpus)?;
     }

@@ -78,6 +78,9 @@ pub enum TestError {
     /// A socket option the test asks for could not be set.
     #[error(transparent)]
     SockOpt(#[from] SockOptError),
+    /// The test asks for something this server's platform does not have.
+    #[error("this server cannot: {0}")]
+    Unsupported(#[from] landspeed_engine::platform::Unsupported),
     /// The CPUs the client asked the server to pin to are not usable here.
     #[error("server CPUs: {0}")]
     Cpus(String),

@@ -294,9 +294,7 @@ impl Greeters {
 }
 
 fn into_std(s: MioStream) -> TcpStream {
-    use std::os::fd::{FromRawFd, IntoRawFd};
-    // SAFETY: the descriptor is owned by `s`, which we consume; ownership moves to the std stream.
-    let s = unsafe { TcpStream::from_raw_fd(s.into_raw_fd()) };
+    let s = TcpStream::from(s);
     // Protocol handlers use blocking I/O with timeouts.
     let _ = s.set_nonblocking(false);
     s

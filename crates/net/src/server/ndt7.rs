@@ -48,27 +48,16 @@ pub(crate) fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
 /// Accepts ndt7 connections until the server shuts down: waits for the listener to be readable (at
 /// most 100 ms, to see a shutdown), then takes every connection waiting.
 pub(crate) fn serve(ndt: Ndt7Listener, shared: Arc<Shared>) {
-    use std::os::fd::AsRawFd;
-    let Ok(mut poll) = mio::Poll::new() else { return };
-    let fd = ndt.listener.as_raw_fd();
-    let mut source = mio::unix::SourceFd(&fd);
-    if poll
-        .registry()
-        .register(&mut source, mio::Token(0), mio::Interest::READABLE)
-        .is_err()
-    {
-        return;
-    }
-    let mut events = mio::Events::with_capacity(4);
     let handshaking = Arc::new(Mutex::new(Occupancy::new(
         MAX_HANDSHAKING,
         MAX_HANDSHAKING_PER_ADDRESS,
     )));
     while !shared.shutdown.load(Relaxed) {
-        if let Err(e) = poll.poll(&mut events, Some(Duration::from_millis(100))) {
-            if e.kind() != ErrorKind::Interrupted {
-                return;
-            }
+        match landspeed_engine::os::wait_readable(&ndt.listener, Duration::from_millis(100)) {
+            Ok(false) => continue,
+            Ok(true) => {}
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(_) => return,
         }
         // Out of descriptors or similar: stop for this round, keep serving.
         while let Ok((stream, peer)) = ndt.listener.accept() {

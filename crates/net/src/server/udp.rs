@@ -27,8 +27,7 @@ pub(super) fn bind(addr: SocketAddr, v6only: Option<bool>) -> std::io::Result<Ud
         Type::DGRAM,
         Some(socket2::Protocol::UDP),
     )?;
-    s.set_reuse_address(true)?;
-    s.set_reuse_port(true)?;
+    landspeed_engine::os::share_port(&s)?;
     if let Some(v) = v6only {
         s.set_only_v6(v)?;
     }
