@@ -237,8 +237,24 @@ pub mod secs {
     }
 }
 
+/// The stricter of two optional limits (either alone when the other is absent).
+pub fn lower(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_lower_of_two_limits_is_the_stricter_one_either_alone() {
+        assert_eq!(super::lower(Some(2.0), Some(1.0)), Some(1.0));
+        assert_eq!(super::lower(None, Some(3.0)), Some(3.0));
+        assert_eq!(super::lower(Some(4.0), None), Some(4.0));
+        assert_eq!(super::lower(None, None), None);
+    }
+
     use super::*;
 
     #[test]

@@ -174,7 +174,6 @@ pub fn check_spec(spec: &TestSpec) -> Result<(), Unsupported> {
         (spec.tx == TxMode::Zerocopy, "splice and MSG_ZEROCOPY"),
         (spec.mptcp, "MPTCP"),
         (spec.tls.as_ref().is_some_and(|t| t.ktls), "kernel TLS"),
-        (spec.fq_rate_bps.is_some(), "kernel pacing (--fq-rate)"),
         (spec.congestion.is_some(), "choosing congestion control"),
         (spec.mss.is_some(), "setting the MSS"),
         (spec.dont_fragment, "Don't Fragment on UDP"),
@@ -186,6 +185,17 @@ pub fn check_spec(spec: &TestSpec) -> Result<(), Unsupported> {
     asks.into_iter()
         .filter(|(asked, _)| *asked)
         .try_for_each(|(_, name)| require(name))
+}
+
+/// How a TCP stream's pace (the spec's per-stream rate: `-b` or `--fq-rate` on Linux, iperf3's
+/// `-b`) is kept here: by the kernel (SO_MAX_PACING_RATE) where it paces sockets, else by the
+/// engine's own cap on each stream's reads and writes. (kernel pace, engine cap), bits per second.
+pub fn tcp_pace(spec: &TestSpec) -> (Option<f64>, Option<f64>) {
+    if has("kernel pacing (--fq-rate)") {
+        (spec.fq_rate_bps, None)
+    } else {
+        (None, spec.fq_rate_bps)
+    }
 }
 
 /// The receive low-water mark a test uses here: the spec's where the platform has one, else off.

@@ -118,7 +118,7 @@ pub fn after_connect(sock: &Socket, spec: &TestSpec, sending: bool) -> Result<()
             err,
         })?;
     }
-    if let (Some(rate), true) = (spec.fq_rate_bps, sending) {
+    if let (Some(rate), true) = (crate::platform::tcp_pace(spec).0, sending) {
         let bytes_per_s: u64 = (rate / 8.0).round().max(1.0) as u64;
         crate::os::set_pacing(sock, bytes_per_s, paced_queue_bytes(rate))?;
         // A paced sender writes a few ms of its pace at a time, less than one segment where the MSS

@@ -150,7 +150,8 @@ pub struct EngineParams {
     /// io_uring: operations kept queued per stream.
     pub queue_depth: usize,
     /// Each stream moves at most this many bits per second (a server's `--max-rate`, split over the
-    /// streams): senders write and receivers read no faster, so TCP's flow control slows the peer.
+    /// streams; a TCP pace where the kernel does not pace, `platform::tcp_pace`): senders write and
+    /// receivers read no faster, so TCP's flow control slows the peer.
     pub stream_cap_bps: Option<f64>,
     /// SO_RCVLOWAT for receivers on the blocking worker.
     pub rcvlowat: landspeed_core::config::RcvLowat,
@@ -207,9 +208,9 @@ impl EngineParams {
             zerocopy: spec.tx == landspeed_core::config::TxMode::Zerocopy,
             uring: spec.io == landspeed_core::config::IoBackend::Uring,
             queue_depth: spec.queue_depth as usize,
-            stream_cap_bps: None,
+            stream_cap_bps: crate::platform::tcp_pace(spec).1,
             rcvlowat: crate::platform::rcvlowat(spec),
-            paced_bps: spec.fq_rate_bps,
+            paced_bps: crate::platform::tcp_pace(spec).0,
             stall_s: landspeed_core::stall::threshold_s(
                 spec.rate_bps
                     .or(spec.fq_rate_bps.map(|r| r * f64::from(spec.total_streams()))),

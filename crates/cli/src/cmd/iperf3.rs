@@ -542,25 +542,21 @@ fn run_args(o: &Opts, host: &str) -> Vec<String> {
     // iperf3 binds every data stream to the one port (which works for one stream); stream N here.
     opt("--cport", o.cport.map(|p| p.to_string()));
     opt("--fq-rate", o.fq_rate.clone());
-    // iperf3's -b is per stream (UDP default 1 Mbit/s); landspeed's -b is the total for UDP, and a
-    // TCP stream's rate is its socket's pace (--fq-rate).
+    // iperf3's -b is per stream (UDP default 1 Mbit/s); landspeed's -b is the total (for TCP, each
+    // stream's pace: the socket's where the kernel paces, else the engine's).
     let rate = o
         .bitrate
         .as_deref()
         .map(|b| b.split('/').next().unwrap_or(b).to_string());
-    if o.udp {
-        let per = rate
-            .as_deref()
-            .unwrap_or("1M")
-            .parse::<landspeed_core::units::BitRate>();
-        opt(
-            "-b",
-            per.ok()
-                .map(|r| format!("{}", (r.bps() * f64::from(streams)).round() as u64)),
-        );
-    } else if o.fq_rate.is_none() {
-        opt("--fq-rate", rate.filter(|r| r != "0"));
-    }
+    let per = match (o.udp, rate.as_deref()) {
+        (true, r) => Some(r.unwrap_or("1M")),
+        (false, Some(r)) if r != "0" && o.fq_rate.is_none() => Some(r),
+        _ => None,
+    };
+    let total = per
+        .and_then(|p| p.parse::<landspeed_core::units::BitRate>().ok())
+        .map(|r| format!("{}", (r.bps() * f64::from(streams)).round() as u64));
+    opt("-b", total);
     for (on, flag) in [
         (o.mptcp, "--mptcp"),
         // iperf3 sets DF on UDP only, and ignores it for TCP.

@@ -47,6 +47,11 @@ pub fn check(opts: &ClientOptions) -> Result<()> {
 /// What `run` does for these arguments, as one typed value: the validated test and the client's
 /// settings (also what a sweep stores for its cells).
 pub fn cell_spec(a: &RunArgs) -> Result<CellSpec> {
+    if a.test.fq_rate.is_some() {
+        // Asked for by name: the kernel's pacing. (-b paces TCP everywhere: by the kernel where it
+        // can, else by the engine's own cap.)
+        landspeed_engine::platform::require("kernel pacing (--fq-rate)")?;
+    }
     let mut spec = a.test.spec();
     if a.send_file.is_some() || a.recv_file.is_some() {
         // Files move over one stream in one direction, with sendfile and splice.

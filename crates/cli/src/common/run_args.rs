@@ -227,8 +227,9 @@ pub struct TestArgs {
     #[arg(short = 'u', long)]
     pub udp: bool,
     /// Target rate of ALL streams together, TCP and UDP alike (iperf3's -b is per stream), e.g.
-    /// 500M. UDP: the senders' schedule (default 1M). TCP: each stream paced by the kernel at its
-    /// share (SO_MAX_PACING_RATE, as --fq-rate RATE/N).
+    /// 500M. UDP: the senders' schedule (default 1M). TCP: each stream paced at its share: by the
+    /// kernel on Linux (SO_MAX_PACING_RATE, as --fq-rate RATE/N), by landspeed's own cap on each
+    /// stream's writes and reads on Windows.
     #[arg(short = 'b', long = "rate", value_name = "RATE", value_parser = values::rate,
           conflicts_with_all = ["fq_rate", "quic"])]
     pub rate: Option<BitRate>,

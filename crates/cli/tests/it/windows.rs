@@ -142,6 +142,17 @@ fn json_of(o: &Output, what: &str) -> Value {
     serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{what}: not JSON ({e})"))
 }
 
+/// A paced TCP case kept to its rate: never above it by more than the engine's burst allowance
+/// (256 KiB a stream) and rounding, whatever the machine's load (a floor would be a timing test).
+fn assert_paced(r: &Value, extra: &[&str], what: &str) {
+    if extra.contains(&"-u") || !extra.contains(&"-b") {
+        return;
+    }
+    let rate = 300e6;
+    let got = r["summary"]["throughput_bps"].as_f64().unwrap();
+    assert!(got <= rate * 1.1, "{what}: {got} bit/s over the pace");
+}
+
 /// Every byte sent arrived and was checked against the payload pattern (and, for UDP, no datagram
 /// was lost).
 fn assert_exact_and_verified(r: &Value, what: &str) {
@@ -153,11 +164,18 @@ fn assert_exact_and_verified(r: &Value, what: &str) {
     assert_eq!(s["corrupt_blocks"], 0, "{what}: {s}");
 }
 
-/// The tests of both pairings: TCP with two streams each way, and UDP each way at rates Wine's
-/// receive path keeps up with (it loses datagrams above about 100 Mbit/s on this machine).
-const CASES: [(&str, &[&str]); 4] = [
+/// The tests of both pairings: TCP with two streams each way (a thread and a blocking socket each),
+/// TCP paced each way (Windows has no kernel pacing: the engine's cap, streams polled with WSAPoll),
+/// and UDP each way at rates Wine's receive path keeps up with (it loses datagrams above about
+/// 100 Mbit/s on this machine).
+const CASES: [(&str, &[&str]); 6] = [
     ("TCP, 2 streams", &["-P", "2"]),
     ("TCP reverse, 2 streams", &["-P", "2", "-R"]),
+    ("TCP paced at 300 Mbit/s, 3 streams", &["-P", "3", "-b", "300M"]),
+    (
+        "TCP reverse paced at 300 Mbit/s",
+        &["-P", "3", "-b", "300M", "-R"],
+    ),
     ("UDP 50 Mbit/s", &["-u", "-b", "50M"]),
     ("UDP reverse 20 Mbit/s", &["-u", "-b", "20M", "-R"]),
 ];
@@ -172,6 +190,7 @@ fn the_windows_client_and_the_linux_server_agree_on_every_byte_both_ways() {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let r = json_of(&output(wine(s, &args), what), what);
         assert_exact_and_verified(&r, what);
+        assert_paced(&r, extra, what);
         assert_eq!(r["local"]["host"]["os"], "Windows", "{what}: {}", r["local"]);
     }
 }
@@ -186,6 +205,7 @@ fn the_windows_server_and_the_linux_client_agree_on_every_byte_both_ways() {
         c.args(run_args(&port, extra));
         let r = json_of(&output(c, what), what);
         assert_exact_and_verified(&r, what);
+        assert_paced(&r, extra, what);
     }
 }
 
@@ -239,7 +259,11 @@ fn the_windows_drop_in_runs_against_iperf3_s_server_and_serves_iperf3_s_client()
     // iperf3 3.21's client against the drop-in's server, TCP then UDP.
     let (_dropin, port) = windows_server(s, &[]);
     let port = port.to_string();
-    for extra in [&["-R"][..], &["-u", "-b", "20M"][..]] {
+    for extra in [
+        &["-R"][..],
+        &["-b", "100M", "-P", "2"][..],
+        &["-u", "-b", "20M"][..],
+    ] {
         let mut c = Command::new(&iperf3);
         c.args(["-c", "127.0.0.1", "-p", &port, "-t", "1", "-J"])
             .args(extra);

@@ -730,7 +730,8 @@ fn measure(link: &mut ServerLink, accepted: Accepted, shared: &Shared, log: &mut
             let threads = test.server_threads.map(|t| t as usize);
             let mut params = EngineParams::for_spec(&test, threads, test.server_cpus.clone(), idle);
             // --max-rate: this end reads and writes no faster than its share, whichever way the data goes.
-            params.stream_cap_bps = o.limits.max_rate_bps.map(|r| r / f64::from(test.total_streams()));
+            let limit = o.limits.max_rate_bps.map(|r| r / f64::from(test.total_streams()));
+            params.stream_cap_bps = landspeed_core::units::lower(params.stream_cap_bps, limit);
             let iface = s
                 .first()
                 .and_then(|s| s.socket.local_addr().ok())

@@ -466,7 +466,8 @@ fn measure(
         params_e.send_time = params_e.send_time.or(Some(udp_count_bound(spec)));
     }
     // --max-rate paces TCP tests (UDP ones over it were refused with the parameters).
-    params_e.stream_cap_bps = o.limits.max_rate_bps.map(|r| r / f64::from(spec.total_streams()));
+    let limit = o.limits.max_rate_bps.map(|r| r / f64::from(spec.total_streams()));
+    params_e.stream_cap_bps = landspeed_core::units::lower(params_e.stream_cap_bps, limit);
     let flags = Flags::default();
     let mut hook = Hook {
         link_wire: &mut link.wire,
