@@ -755,8 +755,10 @@ fn data_path(spec: &TestSpec, inp: &Inputs) -> DataPath {
     }
     if spec.file.is_some() {
         return DataPath {
-            tx: "sendfile (file to socket, no copy through user space)".into(),
-            rx: "splice (socket to pipe to file, no copy through user space)".into(),
+            tx: "sendfile (file to socket, no copy through user space; a Windows end reads and writes)"
+                .into(),
+            rx: "splice (socket to pipe to file, no copy through user space; a Windows end reads and writes)"
+                .into(),
             engine: "epoll, non-blocking sockets".into(),
             zerocopy_sends: 0,
             zerocopy_copied_pct: None,
