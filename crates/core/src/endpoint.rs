@@ -90,6 +90,14 @@ pub struct TcpStats {
     /// The window this end advertises.
     #[serde(default)]
     pub rcv_wnd_bytes: u64,
+    /// ECN: whether the connection negotiated it (RFC 3168, TCPI_OPT_ECN); absent where the system
+    /// does not say (Windows).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ecn: Option<bool>,
+    /// Segments this end's peer acknowledged as delivered with a Congestion Experienced mark
+    /// (tcpi_delivered_ce, Linux 4.18+, counted on the sender); absent where the kernel does not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivered_ce: Option<u32>,
     /// Multipath TCP: present when the connection is MPTCP (absent for plain TCP, and for an MPTCP
     /// socket that fell back to TCP).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -128,6 +128,9 @@ pub struct RawTcpInfo {
     pub total_rto_time: u32,
 }
 
+/// TCPI_OPT_ECN: the connection negotiated ECN.
+const TCPI_OPT_ECN: u8 = 8;
+
 /// TCP_INFO of a socket and how many bytes of it the kernel filled.
 #[derive(Debug, Clone, Copy)]
 pub struct TcpInfo {
@@ -200,6 +203,10 @@ impl TcpInfo {
             lost: r.lost,
             congestion,
             snd_wnd_bytes: u64::from(r.snd_wnd),
+            ecn: crate::os::TCP_INFO_HAS_ECN.then_some(r.options & TCPI_OPT_ECN != 0),
+            delivered_ce: (crate::os::TCP_INFO_HAS_ECN
+                && self.len >= std::mem::offset_of!(RawTcpInfo, delivered_ce) + 4)
+                .then_some(r.delivered_ce),
             rcv_wnd_bytes: u64::from(r.rcv_wnd),
             mptcp: None,
         }

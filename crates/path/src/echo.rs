@@ -35,6 +35,9 @@ pub struct Probe {
     pub sent_at: Duration,
     /// Its round-trip time; None when no reply came in time.
     pub rtt: Option<Duration>,
+    /// The server's wall clock when the probe reached it, ns, as its reply said (None: no reply, or a
+    /// reply without it).
+    pub server_rx_ns: Option<u64>,
 }
 
 /// How a series is sent.
@@ -58,6 +61,8 @@ struct Series {
     sock: UdpSocket,
     id: u32,
     start: Instant,
+    /// The wall clock at `start`, ns: probes' wall times are this plus their monotonic offsets.
+    start_wall_ns: u64,
     probes: Vec<Probe>,
     buf: Vec<u8>,
     size: usize,
@@ -72,6 +77,7 @@ impl Series {
             sock: socket(addr)?,
             id: getrandom::u32().unwrap_or(0x1d),
             start: Instant::now(),
+            start_wall_ns: crate::realtime_ns(),
             probes: vec![],
             buf: vec![0u8; size.max(ECHO_HEADER_LEN)],
             size,
@@ -89,6 +95,7 @@ impl Series {
             seq,
             sent_at,
             rtt: None,
+            server_rx_ns: None,
         });
     }
 
@@ -112,6 +119,7 @@ impl Series {
                     if let Some(p) = self.probes.get_mut(h.seq as usize) {
                         if p.rtt.is_none() {
                             p.rtt = Some(now.saturating_sub(p.sent_at));
+                            p.server_rx_ns = (h.server_rx_ns != 0).then_some(h.server_rx_ns);
                             seen(p);
                         }
                     }
@@ -155,6 +163,7 @@ pub struct Background {
     stop: Arc<AtomicBool>,
     replies: Arc<std::sync::atomic::AtomicU32>,
     started: Instant,
+    started_wall_ns: u64,
     handle: std::thread::JoinHandle<Vec<Probe>>,
 }
 
@@ -162,7 +171,7 @@ impl Background {
     /// Starts probing `addr` every `p.interval`.
     pub fn start(addr: SocketAddr, p: EchoParams) -> Result<Background, EchoError> {
         let mut s = Series::new(addr, p.size)?;
-        let started = s.start;
+        let (started, started_wall_ns) = (s.start, s.start_wall_ns);
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let replies = Arc::new(std::sync::atomic::AtomicU32::new(0));
@@ -188,6 +197,7 @@ impl Background {
             stop,
             replies,
             started,
+            started_wall_ns,
             handle,
         })
     }
@@ -195,6 +205,11 @@ impl Background {
     /// When the series began: probes' `sent_at` counts from here.
     pub fn started(&self) -> Instant {
         self.started
+    }
+
+    /// The wall clock when the series began, ns (a probe's wall time is this plus its `sent_at`).
+    pub fn started_wall_ns(&self) -> u64 {
+        self.started_wall_ns
     }
 
     /// Replies received so far.
@@ -215,4 +230,16 @@ pub fn rtts_ms<'a>(probes: impl IntoIterator<Item = &'a Probe>) -> Vec<f64> {
         .into_iter()
         .filter_map(|p| p.rtt.map(|d| d.as_secs_f64() * 1e3))
         .collect()
+}
+
+/// An answered probe's three times on the wall clocks (for one-way delays), given the series' wall
+/// time at its start; None without a reply or without the server's time in it.
+pub fn stamps(p: &Probe, start_wall_ns: u64) -> Option<landspeed_core::path::Stamps> {
+    let (rtt, server_rx_ns) = (p.rtt?, p.server_rx_ns?);
+    let sent_ns = start_wall_ns + p.sent_at.as_nanos() as u64;
+    Some(landspeed_core::path::Stamps {
+        sent_ns,
+        server_rx_ns,
+        reply_rx_ns: sent_ns + rtt.as_nanos() as u64,
+    })
 }

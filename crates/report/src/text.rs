@@ -461,6 +461,40 @@ fn latency(out: &mut String, l: &landspeed_core::path::LatencyReport) {
         ms(l.added_delay_ms),
         l.buffer_delay_pct.map_or("-".into(), |v| format!("{v:.1}"))
     );
+    if let Some(o) = &l.one_way {
+        one_way(out, o);
+    }
+}
+
+/// `run --latency`'s one-way delays: each direction's queueing (which needs no clock offset), then the
+/// floors where the probes bound the offset.
+fn one_way(out: &mut String, o: &landspeed_core::path::OneWayReport) {
+    let q = |d: &landspeed_core::path::DirectionDelay| {
+        let s = &d.queueing;
+        format!("{} / {} / {}", ms(s.median_ms), ms(s.p99_ms), ms(s.max_ms))
+    };
+    let _ = writeln!(
+        out,
+        "  one way, queueing over each direction's floor (median / p99 / max): to server {} ms idle, {} ms loaded; to client {} ms idle, {} ms loaded",
+        q(&o.idle_to_server),
+        q(&o.loaded_to_server),
+        q(&o.idle_to_client),
+        q(&o.loaded_to_client)
+    );
+    let _ = match &o.clock {
+        Some(c) => writeln!(
+            out,
+            "  floors: to server {} ms, to client {} ms (the server's clock {:+.3} ms from the client's, ± {:.3} ms)",
+            ms(o.idle_to_server.floor_ms),
+            ms(o.idle_to_client.floor_ms),
+            c.offset_ms,
+            c.bound_ms
+        ),
+        None => writeln!(
+            out,
+            "  floors not measured: the probes contradict any one clock offset (a clock stepped or drifted during the run)"
+        ),
+    };
 }
 
 /// `run --path`: what was measured of the path before the test, one line per measurement.
@@ -717,7 +751,7 @@ fn tcp_limits(out: &mut String, r: &RunResult) {
         if let (Some(l), Some(t)) = (&s.limited, &s.tcp) {
             let _ = writeln!(
                 out,
-                "  stream {:>4}: receive-window limited {:.1}%, send-buffer limited {:.1}%, busy {:.1}%; peer window {}; MSS {} PMTU {}; segs out {} in {}; delivery rate {}{}",
+                "  stream {:>4}: receive-window limited {:.1}%, send-buffer limited {:.1}%, busy {:.1}%; peer window {}; MSS {} PMTU {}; segs out {} in {}; delivery rate {}{}{}",
                 s.id,
                 l.rwnd_limited_pct,
                 l.sndbuf_limited_pct,
@@ -728,13 +762,23 @@ fn tcp_limits(out: &mut String, r: &RunResult) {
                 t.segs_out,
                 t.segs_in,
                 BitRate(t.delivery_rate_bps),
-                t.congestion.as_deref().map(|c| format!("; {c}")).unwrap_or_default()
+                t.congestion.as_deref().map(|c| format!("; {c}")).unwrap_or_default(),
+                ecn_text(t)
             );
         }
         if r.streams.len() > 16 && s.id >= 15 {
             let _ = writeln!(out, "  ... ({} more streams in --json)", r.streams.len() - 16);
             break;
         }
+    }
+}
+
+/// A stream's ECN: negotiated or not, and the CE-marked segments its sender saw delivered.
+fn ecn_text(t: &landspeed_core::endpoint::TcpStats) -> String {
+    match (t.ecn, t.delivered_ce) {
+        (Some(true), Some(ce)) => format!("; ECN, {ce} segments delivered CE-marked"),
+        (Some(true), None) => "; ECN".into(),
+        _ => String::new(),
     }
 }
 

@@ -2,6 +2,7 @@
 //! settings per direction and its counters), rendered from landspeed-wan's data.
 
 use landspeed_core::units::{format_duration, BitRate, Bytes};
+use landspeed_wan::aqm::Aqm;
 use landspeed_wan::forward::DirSnapshot;
 use landspeed_wan::settings::{Direction, LossModel};
 use landspeed_wan::{PathSettings, State, Status};
@@ -77,6 +78,13 @@ fn direction_text(label: &str, d: &Direction) -> String {
         d.queue_bytes.map_or("unlimited".into(), |q| Bytes(q).to_string()),
         loss(&d.loss)
     );
+    if let Aqm::Codel { target, interval } = d.aqm {
+        s += &format!(
+            ", CoDel (target {}, interval {})",
+            format_duration(target),
+            format_duration(interval)
+        );
+    }
     if !d.jitter.is_zero() {
         s += &format!(", jitter ±{}", format_duration(d.jitter));
     }
@@ -108,7 +116,7 @@ fn settings_text(s: &PathSettings) -> String {
 
 fn counters_text(label: &str, c: &DirSnapshot) -> String {
     format!(
-        "  {label}: {} packets / {} forwarded; dropped {} by queue, {} by loss{}; {} corrupted, {} duplicated, {} reordered; queue now {} (max {})\n",
+        "  {label}: {} packets / {} forwarded; dropped {} by queue, {} by loss{}{}; {} corrupted, {} duplicated, {} reordered; queue now {} (max {}){}\n",
         c.packets_forwarded,
         Bytes(c.bytes_forwarded),
         c.dropped_queue,
@@ -118,11 +126,34 @@ fn counters_text(label: &str, c: &DirSnapshot) -> String {
         } else {
             String::new()
         },
+        aqm_text(c),
         c.corrupted,
         c.duplicated,
         c.reordered,
         Bytes(c.queue_bytes),
-        Bytes(c.queue_max_bytes)
+        Bytes(c.queue_max_bytes),
+        sojourn_text(c)
+    )
+}
+
+/// The queue discipline's signals, when it made any.
+fn aqm_text(c: &DirSnapshot) -> String {
+    match (c.dropped_aqm, c.marked_ce) {
+        (0, 0) => String::new(),
+        (d, m) => format!(", {d} by CoDel, which marked {m} others CE instead"),
+    }
+}
+
+/// The bottleneck's queueing delay (arrival to serialization), mean and longest.
+fn sojourn_text(c: &DirSnapshot) -> String {
+    if c.sojourn_packets == 0 {
+        return String::new();
+    }
+    let ms = |ns: u64| ns as f64 / 1e6;
+    format!(
+        "; queueing delay mean {:.2} ms, max {:.2} ms",
+        ms(c.sojourn_sum_ns / c.sojourn_packets),
+        ms(c.sojourn_max_ns)
     )
 }
 

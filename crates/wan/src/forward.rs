@@ -156,6 +156,22 @@ pub struct DirSnapshot {
     /// The forwarding thread runs with real-time priority (SCHED_FIFO); false when the kernel refused.
     #[serde(default)]
     pub realtime: bool,
+    /// Dropped by the queue discipline (CoDel).
+    #[serde(default)]
+    pub dropped_aqm: u64,
+    /// Marked Congestion Experienced by the queue discipline.
+    #[serde(default)]
+    pub marked_ce: u64,
+    /// Packets through the rate-limited bottleneck, and their queueing delay (arrival to the start of
+    /// serialization): summed and the longest, ns.
+    #[serde(default)]
+    pub sojourn_packets: u64,
+    /// See `sojourn_packets`.
+    #[serde(default)]
+    pub sojourn_sum_ns: u64,
+    /// See `sojourn_packets`.
+    #[serde(default)]
+    pub sojourn_max_ns: u64,
 }
 
 impl DirStats {
@@ -180,6 +196,11 @@ impl DirStats {
             in_flight_packets: self.in_flight_packets.load(Relaxed),
             departure_lateness: self.lateness.snapshot(),
             realtime: self.realtime.load(Relaxed),
+            dropped_aqm: m.dropped_aqm,
+            marked_ce: m.marked_ce,
+            sojourn_packets: m.sojourn_packets,
+            sojourn_sum_ns: m.sojourn_sum_ns,
+            sojourn_max_ns: m.sojourn_max_ns,
         }
     }
 }
@@ -447,7 +468,13 @@ impl Forwarder<'_> {
                     duplicate,
                     corrupt,
                     reordered,
-                } => self.delay(buf, n, (at_ns, duplicate, corrupt, reordered)),
+                    ce,
+                } => {
+                    if ce {
+                        packet::mark_ce(&mut buf[..n]);
+                    }
+                    self.delay(buf, n, (at_ns, duplicate, corrupt, reordered))
+                }
             }
             if self.line.next_due().is_some_and(|d| d <= now) {
                 break; // a packet is due: write it before reading on

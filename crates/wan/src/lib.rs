@@ -1,13 +1,14 @@
 //! landspeed's packet-level WAN emulator: two network namespaces (hosts A and B) joined through TUN
-//! devices by a userspace forwarding engine that applies delay, rate, a tail-drop queue, loss, jitter,
+//! devices by a userspace forwarding engine that applies delay, rate, a tail-drop queue (or CoDel over it), loss, jitter,
 //! reordering, duplication and payload corruption. TCP runs end to end between the namespaces.
 //!
-//! `settings`, `change`, `model` and `packet` are pure (time is passed in) and tested deterministically; `netns`,
+//! `settings`, `change`, `aqm`, `model` and `packet` are pure (time is passed in) and tested deterministically; `netns`,
 //! `forward` and `daemon` do the I/O.
 
 #![deny(unreachable_pub)]
 #![warn(missing_docs)]
 
+pub mod aqm;
 pub mod change;
 pub mod daemon;
 pub mod forward;

@@ -1,6 +1,7 @@
 //! The path model of one direction, with no I/O and no clock: time is passed in as nanoseconds. For each
 //! packet offered it decides, in this order, random loss (Bernoulli or Gilbert–Elliott), admission to the
-//! bottleneck's tail-drop queue, when its serialization at the rate ends (a virtual-time token bucket,
+//! bottleneck's tail-drop queue, the queue discipline's verdict at its dequeue (CoDel: drop, or mark an
+//! ECN-capable packet; `aqm`), when its serialization at the rate ends (a virtual-time token bucket,
 //! exact over any interval), and when it is delivered (one-way delay, jitter that never reorders, and
 //! deliberate reordering), plus whether it is duplicated or corrupted. The forwarding engine only carries
 //! out these decisions, so everything here is tested deterministically.
@@ -18,6 +19,8 @@ pub enum Drop {
     Queue,
     /// The path was down (an outage from `wan change --down` or a schedule).
     Outage,
+    /// The queue discipline dropped it (CoDel, a packet that is not ECN-capable).
+    Aqm,
 }
 
 /// What happens to one packet.
@@ -35,6 +38,8 @@ pub enum Fate {
         corrupt: Option<u64>,
         /// Held back so that later packets overtake it.
         reordered: bool,
+        /// Mark it Congestion Experienced (the queue discipline signalled an ECN-capable packet).
+        ce: bool,
     },
 }
 
@@ -59,6 +64,21 @@ pub struct ModelCounters {
     pub corrupt_requested: u64,
     /// Largest backlog seen at the bottleneck, bytes.
     pub queue_max_bytes: u64,
+    /// Dropped by the queue discipline (CoDel).
+    #[serde(default)]
+    pub dropped_aqm: u64,
+    /// Marked Congestion Experienced by the queue discipline instead of dropped.
+    #[serde(default)]
+    pub marked_ce: u64,
+    /// Packets that went through the rate-limited bottleneck (the sojourn figures' count).
+    #[serde(default)]
+    pub sojourn_packets: u64,
+    /// Their time in the bottleneck queue from arrival to the start of their serialization, summed, ns.
+    #[serde(default)]
+    pub sojourn_sum_ns: u64,
+    /// The longest of those times, ns.
+    #[serde(default)]
+    pub sojourn_max_ns: u64,
 }
 
 /// One direction of the emulated path.
@@ -75,6 +95,8 @@ pub struct Link {
     down_until_ns: u64,
     /// Which packets the outage takes down (`proto=`, `ports=`, `except-ports=`).
     down_scope: crate::packet::OutageScope,
+    /// The queue discipline's state (CoDel), if it runs one.
+    aqm: Option<crate::aqm::Codel>,
     /// What the link decided so far.
     pub counters: ModelCounters,
 }
@@ -84,6 +106,7 @@ impl Link {
     pub fn new(dir: Direction, seed: u64) -> Link {
         let ns_per_byte = dir.rate_bps.map(|r| 8e9 / r);
         Link {
+            aqm: dir.aqm.controller(),
             dir,
             rng: SmallRng::seed_from_u64(seed),
             free_at: 0.0,
@@ -108,6 +131,9 @@ impl Link {
             Some(npb) => now + backlog * npb,
             None => now,
         };
+        if dir.aqm != self.dir.aqm {
+            self.aqm = dir.aqm.controller();
+        }
         self.dir = dir;
     }
 
@@ -122,7 +148,8 @@ impl Link {
     /// headers).
     pub fn offer_packet(&mut self, now_ns: u64, pkt: &[u8]) -> Fate {
         let spared = now_ns < self.down_until_ns && !self.down_scope.takes(pkt);
-        self.offer_in(now_ns, pkt.len(), !spared)
+        let ect = matches!(crate::packet::ecn(pkt), Some(1..=3));
+        self.offer_in(now_ns, pkt.len(), !spared, ect)
     }
 
     /// The link's settings.
@@ -164,10 +191,10 @@ impl Link {
 
     /// Decides the fate of a packet of `len` bytes arriving at `now_ns`.
     pub fn offer(&mut self, now_ns: u64, len: usize) -> Fate {
-        self.offer_in(now_ns, len, true)
+        self.offer_in(now_ns, len, true, false)
     }
 
-    fn offer_in(&mut self, now_ns: u64, len: usize, outage_applies: bool) -> Fate {
+    fn offer_in(&mut self, now_ns: u64, len: usize, outage_applies: bool, ect: bool) -> Fate {
         let c = &mut self.counters;
         c.packets_offered += 1;
         c.bytes_offered += len as u64;
@@ -180,6 +207,7 @@ impl Link {
             return Fate::Dropped(Drop::Loss);
         }
         let now = now_ns as f64;
+        let mut ce = false;
         let departure = match self.ns_per_byte {
             Some(npb) => {
                 let backlog = self.backlog_bytes(now_ns);
@@ -189,8 +217,17 @@ impl Link {
                         return Fate::Dropped(Drop::Queue);
                     }
                 }
+                let head = self.free_at.max(now);
+                if self.signalled(now_ns, head as u64, backlog) {
+                    if !ect {
+                        self.counters.dropped_aqm += 1;
+                        return Fate::Dropped(Drop::Aqm);
+                    }
+                    self.counters.marked_ce += 1;
+                    ce = true;
+                }
                 self.counters.queue_max_bytes = self.counters.queue_max_bytes.max(backlog + len as u64);
-                self.free_at = self.free_at.max(now) + len as f64 * npb;
+                self.free_at = head + len as f64 * npb;
                 self.free_at
             }
             None => now,
@@ -220,7 +257,21 @@ impl Link {
             duplicate,
             corrupt,
             reordered,
+            ce,
         }
+    }
+
+    /// Counts the sojourn of a packet arriving at `now_ns` that reaches the head of the bottleneck at
+    /// `head_ns` (`bytes_ahead` queued before it), and asks the queue discipline about it then.
+    fn signalled(&mut self, now_ns: u64, head_ns: u64, bytes_ahead: u64) -> bool {
+        let sojourn = head_ns.saturating_sub(now_ns);
+        let c = &mut self.counters;
+        c.sojourn_packets += 1;
+        c.sojourn_sum_ns += sojourn;
+        c.sojourn_max_ns = c.sojourn_max_ns.max(sojourn);
+        self.aqm
+            .as_mut()
+            .is_some_and(|q| q.dequeue(head_ns, sojourn, bytes_ahead) == crate::aqm::Verdict::Signal)
     }
 }
 

@@ -15,6 +15,34 @@ pub fn protocol(pkt: &[u8]) -> Option<u8> {
     }
 }
 
+/// The ECN field of an IPv4 or IPv6 packet (RFC 3168: 0 not ECN-capable, 1 or 2 ECT, 3 CE).
+pub fn ecn(pkt: &[u8]) -> Option<u8> {
+    match pkt.first()? >> 4 {
+        4 if pkt.len() >= 20 => Some(pkt[1] & 0b11),
+        6 if pkt.len() >= 40 => Some((pkt[1] >> 4) & 0b11),
+        _ => None,
+    }
+}
+
+/// Marks an ECN-capable packet Congestion Experienced (both ECN bits set), fixing the IPv4 header
+/// checksum incrementally (IPv6 has none). False, and the packet untouched, when it is not ECN-capable.
+pub fn mark_ce(pkt: &mut [u8]) -> bool {
+    match ecn(pkt) {
+        Some(1..=3) => {}
+        _ => return false,
+    }
+    if pkt[0] >> 4 == 4 {
+        let old = u16::from_be_bytes([pkt[0], pkt[1]]);
+        pkt[1] |= 0b11;
+        let new = u16::from_be_bytes([pkt[0], pkt[1]]);
+        let sum = update(u16::from_be_bytes([pkt[10], pkt[11]]), old, new);
+        pkt[10..12].copy_from_slice(&sum.to_be_bytes());
+    } else {
+        pkt[1] |= 0b11 << 4;
+    }
+    true
+}
+
 /// The source and destination ports of a TCP or UDP packet (IPv4 or IPv6), if it is one whose
 /// transport header is whole.
 pub fn ports(pkt: &[u8]) -> Option<(u16, u16)> {

@@ -30,6 +30,9 @@ pub enum SettingsError {
     )]
     /// A queue that is neither a size nor a multiple of the BDP.
     Queue(String),
+    /// A queue discipline landspeed does not know, or bad parameters for one.
+    #[error("{0}")]
+    Aqm(String),
     /// A queue given in BDPs without a rate or delay to compute one from.
     #[error("queue: '{0}' is a multiple of the bandwidth-delay product, which needs a --rate and a non-zero delay")]
     QueueNeedsBdp(String),
@@ -40,7 +43,7 @@ pub enum SettingsError {
     #[error("mtu {0} is outside 576..=65521")]
     Mtu(u32),
     /// A per-direction setting that is not KEY=VALUE with a known key.
-    #[error("per-direction setting '{0}' is not KEY=VALUE with KEY one of delay, rate, queue, loss, loss-model, jitter, reorder, reorder-gap, duplicate, corrupt-payload")]
+    #[error("per-direction setting '{0}' is not KEY=VALUE with KEY one of delay, rate, queue, aqm, loss, loss-model, jitter, reorder, reorder-gap, duplicate, corrupt-payload")]
     Override(String),
     /// An emulator name that is not 1 to 8 characters of a-z, 0-9.
     #[error("emulator name '{0}' must be 1 to 8 characters of a-z, 0-9")]
@@ -201,6 +204,9 @@ pub struct Direction {
     pub duplicate: f64,
     /// Probability that a packet's payload gets one flipped bit.
     pub corrupt_payload: f64,
+    /// The bottleneck's queue discipline (tail drop unless asked).
+    #[serde(default)]
+    pub aqm: crate::aqm::Aqm,
 }
 
 /// The whole path: the two directions and what they share.
@@ -247,6 +253,8 @@ pub struct Request {
     pub duplicate: Option<String>,
     /// Payload corruption probability (`--corrupt-payload`).
     pub corrupt_payload: Option<String>,
+    /// The bottleneck's queue discipline (`--aqm`).
+    pub aqm: Option<String>,
     /// The devices' MTU (`--mtu`).
     pub mtu: Option<u32>,
     /// The impairments' random seed (`--seed`).
@@ -310,6 +318,7 @@ struct Partial {
     reorder_gap: Duration,
     duplicate: f64,
     corrupt: f64,
+    aqm: crate::aqm::Aqm,
 }
 
 impl Partial {
@@ -328,6 +337,7 @@ impl Partial {
             "reorder-gap" => self.reorder_gap = dur("reorder-gap", v)?,
             "duplicate" => self.duplicate = Probability::parse("duplicate", v)?.0,
             "corrupt-payload" => self.corrupt = Probability::parse("corrupt-payload", v)?.0,
+            "aqm" => self.aqm = crate::aqm::Aqm::parse(v).map_err(SettingsError::Aqm)?,
             _ => return Err(SettingsError::Override(kv.into())),
         }
         Ok(())
@@ -346,6 +356,7 @@ impl Partial {
             reorder_gap: self.reorder_gap,
             duplicate: self.duplicate,
             corrupt_payload: self.corrupt,
+            aqm: self.aqm,
         })
     }
 }
@@ -402,6 +413,11 @@ impl Request {
                     .unwrap_or(Duration::from_millis(1)),
                 duplicate: p("duplicate", &self.duplicate)?,
                 corrupt: p("corrupt-payload", &self.corrupt_payload)?,
+                aqm: (self.aqm.as_deref())
+                    .map(crate::aqm::Aqm::parse)
+                    .transpose()
+                    .map_err(SettingsError::Aqm)?
+                    .unwrap_or_default(),
             })
         };
         let (mut ab, mut ba) = (base()?, base()?);

@@ -21,7 +21,7 @@ pub struct WanArgs {
 pub enum WanCommand {
     /// Create an emulated path: namespaces for hosts A and B joined by a userspace forwarder.
     #[command(
-        after_help = "Examples:\n  landspeed wan up lfn --rtt 100ms --rate 1G\n  landspeed wan up lossy --rtt 40ms --rate 200M --loss 0.1% --queue 2bdp\n  landspeed wan up asym --rtt 60ms --rate 1G --b-to-a rate=100M --b-to-a delay=20ms\n  landspeed wan up bad --rtt 20ms --rate 1G --corrupt-payload 0.01%\n\nThen:\n  landspeed wan exec lfn b -- landspeed serve &\n  landspeed wan exec lfn a -- landspeed run 198.18.0.2 -t 10\n  landspeed wan status lfn\n  landspeed wan down lfn"
+        after_help = "Examples:\n  landspeed wan up lfn --rtt 100ms --rate 1G\n  landspeed wan up lossy --rtt 40ms --rate 200M --loss 0.1% --queue 2bdp\n  landspeed wan up asym --rtt 60ms --rate 1G --b-to-a rate=100M --b-to-a delay=20ms\n  landspeed wan up bad --rtt 20ms --rate 1G --corrupt-payload 0.01%\n  landspeed wan up aqm --rtt 100ms --rate 100M --queue 4bdp --aqm codel\n\nThen:\n  landspeed wan exec lfn b -- landspeed serve &\n  landspeed wan exec lfn a -- landspeed run 198.18.0.2 -t 10\n  landspeed wan status lfn\n  landspeed wan down lfn"
     )]
     Up(Box<UpArgs>),
     /// Stop an emulator and remove its namespaces, devices and files.
@@ -127,6 +127,10 @@ pub struct UpArgs {
     /// Probability that a packet's payload gets one bit flipped, checksums fixed up (TCP cannot see it).
     #[arg(long)]
     pub corrupt_payload: Option<String>,
+    /// The bottleneck's queue discipline: tail-drop (the default), codel (RFC 8289: 5 ms target,
+    /// 100 ms interval; ECN-capable packets are marked instead of dropped), or codel:TARGET:INTERVAL.
+    #[arg(long, value_name = "DISCIPLINE")]
+    pub aqm: Option<String>,
     /// MTU of both hosts' interfaces.
     #[arg(long, default_value_t = 1500)]
     pub mtu: u32,
@@ -138,8 +142,8 @@ pub struct UpArgs {
     /// shows how late packets leave).
     #[arg(long)]
     pub no_realtime: bool,
-    /// A→B only: KEY=VALUE with KEY delay (one-way), rate, queue, loss, loss-model, jitter, reorder,
-    /// reorder-gap, duplicate, corrupt-payload (repeatable).
+    /// A→B only: KEY=VALUE with KEY delay (one-way), rate, queue, aqm, loss, loss-model, jitter,
+    /// reorder, reorder-gap, duplicate, corrupt-payload (repeatable).
     #[arg(long = "a-to-b", value_name = "KEY=VALUE")]
     pub a_to_b: Vec<String>,
     /// B→A only, as --a-to-b.
@@ -229,6 +233,7 @@ fn up(u: UpArgs) -> Result<bool> {
         reorder_gap: Some(u.reorder_gap),
         duplicate: u.duplicate,
         corrupt_payload: u.corrupt_payload,
+        aqm: u.aqm,
         mtu: Some(u.mtu),
         seed: u.seed,
         no_realtime: u.no_realtime,

@@ -429,3 +429,91 @@ fn host_timer_p99_us() -> f64 {
     late.sort_by(f64::total_cmp);
     late[late.len() * 99 / 100]
 }
+
+/// The bottleneck's mean queueing delay A→B in ms, and what the queue discipline did (drops, marks).
+fn queueing(st: &Value) -> (f64, u64, u64) {
+    let d = &st["a_to_b"];
+    let n = |k: &str| d[k].as_u64().unwrap_or_else(|| panic!("{k} in {d}"));
+    let mean_ms = n("sojourn_sum_ns") as f64 / n("sojourn_packets").max(1) as f64 / 1e6;
+    (mean_ms, n("dropped_aqm"), n("marked_ce"))
+}
+
+/// One 3 s CUBIC test A→B through 20 ms at 50 Mbit/s with a 4-BDP buffer (80 ms of queue) and the
+/// discipline `aqm`, host A asking for ECN when `ecn`: the emulator's status after it, and the result.
+fn through_the_queue(aqm: &str, ecn: bool) -> (Value, Value) {
+    let mut w = Wan::up(&["--rtt", "20ms", "--rate", "50M", "--queue", "4bdp", "--aqm", aqm]);
+    if ecn {
+        let o = landspeed(
+            &[
+                "wan",
+                "exec",
+                &w.name,
+                "a",
+                "--",
+                "sysctl",
+                "-qw",
+                "net.ipv4.tcp_ecn=1",
+            ],
+            Duration::from_secs(10),
+        );
+        assert_eq!(o.code, 0, "{}", o.stderr);
+    }
+    w.serve_in_b();
+    let r = w.run_ok(&["-t", "3", "-C", "cubic"]);
+    (w.status(), r)
+}
+
+#[test]
+fn codel_keeps_the_queue_that_tail_drop_lets_stand_and_marks_ecn_traffic_instead_of_dropping() {
+    let Some(_lock) = root() else { return };
+    let (tail_ms, tail_drops, _) = queueing(&through_the_queue("tail-drop", false).0);
+    let (codel_ms, codel_drops, codel_marks) = queueing(&through_the_queue("codel", false).0);
+    // The sojourn times are the model's (virtual time): the forwarder's lateness does not enter them.
+    assert_eq!(tail_drops, 0, "tail drop has no discipline to drop with");
+    assert!(codel_drops > 0 && codel_marks == 0, "{codel_drops} {codel_marks}");
+    assert!(
+        tail_ms > 20.0 && codel_ms < tail_ms / 2.0,
+        "queueing delay: tail drop {tail_ms:.1} ms, CoDel {codel_ms:.1} ms"
+    );
+    // With ECN negotiated, CoDel marks the data instead (the handshake's SYN is not ECN-capable),
+    // and the sender's TCP_INFO says so: ECN on, CE-marked deliveries counted.
+    let (st, r) = through_the_queue("codel", true);
+    let (ecn_ms, ecn_drops, ecn_marks) = queueing(&st);
+    assert!(
+        ecn_marks > 0 && ecn_drops <= 1,
+        "{ecn_marks} marked, {ecn_drops} dropped"
+    );
+    assert!(ecn_ms < tail_ms / 2.0, "{ecn_ms:.1} ms");
+    let tcp = &r["streams"][0]["tcp"];
+    assert_eq!(tcp["ecn"], true, "{tcp}");
+    assert!(tcp["delivered_ce"].as_u64().unwrap() > 0, "{tcp}");
+}
+
+#[test]
+fn one_way_queueing_follows_the_emulators_queue_and_stays_off_the_unloaded_direction() {
+    let Some(_lock) = root() else { return };
+    let mut w = Wan::up(&["--rtt", "20ms", "--rate", "50M", "--queue", "2bdp"]);
+    w.serve_in_b();
+    let r = w.run_ok(&["-t", "4", "-C", "cubic", "--latency"]);
+    let (sojourn_ms, _, _) = queueing(&w.status());
+    let ow = &r["latency"]["one_way"];
+    let f = |phase: &str, k: &str| {
+        ow[phase]["queueing"][k]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{phase}.{k}: {ow}"))
+    };
+    // The upload's queue is A→B: the probes to the server meet it, their replies do not. The probes
+    // sample it 20 times a second, the emulator averages every packet: within 3 ms or 20% (the
+    // sawtooth of one CUBIC flow over 4 s; the margin is that sampling, not a clock).
+    let to_server = f("loaded_to_server", "avg_ms");
+    assert!(
+        (to_server - sojourn_ms).abs() <= (0.2 * sojourn_ms).max(3.0),
+        "probes {to_server:.2} ms, emulator {sojourn_ms:.2} ms"
+    );
+    assert!(f("loaded_to_client", "median_ms") < 1.0, "{ow}");
+    assert!(f("idle_to_server", "median_ms") < 1.0, "{ow}");
+    // One clock for both ends: the offset is 0 within its bound, at most half the 20 ms RTT (+1 ms).
+    let c = &ow["clock"];
+    let (off, bound) = (c["offset_ms"].as_f64().unwrap(), c["bound_ms"].as_f64().unwrap());
+    assert!(off.abs() <= bound + 0.01 && bound <= 11.0, "{c}");
+}

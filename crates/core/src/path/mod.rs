@@ -4,11 +4,13 @@
 //! methods and their limits.
 
 pub mod echo;
+pub mod oneway;
 pub mod plan;
 pub mod report;
 pub mod rtt;
 
 pub use echo::{EchoHeader, EchoKind, ECHO_HEADER_LEN, ECHO_MAGIC};
+pub use oneway::{ClockOffset, DirectionDelay, OneWayReport, Stamps};
 pub use plan::{PathEvent, PathPlan};
 pub use report::{
     CapacityReport, Hop, HopProbe, PathReport, PmtuProbe, PmtuReport, RttRun, TraceReport, PATH_SCHEMA,

@@ -88,6 +88,10 @@ pub struct LatencyReport {
     pub buffer_delay_pct: Option<f64>,
     /// Loaded median minus idle median: the queueing delay the transfer added.
     pub added_delay_ms: Option<f64>,
+    /// Each direction's delay, from the server's receive times in the replies (absent when the
+    /// replies carried none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub one_way: Option<super::oneway::OneWayReport>,
 }
 
 impl LatencyReport {
@@ -108,6 +112,7 @@ impl LatencyReport {
             loaded,
             buffer_delay_pct,
             added_delay_ms,
+            one_way: None,
         }
     }
 }

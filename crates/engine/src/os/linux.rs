@@ -39,6 +39,9 @@ fn set_value<T: Copy>(sock: &impl AsSock, level: libc::c_int, opt: libc::c_int, 
     Ok(())
 }
 
+/// TCP_INFO says whether ECN was negotiated and counts CE-marked deliveries.
+pub const TCP_INFO_HAS_ECN: bool = true;
+
 /// TCP_INFO of a TCP socket, and how many bytes of it the kernel filled.
 pub fn tcp_info(sock: &impl AsSock) -> Result<TcpInfo> {
     let mut raw_info = RawTcpInfo::default();

@@ -38,6 +38,9 @@ fn unsupported_option(what: &'static str) -> Error {
 
 // ---- socket options ----
 
+/// SIO_TCP_INFO says nothing of ECN.
+pub const TCP_INFO_HAS_ECN: bool = false;
+
 /// TCP_INFO's Windows counterpart (`SIO_TCP_INFO`, version 0: Windows 10 1703 and later), in Linux's
 /// layout: the figures Windows has, the others zero.
 pub fn tcp_info(sock: &impl AsSock) -> Result<TcpInfo> {

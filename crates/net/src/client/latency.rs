@@ -2,7 +2,7 @@
 //! so the result shows the RTT of an idle path next to the RTT the transfer itself caused (the queue it
 //! built), RFC 6349's Buffer Delay %, and the probes' RTT in each interval.
 
-use landspeed_core::path::{LatencyReport, RttSummary};
+use landspeed_core::path::{LatencyReport, OneWayReport, RttSummary};
 use landspeed_core::result::{ProbeRtt, RunResult};
 use landspeed_path::echo::{self, Background, EchoParams, Probe};
 use std::net::SocketAddr;
@@ -77,6 +77,7 @@ impl LatencyRun {
     pub(crate) fn finish(self, r: &mut RunResult) {
         let from = self.loaded_from.unwrap_or(Duration::MAX);
         let until = self.loaded_until.unwrap_or(Duration::MAX);
+        let wall0 = self.bg.started_wall_ns();
         let probes = self.bg.finish();
         let idle: Vec<&Probe> = probes.iter().filter(|p| p.sent_at < from).collect();
         let loaded: Vec<&Probe> = probes
@@ -85,12 +86,15 @@ impl LatencyRun {
             .collect();
         let summary =
             |v: &[&Probe]| RttSummary::from_samples(v.len() as u32, &echo::rtts_ms(v.iter().copied()));
-        r.latency = Some(LatencyReport::new(
+        let mut report = LatencyReport::new(
             self.opts.probes_per_s,
             self.opts.size as u32,
             summary(&idle),
             summary(&loaded),
-        ));
+        );
+        let stamped = |v: &[&Probe]| -> Vec<_> { v.iter().filter_map(|p| echo::stamps(p, wall0)).collect() };
+        report.one_way = OneWayReport::new(&stamped(&idle), &stamped(&loaded));
+        r.latency = Some(report);
         if from == Duration::MAX {
             return;
         }

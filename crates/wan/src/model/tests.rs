@@ -281,3 +281,67 @@ fn an_outage_of_some_ports_spares_the_others_and_except_ports_the_reverse() {
     short[2..4].copy_from_slice(&22u16.to_be_bytes());
     assert_eq!(l.offer_packet(1_000, &short), Fate::Dropped(Drop::Outage));
 }
+
+/// A 12 Mbit/s bottleneck (1 ms a 1500-byte packet) with a 100 ms queue, offered 5% more than its
+/// rate for `secs` (50 packets a second too many, as a sender that does not slow down): (packets
+/// delivered, delivered marked CE, dropped by the discipline, dropped by the tail, the link).
+fn overdriven(aqm: &str, ect: bool, secs: u64) -> (u64, u64, u64, u64, Link) {
+    let mut l = Link::new(
+        dir(|r| {
+            r.rate = Some("12M".into());
+            r.queue = Some("150K".into());
+            r.aqm = Some(aqm.into());
+        }),
+        1,
+    );
+    let mut pkt = tcp4(40000, 5201).to_vec();
+    pkt.resize(1500, 0);
+    pkt[1] = if ect { 0b10 } else { 0 };
+    let (mut delivered, mut marked, mut aqm_drops, mut tail) = (0, 0, 0, 0);
+    for i in 0..secs * 1050 {
+        match l.offer_packet(i * 1_000_000_000 / 1050, &pkt) {
+            Fate::Deliver { ce, .. } => {
+                delivered += 1;
+                marked += u64::from(ce);
+            }
+            Fate::Dropped(Drop::Aqm) => aqm_drops += 1,
+            Fate::Dropped(Drop::Queue) => tail += 1,
+            Fate::Dropped(d) => panic!("{d:?}"),
+        }
+    }
+    (delivered, marked, aqm_drops, tail, l)
+}
+
+#[test]
+fn codel_keeps_the_standing_queue_near_its_target_where_tail_drop_fills_the_buffer() {
+    let (_, _, _, tail_drops, tail) = overdriven("tail-drop", false, 10);
+    let (_, _, codel_drops, codel_tail, codel) = overdriven("codel", false, 10);
+    let mean = |l: &Link| l.counters.sojourn_sum_ns / l.counters.sojourn_packets.max(1) / 1_000_000;
+    // Tail drop: the queue fills in 2 s and the 150 kB buffer (100 ms at 12 Mbit/s) stays full.
+    assert!(
+        tail_drops > 300 && mean(&tail) >= 80,
+        "{tail_drops} {} ms",
+        mean(&tail)
+    );
+    // CoDel: its drops catch up with the excess within about a second and a half and keep the
+    // standing queue low; the tail never drops.
+    assert!(codel_drops > 300 && codel_tail == 0, "{codel_drops} {codel_tail}");
+    assert_eq!(codel.counters.dropped_aqm, codel_drops);
+    assert!(
+        mean(&codel) < 40,
+        "{} ms against tail drop's {} ms",
+        mean(&codel),
+        mean(&tail)
+    );
+}
+
+#[test]
+fn codel_marks_ecn_capable_packets_instead_of_dropping_them_and_counts_each_mark() {
+    let (delivered, marked, aqm_drops, _, l) = overdriven("codel", true, 2);
+    assert!(marked > 0 && aqm_drops == 0, "{marked} {aqm_drops}");
+    assert_eq!(l.counters.marked_ce, marked);
+    assert!(delivered >= marked);
+    // The same traffic without ECN: as many signals, each a drop.
+    let (_, _, drops, _, _) = overdriven("codel", false, 2);
+    assert!(drops > 0);
+}

@@ -95,3 +95,26 @@ fn packets_without_payload_or_unknown_are_left_alone() {
     short[2..4].copy_from_slice(&9999u16.to_be_bytes());
     assert_eq!(transport(&short), None);
 }
+
+#[test]
+fn marking_ce_sets_both_ecn_bits_and_keeps_the_ipv4_header_checksum_right() {
+    let mut p = v4(6, b"data");
+    p[1] = 0b10; // ECT(0)
+    let header_sum = |p: &[u8]| fold(sum(&p[..20]));
+    let ck = !fold(sum(&p[..20]));
+    p[10..12].copy_from_slice(&ck.to_be_bytes());
+    assert_eq!(header_sum(&p), 0xffff);
+    assert_eq!(ecn(&p), Some(2));
+    assert!(mark_ce(&mut p));
+    assert_eq!(ecn(&p), Some(3));
+    assert_eq!(header_sum(&p), 0xffff, "the header checksum still adds up");
+    // Not ECN-capable: left alone.
+    let mut plain = v4(6, b"data");
+    assert!(!mark_ce(&mut plain));
+    assert_eq!(ecn(&plain), Some(0));
+    // IPv6: the traffic class's low bits, no header checksum.
+    let mut p6 = v6(17, b"x");
+    p6[1] |= 0b01 << 4; // ECT(1)
+    assert!(mark_ce(&mut p6));
+    assert_eq!(ecn(&p6), Some(3));
+}

@@ -1,0 +1,236 @@
+//! Active queue management for the emulated bottleneck: CoDel (RFC 8289), deciding at each packet's
+//! dequeue whether the queue has stood above its target delay for a whole interval, and then dropping
+//! (or, for an ECN-capable packet, marking) at the rate its control law sets. Pure: time is passed in.
+//!
+//! The link's queue is one FIFO at a fixed rate, so a packet's dequeue time is known when it arrives
+//! (when everything ahead of it has been serialized), and packets reach the head in arrival order: the
+//! link asks CoDel about each packet, in order, at that dequeue time, which is when RFC 8289's dequeue
+//! would ask. A dropped packet takes no serialization time, so the next one reaches the head at the
+//! same instant and is asked at once, as the RFC's dequeue loop does. One approximation: the RFC's
+//! "less than one MTU queued" exemption is judged from the bytes ahead of the packet when it arrived.
+
+use std::time::Duration;
+
+/// Which queue discipline the bottleneck runs.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize, Default)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Aqm {
+    /// Tail drop only: a packet that does not fit the queue is dropped.
+    #[default]
+    TailDrop,
+    /// CoDel over the tail-drop queue.
+    Codel {
+        /// The acceptable standing queue delay (RFC 8289: 5 ms).
+        #[serde(with = "landspeed_core::units::secs")]
+        target: Duration,
+        /// The window a standing queue must persist for before dropping starts (RFC 8289: 100 ms).
+        #[serde(with = "landspeed_core::units::secs")]
+        interval: Duration,
+    },
+}
+
+impl Aqm {
+    /// RFC 8289's CoDel: 5 ms target, 100 ms interval.
+    pub const CODEL: Aqm = Aqm::Codel {
+        target: Duration::from_millis(5),
+        interval: Duration::from_millis(100),
+    };
+
+    /// `tail-drop`, `codel`, or `codel:TARGET:INTERVAL` (e.g. `codel:5ms:100ms`).
+    pub fn parse(s: &str) -> Result<Aqm, String> {
+        let mut parts = s.trim().split(':');
+        match (parts.next(), parts.next(), parts.next(), parts.next()) {
+            (Some("tail-drop" | "taildrop" | "none"), None, None, None) => Ok(Aqm::TailDrop),
+            (Some("codel"), None, None, None) => Ok(Aqm::CODEL),
+            (Some("codel"), Some(t), Some(i), None) => {
+                let d =
+                    |v: &str| landspeed_core::units::parse_duration(v).map_err(|e| format!("aqm '{s}': {e}"));
+                let (target, interval) = (d(t)?, d(i)?);
+                if target.is_zero() || interval <= target {
+                    return Err(format!(
+                        "aqm '{s}': the target must be above 0 and below the interval"
+                    ));
+                }
+                Ok(Aqm::Codel { target, interval })
+            }
+            _ => Err(format!(
+                "aqm '{s}' is not one of tail-drop, codel, codel:TARGET:INTERVAL (e.g. codel:5ms:100ms)"
+            )),
+        }
+    }
+
+    /// The state machine this discipline needs, if any.
+    pub fn controller(&self) -> Option<Codel> {
+        match *self {
+            Aqm::TailDrop => None,
+            Aqm::Codel { target, interval } => Some(Codel::new(target, interval)),
+        }
+    }
+}
+
+/// What CoDel does with the packet at the head.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Send it.
+    Pass,
+    /// Drop it, or mark it Congestion Experienced if it is ECN-capable.
+    Signal,
+}
+
+/// The largest packet, for the "less than one MTU queued" exemption.
+const MAX_PACKET: u64 = 1500;
+
+/// RFC 8289's CoDel state, in nanoseconds.
+#[derive(Debug, Clone)]
+pub struct Codel {
+    target_ns: u64,
+    interval_ns: u64,
+    /// When the sojourn time will have been above target for an interval (0: it is not above).
+    first_above_ns: u64,
+    /// When the next signal is due while dropping.
+    drop_next_ns: u64,
+    /// Signals since dropping started (the control law's count).
+    count: u32,
+    /// `count` when dropping last ended.
+    last_count: u32,
+    dropping: bool,
+}
+
+impl Codel {
+    /// CoDel with this target and interval.
+    pub fn new(target: Duration, interval: Duration) -> Codel {
+        Codel {
+            target_ns: target.as_nanos() as u64,
+            interval_ns: interval.as_nanos() as u64,
+            first_above_ns: 0,
+            drop_next_ns: 0,
+            count: 0,
+            last_count: 0,
+            dropping: false,
+        }
+    }
+
+    /// The control law: the next signal an interval over the square root of the count later.
+    fn next_after(&self, t_ns: u64) -> u64 {
+        t_ns + (self.interval_ns as f64 / f64::from(self.count.max(1)).sqrt()) as u64
+    }
+
+    /// Whether the queue has stood above target for an interval, as of this packet's dequeue.
+    fn ok_to_signal(&mut self, now_ns: u64, sojourn_ns: u64, bytes_ahead: u64) -> bool {
+        if sojourn_ns < self.target_ns || bytes_ahead <= MAX_PACKET {
+            self.first_above_ns = 0;
+            return false;
+        }
+        if self.first_above_ns == 0 {
+            self.first_above_ns = now_ns + self.interval_ns;
+            return false;
+        }
+        now_ns >= self.first_above_ns
+    }
+
+    /// The verdict on the packet at the head at `now_ns` (its dequeue), which waited `sojourn_ns` and
+    /// had `bytes_ahead` queued in front of it when it arrived.
+    pub fn dequeue(&mut self, now_ns: u64, sojourn_ns: u64, bytes_ahead: u64) -> Verdict {
+        let ok = self.ok_to_signal(now_ns, sojourn_ns, bytes_ahead);
+        if self.dropping {
+            if !ok {
+                self.dropping = false;
+                return Verdict::Pass;
+            }
+            if now_ns >= self.drop_next_ns {
+                self.count = self.count.saturating_add(1);
+                self.drop_next_ns = self.next_after(self.drop_next_ns);
+                return Verdict::Signal;
+            }
+            return Verdict::Pass;
+        }
+        if !ok {
+            return Verdict::Pass;
+        }
+        self.dropping = true;
+        // Dropping resumed soon after it ended: start from the rate it had reached.
+        let delta = self.count.saturating_sub(self.last_count);
+        let recent = now_ns.saturating_sub(self.drop_next_ns) < 16 * self.interval_ns;
+        self.count = if delta > 1 && recent { delta } else { 1 };
+        self.last_count = self.count;
+        self.drop_next_ns = self.next_after(now_ns);
+        Verdict::Signal
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    /// A queue standing at `sojourn` for `for_ms`, one packet every `every_us`: the signal times.
+    fn standing(c: &mut Codel, sojourn: u64, for_ms: u64, every_us: u64) -> Vec<u64> {
+        let mut out = vec![];
+        let mut t = 0;
+        while t < for_ms * MS {
+            if c.dequeue(t, sojourn, 100_000) == Verdict::Signal {
+                out.push(t);
+            }
+            t += every_us * 1000;
+        }
+        out
+    }
+
+    #[test]
+    fn a_queue_below_target_is_never_signalled() {
+        let mut c = Codel::new(Duration::from_millis(5), Duration::from_millis(100));
+        assert!(standing(&mut c, 4 * MS, 2000, 100).is_empty());
+    }
+
+    #[test]
+    fn a_standing_queue_is_signalled_after_one_interval_then_at_the_control_laws_rate() {
+        let mut c = Codel::new(Duration::from_millis(5), Duration::from_millis(100));
+        let s = standing(&mut c, 50 * MS, 1000, 100);
+        // The first packet above target starts the clock; the first signal comes an interval later.
+        assert_eq!(s[0], 100 * MS);
+        // Then after interval/sqrt(1), interval/sqrt(2), ...: 100, 70.7, 57.7, 50 ms apart (each at
+        // the first packet due, packets 0.1 ms apart).
+        let gaps: Vec<u64> = s.windows(2).map(|w| (w[1] - w[0]) / 100_000).collect();
+        assert_eq!(&gaps[..4], &[1000, 708, 577, 500], "{gaps:?} (in 0.1 ms)");
+    }
+
+    #[test]
+    fn dropping_ends_when_the_queue_drains_and_resumes_from_the_rate_it_had() {
+        let mut c = Codel::new(Duration::from_millis(5), Duration::from_millis(100));
+        let first = standing(&mut c, 50 * MS, 1000, 100);
+        assert!(first.len() > 4);
+        let reached = c.count;
+        // The queue drains: no signal, and the state leaves dropping.
+        assert_eq!(c.dequeue(1001 * MS, MS, 100_000), Verdict::Pass);
+        assert!(!c.dropping);
+        // It stands again soon after: an interval to confirm, then the count restarts near where it was.
+        let t0 = 1010 * MS;
+        assert_eq!(c.dequeue(t0, 50 * MS, 100_000), Verdict::Pass);
+        assert_eq!(c.dequeue(t0 + 100 * MS, 50 * MS, 100_000), Verdict::Signal);
+        assert!(c.count > 1 && c.count <= reached, "{} of {reached}", c.count);
+    }
+
+    #[test]
+    fn less_than_a_packet_queued_is_never_signalled() {
+        let mut c = Codel::new(Duration::from_millis(5), Duration::from_millis(100));
+        for t in 0..3000 {
+            assert_eq!(c.dequeue(t * MS, 50 * MS, 1200), Verdict::Pass);
+        }
+    }
+
+    #[test]
+    fn the_discipline_is_parsed_with_rfc_defaults_and_checked() {
+        assert_eq!(Aqm::parse("codel"), Ok(Aqm::CODEL));
+        assert_eq!(Aqm::parse("tail-drop"), Ok(Aqm::TailDrop));
+        assert_eq!(
+            Aqm::parse("codel:2ms:50ms"),
+            Ok(Aqm::Codel {
+                target: Duration::from_millis(2),
+                interval: Duration::from_millis(50)
+            })
+        );
+        assert!(Aqm::parse("codel:50ms:2ms").is_err());
+        assert!(Aqm::parse("red").unwrap_err().contains("tail-drop, codel"));
+    }
+}
