@@ -45,6 +45,11 @@ pub enum Command {
         after_help = "Examples:\n  landspeed path host                    RTT (UDP echo and TCP connect), route and path MTU\n  landspeed path host --rtt -c 100 -i 10ms   100 UDP echo probes to a landspeed server, 10 ms apart\n  landspeed path host --tcp 443          TCP connect time to port 443 of any host\n  landspeed path host --trace -n         the route, numeric\n  landspeed path host --pmtu             largest packet that passes, and where bigger ones stop\n  landspeed path host --json             everything as one JSON document"
     )]
     Path(crate::cmd::path::PathArgs),
+    /// Latency under load in phases: idle, download, upload, both, idle again, probed throughout.
+    #[command(
+        after_help = "Each direction's queueing comes from the server's receive time in every echo reply, so it needs\nno synchronised clocks (docs/latency.md).\n\nExamples:\n  landspeed latency host                  five 5 s phases, one stream each way\n  landspeed latency host --phase 10s -P 4 --run-arg=-C --run-arg=bbr\n  landspeed latency host --json"
+    )]
+    Latency(crate::cmd::latency::LatencyArgs),
     /// List the archived runs (every `run` is saved unless --no-save), or export them as CSV or JSON.
     #[command(
         after_help = "Examples:\n  landspeed history                       the last 50 runs\n  landspeed history --host h --since 2026-11-01\n  landspeed history --tag lsr --csv > runs.csv"

@@ -39,6 +39,7 @@ fn main() -> ExitCode {
         Command::Demo(a) => cmd::run::demo(a),
         Command::Mesh(a) => cmd::mesh::mesh(a),
         Command::Path(a) => cmd::path::path(a),
+        Command::Latency(a) => cmd::latency::latency(a),
         Command::History(a) => cmd::archive::history(a),
         Command::Show(a) => cmd::archive::show(a),
         Command::Sweep(a) => cmd::sweep::sweep(a),

@@ -156,6 +156,58 @@ fn pmtu_line(r: &PmtuReport, addr: SocketAddr) -> String {
     }
 }
 
+/// `landspeed latency`: one line per phase (what it loaded and moved, its RTT, each direction's
+/// queueing over that direction's floor), then the floors and the clocks' offset.
+pub fn phased(r: &landspeed_core::path::PhasedLatency) -> String {
+    use std::fmt::Write;
+    let ms = |x: Option<f64>| x.map_or("-".into(), |v| format!("{v:.2}"));
+    let rate = |x: Option<f64>| x.map_or("-".into(), |b| landspeed_core::units::BitRate(b).to_string());
+    let mut out = format!(
+        "Latency under load to {} (UDP echo, {} probes/s, on a flow of their own):\n  {:<9} {:>13} {:>13}  {:<31} {:<29} {}\n",
+        r.host, r.probes_per_s, "phase", "download", "upload", "RTT median / p90 / p99 ms", "queueing to server / client", "lost"
+    );
+    for p in &r.phases {
+        let q = |d: &landspeed_core::path::DirectionDelay| ms(d.queueing.median_ms);
+        let _ = writeln!(
+            out,
+            "  {:<9} {:>13} {:>13}  {:<31} {:<29} {} of {}{}",
+            p.span.load.name(),
+            rate(p.span.download_bps),
+            rate(p.span.upload_bps),
+            format!(
+                "{} / {} / {}",
+                ms(p.rtt.median_ms),
+                ms(p.rtt.p90_ms),
+                ms(p.rtt.p99_ms)
+            ),
+            format!("{} / {} ms", q(&p.to_server), q(&p.to_client)),
+            p.rtt.sent - p.rtt.received,
+            p.rtt.sent,
+            p.span
+                .error
+                .as_deref()
+                .map(|e| format!("  (test failed: {e})"))
+                .unwrap_or_default()
+        );
+    }
+    let first = r.phases.first();
+    let _ = match (&r.clock, first) {
+        (Some(c), Some(p)) => writeln!(
+            out,
+            "  floors: to server {} ms, to client {} ms (the server's clock {:+.3} ms from the client's, ± {:.3} ms)",
+            ms(p.to_server.floor_ms),
+            ms(p.to_client.floor_ms),
+            c.offset_ms,
+            c.bound_ms
+        ),
+        _ => writeln!(
+            out,
+            "  floors not measured: no answered probe carried the server's time, or the probes contradict any one clock offset"
+        ),
+    };
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

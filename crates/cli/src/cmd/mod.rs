@@ -6,6 +6,7 @@ pub mod archive;
 pub mod exporter;
 pub mod iperf3;
 pub mod keygen;
+pub mod latency;
 pub mod mesh;
 pub mod model;
 pub mod path;

@@ -386,3 +386,23 @@ fn ipv6_route_and_mtu_on_loopback() {
     assert_eq!(r["trace"]["hops"][0]["address"], "::1");
     assert_eq!(r["pmtu"]["path_mtu"], r["pmtu"]["local_mtu"], "{}", r["pmtu"]);
 }
+
+#[test]
+fn the_phased_latency_test_against_nothing_says_every_probe_was_lost_and_why_each_test_failed() {
+    let port = common::free_port().to_string();
+    let o = common::landspeed(
+        &["latency", "127.0.0.1", "-p", &port, "--phase", "1s", "--json"],
+        std::time::Duration::from_secs(30),
+    );
+    assert_eq!(o.code, 1, "{}{}", o.stdout, o.stderr);
+    let r: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+    // The idle phases probe for their whole second and hear nothing; each loaded phase ends at once
+    // with its test's reason.
+    for p in r["phases"].as_array().unwrap() {
+        assert_eq!(p["rtt"]["received"], 0, "{p}");
+        let loaded = p["load"] != "idle";
+        assert_eq!(p["error"].is_string(), loaded, "{p}");
+        assert!(loaded || p["rtt"]["sent"].as_u64().unwrap() >= 15, "{p}");
+    }
+    assert!(r["clock"].is_null(), "no probe answered: no offset");
+}

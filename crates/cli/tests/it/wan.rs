@@ -517,3 +517,61 @@ fn one_way_queueing_follows_the_emulators_queue_and_stays_off_the_unloaded_direc
     let (off, bound) = (c["offset_ms"].as_f64().unwrap(), c["bound_ms"].as_f64().unwrap());
     assert!(off.abs() <= bound + 0.01 && bound <= 11.0, "{c}");
 }
+
+#[test]
+fn the_phased_latency_test_finds_each_loads_queue_in_its_own_direction() {
+    let Some(_lock) = root() else { return };
+    let mut w = Wan::up(&["--rtt", "20ms", "--rate", "50M", "--queue", "2bdp"]);
+    w.serve_in_b();
+    let o = w.in_a(
+        &[
+            "latency",
+            "198.18.0.2",
+            "--phase",
+            "2s",
+            "--json",
+            "--run-arg=-C",
+            "--run-arg=cubic",
+        ],
+        Duration::from_secs(60),
+    );
+    assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
+    let r: Value = serde_json::from_str(&o.stdout).unwrap();
+    let at = |i: usize, way: &str, k: &str| r["phases"][i][way]["queueing"][k].as_f64().unwrap();
+    let q = |i: usize, way: &str| at(i, way, "median_ms");
+    let names: Vec<&str> = (0..5).map(|i| r["phases"][i]["load"].as_str().unwrap()).collect();
+    assert_eq!(names, ["idle", "download", "upload", "both", "idle"]);
+    // A 2-BDP buffer holds up to 40 ms: the loaded direction's median queue is well into it, the
+    // other direction (ACKs only) has none, and the idle phases none either way.
+    assert!(
+        q(1, "to_client") > 10.0 && q(1, "to_server") < 2.0,
+        "download: {}",
+        r["phases"][1]
+    );
+    assert!(
+        q(2, "to_server") > 10.0 && q(2, "to_client") < 2.0,
+        "upload: {}",
+        r["phases"][2]
+    );
+    // Both ways at once: each direction holds a queue at times (the upload's ACKs wait behind the
+    // download's data, which paces the upload: its median may stay low, its p90 does not).
+    let p90 = |way| at(3, way, "p90_ms");
+    assert!(
+        p90("to_server") > 10.0 && p90("to_client") > 10.0,
+        "both: {}",
+        r["phases"][3]
+    );
+    for i in [0, 4] {
+        assert!(
+            q(i, "to_server") < 2.0 && q(i, "to_client") < 2.0,
+            "idle: {}",
+            r["phases"][i]
+        );
+    }
+    assert!(
+        r["phases"][1]["download_bps"].as_f64().unwrap() > 40e6,
+        "{}",
+        r["phases"][1]
+    );
+    assert!(r["clock"]["bound_ms"].as_f64().unwrap() <= 11.0, "{}", r["clock"]);
+}

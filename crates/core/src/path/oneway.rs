@@ -95,36 +95,52 @@ pub struct OneWayReport {
     pub loaded_to_client: DirectionDelay,
 }
 
+/// Each group's delay to the server and back (queueing over the whole run's floor for each
+/// direction, and the floors where the probes bound the clocks' offset), with that offset.
+pub fn by_group(groups: &[&[Stamps]]) -> (Option<ClockOffset>, Vec<(DirectionDelay, DirectionDelay)>) {
+    let all: Vec<Stamps> = groups.iter().flat_map(|g| g.iter().copied()).collect();
+    let clock = clock_offset(&all);
+    let delays = raw_delays(&all);
+    let floor_f = delays.iter().map(|d| d.0).fold(f64::INFINITY, f64::min);
+    let floor_r = delays.iter().map(|d| d.1).fold(f64::INFINITY, f64::min);
+    let direction = |v: &[Stamps], forward: bool| {
+        let q: Vec<f64> = raw_delays(v)
+            .into_iter()
+            .map(|(f, r)| if forward { f - floor_f } else { r - floor_r })
+            .collect();
+        let floor = if forward { floor_f } else { floor_r };
+        let theta = |c: &ClockOffset| if forward { -c.offset_ms } else { c.offset_ms };
+        DirectionDelay {
+            queueing: RttSummary::from_samples(q.len() as u32, &q),
+            floor_ms: clock
+                .as_ref()
+                .filter(|_| floor.is_finite())
+                .map(|c| (floor + theta(c)).max(0.0)),
+        }
+    };
+    let each = groups
+        .iter()
+        .map(|g| (direction(g, true), direction(g, false)))
+        .collect();
+    (clock, each)
+}
+
 impl OneWayReport {
     /// From the idle and the loaded probes (answered ones with the server's time), or None when no
     /// probe carried it (a server that does not stamp its replies).
     pub fn new(idle: &[Stamps], loaded: &[Stamps]) -> Option<OneWayReport> {
-        let all: Vec<Stamps> = idle.iter().chain(loaded).copied().collect();
-        if all.is_empty() {
+        if idle.is_empty() && loaded.is_empty() {
             return None;
         }
-        let clock = clock_offset(&all);
-        let delays = raw_delays(&all);
-        let floor_f = delays.iter().map(|d| d.0).fold(f64::INFINITY, f64::min);
-        let floor_r = delays.iter().map(|d| d.1).fold(f64::INFINITY, f64::min);
-        let phase = |v: &[Stamps], forward: bool| {
-            let q: Vec<f64> = raw_delays(v)
-                .into_iter()
-                .map(|(f, r)| if forward { f - floor_f } else { r - floor_r })
-                .collect();
-            let floor = if forward { floor_f } else { floor_r };
-            let theta = |c: &ClockOffset| if forward { -c.offset_ms } else { c.offset_ms };
-            DirectionDelay {
-                queueing: RttSummary::from_samples(q.len() as u32, &q),
-                floor_ms: clock.as_ref().map(|c| (floor + theta(c)).max(0.0)),
-            }
-        };
+        let (clock, mut each) = by_group(&[idle, loaded]);
+        let (loaded_to_server, loaded_to_client) = each.pop()?;
+        let (idle_to_server, idle_to_client) = each.pop()?;
         Some(OneWayReport {
             clock,
-            idle_to_server: phase(idle, true),
-            idle_to_client: phase(idle, false),
-            loaded_to_server: phase(loaded, true),
-            loaded_to_client: phase(loaded, false),
+            idle_to_server,
+            idle_to_client,
+            loaded_to_server,
+            loaded_to_client,
         })
     }
 }

@@ -1,0 +1,140 @@
+//! `landspeed latency HOST`: latency under load in phases (idle, download, upload, both, idle
+//! again), echo probes on a flow of their own throughout, each loaded phase one landspeed test. The
+//! summary per phase (core's `path::phases`) says which direction the load queued; docs/latency.md
+//! has the method.
+
+use crate::common::client::{interrupt_flag, options_from_args, run_quiet};
+use crate::common::values;
+use anyhow::{Context, Result};
+use clap::Args;
+use landspeed_core::config::Flow;
+use landspeed_core::path::{Load, PhaseSpan, PhasedLatency, ProbeSample};
+use landspeed_path::echo::{self, Background, EchoParams};
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::time::{Duration, Instant};
+
+#[derive(Args, Debug)]
+pub struct LatencyArgs {
+    /// A landspeed server (its UDP port answers the probes; its tests load the path).
+    pub host: String,
+    /// The server's port.
+    #[arg(short, long, default_value_t = 5201)]
+    pub port: u16,
+    /// How long each of the five phases lasts.
+    #[arg(long, default_value = "5s", value_parser = values::duration)]
+    pub phase: Duration,
+    /// Streams each way in the loaded phases.
+    #[arg(short = 'P', long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=128))]
+    pub streams: u32,
+    /// Echo probes per second.
+    #[arg(long, default_value_t = 20.0)]
+    pub latency_rate: f64,
+    /// Another `landspeed run` option for the loaded phases' tests, e.g. --run-arg=-C --run-arg=bbr
+    /// (repeatable).
+    #[arg(long = "run-arg", value_name = "ARG", allow_hyphen_values = true)]
+    pub run_args: Vec<String>,
+    /// One JSON document (schema landspeed-latency/1).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs the phases; true when every phase ran and had probes answered.
+pub fn latency(a: LatencyArgs) -> Result<bool> {
+    if !(0.1..=1000.0).contains(&a.latency_rate) || a.phase < Duration::from_secs(1) {
+        return Err(crate::common::UsageError(
+            "--latency-rate must be 0.1..=1000 probes/s and --phase at least 1s".into(),
+        )
+        .into());
+    }
+    let addr = resolve(&a.host, a.port)?;
+    let params = EchoParams {
+        interval: Duration::from_secs_f64(1.0 / a.latency_rate),
+        size: 64,
+        linger: Duration::from_millis(500),
+    };
+    let bg = Background::start(addr, params).context("cannot start the echo probes")?;
+    let interrupt = interrupt_flag()?;
+    let mut spans = vec![];
+    for load in Load::PLAN {
+        if interrupt.load(Relaxed) {
+            break;
+        }
+        let start_s = bg.started().elapsed().as_secs_f64();
+        let (download_bps, upload_bps, error) = phase(&a, load, &interrupt);
+        spans.push(PhaseSpan {
+            load,
+            start_s,
+            end_s: bg.started().elapsed().as_secs_f64(),
+            download_bps,
+            upload_bps,
+            error,
+        });
+    }
+    let wall0 = bg.started_wall_ns();
+    let samples: Vec<ProbeSample> = (bg.finish().iter())
+        .map(|p| ProbeSample {
+            sent_s: p.sent_at.as_secs_f64(),
+            rtt_ms: p.rtt.map(|d| d.as_secs_f64() * 1e3),
+            stamps: echo::stamps(p, wall0),
+        })
+        .collect();
+    let r = PhasedLatency::new(&a.host, a.latency_rate, spans, &samples);
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+    } else {
+        print!("{}", landspeed_report::path_text::phased(&r));
+    }
+    let whole = r.phases.len() == Load::PLAN.len();
+    Ok(whole
+        && r.phases
+            .iter()
+            .all(|p| p.span.error.is_none() && p.rtt.received > 0))
+}
+
+fn resolve(host: &str, port: u16) -> Result<SocketAddr> {
+    (host, port)
+        .to_socket_addrs()
+        .with_context(|| format!("cannot resolve host '{host}'"))?
+        .next()
+        .with_context(|| format!("'{host}' has no address"))
+}
+
+/// One phase: an idle wait, or one test loading the path as `load` says. (download, upload, error).
+fn phase(a: &LatencyArgs, load: Load, interrupt: &AtomicBool) -> (Option<f64>, Option<f64>, Option<String>) {
+    let direction = match load {
+        Load::Idle => {
+            let until = Instant::now() + a.phase;
+            while Instant::now() < until && !interrupt.load(Relaxed) {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            return (None, None, None);
+        }
+        Load::Download => Some("-R"),
+        Load::Upload => None,
+        Load::Both => Some("--bidir"),
+    };
+    let mut args = vec![
+        a.host.clone(),
+        "-p".into(),
+        a.port.to_string(),
+        "-t".into(),
+        format!("{}ms", a.phase.as_millis()),
+        "-P".into(),
+        a.streams.to_string(),
+    ];
+    args.extend(direction.map(String::from));
+    args.extend(a.run_args.iter().cloned());
+    let opts = match options_from_args(&args) {
+        Ok(o) => o,
+        Err(e) => return (None, None, Some(e)),
+    };
+    match run_quiet(&opts, false, interrupt) {
+        Ok(r) => {
+            let rate =
+                |f: Flow| (r.directions.iter().find(|d| d.flow == f)).map(|d| d.summary.throughput_bps);
+            (rate(Flow::ServerToClient), rate(Flow::ClientToServer), None)
+        }
+        Err(e) => (None, None, Some(e.to_string())),
+    }
+}
