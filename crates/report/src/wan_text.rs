@@ -78,12 +78,16 @@ fn direction_text(label: &str, d: &Direction) -> String {
         d.queue_bytes.map_or("unlimited".into(), |q| Bytes(q).to_string()),
         loss(&d.loss)
     );
-    if let Aqm::Codel { target, interval } = d.aqm {
-        s += &format!(
-            ", CoDel (target {}, interval {})",
-            format_duration(target),
-            format_duration(interval)
-        );
+    match d.aqm {
+        Aqm::Codel { target, interval } => {
+            s += &format!(
+                ", CoDel (target {}, interval {})",
+                format_duration(target),
+                format_duration(interval)
+            )
+        }
+        Aqm::Pie { target } => s += &format!(", PIE (target {})", format_duration(target)),
+        Aqm::TailDrop => {}
     }
     if !d.jitter.is_zero() {
         s += &format!(", jitter ±{}", format_duration(d.jitter));
@@ -136,11 +140,11 @@ fn counters_text(label: &str, c: &DirSnapshot) -> String {
     )
 }
 
-/// The queue discipline's signals, when it made any.
+/// The queue discipline's signals (CoDel's or PIE's), when it made any.
 fn aqm_text(c: &DirSnapshot) -> String {
     match (c.dropped_aqm, c.marked_ce) {
         (0, 0) => String::new(),
-        (d, m) => format!(", {d} by CoDel, which marked {m} others CE instead"),
+        (d, m) => format!(", {d} by the queue discipline, which marked {m} others CE instead"),
     }
 }
 

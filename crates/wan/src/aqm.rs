@@ -1,4 +1,5 @@
-//! Active queue management for the emulated bottleneck: CoDel (RFC 8289), deciding at each packet's
+//! Active queue management for the emulated bottleneck: PIE (RFC 8033, `pie`: a drop probability
+//! applied on arrival) and CoDel (RFC 8289), deciding at each packet's
 //! dequeue whether the queue has stood above its target delay for a whole interval, and then dropping
 //! (or, for an ECN-capable packet, marking) at the rate its control law sets. Pure: time is passed in.
 //!
@@ -10,6 +11,8 @@
 //! "less than one MTU queued" exemption is judged from the bytes ahead of the packet when it arrived.
 
 use std::time::Duration;
+
+pub mod pie;
 
 /// Which queue discipline the bottleneck runs.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize, Default)]
@@ -27,6 +30,12 @@ pub enum Aqm {
         #[serde(with = "landspeed_core::units::secs")]
         interval: Duration,
     },
+    /// PIE over the tail-drop queue.
+    Pie {
+        /// The queueing delay PIE steers toward (RFC 8033: 15 ms).
+        #[serde(with = "landspeed_core::units::secs")]
+        target: Duration,
+    },
 }
 
 impl Aqm {
@@ -36,12 +45,22 @@ impl Aqm {
         interval: Duration::from_millis(100),
     };
 
-    /// `tail-drop`, `codel`, or `codel:TARGET:INTERVAL` (e.g. `codel:5ms:100ms`).
+    /// RFC 8033's PIE: 15 ms target.
+    pub const PIE: Aqm = Aqm::Pie {
+        target: Duration::from_millis(15),
+    };
+
+    /// `tail-drop`, `codel`, `codel:TARGET:INTERVAL` (e.g. `codel:5ms:100ms`), `pie` or `pie:TARGET`.
     pub fn parse(s: &str) -> Result<Aqm, String> {
         let mut parts = s.trim().split(':');
         match (parts.next(), parts.next(), parts.next(), parts.next()) {
             (Some("tail-drop" | "taildrop" | "none"), None, None, None) => Ok(Aqm::TailDrop),
             (Some("codel"), None, None, None) => Ok(Aqm::CODEL),
+            (Some("pie"), None, None, None) => Ok(Aqm::PIE),
+            (Some("pie"), Some(t), None, None) => match landspeed_core::units::parse_duration(t) {
+                Ok(target) if !target.is_zero() => Ok(Aqm::Pie { target }),
+                _ => Err(format!("aqm '{s}': the target must be a duration above 0 (e.g. pie:15ms)")),
+            },
             (Some("codel"), Some(t), Some(i), None) => {
                 let d =
                     |v: &str| landspeed_core::units::parse_duration(v).map_err(|e| format!("aqm '{s}': {e}"));
@@ -54,16 +73,44 @@ impl Aqm {
                 Ok(Aqm::Codel { target, interval })
             }
             _ => Err(format!(
-                "aqm '{s}' is not one of tail-drop, codel, codel:TARGET:INTERVAL (e.g. codel:5ms:100ms)"
+                "aqm '{s}' is not one of tail-drop, codel, codel:TARGET:INTERVAL (e.g. codel:5ms:100ms), pie, pie:TARGET"
             )),
         }
     }
 
     /// The state machine this discipline needs, if any.
-    pub fn controller(&self) -> Option<Codel> {
+    pub fn controller(&self) -> Option<Controller> {
         match *self {
             Aqm::TailDrop => None,
-            Aqm::Codel { target, interval } => Some(Codel::new(target, interval)),
+            Aqm::Codel { target, interval } => Some(Controller::Codel(Codel::new(target, interval))),
+            Aqm::Pie { target } => Some(Controller::Pie(pie::Pie::new(target))),
+        }
+    }
+}
+
+/// A running discipline.
+#[derive(Debug, Clone)]
+pub enum Controller {
+    /// CoDel, asked at each packet's dequeue.
+    Codel(Codel),
+    /// PIE, asked at each packet's arrival.
+    Pie(pie::Pie),
+}
+
+impl Controller {
+    /// Whether to signal the packet arriving at `now_ns` that reaches the head at `head_ns` (the
+    /// queue ahead of it drains until then; `bytes_ahead` queued): None to send it, Some(mark_ok)
+    /// to drop it, or mark it when it is ECN-capable and `mark_ok`. `draw` is uniform in [0, 1).
+    pub fn signal(&mut self, now_ns: u64, head_ns: u64, bytes_ahead: u64, draw: f64) -> Option<bool> {
+        match self {
+            Controller::Codel(c) => {
+                let sojourn = head_ns.saturating_sub(now_ns);
+                (c.dequeue(head_ns, sojourn, bytes_ahead) == Verdict::Signal).then_some(true)
+            }
+            Controller::Pie(p) => match p.enqueue(now_ns, head_ns, bytes_ahead, draw) {
+                pie::PieVerdict::Pass => None,
+                pie::PieVerdict::Signal { mark_ok } => Some(mark_ok),
+            },
         }
     }
 }
@@ -232,5 +279,7 @@ mod tests {
         );
         assert!(Aqm::parse("codel:50ms:2ms").is_err());
         assert!(Aqm::parse("red").unwrap_err().contains("tail-drop, codel"));
+        assert_eq!(Aqm::parse("pie"), Ok(Aqm::PIE));
+        assert!(Aqm::parse("pie:0ms").is_err());
     }
 }

@@ -96,7 +96,7 @@ pub struct Link {
     /// Which packets the outage takes down (`proto=`, `ports=`, `except-ports=`).
     down_scope: crate::packet::OutageScope,
     /// The queue discipline's state (CoDel), if it runs one.
-    aqm: Option<crate::aqm::Codel>,
+    aqm: Option<crate::aqm::Controller>,
     /// What the link decided so far.
     pub counters: ModelCounters,
 }
@@ -218,8 +218,8 @@ impl Link {
                     }
                 }
                 let head = self.free_at.max(now);
-                if self.signalled(now_ns, head as u64, backlog) {
-                    if !ect {
+                if let Some(mark_ok) = self.signalled(now_ns, head as u64, backlog) {
+                    if !(ect && mark_ok) {
                         self.counters.dropped_aqm += 1;
                         return Fate::Dropped(Drop::Aqm);
                     }
@@ -262,16 +262,19 @@ impl Link {
     }
 
     /// Counts the sojourn of a packet arriving at `now_ns` that reaches the head of the bottleneck at
-    /// `head_ns` (`bytes_ahead` queued before it), and asks the queue discipline about it then.
-    fn signalled(&mut self, now_ns: u64, head_ns: u64, bytes_ahead: u64) -> bool {
+    /// `head_ns` (`bytes_ahead` queued before it), and asks the queue discipline about it: None to
+    /// send it, Some(mark_ok) to signal it (marked if ECN-capable and `mark_ok`, else dropped).
+    fn signalled(&mut self, now_ns: u64, head_ns: u64, bytes_ahead: u64) -> Option<bool> {
         let sojourn = head_ns.saturating_sub(now_ns);
         let c = &mut self.counters;
         c.sojourn_packets += 1;
         c.sojourn_sum_ns += sojourn;
         c.sojourn_max_ns = c.sojourn_max_ns.max(sojourn);
-        self.aqm
-            .as_mut()
-            .is_some_and(|q| q.dequeue(head_ns, sojourn, bytes_ahead) == crate::aqm::Verdict::Signal)
+        let draw = match self.aqm {
+            Some(crate::aqm::Controller::Pie(_)) => self.rng.random::<f64>(),
+            _ => 0.0,
+        };
+        self.aqm.as_mut()?.signal(now_ns, head_ns, bytes_ahead, draw)
     }
 }
 

@@ -438,7 +438,7 @@ fn queueing(st: &Value) -> (f64, u64, u64) {
     (mean_ms, n("dropped_aqm"), n("marked_ce"))
 }
 
-/// One 3 s CUBIC test A→B through 20 ms at 50 Mbit/s with a 4-BDP buffer (80 ms of queue) and the
+/// One 2 s CUBIC test A→B through 20 ms at 50 Mbit/s with a 4-BDP buffer (80 ms of queue) and the
 /// discipline `aqm`, host A asking for ECN when `ecn`: the emulator's status after it, and the result.
 fn through_the_queue(aqm: &str, ecn: bool) -> (Value, Value) {
     let mut w = Wan::up(&["--rtt", "20ms", "--rate", "50M", "--queue", "4bdp", "--aqm", aqm]);
@@ -459,15 +459,20 @@ fn through_the_queue(aqm: &str, ecn: bool) -> (Value, Value) {
         assert_eq!(o.code, 0, "{}", o.stderr);
     }
     w.serve_in_b();
-    let r = w.run_ok(&["-t", "3", "-C", "cubic"]);
+    let r = w.run_ok(&["-t", "2", "-C", "cubic"]);
     (w.status(), r)
 }
 
 #[test]
-fn codel_keeps_the_queue_that_tail_drop_lets_stand_and_marks_ecn_traffic_instead_of_dropping() {
+fn codel_and_pie_keep_the_queue_that_tail_drop_lets_stand_and_ecn_traffic_is_marked_not_dropped() {
     let Some(_lock) = root() else { return };
     let (tail_ms, tail_drops, _) = queueing(&through_the_queue("tail-drop", false).0);
     let (codel_ms, codel_drops, codel_marks) = queueing(&through_the_queue("codel", false).0);
+    let (pie_ms, pie_drops, _) = queueing(&through_the_queue("pie", false).0);
+    assert!(
+        pie_drops > 0 && pie_ms < tail_ms / 2.0,
+        "PIE: {pie_ms:.1} ms, {pie_drops} dropped"
+    );
     // The sojourn times are the model's (virtual time): the forwarder's lateness does not enter them.
     assert_eq!(tail_drops, 0, "tail drop has no discipline to drop with");
     assert!(codel_drops > 0 && codel_marks == 0, "{codel_drops} {codel_marks}");
@@ -494,7 +499,7 @@ fn one_way_queueing_follows_the_emulators_queue_and_stays_off_the_unloaded_direc
     let Some(_lock) = root() else { return };
     let mut w = Wan::up(&["--rtt", "20ms", "--rate", "50M", "--queue", "2bdp"]);
     w.serve_in_b();
-    let r = w.run_ok(&["-t", "4", "-C", "cubic", "--latency"]);
+    let r = w.run_ok(&["-t", "3", "-C", "cubic", "--latency"]);
     let (sojourn_ms, _, _) = queueing(&w.status());
     let ow = &r["latency"]["one_way"];
     let f = |phase: &str, k: &str| {
@@ -504,7 +509,7 @@ fn one_way_queueing_follows_the_emulators_queue_and_stays_off_the_unloaded_direc
     };
     // The upload's queue is A→B: the probes to the server meet it, their replies do not. The probes
     // sample it 20 times a second, the emulator averages every packet: within 3 ms or 20% (the
-    // sawtooth of one CUBIC flow over 4 s; the margin is that sampling, not a clock).
+    // sawtooth of one CUBIC flow over 3 s; the margin is that sampling, not a clock).
     let to_server = f("loaded_to_server", "avg_ms");
     assert!(
         (to_server - sojourn_ms).abs() <= (0.2 * sojourn_ms).max(3.0),

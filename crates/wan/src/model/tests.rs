@@ -345,3 +345,20 @@ fn codel_marks_ecn_capable_packets_instead_of_dropping_them_and_counts_each_mark
     let (_, _, drops, _, _) = overdriven("codel", false, 2);
     assert!(drops > 0);
 }
+
+#[test]
+fn pie_steers_the_queue_toward_its_target_where_tail_drop_fills_the_buffer() {
+    let (_, _, pie_drops, pie_tail, pie) = overdriven("pie", false, 10);
+    let (_, marks, ecn_drops, _, _) = overdriven("pie", true, 10);
+    let mean = |l: &Link| l.counters.sojourn_sum_ns / l.counters.sojourn_packets.max(1) / 1_000_000;
+    // 5% too many packets: PIE's probability settles near 5% and the queue near its 15 ms target.
+    assert!(pie_drops > 300 && pie_tail == 0, "{pie_drops} {pie_tail}");
+    assert!(mean(&pie) < 40, "{} ms", mean(&pie));
+    // ECN-capable but unresponsive (a mark does not slow this sender): marked while the probability
+    // is under 10%; the queue keeps growing, the probability passes 10%, and PIE drops (RFC 8033's
+    // protection against a flow that ignores marks).
+    assert!(
+        marks > 100 && ecn_drops > 0,
+        "{marks} marked, {ecn_drops} dropped"
+    );
+}
