@@ -154,8 +154,15 @@ fn sojourn_text(c: &DirSnapshot) -> String {
         return String::new();
     }
     let ms = |ns: u64| ns as f64 / 1e6;
+    let probes = match c.probe_packets {
+        0 => String::new(),
+        n => format!(
+            " (landspeed's echo probes: {n}, mean {:.3} ms)",
+            ms(c.probe_sojourn_sum_ns / n)
+        ),
+    };
     format!(
-        "; queueing delay mean {:.2} ms, max {:.2} ms",
+        "; queueing delay mean {:.2} ms, max {:.2} ms{probes}",
         ms(c.sojourn_sum_ns / c.sojourn_packets),
         ms(c.sojourn_max_ns)
     )

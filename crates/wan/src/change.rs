@@ -91,6 +91,8 @@ pub struct Change {
     pub rate: Option<Option<f64>>,
     /// A new queue limit.
     pub queue: Option<QueueSpec>,
+    /// A new queue discipline (its state starts afresh).
+    pub aqm: Option<crate::aqm::Aqm>,
     /// A new loss model.
     pub loss: Option<LossModel>,
     /// A new delay variation.
@@ -161,6 +163,7 @@ impl Change {
             "delay" => self.delay = Some(checked_delay(duration("delay", v)?, "delay", v)?),
             "rate" => self.rate = Some(rate(v)?),
             "queue" => self.queue = Some(QueueSpec::parse(v)?),
+            "aqm" => self.aqm = Some(crate::aqm::Aqm::parse(v).map_err(ChangeError::Range)?),
             "loss" => self.loss = Some(settings::bernoulli(v)?),
             "loss-model" => self.loss = Some(LossModel::parse(v)?),
             "jitter" => self.jitter = Some(checked_delay(duration("jitter", v)?, "jitter", v)?),
@@ -213,6 +216,7 @@ impl Change {
         self.delay.is_some()
             || self.rate.is_some()
             || self.queue.is_some()
+            || self.aqm.is_some()
             || self.loss.is_some()
             || self.jitter.is_some()
     }
@@ -249,6 +253,9 @@ impl Change {
         }
         if let Some(j) = self.jitter {
             d.jitter = j;
+        }
+        if let Some(a) = self.aqm {
+            d.aqm = a;
         }
     }
 

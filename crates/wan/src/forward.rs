@@ -172,6 +172,12 @@ pub struct DirSnapshot {
     /// See `sojourn_packets`.
     #[serde(default)]
     pub sojourn_max_ns: u64,
+    /// Of those packets, landspeed's echo probes toward a server, and their queueing delay summed, ns.
+    #[serde(default)]
+    pub probe_packets: u64,
+    /// See `probe_packets`.
+    #[serde(default)]
+    pub probe_sojourn_sum_ns: u64,
 }
 
 impl DirStats {
@@ -201,6 +207,8 @@ impl DirStats {
             sojourn_packets: m.sojourn_packets,
             sojourn_sum_ns: m.sojourn_sum_ns,
             sojourn_max_ns: m.sojourn_max_ns,
+            probe_packets: m.probe_packets,
+            probe_sojourn_sum_ns: m.probe_sojourn_sum_ns,
         }
     }
 }

@@ -79,6 +79,21 @@ pub struct ModelCounters {
     /// The longest of those times, ns.
     #[serde(default)]
     pub sojourn_max_ns: u64,
+    /// Of those packets, landspeed's echo probes on their way to a server (`packet::is_echo_request`).
+    #[serde(default)]
+    pub probe_packets: u64,
+    /// Their queueing delay, summed, ns.
+    #[serde(default)]
+    pub probe_sojourn_sum_ns: u64,
+}
+
+/// What the model needs to know of a packet besides its length.
+#[derive(Debug, Clone, Copy, Default)]
+struct Kind {
+    /// ECN-capable (ECT(0), ECT(1), or already CE).
+    ect: bool,
+    /// A landspeed echo probe toward a server.
+    probe: bool,
 }
 
 /// One direction of the emulated path.
@@ -148,8 +163,11 @@ impl Link {
     /// headers).
     pub fn offer_packet(&mut self, now_ns: u64, pkt: &[u8]) -> Fate {
         let spared = now_ns < self.down_until_ns && !self.down_scope.takes(pkt);
-        let ect = matches!(crate::packet::ecn(pkt), Some(1..=3));
-        self.offer_in(now_ns, pkt.len(), !spared, ect)
+        let kind = Kind {
+            ect: matches!(crate::packet::ecn(pkt), Some(1..=3)),
+            probe: crate::packet::is_echo_request(pkt),
+        };
+        self.offer_in(now_ns, pkt.len(), !spared, kind)
     }
 
     /// The link's settings.
@@ -191,10 +209,10 @@ impl Link {
 
     /// Decides the fate of a packet of `len` bytes arriving at `now_ns`.
     pub fn offer(&mut self, now_ns: u64, len: usize) -> Fate {
-        self.offer_in(now_ns, len, true, false)
+        self.offer_in(now_ns, len, true, Kind::default())
     }
 
-    fn offer_in(&mut self, now_ns: u64, len: usize, outage_applies: bool, ect: bool) -> Fate {
+    fn offer_in(&mut self, now_ns: u64, len: usize, outage_applies: bool, kind: Kind) -> Fate {
         let c = &mut self.counters;
         c.packets_offered += 1;
         c.bytes_offered += len as u64;
@@ -218,8 +236,12 @@ impl Link {
                     }
                 }
                 let head = self.free_at.max(now);
+                if kind.probe {
+                    self.counters.probe_packets += 1;
+                    self.counters.probe_sojourn_sum_ns += (head as u64).saturating_sub(now_ns);
+                }
                 if let Some(mark_ok) = self.signalled(now_ns, head as u64, backlog) {
-                    if !(ect && mark_ok) {
+                    if !(kind.ect && mark_ok) {
                         self.counters.dropped_aqm += 1;
                         return Fate::Dropped(Drop::Aqm);
                     }

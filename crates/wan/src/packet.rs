@@ -24,6 +24,16 @@ pub fn ecn(pkt: &[u8]) -> Option<u8> {
     }
 }
 
+/// Whether a packet is a landspeed echo probe on its way to a server (UDP, its payload an echo
+/// request: `LSPE`, kind 0): the emulator times these apart so their queueing can be set beside what
+/// the probes themselves measured.
+pub fn is_echo_request(pkt: &[u8]) -> bool {
+    transport(pkt).is_some_and(|t| {
+        let p = &pkt[t.payload..t.end];
+        t.proto == UDP && p.len() >= 5 && p[..4] == landspeed_core::path::ECHO_MAGIC && p[4] == 0
+    })
+}
+
 /// Marks an ECN-capable packet Congestion Experienced (both ECN bits set), fixing the IPv4 header
 /// checksum incrementally (IPv6 has none). False, and the packet untouched, when it is not ECN-capable.
 pub fn mark_ce(pkt: &mut [u8]) -> bool {

@@ -37,6 +37,10 @@ pub struct LatencyArgs {
     /// One JSON document (schema landspeed-latency/1).
     #[arg(long)]
     pub json: bool,
+    /// Write the figures (every probe over time with the phases shaded; RTT per phase) as SVG and
+    /// PNG into this directory.
+    #[arg(long, value_name = "DIR")]
+    pub plots: Option<std::path::PathBuf>,
 }
 
 /// Runs the phases; true when every phase ran and had probes answered.
@@ -84,6 +88,10 @@ pub fn latency(a: LatencyArgs) -> Result<bool> {
         println!("{}", serde_json::to_string_pretty(&r)?);
     } else {
         print!("{}", landspeed_report::path_text::phased(&r));
+    }
+    if let Some(dir) = &a.plots {
+        let figs = landspeed_report::plot::latency_figures(&r)?;
+        crate::common::sweep_output::write_plots(dir, &figs)?;
     }
     let whole = r.phases.len() == Load::PLAN.len();
     Ok(whole

@@ -61,6 +61,11 @@ pub struct PathFlags {
     /// default 1bdp].
     #[arg(long)]
     pub queue: Option<String>,
+    /// The bottleneck's queue discipline: tail-drop [up: default], codel (RFC 8289: 5 ms target,
+    /// 100 ms interval), codel:TARGET:INTERVAL, pie (RFC 8033: 15 ms target) or pie:TARGET;
+    /// ECN-capable packets are marked instead of dropped.
+    #[arg(long, value_name = "DISCIPLINE")]
+    pub aqm: Option<String>,
     /// Random loss per packet, Bernoulli (0.001 or 0.1%; 0 for none).
     #[arg(long)]
     pub loss: Option<String>,
@@ -127,10 +132,6 @@ pub struct UpArgs {
     /// Probability that a packet's payload gets one bit flipped, checksums fixed up (TCP cannot see it).
     #[arg(long)]
     pub corrupt_payload: Option<String>,
-    /// The bottleneck's queue discipline: tail-drop (the default), codel (RFC 8289: 5 ms target,
-    /// 100 ms interval; ECN-capable packets are marked instead of dropped), or codel:TARGET:INTERVAL.
-    #[arg(long, value_name = "DISCIPLINE")]
-    pub aqm: Option<String>,
     /// MTU of both hosts' interfaces.
     #[arg(long, default_value_t = 1500)]
     pub mtu: u32,
@@ -150,7 +151,7 @@ pub struct UpArgs {
     #[arg(long = "b-to-a", value_name = "KEY=VALUE")]
     pub b_to_a: Vec<String>,
     /// Play a schedule of changes: one a line, `AT [every PERIOD [times N]] KEY=VALUE...` with keys
-    /// rtt, delay, rate, queue, loss, loss-model, jitter, down, direction (e.g. `10s rtt=80ms`,
+    /// rtt, delay, rate, queue, aqm, loss, loss-model, jitter, down, direction (e.g. `10s rtt=80ms`,
     /// `5s every 10s down=2s`); times count from `up`.
     #[arg(long, value_name = "FILE")]
     pub schedule: Option<std::path::PathBuf>,
@@ -233,7 +234,7 @@ fn up(u: UpArgs) -> Result<bool> {
         reorder_gap: Some(u.reorder_gap),
         duplicate: u.duplicate,
         corrupt_payload: u.corrupt_payload,
-        aqm: u.aqm,
+        aqm: u.path.aqm,
         mtu: Some(u.mtu),
         seed: u.seed,
         no_realtime: u.no_realtime,
@@ -296,6 +297,7 @@ fn change_words(c: &ChangeArgs) -> Vec<String> {
         ("rtt", &p.rtt),
         ("rate", &p.rate),
         ("queue", &p.queue),
+        ("aqm", &p.aqm),
         ("loss", &p.loss),
         ("loss-model", &p.loss_model),
         ("jitter", &p.jitter),

@@ -390,10 +390,31 @@ fn ipv6_route_and_mtu_on_loopback() {
 #[test]
 fn the_phased_latency_test_against_nothing_says_every_probe_was_lost_and_why_each_test_failed() {
     let port = common::free_port().to_string();
+    let dir = std::env::temp_dir().join(format!("landspeed-latency-plots-{}", std::process::id()));
     let o = common::landspeed(
-        &["latency", "127.0.0.1", "-p", &port, "--phase", "1s", "--json"],
+        &[
+            "latency",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "--phase",
+            "1s",
+            "--json",
+            "--plots",
+            dir.to_str().unwrap(),
+        ],
         std::time::Duration::from_secs(30),
     );
+    // The figures are drawn even with nothing to show but the phases and the lost probes.
+    for f in [
+        "latency-over-time.svg",
+        "latency-over-time.png",
+        "latency-cdf.svg",
+        "latency-cdf.png",
+    ] {
+        assert!(dir.join(f).is_file(), "{f} missing");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(o.code, 1, "{}{}", o.stdout, o.stderr);
     let r: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
     // The idle phases probe for their whole second and hear nothing; each loaded phase ends at once

@@ -579,4 +579,23 @@ fn the_phased_latency_test_finds_each_loads_queue_in_its_own_direction() {
         r["phases"][1]
     );
     assert!(r["clock"]["bound_ms"].as_f64().unwrap() <= 11.0, "{}", r["clock"]);
+    // The emulator times the probes' own packets at its bottleneck: their mean queueing toward the
+    // server, over every phase, against what the probes measured of themselves, within 0.5 ms (the
+    // probes after the last phase's end, at most a couple, have no queue and sit in the emulator's
+    // count only).
+    let (mut sum, mut n) = (0.0, 0.0);
+    for i in 0..5 {
+        let received = at(i, "to_server", "received");
+        sum += at(i, "to_server", "avg_ms") * received;
+        n += received;
+    }
+    let st = w.status();
+    let emu = &st["a_to_b"];
+    let probes = emu["probe_packets"].as_f64().unwrap();
+    let emulator_ms = emu["probe_sojourn_sum_ns"].as_f64().unwrap() / probes / 1e6;
+    assert!(
+        (sum / n - emulator_ms).abs() <= 0.5 && (probes - n).abs() <= 3.0,
+        "probes measured {:.3} ms over {n}, the emulator {emulator_ms:.3} ms over {probes}",
+        sum / n
+    );
 }

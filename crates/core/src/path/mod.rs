@@ -12,7 +12,7 @@ pub mod rtt;
 
 pub use echo::{EchoHeader, EchoKind, ECHO_HEADER_LEN, ECHO_MAGIC};
 pub use oneway::{ClockOffset, DirectionDelay, OneWayReport, Stamps};
-pub use phases::{Load, PhaseLatency, PhaseSpan, PhasedLatency, ProbeSample, LATENCY_SCHEMA};
+pub use phases::{Load, PhaseLatency, PhaseSpan, PhasedLatency, ProbePoint, ProbeSample, LATENCY_SCHEMA};
 pub use plan::{PathEvent, PathPlan};
 pub use report::{
     CapacityReport, Hop, HopProbe, PathReport, PmtuProbe, PmtuReport, RttRun, TraceReport, PATH_SCHEMA,

@@ -95,6 +95,21 @@ pub struct OneWayReport {
     pub loaded_to_client: DirectionDelay,
 }
 
+/// The run's floor each way, up to the clocks' offset (forward and reverse, ms; as `raw_delays`):
+/// None without probes.
+pub fn floors(all: &[Stamps]) -> Option<(f64, f64)> {
+    let d = raw_delays(all);
+    let f = d.iter().map(|d| d.0).fold(f64::INFINITY, f64::min);
+    let r = d.iter().map(|d| d.1).fold(f64::INFINITY, f64::min);
+    (f.is_finite() && r.is_finite()).then_some((f, r))
+}
+
+/// One probe's queueing each way over the floors `floors` gave: (to the server, to the client), ms.
+pub fn queueing(p: &Stamps, (floor_f, floor_r): (f64, f64)) -> (f64, f64) {
+    let (f, r) = raw_delays(std::slice::from_ref(p))[0];
+    (f - floor_f, r - floor_r)
+}
+
 /// Each group's delay to the server and back (queueing over the whole run's floor for each
 /// direction, and the floors where the probes bound the clocks' offset), with that offset.
 pub fn by_group(groups: &[&[Stamps]]) -> (Option<ClockOffset>, Vec<(DirectionDelay, DirectionDelay)>) {

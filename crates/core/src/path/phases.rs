@@ -84,6 +84,19 @@ pub struct PhaseLatency {
     pub to_client: DirectionDelay,
 }
 
+/// One probe as the figures draw it: when it was sent, its RTT, and its queueing each way (ms).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ProbePoint {
+    /// Sent at, seconds since the first probe.
+    pub t_s: f64,
+    /// Its round trip (None: lost).
+    pub rtt_ms: Option<f64>,
+    /// Its queueing toward the server, over the run's floor that way (None: lost or not stamped).
+    pub to_server_ms: Option<f64>,
+    /// Toward the client.
+    pub to_client_ms: Option<f64>,
+}
+
 /// A `landspeed latency` run: its phases and the clocks' offset the probes bound.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PhasedLatency {
@@ -97,6 +110,8 @@ pub struct PhasedLatency {
     pub phases: Vec<PhaseLatency>,
     /// The server's clock less the client's (absent when the probes contradict each other).
     pub clock: Option<ClockOffset>,
+    /// Every probe, in the order sent.
+    pub probes: Vec<ProbePoint>,
 }
 
 impl PhasedLatency {
@@ -134,12 +149,27 @@ impl PhasedLatency {
                 }
             })
             .collect();
+        let all: Vec<Stamps> = probes.iter().filter_map(|p| p.stamps).collect();
+        let floors = oneway::floors(&all);
+        let points = probes
+            .iter()
+            .map(|p| {
+                let q = p.stamps.zip(floors).map(|(s, f)| oneway::queueing(&s, f));
+                ProbePoint {
+                    t_s: p.sent_s,
+                    rtt_ms: p.rtt_ms,
+                    to_server_ms: q.map(|q| q.0),
+                    to_client_ms: q.map(|q| q.1),
+                }
+            })
+            .collect();
         PhasedLatency {
             schema: LATENCY_SCHEMA.into(),
             host: host.into(),
             probes_per_s,
             phases,
             clock,
+            probes: points,
         }
     }
 }

@@ -4,9 +4,11 @@
 //! installed. Every figure carries a title, axes with units, a legend where there is more than one
 //! series, and a footer naming the path and the date, so it can be read by someone who did not run it.
 
+mod latency;
 mod run;
 mod sweep;
 
+pub use latency::latency_figures;
 pub use run::{run_figures, runs_cdf};
 pub use sweep::sweep_figures;
 

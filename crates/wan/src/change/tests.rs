@@ -177,3 +177,21 @@ fn an_endless_repeat_keeps_coming() {
         assert_eq!(p.next_change().unwrap().0, Duration::from_secs(k));
     }
 }
+
+#[test]
+fn a_change_may_switch_the_queue_discipline_and_names_a_wrong_one() {
+    let now = crate::settings::Request {
+        rtt: Some("20ms".into()),
+        rate: Some("50M".into()),
+        ..Default::default()
+    }
+    .resolve()
+    .unwrap();
+    let c = Change::parse(&["aqm=codel"]).unwrap();
+    let next = c.apply(&now).unwrap();
+    assert_eq!(next.a_to_b.aqm, crate::aqm::Aqm::CODEL);
+    assert_eq!(next.b_to_a.aqm, crate::aqm::Aqm::CODEL);
+    assert_eq!(next.a_to_b.queue_bytes, now.a_to_b.queue_bytes);
+    let e = Change::parse(&["aqm=red"]).unwrap_err().to_string();
+    assert!(e.contains("tail-drop, codel"), "{e}");
+}

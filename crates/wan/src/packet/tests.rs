@@ -118,3 +118,15 @@ fn marking_ce_sets_both_ecn_bits_and_keeps_the_ipv4_header_checksum_right() {
     assert!(mark_ce(&mut p6));
     assert_eq!(ecn(&p6), Some(3));
 }
+
+#[test]
+fn echo_requests_are_told_from_replies_and_from_other_datagrams() {
+    let mut probe = b"LSPE\x00\x00\x00\x00".to_vec();
+    probe.resize(32, 0);
+    assert!(is_echo_request(&v4(17, &probe)));
+    assert!(is_echo_request(&v6(17, &probe)));
+    probe[4] = 1; // a reply
+    assert!(!is_echo_request(&v4(17, &probe)));
+    assert!(!is_echo_request(&v4(17, b"LSPD stream hello")));
+    assert!(!is_echo_request(&v4(6, b"LSPE\x00 over TCP")));
+}

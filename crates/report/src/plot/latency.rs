@@ -1,0 +1,125 @@
+//! `landspeed latency`'s figures: every probe over time with the phases shaded (its RTT and its
+//! queueing each way), and the distribution of RTT per phase.
+
+use super::sweep::Cdf;
+use super::{colour, footer, render, Draw, DrawResult, Figure, PlotError, FONT};
+use landspeed_core::path::PhasedLatency;
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+struct OverTime<'a> {
+    r: &'a PhasedLatency,
+}
+
+fn foot(r: &PhasedLatency) -> String {
+    format!(
+        "landspeed latency {}: UDP echo, {} probes/s, queueing each way from the server's receive times",
+        r.host, r.probes_per_s
+    )
+}
+
+impl Draw for OverTime<'_> {
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> DrawResult
+    where
+        DB::ErrorType: 'static,
+    {
+        let r = self.r;
+        let t_end = r.phases.last().map_or(1.0, |p| p.span.end_s).max(1e-3);
+        let ymax = (r.probes.iter())
+            .flat_map(|p| [p.rtt_ms, p.to_server_ms, p.to_client_ms])
+            .flatten()
+            .fold(1.0, f64::max)
+            * 1.15;
+        let area = root.margin(8, 40, 8, 16);
+        let mut chart = ChartBuilder::on(&area)
+            .caption(format!("Latency under load to {}", r.host), (FONT, 22))
+            .x_label_area_size(44)
+            .y_label_area_size(64)
+            .build_cartesian_2d(0f64..t_end, 0f64..ymax)?;
+        chart
+            .configure_mesh()
+            .x_desc("time since the first probe (s)")
+            .y_desc("ms")
+            .label_style((FONT, 13))
+            .axis_desc_style((FONT, 15))
+            .draw()?;
+        for (i, p) in r.phases.iter().enumerate() {
+            let band = if i % 2 == 0 {
+                BLACK.mix(0.04)
+            } else {
+                BLACK.mix(0.10)
+            };
+            let (a, b) = (p.span.start_s, p.span.end_s);
+            chart.draw_series(std::iter::once(Rectangle::new(
+                [(a, 0.0), (b, ymax)],
+                band.filled(),
+            )))?;
+            chart.draw_series(std::iter::once(Text::new(
+                p.span.load.name().to_string(),
+                (a + (b - a) * 0.05, ymax * 0.97),
+                (FONT, 13).into_font(),
+            )))?;
+        }
+        type Pick = fn(&landspeed_core::path::ProbePoint) -> Option<f64>;
+        let lines: [(&str, Pick); 3] = [
+            ("RTT", |p| p.rtt_ms),
+            ("queueing to server", |p| p.to_server_ms),
+            ("queueing to client", |p| p.to_client_ms),
+        ];
+        for (i, (label, pick)) in lines.into_iter().enumerate() {
+            let c = colour(i);
+            let pts: Vec<(f64, f64)> = r
+                .probes
+                .iter()
+                .filter_map(|p| pick(p).map(|v| (p.t_s, v)))
+                .collect();
+            chart
+                .draw_series(pts.iter().map(|&p| Circle::new(p, 2, c.filled())))?
+                .label(label)
+                .legend(move |(x, y)| Circle::new((x + 10, y), 3, c.filled()));
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperRight)
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK.mix(0.4))
+            .label_font((FONT, 13))
+            .draw()?;
+        footer(root, &foot(r))
+    }
+}
+
+/// Both figures: over time, and the RTT distribution per phase.
+pub fn latency_figures(r: &PhasedLatency) -> Result<Vec<Figure>, PlotError> {
+    let over = render(
+        "latency-over-time".into(),
+        "Every probe over time, the phases shaded".into(),
+        (1200, 600),
+        &OverTime { r },
+    )?;
+    let series = r
+        .phases
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let rtts = (r.probes.iter())
+                .filter(|q| q.t_s >= p.span.start_s && q.t_s < p.span.end_s)
+                .filter_map(|q| q.rtt_ms)
+                .collect();
+            (format!("{} {}", i + 1, p.span.load.name()), rtts)
+        })
+        .collect();
+    let cdf = render(
+        "latency-cdf".into(),
+        "RTT distribution per phase".into(),
+        (960, 600),
+        &Cdf {
+            title: format!("RTT per phase to {}", r.host),
+            x_desc: "RTT (ms)".into(),
+            y_desc: "fraction of probes at or below".into(),
+            series,
+            footer: foot(r),
+        },
+    )?;
+    Ok(vec![over, cdf])
+}
