@@ -156,6 +156,27 @@ fn pmtu_line(r: &PmtuReport, addr: SocketAddr) -> String {
     }
 }
 
+/// The one-way floors and the clocks' offset the probes bound, as one line; or why they were not
+/// measured (`why_not`) when the probes gave no offset.
+pub(crate) fn floors_line(
+    to_server: Option<f64>,
+    to_client: Option<f64>,
+    clock: Option<&landspeed_core::path::ClockOffset>,
+    why_not: &str,
+) -> String {
+    let ms = |x: Option<f64>| x.map_or("-".into(), |v| format!("{v:.2}"));
+    match clock {
+        Some(c) => format!(
+            "  floors: to server {} ms, to client {} ms (the server's clock {:+.3} ms from the client's, ± {:.3} ms)\n",
+            ms(to_server),
+            ms(to_client),
+            c.offset_ms,
+            c.bound_ms
+        ),
+        None => format!("  floors not measured: {why_not}\n"),
+    }
+}
+
 /// `landspeed latency`: one line per phase (what it loaded and moved, its RTT, each direction's
 /// queueing over that direction's floor), then the floors and the clocks' offset.
 pub fn phased(r: &landspeed_core::path::PhasedLatency) -> String {
@@ -191,20 +212,12 @@ pub fn phased(r: &landspeed_core::path::PhasedLatency) -> String {
         );
     }
     let first = r.phases.first();
-    let _ = match (&r.clock, first) {
-        (Some(c), Some(p)) => writeln!(
-            out,
-            "  floors: to server {} ms, to client {} ms (the server's clock {:+.3} ms from the client's, ± {:.3} ms)",
-            ms(p.to_server.floor_ms),
-            ms(p.to_client.floor_ms),
-            c.offset_ms,
-            c.bound_ms
-        ),
-        _ => writeln!(
-            out,
-            "  floors not measured: no answered probe carried the server's time, or the probes contradict any one clock offset"
-        ),
-    };
+    out += &floors_line(
+        first.and_then(|p| p.to_server.floor_ms),
+        first.and_then(|p| p.to_client.floor_ms),
+        r.clock.as_ref(),
+        "no answered probe carried the server's time, or the probes contradict any one clock offset",
+    );
     out
 }
 

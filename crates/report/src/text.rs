@@ -481,20 +481,12 @@ fn one_way(out: &mut String, o: &landspeed_core::path::OneWayReport) {
         q(&o.idle_to_client),
         q(&o.loaded_to_client)
     );
-    let _ = match &o.clock {
-        Some(c) => writeln!(
-            out,
-            "  floors: to server {} ms, to client {} ms (the server's clock {:+.3} ms from the client's, ± {:.3} ms)",
-            ms(o.idle_to_server.floor_ms),
-            ms(o.idle_to_client.floor_ms),
-            c.offset_ms,
-            c.bound_ms
-        ),
-        None => writeln!(
-            out,
-            "  floors not measured: the probes contradict any one clock offset (a clock stepped or drifted during the run)"
-        ),
-    };
+    out.push_str(&crate::path_text::floors_line(
+        o.idle_to_server.floor_ms,
+        o.idle_to_client.floor_ms,
+        o.clock.as_ref(),
+        "the probes contradict any one clock offset (a clock stepped or drifted during the run)",
+    ));
 }
 
 /// `run --path`: what was measured of the path before the test, one line per measurement.

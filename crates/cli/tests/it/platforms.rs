@@ -32,15 +32,6 @@ fn aarch64() -> Option<PathBuf> {
     Some(bin)
 }
 
-fn output(cmd: &mut Command, what: &str) -> Output {
-    let child = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("{what}: {e}"));
-    common::wait_output(child, Duration::from_secs(120)).unwrap_or_else(|| panic!("{what}: no end in 120 s"))
-}
-
 /// `run` against 127.0.0.1:PORT for 1 s, its result as JSON, nothing archived.
 fn one_second_test(port: u16) -> Vec<String> {
     let args = [
@@ -58,7 +49,7 @@ fn one_second_test(port: u16) -> Vec<String> {
 
 /// `landspeed run` of the aarch64 binary under qemu, its JSON result.
 fn aarch64_client(bin: &Path, port: u16, extra: &[&str]) -> Value {
-    let o = output(
+    let o = common::captured(
         Command::new(QEMU)
             .arg(bin)
             .args(one_second_test(port))
@@ -82,7 +73,7 @@ fn assert_exact_and_verified(r: &Value) {
 #[test]
 fn the_static_aarch64_binary_says_what_it_is_and_runs_a_verified_loopback_test() {
     let Some(bin) = aarch64() else { return };
-    let v = output(Command::new(QEMU).arg(&bin).arg("--version"), "--version");
+    let v = common::captured(Command::new(QEMU).arg(&bin).arg("--version"), "--version");
     let line = String::from_utf8_lossy(&v.stdout);
     assert!(
         line.contains("built for aarch64-unknown-linux-musl, static;"),
@@ -142,7 +133,7 @@ impl Drop for Scratch {
 }
 
 fn rpm(args: &[&str]) -> String {
-    let o = output(Command::new("rpm").args(args), "rpm");
+    let o = common::captured(Command::new("rpm").args(args), "rpm");
     format!(
         "{}{}",
         String::from_utf8_lossy(&o.stdout),
@@ -158,7 +149,7 @@ fn the_rpm_holds_what_el_needs_checks_out_and_installs_into_a_scratch_root() {
         return;
     }
     let out = Scratch::new("rpm");
-    let built = output(
+    let built = common::captured(
         Command::new(repo("contrib/rpm/build"))
             .arg(&bin)
             .arg("aarch64")
@@ -216,7 +207,7 @@ fn installed_into_a_scratch_root(main: &str, tool: &str) {
     );
     let link = std::fs::read_link(root.0.join("usr/lib/landspeed/iperf3")).unwrap();
     assert_eq!(link, Path::new("../../bin/landspeed"));
-    let v = output(
+    let v = common::captured(
         Command::new(QEMU)
             .arg(root.0.join("usr/bin/landspeed"))
             .arg("--version"),
@@ -246,7 +237,7 @@ impl Drop for Podman {
 }
 
 fn podman(args: &[&str]) -> Output {
-    output(Command::new("podman").args(args), "podman")
+    common::captured(Command::new("podman").args(args), "podman")
 }
 
 #[test]
@@ -338,7 +329,7 @@ fn served_from_the_container(p: &Podman) {
     let up = common::wait_until(Duration::from_secs(30), || common::listening(port));
     let logs = || String::from_utf8_lossy(&podman(&["logs", &p.container]).stderr).into_owned();
     assert!(up, "the container's server never listened: {}", logs());
-    let o = output(
+    let o = common::captured(
         Command::new(common::bin()).args(one_second_test(port)),
         "the host's client",
     );

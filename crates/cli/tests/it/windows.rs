@@ -84,15 +84,6 @@ fn wine(s: &Stage, args: &[&str]) -> Command {
     c
 }
 
-fn output(mut cmd: Command, what: &str) -> Output {
-    let child = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("{what}: {e}"));
-    common::wait_output(child, Duration::from_secs(120)).unwrap_or_else(|| panic!("{what}: no end in 120 s"))
-}
-
 /// A process killed when dropped (also when the test fails).
 struct Killed(Child);
 
@@ -188,7 +179,7 @@ fn the_windows_client_and_the_linux_server_agree_on_every_byte_both_ways() {
     for (what, extra) in CASES {
         let args = run_args(&port, extra);
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let r = json_of(&output(wine(s, &args), what), what);
+        let r = json_of(&common::captured(&mut wine(s, &args), what), what);
         assert_exact_and_verified(&r, what);
         assert_paced(&r, extra, what);
         assert_eq!(r["local"]["host"]["os"], "Windows", "{what}: {}", r["local"]);
@@ -203,7 +194,7 @@ fn the_windows_server_and_the_linux_client_agree_on_every_byte_both_ways() {
     for (what, extra) in CASES {
         let mut c = Command::new(common::bin());
         c.args(run_args(&port, extra));
-        let r = json_of(&output(c, what), what);
+        let r = json_of(&common::captured(&mut c, what), what);
         assert_exact_and_verified(&r, what);
         assert_paced(&r, extra, what);
     }
@@ -236,8 +227,8 @@ fn the_windows_drop_in_runs_against_iperf3_s_server_and_serves_iperf3_s_client()
     assert!(common::wait_until(Duration::from_secs(10), || common::listening(
         p
     )));
-    let o = output(
-        wine(
+    let o = common::captured(
+        &mut wine(
             s,
             &[
                 "iperf3",
@@ -267,7 +258,10 @@ fn the_windows_drop_in_runs_against_iperf3_s_server_and_serves_iperf3_s_client()
         let mut c = Command::new(&iperf3);
         c.args(["-c", "127.0.0.1", "-p", &port, "-t", "1", "-J"])
             .args(extra);
-        let (sent, received) = iperf3_totals(&output(c, "iperf3 3.21's client"), "iperf3 3.21's client");
+        let (sent, received) = iperf3_totals(
+            &common::captured(&mut c, "iperf3 3.21's client"),
+            "iperf3 3.21's client",
+        );
         assert!(sent > 0 && received > 0, "{extra:?}: {sent} {received}");
     }
 }
@@ -277,8 +271,8 @@ fn the_windows_ndt7_client_verifies_a_download_from_the_linux_server() {
     let Some(s) = stage() else { return };
     let server = ServerProc::start("127.0.0.1", &["--ndt7", "127.0.0.1:0", "--ndt7-plain"]);
     let url = format!("ws://{}", crate::ndt7::ndt7_addr(&server));
-    let o = output(
-        wine(s, &["run", "--ndt7", &url, "-R", "--json", "--no-save"]),
+    let o = common::captured(
+        &mut wine(s, &["run", "--ndt7", &url, "-R", "--json", "--no-save"]),
         "the ndt7 client",
     );
     let r = json_of(&o, "the ndt7 client");
@@ -299,15 +293,15 @@ fn the_windows_build_archives_its_runs_and_writes_the_html_report() {
     let db = format!("Z:{}", dir.0.join("archive.db").display());
     let html = format!("Z:{}", dir.0.join("report.html").display());
     let port = server.port.to_string();
-    let run = output(
-        wine(s, &["run", "127.0.0.1", "-p", &port, "-t", "1s", "--db", &db]),
+    let run = common::captured(
+        &mut wine(s, &["run", "127.0.0.1", "-p", &port, "-t", "1s", "--db", &db]),
         "an archived run",
     );
     assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
     let text = String::from_utf8_lossy(&run.stdout);
     assert!(text.contains("every byte sent was received"), "{text}");
-    let report = output(
-        wine(s, &["report", "1", "--db", &db, "--html", &html]),
+    let report = common::captured(
+        &mut wine(s, &["report", "1", "--db", &db, "--html", &html]),
         "report --html",
     );
     assert!(
@@ -342,7 +336,7 @@ fn tempdir(what: &str) -> TempDir {
 #[test]
 fn the_windows_build_says_what_it_is_and_refuses_what_windows_lacks_in_one_line() {
     let Some(s) = stage() else { return };
-    let v = output(wine(s, &["--version"]), "--version");
+    let v = common::captured(&mut wine(s, &["--version"]), "--version");
     let line = String::from_utf8_lossy(&v.stdout);
     assert!(
         line.contains("built for x86_64-pc-windows-gnu; Windows "),
@@ -386,7 +380,7 @@ fn the_windows_build_says_what_it_is_and_refuses_what_windows_lacks_in_one_line(
     for (extra, says) in refusals {
         let mut args = vec!["run", "127.0.0.1", "-p", &port, "-t", "1", "--no-save"];
         args.extend(extra);
-        assert_one_line_refusal(output(wine(s, &args), says), says);
+        assert_one_line_refusal(common::captured(&mut wine(s, &args), says), says);
     }
     let others: [(&[&str], &str); 3] = [
         (
@@ -400,9 +394,9 @@ fn the_windows_build_says_what_it_is_and_refuses_what_windows_lacks_in_one_line(
         ),
     ];
     for (args, says) in others {
-        assert_one_line_refusal(output(wine(s, args), says), says);
+        assert_one_line_refusal(common::captured(&mut wine(s, args), says), says);
     }
-    let daemon = output(wine(s, &["iperf3", "-s", "-D", "-p", &port]), "iperf3 -s -D");
+    let daemon = common::captured(&mut wine(s, &["iperf3", "-s", "-D", "-p", &port]), "iperf3 -s -D");
     let err = String::from_utf8_lossy(&daemon.stderr);
     assert!(
         !daemon.status.success() && err.contains("running as a daemon (-D) is not available on windows"),

@@ -115,13 +115,12 @@ pub fn queueing(p: &Stamps, (floor_f, floor_r): (f64, f64)) -> (f64, f64) {
 pub fn by_group(groups: &[&[Stamps]]) -> (Option<ClockOffset>, Vec<(DirectionDelay, DirectionDelay)>) {
     let all: Vec<Stamps> = groups.iter().flat_map(|g| g.iter().copied()).collect();
     let clock = clock_offset(&all);
-    let delays = raw_delays(&all);
-    let floor_f = delays.iter().map(|d| d.0).fold(f64::INFINITY, f64::min);
-    let floor_r = delays.iter().map(|d| d.1).fold(f64::INFINITY, f64::min);
+    let (floor_f, floor_r) = floors(&all).unwrap_or((f64::INFINITY, f64::INFINITY));
     let direction = |v: &[Stamps], forward: bool| {
-        let q: Vec<f64> = raw_delays(v)
-            .into_iter()
-            .map(|(f, r)| if forward { f - floor_f } else { r - floor_r })
+        let q: Vec<f64> = v
+            .iter()
+            .map(|p| queueing(p, (floor_f, floor_r)))
+            .map(|(f, r)| if forward { f } else { r })
             .collect();
         let floor = if forward { floor_f } else { floor_r };
         let theta = |c: &ClockOffset| if forward { -c.offset_ms } else { c.offset_ms };
