@@ -87,6 +87,25 @@ fn direction_text(label: &str, d: &Direction) -> String {
             )
         }
         Aqm::Pie { target } => s += &format!(", PIE (target {})", format_duration(target)),
+        Aqm::FqCodel { target, interval } => {
+            s += &format!(
+                ", FQ-CoDel (target {}, interval {})",
+                format_duration(target),
+                format_duration(interval)
+            )
+        }
+        Aqm::DualPi2 {
+            target,
+            step,
+            any_ect,
+        } => {
+            s += &format!(
+                ", DualPI2 (classic target {}, L4S step {}{})",
+                format_duration(target),
+                format_duration(step),
+                if any_ect { ", any ECT as L4S" } else { "" }
+            )
+        }
         Aqm::TailDrop => {}
     }
     if !d.jitter.is_zero() {

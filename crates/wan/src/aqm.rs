@@ -36,6 +36,28 @@ pub enum Aqm {
         #[serde(with = "landspeed_core::units::secs")]
         target: Duration,
     },
+    /// FQ-CoDel (RFC 8290): a queue per flow, CoDel on each (`sched::fq_codel`).
+    FqCodel {
+        /// CoDel's target on each queue (5 ms).
+        #[serde(with = "landspeed_core::units::secs")]
+        target: Duration,
+        /// CoDel's interval (100 ms).
+        #[serde(with = "landspeed_core::units::secs")]
+        interval: Duration,
+    },
+    /// DualPI2 (RFC 9332): the L4S dual queue (`sched::dualpi2`).
+    #[serde(rename = "dualpi2")]
+    DualPi2 {
+        /// The classic queue's target delay (15 ms).
+        #[serde(with = "landspeed_core::units::secs")]
+        target: Duration,
+        /// The L4S queue's marking step (1 ms).
+        #[serde(with = "landspeed_core::units::secs")]
+        step: Duration,
+        /// Every ECN-capable packet is L4S, ECT(0) too (Linux's `any_ect`), not only ECT(1) and CE.
+        #[serde(default)]
+        any_ect: bool,
+    },
 }
 
 impl Aqm {
@@ -50,18 +72,39 @@ impl Aqm {
         target: Duration::from_millis(15),
     };
 
-    /// `tail-drop`, `codel`, `codel:TARGET:INTERVAL` (e.g. `codel:5ms:100ms`), `pie` or `pie:TARGET`.
+    /// RFC 8290's FQ-CoDel: CoDel's 5 ms target and 100 ms interval on each flow's queue.
+    pub const FQ_CODEL: Aqm = Aqm::FqCodel {
+        target: Duration::from_millis(5),
+        interval: Duration::from_millis(100),
+    };
+
+    /// RFC 9332's DualPI2: 15 ms classic target, 1 ms L4S step, ECT(1) and CE as L4S.
+    pub const DUALPI2: Aqm = Aqm::DualPi2 {
+        target: Duration::from_millis(15),
+        step: Duration::from_millis(1),
+        any_ect: false,
+    };
+
+    /// `tail-drop`, `codel`, `codel:TARGET:INTERVAL` (e.g. `codel:5ms:100ms`), `pie`, `pie:TARGET`,
+    /// `fq-codel`, `fq-codel:TARGET:INTERVAL`, `dualpi2` or `dualpi2:any-ect`.
     pub fn parse(s: &str) -> Result<Aqm, String> {
         let mut parts = s.trim().split(':');
         match (parts.next(), parts.next(), parts.next(), parts.next()) {
             (Some("tail-drop" | "taildrop" | "none"), None, None, None) => Ok(Aqm::TailDrop),
             (Some("codel"), None, None, None) => Ok(Aqm::CODEL),
             (Some("pie"), None, None, None) => Ok(Aqm::PIE),
+            (Some("fq-codel" | "fq_codel"), None, None, None) => Ok(Aqm::FQ_CODEL),
+            (Some("dualpi2"), None, None, None) => Ok(Aqm::DUALPI2),
+            (Some("dualpi2"), Some("any-ect" | "any_ect"), None, None) => Ok(Aqm::DualPi2 {
+                target: Duration::from_millis(15),
+                step: Duration::from_millis(1),
+                any_ect: true,
+            }),
             (Some("pie"), Some(t), None, None) => match landspeed_core::units::parse_duration(t) {
                 Ok(target) if !target.is_zero() => Ok(Aqm::Pie { target }),
                 _ => Err(format!("aqm '{s}': the target must be a duration above 0 (e.g. pie:15ms)")),
             },
-            (Some("codel"), Some(t), Some(i), None) => {
+            (Some(name @ ("codel" | "fq-codel" | "fq_codel")), Some(t), Some(i), None) => {
                 let d =
                     |v: &str| landspeed_core::units::parse_duration(v).map_err(|e| format!("aqm '{s}': {e}"));
                 let (target, interval) = (d(t)?, d(i)?);
@@ -70,18 +113,36 @@ impl Aqm {
                         "aqm '{s}': the target must be above 0 and below the interval"
                     ));
                 }
-                Ok(Aqm::Codel { target, interval })
+                Ok(match name {
+                    "codel" => Aqm::Codel { target, interval },
+                    _ => Aqm::FqCodel { target, interval },
+                })
             }
             _ => Err(format!(
-                "aqm '{s}' is not one of tail-drop, codel, codel:TARGET:INTERVAL (e.g. codel:5ms:100ms), pie, pie:TARGET"
+                "aqm '{s}' is not one of tail-drop, codel, codel:TARGET:INTERVAL (e.g. codel:5ms:100ms), pie, pie:TARGET, fq-codel, fq-codel:TARGET:INTERVAL, dualpi2, dualpi2:any-ect"
             )),
         }
     }
 
-    /// The state machine this discipline needs, if any.
+    /// The per-packet scheduler this discipline needs, if it chooses the next packet (FQ-CoDel,
+    /// DualPI2) rather than judging a FIFO's.
+    pub fn scheduler(&self) -> Option<crate::sched::Scheduler> {
+        use crate::sched::{dualpi2::DualPi2, fq_codel::FqCodel, Scheduler};
+        match *self {
+            Aqm::FqCodel { target, interval } => Some(Scheduler::FqCodel(FqCodel::new(target, interval))),
+            Aqm::DualPi2 {
+                target,
+                step,
+                any_ect,
+            } => Some(Scheduler::DualPi2(DualPi2::new(target, step, any_ect))),
+            _ => None,
+        }
+    }
+
+    /// The state machine this discipline needs on a FIFO, if any.
     pub fn controller(&self) -> Option<Controller> {
         match *self {
-            Aqm::TailDrop => None,
+            Aqm::TailDrop | Aqm::FqCodel { .. } | Aqm::DualPi2 { .. } => None,
             Aqm::Codel { target, interval } => Some(Controller::Codel(Codel::new(target, interval))),
             Aqm::Pie { target } => Some(Controller::Pie(pie::Pie::new(target))),
         }
@@ -173,6 +234,13 @@ impl Codel {
             return false;
         }
         now_ns >= self.first_above_ns
+    }
+
+    /// The queue ran empty: the standing queue is gone, and dropping ends (RFC 8289's dequeue of
+    /// an empty queue).
+    pub fn idle(&mut self) {
+        self.first_above_ns = 0;
+        self.dropping = false;
     }
 
     /// The verdict on the packet at the head at `now_ns` (its dequeue), which waited `sojourn_ns` and
@@ -281,5 +349,13 @@ mod tests {
         assert!(Aqm::parse("red").unwrap_err().contains("tail-drop, codel"));
         assert_eq!(Aqm::parse("pie"), Ok(Aqm::PIE));
         assert!(Aqm::parse("pie:0ms").is_err());
+        assert_eq!(Aqm::parse("fq-codel"), Ok(Aqm::FQ_CODEL));
+        assert!(matches!(Aqm::parse("fq_codel:2ms:50ms"), Ok(Aqm::FqCodel { .. })));
+        assert_eq!(Aqm::parse("dualpi2"), Ok(Aqm::DUALPI2));
+        assert!(matches!(
+            Aqm::parse("dualpi2:any-ect"),
+            Ok(Aqm::DualPi2 { any_ect: true, .. })
+        ));
+        assert!(Aqm::parse("dualpi2:x").is_err());
     }
 }

@@ -7,7 +7,7 @@ use crate::model::{Fate, Link, ModelCounters};
 use crate::packet;
 use crate::timing::{Lateness, LatenessSnapshot};
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -394,9 +394,12 @@ pub fn run_direction(
         stats,
         wake: WakeLatency::default(),
         spin_until: 0,
+        held: HashMap::new(),
     };
     while !stop.load(Relaxed) {
         shared.control.apply(&mut link, now_ns);
+        link.release(now_ns());
+        f.collect(&mut link);
         f.deliver_due(output, now_ns);
         let (got, now) = f.read_batch(input, &mut link, now_ns);
         if got > 0 {
@@ -407,8 +410,8 @@ pub fn run_direction(
         if got == BATCH {
             continue;
         }
-        f.idle(input, now_ns);
-        if f.line.len() == 0 {
+        f.idle(input, link.next_release_ns(), now_ns);
+        if f.line.len() == 0 && f.held.is_empty() {
             stats.queue_bytes.store(link.backlog_bytes(now_ns()), Relaxed);
             stats.in_flight_packets.store(0, Relaxed);
         }
@@ -426,6 +429,8 @@ struct Forwarder<'a> {
     wake: WakeLatency,
     /// Spin (poll without sleeping) until this time: an early alarm went off before a departure.
     spin_until: u64,
+    /// Packets the link's scheduler holds, by its handle: the buffer and the packet's length.
+    held: HashMap<u64, (Vec<u8>, usize)>,
 }
 
 impl Forwarder<'_> {
@@ -469,26 +474,46 @@ impl Forwarder<'_> {
             };
             got += 1;
             now = now_ns();
-            match link.offer_packet(now, &buf[..n]) {
-                Fate::Dropped(_) => self.free.push(buf),
-                Fate::Deliver {
-                    at_ns,
-                    duplicate,
-                    corrupt,
-                    reordered,
-                    ce,
-                } => {
-                    if ce {
-                        packet::mark_ce(&mut buf[..n]);
-                    }
-                    self.delay(buf, n, (at_ns, duplicate, corrupt, reordered))
-                }
-            }
+            let fate = link.offer_packet(now, &buf[..n]);
+            self.carry_out(buf, n, fate);
+            self.collect(link);
             if self.line.next_due().is_some_and(|d| d <= now) {
                 break; // a packet is due: write it before reading on
             }
         }
         (got, now)
+    }
+
+    /// Does what the link decided for a packet: drops it, holds it for the scheduler, or puts it on
+    /// the delay line (marked CE if the discipline said so).
+    fn carry_out(&mut self, mut buf: Vec<u8>, n: usize, fate: Fate) {
+        match fate {
+            Fate::Dropped(_) => self.free.push(buf),
+            Fate::Held(id) => {
+                self.held.insert(id, (buf, n));
+            }
+            Fate::Deliver {
+                at_ns,
+                duplicate,
+                corrupt,
+                reordered,
+                ce,
+            } => {
+                if ce {
+                    packet::mark_ce(&mut buf[..n]);
+                }
+                self.delay(buf, n, (at_ns, duplicate, corrupt, reordered))
+            }
+        }
+    }
+
+    /// Carries out the fates the link's scheduler decided for packets it held.
+    fn collect(&mut self, link: &mut Link) {
+        for (id, fate) in link.take_released() {
+            if let Some((buf, n)) = self.held.remove(&id) {
+                self.carry_out(buf, n, fate);
+            }
+        }
     }
 
     /// Puts a packet the link delivers on the delay line (corrupted, duplicated or reordered as the
@@ -529,13 +554,17 @@ impl Forwarder<'_> {
     /// alarm set early by the learned wake-up latency, then spins the rest of the way (reading what
     /// arrives meanwhile); nearer than that it sleeps until the departure itself, accepting the latency
     /// rather than spinning a core away from the hosts under load.
-    fn idle(&mut self, input: &OwnedFd, now_ns: impl Fn() -> u64) {
+    fn idle(&mut self, input: &OwnedFd, link_due: Option<u64>, now_ns: impl Fn() -> u64) {
         let now = now_ns();
         if now < self.spin_until {
             std::hint::spin_loop();
             return;
         }
-        let Some(due) = self.line.next_due() else {
+        let due = match (self.line.next_due(), link_due) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let Some(due) = due else {
             wait(input, MAX_SLEEP_NS);
             return;
         };

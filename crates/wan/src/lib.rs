@@ -15,6 +15,7 @@ pub mod forward;
 pub mod model;
 pub mod netns;
 pub mod packet;
+pub mod sched;
 pub mod settings;
 pub mod timing;
 

@@ -41,6 +41,9 @@ pub enum Fate {
         /// Mark it Congestion Experienced (the queue discipline signalled an ECN-capable packet).
         ce: bool,
     },
+    /// Held at the bottleneck by a discipline that picks the next packet itself (FQ-CoDel,
+    /// DualPI2): its fate comes later from `Link::release`, under this handle.
+    Held(u64),
 }
 
 /// Counters of one direction's model (the engine adds what only it can know).
@@ -90,10 +93,12 @@ pub struct ModelCounters {
 /// What the model needs to know of a packet besides its length.
 #[derive(Debug, Clone, Copy, Default)]
 struct Kind {
-    /// ECN-capable (ECT(0), ECT(1), or already CE).
-    ect: bool,
+    /// The ECN field (0 not ECN-capable, 1 ECT(1), 2 ECT(0), 3 CE).
+    ecn: u8,
     /// A landspeed echo probe toward a server.
     probe: bool,
+    /// Its flow, a hash of the 5-tuple (FQ-CoDel's queues).
+    flow: u64,
 }
 
 /// One direction of the emulated path.
@@ -112,6 +117,12 @@ pub struct Link {
     down_scope: crate::packet::OutageScope,
     /// The queue discipline's state (CoDel), if it runs one.
     aqm: Option<crate::aqm::Controller>,
+    /// The per-packet scheduler holding the queue (FQ-CoDel, DualPI2), if the discipline is one.
+    sched: Option<crate::sched::Scheduler>,
+    /// The last handle given to a held packet.
+    next_id: u64,
+    /// Fates of held packets decided and not yet taken.
+    released: Vec<(u64, Fate)>,
     /// What the link decided so far.
     pub counters: ModelCounters,
 }
@@ -122,6 +133,9 @@ impl Link {
         let ns_per_byte = dir.rate_bps.map(|r| 8e9 / r);
         Link {
             aqm: dir.aqm.controller(),
+            sched: dir.rate_bps.and(dir.aqm.scheduler()),
+            next_id: 0,
+            released: Vec::new(),
             dir,
             rng: SmallRng::seed_from_u64(seed),
             free_at: 0.0,
@@ -139,17 +153,41 @@ impl Link {
     /// delivery times, and later ones are never delivered before them (a shorter delay takes effect
     /// as the longer one's packets leave).
     pub fn set_direction(&mut self, dir: Direction, now_ns: u64) {
-        let backlog = self.backlog_bytes(now_ns) as f64;
-        self.ns_per_byte = dir.rate_bps.map(|r| 8e9 / r);
+        self.release(now_ns);
         let now = now_ns as f64;
-        self.free_at = match self.ns_per_byte {
-            Some(npb) => now + backlog * npb,
-            None => now,
-        };
-        if dir.aqm != self.dir.aqm {
-            self.aqm = dir.aqm.controller();
+        if self.sched.is_none() {
+            let backlog = self.backlog_bytes(now_ns) as f64;
+            self.free_at = dir.rate_bps.map_or(now, |r| now + backlog * 8e9 / r);
         }
+        self.ns_per_byte = dir.rate_bps.map(|r| 8e9 / r);
+        let changed = dir.aqm != self.dir.aqm || dir.rate_bps.is_some() != self.dir.rate_bps.is_some();
         self.dir = dir;
+        if changed {
+            self.aqm = self.dir.aqm.controller();
+            let held = self.sched.take().map(|mut s| s.drain_all()).unwrap_or_default();
+            self.sched = self.dir.rate_bps.and(self.dir.aqm.scheduler());
+            self.rehome(held, now_ns);
+        }
+    }
+
+    /// Gives the packets an old scheduler held to the new discipline: a new scheduler holds them,
+    /// a FIFO sends them in arrival order at its rate from `now_ns`.
+    fn rehome(&mut self, held: Vec<crate::sched::Held>, now_ns: u64) {
+        let mut out = Vec::new();
+        for p in held {
+            if let Some(s) = self.sched.as_mut() {
+                if s.bytes() == 0 {
+                    self.free_at = self.free_at.max(now_ns as f64);
+                }
+                s.enqueue(now_ns, p, self.dir.queue_bytes, &mut out);
+                continue;
+            }
+            let start = self.free_at.max(now_ns as f64);
+            self.free_at = start + self.ns_per_byte.map_or(0.0, |npb| f64::from(p.len) * npb);
+            let fate = self.deliver(self.free_at, false);
+            self.released.push((p.id, fate));
+        }
+        self.record_drops(out);
     }
 
     /// Takes the path down until `until_ns`: every packet offered before then that `scope` takes
@@ -164,8 +202,13 @@ impl Link {
     pub fn offer_packet(&mut self, now_ns: u64, pkt: &[u8]) -> Fate {
         let spared = now_ns < self.down_until_ns && !self.down_scope.takes(pkt);
         let kind = Kind {
-            ect: matches!(crate::packet::ecn(pkt), Some(1..=3)),
+            ecn: crate::packet::ecn(pkt).unwrap_or(0),
             probe: crate::packet::is_echo_request(pkt),
+            flow: if self.sched.is_some() {
+                crate::packet::flow_hash(pkt)
+            } else {
+                0
+            },
         };
         self.offer_in(now_ns, pkt.len(), !spared, kind)
     }
@@ -175,8 +218,11 @@ impl Link {
         &self.dir
     }
 
-    /// Bytes waiting at the bottleneck (including the one being serialized) at `now_ns`.
+    /// Bytes waiting at the bottleneck (including the one being serialized, on a FIFO) at `now_ns`.
     pub fn backlog_bytes(&self, now_ns: u64) -> u64 {
+        if let Some(s) = &self.sched {
+            return s.bytes();
+        }
         match self.ns_per_byte {
             Some(npb) => ((self.free_at - now_ns as f64).max(0.0) / npb) as u64,
             None => 0,
@@ -224,36 +270,48 @@ impl Link {
             self.counters.dropped_loss += 1;
             return Fate::Dropped(Drop::Loss);
         }
-        let now = now_ns as f64;
-        let mut ce = false;
-        let departure = match self.ns_per_byte {
-            Some(npb) => {
-                let backlog = self.backlog_bytes(now_ns);
-                if let Some(limit) = self.dir.queue_bytes {
-                    if backlog + len as u64 > limit {
-                        self.counters.dropped_queue += 1;
-                        return Fate::Dropped(Drop::Queue);
-                    }
-                }
-                let head = self.free_at.max(now);
-                if kind.probe {
-                    self.counters.probe_packets += 1;
-                    self.counters.probe_sojourn_sum_ns += (head as u64).saturating_sub(now_ns);
-                }
-                if let Some(mark_ok) = self.signalled(now_ns, head as u64, backlog) {
-                    if !(kind.ect && mark_ok) {
-                        self.counters.dropped_aqm += 1;
-                        return Fate::Dropped(Drop::Aqm);
-                    }
-                    self.counters.marked_ce += 1;
-                    ce = true;
-                }
-                self.counters.queue_max_bytes = self.counters.queue_max_bytes.max(backlog + len as u64);
-                self.free_at = head + len as f64 * npb;
-                self.free_at
+        match self.ns_per_byte {
+            Some(_) if self.sched.is_some() => self.hold(now_ns, len, kind),
+            Some(npb) => match self.fifo(now_ns, len, kind, npb) {
+                Ok((departure, ce)) => self.deliver(departure, ce),
+                Err(d) => Fate::Dropped(d),
+            },
+            None => self.deliver(now_ns as f64, false),
+        }
+    }
+
+    /// Admits a packet to the FIFO bottleneck: when its serialization ends, and whether the queue
+    /// discipline marks it; or why it is dropped.
+    fn fifo(&mut self, now_ns: u64, len: usize, kind: Kind, npb: f64) -> Result<(f64, bool), Drop> {
+        let backlog = self.backlog_bytes(now_ns);
+        if let Some(limit) = self.dir.queue_bytes {
+            if backlog + len as u64 > limit {
+                self.counters.dropped_queue += 1;
+                return Err(Drop::Queue);
             }
-            None => now,
-        };
+        }
+        let head = self.free_at.max(now_ns as f64);
+        if kind.probe {
+            self.counters.probe_packets += 1;
+            self.counters.probe_sojourn_sum_ns += (head as u64).saturating_sub(now_ns);
+        }
+        let mut ce = false;
+        if let Some(mark_ok) = self.signalled(now_ns, head as u64, backlog) {
+            if !(kind.ecn != 0 && mark_ok) {
+                self.counters.dropped_aqm += 1;
+                return Err(Drop::Aqm);
+            }
+            self.counters.marked_ce += 1;
+            ce = true;
+        }
+        self.counters.queue_max_bytes = self.counters.queue_max_bytes.max(backlog + len as u64);
+        self.free_at = head + len as f64 * npb;
+        Ok((self.free_at, ce))
+    }
+
+    /// The impairments after the bottleneck for a packet whose serialization ends at `departure`:
+    /// delay, jitter (never reordering), deliberate reordering, duplication, corruption.
+    fn deliver(&mut self, departure: f64, ce: bool) -> Fate {
         let mut at = departure + self.dir.delay.as_nanos() as f64;
         let j = self.dir.jitter.as_nanos() as f64;
         if j > 0.0 {
@@ -281,6 +339,87 @@ impl Link {
             reordered,
             ce,
         }
+    }
+
+    /// Holds a packet in the scheduler (after sending what was due before it arrived).
+    fn hold(&mut self, now_ns: u64, len: usize, kind: Kind) -> Fate {
+        self.release(now_ns);
+        let Some(s) = self.sched.as_mut() else {
+            return Fate::Dropped(Drop::Queue);
+        };
+        if s.bytes() == 0 {
+            self.free_at = self.free_at.max(now_ns as f64);
+        }
+        self.next_id += 1;
+        let pkt = crate::sched::Held {
+            id: self.next_id,
+            len: len as u32,
+            arrival_ns: now_ns,
+            flow: kind.flow,
+            ecn: kind.ecn,
+            probe: kind.probe,
+        };
+        let mut out = Vec::new();
+        s.enqueue(now_ns, pkt, self.dir.queue_bytes, &mut out);
+        let held = s.bytes();
+        self.counters.queue_max_bytes = self.counters.queue_max_bytes.max(held);
+        self.record_drops(out);
+        self.release(now_ns);
+        Fate::Held(pkt.id)
+    }
+
+    fn record_drops(&mut self, out: Vec<crate::sched::Out>) {
+        for o in out {
+            let (id, why) = match o {
+                crate::sched::Out::DropAqm(p) => (p.id, Drop::Aqm),
+                crate::sched::Out::DropLimit(p) => (p.id, Drop::Queue),
+            };
+            match why {
+                Drop::Aqm => self.counters.dropped_aqm += 1,
+                _ => self.counters.dropped_queue += 1,
+            }
+            self.released.push((id, Fate::Dropped(why)));
+        }
+    }
+
+    /// Runs the scheduler's serializer up to `now_ns`: each time it falls free, the discipline picks
+    /// the next packet (dropping or marking on the way), and that packet's fate is decided.
+    pub fn release(&mut self, now_ns: u64) {
+        let (Some(npb), Some(mut s)) = (self.ns_per_byte, self.sched.take()) else {
+            return;
+        };
+        let mut out = Vec::new();
+        while s.bytes() > 0 && self.free_at <= now_ns as f64 {
+            let t = self.free_at as u64;
+            let next = s.dequeue(t, &mut self.rng, &mut out);
+            self.record_drops(std::mem::take(&mut out));
+            let Some((p, ce)) = next else { break };
+            let c = &mut self.counters;
+            let sojourn = t.saturating_sub(p.arrival_ns);
+            c.sojourn_packets += 1;
+            c.sojourn_sum_ns += sojourn;
+            c.sojourn_max_ns = c.sojourn_max_ns.max(sojourn);
+            if p.probe {
+                c.probe_packets += 1;
+                c.probe_sojourn_sum_ns += sojourn;
+            }
+            c.marked_ce += u64::from(ce);
+            self.free_at += f64::from(p.len) * npb;
+            let fate = self.deliver(self.free_at, ce);
+            self.released.push((p.id, fate));
+        }
+        self.sched = Some(s);
+    }
+
+    /// The fates `release` (or a packet's arrival) decided for held packets, in order.
+    pub fn take_released(&mut self) -> std::vec::Drain<'_, (u64, Fate)> {
+        self.released.drain(..)
+    }
+
+    /// When the scheduler's serializer next falls free with a packet waiting, ns.
+    pub fn next_release_ns(&self) -> Option<u64> {
+        let held = self.sched.as_ref().is_some_and(|s| s.bytes() > 0);
+        held.then(|| self.free_at.ceil() as u64)
     }
 
     /// Counts the sojourn of a packet arriving at `now_ns` that reaches the head of the bottleneck at

@@ -53,6 +53,21 @@ pub fn mark_ce(pkt: &mut [u8]) -> bool {
     true
 }
 
+/// A hash of a packet's flow: its addresses, protocol and ports (the addresses and protocol alone
+/// when it is neither TCP nor UDP, or a fragment), the same for every packet of a connection in one
+/// direction. FQ-CoDel's queues are chosen by it.
+pub fn flow_hash(pkt: &[u8]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    match pkt.first().map(|b| b >> 4) {
+        Some(4) if pkt.len() >= 20 => (&pkt[12..20], pkt[9]).hash(&mut h),
+        Some(6) if pkt.len() >= 40 => (&pkt[8..40], pkt[6]).hash(&mut h),
+        _ => pkt.len().min(1).hash(&mut h),
+    }
+    ports(pkt).hash(&mut h);
+    h.finish()
+}
+
 /// The source and destination ports of a TCP or UDP packet (IPv4 or IPv6), if it is one whose
 /// transport header is whole.
 pub fn ports(pkt: &[u8]) -> Option<(u16, u16)> {

@@ -21,7 +21,7 @@ pub struct WanArgs {
 pub enum WanCommand {
     /// Create an emulated path: namespaces for hosts A and B joined by a userspace forwarder.
     #[command(
-        after_help = "Examples:\n  landspeed wan up lfn --rtt 100ms --rate 1G\n  landspeed wan up lossy --rtt 40ms --rate 200M --loss 0.1% --queue 2bdp\n  landspeed wan up asym --rtt 60ms --rate 1G --b-to-a rate=100M --b-to-a delay=20ms\n  landspeed wan up bad --rtt 20ms --rate 1G --corrupt-payload 0.01%\n  landspeed wan up aqm --rtt 100ms --rate 100M --queue 4bdp --aqm codel\n\nThen:\n  landspeed wan exec lfn b -- landspeed serve &\n  landspeed wan exec lfn a -- landspeed run 198.18.0.2 -t 10\n  landspeed wan status lfn\n  landspeed wan down lfn"
+        after_help = "Examples:\n  landspeed wan up lfn --rtt 100ms --rate 1G\n  landspeed wan up lossy --rtt 40ms --rate 200M --loss 0.1% --queue 2bdp\n  landspeed wan up asym --rtt 60ms --rate 1G --b-to-a rate=100M --b-to-a delay=20ms\n  landspeed wan up bad --rtt 20ms --rate 1G --corrupt-payload 0.01%\n  landspeed wan up aqm --rtt 100ms --rate 100M --queue 4bdp --aqm codel\n  landspeed wan up fq --rtt 100ms --rate 100M --queue 4bdp --aqm fq-codel\n\nThen:\n  landspeed wan exec lfn b -- landspeed serve &\n  landspeed wan exec lfn a -- landspeed run 198.18.0.2 -t 10\n  landspeed wan status lfn\n  landspeed wan down lfn"
     )]
     Up(Box<UpArgs>),
     /// Stop an emulator and remove its namespaces, devices and files.
@@ -62,8 +62,10 @@ pub struct PathFlags {
     #[arg(long)]
     pub queue: Option<String>,
     /// The bottleneck's queue discipline: tail-drop [up: default], codel (RFC 8289: 5 ms target,
-    /// 100 ms interval), codel:TARGET:INTERVAL, pie (RFC 8033: 15 ms target) or pie:TARGET;
-    /// ECN-capable packets are marked instead of dropped.
+    /// 100 ms interval), codel:TARGET:INTERVAL, pie (RFC 8033: 15 ms target), pie:TARGET, fq-codel
+    /// (RFC 8290: a CoDel queue per flow), fq-codel:TARGET:INTERVAL, dualpi2 (RFC 9332: the L4S dual
+    /// queue; ECT(1) and CE are L4S) or dualpi2:any-ect (ECT(0) too); ECN-capable packets are marked
+    /// instead of dropped.
     #[arg(long, value_name = "DISCIPLINE")]
     pub aqm: Option<String>,
     /// Random loss per packet, Bernoulli (0.001 or 0.1%; 0 for none).

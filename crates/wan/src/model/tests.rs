@@ -12,6 +12,7 @@ fn deliver_at(f: Fate) -> u64 {
     match f {
         Fate::Deliver { at_ns, .. } => at_ns,
         Fate::Dropped(d) => panic!("dropped: {d:?}"),
+        Fate::Held(id) => panic!("held: {id}"),
     }
 }
 
@@ -307,6 +308,7 @@ fn overdriven(aqm: &str, ect: bool, secs: u64) -> (u64, u64, u64, u64, Link) {
             Fate::Dropped(Drop::Aqm) => aqm_drops += 1,
             Fate::Dropped(Drop::Queue) => tail += 1,
             Fate::Dropped(d) => panic!("{d:?}"),
+            Fate::Held(id) => panic!("held {id}"),
         }
     }
     (delivered, marked, aqm_drops, tail, l)
@@ -361,4 +363,90 @@ fn pie_steers_the_queue_toward_its_target_where_tail_drop_fills_the_buffer() {
         marks > 100 && ecn_drops > 0,
         "{marks} marked, {ecn_drops} dropped"
     );
+}
+
+/// Offers `pkt` at `t` to a link whose scheduler holds packets, collecting every fate it releases
+/// into `fates` (by handle) and recording the packet's arrival and port in `sent`.
+fn offer_held(
+    l: &mut Link,
+    t: u64,
+    pkt: &[u8],
+    sent: &mut Vec<(u64, u64, u16)>,
+    fates: &mut HashMap<u64, Fate>,
+) {
+    let Fate::Held(id) = l.offer_packet(t, pkt) else {
+        panic!("a scheduled link held nothing")
+    };
+    sent.push((id, t, u16::from_be_bytes([pkt[20], pkt[21]])));
+    fates.extend(l.take_released());
+}
+
+use std::collections::HashMap;
+
+#[test]
+fn fq_codel_holds_each_packet_and_a_sparse_flow_passes_the_bulk_flows_queue() {
+    let mut l = Link::new(
+        dir(|r| {
+            r.rtt = Some("20ms".into());
+            r.rate = Some("12M".into());
+            r.queue = Some("150K".into());
+            r.aqm = Some("fq-codel".into());
+        }),
+        1,
+    );
+    let mut bulk = tcp4(40000, 5201).to_vec();
+    bulk.resize(1500, 0);
+    let mut sparse = tcp4(40001, 5201).to_vec();
+    sparse.resize(100, 0);
+    let (mut sent, mut fates) = (vec![], HashMap::new());
+    for i in 0..3 * 1050 {
+        let t = i * 1_000_000_000 / 1050;
+        offer_held(&mut l, t, &bulk, &mut sent, &mut fates);
+        if i % 50 == 0 {
+            offer_held(&mut l, t, &sparse, &mut sent, &mut fates);
+        }
+    }
+    l.release(10_000_000_000);
+    fates.extend(l.take_released());
+    assert_eq!(fates.len(), sent.len(), "every held packet has one fate");
+    assert_eq!(l.next_release_ns(), None);
+    for &(id, t, port) in sent.iter().filter(|s| s.2 == 40001) {
+        // 10 ms one way, at most two bulk packets (1 ms each) ahead: the one on the wire and one the
+        // bulk flow still has quantum for; then its own 0.07 ms. Tail drop would add ~100 ms.
+        let at = deliver_at(fates[&id]);
+        assert!(
+            at - t <= 12_100_000,
+            "sparse packet {id} ({port}) took {} ns",
+            at - t
+        );
+    }
+    let c = l.counters;
+    assert!(c.dropped_aqm > 50 && c.dropped_queue == 0, "{c:?}");
+    assert!(c.sojourn_sum_ns / c.sojourn_packets < 40_000_000, "{c:?}");
+}
+
+#[test]
+fn changing_the_discipline_hands_over_what_the_scheduler_held() {
+    let fq = dir(|r| {
+        r.rate = Some("12M".into());
+        r.queue = Some("150K".into());
+        r.aqm = Some("dualpi2".into());
+    });
+    let mut tail = fq.clone();
+    tail.aqm = crate::aqm::Aqm::TailDrop;
+    let mut l = Link::new(fq, 1);
+    let mut pkt = tcp4(40000, 5201).to_vec();
+    pkt.resize(1500, 0);
+    let (mut sent, mut fates) = (vec![], HashMap::new());
+    for _ in 0..50 {
+        offer_held(&mut l, 0, &pkt, &mut sent, &mut fates);
+    }
+    assert_eq!(l.backlog_bytes(0), 49 * 1500, "the first is on the wire");
+    l.set_direction(tail, 0);
+    fates.extend(l.take_released());
+    let times: Vec<u64> = sent.iter().map(|s| deliver_at(fates[&s.0])).collect();
+    assert_eq!(times.len(), 50);
+    assert!(times.windows(2).all(|w| w[1] == w[0] + 1_000_000), "{times:?}");
+    // The FIFO now serializes after them.
+    assert_eq!(deliver_at(l.offer_packet(0, &pkt)), 51_000_000);
 }
