@@ -184,14 +184,14 @@ pub fn phased(r: &landspeed_core::path::PhasedLatency) -> String {
     let ms = |x: Option<f64>| x.map_or("-".into(), |v| format!("{v:.2}"));
     let rate = |x: Option<f64>| x.map_or("-".into(), |b| landspeed_core::units::BitRate(b).to_string());
     let mut out = format!(
-        "Latency under load to {} (UDP echo, {} probes/s, on a flow of their own):\n  {:<9} {:>13} {:>13}  {:<31} {:<29} {}\n",
-        r.host, r.probes_per_s, "phase", "download", "upload", "RTT median / p90 / p99 ms", "queueing to server / client", "lost"
+        "Latency under load to {} (UDP echo, {} probes/s, on a flow of their own):\n  {:<9} {:>13} {:>13}  {:<31} {:<29} {:<10} {}\n",
+        r.host, r.probes_per_s, "phase", "download", "upload", "RTT median / p90 / p99 ms", "queueing to server / client", "flows RTT", "lost"
     );
     for p in &r.phases {
         let q = |d: &landspeed_core::path::DirectionDelay| ms(d.queueing.median_ms);
         let _ = writeln!(
             out,
-            "  {:<9} {:>13} {:>13}  {:<31} {:<29} {} of {}{}",
+            "  {:<9} {:>13} {:>13}  {:<31} {:<29} {:<10} {} of {}{}",
             p.span.load.name(),
             rate(p.span.download_bps),
             rate(p.span.upload_bps),
@@ -202,6 +202,7 @@ pub fn phased(r: &landspeed_core::path::PhasedLatency) -> String {
                 ms(p.rtt.p99_ms)
             ),
             format!("{} / {} ms", q(&p.to_server), q(&p.to_client)),
+            p.span.flows_rtt_ms.map_or("-".into(), |v| format!("{v:.1} ms")),
             p.rtt.sent - p.rtt.received,
             p.rtt.sent,
             p.span

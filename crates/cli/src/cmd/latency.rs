@@ -65,7 +65,7 @@ pub fn latency(a: LatencyArgs) -> Result<bool> {
             break;
         }
         let start_s = bg.started().elapsed().as_secs_f64();
-        let (download_bps, upload_bps, error) = phase(&a, load, &interrupt);
+        let (download_bps, upload_bps, flows_rtt_ms, error) = phase(&a, load, &interrupt);
         spans.push(PhaseSpan {
             load,
             start_s,
@@ -73,6 +73,7 @@ pub fn latency(a: LatencyArgs) -> Result<bool> {
             download_bps,
             upload_bps,
             error,
+            flows_rtt_ms,
         });
     }
     let wall0 = bg.started_wall_ns();
@@ -108,15 +109,18 @@ fn resolve(host: &str, port: u16) -> Result<SocketAddr> {
         .with_context(|| format!("'{host}' has no address"))
 }
 
-/// One phase: an idle wait, or one test loading the path as `load` says. (download, upload, error).
-fn phase(a: &LatencyArgs, load: Load, interrupt: &AtomicBool) -> (Option<f64>, Option<f64>, Option<String>) {
+/// (download, upload, the flows' median TCP RTT in ms, why the test failed).
+type PhaseOutcome = (Option<f64>, Option<f64>, Option<f64>, Option<String>);
+
+/// One phase: an idle wait, or one test loading the path as `load` says.
+fn phase(a: &LatencyArgs, load: Load, interrupt: &AtomicBool) -> PhaseOutcome {
     let direction = match load {
         Load::Idle => {
             let until = Instant::now() + a.phase;
             while Instant::now() < until && !interrupt.load(Relaxed) {
                 std::thread::sleep(Duration::from_millis(20));
             }
-            return (None, None, None);
+            return (None, None, None, None);
         }
         Load::Download => Some("-R"),
         Load::Upload => None,
@@ -135,14 +139,30 @@ fn phase(a: &LatencyArgs, load: Load, interrupt: &AtomicBool) -> (Option<f64>, O
     args.extend(a.run_args.iter().cloned());
     let opts = match options_from_args(&args) {
         Ok(o) => o,
-        Err(e) => return (None, None, Some(e)),
+        Err(e) => return (None, None, None, Some(e)),
     };
     match run_quiet(&opts, false, interrupt) {
         Ok(r) => {
             let rate =
                 |f: Flow| (r.directions.iter().find(|d| d.flow == f)).map(|d| d.summary.throughput_bps);
-            (rate(Flow::ServerToClient), rate(Flow::ClientToServer), None)
+            (
+                rate(Flow::ServerToClient),
+                rate(Flow::ClientToServer),
+                flows_rtt_ms(&r),
+                None,
+            )
         }
-        Err(e) => (None, None, Some(e.to_string())),
+        Err(e) => (None, None, None, Some(e.to_string())),
     }
+}
+
+/// The median of every stream's smoothed TCP RTT over the run's intervals, ms (None without any).
+fn flows_rtt_ms(r: &landspeed_core::result::RunResult) -> Option<f64> {
+    let mut us: Vec<u32> = (r.directions.iter())
+        .flat_map(|d| &d.intervals)
+        .flat_map(|i| &i.streams)
+        .filter_map(|s| s.rtt_us)
+        .collect();
+    us.sort_unstable();
+    us.get(us.len() / 2).map(|&v| f64::from(v) / 1e3)
 }

@@ -495,6 +495,43 @@ fn codel_and_pie_keep_the_queue_that_tail_drop_lets_stand_and_ecn_traffic_is_mar
 }
 
 #[test]
+fn fq_codel_isolates_the_probes_flow_and_the_dual_queue_marks_ecn_traffic_in_its_l4s_queue() {
+    let Some(_lock) = root() else { return };
+    // FQ-CoDel: the probes are a flow of their own, so the bulk flow's queue is not theirs; the bulk
+    // flow's own queue is held by CoDel's drops. The emulator's probe timings are the reference.
+    let mut w = Wan::up(&[
+        "--rtt", "20ms", "--rate", "50M", "--queue", "4bdp", "--aqm", "fq-codel",
+    ]);
+    w.serve_in_b();
+    let r = w.run_ok(&["-t", "2", "-C", "cubic", "--latency"]);
+    let st = w.status();
+    drop(w);
+    let (bulk_ms, drops, _) = queueing(&st);
+    let d = &st["a_to_b"];
+    let probe_ms =
+        d["probe_sojourn_sum_ns"].as_f64().unwrap() / d["probe_packets"].as_f64().unwrap().max(1.0) / 1e6;
+    let lat = &r["latency"];
+    let added = lat["loaded"]["median_ms"].as_f64().unwrap() - lat["idle"]["median_ms"].as_f64().unwrap();
+    assert!(drops > 0, "CoDel never dropped: {d}");
+    assert!(
+        probe_ms < 1.0 && added < 2.0,
+        "probes queued {probe_ms:.2} ms, RTT +{added:.2} ms"
+    );
+    assert!(
+        bulk_ms > probe_ms,
+        "bulk {bulk_ms:.2} ms, probes {probe_ms:.2} ms"
+    );
+    // DualPI2 with every ECT as L4S: ECN-negotiated CUBIC data waits in the shallow queue, which
+    // marks past its 1 ms step instead of dropping, and the sender's TCP_INFO counts the marks.
+    let (st, r) = through_the_queue("dualpi2:any-ect", true);
+    let (_, drops, marks) = queueing(&st);
+    assert!(marks > 0 && drops <= 1, "{marks} marked, {drops} dropped");
+    let tcp = &r["streams"][0]["tcp"];
+    assert_eq!(tcp["ecn"], true, "{tcp}");
+    assert!(tcp["delivered_ce"].as_u64().unwrap() > 0, "{tcp}");
+}
+
+#[test]
 fn one_way_queueing_follows_the_emulators_queue_and_stays_off_the_unloaded_direction() {
     let Some(_lock) = root() else { return };
     let mut w = Wan::up(&["--rtt", "20ms", "--rate", "50M", "--queue", "2bdp"]);

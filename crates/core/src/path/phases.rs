@@ -68,6 +68,11 @@ pub struct PhaseSpan {
     pub upload_bps: Option<f64>,
     /// Why the phase's test did not give its rates.
     pub error: Option<String>,
+    /// The loaded flows' own round trip: the median of their senders' smoothed TCP RTT, sampled each
+    /// interval (what a flow sharing their queue sees; under a per-flow scheduler the probes' own
+    /// flow does not), ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flows_rtt_ms: Option<f64>,
 }
 
 /// One phase's latency.
@@ -180,6 +185,7 @@ mod tests {
 
     fn span(load: Load, start_s: f64, end_s: f64) -> PhaseSpan {
         PhaseSpan {
+            flows_rtt_ms: None,
             load,
             start_s,
             end_s,
