@@ -50,6 +50,19 @@ pub enum Command {
         after_help = "Each direction's queueing comes from the server's receive time in every echo reply, so it needs\nno synchronised clocks (docs/latency.md).\n\nExamples:\n  landspeed latency host                  five 5 s phases, one stream each way\n  landspeed latency host --phase 10s -P 4 --run-arg=-C --run-arg=bbr\n  landspeed latency host --json"
     )]
     Latency(crate::cmd::latency::LatencyArgs),
+    /// Responsiveness under working conditions (RPM, the IETF method): against landspeed serve
+    /// --rpm, network-quality/server or any server of the method.
+    #[command(
+        after_help = "RPM is round trips a minute on a loaded path: 60000 / (half the mean of a new connection's
+TCP, TLS and HTTP round trips + half an HTTP round trip on a loaded connection), each a
+mean with its highest 5% trimmed (docs/latency.md).
+
+Examples:
+  landspeed rpm host                      https://host:4043/config (landspeed serve --rpm [::]:4043)
+  landspeed rpm https://host:8443/config --direction download
+  landspeed rpm host --json"
+    )]
+    Rpm(crate::cmd::rpm::RpmArgs),
     /// List the archived runs (every `run` is saved unless --no-save), or export them as CSV or JSON.
     #[command(
         after_help = "Examples:\n  landspeed history                       the last 50 runs\n  landspeed history --host h --since 2026-11-01\n  landspeed history --tag lsr --csv > runs.csv"

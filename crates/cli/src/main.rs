@@ -40,6 +40,7 @@ fn main() -> ExitCode {
         Command::Mesh(a) => cmd::mesh::mesh(a),
         Command::Path(a) => cmd::path::path(a),
         Command::Latency(a) => cmd::latency::latency(a),
+        Command::Rpm(a) => cmd::rpm::rpm(a),
         Command::History(a) => cmd::archive::history(a),
         Command::Show(a) => cmd::archive::show(a),
         Command::Sweep(a) => cmd::sweep::sweep(a),

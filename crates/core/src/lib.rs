@@ -21,6 +21,7 @@ pub mod perf;
 pub mod protocol;
 pub mod record;
 pub mod result;
+pub mod rpm;
 pub mod server_log;
 pub mod stall;
 pub mod stats;

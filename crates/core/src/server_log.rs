@@ -98,6 +98,8 @@ pub enum ServerEvent {
         certificate: crate::tls::CertFingerprint,
         /// Where it serves ndt7 (`serve --ndt7`): `ws://ADDR` or `wss://ADDR`.
         ndt7: Option<String>,
+        /// Where it serves the responsiveness test (`serve --rpm`): its configuration URL.
+        rpm: Option<String>,
         /// Why QUIC is not served though it was not turned off (the kernel cannot route the shared
         /// port's datagrams: before Linux 4.5, or under qemu-user).
         quic_off: Option<String>,

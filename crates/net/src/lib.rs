@@ -12,6 +12,7 @@ pub mod control;
 pub mod controller;
 pub mod http;
 mod iperf3_peer;
+pub mod rpm;
 pub mod server;
 mod streams;
 

@@ -15,6 +15,7 @@ mod ndt7;
 mod order;
 mod perf;
 mod quic;
+mod rpm;
 mod udp;
 
 pub use error::{MissingWhy, TestError};
@@ -80,6 +81,8 @@ pub struct ServerOptions {
     pub quic_port: Option<u16>,
     /// Serve M-Lab's ndt7 speed test (WebSocket) on this address (`--ndt7`); None: off.
     pub ndt7: Option<Ndt7Options>,
+    /// Serve the responsiveness test's HTTP endpoints on this address (`--rpm`); None: off.
+    pub rpm: Option<Ndt7Options>,
     /// Emit `ServerEvent::Iperf3Progress` as each iperf3 client's test runs (the live server text of
     /// `landspeed iperf3 -s`).
     pub iperf3_live: bool,
@@ -108,9 +111,11 @@ pub enum Keyless {
     Ndt7,
     /// The QUIC performance protocol.
     QuicPerf,
+    /// The responsiveness test's HTTP endpoints (`--rpm`).
+    Rpm,
 }
 
-/// Where and how `serve --ndt7` listens.
+/// Where and how `serve --ndt7` (or `--rpm`) listens.
 #[derive(Debug, Clone, Copy)]
 pub struct Ndt7Options {
     /// The address (its own port: 443 or 80 for browsers, any for other clients).
@@ -147,6 +152,7 @@ impl Default for ServerOptions {
             quic: true,
             quic_port: None,
             ndt7: None,
+            rpm: None,
             iperf3_live: false,
             iperf3_total_rate: None,
             open: vec![],
@@ -581,6 +587,7 @@ pub struct Server {
     shared: Arc<Shared>,
     udp_socks: Vec<std::net::UdpSocket>,
     ndt7: Option<ndt7::Ndt7Listener>,
+    rpm: Option<rpm::RpmListener>,
     /// Why QUIC is not served though asked for (see `quic::Unbound::NoRouter`).
     quic_off: Option<String>,
 }
@@ -679,12 +686,23 @@ impl Server {
                 tls: n.tls.then(|| tls.tcp.clone()),
             }),
         };
+        let rpm = match opts.rpm {
+            None => None,
+            Some(n) => Some(rpm::RpmListener {
+                listener: rpm::bind(n.addr).map_err(|err| ServerError::Bind { addr: n.addr, err })?,
+                tls: match n.tls {
+                    true => Some(tls.identity.server_config(&[b"h2", b"http/1.1"])?),
+                    false => None,
+                },
+            }),
+        };
         let shared = Arc::new(Shared::new(opts, events, tls, quic)?);
         Ok(Server {
             listeners,
             shared,
             udp_socks,
             ndt7,
+            rpm,
             quic_off,
         })
     }
@@ -704,6 +722,15 @@ impl Server {
         Some(format!("{}://{addr}", if n.tls.is_some() { "wss" } else { "ws" }))
     }
 
+    /// Where the responsiveness test's configuration is: `https://ADDR/config` or `http://...`
+    /// (None without `--rpm`).
+    pub fn rpm_url(&self) -> Option<String> {
+        let n = self.rpm.as_ref()?;
+        let addr = n.listener.local_addr().ok()?;
+        let scheme = if n.tls.is_some() { "https" } else { "http" };
+        Some(format!("{scheme}://{addr}{}", landspeed_core::rpm::CONFIG_PATH))
+    }
+
     /// Serves until `stop` is raised (or after one test with `once`), then waits briefly for running
     /// tests to wind down.
     pub fn run(mut self, stop: &AtomicBool) -> Result<(), ServerError> {
@@ -717,11 +744,17 @@ impl Server {
             let shared = self.shared.clone();
             std::thread::spawn(move || ndt7::serve(n, shared));
         }
+        let rpm_url = self.rpm_url();
+        if let Some(r) = self.rpm.take() {
+            let shared = self.shared.clone();
+            std::thread::spawn(move || rpm::serve(r, shared));
+        }
         // Announced once every listener (TCP and UDP) is ready.
         self.shared.emit(ServerEvent::Listening {
             addresses: self.local_addrs(),
             certificate: self.shared.tls.fingerprint,
             ndt7: ndt7_url,
+            rpm: rpm_url,
             quic_off: self.quic_off.clone(),
         });
         let mut poll = Poll::new()?;

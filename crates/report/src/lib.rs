@@ -16,6 +16,7 @@ pub mod openmetrics;
 pub mod path_text;
 pub mod plot;
 pub mod record_doc;
+pub mod rpm_text;
 pub mod server_log;
 pub mod sweep_text;
 pub mod text;

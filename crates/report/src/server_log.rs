@@ -38,6 +38,7 @@ pub fn text_line(ev: &ServerEvent, time_utc: &str) -> String {
             addresses,
             certificate,
             ndt7,
+            rpm,
             quic_off,
         } => {
             let a: Vec<String> = addresses.iter().map(|a| a.to_string()).collect();
@@ -45,12 +46,15 @@ pub fn text_line(ev: &ServerEvent, time_utc: &str) -> String {
                 .as_ref()
                 .map(|u| format!("; ndt7 at {u}"))
                 .unwrap_or_default();
+            let rpm = (rpm.as_ref())
+                .map(|u| format!("; responsiveness (RPM) at {u}"))
+                .unwrap_or_default();
             let quic = quic_off
                 .as_ref()
                 .map(|why| format!("; QUIC off: {why}"))
                 .unwrap_or_default();
             format!(
-                "landspeed {} listening on {}; TLS certificate sha256:{certificate}{ndt7}{quic}",
+                "landspeed {} listening on {}; TLS certificate sha256:{certificate}{ndt7}{rpm}{quic}",
                 landspeed_core::SOFTWARE_VERSION,
                 a.join(", ")
             )
@@ -133,12 +137,14 @@ pub fn json_line(ev: &ServerEvent, time_utc: &str) -> Value {
             addresses,
             certificate,
             ndt7,
+            rpm,
             quic_off,
         } => json!({
             "time": time_utc, "event": "listening",
             "addresses": addresses.iter().map(|a| a.to_string()).collect::<Vec<_>>(),
             "certificate_sha256": certificate.to_string(),
             "ndt7": ndt7,
+            "rpm": rpm,
             "quic_off": quic_off,
             "software": format!("landspeed {}", landspeed_core::SOFTWARE_VERSION),
         }),
@@ -198,6 +204,7 @@ mod tests {
             addresses: vec!["[::]:5201".parse().unwrap(), "0.0.0.0:5201".parse().unwrap()],
             certificate,
             ndt7: None,
+            rpm: None,
             quic_off: None,
         };
         let line = text_line(&ev, T);
@@ -213,6 +220,7 @@ mod tests {
             addresses: vec!["[::]:5201".parse().unwrap()],
             certificate,
             ndt7: Some("ws://127.0.0.1:8080".into()),
+            rpm: None,
             quic_off: Some("no router".into()),
         };
         let line = text_line(&with, T);

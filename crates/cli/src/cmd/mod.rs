@@ -13,6 +13,7 @@ pub mod path;
 pub mod pscheduler;
 pub mod record;
 pub mod report;
+pub mod rpm;
 pub mod run;
 pub mod serve;
 pub mod sweep;

@@ -23,6 +23,7 @@ Examples:
   landspeed serve --max-tests 8 --max-duration 60s --max-streams 16 --allow 192.0.2.0/24 --log-json
   landspeed serve --metrics 127.0.0.1:9572    # OpenMetrics on http://127.0.0.1:9572/metrics
   landspeed serve --ndt7 [::]:4443 --archive  # keep every ndt7 subtest in the archive
+  landspeed serve --rpm [::]:4043    # responsiveness: landspeed rpm HOST, goresponsiveness
   landspeed serve --auth-keys /etc/landspeed/keys    # clients: run --auth NAME:KEYFILE
   landspeed serve --auth-keys KEYS --open iperf3     # keyed, and iperf3 clients still served
 
@@ -38,9 +39,9 @@ What is authenticated:
   Without a key, nothing is authenticated: --tls and --quic encrypt the data against
   passive observers only (an attacker in the path could present its own certificate)
   unless the client pins the certificate (run --tls-pin). Each result says which held
-  (authentication.server: key, pinned_certificate or none). iperf3's protocol, ndt7
-  and the QUIC perf protocol cannot carry the key: a keyed server refuses them unless
-  --open names them.";
+  (authentication.server: key, pinned_certificate or none). iperf3's protocol, ndt7,
+  the QUIC perf protocol and the responsiveness test cannot carry the key: a keyed
+  server refuses them unless --open names them.";
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {
@@ -176,6 +177,16 @@ pub struct ServeArgs {
     /// remote host; plain WebSocket is then the way, on a network you trust).
     #[arg(long, requires = "ndt7")]
     pub ndt7_plain: bool,
+    /// Serve the responsiveness test (RPM, the IETF draft "Responsiveness under Working
+    /// Conditions") on ADDR (e.g. [::]:4043): its configuration at https://ADDR/config, for
+    /// landspeed rpm, goresponsiveness and Apple's networkQuality; HTTP/2 and HTTP/1.1 over TLS with
+    /// the server's certificate. --allow and the per-minute limit apply (a test is counted when its
+    /// client fetches the configuration).
+    #[arg(long, value_name = "ADDR")]
+    pub rpm: Option<std::net::SocketAddr>,
+    /// Serve the responsiveness test over plain HTTP (HTTP/1.1, or HTTP/2 with prior knowledge).
+    #[arg(long, requires = "rpm")]
+    pub rpm_plain: bool,
     /// Keep, in landspeed's archive (--db), the tests of clients that keep none there: each ndt7
     /// subtest and each iperf3 client's test, as this server saw them (its counts, its TCP_INFO
     /// series, an ndt7 client's metadata and every measurement sent). landspeed clients archive
@@ -208,6 +219,8 @@ pub enum OpenProtocol {
     Ndt7,
     /// The QUIC performance protocol.
     QuicPerf,
+    /// The responsiveness test's HTTP endpoints (serve --rpm).
+    Rpm,
 }
 
 impl From<OpenProtocol> for landspeed_net::server::Keyless {
@@ -216,6 +229,7 @@ impl From<OpenProtocol> for landspeed_net::server::Keyless {
             OpenProtocol::Iperf3 => Self::Iperf3,
             OpenProtocol::Ndt7 => Self::Ndt7,
             OpenProtocol::QuicPerf => Self::QuicPerf,
+            OpenProtocol::Rpm => Self::Rpm,
         }
     }
 }
@@ -524,6 +538,10 @@ fn options(a: &ServeArgs, stats: Arc<AtomicBool>) -> Result<ServerOptions> {
         ndt7: a.ndt7.map(|addr| landspeed_net::server::Ndt7Options {
             addr,
             tls: !a.ndt7_plain,
+        }),
+        rpm: a.rpm.map(|addr| landspeed_net::server::Ndt7Options {
+            addr,
+            tls: !a.rpm_plain,
         }),
         iperf3_live: a.iperf3_text,
         iperf3_total_rate: a.iperf3_bitrate_limit,

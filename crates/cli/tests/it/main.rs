@@ -36,6 +36,7 @@ mod pscheduler_lab;
 mod quic;
 mod quic_interop;
 mod record;
+mod rpm;
 mod sweep;
 mod tls;
 mod tos;

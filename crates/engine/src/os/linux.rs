@@ -151,6 +151,17 @@ pub fn unsent_bytes(sock: &impl AsSock) -> Result<u64> {
     Ok(n.max(0) as u64)
 }
 
+/// Keeps at most `bytes` written and not yet sent in a TCP socket (TCP_NOTSENT_LOWAT): the send
+/// buffer then holds the congestion window and little more, so data written later waits less.
+pub fn set_notsent_lowat(sock: &impl AsSock, bytes: u32) -> Result<()> {
+    set_int(
+        sock,
+        libc::IPPROTO_TCP,
+        libc::TCP_NOTSENT_LOWAT,
+        bytes.min(i32::MAX as u32) as i32,
+    )
+}
+
 /// Sets the receive low-water mark (SO_RCVLOWAT) and returns what the kernel kept.
 pub fn set_rcvlowat(sock: &impl AsSock, bytes: u64) -> Result<u64> {
     let asked = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);

@@ -136,6 +136,11 @@ pub fn unsent_bytes(_sock: &impl AsSock) -> Result<u64> {
     Err(unsupported_option("SIOCOUTQNSD"))
 }
 
+/// Windows has no TCP_NOTSENT_LOWAT: the send buffer is the system's.
+pub fn set_notsent_lowat(_sock: &impl AsSock, _bytes: u32) -> Result<()> {
+    Err(refused("the unsent low-water mark"))
+}
+
 /// Windows has no receive low-water mark.
 pub fn set_rcvlowat(_sock: &impl AsSock, _bytes: u64) -> Result<u64> {
     Err(refused("the receive low-water mark"))

@@ -1,0 +1,113 @@
+//! `landspeed rpm TARGET`: responsiveness under working conditions (RPM) against any server of the
+//! IETF method (`landspeed serve --rpm`, network-quality/server's reference configuration, Apple's
+//! servers): landspeed_net::rpm runs it, landspeed_report::rpm_text prints it, docs/latency.md has
+//! the method.
+
+use crate::common::client::interrupt_flag;
+use crate::common::values;
+use anyhow::Result;
+use clap::{Args, ValueEnum};
+use landspeed_core::rpm::{RpmDirection, RpmParams};
+use landspeed_net::rpm::{measure, RpmOptions};
+use std::time::Duration;
+
+#[derive(Args, Debug)]
+pub struct RpmArgs {
+    /// The configuration's URL (https://host:4043/config), or HOST[:PORT] for
+    /// https://HOST:PORT/config (port 4043 by default, as goresponsiveness).
+    pub target: String,
+    /// Which directions, one after the other.
+    #[arg(long, value_enum, default_value_t = Which::Both)]
+    pub direction: Which,
+    /// Speak HTTP/1.1 only (no self probes then: RPM is not computed, the probes' times are given).
+    #[arg(long = "http1.1")]
+    pub http1: bool,
+    /// Probes a second, of each kind (foreign and self).
+    #[arg(long, default_value_t = 10.0)]
+    pub probes_per_s: f64,
+    /// Most load-generating connections per direction.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub max_connections: u32,
+    /// Longest a direction runs before its figures are given as unstable.
+    #[arg(long, default_value = "20s", value_parser = values::duration)]
+    pub timeout: Duration,
+    /// One JSON document (schema landspeed-rpm/1).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The directions to run.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Which {
+    /// Download, then upload.
+    Both,
+    /// Download only.
+    Download,
+    /// Upload only.
+    Upload,
+}
+
+/// The configuration URL `target` means.
+fn config_url(target: &str) -> String {
+    if target.contains("://") {
+        return target.to_string();
+    }
+    let has_port = target
+        .rsplit_once(':')
+        .is_some_and(|(h, p)| p.parse::<u16>().is_ok() && (!h.contains(':') || h.ends_with(']')));
+    let host_port = if has_port {
+        target.to_string()
+    } else if target.contains(':') {
+        format!("[{target}]:4043")
+    } else {
+        format!("{target}:4043")
+    };
+    format!("https://{host_port}{}", landspeed_core::rpm::CONFIG_PATH)
+}
+
+/// Runs the test; true when every direction gave its figures.
+pub fn rpm(a: RpmArgs) -> Result<bool> {
+    if !(0.1..=100.0).contains(&a.probes_per_s) || a.timeout < Duration::from_secs(5) {
+        return Err(crate::common::UsageError(
+            "--probes-per-s must be 0.1..=100 (the method's cap) and --timeout at least 5s".into(),
+        )
+        .into());
+    }
+    let opts = RpmOptions {
+        config_url: config_url(&a.target),
+        directions: match a.direction {
+            Which::Both => vec![RpmDirection::Download, RpmDirection::Upload],
+            Which::Download => vec![RpmDirection::Download],
+            Which::Upload => vec![RpmDirection::Upload],
+        },
+        params: RpmParams {
+            probes_per_s: a.probes_per_s,
+            max_connections: a.max_connections as usize,
+            timeout: a.timeout,
+            ..RpmParams::default()
+        },
+        http1: a.http1,
+    };
+    let interrupt = interrupt_flag()?;
+    let r = measure(&opts, &interrupt)?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+    } else {
+        print!("{}", landspeed_report::rpm_text::text(&r));
+    }
+    Ok(!r.directions.is_empty() && r.directions.iter().all(|d| d.figures.is_some()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::config_url;
+
+    #[test]
+    fn a_host_alone_means_its_configuration_on_port_4043() {
+        assert_eq!(config_url("h"), "https://h:4043/config");
+        assert_eq!(config_url("h:8443"), "https://h:8443/config");
+        assert_eq!(config_url("2001:db8::1"), "https://[2001:db8::1]:4043/config");
+        assert_eq!(config_url("[2001:db8::1]:9"), "https://[2001:db8::1]:9/config");
+        assert_eq!(config_url("http://h/c"), "http://h/c");
+    }
+}

@@ -1,0 +1,136 @@
+//! `serve --rpm` and `landspeed rpm`: landspeed's responsiveness client measures landspeed's server
+//! over HTTP/2 with TLS and over plain HTTP/2, says why it computes no RPM over HTTP/1.1, and a
+//! hand-written HTTP/1.1 client gets each endpoint's answer (the configuration in both spellings,
+//! built from its Host header; a keyed server refuses the test unless `--open rpm`). The comparison
+//! with goresponsiveness and the reference nginx server is in docs/latency.md (run by hand: neither
+//! can be fetched by CI).
+
+use crate::auth::key_files;
+use crate::common::{self, ServerProc};
+use serde_json::Value;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+/// The configuration URL from the server's listening line ("...; responsiveness (RPM) at URL").
+fn rpm_url(s: &ServerProc) -> String {
+    let tail = (s.first_line.split("responsiveness (RPM) at ").nth(1))
+        .unwrap_or_else(|| panic!("no RPM in {}", s.first_line));
+    tail.split(';').next().unwrap().trim().to_string()
+}
+
+/// `landspeed rpm URL ... --json` with a 5 s timeout: its exit code and document.
+fn rpm_json(url: &str, extra: &[&str]) -> (i32, Value) {
+    let mut args = vec!["rpm", url, "--timeout", "5s", "--json"];
+    args.extend_from_slice(extra);
+    let o = common::landspeed(&args, Duration::from_secs(60));
+    let v = serde_json::from_str(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}{}", o.stdout, o.stderr));
+    (o.code, v)
+}
+
+#[test]
+fn the_rpm_client_measures_landspeeds_server_over_http2_with_tls_and_plain() {
+    let s = ServerProc::start("127.0.0.1", &["--rpm", "127.0.0.1:0"]);
+    let url = rpm_url(&s);
+    assert!(
+        url.starts_with("https://127.0.0.1:") && url.ends_with("/config"),
+        "{url}"
+    );
+    let (code, r) = rpm_json(&url, &["--direction", "download"]);
+    assert_eq!((code, r["schema"].as_str()), (0, Some("landspeed-rpm/1")), "{r}");
+    assert_eq!(r["http"], "HTTP/2");
+    let d = &r["directions"][0];
+    let f = &d["figures"];
+    assert_eq!(d["direction"], "download");
+    assert!(d["throughput_bps"].as_f64().unwrap() > 1e6, "{d}");
+    assert!(
+        f["rpm"].as_f64().unwrap() > 0.0 && f["tls_ms"].as_f64().unwrap() > 0.0,
+        "{f}"
+    );
+    assert!(f["self_probes"].as_u64().unwrap() > 0 && f["foreign_probes"].as_u64().unwrap() > 0);
+    assert!(!d["intervals"].as_array().unwrap().is_empty());
+    drop(s);
+    // Plain HTTP/2 (prior knowledge) uploading: no TLS step in the foreign probes.
+    let s = ServerProc::start("127.0.0.1", &["--rpm", "127.0.0.1:0", "--rpm-plain"]);
+    let url = rpm_url(&s);
+    assert!(url.starts_with("http://"), "{url}");
+    let (code, r) = rpm_json(&url, &["--direction", "upload"]);
+    let d = &r["directions"][0];
+    assert_eq!((code, d["direction"].as_str()), (0, Some("upload")), "{r}");
+    assert!(
+        d["figures"]["tls_ms"].is_null() && d["figures"]["rpm"].as_f64().unwrap() > 0.0,
+        "{d}"
+    );
+    assert!(d["throughput_bps"].as_f64().unwrap() > 1e6, "{d}");
+    // HTTP/1.1: the load runs, no self probe can, and the result says so (exit 1: not measured).
+    let (code, r) = rpm_json(&url, &["--direction", "download", "--http1.1"]);
+    let d = &r["directions"][0];
+    assert_eq!((code, r["http"].as_str()), (1, Some("HTTP/1.1")), "{r}");
+    assert!(
+        d["figures"].is_null() && d["error"].as_str().unwrap().contains("HTTP/1.1"),
+        "{d}"
+    );
+    assert!(d["self_probes"].as_array().unwrap().is_empty());
+}
+
+/// One HTTP/1.1 exchange on a new connection: the status and the body.
+fn exchange(port: u16, request: &str) -> (u16, String) {
+    let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    c.write_all(request.as_bytes()).unwrap();
+    let mut text = String::new();
+    let _ = c.read_to_string(&mut text);
+    let status = text.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let body = text.split_once("\r\n\r\n").map_or("", |b| b.1).to_string();
+    (status, body)
+}
+
+fn get(port: u16, path: &str) -> (u16, String) {
+    exchange(
+        port,
+        &format!("GET {path} HTTP/1.1\r\nHost: rpm.example:{port}\r\nConnection: close\r\n\r\n"),
+    )
+}
+
+#[test]
+fn each_endpoint_answers_a_plain_http_client_and_a_keyed_server_refuses_unless_opened() {
+    let port = common::free_port();
+    let bind = format!("127.0.0.1:{port}");
+    let s = ServerProc::start("127.0.0.1", &["--rpm", &bind, "--rpm-plain"]);
+    let (status, body) = get(port, "/config");
+    assert_eq!(status, 200, "{body}");
+    let c: Value = serde_json::from_str(&body).unwrap();
+    let base = format!("http://rpm.example:{port}");
+    assert_eq!(c["urls"]["large_https_download_url"], format!("{base}/large"));
+    assert_eq!(c["urls"]["upload_url"], format!("{base}/upload"));
+    assert_eq!(get(port, "/small"), (200, "x".into()));
+    assert_eq!(get(port, "/nothing").0, 404);
+    let post = format!(
+        "POST /slurp HTTP/1.1\r\nHost: h\r\nContent-Length: 5000\r\nConnection: close\r\n\r\n{}",
+        "y".repeat(5000)
+    );
+    assert_eq!(exchange(port, &post).0, 200);
+    drop(s);
+    let (keys, _) = key_files("rpm");
+    let keys = keys.to_str().unwrap();
+    let s = ServerProc::start("127.0.0.1", &["--rpm", &bind, "--rpm-plain", "--auth-keys", keys]);
+    let (status, body) = get(port, "/config");
+    assert_eq!(status, 403, "{body}");
+    assert!(body.contains("does not open rpm"), "{body}");
+    assert_eq!(get(port, "/large").0, 403);
+    drop(s);
+    let s = ServerProc::start(
+        "127.0.0.1",
+        &[
+            "--rpm",
+            &bind,
+            "--rpm-plain",
+            "--auth-keys",
+            keys,
+            "--open",
+            "rpm",
+        ],
+    );
+    assert_eq!(get(port, "/config").0, 200);
+    drop(s);
+}

@@ -1,0 +1,386 @@
+//! `landspeed rpm`: the responsiveness client (landspeed_core::rpm has the method). It fetches a
+//! server's configuration, then per direction opens load-generating connections (GETs of the large
+//! object, or POSTs of an endless body), one more each interval while the throughput is not
+//! stable, and meanwhile sends probes: foreign ones on new connections (TCP, TLS and HTTP timed
+//! apart) and self ones on the loading HTTP/2 connections. It stops when the throughput and the
+//! responsiveness are both stable, or at the timeout, and computes RPM from the probes of the last
+//! moving-average window. HTTP/2 over TLS (ALPN), or with prior knowledge over plain TCP; with
+//! HTTP/1.1 (`http1`) a loaded connection cannot carry a probe, so no self probe is sent and RPM is
+//! not computed (the probes' figures are still given). Both ends keep little unsent data in their
+//! sockets (TCP_NOTSENT_LOWAT, 16 KiB), so a self probe measures the path's queue, not a send
+//! buffer's.
+
+mod conn;
+
+use conn::{Sender, Target};
+use http_body_util::BodyExt;
+use hyper::body::{Body, Bytes, Frame};
+use landspeed_core::rpm::{
+    self, ForeignProbe, Ramp, RpmConfig, RpmDirection, RpmDirectionResult, RpmInterval, RpmParams, RpmReport,
+    SelfProbe, Step,
+};
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// What `landspeed rpm` was asked.
+#[derive(Debug, Clone)]
+pub struct RpmOptions {
+    /// The configuration's URL.
+    pub config_url: String,
+    /// The directions, run one after the other.
+    pub directions: Vec<RpmDirection>,
+    /// The method's parameters.
+    pub params: RpmParams,
+    /// Speak HTTP/1.1 only.
+    pub http1: bool,
+}
+
+/// Why a responsiveness test could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum RpmError {
+    /// The configuration's URL, or one it names, is not usable.
+    #[error("{0}")]
+    Url(String),
+    /// The configuration could not be fetched or read.
+    #[error("the configuration at {url}: {why}")]
+    Config {
+        /// Where.
+        url: String,
+        /// Why.
+        why: String,
+    },
+    /// The runtime could not start.
+    #[error("cannot start the client's runtime: {0}")]
+    Runtime(#[from] std::io::Error),
+}
+
+/// A probe answered after this long is given up.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Runs the test.
+pub fn measure(opts: &RpmOptions, interrupt: &AtomicBool) -> Result<RpmReport, RpmError> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("rpm")
+        .enable_all()
+        .build()?;
+    let report = rt.block_on(run(opts, interrupt));
+    rt.shutdown_timeout(Duration::from_millis(500));
+    report
+}
+
+async fn run(opts: &RpmOptions, interrupt: &AtomicBool) -> Result<RpmReport, RpmError> {
+    let cfg_target = Target::parse(&opts.config_url).map_err(RpmError::Url)?;
+    let config = fetch_config(&cfg_target, opts.http1)
+        .await
+        .map_err(|why| RpmError::Config {
+            url: opts.config_url.clone(),
+            why,
+        })?;
+    let endpoints = Endpoints {
+        small: Target::parse(&config.urls.small_https_download_url).map_err(RpmError::Url)?,
+        large: Target::parse(&config.urls.large_https_download_url).map_err(RpmError::Url)?,
+        upload: Target::parse(&config.urls.https_upload_url).map_err(RpmError::Url)?,
+        http1: opts.http1,
+    };
+    let mut directions = vec![];
+    for &d in &opts.directions {
+        if interrupt.load(Relaxed) {
+            break;
+        }
+        directions.push(direction(d, &endpoints, &opts.params, interrupt).await);
+    }
+    Ok(RpmReport {
+        schema: rpm::RPM_SCHEMA.into(),
+        config_url: opts.config_url.clone(),
+        http: if opts.http1 { "HTTP/1.1" } else { "HTTP/2" }.into(),
+        params: opts.params,
+        directions,
+    })
+}
+
+/// GETs and reads the configuration.
+async fn fetch_config(t: &Target, http1: bool) -> Result<RpmConfig, String> {
+    let mut c = conn::open(t, http1).await?;
+    let resp = tokio::time::timeout(PROBE_TIMEOUT, c.sender.send(t.get()))
+        .await
+        .map_err(|_| "no answer within 10 s".to_string())?
+        .map_err(|e| e.to_string())?;
+    let status = resp.status();
+    let body = tokio::time::timeout(PROBE_TIMEOUT, resp.into_body().collect())
+        .await
+        .map_err(|_| "the body did not arrive within 10 s".to_string())?
+        .map_err(|e| e.to_string())?
+        .to_bytes();
+    if !status.is_success() {
+        let text = String::from_utf8_lossy(&body[..body.len().min(300)])
+            .trim()
+            .to_string();
+        return Err(format!("HTTP {status}: {text}"));
+    }
+    RpmConfig::parse(&String::from_utf8_lossy(&body))
+}
+
+/// The configuration's endpoints, parsed.
+struct Endpoints {
+    small: Target,
+    large: Target,
+    upload: Target,
+    http1: bool,
+}
+
+/// What one direction's tasks share.
+#[derive(Default)]
+struct Shared {
+    /// Bytes the load-generating connections moved.
+    bytes: AtomicU64,
+    /// The loading HTTP/2 connections, for self probes.
+    senders: Mutex<Vec<hyper::client::conn::http2::SendRequest<conn::ReqBody>>>,
+    foreign: Mutex<Vec<ForeignProbe>>,
+    self_probes: Mutex<Vec<SelfProbe>>,
+}
+
+/// One direction: ramp up, probe, stop when stable or at the timeout.
+async fn direction(
+    dir: RpmDirection,
+    ep: &Endpoints,
+    params: &RpmParams,
+    interrupt: &AtomicBool,
+) -> RpmDirectionResult {
+    let start = Instant::now();
+    let shared = Arc::new(Shared::default());
+    let load = match dir {
+        RpmDirection::Download => &ep.large,
+        RpmDirection::Upload => &ep.upload,
+    };
+    let mut lgcs = vec![spawn_lgc(dir, load.clone(), ep.http1, shared.clone())];
+    let prober = tokio::spawn(probe_loop(
+        ep.small.clone(),
+        ep.http1,
+        *params,
+        start,
+        shared.clone(),
+    ));
+    let mut ramp = Ramp::new(*params);
+    let mut intervals: Vec<RpmInterval> = vec![];
+    let (mut moved, mut stable) = (0u64, false);
+    let mut tick = tokio::time::interval_at(start + params.interval, params.interval);
+    while start.elapsed() < params.timeout && !interrupt.load(Relaxed) {
+        tick.tick().await;
+        let t_s = start.elapsed().as_secs_f64();
+        let now = shared.bytes.load(Relaxed);
+        let throughput_bps = (now - moved) as f64 * 8.0 / params.interval.as_secs_f64();
+        moved = now;
+        let from = intervals.last().map_or(0.0, |i| i.t_s);
+        let rpm = window_figures(&shared, from, params).map(|f| f.rpm);
+        let step = ramp.interval(throughput_bps, rpm, lgcs.len());
+        intervals.push(RpmInterval {
+            t_s,
+            throughput_bps,
+            connections: lgcs.len(),
+            rpm,
+        });
+        match step {
+            Step::Stable => {
+                stable = true;
+                break;
+            }
+            Step::AddConnection => lgcs.push(spawn_lgc(dir, load.clone(), ep.http1, shared.clone())),
+            Step::Continue => {}
+        }
+    }
+    prober.abort();
+    for t in &lgcs {
+        t.abort();
+    }
+    lock(&shared.senders).clear();
+    finish(
+        dir,
+        stable,
+        ramp.throughput_bps(),
+        lgcs.len(),
+        intervals,
+        &shared,
+        params,
+        ep.http1,
+    )
+}
+
+/// The direction's result: figures from the last moving-average window if stable, else from every
+/// probe.
+#[allow(clippy::too_many_arguments)]
+fn finish(
+    dir: RpmDirection,
+    stable: bool,
+    throughput_bps: f64,
+    connections: usize,
+    intervals: Vec<RpmInterval>,
+    shared: &Shared,
+    params: &RpmParams,
+    http1: bool,
+) -> RpmDirectionResult {
+    let last = intervals.last().map_or(0.0, |i| i.t_s);
+    let from = match stable {
+        true => last - params.interval.as_secs_f64() * params.moving_average as f64,
+        false => 0.0,
+    };
+    let figures = window_figures(shared, from, params);
+    let error = match (&figures, http1) {
+        (Some(_), _) => None,
+        (None, true) => Some(
+            "no self probe: over HTTP/1.1 a loaded connection cannot carry one, so RPM is not computed"
+                .into(),
+        ),
+        (None, false) => Some("no probe of each kind was answered".into()),
+    };
+    RpmDirectionResult {
+        direction: dir,
+        throughput_bps,
+        connections,
+        stable,
+        figures,
+        error,
+        intervals,
+        foreign: lock(&shared.foreign).clone(),
+        self_probes: lock(&shared.self_probes).clone(),
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The figures of the probes sent from `from_s` on.
+fn window_figures(shared: &Shared, from_s: f64, params: &RpmParams) -> Option<rpm::RpmFigures> {
+    let f: Vec<ForeignProbe> = (lock(&shared.foreign).iter())
+        .filter(|p| p.t_s >= from_s)
+        .copied()
+        .collect();
+    let s: Vec<SelfProbe> = (lock(&shared.self_probes).iter())
+        .filter(|p| p.t_s >= from_s)
+        .copied()
+        .collect();
+    rpm::figures(&f, &s, params)
+}
+
+/// A load-generating connection: GETs the large object, or POSTs an endless body, counting bytes.
+fn spawn_lgc(dir: RpmDirection, t: Target, http1: bool, shared: Arc<Shared>) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let Ok(mut c) = conn::open(&t, http1).await else {
+            return;
+        };
+        if let Sender::H2(s) = &c.sender {
+            lock(&shared.senders).push(s.clone());
+        }
+        let req = match dir {
+            RpmDirection::Download => t.get(),
+            RpmDirection::Upload => t.post(Endless::new(shared.clone()).boxed()),
+        };
+        let Ok(resp) = c.sender.send(req).await else {
+            return;
+        };
+        let mut body = resp.into_body();
+        while let Some(Ok(frame)) = body.frame().await {
+            if let (RpmDirection::Download, Some(d)) = (dir, frame.data_ref()) {
+                shared.bytes.fetch_add(d.len() as u64, Relaxed);
+            }
+        }
+    })
+}
+
+/// Sends a foreign and a self probe every 1/probes_per_s.
+async fn probe_loop(small: Target, http1: bool, params: RpmParams, start: Instant, shared: Arc<Shared>) {
+    let every = Duration::from_secs_f64(1.0 / params.probes_per_s.max(0.1));
+    let mut tick = tokio::time::interval(every);
+    let mut next = 0usize;
+    loop {
+        tick.tick().await;
+        tokio::spawn(foreign_probe(small.clone(), http1, start, shared.clone()));
+        let sender = {
+            let s = lock(&shared.senders);
+            next = next.wrapping_add(1);
+            (!s.is_empty()).then(|| s[next % s.len()].clone())
+        };
+        if let Some(s) = sender {
+            tokio::spawn(self_probe(small.clone(), s, start, shared.clone()));
+        }
+    }
+}
+
+/// A new connection: its TCP and TLS handshakes and one GET of the small object, timed apart.
+async fn foreign_probe(t: Target, http1: bool, start: Instant, shared: Arc<Shared>) {
+    let t_s = start.elapsed().as_secs_f64();
+    let probe = async {
+        let mut c = conn::open(&t, http1).await.ok()?;
+        let http_ms = timed_get(&mut c.sender, &t).await?;
+        Some(ForeignProbe {
+            t_s,
+            tcp_ms: c.tcp_ms,
+            tls_ms: c.tls_ms,
+            http_ms,
+        })
+    };
+    if let Ok(Some(p)) = tokio::time::timeout(PROBE_TIMEOUT, probe).await {
+        lock(&shared.foreign).push(p);
+    }
+}
+
+/// One GET of the small object on a loaded HTTP/2 connection.
+async fn self_probe(
+    t: Target,
+    s: hyper::client::conn::http2::SendRequest<conn::ReqBody>,
+    start: Instant,
+    shared: Arc<Shared>,
+) {
+    let t_s = start.elapsed().as_secs_f64();
+    let mut sender = Sender::H2(s);
+    if let Ok(Some(http_ms)) = tokio::time::timeout(PROBE_TIMEOUT, timed_get(&mut sender, &t)).await {
+        lock(&shared.self_probes).push(SelfProbe { t_s, http_ms });
+    }
+}
+
+/// GETs `t` and reads the whole answer: the time from sending to its last byte, ms.
+async fn timed_get(s: &mut Sender, t: &Target) -> Option<f64> {
+    let at = Instant::now();
+    let resp = s.send(t.get()).await.ok()?;
+    if !resp.status().is_success() {
+        return None;
+    }
+    resp.into_body().collect().await.ok()?;
+    Some(at.elapsed().as_secs_f64() * 1e3)
+}
+
+/// The upload's body: one chunk again and again, counted as it is handed over, never ending.
+struct Endless {
+    chunk: Bytes,
+    shared: Arc<Shared>,
+}
+
+static UPLOAD_CHUNK: [u8; 64 * 1024] = [b'x'; 64 * 1024];
+
+impl Endless {
+    fn new(shared: Arc<Shared>) -> Endless {
+        Endless {
+            chunk: Bytes::from_static(&UPLOAD_CHUNK),
+            shared,
+        }
+    }
+}
+
+impl Body for Endless {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        self.shared.bytes.fetch_add(self.chunk.len() as u64, Relaxed);
+        Poll::Ready(Some(Ok(Frame::data(self.chunk.clone()))))
+    }
+}

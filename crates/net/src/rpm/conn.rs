@@ -1,0 +1,186 @@
+//! One HTTP connection of the responsiveness client: TCP, then TLS (ALPN h2 or http/1.1) for
+//! https, then HTTP/2 or HTTP/1.1, each step timed (the foreign probes' figures).
+
+use http_body_util::{combinators::BoxBody, BodyExt, Empty};
+use hyper::body::{Bytes, Incoming};
+use hyper::client::conn::{http1, http2};
+use hyper::{Request, Response};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use landspeed_core::tls::TlsCipher;
+use landspeed_engine::tls::{client_config, Trust};
+use std::convert::Infallible;
+use tokio::time::Instant;
+
+/// A request's body.
+pub(crate) type ReqBody = BoxBody<Bytes, Infallible>;
+
+/// Where a URL points.
+#[derive(Debug, Clone)]
+pub(crate) struct Target {
+    https: bool,
+    host: String,
+    port: u16,
+    /// The path and query.
+    path: String,
+    /// `host:port` as the URL gave it (the Host header, HTTP/2's authority).
+    authority: String,
+}
+
+impl Target {
+    /// Parses an http:// or https:// URL.
+    pub(crate) fn parse(url: &str) -> Result<Target, String> {
+        let uri: hyper::Uri = url.parse().map_err(|e| format!("'{url}' is not a URL: {e}"))?;
+        let https = match uri.scheme_str() {
+            Some("https") => true,
+            Some("http") => false,
+            _ => return Err(format!("'{url}': only http:// and https:// URLs are tested")),
+        };
+        let host = uri.host().ok_or_else(|| format!("'{url}' names no host"))?;
+        let host = host.trim_start_matches('[').trim_end_matches(']').to_string();
+        let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
+        let path = uri
+            .path_and_query()
+            .map_or("/".into(), |p| p.as_str().to_string());
+        let authority = uri.authority().map_or(host.clone(), |a| a.as_str().to_string());
+        Ok(Target {
+            https,
+            host,
+            port,
+            path,
+            authority,
+        })
+    }
+
+    fn request(&self, method: hyper::Method, body: ReqBody) -> Request<ReqBody> {
+        let scheme = if self.https { "https" } else { "http" };
+        let mut r = Request::new(body);
+        *r.method_mut() = method;
+        *r.uri_mut() = format!("{scheme}://{}{}", self.authority, self.path)
+            .parse()
+            .unwrap_or_default();
+        if let Ok(h) = self.authority.parse() {
+            r.headers_mut().insert(hyper::header::HOST, h);
+        }
+        r.headers_mut().insert(
+            hyper::header::ACCEPT_ENCODING,
+            hyper::header::HeaderValue::from_static("identity"),
+        );
+        r
+    }
+
+    /// A GET of this URL.
+    pub(crate) fn get(&self) -> Request<ReqBody> {
+        self.request(hyper::Method::GET, Empty::new().boxed())
+    }
+
+    /// A POST of `body` to this URL.
+    pub(crate) fn post(&self, body: ReqBody) -> Request<ReqBody> {
+        self.request(hyper::Method::POST, body)
+    }
+}
+
+/// A connection's request side.
+pub(crate) enum Sender {
+    /// HTTP/1.1: one request at a time.
+    H1(http1::SendRequest<ReqBody>),
+    /// HTTP/2: many at once (a clone sends on the same connection).
+    H2(http2::SendRequest<ReqBody>),
+}
+
+impl Sender {
+    /// Sends `req` once the connection can take it.
+    pub(crate) async fn send(
+        &mut self,
+        mut req: Request<ReqBody>,
+    ) -> Result<Response<Incoming>, hyper::Error> {
+        match self {
+            Sender::H1(s) => {
+                // HTTP/1.1 wants the path alone on the request line.
+                let path = req
+                    .uri()
+                    .path_and_query()
+                    .map_or("/".into(), |p| p.as_str().to_string());
+                *req.uri_mut() = path.parse().unwrap_or_default();
+                s.ready().await?;
+                s.send_request(req).await
+            }
+            Sender::H2(s) => {
+                s.ready().await?;
+                s.send_request(req).await
+            }
+        }
+    }
+}
+
+/// An open connection and what its handshakes took.
+pub(crate) struct Opened {
+    pub(crate) sender: Sender,
+    pub(crate) tcp_ms: f64,
+    pub(crate) tls_ms: Option<f64>,
+}
+
+fn ms(since: Instant) -> f64 {
+    since.elapsed().as_secs_f64() * 1e3
+}
+
+/// Connects to `t`: HTTP/2 unless `http1` (over TLS, as ALPN settles it).
+pub(crate) async fn open(t: &Target, http1: bool) -> Result<Opened, String> {
+    let at = Instant::now();
+    let tcp = tokio::net::TcpStream::connect((t.host.as_str(), t.port))
+        .await
+        .map_err(|e| format!("cannot connect to {}:{}: {e}", t.host, t.port))?;
+    let _ = tcp.set_nodelay(true);
+    // Little unsent data queued here: an upload's self probe then waits behind the path's queue,
+    // not behind this host's own send buffer (where the system has the option).
+    let _ = landspeed_engine::os::set_notsent_lowat(&tcp, 16 * 1024);
+    let tcp_ms = ms(at);
+    if !t.https {
+        let sender = handshake(TokioIo::new(tcp), !http1).await?;
+        return Ok(Opened {
+            sender,
+            tcp_ms,
+            tls_ms: None,
+        });
+    }
+    let alpn: &[&[u8]] = if http1 {
+        &[b"http/1.1"]
+    } else {
+        &[b"h2", b"http/1.1"]
+    };
+    let cfg = client_config(&TlsCipher::ALL, Trust::Any, alpn).map_err(|e| e.to_string())?;
+    let name = rustls::pki_types::ServerName::try_from(t.host.clone())
+        .map_err(|e| format!("'{}' is not a host name TLS can use: {e}", t.host))?;
+    let at = Instant::now();
+    let tls = tokio_rustls::TlsConnector::from(cfg)
+        .connect(name, tcp)
+        .await
+        .map_err(|e| format!("TLS with {}: {e}", t.host))?;
+    let tls_ms = Some(ms(at));
+    let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
+    let sender = handshake(TokioIo::new(tls), h2).await?;
+    Ok(Opened {
+        sender,
+        tcp_ms,
+        tls_ms,
+    })
+}
+
+/// HTTP/2 or HTTP/1.1 on `io`, its connection driven by a task of its own.
+async fn handshake<I>(io: I, h2: bool) -> Result<Sender, String>
+where
+    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    if h2 {
+        let (s, conn) = http2::Builder::new(TokioExecutor::new())
+            .adaptive_window(true)
+            .handshake(io)
+            .await
+            .map_err(|e| format!("HTTP/2: {e}"))?;
+        tokio::spawn(conn);
+        Ok(Sender::H2(s))
+    } else {
+        let (s, conn) = http1::handshake(io).await.map_err(|e| format!("HTTP/1.1: {e}"))?;
+        tokio::spawn(conn);
+        Ok(Sender::H1(s))
+    }
+}
