@@ -120,6 +120,10 @@ pub struct RpmParams {
     pub stddev_pct: f64,
     /// Most load-generating connections per direction (MNP: 16).
     pub max_connections: usize,
+    /// Open this many load-generating connections at once and add none (no ramp-up): for setting
+    /// a test beside a client that ends with a known count. None: the draft's ramp.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fixed_connections: Option<usize>,
     /// Probes a second of each kind (foreign and self; the draft's MPS caps both at 100).
     pub probes_per_s: f64,
     /// The percentile of the second figure (90).
@@ -137,6 +141,7 @@ impl Default for RpmParams {
             trim_pct: 5.0,
             stddev_pct: 5.0,
             max_connections: 16,
+            fixed_connections: None,
             probes_per_s: 10.0,
             percentile: 90.0,
             timeout: Duration::from_secs(20),
@@ -390,7 +395,10 @@ impl Ramp {
         let steady = self.throughput.stable();
         if steady && self.responsiveness.stable() {
             Step::Stable
-        } else if !steady && connections < self.params.max_connections {
+        } else if !steady
+            && connections < self.params.max_connections
+            && self.params.fixed_connections.is_none()
+        {
             Step::AddConnection
         } else {
             Step::Continue

@@ -59,6 +59,8 @@ pub enum RpmError {
     Runtime(#[from] std::io::Error),
 }
 
+/// The most read of the configuration or of a small object.
+const MAX_SMALL_BODY: usize = 64 * 1024;
 /// A probe answered after this long is given up.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -112,10 +114,11 @@ async fn fetch_config(t: &Target, http1: bool) -> Result<RpmConfig, String> {
         .map_err(|_| "no answer within 10 s".to_string())?
         .map_err(|e| e.to_string())?;
     let status = resp.status();
-    let body = tokio::time::timeout(PROBE_TIMEOUT, resp.into_body().collect())
+    let body = http_body_util::Limited::new(resp.into_body(), MAX_SMALL_BODY);
+    let body = tokio::time::timeout(PROBE_TIMEOUT, body.collect())
         .await
         .map_err(|_| "the body did not arrive within 10 s".to_string())?
-        .map_err(|e| e.to_string())?
+        .map_err(|e| format!("{e} (a configuration is at most 64 KiB)"))?
         .to_bytes();
     if !status.is_success() {
         let text = String::from_utf8_lossy(&body[..body.len().min(300)])
@@ -143,6 +146,14 @@ struct Shared {
     senders: Mutex<Vec<hyper::client::conn::http2::SendRequest<conn::ReqBody>>>,
     foreign: Mutex<Vec<ForeignProbe>>,
     self_probes: Mutex<Vec<SelfProbe>>,
+    /// Why a load-generating connection failed, if one did (the first reason).
+    load_failed: Mutex<Option<String>>,
+}
+
+impl Shared {
+    fn load_failed(&self, why: String) {
+        lock(&self.load_failed).get_or_insert(why);
+    }
 }
 
 /// One direction: ramp up, probe, stop when stable or at the timeout.
@@ -158,7 +169,10 @@ async fn direction(
         RpmDirection::Download => &ep.large,
         RpmDirection::Upload => &ep.upload,
     };
-    let mut lgcs = vec![spawn_lgc(dir, load.clone(), ep.http1, shared.clone())];
+    let first = params.fixed_connections.unwrap_or(1).max(1);
+    let mut lgcs: Vec<_> = (0..first)
+        .map(|_| spawn_lgc(dir, load.clone(), ep.http1, shared.clone()))
+        .collect();
     let prober = tokio::spawn(probe_loop(
         ep.small.clone(),
         ep.http1,
@@ -229,8 +243,11 @@ fn finish(
         true => last - params.interval.as_secs_f64() * params.moving_average as f64,
         false => 0.0,
     };
-    let figures = window_figures(shared, from, params);
+    let failed = lock(&shared.load_failed).clone();
+    let figures = window_figures(shared, from, params).filter(|_| failed.is_none());
     let error = match (&figures, http1) {
+        (None, _) if failed.is_some() => failed
+            .map(|why| format!("the load did not run, so the path was not under working conditions: {why}")),
         (Some(_), _) => None,
         (None, true) => Some(
             "no self probe: over HTTP/1.1 a loaded connection cannot carry one, so RPM is not computed"
@@ -271,8 +288,9 @@ fn window_figures(shared: &Shared, from_s: f64, params: &RpmParams) -> Option<rp
 /// A load-generating connection: GETs the large object, or POSTs an endless body, counting bytes.
 fn spawn_lgc(dir: RpmDirection, t: Target, http1: bool, shared: Arc<Shared>) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        let Ok(mut c) = conn::open(&t, http1).await else {
-            return;
+        let mut c = match conn::open(&t, http1).await {
+            Ok(c) => c,
+            Err(why) => return shared.load_failed(why),
         };
         if let Sender::H2(s) = &c.sender {
             lock(&shared.senders).push(s.clone());
@@ -281,8 +299,10 @@ fn spawn_lgc(dir: RpmDirection, t: Target, http1: bool, shared: Arc<Shared>) -> 
             RpmDirection::Download => t.get(),
             RpmDirection::Upload => t.post(Endless::new(shared.clone()).boxed()),
         };
-        let Ok(resp) = c.sender.send(req).await else {
-            return;
+        let resp = match c.sender.send(req).await {
+            Ok(r) if r.status().is_success() => r,
+            Ok(r) => return shared.load_failed(format!("HTTP {} from {}", r.status(), t)),
+            Err(e) => return shared.load_failed(format!("{t}: {e}")),
         };
         let mut body = resp.into_body();
         while let Some(Ok(frame)) = body.frame().await {
@@ -351,7 +371,10 @@ async fn timed_get(s: &mut Sender, t: &Target) -> Option<f64> {
     if !resp.status().is_success() {
         return None;
     }
-    resp.into_body().collect().await.ok()?;
+    http_body_util::Limited::new(resp.into_body(), MAX_SMALL_BODY)
+        .collect()
+        .await
+        .ok()?;
     Some(at.elapsed().as_secs_f64() * 1e3)
 }
 

@@ -28,6 +28,10 @@ pub struct RpmArgs {
     /// Most load-generating connections per direction.
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub max_connections: u32,
+    /// Open this many load-generating connections at once and add none (no ramp-up), e.g. 16 to
+    /// stand beside a goresponsiveness run that ended with 16.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub connections: Option<u32>,
     /// Longest a direction runs before its figures are given as unstable.
     #[arg(long, default_value = "20s", value_parser = values::duration)]
     pub timeout: Duration,
@@ -83,6 +87,7 @@ pub fn rpm(a: RpmArgs) -> Result<bool> {
         params: RpmParams {
             probes_per_s: a.probes_per_s,
             max_connections: a.max_connections as usize,
+            fixed_connections: a.connections.map(|n| n as usize),
             timeout: a.timeout,
             ..RpmParams::default()
         },

@@ -103,6 +103,12 @@ fn the_ramp_adds_connections_until_the_throughput_settles_then_waits_for_the_pro
         }
     }
     assert_eq!(n, 16);
+    // A fixed count: never more.
+    let mut r = Ramp::new(RpmParams {
+        fixed_connections: Some(4),
+        ..params()
+    });
+    assert!((0..20).all(|i| r.interval(i as f64 * 1e6, None, 4) != Step::AddConnection));
 }
 
 #[test]

@@ -79,6 +79,13 @@ impl Target {
     }
 }
 
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let scheme = if self.https { "https" } else { "http" };
+        write!(f, "{scheme}://{}{}", self.authority, self.path)
+    }
+}
+
 /// A connection's request side.
 pub(crate) enum Sender {
     /// HTTP/1.1: one request at a time.
@@ -105,6 +112,8 @@ impl Sender {
                 s.send_request(req).await
             }
             Sender::H2(s) => {
+                // HTTP/2 carries the host as :authority; some servers (nginx) refuse a Host beside it.
+                req.headers_mut().remove(hyper::header::HOST);
                 s.ready().await?;
                 s.send_request(req).await
             }
