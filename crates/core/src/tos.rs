@@ -77,6 +77,14 @@ pub fn parse_flow_label(s: &str) -> Option<u32> {
         .map(|v| v as u32)
 }
 
+/// A TOS byte in words: its DSCP's name when it has one (`cs1`, `ef`), else `tos 0x..`.
+pub fn tos_name(tos: u8) -> String {
+    match NAMES.iter().find(|(_, t)| *t == tos) {
+        Some((n, _)) => n.to_string(),
+        None => format!("tos {tos:#04x}"),
+    }
+}
+
 /// `--dscp`: a code point by number (0-63) or by name, as the TOS byte it sets.
 pub fn parse_dscp(s: &str) -> Result<u8, TosError> {
     let s = s.trim();
@@ -103,6 +111,13 @@ mod tests {
         for bad in ["256", "-1", "abc", "", "0x", "12z", "09"] {
             assert_eq!(parse_tos(bad), Err(TosError::Tos), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_tos_byte_is_named_by_its_dscp_when_it_has_one() {
+        assert_eq!(tos_name(parse_dscp("cs1").unwrap()), "cs1");
+        assert_eq!(tos_name(parse_dscp("ef").unwrap()), "ef");
+        assert_eq!(tos_name(0x21), "tos 0x21");
     }
 
     #[test]

@@ -53,6 +53,11 @@ fn set_window(sock: &Socket, spec: &TestSpec) -> Result<(), SockOptError> {
     Ok(())
 }
 
+/// `set_tos` on a UDP socket (the latency probes').
+pub fn set_udp_tos(sock: &std::net::UdpSocket, tos: Option<u8>) -> Result<(), SockOptError> {
+    set_tos(&socket2::SockRef::from(sock), tos)
+}
+
 /// The type-of-service byte on a data socket of either family (`--tos`): IPv6's traffic class, and on
 /// an IPv6 socket the IPv4 TOS as well for IPv4-mapped peers (which the kernel sends as IPv4; an
 /// IPv6-only socket refuses it, which is fine).
@@ -202,6 +207,19 @@ pub fn peer_gone(s: &std::net::TcpStream) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_udp_socket_takes_the_tos_byte_asked() {
+        let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        set_udp_tos(&s, Some(0x20)).unwrap();
+        assert_eq!(socket2::SockRef::from(&s).tos_v4().unwrap(), 0x20);
+        set_udp_tos(&s, None).unwrap();
+        assert_eq!(
+            socket2::SockRef::from(&s).tos_v4().unwrap(),
+            0x20,
+            "None leaves it as it was"
+        );
+    }
+
     use super::*;
     use std::os::fd::AsRawFd;
 

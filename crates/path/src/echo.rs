@@ -170,7 +170,17 @@ pub struct Background {
 impl Background {
     /// Starts probing `addr` every `p.interval`.
     pub fn start(addr: SocketAddr, p: EchoParams) -> Result<Background, EchoError> {
+        Background::start_with(addr, p, |_| Ok(()))
+    }
+
+    /// `start`, with `configure` applied to the probes' socket first (their traffic class, e.g.).
+    pub fn start_with(
+        addr: SocketAddr,
+        p: EchoParams,
+        configure: impl FnOnce(&UdpSocket) -> std::io::Result<()>,
+    ) -> Result<Background, EchoError> {
         let mut s = Series::new(addr, p.size)?;
+        configure(&s.sock).map_err(|err| EchoError::Socket { addr, err })?;
         let (started, started_wall_ns) = (s.start, s.start_wall_ns);
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();

@@ -183,8 +183,13 @@ pub fn phased(r: &landspeed_core::path::PhasedLatency) -> String {
     use std::fmt::Write;
     let ms = |x: Option<f64>| x.map_or("-".into(), |v| format!("{v:.2}"));
     let rate = |x: Option<f64>| x.map_or("-".into(), |b| landspeed_core::units::BitRate(b).to_string());
+    let class = |t: Option<u8>| t.map_or("best effort".into(), landspeed_core::tos::tos_name);
+    let classes = match (r.load_tos, r.probe_tos) {
+        (None, None) => String::new(),
+        (l, p) => format!(", probes in {}, load in {}", class(p), class(l)),
+    };
     let mut out = format!(
-        "Latency under load to {} (UDP echo, {} probes/s, on a flow of their own):\n  {:<9} {:>13} {:>13}  {:<31} {:<29} {:<10} {}\n",
+        "Latency under load to {} (UDP echo, {} probes/s, on a flow of their own{classes}):\n  {:<9} {:>13} {:>13}  {:<31} {:<29} {:<10} {}\n",
         r.host, r.probes_per_s, "phase", "download", "upload", "RTT median / p90 / p99 ms", "queueing to server / client", "flows RTT", "lost"
     );
     for p in &r.phases {

@@ -34,6 +34,15 @@ pub struct LatencyArgs {
     /// (repeatable).
     #[arg(long = "run-arg", value_name = "ARG", allow_hyphen_values = true)]
     pub run_args: Vec<String>,
+    /// The loaded tests' traffic class: a DSCP by name or number (e.g. cs1 for background, ef),
+    /// passed to each test as its TOS byte.
+    #[arg(long, value_name = "DSCP", value_parser = values::dscp)]
+    pub dscp: Option<u8>,
+    /// The probes' traffic class: a DSCP by name or number, or `load` for the loaded tests' own
+    /// (--dscp); default best effort. Probes in another class than the load show whether the
+    /// network protects that class from the load's queue.
+    #[arg(long, value_name = "DSCP|load")]
+    pub probe_dscp: Option<String>,
     /// One JSON document (schema landspeed-latency/1).
     #[arg(long)]
     pub json: bool,
@@ -57,7 +66,11 @@ pub fn latency(a: LatencyArgs) -> Result<bool> {
         size: 64,
         linger: Duration::from_millis(500),
     };
-    let bg = Background::start(addr, params).context("cannot start the echo probes")?;
+    let probe_tos = probe_tos(&a)?;
+    let bg = Background::start_with(addr, params, |s| {
+        landspeed_engine::sockopt::set_udp_tos(s, probe_tos).map_err(|e| std::io::Error::other(e.to_string()))
+    })
+    .context("cannot start the echo probes")?;
     let interrupt = interrupt_flag()?;
     let mut spans = vec![];
     for load in Load::PLAN {
@@ -84,7 +97,8 @@ pub fn latency(a: LatencyArgs) -> Result<bool> {
             stamps: echo::stamps(p, wall0),
         })
         .collect();
-    let r = PhasedLatency::new(&a.host, a.latency_rate, spans, &samples);
+    let mut r = PhasedLatency::new(&a.host, a.latency_rate, spans, &samples);
+    (r.load_tos, r.probe_tos) = (a.dscp, probe_tos);
     if a.json {
         println!("{}", serde_json::to_string_pretty(&r)?);
     } else {
@@ -99,6 +113,20 @@ pub fn latency(a: LatencyArgs) -> Result<bool> {
         && r.phases
             .iter()
             .all(|p| p.span.error.is_none() && p.rtt.received > 0))
+}
+
+/// The probes' TOS byte: `--probe-dscp` by name or number, or `load` for `--dscp`'s.
+fn probe_tos(a: &LatencyArgs) -> Result<Option<u8>> {
+    match a.probe_dscp.as_deref() {
+        None => Ok(None),
+        Some("load") if a.dscp.is_none() => {
+            Err(crate::common::UsageError("--probe-dscp load needs --dscp".into()).into())
+        }
+        Some("load") => Ok(a.dscp),
+        Some(d) => values::dscp(d)
+            .map(Some)
+            .map_err(|e| crate::common::UsageError(format!("--probe-dscp: {e}")).into()),
+    }
 }
 
 fn resolve(host: &str, port: u16) -> Result<SocketAddr> {
@@ -136,6 +164,9 @@ fn phase(a: &LatencyArgs, load: Load, interrupt: &AtomicBool) -> PhaseOutcome {
         a.streams.to_string(),
     ];
     args.extend(direction.map(String::from));
+    if let Some(tos) = a.dscp {
+        args.extend(["--tos".to_string(), tos.to_string()]);
+    }
     args.extend(a.run_args.iter().cloned());
     let opts = match options_from_args(&args) {
         Ok(o) => o,

@@ -400,6 +400,10 @@ fn the_phased_latency_test_against_nothing_says_every_probe_was_lost_and_why_eac
             "--phase",
             "1s",
             "--json",
+            "--dscp",
+            "cs1",
+            "--probe-dscp",
+            "load",
             "--plots",
             dir.to_str().unwrap(),
         ],
@@ -426,4 +430,17 @@ fn the_phased_latency_test_against_nothing_says_every_probe_was_lost_and_why_eac
         assert!(loaded || p["rtt"]["sent"].as_u64().unwrap() >= 15, "{p}");
     }
     assert!(r["clock"].is_null(), "no probe answered: no offset");
+    // The classes asked are in the document: CS1 is TOS 0x20.
+    assert_eq!(
+        (r["load_tos"].as_u64(), r["probe_tos"].as_u64()),
+        (Some(0x20), Some(0x20))
+    );
+    // The probes' class needs the load's to be named, and a known code point.
+    for bad in [&["--probe-dscp", "load"][..], &["--probe-dscp", "fast"][..]] {
+        let mut args = vec!["latency", "127.0.0.1", "-p", &port];
+        args.extend_from_slice(bad);
+        let o = common::landspeed(&args, std::time::Duration::from_secs(10));
+        assert_eq!(o.code, 2, "{bad:?}: {}", o.stderr);
+        assert!(o.stderr.contains("--probe-dscp"), "{}", o.stderr);
+    }
 }

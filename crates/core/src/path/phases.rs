@@ -117,6 +117,12 @@ pub struct PhasedLatency {
     pub clock: Option<ClockOffset>,
     /// Every probe, in the order sent.
     pub probes: Vec<ProbePoint>,
+    /// The loaded tests' TOS byte (`--dscp`), if set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_tos: Option<u8>,
+    /// The probes' TOS byte (`--probe-dscp`), if set (else best effort).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe_tos: Option<u8>,
 }
 
 impl PhasedLatency {
@@ -175,6 +181,8 @@ impl PhasedLatency {
             phases,
             clock,
             probes: points,
+            load_tos: None,
+            probe_tos: None,
         }
     }
 }
