@@ -403,6 +403,7 @@ fn combine_udp<'a>(parts: impl Iterator<Item = &'a crate::udp::UdpStats>) -> Opt
         socket_drops: all.iter().map(|u| u.socket_drops).sum(),
         lost_in_receiver: all.iter().map(|u| u.lost_in_receiver).sum(),
         lost_in_sender: all.iter().map(|u| u.lost_in_sender).sum(),
+        ce_marked: all.iter().map(|u| u.ce_marked).sum(),
     })
 }
 

@@ -116,6 +116,7 @@ fn remote_udp(t: &landspeed_iperf3::results::StreamResult) -> landspeed_core::ud
         duplicates: 0,
         jitter_ms: t.jitter_s * 1000.0,
         socket_drops: None,
+        ce_marked: None,
         lost_in_receiver: None,
         lost_in_sender: None,
     }

@@ -152,6 +152,12 @@ fn totals(
         if let Some(line) = udp_loss_split(u, emulator) {
             let _ = writeln!(out, "{line}");
         }
+        if let Some(ce) = u.ce_marked.filter(|&n| n > 0) {
+            let _ = writeln!(
+                out,
+                "  ecn        {ce} datagrams arrived marked Congestion Experienced (a queue signalled instead of dropping)"
+            );
+        }
     }
     if let Some(e) = emulator {
         emulator_line(out, e);

@@ -532,6 +532,34 @@ fn fq_codel_isolates_the_probes_flow_and_the_dual_queue_marks_ecn_traffic_in_its
 }
 
 #[test]
+fn the_udp_receiver_counts_the_ce_marks_the_emulator_made() {
+    let Some(_lock) = root() else { return };
+    // ECN-capable datagrams (--tos 2: ECT(0)) 25% over a CoDel bottleneck: CoDel marks instead of
+    // dropping, and the receiver reads each datagram's ECN field.
+    let mut w = Wan::up(&[
+        "--rtt", "20ms", "--rate", "20M", "--queue", "2bdp", "--aqm", "codel",
+    ]);
+    w.serve_in_b();
+    let r = w.run_ok(&["-u", "-b", "25M", "-t", "2", "--tos", "2"]);
+    let marked = w.status()["a_to_b"]["marked_ce"].as_u64().unwrap();
+    let u = &r["summary"]["udp"];
+    let ce = u["ce_marked"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no ce_marked: {u}"));
+    // The same count, but for end-of-stream markers the emulator marked after the receiver had
+    // stopped reading (a few at most).
+    assert!(
+        ce > 0 && ce <= marked && marked - ce <= 6,
+        "receiver {ce}, emulator {marked}"
+    );
+    assert_eq!(
+        w.status()["a_to_b"]["dropped_aqm"],
+        0,
+        "ECN-capable datagrams are not dropped by CoDel"
+    );
+}
+
+#[test]
 fn one_way_queueing_follows_the_emulators_queue_and_stays_off_the_unloaded_direction() {
     let Some(_lock) = root() else { return };
     let mut w = Wan::up(&["--rtt", "20ms", "--rate", "50M", "--queue", "2bdp"]);

@@ -65,6 +65,11 @@ pub struct UdpStats {
     /// the receiver). None where the sender's counters are not known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lost_in_sender: Option<u64>,
+    /// Datagrams that arrived marked Congestion Experienced (ECN field 11: a queue on the path
+    /// signalled instead of dropping; only ECN-capable datagrams can be, e.g. sent with --tos 2).
+    /// None where the receiver could not read the ECN field (Windows, iperf3 peers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ce_marked: Option<u64>,
 }
 
 impl Default for UdpReceiver {
@@ -183,6 +188,7 @@ impl UdpReceiver {
             socket_drops: None,
             lost_in_receiver: self.drops_seen.map(|_| (self.lost_in_host + tail).min(lost)),
             lost_in_sender: None,
+            ce_marked: None,
         }
     }
 }

@@ -243,15 +243,35 @@ pub fn count_drops(s: &UdpSocket) -> bool {
     set_int(s, libc::SOL_SOCKET, libc::SO_RXQ_OVFL, 1).is_ok()
 }
 
-/// One read, with the count of buffers the socket had dropped when the kernel queued this one
-/// (SO_RXQ_OVFL; 0 when it attached none, which it does while the count is 0).
-pub fn recv_counted(s: &UdpSocket, buf: &mut [u8]) -> Result<(usize, u64)> {
+/// Asks the kernel to attach each datagram's TOS byte, or IPv6 traffic class (IP_RECVTOS,
+/// IPV6_RECVTCLASS), so its ECN field can be read; false if neither took.
+pub fn receive_tos(s: &UdpSocket) -> bool {
+    let v4 = set_int(s, libc::IPPROTO_IP, libc::IP_RECVTOS, 1).is_ok();
+    let v6 = set_int(s, libc::IPPROTO_IPV6, libc::IPV6_RECVTCLASS, 1).is_ok();
+    v4 || v6
+}
+
+/// What one read of a UDP socket gave.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UdpRead {
+    /// Bytes read.
+    pub len: usize,
+    /// The socket's drop count the kernel stamped on this buffer (SO_RXQ_OVFL; 0 when it attached
+    /// none, which it does while the count is 0).
+    pub drops: u64,
+    /// The datagram's TOS byte or traffic class (with `receive_tos`), the same for every datagram
+    /// a receive offload put together (the kernel merges only datagrams whose headers match).
+    pub tos: Option<u8>,
+}
+
+/// One read, with what the kernel attached to it (`UdpRead`).
+pub fn recv_counted(s: &UdpSocket, buf: &mut [u8]) -> Result<UdpRead> {
     let mut iov = libc::iovec {
         iov_base: buf.as_mut_ptr().cast(),
         iov_len: buf.len(),
     };
-    let mut control = [0u64; 8]; // aligned room for the drop count and the offload's segment size
-                                 // SAFETY: a zeroed msghdr is valid; it then points at the live iovec and control buffer above.
+    let mut control = [0u64; 12]; // aligned room for the drop count, the TOS and the offload's size
+                                  // SAFETY: a zeroed msghdr is valid; it then points at the live iovec and control buffer above.
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
     msg.msg_iov = &mut iov;
     msg.msg_iovlen = 1;
@@ -262,19 +282,31 @@ pub fn recv_counted(s: &UdpSocket, buf: &mut [u8]) -> Result<(usize, u64)> {
     if n < 0 {
         return Err(Error::last_os_error());
     }
-    let mut drops = 0u64;
+    let (mut drops, mut tos) = (0u64, None);
     // SAFETY: the CMSG_* walk stays within msg_controllen as the kernel set it; the data of an
-    // SO_RXQ_OVFL message is one u32, read unaligned.
+    // SO_RXQ_OVFL message is one u32, of IP_TOS one byte, of IPV6_TCLASS one int, read unaligned.
     unsafe {
         let mut c = libc::CMSG_FIRSTHDR(&msg);
         while !c.is_null() {
-            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SO_RXQ_OVFL {
-                drops = u64::from(std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<u32>()));
+            let data = libc::CMSG_DATA(c);
+            match ((*c).cmsg_level, (*c).cmsg_type) {
+                (libc::SOL_SOCKET, libc::SO_RXQ_OVFL) => {
+                    drops = u64::from(std::ptr::read_unaligned(data.cast::<u32>()))
+                }
+                (libc::IPPROTO_IP, libc::IP_TOS) => tos = Some(*data),
+                (libc::IPPROTO_IPV6, libc::IPV6_TCLASS) => {
+                    tos = Some(std::ptr::read_unaligned(data.cast::<libc::c_int>()) as u8)
+                }
+                _ => {}
             }
             c = libc::CMSG_NXTHDR(&msg, c);
         }
     }
-    Ok((n as usize, drops))
+    Ok(UdpRead {
+        len: n as usize,
+        drops,
+        tos,
+    })
 }
 
 /// The buffers the socket has dropped, from SO_MEMINFO (None if the kernel does not say).

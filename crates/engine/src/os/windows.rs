@@ -193,8 +193,28 @@ pub fn count_drops(_s: &UdpSocket) -> bool {
 }
 
 /// One read; Windows attaches no drop count.
-pub fn recv_counted(s: &UdpSocket, buf: &mut [u8]) -> Result<(usize, u64)> {
-    Ok((s.recv(buf)?, 0))
+pub fn recv_counted(s: &UdpSocket, buf: &mut [u8]) -> Result<UdpRead> {
+    Ok(UdpRead {
+        len: s.recv(buf)?,
+        drops: 0,
+        tos: None,
+    })
+}
+
+/// What one read of a UDP socket gave (Windows attaches neither a drop count nor the TOS here).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UdpRead {
+    /// Bytes read.
+    pub len: usize,
+    /// Always 0.
+    pub drops: u64,
+    /// Always None.
+    pub tos: Option<u8>,
+}
+
+/// Windows does not hand over a datagram's TOS byte here.
+pub fn receive_tos(_s: &UdpSocket) -> bool {
+    false
 }
 
 /// Windows does not say how many datagrams a socket dropped.

@@ -6,7 +6,7 @@
 //! marker. UDP has no end-of-file, so that marker and a short drain are how a test ends.
 
 use super::{Meter, Outcome, Settled, StreamMeta, Transport};
-use crate::os::{enable_gro, enable_gso, recv_counted, socket_drops, tight_timers};
+use crate::os::{enable_gro, enable_gso, receive_tos, recv_counted, socket_drops, tight_timers};
 use crate::supervisor::{EngineParams, Flags};
 use landspeed_core::config::Flow;
 use landspeed_core::endpoint::{Role, TcpSnapshot};
@@ -310,8 +310,8 @@ fn send_end_marks(s: &UdpStream, sent: u64) {
 
 /// What one read of a receiving socket gave.
 enum Received {
-    /// A read of this many bytes, and the socket's drop count the kernel stamped on its buffer.
-    Bytes(usize, u64),
+    /// A read: its bytes, the socket's drop count the kernel stamped on its buffer, its TOS byte.
+    Bytes(crate::os::UdpRead),
     /// Nothing yet (timeout, interrupt, an ICMP error for a datagram this end sent): read again.
     Again,
     /// Halting and nothing more is queued.
@@ -321,7 +321,7 @@ enum Received {
 
 fn receive(s: &UdpStream, buf: &mut [u8], halting: bool) -> Received {
     match recv_counted(&s.socket, buf) {
-        Ok((n, drops)) => Received::Bytes(n, drops),
+        Ok(r) => Received::Bytes(r),
         Err(_) if halting => Received::Done,
         Err(e)
             if matches!(
@@ -392,6 +392,8 @@ fn receive_stream(
     let gro = enable_gro(&s.socket);
     o.offload = gro;
     let counted = crate::os::count_drops(&s.socket);
+    // The ECN field of what arrives: datagrams marked Congestion Experienced on the way are counted.
+    let mut ce_marked = receive_tos(&s.socket).then_some(0u64);
     let mut buf = vec![0u8; if gro { 65_536 } else { p.length.max(HEADER) + 1 }];
     let _ = s.socket.set_read_timeout(Some(Duration::from_millis(20)));
     let mut last_progress = Instant::now();
@@ -415,11 +417,14 @@ fn receive_stream(
             break;
         }
         let n = match receive(s, &mut buf, halting) {
-            Received::Bytes(n, drops) => {
+            Received::Bytes(r) => {
                 if counted {
-                    inbox.rx.on_socket_drops(drops);
+                    inbox.rx.on_socket_drops(r.drops);
                 }
-                n
+                if let (Some(ce), Some(3)) = (ce_marked.as_mut(), r.tos.map(|t| t & 3)) {
+                    *ce += r.len.div_ceil(p.length.max(HEADER)).max(1) as u64;
+                }
+                r.len
             }
             Received::Again => continue,
             Received::Done => break,
@@ -441,6 +446,7 @@ fn receive_stream(
     }
     o.udp = Some(UdpStats {
         socket_drops: drops,
+        ce_marked,
         ..inbox.rx.stats(inbox.sent)
     });
     c.finished.store(true, Relaxed);
