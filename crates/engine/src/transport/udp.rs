@@ -388,12 +388,11 @@ fn receive_stream(
         length: p.length,
         sent: None,
         marked: None,
+        ce_marked: receive_tos(&s.socket).then_some(0),
     };
     let gro = enable_gro(&s.socket);
     o.offload = gro;
     let counted = crate::os::count_drops(&s.socket);
-    // The ECN field of what arrives: datagrams marked Congestion Experienced on the way are counted.
-    let mut ce_marked = receive_tos(&s.socket).then_some(0u64);
     let mut buf = vec![0u8; if gro { 65_536 } else { p.length.max(HEADER) + 1 }];
     let _ = s.socket.set_read_timeout(Some(Duration::from_millis(20)));
     let mut last_progress = Instant::now();
@@ -418,12 +417,7 @@ fn receive_stream(
         }
         let n = match receive(s, &mut buf, halting) {
             Received::Bytes(r) => {
-                if counted {
-                    inbox.rx.on_socket_drops(r.drops);
-                }
-                if let (Some(ce), Some(3)) = (ce_marked.as_mut(), r.tos.map(|t| t & 3)) {
-                    *ce += r.len.div_ceil(p.length.max(HEADER)).max(1) as u64;
-                }
+                inbox.note(&r, counted);
                 r.len
             }
             Received::Again => continue,
@@ -446,7 +440,7 @@ fn receive_stream(
     }
     o.udp = Some(UdpStats {
         socket_drops: drops,
-        ce_marked,
+        ce_marked: inbox.ce_marked,
         ..inbox.rx.stats(inbox.sent)
     });
     c.finished.store(true, Relaxed);
@@ -463,9 +457,22 @@ struct Inbox {
     /// What the sender's end mark says it sent, and when the first mark came.
     sent: Option<u64>,
     marked: Option<Instant>,
+    /// Datagrams that arrived marked Congestion Experienced (None: the ECN field is not readable).
+    ce_marked: Option<u64>,
 }
 
 impl Inbox {
+    /// Notes what the kernel attached to a read: the socket's drop count (when `counted`) and an
+    /// ECN field of Congestion Experienced, for every datagram the read holds.
+    fn note(&mut self, r: &crate::os::UdpRead, counted: bool) {
+        if counted {
+            self.rx.on_socket_drops(r.drops);
+        }
+        if let (Some(ce), Some(3)) = (self.ce_marked.as_mut(), r.tos.map(|t| t & 3)) {
+            *ce += r.len.div_ceil(self.length.max(HEADER)).max(1) as u64;
+        }
+    }
+
     /// Accounts one read (with receive offload, several datagrams of the stream's size).
     fn take(&mut self, read: &[u8], id: u32, since_start: Duration, now: Instant, o: &mut Outcome) {
         let seg = if read.len() > self.length {
