@@ -125,12 +125,17 @@ fn direction_text(label: &str, d: &Direction) -> String {
 
 fn settings_text(s: &PathSettings) -> String {
     format!(
-        "  mtu {}, forwarder at {}\n{}{}",
+        "  mtu {}, forwarder at {}{}\n{}{}",
         s.mtu,
         if s.realtime {
             "real-time priority"
         } else {
             "ordinary priority (nice -20, --no-realtime)"
+        },
+        if s.ecn {
+            ", both hosts' TCP asks for ECN (--ecn)"
+        } else {
+            ""
         },
         direction_text("a->b", &s.a_to_b),
         direction_text("b->a", &s.b_to_a)

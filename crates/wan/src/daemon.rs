@@ -503,7 +503,8 @@ pub fn exec(name: &str, side: &str, cmd: &[String]) -> Result<std::convert::Infa
     })
 }
 
-/// Sets the TCP buffer limits inside a namespace so that one connection can fill the emulated path.
+/// Sets the TCP buffer limits inside a namespace so that one connection can fill the emulated path,
+/// and with `--ecn` has its TCP ask for ECN.
 fn tune_host(ns: &str, settings: &PathSettings) -> Result<(), WanError> {
     let rtt = settings.a_to_b.delay + settings.b_to_a.delay;
     let rate = match (settings.a_to_b.rate_bps, settings.b_to_a.rate_bps) {
@@ -516,10 +517,16 @@ fn tune_host(ns: &str, settings: &PathSettings) -> Result<(), WanError> {
     std::thread::scope(|s| {
         s.spawn(move || -> Result<(), WanError> {
             netns::enter(&ns_owned)?;
+            let ecn = settings
+                .ecn
+                .then(|| ("/proc/sys/net/ipv4/tcp_ecn", "1".to_string()));
             for (file, value) in [
                 ("/proc/sys/net/ipv4/tcp_rmem", format!("4096 131072 {max}")),
                 ("/proc/sys/net/ipv4/tcp_wmem", format!("4096 16384 {max}")),
-            ] {
+            ]
+            .into_iter()
+            .chain(ecn)
+            {
                 std::fs::write(file, value).map_err(io_err(format!("cannot set {file} in {ns_owned}")))?;
             }
             Ok(())

@@ -224,6 +224,10 @@ pub struct PathSettings {
     /// first); false: the highest ordinary priority (nice -20), which shares the CPU with them.
     #[serde(default = "yes")]
     pub realtime: bool,
+    /// Both hosts ask for ECN on their TCP connections (net.ipv4.tcp_ecn = 1 in their namespaces;
+    /// the kernel's default, 2, only answers a peer that asks).
+    #[serde(default)]
+    pub ecn: bool,
 }
 
 fn yes() -> bool {
@@ -261,6 +265,8 @@ pub struct Request {
     pub seed: Option<u64>,
     /// Ordinary rather than real-time forwarding threads (`--no-realtime`).
     pub no_realtime: bool,
+    /// Both hosts ask for ECN (`--ecn`).
+    pub ecn: bool,
     /// `KEY=VALUE` overrides for A→B and B→A (`delay` is one-way there).
     pub a_to_b: Vec<String>,
     /// `KEY=VALUE` overrides for B→A.
@@ -438,6 +444,7 @@ impl Request {
             b_to_a: ba.finish(round_trip)?,
             seed: self.seed.unwrap_or(0x4c53_5744),
             realtime: !self.no_realtime,
+            ecn: self.ecn,
         })
     }
 }

@@ -21,7 +21,7 @@ pub struct WanArgs {
 pub enum WanCommand {
     /// Create an emulated path: namespaces for hosts A and B joined by a userspace forwarder.
     #[command(
-        after_help = "Examples:\n  landspeed wan up lfn --rtt 100ms --rate 1G\n  landspeed wan up lossy --rtt 40ms --rate 200M --loss 0.1% --queue 2bdp\n  landspeed wan up asym --rtt 60ms --rate 1G --b-to-a rate=100M --b-to-a delay=20ms\n  landspeed wan up bad --rtt 20ms --rate 1G --corrupt-payload 0.01%\n  landspeed wan up aqm --rtt 100ms --rate 100M --queue 4bdp --aqm codel\n  landspeed wan up fq --rtt 100ms --rate 100M --queue 4bdp --aqm fq-codel\n\nThen:\n  landspeed wan exec lfn b -- landspeed serve &\n  landspeed wan exec lfn a -- landspeed run 198.18.0.2 -t 10\n  landspeed wan status lfn\n  landspeed wan down lfn"
+        after_help = "Examples:\n  landspeed wan up lfn --rtt 100ms --rate 1G\n  landspeed wan up lossy --rtt 40ms --rate 200M --loss 0.1% --queue 2bdp\n  landspeed wan up asym --rtt 60ms --rate 1G --b-to-a rate=100M --b-to-a delay=20ms\n  landspeed wan up bad --rtt 20ms --rate 1G --corrupt-payload 0.01%\n  landspeed wan up aqm --rtt 100ms --rate 100M --queue 4bdp --aqm codel\n  landspeed wan up fq --rtt 100ms --rate 100M --queue 4bdp --aqm fq-codel\n  landspeed wan up l4s --rtt 20ms --rate 100M --aqm dualpi2:any-ect --ecn\n\nThen:\n  landspeed wan exec lfn b -- landspeed serve &\n  landspeed wan exec lfn a -- landspeed run 198.18.0.2 -t 10\n  landspeed wan status lfn\n  landspeed wan down lfn"
     )]
     Up(Box<UpArgs>),
     /// Stop an emulator and remove its namespaces, devices and files.
@@ -145,6 +145,10 @@ pub struct UpArgs {
     /// shows how late packets leave).
     #[arg(long)]
     pub no_realtime: bool,
+    /// Both hosts' TCP asks for ECN (net.ipv4.tcp_ecn = 1 in their namespaces; the default, 2,
+    /// only answers a peer that asks), so a queue discipline marks instead of dropping.
+    #[arg(long)]
+    pub ecn: bool,
     /// A→B only: KEY=VALUE with KEY delay (one-way), rate, queue, aqm, loss, loss-model, jitter,
     /// reorder, reorder-gap, duplicate, corrupt-payload (repeatable).
     #[arg(long = "a-to-b", value_name = "KEY=VALUE")]
@@ -240,6 +244,7 @@ fn up(u: UpArgs) -> Result<bool> {
         mtu: Some(u.mtu),
         seed: u.seed,
         no_realtime: u.no_realtime,
+        ecn: u.ecn,
         a_to_b: u.a_to_b,
         b_to_a: u.b_to_a,
     };

@@ -439,25 +439,14 @@ fn queueing(st: &Value) -> (f64, u64, u64) {
 }
 
 /// One 2 s CUBIC test A→B through 20 ms at 50 Mbit/s with a 4-BDP buffer (80 ms of queue) and the
-/// discipline `aqm`, host A asking for ECN when `ecn`: the emulator's status after it, and the result.
+/// discipline `aqm`, both hosts asking for ECN when `ecn` (`wan up --ecn`): the emulator's status
+/// after it, and the result.
 fn through_the_queue(aqm: &str, ecn: bool) -> (Value, Value) {
-    let mut w = Wan::up(&["--rtt", "20ms", "--rate", "50M", "--queue", "4bdp", "--aqm", aqm]);
+    let mut args = vec!["--rtt", "20ms", "--rate", "50M", "--queue", "4bdp", "--aqm", aqm];
     if ecn {
-        let o = landspeed(
-            &[
-                "wan",
-                "exec",
-                &w.name,
-                "a",
-                "--",
-                "sysctl",
-                "-qw",
-                "net.ipv4.tcp_ecn=1",
-            ],
-            Duration::from_secs(10),
-        );
-        assert_eq!(o.code, 0, "{}", o.stderr);
+        args.push("--ecn");
     }
+    let mut w = Wan::up(&args);
     w.serve_in_b();
     let r = w.run_ok(&["-t", "2", "-C", "cubic"]);
     (w.status(), r)
@@ -483,6 +472,7 @@ fn codel_and_pie_keep_the_queue_that_tail_drop_lets_stand_and_ecn_traffic_is_mar
     // With ECN negotiated, CoDel marks the data instead (the handshake's SYN is not ECN-capable),
     // and the sender's TCP_INFO says so: ECN on, CE-marked deliveries counted.
     let (st, r) = through_the_queue("codel", true);
+    assert_eq!(st["settings"]["ecn"], true, "wan up --ecn is in the status");
     let (ecn_ms, ecn_drops, ecn_marks) = queueing(&st);
     assert!(
         ecn_marks > 0 && ecn_drops <= 1,
