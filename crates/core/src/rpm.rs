@@ -352,6 +352,45 @@ pub struct RpmReport {
     pub params: RpmParams,
     /// Each direction, in the order run.
     pub directions: Vec<RpmDirectionResult>,
+    /// Both directions together: the figures of every direction's window of probes pooled (the
+    /// "final" RPM goresponsiveness prints); None with fewer than two directions measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overall: Option<RpmFigures>,
+}
+
+impl RpmDirectionResult {
+    /// The probes its figures come from: those of the last `moving_average` intervals when it was
+    /// stable, else every one.
+    pub fn window(&self, p: &RpmParams) -> (Vec<ForeignProbe>, Vec<SelfProbe>) {
+        let last = self.intervals.last().map_or(0.0, |i| i.t_s);
+        let from = match self.stable {
+            true => last - p.interval.as_secs_f64() * p.moving_average as f64,
+            false => 0.0,
+        };
+        let f = self.foreign.iter().filter(|x| x.t_s >= from).copied().collect();
+        let s = self
+            .self_probes
+            .iter()
+            .filter(|x| x.t_s >= from)
+            .copied()
+            .collect();
+        (f, s)
+    }
+}
+
+/// The figures of every measured direction's window pooled (None unless two or more have figures).
+pub fn overall(directions: &[RpmDirectionResult], p: &RpmParams) -> Option<RpmFigures> {
+    let measured: Vec<&RpmDirectionResult> = directions.iter().filter(|d| d.figures.is_some()).collect();
+    if measured.len() < 2 {
+        return None;
+    }
+    let (mut f, mut s) = (vec![], vec![]);
+    for d in measured {
+        let (df, ds) = d.window(p);
+        f.extend(df);
+        s.extend(ds);
+    }
+    figures(&f, &s, p)
 }
 
 /// Decides, at the end of each interval, whether a direction is done and whether to add a

@@ -102,6 +102,7 @@ async fn run(opts: &RpmOptions, interrupt: &AtomicBool) -> Result<RpmReport, Rpm
         config_url: opts.config_url.clone(),
         http: if opts.http1 { "HTTP/1.1" } else { "HTTP/2" }.into(),
         params: opts.params,
+        overall: rpm::overall(&directions, &opts.params),
         directions,
     })
 }
@@ -238,14 +239,21 @@ fn finish(
     params: &RpmParams,
     http1: bool,
 ) -> RpmDirectionResult {
-    let last = intervals.last().map_or(0.0, |i| i.t_s);
-    let from = match stable {
-        true => last - params.interval.as_secs_f64() * params.moving_average as f64,
-        false => 0.0,
+    let mut d = RpmDirectionResult {
+        direction: dir,
+        throughput_bps,
+        connections,
+        stable,
+        figures: None,
+        error: None,
+        intervals,
+        foreign: lock(&shared.foreign).clone(),
+        self_probes: lock(&shared.self_probes).clone(),
     };
     let failed = lock(&shared.load_failed).clone();
-    let figures = window_figures(shared, from, params).filter(|_| failed.is_none());
-    let error = match (&figures, http1) {
+    let (f, s) = d.window(params);
+    d.figures = rpm::figures(&f, &s, params).filter(|_| failed.is_none());
+    d.error = match (&d.figures, http1) {
         (None, _) if failed.is_some() => failed
             .map(|why| format!("the load did not run, so the path was not under working conditions: {why}")),
         (Some(_), _) => None,
@@ -255,17 +263,7 @@ fn finish(
         ),
         (None, false) => Some("no probe of each kind was answered".into()),
     };
-    RpmDirectionResult {
-        direction: dir,
-        throughput_bps,
-        connections,
-        stable,
-        figures,
-        error,
-        intervals,
-        foreign: lock(&shared.foreign).clone(),
-        self_probes: lock(&shared.self_probes).clone(),
-    }
+    d
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

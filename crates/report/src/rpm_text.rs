@@ -50,5 +50,12 @@ pub fn text(r: &RpmReport) -> String {
             }
         }
     }
+    if let Some(f) = &r.overall {
+        let _ = writeln!(
+            out,
+            "  both directions: RPM {:.0} (P{:.0}: {:.0}), their probes pooled",
+            f.rpm, r.params.percentile, f.rpm_percentile
+        );
+    }
     out
 }

@@ -126,3 +126,59 @@ fn both_spellings_of_the_configuration_parse_and_ours_names_our_paths() {
     assert_eq!(v["urls"]["upload_url"], "https://192.0.2.1:4043/upload");
     assert_eq!(RpmConfig::parse(&c.to_json()).unwrap(), c);
 }
+
+#[test]
+fn both_directions_pool_each_ones_window_of_probes() {
+    let p = params();
+    let dir = |direction, self_ms: f64, stable| {
+        let foreign: Vec<ForeignProbe> = (0..20)
+            .map(|i| ForeignProbe {
+                t_s: f64::from(i) * 0.5,
+                tcp_ms: 100.0,
+                tls_ms: None,
+                http_ms: 100.0,
+            })
+            .collect();
+        // Early self probes are fast, late ones slow: a stable direction counts only its window.
+        let self_probes: Vec<SelfProbe> = (0..20)
+            .map(|i| SelfProbe {
+                t_s: f64::from(i) * 0.5,
+                http_ms: if i < 12 { 1.0 } else { self_ms },
+            })
+            .collect();
+        let intervals = (1..=10)
+            .map(|i| RpmInterval {
+                t_s: f64::from(i),
+                throughput_bps: 1e6,
+                connections: 1,
+                rpm: None,
+            })
+            .collect();
+        let mut d = RpmDirectionResult {
+            direction,
+            throughput_bps: 1e6,
+            connections: 1,
+            stable,
+            figures: None,
+            error: None,
+            intervals,
+            foreign,
+            self_probes,
+        };
+        let (f, s) = d.window(&p);
+        d.figures = figures(&f, &s, &p);
+        d
+    };
+    let down = dir(RpmDirection::Download, 300.0, true);
+    // Stable: the window is the last 4 s (t ≥ 6 s): self probes of 300 ms only.
+    assert!((down.figures.unwrap().http_self_ms - 300.0).abs() < 1e-9);
+    assert!(
+        overall(std::slice::from_ref(&down), &p).is_none(),
+        "one direction has no pool"
+    );
+    let up = dir(RpmDirection::Upload, 100.0, true);
+    let both = overall(&[down, up], &p).unwrap();
+    // ½·100 + ½·mean(300, 100) = 150 ms: 400 a minute.
+    assert!((both.rpm - 400.0).abs() < 1e-6, "{both:?}");
+    assert_eq!(both.self_probes, 16);
+}
