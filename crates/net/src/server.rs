@@ -80,9 +80,9 @@ pub struct ServerOptions {
     /// listener).
     pub quic_port: Option<u16>,
     /// Serve M-Lab's ndt7 speed test (WebSocket) on this address (`--ndt7`); None: off.
-    pub ndt7: Option<Ndt7Options>,
+    pub ndt7: Option<ListenerOptions>,
     /// Serve the responsiveness test's HTTP endpoints on this address (`--rpm`); None: off.
-    pub rpm: Option<Ndt7Options>,
+    pub rpm: Option<ListenerOptions>,
     /// Emit `ServerEvent::Iperf3Progress` as each iperf3 client's test runs (the live server text of
     /// `landspeed iperf3 -s`).
     pub iperf3_live: bool,
@@ -115,12 +115,13 @@ pub enum Keyless {
     Rpm,
 }
 
-/// Where and how `serve --ndt7` (or `--rpm`) listens.
+/// Where and how an HTTP listener of the server (`serve --ndt7`, `--rpm`) listens.
 #[derive(Debug, Clone, Copy)]
-pub struct Ndt7Options {
+pub struct ListenerOptions {
     /// The address (its own port: 443 or 80 for browsers, any for other clients).
     pub addr: SocketAddr,
-    /// TLS (wss, https) with the server's certificate; false: plain ws and http (`--ndt7-plain`).
+    /// TLS (wss, https) with the server's certificate; false: plain ws and http (`--ndt7-plain`,
+    /// `--rpm-plain`).
     pub tls: bool,
 }
 
@@ -592,6 +593,13 @@ pub struct Server {
     quic_off: Option<String>,
 }
 
+/// A non-blocking listener on `addr` for one of the HTTP services (ndt7, the responsiveness test).
+fn bind_http(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
+    let l = std::net::TcpListener::bind(addr)?;
+    l.set_nonblocking(true)?;
+    Ok(l)
+}
+
 /// A listening socket on `addr`: MPTCP when asked and the kernel has it (an MPTCP listener accepts
 /// plain TCP connections as plain TCP sockets), TCP otherwise.
 fn listen(addr: SocketAddr, v6only: Option<bool>, mptcp: bool) -> Result<MioListener, ServerError> {
@@ -682,14 +690,14 @@ impl Server {
         let ndt7 = match opts.ndt7 {
             None => None,
             Some(n) => Some(ndt7::Ndt7Listener {
-                listener: ndt7::bind(n.addr).map_err(|err| ServerError::Bind { addr: n.addr, err })?,
+                listener: bind_http(n.addr).map_err(|err| ServerError::Bind { addr: n.addr, err })?,
                 tls: n.tls.then(|| tls.tcp.clone()),
             }),
         };
         let rpm = match opts.rpm {
             None => None,
             Some(n) => Some(rpm::RpmListener {
-                listener: rpm::bind(n.addr).map_err(|err| ServerError::Bind { addr: n.addr, err })?,
+                listener: bind_http(n.addr).map_err(|err| ServerError::Bind { addr: n.addr, err })?,
                 tls: match n.tls {
                     true => Some(tls.identity.server_config(&[b"h2", b"http/1.1"])?),
                     false => None,

@@ -398,7 +398,9 @@ pub fn run_direction(
     };
     while !stop.load(Relaxed) {
         shared.control.apply(&mut link, now_ns);
-        link.release(now_ns());
+        if link.schedules() {
+            link.release(now_ns());
+        }
         f.collect(&mut link);
         f.deliver_due(output, now_ns);
         let (got, now) = f.read_batch(input, &mut link, now_ns);

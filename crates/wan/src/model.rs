@@ -90,6 +90,20 @@ pub struct ModelCounters {
     pub probe_sojourn_sum_ns: u64,
 }
 
+impl ModelCounters {
+    /// Counts a packet's time in the bottleneck queue, from its arrival to the start of its
+    /// serialization (a landspeed echo probe's apart as well).
+    fn queued(&mut self, sojourn_ns: u64, probe: bool) {
+        self.sojourn_packets += 1;
+        self.sojourn_sum_ns += sojourn_ns;
+        self.sojourn_max_ns = self.sojourn_max_ns.max(sojourn_ns);
+        if probe {
+            self.probe_packets += 1;
+            self.probe_sojourn_sum_ns += sojourn_ns;
+        }
+    }
+}
+
 /// What the model needs to know of a packet besides its length.
 #[derive(Debug, Clone, Copy, Default)]
 struct Kind {
@@ -291,10 +305,8 @@ impl Link {
             }
         }
         let head = self.free_at.max(now_ns as f64);
-        if kind.probe {
-            self.counters.probe_packets += 1;
-            self.counters.probe_sojourn_sum_ns += (head as u64).saturating_sub(now_ns);
-        }
+        self.counters
+            .queued((head as u64).saturating_sub(now_ns), kind.probe);
         let mut ce = false;
         if let Some(mark_ok) = self.signalled(now_ns, head as u64, backlog) {
             if !(kind.ecn != 0 && mark_ok) {
@@ -394,16 +406,8 @@ impl Link {
             let next = s.dequeue(t, &mut self.rng, &mut out);
             self.record_drops(std::mem::take(&mut out));
             let Some((p, ce)) = next else { break };
-            let c = &mut self.counters;
-            let sojourn = t.saturating_sub(p.arrival_ns);
-            c.sojourn_packets += 1;
-            c.sojourn_sum_ns += sojourn;
-            c.sojourn_max_ns = c.sojourn_max_ns.max(sojourn);
-            if p.probe {
-                c.probe_packets += 1;
-                c.probe_sojourn_sum_ns += sojourn;
-            }
-            c.marked_ce += u64::from(ce);
+            self.counters.queued(t.saturating_sub(p.arrival_ns), p.probe);
+            self.counters.marked_ce += u64::from(ce);
             self.free_at += f64::from(p.len) * npb;
             let fate = self.deliver(self.free_at, ce);
             self.released.push((p.id, fate));
@@ -416,21 +420,21 @@ impl Link {
         self.released.drain(..)
     }
 
+    /// Whether a per-packet scheduler holds the queue (its packets' fates come from `release`).
+    pub fn schedules(&self) -> bool {
+        self.sched.is_some()
+    }
+
     /// When the scheduler's serializer next falls free with a packet waiting, ns.
     pub fn next_release_ns(&self) -> Option<u64> {
         let held = self.sched.as_ref().is_some_and(|s| s.bytes() > 0);
         held.then(|| self.free_at.ceil() as u64)
     }
 
-    /// Counts the sojourn of a packet arriving at `now_ns` that reaches the head of the bottleneck at
-    /// `head_ns` (`bytes_ahead` queued before it), and asks the queue discipline about it: None to
-    /// send it, Some(mark_ok) to signal it (marked if ECN-capable and `mark_ok`, else dropped).
+    /// Asks the queue discipline about a packet arriving at `now_ns` that reaches the head of the
+    /// bottleneck at `head_ns` (`bytes_ahead` queued before it): None to send it, Some(mark_ok) to
+    /// signal it (marked if ECN-capable and `mark_ok`, else dropped).
     fn signalled(&mut self, now_ns: u64, head_ns: u64, bytes_ahead: u64) -> Option<bool> {
-        let sojourn = head_ns.saturating_sub(now_ns);
-        let c = &mut self.counters;
-        c.sojourn_packets += 1;
-        c.sojourn_sum_ns += sojourn;
-        c.sojourn_max_ns = c.sojourn_max_ns.max(sojourn);
         let draw = match self.aqm {
             Some(crate::aqm::Controller::Pie(_)) => self.rng.random::<f64>(),
             _ => 0.0,

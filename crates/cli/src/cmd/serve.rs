@@ -535,11 +535,11 @@ fn options(a: &ServeArgs, stats: Arc<AtomicBool>) -> Result<ServerOptions> {
         },
         quic: !a.no_quic,
         quic_port: a.quic_port,
-        ndt7: a.ndt7.map(|addr| landspeed_net::server::Ndt7Options {
+        ndt7: a.ndt7.map(|addr| landspeed_net::server::ListenerOptions {
             addr,
             tls: !a.ndt7_plain,
         }),
-        rpm: a.rpm.map(|addr| landspeed_net::server::Ndt7Options {
+        rpm: a.rpm.map(|addr| landspeed_net::server::ListenerOptions {
             addr,
             tls: !a.rpm_plain,
         }),

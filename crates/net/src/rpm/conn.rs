@@ -52,12 +52,9 @@ impl Target {
     }
 
     fn request(&self, method: hyper::Method, body: ReqBody) -> Request<ReqBody> {
-        let scheme = if self.https { "https" } else { "http" };
         let mut r = Request::new(body);
         *r.method_mut() = method;
-        *r.uri_mut() = format!("{scheme}://{}{}", self.authority, self.path)
-            .parse()
-            .unwrap_or_default();
+        *r.uri_mut() = self.to_string().parse().unwrap_or_default();
         if let Ok(h) = self.authority.parse() {
             r.headers_mut().insert(hyper::header::HOST, h);
         }

@@ -38,13 +38,6 @@ pub(crate) struct Ndt7Listener {
     pub(crate) tls: Option<Arc<rustls::ServerConfig>>,
 }
 
-/// Binds `addr` for ndt7.
-pub(crate) fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
-    let l = TcpListener::bind(addr)?;
-    l.set_nonblocking(true)?;
-    Ok(l)
-}
-
 /// Accepts ndt7 connections until the server shuts down: waits for the listener to be readable (at
 /// most 100 ms, to see a shutdown), then takes every connection waiting.
 pub(crate) fn serve(ndt: Ndt7Listener, shared: Arc<Shared>) {

@@ -47,13 +47,6 @@ pub(crate) struct RpmListener {
     pub(crate) tls: Option<Arc<rustls::ServerConfig>>,
 }
 
-/// Binds `addr` for the responsiveness endpoints.
-pub(crate) fn bind(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
-    let l = std::net::TcpListener::bind(addr)?;
-    l.set_nonblocking(true)?;
-    Ok(l)
-}
-
 /// Serves until the server shuts down, on a runtime of its own.
 pub(crate) fn serve(l: RpmListener, shared: Arc<Shared>) {
     let Ok(rt) = tokio::runtime::Builder::new_multi_thread()
