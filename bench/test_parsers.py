@@ -13,7 +13,10 @@ be both streams' received rates added, not one stream's. ndt7-client-go-0.10.1-d
 ndt7-client-rs-0.3.1-upload.jsonl are M-Lab's Go client (`-format json -upload=false`) and the
 ndt7-client crate's command (`--format json --no-download`) against `landspeed serve --ndt7
 --ndt7-plain` on loopback: bench/ndt7 must read the client's last count of that subtest (not a
-server measurement's, nor the other subtest's) and the summary's rate.
+server measurement's, nor the other subtest's) and the summary's rate. goresponsiveness-3439542.txt
+is goresponsiveness (network-quality/goresponsiveness at 3439542) against `landspeed serve --rpm` through
+the emulator: bench/latency must read each direction's trimmed-mean RPM (not its P90, nor the final
+pooled figure) and its connection count.
 """
 import importlib.machinery, importlib.util, json, os, sys
 
@@ -28,6 +31,9 @@ dropin_loader.exec_module(dropin)
 ndt7_loader = importlib.machinery.SourceFileLoader("ndt7", os.path.join(HERE, "ndt7"))
 ndt7 = importlib.util.module_from_spec(importlib.util.spec_from_loader("ndt7", ndt7_loader))
 ndt7_loader.exec_module(ndt7)
+latency_loader = importlib.machinery.SourceFileLoader("latency", os.path.join(HERE, "latency"))
+latency = importlib.util.module_from_spec(importlib.util.spec_from_loader("latency", latency_loader))
+latency_loader.exec_module(latency)
 
 
 def fixture(name):
@@ -85,10 +91,23 @@ def check_ndt7():
     return passed, failed
 
 
+def check_goresponsiveness():
+    got = latency.parse_goresponsiveness(fixture("goresponsiveness-3439542.txt"))
+    want = {
+        "download": {"mbps": 45.967, "connections": 16, "rpm_p90": 64.0, "rpm": 370.0},
+        "upload": {"mbps": 39.365, "connections": 16, "rpm_p90": 37.0, "rpm": 103.0},
+        "final": {"rpm_p90": 25.0, "rpm": 366.0},
+    }
+    if got == want:
+        return 1, 0
+    print(f"FAIL goresponsiveness-3439542.txt: bench/latency read {got}, want {want}")
+    return 0, 1
+
+
 def main():
     passed, failed = check_dropin()
-    p, f = check_ndt7()
-    passed, failed = passed + p, failed + f
+    for p, f in (check_ndt7(), check_goresponsiveness()):
+        passed, failed = passed + p, failed + f
     for name, want_bytes, want_bps in CASES:
         got = peers.iperf2_parse(fixture(name))
         if got == (want_bytes, want_bps):
