@@ -43,6 +43,10 @@ pub struct SweepRun {
     /// The senders' mean smoothed RTT (TCP_INFO), averaged over the streams, in seconds; None without
     /// TCP_INFO.
     pub rtt_s: Option<f64>,
+    /// The median RTT of the echo probes sent during the run (`run --latency`), ms; None without
+    /// probes.
+    #[serde(default)]
+    pub loaded_rtt_ms: Option<f64>,
 }
 
 fn sweep_row(r: &[Val]) -> Result<SweepRow, ArchiveError> {
@@ -143,6 +147,7 @@ impl Archive {
                     throughput_bps: r[5].real()?,
                     effective_window_bytes: streams_mean(&result, "snd_wnd_bytes"),
                     rtt_s: streams_mean(&result, "rtt_avg_us").map(|us| us / 1e6),
+                    loaded_rtt_ms: result["latency"]["loaded"]["median_ms"].as_f64(),
                 })
             })
             .collect()

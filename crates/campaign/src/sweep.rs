@@ -217,6 +217,7 @@ pub fn finished(archive: &Archive, id: i64) -> Result<Vec<(CellKey, RunFigures)>
                 throughput_bps: r.throughput_bps,
                 effective_window_bytes: r.effective_window_bytes,
                 rtt_s: r.rtt_s,
+                loaded_rtt_ms: r.loaded_rtt_ms,
             };
             Ok((key, figures))
         })

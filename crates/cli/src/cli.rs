@@ -47,7 +47,7 @@ pub enum Command {
     Path(crate::cmd::path::PathArgs),
     /// Latency under load in phases: idle, download, upload, both, idle again, probed throughout.
     #[command(
-        after_help = "Each direction's queueing comes from the server's receive time in every echo reply, so it needs\nno synchronised clocks (docs/latency.md).\n\nExamples:\n  landspeed latency host                  five 5 s phases, one stream each way\n  landspeed latency host --phase 10s -P 4 --run-arg=-C --run-arg=bbr\n  landspeed latency host --json"
+        after_help = "Each direction's queueing comes from the server's receive time in every echo reply, so it needs\nno synchronised clocks (docs/latency.md).\n\nExamples:\n  landspeed latency host                  five 5 s phases, one stream each way\n  landspeed latency host --phase 10s -P 4 --run-arg=-C --run-arg=bbr\n  landspeed latency host --json\n  landspeed latency host --dscp cs1 --probe-dscp ef --plots out/\n  landspeed wan exec lfn a -- landspeed latency 198.18.0.2 --aqm tail-drop,fq-codel,dualpi2 --plots out/"
     )]
     Latency(crate::cmd::latency::LatencyArgs),
     /// Responsiveness under working conditions (RPM, the IETF method): against landspeed serve

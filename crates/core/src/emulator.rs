@@ -60,12 +60,36 @@ pub struct EmulatorCounts {
     pub reordered: u64,
     /// Delivered with a corrupted payload.
     pub corrupted: u64,
+    /// Dropped by its queue discipline (CoDel, PIE, FQ-CoDel, DualPI2).
+    #[serde(default)]
+    pub dropped_aqm: u64,
+    /// Marked Congestion Experienced by its queue discipline.
+    #[serde(default)]
+    pub marked_ce: u64,
+    /// Packets through its rate-limited bottleneck, and their mean queueing delay there (arrival to
+    /// the start of serialization), ms: the emulator's own figure of the queue the test met.
+    #[serde(default)]
+    pub sojourn_packets: u64,
+    /// See `sojourn_packets` (None: no packet crossed the bottleneck).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mean_sojourn_ms: Option<f64>,
+    /// Of those, landspeed's echo probes toward a server, and their mean queueing delay, ms: the
+    /// reference for the probes' own queueing figure that way.
+    #[serde(default)]
+    pub probe_packets: u64,
+    /// See `probe_packets`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe_mean_sojourn_ms: Option<f64>,
 }
 
 impl EmulatorCounts {
     /// Every packet it dropped, for whatever reason.
     pub fn dropped(&self) -> u64 {
-        self.dropped_loss + self.dropped_queue + self.dropped_overflow + self.dropped_outage
+        self.dropped_loss
+            + self.dropped_queue
+            + self.dropped_overflow
+            + self.dropped_outage
+            + self.dropped_aqm
     }
 }
 

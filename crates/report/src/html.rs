@@ -50,6 +50,13 @@ pub enum Subject<'a> {
     },
     /// Stored runs, each with its archive id.
     Runs(&'a [(i64, RunResult)]),
+    /// A `landspeed latency` run (or its `--aqm` comparison): the page's heading and the text report.
+    Latency {
+        /// The heading (and the page's title).
+        heading: &'a str,
+        /// The text report, shown as it was printed.
+        text: &'a str,
+    },
 }
 
 fn figure(o: &mut String, f: &Figure) {
@@ -270,6 +277,7 @@ pub fn report_html(subject: &Subject, figures: &[Figure], generated_utc: &str) -
                 .collect::<Vec<_>>()
                 .join(", ")
         ),
+        Subject::Latency { heading, .. } => format!("landspeed {heading}"),
     };
     let _ = writeln!(
         o,
@@ -279,6 +287,11 @@ pub fn report_html(subject: &Subject, figures: &[Figure], generated_utc: &str) -
     match subject {
         Subject::Sweep { report, sample } => sweep_body(&mut o, report, *sample, figures),
         Subject::Runs(runs) => runs_body(&mut o, runs, figures),
+        Subject::Latency { heading, text } => {
+            let _ = writeln!(o, "<h1>{}</h1>", esc(heading));
+            figures.iter().for_each(|f| figure(&mut o, f));
+            let _ = writeln!(o, "<pre class=\"report\">{}</pre>", esc(text));
+        }
     }
     let _ = writeln!(
         o,

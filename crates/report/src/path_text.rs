@@ -224,6 +224,81 @@ pub fn phased(r: &landspeed_core::path::PhasedLatency) -> String {
         r.clock.as_ref(),
         "no answered probe carried the server's time, or the probes contradict any one clock offset",
     );
+    out + &emulator_queue_lines(r)
+}
+
+/// When the client ran inside an emulator: its bottleneck's own queue times per phase (the mean of all
+/// packets and of the probes toward the server), the reference beside the probes' queueing figures.
+fn emulator_queue_lines(r: &landspeed_core::path::PhasedLatency) -> String {
+    use std::fmt::Write;
+    if r.phases.iter().all(|p| p.span.emulator.is_none()) {
+        return String::new();
+    }
+    let ms = |x: Option<f64>| x.map_or("-".into(), |v| format!("{v:.2}"));
+    let mut out = "  the emulator's own queue, means in ms: to server, all packets / the probes as it timed them / as they measured themselves | to client, all packets; its discipline's drops and marks:\n".to_string();
+    for p in &r.phases {
+        let Some(e) = &p.span.emulator else { continue };
+        let (s, c) = (&e.to_server, &e.to_client);
+        let _ = writeln!(
+            out,
+            "  {:<9} {} / {} / {} | {}; dropped {}, marked {}",
+            p.span.load.name(),
+            ms(s.mean_sojourn_ms),
+            ms(s.probe_mean_sojourn_ms),
+            ms(p.to_server.queueing.avg_ms),
+            ms(c.mean_sojourn_ms),
+            s.dropped_aqm + c.dropped_aqm,
+            s.marked_ce + c.marked_ce
+        );
+    }
+    out
+}
+
+/// `latency --aqm`: each discipline's phases, then one table of their probes' median RTT per phase
+/// and the emulator's mean queue in the phase loading both ways.
+pub fn by_discipline(c: &landspeed_core::path::LatencyByDiscipline) -> String {
+    use landspeed_core::path::Load;
+    use std::fmt::Write;
+    let mut out = String::new();
+    for run in &c.runs {
+        let _ = writeln!(out, "Queue discipline {}:", run.aqm);
+        out += &phased(&run.result);
+        out.push('\n');
+    }
+    let ms = |x: Option<f64>| x.map_or("-".into(), |v| format!("{v:.1}"));
+    let back = c
+        .restored_aqm
+        .as_deref()
+        .map_or(String::new(), |a| format!(", put back to {a}"));
+    let _ = writeln!(
+        out,
+        "Queue disciplines on emulator {}{back}: probes' median RTT per phase (ms), the emulator's mean queue with both loaded (to server | to client, ms):\n  {:<18} {:>8} {:>9} {:>8} {:>8}   emulator, both",
+        c.emulator, "discipline", "idle", "download", "upload", "both"
+    );
+    let cols: Vec<Vec<(&str, Option<f64>)>> = [Load::Idle, Load::Download, Load::Upload, Load::Both]
+        .map(|l| c.median_rtt_ms(l))
+        .into();
+    for (i, run) in c.runs.iter().enumerate() {
+        let both = (run.result.phases.iter()).find(|p| p.span.load == Load::Both);
+        let queue = both
+            .and_then(|p| p.span.emulator.as_ref())
+            .map_or("-".into(), |e| {
+                format!(
+                    "{} | {}",
+                    ms(e.to_server.mean_sojourn_ms),
+                    ms(e.to_client.mean_sojourn_ms)
+                )
+            });
+        let _ = writeln!(
+            out,
+            "  {:<18} {:>8} {:>9} {:>8} {:>8}   {queue}",
+            run.aqm,
+            ms(cols[0][i].1),
+            ms(cols[1][i].1),
+            ms(cols[2][i].1),
+            ms(cols[3][i].1)
+        );
+    }
     out
 }
 
@@ -273,6 +348,87 @@ mod tests {
             lines(&ev),
             vec!["  connect to 192.0.2.1:22: seq=4 time=1.500 ms (refused: nothing listens, the reset still timed a round trip)"
                 .to_string()]
+        );
+    }
+
+    /// Two disciplines' runs: each phase's probes at `loaded_ms` but the idle ones, the emulator's
+    /// counts on the loaded phases.
+    fn by_discipline_fixture() -> landspeed_core::path::LatencyByDiscipline {
+        use landspeed_core::emulator::{EmulatorCounts, EmulatorReport};
+        use landspeed_core::path::{
+            DisciplineRun, LatencyByDiscipline, Load, PhaseSpan, PhasedLatency, ProbeSample,
+        };
+        let run = |aqm: &str, loaded_ms: f64| {
+            let spans = (Load::PLAN.iter().enumerate())
+                .map(|(i, &load)| PhaseSpan {
+                    load,
+                    start_s: i as f64,
+                    end_s: i as f64 + 1.0,
+                    download_bps: None,
+                    upload_bps: None,
+                    error: None,
+                    flows_rtt_ms: None,
+                    emulator: (load != Load::Idle).then(|| EmulatorReport {
+                        name: "lfn".into(),
+                        client_host: "a".into(),
+                        to_server: EmulatorCounts {
+                            mean_sojourn_ms: Some(loaded_ms - 20.0),
+                            probe_mean_sojourn_ms: Some(0.25),
+                            dropped_aqm: 7,
+                            ..Default::default()
+                        },
+                        to_client: EmulatorCounts::default(),
+                        changes: vec![],
+                    }),
+                })
+                .collect();
+            let probes: Vec<ProbeSample> = (0..50)
+                .map(|k| {
+                    let t = f64::from(k) * 0.1;
+                    let idle = !(1.0..4.0).contains(&t);
+                    ProbeSample {
+                        sent_s: t,
+                        rtt_ms: Some(if idle { 20.0 } else { loaded_ms }),
+                        stamps: None,
+                    }
+                })
+                .collect();
+            DisciplineRun {
+                aqm: aqm.into(),
+                result: PhasedLatency::new("198.18.0.2", 10.0, spans, &probes),
+            }
+        };
+        LatencyByDiscipline::new(
+            "lfn",
+            Some("tail-drop".into()),
+            vec![run("tail-drop", 420.0), run("fq-codel", 21.0)],
+        )
+    }
+
+    #[test]
+    fn the_disciplines_table_puts_each_runs_phases_side_by_side_with_the_emulators_queue() {
+        let text = by_discipline(&by_discipline_fixture());
+        assert!(
+            text.contains("Queue discipline tail-drop:") && text.contains("Queue discipline fq-codel:"),
+            "{text}"
+        );
+        assert!(text.contains("on emulator lfn, put back to tail-drop"), "{text}");
+        let row = |name: &str| {
+            let prefix = format!("  {name} ");
+            text.lines()
+                .rfind(|l| l.starts_with(&prefix))
+                .unwrap_or_default()
+                .split_whitespace()
+                .skip(1)
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        assert_eq!(row("tail-drop"), "20.0 420.0 420.0 420.0 400.0 | -", "{text}");
+        assert_eq!(row("fq-codel"), "20.0 21.0 21.0 21.0 1.0 | -", "{text}");
+        // Each run's phases carry the emulator's own queue times beside the probes'.
+        assert!(
+            text.contains("  download  400.00 / 0.25 / - | -; dropped 7, marked 0"),
+            "{text}"
         );
     }
 }

@@ -49,21 +49,39 @@ pub fn sweep_text(r: &SweepReport) -> String {
 
 /// One direction's cells: the throughput statistics of each window × streams.
 fn cells_table(o: &mut String, d: &DirectionSummary, cells: &[CellSummary]) {
+    let mine: Vec<&CellSummary> = cells.iter().filter(|c| c.direction == d.direction).collect();
+    // The probes' RTT under each cell's load, when the sweep's runs had `--latency`.
+    let probed = mine.iter().any(|c| c.loaded_rtt_ms.is_some());
     let _ = writeln!(o, "\n{} (throughput in Mbit/s)", direction_name(d.direction));
     let _ = writeln!(
         o,
-        "{:>10} {:>4} {:>3} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>21}",
-        "window", "P", "n", "median", "p90", "min", "max", "mean", "sd", "95% CI of mean"
+        "{:>10} {:>4} {:>3} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>21}{}",
+        "window",
+        "P",
+        "n",
+        "median",
+        "p90",
+        "min",
+        "max",
+        "mean",
+        "sd",
+        "95% CI of mean",
+        if probed { "  RTT under load (ms)" } else { "" }
     );
-    for c in cells.iter().filter(|c| c.direction == d.direction) {
+    for c in mine {
         let t = &c.throughput_bps;
         let ci = match (t.ci95_low, t.ci95_high) {
             (Some(l), Some(h)) => format!("{} – {}", mbps(l), mbps(h)),
             _ => "-".into(),
         };
+        let rtt = match (probed, c.loaded_rtt_ms) {
+            (false, _) => String::new(),
+            (true, Some(ms)) => format!("  {ms:>19.2}"),
+            (true, None) => format!("  {:>19}", "-"),
+        };
         let _ = writeln!(
             o,
-            "{:>10} {:>4} {:>3} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>21}",
+            "{:>10} {:>4} {:>3} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>21}{rtt}",
             Bytes(c.window_bytes).to_string(),
             c.streams,
             t.n,

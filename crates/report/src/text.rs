@@ -82,10 +82,14 @@ fn udp_loss_split(u: &landspeed_core::udp::UdpStats, emulator: Option<&EmulatorC
     };
     if let Some(e) = emulator {
         line += &format!(
-            " (the emulator dropped {}: {} by its loss model, {} by its full queue)",
+            " (the emulator dropped {}: {} by its loss model, {} by its full queue{})",
             e.dropped(),
             e.dropped_loss,
-            e.dropped_queue + e.dropped_overflow
+            e.dropped_queue + e.dropped_overflow,
+            match e.dropped_aqm {
+                0 => String::new(),
+                n => format!(", {n} by its queue discipline"),
+            }
         );
     }
     if host > 0 {
@@ -109,7 +113,7 @@ fn emulator_line(out: &mut String, e: &EmulatorCounts) {
     let _ = writeln!(
         out,
         "  emulator   {} packets in, {} delivered; dropped {} by its loss model, {} by its full queue{}; \
-         {} duplicated, {} reordered, {} corrupted",
+         {} duplicated, {} reordered, {} corrupted{}",
         e.packets_in,
         e.packets_forwarded,
         e.dropped_loss,
@@ -122,8 +126,25 @@ fn emulator_line(out: &mut String, e: &EmulatorCounts) {
         },
         e.duplicated,
         e.reordered,
-        e.corrupted
+        e.corrupted,
+        queue_text(e)
     );
+}
+
+/// The bottleneck's queue as the emulator timed it, and its discipline's drops and marks (empty when
+/// nothing crossed a rate-limited bottleneck).
+fn queue_text(e: &EmulatorCounts) -> String {
+    let mut s = String::new();
+    if let Some(ms) = e.mean_sojourn_ms {
+        s += &format!("; queueing {ms:.2} ms mean over {} packets", e.sojourn_packets);
+    }
+    if e.dropped_aqm + e.marked_ce > 0 {
+        s += &format!(
+            "; its discipline dropped {} and marked {} CE",
+            e.dropped_aqm, e.marked_ce
+        );
+    }
+    s
 }
 
 /// One direction's totals (or both's). `exact`: the two ends' counts must agree (not so for a foreign

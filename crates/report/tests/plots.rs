@@ -39,6 +39,9 @@ fn sweep(host: &str) -> SweepReport {
                 throughput_bps: ideal * (0.97 + 0.03 * f64::from(k.repeat)),
                 effective_window_bytes: Some(1.2 * k.window_bytes as f64),
                 rtt_s: Some(0.0502),
+                // Probes in the sending direction's cells only: the other has no such figure.
+                loaded_rtt_ms: (k.direction == Direction::Forward)
+                    .then(|| 50.2 + k.window_bytes as f64 / 1e5),
             };
             (k, f)
         })
@@ -158,6 +161,7 @@ fn sweep_figures_are_valid_svg_and_png() {
         names,
         [
             "sweep-9-throughput-vs-window-send",
+            "sweep-9-loaded-rtt-vs-window-send",
             "sweep-9-heatmap-send",
             "sweep-9-cdf-send",
             "sweep-9-throughput-vs-window-recv",
@@ -171,8 +175,9 @@ fn sweep_figures_are_valid_svg_and_png() {
     // The fit lines are labelled with the RTT they imply (50 ms, corrected for the granted window).
     assert!(figs[0].svg.contains("RTT 50.0 ms"), "{}", figs[0].svg);
     assert!(figs[0].svg.contains("4 streams"));
+    assert!(figs[1].svg.contains("RTT under load vs window"));
     // The heatmap writes every cell's median: 6 windows × 3 stream counts.
-    let doc = roxmltree::Document::parse(&figs[1].svg).unwrap();
+    let doc = roxmltree::Document::parse(&figs[2].svg).unwrap();
     let numbers = doc
         .descendants()
         .filter_map(|n| n.text())

@@ -124,6 +124,19 @@ impl Aqm {
         }
     }
 
+    /// The discipline as [`Aqm::parse`] reads it back (`wan change aqm=` with it restores it).
+    pub fn spec(&self) -> String {
+        let us = |d: Duration| format!("{}us", d.as_micros());
+        match *self {
+            Aqm::TailDrop => "tail-drop".into(),
+            Aqm::Codel { target, interval } => format!("codel:{}:{}", us(target), us(interval)),
+            Aqm::Pie { target } => format!("pie:{}", us(target)),
+            Aqm::FqCodel { target, interval } => format!("fq-codel:{}:{}", us(target), us(interval)),
+            Aqm::DualPi2 { any_ect: false, .. } => "dualpi2".into(),
+            Aqm::DualPi2 { any_ect: true, .. } => "dualpi2:any-ect".into(),
+        }
+    }
+
     /// The per-packet scheduler this discipline needs, if it chooses the next packet (FQ-CoDel,
     /// DualPI2) rather than judging a FIFO's.
     pub fn scheduler(&self) -> Option<crate::sched::Scheduler> {
@@ -357,5 +370,23 @@ mod tests {
             Ok(Aqm::DualPi2 { any_ect: true, .. })
         ));
         assert!(Aqm::parse("dualpi2:x").is_err());
+    }
+
+    #[test]
+    fn each_discipline_s_spec_reads_back_as_itself() {
+        for s in [
+            "tail-drop",
+            "codel",
+            "codel:2ms:50ms",
+            "pie",
+            "pie:7.5ms",
+            "fq-codel",
+            "fq-codel:1ms:20ms",
+            "dualpi2",
+            "dualpi2:any-ect",
+        ] {
+            let a = Aqm::parse(s).unwrap();
+            assert_eq!(Aqm::parse(&a.spec()), Ok(a), "{s} -> {}", a.spec());
+        }
     }
 }

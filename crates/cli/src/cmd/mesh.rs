@@ -147,7 +147,7 @@ pub fn mesh(a: MeshArgs) -> Result<bool> {
     } else {
         match a.db.open().and_then(|db| {
             let plan_json = serde_json::to_string(&plan)?;
-            let now = landspeed_core::result::format_utc(unix_now());
+            let now = landspeed_core::result::format_utc(crate::common::unix_now_s());
             let id = db.create_campaign(&plan.name, &now, &plan_json)?;
             Ok((db, id))
         }) {
@@ -186,10 +186,4 @@ pub fn mesh(a: MeshArgs) -> Result<bool> {
         print!("{}", landspeed_report::mesh_text(&report));
     }
     Ok(all_ok)
-}
-
-fn unix_now() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::SystemTime::UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64())
 }

@@ -83,5 +83,81 @@ fn counts_between(
         duplicated: b.duplicated.saturating_sub(a.duplicated),
         reordered: b.reordered.saturating_sub(a.reordered),
         corrupted: b.corrupted.saturating_sub(a.corrupted),
+        dropped_aqm: b.dropped_aqm.saturating_sub(a.dropped_aqm),
+        marked_ce: b.marked_ce.saturating_sub(a.marked_ce),
+        sojourn_packets: b.sojourn_packets.saturating_sub(a.sojourn_packets),
+        mean_sojourn_ms: mean_ms(
+            b.sojourn_sum_ns.saturating_sub(a.sojourn_sum_ns),
+            b.sojourn_packets.saturating_sub(a.sojourn_packets),
+        ),
+        probe_packets: b.probe_packets.saturating_sub(a.probe_packets),
+        probe_mean_sojourn_ms: mean_ms(
+            b.probe_sojourn_sum_ns.saturating_sub(a.probe_sojourn_sum_ns),
+            b.probe_packets.saturating_sub(a.probe_packets),
+        ),
+    }
+}
+
+/// A sum of nanoseconds over `n` packets as a mean in ms (None for no packet).
+fn mean_ms(sum_ns: u64, n: u64) -> Option<f64> {
+    (n > 0).then(|| sum_ns as f64 / n as f64 / 1e6)
+}
+
+/// `latency --aqm LIST`: the emulator this process runs in, whose bottleneck discipline is switched,
+/// and the discipline each direction had, put back by [`Disciplines::restore`].
+pub struct Disciplines {
+    name: String,
+    original: [String; 2],
+}
+
+impl Disciplines {
+    /// The emulator around this process, running (else why not, in one line).
+    pub fn enclosing() -> Result<Disciplines, String> {
+        let (name, _) = daemon::enclosing().ok_or(
+            "--aqm switches the discipline of the emulator this runs in: run it inside one, e.g. \
+             landspeed wan exec NAME a -- landspeed latency HOST --aqm tail-drop,fq-codel",
+        )?;
+        let st = daemon::status(&name).map_err(|e| e.to_string())?;
+        if !st.running {
+            return Err(format!(
+                "emulator '{name}' is not running (landspeed wan status {name})"
+            ));
+        }
+        let original = [st.settings.a_to_b.aqm.spec(), st.settings.b_to_a.aqm.spec()];
+        Ok(Disciplines { name, original })
+    }
+
+    /// Why `aqm` is not a discipline the emulator has, if it is not.
+    pub fn check(aqm: &str) -> Result<(), String> {
+        landspeed_wan::aqm::Aqm::parse(aqm).map(drop)
+    }
+
+    /// The emulator's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Both directions' discipline as it was (`tail-drop`; `codel / tail-drop` when they differ).
+    pub fn original(&self) -> String {
+        match &self.original {
+            [a, b] if a == b => a.clone(),
+            [a, b] => format!("{a} / {b}"),
+        }
+    }
+
+    /// Switches both directions to `aqm` (`wan change NAME aqm=…`).
+    pub fn set(&self, aqm: &str) -> Result<(), String> {
+        daemon::change(&self.name, &[format!("aqm={aqm}")])
+            .map(drop)
+            .map_err(|e| e.to_string())
+    }
+
+    /// Puts each direction's discipline back.
+    pub fn restore(&self) -> Result<(), String> {
+        for (aqm, dir) in self.original.iter().zip(["a-to-b", "b-to-a"]) {
+            let words = [format!("aqm={aqm}"), format!("direction={dir}")];
+            daemon::change(&self.name, &words).map_err(|e| e.to_string())?;
+        }
+        Ok(())
     }
 }

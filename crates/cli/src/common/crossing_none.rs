@@ -14,3 +14,39 @@ impl Crossing {
         match self {}
     }
 }
+
+/// `latency --aqm`: no emulator to switch here, so no value exists.
+pub enum Disciplines {}
+
+impl Disciplines {
+    /// Refused: no emulator on this platform.
+    pub fn enclosing() -> Result<Disciplines, String> {
+        landspeed_engine::platform::require("WAN emulator").map_err(|e| e.to_string())?;
+        Err("no WAN emulator on this platform".into())
+    }
+
+    /// Anything passes here: [`Disciplines::enclosing`] refuses first.
+    pub fn check(_aqm: &str) -> Result<(), String> {
+        Ok(())
+    }
+
+    /// Never called (no value exists).
+    pub fn name(&self) -> &str {
+        match *self {}
+    }
+
+    /// Never called.
+    pub fn original(&self) -> String {
+        match *self {}
+    }
+
+    /// Never called.
+    pub fn set(&self, _aqm: &str) -> Result<(), String> {
+        match *self {}
+    }
+
+    /// Never called.
+    pub fn restore(&self) -> Result<(), String> {
+        match *self {}
+    }
+}

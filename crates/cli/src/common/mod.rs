@@ -34,9 +34,12 @@ impl std::error::Error for UsageError {}
 
 /// Now as UTC text (the server log's stamps, the pages' "made at" line).
 pub fn now_utc() -> String {
-    landspeed_core::result::format_utc(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0.0, |d| d.as_secs_f64()),
-    )
+    landspeed_core::result::format_utc(unix_now_s())
+}
+
+/// Now, seconds since the Unix epoch.
+pub fn unix_now_s() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
 }

@@ -406,9 +406,15 @@ fn the_phased_latency_test_against_nothing_says_every_probe_was_lost_and_why_eac
             "load",
             "--plots",
             dir.to_str().unwrap(),
+            "--html",
+            dir.join("latency.html").to_str().unwrap(),
         ],
         std::time::Duration::from_secs(30),
     );
+    // The page holds both figures inline and the text report (the same phases as the JSON).
+    let page = std::fs::read_to_string(dir.join("latency.html")).unwrap_or_default();
+    assert_eq!(page.matches("<svg").count(), 2, "{page}");
+    assert!(page.contains("Latency under load to 127.0.0.1"), "{page}");
     // The figures are drawn even with nothing to show but the phases and the lost probes.
     for f in [
         "latency-over-time.svg",
@@ -442,5 +448,18 @@ fn the_phased_latency_test_against_nothing_says_every_probe_was_lost_and_why_eac
         let o = common::landspeed(&args, std::time::Duration::from_secs(10));
         assert_eq!(o.code, 2, "{bad:?}: {}", o.stderr);
         assert!(o.stderr.contains("--probe-dscp"), "{}", o.stderr);
+    }
+    // `--aqm` names a discipline the emulator has, and switches the emulator this runs in: outside
+    // one it says how to run it, in one line, before any probe is sent.
+    for (aqm, said) in [
+        ("red", "is not one of tail-drop"),
+        ("fq-codel", "landspeed wan exec NAME a --"),
+    ] {
+        let o = common::landspeed(
+            &["latency", "127.0.0.1", "-p", &port, "--aqm", aqm],
+            std::time::Duration::from_secs(10),
+        );
+        assert_eq!((o.code, o.stderr.lines().count()), (2, 1), "{aqm}: {}", o.stderr);
+        assert!(o.stderr.contains(said), "{aqm}: {}", o.stderr);
     }
 }

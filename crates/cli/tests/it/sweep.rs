@@ -33,6 +33,53 @@ fn json(stdout: &str) -> Value {
 }
 
 #[test]
+fn a_sweep_with_latency_probes_plots_the_rtt_under_each_cells_load() {
+    let _serial = serial();
+    let s = ServerProc::start("127.0.0.1", &[]);
+    let p = s.port.to_string();
+    let dir = scratch("latency");
+    let db = dir.join("a.db").display().to_string();
+    let html = dir.join("s.html");
+    let o = landspeed(
+        &[
+            "sweep",
+            "127.0.0.1",
+            "--windows",
+            "64K,256K",
+            "--streams",
+            "1",
+            "--repeat",
+            "1",
+            "-t",
+            "0.3s",
+            "--json",
+            "--db",
+            &db,
+            "--html",
+            html.to_str().unwrap(),
+            "--",
+            "-p",
+            &p,
+            "--latency",
+        ],
+        Duration::from_secs(60),
+    );
+    assert_eq!(o.code, 0, "{}\n{}", o.stdout, o.stderr);
+    let r = json(&o.stdout);
+    // Each cell carries its probes' median RTT under the load, from the archived run.
+    for c in r["summary"]["cells"].as_array().unwrap() {
+        assert!(c["loaded_rtt_ms"].as_f64().is_some_and(|ms| ms > 0.0), "{c}");
+    }
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("RTT under load vs window"), "no loaded-RTT figure");
+    assert_eq!(page.matches("<svg").count(), 4);
+    let id = r["sweep_id"].as_i64().unwrap().to_string();
+    let t = landspeed(&["report", "--sweep", &id, "--db", &db], Duration::from_secs(30));
+    assert!(t.stdout.contains("RTT under load (ms)"), "{}", t.stdout);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn a_loopback_sweep_is_archived_summarised_plotted_and_reported() {
     let _serial = serial();
     // The page shows both ends' hosts: the server shares its details with this keyless client.

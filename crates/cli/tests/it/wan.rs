@@ -583,6 +583,7 @@ fn the_phased_latency_test_finds_each_loads_queue_in_its_own_direction() {
     let Some(_lock) = root() else { return };
     let mut w = Wan::up(&["--rtt", "20ms", "--rate", "50M", "--queue", "2bdp"]);
     w.serve_in_b();
+    // Once under the emulator's tail drop, once under FQ-CoDel (`--aqm` switches it and puts it back).
     let o = w.in_a(
         &[
             "latency",
@@ -592,11 +593,18 @@ fn the_phased_latency_test_finds_each_loads_queue_in_its_own_direction() {
             "--json",
             "--run-arg=-C",
             "--run-arg=cubic",
+            "--aqm",
+            "tail-drop,fq-codel",
         ],
-        Duration::from_secs(60),
+        Duration::from_secs(90),
     );
     assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
-    let r: Value = serde_json::from_str(&o.stdout).unwrap();
+    let both: Value = serde_json::from_str(&o.stdout).unwrap();
+    assert_eq!(both["schema"], "landspeed-latency-aqm/1");
+    assert_eq!(both["restored_aqm"], "tail-drop");
+    fq_codel_phases(&both["runs"][1]);
+    let r = &both["runs"][0]["result"];
+    assert_eq!(both["runs"][0]["aqm"], "tail-drop");
     let at = |i: usize, way: &str, k: &str| r["phases"][i][way]["queueing"][k].as_f64().unwrap();
     let q = |i: usize, way: &str| at(i, way, "median_ms");
     let names: Vec<&str> = (0..5).map(|i| r["phases"][i]["load"].as_str().unwrap()).collect();
@@ -644,13 +652,45 @@ fn the_phased_latency_test_finds_each_loads_queue_in_its_own_direction() {
         sum += at(i, "to_server", "avg_ms") * received;
         n += received;
     }
-    let st = w.status();
-    let emu = &st["a_to_b"];
-    let probes = emu["probe_packets"].as_f64().unwrap();
-    let emulator_ms = emu["probe_sojourn_sum_ns"].as_f64().unwrap() / probes / 1e6;
+    let (mut probes, mut emulator_ns) = (0.0, 0.0);
+    for i in 0..5 {
+        let e = &r["phases"][i]["emulator"]["to_server"];
+        let k = e["probe_packets"].as_f64().unwrap();
+        probes += k;
+        emulator_ns += k * e["probe_mean_sojourn_ms"].as_f64().unwrap_or(0.0) * 1e6;
+    }
+    let emulator_ms = emulator_ns / probes / 1e6;
     assert!(
         (sum / n - emulator_ms).abs() <= 0.5 && (probes - n).abs() <= 3.0,
         "probes measured {:.3} ms over {n}, the emulator {emulator_ms:.3} ms over {probes}",
         sum / n
+    );
+    let st = w.status();
+    assert_eq!(
+        st["settings"]["a_to_b"]["aqm"]["kind"], "tail-drop",
+        "{}",
+        st["settings"]
+    );
+}
+
+/// `latency --aqm`'s FQ-CoDel run: the probes, a flow of their own, never wait behind the loads' queue
+/// (each loaded phase's median within 3 ms of the idle one), which the emulator's timing of the
+/// probes' packets confirms phase by phase, while the loads' own packets do queue there.
+fn fq_codel_phases(run: &Value) {
+    assert_eq!(run["aqm"], "fq-codel");
+    let phases = run["result"]["phases"].as_array().unwrap();
+    let median = |p: &Value| p["rtt"]["median_ms"].as_f64().unwrap();
+    for p in &phases[1..4] {
+        let to_server = &p["emulator"]["to_server"];
+        assert!(
+            median(p) - median(&phases[0]) < 3.0
+                && to_server["probe_mean_sojourn_ms"].as_f64().unwrap() < 1.0,
+            "{p}"
+        );
+    }
+    let upload = &phases[2]["emulator"]["to_server"];
+    assert!(
+        upload["mean_sojourn_ms"].as_f64().unwrap() > upload["probe_mean_sojourn_ms"].as_f64().unwrap(),
+        "{upload}"
     );
 }

@@ -3,6 +3,7 @@
 //! and `run --latency` fill. The probing itself lives in landspeed-net; docs/path.md describes the
 //! methods and their limits.
 
+pub mod disciplines;
 pub mod echo;
 pub mod oneway;
 pub mod phases;
@@ -10,6 +11,7 @@ pub mod plan;
 pub mod report;
 pub mod rtt;
 
+pub use disciplines::{DisciplineRun, LatencyByDiscipline, DISCIPLINES_SCHEMA};
 pub use echo::{EchoHeader, EchoKind, ECHO_HEADER_LEN, ECHO_MAGIC};
 pub use oneway::{ClockOffset, DirectionDelay, OneWayReport, Stamps};
 pub use phases::{Load, PhaseLatency, PhaseSpan, PhasedLatency, ProbePoint, ProbeSample, LATENCY_SCHEMA};

@@ -73,6 +73,10 @@ pub struct PhaseSpan {
     /// flow does not), ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flows_rtt_ms: Option<f64>,
+    /// What the emulator this ran in counted during the phase (its bottleneck's sojourn times, drops
+    /// and marks each way), when the client ran inside one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub emulator: Option<crate::emulator::EmulatorReport>,
 }
 
 /// One phase's latency.
@@ -194,6 +198,7 @@ mod tests {
     fn span(load: Load, start_s: f64, end_s: f64) -> PhaseSpan {
         PhaseSpan {
             flows_rtt_ms: None,
+            emulator: None,
             load,
             start_s,
             end_s,

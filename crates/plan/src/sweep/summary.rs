@@ -27,6 +27,9 @@ pub struct CellSummary {
     /// Median over the runs of the senders' mean smoothed RTT (TCP_INFO), seconds, when known.
     #[serde(default)]
     pub rtt_s: Option<f64>,
+    /// Median over the runs of their echo probes' median RTT under the load (`run --latency`), ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loaded_rtt_ms: Option<f64>,
 }
 
 /// What the summary needs of one finished run.
@@ -38,6 +41,8 @@ pub struct RunFigures {
     pub effective_window_bytes: Option<f64>,
     /// The senders' mean smoothed RTT over the run (TCP_INFO), averaged over the streams, seconds.
     pub rtt_s: Option<f64>,
+    /// The median RTT of the run's echo probes under the load (`run --latency`), ms.
+    pub loaded_rtt_ms: Option<f64>,
 }
 
 impl From<f64> for RunFigures {
@@ -46,6 +51,7 @@ impl From<f64> for RunFigures {
             throughput_bps,
             effective_window_bytes: None,
             rtt_s: None,
+            loaded_rtt_ms: None,
         }
     }
 }
@@ -147,6 +153,7 @@ impl Gathered {
         self.rtts
             .extend(cell_rtts.iter().map(|&t| (window_bytes, streams, t)));
         let rtt_s = median(&mut cell_rtts);
+        let loaded_rtt_ms = median(&mut mine.iter().filter_map(|r| r.1.loaded_rtt_ms).collect::<Vec<_>>());
         let stats = CellStats::from_values(&runs_bps)?;
         self.medians.push((window_bytes, streams, stats.median));
         if let Some(e) = effective_window_bytes.filter(|e| *e > 0.0) {
@@ -160,6 +167,7 @@ impl Gathered {
             runs_bps,
             effective_window_bytes,
             rtt_s,
+            loaded_rtt_ms,
         })
     }
 
@@ -302,6 +310,7 @@ mod tests {
                     throughput_bps: 8.0 * eff / 0.05,
                     effective_window_bytes: Some(eff),
                     rtt_s: Some(0.049 + 0.001 * f64::from(k.repeat)),
+                    loaded_rtt_ms: None,
                 };
                 (k, f)
             })

@@ -3,7 +3,7 @@
 
 use super::sweep::Cdf;
 use super::{colour, footer, render, Draw, DrawResult, Figure, PlotError, FONT};
-use landspeed_core::path::PhasedLatency;
+use landspeed_core::path::{LatencyByDiscipline, Load, PhasedLatency};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
@@ -122,4 +122,90 @@ pub fn latency_figures(r: &PhasedLatency) -> Result<Vec<Figure>, PlotError> {
         },
     )?;
     Ok(vec![over, cdf])
+}
+
+/// `latency --aqm`: the RTT of every probe sent under load (download, upload and both phases) per
+/// queue discipline, then each discipline's own two figures (their file names prefixed with it).
+pub fn discipline_figures(c: &LatencyByDiscipline) -> Result<Vec<Figure>, PlotError> {
+    let series = (c.runs.iter())
+        .map(|run| {
+            let r = &run.result;
+            let loaded = (r.phases.iter()).filter(|p| p.span.load != Load::Idle);
+            let rtts = loaded
+                .flat_map(|p| {
+                    (r.probes.iter())
+                        .filter(move |q| q.t_s >= p.span.start_s && q.t_s < p.span.end_s)
+                        .filter_map(|q| q.rtt_ms)
+                })
+                .collect();
+            (run.aqm.clone(), rtts)
+        })
+        .collect();
+    let host = c.runs.first().map_or("", |r| r.result.host.as_str());
+    let mut out = vec![render(
+        "latency-by-discipline".into(),
+        "RTT under load per queue discipline".into(),
+        (960, 600),
+        &Cdf {
+            title: format!("RTT under load to {host}, per queue discipline"),
+            x_desc: "RTT of the probes sent in the loaded phases (ms)".into(),
+            y_desc: "fraction of probes at or below".into(),
+            series,
+            footer: format!(
+                "landspeed latency --aqm on emulator {}: the same phases under each discipline",
+                c.emulator
+            ),
+        },
+    )?];
+    for run in &c.runs {
+        for mut f in latency_figures(&run.result)? {
+            f.name = format!("{}-{}", f.name, file_word(&run.aqm));
+            f.title = format!("{} ({})", f.title, run.aqm);
+            out.push(f);
+        }
+    }
+    Ok(out)
+}
+
+/// A discipline's spec as a file-name word (`codel:2ms:50ms` → `codel-2ms-50ms`).
+fn file_word(aqm: &str) -> String {
+    (aqm.chars())
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use landspeed_core::path::{DisciplineRun, PhasedLatency};
+
+    #[test]
+    fn the_comparison_comes_first_and_each_disciplines_figures_are_named_for_it() {
+        let run = |aqm: &str| DisciplineRun {
+            aqm: aqm.into(),
+            result: PhasedLatency::new("h", 10.0, vec![], &[]),
+        };
+        let c = LatencyByDiscipline::new("lfn", None, vec![run("tail-drop"), run("codel:2ms:50ms")]);
+        let names: Vec<String> = discipline_figures(&c)
+            .unwrap()
+            .into_iter()
+            .map(|f| f.name)
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "latency-by-discipline",
+                "latency-over-time-tail-drop",
+                "latency-cdf-tail-drop",
+                "latency-over-time-codel-2ms-50ms",
+                "latency-cdf-codel-2ms-50ms"
+            ]
+        );
+    }
 }

@@ -8,7 +8,7 @@ mod latency;
 mod run;
 mod sweep;
 
-pub use latency::latency_figures;
+pub use latency::{discipline_figures, latency_figures};
 pub use run::{run_figures, runs_cdf};
 pub use sweep::sweep_figures;
 

@@ -13,6 +13,15 @@ use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
+/// A series' name: `1 stream`, `4 streams`.
+fn streams_label(s: u32) -> String {
+    if s == 1 {
+        "1 stream".into()
+    } else {
+        format!("{s} streams")
+    }
+}
+
 fn short_size(b: u64) -> String {
     Bytes(b)
         .to_string()
@@ -65,38 +74,18 @@ impl Draw for VsWindow<'_> {
         DB::ErrorType: 'static,
     {
         let p = &self.r.plan;
-        let lo = *p.windows_bytes.first().unwrap_or(&1) as f64 / 1.5;
-        let hi = *p.windows_bytes.last().unwrap_or(&2) as f64 * 1.5;
-        let top = self
-            .cells
-            .iter()
+        let top = (self.cells.iter())
             .map(|c| c.throughput_bps.max)
             .fold(1.0, f64::max);
         let (div, uname) = unit(top);
-        let ymax = top / div * 1.12;
         let area = root.margin(8, 40, 8, 16);
-        let mut chart = ChartBuilder::on(&area)
-            .caption(
-                format!("Throughput vs window, {}", direction_name(self.d.direction)),
-                (FONT, 22),
-            )
-            .x_label_area_size(48)
-            .y_label_area_size(72)
-            .build_cartesian_2d(
-                (lo..hi)
-                    .log_scale()
-                    .with_key_points(p.windows_bytes.iter().map(|w| *w as f64).collect::<Vec<_>>()),
-                0f64..ymax,
-            )?;
-        chart
-            .configure_mesh()
-            .x_desc("window (socket buffer per stream, log scale)")
-            .y_desc(format!("throughput ({uname})"))
-            .x_label_formatter(&|x| short_size(x.round() as u64))
-            .y_label_formatter(&|y| format!("{y:.1}"))
-            .label_style((FONT, 13))
-            .axis_desc_style((FONT, 15))
-            .draw()?;
+        let caption = format!("Throughput vs window, {}", direction_name(self.d.direction));
+        let (mut chart, (lo, hi)) = window_axes(
+            &area,
+            p,
+            caption,
+            (top / div * 1.12, format!("throughput ({uname})")),
+        )?;
         for (i, &s) in p.streams.iter().enumerate() {
             self.stream_series(&mut chart, (colour(i), s), div, (lo, hi))?;
         }
@@ -109,6 +98,44 @@ impl Draw for VsWindow<'_> {
             .draw()?;
         footer(root, &foot(self.r))
     }
+}
+
+/// A window chart and its x axis' ends.
+type WindowAxes<'a, DB> = (WindowChart<'a, DB>, (f64, f64));
+
+/// The sweep's windows on a log scale (each a key point, a third beyond either end) against `0..ymax`,
+/// captioned, its mesh drawn; with the axis' ends.
+fn window_axes<'a, DB: DrawingBackend + 'a>(
+    area: &'a DrawingArea<DB, Shift>,
+    p: &landspeed_plan::sweep::SweepPlan,
+    caption: String,
+    (ymax, y_desc): (f64, String),
+) -> Result<WindowAxes<'a, DB>, Box<dyn std::error::Error>>
+where
+    DB::ErrorType: 'static,
+{
+    let lo = *p.windows_bytes.first().unwrap_or(&1) as f64 / 1.5;
+    let hi = *p.windows_bytes.last().unwrap_or(&2) as f64 * 1.5;
+    let mut chart = ChartBuilder::on(area)
+        .caption(caption, (FONT, 22))
+        .x_label_area_size(48)
+        .y_label_area_size(72)
+        .build_cartesian_2d(
+            (lo..hi)
+                .log_scale()
+                .with_key_points(p.windows_bytes.iter().map(|w| *w as f64).collect::<Vec<_>>()),
+            0f64..ymax,
+        )?;
+    chart
+        .configure_mesh()
+        .x_desc("window (socket buffer per stream, log scale)")
+        .y_desc(y_desc)
+        .x_label_formatter(&|x| short_size(x.round() as u64))
+        .y_label_formatter(&|y| format!("{y:.1}"))
+        .label_style((FONT, 13))
+        .axis_desc_style((FONT, 15))
+        .draw()?;
+    Ok((chart, (lo, hi)))
 }
 
 /// The log-scale window axis against throughput, as `VsWindow` draws it.
@@ -138,11 +165,7 @@ impl VsWindow<'_> {
             .iter()
             .map(|x| (x.window_bytes as f64, x.throughput_bps.median / div))
             .collect();
-        let label = if s == 1 {
-            "1 stream".to_string()
-        } else {
-            format!("{s} streams")
-        };
+        let label = streams_label(s);
         chart
             .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))?
             .label(label)
@@ -370,79 +393,138 @@ impl Draw for Cdf {
     }
 }
 
-/// Every figure of a sweep: per direction, throughput vs window, the heatmap and the CDF of repeated
-/// runs (each stream count's best window).
+/// The echo probes' median RTT under each cell's load (`run --latency` in the sweep's options) against
+/// the window, a line per stream count: the queue each window builds.
+struct LoadedRtt<'a> {
+    r: &'a SweepReport,
+    d: &'a DirectionSummary,
+    cells: Vec<&'a CellSummary>,
+}
+
+impl Draw for LoadedRtt<'_> {
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> DrawResult
+    where
+        DB::ErrorType: 'static,
+    {
+        let p = &self.r.plan;
+        let ymax = (self.cells.iter())
+            .filter_map(|c| c.loaded_rtt_ms)
+            .fold(1.0, f64::max)
+            * 1.12;
+        let area = root.margin(8, 40, 8, 16);
+        let caption = format!("RTT under load vs window, {}", direction_name(self.d.direction));
+        let y_desc = "echo probes' median RTT under the load (ms)".to_string();
+        let (mut chart, _) = window_axes(&area, p, caption, (ymax, y_desc))?;
+        for (i, &s) in p.streams.iter().enumerate() {
+            let c = colour(i);
+            let pts: Vec<(f64, f64)> = (self.cells.iter())
+                .filter(|x| x.streams == s)
+                .filter_map(|x| x.loaded_rtt_ms.map(|ms| (x.window_bytes as f64, ms)))
+                .collect();
+            chart
+                .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))?
+                .label(streams_label(s))
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
+            chart.draw_series(pts.iter().map(|&p| Circle::new(p, 4, c.filled())))?;
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK.mix(0.4))
+            .label_font((FONT, 13))
+            .draw()?;
+        footer(root, &foot(self.r))
+    }
+}
+
+/// Every figure of a sweep: per direction, throughput vs window, the probes' RTT under load vs window
+/// (when the cells had `--latency`), the heatmap and the CDF of repeated runs (each stream count's
+/// best window).
 pub fn sweep_figures(r: &SweepReport) -> Result<Vec<Figure>, PlotError> {
     let mut out = Vec::new();
     for d in &r.summary.directions {
-        let cells: Vec<&CellSummary> = r
-            .summary
-            .cells
-            .iter()
+        let cells: Vec<&CellSummary> = (r.summary.cells.iter())
             .filter(|c| c.direction == d.direction)
             .collect();
         if cells.is_empty() {
             continue;
         }
         let tag = dir_tag(d.direction);
+        let name = |what: &str| format!("sweep-{}-{what}-{tag}", r.sweep_id);
+        let title = |what: &str| format!("{what}, {}", direction_name(d.direction));
+        let size = (960, 600);
         let v = VsWindow {
             r,
             d,
             cells: cells.clone(),
         };
         out.push(render(
-            format!("sweep-{}-throughput-vs-window-{tag}", r.sweep_id),
-            format!("Throughput vs window, {}", direction_name(d.direction)),
-            (960, 600),
+            name("throughput-vs-window"),
+            title("Throughput vs window"),
+            size,
             &v,
         )?);
+        if cells.iter().any(|c| c.loaded_rtt_ms.is_some()) {
+            let l = LoadedRtt {
+                r,
+                d,
+                cells: cells.clone(),
+            };
+            out.push(render(
+                name("loaded-rtt-vs-window"),
+                title("RTT under load vs window"),
+                size,
+                &l,
+            )?);
+        }
         let h = Heatmap {
             r,
             d,
             cells: cells.clone(),
         };
         out.push(render(
-            format!("sweep-{}-heatmap-{tag}", r.sweep_id),
-            format!("Windows × streams heatmap, {}", direction_name(d.direction)),
-            (960, 600),
+            name("heatmap"),
+            title("Windows × streams heatmap"),
+            size,
             &h,
         )?);
-        let (div, uname) = unit(cells.iter().map(|c| c.throughput_bps.max).fold(0.0, f64::max));
-        let series = r
-            .plan
-            .streams
-            .iter()
-            .filter_map(|&s| {
-                let best = cells
-                    .iter()
-                    .filter(|c| c.streams == s)
-                    .max_by(|a, b| a.throughput_bps.median.total_cmp(&b.throughput_bps.median))?;
-                Some((
-                    format!(
-                        "{s} × {} ({} runs)",
-                        short_size(best.window_bytes),
-                        best.runs_bps.len()
-                    ),
-                    best.runs_bps.iter().map(|v| v / div).collect(),
-                ))
-            })
-            .collect();
-        let c = Cdf {
-            title: format!(
-                "Repeated runs of each stream count's best window, {}",
-                direction_name(d.direction)
-            ),
-            x_desc: format!("throughput ({uname})"),
-            y_desc: "fraction of runs at or below".into(),
-            series,
-            footer: foot(r),
-        };
         out.push(render(
-            format!("sweep-{}-cdf-{tag}", r.sweep_id),
-            format!("CDF of repeated runs, {}", direction_name(d.direction)),
-            (960, 600),
-            &c,
+            name("cdf"),
+            title("CDF of repeated runs"),
+            size,
+            &best_runs_cdf(r, d, &cells),
         )?);
     }
     Ok(out)
+}
+
+/// The CDF of the repeated runs of each stream count's best window in one direction.
+fn best_runs_cdf(r: &SweepReport, d: &DirectionSummary, cells: &[&CellSummary]) -> Cdf {
+    let (div, uname) = unit(cells.iter().map(|c| c.throughput_bps.max).fold(0.0, f64::max));
+    let series = (r.plan.streams.iter())
+        .filter_map(|&s| {
+            let best = (cells.iter())
+                .filter(|c| c.streams == s)
+                .max_by(|a, b| a.throughput_bps.median.total_cmp(&b.throughput_bps.median))?;
+            Some((
+                format!(
+                    "{s} × {} ({} runs)",
+                    short_size(best.window_bytes),
+                    best.runs_bps.len()
+                ),
+                best.runs_bps.iter().map(|v| v / div).collect(),
+            ))
+        })
+        .collect();
+    Cdf {
+        title: format!(
+            "Repeated runs of each stream count's best window, {}",
+            direction_name(d.direction)
+        ),
+        x_desc: format!("throughput ({uname})"),
+        y_desc: "fraction of runs at or below".into(),
+        series,
+        footer: foot(r),
+    }
 }
