@@ -350,8 +350,12 @@ pub struct RpmReport {
     pub http: String,
     /// The parameters.
     pub params: RpmParams,
-    /// Each direction, in the order run.
+    /// Each direction, in the order run (download first when they ran at once).
     pub directions: Vec<RpmDirectionResult>,
+    /// The two directions loaded the path at the same time (goresponsiveness's `-rpm.parallel`),
+    /// each with its own connections and probes; else one after the other.
+    #[serde(default)]
+    pub parallel: bool,
     /// Both directions together: the figures of every direction's window of probes pooled (the
     /// "final" RPM goresponsiveness prints); None with fewer than two directions measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -8,7 +8,8 @@
 //! HTTP/1.1 (`http1`) a loaded connection cannot carry a probe, so no self probe is sent and RPM is
 //! not computed (the probes' figures are still given). Both ends keep little unsent data in their
 //! sockets (TCP_NOTSENT_LOWAT, 16 KiB), so a self probe measures the path's queue, not a send
-//! buffer's.
+//! buffer's. The directions run one after the other, or at once (`parallel`); a configuration naming
+//! a `test_endpoint` has every connection made there.
 
 mod conn;
 
@@ -32,8 +33,11 @@ use tokio::time::Instant;
 pub struct RpmOptions {
     /// The configuration's URL.
     pub config_url: String,
-    /// The directions, run one after the other.
+    /// The directions, run one after the other (or at once with `parallel`).
     pub directions: Vec<RpmDirection>,
+    /// Both directions at once: the download's and the upload's load, and each one's probes, on the
+    /// path together (goresponsiveness's `-rpm.parallel`).
+    pub parallel: bool,
     /// The method's parameters.
     pub params: RpmParams,
     /// Speak HTTP/1.1 only.
@@ -84,20 +88,32 @@ async fn run(opts: &RpmOptions, interrupt: &AtomicBool) -> Result<RpmReport, Rpm
             url: opts.config_url.clone(),
             why,
         })?;
+    // A configuration naming a test endpoint is served apart from the test: every URL is reached there.
+    let at = config.test_endpoint.as_deref();
+    let url = |u: &str| Target::parse(u).map(|t| t.via(at)).map_err(RpmError::Url);
     let endpoints = Endpoints {
-        small: Target::parse(&config.urls.small_https_download_url).map_err(RpmError::Url)?,
-        large: Target::parse(&config.urls.large_https_download_url).map_err(RpmError::Url)?,
-        upload: Target::parse(&config.urls.https_upload_url).map_err(RpmError::Url)?,
+        small: url(&config.urls.small_https_download_url)?,
+        large: url(&config.urls.large_https_download_url)?,
+        upload: url(&config.urls.https_upload_url)?,
         http1: opts.http1,
     };
     let mut directions = vec![];
-    for &d in &opts.directions {
+    if opts.parallel {
+        let (p, e) = (&opts.params, &endpoints);
+        let (down, up) = tokio::join!(
+            direction(RpmDirection::Download, e, p, interrupt),
+            direction(RpmDirection::Upload, e, p, interrupt)
+        );
+        directions = vec![down, up];
+    }
+    for &d in opts.directions.iter().filter(|_| !opts.parallel) {
         if interrupt.load(Relaxed) {
             break;
         }
         directions.push(direction(d, &endpoints, &opts.params, interrupt).await);
     }
     Ok(RpmReport {
+        parallel: opts.parallel,
         schema: rpm::RPM_SCHEMA.into(),
         config_url: opts.config_url.clone(),
         http: if opts.http1 { "HTTP/1.1" } else { "HTTP/2" }.into(),

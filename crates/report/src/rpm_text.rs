@@ -7,7 +7,12 @@ use std::fmt::Write;
 
 /// The report.
 pub fn text(r: &RpmReport) -> String {
-    let mut out = format!("Responsiveness at {} ({}):\n", r.config_url, r.http);
+    let at_once = if r.parallel {
+        ", both directions at once"
+    } else {
+        ""
+    };
+    let mut out = format!("Responsiveness at {} ({}{at_once}):\n", r.config_url, r.http);
     for d in &r.directions {
         let name = match d.direction {
             RpmDirection::Download => "download",

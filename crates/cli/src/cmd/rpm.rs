@@ -16,7 +16,7 @@ pub struct RpmArgs {
     /// The configuration's URL (https://host:4043/config), or HOST[:PORT] for
     /// https://HOST:PORT/config (port 4043 by default, as goresponsiveness).
     pub target: String,
-    /// Which directions, one after the other.
+    /// Which directions: both one after the other, both at once (parallel), or one.
     #[arg(long, value_enum, default_value_t = Which::Both)]
     pub direction: Which,
     /// Speak HTTP/1.1 only (no self probes then: RPM is not computed, the probes' times are given).
@@ -45,6 +45,9 @@ pub struct RpmArgs {
 pub enum Which {
     /// Download, then upload.
     Both,
+    /// Download and upload at the same time, each with its own connections and probes
+    /// (goresponsiveness's -rpm.parallel).
+    Parallel,
     /// Download only.
     Download,
     /// Upload only.
@@ -80,7 +83,7 @@ pub fn rpm(a: RpmArgs) -> Result<bool> {
     let opts = RpmOptions {
         config_url: config_url(&a.target),
         directions: match a.direction {
-            Which::Both => vec![RpmDirection::Download, RpmDirection::Upload],
+            Which::Both | Which::Parallel => vec![RpmDirection::Download, RpmDirection::Upload],
             Which::Download => vec![RpmDirection::Download],
             Which::Upload => vec![RpmDirection::Upload],
         },
@@ -92,6 +95,7 @@ pub fn rpm(a: RpmArgs) -> Result<bool> {
             ..RpmParams::default()
         },
         http1: a.http1,
+        parallel: a.direction == Which::Parallel,
     };
     let interrupt = interrupt_flag()?;
     let r = measure(&opts, &interrupt)?;

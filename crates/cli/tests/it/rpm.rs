@@ -62,6 +62,20 @@ fn the_rpm_client_measures_landspeeds_server_over_http2_with_tls_and_plain() {
         "{d}"
     );
     assert!(d["throughput_bps"].as_f64().unwrap() > 1e6, "{d}");
+    // Both directions at once: each its own load and probes, then their probes pooled.
+    let (code, r) = rpm_json(&url, &["--direction", "parallel", "--connections", "2"]);
+    assert_eq!((code, r["parallel"].as_bool()), (0, Some(true)), "{r}");
+    let dirs: Vec<&str> = (0..2)
+        .map(|i| r["directions"][i]["direction"].as_str().unwrap())
+        .collect();
+    assert_eq!(dirs, ["download", "upload"]);
+    for d in r["directions"].as_array().unwrap() {
+        assert!(
+            d["figures"]["rpm"].as_f64().unwrap() > 0.0 && d["throughput_bps"].as_f64().unwrap() > 1e6,
+            "{d}"
+        );
+    }
+    assert!(r["overall"]["rpm"].as_f64().unwrap() > 0.0, "{r}");
     // HTTP/1.1: the load runs, no self probe can, and the result says so (exit 1: not measured).
     let (code, r) = rpm_json(&url, &["--direction", "download", "--http1.1"]);
     let d = &r["directions"][0];
@@ -71,6 +85,58 @@ fn the_rpm_client_measures_landspeeds_server_over_http2_with_tls_and_plain() {
         "{d}"
     );
     assert!(d["self_probes"].as_array().unwrap().is_empty());
+}
+
+/// A configuration served apart from the test (as Apple's and the reference deployment can): its URLs
+/// name a host that does not resolve (`rpm.invalid`), its `test_endpoint` the address of landspeed's
+/// server, so the test can only run if every connection goes to the endpoint. Over HTTP/1.1 (this
+/// configuration server is a one-answer HTTP/1.1 listener), so no RPM: the load and the foreign
+/// probes are what show where the connections went.
+#[test]
+fn a_configuration_naming_a_test_endpoint_is_tested_there() {
+    let s = ServerProc::start("127.0.0.1", &["--rpm", "127.0.0.1:0", "--rpm-plain"]);
+    let port = rpm_url(&s)
+        .split(':')
+        .nth(2)
+        .unwrap()
+        .split('/')
+        .next()
+        .unwrap()
+        .to_string();
+    let url = |path: &str| format!("http://rpm.invalid:{port}/{path}");
+    let config = serde_json::json!({
+        "version": 1,
+        "test_endpoint": "127.0.0.1",
+        "urls": {
+            "small_https_download_url": url("small"),
+            "large_https_download_url": url("large"),
+            "https_upload_url": url("slurp"),
+        }
+    })
+    .to_string();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let config_url = format!(
+        "http://127.0.0.1:{}/config",
+        listener.local_addr().unwrap().port()
+    );
+    let server = std::thread::spawn(move || {
+        let (mut c, _) = listener.accept().unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut head = [0u8; 4096];
+        let _ = c.read(&mut head);
+        let answer = format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{config}",
+            config.len()
+        );
+        c.write_all(answer.as_bytes()).unwrap();
+    });
+    let (code, r) = rpm_json(&config_url, &["--direction", "download", "--http1.1"]);
+    server.join().unwrap();
+    let d = &r["directions"][0];
+    assert_eq!(code, 1, "{r}");
+    assert!(d["error"].as_str().unwrap().contains("HTTP/1.1"), "{d}");
+    assert!(d["throughput_bps"].as_f64().unwrap() > 1e6, "{d}");
+    assert!(!d["foreign"].as_array().unwrap().is_empty(), "{d}");
 }
 
 /// One HTTP/1.1 exchange on a new connection: the status and the body.

@@ -24,6 +24,9 @@ pub(crate) struct Target {
     path: String,
     /// `host:port` as the URL gave it (the Host header, HTTP/2's authority).
     authority: String,
+    /// Connect here instead of to `host` (the configuration's `test_endpoint`); TLS's server name
+    /// and the Host stay the URL's.
+    connect_to: Option<String>,
 }
 
 impl Target {
@@ -48,7 +51,19 @@ impl Target {
             port,
             path,
             authority,
+            connect_to: None,
         })
+    }
+
+    /// The same URL reached at `endpoint` when one is given (the configuration's `test_endpoint`).
+    pub(crate) fn via(mut self, endpoint: Option<&str>) -> Target {
+        self.connect_to = endpoint.map(|e| e.trim_start_matches('[').trim_end_matches(']').to_string());
+        self
+    }
+
+    /// The host the TCP connection goes to.
+    fn connect_host(&self) -> &str {
+        self.connect_to.as_deref().unwrap_or(&self.host)
     }
 
     fn request(&self, method: hyper::Method, body: ReqBody) -> Request<ReqBody> {
@@ -132,9 +147,9 @@ fn ms(since: Instant) -> f64 {
 /// Connects to `t`: HTTP/2 unless `http1` (over TLS, as ALPN settles it).
 pub(crate) async fn open(t: &Target, http1: bool) -> Result<Opened, String> {
     let at = Instant::now();
-    let tcp = tokio::net::TcpStream::connect((t.host.as_str(), t.port))
+    let tcp = tokio::net::TcpStream::connect((t.connect_host(), t.port))
         .await
-        .map_err(|e| format!("cannot connect to {}:{}: {e}", t.host, t.port))?;
+        .map_err(|e| format!("cannot connect to {}:{}: {e}", t.connect_host(), t.port))?;
     let _ = tcp.set_nodelay(true);
     // Little unsent data queued here: an upload's self probe then waits behind the path's queue,
     // not behind this host's own send buffer (where the system has the option).
