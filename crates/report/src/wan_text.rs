@@ -106,6 +106,7 @@ fn direction_text(label: &str, d: &Direction) -> String {
                 if any_ect { ", any ECT as L4S" } else { "" }
             )
         }
+        Aqm::Prio => s += ", strict priority by DSCP (EF/VA/CS5-7, then the rest, then CS1/LE)",
         Aqm::TailDrop => {}
     }
     if !d.jitter.is_zero() {

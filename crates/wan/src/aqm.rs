@@ -58,6 +58,9 @@ pub enum Aqm {
         #[serde(default)]
         any_ect: bool,
     },
+    /// Strict priority over three DSCP classes: EF, VA, CS5-CS7 first, CS1 and LE last
+    /// (`sched::prio`).
+    Prio,
 }
 
 impl Aqm {
@@ -86,7 +89,7 @@ impl Aqm {
     };
 
     /// `tail-drop`, `codel`, `codel:TARGET:INTERVAL` (e.g. `codel:5ms:100ms`), `pie`, `pie:TARGET`,
-    /// `fq-codel`, `fq-codel:TARGET:INTERVAL`, `dualpi2` or `dualpi2:any-ect`.
+    /// `fq-codel`, `fq-codel:TARGET:INTERVAL`, `dualpi2`, `dualpi2:any-ect` or `prio`.
     pub fn parse(s: &str) -> Result<Aqm, String> {
         let mut parts = s.trim().split(':');
         match (parts.next(), parts.next(), parts.next(), parts.next()) {
@@ -95,6 +98,7 @@ impl Aqm {
             (Some("pie"), None, None, None) => Ok(Aqm::PIE),
             (Some("fq-codel" | "fq_codel"), None, None, None) => Ok(Aqm::FQ_CODEL),
             (Some("dualpi2"), None, None, None) => Ok(Aqm::DUALPI2),
+            (Some("prio"), None, None, None) => Ok(Aqm::Prio),
             (Some("dualpi2"), Some("any-ect" | "any_ect"), None, None) => Ok(Aqm::DualPi2 {
                 target: Duration::from_millis(15),
                 step: Duration::from_millis(1),
@@ -119,7 +123,7 @@ impl Aqm {
                 })
             }
             _ => Err(format!(
-                "aqm '{s}' is not one of tail-drop, codel, codel:TARGET:INTERVAL (e.g. codel:5ms:100ms), pie, pie:TARGET, fq-codel, fq-codel:TARGET:INTERVAL, dualpi2, dualpi2:any-ect"
+                "aqm '{s}' is not one of tail-drop, codel, codel:TARGET:INTERVAL (e.g. codel:5ms:100ms), pie, pie:TARGET, fq-codel, fq-codel:TARGET:INTERVAL, dualpi2, dualpi2:any-ect, prio"
             )),
         }
     }
@@ -134,6 +138,7 @@ impl Aqm {
             Aqm::FqCodel { target, interval } => format!("fq-codel:{}:{}", us(target), us(interval)),
             Aqm::DualPi2 { any_ect: false, .. } => "dualpi2".into(),
             Aqm::DualPi2 { any_ect: true, .. } => "dualpi2:any-ect".into(),
+            Aqm::Prio => "prio".into(),
         }
     }
 
@@ -148,6 +153,7 @@ impl Aqm {
                 step,
                 any_ect,
             } => Some(Scheduler::DualPi2(DualPi2::new(target, step, any_ect))),
+            Aqm::Prio => Some(Scheduler::Prio(crate::sched::prio::Prio::new())),
             _ => None,
         }
     }
@@ -155,7 +161,7 @@ impl Aqm {
     /// The state machine this discipline needs on a FIFO, if any.
     pub fn controller(&self) -> Option<Controller> {
         match *self {
-            Aqm::TailDrop | Aqm::FqCodel { .. } | Aqm::DualPi2 { .. } => None,
+            Aqm::TailDrop | Aqm::FqCodel { .. } | Aqm::DualPi2 { .. } | Aqm::Prio => None,
             Aqm::Codel { target, interval } => Some(Controller::Codel(Codel::new(target, interval))),
             Aqm::Pie { target } => Some(Controller::Pie(pie::Pie::new(target))),
         }
@@ -384,6 +390,7 @@ mod tests {
             "fq-codel:1ms:20ms",
             "dualpi2",
             "dualpi2:any-ect",
+            "prio",
         ] {
             let a = Aqm::parse(s).unwrap();
             assert_eq!(Aqm::parse(&a.spec()), Ok(a), "{s} -> {}", a.spec());

@@ -113,6 +113,8 @@ struct Kind {
     probe: bool,
     /// Its flow, a hash of the 5-tuple (FQ-CoDel's queues).
     flow: u64,
+    /// Its DSCP (`prio`'s classes).
+    dscp: u8,
 }
 
 /// One direction of the emulated path.
@@ -223,6 +225,7 @@ impl Link {
             } else {
                 0
             },
+            dscp: crate::packet::dscp(pkt).unwrap_or(0),
         };
         self.offer_in(now_ns, pkt.len(), !spared, kind)
     }
@@ -370,6 +373,7 @@ impl Link {
             flow: kind.flow,
             ecn: kind.ecn,
             probe: kind.probe,
+            dscp: kind.dscp,
         };
         let mut out = Vec::new();
         s.enqueue(now_ns, pkt, self.dir.queue_bytes, &mut out);

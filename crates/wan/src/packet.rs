@@ -24,6 +24,15 @@ pub fn ecn(pkt: &[u8]) -> Option<u8> {
     }
 }
 
+/// The DSCP of an IPv4 or IPv6 packet: the upper six bits of its TOS byte or traffic class.
+pub fn dscp(pkt: &[u8]) -> Option<u8> {
+    match pkt.first()? >> 4 {
+        4 if pkt.len() >= 20 => Some(pkt[1] >> 2),
+        6 if pkt.len() >= 40 => Some(((pkt[0] & 0x0f) << 2) | (pkt[1] >> 6)),
+        _ => None,
+    }
+}
+
 /// Whether a packet is a landspeed echo probe on its way to a server (UDP, its payload an echo
 /// request: `LSPE`, kind 0): the emulator times these apart so their queueing can be set beside what
 /// the probes themselves measured.

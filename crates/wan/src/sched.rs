@@ -1,7 +1,8 @@
 //! Queue disciplines that choose which packet the bottleneck sends next, so that a packet's departure
 //! is only known when the link reaches it: FQ-CoDel (RFC 8290: a queue per flow served by deficit
-//! round robin, CoDel on each) and DualPI2 (RFC 9332: the L4S dual queue, a shallow step-marking queue
-//! for L4S packets beside a classic one under a PI controller, the two coupled). The single-FIFO
+//! round robin, CoDel on each), DualPI2 (RFC 9332: the L4S dual queue, a shallow step-marking queue
+//! for L4S packets beside a classic one under a PI controller, the two coupled) and strict priority
+//! over three DSCP classes (`prio`). The single-FIFO
 //! disciplines (`aqm`) can decide at arrival because a FIFO's order is fixed then; these cannot, so the
 //! link holds each packet here and asks for the next one each time its serializer falls free. Pure:
 //! time is passed in, randomness comes from the caller's generator, so it is tested in virtual time.
@@ -10,6 +11,7 @@ use rand::rngs::SmallRng;
 
 pub mod dualpi2;
 pub mod fq_codel;
+pub mod prio;
 
 /// A packet held at the bottleneck: what a discipline needs to know of it, and the caller's handle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,6 +28,8 @@ pub struct Held {
     pub ecn: u8,
     /// A landspeed echo probe (the link times these apart).
     pub probe: bool,
+    /// Its DSCP (the TOS byte's or traffic class's upper six bits), for `prio`'s classes.
+    pub dscp: u8,
 }
 
 impl Held {
@@ -42,6 +46,8 @@ pub enum Scheduler {
     FqCodel(fq_codel::FqCodel),
     /// DualPI2.
     DualPi2(dualpi2::DualPi2),
+    /// Strict priority over three DSCP classes.
+    Prio(prio::Prio),
 }
 
 /// A packet the discipline dropped.
@@ -60,6 +66,7 @@ impl Scheduler {
         match self {
             Scheduler::FqCodel(f) => f.enqueue(pkt, limit_bytes, out),
             Scheduler::DualPi2(d) => d.enqueue(now_ns, pkt, limit_bytes, out),
+            Scheduler::Prio(p) => p.enqueue(pkt, limit_bytes, out),
         }
     }
 
@@ -69,6 +76,7 @@ impl Scheduler {
         match self {
             Scheduler::FqCodel(f) => f.dequeue(now_ns, out),
             Scheduler::DualPi2(d) => d.dequeue(now_ns, rng, out),
+            Scheduler::Prio(p) => p.dequeue(),
         }
     }
 
@@ -77,6 +85,7 @@ impl Scheduler {
         match self {
             Scheduler::FqCodel(f) => f.bytes(),
             Scheduler::DualPi2(d) => d.bytes(),
+            Scheduler::Prio(p) => p.bytes(),
         }
     }
 
@@ -85,6 +94,7 @@ impl Scheduler {
         let mut all = match self {
             Scheduler::FqCodel(f) => f.drain_all(),
             Scheduler::DualPi2(d) => d.drain_all(),
+            Scheduler::Prio(p) => p.drain_all(),
         };
         all.sort_by_key(|p| (p.arrival_ns, p.id));
         all
@@ -163,6 +173,11 @@ pub(crate) mod testing {
 
         /// A packet of `flow` arriving at `now_ns`.
         pub(crate) fn arrive(&mut self, now_ns: u64, flow: u64, len: u32, ecn: u8) {
+            self.arrive_dscp(now_ns, flow, len, ecn, 0);
+        }
+
+        /// A packet of `flow` in class `dscp` arriving at `now_ns`.
+        pub(crate) fn arrive_dscp(&mut self, now_ns: u64, flow: u64, len: u32, ecn: u8, dscp: u8) {
             self.run_until(now_ns);
             if self.s.bytes() == 0 {
                 self.free_at = self.free_at.max(now_ns as f64);
@@ -175,6 +190,7 @@ pub(crate) mod testing {
                 flow,
                 ecn,
                 probe: false,
+                dscp,
             };
             let mut out = vec![];
             self.s.enqueue(now_ns, pkt, self.limit, &mut out);

@@ -64,8 +64,8 @@ pub struct PathFlags {
     /// The bottleneck's queue discipline: tail-drop [up: default], codel (RFC 8289: 5 ms target,
     /// 100 ms interval), codel:TARGET:INTERVAL, pie (RFC 8033: 15 ms target), pie:TARGET, fq-codel
     /// (RFC 8290: a CoDel queue per flow), fq-codel:TARGET:INTERVAL, dualpi2 (RFC 9332: the L4S dual
-    /// queue; ECT(1) and CE are L4S) or dualpi2:any-ect (ECT(0) too); ECN-capable packets are marked
-    /// instead of dropped.
+    /// queue; ECT(1) and CE are L4S), dualpi2:any-ect (ECT(0) too) or prio (strict priority by DSCP:
+    /// EF, VA, CS5-CS7 first, CS1 and LE last); ECN-capable packets are marked instead of dropped.
     #[arg(long, value_name = "DISCIPLINE")]
     pub aqm: Option<String>,
     /// Random loss per packet, Bernoulli (0.001 or 0.1%; 0 for none).

@@ -452,6 +452,41 @@ fn through_the_queue(aqm: &str, ecn: bool) -> (Value, Value) {
     (w.status(), r)
 }
 
+/// Strict priority by DSCP (`--aqm prio`): a load in the background class (CS1, TOS 32) leaves
+/// best-effort probes at the idle RTT, and a best-effort load makes them wait behind it, on the same
+/// path; the emulator's timing of the probes' own packets, in each run's result, says the same.
+#[test]
+fn the_priority_discipline_keeps_probes_out_of_a_background_load_and_not_out_of_their_own_class() {
+    let Some(_lock) = root() else { return };
+    let mut w = Wan::up(&[
+        "--rtt", "20ms", "--rate", "50M", "--queue", "4bdp", "--aqm", "prio",
+    ]);
+    w.serve_in_b();
+    let added = |r: &Value| {
+        let l = &r["latency"];
+        l["loaded"]["median_ms"].as_f64().unwrap() - l["idle"]["median_ms"].as_f64().unwrap()
+    };
+    let probes_ms = |r: &Value| {
+        r["emulator"]["to_server"]["probe_mean_sojourn_ms"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{}", r["emulator"]))
+    };
+    let background = w.run_ok(&["-t", "2", "-C", "cubic", "--tos", "32", "--latency"]);
+    let same = w.run_ok(&["-t", "2", "-C", "cubic", "--latency"]);
+    assert!(
+        added(&background) < 2.0 && probes_ms(&background) < 1.0,
+        "background load: probes +{:.2} ms, {:.2} ms at the bottleneck",
+        added(&background),
+        probes_ms(&background)
+    );
+    assert!(
+        added(&same) > 10.0 && probes_ms(&same) > 10.0,
+        "best-effort load: probes +{:.2} ms, {:.2} ms at the bottleneck",
+        added(&same),
+        probes_ms(&same)
+    );
+}
+
 #[test]
 fn codel_and_pie_keep_the_queue_that_tail_drop_lets_stand_and_ecn_traffic_is_marked_not_dropped() {
     let Some(_lock) = root() else { return };

@@ -169,7 +169,7 @@ mod tests {
     fn pi(w: &Wire) -> f64 {
         match &w.s {
             Scheduler::DualPi2(d) => d.base_probability(),
-            Scheduler::FqCodel(_) => unreachable!(),
+            Scheduler::FqCodel(_) | Scheduler::Prio(_) => unreachable!(),
         }
     }
 
@@ -197,6 +197,7 @@ mod tests {
             flow: 0,
             ecn,
             probe: false,
+            dscp: 0,
         };
         assert!(d.is_l4s(&p(1)) && d.is_l4s(&p(3)) && !d.is_l4s(&p(2)) && !d.is_l4s(&p(0)));
         let d = DualPi2::new(Duration::from_millis(15), Duration::from_millis(1), true);
