@@ -618,6 +618,7 @@ fn the_phased_latency_test_finds_each_loads_queue_in_its_own_direction() {
     let Some(_lock) = root() else { return };
     let mut w = Wan::up(&["--rtt", "20ms", "--rate", "50M", "--queue", "2bdp"]);
     w.serve_in_b();
+    let irtt = irtt_one_way_ms(&mut w);
     // Once under the emulator's tail drop, once under FQ-CoDel (`--aqm` switches it and puts it back).
     let o = w.in_a(
         &[
@@ -640,6 +641,19 @@ fn the_phased_latency_test_finds_each_loads_queue_in_its_own_direction() {
     fq_codel_phases(&both["runs"][1]);
     let r = &both["runs"][0]["result"];
     assert_eq!(both["runs"][0]["aqm"], "tail-drop");
+    // Idle, each way: the floor the probes' clock offset splits plus the probes' median queueing,
+    // within 0.5 ms of irtt's median one-way delay on the same path.
+    for (way, theirs) in [("to_server", irtt.0), ("to_client", irtt.1)] {
+        if theirs.is_nan() {
+            continue; // no irtt here (outside CI: said above)
+        }
+        let d = &r["phases"][0][way];
+        let ours = d["floor_ms"].as_f64().unwrap() + d["queueing"]["median_ms"].as_f64().unwrap();
+        assert!(
+            (ours - theirs).abs() <= 0.5,
+            "{way}: landspeed {ours:.3} ms, irtt {theirs:.3} ms"
+        );
+    }
     let at = |i: usize, way: &str, k: &str| r["phases"][i][way]["queueing"][k].as_f64().unwrap();
     let q = |i: usize, way: &str| at(i, way, "median_ms");
     let names: Vec<&str> = (0..5).map(|i| r["phases"][i]["load"].as_str().unwrap()).collect();
@@ -706,6 +720,55 @@ fn the_phased_latency_test_finds_each_loads_queue_in_its_own_direction() {
         "{}",
         st["settings"]
     );
+}
+
+/// irtt (Debian's package: isochronous UDP, one-way delays from both hosts' clocks, which in the
+/// emulator's namespaces are one clock) for 2 s on the idle path: its median send (A→B) and receive
+/// (B→A) delays, ms (NaN without irtt, outside CI). The path must be symmetric for the comparison: from probes alone an asymmetry
+/// cannot be told from a clock offset (landspeed states the offset's bound beside each floor). Idle
+/// only: two tools' samples of a moving queue are a timing comparison (docs/latency.md has the loaded
+/// one, by hand).
+fn irtt_one_way_ms(w: &mut Wan) -> (f64, f64) {
+    if Command::new("irtt").arg("version").output().is_err() {
+        common::missing::<()>("irtt is not installed (apt-get install irtt)");
+        return (f64::NAN, f64::NAN);
+    }
+    let server = Command::new(common::bin())
+        .args([
+            "wan",
+            "exec",
+            &w.name,
+            "b",
+            "--",
+            "irtt",
+            "server",
+            "-b",
+            "198.18.0.2:2112",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("irtt server");
+    w.servers.push(server);
+    let o = w.in_exec_a(
+        &[
+            "irtt",
+            "client",
+            "-i",
+            "20ms",
+            "-d",
+            "2s",
+            "-Q",
+            "-o",
+            "-",
+            "198.18.0.2:2112",
+        ],
+        Duration::from_secs(30),
+    );
+    let v: Value = serde_json::from_str(&o.stdout)
+        .unwrap_or_else(|e| panic!("irtt's output is not JSON ({e}): {}{}", o.stdout, o.stderr));
+    let ms = |k: &str| v["stats"][k]["median"].as_f64().unwrap() / 1e6;
+    (ms("send_delay"), ms("receive_delay"))
 }
 
 /// `latency --aqm`'s FQ-CoDel run: the probes, a flow of their own, never wait behind the loads' queue

@@ -308,7 +308,7 @@ fn worker(
         }
         let now = Instant::now();
         let stop_send = flags.stop.load(Relaxed) || deadline.is_some_and(|d| now >= d);
-        let (live, any_ready, wake) = pass(&mut states, &mut bufs, p, (now, t0), stop_send);
+        let (live, any_ready, wake) = pass(&mut states, &mut bufs, p, now, stop_send);
         if live == 0 {
             break;
         }
@@ -325,12 +325,12 @@ fn pass(
     states: &mut [State],
     bufs: &mut Buffers,
     p: &EngineParams,
-    clock: (Instant, Instant),
+    now: Instant,
     stop_send: bool,
 ) -> (usize, bool, Option<Instant>) {
     let (mut live, mut any_ready, mut wake) = (0, false, None::<Instant>);
     for st in states.iter_mut().filter(|s| !s.done) {
-        match step(st, bufs, p, clock, stop_send) {
+        match step(st, bufs, p, now, stop_send) {
             Step::Ended => {}
             Step::Waiting => live += 1,
             Step::Capped(due) => {
@@ -429,13 +429,7 @@ fn halt(states: &mut [State], bufs: &mut Buffers, p: &EngineParams) {
 
 /// One pass over a live stream: ends a sender that is done, times out a stream idle too long, holds
 /// back one ahead of its rate cap, and otherwise moves up to `BURST` buffers.
-fn step(
-    st: &mut State,
-    bufs: &mut Buffers,
-    p: &EngineParams,
-    (now, t0): (Instant, Instant),
-    stop_send: bool,
-) -> Step {
+fn step(st: &mut State, bufs: &mut Buffers, p: &EngineParams, now: Instant, stop_send: bool) -> Step {
     let sender = st.ds.role == Role::Sender;
     if sender && (stop_send || st.remaining == Some(0)) {
         st.finish(None);
@@ -454,12 +448,16 @@ fn step(
     let mut allowance = usize::MAX;
     if let Some(bps) = p.stream_cap_bps {
         // Ahead of the cap: leave the socket alone until the rate catches up. Otherwise move no more
-        // than the cap allows now, so a burst of large writes cannot run far past it.
+        // than the cap allows now, so a burst of large writes cannot run far past it. The rate counts
+        // from the stream's first byte, not the test's start: a stream that began late (its thread
+        // scheduled late, its connection slow) must not catch up in a burst the receiver, timing
+        // from its own first byte, would read as a rate above the cap.
         let rate = bps / 8.0;
-        let allowed = rate * now.duration_since(t0).as_secs_f64() + CAP_BURST;
+        let from = st.out.first.unwrap_or(now);
+        let allowed = rate * now.duration_since(from).as_secs_f64() + CAP_BURST;
         let ahead = st.out.bytes as f64 - CAP_BURST;
         if st.out.bytes as f64 >= allowed {
-            return Step::Capped(t0 + Duration::from_secs_f64(ahead / rate));
+            return Step::Capped(from + Duration::from_secs_f64(ahead / rate));
         }
         allowance = (allowed - st.out.bytes as f64) as usize;
     }

@@ -130,11 +130,18 @@ impl Wan {
 }
 
 impl Wan {
+    /// Any command run in host A (`wan exec NAME a -- CMD`).
+    pub fn in_exec_a(&self, cmd: &[&str], timeout: Duration) -> Outcome {
+        let mut all = vec!["wan", "exec", &self.name, "a", "--"];
+        all.extend_from_slice(cmd);
+        landspeed(&all, timeout)
+    }
+
     /// `landspeed ARGS` run in host A.
     pub fn in_a(&self, args: &[&str], timeout: Duration) -> Outcome {
-        let mut all = vec!["wan", "exec", &self.name, "a", "--", bin()];
+        let mut all = vec![bin()];
         all.extend_from_slice(args);
-        landspeed(&all, timeout)
+        self.in_exec_a(&all, timeout)
     }
 }
 
