@@ -16,7 +16,10 @@ ndt7-client crate's command (`--format json --no-download`) against `landspeed s
 server measurement's, nor the other subtest's) and the summary's rate. goresponsiveness-3439542.txt
 is goresponsiveness (network-quality/goresponsiveness at 3439542) against `landspeed serve --rpm` through
 the emulator: bench/latency must read each direction's trimmed-mean RPM (not its P90, nor the final
-pooled figure) and its connection count.
+pooled figure) and its connection count. iperf3-3.21-udp-P2.json and landspeed-udp-P2.json are
+`-u -b 10G -t 1 -P 2` runs on loopback, iperf3 3.21+ with `-J` (10G per stream) and `landspeed run
+--json` (10G in all): bench/udp must read what the receiver received over both streams (iperf3's
+`end.sum_received`, not one stream's rate nor the sender's), and each tool's loss.
 """
 import importlib.machinery, importlib.util, json, os, sys
 
@@ -34,6 +37,9 @@ ndt7_loader.exec_module(ndt7)
 latency_loader = importlib.machinery.SourceFileLoader("latency", os.path.join(HERE, "latency"))
 latency = importlib.util.module_from_spec(importlib.util.spec_from_loader("latency", latency_loader))
 latency_loader.exec_module(latency)
+udp_loader = importlib.machinery.SourceFileLoader("udp", os.path.join(HERE, "udp"))
+udp = importlib.util.module_from_spec(importlib.util.spec_from_loader("udp", udp_loader))
+udp_loader.exec_module(udp)
 
 
 def fixture(name):
@@ -104,9 +110,28 @@ def check_goresponsiveness():
     return 0, 1
 
 
+UDP_CASES = [
+    # (parser, fixture, (received bit/s of both streams, loss %, datagrams lost, verified))
+    ("iperf3_parse", "iperf3-3.21-udp-P2.json", (19960508954.68384, 0.1546567406747228, 118, None)),
+    ("landspeed_parse", "landspeed-udp-P2.json", (9999672188.16331, 0.0, 0, True)),
+]
+
+
+def check_udp():
+    passed = failed = 0
+    for parser, name, want in UDP_CASES:
+        got = getattr(udp, parser)(fixture(name))
+        if got == want:
+            passed += 1
+        else:
+            failed += 1
+            print(f"FAIL {name}: bench/udp read {got}, want {want}")
+    return passed, failed
+
+
 def main():
     passed, failed = check_dropin()
-    for p, f in (check_ndt7(), check_goresponsiveness()):
+    for p, f in (check_ndt7(), check_goresponsiveness(), check_udp()):
         passed, failed = passed + p, failed + f
     for name, want_bytes, want_bps in CASES:
         got = peers.iperf2_parse(fixture(name))
