@@ -577,10 +577,15 @@ fn the_udp_receiver_counts_the_ce_marks_the_emulator_made() {
         ce > 0 && ce <= marked && marked - ce <= 6,
         "receiver {ce}, emulator {marked}"
     );
-    assert_eq!(
-        w.status()["a_to_b"]["dropped_aqm"],
-        0,
-        "ECN-capable datagrams are not dropped by CoDel"
+    // CoDel marks the ECN-capable datagrams instead of dropping them; what it may drop are the few
+    // packets of the test's own TCP control connection that are not ECN-capable (its pure ACKs, or all
+    // of them without `--ecn`), when a signal falls on one: about 1% of the packets, against the ~100
+    // signals of the run, so one or two (CI saw 1). Margin: 5, against the hundreds a dropping CoDel
+    // would take from the datagrams.
+    let dropped = w.status()["a_to_b"]["dropped_aqm"].as_u64().unwrap();
+    assert!(
+        dropped <= 5 && marked > 10 * dropped,
+        "CoDel dropped {dropped} and marked {marked}: ECN-capable datagrams are marked, not dropped"
     );
 }
 
