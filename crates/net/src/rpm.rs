@@ -97,21 +97,23 @@ async fn run(opts: &RpmOptions, interrupt: &AtomicBool) -> Result<RpmReport, Rpm
         upload: url(&config.urls.https_upload_url)?,
         http1: opts.http1,
     };
-    let mut directions = vec![];
-    if opts.parallel {
-        let (p, e) = (&opts.params, &endpoints);
+    let (p, e) = (&opts.params, &endpoints);
+    let directions = if opts.parallel {
         let (down, up) = tokio::join!(
             direction(RpmDirection::Download, e, p, interrupt),
             direction(RpmDirection::Upload, e, p, interrupt)
         );
-        directions = vec![down, up];
-    }
-    for &d in opts.directions.iter().filter(|_| !opts.parallel) {
-        if interrupt.load(Relaxed) {
-            break;
+        vec![down, up]
+    } else {
+        let mut one_by_one = vec![];
+        for &d in &opts.directions {
+            if interrupt.load(Relaxed) {
+                break;
+            }
+            one_by_one.push(direction(d, e, p, interrupt).await);
         }
-        directions.push(direction(d, &endpoints, &opts.params, interrupt).await);
-    }
+        one_by_one
+    };
     Ok(RpmReport {
         parallel: opts.parallel,
         schema: rpm::RPM_SCHEMA.into(),

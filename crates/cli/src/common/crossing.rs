@@ -73,34 +73,29 @@ fn counts_between(
     a: &landspeed_wan::forward::DirSnapshot,
     b: &landspeed_wan::forward::DirSnapshot,
 ) -> landspeed_core::emulator::EmulatorCounts {
+    use landspeed_wan::forward::DirSnapshot as S;
+    // Each counter's growth over the test (from zero if the emulator restarted in between).
+    let d = |f: fn(&S) -> u64| f(b).saturating_sub(f(a));
+    // A sum of nanoseconds over a count of packets as a mean in ms (None for no packet).
+    let mean_ms = |sum_ns: u64, n: u64| (n > 0).then(|| sum_ns as f64 / n as f64 / 1e6);
+    let (sojourn_packets, probe_packets) = (d(|s| s.sojourn_packets), d(|s| s.probe_packets));
     landspeed_core::emulator::EmulatorCounts {
-        packets_in: b.packets_in.saturating_sub(a.packets_in),
-        packets_forwarded: b.packets_forwarded.saturating_sub(a.packets_forwarded),
-        dropped_loss: b.dropped_loss.saturating_sub(a.dropped_loss),
-        dropped_queue: b.dropped_queue.saturating_sub(a.dropped_queue),
-        dropped_overflow: b.dropped_overflow.saturating_sub(a.dropped_overflow),
-        dropped_outage: b.dropped_outage.saturating_sub(a.dropped_outage),
-        duplicated: b.duplicated.saturating_sub(a.duplicated),
-        reordered: b.reordered.saturating_sub(a.reordered),
-        corrupted: b.corrupted.saturating_sub(a.corrupted),
-        dropped_aqm: b.dropped_aqm.saturating_sub(a.dropped_aqm),
-        marked_ce: b.marked_ce.saturating_sub(a.marked_ce),
-        sojourn_packets: b.sojourn_packets.saturating_sub(a.sojourn_packets),
-        mean_sojourn_ms: mean_ms(
-            b.sojourn_sum_ns.saturating_sub(a.sojourn_sum_ns),
-            b.sojourn_packets.saturating_sub(a.sojourn_packets),
-        ),
-        probe_packets: b.probe_packets.saturating_sub(a.probe_packets),
-        probe_mean_sojourn_ms: mean_ms(
-            b.probe_sojourn_sum_ns.saturating_sub(a.probe_sojourn_sum_ns),
-            b.probe_packets.saturating_sub(a.probe_packets),
-        ),
+        packets_in: d(|s| s.packets_in),
+        packets_forwarded: d(|s| s.packets_forwarded),
+        dropped_loss: d(|s| s.dropped_loss),
+        dropped_queue: d(|s| s.dropped_queue),
+        dropped_overflow: d(|s| s.dropped_overflow),
+        dropped_outage: d(|s| s.dropped_outage),
+        duplicated: d(|s| s.duplicated),
+        reordered: d(|s| s.reordered),
+        corrupted: d(|s| s.corrupted),
+        dropped_aqm: d(|s| s.dropped_aqm),
+        marked_ce: d(|s| s.marked_ce),
+        sojourn_packets,
+        mean_sojourn_ms: mean_ms(d(|s| s.sojourn_sum_ns), sojourn_packets),
+        probe_packets,
+        probe_mean_sojourn_ms: mean_ms(d(|s| s.probe_sojourn_sum_ns), probe_packets),
     }
-}
-
-/// A sum of nanoseconds over `n` packets as a mean in ms (None for no packet).
-fn mean_ms(sum_ns: u64, n: u64) -> Option<f64> {
-    (n > 0).then(|| sum_ns as f64 / n as f64 / 1e6)
 }
 
 /// `latency --aqm LIST`: the emulator this process runs in, whose bottleneck discipline is switched,

@@ -2,7 +2,7 @@
 //! queueing each way), and the distribution of RTT per phase.
 
 use super::sweep::Cdf;
-use super::{colour, footer, render, Draw, DrawResult, Figure, PlotError, FONT};
+use super::{colour, footer, legend, render, Draw, DrawResult, Figure, PlotError, FONT};
 use landspeed_core::path::{LatencyByDiscipline, Load, PhasedLatency};
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -78,13 +78,7 @@ impl Draw for OverTime<'_> {
                 .label(label)
                 .legend(move |(x, y)| Circle::new((x + 10, y), 3, c.filled()));
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK.mix(0.4))
-            .label_font((FONT, 13))
-            .draw()?;
+        legend(&mut chart, SeriesLabelPosition::UpperRight, 13)?;
         footer(root, &foot(r))
     }
 }

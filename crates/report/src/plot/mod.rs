@@ -59,6 +59,27 @@ pub(crate) type DrawResult = Result<(), Box<dyn Error>>;
 
 pub(crate) const FONT: &str = "sans-serif";
 
+/// A chart's legend in the figures' style (a pale box, a thin border) at `pos`, its text `size` px.
+pub(crate) fn legend<'a, DB, CT>(
+    chart: &mut ChartContext<'a, DB, CT>,
+    pos: SeriesLabelPosition,
+    size: u32,
+) -> DrawResult
+where
+    DB: DrawingBackend + 'a,
+    DB::ErrorType: 'static,
+    CT: plotters::coord::CoordTranslate,
+{
+    chart
+        .configure_series_labels()
+        .position(pos)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK.mix(0.4))
+        .label_font((FONT, size))
+        .draw()?;
+    Ok(())
+}
+
 fn register_fonts() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {

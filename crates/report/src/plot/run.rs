@@ -8,7 +8,7 @@
 //! length). For several runs of one configuration, the CDF of their throughputs.
 
 use super::sweep::{unit, Cdf};
-use super::{colour, footer, render, Draw, DrawResult, Figure, PlotError, FONT};
+use super::{colour, footer, legend, render, Draw, DrawResult, Figure, PlotError, FONT};
 use landspeed_core::result::{IntervalResult, IntervalStream, RunResult};
 use plotters::coord::Shift;
 use plotters::prelude::*;
@@ -188,13 +188,7 @@ where
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], grey));
     }
     if (series.len() > 1 || !frame.changes.is_empty()) && series.len() <= 16 {
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK.mix(0.4))
-            .label_font((FONT, 11))
-            .draw()?;
+        legend(&mut chart, SeriesLabelPosition::UpperRight, 11)?;
     }
     Ok(())
 }

@@ -3,7 +3,7 @@
 //! windows × streams heatmap of the medians; and the CDF of the repeated runs of each stream count's
 //! best window (how much one run can be trusted).
 
-use super::{colour, footer, render, Draw, DrawResult, Figure, PlotError, FONT};
+use super::{colour, footer, legend, render, Draw, DrawResult, Figure, PlotError, FONT};
 use crate::sweep_text::direction_name;
 use landspeed_core::config::Direction;
 use landspeed_core::units::Bytes;
@@ -89,13 +89,7 @@ impl Draw for VsWindow<'_> {
         for (i, &s) in p.streams.iter().enumerate() {
             self.stream_series(&mut chart, (colour(i), s), div, (lo, hi))?;
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK.mix(0.4))
-            .label_font((FONT, 13))
-            .draw()?;
+        legend(&mut chart, SeriesLabelPosition::UpperLeft, 13)?;
         footer(root, &foot(self.r))
     }
 }
@@ -382,13 +376,7 @@ impl Draw for Cdf {
                 .label(label.clone())
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK.mix(0.4))
-            .label_font((FONT, 13))
-            .draw()?;
+        legend(&mut chart, SeriesLabelPosition::UpperLeft, 13)?;
         footer(root, &self.footer)
     }
 }
@@ -427,13 +415,7 @@ impl Draw for LoadedRtt<'_> {
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
             chart.draw_series(pts.iter().map(|&p| Circle::new(p, 4, c.filled())))?;
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK.mix(0.4))
-            .label_font((FONT, 13))
-            .draw()?;
+        legend(&mut chart, SeriesLabelPosition::UpperLeft, 13)?;
         footer(root, &foot(self.r))
     }
 }
