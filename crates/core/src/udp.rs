@@ -9,6 +9,7 @@
 
 pub mod pacing;
 pub mod receiver;
+pub mod spin;
 
 pub use pacing::Pacer;
 pub use receiver::{UdpReceiver, UdpStats};
@@ -77,6 +78,52 @@ impl Header {
     }
 }
 
+/// Datagrams a second a stream keeps at least when its size comes from the path: enough samples for
+/// loss and jitter at every rate, so a slow test does not send a few large datagrams.
+pub const MIN_DATAGRAMS_PER_S: f64 = 1000.0;
+
+/// What a client knows of its path to the server when it sizes datagrams: its control connection's
+/// MSS, and the MTU of that connection's route where the system says (Linux).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PathSize {
+    /// The control connection's MSS (0: unknown).
+    pub mss_bytes: u32,
+    /// The route's MTU (IP_MTU), and whether it is IPv6's.
+    pub route_mtu: Option<(u32, bool)>,
+}
+
+/// An MSS at least this large is the kernel's bound at connect time (half the largest window the
+/// peer has offered, which the SYN's unscaled field holds under 64 KiB), not the path's: the path's
+/// MTU is then read from the route (loopback, InfiniBand's connected mode).
+pub const HALF_WINDOW_MSS: u32 = 16 << 10;
+
+/// The datagram size a test takes from its path when none is given (`-l`): the largest a datagram
+/// can be without fragments, which is the control connection's MSS (iperf3 3.21 sizes its datagrams
+/// the same way) or, where that MSS is only the kernel's half-window bound ([`HALF_WINDOW_MSS`]), the
+/// route's MTU less the IP and UDP headers; but no larger than a stream's rate sends
+/// [`MIN_DATAGRAMS_PER_S`] times a second, and never below [`crate::config::DEFAULT_UDP_LENGTH`] for
+/// that reason alone. On a 1500-byte Ethernet path this is 1448 bytes (IPv4) as before; on loopback
+/// or a jumbo-frame path a fast test sends far larger datagrams, so each system call and each
+/// verification carries more. An MSS of 0 (the system could not say) leaves the default.
+pub fn length_for_path(path: PathSize, stream_rate_bps: f64) -> u64 {
+    let mss = u64::from(path.mss_bytes);
+    if mss == 0 {
+        return crate::config::DEFAULT_UDP_LENGTH.get();
+    }
+    let route = path
+        .route_mtu
+        .map(|(mtu, v6)| u64::from(mtu).saturating_sub(if v6 { 48 } else { 28 }));
+    let largest = match route {
+        Some(r) if path.mss_bytes >= HALF_WINDOW_MSS => r,
+        Some(r) => r.min(mss),
+        None => mss,
+    };
+    let fits = largest.clamp(HEADER as u64 + 1, crate::config::MAX_UDP_LENGTH);
+    let by_rate = (stream_rate_bps / 8.0 / MIN_DATAGRAMS_PER_S) as u64;
+    let floor = crate::config::DEFAULT_UDP_LENGTH.get().min(fits);
+    by_rate.clamp(floor, fits)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -107,5 +154,50 @@ mod tests {
             None,
             "iperf3 sequence 0 does not exist"
         );
+    }
+
+    #[test]
+    fn a_datagram_is_sized_to_the_path_and_the_rate() {
+        let mss = |m| PathSize {
+            mss_bytes: m,
+            route_mtu: None,
+        };
+        let size = super::length_for_path;
+        // Ethernet, IPv4 with timestamps: as before, at any rate.
+        assert_eq!(size(mss(1448), 1e6), 1448);
+        assert_eq!(size(mss(1448), 60e9), 1448);
+        // A smaller path (IPv6 over Ethernet, a tunnel): no fragments.
+        assert_eq!(size(mss(1428), 60e9), 1428);
+        assert_eq!(size(mss(1200), 1e6), 1200);
+        // Jumbo frames: the MSS.
+        assert_eq!(size(mss(8948), 60e9), 8948);
+        // Out of range: an MSS past IPv4's largest datagram, or none.
+        assert_eq!(size(mss(90_000), 60e9), crate::config::MAX_UDP_LENGTH);
+        assert_eq!(size(mss(0), 60e9), 1448, "no MSS known: the default");
+        assert_eq!(size(mss(8), 60e9), HEADER as u64 + 1);
+    }
+
+    #[test]
+    fn the_route_mtu_replaces_an_mss_bounded_by_the_first_window() {
+        let path = |m, mtu, v6| PathSize {
+            mss_bytes: m,
+            route_mtu: Some((mtu, v6)),
+        };
+        let size = super::length_for_path;
+        // Loopback: the MSS at connect time is 32768, the route's MTU 65536.
+        assert_eq!(
+            size(path(32_768, 65_536, false), 200e9),
+            crate::config::MAX_UDP_LENGTH
+        );
+        assert_eq!(size(path(32_768, 65_536, true), 200e9), 65_488);
+        // ... a thousand datagrams a second when slower, the default size when slow.
+        assert_eq!(size(path(32_768, 65_536, false), 100e6), 12_500);
+        assert_eq!(size(path(32_768, 65_536, false), 1e6), 1448);
+        // A jumbo interface towards a peer behind a 1500-byte hop: the peer's MSS, not the route.
+        assert_eq!(size(path(1448, 9000, false), 60e9), 1448);
+        assert_eq!(size(path(8948, 9000, false), 60e9), 8948);
+        // A route smaller than the MSS says (a path MTU found since): the route bounds it.
+        assert_eq!(size(path(32_768, 20_000, false), 60e9), 19_972);
+        assert_eq!(size(path(1448, 1400, false), 60e9), 1372);
     }
 }

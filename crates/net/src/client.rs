@@ -104,6 +104,9 @@ pub struct ClientOptions {
     pub recv_file: Option<std::path::PathBuf>,
     /// The file's name on the server (default: the local file's name).
     pub remote_file: Option<String>,
+    /// A UDP test's datagram size was not given: take it from the path (the control connection's
+    /// MSS, [`landspeed_core::udp::length_for_path`]) instead of the spec's.
+    pub udp_length_from_path: bool,
 }
 
 impl ClientOptions {
@@ -137,6 +140,7 @@ impl ClientOptions {
             send_file: None,
             recv_file: None,
             remote_file: None,
+            udp_length_from_path: false,
         }
     }
 }

@@ -97,17 +97,27 @@ pub fn cell_spec(a: &RunArgs) -> Result<CellSpec> {
             );
         }
     }
+    let client = cell_client(a, &test)?;
+    Ok(CellSpec {
+        test,
+        iperf3: a.iperf3,
+        client,
+    })
+}
+
+/// The client's side of a cell: where it connects from and how, for `test`.
+fn cell_client(a: &RunArgs, test: &landspeed_core::config::Test) -> Result<CellClient> {
     let t = &a.test;
     let v6 = (t.ipv4 || t.ipv6).then_some(t.ipv6);
     let bind = t
         .bind
         .as_deref()
         .map(|b| crate::common::values::local_address_in(b, v6));
-    let client = CellClient {
+    Ok(CellClient {
         threads: t.threads,
         cpus: t.cpus.clone().map(|c| c.0),
         bind: bind.transpose().map_err(|e| UsageError(format!("-B: {e}")))?,
-        cport: cport(t.cport, &test)?,
+        cport: cport(t.cport, test)?,
         family: if t.ipv4 {
             Some(Family::V4)
         } else if t.ipv6 {
@@ -119,11 +129,7 @@ pub fn cell_spec(a: &RunArgs) -> Result<CellSpec> {
         idle_timeout_s: t.idle_timeout,
         latency_probes_per_s: a.latency.then_some(a.latency_rate),
         auth: a.auth.clone(),
-    };
-    Ok(CellSpec {
-        test,
-        iperf3: a.iperf3,
-        client,
+        udp_length_from_path: t.udp && t.length.is_none(),
     })
 }
 
@@ -139,6 +145,7 @@ pub fn options_for(host: &str, port: u16, cell: &CellSpec) -> Result<ClientOptio
     opts.family = c.family;
     opts.connect_timeout = c.connect_timeout_s;
     opts.idle_timeout = c.idle_timeout_s;
+    opts.udp_length_from_path = c.udp_length_from_path;
     opts.latency = c
         .latency_probes_per_s
         .map(|probes_per_s| landspeed_net::client::LatencyOptions {

@@ -111,8 +111,8 @@ pub struct TestArgs {
     /// CPUs to pin the server's workers to.
     #[arg(long, value_name = "LIST", value_parser = values::cpu_list)]
     pub server_cpus: Option<CpuList>,
-    /// Bytes per write/read call (K/M/G = 1024). Default 1M (UDP: 1448); 128K when the streams
-    /// outnumber twice this host's CPUs.
+    /// Bytes per write/read call (K/M/G = 1024). Default 1M (UDP: the path's size, see -u); 128K
+    /// when the streams outnumber twice this host's CPUs.
     #[arg(short, long, value_name = "SIZE", value_parser = values::bytes)]
     pub length: Option<Bytes>,
     /// Test time after the warm-up (default 10s).
@@ -223,7 +223,9 @@ pub struct TestArgs {
     #[arg(long, value_name = "DUR", value_parser = values::duration, default_value = "30s")]
     pub idle_timeout: Duration,
     /// UDP instead of TCP: paced datagrams (-b), loss, jitter, out-of-order and duplicates reported,
-    /// payload verified. -l is the datagram size (default 1448).
+    /// payload verified. -l is the datagram size (default: the largest the path carries whole, from
+    /// the control connection's MSS and route MTU, at most a thousandth of a second of a stream's
+    /// rate and at least 1448: 1448 on Ethernet, up to 65507 on loopback).
     #[arg(short = 'u', long)]
     pub udp: bool,
     /// Target rate of ALL streams together, TCP and UDP alike (iperf3's -b is per stream), e.g.

@@ -51,7 +51,12 @@ fn udp_paces_to_the_total_rate_and_verifies_every_datagram() {
 #[test]
 fn udp_reverse_bidirectional_and_byte_counts() {
     let s = ServerProc::start("127.0.0.1", &[]);
-    let r = run_json("127.0.0.1", s.port, &["-u", "-b", "50M", "-R", "-t", "1"]);
+    // Ethernet-sized datagrams (loopback's own size would send fewer than the counts below).
+    let r = run_json(
+        "127.0.0.1",
+        s.port,
+        &["-u", "-b", "50M", "-R", "-t", "1", "-l", "1448"],
+    );
     assert!(udp(&r)["datagrams_received"].as_u64().unwrap() > 1000);
     assert_eq!(r["summary"]["bytes_verified"], r["summary"]["bytes_received"]);
     let r = run_json("127.0.0.1", s.port, &["-u", "-b", "50M", "--bidir", "-t", "1"]);
@@ -63,8 +68,29 @@ fn udp_reverse_bidirectional_and_byte_counts() {
         );
     }
     // -n: exactly that many bytes of datagrams are sent (whole datagrams, rounded up).
-    let r = run_json("127.0.0.1", s.port, &["-u", "-b", "100M", "-n", "1448000"]);
+    let r = run_json(
+        "127.0.0.1",
+        s.port,
+        &["-u", "-b", "100M", "-n", "1448000", "-l", "1448"],
+    );
     assert_eq!(udp(&r)["datagrams_sent"], 1000);
+}
+
+#[test]
+fn a_datagram_left_unsized_takes_the_paths_size_and_a_given_one_is_kept() {
+    let s = ServerProc::start("127.0.0.1", &[]);
+    let length = |args: &[&str]| {
+        let r = run_json("127.0.0.1", s.port, args);
+        assert_eq!(r["summary"]["bytes_verified"], r["summary"]["bytes_received"]);
+        r["config"]["length_bytes"].as_u64().unwrap()
+    };
+    // Loopback's MTU is 65536: a fast test sends the largest IPv4 datagram, verified like any other.
+    assert_eq!(length(&["-u", "-b", "2G", "-t", "0.5"]), 65_507);
+    // A slower one sends a thousand a second, and a slow one the Ethernet-sized default.
+    assert_eq!(length(&["-u", "-b", "100M", "-t", "0.5"]), 12_500);
+    assert_eq!(length(&["-u", "-t", "0.5"]), 1448);
+    // -l is the user's, whatever the path.
+    assert_eq!(length(&["-u", "-b", "2G", "-t", "0.5", "-l", "1000"]), 1000);
 }
 
 #[test]
@@ -95,7 +121,12 @@ fn tcp_only_options_are_refused_for_udp() {
 #[test]
 fn loss_in_a_full_receive_buffer_is_put_in_the_receiving_host() {
     let s = ServerProc::start("127.0.0.1", &[]);
-    let r = run_json("127.0.0.1", s.port, &["-u", "-b", "10G", "-w", "64K", "-t", "1"]);
+    // Ethernet-sized datagrams: a 64 KiB buffer then holds dozens, and overflows thousands of times.
+    let r = run_json(
+        "127.0.0.1",
+        s.port,
+        &["-u", "-b", "10G", "-w", "64K", "-t", "1", "-l", "1448"],
+    );
     let u = &r["summary"]["udp"];
     let lost = u["datagrams_lost"].as_u64().unwrap();
     assert!(lost > 1000, "no loss to attribute: {u}");
@@ -116,7 +147,18 @@ fn loss_in_a_full_receive_buffer_is_put_in_the_receiving_host() {
         "{w}"
     );
     assert!(w["tcp_efficiency_pct"].is_null(), "{w}");
-    let args = ["-u", "-b", "10G", "-w", "64K", "-t", "1", "--no-save"];
+    let args = [
+        "-u",
+        "-b",
+        "10G",
+        "-w",
+        "64K",
+        "-t",
+        "1",
+        "-l",
+        "1448",
+        "--no-save",
+    ];
     let o = run_text(s.port, &args, Duration::from_secs(30));
     assert!(
         o.stdout.contains("in the receiving host (socket buffer full"),

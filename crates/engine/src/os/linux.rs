@@ -162,6 +162,31 @@ pub fn set_notsent_lowat(sock: &impl AsSock, bytes: u32) -> Result<()> {
     )
 }
 
+/// The MTU of a connected socket's route (IP_MTU, or IPV6_MTU on an IPv6 socket), as the kernel
+/// knows it now: the interface's, or a smaller one path MTU discovery found.
+pub fn path_mtu(sock: &TcpStream) -> Result<u32> {
+    let (level, opt) = match sock.local_addr()? {
+        std::net::SocketAddr::V4(_) => (libc::IPPROTO_IP, libc::IP_MTU),
+        std::net::SocketAddr::V6(_) => (libc::IPPROTO_IPV6, libc::IPV6_MTU),
+    };
+    let size = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    let (mut mtu, mut len): (libc::c_int, libc::socklen_t) = (0, size);
+    // SAFETY: getsockopt into a live c_int whose size is passed.
+    let rc = unsafe {
+        libc::getsockopt(
+            raw(sock),
+            level,
+            opt,
+            (&mut mtu as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(Error::last_os_error());
+    }
+    Ok(mtu.max(0) as u32)
+}
+
 /// Sets the receive low-water mark (SO_RCVLOWAT) and returns what the kernel kept.
 pub fn set_rcvlowat(sock: &impl AsSock, bytes: u64) -> Result<u64> {
     let asked = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
@@ -264,8 +289,9 @@ pub struct UdpRead {
     pub tos: Option<u8>,
 }
 
-/// One read, with what the kernel attached to it (`UdpRead`).
-pub fn recv_counted(s: &UdpSocket, buf: &mut [u8]) -> Result<UdpRead> {
+/// One read, with what the kernel attached to it (`UdpRead`); `wait` false returns WouldBlock at
+/// once when nothing is queued (MSG_DONTWAIT), for a receiver that polls.
+pub fn recv_counted(s: &UdpSocket, buf: &mut [u8], wait: bool) -> Result<UdpRead> {
     let mut iov = libc::iovec {
         iov_base: buf.as_mut_ptr().cast(),
         iov_len: buf.len(),
@@ -278,7 +304,8 @@ pub fn recv_counted(s: &UdpSocket, buf: &mut [u8]) -> Result<UdpRead> {
     msg.msg_control = control.as_mut_ptr().cast();
     msg.msg_controllen = std::mem::size_of_val(&control) as _;
     // SAFETY: recvmsg with the msghdr built above, whose buffers outlive the call.
-    let n = unsafe { libc::recvmsg(raw(s), &mut msg, 0) };
+    let flags = if wait { 0 } else { libc::MSG_DONTWAIT };
+    let n = unsafe { libc::recvmsg(raw(s), &mut msg, flags) };
     if n < 0 {
         return Err(Error::last_os_error());
     }

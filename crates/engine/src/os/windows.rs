@@ -141,6 +141,11 @@ pub fn set_notsent_lowat(_sock: &impl AsSock, _bytes: u32) -> Result<()> {
     Err(refused("the unsent low-water mark"))
 }
 
+/// Windows: the route's MTU is not read (the datagram size comes from the MSS alone).
+pub fn path_mtu(_sock: &TcpStream) -> Result<u32> {
+    Err(refused("reading the path MTU"))
+}
+
 /// Windows has no receive low-water mark.
 pub fn set_rcvlowat(_sock: &impl AsSock, _bytes: u64) -> Result<u64> {
     Err(refused("the receive low-water mark"))
@@ -192,8 +197,8 @@ pub fn count_drops(_s: &UdpSocket) -> bool {
     false
 }
 
-/// One read; Windows attaches no drop count.
-pub fn recv_counted(s: &UdpSocket, buf: &mut [u8]) -> Result<UdpRead> {
+/// One read; Windows attaches no drop count, and always waits (a receiver does not poll here).
+pub fn recv_counted(s: &UdpSocket, buf: &mut [u8], _wait: bool) -> Result<UdpRead> {
     Ok(UdpRead {
         len: s.recv(buf)?,
         drops: 0,

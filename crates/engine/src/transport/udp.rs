@@ -11,7 +11,7 @@ use crate::supervisor::{EngineParams, Flags};
 use landspeed_core::config::Flow;
 use landspeed_core::endpoint::{Role, TcpSnapshot};
 use landspeed_core::payload::{Generator, Verifier};
-use landspeed_core::udp::{pacing::Pace, Header, Pacer, UdpReceiver, UdpStats, HEADER};
+use landspeed_core::udp::{pacing::Pace, spin::SpinBudget, Header, Pacer, UdpReceiver, UdpStats, HEADER};
 use std::io::ErrorKind;
 use std::net::UdpSocket;
 use std::sync::atomic::Ordering::Relaxed;
@@ -153,7 +153,9 @@ impl Transport for Udp<'_> {
                 let o = if s.role == Role::Sender {
                     send_stream(s, c, p, u, flags, t0)
                 } else {
-                    receive_stream(s, c, p, u, flags, t0)
+                    // Every stream of this end is a busy thread of its own.
+                    let spin = SpinBudget::for_threads(self.streams.len(), crate::cpu::cpu_count() as usize);
+                    receive_stream(s, c, p, (u, spin), flags, t0)
                 };
                 (i, o)
             })
@@ -319,8 +321,32 @@ enum Received {
     Failed(std::io::Error),
 }
 
-fn receive(s: &UdpStream, buf: &mut [u8], halting: bool) -> Received {
-    match recv_counted(&s.socket, buf) {
+/// One read, polling the socket for the spin budget before sleeping in the kernel (Linux; Windows
+/// always sleeps): `core::udp::spin` says why and for how long.
+fn receive(s: &UdpStream, buf: &mut [u8], halting: bool, spin: &mut SpinBudget) -> Received {
+    let start = Instant::now();
+    let waited = |start: Instant| start.elapsed().as_nanos() as u64;
+    let r = loop {
+        // Halting, the socket is non-blocking already: a plain read says whether anything is left.
+        match recv_counted(&s.socket, buf, halting) {
+            Err(e) if e.kind() == ErrorKind::WouldBlock && !halting => {
+                if waited(start) >= spin.budget_ns() {
+                    spin.ran_out();
+                    break recv_counted(&s.socket, buf, true);
+                }
+                std::hint::spin_loop();
+            }
+            r => break r,
+        }
+    };
+    if r.is_ok() {
+        spin.arrived(waited(start));
+    }
+    classify(r, halting)
+}
+
+fn classify(r: std::io::Result<crate::os::UdpRead>, halting: bool) -> Received {
+    match r {
         Ok(r) => Received::Bytes(r),
         Err(_) if halting => Received::Done,
         Err(e)
@@ -372,7 +398,7 @@ fn receive_stream(
     s: &UdpStream,
     c: &Meter,
     p: &EngineParams,
-    u: UdpParams,
+    (u, mut spin): (UdpParams, SpinBudget),
     flags: &Flags,
     t0: Instant,
 ) -> Outcome {
@@ -415,7 +441,7 @@ fn receive_stream(
             ));
             break;
         }
-        let n = match receive(s, &mut buf, halting) {
+        let n = match receive(s, &mut buf, halting, &mut spin) {
             Received::Bytes(r) => {
                 inbox.note(&r, counted);
                 r.len

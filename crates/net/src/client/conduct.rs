@@ -40,6 +40,7 @@ pub fn run_client(
         .local_addr()
         .map_err(|err| ClientError::Connect { addr, err })?;
     on_event(ClientEvent::Connected { local, remote: addr });
+    let spec = sized_to_path(opts, spec, &ctl)?;
     let latency = opts
         .latency
         .as_ref()
@@ -172,6 +173,25 @@ fn greet(
         Err(WaitError::Session(e)) => Err(e.into()),
         Err(WaitError::Control(e)) => Err(cerr(e)),
     }
+}
+
+/// A UDP test whose datagram size was left to the path takes it from the control connection: its
+/// MSS and its route's MTU (`core::udp::length_for_path`); unchanged where the system cannot say.
+fn sized_to_path(opts: &ClientOptions, spec: Test, ctl: &TcpStream) -> Result<Test, ClientError> {
+    if !opts.udp_length_from_path || spec.transport != Transport::Udp {
+        return Ok(spec);
+    }
+    let Ok(info) = landspeed_engine::tcp_info::read(ctl) else {
+        return Ok(spec);
+    };
+    let path = landspeed_core::udp::PathSize {
+        mss_bytes: info.raw.snd_mss,
+        route_mtu: landspeed_engine::os::path_mtu(ctl)
+            .ok()
+            .zip(ctl.peer_addr().ok().map(|a| a.is_ipv6())),
+    };
+    let length = landspeed_core::udp::length_for_path(path, spec.udp_stream_rate_bps());
+    Ok(spec.changed(|s| s.length_bytes = length)?)
 }
 
 /// What the server has sent during the test: its interval samples, and their live form.

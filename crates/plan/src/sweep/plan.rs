@@ -118,6 +118,9 @@ pub struct CellClient {
     /// and never stored.
     #[serde(default)]
     pub auth: Option<(String, PathBuf)>,
+    /// A UDP test's datagram size was not given: the client takes it from the path.
+    #[serde(default)]
+    pub udp_length_from_path: bool,
 }
 
 fn default_connect_timeout() -> Duration {
@@ -141,6 +144,7 @@ impl Default for CellClient {
             idle_timeout_s: default_idle_timeout(),
             latency_probes_per_s: None,
             auth: None,
+            udp_length_from_path: false,
         }
     }
 }
