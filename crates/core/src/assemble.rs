@@ -940,6 +940,7 @@ fn warnings(
         }
     }
     warnings.extend(window_limited(streams, inp.spec.window_bytes));
+    warnings.extend(cipher_without_instructions(inp, streams));
     warnings.extend(mptcp_fallback(inp.spec, streams));
     if inp.spec.transport == crate::config::Transport::Tcp {
         // UDP senders pace by schedule, so a busy sender there says nothing about the limit; nor does
@@ -964,6 +965,31 @@ fn warnings(
         ));
     }
     warnings
+}
+
+/// A TLS test sealing with AES-GCM where an end's CPU lacks the instructions for it: software AES-GCM
+/// is several times slower than ChaCha20 there, so the cipher rather than the path may set the rate;
+/// the result says so in one line, with the rate the test reached and the suite to use instead.
+fn cipher_without_instructions(inp: &Inputs, streams: &[StreamResult]) -> Option<String> {
+    let cipher = inp.spec.tls.as_ref()?.cipher;
+    if cipher == crate::tls::TlsCipher::Chacha20Poly1305 {
+        return None;
+    }
+    let ends: Vec<&str> = [("client", inp.client), ("server", inp.server)]
+        .into_iter()
+        .filter(|(_, r)| r.host.aes_instructions == Some(false))
+        .map(|(who, _)| who)
+        .collect();
+    if ends.is_empty() {
+        return None;
+    }
+    let bps: f64 = streams.iter().map(|s| s.throughput_bps).sum();
+    Some(format!(
+        "{}: {} on a CPU without AES instructions runs in software, several times slower than ChaCha20-Poly1305 there: this test reached {} (all streams); --tls-cipher chacha20 is the fast suite on such a CPU",
+        ends.join(" and "),
+        cipher.iana_name(),
+        crate::units::BitRate(bps)
+    ))
 }
 
 /// A stream that reached this share of its pace kept it.
@@ -1182,6 +1208,51 @@ pub(crate) mod tests {
                     .collect(),
             })
             .collect()
+    }
+
+    #[test]
+    fn aes_gcm_on_a_cpu_without_aes_instructions_is_named_with_the_rate_it_reached() {
+        let warned = |cipher, client_aes, server_aes| {
+            let spec = TestSpec {
+                tls: Some(crate::tls::TlsSpec { cipher, ktls: false }),
+                ..Default::default()
+            };
+            let end = |role, aes| {
+                let mut e = EndpointReport {
+                    streams: vec![sr(0, Flow::ClientToServer, role, 2_500_000_000, 0, 0.0, 2.0)],
+                    ..Default::default()
+                };
+                e.host.aes_instructions = aes;
+                e
+            };
+            let (client, server) = (end(Role::Sender, client_aes), end(Role::Receiver, server_aes));
+            let r = assemble(&Inputs {
+                spec: &spec,
+                context: RunContext::example("h", 2.0),
+                client: &client,
+                server: &server,
+                client_samples: &[],
+                server_samples: &[],
+            });
+            r.warnings.into_iter().find(|w| w.contains("AES instructions"))
+        };
+        let aes = crate::tls::TlsCipher::Aes128Gcm;
+        let line = warned(aes, Some(true), Some(false)).expect("the server lacks them");
+        assert!(
+            line.starts_with("server: TLS13_AES_128_GCM_SHA256 on a CPU without"),
+            "{line}"
+        );
+        assert!(
+            line.contains("10.0 Gbit/s") && line.contains("--tls-cipher chacha20"),
+            "{line}"
+        );
+        let both = warned(crate::tls::TlsCipher::Aes256Gcm, Some(false), Some(false)).unwrap();
+        assert!(both.starts_with("client and server: TLS13_AES_256_GCM"), "{both}");
+        // Instructions present, unknown (another CPU, a withheld host), or ChaCha20: nothing to say.
+        assert_eq!(warned(aes, Some(true), Some(true)), None);
+        assert_eq!(warned(aes, None, None), None);
+        let chacha = crate::tls::TlsCipher::Chacha20Poly1305;
+        assert_eq!(warned(chacha, Some(false), Some(false)), None);
     }
 
     #[test]

@@ -398,6 +398,10 @@ pub struct HostInfo {
     /// measurement needs: its CPU count and network sysctls).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub withheld: bool,
+    /// Whether the CPU has the instructions AES-GCM runs fast with (x86-64: AES-NI and PCLMULQDQ;
+    /// AArch64: AES and PMULL); None on other CPUs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aes_instructions: Option<bool>,
 }
 
 impl HostInfo {
@@ -408,6 +412,7 @@ impl HostInfo {
         HostInfo {
             cpus: self.cpus,
             sysctls: self.sysctls.clone(),
+            aes_instructions: self.aes_instructions,
             withheld: true,
             ..HostInfo::default()
         }

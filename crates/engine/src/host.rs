@@ -87,6 +87,7 @@ pub fn host_info() -> HostInfo {
         command_line: COMMAND_LINE.get().cloned().unwrap_or_default(),
         nic: None,
         withheld: false,
+        aes_instructions: crate::cpu::aes_instructions(),
     }
 }
 

@@ -176,3 +176,66 @@ fn the_archive_record_and_model_name_tls() {
     assert_eq!(m.code, 0, "{}", m.stderr);
     assert!(m.stdout.contains("the run carried TLS 1.3"), "{}", m.stdout);
 }
+
+/// A client on a CPU without AES instructions (qemu-user emulating its `qemu64` model, which has
+/// neither AES-NI nor PCLMULQDQ) says so in one warning line naming the suite, the rate the test
+/// reached and ChaCha20; the server, on this CPU, has them and is not named.
+#[test]
+fn aes_gcm_on_a_cpu_without_aes_instructions_is_named_in_one_line() {
+    const QEMU: &str = "qemu-x86_64-static";
+    if !cfg!(target_arch = "x86_64") {
+        return;
+    }
+    if std::process::Command::new(QEMU)
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        let _: Option<()> =
+            common::missing("qemu-x86_64-static is not installed (Debian's qemu-user-static)");
+        return;
+    }
+    let s = ServerProc::start("127.0.0.1", &[]);
+    let port = s.port.to_string();
+    let mut cmd = std::process::Command::new(QEMU);
+    cmd.args(["-cpu", "qemu64", common::bin(), "run", "127.0.0.1", "-p", &port]);
+    cmd.args(["--tls", "-n", "8M", "--no-save", "--json"]);
+    let o = common::outcome(cmd, Duration::from_secs(120));
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let r: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+    assert_eq!(
+        r["local"]["host"]["aes_instructions"], false,
+        "{}",
+        r["local"]["host"]
+    );
+    assert_eq!(r["summary"]["bytes_verified"], r["summary"]["bytes_received"]);
+    let warned: Vec<&str> = r["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|w| w.as_str())
+        .filter(|w| w.contains("without AES instructions"))
+        .collect();
+    assert_eq!(warned.len(), 1, "{}", r["warnings"]);
+    let w = warned[0];
+    assert!(w.starts_with("client: TLS13_AES_128_GCM_SHA256"), "{w}");
+    assert!(
+        w.contains("bit/s (all streams)") && w.contains("--tls-cipher chacha20"),
+        "{w}"
+    );
+    // With ChaCha20 there is nothing to say.
+    let mut cmd = std::process::Command::new(QEMU);
+    cmd.args(["-cpu", "qemu64", common::bin(), "run", "127.0.0.1", "-p", &port]);
+    cmd.args([
+        "--tls",
+        "--tls-cipher",
+        "chacha20",
+        "-n",
+        "8M",
+        "--no-save",
+        "--json",
+    ]);
+    let o = common::outcome(cmd, Duration::from_secs(120));
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(!o.stdout.contains("without AES instructions"), "{}", o.stdout);
+}
