@@ -166,6 +166,26 @@ impl CpuSnapshot {
     }
 }
 
+/// Whether this CPU has the instructions AES-GCM needs to be fast (x86-64: AES-NI and PCLMULQDQ;
+/// AArch64: AES and PMULL); None where landspeed cannot ask.
+pub fn aes_instructions() -> Option<bool> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        Some(std::arch::is_x86_feature_detected!("aes") && std::arch::is_x86_feature_detected!("pclmulqdq"))
+    }
+    #[cfg(target_arch = "aarch64")]
+    {
+        Some(
+            std::arch::is_aarch64_feature_detected!("aes")
+                && std::arch::is_aarch64_feature_detected!("pmull"),
+        )
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    {
+        None
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -214,25 +234,5 @@ mod tests {
         assert!(busy.user_s + busy.system_s > 0.05, "{busy:?}");
         assert!(idle.user_s + idle.system_s < 0.05, "{idle:?}");
         assert!(busy.wall_s >= 0.15 && busy.last_cpu.is_some(), "{busy:?}");
-    }
-}
-
-/// Whether this CPU has the instructions AES-GCM needs to be fast (x86-64: AES-NI and PCLMULQDQ;
-/// AArch64: AES and PMULL); None where landspeed cannot ask.
-pub fn aes_instructions() -> Option<bool> {
-    #[cfg(target_arch = "x86_64")]
-    {
-        Some(std::arch::is_x86_feature_detected!("aes") && std::arch::is_x86_feature_detected!("pclmulqdq"))
-    }
-    #[cfg(target_arch = "aarch64")]
-    {
-        Some(
-            std::arch::is_aarch64_feature_detected!("aes")
-                && std::arch::is_aarch64_feature_detected!("pmull"),
-        )
-    }
-    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-    {
-        None
     }
 }
