@@ -325,7 +325,7 @@ impl TestArgs {
             server_cpus: self.server_cpus.clone().map(|c| c.0),
             verify: !self.no_verify,
             payload_key: 0,
-            rx: match (self.rx, self.no_verify && !self.udp && !self.tls) {
+            rx: match (self.rx, self.no_verify && !self.udp && !self.tls && !self.quic) {
                 (Some(RxArg::Discard), _) | (None, true) => RxMode::Discard,
                 _ => RxMode::Copy,
             },

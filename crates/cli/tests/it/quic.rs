@@ -58,6 +58,14 @@ fn streams_and_connections_verify_every_byte_each_way_with_each_controller() {
     assert_eq!(o.code, 0, "{}", o.stderr);
     assert!(o.stdout.contains("\nQUIC test, "), "{}", o.stdout);
     assert!(o.stdout.contains("  connection  0: cubic, RTT "), "{}", o.stdout);
+    // --no-verify picks TCP's copy-free receive only for TCP: QUIC runs, unverified.
+    let r = run_json(
+        "127.0.0.1",
+        s.port,
+        &["--quic", "--no-verify", "-n", "4M", "--no-save"],
+    );
+    assert_eq!(r["summary"]["bytes_received"], 4u64 << 20, "{}", r["summary"]);
+    assert_eq!(r["summary"]["bytes_verified"], 0, "{}", r["summary"]);
 }
 
 #[test]
