@@ -189,6 +189,30 @@ impl Generator {
     }
 }
 
+impl Generator {
+    /// Turns `buf`, holding the payload of `stream` at an earlier offset in the same position of the
+    /// pool (equal to `offset` modulo [`POOL`]), into the payload at `offset`: only the block headers
+    /// differ, so only they are written (one byte in 32). How a sender reuses a buffer a transport
+    /// has let go of instead of generating and copying the whole of it again.
+    pub fn rewrite(&self, stream: u32, offset: u64, buf: &mut [u8]) {
+        let in_block = (offset % BLOCK as u64) as usize;
+        let mut block = offset / BLOCK as u64;
+        // Where block `block` starts, relative to buf (before it when `offset` is inside that block).
+        let mut start = -(in_block as i64);
+        while start < buf.len() as i64 {
+            let h = self.pattern.header(stream, block).to_le_bytes();
+            let lo = start.max(0);
+            let hi = (start + HEADER as i64).min(buf.len() as i64);
+            if lo < hi {
+                buf[lo as usize..hi as usize]
+                    .copy_from_slice(&h[(lo - start) as usize..(hi - start) as usize]);
+            }
+            block += 1;
+            start += BLOCK as i64;
+        }
+    }
+}
+
 /// The first corrupted byte found, with some context.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Corruption {

@@ -27,16 +27,31 @@ pub const ALPN_PERF: &[u8] = b"perf";
 /// Socket buffers asked for on every QUIC socket (the kernel may grant less: net.core.rmem_max).
 pub const SOCKET_BUFFER: usize = 4 << 20;
 
+/// The most a sender keeps buffered in quinn, unacknowledged or unsent: a bandwidth-delay product of
+/// 5 Gbit/s over 100 ms; also the window a connection starts with.
+pub const MAX_SEND_WINDOW: u64 = 64 << 20;
+/// The least: what loopback and a LAN need, and what keeps the payload a sender cycles through in
+/// the CPU's cache there (a 64 MiB window on loopback was 15-20% slower: docs/benchmarks.md).
+pub const MIN_SEND_WINDOW: u64 = 2 << 20;
+
+/// The send window for a connection that delivers `sent_bps` over a round trip of `rtt`: four times
+/// its bandwidth-delay product (room to quadruple its rate before the next adjustment), within
+/// [`MIN_SEND_WINDOW`] and [`MAX_SEND_WINDOW`].
+pub fn send_window(sent_bps: f64, rtt: Duration) -> u64 {
+    let bdp = sent_bps / 8.0 * rtt.as_secs_f64();
+    ((4.0 * bdp) as u64).clamp(MIN_SEND_WINDOW, MAX_SEND_WINDOW)
+}
+
 /// How long a QUIC connection may stay silent before either end drops it.
 const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Transport parameters for bulk tests: windows well above one stream's bandwidth-delay product on
-/// a fast path, `max_streams` concurrent streams each way, and `congestion` (cubic by default).
+/// a fast path (the send window then follows the path: `transport::quic` sets it by [`send_window`]), `max_streams` concurrent streams each way, and `congestion` (cubic by default).
 pub fn transport_config(congestion: Option<&str>, max_streams: u32) -> TransportConfig {
     let mut t = TransportConfig::default();
     t.stream_receive_window(VarInt::from_u32(32 << 20));
     t.receive_window(VarInt::MAX);
-    t.send_window(64 << 20);
+    t.send_window(MAX_SEND_WINDOW);
     t.max_concurrent_bidi_streams(VarInt::from_u32(max_streams));
     t.max_concurrent_uni_streams(VarInt::from_u32(max_streams));
     t.max_idle_timeout(Some(IDLE_TIMEOUT.try_into().expect("30 s fits")));
@@ -106,4 +121,25 @@ pub fn endpoint_config() -> quinn::EndpointConfig {
     let mut c = quinn::EndpointConfig::default();
     c.grease_quic_bit(false);
     c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_send_window_follows_the_bandwidth_delay_product() {
+        let ms = Duration::from_millis;
+        // Loopback and a LAN: the least, whatever the rate.
+        assert_eq!(send_window(10e9, Duration::from_micros(100)), MIN_SEND_WINDOW);
+        assert_eq!(
+            send_window(0.0, ms(100)),
+            MIN_SEND_WINDOW,
+            "a connection just started"
+        );
+        // 1 Gbit/s over 20 ms: 2.5 MB in flight, four times that buffered.
+        assert_eq!(send_window(1e9, ms(20)), 10_000_000);
+        // A long fast path: the most.
+        assert_eq!(send_window(10e9, ms(100)), MAX_SEND_WINDOW);
+    }
 }

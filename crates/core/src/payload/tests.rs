@@ -56,6 +56,22 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
     #[test]
+    fn a_rewritten_buffer_is_the_payload_at_its_new_offset(
+        key in any::<u64>(),
+        stream in 0u32..2048,
+        old in 0u64..(1u64 << 40),
+        pools in 1u64..1000,
+        n in 0usize..40_000,
+    ) {
+        let p = Pattern::new(key);
+        let mut g = Generator::new(&p, n);
+        let new = old + pools * POOL as u64;
+        let mut buf = g.fill(stream, old, n).to_vec();
+        g.rewrite(stream, new, &mut buf);
+        prop_assert_eq!(&buf[..], g.fill(stream, new, n));
+    }
+
+    #[test]
     fn generator_matches_reference(key in any::<u64>(), stream in 0u32..2048, offset in 0u64..(1u64 << 40), n in 0usize..5000) {
         let p = Pattern::new(key);
         let mut g = Generator::new(&p, 4096);
