@@ -411,8 +411,8 @@ impl Stream<'_> {
 /// the slice into a buffer of its own: that copy was a fifth of the sender's time). Each chunk is
 /// kept here too; once quinn has let go of the oldest (every byte of it acknowledged), the next chunk
 /// of the same size and pool position reuses its memory, and only its block headers are rewritten
-/// (`Generator::rewrite`). Otherwise a chunk is generated into new memory, as often as quinn's send
-/// window holds chunks, which bounds what is kept to that window and a few chunks more.
+/// (`Generator::rewrite`). Otherwise a chunk is generated into new memory; what is kept is bounded by
+/// quinn's largest send window and one chunk.
 #[derive(Default)]
 struct Chunks {
     /// The chunks given to quinn, oldest first, with the stream offset each holds.
@@ -420,9 +420,6 @@ struct Chunks {
 }
 
 impl Chunks {
-    /// The most chunks kept: beyond, the oldest is forgotten (quinn frees it when done).
-    const MAX: usize = 96;
-
     /// The `n` payload bytes of `stream` at `offset`, as a chunk of their own.
     fn next(&mut self, gen: &mut Generator, stream: u32, offset: u64, n: usize) -> bytes::Bytes {
         let pool = landspeed_core::payload::POOL as u64;
@@ -438,7 +435,10 @@ impl Chunks {
             }
             None => bytes::Bytes::copy_from_slice(gen.fill(stream, offset, n)),
         };
-        if self.given.len() >= Self::MAX {
+        // Kept: what quinn's largest send window holds, and the chunk being written; beyond, the
+        // oldest is forgotten (quinn frees it when done), so memory stays what quinn's own copy took.
+        let most = (crate::quic::MAX_SEND_WINDOW as usize / n.max(1)).max(1) + 1;
+        while self.given.len() >= most {
             self.given.pop_front();
         }
         self.given.push_back((offset, chunk.clone()));
