@@ -992,6 +992,28 @@ fn cipher_without_instructions(inp: &Inputs, streams: &[StreamResult]) -> Option
     ))
 }
 
+/// A UDP direction whose receiving socket overflowed: the rate its receiver kept (the most it keeps
+/// at this datagram size, or less) against the rate sent, in one line with what to change.
+fn receiver_behind(d: &crate::result::DirectionResult) -> Option<String> {
+    let u = d.summary.udp.as_ref()?;
+    let dropped = u
+        .lost_in_receiver
+        .filter(|&n| n > 0 && u.socket_drops.unwrap_or(0) > 0)?;
+    let sent = u.datagrams_sent.filter(|&n| n > 0)?;
+    let kept = d.summary.throughput_bps;
+    let offered = kept * sent as f64 / u.datagrams_received.max(1) as f64;
+    let end = match d.flow {
+        Flow::ClientToServer => "server",
+        Flow::ServerToClient => "client",
+    };
+    Some(format!(
+        "{end}: the receiver could not keep up: it kept {} of the {} sent ({dropped} datagrams, {:.1}% of those sent, dropped in its full socket buffer); a larger receive buffer (-w), a lower rate (-b), larger datagrams (-l) or more streams (-P)",
+        crate::units::BitRate(kept),
+        crate::units::BitRate(offered),
+        dropped as f64 * 100.0 / sent as f64
+    ))
+}
+
 /// A stream that reached this share of its pace kept it.
 const PACE_KEPT: f64 = 0.9;
 
@@ -1096,7 +1118,8 @@ pub fn assemble(inp: &Inputs) -> RunResult {
     let payload = payload_summary(inp.spec, inp, summary.bytes_verified);
     let intervals = merge_intervals(&directions);
     let file = file_result(inp, &summary);
-    let warnings = warnings(inp, &payload, &streams, file.as_ref());
+    let mut warnings = warnings(inp, &payload, &streams, file.as_ref());
+    warnings.extend(directions.iter().filter_map(receiver_behind));
     let ctx = &inp.context;
     let spec = &spec_as_run(inp.spec, file.as_ref());
     RunResult {
@@ -1208,6 +1231,35 @@ pub(crate) mod tests {
                     .collect(),
             })
             .collect()
+    }
+
+    #[test]
+    fn a_udp_receiver_that_could_not_keep_up_is_named_with_the_rate_it_kept() {
+        let dir = |lost_in_receiver, socket_drops| crate::result::DirectionResult {
+            flow: Flow::ClientToServer,
+            summary: Summary {
+                throughput_bps: 27.7e9,
+                udp: Some(crate::udp::UdpStats {
+                    datagrams_sent: Some(1000),
+                    datagrams_received: 590,
+                    datagrams_lost: 410,
+                    lost_in_receiver,
+                    socket_drops,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+            intervals: vec![],
+            stalls: vec![],
+        };
+        let line = receiver_behind(&dir(Some(400), Some(12))).unwrap();
+        assert!(
+            line.starts_with("server: the receiver could not keep up: it kept 27.7 Gbit/s of the 46.9 Gbit/s sent (400 datagrams, 40.0% of those sent,"),
+            "{line}"
+        );
+        // Loss on the path only, or no drop count (iperf3, Windows): nothing said of the receiver.
+        assert_eq!(receiver_behind(&dir(Some(0), Some(0))), None);
+        assert_eq!(receiver_behind(&dir(None, None)), None);
     }
 
     #[test]

@@ -80,7 +80,16 @@ pub struct EmulatorCounts {
     /// See `probe_packets`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probe_mean_sojourn_ms: Option<f64>,
+    /// How late its packets left against the delay they were given, 99th percentile over the test,
+    /// µs (None: no packet, or an emulator that restarted). Above [`LATE_P99_US`] the path's delay was
+    /// not the setting, and the result warns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub late_p99_us: Option<f64>,
 }
+
+/// A departure lateness (99th percentile) above which the emulator was not on time: it was asked to
+/// forward more than it can on this machine, or was short of CPU.
+pub const LATE_P99_US: f64 = 500.0;
 
 impl EmulatorCounts {
     /// Every packet it dropped, for whatever reason.
@@ -116,7 +125,28 @@ pub fn attach(r: &mut crate::result::RunResult, e: EmulatorReport) {
         let dropped = r.directions.iter().map(|d| e.carrying(d.flow).dropped()).sum();
         split_with(u, dropped);
     }
+    r.warnings.extend(late(r, &e));
     r.emulator = Some(e);
+}
+
+/// One line for each direction whose data the emulator did not forward on time, with the rate it was
+/// forwarding then: the most it carries on time here, or less.
+fn late(r: &crate::result::RunResult, e: &EmulatorReport) -> Vec<String> {
+    r.directions
+        .iter()
+        .filter_map(|d| {
+            let p99 = e.carrying(d.flow).late_p99_us.filter(|&p| p > LATE_P99_US)?;
+            Some(format!(
+                "emulator {}: {} carried {} but left packets late (p99 {:.2} ms, against {:.1} ms): more than it forwards on time on this machine, so the path's delay was not its setting; give the emulator a core, or set its --rate below {}",
+                e.name,
+                d.flow.label(),
+                crate::units::BitRate(d.summary.throughput_bps),
+                p99 / 1e3,
+                LATE_P99_US / 1e3,
+                crate::units::BitRate(d.summary.throughput_bps)
+            ))
+        })
+        .collect()
 }
 
 fn split_with(u: &mut crate::udp::UdpStats, path_dropped: u64) {
@@ -209,6 +239,69 @@ mod tests {
         };
         split_with(&mut old, 5);
         assert_eq!(old.lost_in_receiver, None);
+    }
+
+    #[test]
+    fn an_emulator_that_was_not_on_time_is_named_with_the_rate_it_carried() {
+        let spec = crate::config::TestSpec::default();
+        let mut r = crate::assemble::provisional(&spec, crate::assemble::RunContext::example("h", 0.0));
+        r.directions = vec![crate::result::DirectionResult {
+            flow: crate::config::Flow::ClientToServer,
+            summary: crate::result::Summary {
+                throughput_bps: 4.2e9,
+                ..Default::default()
+            },
+            intervals: vec![],
+            stalls: vec![],
+        }];
+        let report = |to_server_p99, to_client_p99| EmulatorReport {
+            name: "rec".into(),
+            client_host: "a".into(),
+            to_server: EmulatorCounts {
+                late_p99_us: to_server_p99,
+                ..Default::default()
+            },
+            to_client: EmulatorCounts {
+                late_p99_us: to_client_p99,
+                ..Default::default()
+            },
+            changes: vec![],
+        };
+        // The data's direction late: one line, with the rate it carried.
+        let mut late = r.clone();
+        attach(&mut late, report(Some(2_500.0), None));
+        let lines: Vec<&String> = late
+            .warnings
+            .iter()
+            .filter(|w| w.starts_with("emulator"))
+            .collect();
+        assert_eq!(lines.len(), 1, "{:?}", late.warnings);
+        assert!(
+            lines[0].starts_with(
+                "emulator rec: client->server carried 4.20 Gbit/s but left packets late (p99 2.50 ms"
+            ),
+            "{}",
+            lines[0]
+        );
+        assert!(
+            lines[0].ends_with("set its --rate below 4.20 Gbit/s"),
+            "{}",
+            lines[0]
+        );
+        // On time, or late only the way the acknowledgements went: nothing to say.
+        for (a, b) in [
+            (Some(120.0), Some(90.0)),
+            (None, None),
+            (Some(400.0), Some(9_000.0)),
+        ] {
+            let mut fine = r.clone();
+            attach(&mut fine, report(a, b));
+            assert!(
+                !fine.warnings.iter().any(|w| w.starts_with("emulator")),
+                "{:?}",
+                fine.warnings
+            );
+        }
     }
 
     fn interval(k: u32, bytes: u64, rtt_us: u32) -> crate::result::IntervalResult {

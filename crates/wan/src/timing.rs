@@ -128,6 +128,34 @@ fn percentile_us(counts: &[u64], packets: u64, q: f64, max_us: f64) -> f64 {
     max_us
 }
 
+/// The 99th percentile of the lateness of the packets that left between two snapshots of the same
+/// direction (`a` taken first): the histogram's growth, read as [`LatenessSnapshot::p99_us`] is
+/// (the upper edge of the bucket holding it; `b`'s maximum for the open last bucket). None when no
+/// packet left in between, or when the emulator restarted (a bucket shrank).
+pub fn p99_between(a: &LatenessSnapshot, b: &LatenessSnapshot) -> Option<f64> {
+    let before = |edge: Option<u64>| {
+        a.buckets
+            .iter()
+            .find(|x| x.below_us == edge)
+            .map_or(0, |x| x.packets)
+    };
+    let grown: Vec<(Option<u64>, u64)> = b
+        .buckets
+        .iter()
+        .map(|x| Some((x.below_us, x.packets.checked_sub(before(x.below_us))?)))
+        .collect::<Option<_>>()?;
+    let packets: u64 = grown.iter().map(|(_, n)| n).sum();
+    if packets == 0 {
+        return None;
+    }
+    let rank = ((0.99 * packets as f64).ceil() as u64).max(1);
+    let mut seen = 0;
+    grown.iter().find_map(|&(edge, n)| {
+        seen += n;
+        (seen >= rank).then(|| edge.map_or(b.max_us, |e| (e as f64).min(b.max_us)))
+    })
+}
+
 /// How late one direction's packets left, as `wan status --json` shows it.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct LatenessSnapshot {
@@ -161,6 +189,27 @@ pub struct LatenessBucket {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_lateness_over_a_test_is_the_histograms_growth() {
+        let l = Lateness::default();
+        // Before the test: 1000 packets on time.
+        for _ in 0..1000 {
+            l.record(0, 5_000);
+        }
+        let a = l.snapshot();
+        // During it: 900 on time, 100 two milliseconds late (over 1%).
+        for i in 0..1000 {
+            l.record(0, if i < 900 { 5_000 } else { 2_000_000 });
+        }
+        let b = l.snapshot();
+        let p99 = p99_between(&a, &b).unwrap();
+        assert!((2_000.0..=2_200.0).contains(&p99), "{p99}");
+        // Over both, the late tenth is 5%: still the p99 the snapshot itself gives.
+        assert!(b.p99_us >= 2_000.0);
+        assert_eq!(p99_between(&b, &b), None, "nothing left in between");
+        assert_eq!(p99_between(&b, &a), None, "a restart: counts went down");
+    }
 
     #[test]
     fn buckets_are_contiguous_and_each_value_falls_below_its_edge() {

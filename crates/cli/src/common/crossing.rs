@@ -95,6 +95,7 @@ fn counts_between(
         mean_sojourn_ms: mean_ms(d(|s| s.sojourn_sum_ns), sojourn_packets),
         probe_packets,
         probe_mean_sojourn_ms: mean_ms(d(|s| s.probe_sojourn_sum_ns), probe_packets),
+        late_p99_us: landspeed_wan::timing::p99_between(&a.departure_lateness, &b.departure_lateness),
     }
 }
 

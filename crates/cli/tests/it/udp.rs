@@ -136,6 +136,12 @@ fn loss_in_a_full_receive_buffer_is_put_in_the_receiving_host() {
     let sender = u["lost_in_sender"].as_u64().unwrap();
     assert!(host + sender <= lost, "{u}");
     assert!(r.get("emulator").is_none(), "no emulator on loopback");
+    // One warning says so, with the rate the receiver kept.
+    let kept = r["warnings"].to_string();
+    assert!(
+        kept.contains("server: the receiver could not keep up: it kept "),
+        "{kept}"
+    );
     // The kernel's own count of full-buffer drops (host-wide, in buffers) saw them too.
     let k = &r["remote"]["kernel_counters"];
     assert!(k["Udp.RcvbufErrors"].as_u64().unwrap() > 0, "{k}");

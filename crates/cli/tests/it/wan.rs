@@ -216,6 +216,32 @@ fn ample_buffers_fill_the_configured_rate() {
     );
     assert!(mbps(&r) <= 500.0, "faster than the shaper: {:.1}", mbps(&r));
     assert_no_interval_rtt_below_the_runs_minimum(&r);
+    assert_late_only_when_said(&r);
+}
+
+/// The result carries how late the emulator was over the test in the data's direction, and warns
+/// (one line, with the rate carried) exactly when that p99 is over the 500 µs bound.
+fn assert_late_only_when_said(r: &Value) {
+    let late_lines = r["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|w| w.as_str().is_some_and(|w| w.contains("left packets late")))
+        .count();
+    let data_way = match r["directions"][0]["flow"].as_str() {
+        Some("client_to_server") => "to_server",
+        _ => "to_client",
+    };
+    let p99 = r["emulator"][data_way]["late_p99_us"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no lateness {}", r["emulator"]));
+    eprintln!("the emulator's p99 lateness {data_way} over the test: {p99} µs");
+    assert_eq!(
+        late_lines,
+        usize::from(p99 > 500.0),
+        "{p99} µs: {}",
+        r["warnings"]
+    );
 }
 
 /// Every interval's RTT (the first, in slow start, above all) is at least the run's minimum RTT, and
@@ -351,6 +377,7 @@ fn udp_loss_duplicates_reordering_and_jitter_match_the_emulator() {
     assert!(u["jitter_ms"].as_f64().unwrap() > 0.1, "jitter {u}");
     assert_eq!(r["summary"]["bytes_verified"], r["summary"]["bytes_received"]);
     assert_eq!(r["summary"]["corrupt_blocks"], 0);
+    assert_late_only_when_said(&r);
 }
 
 /// The p99 departure lateness of both directions, µs, and how many packets each left.
