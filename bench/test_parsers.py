@@ -24,22 +24,29 @@ pooled figure) and its connection count. iperf3-3.21-udp-P2.json and landspeed-u
 import importlib.machinery, importlib.util, json, os, sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-loader = importlib.machinery.SourceFileLoader("peers", os.path.join(HERE, "peers"))
-spec = importlib.util.spec_from_loader("peers", loader)
-peers = importlib.util.module_from_spec(spec)
-loader.exec_module(peers)
-dropin_loader = importlib.machinery.SourceFileLoader("dropin", os.path.join(HERE, "dropin"))
-dropin = importlib.util.module_from_spec(importlib.util.spec_from_loader("dropin", dropin_loader))
-dropin_loader.exec_module(dropin)
-ndt7_loader = importlib.machinery.SourceFileLoader("ndt7", os.path.join(HERE, "ndt7"))
-ndt7 = importlib.util.module_from_spec(importlib.util.spec_from_loader("ndt7", ndt7_loader))
-ndt7_loader.exec_module(ndt7)
-latency_loader = importlib.machinery.SourceFileLoader("latency", os.path.join(HERE, "latency"))
-latency = importlib.util.module_from_spec(importlib.util.spec_from_loader("latency", latency_loader))
-latency_loader.exec_module(latency)
-udp_loader = importlib.machinery.SourceFileLoader("udp", os.path.join(HERE, "udp"))
-udp = importlib.util.module_from_spec(importlib.util.spec_from_loader("udp", udp_loader))
-udp_loader.exec_module(udp)
+
+
+def load(name):
+    """A bench script (no .py suffix) as a module."""
+    loader = importlib.machinery.SourceFileLoader(name, os.path.join(HERE, name))
+    module = importlib.util.module_from_spec(importlib.util.spec_from_loader(name, loader))
+    loader.exec_module(module)
+    return module
+
+
+peers, dropin, ndt7, latency, udp = (load(n) for n in ("peers", "dropin", "ndt7", "latency", "udp"))
+
+
+def tally(checks):
+    """(passed, failed) over (what was read, got, want, right) checks; each failure printed."""
+    passed = failed = 0
+    for what, got, want, right in checks:
+        if right:
+            passed += 1
+        else:
+            failed += 1
+            print(f"FAIL {what} read {got}, want {want}")
+    return passed, failed
 
 
 def fixture(name):
@@ -64,16 +71,9 @@ DROPIN_CASES = [
 
 
 def check_dropin():
-    passed = failed = 0
-    for name, want in DROPIN_CASES:
-        got = dropin.rate(json.loads(fixture(name)))
-        if abs(got - want) <= 1e-6 * want:
-            passed += 1
-        else:
-            failed += 1
-            print(f"FAIL {name}: bench/dropin read {got}, want {want}")
-    return passed, failed
-
+    return tally((f"{name}: bench/dropin", got, want, abs(got - want) <= 1e-6 * want)
+                 for name, want in DROPIN_CASES
+                 for got in [dropin.rate(json.loads(fixture(name)))])
 
 NDT7_CASES = [
     # (parser, fixture, subtest, (the client's last count, the summary's Mbit/s) or None)
@@ -85,17 +85,12 @@ NDT7_CASES = [
 
 
 def check_ndt7():
-    passed = failed = 0
-    for parser, name, subtest, want in NDT7_CASES:
+    def read(parser, name, subtest):
         got = getattr(ndt7, parser)(fixture(name), subtest)
-        got = got[0] if parser == "parse_go" else got
-        if got == want:
-            passed += 1
-        else:
-            failed += 1
-            print(f"FAIL {name} ({subtest}): bench/ndt7 read {got}, want {want}")
-    return passed, failed
-
+        return got[0] if parser == "parse_go" else got
+    return tally((f"{name} ({subtest}): bench/ndt7", got, want, got == want)
+                 for parser, name, subtest, want in NDT7_CASES
+                 for got in [read(parser, name, subtest)])
 
 def check_goresponsiveness():
     got = latency.parse_goresponsiveness(fixture("goresponsiveness-3439542.txt"))
@@ -104,10 +99,7 @@ def check_goresponsiveness():
         "upload": {"mbps": 39.365, "connections": 16, "rpm_p90": 37.0, "rpm": 103.0},
         "final": {"rpm_p90": 25.0, "rpm": 366.0},
     }
-    if got == want:
-        return 1, 0
-    print(f"FAIL goresponsiveness-3439542.txt: bench/latency read {got}, want {want}")
-    return 0, 1
+    return tally([("goresponsiveness-3439542.txt: bench/latency", got, want, got == want)])
 
 
 UDP_CASES = [
@@ -118,28 +110,20 @@ UDP_CASES = [
 
 
 def check_udp():
-    passed = failed = 0
-    for parser, name, want in UDP_CASES:
-        got = getattr(udp, parser)(fixture(name))
-        if got == want:
-            passed += 1
-        else:
-            failed += 1
-            print(f"FAIL {name}: bench/udp read {got}, want {want}")
-    return passed, failed
+    return tally((f"{name}: bench/udp", got, want, got == want)
+                 for parser, name, want in UDP_CASES
+                 for got in [getattr(udp, parser)(fixture(name))])
+
+
+def check_peers():
+    return tally((f"{name}: bench/peers", got, (want_bytes, want_bps), got == (want_bytes, want_bps))
+                 for name, want_bytes, want_bps in CASES
+                 for got in [peers.iperf2_parse(fixture(name))])
 
 
 def main():
-    passed, failed = check_dropin()
-    for p, f in (check_ndt7(), check_goresponsiveness(), check_udp()):
-        passed, failed = passed + p, failed + f
-    for name, want_bytes, want_bps in CASES:
-        got = peers.iperf2_parse(fixture(name))
-        if got == (want_bytes, want_bps):
-            passed += 1
-        else:
-            failed += 1
-            print(f"FAIL {name}: parsed {got}, want {(want_bytes, want_bps)}")
+    results = [check() for check in (check_dropin, check_ndt7, check_goresponsiveness, check_udp, check_peers)]
+    passed, failed = (sum(r[i] for r in results) for i in (0, 1))
     print(f"bench parsers: {passed} of {passed + failed} cases parse right")
     return 1 if failed else 0
 

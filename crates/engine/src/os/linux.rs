@@ -39,6 +39,25 @@ fn set_value<T: Copy>(sock: &impl AsSock, level: libc::c_int, opt: libc::c_int, 
     Ok(())
 }
 
+/// Reads an int socket option.
+fn get_int(sock: &impl AsSock, level: libc::c_int, opt: libc::c_int) -> Result<libc::c_int> {
+    let (mut v, mut len): (libc::c_int, libc::socklen_t) = (0, std::mem::size_of::<libc::c_int>() as _);
+    // SAFETY: getsockopt into a live c_int whose size is passed.
+    let rc = unsafe {
+        libc::getsockopt(
+            raw(sock),
+            level,
+            opt,
+            (&mut v as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(Error::last_os_error());
+    }
+    Ok(v)
+}
+
 /// TCP_INFO says whether ECN was negotiated and counts CE-marked deliveries.
 pub const TCP_INFO_HAS_ECN: bool = true;
 
@@ -169,21 +188,7 @@ pub fn path_mtu(sock: &TcpStream) -> Result<u32> {
         std::net::SocketAddr::V4(_) => (libc::IPPROTO_IP, libc::IP_MTU),
         std::net::SocketAddr::V6(_) => (libc::IPPROTO_IPV6, libc::IPV6_MTU),
     };
-    let size = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-    let (mut mtu, mut len): (libc::c_int, libc::socklen_t) = (0, size);
-    // SAFETY: getsockopt into a live c_int whose size is passed.
-    let rc = unsafe {
-        libc::getsockopt(
-            raw(sock),
-            level,
-            opt,
-            (&mut mtu as *mut libc::c_int).cast(),
-            &mut len,
-        )
-    };
-    if rc != 0 {
-        return Err(Error::last_os_error());
-    }
+    let mtu = get_int(sock, level, opt)?;
     Ok(mtu.max(0) as u32)
 }
 
@@ -191,21 +196,7 @@ pub fn path_mtu(sock: &TcpStream) -> Result<u32> {
 pub fn set_rcvlowat(sock: &impl AsSock, bytes: u64) -> Result<u64> {
     let asked = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
     set_int(sock, libc::SOL_SOCKET, libc::SO_RCVLOWAT, asked)?;
-    let size = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-    let (mut kept, mut len): (libc::c_int, libc::socklen_t) = (0, size);
-    // SAFETY: getsockopt into a live c_int whose size is passed.
-    let rc = unsafe {
-        libc::getsockopt(
-            raw(sock),
-            libc::SOL_SOCKET,
-            libc::SO_RCVLOWAT,
-            (&mut kept as *mut libc::c_int).cast(),
-            &mut len,
-        )
-    };
-    if rc != 0 {
-        return Err(Error::last_os_error());
-    }
+    let kept = get_int(sock, libc::SOL_SOCKET, libc::SO_RCVLOWAT)?;
     Ok(kept.max(0) as u64)
 }
 

@@ -325,12 +325,12 @@ enum Received {
 /// always sleeps): `core::udp::spin` says why and for how long.
 fn receive(s: &UdpStream, buf: &mut [u8], halting: bool, spin: &mut SpinBudget) -> Received {
     let start = Instant::now();
-    let waited = |start: Instant| start.elapsed().as_nanos() as u64;
+    let waited = || start.elapsed().as_nanos() as u64;
     let r = loop {
         // Halting, the socket is non-blocking already: a plain read says whether anything is left.
         match recv_counted(&s.socket, buf, halting) {
             Err(e) if e.kind() == ErrorKind::WouldBlock && !halting => {
-                if waited(start) >= spin.budget_ns() {
+                if waited() >= spin.budget_ns() {
                     spin.ran_out();
                     break recv_counted(&s.socket, buf, true);
                 }
@@ -340,7 +340,7 @@ fn receive(s: &UdpStream, buf: &mut [u8], halting: bool, spin: &mut SpinBudget) 
         }
     };
     if r.is_ok() {
-        spin.arrived(waited(start));
+        spin.arrived(waited());
     }
     classify(r, halting)
 }
