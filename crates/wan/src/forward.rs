@@ -3,13 +3,17 @@
 //! them to the other TUN device when they are due. Threads sleep in `ppoll` until a packet arrives or the
 //! next one is due (timer slack 1 µs), so an idle path costs nothing and delays are kept to microseconds.
 
+mod frame;
+
 use crate::model::{Fate, Link, ModelCounters};
-use crate::packet;
 use crate::timing::{Lateness, LatenessSnapshot};
+use crate::train::{Train, VNET_LEN};
+use frame::{Frame, Out, Pools};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
 use std::time::Instant;
@@ -26,6 +30,10 @@ const RT_PRIORITY: libc::c_int = 10;
 /// Bytes the delay line may hold at most, whatever the settings (a path without a rate limit and with a
 /// long delay would otherwise hold whatever the hosts send).
 const MAX_IN_FLIGHT: u64 = 1 << 30;
+/// The segments of a train leave together when their departures lie within this of the first's: at
+/// 10 Gbit/s a train of 20 wire packets of 1500 bytes, at 1 Gbit/s two. Each segment's lateness is
+/// entered as it is, so what this costs in punctuality shows in the histogram.
+const TRAIN_SPAN_NS: u64 = 25_000;
 
 /// Live counters of one direction, readable while the engine runs.
 #[derive(Default)]
@@ -50,6 +58,12 @@ pub struct DirStats {
     pub lateness: Lateness,
     /// The forwarding thread runs with real-time priority.
     pub realtime: AtomicBool,
+    /// GSO trains read (each also counted as its wire packets).
+    pub trains_in: AtomicU64,
+    /// Frames written carrying more than one wire packet.
+    pub trains_out: AtomicU64,
+    /// Frames read as trains the emulator cannot cut into wire packets, dropped.
+    pub trains_refused: AtomicU64,
 }
 
 /// The value behind `m` (a thread that panicked holding it left it usable: counters and settings).
@@ -178,6 +192,15 @@ pub struct DirSnapshot {
     /// See `probe_packets`.
     #[serde(default)]
     pub probe_sojourn_sum_ns: u64,
+    /// GSO trains read from the sending host (TUN offloads; each also counted as its wire packets).
+    #[serde(default)]
+    pub trains_in: u64,
+    /// Frames written to the receiving host carrying more than one wire packet.
+    #[serde(default)]
+    pub trains_out: u64,
+    /// Trains the emulator could not cut into wire packets, dropped.
+    #[serde(default)]
+    pub trains_refused: u64,
 }
 
 impl DirStats {
@@ -209,16 +232,34 @@ impl DirStats {
             sojourn_max_ns: m.sojourn_max_ns,
             probe_packets: m.probe_packets,
             probe_sojourn_sum_ns: m.probe_sojourn_sum_ns,
+            trains_in: self.trains_in.load(Relaxed),
+            trains_out: self.trains_out.load(Relaxed),
+            trains_refused: self.trains_refused.load(Relaxed),
         }
     }
 }
 
 struct Entry {
+    /// When its last segment is due.
     at: u64,
+    /// When its first segment is due (the same for a single packet).
+    first_at: u64,
     seq: u64,
-    /// A buffer of the full packet capacity; the packet is `buf[..len]`.
-    buf: Vec<u8>,
-    len: usize,
+    out: Out,
+}
+
+impl Entry {
+    /// Enters how late each of its segments left at `now` (the departures of a train's segments lie
+    /// evenly between its first's and its last's, exactly so when they are all due at once).
+    fn record_lateness(&self, lateness: &Lateness, now: u64) {
+        let n = u64::from(self.out.segments);
+        if n <= 1 || self.first_at == self.at {
+            return lateness.record_many(self.at, now, n.max(1));
+        }
+        for k in 0..n {
+            lateness.record(self.first_at + (self.at - self.first_at) * k / (n - 1), now);
+        }
+    }
 }
 
 /// Packets waiting for their delivery time: in order of arrival (their delivery times never decrease,
@@ -227,7 +268,10 @@ struct Entry {
 struct DelayLine {
     fifo: VecDeque<Entry>,
     late: BinaryHeap<Reverse<Entry>>,
+    /// Memory its frames hold.
     bytes: u64,
+    /// Wire packets on it.
+    segments: u64,
 }
 
 impl DelayLine {
@@ -250,12 +294,14 @@ impl DelayLine {
             (None, Some(y)) if y.0 <= now => self.late.pop().map(|r| r.0),
             _ => None,
         }?;
-        self.bytes -= e.len as u64;
+        self.bytes -= e.out.frame.mem_bytes();
+        self.segments -= u64::from(e.out.segments);
         Some(e)
     }
 
     fn push(&mut self, e: Entry, reordered: bool) {
-        self.bytes += e.len as u64;
+        self.bytes += e.out.frame.mem_bytes();
+        self.segments += u64::from(e.out.segments);
         if reordered {
             self.late.push(Reverse(e));
         } else {
@@ -288,16 +334,6 @@ impl Ord for Entry {
 fn read(fd: &OwnedFd, buf: &mut [u8]) -> io::Result<usize> {
     // SAFETY: reading into a buffer we own, of the length we pass.
     let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
-    if n < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(n as usize)
-    }
-}
-
-fn write(fd: &OwnedFd, buf: &[u8]) -> io::Result<usize> {
-    // SAFETY: writing from a buffer we own.
-    let n = unsafe { libc::write(fd.as_raw_fd(), buf.as_ptr().cast(), buf.len()) };
     if n < 0 {
         Err(io::Error::last_os_error())
     } else {
@@ -388,13 +424,14 @@ pub fn run_direction(
     let now_ns = || epoch.elapsed().as_nanos() as u64;
     let mut f = Forwarder {
         line: DelayLine::default(),
-        free: Vec::new(),
+        pools: Pools::default(),
         seq: 0,
-        cap: path.mtu as usize + 64,
         stats,
         wake: WakeLatency::default(),
         spin_until: 0,
         held: HashMap::new(),
+        fates: Vec::new(),
+        groups: Vec::new(),
     };
     while !stop.load(Relaxed) {
         shared.control.apply(&mut link, now_ns);
@@ -407,7 +444,7 @@ pub fn run_direction(
         if got > 0 {
             *lock(&stats.model) = link.counters;
             stats.queue_bytes.store(link.backlog_bytes(now), Relaxed);
-            stats.in_flight_packets.store(f.line.len() as u64, Relaxed);
+            stats.in_flight_packets.store(f.line.segments, Relaxed);
         }
         if got == BATCH {
             continue;
@@ -423,61 +460,69 @@ pub fn run_direction(
 /// One direction's packets in flight, the buffers it reuses and its counters.
 struct Forwarder<'a> {
     line: DelayLine,
-    free: Vec<Vec<u8>>,
+    pools: Pools,
     seq: u64,
-    /// Each buffer's size: the MTU and room for the link's headers.
-    cap: usize,
     stats: &'a DirStats,
     wake: WakeLatency,
     /// Spin (poll without sleeping) until this time: an early alarm went off before a departure.
     spin_until: u64,
-    /// Packets the link's scheduler holds, by its handle: the buffer and the packet's length.
-    held: HashMap<u64, (Vec<u8>, usize)>,
+    /// Packets the link's scheduler holds, by its handle.
+    held: HashMap<u64, Out>,
+    /// The fates of a train's segments, and how they leave (reused).
+    fates: Vec<Fate>,
+    groups: Vec<Group>,
+}
+
+/// How a delivered packet is impaired (`Fate::Deliver` less the CE mark, which is carried out first).
+#[derive(Clone, Copy, Default)]
+struct Impair {
+    duplicate: bool,
+    corrupt: Option<u64>,
+    reordered: bool,
 }
 
 impl Forwarder<'_> {
-    fn take(&mut self) -> Vec<u8> {
-        self.free.pop().unwrap_or_else(|| vec![0u8; self.cap])
-    }
-
-    /// Writes every packet due by now to `output`, entering how late each left.
+    /// Writes every frame due by now to `output`, entering how late each segment left.
     fn deliver_due(&mut self, output: &OwnedFd, now_ns: impl Fn() -> u64) {
         let mut now = now_ns();
         while let Some(e) = self.line.pop_due(now) {
-            self.stats.lateness.record(e.at, now);
-            let sent = write(output, &e.buf[..e.len]);
+            e.record_lateness(&self.stats.lateness, now);
+            let sent = e.out.frame.write(output);
             now = now_ns();
+            let segments = u64::from(e.out.segments);
             match sent {
                 Ok(_) => {
-                    self.stats.packets_forwarded.fetch_add(1, Relaxed);
-                    self.stats.bytes_forwarded.fetch_add(e.len as u64, Relaxed);
+                    self.stats.packets_forwarded.fetch_add(segments, Relaxed);
+                    self.stats.bytes_forwarded.fetch_add(e.out.wire_bytes, Relaxed);
+                    if segments > 1 {
+                        self.stats.trains_out.fetch_add(1, Relaxed);
+                    }
                 }
                 Err(_) => {
-                    self.stats.write_errors.fetch_add(1, Relaxed);
+                    self.stats.write_errors.fetch_add(segments, Relaxed);
                 }
             }
-            self.free.push(e.buf);
+            self.pools.recycle(e.out.frame);
         }
     }
 
-    /// Reads up to `BATCH` packets and gives each to the link, stopping early when one on the delay
-    /// line falls due: how many were read, and the time of the last.
+    /// Reads up to `BATCH` frames and gives each packet to the link, stopping early when one on the
+    /// delay line falls due: how many were read, and the time of the last.
     fn read_batch(&mut self, input: &OwnedFd, link: &mut Link, now_ns: impl Fn() -> u64) -> (usize, u64) {
         let mut now = now_ns();
         let mut got = 0;
         for _ in 0..BATCH {
-            let mut buf = self.take();
+            let mut buf = self.pools.large();
             let n = match read(input, &mut buf) {
                 Ok(n) => n,
                 Err(_) => {
-                    self.free.push(buf);
+                    self.pools.keep(buf);
                     break;
                 }
             };
             got += 1;
             now = now_ns();
-            let fate = link.offer_packet(now, &buf[..n]);
-            self.carry_out(buf, n, fate);
+            self.offer(buf, n, link, now);
             self.collect(link);
             if self.line.next_due().is_some_and(|d| d <= now) {
                 break; // a packet is due: write it before reading on
@@ -486,13 +531,68 @@ impl Forwarder<'_> {
         (got, now)
     }
 
+    /// Gives the frame read into `buf` (`n` bytes) to the link: a single packet, or a train's segments
+    /// one by one.
+    fn offer(&mut self, buf: Vec<u8>, n: usize, link: &mut Link, now: u64) {
+        match Train::of(&buf[..n]) {
+            Ok(Some(t)) => self.offer_train(buf, n, t, link, now),
+            Ok(None) if n > VNET_LEN => {
+                let fate = link.offer_packet(now, &buf[VNET_LEN..n]);
+                let out = self.pools.single(buf, n);
+                self.carry_out(out, fate);
+            }
+            Ok(None) => self.pools.keep(buf),
+            Err(_) => {
+                self.stats.trains_refused.fetch_add(1, Relaxed);
+                self.pools.keep(buf);
+            }
+        }
+    }
+
+    /// Gives each segment of train `t` (read into `buf`, `n` bytes) to the link, then sends on the
+    /// runs of segments that leave together as trains and the rest one by one.
+    fn offer_train(&mut self, buf: Vec<u8>, n: usize, t: Train, link: &mut Link, now: u64) {
+        self.stats.trains_in.fetch_add(1, Relaxed);
+        self.fates.clear();
+        for i in 0..t.segments {
+            let fate = link.offer_segment(now, &buf[VNET_LEN..n], t.wire_len(i));
+            self.fates.push(fate);
+        }
+        group(&self.fates, &mut self.groups);
+        if let [Group::Run { from: 0, to, first_at, at }] = self.groups[..] {
+            if to == t.segments {
+                let out = Out {
+                    frame: Frame::Whole { buf, len: n },
+                    segments: t.segments as u32,
+                    wire_bytes: t.wire_bytes(0, t.segments),
+                };
+                return self.delay(out, (first_at, at), Impair::default());
+            }
+        }
+        let train = Rc::new(buf);
+        for k in 0..self.groups.len() {
+            match self.groups[k] {
+                Group::Run { from, to, first_at, at } => {
+                    let out = self.pools.part(&t, &train, from, to);
+                    self.delay(out, (first_at, at), Impair::default());
+                }
+                Group::Alone(i) if matches!(self.fates[i], Fate::Dropped(_)) => {}
+                Group::Alone(i) => {
+                    let out = self.pools.part(&t, &train, i, i + 1);
+                    self.carry_out(out, self.fates[i]);
+                }
+            }
+        }
+        self.pools.release(train);
+    }
+
     /// Does what the link decided for a packet: drops it, holds it for the scheduler, or puts it on
     /// the delay line (marked CE if the discipline said so).
-    fn carry_out(&mut self, mut buf: Vec<u8>, n: usize, fate: Fate) {
+    fn carry_out(&mut self, mut out: Out, fate: Fate) {
         match fate {
-            Fate::Dropped(_) => self.free.push(buf),
+            Fate::Dropped(_) => self.pools.recycle(out.frame),
             Fate::Held(id) => {
-                self.held.insert(id, (buf, n));
+                self.held.insert(id, out);
             }
             Fate::Deliver {
                 at_ns,
@@ -502,9 +602,14 @@ impl Forwarder<'_> {
                 ce,
             } => {
                 if ce {
-                    packet::mark_ce(&mut buf[..n]);
+                    out.frame.mark_ce();
                 }
-                self.delay(buf, n, (at_ns, duplicate, corrupt, reordered))
+                let impair = Impair {
+                    duplicate,
+                    corrupt,
+                    reordered,
+                };
+                self.delay(out, (at_ns, at_ns), impair)
             }
         }
     }
@@ -512,44 +617,38 @@ impl Forwarder<'_> {
     /// Carries out the fates the link's scheduler decided for packets it held.
     fn collect(&mut self, link: &mut Link) {
         for (id, fate) in link.take_released() {
-            if let Some((buf, n)) = self.held.remove(&id) {
-                self.carry_out(buf, n, fate);
+            if let Some(out) = self.held.remove(&id) {
+                self.carry_out(out, fate);
             }
         }
     }
 
-    /// Puts a packet the link delivers on the delay line (corrupted, duplicated or reordered as the
-    /// link decided), unless the line is full.
-    fn delay(&mut self, mut buf: Vec<u8>, n: usize, fate: (u64, bool, Option<u64>, bool)) {
-        let (at, duplicate, corrupt, reordered) = fate;
-        if self.line.bytes + n as u64 > MAX_IN_FLIGHT {
-            self.stats.dropped_overflow.fetch_add(1, Relaxed);
-            self.free.push(buf);
-            return;
+    /// Puts a frame the link delivers between `(first_at, at)` on the delay line (corrupted, duplicated
+    /// or reordered as the link decided), unless the line is full.
+    fn delay(&mut self, mut out: Out, (first_at, at): (u64, u64), impair: Impair) {
+        if self.line.bytes + out.frame.mem_bytes() > MAX_IN_FLIGHT {
+            self.stats.dropped_overflow.fetch_add(u64::from(out.segments), Relaxed);
+            return self.pools.recycle(out.frame);
         }
-        if let Some(r) = corrupt {
-            if packet::corrupt_payload(&mut buf[..n], r).is_some() {
+        if let Some(r) = impair.corrupt {
+            if out.frame.corrupt(r, &mut self.pools) {
                 self.stats.corrupted.fetch_add(1, Relaxed);
             }
         }
-        if duplicate {
-            let mut copy = self.take();
-            copy[..n].copy_from_slice(&buf[..n]);
-            self.seq += 1;
-            let seq = self.seq;
-            self.line.push(
-                Entry {
-                    at,
-                    seq,
-                    buf: copy,
-                    len: n,
-                },
-                reordered,
-            );
+        if impair.duplicate {
+            let copy = Out {
+                frame: out.frame.copy(&mut self.pools),
+                ..out
+            };
+            self.push(copy, (first_at, at), impair.reordered);
         }
+        self.push(out, (first_at, at), impair.reordered);
+    }
+
+    fn push(&mut self, out: Out, (first_at, at): (u64, u64), reordered: bool) {
         self.seq += 1;
         let seq = self.seq;
-        self.line.push(Entry { at, seq, buf, len: n }, reordered);
+        self.line.push(Entry { at, first_at, seq, out }, reordered);
     }
 
     /// Waits for the next packet to arrive or fall due. Far from its departure the thread sleeps with its
@@ -589,6 +688,58 @@ impl Forwarder<'_> {
     }
 }
 
+/// How the segments of a train leave: a run of segments delivered unimpaired, whose departures lie
+/// within `TRAIN_SPAN_NS` of the run's first, as one frame; every other segment alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Group {
+    Run { from: usize, to: usize, first_at: u64, at: u64 },
+    Alone(usize),
+}
+
+/// When a segment is due, if it is delivered unimpaired.
+fn unimpaired(f: &Fate) -> Option<u64> {
+    match *f {
+        Fate::Deliver {
+            at_ns,
+            duplicate: false,
+            corrupt: None,
+            reordered: false,
+            ce: false,
+        } => Some(at_ns),
+        _ => None,
+    }
+}
+
+/// Divides a train whose segments' fates are `fates` into the frames it leaves as (into `out`).
+fn group(fates: &[Fate], out: &mut Vec<Group>) {
+    out.clear();
+    let mut run: Option<(usize, u64, u64)> = None;
+    for (i, f) in fates.iter().enumerate() {
+        let due = unimpaired(f);
+        if let (Some(at), Some((from, first, _))) = (due, run) {
+            if at.saturating_sub(first) <= TRAIN_SPAN_NS {
+                run = Some((from, first, at));
+                continue;
+            }
+        }
+        if let Some((from, first_at, at)) = run.take() {
+            out.push(Group::Run { from, to: i, first_at, at });
+        }
+        match due {
+            Some(at) => run = Some((i, at, at)),
+            None => out.push(Group::Alone(i)),
+        }
+    }
+    if let Some((from, first_at, at)) = run {
+        out.push(Group::Run {
+            from,
+            to: fates.len(),
+            first_at,
+            at,
+        });
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -597,8 +748,15 @@ mod tests {
         Entry {
             at,
             seq,
-            buf: vec![0; 10],
-            len: 10,
+            first_at: at,
+            out: Out {
+                frame: Frame::Whole {
+                    buf: vec![0; 10],
+                    len: 10,
+                },
+                segments: 1,
+                wire_bytes: 0,
+            },
         }
     }
 
@@ -630,6 +788,6 @@ mod tests {
         assert!(d.pop_due(5).is_none());
         let order: Vec<u64> = std::iter::from_fn(|| d.pop_due(100).map(|x| x.seq)).collect();
         assert_eq!(order, vec![1, 3, 2, 4]);
-        assert_eq!((d.len(), d.bytes), (0, 0));
+        assert_eq!((d.len(), d.bytes, d.segments), (0, 0, 0));
     }
 }

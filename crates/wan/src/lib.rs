@@ -18,6 +18,7 @@ pub mod packet;
 pub mod sched;
 pub mod settings;
 pub mod timing;
+pub mod train;
 
 pub use daemon::{Host, Hosts, State, Status, WanError};
 pub use settings::{PathSettings, Request};

@@ -216,6 +216,12 @@ impl Link {
     /// Decides the fate of IP packet `pkt` arriving at `now_ns` (an outage with a scope looks at its
     /// headers).
     pub fn offer_packet(&mut self, now_ns: u64, pkt: &[u8]) -> Fate {
+        self.offer_segment(now_ns, pkt, pkt.len())
+    }
+
+    /// Decides the fate of one wire packet of `wire_len` bytes cut from IP packet `pkt` (a segment of a
+    /// GSO train, whose headers it shares) arriving at `now_ns`.
+    pub fn offer_segment(&mut self, now_ns: u64, pkt: &[u8], wire_len: usize) -> Fate {
         let spared = now_ns < self.down_until_ns && !self.down_scope.takes(pkt);
         let kind = Kind {
             ecn: crate::packet::ecn(pkt).unwrap_or(0),
@@ -227,7 +233,7 @@ impl Link {
             },
             dscp: crate::packet::dscp(pkt).unwrap_or(0),
         };
-        self.offer_in(now_ns, pkt.len(), !spared, kind)
+        self.offer_in(now_ns, wire_len, !spared, kind)
     }
 
     /// The link's settings.

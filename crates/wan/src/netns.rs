@@ -203,7 +203,7 @@ pub fn open_tun(ns: &str) -> Result<OwnedFd, NetnsError> {
             let fd = unsafe { OwnedFd::from_raw_fd(fd) };
             let mut req = IfReq {
                 name: [0; libc::IFNAMSIZ],
-                flags: (libc::IFF_TUN | libc::IFF_NO_PI) as libc::c_short,
+                flags: (libc::IFF_TUN | libc::IFF_NO_PI | libc::IFF_VNET_HDR) as libc::c_short,
                 _pad: [0; 22],
             };
             req.name[..DEVICE.len()].copy_from_slice(DEVICE.as_bytes());
@@ -211,6 +211,7 @@ pub fn open_tun(ns: &str) -> Result<OwnedFd, NetnsError> {
             if unsafe { libc::ioctl(fd.as_raw_fd(), libc::TUNSETIFF, &mut req) } < 0 {
                 return Err(err(io::Error::last_os_error()));
             }
+            offload(&fd);
             Ok(fd)
         })
         .join()
@@ -221,6 +222,15 @@ pub fn open_tun(ns: &str) -> Result<OwnedFd, NetnsError> {
             source: io::Error::other("thread panicked"),
         })
     })
+}
+
+/// Lets the host's stack hand the device TCP trains (GSO, up to 64 KiB) with checksums left to the
+/// device, which the forwarder cuts into wire packets for the model (`train`). A kernel that refuses
+/// leaves the device on single packets, each with its virtio-net header, which the forwarder takes too.
+fn offload(fd: &OwnedFd) {
+    let features = libc::TUN_F_CSUM | libc::TUN_F_TSO4 | libc::TUN_F_TSO6;
+    // SAFETY: TUNSETOFFLOAD takes its flags as the integer argument.
+    unsafe { libc::ioctl(fd.as_raw_fd(), libc::TUNSETOFFLOAD, libc::c_ulong::from(features)) };
 }
 
 /// Brings up loopback and the TUN device with its addresses (IPv4 and IPv6) and MTU.

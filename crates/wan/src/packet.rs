@@ -184,9 +184,11 @@ fn update(hc: u16, old: u16, new: u16) -> u16 {
     !fold(u32::from(!hc) + u32::from(!old) + u32::from(new))
 }
 
-/// Flips one bit of the transport payload, chosen by `r`, and fixes the checksum. Returns the offset of
-/// the damaged byte in the packet, or `None` when the packet has no payload to damage.
-pub fn corrupt_payload(pkt: &mut [u8], r: u64) -> Option<usize> {
+/// Flips one bit of the transport payload, chosen by `r`, and fixes the checksum (unless it is `seeded`:
+/// a checksum left to the device holds the pseudo-header's sum, and the device sums the damaged data
+/// itself). Returns the offset of the damaged byte in the packet, or `None` when the packet has no
+/// payload to damage.
+pub fn corrupt_payload(pkt: &mut [u8], r: u64, seeded: bool) -> Option<usize> {
     let t = transport(pkt)?;
     let n = t.end - t.payload;
     if n == 0 {
@@ -199,6 +201,9 @@ pub fn corrupt_payload(pkt: &mut [u8], r: u64) -> Option<usize> {
     let word = |p: &[u8]| u16::from_be_bytes([p[w], if w + 1 < t.end { p[w + 1] } else { 0 }]);
     let old = word(pkt);
     pkt[at] ^= bit;
+    if seeded {
+        return Some(at);
+    }
     let new = word(pkt);
     let ck = t.start + if t.proto == TCP { 16 } else { 6 };
     let hc = u16::from_be_bytes([pkt[ck], pkt[ck + 1]]);

@@ -74,9 +74,14 @@ impl Default for Lateness {
 impl Lateness {
     /// Enters one packet that left at `actual_ns` and was due at `intended_ns` (the same clock).
     pub fn record(&self, intended_ns: u64, actual_ns: u64) {
+        self.record_many(intended_ns, actual_ns, 1)
+    }
+
+    /// Enters `count` packets that left together at `actual_ns`, all due at `intended_ns`.
+    pub fn record_many(&self, intended_ns: u64, actual_ns: u64, count: u64) {
         let late = actual_ns.saturating_sub(intended_ns);
-        self.buckets[bucket_of(late)].fetch_add(1, Relaxed);
-        self.sum_ns.fetch_add(late, Relaxed);
+        self.buckets[bucket_of(late)].fetch_add(count, Relaxed);
+        self.sum_ns.fetch_add(late * count, Relaxed);
         self.max_ns.fetch_max(late, Relaxed);
     }
 

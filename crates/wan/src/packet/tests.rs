@@ -69,7 +69,7 @@ fn corruption_changes_one_payload_bit_and_keeps_the_checksum_valid() {
             let t = transport(&good).unwrap();
             for r in [0u64, 1, 999, 1000, 12345 << 40, u64::MAX] {
                 let mut bad = good.clone();
-                let at = corrupt_payload(&mut bad, r).unwrap();
+                let at = corrupt_payload(&mut bad, r, false).unwrap();
                 assert!(at >= t.payload && at < t.end);
                 let diff: Vec<usize> = (0..good.len()).filter(|&i| good[i] != bad[i]).collect();
                 // The damaged byte, plus the checksum's two bytes.
@@ -85,10 +85,10 @@ fn corruption_changes_one_payload_bit_and_keeps_the_checksum_valid() {
 #[test]
 fn packets_without_payload_or_unknown_are_left_alone() {
     let mut ack = v4(6, b"");
-    assert_eq!(corrupt_payload(&mut ack, 5), None);
+    assert_eq!(corrupt_payload(&mut ack, 5, false), None);
     let mut icmp = v4(6, b"abc");
     icmp[9] = 1;
-    assert_eq!(corrupt_payload(&mut icmp, 5), None);
+    assert_eq!(corrupt_payload(&mut icmp, 5, false), None);
     assert_eq!(transport(&[0x45, 0, 0]), None);
     assert_eq!(transport(&[]), None);
     let mut short = v4(6, b"abc");
