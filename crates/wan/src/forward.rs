@@ -422,17 +422,7 @@ pub fn run_direction(
     let stats = &shared.stats;
     stats.realtime.store(punctual_thread(path.realtime), Relaxed);
     let now_ns = || epoch.elapsed().as_nanos() as u64;
-    let mut f = Forwarder {
-        line: DelayLine::default(),
-        pools: Pools::default(),
-        seq: 0,
-        stats,
-        wake: WakeLatency::default(),
-        spin_until: 0,
-        held: HashMap::new(),
-        fates: Vec::new(),
-        groups: Vec::new(),
-    };
+    let mut f = Forwarder::new(stats);
     while !stop.load(Relaxed) {
         shared.control.apply(&mut link, now_ns);
         if link.schedules() {
@@ -481,7 +471,21 @@ struct Impair {
     reordered: bool,
 }
 
-impl Forwarder<'_> {
+impl<'a> Forwarder<'a> {
+    fn new(stats: &'a DirStats) -> Forwarder<'a> {
+        Forwarder {
+            line: DelayLine::default(),
+            pools: Pools::default(),
+            seq: 0,
+            stats,
+            wake: WakeLatency::default(),
+            spin_until: 0,
+            held: HashMap::new(),
+            fates: Vec::new(),
+            groups: Vec::new(),
+        }
+    }
+
     /// Writes every frame due by now to `output`, entering how late each segment left.
     fn deliver_due(&mut self, output: &OwnedFd, now_ns: impl Fn() -> u64) {
         let mut now = now_ns();
@@ -559,7 +563,13 @@ impl Forwarder<'_> {
             self.fates.push(fate);
         }
         group(&self.fates, &mut self.groups);
-        if let [Group::Run { from: 0, to, first_at, at }] = self.groups[..] {
+        if let [Group::Run {
+            from: 0,
+            to,
+            first_at,
+            at,
+        }] = self.groups[..]
+        {
             if to == t.segments {
                 let out = Out {
                     frame: Frame::Whole { buf, len: n },
@@ -572,7 +582,12 @@ impl Forwarder<'_> {
         let train = Rc::new(buf);
         for k in 0..self.groups.len() {
             match self.groups[k] {
-                Group::Run { from, to, first_at, at } => {
+                Group::Run {
+                    from,
+                    to,
+                    first_at,
+                    at,
+                } => {
                     let out = self.pools.part(&t, &train, from, to);
                     self.delay(out, (first_at, at), Impair::default());
                 }
@@ -627,7 +642,9 @@ impl Forwarder<'_> {
     /// or reordered as the link decided), unless the line is full.
     fn delay(&mut self, mut out: Out, (first_at, at): (u64, u64), impair: Impair) {
         if self.line.bytes + out.frame.mem_bytes() > MAX_IN_FLIGHT {
-            self.stats.dropped_overflow.fetch_add(u64::from(out.segments), Relaxed);
+            self.stats
+                .dropped_overflow
+                .fetch_add(u64::from(out.segments), Relaxed);
             return self.pools.recycle(out.frame);
         }
         if let Some(r) = impair.corrupt {
@@ -648,7 +665,15 @@ impl Forwarder<'_> {
     fn push(&mut self, out: Out, (first_at, at): (u64, u64), reordered: bool) {
         self.seq += 1;
         let seq = self.seq;
-        self.line.push(Entry { at, first_at, seq, out }, reordered);
+        self.line.push(
+            Entry {
+                at,
+                first_at,
+                seq,
+                out,
+            },
+            reordered,
+        );
     }
 
     /// Waits for the next packet to arrive or fall due. Far from its departure the thread sleeps with its
@@ -692,7 +717,12 @@ impl Forwarder<'_> {
 /// within `TRAIN_SPAN_NS` of the run's first, as one frame; every other segment alone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Group {
-    Run { from: usize, to: usize, first_at: u64, at: u64 },
+    Run {
+        from: usize,
+        to: usize,
+        first_at: u64,
+        at: u64,
+    },
     Alone(usize),
 }
 
@@ -723,7 +753,12 @@ fn group(fates: &[Fate], out: &mut Vec<Group>) {
             }
         }
         if let Some((from, first_at, at)) = run.take() {
-            out.push(Group::Run { from, to: i, first_at, at });
+            out.push(Group::Run {
+                from,
+                to: i,
+                first_at,
+                at,
+            });
         }
         match due {
             Some(at) => run = Some((i, at, at)),
@@ -739,6 +774,9 @@ fn group(fates: &[Fate], out: &mut Vec<Group>) {
         });
     }
 }
+
+#[cfg(test)]
+mod train_tests;
 
 #[cfg(test)]
 mod tests {

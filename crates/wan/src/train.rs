@@ -231,3 +231,67 @@ fn pseudo_header_sum(ip: &[u8], tcp_len: u32) -> u32 {
 
 #[cfg(test)]
 mod tests;
+
+/// Trains as a host's TCP hands them over, for tests.
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::*;
+
+    pub(crate) const OPTIONS: usize = 12; // the timestamp option, as Linux sends it
+
+    /// A train as a host's TCP hands it over: IPv4 or IPv6, `payload` bytes, segments of `mss`, the
+    /// checksum field holding the seed for the whole train, `flags` in its TCP header.
+    pub(crate) fn train(v6: bool, payload: usize, mss: u16, flags: u8) -> Vec<u8> {
+        let l3 = if v6 { 40 } else { 20 };
+        let tcp_len = 20 + OPTIONS + payload;
+        let mut ip = vec![0u8; l3 + tcp_len];
+        if v6 {
+            ip[0] = 0x60;
+            set_u16(&mut ip, 4, tcp_len as u16);
+            ip[6] = TCP;
+            ip[7] = 64;
+            ip[8..24].copy_from_slice(&[0x20, 1, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
+            ip[24..40].copy_from_slice(&[0x20, 1, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]);
+        } else {
+            ip[0] = 0x45;
+            ip[1] = 0x02; // ECT(0)
+            set_u16(&mut ip, 2, (l3 + tcp_len) as u16);
+            set_u16(&mut ip, 4, 0xfffe); // the ID wraps within the train
+            ip[6] = 0x40;
+            ip[8] = 64;
+            ip[9] = TCP;
+            ip[12..20].copy_from_slice(&[198, 18, 0, 1, 198, 18, 0, 2]);
+            let s = !fold(sum_words(&ip[..20]));
+            set_u16(&mut ip, 10, s);
+        }
+        let t = l3;
+        set_u16(&mut ip, t, 40000);
+        set_u16(&mut ip, t + 2, 5201);
+        ip[t + 4..t + 8].copy_from_slice(&0xffff_ff00u32.to_be_bytes()); // the sequence wraps too
+        ip[t + 12] = (((20 + OPTIONS) / 4) << 4) as u8;
+        ip[t + 13] = flags;
+        for (k, b) in ip[t + 20 + OPTIONS..].iter_mut().enumerate() {
+            *b = (k * 7 + k / 251) as u8;
+        }
+        let seed = fold(pseudo_header_sum(&ip, tcp_len as u32));
+        set_u16(&mut ip, t + 16, seed);
+        let mut frame = vec![0u8; VNET_LEN];
+        Vnet {
+            flags: NEEDS_CSUM,
+            gso_type: if v6 { GSO_TCPV6 } else { GSO_TCPV4 },
+            hdr_len: (t + 20 + OPTIONS) as u16,
+            gso_size: mss,
+            csum_start: t as u16,
+            csum_offset: 16,
+        }
+        .write(&mut frame);
+        frame.extend_from_slice(&ip);
+        frame
+    }
+
+    /// Completes a packet's transport checksum from its seed, as the device would.
+    pub(crate) fn complete(ip: &mut [u8], csum_start: usize) {
+        let s = !fold(sum_words(&ip[csum_start..]));
+        set_u16(ip, csum_start + 16, s);
+    }
+}
