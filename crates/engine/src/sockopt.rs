@@ -100,11 +100,27 @@ pub fn udp_options(
     Ok(())
 }
 
+/// The test's congestion control (`-C`), if it names one.
+fn set_congestion(sock: &Socket, spec: &TestSpec) -> Result<(), SockOptError> {
+    let Some(name) = &spec.congestion else {
+        return Ok(());
+    };
+    crate::os::set_congestion(sock, name).map_err(|err| SockOptError::Congestion {
+        name: name.clone(),
+        available: sysctl("net/ipv4/tcp_allowed_congestion_control").unwrap_or_default(),
+        err,
+    })
+}
+
 /// Options that must be set before connect (window scale and MSS are negotiated in the handshake;
-/// the type of service marks the handshake's packets too).
+/// the type of service marks the handshake's packets too). The congestion control too: Linux starts a
+/// connection's with the handshake, and one started as BBR keeps TCP's own pacing on (BBR turns it
+/// on and nothing turns it off) after a switch to CUBIC, so `-C cubic` on a host whose default is BBR
+/// would be paced by a timer per burst unless the socket is CUBIC from the start.
 pub fn before_connect(sock: &Socket, spec: &TestSpec) -> Result<(), SockOptError> {
     set_window(sock, spec)?;
     set_tos(&socket2::SockRef::from(sock), spec.tos)?;
+    set_congestion(sock, spec)?;
     if let Some(mss) = spec.mss {
         crate::os::set_mss(sock, mss).map_err(|err| SockOptError::Mss { mss, err })?;
     }
@@ -116,13 +132,7 @@ pub fn after_connect(sock: &Socket, spec: &TestSpec, sending: bool) -> Result<()
     set_window(sock, spec)?;
     set_tos(&socket2::SockRef::from(sock), spec.tos)?;
     sock.set_tcp_nodelay(spec.nodelay).map_err(other("TCP_NODELAY"))?;
-    if let Some(name) = &spec.congestion {
-        crate::os::set_congestion(sock, name).map_err(|err| SockOptError::Congestion {
-            name: name.clone(),
-            available: sysctl("net/ipv4/tcp_allowed_congestion_control").unwrap_or_default(),
-            err,
-        })?;
-    }
+    set_congestion(sock, spec)?;
     if let (Some(rate), true) = (crate::platform::tcp_pace(spec).0, sending) {
         let bytes_per_s: u64 = (rate / 8.0).round().max(1.0) as u64;
         crate::os::set_pacing(sock, bytes_per_s, paced_queue_bytes(rate))?;
