@@ -539,7 +539,10 @@ impl<'a> Forwarder<'a> {
     /// one by one.
     fn offer(&mut self, buf: Vec<u8>, n: usize, link: &mut Link, now: u64) {
         match Train::of(&buf[..n]) {
-            Ok(Some(t)) => self.offer_train(buf, n, t, link, now),
+            Ok(Some(t)) => {
+                let buf = self.pools.fit(buf, n);
+                self.offer_train(buf, n, t, link, now)
+            }
             Ok(None) if n > VNET_LEN => {
                 let fate = link.offer_packet(now, &buf[VNET_LEN..n]);
                 let out = self.pools.single(buf, n);
@@ -580,6 +583,11 @@ impl<'a> Forwarder<'a> {
             }
         }
         let train = Rc::new(buf);
+        let leaving = self
+            .fates
+            .iter()
+            .filter(|f| !matches!(f, Fate::Dropped(_)))
+            .count();
         for k in 0..self.groups.len() {
             match self.groups[k] {
                 Group::Run {
@@ -588,12 +596,12 @@ impl<'a> Forwarder<'a> {
                     first_at,
                     at,
                 } => {
-                    let out = self.pools.part(&t, &train, from, to);
+                    let out = self.pools.part(&t, &train, (from, to), leaving);
                     self.delay(out, (first_at, at), Impair::default());
                 }
                 Group::Alone(i) if matches!(self.fates[i], Fate::Dropped(_)) => {}
                 Group::Alone(i) => {
-                    let out = self.pools.part(&t, &train, i, i + 1);
+                    let out = self.pools.part(&t, &train, (i, i + 1), leaving);
                     self.carry_out(out, self.fates[i]);
                 }
             }
@@ -695,10 +703,6 @@ impl<'a> Forwarder<'a> {
             return;
         };
         if due <= now {
-            return;
-        }
-        if std::env::var_os("LSW_EXP").is_some() && due - now < 60_000 {
-            std::hint::spin_loop();
             return;
         }
         let early = self.wake.estimate_ns;

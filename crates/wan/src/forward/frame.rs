@@ -10,6 +10,8 @@ use std::rc::Rc;
 
 /// Large buffers kept for reuse at most (each holds a train of up to 64 KiB).
 const KEEP_LARGE: usize = 1024;
+/// Frames up to this long are copied into a buffer of their size rather than kept in a large one.
+const SHORT: usize = 16 << 10;
 
 /// A frame to write to a TUN device: the virtio-net header, then an IP packet or a train.
 pub(super) enum Frame {
@@ -21,6 +23,8 @@ pub(super) enum Frame {
         head: Vec<u8>,
         train: Rc<Vec<u8>>,
         payload: Range<usize>,
+        /// Its share of the train's buffer, for the delay line's bound.
+        charge: u64,
     },
 }
 
@@ -50,7 +54,10 @@ impl Frame {
     /// Flips one payload bit chosen by `r`, as `packet::corrupt_payload`; a part is first copied into a
     /// frame of its own. True when there was payload to damage.
     pub(super) fn corrupt(&mut self, r: u64, pools: &mut Pools) -> bool {
-        if let Frame::Part { head, train, payload } = self {
+        if let Frame::Part {
+            head, train, payload, ..
+        } = self
+        {
             let mut buf = std::mem::take(head);
             buf.extend_from_slice(&train[payload.clone()]);
             let len = buf.len();
@@ -71,13 +78,19 @@ impl Frame {
                 buf: buf[..*len].to_vec(),
                 len: *len,
             },
-            Frame::Part { head, train, payload } => {
+            Frame::Part {
+                head,
+                train,
+                payload,
+                charge,
+            } => {
                 let mut h = pools.head();
                 h.extend_from_slice(head);
                 Frame::Part {
                     head: h,
                     train: Rc::clone(train),
                     payload: payload.clone(),
+                    charge: *charge,
                 }
             }
         }
@@ -91,7 +104,9 @@ impl Frame {
         };
         let v = match self {
             Frame::Whole { buf, len } => [iov(&buf[..*len]), iov(&[])],
-            Frame::Part { head, train, payload } => [iov(head), iov(&train[payload.clone()])],
+            Frame::Part {
+                head, train, payload, ..
+            } => [iov(head), iov(&train[payload.clone()])],
         };
         // SAFETY: two iovecs over buffers we own, alive for the call.
         let n = unsafe { libc::writev(fd.as_raw_fd(), v.as_ptr(), 2) };
@@ -102,11 +117,12 @@ impl Frame {
         }
     }
 
-    /// Bytes of memory it holds for the delay line's bound (a part counts its share of the train).
+    /// Bytes of memory it holds for the delay line's bound: a buffer's capacity, of which a part
+    /// counts its share (the train's buffer divided among the parts that leave, by their segments).
     pub(super) fn mem_bytes(&self) -> u64 {
         match self {
             Frame::Whole { buf, .. } => buf.capacity() as u64,
-            Frame::Part { head, payload, .. } => (head.len() + payload.len()) as u64,
+            Frame::Part { head, charge, .. } => head.capacity() as u64 + charge,
         }
     }
 }
@@ -158,6 +174,17 @@ impl Pools {
         }
     }
 
+    /// A frame read into large buffer `buf` (`len` bytes), copied out into a buffer of its size when
+    /// it is short (a single packet, a small train), so that the large one is read into again.
+    pub(super) fn fit(&mut self, buf: Vec<u8>, len: usize) -> Vec<u8> {
+        if len > SHORT {
+            return buf;
+        }
+        let short = buf[..len].to_vec();
+        self.keep(buf);
+        short
+    }
+
     /// A single packet read into `buf` (`len` bytes): copied out into a buffer of its size, so that the
     /// large one is read into again.
     pub(super) fn single(&mut self, buf: Vec<u8>, len: usize) -> Out {
@@ -173,8 +200,14 @@ impl Pools {
         }
     }
 
-    /// Segments `i..j` of train `t` as a part.
-    pub(super) fn part(&mut self, t: &Train, train: &Rc<Vec<u8>>, i: usize, j: usize) -> Out {
+    /// Segments `i..j` of train `t` as a part, of the `leaving` segments that share its buffer.
+    pub(super) fn part(
+        &mut self,
+        t: &Train,
+        train: &Rc<Vec<u8>>,
+        (i, j): (usize, usize),
+        leaving: usize,
+    ) -> Out {
         let mut head = self.head();
         t.head(train, i, j, &mut head);
         Out {
@@ -182,6 +215,7 @@ impl Pools {
                 head,
                 train: Rc::clone(train),
                 payload: t.payload(i, j),
+                charge: (train.capacity() * (j - i)).div_ceil(leaving.max(1)) as u64,
             },
             segments: (j - i) as u32,
             wire_bytes: t.wire_bytes(i, j),
