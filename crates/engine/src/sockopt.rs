@@ -253,6 +253,22 @@ mod tests {
         assert!(e.to_string().contains("nosuchcc"), "{e}");
     }
 
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn the_congestion_control_is_set_before_connect() {
+        // The socket's default is the host's (BBR on some): the test's must be in place before the
+        // handshake, or a BBR start leaves TCP's own pacing on under the one asked for.
+        let sock = Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        let default = crate::os::congestion(&sock).unwrap();
+        let other = if default == "reno" { "cubic" } else { "reno" };
+        let spec = TestSpec {
+            congestion: Some(other.into()),
+            ..TestSpec::default()
+        };
+        before_connect(&sock, &spec).unwrap();
+        assert_eq!(crate::os::congestion(&sock).as_deref(), Some(other));
+    }
+
     fn int_opt<S: AsRawFd>(sock: &S, level: libc::c_int, opt: libc::c_int) -> libc::c_int {
         let (mut v, mut len): (libc::c_int, libc::socklen_t) = (0, 4);
         // SAFETY: getsockopt into a live c_int whose size is passed.
