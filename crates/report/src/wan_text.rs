@@ -162,6 +162,21 @@ fn counters_text(label: &str, c: &DirSnapshot) -> String {
         Bytes(c.queue_bytes),
         Bytes(c.queue_max_bytes),
         sojourn_text(c)
+    ) + &trains_text(label, c)
+}
+
+/// How many GSO trains the sending host handed over and the forwarder handed on (TUN offloads).
+fn trains_text(label: &str, c: &DirSnapshot) -> String {
+    if c.trains_in == 0 && c.trains_refused == 0 {
+        return String::new();
+    }
+    let refused = match c.trains_refused {
+        0 => String::new(),
+        n => format!("; {n} refused (unreadable, dropped)"),
+    };
+    format!(
+        "  {label}: {} GSO trains in, cut into wire packets for the model; {} frames of several packets out{refused}\n",
+        c.trains_in, c.trains_out
     )
 }
 
@@ -338,6 +353,8 @@ mod tests {
                     ..Default::default()
                 },
                 realtime: true,
+                trains_in: 3,
+                trains_out: 2,
                 ..DirSnapshot::default()
             },
             b_to_a: DirSnapshot::default(),
@@ -360,6 +377,11 @@ mod tests {
             "{t}"
         );
         assert!(!t.contains("b->a on time"), "no packets, no line: {t}");
+        assert!(
+            t.contains("  a->b: 3 GSO trains in, cut into wire packets for the model; 2 frames"),
+            "{t}"
+        );
+        assert!(!t.contains("b->a: 0 GSO"), "no trains, no line: {t}");
         assert!(t.contains("  mtu 1500, forwarder at real-time priority\n"), "{t}");
         assert!(!t.contains("LATE") && !t.contains("not real-time"), "{t}");
     }

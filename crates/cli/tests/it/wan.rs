@@ -217,6 +217,17 @@ fn ample_buffers_fill_the_configured_rate() {
     assert!(mbps(&r) <= 500.0, "faster than the shaper: {:.1}", mbps(&r));
     assert_no_interval_rtt_below_the_runs_minimum(&r);
     assert_late_only_when_said(&r);
+    // TCP reached the emulator in GSO trains (TUN offloads), each cut into its wire packets.
+    let d = &w.status()["a_to_b"];
+    let (trains, packets) = (
+        d["trains_in"].as_u64().unwrap(),
+        d["packets_in"].as_u64().unwrap(),
+    );
+    assert!(
+        trains > 0 && packets > 2 * trains,
+        "{trains} trains, {packets} packets: {d}"
+    );
+    assert_eq!(d["trains_refused"], 0);
 }
 
 /// The result carries how late the emulator was over the test in the data's direction, and warns
