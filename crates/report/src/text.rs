@@ -92,14 +92,17 @@ fn udp_loss_split(u: &landspeed_core::udp::UdpStats, emulator: Option<&EmulatorC
             }
         );
     }
-    if host > 0 {
+    // With the socket's drops and the datagrams sent known, the result's warning says this with
+    // the rates (core::assemble::receiver_behind); the line gives the advice only when it cannot.
+    let warned = u.socket_drops.unwrap_or(0) > 0 && u.datagrams_sent.is_some_and(|n| n > 0);
+    if host > 0 && !warned {
         line += "\n             the receiver could not keep up: a larger receive buffer (-w, within \
                  net.core.rmem_max), a lower rate (-b), larger datagrams (-l) or more streams (-P, a \
                  receiving thread each)";
-        if emulator.is_some() {
-            line += "\n             the emulator shares this machine's CPUs and its real-time \
-                     forwarder runs first: `wan up --no-realtime` leaves the hosts more";
-        }
+    }
+    if host > 0 && emulator.is_some() {
+        line += "\n             the emulator shares this machine's CPUs and its real-time \
+                 forwarder runs first: `wan up --no-realtime` leaves the hosts more";
     }
     if sender > 0 {
         line += "\n             the sending host dropped datagrams after sending them: a lower rate \
@@ -1045,6 +1048,16 @@ mod tests {
         );
         assert!(
             line.contains("could not keep up") && line.contains("txqueuelen"),
+            "{line}"
+        );
+        // Where the warning says it with the rates, the line does not say it again.
+        let warned = landspeed_core::udp::UdpStats {
+            datagrams_sent: Some(1000),
+            ..u
+        };
+        let line = udp_loss_split(&warned, Some(&e)).unwrap();
+        assert!(
+            !line.contains("could not keep up") && line.contains("txqueuelen"),
             "{line}"
         );
         // Without the sender's counters the rest is "before it"; with no loss, no line.
