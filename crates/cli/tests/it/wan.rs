@@ -193,8 +193,12 @@ fn window_limited_throughput_is_window_over_rtt() {
             "-w {win}: {wnd} B / {:.2} ms = {expected:.1} Mbit/s, measured {got:.1}",
             rtt_s * 1e3
         );
+        // The window is read once, at the end, and the receiver advertises what it expects payload to
+        // fill of its buffer, from the sizes of the packets its TCP took (len/truesize): the trains the
+        // emulator hands over vary in length, so the window moves by a few per cent during the test
+        // (1.27-1.36 MB for `-w 1M` in runs whose rate was 212-215 Mbit/s each time). Hence 12%.
         assert!(
-            (got / expected - 1.0).abs() <= 0.07,
+            (got / expected - 1.0).abs() <= 0.12,
             "-w {win}: window in effect {wnd} B, mean RTT {:.1} ms, {got:.1} Mbit/s vs window/RTT {expected:.1}",
             rtt_s * 1e3
         );
