@@ -161,7 +161,9 @@ pub fn transport(pkt: &[u8]) -> Option<Transport> {
         UDP if seg.len() >= 8 => 8,
         _ => return None,
     };
-    if hdr < 8 || hdr > seg.len() {
+    // A TCP header is at least 20 bytes whatever its data offset says: a shorter one is refused, or
+    // the checksum and flags written at its fixed offsets would land in the payload or past the end.
+    if hdr < 8 || (proto == TCP && hdr < 20) || hdr > seg.len() {
         return None;
     }
     Some(Transport {

@@ -27,6 +27,9 @@ pub const GSO_TCPV4: u8 = 1;
 pub const GSO_TCPV6: u8 = 4;
 /// The largest frame a TUN read gives: the header and an IP packet of at most 64 KiB.
 pub const MAX_FRAME: usize = VNET_LEN + 65_536;
+/// The smallest segment size a train may have: TCP's smallest MSS in Linux (`TCP_MIN_MSS`). A train of
+/// 1-byte segments would make the forwarder model 65,000 packets per frame.
+pub const MIN_SEGMENT: u16 = 88;
 
 const TCP: u8 = 6;
 
@@ -84,10 +87,12 @@ impl Vnet {
 /// Why a frame that says it is a train cannot be cut into its segments.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum BadTrain {
-    /// Not TCP in IPv4 or IPv6 without extension headers, or its lengths disagree with the frame.
+    /// Not TCP in IPv4 or IPv6 without extension headers, not the IP version its kind says, or its
+    /// lengths disagree with the frame.
     #[error("a GSO train whose headers the emulator cannot read")]
     Headers,
-    /// A kind of train the emulator did not ask for (UDP, ECN) or a checksum not left to the device.
+    /// A kind of train the emulator did not ask for (UDP, ECN), a checksum not left to the device, or
+    /// segments smaller than TCP's smallest.
     #[error("a kind of GSO train the emulator does not take")]
     Kind,
 }
@@ -115,12 +120,20 @@ impl Train {
         if vnet.gso_type == GSO_NONE {
             return Ok(None);
         }
-        if !matches!(vnet.gso_type, GSO_TCPV4 | GSO_TCPV6) || !vnet.partial_checksum() || vnet.gso_size == 0 {
+        if !matches!(vnet.gso_type, GSO_TCPV4 | GSO_TCPV6)
+            || !vnet.partial_checksum()
+            || vnet.gso_size < MIN_SEGMENT
+        {
             return Err(BadTrain::Kind);
         }
         let ip = &frame[VNET_LEN..];
         let t = crate::packet::transport(ip).ok_or(BadTrain::Headers)?;
-        if t.proto != TCP || t.end != ip.len() || usize::from(vnet.csum_start) != t.start {
+        let version = if vnet.gso_type == GSO_TCPV4 { 4 } else { 6 };
+        if t.proto != TCP
+            || ip[0] >> 4 != version
+            || t.end != ip.len()
+            || usize::from(vnet.csum_start) != t.start
+        {
             return Err(BadTrain::Headers);
         }
         let mss = usize::from(vnet.gso_size);

@@ -130,3 +130,12 @@ fn echo_requests_are_told_from_replies_and_from_other_datagrams() {
     assert!(!is_echo_request(&v4(17, b"LSPD stream hello")));
     assert!(!is_echo_request(&v4(6, b"LSPE\x00 over TCP")));
 }
+
+#[test]
+fn a_tcp_header_shorter_than_twenty_bytes_is_not_read() {
+    let mut p = v4(6, &[1, 2, 3, 4, 5, 6, 7, 8]);
+    assert!(transport(&p).is_some());
+    p[32] = 4 << 4; // a data offset of 16 bytes
+    assert_eq!(transport(&p), None);
+    assert_eq!(corrupt_payload(&mut p, 5, false), None);
+}

@@ -21,6 +21,21 @@ fn a_single_packet_is_not_a_train_and_a_udp_train_is_refused() {
     assert_eq!(Train::of(&f), Ok(None));
     f[1] = 5; // UDP_L4
     assert_eq!(Train::of(&f), Err(BadTrain::Kind));
+    let tiny = train(false, 5000, MIN_SEGMENT - 1, 0x10);
+    assert_eq!(
+        Train::of(&tiny),
+        Err(BadTrain::Kind),
+        "segments below TCP's smallest MSS"
+    );
+    assert!(Train::of(&train(false, 5000, MIN_SEGMENT, 0x10))
+        .unwrap()
+        .is_some());
+    let mut v6_said_v4 = train(true, 5000, 1448, 0x10);
+    v6_said_v4[1] = GSO_TCPV4;
+    assert_eq!(Train::of(&v6_said_v4), Err(BadTrain::Headers));
+    let mut short_tcp = train(false, 5000, 1448, 0x10);
+    short_tcp[VNET_LEN + 20 + 12] = 4 << 4; // a data offset of 16 bytes: shorter than any TCP header
+    assert_eq!(Train::of(&short_tcp), Err(BadTrain::Headers));
     let mut g = train(false, 5000, 1448, 0x10);
     g.truncate(g.len() - 1); // the IP length says one byte more than there is
     assert_eq!(Train::of(&g), Err(BadTrain::Headers));
@@ -97,4 +112,41 @@ fn the_header_reads_back_as_written() {
     let mut b = [0u8; VNET_LEN];
     v.write(&mut b);
     assert_eq!(Vnet::parse(&b), Some(v));
+}
+
+proptest::proptest! {
+    /// Whatever a host's root writes through a packet socket with its own virtio-net header (the
+    /// forwarder's one hostile input here): a frame is read as a train only when its lengths hold,
+    /// and every part of an accepted train then has headers whose lengths match what it carries.
+    #[test]
+    fn any_frame_is_refused_or_cut_consistently(
+        bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..400),
+        mss in 0u16..2000,
+        gso in proptest::prelude::prop_oneof![proptest::prelude::Just(GSO_TCPV4), proptest::prelude::Just(GSO_TCPV6), proptest::prelude::any::<u8>()],
+        flip in proptest::collection::vec((0usize..400, proptest::prelude::any::<u8>()), 0..6),
+    ) {
+        // Half the cases start from a well-formed train and damage a few bytes; the rest are noise.
+        let mut frame = if bytes.len() % 2 == 0 { train(bytes.len() % 4 == 0, bytes.len() * 7, 200, 0x18) } else { bytes.clone() };
+        for (at, v) in &flip {
+            if let Some(b) = frame.get_mut(*at) {
+                *b = *v;
+            }
+        }
+        if frame.len() >= VNET_LEN {
+            frame[1] = gso;
+            frame[4..6].copy_from_slice(&mss.to_ne_bytes());
+        }
+        if let Ok(Some(t)) = Train::of(&frame) {
+            proptest::prop_assert!(t.segments >= 1 && t.segments <= 65_536 / usize::from(MIN_SEGMENT) + 1);
+            let mut head = Vec::new();
+            for (i, j) in [(0, t.segments), (0, 1), (t.segments - 1, t.segments)] {
+                t.head(&frame, i, j, &mut head);
+                let ip = &head[VNET_LEN..];
+                let len = ip.len() + t.payload(i, j).len();
+                let said = if ip[0] >> 4 == 4 { usize::from(get_u16(ip, 2)) } else { 40 + usize::from(get_u16(ip, 4)) };
+                proptest::prop_assert_eq!(said, len);
+                proptest::prop_assert!(t.payload(i, j).end <= frame.len());
+            }
+        }
+    }
 }
