@@ -174,7 +174,29 @@ pub fn transport(pkt: &[u8]) -> Option<Transport> {
     })
 }
 
-fn fold(mut s: u32) -> u16 {
+/// The one's-complement sum of `b`'s 16-bit words (a last odd byte padded), not yet folded.
+pub(crate) fn sum_words(b: &[u8]) -> u32 {
+    let mut s: u32 = 0;
+    let mut words = b.chunks_exact(2);
+    for w in &mut words {
+        s += u32::from(u16::from_be_bytes([w[0], w[1]]));
+        s = (s & 0xffff) + (s >> 16);
+    }
+    if let [last] = words.remainder() {
+        s += u32::from(*last) << 8;
+    }
+    s
+}
+
+/// The sum of the pseudo-header of IPv4 or IPv6 packet `ip` for a transport segment of protocol
+/// `proto` and `len` bytes.
+pub(crate) fn pseudo_header_sum(ip: &[u8], proto: u8, len: u32) -> u32 {
+    let addrs = if ip[0] >> 4 == 4 { &ip[12..20] } else { &ip[8..40] };
+    sum_words(addrs) + u32::from(proto) + (len >> 16) + (len & 0xffff)
+}
+
+/// `s` folded into 16 bits.
+pub(crate) fn fold(mut s: u32) -> u16 {
     while s >> 16 != 0 {
         s = (s & 0xffff) + (s >> 16);
     }
@@ -222,22 +244,8 @@ pub fn corrupt_payload(pkt: &mut [u8], r: u64, seeded: bool) -> Option<usize> {
 /// The full Internet checksum of a TCP/UDP segment with its pseudo-header (for tests and checks).
 pub fn transport_checksum_ok(pkt: &[u8]) -> Option<bool> {
     let t = transport(pkt)?;
-    let mut s: u32 = 0;
-    let mut add = |b: &[u8]| {
-        for c in b.chunks(2) {
-            s += u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]));
-        }
-    };
-    let len = (t.end - t.start) as u32;
-    if pkt[0] >> 4 == 4 {
-        add(&pkt[12..20]);
-    } else {
-        add(&pkt[8..40]);
-    }
-    add(&[0, t.proto]);
-    add(&len.to_be_bytes());
-    add(&pkt[t.start..t.end]);
-    Some(fold(s) == 0xffff)
+    let pseudo = pseudo_header_sum(pkt, t.proto, (t.end - t.start) as u32);
+    Some(fold(pseudo + sum_words(&pkt[t.start..t.end])) == 0xffff)
 }
 
 #[cfg(test)]

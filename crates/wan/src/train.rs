@@ -12,6 +12,7 @@
 //! on the last segment only, CWR on the first only), the IPv4 header checksum, and the TCP checksum's
 //! seed (the pseudo-header's sum, which the device completes).
 
+use crate::packet::{fold, pseudo_header_sum, sum_words};
 use std::ops::Range;
 
 /// Bytes of the virtio-net header before each packet on a TUN device with `IFF_VNET_HDR`.
@@ -201,7 +202,11 @@ impl Train {
         if j < self.segments {
             ip[tcp + 13] &= !0x09; // FIN and PSH: the last segment only
         }
-        let seed = fold(pseudo_header_sum(ip, (self.payload - tcp + payload_len) as u32));
+        let seed = fold(pseudo_header_sum(
+            ip,
+            TCP,
+            (self.payload - tcp + payload_len) as u32,
+        ));
         set_u16(ip, tcp + 16, seed);
     }
 }
@@ -212,34 +217,6 @@ fn get_u16(b: &[u8], at: usize) -> u16 {
 
 fn set_u16(b: &mut [u8], at: usize, v: u16) {
     b[at..at + 2].copy_from_slice(&v.to_be_bytes());
-}
-
-/// The one's-complement sum of `b`'s 16-bit words (a last odd byte padded), not yet folded.
-pub fn sum_words(b: &[u8]) -> u32 {
-    let mut s: u32 = 0;
-    let mut words = b.chunks_exact(2);
-    for w in &mut words {
-        s += u32::from(u16::from_be_bytes([w[0], w[1]]));
-        s = (s & 0xffff) + (s >> 16);
-    }
-    if let [last] = words.remainder() {
-        s += u32::from(*last) << 8;
-    }
-    s
-}
-
-/// `s` folded into 16 bits.
-pub fn fold(mut s: u32) -> u16 {
-    while s >> 16 != 0 {
-        s = (s & 0xffff) + (s >> 16);
-    }
-    s as u16
-}
-
-/// The sum of the TCP pseudo-header of IP packet `ip` for a TCP segment of `tcp_len` bytes.
-fn pseudo_header_sum(ip: &[u8], tcp_len: u32) -> u32 {
-    let addrs = if ip[0] >> 4 == 4 { &ip[12..20] } else { &ip[8..40] };
-    sum_words(addrs) + u32::from(TCP) + (tcp_len >> 16) + (tcp_len & 0xffff)
 }
 
 #[cfg(test)]
@@ -286,7 +263,7 @@ pub(crate) mod testing {
         for (k, b) in ip[t + 20 + OPTIONS..].iter_mut().enumerate() {
             *b = (k * 7 + k / 251) as u8;
         }
-        let seed = fold(pseudo_header_sum(&ip, tcp_len as u32));
+        let seed = fold(pseudo_header_sum(&ip, TCP, tcp_len as u32));
         set_u16(&mut ip, t + 16, seed);
         let mut frame = vec![0u8; VNET_LEN];
         Vnet {

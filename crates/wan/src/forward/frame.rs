@@ -185,16 +185,13 @@ impl Pools {
         short
     }
 
-    /// A single packet read into `buf` (`len` bytes): copied out into a buffer of its size, so that the
-    /// large one is read into again.
+    /// A single packet read into `buf` (`len` bytes), copied out when it is short.
     pub(super) fn single(&mut self, buf: Vec<u8>, len: usize) -> Out {
-        let frame = Frame::Whole {
-            buf: buf[..len].to_vec(),
-            len,
-        };
-        self.keep(buf);
         Out {
-            frame,
+            frame: Frame::Whole {
+                buf: self.fit(buf, len),
+                len,
+            },
             segments: 1,
             wire_bytes: (len - VNET_LEN) as u64,
         }

@@ -55,8 +55,10 @@ fn v6(proto: u8, payload: &[u8]) -> Vec<u8> {
 
 #[test]
 fn builders_make_valid_packets() {
-    for p in [v4(6, b"hello"), v4(17, b"odd"), v6(6, b"x"), v6(17, b"12345678")] {
+    for mut p in [v4(6, b"hello"), v4(17, b"odd"), v6(6, b"x"), v6(17, b"12345678")] {
         assert_eq!(transport_checksum_ok(&p), Some(true));
+        *p.last_mut().unwrap() ^= 1;
+        assert_eq!(transport_checksum_ok(&p), Some(false), "a damaged byte is seen");
     }
 }
 
