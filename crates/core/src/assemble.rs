@@ -804,7 +804,7 @@ fn tls_path(inp: &Inputs) -> Option<crate::result::TlsPath> {
     let bytes: u64 = senders().map(|s| s.bytes).sum();
     Some(crate::result::TlsPath {
         suite: suites.join(", "),
-        record_layer: "rustls (aws-lc-rs) in user space".into(),
+        record_layer: "landspeed in user space (aws-lc-rs AEAD, keys from rustls' handshake)".into(),
         records,
         mean_record_bytes: if records > 0 {
             bytes as f64 / records as f64

@@ -157,6 +157,8 @@ pub struct Generator {
     pattern: Pattern,
     buf: Vec<u8>,
     max_len: usize,
+    /// The byte after the last [`Generator::fill_spare`], which its caller may have overwritten.
+    spare: Option<usize>,
 }
 
 impl Generator {
@@ -168,12 +170,34 @@ impl Generator {
             pattern: pattern.clone(),
             buf,
             max_len,
+            spare: None,
         }
     }
 
     /// The `n` payload bytes of `stream` starting at `offset` (`n` ≤ max_len).
     #[inline]
     pub fn fill(&mut self, stream: u32, offset: u64, n: usize) -> &[u8] {
+        let j0 = self.patch(stream, offset, n);
+        &self.buf[j0..j0 + n.min(self.max_len)]
+    }
+
+    /// [`Generator::fill`], and one byte after the payload that the caller may overwrite (the next
+    /// call puts the pattern back): TLS appends its record's inner content type there and seals the
+    /// record in one pass from this buffer, with no copy of the payload first.
+    pub fn fill_spare(&mut self, stream: u32, offset: u64, n: usize) -> &mut [u8] {
+        let j0 = self.patch(stream, offset, n);
+        let end = j0 + n.min(self.max_len);
+        self.spare = Some(end);
+        &mut self.buf[j0..=end]
+    }
+
+    /// Writes the headers of the blocks `n` bytes at `offset` cover; returns where they start.
+    #[inline]
+    fn patch(&mut self, stream: u32, offset: u64, n: usize) -> usize {
+        if let Some(j) = self.spare.take() {
+            // Outside a header slot this is the pool's byte; a header slot is rewritten before use.
+            self.buf[j] = self.pattern.pool[j % POOL];
+        }
         let n = n.min(self.max_len);
         let j0 = (offset % POOL as u64) as usize;
         let in_block = (offset % BLOCK as u64) as usize;
@@ -185,7 +209,7 @@ impl Generator {
             self.buf[slot..slot + HEADER].copy_from_slice(&h);
             slot += BLOCK;
         }
-        &self.buf[j0..j0 + n]
+        j0
     }
 }
 

@@ -3,7 +3,8 @@
 //! cipher suite a test asks for, and a client that trusts exactly the certificate whose SHA-256
 //! fingerprint the server announced on the control connection. A measurement tool has no CA to ask, and
 //! a pinned fingerprint is stronger than one anyway: the data connections provably reach the server the
-//! control connection talks to. The record layer itself is `transport::tcp::tls`.
+//! control connection talks to. The record layer of TLS over TCP is `transport::tcp::tls`, over the
+//! traffic keys rustls hands over after the handshake (`enable_secret_extraction`).
 
 use landspeed_core::tls::{CertFingerprint, TlsCipher};
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
@@ -94,6 +95,8 @@ impl Identity {
             .with_single_cert(self.certs.clone(), self.key.clone_key())?;
         c.alpn_protocols = alpn.iter().map(|a| a.to_vec()).collect();
         c.send_tls13_tickets = 0;
+        // TLS over TCP hands the traffic keys to landspeed's own record layer after the handshake.
+        c.enable_secret_extraction = true;
         Ok(Arc::new(c))
     }
 }
@@ -126,6 +129,7 @@ pub fn client_config(
         .with_no_client_auth();
     c.alpn_protocols = alpn.iter().map(|a| a.to_vec()).collect();
     c.resumption = rustls::client::Resumption::disabled();
+    c.enable_secret_extraction = true;
     Ok(Arc::new(c))
 }
 

@@ -243,7 +243,8 @@ pub struct TestArgs {
     /// bytes per subflow are reported, and a fallback to plain TCP is said.
     #[arg(short = 'm', long, conflicts_with = "udp")]
     pub mptcp: bool,
-    /// TLS 1.3 over every data connection (rustls, records of up to 16 KiB sealed in user space):
+    /// TLS 1.3 over every data connection (rustls' handshake, records of up to 16 KiB sealed and
+    /// opened in user space by landspeed's own record layer):
     /// the report says the suite and the records, and its CPU per byte includes the cryptography.
     /// The server presents a self-signed certificate (or its --cert) and the client pins the
     /// fingerprint the server announces on the control connection (or --tls-pin).

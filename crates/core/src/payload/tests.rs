@@ -81,6 +81,28 @@ proptest! {
         prop_assert_eq!(g.fill(stream, offset, n), &want[..]);
     }
 
+    /// A spare byte the caller overwrote never shows in a later payload, wherever it fell (pool byte or
+    /// header slot).
+    #[test]
+    fn a_spare_byte_written_over_is_put_back(
+        key in any::<u64>(),
+        calls in proptest::collection::vec((0u64..(1u64 << 20), 0usize..5000, any::<u8>()), 1..8),
+    ) {
+        let p = Pattern::new(key);
+        let mut g = Generator::new(&p, 4096);
+        for (offset, n, junk) in calls {
+            let n = n.min(4096);
+            let mut want = vec![0u8; n + 1];
+            p.reference(3, offset, &mut want);
+            let got = g.fill_spare(3, offset, n);
+            prop_assert_eq!(got.len(), n + 1);
+            prop_assert_eq!(&got[..n], &want[..n]);
+            got[n] = junk;
+            let again = g.fill(3, offset + 1, n);
+            prop_assert_eq!(again, &want[1..]);
+        }
+    }
+
     /// TCP cuts each write into MSS-sized segments; whatever the write size and MSS, no two segments of
     /// at least 263 bytes are equal.
     #[test]

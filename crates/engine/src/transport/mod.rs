@@ -114,7 +114,19 @@ impl Outcome {
         last_bad_block: &mut Option<u64>,
         data: &[u8],
     ) {
-        if let Some(c) = v.check(id, self.bytes, data) {
+        self.verify_at(v, id, self.bytes, last_bad_block, data);
+    }
+
+    /// [`Outcome::verify`] of `data` at `offset` of the stream (several pieces taken in one receive).
+    pub(crate) fn verify_at(
+        &mut self,
+        v: &mut landspeed_core::payload::Verifier,
+        id: u32,
+        offset: u64,
+        last_bad_block: &mut Option<u64>,
+        data: &[u8],
+    ) {
+        if let Some(c) = v.check(id, offset, data) {
             for b in c.bad_blocks {
                 if last_bad_block.is_none_or(|l| b > l) {
                     self.corrupt_blocks += 1;

@@ -159,7 +159,7 @@ impl<'a> State<'a> {
                 .as_mut()
                 .ok_or_else(|| std::io::Error::other("no payload generator"))?;
             // Only what rustls can take now is generated: the rest would be made again next call.
-            return t.send(sock, |room| g.fill(id, off, n.min(room)));
+            return t.send(sock, |room| g.fill_spare(id, off, n.min(room)));
         }
         match (self.zc.as_mut(), gen.as_mut()) {
             (Some(zc), _) => {
@@ -185,13 +185,41 @@ impl<'a> State<'a> {
             let s = self.splicer.as_mut().expect("just set");
             return s.recv(&self.ds.socket, f, self.out.bytes, rbuf.len().max(64 << 10));
         }
-        if let Some(t) = self.tls.as_mut() {
-            t.recv(&self.ds.socket, rbuf)
-        } else if discard_it {
+        if discard_it {
             crate::os::discard(&self.ds.socket, rbuf)
         } else {
             (&self.ds.socket).read(rbuf)
         }
+    }
+
+    /// One receive with its verification (and the tests' fault injection): the bytes taken.
+    fn take(&mut self, bufs: &mut Buffers, len: usize, discard_it: bool) -> std::io::Result<usize> {
+        if self.tls.is_some() {
+            return self.take_tls(bufs.verifier.as_mut());
+        }
+        let n = self.recv(&mut bufs.rbuf[..len], discard_it)?;
+        #[cfg(feature = "fault-injection")]
+        fault::flip(self.ds.id, self.out.bytes, &mut bufs.rbuf[..n]);
+        if let Some(v) = bufs.verifier.as_mut() {
+            self.verify(v, &bufs.rbuf[..n]);
+        }
+        Ok(n)
+    }
+
+    /// One TLS receive: every record's content verified where it was opened.
+    fn take_tls(&mut self, mut v: Option<&mut Verifier>) -> std::io::Result<usize> {
+        let (id, base) = (self.ds.id, self.out.bytes);
+        let (out, last_bad) = (&mut self.out, &mut self.last_bad_block);
+        let t = self.tls.as_mut().expect("a TLS stream");
+        let mut at = base;
+        t.recv(&self.ds.socket, |plain| {
+            #[cfg(feature = "fault-injection")]
+            fault::flip(id, at, plain);
+            if let Some(v) = v.as_deref_mut() {
+                out.verify_at(v, id, at, last_bad, plain);
+            }
+            at += plain.len() as u64;
+        })
     }
 
     fn account(&mut self, n: usize, now: Instant) {
@@ -412,11 +440,9 @@ fn halt(states: &mut [State], bufs: &mut Buffers, p: &EngineParams) {
     for st in states.iter_mut().filter(|s| !s.done) {
         if st.ds.role == Role::Receiver {
             for _ in 0..4096 {
-                match st.recv(&mut bufs.rbuf, p.discard) {
+                let len = bufs.rbuf.len();
+                match st.take(bufs, len, p.discard) {
                     Ok(n) if n > 0 => {
-                        if let Some(v) = bufs.verifier.as_mut() {
-                            st.verify(v, &bufs.rbuf[..n]);
-                        }
                         st.account(n, Instant::now());
                     }
                     _ => break,
@@ -511,7 +537,7 @@ fn burst(st: &mut State, bufs: &mut Buffers, p: &EngineParams, sender: bool, mut
             }
             st.send(&mut bufs.gen, n)
         } else {
-            st.recv(&mut bufs.rbuf[..call], p.discard)
+            st.take(bufs, call, p.discard)
         };
         if let Ok(n) = res {
             allowance -= n.min(allowance);
@@ -521,16 +547,7 @@ fn burst(st: &mut State, bufs: &mut Buffers, p: &EngineParams, sender: bool, mut
                 st.done = true;
                 break;
             }
-            Ok(n) => {
-                #[cfg(feature = "fault-injection")]
-                if !sender {
-                    fault::flip(st.ds.id, st.out.bytes, &mut bufs.rbuf[..n]);
-                }
-                if let (false, Some(v)) = (sender, bufs.verifier.as_mut()) {
-                    st.verify(v, &bufs.rbuf[..n]);
-                }
-                st.account(n, Instant::now())
-            }
+            Ok(n) => st.account(n, Instant::now()),
             Err(e) if e.kind() == ErrorKind::WouldBlock => {
                 st.ready = false;
                 break;

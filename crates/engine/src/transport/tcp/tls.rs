@@ -1,31 +1,39 @@
-//! TLS over one TCP data connection: the handshake before the test, then the record layer inside the
-//! workers' own send and receive calls, so `--tls` runs on the same epoll and blocking workers,
+//! TLS over one TCP data connection: rustls' handshake before the test, then the record layer inside
+//! the workers' own send and receive calls, so `--tls` runs on the same epoll and blocking workers,
 //! meters, pacing and verification as plain TCP and the two cost the same but for the cryptography.
 //!
-//! Sending, plaintext from the payload generator goes into rustls (which seals it into records of at
-//! most 16 KiB) and the sealed bytes go to the socket; a call accepts plaintext only once earlier
-//! records have left, so nothing piles up. Receiving, the socket is read into a large buffer of this
-//! end's own (rustls alone would read 4 KiB per system call), rustls opens the records from there and
-//! the plaintext is copied out for verification. A sender ends with close_notify, and a receiver that
-//! sees the connection end without one reports a truncated stream.
+//! The records are landspeed's own (`record`), over the traffic keys rustls hands over at the end of
+//! its handshake (`handshake`); rustls still derives the keys of every key update. Sending, each record
+//! is sealed from the payload generator's buffer straight into the buffer the socket is written from
+//! (no copy of the payload first), and the records leave in one write; a call
+//! seals more only once earlier records have left, so nothing piles up. Receiving, the socket is read
+//! into a large buffer, each whole record is opened in place and its content verified where it lies.
+//! A sender ends with close_notify, and a receiver that sees the connection end without one reports a
+//! truncated stream. Each key is used for at most the records its suite's confidentiality limit allows
+//! (2^24 for AES-128-GCM), then the sender sends a KeyUpdate and moves to the next.
 
+mod handshake;
+mod record;
+
+use handshake::{Established, Kernel};
 use landspeed_core::tls::TlsCipher;
-use rustls::{ClientConfig, Connection, ServerConfig};
+use record::{Content, Keys, RecordError, OVERHEAD, RECORD_MAX};
+use rustls::{ClientConfig, ServerConfig};
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-/// The most plaintext one TLS record carries, and what rustls seals per record.
-pub const RECORD_PLAINTEXT_MAX: usize = 16 * 1024;
+/// The most plaintext one TLS record carries.
+pub const RECORD_PLAINTEXT_MAX: usize = record::PLAINTEXT_MAX;
 
 /// Bytes one TLS 1.3 record adds: 5 of header, 1 of inner content type and a 16-byte tag.
-pub const RECORD_OVERHEAD: usize = 22;
+pub const RECORD_OVERHEAD: usize = OVERHEAD;
 
-/// How much sealed data rustls may hold before a send must wait for the socket.
-const SEND_BUFFER: usize = 256 * 1024;
+/// How many whole records one send seals before they must leave (about 240 KiB).
+const SEND_RECORDS: usize = 15;
 
-/// How much a receive call reads from the socket at once.
+/// How much a receive call reads from the socket at once, at most.
 const RECV_BUFFER: usize = 256 * 1024;
 
 /// A handshake that did not complete.
@@ -64,17 +72,6 @@ pub struct TlsLink {
     state: Mutex<Session>,
 }
 
-/// The session and this end's buffers, owned by the one worker that drives the stream.
-pub(super) struct Session {
-    conn: Connection,
-    inbuf: Vec<u8>,
-    in_pos: usize,
-    in_len: usize,
-    eof: bool,
-    /// Records sealed so far (senders).
-    pub(super) records: u64,
-}
-
 impl TlsLink {
     /// The client's handshake on a connected socket, within `timeout`.
     pub fn client(
@@ -82,8 +79,8 @@ impl TlsLink {
         config: Arc<ClientConfig>,
         timeout: Duration,
     ) -> Result<TlsLink, HandshakeError> {
-        let conn = rustls::ClientConnection::new(config, crate::tls::server_name())?;
-        handshake(sock, conn.into(), timeout)
+        let conn = rustls::client::UnbufferedClientConnection::new(config, crate::tls::server_name())?;
+        TlsLink::after(sock, timeout, |d| handshake::drive(sock, conn, d))
     }
 
     /// The server's handshake on an accepted socket, within `timeout`.
@@ -92,7 +89,30 @@ impl TlsLink {
         config: Arc<ServerConfig>,
         timeout: Duration,
     ) -> Result<TlsLink, HandshakeError> {
-        handshake(sock, rustls::ServerConnection::new(config)?.into(), timeout)
+        let conn = rustls::server::UnbufferedServerConnection::new(config)?;
+        TlsLink::after(sock, timeout, |d| handshake::drive(sock, conn, d))
+    }
+
+    /// Runs a handshake with blocking calls by the deadline, then hands the socket back as it was.
+    fn after(
+        sock: &TcpStream,
+        timeout: Duration,
+        hs: impl FnOnce(Instant) -> Result<Established, HandshakeError>,
+    ) -> Result<TlsLink, HandshakeError> {
+        let before = (sock.read_timeout()?, sock.write_timeout()?);
+        sock.set_nonblocking(false)?;
+        let done = hs(Instant::now() + timeout)?;
+        sock.set_read_timeout(before.0)?;
+        sock.set_write_timeout(before.1)?;
+        let suite = done.kernel.suite().suite();
+        let cipher = TlsCipher::ALL
+            .into_iter()
+            .find(|c| Some(c.iana_name()) == suite.as_str())
+            .unwrap_or_default();
+        Ok(TlsLink {
+            cipher,
+            state: Mutex::new(Session::new(done).map_err(|e| HandshakeError::Io(std::io::Error::other(e)))?),
+        })
     }
 
     /// The suite the handshake agreed on.
@@ -106,55 +126,76 @@ impl TlsLink {
     }
 }
 
-/// Drives a handshake to its end with blocking calls, then hands the socket back as it was.
-fn handshake(sock: &TcpStream, mut conn: Connection, timeout: Duration) -> Result<TlsLink, HandshakeError> {
-    let before = (sock.read_timeout()?, sock.write_timeout()?);
-    let deadline = Instant::now() + timeout;
-    sock.set_nonblocking(false)?;
-    let mut s = sock;
-    while conn.is_handshaking() || conn.wants_write() {
-        // Each read and write waits only for what is left of the one deadline: a peer that sends its
-        // handshake a byte at a time cannot stretch it.
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return Err(std::io::Error::from(ErrorKind::TimedOut).into());
-        }
-        sock.set_read_timeout(Some(left))?;
-        sock.set_write_timeout(Some(left))?;
-        conn.complete_io(&mut s)?;
-    }
-    sock.set_read_timeout(before.0)?;
-    sock.set_write_timeout(before.1)?;
-    let suite = conn.negotiated_cipher_suite().map(|s| s.suite());
-    let cipher = TlsCipher::ALL
-        .into_iter()
-        .find(|c| Some(c.iana_name()) == suite.and_then(|s| s.as_str()))
-        .unwrap_or_default();
-    conn.set_buffer_limit(Some(SEND_BUFFER));
-    Ok(TlsLink {
-        cipher,
-        state: Mutex::new(Session {
-            conn,
-            inbuf: Vec::new(),
-            in_pos: 0,
-            in_len: 0,
-            eof: false,
-            records: 0,
-        }),
-    })
+/// The session and this end's buffers, owned by the one worker that drives the stream.
+pub(super) struct Session {
+    kernel: Kernel,
+    tx: Keys,
+    rx: Keys,
+    /// Records sealed under one key before the next key update.
+    key_limit: u64,
+    /// Sealed bytes not yet written: `out[out_pos..out_len]`.
+    out: Vec<u8>,
+    out_pos: usize,
+    out_len: usize,
+    /// Bytes read and not yet opened: `inbuf[in_pos..in_len]`.
+    inbuf: Vec<u8>,
+    in_pos: usize,
+    in_len: usize,
+    eof: bool,
+    /// The peer's close_notify has arrived.
+    closed: bool,
+    /// Records sealed so far (senders).
+    pub(super) records: u64,
 }
 
 impl Session {
+    fn new(done: Established) -> Result<Session, RecordError> {
+        let (tx, rx) = (&done.secrets.tx, &done.secrets.rx);
+        let key_limit = match done.kernel.suite() {
+            rustls::SupportedCipherSuite::Tls13(s) => s.common.confidentiality_limit,
+            other => return Err(RecordError::Suite(format!("{:?} is not TLS 1.3", other.suite()))),
+        };
+        let mut inbuf = done.early;
+        let in_len = inbuf.len();
+        inbuf.resize(in_len.max(RECV_BUFFER), 0);
+        Ok(Session {
+            tx: Keys::new(tx.0, &tx.1)?,
+            rx: Keys::new(rx.0, &rx.1)?,
+            kernel: done.kernel,
+            key_limit,
+            out: Vec::new(),
+            out_pos: 0,
+            out_len: 0,
+            inbuf,
+            in_pos: 0,
+            in_len,
+            eof: false,
+            closed: false,
+            records: 0,
+        })
+    }
+
     /// Once what was sealed before has left, seals the plaintext `plain` makes (given how many bytes
-    /// rustls has room for); returns the plaintext bytes taken (WouldBlock while the socket holds
+    /// there is room for; it hands the payload back followed by one byte this call may overwrite, see
+    /// `Generator::fill_spare`); returns the payload bytes taken (WouldBlock while the socket holds
     /// earlier records back).
     pub(super) fn send<'b>(
         &mut self,
         sock: &TcpStream,
-        plain: impl FnOnce(usize) -> &'b [u8],
+        plain: impl FnOnce(usize) -> &'b mut [u8],
     ) -> std::io::Result<usize> {
         self.flush(sock)?;
-        let n = self.conn.writer().write(plain(SEND_BUFFER))?;
+        let p = plain(SEND_RECORDS * RECORD_PLAINTEXT_MAX);
+        let n = p.len() - 1;
+        for start in (0..n).step_by(RECORD_PLAINTEXT_MAX) {
+            // Each record's inner content type goes right after its content, over the next record's
+            // first byte (or the spare one), which is put back once this record is sealed.
+            let end = (start + RECORD_PLAINTEXT_MAX).min(n);
+            let kept = std::mem::replace(&mut p[end], Content::ApplicationData.byte());
+            let sealed = self.push(&p[start..=end]);
+            p[end] = kept;
+            sealed?;
+        }
         self.records += n.div_ceil(RECORD_PLAINTEXT_MAX) as u64;
         match self.flush(sock) {
             Err(e) if e.kind() != ErrorKind::WouldBlock => Err(e),
@@ -162,163 +203,182 @@ impl Session {
         }
     }
 
+    /// Seals `inner` (content and content type) as one record after what is queued, sending a
+    /// KeyUpdate first when the key has protected as many records as its suite allows.
+    fn push(&mut self, inner: &[u8]) -> std::io::Result<()> {
+        if self.tx.seq() + 1 >= self.key_limit {
+            self.seal(&KEY_UPDATE_NOT_REQUESTED)?;
+            let next = self.kernel.update_tx().map_err(std::io::Error::other)?;
+            self.tx = Keys::new(0, &next).map_err(std::io::Error::other)?;
+        }
+        self.seal(inner)
+    }
+
+    fn seal(&mut self, inner: &[u8]) -> std::io::Result<()> {
+        if self.out_pos == self.out_len {
+            (self.out_pos, self.out_len) = (0, 0);
+        }
+        let need = self.out_len + inner.len() + OVERHEAD;
+        if self.out.len() < need {
+            self.out
+                .resize(need.max(SEND_RECORDS * RECORD_MAX + 2 * RECORD_MAX), 0);
+        }
+        let rec = &mut self.out[self.out_len..need];
+        self.out_len += self.tx.seal(rec, inner).map_err(std::io::Error::other)?;
+        Ok(())
+    }
+
     /// Writes sealed records to the socket until none is left (or it would block).
     fn flush(&mut self, sock: &TcpStream) -> std::io::Result<()> {
-        let mut s = sock;
-        while self.conn.wants_write() {
-            self.conn.write_tls(&mut s)?;
+        while self.out_pos < self.out_len {
+            match (&mut &*sock).write(&self.out[self.out_pos..self.out_len]) {
+                Ok(0) => return Err(ErrorKind::WriteZero.into()),
+                Ok(n) => self.out_pos += n,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
         }
         Ok(())
     }
 
-    /// Opens records into `out`: Ok(0) at the peer's close_notify, UnexpectedEof when the connection
-    /// ended without one, WouldBlock when the socket has nothing more yet.
-    pub(super) fn recv(&mut self, sock: &TcpStream, out: &mut [u8]) -> std::io::Result<usize> {
+    /// Reads once from the socket and opens every whole record in place, handing each record's content
+    /// to `each` (mutable: the fault injection of the tests flips a byte there); returns the content
+    /// bytes handed over: Ok(0) at the peer's close_notify, UnexpectedEof when the connection ended
+    /// without one, WouldBlock when the socket has nothing more yet.
+    pub(super) fn recv(
+        &mut self,
+        sock: &TcpStream,
+        mut each: impl FnMut(&mut [u8]),
+    ) -> std::io::Result<usize> {
+        // A KeyUpdate the peer asked this end for goes out with the next call.
+        let _ = self.flush(sock).or_else(would_block_ok);
         loop {
-            match self.conn.reader().read(out) {
-                Ok(n) => return Ok(n),
-                Err(e) if e.kind() == ErrorKind::WouldBlock => {}
-                Err(e) if e.kind() == ErrorKind::UnexpectedEof => {
-                    return Err(std::io::Error::new(
-                        ErrorKind::UnexpectedEof,
-                        "the connection ended without TLS close_notify: the stream may be truncated",
-                    ))
+            let mut got = 0;
+            while !self.closed {
+                let Some(o) = self
+                    .rx
+                    .open(&mut self.inbuf[self.in_pos..self.in_len])
+                    .map_err(invalid)?
+                else {
+                    break;
+                };
+                let at = self.in_pos;
+                self.in_pos += o.len;
+                let plain = &mut self.inbuf[at + o.plain.start..at + o.plain.end];
+                match o.content {
+                    Content::ApplicationData if !plain.is_empty() => {
+                        got += plain.len();
+                        each(plain);
+                    }
+                    Content::ApplicationData => {}
+                    Content::Alert => self.alert(at + o.plain.start, at + o.plain.end)?,
+                    Content::Handshake => self.post_handshake(at + o.plain.start, at + o.plain.end)?,
                 }
-                Err(e) => return Err(e),
             }
-            if self.in_pos == self.in_len && !self.eof {
-                self.fill(sock)?;
+            if got > 0 || self.closed {
+                return Ok(got);
             }
-            let mut rest = &self.inbuf[self.in_pos..self.in_len];
-            let taken = self.conn.read_tls(&mut rest)?;
-            self.in_pos += taken;
-            self.conn
-                .process_new_packets()
-                .map_err(|e| std::io::Error::new(ErrorKind::InvalidData, e))?;
+            if self.eof {
+                return Err(std::io::Error::new(
+                    ErrorKind::UnexpectedEof,
+                    "the connection ended without TLS close_notify: the stream may be truncated",
+                ));
+            }
+            self.fill(sock)?;
         }
     }
 
-    /// One read from the socket into this end's buffer.
+    /// One read from the socket after what is left of the last; a partial record moves to the front
+    /// only when too little room is left behind it for a whole one.
     fn fill(&mut self, sock: &TcpStream) -> std::io::Result<()> {
-        if self.inbuf.is_empty() {
-            self.inbuf = vec![0; RECV_BUFFER];
+        if self.in_pos == self.in_len {
+            (self.in_pos, self.in_len) = (0, 0);
+        } else if self.inbuf.len() - self.in_len < 4 * RECORD_MAX {
+            self.inbuf.copy_within(self.in_pos..self.in_len, 0);
+            (self.in_pos, self.in_len) = (0, self.in_len - self.in_pos);
         }
-        let n = (&mut &*sock).read(&mut self.inbuf)?;
+        let n = (&mut &*sock).read(&mut self.inbuf[self.in_len..])?;
         self.eof = n == 0;
-        (self.in_pos, self.in_len) = (0, n);
+        self.in_len += n;
+        Ok(())
+    }
+
+    /// An alert from the peer: close_notify ends the stream; any other is an error that names it.
+    fn alert(&mut self, from: usize, to: usize) -> std::io::Result<()> {
+        match &self.inbuf[from..to] {
+            [_, 0] => {
+                self.closed = true;
+                Ok(())
+            }
+            [level, desc] => Err(invalid(format!(
+                "the peer sent TLS alert {:?} (level {level})",
+                rustls::AlertDescription::from(*desc)
+            ))),
+            other => Err(invalid(format!("a TLS alert of {} bytes", other.len()))),
+        }
+    }
+
+    /// Handshake messages after the handshake: a KeyUpdate moves the receiving key on (and, when the
+    /// peer asks, this end's sending key too); tickets are taken and unused (nothing resumes).
+    fn post_handshake(&mut self, mut from: usize, to: usize) -> std::io::Result<()> {
+        while from < to {
+            let m = &self.inbuf[from..to];
+            let len = match m {
+                [_, a, b, c, ..] => u32::from_be_bytes([0, *a, *b, *c]) as usize,
+                _ => return Err(invalid("a truncated TLS handshake message")),
+            };
+            let body = m
+                .get(4..4 + len)
+                .ok_or_else(|| invalid("a truncated TLS handshake message"))?;
+            match (m[0], body) {
+                (KEY_UPDATE, [asked @ (0 | 1)]) => {
+                    let asked = *asked == 1;
+                    let next = self.kernel.update_rx().map_err(std::io::Error::other)?;
+                    self.rx = Keys::new(0, &next).map_err(invalid)?;
+                    if asked {
+                        self.seal(&KEY_UPDATE_NOT_REQUESTED)?;
+                        let next = self.kernel.update_tx().map_err(std::io::Error::other)?;
+                        self.tx = Keys::new(0, &next).map_err(std::io::Error::other)?;
+                    }
+                }
+                (NEW_SESSION_TICKET, _) => {}
+                (t, _) => return Err(invalid(format!("TLS handshake message {t} after the handshake"))),
+            }
+            from += 4 + len;
+        }
         Ok(())
     }
 
     /// A sender's end: close_notify, then every sealed byte out (blocking up to `timeout`).
     pub(super) fn close(&mut self, sock: &TcpStream, timeout: Duration) -> std::io::Result<()> {
-        self.conn.send_close_notify();
+        self.push(&CLOSE_NOTIFY)?;
         sock.set_nonblocking(false)?;
         sock.set_write_timeout(Some(timeout))?;
         self.flush(sock)
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::tls::{client_config, Identity, Trust};
-    use landspeed_core::tls::CertFingerprint;
-    use std::net::TcpListener;
+/// The handshake type of KeyUpdate, and of NewSessionTicket.
+const KEY_UPDATE: u8 = 24;
+const NEW_SESSION_TICKET: u8 = 4;
 
-    const T: Duration = Duration::from_secs(5);
+/// A KeyUpdate message that does not ask the peer to update its own key, with its content type.
+const KEY_UPDATE_NOT_REQUESTED: [u8; 6] = [KEY_UPDATE, 0, 0, 1, 0, 22];
 
-    /// A connected pair of loopback sockets: (client, server).
-    fn pair() -> (TcpStream, TcpStream) {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
-        (c, l.accept().unwrap().0)
-    }
+/// A warning-level close_notify alert, with its content type.
+const CLOSE_NOTIFY: [u8; 3] = [1, 0, 21];
 
-    /// Handshakes over a fresh pair: the server on its own thread, the client trusting `trust`.
-    fn handshake_pair(
-        suite: TlsCipher,
-        trust: impl FnOnce(&Identity) -> Trust,
-    ) -> (
-        Result<TlsLink, HandshakeError>,
-        Result<TlsLink, HandshakeError>,
-        TcpStream,
-        TcpStream,
-    ) {
-        let id = Identity::self_signed().unwrap();
-        let (c, s) = pair();
-        let sc = id.server_config(&[]).unwrap();
-        let s2 = s.try_clone().unwrap();
-        let server = std::thread::spawn(move || TlsLink::server(&s2, sc, T));
-        let cc = client_config(&[suite], trust(&id), &[]).unwrap();
-        let client = TlsLink::client(&c, cc, T);
-        if client.is_err() {
-            let _ = c.shutdown(std::net::Shutdown::Both);
-        }
-        (client, server.join().unwrap(), c, s)
-    }
+fn invalid(e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> std::io::Error {
+    std::io::Error::new(ErrorKind::InvalidData, e)
+}
 
-    #[test]
-    fn pinned_handshake_agrees_on_the_asked_suite_and_carries_data_to_close_notify() {
-        for suite in TlsCipher::ALL {
-            let (c, s, cs, ss) = handshake_pair(suite, |id| Trust::Pinned(id.fingerprint));
-            let (c, s) = (c.unwrap(), s.unwrap());
-            assert_eq!((c.cipher(), s.cipher()), (suite, suite));
-            let data: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
-            let sent = std::thread::spawn(move || {
-                let mut tx = c.lock();
-                let mut off = 0;
-                while off < data.len() {
-                    off += tx
-                        .send(&cs, |room| &data[off..(off + room).min(data.len())])
-                        .unwrap();
-                }
-                tx.close(&cs, T).unwrap();
-                tx.records
-            });
-            let mut rx = s.lock();
-            let (mut got, mut buf) = (Vec::new(), vec![0u8; 7000]);
-            loop {
-                match rx.recv(&ss, &mut buf).unwrap() {
-                    0 => break,
-                    n => got.extend_from_slice(&buf[..n]),
-                }
-            }
-            assert_eq!(got.len(), 100_000);
-            assert!(got.iter().enumerate().all(|(i, b)| *b == (i % 251) as u8));
-            assert_eq!(sent.join().unwrap(), 100_000u64.div_ceil(16384));
-        }
-    }
-
-    #[test]
-    fn a_certificate_other_than_the_pinned_one_fails_the_handshake() {
-        let (c, s, _, _) = handshake_pair(TlsCipher::Aes128Gcm, |_| {
-            Trust::Pinned(CertFingerprint([0xab; 32]))
-        });
-        let e = c.err().expect("the pin must not match").to_string();
-        assert!(e.contains("not the pinned abab"), "{e}");
-        assert!(s.is_err());
-    }
-
-    #[test]
-    fn a_peer_that_does_not_speak_tls_is_named() {
-        let (c, s) = pair();
-        drop(s);
-        let cc = client_config(&[TlsCipher::Aes128Gcm], Trust::Any, &[]).unwrap();
-        let e = TlsLink::client(&c, cc, T).err().unwrap().to_string();
-        assert!(e.contains("is it speaking TLS?") || e.contains("reset"), "{e}");
-    }
-
-    #[test]
-    fn a_connection_that_ends_without_close_notify_is_reported_truncated() {
-        let (c, s, cs, ss) = handshake_pair(TlsCipher::Aes128Gcm, |_| Trust::Any);
-        let (c, s) = (c.unwrap(), s.unwrap());
-        c.lock().send(&cs, |_| b"partial").unwrap();
-        cs.shutdown(std::net::Shutdown::Write).unwrap();
-        let mut rx = s.lock();
-        let mut buf = [0u8; 64];
-        assert_eq!(rx.recv(&ss, &mut buf).unwrap(), 7);
-        let e = rx.recv(&ss, &mut buf).unwrap_err();
-        assert_eq!(e.kind(), ErrorKind::UnexpectedEof);
-        assert!(e.to_string().contains("close_notify"), "{e}");
+fn would_block_ok(e: std::io::Error) -> std::io::Result<()> {
+    if e.kind() == ErrorKind::WouldBlock {
+        Ok(())
+    } else {
+        Err(e)
     }
 }
+
+#[cfg(test)]
+mod tests;

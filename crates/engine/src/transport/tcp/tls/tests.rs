@@ -1,0 +1,223 @@
+//! The record layer against itself and against rustls' own: a rustls peer (its buffered connection,
+//! unchanged) must read what landspeed seals, key updates included, and landspeed must read what rustls
+//! seals; hostile bytes after the handshake must end the stream with the reason.
+
+use super::*;
+use crate::tls::{client_config, Identity, Trust};
+use landspeed_core::tls::CertFingerprint;
+use std::net::TcpListener;
+
+const T: Duration = Duration::from_secs(5);
+
+/// A connected pair of loopback sockets: (client, server).
+fn pair() -> (TcpStream, TcpStream) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    (c, l.accept().unwrap().0)
+}
+
+type Both = (
+    Result<TlsLink, HandshakeError>,
+    Result<TlsLink, HandshakeError>,
+    TcpStream,
+    TcpStream,
+);
+
+/// Handshakes over a fresh pair: the server on its own thread, the client trusting `trust`.
+fn handshake_pair(suite: TlsCipher, trust: impl FnOnce(&Identity) -> Trust) -> Both {
+    let id = Identity::self_signed().unwrap();
+    let (c, s) = pair();
+    let sc = id.server_config(&[]).unwrap();
+    let s2 = s.try_clone().unwrap();
+    let server = std::thread::spawn(move || TlsLink::server(&s2, sc, T));
+    let cc = client_config(&[suite], trust(&id), &[]).unwrap();
+    let client = TlsLink::client(&c, cc, T);
+    if client.is_err() {
+        let _ = c.shutdown(std::net::Shutdown::Both);
+    }
+    (client, server.join().unwrap(), c, s)
+}
+
+fn data(n: u32) -> Vec<u8> {
+    (0..n).map(|i| (i % 251) as u8).collect()
+}
+
+/// Sends all of `data`, then close_notify; the records sealed.
+fn send_all(tx: &mut Session, sock: &TcpStream, data: &[u8]) -> u64 {
+    let mut off = 0;
+    while off < data.len() {
+        off += send(tx, sock, &data[off..]).unwrap();
+    }
+    tx.close(sock, T).unwrap();
+    tx.records
+}
+
+/// One send of as much of `data` as the session takes (the payload copied with a spare byte after it,
+/// as the generator hands it over).
+fn send(tx: &mut Session, sock: &TcpStream, data: &[u8]) -> std::io::Result<usize> {
+    let mut spare = Vec::new();
+    tx.send(sock, |room| {
+        spare = data[..room.min(data.len())].to_vec();
+        spare.push(0xee);
+        &mut spare[..]
+    })
+}
+
+/// Everything received up to close_notify (or the first error).
+fn recv_all(rx: &mut Session, sock: &TcpStream) -> std::io::Result<Vec<u8>> {
+    let mut got = Vec::new();
+    while rx.recv(sock, |p| got.extend_from_slice(p))? > 0 {}
+    Ok(got)
+}
+
+#[test]
+fn pinned_handshake_agrees_on_the_asked_suite_and_carries_data_to_close_notify() {
+    for suite in TlsCipher::ALL {
+        let (c, s, cs, ss) = handshake_pair(suite, |id| Trust::Pinned(id.fingerprint));
+        let (c, s) = (c.unwrap(), s.unwrap());
+        assert_eq!((c.cipher(), s.cipher()), (suite, suite));
+        let sent = std::thread::spawn(move || send_all(&mut c.lock(), &cs, &data(100_000)));
+        assert_eq!(recv_all(&mut s.lock(), &ss).unwrap(), data(100_000));
+        assert_eq!(sent.join().unwrap(), 100_000u64.div_ceil(16384));
+    }
+}
+
+#[test]
+fn a_certificate_other_than_the_pinned_one_fails_the_handshake() {
+    let (c, s, _, _) = handshake_pair(TlsCipher::Aes128Gcm, |_| {
+        Trust::Pinned(CertFingerprint([0xab; 32]))
+    });
+    let e = c.err().expect("the pin must not match").to_string();
+    assert!(e.contains("not the pinned abab"), "{e}");
+    assert!(s.is_err());
+}
+
+#[test]
+fn a_peer_that_does_not_speak_tls_is_named() {
+    let (c, s) = pair();
+    drop(s);
+    let cc = client_config(&[TlsCipher::Aes128Gcm], Trust::Any, &[]).unwrap();
+    let e = TlsLink::client(&c, cc, T).err().unwrap().to_string();
+    assert!(e.contains("is it speaking TLS?") || e.contains("reset"), "{e}");
+}
+
+#[test]
+fn a_connection_that_ends_without_close_notify_is_reported_truncated() {
+    let (c, s, cs, ss) = handshake_pair(TlsCipher::Aes128Gcm, |_| Trust::Any);
+    let (c, s) = (c.unwrap(), s.unwrap());
+    send(&mut c.lock(), &cs, b"partial").unwrap();
+    cs.shutdown(std::net::Shutdown::Write).unwrap();
+    let mut rx = s.lock();
+    let mut got = Vec::new();
+    assert_eq!(rx.recv(&ss, |p| got.extend_from_slice(p)).unwrap(), 7);
+    assert_eq!(got, b"partial");
+    let e = rx.recv(&ss, |_| {}).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::UnexpectedEof);
+    assert!(e.to_string().contains("close_notify"), "{e}");
+}
+
+/// rustls' buffered server on `sock`: every byte up to close_notify, by rustls' own record layer.
+fn rustls_reader(sock: TcpStream, id: &Identity) -> std::thread::JoinHandle<Vec<u8>> {
+    let conn = rustls::ServerConnection::new(id.server_config(&[]).unwrap()).unwrap();
+    std::thread::spawn(move || {
+        let mut tls = rustls::StreamOwned::new(conn, sock);
+        let mut got = Vec::new();
+        tls.read_to_end(&mut got).unwrap();
+        got
+    })
+}
+
+#[test]
+fn rustls_reads_what_this_record_layer_seals_across_key_updates() {
+    for suite in TlsCipher::ALL {
+        let id = Identity::self_signed().unwrap();
+        let (c, s) = pair();
+        let reader = rustls_reader(s, &id);
+        let cc = client_config(&[suite], Trust::Pinned(id.fingerprint), &[]).unwrap();
+        let link = TlsLink::client(&c, cc, T).unwrap();
+        let mut tx = link.lock();
+        // A new key every 3 records: 19 records of payload, so six KeyUpdates on the way.
+        tx.key_limit = 4;
+        send_all(&mut tx, &c, &data(300_000));
+        assert_eq!(reader.join().unwrap(), data(300_000), "{suite:?}");
+    }
+}
+
+#[test]
+fn this_record_layer_reads_what_rustls_seals_across_its_key_update() {
+    let id = Identity::self_signed().unwrap();
+    let (c, s) = pair();
+    let sc = id.server_config(&[]).unwrap();
+    let server = std::thread::spawn(move || {
+        let link = TlsLink::server(&s, sc, T).unwrap();
+        let mut rx = link.lock();
+        recv_all(&mut rx, &s)
+    });
+    let cc = client_config(&[TlsCipher::Aes256Gcm], Trust::Any, &[]).unwrap();
+    let conn = rustls::ClientConnection::new(cc, crate::tls::server_name()).unwrap();
+    let mut tls = rustls::StreamOwned::new(conn, c);
+    let d = data(200_000);
+    tls.write_all(&d[..70_000]).unwrap();
+    tls.conn.refresh_traffic_keys().unwrap();
+    tls.write_all(&d[70_000..]).unwrap();
+    tls.conn.send_close_notify();
+    tls.flush().unwrap();
+    assert_eq!(server.join().unwrap().unwrap(), d);
+}
+
+#[test]
+fn a_key_update_the_peer_asks_for_is_answered_under_the_old_key_and_used_after() {
+    let (c, s, cs, ss) = handshake_pair(TlsCipher::Aes128Gcm, |_| Trust::Any);
+    let (c, s) = (c.unwrap(), s.unwrap());
+    let (mut tx, mut rx) = (c.lock(), s.lock());
+    // The sender asks (update_requested), moves to its next key, sends a record under it.
+    tx.seal(&[KEY_UPDATE, 0, 0, 1, 1, 22]).unwrap();
+    let next = tx.kernel.update_tx().unwrap();
+    tx.tx = Keys::new(0, &next).unwrap();
+    send(&mut tx, &cs, b"after").unwrap();
+    let mut got = Vec::new();
+    assert_eq!(rx.recv(&ss, |p| got.extend_from_slice(p)).unwrap(), 5);
+    assert_eq!(got, b"after");
+    // The receiver answered with its own KeyUpdate and closes under its new key: the sender opens both.
+    rx.push(&CLOSE_NOTIFY).unwrap();
+    rx.flush(&ss).unwrap();
+    assert_eq!(tx.recv(&cs, |_| panic!("no payload expected")).unwrap(), 0);
+    assert_eq!((tx.rx.seq(), tx.closed), (1, true));
+}
+
+/// A receiver after a handshake, fed `wire` by a raw socket in place of its peer.
+fn receiver_fed(wire: impl FnOnce(&mut Session, &TcpStream)) -> std::io::Error {
+    let (c, s, cs, ss) = handshake_pair(TlsCipher::Aes128Gcm, |_| Trust::Any);
+    let (c, s) = (c.unwrap(), s.unwrap());
+    wire(&mut c.lock(), &cs);
+    cs.shutdown(std::net::Shutdown::Write).unwrap();
+    let mut rx = s.lock();
+    recv_all(&mut rx, &ss).unwrap_err()
+}
+
+#[test]
+fn altered_or_unprotected_records_after_the_handshake_end_the_stream_with_the_reason() {
+    let e = receiver_fed(|tx, sock| {
+        tx.seal(b"will be altered\x17").unwrap();
+        tx.out[8] ^= 0x40;
+        tx.flush(sock).unwrap();
+    });
+    assert!(e.to_string().contains("bad_record_mac"), "{e}");
+    let e = receiver_fed(|_, mut sock| sock.write_all(&[21, 3, 3, 0, 2, 2, 40]).unwrap());
+    assert!(
+        e.to_string().contains("unprotected TLS record (content type 21)"),
+        "{e}"
+    );
+    let e = receiver_fed(|_, mut sock| sock.write_all(&[23, 3, 3, 0xff, 0xff]).unwrap());
+    assert!(e.to_string().contains("record_overflow"), "{e}");
+    let e = receiver_fed(|tx, sock| {
+        tx.seal(&[2, 40, 21]).unwrap();
+        tx.flush(sock).unwrap();
+    });
+    assert!(e.to_string().contains("HandshakeFailure"), "{e}");
+    let e = receiver_fed(|tx, sock| {
+        tx.seal(&[20, 0, 0, 1, 0, 22]).unwrap();
+        tx.flush(sock).unwrap();
+    });
+    assert!(e.to_string().contains("handshake message 20 after"), "{e}");
+}
