@@ -155,9 +155,9 @@ impl Session {
             rustls::SupportedCipherSuite::Tls13(s) => s.common.confidentiality_limit,
             other => return Err(RecordError::Suite(format!("{:?} is not TLS 1.3", other.suite()))),
         };
-        let mut inbuf = done.early;
+        // What arrived with the handshake's last flight; the read buffer grows on the first read.
+        let inbuf = done.early;
         let in_len = inbuf.len();
-        inbuf.resize(in_len.max(RECV_BUFFER), 0);
         Ok(Session {
             tx: Keys::new(tx.0, &tx.1)?,
             rx: Keys::new(rx.0, &rx.1)?,
@@ -186,7 +186,7 @@ impl Session {
     ) -> std::io::Result<usize> {
         self.flush(sock)?;
         let p = plain(SEND_RECORDS * RECORD_PLAINTEXT_MAX);
-        let n = p.len() - 1;
+        let n = p.len().saturating_sub(1);
         for start in (0..n).step_by(RECORD_PLAINTEXT_MAX) {
             // Each record's inner content type goes right after its content, over the next record's
             // first byte (or the spare one), which is put back once this record is sealed.
@@ -251,7 +251,7 @@ impl Session {
         mut each: impl FnMut(&mut [u8]),
     ) -> std::io::Result<usize> {
         // A KeyUpdate the peer asked this end for goes out with the next call.
-        let _ = self.flush(sock).or_else(would_block_ok);
+        self.flush(sock).or_else(would_block_ok)?;
         loop {
             let mut got = 0;
             while !self.closed {
@@ -291,6 +291,9 @@ impl Session {
     /// One read from the socket after what is left of the last; a partial record moves to the front
     /// only when too little room is left behind it for a whole one.
     fn fill(&mut self, sock: &TcpStream) -> std::io::Result<()> {
+        if self.inbuf.len() < RECV_BUFFER {
+            self.inbuf.resize(RECV_BUFFER, 0);
+        }
         if self.in_pos == self.in_len {
             (self.in_pos, self.in_len) = (0, 0);
         } else if self.inbuf.len() - self.in_len < 4 * RECORD_MAX {

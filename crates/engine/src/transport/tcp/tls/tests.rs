@@ -221,3 +221,31 @@ fn altered_or_unprotected_records_after_the_handshake_end_the_stream_with_the_re
     });
     assert!(e.to_string().contains("handshake message 20 after"), "{e}");
 }
+
+#[test]
+fn payload_that_arrives_with_the_peers_finished_is_opened_by_the_record_layer() {
+    // rustls' buffered client holds payload written during the handshake and sends it in the same
+    // write as its Finished: the server's handshake reads both, and must leave the payload, sealed,
+    // to the record layer rather than to rustls.
+    let id = Identity::self_signed().unwrap();
+    let (c, s) = pair();
+    let sc = id.server_config(&[]).unwrap();
+    let server = std::thread::spawn(move || {
+        let link = TlsLink::server(&s, sc, T).unwrap();
+        let mut rx = link.lock();
+        recv_all(&mut rx, &s)
+    });
+    let cc = client_config(&[TlsCipher::Chacha20Poly1305], Trust::Any, &[]).unwrap();
+    let mut conn = rustls::ClientConnection::new(cc, crate::tls::server_name()).unwrap();
+    let d = data(40_000);
+    conn.writer().write_all(&d).unwrap();
+    let mut sock = &c;
+    while conn.is_handshaking() || conn.wants_write() {
+        conn.complete_io(&mut sock).unwrap();
+    }
+    conn.send_close_notify();
+    while conn.wants_write() {
+        conn.write_tls(&mut sock).unwrap();
+    }
+    assert_eq!(server.join().unwrap().unwrap(), d);
+}
