@@ -294,4 +294,44 @@ mod tests {
         let n = tx.seal(&mut rec, &[1, 20]).unwrap();
         assert_eq!(rx.open(&mut rec[..n]), Err(RecordError::InnerType(20)));
     }
+
+    proptest::proptest! {
+        /// Whatever arrives, opening never panics, never reports a record longer than the bytes
+        /// given, and gives content only from records that authenticate: bytes not sealed under the
+        /// key (junk, or the one sealed record cut short or with one byte changed) never open.
+        #[test]
+        fn hostile_bytes_never_open_and_never_panic(
+            junk in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..600),
+            header in proptest::prelude::any::<bool>(),
+            cut in 0usize..100,
+            flip in proptest::option::of((0usize..100, 1u8..=255)),
+        ) {
+            let mut rx = Keys::new(0, &secrets(9)).unwrap();
+            let mut buf = junk.clone();
+            if header && buf.len() >= HEADER {
+                buf[..3].copy_from_slice(&[23, 3, 3]);
+            }
+            if let Ok(Some(o)) = rx.open(&mut buf) {
+                proptest::prop_assert!(false, "junk opened: {:?}", o);
+            }
+            let mut tx = Keys::new(0, &secrets(9)).unwrap();
+            let mut rec = sealed(&mut tx, &junk, Content::ApplicationData);
+            let keep = rec.len().saturating_sub(cut);
+            rec.truncate(keep);
+            let changed = flip.filter(|(at, _)| *at < rec.len());
+            if let Some((at, x)) = changed {
+                rec[at] ^= x;
+            }
+            let mut rx = Keys::new(0, &secrets(9)).unwrap();
+            match rx.open(&mut rec) {
+                Ok(Some(o)) => {
+                    proptest::prop_assert!(changed.is_none() && cut == 0);
+                    proptest::prop_assert!(o.len <= rec.len());
+                    proptest::prop_assert_eq!(&rec[o.plain], &junk[..]);
+                }
+                Ok(None) => proptest::prop_assert!(cut > 0 || changed.is_some()),
+                Err(_) => proptest::prop_assert!(changed.is_some()),
+            }
+        }
+    }
 }
