@@ -136,6 +136,9 @@ impl Incoming {
     }
 
     fn discard(&mut self, n: usize) {
+        if n == 0 {
+            return;
+        }
         self.buf.copy_within(n..self.used, 0);
         self.used -= n;
         self.fed -= n;

@@ -143,8 +143,9 @@ fn rustls_reads_what_this_record_layer_seals_across_key_updates() {
     }
 }
 
-#[test]
-fn this_record_layer_reads_what_rustls_seals_across_its_key_update() {
+/// landspeed's server on a fresh pair: every byte up to close_notify, by this record layer; the
+/// client's socket.
+fn landspeed_reader() -> (TcpStream, std::thread::JoinHandle<std::io::Result<Vec<u8>>>) {
     let id = Identity::self_signed().unwrap();
     let (c, s) = pair();
     let sc = id.server_config(&[]).unwrap();
@@ -153,6 +154,12 @@ fn this_record_layer_reads_what_rustls_seals_across_its_key_update() {
         let mut rx = link.lock();
         recv_all(&mut rx, &s)
     });
+    (c, server)
+}
+
+#[test]
+fn this_record_layer_reads_what_rustls_seals_across_its_key_update() {
+    let (c, server) = landspeed_reader();
     let cc = client_config(&[TlsCipher::Aes256Gcm], Trust::Any, &[]).unwrap();
     let conn = rustls::ClientConnection::new(cc, crate::tls::server_name()).unwrap();
     let mut tls = rustls::StreamOwned::new(conn, c);
@@ -227,14 +234,7 @@ fn payload_that_arrives_with_the_peers_finished_is_opened_by_the_record_layer() 
     // rustls' buffered client holds payload written during the handshake and sends it in the same
     // write as its Finished: the server's handshake reads both, and must leave the payload, sealed,
     // to the record layer rather than to rustls.
-    let id = Identity::self_signed().unwrap();
-    let (c, s) = pair();
-    let sc = id.server_config(&[]).unwrap();
-    let server = std::thread::spawn(move || {
-        let link = TlsLink::server(&s, sc, T).unwrap();
-        let mut rx = link.lock();
-        recv_all(&mut rx, &s)
-    });
+    let (c, server) = landspeed_reader();
     let cc = client_config(&[TlsCipher::Chacha20Poly1305], Trust::Any, &[]).unwrap();
     let mut conn = rustls::ClientConnection::new(cc, crate::tls::server_name()).unwrap();
     let d = data(40_000);
