@@ -804,7 +804,11 @@ fn tls_path(inp: &Inputs) -> Option<crate::result::TlsPath> {
     let bytes: u64 = senders().map(|s| s.bytes).sum();
     Some(crate::result::TlsPath {
         suite: suites.join(", "),
-        record_layer: "landspeed in user space (aws-lc-rs AEAD, keys from rustls' handshake)".into(),
+        record_layer: if inp.spec.tls.is_some_and(|t| t.ktls) {
+            "the kernel (kTLS, keys from rustls' handshake)".into()
+        } else {
+            "landspeed in user space (aws-lc-rs AEAD, keys from rustls' handshake)".into()
+        },
         records,
         mean_record_bytes: if records > 0 {
             bytes as f64 / records as f64

@@ -236,7 +236,7 @@ pub struct TlsPath {
     /// The suite every stream's handshake agreed on (IANA name), or the suites, comma-separated.
     pub suite: String,
     /// Where records were sealed and opened: "landspeed in user space (aws-lc-rs AEAD, keys from
-    /// rustls' handshake)".
+    /// rustls' handshake)", or "the kernel (kTLS, ...)" with `--ktls`.
     pub record_layer: String,
     /// Records the senders sealed, warm-up included.
     pub records: u64,

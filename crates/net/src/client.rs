@@ -669,12 +669,10 @@ fn result(
 /// The test as this client asks for it: a fresh payload key, the file to send or receive prepared
 /// (each change validated again).
 fn test_spec(opts: &ClientOptions) -> Result<(Test, Option<LocalFile>), ClientError> {
-    if opts.spec.tls.is_some_and(|t| t.ktls) {
-        return Err(ClientError::Ktls {
-            reason: landspeed_engine::tls::ktls_unavailable_reason().unwrap_or_else(|| {
-                "this kernel has TLS offload, but landspeed does not install keys into it yet".into()
-            }),
-        });
+    if ktls(&opts.spec) {
+        if let Some(reason) = landspeed_engine::tls::ktls_unavailable_reason() {
+            return Err(ClientError::Ktls { reason });
+        }
     }
     let mut test = opts.spec.clone();
     // The server gives up on a silent test no later than this client does.
@@ -686,6 +684,11 @@ fn test_spec(opts: &ClientOptions) -> Result<(Test, Option<LocalFile>), ClientEr
     }
     let local_file = prepare_file(opts, &mut test)?;
     Ok((test, local_file))
+}
+
+/// Whether the test's TLS records are the kernel's (`--ktls`).
+fn ktls(spec: &TestSpec) -> bool {
+    spec.tls.is_some_and(|t| t.ktls)
 }
 
 /// Opens the test's data connections (their preambles proven with the stream key in a keyed test);
@@ -982,9 +985,11 @@ fn tcp_stream(
     sockopt::after_connect(&socket2::SockRef::from(&sock), spec, role == Role::Sender)?;
     let tls = match tls {
         Some(config) => Some(
-            TlsLink::client(&sock, config.clone(), opts.control_timeout).map_err(|e| ClientError::Tls {
-                id,
-                detail: e.to_string(),
+            TlsLink::client(&sock, config.clone(), opts.control_timeout, ktls(spec)).map_err(|e| {
+                ClientError::Tls {
+                    id,
+                    detail: e.to_string(),
+                }
             })?,
         ),
         None => None,

@@ -633,14 +633,14 @@ fn tcp_stream(
     let role = Role::at_server(flow);
     sockopt::after_connect(&socket2::SockRef::from(&socket), test, role == Role::Sender)?;
     let tls = match tls {
-        Some((config, timeout)) => {
-            Some(
-                TlsLink::server(&socket, config, timeout).map_err(|e| TestError::Tls {
+        Some((config, timeout)) => Some(
+            TlsLink::server(&socket, config, timeout, test.tls.is_some_and(|t| t.ktls)).map_err(|e| {
+                TestError::Tls {
                     stream: id,
                     detail: e.to_string(),
-                })?,
-            )
-        }
+                }
+            })?,
+        ),
         None => None,
     };
     Ok(DataStream {

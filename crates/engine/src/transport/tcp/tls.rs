@@ -13,12 +13,14 @@
 //! (2^24 for AES-128-GCM), then the sender sends a KeyUpdate and moves to the next.
 
 mod handshake;
+mod offload;
 mod record;
 
 use handshake::{Established, Kernel};
 use landspeed_core::tls::TlsCipher;
+use offload::Direction;
 use record::{Content, Keys, RecordError, OVERHEAD, RECORD_MAX};
-use rustls::{ClientConfig, ServerConfig};
+use rustls::{ClientConfig, ConnectionTrafficSecrets, ServerConfig};
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -73,46 +75,62 @@ pub struct TlsLink {
 }
 
 impl TlsLink {
-    /// The client's handshake on a connected socket, within `timeout`.
+    /// The client's handshake on a connected socket, within `timeout`; with `kernel`, the keys then
+    /// go into the socket (kernel TLS).
     pub fn client(
         sock: &TcpStream,
         config: Arc<ClientConfig>,
         timeout: Duration,
+        kernel: bool,
     ) -> Result<TlsLink, HandshakeError> {
         let conn = rustls::client::UnbufferedClientConnection::new(config, crate::tls::server_name())?;
-        TlsLink::after(sock, timeout, |d| handshake::drive(sock, conn, d))
+        TlsLink::after(sock, timeout, kernel, |d| handshake::drive(sock, conn, d))
     }
 
-    /// The server's handshake on an accepted socket, within `timeout`.
+    /// The server's handshake on an accepted socket, within `timeout`; with `kernel`, as `client`.
     pub fn server(
         sock: &TcpStream,
         config: Arc<ServerConfig>,
         timeout: Duration,
+        kernel: bool,
     ) -> Result<TlsLink, HandshakeError> {
         let conn = rustls::server::UnbufferedServerConnection::new(config)?;
-        TlsLink::after(sock, timeout, |d| handshake::drive(sock, conn, d))
+        TlsLink::after(sock, timeout, kernel, |d| handshake::drive(sock, conn, d))
     }
 
-    /// Runs a handshake with blocking calls by the deadline, then hands the socket back as it was.
+    /// Runs a handshake with blocking calls by the deadline (and hands the keys to the kernel when
+    /// asked), then hands the socket back as it was.
     fn after(
         sock: &TcpStream,
         timeout: Duration,
+        kernel: bool,
         hs: impl FnOnce(Instant) -> Result<Established, HandshakeError>,
     ) -> Result<TlsLink, HandshakeError> {
         let before = (sock.read_timeout()?, sock.write_timeout()?);
         sock.set_nonblocking(false)?;
-        let done = hs(Instant::now() + timeout)?;
-        sock.set_read_timeout(before.0)?;
-        sock.set_write_timeout(before.1)?;
+        let deadline = Instant::now() + timeout;
+        let done = hs(deadline)?;
         let suite = done.kernel.suite().suite();
         let cipher = TlsCipher::ALL
             .into_iter()
             .find(|c| Some(c.iana_name()) == suite.as_str())
             .unwrap_or_default();
+        let session = match kernel {
+            true => Session::in_kernel(done, sock, deadline),
+            false => Session::new(done.kernel, (&done.secrets.tx, &done.secrets.rx), done.early)
+                .map_err(std::io::Error::other),
+        };
+        sock.set_read_timeout(before.0)?;
+        sock.set_write_timeout(before.1)?;
         Ok(TlsLink {
             cipher,
-            state: Mutex::new(Session::new(done).map_err(|e| HandshakeError::Io(std::io::Error::other(e)))?),
+            state: Mutex::new(session.map_err(HandshakeError::Io)?),
         })
+    }
+
+    /// Whether the kernel seals and opens this connection's records.
+    pub fn in_kernel(&self) -> bool {
+        self.lock().offload.is_some()
     }
 
     /// The suite the handshake agreed on.
@@ -144,24 +162,44 @@ pub(super) struct Session {
     eof: bool,
     /// The peer's close_notify has arrived.
     closed: bool,
-    /// Records sealed so far (senders).
+    /// Records sealed so far (senders; with kernel TLS, the 16 KiB records the writes make).
     pub(super) records: u64,
+    /// Kernel TLS's state, when the kernel seals and opens the records.
+    offload: Option<Offload>,
+}
+
+/// A session whose records the kernel seals and opens (`--ktls`).
+struct Offload {
+    /// The receiving key until the kernel has it: records that arrived with the handshake are opened
+    /// in user space first, and the kernel takes over at the record boundary after them.
+    rx_pending: Option<ConnectionTrafficSecrets>,
+    /// At most this many records sealed by the kernel under the current sending key.
+    tx_records: u64,
+    /// A control record (content type, body) waiting for room in the socket, and whether the
+    /// sending key moves on once it has left (a KeyUpdate).
+    control: Option<(u8, &'static [u8], bool)>,
 }
 
 impl Session {
-    fn new(done: Established) -> Result<Session, RecordError> {
-        let (tx, rx) = (&done.secrets.tx, &done.secrets.rx);
-        let key_limit = match done.kernel.suite() {
+    /// The session of a finished handshake: its keys (sequence number and secrets, each way) and
+    /// what arrived with the peer's last flight.
+    fn new(
+        kernel: Kernel,
+        (tx, rx): (&(u64, ConnectionTrafficSecrets), &(u64, ConnectionTrafficSecrets)),
+        early: Vec<u8>,
+    ) -> Result<Session, RecordError> {
+        let key_limit = match kernel.suite() {
             rustls::SupportedCipherSuite::Tls13(s) => s.common.confidentiality_limit,
             other => return Err(RecordError::Suite(format!("{:?} is not TLS 1.3", other.suite()))),
         };
         // What arrived with the handshake's last flight; the read buffer grows on the first read.
-        let inbuf = done.early;
+        let inbuf = early;
         let in_len = inbuf.len();
         Ok(Session {
+            offload: None,
             tx: Keys::new(tx.0, &tx.1)?,
             rx: Keys::new(rx.0, &rx.1)?,
-            kernel: done.kernel,
+            kernel,
             key_limit,
             out: Vec::new(),
             out_pos: 0,
@@ -175,6 +213,27 @@ impl Session {
         })
     }
 
+    /// A session whose keys go into the socket: the sending key at once, the receiving key once the
+    /// records that arrived with the handshake are opened here (the last of them, when only part of
+    /// it has arrived, is read whole first, by `deadline`, so that the kernel starts on a boundary).
+    fn in_kernel(done: Established, sock: &TcpStream, deadline: Instant) -> std::io::Result<Session> {
+        let Established {
+            kernel,
+            secrets,
+            mut early,
+        } = done;
+        offload::attach(sock)?;
+        offload::install(sock, Direction::Tx, secrets.tx.0, &secrets.tx.1)?;
+        read_to_record_end(sock, &mut early, deadline)?;
+        let mut s = Session::new(kernel, (&secrets.tx, &secrets.rx), early).map_err(std::io::Error::other)?;
+        s.offload = Some(Offload {
+            rx_pending: Some(secrets.rx.1),
+            tx_records: 0,
+            control: None,
+        });
+        Ok(s)
+    }
+
     /// Once what was sealed before has left, seals the plaintext `plain` makes (given how many bytes
     /// there is room for; it hands the payload back followed by one byte this call may overwrite, see
     /// `Generator::fill_spare`); returns the payload bytes taken (WouldBlock while the socket holds
@@ -184,6 +243,9 @@ impl Session {
         sock: &TcpStream,
         plain: impl FnOnce(usize) -> &'b mut [u8],
     ) -> std::io::Result<usize> {
+        if self.offload.is_some() {
+            return self.send_plain(sock, plain);
+        }
         self.flush(sock)?;
         let p = plain(SEND_RECORDS * RECORD_PLAINTEXT_MAX);
         let n = p.len().saturating_sub(1);
@@ -203,15 +265,72 @@ impl Session {
         }
     }
 
+    /// Kernel TLS's send: the plaintext written as it is (the kernel makes the records), after a
+    /// KeyUpdate when the key could otherwise pass its suite's record limit in this write.
+    fn send_plain<'b>(
+        &mut self,
+        sock: &TcpStream,
+        plain: impl FnOnce(usize) -> &'b mut [u8],
+    ) -> std::io::Result<usize> {
+        self.flush_control(sock)?;
+        let most = |n: usize| n.div_ceil(RECORD_PLAINTEXT_MAX) as u64 + 1;
+        let o = self.offload.as_mut().expect("a kernel TLS session");
+        let p = plain(usize::MAX);
+        let n = p.len().saturating_sub(1);
+        if o.tx_records + most(n) >= self.key_limit {
+            o.control = Some((Content::Handshake.byte(), &KEY_UPDATE_NOT_REQUESTED[..5], true));
+            self.flush_control(sock)?;
+        }
+        let w = (&mut &*sock).write(&p[..n])?;
+        if let Some(o) = self.offload.as_mut() {
+            o.tx_records += most(w);
+        }
+        self.records += w.div_ceil(RECORD_PLAINTEXT_MAX) as u64;
+        Ok(w)
+    }
+
+    /// Sends the control record kernel TLS is waiting to send, then moves the sending key on if it
+    /// was a KeyUpdate (WouldBlock while the socket has no room: it stays queued).
+    fn flush_control(&mut self, sock: &TcpStream) -> std::io::Result<()> {
+        let Some(o) = self.offload.as_mut() else {
+            return Ok(());
+        };
+        let Some((content, body, rekey)) = o.control.take() else {
+            return Ok(());
+        };
+        if let Err(e) = offload::send_record(sock, content, body) {
+            if e.kind() == ErrorKind::WouldBlock {
+                o.control = Some((content, body, rekey));
+            }
+            return Err(e);
+        }
+        if rekey {
+            let next = self.kernel.update_tx().map_err(std::io::Error::other)?;
+            offload::install(sock, Direction::Tx, 0, &next).map_err(key_update_refused)?;
+            o.tx_records = 0;
+        }
+        Ok(())
+    }
+
     /// Seals `inner` (content and content type) as one record after what is queued, sending a
     /// KeyUpdate first when the key has protected as many records as its suite allows.
     fn push(&mut self, inner: &[u8]) -> std::io::Result<()> {
         if self.tx.seq() + 1 >= self.key_limit {
-            self.seal(&KEY_UPDATE_NOT_REQUESTED)?;
-            let next = self.kernel.update_tx().map_err(std::io::Error::other)?;
-            self.tx = Keys::new(0, &next).map_err(std::io::Error::other)?;
+            self.update_tx()?;
         }
         self.seal(inner)
+    }
+
+    /// A KeyUpdate that does not ask the peer for one, then this end's next sending key.
+    fn update_tx(&mut self) -> std::io::Result<()> {
+        if let Some(o) = self.offload.as_mut() {
+            o.control = Some((Content::Handshake.byte(), &KEY_UPDATE_NOT_REQUESTED[..5], true));
+            return Ok(());
+        }
+        self.seal(&KEY_UPDATE_NOT_REQUESTED)?;
+        let next = self.kernel.update_tx().map_err(std::io::Error::other)?;
+        self.tx = Keys::new(0, &next).map_err(std::io::Error::other)?;
+        Ok(())
     }
 
     fn seal(&mut self, inner: &[u8]) -> std::io::Result<()> {
@@ -252,6 +371,7 @@ impl Session {
     ) -> std::io::Result<usize> {
         // A KeyUpdate the peer asked this end for goes out with the next call.
         self.flush(sock).or_else(would_block_ok)?;
+        self.flush_control(sock).or_else(would_block_ok)?;
         loop {
             let mut got = 0;
             while !self.closed {
@@ -272,19 +392,49 @@ impl Session {
                     }
                     Content::ApplicationData => {}
                     Content::Alert => self.alert(at + o.plain.start, at + o.plain.end)?,
-                    Content::Handshake => self.post_handshake(at + o.plain.start, at + o.plain.end)?,
+                    Content::Handshake => self.post_handshake(sock, at + o.plain.start, at + o.plain.end)?,
                 }
             }
             if got > 0 || self.closed {
                 return Ok(got);
             }
+            if self.offload.is_some() {
+                return self.recv_plain(sock, &mut each);
+            }
             if self.eof {
-                return Err(std::io::Error::new(
-                    ErrorKind::UnexpectedEof,
-                    "the connection ended without TLS close_notify: the stream may be truncated",
-                ));
+                return Err(truncated());
             }
             self.fill(sock)?;
+        }
+    }
+
+    /// Kernel TLS's receive (once the records that came with the handshake are opened): the kernel's
+    /// plaintext, a control record handled as in user space.
+    fn recv_plain(&mut self, sock: &TcpStream, each: &mut impl FnMut(&mut [u8])) -> std::io::Result<usize> {
+        if let Some(rx) = self.offload.as_mut().and_then(|o| o.rx_pending.take()) {
+            offload::install(sock, Direction::Rx, self.rx.seq(), &rx)?;
+        }
+        if self.inbuf.len() < RECV_BUFFER {
+            self.inbuf.resize(RECV_BUFFER, 0);
+        }
+        (self.in_pos, self.in_len) = (0, 0);
+        loop {
+            let (n, content) = offload::recv_record(sock, &mut self.inbuf)?;
+            match content {
+                offload::APPLICATION_DATA if n > 0 => {
+                    each(&mut self.inbuf[..n]);
+                    return Ok(n);
+                }
+                offload::APPLICATION_DATA => return Err(truncated()),
+                21 => {
+                    self.alert(0, n)?;
+                    if self.closed {
+                        return Ok(0);
+                    }
+                }
+                22 => self.post_handshake(sock, 0, n)?,
+                t => return Err(invalid(format!("a TLS record of content type {t}"))),
+            }
         }
     }
 
@@ -323,7 +473,7 @@ impl Session {
 
     /// Handshake messages after the handshake: a KeyUpdate moves the receiving key on (and, when the
     /// peer asks, this end's sending key too); tickets are taken and unused (nothing resumes).
-    fn post_handshake(&mut self, mut from: usize, to: usize) -> std::io::Result<()> {
+    fn post_handshake(&mut self, sock: &TcpStream, mut from: usize, to: usize) -> std::io::Result<()> {
         while from < to {
             let m = &self.inbuf[from..to];
             let len = match m {
@@ -336,12 +486,9 @@ impl Session {
             match (m[0], body) {
                 (KEY_UPDATE, [asked @ (0 | 1)]) => {
                     let asked = *asked == 1;
-                    let next = self.kernel.update_rx().map_err(std::io::Error::other)?;
-                    self.rx = Keys::new(0, &next).map_err(invalid)?;
+                    self.update_rx(sock)?;
                     if asked {
-                        self.seal(&KEY_UPDATE_NOT_REQUESTED)?;
-                        let next = self.kernel.update_tx().map_err(std::io::Error::other)?;
-                        self.tx = Keys::new(0, &next).map_err(std::io::Error::other)?;
+                        self.update_tx()?;
                     }
                 }
                 (NEW_SESSION_TICKET, _) => {}
@@ -352,13 +499,72 @@ impl Session {
         Ok(())
     }
 
+    /// The peer's next key: in user space, or in the kernel once it has the receiving key.
+    fn update_rx(&mut self, sock: &TcpStream) -> std::io::Result<()> {
+        let next = self.kernel.update_rx().map_err(std::io::Error::other)?;
+        self.rx = Keys::new(0, &next).map_err(invalid)?;
+        match self.offload.as_mut() {
+            Some(Offload {
+                rx_pending: Some(pending),
+                ..
+            }) => *pending = next,
+            Some(_) => offload::install(sock, Direction::Rx, 0, &next).map_err(key_update_refused)?,
+            None => {}
+        }
+        Ok(())
+    }
+
     /// A sender's end: close_notify, then every sealed byte out (blocking up to `timeout`).
     pub(super) fn close(&mut self, sock: &TcpStream, timeout: Duration) -> std::io::Result<()> {
-        self.push(&CLOSE_NOTIFY)?;
         sock.set_nonblocking(false)?;
         sock.set_write_timeout(Some(timeout))?;
+        if self.offload.is_some() {
+            self.flush_control(sock)?;
+            return offload::send_record(sock, CLOSE_NOTIFY[2], &CLOSE_NOTIFY[..2]);
+        }
+        self.push(&CLOSE_NOTIFY)?;
         self.flush(sock)
     }
+}
+
+/// Reads what is missing of the last record in `early` (its header included), by `deadline`, so
+/// that `early` ends on a record boundary.
+fn read_to_record_end(sock: &TcpStream, early: &mut Vec<u8>, deadline: Instant) -> std::io::Result<()> {
+    let mut at = 0;
+    loop {
+        let whole = record::whole_record(&early[at..]).map_err(invalid)?;
+        match whole {
+            Some(n) => at += n,
+            None if at == early.len() => return Ok(()),
+            None => {
+                let rest = early.len() - at;
+                let want = if rest < record::HEADER {
+                    record::HEADER - rest
+                } else {
+                    record::body_len(&early[at..]) + record::HEADER - rest
+                };
+                let left = deadline.saturating_duration_since(Instant::now());
+                sock.set_read_timeout(Some(left.max(Duration::from_millis(1))))?;
+                let from = early.len();
+                early.resize(from + want, 0);
+                (&mut &*sock).read_exact(&mut early[from..])?;
+            }
+        }
+    }
+}
+
+fn truncated() -> std::io::Error {
+    std::io::Error::new(
+        ErrorKind::UnexpectedEof,
+        "the connection ended without TLS close_notify: the stream may be truncated",
+    )
+}
+
+fn key_update_refused(e: std::io::Error) -> std::io::Error {
+    std::io::Error::new(
+        e.kind(),
+        format!("{e}: this kernel's TLS cannot take the key a TLS 1.3 key update brings (older kernels cannot change a key once set)"),
+    )
 }
 
 /// The handshake type of KeyUpdate, and of NewSessionTicket.

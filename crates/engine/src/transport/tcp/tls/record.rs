@@ -185,6 +185,11 @@ fn header(body: usize) -> [u8; HEADER] {
     [APPLICATION_DATA, 3, 3, l[0], l[1]]
 }
 
+/// The body length a record header at the front of `buf` (at least `HEADER` bytes) gives.
+pub(super) fn body_len(buf: &[u8]) -> usize {
+    usize::from(u16::from_be_bytes([buf[3], buf[4]]))
+}
+
 /// The length of the record at the front of `buf` (header included) if all of it is there; a header
 /// that no TLS 1.3 peer sends after its handshake is refused before its body arrives.
 pub(super) fn whole_record(buf: &[u8]) -> Result<Option<usize>, RecordError> {

@@ -29,9 +29,9 @@ fn handshake_pair(suite: TlsCipher, trust: impl FnOnce(&Identity) -> Trust) -> B
     let (c, s) = pair();
     let sc = id.server_config(&[]).unwrap();
     let s2 = s.try_clone().unwrap();
-    let server = std::thread::spawn(move || TlsLink::server(&s2, sc, T));
+    let server = std::thread::spawn(move || TlsLink::server(&s2, sc, T, false));
     let cc = client_config(&[suite], trust(&id), &[]).unwrap();
-    let client = TlsLink::client(&c, cc, T);
+    let client = TlsLink::client(&c, cc, T, false);
     if client.is_err() {
         let _ = c.shutdown(std::net::Shutdown::Both);
     }
@@ -97,7 +97,7 @@ fn a_peer_that_does_not_speak_tls_is_named() {
     let (c, s) = pair();
     drop(s);
     let cc = client_config(&[TlsCipher::Aes128Gcm], Trust::Any, &[]).unwrap();
-    let e = TlsLink::client(&c, cc, T).err().unwrap().to_string();
+    let e = TlsLink::client(&c, cc, T, false).err().unwrap().to_string();
     assert!(e.contains("is it speaking TLS?") || e.contains("reset"), "{e}");
 }
 
@@ -134,7 +134,7 @@ fn rustls_reads_what_this_record_layer_seals_across_key_updates() {
         let (c, s) = pair();
         let reader = rustls_reader(s, &id);
         let cc = client_config(&[suite], Trust::Pinned(id.fingerprint), &[]).unwrap();
-        let link = TlsLink::client(&c, cc, T).unwrap();
+        let link = TlsLink::client(&c, cc, T, false).unwrap();
         let mut tx = link.lock();
         // A new key every 3 records: 19 records of payload, so six KeyUpdates on the way.
         tx.key_limit = 4;
@@ -150,7 +150,7 @@ fn landspeed_reader() -> (TcpStream, std::thread::JoinHandle<std::io::Result<Vec
     let (c, s) = pair();
     let sc = id.server_config(&[]).unwrap();
     let server = std::thread::spawn(move || {
-        let link = TlsLink::server(&s, sc, T).unwrap();
+        let link = TlsLink::server(&s, sc, T, false).unwrap();
         let mut rx = link.lock();
         recv_all(&mut rx, &s)
     });
@@ -248,4 +248,101 @@ fn payload_that_arrives_with_the_peers_finished_is_opened_by_the_record_layer() 
         conn.write_tls(&mut sock).unwrap();
     }
     assert_eq!(server.join().unwrap().unwrap(), d);
+}
+
+/// Handshakes over a fresh pair with kernel TLS at the ends asked for: (client, server).
+fn kernel_pair(suite: TlsCipher, kernel: (bool, bool)) -> Both {
+    let id = Identity::self_signed().unwrap();
+    let (c, s) = pair();
+    let sc = id.server_config(&[]).unwrap();
+    let s2 = s.try_clone().unwrap();
+    let server = std::thread::spawn(move || TlsLink::server(&s2, sc, T, kernel.1));
+    let cc = client_config(&[suite], Trust::Any, &[]).unwrap();
+    let client = TlsLink::client(&c, cc, T, kernel.0);
+    if client.is_err() {
+        let _ = c.shutdown(std::net::Shutdown::Both);
+    }
+    (client, server.join().unwrap(), c, s)
+}
+
+/// Where the kernel has no TLS (this project's CI kernel) `--ktls` fails with the reason; where it
+/// has (run by hand in Debian's kernel: bench/ktls-vm), the kernel's records are landspeed's: every
+/// suite, kernel to kernel and kernel to user space each way, to close_notify, then a forged record.
+#[test]
+fn kernel_tls_carries_data_both_ways_or_is_refused_with_its_reason() {
+    if let Some(reason) = crate::tls::ktls_unavailable_reason() {
+        let (c, s, _, _) = kernel_pair(TlsCipher::Aes128Gcm, (true, true));
+        for e in [c.err(), s.err()] {
+            let e = e.expect("kernel TLS cannot start here").to_string();
+            assert!(e.contains("CONFIG_TLS"), "{e} ({reason})");
+        }
+        return;
+    }
+    for suite in TlsCipher::ALL {
+        for kernel in [(true, true), (true, false), (false, true)] {
+            kernel_round_trip(suite, kernel);
+        }
+    }
+    kernel_refuses_a_forged_record();
+    for kernel in [(true, false), (false, true)] {
+        kernel_key_update_is_followed_or_reported(kernel);
+    }
+}
+
+/// A key update every 4 records, with the kernel at one end: followed (kernels that can change a
+/// kernel TLS key) or the stream ends saying the kernel cannot (older kernels), never silently wrong.
+fn kernel_key_update_is_followed_or_reported(kernel: (bool, bool)) {
+    let (c, s, cs, ss) = kernel_pair(TlsCipher::Aes128Gcm, kernel);
+    let (c, s) = (c.unwrap(), s.unwrap());
+    let sent = std::thread::spawn(move || {
+        let mut tx = c.lock();
+        tx.key_limit = 4;
+        let mut off = 0;
+        let d = data(300_000);
+        while off < d.len() {
+            off += send(&mut tx, &cs, &d[off..])?;
+        }
+        tx.close(&cs, T)
+    });
+    let got = recv_all(&mut s.lock(), &ss);
+    let sent = sent.join().unwrap();
+    let refused = |e: &std::io::Error| e.to_string().contains("cannot take the key");
+    match (sent, got) {
+        (Ok(()), Ok(got)) => assert!(got == data(300_000), "{kernel:?}: {} bytes", got.len()),
+        (Err(e), _) | (Ok(()), Err(e)) => assert!(refused(&e), "{kernel:?}: {e}"),
+    }
+}
+
+fn kernel_round_trip(suite: TlsCipher, kernel: (bool, bool)) {
+    let (c, s, cs, ss) = kernel_pair(suite, kernel);
+    let (c, s) = (c.unwrap(), s.unwrap());
+    assert_eq!((c.in_kernel(), s.in_kernel()), kernel);
+    let (cs2, ss2) = (cs.try_clone().unwrap(), ss.try_clone().unwrap());
+    let c = Arc::new(c);
+    let c2 = c.clone();
+    let sent = std::thread::spawn(move || send_all(&mut c2.lock(), &cs2, &data(3_000_000)));
+    let got = recv_all(&mut s.lock(), &ss).unwrap();
+    assert!(
+        got == data(3_000_000),
+        "{suite:?} {kernel:?}: {} bytes",
+        got.len()
+    );
+    sent.join().unwrap();
+    let back = std::thread::spawn(move || send_all(&mut s.lock(), &ss2, &data(200_000)));
+    assert!(
+        recv_all(&mut c.lock(), &cs).unwrap() == data(200_000),
+        "{suite:?} {kernel:?} back"
+    );
+    back.join().unwrap();
+}
+
+fn kernel_refuses_a_forged_record() {
+    let (c, s, mut cs, ss) = kernel_pair(TlsCipher::Aes128Gcm, (false, true));
+    let (_c, s) = (c.unwrap(), s.unwrap());
+    let mut forged = vec![23, 3, 3, 0, 40];
+    forged.extend_from_slice(&[0x5a; 40]);
+    cs.write_all(&forged).unwrap();
+    let e = recv_all(&mut s.lock(), &ss).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidData);
+    assert!(e.to_string().contains("bad_record_mac"), "{e}");
 }
