@@ -254,8 +254,9 @@ pub struct TestArgs {
     /// (ChaCha20-Poly1305).
     #[arg(long, value_name = "SUITE", default_value = "aes128", requires = "tls")]
     pub tls_cipher: landspeed_core::tls::TlsCipher,
-    /// --tls: hand the record layer to the kernel after the handshake (kernel TLS); refused, naming
-    /// what is missing, where the kernel cannot.
+    /// --tls: hand the record layer to the kernel after the handshake (kernel TLS: Linux's `tls`
+    /// module; a NIC with TLS offload then takes the cryptography); both ends must have it, and a
+    /// host without it refuses, naming what is missing.
     #[arg(long, requires = "tls")]
     pub ktls: bool,
     /// QUIC instead of TCP (quinn, TLS 1.3 inside): -P streams over one connection, or spread over

@@ -24,6 +24,7 @@ pub(super) enum Direction {
 /// The kernel's `tls12_crypto_info_*` for TLS 1.3 with `secrets` from sequence number `seq`: version,
 /// cipher type (both in host byte order), then the IV's last 8 bytes (all 12 for ChaCha20), the key,
 /// the IV's first 4 (the "salt"; none for ChaCha20) and the sequence number big-endian.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))] // used by the Linux calls and the tests
 pub(super) fn crypto_info(seq: u64, secrets: &ConnectionTrafficSecrets) -> Result<Vec<u8>, RecordError> {
     let (cipher, key, iv) = match secrets {
         ConnectionTrafficSecrets::Aes128Gcm { key, iv } => (AES_GCM_128, key, iv),
@@ -35,6 +36,7 @@ pub(super) fn crypto_info(seq: u64, secrets: &ConnectionTrafficSecrets) -> Resul
 }
 
 /// The suite's AEAD, in words.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))] // used by the Linux calls and the tests
 fn suite_name(secrets: &ConnectionTrafficSecrets) -> &'static str {
     match secrets {
         ConnectionTrafficSecrets::Aes128Gcm { .. } => "AES-128-GCM",
@@ -45,10 +47,14 @@ fn suite_name(secrets: &ConnectionTrafficSecrets) -> &'static str {
 }
 
 /// The kernel's cipher types (`TLS_CIPHER_*`).
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))] // used by the Linux calls and the tests
 const AES_GCM_128: u16 = 51;
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))] // used by the Linux calls and the tests
 const AES_GCM_256: u16 = 52;
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))] // used by the Linux calls and the tests
 const CHACHA20_POLY1305: u16 = 54;
 
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))] // used by the Linux calls and the tests
 fn layout(cipher: u16, key: &[u8], iv: &[u8], seq: u64) -> Result<Vec<u8>, RecordError> {
     const TLS_1_3: u16 = 0x0304;
     let salt_len = if cipher == CHACHA20_POLY1305 { 0 } else { 4 };
