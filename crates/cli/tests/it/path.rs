@@ -233,7 +233,12 @@ fn loaded_rtt_rises_by_the_queue_and_not_without_one() {
     // 1 BDP of queue at 50 Mbit/s and 20 ms: 125 kB, which takes 20 ms to drain; a sender above the
     // bottleneck keeps it full, so every probe that gets in waits about that long. Measured on the
     // 2-core VM: +19.3 ms idle, +18.1 to +18.6 ms with two or three busy loops competing for the CPUs.
-    let (deep, l, st) = added_delay(125_000);
+    // One try more when the first is out of range: in one CI run (2026-11-28) the queue was kept
+    // only half full (+11.6 ms) while the machine's other tests competed for both CPUs.
+    let (mut deep, mut l, mut st) = added_delay(125_000);
+    if !(16.0..=26.0).contains(&deep) {
+        (deep, l, st) = added_delay(125_000);
+    }
     assert!(
         (16.0..=26.0).contains(&deep),
         "a 20 ms queue added {deep} ms: {l}\nemulator: {st}"
