@@ -175,9 +175,9 @@ struct Offload {
     rx_pending: Option<ConnectionTrafficSecrets>,
     /// At most this many records sealed by the kernel under the current sending key.
     tx_records: u64,
-    /// A control record (content type, body) waiting for room in the socket, and whether the
-    /// sending key moves on once it has left (a KeyUpdate).
-    control: Option<(u8, &'static [u8], bool)>,
+    /// A control record (its content, then its content type) waiting for room in the socket, and
+    /// whether the sending key moves on once it has left (a KeyUpdate).
+    control: Option<(&'static [u8], bool)>,
 }
 
 impl Session {
@@ -278,7 +278,7 @@ impl Session {
         let p = plain(usize::MAX);
         let n = p.len().saturating_sub(1);
         if o.tx_records + most(n) >= self.key_limit {
-            o.control = Some((Content::Handshake.byte(), &KEY_UPDATE_NOT_REQUESTED[..5], true));
+            self.update_tx()?;
             self.flush_control(sock)?;
         }
         let w = (&mut &*sock).write(&p[..n])?;
@@ -295,12 +295,12 @@ impl Session {
         let Some(o) = self.offload.as_mut() else {
             return Ok(());
         };
-        let Some((content, body, rekey)) = o.control.take() else {
+        let Some((inner, rekey)) = o.control.take() else {
             return Ok(());
         };
-        if let Err(e) = offload::send_record(sock, content, body) {
+        if let Err(e) = send_inner(sock, inner) {
             if e.kind() == ErrorKind::WouldBlock {
-                o.control = Some((content, body, rekey));
+                o.control = Some((inner, rekey));
             }
             return Err(e);
         }
@@ -324,7 +324,7 @@ impl Session {
     /// A KeyUpdate that does not ask the peer for one, then this end's next sending key.
     fn update_tx(&mut self) -> std::io::Result<()> {
         if let Some(o) = self.offload.as_mut() {
-            o.control = Some((Content::Handshake.byte(), &KEY_UPDATE_NOT_REQUESTED[..5], true));
+            o.control = Some((&KEY_UPDATE_NOT_REQUESTED, true));
             return Ok(());
         }
         self.seal(&KEY_UPDATE_NOT_REQUESTED)?;
@@ -426,13 +426,13 @@ impl Session {
                     return Ok(n);
                 }
                 offload::APPLICATION_DATA => return Err(truncated()),
-                21 => {
+                t if t == Content::Alert.byte() => {
                     self.alert(0, n)?;
                     if self.closed {
                         return Ok(0);
                     }
                 }
-                22 => self.post_handshake(sock, 0, n)?,
+                t if t == Content::Handshake.byte() => self.post_handshake(sock, 0, n)?,
                 t => return Err(invalid(format!("a TLS record of content type {t}"))),
             }
         }
@@ -520,11 +520,18 @@ impl Session {
         sock.set_write_timeout(Some(timeout))?;
         if self.offload.is_some() {
             self.flush_control(sock)?;
-            return offload::send_record(sock, CLOSE_NOTIFY[2], &CLOSE_NOTIFY[..2]);
+            return send_inner(sock, &CLOSE_NOTIFY);
         }
         self.push(&CLOSE_NOTIFY)?;
         self.flush(sock)
     }
+}
+
+/// Kernel TLS: one control record from `inner` as the record layer seals it (content, then content
+/// type), the kernel making the record.
+fn send_inner(sock: &TcpStream, inner: &[u8]) -> std::io::Result<()> {
+    let (content, body) = inner.split_last().expect("a content type");
+    offload::send_record(sock, *content, body)
 }
 
 /// Reads what is missing of the last record in `early` (its header included), by `deadline`, so
