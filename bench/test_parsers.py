@@ -20,6 +20,12 @@ pooled figure) and its connection count. iperf3-3.21-udp-P2.json and landspeed-u
 `-u -b 10G -t 1 -P 2` runs on loopback, iperf3 3.21+ with `-J` (10G per stream) and `landspeed run
 --json` (10G in all): bench/udp must read what the receiver received over both streams (iperf3's
 `end.sum_received`, not one stream's rate nor the sender's), and each tool's loss.
+quinn-perf-a1931ab8-up-P4.txt and quinn-perf-a1931ab8-down-P1.txt are the standard output of quinn's
+perf client (quinn-rs/quinn main at a1931ab8) against its own server on loopback, `--bi-requests 4
+--upload-size 512M --download-size 0 --duration 4` and `--bi-requests 1 --upload-size 0
+--download-size 512M --duration 4`: it prints its table every second, so bench/transports must read
+the last AVG row (the whole run's, not the first second's zeros), in the column of the direction
+measured, per request (the script multiplies by the requests in flight).
 """
 import importlib.machinery, importlib.util, json, os, sys
 
@@ -34,7 +40,8 @@ def load(name):
     return module
 
 
-peers, dropin, ndt7, latency, udp = (load(n) for n in ("peers", "dropin", "ndt7", "latency", "udp"))
+peers, dropin, ndt7, latency, udp, transports = (
+    load(n) for n in ("peers", "dropin", "ndt7", "latency", "udp", "transports"))
 
 
 def tally(checks):
@@ -115,6 +122,19 @@ def check_udp():
                  for got in [getattr(udp, parser)(fixture(name))])
 
 
+QUINN_CASES = [
+    # (fixture, download, the AVG row's per-request rate in that direction, bit/s)
+    ("quinn-perf-a1931ab8-up-P4.txt", False, 1509.43e6),
+    ("quinn-perf-a1931ab8-down-P1.txt", True, 7081.38e6),
+]
+
+
+def check_transports():
+    return tally((f"{name}: bench/transports", got, want, abs(got - want) <= 1e-9 * want)
+                 for name, down, want in QUINN_CASES
+                 for got in [transports.quinn_avg_bps(fixture(name), down)])
+
+
 def check_peers():
     return tally((f"{name}: bench/peers", got, (want_bytes, want_bps), got == (want_bytes, want_bps))
                  for name, want_bytes, want_bps in CASES
@@ -122,7 +142,8 @@ def check_peers():
 
 
 def main():
-    results = [check() for check in (check_dropin, check_ndt7, check_goresponsiveness, check_udp, check_peers)]
+    results = [check() for check in (check_dropin, check_ndt7, check_goresponsiveness, check_udp, check_transports,
+                                        check_peers)]
     passed, failed = (sum(r[i] for r in results) for i in (0, 1))
     print(f"bench parsers: {passed} of {passed + failed} cases parse right")
     return 1 if failed else 0
