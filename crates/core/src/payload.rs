@@ -221,18 +221,28 @@ impl Generator {
     pub fn rewrite(&self, stream: u32, offset: u64, buf: &mut [u8]) {
         let in_block = (offset % BLOCK as u64) as usize;
         let mut block = offset / BLOCK as u64;
-        // Where block `block` starts, relative to buf (before it when `offset` is inside that block).
-        let mut start = -(in_block as i64);
-        while start < buf.len() as i64 {
+        // Where the next whole block starts in buf; a block begun before buf leaves at most the
+        // tail of its header there.
+        let mut start = 0;
+        if in_block != 0 {
+            let tail = HEADER.saturating_sub(in_block).min(buf.len());
             let h = self.pattern.header(stream, block).to_le_bytes();
-            let lo = start.max(0);
-            let hi = (start + HEADER as i64).min(buf.len() as i64);
-            if lo < hi {
-                buf[lo as usize..hi as usize]
-                    .copy_from_slice(&h[(lo - start) as usize..(hi - start) as usize]);
-            }
+            buf[..tail].copy_from_slice(&h[in_block.min(HEADER)..][..tail]);
             block += 1;
-            start += BLOCK as i64;
+            start = BLOCK - in_block;
+        }
+        // Whole headers as one 8-byte store each (a slice of variable length was a call to memcpy
+        // per header: 3.5% of a QUIC sender's time).
+        while start + HEADER <= buf.len() {
+            let h = self.pattern.header(stream, block).to_le_bytes();
+            buf[start..start + HEADER].copy_from_slice(&h);
+            block += 1;
+            start += BLOCK;
+        }
+        if start < buf.len() {
+            let h = self.pattern.header(stream, block).to_le_bytes();
+            let n = buf.len() - start;
+            buf[start..].copy_from_slice(&h[..n]);
         }
     }
 }
