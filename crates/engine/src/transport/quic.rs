@@ -3,8 +3,9 @@
 //!
 //! One worker thread per connection drives all of that connection's streams as tasks of one async
 //! runtime: the client's own current-thread runtime (so a connection's packet processing and its
-//! streams share a core, as in quinn's perf tool), or on the server the endpoint's shared runtime,
-//! whose threads run the connections while the worker thread reads and verifies. A sender writes the
+//! streams share a core, as in quinn's perf tool), or on the server as a task of the endpoint's
+//! shared runtime, so that the thread that drives a connection also reads, verifies or writes its
+//! streams while the worker thread waits (`Runtime::run`). A sender writes the
 //! payload until its budget, its time or `stop`, then sends FIN and waits (bounded) until the peer
 //! has acknowledged every byte; a receiver reads chunks without copying them, verifies each, and ends
 //! at FIN. Every wait is cut into `TICK`s so the flags are seen.
@@ -59,6 +60,19 @@ impl Runtime {
         }
     }
 
+    /// Runs a connection's streams to completion: on the client's own runtime on this thread, on
+    /// the server's shared runtime as a task of it, so that the thread that drives the connection
+    /// (reads its datagrams, sends its packets) also polls its streams, as one thread, instead of
+    /// handing every chunk across to this one (which on a shared host took a third thread's worth
+    /// of preemption and wake-ups: docs/benchmarks.md). This thread waits for the task; an error
+    /// when the runtime stopped (the server shutting down) before the task finished.
+    pub fn run<'a, T: Send + 'static>(&self, f: impl Future<Output = T> + Send + 'a) -> Result<T, String> {
+        match self {
+            Runtime::Owned(..) => Ok(self.block_on(f)),
+            Runtime::Shared(h) => run_as_task(h, Box::pin(f)),
+        }
+    }
+
     /// An owned runtime: a thread drives it until the next `block_on`.
     pub fn keep_driving(&self) {
         let Runtime::Owned(rt, keeper) = self else {
@@ -70,6 +84,40 @@ impl Runtime {
             let _ = rt2.block_on(stopped);
         });
         *keeper.lock().unwrap_or_else(|e| e.into_inner()) = Some(Keeper { stop, thread });
+    }
+}
+
+/// Spawns `f`, which borrows from this thread's stack, as a task of `h`'s runtime and blocks until
+/// it has finished.
+fn run_as_task<'a, T: Send + 'static>(
+    h: &tokio::runtime::Handle,
+    f: Pin<Box<dyn Future<Output = T> + Send + 'a>>,
+) -> Result<T, String> {
+    // SAFETY: only the lifetime changes. What `f` borrows outlives this call, and the task does not
+    // outlive it: this thread returns only once the task has finished (its future completed or
+    // dropped), and if it unwinds first, `Joined` aborts the task and waits for it in its drop.
+    let f: Pin<Box<dyn Future<Output = T> + Send + 'static>> = unsafe { std::mem::transmute(f) };
+    let mut joined = Joined(Some(h.spawn(f)));
+    let out = h.block_on(joined.0.as_mut().expect("spawned"));
+    joined.0 = None;
+    match out {
+        Ok(v) => Ok(v),
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(_) => Err("the server's QUIC runtime stopped during the test".into()),
+    }
+}
+
+/// A task that borrows from the stack: on drop, aborted and waited for until it has finished.
+struct Joined<T>(Option<tokio::task::JoinHandle<T>>);
+
+impl<T> Drop for Joined<T> {
+    fn drop(&mut self) {
+        if let Some(h) = self.0.take() {
+            h.abort();
+            while !h.is_finished() {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
     }
 }
 
@@ -184,11 +232,24 @@ impl Transport for Quic<'_> {
             })
             .collect();
         let sends = group.iter().any(|&i| self.streams[i].role == Role::Sender);
-        c.runtime.block_on(async {
+        let ran = c.runtime.run(async {
             tokio::select! {
                 outs = join_all(tasks) => outs,
                 never = follow_the_path(&c.conn), if sends => match never {},
             }
+        });
+        ran.unwrap_or_else(|e| {
+            let failed = |&i| {
+                let error = Some(e.clone());
+                (
+                    i,
+                    Outcome {
+                        error,
+                        ..Outcome::default()
+                    },
+                )
+            };
+            group.iter().map(failed).collect()
         })
     }
 
@@ -213,7 +274,7 @@ impl Transport for Quic<'_> {
 }
 
 /// One stream's task: its index and what it measured.
-type StreamTask<'a> = Pin<Box<dyn Future<Output = (usize, Outcome)> + 'a>>;
+type StreamTask<'a> = Pin<Box<dyn Future<Output = (usize, Outcome)> + Send + 'a>>;
 
 /// A connection's figures as quinn kept them.
 fn stats(c: &QuicConnection, index: usize) -> QuicStats {
@@ -235,7 +296,7 @@ fn stats(c: &QuicConnection, index: usize) -> QuicStats {
 }
 
 /// Polls every future to completion on the current task; outputs in input order.
-async fn join_all<T>(mut futs: Vec<Pin<Box<dyn Future<Output = T> + '_>>>) -> Vec<T> {
+async fn join_all<T>(mut futs: Vec<Pin<Box<dyn Future<Output = T> + Send + '_>>>) -> Vec<T> {
     let mut outs: Vec<Option<T>> = futs.iter().map(|_| None).collect();
     std::future::poll_fn(|cx| {
         for (f, o) in futs.iter_mut().zip(outs.iter_mut()) {

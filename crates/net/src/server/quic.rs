@@ -69,7 +69,10 @@ pub(crate) fn bind(
     // One runtime thread per two cores: on the 2-core test host one thread moved a single
     // connection's 6.1 Gbit/s against 4.9-5.6 with two (their hand-offs cost more than the
     // parallelism gained while the test's own threads share the cores); several connections gained
-    // nothing from the second thread there (docs/benchmarks.md).
+    // nothing from the second thread there (docs/benchmarks.md). A test's streams run here too, as
+    // tasks beside their connections (`transport::quic::Runtime::run`): with them, one thread again
+    // moved one connection faster (6.2 against 5.1 Gbit/s downloading), and four connections 0.9x
+    // of two threads' rate.
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads((std::thread::available_parallelism().map_or(2, |n| n.get()) / 2).clamp(1, 8))
         .thread_name("landspeed-quic")
