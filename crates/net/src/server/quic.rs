@@ -71,8 +71,8 @@ pub(crate) fn bind(
     // parallelism gained while the test's own threads share the cores); several connections gained
     // nothing from the second thread there (docs/benchmarks.md). A test's streams run here too, as
     // tasks beside their connections (`transport::quic::Runtime::run`): with them, one thread again
-    // moved one connection faster (6.2 against 5.1 Gbit/s downloading), and four connections 0.9x
-    // of two threads' rate.
+    // moved one connection faster (6.2 against 5.1 Gbit/s downloading), and four connections
+    // 0.94-0.98x of two threads' rate.
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads((std::thread::available_parallelism().map_or(2, |n| n.get()) / 2).clamp(1, 8))
         .thread_name("landspeed-quic")
