@@ -97,9 +97,12 @@ fn run_as_task<'a, T: Send + 'static>(
     // outlive it: this thread returns only once the task has finished (its future completed or
     // dropped), and if it unwinds first, `Joined` aborts the task and waits for it in its drop.
     let f: Pin<Box<dyn Future<Output = T> + Send + 'static>> = unsafe { std::mem::transmute(f) };
-    let mut joined = Joined(Some(h.spawn(f)));
-    let out = h.block_on(joined.0.as_mut().expect("spawned"));
-    joined.0 = None;
+    let mut joined = Joined {
+        rt: h,
+        task: Some(h.spawn(f)),
+    };
+    let out = h.block_on(joined.task.as_mut().expect("spawned"));
+    joined.task = None;
     match out {
         Ok(v) => Ok(v),
         Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
@@ -107,16 +110,18 @@ fn run_as_task<'a, T: Send + 'static>(
     }
 }
 
-/// A task that borrows from the stack: on drop, aborted and waited for until it has finished.
-struct Joined<T>(Option<tokio::task::JoinHandle<T>>);
+/// A task that borrows from the stack: on drop, aborted and waited for until it has finished (its
+/// handle resolves once the future is dropped).
+struct Joined<'h, T> {
+    rt: &'h tokio::runtime::Handle,
+    task: Option<tokio::task::JoinHandle<T>>,
+}
 
-impl<T> Drop for Joined<T> {
+impl<T> Drop for Joined<'_, T> {
     fn drop(&mut self) {
-        if let Some(h) = self.0.take() {
-            h.abort();
-            while !h.is_finished() {
-                std::thread::sleep(Duration::from_millis(1));
-            }
+        if let Some(task) = self.task.take() {
+            task.abort();
+            let _ = self.rt.block_on(task);
         }
     }
 }
@@ -239,17 +244,11 @@ impl Transport for Quic<'_> {
             }
         });
         ran.unwrap_or_else(|e| {
-            let failed = |&i| {
-                let error = Some(e.clone());
-                (
-                    i,
-                    Outcome {
-                        error,
-                        ..Outcome::default()
-                    },
-                )
+            let error = || Outcome {
+                error: Some(e.clone()),
+                ..Outcome::default()
             };
-            group.iter().map(failed).collect()
+            group.iter().map(|&i| (i, error())).collect()
         })
     }
 
