@@ -174,11 +174,14 @@ pub enum RefusalKind {
     Memory,
     /// A data connection whose TLS handshake failed or did not end within the handshake timeout.
     StreamHandshake,
+    /// A connection still proving itself (or still sending its request) whose place in a full
+    /// admission pool went to a client from an address or network holding fewer.
+    Evicted,
 }
 
 impl RefusalKind {
     /// Every kind, in order.
-    pub const ALL: [RefusalKind; 13] = [
+    pub const ALL: [RefusalKind; 14] = [
         RefusalKind::NotAllowed,
         RefusalKind::RateLimited,
         RefusalKind::Busy,
@@ -192,6 +195,7 @@ impl RefusalKind {
         RefusalKind::UdpUnvalidated,
         RefusalKind::Memory,
         RefusalKind::StreamHandshake,
+        RefusalKind::Evicted,
     ];
 
     /// Its name in counters, JSON and metric labels.
@@ -210,6 +214,7 @@ impl RefusalKind {
             RefusalKind::UdpUnvalidated => "udp_unvalidated",
             RefusalKind::Memory => "memory",
             RefusalKind::StreamHandshake => "stream_handshake",
+            RefusalKind::Evicted => "evicted",
         }
     }
 }

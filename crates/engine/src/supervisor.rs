@@ -38,6 +38,8 @@ pub struct Flags {
 pub struct Progress {
     /// Bytes received so far on all receiving streams.
     pub received: u64,
+    /// Bytes sent so far on all sending streams.
+    pub sent: u64,
     /// Every sending stream has finished (true when there are none).
     pub senders_done: bool,
 }
@@ -350,6 +352,7 @@ impl Sampler<'_> {
         let mine = |r: Role| (self.metas.iter().zip(self.meters)).filter(move |(m, _)| m.role == r);
         Progress {
             received: mine(Role::Receiver).map(|(_, c)| c.bytes.load(Relaxed)).sum(),
+            sent: mine(Role::Sender).map(|(_, c)| c.bytes.load(Relaxed)).sum(),
             senders_done: mine(Role::Sender).all(|(_, c)| c.finished.load(Relaxed)),
         }
     }

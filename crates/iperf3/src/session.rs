@@ -151,6 +151,10 @@ pub enum Iperf3Error {
     /// `--server-bitrate-limit`); the client was told with iperf3's number, in iperf3's words.
     #[error("total required bandwidth is larger than server limit")]
     TotalRate,
+    /// The server cut the running test at its length or byte limit; the client was told with
+    /// iperf3's number (160, "server test duration expired", or 120, "the server has terminated").
+    #[error(transparent)]
+    Cut(landspeed_core::protocol::Cut),
     /// The peer's results message could not be read.
     #[error("results: {0}")]
     Results(#[from] ResultsError),

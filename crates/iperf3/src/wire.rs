@@ -112,6 +112,10 @@ pub mod errno {
     pub const REVERSE_BIDIR: i32 = 25;
     /// IETOTALRATE: over the server's total rate.
     pub const TOTAL_RATE: i32 = 27;
+    /// IESERVERTERM: the server has terminated (here: a test cut at the server's byte limit).
+    pub const SERVER_TERM: i32 = 120;
+    /// IESERVERTESTDURATIONEXPIRED: the server cut the test at its longest test.
+    pub const SERVER_TEST_DURATION_EXPIRED: i32 = 160;
     /// IERECVPARAMS: the parameters could not be read.
     pub const RECV_PARAMS: i32 = 114;
     /// IERECVRESULTS: the results could not be read.

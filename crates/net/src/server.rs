@@ -22,6 +22,7 @@ pub use error::{MissingWhy, TestError};
 
 use crate::control::{self};
 use landspeed_core::endpoint::Role;
+use landspeed_core::protocol::admission::{self, PlaceId, Pool, Refused};
 use landspeed_core::protocol::rate::{Full, Occupancy};
 use landspeed_core::protocol::{Preamble, SessionId};
 pub use landspeed_core::server_log::{RefusalKind, ServerEvent, ServerStats, TestLog};
@@ -312,8 +313,8 @@ struct Shared {
     tests_done: AtomicUsize,
     /// Tests running now (every protocol), in all and per address.
     tests: Arc<Mutex<Occupancy>>,
-    /// Control connections still proving themselves, in all and per address.
-    preauth: Arc<Mutex<Occupancy>>,
+    /// Control and QUIC connections still proving themselves, shared fairly by address and network.
+    preauth: Admission,
     /// Memory the running tests hold by their estimates (`--max-memory`), bytes.
     memory: Arc<Mutex<u64>>,
     events: EventSink,
@@ -383,11 +384,94 @@ impl Drop for MemoryHold {
     }
 }
 
-/// Control connections that may be proving themselves (greeting done, no test accepted yet) at
-/// once, in all: each holds a thread until its test is accepted or its handshake deadline passes.
-pub const MAX_PREAUTH: usize = 64;
-/// The same, per client address (IPv6 per /64): one host flooding handshakes holds at most these.
-pub const MAX_PREAUTH_PER_ADDRESS: usize = 8;
+/// Control connections (and landspeed QUIC connections before their first stream) that may be
+/// proving themselves at once: each holds a thread or a task until its test is accepted, its
+/// handshake deadline passes, or a newcomer from a smaller holder takes its place.
+pub const PREAUTH_CAPS: admission::Caps = admission::Caps {
+    total: 64,
+    per_address: 4,
+    per_network: 16,
+};
+
+/// What closes a connection whose place a newcomer took.
+pub(crate) type Closer = Box<dyn FnOnce() + Send>;
+
+/// A pool of places for connections still proving themselves (`core::protocol::admission`).
+pub(crate) type Admission = Arc<Mutex<Pool<Closer>>>;
+
+/// A new admission pool with `caps`.
+pub(crate) fn admission_pool(caps: admission::Caps) -> Admission {
+    Arc::new(Mutex::new(Pool::new(caps)))
+}
+
+/// A place held in an admission pool, given back when dropped; `evicted` says whether a newcomer
+/// took it (its connection was then closed).
+pub(crate) struct Place {
+    pool: Admission,
+    id: PlaceId,
+    evicted: Arc<AtomicBool>,
+}
+
+impl Place {
+    /// Raised once a newcomer took this place.
+    pub(crate) fn evicted(&self) -> Arc<AtomicBool> {
+        self.evicted.clone()
+    }
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        let kept = self
+            .pool
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .release(self.id);
+        drop(kept);
+    }
+}
+
+/// A place in `pool` for a connection from `peer`, which `close` closes if a newcomer takes its
+/// place later. A place taken from another connection is closed here, outside the pool's lock.
+pub(crate) fn take_place(
+    pool: &Admission,
+    peer: SocketAddr,
+    close: impl FnOnce() + Send + 'static,
+) -> Result<Place, Refused> {
+    let evicted = Arc::new(AtomicBool::new(false));
+    let flag = evicted.clone();
+    let closer: Closer = Box::new(move || {
+        flag.store(true, Relaxed);
+        close();
+    });
+    let admitted = pool
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .admit(peer.ip(), closer);
+    match admitted {
+        Ok(a) => {
+            if let Some(close_other) = a.evicted {
+                close_other();
+            }
+            Ok(Place {
+                pool: pool.clone(),
+                id: a.id,
+                evicted,
+            })
+        }
+        Err((why, _)) => Err(why),
+    }
+}
+
+/// What closes a TCP connection from another thread (both directions shut down: its reader sees the
+/// end at once).
+pub(crate) fn tcp_closer(stream: &std::net::TcpStream) -> impl FnOnce() + Send + 'static {
+    let clone = stream.try_clone().ok();
+    move || {
+        if let Some(s) = clone {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    }
+}
 
 pub(crate) fn take_slot(pool: &Arc<Mutex<Occupancy>>, peer: SocketAddr) -> Result<Slot, Full> {
     let ip = peer.ip();
@@ -482,9 +566,14 @@ impl Shared {
         }))
     }
 
-    /// A place for a control connection that has not proved anything yet (`MAX_PREAUTH`).
-    pub(crate) fn preauth(&self, peer: SocketAddr) -> Result<Slot, Full> {
-        take_slot(&self.preauth, peer)
+    /// A place for a control connection that has not proved anything yet (`PREAUTH_CAPS`), which
+    /// `close` closes if a newcomer from a smaller holder takes it.
+    pub(crate) fn preauth(
+        &self,
+        peer: SocketAddr,
+        close: impl FnOnce() + Send + 'static,
+    ) -> Result<Place, Refused> {
+        take_place(&self.preauth, peer, close)
     }
 
     /// Why a test slot was not given, in the client's words.
@@ -568,7 +657,7 @@ impl Shared {
                 opts.max_tests,
                 opts.max_tests_per_address,
             ))),
-            preauth: Arc::new(Mutex::new(Occupancy::new(MAX_PREAUTH, MAX_PREAUTH_PER_ADDRESS))),
+            preauth: admission_pool(PREAUTH_CAPS),
             memory: Arc::new(Mutex::new(0)),
             events,
             counters: Mutex::new(Counters::default()),

@@ -4,6 +4,7 @@
 
 use crate::config::{EndCondition, IoBackend, TestSpec, Transport};
 use serde::{Deserialize, Serialize};
+use std::time::Duration;
 
 /// What a server allows a test to ask for (advertised in its welcome; None: no limit).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -154,11 +155,126 @@ impl Limits {
     }
 }
 
+/// What a server allows a test while it runs, whatever ends it (a count, the clock, the client, or
+/// nothing: an HTTP transfer): its length, the bytes it moves both ways, and its rate. Requests are
+/// checked against [`Limits`] before a test starts; this is what holds a test that asked for little
+/// and moves on regardless (a count at a crawl, a time test with no rate cap, a transfer with no end).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Running {
+    /// The longest a test may run.
+    pub max_duration: Option<Duration>,
+    /// How far past `max_duration` it is cut (what is in flight drains meanwhile).
+    pub grace: Duration,
+    /// The most bytes it may move, both directions together.
+    pub max_bytes: Option<u64>,
+    /// The fastest it may move them, bits per second, both directions together.
+    pub rate_bps: Option<f64>,
+}
+
+/// Why a running test was cut.
+#[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
+pub enum Cut {
+    /// It ran past the server's longest test.
+    #[error("cut by the server at its limit of {max_s} s per test (after {ran_s:.1} s)")]
+    Duration {
+        /// The server's limit, seconds.
+        max_s: f64,
+        /// How long it had run.
+        ran_s: f64,
+    },
+    /// It moved more than the server allows one test.
+    #[error("cut by the server at its limit of {max} bytes per test (both directions)")]
+    Bytes {
+        /// The server's limit.
+        max: u64,
+    },
+}
+
+/// How far past `--max-duration` a test that asked for exactly that may run before it is cut: its
+/// senders stop on time, its receivers drain what is in flight, and its results come after.
+pub const DURATION_GRACE: Duration = Duration::from_secs(2);
+
+impl Running {
+    /// The running limits of a landspeed or iperf3 test on a server with `limits`: its duration with
+    /// [`DURATION_GRACE`], its bytes, and (for a test the server does not pace itself) no rate.
+    pub fn of(limits: &Limits) -> Running {
+        Running {
+            max_duration: limits.max_duration_s.map(|s| Duration::from_secs_f64(s.max(0.0))),
+            grace: DURATION_GRACE,
+            max_bytes: limits.max_bytes,
+            rate_bps: None,
+        }
+    }
+
+    /// Whether a test that has moved `bytes` in `elapsed` must be cut now.
+    pub fn check(&self, bytes: u64, elapsed: Duration) -> Result<(), Cut> {
+        if let Some(max) = self.max_duration.filter(|m| elapsed >= *m + self.grace) {
+            return Err(Cut::Duration {
+                max_s: max.as_secs_f64(),
+                ran_s: elapsed.as_secs_f64(),
+            });
+        }
+        match self.max_bytes {
+            Some(max) if bytes > max => Err(Cut::Bytes { max }),
+            _ => Ok(()),
+        }
+    }
+
+    /// How long to hold off before moving more, `bytes` having moved in `elapsed`: None within the
+    /// rate (or with none).
+    pub fn wait(&self, bytes: u64, elapsed: Duration) -> Option<Duration> {
+        let rate = self.rate_bps.filter(|r| *r > 0.0)?;
+        let due = Duration::from_secs_f64(bytes as f64 * 8.0 / rate);
+        due.checked_sub(elapsed).filter(|d| !d.is_zero())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::config::Direction;
-    use std::time::Duration;
+
+    #[test]
+    fn a_running_test_is_cut_at_its_length_or_its_bytes_and_paced_to_its_rate() {
+        let l = Limits {
+            max_duration_s: Some(5.0),
+            max_bytes: Some(1_000_000),
+            ..Limits::default()
+        };
+        let r = Running::of(&l);
+        assert_eq!(r.check(999_999, Duration::from_secs(6)), Ok(()));
+        assert_eq!(
+            r.check(0, Duration::from_secs(7)),
+            Err(Cut::Duration {
+                max_s: 5.0,
+                ran_s: 7.0
+            })
+        );
+        assert_eq!(
+            r.check(1_000_001, Duration::from_secs(1)),
+            Err(Cut::Bytes { max: 1_000_000 })
+        );
+        assert!(r
+            .check(0, Duration::from_secs(9))
+            .unwrap_err()
+            .to_string()
+            .contains("limit of 5 s per test"));
+        assert_eq!(
+            Running::of(&Limits::default()).check(u64::MAX, Duration::MAX),
+            Ok(())
+        );
+        let paced = Running {
+            rate_bps: Some(8e6),
+            ..Running::default()
+        };
+        // 8 Mbit/s is 1 MB/s: 500 kB is due at 0.5 s.
+        assert_eq!(paced.wait(500_000, Duration::from_millis(500)), None);
+        assert_eq!(
+            paced.wait(500_000, Duration::from_millis(200)),
+            Some(Duration::from_millis(300))
+        );
+        assert_eq!(r.wait(u64::MAX, Duration::ZERO), None);
+    }
 
     #[test]
     fn each_limit_names_itself() {

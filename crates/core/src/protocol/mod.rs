@@ -6,6 +6,7 @@
 //! state machines decide which message may come next; drivers in landspeed-net do the reading and writing.
 //! The wire format is specified in docs/protocol.md.
 
+pub mod admission;
 pub mod auth;
 pub mod conn;
 pub mod control;
@@ -31,7 +32,7 @@ pub use control::{
 };
 pub use framing::{encode, FrameDecoder, FrameError, MAX_FRAME_LEN};
 pub use guard::{Guard, GuardError, KeyMaterial, Side};
-pub use limits::{Limits, OverLimit};
+pub use limits::{Cut, Limits, OverLimit, Running};
 pub use messages::{Message, Refusal, SessionId};
 pub use preamble::{classify, Preamble, PreambleError, Speaker, StreamKey, MAGIC, PROTOCOL_VERSION};
 pub use session::{

@@ -127,6 +127,18 @@ impl ServerSession {
         self.fail(Iperf3Error::TotalRate)
     }
 
+    /// The running test reached one of the server's limits (`cut`): SERVER_ERROR with iperf3's
+    /// SERVER_TEST_DURATION_EXPIRED for its length (as iperf3's `--server-max-duration` ends a
+    /// test), SERVER_TERM for its bytes, and the conversation is over.
+    pub fn cut(&mut self, cut: landspeed_core::protocol::Cut) -> Iperf3Error {
+        let code = match cut {
+            landspeed_core::protocol::Cut::Duration { .. } => errno::SERVER_TEST_DURATION_EXPIRED,
+            landspeed_core::protocol::Cut::Bytes { .. } => errno::SERVER_TERM,
+        };
+        self.transmit.extend(server_error(code, 0));
+        self.fail(Iperf3Error::Cut(cut))
+    }
+
     /// The server cannot take the accepted test now (its memory budget is held by running tests):
     /// SERVER_ERROR with iperf3's ACCESS_DENIED ("the server is busy running a test. try again
     /// later") goes out and the conversation is over.

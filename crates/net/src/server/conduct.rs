@@ -5,7 +5,7 @@
 //! the engine. Nothing here decides which message comes next.
 
 use super::{
-    add_measured, files, order, udp, MemoryHold, MissingWhy, RefusalKind, Registered, Shared, Slot,
+    add_measured, files, order, udp, MemoryHold, MissingWhy, Place, RefusalKind, Registered, Shared, Slot,
     TestError, TestLog,
 };
 use crate::control::{Arrival, ControlError, Event, Handshaken, Input, Link, QuicArrival, WaitError, Wire};
@@ -14,10 +14,12 @@ use landspeed_core::config::{Test, TestSpec, Transport};
 use landspeed_core::endpoint::{IntervalSample, Role};
 use landspeed_core::protocol::rate::Full;
 use landspeed_core::protocol::{
-    Admission, Conn, Message, ProtocolError, Refusal, ServerAction, ServerSession, SessionId, Timers,
+    Admission, Conn, Message, ProtocolError, Refusal, Running, ServerAction, ServerSession, SessionId, Timers,
 };
 use landspeed_engine::sockopt;
-use landspeed_engine::supervisor::{self, EngineHook, EngineOutput, EngineParams, Flags, Wake, Wiring};
+use landspeed_engine::supervisor::{
+    self, EngineHook, EngineOutput, EngineParams, Flags, Progress, Wake, Wiring,
+};
 use landspeed_engine::transport::quic::{Quic, QuicConnection, QuicStream, Runtime};
 use landspeed_engine::transport::tcp::tls::TlsLink;
 use landspeed_engine::transport::tcp::{DataStream, Tcp};
@@ -34,10 +36,19 @@ type ServerLink = Link<Conn<ServerSession>>;
 /// Runs a control connection to its test's end and logs how it ended. It holds `preauth`, its place
 /// among connections still proving themselves, until its test is authenticated and valid; only then
 /// is it counted against the rate and given a test slot (`admit`).
-pub(super) fn serve_test(stream: TcpStream, peer: SocketAddr, shared: &Arc<Shared>, preauth: Slot) {
+pub(super) fn serve_test(stream: TcpStream, peer: SocketAddr, shared: &Arc<Shared>, preauth: Place) {
     let mut log = TestLog::new(peer, "landspeed");
+    let evicted = preauth.evicted();
     match run_test(stream, shared, &mut log, preauth) {
         Ok(()) => {}
+        // Its place went to a client from an address or network holding fewer: not a test.
+        Err(End::Failed(_)) if evicted.load(Relaxed) => {
+            return shared.refuse(
+                peer,
+                RefusalKind::Evicted,
+                "closed while still authenticating: its place went to a client from an address holding fewer",
+            )
+        }
         Err(End::Failed(e)) => log.error = Some(e.to_string()),
         // A client that did not authenticate, or was not admitted, leaves only a refusal in the log.
         Err(End::Refused(kind, reason)) => return shared.refuse(peer, kind, reason),
@@ -146,7 +157,7 @@ struct Local {
     file: Option<files::ServerFile>,
 }
 
-fn run_test(stream: TcpStream, shared: &Arc<Shared>, log: &mut TestLog, preauth: Slot) -> Result<(), End> {
+fn run_test(stream: TcpStream, shared: &Arc<Shared>, log: &mut TestLog, preauth: Place) -> Result<(), End> {
     let o = &shared.opts;
     let mut link = Link::new(stream, Conn::new(new_session(o)?), o.handshake_timeout)?;
     link.listen()?;
@@ -207,7 +218,7 @@ fn prepare(
     link: &mut ServerLink,
     shared: &Arc<Shared>,
     log: &mut TestLog,
-    preauth: Slot,
+    preauth: Place,
 ) -> Result<Option<Accepted>, End> {
     let mut preauth = Some(preauth);
     let Some(mut test) = handshake(link, shared, log, &mut preauth)? else {
@@ -290,7 +301,7 @@ fn handshake(
     link: &mut ServerLink,
     shared: &Shared,
     log: &mut TestLog,
-    preauth: &mut Option<Slot>,
+    preauth: &mut Option<Place>,
 ) -> Result<Option<Test>, End> {
     let (started, limit) = (Instant::now(), shared.opts.handshake_timeout);
     let out = link.run(|link, ev| {
@@ -670,6 +681,9 @@ struct Hook<'a> {
     wire: &'a mut Wire<Conn<ServerSession>>,
     shutdown: &'a AtomicBool,
     failure: Option<TestError>,
+    /// The server's limits on the running test (`--max-duration`, `--max-bytes`), from `started`.
+    running: Running,
+    started: Instant,
 }
 
 impl EngineHook<Input> for Hook<'_> {
@@ -702,6 +716,21 @@ impl EngineHook<Input> for Hook<'_> {
             self.failure.get_or_insert(TestError::Shutdown);
         }
     }
+
+    /// Cuts the test once it runs past `--max-duration` (and its grace) or moves more than
+    /// `--max-bytes`, whatever its own end would be: the client is told why, the test fails.
+    fn on_progress(&mut self, p: Progress, flags: &Flags) {
+        if flags.abort.load(Relaxed) {
+            return;
+        }
+        if let Err(cut) = self.running.check(p.received + p.sent, self.started.elapsed()) {
+            let _ = self.wire.send(&Message::Error {
+                message: cut.to_string(),
+            });
+            flags.abort.store(true, Relaxed);
+            self.failure.get_or_insert(TestError::Cut(cut));
+        }
+    }
 }
 
 /// Runs the test's streams through the supervisor while the control connection is followed, then
@@ -723,6 +752,8 @@ fn measure(link: &mut ServerLink, accepted: Accepted, shared: &Shared, log: &mut
         wire: &mut link.wire,
         shutdown: &shared.shutdown,
         failure: None,
+        running: Running::of(&o.limits),
+        started: Instant::now(),
     };
     let wake = (&link.tx, &link.rx);
     let out = match &streams {

@@ -49,6 +49,9 @@ pub enum TestError {
     /// The client reported a failure of its own.
     #[error("client failed: {0}")]
     ClientFailed(String),
+    /// The server cut the running test at one of its limits; the client was told why.
+    #[error(transparent)]
+    Cut(landspeed_core::protocol::Cut),
     /// Some data streams never came.
     #[error("only {arrived} of {expected} data streams arrived {why}")]
     StreamsMissing {

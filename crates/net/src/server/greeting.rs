@@ -8,7 +8,6 @@
 use super::{RefusalKind, Shared};
 use crate::control::{Arrival, ControlWriter, Input};
 use landspeed_core::protocol::preamble::MAX_LEN as MAX_PREAMBLE;
-use landspeed_core::protocol::rate::Full;
 use landspeed_core::protocol::{classify, Message, Preamble, PreambleError, Refusal, Speaker};
 use landspeed_engine::supervisor::Wake;
 use landspeed_iperf3::{State, COOKIE_LEN};
@@ -365,20 +364,17 @@ fn dispatch(p: Pending, g: Greeting, shared: &Arc<Shared>) {
     }
 }
 
-/// A complete control greeting: a place among connections still proving themselves, then a thread
-/// (one address flooding complete greetings holds at most MAX_PREAUTH_PER_ADDRESS threads), or "busy".
+/// A complete control greeting: a place among connections still proving themselves (fair by address
+/// and network, `PREAUTH_CAPS`: it may take the place of the largest holder's oldest connection),
+/// then a thread, or "busy".
 fn control(stream: TcpStream, peer: SocketAddr, shared: &Arc<Shared>) {
-    let full = match shared.preauth(peer) {
+    let why = match shared.preauth(peer, super::tcp_closer(&stream)) {
         Ok(preauth) => {
             return spawn(shared, peer, move |sh| {
                 super::conduct::serve_test(stream, peer, sh, preauth)
             })
         }
-        Err(full) => full,
-    };
-    let why = match full {
-        Full::All(n) => format!("{n} connections in all"),
-        Full::Address(n) => format!("{n} from this address"),
+        Err(why) => why,
     };
     let reason = format!("busy: too many connections still authenticating ({why})");
     let reply = Message::Rejected {

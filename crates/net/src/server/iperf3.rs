@@ -14,7 +14,7 @@ use landspeed_core::config::{Direction, EndCondition, Flow, Test, TestSpec};
 use landspeed_core::endpoint::{IntervalSample, Role};
 use landspeed_core::protocol::Endpoint;
 use landspeed_engine::sockopt;
-use landspeed_engine::supervisor::{self, EngineHook, EngineParams, Flags, Wake, Wiring};
+use landspeed_engine::supervisor::{self, EngineHook, EngineParams, Flags, Progress, Wake, Wiring};
 use landspeed_engine::transport::tcp::{DataStream, Tcp};
 use landspeed_engine::transport::udp::Udp;
 use landspeed_iperf3::session::{Iperf3Error, Iperf3Timers, ServerAction, ServerPhase, ServerSession};
@@ -479,6 +479,8 @@ fn measure(
             .iperf3_total_rate
             .map(|l| TotalRateCheck::new(l, spec.interval_s.as_secs_f64())),
         over_rate: false,
+        running: landspeed_core::protocol::Running::of(&o.limits),
+        started: Instant::now(),
     };
     let wiring = Wiring::new(&flags, (&link.tx, &link.rx), &mut hook, None);
     let out = match streams {
@@ -613,6 +615,9 @@ struct Hook<'a> {
     /// iperf3's `--server-bitrate-limit`, checked after every interval; whether a window was over it.
     total_rate: Option<TotalRateCheck>,
     over_rate: bool,
+    /// The server's limits on the running test (`--max-duration`, `--max-bytes`), from `started`.
+    running: landspeed_core::protocol::Running,
+    started: Instant,
 }
 
 impl EngineHook<Input> for Hook<'_> {
@@ -653,6 +658,18 @@ impl EngineHook<Input> for Hook<'_> {
         if self.shutdown.load(Relaxed) && !flags.abort.load(Relaxed) {
             flags.abort.store(true, Relaxed);
             self.failure.get_or_insert(TestError::Shutdown);
+        }
+    }
+    /// Cuts the test at `--max-duration` (and its grace) or `--max-bytes`, whatever its own end
+    /// (iperf3's `-n` and `-k` included): the client reads iperf3's own error for it.
+    fn on_progress(&mut self, p: Progress, flags: &Flags) {
+        if self.failure.is_some() || self.ended || flags.abort.load(Relaxed) {
+            return;
+        }
+        if let Err(cut) = self.running.check(p.received + p.sent, self.started.elapsed()) {
+            let told = self.link_wire.with(|s| Ok::<_, Iperf3Error>(s.cut(cut)));
+            self.failure = Some(told.map_or_else(TestError::from, TestError::from));
+            flags.abort.store(true, Relaxed);
         }
     }
 }

@@ -1,11 +1,12 @@
 //! `serve --ndt7 ADDR`: M-Lab's ndt7 speed test (landspeed-core's `ndt7` module has the protocol's
 //! rules) on its own address, so any ndt7 client or browser can test against a landspeed server. One
 //! thread accepts; each connection gets a thread for its HTTP request and its subtest, at most
-//! `MAX_HANDSHAKING` still in their request at once (more are closed at once, so idle connections
+//! `HANDSHAKING_CAPS` still in their request at once, shared fairly by address and network (so idle connections
 //! cannot take every thread). A request is checked like any other test (`--allow`, the per-minute
 //! rate, `--max-tests`) before the WebSocket handshake; each subtest is one line in the server log.
 
 mod frame;
+mod reader;
 mod record;
 mod upload;
 
@@ -13,22 +14,26 @@ use super::{RefusalKind, ServerEvent, Shared};
 use crate::http::RequestHead as Request;
 use landspeed_core::config::Direction;
 use landspeed_core::ndt7::{self, Due, Measurement, MessageSizer, Subtest, Timetable};
-use landspeed_core::protocol::rate::{Full, Occupancy};
+use landspeed_core::protocol::admission;
 use landspeed_core::server_log::TestLog;
 use landspeed_engine::tcp_info::{self, RawTcpInfo};
 use std::collections::BTreeMap;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 use tungstenite::protocol::{Role, WebSocketConfig};
 use tungstenite::{Message, WebSocket};
 
-/// Connections still sending their HTTP request, at most; more are closed unanswered.
-pub(crate) const MAX_HANDSHAKING: usize = 64;
-/// The same from one address (IPv6: one /64): one host cannot take every place.
-pub(crate) const MAX_HANDSHAKING_PER_ADDRESS: usize = 8;
+/// Connections still sending their HTTP request (each holds a thread), shared fairly by address and
+/// network (`core::protocol::admission`): a newcomer from a smaller holder takes the place of the
+/// largest holder's oldest connection, which is closed.
+pub(crate) const HANDSHAKING_CAPS: admission::Caps = admission::Caps {
+    total: 64,
+    per_address: 4,
+    per_network: 16,
+};
 /// The longest HTTP request head read.
 const MAX_HEAD: usize = 8192;
 
@@ -41,10 +46,7 @@ pub(crate) struct Ndt7Listener {
 /// Accepts ndt7 connections until the server shuts down: waits for the listener to be readable (at
 /// most 100 ms, to see a shutdown), then takes every connection waiting.
 pub(crate) fn serve(ndt: Ndt7Listener, shared: Arc<Shared>) {
-    let handshaking = Arc::new(Mutex::new(Occupancy::new(
-        MAX_HANDSHAKING,
-        MAX_HANDSHAKING_PER_ADDRESS,
-    )));
+    let handshaking = super::admission_pool(HANDSHAKING_CAPS);
     while !shared.shutdown.load(Relaxed) {
         match landspeed_engine::os::wait_readable(&ndt.listener, Duration::from_millis(100)) {
             Ok(false) => continue,
@@ -59,22 +61,18 @@ pub(crate) fn serve(ndt: Ndt7Listener, shared: Arc<Shared>) {
     }
 }
 
-/// Gives an accepted connection its thread, or closes it when `MAX_HANDSHAKING` are still in their
-/// request, or `MAX_HANDSHAKING_PER_ADDRESS` from its address (IPv6: its /64).
+/// Gives an accepted connection its thread and a place among those still sending their request
+/// (`HANDSHAKING_CAPS`), or closes it when its address or network holds its share.
 fn take(
     stream: TcpStream,
     peer: SocketAddr,
     ndt: &Ndt7Listener,
     shared: &Arc<Shared>,
-    handshaking: &Arc<Mutex<Occupancy>>,
+    handshaking: &super::Admission,
 ) {
-    let place = match super::take_slot(handshaking, peer) {
+    let place = match super::take_place(handshaking, peer, super::tcp_closer(&stream)) {
         Ok(p) => p,
-        Err(full) => {
-            let why = match full {
-                Full::All(n) => format!("{n} connections"),
-                Full::Address(n) => format!("{n} connections from this address"),
-            };
+        Err(why) => {
             return shared.refuse(
                 peer,
                 RefusalKind::Busy,
@@ -103,7 +101,7 @@ fn connection(
     peer: SocketAddr,
     tls: Option<Arc<rustls::ServerConfig>>,
     shared: &Shared,
-    handshaking: super::Slot,
+    handshaking: super::Place,
 ) {
     let handshake = shared.opts.handshake_timeout;
     let _ = tcp.set_nonblocking(false);
@@ -122,7 +120,15 @@ fn connection(
     };
     // One deadline for the TLS handshake and the whole request head, however the bytes trickle.
     let head = read_head(&mut stream, &sock, Instant::now() + handshake);
+    let evicted = handshaking.evicted().load(Relaxed);
     drop(handshaking);
+    if evicted {
+        return shared.refuse(
+            peer,
+            RefusalKind::Evicted,
+            "ndt7: closed inside its request: its place went to a client from an address holding fewer",
+        );
+    }
     let _ = sock.set_read_timeout(Some(handshake));
     let (head, rest) = match head {
         Ok(h) => h,
@@ -384,7 +390,11 @@ fn direction(subtest: Subtest) -> Direction {
 
 /// What one subtest did.
 struct Progress {
+    /// Payload bytes moved: binary messages, the subtest's measure.
     bytes: u64,
+    /// Every other byte the client sent: text messages and control frames' payloads, counted
+    /// against the server's limits beside `bytes`.
+    other: u64,
     started: Instant,
     /// Seconds from `started` when a loop last read the clock.
     now_s: f64,
@@ -453,6 +463,7 @@ fn run(
     let info = Reporter::new(sock, subtest, started);
     let mut p = Progress {
         bytes: 0,
+        other: 0,
         started,
         now_s: 0.0,
         first_byte_s: None,
@@ -464,8 +475,9 @@ fn run(
     };
     match subtest {
         Subtest::Download => {
-            let mut ws = WebSocket::from_partially_read(stream, rest, Role::Server, Some(config));
-            download(&mut ws, sock, &info, &mut p)
+            // What the client sends is read by `reader` (at the close), never by tungstenite.
+            let mut ws = WebSocket::from_raw_socket(stream, Role::Server, Some(config));
+            download(&mut ws, &mut reader::Reader::new(rest), sock, &info, &mut p)
         }
         Subtest::Upload => upload::upload(&mut upload::Frames::new(stream, rest), sock, &info, &mut p),
     }
@@ -473,8 +485,11 @@ fn run(
     log.error = p.error.clone();
     log.duration_s = p.started.elapsed().as_secs_f64();
     match subtest {
-        Subtest::Download => log.bytes_sent = p.bytes,
-        Subtest::Upload => log.bytes_received = p.bytes,
+        Subtest::Download => {
+            log.bytes_sent = p.bytes;
+            log.bytes_received = p.other;
+        }
+        Subtest::Upload => log.bytes_received = p.bytes + p.other,
     }
     if let (Subtest::Upload, Some(c)) = (subtest, &p.check) {
         log.bytes_verified = c.verified;
@@ -617,7 +632,13 @@ impl<'a> Waits<'a> {
 
 /// The download: binary messages of landspeed's payload, growing as the spec's appendix says, with a
 /// measurement every 250 ms, until 10 s; then the close handshake.
-fn download(ws: &mut WebSocket<Box<dyn Conn>>, sock: &TcpStream, info: &Reporter, p: &mut Progress) {
+fn download(
+    ws: &mut WebSocket<Box<dyn Conn>>,
+    reader: &mut reader::Reader,
+    sock: &TcpStream,
+    info: &Reporter,
+    p: &mut Progress,
+) {
     let mut t = Timetable::new(p.limits.test_s());
     // Messages grow to 1 MiB at most, as M-Lab's server's do: M-Lab's Go client closes on a larger
     // one (found running it here; docs/ndt7.md).
@@ -649,10 +670,10 @@ fn download(ws: &mut WebSocket<Box<dyn Conn>>, sock: &TcpStream, info: &Reporter
             Due::Nothing => {}
         }
         if ending && frame.is_none() {
-            return close(ws, sock, &mut t, p);
+            return close(ws, reader, sock, &mut t, p);
         }
         waits.write(&t, now);
-        if frame.is_none() && p.limits.bytes_reached(p.bytes) {
+        if frame.is_none() && p.limits.bytes_reached(p.charged()) {
             ending = true;
             continue;
         }
@@ -688,24 +709,26 @@ fn download(ws: &mut WebSocket<Box<dyn Conn>>, sock: &TcpStream, info: &Reporter
 }
 
 /// Starts the closing handshake at the end of the test time and waits (to the hard limit) for the
-/// client's answer, counting what still arrives.
-fn close(ws: &mut WebSocket<Box<dyn Conn>>, sock: &TcpStream, t: &mut Timetable, p: &mut Progress) {
+/// client's answer, counting what still arrives (read piece by piece, like an upload's; a ping is
+/// not answered once the close is out).
+fn close(
+    ws: &mut WebSocket<Box<dyn Conn>>,
+    reader: &mut reader::Reader,
+    sock: &TcpStream,
+    t: &mut Timetable,
+    p: &mut Progress,
+) {
     if let Err(e) = ws.close(None) {
         if !not_yet(&e) {
             return;
         }
     }
-    closing(sock, t, p, |p| match ws.read() {
-        Ok(Message::Binary(b)) => {
-            p.received(&b);
-            true
-        }
-        Ok(_) => true,
-        Err(e) if not_yet(&e) => {
-            let _ = ws.flush();
-            true
-        }
-        Err(_) => false,
+    closing(sock, t, p, |p| {
+        let _ = ws.flush();
+        matches!(
+            reader.next(ws.get_mut(), p),
+            Ok(reader::Got::More | reader::Got::Ping(_))
+        )
     });
 }
 
@@ -723,7 +746,11 @@ fn closing(
         if t.at(now) == Due::CutOff {
             return;
         }
-        // What still arrives after the end is held to --max-rate too (until the cut-off).
+        // What still arrives after the end is held to --max-rate and --max-bytes too (until the
+        // cut-off).
+        if p.limits.bytes_reached(p.charged()) {
+            return;
+        }
         if p.paced() {
             continue;
         }
@@ -752,6 +779,11 @@ impl Progress {
         self.moved(self.bytes + data.len() as u64);
     }
 
+    /// Every byte the subtest moved or the client sent, as the server's limits count them.
+    fn charged(&self) -> u64 {
+        self.bytes + self.other
+    }
+
     /// Seconds since the subtest began, read once per turn of a loop and kept for `moved`.
     fn clock(&mut self) -> f64 {
         self.now_s = self.started.elapsed().as_secs_f64();
@@ -762,7 +794,7 @@ impl Progress {
     /// time, so the loop still sees its timetable) and says so; TCP's flow control then slows an
     /// uploading client, and a download simply sends later.
     fn paced(&mut self) -> bool {
-        match self.limits.wait_s(self.bytes, self.now_s) {
+        match self.limits.wait_s(self.charged(), self.now_s) {
             Some(w) => {
                 std::thread::sleep(Duration::from_secs_f64(w.min(0.005)));
                 true

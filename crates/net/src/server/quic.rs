@@ -138,11 +138,15 @@ async fn connection(incoming: quinn::Incoming, shared: Arc<Shared>) {
 
 /// Accepts the streams of a landspeed QUIC connection and hands each to the test its hello names.
 /// Until its first stream reaches a running test, the connection holds a place among connections
-/// still proving themselves (`MAX_PREAUTH`, per address too), for at most one handshake timeout: a
+/// still proving themselves (`PREAUTH_CAPS`, fair by address and network), for at most one handshake timeout: a
 /// flood of QUIC connections that open no stream is bounded like one of silent TCP connections.
 async fn landspeed_streams(conn: quinn::Connection, peer: SocketAddr, shared: &Shared) {
     let timeout = shared.opts.handshake_timeout;
-    let mut place = match shared.preauth(peer) {
+    let closer = {
+        let conn = conn.clone();
+        move || conn.close(2u32.into(), b"evicted: its place went to a client holding fewer")
+    };
+    let mut place = match shared.preauth(peer, closer) {
         Ok(p) => Some(p),
         Err(_) => {
             shared.refuse(

@@ -21,23 +21,36 @@ pub(super) struct BinaryFrame {
     written: usize,
 }
 
+/// A server frame's header (FIN set, unmasked) for `opcode` and a payload of `len` bytes, and its
+/// length.
+fn header(opcode: u8, len: usize) -> ([u8; MAX_HEADER], usize) {
+    let mut header = [0u8; MAX_HEADER];
+    header[0] = 0x80 | opcode;
+    let header_len = if len < 126 {
+        header[1] = len as u8;
+        2
+    } else if len <= usize::from(u16::MAX) {
+        header[1] = 126;
+        header[2..4].copy_from_slice(&(len as u16).to_be_bytes());
+        4
+    } else {
+        header[1] = 127;
+        header[2..10].copy_from_slice(&(len as u64).to_be_bytes());
+        10
+    };
+    (header, header_len)
+}
+
+/// A whole server frame with `opcode` (1 text, 8 close, 10 pong) and `payload`, as bytes.
+pub(super) fn server_frame(opcode: u8, payload: &[u8]) -> Vec<u8> {
+    let (h, n) = header(opcode, payload.len());
+    [&h[..n], payload].concat()
+}
+
 impl BinaryFrame {
     /// A frame carrying `len` bytes from stream offset `offset`.
     pub(super) fn new(offset: u64, len: usize) -> BinaryFrame {
-        let mut header = [0u8; MAX_HEADER];
-        header[0] = 0x82;
-        let header_len = if len < 126 {
-            header[1] = len as u8;
-            2
-        } else if len <= usize::from(u16::MAX) {
-            header[1] = 126;
-            header[2..4].copy_from_slice(&(len as u16).to_be_bytes());
-            4
-        } else {
-            header[1] = 127;
-            header[2..10].copy_from_slice(&(len as u64).to_be_bytes());
-            10
-        };
+        let (header, header_len) = header(2, len);
         BinaryFrame {
             header,
             header_len,
@@ -96,6 +109,20 @@ mod tests {
             theirs.format(&mut expected).unwrap();
             assert_eq!(BinaryFrame::new(0, len).bytes(&payload), expected, "{len}");
         }
+        let mut pong = Vec::new();
+        Frame::pong(b"ab".to_vec()).format(&mut pong).unwrap();
+        assert_eq!(server_frame(10, b"ab"), pong);
+        let mut text = Vec::new();
+        Frame::message(
+            "x".repeat(300),
+            tungstenite::protocol::frame::coding::OpCode::Data(
+                tungstenite::protocol::frame::coding::Data::Text,
+            ),
+            true,
+        )
+        .format(&mut text)
+        .unwrap();
+        assert_eq!(server_frame(1, "x".repeat(300).as_bytes()), text);
     }
 
     /// A writer that takes at most `step` bytes a call and times out every other call.

@@ -18,9 +18,15 @@ use std::collections::BTreeMap;
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
+/// The most bytes of a client's measurements a subtest's record keeps: a 10 s subtest's real ones
+/// (one every 250 ms, under 2 KiB each) several times over.
+pub(super) const MAX_CLIENT_BYTES: usize = 256 * 1024;
+
 /// What the server keeps of a subtest as it runs, for its record.
 pub(super) struct Seen {
     record: Ndt7Record,
+    /// Bytes of the client's measurements kept so far (at most `MAX_CLIENT_BYTES`).
+    client_bytes: usize,
     samples: Vec<IntervalSample>,
     cpu0: landspeed_engine::cpu::CpuSnapshot,
     started_unix_s: f64,
@@ -41,6 +47,7 @@ impl Seen {
     pub(super) fn new(asked: &Asked) -> Seen {
         Seen {
             record: Ndt7Record::new(asked.subtest, "server", asked.metadata.clone()),
+            client_bytes: 0,
             samples: vec![],
             cpu0: landspeed_engine::cpu::CpuSnapshot::take(),
             started_unix_s: super::unix_s(std::time::SystemTime::now()),
@@ -71,9 +78,14 @@ impl Seen {
         self.record.keep(m.clone());
     }
 
-    /// A client's text message: kept when it is a measurement.
+    /// A client's text message: kept when it is a measurement, while the client's kept measurements
+    /// stay within `MAX_CLIENT_BYTES` (the reader hands over only messages of at most 4 KiB).
     pub(super) fn client_said(&mut self, text: &[u8]) {
+        if self.client_bytes + text.len() > MAX_CLIENT_BYTES {
+            return;
+        }
         if let Ok(m) = serde_json::from_slice::<Measurement>(text) {
+            self.client_bytes += text.len();
             self.record.keep_client(m);
         }
     }
