@@ -218,3 +218,93 @@ impl RefusalKind {
         }
     }
 }
+
+/// How often one address may put a refusal of one kind in the server's log: a flood of refusals
+/// must not flood the log (every refusal is still counted).
+pub const REFUSAL_LOG_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The gate that keeps refusal lines to one per address (IPv6: per /64) and kind per
+/// [`REFUSAL_LOG_EVERY`], saying how many it held back since the last line. Time comes from the
+/// caller; memory stays bounded (`MAX_TRACKED` pairs; past that, pairs not seen for a minute are
+/// forgotten, and while it is still full new pairs wait).
+#[derive(Debug, Default)]
+pub struct RefusalGate {
+    last: std::collections::HashMap<(std::net::IpAddr, RefusalKind), (std::time::Instant, u64)>,
+}
+
+impl RefusalGate {
+    /// Pairs of address and kind remembered at most.
+    pub const MAX_TRACKED: usize = 4096;
+
+    /// Whether a refusal of `kind` from `ip` at `now` gets a line: Some(lines held back since this
+    /// pair's last line), or None (held back, counted).
+    pub fn pass(&mut self, ip: std::net::IpAddr, kind: RefusalKind, now: std::time::Instant) -> Option<u64> {
+        let key = (crate::protocol::rate::bucket(ip), kind);
+        if let Some((at, held)) = self.last.get_mut(&key) {
+            if now.saturating_duration_since(*at) < REFUSAL_LOG_EVERY {
+                *held += 1;
+                return None;
+            }
+            let n = *held;
+            *at = now;
+            *held = 0;
+            return Some(n);
+        }
+        if self.last.len() >= Self::MAX_TRACKED {
+            self.last
+                .retain(|_, (at, _)| now.saturating_duration_since(*at) < REFUSAL_LOG_EVERY);
+            if self.last.len() >= Self::MAX_TRACKED {
+                return None;
+            }
+        }
+        self.last.insert(key, (now, 0));
+        Some(0)
+    }
+}
+
+#[cfg(test)]
+mod gate_tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn one_line_per_address_and_kind_a_minute_with_the_count_held_back() {
+        let mut g = RefusalGate::default();
+        let t0 = Instant::now();
+        let a: std::net::IpAddr = "192.0.2.1".parse().unwrap();
+        let b: std::net::IpAddr = "2001:db8::1".parse().unwrap();
+        assert_eq!(g.pass(a, RefusalKind::Busy, t0), Some(0));
+        for i in 1..100 {
+            assert_eq!(g.pass(a, RefusalKind::Busy, t0 + Duration::from_millis(i)), None);
+        }
+        assert_eq!(g.pass(a, RefusalKind::Greeting, t0), Some(0), "another kind");
+        assert_eq!(g.pass(b, RefusalKind::Busy, t0), Some(0), "another address");
+        assert_eq!(
+            g.pass("2001:db8::2".parse().unwrap(), RefusalKind::Busy, t0),
+            None,
+            "the same /64"
+        );
+        assert_eq!(
+            g.pass(a, RefusalKind::Busy, t0 + Duration::from_secs(60)),
+            Some(99)
+        );
+    }
+
+    #[test]
+    fn memory_is_bounded_and_old_pairs_make_room() {
+        let mut g = RefusalGate::default();
+        let t0 = Instant::now();
+        for i in 0..(RefusalGate::MAX_TRACKED as u32 + 10) {
+            let ip = std::net::IpAddr::V4(std::net::Ipv4Addr::from(0x0a00_0000 + i));
+            g.pass(ip, RefusalKind::Busy, t0);
+        }
+        assert_eq!(g.last.len(), RefusalGate::MAX_TRACKED);
+        let late = std::net::IpAddr::V4(std::net::Ipv4Addr::new(192, 0, 2, 9));
+        assert_eq!(g.pass(late, RefusalKind::Busy, t0 + Duration::from_secs(1)), None);
+        assert_eq!(
+            g.pass(late, RefusalKind::Busy, t0 + Duration::from_secs(61)),
+            Some(0)
+        );
+        assert_eq!(g.last.len(), 1);
+    }
+}

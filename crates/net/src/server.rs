@@ -328,6 +328,8 @@ struct Shared {
     quic: Option<quic::QuicServer>,
     /// Return-routability tokens for UDP hellos from addresses other than their control connection's.
     udp_validator: landspeed_core::protocol::udp_hello::Validator,
+    /// Keeps refusal lines to one per address and kind a minute.
+    refusal_gate: Mutex<landspeed_core::server_log::RefusalGate>,
 }
 
 /// The server's TLS identity and configuration, made once when it binds.
@@ -504,13 +506,24 @@ impl Shared {
         (self.events)(ev);
     }
 
-    /// Logs and counts a refused connection: `kind` for the counters, `reason` for the log line.
+    /// Counts a refused connection (`kind`) and logs it (`reason`), at most one line per address and
+    /// kind a minute (`RefusalGate`): a line after a held-back run says how many it stood for.
     pub(crate) fn refuse(&self, peer: SocketAddr, kind: RefusalKind, reason: impl Into<String>) {
-        self.emit(ServerEvent::Refused {
-            peer,
-            kind,
-            reason: reason.into(),
-        });
+        let pass =
+            self.refusal_gate
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .pass(peer.ip(), kind, Instant::now());
+        let Some(held) = pass else {
+            return self.count_refused(kind);
+        };
+        let mut reason = reason.into();
+        if held > 0 {
+            reason.push_str(&format!(
+                " (and {held} more like it from this address in the last minute)"
+            ));
+        }
+        self.emit(ServerEvent::Refused { peer, kind, reason });
     }
 
     /// Counts a refusal without a log line (forged UDP datagrams: a log line each would let anyone
@@ -551,10 +564,15 @@ impl Shared {
         &self,
         spec: &landspeed_core::config::TestSpec,
     ) -> Result<Option<MemoryHold>, u64> {
+        self.hold_bytes(landspeed_core::protocol::memory::server_estimate(spec))
+    }
+
+    /// Holds `bytes` against `--max-memory` while the returned hold lives (an HTTP connection, an
+    /// ndt7 subtest), or says how much is free. Without a budget: nothing to hold.
+    pub(crate) fn hold_bytes(&self, bytes: u64) -> Result<Option<MemoryHold>, u64> {
         let Some(max) = self.opts.limits.max_memory_bytes else {
             return Ok(None);
         };
-        let bytes = landspeed_core::protocol::memory::server_estimate(spec);
         let mut held = self.memory.lock().unwrap_or_else(|e| e.into_inner());
         if held.saturating_add(bytes) > max {
             return Err(max.saturating_sub(*held));
@@ -644,6 +662,7 @@ impl Shared {
         getrandom::fill(&mut secret).map_err(|e| ServerError::Io(std::io::Error::other(e)))?;
         Ok(Shared {
             udp_validator: landspeed_core::protocol::udp_hello::Validator::new(secret),
+            refusal_gate: Mutex::default(),
             tls,
             quic,
             registry: Mutex::new(HashMap::new()),

@@ -15,24 +15,33 @@ use http_body_util::{combinators::BoxBody, BodyExt, Full};
 use hyper::body::{Body, Bytes, Frame, Incoming};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use landspeed_core::protocol::rate::Occupancy;
+use landspeed_core::protocol::admission;
 use landspeed_core::rpm::{self, RpmConfig};
 use std::convert::Infallible;
+use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-/// Connections open at once, at most.
-pub(crate) const MAX_CONNECTIONS: usize = 1024;
-/// The same from one address (IPv6: one /64): 16 loading connections and the probes' of a few
-/// seconds at goresponsiveness's rates.
-pub(crate) const MAX_CONNECTIONS_PER_ADDRESS: usize = 256;
+mod transfers;
+use transfers::{Tests, Transfer};
+
+/// Connections open at once, shared fairly by address and network (`core::protocol::admission`):
+/// a test opens up to 16 loading connections and probe connections that clients leave open, so an
+/// address may hold many, but one network never more than a third of them, and a newcomer from a
+/// smaller holder takes the place of the largest holder's oldest connection.
+pub(crate) const CONNECTION_CAPS: admission::Caps = admission::Caps {
+    total: 1024,
+    per_address: 192,
+    per_network: 384,
+};
 /// Unsent bytes a connection's socket may hold beyond what is in flight.
 pub(crate) const NOTSENT_LOWAT: u32 = 16 * 1024;
-/// A connection that moves no byte either way for this long is closed.
+/// A connection serving no request for this long is closed, whatever bytes trickle in (a request
+/// head sent a byte at a time is no request until it is whole).
 pub(crate) const IDLE: Duration = Duration::from_secs(2);
 /// The longest one download or upload runs (a direction of a test takes at most about 20 s).
 pub(crate) const MAX_TRANSFER: Duration = Duration::from_secs(60);
@@ -40,6 +49,18 @@ pub(crate) const MAX_TRANSFER: Duration = Duration::from_secs(60);
 pub(crate) const MAX_CONNECTION: Duration = Duration::from_secs(120);
 /// The large object's size: 8 GiB, as SERVER_SPEC.md asks ("at least 8GB").
 pub(crate) const LARGE_BYTES: u64 = 8 << 30;
+/// HTTP/2 streams one connection may have open at once (a load, its self probes).
+pub(crate) const MAX_STREAMS: u32 = 8;
+/// What one HTTP/2 stream may hold queued for sending.
+pub(crate) const STREAM_SEND_BUF: usize = 32 * 1024;
+/// HTTP/1.1's read buffer at most.
+pub(crate) const H1_READ_BUF: usize = 64 * 1024;
+/// The memory one connection is charged against `--max-memory` while it is open: HTTP/1.1's read
+/// buffer, every HTTP/2 stream's send buffer, TLS's buffers both ways (rustls' 64 KiB limit each)
+/// and 32 KiB for the rest (hyper's and h2's state, the headers). The large object's chunks are
+/// static and written vectored, so they cost no copy per connection.
+pub(crate) const CONNECTION_BYTES: u64 =
+    (H1_READ_BUF + MAX_STREAMS as usize * STREAM_SEND_BUF + 2 * 64 * 1024 + 32 * 1024) as u64;
 
 /// The listener and whether it speaks TLS.
 pub(crate) struct RpmListener {
@@ -65,10 +86,8 @@ async fn accept(l: RpmListener, shared: Arc<Shared>) {
     let Ok(listener) = tokio::net::TcpListener::from_std(l.listener) else {
         return;
     };
-    let places = Arc::new(Mutex::new(Occupancy::new(
-        MAX_CONNECTIONS,
-        MAX_CONNECTIONS_PER_ADDRESS,
-    )));
+    let places = super::admission_pool(CONNECTION_CAPS);
+    let tests = Arc::new(Tests::default());
     while !shared.shutdown.load(Relaxed) {
         let Ok(Ok((tcp, peer))) = tokio::time::timeout(Duration::from_millis(100), listener.accept()).await
         else {
@@ -78,115 +97,156 @@ async fn accept(l: RpmListener, shared: Arc<Shared>) {
             shared.count_refused(RefusalKind::NotAllowed);
             continue;
         }
-        let Ok(place) = super::take_slot(&places, peer) else {
-            shared.count_refused(RefusalKind::Busy);
-            continue;
+        let evict = Arc::new(tokio::sync::Notify::new());
+        let closer = {
+            let evict = evict.clone();
+            move || evict.notify_one()
         };
-        let (shared, tls) = (shared.clone(), l.tls.clone());
+        let place = match super::take_place(&places, peer, closer) {
+            Ok(p) => p,
+            Err(why) => {
+                shared.refuse(peer, RefusalKind::Busy, format!("rpm: {why} already open"));
+                continue;
+            }
+        };
+        let memory = match shared.hold_bytes(CONNECTION_BYTES) {
+            Ok(m) => m,
+            Err(_) => {
+                shared.refuse(
+                    peer,
+                    RefusalKind::Memory,
+                    "rpm: the server's memory budget is held by its tests and connections",
+                );
+                continue;
+            }
+        };
+        let (shared, tls, tests) = (shared.clone(), l.tls.clone(), tests.clone());
         tokio::spawn(async move {
-            let _ = tokio::time::timeout(MAX_CONNECTION, connection(tcp, peer, tls, shared)).await;
-            drop(place);
+            let conn = connection(tcp, peer, tls, shared, tests);
+            tokio::select! {
+                _ = tokio::time::timeout(MAX_CONNECTION, conn) => {}
+                _ = evict.notified() => {}
+            }
+            drop((place, memory));
         });
     }
 }
 
-/// One connection: TLS if configured (within the handshake timeout), then HTTP/1.1 or HTTP/2.
+/// Whether a connection is serving a request, and since when it has served none.
+struct Activity {
+    epoch: tokio::time::Instant,
+    active: AtomicUsize,
+    /// Milliseconds from `epoch` when the last request ended (0: none yet).
+    quiet_since_ms: AtomicU64,
+    served: AtomicBool,
+}
+
+impl Activity {
+    fn new() -> Arc<Activity> {
+        Arc::new(Activity {
+            epoch: tokio::time::Instant::now(),
+            active: AtomicUsize::new(0),
+            quiet_since_ms: AtomicU64::new(0),
+            served: AtomicBool::new(false),
+        })
+    }
+
+    /// A request begins; it ends when the guard (kept by its response's body) is dropped.
+    fn begin(self: &Arc<Self>) -> Active {
+        self.active.fetch_add(1, Relaxed);
+        self.served.store(true, Relaxed);
+        Active(self.clone())
+    }
+
+    /// Returns once the connection has served no request for `IDLE`, or (before its first) for
+    /// `first` from its start: the TLS handshake and the first request head must fit in it.
+    async fn idle(&self, first: Duration) {
+        loop {
+            tokio::time::sleep(IDLE / 8).await;
+            if self.active.load(Relaxed) > 0 {
+                continue;
+            }
+            let limit = if self.served.load(Relaxed) { IDLE } else { first };
+            let quiet = self.epoch.elapsed().as_millis() as u64 - self.quiet_since_ms.load(Relaxed);
+            if quiet >= limit.as_millis() as u64 {
+                return;
+            }
+        }
+    }
+}
+
+/// A request being served.
+struct Active(Arc<Activity>);
+
+impl Drop for Active {
+    fn drop(&mut self) {
+        let a = &self.0;
+        a.quiet_since_ms
+            .store(a.epoch.elapsed().as_millis() as u64, Relaxed);
+        a.active.fetch_sub(1, Relaxed);
+    }
+}
+
+/// One connection: TLS if configured, then HTTP/1.1 or HTTP/2, until it has served no request for
+/// `IDLE` (its first within the handshake timeout).
 async fn connection(
     tcp: tokio::net::TcpStream,
     peer: SocketAddr,
     tls: Option<Arc<rustls::ServerConfig>>,
     shared: Arc<Shared>,
+    tests: Arc<Tests>,
 ) {
     let _ = tcp.set_nodelay(true);
     // Little unsent data in the kernel: a self probe's answer waits behind the congestion window,
     // not behind seconds of queued bulk data (where the system has the option).
     let _ = landspeed_engine::os::set_notsent_lowat(&tcp, NOTSENT_LOWAT);
     let https = tls.is_some();
-    let svc = hyper::service::service_fn(move |req| answer(req, peer, https, shared.clone()));
+    let activity = Activity::new();
+    let first = shared.opts.handshake_timeout;
+    let act = activity.clone();
+    let svc = hyper::service::service_fn(move |req| {
+        let ctx = Ctx {
+            peer,
+            https,
+            shared: shared.clone(),
+            tests: tests.clone(),
+            active: act.begin(),
+        };
+        answer(req, ctx)
+    });
     let mut http = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    http.http1().max_buf_size(H1_READ_BUF);
     http.http2()
         .adaptive_window(true)
-        .max_concurrent_streams(256)
-        .max_send_buf_size(32 * 1024);
-    let seen = Arc::new(AtomicU64::new(0));
-    let epoch = tokio::time::Instant::now();
-    let watch = idle(seen.clone(), epoch);
+        .max_concurrent_streams(MAX_STREAMS)
+        .max_send_buf_size(STREAM_SEND_BUF);
+    let watch = activity.idle(first);
     match tls {
         None => {
-            let io = TokioIo::new(Watched::new(tcp, seen, epoch));
+            let io = TokioIo::new(tcp);
             tokio::select! { _ = http.serve_connection(io, svc) => {}, _ = watch => {} }
         }
         Some(cfg) => {
             let acceptor = tokio_rustls::TlsAcceptor::from(cfg);
-            let Ok(Ok(stream)) = tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await
-            else {
-                return;
+            let stream = tokio::select! {
+                s = acceptor.accept(tcp) => s,
+                _ = activity.idle(first) => return,
             };
-            let io = TokioIo::new(Watched::new(stream, seen, epoch));
+            let Ok(stream) = stream else { return };
+            let io = TokioIo::new(stream);
             tokio::select! { _ = http.serve_connection(io, svc) => {}, _ = watch => {} }
         }
     }
 }
 
-/// Returns once the connection has moved no byte for `IDLE` (`seen`: ms since `epoch` of the last).
-async fn idle(seen: Arc<AtomicU64>, epoch: tokio::time::Instant) {
-    loop {
-        tokio::time::sleep(IDLE / 4).await;
-        let quiet = epoch.elapsed().as_millis() as u64 - seen.load(Relaxed);
-        if quiet >= IDLE.as_millis() as u64 {
-            return;
-        }
-    }
-}
-
-/// A stream that notes when it last moved a byte.
-struct Watched<S> {
-    inner: S,
-    seen: Arc<AtomicU64>,
-    epoch: tokio::time::Instant,
-}
-
-impl<S> Watched<S> {
-    fn new(inner: S, seen: Arc<AtomicU64>, epoch: tokio::time::Instant) -> Watched<S> {
-        Watched { inner, seen, epoch }
-    }
-
-    fn note(&self) {
-        self.seen.store(self.epoch.elapsed().as_millis() as u64, Relaxed);
-    }
-}
-
-impl<S: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Watched<S> {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut tokio::io::ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        let before = buf.filled().len();
-        let r = Pin::new(&mut self.inner).poll_read(cx, buf);
-        if buf.filled().len() > before {
-            self.note();
-        }
-        r
-    }
-}
-
-impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Watched<S> {
-    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, b: &[u8]) -> Poll<std::io::Result<usize>> {
-        let r = Pin::new(&mut self.inner).poll_write(cx, b);
-        if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
-            self.note();
-        }
-        r
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
-    }
+/// What answering a request needs.
+struct Ctx {
+    peer: SocketAddr,
+    https: bool,
+    shared: Arc<Shared>,
+    tests: Arc<Tests>,
+    /// The request counts as being served while this lives (it goes into a streaming body).
+    active: Active,
 }
 
 type Answer = Response<BoxBody<Bytes, Infallible>>;
@@ -198,12 +258,8 @@ fn plain(status: StatusCode, text: &str) -> Answer {
 }
 
 /// Answers one request.
-async fn answer(
-    req: Request<Incoming>,
-    peer: SocketAddr,
-    https: bool,
-    shared: Arc<Shared>,
-) -> Result<Answer, Infallible> {
+async fn answer(req: Request<Incoming>, ctx: Ctx) -> Result<Answer, Infallible> {
+    let shared = &ctx.shared;
     if shared.keyed_only(Keyless::Rpm) {
         shared.count_refused(RefusalKind::Keyed);
         return Ok(plain(
@@ -213,10 +269,16 @@ async fn answer(
     }
     let path = req.uri().path().to_owned();
     Ok(match (req.method(), path.as_str()) {
-        (&Method::GET, rpm::CONFIG_PATH | "/.well-known/nq") => config(&req, peer, https, &shared),
-        (&Method::GET, rpm::SMALL_PATH) => Response::new(Full::new(Bytes::from_static(b"x")).boxed()),
-        (&Method::GET, rpm::LARGE_PATH) => Response::new(Large::new().boxed()),
-        (&Method::POST, rpm::UPLOAD_PATH | "/slurp") => sink(req.into_body()).await,
+        (&Method::GET, rpm::CONFIG_PATH | "/.well-known/nq") => config(&req, ctx.https),
+        (&Method::GET, rpm::SMALL_PATH) => octets(Full::new(Bytes::from_static(b"x")).boxed()),
+        (&Method::GET, rpm::LARGE_PATH) => match ctx.tests.join(shared, ctx.peer) {
+            Ok(t) => octets(Large::new(t, ctx.active).boxed()),
+            Err(refused) => refused,
+        },
+        (&Method::POST, rpm::UPLOAD_PATH | "/slurp") => match ctx.tests.join(shared, ctx.peer) {
+            Ok(t) => sink(req.into_body(), t).await,
+            Err(refused) => refused,
+        },
         _ => plain(
             StatusCode::NOT_FOUND,
             "not one of /config, /small, /large, /upload\n",
@@ -224,16 +286,19 @@ async fn answer(
     })
 }
 
+/// An answer of bytes (the objects).
+fn octets(body: BoxBody<Bytes, Infallible>) -> Answer {
+    let mut r = Response::new(body);
+    r.headers_mut().insert(
+        "content-type",
+        hyper::header::HeaderValue::from_static("application/octet-stream"),
+    );
+    r
+}
+
 /// The configuration, its URLs on the host and port the client reached (its Host header, or the
-/// HTTP/2 authority): counted as the start of a test.
-fn config(req: &Request<Incoming>, peer: SocketAddr, https: bool, shared: &Shared) -> Answer {
-    if let Err(text) = shared.admit(peer) {
-        let mut a = plain(StatusCode::TOO_MANY_REQUESTS, &format!("{text}\n"));
-        a.headers_mut()
-            .insert("retry-after", hyper::header::HeaderValue::from_static("60"));
-        shared.count_refused(RefusalKind::RateLimited);
-        return a;
-    }
+/// HTTP/2 authority). Not a test: the transfers are, each counted when it starts.
+fn config(req: &Request<Incoming>, https: bool) -> Answer {
     let host = (req.uri().authority().map(|a| a.as_str().to_owned()))
         .or_else(|| (req.headers().get("host")).and_then(|h| h.to_str().ok().map(String::from)))
         .filter(|h| h.len() <= 255 && h.bytes().all(|b| b.is_ascii_graphic()));
@@ -249,29 +314,55 @@ fn config(req: &Request<Incoming>, peer: SocketAddr, https: bool, shared: &Share
     r
 }
 
-/// Reads and discards an upload until it ends or `MAX_TRANSFER` passes.
-async fn sink(mut body: Incoming) -> Answer {
+/// Reads and discards an upload, counted and paced as its test's, until it ends, `MAX_TRANSFER`
+/// passes or the test is cut (503 with the reason).
+async fn sink(mut body: Incoming, t: Transfer) -> Answer {
     let until = tokio::time::Instant::now() + MAX_TRANSFER;
-    while let Ok(Some(Ok(_))) = tokio::time::timeout_at(until, body.frame()).await {}
+    while let Ok(Some(Ok(frame))) = tokio::time::timeout_at(until, body.frame()).await {
+        let n = frame.data_ref().map_or(0, |d| d.len() as u64);
+        match t.moved(n, false) {
+            Ok(None) => {}
+            Ok(Some(wait)) => {
+                if tokio::time::timeout_at(until, tokio::time::sleep(wait))
+                    .await
+                    .is_err()
+                {
+                    break;
+                }
+            }
+            Err(cut) => return plain(StatusCode::SERVICE_UNAVAILABLE, &format!("{cut}\n")),
+        }
+    }
     plain(StatusCode::OK, "{}")
 }
 
-/// The large object: `LARGE_BYTES` of one repeated chunk, cut short after `MAX_TRANSFER`.
+/// The large object: `LARGE_BYTES` of one repeated chunk, counted and paced as its test's, ended
+/// after `MAX_TRANSFER` or when the test is cut.
 struct Large {
     chunk: Bytes,
     left: u64,
     until: std::time::Instant,
+    transfer: Transfer,
+    pause: Option<Pin<Box<tokio::time::Sleep>>>,
+    _active: Active,
 }
 
 /// The chunk the large object repeats.
 static CHUNK: [u8; 256 * 1024] = [b'x'; 256 * 1024];
 
 impl Large {
-    fn new() -> Large {
+    fn new(transfer: Transfer, active: Active) -> Large {
+        // Paced, a chunk is at most about 10 ms of the rate (at least 4 KiB).
+        let n = transfer.rate_bps().map_or(CHUNK.len(), |r| {
+            ((r / 8.0 * 0.01) as usize).clamp(4096, CHUNK.len())
+        });
         Large {
-            chunk: Bytes::from_static(&CHUNK),
+            chunk: Bytes::from_static(&CHUNK[..n]),
             left: LARGE_BYTES,
             until: std::time::Instant::now() + MAX_TRANSFER,
+            transfer,
+            pause: None,
+            _active: active,
         }
     }
 }
@@ -282,12 +373,23 @@ impl Body for Large {
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
-        _cx: &mut Context<'_>,
+        cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        if let Some(p) = self.pause.as_mut() {
+            if p.as_mut().poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+            self.pause = None;
+        }
         if self.left == 0 || std::time::Instant::now() >= self.until {
             return Poll::Ready(None);
         }
         let n = self.left.min(self.chunk.len() as u64) as usize;
+        match self.transfer.moved(n as u64, true) {
+            Err(_) => return Poll::Ready(None),
+            Ok(Some(wait)) => self.pause = Some(Box::pin(tokio::time::sleep(wait))),
+            Ok(None) => {}
+        }
         self.left -= n as u64;
         Poll::Ready(Some(Ok(Frame::data(self.chunk.slice(..n)))))
     }
