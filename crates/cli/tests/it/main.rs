@@ -5,6 +5,7 @@
 
 mod common;
 
+mod admission;
 mod archive;
 mod attacks;
 mod auth;

@@ -13,7 +13,7 @@ use std::net::TcpStream;
 use std::time::Duration;
 
 /// The configuration URL from the server's listening line ("...; responsiveness (RPM) at URL").
-fn rpm_url(s: &ServerProc) -> String {
+pub(crate) fn rpm_url(s: &ServerProc) -> String {
     let tail = (s.first_line.split("responsiveness (RPM) at ").nth(1))
         .unwrap_or_else(|| panic!("no RPM in {}", s.first_line));
     tail.split(';').next().unwrap().trim().to_string()

@@ -273,11 +273,11 @@ async fn answer(req: Request<Incoming>, ctx: Ctx) -> Result<Answer, Infallible> 
         (&Method::GET, rpm::SMALL_PATH) => octets(Full::new(Bytes::from_static(b"x")).boxed()),
         (&Method::GET, rpm::LARGE_PATH) => match ctx.tests.join(shared, ctx.peer) {
             Ok(t) => octets(Large::new(t, ctx.active).boxed()),
-            Err(refused) => refused,
+            Err(refused) => *refused,
         },
         (&Method::POST, rpm::UPLOAD_PATH | "/slurp") => match ctx.tests.join(shared, ctx.peer) {
             Ok(t) => sink(req.into_body(), t).await,
-            Err(refused) => refused,
+            Err(refused) => *refused,
         },
         _ => plain(
             StatusCode::NOT_FOUND,

@@ -49,18 +49,22 @@ pub(crate) struct Transfer(Arc<RpmTest>);
 impl Tests {
     /// The running test of `peer`'s address joined by a new transfer, or a new test started for
     /// it; refused (429 or 503, the reason in the body) as any test is.
-    pub(crate) fn join(self: &Arc<Self>, shared: &Arc<Shared>, peer: SocketAddr) -> Result<Transfer, Answer> {
+    pub(crate) fn join(
+        self: &Arc<Self>,
+        shared: &Arc<Shared>,
+        peer: SocketAddr,
+    ) -> Result<Transfer, Box<Answer>> {
         let key = admission::address_of(peer.ip());
         let mut running = self.running.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(t) = running.get(&key) {
             if let Some(cut) = t.cut() {
-                return Err(refused(
+                return Err(Box::new(refused(
                     shared,
                     peer,
                     StatusCode::TOO_MANY_REQUESTS,
                     RefusalKind::RateLimited,
                     &format!("this address's test was {cut}; retry in a few seconds"),
-                ));
+                )));
             }
             return Ok(Transfer::new(t.clone()));
         }
@@ -74,7 +78,7 @@ impl Tests {
             );
             a.headers_mut()
                 .insert("retry-after", hyper::header::HeaderValue::from_static("60"));
-            return Err(a);
+            return Err(Box::new(a));
         }
         let slot = shared.slot(peer).map_err(|full| {
             refused(
