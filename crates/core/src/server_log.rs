@@ -219,46 +219,51 @@ impl RefusalKind {
     }
 }
 
-/// How often one address may put a refusal of one kind in the server's log: a flood of refusals
-/// must not flood the log (every refusal is still counted).
+/// The window in which one address may put [`REFUSAL_LINES`] refusals of one kind in the server's
+/// log: a flood of refusals must not flood the log (every refusal is still counted).
 pub const REFUSAL_LOG_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
 
-/// The gate that keeps refusal lines to one per address (IPv6: per /64) and kind per
-/// [`REFUSAL_LOG_EVERY`], saying how many it held back since the last line. Time comes from the
-/// caller; memory stays bounded (`MAX_TRACKED` pairs; past that, pairs not seen for a minute are
-/// forgotten, and while it is still full new pairs wait).
+/// Refusal lines one address (IPv6: one /64) may put in the log per kind and per
+/// [`REFUSAL_LOG_EVERY`]: enough for one client's distinct mistakes (a wrong key, then a stream
+/// without its MAC), so a flood costs at most this many lines a minute per kind.
+pub const REFUSAL_LINES: u32 = 8;
+
+/// The gate that keeps refusal lines to [`REFUSAL_LINES`] per address and kind a minute, saying
+/// how many it held back when the next line goes out. Time comes from the caller; memory stays
+/// bounded (`MAX_TRACKED` pairs; past that, pairs whose minute is over are forgotten, and while it
+/// is still full new pairs are held back).
 #[derive(Debug, Default)]
 pub struct RefusalGate {
-    last: std::collections::HashMap<(std::net::IpAddr, RefusalKind), (std::time::Instant, u64)>,
+    /// Per address and kind: when its minute began, lines in it, lines held back.
+    seen: std::collections::HashMap<(std::net::IpAddr, RefusalKind), (std::time::Instant, u32, u64)>,
 }
 
 impl RefusalGate {
     /// Pairs of address and kind remembered at most.
     pub const MAX_TRACKED: usize = 4096;
 
-    /// Whether a refusal of `kind` from `ip` at `now` gets a line: Some(lines held back since this
-    /// pair's last line), or None (held back, counted).
+    /// Whether a refusal of `kind` from `ip` at `now` gets a line: Some(lines held back before
+    /// it), or None (held back, counted).
     pub fn pass(&mut self, ip: std::net::IpAddr, kind: RefusalKind, now: std::time::Instant) -> Option<u64> {
         let key = (crate::protocol::rate::bucket(ip), kind);
-        if let Some((at, held)) = self.last.get_mut(&key) {
-            if now.saturating_duration_since(*at) < REFUSAL_LOG_EVERY {
-                *held += 1;
+        if !self.seen.contains_key(&key) && self.seen.len() >= Self::MAX_TRACKED {
+            self.seen
+                .retain(|_, (at, _, _)| now.saturating_duration_since(*at) < REFUSAL_LOG_EVERY);
+            if self.seen.len() >= Self::MAX_TRACKED {
                 return None;
             }
-            let n = *held;
+        }
+        let (at, lines, held) = self.seen.entry(key).or_insert((now, 0, 0));
+        if now.saturating_duration_since(*at) >= REFUSAL_LOG_EVERY {
             *at = now;
-            *held = 0;
-            return Some(n);
+            *lines = 0;
         }
-        if self.last.len() >= Self::MAX_TRACKED {
-            self.last
-                .retain(|_, (at, _)| now.saturating_duration_since(*at) < REFUSAL_LOG_EVERY);
-            if self.last.len() >= Self::MAX_TRACKED {
-                return None;
-            }
+        if *lines >= REFUSAL_LINES {
+            *held += 1;
+            return None;
         }
-        self.last.insert(key, (now, 0));
-        Some(0)
+        *lines += 1;
+        Some(std::mem::take(held))
     }
 }
 

@@ -31,6 +31,9 @@ pub struct Flags {
     /// Everything stops now, without error: iperf3's protocol ends a test by a control message, not by
     /// the data streams ending, and what is still in flight is not counted.
     pub halt: AtomicBool,
+    /// The rate cap (`EngineParams::stream_cap_bps`) no longer applies: a server's longest test is
+    /// over, and what is still in flight drains at once rather than at the cap.
+    pub uncap: AtomicBool,
 }
 
 /// How far one end has got, as the sampling thread sees it.

@@ -506,8 +506,9 @@ impl Shared {
         (self.events)(ev);
     }
 
-    /// Counts a refused connection (`kind`) and logs it (`reason`), at most one line per address and
-    /// kind a minute (`RefusalGate`): a line after a held-back run says how many it stood for.
+    /// Counts a refused connection (`kind`) and logs it (`reason`), at most `REFUSAL_LINES` (8) lines
+    /// per address and kind a minute (`RefusalGate`): a line after a held-back run says how many it
+    /// stood for.
     pub(crate) fn refuse(&self, peer: SocketAddr, kind: RefusalKind, reason: impl Into<String>) {
         let pass =
             self.refusal_gate
@@ -687,6 +688,31 @@ impl Shared {
                 .map(|n| Mutex::new(landspeed_core::protocol::rate::PerAddressRate::per_minute(n))),
             opts,
         })
+    }
+}
+
+/// Gives the allocator's free memory back once the server is idle again after serving (every test
+/// ended, nothing held against the memory budget), checked once a second: a burst of connections
+/// leaves no resident memory behind.
+#[derive(Default)]
+struct Trim {
+    last: Option<Instant>,
+    served: bool,
+}
+
+impl Trim {
+    fn tick(&mut self, shared: &Shared) {
+        if self.last.is_some_and(|t| t.elapsed() < Duration::from_secs(1)) {
+            return;
+        }
+        self.last = Some(Instant::now());
+        let running = shared.tests.lock().map_or(0, |t| t.held());
+        let held = *shared.memory.lock().unwrap_or_else(|e| e.into_inner());
+        if running > 0 || held > 0 {
+            self.served = true;
+        } else if std::mem::take(&mut self.served) {
+            landspeed_engine::os::release_free_memory();
+        }
     }
 }
 
@@ -879,10 +905,12 @@ impl Server {
         }
         let mut events = Events::with_capacity(256);
         let mut greeters = greeting::Greeters::new(self.listeners.len());
+        let mut trim = Trim::default();
         loop {
             if stop.load(Relaxed) || (self.shared.opts.once && self.shared.tests_done.load(Relaxed) > 0) {
                 break;
             }
+            trim.tick(&self.shared);
             if let Some(f) = &self.shared.opts.stats_signal {
                 if f.swap(false, Relaxed) {
                     self.shared.emit(ServerEvent::Stats(self.shared.stats()));

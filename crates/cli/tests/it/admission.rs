@@ -302,3 +302,27 @@ fn a_test_ending_by_count_is_cut_at_the_servers_longest_test() {
     );
     assert!(took < Duration::from_secs(8), "{took:?}");
 }
+
+#[test]
+fn a_time_test_is_cut_at_the_servers_byte_limit() {
+    let _alone = common::alone();
+    let s = ServerProc::start("127.0.0.1", &["--max-bytes", "20M"]);
+    let p = s.port.to_string();
+    let t = Instant::now();
+    let o = landspeed(
+        &["run", "127.0.0.1", "-p", &p, "-t", "20", "--bidir", "--no-save"],
+        Duration::from_secs(40),
+    );
+    let took = t.elapsed();
+    eprintln!(
+        "run -t 20 --bidir against --max-bytes 20M: exit {} in {took:?}: {}",
+        o.code, o.stderr
+    );
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(
+        o.stderr.contains("limit of 20971520 bytes per test"),
+        "{}",
+        o.stderr
+    );
+    assert!(took < Duration::from_secs(15), "{took:?}");
+}

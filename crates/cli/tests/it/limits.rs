@@ -58,7 +58,7 @@ fn each_limit_is_enforced_and_named() {
             "--max-duration",
             "2s",
             "--max-bytes",
-            "10M",
+            "64M",
             "--max-rate",
             "10M",
         ],

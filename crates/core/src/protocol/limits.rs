@@ -206,6 +206,12 @@ impl Running {
         }
     }
 
+    /// Whether a test has run its longest (`max_duration`, before the grace): from then on what is in
+    /// flight drains at full speed (a server's own rate cap no longer holds it back).
+    pub fn over_length(&self, elapsed: Duration) -> bool {
+        self.max_duration.is_some_and(|m| elapsed >= m)
+    }
+
     /// Whether a test that has moved `bytes` in `elapsed` must be cut now.
     pub fn check(&self, bytes: u64, elapsed: Duration) -> Result<(), Cut> {
         if let Some(max) = self.max_duration.filter(|m| elapsed >= *m + self.grace) {

@@ -335,8 +335,12 @@ fn worker(
             halt(&mut states, &mut bufs, p);
         }
         let now = Instant::now();
-        let stop_send = flags.stop.load(Relaxed) || deadline.is_some_and(|d| now >= d);
-        let (live, any_ready, wake) = pass(&mut states, &mut bufs, p, now, stop_send);
+        let turn = Turn {
+            now,
+            stop_send: flags.stop.load(Relaxed) || deadline.is_some_and(|d| now >= d),
+            capped: !flags.uncap.load(Relaxed),
+        };
+        let (live, any_ready, wake) = pass(&mut states, &mut bufs, p, turn);
         if live == 0 {
             break;
         }
@@ -347,18 +351,28 @@ fn worker(
     states.into_iter().map(|s| (s.index, s.out)).collect()
 }
 
+/// What holds for every stream in one pass of a worker.
+#[derive(Clone, Copy)]
+struct Turn {
+    now: Instant,
+    /// Senders stop.
+    stop_send: bool,
+    /// The rate cap (`stream_cap_bps`) applies; lifted once the server's longest test is over, so
+    /// what is in flight drains at once.
+    capped: bool,
+}
+
 /// One pass over the live streams: how many are still live, whether one is known ready (poll without
 /// waiting then), and the earliest instant a rate-capped one may move again.
 fn pass(
     states: &mut [State],
     bufs: &mut Buffers,
     p: &EngineParams,
-    now: Instant,
-    stop_send: bool,
+    turn: Turn,
 ) -> (usize, bool, Option<Instant>) {
     let (mut live, mut any_ready, mut wake) = (0, false, None::<Instant>);
     for st in states.iter_mut().filter(|s| !s.done) {
-        match step(st, bufs, p, now, stop_send) {
+        match step(st, bufs, p, turn) {
             Step::Ended => {}
             Step::Waiting => live += 1,
             Step::Capped(due) => {
@@ -455,7 +469,12 @@ fn halt(states: &mut [State], bufs: &mut Buffers, p: &EngineParams) {
 
 /// One pass over a live stream: ends a sender that is done, times out a stream idle too long, holds
 /// back one ahead of its rate cap, and otherwise moves up to `BURST` buffers.
-fn step(st: &mut State, bufs: &mut Buffers, p: &EngineParams, now: Instant, stop_send: bool) -> Step {
+fn step(st: &mut State, bufs: &mut Buffers, p: &EngineParams, turn: Turn) -> Step {
+    let Turn {
+        now,
+        stop_send,
+        capped,
+    } = turn;
     let sender = st.ds.role == Role::Sender;
     if sender && (stop_send || st.remaining == Some(0)) {
         st.finish(None);
@@ -472,7 +491,7 @@ fn step(st: &mut State, bufs: &mut Buffers, p: &EngineParams, now: Instant, stop
         return Step::Capped(now + PACED_POLL);
     }
     let mut allowance = usize::MAX;
-    if let Some(bps) = p.stream_cap_bps {
+    if let Some(bps) = p.stream_cap_bps.filter(|_| capped) {
         // Ahead of the cap: leave the socket alone until the rate catches up. Otherwise move no more
         // than the cap allows now, so a burst of large writes cannot run far past it. The rate counts
         // from the stream's first byte, not the test's start: a stream that began late (its thread

@@ -723,7 +723,11 @@ impl EngineHook<Input> for Hook<'_> {
         if flags.abort.load(Relaxed) {
             return;
         }
-        if let Err(cut) = self.running.check(p.received + p.sent, self.started.elapsed()) {
+        let elapsed = self.started.elapsed();
+        if self.running.over_length(elapsed) {
+            flags.uncap.store(true, Relaxed);
+        }
+        if let Err(cut) = self.running.check(p.received + p.sent, elapsed) {
             let _ = self.wire.send(&Message::Error {
                 message: cut.to_string(),
             });

@@ -666,7 +666,11 @@ impl EngineHook<Input> for Hook<'_> {
         if self.failure.is_some() || self.ended || flags.abort.load(Relaxed) {
             return;
         }
-        if let Err(cut) = self.running.check(p.received + p.sent, self.started.elapsed()) {
+        let elapsed = self.started.elapsed();
+        if self.running.over_length(elapsed) {
+            flags.uncap.store(true, Relaxed);
+        }
+        if let Err(cut) = self.running.check(p.received + p.sent, elapsed) {
             let told = self.link_wire.with(|s| Ok::<_, Iperf3Error>(s.cut(cut)));
             self.failure = Some(told.map_or_else(TestError::from, TestError::from));
             flags.abort.store(true, Relaxed);

@@ -814,8 +814,32 @@ impl Progress {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
+
+    /// A fresh upload's progress, no limits, no key (the reader's tests).
+    pub(in super::super) fn progress() -> Progress {
+        let metadata = Box::leak(Box::new(BTreeMap::new()));
+        let asked = record::Asked {
+            peer: "192.0.2.1:4000".parse().unwrap(),
+            subtest: Subtest::Upload,
+            metadata,
+            tls: false,
+            limits: ndt7::SubtestLimits::default(),
+        };
+        Progress {
+            bytes: 0,
+            other: 0,
+            started: Instant::now(),
+            now_s: 0.0,
+            first_byte_s: None,
+            last_byte_s: None,
+            error: None,
+            check: None,
+            seen: record::Seen::new(&asked),
+            limits: asked.limits,
+        }
+    }
 
     #[test]
     fn requests_are_checked_before_any_upgrade() {

@@ -165,12 +165,12 @@ impl Reader {
             127 => u64::from_be_bytes(b[2..10].try_into().unwrap_or_default()),
             n => u64::from(n),
         };
-        let mask: [u8; 4] = b[len - 4..len].try_into().unwrap_or_default();
-        self.start += len;
         let bad = |why: &str| Err(Some(why.to_string()));
         if !masked {
             return bad("a client frame without a mask");
         }
+        let mask: [u8; 4] = b[len - 4..len].try_into().unwrap_or_default();
+        self.start += len;
         if rsv != 0 {
             return bad("reserved bits set with no extension agreed");
         }
@@ -307,7 +307,118 @@ fn unmask(data: &[u8], mask: [u8; 4], phase: usize, out: &mut Vec<u8>) {
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::progress;
     use super::*;
+    use proptest::prelude::*;
+
+    /// A client frame with `opcode`, masked with `mask`.
+    fn client_frame(opcode: u8, fin: bool, mask: [u8; 4], payload: &[u8]) -> Vec<u8> {
+        let mut f = vec![(if fin { 0x80 } else { 0 }) | opcode];
+        match payload.len() {
+            n if n < 126 => f.push(0x80 | n as u8),
+            n if n < 65536 => {
+                f.push(0x80 | 126);
+                f.extend_from_slice(&(n as u16).to_be_bytes());
+            }
+            n => {
+                f.push(0x80 | 127);
+                f.extend_from_slice(&(n as u64).to_be_bytes());
+            }
+        }
+        f.extend_from_slice(&mask);
+        f.extend(payload.iter().enumerate().map(|(i, b)| b ^ mask[i % 4]));
+        f
+    }
+
+    /// A reader of `bytes` that hands over at most `step` bytes a call.
+    struct Trickle<'a> {
+        bytes: &'a [u8],
+        step: usize,
+    }
+
+    impl Read for Trickle<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = self.bytes.len().min(self.step).min(buf.len());
+            buf[..n].copy_from_slice(&self.bytes[..n]);
+            self.bytes = &self.bytes[n..];
+            Ok(n)
+        }
+    }
+
+    /// Reads `bytes` to their end: what the reader found, in order, and the error that ended it.
+    fn read_all(bytes: &[u8], step: usize) -> (Vec<Got>, Option<String>, super::super::Progress) {
+        let mut p = progress();
+        let (mut r, mut from) = (Reader::new(Vec::new()), Trickle { bytes, step });
+        let mut got = vec![];
+        for _ in 0..100_000 {
+            match r.next(&mut from, &mut p) {
+                Ok(Got::More) => {}
+                Ok(g) => got.push(g),
+                Err(e) => return (got, e, p),
+            }
+        }
+        panic!("the reader did not reach the end");
+    }
+
+    #[test]
+    fn frames_are_counted_whole_whatever_their_kind_and_however_they_arrive() {
+        let mask = [9, 8, 7, 6];
+        let text = br#"{"AppInfo":{"ElapsedTime":1,"NumBytes":2}}"#;
+        let mut wire = client_frame(2, false, mask, &[1; 70_000]);
+        wire.extend(client_frame(9, true, mask, b"ping!"));
+        wire.extend(client_frame(0, true, mask, &[2; 10]));
+        wire.extend(client_frame(1, false, mask, &text[..10]));
+        wire.extend(client_frame(0, true, mask, &text[10..]));
+        wire.extend(client_frame(1, true, mask, &vec![b'a'; MAX_TEXT + 1]));
+        wire.extend(client_frame(8, true, mask, &[]));
+        for step in [1, 3, 1000, CHUNK + 7] {
+            let (got, end, p) = read_all(&wire, step);
+            assert_eq!(got, vec![Got::Ping(b"ping!".to_vec()), Got::Close], "{step}");
+            assert_eq!(end, None);
+            assert_eq!(p.bytes, 70_010);
+            assert_eq!(p.other, 5 + text.len() as u64 + MAX_TEXT as u64 + 1);
+            // The small text message is kept as the client's measurement; the large one is not.
+            assert_eq!(p.seen.client_kept(), 1);
+        }
+    }
+
+    #[test]
+    fn protocol_errors_end_the_subtest_with_a_reason() {
+        let cases: [(Vec<u8>, &str); 5] = [
+            (vec![0x82, 0x03, 1, 2, 3], "without a mask"),
+            (client_frame(0, true, [1; 4], b"x"), "continuation frame outside"),
+            (client_frame(9, false, [1; 4], b"x"), "control frame fragmented"),
+            (client_frame(2 | 0x40, true, [1; 4], b"x"), "reserved bits"),
+            (
+                [0x82, 0xff]
+                    .iter()
+                    .chain(&(1u64 << 40).to_be_bytes())
+                    .chain(&[0; 4])
+                    .copied()
+                    .collect(),
+                "16 MiB",
+            ),
+        ];
+        for (wire, why) in cases {
+            let (_, end, _) = read_all(&wire, 2);
+            assert!(
+                end.as_deref().is_some_and(|e| e.contains(why)),
+                "{end:?} for {why}"
+            );
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+        #[test]
+        fn hostile_bytes_never_panic_and_never_count_more_than_arrived(
+            bytes in proptest::collection::vec(any::<u8>(), 0..3000),
+            step in 1usize..64,
+        ) {
+            let (_, _, p) = read_all(&bytes, step);
+            prop_assert!(p.bytes + p.other <= bytes.len() as u64);
+        }
+    }
 
     #[test]
     fn unmasking_matches_the_rfc_at_every_length_and_phase() {

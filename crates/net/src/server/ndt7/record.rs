@@ -90,6 +90,12 @@ impl Seen {
         }
     }
 
+    /// How many of the client's measurements are kept (tests).
+    #[cfg(test)]
+    pub(super) fn client_kept(&self) -> usize {
+        self.record.client_measurements.len()
+    }
+
     /// The subtest's result as this server saw it (None only if its test cannot be described, which
     /// a subtest's fixed shape rules out).
     pub(super) fn result(&self, asked: &Asked, p: &Progress, sock: &TcpStream) -> Option<RunResult> {
