@@ -273,26 +273,28 @@ mod gate_tests {
     use std::time::{Duration, Instant};
 
     #[test]
-    fn one_line_per_address_and_kind_a_minute_with_the_count_held_back() {
+    fn a_few_lines_per_address_and_kind_a_minute_with_the_count_held_back() {
         let mut g = RefusalGate::default();
         let t0 = Instant::now();
         let a: std::net::IpAddr = "192.0.2.1".parse().unwrap();
         let b: std::net::IpAddr = "2001:db8::1".parse().unwrap();
-        assert_eq!(g.pass(a, RefusalKind::Busy, t0), Some(0));
-        for i in 1..100 {
-            assert_eq!(g.pass(a, RefusalKind::Busy, t0 + Duration::from_millis(i)), None);
+        for i in 0..REFUSAL_LINES {
+            let at = t0 + Duration::from_millis(i.into());
+            assert_eq!(g.pass(a, RefusalKind::Busy, at), Some(0));
+        }
+        for i in 0..100 {
+            let at = t0 + Duration::from_millis(100 + i);
+            assert_eq!(g.pass(a, RefusalKind::Busy, at), None);
         }
         assert_eq!(g.pass(a, RefusalKind::Greeting, t0), Some(0), "another kind");
-        assert_eq!(g.pass(b, RefusalKind::Busy, t0), Some(0), "another address");
-        assert_eq!(
-            g.pass("2001:db8::2".parse().unwrap(), RefusalKind::Busy, t0),
-            None,
-            "the same /64"
-        );
-        assert_eq!(
-            g.pass(a, RefusalKind::Busy, t0 + Duration::from_secs(60)),
-            Some(99)
-        );
+        for _ in 0..REFUSAL_LINES {
+            assert_eq!(g.pass(b, RefusalKind::Busy, t0), Some(0), "another address");
+        }
+        let same_64: std::net::IpAddr = "2001:db8::2".parse().unwrap();
+        assert_eq!(g.pass(same_64, RefusalKind::Busy, t0), None, "the same /64");
+        let next_minute = t0 + Duration::from_secs(60);
+        assert_eq!(g.pass(a, RefusalKind::Busy, next_minute), Some(100));
+        assert_eq!(g.pass(a, RefusalKind::Busy, next_minute), Some(0));
     }
 
     #[test]
@@ -303,13 +305,13 @@ mod gate_tests {
             let ip = std::net::IpAddr::V4(std::net::Ipv4Addr::from(0x0a00_0000 + i));
             g.pass(ip, RefusalKind::Busy, t0);
         }
-        assert_eq!(g.last.len(), RefusalGate::MAX_TRACKED);
+        assert_eq!(g.seen.len(), RefusalGate::MAX_TRACKED);
         let late = std::net::IpAddr::V4(std::net::Ipv4Addr::new(192, 0, 2, 9));
         assert_eq!(g.pass(late, RefusalKind::Busy, t0 + Duration::from_secs(1)), None);
         assert_eq!(
             g.pass(late, RefusalKind::Busy, t0 + Duration::from_secs(61)),
             Some(0)
         );
-        assert_eq!(g.last.len(), 1);
+        assert_eq!(g.seen.len(), 1);
     }
 }

@@ -818,7 +818,7 @@ pub(super) mod tests {
     use super::*;
 
     /// A fresh upload's progress, no limits, no key (the reader's tests).
-    pub(in super::super) fn progress() -> Progress {
+    pub(super) fn progress() -> Progress {
         let metadata = Box::leak(Box::new(BTreeMap::new()));
         let asked = record::Asked {
             peer: "192.0.2.1:4000".parse().unwrap(),
