@@ -34,6 +34,14 @@ pub(crate) const HANDSHAKING_CAPS: admission::Caps = admission::Caps {
     per_address: 4,
     per_network: 16,
 };
+/// The memory a subtest is charged against `--max-memory`: the reader's piece, the download's
+/// payload generator (one scaled message), the queue for a client that does not read, the record's
+/// client measurements, and 64 KiB for the rest (TLS's and tungstenite's buffers).
+pub(crate) const SUBTEST_BYTES: u64 = (reader::CHUNK
+    + ndt7::MAX_SCALED_MESSAGE_BYTES
+    + upload::MAX_QUEUED
+    + record::MAX_CLIENT_BYTES
+    + 64 * 1024) as u64;
 /// The longest HTTP request head read.
 const MAX_HEAD: usize = 8192;
 
@@ -156,6 +164,14 @@ fn connection(
             shared,
             Answer::new(503, "busy: every test slot is taken; retry in a few seconds"),
         );
+    };
+    let Ok(_memory) = shared.hold_bytes(SUBTEST_BYTES) else {
+        let mut a = Answer::new(
+            503,
+            "busy: the tests running now hold this server's memory budget; retry in a few seconds",
+        );
+        a.kind = RefusalKind::Memory;
+        return refuse(stream, peer, shared, a);
     };
     let started = Instant::now();
     let l = &shared.opts.limits;
@@ -718,7 +734,11 @@ fn close(
     t: &mut Timetable,
     p: &mut Progress,
 ) {
-    if let Err(e) = ws.close(None) {
+    let frame = p.close_reason().map(|reason| tungstenite::protocol::CloseFrame {
+        code: tungstenite::protocol::frame::coding::CloseCode::Normal,
+        reason: reason.into(),
+    });
+    if let Err(e) = ws.close(frame) {
         if !not_yet(&e) {
             return;
         }
@@ -777,6 +797,14 @@ impl Progress {
             c.take(self.bytes, data);
         }
         self.moved(self.bytes + data.len() as u64);
+    }
+
+    /// Why the server ends the subtest before its time, for its close frame: the byte limit reached.
+    fn close_reason(&self) -> Option<String> {
+        let max = self.limits.max_bytes?;
+        self.limits
+            .bytes_reached(self.charged())
+            .then(|| format!("this server's limit of {max} bytes per test"))
     }
 
     /// Every byte the subtest moved or the client sent, as the server's limits count them.

@@ -14,7 +14,7 @@ use std::io::{ErrorKind, Write};
 use std::net::TcpStream;
 
 /// The most the server queues for a client that does not read it (measurements, pongs).
-const MAX_QUEUED: usize = 256 * 1024;
+pub(super) const MAX_QUEUED: usize = 256 * 1024;
 
 /// An upload's connection: the client's frames in, the server's out.
 pub(super) struct Frames {
@@ -109,7 +109,12 @@ pub(super) fn upload(f: &mut Frames, sock: &TcpStream, info: &Reporter, p: &mut 
 /// Starts the closing handshake at the end of the test time and waits (to the hard limit) for the
 /// client's answer, counting what still arrives.
 fn close(f: &mut Frames, sock: &TcpStream, t: &mut Timetable, p: &mut Progress) {
-    if f.send(&server_frame(8, &[])).is_err() {
+    // A reason goes with the close when the server's byte limit ended the subtest (code 1000).
+    let payload = p
+        .close_reason()
+        .map(|r| [&1000u16.to_be_bytes()[..], r.as_bytes()].concat())
+        .unwrap_or_default();
+    if f.send(&server_frame(8, &payload)).is_err() {
         return;
     }
     closing(sock, t, p, |p| {
