@@ -15,7 +15,7 @@ and against iperf3 3.21's `iperf3 -s`.
   hostile.py stall-flood --port P --source 127.0.0.3 --count 1000 --hold S [--ndt7]
   hostile.py random-sessions --port P --count 10000
   hostile.py worst-request --port P [--streams N --length BYTES]
-  hostile.py reopen-flood --port P --net 127.0.2 --addresses 64 --per 8 --hold S [--ndt7]
+  hostile.py reopen-flood --port P --net 127.0.2 --addresses 64 --per 8 --hold S [--ndt7 | --iperf3]
                                   (silent greetings from a whole /26, reopened as the server closes them)
   hostile.py ndt7-text --port P [--size 16M] [--time 8]   (an upload of huge text messages)
   hostile.py slowloris --port P --sources A,B --count N [--every 1.5] [--hold 45]
@@ -578,8 +578,11 @@ def worst_request(a):
 def reopen_flood(a):
     """--addresses source addresses of --net (127.0.2.1, .2, ...), each keeping --per connections
     that send a complete control greeting (or, with --ndt7, half a request head) and then nothing;
-    every connection the server closes is opened again at once, until --hold seconds pass."""
+    every connection the server closes is opened again at once, until --hold seconds pass. With
+    --iperf3 the greeting is a whole iperf3 cookie (then silence, as before its parameters)."""
     greeting = b"GET /ndt/v7/download HTTP/1.1\r\nHost: x\r\n" if a.ndt7 else control_preamble()
+    if a.iperf3:
+        greeting = b"hostilehostilehostilehostilehostile2\0"
     sources = ["%s.%d" % (a.net, i + 1) for i in range(a.addresses)]
     held, opened, refused = {}, 0, 0
 
@@ -816,6 +819,7 @@ def main():
     f.add_argument("--per", type=int, default=8)
     f.add_argument("--hold", type=float, default=10.0)
     f.add_argument("--ndt7", action="store_true")
+    f.add_argument("--iperf3", action="store_true")
     t = sub.add_parser("ndt7-text")
     t.add_argument("--port", type=int, required=True)
     t.add_argument("--size", default="16M")

@@ -9,13 +9,13 @@ use crate::attacks::{hostile, rss_kib, Running};
 use crate::common::{self, landspeed, ServerProc};
 use std::time::{Duration, Instant};
 
-/// Starts a reopen flood: 64 addresses of 127.0.2.0/26, `per` silent connections each, for `hold` s.
-fn reopen_flood(port: u16, ndt7: bool, hold: u32) -> Running {
+/// Starts a reopen flood: 64 addresses of 127.0.2.0/26, 8 silent connections each (`greeting`:
+/// landspeed's control preamble, or `--ndt7`'s half request head, or `--iperf3`'s cookie), for
+/// `hold` s.
+fn reopen_flood(port: u16, greeting: Option<&str>, hold: u32) -> Running {
     let (port, hold) = (port.to_string(), hold.to_string());
     let mut args = vec!["reopen-flood", "--port", &port, "--hold", &hold, "--per", "8"];
-    if ndt7 {
-        args.push("--ndt7");
-    }
+    args.extend(greeting);
     let (flood, first) = Running::start(&args);
     assert_eq!(first["holding"].as_u64(), Some(512), "{first}");
     flood
@@ -51,7 +51,7 @@ fn sixty_four_addresses_reopening_silent_greetings_keep_no_honest_client_out() {
         };
         let s = ServerProc::start("", &extra);
         let p = s.port.to_string();
-        let flood = reopen_flood(s.port, false, 14);
+        let flood = reopen_flood(s.port, None, 14);
         std::thread::sleep(Duration::from_secs(1));
         let mut args = vec!["run", "127.0.0.1", "-p", &p, "-t", "0.2", "--no-save"];
         if keyed {
@@ -70,6 +70,27 @@ fn sixty_four_addresses_reopening_silent_greetings_keep_no_honest_client_out() {
 }
 
 #[test]
+fn iperf3_cookies_reopened_from_64_addresses_keep_neither_protocols_clients_out() {
+    let _alone = common::alone();
+    let s = ServerProc::start("", &[]);
+    let p = s.port.to_string();
+    let flood = reopen_flood(s.port, Some("--iperf3"), 12);
+    std::thread::sleep(Duration::from_secs(1));
+    let args = ["run", "127.0.0.1", "-p", &p, "-t", "0.2", "--no-save"];
+    let (ok, slowest) = attempts(5, &args, Duration::from_secs(2));
+    let iperf3 = std::process::Command::new("iperf3")
+        .args(["-c", "127.0.0.1", "-p", &p, "-t", "1"])
+        .output();
+    let report = flood.report();
+    eprintln!("iperf3 cookie flood: {report}; landspeed clients within 2 s: {ok} of 5 (slowest {slowest:?})");
+    assert!(ok >= 5, "{ok} of 5");
+    match iperf3 {
+        Ok(out) => assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr)),
+        Err(e) => assert!(std::env::var_os("CI").is_none(), "iperf3 missing in CI: {e}"),
+    }
+}
+
+#[test]
 fn an_ndt7_reopen_flood_keeps_no_honest_client_out() {
     let _alone = common::alone();
     let s = ServerProc::start(
@@ -77,7 +98,7 @@ fn an_ndt7_reopen_flood_keeps_no_honest_client_out() {
         &["--ndt7", "127.0.0.1:0", "--ndt7-plain", "--max-duration", "2s"],
     );
     let addr = crate::ndt7::ndt7_addr(&s);
-    let flood = reopen_flood(addr.port(), true, 14);
+    let flood = reopen_flood(addr.port(), Some("--ndt7"), 14);
     let url = format!("ws://{addr}");
     for dir in [&["-R"][..], &[][..]] {
         let mut args = vec!["run", "--ndt7", "--json", "--no-save", &url];

@@ -49,6 +49,15 @@ pub enum TestError {
     /// The client reported a failure of its own.
     #[error("client failed: {0}")]
     ClientFailed(String),
+    /// Not admitted as a test (the per-minute rate, every slot taken, the memory budget); the client
+    /// was told in its protocol's words. Logged as a refusal of `kind`, not as a test.
+    #[error("{reason}")]
+    NotAdmitted {
+        /// What the refusal counts as.
+        kind: landspeed_core::server_log::RefusalKind,
+        /// Why, for the log line.
+        reason: String,
+    },
     /// The server cut the running test at one of its limits; the client was told why.
     #[error(transparent)]
     Cut(landspeed_core::protocol::Cut),

@@ -84,20 +84,28 @@ pub(super) fn handle(mut stream: TcpStream, raw: [u8; COOKIE_LEN], peer: SocketA
             "iperf3: this server requires a key and does not open iperf3's protocol (serve --open iperf3)",
         );
     }
-    if shared.admit(peer).is_err() {
-        let _ = stream.write_all(&[State::AccessDenied.byte()]);
-        return refuse(
-            RefusalKind::RateLimited,
-            "rate limited (too many tests per minute from this address)",
-        );
-    }
-    let Ok(_slot) = shared.slot(peer) else {
-        let _ = stream.write_all(&[State::AccessDenied.byte()]);
-        return refuse(RefusalKind::Busy, "iperf3: busy (every test slot in use)");
+    // Until its parameters are in and valid, the connection holds a place among those still proving
+    // themselves (the fair pool of landspeed's control connections); only then is it counted
+    // against the per-minute rate and given a test slot (`admit`).
+    let preauth = match shared.preauth(peer, super::tcp_closer(&stream)) {
+        Ok(p) => p,
+        Err(why) => {
+            let _ = stream.write_all(&[State::AccessDenied.byte()]);
+            return refuse(
+                RefusalKind::Busy,
+                &format!("iperf3: busy: too many connections still in their handshake ({why})"),
+            );
+        }
     };
+    let evicted = preauth.evicted();
     let mut log = TestLog::new(peer, "iperf3");
-    match serve(stream, cookie, shared, &mut log) {
+    match serve(stream, (cookie, preauth), shared, &mut log) {
         Ok(()) => {}
+        Err(TestError::NotAdmitted { kind, reason }) => return refuse(kind, &reason),
+        Err(_) if evicted.load(Relaxed) => return refuse(
+            RefusalKind::Evicted,
+            "iperf3: closed inside its handshake: its place went to a client from an address holding fewer",
+        ),
         // A client that did not pass iperf3's authentication leaves a refusal, not a test.
         Err(TestError::Iperf3(landspeed_iperf3::Iperf3Error::Unauthorized(why))) => {
             return refuse(
@@ -122,7 +130,12 @@ fn timers(o: &super::ServerOptions) -> Iperf3Timers {
     }
 }
 
-fn serve(ctl: TcpStream, cookie: Cookie, shared: &Shared, log: &mut TestLog) -> Result<(), TestError> {
+fn serve(
+    ctl: TcpStream,
+    (cookie, preauth): (Cookie, super::Place),
+    shared: &Shared,
+    log: &mut TestLog,
+) -> Result<(), TestError> {
     let o = &shared.opts;
     let _ = ctl.set_nodelay(true);
     let addresses = (ctl.local_addr().ok(), ctl.peer_addr().ok());
@@ -136,7 +149,8 @@ fn serve(ctl: TcpStream, cookie: Cookie, shared: &Shared, log: &mut TestLog) -> 
     link.listen()?;
     let (params, test) = parameters(&mut link)?;
     log.protocol = format!("iperf3 {}", params.client_version.as_deref().unwrap_or("client"));
-    let _memory = admit(&mut link, (&params, &test), shared, log)?;
+    let _admitted = admit(&mut link, (&params, &test), shared, log)?;
+    drop(preauth);
     log.streams = test.streams;
     log.direction = Some(test.direction);
     let streams = if params.udp {
@@ -315,7 +329,7 @@ fn admit(
     (params, test): (&Params, &Test),
     shared: &Shared,
     log: &mut TestLog,
-) -> Result<Option<super::MemoryHold>, TestError> {
+) -> Result<(super::Slot, Option<super::MemoryHold>), TestError> {
     let refused = |link: &mut Iperf3Link, e| {
         let _ = link.wire.flush();
         Err(TestError::Iperf3(e))
@@ -331,8 +345,32 @@ fn admit(
             }
         }
     }
+    let peer = link
+        .stream()
+        .peer_addr()
+        .map_err(|e| TestError::Control(crate::control::ControlError::Io(e)))?;
+    // Not admitted: iperf3's client reads ACCESS_DENIED ("the server is busy running a test"), the
+    // log a refusal.
+    let not_admitted = |link: &mut Iperf3Link, kind, reason: &str| {
+        let _ = link.wire.conn.busy();
+        let _ = link.wire.flush();
+        Err(TestError::NotAdmitted {
+            kind,
+            reason: format!("iperf3: {reason}"),
+        })
+    };
+    if shared.admit(peer).is_err() {
+        return not_admitted(
+            link,
+            RefusalKind::RateLimited,
+            "rate limited (too many tests per minute from this address)",
+        );
+    }
+    let Ok(slot) = shared.slot(peer) else {
+        return not_admitted(link, RefusalKind::Busy, "busy (every test slot in use)");
+    };
     match shared.hold_memory(test) {
-        Ok(m) => Ok(m),
+        Ok(m) => Ok((slot, m)),
         Err(_) => {
             let e = link.wire.conn.busy();
             refused(link, e)
