@@ -103,6 +103,14 @@ def connect(port, source="127.0.0.1", host="127.0.0.1", timeout=5.0):
     return s
 
 
+def recv_some(s, n=4096):
+    """What the socket has (b"" once closed or reset)."""
+    try:
+        return s.recv(n)
+    except OSError:
+        return b""
+
+
 def rate_bps(text):
     mult = {"k": 1e3, "K": 1e3, "m": 1e6, "M": 1e6, "g": 1e9, "G": 1e9}
     return float(text[:-1]) * mult[text[-1]] if text[-1] in mult else float(text)
@@ -469,10 +477,7 @@ def stall_flood(a):
     while time.monotonic() < end and held:
         r, _, _ = select.select(held, [], [], min(0.5, max(0.0, end - time.monotonic())))
         for s in r:
-            try:
-                data = s.recv(4096)
-            except OSError:
-                data = b""
+            data = recv_some(s)
             if not data:
                 closed_early += 1
                 held.remove(s)
@@ -619,10 +624,7 @@ def reopen_flood(a):
                 pass
             pending[s] = False
         for s in r:
-            try:
-                data = s.recv(4096)
-            except OSError:
-                data = b""
+            data = recv_some(s)
             if not data:
                 src = held.pop(s)
                 pending.pop(s, None)
@@ -716,10 +718,7 @@ def slowloris(a):
         r = [by_fd[fd] for fd, _ in poller.poll(100) if by_fd.get(fd) in held]
         for s in r:
             poller.unregister(s)
-            try:
-                data = s.recv(4096)
-            except OSError:
-                data = b""
+            data = recv_some(s)
             if not data:
                 closed_at.append(time.monotonic() - held.pop(s))
                 s.close()

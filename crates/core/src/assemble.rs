@@ -215,9 +215,11 @@ fn flow_intervals(p: &FlowParts, ids: &[u32]) -> Vec<IntervalResult> {
 }
 
 /// A warning when the window, not the path, set the rate: the senders spent most of the test limited
-/// by the receive window or their send buffer (TCP_INFO), so the window granted is below the
-/// bandwidth-delay product at the RTT measured. Names the bound and the command that says what to change.
-/// With a window set for the test (`set_window`), the kernel's autotuning was off: the warning says so.
+/// by the receive window or their send buffer (TCP_INFO), and the window over the path's minimum
+/// RTT allows about the rate measured, no more (`limit::WINDOW_EXPLAINS_RATE`): a window that would allow
+/// more did not hold the rate back, whatever the limited times say. Names the bound and what to
+/// change. With a window set for the test (`set_window`), the kernel's autotuning was off: the
+/// warning says so.
 fn window_limited(streams: &[StreamResult], set_window: Option<u64>) -> Option<String> {
     let tcp: Vec<(&LimitedShares, &crate::endpoint::TcpStats)> = streams
         .iter()
@@ -232,12 +234,24 @@ fn window_limited(streams: &[StreamResult], set_window: Option<u64>) -> Option<S
     if rwnd + sndbuf < 50.0 {
         return None;
     }
-    let rtt_s = tcp.iter().map(|t| f64::from(t.1.rtt_avg_us)).sum::<f64>() / n / 1e6;
+    // The path's own RTT (the minimum: the mean includes the queue the senders themselves built).
+    let rtt_us = |t: &crate::endpoint::TcpStats| {
+        if t.rtt_min_us > 0 {
+            t.rtt_min_us
+        } else {
+            t.rtt_avg_us
+        }
+    };
+    let rtt_s = tcp.iter().map(|t| f64::from(rtt_us(t.1))).sum::<f64>() / n / 1e6;
     let window = tcp.iter().map(|t| t.1.snd_wnd_bytes as f64).sum::<f64>() / n;
     if rtt_s <= 0.0 || window <= 0.0 {
         return None;
     }
     let bound = n * window * 8.0 / rtt_s;
+    let measured: f64 = streams.iter().map(|s| s.throughput_bps).sum();
+    if !(measured > 0.0 && bound <= crate::limit::WINDOW_EXPLAINS_RATE * measured) {
+        return None;
+    }
     let set = set_window.map_or(String::new(), |w| {
         format!(
             "; the window was set to {} for this test, which turns the kernel's receive-buffer autotuning off: with no window set the kernel may grow it up to its limit (net.ipv4.tcp_rmem's maximum)",
@@ -245,7 +259,7 @@ fn window_limited(streams: &[StreamResult], set_window: Option<u64>) -> Option<S
         )
     });
     Some(format!(
-        "the window limited this test: the senders were receive-window limited {rwnd:.0}% and send-buffer limited {sndbuf:.0}% of the time; {} stream(s) × {} of window over an RTT of {:.1} ms allow at most {} — below the bandwidth-delay product of a faster path (a larger window, or host buffers tuned for the path's rate, an RTT of {:.0} ms and {} stream(s)){set}",
+        "the window limited this test: the senders were receive-window limited {rwnd:.0}% and send-buffer limited {sndbuf:.0}% of the time; {} stream(s) × {} of window over the path's minimum RTT of {:.1} ms allow at most {}, about the rate measured — below the bandwidth-delay product of a faster path (a larger window, or host buffers tuned for the path's rate, an RTT of {:.0} ms and {} stream(s)){set}",
         tcp.len(),
         crate::units::Bytes(window as u64),
         rtt_s * 1e3,
@@ -890,15 +904,81 @@ fn per_flow(inp: &Inputs) -> (Vec<DirectionResult>, Vec<StreamResult>) {
             .collect();
         let intervals = flow_intervals(&p, &ids);
         let summary = flow_summary(spec, &p, &ids, &srs, &intervals);
+        let limits = crate::limit::decide(&limit_facts(spec, &p, &srs, &summary));
         streams.extend(srs);
         directions.push(DirectionResult {
             flow,
             summary,
             intervals,
             stalls: p.receiver.stalls.clone(),
+            limits,
         });
     }
     (directions, streams)
+}
+
+/// The evidence one direction's verdict is decided from (`core::limit`): its rate and time, its
+/// senders' TCP_INFO (mean minimum and smoothed RTT, limited times, window, segments and
+/// retransmissions), the window asked for and granted, the pace asked for, and whether a worker
+/// thread at either end was busy all its time.
+fn limit_facts(
+    spec: &TestSpec,
+    p: &FlowParts,
+    srs: &[StreamResult],
+    summary: &Summary,
+) -> crate::limit::Facts {
+    let tcp: Vec<&crate::endpoint::TcpStats> = srs.iter().filter_map(|s| s.tcp.as_ref()).collect();
+    let n = tcp.len().max(1) as f64;
+    let mean = |f: &dyn Fn(&crate::endpoint::TcpStats) -> f64| tcp.iter().map(|t| f(t)).sum::<f64>() / n;
+    let limited: Vec<&LimitedShares> = srs.iter().filter_map(|s| s.limited.as_ref()).collect();
+    let share = |f: &dyn Fn(&LimitedShares) -> f64| match limited.len() {
+        0 => 0.0,
+        k => limited.iter().map(|l| f(l)).sum::<f64>() / k as f64,
+    };
+    let has_rtt = !tcp.is_empty() && tcp.iter().all(|t| t.rtt_min_us > 0);
+    let failed = [p.sender.error.clone(), p.receiver.error.clone()]
+        .into_iter()
+        .flatten()
+        .chain(srs.iter().flat_map(|s| s.errors.clone()))
+        .next();
+    let streams = srs.len() as u32;
+    let paced_bps = match spec.transport {
+        crate::config::Transport::Udp => spec.rate_bps,
+        _ => spec.fq_rate_bps.map(|r| r * f64::from(streams)),
+    };
+    let min_buf = |r: &EndpointReport, f: fn(&StreamReport) -> u64| {
+        r.streams.iter().map(f).filter(|b| *b > 0).min().unwrap_or(0)
+    };
+    let (sender_cpu, _) = crate::cpu_bound::bound_roles(p.sender);
+    let (_, receiver_cpu) = crate::cpu_bound::bound_roles(p.receiver);
+    crate::limit::Facts {
+        failed,
+        rate_bps: summary.throughput_bps,
+        duration_s: summary.duration_s,
+        streams,
+        rtt_min_s: has_rtt.then(|| mean(&|t| f64::from(t.rtt_min_us)) / 1e6),
+        rtt_avg_s: has_rtt.then(|| mean(&|t| f64::from(t.rtt_avg_us)) / 1e6),
+        rwnd_limited_pct: share(&|l| l.rwnd_limited_pct),
+        sndbuf_limited_pct: share(&|l| l.sndbuf_limited_pct),
+        window_bytes: mean(&|t| t.snd_wnd_bytes as f64),
+        window_requested: spec.window_bytes,
+        granted_snd_bytes: min_buf(p.sender, |s| s.snd_buf_bytes),
+        granted_rcv_bytes: min_buf(p.receiver, |s| s.rcv_buf_bytes),
+        segs_out: tcp.iter().map(|t| t.segs_out).sum(),
+        retransmits: tcp.iter().map(|t| t.retransmits).sum(),
+        mss_bytes: tcp.first().map_or(0, |t| t.mss_bytes),
+        paced_bps,
+        sender_cpu_bound: spec.transport == crate::config::Transport::Tcp && sender_cpu,
+        receiver_cpu_bound: receiver_cpu,
+        sender_host_busy_pct: host_busy_pct(p.sender),
+        receiver_host_busy_pct: host_busy_pct(p.receiver),
+    }
+}
+
+/// An end's host's CPUs together: their busy share over the test (softirq included), percent.
+fn host_busy_pct(r: &EndpointReport) -> Option<f64> {
+    let c = &r.cpu;
+    (c.system_total_s > 0.0).then(|| (c.system_busy_s / c.system_total_s * 100.0).min(100.0))
 }
 
 /// What the result warns about: each end's own warnings and errors, corrupt payload, byte counts that
@@ -1255,6 +1335,7 @@ pub(crate) mod tests {
             },
             intervals: vec![],
             stalls: vec![],
+            limits: vec![],
         };
         let line = receiver_behind(&dir(Some(400), Some(12))).unwrap();
         assert!(
@@ -1514,5 +1595,63 @@ pub(crate) mod tests {
         assert_eq!(r.intervals.len(), 1);
         assert_eq!(r.intervals[0].bytes, 1200);
         assert_eq!(r.streams.len(), 2);
+    }
+}
+
+#[cfg(test)]
+mod window_tests {
+    use super::tests::sr;
+    use super::*;
+
+    /// One stream of `rate_bps`, its sender receive-window limited `rwnd_pct` of the time with
+    /// `window` bytes of window, the path's minimum RTT `min_ms` and its mean `avg_ms`.
+    fn stream(rate_bps: f64, rwnd_pct: f64, window: u64, min_ms: u32, avg_ms: u32) -> StreamResult {
+        let spec = TestSpec::default();
+        let tx = sr(0, Flow::ClientToServer, Role::Sender, 1000, 0, 0.0, 10.0);
+        let rx = sr(0, Flow::ClientToServer, Role::Receiver, 1000, 0, 0.0, 10.0);
+        let mut s = stream_result(&spec, Flow::ClientToServer, 0, Some(&tx), Some(&rx), 10.0);
+        s.throughput_bps = rate_bps;
+        s.limited = Some(LimitedShares {
+            rwnd_limited_pct: rwnd_pct,
+            sndbuf_limited_pct: 0.0,
+            busy_pct: 100.0,
+        });
+        s.tcp = Some(crate::endpoint::TcpStats {
+            snd_wnd_bytes: window,
+            rtt_min_us: min_ms * 1000,
+            rtt_avg_us: avg_ms * 1000,
+            ..Default::default()
+        });
+        s
+    }
+
+    #[test]
+    fn a_small_window_that_explains_the_rate_is_named() {
+        // 64 KiB over 10 ms is 52 Mbit/s: a 50 Mbit/s test was held there.
+        let w = window_limited(&[stream(50e6, 90.0, 65536, 10, 11)], Some(65536)).unwrap();
+        assert!(
+            w.contains("minimum RTT of 10.0 ms") && w.contains("52.4 Mbit/s"),
+            "{w}"
+        );
+        assert!(w.contains("autotuning off"), "{w}");
+    }
+
+    #[test]
+    fn a_full_path_with_a_standing_queue_is_not_blamed_on_the_window() {
+        // A 1 Gbit/s bottleneck at 100 ms with 35 ms of queue: the window grew to cover the queue
+        // (16.9 MB), and the senders still saw it as their limit most of the time. Over the mean RTT
+        // it "allows" 1.0 Gbit/s, the old rule's false verdict; over the minimum, 1.35 Gbit/s, which
+        // did not hold the 953 Mbit/s measured back.
+        assert_eq!(
+            window_limited(&[stream(953e6, 80.0, 16_875_000, 100, 135)], None),
+            None
+        );
+        // Reordering or loss: a window bound 1.6 times the rate is not the limit.
+        assert_eq!(
+            window_limited(&[stream(100e6, 70.0, 2_000_000, 100, 100)], None),
+            None
+        );
+        // Not limited most of the time: nothing to say.
+        assert_eq!(window_limited(&[stream(50e6, 20.0, 65536, 10, 10)], None), None);
     }
 }

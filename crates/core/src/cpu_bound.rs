@@ -18,20 +18,37 @@ pub fn cpu_bound(end: &str, r: &EndpointReport) -> Vec<String> {
     r.workers.iter().filter_map(|w| worker_line(end, r, w)).collect()
 }
 
-fn worker_line(end: &str, r: &EndpointReport, w: &WorkerCpu) -> Option<String> {
+/// Whether `r` had a CPU-bound worker thread with sending streams, and one with receiving streams.
+pub fn bound_roles(r: &EndpointReport) -> (bool, bool) {
+    let has = |w: &WorkerCpu, role: Role| {
+        r.streams
+            .iter()
+            .any(|s| s.role == role && w.streams.contains(&s.id))
+    };
+    let bound: Vec<&WorkerCpu> = r.workers.iter().filter(|w| busy(r, w).is_some()).collect();
+    (
+        bound.iter().any(|w| has(w, Role::Sender)),
+        bound.iter().any(|w| has(w, Role::Receiver)),
+    )
+}
+
+/// A CPU-bound worker thread's own busy share and its CPU's figures; None when it is not bound.
+fn busy<'a>(r: &'a EndpointReport, w: &WorkerCpu) -> Option<(f64, Option<&'a CpuShare>)> {
     if w.wall_s < MIN_WALL_S {
         return None;
     }
-    let used = w.user_s + w.system_s;
-    let thread = used / w.wall_s;
+    let thread = (w.user_s + w.system_s) / w.wall_s;
     let cpu = w
         .last_cpu
         .and_then(|c| r.cpu.per_cpu.iter().find(|s| s.cpu == c))
         .filter(|s| s.total_s > 0.0);
     let softirq = cpu.map_or(0.0, |s| s.softirq_s / s.total_s);
-    if thread + softirq < THREAD_BUSY {
-        return None;
-    }
+    (thread + softirq >= THREAD_BUSY).then_some((thread, cpu))
+}
+
+fn worker_line(end: &str, r: &EndpointReport, w: &WorkerCpu) -> Option<String> {
+    let (thread, cpu) = busy(r, w)?;
+    let used = w.user_s + w.system_s;
     let kernel = if used > 0.0 { w.system_s / used } else { 0.0 };
     let mut text = format!(
         "{end} {} thread {:.0}% busy ({:.0}% of it in the kernel)",

@@ -253,6 +253,7 @@ mod tests {
             },
             intervals: vec![],
             stalls: vec![],
+            limits: vec![],
         }];
         let report = |to_server_p99, to_client_p99| EmulatorReport {
             name: "rec".into(),

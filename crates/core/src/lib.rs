@@ -13,6 +13,7 @@ pub mod cpu_bound;
 pub mod emulator;
 pub mod endpoint;
 pub mod files;
+pub mod limit;
 pub mod ndt7;
 pub mod netstat;
 pub mod path;

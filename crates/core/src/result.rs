@@ -351,6 +351,9 @@ pub struct DirectionResult {
     /// "Stalls").
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stalls: Vec<crate::stall::Stall>,
+    /// What held its rate back (`core::limit`, docs/diagnosis.md), most certain first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub limits: Vec<crate::limit::Limit>,
 }
 
 /// One stream's figures, from both of its ends.

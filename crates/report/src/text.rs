@@ -674,7 +674,40 @@ pub fn render(r: &RunResult) -> String {
     for w in &r.warnings {
         let _ = writeln!(out, "WARNING: {w}");
     }
+    for line in limited_by(r) {
+        let _ = writeln!(out, "{line}");
+    }
     out
+}
+
+/// The last lines: what held each direction's rate back (`core::limit`), its confidence and fix.
+fn limited_by(r: &RunResult) -> Vec<String> {
+    let many = r.directions.len() > 1;
+    r.directions
+        .iter()
+        .filter(|d| !d.limits.is_empty())
+        .map(|d| {
+            let said: Vec<String> = d
+                .limits
+                .iter()
+                .map(|l| {
+                    let sure = match l.confidence {
+                        landspeed_core::limit::Confidence::High => "",
+                        landspeed_core::limit::Confidence::Medium => " (likely)",
+                        landspeed_core::limit::Confidence::Low => " (possibly)",
+                    };
+                    let fix = l.fix.as_ref().map(|f| format!("; fix: {f}")).unwrap_or_default();
+                    format!("{}{sure}{fix}", l.why)
+                })
+                .collect();
+            let dir = if many {
+                format!(" ({})", d.flow.label())
+            } else {
+                String::new()
+            };
+            format!("Limited by{dir}: {}", said.join("; and "))
+        })
+        .collect()
 }
 
 /// One line per stall of direction `d`: how long no data arrived and from when, with what the

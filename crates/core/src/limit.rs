@@ -1,0 +1,601 @@
+//! What held a direction's rate back: one verdict per direction, decided from the evidence a run
+//! gathers (TCP_INFO's limited times, minimum and mean RTT, the window, retransmissions, the pace
+//! asked for, each end's worker threads), with every figure that decided it, its confidence and the
+//! fix. The rules are written to be never wrong rather than always saying something: a rule fires
+//! only when its evidence holds against the alternatives it could be confused with (a window is the
+//! limit only when window / minimum RTT is near the rate, never on a path its own queue shows full),
+//! two that both hold are both said, and what cannot be told apart is said as such ("unknown", with
+//! what was seen). Pure: the facts come in, the verdict goes out; docs/diagnosis.md has every rule,
+//! why its thresholds are where they are, and what each cannot tell apart.
+
+use serde::{Deserialize, Serialize};
+
+/// What held a rate back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LimitKind {
+    /// The path was full: its bottleneck's queue grew under the test (nothing to fix at the ends).
+    PathCapacity,
+    /// The receiver's window.
+    ReceiveWindow,
+    /// The sender's send buffer.
+    SendBuffer,
+    /// A system cap on a window asked for (the sysctl is named in the fix).
+    SystemCap,
+    /// Loss and congestion control: the rate is what the loss rate allows (Mathis).
+    LossCongestion,
+    /// The pace asked for (`-b`, `--fq-rate`).
+    Pacing,
+    /// The sender's CPU: its worker thread busy all its time.
+    SenderCpu,
+    /// The receiver's CPU: its worker thread busy all its time.
+    ReceiverCpu,
+    /// Nothing the evidence can name; what was seen is in the evidence.
+    Unknown,
+}
+
+impl LimitKind {
+    /// Its name in JSON and in the text report.
+    pub fn label(self) -> &'static str {
+        match self {
+            LimitKind::PathCapacity => "path_capacity",
+            LimitKind::ReceiveWindow => "receive_window",
+            LimitKind::SendBuffer => "send_buffer",
+            LimitKind::SystemCap => "system_cap",
+            LimitKind::LossCongestion => "loss_and_congestion_control",
+            LimitKind::Pacing => "pacing",
+            LimitKind::SenderCpu => "sender_cpu",
+            LimitKind::ReceiverCpu => "receiver_cpu",
+            LimitKind::Unknown => "unknown",
+        }
+    }
+}
+
+/// How sure the verdict is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Confidence {
+    /// Consistent with the evidence, which cannot rule out another limit (said in `why`).
+    Low,
+    /// The evidence points to it and rules out the usual alternatives.
+    Medium,
+    /// Measured directly (the pace asked for and kept, a thread busy all its time).
+    High,
+}
+
+/// One figure that decided a verdict.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Evidence {
+    /// What it is.
+    pub name: String,
+    /// Its value.
+    pub value: f64,
+    /// Its unit ("bit/s", "ms", "%", "bytes", "ratio").
+    pub unit: String,
+}
+
+/// One limit of a direction.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Limit {
+    /// What held the rate back.
+    pub kind: LimitKind,
+    /// How sure.
+    pub confidence: Confidence,
+    /// The verdict in words, with its figures.
+    pub why: String,
+    /// What to change, when something can be (none for a full path).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fix: Option<String>,
+    /// The figures that decided it.
+    pub evidence: Vec<Evidence>,
+}
+
+/// What a direction's verdict is decided from (assembled from a run's reports).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Facts {
+    /// The direction failed (its error), so nothing can be said of its rate.
+    pub failed: Option<String>,
+    /// Its rate, bits per second.
+    pub rate_bps: f64,
+    /// How long it ran, seconds.
+    pub duration_s: f64,
+    /// Its streams.
+    pub streams: u32,
+    /// TCP only: the senders' mean minimum RTT, seconds (None without TCP_INFO: a foreign peer,
+    /// UDP, QUIC).
+    pub rtt_min_s: Option<f64>,
+    /// TCP only: the senders' mean smoothed RTT over the test, seconds.
+    pub rtt_avg_s: Option<f64>,
+    /// The senders' mean share of their time limited by the receive window, percent.
+    pub rwnd_limited_pct: f64,
+    /// The senders' mean share of their time limited by the send buffer, percent.
+    pub sndbuf_limited_pct: f64,
+    /// The senders' mean window (the peer's advertised receive window), bytes.
+    pub window_bytes: f64,
+    /// The window asked for (`-w`), bytes per stream.
+    pub window_requested: Option<u64>,
+    /// The smallest send buffer granted at the sender, bytes.
+    pub granted_snd_bytes: u64,
+    /// The smallest receive buffer granted at the receiver, bytes.
+    pub granted_rcv_bytes: u64,
+    /// Segments sent (all streams).
+    pub segs_out: u64,
+    /// Segments retransmitted (all streams).
+    pub retransmits: u64,
+    /// The MSS, bytes.
+    pub mss_bytes: u32,
+    /// The rate the senders were paced to in all (`-b` or `--fq-rate`), bits per second.
+    pub paced_bps: Option<f64>,
+    /// A worker thread of the sending end was busy all its time.
+    pub sender_cpu_bound: bool,
+    /// A worker thread of the receiving end was busy all its time.
+    pub receiver_cpu_bound: bool,
+    /// The sending host's CPUs together: their busy share over the test, percent (softirq included).
+    pub sender_host_busy_pct: Option<f64>,
+    /// The receiving host's CPUs together, percent.
+    pub receiver_host_busy_pct: Option<f64>,
+}
+
+/// How far above the rate a window's bound may be and still be the limit: the window explains the
+/// rate only when window / minimum RTT is near it. On a full path the window covers the
+/// bottleneck's standing queue too, so window / minimum RTT is the rate times (1 + queueing delay /
+/// RTT), well above it; with reordering or loss the window is not what held the rate.
+pub const WINDOW_EXPLAINS_RATE: f64 = 1.25;
+/// A pace kept to this share is what set the rate.
+pub const PACE_KEPT: f64 = 0.9;
+/// The mean RTT this many times the minimum: the test built a standing queue at a bottleneck (a
+/// CUBIC flow filling a 100 Mbit/s, 40 ms path through a 488 KiB queue kept 5 ms of it, 1.125 times
+/// the minimum; a sender held back by anything else keeps the RTT at the path's own).
+pub const QUEUE_BUILT: f64 = 1.05;
+/// ... and at least this much queueing, seconds: under it the RTT's rise is the hosts' own
+/// scheduling and buffering (loopback's 0.04 ms minimum and 0.4 ms mean), not a bottleneck's queue.
+pub const QUEUE_MIN_S: f64 = 0.001;
+/// A host whose CPUs were busy this share of the test, percent, had none to spare.
+pub const HOST_BUSY_PCT: f64 = 90.0;
+/// The rate within this factor of the Mathis bound (either way) is what the loss rate allows.
+pub const MATHIS_FITS: f64 = 2.0;
+/// Round trips a test must last (and at least a second) for its steady state to tell anything.
+pub const MIN_ROUND_TRIPS: f64 = 10.0;
+
+/// The limits of one direction, most certain first; never empty (an "unknown" says what was seen).
+pub fn decide(f: &Facts) -> Vec<Limit> {
+    if let Some(e) = &f.failed {
+        return vec![unknown(
+            format!("the direction failed ({e}): nothing can be said of its rate"),
+            f,
+        )];
+    }
+    if f.rate_bps <= 0.0 {
+        return vec![unknown("nothing moved".into(), f)];
+    }
+    if let Some(p) = pacing(f) {
+        return vec![p];
+    }
+    let min_s = f.duration_s_needed();
+    if f.duration_s < min_s {
+        return vec![unknown(
+            format!(
+                "too short to tell: {:.2} s, under {:.2} s ({} round trips of the path, and at least a second)",
+                f.duration_s, min_s, MIN_ROUND_TRIPS
+            ),
+            f,
+        )];
+    }
+    let mut found: Vec<Limit> = [cpu(f, true), cpu(f, false), window(f), path_full(f), loss(f)]
+        .into_iter()
+        .flatten()
+        .collect();
+    if found.is_empty() {
+        found.push(unknown("no limit's evidence holds".into(), f));
+    }
+    found
+}
+
+impl Facts {
+    /// How long a test must run for its verdict to mean anything.
+    fn duration_s_needed(&self) -> f64 {
+        self.rtt_min_s.map_or(1.0, |r| (r * MIN_ROUND_TRIPS).max(1.0))
+    }
+
+    /// Mean queueing the test built: the mean RTT over the minimum.
+    fn queue_ratio(&self) -> Option<f64> {
+        match (self.rtt_min_s, self.rtt_avg_s) {
+            (Some(min), Some(avg)) if min > 0.0 => Some(avg / min),
+            _ => None,
+        }
+    }
+
+    /// The loss rate: retransmitted over sent segments.
+    fn loss(&self) -> Option<f64> {
+        (self.segs_out > 0 && self.retransmits > 0).then(|| self.retransmits as f64 / self.segs_out as f64)
+    }
+}
+
+fn ev(name: &str, value: f64, unit: &str) -> Evidence {
+    Evidence {
+        name: name.into(),
+        value,
+        unit: unit.into(),
+    }
+}
+
+/// What every verdict shows: the rate, and the RTTs where known.
+fn seen(f: &Facts) -> Vec<Evidence> {
+    let mut v = vec![ev("rate", f.rate_bps, "bit/s")];
+    if let Some(m) = f.rtt_min_s {
+        v.push(ev("minimum RTT", m * 1e3, "ms"));
+    }
+    if let Some(a) = f.rtt_avg_s {
+        v.push(ev("mean RTT", a * 1e3, "ms"));
+    }
+    v
+}
+
+fn unknown(why: String, f: &Facts) -> Limit {
+    Limit {
+        kind: LimitKind::Unknown,
+        confidence: Confidence::Low,
+        why,
+        fix: None,
+        evidence: seen(f),
+    }
+}
+
+/// The pace asked for, kept: nothing else set the rate.
+fn pacing(f: &Facts) -> Option<Limit> {
+    let asked = f.paced_bps.filter(|p| *p > 0.0)?;
+    if f.rate_bps < PACE_KEPT * asked {
+        return None;
+    }
+    let mut evidence = seen(f);
+    evidence.push(ev("pace asked", asked, "bit/s"));
+    Some(Limit {
+        kind: LimitKind::Pacing,
+        confidence: Confidence::High,
+        why: format!(
+            "the pace asked for: {} asked, {} measured",
+            crate::units::BitRate(asked),
+            crate::units::BitRate(f.rate_bps)
+        ),
+        fix: Some("a higher -b (or none) to measure the path".into()),
+        evidence,
+    })
+}
+
+/// The sending (or receiving) end's CPU: a worker thread busy all its time, or every CPU of its
+/// host busy (more threads than CPUs, or other work: none was left to spare).
+fn cpu(f: &Facts, sender: bool) -> Option<Limit> {
+    let (bound, host) = if sender {
+        (f.sender_cpu_bound, f.sender_host_busy_pct)
+    } else {
+        (f.receiver_cpu_bound, f.receiver_host_busy_pct)
+    };
+    let host = host.filter(|b| *b >= HOST_BUSY_PCT);
+    let end = if sender { "sender" } else { "receiver" };
+    let (why, confidence) = match (bound, host) {
+        (true, _) => (
+            format!("the {end}'s CPU: a worker thread busy all its time (its kernel work included)"),
+            Confidence::High,
+        ),
+        (false, Some(b)) => (
+            format!("the {end}'s CPU: every CPU of its host busy {b:.0}% of the test (softirq included)"),
+            Confidence::Medium,
+        ),
+        (false, None) => return None,
+    };
+    let mut evidence = seen(f);
+    if let Some(b) = host {
+        evidence.push(ev(&format!("{end} host's CPUs busy"), b, "%"));
+    }
+    Some(Limit {
+        kind: if sender {
+            LimitKind::SenderCpu
+        } else {
+            LimitKind::ReceiverCpu
+        },
+        confidence,
+        why,
+        fix: Some(format!(
+            "more or faster CPUs at the {end}, or less other work there; a larger write size (-l)"
+        )),
+        evidence,
+    })
+}
+
+/// The window: limited most of the time, and window / minimum RTT near the rate.
+fn window(f: &Facts) -> Option<Limit> {
+    let limited = f.rwnd_limited_pct + f.sndbuf_limited_pct;
+    let (rtt, n) = (f.rtt_min_s?, f64::from(f.streams.max(1)));
+    if limited < 50.0 || rtt <= 0.0 || f.window_bytes <= 0.0 {
+        return None;
+    }
+    let bound = n * f.window_bytes * 8.0 / rtt;
+    if bound > WINDOW_EXPLAINS_RATE * f.rate_bps {
+        return None;
+    }
+    let mut evidence = seen(f);
+    evidence.extend([
+        ev("receive-window limited", f.rwnd_limited_pct, "%"),
+        ev("send-buffer limited", f.sndbuf_limited_pct, "%"),
+        ev("window", f.window_bytes, "bytes"),
+        ev("window / minimum RTT", bound, "bit/s"),
+    ]);
+    let bdp = |rate: f64| crate::units::Bytes((rate * rtt / 8.0 / n) as u64);
+    let capped = f.window_requested.filter(|&w| {
+        let granted = f.granted_rcv_bytes.min(f.granted_snd_bytes);
+        granted > 0 && granted < 2 * w
+    });
+    let (kind, fix) = match capped {
+        Some(w) => (
+            LimitKind::SystemCap,
+            format!(
+                "the system capped the window asked for ({} per stream): raise net.core.rmem_max and net.core.wmem_max to at least {} on both hosts",
+                crate::units::Bytes(w),
+                2 * w
+            ),
+        ),
+        None if f.sndbuf_limited_pct > f.rwnd_limited_pct => (
+            LimitKind::SendBuffer,
+            format!(
+                "a larger send buffer at the sender (-w, or net.ipv4.tcp_wmem's maximum); a faster path needs {} per stream for every 1 Gbit/s",
+                bdp(1e9)
+            ),
+        ),
+        None => (
+            LimitKind::ReceiveWindow,
+            format!(
+                "a larger window (-w, or net.ipv4.tcp_rmem's maximum at the receiver); a faster path needs {} per stream for every 1 Gbit/s",
+                bdp(1e9)
+            ),
+        ),
+    };
+    Some(Limit {
+        kind,
+        confidence: Confidence::Medium,
+        why: format!(
+            "the window: limited {limited:.0}% of the time, and {} stream(s) × {} over the minimum RTT of {:.1} ms allow {}, about the rate",
+            f.streams,
+            crate::units::Bytes(f.window_bytes as u64),
+            rtt * 1e3,
+            crate::units::BitRate(bound)
+        ),
+        fix: Some(fix),
+        evidence,
+    })
+}
+
+/// The path full: the test built a standing queue at a bottleneck (the mean RTT well over the
+/// minimum), and the window, which would otherwise explain a queue of the senders' own making,
+/// did not hold the rate.
+fn path_full(f: &Facts) -> Option<Limit> {
+    let q = f.queue_ratio()?;
+    let (min, avg) = (f.rtt_min_s?, f.rtt_avg_s?);
+    // A CPU with none to spare delays acknowledgements and reads, which inflates the RTT too.
+    let busy = cpu(f, true).is_some() || cpu(f, false).is_some();
+    if q < QUEUE_BUILT || avg - min < QUEUE_MIN_S || busy || window(f).is_some() {
+        return None;
+    }
+    let mut evidence = seen(f);
+    evidence.push(ev("queueing delay", (avg - min) * 1e3, "ms"));
+    Some(Limit {
+        kind: LimitKind::PathCapacity,
+        confidence: Confidence::Medium,
+        why: format!(
+            "the path's capacity: the test kept a queue of {:.1} ms at a bottleneck (mean RTT {:.1} ms over a minimum of {:.1} ms), so the path was full at {}",
+            (avg - min) * 1e3,
+            avg * 1e3,
+            min * 1e3,
+            crate::units::BitRate(f.rate_bps)
+        ),
+        fix: None,
+        evidence,
+    })
+}
+
+/// Loss and congestion control: retransmissions, no standing queue, and the rate what the Mathis
+/// bound allows at that loss rate.
+fn loss(f: &Facts) -> Option<Limit> {
+    let p = f.loss()?;
+    let rtt = f.rtt_min_s.filter(|r| *r > 0.0)?;
+    if f.queue_ratio().is_some_and(|q| q >= QUEUE_BUILT) || f.mss_bytes == 0 {
+        return None;
+    }
+    // Mathis et al.: MSS / RTT × sqrt(3/2) / sqrt(p) per stream.
+    let mathis = f64::from(f.streams.max(1)) * f64::from(f.mss_bytes) * 8.0 / rtt * 1.5f64.sqrt() / p.sqrt();
+    let fits = f.rate_bps <= MATHIS_FITS * mathis && f.rate_bps >= mathis / MATHIS_FITS;
+    if !fits {
+        return None;
+    }
+    let mut evidence = seen(f);
+    evidence.extend([
+        ev("loss rate", p * 100.0, "%"),
+        ev("Mathis bound", mathis, "bit/s"),
+    ]);
+    Some(Limit {
+        kind: LimitKind::LossCongestion,
+        confidence: Confidence::Low,
+        why: format!(
+            "loss and congestion control: {:.3}% of segments retransmitted with no queue built, and the Mathis bound at that loss and the minimum RTT is {}, near the rate (random loss on the path, or a bottleneck buffer too small for the bandwidth-delay product: the two look alike here)",
+            p * 100.0,
+            crate::units::BitRate(mathis)
+        ),
+        fix: Some("find the loss (a bad link, a policer, a shallow buffer); a congestion control less sensitive to random loss (BBR) or more streams (-P) ride it out".into()),
+        evidence,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A 10 s TCP direction at `rate`, one stream, minimum RTT `min_ms`, mean `avg_ms`.
+    fn facts(rate: f64, min_ms: f64, avg_ms: f64) -> Facts {
+        Facts {
+            rate_bps: rate,
+            duration_s: 10.0,
+            streams: 1,
+            rtt_min_s: Some(min_ms / 1e3),
+            rtt_avg_s: Some(avg_ms / 1e3),
+            mss_bytes: 1448,
+            segs_out: 1_000_000,
+            ..Facts::default()
+        }
+    }
+
+    fn kinds(f: &Facts) -> Vec<LimitKind> {
+        decide(f).iter().map(|l| l.kind).collect()
+    }
+
+    #[test]
+    fn a_full_path_is_its_capacity_never_the_window() {
+        // 1 Gbit/s at 100 ms with 35 ms of standing queue; the window grew to cover it and the
+        // senders saw it as their limit most of the time.
+        let f = Facts {
+            rwnd_limited_pct: 80.0,
+            window_bytes: 16_875_000.0,
+            ..facts(953e6, 100.0, 135.0)
+        };
+        assert_eq!(kinds(&f), vec![LimitKind::PathCapacity]);
+        let l = &decide(&f)[0];
+        assert!(l.why.contains("queue of 35.0 ms") && l.fix.is_none(), "{}", l.why);
+    }
+
+    #[test]
+    fn a_small_window_is_named_with_its_bound_and_a_capped_one_names_the_sysctl() {
+        // 64 KiB over 10 ms allows 52 Mbit/s; the test ran at 50 and queued nothing.
+        let f = Facts {
+            rwnd_limited_pct: 95.0,
+            window_bytes: 65536.0,
+            ..facts(50e6, 10.0, 10.5)
+        };
+        let l = decide(&f);
+        assert_eq!(l[0].kind, LimitKind::ReceiveWindow);
+        assert!(l[0].why.contains("52.4 Mbit/s"), "{}", l[0].why);
+        // -w 4M asked, the kernel granted only 416 KiB: the system cap, with the sysctl.
+        let capped = Facts {
+            window_requested: Some(4 << 20),
+            granted_snd_bytes: 425_984,
+            granted_rcv_bytes: 425_984,
+            ..f.clone()
+        };
+        let l = decide(&capped);
+        assert_eq!(l[0].kind, LimitKind::SystemCap);
+        assert!(l[0].fix.as_deref().unwrap().contains("net.core.rmem_max"));
+        // Send-buffer limited rather than receive-window limited: the send buffer.
+        let snd = Facts {
+            rwnd_limited_pct: 10.0,
+            sndbuf_limited_pct: 85.0,
+            ..f
+        };
+        assert_eq!(kinds(&snd), vec![LimitKind::SendBuffer]);
+    }
+
+    #[test]
+    fn a_window_bound_well_above_the_rate_is_not_the_limit() {
+        // Reordering: limited times high, but the window allows 1.6 times the rate.
+        let f = Facts {
+            rwnd_limited_pct: 70.0,
+            window_bytes: 2_000_000.0,
+            ..facts(100e6, 100.0, 100.0)
+        };
+        assert!(!kinds(&f).contains(&LimitKind::ReceiveWindow));
+    }
+
+    #[test]
+    fn random_loss_fits_mathis_and_says_what_it_cannot_tell_apart() {
+        // 0.1% loss at 50 ms: Mathis allows 1448 B × 8 / 50 ms × 1.22 / sqrt(0.001) ≈ 8.9 Mbit/s;
+        // 7.1 Mbit/s measured, no queue.
+        let f = Facts {
+            retransmits: 1_000,
+            ..facts(7.1e6, 50.0, 51.0)
+        };
+        let l = decide(&f);
+        assert_eq!(l[0].kind, LimitKind::LossCongestion, "{l:?}");
+        assert!(l[0].why.contains("look alike"), "{}", l[0].why);
+        // The same loss with a queue built is a full path's congestion, not random loss.
+        let full = Facts {
+            retransmits: 1_000,
+            ..facts(7.1e6, 50.0, 80.0)
+        };
+        assert_eq!(kinds(&full), vec![LimitKind::PathCapacity]);
+        // Loss far too small to explain the rate: not the limit.
+        let rare = Facts {
+            retransmits: 1,
+            ..facts(7.1e6, 50.0, 51.0)
+        };
+        assert_eq!(kinds(&rare), vec![LimitKind::Unknown]);
+    }
+
+    #[test]
+    fn pacing_kept_is_the_only_verdict_and_a_pace_not_kept_is_none() {
+        let f = Facts {
+            paced_bps: Some(100e6),
+            sender_cpu_bound: true,
+            ..facts(99e6, 10.0, 10.0)
+        };
+        assert_eq!(kinds(&f), vec![LimitKind::Pacing]);
+        let missed = Facts {
+            paced_bps: Some(1e9),
+            sender_cpu_bound: true,
+            ..facts(400e6, 10.0, 10.0)
+        };
+        assert_eq!(kinds(&missed), vec![LimitKind::SenderCpu]);
+    }
+
+    #[test]
+    fn loopback_with_every_cpu_busy_is_the_cpus_never_a_full_path() {
+        // The demo: 4 streams on a 2-CPU host, no thread pegged alone, both CPUs busy; the RTT rose
+        // from 0.04 to 0.43 ms with the hosts' own buffering, which is no bottleneck's queue.
+        let f = Facts {
+            sender_host_busy_pct: Some(99.0),
+            receiver_host_busy_pct: Some(99.0),
+            ..facts(46e9, 0.04, 0.43)
+        };
+        assert_eq!(kinds(&f), vec![LimitKind::SenderCpu, LimitKind::ReceiverCpu]);
+        // Idle CPUs and a sub-millisecond rise: unknown, never "the path".
+        let idle = Facts {
+            sender_host_busy_pct: Some(40.0),
+            ..facts(46e9, 0.04, 0.43)
+        };
+        assert_eq!(kinds(&idle), vec![LimitKind::Unknown]);
+    }
+
+    #[test]
+    fn cpus_bound_at_both_ends_are_both_said() {
+        let f = Facts {
+            sender_cpu_bound: true,
+            receiver_cpu_bound: true,
+            rtt_min_s: None,
+            rtt_avg_s: None,
+            ..facts(30e9, 0.0, 0.0)
+        };
+        assert_eq!(kinds(&f), vec![LimitKind::SenderCpu, LimitKind::ReceiverCpu]);
+    }
+
+    #[test]
+    fn failures_short_tests_and_missing_evidence_say_so_never_guess() {
+        let failed = Facts {
+            failed: Some("stream 0: reset".into()),
+            ..facts(1e9, 10.0, 10.0)
+        };
+        let l = decide(&failed);
+        assert_eq!(l[0].kind, LimitKind::Unknown);
+        assert!(l[0].why.contains("failed"));
+        // Two seconds at 200 ms is ten round trips: enough; 1.5 s is not.
+        let short = Facts {
+            duration_s: 1.5,
+            ..facts(1e9, 200.0, 200.0)
+        };
+        assert!(decide(&short)[0].why.contains("too short"));
+        // A foreign peer's direction without TCP_INFO: unknown, with the rate seen.
+        let bare = Facts {
+            rate_bps: 1e9,
+            duration_s: 10.0,
+            streams: 1,
+            ..Facts::default()
+        };
+        let l = decide(&bare);
+        assert_eq!((l.len(), l[0].kind), (1, LimitKind::Unknown));
+        assert_eq!(l[0].evidence[0].name, "rate");
+    }
+}
