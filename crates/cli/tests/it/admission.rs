@@ -51,8 +51,8 @@ fn sixty_four_addresses_reopening_silent_greetings_keep_no_honest_client_out() {
         };
         let s = ServerProc::start("", &extra);
         let p = s.port.to_string();
+        // `reopen_flood` returns once the flood holds its 512 connections.
         let flood = reopen_flood(s.port, None, 14);
-        std::thread::sleep(Duration::from_secs(1));
         let mut args = vec!["run", "127.0.0.1", "-p", &p, "-t", "0.2", "--no-save"];
         if keyed {
             args.extend(["--auth", &auth]);
@@ -75,7 +75,6 @@ fn iperf3_cookies_reopened_from_64_addresses_keep_neither_protocols_clients_out(
     let s = ServerProc::start("", &[]);
     let p = s.port.to_string();
     let flood = reopen_flood(s.port, Some("--iperf3"), 12);
-    std::thread::sleep(Duration::from_secs(1));
     let args = ["run", "127.0.0.1", "-p", &p, "-t", "0.2", "--no-save"];
     let (ok, slowest) = attempts(5, &args, Duration::from_secs(2));
     let iperf3 = std::process::Command::new("iperf3")

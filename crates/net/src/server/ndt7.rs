@@ -157,21 +157,9 @@ fn connection(
         Ok(t) => t,
         Err(answer) => return refuse(stream, peer, shared, answer),
     };
-    let Ok(_slot) = shared.slot(peer) else {
-        return refuse(
-            stream,
-            peer,
-            shared,
-            Answer::new(503, "busy: every test slot is taken; retry in a few seconds"),
-        );
-    };
-    let Ok(_memory) = shared.hold_bytes(SUBTEST_BYTES) else {
-        let mut a = Answer::new(
-            503,
-            "busy: the tests running now hold this server's memory budget; retry in a few seconds",
-        );
-        a.kind = RefusalKind::Memory;
-        return refuse(stream, peer, shared, a);
+    let _held = match hold(peer, shared) {
+        Ok(h) => h,
+        Err(answer) => return refuse(stream, peer, shared, answer),
     };
     let started = Instant::now();
     let l = &shared.opts.limits;
@@ -191,6 +179,26 @@ fn connection(
         Err(e) => failed(peer, subtest, format!("WebSocket handshake: {e}")),
     };
     shared.emit(ServerEvent::Test(log));
+}
+
+/// A test slot (`--max-tests`, shared with every protocol) and the subtest's memory (`SUBTEST_BYTES`
+/// of `--max-memory`), held while it runs; or the 503 that says which is missing.
+fn hold(peer: SocketAddr, shared: &Shared) -> Result<(super::Slot, Option<super::MemoryHold>), Answer> {
+    let Ok(slot) = shared.slot(peer) else {
+        return Err(Answer::new(
+            503,
+            "busy: every test slot is taken; retry in a few seconds",
+        ));
+    };
+    let Ok(memory) = shared.hold_bytes(SUBTEST_BYTES) else {
+        let mut a = Answer::new(
+            503,
+            "busy: the tests running now hold this server's memory budget; retry in a few seconds",
+        );
+        a.kind = RefusalKind::Memory;
+        return Err(a);
+    };
+    Ok((slot, memory))
 }
 
 /// The speed-test page: one self-contained file (its script and style inline, nothing from another
