@@ -167,7 +167,8 @@ impl Activity {
                 continue;
             }
             let limit = if self.served.load(Relaxed) { IDLE } else { first };
-            let quiet = self.epoch.elapsed().as_millis() as u64 - self.quiet_since_ms.load(Relaxed);
+            let quiet =
+                (self.epoch.elapsed().as_millis() as u64).saturating_sub(self.quiet_since_ms.load(Relaxed));
             if quiet >= limit.as_millis() as u64 {
                 return;
             }
