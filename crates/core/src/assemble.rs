@@ -949,8 +949,7 @@ fn limit_facts(
     let min_buf = |r: &EndpointReport, f: fn(&StreamReport) -> u64| {
         r.streams.iter().map(f).filter(|b| *b > 0).min().unwrap_or(0)
     };
-    let (sender_cpu, _) = crate::cpu_bound::bound_roles(p.sender);
-    let (_, receiver_cpu) = crate::cpu_bound::bound_roles(p.receiver);
+    let sender_tcp = spec.transport == crate::config::Transport::Tcp;
     crate::limit::Facts {
         failed,
         rate_bps: summary.throughput_bps,
@@ -968,17 +967,39 @@ fn limit_facts(
         retransmits: tcp.iter().map(|t| t.retransmits).sum(),
         mss_bytes: tcp.first().map_or(0, |t| t.mss_bytes),
         paced_bps,
-        sender_cpu_bound: spec.transport == crate::config::Transport::Tcp && sender_cpu,
-        receiver_cpu_bound: receiver_cpu,
-        sender_host_busy_pct: host_busy_pct(p.sender),
-        receiver_host_busy_pct: host_busy_pct(p.receiver),
+        peer_cap_bps: [p.sender, p.receiver]
+            .iter()
+            .find_map(|r| r.stream_cap_bps)
+            .map(|c| c * f64::from(streams)),
+        sender_wmem_max: sysctl_max(p.sender, "net.ipv4.tcp_wmem"),
+        receiver_rmem_max: sysctl_max(p.receiver, "net.ipv4.tcp_rmem"),
+        sender_cpu: end_cpu(p.sender, Role::Sender, sender_tcp),
+        receiver_cpu: end_cpu(p.receiver, Role::Receiver, true),
     }
 }
 
-/// An end's host's CPUs together: their busy share over the test (softirq included), percent.
-fn host_busy_pct(r: &EndpointReport) -> Option<f64> {
+/// A triple sysctl's maximum (its third field) as an end reported it.
+fn sysctl_max(r: &EndpointReport, key: &str) -> Option<u64> {
+    r.host.sysctls.get(key)?.split_whitespace().nth(2)?.parse().ok()
+}
+
+/// What an end's CPUs showed, for the streams it moved in `role` (a UDP sender paces itself, so its
+/// busy thread is not taken as its limit: `threads` false).
+fn end_cpu(r: &EndpointReport, role: Role, threads: bool) -> crate::limit::EndCpu {
     let c = &r.cpu;
-    (c.system_total_s > 0.0).then(|| (c.system_busy_s / c.system_total_s * 100.0).min(100.0))
+    let share = |s: f64| (c.system_total_s > 0.0).then(|| (s / c.system_total_s * 100.0).min(100.0));
+    crate::limit::EndCpu {
+        bound_thread: crate::cpu_bound::bound_thread(r, role).filter(|_| threads),
+        waits_known: !r.workers.is_empty() && r.workers.iter().all(|w| w.runq_wait_s.is_some()),
+        host_busy_pct: share(c.system_busy_s),
+        steal_pct: share(c.system_steal_s),
+        quota: c.cgroup.as_ref().filter(|g| g.periods > 0).map(|g| {
+            (
+                g.quota_cpus,
+                g.throttled_periods as f64 / g.periods as f64 * 100.0,
+            )
+        }),
+    }
 }
 
 /// What the result warns about: each end's own warnings and errors, corrupt payload, byte counts that
@@ -1520,6 +1541,7 @@ pub(crate) mod tests {
                 clock_hz: Some(2e9),
                 clock_source: None,
                 per_cpu: vec![],
+                ..CpuTimes::default()
             },
             ..Default::default()
         };

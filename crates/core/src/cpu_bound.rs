@@ -20,19 +20,34 @@ pub fn cpu_bound(end: &str, r: &EndpointReport) -> Vec<String> {
 
 /// Whether `r` had a CPU-bound worker thread with sending streams, and one with receiving streams.
 pub fn bound_roles(r: &EndpointReport) -> (bool, bool) {
-    let has = |w: &WorkerCpu, role: Role| {
-        r.streams
-            .iter()
-            .any(|s| s.role == role && w.streams.contains(&s.id))
-    };
-    let bound: Vec<&WorkerCpu> = r.workers.iter().filter(|w| busy(r, w).is_some()).collect();
     (
-        bound.iter().any(|w| has(w, Role::Sender)),
-        bound.iter().any(|w| has(w, Role::Receiver)),
+        bound_thread(r, Role::Sender).is_some(),
+        bound_thread(r, Role::Receiver).is_some(),
     )
 }
 
-/// A CPU-bound worker thread's own busy share and its CPU's figures; None when it is not bound.
+/// The CPU-bound worker thread of `r` with streams in `role` that waited longest for a CPU: its
+/// own busy share and its run-queue wait share of its time (0 where the kernel does not say).
+pub fn bound_thread(r: &EndpointReport, role: Role) -> Option<(f64, f64)> {
+    r.workers
+        .iter()
+        .filter(|w| {
+            r.streams
+                .iter()
+                .any(|s| s.role == role && w.streams.contains(&s.id))
+        })
+        .filter_map(|w| busy(r, w).map(|(thread, _)| (thread, wait_share(w))))
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+}
+
+fn wait_share(w: &WorkerCpu) -> f64 {
+    w.runq_wait_s.map_or(0.0, |q| q / w.wall_s)
+}
+
+/// A CPU-bound worker thread's own busy share and its CPU's figures; None when it is not bound. A
+/// thread is bound when it never idled: running (its CPU's softirq counted, which is charged to no
+/// thread) or ready and waiting for a CPU another thread or process held (its CPU's softirq counted
+/// too when that CPU never idled).
 fn busy<'a>(r: &'a EndpointReport, w: &WorkerCpu) -> Option<(f64, Option<&'a CpuShare>)> {
     if w.wall_s < MIN_WALL_S {
         return None;
@@ -43,7 +58,14 @@ fn busy<'a>(r: &'a EndpointReport, w: &WorkerCpu) -> Option<(f64, Option<&'a Cpu
         .and_then(|c| r.cpu.per_cpu.iter().find(|s| s.cpu == c))
         .filter(|s| s.total_s > 0.0);
     let softirq = cpu.map_or(0.0, |s| s.softirq_s / s.total_s);
-    (thread + softirq >= THREAD_BUSY).then_some((thread, cpu))
+    // Softirq work done while the thread was current is charged to neither its run nor its wait;
+    // on a CPU with no idle time at all it counts with them.
+    let cpu_full = cpu.is_some_and(|s| s.busy_s / s.total_s >= THREAD_BUSY);
+    let wait = wait_share(w);
+    let bound = thread + softirq >= THREAD_BUSY
+        || thread + wait >= THREAD_BUSY
+        || (cpu_full && thread + wait + softirq >= THREAD_BUSY);
+    bound.then_some((thread, cpu))
 }
 
 fn worker_line(end: &str, r: &EndpointReport, w: &WorkerCpu) -> Option<String> {
@@ -56,6 +78,9 @@ fn worker_line(end: &str, r: &EndpointReport, w: &WorkerCpu) -> Option<String> {
         thread.min(1.0) * 100.0,
         kernel * 100.0
     );
+    if wait_share(w) >= 0.05 {
+        text += &format!("; it waited for a CPU {:.0}% of its time", wait_share(w) * 100.0);
+    }
     if let Some(s) = cpu {
         text += &cpu_text(s);
     }
@@ -113,6 +138,7 @@ mod tests {
             system_s,
             wall_s: 10.0,
             last_cpu,
+            runq_wait_s: None,
         }
     }
 
@@ -178,6 +204,24 @@ mod tests {
             ..worker(0.0, 0.1, None)
         };
         assert!(cpu_bound("client", &report(short, vec![])).is_empty());
+    }
+
+    #[test]
+    fn a_thread_that_waited_for_its_cpu_the_rest_of_its_time_is_bound() {
+        // 30% busy, 65% of its time ready but another process on its CPU: it never idled.
+        let w = WorkerCpu {
+            runq_wait_s: Some(6.5),
+            ..worker(0.5, 2.5, Some(1))
+        };
+        let r = report(w.clone(), vec![share(10.0, 0.1)]);
+        assert!(cpu_bound("client", &r)[0].contains("waited for a CPU 65% of its time"));
+        assert_eq!(bound_thread(&r, Role::Sender), Some((0.3, 0.65)));
+        // The same thread that idled instead: not bound.
+        let idle = WorkerCpu {
+            runq_wait_s: Some(0.5),
+            ..w
+        };
+        assert!(cpu_bound("client", &report(idle, vec![share(10.0, 0.1)])).is_empty());
     }
 
     #[test]

@@ -312,6 +312,34 @@ pub struct CpuTimes {
     /// Each CPU's share of the same wall-clock span, from /proc/stat's per-CPU lines.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub per_cpu: Vec<CpuShare>,
+    /// All CPUs' seconds stolen by the hypervisor for other guests (/proc/stat's steal; counted in
+    /// `system_busy_s`); 0 from peers that do not report it.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub system_steal_s: f64,
+    /// The CPU quota of this process's control group, and how often it ran out over the test (None
+    /// without a quota, off Linux, or from peers that do not report it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup: Option<CgroupCpu>,
+}
+
+fn is_zero(v: &f64) -> bool {
+    *v == 0.0
+}
+
+/// A control group's CPU quota and its throttling over a test (cgroup v2 `cpu.max`/`cpu.stat`, v1
+/// `cpu.cfs_quota_us`/`cpu.stat`), read from the nearest group above the process that has a quota.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CgroupCpu {
+    /// The group's path in its hierarchy.
+    pub path: String,
+    /// Its quota, in CPUs (quota / period).
+    pub quota_cpus: f64,
+    /// Enforcement periods that elapsed over the test.
+    pub periods: u64,
+    /// Periods in which the group ran out of its quota and was stopped until the next.
+    pub throttled_periods: u64,
+    /// Seconds its tasks spent stopped by the quota (summed over them).
+    pub throttled_s: f64,
 }
 
 /// One CPU's time over the test, from /proc/stat (seconds).
@@ -342,6 +370,10 @@ pub struct WorkerCpu {
     pub wall_s: f64,
     /// The CPU it was on when it ended (sched_getcpu).
     pub last_cpu: Option<u32>,
+    /// Seconds it was ready to run but waited for a CPU (Linux schedstat's run delay: another
+    /// thread or process had the CPU); None where the kernel does not say, or from older peers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runq_wait_s: Option<f64>,
 }
 
 /// Packet counters of the interface the test's traffic used, and the system's interrupt count.
@@ -503,6 +535,10 @@ pub struct EndpointReport {
     /// Spans in which this end's receivers got no data at all, on its intervals' clock.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stalls: Vec<crate::stall::Stall>,
+    /// A server's own rate cap on each of this test's streams (`serve --max-rate` shared among
+    /// them), bits per second; None without one, from clients, and from older peers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream_cap_bps: Option<f64>,
 }
 
 /// TCP state of one stream at a sample instant.

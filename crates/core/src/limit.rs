@@ -26,7 +26,10 @@ pub enum LimitKind {
     LossCongestion,
     /// The pace asked for (`-b`, `--fq-rate`).
     Pacing,
-    /// The sender's CPU: its worker thread busy all its time.
+    /// The peer's own limit: a server's `--max-rate` held the streams to its share.
+    PeerLimit,
+    /// The sender's CPU: its worker thread busy (or waiting for a CPU) all its time, or its control
+    /// group's quota used up.
     SenderCpu,
     /// The receiver's CPU: its worker thread busy all its time.
     ReceiverCpu,
@@ -44,6 +47,7 @@ impl LimitKind {
             LimitKind::SystemCap => "system_cap",
             LimitKind::LossCongestion => "loss_and_congestion_control",
             LimitKind::Pacing => "pacing",
+            LimitKind::PeerLimit => "peer_limit",
             LimitKind::SenderCpu => "sender_cpu",
             LimitKind::ReceiverCpu => "receiver_cpu",
             LimitKind::Unknown => "unknown",
@@ -126,14 +130,34 @@ pub struct Facts {
     pub mss_bytes: u32,
     /// The rate the senders were paced to in all (`-b` or `--fq-rate`), bits per second.
     pub paced_bps: Option<f64>,
-    /// A worker thread of the sending end was busy all its time.
-    pub sender_cpu_bound: bool,
-    /// A worker thread of the receiving end was busy all its time.
-    pub receiver_cpu_bound: bool,
-    /// The sending host's CPUs together: their busy share over the test, percent (softirq included).
-    pub sender_host_busy_pct: Option<f64>,
-    /// The receiving host's CPUs together, percent.
-    pub receiver_host_busy_pct: Option<f64>,
+    /// A server's own rate cap on this direction's streams together (`--max-rate`), bits per second.
+    pub peer_cap_bps: Option<f64>,
+    /// The sending host's `net.ipv4.tcp_wmem` maximum (send auto-tuning's ceiling), bytes.
+    pub sender_wmem_max: Option<u64>,
+    /// The receiving host's `net.ipv4.tcp_rmem` maximum (receive auto-tuning's ceiling), bytes.
+    pub receiver_rmem_max: Option<u64>,
+    /// What the sending end's CPUs show.
+    pub sender_cpu: EndCpu,
+    /// What the receiving end's CPUs show.
+    pub receiver_cpu: EndCpu,
+}
+
+/// What one end's CPUs showed over a direction's test.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EndCpu {
+    /// A worker thread moving this direction never idled: its own busy share and the share of its
+    /// time it waited, ready, for a CPU (0 where the kernel does not say).
+    pub bound_thread: Option<(f64, f64)>,
+    /// Whether the end reports run-queue waits at all (Linux schedstat): then an idle thread on a
+    /// busy host is known not to have wanted the CPU.
+    pub waits_known: bool,
+    /// The host's CPUs together: their busy share over the test, percent (softirq included).
+    pub host_busy_pct: Option<f64>,
+    /// The share of the host's CPU time the hypervisor stole, percent.
+    pub steal_pct: Option<f64>,
+    /// The end's control group: its quota in CPUs, and the share of its periods it was throttled in,
+    /// percent.
+    pub quota: Option<(f64, f64)>,
 }
 
 /// How far above the rate a window's bound may be and still be the limit: the window explains the
@@ -152,6 +176,17 @@ pub const QUEUE_BUILT: f64 = 1.05;
 pub const QUEUE_MIN_S: f64 = 0.001;
 /// A host whose CPUs were busy this share of the test, percent, had none to spare.
 pub const HOST_BUSY_PCT: f64 = 90.0;
+/// A control group throttled in this share of its periods, percent, wanted more CPU than its quota
+/// all through the test.
+pub const THROTTLED_PCT: f64 = 50.0;
+/// Steal at least this share of the host's CPU time, percent, is named as the cause of a bound
+/// thread.
+pub const STEAL_PCT: f64 = 10.0;
+/// A bound thread that waited for a CPU this share of its time, or more, was held back by other
+/// work on its CPU rather than by its own.
+pub const WAIT_SHARE: f64 = 0.2;
+/// A server's cap kept to this share set the rate.
+pub const CAP_KEPT: f64 = 0.9;
 /// The rate within this factor of the Mathis bound (either way) is what the loss rate allows.
 pub const MATHIS_FITS: f64 = 2.0;
 /// Round trips a test must last (and at least a second) for its steady state to tell anything.
@@ -168,7 +203,7 @@ pub fn decide(f: &Facts) -> Vec<Limit> {
     if f.rate_bps <= 0.0 {
         return vec![unknown("nothing moved".into(), f)];
     }
-    if let Some(p) = pacing(f) {
+    if let Some(p) = pacing(f).or_else(|| peer(f)) {
         return vec![p];
     }
     let min_s = f.duration_s_needed();
@@ -262,31 +297,35 @@ fn pacing(f: &Facts) -> Option<Limit> {
     })
 }
 
-/// The sending (or receiving) end's CPU: a worker thread busy all its time, or every CPU of its
-/// host busy (more threads than CPUs, or other work: none was left to spare).
-fn cpu(f: &Facts, sender: bool) -> Option<Limit> {
-    let (bound, host) = if sender {
-        (f.sender_cpu_bound, f.sender_host_busy_pct)
-    } else {
-        (f.receiver_cpu_bound, f.receiver_host_busy_pct)
-    };
-    let host = host.filter(|b| *b >= HOST_BUSY_PCT);
-    let end = if sender { "sender" } else { "receiver" };
-    let (why, confidence) = match (bound, host) {
-        (true, _) => (
-            format!("the {end}'s CPU: a worker thread busy all its time (its kernel work included)"),
-            Confidence::High,
-        ),
-        (false, Some(b)) => (
-            format!("the {end}'s CPU: every CPU of its host busy {b:.0}% of the test (softirq included)"),
-            Confidence::Medium,
-        ),
-        (false, None) => return None,
-    };
-    let mut evidence = seen(f);
-    if let Some(b) = host {
-        evidence.push(ev(&format!("{end} host's CPUs busy"), b, "%"));
+/// A server's `--max-rate`, kept: the peer's limit, nothing else set the rate.
+fn peer(f: &Facts) -> Option<Limit> {
+    let cap = f.peer_cap_bps.filter(|c| *c > 0.0)?;
+    if f.rate_bps < CAP_KEPT * cap {
+        return None;
     }
+    let mut evidence = seen(f);
+    evidence.push(ev("server's cap", cap, "bit/s"));
+    Some(Limit {
+        kind: LimitKind::PeerLimit,
+        confidence: Confidence::High,
+        why: format!(
+            "the server's own limit: it holds these streams to {} together (serve --max-rate), {} measured",
+            crate::units::BitRate(cap),
+            crate::units::BitRate(f.rate_bps)
+        ),
+        fix: Some("a server without a rate limit, or one whose operator raises --max-rate".into()),
+        evidence,
+    })
+}
+
+/// The sending (or receiving) end's CPU: its control group's quota used up, a worker thread that
+/// never idled (busy, or ready and waiting for a CPU), or, where waits are not known, every CPU of
+/// its host busy.
+fn cpu(f: &Facts, sender: bool) -> Option<Limit> {
+    let c = if sender { &f.sender_cpu } else { &f.receiver_cpu };
+    let end = if sender { "sender" } else { "receiver" };
+    let mut evidence = seen(f);
+    let (why, confidence, fix) = cpu_cause(c, end, &mut evidence)?;
     Some(Limit {
         kind: if sender {
             LimitKind::SenderCpu
@@ -295,22 +334,91 @@ fn cpu(f: &Facts, sender: bool) -> Option<Limit> {
         },
         confidence,
         why,
-        fix: Some(format!(
-            "more or faster CPUs at the {end}, or less other work there; a larger write size (-l)"
-        )),
+        fix: Some(fix),
         evidence,
     })
 }
 
-/// The window: limited most of the time, and window / minimum RTT near the rate.
+/// Why an end's CPU held the rate, how sure, and the fix; None when it did not.
+fn cpu_cause(c: &EndCpu, end: &str, evidence: &mut Vec<Evidence>) -> Option<(String, Confidence, String)> {
+    if let Some((quota, throttled)) = c.quota.filter(|q| q.1 >= THROTTLED_PCT) {
+        evidence.extend([
+            ev(&format!("{end}'s CPU quota"), quota, "CPUs"),
+            ev(&format!("{end}'s periods throttled"), throttled, "%"),
+        ]);
+        return Some((
+            format!("the {end}'s CPU quota: its control group may use {quota:.2} CPUs and ran out of them in {throttled:.0}% of its periods"),
+            Confidence::High,
+            format!("a larger CPU quota for the {end}'s control group (cpu.max, or cpu.cfs_quota_us under cgroup v1)"),
+        ));
+    }
+    let steal = c.steal_pct.filter(|s| *s >= STEAL_PCT);
+    if let Some((busy, wait)) = c.bound_thread {
+        evidence.extend([
+            ev(&format!("{end} thread busy"), busy * 100.0, "%"),
+            ev(&format!("{end} thread waiting for a CPU"), wait * 100.0, "%"),
+        ]);
+        if let Some(st) = steal {
+            evidence.push(ev(&format!("{end} host's CPU time stolen"), st, "%"));
+            return Some((
+                format!("the {end}'s CPU: a worker thread never idled, and the hypervisor took {st:.0}% of the host's CPU time for other guests (steal)"),
+                Confidence::High,
+                format!("dedicated CPUs for the {end}'s virtual machine, or a host with fewer guests"),
+            ));
+        }
+        if wait >= WAIT_SHARE {
+            return Some((
+                format!("the {end}'s CPU: a worker thread {:.0}% busy waited for a CPU {:.0}% of its time (other threads or processes held it)", busy * 100.0, wait * 100.0),
+                Confidence::High,
+                format!("less other work on the {end}'s CPUs, or more CPUs there (-A to pin the workers apart from it)"),
+            ));
+        }
+        return Some((
+            format!("the {end}'s CPU: a worker thread busy all its time (its kernel work included)"),
+            Confidence::High,
+            format!("more or faster CPUs at the {end}; a larger write size (-l); more streams (-P) spread over more CPUs"),
+        ));
+    }
+    let host = c
+        .host_busy_pct
+        .filter(|b| *b >= HOST_BUSY_PCT && !c.waits_known)?;
+    evidence.push(ev(&format!("{end} host's CPUs busy"), host, "%"));
+    Some((
+        format!("the {end}'s CPU: every CPU of its host busy {host:.0}% of the test (softirq included)"),
+        Confidence::Medium,
+        format!("more or faster CPUs at the {end}, or less other work there"),
+    ))
+}
+
+/// The window: limited most of the time, by the receiver's window with window / minimum RTT near the
+/// rate, or by the sender's buffer with no queue built and the data in flight filling its usable part.
 fn window(f: &Facts) -> Option<Limit> {
     let limited = f.rwnd_limited_pct + f.sndbuf_limited_pct;
     let (rtt, n) = (f.rtt_min_s?, f64::from(f.streams.max(1)));
-    if limited < 50.0 || rtt <= 0.0 || f.window_bytes <= 0.0 {
+    if limited < 50.0 || rtt <= 0.0 {
         return None;
     }
-    let bound = n * f.window_bytes * 8.0 / rtt;
-    if bound > WINDOW_EXPLAINS_RATE * f.rate_bps {
+    let by_sndbuf = f.sndbuf_limited_pct > f.rwnd_limited_pct;
+    let in_flight = f.rate_bps * rtt / 8.0 / n;
+    let (bound, held) = if by_sndbuf {
+        // Linux counts each segment's overhead against the send buffer: the data it holds in flight
+        // is a half to three quarters of it; a queue built says the path, not the buffer, was full.
+        let fill = in_flight / f.granted_snd_bytes.max(1) as f64;
+        let queue = f.queue_ratio().is_some_and(|q| q >= QUEUE_BUILT)
+            && f.rtt_avg_s.is_some_and(|a| a - rtt >= QUEUE_MIN_S);
+        let bound = n * f.granted_snd_bytes as f64 * 8.0 / rtt;
+        (
+            bound,
+            f.granted_snd_bytes > 0 && (SNDBUF_FILL.0..=SNDBUF_FILL.1).contains(&fill) && !queue,
+        )
+    } else {
+        let bound = n * f.window_bytes * 8.0 / rtt;
+        (
+            bound,
+            f.window_bytes > 0.0 && bound <= WINDOW_EXPLAINS_RATE * f.rate_bps,
+        )
+    };
+    if !held {
         return None;
     }
     let mut evidence = seen(f);
@@ -318,50 +426,107 @@ fn window(f: &Facts) -> Option<Limit> {
         ev("receive-window limited", f.rwnd_limited_pct, "%"),
         ev("send-buffer limited", f.sndbuf_limited_pct, "%"),
         ev("window", f.window_bytes, "bytes"),
-        ev("window / minimum RTT", bound, "bit/s"),
+        ev("send buffer granted", f.granted_snd_bytes as f64, "bytes"),
+        ev("in flight per stream", in_flight, "bytes"),
     ]);
-    let bdp = |rate: f64| crate::units::Bytes((rate * rtt / 8.0 / n) as u64);
-    let capped = f.window_requested.filter(|&w| {
-        let granted = f.granted_rcv_bytes.min(f.granted_snd_bytes);
-        granted > 0 && granted < 2 * w
-    });
-    let (kind, fix) = match capped {
-        Some(w) => (
-            LimitKind::SystemCap,
-            format!(
-                "the system capped the window asked for ({} per stream): raise net.core.rmem_max and net.core.wmem_max to at least {} on both hosts",
-                crate::units::Bytes(w),
-                2 * w
-            ),
-        ),
-        None if f.sndbuf_limited_pct > f.rwnd_limited_pct => (
-            LimitKind::SendBuffer,
-            format!(
-                "a larger send buffer at the sender (-w, or net.ipv4.tcp_wmem's maximum); a faster path needs {} per stream for every 1 Gbit/s",
-                bdp(1e9)
-            ),
-        ),
-        None => (
-            LimitKind::ReceiveWindow,
-            format!(
-                "a larger window (-w, or net.ipv4.tcp_rmem's maximum at the receiver); a faster path needs {} per stream for every 1 Gbit/s",
-                bdp(1e9)
-            ),
-        ),
-    };
-    Some(Limit {
-        kind,
-        confidence: Confidence::Medium,
-        why: format!(
-            "the window: limited {limited:.0}% of the time, and {} stream(s) × {} over the minimum RTT of {:.1} ms allow {}, about the rate",
+    let (kind, fix) = window_fix(f, by_sndbuf, rtt);
+    let what = if by_sndbuf {
+        format!(
+            "the send buffer: limited {:.0}% of the time, no queue built, and the {} in flight per stream fill the {} buffer the sender was granted",
+            f.sndbuf_limited_pct,
+            crate::units::Bytes(in_flight as u64),
+            crate::units::Bytes(f.granted_snd_bytes)
+        )
+    } else {
+        evidence.push(ev("window / minimum RTT", bound, "bit/s"));
+        format!(
+            "the window: limited {:.0}% of the time, and {} stream(s) × {} over the minimum RTT of {:.1} ms allow {}, about the rate",
+            f.rwnd_limited_pct,
             f.streams,
             crate::units::Bytes(f.window_bytes as u64),
             rtt * 1e3,
             crate::units::BitRate(bound)
-        ),
+        )
+    };
+    Some(Limit {
+        kind,
+        confidence: Confidence::Medium,
+        why: what,
         fix: Some(fix),
         evidence,
     })
+}
+
+/// A send buffer holding this share of itself in flight (its data, the rest the kernel's overhead per
+/// segment) is full: Linux's per-skb overhead leaves a half to three quarters of it for data.
+const SNDBUF_FILL: (f64, f64) = (0.2, 1.0);
+
+/// Which window limit it is (a system cap when the kernel capped what was asked for, or auto-tuning
+/// reached its sysctl's maximum) and the fix, with the size 1 Gbit/s per stream would need.
+fn window_fix(f: &Facts, by_sndbuf: bool, rtt_s: f64) -> (LimitKind, String) {
+    use crate::units::Bytes;
+    // Linux gives a window about half its buffer: the buffer a rate needs is twice its BDP.
+    let need = |rate: f64| Bytes((2.0 * rate * rtt_s / 8.0) as u64);
+    let asked = f.window_requested.filter(|&w| {
+        let granted = f.granted_rcv_bytes.min(f.granted_snd_bytes);
+        granted > 0 && granted < 2 * w
+    });
+    if let Some(w) = asked {
+        return (
+            LimitKind::SystemCap,
+            format!(
+                "the system capped the window asked for ({} per stream): raise net.core.rmem_max and net.core.wmem_max to at least {} on both hosts",
+                Bytes(w),
+                2 * w
+            ),
+        );
+    }
+    // Without -w, auto-tuning grew the buffer to its sysctl's maximum and stopped there.
+    let at_max = |granted: u64, max: Option<u64>| {
+        f.window_requested.is_none() && max.is_some_and(|m| m > 0 && granted as f64 >= 0.9 * m as f64)
+    };
+    let (sysctl, end, granted, max) = if by_sndbuf {
+        (
+            "net.ipv4.tcp_wmem",
+            "sender",
+            f.granted_snd_bytes,
+            f.sender_wmem_max,
+        )
+    } else {
+        (
+            "net.ipv4.tcp_rmem",
+            "receiver",
+            f.granted_rcv_bytes,
+            f.receiver_rmem_max,
+        )
+    };
+    if at_max(granted, max) {
+        return (
+            LimitKind::SystemCap,
+            format!(
+                "auto-tuning reached {sysctl}'s maximum ({}) at the {end}: raise its third field there (1 Gbit/s per stream at this RTT needs {}; each doubling doubles the rate this limit allows)",
+                Bytes(max.unwrap_or(0)),
+                need(1e9).0
+            ),
+        );
+    }
+    let kind = if by_sndbuf {
+        LimitKind::SendBuffer
+    } else {
+        LimitKind::ReceiveWindow
+    };
+    let knob = if by_sndbuf {
+        "a larger send buffer at the sender (-w, or net.ipv4.tcp_wmem's maximum)"
+    } else {
+        "a larger window (-w, or net.ipv4.tcp_rmem's maximum at the receiver)"
+    };
+    (
+        kind,
+        format!(
+            "{knob}; 1 Gbit/s per stream at this RTT needs about {}",
+            need(1e9)
+        ),
+    )
 }
 
 /// The path full: the test built a standing queue at a bottleneck (the mean RTT well over the
@@ -442,6 +607,14 @@ mod tests {
         }
     }
 
+    fn busy_thread() -> EndCpu {
+        EndCpu {
+            bound_thread: Some((0.97, 0.0)),
+            waits_known: true,
+            ..EndCpu::default()
+        }
+    }
+
     fn kinds(f: &Facts) -> Vec<LimitKind> {
         decide(f).iter().map(|l| l.kind).collect()
     }
@@ -482,12 +655,115 @@ mod tests {
         assert_eq!(l[0].kind, LimitKind::SystemCap);
         assert!(l[0].fix.as_deref().unwrap().contains("net.core.rmem_max"));
         // Send-buffer limited rather than receive-window limited: the send buffer.
+        // Send-buffer limited: 62.5 KB in flight per stream of a 128 KiB buffer.
         let snd = Facts {
             rwnd_limited_pct: 10.0,
             sndbuf_limited_pct: 85.0,
+            granted_snd_bytes: 131_072,
             ..f
         };
         assert_eq!(kinds(&snd), vec![LimitKind::SendBuffer]);
+    }
+
+    #[test]
+    fn auto_tuning_at_its_sysctls_maximum_is_a_system_cap_naming_that_sysctl() {
+        // No -w; the sender's buffer grew to tcp_wmem's 4 MiB maximum and held 2.5 MB in flight at
+        // 100 ms (200 Mbit/s), the receiver's window far larger: the sender's sysctl.
+        let f = Facts {
+            sndbuf_limited_pct: 90.0,
+            granted_snd_bytes: 4 << 20,
+            sender_wmem_max: Some(4 << 20),
+            window_bytes: 12e6,
+            ..facts(200e6, 100.0, 100.5)
+        };
+        let l = decide(&f);
+        assert_eq!(l[0].kind, LimitKind::SystemCap, "{l:?}");
+        let fix = l[0].fix.as_deref().unwrap();
+        assert!(
+            fix.contains("net.ipv4.tcp_wmem") && fix.contains("sender"),
+            "{fix}"
+        );
+        // The same buffer under its maximum: the send buffer, its knob named.
+        let under = Facts {
+            sender_wmem_max: Some(64 << 20),
+            ..f.clone()
+        };
+        assert_eq!(kinds(&under), vec![LimitKind::SendBuffer]);
+        // A queue built while the buffer limited: the path was full, not the buffer.
+        let full = Facts {
+            rtt_avg_s: Some(0.130),
+            ..f
+        };
+        assert_eq!(kinds(&full), vec![LimitKind::PathCapacity]);
+        // The receiver's buffer at tcp_rmem's maximum, its window the limit: that sysctl.
+        let rcv = Facts {
+            rwnd_limited_pct: 90.0,
+            window_bytes: 3_145_728.0,
+            granted_rcv_bytes: 6 << 20,
+            receiver_rmem_max: Some(6 << 20),
+            ..facts(240e6, 100.0, 100.2)
+        };
+        let l = decide(&rcv);
+        assert_eq!(l[0].kind, LimitKind::SystemCap, "{l:?}");
+        assert!(l[0].fix.as_deref().unwrap().contains("net.ipv4.tcp_rmem"));
+    }
+
+    #[test]
+    fn a_servers_cap_kept_is_the_peers_limit() {
+        let f = Facts {
+            peer_cap_bps: Some(100e6),
+            ..facts(97e6, 10.0, 10.0)
+        };
+        assert_eq!(kinds(&f), vec![LimitKind::PeerLimit]);
+        // Well under the cap: something else.
+        let under = Facts {
+            peer_cap_bps: Some(1e9),
+            ..facts(97e6, 10.0, 10.0)
+        };
+        assert!(!kinds(&under).contains(&LimitKind::PeerLimit));
+    }
+
+    #[test]
+    fn a_cpu_limit_names_its_cause_quota_steal_or_other_work() {
+        let quota = Facts {
+            sender_cpu: EndCpu {
+                quota: Some((0.25, 96.0)),
+                ..EndCpu::default()
+            },
+            ..facts(14e9, 0.04, 0.05)
+        };
+        let l = decide(&quota);
+        assert_eq!(l[0].kind, LimitKind::SenderCpu);
+        assert!(l[0].why.contains("0.25 CPUs") && l[0].fix.as_deref().unwrap().contains("cpu.max"));
+        // A quota rarely reached says nothing.
+        let slack = Facts {
+            sender_cpu: EndCpu {
+                quota: Some((1.0, 3.0)),
+                waits_known: true,
+                ..EndCpu::default()
+            },
+            ..facts(14e9, 0.04, 0.05)
+        };
+        assert_eq!(kinds(&slack), vec![LimitKind::Unknown]);
+        let shared = Facts {
+            receiver_cpu: EndCpu {
+                bound_thread: Some((0.45, 0.5)),
+                waits_known: true,
+                ..EndCpu::default()
+            },
+            ..facts(9e9, 0.04, 0.05)
+        };
+        let l = decide(&shared);
+        assert_eq!(l[0].kind, LimitKind::ReceiverCpu);
+        assert!(l[0].why.contains("waited for a CPU 50%"), "{}", l[0].why);
+        let stolen = Facts {
+            sender_cpu: EndCpu {
+                steal_pct: Some(30.0),
+                ..busy_thread()
+            },
+            ..facts(9e9, 0.04, 0.05)
+        };
+        assert!(decide(&stolen)[0].why.contains("steal"));
     }
 
     #[test]
@@ -530,13 +806,13 @@ mod tests {
     fn pacing_kept_is_the_only_verdict_and_a_pace_not_kept_is_none() {
         let f = Facts {
             paced_bps: Some(100e6),
-            sender_cpu_bound: true,
+            sender_cpu: busy_thread(),
             ..facts(99e6, 10.0, 10.0)
         };
         assert_eq!(kinds(&f), vec![LimitKind::Pacing]);
         let missed = Facts {
             paced_bps: Some(1e9),
-            sender_cpu_bound: true,
+            sender_cpu: busy_thread(),
             ..facts(400e6, 10.0, 10.0)
         };
         assert_eq!(kinds(&missed), vec![LimitKind::SenderCpu]);
@@ -546,25 +822,39 @@ mod tests {
     fn loopback_with_every_cpu_busy_is_the_cpus_never_a_full_path() {
         // The demo: 4 streams on a 2-CPU host, no thread pegged alone, both CPUs busy; the RTT rose
         // from 0.04 to 0.43 ms with the hosts' own buffering, which is no bottleneck's queue.
+        let host = |pct: f64| EndCpu {
+            host_busy_pct: Some(pct),
+            ..EndCpu::default()
+        };
         let f = Facts {
-            sender_host_busy_pct: Some(99.0),
-            receiver_host_busy_pct: Some(99.0),
+            sender_cpu: host(99.0),
+            receiver_cpu: host(99.0),
             ..facts(46e9, 0.04, 0.43)
         };
         assert_eq!(kinds(&f), vec![LimitKind::SenderCpu, LimitKind::ReceiverCpu]);
         // Idle CPUs and a sub-millisecond rise: unknown, never "the path".
         let idle = Facts {
-            sender_host_busy_pct: Some(40.0),
+            sender_cpu: host(40.0),
             ..facts(46e9, 0.04, 0.43)
         };
         assert_eq!(kinds(&idle), vec![LimitKind::Unknown]);
+        // A busy host whose threads are known to have idled without waiting for a CPU: another
+        // process's load, not this test's limit.
+        let other = Facts {
+            sender_cpu: EndCpu {
+                waits_known: true,
+                ..host(99.0)
+            },
+            ..facts(46e9, 0.04, 0.43)
+        };
+        assert_eq!(kinds(&other), vec![LimitKind::Unknown]);
     }
 
     #[test]
     fn cpus_bound_at_both_ends_are_both_said() {
         let f = Facts {
-            sender_cpu_bound: true,
-            receiver_cpu_bound: true,
+            sender_cpu: busy_thread(),
+            receiver_cpu: busy_thread(),
             rtt_min_s: None,
             rtt_avg_s: None,
             ..facts(30e9, 0.0, 0.0)

@@ -3,7 +3,7 @@
 //! snapshotted before and after, plus the clock rate used to turn CPU-seconds into cycles per byte.
 //! docs/metrics.md says how each figure is derived.
 
-use landspeed_core::endpoint::{CpuShare, CpuTimes, WorkerCpu};
+use landspeed_core::endpoint::{CgroupCpu, CpuShare, CpuTimes, WorkerCpu};
 use std::time::Instant;
 
 /// A machine's or one CPU's time, in the system's ticks.
@@ -15,6 +15,8 @@ pub struct SystemTicks {
     pub system: u64,
     /// Handling soft interrupts (Linux only).
     pub softirq: u64,
+    /// Stolen by the hypervisor for other guests (Linux only).
+    pub steal: u64,
     /// All of it.
     pub total: u64,
 }
@@ -31,6 +33,7 @@ fn line_ticks(fields: &str) -> SystemTicks {
         busy: total.saturating_sub(idle),
         system: get(2),
         softirq: get(6),
+        steal: get(7),
         total,
     }
 }
@@ -56,6 +59,7 @@ pub struct ThreadClock {
     at: Instant,
     user: f64,
     system: f64,
+    waited: Option<f64>,
 }
 
 impl ThreadClock {
@@ -66,6 +70,7 @@ impl ThreadClock {
             at: Instant::now(),
             user,
             system,
+            waited: crate::os::thread_runq_wait_s(),
         }
     }
 
@@ -78,11 +83,16 @@ impl ThreadClock {
             system_s: (system - self.system).max(0.0),
             wall_s: self.at.elapsed().as_secs_f64(),
             last_cpu: crate::os::current_cpu(),
+            runq_wait_s: self
+                .waited
+                .zip(crate::os::thread_runq_wait_s())
+                .map(|(a, b)| (b - a).max(0.0)),
         }
     }
 }
 
-/// Online CPUs.
+/// CPUs this process may use at once (a cgroup quota or an affinity mask counts): how many
+/// threads are worth running. The host's own count is [`crate::os::cpus_online`].
 pub fn cpu_count() -> u32 {
     std::thread::available_parallelism()
         .map(|n| n.get() as u32)
@@ -111,6 +121,7 @@ pub struct CpuSnapshot {
     ticks: SystemTicks,
     per_cpu: Vec<(u32, SystemTicks)>,
     hz: f64,
+    cgroup: Option<CgroupTicks>,
 }
 
 impl CpuSnapshot {
@@ -125,6 +136,7 @@ impl CpuSnapshot {
             ticks,
             per_cpu,
             hz,
+            cgroup: crate::os::cgroup_cpu(),
         }
     }
 
@@ -140,10 +152,16 @@ impl CpuSnapshot {
             system_busy_s: d(self.ticks.busy, later.ticks.busy),
             system_softirq_s: d(self.ticks.softirq, later.ticks.softirq),
             system_total_s: d(self.ticks.total, later.ticks.total),
-            cpus: cpu_count(),
+            cpus: crate::os::cpus_online(),
             clock_hz: clock.as_ref().map(|c| c.0),
             clock_source: clock.map(|c| c.1),
             per_cpu: self.per_cpu_until(later, hz),
+            system_steal_s: d(self.ticks.steal, later.ticks.steal),
+            cgroup: self
+                .cgroup
+                .as_ref()
+                .zip(later.cgroup.as_ref())
+                .and_then(|(a, b)| a.until(b)),
         }
     }
 
@@ -164,6 +182,69 @@ impl CpuSnapshot {
             })
             .collect()
     }
+}
+
+/// A control group's CPU quota and its throttling counters at one instant.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CgroupTicks {
+    /// The group's path in its hierarchy.
+    pub path: String,
+    /// Its quota, in CPUs.
+    pub quota_cpus: f64,
+    /// Enforcement periods so far.
+    pub periods: u64,
+    /// Periods in which it ran out of its quota.
+    pub throttled_periods: u64,
+    /// Seconds its tasks were stopped by the quota so far.
+    pub throttled_s: f64,
+}
+
+impl CgroupTicks {
+    /// The counters' growth until `later` (None when the group or its quota changed between).
+    fn until(&self, later: &CgroupTicks) -> Option<CgroupCpu> {
+        (self.path == later.path && self.quota_cpus == later.quota_cpus).then(|| CgroupCpu {
+            path: self.path.clone(),
+            quota_cpus: self.quota_cpus,
+            periods: later.periods.saturating_sub(self.periods),
+            throttled_periods: later.throttled_periods.saturating_sub(self.throttled_periods),
+            throttled_s: (later.throttled_s - self.throttled_s).max(0.0),
+        })
+    }
+}
+
+/// A quota file's text as CPUs: cgroup v2's `cpu.max` ("QUOTA PERIOD", "max PERIOD": none) or v1's
+/// `cpu.cfs_quota_us` with its `cpu.cfs_period_us` (-1: none).
+pub fn parse_quota(v2_max: Option<&str>, v1_quota_period: Option<(&str, &str)>) -> Option<f64> {
+    let ratio = |q: &str, p: &str| {
+        let (q, p) = (q.trim().parse::<f64>().ok()?, p.trim().parse::<f64>().ok()?);
+        (q > 0.0 && p > 0.0).then_some(q / p)
+    };
+    match (v2_max, v1_quota_period) {
+        (Some(m), _) => {
+            let mut it = m.split_whitespace();
+            ratio(it.next()?, it.next()?)
+        }
+        (None, Some((q, p))) => ratio(q, p),
+        (None, None) => None,
+    }
+}
+
+/// A `cpu.stat` file's throttling counters: periods, throttled periods and seconds throttled (v2's
+/// `throttled_usec`, v1's `throttled_time` in ns).
+pub fn parse_cgroup_stat(text: &str) -> (u64, u64, f64) {
+    let get = |k: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(k)?.strip_prefix(' ')?.trim().parse::<u64>().ok())
+    };
+    let throttled_s = get("throttled_usec")
+        .map(|u| u as f64 / 1e6)
+        .or_else(|| get("throttled_time").map(|n| n as f64 / 1e9))
+        .unwrap_or(0.0);
+    (
+        get("nr_periods").unwrap_or(0),
+        get("nr_throttled").unwrap_or(0),
+        throttled_s,
+    )
 }
 
 /// Whether this CPU has the instructions AES-GCM needs to be fast (x86-64: AES-NI and PCLMULQDQ;

@@ -81,7 +81,7 @@ pub fn host_info() -> HostInfo {
         os: os_pretty_name().unwrap_or_else(|| sysname.clone()),
         kernel: format!("{sysname} {release}"),
         cpu_model,
-        cpus: crate::cpu::cpu_count(),
+        cpus: crate::os::cpus_online(),
         memory_bytes,
         sysctls,
         command_line: COMMAND_LINE.get().cloned().unwrap_or_default(),

@@ -251,6 +251,7 @@ impl EngineOutput {
             error: None,
             memory: crate::host::memory(),
             stalls: self.stalls.clone(),
+            stream_cap_bps: None,
         }
     }
 }

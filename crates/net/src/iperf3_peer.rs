@@ -56,6 +56,7 @@ pub(crate) fn remote_report(
         // iperf3 reports no memory figure, and watches for no stalls.
         memory: None,
         stalls: vec![],
+        stream_cap_bps: None,
     }
 }
 

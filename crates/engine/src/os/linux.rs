@@ -418,6 +418,67 @@ pub fn process_times() -> (f64, f64) {
     rusage_times(libc::RUSAGE_SELF)
 }
 
+/// Seconds the calling thread has waited, ready, for a CPU (the second field of
+/// /proc/thread-self/schedstat, in ns); None where the kernel keeps no such count.
+pub fn thread_runq_wait_s() -> Option<f64> {
+    let text = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    let ns: u64 = text.split_whitespace().nth(1)?.parse().ok()?;
+    Some(ns as f64 / 1e9)
+}
+
+/// CPUs online on the host (a quota or affinity mask does not lower it).
+pub fn cpus_online() -> u32 {
+    // SAFETY: sysconf has no preconditions.
+    match unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) } {
+        n if n > 0 => n as u32,
+        _ => crate::cpu::cpu_count(),
+    }
+}
+
+/// The CPU quota of the nearest control group above this process that has one, with its throttling
+/// counters (cgroup v1's cpu controller where it is mounted, else v2); None without a quota.
+pub fn cgroup_cpu() -> Option<crate::cpu::CgroupTicks> {
+    let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let v1 = own.lines().find_map(|l| {
+        let mut f = l.splitn(3, ':');
+        let (_, controllers, path) = (f.next()?, f.next()?, f.next()?);
+        controllers.split(',').any(|c| c == "cpu").then_some(path)
+    });
+    let v2 = own.lines().find_map(|l| l.strip_prefix("0::"));
+    let (root, path, v1) = match (v1, v2) {
+        (Some(p), _) => ("/sys/fs/cgroup/cpu", p, true),
+        (None, Some(p)) => ("/sys/fs/cgroup", p, false),
+        _ => return None,
+    };
+    let mut at = Path::new(path.trim());
+    loop {
+        let dir = Path::new(root).join(at.strip_prefix("/").unwrap_or(at));
+        if let Some(t) = cgroup_quota_at(&dir, v1, at) {
+            return Some(t);
+        }
+        at = at.parent()?;
+    }
+}
+
+/// One group's quota and counters, when it has a quota.
+fn cgroup_quota_at(dir: &Path, v1: bool, path: &Path) -> Option<crate::cpu::CgroupTicks> {
+    let read = |f: &str| std::fs::read_to_string(dir.join(f)).ok();
+    let quota = if v1 {
+        let (q, p) = (read("cpu.cfs_quota_us")?, read("cpu.cfs_period_us")?);
+        crate::cpu::parse_quota(None, Some((&q, &p)))
+    } else {
+        crate::cpu::parse_quota(Some(&read("cpu.max")?), None)
+    }?;
+    let (periods, throttled_periods, throttled_s) = crate::cpu::parse_cgroup_stat(&read("cpu.stat")?);
+    Some(crate::cpu::CgroupTicks {
+        path: path.display().to_string(),
+        quota_cpus: quota,
+        periods,
+        throttled_periods,
+        throttled_s,
+    })
+}
+
 /// The CPU the calling thread runs on now.
 pub fn current_cpu() -> Option<u32> {
     // SAFETY: sched_getcpu has no preconditions; -1 means unknown.

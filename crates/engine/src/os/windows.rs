@@ -333,6 +333,21 @@ pub fn current_cpu() -> Option<u32> {
     Some(unsafe { th::GetCurrentProcessorNumber() })
 }
 
+/// Windows keeps no per-thread count of time spent waiting for a CPU that landspeed reads.
+pub fn thread_runq_wait_s() -> Option<f64> {
+    None
+}
+
+/// CPUs online.
+pub fn cpus_online() -> u32 {
+    crate::cpu::cpu_count()
+}
+
+/// Job objects' CPU rate limits are not read: no quota is reported on Windows.
+pub fn cgroup_cpu() -> Option<crate::cpu::CgroupTicks> {
+    None
+}
+
 /// The machine's CPU time in 100 ns ticks (GetSystemTimes: its kernel time includes idle); Windows
 /// gives no per-CPU split and no softirq figure through it.
 pub fn system_ticks() -> (SystemTicks, Vec<(u32, SystemTicks)>, f64) {
@@ -347,6 +362,7 @@ pub fn system_ticks() -> (SystemTicks, Vec<(u32, SystemTicks)>, f64) {
         busy: total.saturating_sub(idle),
         system: kernel.saturating_sub(idle),
         softirq: 0,
+        steal: 0,
         total,
     };
     (all, vec![], 1e7)

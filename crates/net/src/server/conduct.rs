@@ -155,6 +155,9 @@ struct Local {
     cpus: Option<Vec<usize>>,
     /// Disk-to-disk tests: this end's file, reported once the client's digest is in.
     file: Option<files::ServerFile>,
+    /// `--max-rate`'s share per stream, when it held this test's TCP streams (told to the client, so
+    /// its verdict can name the server's limit).
+    stream_cap_bps: Option<f64>,
 }
 
 fn run_test(stream: TcpStream, shared: &Arc<Shared>, log: &mut TestLog, preauth: Place) -> Result<(), End> {
@@ -283,7 +286,12 @@ fn prepare(
         DataPaths::Tcp(_) => test.server_cpus.clone(),
         DataPaths::Udp(_) | DataPaths::Quic(_) => None,
     };
-    let local = Local { warnings, cpus, file };
+    let local = Local {
+        warnings,
+        cpus,
+        file,
+        stream_cap_bps: None,
+    };
     Ok(Some(Accepted {
         test,
         streams,
@@ -744,7 +752,7 @@ fn measure(link: &mut ServerLink, accepted: Accepted, shared: &Shared, log: &mut
     let Accepted {
         test,
         streams,
-        local,
+        mut local,
         _slot,
     } = accepted;
     // The client's idle limit when it is the shorter: both ends give up on a silent path together.
@@ -767,6 +775,7 @@ fn measure(link: &mut ServerLink, accepted: Accepted, shared: &Shared, log: &mut
             // --max-rate: this end reads and writes no faster than its share, whichever way the data goes.
             let limit = o.limits.max_rate_bps.map(|r| r / f64::from(test.total_streams()));
             params.stream_cap_bps = landspeed_core::units::lower(params.stream_cap_bps, limit);
+            local.stream_cap_bps = limit;
             let iface = s
                 .first()
                 .and_then(|s| s.socket.local_addr().ok())
@@ -818,6 +827,7 @@ fn finish(link: &mut ServerLink, out: &EngineOutput, local: Local, shared: &Shar
         .filter_map(|s| s.error.clone().map(|e| (s.id, e)))
         .collect();
     let mut report = out.report(local.cpus, local.warnings);
+    report.stream_cap_bps = local.stream_cap_bps;
     let keyed = link.wire.conn.machine().authenticated().is_some();
     if !(keyed || shared.opts.share_host) {
         report.host = report.host.for_anonymous();
