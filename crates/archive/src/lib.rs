@@ -157,6 +157,10 @@ pub struct RunRow {
     pub tag: Option<String>,
     /// The sweep the run is a cell of, if any.
     pub sweep_id: Option<i64>,
+    /// What held its directions back: the kinds their verdicts said (docs/diagnosis.md); none for
+    /// runs stored without a verdict.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub limited_by: Vec<String>,
 }
 
 /// Which runs to list.
@@ -172,8 +176,22 @@ pub struct Filter {
     pub until_unix_s: Option<f64>,
     /// Only the cells of this sweep.
     pub sweep_id: Option<i64>,
+    /// Only runs a direction of which was held back by this (their verdict, docs/diagnosis.md).
+    pub limited_by: Option<landspeed_core::limit::LimitKind>,
     /// At most this many, newest first.
     pub limit: Option<u32>,
+}
+
+/// The kinds a run's directions' verdicts said, each between spaces (` sender_cpu receiver_cpu `),
+/// for `history --limited-by`; None when it has none.
+fn limited_by(r: &RunResult) -> Option<String> {
+    let mut kinds: Vec<&str> = r
+        .directions
+        .iter()
+        .flat_map(|d| d.limits.iter().map(|l| l.kind.label()))
+        .collect();
+    kinds.dedup();
+    (!kinds.is_empty()).then(|| format!(" {} ", kinds.join(" ")))
 }
 
 /// The store of runs, sweeps and mesh campaigns: SQLite by default, or PostgreSQL, with the same schema and migrations; safe to share between threads.
@@ -272,8 +290,8 @@ impl Archive {
         self.db().insert(
             "INSERT INTO runs (started_unix_s, started_utc, host, port, protocol, transport, direction, streams,
                 window_bytes, throughput_bps, bytes_received, tag, sweep_id, cell_repeat, result_json,
-                campaign_id, from_host)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+                campaign_id, from_host, limited_by)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
             &[
                 r.started_unix_s.into(),
                 r.started_utc.as_str().into(),
@@ -292,6 +310,7 @@ impl Archive {
                 json.into(),
                 meta.campaign.as_ref().map(|c| c.0).into(),
                 meta.campaign.as_ref().map(|c| c.1.clone()).into(),
+                limited_by(r).into(),
             ],
         )
     }
@@ -310,7 +329,7 @@ impl Archive {
     pub fn list(&self, f: &Filter) -> Result<Vec<RunRow>, ArchiveError> {
         let mut sql = String::from(
             "SELECT id, started_utc, host, protocol, transport, direction, streams, window_bytes,
-                    throughput_bps, bytes_received, tag, sweep_id FROM runs WHERE 1=1",
+                    throughput_bps, bytes_received, tag, sweep_id, limited_by FROM runs WHERE 1=1",
         );
         let mut args: Vec<Val> = vec![];
         let mut arg = |sql: &mut String, cond: &str, v: Val| {
@@ -331,6 +350,9 @@ impl Archive {
         }
         if let Some(s) = f.sweep_id {
             arg(&mut sql, "sweep_id =", s.into());
+        }
+        if let Some(k) = f.limited_by {
+            arg(&mut sql, "limited_by LIKE", format!("% {} %", k.label()).into());
         }
         sql.push_str(" ORDER BY started_unix_s DESC, id DESC");
         if let Some(l) = f.limit {
@@ -353,6 +375,10 @@ impl Archive {
                     bytes_received: r[9].int()? as u64,
                     tag: r[10].opt_text()?,
                     sweep_id: r[11].opt_int()?,
+                    limited_by: r[12]
+                        .opt_text()?
+                        .map(|k| k.split_whitespace().map(String::from).collect())
+                        .unwrap_or_default(),
                 })
             })
             .collect()
@@ -369,11 +395,11 @@ pub fn to_csv(rows: &[RunRow]) -> String {
         }
     };
     let mut out = String::from(
-        "id,started_utc,host,protocol,transport,direction,streams,window_bytes,throughput_bps,bytes_received,tag,sweep_id\n",
+        "id,started_utc,host,protocol,transport,direction,streams,window_bytes,throughput_bps,bytes_received,tag,sweep_id,limited_by\n",
     );
     for r in rows {
         out.push_str(&format!(
-            "{},{},{},{},{},{},{},{},{},{},{},{}\n",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
             r.id,
             q(&r.started_utc),
             q(&r.host),
@@ -386,6 +412,7 @@ pub fn to_csv(rows: &[RunRow]) -> String {
             r.bytes_received,
             r.tag.as_deref().map(q).unwrap_or_default(),
             r.sweep_id.map(|s| s.to_string()).unwrap_or_default(),
+            r.limited_by.join(" "),
         ));
     }
     out

@@ -300,3 +300,40 @@ fn a_file_that_is_not_an_archive_is_refused_and_left_untouched() {
     assert_eq!(std::fs::read(&path).unwrap(), junk, "not a byte changed");
     assert!(!path.with_extension("db-wal").exists());
 }
+
+#[test]
+fn history_filters_by_what_held_the_rate_back() {
+    use landspeed_core::limit::{Confidence, Limit, LimitKind};
+    let a = Archive::open_in_memory().unwrap();
+    let plain = result("alpha", 1000.0, 1, None, 1e9);
+    let mut cpu = result("alpha", 2000.0, 1, None, 1e9);
+    let said = |kind| Limit {
+        kind,
+        confidence: Confidence::High,
+        why: String::new(),
+        fix: None,
+        evidence: vec![],
+    };
+    cpu.directions[0].limits = vec![said(LimitKind::SenderCpu), said(LimitKind::ReceiverCpu)];
+    let (id1, id2) = (
+        a.save(&plain, &RunMeta::default()).unwrap(),
+        a.save(&cpu, &RunMeta::default()).unwrap(),
+    );
+    let by = |k| {
+        a.list(&Filter {
+            limited_by: Some(k),
+            ..Filter::default()
+        })
+        .unwrap()
+        .iter()
+        .map(|r| r.id)
+        .collect::<Vec<_>>()
+    };
+    assert_eq!(by(LimitKind::ReceiverCpu), [id2]);
+    assert_eq!(by(LimitKind::SenderCpu), [id2]);
+    assert_eq!(by(LimitKind::Unknown), [id1], "{:?}", plain.directions[0].limits);
+    assert!(by(LimitKind::PathCapacity).is_empty());
+    let rows = a.list(&Filter::default()).unwrap();
+    assert_eq!(rows[0].limited_by, ["sender_cpu", "receiver_cpu"]);
+    assert!(to_csv(&rows).lines().nth(1).unwrap().ends_with(",sender_cpu receiver_cpu"));
+}

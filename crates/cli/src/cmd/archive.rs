@@ -28,6 +28,11 @@ pub struct HistoryArgs {
     /// Only the runs of this sweep.
     #[arg(long)]
     pub sweep: Option<i64>,
+    /// Only runs a direction of which was held back by this (path_capacity, receive_window,
+    /// send_buffer, system_cap, loss_and_congestion_control, pacing, peer_limit, sender_cpu,
+    /// receiver_cpu, unknown; docs/diagnosis.md)
+    #[arg(long, value_parser = limit_kind)]
+    pub limited_by: Option<landspeed_core::limit::LimitKind>,
     /// At most this many (newest first).
     #[arg(long, default_value_t = 50)]
     pub limit: u32,
@@ -38,7 +43,7 @@ pub struct HistoryArgs {
     #[arg(long)]
     pub csv: bool,
     /// List the sweeps instead of the runs (id, host, status, runs done of planned).
-    #[arg(long, conflicts_with_all = ["host", "tag", "since", "until", "sweep", "csv"])]
+    #[arg(long, conflicts_with_all = ["host", "tag", "since", "until", "sweep", "csv", "limited_by"])]
     pub sweeps: bool,
 }
 
@@ -84,6 +89,15 @@ fn sweeps(archive: &landspeed_archive::Archive, limit: u32, json: bool) -> Resul
     Ok(true)
 }
 
+fn limit_kind(s: &str) -> Result<landspeed_core::limit::LimitKind, String> {
+    landspeed_core::limit::LimitKind::from_label(s).ok_or_else(|| {
+        format!(
+            "'{s}' is not a limit; one of {}",
+            landspeed_core::limit::LimitKind::ALL.map(|k| k.label()).join(", ")
+        )
+    })
+}
+
 fn utc(s: &str) -> Result<f64, String> {
     parse_utc(s).ok_or_else(|| format!("'{s}' is not a UTC date like 2026-11-22 or 2026-11-22T10:00:00Z"))
 }
@@ -99,6 +113,7 @@ pub fn history(a: HistoryArgs) -> Result<bool> {
         since_unix_s: a.since,
         until_unix_s: a.until,
         sweep_id: a.sweep,
+        limited_by: a.limited_by,
         limit: Some(a.limit),
     })?;
     if a.json {
@@ -109,12 +124,12 @@ pub fn history(a: HistoryArgs) -> Result<bool> {
         println!("no runs in {} match", archive.path());
     } else {
         println!(
-            "{:>6}  {:<20}  {:<24} {:<9} {:<7} {:>3} {:>10}  {:>14}  tag",
-            "id", "started (UTC)", "host", "protocol", "dir", "P", "window", "throughput"
+            "{:>6}  {:<20}  {:<24} {:<9} {:<7} {:>3} {:>10}  {:>14}  {:<28} tag",
+            "id", "started (UTC)", "host", "protocol", "dir", "P", "window", "throughput", "limited by"
         );
         for r in &rows {
             println!(
-                "{:>6}  {:<20}  {:<24} {:<9} {:<7} {:>3} {:>10}  {:>14}  {}",
+                "{:>6}  {:<20}  {:<24} {:<9} {:<7} {:>3} {:>10}  {:>14}  {:<28} {}",
                 r.id,
                 r.started_utc,
                 r.host,
@@ -128,6 +143,11 @@ pub fn history(a: HistoryArgs) -> Result<bool> {
                 r.window_bytes
                     .map_or("-".into(), |w| landspeed_core::units::Bytes(w).to_string()),
                 BitRate(r.throughput_bps).to_string(),
+                if r.limited_by.is_empty() {
+                    "-".to_string()
+                } else {
+                    r.limited_by.join(" ")
+                },
                 r.tag.as_deref().unwrap_or("")
             );
         }

@@ -10,6 +10,7 @@ mod archive;
 mod attacks;
 mod auth;
 mod bad_input;
+mod diagnosis;
 mod browser;
 mod faults;
 mod files;
