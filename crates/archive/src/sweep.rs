@@ -47,6 +47,10 @@ pub struct SweepRun {
     /// probes.
     #[serde(default)]
     pub loaded_rtt_ms: Option<f64>,
+    /// What held its (first) direction back: its verdict's first kind (docs/diagnosis.md); None for
+    /// runs stored without one.
+    #[serde(default)]
+    pub limit: Option<landspeed_core::limit::LimitKind>,
 }
 
 fn sweep_row(r: &[Val]) -> Result<SweepRow, ArchiveError> {
@@ -148,6 +152,7 @@ impl Archive {
                     effective_window_bytes: streams_mean(&result, "snd_wnd_bytes"),
                     rtt_s: streams_mean(&result, "rtt_avg_us").map(|us| us / 1e6),
                     loaded_rtt_ms: result["latency"]["loaded"]["median_ms"].as_f64(),
+                    limit: serde_json::from_value(result["directions"][0]["limits"][0]["kind"].clone()).ok(),
                 })
             })
             .collect()

@@ -218,6 +218,7 @@ pub fn finished(archive: &Archive, id: i64) -> Result<Vec<(CellKey, RunFigures)>
                 effective_window_bytes: r.effective_window_bytes,
                 rtt_s: r.rtt_s,
                 loaded_rtt_ms: r.loaded_rtt_ms,
+                limit: r.limit,
             };
             Ok((key, figures))
         })

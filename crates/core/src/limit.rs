@@ -449,10 +449,13 @@ fn window(f: &Facts) -> Option<Limit> {
         // the times the window stops it) hit often enough, the window kept full (the rate at
         // window / minimum RTT) and no queue built.
         let bound = n * f.window_bytes * 8.0 / rtt;
-        let kept_full = bound <= WINDOW_KEPT_FULL * f.rate_bps && f.queue_ratio().is_some_and(|q| q < QUEUE_BUILT);
+        let kept_full =
+            bound <= WINDOW_KEPT_FULL * f.rate_bps && f.queue_ratio().is_some_and(|q| q < QUEUE_BUILT);
         (
             bound,
-            f.window_bytes > 0.0 && bound <= WINDOW_EXPLAINS_RATE * f.rate_bps && (limited >= 50.0 || kept_full),
+            f.window_bytes > 0.0
+                && bound <= WINDOW_EXPLAINS_RATE * f.rate_bps
+                && (limited >= 50.0 || kept_full),
         )
     };
     if !held {

@@ -203,7 +203,7 @@ fn sweep_body(o: &mut String, r: &SweepReport, sample: Option<&RunResult>, figs:
         {
             figure(o, f);
         }
-        let _ = writeln!(o, "<h3>Cells (throughput in Mbit/s)</h3><table><tr><th>window</th><th>streams</th><th>n</th><th>median</th><th>p90</th><th>min</th><th>max</th><th>mean</th><th>sd</th><th>95% CI of mean</th><th class=l>runs</th></tr>");
+        let _ = writeln!(o, "<h3>Cells (throughput in Mbit/s)</h3><table><tr><th>window</th><th>streams</th><th>n</th><th>median</th><th>p90</th><th>min</th><th>max</th><th>mean</th><th>sd</th><th>95% CI of mean</th><th class=l>runs</th><th class=l>limited by</th></tr>");
         for c in r.summary.cells.iter().filter(|c| c.direction == d.direction) {
             let t = &c.throughput_bps;
             let m = |v: f64| format!("{:.1}", v / 1e6);
@@ -213,9 +213,10 @@ fn sweep_body(o: &mut String, r: &SweepReport, sample: Option<&RunResult>, figs:
             };
             let _ = writeln!(
                 o,
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=l>{}</td></tr>",
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=l>{}</td><td class=l>{}</td></tr>",
                 Bytes(c.window_bytes), c.streams, t.n, m(t.median), m(t.p90), m(t.min), m(t.max), m(t.mean), m(t.sd), ci,
-                c.runs_bps.iter().map(|v| m(*v)).collect::<Vec<_>>().join(", ")
+                c.runs_bps.iter().map(|v| m(*v)).collect::<Vec<_>>().join(", "),
+                c.limit.map_or("-", |k| k.label())
             );
         }
         let _ = writeln!(o, "</table>");
@@ -225,16 +226,37 @@ fn sweep_body(o: &mut String, r: &SweepReport, sample: Option<&RunResult>, figs:
     }
 }
 
+/// Each direction's verdict, its kinds (`sender_cpu, receiver_cpu`), directions apart by " / ".
+fn limited_by(r: &RunResult) -> String {
+    let each: Vec<String> = r
+        .directions
+        .iter()
+        .map(|d| {
+            d.limits
+                .iter()
+                .map(|l| l.kind.label())
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+        .filter(|k| !k.is_empty())
+        .collect();
+    if each.is_empty() {
+        "-".into()
+    } else {
+        each.join(" / ")
+    }
+}
+
 fn runs_body(o: &mut String, runs: &[(i64, RunResult)], figs: &[Figure]) {
     let _ = match runs {
         [(id, r)] => writeln!(o, "<h1>Run {id} against {}</h1>", esc(&r.config.host)),
         _ => writeln!(o, "<h1>{} runs</h1>", runs.len()),
     };
-    let _ = writeln!(o, "<table><tr><th>id</th><th class=l>started (UTC)</th><th class=l>host</th><th>streams</th><th>window</th><th class=l>direction</th><th>duration (s)</th><th>throughput</th><th>retransmits</th><th>verified</th></tr>");
+    let _ = writeln!(o, "<table><tr><th>id</th><th class=l>started (UTC)</th><th class=l>host</th><th>streams</th><th>window</th><th class=l>direction</th><th>duration (s)</th><th>throughput</th><th>retransmits</th><th>verified</th><th class=l>limited by</th></tr>");
     for (id, r) in runs {
         let _ = writeln!(
             o,
-            "<tr><td>{id}</td><td class=l>{}</td><td class=l>{}</td><td>{}</td><td>{}</td><td class=l>{:?}</td><td>{:.2}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td>{id}</td><td class=l>{}</td><td class=l>{}</td><td>{}</td><td>{}</td><td class=l>{:?}</td><td>{:.2}</td><td>{}</td><td>{}</td><td>{}</td><td class=l>{}</td></tr>",
             esc(&r.started_utc),
             esc(&r.config.host),
             r.config.spec.streams,
@@ -243,7 +265,8 @@ fn runs_body(o: &mut String, runs: &[(i64, RunResult)], figs: &[Figure]) {
             r.summary.duration_s,
             BitRate(r.summary.throughput_bps),
             r.summary.retransmits,
-            Bytes(r.summary.bytes_verified)
+            Bytes(r.summary.bytes_verified),
+            esc(&limited_by(r))
         );
     }
     let _ = writeln!(o, "</table>");

@@ -55,7 +55,7 @@ fn cells_table(o: &mut String, d: &DirectionSummary, cells: &[CellSummary]) {
     let _ = writeln!(o, "\n{} (throughput in Mbit/s)", direction_name(d.direction));
     let _ = writeln!(
         o,
-        "{:>10} {:>4} {:>3} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>21}{}",
+        "{:>10} {:>4} {:>3} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>21}{}  limited by",
         "window",
         "P",
         "n",
@@ -81,7 +81,7 @@ fn cells_table(o: &mut String, d: &DirectionSummary, cells: &[CellSummary]) {
         };
         let _ = writeln!(
             o,
-            "{:>10} {:>4} {:>3} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>21}{rtt}",
+            "{:>10} {:>4} {:>3} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>21}{rtt}  {}",
             Bytes(c.window_bytes).to_string(),
             c.streams,
             t.n,
@@ -91,7 +91,8 @@ fn cells_table(o: &mut String, d: &DirectionSummary, cells: &[CellSummary]) {
             mbps(t.max),
             mbps(t.mean),
             mbps(t.sd),
-            ci
+            ci,
+            c.limit.map_or("-", |k| k.label())
         );
     }
 }

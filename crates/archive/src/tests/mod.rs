@@ -335,5 +335,9 @@ fn history_filters_by_what_held_the_rate_back() {
     assert!(by(LimitKind::PathCapacity).is_empty());
     let rows = a.list(&Filter::default()).unwrap();
     assert_eq!(rows[0].limited_by, ["sender_cpu", "receiver_cpu"]);
-    assert!(to_csv(&rows).lines().nth(1).unwrap().ends_with(",sender_cpu receiver_cpu"));
+    assert!(to_csv(&rows)
+        .lines()
+        .nth(1)
+        .unwrap()
+        .ends_with(",sender_cpu receiver_cpu"));
 }

@@ -93,7 +93,9 @@ fn limit_kind(s: &str) -> Result<landspeed_core::limit::LimitKind, String> {
     landspeed_core::limit::LimitKind::from_label(s).ok_or_else(|| {
         format!(
             "'{s}' is not a limit; one of {}",
-            landspeed_core::limit::LimitKind::ALL.map(|k| k.label()).join(", ")
+            landspeed_core::limit::LimitKind::ALL
+                .map(|k| k.label())
+                .join(", ")
         )
     })
 }

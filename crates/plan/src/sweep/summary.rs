@@ -7,6 +7,7 @@ use super::fit::{best_cells, window_fit, BestCells, WindowFit};
 use super::plan::{CellKey, SweepPlan};
 use super::stats::CellStats;
 use landspeed_core::config::Direction;
+use landspeed_core::limit::LimitKind;
 use serde::{Deserialize, Serialize};
 
 /// One cell of a sweep: its runs and their statistics.
@@ -30,6 +31,10 @@ pub struct CellSummary {
     /// Median over the runs of their echo probes' median RTT under the load (`run --latency`), ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loaded_rtt_ms: Option<f64>,
+    /// What held the cell back: the verdict most of its runs had (the first run's among equals), so a
+    /// windows × streams grid shows where the limit moves; None when its runs had none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<LimitKind>,
 }
 
 /// What the summary needs of one finished run.
@@ -43,6 +48,8 @@ pub struct RunFigures {
     pub rtt_s: Option<f64>,
     /// The median RTT of the run's echo probes under the load (`run --latency`), ms.
     pub loaded_rtt_ms: Option<f64>,
+    /// What held its (first) direction back: its verdict's first kind.
+    pub limit: Option<LimitKind>,
 }
 
 impl From<f64> for RunFigures {
@@ -52,8 +59,16 @@ impl From<f64> for RunFigures {
             effective_window_bytes: None,
             rtt_s: None,
             loaded_rtt_ms: None,
+            limit: None,
         }
     }
+}
+
+/// The kind most of `kinds` are, the first among equals.
+fn most_said(kinds: &[LimitKind]) -> Option<LimitKind> {
+    let count = |k: &LimitKind| kinds.iter().filter(|x| *x == k).count();
+    let top = kinds.iter().map(count).max()?;
+    kinds.iter().find(|k| count(k) == top).copied()
 }
 
 fn median(v: &mut [f64]) -> Option<f64> {
@@ -154,6 +169,7 @@ impl Gathered {
             .extend(cell_rtts.iter().map(|&t| (window_bytes, streams, t)));
         let rtt_s = median(&mut cell_rtts);
         let loaded_rtt_ms = median(&mut mine.iter().filter_map(|r| r.1.loaded_rtt_ms).collect::<Vec<_>>());
+        let limit = most_said(&mine.iter().filter_map(|r| r.1.limit).collect::<Vec<_>>());
         let stats = CellStats::from_values(&runs_bps)?;
         self.medians.push((window_bytes, streams, stats.median));
         if let Some(e) = effective_window_bytes.filter(|e| *e > 0.0) {
@@ -168,6 +184,7 @@ impl Gathered {
             effective_window_bytes,
             rtt_s,
             loaded_rtt_ms,
+            limit,
         })
     }
 
@@ -311,6 +328,11 @@ mod tests {
                     effective_window_bytes: Some(eff),
                     rtt_s: Some(0.049 + 0.001 * f64::from(k.repeat)),
                     loaded_rtt_ms: None,
+                    limit: Some(if k.window_bytes < 200_000 {
+                        LimitKind::ReceiveWindow
+                    } else {
+                        LimitKind::PathCapacity
+                    }),
                 };
                 (k, f)
             })
@@ -325,5 +347,31 @@ mod tests {
         let mid = s.cells[0].rtt_s.unwrap();
         assert!((f.measured_rtt_s.unwrap() - mid).abs() < 1e-12, "{f:?}");
         assert!((0.049..=0.051).contains(&mid), "{mid}");
+        // Each cell says what held its runs back: the window up to 128 KiB, the path above.
+        let limits: Vec<(u64, Option<LimitKind>)> =
+            s.cells.iter().map(|c| (c.window_bytes, c.limit)).collect();
+        assert_eq!(
+            limits,
+            [
+                (65_536, Some(LimitKind::ReceiveWindow)),
+                (131_072, Some(LimitKind::ReceiveWindow)),
+                (262_144, Some(LimitKind::PathCapacity))
+            ]
+        );
+    }
+
+    #[test]
+    fn a_cells_verdict_is_what_most_runs_said() {
+        use LimitKind::*;
+        assert_eq!(
+            most_said(&[PathCapacity, ReceiveWindow, ReceiveWindow]),
+            Some(ReceiveWindow)
+        );
+        assert_eq!(
+            most_said(&[SenderCpu, ReceiveWindow]),
+            Some(SenderCpu),
+            "the first among equals"
+        );
+        assert_eq!(most_said(&[]), None);
     }
 }
