@@ -83,6 +83,17 @@ fn diags(r: &RunResult, command: &str) -> String {
     for w in &r.warnings {
         t += &format!("warning: {w}\n");
     }
+    for d in &r.directions {
+        for l in &d.limits {
+            let fix = l.fix.as_ref().map(|f| format!("; fix: {f}")).unwrap_or_default();
+            t += &format!(
+                "landspeed limited by ({}): {}: {}{fix}\n",
+                d.flow.label(),
+                l.kind.label(),
+                l.why
+            );
+        }
+    }
     t + "landspeed result (JSON):\n" + &serde_json::to_string(r).unwrap_or_default()
 }
 

@@ -279,6 +279,35 @@ fn probe_figures(r: &mut Registry, res: &RunResult) {
     if let Some(u) = &s.udp {
         udp_figures(r, u);
     }
+    limited_by(r, res);
+}
+
+/// What held each direction back (docs/diagnosis.md): one series per limit said, 1, labelled with
+/// its direction, kind and confidence, so an alert or a dashboard can follow where the limit moves.
+fn limited_by(r: &mut Registry, res: &RunResult) {
+    let f: Family<Labels, Gauge<f64, AtomicU64>> = Family::default();
+    for d in &res.directions {
+        for l in &d.limits {
+            // Their names in the result's JSON: client_to_server, medium.
+            let name = |v: serde_json::Result<serde_json::Value>| {
+                v.ok()
+                    .and_then(|v| v.as_str().map(String::from))
+                    .unwrap_or_default()
+            };
+            let confidence = name(serde_json::to_value(l.confidence));
+            let labels = vec![
+                ("direction".to_string(), name(serde_json::to_value(d.flow))),
+                ("kind".to_string(), l.kind.label().to_string()),
+                ("confidence".to_string(), confidence),
+            ];
+            f.get_or_create(&labels).set(1.0);
+        }
+    }
+    r.register(
+        "limited_by",
+        "1 for each limit that held a direction's rate back, by direction, kind and confidence",
+        f,
+    );
 }
 
 fn tcp_figures(r: &mut Registry, res: &RunResult) {
@@ -412,5 +441,36 @@ mod tests {
         assert!(text.contains("probe_duration_seconds 0.25"), "{text}");
         assert!(!text.contains("landspeed_probe_"), "{text}");
         assert!(text.ends_with("# EOF\n"));
+    }
+
+    #[test]
+    fn a_probes_verdict_is_a_series_per_limit() {
+        use landspeed_core::assemble::{assemble, Inputs, RunContext};
+        use landspeed_core::limit::{Confidence, Limit, LimitKind};
+        let (spec, e) = (landspeed_core::config::TestSpec::default(), Default::default());
+        let mut res = assemble(&Inputs {
+            spec: &spec,
+            context: RunContext::example("h", 0.0),
+            client: &e,
+            server: &e,
+            client_samples: &[],
+            server_samples: &[],
+        });
+        res.directions[0].limits = vec![Limit {
+            kind: LimitKind::SystemCap,
+            confidence: Confidence::Medium,
+            why: String::new(),
+            fix: None,
+            evidence: vec![],
+        }];
+        let text = probe(&Probe {
+            success: true,
+            duration_s: 1.0,
+            result: Some(&res),
+        });
+        assert!(
+            text.contains("landspeed_probe_limited_by{direction=\"client_to_server\",kind=\"system_cap\",confidence=\"medium\"} 1.0"),
+            "{text}"
+        );
     }
 }

@@ -217,6 +217,11 @@ fn two_participants_on_loopback_give_a_valid_merged_result() {
     assert!(diags.contains("landspeed verdict: trusted"), "{diags}");
     assert!(diags.contains("verified against the payload pattern"), "{diags}");
     assert!(diags.contains("Participant 1:"), "{diags}");
+    // What held the rate back, as the text report's last line says it.
+    assert!(
+        diags.contains("landspeed limited by (client->server): "),
+        "{diags}"
+    );
 }
 
 #[test]
