@@ -238,23 +238,7 @@ fn prepare(
     log.direction = Some(test.direction);
     let sid = new_session_id()?;
     log.session = Some(sid);
-    let registry = match test.transport {
-        Transport::Udp => {
-            log.protocol = "landspeed udp".into();
-            &shared.udp
-        }
-        Transport::Quic => {
-            log.protocol = "landspeed quic".into();
-            if shared.quic.is_none() {
-                return Err(reject(
-                    &mut link.wire,
-                    "this server does not serve QUIC (its QUIC endpoint is turned off)",
-                ));
-            }
-            &shared.registry
-        }
-        Transport::Tcp => &shared.registry,
-    };
+    let registry = registry_for(link, shared, &test, log)?;
     let control = link
         .stream()
         .peer_addr()
@@ -298,6 +282,33 @@ fn prepare(
         local,
         _slot: slot,
     }))
+}
+
+/// Where the test's data connections will be looked for (UDP's or the TCP/QUIC registry), with the
+/// test's protocol logged; a QUIC test on a server without its QUIC endpoint is refused.
+fn registry_for<'a>(
+    link: &mut ServerLink,
+    shared: &'a Shared,
+    test: &TestSpec,
+    log: &mut TestLog,
+) -> Result<&'a super::Registry, End> {
+    Ok(match test.transport {
+        Transport::Udp => {
+            log.protocol = "landspeed udp".into();
+            &shared.udp
+        }
+        Transport::Quic => {
+            log.protocol = "landspeed quic".into();
+            if shared.quic.is_none() {
+                return Err(reject(
+                    &mut link.wire,
+                    "this server does not serve QUIC (its QUIC endpoint is turned off)",
+                ));
+            }
+            &shared.registry
+        }
+        Transport::Tcp => &shared.registry,
+    })
 }
 
 /// Hello, welcome, clock probes and orders up to an accepted test request (None: the connection
