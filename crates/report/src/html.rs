@@ -226,37 +226,16 @@ fn sweep_body(o: &mut String, r: &SweepReport, sample: Option<&RunResult>, figs:
     }
 }
 
-/// Each direction's verdict, its kinds (`sender_cpu, receiver_cpu`), directions apart by " / ".
-fn limited_by(r: &RunResult) -> String {
-    let each: Vec<String> = r
-        .directions
-        .iter()
-        .map(|d| {
-            d.limits
-                .iter()
-                .map(|l| l.kind.label())
-                .collect::<Vec<_>>()
-                .join(", ")
-        })
-        .filter(|k| !k.is_empty())
-        .collect();
-    if each.is_empty() {
-        "-".into()
-    } else {
-        each.join(" / ")
-    }
-}
-
 fn runs_body(o: &mut String, runs: &[(i64, RunResult)], figs: &[Figure]) {
     let _ = match runs {
         [(id, r)] => writeln!(o, "<h1>Run {id} against {}</h1>", esc(&r.config.host)),
         _ => writeln!(o, "<h1>{} runs</h1>", runs.len()),
     };
-    let _ = writeln!(o, "<table><tr><th>id</th><th class=l>started (UTC)</th><th class=l>host</th><th>streams</th><th>window</th><th class=l>direction</th><th>duration (s)</th><th>throughput</th><th>retransmits</th><th>verified</th><th class=l>limited by</th></tr>");
+    let _ = writeln!(o, "<table><tr><th>id</th><th class=l>started (UTC)</th><th class=l>host</th><th>streams</th><th>window</th><th class=l>direction</th><th>duration (s)</th><th>throughput</th><th>retransmits</th><th>verified</th></tr>");
     for (id, r) in runs {
         let _ = writeln!(
             o,
-            "<tr><td>{id}</td><td class=l>{}</td><td class=l>{}</td><td>{}</td><td>{}</td><td class=l>{:?}</td><td>{:.2}</td><td>{}</td><td>{}</td><td>{}</td><td class=l>{}</td></tr>",
+            "<tr><td>{id}</td><td class=l>{}</td><td class=l>{}</td><td>{}</td><td>{}</td><td class=l>{:?}</td><td>{:.2}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             esc(&r.started_utc),
             esc(&r.config.host),
             r.config.spec.streams,
@@ -265,8 +244,7 @@ fn runs_body(o: &mut String, runs: &[(i64, RunResult)], figs: &[Figure]) {
             r.summary.duration_s,
             BitRate(r.summary.throughput_bps),
             r.summary.retransmits,
-            Bytes(r.summary.bytes_verified),
-            esc(&limited_by(r))
+            Bytes(r.summary.bytes_verified)
         );
     }
     let _ = writeln!(o, "</table>");

@@ -5,7 +5,9 @@
 //! each run through landspeed and its verdict checked: every kind said must be one of the scenario's
 //! right kinds ("unknown" fails as missing). The whole matrix, with the scenarios the verdict still
 //! misses, runs by hand (docs/diagnosis.md). As root, alone on the machine (the emulator's forwarder
-//! and the CPU scenarios need both CPUs): about 80 s.
+//! and the CPU scenarios need both CPUs): about 80 s. The physical margin: a scenario whose verdict
+//! is not right is run once more (the emulator's forwarder shares the 2 CPUs with both hosts, and
+//! one noisy run must not fail CI), and both attempts are printed; a rule that is wrong fails twice.
 
 use crate::common;
 
@@ -21,7 +23,7 @@ fn every_limit_built_on_purpose_is_named_right() {
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../bench/diagnosis/matrix");
     let record = std::env::temp_dir().join(format!("landspeed-diagnosis-{}.json", std::process::id()));
     let child = Command::new(&script)
-        .args(["--ci", "--landspeed", common::bin(), "--json"])
+        .args(["--ci", "--retries", "1", "--landspeed", common::bin(), "--json"])
         .arg(&record)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
