@@ -197,7 +197,7 @@ pub const WINDOW_KEPT_FULL: f64 = 1.2;
 /// an emulated 20 ms path) or a bottleneck buffer too small for the BDP, which the loss verdict names;
 /// a full path through a buffer of a BDP keeps 1.4-1.7 ×.
 pub const QUEUE_WITH_LOSS: f64 = 1.25;
-/// A pace kept to this share is what set the rate.
+/// A pace (or a server's cap) kept to this share is what set the rate.
 pub const PACE_KEPT: f64 = 0.9;
 /// The mean RTT this many times the minimum: the test built a standing queue at a bottleneck (a
 /// CUBIC flow filling a 100 Mbit/s, 40 ms path through a 488 KiB queue kept 5 ms of it, 1.125 times
@@ -221,8 +221,7 @@ pub const STEAL_PCT: f64 = 10.0;
 /// A bound thread that waited for a CPU this share of its time, or more, was held back by other
 /// work on its CPU rather than by its own.
 pub const WAIT_SHARE: f64 = 0.2;
-/// A server's cap kept to this share set the rate.
-pub const CAP_KEPT: f64 = 0.9;
+
 /// The rate within this factor of the Mathis bound (either way) is what the loss rate allows.
 pub const MATHIS_FITS: f64 = 2.0;
 /// Round trips a test must last (and at least a second) for its steady state to tell anything.
@@ -315,41 +314,46 @@ fn unknown(why: String, f: &Facts) -> Limit {
 /// The pace asked for, kept: nothing else set the rate.
 fn pacing(f: &Facts) -> Option<Limit> {
     let asked = f.paced_bps.filter(|p| *p > 0.0)?;
-    if f.rate_bps < PACE_KEPT * asked {
-        return None;
-    }
-    let mut evidence = seen(f);
-    evidence.push(ev("pace asked", asked, "bit/s"));
-    Some(Limit {
-        kind: LimitKind::Pacing,
-        confidence: Confidence::High,
-        why: format!(
-            "the pace asked for: {} asked, {} measured",
-            crate::units::BitRate(asked),
-            crate::units::BitRate(f.rate_bps)
-        ),
-        fix: Some("a higher -b (or none) to measure the path".into()),
-        evidence,
-    })
+    ceiling_kept(
+        f,
+        (LimitKind::Pacing, asked, "pace asked"),
+        format!("the pace asked for: {} asked", crate::units::BitRate(asked)),
+        "a higher -b (or none) to measure the path",
+    )
 }
 
 /// A server's `--max-rate`, kept: the peer's limit, nothing else set the rate.
 fn peer(f: &Facts) -> Option<Limit> {
     let cap = f.peer_cap_bps.filter(|c| *c > 0.0)?;
-    if f.rate_bps < CAP_KEPT * cap {
+    ceiling_kept(
+        f,
+        (LimitKind::PeerLimit, cap, "server's cap"),
+        format!(
+            "the server's own limit: it holds these streams to {} together (serve --max-rate)",
+            crate::units::BitRate(cap)
+        ),
+        "a server without a rate limit, or one whose operator raises --max-rate",
+    )
+}
+
+/// A ceiling set on purpose (a pace, a server's cap) that the rate kept to at least [`PACE_KEPT`]
+/// of: it, and nothing else, set the rate.
+fn ceiling_kept(
+    f: &Facts,
+    (kind, ceiling, name): (LimitKind, f64, &str),
+    what: String,
+    fix: &str,
+) -> Option<Limit> {
+    if f.rate_bps < PACE_KEPT * ceiling {
         return None;
     }
     let mut evidence = seen(f);
-    evidence.push(ev("server's cap", cap, "bit/s"));
+    evidence.push(ev(name, ceiling, "bit/s"));
     Some(Limit {
-        kind: LimitKind::PeerLimit,
+        kind,
         confidence: Confidence::High,
-        why: format!(
-            "the server's own limit: it holds these streams to {} together (serve --max-rate), {} measured",
-            crate::units::BitRate(cap),
-            crate::units::BitRate(f.rate_bps)
-        ),
-        fix: Some("a server without a rate limit, or one whose operator raises --max-rate".into()),
+        why: format!("{what}, {} measured", crate::units::BitRate(f.rate_bps)),
+        fix: Some(fix.into()),
         evidence,
     })
 }

@@ -13,7 +13,6 @@ use crate::common;
 
 use serde_json::Value;
 use std::path::PathBuf;
-use std::process::Command;
 use std::time::Duration;
 
 #[test]
@@ -21,20 +20,9 @@ fn every_limit_built_on_purpose_is_named_right() {
     let _alone = common::alone();
     let Some(_lock) = common::wan::root() else { return };
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../bench/diagnosis/matrix");
-    let record = std::env::temp_dir().join(format!("landspeed-diagnosis-{}.json", std::process::id()));
-    let child = Command::new(&script)
-        .args(["--ci", "--retries", "1", "--landspeed", common::bin(), "--json"])
-        .arg(&record)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("run bench/diagnosis/matrix");
-    let o = common::wait_output(child, Duration::from_secs(400)).expect("the matrix ends");
-    let table = String::from_utf8_lossy(&o.stdout).into_owned();
-    eprintln!("{table}{}", String::from_utf8_lossy(&o.stderr));
-    assert!(o.status.success(), "{table}");
-    let rows: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(&record).unwrap()).unwrap();
-    let _ = std::fs::remove_file(&record);
+    let args = ["--ci", "--retries", "1", "--landspeed", common::bin()];
+    let (record, table) = common::script_record(&script, &args, Duration::from_secs(400));
+    let rows: Vec<Value> = serde_json::from_value(record).unwrap();
     assert!(rows.len() >= 10, "{table}");
     let not_right: Vec<&Value> = rows.iter().filter(|r| r["outcome"] != "right").collect();
     assert!(not_right.is_empty(), "not right: {not_right:#?}\n{table}");

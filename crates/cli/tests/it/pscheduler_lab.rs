@@ -48,21 +48,8 @@ impl Drop for Hosts {
 
 /// The lab's tasks script on the given cases (its table printed): its JSON record.
 fn tasks(cases: &[&str]) -> Value {
-    let record = std::env::temp_dir().join(format!("landspeed-pslab-{}.json", std::process::id()));
-    let child = Command::new(lab("tasks"))
-        .args(["--only", &cases.join("|"), "--json"])
-        .arg(&record)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("run the lab's tasks script");
-    let o = common::wait_output(child, Duration::from_secs(480)).expect("the tasks end");
-    let table = String::from_utf8_lossy(&o.stdout).into_owned();
-    eprintln!("{table}{}", String::from_utf8_lossy(&o.stderr));
-    assert!(o.status.success());
-    let v: Value = serde_json::from_str(&std::fs::read_to_string(&record).unwrap()).unwrap();
-    let _ = std::fs::remove_file(&record);
-    v
+    let only = cases.join("|");
+    common::script_record(&lab("tasks"), &["--only", &only], Duration::from_secs(480)).0
 }
 
 const LANDSPEED: &str = "landspeed TCP";

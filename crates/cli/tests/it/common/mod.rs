@@ -390,6 +390,37 @@ pub fn wait_output(child: Child, timeout: Duration) -> Option<Output> {
     }
 }
 
+/// A repository script that writes its record with `--json FILE` (bench/diagnosis/matrix,
+/// contrib/pscheduler/lab/tasks), run with `args` for at most `timeout`: its printed table (also
+/// shown on stderr) and its record, read back and removed. Panics when the script fails.
+pub fn script_record(
+    script: &std::path::Path,
+    args: &[&str],
+    timeout: Duration,
+) -> (serde_json::Value, String) {
+    let name = script
+        .file_name()
+        .unwrap_or_default()
+        .to_string_lossy()
+        .into_owned();
+    let record = std::env::temp_dir().join(format!("landspeed-{name}-{}.json", std::process::id()));
+    let child = std::process::Command::new(script)
+        .args(args)
+        .arg("--json")
+        .arg(&record)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("run {}: {e}", script.display()));
+    let o = wait_output(child, timeout).unwrap_or_else(|| panic!("{name} did not end in {timeout:?}"));
+    let table = String::from_utf8_lossy(&o.stdout).into_owned();
+    eprintln!("{table}{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "{name} failed: {table}");
+    let v = serde_json::from_str(&std::fs::read_to_string(&record).unwrap()).unwrap();
+    let _ = std::fs::remove_file(&record);
+    (v, table)
+}
+
 /// The port in a server's text "listening on ADDR:PORT, ...; TLS certificate ..." line.
 pub fn listening_port(line: &str) -> u16 {
     landspeed_report::server_log::listening_port(line).unwrap_or_else(|| panic!("no port in {line:?}"))
