@@ -904,7 +904,10 @@ fn per_flow(inp: &Inputs) -> (Vec<DirectionResult>, Vec<StreamResult>) {
             .collect();
         let intervals = flow_intervals(&p, &ids);
         let summary = flow_summary(spec, &p, &ids, &srs, &intervals);
-        let limits = crate::limit::decide(&limit_facts(spec, &p, &srs, &summary));
+        let limits = crate::limit::decide(&crate::limit::Facts {
+            samples: limit_samples(&intervals, spec.interval_s.as_secs_f64()),
+            ..limit_facts(spec, &p, &srs, &summary)
+        });
         streams.extend(srs);
         directions.push(DirectionResult {
             flow,
@@ -915,6 +918,29 @@ fn per_flow(inp: &Inputs) -> (Vec<DirectionResult>, Vec<StreamResult>) {
         });
     }
     (directions, streams)
+}
+
+/// Each direction's verdict weighed against what the path itself says (`core::limit::refine`):
+/// the WAN emulator's settings and counters when the test crossed it, else `--path`'s capacity
+/// estimate (from packet trains toward the server: the client's sending direction only).
+pub fn judge_with_path(r: &mut RunResult) {
+    let trains = r
+        .path
+        .as_ref()
+        .and_then(|p| p.capacity.as_ref())
+        .and_then(|c| c.estimate_bps);
+    for d in &mut r.directions {
+        let seen = match (&r.emulator, trains) {
+            (Some(e), _) => e.path_seen(d.flow),
+            (None, Some(c)) if d.flow == Flow::ClientToServer => crate::limit::PathSeen {
+                source: "--path's packet trains".into(),
+                capacity_bps: Some(c),
+                ..Default::default()
+            },
+            _ => continue,
+        };
+        crate::limit::refine(&mut d.limits, &seen);
+    }
 }
 
 /// The evidence one direction's verdict is decided from (`core::limit`): its rate and time, its
@@ -975,7 +1001,38 @@ fn limit_facts(
         receiver_rmem_max: sysctl_max(p.receiver, "net.ipv4.tcp_rmem"),
         sender_cpu: end_cpu(p.sender, Role::Sender, sender_tcp),
         receiver_cpu: end_cpu(p.receiver, Role::Receiver, true),
+        samples: Vec::new(),
     }
+}
+
+/// The intervals as the verdict weighs them (`core::limit::parts`): the warm-up and a tail under
+/// half an interval left out, each with its senders' mean RTT at its end and the segments they retransmitted within
+/// it (their running counts' growth).
+fn limit_samples(intervals: &[IntervalResult], nominal_s: f64) -> Vec<crate::limit::Sample> {
+    let mut so_far: std::collections::HashMap<u32, u64> = std::collections::HashMap::new();
+    let mut out = Vec::new();
+    for i in intervals {
+        let rtts: Vec<f64> = i.streams.iter().filter_map(|s| s.rtt_us).map(f64::from).collect();
+        let mut retransmits = None;
+        for s in &i.streams {
+            if let Some(n) = s.retransmits {
+                let before = so_far.insert(s.id, n).unwrap_or(0);
+                *retransmits.get_or_insert(0) += n.saturating_sub(before);
+            }
+        }
+        // A short last interval's rate is noise against the others': left out under half the length.
+        if i.omitted || (nominal_s > 0.0 && i.end_s - i.start_s < 0.5 * nominal_s) {
+            continue;
+        }
+        out.push(crate::limit::Sample {
+            from_s: i.start_s,
+            to_s: i.end_s,
+            rate_bps: i.throughput_bps,
+            rtt_s: (!rtts.is_empty()).then(|| rtts.iter().sum::<f64>() / rtts.len() as f64 / 1e6),
+            retransmits,
+        });
+    }
+    out
 }
 
 /// A triple sysctl's maximum (its third field) as an end reported it.

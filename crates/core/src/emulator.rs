@@ -21,6 +21,21 @@ pub struct EmulatorReport {
     /// outages that began before it and lasted into it, in the order they were applied.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub changes: Vec<EmulatorChange>,
+    /// The path as set when the test ended, toward the server and toward the client (None from an
+    /// older client): the verdict weighs its bottleneck's rate and buffer (`core::limit::refine`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settings: Option<[EmulatedPath; 2]>,
+}
+
+/// One direction of the emulated path as set.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct EmulatedPath {
+    /// The bottleneck's rate, bits per second (IP packets); None: no rate limit.
+    pub rate_bps: Option<f64>,
+    /// The bottleneck's buffer, bytes; None: unlimited.
+    pub queue_bytes: Option<u64>,
+    /// The one-way delay, ms.
+    pub delay_ms: f64,
 }
 
 /// A change to the emulated path during a test.
@@ -103,6 +118,27 @@ impl EmulatorCounts {
 }
 
 impl EmulatorReport {
+    /// What the emulator says of the path `flow`'s data took, for the verdict: its bottleneck's
+    /// rate and buffer (when no change to the path fell inside the test: the settings are those at
+    /// its end) and the packets its queue and its loss model dropped.
+    pub fn path_seen(&self, flow: crate::config::Flow) -> crate::limit::PathSeen {
+        let c = self.carrying(flow);
+        let set = self
+            .settings
+            .filter(|_| self.changes.is_empty())
+            .map(|s| match flow {
+                crate::config::Flow::ClientToServer => s[0],
+                crate::config::Flow::ServerToClient => s[1],
+            });
+        crate::limit::PathSeen {
+            source: format!("emulator {}", self.name),
+            capacity_bps: set.and_then(|s| s.rate_bps),
+            capacity_exact: true,
+            queue_bytes: set.and_then(|s| s.queue_bytes),
+            drops: Some((c.dropped_queue + c.dropped_aqm, c.dropped_loss)),
+        }
+    }
+
     /// The counters of the direction data took in `flow`.
     pub fn carrying(&self, flow: crate::config::Flow) -> &EmulatorCounts {
         match flow {
@@ -267,6 +303,7 @@ mod tests {
                 ..Default::default()
             },
             changes: vec![],
+            settings: None,
         };
         // The data's direction late: one line, with the rate it carried.
         let mut late = r.clone();
@@ -362,6 +399,7 @@ mod tests {
                     down_s: None,
                 },
             ],
+            settings: None,
         });
         let s = segments(&r);
         assert_eq!(s.len(), 2, "an outage does not cut: {s:?}");

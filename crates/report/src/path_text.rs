@@ -379,6 +379,7 @@ mod tests {
                         },
                         to_client: EmulatorCounts::default(),
                         changes: vec![],
+                        settings: None,
                     }),
                 })
                 .collect();

@@ -697,7 +697,11 @@ fn limited_by(r: &RunResult) -> Vec<String> {
                         landspeed_core::limit::Confidence::Low => " (possibly)",
                     };
                     let fix = l.fix.as_ref().map(|f| format!("; fix: {f}")).unwrap_or_default();
-                    format!("{}{sure}{fix}", l.why)
+                    let part = l
+                        .during_s
+                        .map(|(a, b)| format!("from {a:.1} s to {b:.1} s, "))
+                        .unwrap_or_default();
+                    format!("{part}{}{sure}{fix}", l.why)
                 })
                 .collect();
             let dir = if many {
@@ -1048,6 +1052,7 @@ mod tests {
                 direction: "both".into(),
                 down_s: Some(3.0),
             }],
+            settings: None,
         });
         let t = render(&r);
         assert!(

@@ -89,6 +89,7 @@ fn execute(
             if let Some(e) = crossing.and_then(|c| c.finish(r.started_unix_s)) {
                 landspeed_core::emulator::attach(&mut r, e);
             }
+            landspeed_core::assemble::judge_with_path(&mut r);
             out.result(&r);
             let saved = match save {
                 Some((db, tag)) => crate::common::store::save_and_say(&db, &r, tag),

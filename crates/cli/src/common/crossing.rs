@@ -27,13 +27,25 @@ impl Crossing {
         let ba = counts_between(&self.start.b_to_a, &end.b_to_a);
         let (to_server, to_client) = if self.side == 'a' { (ab, ba) } else { (ba, ab) };
         let changes = changes_between(&self.start, &end, self.side, started_unix_s);
+        let (ab_set, ba_set) = (emulated(&end.settings.a_to_b), emulated(&end.settings.b_to_a));
+        let settings = if self.side == 'a' { [ab_set, ba_set] } else { [ba_set, ab_set] };
         Some(landspeed_core::emulator::EmulatorReport {
             name: self.name,
             client_host: self.side.to_string(),
             to_server,
             to_client,
             changes,
+            settings: Some(settings),
         })
+    }
+}
+
+/// One direction's settings as the result records them.
+fn emulated(d: &landspeed_wan::settings::Direction) -> landspeed_core::emulator::EmulatedPath {
+    landspeed_core::emulator::EmulatedPath {
+        rate_bps: d.rate_bps,
+        queue_bytes: d.queue_bytes,
+        delay_ms: d.delay.as_secs_f64() * 1e3,
     }
 }
 

@@ -10,6 +10,12 @@
 
 use serde::{Deserialize, Serialize};
 
+mod parts;
+mod path;
+
+pub use parts::{Sample, LEVEL_CHANGE, PART_FLAT, PART_INTERVALS};
+pub use path::{refine, PathSeen, CAPACITY_FILLED, DROPS_DOMINATE, SHALLOW_BDP};
+
 /// What held a rate back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -34,13 +40,18 @@ pub enum LimitKind {
     SenderCpu,
     /// The receiver's CPU: its worker thread busy all its time.
     ReceiverCpu,
+    /// A bottleneck buffer too small for the bandwidth-delay product: the bottleneck's own queue
+    /// dropped the packets, well before the path was full (known where the path says its buffer).
+    BottleneckBuffer,
+    /// The rate changed mid-test: each part has its own verdict (`during_s`).
+    PathChanged,
     /// Nothing the evidence can name; what was seen is in the evidence.
     Unknown,
 }
 
 impl LimitKind {
     /// Every kind.
-    pub const ALL: [LimitKind; 10] = [
+    pub const ALL: [LimitKind; 12] = [
         LimitKind::PathCapacity,
         LimitKind::ReceiveWindow,
         LimitKind::SendBuffer,
@@ -50,6 +61,8 @@ impl LimitKind {
         LimitKind::PeerLimit,
         LimitKind::SenderCpu,
         LimitKind::ReceiverCpu,
+        LimitKind::BottleneckBuffer,
+        LimitKind::PathChanged,
         LimitKind::Unknown,
     ];
 
@@ -70,6 +83,8 @@ impl LimitKind {
             LimitKind::PeerLimit => "peer_limit",
             LimitKind::SenderCpu => "sender_cpu",
             LimitKind::ReceiverCpu => "receiver_cpu",
+            LimitKind::BottleneckBuffer => "bottleneck_buffer",
+            LimitKind::PathChanged => "path_changed",
             LimitKind::Unknown => "unknown",
         }
     }
@@ -112,6 +127,36 @@ pub struct Limit {
     pub fix: Option<String>,
     /// The figures that decided it.
     pub evidence: Vec<Evidence>,
+    /// The share of the test's time it held, percent, where that is measured (the time TCP spent
+    /// limited by the window, a part of a test whose rate changed); None: the whole test, as far as
+    /// the evidence tells.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub share_pct: Option<f64>,
+    /// The part of the test it held, seconds from the start of the intervals (a test whose rate
+    /// changed: one verdict per part); None: the whole test.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub during_s: Option<(f64, f64)>,
+}
+
+impl Limit {
+    /// A verdict for the whole test.
+    pub fn new(
+        kind: LimitKind,
+        confidence: Confidence,
+        why: String,
+        fix: Option<String>,
+        evidence: Vec<Evidence>,
+    ) -> Limit {
+        Limit {
+            kind,
+            confidence,
+            why,
+            fix,
+            evidence,
+            share_pct: None,
+            during_s: None,
+        }
+    }
 }
 
 /// What a direction's verdict is decided from (assembled from a run's reports).
@@ -160,6 +205,9 @@ pub struct Facts {
     pub sender_cpu: EndCpu,
     /// What the receiving end's CPUs show.
     pub receiver_cpu: EndCpu,
+    /// The intervals, in order (the warm-up and a short tail left out): where the rate changed
+    /// mid-test, each part is judged on its own.
+    pub samples: Vec<Sample>,
 }
 
 /// What one end's CPUs showed over a direction's test.
@@ -227,6 +275,10 @@ pub const MATHIS_FITS: f64 = 2.0;
 /// Round trips a test must last (and at least a second) for its steady state to tell anything.
 pub const MIN_ROUND_TRIPS: f64 = 10.0;
 
+/// What an "unknown" verdict says when the test ran long enough and no rule's evidence held (the
+/// path's own figures may still decide it: [`refine`]).
+pub const NO_RULE: &str = "no limit's evidence holds";
+
 /// The limits of one direction, most certain first; never empty (an "unknown" says what was seen).
 pub fn decide(f: &Facts) -> Vec<Limit> {
     if let Some(e) = &f.failed {
@@ -251,12 +303,15 @@ pub fn decide(f: &Facts) -> Vec<Limit> {
             f,
         )];
     }
+    if let Some(parts) = parts::changed(f) {
+        return parts;
+    }
     let mut found: Vec<Limit> = [cpu(f, true), cpu(f, false), window(f), path_full(f), loss(f)]
         .into_iter()
         .flatten()
         .collect();
     if found.is_empty() {
-        found.push(unknown("no limit's evidence holds".into(), f));
+        found.push(unknown(NO_RULE.into(), f));
     }
     found
 }
@@ -308,6 +363,8 @@ fn unknown(why: String, f: &Facts) -> Limit {
         why,
         fix: None,
         evidence: seen(f),
+        share_pct: None,
+        during_s: None,
     }
 }
 
@@ -355,6 +412,8 @@ fn ceiling_kept(
         why: format!("{what}, {} measured", crate::units::BitRate(f.rate_bps)),
         fix: Some(fix.into()),
         evidence,
+        share_pct: None,
+        during_s: None,
     })
 }
 
@@ -376,6 +435,8 @@ fn cpu(f: &Facts, sender: bool) -> Option<Limit> {
         why,
         fix: Some(fix),
         evidence,
+        share_pct: None,
+        during_s: None,
     })
 }
 
@@ -407,8 +468,15 @@ fn cpu_cause(c: &EndCpu, end: &str, evidence: &mut Vec<Evidence>) -> Option<(Str
             ));
         }
         if wait >= WAIT_SHARE {
+            // Waiting counts the time a quota held the thread too; a quota the end could not read (a
+            // container's or namespace's own view of /sys) is then among the causes.
+            let held_by = if c.quota.is_some() {
+                "other threads or processes held it"
+            } else {
+                "other threads or processes held it, or a CPU quota this end could not read"
+            };
             return Some((
-                format!("the {end}'s CPU: a worker thread {:.0}% busy waited for a CPU {:.0}% of its time (other threads or processes held it)", busy * 100.0, wait * 100.0),
+                format!("the {end}'s CPU: a worker thread {:.0}% busy waited for a CPU {:.0}% of its time ({held_by})", busy * 100.0, wait * 100.0),
                 Confidence::High,
                 format!("less other work on the {end}'s CPUs, or more CPUs there (-A to pin the workers apart from it)"),
             ));
@@ -505,6 +573,8 @@ fn window(f: &Facts) -> Option<Limit> {
         why: cap.map_or(what.clone(), |c| format!("{c}: {what}")),
         fix: Some(fix),
         evidence,
+        share_pct: Some(limited.min(100.0)),
+        during_s: None,
     })
 }
 
@@ -612,6 +682,8 @@ fn path_full(f: &Facts) -> Option<Limit> {
         ),
         fix: None,
         evidence,
+        share_pct: None,
+        during_s: None,
     })
 }
 
@@ -645,6 +717,8 @@ fn loss(f: &Facts) -> Option<Limit> {
         ),
         fix: Some("find the loss (a bad link, a policer, a shallow buffer); a congestion control less sensitive to random loss (BBR) or more streams (-P) ride it out".into()),
         evidence,
+        share_pct: None,
+        during_s: None,
     })
 }
 
