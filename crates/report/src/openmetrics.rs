@@ -456,13 +456,13 @@ mod tests {
             client_samples: &[],
             server_samples: &[],
         });
-        res.directions[0].limits = vec![Limit {
-            kind: LimitKind::SystemCap,
-            confidence: Confidence::Medium,
-            why: String::new(),
-            fix: None,
-            evidence: vec![],
-        }];
+        res.directions[0].limits = vec![Limit::new(
+            LimitKind::SystemCap,
+            Confidence::Medium,
+            String::new(),
+            None,
+            vec![],
+        )];
         let text = probe(&Probe {
             success: true,
             duration_s: 1.0,

@@ -307,13 +307,7 @@ fn history_filters_by_what_held_the_rate_back() {
     let a = Archive::open_in_memory().unwrap();
     let plain = result("alpha", 1000.0, 1, None, 1e9);
     let mut cpu = result("alpha", 2000.0, 1, None, 1e9);
-    let said = |kind| Limit {
-        kind,
-        confidence: Confidence::High,
-        why: String::new(),
-        fix: None,
-        evidence: vec![],
-    };
+    let said = |kind| Limit::new(kind, Confidence::High, String::new(), None, vec![]);
     cpu.directions[0].limits = vec![said(LimitKind::SenderCpu), said(LimitKind::ReceiverCpu)];
     let (id1, id2) = (
         a.save(&plain, &RunMeta::default()).unwrap(),

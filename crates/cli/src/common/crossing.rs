@@ -28,7 +28,11 @@ impl Crossing {
         let (to_server, to_client) = if self.side == 'a' { (ab, ba) } else { (ba, ab) };
         let changes = changes_between(&self.start, &end, self.side, started_unix_s);
         let (ab_set, ba_set) = (emulated(&end.settings.a_to_b), emulated(&end.settings.b_to_a));
-        let settings = if self.side == 'a' { [ab_set, ba_set] } else { [ba_set, ab_set] };
+        let settings = if self.side == 'a' {
+            [ab_set, ba_set]
+        } else {
+            [ba_set, ab_set]
+        };
         Some(landspeed_core::emulator::EmulatorReport {
             name: self.name,
             client_host: self.side.to_string(),

@@ -14,7 +14,7 @@ mod parts;
 mod path;
 
 pub use parts::{Sample, LEVEL_CHANGE, PART_FLAT, PART_INTERVALS};
-pub use path::{refine, PathSeen, CAPACITY_FILLED, DROPS_DOMINATE, SHALLOW_BDP};
+pub use path::{refine, PathSeen, CAPACITY_FILLED, CAPACITY_SHORT, DROPS_DOMINATE, SHALLOW_BDP};
 
 /// What held a rate back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -45,13 +45,16 @@ pub enum LimitKind {
     BottleneckBuffer,
     /// The rate changed mid-test: each part has its own verdict (`during_s`).
     PathChanged,
+    /// The receiving application read slower than the path delivered: its buffer held unread data,
+    /// and the window it left closed on the senders.
+    ReceivingApplication,
     /// Nothing the evidence can name; what was seen is in the evidence.
     Unknown,
 }
 
 impl LimitKind {
     /// Every kind.
-    pub const ALL: [LimitKind; 12] = [
+    pub const ALL: [LimitKind; 13] = [
         LimitKind::PathCapacity,
         LimitKind::ReceiveWindow,
         LimitKind::SendBuffer,
@@ -63,6 +66,7 @@ impl LimitKind {
         LimitKind::ReceiverCpu,
         LimitKind::BottleneckBuffer,
         LimitKind::PathChanged,
+        LimitKind::ReceivingApplication,
         LimitKind::Unknown,
     ];
 
@@ -85,6 +89,7 @@ impl LimitKind {
             LimitKind::ReceiverCpu => "receiver_cpu",
             LimitKind::BottleneckBuffer => "bottleneck_buffer",
             LimitKind::PathChanged => "path_changed",
+            LimitKind::ReceivingApplication => "receiving_application",
             LimitKind::Unknown => "unknown",
         }
     }
@@ -306,10 +311,17 @@ pub fn decide(f: &Facts) -> Vec<Limit> {
     if let Some(parts) = parts::changed(f) {
         return parts;
     }
-    let mut found: Vec<Limit> = [cpu(f, true), cpu(f, false), window(f), path_full(f), loss(f)]
-        .into_iter()
-        .flatten()
-        .collect();
+    let mut found: Vec<Limit> = [
+        cpu(f, true),
+        cpu(f, false),
+        reader(f),
+        window(f),
+        path_full(f),
+        loss(f),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
     if found.is_empty() {
         found.push(unknown(NO_RULE.into(), f));
     }
@@ -473,7 +485,7 @@ fn cpu_cause(c: &EndCpu, end: &str, evidence: &mut Vec<Evidence>) -> Option<(Str
             let held_by = if c.quota.is_some() {
                 "other threads or processes held it"
             } else {
-                "other threads or processes held it, or a CPU quota this end could not read"
+                "other threads or processes held it, or a CPU quota not visible to it"
             };
             return Some((
                 format!("the {end}'s CPU: a worker thread {:.0}% busy waited for a CPU {:.0}% of its time ({held_by})", busy * 100.0, wait * 100.0),
@@ -498,12 +510,56 @@ fn cpu_cause(c: &EndCpu, end: &str, evidence: &mut Vec<Evidence>) -> Option<(Str
     ))
 }
 
+/// A receive buffer that could have carried this many times the rate, while the window held the
+/// senders most of the time, was full of data the application had not read.
+pub const READER_SLACK: f64 = 2.0;
+
+/// The receiving application: the window held the senders most of the time, though the buffer the
+/// receiver was granted could have carried [`READER_SLACK`] times the rate at the minimum RTT (Linux
+/// advertises about half its buffer): the buffer held data the application had not read, and the
+/// window was what was left of it. Not when the receiver's CPU is the limit (then that is why the
+/// application read slowly, said as the CPU).
+fn reader(f: &Facts) -> Option<Limit> {
+    let (rtt, n) = (f.rtt_min_s.filter(|r| *r > 0.0)?, f64::from(f.streams.max(1)));
+    if f.rwnd_limited_pct < 50.0 || f.granted_rcv_bytes == 0 || cpu(f, false).is_some() {
+        return None;
+    }
+    let usable = f.granted_rcv_bytes as f64 / 2.0;
+    let bound = n * usable * 8.0 / rtt;
+    if bound < READER_SLACK * f.rate_bps {
+        return None;
+    }
+    let mut evidence = seen(f);
+    evidence.extend([
+        ev("receive-window limited", f.rwnd_limited_pct, "%"),
+        ev("receive buffer granted", f.granted_rcv_bytes as f64, "bytes"),
+        ev("receive buffer / minimum RTT", bound, "bit/s"),
+        ev("window", f.window_bytes, "bytes"),
+    ]);
+    Some(Limit {
+        kind: LimitKind::ReceivingApplication,
+        confidence: Confidence::Medium,
+        why: format!(
+            "the receiving application: the window held the senders {:.0}% of the time, yet the receiver's {} buffer could carry {} at the minimum RTT of {:.1} ms, {:.1} times the rate: it held data the application had not read",
+            f.rwnd_limited_pct,
+            crate::units::Bytes(f.granted_rcv_bytes),
+            crate::units::BitRate(bound),
+            rtt * 1e3,
+            bound / f.rate_bps
+        ),
+        fix: Some("a receiver that reads as fast as the path delivers: find what stalls it (a slow disk behind it, a paused or descheduled process, small reads), or read more streams in parallel".into()),
+        evidence,
+        share_pct: Some(f.rwnd_limited_pct.min(100.0)),
+        during_s: None,
+    })
+}
+
 /// The window: limited most of the time, by the receiver's window with window / minimum RTT near the
 /// rate, or by the sender's buffer with no queue built and the data in flight filling its usable part.
 fn window(f: &Facts) -> Option<Limit> {
     let limited = f.rwnd_limited_pct + f.sndbuf_limited_pct;
     let (rtt, n) = (f.rtt_min_s?, f64::from(f.streams.max(1)));
-    if limited < WINDOW_HIT_PCT || rtt <= 0.0 {
+    if limited < WINDOW_HIT_PCT || rtt <= 0.0 || reader(f).is_some() {
         return None;
     }
     let by_sndbuf = f.sndbuf_limited_pct > f.rwnd_limited_pct;
@@ -549,6 +605,11 @@ fn window(f: &Facts) -> Option<Limit> {
         ev("in flight per stream", in_flight, "bytes"),
     ]);
     let (kind, fix, cap) = window_fix(f, by_sndbuf, rtt);
+    // A receiver whose CPU held it filled its buffer with unread data: the window it left is the
+    // CPU's doing, and a larger one would not help.
+    if kind == LimitKind::ReceiveWindow && cpu(f, false).is_some() {
+        return None;
+    }
     let what = if by_sndbuf {
         format!(
             "the send buffer: limited {:.0}% of the time, no queue built, and the {} in flight per stream fill the {} buffer the sender was granted",
@@ -665,7 +726,8 @@ fn path_full(f: &Facts) -> Option<Limit> {
     let (min, avg) = (f.rtt_min_s?, f.rtt_avg_s?);
     // A CPU with none to spare delays acknowledgements and reads, which inflates the RTT too.
     let busy = cpu(f, true).is_some() || cpu(f, false).is_some();
-    if q < QUEUE_BUILT || avg - min < QUEUE_MIN_S || busy || window(f).is_some() || loss(f).is_some() {
+    let other = window(f).is_some() || reader(f).is_some() || loss(f).is_some();
+    if q < QUEUE_BUILT || avg - min < QUEUE_MIN_S || busy || other {
         return None;
     }
     let mut evidence = seen(f);
@@ -686,6 +748,10 @@ fn path_full(f: &Facts) -> Option<Limit> {
         during_s: None,
     })
 }
+
+/// What the loss verdict cannot tell apart from the hosts' evidence alone (the path's own counters
+/// can: `path::refine`).
+const LOOK_ALIKE: &str = " (random loss on the path, or a bottleneck buffer too small for the bandwidth-delay product: the two look alike here)";
 
 /// Loss and congestion control: retransmissions, no more queue than loss itself makes (or a buffer
 /// too small to hold a BDP, which the verdict names), and the rate what the Mathis bound allows at
@@ -711,7 +777,7 @@ fn loss(f: &Facts) -> Option<Limit> {
         kind: LimitKind::LossCongestion,
         confidence: Confidence::Low,
         why: format!(
-            "loss and congestion control: {:.3}% of segments retransmitted with no standing queue to speak of, and the Mathis bound at that loss and the minimum RTT is {}, near the rate (random loss on the path, or a bottleneck buffer too small for the bandwidth-delay product: the two look alike here)",
+            "loss and congestion control: {:.3}% of segments retransmitted with no standing queue to speak of, and the Mathis bound at that loss and the minimum RTT is {}, near the rate{LOOK_ALIKE}",
             p * 100.0,
             crate::units::BitRate(mathis)
         ),
@@ -775,6 +841,39 @@ mod tests {
     }
 
     #[test]
+    fn a_buffer_full_of_unread_data_is_the_receiving_application_not_the_window() {
+        // 60 Mbit/s at 40 ms, the window holding the sender 85% of the time, though the receiver's
+        // 8 MiB buffer could carry 839 Mbit/s: the reader stalled.
+        let stalled = Facts {
+            rwnd_limited_pct: 85.0,
+            window_bytes: 300_000.0,
+            granted_rcv_bytes: 8 << 20,
+            granted_snd_bytes: 4 << 20,
+            ..facts(60e6, 40.0, 41.0)
+        };
+        assert_eq!(kinds(&stalled), vec![LimitKind::ReceivingApplication]);
+        assert!(decide(&stalled)[0].why.contains("had not read"));
+        // The same with a buffer the rate fills: the window, as before.
+        let small = Facts {
+            granted_rcv_bytes: 600_000,
+            ..stalled.clone()
+        };
+        assert_eq!(kinds(&small), vec![LimitKind::ReceiveWindow]);
+        // A receiver whose CPU was the limit: that is why it read slowly.
+        let busy = Facts {
+            receiver_cpu: busy_thread(),
+            ..stalled.clone()
+        };
+        assert_eq!(kinds(&busy), vec![LimitKind::ReceiverCpu]);
+        // A foreign receiver that reports no buffer: never guessed.
+        let foreign = Facts {
+            granted_rcv_bytes: 0,
+            ..stalled
+        };
+        assert!(!kinds(&foreign).contains(&LimitKind::ReceivingApplication));
+    }
+
+    #[test]
     fn a_small_window_is_named_with_its_bound_and_a_capped_one_names_the_sysctl() {
         // 64 KiB over 10 ms allows 52 Mbit/s; the test ran at 50 and queued nothing.
         let f = Facts {
@@ -790,7 +889,9 @@ mod tests {
             window_requested: Some(4 << 20),
             granted_snd_bytes: 425_984,
             granted_rcv_bytes: 425_984,
-            ..f.clone()
+            window_bytes: 200_000.0,
+            rwnd_limited_pct: 95.0,
+            ..facts(155e6, 10.0, 10.5)
         };
         let l = decide(&capped);
         assert_eq!(l[0].kind, LimitKind::SystemCap);

@@ -164,9 +164,12 @@ fn headline(parts: &[&[Sample]]) -> Limit {
         .iter()
         .enumerate()
         .map(|(i, p)| ev(&format!("part {} rate", i + 1), mean_rate(p), "bit/s"))
-        .chain(parts[1..].iter().enumerate().map(|(i, p)| {
-            ev(&format!("change {} at", i + 1), p[0].from_s, "s")
-        }))
+        .chain(
+            parts[1..]
+                .iter()
+                .enumerate()
+                .map(|(i, p)| ev(&format!("change {} at", i + 1), p[0].from_s, "s")),
+        )
         .collect();
     Limit::new(
         LimitKind::PathChanged,
@@ -184,8 +187,8 @@ fn headline(parts: &[&[Sample]]) -> Limit {
 /// (limited times, CPUs) left out, and no parts of its own.
 fn part_facts(f: &Facts, part: &[Sample]) -> Facts {
     let rtts: Vec<f64> = part.iter().filter_map(|s| s.rtt_s).collect();
-    let rtt_avg_s = (!rtts.is_empty() && f.rtt_min_s.is_some())
-        .then(|| rtts.iter().sum::<f64>() / rtts.len() as f64);
+    let rtt_avg_s =
+        (!rtts.is_empty() && f.rtt_min_s.is_some()).then(|| rtts.iter().sum::<f64>() / rtts.len() as f64);
     let retransmits: u64 = part.iter().filter_map(|s| s.retransmits).sum();
     let rate_bps = mean_rate(part);
     let segs_out = match f.mss_bytes {
@@ -252,7 +255,11 @@ mod tests {
         );
         let v = changed(&facts(s)).expect("a change");
         assert_eq!(v[0].kind, LimitKind::PathChanged);
-        assert!(v[0].why.contains("until") || v[0].why.contains("from 5.0 s"), "{}", v[0].why);
+        assert!(
+            v[0].why.contains("until") || v[0].why.contains("from 5.0 s"),
+            "{}",
+            v[0].why
+        );
         let last = v.last().unwrap();
         assert_eq!(last.kind, LimitKind::PathCapacity, "{v:#?}");
         assert_eq!(last.during_s, Some((5.0, 10.0)));
@@ -274,11 +281,7 @@ mod tests {
         let kinds: Vec<LimitKind> = v.iter().map(|l| l.kind).collect();
         assert_eq!(
             kinds,
-            vec![
-                LimitKind::PathChanged,
-                LimitKind::Pacing,
-                LimitKind::PathCapacity
-            ]
+            vec![LimitKind::PathChanged, LimitKind::Pacing, LimitKind::PathCapacity]
         );
     }
 
@@ -316,6 +319,10 @@ mod tests {
         let parts: std::collections::BTreeSet<String> =
             v[1..].iter().map(|l| format!("{:?}", l.during_s)).collect();
         assert_eq!(parts.len(), 3, "{v:#?}");
-        assert!(v[0].why.contains("then") && v[0].evidence.len() == 5, "{:#?}", v[0]);
+        assert!(
+            v[0].why.contains("then") && v[0].evidence.len() == 5,
+            "{:#?}",
+            v[0]
+        );
     }
 }

@@ -4,7 +4,7 @@
 //! bottleneck's own queue, too small for the bandwidth-delay product, or at random on the way, and
 //! whether a rate the hosts' evidence left unexplained is the path's capacity.
 
-use super::{ev, Confidence, Limit, LimitKind, NO_RULE};
+use super::{ev, Confidence, Limit, LimitKind, LOOK_ALIKE, NO_RULE};
 
 /// What the path itself says.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -32,22 +32,39 @@ pub const DROPS_DOMINATE: f64 = 4.0;
 /// A rate this share of the path's capacity or more filled it.
 pub const CAPACITY_FILLED: f64 = 0.9;
 
+/// A queue built while the test carried under this share of a capacity the path states exactly is
+/// not the path's capacity: bursts (a window that opened at once) or other traffic built it.
+pub const CAPACITY_SHORT: f64 = 0.8;
+
 /// Each verdict of `limits` weighed against what the path says: loss becomes a bottleneck buffer
 /// too small for the BDP when that buffer dropped the packets, or is confirmed as random loss; a
-/// rate no rule explained that filled the path's capacity is its capacity.
+/// rate no rule explained that filled the path's capacity is its capacity; a full path the rate
+/// fell well short of is not said.
 pub fn refine(limits: &mut [Limit], p: &PathSeen) {
     for l in limits.iter_mut() {
         let rate = figure(l, "rate");
         let rtt_s = figure(l, "minimum RTT").map(|ms| ms / 1e3);
+        if let Some(u) = short_of_capacity(l, p, rate) {
+            *l = u;
+            continue;
+        }
         let open = l.kind == LimitKind::LossCongestion
             || (l.kind == LimitKind::Unknown && l.why.starts_with(NO_RULE));
         if !open {
             continue;
         }
         if let Some(b) = shallow_buffer(p, rate, rtt_s) {
-            *l = Limit { during_s: l.during_s, share_pct: l.share_pct, ..b };
+            *l = Limit {
+                during_s: l.during_s,
+                share_pct: l.share_pct,
+                ..b
+            };
         } else if let Some(c) = filled(p, rate) {
-            *l = Limit { during_s: l.during_s, share_pct: l.share_pct, ..c };
+            *l = Limit {
+                during_s: l.during_s,
+                share_pct: l.share_pct,
+                ..c
+            };
         } else if l.kind == LimitKind::LossCongestion {
             random_loss(l, p);
         }
@@ -101,6 +118,29 @@ fn shallow_buffer(p: &PathSeen, rate: Option<f64>, rtt_s: Option<f64>) -> Option
     ))
 }
 
+/// A full path (its queue) said of a whole test that carried under [`CAPACITY_SHORT`] of the
+/// capacity the path states exactly: unknown, with both figures.
+fn short_of_capacity(l: &Limit, p: &PathSeen, rate: Option<f64>) -> Option<Limit> {
+    let (cap, rate) = (p.capacity_bps.filter(|_| p.capacity_exact)?, rate?);
+    if l.kind != LimitKind::PathCapacity || l.during_s.is_some() || rate >= CAPACITY_SHORT * cap {
+        return None;
+    }
+    let mut evidence = l.evidence.clone();
+    evidence.push(ev(&format!("capacity ({})", p.source), cap, "bit/s"));
+    Some(Limit::new(
+        LimitKind::Unknown,
+        Confidence::Low,
+        format!(
+            "{NO_RULE}: a queue built at the bottleneck, but the test carried {} of the {} it allows ({}): bursts (a window that opened at once, a receiver that stalled) or other traffic through it",
+            crate::units::BitRate(rate),
+            crate::units::BitRate(cap),
+            p.source
+        ),
+        None,
+        evidence,
+    ))
+}
+
 /// The rate filled the path's capacity: the path, whatever else the hosts' evidence missed.
 fn filled(p: &PathSeen, rate: Option<f64>) -> Option<Limit> {
     let (cap, rate) = (p.capacity_bps?, rate?);
@@ -139,8 +179,9 @@ fn random_loss(l: &mut Limit, p: &PathSeen) {
     }
     l.confidence = Confidence::Medium;
     l.why = format!(
-        "{}; {} says: {random_drops} packets lost at random on the way, {queue_drops} dropped by its queue, so random loss",
-        l.why, p.source
+        "{}: {} lost {random_drops} packets at random on the way and its queue dropped {queue_drops}, so random loss",
+        l.why.replace(LOOK_ALIKE, ""),
+        p.source
     );
     l.evidence.extend([
         ev("dropped at random", random_drops as f64, "packets"),
@@ -185,13 +226,21 @@ mod tests {
         let before = v.clone();
         refine(&mut v, &emulator(10_000, (80, 0)));
         assert_eq!(v[0].kind, LimitKind::BottleneckBuffer);
-        assert!(v[0].why.contains("0.8% of the") && v[0].fix.as_ref().unwrap().contains("BDP"), "{}", v[0].why);
+        assert!(
+            v[0].why.contains("0.8% of the") && v[0].fix.as_ref().unwrap().contains("BDP"),
+            "{}",
+            v[0].why
+        );
         // The same loss dropped at random by a path with a deep buffer.
         let mut w = before.clone();
         refine(&mut w, &emulator(1_250_000, (2, 78)));
         assert_eq!(w[0].kind, LimitKind::LossCongestion);
         assert_eq!(w[0].confidence, Confidence::Medium);
-        assert!(w[0].why.contains("78 packets lost at random"), "{}", w[0].why);
+        assert!(
+            w[0].why.contains("lost 78 packets at random") && !w[0].why.contains("look alike"),
+            "{}",
+            w[0].why
+        );
         // A deep buffer that dropped: not shallow, nothing changes; no counters: nothing changes.
         for p in [emulator(1_250_000, (80, 0)), PathSeen::default()] {
             let mut x = before.clone();
@@ -216,15 +265,46 @@ mod tests {
         let mut v = decide(&f);
         assert_eq!(v[0].kind, LimitKind::Unknown);
         refine(&mut v, &emulator(500_000, (0, 0)));
-        assert_eq!((v[0].kind, v[0].confidence), (LimitKind::PathCapacity, Confidence::High));
+        assert_eq!(
+            (v[0].kind, v[0].confidence),
+            (LimitKind::PathCapacity, Confidence::High)
+        );
         // A failed or too-short test stays unknown; an estimate is only likely.
-        let mut short = decide(&Facts { duration_s: 0.2, ..f.clone() });
+        let mut short = decide(&Facts {
+            duration_s: 0.2,
+            ..f.clone()
+        });
         refine(&mut short, &emulator(500_000, (0, 0)));
         assert_eq!(short[0].kind, LimitKind::Unknown);
         let mut est = decide(&f);
-        let p = PathSeen { capacity_exact: false, source: "--path's packet trains".into(), ..emulator(0, (0, 0)) };
-        refine(&mut est, &PathSeen { queue_bytes: None, drops: None, ..p });
-        assert_eq!((est[0].kind, est[0].confidence), (LimitKind::PathCapacity, Confidence::Medium));
+        let p = PathSeen {
+            capacity_exact: false,
+            source: "--path's packet trains".into(),
+            ..emulator(0, (0, 0))
+        };
+        refine(
+            &mut est,
+            &PathSeen {
+                queue_bytes: None,
+                drops: None,
+                ..p
+            },
+        );
+        assert_eq!(
+            (est[0].kind, est[0].confidence),
+            (LimitKind::PathCapacity, Confidence::Medium)
+        );
+        // A queue said the path was full, the emulator says the test carried 60% of it.
+        let queued = Facts {
+            rate_bps: 60e6,
+            rtt_avg_s: Some(0.058),
+            ..f.clone()
+        };
+        let mut q = decide(&queued);
+        assert_eq!(q[0].kind, LimitKind::PathCapacity);
+        refine(&mut q, &emulator(500_000, (0, 0)));
+        assert_eq!(q[0].kind, LimitKind::Unknown);
+        assert!(q[0].why.contains("60.0 Mbit/s of the 100 Mbit/s"), "{}", q[0].why);
         // Under the capacity: still unknown.
         let mut slow = decide(&Facts { rate_bps: 60e6, ..f });
         refine(&mut slow, &emulator(500_000, (0, 0)));
