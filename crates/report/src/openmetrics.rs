@@ -195,6 +195,11 @@ fn last_test(r: &mut Registry, t: &TestLog) {
         None,
         f64::from(u8::from(t.verdict().is_trusted())),
     );
+    // What held it back, where this server assembled the whole test (iperf3's protocol: both ends'
+    // figures reach it); a landspeed client keeps its verdict to itself.
+    if let Some(res) = &t.result {
+        limited_by(r, res);
+    }
 }
 
 /// One probe's outcome: whether it ran, how long it took, and the result when there is one.
@@ -422,6 +427,29 @@ mod tests {
             assert!(text.lines().any(|l| l == line), "{line:?} missing in\n{text}");
         }
         assert!(text.ends_with("# EOF\n"), "{text}");
+        assert!(!text.contains("limited_by"), "{text}");
+        // An iperf3 test, which this server assembled: its verdict too.
+        let mut res = landspeed_core::assemble::provisional(
+            &landspeed_core::config::TestSpec::default(),
+            landspeed_core::assemble::RunContext::example("h", 0.0),
+        );
+        res.directions = vec![landspeed_core::result::DirectionResult {
+            flow: landspeed_core::config::Flow::ServerToClient,
+            summary: Default::default(),
+            intervals: vec![],
+            stalls: vec![],
+            limits: vec![landspeed_core::limit::Limit::new(
+                landspeed_core::limit::LimitKind::PathCapacity,
+                landspeed_core::limit::Confidence::Medium,
+                String::new(),
+                None,
+                vec![],
+            )],
+        }];
+        t.result = Some(Box::new(res));
+        let text = server(&stats(), Some(&t), "0.1.0");
+        let line = "landspeed_server_last_test_limited_by{direction=\"server_to_client\",kind=\"path_capacity\",confidence=\"medium\"} 1.0";
+        assert!(text.lines().any(|l| l == line), "{line:?} missing in\n{text}");
         // One series per kind of refusal, whatever happened: the label set is fixed.
         let series = text
             .lines()
