@@ -44,19 +44,22 @@ pub(super) fn changed(f: &Facts) -> Option<Vec<Limit>> {
         return None;
     }
     cuts.sort_unstable();
-    let bounds: Vec<usize> = std::iter::once(0)
+    let mut bounds: Vec<usize> = std::iter::once(0)
         .chain(cuts)
         .chain(std::iter::once(s.len()))
         .collect();
+    settle(s, &mut bounds);
     let parts: Vec<&[Sample]> = bounds.windows(2).map(|w| &s[w[0]..w[1]]).collect();
-    if !all_levels(&parts) {
+    let judged: Vec<Vec<Limit>> = parts.iter().map(|p| decide(&part_facts(f, p))).collect();
+    let moved = (0..parts.len() - 1).all(|i| {
+        let (a, b) = ((parts[i], &judged[i]), (parts[i + 1], &judged[i + 1]));
+        levels_apart(a.0, b.0)
+            && (both_flat_and_moved(a, b) || above_a_full_path(a, b) || above_a_full_path(b, a))
+    });
+    if !moved {
         return None;
     }
     let total_s: f64 = parts.iter().map(|p| span_s(p)).sum();
-    let judged: Vec<Vec<Limit>> = parts.iter().map(|p| decide(&part_facts(f, p))).collect();
-    if !judged.windows(2).all(|w| limit_moved(&w[0], &w[1])) {
-        return None;
-    }
     let mut out = vec![headline(&parts)];
     for (part, limits) in parts.iter().zip(judged) {
         let (from, to) = (part[0].from_s, part[part.len() - 1].to_s);
@@ -73,11 +76,39 @@ pub(super) fn changed(f: &Facts) -> Option<Vec<Limit>> {
 /// capacity changed), or a different limit in each. The same other limit in both (a loss-bound
 /// Reno flow halving its rate, a timeout's slow start) is the flow's own dynamics: the whole test
 /// is judged as one. An unknown part tells nothing either way.
+fn both_flat_and_moved(a: (&[Sample], &Vec<Limit>), b: (&[Sample], &Vec<Limit>)) -> bool {
+    flat(a.0) && flat(b.0) && limit_moved(a.1, b.1)
+}
+
+/// One part flat with the path full, the other's level well above it (a ramp allowed: a Reno flow
+/// grows into a path that got faster over seconds): the path carried more at one time than it
+/// could at the other, so its capacity (or the traffic sharing it) changed.
+fn above_a_full_path(full: (&[Sample], &Vec<Limit>), other: (&[Sample], &Vec<Limit>)) -> bool {
+    let is_full = full.1.iter().map(|l| l.kind).eq([LimitKind::PathCapacity]);
+    is_full && flat(full.0) && median(&rates(other.0)) > median(&rates(full.0))
+}
+
 fn limit_moved(a: &[Limit], b: &[Limit]) -> bool {
     let kinds = |v: &[Limit]| v.iter().map(|l| l.kind).collect::<Vec<LimitKind>>();
     let (ka, kb) = (kinds(a), kinds(b));
     let known = |k: &[LimitKind]| !k.contains(&LimitKind::Unknown);
     known(&ka) && known(&kb) && (ka != kb || ka == [LimitKind::PathCapacity])
+}
+
+/// Moves each cut back over the intervals at the end of the part before it that lie outside that
+/// part's level (the first steps of a ramp the split gave to the level), keeping each part at least
+/// [`PART_INTERVALS`] long.
+fn settle(s: &[Sample], bounds: &mut [usize]) {
+    for i in 1..bounds.len() - 1 {
+        let lo = bounds[i - 1];
+        while bounds[i] - lo > PART_INTERVALS {
+            let level = median(&rates(&s[lo..bounds[i]]));
+            if (s[bounds[i] - 1].rate_bps - level).abs() <= PART_FLAT * level {
+                break;
+            }
+            bounds[i] -= 1;
+        }
+    }
 }
 
 /// Adds to `cuts` where `s[lo..hi]` changes level, looking again within each side, up to
@@ -108,14 +139,11 @@ fn levels_apart(a: &[Sample], b: &[Sample]) -> bool {
     level_a > 0.0 && level_b > 0.0 && level_a.max(level_b) >= LEVEL_CHANGE * level_a.min(level_b)
 }
 
-/// Every part flat, and each level [`LEVEL_CHANGE`] apart from the next: levels, not a wander, a
-/// ramp or a stall.
-fn all_levels(parts: &[&[Sample]]) -> bool {
-    let flat = |p: &[Sample]| {
-        let (spread, level) = deviation(&rates(p));
-        spread <= PART_FLAT * level
-    };
-    parts.iter().all(|p| flat(p)) && parts.windows(2).all(|w| levels_apart(w[0], w[1]))
+/// A level, not a wander, a ramp or a stall: the median absolute deviation at most [`PART_FLAT`]
+/// of the median.
+fn flat(p: &[Sample]) -> bool {
+    let (spread, level) = deviation(&rates(p));
+    spread <= PART_FLAT * level
 }
 
 fn rates(s: &[Sample]) -> Vec<f64> {
@@ -307,6 +335,31 @@ mod tests {
             x.retransmits = Some(3);
         }
         assert!(changed(&facts(s)).is_none());
+    }
+
+    #[test]
+    fn a_rate_that_grows_above_a_full_path_is_a_change_but_a_ramp_below_one_is_not() {
+        // Full at 60 Mbit/s (a queue of 10 ms), then Reno growing into a path made faster.
+        let up = samples(
+            &[
+                58.0, 58.0, 58.0, 58.0, 58.0, 80.0, 110.0, 140.0, 170.0, 200.0, 230.0,
+            ],
+            &[40.0, 40.0, 40.0, 40.0, 40.0, 31.0, 31.0, 31.0, 31.0, 31.0, 31.0],
+        );
+        let f = Facts {
+            rtt_min_s: Some(0.030),
+            ..facts(up)
+        };
+        let v = changed(&f).expect("a change");
+        assert_eq!(v[1].kind, LimitKind::PathCapacity);
+        assert_eq!(v[1].during_s, Some((0.0, 5.0)));
+        // A long slow start into a full path: the ramp is below the full level, not a change.
+        let ramp = samples(&[0.5, 3.0, 9.0, 19.0, 19.3, 19.2, 19.3, 19.1, 19.3], &[300.0]);
+        let f = Facts {
+            rtt_min_s: Some(0.200),
+            ..facts(ramp)
+        };
+        assert!(changed(&f).is_none());
     }
 
     #[test]

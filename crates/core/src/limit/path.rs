@@ -93,7 +93,7 @@ fn shallow_buffer(p: &PathSeen, rate: Option<f64>, rtt_s: Option<f64>) -> Option
         LimitKind::BottleneckBuffer,
         Confidence::High,
         format!(
-            "a bottleneck buffer too small for the bandwidth-delay product: {} of buffer at a {} bottleneck, {:.1}% of the {} BDP at the minimum RTT of {:.1} ms; it dropped {queue_drops} packets ({random_drops} were lost at random), so the flow backed off at {} of the {} the path carries",
+            "a bottleneck buffer too small for the bandwidth-delay product: {} of buffer at a {} bottleneck, {:.1}% of the {} BDP at the minimum RTT of {:.1} ms; it dropped {queue_drops} packets ({random_drops} were lost at random), and the test carried {} of the {} the path allows",
             Bytes(queue),
             BitRate(cap),
             queue as f64 / bdp * 100.0,
