@@ -4,11 +4,11 @@
 //! that fails while the plan runs, fails only the tests that involve it; the others complete. Every wait
 //! is bounded by the tests' own durations. Output and archiving are the caller's (`MeshObserver`).
 
-use landspeed_core::protocol::control::result_wait;
-use landspeed_core::protocol::{ControlOrder, Key};
 use landspeed_net::controller::{connect_host, HostCheck, CLOCK_PROBES};
 use landspeed_plan::mesh::plan::{host_port, PlannedTest};
 use landspeed_plan::mesh::{HostInfo, TestOutcome};
+use landspeed_proto::control::result_wait;
+use landspeed_proto::{ControlOrder, Key};
 use std::collections::BTreeMap;
 use std::sync::mpsc;
 use std::time::{Duration, SystemTime};

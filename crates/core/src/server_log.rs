@@ -4,7 +4,7 @@
 //! (docs/server-log.md). Nothing here does I/O.
 
 use crate::config::Direction;
-use crate::protocol::SessionId;
+use crate::session_id::SessionId;
 use std::net::SocketAddr;
 
 /// One finished (or failed) test, for the server's log.
@@ -245,7 +245,7 @@ impl RefusalGate {
     /// Whether a refusal of `kind` from `ip` at `now` gets a line: Some(lines held back before
     /// it), or None (held back, counted).
     pub fn pass(&mut self, ip: std::net::IpAddr, kind: RefusalKind, now: std::time::Instant) -> Option<u64> {
-        let key = (crate::protocol::rate::bucket(ip), kind);
+        let key = (crate::address::bucket(ip), kind);
         if !self.seen.contains_key(&key) && self.seen.len() >= Self::MAX_TRACKED {
             self.seen
                 .retain(|_, (at, _, _)| now.saturating_duration_since(*at) < REFUSAL_LOG_EVERY);

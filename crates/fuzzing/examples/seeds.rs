@@ -3,10 +3,10 @@
 
 use landspeed_core::config::TestSpec;
 use landspeed_core::config::{Direction, Transport};
-use landspeed_core::protocol::{
-    self, auth, ClientAction, ClientSession, Conn, Key, Message, Preamble, SessionId, PROTOCOL_VERSION,
-};
 use landspeed_iperf3::{Cookie, Params};
+use landspeed_proto::{
+    auth, ClientAction, ClientSession, Conn, Key, Message, Preamble, SessionId, PROTOCOL_VERSION,
+};
 use std::path::Path;
 use std::time::Instant;
 
@@ -21,7 +21,7 @@ fn write(target: &str, name: &str, bytes: &[u8]) {
 fn frames(split: u8, msgs: &[Message]) -> Vec<u8> {
     let mut out = vec![split];
     for m in msgs {
-        out.extend(protocol::encode(m));
+        out.extend(landspeed_proto::encode(m));
     }
     out
 }
@@ -153,13 +153,13 @@ mario,bf7a49a846d44b454a5d11e7acfaf13d138bbe0b7483aa3e050879700572709b
         &Preamble::data(
             SessionId([0xab; 16]),
             3,
-            Some(&landspeed_core::protocol::StreamKey::new(&[0x11; 32])),
+            Some(&landspeed_proto::StreamKey::new(&[0x11; 32])),
         )
         .encode(),
     );
     write("data_hello", "cookie", &Cookie::from_random([5; 36]).to_wire());
     {
-        use landspeed_core::protocol::udp_hello::{Challenge, Hello};
+        use landspeed_proto::udp_hello::{Challenge, Hello};
         let (session, stream) = (SessionId([0xab; 16]), 3);
         let token = Some([0x5a; 16]);
         write(
@@ -171,7 +171,7 @@ mario,bf7a49a846d44b454a5d11e7acfaf13d138bbe0b7483aa3e050879700572709b
             }
             .encode(),
         );
-        let key = landspeed_core::protocol::StreamKey::new(&[0x11; 32]);
+        let key = landspeed_proto::StreamKey::new(&[0x11; 32]);
         write(
             "data_hello",
             "udp-hello-mac-token",
@@ -205,14 +205,14 @@ mario,bf7a49a846d44b454a5d11e7acfaf13d138bbe0b7483aa3e050879700572709b
     landspeed_core::path::EchoHeader::request(7, 2, 123, true).write(&mut echo);
     write("data_hello", "echo-short", &echo);
     let mut upload = vec![4u8];
-    upload.extend(landspeed_core::perf::request_header(Some(0)));
+    upload.extend(landspeed_core::quic_perf::request_header(Some(0)));
     upload.extend([0x2a; 40]);
     write("perf_request", "upload", &upload);
     let mut download = vec![9u8];
-    download.extend(landspeed_core::perf::request_header(Some(1 << 30)));
+    download.extend(landspeed_core::quic_perf::request_header(Some(1 << 30)));
     write("perf_request", "download", &download);
     let mut unlimited = vec![0u8];
-    unlimited.extend(landspeed_core::perf::request_header(None));
+    unlimited.extend(landspeed_core::quic_perf::request_header(None));
     write("perf_request", "until-stopped", &unlimited);
     write("perf_request", "short", &[3, 0, 0, 1]);
     write("perf_request", "quic-initial", &[0, 0xc3, 0, 0, 0, 1, 8, 1, 2]);

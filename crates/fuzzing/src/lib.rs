@@ -8,12 +8,12 @@
 #![warn(missing_docs)]
 
 use landspeed_core::config::TestSpec;
-use landspeed_core::protocol::{
-    self, auth, Admission, Conn, FrameDecoder, KeyRing, Message, Preamble, ServerAction, ServerSession,
-    SessionId, MAX_FRAME_LEN,
-};
 use landspeed_iperf3::wire::{json_len, MAX_RESULTS_JSON};
 use landspeed_iperf3::{Cookie, Params, Results, MAX_JSON};
+use landspeed_proto::{
+    auth, Admission, Conn, FrameDecoder, KeyRing, Message, Preamble, ServerAction, ServerSession, SessionId,
+    MAX_FRAME_LEN,
+};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -32,11 +32,11 @@ pub const TARGETS: [(&str, Target); 4] = [
 /// and the shared UDP port's routing of the same bytes as a datagram: the size is exactly the first
 /// eight bytes, the upload exactly the rest, nothing panics.
 pub fn perf_request(data: &[u8]) {
-    let _ = landspeed_core::perf::is_for_quic(data);
+    let _ = landspeed_core::quic_perf::is_for_quic(data);
     let Some((&split, rest)) = data.split_first() else {
         return;
     };
-    let mut d = landspeed_core::perf::RequestDecoder::new();
+    let mut d = landspeed_core::quic_perf::RequestDecoder::new();
     for c in rest.chunks(usize::from(split % 32) + 1) {
         d.push(c);
     }
@@ -46,9 +46,9 @@ pub fn perf_request(data: &[u8]) {
         Some(r) => {
             let size = u64::from_be_bytes(rest[..8].try_into().expect("eight bytes"));
             let want = if size == u64::MAX {
-                landspeed_core::perf::Response::UntilStopped
+                landspeed_core::quic_perf::Response::UntilStopped
             } else {
-                landspeed_core::perf::Response::Bytes(size)
+                landspeed_core::quic_perf::Response::Bytes(size)
             };
             assert_eq!(r, want);
         }
@@ -101,7 +101,7 @@ fn frames_alone(rest: &[u8], chunk: usize) {
             match dec.next_message() {
                 Ok(Some(m)) => {
                     let mut d2 = FrameDecoder::new();
-                    d2.push(&protocol::encode(&m));
+                    d2.push(&landspeed_proto::encode(&m));
                     let back = d2.next_message().expect("re-encoded frame").expect("whole frame");
                     assert_eq!(back.kind(), m.kind());
                 }
@@ -176,7 +176,7 @@ pub fn iperf3_decoder(data: &[u8]) {
 /// A UDP hello (with or without a token) and a challenge: what parses re-encodes to the same, and the
 /// server's judgement of a hello from a foreign address is a challenge smaller than three hellos.
 fn udp_hello(data: &[u8]) {
-    use landspeed_core::protocol::udp_hello::{Challenge, Hello, Validator, Verdict};
+    use landspeed_proto::udp_hello::{Challenge, Hello, Validator, Verdict};
     if let Some(h) = Hello::parse(data) {
         // The reserved byte is not read, so the bytes may differ; what they say may not.
         assert_eq!(Hello::parse(&h.encode()), Some(h));
@@ -203,7 +203,7 @@ pub fn data_hello(data: &[u8]) {
             assert_eq!(Preamble::parse(&p.encode()), Ok(Some((p, used))));
             // A stream key admits exactly the preamble it makes for that session and stream.
             if let Preamble::Data { session, stream, .. } = p {
-                let k = protocol::StreamKey::new(&[9; 32]);
+                let k = landspeed_proto::StreamKey::new(&[9; 32]);
                 let made = Preamble::data(session, stream, Some(&k));
                 assert_eq!(k.admits(&p), p == made);
             }
@@ -211,7 +211,7 @@ pub fn data_hello(data: &[u8]) {
         Ok(None) => assert!(data.len() < Preamble::wanted(data)),
         Err(_) => {}
     }
-    let _ = protocol::classify(data.first().copied().unwrap_or(0));
+    let _ = landspeed_proto::classify(data.first().copied().unwrap_or(0));
     if let Some(c) = Cookie::parse(data) {
         assert_eq!(Cookie::parse(&c.to_wire()), Some(c));
     }

@@ -196,7 +196,7 @@ fn check_fuzz_run(name: &str, ok: bool, log: &str) {
 /// that reach past the guard, not from ones every tag check stops at the first sealed frame.
 #[test]
 fn sealed_seeds_reach_an_authenticated_accept() {
-    use landspeed_core::protocol::ServerAction;
+    use landspeed_proto::ServerAction;
     for (path, bytes) in inputs("corpus", "control_decoder") {
         let name = path.file_name().unwrap().to_string_lossy().to_string();
         if !name.starts_with("session-") {

@@ -1,4 +1,4 @@
-//! iperf3's conversation as sans-IO sessions, in the quinn style of landspeed's own (`core::protocol::
+//! iperf3's conversation as sans-IO sessions, in the quinn style of landspeed's own (`proto::
 //! conn`): bytes in with `now` (`handle_input`), local events as methods, the passing of time
 //! (`handle_timeout`); bytes out (`poll_transmit`), what the driver must do (`poll_action`) and when to
 //! wake (`time_left`). iperf3's control connection carries one-byte states, SERVER_ERROR's two
@@ -64,7 +64,7 @@ pub use server::{ServerAction, ServerPhase, ServerSession};
 use crate::params::ParamError;
 use crate::results::ResultsError;
 use crate::wire::{json_len, State};
-use landspeed_core::protocol::OverLimit;
+use landspeed_proto::OverLimit;
 use std::time::Duration;
 
 /// How long each wait of an iperf3 conversation may last.
@@ -154,7 +154,7 @@ pub enum Iperf3Error {
     /// The server cut the running test at its length or byte limit; the client was told with
     /// iperf3's number (160, "server test duration expired", or 120, "the server has terminated").
     #[error(transparent)]
-    Cut(landspeed_core::protocol::Cut),
+    Cut(landspeed_proto::Cut),
     /// The peer's results message could not be read.
     #[error("results: {0}")]
     Results(#[from] ResultsError),

@@ -6,24 +6,20 @@ mod conduct;
 mod iperf3;
 mod latency;
 mod ndt7;
-mod perf;
 mod quic;
+mod quic_perf;
 
 pub use conduct::run_client;
 pub use iperf3::run_iperf3_client;
 pub use latency::LatencyOptions;
 pub use ndt7::run_ndt7;
-pub use perf::run_quic_perf;
+pub use quic_perf::run_quic_perf;
 
 use crate::control::ControlError;
 use crate::streams::DataPaths;
 use landspeed_core::assemble::{assemble, Inputs, RunContext};
 use landspeed_core::config::{Flow, Test, TestSpec, Transport};
 use landspeed_core::endpoint::{EndpointReport, IntervalSample, Role};
-use landspeed_core::protocol::udp_hello::{Challenge, Hello};
-use landspeed_core::protocol::{
-    Admission, ClientSession, Preamble, ProtocolError, SessionId, StreamKey, Timers,
-};
 use landspeed_core::result::{IntervalResult, IntervalStream, RunResult};
 use landspeed_core::tls::CertFingerprint;
 use landspeed_engine::sockopt::{self, SockOptError};
@@ -31,6 +27,8 @@ use landspeed_engine::supervisor::{self, EngineHook, EngineParams, Flags, Wake, 
 use landspeed_engine::transport::tcp::tls::TlsLink;
 use landspeed_engine::transport::tcp::{DataStream, Tcp};
 use landspeed_engine::transport::udp::{Udp, UdpFormat, UdpParams};
+use landspeed_proto::udp_hello::{Challenge, Hello};
+use landspeed_proto::{Admission, ClientSession, Preamble, ProtocolError, SessionId, StreamKey, Timers};
 use socket2::{Domain, Socket, Type};
 use std::collections::HashMap;
 use std::io::Write;
@@ -86,7 +84,7 @@ pub struct ClientOptions {
     pub tls_pin: Option<landspeed_core::tls::CertFingerprint>,
     /// The key the conversation is authenticated with (`--auth`): a server that cannot prove it
     /// holds it is refused ...
-    pub auth: Option<landspeed_core::protocol::Key>,
+    pub auth: Option<landspeed_proto::Key>,
     /// ... unless it does not ask for one and the key is to be used only when asked (a server's
     /// ordered tests, `serve --control-key`).
     pub auth_only_if_asked: bool,
@@ -326,7 +324,7 @@ pub enum ClientError {
     #[error("the server refused the test: {reason}")]
     Refused {
         /// The server's typed reason.
-        code: landspeed_core::protocol::Refusal,
+        code: landspeed_proto::Refusal,
         /// The server's words.
         reason: String,
     },
@@ -1050,7 +1048,7 @@ fn data_port(opts: &ClientOptions, id: Option<u32>) -> u16 {
 /// MAC in a keyed test) until the server acknowledges it with the stream's version-1 preamble from
 /// its own socket for the stream. A server that does
 /// not see the hello come from the control connection's address (a NAT that maps UDP elsewhere)
-/// answers with a challenge instead, whose token the next hellos carry (`core::protocol::udp_hello`).
+/// answers with a challenge instead, whose token the next hellos carry (`proto::udp_hello`).
 fn open_udp_streams(
     opts: &ClientOptions,
     addr: SocketAddr,

@@ -5,8 +5,8 @@
 //! `ControlWriter` alone answers a connection refused before any conversation. This module only moves
 //! bytes and maps socket conditions to typed errors.
 
-use landspeed_core::protocol::{encode, Conn, Endpoint, FrameError, Machine, Message, ProtocolError};
 use landspeed_engine::supervisor::Wake;
+use landspeed_proto::{encode, Conn, Endpoint, FrameError, Machine, Message, ProtocolError};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};

@@ -5,11 +5,11 @@
 //! `control::Link` like every other.
 
 use crate::control::{ControlError, Event, Link, WaitError};
-use landspeed_core::protocol::{
+use landspeed_core::result::RunResult;
+use landspeed_proto::{
     control::ClockOffset, Conn, ControlOrder, ControllerAction, ControllerSession, Key, Preamble,
     ProtocolError, NONCE_LEN, PROTOCOL_VERSION,
 };
-use landspeed_core::result::RunResult;
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 

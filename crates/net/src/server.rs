@@ -13,8 +13,8 @@ mod iperf3;
 mod iperf3_udp;
 mod ndt7;
 mod order;
-mod perf;
 mod quic;
+mod quic_perf;
 mod rpm;
 mod udp;
 
@@ -22,11 +22,11 @@ pub use error::{MissingWhy, TestError};
 
 use crate::control::{self};
 use landspeed_core::endpoint::Role;
-use landspeed_core::protocol::admission::{self, PlaceId, Pool, Refused};
-use landspeed_core::protocol::rate::{Full, Occupancy};
-use landspeed_core::protocol::{Preamble, SessionId};
 pub use landspeed_core::server_log::{RefusalKind, ServerEvent, ServerStats, TestLog};
 use landspeed_engine::supervisor::{self, Wake};
+use landspeed_proto::admission::{self, PlaceId, Pool, Refused};
+use landspeed_proto::rate::{Full, Occupancy};
+use landspeed_proto::{Preamble, SessionId};
 use mio::net::TcpListener as MioListener;
 use mio::{Events, Interest, Poll, Token};
 use socket2::{Domain, Socket, Type};
@@ -56,17 +56,17 @@ pub struct ServerOptions {
     /// Tests running at once from one address (IPv6: one /64).
     pub max_tests_per_address: usize,
     /// What one test may ask for (advertised in the welcome).
-    pub limits: landspeed_core::protocol::Limits,
+    pub limits: landspeed_proto::Limits,
     /// Client networks allowed to test (empty: everyone).
     pub allow: Vec<ipnet::IpNet>,
     /// Raised (e.g. by SIGUSR1) to ask for a `ServerEvent::Stats`; the server lowers it.
     pub stats_signal: Option<Arc<AtomicBool>>,
     /// Keys a landspeed client must prove it holds (`--auth-keys`); None: no authentication.
-    pub auth: Option<Arc<landspeed_core::protocol::KeyRing>>,
+    pub auth: Option<Arc<landspeed_proto::KeyRing>>,
     /// Take third-party orders from clients that authenticate with `auth` (`--allow-control`).
     pub allow_control: bool,
     /// The key this server answers other servers' challenges with when it runs an order.
-    pub control_key: Option<landspeed_core::protocol::Key>,
+    pub control_key: Option<landspeed_proto::Key>,
     /// Disk-to-disk tests write into and read from this directory (`--files`); None: refused.
     pub files_dir: Option<std::path::PathBuf>,
     /// Listen with an MPTCP socket where the kernel allows it, so `run --mptcp` clients get MPTCP data
@@ -142,7 +142,7 @@ impl Default for ServerOptions {
             idle_timeout: Duration::from_secs(30),
             max_tests: DEFAULT_MAX_TESTS,
             max_tests_per_address: DEFAULT_MAX_TESTS_PER_ADDRESS,
-            limits: landspeed_core::protocol::Limits::default(),
+            limits: landspeed_proto::Limits::default(),
             allow: vec![],
             stats_signal: None,
             auth: None,
@@ -219,7 +219,7 @@ pub(crate) struct Waiter {
     /// The control connection's peer address (canonical).
     pub(crate) control: IpAddr,
     /// The stream key, when the test's data preambles carry a MAC (data preamble version 2).
-    pub(crate) streams: Option<landspeed_core::protocol::StreamKey>,
+    pub(crate) streams: Option<landspeed_proto::StreamKey>,
 }
 
 impl Waiter {
@@ -321,13 +321,13 @@ struct Shared {
     counters: Mutex<Counters>,
     started: Instant,
     /// New tests per address (`--max-tests-per-minute`).
-    rate: Option<Mutex<landspeed_core::protocol::rate::PerAddressRate>>,
+    rate: Option<Mutex<landspeed_proto::rate::PerAddressRate>>,
     /// What encrypted data connections present, and the configuration their handshakes use.
     tls: ServerTls,
     /// The QUIC endpoint, unless turned off.
     quic: Option<quic::QuicServer>,
     /// Return-routability tokens for UDP hellos from addresses other than their control connection's.
-    udp_validator: landspeed_core::protocol::udp_hello::Validator,
+    udp_validator: landspeed_proto::udp_hello::Validator,
     /// Keeps refusal lines to one per address and kind a minute.
     refusal_gate: Mutex<landspeed_core::server_log::RefusalGate>,
 }
@@ -398,7 +398,7 @@ pub const PREAUTH_CAPS: admission::Caps = admission::Caps {
 /// What closes a connection whose place a newcomer took.
 pub(crate) type Closer = Box<dyn FnOnce() + Send>;
 
-/// A pool of places for connections still proving themselves (`core::protocol::admission`).
+/// A pool of places for connections still proving themselves (`proto::admission`).
 pub(crate) type Admission = Arc<Mutex<Pool<Closer>>>;
 
 /// A new admission pool with `caps`.
@@ -565,7 +565,7 @@ impl Shared {
         &self,
         spec: &landspeed_core::config::TestSpec,
     ) -> Result<Option<MemoryHold>, u64> {
-        self.hold_bytes(landspeed_core::protocol::memory::server_estimate(spec))
+        self.hold_bytes(landspeed_proto::memory::server_estimate(spec))
     }
 
     /// Holds `bytes` against `--max-memory` while the returned hold lives (an HTTP connection, an
@@ -659,10 +659,10 @@ impl Shared {
         tls: ServerTls,
         quic: Option<quic::QuicServer>,
     ) -> Result<Shared, ServerError> {
-        let mut secret = [0u8; landspeed_core::protocol::udp_hello::SECRET_LEN];
+        let mut secret = [0u8; landspeed_proto::udp_hello::SECRET_LEN];
         getrandom::fill(&mut secret).map_err(|e| ServerError::Io(std::io::Error::other(e)))?;
         Ok(Shared {
-            udp_validator: landspeed_core::protocol::udp_hello::Validator::new(secret),
+            udp_validator: landspeed_proto::udp_hello::Validator::new(secret),
             refusal_gate: Mutex::default(),
             tls,
             quic,
@@ -685,7 +685,7 @@ impl Shared {
             rate: opts
                 .limits
                 .max_tests_per_minute
-                .map(|n| Mutex::new(landspeed_core::protocol::rate::PerAddressRate::per_minute(n))),
+                .map(|n| Mutex::new(landspeed_proto::rate::PerAddressRate::per_minute(n))),
             opts,
         })
     }
@@ -961,7 +961,7 @@ pub fn unix_ns() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use landspeed_core::protocol::StreamKey;
+    use landspeed_proto::StreamKey;
 
     fn waiter(key: Option<StreamKey>) -> Waiter {
         let (tx, _) = mpsc::channel();

@@ -4,7 +4,7 @@
 //! Written once as Markdown; the HTML version is the same Markdown rendered (pulldown-cmark), so the
 //! two can never say different things.
 
-use landspeed_core::record::{Check, RecordMetric, Rules};
+use landspeed_core::lsr::{Check, RecordMetric, Rules};
 use landspeed_core::result::{EndpointSummary, RunResult};
 use landspeed_core::units::{BitRate, Bytes};
 use landspeed_geo::RecordPath;

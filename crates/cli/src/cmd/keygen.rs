@@ -28,8 +28,7 @@ pub fn keygen(a: KeygenArgs) -> Result<bool> {
     let hex: String = secret.iter().map(|b| format!("{b:02x}")).collect();
     let line = format!("{} {hex}\n", a.name);
     // The same checks a key file's line gets when it is read.
-    landspeed_core::protocol::KeyRing::parse(&line)
-        .map_err(|e| UsageError(format!("keygen {}: {e}", a.name)))?;
+    landspeed_proto::KeyRing::parse(&line).map_err(|e| UsageError(format!("keygen {}: {e}", a.name)))?;
     match &a.append {
         None => print!("{line}"),
         Some(path) => append(path, &line)?,

@@ -138,7 +138,7 @@ pub fn mesh(a: MeshArgs) -> Result<bool> {
     let key = match &a.auth {
         None => None,
         Some((name, file)) => Some(
-            landspeed_core::protocol::auth::client_key(name, &crate::common::keyfile::read(file)?)
+            landspeed_proto::auth::client_key(name, &crate::common::keyfile::read(file)?)
                 .map_err(|e| crate::common::keyfile::error(&format!("--auth {name}:"), file, &e))?,
         ),
     };

@@ -6,7 +6,7 @@ use crate::common::store::DbArg;
 use crate::common::UsageError;
 use anyhow::{Context, Result};
 use clap::Args;
-use landspeed_core::record::{checks, metric, Rules};
+use landspeed_core::lsr::{checks, metric, Rules};
 use landspeed_core::result::{format_utc, RunResult};
 use landspeed_report::record_doc::{record_html, record_markdown, record_text, RecordDoc};
 use std::path::PathBuf;

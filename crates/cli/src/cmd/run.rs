@@ -136,13 +136,13 @@ fn execute_ordered(
         1,
     )
     .with_context(|| format!("--from {from}"))?;
-    let order = landspeed_core::protocol::ControlOrder {
+    let order = landspeed_proto::ControlOrder {
         host: opts.host.clone(),
         port: opts.port,
         spec: opts.spec.spec().clone(),
         start_at_unix_ns: None,
     };
-    let wait = landspeed_core::protocol::control::result_wait(&opts.spec);
+    let wait = landspeed_proto::control::result_wait(&opts.spec);
     match conn.order(order, wait) {
         Ok(r) => {
             out.result(&r);

@@ -518,7 +518,7 @@ fn options(a: &ServeArgs, stats: Arc<AtomicBool>) -> Result<ServerOptions> {
         handshake_timeout: a.handshake_timeout,
         max_tests: a.max_tests.max(1),
         max_tests_per_address: a.max_tests_per_address.max(1),
-        limits: landspeed_core::protocol::Limits {
+        limits: landspeed_proto::Limits {
             max_duration_s: (!a.max_duration.is_zero()).then_some(a.max_duration.as_secs_f64()),
             max_streams: stream_limit(a.max_streams),
             max_bytes: a.max_bytes.map(|b| b.get()),
@@ -533,7 +533,7 @@ fn options(a: &ServeArgs, stats: Arc<AtomicBool>) -> Result<ServerOptions> {
         auth: match &a.auth_keys {
             None => None,
             Some(file) => {
-                let ring = landspeed_core::protocol::KeyRing::parse(&crate::common::keyfile::read(file)?)
+                let ring = landspeed_proto::KeyRing::parse(&crate::common::keyfile::read(file)?)
                     .map_err(|e| crate::common::keyfile::error("--auth-keys ", file, &e))?;
                 if ring.is_empty() {
                     return Err(UsageError(format!(
@@ -558,10 +558,9 @@ fn options(a: &ServeArgs, stats: Arc<AtomicBool>) -> Result<ServerOptions> {
         control_key: match &a.control_auth {
             None => None,
             Some((name, file)) => Some(
-                landspeed_core::protocol::auth::client_key(name, &crate::common::keyfile::read(file)?)
-                    .map_err(|e| {
-                        crate::common::keyfile::error(&format!("--control-auth {name}:"), file, &e)
-                    })?,
+                landspeed_proto::auth::client_key(name, &crate::common::keyfile::read(file)?).map_err(
+                    |e| crate::common::keyfile::error(&format!("--control-auth {name}:"), file, &e),
+                )?,
             ),
         },
         mptcp: !a.no_mptcp,

@@ -154,7 +154,7 @@ pub fn options_for(host: &str, port: u16, cell: &CellSpec) -> Result<ClientOptio
         });
     if let Some((name, file)) = &c.auth {
         let text = crate::common::keyfile::read(file)?;
-        let key = landspeed_core::protocol::auth::client_key(name, &text)
+        let key = landspeed_proto::auth::client_key(name, &text)
             .map_err(|e| crate::common::keyfile::error(&format!("--auth {name}:"), file, &e))?;
         opts.auth = Some(key);
     }

@@ -3,9 +3,9 @@
 //! a setting the user can change, this module says it with the flag that changes it.
 
 use landspeed_core::config::{ConfigError, TcpSetting};
-use landspeed_core::protocol::{ProtocolError, Refusal};
 use landspeed_net::client::ClientError;
 use landspeed_plan::sweep::PlanError;
+use landspeed_proto::{ProtocolError, Refusal};
 
 /// The arguments whose values `serve` keeps out of the command line it shows clients: where its keys
 /// live and whom else it allows.

@@ -42,9 +42,9 @@ fn exposed(path: &Path) -> Option<u32> {
 
 /// A key file's error in the command line's words (`flag` is what comes before the path, e.g.
 /// "--auth NAME:"): a weak secret names `landspeed keygen`.
-pub fn error(flag: &str, path: &Path, e: &landspeed_core::protocol::AuthError) -> UsageError {
+pub fn error(flag: &str, path: &Path, e: &landspeed_proto::AuthError) -> UsageError {
     let hint = match e {
-        landspeed_core::protocol::AuthError::WeakSecret { name, .. } => {
+        landspeed_proto::AuthError::WeakSecret { name, .. } => {
             format!("; `landspeed keygen {name}` makes a good one")
         }
         _ => String::new(),

@@ -7,8 +7,8 @@
 use crate::common;
 
 use common::{landspeed, run_json, ServerProc};
-use landspeed_core::protocol::{
-    self, auth, ClientAction, ClientPhase, ClientSession, Conn, FrameDecoder, Message, Preamble, NONCE_LEN,
+use landspeed_proto::{
+    auth, ClientAction, ClientPhase, ClientSession, Conn, FrameDecoder, Message, Preamble, NONCE_LEN,
     PROTOCOL_VERSION,
 };
 use std::io::{Read, Write};
@@ -183,7 +183,7 @@ fn a_recorded_request_cannot_be_replayed_and_a_version_1_client_is_told_to_upgra
             mac: "00".repeat(32),
         })),
     };
-    c3.write_all(&protocol::encode(&old)).unwrap();
+    c3.write_all(&landspeed_proto::encode(&old)).unwrap();
     match read_msg(&mut c3, &mut d3) {
         Message::Rejected { reason, .. } => assert!(reason.contains("speaks version 1"), "{reason}"),
         other => panic!("a version-1 client was not refused: {other:?}"),

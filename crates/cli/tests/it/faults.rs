@@ -7,7 +7,7 @@ use crate::common;
 
 use common::{bin, landspeed, ServerProc};
 use landspeed_core::config::{Direction, EndCondition, TestSpec};
-use landspeed_core::protocol::{self, FrameDecoder, Message, Preamble, SessionId};
+use landspeed_proto::{FrameDecoder, Message, Preamble, SessionId};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, Stdio};
@@ -114,7 +114,7 @@ impl Ctl {
     }
 
     fn request(&mut self, spec: TestSpec) -> Option<SessionId> {
-        let m = protocol::encode(&Message::TestRequest {
+        let m = landspeed_proto::encode(&Message::TestRequest {
             spec: Box::new(spec),
             auth: None,
         });
@@ -126,7 +126,7 @@ impl Ctl {
     }
 
     fn send(&mut self, m: &Message) {
-        let _ = self.s.write_all(&protocol::encode(m));
+        let _ = self.s.write_all(&landspeed_proto::encode(m));
     }
 }
 

@@ -858,8 +858,8 @@ pub fn ktls_unavailable_reason() -> Option<String> {
 /// first, the UDP listener) gets landspeed's and iperf3's datagrams, index 1 (the QUIC socket) the
 /// rest. A datagram shorter than four bytes goes to the listener.
 pub fn route_port(sock: &std::net::UdpSocket) -> std::io::Result<()> {
-    // The kernel's copy of landspeed_core::perf::is_for_quic.
-    use landspeed_core::perf::{LANDSPEED_DATAGRAMS, QUIC_FIXED_BIT};
+    // The kernel's copy of landspeed_core::quic_perf::is_for_quic.
+    use landspeed_core::quic_perf::{LANDSPEED_DATAGRAMS, QUIC_FIXED_BIT};
     let [lspe, lspd] = LANDSPEED_DATAGRAMS.map(u32::from_be_bytes);
     let f = |code: u16, jt: u8, jf: u8, k: u32| libc::sock_filter { code, jt, jf, k };
     let (ld_w, ld_b) = (

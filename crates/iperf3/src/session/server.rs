@@ -8,7 +8,7 @@ use crate::params::{Params, MAX_TIME_S};
 use crate::results::Results;
 use crate::wire::{errno, frame_json, server_error, State, MAX_JSON, MAX_RESULTS_JSON};
 use landspeed_core::config::{EndCondition, Test};
-use landspeed_core::protocol::{Endpoint, Limits, OverLimit, Timer};
+use landspeed_proto::{Endpoint, Limits, OverLimit, Timer};
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
@@ -130,10 +130,10 @@ impl ServerSession {
     /// The running test reached one of the server's limits (`cut`): SERVER_ERROR with iperf3's
     /// SERVER_TEST_DURATION_EXPIRED for its length (as iperf3's `--server-max-duration` ends a
     /// test), SERVER_TERM for its bytes, and the conversation is over.
-    pub fn cut(&mut self, cut: landspeed_core::protocol::Cut) -> Iperf3Error {
+    pub fn cut(&mut self, cut: landspeed_proto::Cut) -> Iperf3Error {
         let code = match cut {
-            landspeed_core::protocol::Cut::Duration { .. } => errno::SERVER_TEST_DURATION_EXPIRED,
-            landspeed_core::protocol::Cut::Bytes { .. } => errno::SERVER_TERM,
+            landspeed_proto::Cut::Duration { .. } => errno::SERVER_TEST_DURATION_EXPIRED,
+            landspeed_proto::Cut::Bytes { .. } => errno::SERVER_TERM,
         };
         self.transmit.extend(server_error(code, 0));
         self.fail(Iperf3Error::Cut(cut))

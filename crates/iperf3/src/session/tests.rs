@@ -8,7 +8,7 @@ use crate::params::Params;
 use crate::results::Results;
 use crate::wire::{errno, frame_json, server_error, Cookie, State};
 use landspeed_core::config::{Direction, EndCondition, TestSpec, Transport};
-use landspeed_core::protocol::{Endpoint, Limits};
+use landspeed_proto::{Endpoint, Limits};
 use std::time::{Duration, Instant};
 
 const T: Iperf3Timers = Iperf3Timers {

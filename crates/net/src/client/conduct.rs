@@ -12,13 +12,13 @@ use crate::control::{ControlError, Event, Input, Link, WaitError, Wire};
 use landspeed_core::assemble::Inputs;
 use landspeed_core::config::{Flow, Test, TestSpec, Transport};
 use landspeed_core::endpoint::{EndpointReport, IntervalSample};
-use landspeed_core::protocol::{
-    ClientAction, ClientPhase, ClientSession, Conn, Message, Preamble, ProtocolError, StreamKey,
-    PROTOCOL_VERSION,
-};
 use landspeed_core::result::{Authentication, RunResult};
 use landspeed_engine::supervisor::{EngineHook, EngineOutput, Flags};
 use landspeed_engine::transport::udp::UdpFormat;
+use landspeed_proto::{
+    ClientAction, ClientPhase, ClientSession, Conn, Message, Preamble, ProtocolError, StreamKey,
+    PROTOCOL_VERSION,
+};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::{Instant, SystemTime};
@@ -123,7 +123,7 @@ fn greet(
     let cerr = |err: ControlError| ClientError::Control { addr, err };
     let mut session = ClientSession::new(spec.clone()).with_timers(timers(opts));
     if let Some(key) = &opts.auth {
-        let mut nonce = [0u8; landspeed_core::protocol::NONCE_LEN];
+        let mut nonce = [0u8; landspeed_proto::NONCE_LEN];
         getrandom::fill(&mut nonce).map_err(|err| ClientError::Random { what: "a nonce", err })?;
         session = session
             .with_auth(key.clone(), nonce)
@@ -274,7 +274,7 @@ impl Run<'_> {
     /// The server accepted the test: its data connections, proven with `key` in a keyed test.
     fn connect(
         &mut self,
-        admission: landspeed_core::protocol::Admission,
+        admission: landspeed_proto::Admission,
         key: Option<&StreamKey>,
     ) -> Result<DataPaths, ClientError> {
         if self.interrupt.load(Relaxed) {

@@ -9,10 +9,10 @@ use super::{ClientError, ClientOptions};
 use crate::streams::QuicData;
 use landspeed_core::config::TestSpec;
 use landspeed_core::endpoint::Role;
-use landspeed_core::protocol::{Admission, Preamble, StreamKey};
 use landspeed_engine::quic::{self as q, ALPN_LANDSPEED};
 use landspeed_engine::tls::Trust;
 use landspeed_engine::transport::quic::{QuicConnection, QuicStream, Runtime};
+use landspeed_proto::{Admission, Preamble, StreamKey};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::{Arc, Mutex};
 

@@ -12,10 +12,6 @@ use crate::control::{Arrival, ControlError, Event, Handshaken, Input, Link, Quic
 use crate::streams::DataPaths;
 use landspeed_core::config::{Test, TestSpec, Transport};
 use landspeed_core::endpoint::{IntervalSample, Role};
-use landspeed_core::protocol::rate::Full;
-use landspeed_core::protocol::{
-    Admission, Conn, Message, ProtocolError, Refusal, Running, ServerAction, ServerSession, SessionId, Timers,
-};
 use landspeed_engine::sockopt;
 use landspeed_engine::supervisor::{
     self, EngineHook, EngineOutput, EngineParams, Flags, Progress, Wake, Wiring,
@@ -24,6 +20,10 @@ use landspeed_engine::transport::quic::{Quic, QuicConnection, QuicStream, Runtim
 use landspeed_engine::transport::tcp::tls::TlsLink;
 use landspeed_engine::transport::tcp::{DataStream, Tcp};
 use landspeed_engine::transport::udp::{Udp, UdpFormat, UdpParams};
+use landspeed_proto::rate::Full;
+use landspeed_proto::{
+    Admission, Conn, Message, ProtocolError, Refusal, Running, ServerAction, ServerSession, SessionId, Timers,
+};
 use std::collections::HashMap;
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
@@ -93,10 +93,8 @@ fn admit(link: &mut ServerLink, shared: &Shared, spec: &TestSpec) -> Result<Admi
                     format!(
                         "busy: the tests running now leave {} of this server's memory budget, and this \
                          test needs about {}; retry when one ends",
-                        landspeed_core::protocol::memory::human(free),
-                        landspeed_core::protocol::memory::human(
-                            landspeed_core::protocol::memory::server_estimate(spec)
-                        ),
+                        landspeed_proto::memory::human(free),
+                        landspeed_proto::memory::human(landspeed_proto::memory::server_estimate(spec)),
                     ),
                     RefusalKind::Memory,
                     "busy (the running tests hold the memory budget)",
@@ -198,7 +196,7 @@ fn new_session(o: &super::ServerOptions) -> Result<ServerSession, TestError> {
         .with_control(o.allow_control)
         .with_timers(timers(o), Instant::now());
     if let Some(keys) = &o.auth {
-        let mut nonce = [0u8; landspeed_core::protocol::NONCE_LEN];
+        let mut nonce = [0u8; landspeed_proto::NONCE_LEN];
         getrandom::fill(&mut nonce).map_err(|err| TestError::Random { what: "a nonce", err })?;
         sm = sm.with_auth(keys.clone(), nonce);
     }

@@ -3,8 +3,8 @@
 //! the text.
 
 use crate::control::{ControlError, WaitError};
-use landspeed_core::protocol::{ProtocolError, Refusal};
 use landspeed_engine::sockopt::SockOptError;
+use landspeed_proto::{ProtocolError, Refusal};
 use std::time::Duration;
 
 /// Why some data streams never arrived.
@@ -60,7 +60,7 @@ pub enum TestError {
     },
     /// The server cut the running test at one of its limits; the client was told why.
     #[error(transparent)]
-    Cut(landspeed_core::protocol::Cut),
+    Cut(landspeed_proto::Cut),
     /// Some data streams never came.
     #[error("only {arrived} of {expected} data streams arrived {why}")]
     StreamsMissing {

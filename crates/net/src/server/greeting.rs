@@ -7,10 +7,10 @@
 
 use super::{RefusalKind, Shared};
 use crate::control::{Arrival, ControlWriter, Input};
-use landspeed_core::protocol::preamble::MAX_LEN as MAX_PREAMBLE;
-use landspeed_core::protocol::{classify, Message, Preamble, PreambleError, Refusal, Speaker};
 use landspeed_engine::supervisor::Wake;
 use landspeed_iperf3::{State, COOKIE_LEN};
+use landspeed_proto::preamble::MAX_LEN as MAX_PREAMBLE;
+use landspeed_proto::{classify, Message, Preamble, PreambleError, Refusal, Speaker};
 use mio::net::TcpStream as MioStream;
 use mio::{Interest, Registry, Token};
 use std::collections::HashMap;
@@ -436,8 +436,8 @@ fn spawn(shared: &Arc<Shared>, peer: SocketAddr, f: impl FnOnce(&Arc<Shared>) + 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use landspeed_core::protocol::preamble::{CONTROL_LEN, DATA_LEN, MAC_DATA_LEN};
-    use landspeed_core::protocol::{SessionId, PROTOCOL_VERSION};
+    use landspeed_proto::preamble::{CONTROL_LEN, DATA_LEN, MAC_DATA_LEN};
+    use landspeed_proto::{SessionId, PROTOCOL_VERSION};
 
     #[test]
     fn every_prefix_asks_for_exactly_the_rest() {
@@ -452,7 +452,7 @@ mod tests {
             );
         }
         assert_eq!(step(&ctl), Step::Done(Greeting::Control));
-        let key = landspeed_core::protocol::StreamKey::new(&[1; 32]);
+        let key = landspeed_proto::StreamKey::new(&[1; 32]);
         for (p, len) in [
             (Preamble::data(SessionId([3; 16]), 7, None), DATA_LEN),
             (Preamble::data(SessionId([3; 16]), 7, Some(&key)), MAC_DATA_LEN),

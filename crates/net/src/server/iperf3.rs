@@ -12,7 +12,6 @@ use crate::streams::DataPaths;
 use landspeed_core::assemble::RunContext;
 use landspeed_core::config::{Direction, EndCondition, Flow, Test, TestSpec};
 use landspeed_core::endpoint::{IntervalSample, Role};
-use landspeed_core::protocol::Endpoint;
 use landspeed_engine::sockopt;
 use landspeed_engine::supervisor::{self, EngineHook, EngineParams, Flags, Progress, Wake, Wiring};
 use landspeed_engine::transport::tcp::{DataStream, Tcp};
@@ -21,6 +20,7 @@ use landspeed_iperf3::session::{Iperf3Error, Iperf3Timers, ServerAction, ServerP
 use landspeed_iperf3::total_rate::TotalRateCheck;
 use landspeed_iperf3::wire::{errno, server_error};
 use landspeed_iperf3::{Cookie, Params, Results, State, COOKIE_LEN};
+use landspeed_proto::Endpoint;
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -517,7 +517,7 @@ fn measure(
             .iperf3_total_rate
             .map(|l| TotalRateCheck::new(l, spec.interval_s.as_secs_f64())),
         over_rate: false,
-        running: landspeed_core::protocol::Running::of(&o.limits),
+        running: landspeed_proto::Running::of(&o.limits),
         started: Instant::now(),
     };
     let wiring = Wiring::new(&flags, (&link.tx, &link.rx), &mut hook, None);
@@ -654,7 +654,7 @@ struct Hook<'a> {
     total_rate: Option<TotalRateCheck>,
     over_rate: bool,
     /// The server's limits on the running test (`--max-duration`, `--max-bytes`), from `started`.
-    running: landspeed_core::protocol::Running,
+    running: landspeed_proto::Running,
     started: Instant,
 }
 

@@ -14,9 +14,9 @@ use super::{RefusalKind, ServerEvent, Shared};
 use crate::http::RequestHead as Request;
 use landspeed_core::config::Direction;
 use landspeed_core::ndt7::{self, Due, Measurement, MessageSizer, Subtest, Timetable};
-use landspeed_core::protocol::admission;
 use landspeed_core::server_log::TestLog;
 use landspeed_engine::tcp_info::{self, RawTcpInfo};
+use landspeed_proto::admission;
 use std::collections::BTreeMap;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -27,7 +27,7 @@ use tungstenite::protocol::{Role, WebSocketConfig};
 use tungstenite::{Message, WebSocket};
 
 /// Connections still sending their HTTP request (each holds a thread), shared fairly by address and
-/// network (`core::protocol::admission`): a newcomer from a smaller holder takes the place of the
+/// network (`proto::admission`): a newcomer from a smaller holder takes the place of the
 /// largest holder's oldest connection, which is closed.
 pub(crate) const HANDSHAKING_CAPS: admission::Caps = admission::Caps {
     total: 64,

@@ -8,7 +8,7 @@ use super::{Shared, TestError, TestLog};
 use crate::client::{run_client, ClientOptions};
 use crate::control::Wire;
 use landspeed_core::config::Test;
-use landspeed_core::protocol::{Conn, ControlOrder, Message, ServerSession};
+use landspeed_proto::{Conn, ControlOrder, Message, ServerSession};
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, SystemTime};
 

@@ -8,8 +8,8 @@
 
 use super::{ServerError, Shared};
 use crate::control::{Arrival, Input, QuicArrival};
-use landspeed_core::protocol::Preamble;
 use landspeed_engine::supervisor::Wake;
+use landspeed_proto::Preamble;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -131,7 +131,7 @@ async fn connection(incoming: quinn::Incoming, shared: Arc<Shared>) {
         .and_then(|h| h.protocol);
     match alpn.as_deref() {
         Some(landspeed_engine::quic::ALPN_LANDSPEED) => landspeed_streams(conn, peer, &shared).await,
-        Some(landspeed_engine::quic::ALPN_PERF) => super::perf::serve(conn, peer, &shared).await,
+        Some(landspeed_engine::quic::ALPN_PERF) => super::quic_perf::serve(conn, peer, &shared).await,
         _ => conn.close(1u32.into(), b"unknown application protocol"),
     }
 }

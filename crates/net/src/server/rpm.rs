@@ -15,8 +15,8 @@ use http_body_util::{combinators::BoxBody, BodyExt, Full};
 use hyper::body::{Body, Bytes, Frame, Incoming};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use landspeed_core::protocol::admission;
 use landspeed_core::rpm::{self, RpmConfig};
+use landspeed_proto::admission;
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -29,7 +29,7 @@ use std::time::Duration;
 mod transfers;
 use transfers::{Tests, Transfer};
 
-/// Connections open at once, shared fairly by address and network (`core::protocol::admission`):
+/// Connections open at once, shared fairly by address and network (`proto::admission`):
 /// a test opens up to 16 loading connections and probe connections that clients leave open, so an
 /// address may hold many, but one network never more than a third of them, and a newcomer from a
 /// smaller holder takes the place of the largest holder's oldest connection.

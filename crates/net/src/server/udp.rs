@@ -3,17 +3,17 @@
 //! a socket of its own on that port, connected to the client (so the kernel delivers that client's
 //! datagrams to it), and answers with the preamble as an acknowledgement. Hellos are resent by the
 //! client until acknowledged, so a repeated hello only gets the acknowledgement again. A hello from an
-//! address other than the control connection's is first challenged (`core::protocol::udp_hello`), so
+//! address other than the control connection's is first challenged (`proto::udp_hello`), so
 //! the server never sends a test to an address that asked for nothing.
 
 use super::{Shared, TestError};
 use crate::control::{Arrival, Input};
 use landspeed_core::config::TestSpec;
 use landspeed_core::endpoint::Role;
-use landspeed_core::protocol::udp_hello::{Hello, Verdict};
-use landspeed_core::protocol::{Preamble, SessionId};
 use landspeed_engine::supervisor::Wake;
 use landspeed_engine::transport::udp::UdpStream;
+use landspeed_proto::udp_hello::{Hello, Verdict};
+use landspeed_proto::{Preamble, SessionId};
 use socket2::{Domain, Socket, Type};
 use std::collections::HashMap;
 use std::net::{SocketAddr, UdpSocket};

@@ -6,7 +6,7 @@
 //! its reason and counts in no sum.
 
 use super::plan::PlannedTest;
-use landspeed_core::protocol::ClockOffset;
+use landspeed_core::clock::ClockOffset;
 use landspeed_core::result::RunResult;
 use serde::{Deserialize, Serialize};
 

@@ -649,7 +649,7 @@ pub fn check_invariants(r: &serde_json::Value) {
 
 /// The bytes a landspeed client opens its control connection with: the preamble and a hello.
 pub fn control_greeting(software: &str) -> Vec<u8> {
-    use landspeed_core::protocol::{encode, Message, Preamble, PROTOCOL_VERSION};
+    use landspeed_proto::{encode, Message, Preamble, PROTOCOL_VERSION};
     let mut b = Preamble::Control {
         version: PROTOCOL_VERSION,
     }

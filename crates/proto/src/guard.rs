@@ -379,7 +379,7 @@ mod tests {
 
     #[test]
     fn both_ends_derive_the_same_stream_key_once_the_peer_is_proven_and_only_when_agreed() {
-        use crate::protocol::messages::SessionId;
+        use crate::messages::SessionId;
         let (sn, cn) = ([1u8; NONCE_LEN], [2u8; NONCE_LEN]);
         let keyed = |agreed: bool, secret: &[u8]| {
             let (mut c, mut s) = (Guard::new(), Guard::new());

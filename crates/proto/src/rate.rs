@@ -18,16 +18,7 @@ pub struct PerAddressRate {
     starts: HashMap<IpAddr, VecDeque<Instant>>,
 }
 
-/// The key an address is counted under.
-pub fn bucket(ip: IpAddr) -> IpAddr {
-    match ip.to_canonical() {
-        IpAddr::V6(v6) => {
-            let s = v6.segments();
-            IpAddr::V6(std::net::Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
-        }
-        v4 => v4,
-    }
-}
+pub use landspeed_core::address::bucket;
 
 impl PerAddressRate {
     /// At most `per_minute` new tests per address in any 60 s.

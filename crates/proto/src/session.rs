@@ -2,18 +2,18 @@
 //! the messages it read and the local events it saw (a data stream arrived, the local streams finished),
 //! each with the time `now`, and they answer with what to do next, or with a typed error when the peer
 //! broke the protocol. Every wait of the handshake and of the results exchange is a session timer
-//! (`protocol::timer`): the driver blocks at most `time_left(now)` and calls `handle_timeout(now)`
+//! (`crate::timer`): the driver blocks at most `time_left(now)` and calls `handle_timeout(now)`
 //! after, so a timeout at any step is a typed error decided here. This is where the order of a test is
 //! defined, so it is tested here message by message and, under a virtual clock, pair by pair
-//! (`protocol::pair`).
+//! (`crate::pair`).
 
 use super::auth::{self, Key, KeyRing, AUTH_VERSION, NONCE_LEN};
 use super::guard::{GuardError, KeyMaterial, Side};
 use super::messages::{Message, Refusal, SessionId};
 use super::preamble::PROTOCOL_VERSION;
 use super::timer::{impl_waiting, Timer, Timers, Waiting};
-use crate::config::{ConfigError, Test, TestSpec};
-use crate::endpoint::{EndpointReport, IntervalSample};
+use landspeed_core::config::{ConfigError, Test, TestSpec};
+use landspeed_core::endpoint::{EndpointReport, IntervalSample};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -478,7 +478,7 @@ impl ServerSession {
                 self.enter(ServerPhase::AwaitRequest, now);
                 Ok(ServerAction::Reply(Message::Welcome {
                     version: PROTOCOL_VERSION,
-                    software: format!("landspeed {}", crate::SOFTWARE_VERSION),
+                    software: format!("landspeed {}", landspeed_core::SOFTWARE_VERSION),
                     limits: self.limits.clone(),
                     auth: self.auth.as_ref().map(|(_, n)| auth::challenge(n)),
                     control: self.control && self.auth.is_some(),
@@ -715,7 +715,7 @@ pub struct Admission {
     /// The id the data streams quote.
     pub session: SessionId,
     /// The certificate encrypted data connections present (TLS, QUIC).
-    pub certificate: Option<crate::tls::CertFingerprint>,
+    pub certificate: Option<landspeed_core::tls::CertFingerprint>,
     /// QUIC tests: the server's QUIC port.
     pub quic_port: Option<u16>,
 }
@@ -857,7 +857,7 @@ impl ClientSession {
         self.enter(ClientPhase::AwaitWelcome, now);
         Message::Hello {
             version: PROTOCOL_VERSION,
-            software: format!("landspeed {}", crate::SOFTWARE_VERSION),
+            software: format!("landspeed {}", landspeed_core::SOFTWARE_VERSION),
             auth: self.auth.as_ref().map(|(k, n)| k.hello(n)),
         }
     }
@@ -1039,7 +1039,7 @@ mod tests {
     fn now() -> Instant {
         Instant::now()
     }
-    use crate::config::TestSpec;
+    use landspeed_core::config::TestSpec;
 
     fn report() -> Box<EndpointReport> {
         Box::default()
@@ -1065,7 +1065,7 @@ mod tests {
         };
         assert_eq!(s.on_message(req, now()).unwrap(), ServerAction::Accept(spec));
         let id = SessionId([1; 16]);
-        let cert = Some(crate::tls::CertFingerprint([7; 32]));
+        let cert = Some(landspeed_core::tls::CertFingerprint([7; 32]));
         let a = Admission {
             session: id,
             certificate: cert,

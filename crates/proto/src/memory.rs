@@ -8,8 +8,8 @@
 //! kernel's (bounded by its own sysctls) and not counted. docs/security.md, "Memory", has the rule and
 //! the measured figures that check it.
 
-use crate::config::{IoBackend, TestSpec, Transport};
-use crate::endpoint::Role;
+use landspeed_core::config::{IoBackend, TestSpec, Transport};
+use landspeed_core::endpoint::Role;
 
 /// What the engine keeps per stream beside its buffers (meter, samples, TCP_INFO series), bytes: about
 /// three times what 1,024 streams measured (22 MiB for the whole server).
@@ -22,7 +22,7 @@ pub const PER_THREAD_BYTES: u64 = 256 << 10;
 /// What a test costs beside its streams (the session, the report), bytes.
 pub const PER_TEST_BYTES: u64 = 2 << 20;
 /// The payload pattern's pool each generator and verifier keeps beside its window, bytes.
-const POOL_BYTES: u64 = crate::payload::POOL as u64;
+const POOL_BYTES: u64 = landspeed_core::payload::POOL as u64;
 /// The largest UDP datagram a receiver reads at once (GRO hands over up to 64 KiB).
 const UDP_RECEIVE_BYTES: u64 = 64 << 10;
 /// What a QUIC connection buffers per stream (quinn's windows, as the server configures them).
@@ -95,7 +95,7 @@ pub fn human(bytes: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Direction;
+    use landspeed_core::config::Direction;
 
     #[test]
     fn the_estimate_grows_with_what_the_request_asks_for() {
@@ -135,9 +135,9 @@ mod tests {
     #[test]
     fn nothing_a_request_holds_overflows_the_estimate() {
         let huge = TestSpec {
-            streams: crate::config::MAX_STREAMS,
+            streams: landspeed_core::config::MAX_STREAMS,
             direction: Direction::Bidir,
-            length_bytes: crate::config::MAX_LENGTH,
+            length_bytes: landspeed_core::config::MAX_LENGTH,
             io: IoBackend::Uring,
             queue_depth: 64,
             ..TestSpec::default()

@@ -330,11 +330,11 @@ impl Machine for ServerSession {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::TestSpec;
-    use crate::endpoint::EndpointReport;
-    use crate::protocol::encode;
-    use crate::protocol::messages::{Refusal, SessionId};
-    use crate::protocol::Limits;
+    use crate::encode;
+    use crate::messages::{Refusal, SessionId};
+    use crate::Limits;
+    use landspeed_core::config::TestSpec;
+    use landspeed_core::endpoint::EndpointReport;
 
     /// Moves every byte one side has to send to the other, `chunk` bytes at a time.
     fn carry<A: Machine, B: Machine>(
@@ -374,7 +374,7 @@ mod tests {
             while let Some(a) = s.poll_action() {
                 match a {
                     ServerAction::Accept(_) => s
-                        .handle_local(now, |m, _| m.accepted(crate::protocol::Admission::plain(sid)))
+                        .handle_local(now, |m, _| m.accepted(crate::Admission::plain(sid)))
                         .unwrap(),
                     ServerAction::StartTest => s.handle_local(now, |m, now| m.on_local_done(now)).unwrap(),
                     ServerAction::SendResults(_) => s
@@ -424,7 +424,7 @@ mod tests {
         let now = Instant::now();
         let mut s = Conn::new(ServerSession::new());
         let mut bytes = encode(&Message::Hello {
-            version: crate::protocol::PROTOCOL_VERSION,
+            version: crate::PROTOCOL_VERSION,
             software: "t".into(),
             auth: None,
         });
@@ -478,7 +478,7 @@ mod tests {
         assert!(matches!(c.handle_closed(now), ProtocolError::PeerClosed { .. }));
         let mut c = Conn::new(
             ClientSession::new(TestSpec::default().validated().unwrap())
-                .with_timers(crate::protocol::Timers::default()),
+                .with_timers(crate::Timers::default()),
         );
         c.handle_local(now, |s, now| Ok(ClientAction::Send(s.hello(now))))
             .unwrap();

@@ -2,7 +2,7 @@
 //! advertises its limits in the welcome and refuses a request over any of them, naming the limit and the
 //! flag that sets it, so the client's user knows exactly what to change.
 
-use crate::config::{EndCondition, IoBackend, TestSpec, Transport};
+use landspeed_core::config::{EndCondition, IoBackend, TestSpec, Transport};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -238,7 +238,7 @@ impl Running {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Direction;
+    use landspeed_core::config::Direction;
 
     #[test]
     fn a_running_test_is_cut_at_its_length_or_its_bytes_and_paced_to_its_rate() {

@@ -12,7 +12,7 @@
 
 use super::Shared;
 use landspeed_core::payload::{Generator, Pattern};
-use landspeed_core::perf::{RequestDecoder, Response};
+use landspeed_core::quic_perf::{RequestDecoder, Response};
 use landspeed_core::server_log::{ServerEvent, TestLog};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};

@@ -10,7 +10,7 @@ use super::messages::{Message, Refusal, SessionId};
 use super::session::{ClientAction, ClientSession, ProtocolError, ServerAction, ServerSession};
 use super::timer::{Timers, Waiting};
 use super::Limits;
-use crate::config::TestSpec;
+use landspeed_core::config::TestSpec;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -207,9 +207,8 @@ impl Pair {
         let sid = SessionId([9; 16]);
         self.wait(tick);
         assert_eq!(
-            self.send_client(&crate::protocol::Admission::plain(sid).message())
-                .unwrap(),
-            ClientAction::ConnectStreams(crate::protocol::Admission::plain(sid))
+            self.send_client(&crate::Admission::plain(sid).message()).unwrap(),
+            ClientAction::ConnectStreams(crate::Admission::plain(sid))
         );
         for id in 0..spec.total_streams() {
             self.wait(tick);

@@ -1,10 +1,16 @@
-//! landspeed's own control protocol, without I/O. A test uses one control connection and one TCP
+//! landspeed's own control protocol, without I/O, in a crate of its own (as quinn-proto holds QUIC's,
+//! and landspeed-iperf3 iperf3's wire format): a change to it rebuilds the protocol's drivers (net,
+//! iperf3's endpoint, the command line), not what a test is or what its result means (landspeed-core)
+//! nor the crates built on those alone. A test uses one control connection and one TCP
 //! connection per stream, all to the same server port. Every connection starts with a fixed preamble
 //! (magic, version, kind) so the server can tell a control connection, a data stream, and an iperf3 client
 //! apart from the first bytes; control traffic after that is length-delimited JSON messages, each sealed with a MAC once both ends hold a
 //! shared key (`guard`). The session
 //! state machines decide which message may come next; drivers in landspeed-net do the reading and writing.
 //! The wire format is specified in docs/protocol.md.
+
+#![deny(unreachable_pub)]
+#![warn(missing_docs)]
 
 pub mod admission;
 pub mod auth;

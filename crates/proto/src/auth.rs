@@ -1,7 +1,7 @@
 //! Shared keys for landspeed's control protocol: the key files, the names, and what the greeting
 //! carries. A client that holds a key names it in its hello with a fresh nonce of its own; a server
 //! that has keys answers with a fresh nonce in its welcome. Both ends then derive the conversation's
-//! keys from the shared secret, both nonces and the greeting's bytes (`protocol::guard`), and every
+//! keys from the shared secret, both nonces and the greeting's bytes (`crate::guard`), and every
 //! later control message in both directions carries a MAC: the client proves it holds the key with its
 //! first message, the server with its first answer. The secret never crosses the wire. This protects
 //! the control conversation; it does not encrypt it, and it does not protect the data connections

@@ -11,8 +11,8 @@ use super::messages::{Message, Refusal, SessionId};
 use super::session::{
     Admission, ClientAction, ClientSession, ProtocolError, ServerAction, ServerPhase, ServerSession,
 };
-use crate::config::TestSpec;
-use crate::tls::CertFingerprint;
+use landspeed_core::config::TestSpec;
+use landspeed_core::tls::CertFingerprint;
 use std::sync::Arc;
 use std::time::Instant;
 

@@ -145,8 +145,8 @@ fn perf_spec(opts: &ClientOptions) -> Result<Test, ClientError> {
 /// download, which then ends its request at once).
 fn request(spec: &TestSpec, connections: &[QuicConnection], id: u32) -> Result<QuicStream, ClientError> {
     let header = match Role::at_client(spec.flow_of(id)) {
-        Role::Sender => landspeed_core::perf::request_header(Some(0)),
-        Role::Receiver => landspeed_core::perf::request_header(spec.stream_budget(id)),
+        Role::Sender => landspeed_core::quic_perf::request_header(Some(0)),
+        Role::Receiver => landspeed_core::quic_perf::request_header(spec.stream_budget(id)),
     };
     open_stream(spec, connections, id, &header, true)
 }

@@ -2,51 +2,11 @@
 //! newer peer can add information without breaking an older one, while a change of meaning bumps
 //! `PROTOCOL_VERSION`.
 
-use crate::config::TestSpec;
-use crate::endpoint::{EndpointReport, IntervalSample};
+use landspeed_core::config::TestSpec;
+use landspeed_core::endpoint::{EndpointReport, IntervalSample};
 use serde::{Deserialize, Serialize};
-use std::fmt;
 
-/// Identifies a test on the server; data connections quote it in their preamble.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct SessionId(pub [u8; 16]);
-
-impl fmt::Display for SessionId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for b in self.0 {
-            write!(f, "{b:02x}")?;
-        }
-        Ok(())
-    }
-}
-
-impl std::str::FromStr for SessionId {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        if s.len() != 32 || !s.is_ascii() {
-            return Err(format!("session id must be 32 hex digits, got {s:?}"));
-        }
-        let mut out = [0u8; 16];
-        for (i, o) in out.iter_mut().enumerate() {
-            *o = u8::from_str_radix(&s[2 * i..2 * i + 2], 16)
-                .map_err(|_| format!("session id must be 32 hex digits, got {s:?}"))?;
-        }
-        Ok(SessionId(out))
-    }
-}
-
-impl Serialize for SessionId {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
-
-impl<'de> Deserialize<'de> for SessionId {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        s.parse().map_err(serde::de::Error::custom)
-    }
-}
+pub use landspeed_core::session_id::SessionId;
 
 /// What kind of refusal a `Rejected` is: a client decides whether to retry by this, never by the text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
@@ -125,7 +85,7 @@ pub enum Message {
         /// The SHA-256 fingerprint of the certificate the server's encrypted data connections
         /// (`--tls`) present: the client pins them to it. Absent for unencrypted tests.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        certificate: Option<crate::tls::CertFingerprint>,
+        certificate: Option<landspeed_core::tls::CertFingerprint>,
         /// QUIC tests: the UDP port of the server's QUIC endpoint.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         quic_port: Option<u16>,
@@ -185,7 +145,7 @@ pub enum Message {
     /// Server: the result of the ordered test.
     ControlResult {
         /// The ordered test's result.
-        result: Box<crate::result::RunResult>,
+        result: Box<landspeed_core::result::RunResult>,
     },
 }
 
