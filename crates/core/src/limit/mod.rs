@@ -567,32 +567,7 @@ fn window(f: &Facts) -> Option<Limit> {
         return None;
     }
     let in_flight = f.rate_bps * rtt / 8.0 / n;
-    let (bound, held) = if by_sndbuf {
-        // Linux counts each segment's overhead against the send buffer: the data it holds in flight
-        // is a half to three quarters of it. A queue that would lift the buffer's bound over the rate
-        // as much as the window's may be (the mean RTT over 1.25 times the minimum) says the path,
-        // not the buffer, was full.
-        let fill = in_flight / f.granted_snd_bytes.max(1) as f64;
-        let queue = f.queue_ratio().is_some_and(|q| q > WINDOW_EXPLAINS_RATE);
-        let bound = n * f.granted_snd_bytes as f64 * 8.0 / rtt;
-        (
-            bound,
-            f.granted_snd_bytes > 0 && (SNDBUF_FILL.0..=SNDBUF_FILL.1).contains(&fill) && !queue,
-        )
-    } else {
-        // Limited most of the time, or (a paced sender such as BBR is held by its pacer between
-        // the times the window stops it) hit often enough, the window kept full (the rate at
-        // window / minimum RTT) and no queue built.
-        let bound = n * f.window_bytes * 8.0 / rtt;
-        let kept_full =
-            bound <= WINDOW_KEPT_FULL * f.rate_bps && f.queue_ratio().is_some_and(|q| q < QUEUE_BUILT);
-        (
-            bound,
-            f.window_bytes > 0.0
-                && bound <= WINDOW_EXPLAINS_RATE * f.rate_bps
-                && (limited >= 50.0 || kept_full),
-        )
-    };
+    let (bound, held) = window_bound(f, by_sndbuf, (rtt, n, in_flight), limited);
     if !held {
         return None;
     }
@@ -637,6 +612,36 @@ fn window(f: &Facts) -> Option<Limit> {
         share_pct: Some(limited.min(100.0)),
         during_s: None,
     })
+}
+
+/// The window's bound on the rate (the send buffer's or the peer's window over the minimum RTT), and
+/// whether it held the rate.
+fn window_bound(
+    f: &Facts,
+    by_sndbuf: bool,
+    (rtt, n, in_flight): (f64, f64, f64),
+    limited: f64,
+) -> (f64, bool) {
+    if by_sndbuf {
+        // Linux counts each segment's overhead against the send buffer: the data it holds in flight
+        // is a half to three quarters of it. A queue that would lift the buffer's bound over the rate
+        // as much as the window's may be (the mean RTT over 1.25 times the minimum) says the path,
+        // not the buffer, was full.
+        let fill = in_flight / f.granted_snd_bytes.max(1) as f64;
+        let queue = f.queue_ratio().is_some_and(|q| q > WINDOW_EXPLAINS_RATE);
+        let bound = n * f.granted_snd_bytes as f64 * 8.0 / rtt;
+        let held = f.granted_snd_bytes > 0 && (SNDBUF_FILL.0..=SNDBUF_FILL.1).contains(&fill) && !queue;
+        return (bound, held);
+    }
+    // Limited most of the time, or (a paced sender such as BBR is held by its pacer between the
+    // times the window stops it) hit often enough, the window kept full (the rate at window /
+    // minimum RTT) and no queue built.
+    let bound = n * f.window_bytes * 8.0 / rtt;
+    let kept_full =
+        bound <= WINDOW_KEPT_FULL * f.rate_bps && f.queue_ratio().is_some_and(|q| q < QUEUE_BUILT);
+    let held =
+        f.window_bytes > 0.0 && bound <= WINDOW_EXPLAINS_RATE * f.rate_bps && (limited >= 50.0 || kept_full);
+    (bound, held)
 }
 
 /// A send buffer holding this share of itself in flight (its data, the rest the kernel's overhead per
