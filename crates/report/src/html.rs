@@ -26,13 +26,14 @@ pub fn esc(s: &str) -> String {
 }
 
 /// The stylesheet every HTML page the project writes carries inline (no external files). On paper the
-/// page takes the sheet's width, table cells wrap (at 1280 px they stay on one line), and a figure or a
+/// page takes the sheet's width, table cells wrap (at 1280 px they stay on one line, but for lists and
+/// words that may grow, class `lw`: a sweep cell's runs and its verdict), and a figure or a
 /// table row is never split across pages. A run's text report (`pre.report`) never wraps on screen: its
 /// font keeps the per-stream table's rows on one line at 1280 px and a longer line scrolls sideways;
 /// on paper it wraps.
 pub const STYLE: &str = "body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}\
 table{border-collapse:collapse;margin:0.6em 0 1.4em}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}\
-th{background:#f0f3f7}td.l,th.l{text-align:left}code,pre{background:#f6f6f6;padding:2px 4px}\
+th{background:#f0f3f7}td.l,th.l{text-align:left}td.lw{text-align:left;white-space:normal}code,pre{background:#f6f6f6;padding:2px 4px}\
 pre{padding:8px;white-space:pre-wrap;overflow-wrap:anywhere}pre code{padding:0;background:none}pre.report{white-space:pre;overflow-wrap:normal;overflow-x:auto;font-size:12px;line-height:1.3}td{white-space:nowrap}figure{margin:1em 0}figcaption{color:#555;font-size:90%}\
 svg{max-width:100%;height:auto}\
 @media print{body{max-width:none;margin:0;padding:0;font-size:10pt}table{font-size:8.5pt}\
@@ -213,10 +214,10 @@ fn sweep_body(o: &mut String, r: &SweepReport, sample: Option<&RunResult>, figs:
             };
             let _ = writeln!(
                 o,
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=l>{}</td><td class=l>{}</td></tr>",
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=lw>{}</td><td class=lw>{}</td></tr>",
                 Bytes(c.window_bytes), c.streams, t.n, m(t.median), m(t.p90), m(t.min), m(t.max), m(t.mean), m(t.sd), ci,
                 c.runs_bps.iter().map(|v| m(*v)).collect::<Vec<_>>().join(", "),
-                c.limit.map_or("-", |k| k.label())
+                c.limit.map_or("-".to_string(), |k| k.label().replace('_', " "))
             );
         }
         let _ = writeln!(o, "</table>");

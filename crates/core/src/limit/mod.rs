@@ -515,12 +515,14 @@ fn cpu_cause(c: &EndCpu, end: &str, evidence: &mut Vec<Evidence>) -> Option<(Str
 pub const READER_SLACK: f64 = 2.0;
 
 /// The receiving application: the window held the senders most of the time, though the buffer the
-/// receiver was granted could have carried [`READER_SLACK`] times the rate at the minimum RTT (Linux
+/// receiver was granted could have carried [`READER_SLACK`] times the rate at the mean RTT (Linux
 /// advertises about half its buffer): the buffer held data the application had not read, and the
 /// window was what was left of it. Not when the receiver's CPU is the limit (then that is why the
 /// application read slowly, said as the CPU).
 fn reader(f: &Facts) -> Option<Limit> {
-    let (rtt, n) = (f.rtt_min_s.filter(|r| *r > 0.0)?, f64::from(f.streams.max(1)));
+    // The RTT the test saw (the mean): on loopback or a busy host the minimum is a few µs that no
+    // window was ever judged against.
+    let (rtt, n) = (f.rtt_avg_s.filter(|r| *r > 0.0)?, f64::from(f.streams.max(1)));
     if f.rwnd_limited_pct < 50.0 || f.granted_rcv_bytes == 0 || cpu(f, false).is_some() {
         return None;
     }
@@ -533,14 +535,14 @@ fn reader(f: &Facts) -> Option<Limit> {
     evidence.extend([
         ev("receive-window limited", f.rwnd_limited_pct, "%"),
         ev("receive buffer granted", f.granted_rcv_bytes as f64, "bytes"),
-        ev("receive buffer / minimum RTT", bound, "bit/s"),
+        ev("receive buffer / mean RTT", bound, "bit/s"),
         ev("window", f.window_bytes, "bytes"),
     ]);
     Some(Limit {
         kind: LimitKind::ReceivingApplication,
         confidence: Confidence::Medium,
         why: format!(
-            "the receiving application: the window held the senders {:.0}% of the time, yet the receiver's {} buffer could carry {} at the minimum RTT of {:.1} ms, {:.1} times the rate: it held data the application had not read",
+            "the receiving application: the window held the senders {:.0}% of the time, yet the receiver's {} buffer could carry {} at the mean RTT of {:.1} ms, {:.1} times the rate: it held data the application had not read",
             f.rwnd_limited_pct,
             crate::units::Bytes(f.granted_rcv_bytes),
             crate::units::BitRate(bound),
