@@ -5,7 +5,9 @@
 
 use landspeed_archive::{Archive, ArchiveError, RunMeta};
 use landspeed_core::config::{ConfigError, Direction, EndCondition};
+use landspeed_core::intent::TestIntent;
 use landspeed_core::result::RunResult;
+use landspeed_core::units::Bytes;
 use landspeed_net::{ClientError, ClientOptions};
 use landspeed_plan::sweep::{summarize, CellKey, CellStats, RunFigures, SweepPlan, SweepReport};
 use std::collections::{HashMap, HashSet};
@@ -239,12 +241,27 @@ pub fn cell_options(
     c: &CellKey,
 ) -> Result<ClientOptions, ConfigError> {
     let mut o = base.clone();
-    o.spec = base.spec.changed(|s| {
-        s.streams = c.streams;
-        s.window_bytes = Some(c.window_bytes);
-        s.end = EndCondition::Time(Duration::from_secs_f64(plan.time_s));
-        s.direction = c.direction;
-    })?;
+    let time = EndCondition::Time(Duration::from_secs_f64(plan.time_s));
+    o.spec = match plan.cell.as_ref().and_then(|cell| cell.intent.as_ref()) {
+        Some(intent) => {
+            // The one lowering, with the cell's own streams: a rate for all streams is shared out
+            // among this cell's, and the defaults for many streams apply to the cells that have them.
+            let said = TestIntent {
+                streams: Some(c.streams),
+                window: Some(Bytes(c.window_bytes)),
+                end: Some(time),
+                direction: c.direction,
+                ..intent.said.clone()
+            };
+            said.validated(Some(intent.client_cpus))?
+        }
+        None => base.spec.changed(|s| {
+            s.streams = c.streams;
+            s.window_bytes = Some(c.window_bytes);
+            s.end = time;
+            s.direction = c.direction;
+        })?,
+    };
     Ok(o)
 }
 

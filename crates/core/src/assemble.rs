@@ -968,10 +968,7 @@ fn limit_facts(
         .chain(srs.iter().flat_map(|s| s.errors.clone()))
         .next();
     let streams = srs.len() as u32;
-    let paced_bps = match spec.transport {
-        crate::config::Transport::Udp => spec.rate_bps,
-        _ => spec.fq_rate_bps.map(|r| r * f64::from(streams)),
-    };
+    let paced_bps = spec.paced_bps(streams);
     let min_buf = |r: &EndpointReport, f: fn(&StreamReport) -> u64| {
         r.streams.iter().map(f).filter(|b| *b > 0).min().unwrap_or(0)
     };

@@ -812,6 +812,15 @@ impl TestSpec {
     pub fn fq_rate(&self) -> Option<BitRate> {
         self.fq_rate_bps.map(BitRate)
     }
+
+    /// The pace of `streams` of this test's streams together, bits per second: UDP's schedule
+    /// (`rate_bps`, already a total), else each socket's pace times the streams. None: not paced.
+    pub fn paced_bps(&self, streams: u32) -> Option<f64> {
+        match self.transport {
+            Transport::Udp => self.rate_bps,
+            Transport::Tcp | Transport::Quic => self.fq_rate_bps.map(|r| r * f64::from(streams)),
+        }
+    }
 }
 
 /// A test whose every field passed [`TestSpec::validate`], with every default resolved: the only form

@@ -14,6 +14,7 @@ pub mod cpu_bound;
 pub mod emulator;
 pub mod endpoint;
 pub mod files;
+pub mod intent;
 pub mod limit;
 pub mod lsr;
 pub mod ndt7;

@@ -217,8 +217,7 @@ impl EngineParams {
             rcvlowat: crate::platform::rcvlowat(spec),
             paced_bps: crate::platform::tcp_pace(spec).0,
             stall_s: landspeed_core::stall::threshold_s(
-                spec.rate_bps
-                    .or(spec.fq_rate_bps.map(|r| r * f64::from(spec.total_streams()))),
+                spec.paced_bps(spec.total_streams()),
                 spec.length_bytes as usize,
             ),
         }

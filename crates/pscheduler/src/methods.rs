@@ -110,18 +110,27 @@ pub enum Role {
     },
 }
 
-/// The plan of `run` for the input pScheduler gives it (`participant`, `test`, `participant-data`).
-pub fn plan(input: &Value) -> Result<Role, String> {
+/// The plan of `run` for the input pScheduler gives it (`participant`, `test`, `participant-data`),
+/// on a host whose tool is configured to serve on `own_port` (what its `participant-data` said).
+pub fn plan(input: &Value, own_port: u16) -> Result<Role, String> {
     let test = input.get("test").ok_or("the run input has no test")?;
     let s = parse_test(test).map_err(|e| e.to_string())?;
     let n = input
         .get("participant")
         .and_then(Value::as_u64)
         .ok_or("the run input has no participant number")?;
+    if n == 1 && input.get("participant-data").is_none_or(Value::is_null) {
+        // pScheduler 5.2.5 can start the server's run before the lead sends every participant's
+        // data (docs/pscheduler.md): the port is the server's own answer, which it knows.
+        return Ok(Role::Server {
+            port: own_port,
+            lifetime: run_length(&s),
+        });
+    }
     let server_port = server_port(input)?;
     match n {
         1 => Ok(Role::Server {
-            port: server_port.unwrap_or(DEFAULT_PORT),
+            port: server_port.unwrap_or(own_port),
             lifetime: run_length(&s),
         }),
         0 => {
@@ -305,7 +314,11 @@ mod tests {
             json!({"dest": "b.example", "parallel": 2, "reverse": true, "udp": true, "bandwidth": 100000000}),
         );
         let data = json!([{"schema": 1}, {"schema": 1, "server_port": 5301}]);
-        let server = plan(&json!({"participant": 1, "test": t, "participant-data": data})).unwrap();
+        let server = plan(
+            &json!({"participant": 1, "test": t, "participant-data": data}),
+            DEFAULT_PORT,
+        )
+        .unwrap();
         assert_eq!(
             server,
             Role::Server {
@@ -313,9 +326,11 @@ mod tests {
                 lifetime: Duration::from_secs(19)
             }
         );
-        let Role::Client { args, local_server } =
-            plan(&json!({"participant": 0, "test": t, "participant-data": data})).unwrap()
-        else {
+        let Role::Client { args, local_server } = plan(
+            &json!({"participant": 0, "test": t, "participant-data": data}),
+            DEFAULT_PORT,
+        )
+        .unwrap() else {
             panic!("participant 0 is the client")
         };
         assert!(!local_server);
@@ -328,7 +343,8 @@ mod tests {
         assert!(line.contains("-P 2") && line.contains("-b 200000000"), "{line}");
         assert!(line.ends_with("-u -R"), "{line}");
         let tcp = test(json!({"dest": "b", "bandwidth": 5000, "ip-tos": 32}));
-        let Role::Client { args, .. } = plan(&json!({"participant": 0, "test": tcp})).unwrap() else {
+        let Role::Client { args, .. } = plan(&json!({"participant": 0, "test": tcp}), DEFAULT_PORT).unwrap()
+        else {
             panic!()
         };
         assert!(args.join(" ").contains("--fq-rate 5000"), "{args:?}");
@@ -337,10 +353,11 @@ mod tests {
 
     #[test]
     fn the_source_is_bound_unless_a_local_address_is_given() {
-        let args = |spec: Value| match plan(&json!({"participant": 0, "test": test(spec)})).unwrap() {
-            Role::Client { args, .. } => args.join(" "),
-            r => panic!("{r:?}"),
-        };
+        let args =
+            |spec: Value| match plan(&json!({"participant": 0, "test": test(spec)}), DEFAULT_PORT).unwrap() {
+                Role::Client { args, .. } => args.join(" "),
+                r => panic!("{r:?}"),
+            };
         assert!(args(json!({"dest": "b", "source": "a.example"})).contains("-B a.example"));
         let both = args(json!({"dest": "b", "source": "a.example", "local-address": "192.0.2.1"}));
         assert!(
@@ -352,10 +369,13 @@ mod tests {
 
     #[test]
     fn loopback_and_single_ended_runs_have_one_participant() {
-        let Role::Client { args, local_server } = plan(&json!({
-            "participant": 0, "test": test(json!({"loopback": true, "ip-version": 6})),
-            "participant-data": [{"schema": 1}]
-        }))
+        let Role::Client { args, local_server } = plan(
+            &json!({
+                "participant": 0, "test": test(json!({"loopback": true, "ip-version": 6})),
+                "participant-data": [{"schema": 1}]
+            }),
+            DEFAULT_PORT,
+        )
         .unwrap() else {
             panic!()
         };
@@ -363,7 +383,7 @@ mod tests {
         assert_eq!(&args[..3], ["::1", "-p", "5201"]);
         let Role::Client { args, .. } = plan(&json!({
             "participant": 0, "test": test(json!({"dest": "srv", "single-ended": true, "single-ended-port": 5202}))
-        }))
+        }), DEFAULT_PORT)
         .unwrap() else {
             panic!()
         };
@@ -408,16 +428,39 @@ mod tests {
             json!([{}, {"server_port": 70000}]),
             json!([{}, {"server_port": "5201"}]),
         ] {
-            let e = plan(&json!({"participant": 0, "test": t, "participant-data": data})).unwrap_err();
+            let e = plan(
+                &json!({"participant": 0, "test": t, "participant-data": data}),
+                DEFAULT_PORT,
+            )
+            .unwrap_err();
             assert!(e.contains("participant-data"), "{e}");
         }
-        let Role::Client { args, .. } =
-            plan(&json!({"participant": 0, "test": t, "participant-data": [{}, {"server_port": 5301.0}]}))
-                .unwrap()
-        else {
+        let Role::Client { args, .. } = plan(
+            &json!({"participant": 0, "test": t, "participant-data": [{}, {"server_port": 5301.0}]}),
+            DEFAULT_PORT,
+        )
+        .unwrap() else {
             panic!()
         };
         assert_eq!(&args[..3], ["b", "-p", "5301"]);
+        // pScheduler's race: the server's run without the data is served on the server's own port;
+        // the client's is refused (it cannot know the server's).
+        for data in [json!(null), json!([{}, {"server_port": 5301}])] {
+            let served = plan(
+                &json!({"participant": 1, "test": t, "participant-data": data}),
+                5301,
+            );
+            assert!(
+                matches!(served, Ok(Role::Server { port: 5301, .. })),
+                "{served:?}"
+            );
+        }
+        let e = plan(
+            &json!({"participant": 0, "test": t, "participant-data": null}),
+            5301,
+        )
+        .unwrap_err();
+        assert!(e.contains("must be a list, not null"), "{e}");
     }
 
     #[test]

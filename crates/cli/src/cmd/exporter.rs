@@ -120,7 +120,7 @@ pub fn parse_query(q: &[(String, String)], max_time: Duration) -> Result<ProbeQu
 }
 
 /// `landspeed run` arguments for a probe.
-fn run_args(p: &ProbeQuery) -> Vec<String> {
+pub(crate) fn run_args(p: &ProbeQuery) -> Vec<String> {
     let mut a: Vec<String> = [
         p.host.as_str(),
         "-p",

@@ -28,7 +28,7 @@ pub struct Iperf3Args {
 /// iperf3 3.21's options that landspeed carries out.
 #[derive(Parser, Debug, Default)]
 #[command(name = "iperf3", disable_version_flag = true, disable_help_flag = true)]
-struct Opts {
+pub(crate) struct Opts {
     #[arg(short = 'c', long = "client")]
     client: Option<String>,
     #[arg(short = 's', long = "server")]
@@ -503,7 +503,7 @@ fn serve(o: &Opts) -> Result<bool> {
 }
 
 /// `landspeed run` arguments for iperf3's client options.
-fn run_args(o: &Opts, host: &str) -> Vec<String> {
+pub(crate) fn run_args(o: &Opts, host: &str) -> Vec<String> {
     let mut a = vec![
         host.to_string(),
         "-p".into(),

@@ -20,3 +20,5 @@ pub mod sweep;
 pub mod version;
 #[cfg_attr(not(target_os = "linux"), path = "wan_none.rs")]
 pub mod wan;
+#[cfg(test)]
+mod ways_in_tests;

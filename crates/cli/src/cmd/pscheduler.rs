@@ -91,7 +91,7 @@ fn configured_port() -> u16 {
 
 /// `run`: waits for the scheduled start, then serves or measures.
 fn run(input: &Value) -> Result<Value, String> {
-    let role = methods::plan(input)?;
+    let role = methods::plan(input, configured_port())?;
     let start = methods::scheduled_start(input)?;
     let window_end = methods::window_end(input)?;
     sleep_until(start);

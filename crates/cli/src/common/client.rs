@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use landspeed_core::result::RunResult;
 use landspeed_net::client::Family;
 use landspeed_net::{run_client, run_iperf3_client, ClientError, ClientOptions};
-use landspeed_plan::sweep::{CellClient, CellSpec};
+use landspeed_plan::sweep::{CellClient, CellIntent, CellSpec};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
@@ -52,10 +52,11 @@ pub fn cell_spec(a: &RunArgs) -> Result<CellSpec> {
         // can, else by the engine's own cap.)
         landspeed_engine::platform::require("kernel pacing (--fq-rate)")?;
     }
-    let mut spec = a.test.spec();
+    let mut said = a.test.intent();
     if a.send_file.is_some() || a.recv_file.is_some() {
-        // Files move over one stream in one direction, with sendfile and splice.
-        spec.verify = false;
+        // Files move over one stream in one direction, with sendfile and splice, copied.
+        said.no_verify = true;
+        said.rx.get_or_insert(landspeed_core::config::RxMode::Copy);
     }
     if a.quic_perf && !a.insecure && a.tls_pin.is_none() {
         return Err(UsageError(
@@ -65,8 +66,8 @@ pub fn cell_spec(a: &RunArgs) -> Result<CellSpec> {
     }
     if a.quic_perf {
         // A perf server's payload is its own.
-        spec.transport = landspeed_core::config::Transport::Quic;
-        spec.verify = false;
+        said.transport = landspeed_core::config::Transport::Quic;
+        said.no_verify = true;
     }
     if a.insecure && !a.quic_perf && !a.ndt7 {
         return Err(UsageError("--insecure goes with --quic-perf or --ndt7".into()).into());
@@ -80,8 +81,9 @@ pub fn cell_spec(a: &RunArgs) -> Result<CellSpec> {
             .into());
         }
     }
-    let test = spec
-        .validated()
+    let client_cpus = landspeed_engine::cpu::cpu_count();
+    let test = said
+        .validated(Some(client_cpus))
         .map_err(|e| UsageError(crate::common::flags::config(&e)))?;
     if a.latency {
         if !(a.latency_rate > 0.0 && a.latency_rate <= 1000.0) {
@@ -102,6 +104,7 @@ pub fn cell_spec(a: &RunArgs) -> Result<CellSpec> {
         test,
         iperf3: a.iperf3,
         client,
+        intent: Some(CellIntent { said, client_cpus }),
     })
 }
 

@@ -1,11 +1,12 @@
 //! `run`'s arguments and the test options every test-running command shares (`run`, `sweep` cells,
-//! the exporter's and pScheduler's argument lists), and their translation into a validated
-//! [`TestSpec`]. Value parsers turn sizes, rates and durations into unit types so a bad value is a
+//! the exporter's and pScheduler's argument lists, the iperf3 drop-in's), and what they say as a
+//! [`TestIntent`], which `landspeed_core::intent` lowers into the test. Value parsers turn sizes, rates and durations into unit types so a bad value is a
 //! usage error (exit 2) naming the flag.
 
 use crate::common::values::{self, CpuList, IoArg, RxArg, TxArg};
 use clap::Args;
-use landspeed_core::config::{Direction, EndCondition, RxMode, TestSpec, Transport};
+use landspeed_core::config::{Direction, EndCondition, RxMode, Transport};
+use landspeed_core::intent::{Rate, TestIntent};
 use landspeed_core::units::{BitRate, Bytes};
 use std::time::Duration;
 
@@ -271,38 +272,20 @@ pub struct TestArgs {
 }
 
 impl TestArgs {
-    /// The test specification these flags describe (validated by the caller), with the defaults for
-    /// many streams per CPU of this host where the flags leave them open
-    /// ([`TestSpec::for_many_streams`]).
-    pub fn spec(&self) -> TestSpec {
-        let cpus = landspeed_engine::cpu::cpu_count();
-        self.flags_spec().for_many_streams(cpus, self.length.is_some())
-    }
-
-    /// The test specification exactly as the flags give it.
-    fn flags_spec(&self) -> TestSpec {
+    /// What the flags say, and nothing more: [`TestIntent::lower`] holds the defaults and the
+    /// per-stream rules (`common::client::cell_spec` lowers it for this host).
+    pub fn intent(&self) -> TestIntent {
         let end = match (self.time, self.bytes, self.blocks) {
-            (_, Some(b), _) => EndCondition::Bytes(b.get()),
-            (_, _, Some(k)) => EndCondition::Blocks(k),
-            (Some(t), _, _) => EndCondition::Time(t),
-            _ => EndCondition::Time(Duration::from_secs(10)),
+            (_, Some(b), _) => Some(EndCondition::Bytes(b.get())),
+            (_, _, Some(k)) => Some(EndCondition::Blocks(k)),
+            (t, _, _) => t.map(EndCondition::Time),
         };
-        TestSpec {
-            // -P 0 stays 0, for validation to refuse.
-            streams: match self.connections {
-                Some(c) if self.streams > 0 => self.streams.max(c),
-                _ => self.streams,
-            },
-            length_bytes: self
-                .length
-                .unwrap_or(if self.udp {
-                    landspeed_core::config::DEFAULT_UDP_LENGTH
-                } else {
-                    landspeed_core::config::DEFAULT_LENGTH
-                })
-                .get(),
+        TestIntent {
+            streams: Some(self.streams),
+            connections: self.connections,
+            length: self.length,
             end,
-            omit_s: self.omit.unwrap_or_default(),
+            omit: self.omit,
             direction: if self.bidir {
                 Direction::Bidir
             } else if self.reverse {
@@ -310,32 +293,23 @@ impl TestArgs {
             } else {
                 Direction::Forward
             },
-            window_bytes: self.window.map(|w| w.get()),
+            window: self.window,
             congestion: self.congestion.clone(),
             mss: self.mss,
             nodelay: self.nodelay,
-            fq_rate_bps: self.fq_rate.map(|r| r.bps()).or_else(|| {
-                let total = self.rate.filter(|_| !self.udp)?.bps();
-                Some(total / f64::from(self.streams.max(1)))
-            }),
-            interval_s: if self.interval.is_zero() {
-                Duration::from_secs(1)
-            } else {
-                self.interval
-            },
+            rate: self.rate.map(Rate::Total),
+            fq_rate: self.fq_rate,
+            interval: Some(self.interval),
             server_threads: self.server_threads,
             server_cpus: self.server_cpus.clone().map(|c| c.0),
-            verify: !self.no_verify,
-            payload_key: 0,
-            rx: match (self.rx, self.no_verify && !self.udp && !self.tls && !self.quic) {
-                (Some(RxArg::Discard), _) | (None, true) => RxMode::Discard,
-                _ => RxMode::Copy,
-            },
+            no_verify: self.no_verify,
+            rx: self.rx.map(|rx| match rx {
+                RxArg::Copy => RxMode::Copy,
+                RxArg::Discard => RxMode::Discard,
+            }),
             tx: self.tx.into(),
             io: self.io.into(),
-            queue_depth: self
-                .queue_depth
-                .unwrap_or(if self.io == IoArg::Uring { 4 } else { 1 }),
+            queue_depth: self.queue_depth,
             transport: if self.udp {
                 Transport::Udp
             } else if self.quic {
@@ -343,10 +317,8 @@ impl TestArgs {
             } else {
                 Transport::Tcp
             },
-            rate_bps: self.rate.filter(|_| self.udp).map(|r| r.bps()),
-            burst: self.burst,
-            file: None,
-            rcvlowat_bytes: self.rcvlowat.map(|b| b.get()),
+            burst: Some(self.burst),
+            rcvlowat: self.rcvlowat,
             tos: self.tos.or(self.dscp),
             dont_fragment: self.dont_fragment,
             mptcp: self.mptcp,
@@ -354,9 +326,6 @@ impl TestArgs {
                 cipher: self.tls_cipher,
                 ktls: self.ktls,
             }),
-            connections: self.connections.unwrap_or(1),
-            // The client sends its --idle-timeout with the test (landspeed_net's client).
-            idle_timeout_s: None,
         }
     }
 }

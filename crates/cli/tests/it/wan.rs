@@ -172,6 +172,9 @@ fn idle_rtt_matches_the_configured_rtt() {
 
 #[test]
 fn window_limited_throughput_is_window_over_rtt() {
+    // The RTT under a 215 Mbit/s load is the forwarder's punctuality: no other test's load beside it
+    // (15 s of the machine alone).
+    let _alone = crate::common::alone();
     let Some(_lock) = root() else { return };
     let mut w = Wan::up(&["--rtt", "50ms", "--rate", "1G"]);
     w.serve_in_b();
@@ -181,12 +184,12 @@ fn window_limited_throughput_is_window_over_rtt() {
         let tcp = &r["streams"][0]["tcp"];
         let wnd = tcp["snd_wnd_bytes"].as_f64().unwrap();
         // The RTT the stream saw: 50 ms plus whatever the userspace forwarder adds when the 2-CPU
-        // machine is busy (CI once saw 47.8 against 52.3 Mbit/s computed with the nominal 50 ms).
+        // machine is busy (CI once saw 47.8 against 52.3 Mbit/s computed with the nominal 50 ms, and
+        // once a mean of 63.7 ms at `-w 1M` in a noisy minute). The claim is the window over the RTT
+        // the stream saw, so the RTT is only checked for sense: the path's delay at least, and not
+        // half as much again.
         let rtt_s = tcp["rtt_avg_us"].as_f64().unwrap() / 1e6;
-        assert!(
-            (rtt_s / 0.050 - 1.0).abs() <= 0.15,
-            "-w {win}: mean RTT {rtt_s} s"
-        );
+        assert!((0.049..=0.075).contains(&rtt_s), "-w {win}: mean RTT {rtt_s} s");
         let expected = wnd * 8.0 / rtt_s / 1e6;
         let got = mbps(&r);
         eprintln!(
@@ -440,37 +443,69 @@ fn the_emulator_is_on_time_idle_and_under_tcp_load() {
 
 /// Runs `args` from host A to a server in B over a fresh 20 ms, 200 Mbit/s path, at most three times, until
 /// the p99 lateness of the directions `judged` (which also checks the packet counts) picks is within
-/// the bound: 500 µs, or three times this host's own timer lateness measured just before, when the
-/// VM's host is that noisy (a plain thread waking from 1 ms waits: p99 100-260 µs here when quiet; in
-/// noisy minutes the forwarder's p99 went to 1-2.4 ms idle while no other process ran, and the same
-/// binary was back at 40-350 µs minutes later). Whether a try was on time.
+/// the bound: 500 µs, or three times this host's own timer lateness, whichever is more. The host's is
+/// measured just before the try and during it, by a thread of the forwarder's own real-time priority
+/// waking from 1 ms waits: what the VM's host does to any punctual thread at that moment (quiet: a p99
+/// of 100-260 µs; in noisy minutes the forwarder's p99 went to 1-2.4 ms idle while no other process
+/// ran, and CI once saw 4.8 and 6.9 ms loaded a minute after 0.8 ms, with a quiet timer just before:
+/// the noise came during the try). Whether a try was on time.
 fn on_time_in_three_tries(what: &str, args: &[&str], judged: impl Fn([(f64, u64); 2]) -> Vec<usize>) -> bool {
     (0..3).any(|attempt| {
-        let bound = 500f64.max(3.0 * host_timer_p99_us());
+        let before = host_timer_p99_us(400);
         let mut w = Wan::up(&["--rtt", "20ms", "--rate", "200M"]);
         w.serve_in_b();
-        w.run_ok(args);
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        let during = std::thread::scope(|s| {
+            let sampler = s.spawn(|| host_timer_during_us(&stop));
+            w.run_ok(args);
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            sampler.join().unwrap()
+        });
+        let bound = 500f64.max(3.0 * before.max(during));
         let dirs = lateness_p99_us(&w.status());
         let late: Vec<f64> = judged(dirs).into_iter().map(|i| dirs[i].0).collect();
         eprintln!(
-            "{what}, try {}: p99 {late:?} µs late, bound {bound:.0} µs",
+            "{what}, try {}: p99 {late:?} µs late; host timer p99 {before:.0} µs before, {during:.0} \
+             µs during; bound {bound:.0} µs",
             attempt + 1
         );
         late.iter().all(|p| *p <= bound)
     })
 }
 
-/// The p99 of how late this process wakes from 1 ms waits (400 of them): the host's own timer noise.
-fn host_timer_p99_us() -> f64 {
-    let mut late: Vec<f64> = (0..400)
-        .map(|_| {
-            let t = std::time::Instant::now();
-            std::thread::park_timeout(Duration::from_millis(1));
-            (t.elapsed().as_secs_f64() - 1e-3).max(0.0) * 1e6
-        })
-        .collect();
+/// The p99 of how late this thread wakes from `n` 1 ms waits: the host's own timer noise.
+fn host_timer_p99_us(n: usize) -> f64 {
+    let mut late: Vec<f64> = (0..n).map(|_| one_wait_late_us()).collect();
     late.sort_by(f64::total_cmp);
     late[late.len() * 99 / 100]
+}
+
+/// How late one 1 ms wait woke, µs.
+fn one_wait_late_us() -> f64 {
+    let t = std::time::Instant::now();
+    std::thread::park_timeout(Duration::from_millis(1));
+    (t.elapsed().as_secs_f64() - 1e-3).max(0.0) * 1e6
+}
+
+/// The p99 of 1 ms waits until `stop`, on a thread of the forwarder's priority (SCHED_FIFO 10, timer
+/// slack 1 µs, as crates/wan/src/forward.rs sets its own): at an ordinary priority the test's own load
+/// would be what it measured.
+fn host_timer_during_us(stop: &std::sync::atomic::AtomicBool) -> f64 {
+    // SAFETY: prctl with integer arguments only.
+    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1000u64, 0, 0, 0) };
+    // SAFETY: sched_param is plain integers: zero is valid.
+    let mut param: libc::sched_param = unsafe { std::mem::zeroed() };
+    param.sched_priority = 10;
+    // SAFETY: sets this thread's policy (pid 0) from a valid sched_param; as root it cannot fail.
+    let rt = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } == 0;
+    assert!(rt, "the sampler needs real-time priority, as the forwarder has");
+    let mut late = Vec::new();
+    // Bounded: a test of a few seconds takes a few thousand waits; 60 s at most.
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) && late.len() < 60_000 {
+        late.push(one_wait_late_us());
+    }
+    late.sort_by(f64::total_cmp);
+    late.get(late.len() * 99 / 100).copied().unwrap_or(0.0)
 }
 
 /// The bottleneck's mean queueing delay A→B in ms, and what the queue discipline did (drops, marks).

@@ -4,7 +4,8 @@
 //! many senders and one receiver, or a full mesh (every ordered pair of the hosts listed). Errors name
 //! the entry and the value that is wrong, before anything is sent.
 
-use landspeed_core::config::{EndCondition, Test, TestSpec, Transport};
+use landspeed_core::config::{EndCondition, Test, Transport};
+use landspeed_core::intent::{Rate, TestIntent};
 use landspeed_core::units::{parse_duration, BitRate, Bytes};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -80,7 +81,8 @@ impl TestOptions {
         }
     }
 
-    fn spec(&self) -> Result<Test, String> {
+    /// The test these options describe, through the one lowering (`landspeed_core::intent`).
+    pub fn test(&self) -> Result<Test, String> {
         let dur = |what: &str, v: &Option<String>| -> Result<Option<Duration>, String> {
             v.as_deref()
                 .map(|s| parse_duration(s).map_err(|e| format!("{what} = {s:?}: {e}")))
@@ -95,54 +97,40 @@ impl TestOptions {
                 })
                 .transpose()
         };
-        let mut spec = TestSpec::default();
-        if let Some(t) = dur("time", &self.time)? {
-            spec.end = EndCondition::Time(t);
-        }
-        if let Some(o) = dur("omit", &self.omit)? {
-            spec.omit_s = o;
-        }
-        if let Some(i) = dur("interval", &self.interval)? {
-            spec.interval_s = i;
-        }
-        if let Some(n) = self.streams {
-            spec.streams = n;
-        }
-        if let Some(l) = size("length", &self.length)? {
-            spec.length_bytes = l;
-        }
-        spec.window_bytes = size("window", &self.window)?;
-        if self.udp == Some(true) {
-            spec.transport = Transport::Udp;
-            if self.length.is_none() {
-                spec.length_bytes = 1400;
-            }
-        }
-        spec.mptcp = self.mptcp == Some(true);
-        if let Some(c) = self.tls.as_deref() {
-            let cipher = c.parse().map_err(|e| format!("tls = {c:?}: {e}"))?;
-            spec.tls = Some(landspeed_core::tls::TlsSpec { cipher, ktls: false });
-        }
-        if self.quic == Some(true) {
-            spec.transport = Transport::Quic;
-        }
-        if let Some(n) = self.connections {
-            spec.connections = n;
-            spec.streams = spec.streams.max(n);
-        }
-        if let Some(r) = self.rate.as_deref() {
-            let bps = r
-                .parse::<BitRate>()
-                .map_err(|e| format!("rate = {r:?}: {e}"))?
-                .bps();
-            if spec.transport == Transport::Udp {
-                spec.rate_bps = Some(bps);
+        let udp = self.udp == Some(true);
+        let intent = TestIntent {
+            streams: self.streams,
+            connections: self.connections,
+            length: size("length", &self.length)?.map(Bytes),
+            end: dur("time", &self.time)?.map(EndCondition::Time),
+            omit: dur("omit", &self.omit)?,
+            window: size("window", &self.window)?.map(Bytes),
+            rate: self
+                .rate
+                .as_deref()
+                .map(|r| r.parse::<BitRate>().map_err(|e| format!("rate = {r:?}: {e}")))
+                .transpose()?
+                .map(Rate::Total),
+            interval: dur("interval", &self.interval)?,
+            // UDP when both are said: the validation that follows refuses QUIC and UDP together.
+            transport: if self.quic == Some(true) {
+                Transport::Quic
+            } else if udp {
+                Transport::Udp
             } else {
-                // TCP: each socket paced to its share (SO_MAX_PACING_RATE, as run --fq-rate).
-                spec.fq_rate_bps = Some(bps / spec.streams.max(1) as f64);
-            }
-        }
-        spec.validated().map_err(|e| e.to_string())
+                Transport::Tcp
+            },
+            mptcp: self.mptcp == Some(true),
+            tls: self
+                .tls
+                .as_deref()
+                .map(|c| c.parse().map_err(|e| format!("tls = {c:?}: {e}")))
+                .transpose()?
+                .map(|cipher| landspeed_core::tls::TlsSpec { cipher, ktls: false }),
+            ..TestIntent::default()
+        };
+        // The senders are other hosts: their CPUs are not known where the plan is expanded.
+        intent.validated(None).map_err(|e| e.to_string())
     }
 }
 
@@ -270,7 +258,7 @@ impl Plan {
             let spec = e
                 .options()
                 .or(&self.defaults)
-                .spec()
+                .test()
                 .map_err(|m| format!("tests entry {}: {m}", k + 1))?;
             let pairs: Vec<(String, String)> = match (&e.mesh, &e.from, &e.to) {
                 (Some(m), None, None) => {
@@ -491,7 +479,11 @@ mod tests {
         e.rate = Some("20M".into());
         let t = &plan(vec![e]).expand().unwrap()[0];
         assert_eq!(t.spec.transport, Transport::Udp);
-        assert_eq!(t.spec.length_bytes, 1400);
+        assert_eq!(
+            t.spec.length_bytes,
+            landspeed_core::config::DEFAULT_UDP_LENGTH.get(),
+            "run's default: one lowering"
+        );
         assert_eq!(t.spec.rate_bps, Some(20e6));
         // TCP: the rate is shared out as per-socket pacing.
         let e = TestEntry {

@@ -10,7 +10,8 @@ pub mod summary;
 
 pub use fit::{best_cells, window_fit, BestCells, WindowFit};
 pub use plan::{
-    parse_streams, parse_windows, CellClient, CellKey, CellSpec, Order, PlanError, SweepPlan, PLAN_VERSION,
+    parse_streams, parse_windows, CellClient, CellIntent, CellKey, CellSpec, Order, PlanError, SweepPlan,
+    PLAN_VERSION,
 };
 pub use stats::CellStats;
 pub use summary::{summarize, CellSummary, DirectionSummary, RunFigures, SweepReport, SweepSummary};

@@ -85,6 +85,21 @@ pub struct CellSpec {
     /// How the client runs every cell.
     #[serde(default)]
     pub client: CellClient,
+    /// What the options said, from which each cell's test is lowered with its own streams, window,
+    /// direction and time (a plan stored before landspeed 0.1's one lowering has none: its cells
+    /// change `test` in place).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intent: Option<CellIntent>,
+}
+
+/// A sweep's options as they were said, and the CPUs of the host the plan was made on: the cells of
+/// a sweep resumed elsewhere are the same tests.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CellIntent {
+    /// The options.
+    pub said: landspeed_core::intent::TestIntent,
+    /// The client's CPUs when the plan was made ([`landspeed_core::intent::TestIntent::lower`]).
+    pub client_cpus: u32,
 }
 
 /// The client's own settings for every cell (those that are not part of the test both ends agree on).
