@@ -91,20 +91,10 @@ impl Default for Iperf3Timers {
 /// Why an iperf3 conversation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum Iperf3Error {
-    /// A session timer ran out while `phase`.
-    #[error("timed out after {after:?} {phase}")]
-    Timeout {
-        /// What the session waited for.
-        phase: &'static str,
-        /// How long it waited.
-        after: Duration,
-    },
-    /// The peer closed the control connection while `phase`.
-    #[error("the peer closed the control connection while {phase}")]
-    PeerClosed {
-        /// What the session waited for.
-        phase: &'static str,
-    },
+    /// A wait that ended without what it waited for: a timer ran out, or the peer closed (the same
+    /// meaning as landspeed's own sessions').
+    #[error(transparent)]
+    Wait(#[from] landspeed_proto::WaitFailed),
     /// A state byte the protocol does not have next (`got`), while waiting for `expected`.
     #[error("the peer said {}, expected {expected}", describe(*got))]
     Unexpected {

@@ -543,10 +543,10 @@ mod tests {
         );
         assert_eq!(
             c.handle_timeout(t + result_wait),
-            Err(ProtocolError::Timeout {
+            Err(ProtocolError::Wait(crate::WaitFailed::Timeout {
                 phase: "waiting for the result",
                 after: result_wait
-            })
+            }))
         );
     }
 }

@@ -43,6 +43,6 @@ pub use messages::{Message, Refusal, SessionId};
 pub use preamble::{classify, Preamble, PreambleError, Speaker, StreamKey, MAGIC, PROTOCOL_VERSION};
 pub use session::{
     Admission, ClientAction, ClientPhase, ClientSession, ProtocolError, ServerAction, ServerPhase,
-    ServerSession,
+    ServerSession, WaitFailed,
 };
 pub use timer::{Timer, Timers, Waiting};

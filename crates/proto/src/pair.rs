@@ -296,10 +296,10 @@ fn every_wait_times_out_at_its_limit_and_not_before() {
         assert_eq!(w.handle_timeout(just_before), Ok(()), "{step:?}");
         assert_eq!(
             w.handle_timeout(now + limit),
-            Err(ProtocolError::Timeout {
+            Err(ProtocolError::Wait(crate::WaitFailed::Timeout {
                 phase: step.phase(),
                 after: limit
-            }),
+            })),
             "{step:?}"
         );
         // A session that timed out has failed: no timer is left, and nothing more is taken.
@@ -329,7 +329,7 @@ fn the_peer_vanishing_at_every_wait_is_named() {
         p.walk(step);
         let now = p.now;
         let e = p.waiter(step).on_closed(now);
-        assert_eq!(e, ProtocolError::PeerClosed { phase: step.phase() }, "{step:?}");
+        assert_eq!(e, ProtocolError::Wait(crate::WaitFailed::PeerClosed { phase: step.phase() }), "{step:?}");
     }
 }
 

@@ -17,6 +17,27 @@ use landspeed_core::endpoint::{EndpointReport, IntervalSample};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// A wait of a session that ended without what it waited for: one meaning for landspeed's sessions
+/// and iperf3's (landspeed-iperf3), so a driver tells a timeout from a closed peer the same way for
+/// both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum WaitFailed {
+    /// A session timer ran out: nothing the session waited for came within `after`.
+    #[error("timed out after {after:?} {phase}")]
+    Timeout {
+        /// What the session waited for.
+        phase: &'static str,
+        /// How long it waited.
+        after: Duration,
+    },
+    /// The peer closed the control connection before the conversation was complete.
+    #[error("the peer closed the control connection while {phase}")]
+    PeerClosed {
+        /// What the session waited for.
+        phase: &'static str,
+    },
+}
+
 /// A violation of the protocol, or a refusal, as a typed error.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ProtocolError {
@@ -83,20 +104,9 @@ pub enum ProtocolError {
          the server"
     )]
     AuthVersion(u8),
-    /// A session timer ran out: nothing the session waited for came within `after`.
-    #[error("timed out after {after:?} {phase}")]
-    Timeout {
-        /// What the session waited for.
-        phase: &'static str,
-        /// How long it waited.
-        after: Duration,
-    },
-    /// The peer closed the control connection before the conversation was complete.
-    #[error("the peer closed the control connection while {phase}")]
-    PeerClosed {
-        /// What the session waited for.
-        phase: &'static str,
-    },
+    /// A wait that ended without what it waited for: a timer ran out, or the peer closed.
+    #[error(transparent)]
+    Wait(#[from] WaitFailed),
     /// The bytes on the control connection are not a control message (see `framing`).
     #[error(transparent)]
     Frame(#[from] super::framing::FrameError),

@@ -40,13 +40,13 @@ macro_rules! impl_waiting {
                 };
                 let phase = self.phase.name();
                 self.enter($phase::Failed, now);
-                Err(ProtocolError::Timeout { phase, after })
+                Err(ProtocolError::Wait(crate::WaitFailed::Timeout { phase, after }))
             }
 
             fn on_closed(&mut self, now: Instant) -> ProtocolError {
                 let phase = self.phase.name();
                 self.enter($phase::Failed, now);
-                ProtocolError::PeerClosed { phase }
+                ProtocolError::Wait(crate::WaitFailed::PeerClosed { phase })
             }
         }
     };

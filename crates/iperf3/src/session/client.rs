@@ -270,7 +270,7 @@ impl ClientSession {
     /// The timer ran out (it was armed `after` ago): the session fails, naming the step.
     fn on_timeout(&mut self, after: Duration) -> Result<(), Iperf3Error> {
         let phase = self.phase.name();
-        Err(self.fail(Iperf3Error::Timeout { phase, after }))
+        Err(self.fail(Iperf3Error::Wait(landspeed_proto::WaitFailed::Timeout { phase, after })))
     }
 
     /// A server that closes right after SERVER_ERROR has refused the test, numbers or not.
@@ -281,7 +281,7 @@ impl ClientSession {
                 let (code, errno) = codes.unwrap_or((0, 0));
                 Iperf3Error::ServerError { code, errno }
             }
-            None => Iperf3Error::PeerClosed { phase },
+            None => Iperf3Error::Wait(landspeed_proto::WaitFailed::PeerClosed { phase }),
         };
         self.fail(e)
     }

@@ -375,7 +375,7 @@ impl ServerSession {
             _ => {}
         }
         let phase = self.phase.name();
-        Err(self.fail(Iperf3Error::Timeout { phase, after }))
+        Err(self.fail(Iperf3Error::Wait(landspeed_proto::WaitFailed::Timeout { phase, after })))
     }
 
     /// Some clients close without IPERF_DONE: after the results, that completes the test.
@@ -386,7 +386,7 @@ impl ServerSession {
         } else {
             self.fail(());
         }
-        Iperf3Error::PeerClosed { phase }
+        Iperf3Error::Wait(landspeed_proto::WaitFailed::PeerClosed { phase })
     }
 }
 

@@ -178,7 +178,7 @@ fn tell(wire: &mut Wire<Conn<ServerSession>>, e: TestError) -> TestError {
         e,
         TestError::Rejected { .. }
             | TestError::ClientFailed(_)
-            | TestError::Protocol(ProtocolError::PeerClosed { .. })
+            | TestError::Protocol(ProtocolError::Wait(landspeed_proto::WaitFailed::PeerClosed { .. }))
             | TestError::Control(ControlError::Closed)
     );
     if !said {
@@ -325,7 +325,7 @@ fn handshake(
         let Event::Action(action) = ev else {
             if started.elapsed() >= limit {
                 let phase = "the test request (the whole handshake)";
-                return Err(TestError::Protocol(ProtocolError::Timeout { phase, after: limit }).into());
+                return Err(TestError::Protocol(ProtocolError::Wait(landspeed_proto::WaitFailed::Timeout { phase, after: limit })).into());
             }
             return Ok(None);
         };
@@ -359,7 +359,7 @@ fn handshake(
         }
     });
     match out {
-        Err(End::Failed(TestError::Protocol(ProtocolError::PeerClosed { .. })))
+        Err(End::Failed(TestError::Protocol(ProtocolError::Wait(landspeed_proto::WaitFailed::PeerClosed { .. }))))
             if link.wire.conn.machine().clock_probes() > 0 =>
         {
             Err(End::Checked)
@@ -431,8 +431,8 @@ fn collect(
             c.tcp.sort_by_key(|s| s.id);
             return Ok(DataPaths::Tcp(c.tcp));
         }
-        Err(TestError::Protocol(ProtocolError::Timeout { .. })) => MissingWhy::Timeout,
-        Err(TestError::Protocol(ProtocolError::PeerClosed { .. })) => MissingWhy::ClientClosed,
+        Err(TestError::Protocol(ProtocolError::Wait(landspeed_proto::WaitFailed::Timeout { .. }))) => MissingWhy::Timeout,
+        Err(TestError::Protocol(ProtocolError::Wait(landspeed_proto::WaitFailed::PeerClosed { .. }))) => MissingWhy::ClientClosed,
         Err(e) => return Err(e),
     };
     Err(TestError::StreamsMissing {
@@ -827,7 +827,7 @@ fn finish(link: &mut ServerLink, out: &EngineOutput, local: Local, shared: &Shar
             _ => Ok(None),
         })
         .map_err(|e| match e {
-            TestError::Protocol(ProtocolError::Timeout { after, .. }) => TestError::NoResults(after),
+            TestError::Protocol(ProtocolError::Wait(landspeed_proto::WaitFailed::Timeout { after, .. })) => TestError::NoResults(after),
             e => e,
         })?;
     let errors: Vec<(u32, String)> = out

@@ -478,7 +478,7 @@ fn missing(arrived: usize, expected: u32, why: super::MissingWhy) -> TestError {
 /// missing.
 pub(super) fn streams_error(e: TestError, arrived: usize, expected: u32) -> TestError {
     match e {
-        TestError::Iperf3(Iperf3Error::Timeout { .. }) => {
+        TestError::Iperf3(Iperf3Error::Wait(landspeed_proto::WaitFailed::Timeout { .. })) => {
             missing(arrived, expected, super::MissingWhy::Timeout)
         }
         TestError::ClientClosed => missing(arrived, expected, super::MissingWhy::ClientClosed),
@@ -544,7 +544,7 @@ fn measure(
     });
     let failure = match ending {
         Ok(()) => None,
-        Err(TestError::Iperf3(Iperf3Error::Timeout { .. })) => Some(TestError::NeverEnded),
+        Err(TestError::Iperf3(Iperf3Error::Wait(landspeed_proto::WaitFailed::Timeout { .. }))) => Some(TestError::NeverEnded),
         Err(e) => Some(e),
     };
     Ok((out, failure))
