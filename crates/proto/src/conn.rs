@@ -475,7 +475,10 @@ mod tests {
     fn a_closed_connection_and_a_timeout_are_the_sessions_errors() {
         let now = Instant::now();
         let mut c = client(1);
-        assert!(matches!(c.handle_closed(now), ProtocolError::Wait(crate::WaitFailed::PeerClosed { .. })));
+        assert!(matches!(
+            c.handle_closed(now),
+            ProtocolError::Wait(crate::WaitFailed::PeerClosed { .. })
+        ));
         let mut c = Conn::new(
             ClientSession::new(TestSpec::default().validated().unwrap())
                 .with_timers(crate::Timers::default()),

@@ -329,7 +329,11 @@ fn the_peer_vanishing_at_every_wait_is_named() {
         p.walk(step);
         let now = p.now;
         let e = p.waiter(step).on_closed(now);
-        assert_eq!(e, ProtocolError::Wait(crate::WaitFailed::PeerClosed { phase: step.phase() }), "{step:?}");
+        assert_eq!(
+            e,
+            ProtocolError::Wait(crate::WaitFailed::PeerClosed { phase: step.phase() }),
+            "{step:?}"
+        );
     }
 }
 

@@ -40,7 +40,10 @@ macro_rules! impl_waiting {
                 };
                 let phase = self.phase.name();
                 self.enter($phase::Failed, now);
-                Err(ProtocolError::Wait(crate::WaitFailed::Timeout { phase, after }))
+                Err(ProtocolError::Wait(crate::WaitFailed::Timeout {
+                    phase,
+                    after,
+                }))
             }
 
             fn on_closed(&mut self, now: Instant) -> ProtocolError {

@@ -738,8 +738,9 @@ fn print_error(o: &Opts, e: &landspeed_net::ClientError, meta: &iperf3_json::Ipe
     // so a client that comes just then is reset): iperf3's client words it as its IECTRLCLOSE.
     let closed = matches!(
         e,
-        landspeed_net::ClientError::Iperf3(landspeed_iperf3::Iperf3Error::Wait(landspeed_proto::WaitFailed::PeerClosed { .. }))
-            | landspeed_net::ClientError::Iperf3Control(landspeed_net::control::ControlError::Closed)
+        landspeed_net::ClientError::Iperf3(landspeed_iperf3::Iperf3Error::Wait(
+            landspeed_proto::WaitFailed::PeerClosed { .. }
+        )) | landspeed_net::ClientError::Iperf3Control(landspeed_net::control::ControlError::Closed)
     );
     let text = if let Some((code, errno)) = server_said {
         landspeed_iperf3::strerror::words(code, errno).unwrap_or_else(|| format!("int_errno={code}"))

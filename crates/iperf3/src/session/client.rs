@@ -270,7 +270,10 @@ impl ClientSession {
     /// The timer ran out (it was armed `after` ago): the session fails, naming the step.
     fn on_timeout(&mut self, after: Duration) -> Result<(), Iperf3Error> {
         let phase = self.phase.name();
-        Err(self.fail(Iperf3Error::Wait(landspeed_proto::WaitFailed::Timeout { phase, after })))
+        Err(self.fail(Iperf3Error::Wait(landspeed_proto::WaitFailed::Timeout {
+            phase,
+            after,
+        })))
     }
 
     /// A server that closes right after SERVER_ERROR has refused the test, numbers or not.

@@ -375,7 +375,10 @@ impl ServerSession {
             _ => {}
         }
         let phase = self.phase.name();
-        Err(self.fail(Iperf3Error::Wait(landspeed_proto::WaitFailed::Timeout { phase, after })))
+        Err(self.fail(Iperf3Error::Wait(landspeed_proto::WaitFailed::Timeout {
+            phase,
+            after,
+        })))
     }
 
     /// Some clients close without IPERF_DONE: after the results, that completes the test.

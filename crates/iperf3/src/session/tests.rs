@@ -218,7 +218,9 @@ fn a_client_times_out_at_every_wait_at_its_limit_and_not_before() {
             "{phase}"
         );
         match c.handle_timeout(now + limit) {
-            Err(Iperf3Error::Wait(landspeed_proto::WaitFailed::Timeout { phase: p, after })) => assert_eq!((p, after), (phase, limit)),
+            Err(Iperf3Error::Wait(landspeed_proto::WaitFailed::Timeout { phase: p, after })) => {
+                assert_eq!((p, after), (phase, limit))
+            }
             other => panic!("{phase}: {other:?}"),
         }
         assert_eq!(c.phase(), ClientPhase::Failed);
@@ -400,14 +402,18 @@ fn a_server_times_out_at_every_wait_and_knows_what_a_vanished_client_means() {
             "{phase}"
         );
         match s.handle_timeout(now + limit) {
-            Err(Iperf3Error::Wait(landspeed_proto::WaitFailed::Timeout { phase: p, after })) => assert_eq!((p, after), (phase, limit)),
+            Err(Iperf3Error::Wait(landspeed_proto::WaitFailed::Timeout { phase: p, after })) => {
+                assert_eq!((p, after), (phase, limit))
+            }
             other => panic!("{phase}: {other:?}"),
         }
         // Streams that do not all come: the client is told with iperf3's number.
         let told = s.poll_transmit();
         assert_eq!(told.is_some(), step == 1, "{phase}: {told:?}");
         let mut s = server_at(step, now);
-        assert!(matches!(s.handle_closed(now), Iperf3Error::Wait(landspeed_proto::WaitFailed::PeerClosed { phase: p }) if p == phase));
+        assert!(
+            matches!(s.handle_closed(now), Iperf3Error::Wait(landspeed_proto::WaitFailed::PeerClosed { phase: p }) if p == phase)
+        );
         assert_eq!(s.phase(), ServerPhase::Failed);
     }
     // After the results, a client that closes or never says IPERF_DONE has completed the test.

@@ -103,9 +103,9 @@ impl Fail {
     fn into_client(self, addr: SocketAddr) -> ClientError {
         match self {
             Fail::Client(e) => e,
-            Fail::Wait(WaitError::Session(ProtocolError::Wait(landspeed_proto::WaitFailed::PeerClosed { phase }))) => {
-                ClientError::ServerWentAway { phase }
-            }
+            Fail::Wait(WaitError::Session(ProtocolError::Wait(
+                landspeed_proto::WaitFailed::PeerClosed { phase },
+            ))) => ClientError::ServerWentAway { phase },
             Fail::Wait(WaitError::Session(e)) => e.into(),
             Fail::Wait(WaitError::Control(err)) => ClientError::Control { addr, err },
         }
@@ -164,12 +164,12 @@ fn greet(
     match welcomed {
         Ok(()) => Ok(link),
         Err(WaitError::Session(ProtocolError::Frame(e))) => Err(not_ls(e.to_string())),
-        Err(WaitError::Session(ProtocolError::Wait(landspeed_proto::WaitFailed::Timeout { after, .. }))) => {
-            Err(not_ls(format!("no landspeed answer within {after:?}")))
-        }
-        Err(WaitError::Session(ProtocolError::Wait(landspeed_proto::WaitFailed::PeerClosed { .. }))) => Err(not_ls(
-            "it closed the connection after the greeting without an answer".into(),
-        )),
+        Err(WaitError::Session(ProtocolError::Wait(landspeed_proto::WaitFailed::Timeout {
+            after, ..
+        }))) => Err(not_ls(format!("no landspeed answer within {after:?}"))),
+        Err(WaitError::Session(ProtocolError::Wait(landspeed_proto::WaitFailed::PeerClosed { .. }))) => Err(
+            not_ls("it closed the connection after the greeting without an answer".into()),
+        ),
         Err(WaitError::Session(e)) => Err(e.into()),
         Err(WaitError::Control(e)) => Err(cerr(e)),
     }
@@ -343,7 +343,10 @@ impl Run<'_> {
     /// says the data went silent first and how long the control connection then stayed so; when they
     /// ended well, only the control connection went silent.
     fn went_silent(&self, e: ClientError) -> ClientError {
-        let ClientError::Protocol(ProtocolError::Wait(landspeed_proto::WaitFailed::Timeout { after, .. })) = &e else {
+        let ClientError::Protocol(ProtocolError::Wait(landspeed_proto::WaitFailed::Timeout {
+            after, ..
+        })) = &e
+        else {
             return e;
         };
         let Some(done) = &self.done else { return e };

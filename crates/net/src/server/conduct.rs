@@ -178,7 +178,9 @@ fn tell(wire: &mut Wire<Conn<ServerSession>>, e: TestError) -> TestError {
         e,
         TestError::Rejected { .. }
             | TestError::ClientFailed(_)
-            | TestError::Protocol(ProtocolError::Wait(landspeed_proto::WaitFailed::PeerClosed { .. }))
+            | TestError::Protocol(ProtocolError::Wait(
+                landspeed_proto::WaitFailed::PeerClosed { .. }
+            ))
             | TestError::Control(ControlError::Closed)
     );
     if !said {
@@ -321,49 +323,51 @@ fn handshake(
     preauth: &mut Option<Place>,
 ) -> Result<Option<Test>, End> {
     let (started, limit) = (Instant::now(), shared.opts.handshake_timeout);
-    let out = link.run(|link, ev| {
-        let Event::Action(action) = ev else {
-            if started.elapsed() >= limit {
-                let phase = "the test request (the whole handshake)";
-                return Err(TestError::Protocol(ProtocolError::Wait(landspeed_proto::WaitFailed::Timeout { phase, after: limit })).into());
+    let out =
+        link.run(|link, ev| {
+            let Event::Action(action) = ev else {
+                if started.elapsed() >= limit {
+                    let phase = "the test request (the whole handshake)";
+                    return Err(TestError::Protocol(ProtocolError::Wait(
+                        landspeed_proto::WaitFailed::Timeout { phase, after: limit },
+                    ))
+                    .into());
+                }
+                return Ok(None);
+            };
+            match action {
+                ServerAction::Accept(test) => Ok(Some(Some(test))),
+                ServerAction::ClockReading { client_ns } => {
+                    let server_ns = super::unix_ns();
+                    link.wire.send(&Message::Clock { client_ns, server_ns })?;
+                    Ok(None)
+                }
+                ServerAction::RunOrder { order, test } => {
+                    log.auth = link.wire.conn.machine().authenticated().map(str::to_string);
+                    preauth.take();
+                    let _slot = admit(link, shared, &test)?;
+                    let out = order::run_order(&order, test, &mut link.wire, shared, log);
+                    link.wire.local(|s, _| {
+                        s.on_order_done();
+                        Ok(ServerAction::Wait)
+                    })?;
+                    out.map(|()| Some(None)).map_err(End::Failed)
+                }
+                ServerAction::AuthFailed { detail, .. } => Err(End::Refused(
+                    RefusalKind::Authentication,
+                    format!("authentication failed: {detail}"),
+                )),
+                ServerAction::Reject(Message::Rejected { reason, code }) => {
+                    Err(TestError::Rejected { code, reason }.into())
+                }
+                ServerAction::PeerFailed(m) => Err(TestError::ClientFailed(m).into()),
+                other => Err(TestError::NotStarted(format!("{other:?}")).into()),
             }
-            return Ok(None);
-        };
-        match action {
-            ServerAction::Accept(test) => Ok(Some(Some(test))),
-            ServerAction::ClockReading { client_ns } => {
-                let server_ns = super::unix_ns();
-                link.wire.send(&Message::Clock { client_ns, server_ns })?;
-                Ok(None)
-            }
-            ServerAction::RunOrder { order, test } => {
-                log.auth = link.wire.conn.machine().authenticated().map(str::to_string);
-                preauth.take();
-                let _slot = admit(link, shared, &test)?;
-                let out = order::run_order(&order, test, &mut link.wire, shared, log);
-                link.wire.local(|s, _| {
-                    s.on_order_done();
-                    Ok(ServerAction::Wait)
-                })?;
-                out.map(|()| Some(None)).map_err(End::Failed)
-            }
-            ServerAction::AuthFailed { detail, .. } => Err(End::Refused(
-                RefusalKind::Authentication,
-                format!("authentication failed: {detail}"),
-            )),
-            ServerAction::Reject(Message::Rejected { reason, code }) => {
-                Err(TestError::Rejected { code, reason }.into())
-            }
-            ServerAction::PeerFailed(m) => Err(TestError::ClientFailed(m).into()),
-            other => Err(TestError::NotStarted(format!("{other:?}")).into()),
-        }
-    });
+        });
     match out {
-        Err(End::Failed(TestError::Protocol(ProtocolError::Wait(landspeed_proto::WaitFailed::PeerClosed { .. }))))
-            if link.wire.conn.machine().clock_probes() > 0 =>
-        {
-            Err(End::Checked)
-        }
+        Err(End::Failed(TestError::Protocol(ProtocolError::Wait(
+            landspeed_proto::WaitFailed::PeerClosed { .. },
+        )))) if link.wire.conn.machine().clock_probes() > 0 => Err(End::Checked),
         other => other,
     }
 }
@@ -431,8 +435,12 @@ fn collect(
             c.tcp.sort_by_key(|s| s.id);
             return Ok(DataPaths::Tcp(c.tcp));
         }
-        Err(TestError::Protocol(ProtocolError::Wait(landspeed_proto::WaitFailed::Timeout { .. }))) => MissingWhy::Timeout,
-        Err(TestError::Protocol(ProtocolError::Wait(landspeed_proto::WaitFailed::PeerClosed { .. }))) => MissingWhy::ClientClosed,
+        Err(TestError::Protocol(ProtocolError::Wait(landspeed_proto::WaitFailed::Timeout { .. }))) => {
+            MissingWhy::Timeout
+        }
+        Err(TestError::Protocol(ProtocolError::Wait(landspeed_proto::WaitFailed::PeerClosed { .. }))) => {
+            MissingWhy::ClientClosed
+        }
         Err(e) => return Err(e),
     };
     Err(TestError::StreamsMissing {
@@ -827,7 +835,9 @@ fn finish(link: &mut ServerLink, out: &EngineOutput, local: Local, shared: &Shar
             _ => Ok(None),
         })
         .map_err(|e| match e {
-            TestError::Protocol(ProtocolError::Wait(landspeed_proto::WaitFailed::Timeout { after, .. })) => TestError::NoResults(after),
+            TestError::Protocol(ProtocolError::Wait(landspeed_proto::WaitFailed::Timeout {
+                after, ..
+            })) => TestError::NoResults(after),
             e => e,
         })?;
     let errors: Vec<(u32, String)> = out

@@ -149,7 +149,7 @@ impl From<landspeed_iperf3::Iperf3Error> for TestError {
     fn from(e: landspeed_iperf3::Iperf3Error) -> TestError {
         use landspeed_iperf3::Iperf3Error as E;
         match e {
-            E::PeerClosed { .. } => TestError::ClientClosed,
+            E::Wait(landspeed_proto::WaitFailed::PeerClosed { .. }) => TestError::ClientClosed,
             E::ClientTerminated => TestError::ClientTerminated,
             e => TestError::Iperf3(e),
         }

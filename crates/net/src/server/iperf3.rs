@@ -544,7 +544,9 @@ fn measure(
     });
     let failure = match ending {
         Ok(()) => None,
-        Err(TestError::Iperf3(Iperf3Error::Wait(landspeed_proto::WaitFailed::Timeout { .. }))) => Some(TestError::NeverEnded),
+        Err(TestError::Iperf3(Iperf3Error::Wait(landspeed_proto::WaitFailed::Timeout { .. }))) => {
+            Some(TestError::NeverEnded)
+        }
         Err(e) => Some(e),
     };
     Ok((out, failure))
