@@ -53,6 +53,59 @@ pub struct EmulatorChange {
     pub down_s: Option<f64>,
 }
 
+/// What an emulated path did to one direction's packets, in one place: the emulator's model counts
+/// them (`landspeed_wan::model::ModelCounters`), its forwarder reports them (`wan status`'s
+/// `DirSnapshot`) and a result carries their growth over the test ([`EmulatorCounts`]), each
+/// embedding this struct (flattened: the JSON of each is unchanged).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PathCounts {
+    /// Dropped by the loss model.
+    #[serde(default)]
+    pub dropped_loss: u64,
+    /// Dropped by the full bottleneck queue.
+    #[serde(default)]
+    pub dropped_queue: u64,
+    /// Dropped because the path was down (an outage).
+    #[serde(default)]
+    pub dropped_outage: u64,
+    /// Delivered twice.
+    #[serde(default)]
+    pub duplicated: u64,
+    /// Held back so that later packets overtook them.
+    #[serde(default)]
+    pub reordered: u64,
+    /// Dropped by the queue discipline (CoDel, PIE, FQ-CoDel, DualPI2).
+    #[serde(default)]
+    pub dropped_aqm: u64,
+    /// Marked Congestion Experienced by the queue discipline instead of dropped.
+    #[serde(default)]
+    pub marked_ce: u64,
+    /// Packets that went through the rate-limited bottleneck (the queueing figures' count).
+    #[serde(default)]
+    pub sojourn_packets: u64,
+    /// Of those, landspeed's echo probes on their way to a server.
+    #[serde(default)]
+    pub probe_packets: u64,
+}
+
+impl PathCounts {
+    /// Each count's growth from `earlier` to `self` (from zero if the emulator restarted in between).
+    pub fn since(&self, earlier: &PathCounts) -> PathCounts {
+        let d = |f: fn(&PathCounts) -> u64| f(self).saturating_sub(f(earlier));
+        PathCounts {
+            dropped_loss: d(|c| c.dropped_loss),
+            dropped_queue: d(|c| c.dropped_queue),
+            dropped_outage: d(|c| c.dropped_outage),
+            duplicated: d(|c| c.duplicated),
+            reordered: d(|c| c.reordered),
+            dropped_aqm: d(|c| c.dropped_aqm),
+            marked_ce: d(|c| c.marked_ce),
+            sojourn_packets: d(|c| c.sojourn_packets),
+            probe_packets: d(|c| c.probe_packets),
+        }
+    }
+}
+
 /// One direction's counters over the test.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct EmulatorCounts {
@@ -60,39 +113,20 @@ pub struct EmulatorCounts {
     pub packets_in: u64,
     /// Packets it delivered.
     pub packets_forwarded: u64,
-    /// Dropped by its loss model.
-    pub dropped_loss: u64,
-    /// Dropped by its full bottleneck queue.
-    pub dropped_queue: u64,
+    /// What the path did to them.
+    #[serde(flatten)]
+    pub path: PathCounts,
     /// Dropped because its delay line was full (a safety bound).
     pub dropped_overflow: u64,
-    /// Dropped because the path was down (an outage).
-    #[serde(default)]
-    pub dropped_outage: u64,
-    /// Delivered twice.
-    pub duplicated: u64,
-    /// Delivered after later packets.
-    pub reordered: u64,
     /// Delivered with a corrupted payload.
     pub corrupted: u64,
-    /// Dropped by its queue discipline (CoDel, PIE, FQ-CoDel, DualPI2).
-    #[serde(default)]
-    pub dropped_aqm: u64,
-    /// Marked Congestion Experienced by its queue discipline.
-    #[serde(default)]
-    pub marked_ce: u64,
-    /// Packets through its rate-limited bottleneck, and their mean queueing delay there (arrival to
-    /// the start of serialization), ms: the emulator's own figure of the queue the test met.
-    #[serde(default)]
-    pub sojourn_packets: u64,
-    /// See `sojourn_packets` (None: no packet crossed the bottleneck).
+    /// The mean queueing delay at the bottleneck (arrival to the start of serialization) of its
+    /// `sojourn_packets`, ms: the emulator's own figure of the queue the test met (None: no packet
+    /// crossed the bottleneck).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mean_sojourn_ms: Option<f64>,
-    /// Of those, landspeed's echo probes toward a server, and their mean queueing delay, ms: the
-    /// reference for the probes' own queueing figure that way.
-    #[serde(default)]
-    pub probe_packets: u64,
-    /// See `probe_packets`.
+    /// The mean queueing delay of its `probe_packets`, ms: the reference for the probes' own
+    /// queueing figure that way.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probe_mean_sojourn_ms: Option<f64>,
     /// How late its packets left against the delay they were given, 99th percentile over the test,
@@ -109,11 +143,8 @@ pub const LATE_P99_US: f64 = 500.0;
 impl EmulatorCounts {
     /// Every packet it dropped, for whatever reason.
     pub fn dropped(&self) -> u64 {
-        self.dropped_loss
-            + self.dropped_queue
-            + self.dropped_overflow
-            + self.dropped_outage
-            + self.dropped_aqm
+        let p = &self.path;
+        p.dropped_loss + p.dropped_queue + self.dropped_overflow + p.dropped_outage + p.dropped_aqm
     }
 }
 
@@ -135,7 +166,7 @@ impl EmulatorReport {
             capacity_bps: set.and_then(|s| s.rate_bps),
             capacity_exact: true,
             queue_bytes: set.and_then(|s| s.queue_bytes),
-            drops: Some((c.dropped_queue + c.dropped_aqm, c.dropped_loss)),
+            drops: Some((c.path.dropped_queue + c.path.dropped_aqm, c.path.dropped_loss)),
         }
     }
 

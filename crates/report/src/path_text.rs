@@ -247,8 +247,8 @@ fn emulator_queue_lines(r: &landspeed_core::path::PhasedLatency) -> String {
             ms(s.probe_mean_sojourn_ms),
             ms(p.to_server.queueing.avg_ms),
             ms(c.mean_sojourn_ms),
-            s.dropped_aqm + c.dropped_aqm,
-            s.marked_ce + c.marked_ce
+            s.path.dropped_aqm + c.path.dropped_aqm,
+            s.path.marked_ce + c.path.marked_ce
         );
     }
     out
@@ -374,7 +374,10 @@ mod tests {
                         to_server: EmulatorCounts {
                             mean_sojourn_ms: Some(loaded_ms - 20.0),
                             probe_mean_sojourn_ms: Some(0.25),
-                            dropped_aqm: 7,
+                            path: landspeed_core::emulator::PathCounts {
+                                dropped_aqm: 7,
+                                ..Default::default()
+                            },
                             ..Default::default()
                         },
                         to_client: EmulatorCounts::default(),

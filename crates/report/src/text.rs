@@ -84,9 +84,9 @@ fn udp_loss_split(u: &landspeed_core::udp::UdpStats, emulator: Option<&EmulatorC
         line += &format!(
             " (the emulator dropped {}: {} by its loss model, {} by its full queue{})",
             e.dropped(),
-            e.dropped_loss,
-            e.dropped_queue + e.dropped_overflow,
-            match e.dropped_aqm {
+            e.path.dropped_loss,
+            e.path.dropped_queue + e.dropped_overflow,
+            match e.path.dropped_aqm {
                 0 => String::new(),
                 n => format!(", {n} by its queue discipline"),
             }
@@ -119,16 +119,16 @@ fn emulator_line(out: &mut String, e: &EmulatorCounts) {
          {} duplicated, {} reordered, {} corrupted{}",
         e.packets_in,
         e.packets_forwarded,
-        e.dropped_loss,
-        e.dropped_queue,
-        match (e.dropped_overflow, e.dropped_outage) {
+        e.path.dropped_loss,
+        e.path.dropped_queue,
+        match (e.dropped_overflow, e.path.dropped_outage) {
             (0, 0) => String::new(),
             (o, 0) => format!(", {o} by its delay-line bound"),
             (0, d) => format!(", {d} by outages"),
             (o, d) => format!(", {o} by its delay-line bound, {d} by outages"),
         },
-        e.duplicated,
-        e.reordered,
+        e.path.duplicated,
+        e.path.reordered,
         e.corrupted,
         queue_text(e)
     );
@@ -139,12 +139,15 @@ fn emulator_line(out: &mut String, e: &EmulatorCounts) {
 fn queue_text(e: &EmulatorCounts) -> String {
     let mut s = String::new();
     if let Some(ms) = e.mean_sojourn_ms {
-        s += &format!("; queueing {ms:.2} ms mean over {} packets", e.sojourn_packets);
+        s += &format!(
+            "; queueing {ms:.2} ms mean over {} packets",
+            e.path.sojourn_packets
+        );
     }
-    if e.dropped_aqm + e.marked_ce > 0 {
+    if e.path.dropped_aqm + e.path.marked_ce > 0 {
         s += &format!(
             "; its discipline dropped {} and marked {} CE",
-            e.dropped_aqm, e.marked_ce
+            e.path.dropped_aqm, e.path.marked_ce
         );
     }
     s
@@ -1075,8 +1078,11 @@ mod tests {
             ..Default::default()
         };
         let e = EmulatorCounts {
-            dropped_loss: 45,
-            dropped_queue: 5,
+            path: landspeed_core::emulator::PathCounts {
+                dropped_loss: 45,
+                dropped_queue: 5,
+                ..Default::default()
+            },
             ..Default::default()
         };
         let line = udp_loss_split(&u, Some(&e)).unwrap();

@@ -148,17 +148,17 @@ fn counters_text(label: &str, c: &DirSnapshot) -> String {
         "  {label}: {} packets / {} forwarded; dropped {} by queue, {} by loss{}{}; {} corrupted, {} duplicated, {} reordered; queue now {} (max {}){}\n",
         c.packets_forwarded,
         Bytes(c.bytes_forwarded),
-        c.dropped_queue,
-        c.dropped_loss,
-        if c.dropped_outage > 0 {
-            format!(", {} by outages", c.dropped_outage)
+        c.path.dropped_queue,
+        c.path.dropped_loss,
+        if c.path.dropped_outage > 0 {
+            format!(", {} by outages", c.path.dropped_outage)
         } else {
             String::new()
         },
         aqm_text(c),
         c.corrupted,
-        c.duplicated,
-        c.reordered,
+        c.path.duplicated,
+        c.path.reordered,
         Bytes(c.queue_bytes),
         Bytes(c.queue_max_bytes),
         sojourn_text(c)
@@ -182,7 +182,7 @@ fn trains_text(label: &str, c: &DirSnapshot) -> String {
 
 /// The queue discipline's signals (CoDel's or PIE's), when it made any.
 fn aqm_text(c: &DirSnapshot) -> String {
-    match (c.dropped_aqm, c.marked_ce) {
+    match (c.path.dropped_aqm, c.path.marked_ce) {
         (0, 0) => String::new(),
         (d, m) => format!(", {d} by the queue discipline, which marked {m} others CE instead"),
     }
@@ -190,11 +190,11 @@ fn aqm_text(c: &DirSnapshot) -> String {
 
 /// The bottleneck's queueing delay (arrival to serialization), mean and longest.
 fn sojourn_text(c: &DirSnapshot) -> String {
-    if c.sojourn_packets == 0 {
+    if c.path.sojourn_packets == 0 {
         return String::new();
     }
     let ms = |ns: u64| ns as f64 / 1e6;
-    let probes = match c.probe_packets {
+    let probes = match c.path.probe_packets {
         0 => String::new(),
         n => format!(
             " (landspeed's echo probes: {n}, mean {:.3} ms)",
@@ -203,7 +203,7 @@ fn sojourn_text(c: &DirSnapshot) -> String {
     };
     format!(
         "; queueing delay mean {:.2} ms, max {:.2} ms{probes}",
-        ms(c.sojourn_sum_ns / c.sojourn_packets),
+        ms(c.sojourn_sum_ns / c.path.sojourn_packets),
         ms(c.sojourn_max_ns)
     )
 }
@@ -343,7 +343,10 @@ mod tests {
             },
             a_to_b: DirSnapshot {
                 packets_forwarded: 10,
-                dropped_loss: 1,
+                path: landspeed_core::emulator::PathCounts {
+                    dropped_loss: 1,
+                    ..Default::default()
+                },
                 departure_lateness: landspeed_wan::timing::LatenessSnapshot {
                     packets: 10,
                     p50_us: 10.0,
@@ -401,7 +404,7 @@ mod tests {
     fn changes_and_outage_drops_are_listed() {
         use landspeed_wan::change::{Applied, Which};
         let mut st = status(true);
-        st.a_to_b.dropped_outage = 7;
+        st.a_to_b.path.dropped_outage = 7;
         let a = Applied {
             at_s: 5.0,
             unix_s: 1_700_000_000.0,

@@ -9,6 +9,7 @@ use crate::model::{Fate, Link, ModelCounters};
 use crate::timing::{Lateness, LatenessSnapshot};
 use crate::train::{Train, VNET_LEN};
 use frame::{Frame, Out, Pools};
+use landspeed_core::emulator::PathCounts;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::io;
@@ -141,21 +142,14 @@ pub struct DirSnapshot {
     pub packets_forwarded: u64,
     /// Bytes delivered.
     pub bytes_forwarded: u64,
-    /// Dropped by the full bottleneck queue.
-    pub dropped_queue: u64,
-    /// Dropped by the loss model.
-    pub dropped_loss: u64,
-    /// Dropped because the path was down (an outage).
-    #[serde(default)]
-    pub dropped_outage: u64,
+    /// What the path did to them (the model's counts: drops by cause, duplicates, reordering, marks,
+    /// queued packets), as a result carries them.
+    #[serde(flatten)]
+    pub path: PathCounts,
     /// Dropped because the delay line was full (a safety bound, not part of the model).
     pub dropped_overflow: u64,
     /// Delivered with a corrupted payload byte.
     pub corrupted: u64,
-    /// Delivered twice.
-    pub duplicated: u64,
-    /// Held back so that later packets overtook them.
-    pub reordered: u64,
     /// Packets the TUN device refused.
     pub write_errors: u64,
     /// The bottleneck queue's backlog now, bytes.
@@ -170,26 +164,13 @@ pub struct DirSnapshot {
     /// The forwarding thread runs with real-time priority (SCHED_FIFO); false when the kernel refused.
     #[serde(default)]
     pub realtime: bool,
-    /// Dropped by the queue discipline (CoDel).
-    #[serde(default)]
-    pub dropped_aqm: u64,
-    /// Marked Congestion Experienced by the queue discipline.
-    #[serde(default)]
-    pub marked_ce: u64,
-    /// Packets through the rate-limited bottleneck, and their queueing delay (arrival to the start of
-    /// serialization): summed and the longest, ns.
-    #[serde(default)]
-    pub sojourn_packets: u64,
-    /// See `sojourn_packets`.
+    /// The queued packets' queueing delay (arrival to the start of serialization), summed, ns.
     #[serde(default)]
     pub sojourn_sum_ns: u64,
-    /// See `sojourn_packets`.
+    /// The longest of those, ns.
     #[serde(default)]
     pub sojourn_max_ns: u64,
-    /// Of those packets, landspeed's echo probes toward a server, and their queueing delay summed, ns.
-    #[serde(default)]
-    pub probe_packets: u64,
-    /// See `probe_packets`.
+    /// The echo probes' queueing delay, summed, ns.
     #[serde(default)]
     pub probe_sojourn_sum_ns: u64,
     /// GSO trains read from the sending host (TUN offloads; each also counted as its wire packets).
@@ -212,25 +193,17 @@ impl DirStats {
             bytes_in: m.bytes_offered,
             packets_forwarded: self.packets_forwarded.load(Relaxed),
             bytes_forwarded: self.bytes_forwarded.load(Relaxed),
-            dropped_queue: m.dropped_queue,
-            dropped_loss: m.dropped_loss,
-            dropped_outage: m.dropped_outage,
+            path: m.path,
             dropped_overflow: self.dropped_overflow.load(Relaxed),
             corrupted: self.corrupted.load(Relaxed),
-            duplicated: m.duplicated,
-            reordered: m.reordered,
             write_errors: self.write_errors.load(Relaxed),
             queue_bytes: self.queue_bytes.load(Relaxed),
             queue_max_bytes: m.queue_max_bytes,
             in_flight_packets: self.in_flight_packets.load(Relaxed),
             departure_lateness: self.lateness.snapshot(),
             realtime: self.realtime.load(Relaxed),
-            dropped_aqm: m.dropped_aqm,
-            marked_ce: m.marked_ce,
-            sojourn_packets: m.sojourn_packets,
             sojourn_sum_ns: m.sojourn_sum_ns,
             sojourn_max_ns: m.sojourn_max_ns,
-            probe_packets: m.probe_packets,
             probe_sojourn_sum_ns: m.probe_sojourn_sum_ns,
             trains_in: self.trains_in.load(Relaxed),
             trains_out: self.trains_out.load(Relaxed),

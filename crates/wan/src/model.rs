@@ -7,6 +7,7 @@
 //! out these decisions, so everything here is tested deterministically.
 
 use crate::settings::{Direction, LossModel};
+use landspeed_core::emulator::PathCounts;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
@@ -46,47 +47,28 @@ pub enum Fate {
     Held(u64),
 }
 
-/// Counters of one direction's model (the engine adds what only it can know).
+/// Counters of one direction's model (the engine adds what only it can know): what the path did to
+/// the packets (`landspeed_core::emulator::PathCounts`, the one definition a result carries too) and
+/// the model's own sums.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct ModelCounters {
     /// Packets offered to the link.
     pub packets_offered: u64,
     /// Bytes offered to the link.
     pub bytes_offered: u64,
-    /// Dropped by the loss model.
-    pub dropped_loss: u64,
-    /// Dropped by the full bottleneck queue.
-    pub dropped_queue: u64,
-    /// Dropped because the path was down (an outage).
-    pub dropped_outage: u64,
-    /// Duplicated.
-    pub duplicated: u64,
-    /// Held back so that later packets overtake them.
-    pub reordered: u64,
+    /// What the path did to them: drops by cause, duplicates, reordering, marks, queued packets.
+    #[serde(flatten)]
+    pub path: PathCounts,
     /// Chosen for payload corruption (the forwarder counts those it could corrupt).
     pub corrupt_requested: u64,
     /// Largest backlog seen at the bottleneck, bytes.
     pub queue_max_bytes: u64,
-    /// Dropped by the queue discipline (CoDel).
-    #[serde(default)]
-    pub dropped_aqm: u64,
-    /// Marked Congestion Experienced by the queue discipline instead of dropped.
-    #[serde(default)]
-    pub marked_ce: u64,
-    /// Packets that went through the rate-limited bottleneck (the sojourn figures' count).
-    #[serde(default)]
-    pub sojourn_packets: u64,
-    /// Their time in the bottleneck queue from arrival to the start of their serialization, summed, ns.
-    #[serde(default)]
+    /// The queued packets' time in the bottleneck queue from arrival to the start of their
+    /// serialization, summed, ns.
     pub sojourn_sum_ns: u64,
     /// The longest of those times, ns.
-    #[serde(default)]
     pub sojourn_max_ns: u64,
-    /// Of those packets, landspeed's echo probes on their way to a server (`packet::is_echo_request`).
-    #[serde(default)]
-    pub probe_packets: u64,
-    /// Their queueing delay, summed, ns.
-    #[serde(default)]
+    /// The echo probes' queueing delay, summed, ns.
     pub probe_sojourn_sum_ns: u64,
 }
 
@@ -94,11 +76,11 @@ impl ModelCounters {
     /// Counts a packet's time in the bottleneck queue, from its arrival to the start of its
     /// serialization (a landspeed echo probe's apart as well).
     fn queued(&mut self, sojourn_ns: u64, probe: bool) {
-        self.sojourn_packets += 1;
+        self.path.sojourn_packets += 1;
         self.sojourn_sum_ns += sojourn_ns;
         self.sojourn_max_ns = self.sojourn_max_ns.max(sojourn_ns);
         if probe {
-            self.probe_packets += 1;
+            self.path.probe_packets += 1;
             self.probe_sojourn_sum_ns += sojourn_ns;
         }
     }
@@ -286,11 +268,11 @@ impl Link {
         c.packets_offered += 1;
         c.bytes_offered += len as u64;
         if outage_applies && now_ns < self.down_until_ns {
-            c.dropped_outage += 1;
+            c.path.dropped_outage += 1;
             return Fate::Dropped(Drop::Outage);
         }
         if self.lost() {
-            self.counters.dropped_loss += 1;
+            self.counters.path.dropped_loss += 1;
             return Fate::Dropped(Drop::Loss);
         }
         match self.ns_per_byte {
@@ -309,7 +291,7 @@ impl Link {
         let backlog = self.backlog_bytes(now_ns);
         if let Some(limit) = self.dir.queue_bytes {
             if backlog + len as u64 > limit {
-                self.counters.dropped_queue += 1;
+                self.counters.path.dropped_queue += 1;
                 return Err(Drop::Queue);
             }
         }
@@ -319,10 +301,10 @@ impl Link {
         let mut ce = false;
         if let Some(mark_ok) = self.signalled(now_ns, head as u64, backlog) {
             if !(kind.ecn != 0 && mark_ok) {
-                self.counters.dropped_aqm += 1;
+                self.counters.path.dropped_aqm += 1;
                 return Err(Drop::Aqm);
             }
-            self.counters.marked_ce += 1;
+            self.counters.path.marked_ce += 1;
             ce = true;
         }
         self.counters.queue_max_bytes = self.counters.queue_max_bytes.max(backlog + len as u64);
@@ -341,14 +323,14 @@ impl Link {
         let at = (at.max(departure) as u64).max(self.floor_ns);
         let reordered = self.chance(self.dir.reorder);
         let at_ns = if reordered {
-            self.counters.reordered += 1;
+            self.counters.path.reordered += 1;
             at + self.dir.reorder_gap.as_nanos() as u64
         } else {
             self.floor_ns = at;
             at
         };
         let duplicate = self.chance(self.dir.duplicate);
-        self.counters.duplicated += u64::from(duplicate);
+        self.counters.path.duplicated += u64::from(duplicate);
         let corrupt = self
             .chance(self.dir.corrupt_payload)
             .then(|| self.rng.random::<u64>());
@@ -397,8 +379,8 @@ impl Link {
                 crate::sched::Out::DropLimit(p) => (p.id, Drop::Queue),
             };
             match why {
-                Drop::Aqm => self.counters.dropped_aqm += 1,
-                _ => self.counters.dropped_queue += 1,
+                Drop::Aqm => self.counters.path.dropped_aqm += 1,
+                _ => self.counters.path.dropped_queue += 1,
             }
             self.released.push((id, Fate::Dropped(why)));
         }
@@ -417,7 +399,7 @@ impl Link {
             self.record_drops(std::mem::take(&mut out));
             let Some((p, ce)) = next else { break };
             self.counters.queued(t.saturating_sub(p.arrival_ns), p.probe);
-            self.counters.marked_ce += u64::from(ce);
+            self.counters.path.marked_ce += u64::from(ce);
             self.free_at += f64::from(p.len) * npb;
             let fate = self.deliver(self.free_at, ce);
             self.released.push((p.id, fate));

@@ -94,23 +94,15 @@ fn counts_between(
     let d = |f: fn(&S) -> u64| f(b).saturating_sub(f(a));
     // A sum of nanoseconds over a count of packets as a mean in ms (None for no packet).
     let mean_ms = |sum_ns: u64, n: u64| (n > 0).then(|| sum_ns as f64 / n as f64 / 1e6);
-    let (sojourn_packets, probe_packets) = (d(|s| s.sojourn_packets), d(|s| s.probe_packets));
+    let path = b.path.since(&a.path);
     landspeed_core::emulator::EmulatorCounts {
         packets_in: d(|s| s.packets_in),
         packets_forwarded: d(|s| s.packets_forwarded),
-        dropped_loss: d(|s| s.dropped_loss),
-        dropped_queue: d(|s| s.dropped_queue),
+        path,
         dropped_overflow: d(|s| s.dropped_overflow),
-        dropped_outage: d(|s| s.dropped_outage),
-        duplicated: d(|s| s.duplicated),
-        reordered: d(|s| s.reordered),
         corrupted: d(|s| s.corrupted),
-        dropped_aqm: d(|s| s.dropped_aqm),
-        marked_ce: d(|s| s.marked_ce),
-        sojourn_packets,
-        mean_sojourn_ms: mean_ms(d(|s| s.sojourn_sum_ns), sojourn_packets),
-        probe_packets,
-        probe_mean_sojourn_ms: mean_ms(d(|s| s.probe_sojourn_sum_ns), probe_packets),
+        mean_sojourn_ms: mean_ms(d(|s| s.sojourn_sum_ns), path.sojourn_packets),
+        probe_mean_sojourn_ms: mean_ms(d(|s| s.probe_sojourn_sum_ns), path.probe_packets),
         late_p99_us: landspeed_wan::timing::p99_between(&a.departure_lateness, &b.departure_lateness),
     }
 }

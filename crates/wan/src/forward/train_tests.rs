@@ -103,8 +103,12 @@ fn lost_segments_are_missing_and_every_other_arrives_intact() {
         let (out, st) = through(&frame, &mut l);
         let got = segments(&out, l3);
         let want = original(&frame, l3);
-        assert!(st.dropped_loss > 3 && st.dropped_loss < 30, "{}", st.dropped_loss);
-        assert_eq!(got.len() as u64, 45 - st.dropped_loss);
+        assert!(
+            st.path.dropped_loss > 3 && st.path.dropped_loss < 30,
+            "{}",
+            st.path.dropped_loss
+        );
+        assert_eq!(got.len() as u64, 45 - st.path.dropped_loss);
         assert!(
             got.iter().all(|s| want.contains(s)),
             "every segment delivered is one sent, unchanged"

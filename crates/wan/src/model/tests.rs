@@ -64,7 +64,7 @@ fn long_run_rate_is_the_configured_rate() {
     }
     let rate = delivered as f64 * 8.0;
     assert!((rate - 100e6).abs() <= 1500.0 * 8.0, "rate {rate}");
-    assert!(l.counters.dropped_queue > 0);
+    assert!(l.counters.path.dropped_queue > 0);
 }
 
 #[test]
@@ -79,7 +79,7 @@ fn queue_drops_at_the_tail_when_full() {
     let fates: Vec<Fate> = (0..5).map(|_| l.offer(0, 1500)).collect();
     assert!(matches!(fates[2], Fate::Deliver { .. }));
     assert_eq!(fates[3], Fate::Dropped(Drop::Queue));
-    assert_eq!(l.counters.dropped_queue, 2);
+    assert_eq!(l.counters.path.dropped_queue, 2);
     assert_eq!(l.counters.queue_max_bytes, 4500);
 }
 
@@ -90,7 +90,7 @@ fn bernoulli_loss_rate_is_close_to_p() {
     for i in 0..n {
         l.offer(i, 100);
     }
-    let p = l.counters.dropped_loss as f64 / n as f64;
+    let p = l.counters.path.dropped_loss as f64 / n as f64;
     assert!((p - 0.02).abs() < 0.002, "loss {p}");
 }
 
@@ -154,7 +154,7 @@ fn reordered_packets_are_overtaken() {
     out.sort();
     let inversions = out.windows(2).filter(|w| w[0].1 > w[1].1).count();
     assert!(inversions >= n / 2, "inversions {inversions}");
-    assert_eq!(l.counters.reordered as usize, n);
+    assert_eq!(l.counters.path.reordered as usize, n);
 }
 
 #[test]
@@ -169,7 +169,7 @@ fn duplicates_and_corruption_are_requested_at_their_rates() {
     for i in 0..100_000 {
         l.offer(i, 100);
     }
-    let d = l.counters.duplicated as f64 / 1e5;
+    let d = l.counters.path.duplicated as f64 / 1e5;
     let c = l.counters.corrupt_requested as f64 / 1e5;
     assert!((d - 0.05).abs() < 0.005 && (c - 0.01).abs() < 0.002, "{d} {c}");
 }
@@ -197,7 +197,10 @@ fn an_outage_drops_everything_inside_its_window_and_nothing_after() {
     assert_eq!(l.offer(1_000, 1500), Fate::Dropped(Drop::Outage));
     assert_eq!(l.offer(2_999_999_999, 1500), Fate::Dropped(Drop::Outage));
     assert_eq!(deliver_at(l.offer(3_000_000_000, 1500)), 3_005_000_000);
-    assert_eq!((l.counters.dropped_outage, l.counters.packets_offered), (2, 3));
+    assert_eq!(
+        (l.counters.path.dropped_outage, l.counters.packets_offered),
+        (2, 3)
+    );
 }
 
 #[test]
@@ -318,7 +321,7 @@ fn overdriven(aqm: &str, ect: bool, secs: u64) -> (u64, u64, u64, u64, Link) {
 fn codel_keeps_the_standing_queue_near_its_target_where_tail_drop_fills_the_buffer() {
     let (_, _, _, tail_drops, tail) = overdriven("tail-drop", false, 10);
     let (_, _, codel_drops, codel_tail, codel) = overdriven("codel", false, 10);
-    let mean = |l: &Link| l.counters.sojourn_sum_ns / l.counters.sojourn_packets.max(1) / 1_000_000;
+    let mean = |l: &Link| l.counters.sojourn_sum_ns / l.counters.path.sojourn_packets.max(1) / 1_000_000;
     // Tail drop: the queue fills in 2 s and the 150 kB buffer (100 ms at 12 Mbit/s) stays full.
     assert!(
         tail_drops > 300 && mean(&tail) >= 80,
@@ -328,7 +331,7 @@ fn codel_keeps_the_standing_queue_near_its_target_where_tail_drop_fills_the_buff
     // CoDel: its drops catch up with the excess within about a second and a half and keep the
     // standing queue low; the tail never drops.
     assert!(codel_drops > 300 && codel_tail == 0, "{codel_drops} {codel_tail}");
-    assert_eq!(codel.counters.dropped_aqm, codel_drops);
+    assert_eq!(codel.counters.path.dropped_aqm, codel_drops);
     assert!(
         mean(&codel) < 40,
         "{} ms against tail drop's {} ms",
@@ -341,7 +344,7 @@ fn codel_keeps_the_standing_queue_near_its_target_where_tail_drop_fills_the_buff
 fn codel_marks_ecn_capable_packets_instead_of_dropping_them_and_counts_each_mark() {
     let (delivered, marked, aqm_drops, _, l) = overdriven("codel", true, 2);
     assert!(marked > 0 && aqm_drops == 0, "{marked} {aqm_drops}");
-    assert_eq!(l.counters.marked_ce, marked);
+    assert_eq!(l.counters.path.marked_ce, marked);
     assert!(delivered >= marked);
     // The same traffic without ECN: as many signals, each a drop.
     let (_, _, drops, _, _) = overdriven("codel", false, 2);
@@ -352,7 +355,7 @@ fn codel_marks_ecn_capable_packets_instead_of_dropping_them_and_counts_each_mark
 fn pie_steers_the_queue_toward_its_target_where_tail_drop_fills_the_buffer() {
     let (_, _, pie_drops, pie_tail, pie) = overdriven("pie", false, 10);
     let (_, marks, ecn_drops, _, _) = overdriven("pie", true, 10);
-    let mean = |l: &Link| l.counters.sojourn_sum_ns / l.counters.sojourn_packets.max(1) / 1_000_000;
+    let mean = |l: &Link| l.counters.sojourn_sum_ns / l.counters.path.sojourn_packets.max(1) / 1_000_000;
     // 5% too many packets: PIE's probability settles near 5% and the queue near its 15 ms target.
     assert!(pie_drops > 300 && pie_tail == 0, "{pie_drops} {pie_tail}");
     assert!(mean(&pie) < 40, "{} ms", mean(&pie));
@@ -421,8 +424,8 @@ fn fq_codel_holds_each_packet_and_a_sparse_flow_passes_the_bulk_flows_queue() {
         );
     }
     let c = l.counters;
-    assert!(c.dropped_aqm > 50 && c.dropped_queue == 0, "{c:?}");
-    assert!(c.sojourn_sum_ns / c.sojourn_packets < 40_000_000, "{c:?}");
+    assert!(c.path.dropped_aqm > 50 && c.path.dropped_queue == 0, "{c:?}");
+    assert!(c.sojourn_sum_ns / c.path.sojourn_packets < 40_000_000, "{c:?}");
 }
 
 #[test]
