@@ -7,12 +7,12 @@
 //! engine, and every step (TEST_START and TEST_RUNNING back to back, -R, --bidir, UDP, refusals, a
 //! timeout or a peer vanishing anywhere) is tested in memory under a virtual clock.
 
-/// The `Endpoint` side every iperf3 session shares: input goes to the session's `step` until it needs
+/// The `Conversation` side every iperf3 session shares: input goes to the session's `step` until it needs
 /// more bytes (a failure ends the session through `fail`), output and actions are queued, one timer;
 /// what a timeout or a closed peer means is each session's own (`on_timeout`, `on_closed`).
 macro_rules! impl_endpoint {
     ($session:ty, $action:ty) => {
-        impl Endpoint for $session {
+        impl Conversation for $session {
             type Action = $action;
             type Error = Iperf3Error;
 

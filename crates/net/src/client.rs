@@ -2,18 +2,18 @@
 //! `ClientSession`, moves the data with the engine, and assembles the `RunResult`. Progress (connected,
 //! live intervals) is reported through a callback; nothing is printed here.
 
-mod conduct;
 mod iperf3;
 mod latency;
 mod ndt7;
 mod quic;
 mod quic_perf;
+mod session;
 
-pub use conduct::run_client;
 pub use iperf3::run_iperf3_client;
 pub use latency::LatencyOptions;
 pub use ndt7::run_ndt7;
 pub use quic_perf::run_quic_perf;
+pub use session::run_client;
 
 use crate::control::ControlError;
 use crate::streams::DataPaths;

@@ -6,7 +6,7 @@
 //! bytes and maps socket conditions to typed errors.
 
 use landspeed_engine::supervisor::Wake;
-use landspeed_proto::{encode, Conn, Endpoint, FrameError, Machine, Message, ProtocolError};
+use landspeed_proto::{encode, Conn, Conversation, FrameError, Machine, Message, ProtocolError};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -146,13 +146,13 @@ pub struct QuicArrival {
 }
 
 /// A session with its control connection's writing half: what the session sends is written at once.
-pub struct Wire<E: Endpoint> {
+pub struct Wire<E: Conversation> {
     /// The session (with its framing).
     pub conn: E,
     writer: ControlWriter,
 }
 
-impl<E: Endpoint> Wire<E> {
+impl<E: Conversation> Wire<E> {
     /// Writes what the session has to send.
     pub fn flush(&mut self) -> Result<(), ControlError> {
         while let Some(bytes) = self.conn.poll_transmit() {
@@ -229,7 +229,7 @@ pub const TICK: Duration = Duration::from_millis(100);
 /// One control connection driven by its session: the wire, and the wake-up channel that a reader
 /// thread (and, on a server, the listeners) feed. The engine's supervisor takes the same channel
 /// while the data moves, so one queue carries everything a test's driver waits for.
-pub struct Link<E: Endpoint> {
+pub struct Link<E: Conversation> {
     /// The session and the writing half.
     pub wire: Wire<E>,
     /// The wake-up channel: its sending side for the reader thread, the listeners and the engine.
@@ -240,7 +240,7 @@ pub struct Link<E: Endpoint> {
     quit: Arc<AtomicBool>,
 }
 
-impl<E: Endpoint> Link<E> {
+impl<E: Conversation> Link<E> {
     /// A link over `stream`, writes bounded by `write_timeout`; what `conn` already holds is sent.
     /// Nothing is read until `listen`.
     pub fn new(stream: TcpStream, conn: E, write_timeout: Duration) -> Result<Self, ControlError> {
@@ -320,7 +320,7 @@ impl<E: Endpoint> Link<E> {
     }
 }
 
-impl<E: Endpoint> Drop for Link<E> {
+impl<E: Conversation> Drop for Link<E> {
     fn drop(&mut self) {
         self.quit.store(true, Relaxed);
     }

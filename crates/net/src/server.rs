@@ -5,7 +5,6 @@
 //! client ends only its own test. Events (listening, one per test, rejections) go to a callback; the
 //! binary decides how to print them.
 
-mod conduct;
 mod error;
 mod files;
 mod greeting;
@@ -16,6 +15,7 @@ mod order;
 mod quic;
 mod quic_perf;
 mod rpm;
+mod session;
 mod udp;
 
 pub use error::{MissingWhy, TestError};

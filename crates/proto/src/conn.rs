@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 /// What one driver loop needs of any conversation, whichever protocol it speaks (landspeed's `Conn`,
 /// iperf3's sessions in landspeed-iperf3): bytes in and out, what the driver must do, and the timers.
 /// Every input takes `now`; nothing here reads a clock or a socket.
-pub trait Endpoint {
+pub trait Conversation {
     /// What the conversation asks of its driver.
     type Action;
     /// Why the conversation failed.
@@ -41,7 +41,7 @@ pub trait Endpoint {
     fn handle_closed(&mut self, now: Instant) -> Self::Error;
 }
 
-impl<M: Machine> Endpoint for Conn<M> {
+impl<M: Machine> Conversation for Conn<M> {
     type Action = M::Action;
     type Error = ProtocolError;
 

@@ -32,7 +32,7 @@ pub mod timer;
 pub mod udp_hello;
 
 pub use auth::{AuthError, Key, KeyRing, AUTH_VERSION, NONCE_LEN};
-pub use conn::{Conn, Endpoint, Machine};
+pub use conn::{Conn, Conversation, Machine};
 pub use control::{
     ClockOffset, ClockSample, ControlOrder, ControllerAction, ControllerPhase, ControllerSession,
 };

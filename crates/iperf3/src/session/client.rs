@@ -6,7 +6,7 @@
 use super::{Inbox, Iperf3Error, Iperf3Timers};
 use crate::results::Results;
 use crate::wire::{frame_json, Cookie, State, MAX_RESULTS_JSON};
-use landspeed_proto::{Endpoint, Timer};
+use landspeed_proto::{Conversation, Timer};
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 

@@ -8,7 +8,7 @@ use crate::params::{Params, MAX_TIME_S};
 use crate::results::Results;
 use crate::wire::{errno, frame_json, server_error, State, MAX_JSON, MAX_RESULTS_JSON};
 use landspeed_core::config::{EndCondition, Test};
-use landspeed_proto::{Endpoint, Limits, OverLimit, Timer};
+use landspeed_proto::{Conversation, Limits, OverLimit, Timer};
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 

@@ -8,7 +8,7 @@ use crate::params::Params;
 use crate::results::Results;
 use crate::wire::{errno, frame_json, server_error, Cookie, State};
 use landspeed_core::config::{Direction, EndCondition, TestSpec, Transport};
-use landspeed_proto::{Endpoint, Limits};
+use landspeed_proto::{Conversation, Limits};
 use std::time::{Duration, Instant};
 
 const T: Iperf3Timers = Iperf3Timers {
@@ -36,7 +36,7 @@ fn server(limits: Limits, now: Instant) -> ServerSession {
 
 /// Moves what `from` has to send into `to`, `chunk` bytes at a time (the cookie goes to the driver,
 /// not to the server session).
-fn carry<A: Endpoint, B: Endpoint>(
+fn carry<A: Conversation, B: Conversation>(
     from: &mut A,
     to: &mut B,
     chunk: usize,
@@ -50,7 +50,7 @@ fn carry<A: Endpoint, B: Endpoint>(
     Ok(())
 }
 
-fn actions<E: Endpoint>(e: &mut E) -> Vec<E::Action> {
+fn actions<E: Conversation>(e: &mut E) -> Vec<E::Action> {
     std::iter::from_fn(|| e.poll_action()).collect()
 }
 

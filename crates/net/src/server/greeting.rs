@@ -371,7 +371,7 @@ fn control(stream: TcpStream, peer: SocketAddr, shared: &Arc<Shared>) {
     let why = match shared.preauth(peer, super::tcp_closer(&stream)) {
         Ok(preauth) => {
             return spawn(shared, peer, move |sh| {
-                super::conduct::serve_test(stream, peer, sh, preauth)
+                super::session::serve_test(stream, peer, sh, preauth)
             })
         }
         Err(why) => why,

@@ -20,7 +20,7 @@ use landspeed_iperf3::session::{Iperf3Error, Iperf3Timers, ServerAction, ServerP
 use landspeed_iperf3::total_rate::TotalRateCheck;
 use landspeed_iperf3::wire::{errno, server_error};
 use landspeed_iperf3::{Cookie, Params, Results, State, COOKIE_LEN};
-use landspeed_proto::Endpoint;
+use landspeed_proto::Conversation;
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};

@@ -1,8 +1,8 @@
-//! One landspeed test from the client, run as the `ClientSession` orders it. The session decides what
-//! is sent and when; this driver greets the server (telling an iperf3 server and a peer that is not
-//! landspeed apart), then only reacts to what the session asks through one `Link` loop: open the data
-//! streams, start the engine, record the server's intervals, take its report. Nothing here reads a
-//! message or decides which comes next.
+//! landspeed's own protocol, the client's session: one landspeed test, run as the `ClientSession`
+//! orders it. The session decides what is sent and when; this driver greets the server (telling an
+//! iperf3 server and a peer that is not landspeed apart), then only reacts to what the session asks
+//! through one `Link` loop: open the data streams, start the engine, record the server's intervals,
+//! take its report. Nothing here reads a message or decides which comes next.
 
 use super::{
     latency, latency_begins, local_report, measure, open_data, result, run_context, start_warnings,

@@ -1,8 +1,9 @@
-//! One landspeed test on the server, from the control connection's first message to the results. The
-//! order of the conversation is the `ServerSession`'s: this driver runs it through a `Link` and only
-//! does what the session asks (accept a test, answer a clock probe, run an order, start the engine,
-//! report), collects the data connections the listeners hand over (TCP streams or UDP hellos) and runs
-//! the engine. Nothing here decides which message comes next.
+//! landspeed's own protocol, the server's session: one landspeed test, from the control
+//! connection's first message to the results. The order of the conversation is the
+//! `ServerSession`'s: this driver runs it through a `Link` and only does what the session asks
+//! (accept a test, answer a clock probe, run an order, start the engine, report), collects the data
+//! connections the listeners hand over (TCP streams or UDP hellos) and runs the engine. Nothing
+//! here decides which message comes next.
 
 use super::{
     add_measured, files, order, udp, MemoryHold, MissingWhy, Place, RefusalKind, Registered, Shared, Slot,
