@@ -53,14 +53,17 @@ pub enum Command {
     /// Responsiveness under working conditions (RPM, the IETF method): against landspeed serve
     /// --rpm, network-quality/server or any server of the method.
     #[command(
-        after_help = "RPM is round trips a minute on a loaded path: 60000 / (half the mean of a new connection's
-TCP, TLS and HTTP round trips + half an HTTP round trip on a loaded connection), each a
-mean with its highest 5% trimmed (docs/latency.md).
+        after_help = "RPM is round trips a minute on a loaded path, as draft-ietf-ippm-responsiveness-09 defines it:
+the mean of 60000 / a new connection's round trip (its TCP, TLS and HTTP steps averaged) and
+60000 / an HTTP round trip on a loaded connection, each a mean with its highest 5% trimmed,
+measured once the goodput has saturated, with each stage's confidence (docs/latency.md).
 
 Examples:
   landspeed rpm host                      https://host:4043/config (landspeed serve --rpm [::]:4043)
   landspeed rpm https://host:8443/config --direction download
-  landspeed rpm host --json"
+  landspeed rpm host --interval 1s        drafts 03-08's interval: a shorter test
+  landspeed rpm host --json > r.json
+  landspeed rpm --recompute r.json --draft 03   the same probes under draft-03's formula"
     )]
     Rpm(crate::cmd::rpm::RpmArgs),
     /// List the archived runs (every `run` is saved unless --no-save), or export them as CSV or JSON.

@@ -1,13 +1,16 @@
 //! Responsiveness under working conditions (RPM), as the IETF IPPM draft "Responsiveness under
-//! Working Conditions" defines it: load the path with HTTP/2 transfers on a growing number of
-//! connections until both the throughput and the probes' round trips are stable, then count how many
-//! round trips a minute the loaded path allows. Probes are "foreign" (a new connection: its TCP
+//! Working Conditions" (draft-ietf-ippm-responsiveness-09) defines it: load the path with HTTP/2
+//! transfers, one more connection every interval (ID), until the goodput's moving averages are stable
+//! (saturation), then compute the responsiveness of each interval from the probes of the last MAD
+//! intervals until those values are stable too. Probes are "foreign" (a new connection: its TCP
 //! handshake, its TLS handshake, an HTTP request for a 1-byte object) and "self" (the same request on
-//! a loaded connection, behind its bulk data). RPM = 60 000 / (½·(TM(tcp) + TM(tls) + TM(http))/3 +
-//! ½·TM(self)), TM being the mean with the highest 5% of samples trimmed (the draft's single-sided
-//! trimmed mean); the 90th percentile in place of TM gives the P90 figure goresponsiveness also
-//! prints. This module is the method with no I/O: the configuration document both ends agree on, the
-//! stability test, the figures and the report's schema. `landspeed_net::rpm` does the HTTP.
+//! a loaded connection, behind its bulk data). Responsiveness = (60 000 / foreign + 60 000 / self) / 2,
+//! foreign being the mean of TM(tcp), TM(tls) and TM(http) and self TM(http_l), TM the mean with the
+//! highest 5% of samples trimmed; drafts 03 and earlier took 60 000 / (foreign/2 + self/2), which a
+//! result computed under them says ([`Draft`]) and `landspeed rpm --recompute` can redo. A stage that
+//! runs out of time is reported with the draft's Low or Medium confidence. This module is the method
+//! with no I/O: the configuration document both ends agree on, the ramp, the figures and the report's
+//! schema. `landspeed_net::rpm` does the HTTP.
 
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -105,18 +108,60 @@ pub const LARGE_PATH: &str = "/large";
 /// The upload sink (`/slurp`, the reference server's name, is answered too).
 pub const UPLOAD_PATH: &str = "/upload";
 
-/// The method's parameters, with the draft's defaults.
+/// The draft whose formula a result's figures follow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum Draft {
+    /// draft-ietf-ippm-responsiveness-03 and earlier: RPM = 60 000 / (foreign/2 + self/2), the
+    /// harmonic form (what goresponsiveness computes, and landspeed before 2026-12-02).
+    #[serde(rename = "draft-03")]
+    Draft03,
+    /// draft-ietf-ippm-responsiveness-09 (since -04): RPM = (60 000/foreign + 60 000/self) / 2.
+    #[default]
+    #[serde(rename = "draft-09")]
+    Draft09,
+}
+
+impl Draft {
+    /// A report written before results named their draft followed draft-03's formula.
+    fn before_naming() -> Draft {
+        Draft::Draft03
+    }
+
+    /// The draft's name.
+    pub fn label(self) -> &'static str {
+        match self {
+            Draft::Draft03 => "draft-ietf-ippm-responsiveness-03",
+            Draft::Draft09 => "draft-ietf-ippm-responsiveness-09",
+        }
+    }
+
+    /// Round trips a minute from a foreign and a self round trip, ms.
+    pub fn rpm(self, foreign_ms: f64, self_ms: f64) -> Option<f64> {
+        if !(foreign_ms > 0.0 && self_ms > 0.0) {
+            return None;
+        }
+        Some(match self {
+            Draft::Draft03 => 60_000.0 / (0.5 * foreign_ms + 0.5 * self_ms),
+            Draft::Draft09 => (60_000.0 / foreign_ms + 60_000.0 / self_ms) / 2.0,
+        })
+    }
+}
+
+/// The method's parameters, with draft-09's defaults (its table of test parameters).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct RpmParams {
-    /// How often the conditions are evaluated (ID: 1 s).
+    /// Whose formula the figures follow.
+    #[serde(default = "Draft::before_naming")]
+    pub draft: Draft,
+    /// How often the conditions are evaluated and a connection added (ID: 5 s in -09).
     #[serde(with = "crate::units::secs")]
     pub interval: Duration,
-    /// Intervals in a moving average, and moving averages in the stability test (MAD: 4).
+    /// Intervals in a moving average, and values in the stability test (MAD: 4).
     pub moving_average: usize,
-    /// Percent of the highest samples trimmed before the mean (TMP: 5).
+    /// Percent of the highest samples trimmed before the mean (100 − TMP; TMP is 95).
     pub trim_pct: f64,
-    /// Stable when the last moving averages' standard deviation is within this percent of their
-    /// mean (SDT: 5).
+    /// Stable when the standard deviation of the last MAD values is within this percent of the
+    /// current one (SDT: 5).
     pub stddev_pct: f64,
     /// Most load-generating connections per direction (MNP: 16).
     pub max_connections: usize,
@@ -124,75 +169,92 @@ pub struct RpmParams {
     /// a test beside a client that ends with a known count. None: the draft's ramp.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fixed_connections: Option<usize>,
-    /// Probes a second of each kind (foreign and self; the draft's MPS caps both at 100).
+    /// Most probe pairs (a foreign and a self probe) a second (MPS: 100).
     pub probes_per_s: f64,
+    /// Most of the measured capacity the probes may take, percent (PTC: 5).
+    #[serde(default = "default_ptc")]
+    pub capacity_share_pct: f64,
     /// The percentile of the second figure (90).
     pub percentile: f64,
-    /// Longest a direction may take to stabilize before its figures are given as unstable (20 s).
+    /// Longest a direction may take; its first half at most goes to the goodput's saturation, and a
+    /// stage cut short is reported with its confidence.
     #[serde(with = "crate::units::secs")]
     pub timeout: Duration,
+}
+
+fn default_ptc() -> f64 {
+    5.0
 }
 
 impl Default for RpmParams {
     fn default() -> Self {
         RpmParams {
-            interval: Duration::from_secs(1),
+            draft: Draft::Draft09,
+            interval: Duration::from_secs(5),
             moving_average: 4,
             trim_pct: 5.0,
             stddev_pct: 5.0,
             max_connections: 16,
             fixed_connections: None,
-            probes_per_s: 10.0,
+            probes_per_s: 100.0,
+            capacity_share_pct: 5.0,
             percentile: 90.0,
-            timeout: Duration::from_secs(20),
+            timeout: Duration::from_secs(60),
         }
     }
 }
 
-/// The stability test over one series sampled once an interval (throughput, or responsiveness):
-/// stable when there are `mad` moving averages (each over the last `mad` samples) and their standard
-/// deviation is within `stddev_pct` of their mean.
-#[derive(Debug, Clone, Default)]
-pub struct Stability {
-    mad: usize,
-    stddev_pct: f64,
-    samples: Vec<f64>,
-    averages: Vec<f64>,
+/// Bytes a foreign probe exchanges (TCP and TLS handshakes, a request and a 1-byte answer), and a
+/// self probe: the draft's estimates for its probe budget.
+pub const FOREIGN_PROBE_BYTES: f64 = 5000.0;
+/// See [`FOREIGN_PROBE_BYTES`].
+pub const SELF_PROBE_BYTES: f64 = 1000.0;
+
+impl RpmParams {
+    /// Probe pairs a second with `capacity_bps` measured: MPS, or fewer so that the probes take at
+    /// most PTC of the capacity (at least one pair per interval, so that a slow path is measured).
+    pub fn probe_pairs_per_s(&self, capacity_bps: f64) -> f64 {
+        let pair_bits = 8.0 * (FOREIGN_PROBE_BYTES + SELF_PROBE_BYTES);
+        let budget = capacity_bps * self.capacity_share_pct / 100.0 / pair_bits;
+        let floor = 1.0 / self.interval.as_secs_f64().max(1e-3);
+        self.probes_per_s.min(budget).max(floor.min(self.probes_per_s))
+    }
 }
 
-impl Stability {
-    /// A test over `mad` intervals with `stddev_pct` tolerance.
-    pub fn new(mad: usize, stddev_pct: f64) -> Stability {
-        Stability {
-            mad: mad.max(1),
-            stddev_pct,
-            ..Stability::default()
-        }
+/// The stability test of draft-09 over a series of values (the goodput's moving averages, or each
+/// interval's responsiveness): at least `mad` values, and the standard deviation of the last `mad`
+/// within `sdt_pct` percent of the current (last) one.
+pub fn steady(values: &[f64], mad: usize, sdt_pct: f64) -> bool {
+    let mad = mad.max(1);
+    if values.len() < mad {
+        return false;
     }
+    let last = &values[values.len() - mad..];
+    let current = last[mad - 1];
+    let mean = last.iter().sum::<f64>() / mad as f64;
+    let var = last.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / mad as f64;
+    current > 0.0 && var.sqrt() < current * sdt_pct / 100.0
+}
 
-    /// Adds one interval's value.
-    pub fn push(&mut self, v: f64) {
-        self.samples.push(v);
-        if self.samples.len() >= self.mad {
-            let last = &self.samples[self.samples.len() - self.mad..];
-            self.averages.push(last.iter().sum::<f64>() / self.mad as f64);
+/// How far a stage of the method got (draft-09's confidence of test results).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Confidence {
+    /// Fewer than MAD intervals of the stage ran before its time was up.
+    Low,
+    /// MAD intervals or more, not stable within SDT.
+    Medium,
+    /// Stable within SDT.
+    High,
+}
+
+impl Confidence {
+    fn of(values: usize, mad: usize, stable: bool) -> Confidence {
+        match (stable, values >= mad) {
+            (true, _) => Confidence::High,
+            (false, true) => Confidence::Medium,
+            (false, false) => Confidence::Low,
         }
-    }
-
-    /// Whether the series is stable now.
-    pub fn stable(&self) -> bool {
-        if self.averages.len() < self.mad {
-            return false;
-        }
-        let last = &self.averages[self.averages.len() - self.mad..];
-        let mean = last.iter().sum::<f64>() / last.len() as f64;
-        let var = last.iter().map(|a| (a - mean).powi(2)).sum::<f64>() / last.len() as f64;
-        mean > 0.0 && var.sqrt() <= mean * self.stddev_pct / 100.0
-    }
-
-    /// The latest moving average.
-    pub fn average(&self) -> Option<f64> {
-        self.averages.last().copied()
     }
 }
 
@@ -243,10 +305,16 @@ pub struct SelfProbe {
 /// The figures of a set of probes.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct RpmFigures {
-    /// Round trips per minute from the trimmed means (the draft's figure).
+    /// Round trips per minute from the trimmed means, by the params' draft's formula.
     pub rpm: f64,
     /// The same from the `percentile`th percentiles.
     pub rpm_percentile: f64,
+    /// The foreign responsiveness alone: 60 000 / the mean of the foreign steps' trimmed means.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub foreign_rpm: Option<f64>,
+    /// The loaded (self) responsiveness alone: 60 000 / TM(http_l).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loaded_rpm: Option<f64>,
     /// The trimmed means, ms: TCP handshake, TLS handshake (None over plain HTTP), foreign HTTP,
     /// self HTTP.
     pub tcp_ms: f64,
@@ -262,30 +330,32 @@ pub struct RpmFigures {
     pub self_probes: usize,
 }
 
-/// RPM from `foreign` and `self_` probes (None without both kinds).
+/// RPM from `foreign` and `self_` probes (None without both kinds), by `p.draft`'s formula. Each
+/// foreign step weighs the same (TCP, TLS when there is TLS, HTTP), as the draft says.
 pub fn figures(foreign: &[ForeignProbe], self_: &[SelfProbe], p: &RpmParams) -> Option<RpmFigures> {
     let tcp: Vec<f64> = foreign.iter().map(|f| f.tcp_ms).collect();
     let tls: Vec<f64> = foreign.iter().filter_map(|f| f.tls_ms).collect();
     let http: Vec<f64> = foreign.iter().map(|f| f.http_ms).collect();
     let own: Vec<f64> = self_.iter().map(|s| s.http_ms).collect();
-    let rpm = |stat: &dyn Fn(&[f64]) -> Option<f64>| -> Option<f64> {
+    let foreign_ms = |stat: &dyn Fn(&[f64]) -> Option<f64>| -> Option<f64> {
         let mut parts = vec![stat(&tcp)?, stat(&http)?];
         if !tls.is_empty() {
             parts.push(stat(&tls)?);
         }
-        let foreign_ms = parts.iter().sum::<f64>() / parts.len() as f64;
-        let ms = 0.5 * foreign_ms + 0.5 * stat(&own)?;
-        (ms > 0.0).then(|| 60_000.0 / ms)
+        Some(parts.iter().sum::<f64>() / parts.len() as f64)
     };
     let tm = |v: &[f64]| trimmed_mean(v, p.trim_pct);
     let pc = |v: &[f64]| percentile(v, p.percentile);
+    let (f_tm, s_tm) = (foreign_ms(&tm)?, tm(&own)?);
     Some(RpmFigures {
-        rpm: rpm(&tm)?,
-        rpm_percentile: rpm(&pc)?,
+        rpm: p.draft.rpm(f_tm, s_tm)?,
+        rpm_percentile: p.draft.rpm(foreign_ms(&pc)?, pc(&own)?)?,
+        foreign_rpm: (f_tm > 0.0).then(|| 60_000.0 / f_tm),
+        loaded_rpm: (s_tm > 0.0).then(|| 60_000.0 / s_tm),
         tcp_ms: tm(&tcp)?,
         tls_ms: tm(&tls),
         http_foreign_ms: tm(&http)?,
-        http_self_ms: tm(&own)?,
+        http_self_ms: s_tm,
         foreign_probes: foreign.len(),
         self_probes: self_.len(),
     })
@@ -308,10 +378,24 @@ pub struct RpmInterval {
     pub t_s: f64,
     /// Bits per second moved by the load-generating connections in it.
     pub throughput_bps: f64,
+    /// The goodput's moving average at its end (the bytes of it and the MAD − 1 before, over MAD
+    /// intervals), bits per second.
+    #[serde(default)]
+    pub average_bps: f64,
     /// Load-generating connections open at its end.
     pub connections: usize,
-    /// RPM from the probes of this interval alone (None without both kinds).
+    /// The responsiveness at its end, from the probes of the last MAD intervals since the goodput
+    /// saturated (None before, or without both kinds of probe).
     pub rpm: Option<f64>,
+}
+
+/// How far each stage got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RpmConfidence {
+    /// The goodput's saturation.
+    pub capacity: Confidence,
+    /// The responsiveness's.
+    pub responsiveness: Confidence,
 }
 
 /// One direction's test.
@@ -319,14 +403,23 @@ pub struct RpmInterval {
 pub struct RpmDirectionResult {
     /// Download or upload.
     pub direction: RpmDirection,
-    /// The moving average of the throughput at the end, bits per second.
+    /// The goodput's moving average at the end, bits per second.
     pub throughput_bps: f64,
     /// Load-generating connections at the end.
     pub connections: usize,
-    /// Whether both the throughput and the responsiveness were stable (if not, the figures come
-    /// from every probe, as the draft's speculative result).
+    /// Whether the responsiveness reached stability (High confidence).
     pub stable: bool,
-    /// The figures from the probes of the last `moving_average` intervals (every probe if unstable).
+    /// Each stage's confidence (None in a report written before 2026-12-02).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confidence: Option<RpmConfidence>,
+    /// When the goodput saturated (or its stage's time ran out), seconds since the start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub saturated_at_s: Option<f64>,
+    /// Where the probes of the figures start, seconds since the start: the last MAD intervals of the
+    /// responsiveness stage (of the whole test when that stage never ran a full interval).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window_from_s: Option<f64>,
+    /// The figures from the probes from `window_from_s` on.
     pub figures: Option<RpmFigures>,
     /// Why figures are missing, if they are.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -348,28 +441,29 @@ pub struct RpmReport {
     pub config_url: String,
     /// The HTTP version the load-generating connections spoke (`HTTP/2` or `HTTP/1.1`).
     pub http: String,
-    /// The parameters.
+    /// The parameters (`draft`: whose formula the figures follow).
     pub params: RpmParams,
     /// Each direction, in the order run (download first when they ran at once).
     pub directions: Vec<RpmDirectionResult>,
-    /// The two directions loaded the path at the same time (goresponsiveness's `-rpm.parallel`),
-    /// each with its own connections and probes; else one after the other.
+    /// The two directions loaded the path at the same time (the draft's concurrent test), each with
+    /// its own connections and probes; else one after the other (its sequential test).
     #[serde(default)]
     pub parallel: bool,
     /// Both directions together: the figures of every direction's window of probes pooled (the
-    /// "final" RPM goresponsiveness prints); None with fewer than two directions measured.
+    /// concurrent test's one score); None with fewer than two directions measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub overall: Option<RpmFigures>,
 }
 
 impl RpmDirectionResult {
-    /// The probes its figures come from: those of the last `moving_average` intervals when it was
-    /// stable, else every one.
+    /// The probes its figures come from: those from `window_from_s` on; in a report written before
+    /// it was kept, the last `moving_average` intervals when stable, else every one.
     pub fn window(&self, p: &RpmParams) -> (Vec<ForeignProbe>, Vec<SelfProbe>) {
         let last = self.intervals.last().map_or(0.0, |i| i.t_s);
-        let from = match self.stable {
-            true => last - p.interval.as_secs_f64() * p.moving_average as f64,
-            false => 0.0,
+        let from = match (self.window_from_s, self.stable) {
+            (Some(from), _) => from,
+            (None, true) => last - p.interval.as_secs_f64() * p.moving_average as f64,
+            (None, false) => 0.0,
         };
         let f = self.foreign.iter().filter(|x| x.t_s >= from).copied().collect();
         let s = self
@@ -379,6 +473,23 @@ impl RpmDirectionResult {
             .copied()
             .collect();
         (f, s)
+    }
+}
+
+impl RpmReport {
+    /// The same probes' figures under `draft`'s formula (`landspeed rpm --recompute`).
+    pub fn recomputed(&self, draft: Draft) -> RpmReport {
+        let params = RpmParams { draft, ..self.params };
+        let mut r = self.clone();
+        r.params = params;
+        for d in &mut r.directions {
+            if d.figures.is_some() {
+                let (f, s) = d.window(&params);
+                d.figures = figures(&f, &s, &params);
+            }
+        }
+        r.overall = overall(&r.directions, &params);
+        r
     }
 }
 
@@ -397,25 +508,21 @@ pub fn overall(directions: &[RpmDirectionResult], p: &RpmParams) -> Option<RpmFi
     figures(&f, &s, p)
 }
 
-/// Decides, at the end of each interval, whether a direction is done and whether to add a
-/// connection: the draft's ramp-up (one more connection an interval while the throughput is not
-/// stable, up to the maximum).
+/// Draft-09's algorithm for one direction, interval by interval, with no clock of its own: a
+/// connection more every interval up to MNP; the goodput's moving average (the bytes of the last MAD
+/// intervals over MAD intervals) until it is stable, which is saturation (or until half the time is
+/// up); then the responsiveness of each interval, from the probes of the last MAD intervals since
+/// saturation, until those values are stable (or the time is up).
 #[derive(Debug, Clone)]
 pub struct Ramp {
     params: RpmParams,
-    throughput: Stability,
-    responsiveness: Stability,
-}
-
-/// What the ramp says after an interval.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Step {
-    /// Go on, opening one more load-generating connection.
-    AddConnection,
-    /// Go on as is.
-    Continue,
-    /// Both series are stable: compute the figures.
-    Stable,
+    goodput_bps: Vec<f64>,
+    averages: Vec<f64>,
+    responsiveness: Vec<f64>,
+    saturated_at_s: Option<f64>,
+    goodput_stage_intervals: usize,
+    capacity_stable: bool,
+    responsiveness_stable: bool,
 }
 
 impl Ramp {
@@ -423,34 +530,93 @@ impl Ramp {
     pub fn new(params: RpmParams) -> Ramp {
         Ramp {
             params,
-            throughput: Stability::new(params.moving_average, params.stddev_pct),
-            responsiveness: Stability::new(params.moving_average, params.stddev_pct),
+            goodput_bps: vec![],
+            averages: vec![],
+            responsiveness: vec![],
+            saturated_at_s: None,
+            goodput_stage_intervals: 0,
+            capacity_stable: false,
+            responsiveness_stable: false,
         }
     }
 
-    /// Takes one interval's throughput and the RPM of its probes (None: no probe answered yet),
-    /// with `connections` open.
-    pub fn interval(&mut self, throughput_bps: f64, rpm: Option<f64>, connections: usize) -> Step {
-        self.throughput.push(throughput_bps);
-        if let Some(r) = rpm {
-            self.responsiveness.push(r);
+    /// Takes the goodput of the interval that ended at `t_s` with `connections` open: whether to
+    /// open one more now.
+    pub fn goodput(&mut self, bps: f64, connections: usize, t_s: f64) -> bool {
+        let mad = self.params.moving_average.max(1);
+        self.goodput_bps.push(bps);
+        let last = &self.goodput_bps[self.goodput_bps.len().saturating_sub(mad)..];
+        self.averages.push(last.iter().sum::<f64>() / mad as f64);
+        if self.saturated_at_s.is_none() {
+            self.goodput_stage_intervals += 1;
+            self.capacity_stable = steady(&self.averages, mad, self.params.stddev_pct);
+            let half_time = t_s >= self.params.timeout.as_secs_f64() / 2.0;
+            if self.capacity_stable || half_time {
+                self.saturated_at_s = Some(t_s);
+            }
         }
-        let steady = self.throughput.stable();
-        if steady && self.responsiveness.stable() {
-            Step::Stable
-        } else if !steady
-            && connections < self.params.max_connections
-            && self.params.fixed_connections.is_none()
-        {
-            Step::AddConnection
-        } else {
-            Step::Continue
-        }
+        self.params.fixed_connections.is_none() && connections < self.params.max_connections
     }
 
-    /// The throughput's latest moving average, bits per second.
+    /// Where the probes of the responsiveness at `t_s` start: the last MAD intervals, not before
+    /// saturation (None: the goodput has not saturated, or saturated at `t_s`).
+    pub fn window_from_s(&self, t_s: f64) -> Option<f64> {
+        let s = self.saturated_at_s.filter(|s| *s < t_s)?;
+        let span = self.params.interval.as_secs_f64() * self.params.moving_average as f64;
+        Some(s.max(t_s - span))
+    }
+
+    /// Takes the responsiveness computed over [`Ramp::window_from_s`] at the interval's end: true
+    /// when it is stable (the direction is done).
+    pub fn responsiveness(&mut self, rpm: f64) -> bool {
+        self.responsiveness.push(rpm);
+        self.responsiveness_stable = steady(
+            &self.responsiveness,
+            self.params.moving_average,
+            self.params.stddev_pct,
+        );
+        self.responsiveness_stable
+    }
+
+    /// The goodput of the last MAD intervals (of those there were, when fewer ran), bits per second:
+    /// the figure reported (the stability test divides by MAD intervals whatever ran, as the
+    /// draft's moving average does, so that a short ramp never looks saturated).
     pub fn throughput_bps(&self) -> f64 {
-        self.throughput.average().unwrap_or(0.0)
+        let mad = self.params.moving_average.max(1);
+        let last = &self.goodput_bps[self.goodput_bps.len().saturating_sub(mad)..];
+        if last.is_empty() {
+            return 0.0;
+        }
+        last.iter().sum::<f64>() / last.len() as f64
+    }
+
+    /// The goodput's latest moving average as the draft defines it (the last MAD intervals' bytes
+    /// over MAD intervals), bits per second.
+    pub fn moving_average_bps(&self) -> f64 {
+        self.averages.last().copied().unwrap_or(0.0)
+    }
+
+    /// When the goodput saturated (or its stage's time ran out).
+    pub fn saturated_at_s(&self) -> Option<f64> {
+        self.saturated_at_s
+    }
+
+    /// The probes the final figures take at `t_s`, the test's end: the responsiveness window, or the
+    /// last MAD intervals when the responsiveness stage has not run a full interval.
+    pub fn final_window_from_s(&self, t_s: f64) -> f64 {
+        let span = self.params.interval.as_secs_f64() * self.params.moving_average as f64;
+        self.window_from_s(t_s)
+            .filter(|_| !self.responsiveness.is_empty())
+            .unwrap_or((t_s - span).max(0.0))
+    }
+
+    /// Each stage's confidence now.
+    pub fn confidence(&self) -> RpmConfidence {
+        let mad = self.params.moving_average.max(1);
+        RpmConfidence {
+            capacity: Confidence::of(self.goodput_stage_intervals, mad, self.capacity_stable),
+            responsiveness: Confidence::of(self.responsiveness.len(), mad, self.responsiveness_stable),
+        }
     }
 }
 

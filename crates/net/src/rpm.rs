@@ -1,15 +1,16 @@
-//! `landspeed rpm`: the responsiveness client (landspeed_core::rpm has the method). It fetches a
-//! server's configuration, then per direction opens load-generating connections (GETs of the large
-//! object, or POSTs of an endless body), one more each interval while the throughput is not
-//! stable, and meanwhile sends probes: foreign ones on new connections (TCP, TLS and HTTP timed
-//! apart) and self ones on the loading HTTP/2 connections. It stops when the throughput and the
-//! responsiveness are both stable, or at the timeout, and computes RPM from the probes of the last
-//! moving-average window. HTTP/2 over TLS (ALPN), or with prior knowledge over plain TCP; with
-//! HTTP/1.1 (`http1`) a loaded connection cannot carry a probe, so no self probe is sent and RPM is
-//! not computed (the probes' figures are still given). Both ends keep little unsent data in their
-//! sockets (TCP_NOTSENT_LOWAT, 16 KiB), so a self probe measures the path's queue, not a send
-//! buffer's. The directions run one after the other, or at once (`parallel`); a configuration naming
-//! a `test_endpoint` has every connection made there.
+//! `landspeed rpm`: the responsiveness client (landspeed_core::rpm has the method, draft-09's). It
+//! fetches a server's configuration, then per direction opens load-generating connections (GETs of the
+//! large object, or POSTs of an endless body), one more each interval up to the maximum, and
+//! meanwhile sends probe pairs at the draft's rate (at most 5% of the capacity measured): foreign ones
+//! on new connections (TCP, TLS and HTTP timed apart) and self ones on a load-generating HTTP/2
+//! connection picked at random, the two kinds interleaved. Once the goodput has saturated it computes
+//! the responsiveness each interval from the probes of the last intervals, and stops when that is
+//! stable or at the timeout, each stage with its confidence. HTTP/2 over TLS (ALPN), or with prior
+//! knowledge over plain TCP; with HTTP/1.1 (`http1`) a loaded connection cannot carry a probe, so no
+//! self probe is sent and RPM is not computed (the probes' figures are still given). The client keeps
+//! little unsent data in its sockets (TCP_NOTSENT_LOWAT, 16 KiB), so a self probe measures the path's
+//! queue more than a send buffer's. The directions run one after the other, or at once (`parallel`);
+//! a configuration naming a `test_endpoint` has every connection made there.
 
 mod conn;
 
@@ -18,7 +19,7 @@ use http_body_util::BodyExt;
 use hyper::body::{Body, Bytes, Frame};
 use landspeed_core::rpm::{
     self, ForeignProbe, Ramp, RpmConfig, RpmDirection, RpmDirectionResult, RpmInterval, RpmParams, RpmReport,
-    SelfProbe, Step,
+    SelfProbe,
 };
 use std::convert::Infallible;
 use std::pin::Pin;
@@ -161,6 +162,9 @@ struct Endpoints {
 struct Shared {
     /// Bytes the load-generating connections moved.
     bytes: AtomicU64,
+    /// The highest goodput of an interval so far, bits per second: the capacity the probes' budget
+    /// is a share of.
+    capacity_bps: AtomicU64,
     /// The loading HTTP/2 connections, for self probes.
     senders: Mutex<Vec<hyper::client::conn::http2::SendRequest<conn::ReqBody>>>,
     foreign: Mutex<Vec<ForeignProbe>>,
@@ -175,7 +179,8 @@ impl Shared {
     }
 }
 
-/// One direction: ramp up, probe, stop when stable or at the timeout.
+/// One direction: draft-09's ramp (a connection more every interval, saturation, then the
+/// responsiveness until stable or the time is up), with probes all along.
 async fn direction(
     dir: RpmDirection,
     ep: &Endpoints,
@@ -201,7 +206,7 @@ async fn direction(
     ));
     let mut ramp = Ramp::new(*params);
     let mut intervals: Vec<RpmInterval> = vec![];
-    let (mut moved, mut stable) = (0u64, false);
+    let mut moved = 0u64;
     let mut tick = tokio::time::interval_at(start + params.interval, params.interval);
     while start.elapsed() < params.timeout && !interrupt.load(Relaxed) {
         tick.tick().await;
@@ -209,22 +214,24 @@ async fn direction(
         let now = shared.bytes.load(Relaxed);
         let throughput_bps = (now - moved) as f64 * 8.0 / params.interval.as_secs_f64();
         moved = now;
-        let from = intervals.last().map_or(0.0, |i| i.t_s);
-        let rpm = window_figures(&shared, from, params).map(|f| f.rpm);
-        let step = ramp.interval(throughput_bps, rpm, lgcs.len());
+        shared.capacity_bps.fetch_max(throughput_bps as u64, Relaxed);
+        let add = ramp.goodput(throughput_bps, lgcs.len(), t_s);
+        let rpm = (ramp.window_from_s(t_s))
+            .and_then(|from| window_figures(&shared, from, params))
+            .map(|f| f.rpm);
+        let done = rpm.is_some_and(|r| ramp.responsiveness(r));
         intervals.push(RpmInterval {
             t_s,
             throughput_bps,
+            average_bps: ramp.moving_average_bps(),
             connections: lgcs.len(),
             rpm,
         });
-        match step {
-            Step::Stable => {
-                stable = true;
-                break;
-            }
-            Step::AddConnection => lgcs.push(spawn_lgc(dir, load.clone(), ep.http1, shared.clone())),
-            Step::Continue => {}
+        if done {
+            break;
+        }
+        if add && start.elapsed() < params.timeout {
+            lgcs.push(spawn_lgc(dir, load.clone(), ep.http1, shared.clone()));
         }
     }
     prober.abort();
@@ -232,36 +239,30 @@ async fn direction(
         t.abort();
     }
     lock(&shared.senders).clear();
-    finish(
-        dir,
-        stable,
-        ramp.throughput_bps(),
-        lgcs.len(),
-        intervals,
-        &shared,
-        params,
-        ep.http1,
-    )
+    finish(dir, &ramp, lgcs.len(), intervals, &shared, params, ep.http1)
 }
 
-/// The direction's result: figures from the last moving-average window if stable, else from every
-/// probe.
-#[allow(clippy::too_many_arguments)]
+/// The direction's result: figures from the responsiveness stage's last MAD intervals (or the
+/// test's, when that stage never ran a whole interval), with each stage's confidence.
 fn finish(
     dir: RpmDirection,
-    stable: bool,
-    throughput_bps: f64,
+    ramp: &Ramp,
     connections: usize,
     intervals: Vec<RpmInterval>,
     shared: &Shared,
     params: &RpmParams,
     http1: bool,
 ) -> RpmDirectionResult {
+    let end_s = intervals.last().map_or(0.0, |i| i.t_s);
+    let confidence = ramp.confidence();
     let mut d = RpmDirectionResult {
         direction: dir,
-        throughput_bps,
+        throughput_bps: ramp.throughput_bps(),
         connections,
-        stable,
+        stable: confidence.responsiveness == rpm::Confidence::High,
+        confidence: Some(confidence),
+        saturated_at_s: ramp.saturated_at_s(),
+        window_from_s: Some(ramp.final_window_from_s(end_s)),
         figures: None,
         error: None,
         intervals,
@@ -329,22 +330,54 @@ fn spawn_lgc(dir: RpmDirection, t: Target, http1: bool, shared: Arc<Shared>) -> 
     })
 }
 
-/// Sends a foreign and a self probe every 1/probes_per_s.
+/// Probes as draft-09 sends them: pairs at MPS a second, fewer when they would take more than PTC
+/// of the capacity measured so far, the two kinds interleaved (half a period apart), each self probe
+/// on a load-generating connection picked at random.
 async fn probe_loop(small: Target, http1: bool, params: RpmParams, start: Instant, shared: Arc<Shared>) {
-    let every = Duration::from_secs_f64(1.0 / params.probes_per_s.max(0.1));
-    let mut tick = tokio::time::interval(every);
-    let mut next = 0usize;
+    let mut pick = Pick(getrandom::u64().unwrap_or(0x5eed) | 1);
+    let mut foreign_next = true;
+    let mut last = Instant::now();
     loop {
-        tick.tick().await;
-        tokio::spawn(foreign_probe(small.clone(), http1, start, shared.clone()));
-        let sender = {
-            let s = lock(&shared.senders);
-            next = next.wrapping_add(1);
-            (!s.is_empty()).then(|| s[next % s.len()].clone())
-        };
-        if let Some(s) = sender {
-            tokio::spawn(self_probe(small.clone(), s, start, shared.clone()));
+        // The rate follows the capacity as it is measured: due half a pair's period after the last
+        // probe, looked at again at least every 50 ms.
+        let pairs = params.probe_pairs_per_s(capacity_now(&shared, start));
+        let due = Duration::from_secs_f64(0.5 / pairs.max(0.01)).saturating_sub(last.elapsed());
+        if !due.is_zero() {
+            tokio::time::sleep(due.min(Duration::from_millis(50))).await;
+            continue;
         }
+        last = Instant::now();
+        if foreign_next {
+            tokio::spawn(foreign_probe(small.clone(), http1, start, shared.clone()));
+        } else {
+            let sender = {
+                let s = lock(&shared.senders);
+                (!s.is_empty()).then(|| s[pick.below(s.len())].clone())
+            };
+            if let Some(s) = sender {
+                tokio::spawn(self_probe(small.clone(), s, start, shared.clone()));
+            }
+        }
+        foreign_next = !foreign_next;
+    }
+}
+
+/// The capacity measured so far, bits per second: the best interval's goodput, or the mean since the
+/// start while no interval has ended.
+fn capacity_now(shared: &Shared, start: Instant) -> f64 {
+    let mean = shared.bytes.load(Relaxed) as f64 * 8.0 / start.elapsed().as_secs_f64().max(1e-3);
+    (shared.capacity_bps.load(Relaxed) as f64).max(mean)
+}
+
+/// A small random choice (xorshift64*): which load-generating connection carries a self probe.
+struct Pick(u64);
+
+impl Pick {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 33) as usize % n.max(1)
     }
 }
 

@@ -12,7 +12,13 @@ pub fn text(r: &RpmReport) -> String {
     } else {
         ""
     };
-    let mut out = format!("Responsiveness at {} ({}{at_once}):\n", r.config_url, r.http);
+    let mut out = format!(
+        "Responsiveness at {} ({}{at_once}; {}, interval {:?}):\n",
+        r.config_url,
+        r.http,
+        r.params.draft.label(),
+        r.params.interval
+    );
     for d in &r.directions {
         let name = match d.direction {
             RpmDirection::Download => "download",
@@ -20,23 +26,21 @@ pub fn text(r: &RpmReport) -> String {
         };
         let _ = writeln!(
             out,
-            "  {name}: {} on {} connection{}{}",
+            "  {name}: {} on {} connection{}; {}",
             BitRate(d.throughput_bps),
             d.connections,
             if d.connections == 1 { "" } else { "s" },
-            if d.stable {
-                ""
-            } else {
-                " (not stable within the timeout: figures from every probe)"
-            }
+            stages(d)
         );
         match (&d.figures, &d.error) {
             (Some(f), _) => {
                 let tls = f.tls_ms.map_or("-".into(), |v| format!("{v:.1}"));
                 let _ = writeln!(
                     out,
-                    "    RPM {:.0} (P{:.0}: {:.0}); round trips, trimmed means: TCP {:.1} ms, TLS {tls} ms, HTTP {:.1} ms on a new connection, {:.1} ms on a loaded one ({} and {} probes)",
+                    "    RPM {:.0} (foreign {}, loaded {}; P{:.0}: {:.0}); round trips, trimmed means: TCP {:.1} ms, TLS {tls} ms, HTTP {:.1} ms on a new connection, {:.1} ms on a loaded one ({} and {} probes)",
                     f.rpm,
+                    f.foreign_rpm.map_or("-".into(), |v| format!("{v:.0}")),
+                    f.loaded_rpm.map_or("-".into(), |v| format!("{v:.0}")),
                     r.params.percentile,
                     f.rpm_percentile,
                     f.tcp_ms,
@@ -63,4 +67,26 @@ pub fn text(r: &RpmReport) -> String {
         );
     }
     out
+}
+
+/// How far the direction's stages got: when the goodput saturated and each stage's confidence (the
+/// draft's Low, Medium, High), or, for a report written before they were kept, whether it was stable.
+fn stages(d: &landspeed_core::rpm::RpmDirectionResult) -> String {
+    let Some(c) = d.confidence else {
+        return match d.stable {
+            true => "stable".into(),
+            false => "not stable within the timeout: figures from every probe".into(),
+        };
+    };
+    let saturated = match (d.saturated_at_s, c.capacity) {
+        (Some(t), landspeed_core::rpm::Confidence::High) => format!("goodput saturated at {t:.0} s"),
+        (Some(t), _) => format!("goodput not saturated when its time ran out at {t:.0} s"),
+        (None, _) => "goodput never saturated".into(),
+    };
+    let word = |c: landspeed_core::rpm::Confidence| format!("{c:?}").to_lowercase();
+    format!(
+        "{saturated}; confidence: capacity {}, responsiveness {}",
+        word(c.capacity),
+        word(c.responsiveness)
+    )
 }

@@ -5,9 +5,9 @@
 
 use crate::common::client::interrupt_flag;
 use crate::common::values;
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
-use landspeed_core::rpm::{RpmDirection, RpmParams};
+use landspeed_core::rpm::{Draft, RpmDirection, RpmParams, RpmReport};
 use landspeed_net::rpm::{measure, RpmOptions};
 use std::time::Duration;
 
@@ -15,16 +15,32 @@ use std::time::Duration;
 pub struct RpmArgs {
     /// The configuration's URL (https://host:4043/config), or HOST[:PORT] for
     /// https://HOST:PORT/config (port 4043 by default, as goresponsiveness).
-    pub target: String,
+    #[arg(required_unless_present = "recompute")]
+    pub target: Option<String>,
     /// Which directions: both one after the other, both at once (parallel), or one.
     #[arg(long, value_enum, default_value_t = Which::Both)]
     pub direction: Which,
     /// Speak HTTP/1.1 only (no self probes then: RPM is not computed, the probes' times are given).
     #[arg(long = "http1.1")]
     pub http1: bool,
-    /// Probes a second, of each kind (foreign and self).
-    #[arg(long, default_value_t = 10.0)]
+    /// Most probe pairs (a foreign and a self probe) a second, the draft's MPS; fewer when they would
+    /// take more than 5% of the capacity measured (its PTC).
+    #[arg(long, default_value_t = 100.0)]
     pub probes_per_s: f64,
+    /// The interval (the draft's ID): a connection added, the goodput and the responsiveness
+    /// evaluated, once each. draft-09 says 5 s; 1 s is drafts 03-08's (and goresponsiveness's), for a
+    /// shorter test.
+    #[arg(long, default_value = "5s", value_parser = values::duration)]
+    pub interval: Duration,
+    /// Whose formula the figures follow: 09 (the average of the foreign and the loaded
+    /// responsiveness) or 03 (60 000 over the mean of the two round trips, what goresponsiveness and
+    /// drafts before -04 compute).
+    #[arg(long, value_enum, default_value_t = DraftArg::D09)]
+    pub draft: DraftArg,
+    /// Recompute the figures of a saved `--json` report from its own probes under --draft's formula
+    /// and print them (no test is run), e.g. to set a result beside a client of an older draft.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["target", "direction", "connections"])]
+    pub recompute: Option<std::path::PathBuf>,
     /// Most load-generating connections per direction.
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub max_connections: u32,
@@ -32,12 +48,33 @@ pub struct RpmArgs {
     /// stand beside a goresponsiveness run that ended with 16.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub connections: Option<u32>,
-    /// Longest a direction runs before its figures are given as unstable.
-    #[arg(long, default_value = "20s", value_parser = values::duration)]
+    /// Longest a direction runs: its first half at most goes to saturating the goodput, the rest to
+    /// the responsiveness; a stage cut short is reported with the draft's Low or Medium confidence.
+    #[arg(long, default_value = "60s", value_parser = values::duration)]
     pub timeout: Duration,
     /// One JSON document (schema landspeed-rpm/1).
     #[arg(long)]
     pub json: bool,
+}
+
+/// `--draft`.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DraftArg {
+    /// draft-ietf-ippm-responsiveness-09.
+    #[value(name = "09")]
+    D09,
+    /// draft-ietf-ippm-responsiveness-03.
+    #[value(name = "03")]
+    D03,
+}
+
+impl From<DraftArg> for Draft {
+    fn from(d: DraftArg) -> Draft {
+        match d {
+            DraftArg::D09 => Draft::Draft09,
+            DraftArg::D03 => Draft::Draft03,
+        }
+    }
 }
 
 /// The directions to run.
@@ -72,22 +109,52 @@ fn config_url(target: &str) -> String {
     format!("https://{host_port}{}", landspeed_core::rpm::CONFIG_PATH)
 }
 
-/// Runs the test; true when every direction gave its figures.
+/// Runs the test (or recomputes a saved one); true when every direction gave its figures.
 pub fn rpm(a: RpmArgs) -> Result<bool> {
-    if !(0.1..=100.0).contains(&a.probes_per_s) || a.timeout < Duration::from_secs(5) {
+    let r = match (&a.recompute, &a.target) {
+        (Some(file), _) => recompute(file, a.draft.into())?,
+        (None, Some(target)) => run(&a, target)?,
+        (None, None) => unreachable!("clap requires TARGET without --recompute"),
+    };
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+    } else {
+        print!("{}", landspeed_report::rpm_text::text(&r));
+    }
+    Ok(!r.directions.is_empty() && r.directions.iter().all(|d| d.figures.is_some()))
+}
+
+/// A saved report's figures under `draft`'s formula, from its own probes.
+fn recompute(file: &std::path::Path, draft: Draft) -> Result<RpmReport> {
+    let text = std::fs::read_to_string(file).with_context(|| format!("--recompute {}", file.display()))?;
+    let saved: RpmReport = serde_json::from_str(&text).with_context(|| {
+        format!(
+            "--recompute {}: not a `landspeed rpm --json` report",
+            file.display()
+        )
+    })?;
+    Ok(saved.recomputed(draft))
+}
+
+fn run(a: &RpmArgs, target: &str) -> Result<RpmReport> {
+    let interval_ok = (Duration::from_millis(100)..=Duration::from_secs(60)).contains(&a.interval);
+    if !(0.1..=100.0).contains(&a.probes_per_s) || a.timeout < Duration::from_secs(5) || !interval_ok {
         return Err(crate::common::UsageError(
-            "--probes-per-s must be 0.1..=100 (the method's cap) and --timeout at least 5s".into(),
+            "--probes-per-s must be 0.1..=100 (the method's cap), --interval 100ms..=60s and --timeout at least 5s"
+                .into(),
         )
         .into());
     }
     let opts = RpmOptions {
-        config_url: config_url(&a.target),
+        config_url: config_url(target),
         directions: match a.direction {
             Which::Both | Which::Parallel => vec![RpmDirection::Download, RpmDirection::Upload],
             Which::Download => vec![RpmDirection::Download],
             Which::Upload => vec![RpmDirection::Upload],
         },
         params: RpmParams {
+            draft: a.draft.into(),
+            interval: a.interval,
             probes_per_s: a.probes_per_s,
             max_connections: a.max_connections as usize,
             fixed_connections: a.connections.map(|n| n as usize),
@@ -98,13 +165,7 @@ pub fn rpm(a: RpmArgs) -> Result<bool> {
         parallel: a.direction == Which::Parallel,
     };
     let interrupt = interrupt_flag()?;
-    let r = measure(&opts, &interrupt)?;
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&r)?);
-    } else {
-        print!("{}", landspeed_report::rpm_text::text(&r));
-    }
-    Ok(!r.directions.is_empty() && r.directions.iter().all(|d| d.figures.is_some()))
+    Ok(measure(&opts, &interrupt)?)
 }
 
 #[cfg(test)]

@@ -87,6 +87,85 @@ fn the_rpm_client_measures_landspeeds_server_over_http2_with_tls_and_plain() {
     assert!(d["self_probes"].as_array().unwrap().is_empty());
 }
 
+/// Draft-09's method end to end: a connection more each interval, each stage's confidence, the
+/// figures by -09's formula from the foreign and loaded responsiveness, and the same probes
+/// recomputed under -03's by `--recompute`.
+#[test]
+fn the_client_ramps_as_draft_09_says_and_a_saved_report_is_recomputed_under_draft_03() {
+    let s = ServerProc::start("127.0.0.1", &["--rpm", "127.0.0.1:0", "--rpm-plain"]);
+    let url = rpm_url(&s);
+    let o = common::landspeed(
+        &[
+            "rpm",
+            &url,
+            "--direction",
+            "download",
+            "--interval",
+            "1s",
+            "--timeout",
+            "8s",
+            "--json",
+        ],
+        Duration::from_secs(60),
+    );
+    let r: Value = serde_json::from_str(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", o.stderr));
+    assert_eq!(o.code, 0, "{r}");
+    assert_eq!(r["params"]["draft"], "draft-09");
+    let d = &r["directions"][0];
+    let intervals = d["intervals"].as_array().unwrap();
+    // One more connection each interval until the direction ended (stable, or 8 s).
+    let conns: Vec<u64> = intervals
+        .iter()
+        .map(|i| i["connections"].as_u64().unwrap())
+        .collect();
+    assert!(conns.windows(2).all(|w| w[1] == w[0] + 1), "{conns:?}");
+    assert!(conns.len() >= 4, "{conns:?}");
+    let words = ["low", "medium", "high"];
+    for stage in ["capacity", "responsiveness"] {
+        assert!(words.contains(&d["confidence"][stage].as_str().unwrap()), "{d}");
+    }
+    let f = &d["figures"];
+    let (rpm, foreign, loaded) = (
+        f["rpm"].as_f64().unwrap(),
+        f["foreign_rpm"].as_f64().unwrap(),
+        f["loaded_rpm"].as_f64().unwrap(),
+    );
+    assert!((rpm - (foreign + loaded) / 2.0).abs() < 1e-6 * rpm, "{f}");
+    let dir = tempfile_dir();
+    let saved = dir.join("rpm.json");
+    std::fs::write(&saved, r.to_string()).unwrap();
+    let o = common::landspeed(
+        &[
+            "rpm",
+            "--recompute",
+            saved.to_str().unwrap(),
+            "--draft",
+            "03",
+            "--json",
+        ],
+        Duration::from_secs(10),
+    );
+    let old: Value = serde_json::from_str(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", o.stderr));
+    assert_eq!(old["params"]["draft"], "draft-03");
+    let old_rpm = old["directions"][0]["figures"]["rpm"].as_f64().unwrap();
+    // -03: 60 000 over the mean of the two round trips, 60 000/foreign and 60 000/loaded.
+    let expected = 60_000.0 / (0.5 * 60_000.0 / foreign + 0.5 * 60_000.0 / loaded);
+    assert!(
+        (old_rpm - expected).abs() < 1e-6 * expected,
+        "{old_rpm} vs {expected}"
+    );
+    assert!(
+        old_rpm <= rpm,
+        "the harmonic form is never above the arithmetic one"
+    );
+}
+
+fn tempfile_dir() -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("landspeed-rpm-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
 /// A configuration served apart from the test (as Apple's and the reference deployment can): its URLs
 /// name a host that does not resolve (`rpm.invalid`), its `test_endpoint` the address of landspeed's
 /// server, so the test can only run if every connection goes to the endpoint. Over HTTP/1.1 (this

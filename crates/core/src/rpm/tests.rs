@@ -1,35 +1,26 @@
 use super::*;
+use std::time::Duration;
 
 fn params() -> RpmParams {
     RpmParams::default()
 }
 
 #[test]
-fn stability_needs_mad_averages_within_the_tolerance() {
-    let mut s = Stability::new(4, 5.0);
-    for v in [10.0, 50.0, 90.0, 100.0, 100.0, 100.0] {
-        s.push(v);
-        assert!(!s.stable(), "stable too early at {v}");
-    }
-    // Averages: 62.5, 85, 97.5, 100 → then 100, 100...
-    for _ in 0..3 {
-        s.push(100.0);
-    }
-    assert!(s.stable());
-    assert_eq!(s.average(), Some(100.0));
-    // A series swinging ±20% never is.
-    let mut s = Stability::new(4, 5.0);
-    for i in 0..40 {
-        s.push(if i % 2 == 0 { 80.0 } else { 120.0 });
-        if i > 10 {
-            assert!(s.stable(), "the averages of an alternating series are flat");
-        }
-    }
-    let mut s = Stability::new(4, 5.0);
-    for i in 0..40 {
-        s.push(100.0 * 1.1f64.powi(i));
-    }
-    assert!(!s.stable(), "a series growing 10% an interval is not stable");
+fn stability_is_the_deviation_of_the_last_mad_values_against_the_current_one() {
+    // Fewer than MAD values: never stable.
+    assert!(!steady(&[100.0, 100.0, 100.0], 4, 5.0));
+    assert!(steady(&[100.0; 4], 4, 5.0));
+    // 96, 98, 100, 102: mean 99, standard deviation √5 = 2.236; 5% of the current (102) is 5.1.
+    assert!(steady(&[96.0, 98.0, 100.0, 102.0], 4, 5.0));
+    // 80, 90, 100, 110: deviation √125 = 11.2 against 5.5.
+    assert!(!steady(&[80.0, 90.0, 100.0, 110.0], 4, 5.0));
+    // The tolerance is against the current value, not the mean: 100, 100, 100, 89.2 deviate by
+    // 4.68, within 5% of their mean (4.87) but not of the current value (4.46).
+    assert!(!steady(&[100.0, 100.0, 100.0, 89.2], 4, 5.0));
+    assert!(steady(&[100.0, 100.0, 100.0, 89.2], 4, 5.3));
+    // Only the last MAD count.
+    assert!(steady(&[1.0, 500.0, 100.0, 100.0, 100.0, 100.0], 4, 5.0));
+    assert!(!steady(&[0.0; 4], 4, 5.0), "a series of zeros is no measurement");
 }
 
 #[test]
@@ -44,71 +35,169 @@ fn the_trimmed_mean_drops_the_highest_samples_only() {
     assert_eq!(percentile(&v, 100.0), Some(20.0));
 }
 
-#[test]
-fn rpm_weighs_the_foreign_steps_and_the_self_probes_half_each() {
-    let foreign: Vec<ForeignProbe> = (0..10)
+fn probes(foreign_ms: [f64; 3], self_ms: f64) -> (Vec<ForeignProbe>, Vec<SelfProbe>) {
+    let foreign = (0..10)
         .map(|i| ForeignProbe {
             t_s: f64::from(i),
-            tcp_ms: 100.0,
-            tls_ms: Some(100.0),
-            http_ms: 100.0,
+            tcp_ms: foreign_ms[0],
+            tls_ms: Some(foreign_ms[1]),
+            http_ms: foreign_ms[2],
         })
         .collect();
-    let own: Vec<SelfProbe> = (0..10)
+    let own = (0..10)
         .map(|i| SelfProbe {
             t_s: f64::from(i),
-            http_ms: 300.0,
+            http_ms: self_ms,
         })
         .collect();
+    (foreign, own)
+}
+
+#[test]
+fn draft_09_averages_the_foreign_and_the_loaded_responsiveness() {
+    let (foreign, own) = probes([100.0, 100.0, 100.0], 300.0);
     let f = figures(&foreign, &own, &params()).unwrap();
-    // ½·100 + ½·300 = 200 ms a round trip: 300 a minute.
-    assert!((f.rpm - 300.0).abs() < 1e-9, "{f:?}");
+    // -09: foreign 60 000/100 = 600, loaded 60 000/300 = 200; their mean is 400.
+    assert!((f.rpm - 400.0).abs() < 1e-9, "{f:?}");
+    assert_eq!((f.foreign_rpm, f.loaded_rpm), (Some(600.0), Some(200.0)));
     assert_eq!((f.foreign_probes, f.self_probes), (10, 10));
     assert_eq!(f.tls_ms, Some(100.0));
-    // Over plain HTTP the foreign part is the mean of the TCP and HTTP steps.
-    let plain: Vec<ForeignProbe> = (foreign.iter())
-        .map(|p| ForeignProbe {
-            tls_ms: None,
-            http_ms: 300.0,
-            ..*p
-        })
+    // -03 (what goresponsiveness computes): 60 000 / (½·100 + ½·300) = 300.
+    let old = RpmParams {
+        draft: Draft::Draft03,
+        ..params()
+    };
+    assert!((figures(&foreign, &own, &old).unwrap().rpm - 300.0).abs() < 1e-9);
+    // Each foreign step weighs a third with TLS: (30 + 60 + 90)/3 = 60 ms → 1000; self 20 ms → 3000.
+    let (foreign, own) = probes([30.0, 60.0, 90.0], 20.0);
+    assert!((figures(&foreign, &own, &params()).unwrap().rpm - 2000.0).abs() < 1e-9);
+    // Over plain HTTP, a half each for TCP and HTTP: (30 + 90)/2 = 60 ms again.
+    let plain: Vec<ForeignProbe> = foreign
+        .iter()
+        .map(|p| ForeignProbe { tls_ms: None, ..*p })
         .collect();
     let f = figures(&plain, &own, &params()).unwrap();
-    assert!((f.rpm - 60_000.0 / 250.0).abs() < 1e-9, "{f:?}");
+    assert!((f.rpm - 2000.0).abs() < 1e-9, "{f:?}");
+    assert!(f.tls_ms.is_none());
     assert!(figures(&foreign, &[], &params()).is_none());
 }
 
 #[test]
-fn the_ramp_adds_connections_until_the_throughput_settles_then_waits_for_the_probes() {
-    let mut r = Ramp::new(params());
-    let mut conns = 1;
-    // Throughput grows with connections until 4, then holds.
-    for _ in 0..30 {
-        let tput = 25.0e6 * conns.min(4) as f64;
-        match r.interval(tput, Some(500.0), conns) {
-            Step::AddConnection => conns += 1,
-            Step::Continue => {}
-            Step::Stable => break,
+fn the_probes_take_at_most_their_share_of_the_capacity() {
+    let p = params();
+    // 1 Gbit/s: 5% is 50 Mbit/s, a pair 48 000 bits: 1041 pairs; MPS caps at 100.
+    assert_eq!(p.probe_pairs_per_s(1e9), 100.0);
+    // 10 Mbit/s: 500 kbit/s over 48 000 bits = 10.4 pairs a second.
+    assert!((p.probe_pairs_per_s(10e6) - 500e3 / 48e3).abs() < 1e-9);
+    // Nothing measured yet: one pair an interval, so that a slow path is still measured.
+    assert_eq!(p.probe_pairs_per_s(0.0), 0.2);
+}
+
+/// Runs a ramp whose goodput is `per_conn` per connection up to `cap` connections, each interval's
+/// responsiveness `rpm(i)`: the interval the goodput saturated at and the one it ended at.
+fn run_ramp(p: RpmParams, cap: usize, rpm: impl Fn(usize) -> f64) -> (Ramp, usize, Option<usize>, usize) {
+    let mut r = Ramp::new(p);
+    let id = p.interval.as_secs_f64();
+    let (mut conns, mut saturated) = (1usize, None);
+    for i in 0..100 {
+        let t_s = (i + 1) as f64 * id;
+        if t_s > p.timeout.as_secs_f64() {
+            return (r, conns, saturated, i);
         }
+        let add = r.goodput(25e6 * conns.min(cap) as f64, conns, t_s);
+        if r.saturated_at_s().is_some() && saturated.is_none() {
+            saturated = Some(i);
+        }
+        if r.window_from_s(t_s).is_some() && r.responsiveness(rpm(i)) {
+            return (r, conns, saturated, i);
+        }
+        conns += usize::from(add);
     }
-    // It keeps adding while the moving averages catch up with the plateau (the draft's ramp).
-    assert!((4..=10).contains(&conns), "{conns} connections");
+    unreachable!()
+}
+
+#[test]
+fn the_ramp_adds_a_connection_every_interval_and_saturates_on_the_goodputs_moving_averages() {
+    let p = RpmParams {
+        timeout: Duration::from_secs(1000),
+        ..params()
+    };
+    let (r, conns, saturated, end) = run_ramp(p, 4, |_| 500.0);
+    // Goodput 25, 50, 75, 100, 100...: averages over MAD = 4 intervals: 6.25, 18.75, 37.5, 62.5,
+    // 81.25, 93.75, 100, 100, 100. At index 8 the last four (93.75, 100, 100, 100) deviate by 2.7,
+    // within 5% of 100.
+    assert_eq!(saturated, Some(8));
+    // Responsiveness from index 9 on, stable after MAD values (9..=12).
+    assert_eq!(end, 12);
+    assert_eq!(conns, 13, "a connection every interval, saturation or not");
     assert!((r.throughput_bps() - 100e6).abs() < 1.0);
-    // Never past the maximum.
-    let mut r = Ramp::new(params());
-    let mut n = 1;
-    for i in 0..40 {
-        if r.interval(i as f64 * 1e6, None, n) == Step::AddConnection {
-            n += 1;
-        }
-    }
-    assert_eq!(n, 16);
-    // A fixed count: never more.
-    let mut r = Ramp::new(RpmParams {
+    let c = r.confidence();
+    assert_eq!(
+        (c.capacity, c.responsiveness),
+        (Confidence::High, Confidence::High)
+    );
+    // Never past MNP; a fixed count never grows.
+    let (_, conns, ..) = run_ramp(p, 64, |i| 100.0 * i as f64);
+    assert_eq!(conns, 16);
+    let fixed = RpmParams {
         fixed_connections: Some(4),
+        ..p
+    };
+    let mut r = Ramp::new(fixed);
+    assert!((0..20).all(|i| !r.goodput(1e6 * f64::from(i), 4, f64::from(i + 1) * 5.0)));
+}
+
+#[test]
+fn the_responsiveness_window_is_the_last_mad_intervals_since_saturation() {
+    let mut r = Ramp::new(RpmParams {
+        timeout: Duration::from_secs(1000),
         ..params()
     });
-    assert!((0..20).all(|i| r.interval(i as f64 * 1e6, None, 4) != Step::AddConnection));
+    for i in 0..10 {
+        r.goodput(100e6, 1, f64::from(i + 1) * 5.0);
+    }
+    // Constant goodput: averages 25, 50, 75, 100, 100, 100, 100 → stable at the 7th (35 s):
+    // (75, 100, 100, 100) deviate by 10.8, over 5% of 100.
+    assert_eq!(r.saturated_at_s(), Some(35.0));
+    assert_eq!(
+        r.window_from_s(35.0),
+        None,
+        "nothing measured after saturation yet"
+    );
+    assert_eq!(r.window_from_s(40.0), Some(35.0));
+    // MAD intervals back (20 s), never before saturation.
+    assert_eq!(r.window_from_s(60.0), Some(40.0));
+}
+
+#[test]
+fn a_stage_out_of_time_is_low_or_medium_confidence_and_still_measured() {
+    // 20 s at 5 s intervals: the goodput's stage ends at 10 s (half the time) after 2 intervals.
+    let p = RpmParams {
+        timeout: Duration::from_secs(20),
+        ..params()
+    };
+    let (r, _, saturated, _) = run_ramp(p, 16, |i| 100.0 * i as f64);
+    assert_eq!(saturated, Some(1));
+    let c = r.confidence();
+    assert_eq!((c.capacity, c.responsiveness), (Confidence::Low, Confidence::Low));
+    // The figures still come from the responsiveness stage's window.
+    assert_eq!(r.final_window_from_s(20.0), 10.0);
+    // 60 s: the goodput still growing at 30 s (MAD intervals ran: Medium); the responsiveness
+    // swinging (Medium after MAD values).
+    let p = RpmParams {
+        timeout: Duration::from_secs(60),
+        ..params()
+    };
+    let (r, ..) = run_ramp(p, 16, |i| if i % 2 == 0 { 100.0 } else { 300.0 });
+    let c = r.confidence();
+    assert_eq!(
+        (c.capacity, c.responsiveness),
+        (Confidence::Medium, Confidence::Medium)
+    );
+    // A test that ends before any responsiveness interval: the last MAD intervals.
+    let mut r = Ramp::new(params());
+    r.goodput(1e6, 1, 5.0);
+    assert_eq!(r.final_window_from_s(5.0), 0.0);
 }
 
 #[test]
@@ -127,58 +216,103 @@ fn both_spellings_of_the_configuration_parse_and_ours_names_our_paths() {
     assert_eq!(RpmConfig::parse(&c.to_json()).unwrap(), c);
 }
 
+/// A direction of a report written before the window was kept (1 s intervals, ten of them), whose
+/// early self probes are fast and late ones `self_ms`, with its figures computed.
+fn old_direction(direction: RpmDirection, self_ms: f64, stable: bool, p: &RpmParams) -> RpmDirectionResult {
+    let foreign: Vec<ForeignProbe> = (0..20)
+        .map(|i| ForeignProbe {
+            t_s: f64::from(i) * 0.5,
+            tcp_ms: 100.0,
+            tls_ms: None,
+            http_ms: 100.0,
+        })
+        .collect();
+    let self_probes: Vec<SelfProbe> = (0..20)
+        .map(|i| SelfProbe {
+            t_s: f64::from(i) * 0.5,
+            http_ms: if i < 12 { 1.0 } else { self_ms },
+        })
+        .collect();
+    let intervals = (1..=10)
+        .map(|i| RpmInterval {
+            t_s: f64::from(i),
+            throughput_bps: 1e6,
+            average_bps: 1e6,
+            connections: 1,
+            rpm: None,
+        })
+        .collect();
+    let mut d = RpmDirectionResult {
+        direction,
+        throughput_bps: 1e6,
+        connections: 1,
+        stable,
+        confidence: None,
+        saturated_at_s: None,
+        window_from_s: None,
+        figures: None,
+        error: None,
+        intervals,
+        foreign,
+        self_probes,
+    };
+    let (f, s) = d.window(p);
+    d.figures = figures(&f, &s, p);
+    d
+}
+
+fn one_second() -> RpmParams {
+    RpmParams {
+        interval: Duration::from_secs(1),
+        ..params()
+    }
+}
+
 #[test]
 fn both_directions_pool_each_ones_window_of_probes() {
-    let p = params();
-    let dir = |direction, self_ms: f64, stable| {
-        let foreign: Vec<ForeignProbe> = (0..20)
-            .map(|i| ForeignProbe {
-                t_s: f64::from(i) * 0.5,
-                tcp_ms: 100.0,
-                tls_ms: None,
-                http_ms: 100.0,
-            })
-            .collect();
-        // Early self probes are fast, late ones slow: a stable direction counts only its window.
-        let self_probes: Vec<SelfProbe> = (0..20)
-            .map(|i| SelfProbe {
-                t_s: f64::from(i) * 0.5,
-                http_ms: if i < 12 { 1.0 } else { self_ms },
-            })
-            .collect();
-        let intervals = (1..=10)
-            .map(|i| RpmInterval {
-                t_s: f64::from(i),
-                throughput_bps: 1e6,
-                connections: 1,
-                rpm: None,
-            })
-            .collect();
-        let mut d = RpmDirectionResult {
-            direction,
-            throughput_bps: 1e6,
-            connections: 1,
-            stable,
-            figures: None,
-            error: None,
-            intervals,
-            foreign,
-            self_probes,
-        };
-        let (f, s) = d.window(&p);
-        d.figures = figures(&f, &s, &p);
-        d
-    };
-    let down = dir(RpmDirection::Download, 300.0, true);
-    // Stable: the window is the last 4 s (t ≥ 6 s): self probes of 300 ms only.
+    let p = one_second();
+    // A stable direction's window is its last MAD intervals (t ≥ 6 s): self probes of 300 ms only.
+    let down = old_direction(RpmDirection::Download, 300.0, true, &p);
     assert!((down.figures.unwrap().http_self_ms - 300.0).abs() < 1e-9);
     assert!(
         overall(std::slice::from_ref(&down), &p).is_none(),
         "one direction has no pool"
     );
-    let up = dir(RpmDirection::Upload, 100.0, true);
+    let up = old_direction(RpmDirection::Upload, 100.0, true, &p);
     let both = overall(&[down, up], &p).unwrap();
-    // ½·100 + ½·mean(300, 100) = 150 ms: 400 a minute.
-    assert!((both.rpm - 400.0).abs() < 1e-6, "{both:?}");
+    // -09: foreign 60 000/100 = 600; loaded 60 000/mean(300, 100) = 300; their mean 450.
+    assert!((both.rpm - 450.0).abs() < 1e-6, "{both:?}");
     assert_eq!(both.self_probes, 16);
+    // A direction that kept its window takes the probes from it.
+    let mut kept = old_direction(RpmDirection::Download, 300.0, false, &p);
+    kept.window_from_s = Some(7.0);
+    assert_eq!(kept.window(&p).1.len(), 6);
+}
+
+#[test]
+fn a_saved_report_is_recomputed_under_another_drafts_formula_from_its_own_probes() {
+    let p = one_second();
+    let directions = vec![
+        old_direction(RpmDirection::Download, 300.0, true, &p),
+        old_direction(RpmDirection::Upload, 100.0, true, &p),
+    ];
+    let report = RpmReport {
+        schema: RPM_SCHEMA.into(),
+        config_url: String::new(),
+        http: "HTTP/2".into(),
+        params: p,
+        overall: overall(&directions, &p),
+        directions,
+        parallel: false,
+    };
+    // -03: 60 000 / (½·100 + ½·200) = 400, from the same probes.
+    let old = report.recomputed(Draft::Draft03);
+    assert!((old.overall.unwrap().rpm - 400.0).abs() < 1e-6);
+    assert_eq!(old.params.draft, Draft::Draft03);
+    assert_eq!(old.recomputed(Draft::Draft09), report);
+    // A report written before results named their draft was computed under -03's.
+    let mut json = serde_json::to_value(&report).unwrap();
+    json["params"].as_object_mut().unwrap().remove("draft");
+    let read: RpmReport = serde_json::from_value(json).unwrap();
+    assert_eq!(read.params.draft, Draft::Draft03);
 }
