@@ -76,26 +76,163 @@ impl RpmConfig {
         .to_string()
     }
 
-    /// Parses a configuration, accepting SERVER_SPEC.md's shorter field names too
-    /// (`small_download_url`, `large_download_url`, `upload_url`).
+    /// Parses and checks a configuration as draft-09's discovery section says: a JSON object with
+    /// `version` 1 and the three URLs, each exactly once, all http or https with one host (so they
+    /// can share a connection), `test_endpoint` at most once; unknown names are ignored. The URLs'
+    /// names are the draft's (`small_download_url`, `large_download_url`, `upload_url`) or
+    /// goresponsiveness's older `https_` ones. Anything else is refused with the reason.
     pub fn parse(text: &str) -> Result<RpmConfig, String> {
-        let v: serde_json::Value =
-            serde_json::from_str(text).map_err(|e| format!("the configuration is not JSON: {e}"))?;
+        let keys: ConfigKeys =
+            serde_json::from_str(text).map_err(|e| format!("the configuration is not a JSON object: {e}"))?;
+        keys.once()?;
+        let v: serde_json::Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
+        match v.get("version") {
+            Some(n) if n.as_u64() == Some(1) => {}
+            Some(n) => {
+                return Err(format!(
+                    "the configuration's version is {n}; this client reads version 1"
+                ))
+            }
+            None => return Err("the configuration has no version (draft-09: it must say 1)".into()),
+        }
         let urls = &v["urls"];
         let pick = |a: &str, b: &str| {
             (urls[a].as_str().or(urls[b].as_str()))
                 .map(String::from)
                 .ok_or_else(|| format!("the configuration has no urls.{a} (or urls.{b})"))
         };
-        Ok(RpmConfig {
-            version: v["version"].as_u64().unwrap_or(1) as u32,
+        let c = RpmConfig {
+            version: 1,
             urls: RpmUrls {
-                small_https_download_url: pick("small_https_download_url", "small_download_url")?,
-                large_https_download_url: pick("large_https_download_url", "large_download_url")?,
-                https_upload_url: pick("https_upload_url", "upload_url")?,
+                small_https_download_url: pick("small_download_url", "small_https_download_url")?,
+                large_https_download_url: pick("large_download_url", "large_https_download_url")?,
+                https_upload_url: pick("upload_url", "https_upload_url")?,
             },
-            test_endpoint: v["test_endpoint"].as_str().map(String::from),
-        })
+            test_endpoint: match v.get("test_endpoint") {
+                None => None,
+                Some(e) => Some(
+                    e.as_str()
+                        .ok_or("the configuration's test_endpoint is not a host name")?
+                        .to_string(),
+                ),
+            },
+        };
+        c.one_host()?;
+        Ok(c)
+    }
+
+    /// The three URLs are http or https and name one host.
+    fn one_host(&self) -> Result<(), String> {
+        let u = &self.urls;
+        let hosts = [
+            &u.small_https_download_url,
+            &u.large_https_download_url,
+            &u.https_upload_url,
+        ]
+        .map(|url| url_host(url).ok_or_else(|| format!("'{url}' is not an http or https URL")));
+        let [a, b, c] = hosts;
+        let (a, b, c) = (a?, b?, c?);
+        if a == b && b == c {
+            Ok(())
+        } else {
+            Err(format!(
+                "the configuration's URLs name different hosts ({a}, {b}, {c}); draft-09 asks one, so that they can share a connection"
+            ))
+        }
+    }
+}
+
+/// The host of an http or https URL, lowercased (None: not such a URL).
+fn url_host(url: &str) -> Option<String> {
+    let rest = url
+        .strip_prefix("https://")
+        .or_else(|| url.strip_prefix("http://"))?;
+    let authority = rest.split(['/', '?', '#']).next()?;
+    let hostport = authority.rsplit('@').next()?;
+    let host = match hostport.strip_prefix('[') {
+        Some(v6) => v6.split(']').next()?,
+        None => hostport.split(':').next()?,
+    };
+    (!host.is_empty()).then(|| host.to_ascii_lowercase())
+}
+
+/// The names of a configuration object and of its `urls`, in order, duplicates kept (serde_json's
+/// own maps keep the last of a name): draft-09 voids a configuration naming a field twice.
+#[derive(Default)]
+struct ConfigKeys {
+    top: Vec<String>,
+    urls: Vec<String>,
+}
+
+impl ConfigKeys {
+    /// Each field the draft names at most once.
+    fn once(&self) -> Result<(), String> {
+        let twice = |names: &[String], known: &[&str]| {
+            known
+                .iter()
+                .find(|k| names.iter().filter(|n| n == k).count() > 1)
+                .map(|k| k.to_string())
+        };
+        let top = twice(&self.top, &["version", "urls", "test_endpoint"]);
+        let urls = twice(
+            &self.urls,
+            &[
+                "small_download_url",
+                "large_download_url",
+                "upload_url",
+                "small_https_download_url",
+                "large_https_download_url",
+                "https_upload_url",
+            ],
+        );
+        match top.or(urls) {
+            Some(name) => Err(format!(
+                "the configuration names {name} more than once: draft-09 voids it"
+            )),
+            None => Ok(()),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for ConfigKeys {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<ConfigKeys, D::Error> {
+        d.deserialize_map(KeysVisitor { nested: true })
+    }
+}
+
+struct KeysVisitor {
+    nested: bool,
+}
+
+impl<'de> serde::de::Visitor<'de> for KeysVisitor {
+    type Value = ConfigKeys;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<ConfigKeys, A::Error> {
+        let mut keys = ConfigKeys::default();
+        while let Some(k) = map.next_key::<String>()? {
+            if self.nested && k == "urls" {
+                keys.urls = map.next_value_seed(UrlsKeys)?.top;
+            } else {
+                map.next_value::<serde::de::IgnoredAny>()?;
+            }
+            keys.top.push(k);
+        }
+        Ok(keys)
+    }
+}
+
+/// `urls`'s names.
+struct UrlsKeys;
+
+impl<'de> serde::de::DeserializeSeed<'de> for UrlsKeys {
+    type Value = ConfigKeys;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<ConfigKeys, D::Error> {
+        d.deserialize_map(KeysVisitor { nested: false })
     }
 }
 

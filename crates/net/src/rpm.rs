@@ -34,6 +34,9 @@ use tokio::time::Instant;
 pub struct RpmOptions {
     /// The configuration's URL.
     pub config_url: String,
+    /// Where to look next when `config_url` answers 404 (a bare host is looked up at draft-09's
+    /// `/.well-known/nq`, then at `/config`, where goresponsiveness's servers answer).
+    pub fallback_config_url: Option<String>,
     /// The directions, run one after the other (or at once with `parallel`).
     pub directions: Vec<RpmDirection>,
     /// Both directions at once: the download's and the upload's load, and each one's probes, on the
@@ -82,13 +85,7 @@ pub fn measure(opts: &RpmOptions, interrupt: &AtomicBool) -> Result<RpmReport, R
 }
 
 async fn run(opts: &RpmOptions, interrupt: &AtomicBool) -> Result<RpmReport, RpmError> {
-    let cfg_target = Target::parse(&opts.config_url).map_err(RpmError::Url)?;
-    let config = fetch_config(&cfg_target, opts.http1)
-        .await
-        .map_err(|why| RpmError::Config {
-            url: opts.config_url.clone(),
-            why,
-        })?;
+    let (config_url, config) = discover(opts).await?;
     // A configuration naming a test endpoint is served apart from the test: every URL is reached there.
     let at = config.test_endpoint.as_deref();
     let url = |u: &str| Target::parse(u).map(|t| t.via(at)).map_err(RpmError::Url);
@@ -118,12 +115,36 @@ async fn run(opts: &RpmOptions, interrupt: &AtomicBool) -> Result<RpmReport, Rpm
     Ok(RpmReport {
         parallel: opts.parallel,
         schema: rpm::RPM_SCHEMA.into(),
-        config_url: opts.config_url.clone(),
+        config_url,
         http: if opts.http1 { "HTTP/1.1" } else { "HTTP/2" }.into(),
         params: opts.params,
         overall: rpm::overall(&directions, &opts.params),
         directions,
     })
+}
+
+/// The configuration, from `config_url` or, when that answers 404, from the fallback: the URL that
+/// answered and what it said.
+async fn discover(opts: &RpmOptions) -> Result<(String, RpmConfig), RpmError> {
+    let urls = std::iter::once(&opts.config_url).chain(opts.fallback_config_url.as_ref());
+    let mut last = None;
+    for url in urls {
+        let target = Target::parse(url).map_err(RpmError::Url)?;
+        match fetch_config(&target, opts.http1).await {
+            Ok(c) => return Ok((url.clone(), c)),
+            Err(why) => {
+                let missing = why.starts_with("HTTP 404");
+                last = Some(RpmError::Config {
+                    url: url.clone(),
+                    why,
+                });
+                if !missing {
+                    break;
+                }
+            }
+        }
+    }
+    Err(last.expect("at least one URL"))
 }
 
 /// GETs and reads the configuration.

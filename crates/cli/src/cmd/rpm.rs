@@ -91,10 +91,12 @@ pub enum Which {
     Upload,
 }
 
-/// The configuration URL `target` means.
-fn config_url(target: &str) -> String {
+/// The configuration URLs `target` means: a URL is itself; a bare HOST[:PORT] (port 4043 by
+/// default, as goresponsiveness's) is draft-09's well-known URI there, then `/config` (where
+/// goresponsiveness's and older servers answer) if that is not found.
+fn config_urls(target: &str) -> (String, Option<String>) {
     if target.contains("://") {
-        return target.to_string();
+        return (target.to_string(), None);
     }
     let has_port = target
         .rsplit_once(':')
@@ -106,7 +108,10 @@ fn config_url(target: &str) -> String {
     } else {
         format!("{target}:4043")
     };
-    format!("https://{host_port}{}", landspeed_core::rpm::CONFIG_PATH)
+    (
+        format!("https://{host_port}/.well-known/nq"),
+        Some(format!("https://{host_port}{}", landspeed_core::rpm::CONFIG_PATH)),
+    )
 }
 
 /// Runs the test (or recomputes a saved one); true when every direction gave its figures.
@@ -146,7 +151,8 @@ fn run(a: &RpmArgs, target: &str) -> Result<RpmReport> {
         .into());
     }
     let opts = RpmOptions {
-        config_url: config_url(target),
+        config_url: config_urls(target).0,
+        fallback_config_url: config_urls(target).1,
         directions: match a.direction {
             Which::Both | Which::Parallel => vec![RpmDirection::Download, RpmDirection::Upload],
             Which::Download => vec![RpmDirection::Download],
@@ -170,14 +176,25 @@ fn run(a: &RpmArgs, target: &str) -> Result<RpmReport> {
 
 #[cfg(test)]
 mod tests {
-    use super::config_url;
+    use super::config_urls;
+
+    fn config_url(t: &str) -> String {
+        config_urls(t).0
+    }
 
     #[test]
     fn a_host_alone_means_its_configuration_on_port_4043() {
-        assert_eq!(config_url("h"), "https://h:4043/config");
-        assert_eq!(config_url("h:8443"), "https://h:8443/config");
-        assert_eq!(config_url("2001:db8::1"), "https://[2001:db8::1]:4043/config");
-        assert_eq!(config_url("[2001:db8::1]:9"), "https://[2001:db8::1]:9/config");
-        assert_eq!(config_url("http://h/c"), "http://h/c");
+        assert_eq!(config_url("h"), "https://h:4043/.well-known/nq");
+        assert_eq!(config_urls("h").1.as_deref(), Some("https://h:4043/config"));
+        assert_eq!(config_url("h:8443"), "https://h:8443/.well-known/nq");
+        assert_eq!(
+            config_url("2001:db8::1"),
+            "https://[2001:db8::1]:4043/.well-known/nq"
+        );
+        assert_eq!(
+            config_url("[2001:db8::1]:9"),
+            "https://[2001:db8::1]:9/.well-known/nq"
+        );
+        assert_eq!(config_urls("http://h/c"), ("http://h/c".into(), None));
     }
 }

@@ -205,9 +205,9 @@ fn both_spellings_of_the_configuration_parse_and_ours_names_our_paths() {
     let long = r#"{"version":1,"urls":{"small_https_download_url":"https://h/s","large_https_download_url":"https://h/l","https_upload_url":"https://h/u"}}"#;
     let short = r#"{"version":1,"urls":{"small_download_url":"https://h/s","large_download_url":"https://h/l","upload_url":"https://h/u"}}"#;
     assert_eq!(RpmConfig::parse(long).unwrap(), RpmConfig::parse(short).unwrap());
-    assert!(RpmConfig::parse(r#"{"urls":{}}"#)
+    assert!(RpmConfig::parse(r#"{"version":1,"urls":{}}"#)
         .unwrap_err()
-        .contains("small_https_download_url"));
+        .contains("small_download_url"));
     assert!(RpmConfig::parse("<html>").is_err());
     let c = RpmConfig::for_base("https://192.0.2.1:4043/");
     assert_eq!(c.urls.large_https_download_url, "https://192.0.2.1:4043/large");
@@ -315,4 +315,61 @@ fn a_saved_report_is_recomputed_under_another_drafts_formula_from_its_own_probes
     json["params"].as_object_mut().unwrap().remove("draft");
     let read: RpmReport = serde_json::from_value(json).unwrap();
     assert_eq!(read.params.draft, Draft::Draft03);
+}
+
+#[test]
+fn a_configuration_draft_09_voids_is_refused_with_its_reason() {
+    let urls = |s: &str, l: &str, u: &str| {
+        format!(r#""urls":{{"small_download_url":"{s}","large_download_url":"{l}","upload_url":"{u}"}}"#)
+    };
+    let good = urls("https://h:4043/s", "https://h:4043/l", "https://H:4043/u");
+    let ok = RpmConfig::parse(&format!(
+        r#"{{"version":1,{good},"extra":{{"x":1}},"test_endpoint":"e"}}"#
+    ))
+    .unwrap();
+    assert_eq!(
+        ok.test_endpoint.as_deref(),
+        Some("e"),
+        "unknown names ignored, the host's case too"
+    );
+    let refused = |text: String, why: &str| {
+        let e = RpmConfig::parse(&text).unwrap_err();
+        assert!(e.contains(why), "{text}: {e}");
+    };
+    refused(format!("{{{good}}}"), "no version");
+    refused(format!(r#"{{"version":2,{good}}}"#), "version is 2");
+    refused(
+        format!(r#"{{"version":1,"version":1,{good}}}"#),
+        "version more than once",
+    );
+    refused(
+        format!(r#"{{"version":1,{good},"test_endpoint":"a","test_endpoint":"b"}}"#),
+        "test_endpoint more than once",
+    );
+    refused(
+        r#"{"version":1,"urls":{"upload_url":"https://h/u","upload_url":"https://h/u","small_download_url":"https://h/s","large_download_url":"https://h/l"}}"#.into(),
+        "upload_url more than once",
+    );
+    refused(
+        format!(
+            r#"{{"version":1,{}}}"#,
+            urls("https://a/s", "https://b/l", "https://a/u")
+        ),
+        "different hosts",
+    );
+    refused(
+        format!(
+            r#"{{"version":1,{}}}"#,
+            urls("ftp://a/s", "https://a/l", "https://a/u")
+        ),
+        "not an http or https URL",
+    );
+    refused("[1,2]".into(), "not a JSON object");
+    // IPv6 literals and ports: the host is what is compared.
+    let v6 = urls(
+        "https://[2001:db8::1]:4043/s",
+        "https://[2001:db8::1]/l",
+        "http://[2001:db8::1]:80/u",
+    );
+    assert!(RpmConfig::parse(&format!(r#"{{"version":1,{v6}}}"#)).is_ok());
 }

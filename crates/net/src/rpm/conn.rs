@@ -85,9 +85,14 @@ impl Target {
         self.request(hyper::Method::GET, Empty::new().boxed())
     }
 
-    /// A POST of `body` to this URL.
+    /// A POST of `body` to this URL, typed as draft-09 asks (application/octet-stream).
     pub(crate) fn post(&self, body: ReqBody) -> Request<ReqBody> {
-        self.request(hyper::Method::POST, body)
+        let mut r = self.request(hyper::Method::POST, body);
+        r.headers_mut().insert(
+            hyper::header::CONTENT_TYPE,
+            hyper::header::HeaderValue::from_static("application/octet-stream"),
+        );
+        r
     }
 }
 
