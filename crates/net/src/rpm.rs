@@ -7,11 +7,12 @@
 //! the responsiveness each interval from the probes of the last intervals, and stops when that is
 //! stable or at the timeout, each stage with its confidence. HTTP/2 over TLS (ALPN), or with prior
 //! knowledge over plain TCP; with HTTP/1.1 (`http1`) a loaded connection cannot carry a probe, so no
-//! self probe is sent and RPM is not computed (the probes' figures are still given). The client keeps
-//! little unsent data in its sockets (TCP_NOTSENT_LOWAT, 16 KiB), so a self probe measures the path's
-//! queue more than a send buffer's. The directions run one after the other, or at once (`parallel`);
+//! self probe is sent and RPM is not computed (the probes' figures are still given). Both ends hold
+//! their unsent data near 5 ms of each connection's rate (`backlog`: the kernel's, TLS's and HTTP/2's
+//! together), so a self probe measures the path's queue, not the endpoints' buffers. The directions run one after the other, or at once (`parallel`);
 //! a configuration naming a `test_endpoint` has every connection made there.
 
+pub(crate) mod backlog;
 mod conn;
 
 use conn::{Sender, Target};
@@ -335,7 +336,7 @@ fn spawn_lgc(dir: RpmDirection, t: Target, http1: bool, shared: Arc<Shared>) -> 
         }
         let req = match dir {
             RpmDirection::Download => t.get(),
-            RpmDirection::Upload => t.post(Endless::new(shared.clone()).boxed()),
+            RpmDirection::Upload => t.post(Endless::new(c.budget.clone(), shared.clone()).boxed()),
         };
         let resp = match c.sender.send(req).await {
             Ok(r) if r.status().is_success() => r,
@@ -448,20 +449,18 @@ async fn timed_get(s: &mut Sender, t: &Target) -> Option<f64> {
     Some(at.elapsed().as_secs_f64() * 1e3)
 }
 
-/// The upload's body: one chunk again and again, counted as it is handed over, never ending.
+/// The upload's body: chunks of its connection's budget's share (draft-09's 5 ms), again and again,
+/// counted as they are handed over, never ending.
 struct Endless {
-    chunk: Bytes,
+    budget: Arc<backlog::Budget>,
     shared: Arc<Shared>,
 }
 
-static UPLOAD_CHUNK: [u8; 64 * 1024] = [b'x'; 64 * 1024];
+static UPLOAD_CHUNK: [u8; backlog::CEILING_BYTES as usize] = [b'x'; backlog::CEILING_BYTES as usize];
 
 impl Endless {
-    fn new(shared: Arc<Shared>) -> Endless {
-        Endless {
-            chunk: Bytes::from_static(&UPLOAD_CHUNK),
-            shared,
-        }
+    fn new(budget: Arc<backlog::Budget>, shared: Arc<Shared>) -> Endless {
+        Endless { budget, shared }
     }
 }
 
@@ -473,7 +472,8 @@ impl Body for Endless {
         self: Pin<&mut Self>,
         _cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        self.shared.bytes.fetch_add(self.chunk.len() as u64, Relaxed);
-        Poll::Ready(Some(Ok(Frame::data(self.chunk.clone()))))
+        let n = self.budget.chunk_bytes().min(UPLOAD_CHUNK.len());
+        self.shared.bytes.fetch_add(n as u64, Relaxed);
+        Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(&UPLOAD_CHUNK[..n])))))
     }
 }

@@ -1,6 +1,7 @@
 //! One HTTP connection of the responsiveness client: TCP, then TLS (ALPN h2 or http/1.1) for
 //! https, then HTTP/2 or HTTP/1.1, each step timed (the foreign probes' figures).
 
+use super::backlog::{Budget, Paced, PacedTls};
 use http_body_util::{combinators::BoxBody, BodyExt, Empty};
 use hyper::body::{Bytes, Incoming};
 use hyper::client::conn::{http1, http2};
@@ -9,6 +10,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use landspeed_core::tls::TlsCipher;
 use landspeed_engine::tls::{client_config, Trust};
 use std::convert::Infallible;
+use std::sync::Arc;
 use tokio::time::Instant;
 
 /// A request's body.
@@ -143,6 +145,8 @@ pub(crate) struct Opened {
     pub(crate) sender: Sender,
     pub(crate) tcp_ms: f64,
     pub(crate) tls_ms: Option<f64>,
+    /// Its unsent-data budget (an upload's chunk size).
+    pub(crate) budget: Arc<Budget>,
 }
 
 fn ms(since: Instant) -> f64 {
@@ -156,16 +160,18 @@ pub(crate) async fn open(t: &Target, http1: bool) -> Result<Opened, String> {
         .await
         .map_err(|e| format!("cannot connect to {}:{}: {e}", t.connect_host(), t.port))?;
     let _ = tcp.set_nodelay(true);
-    // Little unsent data queued here: an upload's self probe then waits behind the path's queue,
-    // not behind this host's own send buffer (where the system has the option).
-    let _ = landspeed_engine::os::set_notsent_lowat(&tcp, 16 * 1024);
     let tcp_ms = ms(at);
+    // Unsent data near 5 ms of the connection's rate in the kernel, TLS and HTTP/2 together
+    // (draft-09): an upload's self probe waits behind the path's queue, not this host's buffers.
+    let budget = Budget::new(t.https);
+    let tcp = Paced::new(tcp, budget.clone());
     if !t.https {
         let sender = handshake(TokioIo::new(tcp), !http1).await?;
         return Ok(Opened {
             sender,
             tcp_ms,
             tls_ms: None,
+            budget,
         });
     }
     let alpn: &[&[u8]] = if http1 {
@@ -183,11 +189,12 @@ pub(crate) async fn open(t: &Target, http1: bool) -> Result<Opened, String> {
         .map_err(|e| format!("TLS with {}: {e}", t.host))?;
     let tls_ms = Some(ms(at));
     let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
-    let sender = handshake(TokioIo::new(tls), h2).await?;
+    let sender = handshake(TokioIo::new(PacedTls::new(tls, budget.clone())), h2).await?;
     Ok(Opened {
         sender,
         tcp_ms,
         tls_ms,
+        budget,
     })
 }
 
@@ -199,6 +206,8 @@ where
     if h2 {
         let (s, conn) = http2::Builder::new(TokioExecutor::new())
             .adaptive_window(true)
+            // One upload chunk queued at a time (its size is the budget's share).
+            .max_send_buf_size(super::backlog::FLOOR_BYTES as usize)
             .handshake(io)
             .await
             .map_err(|e| format!("HTTP/2: {e}"))?;

@@ -38,8 +38,6 @@ pub(crate) const CONNECTION_CAPS: admission::Caps = admission::Caps {
     per_address: 192,
     per_network: 384,
 };
-/// Unsent bytes a connection's socket may hold beyond what is in flight.
-pub(crate) const NOTSENT_LOWAT: u32 = 16 * 1024;
 /// A connection serving no request for this long is closed, whatever bytes trickle in (a request
 /// head sent a byte at a time is no request until it is whole).
 pub(crate) const IDLE: Duration = Duration::from_secs(2);
@@ -51,8 +49,11 @@ pub(crate) const MAX_CONNECTION: Duration = Duration::from_secs(120);
 pub(crate) const LARGE_BYTES: u64 = 8 << 30;
 /// HTTP/2 streams one connection may have open at once (a load, its self probes).
 pub(crate) const MAX_STREAMS: u32 = 8;
-/// What one HTTP/2 stream may hold queued for sending.
-pub(crate) const STREAM_SEND_BUF: usize = 32 * 1024;
+/// What one HTTP/2 stream may hold queued for sending before its body is asked for more: one
+/// chunk at a time (a chunk is a fifth of 5 ms of the connection's rate, `crate::rpm::backlog`).
+pub(crate) const STREAM_SEND_BUF: usize = crate::rpm::backlog::FLOOR_BYTES as usize;
+/// What one HTTP/2 stream is charged for: its largest chunk (16 KiB) and h2's frames around it.
+const STREAM_CHARGE: usize = 32 * 1024;
 /// HTTP/1.1's read buffer at most.
 pub(crate) const H1_READ_BUF: usize = 64 * 1024;
 /// The memory one connection is charged against `--max-memory` while it is open: HTTP/1.1's read
@@ -60,7 +61,7 @@ pub(crate) const H1_READ_BUF: usize = 64 * 1024;
 /// and 32 KiB for the rest (hyper's and h2's state, the headers). The large object's chunks are
 /// static and written vectored, so they cost no copy per connection.
 pub(crate) const CONNECTION_BYTES: u64 =
-    (H1_READ_BUF + MAX_STREAMS as usize * STREAM_SEND_BUF + 2 * 64 * 1024 + 32 * 1024) as u64;
+    (H1_READ_BUF + MAX_STREAMS as usize * STREAM_CHARGE + 2 * 64 * 1024 + 32 * 1024) as u64;
 
 /// The listener and whether it speaks TLS.
 pub(crate) struct RpmListener {
@@ -198,10 +199,12 @@ async fn connection(
     tests: Arc<Tests>,
 ) {
     let _ = tcp.set_nodelay(true);
-    // Little unsent data in the kernel: a self probe's answer waits behind the congestion window,
-    // not behind seconds of queued bulk data (where the system has the option).
-    let _ = landspeed_engine::os::set_notsent_lowat(&tcp, NOTSENT_LOWAT);
     let https = tls.is_some();
+    // Unsent data near 5 ms of the connection's rate in the kernel, TLS and HTTP/2 together
+    // (draft-09): a self probe's answer waits behind the path's queue, not the server's buffers.
+    let budget = crate::rpm::backlog::Budget::new(https);
+    let tcp = crate::rpm::backlog::Paced::new(tcp, budget.clone());
+    let chunks = budget.clone();
     let activity = Activity::new();
     let first = shared.opts.handshake_timeout;
     let act = activity.clone();
@@ -209,6 +212,7 @@ async fn connection(
         let ctx = Ctx {
             peer,
             https,
+            budget: chunks.clone(),
             shared: shared.clone(),
             tests: tests.clone(),
             active: act.begin(),
@@ -234,7 +238,7 @@ async fn connection(
                 _ = activity.idle(first) => return,
             };
             let Ok(stream) = stream else { return };
-            let io = TokioIo::new(stream);
+            let io = TokioIo::new(crate::rpm::backlog::PacedTls::new(stream, budget));
             tokio::select! { _ = http.serve_connection(io, svc) => {}, _ = watch => {} }
         }
     }
@@ -244,6 +248,8 @@ async fn connection(
 struct Ctx {
     peer: SocketAddr,
     https: bool,
+    /// The connection's unsent-data budget (the large object's chunk size).
+    budget: Arc<crate::rpm::backlog::Budget>,
     shared: Arc<Shared>,
     tests: Arc<Tests>,
     /// The request counts as being served while this lives (it goes into a streaming body).
@@ -273,7 +279,7 @@ async fn answer(req: Request<Incoming>, ctx: Ctx) -> Result<Answer, Infallible> 
         (&Method::GET, rpm::CONFIG_PATH | "/.well-known/nq") => config(&req, ctx.https),
         (&Method::GET, rpm::SMALL_PATH) => octets(Full::new(Bytes::from_static(b"x")).boxed()),
         (&Method::GET, rpm::LARGE_PATH) => match ctx.tests.join(shared, ctx.peer) {
-            Ok(t) => octets(Large::new(t, ctx.active).boxed()),
+            Ok(t) => octets(Large::new(t, ctx.active, ctx.budget).boxed()),
             Err(refused) => *refused,
         },
         (&Method::POST, rpm::UPLOAD_PATH | "/slurp") => match ctx.tests.join(shared, ctx.peer) {
@@ -340,10 +346,12 @@ async fn sink(mut body: Incoming, t: Transfer) -> Answer {
 /// The large object: `LARGE_BYTES` of one repeated chunk, counted and paced as its test's, ended
 /// after `MAX_TRANSFER` or when the test is cut.
 struct Large {
-    chunk: Bytes,
     left: u64,
     until: std::time::Instant,
     transfer: Transfer,
+    /// A paced transfer's chunk: at most about 10 ms of its rate (at least 4 KiB).
+    paced_chunk: Option<usize>,
+    budget: Arc<crate::rpm::backlog::Budget>,
     pause: Option<Pin<Box<tokio::time::Sleep>>>,
     _active: Active,
 }
@@ -352,19 +360,26 @@ struct Large {
 static CHUNK: [u8; 256 * 1024] = [b'x'; 256 * 1024];
 
 impl Large {
-    fn new(transfer: Transfer, active: Active) -> Large {
-        // Paced, a chunk is at most about 10 ms of the rate (at least 4 KiB).
-        let n = transfer.rate_bps().map_or(CHUNK.len(), |r| {
-            ((r / 8.0 * 0.01) as usize).clamp(4096, CHUNK.len())
-        });
+    fn new(transfer: Transfer, active: Active, budget: Arc<crate::rpm::backlog::Budget>) -> Large {
+        let paced_chunk = transfer
+            .rate_bps()
+            .map(|r| ((r / 8.0 * 0.01) as usize).clamp(4096, CHUNK.len()));
         Large {
-            chunk: Bytes::from_static(&CHUNK[..n]),
             left: LARGE_BYTES,
             until: std::time::Instant::now() + MAX_TRANSFER,
             transfer,
+            paced_chunk,
+            budget,
             pause: None,
             _active: active,
         }
+    }
+
+    /// The next chunk's size: the connection's budget's share (draft-09's 5 ms), within a paced
+    /// transfer's chunk.
+    fn chunk(&self) -> usize {
+        let share = self.budget.chunk_bytes();
+        self.paced_chunk.map_or(share, |p| p.min(share))
     }
 }
 
@@ -385,13 +400,13 @@ impl Body for Large {
         if self.left == 0 || std::time::Instant::now() >= self.until {
             return Poll::Ready(None);
         }
-        let n = self.left.min(self.chunk.len() as u64) as usize;
+        let n = self.left.min(self.chunk() as u64) as usize;
         match self.transfer.moved(n as u64, true) {
             Err(_) => return Poll::Ready(None),
             Ok(Some(wait)) => self.pause = Some(Box::pin(tokio::time::sleep(wait))),
             Ok(None) => {}
         }
         self.left -= n as u64;
-        Poll::Ready(Some(Ok(Frame::data(self.chunk.slice(..n)))))
+        Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(&CHUNK[..n])))))
     }
 }

@@ -1,0 +1,314 @@
+//! The unsent data a responsiveness endpoint holds, kept near 5 ms of its connection's rate, as
+//! draft-ietf-ippm-responsiveness-09 asks of both the client and the server ("the test client and
+//! test endpoint respectively calculate their current estimate of the connection throughput ... and
+//! then multiply this by 5 ms to get the desired buffer size", TCP_NOTSENT_LOWAT set before each
+//! write where TCP_REPLENISH_TIME is missing). Unsent data sits in three places, and each is held to
+//! a share of the 5 ms: the kernel's send buffer beyond what is in flight (TCP_NOTSENT_LOWAT, three
+//! fifths), TLS's buffered records (rustls' buffer limit, a fifth) and HTTP/2's queued frames (the
+//! body's chunk, with the stream's send buffer at one chunk: a fifth). The rate is the bytes the peer
+//! acknowledged over the last `RATE_SPAN` (TCP_INFO), read at most every `REFRESH` by the wrapper
+//! under the HTTP and TLS layers before a write. Without TLS the kernel takes TLS's share too.
+
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+/// The draft's unsent-data budget: 5 ms of the connection's rate.
+pub(crate) const BUDGET: Duration = Duration::from_millis(5);
+/// The smallest share of any layer, bytes (the draft's own example: 625 bytes at 1 Mbit/s).
+pub(crate) const FLOOR_BYTES: u64 = 512;
+/// The largest HTTP/2 chunk and TLS buffer, bytes (a TLS record's most).
+pub(crate) const CEILING_BYTES: u64 = 16 * 1024;
+/// How often the rate is read again.
+const REFRESH: Duration = Duration::from_millis(10);
+/// The span the rate is measured over: the bytes acknowledged in it (the kernel's own delivery-rate
+/// sample follows single ACKs, and acknowledgements that arrive in bursts, as they do behind GRO or a
+/// forwarder's trains, put it at several times the path's rate).
+const RATE_SPAN: Duration = Duration::from_millis(100);
+
+/// One connection's rate estimate, shared by its socket wrapper and its bodies.
+#[derive(Debug, Default)]
+pub(crate) struct Budget {
+    /// The connection's rate, bytes a second acknowledged (0: not known yet).
+    rate_bytes_per_s: AtomicU64,
+    /// The TLS layer's share goes to the kernel when there is no TLS.
+    tls: std::sync::atomic::AtomicBool,
+}
+
+impl Budget {
+    /// A budget for a connection with (`tls`) or without TLS.
+    pub(crate) fn new(tls: bool) -> Arc<Budget> {
+        let b = Budget::default();
+        b.tls.store(tls, Relaxed);
+        Arc::new(b)
+    }
+
+    /// 5 ms of the rate, bytes (0 while the rate is not known).
+    fn bytes(&self) -> u64 {
+        self.rate_bytes_per_s.load(Relaxed) * BUDGET.as_micros() as u64 / 1_000_000
+    }
+
+    /// The kernel's share: TCP_NOTSENT_LOWAT (three fifths, four without TLS).
+    pub(crate) fn kernel_bytes(&self) -> u64 {
+        let fifths = if self.tls.load(Relaxed) { 3 } else { 4 };
+        (self.bytes() * fifths / 5).max(FLOOR_BYTES)
+    }
+
+    /// An HTTP/2 body's chunk, and TLS's buffer: a fifth each.
+    pub(crate) fn chunk_bytes(&self) -> usize {
+        (self.bytes() / 5).clamp(FLOOR_BYTES, CEILING_BYTES) as usize
+    }
+}
+
+/// A TCP stream that sets its TCP_NOTSENT_LOWAT from its budget before a write (the rate read again
+/// at most every `REFRESH`).
+pub(crate) struct Paced {
+    tcp: tokio::net::TcpStream,
+    budget: Arc<Budget>,
+    read_at: Option<Instant>,
+    /// The start of the rate's span: when, and the bytes acknowledged then.
+    span: Option<(Instant, u64)>,
+    lowat: u64,
+    /// A backstop while waiting for the kernel to take more (should its wake-up not come).
+    backstop: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl Paced {
+    /// `tcp` under `budget`, its mark set to the floor until the rate is known.
+    pub(crate) fn new(tcp: tokio::net::TcpStream, budget: Arc<Budget>) -> Paced {
+        let _ = landspeed_engine::os::set_notsent_lowat(&tcp, FLOOR_BYTES as u32);
+        Paced {
+            tcp,
+            budget,
+            read_at: None,
+            span: None,
+            lowat: FLOOR_BYTES,
+            backstop: None,
+        }
+    }
+
+    /// Reads the delivery rate and sets the mark, at most every `REFRESH`.
+    fn refresh(&mut self) {
+        if self.read_at.is_some_and(|t| t.elapsed() < REFRESH) {
+            return;
+        }
+        let now = Instant::now();
+        self.read_at = Some(now);
+        if let Ok(info) = landspeed_engine::os::tcp_info(&self.tcp) {
+            let acked = info.raw.bytes_acked;
+            match self.span {
+                Some((t, a)) if now - t >= RATE_SPAN => {
+                    let rate = (acked.saturating_sub(a)) as f64 / (now - t).as_secs_f64();
+                    self.budget.rate_bytes_per_s.store(rate as u64, Relaxed);
+                    self.span = Some((now, acked));
+                }
+                Some(_) => {}
+                None => self.span = Some((now, acked)),
+            }
+        }
+        let lowat = self.budget.kernel_bytes();
+        if lowat != self.lowat {
+            let _ = landspeed_engine::os::set_notsent_lowat(&self.tcp, lowat.min(u64::from(u32::MAX)) as u32);
+            self.lowat = lowat;
+        }
+    }
+}
+
+impl AsyncRead for Paced {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.tcp).poll_read(cx, buf)
+    }
+}
+
+impl Paced {
+    /// Ready to write: the unsent bytes under the mark. TCP_NOTSENT_LOWAT alone does not hold a
+    /// writer that keeps writing: the kernel checks the mark only when it starts a new buffer (one of
+    /// up to 64 KiB with segmentation offload), and tokio writes again while writes succeed. So the
+    /// unsent bytes are read (TCP_INFO); at the mark, a poll(2) of the socket has the kernel note
+    /// that a writer waits (it then signals when the unsent bytes fall under the mark), and the
+    /// socket's write readiness is cleared and awaited (with a 10 ms backstop).
+    fn poll_room(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.refresh();
+        loop {
+            let notsent =
+                landspeed_engine::os::tcp_info(&self.tcp).map_or(0, |i| u64::from(i.raw.notsent_bytes));
+            if notsent < self.lowat || !kernel_will_signal(&self.tcp) {
+                self.backstop = None;
+                return Poll::Ready(Ok(()));
+            }
+            let _ = self.tcp.try_io(tokio::io::Interest::WRITABLE, || {
+                Err::<(), _>(io::Error::from(io::ErrorKind::WouldBlock))
+            });
+            let backstop = self
+                .backstop
+                .get_or_insert_with(|| Box::pin(tokio::time::sleep(REFRESH)));
+            if backstop.as_mut().poll(cx).is_ready() {
+                self.backstop = None;
+                continue;
+            }
+            match self.tcp.poll_write_ready(cx) {
+                Poll::Ready(Ok(())) => continue,
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    }
+}
+
+/// Asks the kernel whether the socket is writable by its own rule (unsent bytes under the mark),
+/// which also has it signal the waiting writer once it is: true when it is not writable yet (wait),
+/// false when it already is (write).
+#[cfg(target_os = "linux")]
+fn kernel_will_signal(tcp: &tokio::net::TcpStream) -> bool {
+    use std::os::fd::AsRawFd;
+    let mut p = libc::pollfd {
+        fd: tcp.as_raw_fd(),
+        events: libc::POLLOUT,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, a zero timeout.
+    let n = unsafe { libc::poll(&mut p, 1, 0) };
+    n == 0
+}
+
+/// Elsewhere no wait: the writes alone are held to the share.
+#[cfg(not(target_os = "linux"))]
+fn kernel_will_signal(_tcp: &tokio::net::TcpStream) -> bool {
+    false
+}
+
+/// Each write waits for room under the mark and takes at most the kernel's share.
+impl AsyncWrite for Paced {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        std::task::ready!(self.poll_room(cx))?;
+        let n = buf.len().min(self.lowat as usize);
+        Pin::new(&mut self.tcp).poll_write(cx, &buf[..n])
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        std::task::ready!(self.poll_room(cx))?;
+        let (mut left, mut within) = (self.lowat as usize, Vec::with_capacity(bufs.len()));
+        for b in bufs {
+            if left == 0 {
+                break;
+            }
+            let n = b.len().min(left);
+            within.push(io::IoSlice::new(&b[..n]));
+            left -= n;
+        }
+        Pin::new(&mut self.tcp).poll_write_vectored(cx, &within)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.tcp.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.tcp).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.tcp).poll_shutdown(cx)
+    }
+}
+
+/// A TLS stream whose buffered records are held to its budget's share (rustls' buffer limit, set
+/// again before each write).
+pub(crate) struct PacedTls<S> {
+    tls: S,
+    budget: Arc<Budget>,
+}
+
+/// What of a TLS stream the limit needs: its rustls connection.
+pub(crate) trait TlsLimit {
+    /// Sets rustls' limit on buffered plaintext and records.
+    fn set_limit(&mut self, bytes: usize);
+}
+
+impl<IO> TlsLimit for tokio_rustls::server::TlsStream<IO> {
+    fn set_limit(&mut self, bytes: usize) {
+        self.get_mut().1.set_buffer_limit(Some(bytes));
+    }
+}
+
+impl<IO> TlsLimit for tokio_rustls::client::TlsStream<IO> {
+    fn set_limit(&mut self, bytes: usize) {
+        self.get_mut().1.set_buffer_limit(Some(bytes));
+    }
+}
+
+impl<S> PacedTls<S> {
+    /// `tls` under `budget`.
+    pub(crate) fn new(tls: S, budget: Arc<Budget>) -> PacedTls<S> {
+        PacedTls { tls, budget }
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for PacedTls<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.tls).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncWrite + TlsLimit + Unpin> AsyncWrite for PacedTls<S> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        let limit = self.budget.chunk_bytes();
+        self.tls.set_limit(limit);
+        Pin::new(&mut self.tls).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.tls).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.tls).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn five_ms_of_the_rate_is_shared_between_the_kernel_tls_and_http2() {
+        let b = Budget::new(true);
+        // Unknown rate: each at the floor.
+        assert_eq!(
+            (b.kernel_bytes(), b.chunk_bytes()),
+            (FLOOR_BYTES, FLOOR_BYTES as usize)
+        );
+        // 100 Mbit/s is 12.5 MB/s: 5 ms is 62 500 bytes (the draft's own example), three fifths
+        // of it 37 500 in the kernel, 12 500 each for TLS and HTTP/2.
+        b.rate_bytes_per_s.store(12_500_000, Relaxed);
+        assert_eq!((b.kernel_bytes(), b.chunk_bytes()), (37_500, 12_500));
+        // Without TLS the kernel holds four fifths.
+        let plain = Budget::new(false);
+        plain.rate_bytes_per_s.store(12_500_000, Relaxed);
+        assert_eq!(plain.kernel_bytes(), 50_000);
+        // 1 Mbit/s: 625 bytes in all, each share at the floor.
+        b.rate_bytes_per_s.store(125_000, Relaxed);
+        assert_eq!((b.kernel_bytes(), b.chunk_bytes()), (512, 512));
+        // 10 Gbit/s: the chunk and TLS's buffer at a record's size.
+        b.rate_bytes_per_s.store(1_250_000_000, Relaxed);
+        assert_eq!(b.chunk_bytes(), 16 * 1024);
+        assert_eq!(b.kernel_bytes(), 3_750_000);
+    }
+}
