@@ -437,6 +437,10 @@ pub struct SelfProbe {
     pub t_s: f64,
     /// From sending the request to the last byte of the answer.
     pub http_ms: f64,
+    /// Not a request: the kernel's round-trip estimate of a load-generating connection, which
+    /// draft-09 lets stand in for a self probe where none can ride it (HTTP/1.1).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tcp_rtt: bool,
 }
 
 /// The figures of a set of probes.

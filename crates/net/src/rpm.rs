@@ -6,8 +6,9 @@
 //! connection picked at random, the two kinds interleaved. Once the goodput has saturated it computes
 //! the responsiveness each interval from the probes of the last intervals, and stops when that is
 //! stable or at the timeout, each stage with its confidence. HTTP/2 over TLS (ALPN), or with prior
-//! knowledge over plain TCP; with HTTP/1.1 (`http1`) a loaded connection cannot carry a probe, so no
-//! self probe is sent and RPM is not computed (the probes' figures are still given). Both ends hold
+//! knowledge over plain TCP; with HTTP/1.1 (`http1`) a loaded connection cannot carry a probe, so the
+//! kernel's round-trip estimate of a load connection picked at random stands in for each self probe,
+//! as draft-09 allows (marked `tcp_rtt`). Both ends hold
 //! their unsent data near 5 ms of each connection's rate (`backlog`: the kernel's, TLS's and HTTP/2's
 //! together), so a self probe measures the path's queue, not the endpoints' buffers. The directions run one after the other, or at once (`parallel`);
 //! a configuration naming a `test_endpoint` has every connection made there.
@@ -189,6 +190,9 @@ struct Shared {
     capacity_bps: AtomicU64,
     /// The loading HTTP/2 connections, for self probes.
     senders: Mutex<Vec<hyper::client::conn::http2::SendRequest<conn::ReqBody>>>,
+    /// The loading connections' budgets (their kernel's RTT estimates stand in for self probes
+    /// over HTTP/1.1).
+    budgets: Mutex<Vec<Arc<backlog::Budget>>>,
     foreign: Mutex<Vec<ForeignProbe>>,
     self_probes: Mutex<Vec<SelfProbe>>,
     /// Why a load-generating connection failed, if one did (the first reason).
@@ -299,7 +303,7 @@ fn finish(
             .map(|why| format!("the load did not run, so the path was not under working conditions: {why}")),
         (Some(_), _) => None,
         (None, true) => Some(
-            "no self probe: over HTTP/1.1 a loaded connection cannot carry one, so RPM is not computed"
+            "over HTTP/1.1 no load-generating connection had a TCP round-trip estimate to stand in for the self probes"
                 .into(),
         ),
         (None, false) => Some("no probe of each kind was answered".into()),
@@ -334,6 +338,7 @@ fn spawn_lgc(dir: RpmDirection, t: Target, http1: bool, shared: Arc<Shared>) -> 
         if let Sender::H2(s) = &c.sender {
             lock(&shared.senders).push(s.clone());
         }
+        lock(&shared.budgets).push(c.budget.clone());
         let req = match dir {
             RpmDirection::Download => t.get(),
             RpmDirection::Upload => t.post(Endless::new(c.budget.clone(), shared.clone()).boxed()),
@@ -371,6 +376,8 @@ async fn probe_loop(small: Target, http1: bool, params: RpmParams, start: Instan
         last = Instant::now();
         if foreign_next {
             tokio::spawn(foreign_probe(small.clone(), http1, start, shared.clone()));
+        } else if http1 {
+            tcp_rtt_probe(&shared, &mut pick, start);
         } else {
             let sender = {
                 let s = lock(&shared.senders);
@@ -381,6 +388,22 @@ async fn probe_loop(small: Target, http1: bool, params: RpmParams, start: Instan
             }
         }
         foreign_next = !foreign_next;
+    }
+}
+
+/// Over HTTP/1.1: a load-generating connection picked at random, its kernel's round-trip estimate
+/// as the self probe (draft-09's stand-in where no request can ride a loaded connection).
+fn tcp_rtt_probe(shared: &Shared, pick: &mut Pick, start: Instant) {
+    let rtt = {
+        let b = lock(&shared.budgets);
+        (!b.is_empty()).then(|| b[pick.below(b.len())].rtt()).flatten()
+    };
+    if let Some(rtt) = rtt {
+        lock(&shared.self_probes).push(SelfProbe {
+            t_s: start.elapsed().as_secs_f64(),
+            http_ms: rtt.as_secs_f64() * 1e3,
+            tcp_rtt: true,
+        });
     }
 }
 
@@ -431,7 +454,11 @@ async fn self_probe(
     let t_s = start.elapsed().as_secs_f64();
     let mut sender = Sender::H2(s);
     if let Ok(Some(http_ms)) = tokio::time::timeout(PROBE_TIMEOUT, timed_get(&mut sender, &t)).await {
-        lock(&shared.self_probes).push(SelfProbe { t_s, http_ms });
+        lock(&shared.self_probes).push(SelfProbe {
+            t_s,
+            http_ms,
+            tcp_rtt: false,
+        });
     }
 }
 

@@ -37,7 +37,7 @@ pub fn text(r: &RpmReport) -> String {
                 let tls = f.tls_ms.map_or("-".into(), |v| format!("{v:.1}"));
                 let _ = writeln!(
                     out,
-                    "    RPM {:.0} (foreign {}, loaded {}; P{:.0}: {:.0}); round trips, trimmed means: TCP {:.1} ms, TLS {tls} ms, HTTP {:.1} ms on a new connection, {:.1} ms on a loaded one ({} and {} probes)",
+                    "    RPM {:.0} (foreign {}, loaded {}; P{:.0}: {:.0}); round trips, trimmed means: TCP {:.1} ms, TLS {tls} ms, HTTP {:.1} ms on a new connection, {:.1} ms on a loaded one{} ({} and {} probes)",
                     f.rpm,
                     f.foreign_rpm.map_or("-".into(), |v| format!("{v:.0}")),
                     f.loaded_rpm.map_or("-".into(), |v| format!("{v:.0}")),
@@ -46,6 +46,11 @@ pub fn text(r: &RpmReport) -> String {
                     f.tcp_ms,
                     f.http_foreign_ms,
                     f.http_self_ms,
+                    if d.self_probes.iter().any(|p| p.tcp_rtt) {
+                        " (its TCP round trip: HTTP/1.1 carries no self probe)"
+                    } else {
+                        ""
+                    },
                     f.foreign_probes,
                     f.self_probes
                 );

@@ -20,7 +20,8 @@ pub struct RpmArgs {
     /// Which directions: both one after the other, both at once (parallel), or one.
     #[arg(long, value_enum, default_value_t = Which::Both)]
     pub direction: Which,
-    /// Speak HTTP/1.1 only (no self probes then: RPM is not computed, the probes' times are given).
+    /// Speak HTTP/1.1 only: no request can ride a loaded connection, so the kernel's round-trip
+    /// estimate of a load connection stands in for each self probe (draft-09 allows it).
     #[arg(long = "http1.1")]
     pub http1: bool,
     /// Most probe pairs (a foreign and a self probe) a second, the draft's MPS; fewer when they would

@@ -48,6 +48,7 @@ fn probes(foreign_ms: [f64; 3], self_ms: f64) -> (Vec<ForeignProbe>, Vec<SelfPro
         .map(|i| SelfProbe {
             t_s: f64::from(i),
             http_ms: self_ms,
+            tcp_rtt: false,
         })
         .collect();
     (foreign, own)
@@ -231,6 +232,7 @@ fn old_direction(direction: RpmDirection, self_ms: f64, stable: bool, p: &RpmPar
         .map(|i| SelfProbe {
             t_s: f64::from(i) * 0.5,
             http_ms: if i < 12 { 1.0 } else { self_ms },
+            tcp_rtt: false,
         })
         .collect();
     let intervals = (1..=10)

@@ -38,6 +38,10 @@ pub(crate) struct Budget {
     rate_bytes_per_s: AtomicU64,
     /// The TLS layer's share goes to the kernel when there is no TLS.
     tls: std::sync::atomic::AtomicBool,
+    /// The kernel's latest round-trip estimate, µs: the sender's smoothed RTT, or the receiver's
+    /// estimate when this end mostly receives (0: none yet). Over HTTP/1.1, where no self probe
+    /// can ride a loaded connection, it stands in for one (draft-09).
+    rtt_us: AtomicU64,
 }
 
 impl Budget {
@@ -57,6 +61,12 @@ impl Budget {
     pub(crate) fn kernel_bytes(&self) -> u64 {
         let fifths = if self.tls.load(Relaxed) { 3 } else { 4 };
         (self.bytes() * fifths / 5).max(FLOOR_BYTES)
+    }
+
+    /// The kernel's latest round-trip estimate on this connection (None: none yet).
+    pub(crate) fn rtt(&self) -> Option<Duration> {
+        let us = self.rtt_us.load(Relaxed);
+        (us > 0).then(|| Duration::from_micros(us))
     }
 
     /// An HTTP/2 body's chunk, and TLS's buffer: a fifth each.
@@ -100,6 +110,7 @@ impl Paced {
         let now = Instant::now();
         self.read_at = Some(now);
         if let Ok(info) = landspeed_engine::os::tcp_info(&self.tcp) {
+            self.budget.rtt_us.store(u64::from(rtt_us(&info.raw)), Relaxed);
             let acked = info.raw.bytes_acked;
             match self.span {
                 Some((t, a)) if now - t >= RATE_SPAN => {
@@ -119,12 +130,26 @@ impl Paced {
     }
 }
 
+/// The round trip the kernel sees: the sender's smoothed RTT once this end has had more
+/// acknowledged than it received (an upload), else the receiver's own estimate (a download, whose
+/// sender's RTT here rests on a few requests).
+fn rtt_us(r: &landspeed_engine::tcp_info::RawTcpInfo) -> u32 {
+    let sending = r.bytes_acked > r.bytes_received;
+    if sending || r.rcv_rtt == 0 {
+        r.rtt
+    } else {
+        r.rcv_rtt
+    }
+}
+
+/// Reads refresh the estimates too: a download's connection writes almost nothing.
 impl AsyncRead for Paced {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
+        self.refresh();
         Pin::new(&mut self.tcp).poll_read(cx, buf)
     }
 }
