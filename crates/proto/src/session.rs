@@ -1046,6 +1046,21 @@ mod tests {
         c
     }
 
+    /// A server session that took a client's hello (no key).
+    fn greeted() -> ServerSession {
+        let mut s = ServerSession::new();
+        s.on_message(
+            Message::Hello {
+                version: PROTOCOL_VERSION,
+                software: "x".into(),
+                auth: None,
+            },
+            now(),
+        )
+        .unwrap();
+        s
+    }
+
     fn now() -> Instant {
         Instant::now()
     }
@@ -1171,16 +1186,7 @@ mod tests {
             Err(ProtocolError::Version(99))
         ));
 
-        let mut s = ServerSession::new();
-        s.on_message(
-            Message::Hello {
-                version: PROTOCOL_VERSION,
-                software: "x".into(),
-                auth: None,
-            },
-            now(),
-        )
-        .unwrap();
+        let mut s = greeted();
         let bad = TestSpec {
             streams: 0,
             ..TestSpec::default()
@@ -1201,16 +1207,7 @@ mod tests {
 
     #[test]
     fn server_checks_stream_ids() {
-        let mut s = ServerSession::new();
-        s.on_message(
-            Message::Hello {
-                version: PROTOCOL_VERSION,
-                software: "x".into(),
-                auth: None,
-            },
-            now(),
-        )
-        .unwrap();
+        let mut s = greeted();
         s.on_message(
             Message::TestRequest {
                 spec: Box::new(TestSpec {
@@ -1383,16 +1380,7 @@ mod tests {
 
     #[test]
     fn clock_probes_are_bounded() {
-        let mut s = ServerSession::new();
-        s.on_message(
-            Message::Hello {
-                version: PROTOCOL_VERSION,
-                software: "x".into(),
-                auth: None,
-            },
-            now(),
-        )
-        .unwrap();
+        let mut s = greeted();
         for i in 0..super::super::control::MAX_CLOCK_PROBES {
             assert!(s
                 .on_message(Message::ClockProbe { client_ns: i as u64 }, now())

@@ -86,6 +86,9 @@ pub(crate) struct Paced {
     lowat: u64,
     /// A backstop while waiting for the kernel to take more (should its wake-up not come).
     backstop: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// At most this much is unsent: the kernel's count when last read, plus what was written since
+    /// (the kernel only ever sends it down), so TCP_INFO is read only when this reaches the mark.
+    unsent_at_most: u64,
 }
 
 impl Paced {
@@ -99,6 +102,7 @@ impl Paced {
             span: None,
             lowat: FLOOR_BYTES,
             backstop: None,
+            unsent_at_most: 0,
         }
     }
 
@@ -157,15 +161,19 @@ impl AsyncRead for Paced {
 impl Paced {
     /// Ready to write: the unsent bytes under the mark. TCP_NOTSENT_LOWAT alone does not hold a
     /// writer that keeps writing: the kernel checks the mark only when it starts a new buffer (one of
-    /// up to 64 KiB with segmentation offload), and tokio writes again while writes succeed. So the
-    /// unsent bytes are read (TCP_INFO); at the mark, a poll(2) of the socket has the kernel note
+    /// up to 64 KiB with segmentation offload), and tokio writes again while writes succeed. So once
+    /// what may be unsent reaches the mark, the unsent bytes are read (TCP_INFO); at the mark, a poll(2) of the socket has the kernel note
     /// that a writer waits (it then signals when the unsent bytes fall under the mark), and the
     /// socket's write readiness is cleared and awaited (with a 10 ms backstop).
     fn poll_room(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         self.refresh();
+        if self.unsent_at_most < self.lowat {
+            return Poll::Ready(Ok(()));
+        }
         loop {
             let notsent =
                 landspeed_engine::os::tcp_info(&self.tcp).map_or(0, |i| u64::from(i.raw.notsent_bytes));
+            self.unsent_at_most = notsent;
             if notsent < self.lowat || !kernel_will_signal(&self.tcp) {
                 self.backstop = None;
                 return Poll::Ready(Ok(()));
@@ -185,6 +193,15 @@ impl Paced {
                 Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
                 Poll::Pending => return Poll::Pending,
             }
+        }
+    }
+}
+
+impl Paced {
+    /// Counts a write's bytes into the unsent bound.
+    fn wrote(&mut self, written: &Poll<io::Result<usize>>) {
+        if let Poll::Ready(Ok(n)) = written {
+            self.unsent_at_most += *n as u64;
         }
     }
 }
@@ -216,7 +233,9 @@ impl AsyncWrite for Paced {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         std::task::ready!(self.poll_room(cx))?;
         let n = buf.len().min(self.lowat as usize);
-        Pin::new(&mut self.tcp).poll_write(cx, &buf[..n])
+        let written = Pin::new(&mut self.tcp).poll_write(cx, &buf[..n]);
+        self.wrote(&written);
+        written
     }
 
     fn poll_write_vectored(
@@ -234,7 +253,9 @@ impl AsyncWrite for Paced {
             within.push(io::IoSlice::new(&b[..n]));
             left -= n;
         }
-        Pin::new(&mut self.tcp).poll_write_vectored(cx, &within)
+        let written = Pin::new(&mut self.tcp).poll_write_vectored(cx, &within);
+        self.wrote(&written);
+        written
     }
 
     fn is_write_vectored(&self) -> bool {
