@@ -1,22 +1,36 @@
-//! landspeed-net runs the protocols over real connections: the client and server drivers that run
-//! landspeed-core's session state machines (and iperf3's protocol, both ways) over control
-//! connections, the control-connection framing, and the controller that orders third-party tests. The
-//! bytes themselves move in landspeed-engine; the path probes live in landspeed-path. Nothing here
-//! prints or formats output: drivers return a `RunResult` and report progress through callbacks.
+//! landspeed-net runs the protocols over real connections, a module per protocol with both its
+//! ends: landspeed's own (`landspeed`), iperf3's (`iperf3`), M-Lab's ndt7 (`ndt7`), the
+//! responsiveness test (`rpm`) and the QUIC performance protocol (`quic_perf`). What they share
+//! sits apart, below them: the control-connection links (`control`), HTTP request heads (`http`),
+//! the data paths handed to the engine (`streams`), the client's options, errors and dialing
+//! (`dial`), and the server's shared state and pools (`host`). `server` is the listener above them
+//! all: it tells the protocols apart by their first bytes and hands each connection down. The bytes
+//! themselves move in landspeed-engine; the path probes live in landspeed-path. Nothing here prints
+//! or formats output: drivers return a `RunResult` and report progress through callbacks.
 
 #![deny(unreachable_pub)]
 #![warn(missing_docs)]
 
-pub mod client;
 pub mod control;
-pub mod controller;
+mod dial;
+mod host;
 pub mod http;
-mod iperf3_peer;
+mod iperf3;
+mod landspeed;
+mod ndt7;
+mod quic_perf;
 pub mod rpm;
-pub mod server;
+mod server;
 mod streams;
 
-pub use client::{
-    run_client, run_iperf3_client, run_ndt7, run_quic_perf, ClientError, ClientEvent, ClientOptions,
+pub use dial::{ClientError, ClientEvent, ClientOptions, Keepalive, LatencyOptions};
+pub use host::{
+    EventSink, Keyless, ListenerOptions, MissingWhy, RefusalKind, ServerError, ServerEvent, ServerOptions,
+    ServerStats, TestError, TestLog, DEFAULT_MAX_TESTS, DEFAULT_MAX_TESTS_PER_ADDRESS, PREAUTH_CAPS,
 };
-pub use server::{Server, ServerError, ServerEvent, ServerOptions, StatsHandle, TestError};
+pub use iperf3::client::run_iperf3_client;
+pub use landspeed::client::run_client;
+pub use landspeed::controller;
+pub use ndt7::client::run_ndt7;
+pub use quic_perf::client::run_quic_perf;
+pub use server::{Server, StatsHandle};

@@ -330,7 +330,7 @@ fn client_values(o: &Opts) -> Result<(), &'static str> {
 
 /// `--cntl-ka[=IDLE/INTERVAL/COUNT]` (seconds, seconds, probes; each may be left empty for the
 /// system's default), None when the idle time is not longer than the probes' whole retry period.
-fn keepalive(k: &str) -> Option<landspeed_net::client::Keepalive> {
+fn keepalive(k: &str) -> Option<landspeed_net::Keepalive> {
     let mut parts = k.splitn(3, '/');
     // C's atoi: an empty or non-numeric field is 0, the system's default.
     let mut next = || {
@@ -343,7 +343,7 @@ fn keepalive(k: &str) -> Option<landspeed_net::client::Keepalive> {
     if idle_s.is_some_and(|i| u64::from(i) <= retry) {
         return None;
     }
-    Some(landspeed_net::client::Keepalive {
+    Some(landspeed_net::Keepalive {
         idle_s,
         interval_s,
         count,

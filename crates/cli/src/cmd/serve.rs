@@ -67,7 +67,7 @@ pub struct ServeArgs {
     pub max_tests: usize,
     /// Tests one client address (IPv6: one /64) may run at once, so one host cannot hold every slot;
     /// more are told "busy". Counted once a test is authenticated and valid.
-    #[arg(long, value_name = "N", default_value_t = landspeed_net::server::DEFAULT_MAX_TESTS_PER_ADDRESS)]
+    #[arg(long, value_name = "N", default_value_t = landspeed_net::DEFAULT_MAX_TESTS_PER_ADDRESS)]
     pub max_tests_per_address: usize,
     /// New tests one client address (IPv6: one /64) may start per minute; more are told when to retry.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
@@ -226,7 +226,7 @@ pub enum OpenProtocol {
     Rpm,
 }
 
-impl From<OpenProtocol> for landspeed_net::server::Keyless {
+impl From<OpenProtocol> for landspeed_net::Keyless {
     fn from(p: OpenProtocol) -> Self {
         match p {
             OpenProtocol::Iperf3 => Self::Iperf3,
@@ -406,7 +406,7 @@ pub fn serve(a: ServeArgs) -> Result<bool> {
     if !(a.iperf3_json || a.iperf3_text) {
         eprintln!("landspeed: {}", limits_line(&opts));
     }
-    let printer: landspeed_net::server::EventSink = if a.iperf3_json {
+    let printer: landspeed_net::EventSink = if a.iperf3_json {
         Arc::new(print_iperf3)
     } else if a.iperf3_text {
         Arc::new(iperf3_text_printer(a.once))
@@ -573,11 +573,11 @@ fn options(a: &ServeArgs, stats: Arc<AtomicBool>) -> Result<ServerOptions> {
         },
         quic: !a.no_quic,
         quic_port: a.quic_port,
-        ndt7: a.ndt7.map(|addr| landspeed_net::server::ListenerOptions {
+        ndt7: a.ndt7.map(|addr| landspeed_net::ListenerOptions {
             addr,
             tls: !a.ndt7_plain,
         }),
-        rpm: a.rpm.map(|addr| landspeed_net::server::ListenerOptions {
+        rpm: a.rpm.map(|addr| landspeed_net::ListenerOptions {
             addr,
             tls: !a.rpm_plain,
         }),

@@ -5,8 +5,8 @@
 use crate::common::run_args::RunArgs;
 use crate::common::UsageError;
 use anyhow::{Context, Result};
+use landspeed_core::config::Family;
 use landspeed_core::result::RunResult;
-use landspeed_net::client::Family;
 use landspeed_net::{run_client, run_iperf3_client, ClientError, ClientOptions};
 use landspeed_plan::sweep::{CellClient, CellIntent, CellSpec};
 use std::sync::atomic::AtomicBool;
@@ -151,7 +151,7 @@ pub fn options_for(host: &str, port: u16, cell: &CellSpec) -> Result<ClientOptio
     opts.udp_length_from_path = c.udp_length_from_path;
     opts.latency = c
         .latency_probes_per_s
-        .map(|probes_per_s| landspeed_net::client::LatencyOptions {
+        .map(|probes_per_s| landspeed_net::LatencyOptions {
             probes_per_s,
             ..Default::default()
         });

@@ -3,7 +3,7 @@
 //! a setting the user can change, this module says it with the flag that changes it.
 
 use landspeed_core::config::{ConfigError, TcpSetting};
-use landspeed_net::client::ClientError;
+use landspeed_net::ClientError;
 use landspeed_plan::sweep::PlanError;
 use landspeed_proto::{ProtocolError, Refusal};
 

@@ -5,8 +5,9 @@
 //! greeting gets a thread (which then takes a test slot or is told "busy"); data streams go straight to
 //! their test. The number of connections in this state is capped overall and per address.
 
-use super::{RefusalKind, Shared};
 use crate::control::{Arrival, ControlWriter, Input};
+use crate::host::{tcp_closer, RefusalKind, Shared};
+use crate::{iperf3, landspeed};
 use landspeed_engine::supervisor::Wake;
 use landspeed_iperf3::{State, COOKIE_LEN};
 use landspeed_proto::preamble::MAX_LEN as MAX_PREAMBLE;
@@ -340,9 +341,9 @@ fn dispatch(p: Pending, g: Greeting, shared: &Arc<Shared>) {
         Greeting::Control => control(stream, peer, shared),
         Greeting::Data(p) => data(stream, peer, p, shared),
         Greeting::Iperf3(cookie) => {
-            if let Some(stream) = super::iperf3::data_connection(stream, &cookie, peer, shared) {
+            if let Some(stream) = iperf3::server::data_connection(stream, &cookie, peer, shared) {
                 spawn(shared, peer, move |sh| {
-                    super::iperf3::handle(stream, cookie, peer, sh)
+                    iperf3::server::handle(stream, cookie, peer, sh)
                 });
             }
         }
@@ -368,10 +369,10 @@ fn dispatch(p: Pending, g: Greeting, shared: &Arc<Shared>) {
 /// and network, `PREAUTH_CAPS`: it may take the place of the largest holder's oldest connection),
 /// then a thread, or "busy".
 fn control(stream: TcpStream, peer: SocketAddr, shared: &Arc<Shared>) {
-    let why = match shared.preauth(peer, super::tcp_closer(&stream)) {
+    let why = match shared.preauth(peer, tcp_closer(&stream)) {
         Ok(preauth) => {
             return spawn(shared, peer, move |sh| {
-                super::session::serve_test(stream, peer, sh, preauth)
+                landspeed::server::serve_test(stream, peer, sh, preauth)
             })
         }
         Err(why) => why,

@@ -1,31 +1,19 @@
 //! The server's QUIC endpoint: one UDP socket (on the server's own port number, beside the UDP
 //! listener, or on `--quic-port`) whose connections carry landspeed's QUIC streams (ALPN
-//! "landspeed") or the QUIC performance protocol (ALPN "perf", `perf.rs`). A landspeed stream starts
+//! "landspeed", `landspeed::quic`) or the QUIC performance protocol (ALPN "perf", `quic_perf::server`). A landspeed stream starts
 //! with the same hello a TCP stream sends (session and stream number); the stream is then handed to
 //! its test like a TCP connection. The endpoint runs on a small multi-thread runtime of its own so
 //! connections are processed in parallel; nothing a peer does (garbage datagrams, a client that
 //! vanishes, an ICMP error) stops it.
 
-use super::{ServerError, Shared};
-use crate::control::{Arrival, Input, QuicArrival};
-use landspeed_engine::supervisor::Wake;
-use landspeed_proto::Preamble;
+use crate::host::{QuicServer, ServerError, Shared};
+use crate::{landspeed, quic_perf};
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 /// Concurrent streams a QUIC client may open each way (the server's --max-streams, when lower).
 const MAX_STREAMS: u32 = 256;
-
-/// The server's QUIC endpoint and the runtime that drives it.
-pub(crate) struct QuicServer {
-    pub(crate) endpoint: quinn::Endpoint,
-    pub(crate) runtime: tokio::runtime::Runtime,
-    /// The UDP port clients connect to.
-    pub(crate) port: u16,
-    /// Its socket's buffers as the kernel granted them.
-    pub(crate) buffers: (u64, u64),
-}
 
 /// Why the endpoint was not bound.
 pub(crate) enum Unbound {
@@ -130,93 +118,8 @@ async fn connection(incoming: quinn::Incoming, shared: Arc<Shared>) {
         .and_then(|h| h.downcast::<quinn::crypto::rustls::HandshakeData>().ok())
         .and_then(|h| h.protocol);
     match alpn.as_deref() {
-        Some(landspeed_engine::quic::ALPN_LANDSPEED) => landspeed_streams(conn, peer, &shared).await,
-        Some(landspeed_engine::quic::ALPN_PERF) => super::quic_perf::serve(conn, peer, &shared).await,
+        Some(landspeed_engine::quic::ALPN_LANDSPEED) => landspeed::quic::streams(conn, peer, &shared).await,
+        Some(landspeed_engine::quic::ALPN_PERF) => quic_perf::server::serve(conn, peer, &shared).await,
         _ => conn.close(1u32.into(), b"unknown application protocol"),
-    }
-}
-
-/// Accepts the streams of a landspeed QUIC connection and hands each to the test its hello names.
-/// Until its first stream reaches a running test, the connection holds a place among connections
-/// still proving themselves (`PREAUTH_CAPS`, fair by address and network), for at most one handshake timeout: a
-/// flood of QUIC connections that open no stream is bounded like one of silent TCP connections.
-async fn landspeed_streams(conn: quinn::Connection, peer: SocketAddr, shared: &Shared) {
-    let timeout = shared.opts.handshake_timeout;
-    let closer = {
-        let conn = conn.clone();
-        move || conn.close(2u32.into(), b"evicted: its place went to a client holding fewer")
-    };
-    let mut place = match shared.preauth(peer, closer) {
-        Ok(p) => Some(p),
-        Err(_) => {
-            shared.refuse(
-                peer,
-                super::RefusalKind::Busy,
-                "busy: too many QUIC connections still opening their first stream",
-            );
-            return conn.close(2u32.into(), b"busy");
-        }
-    };
-    loop {
-        let next = if place.is_some() {
-            match tokio::time::timeout(timeout, conn.accept_bi()).await {
-                Ok(n) => n,
-                Err(_) => {
-                    shared.refuse(
-                        peer,
-                        super::RefusalKind::Greeting,
-                        format!("a QUIC connection that opened no stream within {timeout:?}"),
-                    );
-                    return conn.close(2u32.into(), b"no stream");
-                }
-            }
-        } else {
-            conn.accept_bi().await
-        };
-        let Ok((send, mut recv)) = next else { return };
-        let hello = tokio::time::timeout(timeout, read_hello(&mut recv)).await;
-        let Ok(Some(p @ Preamble::Data { session, stream, .. })) = hello else {
-            shared.refuse(
-                peer,
-                super::RefusalKind::Malformed,
-                "a QUIC stream without a landspeed hello",
-            );
-            conn.close(2u32.into(), b"no hello");
-            return;
-        };
-        let waiter = shared.registry.lock().ok().and_then(|r| r.get(&session).cloned());
-        let Some(w) = waiter else {
-            conn.close(3u32.into(), b"unknown session");
-            return;
-        };
-        if let Err(why) = w.admits(&p, peer.ip()) {
-            shared.refuse(peer, super::RefusalKind::ForeignStream, format!("QUIC {why}"));
-            conn.close(3u32.into(), b"not the test's stream");
-            return;
-        }
-        let arrival = QuicArrival {
-            conn: conn.clone(),
-            send,
-            recv,
-        };
-        let _ =
-            w.tx.send(Wake::External(Input::Arrival(Arrival::Quic(stream, arrival))));
-        place = None;
-    }
-}
-
-/// Reads a stream's hello (the TCP preamble), at most a small bound of bytes.
-async fn read_hello(recv: &mut quinn::RecvStream) -> Option<Preamble> {
-    let mut buf = Vec::with_capacity(64);
-    loop {
-        if let Ok(Some((p, used))) = Preamble::parse(&buf) {
-            return (used == buf.len()).then_some(p);
-        }
-        if buf.len() >= 64 {
-            return None;
-        }
-        let mut byte = [0u8; 1];
-        recv.read_exact(&mut byte).await.ok()?;
-        buf.push(byte[0]);
     }
 }

@@ -6,7 +6,7 @@
 use landspeed_core::assemble::{provisional, RunContext};
 use landspeed_core::config::{Direction, TestSpec};
 use landspeed_core::result::{IntervalResult, RunResult};
-use landspeed_net::client::ClientEvent;
+use landspeed_net::ClientEvent;
 use landspeed_report::iperf3_json::{self, Iperf3Meta};
 use std::net::SocketAddr;
 

@@ -10,7 +10,7 @@
 //! no reserved bits, control frames whole and short, data frames in order, no frame over the spec's
 //! ceiling.
 
-use super::Progress;
+use super::progress::Progress;
 use landspeed_core::ndt7;
 use std::io::{ErrorKind, Read};
 
@@ -346,7 +346,7 @@ mod tests {
     }
 
     /// Reads `bytes` to their end: what the reader found, in order, and the error that ended it.
-    fn read_all(bytes: &[u8], step: usize) -> (Vec<Got>, Option<String>, super::super::Progress) {
+    fn read_all(bytes: &[u8], step: usize) -> (Vec<Got>, Option<String>, super::super::progress::Progress) {
         let mut p = progress();
         let (mut r, mut from) = (Reader::new(Vec::new()), Trickle { bytes, step });
         let mut got = vec![];

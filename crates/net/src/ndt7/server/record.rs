@@ -6,21 +6,44 @@
 //! its sent bytes are what arrived here, and the result says so. An upload with a landspeed
 //! client's key is verified here; a download is checked by its client, which ndt7 does not report.
 
-use super::Progress;
 use landspeed_core::assemble::{assemble, Inputs, RunContext};
-use landspeed_core::config::{EndCondition, Flow, Test, TestSpec};
+use landspeed_core::config::{Direction, EndCondition, Flow, Test, TestSpec};
 use landspeed_core::endpoint::{
     EndpointReport, IntervalSample, Role, StreamReport, StreamSample, TcpSnapshot,
 };
 use landspeed_core::ndt7::{self, Measurement, Subtest};
 use landspeed_core::result::{DataPath, Ndt7Record, RunResult};
+use landspeed_engine::tcp_info::{self, RawTcpInfo};
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, TcpStream};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 /// The most bytes of a client's measurements a subtest's record keeps: a 10 s subtest's real ones
 /// (one every 250 ms, under 2 KiB each) several times over.
 pub(super) const MAX_CLIENT_BYTES: usize = 256 * 1024;
+
+/// What a subtest moved, as its record needs it (from `progress::Progress::counts`).
+pub(super) struct Counts {
+    /// Payload bytes moved.
+    pub(super) bytes: u64,
+    /// Seconds from the start to the first and the last payload byte.
+    pub(super) first_byte_s: Option<f64>,
+    pub(super) last_byte_s: Option<f64>,
+    /// Why the subtest failed, if it did.
+    pub(super) error: Option<String>,
+    /// Seconds since the subtest began.
+    pub(super) elapsed_s: f64,
+    /// An upload checked against a landspeed client's payload: its key, bytes verified, corrupt
+    /// blocks.
+    pub(super) check: Option<Checked>,
+}
+
+/// What the check of a landspeed client's payload found.
+pub(super) struct Checked {
+    pub(super) key: u64,
+    pub(super) verified: u64,
+    pub(super) corrupt: u64,
+}
 
 /// What the server keeps of a subtest as it runs, for its record.
 pub(super) struct Seen {
@@ -50,7 +73,7 @@ impl Seen {
             client_bytes: 0,
             samples: vec![],
             cpu0: landspeed_engine::cpu::CpuSnapshot::take(),
-            started_unix_s: super::unix_s(std::time::SystemTime::now()),
+            started_unix_s: unix_s(std::time::SystemTime::now()),
         }
     }
 
@@ -98,11 +121,11 @@ impl Seen {
 
     /// The subtest's result as this server saw it (None only if its test cannot be described, which
     /// a subtest's fixed shape rules out).
-    pub(super) fn result(&self, asked: &Asked, p: &Progress, sock: &TcpStream) -> Option<RunResult> {
+    pub(super) fn result(&self, asked: &Asked, p: &Counts, sock: &TcpStream) -> Option<RunResult> {
         let check = p.check.as_ref();
         let upload = asked.subtest == Subtest::Upload;
         let spec = Test::try_from(TestSpec {
-            direction: super::direction(asked.subtest),
+            direction: direction(asked.subtest),
             verify: upload && check.is_some(),
             payload_key: check.map_or(0, |c| c.key),
             end: EndCondition::Time(Duration::from_secs_f64(ndt7::TEST_S)),
@@ -149,7 +172,7 @@ impl Seen {
     fn reports(
         &self,
         asked: &Asked,
-        p: &Progress,
+        p: &Counts,
         tcp: Option<&landspeed_engine::tcp_info::TcpInfo>,
     ) -> (EndpointReport, EndpointReport) {
         let flow = match asked.subtest {
@@ -180,7 +203,7 @@ impl Seen {
         let server = EndpointReport {
             software: format!("landspeed {} (ndt7)", landspeed_core::SOFTWARE_VERSION),
             streams: vec![mine],
-            elapsed_s: p.started.elapsed().as_secs_f64(),
+            elapsed_s: p.elapsed_s,
             threads: 1,
             cpu: self.cpu0.until(&landspeed_engine::cpu::CpuSnapshot::take()),
             host: landspeed_engine::host::host_info(),
@@ -203,7 +226,7 @@ fn peer_count(subtest: Subtest, bytes: u64, tcp: Option<&landspeed_engine::tcp_i
     match subtest {
         Subtest::Upload => bytes,
         Subtest::Download => {
-            let acked = tcp.and_then(|t| super::tcp_message(t, 0).bytes_acked);
+            let acked = tcp.and_then(|t| tcp_message(t, 0).bytes_acked);
             acked.map_or(0, |a| bytes.min(a.max(0) as u64))
         }
     }
@@ -253,6 +276,43 @@ fn data_path(asked: &Asked) -> DataPath {
         zerocopy_copied_pct: None,
         tls: None,
     }
+}
+
+/// ndt7's download is the server sending (landspeed's reverse direction), its upload the client.
+pub(super) fn direction(subtest: Subtest) -> Direction {
+    match subtest {
+        Subtest::Download => Direction::Reverse,
+        Subtest::Upload => Direction::Forward,
+    }
+}
+
+/// The spec's TCP_INFO fields, each only where this kernel filled it.
+pub(super) fn tcp_message(t: &tcp_info::TcpInfo, elapsed_us: i64) -> ndt7::TcpInfoMessage {
+    macro_rules! field {
+        ($f:ident) => {{
+            let end = std::mem::offset_of!(RawTcpInfo, $f) + std::mem::size_of_val(&t.raw.$f);
+            (t.len >= end).then(|| t.raw.$f as i64)
+        }};
+    }
+    ndt7::TcpInfoMessage {
+        busy_time_us: field!(busy_time),
+        bytes_acked: field!(bytes_acked),
+        bytes_received: field!(bytes_received),
+        bytes_sent: field!(bytes_sent),
+        bytes_retrans: field!(bytes_retrans),
+        elapsed_time_us: Some(elapsed_us),
+        min_rtt_us: field!(min_rtt),
+        rtt_us: field!(rtt),
+        rtt_var_us: field!(rttvar),
+        rwnd_limited_us: field!(rwnd_limited),
+        sndbuf_limited_us: field!(sndbuf_limited),
+    }
+}
+
+/// Seconds since the Unix epoch.
+pub(super) fn unix_s(t: SystemTime) -> f64 {
+    t.duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
 }
 
 #[cfg(test)]

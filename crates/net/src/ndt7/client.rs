@@ -7,7 +7,7 @@
 //! (download, checked here) or checks the upload with it (its counts come back in its measurements).
 //! Any other server's bytes are counted and said to be unverified.
 
-use super::{resolve, run_context, ClientError, ClientEvent, ClientOptions, LiveIntervals};
+use crate::dial::{resolve, run_context, ClientError, ClientEvent, ClientOptions, LiveIntervals};
 use landspeed_core::assemble::{assemble, Inputs};
 use landspeed_core::config::{Direction, Flow, Test};
 use landspeed_core::endpoint::{EndpointReport, IntervalSample, Role, StreamReport, StreamSample};
@@ -113,7 +113,7 @@ fn open(
 ) -> Result<(WebSocket<Box<dyn Conn>>, TcpStream), ClientError> {
     let connect_err = |err| ClientError::Connect { addr, err };
     // The same connect as every client's control connection (-B, --bind-dev, the timeout).
-    let tcp = super::connect(opts, addr, None)?;
+    let tcp = crate::dial::connect(opts, addr, None)?;
     let _ = tcp.set_nodelay(true);
     tcp.set_read_timeout(Some(opts.control_timeout))
         .map_err(connect_err)?;

@@ -112,7 +112,7 @@ pub fn connect_host(
         None => None,
     };
     let now = Instant::now();
-    let session = ControllerSession::new(key, probes, (now, crate::server::unix_ns()), timeout);
+    let session = ControllerSession::new(key, probes, (now, crate::host::unix_ns()), timeout);
     let mut conn = Conn::new(session);
     conn.send_raw(
         &Preamble::Control {

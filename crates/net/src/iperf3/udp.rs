@@ -3,9 +3,9 @@
 //! iperf3 UDP test from the same client address that still waits for streams. The test answers from a
 //! socket of its own on the port, connected to the client, with `6789`.
 
-use super::iperf3::{receivers, streams_error};
-use super::{udp, MissingWhy, Shared, TestError};
+use super::arrivals::{control_ip, receivers, streams_error};
 use crate::control::{Arrival, Event, Input, Link};
+use crate::host::{bind_udp, MissingWhy, Shared, TestError};
 use landspeed_core::config::{Flow, TestSpec};
 use landspeed_core::endpoint::Role;
 use landspeed_engine::supervisor::Wake;
@@ -13,15 +13,14 @@ use landspeed_engine::transport::udp::UdpStream;
 use landspeed_iperf3::session::{ServerAction, ServerSession};
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::mpsc;
 use std::time::Instant;
 
 /// iperf3's UDP hello and its answer.
-pub(super) const HELLO: [u8; 4] = *b"9876";
+pub(crate) const HELLO: [u8; 4] = *b"9876";
 pub(super) const REPLY: [u8; 4] = *b"6789";
 
 /// iperf3 UDP tests waiting for streams: (key, client address, where to send each hello), oldest first.
-pub(super) type Waiting = std::sync::Mutex<Vec<(u64, IpAddr, mpsc::Sender<Wake<Input>>)>>;
+use crate::host::Iperf3UdpWaiting as Waiting;
 
 fn canonical(ip: IpAddr) -> IpAddr {
     ip.to_canonical()
@@ -30,7 +29,7 @@ fn canonical(ip: IpAddr) -> IpAddr {
 /// Hands an iperf3 UDP hello to the oldest waiting test from the same address; false if none waits.
 /// iperf3's hello has no token to prove its address by, so only the control connection's address is
 /// served (that is also where iperf3's own client sends it from).
-pub(super) fn route_hello(shared: &Shared, peer: SocketAddr, local: SocketAddr) -> bool {
+pub(crate) fn route_hello(shared: &Shared, peer: SocketAddr, local: SocketAddr) -> bool {
     if !shared.allowed(peer) {
         return false;
     }
@@ -64,7 +63,7 @@ pub(super) fn collect(
     spec: &TestSpec,
     shared: &Shared,
 ) -> Result<Vec<UdpStream>, TestError> {
-    let peer_ip = super::iperf3::control_ip(link)?;
+    let peer_ip = control_ip(link)?;
     let key = getrandom::u64().unwrap_or_else(|_| Instant::now().elapsed().as_nanos() as u64);
     shared
         .iperf3_udp
@@ -101,7 +100,7 @@ pub(super) fn collect(
 fn answer(id: u32, peer: SocketAddr, local: SocketAddr) -> Result<UdpSocket, TestError> {
     let v6only = local.is_ipv6().then_some(!local.ip().is_unspecified());
     let udp_err = |err| TestError::UdpStream { id, err };
-    let s = udp::bind(local, v6only).map_err(udp_err)?;
+    let s = bind_udp(local, v6only).map_err(udp_err)?;
     s.connect(peer).map_err(udp_err)?;
     let _ = s.send(&REPLY);
     Ok(s)

@@ -5,11 +5,11 @@
 //! connections the listeners hand over (TCP streams or UDP hellos) and runs the engine. Nothing
 //! here decides which message comes next.
 
-use super::{
-    add_measured, files, order, udp, MemoryHold, MissingWhy, Place, RefusalKind, Registered, Shared, Slot,
-    TestError, TestLog,
-};
+use super::{files, order, udp};
 use crate::control::{Arrival, ControlError, Event, Handshaken, Input, Link, QuicArrival, WaitError, Wire};
+use crate::host::{
+    add_measured, MemoryHold, MissingWhy, Place, RefusalKind, Registered, Shared, Slot, TestError, TestLog,
+};
 use crate::streams::DataPaths;
 use landspeed_core::config::{Test, TestSpec, Transport};
 use landspeed_core::endpoint::{IntervalSample, Role};
@@ -37,7 +37,7 @@ type ServerLink = Link<Conn<ServerSession>>;
 /// Runs a control connection to its test's end and logs how it ended. It holds `preauth`, its place
 /// among connections still proving themselves, until its test is authenticated and valid; only then
 /// is it counted against the rate and given a test slot (`admit`).
-pub(super) fn serve_test(stream: TcpStream, peer: SocketAddr, shared: &Arc<Shared>, preauth: Place) {
+pub(crate) fn serve_test(stream: TcpStream, peer: SocketAddr, shared: &Arc<Shared>, preauth: Place) {
     let mut log = TestLog::new(peer, "landspeed");
     let evicted = preauth.evicted();
     match run_test(stream, shared, &mut log, preauth) {
@@ -57,7 +57,7 @@ pub(super) fn serve_test(stream: TcpStream, peer: SocketAddr, shared: &Arc<Share
         Err(End::Checked) => return,
     }
     shared.tests_done.fetch_add(1, Relaxed);
-    shared.emit(super::ServerEvent::Test(log));
+    shared.emit(crate::host::ServerEvent::Test(log));
 }
 
 /// What an admitted test holds while it runs: its slot, and its memory against the server's budget.
@@ -194,7 +194,7 @@ fn tell(wire: &mut Wire<Conn<ServerSession>>, e: TestError) -> TestError {
 
 /// This server's session for a new connection: its limits, whether it takes orders, its timers, and
 /// a fresh nonce when it requires authentication.
-fn new_session(o: &super::ServerOptions) -> Result<ServerSession, TestError> {
+fn new_session(o: &crate::host::ServerOptions) -> Result<ServerSession, TestError> {
     let mut sm = ServerSession::with_limits(o.limits.clone())
         .with_control(o.allow_control)
         .with_timers(timers(o), Instant::now());
@@ -208,7 +208,7 @@ fn new_session(o: &super::ServerOptions) -> Result<ServerSession, TestError> {
 
 /// The session's timers from the server's options: each handshake step within the handshake timeout,
 /// the client's results within the idle and handshake timeouts after this end's streams finish.
-pub(super) fn timers(o: &super::ServerOptions) -> Timers {
+pub(super) fn timers(o: &crate::host::ServerOptions) -> Timers {
     Timers {
         handshake: o.handshake_timeout,
         accept_extra: Duration::ZERO,
@@ -246,7 +246,7 @@ fn prepare(
         .map_err(|e| TestError::Control(ControlError::Io(e)))?
         .ip()
         .to_canonical();
-    let waiter = super::Waiter {
+    let waiter = crate::host::Waiter {
         tx: link.tx.clone(),
         control,
         streams: link.wire.conn.stream_key().cloned(),
@@ -292,7 +292,7 @@ fn registry_for<'a>(
     shared: &'a Shared,
     test: &TestSpec,
     log: &mut TestLog,
-) -> Result<&'a super::Registry, End> {
+) -> Result<&'a crate::host::Registry, End> {
     Ok(match test.transport {
         Transport::Udp => {
             log.protocol = "landspeed udp".into();
@@ -339,7 +339,7 @@ fn handshake(
             match action {
                 ServerAction::Accept(test) => Ok(Some(Some(test))),
                 ServerAction::ClockReading { client_ns } => {
-                    let server_ns = super::unix_ns();
+                    let server_ns = crate::host::unix_ns();
                     link.wire.send(&Message::Clock { client_ns, server_ns })?;
                     Ok(None)
                 }
@@ -399,7 +399,7 @@ fn reject(wire: &mut Wire<Conn<ServerSession>>, reason: &str) -> End {
 
 fn open_file(
     spec: &mut Test,
-    o: &super::ServerOptions,
+    o: &crate::host::ServerOptions,
     wire: &mut Wire<Conn<ServerSession>>,
 ) -> Result<Option<files::ServerFile>, End> {
     let Some(f) = spec.file.clone() else {

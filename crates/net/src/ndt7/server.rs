@@ -6,23 +6,25 @@
 //! rate, `--max-tests`) before the WebSocket handshake; each subtest is one line in the server log.
 
 mod frame;
+mod progress;
 mod reader;
 mod record;
 mod upload;
 
-use super::{RefusalKind, ServerEvent, Shared};
+use progress::{closing, not_yet, Check, Conn, Progress, Reporter, Waits};
+use record::direction;
+
+use crate::host::{RefusalKind, ServerEvent, Shared};
 use crate::http::RequestHead as Request;
-use landspeed_core::config::Direction;
-use landspeed_core::ndt7::{self, Due, Measurement, MessageSizer, Subtest, Timetable};
+use landspeed_core::ndt7::{self, Due, MessageSizer, Subtest, Timetable};
 use landspeed_core::server_log::TestLog;
-use landspeed_engine::tcp_info::{self, RawTcpInfo};
 use landspeed_proto::admission;
 use std::collections::BTreeMap;
-use std::io::{ErrorKind, Read, Write};
+use std::io::{ErrorKind, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 use tungstenite::protocol::{Role, WebSocketConfig};
 use tungstenite::{Message, WebSocket};
 
@@ -54,7 +56,7 @@ pub(crate) struct Ndt7Listener {
 /// Accepts ndt7 connections until the server shuts down: waits for the listener to be readable (at
 /// most 100 ms, to see a shutdown), then takes every connection waiting.
 pub(crate) fn serve(ndt: Ndt7Listener, shared: Arc<Shared>) {
-    let handshaking = super::admission_pool(HANDSHAKING_CAPS);
+    let handshaking = crate::host::admission_pool(HANDSHAKING_CAPS);
     while !shared.shutdown.load(Relaxed) {
         match landspeed_engine::os::wait_readable(&ndt.listener, Duration::from_millis(100)) {
             Ok(false) => continue,
@@ -76,9 +78,9 @@ fn take(
     peer: SocketAddr,
     ndt: &Ndt7Listener,
     shared: &Arc<Shared>,
-    handshaking: &super::Admission,
+    handshaking: &crate::host::Admission,
 ) {
-    let place = match super::take_place(handshaking, peer, super::tcp_closer(&stream)) {
+    let place = match crate::host::take_place(handshaking, peer, crate::host::tcp_closer(&stream)) {
         Ok(p) => p,
         Err(why) => {
             return shared.refuse(
@@ -99,17 +101,13 @@ fn take(
     }
 }
 
-/// The stream a subtest runs on: TLS or plain, with the TCP socket kept for timeouts and TCP_INFO.
-trait Conn: Read + Write + Send {}
-impl<T: Read + Write + Send> Conn for T {}
-
 /// One connection: its request, then its subtest, then its log line.
 fn connection(
     tcp: TcpStream,
     peer: SocketAddr,
     tls: Option<Arc<rustls::ServerConfig>>,
     shared: &Shared,
-    handshaking: super::Place,
+    handshaking: crate::host::Place,
 ) {
     let handshake = shared.opts.handshake_timeout;
     let _ = tcp.set_nonblocking(false);
@@ -183,7 +181,10 @@ fn connection(
 
 /// A test slot (`--max-tests`, shared with every protocol) and the subtest's memory (`SUBTEST_BYTES`
 /// of `--max-memory`), held while it runs; or the 503 that says which is missing.
-fn hold(peer: SocketAddr, shared: &Shared) -> Result<(super::Slot, Option<super::MemoryHold>), Answer> {
+fn hold(
+    peer: SocketAddr,
+    shared: &Shared,
+) -> Result<(crate::host::Slot, Option<crate::host::MemoryHold>), Answer> {
     let Ok(slot) = shared.slot(peer) else {
         return Err(Answer::new(
             503,
@@ -203,7 +204,7 @@ fn hold(peer: SocketAddr, shared: &Shared) -> Result<(super::Slot, Option<super:
 
 /// The speed-test page: one self-contained file (its script and style inline, nothing from another
 /// site), which runs both subtests against this address.
-const PAGE: &str = include_str!("ndt7_page.html");
+const PAGE: &str = include_str!("page.html");
 
 /// Serves the page (to addresses `--allow` admits).
 fn page(mut stream: Box<dyn Conn>, peer: SocketAddr, shared: &Shared) {
@@ -366,7 +367,7 @@ fn accept(
     if !shared.allowed(peer) {
         return Err(Answer::new(403, "this address may not test here"));
     }
-    if shared.keyed_only(super::Keyless::Ndt7) {
+    if shared.keyed_only(crate::host::Keyless::Ndt7) {
         let mut a = Answer::new(
             403,
             "this server requires a landspeed key, which ndt7 cannot carry, and does not open ndt7",
@@ -402,74 +403,6 @@ fn failed(peer: SocketAddr, subtest: Subtest, error: String) -> TestLog {
     log.streams = 1;
     log.error = Some(error);
     log
-}
-
-/// ndt7's download is the server sending (landspeed's reverse direction), its upload the client.
-fn direction(subtest: Subtest) -> Direction {
-    match subtest {
-        Subtest::Download => Direction::Reverse,
-        Subtest::Upload => Direction::Forward,
-    }
-}
-
-/// What one subtest did.
-struct Progress {
-    /// Payload bytes moved: binary messages, the subtest's measure.
-    bytes: u64,
-    /// Every other byte the client sent: text messages and control frames' payloads, counted
-    /// against the server's limits beside `bytes`.
-    other: u64,
-    started: Instant,
-    /// Seconds from `started` when a loop last read the clock.
-    now_s: f64,
-    /// Seconds from `started` to the first and the last payload byte moved.
-    first_byte_s: Option<f64>,
-    last_byte_s: Option<f64>,
-    error: Option<String>,
-    /// The payload key a landspeed client named (landspeed's extension), and for an upload what was
-    /// checked with it.
-    check: Option<Check>,
-    /// The measurements sent and the intervals they close, for the server's record.
-    seen: record::Seen,
-    /// The server's limits on the subtest (length, bytes, rate).
-    limits: ndt7::SubtestLimits,
-}
-
-/// An upload checked against the payload of the key its client named.
-struct Check {
-    key: u64,
-    verifier: landspeed_core::payload::Verifier,
-    verified: u64,
-    corrupt: u64,
-}
-
-impl Check {
-    fn new(key: u64) -> Check {
-        let pattern = landspeed_core::payload::Pattern::new(key);
-        Check {
-            key,
-            verifier: landspeed_core::payload::Verifier::new(&pattern, ndt7::MAX_MESSAGE_BYTES),
-            verified: 0,
-            corrupt: 0,
-        }
-    }
-
-    /// Checks `data`, received at `offset` of the upload.
-    fn take(&mut self, offset: u64, data: &[u8]) {
-        if let Some(bad) = self.verifier.check(0, offset, data) {
-            self.corrupt += bad.bad_blocks.len() as u64;
-        }
-        self.verified += data.len() as u64;
-    }
-
-    /// What the measurements say of it.
-    fn said(&self) -> ndt7::LandspeedCheck {
-        ndt7::LandspeedCheck {
-            payload_key: self.key.to_string(),
-            bytes_verified: self.verified,
-            corrupt_blocks: self.corrupt,
-        }
-    }
 }
 
 /// Runs the subtest on the upgraded connection and returns its log entry.
@@ -527,131 +460,8 @@ fn run(
     if !client.is_empty() {
         log.protocol = format!("ndt7 ({})", client.join(" "));
     }
-    log.result = p.seen.result(asked, &p, sock).map(Box::new);
+    log.result = p.seen.result(asked, &p.counts(), sock).map(Box::new);
     log
-}
-
-/// Measurement messages for one subtest.
-struct Reporter {
-    subtest: Subtest,
-    started: Instant,
-    client: String,
-    server: String,
-    start_time: String,
-}
-
-impl Reporter {
-    fn new(sock: &TcpStream, subtest: Subtest, started: Instant) -> Reporter {
-        Reporter {
-            subtest,
-            started,
-            client: sock.peer_addr().map(ndt7::endpoint).unwrap_or_default(),
-            server: sock.local_addr().map(ndt7::endpoint).unwrap_or_default(),
-            start_time: landspeed_core::result::format_utc(unix_s(SystemTime::now())),
-        }
-    }
-
-    /// A measurement now: the subtest's progress `p` and `sock`'s TCP_INFO, kept in `p` for the
-    /// server's record.
-    fn message(&self, sock: &TcpStream, p: &mut Progress) -> String {
-        let bytes = p.bytes;
-        let us = self.started.elapsed().as_micros() as i64;
-        let tcp = tcp_info::read(sock).ok();
-        let m = Measurement {
-            app_info: Some(ndt7::AppInfo {
-                elapsed_time: us,
-                num_bytes: bytes as i64,
-            }),
-            connection_info: Some(ndt7::ConnectionInfo {
-                client: self.client.clone(),
-                server: self.server.clone(),
-                uuid: None,
-                start_time: Some(self.start_time.clone()),
-            }),
-            origin: Some("server".into()),
-            test: Some(self.subtest.name().into()),
-            tcp_info: tcp.map(|t| tcp_message(&t, us)),
-            landspeed: p.check.as_ref().map(Check::said),
-        };
-        let text = serde_json::to_string(&m).unwrap_or_default();
-        p.seen.measured(&m, tcp.map(|t| t.snapshot()));
-        text
-    }
-}
-
-/// The spec's TCP_INFO fields, each only where this kernel filled it.
-fn tcp_message(t: &tcp_info::TcpInfo, elapsed_us: i64) -> ndt7::TcpInfoMessage {
-    macro_rules! field {
-        ($f:ident) => {{
-            let end = std::mem::offset_of!(RawTcpInfo, $f) + std::mem::size_of_val(&t.raw.$f);
-            (t.len >= end).then(|| t.raw.$f as i64)
-        }};
-    }
-    ndt7::TcpInfoMessage {
-        busy_time_us: field!(busy_time),
-        bytes_acked: field!(bytes_acked),
-        bytes_received: field!(bytes_received),
-        bytes_sent: field!(bytes_sent),
-        bytes_retrans: field!(bytes_retrans),
-        elapsed_time_us: Some(elapsed_us),
-        min_rtt_us: field!(min_rtt),
-        rtt_us: field!(rtt),
-        rtt_var_us: field!(rttvar),
-        rwnd_limited_us: field!(rwnd_limited),
-        sndbuf_limited_us: field!(sndbuf_limited),
-    }
-}
-
-/// Seconds since the Unix epoch.
-fn unix_s(t: SystemTime) -> f64 {
-    t.duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64())
-}
-
-/// Whether an I/O error of the WebSocket only means "not yet" (a timeout of the blocking socket).
-fn not_yet(e: &tungstenite::Error) -> bool {
-    matches!(e, tungstenite::Error::Io(io) if matches!(io.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut))
-}
-
-/// A loop's socket timeouts, so a blocking read or write returns in time for the timetable's next
-/// event: the time to it rounded down to 5 ms steps (5 to 250 ms), set only when that changes. A
-/// setsockopt at every frame was 6% of the server's CPU in an upload of small frames (perf); this
-/// sets one a few times per 250 ms.
-struct Waits<'a> {
-    sock: &'a TcpStream,
-    read: Option<Duration>,
-    write: Option<Duration>,
-}
-
-impl<'a> Waits<'a> {
-    fn new(sock: &'a TcpStream) -> Waits<'a> {
-        Waits {
-            sock,
-            read: None,
-            write: None,
-        }
-    }
-
-    fn step(t: &Timetable, now_s: f64) -> Duration {
-        let ms = (t.wait_s(now_s) * 1000.0 / 5.0).floor() * 5.0;
-        Duration::from_millis(ms.clamp(5.0, 250.0) as u64)
-    }
-
-    /// Before a blocking read.
-    fn read(&mut self, t: &Timetable, now_s: f64) {
-        let d = Self::step(t, now_s);
-        if self.read != Some(d) && self.sock.set_read_timeout(Some(d)).is_ok() {
-            self.read = Some(d);
-        }
-    }
-
-    /// Before a blocking write.
-    fn write(&mut self, t: &Timetable, now_s: f64) {
-        let d = Self::step(t, now_s);
-        if self.write != Some(d) && self.sock.set_write_timeout(Some(d)).is_ok() {
-            self.write = Some(d);
-        }
-    }
 }
 
 /// The download: binary messages of landspeed's payload, growing as the spec's appendix says, with a
@@ -758,95 +568,6 @@ fn close(
             Ok(reader::Got::More | reader::Got::Ping(_))
         )
     });
-}
-
-/// The wait after the server's close, download or upload: `step` reads what still arrives (false
-/// once the client has answered or the connection is gone), to the hard limit.
-fn closing(
-    sock: &TcpStream,
-    t: &mut Timetable,
-    p: &mut Progress,
-    mut step: impl FnMut(&mut Progress) -> bool,
-) {
-    let mut waits = Waits::new(sock);
-    loop {
-        let now = p.clock();
-        if t.at(now) == Due::CutOff {
-            return;
-        }
-        // What still arrives after the end is held to --max-rate and --max-bytes too (until the
-        // cut-off).
-        if p.limits.bytes_reached(p.charged()) {
-            return;
-        }
-        if p.paced() {
-            continue;
-        }
-        waits.read(t, now);
-        waits.write(t, now);
-        if !step(p) {
-            return;
-        }
-    }
-}
-
-impl Progress {
-    fn fail(&mut self, why: &str) {
-        self.error = Some(why.to_string());
-    }
-
-    /// An upload's binary message: counted, and checked when the client named its key.
-    fn received(&mut self, data: &[u8]) {
-        #[cfg(feature = "fault-injection")]
-        let flipped = landspeed_engine::transport::tcp::fault::flipped(0, self.bytes, data);
-        #[cfg(feature = "fault-injection")]
-        let data = &flipped[..];
-        if let Some(c) = self.check.as_mut() {
-            c.take(self.bytes, data);
-        }
-        self.moved(self.bytes + data.len() as u64);
-    }
-
-    /// Why the server ends the subtest before its time, for its close frame: the byte limit reached.
-    fn close_reason(&self) -> Option<String> {
-        let max = self.limits.max_bytes?;
-        self.limits
-            .bytes_reached(self.charged())
-            .then(|| format!("this server's limit of {max} bytes per test"))
-    }
-
-    /// Every byte the subtest moved or the client sent, as the server's limits count them.
-    fn charged(&self) -> u64 {
-        self.bytes + self.other
-    }
-
-    /// Seconds since the subtest began, read once per turn of a loop and kept for `moved`.
-    fn clock(&mut self) -> f64 {
-        self.now_s = self.started.elapsed().as_secs_f64();
-        self.now_s
-    }
-
-    /// Holds the subtest to `--max-rate`: when it is ahead of the rate, sleeps (at most 5 ms at a
-    /// time, so the loop still sees its timetable) and says so; TCP's flow control then slows an
-    /// uploading client, and a download simply sends later.
-    fn paced(&mut self) -> bool {
-        match self.limits.wait_s(self.charged(), self.now_s) {
-            Some(w) => {
-                std::thread::sleep(Duration::from_secs_f64(w.min(0.005)));
-                true
-            }
-            None => false,
-        }
-    }
-
-    /// The subtest's payload count is now `bytes`, at the time its loop last read (a frame may be
-    /// a few KiB, so no clock read per frame: a second read there cost the upload a fifth more CPU per
-    /// byte with M-Lab's Go client, whose messages come in 4 KiB frames).
-    fn moved(&mut self, bytes: u64) {
-        self.first_byte_s.get_or_insert(self.now_s);
-        self.last_byte_s = Some(self.now_s);
-        self.bytes = bytes;
-    }
 }
 
 #[cfg(test)]

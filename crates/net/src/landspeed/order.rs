@@ -4,9 +4,10 @@
 //! was given, and sends the result back on the control connection. The test holds one `--max-tests` slot
 //! like any other, and its outcome goes to the server's log.
 
-use super::{Shared, TestError, TestLog};
-use crate::client::{run_client, ClientOptions};
+use super::client::run_client;
 use crate::control::Wire;
+use crate::dial::ClientOptions;
+use crate::host::{Shared, TestError, TestLog};
 use landspeed_core::config::Test;
 use landspeed_proto::{Conn, ControlOrder, Message, ServerSession};
 use std::sync::atomic::AtomicBool;

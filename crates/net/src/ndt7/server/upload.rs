@@ -7,8 +7,9 @@
 //! measurements, pongs, its close) goes through a small queue written as far as the socket takes
 //! it, so a client that stops reading costs no more than that queue's bound.
 
+use super::frame::server_frame;
+use super::progress::{closing, Conn, Progress, Reporter, Waits};
 use super::reader::{Got, Reader};
-use super::{closing, frame::server_frame, Conn, Progress, Reporter, Waits};
 use landspeed_core::ndt7::{Due, Timetable};
 use std::io::{ErrorKind, Write};
 use std::net::TcpStream;

@@ -6,11 +6,12 @@
 //! landspeed's own tests; this driver only routes the data connections, runs the engine and builds
 //! the results. Unlike iperf3, any number of iperf3 tests run at once.
 
-use super::{RefusalKind, Registered, Shared, TestError, TestLog};
+use super::arrivals::{control_ip, missing, receivers, streams_error, Iperf3Link};
 use crate::control::{Arrival, Event, Input, Link};
+use crate::host::{RefusalKind, Registered, Shared, TestError, TestLog};
 use crate::streams::DataPaths;
 use landspeed_core::assemble::RunContext;
-use landspeed_core::config::{Direction, EndCondition, Flow, Test, TestSpec};
+use landspeed_core::config::{EndCondition, Flow, Test, TestSpec};
 use landspeed_core::endpoint::{IntervalSample, Role};
 use landspeed_engine::sockopt;
 use landspeed_engine::supervisor::{self, EngineHook, EngineParams, Flags, Progress, Wake, Wiring};
@@ -26,14 +27,9 @@ use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
-/// Running iperf3 tests waiting for data connections, by cookie: where the listeners hand them.
-pub(super) type Registry = super::Waiting<Cookie>;
-
-type Iperf3Link = Link<ServerSession>;
-
 /// A connection that sent an iperf3 cookie: hands it to the running test that owns the cookie (a data
 /// connection) or refuses a malformed cookie, returning None; otherwise it opens a new test.
-pub(super) fn data_connection(
+pub(crate) fn data_connection(
     mut stream: TcpStream,
     raw: &[u8; COOKIE_LEN],
     peer: SocketAddr,
@@ -42,7 +38,11 @@ pub(super) fn data_connection(
     let Some(cookie) = Cookie::parse(raw) else {
         let _ = stream.set_write_timeout(Some(Duration::from_millis(500)));
         let _ = stream.write_all(&[State::AccessDenied.byte()]);
-        shared.refuse(peer, super::RefusalKind::Malformed, "iperf3: malformed cookie");
+        shared.refuse(
+            peer,
+            crate::host::RefusalKind::Malformed,
+            "iperf3: malformed cookie",
+        );
         return None;
     };
     let waiting = shared.iperf3.lock().ok().and_then(|r| r.get(&cookie).cloned());
@@ -51,7 +51,7 @@ pub(super) fn data_connection(
         Some(w) if w.control != peer.ip().to_canonical() => {
             shared.refuse(
                 peer,
-                super::RefusalKind::ForeignStream,
+                crate::host::RefusalKind::ForeignStream,
                 format!(
                     "iperf3: a data connection quoting a running test's cookie from another address \
                      than its control connection ({})",
@@ -70,13 +70,13 @@ pub(super) fn data_connection(
 }
 
 /// Serves a new iperf3 test on a connection whose cookie (already read) no running test owns.
-pub(super) fn handle(mut stream: TcpStream, raw: [u8; COOKIE_LEN], peer: SocketAddr, shared: &Shared) {
+pub(crate) fn handle(mut stream: TcpStream, raw: [u8; COOKIE_LEN], peer: SocketAddr, shared: &Shared) {
     let refuse = |kind, reason: &str| shared.refuse(peer, kind, reason);
     let Some(cookie) = Cookie::parse(&raw) else {
         return refuse(RefusalKind::Malformed, "iperf3: malformed cookie");
     };
     let _ = stream.set_write_timeout(Some(shared.opts.handshake_timeout));
-    if shared.keyed_only(super::Keyless::Iperf3) {
+    if shared.keyed_only(crate::host::Keyless::Iperf3) {
         // iperf3's words for a failed authentication: its client prints "test authorization failed".
         let _ = stream.write_all(&server_error(errno::AUTH_TEST, 0));
         return refuse(
@@ -87,7 +87,7 @@ pub(super) fn handle(mut stream: TcpStream, raw: [u8; COOKIE_LEN], peer: SocketA
     // Until its parameters are in and valid, the connection holds a place among those still proving
     // themselves (the fair pool of landspeed's control connections); only then is it counted
     // against the per-minute rate and given a test slot (`admit`).
-    let preauth = match shared.preauth(peer, super::tcp_closer(&stream)) {
+    let preauth = match shared.preauth(peer, crate::host::tcp_closer(&stream)) {
         Ok(p) => p,
         Err(why) => {
             let _ = stream.write_all(&[State::AccessDenied.byte()]);
@@ -116,13 +116,13 @@ pub(super) fn handle(mut stream: TcpStream, raw: [u8; COOKIE_LEN], peer: SocketA
         Err(e) => log.error = Some(e.to_string()),
     }
     shared.tests_done.fetch_add(1, Relaxed);
-    shared.emit(super::ServerEvent::Test(log));
+    shared.emit(crate::host::ServerEvent::Test(log));
 }
 
 /// The session's timers from the server's options: each handshake step and the results within the
 /// handshake timeout; a client whose data this end has finished sending ends the test within the idle
 /// timeout.
-fn timers(o: &super::ServerOptions) -> Iperf3Timers {
+fn timers(o: &crate::host::ServerOptions) -> Iperf3Timers {
     Iperf3Timers {
         handshake: o.handshake_timeout,
         results: o.handshake_timeout,
@@ -132,7 +132,7 @@ fn timers(o: &super::ServerOptions) -> Iperf3Timers {
 
 fn serve(
     ctl: TcpStream,
-    (cookie, preauth): (Cookie, super::Place),
+    (cookie, preauth): (Cookie, crate::host::Place),
     shared: &Shared,
     log: &mut TestLog,
 ) -> Result<(), TestError> {
@@ -154,7 +154,7 @@ fn serve(
     log.streams = test.streams;
     log.direction = Some(test.direction);
     let streams = if params.udp {
-        DataPaths::Udp(super::iperf3_udp::collect(&mut link, &test, shared)?)
+        DataPaths::Udp(super::udp::collect(&mut link, &test, shared)?)
     } else {
         DataPaths::Tcp(collect_tcp(&mut link, cookie, &test, shared)?)
     };
@@ -166,7 +166,7 @@ fn serve(
         samples: vec![],
     });
     if let Some(l) = &live {
-        shared.emit(super::ServerEvent::Iperf3Progress(Box::new(l.so_far())));
+        shared.emit(crate::host::ServerEvent::Iperf3Progress(Box::new(l.so_far())));
     }
     let (mut out, failure) = measure(&mut link, &params, &test, &streams, shared, live)?;
     // iperf3's client counts from the end of the warm-up in both directions; so do the log and the
@@ -269,9 +269,9 @@ fn seen_here(
     addresses: (Option<SocketAddr>, Option<SocketAddr>),
     started: std::time::SystemTime,
 ) -> landspeed_core::result::RunResult {
-    let warnings = crate::iperf3_peer::payload_warning(spec.verify, true);
+    let warnings = super::peer::payload_warning(spec.verify, true);
     let here = out.report(None, warnings);
-    let client = crate::iperf3_peer::remote_report(
+    let client = super::peer::remote_report(
         theirs,
         &here,
         &here.streams,
@@ -329,7 +329,7 @@ fn admit(
     (params, test): (&Params, &Test),
     shared: &Shared,
     log: &mut TestLog,
-) -> Result<(super::Slot, Option<super::MemoryHold>), TestError> {
+) -> Result<(crate::host::Slot, Option<crate::host::MemoryHold>), TestError> {
     let refused = |link: &mut Iperf3Link, e| {
         let _ = link.wire.flush();
         Err(TestError::Iperf3(e))
@@ -388,28 +388,8 @@ fn authenticate(a: &landspeed_iperf3::auth::ServerAuth, token: Option<&str>) -> 
             a.users_file.display()
         )
     })?;
-    let now_s = super::unix_ns() as i64 / 1_000_000_000;
+    let now_s = crate::host::unix_ns() as i64 / 1_000_000_000;
     a.verify(token, now_s, &users).map_err(|e| e.to_string())
-}
-
-/// The control connection's peer address (canonical): the only address its data may come from.
-pub(super) fn control_ip(link: &Iperf3Link) -> Result<std::net::IpAddr, TestError> {
-    link.stream()
-        .peer_addr()
-        .map(|a| a.ip().to_canonical())
-        .map_err(|err| TestError::Iperf3Io {
-            step: "control peer address",
-            err,
-        })
-}
-
-/// The client's streams that send to this server: with --bidir its sending streams connect first.
-pub(super) fn receivers(spec: &TestSpec, n: usize) -> usize {
-    match spec.direction {
-        Direction::Forward => n,
-        Direction::Reverse => 0,
-        Direction::Bidir => n / 2,
-    }
 }
 
 /// Registers the cookie, says CREATE_STREAMS and takes the test's TCP data connections in the order
@@ -420,7 +400,7 @@ fn collect_tcp(
     spec: &TestSpec,
     shared: &Shared,
 ) -> Result<Vec<DataStream>, TestError> {
-    let waiter = super::Waiter::keyless(link.tx.clone(), control_ip(link)?);
+    let waiter = crate::host::Waiter::keyless(link.tx.clone(), control_ip(link)?);
     let registered = Registered::new(&shared.iperf3, cookie, waiter)?;
     link.wire.with(|s| s.create_streams(Instant::now()))?;
     let mut socks = vec![];
@@ -434,7 +414,7 @@ fn collect_tcp(
         Event::Action(ServerAction::Run) => Ok(Some(())),
         Event::Tick if shared.shutdown.load(Relaxed) => {
             link.wire.conn.streams_failed();
-            Err(missing(socks.len(), n, super::MissingWhy::Shutdown))
+            Err(missing(socks.len(), n, crate::host::MissingWhy::Shutdown))
         }
         _ => Ok(None),
     })
@@ -464,26 +444,6 @@ fn collect_tcp(
             }
         })
         .collect())
-}
-
-fn missing(arrived: usize, expected: u32, why: super::MissingWhy) -> TestError {
-    TestError::StreamsMissing {
-        arrived,
-        expected,
-        why,
-    }
-}
-
-/// A wait for streams that failed: the session's timeout or the client leaving say why streams are
-/// missing.
-pub(super) fn streams_error(e: TestError, arrived: usize, expected: u32) -> TestError {
-    match e {
-        TestError::Iperf3(Iperf3Error::Wait(landspeed_proto::WaitFailed::Timeout { .. })) => {
-            missing(arrived, expected, super::MissingWhy::Timeout)
-        }
-        TestError::ClientClosed => missing(arrived, expected, super::MissingWhy::ClientClosed),
-        e => e,
-    }
 }
 
 /// Runs the engine over the test's streams while the session follows the client's states, until the
@@ -673,7 +633,7 @@ impl EngineHook<Input> for Hook<'_> {
         }
         if let Some((live, shared)) = &mut self.live {
             live.samples.push(sample.clone());
-            shared.emit(super::ServerEvent::Iperf3Progress(Box::new(live.so_far())));
+            shared.emit(crate::host::ServerEvent::Iperf3Progress(Box::new(live.so_far())));
         }
     }
     fn on_external(&mut self, x: Input, flags: &Flags) {

@@ -4,11 +4,11 @@
 //! through one `Link` loop: open the data streams, start the engine, record the server's intervals,
 //! take its report. Nothing here reads a message or decides which comes next.
 
-use super::{
-    latency, latency_begins, local_report, measure, open_data, result, run_context, start_warnings,
-    test_spec, timers, ClientError, ClientEvent, ClientOptions, DataPaths, LiveIntervals, LocalFile,
-};
+mod setup;
+
 use crate::control::{ControlError, Event, Input, Link, WaitError, Wire};
+use crate::dial::{latency, measure, run_context, ClientError, ClientEvent, ClientOptions, LiveIntervals};
+use crate::streams::DataPaths;
 use landspeed_core::assemble::Inputs;
 use landspeed_core::config::{Flow, Test, TestSpec, Transport};
 use landspeed_core::endpoint::{EndpointReport, IntervalSample};
@@ -19,6 +19,7 @@ use landspeed_proto::{
     ClientAction, ClientPhase, ClientSession, Conn, Message, Preamble, ProtocolError, StreamKey,
     PROTOCOL_VERSION,
 };
+use setup::{latency_begins, local_report, open_data, result, start_warnings, test_spec, timers, LocalFile};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::{Instant, SystemTime};
@@ -34,8 +35,8 @@ pub fn run_client(
 ) -> Result<RunResult, ClientError> {
     let (spec, local_file) = test_spec(opts)?;
     landspeed_engine::platform::check_spec(&spec)?;
-    let addr = super::resolve(opts)?;
-    let ctl = super::connect(opts, addr, None)?;
+    let addr = crate::dial::resolve(opts)?;
+    let ctl = crate::dial::connect(opts, addr, None)?;
     let local = ctl
         .local_addr()
         .map_err(|err| ClientError::Connect { addr, err })?;

@@ -10,7 +10,7 @@
 //! connection after `MAX_CONNECTION`. A test is counted (`--allow`, the per-minute rate) when
 //! its client fetches the configuration; a keyed server answers 403 unless `--open rpm`.
 
-use super::{Keyless, RefusalKind, Shared};
+use crate::host::{Keyless, RefusalKind, Shared};
 use http_body_util::{combinators::BoxBody, BodyExt, Full};
 use hyper::body::{Body, Bytes, Frame, Incoming};
 use hyper::{Method, Request, Response, StatusCode};
@@ -26,7 +26,9 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+mod answer;
 mod transfers;
+use answer::{plain, Answer};
 use transfers::{Tests, Transfer};
 
 /// Connections open at once, shared fairly by address and network (`proto::admission`):
@@ -51,7 +53,7 @@ pub(crate) const LARGE_BYTES: u64 = 8 << 30;
 pub(crate) const MAX_STREAMS: u32 = 8;
 /// What one HTTP/2 stream may hold queued for sending before its body is asked for more: one
 /// chunk at a time (a chunk is a fifth of 5 ms of the connection's rate, `crate::rpm::backlog`).
-pub(crate) const STREAM_SEND_BUF: usize = crate::rpm::backlog::FLOOR_BYTES as usize;
+pub(crate) const STREAM_SEND_BUF: usize = super::backlog::FLOOR_BYTES as usize;
 /// What one HTTP/2 stream is charged for: its largest chunk (16 KiB) and h2's frames around it.
 const STREAM_CHARGE: usize = 32 * 1024;
 /// HTTP/1.1's read buffer at most.
@@ -87,7 +89,7 @@ async fn accept(l: RpmListener, shared: Arc<Shared>) {
     let Ok(listener) = tokio::net::TcpListener::from_std(l.listener) else {
         return;
     };
-    let places = super::admission_pool(CONNECTION_CAPS);
+    let places = crate::host::admission_pool(CONNECTION_CAPS);
     let tests = Arc::new(Tests::default());
     while !shared.shutdown.load(Relaxed) {
         let Ok(Ok((tcp, peer))) = tokio::time::timeout(Duration::from_millis(100), listener.accept()).await
@@ -103,7 +105,7 @@ async fn accept(l: RpmListener, shared: Arc<Shared>) {
             let evict = evict.clone();
             move || evict.notify_one()
         };
-        let place = match super::take_place(&places, peer, closer) {
+        let place = match crate::host::take_place(&places, peer, closer) {
             Ok(p) => p,
             Err(why) => {
                 shared.refuse(peer, RefusalKind::Busy, format!("rpm: {why} already open"));
@@ -202,8 +204,8 @@ async fn connection(
     let https = tls.is_some();
     // Unsent data near 5 ms of the connection's rate in the kernel, TLS and HTTP/2 together
     // (draft-09): a self probe's answer waits behind the path's queue, not the server's buffers.
-    let budget = crate::rpm::backlog::Budget::new(https);
-    let tcp = crate::rpm::backlog::Paced::new(tcp, budget.clone());
+    let budget = super::backlog::Budget::new(https);
+    let tcp = super::backlog::Paced::new(tcp, budget.clone());
     let chunks = budget.clone();
     let activity = Activity::new();
     let first = shared.opts.handshake_timeout;
@@ -238,7 +240,7 @@ async fn connection(
                 _ = activity.idle(first) => return,
             };
             let Ok(stream) = stream else { return };
-            let io = TokioIo::new(crate::rpm::backlog::PacedTls::new(stream, budget));
+            let io = TokioIo::new(super::backlog::PacedTls::new(stream, budget));
             tokio::select! { _ = http.serve_connection(io, svc) => {}, _ = watch => {} }
         }
     }
@@ -249,19 +251,11 @@ struct Ctx {
     peer: SocketAddr,
     https: bool,
     /// The connection's unsent-data budget (the large object's chunk size).
-    budget: Arc<crate::rpm::backlog::Budget>,
+    budget: Arc<super::backlog::Budget>,
     shared: Arc<Shared>,
     tests: Arc<Tests>,
     /// The request counts as being served while this lives (it goes into a streaming body).
     active: Active,
-}
-
-type Answer = Response<BoxBody<Bytes, Infallible>>;
-
-fn plain(status: StatusCode, text: &str) -> Answer {
-    let mut r = Response::new(Full::new(Bytes::from(text.to_owned())).boxed());
-    *r.status_mut() = status;
-    r
 }
 
 /// Answers one request.
@@ -351,7 +345,7 @@ struct Large {
     transfer: Transfer,
     /// A paced transfer's chunk: at most about 10 ms of its rate (at least 4 KiB).
     paced_chunk: Option<usize>,
-    budget: Arc<crate::rpm::backlog::Budget>,
+    budget: Arc<super::backlog::Budget>,
     pause: Option<Pin<Box<tokio::time::Sleep>>>,
     _active: Active,
 }
@@ -360,7 +354,7 @@ struct Large {
 static CHUNK: [u8; 256 * 1024] = [b'x'; 256 * 1024];
 
 impl Large {
-    fn new(transfer: Transfer, active: Active, budget: Arc<crate::rpm::backlog::Budget>) -> Large {
+    fn new(transfer: Transfer, active: Active, budget: Arc<super::backlog::Budget>) -> Large {
         let paced_chunk = transfer
             .rate_bps()
             .map(|r| ((r / 8.0 * 0.01) as usize).clamp(4096, CHUNK.len()));

@@ -10,7 +10,7 @@
 //! checked at accept, --max-bytes caps each response and --max-duration (else `MAX_DURATION`) every
 //! connection; a server that requires authentication refuses the protocol, which has none.
 
-use super::Shared;
+use crate::host::{Keyless, RefusalKind, Shared};
 use landspeed_core::payload::{Generator, Pattern};
 use landspeed_core::quic_perf::{RequestDecoder, Response};
 use landspeed_core::server_log::{ServerEvent, TestLog};
@@ -34,14 +34,14 @@ struct Counts {
 }
 
 /// Serves one performance-protocol connection to its end, then logs it as a test.
-pub(super) async fn serve(conn: quinn::Connection, peer: SocketAddr, shared: &Shared) {
+pub(crate) async fn serve(conn: quinn::Connection, peer: SocketAddr, shared: &Shared) {
     let mut log = TestLog::new(peer, "quic perf");
-    if shared.keyed_only(super::Keyless::QuicPerf) {
+    if shared.keyed_only(Keyless::QuicPerf) {
         conn.close(2u32.into(), b"this server requires authentication");
         refused(
             shared,
             peer,
-            super::RefusalKind::Keyed,
+            RefusalKind::Keyed,
             "the QUIC performance protocol cannot authenticate, and this keyed server does not open it",
         );
         return;
@@ -51,7 +51,7 @@ pub(super) async fn serve(conn: quinn::Connection, peer: SocketAddr, shared: &Sh
         refused(
             shared,
             peer,
-            super::RefusalKind::Busy,
+            RefusalKind::Busy,
             "busy: --max-tests tests are running",
         );
         return;
@@ -76,7 +76,7 @@ pub(super) async fn serve(conn: quinn::Connection, peer: SocketAddr, shared: &Sh
     shared.emit(ServerEvent::Test(log));
 }
 
-fn refused(shared: &Shared, peer: SocketAddr, kind: super::RefusalKind, reason: &str) {
+fn refused(shared: &Shared, peer: SocketAddr, kind: RefusalKind, reason: &str) {
     shared.refuse(peer, kind, reason);
 }
 

@@ -8,8 +8,8 @@
 //! could prove, the payload is the server's own (constant bytes for most), so nothing is verified,
 //! and the result says both.
 
-use super::quic::{connect, open_stream, quic_err};
-use super::{resolve, run_context, ClientError, ClientEvent, ClientOptions, LiveIntervals};
+use crate::dial::quic::{connect, open_stream, quic_err};
+use crate::dial::{resolve, run_context, ClientError, ClientEvent, ClientOptions, LiveIntervals};
 use crate::streams::{DataPaths, QuicData};
 use landspeed_core::assemble::{assemble, Inputs};
 use landspeed_core::config::{Test, TestSpec};
@@ -69,7 +69,7 @@ pub fn run_quic_perf(
         on_event,
         live: LiveIntervals::default(),
     };
-    let out = super::measure(
+    let out = crate::dial::measure(
         opts,
         spec,
         (&data, UdpFormat::Landspeed),

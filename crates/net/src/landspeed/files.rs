@@ -34,7 +34,11 @@ impl ServerFile {
 }
 
 /// Opens the test's file, or says why not (sent to the client as the refusal).
-pub(crate) fn open(f: &FileSpec, spec: &mut Test, o: &super::ServerOptions) -> Result<ServerFile, String> {
+pub(crate) fn open(
+    f: &FileSpec,
+    spec: &mut Test,
+    o: &crate::host::ServerOptions,
+) -> Result<ServerFile, String> {
     let dir = o
         .files_dir
         .as_ref()

@@ -7,8 +7,8 @@
 //! `--max-rate` (paced), `--max-bytes` and `--max-duration` (cut), and when it ends it is one line in
 //! the server's log and in its counters and metrics, like any test.
 
-use super::super::{RefusalKind, ServerEvent, Shared, Slot};
-use super::{plain, Answer};
+use super::answer::{plain, Answer};
+use crate::host::{RefusalKind, ServerEvent, Shared, Slot};
 use hyper::StatusCode;
 use landspeed_core::config::Direction;
 use landspeed_core::server_log::TestLog;

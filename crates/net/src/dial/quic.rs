@@ -5,7 +5,8 @@
 //! so the server can hand it to the test; a stream the client receives on closes its sending half
 //! after the hello.
 
-use super::{ClientError, ClientOptions};
+use super::error::ClientError;
+use super::options::ClientOptions;
 use crate::streams::QuicData;
 use landspeed_core::config::TestSpec;
 use landspeed_core::endpoint::Role;
@@ -19,14 +20,14 @@ use std::sync::{Arc, Mutex};
 /// Streams a landspeed QUIC connection may carry each way.
 const MAX_STREAMS: u32 = 256;
 
-pub(super) fn quic_err(detail: impl std::fmt::Display) -> ClientError {
+pub(crate) fn quic_err(detail: impl std::fmt::Display) -> ClientError {
     ClientError::Quic {
         detail: detail.to_string(),
     }
 }
 
 /// Connects the test's QUIC connections and opens its streams.
-pub(super) fn open(
+pub(crate) fn open(
     opts: &ClientOptions,
     spec: &TestSpec,
     server: SocketAddr,
@@ -55,7 +56,7 @@ pub(super) fn open(
 
 /// One connection, on a runtime and a socket of its own, within the connect timeout (`name`: the
 /// server name it sends).
-pub(super) fn connect(
+pub(crate) fn connect(
     opts: &ClientOptions,
     server: SocketAddr,
     config: quinn::ClientConfig,
@@ -109,7 +110,7 @@ fn stream(
 /// Opens stream `id` of the test as a bidirectional stream on its connection (round-robin within its
 /// direction) and sends `first` (a landspeed hello, or a performance-protocol request's size); a
 /// stream this end receives on then finishes its sending half. `perf`: a performance-protocol request.
-pub(super) fn open_stream(
+pub(crate) fn open_stream(
     spec: &TestSpec,
     connections: &[QuicConnection],
     id: u32,

@@ -6,8 +6,9 @@
 //! landspeed's payload key, which iperf3 ignores: a landspeed server answers that it took it, and then
 //! both ends send landspeed's pattern and check every byte they receive, in iperf3's protocol.
 
-use super::{connect, measure, resolve, ClientError, ClientEvent, ClientOptions, DataPaths, LiveIntervals};
 use crate::control::{Event, Input, Link, WaitError, Wire};
+use crate::dial::{connect, measure, resolve, ClientError, ClientEvent, ClientOptions, LiveIntervals};
+use crate::streams::DataPaths;
 use landspeed_core::assemble::{assemble, Inputs};
 use landspeed_core::config::{EndCondition, RxMode, Test, TestSpec, Transport};
 use landspeed_core::endpoint::{EndpointReport, IntervalSample, Role, StreamReport};
@@ -174,7 +175,7 @@ pub fn run_iperf3_client(
     link.wire.with(|s| s.streams_open(Instant::now()))?;
     // The server sends TEST_START and TEST_RUNNING back to back or with its own start-up between.
     awaiting(&mut link, |a| matches!(a, ClientAction::Run))?;
-    let mut warnings = crate::iperf3_peer::payload_warning(agreed, offered.verify);
+    let mut warnings = super::peer::payload_warning(agreed, offered.verify);
     warnings.extend(data.window_warning(spec.window_bytes));
     on_event(ClientEvent::Started {
         streams: spec.total_streams(),
@@ -206,8 +207,8 @@ pub fn run_iperf3_client(
         true => "landspeed server (iperf3 protocol)",
         false => "iperf3 server",
     };
-    let server_report = crate::iperf3_peer::remote_report(&theirs, &local_report, &counted, omit_s, peer);
-    let mut context = super::run_context(
+    let server_report = super::peer::remote_report(&theirs, &local_report, &counted, omit_s, peer);
+    let mut context = crate::dial::run_context(
         opts,
         local,
         addr,
@@ -404,7 +405,7 @@ fn open_streams(
 ) -> Result<Vec<DataStream>, ClientError> {
     let greeting = cookie.to_wire();
     (0..spec.total_streams())
-        .map(|id| super::tcp_stream(opts, addr, spec, id, &greeting, None))
+        .map(|id| crate::dial::tcp_stream(opts, addr, spec, id, &greeting, None))
         .collect()
 }
 
@@ -417,7 +418,7 @@ fn open_udp_streams(
     (0..spec.total_streams())
         .map(|id| {
             let err = |err| ClientError::Stream { id, err };
-            let sock = super::udp_socket(opts, addr, spec, id).map_err(err)?;
+            let sock = crate::dial::udp_socket(opts, addr, spec, id).map_err(err)?;
             sock.set_read_timeout(Some(opts.control_timeout)).map_err(err)?;
             sock.send(b"9876").map_err(err)?;
             let mut buf = [0u8; 16];

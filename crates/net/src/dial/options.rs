@@ -1,0 +1,151 @@
+//! What a client run is asked (`ClientOptions`, with the control connection's keepalive) and what it
+//! reports while it runs (`ClientEvent`).
+
+use super::latency::LatencyOptions;
+use landspeed_core::config::{Family, Flow, Test};
+use landspeed_core::result::IntervalResult;
+use std::net::{IpAddr, SocketAddr};
+use std::time::{Duration, SystemTime};
+
+/// Everything a client run needs: where, the validated test, and how this end behaves.
+#[derive(Debug, Clone)]
+pub struct ClientOptions {
+    /// The server's name or address.
+    pub host: String,
+    /// The server's port.
+    pub port: u16,
+    /// The validated test (`TestSpec::validated`).
+    pub spec: Test,
+    /// Worker threads on this end (None: one per CPU, at most one per stream).
+    pub threads: Option<usize>,
+    /// CPUs to pin this end's workers to.
+    pub cpus: Option<Vec<usize>>,
+    /// The local address to connect from.
+    pub bind: Option<IpAddr>,
+    /// The data connections' first local port (`--cport`): stream N binds it plus N.
+    pub cport: Option<u16>,
+    /// The network interface every connection sends from (`--bind-dev`, SO_BINDTODEVICE).
+    pub bind_device: Option<String>,
+    /// The IPv6 flow label of every TCP data connection (`--flow-label`, iperf3's `-L`; 1-0xfffff).
+    pub flow_label: Option<u32>,
+    /// iperf3's `--get-server-output`: ask an iperf3 server for its own output of the test.
+    pub iperf3_server_output: bool,
+    /// iperf3's `-T`: the title sent in the parameters (an iperf3 server puts it in its output).
+    pub iperf3_title: Option<String>,
+    /// iperf3's `--udp-counters-64bit`: 64-bit sequence numbers in iperf3's UDP header, asked of the
+    /// server in the parameters.
+    pub iperf3_udp64: bool,
+    /// TCP keepalive on the control connection (iperf3's `--cntl-ka`).
+    pub control_keepalive: Option<Keepalive>,
+    /// iperf3's `--extra-data`: a string sent in the parameters (an iperf3 server puts it in its
+    /// document).
+    pub iperf3_extra_data: Option<String>,
+    /// IPv4 or IPv6 only, when the name has both.
+    pub family: Option<Family>,
+    /// How long each connect may take.
+    pub connect_timeout: Duration,
+    /// How long each control message may take (each handshake step).
+    pub control_timeout: Duration,
+    /// A stream that moves nothing for this long fails.
+    pub idle_timeout: Duration,
+    /// Pin the server's TLS certificate to this fingerprint instead of the one it announces
+    /// (`--tls-pin`).
+    pub tls_pin: Option<landspeed_core::tls::CertFingerprint>,
+    /// The key the conversation is authenticated with (`--auth`): a server that cannot prove it
+    /// holds it is refused ...
+    pub auth: Option<landspeed_proto::Key>,
+    /// ... unless it does not ask for one and the key is to be used only when asked (a server's
+    /// ordered tests, `serve --control-key`).
+    pub auth_only_if_asked: bool,
+    /// iperf3's own authentication for an iperf3 server (`--username`, `--rsa-public-key-path`): the
+    /// token goes in the parameters.
+    pub iperf3_auth: Option<std::sync::Arc<landspeed_iperf3::auth::ClientAuth>>,
+    /// Echo probes before and during the test (`--latency`).
+    pub latency: Option<LatencyOptions>,
+    /// Send `start` at this instant (this host's clock) rather than as soon as the streams are ready:
+    /// how a controller starts tests on many hosts together.
+    pub start_at: Option<SystemTime>,
+    /// Disk-to-disk: send this file (upload) ...
+    pub send_file: Option<std::path::PathBuf>,
+    /// ... or receive into this file or directory (download, with -R).
+    pub recv_file: Option<std::path::PathBuf>,
+    /// The file's name on the server (default: the local file's name).
+    pub remote_file: Option<String>,
+    /// A UDP test's datagram size was not given: take it from the path (the control connection's
+    /// MSS, [`landspeed_core::udp::length_for_path`]) instead of the spec's.
+    pub udp_length_from_path: bool,
+}
+
+impl ClientOptions {
+    /// Options for `spec` against `host:port`, everything else at its default.
+    pub fn new(host: impl Into<String>, port: u16, spec: Test) -> Self {
+        ClientOptions {
+            host: host.into(),
+            port,
+            spec,
+            threads: None,
+            cpus: None,
+            bind: None,
+            cport: None,
+            bind_device: None,
+            flow_label: None,
+            iperf3_server_output: false,
+            iperf3_title: None,
+            iperf3_udp64: false,
+            control_keepalive: None,
+            iperf3_extra_data: None,
+            family: None,
+            connect_timeout: Duration::from_secs(5),
+            control_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(30),
+            auth: None,
+            auth_only_if_asked: false,
+            iperf3_auth: None,
+            tls_pin: None,
+            latency: None,
+            start_at: None,
+            send_file: None,
+            recv_file: None,
+            remote_file: None,
+            udp_length_from_path: false,
+        }
+    }
+}
+
+/// Progress reported while a test runs.
+#[derive(Debug, Clone)]
+pub enum ClientEvent {
+    /// The control connection is up.
+    Connected {
+        /// This end's address.
+        local: SocketAddr,
+        /// The server's address.
+        remote: SocketAddr,
+    },
+    /// All streams are connected and the test is starting.
+    Started {
+        /// Data streams in all.
+        streams: u32,
+        /// What the user should know before the figures (a window cut by the kernel, ...).
+        warnings: Vec<String>,
+    },
+    /// An interval closed on the receiving end of `flow`.
+    Interval {
+        /// The direction.
+        flow: Flow,
+        /// Its figures over the interval.
+        interval: IntervalResult,
+    },
+}
+
+/// TCP keepalive probes on the control connection: after `idle` without traffic, every `interval`,
+/// `count` unanswered ones ending it; each None is the system's default.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Keepalive {
+    /// Seconds without traffic before the first probe (TCP_KEEPIDLE).
+    pub idle_s: Option<u32>,
+    /// Seconds between probes (TCP_KEEPINTVL).
+    pub interval_s: Option<u32>,
+    /// Unanswered probes that end the connection (TCP_KEEPCNT).
+    pub count: Option<u32>,
+}
