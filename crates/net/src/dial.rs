@@ -9,7 +9,7 @@ pub(crate) mod latency;
 mod options;
 pub(crate) mod quic;
 
-pub use error::ClientError;
+pub use error::{ClientError, Remedy};
 pub use latency::LatencyOptions;
 pub use options::{ClientEvent, ClientOptions, Keepalive};
 

@@ -23,7 +23,7 @@ pub mod rpm;
 mod server;
 mod streams;
 
-pub use dial::{ClientError, ClientEvent, ClientOptions, Keepalive, LatencyOptions};
+pub use dial::{ClientError, ClientEvent, ClientOptions, Keepalive, LatencyOptions, Remedy};
 pub use host::{
     EventSink, Keyless, ListenerOptions, MissingWhy, RefusalKind, ServerError, ServerEvent, ServerOptions,
     ServerStats, TestError, TestLog, DEFAULT_MAX_TESTS, DEFAULT_MAX_TESTS_PER_ADDRESS, PREAUTH_CAPS,

@@ -8,4 +8,5 @@ mod client;
 mod conn;
 pub(crate) mod server;
 
-pub use client::{measure, RpmError, RpmOptions};
+pub use client::{measure, ConfigError, RpmError, RpmOptions};
+pub use conn::{ConnError, UrlError};

@@ -6,9 +6,131 @@ use landspeed_proto::ProtocolError;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-/// Why a client run failed, by kind: callers decide retries and exit codes by variant.
+/// What the user can do about a failed run: the groups `ClientError`'s variants are declared in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Remedy {
+    /// The command asks for something that cannot be (options that contradict, or that this
+    /// server's protocol cannot carry): change the command.
+    FixCommand,
+    /// This host cannot do what the test asks (a socket option, an interface, kernel TLS, a file):
+    /// change this host's setup or drop the option that needs it.
+    FixThisHost,
+    /// The server cannot be found or reached: check its name, its address and the path to it.
+    CheckReach,
+    /// The server said no (busy, refused): retry later, or ask its operator.
+    AskServer,
+    /// The test broke while it ran (a stream, the control connection, the path or the server went
+    /// away): run it again, and look at the path if it repeats.
+    RunAgain,
+    /// The server broke the protocol: report it, with the server's version.
+    ReportPeer,
+    /// The user stopped the run: nothing to do.
+    Nothing,
+}
+
+/// Why a client run failed, by kind, declared in groups by what the user can do about it
+/// (`remedy`): callers decide retries and exit codes by variant.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
+    // --- The command asks for something that cannot be: change the command. (`Remedy::FixCommand`)
+    /// The test is not valid.
+    #[error("invalid test: {0}")]
+    Config(#[from] landspeed_core::config::ConfigError),
+    /// A file test asked for the direction its file cannot move in: a file sent from this end needs a
+    /// forward test, a file received here a reverse one.
+    #[error("{}", if *.upload {
+        "a file sent from this end needs a forward test (not reverse or bidirectional)"
+    } else {
+        "a file received at this end needs a reverse test"
+    })]
+    FileDirection {
+        /// True for a file sent from this end, false for one received here.
+        upload: bool,
+    },
+    /// The server is iperf3, and the test asks for something iperf3 cannot do.
+    #[error("the server speaks iperf3's protocol, which cannot carry {what}")]
+    NotWithIperf3 {
+        /// What, and why not.
+        what: &'static str,
+    },
+    /// The client holds a key and the server answered in iperf3's protocol, which cannot carry it:
+    /// the test stops rather than fall back unauthenticated (a downgrade anyone in the path can cause
+    /// with one byte).
+    #[error(
+        "{addr} answered in iperf3's protocol (first byte {first_byte:#04x}), which cannot authenticate; \
+         a client with a key does not fall back to it"
+    )]
+    Downgrade {
+        /// The server's address.
+        addr: SocketAddr,
+        /// The byte it answered with.
+        first_byte: u8,
+    },
+    /// The server answered in iperf3's protocol (PARAM_EXCHANGE or ACCESS_DENIED): retry with
+    /// `run_iperf3_client`.
+    #[error("{addr} is an iperf3 server")]
+    Iperf3Server {
+        /// The server's address.
+        addr: SocketAddr,
+    },
+    /// A `--tls` test, and the server accepted it without announcing a certificate: it predates TLS.
+    #[error("the server accepted the test without offering TLS (a landspeed server older than TLS support?); run without TLS")]
+    TlsNotOffered,
+    /// A QUIC test, and the server accepted it without a QUIC port or certificate: it predates QUIC.
+    #[error(
+        "the server accepted a QUIC test without offering QUIC (a landspeed server older than QUIC support?)"
+    )]
+    QuicNotOffered,
+    // --- This host cannot do what the test asks: change this host or the options that need it. (`Remedy::FixThisHost`)
+    /// `--flow-label`: the label cannot be used.
+    #[error("cannot set the IPv6 flow label: {reason}")]
+    FlowLabel {
+        /// Why.
+        reason: String,
+    },
+    /// `--bind-dev`: the interface cannot be bound.
+    #[error("cannot send from interface {device}: {err}")]
+    BindDevice {
+        /// The interface.
+        device: String,
+        /// The kernel's reason (no such device, not permitted).
+        err: std::io::Error,
+    },
+    /// Kernel TLS was asked for and cannot be used.
+    #[error("kernel TLS: {reason}")]
+    Ktls {
+        /// Why not, in words.
+        reason: String,
+    },
+    /// The test asks for something this platform does not have.
+    #[error(transparent)]
+    Unsupported(#[from] landspeed_engine::platform::Unsupported),
+    /// MPTCP was asked for and this host cannot open an MPTCP socket.
+    #[error("cannot open an MPTCP socket: {reason}")]
+    Mptcp {
+        /// The kernel's side of it, in words.
+        reason: String,
+    },
+    /// A socket option the test asks for could not be set.
+    #[error(transparent)]
+    SockOpt(#[from] SockOptError),
+    /// The system had no randomness to give (cookie, key, session id).
+    #[error("no randomness for {what}: {err}")]
+    Random {
+        /// What it was for.
+        what: &'static str,
+        /// Why not.
+        err: getrandom::Error,
+    },
+    /// A file of a disk-to-disk test could not be read or written.
+    #[error("file {path}: {err}")]
+    File {
+        /// The file.
+        path: String,
+        /// Why.
+        err: std::io::Error,
+    },
+    // --- The server cannot be found or reached: check the name, the address and the path to it. (`Remedy::CheckReach`)
     /// The server's name did not resolve.
     #[error("cannot resolve host '{host}': {err}")]
     Resolve {
@@ -25,17 +147,14 @@ pub enum ClientError {
         /// IPv4 or IPv6.
         family: &'static str,
     },
-    /// The server is iperf3, and the test asks for something iperf3 cannot do.
-    #[error("the server speaks iperf3's protocol, which cannot carry {what}")]
-    NotWithIperf3 {
-        /// What, and why not.
-        what: &'static str,
+    /// No connection to the server.
+    #[error("cannot connect to {addr}: {err}")]
+    Connect {
+        /// The server's address.
+        addr: SocketAddr,
+        /// Why not.
+        err: std::io::Error,
     },
-    /// A QUIC test, and the server accepted it without a QUIC port or certificate: it predates QUIC.
-    #[error(
-        "the server accepted a QUIC test without offering QUIC (a landspeed server older than QUIC support?)"
-    )]
-    QuicNotOffered,
     /// No QUIC handshake completed in time.
     #[error(
         "no QUIC answer from {addr} within {after:?} (is UDP blocked, or QUIC turned off on the server?)"
@@ -46,66 +165,6 @@ pub enum ClientError {
         /// How long the client waited.
         after: Duration,
     },
-    /// `--flow-label`: the label cannot be used.
-    #[error("cannot set the IPv6 flow label: {reason}")]
-    FlowLabel {
-        /// Why.
-        reason: String,
-    },
-    /// `--bind-dev`: the interface cannot be bound.
-    #[error("cannot send from interface {device}: {err}")]
-    BindDevice {
-        /// The interface.
-        device: String,
-        /// The kernel's reason (no such device, not permitted).
-        err: std::io::Error,
-    },
-    /// An ndt7 subtest that could not start (`run --ndt7`).
-    #[error("ndt7: {detail}")]
-    Ndt7 {
-        /// What went wrong.
-        detail: String,
-    },
-    /// A QUIC connection or stream failed.
-    #[error("QUIC: {detail}")]
-    Quic {
-        /// What went wrong.
-        detail: String,
-    },
-    /// Kernel TLS was asked for and cannot be used.
-    #[error("kernel TLS: {reason}")]
-    Ktls {
-        /// Why not, in words.
-        reason: String,
-    },
-    /// A `--tls` test, and the server accepted it without announcing a certificate: it predates TLS.
-    #[error("the server accepted the test without offering TLS (a landspeed server older than TLS support?); run without TLS")]
-    TlsNotOffered,
-    /// A data stream's TLS handshake failed.
-    #[error("stream {id}: {detail}")]
-    Tls {
-        /// The stream.
-        id: u32,
-        /// What went wrong.
-        detail: String,
-    },
-    /// The test asks for something this platform does not have.
-    #[error(transparent)]
-    Unsupported(#[from] landspeed_engine::platform::Unsupported),
-    /// MPTCP was asked for and this host cannot open an MPTCP socket.
-    #[error("cannot open an MPTCP socket: {reason}")]
-    Mptcp {
-        /// The kernel's side of it, in words.
-        reason: String,
-    },
-    /// No connection to the server.
-    #[error("cannot connect to {addr}: {err}")]
-    Connect {
-        /// The server's address.
-        addr: SocketAddr,
-        /// Why not.
-        err: std::io::Error,
-    },
     /// Something answered that is not a landspeed server.
     #[error("{addr} does not speak the landspeed protocol ({detail})")]
     NotLandspeed {
@@ -114,6 +173,30 @@ pub enum ClientError {
         /// What it did instead.
         detail: String,
     },
+    // --- The server said no: retry later, or ask its operator. (`Remedy::AskServer`)
+    /// The server is at a capacity limit or rate-limits this address: the same test can succeed later.
+    #[error("the server is busy: {reason}")]
+    Busy {
+        /// The server's words.
+        reason: String,
+    },
+    /// The server refused the test for a reason a retry will not change.
+    #[error("the server refused the test: {reason}")]
+    Refused {
+        /// The server's typed reason.
+        code: landspeed_proto::Refusal,
+        /// The server's words.
+        reason: String,
+    },
+    /// An iperf3 server refused the test with its own error numbers (SERVER_ERROR).
+    #[error("the iperf3 server refused the test: {} (iperf3 error {code})", landspeed_iperf3::strerror::server_error(*code, *errno))]
+    Iperf3Refused {
+        /// iperf3's error number.
+        code: i32,
+        /// The server's errno.
+        errno: i32,
+    },
+    // --- The test broke while it ran: the path or the server failed; run it again, and look at the path if it repeats. (`Remedy::RunAgain`)
     /// The control connection failed (I/O, a timeout, the server closed it).
     #[error("control connection to {addr}: {err}")]
     Control {
@@ -122,9 +205,6 @@ pub enum ClientError {
         /// What happened.
         err: ControlError,
     },
-    /// The conversation failed (a timeout at a step, a message out of turn, a remote error).
-    #[error(transparent)]
-    Protocol(ProtocolError),
     /// The server closed the control connection mid-conversation: it was stopped, killed or
     /// restarted.
     #[error(
@@ -151,20 +231,6 @@ pub enum ClientError {
         /// How long the control connection was then waited on.
         control_after: Duration,
     },
-    /// The server is at a capacity limit or rate-limits this address: the same test can succeed later.
-    #[error("the server is busy: {reason}")]
-    Busy {
-        /// The server's words.
-        reason: String,
-    },
-    /// The server refused the test for a reason a retry will not change.
-    #[error("the server refused the test: {reason}")]
-    Refused {
-        /// The server's typed reason.
-        code: landspeed_proto::Refusal,
-        /// The server's words.
-        reason: String,
-    },
     /// A data stream failed to open.
     #[error("data stream {id}: {err}")]
     Stream {
@@ -173,39 +239,25 @@ pub enum ClientError {
         /// Why.
         err: std::io::Error,
     },
-    /// The test is not valid.
-    #[error("invalid test: {0}")]
-    Config(#[from] landspeed_core::config::ConfigError),
-    /// A socket option the test asks for could not be set.
-    #[error(transparent)]
-    SockOpt(#[from] SockOptError),
-    /// Ctrl-C before the data moved.
-    #[error("interrupted before the test started")]
-    Interrupted,
-    /// A file test asked for the direction its file cannot move in: a file sent from this end needs a
-    /// forward test, a file received here a reverse one.
-    #[error("{}", if *.upload {
-        "a file sent from this end needs a forward test (not reverse or bidirectional)"
-    } else {
-        "a file received at this end needs a reverse test"
-    })]
-    FileDirection {
-        /// True for a file sent from this end, false for one received here.
-        upload: bool,
+    /// A data stream's TLS handshake failed.
+    #[error("stream {id}: {detail}")]
+    Tls {
+        /// The stream.
+        id: u32,
+        /// What went wrong.
+        detail: String,
     },
-    /// The system had no randomness to give (cookie, key, session id).
-    #[error("no randomness for {what}: {err}")]
-    Random {
-        /// What it was for.
-        what: &'static str,
-        /// Why not.
-        err: getrandom::Error,
+    /// A QUIC connection or stream failed.
+    #[error("QUIC: {detail}")]
+    Quic {
+        /// What went wrong.
+        detail: String,
     },
-    /// The server answered with something the session did not wait for at this step.
-    #[error("the server answered out of order while {step}")]
-    OutOfOrder {
-        /// Which step.
-        step: &'static str,
+    /// An ndt7 subtest that could not start (`run --ndt7`).
+    #[error("ndt7: {detail}")]
+    Ndt7 {
+        /// What went wrong.
+        detail: String,
     },
     #[error(
         "UDP stream {id}: the server did not acknowledge it within {after:?} (is UDP port {port} open?)"
@@ -219,13 +271,21 @@ pub enum ClientError {
         /// The server's UDP port.
         port: u16,
     },
-    /// An iperf3 server refused the test with its own error numbers (SERVER_ERROR).
-    #[error("the iperf3 server refused the test: {} (iperf3 error {code})", landspeed_iperf3::strerror::server_error(*code, *errno))]
-    Iperf3Refused {
-        /// iperf3's error number.
-        code: i32,
-        /// The server's errno.
-        errno: i32,
+    /// The iperf3 control connection failed (an I/O error, a write that timed out).
+    #[error("iperf3 control connection: {0}")]
+    Iperf3Control(ControlError),
+    /// The latency probes could not run.
+    #[error("latency probes: {0}")]
+    Latency(#[from] landspeed_path::echo::EchoError),
+    // --- The server broke the protocol: report it (with the server's version). (`Remedy::ReportPeer`)
+    /// The conversation failed (a timeout at a step, a message out of turn, a remote error).
+    #[error(transparent)]
+    Protocol(ProtocolError),
+    /// The server answered with something the session did not wait for at this step.
+    #[error("the server answered out of order while {step}")]
+    OutOfOrder {
+        /// Which step.
+        step: &'static str,
     },
     /// An iperf3 server sent a state other than the one its protocol has next.
     #[error("the iperf3 server said {got}, expected {expected}")]
@@ -239,46 +299,16 @@ pub enum ClientError {
     /// at a named step, its results unreadable, SERVER_TERMINATE).
     #[error("iperf3: {0}")]
     Iperf3(landspeed_iperf3::Iperf3Error),
-    /// The iperf3 control connection failed (an I/O error, a write that timed out).
-    #[error("iperf3 control connection: {0}")]
-    Iperf3Control(ControlError),
     /// An iperf3 server answered a UDP stream's hello with something other than `6789`.
     #[error("UDP stream {id}: unexpected answer to the iperf3 UDP hello")]
     Iperf3UdpHello {
         /// The stream.
         id: u32,
     },
-    /// The client holds a key and the server answered in iperf3's protocol, which cannot carry it:
-    /// the test stops rather than fall back unauthenticated (a downgrade anyone in the path can cause
-    /// with one byte).
-    #[error(
-        "{addr} answered in iperf3's protocol (first byte {first_byte:#04x}), which cannot authenticate; \
-         a client with a key does not fall back to it"
-    )]
-    Downgrade {
-        /// The server's address.
-        addr: SocketAddr,
-        /// The byte it answered with.
-        first_byte: u8,
-    },
-    /// The server answered in iperf3's protocol (PARAM_EXCHANGE or ACCESS_DENIED): retry with
-    /// `run_iperf3_client`.
-    #[error("{addr} is an iperf3 server")]
-    Iperf3Server {
-        /// The server's address.
-        addr: SocketAddr,
-    },
-    /// A file of a disk-to-disk test could not be read or written.
-    #[error("file {path}: {err}")]
-    File {
-        /// The file.
-        path: String,
-        /// Why.
-        err: std::io::Error,
-    },
-    /// The latency probes could not run.
-    #[error("latency probes: {0}")]
-    Latency(#[from] landspeed_path::echo::EchoError),
+    // --- The user stopped it. (`Remedy::Nothing`)
+    /// Ctrl-C before the data moved.
+    #[error("interrupted before the test started")]
+    Interrupted,
 }
 
 impl From<ProtocolError> for ClientError {
@@ -293,8 +323,79 @@ impl From<ProtocolError> for ClientError {
 }
 
 impl ClientError {
+    /// What the user can do about this failure (every variant is in one group: a new one must
+    /// say which).
+    pub fn remedy(&self) -> Remedy {
+        match self {
+            ClientError::Config(_)
+            | ClientError::FileDirection { .. }
+            | ClientError::NotWithIperf3 { .. }
+            | ClientError::Downgrade { .. }
+            | ClientError::Iperf3Server { .. }
+            | ClientError::TlsNotOffered
+            | ClientError::QuicNotOffered => Remedy::FixCommand,
+            ClientError::FlowLabel { .. }
+            | ClientError::BindDevice { .. }
+            | ClientError::Ktls { .. }
+            | ClientError::Unsupported(_)
+            | ClientError::Mptcp { .. }
+            | ClientError::SockOpt(_)
+            | ClientError::Random { .. }
+            | ClientError::File { .. } => Remedy::FixThisHost,
+            ClientError::Resolve { .. }
+            | ClientError::NoAddress { .. }
+            | ClientError::Connect { .. }
+            | ClientError::QuicTimeout { .. }
+            | ClientError::NotLandspeed { .. } => Remedy::CheckReach,
+            ClientError::Busy { .. } | ClientError::Refused { .. } | ClientError::Iperf3Refused { .. } => {
+                Remedy::AskServer
+            }
+            ClientError::Control { .. }
+            | ClientError::ServerWentAway { .. }
+            | ClientError::ControlSilent { .. }
+            | ClientError::WentSilent { .. }
+            | ClientError::Stream { .. }
+            | ClientError::Tls { .. }
+            | ClientError::Quic { .. }
+            | ClientError::Ndt7 { .. }
+            | ClientError::UdpUnacknowledged { .. }
+            | ClientError::Iperf3Control(_)
+            | ClientError::Latency(_) => Remedy::RunAgain,
+            ClientError::Protocol(_)
+            | ClientError::OutOfOrder { .. }
+            | ClientError::Iperf3Unexpected { .. }
+            | ClientError::Iperf3(_)
+            | ClientError::Iperf3UdpHello { .. } => Remedy::ReportPeer,
+            ClientError::Interrupted => Remedy::Nothing,
+        }
+    }
+
     /// Trying the same test again later can succeed.
     pub fn is_transient(&self) -> bool {
         matches!(self, ClientError::Busy { .. })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_failure_says_what_the_user_can_do() {
+        let busy = ClientError::Busy {
+            reason: "busy".into(),
+        };
+        assert_eq!(busy.remedy(), Remedy::AskServer);
+        assert!(busy.is_transient());
+        let resolve = ClientError::Resolve {
+            host: "nowhere.invalid".into(),
+            err: std::io::Error::other("no such host"),
+        };
+        assert_eq!(resolve.remedy(), Remedy::CheckReach);
+        let config = ClientError::Config(landspeed_core::config::ConfigError::DiscardNeedsNoVerify);
+        assert_eq!(config.remedy(), Remedy::FixCommand);
+        assert_eq!(ClientError::Interrupted.remedy(), Remedy::Nothing);
+        let odd = ClientError::OutOfOrder { step: "a test" };
+        assert_eq!(odd.remedy(), Remedy::ReportPeer);
     }
 }

@@ -340,7 +340,7 @@ fn admit(
             // "both ends".
             Ok(user) => log.protocol = format!("{} (iperf3 user {user})", log.protocol),
             Err(why) => {
-                let e = link.wire.conn.unauthorized(why);
+                let e = link.wire.conn.unauthorized(why.to_string());
                 return refused(link, e);
             }
         }
@@ -378,18 +378,33 @@ fn admit(
     }
 }
 
+/// Why an iperf3 client's credentials were not accepted.
+#[derive(Debug, thiserror::Error)]
+enum Unauthorized {
+    /// It sent none.
+    #[error("the client sent no credentials (iperf3 --username)")]
+    NoCredentials,
+    /// The server's users file could not be read.
+    #[error("cannot read the authorized users file {}: {err}", path.display())]
+    UsersFile {
+        path: std::path::PathBuf,
+        err: std::io::Error,
+    },
+    /// The token did not verify (iperf3's own checks).
+    #[error(transparent)]
+    Denied(#[from] landspeed_iperf3::auth::AuthError),
+}
+
 /// Checks an iperf3 client's token with iperf3's authentication: its user's name, or why not (for the
 /// log). The users file is read for each test, as iperf3's server reads it.
-fn authenticate(a: &landspeed_iperf3::auth::ServerAuth, token: Option<&str>) -> Result<String, String> {
-    let token = token.ok_or("the client sent no credentials (iperf3 --username)")?;
-    let users = std::fs::read_to_string(&a.users_file).map_err(|e| {
-        format!(
-            "cannot read the authorized users file {}: {e}",
-            a.users_file.display()
-        )
+fn authenticate(a: &landspeed_iperf3::auth::ServerAuth, token: Option<&str>) -> Result<String, Unauthorized> {
+    let token = token.ok_or(Unauthorized::NoCredentials)?;
+    let users = std::fs::read_to_string(&a.users_file).map_err(|err| Unauthorized::UsersFile {
+        path: a.users_file.clone(),
+        err,
     })?;
     let now_s = crate::host::unix_ns() as i64 / 1_000_000_000;
-    a.verify(token, now_s, &users).map_err(|e| e.to_string())
+    Ok(a.verify(token, now_s, &users)?)
 }
 
 /// Registers the cookie, says CREATE_STREAMS and takes the test's TCP data connections in the order

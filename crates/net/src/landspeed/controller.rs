@@ -56,7 +56,7 @@ pub enum ControllerError {
     },
     /// No randomness for a nonce.
     #[error("no randomness: {0}")]
-    Random(String),
+    Random(getrandom::Error),
 }
 
 /// What a host said when checked, and its clock against ours.
@@ -106,7 +106,7 @@ pub fn connect_host(
     let key = match key {
         Some(k) => {
             let mut nonce = [0u8; NONCE_LEN];
-            getrandom::fill(&mut nonce).map_err(|e| ControllerError::Random(e.to_string()))?;
+            getrandom::fill(&mut nonce).map_err(ControllerError::Random)?;
             Some((k.clone(), nonce))
         }
         None => None,

@@ -14,7 +14,7 @@
 //! a configuration naming a `test_endpoint` has every connection made there.
 
 use super::backlog;
-use super::conn::{self, Sender, Target};
+use super::conn::{self, ConnError, Sender, Target, UrlError};
 use http_body_util::BodyExt;
 use hyper::body::{Body, Bytes, Frame};
 use landspeed_core::rpm::{
@@ -52,19 +52,47 @@ pub struct RpmOptions {
 #[derive(Debug, thiserror::Error)]
 pub enum RpmError {
     /// The configuration's URL, or one it names, is not usable.
-    #[error("{0}")]
-    Url(String),
+    #[error(transparent)]
+    Url(#[from] UrlError),
     /// The configuration could not be fetched or read.
     #[error("the configuration at {url}: {why}")]
     Config {
         /// Where.
         url: String,
         /// Why.
-        why: String,
+        why: ConfigError,
     },
     /// The runtime could not start.
     #[error("cannot start the client's runtime: {0}")]
     Runtime(#[from] std::io::Error),
+}
+
+/// Why a configuration could not be fetched or read.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// No connection to its server.
+    #[error(transparent)]
+    Conn(#[from] ConnError),
+    /// A step took longer than `PROBE_TIMEOUT`.
+    #[error("{0} within 10 s")]
+    Timeout(&'static str),
+    /// The request failed.
+    #[error("{0}")]
+    Request(hyper::Error),
+    /// Its body could not be read, or was too long.
+    #[error("{0} (a configuration is at most 64 KiB)")]
+    Body(Box<dyn std::error::Error + Send + Sync>),
+    /// The server answered with an error.
+    #[error("HTTP {status}: {text}")]
+    Status {
+        /// The status.
+        status: hyper::StatusCode,
+        /// The start of its body.
+        text: String,
+    },
+    /// What came is not a configuration (`RpmConfig::parse`'s reason).
+    #[error("{0}")]
+    Invalid(String),
 }
 
 /// The most read of the configuration or of a small object.
@@ -88,7 +116,7 @@ async fn run(opts: &RpmOptions, interrupt: &AtomicBool) -> Result<RpmReport, Rpm
     let (config_url, config) = discover(opts).await?;
     // A configuration naming a test endpoint is served apart from the test: every URL is reached there.
     let at = config.test_endpoint.as_deref();
-    let url = |u: &str| Target::parse(u).map(|t| t.via(at)).map_err(RpmError::Url);
+    let url = |u: &str| Target::parse(u).map(|t| t.via(at)).map_err(RpmError::from);
     let endpoints = Endpoints {
         small: url(&config.urls.small_https_download_url)?,
         large: url(&config.urls.large_https_download_url)?,
@@ -129,11 +157,11 @@ async fn discover(opts: &RpmOptions) -> Result<(String, RpmConfig), RpmError> {
     let urls = std::iter::once(&opts.config_url).chain(opts.fallback_config_url.as_ref());
     let mut last = None;
     for url in urls {
-        let target = Target::parse(url).map_err(RpmError::Url)?;
+        let target = Target::parse(url)?;
         match fetch_config(&target, opts.http1).await {
             Ok(c) => return Ok((url.clone(), c)),
             Err(why) => {
-                let missing = why.starts_with("HTTP 404");
+                let missing = matches!(&why, ConfigError::Status { status, .. } if *status == hyper::StatusCode::NOT_FOUND);
                 last = Some(RpmError::Config {
                     url: url.clone(),
                     why,
@@ -148,26 +176,26 @@ async fn discover(opts: &RpmOptions) -> Result<(String, RpmConfig), RpmError> {
 }
 
 /// GETs and reads the configuration.
-async fn fetch_config(t: &Target, http1: bool) -> Result<RpmConfig, String> {
+async fn fetch_config(t: &Target, http1: bool) -> Result<RpmConfig, ConfigError> {
     let mut c = conn::open(t, http1).await?;
     let resp = tokio::time::timeout(PROBE_TIMEOUT, c.sender.send(t.get()))
         .await
-        .map_err(|_| "no answer within 10 s".to_string())?
-        .map_err(|e| e.to_string())?;
+        .map_err(|_| ConfigError::Timeout("no answer"))?
+        .map_err(ConfigError::Request)?;
     let status = resp.status();
     let body = http_body_util::Limited::new(resp.into_body(), MAX_SMALL_BODY);
     let body = tokio::time::timeout(PROBE_TIMEOUT, body.collect())
         .await
-        .map_err(|_| "the body did not arrive within 10 s".to_string())?
-        .map_err(|e| format!("{e} (a configuration is at most 64 KiB)"))?
+        .map_err(|_| ConfigError::Timeout("the body did not arrive"))?
+        .map_err(ConfigError::Body)?
         .to_bytes();
     if !status.is_success() {
         let text = String::from_utf8_lossy(&body[..body.len().min(300)])
             .trim()
             .to_string();
-        return Err(format!("HTTP {status}: {text}"));
+        return Err(ConfigError::Status { status, text });
     }
-    RpmConfig::parse(&String::from_utf8_lossy(&body))
+    RpmConfig::parse(&String::from_utf8_lossy(&body)).map_err(ConfigError::Invalid)
 }
 
 /// The configuration's endpoints, parsed.
@@ -331,7 +359,7 @@ fn spawn_lgc(dir: RpmDirection, t: Target, http1: bool, shared: Arc<Shared>) -> 
     tokio::spawn(async move {
         let mut c = match conn::open(&t, http1).await {
             Ok(c) => c,
-            Err(why) => return shared.load_failed(why),
+            Err(why) => return shared.load_failed(why.to_string()),
         };
         if let Sender::H2(s) = &c.sender {
             lock(&shared.senders).push(s.clone());

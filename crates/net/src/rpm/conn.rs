@@ -17,6 +17,62 @@ use tokio::time::Instant;
 pub(crate) type ReqBody = BoxBody<Bytes, Infallible>;
 
 /// Where a URL points.
+/// Why a URL cannot be tested.
+#[derive(Debug, thiserror::Error)]
+pub enum UrlError {
+    /// Not a URL at all.
+    #[error("'{url}' is not a URL: {err}")]
+    NotUrl {
+        /// What was given.
+        url: String,
+        /// The parser's reason.
+        err: hyper::http::uri::InvalidUri,
+    },
+    /// A scheme other than http or https.
+    #[error("'{0}': only http:// and https:// URLs are tested")]
+    Scheme(String),
+    /// No host in it.
+    #[error("'{0}' names no host")]
+    NoHost(String),
+}
+
+/// Why a connection to a URL's server could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnError {
+    /// The TCP connection failed.
+    #[error("cannot connect to {host}:{port}: {err}")]
+    Connect {
+        /// Where to.
+        host: String,
+        /// The port.
+        port: u16,
+        /// Why not.
+        err: std::io::Error,
+    },
+    /// This end's TLS configuration could not be made.
+    #[error(transparent)]
+    TlsConfig(#[from] landspeed_engine::tls::TlsError),
+    /// The host cannot be a TLS server name.
+    #[error("'{0}' is not a host name TLS can use")]
+    ServerName(String),
+    /// The TLS handshake failed.
+    #[error("TLS with {host}: {err}")]
+    Tls {
+        /// The server's name.
+        host: String,
+        /// Why.
+        err: std::io::Error,
+    },
+    /// The HTTP/2 or HTTP/1.1 handshake failed.
+    #[error("{version}: {err}")]
+    Http {
+        /// "HTTP/2" or "HTTP/1.1".
+        version: &'static str,
+        /// Why.
+        err: hyper::Error,
+    },
+}
+
 #[derive(Debug, Clone)]
 pub(crate) struct Target {
     https: bool,
@@ -33,14 +89,16 @@ pub(crate) struct Target {
 
 impl Target {
     /// Parses an http:// or https:// URL.
-    pub(crate) fn parse(url: &str) -> Result<Target, String> {
-        let uri: hyper::Uri = url.parse().map_err(|e| format!("'{url}' is not a URL: {e}"))?;
+    pub(crate) fn parse(url: &str) -> Result<Target, UrlError> {
+        let uri: hyper::Uri = url
+            .parse()
+            .map_err(|err| UrlError::NotUrl { url: url.into(), err })?;
         let https = match uri.scheme_str() {
             Some("https") => true,
             Some("http") => false,
-            _ => return Err(format!("'{url}': only http:// and https:// URLs are tested")),
+            _ => return Err(UrlError::Scheme(url.into())),
         };
-        let host = uri.host().ok_or_else(|| format!("'{url}' names no host"))?;
+        let host = uri.host().ok_or_else(|| UrlError::NoHost(url.into()))?;
         let host = host.trim_start_matches('[').trim_end_matches(']').to_string();
         let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
         let path = uri
@@ -154,11 +212,15 @@ fn ms(since: Instant) -> f64 {
 }
 
 /// Connects to `t`: HTTP/2 unless `http1` (over TLS, as ALPN settles it).
-pub(crate) async fn open(t: &Target, http1: bool) -> Result<Opened, String> {
+pub(crate) async fn open(t: &Target, http1: bool) -> Result<Opened, ConnError> {
     let at = Instant::now();
     let tcp = tokio::net::TcpStream::connect((t.connect_host(), t.port))
         .await
-        .map_err(|e| format!("cannot connect to {}:{}: {e}", t.connect_host(), t.port))?;
+        .map_err(|err| ConnError::Connect {
+            host: t.connect_host().into(),
+            port: t.port,
+            err,
+        })?;
     let _ = tcp.set_nodelay(true);
     let tcp_ms = ms(at);
     // Unsent data near 5 ms of the connection's rate in the kernel, TLS and HTTP/2 together
@@ -179,14 +241,17 @@ pub(crate) async fn open(t: &Target, http1: bool) -> Result<Opened, String> {
     } else {
         &[b"h2", b"http/1.1"]
     };
-    let cfg = client_config(&TlsCipher::ALL, Trust::Any, alpn).map_err(|e| e.to_string())?;
+    let cfg = client_config(&TlsCipher::ALL, Trust::Any, alpn)?;
     let name = rustls::pki_types::ServerName::try_from(t.host.clone())
-        .map_err(|e| format!("'{}' is not a host name TLS can use: {e}", t.host))?;
+        .map_err(|_| ConnError::ServerName(t.host.clone()))?;
     let at = Instant::now();
     let tls = tokio_rustls::TlsConnector::from(cfg)
         .connect(name, tcp)
         .await
-        .map_err(|e| format!("TLS with {}: {e}", t.host))?;
+        .map_err(|err| ConnError::Tls {
+            host: t.host.clone(),
+            err,
+        })?;
     let tls_ms = Some(ms(at));
     let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
     let sender = handshake(TokioIo::new(PacedTls::new(tls, budget.clone())), h2).await?;
@@ -199,7 +264,7 @@ pub(crate) async fn open(t: &Target, http1: bool) -> Result<Opened, String> {
 }
 
 /// HTTP/2 or HTTP/1.1 on `io`, its connection driven by a task of its own.
-async fn handshake<I>(io: I, h2: bool) -> Result<Sender, String>
+async fn handshake<I>(io: I, h2: bool) -> Result<Sender, ConnError>
 where
     I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
 {
@@ -210,11 +275,17 @@ where
             .max_send_buf_size(super::backlog::FLOOR_BYTES as usize)
             .handshake(io)
             .await
-            .map_err(|e| format!("HTTP/2: {e}"))?;
+            .map_err(|err| ConnError::Http {
+                version: "HTTP/2",
+                err,
+            })?;
         tokio::spawn(conn);
         Ok(Sender::H2(s))
     } else {
-        let (s, conn) = http1::handshake(io).await.map_err(|e| format!("HTTP/1.1: {e}"))?;
+        let (s, conn) = http1::handshake(io).await.map_err(|err| ConnError::Http {
+            version: "HTTP/1.1",
+            err,
+        })?;
         tokio::spawn(conn);
         Ok(Sender::H1(s))
     }
