@@ -230,7 +230,7 @@ pub fn kernel_counters() -> std::collections::BTreeMap<String, u64> {
         .filter_map(|f| crate::os::kernel_file(f).ok())
         .collect::<Vec<_>>()
         .join("\n");
-    landspeed_core::netstat::parse(&text)
+    crate::netstat::parse(&text)
 }
 
 /// Interface and interrupt counters at one instant.

@@ -13,6 +13,7 @@ pub mod cpu;
 pub mod files;
 pub mod host;
 pub mod mptcp;
+pub mod netstat;
 pub mod os;
 pub mod pin;
 pub mod platform;

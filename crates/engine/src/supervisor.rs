@@ -317,7 +317,7 @@ pub fn run<X: Send>(transport: &dyn Transport, p: &EngineParams, mut w: Wiring<'
         elapsed_s,
         cpu: cpu0.until(&CpuSnapshot::take()),
         interface: net0.map(|n| n.until_now()),
-        kernel_counters: landspeed_core::netstat::deltas(&kernel0, &crate::host::kernel_counters()),
+        kernel_counters: crate::netstat::deltas(&kernel0, &crate::host::kernel_counters()),
         threads: groups.len() as u32,
         workers,
         samples,

@@ -201,7 +201,7 @@ impl Server {
         let n = self.rpm.as_ref()?;
         let addr = n.listener.local_addr().ok()?;
         let scheme = if n.tls.is_some() { "https" } else { "http" };
-        Some(format!("{scheme}://{addr}{}", landspeed_core::rpm::CONFIG_PATH))
+        Some(format!("{scheme}://{addr}{}", landspeed_rpm::CONFIG_PATH))
     }
 
     /// Serves until `stop` is raised (or after one test with `once`), then waits briefly for running

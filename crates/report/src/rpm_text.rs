@@ -1,8 +1,8 @@
 //! The text of a `landspeed rpm` run: per direction its throughput, connections, RPM and the
 //! probes' figures behind it, and what was not measured and why.
 
-use landspeed_core::rpm::{RpmDirection, RpmReport};
 use landspeed_core::units::BitRate;
+use landspeed_rpm::{RpmDirection, RpmReport};
 use std::fmt::Write;
 
 /// The report.
@@ -76,7 +76,7 @@ pub fn text(r: &RpmReport) -> String {
 
 /// How far the direction's stages got: when the goodput saturated and each stage's confidence (the
 /// draft's Low, Medium, High), or, for a report written before they were kept, whether it was stable.
-fn stages(d: &landspeed_core::rpm::RpmDirectionResult) -> String {
+fn stages(d: &landspeed_rpm::RpmDirectionResult) -> String {
     let Some(c) = d.confidence else {
         return match d.stable {
             true => "stable".into(),
@@ -84,11 +84,11 @@ fn stages(d: &landspeed_core::rpm::RpmDirectionResult) -> String {
         };
     };
     let saturated = match (d.saturated_at_s, c.capacity) {
-        (Some(t), landspeed_core::rpm::Confidence::High) => format!("goodput saturated at {t:.0} s"),
+        (Some(t), landspeed_rpm::Confidence::High) => format!("goodput saturated at {t:.0} s"),
         (Some(t), _) => format!("goodput not saturated when its time ran out at {t:.0} s"),
         (None, _) => "goodput never saturated".into(),
     };
-    let word = |c: landspeed_core::rpm::Confidence| format!("{c:?}").to_lowercase();
+    let word = |c: landspeed_rpm::Confidence| format!("{c:?}").to_lowercase();
     format!(
         "{saturated}; confidence: capacity {}, responsiveness {}",
         word(c.capacity),

@@ -7,8 +7,8 @@ use crate::common::client::interrupt_flag;
 use crate::common::values;
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
-use landspeed_core::rpm::{Draft, RpmDirection, RpmParams, RpmReport};
 use landspeed_net::rpm::{measure, RpmOptions};
+use landspeed_rpm::{Draft, RpmDirection, RpmParams, RpmReport};
 use std::time::Duration;
 
 #[derive(Args, Debug)]
@@ -111,7 +111,7 @@ fn config_urls(target: &str) -> (String, Option<String>) {
     };
     (
         format!("https://{host_port}/.well-known/nq"),
-        Some(format!("https://{host_port}{}", landspeed_core::rpm::CONFIG_PATH)),
+        Some(format!("https://{host_port}{}", landspeed_rpm::CONFIG_PATH)),
     )
 }
 

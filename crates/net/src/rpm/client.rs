@@ -1,4 +1,4 @@
-//! `landspeed rpm`: the responsiveness client (landspeed_core::rpm has the method, draft-09's). It
+//! `landspeed rpm`: the responsiveness client (landspeed_rpm has the method, draft-09's). It
 //! fetches a server's configuration, then per direction opens load-generating connections (GETs of the
 //! large object, or POSTs of an endless body), one more each interval up to the maximum, and
 //! meanwhile sends probe pairs at the draft's rate (at most 5% of the capacity measured): foreign ones
@@ -17,9 +17,9 @@ use super::backlog;
 use super::conn::{self, ConnError, Sender, Target, UrlError};
 use http_body_util::BodyExt;
 use hyper::body::{Body, Bytes, Frame};
-use landspeed_core::rpm::{
-    self, ForeignProbe, Ramp, RpmConfig, RpmDirection, RpmDirectionResult, RpmInterval, RpmParams, RpmReport,
-    SelfProbe,
+use landspeed_rpm::{
+    self as rpm, ForeignProbe, Ramp, RpmConfig, RpmDirection, RpmDirectionResult, RpmInterval, RpmParams,
+    RpmReport, SelfProbe,
 };
 use std::convert::Infallible;
 use std::pin::Pin;

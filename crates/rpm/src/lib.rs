@@ -291,7 +291,7 @@ pub struct RpmParams {
     #[serde(default = "Draft::before_naming")]
     pub draft: Draft,
     /// How often the conditions are evaluated and a connection added (ID: 5 s in -09).
-    #[serde(with = "crate::units::secs")]
+    #[serde(with = "landspeed_core::units::secs")]
     pub interval: Duration,
     /// Intervals in a moving average, and values in the stability test (MAD: 4).
     pub moving_average: usize,
@@ -315,7 +315,7 @@ pub struct RpmParams {
     pub percentile: f64,
     /// Longest a direction may take; its first half at most goes to the goodput's saturation, and a
     /// stage cut short is reported with its confidence.
-    #[serde(with = "crate::units::secs")]
+    #[serde(with = "landspeed_core::units::secs")]
     pub timeout: Duration,
 }
 
