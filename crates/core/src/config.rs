@@ -3,6 +3,7 @@
 //! validation function serves both, so the limits a user sees in an error are the limits the server
 //! enforces.
 
+use crate::udp::MAX_UDP_LENGTH;
 use crate::units::{secs, BitRate, Bytes};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -33,10 +34,6 @@ pub const MAX_WINDOW: u64 = (i32::MAX as u64) / 2;
 /// (docs/benchmarks.md, "Choosing the default write size"): 1.44x, 1.11x and 1.18x 256 KiB, and
 /// within 10% of 2 MiB everywhere; also the largest block an iperf3 server takes.
 pub const DEFAULT_LENGTH: Bytes = Bytes(1024 * 1024);
-/// UDP datagram size by default: fits a 1500-byte MTU over IPv4 and IPv6.
-pub const DEFAULT_UDP_LENGTH: Bytes = Bytes(1448);
-/// The largest UDP payload over IPv4.
-pub const MAX_UDP_LENGTH: u64 = 65_507;
 /// UDP rate when none is given (iperf3's default, but over all streams here).
 pub const DEFAULT_UDP_RATE_BPS: f64 = 1e6;
 

@@ -11,9 +11,9 @@
 
 use crate::config::{
     Direction, EndCondition, IoBackend, RxMode, Test, TestSpec, Transport, TxMode, DEFAULT_LENGTH,
-    DEFAULT_UDP_LENGTH,
 };
 use crate::tls::TlsSpec;
+use crate::udp::DEFAULT_UDP_LENGTH;
 use crate::units::{BitRate, Bytes};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;

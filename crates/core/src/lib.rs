@@ -11,6 +11,7 @@ pub mod assemble;
 pub mod clock;
 pub mod config;
 pub mod cpu_bound;
+pub mod emulated;
 pub mod emulator;
 pub mod endpoint;
 pub mod files;

@@ -16,6 +16,10 @@ pub use receiver::{UdpReceiver, UdpStats};
 
 /// Bytes of landspeed's datagram header.
 pub const HEADER: usize = 16;
+/// UDP datagram size by default: fits a 1500-byte MTU over IPv4 and IPv6.
+pub const DEFAULT_UDP_LENGTH: crate::units::Bytes = crate::units::Bytes(1448);
+/// The largest UDP payload over IPv4.
+pub const MAX_UDP_LENGTH: u64 = 65_507;
 
 /// The header of one datagram, whichever protocol wrote it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,14 +105,14 @@ pub const HALF_WINDOW_MSS: u32 = 16 << 10;
 /// can be without fragments, which is the control connection's MSS (iperf3 3.21 sizes its datagrams
 /// the same way) or, where that MSS is only the kernel's half-window bound ([`HALF_WINDOW_MSS`]), the
 /// route's MTU less the IP and UDP headers; but no larger than a stream's rate sends
-/// [`MIN_DATAGRAMS_PER_S`] times a second, and never below [`crate::config::DEFAULT_UDP_LENGTH`] for
+/// [`MIN_DATAGRAMS_PER_S`] times a second, and never below [`DEFAULT_UDP_LENGTH`] for
 /// that reason alone. On a 1500-byte Ethernet path this is 1448 bytes (IPv4) as before; on loopback
 /// or a jumbo-frame path a fast test sends far larger datagrams, so each system call and each
 /// verification carries more. An MSS of 0 (the system could not say) leaves the default.
 pub fn length_for_path(path: PathSize, stream_rate_bps: f64) -> u64 {
     let mss = u64::from(path.mss_bytes);
     if mss == 0 {
-        return crate::config::DEFAULT_UDP_LENGTH.get();
+        return DEFAULT_UDP_LENGTH.get();
     }
     let route = path
         .route_mtu
@@ -118,9 +122,9 @@ pub fn length_for_path(path: PathSize, stream_rate_bps: f64) -> u64 {
         Some(r) => r.min(mss),
         None => mss,
     };
-    let fits = largest.clamp(HEADER as u64 + 1, crate::config::MAX_UDP_LENGTH);
+    let fits = largest.clamp(HEADER as u64 + 1, MAX_UDP_LENGTH);
     let by_rate = (stream_rate_bps / 8.0 / MIN_DATAGRAMS_PER_S) as u64;
-    let floor = crate::config::DEFAULT_UDP_LENGTH.get().min(fits);
+    let floor = DEFAULT_UDP_LENGTH.get().min(fits);
     by_rate.clamp(floor, fits)
 }
 
@@ -172,7 +176,7 @@ mod tests {
         // Jumbo frames: the MSS.
         assert_eq!(size(mss(8948), 60e9), 8948);
         // Out of range: an MSS past IPv4's largest datagram, or none.
-        assert_eq!(size(mss(90_000), 60e9), crate::config::MAX_UDP_LENGTH);
+        assert_eq!(size(mss(90_000), 60e9), MAX_UDP_LENGTH);
         assert_eq!(size(mss(0), 60e9), 1448, "no MSS known: the default");
         assert_eq!(size(mss(8), 60e9), HEADER as u64 + 1);
     }
@@ -185,10 +189,7 @@ mod tests {
         };
         let size = super::length_for_path;
         // Loopback: the MSS at connect time is 32768, the route's MTU 65536.
-        assert_eq!(
-            size(path(32_768, 65_536, false), 200e9),
-            crate::config::MAX_UDP_LENGTH
-        );
+        assert_eq!(size(path(32_768, 65_536, false), 200e9), MAX_UDP_LENGTH);
         assert_eq!(size(path(32_768, 65_536, true), 200e9), 65_488);
         // ... a thousand datagrams a second when slower, the default size when slow.
         assert_eq!(size(path(32_768, 65_536, false), 100e6), 12_500);

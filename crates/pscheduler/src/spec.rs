@@ -322,7 +322,7 @@ impl Reader<'_> {
             self.why.push("mss must be from 88 to 65535".into());
         }
         let most = if s.udp {
-            landspeed_core::config::MAX_UDP_LENGTH
+            landspeed_core::udp::MAX_UDP_LENGTH
         } else {
             landspeed_core::config::MAX_LENGTH
         };

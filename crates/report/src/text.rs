@@ -778,7 +778,7 @@ fn emulator_path(out: &mut String, r: &RunResult) {
         };
         let _ = writeln!(out, "  changed at {:.2} s: {}, {way}", c.at_s, c.change);
     }
-    let parts = landspeed_core::emulator::segments(r);
+    let parts = landspeed_core::emulated::segments(r);
     if parts.len() > 1 {
         let each: Vec<String> = parts
             .iter()
@@ -965,7 +965,7 @@ fn measured_vs_predicted(r: &RunResult) -> Option<String> {
     let (mut input, _) = landspeed_model::from_run(r, None)?;
     input.loss = None;
     // A path that changed mid-test: the model is of the path as it was last, from its own intervals.
-    let parts = landspeed_core::emulator::segments(r);
+    let parts = landspeed_core::emulated::segments(r);
     let (measured, path) = match parts.last() {
         Some(last) if parts.len() > 1 => {
             input.rtt_s = last.rtt_ms? / 1e3;

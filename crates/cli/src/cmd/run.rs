@@ -87,7 +87,7 @@ fn execute(
         Ok(mut r) => {
             r.path = path;
             if let Some(e) = crossing.and_then(|c| c.finish(r.started_unix_s)) {
-                landspeed_core::emulator::attach(&mut r, e);
+                landspeed_core::emulated::attach(&mut r, e);
             }
             landspeed_core::assemble::judge_with_path(&mut r);
             out.result(&r);

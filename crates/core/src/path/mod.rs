@@ -5,6 +5,7 @@
 
 pub mod disciplines;
 pub mod echo;
+pub mod latency;
 pub mod oneway;
 pub mod phases;
 pub mod plan;
@@ -13,10 +14,11 @@ pub mod rtt;
 
 pub use disciplines::{DisciplineRun, LatencyByDiscipline, DISCIPLINES_SCHEMA};
 pub use echo::{EchoHeader, EchoKind, ECHO_HEADER_LEN, ECHO_MAGIC};
+pub use latency::LatencyReport;
 pub use oneway::{ClockOffset, DirectionDelay, OneWayReport, Stamps};
 pub use phases::{Load, PhaseLatency, PhaseSpan, PhasedLatency, ProbePoint, ProbeSample, LATENCY_SCHEMA};
 pub use plan::{PathEvent, PathPlan};
 pub use report::{
     CapacityReport, Hop, HopProbe, PathReport, PmtuProbe, PmtuReport, RttRun, TraceReport, PATH_SCHEMA,
 };
-pub use rtt::{LatencyReport, RttSummary};
+pub use rtt::RttSummary;

@@ -481,7 +481,7 @@ mod tests {
         assert_eq!(t.spec.transport, Transport::Udp);
         assert_eq!(
             t.spec.length_bytes,
-            landspeed_core::config::DEFAULT_UDP_LENGTH.get(),
+            landspeed_core::udp::DEFAULT_UDP_LENGTH.get(),
             "run's default: one lowering"
         );
         assert_eq!(t.spec.rate_bps, Some(20e6));
