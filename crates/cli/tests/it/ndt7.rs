@@ -583,6 +583,24 @@ fn the_page_runs_both_subtests_in_a_real_browser_and_shows_the_servers_view() {
     ] {
         assert!(rows.as_str().unwrap().contains(want), "{rows}");
     }
+    // Working latency: fresh requests before and during each direction, each on a new connection
+    // whose handshake the browser timed apart from the request.
+    let lat = &r["latency"];
+    assert_eq!(lat["idle"]["probes"], 20, "{lat}");
+    for phase in ["idle", "download", "upload"] {
+        let s = &lat[phase];
+        assert!(s["probes"].as_u64().unwrap() >= 5, "{phase}: {s}");
+        assert_eq!(s["failed"], 0, "{phase}: {s}");
+        assert!(s["median_ms"].as_f64().unwrap() > 0.0, "{phase}: {s}");
+        assert!(s["foreign_rpm"].as_f64().unwrap() > 0.0, "{phase}: {s}");
+        // A new connection each: its handshake timed (Resource Timing rounds to 0.1 ms, so a
+        // loopback handshake may read 0 and go untimed: most, not all, carry one here).
+        let fresh = s["samples"].as_array().unwrap().iter().filter(|p| p["tcp_ms"].is_number());
+        let probes = s["probes"].as_u64().unwrap();
+        assert!(fresh.count() as u64 * 10 >= probes * 8, "probes on new connections: {s}");
+    }
+    let table = c.eval("document.getElementById('latency').innerText");
+    assert!(table.as_str().unwrap().contains("During the upload"), "{table}");
     if std::env::var_os("LANDSPEED_UPDATE_SCREENSHOTS").is_some() {
         let shot = c.call("Page.captureScreenshot", serde_json::json!({ "format": "png" }));
         use base64::Engine;

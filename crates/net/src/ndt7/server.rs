@@ -151,6 +151,9 @@ fn connection(
     if req.method == "GET" && matches!(req.path.as_str(), "/" | "/index.html") {
         return page(stream, peer, shared);
     }
+    if req.method == "GET" && req.path == PROBE_PATH {
+        return probe(stream, peer, shared);
+    }
     let (subtest, metadata) = match accept(&req, peer, shared) {
         Ok(t) => t,
         Err(answer) => return refuse(stream, peer, shared, answer),
@@ -225,6 +228,27 @@ fn page(mut stream: Box<dyn Conn>, peer: SocketAddr, shared: &Shared) {
     );
     let _ = stream.write_all(head.as_bytes());
     let _ = stream.write_all(PAGE.as_bytes());
+    let _ = stream.flush();
+}
+
+/// Where the page's latency probes go: a one-byte answer on a connection of its own.
+pub(crate) const PROBE_PATH: &str = "/landspeed/probe";
+
+/// Answers a latency probe (to addresses `--allow` admits): one byte, never cached, and the
+/// connection closed after it, so the page's next probe opens a fresh one (the draft's foreign
+/// probe: a new connection's handshake and one request, timed apart by the browser).
+fn probe(mut stream: Box<dyn Conn>, peer: SocketAddr, shared: &Shared) {
+    if !shared.allowed(peer) {
+        return refuse(
+            stream,
+            peer,
+            shared,
+            Answer::new(403, "this address may not test here"),
+        );
+    }
+    let answer = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 1\r\n\
+                  Cache-Control: no-store\r\nConnection: close\r\n\r\n1";
+    let _ = stream.write_all(answer.as_bytes());
     let _ = stream.flush();
 }
 
