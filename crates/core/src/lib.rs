@@ -33,9 +33,5 @@ pub mod udp;
 pub mod units;
 pub mod verdict;
 
-pub use config::{Direction, EndCondition, TestSpec};
-pub use result::RunResult;
-pub use units::{BitRate, Bytes};
-
 /// The version of landspeed's software, sent in the handshake and written into every result.
 pub const SOFTWARE_VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -595,9 +595,16 @@ fn the_page_runs_both_subtests_in_a_real_browser_and_shows_the_servers_view() {
         assert!(s["foreign_rpm"].as_f64().unwrap() > 0.0, "{phase}: {s}");
         // A new connection each: its handshake timed (Resource Timing rounds to 0.1 ms, so a
         // loopback handshake may read 0 and go untimed: most, not all, carry one here).
-        let fresh = s["samples"].as_array().unwrap().iter().filter(|p| p["tcp_ms"].is_number());
+        let fresh = s["samples"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["tcp_ms"].is_number());
         let probes = s["probes"].as_u64().unwrap();
-        assert!(fresh.count() as u64 * 10 >= probes * 8, "probes on new connections: {s}");
+        assert!(
+            fresh.count() as u64 * 10 >= probes * 8,
+            "probes on new connections: {s}"
+        );
     }
     let table = c.eval("document.getElementById('latency').innerText");
     assert!(table.as_str().unwrap().contains("During the upload"), "{table}");
