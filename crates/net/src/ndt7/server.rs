@@ -148,11 +148,15 @@ fn connection(
     let Some(req) = Request::parse(&head) else {
         return refuse(stream, peer, shared, Answer::new(400, "not an HTTP/1.1 request"));
     };
-    if req.method == "GET" && matches!(req.path.as_str(), "/" | "/index.html") {
-        return page(stream, peer, shared);
-    }
-    if req.method == "GET" && req.path == PROBE_PATH {
-        return probe(stream, peer, shared);
+    if req.method == "GET" && matches!(req.path.as_str(), "/" | "/index.html" | PROBE_PATH) {
+        if !shared.allowed(peer) {
+            let answer = Answer::new(403, "this address may not test here");
+            return refuse(stream, peer, shared, answer);
+        }
+        return match req.path.as_str() {
+            PROBE_PATH => probe(stream),
+            _ => page(stream),
+        };
     }
     let (subtest, metadata) = match accept(&req, peer, shared) {
         Ok(t) => t,
@@ -163,23 +167,34 @@ fn connection(
         Err(answer) => return refuse(stream, peer, shared, answer),
     };
     let started = Instant::now();
-    let l = &shared.opts.limits;
-    let asked = record::Asked {
-        peer,
-        subtest,
-        metadata: &metadata,
-        tls: tls_on,
-        limits: ndt7::SubtestLimits {
-            test_s: l.max_duration_s,
-            max_bytes: l.max_bytes,
-            rate_bps: l.max_rate_bps,
-        },
-    };
+    let asked = asked(peer, subtest, &metadata, tls_on, shared);
     let log = match upgrade(&mut stream, &req) {
         Ok(()) => run(stream, rest, &sock, &asked, started),
         Err(e) => failed(peer, subtest, format!("WebSocket handshake: {e}")),
     };
     shared.emit(ServerEvent::Test(log));
+}
+
+/// The subtest as asked, held to this server's limits on length, bytes and rate.
+fn asked<'a>(
+    peer: SocketAddr,
+    subtest: Subtest,
+    metadata: &'a BTreeMap<String, String>,
+    tls: bool,
+    shared: &Shared,
+) -> record::Asked<'a> {
+    let l = &shared.opts.limits;
+    record::Asked {
+        peer,
+        subtest,
+        metadata,
+        tls,
+        limits: ndt7::SubtestLimits {
+            test_s: l.max_duration_s,
+            max_bytes: l.max_bytes,
+            rate_bps: l.max_rate_bps,
+        },
+    }
 }
 
 /// A test slot (`--max-tests`, shared with every protocol) and the subtest's memory (`SUBTEST_BYTES`
@@ -209,16 +224,8 @@ fn hold(
 /// site), which runs both subtests against this address.
 const PAGE: &str = include_str!("page.html");
 
-/// Serves the page (to addresses `--allow` admits).
-fn page(mut stream: Box<dyn Conn>, peer: SocketAddr, shared: &Shared) {
-    if !shared.allowed(peer) {
-        return refuse(
-            stream,
-            peer,
-            shared,
-            Answer::new(403, "this address may not test here"),
-        );
-    }
+/// Serves the page (to addresses `--allow` admits: the caller checks).
+fn page(mut stream: Box<dyn Conn>) {
     let head = format!(
         "HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\nContent-Length: {}\r\n\
          Content-Security-Policy: default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; \
@@ -234,18 +241,10 @@ fn page(mut stream: Box<dyn Conn>, peer: SocketAddr, shared: &Shared) {
 /// Where the page's latency probes go: a one-byte answer on a connection of its own.
 pub(crate) const PROBE_PATH: &str = "/landspeed/probe";
 
-/// Answers a latency probe (to addresses `--allow` admits): one byte, never cached, and the
-/// connection closed after it, so the page's next probe opens a fresh one (the draft's foreign
-/// probe: a new connection's handshake and one request, timed apart by the browser).
-fn probe(mut stream: Box<dyn Conn>, peer: SocketAddr, shared: &Shared) {
-    if !shared.allowed(peer) {
-        return refuse(
-            stream,
-            peer,
-            shared,
-            Answer::new(403, "this address may not test here"),
-        );
-    }
+/// Answers a latency probe (to addresses `--allow` admits: the caller checks): one byte, never
+/// cached, and the connection closed after it, so the page's next probe opens a fresh one (the
+/// draft's foreign probe: a new connection's handshake and one request, timed apart by the browser).
+fn probe(mut stream: Box<dyn Conn>) {
     let answer = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 1\r\n\
                   Cache-Control: no-store\r\nConnection: close\r\n\r\n1";
     let _ = stream.write_all(answer.as_bytes());
