@@ -20,6 +20,12 @@ pooled figure) and its connection count. iperf3-3.21-udp-P2.json and landspeed-u
 `-u -b 10G -t 1 -P 2` runs on loopback, iperf3 3.21+ with `-J` (10G per stream) and `landspeed run
 --json` (10G in all): bench/udp must read what the receiver received over both streams (iperf3's
 `end.sum_received`, not one stream's rate nor the sender's), and each tool's loss.
+goresponsiveness-3439542-{debug.txt,self.csv,foreign.csv} are one run of goresponsiveness with
+`-debug -rpm.timeout 6 -rpm.mps 10 -logger-filename` against `landspeed serve --rpm` through the emulator
+(20 ms, 50 Mbit/s, FQ-CoDel): its probe logs as written, its standard output with the per-probe and
+per-interval tracing lines removed (grep -v; the bucket fills, bounds and figures kept):
+bench/goresponsiveness-recompute must recompute its own printed figures from its probes (the pairing
+and the choice of probes right) before its draft-09 figures mean anything.
 quinn-perf-a1931ab8-up-P4.txt and quinn-perf-a1931ab8-down-P1.txt are the standard output of quinn's
 perf client (quinn-rs/quinn main at a1931ab8) against its own server on loopback, `--bi-requests 4
 --upload-size 512M --download-size 0 --duration 4` and `--bi-requests 1 --upload-size 0
@@ -40,8 +46,9 @@ def load(name):
     return module
 
 
-peers, dropin, ndt7, latency, udp, transports = (
-    load(n) for n in ("peers", "dropin", "ndt7", "latency", "udp", "transports"))
+peers, dropin, ndt7, latency, udp, transports, recompute = (
+    load(n) for n in ("peers", "dropin", "ndt7", "latency", "udp", "transports",
+                      "goresponsiveness-recompute"))
 
 
 def tally(checks):
@@ -109,6 +116,30 @@ def check_goresponsiveness():
     return tally([("goresponsiveness-3439542.txt: bench/latency", got, want, got == want)])
 
 
+RECOMPUTE_CASES = [
+    # (figure, probe pairs it counts (its printed totals), draft-09 RPM, foreign ms, self ms)
+    ("download", 40, 1401.95, 23.154, 282.24),
+    ("upload", 32, 1316.68, 23.439, 815.97),
+    ("final", 169, 1359.34, 22.768, 719.68),
+]
+
+
+def check_recompute():
+    """bench/goresponsiveness-recompute must pair the probes it logged with the buckets it printed
+    and choose them as goresponsiveness does: its own figures recomputed equal what it printed."""
+    base = os.path.join(HERE, "fixtures", "goresponsiveness-3439542-")
+    r = recompute.recompute(fixture("goresponsiveness-3439542-debug.txt"), base + "self.csv",
+                            base + "foreign.csv")
+
+    def close(a, b):
+        return abs(a - b) <= 0.01 * max(1.0, abs(b)) / 100
+    return tally((f"goresponsiveness-3439542-debug.txt ({k}): bench/goresponsiveness-recompute",
+                  got, want, r[k]["matches"] and got[0] == want[0] and all(map(close, got[1:], want[1:])))
+                 for k, *want in RECOMPUTE_CASES
+                 for got in [(r[k]["pairs"], r[k]["draft09"]["rpm"], r[k]["draft09"]["foreign_ms"],
+                              r[k]["draft09"]["self_ms"])])
+
+
 UDP_CASES = [
     # (parser, fixture, (received bit/s of both streams, loss %, datagrams lost, verified))
     ("iperf3_parse", "iperf3-3.21-udp-P2.json", (19960508954.68384, 0.1546567406747228, 118, None)),
@@ -142,7 +173,7 @@ def check_peers():
 
 
 def main():
-    results = [check() for check in (check_dropin, check_ndt7, check_goresponsiveness, check_udp, check_transports,
+    results = [check() for check in (check_dropin, check_ndt7, check_goresponsiveness, check_recompute, check_udp, check_transports,
                                         check_peers)]
     passed, failed = (sum(r[i] for r in results) for i in (0, 1))
     print(f"bench parsers: {passed} of {passed + failed} cases parse right")

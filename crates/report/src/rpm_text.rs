@@ -54,6 +54,9 @@ pub fn text(r: &RpmReport) -> String {
                     f.foreign_probes,
                     f.self_probes
                 );
+                if let Some(line) = stream_wait(f) {
+                    let _ = writeln!(out, "    {line}");
+                }
             }
             (None, why) => {
                 let _ = writeln!(
@@ -72,6 +75,22 @@ pub fn text(r: &RpmReport) -> String {
         );
     }
     out
+}
+
+/// The loaded probes beside their connections' kernel RTT: a probe that took far longer than its
+/// connection's round trip waited in the connection's byte stream, which is the endpoints' share of
+/// the figure (draft-09 counts it: it is what an application on that connection waits).
+fn stream_wait(f: &landspeed_rpm::RpmFigures) -> Option<String> {
+    let rtt = f.self_conn_rtt_ms?;
+    let mut line = format!("loaded probes' connections: TCP round trip {rtt:.1} ms (the kernel's estimate)");
+    if f.http_self_ms > 2.0 * rtt + 10.0 {
+        let _ = write!(
+            line,
+            "; the probes waited {:.0} ms more in the connection's byte stream: for earlier data held back until a loss was repaired (in-order delivery), or in the endpoints' buffers",
+            f.http_self_ms - rtt
+        );
+    }
+    Some(line)
 }
 
 /// How far the direction's stages got: when the goodput saturated and each stage's confidence (the
@@ -94,4 +113,41 @@ fn stages(d: &landspeed_rpm::RpmDirectionResult) -> String {
         word(c.capacity),
         word(c.responsiveness)
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::stream_wait;
+    use landspeed_rpm::RpmFigures;
+
+    fn figures(self_ms: f64, conn_rtt_ms: Option<f64>) -> RpmFigures {
+        RpmFigures {
+            rpm: 1.0,
+            rpm_percentile: 1.0,
+            foreign_rpm: None,
+            loaded_rpm: None,
+            tcp_ms: 20.0,
+            tls_ms: None,
+            http_foreign_ms: 20.0,
+            http_self_ms: self_ms,
+            self_conn_rtt_ms: conn_rtt_ms,
+            foreign_probes: 1,
+            self_probes: 1,
+        }
+    }
+
+    #[test]
+    fn a_loaded_probe_far_beyond_its_connections_round_trip_is_said_to_wait_in_the_stream() {
+        assert_eq!(stream_wait(&figures(250.0, None)), None);
+        let near = stream_wait(&figures(45.0, Some(40.0))).unwrap();
+        assert!(
+            near.contains("TCP round trip 40.0 ms") && !near.contains("waited"),
+            "{near}"
+        );
+        let far = stream_wait(&figures(250.0, Some(41.0))).unwrap();
+        assert!(
+            far.contains("waited 209 ms more") && far.contains("in-order delivery"),
+            "{far}"
+        );
+    }
 }

@@ -441,6 +441,12 @@ pub struct SelfProbe {
     /// draft-09 lets stand in for a self probe where none can ride it (HTTP/1.1).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub tcp_rtt: bool,
+    /// The kernel's round-trip estimate of the connection the probe rode, when it was sent, ms
+    /// (goresponsiveness logs the same): what the network alone would have made the probe wait. A
+    /// probe that takes much longer waited in the connection's byte stream: behind a loss not yet
+    /// repaired (in-order delivery), or in the endpoints' buffers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conn_rtt_ms: Option<f64>,
 }
 
 /// The figures of a set of probes.
@@ -465,6 +471,11 @@ pub struct RpmFigures {
     pub http_foreign_ms: f64,
     /// Self HTTP.
     pub http_self_ms: f64,
+    /// The trimmed mean of the kernel's round-trip estimates of the connections the self probes
+    /// rode (None when none was read): `http_self_ms` well above it is time spent waiting in the
+    /// connection's byte stream, not on the path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub self_conn_rtt_ms: Option<f64>,
     /// Probes counted.
     pub foreign_probes: usize,
     /// Self probes counted.
@@ -478,6 +489,7 @@ pub fn figures(foreign: &[ForeignProbe], self_: &[SelfProbe], p: &RpmParams) -> 
     let tls: Vec<f64> = foreign.iter().filter_map(|f| f.tls_ms).collect();
     let http: Vec<f64> = foreign.iter().map(|f| f.http_ms).collect();
     let own: Vec<f64> = self_.iter().map(|s| s.http_ms).collect();
+    let conn_rtt: Vec<f64> = self_.iter().filter_map(|s| s.conn_rtt_ms).collect();
     let foreign_ms = |stat: &dyn Fn(&[f64]) -> Option<f64>| -> Option<f64> {
         let mut parts = vec![stat(&tcp)?, stat(&http)?];
         if !tls.is_empty() {
@@ -497,6 +509,7 @@ pub fn figures(foreign: &[ForeignProbe], self_: &[SelfProbe], p: &RpmParams) -> 
         tls_ms: tm(&tls),
         http_foreign_ms: tm(&http)?,
         http_self_ms: s_tm,
+        self_conn_rtt_ms: tm(&conn_rtt),
         foreign_probes: foreign.len(),
         self_probes: self_.len(),
     })

@@ -49,6 +49,7 @@ fn probes(foreign_ms: [f64; 3], self_ms: f64) -> (Vec<ForeignProbe>, Vec<SelfPro
             t_s: f64::from(i),
             http_ms: self_ms,
             tcp_rtt: false,
+            conn_rtt_ms: None,
         })
         .collect();
     (foreign, own)
@@ -233,6 +234,7 @@ fn old_direction(direction: RpmDirection, self_ms: f64, stable: bool, p: &RpmPar
             t_s: f64::from(i) * 0.5,
             http_ms: if i < 12 { 1.0 } else { self_ms },
             tcp_rtt: false,
+            conn_rtt_ms: None,
         })
         .collect();
     let intervals = (1..=10)
@@ -374,4 +376,29 @@ fn a_configuration_draft_09_voids_is_refused_with_its_reason() {
         "http://[2001:db8::1]:80/u",
     );
     assert!(RpmConfig::parse(&format!(r#"{{"version":1,{v6}}}"#)).is_ok());
+}
+
+#[test]
+fn the_loaded_probes_connections_round_trip_is_trimmed_as_the_probes_are() {
+    let (foreign, mut own) = probes([20.0, 20.0, 20.0], 250.0);
+    assert_eq!(figures(&foreign, &own, &params()).unwrap().self_conn_rtt_ms, None);
+    // 20 probes' connections at 1..=20 ms: the highest 5% (one) dropped, as the probes are.
+    own = (1..=20)
+        .map(|i| SelfProbe {
+            t_s: f64::from(i),
+            http_ms: 250.0,
+            tcp_rtt: false,
+            conn_rtt_ms: Some(f64::from(i)),
+        })
+        .collect();
+    let f = figures(&foreign, &own, &params()).unwrap();
+    assert_eq!(f.self_conn_rtt_ms, Some(10.0));
+    // A probe whose connection's RTT was not read is left out of that mean, not of the RPM.
+    own[0].conn_rtt_ms = None;
+    let g = figures(&foreign, &own, &params()).unwrap();
+    assert_eq!((g.self_probes, g.http_self_ms), (20, 250.0));
+    assert_eq!(
+        g.self_conn_rtt_ms,
+        trimmed_mean(&(2..=20).map(f64::from).collect::<Vec<_>>(), 5.0)
+    );
 }

@@ -206,6 +206,9 @@ struct Endpoints {
     http1: bool,
 }
 
+/// A loaded HTTP/2 connection's request handle.
+type H2Sender = hyper::client::conn::http2::SendRequest<conn::ReqBody>;
+
 /// What one direction's tasks share.
 #[derive(Default)]
 struct Shared {
@@ -214,8 +217,9 @@ struct Shared {
     /// The highest goodput of an interval so far, bits per second: the capacity the probes' budget
     /// is a share of.
     capacity_bps: AtomicU64,
-    /// The loading HTTP/2 connections, for self probes.
-    senders: Mutex<Vec<hyper::client::conn::http2::SendRequest<conn::ReqBody>>>,
+    /// The loading HTTP/2 connections, for self probes, each with its budget (whose kernel RTT
+    /// estimate goes with each probe).
+    senders: Mutex<Vec<(H2Sender, Arc<backlog::Budget>)>>,
     /// The loading connections' budgets (their kernel's RTT estimates stand in for self probes
     /// over HTTP/1.1).
     budgets: Mutex<Vec<Arc<backlog::Budget>>>,
@@ -362,7 +366,7 @@ fn spawn_lgc(dir: RpmDirection, t: Target, http1: bool, shared: Arc<Shared>) -> 
             Err(why) => return shared.load_failed(why.to_string()),
         };
         if let Sender::H2(s) = &c.sender {
-            lock(&shared.senders).push(s.clone());
+            lock(&shared.senders).push((s.clone(), c.budget.clone()));
         }
         lock(&shared.budgets).push(c.budget.clone());
         let req = match dir {
@@ -409,8 +413,8 @@ async fn probe_loop(small: Target, http1: bool, params: RpmParams, start: Instan
                 let s = lock(&shared.senders);
                 (!s.is_empty()).then(|| s[pick.below(s.len())].clone())
             };
-            if let Some(s) = sender {
-                tokio::spawn(self_probe(small.clone(), s, start, shared.clone()));
+            if let Some((s, budget)) = sender {
+                tokio::spawn(self_probe(small.clone(), s, budget, start, shared.clone()));
             }
         }
         foreign_next = !foreign_next;
@@ -429,6 +433,7 @@ fn tcp_rtt_probe(shared: &Shared, pick: &mut Pick, start: Instant) {
             t_s: start.elapsed().as_secs_f64(),
             http_ms: rtt.as_secs_f64() * 1e3,
             tcp_rtt: true,
+            conn_rtt_ms: None,
         });
     }
 }
@@ -470,20 +475,24 @@ async fn foreign_probe(t: Target, http1: bool, start: Instant, shared: Arc<Share
     }
 }
 
-/// One GET of the small object on a loaded HTTP/2 connection.
+/// One GET of the small object on a loaded HTTP/2 connection, with that connection's kernel RTT
+/// estimate when it was sent.
 async fn self_probe(
     t: Target,
-    s: hyper::client::conn::http2::SendRequest<conn::ReqBody>,
+    s: H2Sender,
+    budget: Arc<backlog::Budget>,
     start: Instant,
     shared: Arc<Shared>,
 ) {
     let t_s = start.elapsed().as_secs_f64();
+    let conn_rtt_ms = budget.rtt().map(|d| d.as_secs_f64() * 1e3);
     let mut sender = Sender::H2(s);
     if let Ok(Some(http_ms)) = tokio::time::timeout(PROBE_TIMEOUT, timed_get(&mut sender, &t)).await {
         lock(&shared.self_probes).push(SelfProbe {
             t_s,
             http_ms,
             tcp_rtt: false,
+            conn_rtt_ms,
         });
     }
 }
