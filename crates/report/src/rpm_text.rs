@@ -8,7 +8,9 @@ use std::fmt::Write;
 /// The report.
 pub fn text(r: &RpmReport) -> String {
     let at_once = if r.parallel {
-        ", both directions at once"
+        ", the concurrent test: both directions at once"
+    } else if r.directions.len() > 1 {
+        ", the sequential test: a score each way"
     } else {
         ""
     };
@@ -70,7 +72,7 @@ pub fn text(r: &RpmReport) -> String {
     if let Some(f) = &r.overall {
         let _ = writeln!(
             out,
-            "  both directions: RPM {:.0} (P{:.0}: {:.0}), their probes pooled",
+            "  the concurrent test's score: RPM {:.0} (P{:.0}: {:.0}), both directions' probes pooled",
             f.rpm, r.params.percentile, f.rpm_percentile
         );
     }

@@ -58,22 +58,30 @@ impl RpmConfig {
         }
     }
 
-    /// The document as served: both spellings of the URLs' names (goresponsiveness reads the
-    /// `https_` ones, SERVER_SPEC.md names the shorter ones), as the reference server's does.
+    /// The document as served: the draft's names, and over HTTPS goresponsiveness's `https_`
+    /// spellings beside them, as the reference server's configuration has them (draft-09 says a
+    /// server SHOULD NOT add names; goresponsiveness reads only those, and cannot speak plain HTTP,
+    /// so a plain server names its `http` URLs the draft's way alone).
     pub fn to_json(&self) -> String {
         let u = &self.urls;
-        serde_json::json!({
-            "version": self.version,
-            "urls": {
-                "small_https_download_url": u.small_https_download_url,
-                "large_https_download_url": u.large_https_download_url,
-                "https_upload_url": u.https_upload_url,
-                "small_download_url": u.small_https_download_url,
-                "large_download_url": u.large_https_download_url,
-                "upload_url": u.https_upload_url,
-            }
-        })
-        .to_string()
+        let mut urls = serde_json::json!({
+            "small_download_url": u.small_https_download_url,
+            "large_download_url": u.large_https_download_url,
+            "upload_url": u.https_upload_url,
+        });
+        if [
+            &u.small_https_download_url,
+            &u.large_https_download_url,
+            &u.https_upload_url,
+        ]
+        .iter()
+        .all(|url| url.starts_with("https://"))
+        {
+            urls["small_https_download_url"] = u.small_https_download_url.clone().into();
+            urls["large_https_download_url"] = u.large_https_download_url.clone().into();
+            urls["https_upload_url"] = u.https_upload_url.clone().into();
+        }
+        serde_json::json!({ "version": self.version, "urls": urls }).to_string()
     }
 
     /// Parses and checks a configuration as draft-09's discovery section says: a JSON object with
@@ -603,8 +611,9 @@ pub struct RpmReport {
     /// its own connections and probes; else one after the other (its sequential test).
     #[serde(default)]
     pub parallel: bool,
-    /// Both directions together: the figures of every direction's window of probes pooled (the
-    /// concurrent test's one score); None with fewer than two directions measured.
+    /// The concurrent test's one score: the figures of both directions' windows of probes pooled.
+    /// None in the sequential test (draft-09 reports its two scores apart) and with fewer than two
+    /// directions measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub overall: Option<RpmFigures>,
 }
@@ -642,7 +651,7 @@ impl RpmReport {
                 d.figures = figures(&f, &s, &params);
             }
         }
-        r.overall = overall(&r.directions, &params);
+        r.overall = r.parallel.then(|| overall(&r.directions, &params)).flatten();
         r
     }
 }

@@ -215,7 +215,14 @@ fn both_spellings_of_the_configuration_parse_and_ours_names_our_paths() {
     assert_eq!(c.urls.large_https_download_url, "https://192.0.2.1:4043/large");
     let v: serde_json::Value = serde_json::from_str(&c.to_json()).unwrap();
     assert_eq!(v["urls"]["upload_url"], "https://192.0.2.1:4043/upload");
+    assert_eq!(v["urls"]["https_upload_url"], "https://192.0.2.1:4043/upload");
     assert_eq!(RpmConfig::parse(&c.to_json()).unwrap(), c);
+    // Plain HTTP: the draft's names alone (an `https_` name for an http URL would be wrong).
+    let plain = RpmConfig::for_base("http://192.0.2.1:4043");
+    let v: serde_json::Value = serde_json::from_str(&plain.to_json()).unwrap();
+    let names: Vec<&String> = v["urls"].as_object().unwrap().keys().collect();
+    assert_eq!(names, ["large_download_url", "small_download_url", "upload_url"]);
+    assert_eq!(RpmConfig::parse(&plain.to_json()).unwrap(), plain);
 }
 
 /// A direction of a report written before the window was kept (1 s intervals, ten of them), whose
@@ -307,11 +314,17 @@ fn a_saved_report_is_recomputed_under_another_drafts_formula_from_its_own_probes
         params: p,
         overall: overall(&directions, &p),
         directions,
-        parallel: false,
+        parallel: true,
     };
-    // -03: 60 000 / (½·100 + ½·200) = 400, from the same probes.
+    // -03: 60 000 / (½·100 + ½·200) = 400, from the same probes (the concurrent test's one score).
     let old = report.recomputed(Draft::Draft03);
     assert!((old.overall.unwrap().rpm - 400.0).abs() < 1e-6);
+    // The sequential test reports its two scores apart, no pooled one.
+    let sequential = RpmReport {
+        parallel: false,
+        ..report.clone()
+    };
+    assert_eq!(sequential.recomputed(Draft::Draft09).overall, None);
     assert_eq!(old.params.draft, Draft::Draft03);
     assert_eq!(old.recomputed(Draft::Draft09), report);
     // A report written before results named their draft was computed under -03's.

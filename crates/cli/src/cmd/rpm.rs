@@ -17,8 +17,9 @@ pub struct RpmArgs {
     /// https://HOST:PORT/config (port 4043 by default, as goresponsiveness).
     #[arg(required_unless_present = "recompute")]
     pub target: Option<String>,
-    /// Which directions: both one after the other, both at once (parallel), or one.
-    #[arg(long, value_enum, default_value_t = Which::Both)]
+    /// Which directions: both one after the other (draft-09's sequential test: a score each), both
+    /// at once (its concurrent test: one score), or one.
+    #[arg(long, value_enum, default_value_t = Which::Sequential)]
     pub direction: Which,
     /// Speak HTTP/1.1 only: no request can ride a loaded connection, so the kernel's round-trip
     /// estimate of a load connection stands in for each self probe (draft-09 allows it).
@@ -81,11 +82,13 @@ impl From<DraftArg> for Draft {
 /// The directions to run.
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Which {
-    /// Download, then upload.
-    Both,
-    /// Download and upload at the same time, each with its own connections and probes
-    /// (goresponsiveness's -rpm.parallel).
-    Parallel,
+    /// Download, then upload: a score each (draft-09's sequential test).
+    #[value(alias = "both")]
+    Sequential,
+    /// Download and upload at the same time, each with its own connections and probes, one score
+    /// from both's probes (draft-09's concurrent test; goresponsiveness's -rpm.parallel).
+    #[value(alias = "parallel")]
+    Concurrent,
     /// Download only.
     Download,
     /// Upload only.
@@ -155,7 +158,7 @@ fn run(a: &RpmArgs, target: &str) -> Result<RpmReport> {
         config_url: config_urls(target).0,
         fallback_config_url: config_urls(target).1,
         directions: match a.direction {
-            Which::Both | Which::Parallel => vec![RpmDirection::Download, RpmDirection::Upload],
+            Which::Sequential | Which::Concurrent => vec![RpmDirection::Download, RpmDirection::Upload],
             Which::Download => vec![RpmDirection::Download],
             Which::Upload => vec![RpmDirection::Upload],
         },
@@ -169,7 +172,7 @@ fn run(a: &RpmArgs, target: &str) -> Result<RpmReport> {
             ..RpmParams::default()
         },
         http1: a.http1,
-        parallel: a.direction == Which::Parallel,
+        parallel: a.direction == Which::Concurrent,
     };
     let interrupt = interrupt_flag()?;
     Ok(measure(&opts, &interrupt)?)

@@ -63,8 +63,9 @@ fn the_rpm_client_measures_landspeeds_server_over_http2_with_tls_and_plain() {
         "{d}"
     );
     assert!(d["throughput_bps"].as_f64().unwrap() > 1e6, "{d}");
-    // Both directions at once: each its own load and probes, then their probes pooled.
-    let (code, r) = rpm_json(&url, &["--direction", "parallel", "--connections", "2"]);
+    // Both directions at once (draft-09's concurrent test): each its own load and probes, then one
+    // score from their probes pooled.
+    let (code, r) = rpm_json(&url, &["--direction", "concurrent", "--connections", "2"]);
     assert_eq!((code, r["parallel"].as_bool()), (0, Some(true)), "{r}");
     let dirs: Vec<&str> = (0..2)
         .map(|i| r["directions"][i]["direction"].as_str().unwrap())
@@ -246,8 +247,9 @@ fn each_endpoint_answers_a_plain_http_client_and_a_keyed_server_refuses_unless_o
     assert_eq!(status, 200, "{body}");
     let c: Value = serde_json::from_str(&body).unwrap();
     let base = format!("http://rpm.example:{port}");
-    assert_eq!(c["urls"]["large_https_download_url"], format!("{base}/large"));
+    assert_eq!(c["urls"]["large_download_url"], format!("{base}/large"));
     assert_eq!(c["urls"]["upload_url"], format!("{base}/upload"));
+    assert!(c["urls"].get("https_upload_url").is_none(), "{body}");
     assert_eq!(get(port, "/small"), (200, "x".into()));
     assert_eq!(get(port, "/nothing").0, 404);
     let post = format!(

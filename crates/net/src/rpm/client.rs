@@ -146,7 +146,10 @@ async fn run(opts: &RpmOptions, interrupt: &AtomicBool) -> Result<RpmReport, Rpm
         config_url,
         http: if opts.http1 { "HTTP/1.1" } else { "HTTP/2" }.into(),
         params: opts.params,
-        overall: rpm::overall(&directions, &opts.params),
+        overall: opts
+            .parallel
+            .then(|| rpm::overall(&directions, &opts.params))
+            .flatten(),
         directions,
     })
 }
