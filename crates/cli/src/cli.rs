@@ -62,6 +62,7 @@ Examples:
   landspeed rpm host                      https://host:4043/config (landspeed serve --rpm [::]:4043)
   landspeed rpm https://host:8443/config --direction download
   landspeed rpm host --interval 1s        drafts 03-08's interval: a shorter test
+  landspeed rpm host --direction concurrent   both directions at once: the draft's one score
   landspeed rpm host --json > r.json
   landspeed rpm --recompute r.json --draft 03   the same probes under draft-03's formula"
     )]

@@ -729,7 +729,7 @@ fn the_phased_latency_test_finds_each_loads_queue_in_its_own_direction() {
     let both: Value = serde_json::from_str(&o.stdout).unwrap();
     assert_eq!(both["schema"], "landspeed-latency-aqm/1");
     assert_eq!(both["restored_aqm"], "tail-drop");
-    fq_codel_phases(&both["runs"][1]);
+    fq_codel_isolates_the_probes(&w, &both["runs"][1]);
     let r = &both["runs"][0]["result"];
     assert_eq!(both["runs"][0]["aqm"], "tail-drop");
     // Idle, each way: the floor the probes' clock offset splits plus the probes' median queueing,
@@ -865,21 +865,50 @@ fn irtt_one_way_ms(w: &mut Wan) -> (f64, f64) {
 /// `latency --aqm`'s FQ-CoDel run: the probes, a flow of their own, never wait behind the loads' queue
 /// (each loaded phase's median within 3 ms of the idle one), which the emulator's timing of the
 /// probes' packets confirms phase by phase, while the loads' own packets do queue there.
-fn fq_codel_phases(run: &Value) {
+fn fq_codel_phases(run: &Value) -> Result<(), String> {
     assert_eq!(run["aqm"], "fq-codel");
     let phases = run["result"]["phases"].as_array().unwrap();
     let median = |p: &Value| p["rtt"]["median_ms"].as_f64().unwrap();
     for p in &phases[1..4] {
         let to_server = &p["emulator"]["to_server"];
-        assert!(
-            median(p) - median(&phases[0]) < 3.0
-                && to_server["probe_mean_sojourn_ms"].as_f64().unwrap() < 1.0,
-            "{p}"
-        );
+        if median(p) - median(&phases[0]) >= 3.0
+            || to_server["probe_mean_sojourn_ms"].as_f64().unwrap() >= 1.0
+        {
+            return Err(p.to_string());
+        }
     }
     let upload = &phases[2]["emulator"]["to_server"];
     assert!(
         upload["mean_sojourn_ms"].as_f64().unwrap() > upload["probe_mean_sojourn_ms"].as_f64().unwrap(),
         "{upload}"
     );
+    Ok(())
+}
+
+/// FQ-CoDel isolates the probes from the loads, unless the probes' flow hashes into a load flow's
+/// queue (1,024 queues, the flows' ephemeral ports: about one run in 300 shares the upload's), as a
+/// real FQ-CoDel's would; one such run (3.03 ms of probe sojourn, 2026-12-02) is no failure of the
+/// discipline, so a second run, on new ports, decides.
+fn fq_codel_isolates_the_probes(w: &Wan, first: &Value) {
+    let Err(why) = fq_codel_phases(first) else { return };
+    eprintln!("FQ-CoDel run shared a queue with a load, trying once more: {why}");
+    let o = w.in_a(
+        &[
+            "latency",
+            "198.18.0.2",
+            "--phase",
+            "2s",
+            "--json",
+            "--run-arg=-C",
+            "--run-arg=cubic",
+            "--aqm",
+            "fq-codel",
+        ],
+        Duration::from_secs(60),
+    );
+    assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
+    let again: Value = serde_json::from_str(&o.stdout).unwrap();
+    if let Err(why) = fq_codel_phases(&again["runs"][0]) {
+        panic!("FQ-CoDel did not keep the probes out of the loads' queue twice: {why}");
+    }
 }
