@@ -1,0 +1,45 @@
+//! What a TCP connection's first bytes say: an iperf 2 client's test header, or not. landspeed's
+//! server answers several protocols on one port and tells them apart by their first bytes; an
+//! iperf 2 client speaks first, with its header. Its flags alone are not enough (an iperf 3
+//! client's cookie begins with lowercase letters, whose bits look like the extension's), so the
+//! stream count and port words are read too: small numbers in iperf 2's header, text in a cookie.
+
+use crate::header::{flags, ClientHeader};
+
+/// Bytes the decision needs.
+pub const NEEDED_BYTES: usize = 12;
+
+/// The most streams a header may ask for and still be read as iperf 2's (iperf 2 itself takes
+/// `-P` up to what its threads allow; a cookie's text reads as hundreds of millions).
+pub const MAX_THREADS: u32 = 1 << 16;
+
+/// The reading of a connection's first bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FirstBytes {
+    /// An iperf 2 client's header of this many bytes.
+    Iperf2 {
+        /// The header's length.
+        header_bytes: usize,
+    },
+    /// Not iperf 2's.
+    Other,
+    /// Fewer than [`NEEDED_BYTES`] so far.
+    NeedMore,
+}
+
+/// Reads `first`, the bytes a TCP client sent first.
+pub fn tcp(first: &[u8]) -> FirstBytes {
+    if first.len() < NEEDED_BYTES {
+        return FirstBytes::NeedMore;
+    }
+    let word = |at: usize| u32::from_be_bytes([first[at], first[at + 1], first[at + 2], first[at + 3]]);
+    let (f, threads, port) = (word(0), word(4), word(8));
+    let announced = f & flags::LEN_BIT != 0 || f & (flags::VERSION1 | flags::EXTEND) != 0;
+    if !announced || threads == 0 || threads > MAX_THREADS || port > u32::from(u16::MAX) {
+        return FirstBytes::Other;
+    }
+    match ClientHeader::len_from_flags(f, 0) {
+        Ok(header_bytes) => FirstBytes::Iperf2 { header_bytes },
+        Err(_) => FirstBytes::Other,
+    }
+}

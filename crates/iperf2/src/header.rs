@@ -1,0 +1,307 @@
+//! The client's test header: the first bytes of each TCP stream, and of every UDP datagram after
+//! its 16-byte sequence and timestamp. A version-1 part (flags, streams, port, buffer length,
+//! window or bandwidth, amount) that every iperf 2 since 1.7 reads, then, when its flags say so,
+//! the extension 2.0.13 and later send (the test's kind and direction, the sender's version, its
+//! rate), then fields this crate keeps as sent (start time, fair-queue rate, isochronous
+//! settings) for the parts of the protocol that read them.
+
+use std::time::Duration;
+use thiserror::Error;
+
+/// Bits of the header's first word.
+pub mod flags {
+    /// The version-1 fields ask the server for a test back (`-r` and `-d`).
+    pub const VERSION1: u32 = 0x8000_0000;
+    /// The extension follows the version-1 fields.
+    pub const EXTEND: u32 = 0x4000_0000;
+    /// Set by a UDP client sending trip times or isochronous frames.
+    pub const UDPTESTS: u32 = 0x2000_0000;
+    /// UDP sequence numbers are 64 bits (the prefix's fourth word is their upper half).
+    pub const SEQNO64B: u32 = 0x0800_0000;
+    /// Set with `-R` and `--full-duplex`.
+    pub const VERSION2: u32 = 0x0400_0000;
+    /// `--bounceback`.
+    pub const BOUNCEBACK: u32 = 0x0080_0000;
+    /// The low bits below hold the header's length.
+    pub const LEN_BIT: u32 = 0x0001_0000;
+    /// The header's length in bytes, shifted left once (bit 0 is `RUN_NOW`).
+    pub const LEN_MASK: u32 = 0x0000_01FE;
+    /// With `VERSION1`: both directions at once (`-d`), not one after the other (`-r`).
+    pub const RUN_NOW: u32 = 0x0000_0001;
+}
+
+/// Bits of the extension's upper flags: the kind of test and its direction.
+pub mod upper {
+    /// `--isochronous`: frames at a fixed rate.
+    pub const ISOCH: u16 = 0x0001;
+    /// `--trip-times`: one-way delays, the clocks assumed synchronized.
+    pub const TRIPTIME: u16 = 0x0010;
+    /// `-R`: the server sends.
+    pub const REVERSE: u16 = 0x0400;
+    /// `--full-duplex`: both send on the one connection.
+    pub const FULLDUPLEX: u16 = 0x0800;
+}
+
+/// The version-1 fields' size.
+pub const V1_BYTES: usize = 24;
+/// The extension's size as 2.1.x sends it.
+pub const EXTENSION_BYTES: usize = 36;
+/// The longest header the length field can declare.
+pub const MAX_HEADER_BYTES: usize = (flags::LEN_MASK >> 1) as usize;
+
+/// How much a test moves: bytes (`-n`) or time (`-t`, sent in hundredths of a second, negated).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Amount {
+    /// `-n`: bytes in all (31 bits on the wire).
+    Bytes(u32),
+    /// `-t`: hundredths of a second.
+    Centiseconds(u32),
+}
+
+impl Amount {
+    fn from_wire(v: i32) -> Amount {
+        if v < 0 {
+            Amount::Centiseconds(v.unsigned_abs())
+        } else {
+            Amount::Bytes(v as u32)
+        }
+    }
+
+    fn to_wire(self) -> i32 {
+        match self {
+            Amount::Bytes(n) => (n & 0x7FFF_FFFF) as i32,
+            Amount::Centiseconds(c) => -((c & 0x7FFF_FFFF) as i32),
+        }
+    }
+
+    /// The test's length, when it is given as time.
+    pub fn duration(self) -> Option<Duration> {
+        match self {
+            Amount::Centiseconds(c) => Some(Duration::from_millis(u64::from(c) * 10)),
+            Amount::Bytes(_) => None,
+        }
+    }
+}
+
+/// The sender's iperf version: 2.1.8 is major 2, minor 1, patch 8; `release` 3 is a final release.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Version {
+    /// Major.
+    pub major: u16,
+    /// Minor.
+    pub minor: u16,
+    /// Patch.
+    pub patch: u16,
+    /// The kind of release (3: final; lower: development and release candidates).
+    pub release: u16,
+}
+
+/// The extension: the test's kind and direction, the sender's version and rate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Extension {
+    /// Its type and length words (0 and 0 from 2.1.8).
+    pub type_len: (i32, i32),
+    /// The kind of test and its direction ([`upper`]).
+    pub upper: u16,
+    /// More settings (0 from 2.1.8 in every test captured).
+    pub lower: u16,
+    /// Who sent it.
+    pub version: Version,
+    /// A reserved half-word, kept.
+    pub reserved: u16,
+    /// The type of service asked for.
+    pub tos: u16,
+    /// `-b`, bits per second (UDP's default 1 Mbit/s is sent; 0 for TCP without `-b`).
+    pub rate_bps: u64,
+    /// The write prefetch (`--tcp-write-prefetch`).
+    pub write_prefetch: u32,
+}
+
+/// A client's test header.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientHeader {
+    /// The first word as sent ([`flags`]; its low bits hold the length).
+    pub flags: u32,
+    /// `-P`: streams in the test.
+    pub threads: u32,
+    /// The port the client named (for a test back, the port it listens on).
+    pub port: u16,
+    /// `-l`, bytes per write (0: the default).
+    pub buffer_len: u32,
+    /// The window or bandwidth field (`-w`), as sent.
+    pub window_band: i32,
+    /// `-n` or `-t`.
+    pub amount: Amount,
+    /// The extension, when the flags announce it.
+    pub extension: Option<Extension>,
+    /// The bytes after the extension up to the declared length, as sent.
+    pub rest: Vec<u8>,
+}
+
+/// Why the first bytes are no iperf 2 header.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum HeaderError {
+    /// Fewer bytes than the header needs.
+    #[error("{got} bytes of an iperf 2 header that needs {need}")]
+    Short {
+        /// Bytes given.
+        got: usize,
+        /// Bytes needed.
+        need: usize,
+    },
+    /// Neither the version-1 nor the extension bit is set.
+    #[error("flags {0:#010x} announce no iperf 2 header")]
+    NoHeader(u32),
+    /// The length field says less than its own flags need.
+    #[error("the header declares {declared} bytes, its flags need at least {need}")]
+    TooShortDeclared {
+        /// Bytes declared (counted from the datagram's start in UDP).
+        declared: usize,
+        /// Bytes its parts need.
+        need: usize,
+    },
+}
+
+fn word(b: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+fn half(b: &[u8], at: usize) -> u16 {
+    u16::from_be_bytes([b[at], b[at + 1]])
+}
+
+impl ClientHeader {
+    /// The header's length in bytes from `b` on, its flags being `flags`: the declared length
+    /// (counted from the datagram's start: `prefix` is 16 in UDP, 0 on TCP) less the prefix; or,
+    /// from a sender that declares none, the parts its flags announce.
+    pub fn len_from_flags(flags: u32, prefix: usize) -> Result<usize, HeaderError> {
+        let need = if flags & flags::EXTEND != 0 {
+            V1_BYTES + EXTENSION_BYTES
+        } else if flags & flags::VERSION1 != 0 {
+            V1_BYTES
+        } else {
+            return Err(HeaderError::NoHeader(flags));
+        };
+        if flags & flags::LEN_BIT == 0 {
+            return Ok(need);
+        }
+        let declared = ((flags & flags::LEN_MASK) >> 1) as usize;
+        match declared.checked_sub(prefix) {
+            Some(n) if n >= need => Ok(n),
+            _ => Err(HeaderError::TooShortDeclared {
+                declared,
+                need: need + prefix,
+            }),
+        }
+    }
+
+    /// Parses the header at the start of `b` (`prefix` as in [`Self::len_from_flags`]); returns it
+    /// and the bytes it took (the rest of `b` is the test's data).
+    pub fn parse(b: &[u8], prefix: usize) -> Result<(ClientHeader, usize), HeaderError> {
+        if b.len() < 4 {
+            return Err(HeaderError::Short {
+                got: b.len(),
+                need: 4,
+            });
+        }
+        let flags = word(b, 0);
+        let len = Self::len_from_flags(flags, prefix)?;
+        if b.len() < len {
+            return Err(HeaderError::Short {
+                got: b.len(),
+                need: len,
+            });
+        }
+        let extension = (flags & flags::EXTEND != 0).then(|| extension(&b[V1_BYTES..]));
+        let ext_end = V1_BYTES + extension.map_or(0, |_| EXTENSION_BYTES);
+        let h = ClientHeader {
+            flags,
+            threads: word(b, 4),
+            port: word(b, 8) as u16,
+            buffer_len: word(b, 12),
+            window_band: word(b, 16) as i32,
+            amount: Amount::from_wire(word(b, 20) as i32),
+            extension,
+            rest: b[ext_end..len].to_vec(),
+        };
+        Ok((h, len))
+    }
+
+    /// The header as iperf 2.1.8 writes it: the flags as held, the parts, the kept bytes.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(V1_BYTES + EXTENSION_BYTES + self.rest.len());
+        for w in [
+            self.flags,
+            self.threads,
+            u32::from(self.port),
+            self.buffer_len,
+            self.window_band as u32,
+            self.amount.to_wire() as u32,
+        ] {
+            out.extend_from_slice(&w.to_be_bytes());
+        }
+        if let Some(e) = &self.extension {
+            encode_extension(e, &mut out);
+        }
+        out.extend_from_slice(&self.rest);
+        out
+    }
+
+    /// `-r` (one direction then the other) or `-d` (both at once): a test the server opens back.
+    pub fn dual(&self) -> Option<Dual> {
+        (self.flags & flags::VERSION1 != 0).then_some(if self.flags & flags::RUN_NOW != 0 {
+            Dual::Simultaneous
+        } else {
+            Dual::Tradeoff
+        })
+    }
+
+    /// Whether the extension's upper flags carry `bit` ([`upper`]).
+    pub fn has(&self, bit: u16) -> bool {
+        self.extension.is_some_and(|e| e.upper & bit != 0)
+    }
+}
+
+/// The two old ways to test both directions, each on connections the server opens back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dual {
+    /// `-r`: the client's test, then the server's.
+    Tradeoff,
+    /// `-d`: both at once.
+    Simultaneous,
+}
+
+fn extension(b: &[u8]) -> Extension {
+    Extension {
+        type_len: (word(b, 0) as i32, word(b, 4) as i32),
+        upper: half(b, 8),
+        lower: half(b, 10),
+        version: Version {
+            major: half(b, 12),
+            minor: half(b, 14),
+            patch: half(b, 16),
+            release: half(b, 18),
+        },
+        reserved: half(b, 20),
+        tos: half(b, 22),
+        rate_bps: u64::from(word(b, 24)) | u64::from(word(b, 28)) << 32,
+        write_prefetch: word(b, 32),
+    }
+}
+
+fn encode_extension(e: &Extension, out: &mut Vec<u8>) {
+    out.extend_from_slice(&(e.type_len.0 as u32).to_be_bytes());
+    out.extend_from_slice(&(e.type_len.1 as u32).to_be_bytes());
+    let v = e.version;
+    for h in [
+        e.upper, e.lower, v.major, v.minor, v.patch, v.release, e.reserved, e.tos,
+    ] {
+        out.extend_from_slice(&h.to_be_bytes());
+    }
+    out.extend_from_slice(&(e.rate_bps as u32).to_be_bytes());
+    out.extend_from_slice(&((e.rate_bps >> 32) as u32).to_be_bytes());
+    out.extend_from_slice(&e.write_prefetch.to_be_bytes());
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,238 @@
+//! Captures of iperf 2.1.8 (Debian's `iperf`) on loopback, each command line's header as it sent
+//! it (`iperf -c 127.0.0.1 ARGS` against a socket that kept the first bytes): parsed, read field by
+//! field, and written back byte for byte.
+
+use super::*;
+use crate::detect::{self, FirstBytes};
+use crate::udp::{Datagram, PREFIX_BYTES};
+use proptest::prelude::*;
+
+const CAPTURES: &[(&str, &str)] = &[
+    // iperf 2.1.8: tcp -n 8K
+    ("tcp -n 8K", "40010078000000010000176f000000000000000000002000000000000000000000000000000200010008000300000000000000000000000000000000"),
+    // iperf 2.1.8: tcp -t 1 -b 1M
+    ("tcp -t 1 -b 1M", "40010078000000010000176f0000000000000000ffffff9c000000000000000000000000000200010008000300000000001000000000000000000000"),
+    // iperf 2.1.8: tcp -n 8K -l 1000 -P 2
+    ("tcp -n 8K -l 1000 -P 2", "40010078000000020000176f000003e80000000000002000000000000000000000000000000200010008000300000000000000000000000000000000"),
+    // iperf 2.1.8: tcp -n 8K --trip-times
+    ("tcp -n 8K --trip-times", "400100a0000000010000176f000000000000000000002000000000000000000000100000000200010008000300000000000000000000000000000000000000006b1034090009b0060000000000000000"),
+    // iperf 2.1.8: tcp -n 8K -r
+    ("tcp -n 8K -r", "c0010078000000010000176f000000000000000000002000000000000000000000000000000200010008000300000000000000000000000000000000"),
+    // iperf 2.1.8: tcp -n 8K -d
+    ("tcp -n 8K -d", "c0010079000000010000176f000000000000000000002000000000000000000000000000000200010008000300000000000000000000000000000000"),
+    // iperf 2.1.8: tcp -n 8K --full-duplex
+    ("tcp -n 8K --full-duplex", "44010078000000010000176f000000000000000000002000000000000000000008000000000200010008000300000000000000000000000000000000"),
+    // iperf 2.1.8: tcp -n 8K -R
+    ("tcp -n 8K -R", "44010078000000010000176f000000000000000000002000000000000000000004000000000200010008000300000000000000000000000000000000"),
+    // iperf 2.1.8: udp -u -n 4K
+    ("udp -u -n 4K", "000000016b10376400057ee60000000048010098000000010000176e000000000000000000001000000000000000000000000000000200010008000300000000001000000000000000000000"),
+    // iperf 2.1.8: udp -u -n 4K (its last datagram)
+    ("udp -u -n 4K (its last datagram)", "ffffff346b1037640005d729ffffffff"),
+    // iperf 2.1.8: udp -u -t 1 -b 100K -l 200
+    ("udp -u -t 1 -b 100K -l 200", "000000016b103769000ea3600000000048010098000000010000176e000000c800000000ffffff9c000000000000000000000000000200010008000300000000000190000000000000000000"),
+    // iperf 2.1.8: udp -u -t 1 -b 100K -l 200 (its last datagram)
+    ("udp -u -t 1 -b 100K -l 200 (its last datagram)", "fffffef56b10376a000ee1ccffffffff"),
+    // iperf 2.1.8: udp -u -n 4K --trip-times
+    ("udp -u -n 4K --trip-times", "000000016b10377000085f3e00000000680100d8000000010000176e0000000000000000000010000000000000000000001000000002000100080003000000000010000000000000000000000000000000000000000000000000000000000000000000000000000000000000"),
+    // iperf 2.1.8: udp -u -n 4K --trip-times (its last datagram)
+    ("udp -u -n 4K --trip-times (its last datagram)", "ffffff346b1037700008b767ffffffff"),
+    // iperf 2.1.8: udp -u -n 4K --isochronous 60:100k,10k
+    ("udp -u -n 4K --isochronous 60:100k,10k", "000000016b1037760002802100000000680100d8000000010000176e0000000000000000000010000000000000000000000100000002000100080003000000000010000000000000000000000000000000000000000000000000000000000000000000000000000000000000"),
+    // iperf 2.1.8: udp -u -n 4K --isochronous 60:100k,10k (its last datagram)
+    ("udp -u -n 4K --isochronous 60:100k,10k (its last datagram)", "ffffff346b10377600028154ffffffff"),
+    // iperf 2.1.8: udp -u -n 4K -r
+    ("udp -u -n 4K -r", "000000016b10377b000b716100000000c8010098000000010000176e000000000000000000001000000000000000000000000000000200010008000300000000001000000000000000000000"),
+    // iperf 2.1.8: udp -u -n 4K -r (its last datagram)
+    ("udp -u -n 4K -r (its last datagram)", "ffffff346b10377b000bc9b5ffffffff"),
+];
+
+fn capture(name: &str) -> Vec<u8> {
+    let hex = CAPTURES.iter().find(|(n, _)| *n == name).unwrap().1;
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+fn tcp(name: &str) -> ClientHeader {
+    let b = capture(name);
+    let (h, used) = ClientHeader::parse(&b, 0).unwrap();
+    assert_eq!(used, b.len(), "{name}");
+    assert_eq!(h.encode(), b, "{name}: written back byte for byte");
+    h
+}
+
+/// The UDP datagram's prefix and header; both written back byte for byte.
+fn udp(name: &str) -> (Datagram, ClientHeader) {
+    let b = capture(name);
+    let (h, used) = ClientHeader::parse(&b[PREFIX_BYTES..], PREFIX_BYTES).unwrap();
+    assert_eq!(PREFIX_BYTES + used, b.len(), "{name}");
+    let seq64 = h.flags & flags::SEQNO64B != 0;
+    let d = Datagram::parse(&b, seq64).unwrap();
+    let mut again = d.encode(seq64).to_vec();
+    again.extend(h.encode());
+    assert_eq!(again, b, "{name}: written back byte for byte");
+    (d, h)
+}
+
+const IPERF_2_1_8: Version = Version {
+    major: 2,
+    minor: 1,
+    patch: 8,
+    release: 3,
+};
+
+#[test]
+fn a_tcp_clients_header_says_its_streams_port_amount_and_version() {
+    let h = tcp("tcp -n 8K");
+    assert_eq!((h.threads, h.port, h.buffer_len), (1, 5999, 0));
+    assert_eq!(h.amount, Amount::Bytes(8192));
+    let e = h.extension.unwrap();
+    assert_eq!((e.version, e.rate_bps, e.upper, e.lower), (IPERF_2_1_8, 0, 0, 0));
+    assert_eq!((h.dual(), h.rest.len()), (None, 0));
+    let h = tcp("tcp -t 1 -b 1M");
+    assert_eq!(h.amount, Amount::Centiseconds(100));
+    assert_eq!(h.amount.duration(), Some(Duration::from_secs(1)));
+    assert_eq!(h.extension.unwrap().rate_bps, 1 << 20);
+    let h = tcp("tcp -n 8K -l 1000 -P 2");
+    assert_eq!((h.threads, h.buffer_len), (2, 1000));
+}
+
+#[test]
+fn each_way_of_testing_both_directions_has_its_own_bits() {
+    assert_eq!(tcp("tcp -n 8K -r").dual(), Some(Dual::Tradeoff));
+    assert_eq!(tcp("tcp -n 8K -d").dual(), Some(Dual::Simultaneous));
+    let r = tcp("tcp -n 8K -R");
+    assert!(r.has(upper::REVERSE) && !r.has(upper::FULLDUPLEX) && r.dual().is_none());
+    let f = tcp("tcp -n 8K --full-duplex");
+    assert!(f.has(upper::FULLDUPLEX) && !f.has(upper::REVERSE));
+    assert!(r.flags & flags::VERSION2 != 0 && f.flags & flags::VERSION2 != 0);
+    // Trip times: a longer header (80 bytes), the start time kept in what follows the extension.
+    let t = tcp("tcp -n 8K --trip-times");
+    assert!(t.has(upper::TRIPTIME));
+    assert_eq!(t.rest.len(), 20);
+}
+
+#[test]
+fn every_udp_datagram_carries_its_sequence_send_time_and_the_header() {
+    let (d, h) = udp("udp -u -n 4K");
+    assert_eq!((d.seq, d.is_fin()), (1, false));
+    assert!(h.flags & flags::SEQNO64B != 0);
+    assert_eq!((h.port, h.amount), (5998, Amount::Bytes(4096)));
+    assert_eq!(
+        h.extension.unwrap().rate_bps,
+        1 << 20,
+        "UDP's default 1 Mbit/s is sent"
+    );
+    let (_, h) = udp("udp -u -t 1 -b 100K -l 200");
+    assert_eq!(
+        (h.buffer_len, h.amount.duration()),
+        (200, Some(Duration::from_secs(1)))
+    );
+    assert_eq!(h.extension.unwrap().rate_bps, 102_400);
+    let (_, h) = udp("udp -u -n 4K --trip-times");
+    assert!(h.has(upper::TRIPTIME) && h.flags & flags::UDPTESTS != 0);
+    let (_, h) = udp("udp -u -n 4K --isochronous 60:100k,10k");
+    assert!(h.has(upper::ISOCH) && !h.has(upper::TRIPTIME));
+    assert_eq!(udp("udp -u -n 4K -r").1.dual(), Some(Dual::Tradeoff));
+}
+
+#[test]
+fn a_udp_test_ends_with_negative_sequence_numbers_in_64_bits() {
+    for (name, last) in [
+        ("udp -u -n 4K (its last datagram)", -204),
+        ("udp -u -t 1 -b 100K -l 200 (its last datagram)", -267),
+    ] {
+        let b = capture(name);
+        let d = Datagram::parse(&b, true).unwrap();
+        assert_eq!((d.seq, d.is_fin()), (last, true), "{name}");
+        assert_eq!(d.encode(true).to_vec(), b);
+        // Read as 32 bits (a client without SEQNO64B), the same number.
+        assert_eq!(Datagram::parse(&b, false).unwrap().seq, last);
+    }
+}
+
+#[test]
+fn the_first_bytes_of_an_iperf2_client_are_told_from_iperf3s_and_landspeeds() {
+    for (name, _) in CAPTURES.iter().filter(|(n, _)| n.starts_with("tcp")) {
+        let b = capture(name);
+        assert_eq!(
+            detect::tcp(&b),
+            FirstBytes::Iperf2 {
+                header_bytes: b.len()
+            },
+            "{name}"
+        );
+        assert_eq!(detect::tcp(&b[..11]), FirstBytes::NeedMore);
+    }
+    // An iperf 3 cookie (36 characters of [a-z2-7] and a NUL), landspeed's preamble, HTTP.
+    let cookie = b"abcdefghijklmnopqrstuvwxyz2345672345\0";
+    assert_eq!(detect::tcp(cookie), FirstBytes::Other);
+    assert_eq!(
+        detect::tcp(b"LSPD\x00\x01\x00\x01\x00\x00\x00\x00"),
+        FirstBytes::Other
+    );
+    assert_eq!(detect::tcp(b"GET / HTTP/1.1\r\n"), FirstBytes::Other);
+    assert_eq!(detect::tcp(&[0u8; 12]), FirstBytes::Other);
+}
+
+#[test]
+fn a_header_that_is_none_or_cut_short_says_so() {
+    assert_eq!(
+        ClientHeader::parse(&[0, 0, 0, 0], 0),
+        Err(HeaderError::NoHeader(0))
+    );
+    let b = capture("tcp -n 8K");
+    assert_eq!(
+        ClientHeader::parse(&b[..40], 0),
+        Err(HeaderError::Short { got: 40, need: 60 })
+    );
+    // Declared 10 bytes, with an extension (24 + 36) announced.
+    let mut lying = b.clone();
+    lying[3] = 20;
+    assert_eq!(
+        ClientHeader::parse(&lying, 0),
+        Err(HeaderError::TooShortDeclared {
+            declared: 10,
+            need: 60
+        })
+    );
+    assert_eq!(
+        ClientHeader::parse(&b, PREFIX_BYTES).unwrap_err(),
+        HeaderError::TooShortDeclared {
+            declared: 60,
+            need: 76
+        },
+        "a TCP header read as a datagram's"
+    );
+}
+
+proptest! {
+    #[test]
+    fn no_bytes_make_the_readers_panic(b in proptest::collection::vec(any::<u8>(), 0..300), prefix in 0usize..20) {
+        let _ = ClientHeader::parse(&b, prefix);
+        let _ = Datagram::parse(&b, prefix % 2 == 0);
+        let _ = detect::tcp(&b);
+    }
+
+    #[test]
+    fn a_header_written_reads_back_the_same(
+        threads in 1u32..1000, port in any::<u16>(), buffer in any::<u32>(), band in any::<i32>(),
+        bytes in any::<bool>(), amount in 0u32..0x7FFF_FFFF, upper_bits in any::<u16>(),
+        rate in any::<u64>(), rest in proptest::collection::vec(any::<u8>(), 0..40),
+    ) {
+        let len = (V1_BYTES + EXTENSION_BYTES + rest.len()) as u32;
+        let h = ClientHeader {
+            flags: flags::EXTEND | flags::LEN_BIT | (len << 1),
+            threads, port, buffer_len: buffer, window_band: band,
+            amount: if bytes { Amount::Bytes(amount) } else { Amount::Centiseconds(amount) },
+            extension: Some(Extension {
+                type_len: (0, 0), upper: upper_bits, lower: 0, version: IPERF_2_1_8,
+                reserved: 0, tos: 0, rate_bps: rate, write_prefetch: 0,
+            }),
+            rest,
+        };
+        let b = h.encode();
+        prop_assert_eq!(ClientHeader::parse(&b, 0), Ok((h, b.len())));
+    }
+}

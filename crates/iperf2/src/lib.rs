@@ -1,0 +1,18 @@
+//! iperf 2's wire format, without I/O.
+//!
+//! iperf 2 (2.1.x, Debian's `iperf`) is the tool still maintained for what iperf 3 declined
+//! (multicast, trip times, isochronous frames, request/response); scripts and images around
+//! `iperf` speak it. Its protocol has no control channel: a TCP client's first bytes, and every UDP
+//! datagram after a 16-byte sequence and timestamp, carry the client's test header (what to run,
+//! how long, which way, which version), and a UDP test ends with negative sequence numbers the
+//! server acknowledges with its report. This crate holds those formats as typed values, parsed and
+//! written byte for byte as iperf 2.1.8 sends them (its tests are captures of that binary), so the
+//! server and client that speak it (issue #68) share one checked reading. docs/iperf2.md has the
+//! layout and what each field means.
+
+pub mod detect;
+pub mod header;
+pub mod udp;
+
+pub use header::{Amount, ClientHeader, Extension, HeaderError, Version};
+pub use udp::{Datagram, DatagramError};
