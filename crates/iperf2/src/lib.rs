@@ -12,7 +12,9 @@
 
 pub mod detect;
 pub mod header;
+pub mod report;
 pub mod udp;
 
 pub use header::{Amount, ClientHeader, Extension, HeaderError, Version};
+pub use report::ServerReport;
 pub use udp::{Datagram, DatagramError};
