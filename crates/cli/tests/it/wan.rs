@@ -711,22 +711,7 @@ fn the_phased_latency_test_finds_each_loads_queue_in_its_own_direction() {
     w.serve_in_b();
     let irtt = irtt_one_way_ms(&mut w);
     // Once under the emulator's tail drop, once under FQ-CoDel (`--aqm` switches it and puts it back).
-    let o = w.in_a(
-        &[
-            "latency",
-            "198.18.0.2",
-            "--phase",
-            "2s",
-            "--json",
-            "--run-arg=-C",
-            "--run-arg=cubic",
-            "--aqm",
-            "tail-drop,fq-codel",
-        ],
-        Duration::from_secs(90),
-    );
-    assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
-    let both: Value = serde_json::from_str(&o.stdout).unwrap();
+    let both = phases_under(&w, "tail-drop,fq-codel", Duration::from_secs(90));
     assert_eq!(both["schema"], "landspeed-latency-aqm/1");
     assert_eq!(both["restored_aqm"], "tail-drop");
     fq_codel_isolates_the_probes(&w, &both["runs"][1]);
@@ -885,6 +870,24 @@ fn fq_codel_phases(run: &Value) -> Result<(), String> {
     Ok(())
 }
 
+/// `latency --phase 2s` (CUBIC loads) under each discipline of `aqm`, its JSON.
+fn phases_under(w: &Wan, aqm: &str, timeout: Duration) -> Value {
+    let args = [
+        "latency",
+        "198.18.0.2",
+        "--phase",
+        "2s",
+        "--json",
+        "--run-arg=-C",
+        "--run-arg=cubic",
+        "--aqm",
+        aqm,
+    ];
+    let o = w.in_a(&args, timeout);
+    assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
+    serde_json::from_str(&o.stdout).unwrap()
+}
+
 /// FQ-CoDel isolates the probes from the loads, unless the probes' flow hashes into a load flow's
 /// queue (1,024 queues, the flows' ephemeral ports: about one run in 300 shares the upload's), as a
 /// real FQ-CoDel's would; one such run (3.03 ms of probe sojourn, 2026-12-02) is no failure of the
@@ -892,22 +895,7 @@ fn fq_codel_phases(run: &Value) -> Result<(), String> {
 fn fq_codel_isolates_the_probes(w: &Wan, first: &Value) {
     let Err(why) = fq_codel_phases(first) else { return };
     eprintln!("FQ-CoDel run shared a queue with a load, trying once more: {why}");
-    let o = w.in_a(
-        &[
-            "latency",
-            "198.18.0.2",
-            "--phase",
-            "2s",
-            "--json",
-            "--run-arg=-C",
-            "--run-arg=cubic",
-            "--aqm",
-            "fq-codel",
-        ],
-        Duration::from_secs(60),
-    );
-    assert_eq!(o.code, 0, "{}{}", o.stdout, o.stderr);
-    let again: Value = serde_json::from_str(&o.stdout).unwrap();
+    let again = phases_under(w, "fq-codel", Duration::from_secs(60));
     if let Err(why) = fq_codel_phases(&again["runs"][0]) {
         panic!("FQ-CoDel did not keep the probes out of the loads' queue twice: {why}");
     }
