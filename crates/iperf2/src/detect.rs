@@ -32,7 +32,7 @@ pub fn tcp(first: &[u8]) -> FirstBytes {
     if first.len() < NEEDED_BYTES {
         return FirstBytes::NeedMore;
     }
-    let word = |at: usize| u32::from_be_bytes([first[at], first[at + 1], first[at + 2], first[at + 3]]);
+    let word = |at: usize| crate::be32(first, at);
     let (f, threads, port) = (word(0), word(4), word(8));
     let announced = f & flags::LEN_BIT != 0 || f & (flags::VERSION1 | flags::EXTEND) != 0;
     if !announced || threads == 0 || threads > MAX_THREADS || port > u32::from(u16::MAX) {

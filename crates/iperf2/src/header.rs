@@ -162,9 +162,7 @@ pub enum HeaderError {
     },
 }
 
-fn word(b: &[u8], at: usize) -> u32 {
-    u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
-}
+use crate::be32 as word;
 
 fn half(b: &[u8], at: usize) -> u16 {
     u16::from_be_bytes([b[at], b[at + 1]])

@@ -15,6 +15,20 @@ pub mod header;
 pub mod report;
 pub mod udp;
 
+/// The big-endian word at `at` (every field of iperf 2's formats is one or a pair).
+pub(crate) fn be32(b: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+/// Bytes from their hex (the tests' captures).
+#[cfg(test)]
+pub(crate) fn unhex(hex: &str) -> Vec<u8> {
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+        .collect()
+}
+
 pub use header::{Amount, ClientHeader, Extension, HeaderError, Version};
 pub use report::ServerReport;
 pub use udp::{Datagram, DatagramError};

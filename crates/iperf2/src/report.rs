@@ -55,9 +55,9 @@ pub struct ServerReport {
     pub rate_span_s: u32,
 }
 
+/// The `i`th word after the prefix.
 fn word(b: &[u8], i: usize) -> u32 {
-    let at = PREFIX_BYTES + 4 * i;
-    u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+    crate::be32(b, PREFIX_BYTES + 4 * i)
 }
 
 fn time(b: &[u8], i: usize) -> Duration {
@@ -152,11 +152,7 @@ mod tests {
     ];
 
     fn bytes(name: &str) -> Vec<u8> {
-        let hex = CAPTURES.iter().find(|(n, _)| *n == name).unwrap().1;
-        (0..hex.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
-            .collect()
+        crate::unhex(CAPTURES.iter().find(|(n, _)| *n == name).unwrap().1)
     }
 
     fn us(d: Duration) -> u128 {

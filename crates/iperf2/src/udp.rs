@@ -30,9 +30,7 @@ pub enum DatagramError {
     BadTime(u32),
 }
 
-fn word(b: &[u8], at: usize) -> u32 {
-    u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
-}
+use crate::be32 as word;
 
 impl Datagram {
     /// Reads the prefix; `seq64` when the client's header has `SEQNO64B`.

@@ -47,11 +47,7 @@ const CAPTURES: &[(&str, &str)] = &[
 ];
 
 fn capture(name: &str) -> Vec<u8> {
-    let hex = CAPTURES.iter().find(|(n, _)| *n == name).unwrap().1;
-    (0..hex.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
-        .collect()
+    crate::unhex(CAPTURES.iter().find(|(n, _)| *n == name).unwrap().1)
 }
 
 fn tcp(name: &str) -> ClientHeader {
