@@ -4,7 +4,7 @@
 //! client's cookie begins with lowercase letters, whose bits look like the extension's), so the
 //! stream count and port words are read too: small numbers in iperf 2's header, text in a cookie.
 
-use crate::header::{flags, ClientHeader};
+use crate::header::ClientHeader;
 
 /// Bytes the decision needs.
 pub const NEEDED_BYTES: usize = 12;
@@ -34,10 +34,10 @@ pub fn tcp(first: &[u8]) -> FirstBytes {
     }
     let word = |at: usize| crate::be32(first, at);
     let (f, threads, port) = (word(0), word(4), word(8));
-    let announced = f & flags::LEN_BIT != 0 || f & (flags::VERSION1 | flags::EXTEND) != 0;
-    if !announced || threads == 0 || threads > MAX_THREADS || port > u32::from(u16::MAX) {
+    if threads == 0 || threads > MAX_THREADS || port > u32::from(u16::MAX) {
         return FirstBytes::Other;
     }
+    // The flags must announce a header whose declared length holds its parts.
     match ClientHeader::len_from_flags(f, 0) {
         Ok(header_bytes) => FirstBytes::Iperf2 { header_bytes },
         Err(_) => FirstBytes::Other,
