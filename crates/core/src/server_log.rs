@@ -177,11 +177,14 @@ pub enum RefusalKind {
     /// A connection still proving itself (or still sending its request) whose place in a full
     /// admission pool went to a client from an address or network holding fewer.
     Evicted,
+    /// A well-formed request for a mode this server does not serve (iperf 2's `-r` and `-d`, which
+    /// would have it connect back to the client; its `--permit-key`).
+    Unserved,
 }
 
 impl RefusalKind {
     /// Every kind, in order.
-    pub const ALL: [RefusalKind; 14] = [
+    pub const ALL: [RefusalKind; 15] = [
         RefusalKind::NotAllowed,
         RefusalKind::RateLimited,
         RefusalKind::Busy,
@@ -196,6 +199,7 @@ impl RefusalKind {
         RefusalKind::Memory,
         RefusalKind::StreamHandshake,
         RefusalKind::Evicted,
+        RefusalKind::Unserved,
     ];
 
     /// Its name in counters, JSON and metric labels.
@@ -215,6 +219,7 @@ impl RefusalKind {
             RefusalKind::Memory => "memory",
             RefusalKind::StreamHandshake => "stream_handshake",
             RefusalKind::Evicted => "evicted",
+            RefusalKind::Unserved => "unserved",
         }
     }
 }

@@ -18,8 +18,12 @@ pub mod flags {
     pub const UDPTESTS: u32 = 0x2000_0000;
     /// UDP sequence numbers are 64 bits (the prefix's fourth word is their upper half).
     pub const SEQNO64B: u32 = 0x0800_0000;
+    /// A permit key follows (`--permit-key`, iperf 2's shared-secret check).
+    pub const KEYCHECK: u32 = 0x1000_0000;
     /// Set with `-R` and `--full-duplex`.
     pub const VERSION2: u32 = 0x0400_0000;
+    /// A `VERSION2` client asks for the server's header ack (peer detection).
+    pub const V2PEERDETECT: u32 = 0x0200_0000;
     /// `--bounceback`.
     pub const BOUNCEBACK: u32 = 0x0080_0000;
     /// The low bits below hold the header's length.
@@ -36,10 +40,18 @@ pub mod upper {
     pub const ISOCH: u16 = 0x0001;
     /// `--trip-times`: one-way delays, the clocks assumed synchronized.
     pub const TRIPTIME: u16 = 0x0010;
+    /// The isochronous settings follow the start time.
+    pub const ISOCH_SETTINGS: u16 = 0x0040;
+    /// `-b` was given (the rate words hold it).
+    pub const BWSET: u16 = 0x0100;
     /// `-R`: the server sends.
     pub const REVERSE: u16 = 0x0400;
     /// `--full-duplex`: both send on the one connection.
     pub const FULLDUPLEX: u16 = 0x0800;
+    /// `--txstart-time`: the client starts at the epoch time in its header.
+    pub const EPOCH_START: u16 = 0x1000;
+    /// `--burst-period`/`--burst-size`: writes in periodic bursts.
+    pub const PERIODICBURST: u16 = 0x2000;
 }
 
 /// The version-1 fields' size.
@@ -302,4 +314,4 @@ fn encode_extension(e: &Extension, out: &mut Vec<u8>) {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -10,9 +10,11 @@
 //! server and client that speak it (issue #68) share one checked reading. docs/iperf2.md has the
 //! layout and what each field means.
 
+pub mod ack;
 pub mod detect;
 pub mod header;
 pub mod report;
+pub mod spec;
 pub mod udp;
 
 /// The big-endian word at `at` (every field of iperf 2's formats is one or a pair).
@@ -29,6 +31,8 @@ pub(crate) fn unhex(hex: &str) -> Vec<u8> {
         .collect()
 }
 
+pub use ack::HeaderAck;
 pub use header::{Amount, ClientHeader, Extension, HeaderError, Version};
 pub use report::ServerReport;
+pub use spec::{TcpPlan, Unserved};
 pub use udp::{Datagram, DatagramError};

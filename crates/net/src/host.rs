@@ -94,6 +94,8 @@ pub struct ServerOptions {
 pub enum Keyless {
     /// iperf3's protocol (its clients without iperf3's own credentials).
     Iperf3,
+    /// iperf 2's protocol (it has no authentication).
+    Iperf2,
     /// M-Lab's ndt7.
     Ndt7,
     /// The QUIC performance protocol.
@@ -296,6 +298,8 @@ pub(crate) struct Shared {
     pub(crate) opts: ServerOptions,
     pub(crate) registry: Registry,
     pub(crate) iperf3: Iperf3Registry,
+    /// iperf 2 tests still gathering their streams.
+    pub(crate) iperf2: crate::iperf2::Gatherings,
     pub(crate) udp: Registry,
     pub(crate) iperf3_udp: Iperf3UdpWaiting,
     pub(crate) shutdown: AtomicBool,
@@ -686,6 +690,7 @@ impl Shared {
             quic,
             registry: Mutex::new(HashMap::new()),
             iperf3: Mutex::new(HashMap::new()),
+            iperf2: crate::iperf2::Gatherings::default(),
             udp: Mutex::new(HashMap::new()),
             iperf3_udp: Mutex::new(Vec::new()),
             shutdown: AtomicBool::new(false),

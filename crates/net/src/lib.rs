@@ -15,6 +15,7 @@ pub mod control;
 mod dial;
 mod host;
 pub mod http;
+mod iperf2;
 mod iperf3;
 mod landspeed;
 mod ndt7;

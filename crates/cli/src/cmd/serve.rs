@@ -218,6 +218,8 @@ pub struct ServeArgs {
 pub enum OpenProtocol {
     /// iperf3's protocol.
     Iperf3,
+    /// iperf 2's protocol (2.1.x clients; it has no authentication).
+    Iperf2,
     /// M-Lab's ndt7 (serve --ndt7).
     Ndt7,
     /// The QUIC performance protocol.
@@ -230,6 +232,7 @@ impl From<OpenProtocol> for landspeed_net::Keyless {
     fn from(p: OpenProtocol) -> Self {
         match p {
             OpenProtocol::Iperf3 => Self::Iperf3,
+            OpenProtocol::Iperf2 => Self::Iperf2,
             OpenProtocol::Ndt7 => Self::Ndt7,
             OpenProtocol::QuicPerf => Self::QuicPerf,
             OpenProtocol::Rpm => Self::Rpm,

@@ -50,7 +50,7 @@ fn capture(name: &str) -> Vec<u8> {
     crate::unhex(CAPTURES.iter().find(|(n, _)| *n == name).unwrap().1)
 }
 
-fn tcp(name: &str) -> ClientHeader {
+pub(crate) fn tcp(name: &str) -> ClientHeader {
     let b = capture(name);
     let (h, used) = ClientHeader::parse(&b, 0).unwrap();
     assert_eq!(used, b.len(), "{name}");

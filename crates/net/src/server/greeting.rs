@@ -7,8 +7,10 @@
 
 use crate::control::{Arrival, ControlWriter, Input};
 use crate::host::{tcp_closer, RefusalKind, Shared};
-use crate::{iperf3, landspeed};
+use crate::{iperf2, iperf3, landspeed};
 use landspeed_engine::supervisor::Wake;
+use landspeed_iperf2::detect::{self as iperf2_detect, FirstBytes};
+use landspeed_iperf2::header::MAX_HEADER_BYTES as MAX_IPERF2;
 use landspeed_iperf3::{State, COOKIE_LEN};
 use landspeed_proto::preamble::MAX_LEN as MAX_PREAMBLE;
 use landspeed_proto::{classify, Message, Preamble, PreambleError, Refusal, Speaker};
@@ -30,12 +32,16 @@ pub(super) const MAX_PENDING_PER_ADDRESS: usize = 64;
 pub(super) const MAX_REFUSING: usize = 256;
 /// How long a connection being refused may take to send its first byte.
 const REFUSING_WAIT: Duration = Duration::from_secs(1);
-/// The longest greeting: a data-stream preamble or an iperf3 cookie.
-const MAX_GREETING: usize = if MAX_PREAMBLE > COOKIE_LEN {
-    MAX_PREAMBLE
-} else {
-    COOKIE_LEN
-};
+/// The longest greeting: a data-stream preamble, an iperf3 cookie or an iperf 2 header.
+const MAX_GREETING: usize = max(max(MAX_PREAMBLE, COOKIE_LEN), MAX_IPERF2);
+
+const fn max(a: usize, b: usize) -> usize {
+    if a > b {
+        a
+    } else {
+        b
+    }
+}
 
 /// What a complete greeting says.
 #[derive(Debug, PartialEq)]
@@ -44,6 +50,8 @@ pub(super) enum Greeting {
     /// A data connection's preamble (kind `D`).
     Data(Preamble),
     Iperf3([u8; COOKIE_LEN]),
+    /// An iperf 2 client's header, exactly its bytes.
+    Iperf2(Vec<u8>),
     Unknown(u8),
     Bad(PreambleError),
 }
@@ -61,7 +69,7 @@ pub(super) fn step(buf: &[u8]) -> Step {
         return Step::Need(1);
     };
     match classify(first) {
-        Speaker::Unknown => Step::Done(Greeting::Unknown(first)),
+        Speaker::Unknown => iperf2_step(buf).unwrap_or(Step::Done(Greeting::Unknown(first))),
         Speaker::Iperf3 if buf.len() < COOKIE_LEN => Step::Need(COOKIE_LEN),
         Speaker::Iperf3 => {
             let mut c = [0u8; COOKIE_LEN];
@@ -74,6 +82,20 @@ pub(super) fn step(buf: &[u8]) -> Step {
             Ok(Some((p @ Preamble::Data { .. }, _))) => Step::Done(Greeting::Data(p)),
             Err(e) => Step::Done(Greeting::Bad(e)),
         },
+    }
+}
+
+/// An iperf 2 client's header so far (its first bytes are no landspeed or iperf3 greeting): how much
+/// more it needs, or the whole header; None when the bytes are not iperf 2's either.
+fn iperf2_step(buf: &[u8]) -> Option<Step> {
+    match iperf2_detect::tcp(buf) {
+        // The first word's top bits announce a header (the version-1 or the extension bit).
+        FirstBytes::NeedMore if buf[0] & 0xC0 != 0 => Some(Step::Need(iperf2_detect::NEEDED_BYTES)),
+        FirstBytes::NeedMore | FirstBytes::Other => None,
+        FirstBytes::Iperf2 { header_bytes } if buf.len() < header_bytes => Some(Step::Need(header_bytes)),
+        FirstBytes::Iperf2 { header_bytes } => {
+            Some(Step::Done(Greeting::Iperf2(buf[..header_bytes].to_vec())))
+        }
     }
 }
 
@@ -328,13 +350,17 @@ fn dispatch(p: Pending, g: Greeting, shared: &Arc<Shared>) {
     let quick = Duration::from_millis(500);
     if !shared.allowed(peer) {
         let reply = match g {
-            Greeting::Iperf3(_) => Answer::Iperf3Denied,
-            _ => Answer::Control(Box::new(Message::Rejected {
+            Greeting::Iperf3(_) => Some(Answer::Iperf3Denied),
+            // iperf 2 has no message for it: the connection closes.
+            Greeting::Iperf2(_) => None,
+            _ => Some(Answer::Control(Box::new(Message::Rejected {
                 reason: "this server does not take tests from your address".into(),
                 code: Refusal::NotAllowed,
-            })),
+            }))),
         };
-        answer(stream, quick, reply);
+        if let Some(reply) = reply {
+            answer(stream, quick, reply);
+        }
         return refuse(RefusalKind::NotAllowed, "address not in the allow-list".into());
     }
     match g {
@@ -345,6 +371,11 @@ fn dispatch(p: Pending, g: Greeting, shared: &Arc<Shared>) {
                 spawn(shared, peer, move |sh| {
                     iperf3::server::handle(stream, cookie, peer, sh)
                 });
+            }
+        }
+        Greeting::Iperf2(header) => {
+            if let Some(test) = iperf2::server::arrival(stream, &header, peer, shared) {
+                spawn(shared, peer, move |sh| test.serve(sh));
             }
         }
         Greeting::Unknown(b) => refuse(
@@ -477,6 +508,23 @@ mod tests {
         let mut k = ctl.clone();
         k[6] = b'Z';
         assert!(matches!(step(&k), Step::Done(Greeting::Bad(_))));
+    }
+
+    #[test]
+    fn an_iperf2_header_is_read_whole_and_no_further() {
+        // iperf 2.1.8's `-n 8K` header (60 bytes), then its data.
+        let mut h = vec![0x40, 0x01, 0x00, 0x78, 0, 0, 0, 1, 0, 0, 0x17, 0x6f];
+        h.resize(60, 0);
+        h.extend_from_slice(b"0123456789");
+        assert_eq!(step(&h[..1]), Step::Need(12));
+        assert_eq!(step(&h[..11]), Step::Need(12));
+        for n in 12..60 {
+            assert_eq!(step(&h[..n]), Step::Need(60), "{n}");
+        }
+        assert_eq!(step(&h), Step::Done(Greeting::Iperf2(h[..60].to_vec())));
+        // A first word that announces no header, or a stream count no iperf 2 sends: not iperf 2.
+        assert_eq!(step(&[0x01; 12]), Step::Done(Greeting::Unknown(0x01)));
+        assert_eq!(step(&[0x40; 12]), Step::Done(Greeting::Unknown(0x40)));
     }
 
     #[test]

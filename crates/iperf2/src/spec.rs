@@ -1,0 +1,172 @@
+//! What landspeed's server runs for an iperf 2 client's TCP header: the test as a landspeed
+//! [`TestSpec`], whether its streams carry both directions on one connection, and what of the header
+//! it does not serve, each named in one line (iperf 2 has no message to refuse a test with, so the
+//! line goes to the server's log and the connection is closed).
+
+use crate::header::{flags, upper, Amount, ClientHeader, Dual};
+use landspeed_core::config::{Direction, EndCondition, RxMode, TestSpec, Transport};
+use std::time::Duration;
+
+/// iperf 2's TCP write size when the client gives none (`-l`): 128 KiB.
+pub const DEFAULT_TCP_LEN: u64 = 128 * 1024;
+
+/// The test for one header.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TcpPlan {
+    /// The test as landspeed runs it (nothing verified: iperf 2's payload is its own).
+    pub spec: TestSpec,
+    /// `--full-duplex`: each connection carries both directions (the spec is `Bidir`, its streams
+    /// pairs on one socket).
+    pub full_duplex: bool,
+    /// What of the header is accepted but not measured yet, for the result's warnings.
+    pub notes: Vec<String>,
+}
+
+/// A header this server does not serve.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unserved {
+    /// `-r` or `-d`: the server would connect back to the client.
+    #[error("iperf 2's {} asks the server to connect back to the client; not served (use -R or --full-duplex)", match .0 { Dual::Tradeoff => "-r", Dual::Simultaneous => "-d" })]
+    ConnectBack(Dual),
+    /// `--permit-key`.
+    #[error("iperf 2's --permit-key is not served (a keyed landspeed server takes iperf 2 only with --open iperf2)")]
+    PermitKey,
+    /// A UDP header on a TCP connection.
+    #[error("a UDP test header on a TCP connection")]
+    UdpOnTcp,
+    /// No stream at all.
+    #[error("an iperf 2 header asking for no streams")]
+    NoStreams,
+}
+
+impl ClientHeader {
+    /// The TCP test this header asks of the server, with `payload_key` for the server's own sending.
+    pub fn tcp_plan(&self, payload_key: u64) -> Result<TcpPlan, Unserved> {
+        if let Some(d) = self.dual() {
+            return Err(Unserved::ConnectBack(d));
+        }
+        if self.flags & flags::KEYCHECK != 0 {
+            return Err(Unserved::PermitKey);
+        }
+        if self.flags & (flags::UDPTESTS | flags::SEQNO64B) != 0 {
+            return Err(Unserved::UdpOnTcp);
+        }
+        if self.threads == 0 {
+            return Err(Unserved::NoStreams);
+        }
+        let reverse = self.flags & flags::VERSION2 != 0 && self.has(upper::REVERSE);
+        let full_duplex = self.flags & flags::VERSION2 != 0 && self.has(upper::FULLDUPLEX);
+        let direction = match (full_duplex, reverse) {
+            (true, _) => Direction::Bidir,
+            (false, true) => Direction::Reverse,
+            (false, false) => Direction::Forward,
+        };
+        let end = match self.amount {
+            // Each stream moves the amount (iperf 2's -n is per thread).
+            Amount::Bytes(n) => EndCondition::Bytes(u64::from(n) * u64::from(self.threads)),
+            Amount::Centiseconds(c) => EndCondition::Time(Duration::from_millis(u64::from(c) * 10)),
+        };
+        let rate = self.extension.map_or(0, |e| e.rate_bps);
+        let spec = TestSpec {
+            streams: self.threads,
+            length_bytes: match self.buffer_len {
+                0 => DEFAULT_TCP_LEN,
+                n => u64::from(n),
+            },
+            end,
+            direction,
+            window_bytes: (self.window_band > 0).then_some(self.window_band as u64),
+            // iperf 2's -b on TCP limits each stream.
+            fq_rate_bps: (rate > 0).then_some(rate as f64),
+            verify: false,
+            payload_key,
+            rx: RxMode::Discard,
+            transport: Transport::Tcp,
+            tos: self.extension.map(|e| e.tos as u8).filter(|t| *t != 0),
+            ..TestSpec::default()
+        };
+        Ok(TcpPlan {
+            spec,
+            full_duplex,
+            notes: self.unmeasured(),
+        })
+    }
+
+    /// What the header asks for that the server counts as plain bytes for now.
+    fn unmeasured(&self) -> Vec<String> {
+        [
+            (
+                upper::TRIPTIME,
+                "--trip-times: the one-way delays in the client's writes are not read yet; bytes only",
+            ),
+            (
+                upper::ISOCH,
+                "--isochronous: the frames are counted as bytes; frame arrivals and latency are not read yet",
+            ),
+            (
+                upper::PERIODICBURST,
+                "--burst-period: the bursts are counted as bytes; their latency is not read yet",
+            ),
+        ]
+        .into_iter()
+        .filter(|(bit, _)| self.has(*bit))
+        .map(|(_, note)| note.to_string())
+        .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::header::tests::tcp;
+
+    #[test]
+    fn each_captured_tcp_command_line_becomes_its_test() {
+        let p = tcp("tcp -n 8K").tcp_plan(7).unwrap();
+        assert_eq!(p.spec.direction, Direction::Forward);
+        assert_eq!(p.spec.end, EndCondition::Bytes(8192));
+        assert_eq!(p.spec.length_bytes, DEFAULT_TCP_LEN);
+        assert!(!p.spec.verify && !p.full_duplex && p.notes.is_empty());
+        assert!(p.spec.clone().validated().is_ok());
+
+        let p = tcp("tcp -t 1 -b 1M").tcp_plan(7).unwrap();
+        assert_eq!(p.spec.end, EndCondition::Time(Duration::from_secs(1)));
+        assert_eq!(p.spec.fq_rate_bps, Some(1_048_576.0));
+
+        let p = tcp("tcp -n 8K -l 1000 -P 2").tcp_plan(7).unwrap();
+        assert_eq!((p.spec.streams, p.spec.length_bytes), (2, 1000));
+        assert_eq!(p.spec.end, EndCondition::Bytes(16384), "-n is each stream's");
+
+        let p = tcp("tcp -n 8K -R").tcp_plan(7).unwrap();
+        assert_eq!(p.spec.direction, Direction::Reverse);
+        let p = tcp("tcp -n 8K --full-duplex").tcp_plan(7).unwrap();
+        assert_eq!(p.spec.direction, Direction::Bidir);
+        assert!(p.full_duplex);
+        assert_eq!(p.spec.total_streams(), 2);
+
+        let p = tcp("tcp -n 8K --trip-times").tcp_plan(7).unwrap();
+        assert_eq!(p.notes.len(), 1);
+    }
+
+    #[test]
+    fn what_is_not_served_is_named() {
+        assert_eq!(
+            tcp("tcp -n 8K -r").tcp_plan(0),
+            Err(Unserved::ConnectBack(Dual::Tradeoff))
+        );
+        let e = tcp("tcp -n 8K -d").tcp_plan(0).unwrap_err();
+        assert!(
+            e.to_string().contains("-d asks the server to connect back"),
+            "{e}"
+        );
+        let mut h = tcp("tcp -n 8K");
+        h.flags |= flags::KEYCHECK;
+        assert_eq!(h.tcp_plan(0), Err(Unserved::PermitKey));
+        let mut h = tcp("tcp -n 8K");
+        h.flags |= flags::SEQNO64B;
+        assert_eq!(h.tcp_plan(0), Err(Unserved::UdpOnTcp));
+        let mut h = tcp("tcp -n 8K");
+        h.threads = 0;
+        assert_eq!(h.tcp_plan(0), Err(Unserved::NoStreams));
+    }
+}

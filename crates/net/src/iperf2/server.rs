@@ -1,0 +1,415 @@
+//! Serving unmodified iperf 2 clients on landspeed's port. The greeting has read a connection's
+//! header (`landspeed_iperf2::detect` told it from the other protocols); here it joins its test
+//! (`gather`), the test is admitted as any other (a keyed server refuses iperf 2 unless `--open
+//! iperf2`, since it carries no key; `--max-streams`, `--max-duration`, `--max-bytes`, the slots per
+//! server and address, the per-minute rate, the memory budget), each stream gets iperf 2's header
+//! ack when its client expects one, and the engine runs: receiving to the end of each stream
+//! (`-t`, `-n`: the client decides), sending for `-R` and `--full-duplex` (on the same connection,
+//! as iperf 2 does) until the time or bytes the header asked. iperf 2 cannot be told why a test is
+//! refused: the connection is closed and the server's log says why.
+
+use super::gather::{Arrived, Joining, GATHER_WAIT};
+use crate::host::{Keyless, RefusalKind, Shared, TestLog};
+use landspeed_core::assemble::RunContext;
+use landspeed_core::config::{Direction, Flow, Test};
+use landspeed_core::endpoint::{EndpointReport, IntervalSample, Role, StreamReport};
+use landspeed_engine::sockopt;
+use landspeed_engine::supervisor::{self, EngineHook, EngineParams, Flags, Progress, Wake, Wiring};
+use landspeed_engine::transport::tcp::{DataStream, Tcp};
+use landspeed_iperf2::ack::{AckTimes, HeaderAck, WireTime, SPOKEN};
+use landspeed_iperf2::{ClientHeader, TcpPlan};
+use std::io::Write;
+use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+/// A connection whose greeting was an iperf 2 header (`raw`, exactly its bytes): refused on a keyed
+/// server, else given to its test; the first connection of a test comes back as the test to run (in
+/// a thread of its own). Runs on the accepting thread, so it never waits on the client.
+pub(crate) fn arrival(stream: TcpStream, raw: &[u8], peer: SocketAddr, shared: &Shared) -> Option<Opened> {
+    let Ok((header, _)) = ClientHeader::parse(raw, 0) else {
+        // The greeting checked the header's length; a header it passed always parses.
+        shared.refuse(
+            peer,
+            RefusalKind::Malformed,
+            "iperf2: a header that does not parse",
+        );
+        return None;
+    };
+    if shared.keyed_only(Keyless::Iperf2) {
+        shared.refuse(
+            peer,
+            RefusalKind::Keyed,
+            "iperf2: this server requires a key and does not open iperf 2's protocol (serve --open iperf2)",
+        );
+        return None;
+    }
+    let accepted = SystemTime::now();
+    match shared.iperf2.arrive(peer.ip(), &header, stream) {
+        (Arrived::Opens(id, rx), Some(socket)) => Some(Opened {
+            first: Stream {
+                socket,
+                header,
+                accepted,
+            },
+            id,
+            rx,
+            peer,
+        }),
+        _ => None,
+    }
+}
+
+/// A test whose first connection has come.
+pub(crate) struct Opened {
+    first: Stream,
+    id: u64,
+    rx: std::sync::mpsc::Receiver<Joining>,
+    peer: SocketAddr,
+}
+
+impl Opened {
+    /// Runs the test: admitted, gathered, measured, logged.
+    pub(crate) fn serve(self, shared: &Arc<Shared>) {
+        let id = self.id;
+        serve(self.first, (id, self.rx), self.peer, shared);
+        shared.iperf2.close(id);
+    }
+}
+
+/// One of a test's connections.
+struct Stream {
+    socket: TcpStream,
+    header: ClientHeader,
+    accepted: SystemTime,
+}
+
+/// Runs the test `first` opened: admitted, gathered, measured, logged.
+fn serve(
+    first: Stream,
+    (id, rx): (u64, std::sync::mpsc::Receiver<Joining>),
+    peer: SocketAddr,
+    shared: &Arc<Shared>,
+) {
+    let refuse = |kind, reason: String| shared.refuse(peer, kind, format!("iperf2: {reason}"));
+    let key = getrandom::u64().unwrap_or(0x1a2b_3c4d);
+    let plan = match first.header.tcp_plan(key) {
+        Ok(p) => p,
+        Err(e) => return refuse(RefusalKind::Unserved, e.to_string()),
+    };
+    let test = match plan.spec.clone().validated() {
+        Ok(t) => t,
+        Err(e) => {
+            return refuse(
+                RefusalKind::Unserved,
+                format!("the header asks for a test landspeed does not run: {e}"),
+            )
+        }
+    };
+    if let Some(over) = shared.opts.limits.check(&test) {
+        return refuse(RefusalKind::Unserved, over.to_string());
+    }
+    if let Err(why) = shared.admit(peer) {
+        return refuse(RefusalKind::RateLimited, why);
+    }
+    let Ok(_slot) = shared.slot(peer) else {
+        return refuse(RefusalKind::Busy, "busy (every test slot in use)".into());
+    };
+    let Ok(_memory) = shared.hold_memory(&test) else {
+        return refuse(
+            RefusalKind::Memory,
+            "its test needs more memory than the server has left".into(),
+        );
+    };
+    let mut streams = vec![first];
+    gather(&mut streams, &rx, plan.spec.streams, &shared.shutdown);
+    shared.iperf2.close(id);
+    drop(rx);
+    let mut log = TestLog::new(peer, "iperf2");
+    log.protocol = protocol(&streams[0].header);
+    log.streams = streams.len() as u32;
+    log.direction = Some(test.direction);
+    if let Err(e) = run(&streams, (&plan, &test), shared, &mut log) {
+        log.error = Some(e);
+    }
+    shared.tests_done.fetch_add(1, Relaxed);
+    shared.emit(crate::host::ServerEvent::Test(log));
+}
+
+/// "iperf2 2.1.8" from the client's header, or "iperf2" when it sends no version.
+fn protocol(h: &ClientHeader) -> String {
+    match h.extension {
+        Some(e) => {
+            let v = e.version;
+            format!("iperf2 {}.{}.{}", v.major, v.minor, v.patch)
+        }
+        None => "iperf2".into(),
+    }
+}
+
+/// Takes the test's other streams as they come, until it has `want` or its time is up (a test then
+/// runs with the streams that came: the result says how many).
+fn gather(
+    streams: &mut Vec<Stream>,
+    rx: &std::sync::mpsc::Receiver<Joining>,
+    want: u32,
+    shutdown: &AtomicBool,
+) {
+    let until = Instant::now() + GATHER_WAIT;
+    while streams.len() < want as usize && !shutdown.load(Relaxed) {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        match rx.recv_timeout(left.min(Duration::from_millis(100))) {
+            Ok((socket, header)) => streams.push(Stream {
+                socket,
+                header,
+                accepted: SystemTime::now(),
+            }),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            Err(_) => break,
+        }
+    }
+}
+
+/// Sends each stream iperf 2's header ack when its client expects one (the server's version, and
+/// with trip times the clock check's stamps).
+fn acknowledge(s: &Stream, timeout: Duration) {
+    if !HeaderAck::wanted(&s.header) {
+        return;
+    }
+    let unix = |t: SystemTime| {
+        WireTime::from_unix_ns(
+            t.duration_since(SystemTime::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64),
+        )
+    };
+    let times = s
+        .header
+        .has(landspeed_iperf2::header::upper::TRIPTIME)
+        .then(|| AckTimes {
+            sent: sent_stamp(&s.header),
+            received: unix(s.accepted),
+            acked: unix(SystemTime::now()),
+        });
+    let ack = HeaderAck {
+        version: SPOKEN,
+        times,
+    };
+    let _ = s.socket.set_write_timeout(Some(timeout));
+    let _ = (&s.socket).write_all(&ack.encode());
+}
+
+/// The client's start time, which a header with trip times carries after the extension.
+fn sent_stamp(h: &ClientHeader) -> WireTime {
+    let word = |at: usize| {
+        h.rest
+            .get(at..at + 4)
+            .map_or(0, |b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+    };
+    WireTime {
+        secs: word(0),
+        micros: word(4),
+    }
+}
+
+/// The engine's streams over the test's connections: one per connection, or with `--full-duplex`
+/// two (the client's data in, the server's out, on one socket).
+fn data_streams(streams: &[Stream], plan: &TcpPlan, test: &Test) -> Result<Vec<DataStream>, String> {
+    let n = streams.len() as u32;
+    let flows: Vec<Flow> = match test.direction {
+        Direction::Forward => vec![Flow::ClientToServer],
+        Direction::Reverse => vec![Flow::ServerToClient],
+        Direction::Bidir => vec![Flow::ClientToServer, Flow::ServerToClient],
+    };
+    let mut out = vec![];
+    for (f, flow) in flows.into_iter().enumerate() {
+        for (k, s) in streams.iter().enumerate() {
+            let id = f as u32 * n + k as u32;
+            let socket = s.socket.try_clone().map_err(|e| format!("stream {id}: {e}"))?;
+            let role = Role::at_server(flow);
+            let sending = role == Role::Sender;
+            let _ = sockopt::after_connect(&socket2::SockRef::from(&socket), test, sending);
+            out.push(DataStream {
+                id,
+                flow,
+                role,
+                socket,
+                budget: if sending {
+                    test.stream_budget(f as u32 * test.streams + k as u32)
+                } else {
+                    None
+                },
+                file: None,
+                tls: None,
+            });
+        }
+    }
+    debug_assert!(plan.full_duplex == (out.len() > streams.len()));
+    Ok(out)
+}
+
+/// Measures the test and fills the log (and its result) in.
+fn run(
+    streams: &[Stream],
+    (plan, test): (&TcpPlan, &Test),
+    shared: &Arc<Shared>,
+    log: &mut TestLog,
+) -> Result<(), String> {
+    let o = &shared.opts;
+    for s in streams {
+        acknowledge(s, o.handshake_timeout);
+    }
+    let paths = data_streams(streams, plan, test)?;
+    let started = SystemTime::now();
+    let mut params = EngineParams::for_spec(test, None, None, o.idle_timeout);
+    // --max-rate paces the test as it paces landspeed's and iperf3's.
+    let limit = o.limits.max_rate_bps.map(|r| r / paths.len() as f64);
+    params.stream_cap_bps = landspeed_core::units::lower(params.stream_cap_bps, limit);
+    let (tx, rx) = std::sync::mpsc::channel::<Wake<()>>();
+    let flags = Flags::default();
+    let mut hook = Hook {
+        shutdown: &shared.shutdown,
+        running: landspeed_proto::Running::of(&o.limits),
+        started: Instant::now(),
+        cut: None,
+    };
+    let out = supervisor::run(
+        &Tcp(&paths),
+        &params,
+        Wiring::new(&flags, (&tx, &rx), &mut hook, None),
+    );
+    let headers = (streams.len() * streams[0].header.encode().len()) as u64;
+    crate::host::add_measured(log, &out);
+    log.bytes_received += if test.direction == Direction::Reverse {
+        0
+    } else {
+        headers
+    };
+    log.result = Some(Box::new(seen_here(&out, (plan, test), streams, started)));
+    if let Some(cut) = hook.cut {
+        return Err(cut);
+    }
+    match out.streams.iter().find_map(|s| s.error.clone()) {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+/// Ends the test at the server's shutdown, or cuts it at `--max-duration` (with its grace) or
+/// `--max-bytes`, whatever the client asked: iperf 2 has no message for it, its connections close.
+struct Hook<'a> {
+    shutdown: &'a AtomicBool,
+    running: landspeed_proto::Running,
+    started: Instant,
+    cut: Option<String>,
+}
+
+impl EngineHook<()> for Hook<'_> {
+    fn on_sample(&mut self, _: &IntervalSample) {}
+    fn on_external(&mut self, _: (), _: &Flags) {}
+    fn on_tick(&mut self, flags: &Flags) {
+        if self.shutdown.load(Relaxed) && !flags.abort.load(Relaxed) {
+            self.cut.get_or_insert_with(|| "server shutting down".into());
+            flags.abort.store(true, Relaxed);
+        }
+    }
+    fn on_progress(&mut self, p: Progress, flags: &Flags) {
+        if self.cut.is_some() {
+            return;
+        }
+        let elapsed = self.started.elapsed();
+        if self.running.over_length(elapsed) {
+            flags.uncap.store(true, Relaxed);
+        }
+        if let Err(cut) = self.running.check(p.received + p.sent, elapsed) {
+            self.cut = Some(cut.to_string());
+            flags.abort.store(true, Relaxed);
+        }
+    }
+}
+
+/// The test as this server saw it. iperf 2 sends the server no figures of its own, so the client's
+/// side is inferred: what it sent is what arrived here; what it received, what this server sent.
+fn seen_here(
+    out: &supervisor::EngineOutput,
+    (plan, test): (&TcpPlan, &Test),
+    streams: &[Stream],
+    started: SystemTime,
+) -> landspeed_core::result::RunResult {
+    let mut warnings = vec![
+        "iperf 2's protocol carries no figures from the client: its side of each stream is inferred from this server's (what it sent is what arrived here; what it received, what this server sent)".to_string(),
+        "iperf 2's payload is not landspeed's: nothing was verified".to_string(),
+    ];
+    if streams.len() < test.streams as usize {
+        warnings.push(format!(
+            "only {} of the {} streams the client's header named arrived within {} s",
+            streams.len(),
+            test.streams,
+            GATHER_WAIT.as_secs()
+        ));
+    }
+    warnings.extend(plan.notes.iter().cloned());
+    let here = out.report(None, warnings);
+    let client = EndpointReport {
+        software: protocol(&streams[0].header).replace("iperf2", "iperf 2") + " client",
+        streams: here.streams.iter().map(inferred).collect(),
+        elapsed_s: here.elapsed_s,
+        ..EndpointReport::default()
+    };
+    let sock = &streams[0].socket;
+    let context = context(
+        (sock.local_addr().ok(), sock.peer_addr().ok()),
+        started,
+        here.threads,
+    );
+    landspeed_core::assemble::assemble(&landspeed_core::assemble::Inputs {
+        spec: test,
+        context,
+        client: &client,
+        server: &here,
+        client_samples: &[],
+        server_samples: &out.samples,
+    })
+}
+
+/// The client's end of a stream as far as this server knows it.
+fn inferred(s: &StreamReport) -> StreamReport {
+    let role = match s.role {
+        Role::Sender => Role::Receiver,
+        Role::Receiver => Role::Sender,
+    };
+    StreamReport {
+        bytes: s.bytes,
+        first_byte_s: s.first_byte_s,
+        last_byte_s: s.last_byte_s,
+        ..StreamReport::empty(s.id, s.flow, role)
+    }
+}
+
+/// The context of the server's view: the client's address as the local one (landspeed's convention
+/// for a server's result).
+fn context(
+    (local, peer): (Option<SocketAddr>, Option<SocketAddr>),
+    started: SystemTime,
+    threads: u32,
+) -> RunContext {
+    let local = local.unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
+    RunContext {
+        host: local.ip().to_string(),
+        port: local.port(),
+        local_address: peer.map_or_else(String::new, |p| p.to_string()),
+        remote_address: local.to_string(),
+        family: if local.is_ipv4() { "ipv4" } else { "ipv6" }.into(),
+        threads,
+        started_unix_s: started
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64()),
+        protocol: "iperf2".into(),
+        foreign_peer: true,
+        served_here: true,
+        ..RunContext::default()
+    }
+}
