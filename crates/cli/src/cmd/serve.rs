@@ -116,8 +116,9 @@ pub struct ServeArgs {
     #[arg(long, value_name = "FILE")]
     pub auth_keys: Option<std::path::PathBuf>,
     /// With --auth-keys, serve this protocol to clients without a key anyway (repeatable): iperf3,
-    /// ndt7, quic-perf or rpm, none of which can carry landspeed's key. By default a keyed server refuses
-    /// them (iperf3 clients read iperf3's "test authorization failed", ndt7 clients get HTTP 403).
+    /// iperf2, ndt7, quic-perf or rpm, none of which can carry landspeed's key. By default a keyed
+    /// server refuses them (iperf3 clients read iperf3's "test authorization failed", ndt7 clients
+    /// get HTTP 403, iperf 2 clients a closed connection).
     #[arg(long, value_name = "PROTOCOL", value_enum, requires = "auth_keys")]
     pub open: Vec<OpenProtocol>,
     /// Require iperf3's own authentication of iperf3 clients (`iperf3 -c --username NAME
