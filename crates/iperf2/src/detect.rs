@@ -43,3 +43,18 @@ pub fn tcp(first: &[u8]) -> FirstBytes {
         Err(_) => FirstBytes::Other,
     }
 }
+
+/// Reads a UDP datagram: an iperf 2 client's (its prefix, then its header, a positive sequence
+/// number) or not. Every datagram of an iperf 2 UDP test carries the header, so any of them opens
+/// or continues a test.
+pub fn udp(b: &[u8]) -> Option<(crate::udp::Datagram, ClientHeader)> {
+    use crate::udp::{Datagram, PREFIX_BYTES};
+    let rest = b.get(PREFIX_BYTES..)?;
+    if rest.len() < NEEDED_BYTES || !matches!(tcp(rest), FirstBytes::Iperf2 { .. }) {
+        return None;
+    }
+    let (header, _) = ClientHeader::parse(rest, PREFIX_BYTES).ok()?;
+    let seq64 = header.flags & crate::header::flags::SEQNO64B != 0;
+    let d = Datagram::parse(b, seq64).ok()?;
+    (d.seq > 0).then_some((d, header))
+}

@@ -13,6 +13,7 @@
 pub mod ack;
 pub mod detect;
 pub mod header;
+pub mod receipt;
 pub mod report;
 pub mod spec;
 pub mod udp;
@@ -33,6 +34,7 @@ pub(crate) fn unhex(hex: &str) -> Vec<u8> {
 
 pub use ack::HeaderAck;
 pub use header::{Amount, ClientHeader, Extension, HeaderError, Version};
+pub use receipt::Receipt;
 pub use report::ServerReport;
 pub use spec::{TcpPlan, Unserved};
 pub use udp::{Datagram, DatagramError};

@@ -37,7 +37,13 @@ pub enum Unserved {
     /// No stream at all.
     #[error("an iperf 2 header asking for no streams")]
     NoStreams,
+    /// A UDP test the server would send (`-R`, `--full-duplex`).
+    #[error("iperf 2's UDP {0} is not served yet (the server would send); the client-to-server test is")]
+    UdpSending(&'static str),
 }
+
+/// iperf 2's UDP datagram size when the client gives none (`-l`): 1,470 bytes.
+pub const DEFAULT_UDP_LEN: u64 = 1470;
 
 impl ClientHeader {
     /// The TCP test this header asks of the server, with `payload_key` for the server's own sending.
@@ -89,6 +95,44 @@ impl ClientHeader {
             spec,
             full_duplex,
             notes: self.unmeasured(),
+        })
+    }
+
+    /// The UDP stream this header (from a UDP datagram) asks the server to receive: one stream (each
+    /// of iperf 2's `-P` UDP streams is a test of its own here), at the header's rate (its default
+    /// 1 Mbit/s is sent), for its time or bytes.
+    pub fn udp_plan(&self, payload_key: u64) -> Result<TestSpec, Unserved> {
+        if self.flags & flags::VERSION2 != 0 && self.has(upper::FULLDUPLEX) {
+            return Err(Unserved::UdpSending("--full-duplex"));
+        }
+        if self.flags & flags::VERSION2 != 0 && self.has(upper::REVERSE) {
+            return Err(Unserved::UdpSending("-R"));
+        }
+        if let Some(d) = self.dual() {
+            return Err(Unserved::ConnectBack(d));
+        }
+        if self.flags & flags::KEYCHECK != 0 {
+            return Err(Unserved::PermitKey);
+        }
+        let end = match self.amount {
+            Amount::Bytes(n) => EndCondition::Bytes(u64::from(n)),
+            Amount::Centiseconds(c) => EndCondition::Time(Duration::from_millis(u64::from(c) * 10)),
+        };
+        let rate = self.extension.map_or(0, |e| e.rate_bps);
+        Ok(TestSpec {
+            streams: 1,
+            length_bytes: match self.buffer_len {
+                0 => DEFAULT_UDP_LEN,
+                n => u64::from(n),
+            },
+            end,
+            direction: Direction::Forward,
+            verify: false,
+            payload_key,
+            transport: Transport::Udp,
+            rate_bps: Some(if rate > 0 { rate as f64 } else { landspeed_core::config::DEFAULT_UDP_RATE_BPS }),
+            tos: self.extension.map(|e| e.tos as u8).filter(|t| *t != 0),
+            ..TestSpec::default()
         })
     }
 
@@ -146,6 +190,23 @@ mod tests {
 
         let p = tcp("tcp -n 8K --trip-times").tcp_plan(7).unwrap();
         assert_eq!(p.notes.len(), 1);
+    }
+
+    #[test]
+    fn a_udp_header_becomes_one_received_stream() {
+        let (_, h) = crate::header::tests::udp("udp -u -t 1 -b 100K -l 200");
+        let spec = h.udp_plan(1).unwrap();
+        assert_eq!((spec.streams, spec.length_bytes), (1, 200));
+        assert_eq!(spec.rate_bps, Some(102_400.0));
+        assert_eq!(spec.end, EndCondition::Time(Duration::from_secs(1)));
+        assert_eq!(spec.transport, Transport::Udp);
+        assert!(spec.validated().is_ok());
+        let (_, h) = crate::header::tests::udp("udp -u -n 4K");
+        assert_eq!(h.udp_plan(1).unwrap().end, EndCondition::Bytes(4096));
+        let mut r = h.clone();
+        r.flags |= flags::VERSION2;
+        r.extension.as_mut().unwrap().upper |= upper::REVERSE;
+        assert_eq!(r.udp_plan(1), Err(Unserved::UdpSending("-R")));
     }
 
     #[test]

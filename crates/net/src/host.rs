@@ -300,6 +300,8 @@ pub(crate) struct Shared {
     pub(crate) iperf3: Iperf3Registry,
     /// iperf 2 tests still gathering their streams.
     pub(crate) iperf2: crate::iperf2::Gatherings,
+    /// iperf 2 UDP tests running, by client address and port.
+    pub(crate) iperf2_udp: crate::iperf2::UdpTests,
     pub(crate) udp: Registry,
     pub(crate) iperf3_udp: Iperf3UdpWaiting,
     pub(crate) shutdown: AtomicBool,
@@ -691,6 +693,7 @@ impl Shared {
             registry: Mutex::new(HashMap::new()),
             iperf3: Mutex::new(HashMap::new()),
             iperf2: crate::iperf2::Gatherings::default(),
+            iperf2_udp: crate::iperf2::UdpTests::default(),
             udp: Mutex::new(HashMap::new()),
             iperf3_udp: Mutex::new(Vec::new()),
             shutdown: AtomicBool::new(false),

@@ -59,7 +59,7 @@ pub(crate) fn tcp(name: &str) -> ClientHeader {
 }
 
 /// The UDP datagram's prefix and header; both written back byte for byte.
-fn udp(name: &str) -> (Datagram, ClientHeader) {
+pub(crate) fn udp(name: &str) -> (Datagram, ClientHeader) {
     let b = capture(name);
     let (h, used) = ClientHeader::parse(&b[PREFIX_BYTES..], PREFIX_BYTES).unwrap();
     assert_eq!(PREFIX_BYTES + used, b.len(), "{name}");
@@ -231,4 +231,21 @@ proptest! {
         let b = h.encode();
         prop_assert_eq!(ClientHeader::parse(&b, 0), Ok((h, b.len())));
     }
+}
+
+#[test]
+fn a_udp_datagram_is_told_as_iperf2s_by_its_prefix_and_header() {
+    for name in ["udp -u -n 4K", "udp -u -t 1 -b 100K -l 200", "udp -u -n 4K --trip-times"] {
+        let b = capture(name);
+        let (d, h) = detect::udp(&b).unwrap_or_else(|| panic!("{name}"));
+        assert_eq!((d.seq, h.threads), (1, 1), "{name}");
+        // Its data after the header (iperf 2 fills the datagram to -l) changes nothing.
+        let mut padded = b.clone();
+        padded.resize(1470, b'7');
+        assert!(detect::udp(&padded).is_some(), "{name}");
+    }
+    // The end (a negative number), a short datagram, landspeed's and iperf3's hellos: not a test.
+    assert!(detect::udp(&capture("udp -u -n 4K (its last datagram)")).is_none());
+    assert!(detect::udp(&[0; 20]).is_none());
+    assert!(detect::udp(b"9876").is_none());
 }

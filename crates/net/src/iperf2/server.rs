@@ -138,7 +138,7 @@ fn serve(
 }
 
 /// "iperf2 2.1.8" from the client's header, or "iperf2" when it sends no version.
-fn protocol(h: &ClientHeader) -> String {
+pub(super) fn protocol(h: &ClientHeader) -> String {
     match h.extension {
         Some(e) => {
             let v = e.version;
@@ -391,7 +391,7 @@ fn inferred(s: &StreamReport) -> StreamReport {
 
 /// The context of the server's view: the client's address as the local one (landspeed's convention
 /// for a server's result).
-fn context(
+pub(super) fn context(
     (local, peer): (Option<SocketAddr>, Option<SocketAddr>),
     started: SystemTime,
     threads: u32,

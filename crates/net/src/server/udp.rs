@@ -1,10 +1,10 @@
 //! The server's UDP listener: a UDP socket on the same address and port as the TCP listener tells
 //! its datagrams apart by their first bytes: echo probes (`landspeed path`, `run --latency`) are
 //! answered here, iperf3's UDP hello goes to `iperf3::udp`, a landspeed stream's hello to
-//! `landspeed::udp`.
+//! `landspeed::udp`, an iperf 2 client's datagram to `iperf2::udp`.
 
 use crate::host::Shared;
-use crate::{iperf3, landspeed};
+use crate::{iperf2, iperf3, landspeed};
 use landspeed_proto::udp_hello::Hello;
 use std::net::UdpSocket;
 use std::sync::atomic::Ordering::Relaxed;
@@ -12,7 +12,7 @@ use std::time::Duration;
 
 /// Receives hellos on one listener and hands them to their test, and answers echo probes (`landspeed
 /// path`, `run --latency`), until the server shuts down.
-pub(super) fn listen(sock: UdpSocket, shared: &Shared) {
+pub(super) fn listen(sock: UdpSocket, shared: &std::sync::Arc<Shared>) {
     let _ = sock.set_read_timeout(Some(Duration::from_millis(100)));
     let _ = landspeed_path::stamp::enable(&sock);
     let local = sock.local_addr().ok();
@@ -38,6 +38,11 @@ pub(super) fn listen(sock: UdpSocket, shared: &Shared) {
         }
         if let (Some(hello), Some(local)) = (Hello::parse(&buf[..n]), local) {
             landspeed::udp::take_hello(&sock, shared, hello, (peer, local));
+            continue;
+        }
+        if let Some(local) = local {
+            let ns = stamp.unwrap_or_else(landspeed_path::realtime_ns);
+            iperf2::udp::take(&buf[..n], ns, (peer, local), shared);
         }
     }
 }

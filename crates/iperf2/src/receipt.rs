@@ -1,0 +1,207 @@
+//! What a UDP server counts of an iperf 2 client's datagrams, as iperf 2.1.8's server counts them,
+//! so that its report (`ServerReport`) says to the client what iperf 2's own server would: a
+//! datagram numbered above the next expected counts the gap as lost, one numbered below counts as
+//! out of order (and the final loss is the gaps less the datagrams out of order, never below zero);
+//! the datagrams are the highest number seen; jitter is RFC 1889's smoothed mean deviation of the
+//! change in transit (each datagram's arrival less its send time, the clocks' difference included);
+//! the transit's least, most, sum, mean and M2 are Welford's, as iperf 2 keeps them.
+
+use crate::report::{ServerReport, Transit};
+use crate::udp::Datagram;
+use std::time::Duration;
+
+/// The flags of the report iperf 2.1.8 sends (`VERSION1 | EXTEND | SEQNO64B`).
+pub const REPORT_FLAGS: u32 = 0xC800_0000;
+
+/// A test's datagrams so far.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Receipt {
+    /// The highest sequence number seen.
+    pub highest: u64,
+    /// Bytes of the datagrams counted (whole datagrams, prefix and header included).
+    pub bytes: u64,
+    /// Datagrams counted.
+    pub received: u64,
+    /// Sequence gaps seen.
+    pub gaps: u64,
+    /// Datagrams below the next expected number.
+    pub out_of_order: u64,
+    /// Jitter, seconds.
+    pub jitter_s: f64,
+    last_transit_s: f64,
+    first_arrival_s: Option<f64>,
+    last_arrival_s: f64,
+    transit: Welford,
+}
+
+/// The running least, most, sum, mean and M2 of a series, iperf 2's way.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct Welford {
+    count: u32,
+    min: f64,
+    max: f64,
+    sum: f64,
+    mean: f64,
+    m2: f64,
+    /// The last value's difference from the mean before it.
+    last_change: f64,
+}
+
+impl Welford {
+    fn add(&mut self, v: f64) {
+        self.count += 1;
+        if self.count == 1 {
+            *self = Welford {
+                count: 1,
+                min: v,
+                max: v,
+                sum: v,
+                mean: v,
+                m2: 0.0,
+                last_change: v,
+            };
+            return;
+        }
+        self.sum += v;
+        self.last_change = v - self.mean;
+        self.mean += self.last_change / f64::from(self.count);
+        self.m2 += self.last_change * (v - self.mean);
+        self.min = self.min.min(v);
+        self.max = self.max.max(v);
+    }
+}
+
+fn secs(s: f64) -> Duration {
+    Duration::from_secs_f64(s.max(0.0))
+}
+
+impl Receipt {
+    /// Counts datagram `d` of `len` bytes that arrived at `arrival_s` (seconds since the Unix epoch
+    /// on this host's clock). The client's end (its negated next number) counts as that datagram,
+    /// as iperf 2's server counts the first of them; the caller counts no repeat.
+    pub fn datagram(&mut self, d: &Datagram, len: usize, arrival_s: f64) {
+        if d.seq == 0 {
+            return;
+        }
+        let seq = d.seq.unsigned_abs();
+        self.bytes += len as u64;
+        self.received += 1;
+        if seq < self.highest + 1 {
+            self.out_of_order += 1;
+        } else if seq > self.highest + 1 {
+            self.gaps += seq - self.highest - 1;
+        }
+        self.highest = self.highest.max(seq);
+        let sent_s = f64::from(d.sent_s) + f64::from(d.sent_us) / 1e6;
+        let transit = arrival_s - sent_s;
+        self.jitter_s += ((transit - self.last_transit_s).abs() - self.jitter_s) / 16.0;
+        self.last_transit_s = transit;
+        self.transit.add(transit);
+        self.first_arrival_s.get_or_insert(arrival_s);
+        self.last_arrival_s = arrival_s;
+    }
+
+    /// Datagrams lost: the gaps less those that came out of order, never below zero.
+    pub fn lost(&self) -> u64 {
+        self.gaps.saturating_sub(self.out_of_order)
+    }
+
+    /// From the first datagram's arrival to the last's.
+    pub fn span_s(&self) -> f64 {
+        self.first_arrival_s.map_or(0.0, |f| self.last_arrival_s - f)
+    }
+
+    /// The report iperf 2's server would send for these datagrams.
+    pub fn report(&self) -> ServerReport {
+        let t = &self.transit;
+        let span = self.span_s();
+        ServerReport {
+            flags: REPORT_FLAGS,
+            bytes: self.bytes,
+            duration: secs(span),
+            lost: self.lost(),
+            out_of_order: self.out_of_order,
+            datagrams: self.highest,
+            jitter: secs(self.jitter_s),
+            transit: Transit {
+                min: secs(t.min),
+                max: secs(t.max),
+                sum: secs(t.sum),
+                mean: secs(t.mean),
+                m2_us2: t.m2 * 1e12,
+                last_change_us: (t.last_change * 1e6) as i64,
+                count: t.count,
+            },
+            rate_count: if span > 0.0 {
+                (self.highest as f64 / span) as u32
+            } else {
+                0
+            },
+            rate_span_s: 1,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn d(seq: i64, sent_ms: u64) -> Datagram {
+        Datagram {
+            seq,
+            sent_s: (sent_ms / 1000) as u32,
+            sent_us: (sent_ms % 1000 * 1000) as u32,
+        }
+    }
+
+    #[test]
+    fn gaps_reordering_and_the_end_count_as_iperf2_counts_them() {
+        let mut r = Receipt::default();
+        // 1, 2, 5 (3 and 4 missing), 3 late, 6; then the end (-7), counted as datagram 7.
+        for (seq, sent, at) in [(1, 0, 10), (2, 10, 20), (5, 40, 50), (3, 20, 55), (6, 50, 60), (-7, 60, 70)] {
+            r.datagram(&d(seq, 1_000_000 + sent), 1000, 1000.0 + at as f64 / 1000.0);
+        }
+        assert_eq!((r.received, r.highest, r.gaps, r.out_of_order, r.lost()), (6, 7, 2, 1, 1));
+        assert_eq!(r.bytes, 6000);
+        let rep = r.report();
+        assert_eq!((rep.datagrams, rep.lost, rep.out_of_order), (7, 1, 1));
+        assert_eq!(rep.duration, Duration::from_millis(60));
+        // Transits 10, 10, 10, 35, 10, 10 ms: least 10, most 35, mean 14.17.
+        assert_eq!(rep.transit.min, Duration::from_millis(10));
+        assert_eq!(rep.transit.max, Duration::from_millis(35));
+        assert!((rep.transit.mean.as_secs_f64() - 0.085 / 6.0).abs() < 1e-9);
+        assert_eq!(rep.transit.count, 6);
+        // M2 of 10,10,10,35,10,10 ms: 5 × (25/6)² + (125/6)² = 520.83 ms² = 5.2083e8 µs².
+        assert!((rep.transit.m2_us2 - 3125.0 / 6.0 * 1e6).abs() < 10.0, "{}", rep.transit.m2_us2);
+    }
+
+    #[test]
+    fn jitter_is_the_smoothed_change_in_transit() {
+        let mut r = Receipt::default();
+        // Transit alternates 10 and 20 ms: each change is 10 ms; the first is from 0 (iperf 2
+        // starts from a transit of zero).
+        let mut want = 0.0;
+        let mut last = 0.0;
+        for k in 0..40u64 {
+            let transit = if k % 2 == 0 { 0.010 } else { 0.020 };
+            r.datagram(&d(k as i64 + 1, 1_000_000 + k * 100), 100, 1000.0 + k as f64 * 0.1 + transit);
+            want += ((transit - last as f64).abs() - want) / 16.0;
+            last = transit;
+        }
+        assert!((r.jitter_s - want).abs() < 1e-9);
+        assert!((r.jitter_s - 0.010).abs() < 0.002, "{}", r.jitter_s);
+    }
+
+    #[test]
+    fn the_report_reads_back_as_written() {
+        let mut r = Receipt::default();
+        for k in 1..=104 {
+            r.datagram(&d(k, 1_000_000 + k as u64 * 7), 1000, 1000.0 + k as f64 * 0.007 + 0.0001);
+        }
+        let rep = r.report();
+        // On the wire times are whole microseconds: what is read back writes the same bytes.
+        let wire = rep.encode();
+        assert_eq!(ServerReport::parse(&wire).unwrap().encode(), wire);
+        assert_eq!((rep.datagrams, rep.lost, rep.bytes), (104, 0, 104_000));
+    }
+}

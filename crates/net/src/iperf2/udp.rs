@@ -1,0 +1,250 @@
+//! iperf 2's UDP tests on landspeed's port. Every datagram of an iperf 2 UDP test carries the
+//! client's header after its 16-byte prefix, so the listener tells them apart by their bytes
+//! (`landspeed_iperf2::detect::udp`) and the first from a new address and port opens a test: from
+//! then on the test reads from a socket of its own on the port, connected to the client (the kernel
+//! hands it that client's datagrams; any that reach the listener first are passed on), counts
+//! them as iperf 2's server does (`Receipt`), and answers the client's end (its negative-numbered
+//! datagrams, repeated) with iperf 2's report, again for each repeat until the client falls silent,
+//! as iperf 2.1.8's server does. Each `-P` stream (its own source port) is a test of its own here.
+
+use crate::host::{bind_udp, Keyless, RefusalKind, Shared, TestLog};
+use landspeed_core::config::{Direction, Flow, Test};
+use landspeed_core::endpoint::{EndpointReport, Role, StreamReport};
+use landspeed_iperf2::udp::Datagram;
+use landspeed_iperf2::{ClientHeader, Receipt};
+use std::collections::HashMap;
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::mpsc::{Receiver, Sender};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+/// How long the server waits for the client to fall silent after each report it sends.
+const SILENCE: Duration = Duration::from_millis(250);
+/// Reports sent at most (iperf 2.1.8's count).
+const REPORTS: u32 = 10;
+
+/// A datagram the listener read for a running test, and when it arrived (Unix ns).
+type Passed = (Vec<u8>, u64);
+
+/// The iperf 2 UDP tests running, by client address and port.
+#[derive(Default)]
+pub(crate) struct UdpTests(Mutex<HashMap<SocketAddr, Sender<Passed>>>);
+
+impl UdpTests {
+    fn remove(&self, peer: SocketAddr) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).remove(&peer);
+    }
+}
+
+/// A datagram the listener read: an iperf 2 test's (passed on, or opening one: true), or not (false).
+pub(crate) fn take(b: &[u8], stamp_ns: u64, (peer, local): (SocketAddr, SocketAddr), shared: &Arc<Shared>) -> bool {
+    let running = shared.iperf2_udp.0.lock().ok().and_then(|t| t.get(&peer).cloned());
+    if let Some(tx) = running {
+        let _ = tx.send((b.to_vec(), stamp_ns));
+        return true;
+    }
+    let Some((_, header)) = landspeed_iperf2::detect::udp(b) else {
+        return false;
+    };
+    if !shared.allowed(peer) {
+        return true;
+    }
+    if shared.keyed_only(Keyless::Iperf2) {
+        shared.refuse(
+            peer,
+            RefusalKind::Keyed,
+            "iperf2: this server requires a key and does not open iperf 2's protocol (serve --open iperf2)",
+        );
+        return true;
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    let _ = tx.send((b.to_vec(), stamp_ns));
+    shared.iperf2_udp.0.lock().unwrap_or_else(|e| e.into_inner()).insert(peer, tx);
+    let sh = shared.clone();
+    let spawned = std::thread::Builder::new()
+        .name(format!("iperf2 udp {peer}"))
+        .spawn(move || {
+            sh.connection_started();
+            serve(header, (peer, local), rx, &sh);
+            sh.iperf2_udp.remove(peer);
+            sh.connection_ended();
+        });
+    if spawned.is_err() {
+        shared.iperf2_udp.remove(peer);
+        shared.refuse(peer, RefusalKind::Busy, "iperf2: cannot start a thread for the test");
+    }
+    true
+}
+
+/// Admits, receives and reports one UDP stream, then logs it.
+fn serve(header: ClientHeader, (peer, local): (SocketAddr, SocketAddr), rx: Receiver<Passed>, shared: &Arc<Shared>) {
+    let refuse = |kind, reason: String| shared.refuse(peer, kind, format!("iperf2: {reason}"));
+    let spec = match header.udp_plan(0) {
+        Ok(s) => s,
+        Err(e) => return refuse(RefusalKind::Unserved, e.to_string()),
+    };
+    let test = match spec.validated() {
+        Ok(t) => t,
+        Err(e) => return refuse(RefusalKind::Unserved, format!("the header asks for a test landspeed does not run: {e}")),
+    };
+    if let Some(over) = shared.opts.limits.check(&test) {
+        return refuse(RefusalKind::Unserved, over.to_string());
+    }
+    if let Err(why) = shared.admit(peer) {
+        return refuse(RefusalKind::RateLimited, why);
+    }
+    let Ok(_slot) = shared.slot(peer) else {
+        return refuse(RefusalKind::Busy, "busy (every test slot in use)".into());
+    };
+    let v6only = local.is_ipv6().then_some(!local.ip().is_unspecified());
+    let sock = match bind_udp(local, v6only).and_then(|s| s.connect(peer).map(|()| s)) {
+        Ok(s) => s,
+        Err(e) => return refuse(RefusalKind::Busy, format!("cannot open the test's socket: {e}")),
+    };
+    let _ = landspeed_path::stamp::enable(&sock);
+    let started = SystemTime::now();
+    let mut log = TestLog::new(peer, "iperf2");
+    log.protocol = format!("{} (UDP)", super::server::protocol(&header));
+    log.streams = 1;
+    log.direction = Some(Direction::Forward);
+    let seq64 = header.flags & landspeed_iperf2::header::flags::SEQNO64B != 0;
+    let (receipt, outcome) = receive(&sock, &rx, seq64, shared);
+    log.bytes_received = receipt.bytes;
+    log.duration_s = receipt.span_s();
+    match outcome {
+        Ok(()) => report(&sock, &receipt),
+        Err(e) => log.error = Some(e),
+    }
+    log.result = Some(Box::new(result(&receipt, &test, &header, (local, peer), started)));
+    shared.tests_done.fetch_add(1, Relaxed);
+    shared.emit(crate::host::ServerEvent::Test(log));
+}
+
+/// A datagram's arrival in seconds since the Unix epoch (the kernel's stamp when it gave one).
+fn arrival_s(stamp_ns: Option<u64>) -> f64 {
+    stamp_ns.map_or_else(
+        || SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64()),
+        |ns| ns as f64 / 1e9,
+    )
+}
+
+/// Counts the stream's datagrams until the client's end; or why it ended otherwise.
+fn receive(sock: &UdpSocket, rx: &Receiver<Passed>, seq64: bool, shared: &Shared) -> (Receipt, Result<(), String>) {
+    let mut r = Receipt::default();
+    let _ = sock.set_read_timeout(Some(Duration::from_millis(100)));
+    let running = landspeed_proto::Running::of(&shared.opts.limits);
+    let (start, mut heard) = (Instant::now(), Instant::now());
+    let mut buf = vec![0u8; 65536];
+    // The end counts once, as its datagram (iperf 2's server counts the first and stops reading).
+    let count = |b: &[u8], at: f64, r: &mut Receipt| match Datagram::parse(b, seq64) {
+        Ok(d) => {
+            r.datagram(&d, b.len(), at);
+            d.is_fin()
+        }
+        Err(_) => false,
+    };
+    loop {
+        for (b, ns) in rx.try_iter() {
+            heard = Instant::now();
+            if count(&b, ns as f64 / 1e9, &mut r) {
+                return (r, Ok(()));
+            }
+        }
+        match landspeed_path::stamp::recv(sock, &mut buf) {
+            Ok((n, _, stamp)) => {
+                heard = Instant::now();
+                if count(&buf[..n], arrival_s(stamp), &mut r) {
+                    return (r, Ok(()));
+                }
+            }
+            Err(_) if heard.elapsed() >= shared.opts.idle_timeout => {
+                return (r, Err(format!("no datagram for {:?} and no end from the client", shared.opts.idle_timeout)));
+            }
+            Err(_) => {}
+        }
+        if shared.shutdown.load(Relaxed) {
+            return (r, Err("server shutting down".into()));
+        }
+        if let Err(cut) = running.check(r.bytes, start.elapsed()) {
+            return (r, Err(cut.to_string()));
+        }
+    }
+}
+
+/// Sends iperf 2's report, again for each datagram the client still sends (its end, repeated until
+/// a report comes back), at most [`REPORTS`] times, until it is silent for [`SILENCE`].
+fn report(sock: &UdpSocket, r: &Receipt) {
+    let bytes = r.report().encode();
+    let _ = sock.set_read_timeout(Some(SILENCE));
+    let mut buf = vec![0u8; 65536];
+    for _ in 0..REPORTS {
+        let _ = sock.send(&bytes);
+        if sock.recv(&mut buf).is_err() {
+            return;
+        }
+    }
+}
+
+/// The test as this server saw it: its stream received, with iperf 2's counts; the client's side
+/// inferred (it sent at least the highest numbered datagram).
+fn result(
+    r: &Receipt,
+    test: &Test,
+    header: &ClientHeader,
+    addresses: (SocketAddr, SocketAddr),
+    started: SystemTime,
+) -> landspeed_core::result::RunResult {
+    let lost = r.lost();
+    let udp = landspeed_core::udp::UdpStats {
+        datagrams_sent: Some(r.highest),
+        datagrams_received: r.received,
+        datagrams_lost: lost,
+        loss_pct: if r.highest > 0 { lost as f64 * 100.0 / r.highest as f64 } else { 0.0 },
+        out_of_order: r.out_of_order,
+        duplicates: 0,
+        jitter_ms: r.jitter_s * 1000.0,
+        socket_drops: None,
+        ce_marked: None,
+        lost_in_receiver: None,
+        lost_in_sender: None,
+    };
+    let span = Some(r.span_s());
+    let mine = StreamReport {
+        bytes: r.bytes,
+        first_byte_s: Some(0.0),
+        last_byte_s: span,
+        udp: Some(udp),
+        ..StreamReport::empty(0, Flow::ClientToServer, Role::Receiver)
+    };
+    let here = EndpointReport {
+        software: format!("landspeed {} (iperf 2's protocol)", landspeed_core::SOFTWARE_VERSION),
+        streams: vec![mine.clone()],
+        elapsed_s: r.span_s(),
+        threads: 1,
+        host: landspeed_engine::host::host_info(),
+        warnings: vec![
+            "iperf 2's protocol carries no figures from the client: its datagrams sent are the highest number that arrived here".into(),
+            "iperf 2's payload is not landspeed's: nothing was verified".into(),
+            "loss, out of order and jitter are counted as iperf 2's server counts them (docs/iperf2.md)".into(),
+        ],
+        ..EndpointReport::default()
+    };
+    let client = EndpointReport {
+        software: super::server::protocol(header).replace("iperf2", "iperf 2") + " client",
+        streams: vec![StreamReport {
+            bytes: r.bytes,
+            ..StreamReport::empty(0, Flow::ClientToServer, Role::Sender)
+        }],
+        elapsed_s: r.span_s(),
+        ..EndpointReport::default()
+    };
+    landspeed_core::assemble::assemble(&landspeed_core::assemble::Inputs {
+        spec: test,
+        context: super::server::context((Some(addresses.0), Some(addresses.1)), started, 1),
+        client: &client,
+        server: &here,
+        client_samples: &[],
+        server_samples: &[],
+    })
+}
