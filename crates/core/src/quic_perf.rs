@@ -62,11 +62,21 @@ pub const LANDSPEED_DATAGRAMS: [[u8; 4]; 2] = [*b"LSPE", *b"LSPD"];
 /// QUIC's fixed bit in the first byte of every packet (RFC 9000 section 17; landspeed does not grease it).
 pub const QUIC_FIXED_BIT: u8 = 0x40;
 
+/// First bytes from this one up are no QUIC client's: a long header's type 3 (Retry) is sent by
+/// servers only, and every other type masks the low bits but keeps these four. iperf 2's UDP end (a
+/// negative sequence number, big-endian: `0xFF...` below 2^24 datagrams) starts with them.
+pub const NOT_FROM_QUIC_CLIENTS: u8 = 0xF0;
+
 /// Whether a datagram arriving on the server's shared UDP port goes to the QUIC endpoint: not one of
-/// landspeed's own, four bytes at least, and QUIC's fixed bit set (iperf3's `6789` hello lacks it).
+/// landspeed's own, four bytes at least, QUIC's fixed bit set (iperf3's `6789` hello and iperf 2's
+/// datagrams lack it) and no Retry's first byte (iperf 2's end has it).
 pub fn is_for_quic(datagram: &[u8]) -> bool {
     match datagram {
-        [a, b, c, d, ..] => !LANDSPEED_DATAGRAMS.contains(&[*a, *b, *c, *d]) && a & QUIC_FIXED_BIT != 0,
+        [a, b, c, d, ..] => {
+            !LANDSPEED_DATAGRAMS.contains(&[*a, *b, *c, *d])
+                && a & QUIC_FIXED_BIT != 0
+                && *a < NOT_FROM_QUIC_CLIENTS
+        }
         _ => false,
     }
 }
@@ -102,5 +112,9 @@ mod tests {
         assert!(is_for_quic(&[0xc0, 0, 0, 0, 1]));
         assert!(is_for_quic(&[0x41, 9, 9, 9]));
         assert!(!is_for_quic(&[0x01, 9, 9, 9]));
+        // iperf 2's end of a UDP test (its sequence negated) and any Retry-typed first byte.
+        assert!(!is_for_quic(&[0xff, 0xff, 0xff, 0x34, 0x6b]));
+        assert!(!is_for_quic(&[0xf0, 0, 0, 0, 1]));
+        assert!(is_for_quic(&[0xef, 0, 0, 0, 1]));
     }
 }

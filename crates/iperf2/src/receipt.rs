@@ -158,10 +158,20 @@ mod tests {
     fn gaps_reordering_and_the_end_count_as_iperf2_counts_them() {
         let mut r = Receipt::default();
         // 1, 2, 5 (3 and 4 missing), 3 late, 6; then the end (-7), counted as datagram 7.
-        for (seq, sent, at) in [(1, 0, 10), (2, 10, 20), (5, 40, 50), (3, 20, 55), (6, 50, 60), (-7, 60, 70)] {
+        for (seq, sent, at) in [
+            (1, 0, 10),
+            (2, 10, 20),
+            (5, 40, 50),
+            (3, 20, 55),
+            (6, 50, 60),
+            (-7, 60, 70),
+        ] {
             r.datagram(&d(seq, 1_000_000 + sent), 1000, 1000.0 + at as f64 / 1000.0);
         }
-        assert_eq!((r.received, r.highest, r.gaps, r.out_of_order, r.lost()), (6, 7, 2, 1, 1));
+        assert_eq!(
+            (r.received, r.highest, r.gaps, r.out_of_order, r.lost()),
+            (6, 7, 2, 1, 1)
+        );
         assert_eq!(r.bytes, 6000);
         let rep = r.report();
         assert_eq!((rep.datagrams, rep.lost, rep.out_of_order), (7, 1, 1));
@@ -172,7 +182,11 @@ mod tests {
         assert!((rep.transit.mean.as_secs_f64() - 0.085 / 6.0).abs() < 1e-9);
         assert_eq!(rep.transit.count, 6);
         // M2 of 10,10,10,35,10,10 ms: 5 × (25/6)² + (125/6)² = 520.83 ms² = 5.2083e8 µs².
-        assert!((rep.transit.m2_us2 - 3125.0 / 6.0 * 1e6).abs() < 10.0, "{}", rep.transit.m2_us2);
+        assert!(
+            (rep.transit.m2_us2 - 3125.0 / 6.0 * 1e6).abs() < 10.0,
+            "{}",
+            rep.transit.m2_us2
+        );
     }
 
     #[test]
@@ -184,8 +198,12 @@ mod tests {
         let mut last = 0.0;
         for k in 0..40u64 {
             let transit = if k % 2 == 0 { 0.010 } else { 0.020 };
-            r.datagram(&d(k as i64 + 1, 1_000_000 + k * 100), 100, 1000.0 + k as f64 * 0.1 + transit);
-            want += ((transit - last as f64).abs() - want) / 16.0;
+            r.datagram(
+                &d(k as i64 + 1, 1_000_000 + k * 100),
+                100,
+                1000.0 + k as f64 * 0.1 + transit,
+            );
+            want += ((transit - last).abs() - want) / 16.0;
             last = transit;
         }
         assert!((r.jitter_s - want).abs() < 1e-9);
@@ -196,7 +214,11 @@ mod tests {
     fn the_report_reads_back_as_written() {
         let mut r = Receipt::default();
         for k in 1..=104 {
-            r.datagram(&d(k, 1_000_000 + k as u64 * 7), 1000, 1000.0 + k as f64 * 0.007 + 0.0001);
+            r.datagram(
+                &d(k, 1_000_000 + k as u64 * 7),
+                1000,
+                1000.0 + k as f64 * 0.007 + 0.0001,
+            );
         }
         let rep = r.report();
         // On the wire times are whole microseconds: what is read back writes the same bytes.

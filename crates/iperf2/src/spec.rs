@@ -130,7 +130,11 @@ impl ClientHeader {
             verify: false,
             payload_key,
             transport: Transport::Udp,
-            rate_bps: Some(if rate > 0 { rate as f64 } else { landspeed_core::config::DEFAULT_UDP_RATE_BPS }),
+            rate_bps: Some(if rate > 0 {
+                rate as f64
+            } else {
+                landspeed_core::config::DEFAULT_UDP_RATE_BPS
+            }),
             tos: self.extension.map(|e| e.tos as u8).filter(|t| *t != 0),
             ..TestSpec::default()
         })

@@ -24,17 +24,27 @@ struct Iperf2Server(Child, u16);
 
 impl Iperf2Server {
     fn start() -> Iperf2Server {
+        Iperf2Server::with(&[])
+    }
+
+    /// `iperf -s -p PORT EXTRA` (`-u`: its UDP server, a process of its own).
+    fn with(extra: &[&str]) -> Iperf2Server {
         let port = common::free_port();
         let child = Command::new("iperf")
             .args(["-s", "-p", &port.to_string()])
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .expect("run iperf -s");
+        let udp = extra.contains(&"-u");
         assert!(
-            common::wait_until(Duration::from_secs(5), || common::listening(port)),
+            common::wait_until(Duration::from_secs(5), || udp || common::listening(port)),
             "iperf -s did not listen"
         );
+        if udp {
+            std::thread::sleep(Duration::from_millis(300));
+        }
         Iperf2Server(child, port)
     }
 }
@@ -151,6 +161,156 @@ fn iperf2_clients_get_from_landspeed_what_iperf2s_server_gives() {
     assert!((30.0..80.0).contains(&mbit), "-t 1 -b 50M moved {mbit} Mbit");
 }
 
+/// A UDP client's server reports, from its text: (lost, total) for each stream, and whether it
+/// warned that no report came.
+fn udp_client(port: u16, args: &str) -> (Output, Vec<(u64, u64)>, bool) {
+    let child = Command::new("iperf")
+        .args(["-c", "127.0.0.1", "-p", &port.to_string(), "-u"])
+        .args(args.split_whitespace())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run iperf -c -u");
+    let out = common::wait_output(child, Duration::from_secs(30)).expect("iperf -c -u hung");
+    let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    let mut reports = vec![];
+    let mut lines = text.lines();
+    while let Some(l) = lines.next() {
+        if !l.contains("Server Report:") {
+            continue;
+        }
+        // The figures' line follows (after a heading line with -e).
+        let figures = lines
+            .find(|l| l.contains(" ms ") && l.contains('/'))
+            .expect(&text);
+        let lt = figures
+            .split(" ms ")
+            .nth(1)
+            .unwrap()
+            .split_whitespace()
+            .next()
+            .unwrap();
+        let (lost, total) = lt.split_once('/').unwrap();
+        reports.push((lost.parse().unwrap(), total.parse().unwrap()));
+    }
+    (out, reports, text.contains("did not receive ack"))
+}
+
+/// UDP command lines: each stream's report from landspeed's server beside iperf 2's own.
+const UDP_MATRIX: &[&str] = &[
+    "-n 100K -l 1000",
+    "-n 100K -l 1000 -e",
+    "-n 100K --trip-times",
+    "-t 1 -b 10M",
+    "-t 1 -b 5M -P 2",
+];
+
+#[test]
+fn iperf2_udp_clients_get_the_report_iperf2s_server_sends() {
+    let _one = common::alone();
+    if !have_iperf2() {
+        return;
+    }
+    let reference = Iperf2Server::with(&["-u"]);
+    let s = ServerProc::start("127.0.0.1", &[]);
+    for args in UDP_MATRIX {
+        let (theirs, their_reports, _) = udp_client(reference.1, args);
+        let (ours, our_reports, unanswered) = udp_client(s.port, args);
+        assert_eq!(ours.status.code(), theirs.status.code(), "{args}");
+        assert!(!unanswered, "{args}: the client got no report");
+        assert_eq!(
+            our_reports.len(),
+            their_reports.len(),
+            "{args}: a report per stream"
+        );
+        for ((lost, total), (_, their_total)) in our_reports.iter().zip(&their_reports) {
+            // Loopback at these rates loses nothing; the totals are the datagrams sent, the end's
+            // included: equal for a byte count, within 2% for a time.
+            assert_eq!(*lost, 0, "{args}");
+            if args.starts_with("-n") {
+                assert_eq!(total, their_total, "{args}");
+            } else {
+                let ratio = *total as f64 / *their_total as f64;
+                assert!(
+                    (0.98..1.02).contains(&ratio),
+                    "{args}: {total} against {their_total}"
+                );
+            }
+        }
+        for _ in &our_reports {
+            let line = common::line_with(&s, "iperf2 2.1.8 (UDP) test");
+            assert!(line.ends_with(": ok"), "{args}: {line}");
+            assert!(num_after(&line, "received ") > 100_000, "{args}: {line}");
+        }
+    }
+    // The server's sending tests are not served yet, and say so.
+    let _ = udp_client(s.port, "-t 1 -R");
+    common::line_with(&s, "UDP -R is not served yet");
+}
+
+/// An iperf 2 UDP datagram: the prefix (sequence `seq`, sent now), then 2.1.8's header for `-u`
+/// with `amount` (negative: hundredths of a second).
+fn udp_datagram(seq: i32, amount: i32) -> Vec<u8> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    let mut d = vec![];
+    for w in [
+        seq as u32,
+        now.as_secs() as u32,
+        now.subsec_micros(),
+        if seq < 0 { u32::MAX } else { 0 },
+    ] {
+        d.extend_from_slice(&w.to_be_bytes());
+    }
+    let mut h = header(1, amount, 0);
+    h[..4].copy_from_slice(&0x4801_0098u32.to_be_bytes());
+    d.extend(h);
+    d.resize(1470, b'7');
+    d
+}
+
+#[test]
+fn hostile_iperf2_datagrams_cost_a_test_no_longer_than_the_idle_timeout() {
+    let _one = common::alone();
+    if !have_iperf2() {
+        return;
+    }
+    let s = ServerProc::start("127.0.0.1", &["--idle-timeout", "2s"]);
+    let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let to = ("127.0.0.1", s.port);
+    // Longer than the server allows: refused before anything is held.
+    sock.send_to(&udp_datagram(1, -360_000), to).unwrap();
+    common::line_with(&s, "allows tests of at most 300 s; the test asked for 3600 s");
+    // One datagram, then silence: the test ends at the idle timeout, unanswered.
+    let quiet = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let t = std::time::Instant::now();
+    quiet.send_to(&udp_datagram(1, -1000), to).unwrap();
+    let line = common::line_with(&s, "(UDP) test");
+    assert!(line.contains("no datagram for 2s"), "{line}");
+    assert!(t.elapsed() < Duration::from_secs(6), "{line}");
+    // A client's own datagrams and its end: the report comes back, 128 bytes.
+    let c = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    c.connect(to).unwrap();
+    for seq in 1..=5 {
+        c.send(&udp_datagram(seq, -100)).unwrap();
+    }
+    // The end, repeated as iperf 2's client repeats it until a report comes (an end that overtakes
+    // the test's own socket reaches the port's QUIC endpoint instead, whose answer is not a report).
+    c.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
+    let mut buf = [0u8; 2048];
+    let n = (0..10)
+        .find_map(|_| {
+            c.send(&udp_datagram(-6, -100)).unwrap();
+            c.recv(&mut buf).ok().filter(|n| *n == 128)
+        })
+        .expect("a report");
+    assert_eq!(n, 128);
+    let datagrams = u32::from_be_bytes(buf[16 + 28..16 + 32].try_into().unwrap());
+    assert_eq!(datagrams, 6, "the end counts as the sixth");
+    assert!(common::line_with(&s, "(UDP) test").ends_with(": ok"));
+}
+
 #[test]
 fn what_landspeed_does_not_serve_of_iperf2_is_refused_in_one_line() {
     let _one = common::alone();
@@ -160,6 +320,12 @@ fn what_landspeed_does_not_serve_of_iperf2_is_refused_in_one_line() {
     let (keys, _) = crate::auth::key_files("iperf2-keyed");
     let keyed = ServerProc::start("127.0.0.1", &["--auth-keys", keys.to_str().unwrap()]);
     let _ = client(keyed.port, "-n 100K");
+    common::line_with(&keyed, "does not open iperf 2's protocol (serve --open iperf2)");
+    let (_, reports, unanswered) = udp_client(keyed.port, "-n 10K");
+    assert!(
+        reports.is_empty() && unanswered,
+        "a keyed server sends no UDP report"
+    );
     common::line_with(&keyed, "does not open iperf 2's protocol (serve --open iperf2)");
     let open = ServerProc::start(
         "127.0.0.1",

@@ -859,7 +859,7 @@ pub fn ktls_unavailable_reason() -> Option<String> {
 /// rest. A datagram shorter than four bytes goes to the listener.
 pub fn route_port(sock: &std::net::UdpSocket) -> std::io::Result<()> {
     // The kernel's copy of landspeed_core::quic_perf::is_for_quic.
-    use landspeed_core::quic_perf::{LANDSPEED_DATAGRAMS, QUIC_FIXED_BIT};
+    use landspeed_core::quic_perf::{LANDSPEED_DATAGRAMS, NOT_FROM_QUIC_CLIENTS, QUIC_FIXED_BIT};
     let [lspe, lspd] = LANDSPEED_DATAGRAMS.map(u32::from_be_bytes);
     let f = |code: u16, jt: u8, jf: u8, k: u32| libc::sock_filter { code, jt, jf, k };
     let (ld_w, ld_b) = (
@@ -868,15 +868,17 @@ pub fn route_port(sock: &std::net::UdpSocket) -> std::io::Result<()> {
     );
     let jeq = (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16;
     let jset = (libc::BPF_JMP | libc::BPF_JSET | libc::BPF_K) as u16;
+    let jge = (libc::BPF_JMP | libc::BPF_JGE | libc::BPF_K) as u16;
     let ret = (libc::BPF_RET | libc::BPF_K) as u16;
     let mut prog = [
-        f(ld_w, 0, 0, 0),                         // 0: A = first four payload bytes
-        f(jeq, 3, 0, lspe),                       // 1: landspeed echo probe -> listener
-        f(jeq, 2, 0, lspd),                       // 2: landspeed stream hello -> listener
-        f(ld_b, 0, 0, 0),                         // 3: A = first byte
-        f(jset, 1, 0, u32::from(QUIC_FIXED_BIT)), // 4: QUIC's fixed bit set -> QUIC
-        f(ret, 0, 0, 0),                          // 5: listener
-        f(ret, 0, 0, 1),                          // 6: QUIC
+        f(ld_w, 0, 0, 0),                               // 0: A = first four payload bytes
+        f(jeq, 4, 0, lspe),                             // 1: landspeed echo probe -> listener
+        f(jeq, 3, 0, lspd),                             // 2: landspeed stream hello -> listener
+        f(ld_b, 0, 0, 0),                               // 3: A = first byte
+        f(jge, 1, 0, u32::from(NOT_FROM_QUIC_CLIENTS)), // 4: no QUIC client's -> listener
+        f(jset, 1, 0, u32::from(QUIC_FIXED_BIT)),       // 5: QUIC's fixed bit set -> QUIC
+        f(ret, 0, 0, 0),                                // 6: listener
+        f(ret, 0, 0, 1),                                // 7: QUIC
     ];
     let fprog = libc::sock_fprog {
         len: prog.len() as u16,

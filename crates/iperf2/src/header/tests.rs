@@ -235,7 +235,11 @@ proptest! {
 
 #[test]
 fn a_udp_datagram_is_told_as_iperf2s_by_its_prefix_and_header() {
-    for name in ["udp -u -n 4K", "udp -u -t 1 -b 100K -l 200", "udp -u -n 4K --trip-times"] {
+    for name in [
+        "udp -u -n 4K",
+        "udp -u -t 1 -b 100K -l 200",
+        "udp -u -n 4K --trip-times",
+    ] {
         let b = capture(name);
         let (d, h) = detect::udp(&b).unwrap_or_else(|| panic!("{name}"));
         assert_eq!((d.seq, h.threads), (1, 1), "{name}");

@@ -38,8 +38,18 @@ impl UdpTests {
 }
 
 /// A datagram the listener read: an iperf 2 test's (passed on, or opening one: true), or not (false).
-pub(crate) fn take(b: &[u8], stamp_ns: u64, (peer, local): (SocketAddr, SocketAddr), shared: &Arc<Shared>) -> bool {
-    let running = shared.iperf2_udp.0.lock().ok().and_then(|t| t.get(&peer).cloned());
+pub(crate) fn take(
+    b: &[u8],
+    stamp_ns: u64,
+    (peer, local): (SocketAddr, SocketAddr),
+    shared: &Arc<Shared>,
+) -> bool {
+    let running = shared
+        .iperf2_udp
+        .0
+        .lock()
+        .ok()
+        .and_then(|t| t.get(&peer).cloned());
     if let Some(tx) = running {
         let _ = tx.send((b.to_vec(), stamp_ns));
         return true;
@@ -60,7 +70,12 @@ pub(crate) fn take(b: &[u8], stamp_ns: u64, (peer, local): (SocketAddr, SocketAd
     }
     let (tx, rx) = std::sync::mpsc::channel();
     let _ = tx.send((b.to_vec(), stamp_ns));
-    shared.iperf2_udp.0.lock().unwrap_or_else(|e| e.into_inner()).insert(peer, tx);
+    shared
+        .iperf2_udp
+        .0
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(peer, tx);
     let sh = shared.clone();
     let spawned = std::thread::Builder::new()
         .name(format!("iperf2 udp {peer}"))
@@ -72,13 +87,22 @@ pub(crate) fn take(b: &[u8], stamp_ns: u64, (peer, local): (SocketAddr, SocketAd
         });
     if spawned.is_err() {
         shared.iperf2_udp.remove(peer);
-        shared.refuse(peer, RefusalKind::Busy, "iperf2: cannot start a thread for the test");
+        shared.refuse(
+            peer,
+            RefusalKind::Busy,
+            "iperf2: cannot start a thread for the test",
+        );
     }
     true
 }
 
 /// Admits, receives and reports one UDP stream, then logs it.
-fn serve(header: ClientHeader, (peer, local): (SocketAddr, SocketAddr), rx: Receiver<Passed>, shared: &Arc<Shared>) {
+fn serve(
+    header: ClientHeader,
+    (peer, local): (SocketAddr, SocketAddr),
+    rx: Receiver<Passed>,
+    shared: &Arc<Shared>,
+) {
     let refuse = |kind, reason: String| shared.refuse(peer, kind, format!("iperf2: {reason}"));
     let spec = match header.udp_plan(0) {
         Ok(s) => s,
@@ -86,7 +110,12 @@ fn serve(header: ClientHeader, (peer, local): (SocketAddr, SocketAddr), rx: Rece
     };
     let test = match spec.validated() {
         Ok(t) => t,
-        Err(e) => return refuse(RefusalKind::Unserved, format!("the header asks for a test landspeed does not run: {e}")),
+        Err(e) => {
+            return refuse(
+                RefusalKind::Unserved,
+                format!("the header asks for a test landspeed does not run: {e}"),
+            )
+        }
     };
     if let Some(over) = shared.opts.limits.check(&test) {
         return refuse(RefusalKind::Unserved, over.to_string());
@@ -124,13 +153,22 @@ fn serve(header: ClientHeader, (peer, local): (SocketAddr, SocketAddr), rx: Rece
 /// A datagram's arrival in seconds since the Unix epoch (the kernel's stamp when it gave one).
 fn arrival_s(stamp_ns: Option<u64>) -> f64 {
     stamp_ns.map_or_else(
-        || SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64()),
+        || {
+            SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64())
+        },
         |ns| ns as f64 / 1e9,
     )
 }
 
 /// Counts the stream's datagrams until the client's end; or why it ended otherwise.
-fn receive(sock: &UdpSocket, rx: &Receiver<Passed>, seq64: bool, shared: &Shared) -> (Receipt, Result<(), String>) {
+fn receive(
+    sock: &UdpSocket,
+    rx: &Receiver<Passed>,
+    seq64: bool,
+    shared: &Shared,
+) -> (Receipt, Result<(), String>) {
     let mut r = Receipt::default();
     let _ = sock.set_read_timeout(Some(Duration::from_millis(100)));
     let running = landspeed_proto::Running::of(&shared.opts.limits);
@@ -159,7 +197,13 @@ fn receive(sock: &UdpSocket, rx: &Receiver<Passed>, seq64: bool, shared: &Shared
                 }
             }
             Err(_) if heard.elapsed() >= shared.opts.idle_timeout => {
-                return (r, Err(format!("no datagram for {:?} and no end from the client", shared.opts.idle_timeout)));
+                return (
+                    r,
+                    Err(format!(
+                        "no datagram for {:?} and no end from the client",
+                        shared.opts.idle_timeout
+                    )),
+                );
             }
             Err(_) => {}
         }
@@ -200,7 +244,11 @@ fn result(
         datagrams_sent: Some(r.highest),
         datagrams_received: r.received,
         datagrams_lost: lost,
-        loss_pct: if r.highest > 0 { lost as f64 * 100.0 / r.highest as f64 } else { 0.0 },
+        loss_pct: if r.highest > 0 {
+            lost as f64 * 100.0 / r.highest as f64
+        } else {
+            0.0
+        },
         out_of_order: r.out_of_order,
         duplicates: 0,
         jitter_ms: r.jitter_s * 1000.0,
