@@ -36,5 +36,5 @@ pub use ack::HeaderAck;
 pub use header::{Amount, ClientHeader, Extension, HeaderError, Version};
 pub use receipt::Receipt;
 pub use report::ServerReport;
-pub use spec::{TcpPlan, Unserved};
+pub use spec::{NotAsked, TcpPlan, Unserved};
 pub use udp::{Datagram, DatagramError};

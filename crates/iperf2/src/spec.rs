@@ -45,7 +45,64 @@ pub enum Unserved {
 /// iperf 2's UDP datagram size when the client gives none (`-l`): 1,470 bytes.
 pub const DEFAULT_UDP_LEN: u64 = 1470;
 
+/// A test iperf 2's protocol cannot ask of its server.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("iperf 2's protocol cannot ask for {0}")]
+pub struct NotAsked(pub &'static str);
+
 impl ClientHeader {
+    /// The header a client sends for `spec` (TCP, one per stream) to a server on `port`, as iperf
+    /// 2.1.8 writes it, with `VERSION2` set on every test: an iperf 2 server then sends no header
+    /// ack, which a client that does not read it would leave unread when it closes (and its kernel
+    /// would reset the connection). `-n` is each stream's share of the test's bytes; `--bidir` is iperf
+    /// 2's `--full-duplex` (both directions on each connection).
+    pub fn for_tcp(spec: &TestSpec, port: u16) -> Result<ClientHeader, NotAsked> {
+        if spec.transport != Transport::Tcp {
+            return Err(NotAsked("a UDP test from this client yet (TCP only)"));
+        }
+        let amount = match spec.end {
+            EndCondition::Time(t) => {
+                let cs = (t + spec.omit_s).as_millis().div_ceil(10);
+                Amount::Centiseconds(u32::try_from(cs).map_err(|_| NotAsked("so long a test"))?)
+            }
+            EndCondition::Bytes(b) => {
+                let each = b.div_ceil(u64::from(spec.streams));
+                Amount::Bytes(
+                    u32::try_from(each)
+                        .ok()
+                        .filter(|n| *n < 1 << 31)
+                        .ok_or(NotAsked("2 GiB or more per stream"))?,
+                )
+            }
+            EndCondition::Blocks(_) => return Err(NotAsked("a block count (-k); give -n or -t")),
+        };
+        let upper = match spec.direction {
+            Direction::Forward => 0,
+            Direction::Reverse => upper::REVERSE,
+            Direction::Bidir => upper::FULLDUPLEX,
+        };
+        let len = (crate::header::V1_BYTES + crate::header::EXTENSION_BYTES) as u32;
+        Ok(ClientHeader {
+            flags: flags::EXTEND | flags::VERSION2 | flags::LEN_BIT | len << 1,
+            threads: spec.streams,
+            port,
+            buffer_len: u32::try_from(spec.length_bytes).map_err(|_| NotAsked("so long a write"))?,
+            window_band: spec.window_bytes.map_or(0, |w| w.min(i32::MAX as u64) as i32),
+            amount,
+            extension: Some(crate::header::Extension {
+                type_len: (0, 0),
+                upper,
+                lower: 0,
+                version: crate::ack::SPOKEN,
+                reserved: 0,
+                tos: spec.tos.map_or(0, u16::from),
+                rate_bps: spec.fq_rate_bps.map_or(0, |r| r as u64),
+                write_prefetch: 0,
+            }),
+            rest: vec![],
+        })
+    }
+
     /// The TCP test this header asks of the server, with `payload_key` for the server's own sending.
     pub fn tcp_plan(&self, payload_key: u64) -> Result<TcpPlan, Unserved> {
         if let Some(d) = self.dual() {
@@ -211,6 +268,42 @@ mod tests {
         r.flags |= flags::VERSION2;
         r.extension.as_mut().unwrap().upper |= upper::REVERSE;
         assert_eq!(r.udp_plan(1), Err(Unserved::UdpSending("-R")));
+    }
+
+    #[test]
+    fn a_clients_header_asks_an_iperf2_server_for_the_same_test() {
+        for (direction, streams, end) in [
+            (Direction::Forward, 1, EndCondition::Time(Duration::from_secs(3))),
+            (Direction::Reverse, 4, EndCondition::Bytes(4 << 20)),
+            (
+                Direction::Bidir,
+                2,
+                EndCondition::Time(Duration::from_millis(1500)),
+            ),
+        ] {
+            let spec = TestSpec {
+                direction,
+                streams,
+                end,
+                length_bytes: 65536,
+                ..TestSpec::default()
+            };
+            let h = ClientHeader::for_tcp(&spec, 5001).unwrap();
+            assert!(!crate::ack::HeaderAck::wanted(&h), "no ack asked");
+            let (back, used) = ClientHeader::parse(&h.encode(), 0).unwrap();
+            assert_eq!((back.clone(), used), (h, 60));
+            let plan = back.tcp_plan(0).unwrap();
+            assert_eq!(
+                (plan.spec.direction, plan.spec.streams, plan.spec.end),
+                (direction, streams, end)
+            );
+            assert_eq!(plan.spec.length_bytes, 65536);
+        }
+        let blocks = TestSpec {
+            end: EndCondition::Blocks(3),
+            ..TestSpec::default()
+        };
+        assert!(ClientHeader::for_tcp(&blocks, 1).is_err());
     }
 
     #[test]

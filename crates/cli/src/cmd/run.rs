@@ -23,6 +23,8 @@ enum Speak {
     Landspeed,
     /// iperf3's (`--iperf3`).
     Iperf3,
+    /// iperf 2's (`--iperf2`).
+    Iperf2,
     /// The QUIC performance protocol (`--quic-perf`).
     QuicPerf,
     /// ndt7's WebSocket subtests (`--ndt7`); `tls` for wss.
@@ -73,6 +75,7 @@ fn execute(
     let crossing = crate::common::crossing::crossing();
     let outcome = match speak {
         Speak::Iperf3 => run_iperf3_client(&opts, false, &interrupt, &mut |ev| out.event(ev)),
+        Speak::Iperf2 => landspeed_net::run_iperf2_client(&opts, &interrupt, &mut |ev| out.event(ev)),
         Speak::QuicPerf => landspeed_net::run_quic_perf(&opts, &interrupt, &mut |ev| out.event(ev)),
         Speak::Ndt7 { tls } => landspeed_net::run_ndt7(&opts, tls, &interrupt, &mut |ev| out.event(ev)),
         Speak::Landspeed => match run_client(&opts, &interrupt, &mut |ev| out.event(ev)) {
@@ -170,7 +173,15 @@ pub fn run(a: RunArgs) -> Result<bool> {
     if let Some(dir) = a.send_file.as_ref().filter(|p| p.is_dir()) {
         return send_directory(&a, dir, format);
     }
-    let opts = client_options(&a)?;
+    let mut opts = client_options(&a)?;
+    if a.iperf2 && a.test.length.is_none() {
+        // iperf 2's own write size: an iperf 2.1.8 server sending (-R) writes the client's size from
+        // a buffer of its own -l (128 KiB by default), and a larger one brings it down.
+        opts.spec = opts
+            .spec
+            .changed(|s| s.length_bytes = landspeed_iperf2::spec::DEFAULT_TCP_LEN)
+            .map_err(|e| UsageError(e.to_string()))?;
+    }
     if let Some(from) = &a.from {
         return execute_ordered(
             from,
@@ -186,6 +197,7 @@ pub fn run(a: RunArgs) -> Result<bool> {
         a.test.per_stream,
         !a.test.interval.is_zero(),
         match (a.iperf3, a.quic_perf, a.ndt7) {
+            _ if a.iperf2 => Speak::Iperf2,
             (true, ..) => Speak::Iperf3,
             (false, true, _) => Speak::QuicPerf,
             (false, false, true) => Speak::Ndt7 {

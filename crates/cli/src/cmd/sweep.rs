@@ -109,6 +109,10 @@ fn cell_args(host: &str, extra: &[String]) -> Result<RunArgs> {
         ),
         ("--path", a.measure_path),
         (
+            "--iperf2 (a sweep speaks landspeed's or iperf3's protocol)",
+            a.iperf2,
+        ),
+        (
             "the generated payload (leave out --send-file, --recv-file and --from)",
             a.send_file.is_some() || a.recv_file.is_some() || a.from.is_some(),
         ),

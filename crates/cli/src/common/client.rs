@@ -198,6 +198,9 @@ pub fn options_from_args(args: &[String]) -> Result<ClientOptions, String> {
     use clap::Parser;
     let a = RunOnly::try_parse_from(std::iter::once("run".to_string()).chain(args.iter().cloned()))
         .map_err(|e| e.to_string().trim().to_string())?;
+    if a.run.iperf2 {
+        return Err("--iperf2 is for `landspeed run` itself (its one test against iperf -s)".into());
+    }
     client_options(&a.run).map_err(|e| format!("{e:#}"))
 }
 

@@ -26,6 +26,11 @@ pub struct RunArgs {
     /// by itself when the server answers like iperf3.
     #[arg(long)]
     pub iperf3: bool,
+    /// The server is iperf 2 (`iperf -s`, 2.1.x): speak iperf 2's protocol (TCP: -P, -t or -n, -l,
+    /// -w, -R, --bidir as its --full-duplex). iperf 2 sends the client no figures, so the server's
+    /// side is inferred from this end's, and nothing is verified.
+    #[arg(long, conflicts_with_all = ["iperf3", "quic_perf", "ndt7", "udp", "tls", "mptcp", "latency", "from", "send_file", "recv_file"])]
+    pub iperf2: bool,
     /// The server speaks the QUIC performance protocol (ALPN "perf": quinn's perf, msquic's
     /// secnetperf, quic-go's perf, or landspeed serve): -P requests, -R downloads, -n or -t, -p its
     /// UDP port (often 4433). Its payload is its own, so nothing is verified; --tls-pin checks its
@@ -48,7 +53,7 @@ pub struct RunArgs {
     /// KEYFILE (a key file like the server's, or one line holding the secret alone). A client with a
     /// key never falls back to iperf3's protocol, which cannot carry it.
     #[arg(long, value_name = "NAME:KEYFILE", value_parser = values::auth,
-          conflicts_with_all = ["iperf3", "quic_perf", "ndt7"])]
+          conflicts_with_all = ["iperf3", "iperf2", "quic_perf", "ndt7"])]
     pub auth: Option<(String, std::path::PathBuf)>,
     /// Measure RTT with UDP echo probes before the transfer (idle) and during it (loaded): the queueing
     /// delay the test causes, RFC 6349's Buffer Delay %, and the RTT in every interval.

@@ -396,3 +396,97 @@ fn hostile_iperf2_headers_are_refused_and_the_server_serves_on() {
     let (o, _) = client(s.port, "-n 100K");
     assert!(o.status.success());
 }
+
+/// `iperf -s -y C`'s stream lines so far: their bytes (its lines do not say which way a stream went:
+/// a reverse stream's reads like a received one).
+fn server_csv(path: &std::path::Path) -> Vec<u64> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            (f.len() >= 9 && f[5] != "-1").then(|| f[7].parse().unwrap_or(0))
+        })
+        .collect()
+}
+
+#[test]
+fn landspeed_runs_iperf2s_protocol_against_iperf2s_server() {
+    let _one = common::alone();
+    if !have_iperf2() {
+        return;
+    }
+    let port = common::free_port();
+    let log = std::env::temp_dir().join(format!("landspeed-iperf2-s-{}.csv", std::process::id()));
+    let out = std::fs::File::create(&log).unwrap();
+    let mut child = Command::new("iperf")
+        .args(["-s", "-p", &port.to_string(), "-y", "C", "-l", "128K"])
+        .stdout(out)
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("run iperf -s");
+    let _server = scopeguard(&mut child);
+    assert!(common::wait_until(Duration::from_secs(5), || common::listening(
+        port
+    )));
+    let mut seen = 0;
+    for (args, streams) in [
+        ("-n 10M -P 2", 2),
+        ("-t 1", 1),
+        ("-n 4M -R -P 2", 2),
+        ("-n 1M --bidir", 1),
+    ] {
+        let mut argv = vec!["run", "127.0.0.1", "-p"];
+        let p = port.to_string();
+        argv.push(&p);
+        argv.extend(["--iperf2", "--no-save", "--json"]);
+        argv.extend(args.split_whitespace());
+        let o = common::landspeed(&argv, Duration::from_secs(30));
+        assert_eq!(o.code, 0, "{args}: {}", o.stderr);
+        let r: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+        assert_eq!(r["protocol"], "iperf2", "{args}");
+        let way = |flow: &str| -> u64 {
+            r["streams"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|s| s["flow"] == flow)
+                .map(|s| s["bytes_received"].as_u64().unwrap())
+                .sum()
+        };
+        // iperf 2's server writes its lines as each stream ends: wait for this test's.
+        let want = streams * if args.contains("--bidir") { 2 } else { 1 };
+        assert!(
+            common::wait_until(Duration::from_secs(5), || server_csv(&log).len() >= seen + want),
+            "{args}: iperf -s wrote no lines"
+        );
+        let lines = server_csv(&log);
+        let theirs: u64 = lines[seen..].iter().sum();
+        seen = lines.len();
+        // What iperf 2's server received counts each stream's 60-byte header; what it sent arrived
+        // here whole.
+        let headers = if args.contains("-R") {
+            0
+        } else {
+            60 * streams as u64
+        };
+        let ours = way("client_to_server") + headers + way("server_to_client");
+        assert_eq!(theirs, ours, "{args}");
+        if args.starts_with("-n 10M") {
+            assert_eq!(way("client_to_server"), 10 << 20, "{args}");
+        }
+    }
+    let _ = std::fs::remove_file(&log);
+}
+
+/// Kills the child when the test ends, however it ends.
+fn scopeguard(c: &mut Child) -> impl Drop + '_ {
+    struct Kill<'a>(&'a mut Child);
+    impl Drop for Kill<'_> {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    Kill(c)
+}

@@ -53,6 +53,12 @@ pub enum ClientError {
         /// What, and why not.
         what: &'static str,
     },
+    /// The test asks for something iperf 2's protocol (`--iperf2`) cannot carry.
+    #[error("iperf 2's protocol cannot carry {what}")]
+    NotWithIperf2 {
+        /// What, and why not.
+        what: String,
+    },
     /// The client holds a key and the server answered in iperf3's protocol, which cannot carry it:
     /// the test stops rather than fall back unauthenticated (a downgrade anyone in the path can cause
     /// with one byte).
@@ -330,6 +336,7 @@ impl ClientError {
             ClientError::Config(_)
             | ClientError::FileDirection { .. }
             | ClientError::NotWithIperf3 { .. }
+            | ClientError::NotWithIperf2 { .. }
             | ClientError::Downgrade { .. }
             | ClientError::Iperf3Server { .. }
             | ClientError::TlsNotOffered

@@ -376,7 +376,7 @@ fn seen_here(
 }
 
 /// The client's end of a stream as far as this server knows it.
-fn inferred(s: &StreamReport) -> StreamReport {
+pub(super) fn inferred(s: &StreamReport) -> StreamReport {
     let role = match s.role {
         Role::Sender => Role::Receiver,
         Role::Receiver => Role::Sender,

@@ -1,0 +1,168 @@
+//! `landspeed run --iperf2`: a test against an iperf 2.1.x server (`iperf -s`) in its protocol. Each
+//! stream is a TCP connection that opens with the client's header (`ClientHeader::for_tcp`), then
+//! carries the data: this end sends for `-t` or its share of `-n` and closes; with `-R` the server
+//! sends on the same connection until its time or bytes, then closes; `--bidir` is iperf 2's
+//! `--full-duplex` (both on each connection). iperf 2 sends the client no figures, so the server's
+//! side of the result is inferred from this end's, and nothing is verified (the result says both).
+
+use crate::dial::{measure, resolve, tcp_stream, ClientError, ClientEvent, ClientOptions, LiveIntervals};
+use crate::streams::DataPaths;
+use landspeed_core::assemble::{assemble, Inputs};
+use landspeed_core::config::{Direction, Flow, RxMode, Test, TestSpec, Transport};
+use landspeed_core::endpoint::{EndpointReport, IntervalSample, Role};
+use landspeed_core::result::RunResult;
+use landspeed_engine::supervisor::{EngineHook, Flags};
+use landspeed_engine::transport::tcp::DataStream;
+use landspeed_engine::transport::udp::UdpFormat;
+use landspeed_iperf2::ClientHeader;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::time::SystemTime;
+
+/// Runs one test against an iperf 2 server.
+pub fn run_iperf2_client(
+    opts: &ClientOptions,
+    interrupt: &AtomicBool,
+    on_event: &mut dyn FnMut(ClientEvent),
+) -> Result<RunResult, ClientError> {
+    let spec = &unverified(&opts.spec)?;
+    let header = ClientHeader::for_tcp(spec, opts.port)
+        .map_err(|e| ClientError::NotWithIperf2 { what: e.to_string() })?;
+    landspeed_engine::platform::check_spec(spec)?;
+    let started_unix_s = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64());
+    let addr = resolve(opts)?;
+    let streams = open(opts, addr, spec, &header.encode())?;
+    let local = streams[0]
+        .socket
+        .local_addr()
+        .map_err(|err| ClientError::Stream { id: 0, err })?;
+    on_event(ClientEvent::Connected { local, remote: addr });
+    let warnings = vec![
+        "iperf 2's protocol: the server sends the client no figures, so its side of the result is inferred from this end's (what it received is what was sent here; what it sent, what arrived here)".to_string(),
+        "iperf 2's payload is not landspeed's: nothing was verified".to_string(),
+    ];
+    on_event(ClientEvent::Started {
+        streams: spec.total_streams(),
+        warnings: warnings.clone(),
+    });
+    let (tx, rx) = std::sync::mpsc::channel::<landspeed_engine::supervisor::Wake<()>>();
+    let mut hook = Hook {
+        interrupt,
+        on_event,
+        live: LiveIntervals::default(),
+        spec,
+    };
+    let data = DataPaths::Tcp(streams);
+    let out = measure(
+        opts,
+        spec,
+        (&data, UdpFormat::Landspeed),
+        local,
+        (&tx, &rx),
+        &mut hook,
+    );
+    let here = out.report(opts.cpus.clone(), warnings);
+    let server = EndpointReport {
+        software: "iperf 2 server".into(),
+        streams: here.streams.iter().map(super::server::inferred).collect(),
+        elapsed_s: here.elapsed_s,
+        ..EndpointReport::default()
+    };
+    let mut context = crate::dial::run_context(
+        opts,
+        local,
+        addr,
+        &here,
+        started_unix_s,
+        interrupt.load(Relaxed),
+        "iperf2",
+    );
+    context.foreign_peer = opts.spec.verify;
+    Ok(assemble(&Inputs {
+        spec,
+        context,
+        client: &here,
+        server: &server,
+        client_samples: &out.samples,
+        server_samples: &[],
+    }))
+}
+
+/// The test as iperf 2 runs it: TCP only here, its payload not checked.
+fn unverified(offered: &Test) -> Result<Test, ClientError> {
+    if offered.transport != Transport::Tcp {
+        return Err(ClientError::NotWithIperf2 {
+            what: "UDP from landspeed's client yet (iperf 2's UDP clients are served by `landspeed serve`)"
+                .into(),
+        });
+    }
+    if offered.tls.is_some() || offered.mptcp || offered.file.is_some() {
+        return Err(ClientError::NotWithIperf2 {
+            what: "TLS, MPTCP or files: its streams are plain TCP carrying its own bytes".into(),
+        });
+    }
+    Ok(offered.changed(|s: &mut TestSpec| {
+        s.verify = false;
+        s.rx = RxMode::Discard;
+    })?)
+}
+
+/// The test's connections, each opened with the header; with `--bidir` each carries both ways (the
+/// server's data on a second handle of the same socket).
+fn open(
+    opts: &ClientOptions,
+    addr: std::net::SocketAddr,
+    spec: &Test,
+    header: &[u8],
+) -> Result<Vec<DataStream>, ClientError> {
+    let mut out = vec![];
+    for k in 0..spec.streams {
+        out.push(tcp_stream(opts, addr, spec, k, header, None)?);
+    }
+    if spec.direction == Direction::Bidir {
+        for k in 0..spec.streams {
+            let id = spec.streams + k;
+            let socket = out[k as usize]
+                .socket
+                .try_clone()
+                .map_err(|err| ClientError::Stream { id, err })?;
+            out.push(DataStream {
+                id,
+                flow: Flow::ServerToClient,
+                role: Role::Receiver,
+                socket,
+                budget: None,
+                file: None,
+                tls: None,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// Live intervals, and Ctrl-C: the senders stop, what is in flight is still read.
+struct Hook<'a> {
+    interrupt: &'a AtomicBool,
+    on_event: &'a mut dyn FnMut(ClientEvent),
+    live: LiveIntervals,
+    spec: &'a TestSpec,
+}
+
+impl EngineHook<()> for Hook<'_> {
+    fn on_sample(&mut self, sample: &IntervalSample) {
+        let spec = self.spec;
+        for flow in spec.flows() {
+            let iv = self.live.convert(sample, |id| spec.flow_of(id) == flow);
+            if !iv.streams.is_empty() {
+                (self.on_event)(ClientEvent::Interval { flow, interval: iv });
+            }
+        }
+    }
+    fn on_external(&mut self, _: (), _: &Flags) {}
+    fn on_tick(&mut self, flags: &Flags) {
+        if self.interrupt.load(Relaxed) {
+            flags.stop.store(true, Relaxed);
+        }
+    }
+}
