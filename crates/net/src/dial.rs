@@ -159,6 +159,66 @@ fn bind_device(opts: &ClientOptions, sock: &socket2::Socket) -> Result<(), Clien
     }
 }
 
+/// The engine hook of a client whose server says nothing while the data moves (the QUIC performance
+/// protocol, iperf 2's): live intervals from this end's samples, and Ctrl-C, after which the senders
+/// stop and what is in flight is still read.
+pub(crate) struct QuietHook<'a> {
+    spec: &'a TestSpec,
+    interrupt: &'a std::sync::atomic::AtomicBool,
+    on_event: &'a mut dyn FnMut(ClientEvent),
+    live: LiveIntervals,
+}
+
+impl<'a> QuietHook<'a> {
+    pub(crate) fn new(
+        spec: &'a TestSpec,
+        interrupt: &'a std::sync::atomic::AtomicBool,
+        on_event: &'a mut dyn FnMut(ClientEvent),
+    ) -> Self {
+        QuietHook {
+            spec,
+            interrupt,
+            on_event,
+            live: LiveIntervals::default(),
+        }
+    }
+}
+
+impl EngineHook<()> for QuietHook<'_> {
+    fn on_sample(&mut self, sample: &IntervalSample) {
+        self.live.each_flow(self.spec, sample, self.on_event);
+    }
+
+    fn on_external(&mut self, _: (), _: &Flags) {}
+
+    fn on_tick(&mut self, flags: &Flags) {
+        if self.interrupt.load(std::sync::atomic::Ordering::Relaxed) {
+            flags.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+}
+
+/// Moves the data of a test whose server says nothing meanwhile (`QuietHook`).
+pub(crate) fn measure_quietly(
+    opts: &ClientOptions,
+    spec: &TestSpec,
+    data: &DataPaths,
+    local: SocketAddr,
+    interrupt: &std::sync::atomic::AtomicBool,
+    on_event: &mut dyn FnMut(ClientEvent),
+) -> supervisor::EngineOutput {
+    let (tx, rx) = mpsc::channel::<Wake<()>>();
+    let mut hook = QuietHook::new(spec, interrupt, on_event);
+    measure(
+        opts,
+        spec,
+        (data, UdpFormat::Landspeed),
+        local,
+        (&tx, &rx),
+        &mut hook,
+    )
+}
+
 /// Turns consecutive cumulative samples into live interval lines.
 #[derive(Default)]
 pub(crate) struct LiveIntervals {
@@ -166,6 +226,22 @@ pub(crate) struct LiveIntervals {
 }
 
 impl LiveIntervals {
+    /// Each flow's interval line of `sample` (a flow with no stream in it says nothing), to
+    /// `on_event`: every client hook's `on_sample`.
+    pub(crate) fn each_flow(
+        &mut self,
+        spec: &TestSpec,
+        sample: &IntervalSample,
+        on_event: &mut dyn FnMut(ClientEvent),
+    ) {
+        for flow in spec.flows() {
+            let iv = self.convert(sample, |id| spec.flow_of(id) == flow);
+            if !iv.streams.is_empty() {
+                on_event(ClientEvent::Interval { flow, interval: iv });
+            }
+        }
+    }
+
     pub(crate) fn convert(&mut self, s: &IntervalSample, keep: impl Fn(u32) -> bool) -> IntervalResult {
         let secs = (s.end_s - s.start_s).max(1e-9);
         let streams: Vec<IntervalStream> = s

@@ -724,6 +724,31 @@ pub(crate) fn unix_ns() -> u64 {
         .map_or(0, |d| d.as_nanos() as u64)
 }
 
+/// The context of a server's view of a test in `protocol`: the client's address as the local one
+/// (landspeed's convention for a server's result), from the connection's `(local, peer)` addresses.
+pub(crate) fn server_context(
+    (local, peer): (Option<SocketAddr>, Option<SocketAddr>),
+    started: std::time::SystemTime,
+    threads: u32,
+    protocol: &str,
+) -> landspeed_core::assemble::RunContext {
+    let local = local.unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
+    landspeed_core::assemble::RunContext {
+        host: local.ip().to_string(),
+        port: local.port(),
+        local_address: peer.map_or_else(String::new, |p| p.to_string()),
+        remote_address: local.to_string(),
+        family: if local.is_ipv4() { "ipv4" } else { "ipv6" }.into(),
+        threads,
+        started_unix_s: started
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64()),
+        protocol: protocol.into(),
+        served_here: true,
+        ..Default::default()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,15 +5,13 @@
 //! `--full-duplex` (both on each connection). iperf 2 sends the client no figures, so the server's
 //! side of the result is inferred from this end's, and nothing is verified (the result says both).
 
-use crate::dial::{measure, resolve, tcp_stream, ClientError, ClientEvent, ClientOptions, LiveIntervals};
+use crate::dial::{resolve, tcp_stream, ClientError, ClientEvent, ClientOptions};
 use crate::streams::DataPaths;
 use landspeed_core::assemble::{assemble, Inputs};
 use landspeed_core::config::{Direction, Flow, RxMode, Test, TestSpec, Transport};
-use landspeed_core::endpoint::{EndpointReport, IntervalSample, Role};
+use landspeed_core::endpoint::{EndpointReport, Role};
 use landspeed_core::result::RunResult;
-use landspeed_engine::supervisor::{EngineHook, Flags};
 use landspeed_engine::transport::tcp::DataStream;
-use landspeed_engine::transport::udp::UdpFormat;
 use landspeed_iperf2::ClientHeader;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::SystemTime;
@@ -46,22 +44,8 @@ pub fn run_iperf2_client(
         streams: spec.total_streams(),
         warnings: warnings.clone(),
     });
-    let (tx, rx) = std::sync::mpsc::channel::<landspeed_engine::supervisor::Wake<()>>();
-    let mut hook = Hook {
-        interrupt,
-        on_event,
-        live: LiveIntervals::default(),
-        spec,
-    };
     let data = DataPaths::Tcp(streams);
-    let out = measure(
-        opts,
-        spec,
-        (&data, UdpFormat::Landspeed),
-        local,
-        (&tx, &rx),
-        &mut hook,
-    );
+    let out = crate::dial::measure_quietly(opts, spec, &data, local, interrupt, on_event);
     let here = out.report(opts.cpus.clone(), warnings);
     let server = EndpointReport {
         software: "iperf 2 server".into(),
@@ -139,30 +123,4 @@ fn open(
         }
     }
     Ok(out)
-}
-
-/// Live intervals, and Ctrl-C: the senders stop, what is in flight is still read.
-struct Hook<'a> {
-    interrupt: &'a AtomicBool,
-    on_event: &'a mut dyn FnMut(ClientEvent),
-    live: LiveIntervals,
-    spec: &'a TestSpec,
-}
-
-impl EngineHook<()> for Hook<'_> {
-    fn on_sample(&mut self, sample: &IntervalSample) {
-        let spec = self.spec;
-        for flow in spec.flows() {
-            let iv = self.live.convert(sample, |id| spec.flow_of(id) == flow);
-            if !iv.streams.is_empty() {
-                (self.on_event)(ClientEvent::Interval { flow, interval: iv });
-            }
-        }
-    }
-    fn on_external(&mut self, _: (), _: &Flags) {}
-    fn on_tick(&mut self, flags: &Flags) {
-        if self.interrupt.load(Relaxed) {
-            flags.stop.store(true, Relaxed);
-        }
-    }
 }

@@ -11,13 +11,13 @@
 use super::gather::{Arrived, Joining, GATHER_WAIT};
 use crate::host::{Keyless, RefusalKind, Shared, TestLog};
 use landspeed_core::assemble::RunContext;
-use landspeed_core::config::{Direction, Flow, Test};
+use landspeed_core::config::{Direction, Flow, Test, TestSpec};
 use landspeed_core::endpoint::{EndpointReport, IntervalSample, Role, StreamReport};
 use landspeed_engine::sockopt;
 use landspeed_engine::supervisor::{self, EngineHook, EngineParams, Flags, Progress, Wake, Wiring};
 use landspeed_engine::transport::tcp::{DataStream, Tcp};
 use landspeed_iperf2::ack::{AckTimes, HeaderAck, WireTime, SPOKEN};
-use landspeed_iperf2::{ClientHeader, TcpPlan};
+use landspeed_iperf2::{ClientHeader, TcpPlan, Unserved};
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -37,12 +37,7 @@ pub(crate) fn arrival(stream: TcpStream, raw: &[u8], peer: SocketAddr, shared: &
         );
         return None;
     };
-    if shared.keyed_only(Keyless::Iperf2) {
-        shared.refuse(
-            peer,
-            RefusalKind::Keyed,
-            "iperf2: this server requires a key and does not open iperf 2's protocol (serve --open iperf2)",
-        );
+    if refused_keyed(peer, shared) {
         return None;
     }
     let accepted = SystemTime::now();
@@ -59,6 +54,19 @@ pub(crate) fn arrival(stream: TcpStream, raw: &[u8], peer: SocketAddr, shared: &
         }),
         _ => None,
     }
+}
+
+/// Whether this keyed server refuses iperf 2 (it carries no key), saying so in its log.
+pub(super) fn refused_keyed(peer: SocketAddr, shared: &Shared) -> bool {
+    let refused = shared.keyed_only(Keyless::Iperf2);
+    if refused {
+        shared.refuse(
+            peer,
+            RefusalKind::Keyed,
+            "iperf2: this server requires a key and does not open iperf 2's protocol (serve --open iperf2)",
+        );
+    }
+    refused
 }
 
 /// A test whose first connection has come.
@@ -92,36 +100,13 @@ fn serve(
     peer: SocketAddr,
     shared: &Arc<Shared>,
 ) {
-    let refuse = |kind, reason: String| shared.refuse(peer, kind, format!("iperf2: {reason}"));
     let key = getrandom::u64().unwrap_or(0x1a2b_3c4d);
-    let plan = match first.header.tcp_plan(key) {
-        Ok(p) => p,
-        Err(e) => return refuse(RefusalKind::Unserved, e.to_string()),
+    let plan = first.header.tcp_plan(key);
+    let spec = plan.as_ref().map(|p| p.spec.clone()).map_err(Clone::clone);
+    let (Some(admitted), Ok(plan)) = (admit(spec, peer, shared), plan) else {
+        return;
     };
-    let test = match plan.spec.clone().validated() {
-        Ok(t) => t,
-        Err(e) => {
-            return refuse(
-                RefusalKind::Unserved,
-                format!("the header asks for a test landspeed does not run: {e}"),
-            )
-        }
-    };
-    if let Some(over) = shared.opts.limits.check(&test) {
-        return refuse(RefusalKind::Unserved, over.to_string());
-    }
-    if let Err(why) = shared.admit(peer) {
-        return refuse(RefusalKind::RateLimited, why);
-    }
-    let Ok(_slot) = shared.slot(peer) else {
-        return refuse(RefusalKind::Busy, "busy (every test slot in use)".into());
-    };
-    let Ok(_memory) = shared.hold_memory(&test) else {
-        return refuse(
-            RefusalKind::Memory,
-            "its test needs more memory than the server has left".into(),
-        );
-    };
+    let test = &admitted.test;
     let mut streams = vec![first];
     gather(&mut streams, &rx, plan.spec.streams, &shared.shutdown);
     shared.iperf2.close(id);
@@ -130,11 +115,58 @@ fn serve(
     log.protocol = protocol(&streams[0].header);
     log.streams = streams.len() as u32;
     log.direction = Some(test.direction);
-    if let Err(e) = run(&streams, (&plan, &test), shared, &mut log) {
+    if let Err(e) = run(&streams, (&plan, test), shared, &mut log) {
         log.error = Some(e);
     }
     shared.tests_done.fetch_add(1, Relaxed);
     shared.emit(crate::host::ServerEvent::Test(log));
+}
+
+/// A test admitted: it holds its slot and memory until dropped.
+pub(super) struct Admitted {
+    pub(super) test: Test,
+    _slot: crate::host::Slot,
+    _memory: Option<crate::host::MemoryHold>,
+}
+
+/// Admits the test a header asks for (`spec`, or why it is not served), as every test is admitted:
+/// validated, within the server's limits, the per-minute rate, a slot, its memory; or refuses it
+/// with a log line (iperf 2 has no message for it).
+pub(super) fn admit(spec: Result<TestSpec, Unserved>, peer: SocketAddr, shared: &Shared) -> Option<Admitted> {
+    let refuse = |kind, reason: String| {
+        shared.refuse(peer, kind, format!("iperf2: {reason}"));
+        None
+    };
+    let test = match spec.map(TestSpec::validated) {
+        Err(e) => return refuse(RefusalKind::Unserved, e.to_string()),
+        Ok(Err(e)) => {
+            return refuse(
+                RefusalKind::Unserved,
+                format!("the header asks for a test landspeed does not run: {e}"),
+            )
+        }
+        Ok(Ok(t)) => t,
+    };
+    if let Some(over) = shared.opts.limits.check(&test) {
+        return refuse(RefusalKind::Unserved, over.to_string());
+    }
+    if let Err(why) = shared.admit(peer) {
+        return refuse(RefusalKind::RateLimited, why);
+    }
+    let Ok(slot) = shared.slot(peer) else {
+        return refuse(RefusalKind::Busy, "busy (every test slot in use)".into());
+    };
+    let Ok(memory) = shared.hold_memory(&test) else {
+        return refuse(
+            RefusalKind::Memory,
+            "its test needs more memory than the server has left".into(),
+        );
+    };
+    Some(Admitted {
+        test,
+        _slot: slot,
+        _memory: memory,
+    })
 }
 
 /// "iperf2 2.1.8" from the client's header, or "iperf2" when it sends no version.
@@ -360,7 +392,7 @@ fn seen_here(
         ..EndpointReport::default()
     };
     let sock = &streams[0].socket;
-    let context = context(
+    let context = iperf2_context(
         (sock.local_addr().ok(), sock.peer_addr().ok()),
         started,
         here.threads,
@@ -389,27 +421,14 @@ pub(super) fn inferred(s: &StreamReport) -> StreamReport {
     }
 }
 
-/// The context of the server's view: the client's address as the local one (landspeed's convention
-/// for a server's result).
-pub(super) fn context(
-    (local, peer): (Option<SocketAddr>, Option<SocketAddr>),
+/// The context of the server's view of an iperf 2 test (its peer is never landspeed's).
+pub(super) fn iperf2_context(
+    addresses: (Option<SocketAddr>, Option<SocketAddr>),
     started: SystemTime,
     threads: u32,
 ) -> RunContext {
-    let local = local.unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
     RunContext {
-        host: local.ip().to_string(),
-        port: local.port(),
-        local_address: peer.map_or_else(String::new, |p| p.to_string()),
-        remote_address: local.to_string(),
-        family: if local.is_ipv4() { "ipv4" } else { "ipv6" }.into(),
-        threads,
-        started_unix_s: started
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .map_or(0.0, |d| d.as_secs_f64()),
-        protocol: "iperf2".into(),
         foreign_peer: true,
-        served_here: true,
-        ..RunContext::default()
+        ..crate::host::server_context(addresses, started, threads, "iperf2")
     }
 }

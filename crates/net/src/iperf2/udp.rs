@@ -7,7 +7,7 @@
 //! datagrams, repeated) with iperf 2's report, again for each repeat until the client falls silent,
 //! as iperf 2.1.8's server does. Each `-P` stream (its own source port) is a test of its own here.
 
-use crate::host::{bind_udp, Keyless, RefusalKind, Shared, TestLog};
+use crate::host::{bind_udp, RefusalKind, Shared, TestLog};
 use landspeed_core::config::{Direction, Flow, Test};
 use landspeed_core::endpoint::{EndpointReport, Role, StreamReport};
 use landspeed_iperf2::udp::Datagram;
@@ -57,15 +57,7 @@ pub(crate) fn take(
     let Some((_, header)) = landspeed_iperf2::detect::udp(b) else {
         return false;
     };
-    if !shared.allowed(peer) {
-        return true;
-    }
-    if shared.keyed_only(Keyless::Iperf2) {
-        shared.refuse(
-            peer,
-            RefusalKind::Keyed,
-            "iperf2: this server requires a key and does not open iperf 2's protocol (serve --open iperf2)",
-        );
+    if !shared.allowed(peer) || super::server::refused_keyed(peer, shared) {
         return true;
     }
     let (tx, rx) = std::sync::mpsc::channel();
@@ -103,29 +95,11 @@ fn serve(
     rx: Receiver<Passed>,
     shared: &Arc<Shared>,
 ) {
+    let Some(admitted) = super::server::admit(header.udp_plan(0), peer, shared) else {
+        return;
+    };
+    let test = &admitted.test;
     let refuse = |kind, reason: String| shared.refuse(peer, kind, format!("iperf2: {reason}"));
-    let spec = match header.udp_plan(0) {
-        Ok(s) => s,
-        Err(e) => return refuse(RefusalKind::Unserved, e.to_string()),
-    };
-    let test = match spec.validated() {
-        Ok(t) => t,
-        Err(e) => {
-            return refuse(
-                RefusalKind::Unserved,
-                format!("the header asks for a test landspeed does not run: {e}"),
-            )
-        }
-    };
-    if let Some(over) = shared.opts.limits.check(&test) {
-        return refuse(RefusalKind::Unserved, over.to_string());
-    }
-    if let Err(why) = shared.admit(peer) {
-        return refuse(RefusalKind::RateLimited, why);
-    }
-    let Ok(_slot) = shared.slot(peer) else {
-        return refuse(RefusalKind::Busy, "busy (every test slot in use)".into());
-    };
     let v6only = local.is_ipv6().then_some(!local.ip().is_unspecified());
     let sock = match bind_udp(local, v6only).and_then(|s| s.connect(peer).map(|()| s)) {
         Ok(s) => s,
@@ -145,7 +119,7 @@ fn serve(
         Ok(()) => report(&sock, &receipt),
         Err(e) => log.error = Some(e),
     }
-    log.result = Some(Box::new(result(&receipt, &test, &header, (local, peer), started)));
+    log.result = Some(Box::new(result(&receipt, test, &header, (local, peer), started)));
     shared.tests_done.fetch_add(1, Relaxed);
     shared.emit(crate::host::ServerEvent::Test(log));
 }
@@ -289,7 +263,7 @@ fn result(
     };
     landspeed_core::assemble::assemble(&landspeed_core::assemble::Inputs {
         spec: test,
-        context: super::server::context((Some(addresses.0), Some(addresses.1)), started, 1),
+        context: super::server::iperf2_context((Some(addresses.0), Some(addresses.1)), started, 1),
         client: &client,
         server: &here,
         client_samples: &[],

@@ -113,13 +113,7 @@ impl<'a> Hook<'a> {
 
 impl EngineHook<Input> for Hook<'_> {
     fn on_sample(&mut self, sample: &IntervalSample) {
-        let spec = self.spec;
-        for flow in spec.flows() {
-            let iv = self.live.convert(sample, |id| spec.flow_of(id) == flow);
-            if !iv.streams.is_empty() {
-                (self.on_event)(ClientEvent::Interval { flow, interval: iv });
-            }
-        }
+        self.live.each_flow(self.spec, sample, self.on_event);
     }
     /// What the server says during the test: iperf3's server says nothing until TEST_END, so anything
     /// (a SERVER_ERROR, SERVER_TERMINATE, the connection closing) ends the test as failed.

@@ -161,7 +161,7 @@ fn serve(
     let started = std::time::SystemTime::now();
     let live = o.iperf3_live.then(|| Live {
         spec: test.spec().clone(),
-        context: server_context(addresses, started, 1),
+        context: crate::host::server_context(addresses, started, 1, "iperf3"),
         client_ports: client_ports(&streams),
         samples: vec![],
     });
@@ -232,34 +232,6 @@ fn client_ports(streams: &DataPaths) -> Vec<Option<u16>> {
     }
 }
 
-/// The context of the server's view of a test: the client's address as the local one (landspeed's
-/// convention for a server's result), the control connection's `(local, peer)` addresses.
-fn server_context(
-    (local, peer): (Option<SocketAddr>, Option<SocketAddr>),
-    started: std::time::SystemTime,
-    threads: u32,
-) -> RunContext {
-    let local = local.unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
-    let started_unix_s = started
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64());
-    RunContext {
-        host: local.ip().to_string(),
-        port: local.port(),
-        local_address: peer.map_or_else(String::new, |p| p.to_string()),
-        remote_address: local.to_string(),
-        family: if local.is_ipv4() { "ipv4" } else { "ipv6" }.into(),
-        threads,
-        cpus: None,
-        bind: None,
-        started_unix_s,
-        interrupted: false,
-        protocol: "iperf3".into(),
-        foreign_peer: false,
-        served_here: true,
-    }
-}
-
 /// The test as this server saw it: its own report and samples, and the client's figures from the
 /// results exchange (the client's samples are not sent in iperf3's protocol).
 fn seen_here(
@@ -284,7 +256,7 @@ fn seen_here(
     );
     let context = RunContext {
         foreign_peer: !spec.verify,
-        ..server_context(addresses, started, here.threads)
+        ..crate::host::server_context(addresses, started, here.threads, "iperf3")
     };
     landspeed_core::assemble::assemble(&landspeed_core::assemble::Inputs {
         spec,

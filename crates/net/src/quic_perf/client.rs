@@ -9,19 +9,16 @@
 //! and the result says both.
 
 use crate::dial::quic::{connect, open_stream, quic_err};
-use crate::dial::{resolve, run_context, ClientError, ClientEvent, ClientOptions, LiveIntervals};
+use crate::dial::{resolve, run_context, ClientError, ClientEvent, ClientOptions};
 use crate::streams::{DataPaths, QuicData};
 use landspeed_core::assemble::{assemble, Inputs};
 use landspeed_core::config::{Test, TestSpec};
-use landspeed_core::endpoint::{EndpointReport, IntervalSample, Role, StreamReport};
+use landspeed_core::endpoint::{EndpointReport, Role, StreamReport};
 use landspeed_core::result::RunResult;
 use landspeed_engine::quic::{self as q, ALPN_PERF};
-use landspeed_engine::supervisor::{EngineHook, Flags, Wake};
 use landspeed_engine::tls::Trust;
 use landspeed_engine::transport::quic::{QuicConnection, QuicStream};
-use landspeed_engine::transport::udp::UdpFormat;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-use std::sync::mpsc;
 use std::time::SystemTime;
 
 /// Requests a performance-protocol connection may have open at once.
@@ -62,21 +59,7 @@ pub fn run_quic_perf(
         streams: spec.total_streams(),
         warnings: warnings.clone(),
     });
-    let (tx, rx) = mpsc::channel::<Wake<()>>();
-    let mut hook = Hook {
-        spec,
-        interrupt,
-        on_event,
-        live: LiveIntervals::default(),
-    };
-    let out = crate::dial::measure(
-        opts,
-        spec,
-        (&data, UdpFormat::Landspeed),
-        local,
-        (&tx, &rx),
-        &mut hook,
-    );
+    let out = crate::dial::measure_quietly(opts, spec, &data, local, interrupt, on_event);
     if let DataPaths::Quic(q) = &data {
         if let Some(reason) = q.connections.iter().find_map(|c| refused(&c.conn)) {
             return Err(quic_err(format!("the server closed the connection: {reason}")));
@@ -166,33 +149,5 @@ fn server_view(s: &StreamReport) -> StreamReport {
         quic: None,
         error: None,
         ..s.clone()
-    }
-}
-
-/// Live intervals from this end's samples (there is no server to send its own).
-struct Hook<'a> {
-    spec: &'a TestSpec,
-    interrupt: &'a AtomicBool,
-    on_event: &'a mut dyn FnMut(ClientEvent),
-    live: LiveIntervals,
-}
-
-impl EngineHook<()> for Hook<'_> {
-    fn on_sample(&mut self, sample: &IntervalSample) {
-        for flow in self.spec.flows() {
-            let spec = self.spec;
-            let iv = self.live.convert(sample, |id| spec.flow_of(id) == flow);
-            if !iv.streams.is_empty() {
-                (self.on_event)(ClientEvent::Interval { flow, interval: iv });
-            }
-        }
-    }
-
-    fn on_external(&mut self, _x: (), _flags: &Flags) {}
-
-    fn on_tick(&mut self, flags: &Flags) {
-        if self.interrupt.load(Relaxed) {
-            flags.stop.store(true, Relaxed);
-        }
     }
 }
