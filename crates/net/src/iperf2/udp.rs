@@ -60,6 +60,11 @@ pub(crate) fn take(
     if !shared.allowed(peer) || super::server::refused_keyed(peer, shared) {
         return true;
     }
+    // Admitted here, on the listener's thread (no I/O), so that a client refused datagram after
+    // datagram costs no thread each time.
+    let Some(admitted) = super::server::admit(header.udp_plan(0), peer, shared) else {
+        return true;
+    };
     let (tx, rx) = std::sync::mpsc::channel();
     let _ = tx.send((b.to_vec(), stamp_ns));
     shared
@@ -73,7 +78,7 @@ pub(crate) fn take(
         .name(format!("iperf2 udp {peer}"))
         .spawn(move || {
             sh.connection_started();
-            serve(header, (peer, local), rx, &sh);
+            serve(header, admitted, (peer, local), rx, &sh);
             sh.iperf2_udp.remove(peer);
             sh.connection_ended();
         });
@@ -88,16 +93,14 @@ pub(crate) fn take(
     true
 }
 
-/// Admits, receives and reports one UDP stream, then logs it.
+/// Receives and reports one admitted UDP stream, then logs it.
 fn serve(
     header: ClientHeader,
+    admitted: super::server::Admitted,
     (peer, local): (SocketAddr, SocketAddr),
     rx: Receiver<Passed>,
     shared: &Arc<Shared>,
 ) {
-    let Some(admitted) = super::server::admit(header.udp_plan(0), peer, shared) else {
-        return;
-    };
     let test = &admitted.test;
     let refuse = |kind, reason: String| shared.refuse(peer, kind, format!("iperf2: {reason}"));
     let v6only = local.is_ipv6().then_some(!local.ip().is_unspecified());
