@@ -225,14 +225,15 @@ fn iperf2_udp_clients_get_the_report_iperf2s_server_sends() {
         );
         for ((lost, total), (_, their_total)) in our_reports.iter().zip(&their_reports) {
             // Loopback at these rates loses nothing; the totals are the datagrams sent, the end's
-            // included: equal for a byte count, within 2% for a time.
+            // included: equal for a byte count; for a time within 10% (the client paces by its own
+            // clock, and a busy CI machine delays it differently in the two runs; 0.1% apart here).
             assert_eq!(*lost, 0, "{args}");
             if args.starts_with("-n") {
                 assert_eq!(total, their_total, "{args}");
             } else {
                 let ratio = *total as f64 / *their_total as f64;
                 assert!(
-                    (0.98..1.02).contains(&ratio),
+                    (0.9..1.1).contains(&ratio),
                     "{args}: {total} against {their_total}"
                 );
             }
