@@ -38,15 +38,36 @@ impl Iperf2Server {
             .spawn()
             .expect("run iperf -s");
         let udp = extra.contains(&"-u");
+        let ready = || {
+            if udp {
+                udp_bound(port)
+            } else {
+                common::listening(port)
+            }
+        };
         assert!(
-            common::wait_until(Duration::from_secs(5), || udp || common::listening(port)),
+            common::wait_until(Duration::from_secs(5), ready),
             "iperf -s did not listen"
         );
-        if udp {
-            std::thread::sleep(Duration::from_millis(300));
-        }
         Iperf2Server(child, port)
     }
+}
+
+/// Whether a UDP socket is bound to `port` (the kernel's tables: a UDP server answers nothing to
+/// tell by).
+fn udp_bound(port: u16) -> bool {
+    let hex = format!(":{port:04X} ");
+    ["/proc/net/udp", "/proc/net/udp6"].iter().any(|t| {
+        std::fs::read_to_string(t)
+            .unwrap_or_default()
+            .lines()
+            .skip(1)
+            .any(|l| {
+                l.split_whitespace()
+                    .nth(1)
+                    .is_some_and(|local| format!("{local} ").ends_with(&hex))
+            })
+    })
 }
 
 impl Drop for Iperf2Server {
