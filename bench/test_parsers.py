@@ -32,6 +32,11 @@ perf client (quinn-rs/quinn main at a1931ab8) against its own server on loopback
 --download-size 512M --duration 4`: it prints its table every second, so bench/transports must read
 the last AVG row (the whole run's, not the first second's zeros), in the column of the direction
 measured, per request (the script multiplies by the requests in flight).
+iperf2-2.1.8-full-duplex.csv is iperf 2.1.8's client `-t 1 --full-duplex -y C` against `iperf -s` on
+loopback (its received row's local port is the server's, its remote `::,0`), and
+iperf2-2.1.8-udp-e.txt / -udp-e-landspeed.txt its `-u -n 100K -l 1000 -e` text against `iperf -s -u`
+and against `landspeed serve` (whose report carries the latency columns): bench/iperf2-side-by-side
+must read each way's bytes and each Server Report's lost/total, jitter and mean latency.
 """
 import importlib.machinery, importlib.util, json, os, sys
 
@@ -46,9 +51,9 @@ def load(name):
     return module
 
 
-peers, dropin, ndt7, latency, udp, transports, recompute = (
+peers, dropin, ndt7, latency, udp, transports, recompute, iperf2 = (
     load(n) for n in ("peers", "dropin", "ndt7", "latency", "udp", "transports",
-                      "goresponsiveness-recompute"))
+                      "goresponsiveness-recompute", "iperf2-side-by-side"))
 
 
 def tally(checks):
@@ -172,9 +177,26 @@ def check_peers():
                  for got in [peers.iperf2_parse(fixture(name))])
 
 
+IPERF2_CASES = [
+    # (fixture, the server's port, what bench/iperf2-side-by-side must read)
+    ("iperf2-2.1.8-full-duplex.csv", 5099, (1059586108, 1031405568)),
+    ("iperf2-2.1.8-udp-e.txt", None, [(0, 104, 0.004, None)]),
+    ("iperf2-2.1.8-udp-e-landspeed.txt", None, [(0, 104, 0.005, 0.022)]),
+]
+
+
+def check_iperf2():
+    def read(name, port):
+        text = fixture(name)
+        return iperf2.csv_ways(text, port) if port else iperf2.udp_reports(text)
+    return tally((f"{name}: bench/iperf2-side-by-side", got, want, got == want)
+                 for name, port, want in IPERF2_CASES
+                 for got in [read(name, port)])
+
+
 def main():
     results = [check() for check in (check_dropin, check_ndt7, check_goresponsiveness, check_recompute, check_udp, check_transports,
-                                        check_peers)]
+                                        check_peers, check_iperf2)]
     passed, failed = (sum(r[i] for r in results) for i in (0, 1))
     print(f"bench parsers: {passed} of {passed + failed} cases parse right")
     return 1 if failed else 0
