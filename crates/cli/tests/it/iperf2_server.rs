@@ -87,13 +87,20 @@ struct CsvLine {
 
 /// `iperf -c 127.0.0.1 -p PORT ARGS -y C`: its exit, its stream lines, its whole output.
 fn client(port: u16, args: &str) -> (Output, Vec<CsvLine>) {
+    let (out, lines, hung) = client_or_hang(port, args);
+    assert!(!hung, "iperf -c -p {port} {args} hung");
+    (out, lines)
+}
+
+/// Like `client`, and whether the client had to be killed after 20 s (what it printed kept).
+fn client_or_hang(port: u16, args: &str) -> (Output, Vec<CsvLine>, bool) {
     let mut cmd = Command::new("iperf");
     cmd.args(["-c", "127.0.0.1", "-p", &port.to_string(), "-y", "C"])
         .args(args.split_whitespace())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let child = cmd.spawn().expect("run iperf -c");
-    let out = common::wait_output(child, Duration::from_secs(30)).expect("iperf -c hung");
+    let (out, hung) = common::wait_output_or_kill(child, Duration::from_secs(20));
     let p = port.to_string();
     let lines = String::from_utf8_lossy(&out.stdout)
         .lines()
@@ -106,7 +113,29 @@ fn client(port: u16, args: &str) -> (Output, Vec<CsvLine>) {
             })
         })
         .collect();
-    (out, lines)
+    (out, lines, hung)
+}
+
+/// One matrix line against one server. iperf 2.1.8's client can hang after a `--full-duplex`
+/// test has ended and it has printed both its lines: its sending thread waits for its reporter
+/// thread, which missed the wake-up (gdb on a hung client built from 2.1.8's source: the sender in
+/// `EndJob` awaiting `consumerdone`, the reporter idle in `reporter_spawn`, the receiver at the
+/// full-duplex stop barrier; about 1 run in 150 against landspeed on loopback, whose two
+/// directions end together). Only there, a hang after both lines stands for exit 0: the lines
+/// and the server's log are still checked.
+fn matrix_client(port: u16, args: &str) -> (Option<i32>, Vec<CsvLine>, String) {
+    let (out, lines, hung) = client_or_hang(port, args);
+    let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    if !hung {
+        return (out.status.code(), lines, text);
+    }
+    let both_ways = lines.iter().any(|l| l.received) && lines.iter().any(|l| !l.received);
+    assert!(
+        args.contains("--full-duplex") && both_ways,
+        "iperf -c -p {port} {args} hung: {text}"
+    );
+    eprintln!("iperf -c -p {port} {args}: hung after both its lines (iperf 2.1.8's lost wake-up)");
+    (Some(0), lines, text)
 }
 
 fn total(lines: &[CsvLine], received: bool) -> u64 {
@@ -138,28 +167,48 @@ const MATRIX: &[&str] = &[
     "-t 1 -b 50M",
 ];
 
+/// One matrix line against a fresh `iperf -s`, run again on another when that server died under
+/// it: iperf 2.1.8's server aborts (SIGABRT) now and then at the end of a `--trip-times` test (1
+/// run of the matrix in about 20 here), and the yardstick must not be a dying process.
+fn reference_run(args: &str) -> (Option<i32>, Vec<CsvLine>, String) {
+    for _ in 0..2 {
+        let mut reference = Iperf2Server::start();
+        let got = matrix_client(reference.1, args);
+        let died = common::wait_until(Duration::from_millis(100), || {
+            reference.0.try_wait().is_ok_and(|s| s.is_some())
+        });
+        if !died {
+            return got;
+        }
+        eprintln!("iperf -s died under iperf -c {args}; once more on a fresh one");
+    }
+    panic!("iperf -s died twice under iperf -c {args}");
+}
+
 #[test]
 fn iperf2_clients_get_from_landspeed_what_iperf2s_server_gives() {
     let _one = common::alone();
     if !have_iperf2() {
         return;
     }
-    let reference = Iperf2Server::start();
     let s = ServerProc::start("127.0.0.1", &[]);
     for args in MATRIX {
-        let (theirs, their_lines) = client(reference.1, args);
-        let (ours, our_lines) = client(s.port, args);
-        let text = String::from_utf8_lossy(&ours.stderr);
-        assert_eq!(ours.status.code(), theirs.status.code(), "{args}: {text}");
-        assert!(ours.status.success(), "{args}: {text}");
+        let (theirs, their_lines, their_text) = reference_run(args);
+        let (ours, our_lines, text) = matrix_client(s.port, args);
+        assert_eq!(ours, theirs, "{args}: {text}");
+        assert_eq!(ours, Some(0), "{args}: {text}");
         let shape = |l: &[CsvLine]| l.iter().map(|l| l.received).collect::<Vec<_>>();
         let (mut a, mut b) = (shape(&our_lines), shape(&their_lines));
         a.sort();
         b.sort();
-        assert_eq!(a, b, "{args}: the same streams each way");
+        assert_eq!(
+            a, b,
+            "{args}: the same streams each way: {text} / iperf -s: {their_text}"
+        );
         if args.starts_with("-n") {
             for way in [false, true] {
-                assert_eq!(total(&our_lines, way), total(&their_lines, way), "{args}");
+                let (o, t) = (total(&our_lines, way), total(&their_lines, way));
+                assert_eq!(o, t, "{args}: {text} / iperf -s: {their_text}");
             }
         }
         let line = common::line_with(&s, "iperf2 2.1.8 test");

@@ -375,19 +375,30 @@ pub fn wait_exit(child: Child, timeout: Duration) -> Option<ExitStatus> {
 
 /// Like `wait_exit`, collecting whatever of stdout/stderr is still piped.
 pub fn wait_output(child: Child, timeout: Duration) -> Option<Output> {
+    match wait_output_or_kill(child, timeout) {
+        (out, false) => Some(out),
+        (_, true) => None,
+    }
+}
+
+/// Waits for a child to exit, at most `timeout`, then kills it: what it wrote either way, and
+/// whether it had to be killed (for a peer whose own bug can hang it after its work is done).
+pub fn wait_output_or_kill(child: Child, timeout: Duration) -> (Output, bool) {
     let pid = child.id() as i32;
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
         let _ = tx.send(child.wait_with_output());
     });
-    match rx.recv_timeout(timeout) {
-        Ok(out) => out.ok(),
+    let killed = match rx.recv_timeout(timeout) {
+        Ok(out) => return (out.expect("wait for a child"), false),
         Err(_) => {
             // SAFETY: kill(2) on our own child, which the waiting thread will then reap.
             unsafe { libc_kill(pid, 9) };
-            None
+            true
         }
-    }
+    };
+    let out = rx.recv().expect("the waiting thread").expect("wait for a child");
+    (out, killed)
 }
 
 /// A repository script that writes its record with `--json FILE` (bench/diagnosis/matrix,
