@@ -132,4 +132,10 @@ A client's key file may be a copy of that line (run --auth alice:alice.key).")]
         after_help = "Examples:\n  landspeed iperf3 -c 192.0.2.7 -t 10 -P 4 -J\n  landspeed iperf3 -s -1\n  ln -s $(command -v landspeed) /usr/local/lib/landspeed/iperf3   # then iperf3 ... runs landspeed"
     )]
     Iperf3(crate::cmd::iperf3::Iperf3Args),
+    /// iperf 2's command line and output (the drop-in; also the binary started as `iperf`).
+    #[command(
+        disable_help_flag = true,
+        after_help = "Examples:\n  landspeed iperf2 -c 192.0.2.7 -t 10 -P 4 -y C\n  landspeed iperf2 -c 192.0.2.7 --full-duplex -i 1 -e\n  landspeed iperf2 -s\n  ln -s $(command -v landspeed) /usr/local/lib/landspeed/iperf   # then iperf ... runs landspeed"
+    )]
+    Iperf2(crate::cmd::iperf2::Iperf2Args),
 }

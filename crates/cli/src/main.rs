@@ -23,6 +23,10 @@ fn main() -> ExitCode {
         landspeed_engine::rlimit::raise_fd_limit();
         return exit_code(cmd::iperf3::main(argv));
     }
+    if name.is_some_and(|n| n == "iperf") {
+        landspeed_engine::rlimit::raise_fd_limit();
+        return exit_code(cmd::iperf2::main(argv));
+    }
     if cmd::version::asked(&std::env::args().collect::<Vec<_>>()) {
         println!("{}", cmd::version::line());
         return ExitCode::SUCCESS;
@@ -52,6 +56,7 @@ fn main() -> ExitCode {
         Command::Keygen(a) => cmd::keygen::keygen(a),
         Command::Pscheduler(a) => cmd::pscheduler::pscheduler(a),
         Command::Iperf3(a) => cmd::iperf3::iperf3(a),
+        Command::Iperf2(a) => cmd::iperf2::iperf2(a),
         Command::Exporter(a) => cmd::exporter::exporter(a),
         Command::Completions(a) => cmd::version::completions(a, cli::Cli::command()),
         Command::Man(a) => cmd::version::man(a, cli::Cli::command()),

@@ -4,6 +4,7 @@
 
 pub mod archive;
 pub mod exporter;
+pub mod iperf2;
 pub mod iperf3;
 pub mod keygen;
 pub mod latency;

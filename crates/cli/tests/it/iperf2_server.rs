@@ -561,3 +561,151 @@ fn scopeguard(c: &mut Child) -> impl Drop + '_ {
     }
     Kill(c)
 }
+
+/// The CSV lines of `-y C` output: (id, whether it received, bytes), the interval field too.
+fn csv_lines(out: &str, server_port: u16) -> Vec<(String, bool, u64, String)> {
+    out.lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            (f.len() == 9 && f[5] != "-1").then(|| {
+                let received = f[2] == server_port.to_string();
+                (
+                    f[5].to_string(),
+                    received,
+                    f[7].parse().unwrap(),
+                    f[6].to_string(),
+                )
+            })
+        })
+        .collect()
+}
+
+/// `landspeed iperf2 -c ... -y C` (the drop-in) and iperf 2.1.8's client, the same command line
+/// against a fresh `iperf -s` each and against `landspeed serve`: the same CSV lines (stream ids,
+/// which way, the interval fields), the same bytes for `-n` tests, exit 0; the text's lines have
+/// iperf 2's shape; refusals name the option; and the binary started as `iperf` is the drop-in.
+#[test]
+fn the_iperf_drop_in_prints_what_iperf2s_client_prints() {
+    let _one = common::alone();
+    if !have_iperf2() {
+        return;
+    }
+    let s = ServerProc::start("127.0.0.1", &[]);
+    for args in ["-n 1M -P 2", "-n 2M -R", "-n 1M --full-duplex", "-t 2 -i 1 -P 2"] {
+        for port in [None, Some(s.port)] {
+            let reference = port.is_none().then(Iperf2Server::start);
+            let port = port.unwrap_or_else(|| reference.as_ref().unwrap().1);
+            let line = format!("-c 127.0.0.1 -p {port} -y C {args}");
+            let theirs = Command::new("iperf")
+                .args(line.split_whitespace())
+                .output()
+                .unwrap();
+            let ours = common::landspeed(
+                &std::iter::once("iperf2")
+                    .chain(line.split_whitespace())
+                    .collect::<Vec<_>>(),
+                Duration::from_secs(30),
+            );
+            assert_eq!(ours.code, 0, "{line}: {}", ours.stderr);
+            let (a, b) = (
+                csv_lines(&ours.stdout, port),
+                csv_lines(&String::from_utf8_lossy(&theirs.stdout), port),
+            );
+            let shape = |l: &[(String, bool, u64, String)]| {
+                // A stream's last line is its total, whose span is its own measured time.
+                let mut seen = std::collections::HashSet::new();
+                let mut v: Vec<_> = l
+                    .iter()
+                    .rev()
+                    .map(|(id, r, _, span)| {
+                        let last = seen.insert((id.clone(), *r));
+                        (id.clone(), *r, if last { "total".into() } else { span.clone() })
+                    })
+                    .collect();
+                v.sort();
+                v
+            };
+            assert_eq!(
+                shape(&a),
+                shape(&b),
+                "{line}:\n{}\n/ iperf 2.1.8:\n{}",
+                ours.stdout,
+                String::from_utf8_lossy(&theirs.stdout)
+            );
+            if args.starts_with("-n") {
+                let bytes = |l: &[(String, bool, u64, String)]| l.iter().map(|x| x.2).sum::<u64>();
+                assert_eq!(bytes(&a), bytes(&b), "{line}: {}", ours.stdout);
+            }
+        }
+    }
+    // The text: iperf 2's head, a "connected with" line, the column head, stream and SUM lines.
+    let text = common::landspeed(
+        &[
+            "iperf2",
+            "-c",
+            "127.0.0.1",
+            "-p",
+            &s.port.to_string(),
+            "-n",
+            "1M",
+            "-P",
+            "2",
+            "-e",
+        ],
+        Duration::from_secs(30),
+    );
+    let lines: Vec<&str> = text.stdout.lines().collect();
+    assert!(
+        lines[1].starts_with("Client connecting to 127.0.0.1, TCP port"),
+        "{}",
+        text.stdout
+    );
+    assert!(
+        lines
+            .iter()
+            .filter(|l| l.contains("connected with 127.0.0.1 port"))
+            .count()
+            == 2,
+        "{}",
+        text.stdout
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("[ ID] Interval") && l.contains("Write/Err")),
+        "{}",
+        text.stdout
+    );
+    let sum = lines
+        .iter()
+        .find(|l| l.starts_with("[SUM] 0.0000-"))
+        .expect("a [SUM] line");
+    assert!(sum.contains(" 2.00 MBytes "), "{sum}");
+    // Refused by name, one line, exit 1; unknown options likewise.
+    for (args, name) in [
+        (&["-c", "127.0.0.1", "-r"][..], "-r/-d"),
+        (&["-c", "127.0.0.1", "--bounceback"][..], "--bounceback"),
+        (&["-c", "127.0.0.1", "--no-such"][..], "--no-such"),
+    ] {
+        let o = common::landspeed(
+            &std::iter::once("iperf2")
+                .chain(args.iter().copied())
+                .collect::<Vec<_>>(),
+            Duration::from_secs(10),
+        );
+        assert_eq!(o.code, 1, "{args:?}");
+        assert_eq!(o.stderr.lines().count(), 1, "{args:?}: {}", o.stderr);
+        assert!(o.stderr.contains(name), "{args:?}: {}", o.stderr);
+    }
+    let dir = std::env::temp_dir().join(format!("landspeed-iperf2-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let link = dir.join("iperf");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(common::bin(), &link).unwrap();
+    let v = Command::new(&link).arg("-v").output().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        String::from_utf8_lossy(&v.stdout).starts_with("iperf version 2.1.8 (landspeed "),
+        "{v:?}"
+    );
+}

@@ -1,0 +1,374 @@
+//! `landspeed iperf2 ARGS` (and the binary started as `iperf`): iperf 2's command line and output,
+//! so a script written around `iperf` runs landspeed by changing one path. The client runs
+//! landspeed's data path in iperf 2's protocol (`run --iperf2`: against `iperf -s` and `landspeed
+//! serve` alike) and prints iperf 2's text or CSV (report::iperf2_text); the server is `landspeed
+//! serve` on iperf 2's port, which answers iperf 2 clients. What landspeed cannot do of iperf 2 is
+//! refused by name in one line, never ignored (docs/iperf2.md lists it).
+
+use anyhow::Result;
+use clap::{Args, Parser};
+use landspeed_report::iperf2_text::{self, Iperf2Style};
+use std::ffi::OsString;
+
+/// iperf 2's port.
+const PORT: u16 = 5001;
+
+/// `landspeed iperf2 ARGS...`: the arguments as iperf 2 takes them.
+#[derive(Args, Debug)]
+pub struct Iperf2Args {
+    /// iperf 2's arguments, e.g. `-c HOST -t 10 -P 4 -y C` or `-s`.
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "IPERF_ARGS"
+    )]
+    pub args: Vec<OsString>,
+}
+
+/// iperf 2.1.8's options that landspeed carries out, and those it refuses by name.
+#[derive(Parser, Debug, Default)]
+#[command(name = "iperf", disable_version_flag = true, disable_help_flag = true)]
+pub(crate) struct Opts {
+    #[arg(short = 'c', long = "client")]
+    client: Option<String>,
+    #[arg(short = 's', long = "server")]
+    server: bool,
+    #[arg(short = 'p', long = "port")]
+    port: Option<u16>,
+    #[arg(short = 't', long = "time")]
+    time: Option<f64>,
+    #[arg(short = 'n', long = "num")]
+    bytes: Option<String>,
+    #[arg(short = 'P', long = "parallel")]
+    parallel: Option<u32>,
+    #[arg(short = 'l', long = "len")]
+    length: Option<String>,
+    #[arg(short = 'w', long = "window")]
+    window: Option<String>,
+    #[arg(short = 'R', long = "reverse")]
+    reverse: bool,
+    #[arg(long = "full-duplex")]
+    full_duplex: bool,
+    #[arg(short = 'i', long = "interval")]
+    interval: Option<f64>,
+    #[arg(short = 'e', long = "enhanced")]
+    enhanced: bool,
+    #[arg(short = 'y', long = "reportstyle")]
+    style: Option<String>,
+    #[arg(short = 'f', long = "format")]
+    format: Option<char>,
+    #[arg(short = 'b', long = "bandwidth")]
+    bandwidth: Option<String>,
+    #[arg(short = 'B', long = "bind")]
+    bind: Option<String>,
+    #[arg(short = 'v', long = "version")]
+    version: bool,
+    #[arg(short = 'h', long = "help")]
+    help: bool,
+    /// Options iperf 2 has that landspeed refuses by name (see `refused`).
+    #[arg(short = 'u', long = "udp")]
+    udp: bool,
+    #[arg(short = 'r', long = "tradeoff")]
+    tradeoff: bool,
+    #[arg(short = 'd', long = "dualtest")]
+    dualtest: bool,
+    #[arg(long = "trip-times")]
+    trip_times: bool,
+    #[arg(long = "bounceback", num_args = 0..=1, default_missing_value = "")]
+    bounceback: Option<String>,
+    #[arg(long = "isochronous", num_args = 0..=1, default_missing_value = "")]
+    isochronous: Option<String>,
+    #[arg(short = 'D', long = "daemon")]
+    daemon: bool,
+    #[arg(short = 'o', long = "output")]
+    output: Option<String>,
+    #[arg(short = 'H', long = "ssm-host")]
+    ssm_host: Option<String>,
+    #[arg(short = 'T', long = "ttl")]
+    ttl: Option<u32>,
+    #[arg(short = 'x', long = "reportexclude")]
+    exclude: Option<String>,
+    #[arg(short = 'X', long = "peer-detect")]
+    peer_detect: bool,
+}
+
+/// `landspeed iperf2 ARGS`.
+pub fn iperf2(a: Iperf2Args) -> Result<bool> {
+    let mut argv = vec![OsString::from("iperf")];
+    argv.extend(a.args);
+    main(argv)
+}
+
+/// One line on stderr for a command line landspeed will not run, and exit 1.
+fn refuse(why: &str) -> Result<bool> {
+    eprintln!("iperf: {why}");
+    Ok(false)
+}
+
+/// The binary started as `iperf`, or `landspeed iperf2`: `argv` starts with the program's name.
+pub fn main(argv: Vec<OsString>) -> Result<bool> {
+    let o = match Opts::try_parse_from(argv) {
+        Ok(o) => o,
+        Err(e) => {
+            let text = e.to_string();
+            return refuse(text.lines().next().unwrap_or("").trim_start_matches("error: "));
+        }
+    };
+    if o.version {
+        println!(
+            "iperf version 2.1.8 (landspeed {}: iperf 2's command line and output)",
+            landspeed_core::SOFTWARE_VERSION
+        );
+        return Ok(true);
+    }
+    if o.help {
+        println!("{HELP}");
+        return Ok(true);
+    }
+    if let Some(why) = refused(&o) {
+        return refuse(&why);
+    }
+    match (&o.client, o.server) {
+        (Some(_), true) => refuse("-c and -s together: one or the other"),
+        (None, false) => refuse("usage: iperf [-s|-c host] [options] (iperf -h for help)"),
+        (None, true) => serve(&o),
+        (Some(host), false) => client(&o, host),
+    }
+}
+
+const HELP: &str = "Usage: iperf [-s|-c host] [options]   (landspeed's iperf 2 drop-in)
+  -c, --client HOST  run as a client against HOST      -s, --server      run as a server
+  -p, --port N       server port (5001)                -B, --bind ADDR   local address
+  -t, --time S       seconds to send (10)              -n, --num N[KMG]  bytes instead (per stream)
+  -P, --parallel N   streams                           -l, --len N[KMG]  write size (128K)
+  -w, --window N     socket buffers                    -b, --bandwidth R per stream (k, m, g: 1000s)
+  -R, --reverse      the server sends                  --full-duplex     both ways on each stream
+  -i, --interval S   report interval                   -e, --enhanced    -e's columns
+  -y C               CSV                               -f [abkmgKMG]     units
+iperf 2's protocol over TCP against `iperf -s` or `landspeed serve`; the server is `landspeed serve`
+(landspeed's log lines, not iperf 2's). iperf 2's payload is not landspeed's: nothing is verified.
+Options landspeed cannot honour are refused by name in one line (docs/iperf2.md).";
+
+/// The first option given that landspeed refuses, with why.
+fn refused(o: &Opts) -> Option<String> {
+    let not = |name: &str, why: &str| format!("landspeed iperf2 does not support {name}: {why}");
+    let list = [
+        (
+            o.udp && o.client.is_some(),
+            "-u as a client",
+            "landspeed's iperf 2 client is TCP only yet (its server answers iperf 2's UDP clients)",
+        ),
+        (
+            o.tradeoff || o.dualtest,
+            "-r/-d",
+            "they ask the server to connect back to the client; use --full-duplex",
+        ),
+        (
+            o.trip_times,
+            "--trip-times",
+            "the one-way figures are not computed yet",
+        ),
+        (
+            o.bounceback.is_some(),
+            "--bounceback",
+            "request/response is not built yet",
+        ),
+        (
+            o.isochronous.is_some(),
+            "--isochronous",
+            "isochronous frames are not built yet",
+        ),
+        (
+            o.ssm_host.is_some() || o.ttl.is_some(),
+            "-H/-T (multicast)",
+            "multicast is not built yet",
+        ),
+        (o.daemon, "-D", "run `landspeed serve` under your service manager"),
+        (o.output.is_some(), "-o", "redirect standard output"),
+        (o.exclude.is_some(), "-x", "every report is printed"),
+        (o.peer_detect, "-X", "the server's version is not asked for"),
+        (
+            o.style.as_deref().is_some_and(|s| !s.eq_ignore_ascii_case("c")),
+            "-y other than C",
+            "CSV is the only other style",
+        ),
+    ];
+    list.into_iter()
+        .find(|(on, ..)| *on)
+        .map(|(_, name, why)| not(name, why))
+}
+
+/// iperf 2's byte counts: `K`, `M`, `G` powers of 1024, `k`, `m`, `g` of 1000 (its `byte_atoi`).
+fn bytes(v: &str) -> Option<u64> {
+    let (num, mult) = match v.chars().last()? {
+        'K' => (&v[..v.len() - 1], 1024.0),
+        'M' => (&v[..v.len() - 1], 1024.0 * 1024.0),
+        'G' => (&v[..v.len() - 1], 1024.0 * 1024.0 * 1024.0),
+        'k' => (&v[..v.len() - 1], 1e3),
+        'm' => (&v[..v.len() - 1], 1e6),
+        'g' => (&v[..v.len() - 1], 1e9),
+        _ => (v, 1.0),
+    };
+    let n: f64 = num.parse().ok()?;
+    (n >= 0.0 && n.is_finite()).then(|| (n * mult).round() as u64)
+}
+
+/// iperf 2's bit rates: `k`, `m`, `g` (either case) powers of 1000, in bits per second.
+fn bits(v: &str) -> Option<u64> {
+    let (num, mult) = match v.chars().last()?.to_ascii_lowercase() {
+        'k' => (&v[..v.len() - 1], 1e3),
+        'm' => (&v[..v.len() - 1], 1e6),
+        'g' => (&v[..v.len() - 1], 1e9),
+        _ => (v, 1.0),
+    };
+    let n: f64 = num.parse().ok()?;
+    (n > 0.0 && n.is_finite()).then(|| (n * mult).round() as u64)
+}
+
+/// `landspeed run` arguments for iperf 2's client options (`-n`, `-l`, `-w` and `-b` read as iperf
+/// 2 reads them; `-n` and `-b` are per stream in iperf 2, totals in landspeed).
+fn run_args(o: &Opts, host: &str) -> Result<Vec<String>, String> {
+    let streams = u64::from(o.parallel.unwrap_or(1).max(1));
+    let number = |flag: &str, v: &Option<String>, read: fn(&str) -> Option<u64>| {
+        v.as_deref()
+            .map(|v| read(v).ok_or_else(|| format!("{flag} {v}: not a number iperf 2 reads")))
+            .transpose()
+    };
+    let mut a = vec![
+        host.to_string(),
+        "-p".into(),
+        o.port.unwrap_or(PORT).to_string(),
+        "--no-save".into(),
+        "--iperf2".into(),
+    ];
+    match number("-n", &o.bytes, bytes)? {
+        Some(n) => a.extend(["-n".into(), (n * streams).to_string()]),
+        None => a.extend([
+            "-t".into(),
+            format!("{}ms", (o.time.unwrap_or(10.0) * 1000.0).round()),
+        ]),
+    }
+    a.extend(["-P".into(), streams.to_string()]);
+    let len = number("-l", &o.length, bytes)?.unwrap_or(landspeed_iperf2::spec::DEFAULT_TCP_LEN);
+    a.extend(["-l".into(), len.to_string()]);
+    if let Some(w) = number("-w", &o.window, bytes)? {
+        a.extend(["-w".into(), w.to_string()]);
+    }
+    if let Some(b) = number("-b", &o.bandwidth, bits)? {
+        a.extend(["-b".into(), (b * streams).to_string()]);
+    }
+    if let Some(i) = o.interval.filter(|i| *i > 0.0) {
+        a.extend(["-i".into(), format!("{}ms", (i * 1000.0).round())]);
+    }
+    if let Some(b) = &o.bind {
+        a.extend(["-B".into(), b.clone()]);
+    }
+    for (on, flag) in [(o.reverse, "-R"), (o.full_duplex, "--bidir")] {
+        if on {
+            a.push(flag.into());
+        }
+    }
+    Ok(a)
+}
+
+/// The client: one test, printed as iperf 2 prints it.
+fn client(o: &Opts, host: &str) -> Result<bool> {
+    let args = match run_args(o, host) {
+        Ok(a) => a,
+        Err(why) => return refuse(&why),
+    };
+    // `--iperf2` chooses the protocol; the options themselves are `run`'s.
+    let plain: Vec<String> = args.iter().filter(|a| *a != "--iperf2").cloned().collect();
+    let opts = match crate::common::client::options_from_args(&plain) {
+        Ok(opts) => opts,
+        Err(e) => return refuse(&e),
+    };
+    let style = Iperf2Style {
+        csv: o.style.is_some(),
+        enhanced: o.enhanced,
+        format: o.format.unwrap_or('a'),
+        interval_s: o.interval.filter(|i| *i > 0.0),
+    };
+    let port = o.port.unwrap_or(PORT);
+    if !style.csv {
+        print!("{}", iperf2_text::head(host, port, opts.spec.window_bytes));
+    }
+    let interrupt = crate::common::client::interrupt_flag()?;
+    match landspeed_net::run_iperf2_client(&opts, &interrupt, &mut |_| {}) {
+        Ok(r) => {
+            print!("{}", iperf2_text::render(&r, &style));
+            Ok(r.streams.iter().all(|s| s.errors.is_empty()))
+        }
+        Err(e) => refuse(&format!("connect failed: {e}")),
+    }
+}
+
+/// The server: `landspeed serve` on iperf 2's port (5001 unless `-p`), in this process's place.
+fn serve(o: &Opts) -> Result<bool> {
+    let mut args: Vec<String> = vec!["serve".into(), "-p".into(), o.port.unwrap_or(PORT).to_string()];
+    if let Some(b) = &o.bind {
+        args.extend(["--bind".into(), b.clone()]);
+    }
+    let exe = std::env::current_exe()?;
+    let err = crate::common::sys::exec(std::process::Command::new(exe).args(&args));
+    anyhow::bail!("cannot start landspeed serve: {err}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(line: &str) -> Result<Opts, clap::Error> {
+        Opts::try_parse_from(std::iter::once("iperf").chain(line.split_whitespace()))
+    }
+
+    #[test]
+    fn byte_counts_and_rates_are_read_as_iperf2_reads_them() {
+        assert_eq!(bytes("1M"), Some(1_048_576));
+        assert_eq!(bytes("1m"), Some(1_000_000));
+        assert_eq!(bytes("128K"), Some(131_072));
+        assert_eq!(bytes("2G"), Some(2 * 1024 * 1024 * 1024));
+        assert_eq!(bytes("1000"), Some(1000));
+        assert_eq!(bytes("lots"), None);
+        assert_eq!(bits("50M"), Some(50_000_000));
+        assert_eq!(bits("1g"), Some(1_000_000_000));
+        assert_eq!(bits("0"), None);
+    }
+
+    #[test]
+    fn per_stream_amounts_become_landspeeds_totals() {
+        let o = opts("-c h -n 1M -P 3 -b 10m -l 1000 -w 256K -R").unwrap();
+        let a = run_args(&o, "h").unwrap().join(" ");
+        assert!(a.contains("-n 3145728"), "{a}");
+        assert!(a.contains("-b 30000000"), "{a}");
+        assert!(a.contains("-l 1000 -w 262144"), "{a}");
+        assert!(a.contains("-p 5001") && a.ends_with("-R"), "{a}");
+        let o = opts("-c h --full-duplex -t 2.5").unwrap();
+        let a = run_args(&o, "h").unwrap().join(" ");
+        assert!(
+            a.contains("-t 2500ms") && a.contains("-l 131072") && a.ends_with("--bidir"),
+            "{a}"
+        );
+        assert!(run_args(&opts("-c h -n many").unwrap(), "h").is_err());
+    }
+
+    #[test]
+    fn what_is_not_built_is_refused_by_name() {
+        for (line, name) in [
+            ("-c h -u", "-u as a client"),
+            ("-c h -r", "-r/-d"),
+            ("-c h -d", "-r/-d"),
+            ("-c h --trip-times", "--trip-times"),
+            ("-c h --bounceback", "--bounceback"),
+            ("-c h --isochronous 60:1m,100k", "--isochronous"),
+            ("-c h -T 4", "multicast"),
+            ("-c h -y J", "-y other than C"),
+        ] {
+            let why = refused(&opts(line).unwrap()).unwrap_or_else(|| panic!("{line} accepted"));
+            assert!(why.contains(name), "{line}: {why}");
+        }
+        assert!(refused(&opts("-c h -y C -e -P 2 -i 1 --full-duplex").unwrap()).is_none());
+        // A server takes UDP clients on its one port: -u there is no refusal.
+        assert!(refused(&opts("-s -u").unwrap()).is_none());
+    }
+}

@@ -1,0 +1,107 @@
+//! iperf 2's text and CSV from a real `landspeed run --iperf2 -P 2 --bidir -t 2 -i 1 --json`
+//! against `iperf -s` 2.1.8 (tests/fixtures/iperf2-bidir-p2.json): the lines iperf 2.1.8's client
+//! prints for the same command line, in its shape, with the document's figures.
+
+use landspeed_core::result::RunResult;
+use landspeed_report::iperf2_text::{head, render, Iperf2Style};
+
+fn fixture() -> RunResult {
+    serde_json::from_str(include_str!("fixtures/iperf2-bidir-p2.json")).unwrap()
+}
+
+fn style(csv: bool, interval_s: Option<f64>) -> Iperf2Style {
+    Iperf2Style {
+        csv,
+        enhanced: false,
+        format: 'a',
+        interval_s,
+    }
+}
+
+#[test]
+fn the_text_has_iperf2s_lines_with_the_documents_figures() {
+    let t = render(&fixture(), &style(false, Some(1.0)));
+    let lines: Vec<&str> = t.lines().collect();
+    // Two connections, each marked full duplex; the column head.
+    assert!(
+        lines[0].starts_with("[  1] local 127.0.0.1 port ") && lines[0].ends_with("(full-duplex)"),
+        "{t}"
+    );
+    assert!(lines[1].starts_with("[  2] local "), "{t}");
+    assert_eq!(lines[2], "[ ID] Interval       Transfer     Bandwidth");
+    // Two whole intervals (the 0.9 ms tail is left to the totals), each: 2 sending streams and their
+    // SUM, 2 receiving ones and theirs; then the totals with both directions' SUM.
+    assert_eq!(
+        lines[3], "[  1] 0.0000-1.0000 sec  1.82 GBytes  15.7 Gbits/sec",
+        "{t}"
+    );
+    assert_eq!(
+        lines[5], "[SUM] 0.0000-1.0000 sec  3.17 GBytes  27.2 Gbits/sec",
+        "{t}"
+    );
+    assert!(lines[6].starts_with("[ *1] 0.0000-1.0000 sec"), "{t}");
+    assert!(lines[9].starts_with("[  1] 1.0000-2.0000 sec"), "{t}");
+    assert!(
+        !t.contains("2.0000-2.0009"),
+        "the tail is not an interval of iperf 2's: {t}"
+    );
+    assert_eq!(
+        lines[15], "[  1] 0.0000-1.9995 sec  3.79 GBytes  16.3 Gbits/sec",
+        "{t}"
+    );
+    assert!(
+        lines[17].starts_with("[SUM] 0.0000-1.9995 sec  6.55 GBytes"),
+        "{t}"
+    );
+    assert!(
+        lines[20].starts_with("[SUM] 0.0000-1.9980 sec  6.40 GBytes"),
+        "{t}"
+    );
+    assert!(
+        lines[21].starts_with("[SUM] 0.0000-1.9995 sec  13.0 GBytes"),
+        "{t}"
+    );
+    assert_eq!(lines.len(), 22, "{t}");
+    // Without -i, the totals only.
+    let t = render(&fixture(), &style(false, None));
+    assert!(!t.contains("1.0000-2.0000"), "{t}");
+    assert!(t.contains("[ *2] 0.0000-1.9980 sec"), "{t}");
+}
+
+#[test]
+fn the_csv_has_a_line_per_stream_per_interval_and_per_total() {
+    let r = fixture();
+    let t = render(&r, &style(true, Some(1.0)));
+    let lines: Vec<Vec<&str>> = t.lines().map(|l| l.split(',').collect()).collect();
+    assert_eq!(lines.len(), 4 * 3, "{t}");
+    assert!(lines.iter().all(|f| f.len() == 9 && f[0].len() == 14), "{t}");
+    // A sending stream names this end first; a received one the server's end.
+    assert_eq!(lines[0][4], "5101");
+    assert_eq!(lines[2][2], "5101");
+    assert_eq!(
+        (lines[0][5], lines[0][6], lines[0][7]),
+        ("1", "0.0-1.0", "1956642816")
+    );
+    let total: u64 = lines[8..].iter().map(|f| f[7].parse::<u64>().unwrap()).sum();
+    let want: u64 = r.streams.iter().map(|s| s.bytes_received).sum();
+    assert_eq!(total, want);
+    // bits/s of a total: its bytes over its own time.
+    assert_eq!(
+        lines[8][8],
+        format!("{:.0}", 4_066_377_728.0 * 8.0 / 1.999_467_756_000_000_3)
+    );
+}
+
+#[test]
+fn the_head_is_iperf2s_dashed_block() {
+    let h = head("h.example", 5001, Some(256 * 1024));
+    assert_eq!(
+        h.lines().collect::<Vec<_>>(),
+        [
+            "------------------------------------------------------------",
+            "Client connecting to h.example, TCP port 5001",
+            "TCP window size:  256 KByte (requested)",
+            "------------------------------------------------------------"
+        ]
+    );
+}
