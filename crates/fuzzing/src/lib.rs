@@ -21,8 +21,9 @@ use std::time::Instant;
 pub type Target = fn(&[u8]);
 
 /// The fuzz targets, by name (the names of `fuzz/fuzz_targets/*.rs`).
-pub const TARGETS: [(&str, Target); 4] = [
+pub const TARGETS: [(&str, Target); 5] = [
     ("control_decoder", control_decoder),
+    ("iperf2_decoder", iperf2_decoder),
     ("iperf3_decoder", iperf3_decoder),
     ("data_hello", data_hello),
     ("perf_request", perf_request),
@@ -228,4 +229,55 @@ pub fn data_hello(data: &[u8]) {
         let _ = KeyRing::parse(text);
         let _ = serde_json::from_str::<Message>(text);
     }
+}
+
+/// iperf 2's wire as the server reads it: a TCP connection's first bytes (what they announce and the
+/// header they hold, written back the same; the test a header asks for, as the server validates it), a UDP
+/// datagram (an iperf 2 client's, with a positive sequence number, or none), the server's report
+/// (written back the same) and a run of datagrams counted as the server counts them, its report
+/// written; none of it may panic.
+pub fn iperf2_decoder(data: &[u8]) {
+    use landspeed_iperf2::detect::{self, FirstBytes};
+    use landspeed_iperf2::header::MAX_HEADER_BYTES;
+    use landspeed_iperf2::{ClientHeader, Datagram, Receipt, ServerReport};
+    if let FirstBytes::Iperf2 { header_bytes } = detect::tcp(data) {
+        assert!(header_bytes <= MAX_HEADER_BYTES.max(60), "{header_bytes}");
+    }
+    for prefix in [0, landspeed_iperf2::udp::PREFIX_BYTES] {
+        if let Ok((h, used)) = ClientHeader::parse(data, prefix) {
+            assert!(used <= data.len());
+            if prefix == 0 {
+                assert_eq!(ClientHeader::parse(&h.encode(), 0).map(|(h, _)| h), Ok(h.clone()));
+            }
+            // The server validates what a header asks for (and refuses what does not validate).
+            if let Ok(plan) = h.tcp_plan(1) {
+                let _ = plan.spec.validated();
+            }
+            if let Ok(spec) = h.udp_plan(1) {
+                let _ = spec.validated();
+            }
+        }
+    }
+    if let Some((d, _)) = detect::udp(data) {
+        assert!(d.seq > 0);
+    }
+    // A report written again reads as the same bytes (its variance is held in floating point, so
+    // the values may differ in the last bit; the wire may not).
+    if let Some(r) = ServerReport::parse(data) {
+        let wire = r.encode();
+        assert_eq!(ServerReport::parse(&wire).map(|r| r.encode()), Some(wire));
+    }
+    // The input as datagrams of its first byte's size (16 to 271 bytes), each counted on arrival.
+    let size = 16 + usize::from(data.first().copied().unwrap_or(0));
+    let mut receipt = Receipt::default();
+    let mut counted = 0u64;
+    for (k, chunk) in data.chunks(size).enumerate() {
+        if let Ok(d) = Datagram::parse(chunk, false) {
+            receipt.datagram(&d, chunk.len(), k as f64 * 1e-3);
+            counted += 1;
+        }
+    }
+    let report = receipt.report();
+    assert!(counted == 0 || receipt.span_s() >= 0.0);
+    let _ = (receipt.lost(), report.encode());
 }
