@@ -8,8 +8,8 @@
 
 use crate::iperf3_json::host_port;
 use crate::iperf3_text::{rate, strftime, unit};
-use landspeed_core::config::Flow;
-use landspeed_core::result::{IntervalResult, RunResult, StreamResult};
+use landspeed_core::config::{Direction, Flow};
+use landspeed_core::result::{IntervalResult, IntervalStream, RunResult, StreamResult};
 use std::fmt::Write;
 
 const DASHES: &str = "------------------------------------------------------------";
@@ -55,22 +55,84 @@ pub fn head(host: &str, port: u16, window_bytes: Option<u64>) -> String {
     format!("{DASHES}\nClient connecting to {host}, TCP port {port}\nTCP window size: {window}\n{DASHES}\n")
 }
 
-/// The whole output after the head: text or CSV as `st` says.
+/// The whole output after the head: text or CSV as `st` says (the lines a live client prints as
+/// it goes, all at once).
 pub fn render(r: &RunResult, st: &Iperf2Style) -> String {
-    let streams = numbered(r);
-    if st.csv {
-        return csv(r, &streams, st);
+    let ends = Ends::of(r);
+    let mut t = String::new();
+    if !st.csv {
+        let when = st.enhanced.then_some(r.started_unix_s);
+        t += &connected(&ends, r.config.spec.direction, connections(r), when);
+        t += column_head(st);
     }
-    let mut t = connected_lines(r, &streams, st);
-    t += if st.enhanced {
+    for i in st.intervals(r) {
+        for received in [false, true] {
+            let streams: Vec<IntervalStream> = i
+                .streams
+                .iter()
+                .filter(|s| {
+                    r.streams
+                        .iter()
+                        .any(|x| x.id == s.id && receives(x.flow) == received)
+                })
+                .cloned()
+                .collect();
+            if streams.is_empty() {
+                continue;
+            }
+            let part = IntervalResult { streams, ..i.clone() };
+            let stamp = r.started_unix_s + i.end_s;
+            t += &interval(&part, received, st, (&ends, stamp, r.config.spec.length_bytes));
+        }
+    }
+    t + &totals(r, st)
+}
+
+/// Both ends' addresses, as iperf 2 prints them (IP and port).
+#[derive(Debug, Clone)]
+pub struct Ends {
+    /// This end's.
+    pub local: (String, u16),
+    /// The server's.
+    pub remote: (String, u16),
+}
+
+impl Ends {
+    /// From `addr` strings (`ip:port`).
+    pub fn new(local: &str, remote: &str) -> Ends {
+        Ends {
+            local: host_port(local),
+            remote: host_port(remote),
+        }
+    }
+
+    fn of(r: &RunResult) -> Ends {
+        Ends::new(&r.config.local_address, &r.config.remote_address)
+    }
+}
+
+/// Whether this end (the client) receives a stream of `flow`.
+fn receives(flow: Flow) -> bool {
+    flow == Flow::ServerToClient
+}
+
+/// The connections of a test: its streams, or half of them in full duplex (two on each).
+fn connections(r: &RunResult) -> u32 {
+    let n = r.streams.len() as u32;
+    if r.config.spec.direction == Direction::Bidir {
+        n / 2
+    } else {
+        n
+    }
+}
+
+/// The column head of the text (`-e`'s wider one).
+pub fn column_head(st: &Iperf2Style) -> &'static str {
+    if st.enhanced {
         "[ ID] Interval            Transfer    Bandwidth       Write/Err  Rtry     Cwnd/RTT(var)        NetPwr\n"
     } else {
         "[ ID] Interval       Transfer     Bandwidth\n"
-    };
-    for i in st.intervals(r) {
-        t += &interval_lines(r, &streams, st, i);
     }
-    t + &final_lines(r, &streams, st)
 }
 
 /// Every stream with its iperf 2 number: the client's sending streams 1..n in id order, its
@@ -81,7 +143,7 @@ fn numbered(r: &RunResult) -> Vec<Numbered<'_>> {
         let mut group: Vec<&StreamResult> = r
             .streams
             .iter()
-            .filter(|s| (s.flow == Flow::ServerToClient) == received)
+            .filter(|s| receives(s.flow) == received)
             .collect();
         group.sort_by_key(|s| s.id);
         for (k, s) in group.into_iter().enumerate() {
@@ -96,34 +158,29 @@ fn numbered(r: &RunResult) -> Vec<Numbered<'_>> {
 }
 
 /// `[  1]` for a stream this end sends, `[ *1]` for one it receives (iperf 2's reverse mark).
-fn tag(n: &Numbered) -> String {
-    let id = if n.received {
-        format!("*{}", n.number)
+fn tag(number: u32, received: bool) -> String {
+    let id = if received {
+        format!("*{number}")
     } else {
-        n.number.to_string()
+        number.to_string()
     };
     format!("[{id:>3}]")
 }
 
-/// One "connected with" line per connection, with `(reverse)` or `(full-duplex)` as iperf 2 marks it.
-fn connected_lines(r: &RunResult, streams: &[Numbered], st: &Iperf2Style) -> String {
-    let (lip, lport) = host_port(&r.config.local_address);
-    let (rip, rport) = host_port(&r.config.remote_address);
-    let sends = streams.iter().any(|n| !n.received);
-    let receives = streams.iter().any(|n| n.received);
-    let mark = match (sends, receives) {
-        (true, true) => " (full-duplex)",
-        (false, true) => " (reverse)",
-        _ => "",
+/// One "connected with" line per connection, with `(reverse)` or `(full-duplex)` as iperf 2 marks
+/// it; with `-e` (`when`: the test's start, Unix seconds) the date too.
+pub fn connected(ends: &Ends, direction: Direction, connections: u32, when: Option<f64>) -> String {
+    let ((lip, lport), (rip, rport)) = (&ends.local, &ends.remote);
+    let mark = match direction {
+        Direction::Bidir => " (full-duplex)",
+        Direction::Reverse => " (reverse)",
+        Direction::Forward => "",
     };
-    let connections = streams.iter().map(|n| n.number).max().unwrap_or(0);
+    let when = when.map_or(String::new(), |t| {
+        format!(" on {} (UTC)", strftime(t, "%Y-%m-%d %H:%M:%S"))
+    });
     let mut t = String::new();
     for c in 1..=connections {
-        let when = if st.enhanced {
-            format!(" on {} (UTC)", strftime(r.started_unix_s, "%Y-%m-%d %H:%M:%S"))
-        } else {
-            String::new()
-        };
         let _ = writeln!(
             t,
             "[{c:>3}] local {lip} port {lport} connected with {rip} port {rport}{mark}{when}"
@@ -132,9 +189,43 @@ fn connected_lines(r: &RunResult, streams: &[Numbered], st: &Iperf2Style) -> Str
     t
 }
 
-/// The bytes and the seconds of one interval (`i`) for one stream.
-fn interval_bytes(i: &IntervalResult, n: &Numbered) -> u64 {
-    i.streams.iter().find(|s| s.id == n.s.id).map_or(0, |s| s.bytes)
+/// One direction's lines of one interval (`i` holds that direction's streams only): each stream's,
+/// numbered by id order, and a `[SUM]` with more than one; in CSV one line each (`at`: both ends,
+/// the interval's end in Unix seconds for the CSV's time, and the write size for `-e`'s writes).
+pub fn interval(i: &IntervalResult, received: bool, st: &Iperf2Style, at: (&Ends, f64, u64)) -> String {
+    let (ends, stamp, length_bytes) = at;
+    let mut ids: Vec<&IntervalStream> = i.streams.iter().collect();
+    ids.sort_by_key(|s| s.id);
+    let mut t = String::new();
+    let mut sum = 0;
+    for (k, s) in ids.iter().enumerate() {
+        let number = k as u32 + 1;
+        sum += s.bytes;
+        if st.csv {
+            t += &csv_line(ends, (number, received), (stamp, i.start_s, i.end_s), s.bytes);
+            continue;
+        }
+        let mut l = format!(
+            "{} {}",
+            tag(number, received),
+            columns(i.start_s, i.end_s, s.bytes, st)
+        );
+        if st.enhanced && !received {
+            let tcp = Tcp {
+                retransmits: s.retransmits.unwrap_or(0),
+                cwnd_bytes: s.cwnd_bytes.unwrap_or(0),
+                rtt_us: s.rtt_us.unwrap_or(0),
+                rtt_var_us: 0,
+            };
+            l += &enhanced(length_bytes, s.bytes, i.end_s - i.start_s, &tcp);
+        }
+        t += &l;
+        t.push('\n');
+    }
+    if !st.csv && ids.len() > 1 {
+        let _ = writeln!(t, "[SUM] {}", columns(i.start_s, i.end_s, sum, st));
+    }
+    t
 }
 
 /// `0.0000-1.0000 sec  3.19 GBytes  27.4 Gbits/sec`: the columns every text line shares.
@@ -167,40 +258,10 @@ fn transfer(bytes: u64, format: char) -> String {
     }
 }
 
-/// One interval: each stream's line, then a `[SUM]` per direction with more than one stream.
-fn interval_lines(r: &RunResult, streams: &[Numbered], st: &Iperf2Style, i: &IntervalResult) -> String {
-    let mut t = String::new();
-    for received in [false, true] {
-        let group: Vec<&Numbered> = streams.iter().filter(|n| n.received == received).collect();
-        let mut sum = 0;
-        for n in &group {
-            let bytes = interval_bytes(i, n);
-            sum += bytes;
-            let mut l = format!("{} {}", tag(n), columns(i.start_s, i.end_s, bytes, st));
-            if st.enhanced && !received {
-                let stream = i.streams.iter().find(|s| s.id == n.s.id);
-                let tcp = Tcp {
-                    retransmits: stream.and_then(|s| s.retransmits).unwrap_or(0),
-                    cwnd_bytes: stream.and_then(|s| s.cwnd_bytes).unwrap_or(0),
-                    rtt_us: stream.and_then(|s| s.rtt_us).unwrap_or(0),
-                    rtt_var_us: 0,
-                };
-                l += &enhanced(r, bytes, i.end_s - i.start_s, &tcp);
-            }
-            t += &l;
-            t.push('\n');
-        }
-        if group.len() > 1 {
-            let _ = writeln!(t, "[SUM] {}", columns(i.start_s, i.end_s, sum, st));
-        }
-    }
-    t
-}
-
 /// `-e`'s columns of a sending stream: writes/errors, retries, cwnd/RTT(var) and net power (bytes
 /// per second over the RTT in seconds, in millions, as iperf 2 computes it).
-fn enhanced(r: &RunResult, bytes: u64, secs: f64, tcp: &Tcp) -> String {
-    let writes = bytes / r.config.spec.length_bytes.max(1);
+fn enhanced(length_bytes: u64, bytes: u64, secs: f64, tcp: &Tcp) -> String {
+    let writes = bytes / length_bytes.max(1);
     let rtt = tcp.rtt_us;
     let power = if rtt > 0 && secs > 0.0 {
         (bytes as f64 / secs / (f64::from(rtt) / 1e6) / 1e6) as u64
@@ -235,8 +296,24 @@ fn whole(n: &Numbered) -> (u64, f64) {
 }
 
 /// The test's last lines: each stream's total, a `[SUM]` per direction with more than one, and a
-/// `[SUM]` of both directions for full duplex.
-fn final_lines(r: &RunResult, streams: &[Numbered], st: &Iperf2Style) -> String {
+/// `[SUM]` of both directions for full duplex; in CSV one line per stream.
+pub fn totals(r: &RunResult, st: &Iperf2Style) -> String {
+    let streams = numbered(r);
+    if st.csv {
+        let ends = Ends::of(r);
+        return streams
+            .iter()
+            .map(|n| {
+                let (bytes, secs) = whole(n);
+                csv_line(
+                    &ends,
+                    (n.number, n.received),
+                    (r.started_unix_s + secs, 0.0, secs),
+                    bytes,
+                )
+            })
+            .collect();
+    }
     let mut t = String::new();
     let mut all = (0, 0.0_f64);
     for received in [false, true] {
@@ -245,7 +322,7 @@ fn final_lines(r: &RunResult, streams: &[Numbered], st: &Iperf2Style) -> String 
         for n in &group {
             let (bytes, secs) = whole(n);
             sum = (sum.0 + bytes, sum.1.max(secs));
-            let mut l = format!("{} {}", tag(n), columns(0.0, secs, bytes, st));
+            let mut l = format!("{} {}", tag(n.number, received), columns(0.0, secs, bytes, st));
             if st.enhanced && !received {
                 let tcp = n.s.tcp.as_ref().map_or(Tcp::default(), |t| Tcp {
                     retransmits: t.retransmits,
@@ -253,7 +330,7 @@ fn final_lines(r: &RunResult, streams: &[Numbered], st: &Iperf2Style) -> String 
                     rtt_us: t.rtt_us,
                     rtt_var_us: t.rtt_var_us,
                 });
-                l += &enhanced(r, bytes, secs, &tcp);
+                l += &enhanced(r.config.spec.length_bytes, bytes, secs, &tcp);
             }
             t += &l;
             t.push('\n');
@@ -263,40 +340,24 @@ fn final_lines(r: &RunResult, streams: &[Numbered], st: &Iperf2Style) -> String 
         }
         all = (all.0 + sum.0, all.1.max(sum.1));
     }
-    let both = streams.iter().any(|n| n.received) && streams.iter().any(|n| !n.received);
-    if both {
+    if r.config.spec.direction == Direction::Bidir {
         let _ = writeln!(t, "[SUM] {}", columns(0.0, all.1, all.0, st));
     }
     t
 }
 
-/// `-y C`: `time,local ip,local port,remote ip,remote port,id,start-end,bytes,bits/s` for each
-/// stream each interval and at the end; a received stream's line names the sending end first.
-fn csv(r: &RunResult, streams: &[Numbered], st: &Iperf2Style) -> String {
-    let (lip, lport) = host_port(&r.config.local_address);
-    let (rip, rport) = host_port(&r.config.remote_address);
-    let line = |n: &Numbered, start: f64, end: f64, bytes: u64| {
-        let stamp = strftime(r.started_unix_s + end, "%Y%m%d%H%M%S");
-        let ends = if n.received {
-            format!("{rip},{rport},{lip},{lport}")
-        } else {
-            format!("{lip},{lport},{rip},{rport}")
-        };
-        let bps = bytes as f64 * 8.0 / (end - start).max(1e-9);
-        format!(
-            "{stamp},{ends},{},{start:.1}-{end:.1},{bytes},{bps:.0}\n",
-            n.number
-        )
+/// One `-y C` line: `time,local ip,local port,remote ip,remote port,id,start-end,bytes,bits/s`
+/// (`when`: the line's time in Unix seconds, then the span); a received stream's line names the
+/// sending end first.
+fn csv_line(ends: &Ends, (number, received): (u32, bool), when: (f64, f64, f64), bytes: u64) -> String {
+    let (stamp, start, end) = when;
+    let ((lip, lport), (rip, rport)) = (&ends.local, &ends.remote);
+    let pair = if received {
+        format!("{rip},{rport},{lip},{lport}")
+    } else {
+        format!("{lip},{lport},{rip},{rport}")
     };
-    let mut t = String::new();
-    for i in st.intervals(r) {
-        for n in streams {
-            t += &line(n, i.start_s, i.end_s, interval_bytes(i, n));
-        }
-    }
-    for n in streams {
-        let (bytes, secs) = whole(n);
-        t += &line(n, 0.0, secs, bytes);
-    }
-    t
+    let bps = bytes as f64 * 8.0 / (end - start).max(1e-9);
+    let stamp = strftime(stamp, "%Y%m%d%H%M%S");
+    format!("{stamp},{pair},{number},{start:.1}-{end:.1},{bytes},{bps:.0}\n")
 }

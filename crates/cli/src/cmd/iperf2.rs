@@ -294,12 +294,76 @@ fn client(o: &Opts, host: &str) -> Result<bool> {
         print!("{}", iperf2_text::head(host, port, opts.spec.window_bytes));
     }
     let interrupt = crate::common::client::interrupt_flag()?;
-    match landspeed_net::run_iperf2_client(&opts, &interrupt, &mut |_| {}) {
+    let mut live = Live::new(&style, &opts.spec);
+    match landspeed_net::run_iperf2_client(&opts, &interrupt, &mut |ev| live.event(ev)) {
         Ok(r) => {
-            print!("{}", iperf2_text::render(&r, &style));
+            print!("{}", iperf2_text::totals(&r, &style));
             Ok(r.streams.iter().all(|s| s.errors.is_empty()))
         }
         Err(e) => refuse(&format!("connect failed: {e}")),
+    }
+}
+
+/// The client's lines as the test goes, as iperf 2 prints them: the connections when the streams
+/// are up, each whole interval (`-i`) as it closes; the totals come from the result.
+struct Live<'a> {
+    style: &'a Iperf2Style,
+    spec: &'a landspeed_core::config::TestSpec,
+    ends: Option<iperf2_text::Ends>,
+    started_unix_s: f64,
+}
+
+impl<'a> Live<'a> {
+    fn new(style: &'a Iperf2Style, spec: &'a landspeed_core::config::TestSpec) -> Live<'a> {
+        Live {
+            style,
+            spec,
+            ends: None,
+            started_unix_s: 0.0,
+        }
+    }
+
+    fn event(&mut self, ev: landspeed_net::ClientEvent) {
+        use landspeed_core::config::{Direction, Flow};
+        use landspeed_net::ClientEvent;
+        use std::io::Write;
+        let now = || {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64())
+        };
+        let text = match ev {
+            ClientEvent::Connected { local, remote } => {
+                self.ends = Some(iperf2_text::Ends::new(&local.to_string(), &remote.to_string()));
+                return;
+            }
+            ClientEvent::Started { streams, .. } => {
+                self.started_unix_s = now();
+                let (Some(ends), false) = (&self.ends, self.style.csv) else {
+                    return;
+                };
+                let connections = if self.spec.direction == Direction::Bidir {
+                    streams / 2
+                } else {
+                    streams
+                };
+                let when = self.style.enhanced.then_some(self.started_unix_s);
+                iperf2_text::connected(ends, self.spec.direction, connections, when)
+                    + iperf2_text::column_head(self.style)
+            }
+            ClientEvent::Interval { flow, interval } => {
+                let (Some(ends), Some(nominal)) = (&self.ends, self.style.interval_s) else {
+                    return;
+                };
+                if interval.end_s - interval.start_s < 0.9 * nominal {
+                    return;
+                }
+                let at = (ends, self.started_unix_s + interval.end_s, self.spec.length_bytes);
+                iperf2_text::interval(&interval, flow == Flow::ServerToClient, self.style, at)
+            }
+        };
+        print!("{text}");
+        let _ = std::io::stdout().flush();
     }
 }
 
