@@ -7,7 +7,7 @@
 //! figures), or `-f`'s fixed one. docs/iperf2.md says what differs from iperf 2's own output.
 
 use crate::iperf3_json::host_port;
-use crate::iperf3_text::{rate, strftime, unit};
+use crate::iperf3_text::{rate, strftime, three_figures, unit};
 use landspeed_core::config::{Direction, Flow};
 use landspeed_core::result::{IntervalResult, IntervalStream, RunResult, StreamResult};
 use std::fmt::Write;
@@ -248,14 +248,7 @@ fn transfer(bytes: u64, format: char) -> String {
         _ => return unit(bytes as f64, true),
     };
     let v = bytes as f64 / 1024f64.powi(power);
-    let name = ["KByte", "MByte", "GByte"][power as usize - 1];
-    if v < 9.995 {
-        format!("{v:4.2} {name}")
-    } else if v < 99.95 {
-        format!("{v:4.1} {name}")
-    } else {
-        format!("{v:4.0} {name}")
-    }
+    three_figures(v, ["KByte", "MByte", "GByte"][power as usize - 1])
 }
 
 /// `-e`'s columns of a sending stream: writes/errors, retries, cwnd/RTT(var) and net power (bytes

@@ -23,12 +23,18 @@ pub fn unit(value: f64, bytes: bool) -> String {
         v /= step;
         k += 1;
     }
+    three_figures(v, names[k])
+}
+
+/// `v` in `name` to three significant figures, four wide, as iperf (2 and 3) prints: `9.95 Mbit`,
+/// `13.7 Gbit`, ` 895 KByte`.
+pub fn three_figures(v: f64, name: &str) -> String {
     if v < 9.995 {
-        format!("{v:4.2} {}", names[k])
+        format!("{v:4.2} {name}")
     } else if v < 99.95 {
-        format!("{v:4.1} {}", names[k])
+        format!("{v:4.1} {name}")
     } else {
-        format!("{v:4.0} {}", names[k])
+        format!("{v:4.0} {name}")
     }
 }
 
@@ -366,15 +372,7 @@ fn head(st: &Style, tag: &str, start: f64, end: f64, bytes: u64) -> String {
 
 /// A rate in `-f`'s unit: adaptive or fixed, bits (powers of 1000) or bytes (powers of 1024).
 pub fn rate(bits_per_s: f64, format: char) -> String {
-    let fixed = |v: f64, name: &str| {
-        if v < 9.995 {
-            format!("{v:4.2} {name}")
-        } else if v < 99.95 {
-            format!("{v:4.1} {name}")
-        } else {
-            format!("{v:4.0} {name}")
-        }
-    };
+    let fixed = three_figures;
     match format {
         'A' => unit(bits_per_s / 8.0, true),
         'k' => fixed(bits_per_s / 1e3, "Kbit"),
