@@ -103,7 +103,7 @@ fn cargo_fuzz_smoke() {
     }
     let secs = std::env::var("LANDSPEED_FUZZ_S").unwrap_or_else(|_| "10".into());
     // Every target at once, after one build: libFuzzer runs on one core each, so on CI's two cores each
-    // target still gets two thirds of a core for its seconds (the runs it made are printed).
+    // target still gets two fifths of a core for its seconds (the runs it made are printed).
     build_fuzz_targets();
     std::thread::scope(|scope| {
         let runs: Vec<_> = landspeed_fuzzing::TARGETS

@@ -115,7 +115,8 @@ pub fn main(argv: Vec<OsString>) -> Result<bool> {
         }
     };
     if o.version {
-        println!(
+        // iperf 2 writes its version on stderr.
+        eprintln!(
             "iperf version 2.1.8 (landspeed {}: iperf 2's command line and output)",
             landspeed_core::SOFTWARE_VERSION
         );

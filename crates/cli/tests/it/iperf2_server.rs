@@ -704,8 +704,9 @@ fn the_iperf_drop_in_prints_what_iperf2s_client_prints() {
     std::os::unix::fs::symlink(common::bin(), &link).unwrap();
     let v = Command::new(&link).arg("-v").output().unwrap();
     let _ = std::fs::remove_dir_all(&dir);
+    // On stderr, as iperf 2 writes it.
     assert!(
-        String::from_utf8_lossy(&v.stdout).starts_with("iperf version 2.1.8 (landspeed "),
+        String::from_utf8_lossy(&v.stderr).starts_with("iperf version 2.1.8 (landspeed "),
         "{v:?}"
     );
 }
