@@ -82,7 +82,8 @@ impl Amount {
     fn to_wire(self) -> i32 {
         match self {
             Amount::Bytes(n) => (n & 0x7FFF_FFFF) as i32,
-            Amount::Centiseconds(c) => -((c & 0x7FFF_FFFF) as i32),
+            // Negated, up to 2^31 (i32::MIN on the wire, as `from_wire` reads it back).
+            Amount::Centiseconds(c) => (-i64::from(c.min(1 << 31))) as i32,
         }
     }
 

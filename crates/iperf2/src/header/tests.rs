@@ -214,14 +214,15 @@ proptest! {
     #[test]
     fn a_header_written_reads_back_the_same(
         threads in 1u32..1000, port in any::<u16>(), buffer in any::<u32>(), band in any::<i32>(),
-        bytes in any::<bool>(), amount in 0u32..0x7FFF_FFFF, upper_bits in any::<u16>(),
+        bytes in any::<bool>(), amount in 1u32..=0x8000_0000, upper_bits in any::<u16>(),
         rate in any::<u64>(), rest in proptest::collection::vec(any::<u8>(), 0..40),
     ) {
         let len = (V1_BYTES + EXTENSION_BYTES + rest.len()) as u32;
         let h = ClientHeader {
             flags: flags::EXTEND | flags::LEN_BIT | (len << 1),
             threads, port, buffer_len: buffer, window_band: band,
-            amount: if bytes { Amount::Bytes(amount) } else { Amount::Centiseconds(amount) },
+            // Bytes 0..2^31, time 1..=2^31 centiseconds: every amount the wire holds.
+            amount: if bytes { Amount::Bytes(amount - 1) } else { Amount::Centiseconds(amount) },
             extension: Some(Extension {
                 type_len: (0, 0), upper: upper_bits, lower: 0, version: IPERF_2_1_8,
                 reserved: 0, tos: 0, rate_bps: rate, write_prefetch: 0,
