@@ -580,6 +580,69 @@ fn csv_lines(out: &str, server_port: u16) -> Vec<(String, bool, u64, String)> {
         .collect()
 }
 
+/// The drop-in's `-y C` output and iperf 2.1.8's client's for one command line, against `port`
+/// (None: a fresh `iperf -s`, and another if that one died under the clients: see `reference_run`).
+/// iperf 2's client may hang after a full-duplex test (see `matrix_client`); what it printed counts.
+fn beside_iperf2(port: Option<u16>, args: &str) -> (String, String, u16) {
+    for _ in 0..2 {
+        let mut reference = port.is_none().then(Iperf2Server::start);
+        let port = port.unwrap_or_else(|| reference.as_ref().map_or(0, |r| r.1));
+        let line = format!("-c 127.0.0.1 -p {port} -y C {args}");
+        let ours = common::landspeed(
+            &std::iter::once("iperf2")
+                .chain(line.split_whitespace())
+                .collect::<Vec<_>>(),
+            Duration::from_secs(30),
+        );
+        assert_eq!(ours.code, 0, "{line}: {}", ours.stderr);
+        let (out, lines, hung) = client_or_hang(port, args);
+        let both_ways = lines.iter().any(|l| l.received) && lines.iter().any(|l| !l.received);
+        assert!(
+            !hung || (args.contains("--full-duplex") && both_ways),
+            "iperf {line} hung"
+        );
+        let died = reference.as_mut().is_some_and(|r| {
+            common::wait_until(Duration::from_millis(100), || {
+                r.0.try_wait().is_ok_and(|s| s.is_some())
+            })
+        });
+        if !died {
+            return (
+                ours.stdout,
+                String::from_utf8_lossy(&out.stdout).into_owned(),
+                port,
+            );
+        }
+        eprintln!("iperf -s died under {line}; once more on a fresh one");
+    }
+    panic!("iperf -s died twice under {args}");
+}
+
+/// The same CSV lines from the drop-in and from iperf 2.1.8's client (stream ids, which way, every
+/// interval's span; a total's span is the stream's own time), and for `-n` the same bytes.
+fn compare_csv((ours, theirs, port): (String, String, u16), args: &str) {
+    let (a, b) = (csv_lines(&ours, port), csv_lines(&theirs, port));
+    let shape = |l: &[(String, bool, u64, String)]| {
+        // A stream's last line is its total, whose span is its own measured time.
+        let mut seen = std::collections::HashSet::new();
+        let mut v: Vec<_> = l
+            .iter()
+            .rev()
+            .map(|(id, r, _, span)| {
+                let last = seen.insert((id.clone(), *r));
+                (id.clone(), *r, if last { "total".into() } else { span.clone() })
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(shape(&a), shape(&b), "{args}:\n{ours}\n/ iperf 2.1.8:\n{theirs}");
+    if args.starts_with("-n") {
+        let bytes = |l: &[(String, bool, u64, String)]| l.iter().map(|x| x.2).sum::<u64>();
+        assert_eq!(bytes(&a), bytes(&b), "{args}: {ours}");
+    }
+}
+
 /// `landspeed iperf2 -c ... -y C` (the drop-in) and iperf 2.1.8's client, the same command line
 /// against a fresh `iperf -s` each and against `landspeed serve`: the same CSV lines (stream ids,
 /// which way, the interval fields), the same bytes for `-n` tests, exit 0; the text's lines have
@@ -592,51 +655,8 @@ fn the_iperf_drop_in_prints_what_iperf2s_client_prints() {
     }
     let s = ServerProc::start("127.0.0.1", &[]);
     for args in ["-n 1M -P 2", "-n 2M -R", "-n 1M --full-duplex", "-t 2 -i 1 -P 2"] {
-        for port in [None, Some(s.port)] {
-            let reference = port.is_none().then(Iperf2Server::start);
-            let port = port.unwrap_or_else(|| reference.as_ref().unwrap().1);
-            let line = format!("-c 127.0.0.1 -p {port} -y C {args}");
-            let theirs = Command::new("iperf")
-                .args(line.split_whitespace())
-                .output()
-                .unwrap();
-            let ours = common::landspeed(
-                &std::iter::once("iperf2")
-                    .chain(line.split_whitespace())
-                    .collect::<Vec<_>>(),
-                Duration::from_secs(30),
-            );
-            assert_eq!(ours.code, 0, "{line}: {}", ours.stderr);
-            let (a, b) = (
-                csv_lines(&ours.stdout, port),
-                csv_lines(&String::from_utf8_lossy(&theirs.stdout), port),
-            );
-            let shape = |l: &[(String, bool, u64, String)]| {
-                // A stream's last line is its total, whose span is its own measured time.
-                let mut seen = std::collections::HashSet::new();
-                let mut v: Vec<_> = l
-                    .iter()
-                    .rev()
-                    .map(|(id, r, _, span)| {
-                        let last = seen.insert((id.clone(), *r));
-                        (id.clone(), *r, if last { "total".into() } else { span.clone() })
-                    })
-                    .collect();
-                v.sort();
-                v
-            };
-            assert_eq!(
-                shape(&a),
-                shape(&b),
-                "{line}:\n{}\n/ iperf 2.1.8:\n{}",
-                ours.stdout,
-                String::from_utf8_lossy(&theirs.stdout)
-            );
-            if args.starts_with("-n") {
-                let bytes = |l: &[(String, bool, u64, String)]| l.iter().map(|x| x.2).sum::<u64>();
-                assert_eq!(bytes(&a), bytes(&b), "{line}: {}", ours.stdout);
-            }
-        }
+        compare_csv(beside_iperf2(None, args), args);
+        compare_csv(beside_iperf2(Some(s.port), args), args);
     }
     // The text: iperf 2's head, a "connected with" line, the column head, stream and SUM lines.
     let text = common::landspeed(
