@@ -370,13 +370,11 @@ impl<'a> Live<'a> {
 
 /// The server: `landspeed serve` on iperf 2's port (5001 unless `-p`), in this process's place.
 fn serve(o: &Opts) -> Result<bool> {
-    let mut args: Vec<String> = vec!["serve".into(), "-p".into(), o.port.unwrap_or(PORT).to_string()];
+    let mut args: Vec<String> = vec!["-p".into(), o.port.unwrap_or(PORT).to_string()];
     if let Some(b) = &o.bind {
         args.extend(["--bind".into(), b.clone()]);
     }
-    let exe = std::env::current_exe()?;
-    let err = crate::common::sys::exec(std::process::Command::new(exe).args(&args));
-    anyhow::bail!("cannot start landspeed serve: {err}")
+    crate::common::become_serve(&args)
 }
 
 #[cfg(test)]

@@ -463,7 +463,7 @@ fn refused_more(o: &Opts) -> [(bool, &'static str, &'static str); 7] {
 
 /// The server: `landspeed serve` with iperf3's options, in this process.
 fn serve(o: &Opts) -> Result<bool> {
-    let mut args: Vec<String> = vec!["serve".into(), "-p".into(), o.port.unwrap_or(5201).to_string()];
+    let mut args: Vec<String> = vec!["-p".into(), o.port.unwrap_or(5201).to_string()];
     if o.one_off {
         args.push("--once".into());
     }
@@ -497,9 +497,7 @@ fn serve(o: &Opts) -> Result<bool> {
             args.push("--iperf3-pkcs1".into());
         }
     }
-    let exe = std::env::current_exe()?;
-    let err = crate::common::sys::exec(std::process::Command::new(exe).args(&args));
-    anyhow::bail!("cannot start landspeed serve: {err}")
+    crate::common::become_serve(&args)
 }
 
 /// `landspeed run` arguments for iperf3's client options.

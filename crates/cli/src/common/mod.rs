@@ -43,3 +43,10 @@ pub fn unix_now_s() -> f64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64())
 }
+
+/// Replaces this process with `landspeed serve ARGS` (the drop-ins' `-s`); returns only on failure.
+pub fn become_serve(args: &[String]) -> anyhow::Result<bool> {
+    let exe = std::env::current_exe()?;
+    let err = sys::exec(std::process::Command::new(exe).arg("serve").args(args));
+    anyhow::bail!("cannot start landspeed serve: {err}")
+}
