@@ -1319,6 +1319,7 @@ pub fn assemble(inp: &Inputs) -> RunResult {
         authentication: None,
         iperf3_server_output: None,
         ndt7: None,
+        transactions: None,
     }
 }
 

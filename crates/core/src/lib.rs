@@ -29,6 +29,7 @@ pub mod stall;
 pub mod stats;
 pub mod tls;
 pub mod tos;
+pub mod transactions;
 pub mod udp;
 pub mod units;
 pub mod verdict;

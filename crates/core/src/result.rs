@@ -68,6 +68,11 @@ pub struct RunResult {
     /// metadata and the server's measurement messages as the protocol carried them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ndt7: Option<Ndt7Record>,
+    /// A request/response test's transactions (`run --iperf2 --bounceback`, and a server's record of
+    /// the bounceback tests it answered): their rate and latency distribution
+    /// (docs/request-response.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transactions: Option<crate::transactions::TransactionsReport>,
 }
 
 /// An ndt7 subtest's own record, beside the figures every result has: the metadata the client sent

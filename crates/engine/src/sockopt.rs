@@ -164,6 +164,13 @@ pub fn unsent_bytes(sock: &impl crate::os::AsSock) -> std::io::Result<u64> {
     crate::os::unsent_bytes(sock)
 }
 
+/// Asks the kernel to acknowledge at once (TCP_QUICKACK) for the next exchange, where it can: a
+/// request/response loop calls it after each one, as iperf 2 does (where the option does not exist,
+/// delayed ACKs stay as they are: nothing to report).
+pub fn quickack(sock: &impl crate::os::AsSock) {
+    let _ = crate::os::set_quickack(sock);
+}
+
 /// Sets the receive low-water mark (SO_RCVLOWAT) and returns what the kernel kept.
 pub fn set_rcvlowat(sock: &impl crate::os::AsSock, bytes: u64) -> std::io::Result<u64> {
     crate::os::set_rcvlowat(sock, bytes)

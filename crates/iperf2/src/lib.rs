@@ -11,6 +11,7 @@
 //! layout and what each field means.
 
 pub mod ack;
+pub mod bounceback;
 pub mod detect;
 pub mod header;
 pub mod receipt;

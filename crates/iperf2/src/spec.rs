@@ -9,6 +9,8 @@ use std::time::Duration;
 
 /// iperf 2's TCP write size when the client gives none (`-l`): 128 KiB.
 pub const DEFAULT_TCP_LEN: u64 = 128 * 1024;
+/// iperf 2's request size in a bounceback test when `-l` is not given (`kDefault_BBTCPBufLen`).
+pub const DEFAULT_BOUNCEBACK_LEN: u64 = 100;
 
 /// The test for one header.
 #[derive(Debug, Clone, PartialEq)]

@@ -29,6 +29,7 @@ pub use host::{
     EventSink, Keyless, ListenerOptions, MissingWhy, RefusalKind, ServerError, ServerEvent, ServerOptions,
     ServerStats, TestError, TestLog, DEFAULT_MAX_TESTS, DEFAULT_MAX_TESTS_PER_ADDRESS, PREAUTH_CAPS,
 };
+pub use iperf2::bounce_client::{run_bounceback_client, BouncePlan};
 pub use iperf2::client::run_iperf2_client;
 pub use iperf3::client::run_iperf3_client;
 pub use landspeed::client::run_client;

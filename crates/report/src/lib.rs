@@ -21,6 +21,7 @@ pub mod rpm_text;
 pub mod server_log;
 pub mod sweep_text;
 pub mod text;
+pub mod transactions_text;
 #[cfg(target_os = "linux")]
 pub mod wan_text;
 

@@ -238,7 +238,7 @@ fn totals(
 
 /// One end's figures; what a foreign end (iperf3, an ndt7 server) does not report is said to be
 /// missing rather than printed as zeros.
-fn endpoint(out: &mut String, e: &EndpointSummary) {
+pub(crate) fn endpoint(out: &mut String, e: &EndpointSummary) {
     let _ = writeln!(out, "{}", cpu_line(e));
     let w = &e.window;
     let req = w
@@ -617,6 +617,9 @@ fn ndt7(out: &mut String, r: &RunResult) {
 
 /// The full human-readable report.
 pub fn render(r: &RunResult) -> String {
+    if let Some(t) = &r.transactions {
+        return crate::transactions_text::render(r, t);
+    }
     let mut out = String::new();
     let cfg = &r.config;
     let _ = writeln!(

@@ -25,6 +25,8 @@ enum Speak {
     Iperf3,
     /// iperf 2's (`--iperf2`).
     Iperf2,
+    /// iperf 2's bounceback (`--bounceback`), to either server.
+    Bounceback(landspeed_net::BouncePlan),
     /// The QUIC performance protocol (`--quic-perf`).
     QuicPerf,
     /// ndt7's WebSocket subtests (`--ndt7`); `tls` for wss.
@@ -76,6 +78,9 @@ fn execute(
     let outcome = match speak {
         Speak::Iperf3 => run_iperf3_client(&opts, false, &interrupt, &mut |ev| out.event(ev)),
         Speak::Iperf2 => landspeed_net::run_iperf2_client(&opts, &interrupt, &mut |ev| out.event(ev)),
+        Speak::Bounceback(plan) => {
+            landspeed_net::run_bounceback_client(&opts, &plan, &interrupt, &mut |ev| out.event(ev))
+        }
         Speak::QuicPerf => landspeed_net::run_quic_perf(&opts, &interrupt, &mut |ev| out.event(ev)),
         Speak::Ndt7 { tls } => landspeed_net::run_ndt7(&opts, tls, &interrupt, &mut |ev| out.event(ev)),
         Speak::Landspeed => match run_client(&opts, &interrupt, &mut |ev| out.event(ev)) {
@@ -174,7 +179,14 @@ pub fn run(a: RunArgs) -> Result<bool> {
         return send_directory(&a, dir, format);
     }
     let mut opts = client_options(&a)?;
-    if a.iperf2 && a.test.length.is_none() {
+    let bounce = a.bounceback.map(|burst| bounce_plan(&a, burst));
+    if bounce.is_some() && a.test.length.is_none() {
+        // iperf 2's bounceback size.
+        opts.spec = opts
+            .spec
+            .changed(|s| s.length_bytes = landspeed_iperf2::spec::DEFAULT_BOUNCEBACK_LEN)
+            .map_err(|e| UsageError(e.to_string()))?;
+    } else if a.iperf2 && a.test.length.is_none() {
         // iperf 2's own write size: an iperf 2.1.8 server sending (-R) writes the client's size from
         // a buffer of its own -l (128 KiB by default), and a larger one brings it down.
         opts.spec = opts
@@ -197,6 +209,7 @@ pub fn run(a: RunArgs) -> Result<bool> {
         a.test.per_stream,
         !a.test.interval.is_zero(),
         match (a.iperf3, a.quic_perf, a.ndt7) {
+            _ if bounce.is_some() => Speak::Bounceback(bounce.unwrap_or_default()),
             _ if a.iperf2 => Speak::Iperf2,
             (true, ..) => Speak::Iperf3,
             (false, true, _) => Speak::QuicPerf,
@@ -208,6 +221,17 @@ pub fn run(a: RunArgs) -> Result<bool> {
         a.measure_path,
         (!a.no_save).then(|| (a.db.clone(), a.tag.clone())),
     )
+}
+
+/// `--bounceback`'s pacing from its flags (iperf 2's defaults where they are not given).
+fn bounce_plan(a: &RunArgs, burst: u32) -> landspeed_net::BouncePlan {
+    let d = landspeed_net::BouncePlan::default();
+    landspeed_net::BouncePlan {
+        burst,
+        period: a.bounceback_period.unwrap_or(d.period),
+        hold: a.bounceback_hold.unwrap_or(d.hold),
+        quickack: !a.bounceback_no_quickack,
+    }
 }
 
 /// `--send-file DIR`: every regular file of DIR (not its subdirectories), in name order, one test each,

@@ -49,6 +49,28 @@ pub struct RunArgs {
     /// not verified. wss needs --tls-pin SHA256 (serve prints it) or --insecure.
     #[arg(long, conflicts_with_all = ["iperf3", "quic_perf", "udp", "tls", "mptcp", "latency", "measure_path", "from", "send_file", "recv_file", "bidir"])]
     pub ndt7: bool,
+    /// A request/response test in iperf 2's bounceback protocol, against `iperf -s` (2.1.x) or
+    /// `landspeed serve`: every --bounceback-period a burst of N requests (10 when N is not given)
+    /// of -l bytes (100 by default, 64 at least), each answered before the next. Reports
+    /// transactions per second and the latency distribution (min, p50, p90, p99, p99.9, max, a
+    /// histogram); every answer is checked against its request. Example:
+    /// `landspeed run HOST --bounceback --bounceback-period 0 -t 10` (back to back, the connection's
+    /// transaction rate).
+    #[arg(long, value_name = "N", num_args = 0..=1, require_equals = true, default_missing_value = "10",
+          conflicts_with_all = ["iperf3", "quic_perf", "ndt7", "udp", "tls", "mptcp", "latency", "from", "send_file", "recv_file", "auth"])]
+    pub bounceback: Option<u32>,
+    /// --bounceback: the time from one burst's start to the next (default 1s); 0 sends each request
+    /// as soon as the last is answered.
+    #[arg(long, value_name = "DUR", value_parser = values::duration, requires = "bounceback")]
+    pub bounceback_period: Option<Duration>,
+    /// --bounceback: ask the server to wait this long before each answer (counted in the latency, as
+    /// iperf 2 counts it; at most 10s).
+    #[arg(long, value_name = "DUR", value_parser = values::duration, requires = "bounceback")]
+    pub bounceback_hold: Option<Duration>,
+    /// --bounceback: do not ask either end for immediate ACKs (TCP_QUICKACK, asked by default as
+    /// iperf 2 asks).
+    #[arg(long, requires = "bounceback")]
+    pub bounceback_no_quickack: bool,
     /// Authenticate to a server that requires it (`serve --auth-keys`): the key named NAME, read from
     /// KEYFILE (a key file like the server's, or one line holding the secret alone). A client with a
     /// key never falls back to iperf3's protocol, which cannot carry it.

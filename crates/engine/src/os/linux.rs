@@ -181,6 +181,12 @@ pub fn set_notsent_lowat(sock: &impl AsSock, bytes: u32) -> Result<()> {
     )
 }
 
+/// Acknowledges at once rather than after the delayed-ACK timer (TCP_QUICKACK; the kernel clears
+/// it again by itself, so a request/response loop sets it after each exchange).
+pub fn set_quickack(sock: &impl AsSock) -> Result<()> {
+    set_int(sock, libc::IPPROTO_TCP, libc::TCP_QUICKACK, 1)
+}
+
 /// The MTU of a connected socket's route (IP_MTU, or IPV6_MTU on an IPv6 socket), as the kernel
 /// knows it now: the interface's, or a smaller one path MTU discovery found.
 pub fn path_mtu(sock: &TcpStream) -> Result<u32> {

@@ -141,6 +141,11 @@ pub fn set_notsent_lowat(_sock: &impl AsSock, _bytes: u32) -> Result<()> {
     Err(refused("the unsent low-water mark"))
 }
 
+/// Windows has no TCP_QUICKACK (its delayed ACKs are set per interface).
+pub fn set_quickack(_sock: &impl AsSock) -> Result<()> {
+    Err(unsupported_option("TCP_QUICKACK"))
+}
+
 /// Windows: the route's MTU is not read (the datagram size comes from the MSS alone).
 pub fn path_mtu(_sock: &TcpStream) -> Result<u32> {
     Err(refused("reading the path MTU"))

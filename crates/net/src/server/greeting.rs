@@ -9,6 +9,7 @@ use crate::control::{Arrival, ControlWriter, Input};
 use crate::host::{tcp_closer, RefusalKind, Shared};
 use crate::{iperf2, iperf3, landspeed};
 use landspeed_engine::supervisor::Wake;
+use landspeed_iperf2::bounceback;
 use landspeed_iperf2::detect::{self as iperf2_detect, FirstBytes};
 use landspeed_iperf2::header::MAX_HEADER_BYTES as MAX_IPERF2;
 use landspeed_iperf3::{State, COOKIE_LEN};
@@ -52,6 +53,8 @@ pub(super) enum Greeting {
     Iperf3([u8; COOKIE_LEN]),
     /// An iperf 2 client's header, exactly its bytes.
     Iperf2(Vec<u8>),
+    /// An iperf 2 bounceback client's first request: its header's 64 bytes.
+    Bounceback(Vec<u8>),
     Unknown(u8),
     Bad(PreambleError),
 }
@@ -69,7 +72,9 @@ pub(super) fn step(buf: &[u8]) -> Step {
         return Step::Need(1);
     };
     match classify(first) {
-        Speaker::Unknown => iperf2_step(buf).unwrap_or(Step::Done(Greeting::Unknown(first))),
+        Speaker::Unknown => bounceback_step(buf)
+            .or_else(|| iperf2_step(buf))
+            .unwrap_or(Step::Done(Greeting::Unknown(first))),
         Speaker::Iperf3 if buf.len() < COOKIE_LEN => Step::Need(COOKIE_LEN),
         Speaker::Iperf3 => {
             let mut c = [0u8; COOKIE_LEN];
@@ -82,6 +87,19 @@ pub(super) fn step(buf: &[u8]) -> Step {
             Ok(Some((p @ Preamble::Data { .. }, _))) => Step::Done(Greeting::Data(p)),
             Err(e) => Step::Done(Greeting::Bad(e)),
         },
+    }
+}
+
+/// An iperf 2 bounceback request so far (its first word is the bounceback flag alone): how much more
+/// its header needs, or the header; None when the bytes are not one.
+fn bounceback_step(buf: &[u8]) -> Option<Step> {
+    match bounceback::detect(buf) {
+        Some(false) => None,
+        None => Some(Step::Need(4)),
+        Some(true) if buf.len() < bounceback::HEADER_BYTES => Some(Step::Need(bounceback::HEADER_BYTES)),
+        Some(true) => Some(Step::Done(Greeting::Bounceback(
+            buf[..bounceback::HEADER_BYTES].to_vec(),
+        ))),
     }
 }
 
@@ -352,7 +370,7 @@ fn dispatch(p: Pending, g: Greeting, shared: &Arc<Shared>) {
         let reply = match g {
             Greeting::Iperf3(_) => Some(Answer::Iperf3Denied),
             // iperf 2 has no message for it: the connection closes.
-            Greeting::Iperf2(_) => None,
+            Greeting::Iperf2(_) | Greeting::Bounceback(_) => None,
             _ => Some(Answer::Control(Box::new(Message::Rejected {
                 reason: "this server does not take tests from your address".into(),
                 code: Refusal::NotAllowed,
@@ -375,6 +393,11 @@ fn dispatch(p: Pending, g: Greeting, shared: &Arc<Shared>) {
         }
         Greeting::Iperf2(header) => {
             if let Some(test) = iperf2::server::arrival(stream, &header, peer, shared) {
+                spawn(shared, peer, move |sh| test.serve(sh));
+            }
+        }
+        Greeting::Bounceback(header) => {
+            if let Some(test) = iperf2::bounce_server::arrival(stream, &header, peer, shared) {
                 spawn(shared, peer, move |sh| test.serve(sh));
             }
         }
@@ -498,7 +521,9 @@ mod tests {
         let cookie = *b"abcdefghijklmnopqrstuvwxyz234567abcd\0";
         assert_eq!(step(&cookie[..5]), Step::Need(COOKIE_LEN));
         assert_eq!(step(&cookie), Step::Done(Greeting::Iperf3(cookie)));
-        assert_eq!(step(&[0x00]), Step::Done(Greeting::Unknown(0)));
+        // A zero byte may begin iperf 2's bounceback flag word: its four bytes decide.
+        assert_eq!(step(&[0x00]), Step::Need(4));
+        assert_eq!(step(&[0x01]), Step::Done(Greeting::Unknown(1)));
         let mut v2 = ctl.clone();
         v2[5] = 99;
         assert!(matches!(
@@ -525,6 +550,23 @@ mod tests {
         // A first word that announces no header, or a stream count no iperf 2 sends: not iperf 2.
         assert_eq!(step(&[0x01; 12]), Step::Done(Greeting::Unknown(0x01)));
         assert_eq!(step(&[0x40; 12]), Step::Done(Greeting::Unknown(0x40)));
+    }
+
+    #[test]
+    fn a_bounceback_request_is_read_to_its_header_and_no_further() {
+        // iperf 2.1.8's `--bounceback` request (100 bytes): the flag word, its size, its burst id.
+        let mut h = vec![0x00, 0x80, 0, 0, 0, 0, 0, 100, 0, 0, 0, 1];
+        h.resize(100, 0x5a);
+        assert_eq!(step(&h[..1]), Step::Need(4));
+        assert_eq!(step(&h[..3]), Step::Need(4));
+        for n in 4..64 {
+            assert_eq!(step(&h[..n]), Step::Need(64), "{n}");
+        }
+        assert_eq!(step(&h), Step::Done(Greeting::Bounceback(h[..64].to_vec())));
+        // A first word with any other bit: not a bounceback request.
+        assert_eq!(step(&[0x00, 0x80, 0, 1]), Step::Done(Greeting::Unknown(0)));
+        assert_eq!(step(&[0x00, 0x81, 0, 0]), Step::Done(Greeting::Unknown(0)));
+        assert_eq!(step(&[0x00; 4]), Step::Done(Greeting::Unknown(0)));
     }
 
     #[test]

@@ -1,0 +1,274 @@
+//! Request/response tests: transactions per second and their latency distribution. A bulk test asks
+//! how many bytes a path moves; a transaction test asks how quickly it answers (netperf's TCP_RR,
+//! iperf 2's `--bounceback`): a request goes out, the whole response comes back, and the time
+//! between is one transaction's latency. Millions of them make a test, so they are kept as a
+//! histogram (HdrHistogram, three significant digits: every percentile within 0.1% of the true
+//! value) rather than as a list, with the exact least and most and a running mean and variance
+//! (Welford). Sans-IO: the caller hands in times since the test began, so the same recorder serves
+//! both ends and the tests replay worked numbers. docs/request-response.md says how each figure is
+//! computed.
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+/// What a transaction test asked for: the shape the figures describe.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TransactionShape {
+    /// The workload and the protocol it spoke (`"iperf2 bounceback"`).
+    pub kind: String,
+    /// Bytes of each request, any header included.
+    pub request_bytes: u32,
+    /// Bytes of each response.
+    pub response_bytes: u32,
+    /// Transactions in flight at once on the connection (1: each waits for the last).
+    pub in_flight: u32,
+    /// Transactions sent back to back in each burst (iperf 2's `--bounceback=N`); 0 when the test
+    /// sends without pause.
+    pub burst: u32,
+    /// Seconds between bursts; 0 when the test sends without pause.
+    pub period_s: f64,
+    /// Microseconds the server was asked to wait before answering (counted in each latency, as
+    /// iperf 2 counts it).
+    pub hold_us: u32,
+}
+
+/// One transaction test's figures.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TransactionsReport {
+    /// What was asked.
+    pub shape: TransactionShape,
+    /// Transactions completed (a response read whole).
+    pub transactions: u64,
+    /// Seconds from the first request to the end.
+    pub elapsed_s: f64,
+    /// Transactions over the elapsed time (with bursts and periods, the rate asked for; without, the
+    /// connection's limit).
+    pub per_s: f64,
+    /// Transactions over the time they took (one over the mean latency: iperf 2's "rps").
+    pub per_s_busy: f64,
+    /// The latency distribution over every transaction.
+    pub latency: LatencySummary,
+    /// Its histogram: bins whose upper bounds double from 1 µs, empty bins left out.
+    pub histogram: Vec<HistogramBin>,
+    /// Each interval's figures.
+    pub intervals: Vec<TransactionInterval>,
+}
+
+/// A latency distribution, milliseconds (all None when nothing completed).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LatencySummary {
+    /// Least.
+    pub min_ms: Option<f64>,
+    /// Mean.
+    pub mean_ms: Option<f64>,
+    /// Sample standard deviation.
+    pub stdev_ms: Option<f64>,
+    /// Median.
+    pub p50_ms: Option<f64>,
+    /// 90th percentile.
+    pub p90_ms: Option<f64>,
+    /// 99th percentile.
+    pub p99_ms: Option<f64>,
+    /// 99.9th percentile.
+    pub p999_ms: Option<f64>,
+    /// Most.
+    pub max_ms: Option<f64>,
+}
+
+/// A bin of the histogram: transactions whose latency was above the previous bin's bound and at most
+/// this one's.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct HistogramBin {
+    /// The bin's upper bound, milliseconds.
+    pub upper_ms: f64,
+    /// Transactions in it.
+    pub count: u64,
+}
+
+/// One interval of a transaction test.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TransactionInterval {
+    /// Start, seconds since the test began.
+    pub start_s: f64,
+    /// End, seconds.
+    pub end_s: f64,
+    /// Transactions completed in it.
+    pub transactions: u64,
+    /// Their latencies.
+    pub latency: LatencySummary,
+}
+
+/// The running figures of a set of latencies: the histogram, exact extremes, Welford's mean and M2.
+struct Moments {
+    hist: Histogram<u64>,
+    count: u64,
+    min_ns: u64,
+    max_ns: u64,
+    mean_ns: f64,
+    m2: f64,
+    sum_ns: f64,
+}
+
+impl Moments {
+    fn new() -> Moments {
+        Moments {
+            // Three significant digits, growing as larger values come.
+            hist: Histogram::new(3).expect("three significant digits is a valid histogram"),
+            count: 0,
+            min_ns: u64::MAX,
+            max_ns: 0,
+            mean_ns: 0.0,
+            m2: 0.0,
+            sum_ns: 0.0,
+        }
+    }
+
+    fn add(&mut self, ns: u64) {
+        let ns = ns.max(1);
+        // The histogram grows to any u64; saturation is the only failure and is not reachable here.
+        let _ = self.hist.record(ns);
+        self.count += 1;
+        self.min_ns = self.min_ns.min(ns);
+        self.max_ns = self.max_ns.max(ns);
+        let x = ns as f64;
+        let delta = x - self.mean_ns;
+        self.mean_ns += delta / self.count as f64;
+        self.m2 += delta * (x - self.mean_ns);
+        self.sum_ns += x;
+    }
+
+    fn summary(&self) -> LatencySummary {
+        if self.count == 0 {
+            return LatencySummary::default();
+        }
+        let ms = |ns: f64| ns / 1e6;
+        // A percentile never falls outside the exact extremes (the histogram rounds to its bucket).
+        let q = |q: f64| {
+            Some(ms(
+                self.hist.value_at_quantile(q).clamp(self.min_ns, self.max_ns) as f64
+            ))
+        };
+        LatencySummary {
+            min_ms: Some(ms(self.min_ns as f64)),
+            mean_ms: Some(ms(self.mean_ns)),
+            stdev_ms: (self.count > 1).then(|| ms((self.m2 / (self.count - 1) as f64).sqrt())),
+            p50_ms: q(0.5),
+            p90_ms: q(0.9),
+            p99_ms: q(0.99),
+            p999_ms: q(0.999),
+            max_ms: Some(ms(self.max_ns as f64)),
+        }
+    }
+
+    /// Bins doubling from 1 µs, empty ones left out.
+    fn bins(&self) -> Vec<HistogramBin> {
+        let mut out: Vec<HistogramBin> = vec![];
+        let mut upper_ns = 1_000u64;
+        let mut taken = 0;
+        while taken < self.count {
+            let below = self.hist.count_between(0, upper_ns);
+            let count = below - taken;
+            if count > 0 {
+                out.push(HistogramBin {
+                    upper_ms: upper_ns as f64 / 1e6,
+                    count,
+                });
+            }
+            taken = below;
+            upper_ns = upper_ns.saturating_mul(2);
+            if upper_ns == u64::MAX {
+                break;
+            }
+        }
+        out
+    }
+}
+
+/// The recorder: transactions in, a [`TransactionsReport`] out.
+pub struct TransactionLog {
+    shape: TransactionShape,
+    interval_ns: u64,
+    whole: Moments,
+    current: Moments,
+    current_start_ns: u64,
+    intervals: Vec<TransactionInterval>,
+}
+
+impl TransactionLog {
+    /// A recorder for a test of `shape`, closing an interval every `interval_ns` (0: one interval).
+    pub fn new(shape: TransactionShape, interval_ns: u64) -> TransactionLog {
+        TransactionLog {
+            shape,
+            interval_ns,
+            whole: Moments::new(),
+            current: Moments::new(),
+            current_start_ns: 0,
+            intervals: vec![],
+        }
+    }
+
+    /// A transaction that completed `done_ns` after the test began and took `latency_ns`.
+    pub fn record(&mut self, done_ns: u64, latency_ns: u64) {
+        self.advance(done_ns);
+        self.whole.add(latency_ns);
+        self.current.add(latency_ns);
+    }
+
+    /// Closes every interval that ended by `now_ns` (so an interval with no transaction is kept as
+    /// such); returns the ones closed.
+    pub fn advance(&mut self, now_ns: u64) -> &[TransactionInterval] {
+        let before = self.intervals.len();
+        while self.interval_ns > 0 && now_ns >= self.current_start_ns + self.interval_ns {
+            let end = self.current_start_ns + self.interval_ns;
+            self.close(end);
+        }
+        &self.intervals[before..]
+    }
+
+    /// Transactions so far.
+    pub fn count(&self) -> u64 {
+        self.whole.count
+    }
+
+    fn close(&mut self, end_ns: u64) {
+        let done = std::mem::replace(&mut self.current, Moments::new());
+        self.intervals.push(TransactionInterval {
+            start_s: self.current_start_ns as f64 / 1e9,
+            end_s: end_ns as f64 / 1e9,
+            transactions: done.count,
+            latency: done.summary(),
+        });
+        self.current_start_ns = end_ns;
+    }
+
+    /// The report of a test that ended `end_ns` after it began (a last, partial interval closed).
+    pub fn finish(mut self, end_ns: u64) -> TransactionsReport {
+        self.advance(end_ns);
+        if end_ns > self.current_start_ns {
+            self.close(end_ns);
+        }
+        let elapsed_s = end_ns as f64 / 1e9;
+        let w = &self.whole;
+        TransactionsReport {
+            transactions: w.count,
+            elapsed_s,
+            per_s: if elapsed_s > 0.0 {
+                w.count as f64 / elapsed_s
+            } else {
+                0.0
+            },
+            per_s_busy: if w.sum_ns > 0.0 {
+                w.count as f64 * 1e9 / w.sum_ns
+            } else {
+                0.0
+            },
+            latency: w.summary(),
+            histogram: w.bins(),
+            intervals: self.intervals,
+            shape: self.shape,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,382 @@
+//! `landspeed run --bounceback`: a request/response test in iperf 2's `--bounceback` protocol, against
+//! iperf 2.1.x's server (`iperf -s`) or landspeed's (which answers it on its one port). One TCP
+//! connection, `TCP_NODELAY`; every period (1 s by default) a burst of requests (10 by default) goes
+//! out one at a time, each of `-l` bytes (100 by default, at least the 64-byte header), and each
+//! answer is read whole before the next request: its latency is the time from writing the request
+//! to reading the last byte of the answer, as iperf 2 measures it. With a period of 0 the requests
+//! follow each other without pause: the connection's transaction rate. Each answer is checked
+//! against its request (the same size, id and send time, the same payload): an echo that changed a
+//! byte is counted, and makes the result untrusted. The figures are `core::transactions`.
+
+use crate::dial::{connect, resolve, ClientError, ClientEvent, ClientOptions};
+use landspeed_core::assemble::{assemble, Inputs};
+use landspeed_core::config::{Direction, EndCondition, Flow, Test, TestSpec, Transport};
+use landspeed_core::endpoint::{EndpointReport, Role, StreamReport};
+use landspeed_core::result::RunResult;
+use landspeed_core::transactions::{TransactionLog, TransactionShape, TransactionsReport};
+use landspeed_iperf2::ack::WireTime;
+use landspeed_iperf2::bounceback::{self as bb, bbflags, Bounce};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::time::{Duration, Instant, SystemTime};
+
+/// How a bounceback test paces its requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BouncePlan {
+    /// Requests per burst (iperf 2's `--bounceback=N`; 10 when not given).
+    pub burst: u32,
+    /// Time between bursts' starts; zero sends each request as soon as the last is answered.
+    pub period: Duration,
+    /// How long the server is asked to wait before each answer.
+    pub hold: Duration,
+    /// Ask both ends to acknowledge at once (TCP_QUICKACK; iperf 2's default).
+    pub quickack: bool,
+}
+
+impl Default for BouncePlan {
+    fn default() -> Self {
+        BouncePlan {
+            burst: 10,
+            period: Duration::from_secs(1),
+            hold: Duration::ZERO,
+            quickack: true,
+        }
+    }
+}
+
+/// The running test: its connection, its buffers, what came back.
+struct Bouncer<'a> {
+    socket: TcpStream,
+    request: Vec<u8>,
+    answer: Vec<u8>,
+    flags: u16,
+    hold_us: u32,
+    quickack: bool,
+    log: TransactionLog,
+    t0: Instant,
+    end_ns: u64,
+    corrupt: u64,
+    interrupt: &'a AtomicBool,
+}
+
+/// Runs one bounceback test.
+pub fn run_bounceback_client(
+    opts: &ClientOptions,
+    plan: &BouncePlan,
+    interrupt: &AtomicBool,
+    on_event: &mut dyn FnMut(ClientEvent),
+) -> Result<RunResult, ClientError> {
+    let (spec, run_for) = checked(&opts.spec, plan)?;
+    let started_unix_s = unix_now_s();
+    let addr = resolve(opts)?;
+    let socket = connect(opts, addr, Some((&spec, 0)))?;
+    let local = socket
+        .local_addr()
+        .map_err(|err| ClientError::Stream { id: 0, err })?;
+    on_event(ClientEvent::Connected { local, remote: addr });
+    let warnings = vec![];
+    on_event(ClientEvent::Started {
+        streams: 1,
+        warnings: warnings.clone(),
+    });
+    let cpu0 = landspeed_engine::cpu::CpuSnapshot::take();
+    let mut b = Bouncer::new(socket, &spec, plan, interrupt)?;
+    let error = b.run(plan, run_for).err();
+    let elapsed = b.t0.elapsed().min(run_for);
+    let tcp = landspeed_engine::tcp_info::read(&b.socket)
+        .ok()
+        .map(|i| i.stats(&[], None));
+    let _ = b.socket.shutdown(std::net::Shutdown::Both);
+    let cpu = cpu0.until(&landspeed_engine::cpu::CpuSnapshot::take());
+    let report = b.log.finish(elapsed.as_nanos() as u64);
+    let here = endpoint(&report, (tcp, b.corrupt, error), elapsed, cpu, warnings);
+    let server = EndpointReport {
+        software: "iperf 2 bounceback server".into(),
+        streams: here.streams.iter().map(super::server::inferred).collect(),
+        elapsed_s: here.elapsed_s,
+        ..EndpointReport::default()
+    };
+    let context = crate::dial::run_context(
+        opts,
+        local,
+        addr,
+        &here,
+        started_unix_s,
+        interrupt.load(Relaxed),
+        "iperf2 bounceback",
+    );
+    let mut result = assemble(&Inputs {
+        spec: &spec,
+        context,
+        client: &here,
+        server: &server,
+        client_samples: &[],
+        server_samples: &[],
+    });
+    echoed(&mut result, report);
+    Ok(result)
+}
+
+/// The result of a transaction test: its figures, its echoes as what was verified, and no bulk
+/// diagnosis (what held a few kbit/s of requests back is the latency, which the figures state).
+fn echoed(result: &mut RunResult, report: TransactionsReport) {
+    let size = u64::from(report.shape.response_bytes);
+    let corrupt = result.payload.corrupt_blocks;
+    let p = &mut result.payload;
+    p.pattern = "bounceback echo: random requests, each answer checked against its request".into();
+    p.verified = report.transactions > 0 && corrupt == 0;
+    p.unverified_because = (report.transactions == 0).then(|| "no answer came back".into());
+    p.bytes_verified = (report.transactions - corrupt.min(report.transactions)) * size;
+    for d in &mut result.directions {
+        d.limits.clear();
+    }
+    result.transactions = Some(report);
+}
+
+/// The test as a bounceback test runs it (one TCP connection, both ways, for a time), and that time.
+fn checked(offered: &Test, plan: &BouncePlan) -> Result<(Test, Duration), ClientError> {
+    let no = |what: &str| Err(ClientError::NotWithIperf2 { what: what.into() });
+    if offered.transport != Transport::Tcp || offered.tls.is_some() || offered.mptcp || offered.file.is_some()
+    {
+        return no("a bounceback test over anything but plain TCP (UDP, TLS, MPTCP, files)");
+    }
+    if offered.streams != 1 || offered.direction != Direction::Forward {
+        return no("a bounceback test with -P, -R or --bidir (one connection carries both ways)");
+    }
+    let EndCondition::Time(run_for) = offered.end else {
+        return no("a bounceback test ended by bytes or blocks (-t only)");
+    };
+    let size = offered.length_bytes;
+    if size < bb::HEADER_BYTES as u64 || size > u64::from(bb::MAX_REQUEST_BYTES) {
+        return no(&format!(
+            "requests of {size} bytes (-l: from {} to {} bytes)",
+            bb::HEADER_BYTES,
+            bb::MAX_REQUEST_BYTES
+        ));
+    }
+    if plan.hold > Duration::from_micros(u64::from(bb::MAX_HOLD_US)) || plan.burst == 0 {
+        return no("a hold over 10 s or a burst of 0 requests");
+    }
+    let spec = offered.changed(|s: &mut TestSpec| {
+        s.verify = false;
+        s.direction = Direction::Bidir;
+        s.omit_s = Duration::ZERO;
+    })?;
+    Ok((spec, run_for))
+}
+
+impl<'a> Bouncer<'a> {
+    fn new(
+        socket: TcpStream,
+        spec: &Test,
+        plan: &BouncePlan,
+        interrupt: &'a AtomicBool,
+    ) -> Result<Self, ClientError> {
+        let size = spec.length_bytes as usize;
+        let io = |err| ClientError::Stream { id: 0, err };
+        socket.set_nodelay(true).map_err(io)?;
+        // An answer that takes longer than this (a hold of up to 10 s, a long path) ends the test.
+        socket
+            .set_read_timeout(Some(plan.hold + Duration::from_secs(10)))
+            .map_err(io)?;
+        socket
+            .set_write_timeout(Some(Duration::from_secs(10)))
+            .map_err(io)?;
+        let request = random_bytes(size);
+        let mut flags = 0;
+        if plan.quickack {
+            flags |= bbflags::QUICKACK;
+        }
+        let shape = TransactionShape {
+            kind: "iperf2 bounceback".into(),
+            request_bytes: size as u32,
+            response_bytes: size as u32,
+            in_flight: 1,
+            burst: if plan.period.is_zero() { 0 } else { plan.burst },
+            period_s: plan.period.as_secs_f64(),
+            hold_us: plan.hold.as_micros() as u32,
+        };
+        let interval_ns = spec.interval_s.as_nanos() as u64;
+        Ok(Bouncer {
+            socket,
+            answer: vec![0u8; size],
+            request,
+            flags,
+            hold_us: shape.hold_us,
+            quickack: plan.quickack,
+            log: TransactionLog::new(shape, interval_ns),
+            t0: Instant::now(),
+            end_ns: u64::MAX,
+            corrupt: 0,
+            interrupt,
+        })
+    }
+
+    /// Bursts on the period (or back to back) until `run_for` has passed or the user interrupts.
+    fn run(&mut self, plan: &BouncePlan, run_for: Duration) -> Result<(), String> {
+        self.t0 = Instant::now();
+        self.end_ns = run_for.as_nanos() as u64;
+        let end = self.t0 + run_for;
+        let mut burst_id: u32 = 0;
+        while Instant::now() < end && !self.interrupt.load(Relaxed) {
+            burst_id = burst_id.wrapping_add(1);
+            if plan.period.is_zero() {
+                self.transact(burst_id)?;
+                continue;
+            }
+            let tick = self.t0 + plan.period * (burst_id - 1);
+            sleep_until(tick, end, self.interrupt);
+            for _ in 0..plan.burst {
+                if Instant::now() >= end || self.interrupt.load(Relaxed) {
+                    break;
+                }
+                self.transact(burst_id)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// One request written and its answer read whole, checked and timed.
+    fn transact(&mut self, id: u32) -> Result<(), String> {
+        let size = self.request.len() as u32;
+        let sent = Instant::now();
+        Bounce::request(size, id, self.flags, wire_now(), self.hold_us).write(&mut self.request);
+        (&self.socket)
+            .write_all(&self.request)
+            .map_err(|e| format!("writing a request: {e}"))?;
+        if self.quickack {
+            landspeed_engine::sockopt::quickack(&self.socket);
+        }
+        match (&self.socket).read_exact(&mut self.answer) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                return Err("the server closed the connection".into())
+            }
+            Err(e) => return Err(format!("reading an answer: {e}")),
+        }
+        let done = Instant::now();
+        if !same_echo(&self.request, &self.answer) {
+            self.corrupt += 1;
+        }
+        // A transaction sent before the end and answered after it belongs to the last interval.
+        let done_ns = done.duration_since(self.t0).as_nanos() as u64;
+        self.log.record(
+            done_ns.min(self.end_ns.saturating_sub(1)),
+            done.duration_since(sent).as_nanos() as u64,
+        );
+        Ok(())
+    }
+}
+
+/// Whether an answer is its request sent back: everything but the server's two stamps (and the type
+/// of service, which iperf 2's server may rewrite) unchanged.
+fn same_echo(request: &[u8], answer: &[u8]) -> bool {
+    const STAMPS: std::ops::Range<usize> = 28..44;
+    request.len() == answer.len()
+        && request[..14] == answer[..14]
+        && request[16..STAMPS.start] == answer[16..STAMPS.start]
+        && request[STAMPS.end..] == answer[STAMPS.end..]
+}
+
+/// This end's report: the requests sent, the answers received (the payload of those that came back
+/// intact counted as verified), the connection's TCP figures.
+fn endpoint(
+    r: &TransactionsReport,
+    (tcp, corrupt, error): (Option<landspeed_core::endpoint::TcpStats>, u64, Option<String>),
+    elapsed: Duration,
+    cpu: landspeed_core::endpoint::CpuTimes,
+    warnings: Vec<String>,
+) -> EndpointReport {
+    let size = u64::from(r.shape.request_bytes);
+    let bytes = r.transactions * size;
+    let last = Some(elapsed.as_secs_f64());
+    let sent = StreamReport {
+        bytes,
+        calls: r.transactions,
+        first_byte_s: Some(0.0),
+        last_byte_s: last,
+        tcp,
+        error: error.clone(),
+        ..StreamReport::empty(0, Flow::ClientToServer, Role::Sender)
+    };
+    let received = StreamReport {
+        bytes,
+        calls: r.transactions,
+        first_byte_s: Some(0.0),
+        last_byte_s: last,
+        bytes_verified: (r.transactions - corrupt) * size,
+        corrupt_blocks: corrupt,
+        ..StreamReport::empty(1, Flow::ServerToClient, Role::Receiver)
+    };
+    EndpointReport {
+        software: format!("landspeed {}", landspeed_core::SOFTWARE_VERSION),
+        streams: vec![sent, received],
+        cpu,
+        host: landspeed_engine::host::host_info(),
+        elapsed_s: elapsed.as_secs_f64(),
+        threads: 1,
+        warnings,
+        error,
+        ..EndpointReport::default()
+    }
+}
+
+/// Sleeps until `tick` (or `end`, or an interrupt), in short steps so an interrupt is seen.
+fn sleep_until(tick: Instant, end: Instant, interrupt: &AtomicBool) {
+    let until = tick.min(end);
+    while !interrupt.load(Relaxed) {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return;
+        }
+        std::thread::sleep(left.min(Duration::from_millis(100)));
+    }
+}
+
+/// A request's payload: random, so an echo that loses, repeats or mixes bytes does not match it.
+fn random_bytes(n: usize) -> Vec<u8> {
+    let mut b = vec![0u8; n];
+    if getrandom::fill(&mut b).is_err() {
+        b.iter_mut()
+            .enumerate()
+            .for_each(|(k, x)| *x = (k * 131 % 251) as u8);
+    }
+    b
+}
+
+fn wire_now() -> WireTime {
+    WireTime::from_unix_ns(
+        SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64),
+    )
+}
+
+fn unix_now_s() -> f64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_echo_may_differ_only_in_the_servers_stamps_and_tos() {
+        let mut req = random_bytes(100);
+        Bounce::request(100, 3, bbflags::QUICKACK, WireTime { secs: 1, micros: 2 }, 0).write(&mut req);
+        let mut ans = req.clone();
+        bb::stamp_received(&mut ans, WireTime { secs: 5, micros: 6 });
+        bb::stamp_answered(&mut ans, WireTime { secs: 5, micros: 9 });
+        ans[14..16].copy_from_slice(&[0, 0x10]);
+        assert!(same_echo(&req, &ans));
+        for at in [0, 8, 13, 20, 27, 44, 63, 64, 99] {
+            let mut bad = ans.clone();
+            bad[at] ^= 1;
+            assert!(!same_echo(&req, &bad), "byte {at}");
+        }
+        assert!(!same_echo(&req, &ans[..99]));
+    }
+}

@@ -1,0 +1,165 @@
+//! The text report of a request/response test (`RunResult::transactions`): what a bulk test's report
+//! says about bytes, this says about transactions: their rate beside the bound one connection's
+//! latency sets, the latency distribution and its histogram, each interval, whether every answer was
+//! its request sent back, and the ends. A bulk test's rate table and limit diagnosis would describe a
+//! few kbit/s of requests, so they are not printed; the JSON keeps every field.
+
+use landspeed_core::result::RunResult;
+use landspeed_core::transactions::{LatencySummary, TransactionsReport};
+use landspeed_core::units::Bytes;
+use std::fmt::Write;
+
+/// The report.
+pub fn render(r: &RunResult, t: &TransactionsReport) -> String {
+    let mut out = String::new();
+    head(&mut out, r, t);
+    intervals(&mut out, t);
+    totals(&mut out, t);
+    echo(&mut out, r, t);
+    let _ = writeln!(out, "\nEnds:");
+    crate::text::endpoint(&mut out, &r.local);
+    crate::text::endpoint(&mut out, &r.remote);
+    for w in &r.warnings {
+        let _ = writeln!(out, "WARNING: {w}");
+    }
+    out
+}
+
+fn head(out: &mut String, r: &RunResult, t: &TransactionsReport) {
+    let s = &t.shape;
+    let pace = if s.burst == 0 {
+        "each request as soon as the last was answered".to_string()
+    } else {
+        format!("bursts of {} every {:.3} s", s.burst, s.period_s)
+    };
+    let hold = match s.hold_us {
+        0 => String::new(),
+        us => format!(", the server holding each {:.3} ms", f64::from(us) / 1e3),
+    };
+    let _ = writeln!(
+        out,
+        "\nRequest/response test ({}), {} -> {}: {} requests, {} answers, {} in flight, {pace}{hold}{}",
+        s.kind,
+        r.config.local_address,
+        r.config.remote_address,
+        Bytes(u64::from(s.request_bytes)),
+        Bytes(u64::from(s.response_bytes)),
+        s.in_flight,
+        if r.interrupted { ", INTERRUPTED" } else { "" }
+    );
+}
+
+fn intervals(out: &mut String, t: &TransactionsReport) {
+    if t.intervals.len() < 2 {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "{:>15} {:>12} {:>10} {:>10} {:>10} {:>10}",
+        "Interval(s)", "Transactions", "Per s", "Mean(ms)", "p99(ms)", "Max(ms)"
+    );
+    for i in &t.intervals {
+        let span = i.end_s - i.start_s;
+        let per_s = if span > 0.0 {
+            i.transactions as f64 / span
+        } else {
+            0.0
+        };
+        let _ = writeln!(
+            out,
+            "{:>15} {:>12} {:>10.1} {:>10} {:>10} {:>10}",
+            format!("{:.2}-{:.2}", i.start_s, i.end_s),
+            i.transactions,
+            per_s,
+            ms(i.latency.mean_ms),
+            ms(i.latency.p99_ms),
+            ms(i.latency.max_ms)
+        );
+    }
+}
+
+fn totals(out: &mut String, t: &TransactionsReport) {
+    let _ = writeln!(
+        out,
+        "\nTransactions {} in {:.3} s: {:.1}/s",
+        t.transactions, t.elapsed_s, t.per_s
+    );
+    if let Some(mean) = t.latency.mean_ms.filter(|m| *m > 0.0) {
+        // One connection with k requests in flight answers at most k per latency.
+        let bound = f64::from(t.shape.in_flight.max(1)) * 1e3 / mean;
+        let why = if t.shape.burst == 0 {
+            format!(
+                "{:.0}% of the bound its latency sets ({} in flight / {mean:.3} ms mean = {bound:.0}/s): the rate is the latency's",
+                100.0 * t.per_s / bound,
+                t.shape.in_flight.max(1)
+            )
+        } else {
+            format!(
+                "the rate asked for (the bursts' pace); back to back its latency would allow {bound:.0}/s (--bounceback-period 0)"
+            )
+        };
+        let _ = writeln!(out, "  rate       {why}");
+    }
+    let _ = writeln!(out, "  latency    {}", summary(&t.latency));
+    let bins: Vec<String> = t
+        .histogram
+        .iter()
+        .map(|b| format!("≤{} {}", ms(Some(b.upper_ms)), b.count))
+        .collect();
+    if !bins.is_empty() {
+        let _ = writeln!(out, "  histogram  (ms) {}", bins.join(", "));
+    }
+}
+
+/// "min 0.022 mean 0.036 ... ms".
+pub fn summary(l: &LatencySummary) -> String {
+    if l.mean_ms.is_none() {
+        return "none completed".into();
+    }
+    format!(
+        "min {} mean {} stdev {} p50 {} p90 {} p99 {} p99.9 {} max {} ms",
+        ms(l.min_ms),
+        ms(l.mean_ms),
+        ms(l.stdev_ms),
+        ms(l.p50_ms),
+        ms(l.p90_ms),
+        ms(l.p99_ms),
+        ms(l.p999_ms),
+        ms(l.max_ms)
+    )
+}
+
+fn echo(out: &mut String, r: &RunResult, t: &TransactionsReport) {
+    let corrupt = r.payload.corrupt_blocks;
+    let line = match corrupt {
+        0 if t.transactions > 0 => format!(
+            "every answer was its request sent back ({} answers of {})",
+            t.transactions,
+            Bytes(u64::from(t.shape.response_bytes))
+        ),
+        0 => "no answer came back".into(),
+        n => format!(
+            "{n} of {} answers were not their request: UNTRUSTED",
+            t.transactions
+        ),
+    };
+    let _ = writeln!(out, "  echo       {line}");
+    for s in r.streams.iter().filter(|s| s.tcp.is_some()) {
+        let tcp = s.tcp.as_ref().expect("filtered");
+        let _ = writeln!(
+            out,
+            "  tcp        retransmits {}, smoothed RTT {} ms at the end",
+            tcp.retransmits,
+            ms(Some(f64::from(tcp.rtt_us) / 1e3))
+        );
+    }
+}
+
+fn ms(x: Option<f64>) -> String {
+    match x {
+        Some(v) if v < 1.0 => format!("{v:.3}"),
+        Some(v) if v < 100.0 => format!("{v:.2}"),
+        Some(v) => format!("{v:.1}"),
+        None => "-".into(),
+    }
+}
