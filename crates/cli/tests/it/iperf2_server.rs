@@ -11,7 +11,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
 /// True when iperf 2 can be run; in CI its absence is a failure.
-fn have_iperf2() -> bool {
+pub(crate) fn have_iperf2() -> bool {
     let ok = Command::new("iperf")
         .arg("-v")
         .output()
@@ -20,10 +20,10 @@ fn have_iperf2() -> bool {
 }
 
 /// iperf 2's own server on a free port, killed when dropped.
-struct Iperf2Server(Child, u16);
+pub(crate) struct Iperf2Server(Child, pub(crate) u16);
 
 impl Iperf2Server {
-    fn start() -> Iperf2Server {
+    pub(crate) fn start() -> Iperf2Server {
         Iperf2Server::with(&[])
     }
 

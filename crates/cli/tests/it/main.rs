@@ -10,6 +10,7 @@ mod archive;
 mod attacks;
 mod auth;
 mod bad_input;
+mod bounceback;
 mod browser;
 mod diagnosis;
 mod faults;

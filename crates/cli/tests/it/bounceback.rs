@@ -1,0 +1,230 @@
+//! Request/response in iperf 2's bounceback protocol (issue #68): iperf 2.1.8's own client against
+//! `landspeed serve` beside iperf 2's own server (the same exit code, the same count of
+//! transactions, the hold honoured), `landspeed run --bounceback` against both servers, and hostile
+//! requests, each refused or ended while the server goes on serving.
+
+use crate::common::{self, ServerProc};
+use crate::iperf2_server::{have_iperf2, Iperf2Server};
+use std::io::Write;
+use std::net::TcpStream;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// iperf 2's client with `--bounceback ARGS`: its exit code, and from its total line the count of
+/// transactions and their least latency, ms.
+fn iperf2_client(port: u16, args: &str) -> (Option<i32>, u64, f64, String) {
+    let child = Command::new("iperf")
+        .args(["-c", "127.0.0.1", "-p", &port.to_string()])
+        .args(args.split_whitespace())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run iperf -c");
+    let (o, killed) = common::wait_output_or_kill(child, Duration::from_secs(20));
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(!killed, "iperf -c {args} hung: {text}");
+    // The total is the last line "[  1] 0.0000-T sec ... N=avg/min/max/stdev ms ...".
+    let total = text
+        .lines()
+        .filter(|l| l.contains(" 0.0000-") && l.contains(" ms ") && !l.contains("OWD"))
+        .next_back()
+        .unwrap_or_else(|| panic!("no total line: {text}"));
+    let figures = total
+        .split_whitespace()
+        .find(|w| w.contains('=') && w.contains('/'))
+        .unwrap_or_else(|| panic!("no count in {total}"));
+    let (count, rest) = figures.split_once('=').unwrap();
+    let min: f64 = rest.split('/').nth(1).unwrap().parse().unwrap();
+    (o.status.code(), count.parse().unwrap(), min, text)
+}
+
+#[test]
+fn iperf2s_bounceback_client_counts_the_same_against_landspeed_as_against_iperf2() {
+    let _one = common::alone();
+    if !have_iperf2() {
+        return;
+    }
+    let s = ServerProc::start("127.0.0.1", &[]);
+    let theirs = Iperf2Server::start();
+    for (args, hold_ms) in [
+        ("--bounceback=3 --bounceback-period 0.25 -t 1.1", 0.0),
+        (
+            "--bounceback=2 --bounceback-period 0.25 --bounceback-hold 20 -l 1000 -t 1.1",
+            20.0,
+        ),
+        (
+            "--bounceback=4 --bounceback-period 0.25 --bounceback-no-quickack -l 64 -t 1.1",
+            0.0,
+        ),
+    ] {
+        let (their_code, their_count, their_min, their_text) = iperf2_client(theirs.1, args);
+        let (code, count, min, text) = iperf2_client(s.port, args);
+        assert_eq!((code, their_code), (Some(0), Some(0)), "{args}: {text}");
+        assert_eq!(count, their_count, "{args}: {text} / iperf -s: {their_text}");
+        assert!(count >= 8, "{args}: {text}");
+        assert!(
+            min >= hold_ms && their_min >= hold_ms,
+            "{args}: {min} / {their_min}"
+        );
+        let line = common::line_with(&s, "iperf2 bounceback test");
+        assert!(line.ends_with(": ok"), "{args}: {line}");
+        let size: u64 = if args.contains("-l 1000") {
+            1000
+        } else if args.contains("-l 64") {
+            64
+        } else {
+            100
+        };
+        assert!(
+            line.contains(&format!("received {} B", count * size)),
+            "{args}: {count} × {size}: {line}"
+        );
+    }
+}
+
+/// `landspeed run --bounceback` against the server on `port`, as JSON.
+fn run(port: u16, args: &[&str]) -> serde_json::Value {
+    let mut all = vec!["--bounceback=4", "--bounceback-period", "250ms", "-t", "1"];
+    all.extend_from_slice(args);
+    common::run_json("127.0.0.1", port, &all)
+}
+
+#[test]
+fn landspeed_bounces_against_iperf2s_server_and_its_own_alike() {
+    let _one = common::alone();
+    if !have_iperf2() {
+        return;
+    }
+    let s = ServerProc::start("127.0.0.1", &[]);
+    let theirs = Iperf2Server::start();
+    for port in [theirs.1, s.port] {
+        // Four bursts of four, a quarter second apart.
+        let r = run(port, &[]);
+        let t = &r["transactions"];
+        assert_eq!(t["transactions"], 16, "{t}");
+        assert_eq!(t["shape"]["request_bytes"], 100);
+        assert_eq!(r["payload"]["verified"], true, "{}", r["payload"]);
+        assert_eq!(r["payload"]["bytes_verified"], 1600);
+        let l = &t["latency"];
+        let get = |k: &str| l[k].as_f64().unwrap();
+        assert!(
+            get("min_ms") <= get("p50_ms") && get("p50_ms") <= get("p99_ms"),
+            "{l}"
+        );
+        assert!(get("p99_ms") <= get("max_ms"), "{l}");
+        let binned: u64 = t["histogram"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| b["count"].as_u64().unwrap())
+            .sum();
+        assert_eq!(binned, 16);
+        // The hold is the server's: both honour it.
+        let held = run(port, &["--bounceback-hold", "20ms", "-l", "1000"]);
+        let min = held["transactions"]["latency"]["min_ms"].as_f64().unwrap();
+        assert!(min >= 20.0, "port {port}: {min} ms");
+        assert_eq!(held["payload"]["bytes_verified"], 16_000);
+        // Back to back: as many as the connection answers in a second.
+        let fast = common::run_json(
+            "127.0.0.1",
+            port,
+            &["--bounceback", "--bounceback-period", "0", "-t", "1"],
+        );
+        assert!(
+            fast["transactions"]["transactions"].as_u64().unwrap() > 500,
+            "{}",
+            fast["transactions"]
+        );
+        assert_eq!(fast["transactions"]["shape"]["burst"], 0);
+    }
+    common::line_with(&s, "iperf2 bounceback test");
+}
+
+#[test]
+fn what_a_bounceback_test_cannot_be_is_refused_in_one_line() {
+    let s = ServerProc::start("127.0.0.1", &[]);
+    let port = s.port.to_string();
+    for (args, says) in [
+        (vec!["-l", "63"], "requests of 63 bytes"),
+        (vec!["-P", "2"], "with -P, -R or --bidir"),
+        (vec!["-n", "1M"], "ended by bytes or blocks"),
+        (vec!["--bounceback-hold", "11s"], "a hold over 10 s"),
+    ] {
+        let mut all = vec!["run", "127.0.0.1", "-p", &port, "--bounceback", "--no-save"];
+        all.extend_from_slice(&args);
+        let o = common::landspeed(&all, Duration::from_secs(20));
+        assert_eq!(o.code, 1, "{args:?}: {}", o.stderr);
+        assert!(o.stderr.contains(says), "{args:?}: {}", o.stderr);
+    }
+    let o = common::landspeed(
+        &["run", "127.0.0.1", "-p", &port, "--bounceback", "--udp"],
+        Duration::from_secs(20),
+    );
+    assert_eq!(o.code, 2, "{}", o.stderr);
+}
+
+/// A bounceback request's header: `size` bytes, a hold of `hold_us`.
+fn request(size: u32, hold_us: u32) -> Vec<u8> {
+    let mut h = vec![0x5a; 64];
+    h[..4].copy_from_slice(&0x0080_0000u32.to_be_bytes());
+    h[4..8].copy_from_slice(&size.to_be_bytes());
+    h[8..12].copy_from_slice(&1u32.to_be_bytes());
+    h[44..48].copy_from_slice(&hold_us.to_be_bytes());
+    h
+}
+
+#[test]
+fn hostile_bounceback_requests_are_refused_or_ended_and_the_server_serves_on() {
+    let _one = common::alone();
+    if !have_iperf2() {
+        return;
+    }
+    let s = ServerProc::start("127.0.0.1", &["--idle-timeout", "2s"]);
+    let send = |h: Vec<u8>| {
+        let mut c = TcpStream::connect(("127.0.0.1", s.port)).unwrap();
+        c.write_all(&h).unwrap();
+        c
+    };
+    // A request larger than the server holds, a hold of a minute: refused by name.
+    let _big = send(request(2 << 20, 0));
+    common::line_with(&s, "bounceback size 2097152 bytes is outside 64..=1048576");
+    let _long = send(request(100, 60_000_000));
+    common::line_with(&s, "bounceback hold 60000000 µs is longer than 10000000 µs");
+    // A request's header and then silence: ended at the idle timeout, not held.
+    let t = Instant::now();
+    let _quiet = send(request(100, 0));
+    let line = common::line_with(&s, "iperf2 bounceback test");
+    assert!(line.contains("no request for"), "{line}");
+    assert!(t.elapsed() < Duration::from_secs(10), "{line}");
+    // Meanwhile and after, iperf 2's own client is served.
+    let (code, count, _, text) = iperf2_client(s.port, "--bounceback=2 --bounceback-period 0.25 -t 1.1");
+    assert_eq!(code, Some(0), "{text}");
+    assert!(count >= 8, "{text}");
+    // A keyed server refuses the protocol unless it is opened.
+    let (keys, _) = crate::auth::key_files("bounceback-keyed");
+    let keyed = ServerProc::start("127.0.0.1", &["--auth-keys", keys.to_str().unwrap()]);
+    let _ = iperf2_client_quiet(keyed.port);
+    common::line_with(&keyed, "does not open iperf 2's protocol (serve --open iperf2)");
+}
+
+/// iperf 2's client against a server that refuses it (it reports a failure of its own).
+fn iperf2_client_quiet(port: u16) -> Option<i32> {
+    let child = Command::new("iperf")
+        .args([
+            "-c",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+            "--bounceback",
+            "-t",
+            "1",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("run iperf -c");
+    common::wait_output_or_kill(child, Duration::from_secs(20))
+        .0
+        .status
+        .code()
+}
