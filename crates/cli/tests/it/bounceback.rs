@@ -26,8 +26,7 @@ fn iperf2_client(port: u16, args: &str) -> (Option<i32>, u64, f64, String) {
     // The total is the last line "[  1] 0.0000-T sec ... N=avg/min/max/stdev ms ...".
     let total = text
         .lines()
-        .filter(|l| l.contains(" 0.0000-") && l.contains(" ms ") && !l.contains("OWD"))
-        .next_back()
+        .rfind(|l| l.contains(" 0.0000-") && l.contains(" ms ") && !l.contains("OWD"))
         .unwrap_or_else(|| panic!("no total line: {text}"));
     let figures = total
         .split_whitespace()
