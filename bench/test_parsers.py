@@ -37,6 +37,11 @@ loopback (its received row's local port is the server's, its remote `::,0`), and
 iperf2-2.1.8-udp-e.txt / -udp-e-landspeed.txt its `-u -n 100K -l 1000 -e` text against `iperf -s -u`
 and against `landspeed serve` (whose report carries the latency columns): bench/iperf2-side-by-side
 must read each way's bytes and each Server Report's lost/total, jitter and mean latency.
+iperf2-2.1.8-bounceback.txt is iperf 2.1.8's client `--bounceback --bounceback-period 0 -t 2 -i 1
+--trip-times` against `iperf -s` on loopback, and landspeed-bounceback.json `landspeed run
+--bounceback=5 --bounceback-period 250ms -t 1 --json` against the same server: bench/bounceback must
+read the whole run's total line (not an interval's, nor the OWD or PDF lines that follow it) and
+landspeed's transaction figures.
 """
 import importlib.machinery, importlib.util, json, os, sys
 
@@ -51,9 +56,9 @@ def load(name):
     return module
 
 
-peers, dropin, ndt7, latency, udp, transports, recompute, iperf2 = (
+peers, dropin, ndt7, latency, udp, transports, recompute, iperf2, bounceback = (
     load(n) for n in ("peers", "dropin", "ndt7", "latency", "udp", "transports",
-                      "goresponsiveness-recompute", "iperf2-side-by-side"))
+                      "goresponsiveness-recompute", "iperf2-side-by-side", "bounceback"))
 
 
 def tally(checks):
@@ -194,9 +199,23 @@ def check_iperf2():
                  for got in [read(name, port)])
 
 
+def check_bounceback():
+    i2 = bounceback.iperf2_total(fixture("iperf2-2.1.8-bounceback.txt"))
+    ls = bounceback.landspeed_total(json.loads(fixture("landspeed-bounceback.json")))
+    cases = [
+        ("iperf2-2.1.8-bounceback.txt: bench/bounceback",
+         (i2["transactions"], i2["seconds"], i2["mean_ms"], i2["max_ms"], i2["rps"]),
+         (75971, 2.0115, 0.025, 3.516, 39629.0)),
+        ("landspeed-bounceback.json: bench/bounceback",
+         (ls["transactions"], ls["p50_ms"], ls["p99_ms"], ls["verified"]),
+         (20, 0.031023, 0.398517, True)),
+    ]
+    return tally((what, got, want, got == want) for what, got, want in cases)
+
+
 def main():
     results = [check() for check in (check_dropin, check_ndt7, check_goresponsiveness, check_recompute, check_udp, check_transports,
-                                        check_peers, check_iperf2)]
+                                        check_peers, check_iperf2, check_bounceback)]
     passed, failed = (sum(r[i] for r in results) for i in (0, 1))
     print(f"bench parsers: {passed} of {passed + failed} cases parse right")
     return 1 if failed else 0
