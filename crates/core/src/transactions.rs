@@ -52,6 +52,33 @@ pub struct TransactionsReport {
     pub histogram: Vec<HistogramBin>,
     /// Each interval's figures.
     pub intervals: Vec<TransactionInterval>,
+    /// A connection-rate test's handshakes (each transaction on a connection of its own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connect: Option<ConnectTimes>,
+}
+
+/// The handshakes of a connection-rate test: each `connect()`'s time, the TCP three-way handshake as
+/// the client sees it (SYN out to SYN-ACK in).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ConnectTimes {
+    /// Connections made.
+    pub connections: u64,
+    /// Their times.
+    pub latency: LatencySummary,
+    /// Their histogram (bins doubling from 1 µs).
+    pub histogram: Vec<HistogramBin>,
+}
+
+impl ConnectTimes {
+    /// The handshakes a log of connect times holds (its own transactions are the connections).
+    pub fn from_log(log: TransactionLog, end_ns: u64) -> ConnectTimes {
+        let r = log.finish(end_ns);
+        ConnectTimes {
+            connections: r.transactions,
+            latency: r.latency,
+            histogram: r.histogram,
+        }
+    }
 }
 
 /// A latency distribution, milliseconds (all None when nothing completed).
@@ -225,6 +252,11 @@ impl TransactionLog {
         &self.intervals[before..]
     }
 
+    /// The shape it records.
+    pub fn shape(&self) -> &TransactionShape {
+        &self.shape
+    }
+
     /// Transactions so far.
     pub fn count(&self) -> u64 {
         self.whole.count
@@ -266,6 +298,7 @@ impl TransactionLog {
             histogram: w.bins(),
             intervals: self.intervals,
             shape: self.shape,
+            connect: None,
         }
     }
 }

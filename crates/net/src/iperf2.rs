@@ -8,6 +8,7 @@
 pub(crate) mod bounce_client;
 pub(crate) mod bounce_server;
 pub(crate) mod client;
+pub(crate) mod connect_rate;
 mod gather;
 pub(crate) mod server;
 pub(crate) mod udp;

@@ -27,7 +27,11 @@ pub fn render(r: &RunResult, t: &TransactionsReport) -> String {
 
 fn head(out: &mut String, r: &RunResult, t: &TransactionsReport) {
     let s = &t.shape;
-    let pace = if s.burst == 0 {
+    let pace = if s.request_bytes == 0 {
+        "connect and close, back to back".to_string()
+    } else if s.kind.contains("a connection each") {
+        "a new connection for each, back to back".to_string()
+    } else if s.burst == 0 {
         "each request as soon as the last was answered".to_string()
     } else {
         format!("bursts of {} every {:.3} s", s.burst, s.period_s)
@@ -101,6 +105,14 @@ fn totals(out: &mut String, t: &TransactionsReport) {
         let _ = writeln!(out, "  rate       {why}");
     }
     let _ = writeln!(out, "  latency    {}", summary(&t.latency));
+    if let Some(c) = &t.connect {
+        let _ = writeln!(
+            out,
+            "  connect    {} connections; handshake {}",
+            c.connections,
+            summary(&c.latency)
+        );
+    }
     let bins: Vec<String> = t
         .histogram
         .iter()
@@ -132,6 +144,7 @@ pub fn summary(l: &LatencySummary) -> String {
 fn echo(out: &mut String, r: &RunResult, t: &TransactionsReport) {
     let corrupt = r.payload.corrupt_blocks;
     let line = match corrupt {
+        _ if t.shape.request_bytes == 0 => "nothing sent: each connection opened and closed".into(),
         0 if t.transactions > 0 => format!(
             "every answer was its request sent back ({} answers of {})",
             t.transactions,

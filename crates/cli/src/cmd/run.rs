@@ -27,6 +27,8 @@ enum Speak {
     Iperf2,
     /// iperf 2's bounceback (`--bounceback`), to either server.
     Bounceback(landspeed_net::BouncePlan),
+    /// A connection each (`--connect-rate`, `--connect-only`).
+    Connections(landspeed_net::Churn),
     /// The QUIC performance protocol (`--quic-perf`).
     QuicPerf,
     /// ndt7's WebSocket subtests (`--ndt7`); `tls` for wss.
@@ -75,22 +77,7 @@ fn execute(
         None
     };
     let crossing = crate::common::crossing::crossing();
-    let outcome = match speak {
-        Speak::Iperf3 => run_iperf3_client(&opts, false, &interrupt, &mut |ev| out.event(ev)),
-        Speak::Iperf2 => landspeed_net::run_iperf2_client(&opts, &interrupt, &mut |ev| out.event(ev)),
-        Speak::Bounceback(plan) => {
-            landspeed_net::run_bounceback_client(&opts, &plan, &interrupt, &mut |ev| out.event(ev))
-        }
-        Speak::QuicPerf => landspeed_net::run_quic_perf(&opts, &interrupt, &mut |ev| out.event(ev)),
-        Speak::Ndt7 { tls } => landspeed_net::run_ndt7(&opts, tls, &interrupt, &mut |ev| out.event(ev)),
-        Speak::Landspeed => match run_client(&opts, &interrupt, &mut |ev| out.event(ev)) {
-            Err(ClientError::Iperf3Server { .. }) => {
-                out.note("the server speaks iperf3; running the test with iperf3's protocol");
-                run_iperf3_client(&opts, true, &interrupt, &mut |ev| out.event(ev))
-            }
-            other => other,
-        },
-    };
+    let outcome = converse(speak, &opts, &interrupt, &mut out);
     match outcome {
         Ok(mut r) => {
             r.path = path;
@@ -167,6 +154,34 @@ fn execute_ordered(
     }
 }
 
+/// The test itself, in the protocol `speak` names.
+fn converse(
+    speak: Speak,
+    opts: &ClientOptions,
+    interrupt: &std::sync::atomic::AtomicBool,
+    out: &mut Output,
+) -> Result<landspeed_core::result::RunResult, ClientError> {
+    match speak {
+        Speak::Iperf3 => run_iperf3_client(opts, false, interrupt, &mut |ev| out.event(ev)),
+        Speak::Iperf2 => landspeed_net::run_iperf2_client(opts, interrupt, &mut |ev| out.event(ev)),
+        Speak::Bounceback(plan) => {
+            landspeed_net::run_bounceback_client(opts, &plan, interrupt, &mut |ev| out.event(ev))
+        }
+        Speak::Connections(churn) => {
+            landspeed_net::run_connect_rate(opts, churn, interrupt, &mut |ev| out.event(ev))
+        }
+        Speak::QuicPerf => landspeed_net::run_quic_perf(opts, interrupt, &mut |ev| out.event(ev)),
+        Speak::Ndt7 { tls } => landspeed_net::run_ndt7(opts, tls, interrupt, &mut |ev| out.event(ev)),
+        Speak::Landspeed => match run_client(opts, interrupt, &mut |ev| out.event(ev)) {
+            Err(ClientError::Iperf3Server { .. }) => {
+                out.note("the server speaks iperf3; running the test with iperf3's protocol");
+                run_iperf3_client(opts, true, interrupt, &mut |ev| out.event(ev))
+            }
+            other => other,
+        },
+    }
+}
+
 pub fn run(a: RunArgs) -> Result<bool> {
     let format = if a.json {
         Format::Json
@@ -180,7 +195,12 @@ pub fn run(a: RunArgs) -> Result<bool> {
     }
     let mut opts = client_options(&a)?;
     let bounce = a.bounceback.map(|burst| bounce_plan(&a, burst));
-    if bounce.is_some() && a.test.length.is_none() {
+    let churn = match (a.connect_rate, a.connect_only) {
+        (true, _) => Some(landspeed_net::Churn::Transaction),
+        (_, true) => Some(landspeed_net::Churn::ConnectOnly),
+        _ => None,
+    };
+    if (bounce.is_some() || churn.is_some()) && a.test.length.is_none() {
         // iperf 2's bounceback size.
         opts.spec = opts
             .spec
@@ -210,6 +230,7 @@ pub fn run(a: RunArgs) -> Result<bool> {
         !a.test.interval.is_zero(),
         match (a.iperf3, a.quic_perf, a.ndt7) {
             _ if bounce.is_some() => Speak::Bounceback(bounce.unwrap_or_default()),
+            _ if churn.is_some() => Speak::Connections(churn.unwrap_or(landspeed_net::Churn::ConnectOnly)),
             _ if a.iperf2 => Speak::Iperf2,
             (true, ..) => Speak::Iperf3,
             (false, true, _) => Speak::QuicPerf,

@@ -71,6 +71,16 @@ pub struct RunArgs {
     /// iperf 2 asks).
     #[arg(long, requires = "bounceback")]
     pub bounceback_no_quickack: bool,
+    /// Connection rate (netperf's TCP_CRR): back to back until -t, each connection opened, one
+    /// bounceback request of -l bytes answered and checked, closed; against `landspeed serve` or
+    /// `iperf -s`. Reports connections per second, the handshake times, and each transaction's
+    /// (from connect to the answer's last byte). Example: `landspeed run HOST --connect-rate -t 5`.
+    #[arg(long, conflicts_with_all = ["bounceback", "connect_only", "iperf3", "quic_perf", "ndt7", "udp", "tls", "mptcp", "latency", "from", "send_file", "recv_file", "auth"])]
+    pub connect_rate: bool,
+    /// Connection rate without a request (iperf 2's --connect-only): connect and close, back to back
+    /// until -t, against any TCP server; reports connections per second and the handshake times.
+    #[arg(long, conflicts_with_all = ["bounceback", "iperf3", "quic_perf", "ndt7", "udp", "tls", "mptcp", "latency", "from", "send_file", "recv_file", "auth"])]
+    pub connect_only: bool,
     /// Authenticate to a server that requires it (`serve --auth-keys`): the key named NAME, read from
     /// KEYFILE (a key file like the server's, or one line holding the secret alone). A client with a
     /// key never falls back to iperf3's protocol, which cannot carry it.

@@ -227,3 +227,40 @@ fn iperf2_client_quiet(port: u16) -> Option<i32> {
         .status
         .code()
 }
+
+#[test]
+fn connection_rate_against_landspeed_and_connect_only_beside_iperf2() {
+    let _one = common::alone();
+    if !have_iperf2() {
+        return;
+    }
+    let s = ServerProc::start("127.0.0.1", &[]);
+    // TCP_CRR: a connection, a request and its answer, a close, back to back.
+    let crr = common::run_json("127.0.0.1", s.port, &["--connect-rate", "-t", "1"]);
+    let t = &crr["transactions"];
+    let n = t["transactions"].as_u64().unwrap();
+    assert!(n > 100, "{t}");
+    assert_eq!(t["connect"]["connections"], n, "{t}");
+    assert_eq!(crr["payload"]["verified"], true, "{}", crr["payload"]);
+    let p50 = |v: &serde_json::Value| v["p50_ms"].as_f64().unwrap();
+    assert!(p50(&t["connect"]["latency"]) <= p50(&t["latency"]), "{t}");
+    // Connect only, against either server (nothing sent, nothing verified).
+    let theirs = Iperf2Server::start();
+    for port in [s.port, theirs.1] {
+        let r = common::run_json("127.0.0.1", port, &["--connect-only", "-t", "1"]);
+        let c = &r["transactions"]["connect"];
+        assert!(c["connections"].as_u64().unwrap() > 100, "{c}");
+        assert_eq!(r["payload"]["verified"], false);
+    }
+    // iperf 2's own --connect-only against landspeed serve: its five handshakes, exit 0.
+    let child = Command::new("iperf")
+        .args(["-c", "127.0.0.1", "-p", &s.port.to_string(), "--connect-only=5"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run iperf -c");
+    let (o, killed) = common::wait_output_or_kill(child, Duration::from_secs(20));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(!killed && o.status.success(), "{text}");
+    assert_eq!(text.matches("connected with").count(), 5, "{text}");
+}

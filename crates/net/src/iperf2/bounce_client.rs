@@ -75,10 +75,9 @@ pub fn run_bounceback_client(
         .local_addr()
         .map_err(|err| ClientError::Stream { id: 0, err })?;
     on_event(ClientEvent::Connected { local, remote: addr });
-    let warnings = vec![];
     on_event(ClientEvent::Started {
         streams: 1,
-        warnings: warnings.clone(),
+        warnings: vec![],
     });
     let cpu0 = landspeed_engine::cpu::CpuSnapshot::take();
     let mut b = Bouncer::new(socket, &spec, plan, interrupt)?;
@@ -88,34 +87,72 @@ pub fn run_bounceback_client(
         .ok()
         .map(|i| i.stats(&[], None));
     let _ = b.socket.shutdown(std::net::Shutdown::Both);
-    let cpu = cpu0.until(&landspeed_engine::cpu::CpuSnapshot::take());
-    let report = b.log.finish(elapsed.as_nanos() as u64);
-    let here = endpoint(&report, (tcp, b.corrupt, error), elapsed, cpu, warnings);
-    let server = EndpointReport {
-        software: "iperf 2 bounceback server".into(),
-        streams: here.streams.iter().map(super::server::inferred).collect(),
-        elapsed_s: here.elapsed_s,
-        ..EndpointReport::default()
-    };
-    let context = crate::dial::run_context(
-        opts,
-        local,
-        addr,
-        &here,
+    let done = Finished {
+        report: b.log.finish(elapsed.as_nanos() as u64),
+        tcp,
+        corrupt: b.corrupt,
+        error,
+        elapsed,
+        cpu: cpu0.until(&landspeed_engine::cpu::CpuSnapshot::take()),
         started_unix_s,
-        interrupt.load(Relaxed),
-        "iperf2 bounceback",
-    );
-    let mut result = assemble(&Inputs {
-        spec: &spec,
-        context,
-        client: &here,
-        server: &server,
-        client_samples: &[],
-        server_samples: &[],
-    });
-    echoed(&mut result, report);
-    Ok(result)
+        ends: (local, addr),
+    };
+    Ok(done.result(opts, &spec, interrupt.load(Relaxed)))
+}
+
+/// What a finished transaction test hands to its result.
+pub(super) struct Finished {
+    pub(super) report: TransactionsReport,
+    /// The connection's TCP figures at the end (the last connection's, in a connection-rate test).
+    pub(super) tcp: Option<landspeed_core::endpoint::TcpStats>,
+    /// Answers that were not their request.
+    pub(super) corrupt: u64,
+    pub(super) error: Option<String>,
+    pub(super) elapsed: Duration,
+    pub(super) cpu: landspeed_core::endpoint::CpuTimes,
+    pub(super) started_unix_s: f64,
+    /// This end's address and the server's.
+    pub(super) ends: (std::net::SocketAddr, std::net::SocketAddr),
+}
+
+impl Finished {
+    /// The test's result: this end's report, the server's inferred from it, assembled, its figures
+    /// and echoes attached.
+    pub(super) fn result(self, opts: &ClientOptions, spec: &Test, interrupted: bool) -> RunResult {
+        let protocol = self.report.shape.kind.clone();
+        let here = endpoint(
+            &self.report,
+            (self.tcp, self.corrupt, self.error),
+            self.elapsed,
+            self.cpu,
+        );
+        let server = EndpointReport {
+            software: "iperf 2 bounceback server".into(),
+            streams: here.streams.iter().map(super::server::inferred).collect(),
+            elapsed_s: here.elapsed_s,
+            ..EndpointReport::default()
+        };
+        let (local, addr) = self.ends;
+        let context = crate::dial::run_context(
+            opts,
+            local,
+            addr,
+            &here,
+            self.started_unix_s,
+            interrupted,
+            &protocol,
+        );
+        let mut result = assemble(&Inputs {
+            spec,
+            context,
+            client: &here,
+            server: &server,
+            client_samples: &[],
+            server_samples: &[],
+        });
+        echoed(&mut result, self.report);
+        result
+    }
 }
 
 /// The result of a transaction test: its figures, its echoes as what was verified, and no bulk
@@ -125,8 +162,13 @@ fn echoed(result: &mut RunResult, report: TransactionsReport) {
     let corrupt = result.payload.corrupt_blocks;
     let p = &mut result.payload;
     p.pattern = "bounceback echo: random requests, each answer checked against its request".into();
-    p.verified = report.transactions > 0 && corrupt == 0;
-    p.unverified_because = (report.transactions == 0).then(|| "no answer came back".into());
+    let sent = report.transactions > 0 && size > 0;
+    p.verified = sent && corrupt == 0;
+    p.unverified_because = match (report.transactions, size) {
+        (_, 0) => Some("nothing was sent: each connection opened and closed".into()),
+        (0, _) => Some("no answer came back".into()),
+        _ => None,
+    };
     p.bytes_verified = (report.transactions - corrupt.min(report.transactions)) * size;
     for d in &mut result.directions {
         d.limits.clear();
@@ -135,7 +177,7 @@ fn echoed(result: &mut RunResult, report: TransactionsReport) {
 }
 
 /// The test as a bounceback test runs it (one TCP connection, both ways, for a time), and that time.
-fn checked(offered: &Test, plan: &BouncePlan) -> Result<(Test, Duration), ClientError> {
+pub(super) fn checked(offered: &Test, plan: &BouncePlan) -> Result<(Test, Duration), ClientError> {
     let no = |what: &str| Err(ClientError::NotWithIperf2 { what: what.into() });
     if offered.transport != Transport::Tcp || offered.tls.is_some() || offered.mptcp || offered.file.is_some()
     {
@@ -271,7 +313,7 @@ impl<'a> Bouncer<'a> {
 
 /// Whether an answer is its request sent back: everything but the server's two stamps (and the type
 /// of service, which iperf 2's server may rewrite) unchanged.
-fn same_echo(request: &[u8], answer: &[u8]) -> bool {
+pub(super) fn same_echo(request: &[u8], answer: &[u8]) -> bool {
     const STAMPS: std::ops::Range<usize> = 28..44;
     request.len() == answer.len()
         && request[..14] == answer[..14]
@@ -286,7 +328,6 @@ fn endpoint(
     (tcp, corrupt, error): (Option<landspeed_core::endpoint::TcpStats>, u64, Option<String>),
     elapsed: Duration,
     cpu: landspeed_core::endpoint::CpuTimes,
-    warnings: Vec<String>,
 ) -> EndpointReport {
     let size = u64::from(r.shape.request_bytes);
     let bytes = r.transactions * size;
@@ -316,7 +357,6 @@ fn endpoint(
         host: landspeed_engine::host::host_info(),
         elapsed_s: elapsed.as_secs_f64(),
         threads: 1,
-        warnings,
         error,
         ..EndpointReport::default()
     }
@@ -335,7 +375,7 @@ fn sleep_until(tick: Instant, end: Instant, interrupt: &AtomicBool) {
 }
 
 /// A request's payload: random, so an echo that loses, repeats or mixes bytes does not match it.
-fn random_bytes(n: usize) -> Vec<u8> {
+pub(super) fn random_bytes(n: usize) -> Vec<u8> {
     let mut b = vec![0u8; n];
     if getrandom::fill(&mut b).is_err() {
         b.iter_mut()
@@ -345,7 +385,7 @@ fn random_bytes(n: usize) -> Vec<u8> {
     b
 }
 
-fn wire_now() -> WireTime {
+pub(super) fn wire_now() -> WireTime {
     WireTime::from_unix_ns(
         SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
@@ -353,7 +393,7 @@ fn wire_now() -> WireTime {
     )
 }
 
-fn unix_now_s() -> f64 {
+pub(super) fn unix_now_s() -> f64 {
     SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64())
