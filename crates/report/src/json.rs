@@ -37,6 +37,11 @@ pub enum JsonEvent<'a> {
         /// Its figures.
         interval: &'a IntervalResult,
     },
+    /// One interval of a request/response test.
+    Transactions {
+        /// Its transactions and their latency.
+        interval: &'a landspeed_core::transactions::TransactionInterval,
+    },
     /// The test ended: the whole result.
     End {
         /// The result, as `--json` prints it.

@@ -5,7 +5,7 @@
 //! few kbit/s of requests, so they are not printed; the JSON keeps every field.
 
 use landspeed_core::result::RunResult;
-use landspeed_core::transactions::{LatencySummary, TransactionsReport};
+use landspeed_core::transactions::{LatencySummary, TransactionInterval, TransactionsReport};
 use landspeed_core::units::Bytes;
 use std::fmt::Write;
 
@@ -57,29 +57,37 @@ fn intervals(out: &mut String, t: &TransactionsReport) {
     if t.intervals.len() < 2 {
         return;
     }
-    let _ = writeln!(
-        out,
+    let _ = writeln!(out, "{}", interval_header());
+    for i in &t.intervals {
+        let _ = writeln!(out, "{}", interval_line(i));
+    }
+}
+
+/// The interval table's header (the live lines' too).
+pub fn interval_header() -> String {
+    format!(
         "{:>15} {:>12} {:>10} {:>10} {:>10} {:>10}",
         "Interval(s)", "Transactions", "Per s", "Mean(ms)", "p99(ms)", "Max(ms)"
-    );
-    for i in &t.intervals {
-        let span = i.end_s - i.start_s;
-        let per_s = if span > 0.0 {
-            i.transactions as f64 / span
-        } else {
-            0.0
-        };
-        let _ = writeln!(
-            out,
-            "{:>15} {:>12} {:>10.1} {:>10} {:>10} {:>10}",
-            format!("{:.2}-{:.2}", i.start_s, i.end_s),
-            i.transactions,
-            per_s,
-            ms(i.latency.mean_ms),
-            ms(i.latency.p99_ms),
-            ms(i.latency.max_ms)
-        );
-    }
+    )
+}
+
+/// One interval's line.
+pub fn interval_line(i: &TransactionInterval) -> String {
+    let span = i.end_s - i.start_s;
+    let per_s = if span > 0.0 {
+        i.transactions as f64 / span
+    } else {
+        0.0
+    };
+    format!(
+        "{:>15} {:>12} {:>10.1} {:>10} {:>10} {:>10}",
+        format!("{:.2}-{:.2}", i.start_s, i.end_s),
+        i.transactions,
+        per_s,
+        ms(i.latency.mean_ms),
+        ms(i.latency.p99_ms),
+        ms(i.latency.max_ms)
+    )
 }
 
 fn totals(out: &mut String, t: &TransactionsReport) {

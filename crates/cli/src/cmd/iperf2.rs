@@ -362,6 +362,8 @@ impl<'a> Live<'a> {
                 let at = (ends, self.started_unix_s + interval.end_s, self.spec.length_bytes);
                 iperf2_text::interval(&interval, flow == Flow::ServerToClient, self.style, at)
             }
+            // The drop-in runs no request/response test (its --bounceback is refused).
+            ClientEvent::Transactions { .. } => return,
         };
         print!("{text}");
         let _ = std::io::stdout().flush();

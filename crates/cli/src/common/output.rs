@@ -113,6 +113,19 @@ impl Output {
                 );
             }
             (Format::JsonStream, ClientEvent::Started { .. }) => {}
+            (Format::Text, ClientEvent::Transactions { interval }) => {
+                if self.every.is_none() {
+                    return;
+                }
+                if !self.header_done {
+                    self.header_done = true;
+                    self.out(&landspeed_report::transactions_text::interval_header());
+                }
+                self.out(&landspeed_report::transactions_text::interval_line(&interval));
+            }
+            (Format::JsonStream, ClientEvent::Transactions { interval }) => {
+                self.out(&JsonEvent::Transactions { interval: &interval }.line());
+            }
         }
     }
 

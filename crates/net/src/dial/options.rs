@@ -136,6 +136,11 @@ pub enum ClientEvent {
         /// Its figures over the interval.
         interval: IntervalResult,
     },
+    /// An interval of a request/response test closed.
+    Transactions {
+        /// Its transactions and their latency.
+        interval: landspeed_core::transactions::TransactionInterval,
+    },
 }
 
 /// TCP keepalive probes on the control connection: after `idle` without traffic, every `interval`,

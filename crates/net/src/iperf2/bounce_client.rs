@@ -21,6 +21,9 @@ use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::{Duration, Instant, SystemTime};
 
+/// Where a test's live events go.
+pub(super) type Live<'a, 'b> = &'a mut (dyn FnMut(ClientEvent) + 'b);
+
 /// How a bounceback test paces its requests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BouncePlan {
@@ -81,7 +84,7 @@ pub fn run_bounceback_client(
     });
     let cpu0 = landspeed_engine::cpu::CpuSnapshot::take();
     let mut b = Bouncer::new(socket, &spec, plan, interrupt)?;
-    let error = b.run(plan, run_for).err();
+    let error = b.run(plan, run_for, on_event).err();
     let elapsed = b.t0.elapsed().min(run_for);
     let tcp = landspeed_engine::tcp_info::read(&b.socket)
         .ok()
@@ -256,7 +259,7 @@ impl<'a> Bouncer<'a> {
     }
 
     /// Bursts on the period (or back to back) until `run_for` has passed or the user interrupts.
-    fn run(&mut self, plan: &BouncePlan, run_for: Duration) -> Result<(), String> {
+    fn run(&mut self, plan: &BouncePlan, run_for: Duration, on: Live) -> Result<(), String> {
         self.t0 = Instant::now();
         self.end_ns = run_for.as_nanos() as u64;
         let end = self.t0 + run_for;
@@ -265,18 +268,40 @@ impl<'a> Bouncer<'a> {
             burst_id = burst_id.wrapping_add(1);
             if plan.period.is_zero() {
                 self.transact(burst_id)?;
+                self.emit(on);
                 continue;
             }
-            let tick = self.t0 + plan.period * (burst_id - 1);
-            sleep_until(tick, end, self.interrupt);
+            self.sleep_until(self.t0 + plan.period * (burst_id - 1), end, on);
             for _ in 0..plan.burst {
                 if Instant::now() >= end || self.interrupt.load(Relaxed) {
                     break;
                 }
                 self.transact(burst_id)?;
             }
+            self.emit(on);
         }
         Ok(())
+    }
+
+    /// Hands the intervals closed by now to the caller, as they close.
+    fn emit(&mut self, on: Live) {
+        let now_ns = (self.t0.elapsed().as_nanos() as u64).min(self.end_ns);
+        for i in self.log.advance(now_ns) {
+            on(ClientEvent::Transactions { interval: i.clone() });
+        }
+    }
+
+    /// Sleeps until `tick` (or `end`, or an interrupt), in short steps, closing intervals on time.
+    fn sleep_until(&mut self, tick: Instant, end: Instant, on: Live) {
+        let until = tick.min(end);
+        while !self.interrupt.load(Relaxed) {
+            self.emit(on);
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return;
+            }
+            std::thread::sleep(left.min(Duration::from_millis(100)));
+        }
     }
 
     /// One request written and its answer read whole, checked and timed.
@@ -359,18 +384,6 @@ fn endpoint(
         threads: 1,
         error,
         ..EndpointReport::default()
-    }
-}
-
-/// Sleeps until `tick` (or `end`, or an interrupt), in short steps so an interrupt is seen.
-fn sleep_until(tick: Instant, end: Instant, interrupt: &AtomicBool) {
-    let until = tick.min(end);
-    while !interrupt.load(Relaxed) {
-        let left = until.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return;
-        }
-        std::thread::sleep(left.min(Duration::from_millis(100)));
     }
 }
 

@@ -9,7 +9,9 @@
 //! This end closes first, so its ports wait in TIME_WAIT: a long test at a high rate can run out of
 //! local ports, which ends it with that said.
 
-use super::bounce_client::{checked, random_bytes, same_echo, unix_now_s, wire_now, BouncePlan, Finished};
+use super::bounce_client::{
+    checked, random_bytes, same_echo, unix_now_s, wire_now, BouncePlan, Finished, Live,
+};
 use crate::dial::{connect, resolve, ClientError, ClientEvent, ClientOptions};
 use landspeed_core::result::RunResult;
 use landspeed_core::transactions::{ConnectTimes, TransactionLog, TransactionShape};
@@ -68,7 +70,7 @@ pub fn run_connect_rate(
     });
     let cpu0 = landspeed_engine::cpu::CpuSnapshot::take();
     c.restart();
-    let error = c.run(run_for, interrupt).err();
+    let error = c.run(run_for, interrupt, on_event).err();
     let elapsed = c.t0.elapsed().min(run_for);
     let end_ns = elapsed.as_nanos() as u64;
     let tcp = c
@@ -140,11 +142,16 @@ impl<'a> Churner<'a> {
     }
 
     /// Connections back to back until `run_for` has passed or the user interrupts.
-    fn run(&mut self, run_for: Duration, interrupt: &AtomicBool) -> Result<(), String> {
+    fn run(&mut self, run_for: Duration, interrupt: &AtomicBool, on: Live) -> Result<(), String> {
         let end = self.t0 + run_for;
+        let end_ns = run_for.as_nanos() as u64;
         while Instant::now() < end && !interrupt.load(Relaxed) {
             let s = self.once().map_err(|e| out_of_ports(&e.to_string()))?;
             self.last = Some(s);
+            let now_ns = (self.t0.elapsed().as_nanos() as u64).min(end_ns);
+            for i in self.log.advance(now_ns) {
+                on(ClientEvent::Transactions { interval: i.clone() });
+            }
         }
         Ok(())
     }

@@ -52,6 +52,8 @@ impl JsonStream {
                 vec![line]
             }
             ClientEvent::Interval { interval, .. } => self.interval(interval).into_iter().collect(),
+            // iperf3's command line runs no request/response test.
+            ClientEvent::Transactions { .. } => vec![],
         }
     }
 
