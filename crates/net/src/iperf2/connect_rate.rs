@@ -156,8 +156,8 @@ impl<'a> Churner<'a> {
         Ok(())
     }
 
-    /// One connection: opened (timed), its transaction, closed; recorded. Returns the socket closed
-    /// for writing, for its TCP figures.
+    /// One connection: opened (timed), its transaction; recorded. Returns the socket, for its TCP
+    /// figures; dropping it closes it.
     fn once(&mut self) -> Result<TcpStream, ClientError> {
         let started = Instant::now();
         let socket = connect(self.opts, self.addr, Some((&self.spec, 0)))?;
@@ -166,7 +166,6 @@ impl<'a> Churner<'a> {
             self.transact(&socket)
                 .map_err(|err| ClientError::Stream { id: 0, err })?;
         }
-        let _ = socket.shutdown(std::net::Shutdown::Write);
         let done = Instant::now();
         let since = |t: Instant| t.duration_since(self.t0).as_nanos() as u64;
         self.handshakes
