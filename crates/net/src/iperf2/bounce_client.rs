@@ -74,21 +74,12 @@ pub fn run_bounceback_client(
     let started_unix_s = unix_now_s();
     let addr = resolve(opts)?;
     let socket = connect(opts, addr, Some((&spec, 0)))?;
-    let local = socket
-        .local_addr()
-        .map_err(|err| ClientError::Stream { id: 0, err })?;
-    on_event(ClientEvent::Connected { local, remote: addr });
-    on_event(ClientEvent::Started {
-        streams: 1,
-        warnings: vec![],
-    });
+    let local = announce(&socket, addr, on_event)?;
     let cpu0 = landspeed_engine::cpu::CpuSnapshot::take();
     let mut b = Bouncer::new(socket, &spec, plan, interrupt)?;
     let error = b.run(plan, run_for, on_event).err();
     let elapsed = b.t0.elapsed().min(run_for);
-    let tcp = landspeed_engine::tcp_info::read(&b.socket)
-        .ok()
-        .map(|i| i.stats(&[], None));
+    let tcp = tcp_stats(&b.socket);
     let _ = b.socket.shutdown(std::net::Shutdown::Both);
     let done = Finished {
         report: b.log.finish(elapsed.as_nanos() as u64),
@@ -101,6 +92,31 @@ pub fn run_bounceback_client(
         ends: (local, addr),
     };
     Ok(done.result(opts, &spec, interrupt.load(Relaxed)))
+}
+
+/// Tells the caller the test is connected and starting (one connection, both ways); returns this
+/// end's address.
+pub(super) fn announce(
+    socket: &TcpStream,
+    addr: std::net::SocketAddr,
+    on: Live,
+) -> Result<std::net::SocketAddr, ClientError> {
+    let local = socket
+        .local_addr()
+        .map_err(|err| ClientError::Stream { id: 0, err })?;
+    on(ClientEvent::Connected { local, remote: addr });
+    on(ClientEvent::Started {
+        streams: 1,
+        warnings: vec![],
+    });
+    Ok(local)
+}
+
+/// A connection's TCP figures now, where the system gives them.
+pub(super) fn tcp_stats(socket: &TcpStream) -> Option<landspeed_core::endpoint::TcpStats> {
+    landspeed_engine::tcp_info::read(socket)
+        .ok()
+        .map(|i| i.stats(&[], None))
 }
 
 /// What a finished transaction test hands to its result.

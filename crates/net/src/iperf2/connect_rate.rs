@@ -10,7 +10,7 @@
 //! local ports, which ends it with that said.
 
 use super::bounce_client::{
-    checked, random_bytes, same_echo, unix_now_s, wire_now, BouncePlan, Finished, Live,
+    announce, checked, random_bytes, same_echo, tcp_stats, unix_now_s, wire_now, BouncePlan, Finished, Live,
 };
 use crate::dial::{connect, resolve, ClientError, ClientEvent, ClientOptions};
 use landspeed_core::result::RunResult;
@@ -60,24 +60,13 @@ pub fn run_connect_rate(
     // The first connection is made before the clock starts: a server that is not there is an
     // error, not a test of no connections.
     let first = c.once()?;
-    let local = first
-        .local_addr()
-        .map_err(|err| ClientError::Stream { id: 0, err })?;
-    on_event(ClientEvent::Connected { local, remote: addr });
-    on_event(ClientEvent::Started {
-        streams: 1,
-        warnings: vec![],
-    });
+    let local = announce(&first, addr, on_event)?;
     let cpu0 = landspeed_engine::cpu::CpuSnapshot::take();
     c.restart();
     let error = c.run(run_for, interrupt, on_event).err();
     let elapsed = c.t0.elapsed().min(run_for);
     let end_ns = elapsed.as_nanos() as u64;
-    let tcp = c
-        .last
-        .as_ref()
-        .and_then(|s| landspeed_engine::tcp_info::read(s).ok())
-        .map(|i| i.stats(&[], None));
+    let tcp = c.last.as_ref().and_then(tcp_stats);
     let mut report = c.log.finish(end_ns);
     report.connect = Some(ConnectTimes::from_log(c.handshakes, end_ns));
     let done = Finished {
