@@ -55,6 +55,83 @@ pub struct TransactionsReport {
     /// A connection-rate test's handshakes (each transaction on a connection of its own).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connect: Option<ConnectTimes>,
+    /// Each way's delay from the server's timestamps (`--trip-times`: the clocks are synchronized).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub one_way: Option<OneWayTimes>,
+}
+
+/// One-way delays from the server's two timestamps in each answer: to the server (its receive time
+/// less the client's send time) and back (the client's receive time less the server's send time).
+/// Each is one clock less another, so it is as right as the clocks agree: an offset between them
+/// moves the two the same amount in opposite directions (their sum, the round trip less the server's
+/// time, does not move).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct OneWayTimes {
+    /// Answers that carried both stamps.
+    pub samples: u64,
+    /// To the server.
+    pub to_server: SignedSummary,
+    /// Back from it.
+    pub from_server: SignedSummary,
+}
+
+/// Least, mean, most and sample standard deviation of values that may be negative, milliseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct SignedSummary {
+    /// Least.
+    pub min_ms: f64,
+    /// Mean.
+    pub mean_ms: f64,
+    /// Most.
+    pub max_ms: f64,
+    /// Sample standard deviation (0 for one value).
+    pub stdev_ms: f64,
+}
+
+/// Welford's running figures of signed values (nanoseconds in, milliseconds out).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SignedMoments {
+    count: u64,
+    min_ns: i64,
+    max_ns: i64,
+    mean: f64,
+    m2: f64,
+}
+
+impl SignedMoments {
+    /// Adds one value.
+    pub fn add(&mut self, ns: i64) {
+        if self.count == 0 {
+            (self.min_ns, self.max_ns) = (ns, ns);
+        }
+        self.count += 1;
+        self.min_ns = self.min_ns.min(ns);
+        self.max_ns = self.max_ns.max(ns);
+        let x = ns as f64;
+        let delta = x - self.mean;
+        self.mean += delta / self.count as f64;
+        self.m2 += delta * (x - self.mean);
+    }
+
+    /// Values added.
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    /// The summary so far.
+    pub fn summary(&self) -> SignedSummary {
+        let ms = |ns: f64| ns / 1e6;
+        SignedSummary {
+            min_ms: ms(self.min_ns as f64),
+            mean_ms: ms(self.mean),
+            max_ms: ms(self.max_ns as f64),
+            stdev_ms: if self.count > 1 {
+                ms((self.m2 / (self.count - 1) as f64).sqrt())
+            } else {
+                0.0
+            },
+        }
+    }
 }
 
 /// The handshakes of a connection-rate test: each `connect()`'s time, the TCP three-way handshake as
@@ -299,6 +376,7 @@ impl TransactionLog {
             intervals: self.intervals,
             shape: self.shape,
             connect: None,
+            one_way: None,
         }
     }
 }

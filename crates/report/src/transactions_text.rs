@@ -113,6 +113,21 @@ fn totals(out: &mut String, t: &TransactionsReport) {
         let _ = writeln!(out, "  rate       {why}");
     }
     let _ = writeln!(out, "  latency    {}", summary(&t.latency));
+    if let Some(w) = &t.one_way {
+        let way = |s: &landspeed_core::transactions::SignedSummary| {
+            format!(
+                "min {:.3} mean {:.3} max {:.3} stdev {:.3} ms",
+                s.min_ms, s.mean_ms, s.max_ms, s.stdev_ms
+            )
+        };
+        let _ = writeln!(
+            out,
+            "  one-way    to the server {}; back {} ({} answers; as right as the two clocks agree)",
+            way(&w.to_server),
+            way(&w.from_server),
+            w.samples
+        );
+    }
     if let Some(c) = &t.connect {
         let _ = writeln!(
             out,

@@ -252,6 +252,7 @@ fn bounce_plan(a: &RunArgs, burst: u32) -> landspeed_net::BouncePlan {
         period: a.bounceback_period.unwrap_or(d.period),
         hold: a.bounceback_hold.unwrap_or(d.hold),
         quickack: !a.bounceback_no_quickack,
+        trip_times: a.trip_times,
     }
 }
 

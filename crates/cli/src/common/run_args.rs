@@ -71,6 +71,10 @@ pub struct RunArgs {
     /// iperf 2 asks).
     #[arg(long, requires = "bounceback")]
     pub bounceback_no_quickack: bool,
+    /// --bounceback: the two clocks are synchronized (NTP, PTP, or one host): report each way's
+    /// delay from the server's timestamps (iperf 2's --trip-times).
+    #[arg(long, requires = "bounceback")]
+    pub trip_times: bool,
     /// Connection rate (netperf's TCP_CRR): back to back until -t, each connection opened, one
     /// bounceback request of -l bytes answered and checked, closed; against `landspeed serve` or
     /// `iperf -s`. Reports connections per second, the handshake times, and each transaction's

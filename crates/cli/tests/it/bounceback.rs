@@ -123,6 +123,16 @@ fn landspeed_bounces_against_iperf2s_server_and_its_own_alike() {
         let min = held["transactions"]["latency"]["min_ms"].as_f64().unwrap();
         assert!(min >= 20.0, "port {port}: {min} ms");
         assert_eq!(held["payload"]["bytes_verified"], 16_000);
+        // One host, one clock: each way's delay from the server's stamps is real and under the
+        // round trip.
+        let trips = run(port, &["--trip-times"]);
+        let w = &trips["transactions"]["one_way"];
+        assert_eq!(w["samples"], 16, "{w}");
+        let max = trips["transactions"]["latency"]["max_ms"].as_f64().unwrap();
+        for way in ["to_server", "from_server"] {
+            let mean = w[way]["mean_ms"].as_f64().unwrap();
+            assert!(mean >= 0.0 && mean <= max, "{way}: {w}");
+        }
         // Back to back: as many as the connection answers in a second.
         let fast = common::run_json(
             "127.0.0.1",

@@ -87,3 +87,19 @@ fn one_transaction_has_no_deviation() {
     assert_eq!(r.latency.stdev_ms, None);
     assert_eq!(r.latency.p999_ms, Some(0.007));
 }
+
+#[test]
+fn signed_moments_keep_negative_delays() {
+    let mut m = SignedMoments::default();
+    for ns in [-2_000_000i64, 1_000_000, 4_000_000] {
+        m.add(ns);
+    }
+    let s = m.summary();
+    assert_eq!((s.min_ms, s.mean_ms, s.max_ms), (-2.0, 1.0, 4.0));
+    assert!((s.stdev_ms - 3.0).abs() < 1e-12);
+    assert_eq!(m.count(), 3);
+    let mut one = SignedMoments::default();
+    one.add(-5);
+    assert_eq!(one.summary().stdev_ms, 0.0);
+    assert_eq!(one.summary().min_ms, one.summary().max_ms);
+}

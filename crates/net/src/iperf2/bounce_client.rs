@@ -13,7 +13,9 @@ use landspeed_core::assemble::{assemble, Inputs};
 use landspeed_core::config::{Direction, EndCondition, Flow, Test, TestSpec, Transport};
 use landspeed_core::endpoint::{EndpointReport, Role, StreamReport};
 use landspeed_core::result::RunResult;
-use landspeed_core::transactions::{TransactionLog, TransactionShape, TransactionsReport};
+use landspeed_core::transactions::{
+    OneWayTimes, SignedMoments, TransactionLog, TransactionShape, TransactionsReport,
+};
 use landspeed_iperf2::ack::WireTime;
 use landspeed_iperf2::bounceback::{self as bb, bbflags, Bounce};
 use std::io::{Read, Write};
@@ -35,6 +37,9 @@ pub struct BouncePlan {
     pub hold: Duration,
     /// Ask both ends to acknowledge at once (TCP_QUICKACK; iperf 2's default).
     pub quickack: bool,
+    /// The clocks are synchronized: report each way's delay from the server's stamps (iperf 2's
+    /// `--trip-times`).
+    pub trip_times: bool,
 }
 
 impl Default for BouncePlan {
@@ -44,6 +49,7 @@ impl Default for BouncePlan {
             period: Duration::from_secs(1),
             hold: Duration::ZERO,
             quickack: true,
+            trip_times: false,
         }
     }
 }
@@ -60,6 +66,8 @@ struct Bouncer<'a> {
     t0: Instant,
     end_ns: u64,
     corrupt: u64,
+    /// With trip times: to the server, back from it.
+    trips: Option<(SignedMoments, SignedMoments)>,
     interrupt: &'a AtomicBool,
 }
 
@@ -81,8 +89,14 @@ pub fn run_bounceback_client(
     let elapsed = b.t0.elapsed().min(run_for);
     let tcp = tcp_stats(&b.socket);
     let _ = b.socket.shutdown(std::net::Shutdown::Both);
+    let mut report = b.log.finish(elapsed.as_nanos() as u64);
+    report.one_way = b.trips.filter(|t| t.0.count() > 0).map(|(to, from)| OneWayTimes {
+        samples: to.count(),
+        to_server: to.summary(),
+        from_server: from.summary(),
+    });
     let done = Finished {
-        report: b.log.finish(elapsed.as_nanos() as u64),
+        report,
         tcp,
         corrupt: b.corrupt,
         error,
@@ -249,6 +263,9 @@ impl<'a> Bouncer<'a> {
         if plan.quickack {
             flags |= bbflags::QUICKACK;
         }
+        if plan.trip_times {
+            flags |= bbflags::CLOCK_SYNCED;
+        }
         let shape = TransactionShape {
             kind: "iperf2 bounceback".into(),
             request_bytes: size as u32,
@@ -270,6 +287,7 @@ impl<'a> Bouncer<'a> {
             t0: Instant::now(),
             end_ns: u64::MAX,
             corrupt: 0,
+            trips: plan.trip_times.then(Default::default),
             interrupt,
         })
     }
@@ -324,7 +342,8 @@ impl<'a> Bouncer<'a> {
     fn transact(&mut self, id: u32) -> Result<(), String> {
         let size = self.request.len() as u32;
         let sent = Instant::now();
-        Bounce::request(size, id, self.flags, wire_now(), self.hold_us).write(&mut self.request);
+        let sent_wall = wire_now();
+        Bounce::request(size, id, self.flags, sent_wall, self.hold_us).write(&mut self.request);
         (&self.socket)
             .write_all(&self.request)
             .map_err(|e| format!("writing a request: {e}"))?;
@@ -342,6 +361,9 @@ impl<'a> Bouncer<'a> {
         if !same_echo(&self.request, &self.answer) {
             self.corrupt += 1;
         }
+        if let Some(trips) = &mut self.trips {
+            one_way(trips, &self.answer, sent_wall, wire_now());
+        }
         // A transaction sent before the end and answered after it belongs to the last interval.
         let done_ns = done.duration_since(self.t0).as_nanos() as u64;
         self.log.record(
@@ -350,6 +372,20 @@ impl<'a> Bouncer<'a> {
         );
         Ok(())
     }
+}
+
+/// Each way's delay from an answer's server stamps, when the server stamped it (all ones: it did
+/// not).
+fn one_way(trips: &mut (SignedMoments, SignedMoments), answer: &[u8], sent: WireTime, received: WireTime) {
+    let ns = |t: WireTime| i64::from(t.secs) * 1_000_000_000 + i64::from(t.micros) * 1_000;
+    let Some((rx, tx)) = bb::server_times(answer) else {
+        return;
+    };
+    if rx.secs == u32::MAX || tx.secs == u32::MAX {
+        return;
+    }
+    trips.0.add(ns(rx) - ns(sent));
+    trips.1.add(ns(received) - ns(tx));
 }
 
 /// Whether an answer is its request sent back: everything but the server's two stamps (and the type
