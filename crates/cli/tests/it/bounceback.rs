@@ -209,6 +209,11 @@ fn hostile_bounceback_requests_are_refused_or_ended_and_the_server_serves_on() {
     let (code, count, _, text) = iperf2_client(s.port, "--bounceback=2 --bounceback-period 0.25 -t 1.1");
     assert_eq!(code, Some(0), "{text}");
     assert!(count >= 8, "{text}");
+    // A server whose memory budget cannot hold the request's buffer refuses it.
+    let small = ServerProc::start("127.0.0.1", &["--max-memory", "512K"]);
+    let mut c = TcpStream::connect(("127.0.0.1", small.port)).unwrap();
+    c.write_all(&request(1 << 20, 0)).unwrap();
+    common::line_with(&small, "its request needs more memory than the server has left");
     // A keyed server refuses the protocol unless it is opened.
     let (keys, _) = crate::auth::key_files("bounceback-keyed");
     let keyed = ServerProc::start("127.0.0.1", &["--auth-keys", keys.to_str().unwrap()]);

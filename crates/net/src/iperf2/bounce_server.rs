@@ -1,7 +1,8 @@
 //! Answering iperf 2's `--bounceback` clients on landspeed's port. The greeting has read a request's
 //! 64-byte header (its first word is the bounceback flag alone); here the request is checked (its size
 //! and hold within the server's bounds), admitted as any test (a keyed server refuses it unless
-//! `--open iperf2`; the per-minute rate and the slots per server and address apply) and answered as
+//! `--open iperf2`; the per-minute rate, the slots per server and address and the memory budget
+//! apply) and answered as
 //! iperf 2.1.8's server answers: each request read whole, stamped when read, held as asked, stamped
 //! again and written back, until the client closes, sets the stop flag, falls silent for the idle
 //! timeout or reaches the server's longest test. The log counts transactions as bytes both ways, as
@@ -28,6 +29,7 @@ pub(crate) struct Bouncing {
     first: Bounce,
     peer: SocketAddr,
     _slot: crate::host::Slot,
+    _memory: Option<crate::host::MemoryHold>,
 }
 
 /// A connection whose greeting was a bounceback header (`header`, its 64 bytes): checked and admitted
@@ -56,12 +58,20 @@ pub(crate) fn arrival(
     let Ok(slot) = shared.slot(peer) else {
         return refuse(RefusalKind::Busy, "busy (every test slot in use)".into());
     };
+    // The one request buffer the test holds, against --max-memory.
+    let Ok(memory) = shared.hold_bytes(u64::from(first.size)) else {
+        return refuse(
+            RefusalKind::Memory,
+            "its request needs more memory than the server has left".into(),
+        );
+    };
     Some(Bouncing {
         socket,
         header: header.to_vec(),
         first,
         peer,
         _slot: slot,
+        _memory: memory,
     })
 }
 
