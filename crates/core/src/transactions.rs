@@ -202,15 +202,11 @@ pub struct TransactionInterval {
     pub latency: LatencySummary,
 }
 
-/// The running figures of a set of latencies: the histogram, exact extremes, Welford's mean and M2.
+/// The running figures of a set of latencies: the histogram, and the exact extremes, mean and
+/// variance (`SignedMoments`, the same running form as the one-way delays').
 struct Moments {
     hist: Histogram<u64>,
-    count: u64,
-    min_ns: u64,
-    max_ns: u64,
-    mean_ns: f64,
-    m2: f64,
-    sum_ns: f64,
+    exact: SignedMoments,
 }
 
 impl Moments {
@@ -218,49 +214,45 @@ impl Moments {
         Moments {
             // Three significant digits, growing as larger values come.
             hist: Histogram::new(3).expect("three significant digits is a valid histogram"),
-            count: 0,
-            min_ns: u64::MAX,
-            max_ns: 0,
-            mean_ns: 0.0,
-            m2: 0.0,
-            sum_ns: 0.0,
+            exact: SignedMoments::default(),
         }
     }
 
     fn add(&mut self, ns: u64) {
-        let ns = ns.max(1);
+        let ns = ns.clamp(1, i64::MAX as u64);
         // The histogram grows to any u64; saturation is the only failure and is not reachable here.
         let _ = self.hist.record(ns);
-        self.count += 1;
-        self.min_ns = self.min_ns.min(ns);
-        self.max_ns = self.max_ns.max(ns);
-        let x = ns as f64;
-        let delta = x - self.mean_ns;
-        self.mean_ns += delta / self.count as f64;
-        self.m2 += delta * (x - self.mean_ns);
-        self.sum_ns += x;
+        self.exact.add(ns as i64);
+    }
+
+    fn count(&self) -> u64 {
+        self.exact.count
+    }
+
+    /// Nanoseconds summed (the mean times the count).
+    fn sum_ns(&self) -> f64 {
+        self.exact.mean * self.exact.count as f64
     }
 
     fn summary(&self) -> LatencySummary {
-        if self.count == 0 {
+        if self.count() == 0 {
             return LatencySummary::default();
         }
+        let e = &self.exact;
+        let (min_ns, max_ns) = (e.min_ns as u64, e.max_ns as u64);
         let ms = |ns: f64| ns / 1e6;
         // A percentile never falls outside the exact extremes (the histogram rounds to its bucket).
-        let q = |q: f64| {
-            Some(ms(
-                self.hist.value_at_quantile(q).clamp(self.min_ns, self.max_ns) as f64
-            ))
-        };
+        let q = |q: f64| Some(ms(self.hist.value_at_quantile(q).clamp(min_ns, max_ns) as f64));
+        let signed = e.summary();
         LatencySummary {
-            min_ms: Some(ms(self.min_ns as f64)),
-            mean_ms: Some(ms(self.mean_ns)),
-            stdev_ms: (self.count > 1).then(|| ms((self.m2 / (self.count - 1) as f64).sqrt())),
+            min_ms: Some(signed.min_ms),
+            mean_ms: Some(signed.mean_ms),
+            stdev_ms: (e.count > 1).then_some(signed.stdev_ms),
             p50_ms: q(0.5),
             p90_ms: q(0.9),
             p99_ms: q(0.99),
             p999_ms: q(0.999),
-            max_ms: Some(ms(self.max_ns as f64)),
+            max_ms: Some(signed.max_ms),
         }
     }
 
@@ -269,7 +261,7 @@ impl Moments {
         let mut out: Vec<HistogramBin> = vec![];
         let mut upper_ns = 1_000u64;
         let mut taken = 0;
-        while taken < self.count {
+        while taken < self.count() {
             let below = self.hist.count_between(0, upper_ns);
             let count = below - taken;
             if count > 0 {
@@ -336,7 +328,7 @@ impl TransactionLog {
 
     /// Transactions so far.
     pub fn count(&self) -> u64 {
-        self.whole.count
+        self.whole.count()
     }
 
     fn close(&mut self, end_ns: u64) {
@@ -344,7 +336,7 @@ impl TransactionLog {
         self.intervals.push(TransactionInterval {
             start_s: self.current_start_ns as f64 / 1e9,
             end_s: end_ns as f64 / 1e9,
-            transactions: done.count,
+            transactions: done.count(),
             latency: done.summary(),
         });
         self.current_start_ns = end_ns;
@@ -359,15 +351,15 @@ impl TransactionLog {
         let elapsed_s = end_ns as f64 / 1e9;
         let w = &self.whole;
         TransactionsReport {
-            transactions: w.count,
+            transactions: w.count(),
             elapsed_s,
             per_s: if elapsed_s > 0.0 {
-                w.count as f64 / elapsed_s
+                w.count() as f64 / elapsed_s
             } else {
                 0.0
             },
-            per_s_busy: if w.sum_ns > 0.0 {
-                w.count as f64 * 1e9 / w.sum_ns
+            per_s_busy: if w.sum_ns() > 0.0 {
+                w.count() as f64 * 1e9 / w.sum_ns()
             } else {
                 0.0
             },
