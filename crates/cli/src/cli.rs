@@ -67,6 +67,12 @@ Examples:
   landspeed rpm --recompute r.json --draft 03   the same probes under draft-03's formula"
     )]
     Rpm(crate::cmd::rpm::RpmArgs),
+    /// Multicast: one sender to a group, any number of receivers that join it (ASM or SSM, IPv4 or
+    /// IPv6), each with its loss, order, duplicates, jitter and one-way delay, every byte verified.
+    #[command(
+        after_help = "Examples:\n  landspeed multicast receive 239.1.1.1           on each receiving host (joins, then waits)\n  landspeed multicast send 239.1.1.1 -b 10M -t 10  on the sending host\n  landspeed multicast send 239.1.1.1 --iperf2      to iperf -s -u -B 239.1.1.1\n\nSee docs/multicast.md."
+    )]
+    Multicast(crate::cmd::multicast::MulticastArgs),
     /// List the archived runs (every `run` is saved unless --no-save), or export them as CSV or JSON.
     #[command(
         after_help = "Examples:\n  landspeed history                       the last 50 runs\n  landspeed history --host h --since 2026-11-01\n  landspeed history --tag lsr --csv > runs.csv"

@@ -43,6 +43,7 @@ fn main() -> ExitCode {
         Command::Demo(a) => cmd::run::demo(a),
         Command::Mesh(a) => cmd::mesh::mesh(a),
         Command::Path(a) => cmd::path::path(a),
+        Command::Multicast(a) => cmd::multicast::multicast(a),
         Command::Latency(a) => cmd::latency::latency(a),
         Command::Rpm(a) => cmd::rpm::rpm(a),
         Command::History(a) => cmd::archive::history(a),

@@ -18,6 +18,7 @@ pub mod files;
 pub mod intent;
 pub mod limit;
 pub mod lsr;
+pub mod multicast;
 pub mod ndt7;
 pub mod path;
 pub mod payload;

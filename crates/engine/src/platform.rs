@@ -113,6 +113,11 @@ pub const FEATURES: &[Feature] = &[
         instead: "a test without --dont-fragment",
     },
     Feature {
+        name: "multicast tests",
+        built: LINUX,
+        instead: "a Linux host as sender and receivers",
+    },
+    Feature {
         name: "the receive low-water mark",
         built: LINUX,
         instead: "--rcvlowat off",

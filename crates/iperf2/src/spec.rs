@@ -105,6 +105,33 @@ impl ClientHeader {
         })
     }
 
+    /// The header an iperf 2.1.8 UDP client puts in every datagram of a test of `seconds` at
+    /// `rate_bps` in `datagram_bytes`-byte datagrams to `port` (its multicast sends the same, no
+    /// answer asked): 64-bit sequence numbers and the extension.
+    pub fn for_udp_sender(port: u16, datagram_bytes: u32, rate_bps: u64, seconds: f64) -> ClientHeader {
+        let len = (crate::header::V1_BYTES + crate::header::EXTENSION_BYTES) as u32;
+        let cs = (seconds * 100.0).ceil().clamp(0.0, f64::from(1u32 << 31)) as u32;
+        ClientHeader {
+            flags: flags::EXTEND | flags::SEQNO64B | flags::LEN_BIT | len << 1,
+            threads: 1,
+            port,
+            buffer_len: datagram_bytes,
+            window_band: 0,
+            amount: Amount::Centiseconds(cs),
+            extension: Some(crate::header::Extension {
+                type_len: (0, 0),
+                upper: upper::BWSET,
+                lower: 0,
+                version: crate::ack::SPOKEN,
+                reserved: 0,
+                tos: 0,
+                rate_bps,
+                write_prefetch: 0,
+            }),
+            rest: vec![],
+        }
+    }
+
     /// The TCP test this header asks of the server, with `payload_key` for the server's own sending.
     pub fn tcp_plan(&self, payload_key: u64) -> Result<TcpPlan, Unserved> {
         if let Some(d) = self.dual() {

@@ -18,6 +18,7 @@ pub mod http;
 mod iperf2;
 mod iperf3;
 mod landspeed;
+pub mod multicast;
 mod ndt7;
 mod quic_perf;
 pub mod rpm;

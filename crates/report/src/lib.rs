@@ -13,6 +13,7 @@ pub mod json;
 pub mod live;
 pub mod mesh_text;
 pub mod model_text;
+pub mod multicast_text;
 pub mod openmetrics;
 pub mod path_text;
 pub mod plot;

@@ -10,6 +10,7 @@ pub mod keygen;
 pub mod latency;
 pub mod mesh;
 pub mod model;
+pub mod multicast;
 pub mod path;
 pub mod pscheduler;
 pub mod record;

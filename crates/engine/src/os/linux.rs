@@ -954,3 +954,53 @@ pub fn release_free_memory() {
         libc::malloc_trim(0);
     }
 }
+
+// ---- multicast ----
+
+/// The index of the network interface named `name` (if_nametoindex).
+pub fn interface_index(name: &str) -> Result<u32> {
+    let c = std::ffi::CString::new(name).map_err(|_| Error::from(std::io::ErrorKind::InvalidInput))?;
+    // SAFETY: a NUL-terminated string that lives across the call.
+    let i = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    if i == 0 {
+        return Err(Error::last_os_error());
+    }
+    Ok(i)
+}
+
+/// Sends an IPv4 socket's multicast out of interface `index` (IP_MULTICAST_IF with an `ip_mreqn`).
+pub fn set_multicast_if_index_v4(sock: &impl AsSock, index: u32) -> Result<()> {
+    let m = libc::ip_mreqn {
+        imr_multiaddr: libc::in_addr { s_addr: 0 },
+        imr_address: libc::in_addr { s_addr: 0 },
+        imr_ifindex: index as libc::c_int,
+    };
+    set_value(sock, libc::IPPROTO_IP, libc::IP_MULTICAST_IF, &m)
+}
+
+/// `struct group_source_req` (RFC 3678's protocol-independent source-specific join).
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct GroupSourceReq {
+    interface: u32,
+    group: libc::sockaddr_storage,
+    source: libc::sockaddr_storage,
+}
+
+fn storage(ip: IpAddr) -> libc::sockaddr_storage {
+    let addr = socket2::SockAddr::from(std::net::SocketAddr::new(ip, 0));
+    // SAFETY: SockAddr holds a sockaddr_storage; copying its bytes out is a plain read.
+    unsafe { std::ptr::read(addr.as_ptr().cast::<libc::sockaddr_storage>()) }
+}
+
+/// Joins `group` for datagrams from `source` only (source-specific multicast, MCAST_JOIN_SOURCE_GROUP)
+/// on interface `index` (0: the kernel's choice by route), IPv4 or IPv6 alike.
+pub fn join_source_group(sock: &impl AsSock, index: u32, group: IpAddr, source: IpAddr) -> Result<()> {
+    let req = GroupSourceReq {
+        interface: index,
+        group: storage(group),
+        source: storage(source),
+    };
+    let level = if group.is_ipv4() { libc::IPPROTO_IP } else { libc::IPPROTO_IPV6 };
+    set_value(sock, level, libc::MCAST_JOIN_SOURCE_GROUP, &req)
+}

@@ -631,3 +631,20 @@ pub fn kernel_file(path: impl AsRef<Path>) -> Result<String> {
 
 /// Gives the allocator's free memory back to the system: Windows' heap does so itself.
 pub fn release_free_memory() {}
+
+// ---- multicast ----
+
+/// Windows: interfaces are not looked up by name here (multicast is built for Linux).
+pub fn interface_index(_name: &str) -> Result<u32> {
+    Err(refused("multicast tests"))
+}
+
+/// Windows: not built (multicast is built for Linux).
+pub fn set_multicast_if_index_v4(_sock: &impl AsSock, _index: u32) -> Result<()> {
+    Err(refused("multicast tests"))
+}
+
+/// Windows: not built (multicast is built for Linux).
+pub fn join_source_group(_sock: &impl AsSock, _index: u32, _group: IpAddr, _source: IpAddr) -> Result<()> {
+    Err(refused("multicast tests"))
+}
