@@ -7,9 +7,12 @@
 //!
 //! landspeed's multicast datagram (big-endian): the sequence number (u64 from 0; its top bit set
 //! marks the end, whose lower bits are the count sent), the sender's clock at sending (u64 Unix
-//! nanoseconds), the magic `LSMC`, the test's key (u64), then payload from the pattern of that key
-//! at offset `seq × payload length` (stream 0), so every byte of every datagram is checked like a
-//! TCP stream's. The end carries no payload and is sent a few times. iperf 2's multicast datagrams
+//! nanoseconds), the magic `LSMC`, the test's key (u64), when the sender started (u64 Unix
+//! nanoseconds), then payload from the pattern of that key at offset `seq × payload length` (stream
+//! 0), so every byte of every datagram is checked like a TCP stream's. The end carries no payload and
+//! is sent a few times. A receiver that had joined before the sender started counts every datagram
+//! from the first; one that joined later counts from the first it heard (the two clocks decide which,
+//! so within their offset of the start a receiver may count from where it began hearing). iperf 2's multicast datagrams
 //! (counted, not verified: their payload is not a pattern) are read by the I/O layer and given here
 //! as [`Arrival::Foreign`].
 
@@ -26,7 +29,7 @@ mod tests;
 /// The magic after the sequence number and the send time.
 pub const MAGIC: [u8; 4] = *b"LSMC";
 /// Bytes of landspeed's multicast header.
-pub const HEADER_BYTES: usize = 28;
+pub const HEADER_BYTES: usize = 36;
 /// The bit of the sequence word that marks the end.
 const END_BIT: u64 = 1 << 63;
 /// Senders a receiver keeps figures for; datagrams of any more are counted as ignored.
@@ -43,6 +46,8 @@ pub enum McHeader {
         sent_ns: u64,
         /// The test's key (its pattern's).
         key: u64,
+        /// When the sender started, Unix nanoseconds.
+        start_ns: u64,
     },
     /// The end: how many datagrams the sender sent.
     End {
@@ -52,6 +57,8 @@ pub enum McHeader {
         sent_ns: u64,
         /// The test's key.
         key: u64,
+        /// When the sender started, Unix nanoseconds.
+        start_ns: u64,
     },
 }
 
@@ -62,37 +69,55 @@ impl McHeader {
             return None;
         }
         let word = |at: usize| u64::from_be_bytes(b[at..at + 8].try_into().expect("8 bytes"));
-        let (seq, sent_ns, key) = (word(0), word(8), word(20));
+        let (seq, sent_ns, key, start_ns) = (word(0), word(8), word(20), word(28));
         Some(if seq & END_BIT != 0 {
             McHeader::End {
                 sent: seq & !END_BIT,
                 sent_ns,
                 key,
+                start_ns,
             }
         } else {
-            McHeader::Data { seq, sent_ns, key }
+            McHeader::Data {
+                seq,
+                sent_ns,
+                key,
+                start_ns,
+            }
         })
     }
 
     /// Writes the header at the start of `buf` (at least [`HEADER_BYTES`]).
     pub fn write(&self, buf: &mut [u8]) {
-        let (seq, sent_ns, key) = match *self {
-            McHeader::Data { seq, sent_ns, key } => (seq & !END_BIT, sent_ns, key),
-            McHeader::End { sent, sent_ns, key } => (sent | END_BIT, sent_ns, key),
+        let (seq, sent_ns, key, start_ns) = match *self {
+            McHeader::Data {
+                seq,
+                sent_ns,
+                key,
+                start_ns,
+            } => (seq & !END_BIT, sent_ns, key, start_ns),
+            McHeader::End {
+                sent,
+                sent_ns,
+                key,
+                start_ns,
+            } => (sent | END_BIT, sent_ns, key, start_ns),
         };
         buf[..8].copy_from_slice(&seq.to_be_bytes());
         buf[8..16].copy_from_slice(&sent_ns.to_be_bytes());
         buf[16..20].copy_from_slice(&MAGIC);
         buf[20..28].copy_from_slice(&key.to_be_bytes());
+        buf[28..36].copy_from_slice(&start_ns.to_be_bytes());
     }
 }
 
-/// Writes data datagram `seq` of a test whose datagrams are `buf.len()` bytes.
-pub fn write_data(buf: &mut [u8], pattern: &Pattern, seq: u64, sent_ns: u64) {
+/// Writes data datagram `seq` of a test started at `start_ns` whose datagrams are `buf.len()` bytes.
+pub fn write_data(buf: &mut [u8], pattern: &Pattern, seq: u64, (start_ns, sent_ns): (u64, u64)) {
     McHeader::Data {
         seq,
         sent_ns,
         key: pattern.key(),
+        start_ns,
     }
     .write(buf);
     let payload = buf.len() - HEADER_BYTES;
@@ -246,6 +271,8 @@ pub struct SendReport {
 /// A receiver's accounting of every sender on its group.
 #[derive(Default)]
 pub struct Group {
+    /// When the receiver joined, Unix nanoseconds (its clock).
+    joined_ns: u64,
     order: Vec<SourceId>,
     sources: HashMap<SourceId, Source>,
     unknown: u64,
@@ -253,6 +280,14 @@ pub struct Group {
 }
 
 impl Group {
+    /// A receiver that joined at `joined_ns` (Unix nanoseconds, its clock).
+    pub fn new(joined_ns: u64) -> Group {
+        Group {
+            joined_ns,
+            ..Group::default()
+        }
+    }
+
     /// Counts one datagram from `from` that arrived at `arrival_ns` (Unix nanoseconds).
     pub fn on_datagram(&mut self, from: SocketAddr, arrival: Arrival<'_>, arrival_ns: u64) {
         match arrival {
@@ -267,8 +302,10 @@ impl Group {
                 len,
                 end_of,
             } => {
+                // Another tool's datagrams say nothing of when its sender started: counted from
+                // its first, as iperf 2's own receiver counts them.
                 let id = SourceId { from, key: None };
-                if let Some(s) = self.source(id, protocol, seq, arrival_ns) {
+                if let Some(s) = self.source(id, protocol, 0, arrival_ns) {
                     s.count(seq, sent_ns, len, arrival_ns);
                     if let Some(n) = end_of {
                         s.sent = Some(n);
@@ -285,15 +322,18 @@ impl Group {
     }
 
     fn landspeed(&mut self, from: SocketAddr, h: McHeader, b: &[u8], at_ns: u64) {
-        let (seq, key) = match h {
-            McHeader::Data { seq, key, .. } => (seq, key),
-            McHeader::End { sent, key, .. } => (sent, key),
+        let (seq, key, start_ns) = match h {
+            McHeader::Data {
+                seq, key, start_ns, ..
+            } => (seq, key, start_ns),
+            McHeader::End {
+                sent, key, start_ns, ..
+            } => (sent, key, start_ns),
         };
-        let id = SourceId {
-            from,
-            key: Some(key),
-        };
-        let Some(s) = self.source(id, "landspeed", seq, at_ns) else {
+        let id = SourceId { from, key: Some(key) };
+        // Joined before the sender started: its every datagram counts; later: from the first heard.
+        let first = if start_ns >= self.joined_ns { 0 } else { seq };
+        let Some(s) = self.source(id, "landspeed", first, at_ns) else {
             return;
         };
         match h {
@@ -395,7 +435,8 @@ impl Source {
         let wrong = if b.len() != length {
             Some(None)
         } else {
-            v.check(0, seq * payload, &b[HEADER_BYTES..]).map(|c| Some(c.first))
+            v.check(0, seq * payload, &b[HEADER_BYTES..])
+                .map(|c| Some(c.first))
         };
         if let Some(c) = wrong {
             self.corrupt += 1;
@@ -424,9 +465,16 @@ impl Source {
             jitter_ms: stats.jitter_ms,
             bytes,
             span_s,
-            rate_bps: if span_s > 0.0 { bytes as f64 * 8.0 / span_s } else { 0.0 },
+            rate_bps: if span_s > 0.0 {
+                bytes as f64 * 8.0 / span_s
+            } else {
+                0.0
+            },
             one_way: (self.delay.count() > 0).then(|| self.delay.summary()),
-            verified: self.verifier.as_ref().map(|_| self.corrupt == 0 && stats.datagrams_received > 0),
+            verified: self
+                .verifier
+                .as_ref()
+                .map(|_| self.corrupt == 0 && stats.datagrams_received > 0),
             corrupt: self.corrupt,
             first_corruption: self.first_corruption.clone(),
             ended: self.ended_ns.is_some(),
@@ -493,10 +541,18 @@ pub fn check_group(group: SocketAddr, source: Option<std::net::IpAddr>) -> Resul
 
 /// Checks a sender's datagram size, rate and TTL; `iperf2` when it writes iperf 2's datagrams.
 pub fn check_sender(length: u64, rate_bps: f64, ttl: u32, iperf2: bool) -> Result<(), McSpecError> {
-    let min = if iperf2 { IPERF2_MIN_BYTES } else { HEADER_BYTES as u64 };
+    let min = if iperf2 {
+        IPERF2_MIN_BYTES
+    } else {
+        HEADER_BYTES as u64
+    };
     let max = crate::udp::MAX_UDP_LENGTH;
     if !(min..=max).contains(&length) {
-        return Err(McSpecError::Length { got: length, min, max });
+        return Err(McSpecError::Length {
+            got: length,
+            min,
+            max,
+        });
     }
     if !(1e3..=4e11).contains(&rate_bps) {
         return Err(McSpecError::Rate(rate_bps));

@@ -109,7 +109,9 @@ impl ClientHeader {
     /// `rate_bps` in `datagram_bytes`-byte datagrams to `port` (its multicast sends the same, no
     /// answer asked): 64-bit sequence numbers and the extension.
     pub fn for_udp_sender(port: u16, datagram_bytes: u32, rate_bps: u64, seconds: f64) -> ClientHeader {
-        let len = (crate::header::V1_BYTES + crate::header::EXTENSION_BYTES) as u32;
+        // In a datagram the declared length counts the 16-byte prefix too (76 from 2.1.8).
+        let len =
+            (crate::udp::PREFIX_BYTES + crate::header::V1_BYTES + crate::header::EXTENSION_BYTES) as u32;
         let cs = (seconds * 100.0).ceil().clamp(0.0, f64::from(1u32 << 31)) as u32;
         ClientHeader {
             flags: flags::EXTEND | flags::SEQNO64B | flags::LEN_BIT | len << 1,
@@ -355,5 +357,25 @@ mod tests {
         let mut h = tcp("tcp -n 8K");
         h.threads = 0;
         assert_eq!(h.tcp_plan(0), Err(Unserved::NoStreams));
+    }
+
+    #[test]
+    fn a_udp_senders_header_is_read_back_as_iperf_2_1_8s_multicast_client_writes_it() {
+        let h = ClientHeader::for_udp_sender(5001, 1470, 1_000_000, 2.0);
+        let header = h.encode();
+        // iperf 2.1.8's multicast client's first word and amount (a capture of `-t 2 -b 1M`).
+        assert_eq!(&header[..4], &0x4801_0098u32.to_be_bytes());
+        assert_eq!(h.amount, Amount::Centiseconds(200));
+        let mut datagram = crate::udp::Datagram {
+            seq: 1,
+            sent_s: 1,
+            sent_us: 2,
+        }
+        .encode(true)
+        .to_vec();
+        datagram.extend_from_slice(&header);
+        datagram.resize(1470, 0);
+        let (d, read) = crate::detect::udp(&datagram).expect("read as iperf 2's");
+        assert_eq!((d.seq, read), (1, h));
     }
 }

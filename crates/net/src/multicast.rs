@@ -120,7 +120,8 @@ fn scoped(group: SocketAddr, index: u32) -> SocketAddr {
 }
 
 fn udp_socket(at: SocketAddr) -> Result<Socket, McError> {
-    let s = Socket::new(Domain::for_address(at), Type::DGRAM, Some(Protocol::UDP)).map_err(sock_err("socket"))?;
+    let s =
+        Socket::new(Domain::for_address(at), Type::DGRAM, Some(Protocol::UDP)).map_err(sock_err("socket"))?;
     if at.is_ipv6() {
         s.set_only_v6(true).map_err(sock_err("IPV6_V6ONLY"))?;
     }
@@ -152,7 +153,11 @@ fn join(plan: &GroupPlan) -> Result<UdpSocket, McError> {
 
 fn on_text(plan: &GroupPlan) -> String {
     let from = plan.source.map(|s| format!(" from {s}")).unwrap_or_default();
-    let on = plan.interface.as_ref().map(|i| format!(" on {i}")).unwrap_or_default();
+    let on = plan
+        .interface
+        .as_ref()
+        .map(|i| format!(" on {i}"))
+        .unwrap_or_default();
     format!("{from}{on}")
 }
 
@@ -165,18 +170,25 @@ fn sender_socket(plan: &SendPlan) -> Result<UdpSocket, McError> {
         SocketAddr::V4(_) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
         SocketAddr::V6(_) => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
     });
-    s.bind(&SockAddr::from(SocketAddr::new(local, 0))).map_err(sock_err("bind"))?;
+    s.bind(&SockAddr::from(SocketAddr::new(local, 0)))
+        .map_err(sock_err("bind"))?;
     if to.is_ipv4() {
-        s.set_multicast_ttl_v4(plan.ttl).map_err(sock_err("IP_MULTICAST_TTL"))?;
-        s.set_multicast_loop_v4(plan.loopback).map_err(sock_err("IP_MULTICAST_LOOP"))?;
+        s.set_multicast_ttl_v4(plan.ttl)
+            .map_err(sock_err("IP_MULTICAST_TTL"))?;
+        s.set_multicast_loop_v4(plan.loopback)
+            .map_err(sock_err("IP_MULTICAST_LOOP"))?;
         if index != 0 {
-            landspeed_engine::os::set_multicast_if_index_v4(&s, index).map_err(sock_err("IP_MULTICAST_IF"))?;
+            landspeed_engine::os::set_multicast_if_index_v4(&s, index)
+                .map_err(sock_err("IP_MULTICAST_IF"))?;
         }
     } else {
-        s.set_multicast_hops_v6(plan.ttl).map_err(sock_err("IPV6_MULTICAST_HOPS"))?;
-        s.set_multicast_loop_v6(plan.loopback).map_err(sock_err("IPV6_MULTICAST_LOOP"))?;
+        s.set_multicast_hops_v6(plan.ttl)
+            .map_err(sock_err("IPV6_MULTICAST_HOPS"))?;
+        s.set_multicast_loop_v6(plan.loopback)
+            .map_err(sock_err("IPV6_MULTICAST_LOOP"))?;
         if index != 0 {
-            s.set_multicast_if_v6(index).map_err(sock_err("IPV6_MULTICAST_IF"))?;
+            s.set_multicast_if_v6(index)
+                .map_err(sock_err("IPV6_MULTICAST_IF"))?;
         }
     }
     let _ = s.set_send_buffer_size(4 << 20);
@@ -205,9 +217,9 @@ impl Writer {
     }
 
     /// Datagram `k` (from 0) into `buf`.
-    fn data(&self, buf: &mut [u8], k: u64, now_ns: u64) {
+    fn data(&self, buf: &mut [u8], k: u64, (start_ns, now_ns): (u64, u64)) {
         match self {
-            Writer::Landspeed(p) => mc::write_data(buf, p, k, now_ns),
+            Writer::Landspeed(p) => mc::write_data(buf, p, k, (start_ns, now_ns)),
             Writer::Iperf2(header) => iperf2_datagram(buf, header, k as i64 + 1, now_ns),
         }
     }
@@ -240,13 +252,16 @@ pub fn send_multicast(plan: &SendPlan, stop: &AtomicBool) -> Result<SendReport, 
     let started = Instant::now();
     let start_ns = unix_ns();
     let mut pacer = Pacer::new(start_ns, plan.rate_bps, plan.length, 8);
-    while !stop.load(Relaxed) && started.elapsed() < plan.duration && plan.count.is_none_or(|c| pacer.count() < c) {
+    while !stop.load(Relaxed)
+        && started.elapsed() < plan.duration
+        && plan.count.is_none_or(|c| pacer.count() < c)
+    {
         let now = unix_ns();
         match pacer.poll(now) {
             Pace::WaitUntil(t) => std::thread::sleep(Duration::from_nanos((t - now).min(20_000_000))),
             Pace::Send(n) => {
                 for _ in 0..n {
-                    writer.data(&mut buf, pacer.count(), unix_ns());
+                    writer.data(&mut buf, pacer.count(), (start_ns, unix_ns()));
                     tally.sent(sock.send(&buf));
                     pacer.sent(1);
                 }
@@ -255,7 +270,7 @@ pub fn send_multicast(plan: &SendPlan, stop: &AtomicBool) -> Result<SendReport, 
     }
     let elapsed = started.elapsed().as_secs_f64();
     let sent = pacer.count();
-    let datagrams = send_end(&sock, &writer, &mut buf, sent);
+    let datagrams = send_end(&sock, &writer, &mut buf, (start_ns, sent));
     Ok(SendReport {
         protocol: if plan.iperf2 { "iperf2" } else { "landspeed" }.into(),
         group: plan.to.group,
@@ -267,7 +282,11 @@ pub fn send_multicast(plan: &SendPlan, stop: &AtomicBool) -> Result<SendReport, 
         send_errors: tally.errors,
         first_error: tally.first,
         elapsed_s: elapsed,
-        rate_bps: if elapsed > 0.0 { (sent * plan.length as u64 * 8) as f64 / elapsed } else { 0.0 },
+        rate_bps: if elapsed > 0.0 {
+            (sent * plan.length as u64 * 8) as f64 / elapsed
+        } else {
+            0.0
+        },
     })
 }
 
@@ -288,7 +307,7 @@ impl Tally {
 }
 
 /// Sends the end; returns the datagrams of the test (iperf 2's end is one of them).
-fn send_end(sock: &UdpSocket, writer: &Writer, buf: &mut [u8], sent: u64) -> u64 {
+fn send_end(sock: &UdpSocket, writer: &Writer, buf: &mut [u8], (start_ns, sent): (u64, u64)) -> u64 {
     match writer {
         Writer::Landspeed(p) => {
             let mut end = [0u8; mc::HEADER_BYTES];
@@ -300,6 +319,7 @@ fn send_end(sock: &UdpSocket, writer: &Writer, buf: &mut [u8], sent: u64) -> u64
                     sent,
                     sent_ns: unix_ns(),
                     key: p.key(),
+                    start_ns,
                 }
                 .write(&mut end);
                 let _ = sock.send(&end);
@@ -339,7 +359,7 @@ pub fn receive_multicast(
     sock.set_read_timeout(Some(Duration::from_millis(50)))
         .map_err(sock_err("SO_RCVTIMEO"))?;
     joined();
-    let mut group = Group::default();
+    let mut group = Group::new(unix_ns());
     let mut reader = Reader::default();
     let mut buf = vec![0u8; 65_536];
     let started = Instant::now();
@@ -356,9 +376,18 @@ pub fn receive_multicast(
         }
         match sock.recv_from(&mut buf) {
             Ok((n, from)) => reader.read(&mut group, from, &buf[..n], unix_ns()),
-            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(err) => return Err(McError::Socket { what: "recvfrom", err }),
+            Err(err) => {
+                return Err(McError::Socket {
+                    what: "recvfrom",
+                    err,
+                })
+            }
         }
     };
     let mut report = group.report(plan.from.group.to_string(), ended_by);

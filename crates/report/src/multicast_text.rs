@@ -34,8 +34,15 @@ pub fn send_text(r: &SendReport) -> String {
 
 /// The receiver's report: a head line, then one block per sender.
 pub fn receive_text(r: &MulticastReport) -> String {
-    let from = r.source.as_ref().map_or("any source".to_string(), |s| format!("source {s}"));
-    let on = r.interface.as_ref().map(|i| format!(" on {i}")).unwrap_or_default();
+    let from = r
+        .source
+        .as_ref()
+        .map_or("any source".to_string(), |s| format!("source {s}"));
+    let on = r
+        .interface
+        .as_ref()
+        .map(|i| format!(" on {i}"))
+        .unwrap_or_default();
     let mut out = format!(
         "group {} ({from}{on}): {} sender{} heard, ended: {}\n",
         r.group,
@@ -47,7 +54,10 @@ pub fn receive_text(r: &MulticastReport) -> String {
         out += &source_text(s);
     }
     if r.unknown_datagrams > 0 {
-        out += &format!("{} datagrams of no known tool, not counted\n", r.unknown_datagrams);
+        out += &format!(
+            "{} datagrams of no known tool, not counted\n",
+            r.unknown_datagrams
+        );
     }
     if r.ignored_datagrams > 0 {
         out += &format!(
@@ -61,7 +71,9 @@ pub fn receive_text(r: &MulticastReport) -> String {
 
 fn source_text(s: &SourceReport) -> String {
     let test = s.key.as_ref().map(|k| format!(", test {k}")).unwrap_or_default();
-    let sent = s.datagrams_sent.map_or("end not heard".to_string(), |n| format!("{n} sent"));
+    let sent = s
+        .datagrams_sent
+        .map_or("end not heard".to_string(), |n| format!("{n} sent"));
     let mut out = format!("  from {} ({}{test}): {sent}", s.from, s.protocol);
     if s.first_seq > 0 {
         out += &format!(", heard from datagram {} on", s.first_seq);
@@ -89,7 +101,10 @@ fn source_text(s: &SourceReport) -> String {
 
 fn verdict(s: &SourceReport) -> String {
     match (s.verified, &s.first_corruption) {
-        (None, _) => format!("not verified: {}'s payload is not a pattern landspeed can check", s.protocol),
+        (None, _) => format!(
+            "not verified: {}'s payload is not a pattern landspeed can check",
+            s.protocol
+        ),
         (Some(true), _) => "verified: every byte of every datagram received was right".to_string(),
         (Some(false), Some(c)) => format!(
             "NOT VERIFIED: {} datagrams wrong; first wrong byte at offset {} (expected {}, got {})",

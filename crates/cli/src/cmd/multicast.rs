@@ -125,7 +125,10 @@ fn parse_group(a: &GroupArgs) -> Result<(SocketAddr, Option<String>)> {
         SocketAddr::new(ip, a.port)
     };
     if named.is_some() && a.interface.is_some() {
-        let twice = format!("the interface is given twice (%{} and --interface)", named.unwrap_or_default());
+        let twice = format!(
+            "the interface is given twice (%{} and --interface)",
+            named.unwrap_or_default()
+        );
         return Err(UsageError(twice).into());
     }
     Ok((addr, named.or_else(|| a.interface.clone())))
@@ -178,11 +181,8 @@ fn receive(a: ReceiveArgs) -> Result<bool> {
     };
     let stop = interrupt_flag()?;
     let json = a.group.json;
-    let joined = || {
-        if !json {
-            eprintln!("joined {group}, listening (up to {:?})", plan.max_wait);
-        }
-    };
+    // On stderr whatever the format: a script starts its senders once every receiver said it.
+    let joined = || eprintln!("joined {group}, listening (up to {:?})", plan.max_wait);
     let r = landspeed_net::multicast::receive_multicast(&plan, &stop, joined).map_err(usage_or_runtime)?;
     if json {
         println!("{}", serde_json::to_string_pretty(&r)?);

@@ -28,6 +28,7 @@ mod mesh;
 mod metrics;
 mod model_tune;
 mod mptcp;
+mod multicast;
 mod ndt7;
 mod ndt7_client;
 mod ndt7_mlab_page;

@@ -2,6 +2,8 @@ use super::*;
 
 const LEN: usize = 200;
 const MS: u64 = 1_000_000;
+/// When the senders started; the receivers joined before (at 0) unless a test says otherwise.
+const START: u64 = 1000 * MS;
 
 fn from(port: u16) -> SocketAddr {
     SocketAddr::from(([198, 18, 50, 1], port))
@@ -9,7 +11,7 @@ fn from(port: u16) -> SocketAddr {
 
 fn datagram(p: &Pattern, seq: u64, sent_ns: u64) -> Vec<u8> {
     let mut b = vec![0u8; LEN];
-    write_data(&mut b, p, seq, sent_ns);
+    write_data(&mut b, p, seq, (START, sent_ns));
     b
 }
 
@@ -19,6 +21,7 @@ fn end(key: u64, sent: u64) -> Vec<u8> {
         sent,
         sent_ns: 0,
         key,
+        start_ns: START,
     }
     .write(&mut b);
     b
@@ -29,7 +32,11 @@ fn feed(g: &mut Group, key: u64, port: u16, seqs: impl IntoIterator<Item = u64>)
     let p = Pattern::new(key);
     for seq in seqs {
         let b = datagram(&p, seq, 1000 * MS + seq * 10 * MS);
-        g.on_datagram(from(port), Arrival::Landspeed(&b), 1000 * MS + seq * 10 * MS + 5 * MS);
+        g.on_datagram(
+            from(port),
+            Arrival::Landspeed(&b),
+            1000 * MS + seq * 10 * MS + 5 * MS,
+        );
     }
 }
 
@@ -41,11 +48,13 @@ fn the_header_reads_back_as_written_and_the_end_is_told_apart() {
             seq: 7,
             sent_ns: 123,
             key: 0xfeed,
+            start_ns: 5,
         },
         McHeader::End {
             sent: 1 << 40,
             sent_ns: 9,
             key: 1,
+            start_ns: 3,
         },
     ] {
         h.write(&mut b);
@@ -59,7 +68,7 @@ fn the_header_reads_back_as_written_and_the_end_is_told_apart() {
 
 #[test]
 fn every_datagram_arriving_once_and_the_end_give_no_loss_and_a_verified_test() {
-    let mut g = Group::default();
+    let mut g = Group::new(0);
     feed(&mut g, 42, 9000, 0..100);
     assert!(!g.all_ended());
     g.on_datagram(from(9000), Arrival::Landspeed(&end(42, 100)), 2000 * MS);
@@ -78,7 +87,7 @@ fn every_datagram_arriving_once_and_the_end_give_no_loss_and_a_verified_test() {
 
 #[test]
 fn gaps_reordering_duplicates_and_a_lost_tail_are_counted_against_the_senders_count() {
-    let mut g = Group::default();
+    let mut g = Group::new(0);
     // 0..10, 12 before 11, 11 twice, 14..17; 13 lost, and 18, 19 lost at the tail.
     feed(&mut g, 5, 1, (0..11).chain([12, 11, 11]).chain(14..18));
     g.on_datagram(from(1), Arrival::Landspeed(&end(5, 20)), 2000 * MS);
@@ -92,7 +101,7 @@ fn gaps_reordering_duplicates_and_a_lost_tail_are_counted_against_the_senders_co
 #[test]
 fn a_changed_byte_or_a_wrong_length_makes_the_test_unverified() {
     let p = Pattern::new(77);
-    let mut g = Group::default();
+    let mut g = Group::new(0);
     let mut b = datagram(&p, 3, 0);
     b[HEADER_BYTES + 10] ^= 1;
     g.on_datagram(from(2), Arrival::Landspeed(&datagram(&p, 2, 0)), 1);
@@ -105,12 +114,13 @@ fn a_changed_byte_or_a_wrong_length_makes_the_test_unverified() {
     let c = r.first_corruption.as_ref().unwrap();
     assert_eq!(c.offset, 3 * (LEN - HEADER_BYTES) as u64 + 10);
     // A payload written for another sequence number is wrong too.
-    let mut g = Group::default();
+    let mut g = Group::new(0);
     let mut moved = datagram(&p, 9, 0);
     McHeader::Data {
         seq: 8,
         sent_ns: 0,
         key: 77,
+        start_ns: START,
     }
     .write(&mut moved);
     g.on_datagram(from(2), Arrival::Landspeed(&moved), 1);
@@ -119,17 +129,24 @@ fn a_changed_byte_or_a_wrong_length_makes_the_test_unverified() {
 
 #[test]
 fn a_receiver_that_joins_late_counts_from_the_first_datagram_it_hears() {
-    let mut g = Group::default();
+    // Joined after the sender started: datagrams before 50 were sent before it was there.
+    let mut g = Group::new(START + 1);
     feed(&mut g, 8, 1, 50..60);
     g.on_datagram(from(1), Arrival::Landspeed(&end(8, 60)), 2000 * MS);
     let r = &g.report(String::new(), "end").sources[0];
     assert_eq!(r.first_seq, 50);
     assert_eq!((r.datagrams_sent, r.datagrams_lost), (Some(10), 0));
+    // Joined before: the first datagrams' loss is loss, whichever arrived first.
+    let mut g = Group::new(START);
+    feed(&mut g, 8, 1, 50..60);
+    g.on_datagram(from(1), Arrival::Landspeed(&end(8, 60)), 2000 * MS);
+    let r = &g.report(String::new(), "end").sources[0];
+    assert_eq!((r.first_seq, r.datagrams_lost), (0, 50));
 }
 
 #[test]
 fn senders_are_told_apart_by_address_and_key_and_their_number_is_bounded() {
-    let mut g = Group::default();
+    let mut g = Group::new(0);
     feed(&mut g, 1, 7, 0..3);
     feed(&mut g, 2, 7, 0..5); // same address, another test
     feed(&mut g, 1, 8, 0..4); // another address
@@ -138,7 +155,7 @@ fn senders_are_told_apart_by_address_and_key_and_their_number_is_bounded() {
     let r = g.report(String::new(), "time");
     let got: Vec<u64> = r.sources.iter().map(|s| s.datagrams_received).collect();
     assert_eq!(got, [3, 5, 4]);
-    let mut g = Group::default();
+    let mut g = Group::new(0);
     for port in 0..(MAX_SOURCES as u16 + 10) {
         feed(&mut g, 3, port, 0..1);
     }
@@ -148,7 +165,7 @@ fn senders_are_told_apart_by_address_and_key_and_their_number_is_bounded() {
 
 #[test]
 fn another_tools_datagrams_are_counted_with_its_end_and_not_verified() {
-    let mut g = Group::default();
+    let mut g = Group::new(0);
     for seq in [0u64, 1, 3] {
         g.on_datagram(
             from(3),
@@ -166,8 +183,14 @@ fn another_tools_datagrams_are_counted_with_its_end_and_not_verified() {
     assert!(g.all_ended());
     let r = g.report(String::new(), "end");
     let s = &r.sources[0];
-    assert_eq!((s.protocol.as_str(), s.verified, s.key.as_deref()), ("iperf2", None, None));
-    assert_eq!((s.datagrams_sent, s.datagrams_received, s.datagrams_lost), (Some(4), 3, 1));
+    assert_eq!(
+        (s.protocol.as_str(), s.verified, s.key.as_deref()),
+        ("iperf2", None, None)
+    );
+    assert_eq!(
+        (s.datagrams_sent, s.datagrams_received, s.datagrams_lost),
+        (Some(4), 3, 1)
+    );
     assert_eq!(r.unknown_datagrams, 1);
 }
 
@@ -179,7 +202,10 @@ fn groups_sources_sizes_rates_and_ttls_outside_what_works_are_refused_by_name() 
     assert_eq!(check_group(g, Some("198.18.50.1".parse().unwrap())), Ok(()));
     let e = check_group("198.18.50.1:5001".parse().unwrap(), None).unwrap_err();
     assert!(e.to_string().contains("not a multicast group"), "{e}");
-    assert_eq!(check_group("239.1.1.1:0".parse().unwrap(), None), Err(McSpecError::NoPort));
+    assert_eq!(
+        check_group("239.1.1.1:0".parse().unwrap(), None),
+        Err(McSpecError::NoPort)
+    );
     for bad in ["fd00::1", "239.2.2.2", "0.0.0.0"] {
         assert!(matches!(
             check_group(g, Some(bad.parse().unwrap())),
@@ -188,7 +214,10 @@ fn groups_sources_sizes_rates_and_ttls_outside_what_works_are_refused_by_name() 
     }
     assert_eq!(check_sender(1448, 1e6, 1, false), Ok(()));
     assert!(check_sender(20, 1e6, 1, false).is_err());
-    assert!(check_sender(40, 1e6, 1, true).is_err(), "iperf 2's header needs 76 bytes");
+    assert!(
+        check_sender(40, 1e6, 1, true).is_err(),
+        "iperf 2's header needs 76 bytes"
+    );
     assert!(check_sender(70_000, 1e6, 1, false).is_err());
     assert!(check_sender(1448, 0.0, 1, false).is_err());
     assert!(check_sender(1448, f64::NAN, 1, false).is_err());

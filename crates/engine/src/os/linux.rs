@@ -1001,6 +1001,10 @@ pub fn join_source_group(sock: &impl AsSock, index: u32, group: IpAddr, source: 
         group: storage(group),
         source: storage(source),
     };
-    let level = if group.is_ipv4() { libc::IPPROTO_IP } else { libc::IPPROTO_IPV6 };
+    let level = if group.is_ipv4() {
+        libc::IPPROTO_IP
+    } else {
+        libc::IPPROTO_IPV6
+    };
     set_value(sock, level, libc::MCAST_JOIN_SOURCE_GROUP, &req)
 }
