@@ -105,21 +105,21 @@ impl ClientHeader {
         })
     }
 
-    /// The header an iperf 2.1.8 UDP client puts in every datagram of a test of `seconds` at
-    /// `rate_bps` in `datagram_bytes`-byte datagrams to `port` (its multicast sends the same, no
-    /// answer asked): 64-bit sequence numbers and the extension.
-    pub fn for_udp_sender(port: u16, datagram_bytes: u32, rate_bps: u64, seconds: f64) -> ClientHeader {
+    /// The header an iperf 2.1.8 UDP client puts in every datagram of a test of `amount` (time,
+    /// or bytes) at `rate_bps` in `datagram_bytes`-byte datagrams to `port` (its multicast sends the
+    /// same, no answer asked): 64-bit sequence numbers and the extension, one stream (the caller
+    /// sets `threads` for `-P`).
+    pub fn for_udp_sender(port: u16, datagram_bytes: u32, rate_bps: u64, amount: Amount) -> ClientHeader {
         // In a datagram the declared length counts the 16-byte prefix too (76 from 2.1.8).
         let len =
             (crate::udp::PREFIX_BYTES + crate::header::V1_BYTES + crate::header::EXTENSION_BYTES) as u32;
-        let cs = (seconds * 100.0).ceil().clamp(0.0, f64::from(1u32 << 31)) as u32;
         ClientHeader {
             flags: flags::EXTEND | flags::SEQNO64B | flags::LEN_BIT | len << 1,
             threads: 1,
             port,
             buffer_len: datagram_bytes,
             window_band: 0,
-            amount: Amount::Centiseconds(cs),
+            amount,
             extension: Some(crate::header::Extension {
                 type_len: (0, 0),
                 upper: upper::BWSET,
@@ -361,7 +361,7 @@ mod tests {
 
     #[test]
     fn a_udp_senders_header_is_read_back_as_iperf_2_1_8s_multicast_client_writes_it() {
-        let h = ClientHeader::for_udp_sender(5001, 1470, 1_000_000, 2.0);
+        let h = ClientHeader::for_udp_sender(5001, 1470, 1_000_000, Amount::Centiseconds(200));
         let header = h.encode();
         // iperf 2.1.8's multicast client's first word and amount (a capture of `-t 2 -b 1M`).
         assert_eq!(&header[..4], &0x4801_0098u32.to_be_bytes());

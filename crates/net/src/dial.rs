@@ -202,21 +202,14 @@ impl EngineHook<()> for QuietHook<'_> {
 pub(crate) fn measure_quietly(
     opts: &ClientOptions,
     spec: &TestSpec,
-    data: &DataPaths,
+    (data, format): (&DataPaths, UdpFormat),
     local: SocketAddr,
     interrupt: &std::sync::atomic::AtomicBool,
     on_event: &mut dyn FnMut(ClientEvent),
 ) -> supervisor::EngineOutput {
     let (tx, rx) = mpsc::channel::<Wake<()>>();
     let mut hook = QuietHook::new(spec, interrupt, on_event);
-    measure(
-        opts,
-        spec,
-        (data, UdpFormat::Landspeed),
-        local,
-        (&tx, &rx),
-        &mut hook,
-    )
+    measure(opts, spec, (data, format), local, (&tx, &rx), &mut hook)
 }
 
 /// Turns consecutive cumulative samples into live interval lines.

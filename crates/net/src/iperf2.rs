@@ -1,5 +1,5 @@
 //! iperf 2's protocol over real connections (issue #68): landspeed's server answering unmodified
-//! iperf 2.1.x clients on its own port (`server`), and `run --iperf2` against `iperf -s` (`client`). iperf 2 has no control connection and no test
+//! iperf 2.1.x clients on its own port (`server`), and `run --iperf2` against `iperf -s` (`client`, and `udp_client` for `-u`). iperf 2 has no control connection and no test
 //! id: each TCP stream opens with the client's header and then carries the data, and a test of
 //! `-P N` is N such connections. The server groups them by address and header (`gather`), runs the
 //! test on landspeed's engine and logs it like any other. UDP tests (`udp`) are told apart by their
@@ -12,6 +12,7 @@ pub(crate) mod connect_rate;
 mod gather;
 pub(crate) mod server;
 pub(crate) mod udp;
+mod udp_client;
 
 pub(crate) use gather::Gatherings;
 pub(crate) use udp::UdpTests;

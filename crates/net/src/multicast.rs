@@ -211,7 +211,7 @@ impl Writer {
             plan.to.group.port(),
             plan.length as u32,
             plan.rate_bps as u64,
-            plan.duration.as_secs_f64(),
+            landspeed_iperf2::Amount::Centiseconds(plan.duration.as_millis().div_ceil(10).min(1 << 31) as u32),
         );
         Writer::Iperf2(header.encode())
     }

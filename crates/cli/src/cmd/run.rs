@@ -208,10 +208,15 @@ pub fn run(a: RunArgs) -> Result<bool> {
             .map_err(|e| UsageError(e.to_string()))?;
     } else if a.iperf2 && a.test.length.is_none() {
         // iperf 2's own write size: an iperf 2.1.8 server sending (-R) writes the client's size from
-        // a buffer of its own -l (128 KiB by default), and a larger one brings it down.
+        // a buffer of its own -l (128 KiB by default), and a larger one brings it down. Over UDP,
+        // its datagram (1470 bytes).
+        let len = match opts.spec.transport {
+            landspeed_core::config::Transport::Udp => landspeed_iperf2::spec::DEFAULT_UDP_LEN,
+            _ => landspeed_iperf2::spec::DEFAULT_TCP_LEN,
+        };
         opts.spec = opts
             .spec
-            .changed(|s| s.length_bytes = landspeed_iperf2::spec::DEFAULT_TCP_LEN)
+            .changed(|s| s.length_bytes = len)
             .map_err(|e| UsageError(e.to_string()))?;
     }
     if let Some(from) = &a.from {

@@ -27,9 +27,10 @@ pub struct RunArgs {
     #[arg(long)]
     pub iperf3: bool,
     /// The server is iperf 2 (`iperf -s`, 2.1.x): speak iperf 2's protocol (TCP: -P, -t or -n, -l,
-    /// -w, -R, --bidir as its --full-duplex). iperf 2 sends the client no figures, so the server's
-    /// side is inferred from this end's, and nothing is verified.
-    #[arg(long, conflicts_with_all = ["iperf3", "quic_perf", "ndt7", "udp", "tls", "mptcp", "latency", "from", "send_file", "recv_file"])]
+    /// -w, -R, --bidir as its --full-duplex; UDP, -u: -P, -t or -n, -l, -b, its server's report of
+    /// loss, out of order and jitter). Over TCP iperf 2 sends the client no figures, so the server's
+    /// side is inferred from this end's; nothing is verified.
+    #[arg(long, conflicts_with_all = ["iperf3", "quic_perf", "ndt7", "tls", "mptcp", "latency", "from", "send_file", "recv_file"])]
     pub iperf2: bool,
     /// The server speaks the QUIC performance protocol (ALPN "perf": quinn's perf, msquic's
     /// secnetperf, quic-go's perf, or landspeed serve): -P requests, -R downloads, -n or -t, -p its

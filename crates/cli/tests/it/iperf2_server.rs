@@ -319,6 +319,83 @@ fn iperf2_udp_clients_get_the_report_iperf2s_server_sends() {
     common::line_with(&s, "UDP -R is not served yet");
 }
 
+/// `landspeed run --iperf2 -u ARGS --json`: each stream's datagrams as the server's report says
+/// (lost, total), and its datagrams sent as this end counted them.
+fn run_iperf2_udp(port: u16, args: &str) -> (Vec<(u64, u64)>, Vec<u64>) {
+    let p = port.to_string();
+    let mut all = vec![
+        "run",
+        "127.0.0.1",
+        "-p",
+        &p,
+        "--iperf2",
+        "-u",
+        "--json",
+        "--no-save",
+    ];
+    all.extend(args.split_whitespace());
+    let o = common::landspeed(&all, Duration::from_secs(30));
+    assert_eq!(o.code, 0, "{args}: {}", o.stderr);
+    let r: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+    let streams = r["streams"].as_array().unwrap();
+    let reports = streams
+        .iter()
+        .map(|st| {
+            let u = &st["udp"];
+            let total = u["datagrams_sent"]
+                .as_u64()
+                .unwrap_or_else(|| panic!("{args}: {st}"));
+            (u["datagrams_lost"].as_u64().unwrap(), total)
+        })
+        .collect();
+    let sent = streams
+        .iter()
+        .map(|st| st["bytes_sent"].as_u64().unwrap())
+        .collect();
+    (reports, sent)
+}
+
+#[test]
+fn landspeed_runs_iperf2s_udp_protocol_against_both_servers() {
+    let _one = common::alone();
+    if !have_iperf2() {
+        return;
+    }
+    let s = ServerProc::start("127.0.0.1", &[]);
+    // landspeed's -n is the test's, iperf 2's each stream's: "-n 2M -P 2" against "-n 1M -P 2".
+    for (ours, theirs, len) in [
+        ("-n 200K -l 1000", "-n 200K -l 1000", 1000),
+        ("-n 2M -P 2 -b 40M", "-n 1M -P 2 -b 20M", 1470),
+    ] {
+        // A fresh iperf 2.1.8 UDP server for each test: one whose next test comes within its
+        // quarter second of waiting for silence after its report stops serving for good (its own
+        // client's included; docs/iperf2.md).
+        let (_, their_reports, _) = udp_client(Iperf2Server::with(&["-u"]).1, theirs);
+        let reference = Iperf2Server::with(&["-u"]);
+        for port in [reference.1, s.port] {
+            let (reports, sent) = run_iperf2_udp(port, ours);
+            assert_eq!(reports.len(), their_reports.len(), "{ours}");
+            for ((lost, total), ((_, their_total), bytes)) in
+                reports.iter().zip(their_reports.iter().zip(&sent))
+            {
+                // The same datagrams as iperf 2.1.8's own client sends (its end counted, as both
+                // servers count it), and the bytes this end sent are those datagrams'.
+                assert_eq!(total, their_total, "{ours} against port {port}");
+                assert_eq!(*bytes, total * len, "{ours}");
+                assert!(*lost <= total / 100, "{ours}: {lost} of {total} lost on loopback");
+            }
+        }
+    }
+    // What it cannot run yet is refused by name.
+    let p = s.port.to_string();
+    let o = common::landspeed(
+        &["run", "127.0.0.1", "-p", &p, "--iperf2", "-u", "-R", "--no-save"],
+        Duration::from_secs(10),
+    );
+    assert_ne!(o.code, 0);
+    assert!(o.stderr.contains("-R or --bidir"), "{}", o.stderr);
+}
+
 /// An iperf 2 UDP datagram: the prefix (sequence `seq`, sent now), then 2.1.8's header for `-u`
 /// with `amount` (negative: hundredths of a second).
 fn udp_datagram(seq: i32, amount: i32) -> Vec<u8> {

@@ -80,6 +80,46 @@ pub enum UdpFormat {
         /// The sequence number is 64 bits wide (`--udp-counters-64bit`).
         wide: bool,
     },
+    /// iperf 2's: sequence from 1 (64 bits, the upper half in the fourth word), the sender's clock
+    /// in seconds and microseconds, then the client's test header, which every datagram repeats;
+    /// the client ends the test itself (its end and the server's report are the caller's), so no
+    /// markers, and the payload is not checked.
+    Iperf2 {
+        /// The client's header as it follows the 16-byte prefix.
+        header: [u8; IPERF2_HEADER_BYTES],
+    },
+}
+
+/// The bytes of iperf 2's client header in each datagram (its version-1 part and extension).
+pub const IPERF2_HEADER_BYTES: usize = 60;
+
+impl UdpFormat {
+    /// Bytes before a datagram's payload.
+    pub fn header_len(self) -> usize {
+        match self {
+            UdpFormat::Iperf2 { .. } => HEADER + IPERF2_HEADER_BYTES,
+            _ => HEADER,
+        }
+    }
+}
+
+/// iperf 2's 16-byte prefix: datagram `seq` (from 1; negative: the end) sent at `unix_ns`.
+pub fn iperf2_prefix(seq: i64, unix_ns: u64, buf: &mut [u8]) {
+    let words = [
+        seq as u32,
+        (unix_ns / 1_000_000_000) as u32,
+        (unix_ns % 1_000_000_000 / 1000) as u32,
+        (seq as u64 >> 32) as u32,
+    ];
+    for (i, w) in words.into_iter().enumerate() {
+        buf[4 * i..4 * i + 4].copy_from_slice(&w.to_be_bytes());
+    }
+}
+
+fn unix_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
 }
 
 /// What the UDP runner needs besides the engine parameters.
@@ -108,6 +148,10 @@ fn write_header(f: UdpFormat, h: Header, buf: &mut [u8]) {
     match f {
         UdpFormat::Landspeed => h.write(buf),
         UdpFormat::Iperf3 { wide } => h.write_iperf3(buf, wide),
+        UdpFormat::Iperf2 { header } => {
+            iperf2_prefix(h.seq as i64 + 1, unix_ns(), buf);
+            buf[HEADER..HEADER + IPERF2_HEADER_BYTES].copy_from_slice(&header);
+        }
     }
 }
 
@@ -115,6 +159,8 @@ fn read_header(f: UdpFormat, buf: &[u8]) -> Option<Header> {
     match f {
         UdpFormat::Landspeed => Header::read(buf),
         UdpFormat::Iperf3 { wide } => Header::read_iperf3(buf, wide),
+        // This end only sends iperf 2's datagrams.
+        UdpFormat::Iperf2 { .. } => None,
     }
 }
 
@@ -208,7 +254,8 @@ fn send_stream(
     tight_timers();
     let mut o = Outcome::default();
     let len = p.length;
-    let plen = len - HEADER;
+    let hlen = u.format.header_len();
+    let plen = len - hlen;
     let mut gen = Generator::new(&p.pattern, plen);
     let gso = enable_gso(&s.socket, len);
     o.offload = gso;
@@ -258,7 +305,7 @@ fn send_stream(
                     let seq = pacer.count() + i as u64;
                     let d = &mut buf[i * len..(i + 1) * len];
                     write_header(u.format, Header { seq, sent_ns }, d);
-                    d[HEADER..].copy_from_slice(gen.fill(s.id, seq * plen as u64, plen));
+                    d[hlen..].copy_from_slice(gen.fill(s.id, seq * plen as u64, plen));
                 }
                 send_batch(s, &buf[..n * len], n, c, &mut o);
                 pacer.sent(n as u32);

@@ -4,6 +4,7 @@
 //! sends on the same connection until its time or bytes, then closes; `--bidir` is iperf 2's
 //! `--full-duplex` (both on each connection). iperf 2 sends the client no figures, so the server's
 //! side of the result is inferred from this end's, and nothing is verified (the result says both).
+//! UDP tests (`-u`) are `udp_client`'s.
 
 use crate::dial::{resolve, tcp_stream, ClientError, ClientEvent, ClientOptions};
 use crate::streams::DataPaths;
@@ -23,6 +24,10 @@ pub fn run_iperf2_client(
     on_event: &mut dyn FnMut(ClientEvent),
 ) -> Result<RunResult, ClientError> {
     let spec = &unverified(&opts.spec)?;
+    if spec.transport == Transport::Udp {
+        landspeed_engine::platform::check_spec(spec)?;
+        return super::udp_client::run_udp(opts, spec, interrupt, on_event);
+    }
     let header = ClientHeader::for_tcp(spec, opts.port)
         .map_err(|e| ClientError::NotWithIperf2 { what: e.to_string() })?;
     landspeed_engine::platform::check_spec(spec)?;
@@ -45,7 +50,14 @@ pub fn run_iperf2_client(
         warnings: warnings.clone(),
     });
     let data = DataPaths::Tcp(streams);
-    let out = crate::dial::measure_quietly(opts, spec, &data, local, interrupt, on_event);
+    let out = crate::dial::measure_quietly(
+        opts,
+        spec,
+        (&data, landspeed_engine::transport::udp::UdpFormat::Landspeed),
+        local,
+        interrupt,
+        on_event,
+    );
     let here = out.report(opts.cpus.clone(), warnings);
     let server = EndpointReport {
         software: "iperf 2 server".into(),
@@ -73,12 +85,11 @@ pub fn run_iperf2_client(
     }))
 }
 
-/// The test as iperf 2 runs it: TCP only here, its payload not checked.
+/// The test as iperf 2 runs it: TCP or UDP, its payload not checked.
 fn unverified(offered: &Test) -> Result<Test, ClientError> {
-    if offered.transport != Transport::Tcp {
+    if !matches!(offered.transport, Transport::Tcp | Transport::Udp) {
         return Err(ClientError::NotWithIperf2 {
-            what: "UDP from landspeed's client yet (iperf 2's UDP clients are served by `landspeed serve`)"
-                .into(),
+            what: "QUIC: iperf 2 speaks TCP and UDP".into(),
         });
     }
     if offered.tls.is_some() || offered.mptcp || offered.file.is_some() {
@@ -88,7 +99,9 @@ fn unverified(offered: &Test) -> Result<Test, ClientError> {
     }
     Ok(offered.changed(|s: &mut TestSpec| {
         s.verify = false;
-        s.rx = RxMode::Discard;
+        if s.transport == Transport::Tcp {
+            s.rx = RxMode::Discard;
+        }
     })?)
 }
 

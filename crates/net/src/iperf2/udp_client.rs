@@ -1,0 +1,225 @@
+//! `landspeed run --iperf2 -u`: a UDP test against an iperf 2.1.x server (`iperf -s -u`, or
+//! `landspeed serve`) in iperf 2's protocol. Each stream is a socket of its own whose every datagram
+//! carries iperf 2's prefix and the client's header (`ClientHeader::for_udp_sender`, `threads` the
+//! stream count), paced by the engine at each stream's share of `-b`. When a stream has sent, it
+//! sends its end (the next number, negated) until the server answers with its report, at most ten
+//! times a quarter second apart, as iperf 2.1.8's client does (the first end counts as a datagram
+//! of the test, as iperf 2 counts it); the report's figures (bytes, lost, out of order, jitter)
+//! become the server's side of the result. A stream whose report never comes
+//! says so in the result's warnings.
+
+use crate::dial::{resolve, ClientError, ClientEvent, ClientOptions};
+use crate::streams::DataPaths;
+use landspeed_core::assemble::{assemble, Inputs};
+use landspeed_core::config::{Direction, Flow, Test, TestSpec};
+use landspeed_core::endpoint::{EndpointReport, Role, StreamReport};
+use landspeed_core::result::RunResult;
+use landspeed_engine::transport::udp::{iperf2_prefix, UdpFormat, UdpStream, IPERF2_HEADER_BYTES};
+use landspeed_iperf2::{Amount, ClientHeader, ServerReport};
+use std::net::UdpSocket;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::time::{Duration, SystemTime};
+
+/// Ends sent at most, and the wait for the report after each (iperf 2.1.8's).
+const ENDS: u32 = 10;
+const REPORT_WAIT: Duration = Duration::from_millis(250);
+
+/// Runs one UDP test against an iperf 2 server; `spec` is already without verification.
+pub(crate) fn run_udp(
+    opts: &ClientOptions,
+    spec: &Test,
+    interrupt: &AtomicBool,
+    on_event: &mut dyn FnMut(ClientEvent),
+) -> Result<RunResult, ClientError> {
+    let header = udp_header(spec, opts.port)?;
+    let started_unix_s = unix_ns() as f64 / 1e9;
+    let addr = resolve(opts)?;
+    let streams = open(opts, addr, spec)?;
+    let local = streams[0]
+        .socket
+        .local_addr()
+        .map_err(|err| ClientError::Stream { id: 0, err })?;
+    on_event(ClientEvent::Connected { local, remote: addr });
+    let mut warnings = vec![
+        "iperf 2's payload is not landspeed's: nothing was verified".to_string(),
+        "the server's side is iperf 2's report: its loss, out of order and jitter as iperf 2 counts them (docs/iperf2.md)".to_string(),
+    ];
+    on_event(ClientEvent::Started {
+        streams: spec.total_streams(),
+        warnings: warnings.clone(),
+    });
+    let data = DataPaths::Udp(streams);
+    let format = UdpFormat::Iperf2 { header };
+    let out = crate::dial::measure_quietly(opts, spec, (&data, format), local, interrupt, on_event);
+    let DataPaths::Udp(streams) = &data else {
+        unreachable!("built as UDP above")
+    };
+    let here_streams = out.report(opts.cpus.clone(), vec![]).streams;
+    let reports: Vec<Option<ServerReport>> = streams
+        .iter()
+        .zip(&here_streams)
+        .map(|(s, r)| end(&s.socket, &header, spec.length_bytes as usize, r.calls))
+        .collect();
+    for (id, r) in reports.iter().enumerate() {
+        if r.is_none() {
+            warnings.push(format!(
+                "stream {id}: no report from the server after {ENDS} ends"
+            ));
+        }
+    }
+    let mut here = out.report(opts.cpus.clone(), warnings);
+    // The first end is a datagram of the test as iperf 2 counts it (its server counts its bytes).
+    for s in &mut here.streams {
+        s.bytes += spec.length_bytes;
+        s.calls += 1;
+    }
+    let server = server_side(&here, &reports);
+    let mut context = crate::dial::run_context(
+        opts,
+        local,
+        addr,
+        &here,
+        started_unix_s,
+        interrupt.load(Relaxed),
+        "iperf2",
+    );
+    context.foreign_peer = opts.spec.verify;
+    Ok(assemble(&Inputs {
+        spec,
+        context,
+        client: &here,
+        server: &server,
+        client_samples: &out.samples,
+        server_samples: &[],
+    }))
+}
+
+fn unix_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// The header every datagram of every stream carries.
+fn udp_header(spec: &TestSpec, port: u16) -> Result<[u8; IPERF2_HEADER_BYTES], ClientError> {
+    let not = |what: &str| ClientError::NotWithIperf2 { what: what.into() };
+    if spec.direction != Direction::Forward {
+        return Err(not(
+            "UDP with -R or --bidir from landspeed's client yet (the server would send)",
+        ));
+    }
+    let min = (landspeed_iperf2::udp::PREFIX_BYTES + IPERF2_HEADER_BYTES) as u64;
+    if spec.length_bytes < min {
+        return Err(not(&format!(
+            "{}-byte datagrams: iperf 2's carry its {min}-byte prefix and header (-l {min} or more)",
+            spec.length_bytes
+        )));
+    }
+    let amount = match spec.end {
+        landspeed_core::config::EndCondition::Time(t) => Amount::Centiseconds(
+            u32::try_from((t + spec.omit_s).as_millis().div_ceil(10)).unwrap_or(u32::MAX),
+        ),
+        landspeed_core::config::EndCondition::Bytes(b) => {
+            let each = b.div_ceil(u64::from(spec.streams)).min((1 << 31) - 1);
+            Amount::Bytes(each as u32)
+        }
+        landspeed_core::config::EndCondition::Blocks(_) => {
+            return Err(not("a block count (-k); give -n or -t"))
+        }
+    };
+    let length = u32::try_from(spec.length_bytes).map_err(|_| not("so long a datagram"))?;
+    let mut h = ClientHeader::for_udp_sender(port, length, spec.udp_stream_rate_bps() as u64, amount);
+    h.threads = spec.streams;
+    let bytes = h.encode();
+    let mut out = [0u8; IPERF2_HEADER_BYTES];
+    out.copy_from_slice(&bytes[..IPERF2_HEADER_BYTES]);
+    Ok(out)
+}
+
+/// Each stream's socket, connected to the server.
+fn open(
+    opts: &ClientOptions,
+    addr: std::net::SocketAddr,
+    spec: &Test,
+) -> Result<Vec<UdpStream>, ClientError> {
+    (0..spec.streams)
+        .map(|id| {
+            let sock = crate::dial::udp_socket(opts, addr, spec, id)
+                .map_err(|err| ClientError::Stream { id, err })?;
+            Ok(UdpStream::of_test(spec, id, Role::at_client, sock))
+        })
+        .collect()
+}
+
+/// Sends a stream's end (after its `sent` datagrams) until the server's report comes back.
+fn end(sock: &UdpSocket, header: &[u8], length: usize, sent: u64) -> Option<ServerReport> {
+    let mut fin = vec![0u8; length];
+    let prefix = landspeed_iperf2::udp::PREFIX_BYTES;
+    fin[prefix..prefix + header.len()].copy_from_slice(header);
+    let _ = sock.set_read_timeout(Some(REPORT_WAIT));
+    let mut buf = vec![0u8; 65_536];
+    for _ in 0..ENDS {
+        iperf2_prefix(-(sent as i64 + 1), unix_ns(), &mut fin);
+        let _ = sock.send(&fin);
+        // Anything but a report (a late datagram, an ICMP error) is read past.
+        let deadline = std::time::Instant::now() + REPORT_WAIT;
+        while std::time::Instant::now() < deadline {
+            match sock.recv(&mut buf) {
+                Ok(n) => {
+                    if let Some(r) = ServerReport::parse(&buf[..n]) {
+                        return Some(r);
+                    }
+                }
+                Err(_) => break,
+            }
+        }
+    }
+    None
+}
+
+/// The server's side: each stream received as its report says (or, without one, nothing known).
+fn server_side(here: &EndpointReport, reports: &[Option<ServerReport>]) -> EndpointReport {
+    let streams = here
+        .streams
+        .iter()
+        .zip(reports)
+        .map(|(s, r)| match r {
+            Some(r) => received(s.id, r),
+            None => StreamReport::empty(s.id, Flow::ClientToServer, Role::Receiver),
+        })
+        .collect();
+    EndpointReport {
+        software: "iperf 2 server".into(),
+        streams,
+        elapsed_s: here.elapsed_s,
+        ..EndpointReport::default()
+    }
+}
+
+fn received(id: u32, r: &ServerReport) -> StreamReport {
+    let total = r.datagrams;
+    let udp = landspeed_core::udp::UdpStats {
+        datagrams_sent: Some(total),
+        datagrams_received: total.saturating_sub(r.lost),
+        datagrams_lost: r.lost,
+        loss_pct: if total > 0 {
+            r.lost as f64 * 100.0 / total as f64
+        } else {
+            0.0
+        },
+        out_of_order: r.out_of_order,
+        duplicates: 0,
+        jitter_ms: r.jitter.as_secs_f64() * 1000.0,
+        socket_drops: None,
+        lost_in_receiver: None,
+        lost_in_sender: None,
+        ce_marked: None,
+    };
+    StreamReport {
+        bytes: r.bytes,
+        first_byte_s: Some(0.0),
+        last_byte_s: Some(r.duration.as_secs_f64()),
+        udp: Some(udp),
+        ..StreamReport::empty(id, Flow::ClientToServer, Role::Receiver)
+    }
+}
