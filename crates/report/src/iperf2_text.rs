@@ -354,3 +354,159 @@ fn csv_line(ends: &Ends, (number, received): (u32, bool), when: (f64, f64, f64),
     let stamp = strftime(stamp, "%Y%m%d%H%M%S");
     format!("{stamp},{pair},{number},{start:.1}-{end:.1},{bytes},{bps:.0}\n")
 }
+
+/// The UDP client's head: the datagram size and the gap between datagrams its rate sets (iperf 2's
+/// "IPG target"), as iperf 2.1.8 prints them (the buffer size is the kernel's, not asked).
+pub fn head_udp(host: &str, port: u16, length_bytes: u64, stream_rate_bps: f64) -> String {
+    let ipg_us = length_bytes as f64 * 8.0 / stream_rate_bps.max(1.0) * 1e6;
+    format!(
+        "{DASHES}\nClient connecting to {host}, UDP port {port}\nSending {length_bytes} byte datagrams, IPG target: {ipg_us:.2} us (kalman adjust)\nUDP buffer size: the kernel's default\n{DASHES}\n"
+    )
+}
+
+/// The UDP client's column head (`-e`'s: writes and packets a second).
+pub fn column_head_udp(st: &Iperf2Style) -> &'static str {
+    if st.enhanced {
+        "[ ID] Interval            Transfer     Bandwidth      Write/Err  PPS\n"
+    } else {
+        "[ ID] Interval       Transfer     Bandwidth\n"
+    }
+}
+
+/// `-e`'s columns of a UDP sender: datagrams written (and refused) and datagrams a second.
+fn udp_enhanced(length_bytes: u64, bytes: u64, secs: f64) -> String {
+    let writes = bytes / length_bytes.max(1);
+    let pps = (writes as f64 / secs.max(1e-9)).round() as u64;
+    format!("  {writes}/0{pps:>9} pps")
+}
+
+/// One interval of a UDP client's sending streams: each stream's line and a `[SUM]` with more than
+/// one; in CSV iperf 2.1.8's UDP columns (jitter, lost and pct zero, its datagrams, none out of
+/// order).
+pub fn interval_udp(i: &IntervalResult, st: &Iperf2Style, at: (&Ends, f64, u64)) -> String {
+    let (ends, stamp, length_bytes) = at;
+    let mut ids: Vec<&IntervalStream> = i.streams.iter().collect();
+    ids.sort_by_key(|s| s.id);
+    let secs = i.end_s - i.start_s;
+    let mut t = String::new();
+    for (k, s) in ids.iter().enumerate() {
+        let number = k as u32 + 1;
+        if st.csv {
+            let line = csv_line(ends, (number, false), (stamp, i.start_s, i.end_s), s.bytes);
+            let datagrams = s.bytes / length_bytes.max(1);
+            let _ = writeln!(t, "{},0.000,0,{datagrams},0.000,0", line.trim_end());
+            continue;
+        }
+        let mut l = format!(
+            "{} {}",
+            tag(number, false),
+            columns(i.start_s, i.end_s, s.bytes, st)
+        );
+        if st.enhanced {
+            l += &udp_enhanced(length_bytes, s.bytes, secs);
+        }
+        let _ = writeln!(t, "{l}");
+    }
+    if !st.csv && ids.len() > 1 {
+        let sum: u64 = ids.iter().map(|s| s.bytes).sum();
+        let mut l = format!("[SUM] {}", columns(i.start_s, i.end_s, sum, st));
+        if st.enhanced {
+            l += &udp_enhanced(length_bytes, sum, secs);
+        }
+        let _ = writeln!(t, "{l}");
+    }
+    t
+}
+
+/// iperf 2's `%.2g` of a loss percentage: two significant figures, no trailing zeros.
+fn two_figures(pct: f64) -> String {
+    if pct == 0.0 || !pct.is_finite() {
+        return "0".into();
+    }
+    let digits = (1 - pct.abs().log10().floor() as i32).max(0) as usize;
+    let s = format!("{pct:.digits$}");
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
+    }
+}
+
+/// The UDP client's last lines: each stream's total and "Sent N datagrams" (a `[SUM]` and
+/// `[SUM-N]` with more than one), then each stream's "Server Report" from the server's figures; in
+/// CSV one line per stream with iperf 2.1.8's closing columns (its `-1` datagrams included).
+pub fn totals_udp(r: &RunResult, st: &Iperf2Style) -> String {
+    let len = r.config.spec.length_bytes.max(1);
+    let streams = numbered(r);
+    if st.csv {
+        let ends = Ends::of(r);
+        return streams
+            .iter()
+            .map(|n| {
+                let (bytes, secs) = (n.s.bytes_sent, n.s.sender_elapsed_s);
+                let line = csv_line(
+                    &ends,
+                    (n.number, false),
+                    (r.started_unix_s + secs, 0.0, secs),
+                    bytes,
+                );
+                format!("{},0.000,0,-1,-0.000,0\n", line.trim_end())
+            })
+            .collect();
+    }
+    let mut t = String::new();
+    let (mut bytes_all, mut secs_all, mut sent_all) = (0, 0.0_f64, 0);
+    for n in &streams {
+        let (bytes, secs) = (n.s.bytes_sent, n.s.sender_elapsed_s);
+        let mut l = format!("{} {}", tag(n.number, false), columns(0.0, secs, bytes, st));
+        if st.enhanced {
+            l += &udp_enhanced(len, bytes, secs);
+        }
+        let _ = writeln!(t, "{l}\n{} Sent {} datagrams", tag(n.number, false), bytes / len);
+        (bytes_all, secs_all, sent_all) = (bytes_all + bytes, secs_all.max(secs), sent_all + bytes / len);
+    }
+    if streams.len() > 1 {
+        let mut l = format!("[SUM] {}", columns(0.0, secs_all, bytes_all, st));
+        if st.enhanced {
+            l += &udp_enhanced(len, bytes_all, secs_all);
+        }
+        let _ = writeln!(t, "{l}\n[SUM-{}] Sent {sent_all} datagrams", streams.len());
+    }
+    t + &server_reports(&streams, st)
+}
+
+/// Each stream's "Server Report": what the server received, its jitter, lost/total and the
+/// datagrams out of order, as the report it sent says.
+fn server_reports(streams: &[Numbered], st: &Iperf2Style) -> String {
+    let mut t = String::new();
+    for (k, n) in streams.iter().enumerate() {
+        let Some(u) = n.s.udp.as_ref() else {
+            continue;
+        };
+        let tag = tag(n.number, false);
+        let _ = writeln!(t, "{tag} Server Report:");
+        if k == 0 {
+            t += "[ ID] Interval       Transfer     Bandwidth        Jitter   Lost/Total Datagrams\n";
+        }
+        let total = u
+            .datagrams_sent
+            .unwrap_or(u.datagrams_received + u.datagrams_lost);
+        let secs = n.s.duration_s;
+        let _ = writeln!(
+            t,
+            "{tag} {}  {:6.3} ms {}/{total} ({}%)",
+            columns(0.0, secs, n.s.bytes_received, st),
+            u.jitter_ms,
+            u.datagrams_lost,
+            two_figures(u.loss_pct)
+        );
+        if u.out_of_order > 0 {
+            let _ = writeln!(
+                t,
+                "{tag} 0.0000-{secs:.4} sec  {} datagrams received out-of-order",
+                u.out_of_order
+            );
+        }
+    }
+    t
+}

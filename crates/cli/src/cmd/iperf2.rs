@@ -12,6 +12,8 @@ use std::ffi::OsString;
 
 /// iperf 2's port.
 const PORT: u16 = 5001;
+/// iperf 2's UDP rate without `-b`, bits per second.
+const UDP_DEFAULT_BPS: u64 = 1 << 20;
 
 /// `landspeed iperf2 ARGS...`: the arguments as iperf 2 takes them.
 #[derive(Args, Debug)]
@@ -146,7 +148,8 @@ const HELP: &str = "Usage: iperf [-s|-c host] [options]   (landspeed's iperf 2 d
   -R, --reverse      the server sends                  --full-duplex     both ways on each stream
   -i, --interval S   report interval                   -e, --enhanced    -e's columns
   -y C               CSV                               -f [abkmgKMG]     units
-iperf 2's protocol over TCP against `iperf -s` or `landspeed serve`; the server is `landspeed serve`
+  -u, --udp          UDP (1470-byte datagrams, -b 1M each stream; the server's report printed)
+iperf 2's protocol over TCP or UDP against `iperf -s` or `landspeed serve`; the server is `landspeed serve`
 (landspeed's log lines, not iperf 2's). iperf 2's payload is not landspeed's: nothing is verified.
 Options landspeed cannot honour are refused by name in one line (docs/iperf2.md).";
 
@@ -155,9 +158,14 @@ fn refused(o: &Opts) -> Option<String> {
     let not = |name: &str, why: &str| format!("landspeed iperf2 does not support {name}: {why}");
     let list = [
         (
-            o.udp && o.client.is_some(),
-            "-u as a client",
-            "landspeed's iperf 2 client is TCP only yet (its server answers iperf 2's UDP clients)",
+            o.udp && o.client.is_some() && (o.reverse || o.full_duplex),
+            "-u with -R or --full-duplex",
+            "over UDP landspeed's iperf 2 client only sends yet",
+        ),
+        (
+            o.client.as_deref().is_some_and(is_group),
+            "-c GROUP (multicast)",
+            "use `landspeed multicast send GROUP --iperf2` (docs/multicast.md)",
         ),
         (
             o.tradeoff || o.dualtest,
@@ -172,7 +180,7 @@ fn refused(o: &Opts) -> Option<String> {
         (
             o.bounceback.is_some(),
             "--bounceback",
-            "request/response is not built yet",
+            "its lines are not printed yet; use `landspeed run HOST --bounceback`",
         ),
         (
             o.isochronous.is_some(),
@@ -182,7 +190,7 @@ fn refused(o: &Opts) -> Option<String> {
         (
             o.ssm_host.is_some() || o.ttl.is_some(),
             "-H/-T (multicast)",
-            "multicast is not built yet",
+            "use `landspeed multicast send|receive` (docs/multicast.md)",
         ),
         (o.daemon, "-D", "run `landspeed serve` under your service manager"),
         (o.output.is_some(), "-o", "redirect standard output"),
@@ -197,6 +205,14 @@ fn refused(o: &Opts) -> Option<String> {
     list.into_iter()
         .find(|(on, ..)| *on)
         .map(|(_, name, why)| not(name, why))
+}
+
+/// Whether a client's host is a multicast group (iperf 2 sends to it without a server).
+fn is_group(host: &str) -> bool {
+    let bare = host.split('%').next().unwrap_or(host);
+    bare.trim_matches(|c| c == '[' || c == ']')
+        .parse::<std::net::IpAddr>()
+        .is_ok_and(|ip| ip.is_multicast())
 }
 
 /// iperf 2's byte counts: `K`, `M`, `G` powers of 1024, `k`, `m`, `g` of 1000 (its `byte_atoi`).
@@ -250,12 +266,21 @@ fn run_args(o: &Opts, host: &str) -> Result<Vec<String>, String> {
         ]),
     }
     a.extend(["-P".into(), streams.to_string()]);
-    let len = number("-l", &o.length, bytes)?.unwrap_or(landspeed_iperf2::spec::DEFAULT_TCP_LEN);
+    let default_len = match o.udp {
+        true => landspeed_iperf2::spec::DEFAULT_UDP_LEN,
+        false => landspeed_iperf2::spec::DEFAULT_TCP_LEN,
+    };
+    let len = number("-l", &o.length, bytes)?.unwrap_or(default_len);
     a.extend(["-l".into(), len.to_string()]);
+    if o.udp {
+        a.push("-u".into());
+    }
     if let Some(w) = number("-w", &o.window, bytes)? {
         a.extend(["-w".into(), w.to_string()]);
     }
-    if let Some(b) = number("-b", &o.bandwidth, bits)? {
+    // iperf 2's UDP rate without -b: 1 Mbit/s as it reads "1M" (2^20 bit/s), each stream.
+    let udp_default = o.udp.then_some(UDP_DEFAULT_BPS);
+    if let Some(b) = number("-b", &o.bandwidth, bits)?.or(udp_default) {
         a.extend(["-b".into(), (b * streams).to_string()]);
     }
     if let Some(i) = o.interval.filter(|i| *i > 0.0) {
@@ -291,12 +316,22 @@ fn client(o: &Opts, host: &str) -> Result<bool> {
         interval_s: o.interval.filter(|i| *i > 0.0),
     };
     let port = o.port.unwrap_or(PORT);
-    if !style.csv {
+    if !style.csv && o.udp {
+        let rate = opts.spec.udp_stream_rate_bps();
+        print!(
+            "{}",
+            iperf2_text::head_udp(host, port, opts.spec.length_bytes, rate)
+        );
+    } else if !style.csv {
         print!("{}", iperf2_text::head(host, port, opts.spec.window_bytes));
     }
     let interrupt = crate::common::client::interrupt_flag()?;
     let mut live = Live::new(&style, &opts.spec);
     match landspeed_net::run_iperf2_client(&opts, &interrupt, &mut |ev| live.event(ev)) {
+        Ok(r) if o.udp => {
+            print!("{}", iperf2_text::totals_udp(&r, &style));
+            Ok(r.streams.iter().all(|s| s.errors.is_empty()))
+        }
         Ok(r) => {
             print!("{}", iperf2_text::totals(&r, &style));
             Ok(r.streams.iter().all(|s| s.errors.is_empty()))
@@ -325,7 +360,7 @@ impl<'a> Live<'a> {
     }
 
     fn event(&mut self, ev: landspeed_net::ClientEvent) {
-        use landspeed_core::config::{Direction, Flow};
+        use landspeed_core::config::{Direction, Flow, Transport};
         use landspeed_net::ClientEvent;
         use std::io::Write;
         let now = || {
@@ -349,8 +384,11 @@ impl<'a> Live<'a> {
                     streams
                 };
                 let when = self.style.enhanced.then_some(self.started_unix_s);
-                iperf2_text::connected(ends, self.spec.direction, connections, when)
-                    + iperf2_text::column_head(self.style)
+                let head = match self.spec.transport {
+                    Transport::Udp => iperf2_text::column_head_udp(self.style),
+                    _ => iperf2_text::column_head(self.style),
+                };
+                iperf2_text::connected(ends, self.spec.direction, connections, when) + head
             }
             ClientEvent::Interval { flow, interval } => {
                 let (Some(ends), Some(nominal)) = (&self.ends, self.style.interval_s) else {
@@ -360,7 +398,10 @@ impl<'a> Live<'a> {
                     return;
                 }
                 let at = (ends, self.started_unix_s + interval.end_s, self.spec.length_bytes);
-                iperf2_text::interval(&interval, flow == Flow::ServerToClient, self.style, at)
+                match self.spec.transport {
+                    Transport::Udp => iperf2_text::interval_udp(&interval, self.style, at),
+                    _ => iperf2_text::interval(&interval, flow == Flow::ServerToClient, self.style, at),
+                }
             }
             // The drop-in runs no request/response test (its --bounceback is refused).
             ClientEvent::Transactions { .. } => return,
@@ -420,7 +461,8 @@ mod tests {
     #[test]
     fn what_is_not_built_is_refused_by_name() {
         for (line, name) in [
-            ("-c h -u", "-u as a client"),
+            ("-c h -u -R", "-u with -R or --full-duplex"),
+            ("-c 239.1.1.1 -u", "-c GROUP (multicast)"),
             ("-c h -r", "-r/-d"),
             ("-c h -d", "-r/-d"),
             ("-c h --trip-times", "--trip-times"),

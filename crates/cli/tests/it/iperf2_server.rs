@@ -396,6 +396,102 @@ fn landspeed_runs_iperf2s_udp_protocol_against_both_servers() {
     assert!(o.stderr.contains("-R or --bidir"), "{}", o.stderr);
 }
 
+/// A client's text after its dashed head, each line with its numbers masked and its spaces
+/// collapsed, sorted (iperf 2's threads print streams in either order); the out-of-order lines left
+/// out (they come with reordering, which a busy loopback gives or not).
+fn masked_text(out: &str) -> Vec<String> {
+    let body = out
+        .split("------------------------------------------------------------")
+        .last()
+        .unwrap_or("");
+    let mut v: Vec<String> = body
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.contains("out-of-order"))
+        .map(|l| {
+            let mut m = String::new();
+            for c in l.chars() {
+                let c = if c.is_ascii_digit() || c == '.' { '#' } else { c };
+                let repeat = (c == '#' || c == ' ') && m.ends_with(c);
+                if !repeat {
+                    m.push(c);
+                }
+            }
+            // "on 2026-12-03 04:21:56 (UTC)" and "(sock=3)" after the ports, and "%lo" after the
+            // local address, are iperf 2's -e extras the drop-in does not print (docs/iperf2.md).
+            let m = m
+                .split(" (sock=")
+                .next()
+                .unwrap_or(&m)
+                .split(" on #-#-# ")
+                .next()
+                .unwrap_or(&m);
+            m.replace("%lo ", " ")
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// The CSV lines' shape: field count, stream id, span, and the closing line's datagrams field.
+fn csv_shape(out: &str) -> Vec<(usize, String, String, String)> {
+    let mut v: Vec<_> = out
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            let at = |i: usize| f.get(i).map_or(String::new(), |x| x.to_string());
+            (
+                f.len(),
+                at(5),
+                at(6),
+                if at(11) == "-1" {
+                    "-1".into()
+                } else {
+                    String::new()
+                },
+            )
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn the_iperf_drop_in_prints_iperf2s_udp_client_lines() {
+    let _one = common::alone();
+    if !have_iperf2() {
+        return;
+    }
+    let s = ServerProc::start("127.0.0.1", &[]);
+    for args in ["-t 1 -i 0.5", "-n 100K -e", "-t 1 -P 2", "-y C -t 1 -i 0.5"] {
+        // A fresh iperf 2.1.8 UDP server for each client (see the test above).
+        let (theirs, _, _) = udp_client(Iperf2Server::with(&["-u"]).1, args);
+        let theirs = String::from_utf8_lossy(&theirs.stdout).into_owned();
+        for port in [Iperf2Server::with(&["-u"]).1, s.port] {
+            let line = format!("iperf2 -c 127.0.0.1 -p {port} -u {args}");
+            let ours = common::landspeed(
+                &line.split_whitespace().collect::<Vec<_>>(),
+                Duration::from_secs(30),
+            );
+            assert_eq!(ours.code, 0, "{line}: {}", ours.stderr);
+            if args.contains("-y C") {
+                assert_eq!(
+                    csv_shape(&ours.stdout),
+                    csv_shape(&theirs),
+                    "{line}:\n{}\n/ iperf 2.1.8:\n{theirs}",
+                    ours.stdout
+                );
+            } else {
+                assert_eq!(
+                    masked_text(&ours.stdout),
+                    masked_text(&theirs),
+                    "{line}:\n{}\n/ iperf 2.1.8:\n{theirs}",
+                    ours.stdout
+                );
+            }
+        }
+    }
+}
+
 /// An iperf 2 UDP datagram: the prefix (sequence `seq`, sent now), then 2.1.8's header for `-u`
 /// with `amount` (negative: hundredths of a second).
 fn udp_datagram(seq: i32, amount: i32) -> Vec<u8> {
