@@ -239,35 +239,19 @@ fn source_specific_joins_hear_one_of_two_senders_over_ipv4_and_ipv6() {
         // Two receivers on host 2: one hears host 0 only, the other any source.
         let ssm = receiver(&lan, 2, &[group, "--source", &wanted, "--interface", "eth0"]);
         let asm = receiver(&lan, 2, &[group, "--interface", "eth0"]);
-        let a = lan.spawn(
-            0,
-            &[
-                "multicast",
-                "send",
-                group,
-                "--interface",
-                "eth0",
-                "-b",
-                "1M",
-                "-t",
-                "1",
-            ],
-        );
-        let b = lan.spawn(
-            1,
-            &[
-                "multicast",
-                "send",
-                group,
-                "--interface",
-                "eth0",
-                "-b",
-                "1M",
-                "-t",
-                "1",
-            ],
-        );
-        for c in [a, b] {
+        let send = [
+            "multicast",
+            "send",
+            group,
+            "--interface",
+            "eth0",
+            "-b",
+            "1M",
+            "-t",
+            "1",
+        ];
+        let senders = [lan.spawn(0, &send), lan.spawn(1, &send)];
+        for c in senders {
             let o = common::wait_output(c, Duration::from_secs(20)).expect("sender hung");
             assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         }

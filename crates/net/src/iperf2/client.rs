@@ -65,24 +65,52 @@ pub fn run_iperf2_client(
         elapsed_s: here.elapsed_s,
         ..EndpointReport::default()
     };
+    let ends = Ends {
+        addresses: (local, addr),
+        started_unix_s,
+        interrupted: interrupt.load(Relaxed),
+    };
+    Ok(assembled(opts, spec, &ends, (&here, &server), &out.samples))
+}
+
+/// Where and when a test against an iperf 2 server ran.
+pub(super) struct Ends {
+    /// This end's address and the server's.
+    pub(super) addresses: (std::net::SocketAddr, std::net::SocketAddr),
+    /// When it started, Unix seconds.
+    pub(super) started_unix_s: f64,
+    /// Whether it was cut short.
+    pub(super) interrupted: bool,
+}
+
+/// The result of a test against an iperf 2 server from both sides' reports (the server's inferred
+/// or from its UDP report) and this end's samples.
+pub(super) fn assembled(
+    opts: &ClientOptions,
+    spec: &TestSpec,
+    ends: &Ends,
+    (here, server): (&EndpointReport, &EndpointReport),
+    samples: &[landspeed_core::endpoint::IntervalSample],
+) -> RunResult {
+    let (local, addr) = ends.addresses;
     let mut context = crate::dial::run_context(
         opts,
         local,
         addr,
-        &here,
-        started_unix_s,
-        interrupt.load(Relaxed),
+        here,
+        ends.started_unix_s,
+        ends.interrupted,
         "iperf2",
     );
     context.foreign_peer = opts.spec.verify;
-    Ok(assemble(&Inputs {
+    assemble(&Inputs {
         spec,
         context,
-        client: &here,
-        server: &server,
-        client_samples: &out.samples,
+        client: here,
+        server,
+        client_samples: samples,
         server_samples: &[],
-    }))
+    })
 }
 
 /// The test as iperf 2 runs it: TCP or UDP, its payload not checked.

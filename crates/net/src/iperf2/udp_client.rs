@@ -10,7 +10,6 @@
 
 use crate::dial::{resolve, ClientError, ClientEvent, ClientOptions};
 use crate::streams::DataPaths;
-use landspeed_core::assemble::{assemble, Inputs};
 use landspeed_core::config::{Direction, Flow, Test, TestSpec};
 use landspeed_core::endpoint::{EndpointReport, Role, StreamReport};
 use landspeed_core::result::RunResult;
@@ -58,7 +57,15 @@ pub(crate) fn run_udp(
     let reports: Vec<Option<ServerReport>> = streams
         .iter()
         .zip(&here_streams)
-        .map(|(s, r)| end(&s.socket, &header, spec.length_bytes as usize, r.calls))
+        // The end's number follows every number used, those of sends the kernel refused too.
+        .map(|(s, r)| {
+            end(
+                &s.socket,
+                &header,
+                spec.length_bytes as usize,
+                r.calls + r.send_errors,
+            )
+        })
         .collect();
     for (id, r) in reports.iter().enumerate() {
         if r.is_none() {
@@ -74,24 +81,18 @@ pub(crate) fn run_udp(
         s.calls += 1;
     }
     let server = server_side(&here, &reports);
-    let mut context = crate::dial::run_context(
-        opts,
-        local,
-        addr,
-        &here,
+    let ends = super::client::Ends {
+        addresses: (local, addr),
         started_unix_s,
-        interrupt.load(Relaxed),
-        "iperf2",
-    );
-    context.foreign_peer = opts.spec.verify;
-    Ok(assemble(&Inputs {
+        interrupted: interrupt.load(Relaxed),
+    };
+    Ok(super::client::assembled(
+        opts,
         spec,
-        context,
-        client: &here,
-        server: &server,
-        client_samples: &out.samples,
-        server_samples: &[],
-    }))
+        &ends,
+        (&here, &server),
+        &out.samples,
+    ))
 }
 
 fn unix_ns() -> u64 {
