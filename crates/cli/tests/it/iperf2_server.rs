@@ -407,17 +407,22 @@ fn landspeed_runs_iperf2s_udp_protocol_against_both_servers() {
     assert!(o.stderr.contains("-R or --bidir"), "{}", o.stderr);
 }
 
-/// A client's text after its dashed head, each line with its numbers masked and its spaces
+/// A client's text but its dashed head, each line with its numbers masked and its spaces
 /// collapsed, sorted (iperf 2's threads print streams in either order); the out-of-order lines left
 /// out (they come with reordering, which a busy loopback gives or not).
 fn masked_text(out: &str) -> Vec<String> {
-    let body = out
-        .split("------------------------------------------------------------")
-        .last()
-        .unwrap_or("");
-    let mut v: Vec<String> = body
+    // The head's lines wherever they fall (iperf 2's threads may print a "connected" line first).
+    let head = [
+        "---",
+        "Client connecting",
+        "Sending ",
+        "UDP buffer size",
+        "TOS set",
+    ];
+    let mut v: Vec<String> = out
         .lines()
         .filter(|l| !l.trim().is_empty() && !l.contains("out-of-order"))
+        .filter(|l| !head.iter().any(|h| l.starts_with(h)))
         .map(|l| {
             let mut m = String::new();
             for c in l.chars() {
