@@ -18,7 +18,7 @@
 
 use crate::payload::{Corruption, Pattern, Verifier};
 use crate::transactions::{SignedMoments, SignedSummary};
-use crate::udp::{Header, UdpReceiver};
+use crate::udp::{Header, UdpReceiver, UdpStats};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -184,21 +184,10 @@ pub struct SourceReport {
     /// The first sequence number heard: datagrams before it were sent before this receiver heard
     /// the test and are not counted as lost.
     pub first_seq: u64,
-    /// Datagrams the sender says it sent from `first_seq` on (known once its end arrived).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub datagrams_sent: Option<u64>,
-    /// Distinct datagrams received.
-    pub datagrams_received: u64,
-    /// Datagrams that did not arrive (against the sender's count, or the highest number heard).
-    pub datagrams_lost: u64,
-    /// Lost ÷ expected, percent.
-    pub loss_pct: f64,
-    /// Datagrams that came after a later one.
-    pub out_of_order: u64,
-    /// Datagrams that came twice or more.
-    pub duplicates: u64,
-    /// RFC 3550 interarrival jitter, milliseconds.
-    pub jitter_ms: f64,
+    /// Loss, order, duplicates and jitter, as the unicast receiver counts them (its `datagrams_sent`
+    /// is the sender's count from `first_seq` on, known once its end arrived).
+    #[serde(flatten)]
+    pub udp: UdpStats,
     /// Bytes of the distinct datagrams (whole datagrams, headers included).
     pub bytes: u64,
     /// From the first datagram's arrival to the last's, seconds.
@@ -456,13 +445,7 @@ impl Source {
             from: self.from,
             key: self.key.map(|k| format!("{k:016x}")),
             first_seq: self.first_seq,
-            datagrams_sent: sent,
-            datagrams_received: stats.datagrams_received,
-            datagrams_lost: stats.datagrams_lost,
-            loss_pct: stats.loss_pct,
-            out_of_order: stats.out_of_order,
-            duplicates: stats.duplicates,
-            jitter_ms: stats.jitter_ms,
+            udp: stats,
             bytes,
             span_s,
             rate_bps: if span_s > 0.0 {
@@ -474,7 +457,7 @@ impl Source {
             verified: self
                 .verifier
                 .as_ref()
-                .map(|_| self.corrupt == 0 && stats.datagrams_received > 0),
+                .map(|_| self.corrupt == 0 && self.recv.received() > 0),
             corrupt: self.corrupt,
             first_corruption: self.first_corruption.clone(),
             ended: self.ended_ns.is_some(),

@@ -71,7 +71,8 @@ pub fn receive_text(r: &MulticastReport) -> String {
 
 fn source_text(s: &SourceReport) -> String {
     let test = s.key.as_ref().map(|k| format!(", test {k}")).unwrap_or_default();
-    let sent = s
+    let u = &s.udp;
+    let sent = u
         .datagrams_sent
         .map_or("end not heard".to_string(), |n| format!("{n} sent"));
     let mut out = format!("  from {} ({}{test}): {sent}", s.from, s.protocol);
@@ -80,12 +81,12 @@ fn source_text(s: &SourceReport) -> String {
     }
     out += &format!(
         "\n    {} received, {} lost ({:.3}%), {} out of order, {} duplicates, jitter {:.3} ms, {} over {:.2} s\n",
-        s.datagrams_received,
-        s.datagrams_lost,
-        s.loss_pct,
-        s.out_of_order,
-        s.duplicates,
-        s.jitter_ms,
+        u.datagrams_received,
+        u.datagrams_lost,
+        u.loss_pct,
+        u.out_of_order,
+        u.duplicates,
+        u.jitter_ms,
         mbps(s.rate_bps),
         s.span_s
     );

@@ -75,7 +75,11 @@ fn every_datagram_arriving_once_and_the_end_give_no_loss_and_a_verified_test() {
     assert!(g.all_ended());
     let r = &g.report("239.1.1.1:5001".into(), "end").sources[0];
     assert_eq!(
-        (r.datagrams_sent, r.datagrams_received, r.datagrams_lost),
+        (
+            r.udp.datagrams_sent,
+            r.udp.datagrams_received,
+            r.udp.datagrams_lost
+        ),
         (Some(100), 100, 0)
     );
     assert_eq!((r.verified, r.corrupt, r.ended), (Some(true), 0, true));
@@ -92,9 +96,12 @@ fn gaps_reordering_duplicates_and_a_lost_tail_are_counted_against_the_senders_co
     feed(&mut g, 5, 1, (0..11).chain([12, 11, 11]).chain(14..18));
     g.on_datagram(from(1), Arrival::Landspeed(&end(5, 20)), 2000 * MS);
     let r = &g.report(String::new(), "end").sources[0];
-    assert_eq!(r.datagrams_received, 17);
-    assert_eq!((r.datagrams_lost, r.out_of_order, r.duplicates), (3, 1, 1));
-    assert!((r.loss_pct - 15.0).abs() < 1e-9);
+    assert_eq!(r.udp.datagrams_received, 17);
+    assert_eq!(
+        (r.udp.datagrams_lost, r.udp.out_of_order, r.udp.duplicates),
+        (3, 1, 1)
+    );
+    assert!((r.udp.loss_pct - 15.0).abs() < 1e-9);
     assert_eq!(r.verified, Some(true));
 }
 
@@ -135,13 +142,13 @@ fn a_receiver_that_joins_late_counts_from_the_first_datagram_it_hears() {
     g.on_datagram(from(1), Arrival::Landspeed(&end(8, 60)), 2000 * MS);
     let r = &g.report(String::new(), "end").sources[0];
     assert_eq!(r.first_seq, 50);
-    assert_eq!((r.datagrams_sent, r.datagrams_lost), (Some(10), 0));
+    assert_eq!((r.udp.datagrams_sent, r.udp.datagrams_lost), (Some(10), 0));
     // Joined before: the first datagrams' loss is loss, whichever arrived first.
     let mut g = Group::new(START);
     feed(&mut g, 8, 1, 50..60);
     g.on_datagram(from(1), Arrival::Landspeed(&end(8, 60)), 2000 * MS);
     let r = &g.report(String::new(), "end").sources[0];
-    assert_eq!((r.first_seq, r.datagrams_lost), (0, 50));
+    assert_eq!((r.first_seq, r.udp.datagrams_lost), (0, 50));
 }
 
 #[test]
@@ -153,7 +160,7 @@ fn senders_are_told_apart_by_address_and_key_and_their_number_is_bounded() {
     g.on_datagram(from(7), Arrival::Landspeed(&end(1, 3)), 1);
     assert!(!g.all_ended(), "two of three senders still sending");
     let r = g.report(String::new(), "time");
-    let got: Vec<u64> = r.sources.iter().map(|s| s.datagrams_received).collect();
+    let got: Vec<u64> = r.sources.iter().map(|s| s.udp.datagrams_received).collect();
     assert_eq!(got, [3, 5, 4]);
     let mut g = Group::new(0);
     for port in 0..(MAX_SOURCES as u16 + 10) {
@@ -188,7 +195,11 @@ fn another_tools_datagrams_are_counted_with_its_end_and_not_verified() {
         ("iperf2", None, None)
     );
     assert_eq!(
-        (s.datagrams_sent, s.datagrams_received, s.datagrams_lost),
+        (
+            s.udp.datagrams_sent,
+            s.udp.datagrams_received,
+            s.udp.datagrams_lost
+        ),
         (Some(4), 3, 1)
     );
     assert_eq!(r.unknown_datagrams, 1);
