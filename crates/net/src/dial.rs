@@ -202,6 +202,19 @@ impl EngineHook<()> for QuietHook<'_> {
 pub(crate) fn measure_quietly(
     opts: &ClientOptions,
     spec: &TestSpec,
+    data: &DataPaths,
+    local: SocketAddr,
+    interrupt: &std::sync::atomic::AtomicBool,
+    on_event: &mut dyn FnMut(ClientEvent),
+) -> supervisor::EngineOutput {
+    let format = UdpFormat::Landspeed;
+    measure_quietly_as(opts, spec, (data, format), local, interrupt, on_event)
+}
+
+/// `measure_quietly` with datagrams in another tool's `format` (iperf 2's UDP client).
+pub(crate) fn measure_quietly_as(
+    opts: &ClientOptions,
+    spec: &TestSpec,
     (data, format): (&DataPaths, UdpFormat),
     local: SocketAddr,
     interrupt: &std::sync::atomic::AtomicBool,

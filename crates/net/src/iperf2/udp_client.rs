@@ -49,7 +49,7 @@ pub(crate) fn run_udp(
     });
     let data = DataPaths::Udp(streams);
     let format = UdpFormat::Iperf2 { header };
-    let out = crate::dial::measure_quietly(opts, spec, (&data, format), local, interrupt, on_event);
+    let out = crate::dial::measure_quietly_as(opts, spec, (&data, format), local, interrupt, on_event);
     let DataPaths::Udp(streams) = &data else {
         unreachable!("built as UDP above")
     };
