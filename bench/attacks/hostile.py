@@ -580,6 +580,47 @@ def worst_request(a):
     return {"attack": "worst-request", "refused": False, "streams": a.streams}
 
 
+def rr_hoard(a):
+    """A request/response test (landspeed's --rr) asking the most the server may send for the
+    least: --streams connections, 1-byte requests each answered with --response bytes, --in-flight
+    of them; every request written as fast as the sockets take them, no response ever read (a
+    4 KiB receive buffer), for --time seconds."""
+    ctl = connect(a.port)
+    ctl.sendall(control_preamble() + frame(hello_msg()))
+    fr = Frames(ctl)
+    w = fr.read()
+    if not w or w.get("type") != "welcome":
+        return {"error": "no welcome"}
+    sp = spec("tcp", "forward", a.time, streams=a.streams)
+    sp["transactions"] = {"request_bytes": 1, "response_bytes": a.response, "in_flight": a.in_flight}
+    ctl.sendall(frame({"type": "test_request", "spec": sp}))
+    acc = fr.read()
+    if not acc or acc.get("type") != "accepted":
+        return {"attack": "rr-hoard", "refused": True, "answer": acc}
+    streams = []
+    for i in range(a.streams):
+        s = connect(a.port)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.sendall(data_preamble(acc["session"], i))
+        s.setblocking(False)
+        streams.append(s)
+    ready = fr.read()
+    ctl.sendall(frame({"type": "start"}))
+    print(json.dumps({"running": True, "ready": ready and ready.get("type")}), flush=True)
+    sent, end = 0, time.monotonic() + a.time
+    while time.monotonic() < end:
+        _, writable, _ = select.select([], streams, [], 0.1)
+        for s in writable:
+            try:
+                sent += s.send(b"x" * 4096)
+            except OSError:
+                pass
+    for s in streams:
+        s.close()
+    ctl.close()
+    return {"attack": "rr-hoard", "refused": False, "streams": a.streams, "request_bytes_sent": sent}
+
+
 def reopen_flood(a):
     """--addresses source addresses of --net (127.0.2.1, .2, ...), each keeping --per connections
     that send a complete control greeting (or, with --ndt7, half a request head) and then nothing;
@@ -811,6 +852,12 @@ def main():
     w.add_argument("--length", type=int, default=64 << 20)
     w.add_argument("--time", type=float, default=3.0)
     w.add_argument("--threads", type=int, default=0)
+    h = sub.add_parser("rr-hoard")
+    h.add_argument("--port", type=int, required=True)
+    h.add_argument("--streams", type=int, default=32)
+    h.add_argument("--response", type=int, default=1 << 20)
+    h.add_argument("--in-flight", type=int, default=1024)
+    h.add_argument("--time", type=float, default=6.0)
     f = sub.add_parser("reopen-flood")
     f.add_argument("--port", type=int, required=True)
     f.add_argument("--net", default="127.0.2")
@@ -839,7 +886,7 @@ def main():
     fn = {"udp-spoof": udp_spoof, "udp-nat": udp_nat, "downgrade-proxy": downgrade_proxy, "inject-proxy": inject_proxy,
           "stall-flood": stall_flood, "random-sessions": random_sessions,
           "worst-request": worst_request, "quic-stall": quic_stall, "reopen-flood": reopen_flood,
-          "ndt7-text": ndt7_text, "slowloris": slowloris, "rpm-large": rpm_large}[a.cmd]
+          "ndt7-text": ndt7_text, "slowloris": slowloris, "rpm-large": rpm_large, "rr-hoard": rr_hoard}[a.cmd]
     print(json.dumps(fn(a)), flush=True)
 
 

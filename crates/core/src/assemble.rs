@@ -306,8 +306,9 @@ fn stream_result(
         flow,
         bytes_sent: sent,
         bytes_received: received,
+        // A bulk sender checks nothing (0); a request/response client checks the responses.
         bytes_verified: if spec.verify {
-            rx.map_or(0, |r| r.bytes_verified).saturating_sub(omitted)
+            (rx.map_or(0, |r| r.bytes_verified) + tx.map_or(0, |t| t.bytes_verified)).saturating_sub(omitted)
         } else {
             0
         },
@@ -442,9 +443,11 @@ fn flow_summary(
         bytes_sent,
         bytes_received,
         bytes_verified: streams.iter().map(|s| s.bytes_verified).sum(),
+        // The receivers' and, in a request/response test, the client's (the responses it checked).
         corrupt_blocks: ids
             .iter()
-            .filter_map(|&id| stream(p.receiver, id))
+            .flat_map(|&id| [stream(p.receiver, id), stream(p.sender, id)])
+            .flatten()
             .map(|s| s.corrupt_blocks)
             .sum(),
         omitted_bytes: streams.iter().map(|s| s.omitted_bytes).sum(),
@@ -645,9 +648,13 @@ fn wire_summary(r: &EndpointReport) -> Option<crate::result::WireSummary> {
 /// Verification totals, the first corruption, and whether every packet carried different data.
 fn payload_summary(spec: &TestSpec, inp: &Inputs, bytes_verified: u64) -> PayloadSummary {
     use crate::payload::{PATTERN_NAME, UNIQUE_SEGMENT_MIN};
-    let corrupt: u64 = inp.streams_with(Role::Receiver).map(|s| s.corrupt_blocks).sum();
-    let first = inp
-        .streams_with(Role::Receiver)
+    // Whoever checked bytes: receivers, and in a request/response test the client (the responses).
+    let checked = || {
+        inp.streams_with(Role::Receiver)
+            .chain(inp.streams_with(Role::Sender))
+    };
+    let corrupt: u64 = checked().map(|s| s.corrupt_blocks).sum();
+    let first = checked()
         .filter_map(|s| s.first_corruption.clone())
         .min_by_key(|c| (c.stream, c.offset));
     let smallest_mss = inp

@@ -201,6 +201,38 @@ pub struct TestSpec {
     /// split. IPv6 never fragments on the way, so it changes nothing there.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub dont_fragment: bool,
+    /// A request/response test (`run --rr`) instead of a bulk one: each stream is a connection on
+    /// which the client sends requests and the server answers each with a response
+    /// (docs/request-response.md). Absent for a bulk test; a server that predates it ignores it
+    /// and would run a bulk test, so the client's first response never comes (its error says so).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transactions: Option<TransactionSpec>,
+}
+
+/// A request/response test's shape: what each request and response holds and how many requests a
+/// connection keeps unanswered at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TransactionSpec {
+    /// Bytes of each request (the payload's pattern, checked by the server).
+    pub request_bytes: u32,
+    /// Bytes of each response (the payload's pattern, checked by the client).
+    pub response_bytes: u32,
+    /// Requests sent before the first is answered, and kept unanswered from then on (netperf's
+    /// burst plus one): 1 sends each request only once the last is answered.
+    pub in_flight: u32,
+}
+
+/// The largest request or response of a request/response test.
+pub const MAX_TRANSACTION_BYTES: u32 = 1 << 20;
+/// The most requests a request/response connection keeps unanswered.
+pub const MAX_IN_FLIGHT: u32 = 1024;
+
+impl TransactionSpec {
+    /// The stream number the responses of stream `id` are patterned as (the requests are `id`'s):
+    /// past every stream a test can have, so no response can pass for a request.
+    pub fn response_stream(id: u32) -> u32 {
+        id | 0x8000_0000
+    }
 }
 
 fn is_one(n: &u32) -> bool {
@@ -284,6 +316,7 @@ impl Default for TestSpec {
             idle_timeout_s: None,
             tos: None,
             dont_fragment: false,
+            transactions: None,
         }
     }
 }
@@ -324,6 +357,20 @@ impl RcvLowat {
 /// A configuration value outside what landspeed accepts, with the value that was given.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ConfigError {
+    /// A request or response size out of range.
+    #[error("a request/response test's {what} must be 1 B..=1 MiB, got {bytes} B")]
+    TransactionSize {
+        /// "request" or "response".
+        what: &'static str,
+        /// The size given.
+        bytes: u32,
+    },
+    /// Requests in flight out of range.
+    #[error("a request/response test keeps 1..=1024 requests in flight, got {0}")]
+    InFlight(u32),
+    /// Something a request/response test cannot be run with.
+    #[error("a request/response test (--rr) runs over TCP, one way, for a time; it cannot take {0}")]
+    TransactionsWith(&'static str),
     /// A stream count out of range.
     #[error("streams must be 1..={MAX_STREAMS}, got {0}")]
     Streams(u32),
@@ -506,7 +553,48 @@ impl TestSpec {
         if let Some(f) = &self.file {
             self.validate_file(f)?;
         }
+        if let Some(t) = &self.transactions {
+            self.validate_transactions(t)?;
+        }
         Ok(())
+    }
+
+    /// A request/response test: its sizes and depth in range, over plain TCP (or MPTCP), one way,
+    /// timed, unpaced, with no warm-up and no file.
+    fn validate_transactions(&self, t: &TransactionSpec) -> Result<(), ConfigError> {
+        for (what, n) in [("request", t.request_bytes), ("response", t.response_bytes)] {
+            if !(1..=MAX_TRANSACTION_BYTES).contains(&n) {
+                return Err(ConfigError::TransactionSize { what, bytes: n });
+            }
+        }
+        if !(1..=MAX_IN_FLIGHT).contains(&t.in_flight) {
+            return Err(ConfigError::InFlight(t.in_flight));
+        }
+        let other = if self.transport == Transport::Udp {
+            Some("UDP (-u)")
+        } else if self.transport == Transport::Quic {
+            Some("QUIC (--quic)")
+        } else if self.tls.is_some() {
+            Some("TLS")
+        } else if self.direction != Direction::Forward {
+            Some("-R or --bidir")
+        } else if !matches!(self.end, EndCondition::Time(_)) {
+            Some("-n or -k (a request/response test is timed)")
+        } else if !self.omit_s.is_zero() {
+            Some("a warm-up (-O)")
+        } else if self.rate_bps.is_some() || self.fq_rate_bps.is_some() {
+            Some("a rate (-b, --fq-rate)")
+        } else if self.file.is_some() {
+            Some("a file")
+        } else if self.io != IoBackend::Epoll || self.tx != TxMode::Copy || self.rx != RxMode::Copy {
+            Some("io_uring, zero-copy or the discarding receiver")
+        } else {
+            None
+        };
+        match other {
+            Some(o) => Err(ConfigError::TransactionsWith(o)),
+            None => Ok(()),
+        }
     }
 
     /// Streams, write size, end condition, warm-up and interval.

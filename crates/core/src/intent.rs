@@ -87,6 +87,9 @@ pub struct TestIntent {
     pub mptcp: bool,
     /// TLS over every TCP data connection.
     pub tls: Option<TlsSpec>,
+    /// A request/response test's shape (`--rr`); None for a bulk test.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transactions: Option<crate::config::TransactionSpec>,
 }
 
 impl TestIntent {
@@ -134,6 +137,7 @@ impl TestIntent {
             connections: self.connections.unwrap_or(1),
             // The client sends its idle limit with the test (landspeed_net's client).
             idle_timeout_s: None,
+            transactions: self.transactions,
         };
         match client_cpus {
             Some(cpus) => spec.for_many_streams(cpus, self.length.is_some()),

@@ -32,6 +32,22 @@ pub struct TransactionShape {
     pub hold_us: u32,
 }
 
+impl TransactionShape {
+    /// The shape of landspeed's own request/response test (`run --rr`): requests and responses of
+    /// their sizes, `in_flight` of them unanswered at once, back to back.
+    pub fn landspeed(t: &crate::config::TransactionSpec) -> TransactionShape {
+        TransactionShape {
+            kind: "landspeed request/response".into(),
+            request_bytes: t.request_bytes,
+            response_bytes: t.response_bytes,
+            in_flight: t.in_flight,
+            burst: 0,
+            period_s: 0.0,
+            hold_us: 0,
+        }
+    }
+}
+
 /// One transaction test's figures.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct TransactionsReport {

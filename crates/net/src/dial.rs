@@ -320,6 +320,26 @@ pub(crate) fn measure<X: Send>(
     }
 }
 
+/// [`measure`] for a request/response test (`--rr`): its TCP streams through the engine's
+/// request/response transport; the transactions' figures beside the engine's output.
+pub(crate) fn measure_transactions<X: Send>(
+    opts: &ClientOptions,
+    (spec, t): (&TestSpec, landspeed_core::config::TransactionSpec),
+    streams: &[landspeed_engine::transport::tcp::DataStream],
+    local: SocketAddr,
+    (tx, rx): (&mpsc::Sender<Wake<X>>, &mpsc::Receiver<Wake<X>>),
+    hook: &mut dyn EngineHook<X>,
+) -> (
+    supervisor::EngineOutput,
+    landspeed_core::transactions::TransactionsReport,
+) {
+    let params = EngineParams::for_spec(spec, opts.threads, opts.cpus.clone(), opts.idle_timeout);
+    let flags = Flags::default();
+    let iface = landspeed_engine::host::interface_for(local.ip());
+    let wiring = Wiring::new(&flags, (tx, rx), hook, iface.as_deref());
+    landspeed_engine::transport::rr::run(streams, t, &params, wiring)
+}
+
 /// How and where a test ran, for the result.
 pub(crate) fn run_context(
     opts: &ClientOptions,

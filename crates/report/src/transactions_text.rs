@@ -14,7 +14,7 @@ pub fn render(r: &RunResult, t: &TransactionsReport) -> String {
     let mut out = String::new();
     head(&mut out, r, t);
     intervals(&mut out, t);
-    totals(&mut out, t);
+    totals(&mut out, t, r.streams.len());
     echo(&mut out, r, t);
     let _ = writeln!(out, "\nEnds:");
     crate::text::endpoint(&mut out, &r.local);
@@ -90,20 +90,21 @@ pub fn interval_line(i: &TransactionInterval) -> String {
     )
 }
 
-fn totals(out: &mut String, t: &TransactionsReport) {
+fn totals(out: &mut String, t: &TransactionsReport, streams: usize) {
     let _ = writeln!(
         out,
         "\nTransactions {} in {:.3} s: {:.1}/s",
         t.transactions, t.elapsed_s, t.per_s
     );
     if let Some(mean) = t.latency.mean_ms.filter(|m| *m > 0.0) {
-        // One connection with k requests in flight answers at most k per latency.
-        let bound = f64::from(t.shape.in_flight.max(1)) * 1e3 / mean;
+        // One connection with k requests in flight answers at most k per latency; c connections c
+        // times that.
+        let conns = t.shape.in_flight.max(1) as usize * streams.max(1);
+        let bound = conns as f64 * 1e3 / mean;
         let why = if t.shape.burst == 0 {
             format!(
-                "{:.0}% of the bound its latency sets ({} in flight / {mean:.3} ms mean = {bound:.0}/s): the rate is the latency's",
+                "{:.0}% of the bound its latency sets ({conns} in flight / {mean:.3} ms mean = {bound:.0}/s): the rate is the latency's",
                 100.0 * t.per_s / bound,
-                t.shape.in_flight.max(1)
             )
         } else {
             format!(
@@ -166,8 +167,17 @@ pub fn summary(l: &LatencySummary) -> String {
 
 fn echo(out: &mut String, r: &RunResult, t: &TransactionsReport) {
     let corrupt = r.payload.corrupt_blocks;
+    let ours = t.shape.kind.starts_with("landspeed");
     let line = match corrupt {
         _ if t.shape.request_bytes == 0 => "nothing sent: each connection opened and closed".into(),
+        _ if ours && !r.payload.verified => "not checked (--no-verify)".into(),
+        0 if ours && t.transactions > 0 => format!(
+            "every request and every response matched landspeed's pattern ({} checked; {} responses of {})",
+            Bytes(r.payload.bytes_verified),
+            t.transactions,
+            Bytes(u64::from(t.shape.response_bytes))
+        ),
+        n if ours => format!("{n} corrupt block(s) in the requests or responses: UNTRUSTED"),
         0 if t.transactions > 0 => format!(
             "every answer was its request sent back ({} answers of {})",
             t.transactions,

@@ -5,7 +5,7 @@
 
 use crate::common::values::{self, CpuList, IoArg, RxArg, TxArg};
 use clap::Args;
-use landspeed_core::config::{Direction, EndCondition, RxMode, Transport};
+use landspeed_core::config::{Direction, EndCondition, RxMode, TransactionSpec, Transport};
 use landspeed_core::intent::{Rate, TestIntent};
 use landspeed_core::units::{BitRate, Bytes};
 use std::time::Duration;
@@ -311,6 +311,25 @@ pub struct TestArgs {
     /// --quic: connections to spread the -P streams over, round-robin (-P is raised to N when smaller).
     #[arg(long, value_name = "N")]
     pub connections: Option<u32>,
+    /// A request/response test against `landspeed serve` (netperf's TCP_RR): on each of -P TCP
+    /// connections the client sends requests of --request bytes, the server answers each with
+    /// --response bytes, --in-flight of them outstanding at once; until -t. Reports transactions per
+    /// second and the latency distribution (min, p50, p90, p99, p99.9, max, a histogram); every
+    /// request and response is checked byte for byte. Example: `landspeed run HOST --rr -t 10`
+    /// (1-byte requests and responses, one at a time).
+    #[arg(long, conflicts_with_all = ["udp", "quic", "tls", "reverse", "bidir", "bytes", "blocks", "rate", "omit",
+          "iperf3", "iperf2", "quic_perf", "ndt7", "bounceback", "connect_rate", "connect_only", "send_file", "recv_file", "from"])]
+    pub rr: bool,
+    /// --rr: bytes of each request (1..=1M; default 1).
+    #[arg(long, value_name = "SIZE", value_parser = values::bytes, requires = "rr")]
+    pub request: Option<Bytes>,
+    /// --rr: bytes of each response (1..=1M; default 1).
+    #[arg(long, value_name = "SIZE", value_parser = values::bytes, requires = "rr")]
+    pub response: Option<Bytes>,
+    /// --rr: requests each connection keeps unanswered at once (1..=1024; default 1: each request
+    /// waits for the last one's response).
+    #[arg(long, value_name = "N", requires = "rr")]
+    pub in_flight: Option<u32>,
 }
 
 impl TestArgs {
@@ -368,6 +387,16 @@ impl TestArgs {
                 cipher: self.tls_cipher,
                 ktls: self.ktls,
             }),
+            transactions: self.rr.then(|| TransactionSpec {
+                request_bytes: self.request.map_or(1, clamp_u32),
+                response_bytes: self.response.map_or(1, clamp_u32),
+                in_flight: self.in_flight.unwrap_or(1),
+            }),
         }
     }
+}
+
+/// A size as a u32, an absurd one kept absurd (validation names the bound).
+fn clamp_u32(b: Bytes) -> u32 {
+    u32::try_from(b.get()).unwrap_or(u32::MAX)
 }

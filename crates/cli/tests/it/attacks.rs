@@ -588,3 +588,37 @@ fn quic_connections_that_open_no_stream_are_capped_and_closed_in_time() {
     let r = common::run_json("127.0.0.1", s.port, &["--quic", "-t", "0.5"]);
     assert_eq!(r["summary"]["bytes_sent"], r["summary"]["bytes_received"]);
 }
+
+#[test]
+fn a_request_response_client_that_never_reads_is_ended_at_the_idle_timeout_and_others_are_served() {
+    // 32 connections, each asking 1 MiB for every 1-byte request with 1,024 in flight, none read:
+    // the server owes more than it can send. Alone: the hoard's sockets load both CPUs for a while.
+    let _alone = common::alone();
+    let s = ServerProc::start("127.0.0.1", &["--idle-timeout", "2s"]);
+    let (pid, p) = (s.process().id(), s.port.to_string());
+    let (hoard, running) = Running::start(&["rr-hoard", "--port", &p, "--time", "8"]);
+    assert_eq!(running["running"], true, "{running}");
+    // Meanwhile an honest request/response client is served in full.
+    let o = landspeed(
+        &["run", "127.0.0.1", "-p", &p, "--rr", "-t", "1", "--no-save"],
+        Duration::from_secs(30),
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    // The hoard's streams end once nothing has moved for the idle timeout (2 s; its test is over
+    // when the hoard lets go, 8 s): each read one chunk of requests (at most 64 KiB), then owed a
+    // mebibyte per byte and read no more.
+    let line = common::line_with(&s, "32 stream(s) forward, received");
+    let figure = |after: &str, before: &str| -> f64 {
+        let rest = &line[line.find(after).unwrap_or_else(|| panic!("{line}")) + after.len()..];
+        rest[..rest.find(before).unwrap()].trim().parse().unwrap()
+    };
+    let (received, span_s) = (figure("received", " B"), figure("B in", " s"));
+    assert!(received <= 32.0 * 65536.0, "{line}");
+    assert!((1.5..5.0).contains(&span_s), "{line}");
+    let report = hoard.report();
+    assert_eq!(report["refused"], false, "{report}");
+    let rss = rss_kib(pid);
+    eprintln!("rr hoard: {line}; server RSS {} MiB: {report}", rss / 1024);
+    // What the server holds per connection is its buffers (at most 64 KiB each way), not what it owes.
+    assert!(rss < 96 * 1024, "server RSS {} MiB", rss / 1024);
+}

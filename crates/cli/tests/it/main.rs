@@ -42,6 +42,7 @@ mod quic;
 mod quic_interop;
 mod record;
 mod rpm;
+mod rr;
 mod sweep;
 mod tls;
 mod tos;

@@ -359,6 +359,31 @@ pub fn tight_timers() {
 
 // ---- readiness ----
 
+/// Waits up to `timeout` for one socket to be readable or (when `write`) writable; returns (readable,
+/// writable). An error or hang-up counts as readable: the next read says what it was.
+pub fn wait_one(sock: &TcpStream, write: bool, timeout: std::time::Duration) -> Result<(bool, bool)> {
+    let mut fd = libc::pollfd {
+        fd: raw(sock),
+        events: libc::POLLIN | if write { libc::POLLOUT } else { 0 },
+        revents: 0,
+    };
+    let ms = timeout.as_millis().clamp(0, i32::MAX as u128) as libc::c_int;
+    // SAFETY: one live pollfd.
+    let n = unsafe { libc::poll(&mut fd, 1, ms) };
+    if n < 0 {
+        let e = Error::last_os_error();
+        return match e.kind() {
+            std::io::ErrorKind::Interrupted => Ok((false, false)),
+            _ => Err(e),
+        };
+    }
+    let r = fd.revents;
+    Ok((
+        r & (libc::POLLIN | libc::POLLERR | libc::POLLHUP) != 0,
+        r & libc::POLLOUT != 0,
+    ))
+}
+
 /// mio's epoll, edge-triggered: `waiting` is not needed, epoll reports only what changed.
 pub struct Poller {
     poll: mio::Poll,

@@ -156,6 +156,27 @@ pub fn set_rcvlowat(_sock: &impl AsSock, _bytes: u64) -> Result<u64> {
     Err(refused("the receive low-water mark"))
 }
 
+/// Waits up to `timeout` for one socket to be readable or (when `write`) writable; returns (readable,
+/// writable). An error or hang-up counts as readable: the next read says what it was.
+pub fn wait_one(sock: &TcpStream, write: bool, timeout: std::time::Duration) -> Result<(bool, bool)> {
+    let mut fd = ws::WSAPOLLFD {
+        fd: raw(sock),
+        events: ws::POLLRDNORM | if write { ws::POLLWRNORM } else { 0 },
+        revents: 0,
+    };
+    let ms = timeout.as_millis().clamp(0, i32::MAX as u128) as i32;
+    // SAFETY: one live WSAPOLLFD.
+    let n = unsafe { ws::WSAPoll(&mut fd, 1, ms) };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let r = fd.revents;
+    Ok((
+        r & (ws::POLLRDNORM | ws::POLLERR | ws::POLLHUP) != 0,
+        r & ws::POLLWRNORM != 0,
+    ))
+}
+
 /// Whether the peer has closed or reset a connection that should be quiet now: WSAPoll without
 /// waiting, then a peek if it is readable (end-of-file or an error: gone; data: still there).
 pub fn peer_gone(s: &TcpStream) -> bool {

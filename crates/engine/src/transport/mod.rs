@@ -6,6 +6,7 @@
 //! I/O, QUIC, TLS) is one more implementation of [`Transport`].
 
 pub mod quic;
+pub mod rr;
 pub mod tcp;
 pub mod udp;
 

@@ -113,6 +113,11 @@ fn unverified(offered: &Test) -> Result<Test, ClientError> {
             what: "QUIC: iperf 2 speaks TCP and UDP".into(),
         });
     }
+    if offered.transactions.is_some() {
+        return Err(ClientError::NotWithIperf2 {
+            what: "landspeed's request/response test (--rr): iperf 2's is --bounceback".into(),
+        });
+    }
     if offered.tls.is_some() || offered.mptcp || offered.file.is_some() {
         return Err(ClientError::NotWithIperf2 {
             what: "TLS, MPTCP or files: its streams are plain TCP carrying its own bytes".into(),

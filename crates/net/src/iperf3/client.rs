@@ -268,6 +268,11 @@ fn offered_spec(opts: &ClientOptions) -> Result<Test, ClientError> {
             what: "TLS: iperf3 has no encrypted data mode",
         });
     }
+    if opts.spec.transactions.is_some() {
+        return Err(ClientError::NotWithIperf3 {
+            what: "a request/response test (--rr): iperf3 has none; against iperf 2 use --bounceback",
+        });
+    }
     let mut test = opts.spec.clone();
     if test.payload_key == 0 {
         test = test.with_payload_key(getrandom::u64().unwrap_or(0x5eed) | 1);

@@ -7,7 +7,10 @@
 mod setup;
 
 use crate::control::{ControlError, Event, Input, Link, WaitError, Wire};
-use crate::dial::{latency, measure, run_context, ClientError, ClientEvent, ClientOptions, LiveIntervals};
+use crate::dial::{
+    latency, measure, measure_transactions, run_context, ClientError, ClientEvent, ClientOptions,
+    LiveIntervals,
+};
 use crate::streams::DataPaths;
 use landspeed_core::assemble::Inputs;
 use landspeed_core::config::{Flow, Test, TestSpec, Transport};
@@ -221,6 +224,8 @@ impl ServerSide {
 /// This end's part once its streams are done.
 struct Done {
     out: EngineOutput,
+    /// A request/response test's figures (`--rr`).
+    transactions: Option<landspeed_core::transactions::TransactionsReport>,
     report: EndpointReport,
     incoming: Option<landspeed_engine::files::Incoming>,
     started_unix_s: f64,
@@ -310,15 +315,21 @@ impl Run<'_> {
             live: LiveIntervals::default(),
             failure: None,
         };
-        let data = (&data, UdpFormat::Landspeed);
-        let out = measure(
-            self.opts,
-            self.spec,
-            data,
-            self.at.0,
-            (&link.tx, &link.rx),
-            &mut hook,
-        );
+        let wake = (&link.tx, &link.rx);
+        let (out, transactions) = match (&data, self.spec.transactions) {
+            (DataPaths::Tcp(streams), Some(t)) => {
+                let (out, report) =
+                    measure_transactions(self.opts, (self.spec, t), streams, self.at.0, wake, &mut hook);
+                (out, Some(report))
+            }
+            _ => {
+                let data = (&data, UdpFormat::Landspeed);
+                (
+                    measure(self.opts, self.spec, data, self.at.0, wake, &mut hook),
+                    None,
+                )
+            }
+        };
         if let Some(f) = hook.failure.take() {
             return Err(f);
         }
@@ -331,6 +342,7 @@ impl Run<'_> {
         link.wire.local(|s, now| s.on_local_done(mine, now))?;
         self.done = Some(Done {
             out,
+            transactions,
             report,
             incoming,
             started_unix_s,
@@ -390,7 +402,9 @@ impl Run<'_> {
             client_samples: &done.out.samples,
             server_samples: &self.server.samples,
         };
-        Ok(result(&inputs, self.latency, done.incoming))
+        let mut r = result(&inputs, self.latency, done.incoming);
+        r.transactions = done.transactions;
+        Ok(r)
     }
 }
 

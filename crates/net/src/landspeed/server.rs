@@ -799,7 +799,11 @@ fn measure(link: &mut ServerLink, accepted: Accepted, shared: &Shared, log: &mut
                 .and_then(|s| s.socket.local_addr().ok())
                 .and_then(|a| landspeed_engine::host::interface_for(a.ip()));
             let wiring = Wiring::new(&flags, wake, &mut hook, iface.as_deref());
-            supervisor::run(&Tcp(s), &params, wiring)
+            match test.transactions {
+                // The server's side of a request/response test: its answers; the figures are the client's.
+                Some(t) => landspeed_engine::transport::rr::run(s, t, &params, wiring).0,
+                None => supervisor::run(&Tcp(s), &params, wiring),
+            }
         }
         DataPaths::Udp(s) => {
             let params = EngineParams::for_spec(&test, None, None, idle);
