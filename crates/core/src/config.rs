@@ -539,6 +539,10 @@ impl TestSpec {
     /// Checks every field against landspeed's limits. The server calls this on what a client sent.
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.validate_amounts()?;
+        // Before the transport's own checks: what a request/response test cannot be is said as such.
+        if let Some(t) = &self.transactions {
+            self.validate_transactions(t)?;
+        }
         self.validate_tcp_options()?;
         self.validate_data_path()?;
         if self.dont_fragment && self.transport != Transport::Udp {
@@ -552,9 +556,6 @@ impl TestSpec {
         }
         if let Some(f) = &self.file {
             self.validate_file(f)?;
-        }
-        if let Some(t) = &self.transactions {
-            self.validate_transactions(t)?;
         }
         Ok(())
     }
@@ -984,6 +985,64 @@ mod tests {
     #[test]
     fn default_is_valid() {
         TestSpec::default().validate().unwrap();
+    }
+
+    #[test]
+    fn a_request_response_test_is_held_to_its_bounds_and_to_plain_timed_tcp() {
+        let t = |request_bytes, response_bytes, in_flight| TestSpec {
+            transactions: Some(TransactionSpec {
+                request_bytes,
+                response_bytes,
+                in_flight,
+            }),
+            ..TestSpec::default()
+        };
+        t(1, 1, 1).validate().unwrap();
+        t(MAX_TRANSACTION_BYTES, MAX_TRANSACTION_BYTES, MAX_IN_FLIGHT)
+            .validate()
+            .unwrap();
+        assert!(matches!(
+            t(0, 1, 1).validate(),
+            Err(ConfigError::TransactionSize {
+                what: "request",
+                bytes: 0
+            })
+        ));
+        let over = MAX_TRANSACTION_BYTES + 1;
+        assert!(matches!(
+            t(1, over, 1).validate(),
+            Err(ConfigError::TransactionSize { what: "response", .. })
+        ));
+        assert!(matches!(t(1, 1, 0).validate(), Err(ConfigError::InFlight(0))));
+        assert!(matches!(
+            t(1, 1, MAX_IN_FLIGHT + 1).validate(),
+            Err(ConfigError::InFlight(_))
+        ));
+        let with = |f: fn(&mut TestSpec)| {
+            let mut s = t(1, 1, 1);
+            f(&mut s);
+            s.validate()
+        };
+        for (f, said) in [
+            (
+                (|s: &mut TestSpec| s.transport = Transport::Udp) as fn(&mut TestSpec),
+                "UDP (-u)",
+            ),
+            (|s| s.direction = Direction::Reverse, "-R or --bidir"),
+            (
+                |s| s.end = EndCondition::Bytes(1000),
+                "-n or -k (a request/response test is timed)",
+            ),
+            (|s| s.omit_s = Duration::from_secs(1), "a warm-up (-O)"),
+            (|s| s.rate_bps = Some(1e6), "a rate (-b, --fq-rate)"),
+        ] {
+            assert!(
+                matches!(with(f), Err(ConfigError::TransactionsWith(w)) if w == said),
+                "{said}"
+            );
+        }
+        // Responses are patterned past every stream number a test can have.
+        assert!(TransactionSpec::response_stream(MAX_STREAMS * 2) > MAX_STREAMS * 2);
     }
 
     #[test]

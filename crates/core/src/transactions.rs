@@ -337,6 +337,11 @@ impl TransactionLog {
         &self.intervals[before..]
     }
 
+    /// Every interval closed so far (by [`TransactionLog::advance`] or a transaction's record).
+    pub fn closed(&self) -> &[TransactionInterval] {
+        &self.intervals
+    }
+
     /// The shape it records.
     pub fn shape(&self) -> &TransactionShape {
         &self.shape

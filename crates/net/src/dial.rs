@@ -321,10 +321,15 @@ pub(crate) fn measure<X: Send>(
 }
 
 /// [`measure`] for a request/response test (`--rr`): its TCP streams through the engine's
-/// request/response transport; the transactions' figures beside the engine's output.
+/// request/response transport, the transactions into `log` (which the hook may read as they
+/// come); their figures beside the engine's output.
 pub(crate) fn measure_transactions<X: Send>(
     opts: &ClientOptions,
-    (spec, t): (&TestSpec, landspeed_core::config::TransactionSpec),
+    (spec, t, log): (
+        &TestSpec,
+        landspeed_core::config::TransactionSpec,
+        &std::sync::Mutex<landspeed_core::transactions::TransactionLog>,
+    ),
     streams: &[landspeed_engine::transport::tcp::DataStream],
     local: SocketAddr,
     (tx, rx): (&mpsc::Sender<Wake<X>>, &mpsc::Receiver<Wake<X>>),
@@ -337,7 +342,7 @@ pub(crate) fn measure_transactions<X: Send>(
     let flags = Flags::default();
     let iface = landspeed_engine::host::interface_for(local.ip());
     let wiring = Wiring::new(&flags, (tx, rx), hook, iface.as_deref());
-    landspeed_engine::transport::rr::run(streams, t, &params, wiring)
+    landspeed_engine::transport::rr::run(streams, (t, log), &params, wiring)
 }
 
 /// How and where a test ran, for the result.

@@ -96,6 +96,36 @@ fn every_transaction_is_counted_and_every_byte_both_ways_checked() {
             "{args}: {n}: {line}"
         );
     }
+    // The live lines are the transactions, each interval as it closes.
+    let p = s.port.to_string();
+    let o = common::landspeed(
+        &[
+            "run",
+            "127.0.0.1",
+            "-p",
+            &p,
+            "--rr",
+            "-t",
+            "1",
+            "-i",
+            "0.25",
+            "--json-stream",
+            "--no-save",
+        ],
+        Duration::from_secs(30),
+    );
+    let events: Vec<Value> = o
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let live = events.iter().filter(|e| e["event"] == "transactions").count();
+    assert_eq!(live, 4, "{}", o.stdout);
+    assert!(
+        !events.iter().any(|e| e["event"] == "interval"),
+        "no byte intervals: {}",
+        o.stdout
+    );
     let big = "-t 1 --in-flight 3 --request 1M --response 1";
     let (code, r, err) = rr(s.port, big, &[]);
     assert_eq!(code, 0, "{big}: {err}");

@@ -42,7 +42,7 @@ pub struct Rr<'a> {
     /// What each request and response holds, and how many are in flight.
     pub spec: TransactionSpec,
     /// The client's transactions (unused at the server).
-    pub log: Mutex<TransactionLog>,
+    pub log: &'a Mutex<TransactionLog>,
 }
 
 impl Transport for Rr<'_> {
@@ -71,7 +71,7 @@ impl Transport for Rr<'_> {
             .map(|&i| {
                 let mut end = End::new(&self.streams[i], &meters[i], self.spec, p);
                 let out = match end.ds.role {
-                    Role::Sender => end.ask(p, flags, t0, &self.log),
+                    Role::Sender => end.ask(p, flags, t0, self.log),
                     Role::Receiver => end.answer(p, flags),
                 };
                 meters[i].finished.store(true, Relaxed);
@@ -89,27 +89,35 @@ impl Transport for Rr<'_> {
     }
 }
 
-/// Runs a request/response test's streams through the supervisor; the client's transactions come
-/// back beside the engine's output (the server's log stays empty), counted over the test's time.
+/// The log a request/response test's client records into: `spec`'s shape, an interval every
+/// `interval` (the caller may read it as the test runs, as the live lines do).
+pub fn new_log(spec: &TransactionSpec, interval: Duration) -> Mutex<TransactionLog> {
+    Mutex::new(TransactionLog::new(
+        TransactionShape::landspeed(spec),
+        ns(interval),
+    ))
+}
+
+/// Runs a request/response test's streams through the supervisor, the client's transactions into
+/// `log` (the server's stays empty); its report comes back beside the engine's output, counted
+/// over the test's time.
 pub fn run<X: Send>(
     streams: &[DataStream],
-    spec: TransactionSpec,
+    (spec, log): (TransactionSpec, &Mutex<TransactionLog>),
     p: &EngineParams,
     wiring: crate::supervisor::Wiring<'_, X>,
 ) -> (crate::supervisor::EngineOutput, TransactionsReport) {
-    let shape = TransactionShape::landspeed(&spec);
-    let interval_ns = ns(p.interval);
-    let rr = Rr {
-        streams,
-        spec,
-        log: Mutex::new(TransactionLog::new(shape, interval_ns)),
-    };
+    let rr = Rr { streams, spec, log };
     let out = crate::supervisor::run(&rr, p, wiring);
     // The test's time: what came after it is the answers to requests already in flight.
     let elapsed = Duration::from_secs_f64(out.elapsed_s);
     let end = p.send_time.map_or(elapsed, |t| t.min(elapsed));
-    let log = rr.log.into_inner().unwrap_or_else(|e| e.into_inner());
-    (out, log.finish(ns(end)))
+    let mut held = log.lock().unwrap_or_else(|e| e.into_inner());
+    let spent = std::mem::replace(
+        &mut *held,
+        TransactionLog::new(TransactionShape::landspeed(&spec), 0),
+    );
+    (out, spent.finish(ns(end)))
 }
 
 /// One end of one connection: what it has written and read, and what it owes.

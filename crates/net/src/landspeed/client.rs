@@ -16,7 +16,9 @@ use landspeed_core::assemble::Inputs;
 use landspeed_core::config::{Flow, Test, TestSpec, Transport};
 use landspeed_core::endpoint::{EndpointReport, IntervalSample};
 use landspeed_core::result::{Authentication, RunResult};
+use landspeed_core::transactions::TransactionLog;
 use landspeed_engine::supervisor::{EngineHook, EngineOutput, Flags};
+use landspeed_engine::transport::rr;
 use landspeed_engine::transport::udp::UdpFormat;
 use landspeed_proto::{
     ClientAction, ClientPhase, ClientSession, Conn, Message, Preamble, ProtocolError, StreamKey,
@@ -25,6 +27,7 @@ use landspeed_proto::{
 use setup::{latency_begins, local_report, open_data, result, start_warnings, test_spec, timers, LocalFile};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::Mutex;
 use std::time::{Instant, SystemTime};
 
 type ClientLink = Link<Conn<ClientSession>>;
@@ -208,6 +211,11 @@ struct ServerSide {
 impl ServerSide {
     /// A server sample: kept for the result, and shown live where the server receives.
     fn take(&mut self, sample: IntervalSample, spec: &TestSpec, on_event: &mut dyn FnMut(ClientEvent)) {
+        if spec.transactions.is_some() {
+            // A request/response test's live lines are its transactions (this end's hook).
+            self.samples.push(sample);
+            return;
+        }
         let iv = self
             .live
             .convert(&sample, |id| spec.flow_of(id) == Flow::ClientToServer);
@@ -306,6 +314,10 @@ impl Run<'_> {
         });
         let started_unix_s = wait_for_start(self.opts);
         link.wire.local(|s, _| s.start())?;
+        let log = self
+            .spec
+            .transactions
+            .map(|t| rr::new_log(&t, self.spec.interval_s));
         let mut hook = Hook {
             wire: &mut link.wire,
             spec: self.spec,
@@ -314,12 +326,14 @@ impl Run<'_> {
             server: &mut self.server,
             live: LiveIntervals::default(),
             failure: None,
+            transactions: log.as_ref(),
+            shown: 0,
         };
         let wake = (&link.tx, &link.rx);
-        let (out, transactions) = match (&data, self.spec.transactions) {
-            (DataPaths::Tcp(streams), Some(t)) => {
-                let (out, report) =
-                    measure_transactions(self.opts, (self.spec, t), streams, self.at.0, wake, &mut hook);
+        let (out, transactions) = match (&data, self.spec.transactions, &log) {
+            (DataPaths::Tcp(streams), Some(t), Some(log)) => {
+                let rr: (&TestSpec, _, _) = (self.spec, t, log);
+                let (out, report) = measure_transactions(self.opts, rr, streams, self.at.0, wake, &mut hook);
                 (out, Some(report))
             }
             _ => {
@@ -433,10 +447,28 @@ struct Hook<'a> {
     server: &'a mut ServerSide,
     live: LiveIntervals,
     failure: Option<Fail>,
+    /// A request/response test's transactions as they come: its live lines.
+    transactions: Option<&'a Mutex<TransactionLog>>,
+    /// Its intervals shown so far.
+    shown: usize,
 }
 
 impl EngineHook<Input> for Hook<'_> {
     fn on_sample(&mut self, sample: &IntervalSample) {
+        if let Some(log) = self.transactions {
+            // The workers close intervals too, as their transactions pass a boundary: what is new
+            // since the last sample is what this one shows.
+            let closed: Vec<_> = {
+                let mut l = log.lock().unwrap_or_else(|e| e.into_inner());
+                l.advance((sample.end_s * 1e9) as u64);
+                l.closed()[self.shown.min(l.closed().len())..].to_vec()
+            };
+            self.shown += closed.len();
+            for interval in closed {
+                (self.on_event)(ClientEvent::Transactions { interval });
+            }
+            return;
+        }
         let spec = self.spec;
         let iv = self
             .live

@@ -801,7 +801,10 @@ fn measure(link: &mut ServerLink, accepted: Accepted, shared: &Shared, log: &mut
             let wiring = Wiring::new(&flags, wake, &mut hook, iface.as_deref());
             match test.transactions {
                 // The server's side of a request/response test: its answers; the figures are the client's.
-                Some(t) => landspeed_engine::transport::rr::run(s, t, &params, wiring).0,
+                Some(t) => {
+                    let log = landspeed_engine::transport::rr::new_log(&t, test.interval_s);
+                    landspeed_engine::transport::rr::run(s, (t, &log), &params, wiring).0
+                }
                 None => supervisor::run(&Tcp(s), &params, wiring),
             }
         }
