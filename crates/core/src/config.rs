@@ -369,7 +369,7 @@ pub enum ConfigError {
     #[error("a request/response test keeps 1..=1024 requests in flight, got {0}")]
     InFlight(u32),
     /// Something a request/response test cannot be run with.
-    #[error("a request/response test (--rr) runs over TCP, one way, for a time; it cannot take {0}")]
+    #[error("a request/response test (--rr) runs over TCP or TLS, one way, for a time; it cannot take {0}")]
     TransactionsWith(&'static str),
     /// A stream count out of range.
     #[error("streams must be 1..={MAX_STREAMS}, got {0}")]
@@ -560,8 +560,8 @@ impl TestSpec {
         Ok(())
     }
 
-    /// A request/response test: its sizes and depth in range, over plain TCP (or MPTCP), one way,
-    /// timed, unpaced, with no warm-up and no file.
+    /// A request/response test: its sizes and depth in range, over TCP (MPTCP and TLS included),
+    /// one way, timed, unpaced, with no warm-up and no file.
     fn validate_transactions(&self, t: &TransactionSpec) -> Result<(), ConfigError> {
         for (what, n) in [("request", t.request_bytes), ("response", t.response_bytes)] {
             if !(1..=MAX_TRANSACTION_BYTES).contains(&n) {
@@ -575,8 +575,6 @@ impl TestSpec {
             Some("UDP (-u)")
         } else if self.transport == Transport::Quic {
             Some("QUIC (--quic)")
-        } else if self.tls.is_some() {
-            Some("TLS")
         } else if self.direction != Direction::Forward {
             Some("-R or --bidir")
         } else if !matches!(self.end, EndCondition::Time(_)) {

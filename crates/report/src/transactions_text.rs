@@ -36,10 +36,13 @@ fn head(out: &mut String, r: &RunResult, t: &TransactionsReport) {
     } else {
         format!("bursts of {} every {:.3} s", s.burst, s.period_s)
     };
-    let hold = match s.hold_us {
+    let mut hold = match s.hold_us {
         0 => String::new(),
         us => format!(", the server holding each {:.3} ms", f64::from(us) / 1e3),
     };
+    if let Some(tls) = &r.data_path.tls {
+        hold.push_str(&format!(", over TLS ({}; {})", tls.suite, tls.record_layer));
+    }
     let _ = writeln!(
         out,
         "\nRequest/response test ({}), {} -> {}: {} requests, {} answers, {} in flight, {pace}{hold}{}",

@@ -317,7 +317,7 @@ pub struct TestArgs {
     /// second and the latency distribution (min, p50, p90, p99, p99.9, max, a histogram); every
     /// request and response is checked byte for byte. Example: `landspeed run HOST --rr -t 10`
     /// (1-byte requests and responses, one at a time).
-    #[arg(long, conflicts_with_all = ["udp", "quic", "tls", "reverse", "bidir", "bytes", "blocks", "rate", "omit",
+    #[arg(long, conflicts_with_all = ["udp", "quic", "reverse", "bidir", "bytes", "blocks", "rate", "omit",
           "iperf3", "iperf2", "quic_perf", "ndt7", "bounceback", "connect_rate", "connect_only", "send_file", "recv_file", "from"])]
     pub rr: bool,
     /// --rr: bytes of each request (1..=1M; default 1).

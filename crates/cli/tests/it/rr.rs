@@ -46,6 +46,13 @@ fn every_transaction_is_counted_and_every_byte_both_ways_checked() {
             20 * 1024,
         ),
         ("-t 1 --in-flight 3 --request 3M --response 1", 3 << 20, 1),
+        // Over TLS: the records sealed as they are generated, checked where they are opened.
+        (
+            "-t 1 --tls --in-flight 4 --request 5000 --response 300",
+            5000,
+            300,
+        ),
+        ("-t 1 --tls", 1, 1),
     ] {
         let (code, r, err) = rr(s.port, args, &[]);
         if args.contains("3M") {
@@ -150,6 +157,17 @@ fn a_flipped_request_or_response_byte_fails_the_run() {
         "{}",
         r["payload"]
     );
+    // The same over TLS, the byte flipped where its record was opened.
+    let flip = [("LANDSPEED_FAULT_FLIP", "2147483648:9")];
+    let (code, r, err) = rr(s.port, "-t 1 --tls --in-flight 2", &flip);
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(
+        u(&r["payload"]["first_corruption"]["offset"]),
+        9,
+        "{}",
+        r["payload"]
+    );
+    assert!(r["data_path"]["tls"]["suite"].is_string(), "{}", r["data_path"]);
 }
 
 #[test]

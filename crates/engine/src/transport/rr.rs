@@ -10,6 +10,10 @@
 //! fit, as a ping-pong of two threads does. With more in flight both ends poll the one socket for
 //! reading and writing at once, so neither can fill the other's buffers while itself not reading.
 //!
+//! Over TLS (`--tls`) the same, through the engine's record layer: requests and responses are
+//! sealed as they are generated and checked where their records are opened, anything sealed and
+//! not yet written is written before the end waits, and each end's close begins with close_notify.
+//!
 //! The client's latencies go into one [`TransactionLog`] shared by its streams (a lock per
 //! transaction; the supervisor's byte meters count the requests). A stream's bytes in the report are
 //! its requests'; its responses are in the transactions' figures.
@@ -32,6 +36,8 @@ use std::time::{Duration, Instant};
 const TICK: Duration = Duration::from_millis(10);
 /// The most bytes one system call writes or reads.
 const CHUNK: usize = 64 * 1024;
+/// How long a TLS end may take to hand its last records and close_notify to the kernel.
+const TLS_CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
 /// What a capped stream may run ahead of its rate.
 const CAP_BURST: f64 = 256.0 * 1024.0;
 
@@ -173,15 +179,24 @@ impl<'a> End<'a> {
         Ok(())
     }
 
-    /// Writes up to `n` bytes of stream `stream`'s pattern at `self.written`; the bytes written, 0
-    /// when the socket would block.
+    /// Writes up to `n` bytes of stream `stream`'s pattern at `self.written` (over TLS: seals them,
+    /// and writes what the socket takes); the bytes taken, 0 when the socket would block.
     fn write_some(&mut self, stream: u32, n: u64) -> std::io::Result<usize> {
         let n = (n as usize).min(CHUNK);
-        let buf = self.gen.fill(stream, self.written, n);
-        match (&self.ds.socket).write(buf) {
+        let sent = match &self.ds.tls {
+            Some(t) => {
+                let (gen, at) = (&mut self.gen, self.written);
+                t.lock()
+                    .send(&self.ds.socket, |room| gen.fill_spare(stream, at, n.min(room)))
+            }
+            None => (&self.ds.socket).write(self.gen.fill(stream, self.written, n)),
+        };
+        match sent {
             Ok(w) => {
                 self.written += w as u64;
-                self.last_progress = Instant::now();
+                if w > 0 {
+                    self.last_progress = Instant::now();
+                }
                 Ok(w)
             }
             Err(e) if would_block(&e) => Ok(0),
@@ -189,19 +204,26 @@ impl<'a> End<'a> {
         }
     }
 
-    /// Reads what is there (at most up to `limit` more bytes), checks it as stream `stream`'s
-    /// pattern; None at end of file, Some(0) when nothing came.
+    /// Over TLS, writes what was sealed and is still here; true while some is (the socket is
+    /// then waited on for writing too). Plain TCP keeps nothing back.
+    fn flush(&self) -> std::io::Result<bool> {
+        match &self.ds.tls {
+            Some(t) => t.lock().flush_pending(&self.ds.socket),
+            None => Ok(false),
+        }
+    }
+
+    /// Reads what is there (at most up to `limit` more bytes; over TLS the records that came),
+    /// checks it as stream `stream`'s pattern; None at end of file (over TLS, the peer's
+    /// close_notify), Some(0) when nothing came.
     fn read_some(&mut self, stream: u32, limit: u64) -> std::io::Result<Option<usize>> {
-        let n = (limit as usize).clamp(1, self.rbuf.len());
-        match (&self.ds.socket).read(&mut self.rbuf[..n]) {
+        let got = match &self.ds.tls {
+            Some(t) => self.read_tls(t, stream),
+            None => self.read_plain(stream, limit),
+        };
+        match got {
             Ok(0) => Ok(None),
             Ok(r) => {
-                #[cfg(feature = "fault-injection")]
-                super::tcp::fault::flip(stream, self.read, &mut self.rbuf[..r]);
-                if let Some(v) = self.verifier.as_mut() {
-                    self.out
-                        .verify_at(v, stream, self.read, &mut self.last_bad_block, &self.rbuf[..r]);
-                }
                 self.read += r as u64;
                 self.last_progress = Instant::now();
                 Ok(Some(r))
@@ -209,6 +231,43 @@ impl<'a> End<'a> {
             Err(e) if would_block(&e) => Ok(Some(0)),
             Err(e) => Err(e),
         }
+    }
+
+    fn read_plain(&mut self, stream: u32, limit: u64) -> std::io::Result<usize> {
+        let n = (limit as usize).clamp(1, self.rbuf.len());
+        let r = (&self.ds.socket).read(&mut self.rbuf[..n])?;
+        #[cfg(feature = "fault-injection")]
+        super::tcp::fault::flip(stream, self.read, &mut self.rbuf[..r]);
+        if let Some(v) = self.verifier.as_mut() {
+            self.out
+                .verify_at(v, stream, self.read, &mut self.last_bad_block, &self.rbuf[..r]);
+        }
+        Ok(r)
+    }
+
+    /// One TLS receive: each record's content checked where it was opened.
+    fn read_tls(&mut self, t: &super::tcp::tls::TlsLink, stream: u32) -> std::io::Result<usize> {
+        let (out, last_bad, mut at) = (&mut self.out, &mut self.last_bad_block, self.read);
+        let mut v = self.verifier.as_mut();
+        t.lock().recv(&self.ds.socket, |plain| {
+            #[cfg(feature = "fault-injection")]
+            super::tcp::fault::flip(stream, at, plain);
+            if let Some(v) = v.as_deref_mut() {
+                out.verify_at(v, stream, at, last_bad, plain);
+            }
+            at += plain.len() as u64;
+        })
+    }
+
+    /// This end is done writing: over TLS its close_notify goes first (and the socket is set back
+    /// to this end's way of waiting), then the write side is shut.
+    fn shut(&self) -> std::io::Result<()> {
+        if let Some(t) = &self.ds.tls {
+            t.lock().close(&self.ds.socket, TLS_CLOSE_TIMEOUT)?;
+            self.prepare()?;
+        }
+        let _ = self.ds.socket.shutdown(Shutdown::Write);
+        Ok(())
     }
 
     /// The client: requests out, responses in, each transaction's latency into `log`, until the
@@ -229,9 +288,15 @@ impl<'a> End<'a> {
                 Ok(w) => w,
                 Err(e) => return self.ended(Some(format!("sending a request: {e}"))),
             };
+            let held = match self.flush() {
+                Ok(h) => h,
+                Err(e) => return self.ended(Some(format!("sending a request: {e}"))),
+            };
             let req = u64::from(self.spec.request_bytes);
             if stopping && q.pending.is_empty() && self.written == q.begun * req && !q.shut {
-                let _ = self.ds.socket.shutdown(Shutdown::Write);
+                if let Err(e) = self.shut() {
+                    return self.ended(Some(format!("ending the connection: {e}")));
+                }
                 q.shut = true;
             }
             let got = match self.take_responses(&mut q, t0, log) {
@@ -240,7 +305,8 @@ impl<'a> End<'a> {
                 Err(e) => return self.ended(Some(e)),
             };
             if !self.blocking && wrote == 0 && got == 0 {
-                let more = self.written < q.begun * req
+                let more = held
+                    || self.written < q.begun * req
                     || (!stopping && q.pending.len() < self.spec.in_flight as usize);
                 if let Err(e) = crate::os::wait_one(&self.ds.socket, more, TICK) {
                     return self.ended(Some(format!("waiting on the socket: {e}")));
@@ -344,11 +410,15 @@ impl<'a> End<'a> {
                 },
             };
             let owed = owed - wrote as u64;
+            let held = match self.flush() {
+                Ok(h) => h,
+                Err(e) => return self.ended(Some(format!("sending a response: {e}"))),
+            };
             // The server's limits (--max-bytes, --max-rate) see both ways: its meter counts both.
             self.meter.bytes.store(self.read + self.written, Relaxed);
             if client_done && owed == 0 {
-                let _ = self.ds.socket.shutdown(Shutdown::Write);
-                return self.ended(None);
+                let shut = self.shut().err().map(|e| format!("ending the connection: {e}"));
+                return self.ended(shut);
             }
             // One request at a time: its response goes whole before the next is read.
             let may_read = !client_done && owed < owed_cap && !(self.blocking && owed > 0);
@@ -364,7 +434,7 @@ impl<'a> End<'a> {
                 },
             };
             if !self.blocking && wrote == 0 && got == 0 && !client_done {
-                if let Err(e) = crate::os::wait_one(&self.ds.socket, owed > 0, TICK) {
+                if let Err(e) = crate::os::wait_one(&self.ds.socket, owed > 0 || held, TICK) {
                     return self.ended(Some(format!("waiting on the socket: {e}")));
                 }
             }

@@ -139,13 +139,13 @@ impl TlsLink {
     }
 
     /// The session, for the worker that drives the stream.
-    pub(super) fn lock(&self) -> MutexGuard<'_, Session> {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Session> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
 /// The session and this end's buffers, owned by the one worker that drives the stream.
-pub(super) struct Session {
+pub(crate) struct Session {
     kernel: Kernel,
     tx: Keys,
     rx: Keys,
@@ -238,7 +238,7 @@ impl Session {
     /// there is room for; it hands the payload back followed by one byte this call may overwrite, see
     /// `Generator::fill_spare`); returns the payload bytes taken (WouldBlock while the socket holds
     /// earlier records back).
-    pub(super) fn send<'b>(
+    pub(crate) fn send<'b>(
         &mut self,
         sock: &TcpStream,
         plain: impl FnOnce(usize) -> &'b mut [u8],
@@ -348,6 +348,14 @@ impl Session {
     }
 
     /// Writes sealed records to the socket until none is left (or it would block).
+    /// Writes what was sealed and not yet written, as far as the socket takes it; true while some is
+    /// still waiting (a request/response end must not wait for an answer to a request still here).
+    pub(crate) fn flush_pending(&mut self, sock: &TcpStream) -> std::io::Result<bool> {
+        self.flush(sock).or_else(would_block_ok)?;
+        self.flush_control(sock).or_else(would_block_ok)?;
+        Ok(self.out_pos < self.out_len || self.offload.as_ref().is_some_and(|o| o.control.is_some()))
+    }
+
     fn flush(&mut self, sock: &TcpStream) -> std::io::Result<()> {
         while self.out_pos < self.out_len {
             match (&mut &*sock).write(&self.out[self.out_pos..self.out_len]) {
@@ -364,7 +372,7 @@ impl Session {
     /// to `each` (mutable: the fault injection of the tests flips a byte there); returns the content
     /// bytes handed over: Ok(0) at the peer's close_notify, UnexpectedEof when the connection ended
     /// without one, WouldBlock when the socket has nothing more yet.
-    pub(super) fn recv(
+    pub(crate) fn recv(
         &mut self,
         sock: &TcpStream,
         mut each: impl FnMut(&mut [u8]),
@@ -515,7 +523,7 @@ impl Session {
     }
 
     /// A sender's end: close_notify, then every sealed byte out (blocking up to `timeout`).
-    pub(super) fn close(&mut self, sock: &TcpStream, timeout: Duration) -> std::io::Result<()> {
+    pub(crate) fn close(&mut self, sock: &TcpStream, timeout: Duration) -> std::io::Result<()> {
         sock.set_nonblocking(false)?;
         sock.set_write_timeout(Some(timeout))?;
         if self.offload.is_some() {
