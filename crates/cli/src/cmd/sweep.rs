@@ -113,6 +113,10 @@ fn cell_args(host: &str, extra: &[String]) -> Result<RunArgs> {
             a.iperf2,
         ),
         (
+            "a bulk test in every cell (--rr, --bounceback, --connect-rate and --connect-only are not)",
+            t.rr || a.bounceback.is_some() || a.connect_rate || a.connect_only,
+        ),
+        (
             "the generated payload (leave out --send-file, --recv-file and --from)",
             a.send_file.is_some() || a.recv_file.is_some() || a.from.is_some(),
         ),

@@ -210,4 +210,20 @@ fn what_a_request_response_test_cannot_be_is_refused_in_one_line() {
     let o = common::landspeed(&["run", "127.0.0.1", "--request", "10"], Duration::from_secs(10));
     assert_eq!(o.code, 2);
     assert!(o.stderr.contains("--rr"), "{}", o.stderr);
+    // A sweep's cells are rates: a request/response test is not one.
+    let o = common::landspeed(
+        &[
+            "sweep",
+            "127.0.0.1",
+            "--windows",
+            "64K",
+            "--time",
+            "1",
+            "--",
+            "--rr",
+        ],
+        Duration::from_secs(10),
+    );
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(o.stderr.contains("(--rr, --bounceback"), "{}", o.stderr);
 }
