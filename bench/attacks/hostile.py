@@ -547,23 +547,32 @@ def random_sessions(a):
     return {"attack": "random-sessions", "sent": done}
 
 
-def worst_request(a):
-    """The largest test the server's defaults allow: many streams, the largest write, reverse (the
-    server sends, so it holds a payload buffer per stream), connected and held while the server's
-    memory is read."""
-    ctl = connect(a.port)
+def request_test(port, sp, attack):
+    """A keyless landspeed conversation up to the test's acceptance: (control socket, its frames,
+    the `accepted` message, None), or (.., .., .., the report of a refusal)."""
+    ctl = connect(port)
     ctl.sendall(control_preamble() + frame(hello_msg()))
     fr = Frames(ctl)
     w = fr.read()
     if not w or w.get("type") != "welcome":
-        return {"error": "no welcome"}
-    sp = spec("tcp", "reverse", a.time, streams=a.streams, length=a.length)
-    if a.threads:
-        sp["server_threads"] = a.threads
+        return ctl, fr, None, {"error": "no welcome"}
     ctl.sendall(frame({"type": "test_request", "spec": sp}))
     acc = fr.read()
     if not acc or acc.get("type") != "accepted":
-        return {"attack": "worst-request", "refused": True, "answer": acc}
+        return ctl, fr, acc, {"attack": attack, "refused": True, "answer": acc}
+    return ctl, fr, acc, None
+
+
+def worst_request(a):
+    """The largest test the server's defaults allow: many streams, the largest write, reverse (the
+    server sends, so it holds a payload buffer per stream), connected and held while the server's
+    memory is read."""
+    sp = spec("tcp", "reverse", a.time, streams=a.streams, length=a.length)
+    if a.threads:
+        sp["server_threads"] = a.threads
+    ctl, fr, acc, refused = request_test(a.port, sp, "worst-request")
+    if refused:
+        return refused
     streams = []
     for i in range(a.streams):
         s = connect(a.port)
@@ -585,18 +594,11 @@ def rr_hoard(a):
     least: --streams connections, 1-byte requests each answered with --response bytes, --in-flight
     of them; every request written as fast as the sockets take them, no response ever read (a
     4 KiB receive buffer), for --time seconds."""
-    ctl = connect(a.port)
-    ctl.sendall(control_preamble() + frame(hello_msg()))
-    fr = Frames(ctl)
-    w = fr.read()
-    if not w or w.get("type") != "welcome":
-        return {"error": "no welcome"}
     sp = spec("tcp", "forward", a.time, streams=a.streams)
     sp["transactions"] = {"request_bytes": 1, "response_bytes": a.response, "in_flight": a.in_flight}
-    ctl.sendall(frame({"type": "test_request", "spec": sp}))
-    acc = fr.read()
-    if not acc or acc.get("type") != "accepted":
-        return {"attack": "rr-hoard", "refused": True, "answer": acc}
+    ctl, fr, acc, refused = request_test(a.port, sp, "rr-hoard")
+    if refused:
+        return refused
     streams = []
     for i in range(a.streams):
         s = connect(a.port)
