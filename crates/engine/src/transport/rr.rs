@@ -53,10 +53,7 @@ pub struct Rr<'a> {
 
 impl Transport for Rr<'_> {
     fn streams(&self) -> Vec<StreamMeta> {
-        self.streams
-            .iter()
-            .map(|d| StreamMeta::new(d.id, d.flow, d.role))
-            .collect()
+        super::tcp::Tcp(self.streams).streams()
     }
 
     /// A thread per connection: each waits on its own socket.
