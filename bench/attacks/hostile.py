@@ -563,6 +563,22 @@ def request_test(port, sp, attack):
     return ctl, fr, acc, None
 
 
+def start_streams(port, test, n):
+    """The accepted test's `n` data connections (4 KiB receive buffers: they take little), then its
+    start; says it is running (the first line the tests wait for). The connections."""
+    ctl, fr, acc = test
+    streams = []
+    for i in range(n):
+        s = connect(port)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.sendall(data_preamble(acc["session"], i))
+        streams.append(s)
+    ready = fr.read()
+    ctl.sendall(frame({"type": "start"}))
+    print(json.dumps({"running": True, "ready": ready and ready.get("type")}), flush=True)
+    return streams
+
+
 def worst_request(a):
     """The largest test the server's defaults allow: many streams, the largest write, reverse (the
     server sends, so it holds a payload buffer per stream), connected and held while the server's
@@ -573,15 +589,7 @@ def worst_request(a):
     ctl, fr, acc, refused = request_test(a.port, sp, "worst-request")
     if refused:
         return refused
-    streams = []
-    for i in range(a.streams):
-        s = connect(a.port)
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        s.sendall(data_preamble(acc["session"], i))
-        streams.append(s)
-    ready = fr.read()
-    ctl.sendall(frame({"type": "start"}))
-    print(json.dumps({"running": True, "ready": ready and ready.get("type")}), flush=True)
+    streams = start_streams(a.port, (ctl, fr, acc), a.streams)
     time.sleep(a.time)
     for s in streams:
         s.close()
@@ -599,16 +607,9 @@ def rr_hoard(a):
     ctl, fr, acc, refused = request_test(a.port, sp, "rr-hoard")
     if refused:
         return refused
-    streams = []
-    for i in range(a.streams):
-        s = connect(a.port)
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        s.sendall(data_preamble(acc["session"], i))
+    streams = start_streams(a.port, (ctl, fr, acc), a.streams)
+    for s in streams:
         s.setblocking(False)
-        streams.append(s)
-    ready = fr.read()
-    ctl.sendall(frame({"type": "start"}))
-    print(json.dumps({"running": True, "ready": ready and ready.get("type")}), flush=True)
     sent, end = 0, time.monotonic() + a.time
     while time.monotonic() < end:
         _, writable, _ = select.select([], streams, [], 0.1)

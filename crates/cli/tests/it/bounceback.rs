@@ -259,10 +259,15 @@ fn connection_rate_against_landspeed_and_connect_only_beside_iperf2() {
     assert_eq!(crr["payload"]["verified"], true, "{}", crr["payload"]);
     let p50 = |v: &serde_json::Value| v["p50_ms"].as_f64().unwrap();
     assert!(p50(&t["connect"]["latency"]) <= p50(&t["latency"]), "{t}");
-    // Connect only, against either server (nothing sent, nothing verified).
+    // Connect only, against either server (nothing sent, nothing verified). A flood from one
+    // address: now and then the server's accept queue is full and the kernel drops a SYN, which the
+    // client's kernel sends again after 1, 3 and 7 s (one run in six here saw the 4,097th
+    // connection wait past the 5 s default); the test asks that connecting works, not that a flood
+    // never waits, so its connections may wait 15 s.
     let theirs = Iperf2Server::start();
     for port in [s.port, theirs.1] {
-        let r = common::run_json("127.0.0.1", port, &["--connect-only", "-t", "1"]);
+        let args = ["--connect-only", "-t", "1", "--connect-timeout", "15s"];
+        let r = common::run_json("127.0.0.1", port, &args);
         let c = &r["transactions"]["connect"];
         assert!(c["connections"].as_u64().unwrap() > 100, "{c}");
         assert_eq!(r["payload"]["verified"], false);
