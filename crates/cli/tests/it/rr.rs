@@ -90,6 +90,10 @@ fn every_transaction_is_counted_and_every_byte_both_ways_checked() {
             ms("min_ms") <= ms("p50_ms") && ms("p50_ms") <= ms("p99_ms") && ms("p99_ms") <= ms("max_ms"),
             "{l}"
         );
+        // The bulk diagnosis does not apply: no direction names a limit.
+        for d in r["directions"].as_array().unwrap() {
+            assert!(d.get("limits").is_none(), "{args}: {d}");
+        }
         let binned: u64 = t["histogram"]
             .as_array()
             .unwrap()
