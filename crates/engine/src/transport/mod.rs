@@ -96,13 +96,20 @@ impl Outcome {
     /// (one relaxed store: the per-call work of every transport's hot loop).
     #[inline]
     pub(crate) fn moved(&mut self, n: usize, now: Instant, meter: &Meter) {
+        self.counted(n, now);
+        meter
+            .bytes
+            .store(self.bytes, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Counts `n` bytes moved by one call at `now`, for a worker that publishes its meter itself
+    /// (a request/response server's counts both ways).
+    #[inline]
+    pub(crate) fn counted(&mut self, n: usize, now: Instant) {
         self.bytes += n as u64;
         self.calls += 1;
         self.first.get_or_insert(now);
         self.last = Some(now);
-        meter
-            .bytes
-            .store(self.bytes, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Checks `data`, just received on stream `id` at its current offset (`self.bytes`, before

@@ -411,8 +411,7 @@ impl<'a> End<'a> {
                 Ok(h) => h,
                 Err(e) => return self.ended(Some(format!("sending a response: {e}"))),
             };
-            // The server's limits (--max-bytes, --max-rate) see both ways: its meter counts both.
-            self.meter.bytes.store(self.read + self.written, Relaxed);
+            self.publish();
             if client_done && owed == 0 {
                 let shut = self.shut().err().map(|e| format!("ending the connection: {e}"));
                 return self.ended(shut);
@@ -430,12 +429,19 @@ impl<'a> End<'a> {
                     Err(e) => return self.ended(Some(e)),
                 },
             };
+            self.publish();
             if !self.blocking && wrote == 0 && got == 0 && !client_done {
                 if let Err(e) = crate::os::wait_one(&self.ds.socket, owed > 0 || held, TICK) {
                     return self.ended(Some(format!("waiting on the socket: {e}")));
                 }
             }
         }
+    }
+
+    /// The server's meter: requests read and responses written, so that its limits (`--max-bytes`,
+    /// `--max-rate`) and its interval figures see both ways, and it only ever grows.
+    fn publish(&self) {
+        self.meter.bytes.store(self.read + self.written, Relaxed);
     }
 
     /// How long until the bytes moved both ways are back within the server's cap (`--max-rate`,
@@ -461,8 +467,9 @@ impl<'a> End<'a> {
             }
             Ok(None) => Ok(None),
             Ok(Some(n)) => {
+                // The stream's bytes are its requests'; the meter (both ways) is the loop's.
                 if n > 0 {
-                    self.out.moved(n, Instant::now(), self.meter);
+                    self.out.counted(n, Instant::now());
                 }
                 Ok(Some(n))
             }
