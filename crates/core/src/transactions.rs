@@ -8,6 +8,10 @@
 //! both ends and the tests replay worked numbers. docs/request-response.md says how each figure is
 //! computed.
 
+pub mod load;
+
+pub use load::{LoadFlow, WorkingLoad};
+
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
@@ -74,6 +78,9 @@ pub struct TransactionsReport {
     /// Each way's delay from the server's timestamps (`--trip-times`: the clocks are synchronized).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub one_way: Option<OneWayTimes>,
+    /// The bulk load the transactions ran beside (`run --under-load`); absent when they ran alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load: Option<WorkingLoad>,
 }
 
 /// One-way delays from the server's two timestamps in each answer: to the server (its receive time
@@ -390,6 +397,7 @@ impl TransactionLog {
             shape: self.shape,
             connect: None,
             one_way: None,
+            load: None,
         }
     }
 }

@@ -8,10 +8,12 @@ mod error;
 pub(crate) mod latency;
 mod options;
 pub(crate) mod quic;
+mod under_load;
 
 pub use error::{ClientError, Remedy};
 pub use latency::LatencyOptions;
 pub use options::{ClientEvent, ClientOptions, Keepalive};
+pub use under_load::{start_load, LoadPlan, RunningLoad};
 
 use crate::streams::DataPaths;
 use landspeed_core::assemble::RunContext;
@@ -161,12 +163,15 @@ fn bind_device(opts: &ClientOptions, sock: &socket2::Socket) -> Result<(), Clien
 
 /// The engine hook of a client whose server says nothing while the data moves (the QUIC performance
 /// protocol, iperf 2's): live intervals from this end's samples, and Ctrl-C, after which the senders
-/// stop and what is in flight is still read.
+/// stop and what is in flight is still read, or, where the server cannot be told to stop sending
+/// (`halts`: iperf 2's server sends until its own end), everything stops at once and the
+/// connections close under it.
 pub(crate) struct QuietHook<'a> {
     spec: &'a TestSpec,
     interrupt: &'a std::sync::atomic::AtomicBool,
     on_event: &'a mut dyn FnMut(ClientEvent),
     live: LiveIntervals,
+    halts: bool,
 }
 
 impl<'a> QuietHook<'a> {
@@ -180,6 +185,7 @@ impl<'a> QuietHook<'a> {
             interrupt,
             on_event,
             live: LiveIntervals::default(),
+            halts: false,
         }
     }
 }
@@ -194,6 +200,9 @@ impl EngineHook<()> for QuietHook<'_> {
     fn on_tick(&mut self, flags: &Flags) {
         if self.interrupt.load(std::sync::atomic::Ordering::Relaxed) {
             flags.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            if self.halts {
+                flags.halt.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
         }
     }
 }
@@ -209,6 +218,23 @@ pub(crate) fn measure_quietly(
 ) -> supervisor::EngineOutput {
     let format = UdpFormat::Landspeed;
     measure_quietly_as(opts, spec, (data, format), local, interrupt, on_event)
+}
+
+/// `measure_quietly` against a server that sends until its own end whatever this end does (iperf
+/// 2's, with `-R` or `--full-duplex`): Ctrl-C stops everything at once, what is in flight is left
+/// uncounted, and the connections close under the server's writes, which ends its test.
+pub(crate) fn measure_halting(
+    opts: &ClientOptions,
+    spec: &TestSpec,
+    data: &DataPaths,
+    local: SocketAddr,
+    interrupt: &std::sync::atomic::AtomicBool,
+    on_event: &mut dyn FnMut(ClientEvent),
+) -> supervisor::EngineOutput {
+    let (tx, rx) = mpsc::channel::<Wake<()>>();
+    let mut hook = QuietHook::new(spec, interrupt, on_event);
+    hook.halts = true;
+    measure(opts, spec, (data, UdpFormat::Landspeed), local, (&tx, &rx), &mut hook)
 }
 
 /// `measure_quietly` with datagrams in another tool's `format` (iperf 2's UDP client).

@@ -25,7 +25,9 @@ pub mod rpm;
 mod server;
 mod streams;
 
-pub use dial::{ClientError, ClientEvent, ClientOptions, Keepalive, LatencyOptions, Remedy};
+pub use dial::{
+    start_load, ClientError, ClientEvent, ClientOptions, Keepalive, LatencyOptions, LoadPlan, Remedy, RunningLoad,
+};
 pub use host::{
     EventSink, Keyless, ListenerOptions, MissingWhy, RefusalKind, ServerError, ServerEvent, ServerOptions,
     ServerStats, TestError, TestLog, DEFAULT_MAX_TESTS, DEFAULT_MAX_TESTS_PER_ADDRESS, PREAUTH_CAPS,

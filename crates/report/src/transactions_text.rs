@@ -5,8 +5,8 @@
 //! few kbit/s of requests, so they are not printed; the JSON keeps every field.
 
 use landspeed_core::result::RunResult;
-use landspeed_core::transactions::{LatencySummary, TransactionInterval, TransactionsReport};
-use landspeed_core::units::Bytes;
+use landspeed_core::transactions::{LatencySummary, TransactionInterval, TransactionsReport, WorkingLoad};
+use landspeed_core::units::{BitRate, Bytes};
 use std::fmt::Write;
 
 /// The report.
@@ -14,8 +14,11 @@ pub fn render(r: &RunResult, t: &TransactionsReport) -> String {
     let mut out = String::new();
     head(&mut out, r, t);
     intervals(&mut out, t);
-    totals(&mut out, t, r.streams.len());
+    totals(&mut out, t, r.config.spec.streams as usize);
     echo(&mut out, r, t);
+    if let Some(l) = &t.load {
+        let _ = writeln!(out, "  load       {}", load_line(l));
+    }
     let _ = writeln!(out, "\nEnds:");
     crate::text::endpoint(&mut out, &r.local);
     crate::text::endpoint(&mut out, &r.remote);
@@ -93,7 +96,9 @@ pub fn interval_line(i: &TransactionInterval) -> String {
     )
 }
 
-fn totals(out: &mut String, t: &TransactionsReport, streams: usize) {
+/// `connections`: the test's connections (the spec's streams: a bounceback's one connection has a
+/// stream each way in the result).
+fn totals(out: &mut String, t: &TransactionsReport, connections: usize) {
     let _ = writeln!(
         out,
         "\nTransactions {} in {:.3} s: {:.1}/s",
@@ -102,7 +107,7 @@ fn totals(out: &mut String, t: &TransactionsReport, streams: usize) {
     if let Some(mean) = t.latency.mean_ms.filter(|m| *m > 0.0) {
         // One connection with k requests in flight answers at most k per latency; c connections c
         // times that.
-        let conns = t.shape.in_flight.max(1) as usize * streams.max(1);
+        let conns = t.shape.in_flight.max(1) as usize * connections.max(1);
         let bound = conns as f64 * 1e3 / mean;
         let why = if t.shape.burst == 0 {
             format!(
@@ -202,6 +207,43 @@ fn echo(out: &mut String, r: &RunResult, t: &TransactionsReport) {
             ms(Some(f64::from(tcp.rtt_us) / 1e3))
         );
     }
+}
+
+/// "landspeed, 2 connection(s) each way, 1.0 s before the first transaction: up 9.41 Gbit/s (3
+/// retransmits), down 9.12 Gbit/s; every byte checked".
+pub fn load_line(l: &WorkingLoad) -> String {
+    use landspeed_core::config::{Direction, Flow};
+    let way = match l.direction {
+        Direction::Forward => "up",
+        Direction::Reverse => "down",
+        Direction::Bidir => "each way",
+    };
+    let mut line = format!(
+        "{}{} connection(s) {way}, {:.1} s before the first transaction",
+        if l.protocol.is_empty() { String::new() } else { format!("{}, ", l.protocol) },
+        l.streams,
+        l.settle_s
+    );
+    let rates: Vec<String> = l
+        .flows
+        .iter()
+        .map(|f| {
+            let name = if f.flow == Flow::ClientToServer { "up" } else { "down" };
+            format!("{name} {} ({} retransmits)", BitRate(f.throughput_bps), f.retransmits)
+        })
+        .collect();
+    if !rates.is_empty() {
+        line.push_str(&format!(": {} over its whole run", rates.join(", ")));
+    }
+    match (l.corrupt_blocks, l.bytes_verified) {
+        (0, 0) => line.push_str("; its payload not checked"),
+        (0, v) => line.push_str(&format!("; {} of it checked", Bytes(v))),
+        (n, _) => line.push_str(&format!("; {n} corrupt block(s) in it")),
+    }
+    if let Some(why) = &l.ended_early {
+        line.push_str(&format!("; {why}"));
+    }
+    line
 }
 
 fn ms(x: Option<f64>) -> String {

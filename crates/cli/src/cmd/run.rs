@@ -40,7 +40,7 @@ fn execute(
     format: Format,
     per_stream: bool,
     interval_lines: bool,
-    speak: Speak,
+    (speak, load): (Speak, Option<landspeed_net::LoadPlan>),
     measure_path: bool,
     save: Option<(crate::common::store::DbArg, Option<String>)>,
 ) -> Result<bool> {
@@ -77,7 +77,10 @@ fn execute(
         None
     };
     let crossing = crate::common::crossing::crossing();
-    let outcome = converse(speak, &opts, &interrupt, &mut out);
+    let outcome = match load {
+        Some(plan) => converse_under_load(speak, plan, &opts, &interrupt, &mut out),
+        None => converse(speak, &opts, &interrupt, &mut out),
+    };
     match outcome {
         Ok(mut r) => {
             r.path = path;
@@ -182,6 +185,73 @@ fn converse(
     }
 }
 
+/// The test beside a working load (`--under-load`): the load first, settled, then the test, then
+/// the load stopped and its figures kept in the test's transactions.
+fn converse_under_load(
+    speak: Speak,
+    plan: landspeed_net::LoadPlan,
+    opts: &ClientOptions,
+    interrupt: &std::sync::atomic::AtomicBool,
+    out: &mut Output,
+) -> Result<landspeed_core::result::RunResult, ClientError> {
+    out.note(&format!(
+        "starting the working load ({} connection(s) {}), then {:?} for it to settle",
+        plan.streams,
+        match plan.direction {
+            landspeed_core::config::Direction::Forward => "up",
+            landspeed_core::config::Direction::Reverse => "down",
+            landspeed_core::config::Direction::Bidir => "each way",
+        },
+        plan.settle
+    ));
+    let test_time = match opts.spec.end {
+        EndCondition::Time(t) => t,
+        _ => Duration::from_secs(3600),
+    };
+    let running = landspeed_net::start_load(opts, plan, test_time, interrupt)?;
+    let outcome = converse(speak, opts, interrupt, out);
+    let load = running.finish();
+    let mut r = outcome.map_err(|e| match e {
+        ClientError::Busy { reason } => ClientError::Busy {
+            reason: format!("{reason} (the working load, --under-load, is one of this client's tests)"),
+        },
+        other => other,
+    })?;
+    if let Some(why) = &load.ended_early {
+        r.warnings.push(format!(
+            "the working load {why}: not every transaction ran under it"
+        ));
+    }
+    if load.corrupt_blocks > 0 {
+        r.warnings.push(format!(
+            "the working load's payload failed its check in {} block(s)",
+            load.corrupt_blocks
+        ));
+    }
+    if let Some(t) = r.transactions.as_mut() {
+        t.load = Some(load);
+    }
+    Ok(r)
+}
+
+/// `--under-load`'s plan, refused without a request/response test to run beside.
+fn load_plan(a: &RunArgs) -> Result<Option<landspeed_net::LoadPlan>, UsageError> {
+    let Some((direction, streams)) = a.under_load else {
+        return Ok(None);
+    };
+    if !(a.test.rr || a.bounceback.is_some() || a.connect_rate || a.connect_only) {
+        return Err(UsageError(
+            "--under-load runs beside a request/response test: add --rr, --bounceback, --connect-rate or --connect-only".into(),
+        ));
+    }
+    Ok(Some(landspeed_net::LoadPlan {
+        direction,
+        streams,
+        settle: a.load_settle.unwrap_or(Duration::from_secs(1)),
+        iperf2: a.iperf2,
+    }))
+}
+
 pub fn run(a: RunArgs) -> Result<bool> {
     let format = if a.json {
         Format::Json
@@ -194,6 +264,7 @@ pub fn run(a: RunArgs) -> Result<bool> {
         return send_directory(&a, dir, format);
     }
     let mut opts = client_options(&a)?;
+    let load = load_plan(&a)?;
     let bounce = a.bounceback.map(|burst| bounce_plan(&a, burst));
     let churn = match (a.connect_rate, a.connect_only) {
         (true, _) => Some(landspeed_net::Churn::Transaction),
@@ -233,7 +304,7 @@ pub fn run(a: RunArgs) -> Result<bool> {
         format,
         a.test.per_stream,
         !a.test.interval.is_zero(),
-        match (a.iperf3, a.quic_perf, a.ndt7) {
+        (match (a.iperf3, a.quic_perf, a.ndt7) {
             _ if bounce.is_some() => Speak::Bounceback(bounce.unwrap_or_default()),
             _ if churn.is_some() => Speak::Connections(churn.unwrap_or(landspeed_net::Churn::ConnectOnly)),
             _ if a.iperf2 => Speak::Iperf2,
@@ -243,7 +314,7 @@ pub fn run(a: RunArgs) -> Result<bool> {
                 tls: crate::common::client::ndt7_target(&a.host, a.test.port)?.2,
             },
             (false, false, false) => Speak::Landspeed,
-        },
+        }, load),
         a.measure_path,
         (!a.no_save).then(|| (a.db.clone(), a.tag.clone())),
     )
@@ -283,7 +354,7 @@ fn send_directory(a: &RunArgs, dir: &std::path::Path, format: Format) -> Result<
             format,
             a.test.per_stream,
             !a.test.interval.is_zero(),
-            Speak::Landspeed,
+            (Speak::Landspeed, None),
             false,
             (!a.no_save).then(|| (a.db.clone(), a.tag.clone())),
         )
@@ -358,7 +429,7 @@ pub fn demo(a: DemoArgs) -> Result<bool> {
         if a.json { Format::Json } else { Format::Text },
         false,
         true,
-        Speak::Landspeed,
+        (Speak::Landspeed, None),
         false,
         None,
     );

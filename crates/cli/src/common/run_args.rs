@@ -86,6 +86,19 @@ pub struct RunArgs {
     /// until -t, against any TCP server; reports connections per second and the handshake times.
     #[arg(long, conflicts_with_all = ["bounceback", "iperf3", "quic_perf", "ndt7", "udp", "tls", "mptcp", "latency", "from", "send_file", "recv_file", "auth"])]
     pub connect_only: bool,
+    /// Run the request/response test (--rr, --bounceback, --connect-rate, --connect-only) under a
+    /// bulk load to the same server: N TCP connections (1 by default) sending up (client to
+    /// server), down, or both (bidir, the default, as iperf 2's --bounceback-congest), started
+    /// --load-settle before the first transaction and stopped after the last; the result gives
+    /// the load's rates beside the latency. Speaks landspeed's protocol, or iperf 2's when the
+    /// server is `iperf -s` or --iperf2 is given. Example: `landspeed run HOST --rr -t 10
+    /// --under-load down,4`.
+    #[arg(long, value_name = "up|down|bidir[,N]", num_args = 0..=1, default_missing_value = "bidir",
+          value_parser = values::working_load)]
+    pub under_load: Option<(landspeed_core::config::Direction, u32)>,
+    /// --under-load: how long the load runs before the first transaction (default 1s).
+    #[arg(long, value_name = "DUR", value_parser = values::duration, requires = "under_load")]
+    pub load_settle: Option<Duration>,
     /// Authenticate to a server that requires it (`serve --auth-keys`): the key named NAME, read from
     /// KEYFILE (a key file like the server's, or one line holding the secret alone). A client with a
     /// key never falls back to iperf3's protocol, which cannot carry it.

@@ -33,6 +33,23 @@ pub fn dscp(s: &str) -> Result<u8, String> {
     landspeed_core::tos::parse_dscp(s).map_err(|e| e.to_string())
 }
 
+/// `--under-load`'s value: `up`, `down` or `bidir` (client to server, back, both), optionally `,N`
+/// connections each way (1 to 128; 1 when not given), as iperf 2's `--bounceback-congest` reads it.
+pub fn working_load(s: &str) -> Result<(landspeed_core::config::Direction, u32), String> {
+    use landspeed_core::config::Direction;
+    let (way, n) = s.split_once(',').unwrap_or((s, "1"));
+    let direction = match way.to_ascii_lowercase().as_str() {
+        "up" => Direction::Forward,
+        "down" => Direction::Reverse,
+        "bidir" | "" => Direction::Bidir,
+        other => return Err(format!("'{other}' is not a load's direction: up, down or bidir")),
+    };
+    match n.trim().parse::<u32>() {
+        Ok(n @ 1..=128) => Ok((direction, n)),
+        _ => Err(format!("'{n}' is not a number of load connections (1 to 128)")),
+    }
+}
+
 /// A duration: `10s`, `250ms`, `1.5m`.
 pub fn duration(s: &str) -> Result<Duration, String> {
     parse_duration(s).map_err(|e| e.to_string())
@@ -164,5 +181,18 @@ mod tests {
         );
         let e = local_address_in("localhost.invalid", Some(false)).unwrap_err();
         assert!(e.contains("localhost.invalid"), "{e}");
+    }
+
+    #[test]
+    fn a_working_load_reads_as_iperf2s_bounceback_congest() {
+        use landspeed_core::config::Direction;
+        assert_eq!(working_load("bidir"), Ok((Direction::Bidir, 1)));
+        assert_eq!(working_load("up,4"), Ok((Direction::Forward, 4)));
+        assert_eq!(working_load("DOWN,128"), Ok((Direction::Reverse, 128)));
+        assert_eq!(working_load(",2"), Ok((Direction::Bidir, 2)));
+        assert!(working_load("sideways").unwrap_err().contains("up, down or bidir"));
+        assert!(working_load("up,0").unwrap_err().contains("1 to 128"));
+        assert!(working_load("up,129").is_err());
+        assert!(working_load("up,x").is_err());
     }
 }

@@ -150,6 +150,62 @@ fn landspeed_bounces_against_iperf2s_server_and_its_own_alike() {
 }
 
 #[test]
+fn request_response_runs_under_a_working_load_against_either_server() {
+    let _one = common::alone();
+    if !have_iperf2() {
+        return;
+    }
+    let s = ServerProc::start("127.0.0.1", &[]);
+    // Against landspeed's server: the load is landspeed's, two connections down, every byte of it
+    // checked; the transactions' own figures are untouched by it.
+    let r = common::run_json(
+        "127.0.0.1",
+        s.port,
+        &["--rr", "-t", "1", "--under-load", "down,2", "--load-settle", "300ms", "--no-save"],
+    );
+    let t = &r["transactions"];
+    let n = t["transactions"].as_u64().unwrap();
+    assert!(n > 10, "{t}");
+    assert_eq!(r["payload"]["bytes_verified"].as_u64(), Some(2 * n), "{}", r["payload"]);
+    let l = &t["load"];
+    assert_eq!(
+        (&l["protocol"], &l["direction"], &l["streams"], &l["settle_s"]),
+        (&"landspeed".into(), &"reverse".into(), &2.into(), &0.3.into()),
+        "{l}"
+    );
+    let flows = l["flows"].as_array().unwrap();
+    assert_eq!(flows.len(), 1, "{l}");
+    assert_eq!(flows[0]["flow"], "server_to_client");
+    assert!(flows[0]["bytes_received"].as_u64().unwrap() > 0, "{l}");
+    assert!(l["bytes_verified"].as_u64().unwrap() > 0, "{l}");
+    assert_eq!(l["corrupt_blocks"], 0);
+    assert!(l.get("ended_early").is_none(), "{l}");
+    // Against iperf 2's server: the bounceback beside a load in iperf 2's protocol both ways (its
+    // --full-duplex), as iperf 2's own --bounceback-congest runs it; nothing of it checked.
+    let theirs = Iperf2Server::start();
+    let r = run(theirs.1, &["--under-load", "--load-settle", "300ms", "--no-save"]);
+    assert_eq!(r["transactions"]["transactions"], 16, "{}", r["transactions"]);
+    let l = &r["transactions"]["load"];
+    assert_eq!((&l["protocol"], &l["direction"]), (&"iperf2".into(), &"bidir".into()), "{l}");
+    let flows = l["flows"].as_array().unwrap();
+    assert_eq!(flows.len(), 2, "{l}");
+    assert!(flows.iter().all(|f| f["bytes_received"].as_u64().unwrap() > 0), "{l}");
+    assert_eq!(l["bytes_verified"], 0);
+    // Refused alone, and a server that allows one test per address says the load holds it.
+    let o = common::landspeed(&["run", "127.0.0.1", "-p", &s.port.to_string(), "--under-load"], Duration::from_secs(20));
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(o.stderr.contains("runs beside a request/response test"), "{}", o.stderr);
+    let one = ServerProc::start("127.0.0.1", &["--max-tests-per-address", "1"]);
+    let p = one.port.to_string();
+    let o = common::landspeed(
+        &["run", "127.0.0.1", "-p", &p, "--rr", "-t", "1", "--under-load", "--no-save"],
+        Duration::from_secs(30),
+    );
+    assert_ne!(o.code, 0, "{}", o.stderr);
+    assert!(o.stderr.contains("the working load, --under-load"), "{}", o.stderr);
+}
+
+#[test]
 fn what_a_bounceback_test_cannot_be_is_refused_in_one_line() {
     let s = ServerProc::start("127.0.0.1", &[]);
     let port = s.port.to_string();

@@ -311,6 +311,15 @@ pub enum ClientError {
         /// The stream.
         id: u32,
     },
+    // --- The working load beside a request/response test failed: its own cause's remedy.
+    /// The load `run --under-load` runs beside the transactions could not start or failed.
+    #[error("the working load (--under-load) {why}")]
+    Load {
+        /// What happened, with the load's own error.
+        why: String,
+        /// The load's own error's remedy (`AskServer` when it ended without one).
+        remedy: Remedy,
+    },
     // --- The user stopped it. (`Remedy::Nothing`)
     /// Ctrl-C before the data moved.
     #[error("interrupted before the test started")]
@@ -373,6 +382,7 @@ impl ClientError {
             | ClientError::Iperf3Unexpected { .. }
             | ClientError::Iperf3(_)
             | ClientError::Iperf3UdpHello { .. } => Remedy::ReportPeer,
+            ClientError::Load { remedy, .. } => *remedy,
             ClientError::Interrupted => Remedy::Nothing,
         }
     }
