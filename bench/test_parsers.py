@@ -41,7 +41,11 @@ iperf2-2.1.8-bounceback.txt is iperf 2.1.8's client `--bounceback --bounceback-p
 --trip-times` against `iperf -s` on loopback, and landspeed-bounceback.json `landspeed run
 --bounceback=5 --bounceback-period 250ms -t 1 --json` against the same server: bench/bounceback must
 read the whole run's total line (not an interval's, nor the OWD or PDF lines that follow it) and
-landspeed's transaction figures.
+landspeed's transaction figures. iperf2-2.1.8-bounceback-congest.txt is the same client with
+`--bounceback-congest -t 2` (no -i), whose bounceback is stream 2 and its full-duplex load stream 1,
+and landspeed-bounceback-load.json `landspeed run --bounceback=5 --bounceback-period 250ms -t 1
+--under-load --iperf2 --load-settle 500ms --json` against `iperf -s`: the bounceback's total and not
+the load's lines, the load's [FD] total, and landspeed's load rates each way.
 """
 import importlib.machinery, importlib.util, json, os, sys
 
@@ -202,7 +206,16 @@ def check_iperf2():
 def check_bounceback():
     i2 = bounceback.iperf2_total(fixture("iperf2-2.1.8-bounceback.txt"))
     ls = bounceback.landspeed_total(json.loads(fixture("landspeed-bounceback.json")))
+    congest = fixture("iperf2-2.1.8-bounceback-congest.txt")
+    i2c = {**bounceback.iperf2_total(congest), **bounceback.iperf2_load(congest)}
+    lsl = bounceback.landspeed_total(json.loads(fixture("landspeed-bounceback-load.json")))
     cases = [
+        ("iperf2-2.1.8-bounceback-congest.txt: bench/bounceback (the bounceback, not its load)",
+         (i2c["transactions"], i2c["seconds"], i2c["mean_ms"], i2c["load_both_mbps"]),
+         (48195, 2.0093, 0.04, 159.0)),
+        ("landspeed-bounceback-load.json: bench/bounceback (the load's rates)",
+         (lsl["transactions"], round(lsl["load_up_mbps"]), round(lsl["load_down_mbps"]), lsl["p50_ms"]),
+         (20, 3059, 27483, 0.031439)),
         ("iperf2-2.1.8-bounceback.txt: bench/bounceback",
          (i2["transactions"], i2["seconds"], i2["mean_ms"], i2["max_ms"], i2["rps"]),
          (75971, 2.0115, 0.025, 3.516, 39629.0)),
