@@ -234,7 +234,14 @@ pub(crate) fn measure_halting(
     let (tx, rx) = mpsc::channel::<Wake<()>>();
     let mut hook = QuietHook::new(spec, interrupt, on_event);
     hook.halts = true;
-    measure(opts, spec, (data, UdpFormat::Landspeed), local, (&tx, &rx), &mut hook)
+    measure(
+        opts,
+        spec,
+        (data, UdpFormat::Landspeed),
+        local,
+        (&tx, &rx),
+        &mut hook,
+    )
 }
 
 /// `measure_quietly` with datagrams in another tool's `format` (iperf 2's UDP client).

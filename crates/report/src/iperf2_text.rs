@@ -12,7 +12,7 @@ use landspeed_core::config::{Direction, Flow};
 use landspeed_core::result::{IntervalResult, IntervalStream, RunResult, StreamResult};
 use std::fmt::Write;
 
-const DASHES: &str = "------------------------------------------------------------";
+pub(crate) const DASHES: &str = "------------------------------------------------------------";
 
 /// How the output is drawn: iperf 2's `-y C`, `-e` and `-f`.
 #[derive(Debug, Clone)]
@@ -229,7 +229,7 @@ pub fn interval(i: &IntervalResult, received: bool, st: &Iperf2Style, at: (&Ends
 }
 
 /// `0.0000-1.0000 sec  3.19 GBytes  27.4 Gbits/sec`: the columns every text line shares.
-fn columns(start_s: f64, end_s: f64, bytes: u64, st: &Iperf2Style) -> String {
+pub(crate) fn columns(start_s: f64, end_s: f64, bytes: u64, st: &Iperf2Style) -> String {
     let secs = (end_s - start_s).max(1e-9);
     format!(
         "{start_s:.4}-{end_s:.4} sec  {}s  {}s/sec",

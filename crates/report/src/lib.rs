@@ -6,6 +6,7 @@
 #![warn(missing_docs)]
 
 pub mod html;
+pub mod iperf2_bounce_text;
 pub mod iperf2_text;
 pub mod iperf3_json;
 pub mod iperf3_text;

@@ -220,7 +220,11 @@ pub fn load_line(l: &WorkingLoad) -> String {
     };
     let mut line = format!(
         "{}{} connection(s) {way}, {:.1} s before the first transaction",
-        if l.protocol.is_empty() { String::new() } else { format!("{}, ", l.protocol) },
+        if l.protocol.is_empty() {
+            String::new()
+        } else {
+            format!("{}, ", l.protocol)
+        },
         l.streams,
         l.settle_s
     );
@@ -228,8 +232,16 @@ pub fn load_line(l: &WorkingLoad) -> String {
         .flows
         .iter()
         .map(|f| {
-            let name = if f.flow == Flow::ClientToServer { "up" } else { "down" };
-            format!("{name} {} ({} retransmits)", BitRate(f.throughput_bps), f.retransmits)
+            let name = if f.flow == Flow::ClientToServer {
+                "up"
+            } else {
+                "down"
+            };
+            format!(
+                "{name} {} ({} retransmits)",
+                BitRate(f.throughput_bps),
+                f.retransmits
+            )
         })
         .collect();
     if !rates.is_empty() {

@@ -11,7 +11,7 @@ use landspeed_report::iperf2_text::{self, Iperf2Style};
 use std::ffi::OsString;
 
 /// iperf 2's port.
-const PORT: u16 = 5001;
+pub(crate) const PORT: u16 = 5001;
 /// iperf 2's UDP rate without `-b`, bits per second.
 const UDP_DEFAULT_BPS: u64 = 1 << 20;
 
@@ -32,66 +32,74 @@ pub struct Iperf2Args {
 #[command(name = "iperf", disable_version_flag = true, disable_help_flag = true)]
 pub(crate) struct Opts {
     #[arg(short = 'c', long = "client")]
-    client: Option<String>,
+    pub(crate) client: Option<String>,
     #[arg(short = 's', long = "server")]
-    server: bool,
+    pub(crate) server: bool,
     #[arg(short = 'p', long = "port")]
-    port: Option<u16>,
+    pub(crate) port: Option<u16>,
     #[arg(short = 't', long = "time")]
-    time: Option<f64>,
+    pub(crate) time: Option<f64>,
     #[arg(short = 'n', long = "num")]
-    bytes: Option<String>,
+    pub(crate) bytes: Option<String>,
     #[arg(short = 'P', long = "parallel")]
-    parallel: Option<u32>,
+    pub(crate) parallel: Option<u32>,
     #[arg(short = 'l', long = "len")]
-    length: Option<String>,
+    pub(crate) length: Option<String>,
     #[arg(short = 'w', long = "window")]
-    window: Option<String>,
+    pub(crate) window: Option<String>,
     #[arg(short = 'R', long = "reverse")]
-    reverse: bool,
+    pub(crate) reverse: bool,
     #[arg(long = "full-duplex")]
-    full_duplex: bool,
+    pub(crate) full_duplex: bool,
     #[arg(short = 'i', long = "interval")]
-    interval: Option<f64>,
+    pub(crate) interval: Option<f64>,
     #[arg(short = 'e', long = "enhanced")]
-    enhanced: bool,
+    pub(crate) enhanced: bool,
     #[arg(short = 'y', long = "reportstyle")]
-    style: Option<String>,
+    pub(crate) style: Option<String>,
     #[arg(short = 'f', long = "format")]
-    format: Option<char>,
+    pub(crate) format: Option<char>,
     #[arg(short = 'b', long = "bandwidth")]
-    bandwidth: Option<String>,
+    pub(crate) bandwidth: Option<String>,
     #[arg(short = 'B', long = "bind")]
-    bind: Option<String>,
+    pub(crate) bind: Option<String>,
     #[arg(short = 'v', long = "version")]
-    version: bool,
+    pub(crate) version: bool,
     #[arg(short = 'h', long = "help")]
-    help: bool,
+    pub(crate) help: bool,
     /// Options iperf 2 has that landspeed refuses by name (see `refused`).
     #[arg(short = 'u', long = "udp")]
-    udp: bool,
+    pub(crate) udp: bool,
     #[arg(short = 'r', long = "tradeoff")]
-    tradeoff: bool,
+    pub(crate) tradeoff: bool,
     #[arg(short = 'd', long = "dualtest")]
-    dualtest: bool,
+    pub(crate) dualtest: bool,
     #[arg(long = "trip-times")]
-    trip_times: bool,
-    #[arg(long = "bounceback", num_args = 0..=1, default_missing_value = "")]
-    bounceback: Option<String>,
+    pub(crate) trip_times: bool,
+    #[arg(long = "bounceback", num_args = 0..=1, default_missing_value = "", require_equals = true)]
+    pub(crate) bounceback: Option<String>,
+    #[arg(long = "bounceback-period")]
+    pub(crate) bounceback_period: Option<f64>,
+    #[arg(long = "bounceback-hold")]
+    pub(crate) bounceback_hold: Option<f64>,
+    #[arg(long = "bounceback-no-quickack")]
+    pub(crate) bounceback_no_quickack: bool,
+    #[arg(long = "bounceback-congest", num_args = 0..=1, default_missing_value = "bidir", require_equals = true)]
+    pub(crate) bounceback_congest: Option<String>,
     #[arg(long = "isochronous", num_args = 0..=1, default_missing_value = "")]
-    isochronous: Option<String>,
+    pub(crate) isochronous: Option<String>,
     #[arg(short = 'D', long = "daemon")]
-    daemon: bool,
+    pub(crate) daemon: bool,
     #[arg(short = 'o', long = "output")]
-    output: Option<String>,
+    pub(crate) output: Option<String>,
     #[arg(short = 'H', long = "ssm-host")]
-    ssm_host: Option<String>,
+    pub(crate) ssm_host: Option<String>,
     #[arg(short = 'T', long = "ttl")]
-    ttl: Option<u32>,
+    pub(crate) ttl: Option<u32>,
     #[arg(short = 'x', long = "reportexclude")]
-    exclude: Option<String>,
+    pub(crate) exclude: Option<String>,
     #[arg(short = 'X', long = "peer-detect")]
-    peer_detect: bool,
+    pub(crate) peer_detect: bool,
 }
 
 /// `landspeed iperf2 ARGS`.
@@ -102,7 +110,7 @@ pub fn iperf2(a: Iperf2Args) -> Result<bool> {
 }
 
 /// One line on stderr for a command line landspeed will not run, and exit 1.
-fn refuse(why: &str) -> Result<bool> {
+pub(crate) fn refuse(why: &str) -> Result<bool> {
     eprintln!("iperf: {why}");
     Ok(false)
 }
@@ -135,6 +143,7 @@ pub fn main(argv: Vec<OsString>) -> Result<bool> {
         (Some(_), true) => refuse("-c and -s together: one or the other"),
         (None, false) => refuse("usage: iperf [-s|-c host] [options] (iperf -h for help)"),
         (None, true) => serve(&o),
+        (Some(host), false) if o.bounceback.is_some() => super::iperf2_bounce::client(&o, host),
         (Some(host), false) => client(&o, host),
     }
 }
@@ -149,6 +158,8 @@ const HELP: &str = "Usage: iperf [-s|-c host] [options]   (landspeed's iperf 2 d
   -i, --interval S   report interval                   -e, --enhanced    -e's columns
   -y C               CSV                               -f [abkmgKMG]     units
   -u, --udp          UDP (1470-byte datagrams, -b 1M each stream; the server's report printed)
+  --bounceback[=N]   request/response: N requests a burst (10), --bounceback-period S (1),
+                     --bounceback-hold MS, --bounceback-no-quickack, --bounceback-congest[=up|down|bidir[,N]]
 iperf 2's protocol over TCP or UDP against `iperf -s` or `landspeed serve`; the server is `landspeed serve`
 (landspeed's log lines, not iperf 2's). iperf 2's payload is not landspeed's: nothing is verified.
 Options landspeed cannot honour are refused by name in one line (docs/iperf2.md).";
@@ -178,9 +189,15 @@ fn refused(o: &Opts) -> Option<String> {
             "the one-way figures are not computed yet",
         ),
         (
-            o.bounceback.is_some(),
-            "--bounceback",
-            "its lines are not printed yet; use `landspeed run HOST --bounceback`",
+            o.bounceback.is_some()
+                && (o.udp || o.reverse || o.full_duplex || o.parallel.unwrap_or(1) > 1 || o.bytes.is_some()),
+            "--bounceback with -u, -R, --full-duplex, -P or -n",
+            "a bounceback test is one TCP connection for -t",
+        ),
+        (
+            o.bounceback.is_some() && o.style.is_some(),
+            "--bounceback with -y C",
+            "iperf 2 prints no CSV for it either",
         ),
         (
             o.isochronous.is_some(),
@@ -216,7 +233,7 @@ fn is_group(host: &str) -> bool {
 }
 
 /// iperf 2's byte counts: `K`, `M`, `G` powers of 1024, `k`, `m`, `g` of 1000 (its `byte_atoi`).
-fn bytes(v: &str) -> Option<u64> {
+pub(crate) fn bytes(v: &str) -> Option<u64> {
     let (num, mult) = match v.chars().last()? {
         'K' => (&v[..v.len() - 1], 1024.0),
         'M' => (&v[..v.len() - 1], 1024.0 * 1024.0),
@@ -466,7 +483,8 @@ mod tests {
             ("-c h -r", "-r/-d"),
             ("-c h -d", "-r/-d"),
             ("-c h --trip-times", "--trip-times"),
-            ("-c h --bounceback", "--bounceback"),
+            ("-c h --bounceback -R", "--bounceback with -u, -R"),
+            ("-c h --bounceback -y C", "--bounceback with -y C"),
             ("-c h --isochronous 60:1m,100k", "--isochronous"),
             ("-c h -T 4", "multicast"),
             ("-c h -y J", "-y other than C"),

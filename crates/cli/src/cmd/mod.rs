@@ -5,6 +5,7 @@
 pub mod archive;
 pub mod exporter;
 pub mod iperf2;
+mod iperf2_bounce;
 pub mod iperf3;
 pub mod keygen;
 pub mod latency;

@@ -304,17 +304,22 @@ pub fn run(a: RunArgs) -> Result<bool> {
         format,
         a.test.per_stream,
         !a.test.interval.is_zero(),
-        (match (a.iperf3, a.quic_perf, a.ndt7) {
-            _ if bounce.is_some() => Speak::Bounceback(bounce.unwrap_or_default()),
-            _ if churn.is_some() => Speak::Connections(churn.unwrap_or(landspeed_net::Churn::ConnectOnly)),
-            _ if a.iperf2 => Speak::Iperf2,
-            (true, ..) => Speak::Iperf3,
-            (false, true, _) => Speak::QuicPerf,
-            (false, false, true) => Speak::Ndt7 {
-                tls: crate::common::client::ndt7_target(&a.host, a.test.port)?.2,
+        (
+            match (a.iperf3, a.quic_perf, a.ndt7) {
+                _ if bounce.is_some() => Speak::Bounceback(bounce.unwrap_or_default()),
+                _ if churn.is_some() => {
+                    Speak::Connections(churn.unwrap_or(landspeed_net::Churn::ConnectOnly))
+                }
+                _ if a.iperf2 => Speak::Iperf2,
+                (true, ..) => Speak::Iperf3,
+                (false, true, _) => Speak::QuicPerf,
+                (false, false, true) => Speak::Ndt7 {
+                    tls: crate::common::client::ndt7_target(&a.host, a.test.port)?.2,
+                },
+                (false, false, false) => Speak::Landspeed,
             },
-            (false, false, false) => Speak::Landspeed,
-        }, load),
+            load,
+        ),
         a.measure_path,
         (!a.no_save).then(|| (a.db.clone(), a.tag.clone())),
     )

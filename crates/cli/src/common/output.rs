@@ -113,7 +113,7 @@ impl Output {
                 );
             }
             (Format::JsonStream, ClientEvent::Started { .. }) => {}
-            (Format::Text, ClientEvent::Transactions { interval }) => {
+            (Format::Text, ClientEvent::Transactions { interval, .. }) => {
                 if self.every.is_none() {
                     return;
                 }
@@ -123,7 +123,7 @@ impl Output {
                 }
                 self.out(&landspeed_report::transactions_text::interval_line(&interval));
             }
-            (Format::JsonStream, ClientEvent::Transactions { interval }) => {
+            (Format::JsonStream, ClientEvent::Transactions { interval, .. }) => {
                 self.out(&JsonEvent::Transactions { interval: &interval }.line());
             }
         }

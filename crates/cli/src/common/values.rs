@@ -190,7 +190,9 @@ mod tests {
         assert_eq!(working_load("up,4"), Ok((Direction::Forward, 4)));
         assert_eq!(working_load("DOWN,128"), Ok((Direction::Reverse, 128)));
         assert_eq!(working_load(",2"), Ok((Direction::Bidir, 2)));
-        assert!(working_load("sideways").unwrap_err().contains("up, down or bidir"));
+        assert!(working_load("sideways")
+            .unwrap_err()
+            .contains("up, down or bidir"));
         assert!(working_load("up,0").unwrap_err().contains("1 to 128"));
         assert!(working_load("up,129").is_err());
         assert!(working_load("up,x").is_err());

@@ -161,12 +161,26 @@ fn request_response_runs_under_a_working_load_against_either_server() {
     let r = common::run_json(
         "127.0.0.1",
         s.port,
-        &["--rr", "-t", "1", "--under-load", "down,2", "--load-settle", "300ms", "--no-save"],
+        &[
+            "--rr",
+            "-t",
+            "1",
+            "--under-load",
+            "down,2",
+            "--load-settle",
+            "300ms",
+            "--no-save",
+        ],
     );
     let t = &r["transactions"];
     let n = t["transactions"].as_u64().unwrap();
     assert!(n > 10, "{t}");
-    assert_eq!(r["payload"]["bytes_verified"].as_u64(), Some(2 * n), "{}", r["payload"]);
+    assert_eq!(
+        r["payload"]["bytes_verified"].as_u64(),
+        Some(2 * n),
+        "{}",
+        r["payload"]
+    );
     let l = &t["load"];
     assert_eq!(
         (&l["protocol"], &l["direction"], &l["streams"], &l["settle_s"]),
@@ -186,23 +200,51 @@ fn request_response_runs_under_a_working_load_against_either_server() {
     let r = run(theirs.1, &["--under-load", "--load-settle", "300ms", "--no-save"]);
     assert_eq!(r["transactions"]["transactions"], 16, "{}", r["transactions"]);
     let l = &r["transactions"]["load"];
-    assert_eq!((&l["protocol"], &l["direction"]), (&"iperf2".into(), &"bidir".into()), "{l}");
+    assert_eq!(
+        (&l["protocol"], &l["direction"]),
+        (&"iperf2".into(), &"bidir".into()),
+        "{l}"
+    );
     let flows = l["flows"].as_array().unwrap();
     assert_eq!(flows.len(), 2, "{l}");
-    assert!(flows.iter().all(|f| f["bytes_received"].as_u64().unwrap() > 0), "{l}");
+    assert!(
+        flows.iter().all(|f| f["bytes_received"].as_u64().unwrap() > 0),
+        "{l}"
+    );
     assert_eq!(l["bytes_verified"], 0);
     // Refused alone, and a server that allows one test per address says the load holds it.
-    let o = common::landspeed(&["run", "127.0.0.1", "-p", &s.port.to_string(), "--under-load"], Duration::from_secs(20));
+    let o = common::landspeed(
+        &["run", "127.0.0.1", "-p", &s.port.to_string(), "--under-load"],
+        Duration::from_secs(20),
+    );
     assert_eq!(o.code, 2, "{}", o.stderr);
-    assert!(o.stderr.contains("runs beside a request/response test"), "{}", o.stderr);
+    assert!(
+        o.stderr.contains("runs beside a request/response test"),
+        "{}",
+        o.stderr
+    );
     let one = ServerProc::start("127.0.0.1", &["--max-tests-per-address", "1"]);
     let p = one.port.to_string();
     let o = common::landspeed(
-        &["run", "127.0.0.1", "-p", &p, "--rr", "-t", "1", "--under-load", "--no-save"],
+        &[
+            "run",
+            "127.0.0.1",
+            "-p",
+            &p,
+            "--rr",
+            "-t",
+            "1",
+            "--under-load",
+            "--no-save",
+        ],
         Duration::from_secs(30),
     );
     assert_ne!(o.code, 0, "{}", o.stderr);
-    assert!(o.stderr.contains("the working load, --under-load"), "{}", o.stderr);
+    assert!(
+        o.stderr.contains("the working load, --under-load"),
+        "{}",
+        o.stderr
+    );
 }
 
 #[test]

@@ -937,3 +937,113 @@ fn the_iperf_drop_in_prints_what_iperf2s_client_prints() {
         "{v:?}"
     );
 }
+
+/// The lines of a bounceback client's text that both print (iperf 2's `BB8(f)-PDF` histogram line
+/// and its window line are not the drop-in's: docs/iperf2.md).
+fn bounceback_lines(out: &str) -> Vec<String> {
+    masked_text(out)
+        .into_iter()
+        .filter(|l| !l.contains("-PDF:") && !l.starts_with("TCP window size"))
+        .collect()
+}
+
+#[test]
+fn the_iperf_drop_in_prints_iperf2s_bounceback_lines() {
+    let _one = common::alone();
+    if !have_iperf2() {
+        return;
+    }
+    let s = ServerProc::start("127.0.0.1", &[]);
+    let theirs = Iperf2Server::start();
+    let args = "--bounceback=3 --bounceback-period 0.25 --bounceback-hold 2 -l 200 -t 2.5";
+    let run = |program: &[&str], port: u16| {
+        let mut all: Vec<String> = program.iter().map(|s| s.to_string()).collect();
+        all.extend(["-c", "127.0.0.1", "-p", &port.to_string()].map(String::from));
+        all.extend(args.split_whitespace().map(String::from));
+        let child = Command::new(&all[0])
+            .args(&all[1..])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start a bounceback client");
+        let (o, killed) = common::wait_output_or_kill(child, Duration::from_secs(30));
+        let text = String::from_utf8_lossy(&o.stdout).into_owned();
+        assert!(!killed && o.status.success(), "{all:?}: {text}");
+        text
+    };
+    let bin = common::bin();
+    let reference = run(&["iperf"], theirs.1);
+    let want = bounceback_lines(&reference);
+    // The head, the connection, the column head and the total, each alike.
+    assert!(
+        want.iter().filter(|l| l.contains(" rps")).count() == 1,
+        "{reference}"
+    );
+    for port in [theirs.1, s.port] {
+        let mine = run(&[bin, "iperf2"], port);
+        assert_eq!(
+            bounceback_lines(&mine),
+            want,
+            "ours:\n{mine}\niperf 2.1.8's:\n{reference}"
+        );
+        // Every transaction waited the 2 ms hold, and the total counts what the intervals did.
+        let total = mine.lines().rfind(|l| l.contains(" rps")).unwrap();
+        let figures = total.split_whitespace().find(|w| w.contains('=')).unwrap();
+        let min: f64 = figures.split(['=', '/']).nth(2).unwrap().parse().unwrap();
+        assert!(min >= 2.0, "{total}");
+    }
+    // With -i, each whole interval as iperf 2 prints it.
+    let p = s.port.to_string();
+    let o = common::landspeed(
+        &[
+            "iperf2",
+            "-c",
+            "127.0.0.1",
+            "-p",
+            &p,
+            "--bounceback=2",
+            "--bounceback-period",
+            "0.25",
+            "-t",
+            "2.2",
+            "-i",
+            "1",
+        ],
+        Duration::from_secs(20),
+    );
+    for span in [
+        "] 0.0000-1.0000 sec ",
+        "] 1.0000-2.0000 sec ",
+        "] 0.0000-2.2000 sec ",
+    ] {
+        let l = o
+            .stdout
+            .lines()
+            .find(|l| l.contains(span))
+            .unwrap_or_else(|| panic!("{span}: {}", o.stdout));
+        // Nine bursts of two; how they fall into the two whole seconds is the scheduler's.
+        assert!(!span.contains("2.2") || l.contains(" 18="), "{l}");
+        assert!(l.contains(" ms ") && l.ends_with(" rps"), "{l}");
+    }
+    // What it cannot run is refused by name.
+    let o = common::landspeed(
+        &[
+            "iperf2",
+            "-c",
+            "127.0.0.1",
+            "-p",
+            &s.port.to_string(),
+            "--bounceback",
+            "-P",
+            "2",
+        ],
+        Duration::from_secs(10),
+    );
+    assert_eq!(o.code, 1);
+    assert!(
+        o.stderr
+            .contains("--bounceback with -u, -R, --full-duplex, -P or -n"),
+        "{}",
+        o.stderr
+    );
+}

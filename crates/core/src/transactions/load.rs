@@ -79,7 +79,10 @@ impl WorkingLoad {
 
     /// The load's rate one way, bits per second, when it ran that way.
     pub fn throughput_bps(&self, flow: Flow) -> Option<f64> {
-        self.flows.iter().find(|f| f.flow == flow).map(|f| f.throughput_bps)
+        self.flows
+            .iter()
+            .find(|f| f.flow == flow)
+            .map(|f| f.throughput_bps)
     }
 }
 

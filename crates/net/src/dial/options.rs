@@ -140,6 +140,9 @@ pub enum ClientEvent {
     Transactions {
         /// Its transactions and their latency.
         interval: landspeed_core::transactions::TransactionInterval,
+        /// The connection's TCP state when it closed (a one-connection test's: the bounceback's),
+        /// for the drop-in's retries and cwnd/RTT columns.
+        tcp: Option<Box<landspeed_core::endpoint::TcpStats>>,
     },
 }
 

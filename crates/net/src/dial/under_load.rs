@@ -54,7 +54,10 @@ pub fn start_load(
     interrupt: &AtomicBool,
 ) -> Result<RunningLoad, ClientError> {
     let load = ClientOptions {
-        spec: opts.spec.changed(|s| load_spec(s, &plan, test_time)).map_err(load_error)?,
+        spec: opts
+            .spec
+            .changed(|s| load_spec(s, &plan, test_time))
+            .map_err(load_error)?,
         ..opts.clone()
     };
     let stop = Arc::new(AtomicBool::new(false));

@@ -320,8 +320,16 @@ impl<'a> Bouncer<'a> {
     /// Hands the intervals closed by now to the caller, as they close.
     fn emit(&mut self, on: Live) {
         let now_ns = (self.t0.elapsed().as_nanos() as u64).min(self.end_ns);
-        for i in self.log.advance(now_ns) {
-            on(ClientEvent::Transactions { interval: i.clone() });
+        let closed = self.log.advance(now_ns);
+        if closed.is_empty() {
+            return;
+        }
+        let tcp = tcp_stats(&self.socket).map(Box::new);
+        for i in closed {
+            on(ClientEvent::Transactions {
+                interval: i.clone(),
+                tcp: tcp.clone(),
+            });
         }
     }
 

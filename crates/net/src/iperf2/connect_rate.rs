@@ -139,7 +139,10 @@ impl<'a> Churner<'a> {
             self.last = Some(s);
             let now_ns = (self.t0.elapsed().as_nanos() as u64).min(end_ns);
             for i in self.log.advance(now_ns) {
-                on(ClientEvent::Transactions { interval: i.clone() });
+                on(ClientEvent::Transactions {
+                    interval: i.clone(),
+                    tcp: None,
+                });
             }
         }
         Ok(())

@@ -470,7 +470,7 @@ impl EngineHook<Input> for Hook<'_> {
             };
             self.shown += closed.len();
             for interval in closed {
-                (self.on_event)(ClientEvent::Transactions { interval });
+                (self.on_event)(ClientEvent::Transactions { interval, tcp: None });
             }
             return;
         }

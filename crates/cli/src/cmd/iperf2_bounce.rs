@@ -1,0 +1,208 @@
+//! The `iperf` drop-in's bounceback client (`iperf -c HOST --bounceback[=N]`, with iperf 2's
+//! `--bounceback-period`, `--bounceback-hold`, `--bounceback-no-quickack` and
+//! `--bounceback-congest`): `run --bounceback`'s client (against `iperf -s` and `landspeed serve`
+//! alike), printed as iperf 2.1.8 prints it (report::iperf2_bounce_text), so a script that reads
+//! iperf 2's request/response lines runs unchanged. Its congestion load is `run --under-load`'s.
+
+use super::iperf2::{bytes, refuse, Opts, PORT};
+use anyhow::Result;
+use landspeed_net::{BouncePlan, ClientEvent, LoadPlan};
+use landspeed_report::iperf2_bounce_text::{self as text, BounceHead};
+use landspeed_report::iperf2_text::{Ends, Iperf2Style};
+use std::io::Write;
+use std::time::Duration;
+
+/// The test iperf 2's options ask for, or why not.
+fn plan(o: &Opts) -> Result<(BouncePlan, u64), String> {
+    let burst = match o.bounceback.as_deref().unwrap_or("") {
+        "" => 10,
+        n => n
+            .parse::<u32>()
+            .ok()
+            .filter(|n| *n > 0)
+            .ok_or_else(|| format!("--bounceback={n}: not a count of requests"))?,
+    };
+    let secs = |flag: &str, v: Option<f64>, unit: f64| match v {
+        Some(x) if x.is_finite() && x >= 0.0 => Ok(Some(Duration::from_secs_f64(x * unit))),
+        Some(x) => Err(format!("{flag} {x}: not a time iperf 2 reads")),
+        None => Ok(None),
+    };
+    let period = secs("--bounceback-period", o.bounceback_period, 1.0)?.unwrap_or(Duration::from_secs(1));
+    let hold = secs("--bounceback-hold", o.bounceback_hold, 1e-3)?.unwrap_or_default();
+    let size = match o.length.as_deref() {
+        Some(v) => bytes(v).ok_or_else(|| format!("-l {v}: not a number iperf 2 reads"))?,
+        None => landspeed_iperf2::spec::DEFAULT_BOUNCEBACK_LEN,
+    };
+    let plan = BouncePlan {
+        burst,
+        period,
+        hold,
+        quickack: !o.bounceback_no_quickack,
+        trip_times: false,
+    };
+    Ok((plan, size))
+}
+
+/// `landspeed run` arguments for the connection itself.
+fn run_args(o: &Opts, host: &str, size: u64) -> Vec<String> {
+    let mut a = vec![
+        host.to_string(),
+        "-p".into(),
+        o.port.unwrap_or(PORT).to_string(),
+        "--no-save".into(),
+        "-t".into(),
+        format!("{}ms", (o.time.unwrap_or(10.0) * 1000.0).round()),
+        "-l".into(),
+        size.to_string(),
+        "-i".into(),
+        format!(
+            "{}ms",
+            (o.interval.filter(|i| *i > 0.0).unwrap_or(1.0) * 1000.0).round()
+        ),
+    ];
+    if let Some(w) = o.window.as_deref().and_then(bytes) {
+        a.extend(["-w".into(), w.to_string()]);
+    }
+    if let Some(b) = &o.bind {
+        a.extend(["-B".into(), b.clone()]);
+    }
+    a
+}
+
+/// The client: iperf 2's head, its lines as the test goes, its total.
+pub(crate) fn client(o: &Opts, host: &str) -> Result<bool> {
+    let (plan, size) = match plan(o) {
+        Ok(p) => p,
+        Err(why) => return refuse(&why),
+    };
+    let load = match o
+        .bounceback_congest
+        .as_deref()
+        .map(crate::common::values::working_load)
+    {
+        Some(Err(why)) => return refuse(&format!("--bounceback-congest: {why}")),
+        Some(Ok((direction, streams))) => Some(LoadPlan {
+            direction,
+            streams,
+            settle: Duration::ZERO,
+            iperf2: false,
+        }),
+        None => None,
+    };
+    let opts = match crate::common::client::options_from_args(&run_args(o, host, size)) {
+        Ok(opts) => opts,
+        Err(e) => return refuse(&e),
+    };
+    let head = BounceHead {
+        size,
+        burst: if plan.period.is_zero() { 0 } else { plan.burst },
+        period_s: plan.period.as_secs_f64(),
+        hold_us: plan.hold.as_micros() as u32,
+        quickack: plan.quickack,
+        window_bytes: opts.spec.window_bytes,
+    };
+    print!("{}", text::head(host, o.port.unwrap_or(PORT), &head));
+    let interrupt = crate::common::client::interrupt_flag()?;
+    let running = match load {
+        Some(l) => match landspeed_net::start_load(&opts, l, test_time(&opts), &interrupt) {
+            Ok(r) => Some(r),
+            Err(e) => return refuse(&format!("connect failed: {e}")),
+        },
+        None => None,
+    };
+    let mut live = Live::new(head, o.interval.filter(|i| *i > 0.0));
+    let outcome = landspeed_net::run_bounceback_client(&opts, &plan, &interrupt, &mut |ev| live.event(ev));
+    drop(running.map(|r| r.finish()));
+    match outcome {
+        Ok(r) => {
+            let Some(t) = &r.transactions else {
+                return refuse("the test ended without transactions");
+            };
+            let tcp = r.streams.iter().find_map(|s| s.tcp.as_ref());
+            let style = live.style();
+            print!(
+                "{}",
+                text::line(
+                    (0.0, t.elapsed_s),
+                    (t.transactions, size),
+                    &t.latency,
+                    tcp,
+                    &style
+                )
+            );
+            Ok(r.verdict().is_trusted())
+        }
+        Err(e) => refuse(&format!("connect failed: {e}")),
+    }
+}
+
+/// The lines as the test goes: the connection once the test starts, each whole interval with `-i`
+/// (iperf 2 prints none without it; the last, partial one it prints is not printed here).
+struct Live {
+    head: BounceHead,
+    interval_s: Option<f64>,
+    ends: Option<Ends>,
+}
+
+impl Live {
+    fn new(head: BounceHead, interval_s: Option<f64>) -> Live {
+        Live {
+            head,
+            interval_s,
+            ends: None,
+        }
+    }
+
+    fn style(&self) -> Iperf2Style {
+        Iperf2Style {
+            csv: false,
+            enhanced: false,
+            format: 'a',
+            interval_s: self.interval_s,
+        }
+    }
+
+    fn event(&mut self, ev: ClientEvent) {
+        let text = match ev {
+            ClientEvent::Connected { local, remote } => {
+                self.ends = Some(Ends::new(&local.to_string(), &remote.to_string()));
+                return;
+            }
+            ClientEvent::Started { .. } => {
+                let Some(ends) = &self.ends else { return };
+                text::connected(ends, &self.head, unix_now()) + text::COLUMN_HEAD
+            }
+            ClientEvent::Transactions { interval: i, tcp } => {
+                let Some(nominal) = self.interval_s else { return };
+                if i.end_s - i.start_s < 0.9 * nominal {
+                    return;
+                }
+                let style = self.style();
+                text::line(
+                    (i.start_s, i.end_s),
+                    (i.transactions, self.head.size),
+                    &i.latency,
+                    tcp.as_deref(),
+                    &style,
+                )
+            }
+            ClientEvent::Interval { .. } => return,
+        };
+        print!("{text}");
+        let _ = std::io::stdout().flush();
+    }
+}
+
+/// The test's `-t`.
+fn test_time(opts: &landspeed_net::ClientOptions) -> Duration {
+    match opts.spec.end {
+        landspeed_core::config::EndCondition::Time(t) => t,
+        _ => Duration::from_secs(10),
+    }
+}
+
+fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}

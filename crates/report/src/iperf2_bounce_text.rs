@@ -1,0 +1,191 @@
+//! iperf 2.1.8's client text for a bounceback test (`iperf -c HOST --bounceback`), so the `iperf`
+//! drop-in prints what a script written around iperf 2's request/response output reads: its head
+//! (write size, bursts, the bounceback's size and hold), the connection line, the column head, each
+//! interval's and the whole run's line (transfer both ways, `count=avg/min/max/stdev ms`, retries,
+//! cwnd/RTT, `rps`). The formats are iperf 2.1.8's (Locale.c's `report_client_bb_bw_format`), read
+//! against its own output (tests below). Not printed: the final `BB8(f)-PDF` histogram line, and the
+//! connection line's socket number, initial window and connect time.
+
+use crate::iperf2_text::{columns, Ends, Iperf2Style, DASHES};
+use crate::iperf3_text::{strftime, unit};
+use landspeed_core::endpoint::TcpStats;
+use landspeed_core::transactions::LatencySummary;
+use std::fmt::Write;
+
+/// What the head says of the test.
+#[derive(Debug, Clone, Copy)]
+pub struct BounceHead {
+    /// Bytes of each request (and answer).
+    pub size: u64,
+    /// Requests per burst; 0 when back to back.
+    pub burst: u32,
+    /// Seconds between bursts.
+    pub period_s: f64,
+    /// The server's hold, microseconds.
+    pub hold_us: u32,
+    /// TCP_QUICKACK asked of both ends.
+    pub quickack: bool,
+    /// The socket buffer asked for (`-w`).
+    pub window_bytes: Option<u64>,
+}
+
+/// iperf 2's sizes in the head: `%4d Byte` below a kilobyte, as its `byte_snprintf` with 'A'.
+fn size(bytes: u64) -> String {
+    if bytes < 1024 {
+        format!("{bytes:>4} Byte")
+    } else {
+        unit(bytes as f64, true).trim_end_matches('s').to_string()
+    }
+}
+
+/// The head, from the first dashes to the second.
+pub fn head(host: &str, port: u16, h: &BounceHead) -> String {
+    let mut t = format!("{DASHES}\nClient connecting to {host}, TCP port {port}\n");
+    let _ = writeln!(t, "Write buffer size: {}", size(h.size));
+    if h.burst > 0 {
+        let _ = writeln!(
+            t,
+            "Bursting: {} writes {} times every {:.2} second(s)",
+            size(h.size),
+            h.burst,
+            h.period_s
+        );
+    }
+    let ack = if h.quickack { " & tcp_quickack" } else { "" };
+    let _ = writeln!(
+        t,
+        "Bounce-back test (size={}) (server hold req={} usecs{ack})",
+        size(h.size),
+        h.hold_us
+    );
+    t += "TOS set to 0x0 and nodelay (Nagle off)\n";
+    let window = match h.window_bytes {
+        Some(w) => format!("{} (requested)", unit(w as f64, true)),
+        None => "the kernel's default".to_string(),
+    };
+    let _ = writeln!(t, "TCP window size: {window}\n{DASHES}");
+    t
+}
+
+/// The connection line (`when`: the test's start, Unix seconds).
+pub fn connected(ends: &Ends, h: &BounceHead, when: f64) -> String {
+    let ((lip, lport), (rip, rport)) = (&ends.local, &ends.remote);
+    let ack = if h.quickack { " w/quickack" } else { "" };
+    format!(
+        "[  1] local {lip} port {lport} connected with {rip} port {rport} (bb{ack} len/hold={}/{}) on {} (UTC)\n",
+        h.size,
+        h.hold_us,
+        strftime(when, "%Y-%m-%d %H:%M:%S")
+    )
+}
+
+/// The column head.
+pub const COLUMN_HEAD: &str = "[ ID] Interval            Transfer    Bandwidth         BB cnt=avg/min/max/stdev         Rtry  Cwnd/RTT    RPS\n";
+
+/// One interval's line, or the whole run's: `count` transactions of `size` bytes each way between
+/// `start_s` and `end_s`, their latency, the connection's TCP state then.
+pub fn line(
+    (start_s, end_s): (f64, f64),
+    (count, size): (u64, u64),
+    latency: &LatencySummary,
+    tcp: Option<&TcpStats>,
+    st: &Iperf2Style,
+) -> String {
+    let ms = |v: Option<f64>| if count < 2 { 0.0 } else { v.unwrap_or(0.0) };
+    let mean = latency.mean_ms.unwrap_or(0.0);
+    let rps = if mean > 0.0 { 1e3 / mean } else { 0.0 };
+    let rps = if rps < 10.0 {
+        format!("{rps:.1}")
+    } else {
+        format!("{rps:.0}")
+    };
+    let (retries, cwnd_k, rtt_us) = tcp.map_or((0, 0, 0), |t| (t.retransmits, t.cwnd_bytes / 1024, t.rtt_us));
+    format!(
+        "[  1] {}    {count}={mean:.3}/{:.3}/{:.3}/{:.3} ms {retries:>4} {cwnd_k:>4}K/{rtt_us} us    {rps} rps\n",
+        columns(start_s, end_s, 2 * count * size, st),
+        ms(latency.min_ms),
+        ms(latency.max_ms),
+        ms(latency.stdev_ms),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn style() -> Iperf2Style {
+        Iperf2Style {
+            csv: false,
+            enhanced: false,
+            format: 'a',
+            interval_s: None,
+        }
+    }
+
+    #[test]
+    fn the_head_is_iperf2s_for_each_pace_and_hold() {
+        let h = BounceHead {
+            size: 100,
+            burst: 10,
+            period_s: 1.0,
+            hold_us: 0,
+            quickack: true,
+            window_bytes: None,
+        };
+        let t = head("127.0.0.1", 5001, &h);
+        // iperf 2.1.8's own lines (captured; its pid, flows and window line differ).
+        for want in [
+            "Write buffer size:  100 Byte\n",
+            "Bursting:  100 Byte writes 10 times every 1.00 second(s)\n",
+            "Bounce-back test (size= 100 Byte) (server hold req=0 usecs & tcp_quickack)\n",
+            "TOS set to 0x0 and nodelay (Nagle off)\n",
+        ] {
+            assert!(t.contains(want), "{want:?} in {t}");
+        }
+        let b2b = BounceHead {
+            size: 1000,
+            burst: 0,
+            hold_us: 5000,
+            quickack: false,
+            ..h
+        };
+        let t = head("h", 5001, &b2b);
+        assert!(!t.contains("Bursting"), "{t}");
+        assert!(
+            t.contains("Bounce-back test (size=1000 Byte) (server hold req=5000 usecs)\n"),
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn a_line_is_iperf2s_to_the_character() {
+        // iperf 2.1.8: "[  1] 0.0000-1.0000 sec  1.95 KBytes  16.0 Kbits/sec    10=0.109/0.028/0.671/0.199 ms    0  576K/27 us    9217 rps"
+        let l = LatencySummary {
+            min_ms: Some(0.028),
+            mean_ms: Some(0.108_500_5),
+            stdev_ms: Some(0.199),
+            max_ms: Some(0.671),
+            ..Default::default()
+        };
+        let tcp = TcpStats {
+            retransmits: 0,
+            cwnd_bytes: 576 * 1024,
+            rtt_us: 27,
+            ..Default::default()
+        };
+        assert_eq!(
+            line((0.0, 1.0), (10, 100), &l, Some(&tcp), &style()),
+            "[  1] 0.0000-1.0000 sec  1.95 KBytes  16.0 Kbits/sec    10=0.109/0.028/0.671/0.199 ms    0  576K/27 us    9217 rps\n"
+        );
+        // One transaction: iperf 2 prints its least, most and deviation as 0; a slow one's rate with
+        // a decimal.
+        let one = LatencySummary {
+            min_ms: Some(150.0),
+            mean_ms: Some(150.0),
+            max_ms: Some(150.0),
+            ..Default::default()
+        };
+        assert!(line((0.0, 1.0), (1, 100), &one, None, &style())
+            .ends_with("1=150.000/0.000/0.000/0.000 ms    0    0K/0 us    6.7 rps\n"));
+    }
+}
