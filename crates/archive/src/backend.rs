@@ -36,6 +36,12 @@ impl Val {
             v => Err(ArchiveError::Type(format!("expected a number, got {v:?}"))),
         }
     }
+    pub(crate) fn opt_real(&self) -> Result<Option<f64>, ArchiveError> {
+        match self {
+            Val::Null => Ok(None),
+            v => v.real().map(Some),
+        }
+    }
     pub(crate) fn text(&self) -> Result<String, ArchiveError> {
         match self {
             Val::Text(s) => Ok(s.clone()),

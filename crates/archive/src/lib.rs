@@ -161,6 +161,10 @@ pub struct RunRow {
     /// runs stored without a verdict.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub limited_by: Vec<String>,
+    /// A request/response test's transactions a second (its throughput describes only its requests
+    /// and answers); none for a bulk test.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transactions_per_s: Option<f64>,
 }
 
 /// Which runs to list.
@@ -290,8 +294,8 @@ impl Archive {
         self.db().insert(
             "INSERT INTO runs (started_unix_s, started_utc, host, port, protocol, transport, direction, streams,
                 window_bytes, throughput_bps, bytes_received, tag, sweep_id, cell_repeat, result_json,
-                campaign_id, from_host, limited_by)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
+                campaign_id, from_host, limited_by, transactions_per_s)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)",
             &[
                 r.started_unix_s.into(),
                 r.started_utc.as_str().into(),
@@ -311,6 +315,7 @@ impl Archive {
                 meta.campaign.as_ref().map(|c| c.0).into(),
                 meta.campaign.as_ref().map(|c| c.1.clone()).into(),
                 limited_by(r).into(),
+                r.transactions.as_ref().map(|t| t.per_s).into(),
             ],
         )
     }
@@ -329,7 +334,8 @@ impl Archive {
     pub fn list(&self, f: &Filter) -> Result<Vec<RunRow>, ArchiveError> {
         let mut sql = String::from(
             "SELECT id, started_utc, host, protocol, transport, direction, streams, window_bytes,
-                    throughput_bps, bytes_received, tag, sweep_id, limited_by FROM runs WHERE 1=1",
+                    throughput_bps, bytes_received, tag, sweep_id, limited_by, transactions_per_s
+             FROM runs WHERE 1=1",
         );
         let mut args: Vec<Val> = vec![];
         let mut arg = |sql: &mut String, cond: &str, v: Val| {
@@ -379,6 +385,7 @@ impl Archive {
                         .opt_text()?
                         .map(|k| k.split_whitespace().map(String::from).collect())
                         .unwrap_or_default(),
+                    transactions_per_s: r[13].opt_real()?,
                 })
             })
             .collect()
@@ -395,11 +402,11 @@ pub fn to_csv(rows: &[RunRow]) -> String {
         }
     };
     let mut out = String::from(
-        "id,started_utc,host,protocol,transport,direction,streams,window_bytes,throughput_bps,bytes_received,tag,sweep_id,limited_by\n",
+        "id,started_utc,host,protocol,transport,direction,streams,window_bytes,throughput_bps,bytes_received,tag,sweep_id,limited_by,transactions_per_s\n",
     );
     for r in rows {
         out.push_str(&format!(
-            "{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
             r.id,
             q(&r.started_utc),
             q(&r.host),
@@ -413,6 +420,7 @@ pub fn to_csv(rows: &[RunRow]) -> String {
             r.tag.as_deref().map(q).unwrap_or_default(),
             r.sweep_id.map(|s| s.to_string()).unwrap_or_default(),
             r.limited_by.join(" "),
+            r.transactions_per_s.map(|t| t.to_string()).unwrap_or_default(),
         ));
     }
     out

@@ -150,7 +150,12 @@ fn sweep_cells_are_unique() {
 fn a_first_version_archive_is_migrated() {
     let path = temp("migrate");
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    let old = result("old-host", 5.0, 2, Some(262_144), 5e8);
+    let mut old = result("old-host", 5.0, 2, Some(262_144), 5e8);
+    // A request/response run: its transactions a second come back from its JSON too.
+    old.transactions = Some(landspeed_core::transactions::TransactionsReport {
+        per_s: 1234.5,
+        ..Default::default()
+    });
     {
         // Written as landspeed's first archive version wrote it.
         let c = Connection::open(&path).unwrap();
@@ -174,6 +179,7 @@ fn a_first_version_archive_is_migrated() {
         "backfilled from the stored JSON"
     );
     assert_eq!(rows[0].transport, "tcp");
+    assert_eq!(rows[0].transactions_per_s, Some(1234.5), "backfilled");
     assert_eq!(a.get(rows[0].id).unwrap().unwrap(), old);
     // New columns work on the migrated file.
     a.save(
@@ -185,6 +191,12 @@ fn a_first_version_archive_is_migrated() {
         },
     )
     .unwrap();
+    let rows = a.list(&Filter::default()).unwrap();
+    assert!(
+        rows.iter().all(|r| r.transactions_per_s == Some(1234.5)),
+        "{rows:?}"
+    );
+    assert!(to_csv(&rows).lines().nth(1).unwrap().ends_with(",1234.5"));
     drop(a);
     // Opening again is a no-op; a newer file is refused instead of damaged.
     let a = Archive::open(&path).unwrap();
@@ -333,5 +345,6 @@ fn history_filters_by_what_held_the_rate_back() {
         .lines()
         .nth(1)
         .unwrap()
-        .ends_with(",sender_cpu receiver_cpu"));
+        .ends_with(",sender_cpu receiver_cpu,"));
+    assert_eq!(rows[0].transactions_per_s, None, "a bulk test has none");
 }

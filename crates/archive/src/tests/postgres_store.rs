@@ -148,7 +148,11 @@ fn a_postgres_archive_round_trips_runs_sweeps_and_campaigns() {
 #[test]
 fn a_first_version_postgres_archive_is_migrated_and_a_newer_one_refused() {
     let Some(db) = Scratch::new() else { return };
-    let old = result("old-host", 5.0, 2, Some(262_144), 5e8);
+    let mut old = result("old-host", 5.0, 2, Some(262_144), 5e8);
+    old.transactions = Some(landspeed_core::transactions::TransactionsReport {
+        per_s: 1234.5,
+        ..Default::default()
+    });
     {
         // Written as the first schema version would have written it.
         let mut p = pg::Postgres::connect(&db.url()).unwrap();
@@ -172,6 +176,7 @@ fn a_first_version_postgres_archive_is_migrated_and_a_newer_one_refused() {
         "backfilled from the stored JSON"
     );
     assert_eq!(rows[0].transport, "tcp");
+    assert_eq!(rows[0].transactions_per_s, Some(1234.5), "backfilled");
     assert_eq!(a.get(rows[0].id).unwrap().unwrap(), old);
     drop(a);
     let mut c = postgres::Client::connect(&db.url(), postgres::NoTls).unwrap();

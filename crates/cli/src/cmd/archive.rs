@@ -144,7 +144,10 @@ pub fn history(a: HistoryArgs) -> Result<bool> {
                 r.streams,
                 r.window_bytes
                     .map_or("-".into(), |w| landspeed_core::units::Bytes(w).to_string()),
-                BitRate(r.throughput_bps).to_string(),
+                match r.transactions_per_s {
+                    Some(t) => format!("{t:.0} trans/s"),
+                    None => BitRate(r.throughput_bps).to_string(),
+                },
                 if r.limited_by.is_empty() {
                     "-".to_string()
                 } else {
