@@ -284,7 +284,50 @@ fn probe_figures(r: &mut Registry, res: &RunResult) {
     if let Some(u) = &s.udp {
         udp_figures(r, u);
     }
+    if let Some(t) = &res.transactions {
+        transaction_figures(r, t);
+    }
     limited_by(r, res);
+}
+
+/// A request/response probe's figures: its rate, its count, and its latency as quantiles (0 the
+/// least, 1 the most; the percentiles within 0.1%: docs/request-response.md), in seconds.
+fn transaction_figures(r: &mut Registry, t: &landspeed_core::transactions::TransactionsReport) {
+    gauge(
+        r,
+        "transactions_per_second",
+        "Transactions (a request answered in full) per second of the test",
+        None,
+        t.per_s,
+    );
+    gauge(
+        r,
+        "transactions",
+        "Transactions completed",
+        None,
+        t.transactions as f64,
+    );
+    let l = &t.latency;
+    let f: Family<Labels, Gauge<f64, AtomicU64>> = Family::default();
+    for (q, v) in [
+        ("0", l.min_ms),
+        ("0.5", l.p50_ms),
+        ("0.9", l.p90_ms),
+        ("0.99", l.p99_ms),
+        ("0.999", l.p999_ms),
+        ("1", l.max_ms),
+    ] {
+        if let Some(ms) = v {
+            f.get_or_create(&vec![("quantile".to_string(), q.to_string())])
+                .set(ms / 1e3);
+        }
+    }
+    r.register_with_unit(
+        "transaction_latency",
+        "A transaction's latency, request sent to answer read, by quantile",
+        Unit::Seconds,
+        f,
+    );
 }
 
 /// What held each direction back (docs/diagnosis.md): one series per limit said, 1, labelled with
@@ -456,6 +499,51 @@ mod tests {
             .filter(|l| l.starts_with("landspeed_server_refusals_total{"))
             .count();
         assert_eq!(series, RefusalKind::ALL.len());
+    }
+
+    #[test]
+    fn a_request_response_probe_gives_its_rate_and_latency_quantiles_in_seconds() {
+        use landspeed_core::assemble::{assemble, Inputs, RunContext};
+        use landspeed_core::transactions::{LatencySummary, TransactionsReport};
+        let (spec, e) = (landspeed_core::config::TestSpec::default(), Default::default());
+        let mut res = assemble(&Inputs {
+            spec: &spec,
+            context: RunContext::example("h", 0.0),
+            client: &e,
+            server: &e,
+            client_samples: &[],
+            server_samples: &[],
+        });
+        res.transactions = Some(TransactionsReport {
+            transactions: 1000,
+            per_s: 500.0,
+            latency: LatencySummary {
+                min_ms: Some(1.0),
+                p50_ms: Some(2.0),
+                p99_ms: Some(8.0),
+                max_ms: Some(20.0),
+                ..Default::default()
+            },
+            ..Default::default()
+        });
+        let text = probe(&Probe {
+            success: true,
+            duration_s: 2.0,
+            result: Some(&res),
+        });
+        for want in [
+            "landspeed_probe_transactions_per_second 500.0",
+            "landspeed_probe_transactions 1000.0",
+            "# UNIT landspeed_probe_transaction_latency_seconds seconds",
+            "landspeed_probe_transaction_latency_seconds{quantile=\"0\"} 0.001",
+            "landspeed_probe_transaction_latency_seconds{quantile=\"0.5\"} 0.002",
+            "landspeed_probe_transaction_latency_seconds{quantile=\"0.99\"} 0.008",
+            "landspeed_probe_transaction_latency_seconds{quantile=\"1\"} 0.02",
+        ] {
+            assert!(text.contains(want), "{want} in {text}");
+        }
+        // A percentile the test did not have is left out, not given as 0.
+        assert!(!text.contains("quantile=\"0.9\""), "{text}");
     }
 
     #[test]

@@ -47,6 +47,9 @@ pub struct ProbeQuery {
     pub reverse: bool,
     pub udp: bool,
     pub rate: Option<String>,
+    /// A request/response probe (`module=rr`: `run --rr`, 1 byte each way, one in flight): its
+    /// transactions a second and latency quantiles instead of a throughput.
+    pub rr: bool,
 }
 
 const PARAMETERS: &str = "target, time, streams, reverse, udp, rate, module";
@@ -74,6 +77,7 @@ pub fn parse_query(q: &[(String, String)], max_time: Duration) -> Result<ProbeQu
         reverse: false,
         udp: false,
         rate: None,
+        rr: false,
     };
     let mut have_target = false;
     for (k, v) in q {
@@ -99,7 +103,8 @@ pub fn parse_query(q: &[(String, String)], max_time: Duration) -> Result<ProbeQu
             "module" => match v.as_str() {
                 "tcp" => {}
                 "udp" => p.udp = true,
-                _ => return Err(format!("module={v}: give tcp or udp")),
+                "rr" => p.rr = true,
+                _ => return Err(format!("module={v}: give tcp, udp or rr")),
             },
             _ => return Err(format!("unknown parameter '{k}' (known: {PARAMETERS})")),
         }
@@ -115,6 +120,9 @@ pub fn parse_query(q: &[(String, String)], max_time: Duration) -> Result<ProbeQu
     }
     if p.rate.is_some() && !p.udp {
         return Err("rate applies to UDP probes (udp=1)".into());
+    }
+    if p.rr && (p.udp || p.reverse) {
+        return Err("module=rr is request/response over TCP: no udp or reverse".into());
     }
     Ok(p)
 }
@@ -137,6 +145,9 @@ pub(crate) fn run_args(p: &ProbeQuery) -> Vec<String> {
     .to_vec();
     if p.reverse {
         a.push("-R".into());
+    }
+    if p.rr {
+        a.push("--rr".into());
     }
     if p.udp {
         a.push("-u".into());
@@ -333,7 +344,11 @@ mod tests {
             (vec![("target", "h"), ("reverse", "maybe")], "give 1 or 0"),
             (vec![("target", "h"), ("rate", "1G")], "UDP probes"),
             (vec![("target", "h:notaport")], "HOST or HOST:PORT"),
-            (vec![("target", "h"), ("module", "icmp")], "tcp or udp"),
+            (vec![("target", "h"), ("module", "icmp")], "tcp, udp or rr"),
+            (
+                vec![("target", "h"), ("module", "rr"), ("reverse", "1")],
+                "no udp or reverse",
+            ),
         ] {
             let e = q(&pairs).unwrap_err();
             assert!(e.contains(why), "{pairs:?}: {e}");
