@@ -203,6 +203,41 @@ fn run_figures_and_the_cdf_of_runs() {
 }
 
 #[test]
+fn a_request_response_run_has_its_latency_figure_and_its_rate_cdf() {
+    use landspeed_core::transactions::{LatencySummary, TransactionInterval, TransactionsReport};
+    let mut r = run();
+    let latency = |ms: f64| LatencySummary {
+        min_ms: Some(ms / 2.0),
+        mean_ms: Some(ms),
+        p50_ms: Some(ms),
+        p99_ms: Some(ms * 3.0),
+        max_ms: Some(ms * 10.0),
+        ..Default::default()
+    };
+    r.transactions = Some(TransactionsReport {
+        transactions: 3000,
+        per_s: 1000.0,
+        intervals: (0..3)
+            .map(|k| TransactionInterval {
+                start_s: f64::from(k),
+                end_s: f64::from(k + 1),
+                transactions: 1000,
+                latency: latency(0.5 + f64::from(k)),
+            })
+            .collect(),
+        ..Default::default()
+    });
+    let figs = run_figures(&r, Some(7)).unwrap();
+    assert_eq!(figs.len(), 1);
+    assert_eq!(figs[0].name, "run-7-latency-over-time");
+    check(&figs[0]);
+    assert!(figs[0].svg.contains("Transaction latency"));
+    let cdf = runs_cdf(&[r.clone(), r]).unwrap();
+    check(&cdf);
+    assert!(cdf.svg.contains("Transactions a second of 2 runs"));
+}
+
+#[test]
 fn the_html_page_is_self_contained_and_has_everything() {
     let r = sweep("far.<b>example</b>");
     let figs = sweep_figures(&r).unwrap();

@@ -7,6 +7,7 @@
 mod latency;
 mod run;
 mod sweep;
+mod transactions;
 
 pub use latency::{discipline_figures, latency_figures};
 pub use run::{run_figures, runs_cdf};

@@ -5,7 +5,9 @@
 //! slow start); window and RTT are read at each interval's end and drawn there, with the run's minimum
 //! RTT as a dashed floor that no interval's RTT falls below (docs/metrics.md). Changes the WAN
 //! emulator made to the path during the run are marked on every panel (an outage shaded over its
-//! length). For several runs of one configuration, the CDF of their throughputs.
+//! length). For several runs of one configuration, the CDF of their throughputs. A request/response
+//! run has its own figure (`transactions`), and several of them the CDF of their transactions a
+//! second.
 
 use super::sweep::{unit, Cdf};
 use super::{colour, footer, legend, render, Draw, DrawResult, Figure, PlotError, FONT};
@@ -256,6 +258,9 @@ impl Draw for OverTime<'_> {
 /// The figures of one run: over time, and the CDF of its intervals' throughput.
 pub fn run_figures(r: &RunResult, id: Option<i64>) -> Result<Vec<Figure>, PlotError> {
     let stem = id.map_or_else(|| "run".to_string(), |i| format!("run-{i}"));
+    if let Some(t) = &r.transactions {
+        return super::transactions::transaction_figures(r, t, &stem);
+    }
     let mut out = vec![render(
         format!("{stem}-over-time"),
         "Per-stream throughput, cwnd and RTT over time".into(),
@@ -287,9 +292,28 @@ pub fn run_figures(r: &RunResult, id: Option<i64>) -> Result<Vec<Figure>, PlotEr
     Ok(out)
 }
 
-/// The CDF of several runs' throughput (repeated runs of one configuration).
+/// The CDF of several runs' throughput (repeated runs of one configuration); of their
+/// transactions a second when every run is a request/response test.
 pub fn runs_cdf(runs: &[RunResult]) -> Result<Figure, PlotError> {
     let first = runs.first();
+    let rates: Option<Vec<f64>> = runs
+        .iter()
+        .map(|r| r.transactions.as_ref().map(|t| t.per_s))
+        .collect();
+    if let Some(rates) = rates {
+        return render(
+            "runs-cdf".into(),
+            "CDF of repeated runs".into(),
+            (960, 600),
+            &Cdf {
+                title: format!("Transactions a second of {} runs", runs.len()),
+                x_desc: "transactions per second".into(),
+                y_desc: "fraction of runs at or below".into(),
+                series: vec![(format!("{} runs", runs.len()), rates)],
+                footer: first.map_or_else(String::new, foot),
+            },
+        );
+    }
     let (div, uname) = unit(runs.iter().map(|r| r.summary.throughput_bps).fold(0.0, f64::max));
     render(
         "runs-cdf".into(),
