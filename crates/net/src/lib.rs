@@ -41,4 +41,5 @@ pub use landspeed::client::run_client;
 pub use landspeed::controller;
 pub use ndt7::client::run_ndt7;
 pub use quic_perf::client::run_quic_perf;
+pub use quic_perf::rr::{run_quic_transactions, QuicChurn};
 pub use server::{Server, StatsHandle};

@@ -31,6 +31,8 @@ enum Speak {
     Connections(landspeed_net::Churn),
     /// The QUIC performance protocol (`--quic-perf`).
     QuicPerf,
+    /// Request/response in the QUIC performance protocol (`--quic-perf --rr`, `--connect-rate`).
+    QuicTransactions(landspeed_net::QuicChurn),
     /// ndt7's WebSocket subtests (`--ndt7`); `tls` for wss.
     Ndt7 { tls: bool },
 }
@@ -174,6 +176,9 @@ fn converse(
             landspeed_net::run_connect_rate(opts, churn, interrupt, &mut |ev| out.event(ev))
         }
         Speak::QuicPerf => landspeed_net::run_quic_perf(opts, interrupt, &mut |ev| out.event(ev)),
+        Speak::QuicTransactions(churn) => {
+            landspeed_net::run_quic_transactions(opts, churn, interrupt, &mut |ev| out.event(ev))
+        }
         Speak::Ndt7 { tls } => landspeed_net::run_ndt7(opts, tls, interrupt, &mut |ev| out.event(ev)),
         Speak::Landspeed => match run_client(opts, interrupt, &mut |ev| out.event(ev)) {
             Err(ClientError::Iperf3Server { .. }) => {
@@ -263,6 +268,11 @@ pub fn run(a: RunArgs) -> Result<bool> {
     if let Some(dir) = a.send_file.as_ref().filter(|p| p.is_dir()) {
         return send_directory(&a, dir, format);
     }
+    let t = &a.test;
+    if !t.rr && (t.request.is_some() || t.response.is_some() || t.in_flight.is_some()) {
+        // clap lets them through beside a flag that conflicts with --rr (--connect-rate), so here.
+        return Err(UsageError("--request, --response and --in-flight go with --rr".into()).into());
+    }
     let mut opts = client_options(&a)?;
     let load = load_plan(&a)?;
     let bounce = a.bounceback.map(|burst| bounce_plan(&a, burst));
@@ -306,6 +316,10 @@ pub fn run(a: RunArgs) -> Result<bool> {
         !a.test.interval.is_zero(),
         (
             match (a.iperf3, a.quic_perf, a.ndt7) {
+                (_, true, _) if a.test.rr => Speak::QuicTransactions(landspeed_net::QuicChurn::Reuse),
+                (_, true, _) if a.connect_rate => {
+                    Speak::QuicTransactions(landspeed_net::QuicChurn::ConnectEach)
+                }
                 _ if bounce.is_some() => Speak::Bounceback(bounce.unwrap_or_default()),
                 _ if churn.is_some() => {
                     Speak::Connections(churn.unwrap_or(landspeed_net::Churn::ConnectOnly))

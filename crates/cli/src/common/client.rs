@@ -65,9 +65,13 @@ pub fn cell_spec(a: &RunArgs) -> Result<CellSpec> {
         .into());
     }
     if a.quic_perf {
-        // A perf server's payload is its own.
-        said.transport = landspeed_core::config::Transport::Quic;
-        said.no_verify = true;
+        // A perf server's payload is its own. With --rr the shape is validated as landspeed's
+        // request/response test's (its sizes and depth); the perf protocol's client runs it over
+        // QUIC (net::quic_perf::rr).
+        if !a.test.rr {
+            said.transport = landspeed_core::config::Transport::Quic;
+            said.no_verify = true;
+        }
     }
     if a.insecure && !a.quic_perf && !a.ndt7 {
         return Err(UsageError("--insecure goes with --quic-perf or --ndt7".into()).into());

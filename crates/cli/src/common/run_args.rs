@@ -80,7 +80,7 @@ pub struct RunArgs {
     /// bounceback request of -l bytes answered and checked, closed; against `landspeed serve` or
     /// `iperf -s`. Reports connections per second, the handshake times, and each transaction's
     /// (from connect to the answer's last byte). Example: `landspeed run HOST --connect-rate -t 5`.
-    #[arg(long, conflicts_with_all = ["bounceback", "connect_only", "iperf3", "quic_perf", "ndt7", "udp", "tls", "mptcp", "latency", "from", "send_file", "recv_file", "auth"])]
+    #[arg(long, conflicts_with_all = ["bounceback", "connect_only", "iperf3", "ndt7", "udp", "tls", "mptcp", "latency", "from", "send_file", "recv_file", "auth"])]
     pub connect_rate: bool,
     /// Connection rate without a request (iperf 2's --connect-only): connect and close, back to back
     /// until -t, against any TCP server; reports connections per second and the handshake times.
@@ -331,7 +331,7 @@ pub struct TestArgs {
     /// request and response is checked byte for byte. Example: `landspeed run HOST --rr -t 10`
     /// (1-byte requests and responses, one at a time).
     #[arg(long, conflicts_with_all = ["udp", "quic", "reverse", "bidir", "bytes", "blocks", "rate", "omit",
-          "iperf3", "iperf2", "quic_perf", "ndt7", "bounceback", "connect_rate", "connect_only", "send_file", "recv_file", "from"])]
+          "iperf3", "iperf2", "ndt7", "bounceback", "connect_rate", "connect_only", "send_file", "recv_file", "from"])]
     pub rr: bool,
     /// --rr: bytes of each request (1..=1M; default 1).
     #[arg(long, value_name = "SIZE", value_parser = values::bytes, requires = "rr")]

@@ -114,6 +114,78 @@ fn landspeed_against(port: u16, bytes: &str, expect: u64) {
     }
 }
 
+/// Request/response over the perf protocol against the server on `port` (a peer's or landspeed's):
+/// transactions on one connection, four in flight, each answer the length asked for; then a
+/// connection each, every handshake timed.
+pub(crate) fn transactions_against(port: u16) {
+    let r = run_json(
+        "127.0.0.1",
+        port,
+        &[
+            "--quic-perf",
+            "--insecure",
+            "--rr",
+            "--in-flight",
+            "4",
+            "--request",
+            "200",
+            "--response",
+            "3000",
+            "-t",
+            "1",
+            "--no-save",
+        ],
+    );
+    let t = &r["transactions"];
+    let n = t["transactions"].as_u64().unwrap();
+    assert!(n > 20, "{t}");
+    assert_eq!(t["shape"]["kind"], "QUIC perf request/response");
+    assert_eq!(
+        (&t["shape"]["in_flight"], &t["shape"]["response_bytes"]),
+        (&4.into(), &3000.into())
+    );
+    // Every answer came whole: the answers' bytes are exactly those asked for.
+    let down = r["directions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["flow"] == "server_to_client")
+        .expect("the answers' direction");
+    assert_eq!(
+        down["summary"]["bytes_received"].as_u64(),
+        Some(n * 3000),
+        "{down}"
+    );
+    assert_eq!(r["payload"]["corrupt_blocks"], 0);
+    assert_eq!(
+        r["payload"]["verified"], false,
+        "a perf server's bytes are its own"
+    );
+    let c = run_json(
+        "127.0.0.1",
+        port,
+        &[
+            "--quic-perf",
+            "--insecure",
+            "--connect-rate",
+            "-t",
+            "1",
+            "--no-save",
+        ],
+    );
+    let t = &c["transactions"];
+    let n = t["transactions"].as_u64().unwrap();
+    assert!(n > 5, "{t}");
+    assert_eq!(
+        t["connect"]["connections"].as_u64(),
+        Some(n),
+        "a handshake each: {t}"
+    );
+    let handshake = t["connect"]["latency"]["p50_ms"].as_f64().unwrap();
+    let whole = t["latency"]["p50_ms"].as_f64().unwrap();
+    assert!(handshake > 0.0 && handshake < whole, "{handshake} of {whole} ms");
+}
+
 /// A peer's client against `landspeed serve`: the bytes it got, and the server's log of them.
 fn peer_against_landspeed(cmd: impl Fn(u16) -> Command, up: u64, down: u64) {
     let s = ServerProc::start("127.0.0.1", &[]);
@@ -143,6 +215,7 @@ fn aioquic_server_and_client() {
     cmd.arg(dir.join("c.pem")).arg(dir.join("k.pem"));
     let peer = start(cmd);
     landspeed_against(port, "3M", 3 << 20);
+    transactions_against(port);
     drop(peer);
     peer_against_landspeed(
         |p| {
@@ -174,6 +247,7 @@ fn quic_go_server_and_client() {
         &["--quic-perf", "--insecure", "-R", "-t", "1", "--no-save"],
     );
     assert!(r["summary"]["bytes_received"].as_u64().unwrap() > 0);
+    transactions_against(port);
     drop(peer);
     peer_against_landspeed(
         |p| {
@@ -191,6 +265,13 @@ fn quic_go_server_and_client() {
 fn landspeed_serves_its_own_perf_client_within_its_limits() {
     let s = ServerProc::start("127.0.0.1", &[]);
     landspeed_against(s.port, "16M", 16 << 20);
+    transactions_against(s.port);
+    // What a QUIC request/response test cannot be is refused in one line.
+    let o = perf_client(
+        s.port,
+        &["--insecure", "--connect-rate", "-t", "1", "--request", "5"],
+    );
+    assert_eq!(o.code, 2, "{}", o.stderr);
     // Pinned to the certificate the server logged: checked, so no warning about it.
     let pin = s.first_line.rsplit("sha256:").next().unwrap().trim().to_string();
     let r = run_json(
