@@ -239,8 +239,16 @@ fn converse_under_load(
     Ok(r)
 }
 
-/// `--under-load`'s plan, refused without a request/response test to run beside.
+/// `--under-load`'s plan, refused without a request/response test to run beside (and `--rr`'s
+/// shape refused without `--rr`).
 fn load_plan(a: &RunArgs) -> Result<Option<landspeed_net::LoadPlan>, UsageError> {
+    let t = &a.test;
+    if !t.rr && (t.request.is_some() || t.response.is_some() || t.in_flight.is_some()) {
+        // clap lets them through beside a flag that conflicts with --rr (--connect-rate), so here.
+        return Err(UsageError(
+            "--request, --response and --in-flight go with --rr".into(),
+        ));
+    }
     let Some((direction, streams)) = a.under_load else {
         return Ok(None);
     };
@@ -267,11 +275,6 @@ pub fn run(a: RunArgs) -> Result<bool> {
     };
     if let Some(dir) = a.send_file.as_ref().filter(|p| p.is_dir()) {
         return send_directory(&a, dir, format);
-    }
-    let t = &a.test;
-    if !t.rr && (t.request.is_some() || t.response.is_some() || t.in_flight.is_some()) {
-        // clap lets them through beside a flag that conflicts with --rr (--connect-rate), so here.
-        return Err(UsageError("--request, --response and --in-flight go with --rr".into()).into());
     }
     let mut opts = client_options(&a)?;
     let load = load_plan(&a)?;

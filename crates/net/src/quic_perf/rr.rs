@@ -118,15 +118,19 @@ pub fn run_quic_transactions(
         });
     }
     let here = endpoint(&report, (short, error), elapsed, cpu);
-    let mut context = run_context(
-        opts,
-        local,
-        addr,
-        &here,
-        started_unix_s,
-        interrupt.load(Relaxed),
-        "quic-perf",
-    );
+    let ends = (local, addr, started_unix_s, interrupt.load(Relaxed));
+    Ok(assembled(opts, &spec, here, ends, (report, short)))
+}
+
+/// The result: this end's report, the server's inferred from it, the figures attached.
+fn assembled(
+    opts: &ClientOptions,
+    spec: &Test,
+    here: EndpointReport,
+    (local, addr, started_unix_s, interrupted): (std::net::SocketAddr, std::net::SocketAddr, f64, bool),
+    (report, short): (TransactionsReport, u64),
+) -> RunResult {
+    let mut context = run_context(opts, local, addr, &here, started_unix_s, interrupted, "quic-perf");
     context.foreign_peer = true;
     let server = EndpointReport {
         streams: here.streams.iter().map(inferred).collect(),
@@ -134,7 +138,7 @@ pub fn run_quic_transactions(
         ..EndpointReport::default()
     };
     let mut result = assemble(&Inputs {
-        spec: &spec,
+        spec,
         context,
         client: &here,
         server: &server,
@@ -142,7 +146,7 @@ pub fn run_quic_transactions(
         server_samples: &[],
     });
     counted(&mut result, report, short);
-    Ok(result)
+    result
 }
 
 /// The test as it runs: QUIC, forward, timed, nothing verified; its transactions' shape.
