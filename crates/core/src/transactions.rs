@@ -40,8 +40,14 @@ impl TransactionShape {
     /// The shape of landspeed's own request/response test (`run --rr`): requests and responses of
     /// their sizes, `in_flight` of them unanswered at once, back to back.
     pub fn landspeed(t: &crate::config::TransactionSpec) -> TransactionShape {
+        TransactionShape::back_to_back("landspeed request/response", t)
+    }
+
+    /// A test of `kind` sending requests and responses of `t`'s sizes, `t.in_flight` at once, each
+    /// as soon as one is answered (no bursts, no hold).
+    pub fn back_to_back(kind: &str, t: &crate::config::TransactionSpec) -> TransactionShape {
         TransactionShape {
-            kind: "landspeed request/response".into(),
+            kind: kind.into(),
             request_bytes: t.request_bytes,
             response_bytes: t.response_bytes,
             in_flight: t.in_flight,

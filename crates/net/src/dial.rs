@@ -207,33 +207,21 @@ impl EngineHook<()> for QuietHook<'_> {
     }
 }
 
-/// Moves the data of a test whose server says nothing meanwhile (`QuietHook`).
+/// Moves the data of a test whose server says nothing meanwhile (`QuietHook`). `halts`: the server
+/// sends until its own end whatever this end does (iperf 2's, with `-R` or `--full-duplex`), so
+/// Ctrl-C stops everything at once, what is in flight is left uncounted, and the connections close
+/// under the server's writes, which ends its test.
 pub(crate) fn measure_quietly(
     opts: &ClientOptions,
     spec: &TestSpec,
-    data: &DataPaths,
-    local: SocketAddr,
-    interrupt: &std::sync::atomic::AtomicBool,
-    on_event: &mut dyn FnMut(ClientEvent),
-) -> supervisor::EngineOutput {
-    let format = UdpFormat::Landspeed;
-    measure_quietly_as(opts, spec, (data, format), local, interrupt, on_event)
-}
-
-/// `measure_quietly` against a server that sends until its own end whatever this end does (iperf
-/// 2's, with `-R` or `--full-duplex`): Ctrl-C stops everything at once, what is in flight is left
-/// uncounted, and the connections close under the server's writes, which ends its test.
-pub(crate) fn measure_halting(
-    opts: &ClientOptions,
-    spec: &TestSpec,
-    data: &DataPaths,
+    (data, halts): (&DataPaths, bool),
     local: SocketAddr,
     interrupt: &std::sync::atomic::AtomicBool,
     on_event: &mut dyn FnMut(ClientEvent),
 ) -> supervisor::EngineOutput {
     let (tx, rx) = mpsc::channel::<Wake<()>>();
     let mut hook = QuietHook::new(spec, interrupt, on_event);
-    hook.halts = true;
+    hook.halts = halts;
     measure(
         opts,
         spec,

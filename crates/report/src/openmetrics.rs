@@ -501,19 +501,24 @@ mod tests {
         assert_eq!(series, RefusalKind::ALL.len());
     }
 
-    #[test]
-    fn a_request_response_probe_gives_its_rate_and_latency_quantiles_in_seconds() {
+    /// A result of a test that moved nothing, to hang a probe's figures on.
+    fn empty_result() -> RunResult {
         use landspeed_core::assemble::{assemble, Inputs, RunContext};
-        use landspeed_core::transactions::{LatencySummary, TransactionsReport};
         let (spec, e) = (landspeed_core::config::TestSpec::default(), Default::default());
-        let mut res = assemble(&Inputs {
+        assemble(&Inputs {
             spec: &spec,
             context: RunContext::example("h", 0.0),
             client: &e,
             server: &e,
             client_samples: &[],
             server_samples: &[],
-        });
+        })
+    }
+
+    #[test]
+    fn a_request_response_probe_gives_its_rate_and_latency_quantiles_in_seconds() {
+        use landspeed_core::transactions::{LatencySummary, TransactionsReport};
+        let mut res = empty_result();
         res.transactions = Some(TransactionsReport {
             transactions: 1000,
             per_s: 500.0,
@@ -561,17 +566,8 @@ mod tests {
 
     #[test]
     fn a_probes_verdict_is_a_series_per_limit() {
-        use landspeed_core::assemble::{assemble, Inputs, RunContext};
         use landspeed_core::limit::{Confidence, Limit, LimitKind};
-        let (spec, e) = (landspeed_core::config::TestSpec::default(), Default::default());
-        let mut res = assemble(&Inputs {
-            spec: &spec,
-            context: RunContext::example("h", 0.0),
-            client: &e,
-            server: &e,
-            client_samples: &[],
-            server_samples: &[],
-        });
+        let mut res = empty_result();
         res.directions[0].limits = vec![Limit::new(
             LimitKind::SystemCap,
             Confidence::Medium,

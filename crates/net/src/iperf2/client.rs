@@ -50,7 +50,7 @@ pub fn run_iperf2_client(
         warnings: warnings.clone(),
     });
     let data = DataPaths::Tcp(streams);
-    let out = crate::dial::measure_halting(opts, spec, &data, local, interrupt, on_event);
+    let out = crate::dial::measure_quietly(opts, spec, (&data, true), local, interrupt, on_event);
     let here = out.report(opts.cpus.clone(), warnings);
     let server = EndpointReport {
         software: "iperf 2 server".into(),

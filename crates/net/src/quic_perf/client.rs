@@ -59,7 +59,7 @@ pub fn run_quic_perf(
         streams: spec.total_streams(),
         warnings: warnings.clone(),
     });
-    let out = crate::dial::measure_quietly(opts, spec, &data, local, interrupt, on_event);
+    let out = crate::dial::measure_quietly(opts, spec, (&data, false), local, interrupt, on_event);
     if let DataPaths::Quic(q) = &data {
         if let Some(reason) = q.connections.iter().find_map(|c| refused(&c.conn)) {
             return Err(quic_err(format!("the server closed the connection: {reason}")));

@@ -184,18 +184,11 @@ fn checked(opts: &ClientOptions, churn: QuicChurn) -> Result<(Test, TransactionS
 }
 
 fn shape(t: &TransactionSpec, churn: QuicChurn) -> TransactionShape {
-    TransactionShape {
-        kind: match churn {
-            QuicChurn::Reuse => "QUIC perf request/response".into(),
-            QuicChurn::ConnectEach => "QUIC perf, a connection each".into(),
-        },
-        request_bytes: t.request_bytes,
-        response_bytes: t.response_bytes,
-        in_flight: t.in_flight,
-        burst: 0,
-        period_s: 0.0,
-        hold_us: 0,
-    }
+    let kind = match churn {
+        QuicChurn::Reuse => "QUIC perf request/response",
+        QuicChurn::ConnectEach => "QUIC perf, a connection each",
+    };
+    TransactionShape::back_to_back(kind, t)
 }
 
 impl Run<'_> {
