@@ -103,7 +103,8 @@ pub fn run_quic_transactions(
                 }
             }
         })
-        .err();
+        .err()
+        .map(|e| e.to_string());
     let elapsed = t0.elapsed().min(run_for);
     first.conn.close(0u32.into(), b"");
     let cpu = cpu0.until(&landspeed_engine::cpu::CpuSnapshot::take());
@@ -197,19 +198,19 @@ impl Run<'_> {
     }
 
     /// `in_flight` loops of transactions on one connection, interleaved on this thread.
-    async fn reuse(&self, conn: &quinn::Connection) -> Result<(), String> {
+    async fn reuse(&self, conn: &quinn::Connection) -> Result<(), ClientError> {
         let loops = (0..self.spec.in_flight).map(|_| async {
             while self.going() {
                 let started = Instant::now();
                 self.transact(conn).await?;
                 self.record(started, Instant::now());
             }
-            Ok::<(), String>(())
+            Ok::<(), ClientError>(())
         });
         let mut all: Vec<_> = loops.map(Box::pin).collect();
         // Every loop polled together on this thread until each has ended; the first error is the
         // test's.
-        let mut outcomes: Vec<Option<Result<(), String>>> = all.iter().map(|_| None).collect();
+        let mut outcomes: Vec<Option<Result<(), ClientError>>> = all.iter().map(|_| None).collect();
         std::future::poll_fn(|cx| {
             let mut pending = false;
             for (f, out) in all.iter_mut().zip(outcomes.iter_mut()) {
@@ -241,16 +242,16 @@ impl Run<'_> {
         config: &quinn::ClientConfig,
         addr: std::net::SocketAddr,
         name: &str,
-    ) -> Result<(), String> {
+    ) -> Result<(), ClientError> {
         while self.going() {
             let started = Instant::now();
             let connecting = endpoint
                 .connect_with(config.clone(), addr, name)
-                .map_err(|e| e.to_string())?;
+                .map_err(quic_err)?;
             let conn = tokio::time::timeout(TRANSACTION_TIMEOUT, connecting)
                 .await
-                .map_err(|_| format!("no QUIC handshake within {TRANSACTION_TIMEOUT:?}"))?
-                .map_err(|e| format!("QUIC handshake: {e}"))?;
+                .map_err(|_| quic_err(format!("no QUIC handshake within {TRANSACTION_TIMEOUT:?}")))?
+                .map_err(|e| quic_err(format!("QUIC handshake: {e}")))?;
             let connected = Instant::now();
             self.transact(&conn).await?;
             conn.close(0u32.into(), b"");
@@ -262,25 +263,23 @@ impl Run<'_> {
     }
 
     /// One stream: the size asked, the request, FIN; the answer read to its FIN and counted.
-    async fn transact(&self, conn: &quinn::Connection) -> Result<(), String> {
+    async fn transact(&self, conn: &quinn::Connection) -> Result<(), ClientError> {
         let want = u64::from(self.spec.response_bytes);
         let exchange = async {
-            let (mut send, mut recv) = conn.open_bi().await.map_err(|e| e.to_string())?;
-            send.write_all(&want.to_be_bytes())
-                .await
-                .map_err(|e| e.to_string())?;
-            send.write_all(&self.request).await.map_err(|e| e.to_string())?;
-            send.finish().map_err(|e| e.to_string())?;
+            let (mut send, mut recv) = conn.open_bi().await.map_err(quic_err)?;
+            send.write_all(&want.to_be_bytes()).await.map_err(quic_err)?;
+            send.write_all(&self.request).await.map_err(quic_err)?;
+            send.finish().map_err(quic_err)?;
             let mut got = 0u64;
             let mut buf = vec![0u8; 64 * 1024];
-            while let Some(n) = recv.read(&mut buf).await.map_err(|e| e.to_string())? {
+            while let Some(n) = recv.read(&mut buf).await.map_err(quic_err)? {
                 got += n as u64;
             }
-            Ok::<u64, String>(got)
+            Ok::<u64, ClientError>(got)
         };
         let got = tokio::time::timeout(TRANSACTION_TIMEOUT, exchange)
             .await
-            .map_err(|_| format!("a transaction took over {TRANSACTION_TIMEOUT:?}"))??;
+            .map_err(|_| quic_err(format!("a transaction took over {TRANSACTION_TIMEOUT:?}")))??;
         if got != want {
             *self.short.borrow_mut() += 1;
         }
