@@ -198,7 +198,9 @@ fn request_response_runs_under_a_working_load_against_either_server() {
     // --full-duplex), as iperf 2's own --bounceback-congest runs it; nothing of it checked.
     let theirs = Iperf2Server::start();
     let r = run(theirs.1, &["--under-load", "--load-settle", "300ms", "--no-save"]);
-    assert_eq!(r["transactions"]["transactions"], 16, "{}", r["transactions"]);
+    // Four bursts of four; under a load that takes both CPUs a burst may start late, never twice.
+    let n = r["transactions"]["transactions"].as_u64().unwrap();
+    assert!((12..=16).contains(&n), "{}", r["transactions"]);
     let l = &r["transactions"]["load"];
     assert_eq!(
         (&l["protocol"], &l["direction"]),
