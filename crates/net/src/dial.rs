@@ -16,9 +16,9 @@ pub use options::{ClientEvent, ClientOptions, Keepalive};
 pub use under_load::{start_load, LoadPlan, RunningLoad};
 
 use crate::streams::DataPaths;
-use landspeed_core::assemble::RunContext;
+use landspeed_core::assemble::{assemble, Inputs, RunContext};
 use landspeed_core::config::{Family, TestSpec};
-use landspeed_core::endpoint::{EndpointReport, IntervalSample, Role};
+use landspeed_core::endpoint::{EndpointReport, IntervalSample, Role, StreamReport};
 use landspeed_core::result::{IntervalResult, IntervalStream};
 use landspeed_engine::sockopt::{self};
 use landspeed_engine::supervisor::{self, EngineHook, EngineParams, Flags, Wake, Wiring};
@@ -31,6 +31,47 @@ use std::io::Write;
 use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
+
+/// The far end's side of one of this end's streams when the far end reports none (iperf 2's server
+/// and client, a QUIC perf server): it received what was sent here and sent what arrived here, over
+/// the same span; nothing more is known of it.
+pub(crate) fn inferred(s: &StreamReport) -> StreamReport {
+    let role = match s.role {
+        Role::Sender => Role::Receiver,
+        Role::Receiver => Role::Sender,
+    };
+    StreamReport {
+        bytes: s.bytes,
+        first_byte_s: s.first_byte_s,
+        last_byte_s: s.last_byte_s,
+        ..StreamReport::empty(s.id, s.flow, role)
+    }
+}
+
+/// The result of a test whose server reports nothing while it runs or after: its side inferred
+/// stream by stream from `here` (its software named `software`), assembled without interval
+/// samples (a request/response test's figures are its transactions').
+pub(crate) fn assemble_inferred(
+    spec: &TestSpec,
+    context: RunContext,
+    here: &EndpointReport,
+    software: &str,
+) -> landspeed_core::result::RunResult {
+    let server = EndpointReport {
+        software: software.into(),
+        streams: here.streams.iter().map(inferred).collect(),
+        elapsed_s: here.elapsed_s,
+        ..EndpointReport::default()
+    };
+    assemble(&Inputs {
+        spec,
+        context,
+        client: here,
+        server: &server,
+        client_samples: &[],
+        server_samples: &[],
+    })
+}
 
 pub(crate) fn resolve(opts: &ClientOptions) -> Result<SocketAddr, ClientError> {
     let addrs: Vec<SocketAddr> = (opts.host.as_str(), opts.port)

@@ -9,7 +9,6 @@
 //! byte is counted, and makes the result untrusted. The figures are `core::transactions`.
 
 use crate::dial::{connect, resolve, ClientError, ClientEvent, ClientOptions};
-use landspeed_core::assemble::{assemble, Inputs};
 use landspeed_core::config::{Direction, EndCondition, Flow, Test, TestSpec, Transport};
 use landspeed_core::endpoint::{EndpointReport, Role, StreamReport};
 use landspeed_core::result::RunResult;
@@ -159,12 +158,6 @@ impl Finished {
             self.elapsed,
             self.cpu,
         );
-        let server = EndpointReport {
-            software: "iperf 2 bounceback server".into(),
-            streams: here.streams.iter().map(super::server::inferred).collect(),
-            elapsed_s: here.elapsed_s,
-            ..EndpointReport::default()
-        };
         let (local, addr) = self.ends;
         let context = crate::dial::run_context(
             opts,
@@ -175,14 +168,7 @@ impl Finished {
             interrupted,
             &protocol,
         );
-        let mut result = assemble(&Inputs {
-            spec,
-            context,
-            client: &here,
-            server: &server,
-            client_samples: &[],
-            server_samples: &[],
-        });
+        let mut result = crate::dial::assemble_inferred(spec, context, &here, "iperf 2 bounceback server");
         echoed(&mut result, self.report);
         result
     }

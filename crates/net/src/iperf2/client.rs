@@ -54,7 +54,7 @@ pub fn run_iperf2_client(
     let here = out.report(opts.cpus.clone(), warnings);
     let server = EndpointReport {
         software: "iperf 2 server".into(),
-        streams: here.streams.iter().map(super::server::inferred).collect(),
+        streams: here.streams.iter().map(crate::dial::inferred).collect(),
         elapsed_s: here.elapsed_s,
         ..EndpointReport::default()
     };

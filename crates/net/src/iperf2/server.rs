@@ -12,7 +12,7 @@ use super::gather::{Arrived, Joining, GATHER_WAIT};
 use crate::host::{Keyless, RefusalKind, Shared, TestLog};
 use landspeed_core::assemble::RunContext;
 use landspeed_core::config::{Direction, Flow, Test, TestSpec};
-use landspeed_core::endpoint::{EndpointReport, IntervalSample, Role, StreamReport};
+use landspeed_core::endpoint::{EndpointReport, IntervalSample, Role};
 use landspeed_engine::sockopt;
 use landspeed_engine::supervisor::{self, EngineHook, EngineParams, Flags, Progress, Wake, Wiring};
 use landspeed_engine::transport::tcp::{DataStream, Tcp};
@@ -387,7 +387,7 @@ fn seen_here(
     let here = out.report(None, warnings);
     let client = EndpointReport {
         software: protocol(&streams[0].header).replace("iperf2", "iperf 2") + " client",
-        streams: here.streams.iter().map(inferred).collect(),
+        streams: here.streams.iter().map(crate::dial::inferred).collect(),
         elapsed_s: here.elapsed_s,
         ..EndpointReport::default()
     };
@@ -405,20 +405,6 @@ fn seen_here(
         client_samples: &[],
         server_samples: &out.samples,
     })
-}
-
-/// The client's end of a stream as far as this server knows it.
-pub(super) fn inferred(s: &StreamReport) -> StreamReport {
-    let role = match s.role {
-        Role::Sender => Role::Receiver,
-        Role::Receiver => Role::Sender,
-    };
-    StreamReport {
-        bytes: s.bytes,
-        first_byte_s: s.first_byte_s,
-        last_byte_s: s.last_byte_s,
-        ..StreamReport::empty(s.id, s.flow, role)
-    }
 }
 
 /// The context of the server's view of an iperf 2 test (its peer is never landspeed's).

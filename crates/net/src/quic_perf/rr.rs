@@ -11,7 +11,6 @@
 
 use crate::dial::quic::{connect, quic_err};
 use crate::dial::{resolve, run_context, ClientError, ClientEvent, ClientOptions};
-use landspeed_core::assemble::{assemble, Inputs};
 use landspeed_core::config::{EndCondition, Flow, Test, TransactionSpec};
 use landspeed_core::endpoint::{CpuTimes, EndpointReport, Role, StreamReport};
 use landspeed_core::result::RunResult;
@@ -133,19 +132,7 @@ fn assembled(
 ) -> RunResult {
     let mut context = run_context(opts, local, addr, &here, started_unix_s, interrupted, "quic-perf");
     context.foreign_peer = true;
-    let server = EndpointReport {
-        streams: here.streams.iter().map(inferred).collect(),
-        elapsed_s: here.elapsed_s,
-        ..EndpointReport::default()
-    };
-    let mut result = assemble(&Inputs {
-        spec,
-        context,
-        client: &here,
-        server: &server,
-        client_samples: &[],
-        server_samples: &[],
-    });
+    let mut result = crate::dial::assemble_inferred(spec, context, &here, "");
     counted(&mut result, report, short);
     result
 }
@@ -331,21 +318,6 @@ fn endpoint(
         threads: 1,
         error,
         ..EndpointReport::default()
-    }
-}
-
-/// The server's side as this end can prove it: it received what was sent and sent what arrived.
-fn inferred(s: &StreamReport) -> StreamReport {
-    let role = match s.role {
-        Role::Sender => Role::Receiver,
-        Role::Receiver => Role::Sender,
-    };
-    StreamReport {
-        bytes: s.bytes,
-        calls: s.calls,
-        first_byte_s: s.first_byte_s,
-        last_byte_s: s.last_byte_s,
-        ..StreamReport::empty(s.id, s.flow, role)
     }
 }
 
