@@ -155,8 +155,9 @@ fn assert_exact_and_verified(r: &Value, what: &str) {
     assert_eq!(s["corrupt_blocks"], 0, "{what}: {s}");
 }
 
-/// The tests of both pairings: TCP with two streams each way (a thread and a blocking socket each),
-/// TCP paced each way (Windows has no kernel pacing: the engine's cap, streams polled with WSAPoll),
+/// The tests of both pairings: TCP with two streams each way (a thread each, polled with WSAPoll:
+/// never a blocking socket with timeouts on Windows), TCP paced each way (Windows has no kernel
+/// pacing: the engine's cap),
 /// and UDP each way at rates Wine's receive path keeps up with (it loses datagrams above about
 /// 100 Mbit/s on this machine).
 const CASES: [(&str, &[&str]); 6] = [
@@ -197,6 +198,16 @@ fn the_windows_server_and_the_linux_client_agree_on_every_byte_both_ways() {
         let r = json_of(&common::captured(&mut c, what), what);
         assert_exact_and_verified(&r, what);
         assert_paced(&r, extra, what);
+    }
+    // Both ends on Windows: no stream on a blocking socket with timeouts (a Winsock call that times
+    // out leaves its socket indeterminate), whichever end sends.
+    for extra in [&["-P", "2"][..], &["-P", "2", "--bidir"]] {
+        let args = run_args(&port, extra);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let r = json_of(&common::captured(&mut wine(s, &args), "both"), "both");
+        assert_exact_and_verified(&r, "both ends on Windows");
+        let engine = r["data_path"]["engine"].as_str().unwrap_or_default();
+        assert!(engine.starts_with("epoll, non-blocking"), "{extra:?}: {engine}");
     }
 }
 

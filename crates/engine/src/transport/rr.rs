@@ -145,6 +145,9 @@ struct End<'a> {
 impl<'a> End<'a> {
     fn new(ds: &'a DataStream, meter: &'a Meter, spec: TransactionSpec, p: &EngineParams) -> Self {
         let largest = spec.request_bytes.max(spec.response_bytes) as usize;
+        // Not on Windows, where a call that timed out leaves the socket indeterminate (see
+        // tcp/blocking.rs): there the sockets are polled.
+        let blocking = spec.in_flight == 1 && cfg!(unix);
         End {
             ds,
             meter,
@@ -155,12 +158,12 @@ impl<'a> End<'a> {
             written: 0,
             read: 0,
             out: Outcome {
-                blocking: spec.in_flight == 1,
+                blocking,
                 ..Outcome::default()
             },
             last_bad_block: None,
             last_progress: Instant::now(),
-            blocking: spec.in_flight == 1,
+            blocking,
         }
     }
 

@@ -7,6 +7,11 @@
 //! The transport picks it for a group of one stream with no rate cap, zero-copy, io_uring or file
 //! (those keep the epoll worker, which paces, reaps completions and splices); docs/benchmarks.md has
 //! the measurement that made it the default.
+//!
+//! Linux only: on Windows a send or receive that times out (WSAETIMEDOUT) leaves the socket
+//! "indeterminate" (Winsock's own words: a send may have been cancelled as it completed, so bytes may
+//! be lost or counted twice), and under load a 10 ms tick does time out. Windows keeps every stream on
+//! non-blocking sockets polled with WSAPoll, which never leave a call half done.
 
 use super::{halt, Buffers, State};
 use crate::supervisor::{EngineParams, Flags};
@@ -22,7 +27,7 @@ const TICK: Duration = Duration::from_millis(10);
 
 /// Whether a worker's only stream can run on the blocking worker.
 pub(super) fn suits(ds: &super::DataStream, p: &EngineParams) -> bool {
-    !p.uring && !p.zerocopy && p.stream_cap_bps.is_none() && ds.file.is_none()
+    cfg!(unix) && !p.uring && !p.zerocopy && p.stream_cap_bps.is_none() && ds.file.is_none()
 }
 
 /// Drives one stream with blocking calls until it ends.
