@@ -1327,6 +1327,7 @@ pub fn assemble(inp: &Inputs) -> RunResult {
         iperf3_server_output: None,
         ndt7: None,
         transactions: None,
+        frames: None,
     }
 }
 

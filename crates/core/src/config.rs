@@ -317,6 +317,7 @@ impl Default for TestSpec {
             tos: None,
             dont_fragment: false,
             transactions: None,
+            frames: None,
         }
     }
 }

@@ -15,6 +15,7 @@ pub mod emulated;
 pub mod emulator;
 pub mod endpoint;
 pub mod files;
+pub mod frames;
 pub mod intent;
 pub mod limit;
 pub mod lsr;

@@ -73,6 +73,10 @@ pub struct RunResult {
     /// (docs/request-response.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transactions: Option<crate::transactions::TransactionsReport>,
+    /// Isochronous frames (`--isochronous`, and a server's record of an iperf 2 client's): whole,
+    /// lost, skipped and late frames and their latency (docs/isochronous.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frames: Option<crate::frames::FramesReport>,
 }
 
 /// An ndt7 subtest's own record, beside the figures every result has: the metadata the client sent

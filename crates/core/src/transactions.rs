@@ -232,14 +232,22 @@ pub struct TransactionInterval {
 }
 
 /// The running figures of a set of latencies: the histogram, and the exact extremes, mean and
-/// variance (`SignedMoments`, the same running form as the one-way delays').
-struct Moments {
+/// variance (`SignedMoments`, the same running form as the one-way delays'). Transactions' and
+/// isochronous frames' latencies (`crate::frames`) are kept in it.
+pub struct Moments {
     hist: Histogram<u64>,
     exact: SignedMoments,
 }
 
+impl Default for Moments {
+    fn default() -> Self {
+        Moments::new()
+    }
+}
+
 impl Moments {
-    fn new() -> Moments {
+    /// No values yet.
+    pub fn new() -> Moments {
         Moments {
             // Three significant digits, growing as larger values come.
             hist: Histogram::new(3).expect("three significant digits is a valid histogram"),
@@ -247,15 +255,23 @@ impl Moments {
         }
     }
 
-    fn add(&mut self, ns: u64) {
+    /// Adds a latency (at least 1 ns is kept).
+    pub fn add(&mut self, ns: u64) {
         let ns = ns.clamp(1, i64::MAX as u64);
         // The histogram grows to any u64; saturation is the only failure and is not reachable here.
         let _ = self.hist.record(ns);
         self.exact.add(ns as i64);
     }
 
-    fn count(&self) -> u64 {
+    /// Values added.
+    pub fn count(&self) -> u64 {
         self.exact.count
+    }
+
+    /// Values above `ns` (to the histogram's three significant digits).
+    pub fn count_above(&self, ns: u64) -> u64 {
+        let below = self.hist.count_between(0, ns);
+        self.count().saturating_sub(below)
     }
 
     /// Nanoseconds summed (the mean times the count).
@@ -263,7 +279,8 @@ impl Moments {
         self.exact.mean * self.exact.count as f64
     }
 
-    fn summary(&self) -> LatencySummary {
+    /// Least, mean, percentiles, most.
+    pub fn summary(&self) -> LatencySummary {
         if self.count() == 0 {
             return LatencySummary::default();
         }
@@ -286,7 +303,7 @@ impl Moments {
     }
 
     /// Bins doubling from 1 µs, empty ones left out.
-    fn bins(&self) -> Vec<HistogramBin> {
+    pub fn bins(&self) -> Vec<HistogramBin> {
         let mut out: Vec<HistogramBin> = vec![];
         let mut upper_ns = 1_000u64;
         let mut taken = 0;

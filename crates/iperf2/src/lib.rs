@@ -14,6 +14,7 @@ pub mod ack;
 pub mod bounceback;
 pub mod detect;
 pub mod header;
+pub mod isoch;
 pub mod receipt;
 pub mod report;
 pub mod spec;
@@ -34,6 +35,7 @@ pub(crate) fn unhex(hex: &str) -> Vec<u8> {
 }
 
 pub use ack::HeaderAck;
+pub use isoch::FramePayload;
 pub use header::{Amount, ClientHeader, Extension, HeaderError, Version};
 pub use receipt::Receipt;
 pub use report::ServerReport;

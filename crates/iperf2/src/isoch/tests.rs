@@ -1,0 +1,50 @@
+use super::*;
+use crate::unhex;
+
+/// The first 112 bytes of two datagrams iperf 2.1.8 sent for `-u --isochronous=60:2m,0.5m -t 1`:
+/// the first of frame 1 (1470 bytes) and its last (905 bytes).
+const FIRST: &str = "000000026b116d5e000368c900000000680100d800000001000013ee0000000000000000ffffff9c0000000000000000000100000002000100080003000000000010000000000000000000000000411a6b116d5e000368c90000000000000001000014c3000014c30000000000000000";
+const LAST: &str = "000000056b116d5e0003691d00000000680100d800000001000013ee0000000000000000ffffff9c0000000000000000000100000002000100080003000000000010000000000000000000000000411a6b116d5e000368c90000000000000001000014c3000003890000000000000000";
+
+#[test]
+fn iperf2s_frame_fields_read_and_write_back_byte_for_byte() {
+    let first = unhex(FIRST);
+    let p = FramePayload::parse(&first).unwrap();
+    assert_eq!(
+        p,
+        FramePayload {
+            period_us: 16_666,
+            start_s: 0x6b11_6d5e,
+            start_us: 223_433,
+            prev: 0,
+            frame: 1,
+            size: 5315,
+            remaining: 5315,
+        }
+    );
+    let mut again = first.clone();
+    again[AT..].fill(0xAA);
+    p.write(&mut again);
+    assert_eq!(&again[..MIN_DATAGRAM], &first[..MIN_DATAGRAM]);
+    let last = FramePayload::parse(&unhex(LAST)).unwrap();
+    assert_eq!((last.frame, last.remaining), (1, 905));
+    // The last of the frame: as long as what remained (905 bytes on the wire).
+    let d = last.datagram(5, 905, 0);
+    assert_eq!(d.remaining, d.len);
+    assert_eq!(p.due_ns(), 0x6b11_6d5e_i128 * 1_000_000_000 + 223_433_000);
+    let third = FramePayload { frame: 3, ..p };
+    assert_eq!(third.due_ns() - p.due_ns(), 2 * 16_666_000);
+}
+
+#[test]
+fn datagrams_without_a_frame_are_not_read_as_one() {
+    let mut first = unhex(FIRST);
+    assert!(FramePayload::parse(&first[..MIN_DATAGRAM - 1]).is_none());
+    // iperf 2's opening datagram: the fields all zero.
+    first[AT..MIN_DATAGRAM].fill(0);
+    assert!(FramePayload::parse(&first).is_none());
+    // A start time with a million microseconds or more.
+    let mut bad = unhex(FIRST);
+    bad[AT + 8..AT + 12].copy_from_slice(&1_000_000u32.to_be_bytes());
+    assert!(FramePayload::parse(&bad).is_none());
+}
