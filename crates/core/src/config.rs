@@ -207,6 +207,10 @@ pub struct TestSpec {
     /// and would run a bulk test, so the client's first response never comes (its error says so).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transactions: Option<TransactionSpec>,
+    /// UDP in isochronous frames (`--isochronous FPS:MEAN,STDDEV`) instead of a steady rate: a frame
+    /// of varying size every period (docs/isochronous.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frames: Option<crate::frames::FrameSpec>,
 }
 
 /// A request/response test's shape: what each request and response holds and how many requests a
@@ -369,6 +373,12 @@ pub enum ConfigError {
     /// Requests in flight out of range.
     #[error("a request/response test keeps 1..=1024 requests in flight, got {0}")]
     InFlight(u32),
+    /// Isochronous frames out of range.
+    #[error("{0}")]
+    Frames(String),
+    /// Something an isochronous test cannot be run with.
+    #[error("an isochronous test (--isochronous) sends UDP frames; it cannot take {0}")]
+    FramesWith(&'static str),
     /// Something a request/response test cannot be run with.
     #[error("a request/response test (--rr) runs over TCP or TLS, one way, for a time; it cannot take {0}")]
     TransactionsWith(&'static str),
@@ -544,6 +554,9 @@ impl TestSpec {
         if let Some(t) = &self.transactions {
             self.validate_transactions(t)?;
         }
+        if let Some(f) = &self.frames {
+            self.validate_frames(f)?;
+        }
         self.validate_tcp_options()?;
         self.validate_data_path()?;
         if self.dont_fragment && self.transport != Transport::Udp {
@@ -559,6 +572,25 @@ impl TestSpec {
             self.validate_file(f)?;
         }
         Ok(())
+    }
+
+    /// An isochronous test: its frames in range, over UDP, one way, no steady rate beside them, no
+    /// request/response.
+    fn validate_frames(&self, f: &crate::frames::FrameSpec) -> Result<(), ConfigError> {
+        f.check().map_err(|e| ConfigError::Frames(e.to_string()))?;
+        let other = if self.transport != Transport::Udp {
+            Some("TCP or QUIC (frames are UDP datagrams: -u)")
+        } else if self.transactions.is_some() {
+            Some("a request/response test")
+        } else if self.rate_bps.is_some() && self.rate_bps != Some(f.mean_bps * f64::from(self.streams)) {
+            Some("a rate (-b): the frames' mean is their rate")
+        } else {
+            None
+        };
+        match other {
+            Some(o) => Err(ConfigError::FramesWith(o)),
+            None => Ok(()),
+        }
     }
 
     /// A request/response test: its sizes and depth in range, over TCP (MPTCP and TLS included),

@@ -453,7 +453,8 @@ impl FrameReceipt {
                 self.lost += 1;
             }
             // A frame heard is no frame skipped, whatever a later one's `prev` said.
-            self.skips.retain(|_, r| !(r.0..=r.1).contains(id) || split(r, *id));
+            self.skips
+                .retain(|_, r| !(r.0..=r.1).contains(id) || split(r, *id));
         }
         let skipped = self.skipped_in(self.settled + 1, upto).min(rest);
         self.skipped += skipped;

@@ -90,6 +90,9 @@ pub struct TestIntent {
     /// A request/response test's shape (`--rr`); None for a bulk test.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transactions: Option<crate::config::TransactionSpec>,
+    /// Isochronous frames (`--isochronous`); None for a steady rate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frames: Option<crate::frames::FrameSpec>,
 }
 
 impl TestIntent {
@@ -138,6 +141,7 @@ impl TestIntent {
             // The client sends its idle limit with the test (landspeed_net's client).
             idle_timeout_s: None,
             transactions: self.transactions,
+            frames: self.frames,
         };
         match client_cpus {
             Some(cpus) => spec.for_many_streams(cpus, self.length.is_some()),

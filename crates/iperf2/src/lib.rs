@@ -35,8 +35,8 @@ pub(crate) fn unhex(hex: &str) -> Vec<u8> {
 }
 
 pub use ack::HeaderAck;
-pub use isoch::FramePayload;
 pub use header::{Amount, ClientHeader, Extension, HeaderError, Version};
+pub use isoch::FramePayload;
 pub use receipt::Receipt;
 pub use report::ServerReport;
 pub use spec::{NotAsked, TcpPlan, Unserved};

@@ -134,6 +134,24 @@ impl ClientHeader {
         }
     }
 
+    /// A UDP sender of isochronous frames (`--isochronous`): the steady sender's header with
+    /// UDPTESTS, the ISOCH bit and the frame fields counted in its length (108 bytes, prefix
+    /// included), as iperf 2.1.8 sends it; `rate_bps` the frames' mean.
+    pub fn for_isochronous_sender(
+        port: u16,
+        datagram_bytes: u32,
+        rate_bps: u64,
+        amount: Amount,
+    ) -> ClientHeader {
+        let mut h = ClientHeader::for_udp_sender(port, datagram_bytes, rate_bps, amount);
+        let len = crate::isoch::MIN_DATAGRAM as u32;
+        h.flags = (h.flags & !flags::LEN_MASK) | flags::UDPTESTS | len << 1;
+        if let Some(e) = h.extension.as_mut() {
+            e.upper = upper::ISOCH;
+        }
+        h
+    }
+
     /// The TCP test this header asks of the server, with `payload_key` for the server's own sending.
     pub fn tcp_plan(&self, payload_key: u64) -> Result<TcpPlan, Unserved> {
         if let Some(d) = self.dual() {
@@ -234,10 +252,6 @@ impl ClientHeader {
             (
                 upper::TRIPTIME,
                 "--trip-times: the one-way delays in the client's writes are not read yet; bytes only",
-            ),
-            (
-                upper::ISOCH,
-                "--isochronous: the frames are counted as bytes; frame arrivals and latency are not read yet",
             ),
             (
                 upper::PERIODICBURST,

@@ -10,6 +10,7 @@ pub(crate) mod bounce_server;
 pub(crate) mod client;
 pub(crate) mod connect_rate;
 mod gather;
+mod isoch_client;
 pub(crate) mod server;
 pub(crate) mod udp;
 mod udp_client;

@@ -5,6 +5,7 @@
 #![deny(unreachable_pub)]
 #![warn(missing_docs)]
 
+pub mod frames_text;
 pub mod html;
 pub mod iperf2_bounce_text;
 pub mod iperf2_text;

@@ -73,6 +73,29 @@ fn direction(t: &TestLog) -> Option<String> {
     t.direction.map(|d| format!("{d:?}").to_lowercase())
 }
 
+/// The frames of an isochronous test this server received.
+fn frames_of(t: &TestLog) -> Option<&landspeed_core::frames::FramesReport> {
+    t.result.as_ref().and_then(|r| r.frames.as_ref())
+}
+
+/// `; frames W whole, L lost, K late, latency p50 / p99 ms` for an isochronous test.
+fn frames_text(t: &TestLog) -> String {
+    let Some(f) = frames_of(t) else {
+        return String::new();
+    };
+    let ms = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.3}"));
+    format!(
+        "; frames {} whole, {} lost, {} skipped by the sender, {} late, latency p50 {} p99 {} max {} ms",
+        f.complete,
+        f.lost,
+        f.skipped_by_sender,
+        f.late,
+        ms(f.latency.p50_ms),
+        ms(f.latency.p99_ms),
+        ms(f.latency.max_ms)
+    )
+}
+
 fn test_text(t: &TestLog, time_utc: &str) -> String {
     let dir = direction(t).unwrap_or_else(|| "-".into());
     let bytes = t.bytes_received.max(t.bytes_sent);
@@ -95,7 +118,7 @@ fn test_text(t: &TestLog, time_utc: &str) -> String {
         .map(|n| format!(" (both ends authenticated by key {})", clean(n, MAX_NAME_CHARS)))
         .unwrap_or_default();
     format!(
-        "{time_utc} {} test from {}{who}: {} stream(s) {dir}, received {} B = {} (verified {} B) sent {} B = {} in {:.2} s ({rate}){peer}: {outcome}",
+        "{time_utc} {} test from {}{who}: {} stream(s) {dir}, received {} B = {} (verified {} B) sent {} B = {} in {:.2} s ({rate}){peer}{}: {outcome}",
         clean(&t.protocol, MAX_PROTOCOL_CHARS),
         t.peer,
         t.streams,
@@ -105,6 +128,7 @@ fn test_text(t: &TestLog, time_utc: &str) -> String {
         t.bytes_sent,
         Bytes(t.bytes_sent),
         t.duration_s,
+        frames_text(t),
     )
 }
 
@@ -148,14 +172,21 @@ pub fn json_line(ev: &ServerEvent, time_utc: &str) -> Value {
             "quic_off": quic_off,
             "software": format!("landspeed {}", landspeed_core::SOFTWARE_VERSION),
         }),
-        ServerEvent::Test(t) => json!({
-            "time": time_utc, "event": "test", "protocol": t.protocol, "peer": t.peer.to_string(),
-            "streams": t.streams, "direction": direction(t),
-            "bytes_received": t.bytes_received, "bytes_sent": t.bytes_sent,
-            "bytes_verified": t.bytes_verified, "corrupt_blocks": t.corrupt_blocks,
-            "duration_s": t.duration_s, "peer_bytes": t.peer_bytes, "error": t.error, "auth": t.auth,
-            "ok": t.verdict().is_trusted(),
-        }),
+        ServerEvent::Test(t) => {
+            let mut v = json!({
+                "time": time_utc, "event": "test", "protocol": t.protocol, "peer": t.peer.to_string(),
+                "streams": t.streams, "direction": direction(t),
+                "bytes_received": t.bytes_received, "bytes_sent": t.bytes_sent,
+                "bytes_verified": t.bytes_verified, "corrupt_blocks": t.corrupt_blocks,
+                "duration_s": t.duration_s, "peer_bytes": t.peer_bytes, "error": t.error, "auth": t.auth,
+                "ok": t.verdict().is_trusted(),
+            });
+            // An isochronous client's frames, as this server counted them (docs/isochronous.md).
+            if let Some(f) = frames_of(t) {
+                v["frames"] = serde_json::to_value(f).unwrap_or(Value::Null);
+            }
+            v
+        }
         ServerEvent::Refused { peer, kind, reason } => json!({
             "time": time_utc, "event": "refused", "peer": peer.to_string(), "kind": kind.label(),
             "reason": clean(reason, MAX_REASON_CHARS),

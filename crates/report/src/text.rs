@@ -663,6 +663,12 @@ pub fn render(r: &RunResult) -> String {
         );
     }
     emulator_path(&mut out, r);
+    if let Some(f) = &r.frames {
+        out.push('\n');
+        for line in crate::frames_text::lines(f) {
+            let _ = writeln!(out, "{line}");
+        }
+    }
     if let Some(l) = &r.latency {
         latency(&mut out, l);
     }

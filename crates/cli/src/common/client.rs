@@ -53,6 +53,23 @@ pub fn cell_spec(a: &RunArgs) -> Result<CellSpec> {
         landspeed_engine::platform::require("kernel pacing (--fq-rate)")?;
     }
     let mut said = a.test.intent();
+    if a.trip_times && a.bounceback.is_none() && a.isochronous.is_none() {
+        return Err(UsageError("--trip-times goes with --bounceback or --isochronous".into()).into());
+    }
+    if let Some(f) = a.isochronous {
+        if !(a.iperf2 && a.test.udp) {
+            return Err(UsageError(
+                "--isochronous sends frames in iperf 2's protocol for now: add --iperf2 -u (against `iperf -s -u` or `landspeed serve`)".into(),
+            )
+            .into());
+        }
+        said.frames = Some(f);
+        if said.rate.is_none() {
+            said.rate = Some(landspeed_core::intent::Rate::PerStream(
+                landspeed_core::units::BitRate(f.mean_bps),
+            ));
+        }
+    }
     if a.send_file.is_some() || a.recv_file.is_some() {
         // Files move over one stream in one direction, with sendfile and splice, copied.
         said.no_verify = true;
@@ -265,6 +282,7 @@ pub fn client_options(a: &RunArgs) -> Result<ClientOptions> {
     opts.recv_file = a.recv_file.clone();
     opts.remote_file = a.remote_file.clone();
     opts.tls_pin = a.tls_pin;
+    opts.trip_times = a.trip_times;
     Ok(opts)
 }
 

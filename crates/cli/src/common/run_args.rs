@@ -72,10 +72,20 @@ pub struct RunArgs {
     /// iperf 2 asks).
     #[arg(long, requires = "bounceback")]
     pub bounceback_no_quickack: bool,
-    /// --bounceback: the two clocks are synchronized (NTP, PTP, or one host): report each way's
-    /// delay from the server's timestamps (iperf 2's --trip-times).
-    #[arg(long, requires = "bounceback")]
+    /// With --bounceback or --isochronous: the two clocks are synchronized (NTP, PTP, or one host).
+    /// --bounceback reports each way's delay from the server's timestamps; --isochronous tells iperf
+    /// 2's server so, which then prints each frame's latency (iperf 2's --trip-times).
+    #[arg(long)]
     pub trip_times: bool,
+    /// Video-like UDP (iperf 2's --isochronous): FPS frames a second, each of a size drawn from a
+    /// log-normal distribution of mean MEAN and standard deviation STDDEV (rates: k, m, g bits, K,
+    /// M, G bytes; 60:20m,0 when no value is given), sent back to back in datagrams of -l bytes at
+    /// its slot; a sender late for a slot skips the frame. In iperf 2's protocol (with --iperf2 -u),
+    /// against `iperf -s -u` or `landspeed serve`, whose log counts each frame's arrival, loss and
+    /// latency. Example: `landspeed run HOST --iperf2 -u --isochronous=60:20m,5m -t 10`.
+    #[arg(long, value_name = "FPS:MEAN,STDDEV", num_args = 0..=1, require_equals = true,
+          default_missing_value = "", value_parser = values::frames)]
+    pub isochronous: Option<landspeed_core::frames::FrameSpec>,
     /// Connection rate (netperf's TCP_CRR): back to back until -t, each connection opened, one
     /// bounceback request of -l bytes answered and checked, closed; against `landspeed serve` or
     /// `iperf -s`. Reports connections per second, the handshake times, and each transaction's
@@ -405,6 +415,8 @@ impl TestArgs {
                 response_bytes: self.response.map_or(1, clamp_u32),
                 in_flight: self.in_flight.unwrap_or(1),
             }),
+            // `run --isochronous` sets it (common::client::cell_spec).
+            frames: None,
         }
     }
 }

@@ -51,6 +51,11 @@ pub fn working_load(s: &str) -> Result<(landspeed_core::config::Direction, u32),
 }
 
 /// A duration: `10s`, `250ms`, `1.5m`.
+/// `--isochronous FPS:MEAN,STDDEV` (iperf 2's form; empty: its defaults).
+pub fn frames(s: &str) -> Result<landspeed_core::frames::FrameSpec, String> {
+    landspeed_core::frames::FrameSpec::parse(s).map_err(|e| e.to_string())
+}
+
 pub fn duration(s: &str) -> Result<Duration, String> {
     parse_duration(s).map_err(|e| e.to_string())
 }

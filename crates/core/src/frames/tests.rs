@@ -34,7 +34,10 @@ fn what_is_not_a_frame_spec_is_refused_with_its_reason() {
     // Each says what to give, in one line.
     for s in ["0:1m", "60:10p", "sixty", "1:1G", "60:1m,1m,1m"] {
         let text = err(s).to_string();
-        assert!(text.starts_with("--isochronous") && !text.contains('\n'), "{text}");
+        assert!(
+            text.starts_with("--isochronous") && !text.contains('\n'),
+            "{text}"
+        );
     }
 }
 
@@ -50,7 +53,10 @@ fn frame_sizes_have_the_spec_mean_and_spread_and_a_floor() {
     let mean = v.iter().sum::<f64>() / n as f64;
     let sd = (v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64).sqrt();
     let (want_mean, want_sd) = (20e6 / 60.0 / 8.0, 5e6 / 60.0 / 8.0);
-    assert!((mean / want_mean - 1.0).abs() < 0.02, "{mean} against {want_mean}");
+    assert!(
+        (mean / want_mean - 1.0).abs() < 0.02,
+        "{mean} against {want_mean}"
+    );
     assert!((sd / want_sd - 1.0).abs() < 0.05, "{sd} against {want_sd}");
     // The same seed, the same sizes; a small mean is held to the floor.
     let again: Vec<u64> = {
@@ -188,7 +194,11 @@ fn iperf2s_last_datagram_raised_to_its_least_size_still_closes_the_frame() {
         due_ns: 0,
         arrival_ns: 1_000,
     };
-    let quirk = [d(1, 3000, 3000, 1470), d(2, 1530, 3000, 1470), d(3, 108, 108, 108)];
+    let quirk = [
+        d(1, 3000, 3000, 1470),
+        d(2, 1530, 3000, 1470),
+        d(3, 108, 108, 108),
+    ];
     let mut r = FrameReceipt::new(10_000_000);
     quirk.iter().for_each(|x| r.datagram(x));
     assert_eq!(r.finish().complete, 1);

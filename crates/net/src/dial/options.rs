@@ -51,6 +51,9 @@ pub struct ClientOptions {
     /// Pin the server's TLS certificate to this fingerprint instead of the one it announces
     /// (`--tls-pin`).
     pub tls_pin: Option<landspeed_core::tls::CertFingerprint>,
+    /// iperf 2's `--trip-times` with `--isochronous`: the clocks are synchronized, so the server
+    /// may read one-way figures (iperf 2's server then prints each frame's latency).
+    pub trip_times: bool,
     /// The key the conversation is authenticated with (`--auth`): a server that cannot prove it
     /// holds it is refused ...
     pub auth: Option<landspeed_proto::Key>,
@@ -102,6 +105,7 @@ impl ClientOptions {
             auth_only_if_asked: false,
             iperf3_auth: None,
             tls_pin: None,
+            trip_times: false,
             latency: None,
             start_at: None,
             send_file: None,

@@ -10,8 +10,9 @@
 use crate::host::{bind_udp, RefusalKind, Shared, TestLog};
 use landspeed_core::config::{Direction, Flow, Test};
 use landspeed_core::endpoint::{EndpointReport, Role, StreamReport};
+use landspeed_core::frames::FrameReceipt;
 use landspeed_iperf2::udp::Datagram;
-use landspeed_iperf2::{ClientHeader, Receipt};
+use landspeed_iperf2::{ClientHeader, FramePayload, Receipt};
 use std::collections::HashMap;
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::Ordering::Relaxed;
@@ -115,14 +116,19 @@ fn serve(
     log.streams = 1;
     log.direction = Some(Direction::Forward);
     let seq64 = header.flags & landspeed_iperf2::header::flags::SEQNO64B != 0;
-    let (receipt, outcome) = receive(&sock, &rx, seq64, shared);
+    let mut frames = header
+        .has(landspeed_iperf2::header::upper::ISOCH)
+        .then(|| FrameReceipt::new(0));
+    let (receipt, outcome) = receive(&sock, &rx, (seq64, &mut frames), shared);
     log.bytes_received = receipt.bytes;
     log.duration_s = receipt.span_s();
     match outcome {
         Ok(()) => report(&sock, &receipt),
         Err(e) => log.error = Some(e),
     }
-    log.result = Some(Box::new(result(&receipt, test, &header, (local, peer), started)));
+    let mut result = result(&receipt, test, &header, (local, peer), started);
+    result.frames = frames.map(FrameReceipt::finish);
+    log.result = Some(Box::new(result));
     shared.tests_done.fetch_add(1, Relaxed);
     shared.emit(crate::host::ServerEvent::Test(log));
 }
@@ -143,7 +149,7 @@ fn arrival_s(stamp_ns: Option<u64>) -> f64 {
 fn receive(
     sock: &UdpSocket,
     rx: &Receiver<Passed>,
-    seq64: bool,
+    (seq64, frames): (bool, &mut Option<FrameReceipt>),
     shared: &Shared,
 ) -> (Receipt, Result<(), String>) {
     let mut r = Receipt::default();
@@ -152,9 +158,13 @@ fn receive(
     let (start, mut heard) = (Instant::now(), Instant::now());
     let mut buf = vec![0u8; 65536];
     // The end counts once, as its datagram (iperf 2's server counts the first and stops reading).
-    let count = |b: &[u8], at: f64, r: &mut Receipt| match Datagram::parse(b, seq64) {
+    let mut count = |b: &[u8], at: f64, r: &mut Receipt| match Datagram::parse(b, seq64) {
         Ok(d) => {
             r.datagram(&d, b.len(), at);
+            if let (Some(f), Some(p), false) = (frames.as_mut(), FramePayload::parse(b), d.is_fin()) {
+                f.period(u64::from(p.period_us) * 1_000);
+                f.datagram(&p.datagram(d.seq as u64, b.len(), (at * 1e9) as i128));
+            }
             d.is_fin()
         }
         Err(_) => false,

@@ -153,7 +153,7 @@ fn open(
 }
 
 /// Sends a stream's end (after its `sent` datagrams) until the server's report comes back.
-fn end(sock: &UdpSocket, header: &[u8], length: usize, sent: u64) -> Option<ServerReport> {
+pub(super) fn end(sock: &UdpSocket, header: &[u8], length: usize, sent: u64) -> Option<ServerReport> {
     let mut fin = vec![0u8; length];
     let prefix = landspeed_iperf2::udp::PREFIX_BYTES;
     fin[prefix..prefix + header.len()].copy_from_slice(header);
@@ -179,7 +179,7 @@ fn end(sock: &UdpSocket, header: &[u8], length: usize, sent: u64) -> Option<Serv
 }
 
 /// The server's side: each stream received as its report says (or, without one, nothing known).
-fn server_side(here: &EndpointReport, reports: &[Option<ServerReport>]) -> EndpointReport {
+pub(super) fn server_side(here: &EndpointReport, reports: &[Option<ServerReport>]) -> EndpointReport {
     let streams = here
         .streams
         .iter()

@@ -1,0 +1,363 @@
+//! `landspeed run --iperf2 -u --isochronous FPS:MEAN,STDDEV`: video-like frames in iperf 2's
+//! protocol, against `iperf -s -u` (2.1.x) or `landspeed serve`. Each stream is a thread with a
+//! socket of its own: at each frame's slot (`core::frames::FrameClock`) it draws the frame's size
+//! (`FrameSizes`, log-normal as iperf 2 draws it) and sends the frame back to back in datagrams of
+//! at most `-l` bytes, each carrying iperf 2's prefix, the client's header (ISOCH set, 108 bytes
+//! declared) and the frame's fields (`landspeed_iperf2::isoch`); a frame whose slot has passed when
+//! the sender comes back for it is skipped (a slip). The last datagram of a frame is at least 108
+//! bytes, its `remaining` its own length. When the time (or `-n`) is up, each stream sends iperf 2's
+//! end and takes the server's report, as the steady UDP client does (`udp_client`). The result's
+//! `frames` holds the sender's side (frames, skipped, slips); iperf 2's report carries no frame
+//! figures, so the receiver's are in the server's own output (`iperf -s -e`, or `landspeed serve`'s
+//! log, which counts them: `udp`).
+
+use super::udp_client::{end, server_side};
+use crate::dial::{resolve, ClientError, ClientEvent, ClientOptions};
+use landspeed_core::config::{EndCondition, Flow, Test};
+use landspeed_core::endpoint::{EndpointReport, IntervalSample, Role, StreamReport, StreamSample};
+use landspeed_core::frames::{FrameClock, FrameSizes, FrameSpec, FramesReport, FramesSent};
+use landspeed_iperf2::isoch::{write_start, FramePayload, MIN_DATAGRAM, START_AT};
+use landspeed_iperf2::{Amount, ClientHeader};
+use std::net::UdpSocket;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::time::{Duration, Instant, SystemTime};
+
+/// What one stream sent.
+#[derive(Debug, Default)]
+struct Sent {
+    datagrams: u64,
+    frames: u64,
+    bytes: u64,
+    send_errors: u64,
+    clock: Option<FrameClock>,
+    error: Option<String>,
+    first_s: Option<f64>,
+    last_s: Option<f64>,
+}
+
+/// Runs an isochronous test against an iperf 2 server; `spec.frames` is set.
+pub(crate) fn run_frames(
+    opts: &ClientOptions,
+    spec: &Test,
+    frames: FrameSpec,
+    interrupt: &AtomicBool,
+    on_event: &mut dyn FnMut(ClientEvent),
+) -> Result<landspeed_core::result::RunResult, ClientError> {
+    let header = frame_header(spec, opts.port, frames, opts.trip_times)?;
+    let started_unix_s = unix_ns() as f64 / 1e9;
+    let addr = resolve(opts)?;
+    let socks = (0..spec.streams)
+        .map(|id| {
+            crate::dial::udp_socket(opts, addr, spec, id).map_err(|err| ClientError::Stream { id, err })
+        })
+        .collect::<Result<Vec<UdpSocket>, _>>()?;
+    let local = socks[0]
+        .local_addr()
+        .map_err(|err| ClientError::Stream { id: 0, err })?;
+    on_event(ClientEvent::Connected { local, remote: addr });
+    let mut warnings = vec![
+        "iperf 2's payload is not landspeed's: nothing was verified".to_string(),
+        "iperf 2's report carries no frame figures: the frames received, lost and late are in the server's output (iperf -s -e --trip-times, or landspeed serve's log)".to_string(),
+    ];
+    on_event(ClientEvent::Started {
+        streams: spec.streams,
+        warnings: warnings.clone(),
+    });
+    let counters: Vec<AtomicU64> = (0..spec.streams).map(|_| AtomicU64::new(0)).collect();
+    let t0 = Instant::now();
+    let (sent, samples) = std::thread::scope(|s| {
+        let handles: Vec<_> = socks
+            .iter()
+            .zip(&counters)
+            .map(|(sock, counter)| {
+                let plan = Plan {
+                    spec,
+                    frames,
+                    header: &header,
+                    t0,
+                    counter,
+                    trip_times: opts.trip_times,
+                };
+                s.spawn(move || send_frames(sock, &plan, interrupt))
+            })
+            .collect();
+        let samples = sample_while(&handles, &counters, spec, t0);
+        let sent: Vec<Sent> = handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_default())
+            .collect();
+        (sent, samples)
+    });
+    let reports: Vec<_> = socks
+        .iter()
+        .zip(&sent)
+        .map(|(sock, s)| {
+            end(
+                sock,
+                &header,
+                spec.length_bytes as usize,
+                s.datagrams + s.send_errors,
+            )
+        })
+        .collect();
+    for (id, r) in reports.iter().enumerate() {
+        if r.is_none() {
+            warnings.push(format!("stream {id}: no report from the server after 10 ends"));
+        }
+    }
+    let mut here = here_report(&sent, t0.elapsed().as_secs_f64(), warnings);
+    // The first end is a datagram of the test as iperf 2 counts it (its server counts its bytes).
+    for s in &mut here.streams {
+        s.bytes += spec.length_bytes;
+        s.calls += 1;
+    }
+    let server = server_side(&here, &reports);
+    let ends = super::client::Ends {
+        addresses: (local, addr),
+        started_unix_s,
+        interrupted: interrupt.load(Relaxed),
+    };
+    let mut result = super::client::assembled(opts, spec, &ends, (&here, &server), &samples);
+    result.frames = Some(FramesReport {
+        fps: frames.fps,
+        period_ms: frames.period_ns() as f64 / 1e6,
+        sender: Some(sender_side(frames, &sent)),
+        ..FramesReport::default()
+    });
+    Ok(result)
+}
+
+/// What every stream's thread shares.
+struct Plan<'a> {
+    spec: &'a Test,
+    frames: FrameSpec,
+    header: &'a [u8],
+    t0: Instant,
+    counter: &'a AtomicU64,
+    trip_times: bool,
+}
+
+/// iperf 2's header for frames: a UDP sender's, with UDPTESTS, ISOCH and 108 bytes declared.
+fn frame_header(spec: &Test, port: u16, frames: FrameSpec, trip_times: bool) -> Result<Vec<u8>, ClientError> {
+    let not = |what: String| ClientError::NotWithIperf2 { what };
+    if spec.direction != landspeed_core::config::Direction::Forward {
+        return Err(not(
+            "isochronous frames with -R or --bidir (the client sends them)".into(),
+        ));
+    }
+    if (spec.length_bytes as usize) < MIN_DATAGRAM {
+        return Err(not(format!(
+            "{}-byte datagrams for frames: each carries iperf 2's {MIN_DATAGRAM}-byte prefix, header and frame fields (-l {MIN_DATAGRAM} or more)",
+            spec.length_bytes
+        )));
+    }
+    let amount = match spec.end {
+        EndCondition::Time(t) => {
+            Amount::Centiseconds(u32::try_from(t.as_millis().div_ceil(10)).unwrap_or(u32::MAX))
+        }
+        EndCondition::Bytes(b) => {
+            Amount::Bytes(b.div_ceil(u64::from(spec.streams)).min((1 << 31) - 1) as u32)
+        }
+        EndCondition::Blocks(_) => return Err(not("a block count (-k) with frames; give -n or -t".into())),
+    };
+    let length = u32::try_from(spec.length_bytes).map_err(|_| not("so long a datagram".into()))?;
+    let mut h = ClientHeader::for_isochronous_sender(port, length, frames.mean_bps as u64, amount);
+    h.threads = spec.streams;
+    if let (true, Some(e)) = (trip_times, h.extension.as_mut()) {
+        e.upper |= landspeed_iperf2::header::upper::TRIPTIME;
+    }
+    Ok(h.encode())
+}
+
+/// One stream's frames until the time or its bytes are up, or the test is interrupted.
+fn send_frames(sock: &UdpSocket, plan: &Plan, interrupt: &AtomicBool) -> Sent {
+    let (spec, max_len) = (plan.spec, plan.spec.length_bytes as usize);
+    let deadline = match spec.end {
+        EndCondition::Time(t) => plan.t0 + t,
+        // -n: twice the time the frames' mean rate takes to send it, and 10 s.
+        EndCondition::Bytes(b) | EndCondition::Blocks(b) => {
+            let s = 2.0 * b as f64 * 8.0 / plan.frames.mean_bps / f64::from(spec.streams) + 10.0;
+            plan.t0 + Duration::from_secs_f64(s.min(86_400.0))
+        }
+    };
+    let mut budget = match spec.end {
+        EndCondition::Bytes(b) => b.div_ceil(u64::from(spec.streams)),
+        _ => u64::MAX,
+    };
+    let mut buf = vec![0u8; max_len];
+    let prefix = landspeed_iperf2::udp::PREFIX_BYTES;
+    buf[prefix..prefix + plan.header.len()].copy_from_slice(plan.header);
+    let mut sizes = FrameSizes::new(plan.frames, MIN_DATAGRAM as u64, FrameSizes::any_seed());
+    let mut clock = FrameClock::new(plan.frames.period_ns());
+    let (mut out, mut seq, mut start) = (Sent::default(), 1i64, None);
+    while budget > 0 && !interrupt.load(Relaxed) {
+        let tick = clock.next(mono_ns(plan.t0));
+        if !sleep_until(plan.t0 + Duration::from_nanos(tick.due_ns), deadline, interrupt) {
+            break;
+        }
+        let (s, us) = *start.get_or_insert_with(|| {
+            let now = unix_ns();
+            let at = ((now / 1_000_000_000) as u32, (now / 1_000 % 1_000_000) as u32);
+            if plan.trip_times && buf.len() >= START_AT + 8 {
+                write_start(&mut buf, at);
+            }
+            at
+        });
+        let size = sizes.next_bytes().min(u64::from(u32::MAX)) as u32;
+        let mut payload = FramePayload {
+            period_us: (plan.frames.period_ns() / 1_000) as u32,
+            start_s: s,
+            start_us: us,
+            prev: tick.prev,
+            frame: tick.frame,
+            size,
+            remaining: size,
+        };
+        let mut left = u64::from(size);
+        out.frames += 1;
+        while left > 0 && budget > 0 && Instant::now() < deadline {
+            let len = (left.min(max_len as u64) as usize).max(MIN_DATAGRAM);
+            payload.remaining = left.max(len as u64) as u32;
+            payload.write(&mut buf);
+            landspeed_engine::transport::udp::iperf2_prefix(seq, unix_ns(), &mut buf);
+            match sock.send(&buf[..len]) {
+                Ok(n) => {
+                    out.datagrams += 1;
+                    out.bytes += n as u64;
+                    plan.counter.fetch_add(n as u64, Relaxed);
+                    let at = plan.t0.elapsed().as_secs_f64();
+                    out.first_s.get_or_insert(at);
+                    out.last_s = Some(at);
+                    seq += 1;
+                }
+                // A full queue (ENOBUFS): the datagram is skipped and its number used, as the
+                // steady client does; a thousand of them end the stream.
+                Err(_) if out.send_errors < 1_000 => {
+                    out.send_errors += 1;
+                    seq += 1;
+                }
+                Err(e) => {
+                    out.error = Some(format!("send: {e}"));
+                    out.clock = Some(clock);
+                    return out;
+                }
+            }
+            left = left.saturating_sub(len as u64);
+            budget = budget.saturating_sub(len as u64);
+        }
+    }
+    out.clock = Some(clock);
+    out
+}
+
+/// Sleeps until `at` (true), or returns false when `deadline` comes first or the test is
+/// interrupted; checks the flag every 50 ms.
+fn sleep_until(at: Instant, deadline: Instant, interrupt: &AtomicBool) -> bool {
+    loop {
+        let now = Instant::now();
+        if now >= deadline || interrupt.load(Relaxed) {
+            return false;
+        }
+        if now >= at {
+            return true;
+        }
+        std::thread::sleep((at - now).min(Duration::from_millis(50)).min(deadline - now));
+    }
+}
+
+/// Cumulative bytes of every stream at each interval's end, while the senders run.
+fn sample_while(
+    handles: &[std::thread::ScopedJoinHandle<'_, Sent>],
+    counters: &[AtomicU64],
+    spec: &Test,
+    t0: Instant,
+) -> Vec<IntervalSample> {
+    let step = spec.interval_s.max(Duration::from_millis(100));
+    let mut samples = vec![];
+    let mut next = t0 + step;
+    while !handles.iter().all(|h| h.is_finished()) {
+        std::thread::sleep(Duration::from_millis(20));
+        let now = Instant::now();
+        let done = handles.iter().all(|h| h.is_finished());
+        if now >= next || done {
+            let end = if done { now } else { next };
+            samples.push(IntervalSample {
+                index: samples.len() as u32,
+                start_s: (next - step - t0).as_secs_f64(),
+                end_s: (end - t0).as_secs_f64(),
+                omitted: false,
+                streams: counters
+                    .iter()
+                    .enumerate()
+                    .map(|(id, c)| StreamSample {
+                        id: id as u32,
+                        bytes: c.load(Relaxed),
+                        tcp: None,
+                        udp: None,
+                    })
+                    .collect(),
+            });
+            next += step;
+        }
+    }
+    samples
+}
+
+/// This end's report: each stream's bytes, datagrams and span.
+fn here_report(sent: &[Sent], elapsed_s: f64, mut warnings: Vec<String>) -> EndpointReport {
+    let streams = sent
+        .iter()
+        .enumerate()
+        .map(|(id, s)| {
+            if let Some(e) = &s.error {
+                warnings.push(format!("stream {id}: {e}"));
+            }
+            StreamReport {
+                bytes: s.bytes,
+                calls: s.datagrams,
+                send_errors: s.send_errors,
+                first_byte_s: s.first_s,
+                last_byte_s: s.last_s,
+                error: s.error.clone(),
+                ..StreamReport::empty(id as u32, Flow::ClientToServer, Role::Sender)
+            }
+        })
+        .collect();
+    EndpointReport {
+        software: format!("landspeed {}", landspeed_core::SOFTWARE_VERSION),
+        streams,
+        elapsed_s,
+        threads: sent.len() as u32,
+        host: landspeed_engine::host::host_info(),
+        warnings,
+        ..EndpointReport::default()
+    }
+}
+
+/// The frames every stream sent, skipped and slipped.
+fn sender_side(frames: FrameSpec, sent: &[Sent]) -> FramesSent {
+    let clocks = sent.iter().filter_map(|s| s.clock.as_ref());
+    let (mut skipped, mut slips) = (0, 0);
+    for c in clocks {
+        skipped += c.skipped();
+        slips += c.slips();
+    }
+    FramesSent {
+        spec: Some(frames),
+        frames: sent.iter().map(|s| s.frames).sum(),
+        skipped,
+        slips,
+        bytes: sent.iter().map(|s| s.bytes).sum(),
+    }
+}
+
+/// Nanoseconds since `t0`.
+fn mono_ns(t0: Instant) -> u64 {
+    t0.elapsed().as_nanos() as u64
+}
+
+fn unix_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
