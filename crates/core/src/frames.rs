@@ -534,6 +534,9 @@ pub struct FramesSent {
     pub slips: u64,
     /// Bytes of frames it sent.
     pub bytes: u64,
+    /// Datagrams they took.
+    #[serde(default)]
+    pub datagrams: u64,
 }
 
 /// Isochronous frames as the receiver counted them (and the sender's side where it is known).

@@ -383,7 +383,7 @@ impl TransactionLog {
     }
 
     fn close(&mut self, end_ns: u64) {
-        let done = std::mem::replace(&mut self.current, Moments::new());
+        let done = std::mem::take(&mut self.current);
         self.intervals.push(TransactionInterval {
             start_s: self.current_start_ns as f64 / 1e9,
             end_s: end_ns as f64 / 1e9,

@@ -77,6 +77,7 @@ mod tests {
                 skipped: 2,
                 slips: 1,
                 bytes: 5_000_000,
+                datagrams: 3_500,
             }),
             ..FramesReport::default()
         };

@@ -357,11 +357,48 @@ fn csv_line(ends: &Ends, (number, received): (u32, bool), when: (f64, f64, f64),
 
 /// The UDP client's head: the datagram size and the gap between datagrams its rate sets (iperf 2's
 /// "IPG target"), as iperf 2.1.8 prints them (the buffer size is the kernel's, not asked).
-pub fn head_udp(host: &str, port: u16, length_bytes: u64, stream_rate_bps: f64) -> String {
-    let ipg_us = length_bytes as f64 * 8.0 / stream_rate_bps.max(1.0) * 1e6;
+pub fn head_udp(
+    host: &str,
+    port: u16,
+    length_bytes: u64,
+    stream_rate_bps: f64,
+    frames: Option<landspeed_core::frames::FrameSpec>,
+) -> String {
+    let sending = match frames {
+        // iperf 2.1.8's line for frames (its IPG within a frame: back to back here).
+        Some(f) => format!(
+            "Isochronous: {:.2} frames/sec mean={}, stddev={}, Period/IPG={:.2}/0.000 ms",
+            f.fps,
+            rate_text(f.mean_bps),
+            rate_text(f.stddev_bps),
+            1e3 / f.fps
+        ),
+        None => {
+            let ipg_us = length_bytes as f64 * 8.0 / stream_rate_bps.max(1.0) * 1e6;
+            format!("Sending {length_bytes} byte datagrams, IPG target: {ipg_us:.2} us (kalman adjust)")
+        }
+    };
     format!(
-        "{DASHES}\nClient connecting to {host}, UDP port {port}\nSending {length_bytes} byte datagrams, IPG target: {ipg_us:.2} us (kalman adjust)\nUDP buffer size: the kernel's default\n{DASHES}\n"
+        "{DASHES}\nClient connecting to {host}, UDP port {port}\n{sending}\nUDP buffer size: the kernel's default\n{DASHES}\n"
     )
+}
+
+/// A rate as iperf 2 prints the isochronous mean: three significant digits and bit/s, Kbit/s,
+/// Mbit/s or Gbit/s (powers of 1000).
+fn rate_text(bps: f64) -> String {
+    let (v, unit) = match bps {
+        b if b >= 1e9 => (b / 1e9, "Gbit/s"),
+        b if b >= 1e6 => (b / 1e6, "Mbit/s"),
+        b if b >= 1e3 => (b / 1e3, "Kbit/s"),
+        b => (b, "bit/s"),
+    };
+    let digits = match v {
+        v if v >= 100.0 => 0,
+        v if v >= 10.0 => 1,
+        v if v >= 1.0 => 2,
+        _ => 3,
+    };
+    format!("{v:.digits$} {unit}")
 }
 
 /// The UDP client's column head (`-e`'s: writes and packets a second).
@@ -373,9 +410,10 @@ pub fn column_head_udp(st: &Iperf2Style) -> &'static str {
     }
 }
 
-/// `-e`'s columns of a UDP sender: datagrams written (and refused) and datagrams a second.
-fn udp_enhanced(length_bytes: u64, bytes: u64, secs: f64) -> String {
-    let writes = bytes / length_bytes.max(1);
+/// `-e`'s columns of a UDP sender: datagrams written (and refused) and datagrams a second; `writes`
+/// where the sender counted them (frames' datagrams vary in size), else bytes ÷ the datagram size.
+fn udp_enhanced(length_bytes: u64, bytes: u64, secs: f64, writes: Option<u64>) -> String {
+    let writes = writes.unwrap_or(bytes / length_bytes.max(1));
     let pps = (writes as f64 / secs.max(1e-9)).round() as u64;
     format!("  {writes}/0{pps:>9} pps")
 }
@@ -403,7 +441,7 @@ pub fn interval_udp(i: &IntervalResult, st: &Iperf2Style, at: (&Ends, f64, u64))
             columns(i.start_s, i.end_s, s.bytes, st)
         );
         if st.enhanced {
-            l += &udp_enhanced(length_bytes, s.bytes, secs);
+            l += &udp_enhanced(length_bytes, s.bytes, secs, s.datagrams_sent);
         }
         let _ = writeln!(t, "{l}");
     }
@@ -411,7 +449,8 @@ pub fn interval_udp(i: &IntervalResult, st: &Iperf2Style, at: (&Ends, f64, u64))
         let sum: u64 = ids.iter().map(|s| s.bytes).sum();
         let mut l = format!("[SUM] {}", columns(i.start_s, i.end_s, sum, st));
         if st.enhanced {
-            l += &udp_enhanced(length_bytes, sum, secs);
+            let writes = ids.iter().map(|s| s.datagrams_sent).sum::<Option<u64>>();
+            l += &udp_enhanced(length_bytes, sum, secs, writes);
         }
         let _ = writeln!(t, "{l}");
     }
@@ -460,19 +499,27 @@ pub fn totals_udp(r: &RunResult, st: &Iperf2Style) -> String {
         let (bytes, secs) = (n.s.bytes_sent, n.s.sender_elapsed_s);
         let mut l = format!("{} {}", tag(n.number, false), columns(0.0, secs, bytes, st));
         if st.enhanced {
-            l += &udp_enhanced(len, bytes, secs);
+            l += &udp_enhanced(len, bytes, secs, frame_datagrams(r).map(|n| n - 1));
         }
-        let _ = writeln!(t, "{l}\n{} Sent {} datagrams", tag(n.number, false), bytes / len);
-        (bytes_all, secs_all, sent_all) = (bytes_all + bytes, secs_all.max(secs), sent_all + bytes / len);
+        // Frames' datagrams vary in size: the count the sender kept, its end included.
+        let sent = frame_datagrams(r).unwrap_or(bytes / len);
+        let _ = writeln!(t, "{l}\n{} Sent {sent} datagrams", tag(n.number, false));
+        (bytes_all, secs_all, sent_all) = (bytes_all + bytes, secs_all.max(secs), sent_all + sent);
     }
     if streams.len() > 1 {
         let mut l = format!("[SUM] {}", columns(0.0, secs_all, bytes_all, st));
         if st.enhanced {
-            l += &udp_enhanced(len, bytes_all, secs_all);
+            l += &udp_enhanced(len, bytes_all, secs_all, None);
         }
         let _ = writeln!(t, "{l}\n[SUM-{}] Sent {sent_all} datagrams", streams.len());
     }
     t + &server_reports(&streams, st)
+}
+
+/// An isochronous test's datagrams (one stream), its end included, as iperf 2 counts them.
+fn frame_datagrams(r: &RunResult) -> Option<u64> {
+    let s = r.frames.as_ref()?.sender.as_ref()?;
+    Some(s.datagrams + 1)
 }
 
 /// Each stream's "Server Report": what the server received, its jitter, lost/total and the

@@ -184,9 +184,9 @@ fn refused(o: &Opts) -> Option<String> {
             "they ask the server to connect back to the client; use --full-duplex",
         ),
         (
-            o.trip_times,
+            o.trip_times && !(o.udp && o.isochronous.is_some()),
             "--trip-times",
-            "the one-way figures are not computed yet",
+            "it goes with -u --isochronous here (the server reads the frames' one-way latency); a bulk test's one-way figures are not computed yet",
         ),
         (
             o.bounceback.is_some()
@@ -200,9 +200,14 @@ fn refused(o: &Opts) -> Option<String> {
             "iperf 2 prints no CSV for it either",
         ),
         (
-            o.isochronous.is_some(),
-            "--isochronous",
-            "isochronous frames are not built yet",
+            o.isochronous.is_some() && !o.udp,
+            "--isochronous without -u",
+            "frames over TCP are not built yet; landspeed sends them as UDP datagrams",
+        ),
+        (
+            o.isochronous.is_some() && o.parallel.unwrap_or(1) > 1,
+            "--isochronous with -P",
+            "one stream of frames at a time",
         ),
         (
             o.ssm_host.is_some() || o.ttl.is_some(),
@@ -295,10 +300,13 @@ fn run_args(o: &Opts, host: &str) -> Result<Vec<String>, String> {
     if let Some(w) = number("-w", &o.window, bytes)? {
         a.extend(["-w".into(), w.to_string()]);
     }
-    // iperf 2's UDP rate without -b: 1 Mbit/s as it reads "1M" (2^20 bit/s), each stream.
+    // iperf 2's UDP rate without -b: 1 Mbit/s as it reads "1M" (2^20 bit/s), each stream. Frames
+    // (--isochronous) go at their own mean, as iperf 2 sends them whatever -b says.
     let udp_default = o.udp.then_some(UDP_DEFAULT_BPS);
-    if let Some(b) = number("-b", &o.bandwidth, bits)?.or(udp_default) {
-        a.extend(["-b".into(), (b * streams).to_string()]);
+    if o.isochronous.is_none() {
+        if let Some(b) = number("-b", &o.bandwidth, bits)?.or(udp_default) {
+            a.extend(["-b".into(), (b * streams).to_string()]);
+        }
     }
     if let Some(i) = o.interval.filter(|i| *i > 0.0) {
         a.extend(["-i".into(), format!("{}ms", (i * 1000.0).round())]);
@@ -314,6 +322,20 @@ fn run_args(o: &Opts, host: &str) -> Result<Vec<String>, String> {
     Ok(a)
 }
 
+/// `--isochronous[=FPS:MEAN,STDDEV]` (and `--trip-times`) on the test: frames at their mean rate.
+fn with_frames(opts: &mut landspeed_net::ClientOptions, given: &str, trip_times: bool) -> Result<(), String> {
+    let f = landspeed_core::frames::FrameSpec::parse(given).map_err(|e| e.to_string())?;
+    opts.spec = opts
+        .spec
+        .changed(|s| {
+            s.frames = Some(f);
+            s.rate_bps = Some(f.mean_bps);
+        })
+        .map_err(|e| e.to_string())?;
+    opts.trip_times = trip_times;
+    Ok(())
+}
+
 /// The client: one test, printed as iperf 2 prints it.
 fn client(o: &Opts, host: &str) -> Result<bool> {
     let args = match run_args(o, host) {
@@ -322,13 +344,19 @@ fn client(o: &Opts, host: &str) -> Result<bool> {
     };
     // `--iperf2` chooses the protocol; the options themselves are `run`'s.
     let plain: Vec<String> = args.iter().filter(|a| *a != "--iperf2").cloned().collect();
-    let opts = match crate::common::client::options_from_args(&plain) {
+    let mut opts = match crate::common::client::options_from_args(&plain) {
         Ok(opts) => opts,
         Err(e) => return refuse(&e),
     };
+    if let Some(f) = &o.isochronous {
+        if let Err(e) = with_frames(&mut opts, f, o.trip_times) {
+            return refuse(&e);
+        }
+    }
     let style = Iperf2Style {
         csv: o.style.is_some(),
-        enhanced: o.enhanced,
+        // --isochronous turns -e on, as iperf 2's does.
+        enhanced: o.enhanced || o.isochronous.is_some(),
         format: o.format.unwrap_or('a'),
         interval_s: o.interval.filter(|i| *i > 0.0),
     };
@@ -337,7 +365,7 @@ fn client(o: &Opts, host: &str) -> Result<bool> {
         let rate = opts.spec.udp_stream_rate_bps();
         print!(
             "{}",
-            iperf2_text::head_udp(host, port, opts.spec.length_bytes, rate)
+            iperf2_text::head_udp(host, port, opts.spec.length_bytes, rate, opts.spec.frames)
         );
     } else if !style.csv {
         print!("{}", iperf2_text::head(host, port, opts.spec.window_bytes));

@@ -46,13 +46,9 @@ pub fn check(opts: &ClientOptions) -> Result<()> {
 
 /// What `run` does for these arguments, as one typed value: the validated test and the client's
 /// settings (also what a sweep stores for its cells).
-pub fn cell_spec(a: &RunArgs) -> Result<CellSpec> {
-    if a.test.fq_rate.is_some() {
-        // Asked for by name: the kernel's pacing. (-b paces TCP everywhere: by the kernel where it
-        // can, else by the engine's own cap.)
-        landspeed_engine::platform::require("kernel pacing (--fq-rate)")?;
-    }
-    let mut said = a.test.intent();
+/// `--isochronous` (and `--trip-times`) on the intent: frames at their mean rate, in iperf 2's
+/// protocol only.
+fn frames(a: &RunArgs, said: &mut landspeed_core::intent::TestIntent) -> Result<()> {
     if a.trip_times && a.bounceback.is_none() && a.isochronous.is_none() {
         return Err(UsageError("--trip-times goes with --bounceback or --isochronous".into()).into());
     }
@@ -70,6 +66,17 @@ pub fn cell_spec(a: &RunArgs) -> Result<CellSpec> {
             ));
         }
     }
+    Ok(())
+}
+
+pub fn cell_spec(a: &RunArgs) -> Result<CellSpec> {
+    if a.test.fq_rate.is_some() {
+        // Asked for by name: the kernel's pacing. (-b paces TCP everywhere: by the kernel where it
+        // can, else by the engine's own cap.)
+        landspeed_engine::platform::require("kernel pacing (--fq-rate)")?;
+    }
+    let mut said = a.test.intent();
+    frames(a, &mut said)?;
     if a.send_file.is_some() || a.recv_file.is_some() {
         // Files move over one stream in one direction, with sendfile and splice, copied.
         said.no_verify = true;

@@ -22,6 +22,7 @@ mod iperf3_client;
 mod iperf3_diff;
 mod iperf3_dropin;
 mod iperf3_server;
+mod isochronous;
 mod limits;
 mod loopback;
 mod mesh;

@@ -16,9 +16,10 @@ use crate::dial::{resolve, ClientError, ClientEvent, ClientOptions};
 use landspeed_core::config::{EndCondition, Flow, Test};
 use landspeed_core::endpoint::{EndpointReport, IntervalSample, Role, StreamReport, StreamSample};
 use landspeed_core::frames::{FrameClock, FrameSizes, FrameSpec, FramesReport, FramesSent};
+use landspeed_core::result::{IntervalResult, IntervalStream};
 use landspeed_iperf2::isoch::{write_start, FramePayload, MIN_DATAGRAM, START_AT};
 use landspeed_iperf2::{Amount, ClientHeader};
-use std::net::UdpSocket;
+use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -45,15 +46,7 @@ pub(crate) fn run_frames(
 ) -> Result<landspeed_core::result::RunResult, ClientError> {
     let header = frame_header(spec, opts.port, frames, opts.trip_times)?;
     let started_unix_s = unix_ns() as f64 / 1e9;
-    let addr = resolve(opts)?;
-    let socks = (0..spec.streams)
-        .map(|id| {
-            crate::dial::udp_socket(opts, addr, spec, id).map_err(|err| ClientError::Stream { id, err })
-        })
-        .collect::<Result<Vec<UdpSocket>, _>>()?;
-    let local = socks[0]
-        .local_addr()
-        .map_err(|err| ClientError::Stream { id: 0, err })?;
+    let (socks, local, addr) = open(opts, spec)?;
     on_event(ClientEvent::Connected { local, remote: addr });
     let mut warnings = vec![
         "iperf 2's payload is not landspeed's: nothing was verified".to_string(),
@@ -63,7 +56,10 @@ pub(crate) fn run_frames(
         streams: spec.streams,
         warnings: warnings.clone(),
     });
-    let counters: Vec<AtomicU64> = (0..spec.streams).map(|_| AtomicU64::new(0)).collect();
+    // Each stream's bytes and datagrams so far, for the intervals.
+    let counters: Vec<[AtomicU64; 2]> = (0..spec.streams)
+        .map(|_| [AtomicU64::new(0), AtomicU64::new(0)])
+        .collect();
     let t0 = Instant::now();
     let (sent, samples) = std::thread::scope(|s| {
         let handles: Vec<_> = socks
@@ -81,30 +77,14 @@ pub(crate) fn run_frames(
                 s.spawn(move || send_frames(sock, &plan, interrupt))
             })
             .collect();
-        let samples = sample_while(&handles, &counters, spec, t0);
+        let samples = sample_while(&handles, &counters, (spec, t0), on_event);
         let sent: Vec<Sent> = handles
             .into_iter()
             .map(|h| h.join().unwrap_or_default())
             .collect();
         (sent, samples)
     });
-    let reports: Vec<_> = socks
-        .iter()
-        .zip(&sent)
-        .map(|(sock, s)| {
-            end(
-                sock,
-                &header,
-                spec.length_bytes as usize,
-                s.datagrams + s.send_errors,
-            )
-        })
-        .collect();
-    for (id, r) in reports.iter().enumerate() {
-        if r.is_none() {
-            warnings.push(format!("stream {id}: no report from the server after 10 ends"));
-        }
-    }
+    let reports = reports(&socks, &sent, (&header, spec), &mut warnings);
     let mut here = here_report(&sent, t0.elapsed().as_secs_f64(), warnings);
     // The first end is a datagram of the test as iperf 2 counts it (its server counts its bytes).
     for s in &mut here.streams {
@@ -127,13 +107,54 @@ pub(crate) fn run_frames(
     Ok(result)
 }
 
+/// Each stream's socket, connected to the server; the first's address and the server's.
+fn open(opts: &ClientOptions, spec: &Test) -> Result<(Vec<UdpSocket>, SocketAddr, SocketAddr), ClientError> {
+    let addr = resolve(opts)?;
+    let socks = (0..spec.streams)
+        .map(|id| {
+            crate::dial::udp_socket(opts, addr, spec, id).map_err(|err| ClientError::Stream { id, err })
+        })
+        .collect::<Result<Vec<UdpSocket>, _>>()?;
+    let local = socks[0]
+        .local_addr()
+        .map_err(|err| ClientError::Stream { id: 0, err })?;
+    Ok((socks, local, addr))
+}
+
+/// Each stream's end and the server's report (a warning for each that never came).
+fn reports(
+    socks: &[UdpSocket],
+    sent: &[Sent],
+    (header, spec): (&[u8], &Test),
+    warnings: &mut Vec<String>,
+) -> Vec<Option<landspeed_iperf2::ServerReport>> {
+    let reports: Vec<_> = socks
+        .iter()
+        .zip(sent)
+        .map(|(sock, s)| {
+            end(
+                sock,
+                header,
+                spec.length_bytes as usize,
+                s.datagrams + s.send_errors,
+            )
+        })
+        .collect();
+    for (id, r) in reports.iter().enumerate() {
+        if r.is_none() {
+            warnings.push(format!("stream {id}: no report from the server after 10 ends"));
+        }
+    }
+    reports
+}
+
 /// What every stream's thread shares.
 struct Plan<'a> {
     spec: &'a Test,
     frames: FrameSpec,
     header: &'a [u8],
     t0: Instant,
-    counter: &'a AtomicU64,
+    counter: &'a [AtomicU64; 2],
     trip_times: bool,
 }
 
@@ -224,7 +245,8 @@ fn send_frames(sock: &UdpSocket, plan: &Plan, interrupt: &AtomicBool) -> Sent {
                 Ok(n) => {
                     out.datagrams += 1;
                     out.bytes += n as u64;
-                    plan.counter.fetch_add(n as u64, Relaxed);
+                    plan.counter[0].fetch_add(n as u64, Relaxed);
+                    plan.counter[1].fetch_add(1, Relaxed);
                     let at = plan.t0.elapsed().as_secs_f64();
                     out.first_s.get_or_insert(at);
                     out.last_s = Some(at);
@@ -265,23 +287,25 @@ fn sleep_until(at: Instant, deadline: Instant, interrupt: &AtomicBool) -> bool {
     }
 }
 
-/// Cumulative bytes of every stream at each interval's end, while the senders run.
+/// Cumulative bytes of every stream at each interval's end, while the senders run; each interval
+/// also told as it closes.
 fn sample_while(
     handles: &[std::thread::ScopedJoinHandle<'_, Sent>],
-    counters: &[AtomicU64],
-    spec: &Test,
-    t0: Instant,
+    counters: &[[AtomicU64; 2]],
+    (spec, t0): (&Test, Instant),
+    on_event: &mut dyn FnMut(ClientEvent),
 ) -> Vec<IntervalSample> {
     let step = spec.interval_s.max(Duration::from_millis(100));
-    let mut samples = vec![];
+    let mut samples: Vec<IntervalSample> = vec![];
+    let mut datagrams_before = vec![0u64; counters.len()];
     let mut next = t0 + step;
-    while !handles.iter().all(|h| h.is_finished()) {
+    loop {
         std::thread::sleep(Duration::from_millis(20));
         let now = Instant::now();
         let done = handles.iter().all(|h| h.is_finished());
         if now >= next || done {
             let end = if done { now } else { next };
-            samples.push(IntervalSample {
+            let sample = IntervalSample {
                 index: samples.len() as u32,
                 start_s: (next - step - t0).as_secs_f64(),
                 end_s: (end - t0).as_secs_f64(),
@@ -291,16 +315,69 @@ fn sample_while(
                     .enumerate()
                     .map(|(id, c)| StreamSample {
                         id: id as u32,
-                        bytes: c.load(Relaxed),
+                        bytes: c[0].load(Relaxed),
                         tcp: None,
                         udp: None,
                     })
                     .collect(),
+            };
+            let mut interval = interval_of(&sample, samples.last());
+            for (st, (c, before)) in interval
+                .streams
+                .iter_mut()
+                .zip(counters.iter().zip(&mut datagrams_before))
+            {
+                let now = c[1].load(Relaxed);
+                st.datagrams_sent = Some(now - *before);
+                *before = now;
+            }
+            on_event(ClientEvent::Interval {
+                flow: Flow::ClientToServer,
+                interval,
             });
+            samples.push(sample);
             next += step;
         }
+        if done {
+            return samples;
+        }
     }
-    samples
+}
+
+/// An interval's figures from its sample and the one before.
+fn interval_of(s: &IntervalSample, before: Option<&IntervalSample>) -> IntervalResult {
+    let secs = (s.end_s - s.start_s).max(1e-9);
+    let streams: Vec<IntervalStream> = s
+        .streams
+        .iter()
+        .map(|st| {
+            let was = before
+                .and_then(|b| b.streams.iter().find(|x| x.id == st.id))
+                .map_or(0, |x| x.bytes);
+            let bytes = st.bytes.saturating_sub(was);
+            IntervalStream {
+                id: st.id,
+                bytes,
+                throughput_bps: bytes as f64 * 8.0 / secs,
+                rtt_us: None,
+                cwnd_bytes: None,
+                retransmits: None,
+                datagrams_sent: None,
+                datagrams_lost: None,
+            }
+        })
+        .collect();
+    let bytes = streams.iter().map(|x| x.bytes).sum::<u64>();
+    IntervalResult {
+        index: s.index,
+        start_s: s.start_s,
+        end_s: s.end_s,
+        bytes,
+        throughput_bps: bytes as f64 * 8.0 / secs,
+        omitted: false,
+        streams,
+        probe_rtt: None,
+    }
 }
 
 /// This end's report: each stream's bytes, datagrams and span.
@@ -348,6 +425,7 @@ fn sender_side(frames: FrameSpec, sent: &[Sent]) -> FramesSent {
         skipped,
         slips,
         bytes: sent.iter().map(|s| s.bytes).sum(),
+        datagrams: sent.iter().map(|s| s.datagrams).sum(),
     }
 }
 

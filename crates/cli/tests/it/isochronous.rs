@@ -1,0 +1,253 @@
+//! Isochronous frames (`--isochronous`) against iperf 2.1.8 both ways: its client's frames counted
+//! by `landspeed serve` beside its own server's count of the same command line, and landspeed's
+//! client's frames counted by iperf 2's server and by landspeed's; then what is refused in one line.
+//! iperf 2.1.8's server counts its first frame twice (it prints 121 frames for 120): landspeed's
+//! counts are compared with its count less one.
+
+use crate::common::{self, ServerProc};
+use crate::iperf2_server::have_iperf2;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// 60 frames a second of 2 Mbit/s on average, varying, for 2 s, with trip times (iperf 2's server
+/// prints frames only with them).
+const FRAMES: &str = "--isochronous=60:2m,0.5m";
+
+/// `iperf -s -u -e` on a free port, its output to a file; killed when dropped.
+struct Iperf2Frames(Child, u16, std::path::PathBuf);
+
+impl Iperf2Frames {
+    fn start() -> Iperf2Frames {
+        let port = common::free_port();
+        let out = std::env::temp_dir().join(format!("landspeed-it-iperf2-{}-{port}", std::process::id()));
+        let child = Command::new("iperf")
+            .args(["-s", "-u", "-e", "-p", &port.to_string()])
+            .stdout(std::fs::File::create(&out).unwrap())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("run iperf -s -u");
+        let up = common::wait_until(Duration::from_secs(5), || {
+            std::fs::read_to_string(&out).is_ok_and(|t| t.contains("Server listening"))
+        });
+        assert!(up, "iperf -s -u did not start");
+        Iperf2Frames(child, port, out)
+    }
+
+    /// Its count of the test's frames: (received, lost) from the total line, once printed.
+    fn frames(&self) -> (u64, u64) {
+        let mut got = None;
+        common::wait_until(Duration::from_secs(10), || {
+            got = frames_of_iperf2(&std::fs::read_to_string(&self.2).unwrap_or_default());
+            got.is_some()
+        });
+        got.unwrap_or_else(|| {
+            panic!(
+                "iperf -s printed no frames:\n{}",
+                std::fs::read_to_string(&self.2).unwrap_or_default()
+            )
+        })
+    }
+}
+
+impl Drop for Iperf2Frames {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+        let _ = std::fs::remove_file(&self.2);
+    }
+}
+
+/// `rx/lost` after `pps` on iperf 2's whole-test line (`0.0000-2.0...`), the one with frames.
+fn frames_of_iperf2(text: &str) -> Option<(u64, u64)> {
+    let line = text
+        .lines()
+        .filter(|l| l.contains(" 0.0000-") && l.contains(" pps "))
+        .find(|l| !l.contains(" 0.0000-1.0000 "))?;
+    let after = line.split(" pps ").nth(1)?;
+    let (rx, lost) = after.split_whitespace().next()?.split_once('/')?;
+    Some((rx.parse().ok()?, lost.parse().ok()?))
+}
+
+/// The frames in landspeed serve's next test line: (whole, lost, skipped by the sender).
+fn frames_of_log(s: &ServerProc) -> (u64, u64, u64) {
+    loop {
+        let line = s
+            .next_line(Duration::from_secs(15))
+            .expect("a test line from landspeed serve");
+        let Some(rest) = line.split_once("; frames ").map(|x| x.1) else {
+            assert!(!line.contains(" test from "), "no frames in {line}");
+            continue;
+        };
+        let w: Vec<&str> = rest.split_whitespace().collect();
+        let n = |i: usize| w[i].trim_end_matches(',').parse::<u64>().unwrap();
+        return (n(0), n(2), n(4));
+    }
+}
+
+/// iperf 2.1.8's client with the frames: its exit status.
+fn iperf2_client(port: u16) -> bool {
+    let o = Command::new("iperf")
+        .args(["-c", "127.0.0.1", "-u", "-p", &port.to_string(), FRAMES])
+        .args(["--trip-times", "-t", "2", "-e"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("iperf -c");
+    o.status.success()
+}
+
+/// landspeed's client with the frames, its result.
+fn landspeed_client(port: u16) -> serde_json::Value {
+    let p = port.to_string();
+    let o = common::landspeed(
+        &[
+            "run",
+            "127.0.0.1",
+            "-p",
+            &p,
+            "--iperf2",
+            "-u",
+            FRAMES,
+            "--trip-times",
+            "-t",
+            "2",
+            "--json",
+            "--no-save",
+        ],
+        Duration::from_secs(30),
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    serde_json::from_str(&o.stdout).unwrap()
+}
+
+#[test]
+fn frames_are_counted_alike_by_iperf2s_server_and_landspeeds_both_ways() {
+    let _one = common::alone();
+    if !have_iperf2() {
+        return;
+    }
+    let s = ServerProc::start("127.0.0.1", &[]);
+    // iperf 2's client to both servers.
+    let theirs = Iperf2Frames::start();
+    assert!(iperf2_client(theirs.1));
+    let (rx, lost) = theirs.frames();
+    assert!(iperf2_client(s.port));
+    let (whole, ours_lost, skipped) = frames_of_log(&s);
+    assert_eq!((lost, ours_lost, skipped), (0, 0, 0));
+    assert!((115..=122).contains(&whole), "{whole} frames in 2 s at 60/s");
+    assert!(
+        whole.abs_diff(rx - 1) <= 2,
+        "landspeed {whole}, iperf 2 {rx} (its first twice)"
+    );
+    // landspeed's client to both servers.
+    let theirs = Iperf2Frames::start();
+    let r = landspeed_client(theirs.1);
+    let sent = &r["frames"]["sender"];
+    let frames = sent["frames"].as_u64().unwrap();
+    assert!((115..=122).contains(&frames), "{sent}");
+    assert_eq!(sent["spec"]["fps"], 60.0);
+    let (rx, lost) = theirs.frames();
+    assert_eq!(lost, 0);
+    assert!(
+        frames.abs_diff(rx - 1) <= 1,
+        "sent {frames}, iperf 2 counted {rx}"
+    );
+    let r = landspeed_client(s.port);
+    let frames = r["frames"]["sender"]["frames"].as_u64().unwrap();
+    let (whole, lost, skipped) = frames_of_log(&s);
+    // The last frame may be cut short by the end of the time: counted neither whole nor lost.
+    assert!(
+        whole == frames || whole + 1 == frames,
+        "sent {frames}, counted {whole}"
+    );
+    assert_eq!(
+        (lost, skipped),
+        (0, r["frames"]["sender"]["skipped"].as_u64().unwrap())
+    );
+    // The `iperf` drop-in takes iperf 2's command line for it, against iperf 2's server.
+    let theirs = Iperf2Frames::start();
+    let out = dropin(&[
+        "-c",
+        "127.0.0.1",
+        "-u",
+        "-p",
+        &theirs.1.to_string(),
+        FRAMES,
+        "--trip-times",
+        "-t",
+        "2",
+    ]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stdout
+            .contains("Isochronous: 60.00 frames/sec mean=2.00 Mbit/s, stddev=500 Kbit/s"),
+        "{}",
+        out.stdout
+    );
+    let sent: u64 = out
+        .stdout
+        .lines()
+        .find_map(|l| l.split(" Sent ").nth(1)?.strip_suffix(" datagrams")?.parse().ok())
+        .unwrap_or_else(|| panic!("{}", out.stdout));
+    assert!(out.stdout.contains(&format!(" 0/{sent} (0%)")), "{}", out.stdout);
+    let (rx, lost) = theirs.frames();
+    assert!(
+        (115..=123).contains(&rx) && lost == 0,
+        "iperf 2 counted {rx}/{lost}"
+    );
+}
+
+/// `landspeed iperf2 ARGS` (the drop-in).
+fn dropin(args: &[&str]) -> common::Outcome {
+    let mut all = vec!["iperf2"];
+    all.extend(args);
+    common::landspeed(&all, Duration::from_secs(30))
+}
+
+#[test]
+fn what_an_isochronous_test_cannot_be_is_refused_in_one_line() {
+    common::share();
+    for (args, says) in [
+        (&["--iperf2", "-u", "--isochronous=0:1m"][..], "out of range"),
+        (&["--iperf2", "-u", "--isochronous=60:5p"], "packets"),
+        (&["--iperf2", "-u", "--isochronous=1:1G"], "bytes a frame"),
+        (&["--iperf2", "-u", "--isochronous=sixty"], "not a number"),
+        (&["-u", "--isochronous"], "add --iperf2 -u"),
+        (&["--iperf2", "--isochronous"], "add --iperf2 -u"),
+        (
+            &["--iperf2", "-u", "--trip-times"],
+            "--bounceback or --isochronous",
+        ),
+        (&["--iperf2", "-u", "--isochronous", "-R"], "-R or --bidir"),
+        (
+            &["--iperf2", "-u", "--isochronous", "-l", "100"],
+            "-l 108 or more",
+        ),
+    ] {
+        let mut all = vec!["run", "127.0.0.1", "-p", "9", "-t", "1", "--no-save"];
+        all.extend(args);
+        let o = common::landspeed(&all, Duration::from_secs(10));
+        assert_ne!(o.code, 0, "{args:?}");
+        assert!(!o.stderr.contains("panicked"), "{args:?}: {}", o.stderr);
+        // The reason on the first line (clap adds its pointer to --help below a bad value).
+        let first = o.stderr.lines().next().unwrap_or_default();
+        assert!(first.contains(says), "{args:?}: {}", o.stderr);
+    }
+    // The drop-in names what it refuses of iperf 2's command line.
+    for (args, says) in [
+        (
+            &["-c", "127.0.0.1", "--isochronous=60:1m"][..],
+            "--isochronous without -u",
+        ),
+        (
+            &["-c", "127.0.0.1", "-u", "-P", "2", "--isochronous"],
+            "--isochronous with -P",
+        ),
+        (&["-c", "127.0.0.1", "-u", "--trip-times"], "--trip-times"),
+        (&["-c", "127.0.0.1", "-u", "--isochronous=0"], "out of range"),
+    ] {
+        let o = dropin(args);
+        assert_ne!(o.code, 0, "{args:?}");
+        let all = format!("{}{}", o.stdout, o.stderr);
+        assert!(all.contains(says), "{args:?}: {all}");
+    }
+}
