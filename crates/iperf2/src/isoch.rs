@@ -6,7 +6,8 @@
 //! eight zero; its frames are numbered from 1. `landspeed_core::frames` counts them.
 
 use crate::be32 as word;
-use landspeed_core::frames::FrameDatagram;
+use landspeed_core::frames::{FrameDatagram, FramesReport};
+use landspeed_core::transactions::LatencySummary;
 
 /// Where the fields start in a datagram.
 pub const AT: usize = 76;
@@ -100,6 +101,76 @@ impl FramePayload {
             arrival_ns,
         }
     }
+}
+
+/// landspeed's addition to a UDP report for a test of frames, after iperf 2's 128 bytes: `LSFR`, a
+/// version byte (1), six counts (whole, lost, skipped by the sender, cut at the end, late, clock
+/// behind; 64-bit words) and the latency in milliseconds as eight doubles (least, mean, standard
+/// deviation, p50, p90, p99, p99.9, most; NaN where none), all big-endian. iperf 2.1.8's client
+/// reads the report's own bytes and ignores the rest (it/isochronous.rs runs it against
+/// `landspeed serve`), so a landspeed client gets the receiver's counts and an iperf 2 client loses
+/// nothing.
+pub const TRAILER_MAGIC: [u8; 4] = *b"LSFR";
+/// The trailer's size.
+pub const TRAILER_BYTES: usize = 4 + 1 + 6 * 8 + 8 * 8;
+
+/// The receiver's counts and latency as the trailer carries them.
+pub fn encode_trailer(f: &FramesReport) -> [u8; TRAILER_BYTES] {
+    let mut out = [0u8; TRAILER_BYTES];
+    out[..4].copy_from_slice(&TRAILER_MAGIC);
+    out[4] = 1;
+    let counts = [
+        f.complete,
+        f.lost,
+        f.skipped_by_sender,
+        f.cut_at_end,
+        f.late,
+        f.clock_behind,
+    ];
+    let l = &f.latency;
+    let ms = [
+        l.min_ms, l.mean_ms, l.stdev_ms, l.p50_ms, l.p90_ms, l.p99_ms, l.p999_ms, l.max_ms,
+    ];
+    let words = counts
+        .iter()
+        .map(|c| c.to_be_bytes())
+        .chain(ms.iter().map(|m| m.unwrap_or(f64::NAN).to_be_bytes()));
+    for (i, w) in words.enumerate() {
+        out[5 + 8 * i..13 + 8 * i].copy_from_slice(&w);
+    }
+    out
+}
+
+/// The trailer after a report of `report_bytes`, when one is there and well formed: the receiver's
+/// counts and latency (a latency not finite and at least 0 is taken as none).
+pub fn parse_trailer(datagram: &[u8], report_bytes: usize) -> Option<FramesReport> {
+    let t = datagram.get(report_bytes..report_bytes + TRAILER_BYTES)?;
+    if t[..4] != TRAILER_MAGIC || t[4] != 1 {
+        return None;
+    }
+    let w = |i: usize| -> [u8; 8] { t[5 + 8 * i..13 + 8 * i].try_into().unwrap_or_default() };
+    let c = |i: usize| u64::from_be_bytes(w(i));
+    let ms = |i: usize| Some(f64::from_be_bytes(w(6 + i))).filter(|v| v.is_finite() && *v >= 0.0);
+    Some(FramesReport {
+        frames: c(0).saturating_add(c(1)),
+        complete: c(0),
+        lost: c(1),
+        skipped_by_sender: c(2),
+        cut_at_end: c(3),
+        late: c(4),
+        clock_behind: c(5),
+        latency: LatencySummary {
+            min_ms: ms(0),
+            mean_ms: ms(1),
+            stdev_ms: ms(2),
+            p50_ms: ms(3),
+            p90_ms: ms(4),
+            p99_ms: ms(5),
+            p999_ms: ms(6),
+            max_ms: ms(7),
+        },
+        ..FramesReport::default()
+    })
 }
 
 #[cfg(test)]

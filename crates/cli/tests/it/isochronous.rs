@@ -151,6 +151,10 @@ fn frames_are_counted_alike_by_iperf2s_server_and_landspeeds_both_ways() {
         frames.abs_diff(rx - 1) <= 1,
         "sent {frames}, iperf 2 counted {rx}"
     );
+    // iperf 2's report carries no frame counts: none in the result, and it says so.
+    assert_eq!(r["frames"]["complete"], 0);
+    let warned = r["warnings"].to_string();
+    assert!(warned.contains("carries no frame figures"), "{warned}");
     let r = landspeed_client(s.port);
     let frames = r["frames"]["sender"]["frames"].as_u64().unwrap();
     let (whole, lost, skipped) = frames_of_log(&s);
@@ -163,6 +167,14 @@ fn frames_are_counted_alike_by_iperf2s_server_and_landspeeds_both_ways() {
         (lost, skipped),
         (0, r["frames"]["sender"]["skipped"].as_u64().unwrap())
     );
+    // landspeed's server sends its counts after iperf 2's report: the client's result has them.
+    let f = &r["frames"];
+    assert_eq!(
+        (f["complete"].as_u64(), f["lost"].as_u64()),
+        (Some(whole), Some(0)),
+        "{f}"
+    );
+    assert!(f["latency"]["p99_ms"].as_f64().is_some_and(|v| v > 0.0), "{f}");
     // The `iperf` drop-in takes iperf 2's command line for it, against iperf 2's server.
     let theirs = Iperf2Frames::start();
     let out = dropin(&[

@@ -1,5 +1,6 @@
 use super::*;
 use crate::unhex;
+use landspeed_core::transactions::LatencySummary;
 
 /// The first 112 bytes of two datagrams iperf 2.1.8 sent for `-u --isochronous=60:2m,0.5m -t 1`:
 /// the first of frame 1 (1470 bytes) and its last (905 bytes).
@@ -47,4 +48,47 @@ fn datagrams_without_a_frame_are_not_read_as_one() {
     let mut bad = unhex(FIRST);
     bad[AT + 8..AT + 12].copy_from_slice(&1_000_000u32.to_be_bytes());
     assert!(FramePayload::parse(&bad).is_none());
+}
+
+#[test]
+fn the_receivers_counts_ride_after_the_report_and_anything_else_is_none() {
+    let f = FramesReport {
+        frames: 120,
+        complete: 118,
+        lost: 2,
+        skipped_by_sender: 3,
+        cut_at_end: 1,
+        late: 4,
+        clock_behind: 0,
+        latency: LatencySummary {
+            min_ms: Some(0.25),
+            p50_ms: Some(0.5),
+            max_ms: Some(12.0),
+            ..LatencySummary::default()
+        },
+        ..FramesReport::default()
+    };
+    let mut datagram = vec![0u8; 128];
+    datagram.extend_from_slice(&encode_trailer(&f));
+    let back = parse_trailer(&datagram, 128).unwrap();
+    assert_eq!(
+        back,
+        FramesReport {
+            histogram: vec![],
+            ..f.clone()
+        }
+    );
+    // iperf 2's report alone, a cut trailer, another magic or version: none.
+    assert!(parse_trailer(&datagram[..128], 128).is_none());
+    assert!(parse_trailer(&datagram[..200], 128).is_none());
+    let mut other = datagram.clone();
+    other[128] = b'X';
+    assert!(parse_trailer(&other, 128).is_none());
+    other[128] = b'L';
+    other[132] = 2;
+    assert!(parse_trailer(&other, 128).is_none());
+    // A latency that cannot be one is none.
+    let mut neg = datagram.clone();
+    neg[128 + 5 + 6 * 8..128 + 5 + 7 * 8].copy_from_slice(&(-1.0f64).to_be_bytes());
+    assert_eq!(parse_trailer(&neg, 128).unwrap().latency.min_ms, None);
 }

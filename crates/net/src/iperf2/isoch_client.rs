@@ -11,7 +11,7 @@
 //! figures, so the receiver's are in the server's own output (`iperf -s -e`, or `landspeed serve`'s
 //! log, which counts them: `udp`).
 
-use super::udp_client::{end, server_side};
+use super::udp_client::{end_with_frames, server_side};
 use crate::dial::{resolve, ClientError, ClientEvent, ClientOptions};
 use landspeed_core::config::{EndCondition, Flow, Test};
 use landspeed_core::endpoint::{EndpointReport, IntervalSample, Role, StreamReport, StreamSample};
@@ -48,10 +48,7 @@ pub(crate) fn run_frames(
     let started_unix_s = unix_ns() as f64 / 1e9;
     let (socks, local, addr) = open(opts, spec)?;
     on_event(ClientEvent::Connected { local, remote: addr });
-    let mut warnings = vec![
-        "iperf 2's payload is not landspeed's: nothing was verified".to_string(),
-        "iperf 2's report carries no frame figures: the frames received, lost and late are in the server's output (iperf -s -e --trip-times, or landspeed serve's log)".to_string(),
-    ];
+    let mut warnings = vec!["iperf 2's payload is not landspeed's: nothing was verified".to_string()];
     on_event(ClientEvent::Started {
         streams: spec.streams,
         warnings: warnings.clone(),
@@ -84,7 +81,12 @@ pub(crate) fn run_frames(
             .collect();
         (sent, samples)
     });
-    let reports = reports(&socks, &sent, (&header, spec), &mut warnings);
+    let answered = reports(&socks, &sent, (&header, spec), &mut warnings);
+    let received: Vec<FramesReport> = answered.iter().flatten().filter_map(|(_, f)| f.clone()).collect();
+    let reports: Vec<_> = answered.into_iter().map(|r| r.map(|(r, _)| r)).collect();
+    if received.is_empty() {
+        warnings.push("the server's report carries no frame figures (iperf 2's does not): the frames received, lost and late are in its own output (iperf -s -u -e --trip-times)".into());
+    }
     let mut here = here_report(&sent, t0.elapsed().as_secs_f64(), warnings);
     // The first end is a datagram of the test as iperf 2 counts it (its server counts its bytes).
     for s in &mut here.streams {
@@ -102,7 +104,7 @@ pub(crate) fn run_frames(
         fps: frames.fps,
         period_ms: frames.period_ns() as f64 / 1e6,
         sender: Some(sender_side(frames, &sent)),
-        ..FramesReport::default()
+        ..merged(&received, socks.len())
     });
     Ok(result)
 }
@@ -121,23 +123,56 @@ fn open(opts: &ClientOptions, spec: &Test) -> Result<(Vec<UdpSocket>, SocketAddr
     Ok((socks, local, addr))
 }
 
-/// Each stream's end and the server's report (a warning for each that never came).
+/// The receiver's frame counts from every stream's report (landspeed's server sends them): one
+/// stream's as they came; several streams' counts added, their latency's least and most kept and its
+/// mean weighted by whole frames (percentiles of separate streams do not add: none). Zero counts when
+/// no report carried any (iperf 2's server).
+fn merged(received: &[FramesReport], streams: usize) -> FramesReport {
+    if received.len() == 1 && streams == 1 {
+        return received[0].clone();
+    }
+    let mut out = FramesReport::default();
+    let (mut weighted, mut whole) = (0.0, 0u64);
+    for f in received {
+        out.frames += f.frames;
+        out.complete += f.complete;
+        out.lost += f.lost;
+        out.skipped_by_sender += f.skipped_by_sender;
+        out.cut_at_end += f.cut_at_end;
+        out.late += f.late;
+        out.clock_behind += f.clock_behind;
+        let l = &f.latency;
+        out.latency.min_ms = [out.latency.min_ms, l.min_ms]
+            .into_iter()
+            .flatten()
+            .reduce(f64::min);
+        out.latency.max_ms = [out.latency.max_ms, l.max_ms]
+            .into_iter()
+            .flatten()
+            .reduce(f64::max);
+        if let Some(m) = l.mean_ms {
+            weighted += m * f.complete as f64;
+            whole += f.complete;
+        }
+    }
+    out.latency.mean_ms = (whole > 0).then(|| weighted / whole as f64);
+    out
+}
+
+/// Each stream's end and the server's report, with the receiver's frame counts when it sends them
+/// (a warning for each report that never came).
 fn reports(
     socks: &[UdpSocket],
     sent: &[Sent],
     (header, spec): (&[u8], &Test),
     warnings: &mut Vec<String>,
-) -> Vec<Option<landspeed_iperf2::ServerReport>> {
+) -> Vec<Option<(landspeed_iperf2::ServerReport, Option<FramesReport>)>> {
     let reports: Vec<_> = socks
         .iter()
         .zip(sent)
         .map(|(sock, s)| {
-            end(
-                sock,
-                header,
-                spec.length_bytes as usize,
-                s.datagrams + s.send_errors,
-            )
+            let sent = s.datagrams + s.send_errors;
+            end_with_frames(sock, header, spec.length_bytes as usize, sent)
         })
         .collect();
     for (id, r) in reports.iter().enumerate() {

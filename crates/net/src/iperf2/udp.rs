@@ -10,7 +10,7 @@
 use crate::host::{bind_udp, RefusalKind, Shared, TestLog};
 use landspeed_core::config::{Direction, Flow, Test};
 use landspeed_core::endpoint::{EndpointReport, Role, StreamReport};
-use landspeed_core::frames::FrameReceipt;
+use landspeed_core::frames::{FrameReceipt, FramesReport};
 use landspeed_iperf2::udp::Datagram;
 use landspeed_iperf2::{ClientHeader, FramePayload, Receipt};
 use std::collections::HashMap;
@@ -122,12 +122,13 @@ fn serve(
     let (receipt, outcome) = receive(&sock, &rx, (seq64, &mut frames), shared);
     log.bytes_received = receipt.bytes;
     log.duration_s = receipt.span_s();
+    let frames = frames.map(FrameReceipt::finish);
     match outcome {
-        Ok(()) => report(&sock, &receipt),
+        Ok(()) => report(&sock, &receipt, frames.as_ref()),
         Err(e) => log.error = Some(e),
     }
     let mut result = result(&receipt, test, &header, (local, peer), started);
-    result.frames = frames.map(FrameReceipt::finish);
+    result.frames = frames;
     log.result = Some(Box::new(result));
     shared.tests_done.fetch_add(1, Relaxed);
     shared.emit(crate::host::ServerEvent::Test(log));
@@ -203,10 +204,15 @@ fn receive(
     }
 }
 
-/// Sends iperf 2's report, again for each datagram the client still sends (its end, repeated until
-/// a report comes back), at most [`REPORTS`] times, until it is silent for [`SILENCE`].
-fn report(sock: &UdpSocket, r: &Receipt) {
-    let bytes = r.report().encode();
+/// Sends iperf 2's report (with a test of frames, landspeed's frame counts after it), again for each
+/// datagram the client still sends (its end, repeated until a report comes back), at most
+/// [`REPORTS`] times, until it is silent for [`SILENCE`].
+fn report(sock: &UdpSocket, r: &Receipt, frames: Option<&FramesReport>) {
+    let mut bytes = r.report().encode().to_vec();
+    if let Some(f) = frames {
+        // The receiver's frame counts after iperf 2's report (which its client ignores).
+        bytes.extend_from_slice(&landspeed_iperf2::isoch::encode_trailer(f));
+    }
     let _ = sock.set_read_timeout(Some(SILENCE));
     let mut buf = vec![0u8; 65536];
     for _ in 0..REPORTS {

@@ -154,6 +154,17 @@ fn open(
 
 /// Sends a stream's end (after its `sent` datagrams) until the server's report comes back.
 pub(super) fn end(sock: &UdpSocket, header: &[u8], length: usize, sent: u64) -> Option<ServerReport> {
+    end_with_frames(sock, header, length, sent).map(|(r, _)| r)
+}
+
+/// [`end`], with the receiver's frame counts when the server is landspeed's and the test one of
+/// frames (`landspeed_iperf2::isoch::parse_trailer`).
+pub(super) fn end_with_frames(
+    sock: &UdpSocket,
+    header: &[u8],
+    length: usize,
+    sent: u64,
+) -> Option<(ServerReport, Option<landspeed_core::frames::FramesReport>)> {
     let mut fin = vec![0u8; length];
     let prefix = landspeed_iperf2::udp::PREFIX_BYTES;
     fin[prefix..prefix + header.len()].copy_from_slice(header);
@@ -168,7 +179,11 @@ pub(super) fn end(sock: &UdpSocket, header: &[u8], length: usize, sent: u64) -> 
             match sock.recv(&mut buf) {
                 Ok(n) => {
                     if let Some(r) = ServerReport::parse(&buf[..n]) {
-                        return Some(r);
+                        let frames = landspeed_iperf2::isoch::parse_trailer(
+                            &buf[..n],
+                            landspeed_iperf2::report::REPORT_BYTES,
+                        );
+                        return Some((r, frames));
                     }
                 }
                 Err(_) => break,
