@@ -374,8 +374,8 @@ pub enum ConfigError {
     #[error("a request/response test keeps 1..=1024 requests in flight, got {0}")]
     InFlight(u32),
     /// Isochronous frames out of range.
-    #[error("{0}")]
-    Frames(String),
+    #[error(transparent)]
+    Frames(#[from] crate::frames::FrameSpecError),
     /// Something an isochronous test cannot be run with.
     #[error("an isochronous test (--isochronous) sends UDP frames; it cannot take {0}")]
     FramesWith(&'static str),
@@ -577,7 +577,7 @@ impl TestSpec {
     /// An isochronous test: its frames in range, over UDP, one way, no steady rate beside them, no
     /// request/response.
     fn validate_frames(&self, f: &crate::frames::FrameSpec) -> Result<(), ConfigError> {
-        f.check().map_err(|e| ConfigError::Frames(e.to_string()))?;
+        f.check()?;
         let other = if self.transport != Transport::Udp {
             Some("TCP or QUIC (frames are UDP datagrams: -u)")
         } else if self.transactions.is_some() {

@@ -11,12 +11,11 @@
 //! figures, so the receiver's are in the server's own output (`iperf -s -e`, or `landspeed serve`'s
 //! log, which counts them: `udp`).
 
-use super::udp_client::{end_with_frames, server_side};
+use super::udp_client::{end_with_frames, ended};
 use crate::dial::{resolve, ClientError, ClientEvent, ClientOptions};
 use landspeed_core::config::{EndCondition, Flow, Test};
 use landspeed_core::endpoint::{EndpointReport, IntervalSample, Role, StreamReport, StreamSample};
 use landspeed_core::frames::{FrameClock, FrameSizes, FrameSpec, FramesReport, FramesSent};
-use landspeed_core::result::{IntervalResult, IntervalStream};
 use landspeed_iperf2::isoch::{write_start, FramePayload, MIN_DATAGRAM, START_AT};
 use landspeed_iperf2::{Amount, ClientHeader};
 use std::net::{SocketAddr, UdpSocket};
@@ -88,12 +87,7 @@ pub(crate) fn run_frames(
         warnings.push("the server's report carries no frame figures (iperf 2's does not): the frames received, lost and late are in its own output (iperf -s -u -e --trip-times)".into());
     }
     let mut here = here_report(&sent, t0.elapsed().as_secs_f64(), warnings);
-    // The first end is a datagram of the test as iperf 2 counts it (its server counts its bytes).
-    for s in &mut here.streams {
-        s.bytes += spec.length_bytes;
-        s.calls += 1;
-    }
-    let server = server_side(&here, &reports);
+    let server = ended(&mut here, spec, &reports);
     let ends = super::client::Ends {
         addresses: (local, addr),
         started_unix_s,
@@ -332,6 +326,7 @@ fn sample_while(
 ) -> Vec<IntervalSample> {
     let step = spec.interval_s.max(Duration::from_millis(100));
     let mut samples: Vec<IntervalSample> = vec![];
+    let mut live = crate::dial::LiveIntervals::default();
     let mut datagrams_before = vec![0u64; counters.len()];
     let mut next = t0 + step;
     loop {
@@ -356,7 +351,7 @@ fn sample_while(
                     })
                     .collect(),
             };
-            let mut interval = interval_of(&sample, samples.last());
+            let mut interval = live.convert(&sample, |_| true);
             for (st, (c, before)) in interval
                 .streams
                 .iter_mut()
@@ -376,42 +371,6 @@ fn sample_while(
         if done {
             return samples;
         }
-    }
-}
-
-/// An interval's figures from its sample and the one before.
-fn interval_of(s: &IntervalSample, before: Option<&IntervalSample>) -> IntervalResult {
-    let secs = (s.end_s - s.start_s).max(1e-9);
-    let streams: Vec<IntervalStream> = s
-        .streams
-        .iter()
-        .map(|st| {
-            let was = before
-                .and_then(|b| b.streams.iter().find(|x| x.id == st.id))
-                .map_or(0, |x| x.bytes);
-            let bytes = st.bytes.saturating_sub(was);
-            IntervalStream {
-                id: st.id,
-                bytes,
-                throughput_bps: bytes as f64 * 8.0 / secs,
-                rtt_us: None,
-                cwnd_bytes: None,
-                retransmits: None,
-                datagrams_sent: None,
-                datagrams_lost: None,
-            }
-        })
-        .collect();
-    let bytes = streams.iter().map(|x| x.bytes).sum::<u64>();
-    IntervalResult {
-        index: s.index,
-        start_s: s.start_s,
-        end_s: s.end_s,
-        bytes,
-        throughput_bps: bytes as f64 * 8.0 / secs,
-        omitted: false,
-        streams,
-        probe_rtt: None,
     }
 }
 

@@ -75,12 +75,7 @@ pub(crate) fn run_udp(
         }
     }
     let mut here = out.report(opts.cpus.clone(), warnings);
-    // The first end is a datagram of the test as iperf 2 counts it (its server counts its bytes).
-    for s in &mut here.streams {
-        s.bytes += spec.length_bytes;
-        s.calls += 1;
-    }
-    let server = server_side(&here, &reports);
+    let server = ended(&mut here, spec, &reports);
     let ends = super::client::Ends {
         addresses: (local, addr),
         started_unix_s,
@@ -193,8 +188,22 @@ pub(super) fn end_with_frames(
     None
 }
 
+/// Counts each stream's first end as a datagram of the test, as iperf 2 counts it (its server counts
+/// its bytes), and returns the server's side from the reports.
+pub(super) fn ended(
+    here: &mut EndpointReport,
+    spec: &TestSpec,
+    reports: &[Option<ServerReport>],
+) -> EndpointReport {
+    for s in &mut here.streams {
+        s.bytes += spec.length_bytes;
+        s.calls += 1;
+    }
+    server_side(here, reports)
+}
+
 /// The server's side: each stream received as its report says (or, without one, nothing known).
-pub(super) fn server_side(here: &EndpointReport, reports: &[Option<ServerReport>]) -> EndpointReport {
+fn server_side(here: &EndpointReport, reports: &[Option<ServerReport>]) -> EndpointReport {
     let streams = here
         .streams
         .iter()
