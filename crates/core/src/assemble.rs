@@ -196,6 +196,7 @@ fn flow_intervals(p: &FlowParts, ids: &[u32]) -> Vec<IntervalResult> {
                         retransmits: snap.map(|t| t.retransmits),
                         datagrams_sent: dl.datagrams.map(|d| d.0),
                         datagrams_lost: dl.datagrams.map(|d| d.1),
+                        frames: None,
                     }
                 })
                 .collect();

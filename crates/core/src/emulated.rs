@@ -218,6 +218,7 @@ mod tests {
                 retransmits: None,
                 datagrams_sent: None,
                 datagrams_lost: None,
+                frames: None,
             }],
             probe_rtt: None,
         }

@@ -521,6 +521,17 @@ impl FrameReceipt {
     }
 }
 
+/// A sender's frames within one interval (iperf 2's `isoch:tx/miss/slip` columns).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FramesInterval {
+    /// Frames begun.
+    pub sent: u64,
+    /// Frames skipped (the sender came back after their time).
+    pub skipped: u64,
+    /// Times it came back late.
+    pub slips: u64,
+}
+
 /// The sender's side of a test of frames.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct FramesSent {

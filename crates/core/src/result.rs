@@ -504,6 +504,9 @@ pub struct IntervalStream {
     /// UDP: datagrams found missing within the interval, less those that arrived late within it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub datagrams_lost: Option<u64>,
+    /// Isochronous frames (`--isochronous`): what the sender began, skipped and slipped within it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frames: Option<crate::frames::FramesInterval>,
 }
 
 /// One end of the test as the result shows it.

@@ -328,6 +328,7 @@ impl LiveIntervals {
                     retransmits: x.tcp.map(|t| t.retransmits),
                     datagrams_sent: None,
                     datagrams_lost: None,
+                    frames: None,
                 }
             })
             .collect();

@@ -401,9 +401,12 @@ fn rate_text(bps: f64) -> String {
     format!("{v:.digits$} {unit}")
 }
 
-/// The UDP client's column head (`-e`'s: writes and packets a second).
-pub fn column_head_udp(st: &Iperf2Style) -> &'static str {
-    if st.enhanced {
+/// The UDP client's column head (`-e`'s: writes and packets a second; with frames, iperf 2's
+/// isochronous columns too).
+pub fn column_head_udp(st: &Iperf2Style, frames: bool) -> &'static str {
+    if st.enhanced && frames {
+        "[ ID] Interval            Transfer     Bandwidth      Write/Err  PPS  isoch:tx/miss/slip\n"
+    } else if st.enhanced {
         "[ ID] Interval            Transfer     Bandwidth      Write/Err  PPS\n"
     } else {
         "[ ID] Interval       Transfer     Bandwidth\n"
@@ -442,6 +445,9 @@ pub fn interval_udp(i: &IntervalResult, st: &Iperf2Style, at: (&Ends, f64, u64))
         );
         if st.enhanced {
             l += &udp_enhanced(length_bytes, s.bytes, secs, s.datagrams_sent);
+            if let Some(f) = s.frames {
+                l += &isoch_columns(f.sent, f.skipped, f.slips);
+            }
         }
         let _ = writeln!(t, "{l}");
     }
@@ -500,6 +506,9 @@ pub fn totals_udp(r: &RunResult, st: &Iperf2Style) -> String {
         let mut l = format!("{} {}", tag(n.number, false), columns(0.0, secs, bytes, st));
         if st.enhanced {
             l += &udp_enhanced(len, bytes, secs, frame_datagrams(r).map(|n| n - 1));
+            if let Some(f) = r.frames.as_ref().and_then(|f| f.sender.as_ref()) {
+                l += &isoch_columns(f.frames, f.skipped, f.slips);
+            }
         }
         // Frames' datagrams vary in size: the count the sender kept, its end included.
         let sent = frame_datagrams(r).unwrap_or(bytes / len);
@@ -514,6 +523,11 @@ pub fn totals_udp(r: &RunResult, st: &Iperf2Style) -> String {
         let _ = writeln!(t, "{l}\n[SUM-{}] Sent {sent_all} datagrams", streams.len());
     }
     t + &server_reports(&streams, st)
+}
+
+/// iperf 2's `isoch:tx/miss/slip` columns: frames begun, skipped, and the sender's late returns.
+fn isoch_columns(sent: u64, skipped: u64, slips: u64) -> String {
+    format!(" {sent:>4}/{skipped}/{slips}")
 }
 
 /// An isochronous test's datagrams (one stream), its end included, as iperf 2 counts them.

@@ -106,6 +106,7 @@ mod tests {
             retransmits: None,
             datagrams_sent: None,
             datagrams_lost: None,
+            frames: None,
         };
         let iv = IntervalResult {
             index: 0,

@@ -92,6 +92,7 @@ fn run() -> RunResult {
                     retransmits: Some(0),
                     datagrams_sent: None,
                     datagrams_lost: None,
+                    frames: None,
                 })
                 .collect(),
             probe_rtt: None,

@@ -430,7 +430,7 @@ impl<'a> Live<'a> {
                 };
                 let when = self.style.enhanced.then_some(self.started_unix_s);
                 let head = match self.spec.transport {
-                    Transport::Udp => iperf2_text::column_head_udp(self.style),
+                    Transport::Udp => iperf2_text::column_head_udp(self.style, self.spec.frames.is_some()),
                     _ => iperf2_text::column_head(self.style),
                 };
                 iperf2_text::connected(ends, self.spec.direction, connections, when) + head

@@ -195,6 +195,24 @@ fn frames_are_counted_alike_by_iperf2s_server_and_landspeeds_both_ways() {
         "{}",
         out.stdout
     );
+    // iperf 2's isochronous columns: frames begun, skipped, slips; the total line's frames those
+    // of a 2 s test at 60 a second.
+    assert!(out.stdout.contains("PPS  isoch:tx/miss/slip"), "{}", out.stdout);
+    let total_frames = out
+        .stdout
+        .lines()
+        .filter(|l| l.contains(" pps "))
+        .filter_map(|l| {
+            l.split_whitespace()
+                .last()?
+                .split('/')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .max()
+        .unwrap_or_else(|| panic!("{}", out.stdout));
+    assert!((115..=122).contains(&total_frames), "{}", out.stdout);
     let sent: u64 = out
         .stdout
         .lines()

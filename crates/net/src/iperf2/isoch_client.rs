@@ -15,7 +15,7 @@ use super::udp_client::{end_with_frames, ended};
 use crate::dial::{resolve, ClientError, ClientEvent, ClientOptions};
 use landspeed_core::config::{EndCondition, Flow, Test};
 use landspeed_core::endpoint::{EndpointReport, IntervalSample, Role, StreamReport, StreamSample};
-use landspeed_core::frames::{FrameClock, FrameSizes, FrameSpec, FramesReport, FramesSent};
+use landspeed_core::frames::{FrameClock, FrameSizes, FrameSpec, FramesInterval, FramesReport, FramesSent};
 use landspeed_iperf2::isoch::{write_start, FramePayload, MIN_DATAGRAM, START_AT};
 use landspeed_iperf2::{Amount, ClientHeader};
 use std::net::{SocketAddr, UdpSocket};
@@ -52,10 +52,8 @@ pub(crate) fn run_frames(
         streams: spec.streams,
         warnings: warnings.clone(),
     });
-    // Each stream's bytes and datagrams so far, for the intervals.
-    let counters: Vec<[AtomicU64; 2]> = (0..spec.streams)
-        .map(|_| [AtomicU64::new(0), AtomicU64::new(0)])
-        .collect();
+    // Each stream's bytes, datagrams, frames, frames skipped and slips so far, for the intervals.
+    let counters: Vec<Counters> = (0..spec.streams).map(|_| Counters::default()).collect();
     let t0 = Instant::now();
     let (sent, samples) = std::thread::scope(|s| {
         let handles: Vec<_> = socks
@@ -177,13 +175,22 @@ fn reports(
     reports
 }
 
+/// A stream's running counts, indexed by the constants below.
+type Counters = [AtomicU64; 5];
+const BYTES: usize = 0;
+const DATAGRAMS: usize = 1;
+const FRAMES: usize = 2;
+/// Frames skipped and slips: the sender's clock's totals, stored as they change.
+const SKIPPED: usize = 3;
+const SLIPS: usize = 4;
+
 /// What every stream's thread shares.
 struct Plan<'a> {
     spec: &'a Test,
     frames: FrameSpec,
     header: &'a [u8],
     t0: Instant,
-    counter: &'a [AtomicU64; 2],
+    counter: &'a Counters,
     trip_times: bool,
 }
 
@@ -265,6 +272,9 @@ fn send_frames(sock: &UdpSocket, plan: &Plan, interrupt: &AtomicBool) -> Sent {
         };
         let mut left = u64::from(size);
         out.frames += 1;
+        plan.counter[FRAMES].fetch_add(1, Relaxed);
+        plan.counter[SKIPPED].store(clock.skipped(), Relaxed);
+        plan.counter[SLIPS].store(clock.slips(), Relaxed);
         while left > 0 && budget > 0 && Instant::now() < deadline {
             let len = (left.min(max_len as u64) as usize).max(MIN_DATAGRAM);
             payload.remaining = left.max(len as u64) as u32;
@@ -274,8 +284,8 @@ fn send_frames(sock: &UdpSocket, plan: &Plan, interrupt: &AtomicBool) -> Sent {
                 Ok(n) => {
                     out.datagrams += 1;
                     out.bytes += n as u64;
-                    plan.counter[0].fetch_add(n as u64, Relaxed);
-                    plan.counter[1].fetch_add(1, Relaxed);
+                    plan.counter[BYTES].fetch_add(n as u64, Relaxed);
+                    plan.counter[DATAGRAMS].fetch_add(1, Relaxed);
                     let at = plan.t0.elapsed().as_secs_f64();
                     out.first_s.get_or_insert(at);
                     out.last_s = Some(at);
@@ -320,14 +330,14 @@ fn sleep_until(at: Instant, deadline: Instant, interrupt: &AtomicBool) -> bool {
 /// also told as it closes.
 fn sample_while(
     handles: &[std::thread::ScopedJoinHandle<'_, Sent>],
-    counters: &[[AtomicU64; 2]],
+    counters: &[Counters],
     (spec, t0): (&Test, Instant),
     on_event: &mut dyn FnMut(ClientEvent),
 ) -> Vec<IntervalSample> {
     let step = spec.interval_s.max(Duration::from_millis(100));
     let mut samples: Vec<IntervalSample> = vec![];
     let mut live = crate::dial::LiveIntervals::default();
-    let mut datagrams_before = vec![0u64; counters.len()];
+    let mut before = vec![[0u64; 5]; counters.len()];
     let mut next = t0 + step;
     loop {
         std::thread::sleep(Duration::from_millis(20));
@@ -345,21 +355,23 @@ fn sample_while(
                     .enumerate()
                     .map(|(id, c)| StreamSample {
                         id: id as u32,
-                        bytes: c[0].load(Relaxed),
+                        bytes: c[BYTES].load(Relaxed),
                         tcp: None,
                         udp: None,
                     })
                     .collect(),
             };
             let mut interval = live.convert(&sample, |_| true);
-            for (st, (c, before)) in interval
-                .streams
-                .iter_mut()
-                .zip(counters.iter().zip(&mut datagrams_before))
-            {
-                let now = c[1].load(Relaxed);
-                st.datagrams_sent = Some(now - *before);
-                *before = now;
+            for (st, (c, was)) in interval.streams.iter_mut().zip(counters.iter().zip(&mut before)) {
+                let now: [u64; 5] = std::array::from_fn(|i| c[i].load(Relaxed));
+                let d = |i: usize| now[i] - was[i];
+                st.datagrams_sent = Some(d(DATAGRAMS));
+                st.frames = Some(FramesInterval {
+                    sent: d(FRAMES),
+                    skipped: d(SKIPPED),
+                    slips: d(SLIPS),
+                });
+                *was = now;
             }
             on_event(ClientEvent::Interval {
                 flow: Flow::ClientToServer,
