@@ -252,14 +252,7 @@ fn send_frames(sock: &UdpSocket, plan: &Plan, interrupt: &AtomicBool) -> Sent {
         if !sleep_until(plan.t0 + Duration::from_nanos(tick.due_ns), deadline, interrupt) {
             break;
         }
-        let (s, us) = *start.get_or_insert_with(|| {
-            let now = unix_ns();
-            let at = ((now / 1_000_000_000) as u32, (now / 1_000 % 1_000_000) as u32);
-            if plan.trip_times && buf.len() >= START_AT + 8 {
-                write_start(&mut buf, at);
-            }
-            at
-        });
+        let (s, us) = *start.get_or_insert_with(|| started(&mut buf, plan.trip_times));
         let size = sizes.next_bytes().min(u64::from(u32::MAX)) as u32;
         let mut payload = FramePayload {
             period_us: (plan.frames.period_ns() / 1_000) as u32,
@@ -309,6 +302,17 @@ fn send_frames(sock: &UdpSocket, plan: &Plan, interrupt: &AtomicBool) -> Sent {
     }
     out.clock = Some(clock);
     out
+}
+
+/// Now as iperf 2's start time (seconds, microseconds), written into the datagram's trip-times
+/// field when asked.
+fn started(buf: &mut [u8], trip_times: bool) -> (u32, u32) {
+    let now = unix_ns();
+    let at = ((now / 1_000_000_000) as u32, (now / 1_000 % 1_000_000) as u32);
+    if trip_times && buf.len() >= START_AT + 8 {
+        write_start(buf, at);
+    }
+    at
 }
 
 /// Sleeps until `at` (true), or returns false when `deadline` comes first or the test is
