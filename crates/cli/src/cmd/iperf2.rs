@@ -324,7 +324,7 @@ fn run_args(o: &Opts, host: &str) -> Result<Vec<String>, String> {
 
 /// `--isochronous[=FPS:MEAN,STDDEV]` (and `--trip-times`) on the test: frames at their mean rate.
 fn with_frames(opts: &mut landspeed_net::ClientOptions, given: &str, trip_times: bool) -> Result<(), String> {
-    let f = landspeed_core::frames::FrameSpec::parse(given).map_err(|e| e.to_string())?;
+    let f = crate::common::values::frames(given)?;
     opts.spec = opts
         .spec
         .changed(|s| {

@@ -29,7 +29,6 @@ struct Sent {
     frames: u64,
     bytes: u64,
     send_errors: u64,
-    clock: Option<FrameClock>,
     error: Option<String>,
     first_s: Option<f64>,
     last_s: Option<f64>,
@@ -95,7 +94,7 @@ pub(crate) fn run_frames(
     result.frames = Some(FramesReport {
         fps: frames.fps,
         period_ms: frames.period_ns() as f64 / 1e6,
-        sender: Some(sender_side(frames, &sent)),
+        sender: Some(sender_side(frames, &sent, &counters)),
         ..merged(&received, socks.len())
     });
     Ok(result)
@@ -249,6 +248,8 @@ fn send_frames(sock: &UdpSocket, plan: &Plan, interrupt: &AtomicBool) -> Sent {
     let (mut out, mut seq, mut start) = (Sent::default(), 1i64, None);
     while budget > 0 && !interrupt.load(Relaxed) {
         let tick = clock.next(mono_ns(plan.t0));
+        plan.counter[SKIPPED].store(clock.skipped(), Relaxed);
+        plan.counter[SLIPS].store(clock.slips(), Relaxed);
         if !sleep_until(plan.t0 + Duration::from_nanos(tick.due_ns), deadline, interrupt) {
             break;
         }
@@ -266,8 +267,6 @@ fn send_frames(sock: &UdpSocket, plan: &Plan, interrupt: &AtomicBool) -> Sent {
         let mut left = u64::from(size);
         out.frames += 1;
         plan.counter[FRAMES].fetch_add(1, Relaxed);
-        plan.counter[SKIPPED].store(clock.skipped(), Relaxed);
-        plan.counter[SLIPS].store(clock.slips(), Relaxed);
         while left > 0 && budget > 0 && Instant::now() < deadline {
             let len = (left.min(max_len as u64) as usize).max(MIN_DATAGRAM);
             payload.remaining = left.max(len as u64) as u32;
@@ -292,7 +291,6 @@ fn send_frames(sock: &UdpSocket, plan: &Plan, interrupt: &AtomicBool) -> Sent {
                 }
                 Err(e) => {
                     out.error = Some(format!("send: {e}"));
-                    out.clock = Some(clock);
                     return out;
                 }
             }
@@ -300,7 +298,6 @@ fn send_frames(sock: &UdpSocket, plan: &Plan, interrupt: &AtomicBool) -> Sent {
             budget = budget.saturating_sub(len as u64);
         }
     }
-    out.clock = Some(clock);
     out
 }
 
@@ -421,19 +418,15 @@ fn here_report(sent: &[Sent], elapsed_s: f64, mut warnings: Vec<String>) -> Endp
     }
 }
 
-/// The frames every stream sent, skipped and slipped.
-fn sender_side(frames: FrameSpec, sent: &[Sent]) -> FramesSent {
-    let clocks = sent.iter().filter_map(|s| s.clock.as_ref());
-    let (mut skipped, mut slips) = (0, 0);
-    for c in clocks {
-        skipped += c.skipped();
-        slips += c.slips();
-    }
+/// The frames every stream sent, skipped and slipped (the last two from the counters each sender
+/// kept its clock's totals in).
+fn sender_side(frames: FrameSpec, sent: &[Sent], counters: &[Counters]) -> FramesSent {
+    let total = |i: usize| counters.iter().map(|c| c[i].load(Relaxed)).sum();
     FramesSent {
         spec: Some(frames),
         frames: sent.iter().map(|s| s.frames).sum(),
-        skipped,
-        slips,
+        skipped: total(SKIPPED),
+        slips: total(SLIPS),
         bytes: sent.iter().map(|s| s.bytes).sum(),
         datagrams: sent.iter().map(|s| s.datagrams).sum(),
     }
