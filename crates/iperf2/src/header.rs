@@ -258,9 +258,11 @@ impl ClientHeader {
         out
     }
 
-    /// `-r` (one direction then the other) or `-d` (both at once): a test the server opens back.
+    /// `-r` (one direction then the other) or `-d` (both at once): a test the server opens back
+    /// (`VERSION1` without `VERSION2`, as iperf 2.1.8's server reads it).
     pub fn dual(&self) -> Option<Dual> {
-        (self.flags & flags::VERSION1 != 0).then_some(if self.flags & flags::RUN_NOW != 0 {
+        let v1 = self.flags & flags::VERSION1 != 0 && self.flags & flags::VERSION2 == 0;
+        v1.then_some(if self.flags & flags::RUN_NOW != 0 {
             Dual::Simultaneous
         } else {
             Dual::Tradeoff

@@ -35,9 +35,9 @@ pub(crate) fn unhex(hex: &str) -> Vec<u8> {
 }
 
 pub use ack::HeaderAck;
-pub use header::{Amount, ClientHeader, Extension, HeaderError, Version};
+pub use header::{Amount, ClientHeader, Dual, Extension, HeaderError, Version};
 pub use isoch::FramePayload;
 pub use receipt::Receipt;
 pub use report::ServerReport;
-pub use spec::{NotAsked, TcpPlan, Unserved};
+pub use spec::{ConnectBack, NotAsked, TcpPlan, Unserved};
 pub use udp::{Datagram, DatagramError};

@@ -22,14 +22,33 @@ pub struct TcpPlan {
     pub full_duplex: bool,
     /// What of the header is accepted but not measured yet, for the result's warnings.
     pub notes: Vec<String>,
+    /// `-r` or `-d`: after or beside the client's streams (the spec's, client to server), the
+    /// server opens as many connections back to the client's address at `port` and sends on each
+    /// (no header, the header's amount and write size), as iperf 2's server does.
+    pub connect_back: Option<ConnectBack>,
+}
+
+/// The connections a `-r` or `-d` test asks the server to open back to the client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnectBack {
+    /// One after the other (`-r`) or both at once (`-d`).
+    pub dual: Dual,
+    /// The client's listening port (its `-L`).
+    pub port: u16,
 }
 
 /// A header this server does not serve.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Unserved {
-    /// `-r` or `-d`: the server would connect back to the client.
-    #[error("iperf 2's {} asks the server to connect back to the client; not served (use -R or --full-duplex)", match .0 { Dual::Tradeoff => "-r", Dual::Simultaneous => "-d" })]
+    /// `-r` or `-d` on a server that does not connect back (`serve --connect-back` turns it on).
+    #[error("iperf 2's {} asks the server to connect back to the client, which this server does only when started with --connect-back (or use -R or --full-duplex)", dual_flag(*.0))]
     ConnectBack(Dual),
+    /// `-r` or `-d` over UDP.
+    #[error("iperf 2's UDP {} is not served (the server would send datagrams to an address no handshake proved); over TCP it is", dual_flag(*.0))]
+    ConnectBackUdp(Dual),
+    /// `-r` or `-d` naming a port below 1024 for the server to connect back to.
+    #[error("iperf 2's -r/-d asks the server to connect back to port {0}; below 1024 it is refused (a system service's port)")]
+    BackPort(u16),
     /// `--permit-key`.
     #[error("iperf 2's --permit-key is not served (a keyed landspeed server takes iperf 2 only with --open iperf2)")]
     PermitKey,
@@ -42,6 +61,14 @@ pub enum Unserved {
     /// A UDP test the server would send (`-R`, `--full-duplex`).
     #[error("iperf 2's UDP {0} is not served yet (the server would send); the client-to-server test is")]
     UdpSending(&'static str),
+}
+
+/// iperf 2's flag for a test the server opens back.
+fn dual_flag(d: Dual) -> &'static str {
+    match d {
+        Dual::Tradeoff => "-r",
+        Dual::Simultaneous => "-d",
+    }
 }
 
 /// iperf 2's UDP datagram size when the client gives none (`-l`): 1,470 bytes.
@@ -105,6 +132,23 @@ impl ClientHeader {
         })
     }
 
+    /// The header of a test the server opens back (`-r`, `-d`: iperf 2's version-1 tests), as
+    /// iperf 2.1.8 writes it: the client's streams as [`for_tcp`](Self::for_tcp) writes a
+    /// forward test of `spec`, `VERSION1` instead of `VERSION2` (the server then acks the header,
+    /// which the client reads), `RUN_NOW` for `-d`, and the port the client listens on.
+    pub fn for_tcp_back(spec: &TestSpec, listen_port: u16, dual: Dual) -> Result<ClientHeader, NotAsked> {
+        let forward = TestSpec {
+            direction: Direction::Forward,
+            ..spec.clone()
+        };
+        let mut h = ClientHeader::for_tcp(&forward, listen_port)?;
+        h.flags = (h.flags & !flags::VERSION2) | flags::VERSION1;
+        if dual == Dual::Simultaneous {
+            h.flags |= flags::RUN_NOW;
+        }
+        Ok(h)
+    }
+
     /// The header an iperf 2.1.8 UDP client puts in every datagram of a test of `amount` (time,
     /// or bytes) at `rate_bps` in `datagram_bytes`-byte datagrams to `port` (its multicast sends the
     /// same, no answer asked): 64-bit sequence numbers and the extension, one stream (the caller
@@ -154,8 +198,12 @@ impl ClientHeader {
 
     /// The TCP test this header asks of the server, with `payload_key` for the server's own sending.
     pub fn tcp_plan(&self, payload_key: u64) -> Result<TcpPlan, Unserved> {
-        if let Some(d) = self.dual() {
-            return Err(Unserved::ConnectBack(d));
+        let connect_back = self.dual().map(|dual| ConnectBack {
+            dual,
+            port: self.port,
+        });
+        if let Some(back) = connect_back.filter(|b| b.port < 1024) {
+            return Err(Unserved::BackPort(back.port));
         }
         if self.flags & flags::KEYCHECK != 0 {
             return Err(Unserved::PermitKey);
@@ -201,6 +249,7 @@ impl ClientHeader {
             spec,
             full_duplex,
             notes: self.unmeasured(),
+            connect_back,
         })
     }
 
@@ -215,7 +264,7 @@ impl ClientHeader {
             return Err(Unserved::UdpSending("-R"));
         }
         if let Some(d) = self.dual() {
-            return Err(Unserved::ConnectBack(d));
+            return Err(Unserved::ConnectBackUdp(d));
         }
         if self.flags & flags::KEYCHECK != 0 {
             return Err(Unserved::PermitKey);
@@ -299,6 +348,38 @@ mod tests {
     }
 
     #[test]
+    fn r_and_d_become_the_clients_streams_and_connections_back() {
+        for (name, dual) in [
+            ("tcp -n 8K -r", Dual::Tradeoff),
+            ("tcp -n 8K -d", Dual::Simultaneous),
+        ] {
+            let h = tcp(name);
+            let p = h.tcp_plan(7).unwrap();
+            assert_eq!(p.connect_back, Some(ConnectBack { dual, port: 5999 }), "{name}");
+            assert_eq!(
+                p.spec.direction,
+                Direction::Forward,
+                "{name}: the client's streams"
+            );
+            assert_eq!(p.spec.end, EndCondition::Bytes(8192));
+            assert!(
+                crate::ack::HeaderAck::wanted(&h),
+                "{name}: iperf 2's server acks it"
+            );
+            // Written as iperf 2.1.8 wrote it (the capture's client listened on 5999).
+            let spec = TestSpec {
+                end: EndCondition::Bytes(8192),
+                length_bytes: 0,
+                ..TestSpec::default()
+            };
+            let mut mine = ClientHeader::for_tcp_back(&spec, 5999, dual).unwrap();
+            mine.extension.as_mut().unwrap().version = h.extension.unwrap().version;
+            assert_eq!(mine.encode(), h.encode(), "{name}");
+        }
+        assert_eq!(tcp("tcp -n 8K").tcp_plan(7).unwrap().connect_back, None);
+    }
+
+    #[test]
     fn a_udp_header_becomes_one_received_stream() {
         let (_, h) = crate::header::tests::udp("udp -u -t 1 -b 100K -l 200");
         let spec = h.udp_plan(1).unwrap();
@@ -353,15 +434,16 @@ mod tests {
 
     #[test]
     fn what_is_not_served_is_named() {
-        assert_eq!(
-            tcp("tcp -n 8K -r").tcp_plan(0),
-            Err(Unserved::ConnectBack(Dual::Tradeoff))
-        );
-        let e = tcp("tcp -n 8K -d").tcp_plan(0).unwrap_err();
+        let e = Unserved::ConnectBack(Dual::Simultaneous).to_string();
         assert!(
-            e.to_string().contains("-d asks the server to connect back"),
+            e.contains("-d asks the server to connect back") && e.contains("--connect-back"),
             "{e}"
         );
+        let mut low = tcp("tcp -n 8K -d");
+        low.port = 80;
+        assert_eq!(low.tcp_plan(0), Err(Unserved::BackPort(80)));
+        let (_, udp) = crate::header::tests::udp("udp -u -n 4K -r");
+        assert_eq!(udp.udp_plan(0), Err(Unserved::ConnectBackUdp(Dual::Tradeoff)));
         let mut h = tcp("tcp -n 8K");
         h.flags |= flags::KEYCHECK;
         assert_eq!(h.tcp_plan(0), Err(Unserved::PermitKey));

@@ -12,7 +12,7 @@ mod under_load;
 
 pub use error::{ClientError, Remedy};
 pub use latency::LatencyOptions;
-pub use options::{ClientEvent, ClientOptions, Keepalive};
+pub use options::{ClientEvent, ClientOptions, ConnectBackAsk, Keepalive};
 pub use under_load::{start_load, LoadPlan, RunningLoad};
 
 use crate::streams::DataPaths;

@@ -86,6 +86,10 @@ pub struct ServerOptions {
     /// Protocols that cannot prove a landspeed key, served anyway by a server with `auth`
     /// (`--open`); without `auth` every protocol is open.
     pub open: Vec<Keyless>,
+    /// Answer iperf 2's `-r` and `-d` by opening connections back to the client's address, at
+    /// the port its header names (1024 and above), and sending on them (`--connect-back`; the
+    /// `iperf -s` drop-in's default, as iperf 2's server does). False: those tests are refused.
+    pub connect_back: bool,
 }
 
 /// A protocol that cannot carry landspeed's key, which a keyed server refuses unless the operator
@@ -146,6 +150,7 @@ impl Default for ServerOptions {
             iperf3_live: false,
             iperf3_total_rate: None,
             open: vec![],
+            connect_back: false,
             share_host: false,
             iperf3_auth: None,
         }

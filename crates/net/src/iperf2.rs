@@ -5,9 +5,11 @@
 //! test on landspeed's engine and logs it like any other. UDP tests (`udp`) are told apart by their
 //! datagrams on the shared UDP port and answered with iperf 2's report. The wire format is `landspeed_iperf2`'s.
 
+mod back_client;
 pub(crate) mod bounce_client;
 pub(crate) mod bounce_server;
 pub(crate) mod client;
+mod connect_back;
 pub(crate) mod connect_rate;
 mod gather;
 mod isoch_client;

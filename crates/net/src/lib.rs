@@ -26,8 +26,8 @@ mod server;
 mod streams;
 
 pub use dial::{
-    start_load, ClientError, ClientEvent, ClientOptions, Keepalive, LatencyOptions, LoadPlan, Remedy,
-    RunningLoad,
+    start_load, ClientError, ClientEvent, ClientOptions, ConnectBackAsk, Keepalive, LatencyOptions, LoadPlan,
+    Remedy, RunningLoad,
 };
 pub use host::{
     EventSink, Keyless, ListenerOptions, MissingWhy, RefusalKind, ServerError, ServerEvent, ServerOptions,

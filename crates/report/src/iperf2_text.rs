@@ -158,7 +158,7 @@ fn numbered(r: &RunResult) -> Vec<Numbered<'_>> {
 }
 
 /// `[  1]` for a stream this end sends, `[ *1]` for one it receives (iperf 2's reverse mark).
-fn tag(number: u32, received: bool) -> String {
+pub(crate) fn tag(number: u32, received: bool) -> String {
     let id = if received {
         format!("*{number}")
     } else {
@@ -253,7 +253,7 @@ fn transfer(bytes: u64, format: char) -> String {
 
 /// `-e`'s columns of a sending stream: writes/errors, retries, cwnd/RTT(var) and net power (bytes
 /// per second over the RTT in seconds, in millions, as iperf 2 computes it).
-fn enhanced(length_bytes: u64, bytes: u64, secs: f64, tcp: &Tcp) -> String {
+pub(crate) fn enhanced(length_bytes: u64, bytes: u64, secs: f64, tcp: &Tcp) -> String {
     let writes = bytes / length_bytes.max(1);
     let rtt = tcp.rtt_us;
     let power = if rtt > 0 && secs > 0.0 {
@@ -271,11 +271,11 @@ fn enhanced(length_bytes: u64, bytes: u64, secs: f64, tcp: &Tcp) -> String {
 
 /// The TCP figures of `-e`'s columns (zero where the kernel gave none).
 #[derive(Debug, Default)]
-struct Tcp {
-    retransmits: u64,
-    cwnd_bytes: u64,
-    rtt_us: u32,
-    rtt_var_us: u32,
+pub(crate) struct Tcp {
+    pub(crate) retransmits: u64,
+    pub(crate) cwnd_bytes: u64,
+    pub(crate) rtt_us: u32,
+    pub(crate) rtt_var_us: u32,
 }
 
 /// A stream's whole-test bytes and seconds from this end: what it wrote and its writing time when
@@ -342,7 +342,12 @@ pub fn totals(r: &RunResult, st: &Iperf2Style) -> String {
 /// One `-y C` line: `time,local ip,local port,remote ip,remote port,id,start-end,bytes,bits/s`
 /// (`when`: the line's time in Unix seconds, then the span); a received stream's line names the
 /// sending end first.
-fn csv_line(ends: &Ends, (number, received): (u32, bool), when: (f64, f64, f64), bytes: u64) -> String {
+pub(crate) fn csv_line(
+    ends: &Ends,
+    (number, received): (u32, bool),
+    when: (f64, f64, f64),
+    bytes: u64,
+) -> String {
     let (stamp, start, end) = when;
     let ((lip, lport), (rip, rport)) = (&ends.local, &ends.remote);
     let pair = if received {

@@ -74,6 +74,8 @@ pub(crate) struct Opts {
     pub(crate) tradeoff: bool,
     #[arg(short = 'd', long = "dualtest")]
     pub(crate) dualtest: bool,
+    #[arg(short = 'L', long = "listenport")]
+    pub(crate) listen_port: Option<u16>,
     #[arg(long = "trip-times")]
     pub(crate) trip_times: bool,
     #[arg(long = "bounceback", num_args = 0..=1, default_missing_value = "", require_equals = true)]
@@ -144,6 +146,7 @@ pub fn main(argv: Vec<OsString>) -> Result<bool> {
         (None, false) => refuse("usage: iperf [-s|-c host] [options] (iperf -h for help)"),
         (None, true) => serve(&o),
         (Some(host), false) if o.bounceback.is_some() => super::iperf2_bounce::client(&o, host),
+        (Some(host), false) if o.tradeoff || o.dualtest => super::iperf2_dual::client(&o, host),
         (Some(host), false) => client(&o, host),
     }
 }
@@ -155,6 +158,8 @@ const HELP: &str = "Usage: iperf [-s|-c host] [options]   (landspeed's iperf 2 d
   -P, --parallel N   streams                           -l, --len N[KMG]  write size (128K)
   -w, --window N     socket buffers                    -b, --bandwidth R per stream (k, m, g: 1000s)
   -R, --reverse      the server sends                  --full-duplex     both ways on each stream
+  -d, --dualtest     both ways at once, the server's on connections back to this host (-L PORT)
+  -r, --tradeoff     this host's streams, then the server's on connections back (-L PORT)
   -i, --interval S   report interval                   -e, --enhanced    -e's columns
   -y C               CSV                               -f [abkmgKMG]     units
   -u, --udp          UDP (1470-byte datagrams, -b 1M each stream; the server's report printed)
@@ -179,9 +184,24 @@ fn refused(o: &Opts) -> Option<String> {
             "use `landspeed multicast send GROUP --iperf2` (docs/multicast.md)",
         ),
         (
-            o.tradeoff || o.dualtest,
-            "-r/-d",
-            "they ask the server to connect back to the client; use --full-duplex",
+            (o.tradeoff || o.dualtest) && (o.udp || o.reverse || o.full_duplex),
+            "-r/-d with -u, -R or --full-duplex",
+            "the server's half comes on TCP connections of its own (over UDP the server would send to an address no handshake proved)",
+        ),
+        (
+            (o.tradeoff || o.dualtest) && (o.bounceback.is_some() || o.isochronous.is_some()),
+            "-r/-d with --bounceback or --isochronous",
+            "they are bulk tests",
+        ),
+        (
+            o.listen_port.is_some() && !(o.tradeoff || o.dualtest || o.server),
+            "-L without -r or -d",
+            "it is the port the client listens on for the server's connections back",
+        ),
+        (
+            o.server && (o.tradeoff || o.dualtest),
+            "-s with -r or -d",
+            "the client asks for them; the server answers them",
         ),
         (
             o.trip_times && !(o.udp && o.isochronous.is_some()),
@@ -266,7 +286,7 @@ fn bits(v: &str) -> Option<u64> {
 
 /// `landspeed run` arguments for iperf 2's client options (`-n`, `-l`, `-w` and `-b` read as iperf
 /// 2 reads them; `-n` and `-b` are per stream in iperf 2, totals in landspeed).
-fn run_args(o: &Opts, host: &str) -> Result<Vec<String>, String> {
+pub(crate) fn run_args(o: &Opts, host: &str) -> Result<Vec<String>, String> {
     let streams = u64::from(o.parallel.unwrap_or(1).max(1));
     let number = |flag: &str, v: &Option<String>, read: fn(&str) -> Option<u64>| {
         v.as_deref()
@@ -448,8 +468,10 @@ impl<'a> Live<'a> {
                     _ => iperf2_text::interval(&interval, flow == Flow::ServerToClient, self.style, at),
                 }
             }
-            // The drop-in runs no request/response test (its --bounceback is refused).
-            ClientEvent::Transactions { .. } => return,
+            // Not in this test: request/response (iperf2_bounce's), connections back (iperf2_dual's).
+            ClientEvent::Transactions { .. }
+            | ClientEvent::BackConnected { .. }
+            | ClientEvent::Part { .. } => return,
         };
         print!("{text}");
         let _ = std::io::stdout().flush();
@@ -458,7 +480,12 @@ impl<'a> Live<'a> {
 
 /// The server: `landspeed serve` on iperf 2's port (5001 unless `-p`), in this process's place.
 fn serve(o: &Opts) -> Result<bool> {
-    let mut args: Vec<String> = vec!["-p".into(), o.port.unwrap_or(PORT).to_string()];
+    // iperf 2's server answers -r and -d by connecting back: so does the drop-in's.
+    let mut args: Vec<String> = vec![
+        "-p".into(),
+        o.port.unwrap_or(PORT).to_string(),
+        "--connect-back".into(),
+    ];
     if let Some(b) = &o.bind {
         args.extend(["--bind".into(), b.clone()]);
     }
@@ -508,8 +535,11 @@ mod tests {
         for (line, name) in [
             ("-c h -u -R", "-u with -R or --full-duplex"),
             ("-c 239.1.1.1 -u", "-c GROUP (multicast)"),
-            ("-c h -r", "-r/-d"),
-            ("-c h -d", "-r/-d"),
+            ("-c h -r -u", "-r/-d with -u"),
+            ("-c h -d -R", "-r/-d with -u, -R"),
+            ("-c h -d --bounceback", "-r/-d with --bounceback"),
+            ("-c h -L 6000", "-L without -r or -d"),
+            ("-s -d", "-s with -r or -d"),
             ("-c h --trip-times", "--trip-times"),
             ("-c h --bounceback -R", "--bounceback with -u, -R"),
             ("-c h --bounceback -y C", "--bounceback with -y C"),
@@ -521,6 +551,8 @@ mod tests {
             assert!(why.contains(name), "{line}: {why}");
         }
         assert!(refused(&opts("-c h -y C -e -P 2 -i 1 --full-duplex").unwrap()).is_none());
+        assert!(refused(&opts("-c h -d -L 6000 -P 2 -i 1 -y C").unwrap()).is_none());
+        assert!(refused(&opts("-c h -r -n 1M").unwrap()).is_none());
         // A server takes UDP clients on its one port: -u there is no refusal.
         assert!(refused(&opts("-s -u").unwrap()).is_none());
     }

@@ -6,6 +6,7 @@ pub mod archive;
 pub mod exporter;
 pub mod iperf2;
 mod iperf2_bounce;
+mod iperf2_dual;
 pub mod iperf3;
 pub mod keygen;
 pub mod latency;

@@ -91,11 +91,16 @@ fn execute(
             }
             landspeed_core::assemble::judge_with_path(&mut r);
             out.result(&r);
+            // A test in parts (iperf 2's -r): each part shown as it finished, all saved.
+            let mut all = std::mem::take(&mut out.parts);
+            all.push(r);
             let saved = match save {
-                Some((db, tag)) => crate::common::store::save_and_say(&db, &r, tag),
+                Some((db, tag)) => all
+                    .iter()
+                    .all(|r| crate::common::store::save_and_say(&db, r, tag.clone())),
                 None => true,
             };
-            Ok(r.verdict().is_trusted() && saved)
+            Ok(all.iter().all(|r| r.verdict().is_trusted()) && saved)
         }
         Err(e) => {
             let msg = crate::common::flags::client(&e);

@@ -26,6 +26,7 @@ Examples:
   landspeed serve --rpm [::]:4043    # responsiveness: landspeed rpm HOST, goresponsiveness
   landspeed serve --auth-keys /etc/landspeed/keys    # clients: run --auth NAME:KEYFILE
   landspeed serve --auth-keys KEYS --open iperf3     # keyed, and iperf3 clients still served
+  landspeed serve -p 5001 --connect-back   # iperf 2's -r and -d answered (the server dials back)
 
 What is authenticated:
   With --auth-keys, both ends prove they hold a shared key and every control message
@@ -121,6 +122,11 @@ pub struct ServeArgs {
     /// get HTTP 403, iperf 2 clients a closed connection).
     #[arg(long, value_name = "PROTOCOL", value_enum, requires = "auth_keys")]
     pub open: Vec<OpenProtocol>,
+    /// Answer iperf 2's -r and -d (its tests the server opens back): open as many connections back
+    /// to the client's own address, at the port its header names (1024 or above), and send on them.
+    /// Off by default: the server would connect out to a port the client chooses.
+    #[arg(long)]
+    pub connect_back: bool,
     /// Require iperf3's own authentication of iperf3 clients (`iperf3 -c --username NAME
     /// --rsa-public-key-path PUBLIC.pem`, the password in IPERF3_PASSWORD): the RSA private key
     /// (PEM, unencrypted) their tokens are decrypted with. A keyed server (--auth-keys) then admits
@@ -551,6 +557,7 @@ fn options(a: &ServeArgs, stats: Arc<AtomicBool>) -> Result<ServerOptions> {
         },
         allow_control: a.allow_control,
         open: a.open.iter().map(|&p| p.into()).collect(),
+        connect_back: a.connect_back,
         share_host: a.share_host,
         iperf3_auth: iperf3_auth(a)?,
         files_dir: match &a.files {

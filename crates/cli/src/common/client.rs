@@ -290,7 +290,32 @@ pub fn client_options(a: &RunArgs) -> Result<ClientOptions> {
     opts.remote_file = a.remote_file.clone();
     opts.tls_pin = a.tls_pin;
     opts.trip_times = a.trip_times;
+    connect_back(a, &mut opts)?;
     Ok(opts)
+}
+
+/// `--dualtest` or `--tradeoff` (iperf 2's -d and -r): the server's half on connections back to
+/// this host; -d's test is both ways.
+fn connect_back(a: &RunArgs, opts: &mut ClientOptions) -> Result<()> {
+    use landspeed_iperf2::Dual;
+    let dual = match (a.dualtest, a.tradeoff) {
+        (true, _) => Dual::Simultaneous,
+        (false, true) => Dual::Tradeoff,
+        (false, false) if a.listen_port.is_some() => {
+            return Err(UsageError("--listen-port goes with --dualtest or --tradeoff".into()).into())
+        }
+        (false, false) => return Ok(()),
+    };
+    if dual == Dual::Simultaneous {
+        opts.spec = opts
+            .spec
+            .changed(|s| s.direction = landspeed_core::config::Direction::Bidir)?;
+    }
+    opts.connect_back = Some(landspeed_net::ConnectBackAsk {
+        dual,
+        listen_port: a.listen_port.unwrap_or(0),
+    });
+    Ok(())
 }
 
 /// Runs one test with no output of its own: landspeed's protocol, or iperf3's when asked or when the

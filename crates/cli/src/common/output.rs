@@ -30,6 +30,9 @@ pub struct Output {
     /// Whether warnings go to stderr as well as into the report: not when stderr is the very file
     /// stdout is (one terminal, or `2>&1`), where the report already shows each one.
     warn_on_stderr: bool,
+    /// The results of a test's finished parts (iperf 2's `-r`), shown as each finished; the
+    /// caller saves them with the last.
+    pub parts: Vec<RunResult>,
 }
 
 use crate::common::sys::stderr_is_stdout;
@@ -54,6 +57,7 @@ impl Output {
             header_done: false,
             warned: Vec::new(),
             warn_on_stderr: !stderr_is_stdout(),
+            parts: Vec::new(),
         }
     }
 
@@ -65,6 +69,15 @@ impl Output {
 
     pub fn event(&mut self, ev: ClientEvent) {
         match (self.format, ev) {
+            // The connections themselves are in the result's streams.
+            (_, ClientEvent::BackConnected { .. }) => {}
+            (_, ClientEvent::Part { result }) => {
+                let mut r = *result;
+                landspeed_core::assemble::judge_with_path(&mut r);
+                self.result(&r);
+                self.parts.push(r);
+                self.header_done = false;
+            }
             (Format::Json, _) => {}
             (Format::Text, ClientEvent::Connected { local, remote }) => {
                 self.out(&format!(

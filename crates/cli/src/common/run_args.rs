@@ -77,6 +77,21 @@ pub struct RunArgs {
     /// 2's server so, which then prints each frame's latency (iperf 2's --trip-times).
     #[arg(long)]
     pub trip_times: bool,
+    /// With --iperf2: iperf 2's -d (dual test): both directions at once, the server's on
+    /// connections it opens back to this host, which listens for them (--listen-port); one result
+    /// both ways. Against `iperf -s` or `landspeed serve --connect-back`; a firewall or NAT in the
+    /// way of connections to this host stops it (the client says so after 10 s).
+    #[arg(long, requires = "iperf2", conflicts_with_all = ["reverse", "bidir", "udp", "tradeoff", "bounceback", "isochronous", "connect_rate", "rr"])]
+    pub dualtest: bool,
+    /// With --iperf2: iperf 2's -r (tradeoff): this host's streams first, then the server's on
+    /// connections it opens back to this host; a result for each (both saved; with --json, two
+    /// documents).
+    #[arg(long, requires = "iperf2", conflicts_with_all = ["reverse", "bidir", "udp", "bounceback", "isochronous", "connect_rate", "rr"])]
+    pub tradeoff: bool,
+    /// With --dualtest or --tradeoff: the port this host listens on for the server's connections
+    /// back (iperf 2's -L); by default any free port, which the test's header names.
+    #[arg(long, value_name = "PORT")]
+    pub listen_port: Option<u16>,
     /// Video-like UDP (iperf 2's --isochronous): FPS frames a second, each of a size drawn from a
     /// log-normal distribution of mean MEAN and standard deviation STDDEV (rates: k, m, g bits, K,
     /// M, G bytes; 60:20m,0 when no value is given), sent back to back in datagrams of -l bytes at

@@ -153,6 +153,14 @@ pub enum ClientError {
         /// IPv4 or IPv6.
         family: &'static str,
     },
+    /// iperf 2's `-d`/`-r`: this client cannot listen for the server's connections back.
+    #[error("cannot listen on {addr} for the server's connections back (-d/-r): {err}{}", if .err.kind() == std::io::ErrorKind::AddrInUse { "; choose another port (iperf 2's -L, run's --listen-port)" } else { "" })]
+    Listen {
+        /// The address.
+        addr: SocketAddr,
+        /// Why not.
+        err: std::io::Error,
+    },
     /// No connection to the server.
     #[error("cannot connect to {addr}: {err}")]
     Connect {
@@ -171,6 +179,21 @@ pub enum ClientError {
         /// How long the client waited.
         after: Duration,
     },
+    /// iperf 2's `-d`/`-r`: the server did not open its connections back to this client in time.
+    #[error("the server opened {came} of {want} connections back to port {port} within {after:?} (a firewall or NAT in the way of connections to this host, or a server that does not connect back: landspeed serve needs --connect-back)")]
+    NoConnectBack {
+        /// The port this client listened on.
+        port: u16,
+        /// Connections that came.
+        came: u32,
+        /// Connections the test needs.
+        want: u32,
+        /// How long the client waited.
+        after: Duration,
+    },
+    /// iperf 2's `-d`/`-r`: the server closed the test's connection instead of acknowledging it.
+    #[error("the server closed the connection of this -d/-r test without answering: it does not serve tests it must connect back for (landspeed serve needs --connect-back; its log says why)")]
+    BackRefused,
     /// Something answered that is not a landspeed server.
     #[error("{addr} does not speak the landspeed protocol ({detail})")]
     NotLandspeed {
@@ -357,15 +380,18 @@ impl ClientError {
             | ClientError::Mptcp { .. }
             | ClientError::SockOpt(_)
             | ClientError::Random { .. }
+            | ClientError::Listen { .. }
             | ClientError::File { .. } => Remedy::FixThisHost,
             ClientError::Resolve { .. }
             | ClientError::NoAddress { .. }
             | ClientError::Connect { .. }
             | ClientError::QuicTimeout { .. }
+            | ClientError::NoConnectBack { .. }
             | ClientError::NotLandspeed { .. } => Remedy::CheckReach,
-            ClientError::Busy { .. } | ClientError::Refused { .. } | ClientError::Iperf3Refused { .. } => {
-                Remedy::AskServer
-            }
+            ClientError::Busy { .. }
+            | ClientError::Refused { .. }
+            | ClientError::Iperf3Refused { .. }
+            | ClientError::BackRefused => Remedy::AskServer,
             ClientError::Control { .. }
             | ClientError::ServerWentAway { .. }
             | ClientError::ControlSilent { .. }

@@ -4,6 +4,7 @@
 use super::latency::LatencyOptions;
 use landspeed_core::config::{Family, Flow, Test};
 use landspeed_core::result::IntervalResult;
+use landspeed_core::result::RunResult;
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, SystemTime};
 
@@ -54,6 +55,9 @@ pub struct ClientOptions {
     /// iperf 2's `--trip-times` with `--isochronous`: the clocks are synchronized, so the server
     /// may read one-way figures (iperf 2's server then prints each frame's latency).
     pub trip_times: bool,
+    /// iperf 2's `-d` or `-r` (`run --iperf2 --dualtest|--tradeoff`): the server's data comes on
+    /// connections it opens back to this client, which listens for them.
+    pub connect_back: Option<ConnectBackAsk>,
     /// The key the conversation is authenticated with (`--auth`): a server that cannot prove it
     /// holds it is refused ...
     pub auth: Option<landspeed_proto::Key>,
@@ -106,6 +110,7 @@ impl ClientOptions {
             iperf3_auth: None,
             tls_pin: None,
             trip_times: false,
+            connect_back: None,
             latency: None,
             start_at: None,
             send_file: None,
@@ -114,6 +119,18 @@ impl ClientOptions {
             udp_length_from_path: false,
         }
     }
+}
+
+/// A test whose server-to-client half comes on connections the server opens back (iperf 2's `-d`
+/// and `-r`, against `iperf -s` or `landspeed serve --connect-back`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnectBackAsk {
+    /// Both halves at once (`-d`: one result, both ways) or one after the other (`-r`: the
+    /// client's half reported in a [`ClientEvent::Part`], the server's returned).
+    pub dual: landspeed_iperf2::Dual,
+    /// The port this client listens on for the server's connections (iperf 2's `-L`); 0: any free
+    /// one, which the header names.
+    pub listen_port: u16,
 }
 
 /// Progress reported while a test runs.
@@ -147,6 +164,18 @@ pub enum ClientEvent {
         /// The connection's TCP state when it closed (a one-connection test's: the bounceback's),
         /// for the drop-in's retries and cwnd/RTT columns.
         tcp: Option<Box<landspeed_core::endpoint::TcpStats>>,
+    },
+    /// The server's connections back (iperf 2's `-d`, `-r`) are up: each one's ends, this end's
+    /// address first, in the order they came.
+    BackConnected {
+        /// (this end, the server's end) of each.
+        connections: Vec<(SocketAddr, SocketAddr)>,
+    },
+    /// A test in two parts (iperf 2's `-r`) finished its first: that part's whole result; the
+    /// call returns the second's.
+    Part {
+        /// The first part's result.
+        result: Box<RunResult>,
     },
 }
 

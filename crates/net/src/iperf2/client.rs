@@ -31,12 +31,13 @@ pub fn run_iperf2_client(
         landspeed_engine::platform::check_spec(spec)?;
         return super::udp_client::run_udp(opts, spec, interrupt, on_event);
     }
+    if let Some(ask) = opts.connect_back {
+        return super::back_client::run_back(opts, spec, ask, interrupt, on_event);
+    }
     let header = ClientHeader::for_tcp(spec, opts.port)
         .map_err(|e| ClientError::NotWithIperf2 { what: e.to_string() })?;
     landspeed_engine::platform::check_spec(spec)?;
-    let started_unix_s = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64());
+    let started_unix_s = unix_now_s();
     let addr = resolve(opts)?;
     let streams = open(opts, addr, spec, &header.encode())?;
     let local = streams[0]
@@ -44,6 +45,30 @@ pub fn run_iperf2_client(
         .local_addr()
         .map_err(|err| ClientError::Stream { id: 0, err })?;
     on_event(ClientEvent::Connected { local, remote: addr });
+    let ends = Ends {
+        addresses: (local, addr),
+        started_unix_s,
+        interrupted: false,
+    };
+    Ok(measured(opts, spec, streams, ends, (interrupt, on_event)))
+}
+
+/// Now, Unix seconds.
+pub(super) fn unix_now_s() -> f64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// Runs the test's TCP `streams` (connected, `ends` where and when) and makes its result, the
+/// server's side inferred from this end's.
+pub(super) fn measured(
+    opts: &ClientOptions,
+    spec: &TestSpec,
+    streams: Vec<DataStream>,
+    mut ends: Ends,
+    (interrupt, on_event): (&AtomicBool, &mut dyn FnMut(ClientEvent)),
+) -> RunResult {
     let warnings = vec![
         "iperf 2's protocol: the server sends the client no figures, so its side of the result is inferred from this end's (what it received is what was sent here; what it sent, what arrived here)".to_string(),
         "iperf 2's payload is not landspeed's: nothing was verified".to_string(),
@@ -53,6 +78,7 @@ pub fn run_iperf2_client(
         warnings: warnings.clone(),
     });
     let data = DataPaths::Tcp(streams);
+    let local = ends.addresses.0;
     let out = crate::dial::measure_quietly(opts, spec, (&data, true), local, interrupt, on_event);
     let here = out.report(opts.cpus.clone(), warnings);
     let server = EndpointReport {
@@ -61,12 +87,8 @@ pub fn run_iperf2_client(
         elapsed_s: here.elapsed_s,
         ..EndpointReport::default()
     };
-    let ends = Ends {
-        addresses: (local, addr),
-        started_unix_s,
-        interrupted: interrupt.load(Relaxed),
-    };
-    Ok(assembled(opts, spec, &ends, (&here, &server), &out.samples))
+    ends.interrupted = interrupt.load(Relaxed);
+    assembled(opts, spec, &ends, (&here, &server), &out.samples)
 }
 
 /// Where and when a test against an iperf 2 server ran.
@@ -110,7 +132,7 @@ pub(super) fn assembled(
 }
 
 /// The test as iperf 2 runs it: TCP or UDP, its payload not checked.
-fn unverified(offered: &Test) -> Result<Test, ClientError> {
+pub(super) fn unverified(offered: &Test) -> Result<Test, ClientError> {
     if !matches!(offered.transport, Transport::Tcp | Transport::Udp) {
         return Err(ClientError::NotWithIperf2 {
             what: "QUIC: iperf 2 speaks TCP and UDP".into(),

@@ -87,9 +87,9 @@ impl Opened {
 }
 
 /// One of a test's connections.
-struct Stream {
-    socket: TcpStream,
-    header: ClientHeader,
+pub(super) struct Stream {
+    pub(super) socket: TcpStream,
+    pub(super) header: ClientHeader,
     accepted: SystemTime,
 }
 
@@ -101,8 +101,11 @@ fn serve(
     shared: &Arc<Shared>,
 ) {
     let key = getrandom::u64().unwrap_or(0x1a2b_3c4d);
-    let plan = first.header.tcp_plan(key);
-    let spec = plan.as_ref().map(|p| p.spec.clone()).map_err(Clone::clone);
+    let plan = first.header.tcp_plan(key).and_then(|p| match p.connect_back {
+        Some(b) if !shared.opts.connect_back => Err(Unserved::ConnectBack(b.dual)),
+        _ => Ok(p),
+    });
+    let spec = plan.as_ref().map(admitted_spec).map_err(Clone::clone);
     let (Some(admitted), Ok(plan)) = (admit(spec, peer, shared), plan) else {
         return;
     };
@@ -111,14 +114,59 @@ fn serve(
     gather(&mut streams, &rx, plan.spec.streams, &shared.shutdown);
     shared.iperf2.close(id);
     drop(rx);
-    let mut log = TestLog::new(peer, "iperf2");
-    log.protocol = protocol(&streams[0].header);
-    log.streams = streams.len() as u32;
-    log.direction = Some(test.direction);
-    if let Err(e) = run(&streams, (&plan, test), shared, &mut log) {
-        log.error = Some(e);
+    match plan.connect_back {
+        None => run_logged(Legs::of(&streams, &[]), (&plan, test), (peer, None), shared),
+        Some(back) => super::connect_back::serve(&streams, back, (&plan, test), peer, shared),
     }
     shared.tests_done.fetch_add(1, Relaxed);
+}
+
+/// What a test's header is admitted as: with `-r` or `-d`, both directions (the server's
+/// connections back move as much as the client's).
+fn admitted_spec(p: &TcpPlan) -> TestSpec {
+    match p.connect_back {
+        Some(_) => TestSpec {
+            direction: Direction::Bidir,
+            ..p.spec.clone()
+        },
+        None => p.spec.clone(),
+    }
+}
+
+/// A test's connections: the client's (`incoming`, each opened with its header) and those this
+/// server opened back to it (`back`, for `-r` and `-d`), which carry the server's data when there
+/// are any; else the server sends on the client's own (`-R`, `--full-duplex`).
+#[derive(Clone, Copy)]
+pub(super) struct Legs<'a> {
+    pub(super) incoming: &'a [Stream],
+    pub(super) back: &'a [TcpStream],
+    /// Whether the client's connections get iperf 2's header ack (false once they have had it).
+    pub(super) ack: bool,
+}
+
+impl<'a> Legs<'a> {
+    pub(super) fn of(incoming: &'a [Stream], back: &'a [TcpStream]) -> Legs<'a> {
+        Legs {
+            incoming,
+            back,
+            ack: true,
+        }
+    }
+}
+
+/// Measures one test over `legs` and logs it, with `failed` as its error when the test itself had
+/// none (what it could not do before it ran).
+pub(super) fn run_logged(
+    legs: Legs,
+    (plan, test): (&TcpPlan, &Test),
+    (peer, failed): (SocketAddr, Option<String>),
+    shared: &Arc<Shared>,
+) {
+    let mut log = TestLog::new(peer, "iperf2");
+    log.protocol = protocol(&legs.incoming[0].header);
+    log.streams = legs.incoming.len() as u32;
+    log.direction = Some(test.direction);
+    log.error = run(legs, (plan, test), shared, &mut log).err().or(failed);
     shared.emit(crate::host::ServerEvent::Test(log));
 }
 
@@ -247,10 +295,10 @@ fn sent_stamp(h: &ClientHeader) -> WireTime {
     }
 }
 
-/// The engine's streams over the test's connections: one per connection, or with `--full-duplex`
-/// two (the client's data in, the server's out, on one socket).
-fn data_streams(streams: &[Stream], plan: &TcpPlan, test: &Test) -> Result<Vec<DataStream>, String> {
-    let n = streams.len() as u32;
+/// The engine's streams over the test's connections: the client's data in on its own connections;
+/// the server's out on those opened back to it, or (`-R`, `--full-duplex`) on the client's.
+fn data_streams(legs: Legs, test: &Test) -> Result<Vec<DataStream>, String> {
+    let n = legs.incoming.len() as u32;
     let flows: Vec<Flow> = match test.direction {
         Direction::Forward => vec![Flow::ClientToServer],
         Direction::Reverse => vec![Flow::ServerToClient],
@@ -258,9 +306,13 @@ fn data_streams(streams: &[Stream], plan: &TcpPlan, test: &Test) -> Result<Vec<D
     };
     let mut out = vec![];
     for (f, flow) in flows.into_iter().enumerate() {
-        for (k, s) in streams.iter().enumerate() {
+        let sockets: Vec<&TcpStream> = match flow {
+            Flow::ServerToClient if !legs.back.is_empty() => legs.back.iter().collect(),
+            _ => legs.incoming.iter().map(|s| &s.socket).collect(),
+        };
+        for (k, s) in sockets.into_iter().enumerate().take(n as usize) {
             let id = f as u32 * n + k as u32;
-            let socket = s.socket.try_clone().map_err(|e| format!("stream {id}: {e}"))?;
+            let socket = s.try_clone().map_err(|e| format!("stream {id}: {e}"))?;
             let role = Role::at_server(flow);
             let sending = role == Role::Sender;
             let _ = sockopt::after_connect(&socket2::SockRef::from(&socket), test, sending);
@@ -279,22 +331,22 @@ fn data_streams(streams: &[Stream], plan: &TcpPlan, test: &Test) -> Result<Vec<D
             });
         }
     }
-    debug_assert!(plan.full_duplex == (out.len() > streams.len()));
     Ok(out)
 }
 
 /// Measures the test and fills the log (and its result) in.
 fn run(
-    streams: &[Stream],
+    legs: Legs,
     (plan, test): (&TcpPlan, &Test),
     shared: &Arc<Shared>,
     log: &mut TestLog,
 ) -> Result<(), String> {
     let o = &shared.opts;
-    for s in streams {
+    let streams = legs.incoming;
+    for s in streams.iter().filter(|_| legs.ack) {
         acknowledge(s, o.handshake_timeout);
     }
-    let paths = data_streams(streams, plan, test)?;
+    let paths = data_streams(legs, test)?;
     let started = SystemTime::now();
     let mut params = EngineParams::for_spec(test, None, None, o.idle_timeout);
     // --max-rate paces the test as it paces landspeed's and iperf3's.
@@ -320,7 +372,7 @@ fn run(
     } else {
         headers
     };
-    log.result = Some(Box::new(seen_here(&out, (plan, test), streams, started)));
+    log.result = Some(Box::new(seen_here(&out, (plan, test), legs, started)));
     if let Some(cut) = hook.cut {
         return Err(cut);
     }
@@ -368,9 +420,10 @@ impl EngineHook<()> for Hook<'_> {
 fn seen_here(
     out: &supervisor::EngineOutput,
     (plan, test): (&TcpPlan, &Test),
-    streams: &[Stream],
+    legs: Legs,
     started: SystemTime,
 ) -> landspeed_core::result::RunResult {
+    let streams = legs.incoming;
     let mut warnings = vec![
         "iperf 2's protocol carries no figures from the client: its side of each stream is inferred from this server's (what it sent is what arrived here; what it received, what this server sent)".to_string(),
         "iperf 2's payload is not landspeed's: nothing was verified".to_string(),
@@ -391,7 +444,7 @@ fn seen_here(
         elapsed_s: here.elapsed_s,
         ..EndpointReport::default()
     };
-    let sock = &streams[0].socket;
+    let sock = legs.back.first().unwrap_or(&streams[0].socket);
     let context = iperf2_context(
         (sock.local_addr().ok(), sock.peer_addr().ok()),
         started,

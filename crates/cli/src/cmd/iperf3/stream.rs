@@ -53,7 +53,9 @@ impl JsonStream {
             }
             ClientEvent::Interval { interval, .. } => self.interval(interval).into_iter().collect(),
             // iperf3's command line runs no request/response test.
-            ClientEvent::Transactions { .. } => vec![],
+            ClientEvent::Transactions { .. }
+            | ClientEvent::BackConnected { .. }
+            | ClientEvent::Part { .. } => vec![],
         }
     }
 

@@ -1,0 +1,212 @@
+//! The `iperf` drop-in's `-d` and `-r` (iperf 2's tests whose server opens connections back):
+//! `run --iperf2 --dualtest|--tradeoff` underneath, listening on `-L` (iperf 2's default: the
+//! server's port, as its own client does; on the server's own host that port is taken, and the
+//! client says so in one line), printed as iperf 2.1.8's client prints them
+//! (report::iperf2_dual_text): the listener's head, then the client's, each connection's line,
+//! each whole interval's lines (with `-d` both sides' together and one `[SUM]`), and the totals
+//! (with `-r` the client's part's before the server's part starts).
+
+use super::iperf2::{refuse, run_args, Opts, PORT};
+use anyhow::Result;
+use landspeed_core::config::{Direction, Flow};
+use landspeed_core::result::{IntervalResult, RunResult};
+use landspeed_iperf2::Dual as Mode;
+use landspeed_net::ClientEvent;
+use landspeed_report::iperf2_dual_text::{self as text, Dual};
+use landspeed_report::iperf2_text::{self, Ends, Iperf2Style};
+use std::io::Write;
+
+/// The client of `-d` or `-r`: one test, printed as iperf 2 prints it.
+pub(crate) fn client(o: &Opts, host: &str) -> Result<bool> {
+    let args = match run_args(o, host) {
+        Ok(a) => a,
+        Err(why) => return refuse(&why),
+    };
+    let plain: Vec<String> = args.iter().filter(|a| *a != "--iperf2").cloned().collect();
+    let mut opts = match crate::common::client::options_from_args(&plain) {
+        Ok(opts) => opts,
+        Err(e) => return refuse(&e),
+    };
+    let mode = if o.dualtest {
+        Mode::Simultaneous
+    } else {
+        Mode::Tradeoff
+    };
+    if mode == Mode::Simultaneous {
+        match opts.spec.changed(|s| s.direction = Direction::Bidir) {
+            Ok(spec) => opts.spec = spec,
+            Err(e) => return refuse(&e.to_string()),
+        }
+    }
+    let port = o.port.unwrap_or(PORT);
+    let listen_port = o.listen_port.unwrap_or(port);
+    opts.connect_back = Some(landspeed_net::ConnectBackAsk {
+        dual: mode,
+        listen_port,
+    });
+    let style = Iperf2Style {
+        csv: o.style.is_some(),
+        enhanced: o.enhanced,
+        format: o.format.unwrap_or('a'),
+        interval_s: o.interval.filter(|i| *i > 0.0),
+    };
+    if !style.csv {
+        print!("{}", text::listener_head(listen_port));
+        print!("{}", iperf2_text::head(host, port, opts.spec.window_bytes));
+    }
+    let interrupt = crate::common::client::interrupt_flag()?;
+    let mut live = Live::new(style, mode, opts.spec.streams, opts.spec.length_bytes);
+    match landspeed_net::run_iperf2_client(&opts, &interrupt, &mut |ev| live.event(ev)) {
+        Ok(r) => {
+            live.flush();
+            print!("{}", text::totals(&r, &live.dual(), &live.style));
+            let ok = |r: &RunResult| r.streams.iter().all(|s| s.errors.is_empty());
+            Ok(ok(&r) && live.parts_ok)
+        }
+        Err(e) => refuse(&e.to_string()),
+    }
+}
+
+/// The lines as the test goes.
+struct Live {
+    style: Iperf2Style,
+    mode: Mode,
+    /// Streams a side.
+    n: u32,
+    length_bytes: u64,
+    forward: Option<Ends>,
+    back: Vec<Ends>,
+    /// In `-r`, whether the client's part is over.
+    second: bool,
+    /// With `-d`, one side's interval until the other side's of the same time comes.
+    pending: Option<(IntervalResult, Flow)>,
+    started_unix_s: f64,
+    parts_ok: bool,
+}
+
+impl Live {
+    fn new(style: Iperf2Style, mode: Mode, n: u32, length_bytes: u64) -> Live {
+        Live {
+            style,
+            mode,
+            n,
+            length_bytes,
+            forward: None,
+            back: vec![],
+            second: false,
+            pending: None,
+            started_unix_s: 0.0,
+            parts_ok: true,
+        }
+    }
+
+    /// Where each stream stands now.
+    fn dual(&self) -> Dual {
+        Dual {
+            forward: self.forward.clone().unwrap_or_else(|| Ends::new("", "")),
+            back: self.back.clone(),
+            n: self.n,
+            first_back_id: if self.mode == Mode::Simultaneous {
+                self.n
+            } else {
+                0
+            },
+        }
+    }
+
+    fn event(&mut self, ev: ClientEvent) {
+        let text = match ev {
+            ClientEvent::Connected { local, remote } => {
+                if self.forward.is_none() {
+                    self.forward = Some(Ends::new(&local.to_string(), &remote.to_string()));
+                }
+                return;
+            }
+            ClientEvent::BackConnected { connections } => {
+                let ends = |(l, r): &(std::net::SocketAddr, std::net::SocketAddr)| {
+                    Ends::new(&l.to_string(), &r.to_string())
+                };
+                self.back = connections.iter().map(ends).collect();
+                return;
+            }
+            ClientEvent::Started { .. } => self.started(),
+            ClientEvent::Interval { flow, interval } => self.interval(flow, interval),
+            ClientEvent::Part { result } => {
+                self.second = true;
+                self.parts_ok = result.streams.iter().all(|s| s.errors.is_empty());
+                self.take_pending() + &text::totals(&result, &self.dual(), &self.style)
+            }
+            ClientEvent::Transactions { .. } => return,
+        };
+        print!("{text}");
+        let _ = std::io::stdout().flush();
+    }
+
+    /// The connections' lines and the column head as a part starts.
+    fn started(&mut self) -> String {
+        self.started_unix_s = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        if self.style.csv {
+            return String::new();
+        }
+        let when = self.style.enhanced.then_some(self.started_unix_s);
+        let mut t = String::new();
+        if !self.second {
+            if let Some(f) = &self.forward {
+                t += &iperf2_text::connected(f, Direction::Forward, self.n, when);
+            }
+        }
+        if self.mode == Mode::Simultaneous || self.second {
+            t += &text::connected_back(&self.dual(), when);
+        }
+        t + iperf2_text::column_head(&self.style)
+    }
+
+    /// A whole interval's lines; with `-d`, once both sides' of that time have come.
+    fn interval(&mut self, flow: Flow, interval: IntervalResult) -> String {
+        let Some(nominal) = self.style.interval_s else {
+            return String::new();
+        };
+        if interval.end_s - interval.start_s < 0.9 * nominal {
+            return String::new();
+        }
+        if self.mode == Mode::Tradeoff {
+            return self.lines(&[(&interval, flow)]);
+        }
+        match self.pending.take() {
+            Some((other, f)) if f != flow && (other.end_s - interval.end_s).abs() < 1e-6 => {
+                let mut parts = [(&other, f), (&interval, flow)];
+                parts.sort_by_key(|(_, f)| *f == Flow::ServerToClient);
+                self.lines(&parts)
+            }
+            Some((other, f)) => {
+                let earlier = self.lines(&[(&other, f)]);
+                self.pending = Some((interval, flow));
+                earlier
+            }
+            None => {
+                self.pending = Some((interval, flow));
+                String::new()
+            }
+        }
+    }
+
+    fn lines(&self, parts: &[(&IntervalResult, Flow)]) -> String {
+        let end = parts.first().map_or(0.0, |(i, _)| i.end_s);
+        let at = (self.started_unix_s + end, self.length_bytes);
+        text::interval(parts, &self.dual(), &self.style, at)
+    }
+
+    /// An interval still waiting for the other side's, printed alone.
+    fn take_pending(&mut self) -> String {
+        match self.pending.take() {
+            Some((i, f)) => self.lines(&[(&i, f)]),
+            None => String::new(),
+        }
+    }
+
+    fn flush(&mut self) {
+        print!("{}", self.take_pending());
+    }
+}

@@ -1,0 +1,154 @@
+//! iperf 2.1.8's client text for its tests whose server opens connections back (`-d`, `-r`), for
+//! the `iperf` drop-in: the head of the client's listener before the client's own, a "connected
+//! with" line per connection (the client's 1..n, the server's n+1..2n, each with its own ports and
+//! no reverse mark: each is a connection of its own), interval and total lines per stream numbered
+//! so, and one `[SUM]` over every stream of a line's time when each side has more than one (iperf
+//! 2's sum takes both sides together); `-y C` lines name the sending end first. The shapes are read
+//! against iperf 2.1.8's own output (tests below).
+
+use crate::iperf2_text::{columns, csv_line, enhanced, tag, Ends, Iperf2Style, Tcp, DASHES};
+use crate::iperf3_text::strftime;
+use landspeed_core::config::Flow;
+use landspeed_core::result::{IntervalResult, IntervalStream, RunResult};
+use std::fmt::Write;
+
+/// A test's connections: the client's own and the server's back.
+#[derive(Debug, Clone)]
+pub struct Dual {
+    /// The client's connections' ends (its first one's: iperf 2 prints one line per stream alike).
+    pub forward: Ends,
+    /// Each connection back, in the order they came.
+    pub back: Vec<Ends>,
+    /// Streams a side (`-P`).
+    pub n: u32,
+    /// The engine's id of the first stream on a connection back (n in a `-d` test, whose
+    /// client streams come first; 0 in `-r`'s second part).
+    pub first_back_id: u32,
+}
+
+impl Dual {
+    /// A stream's iperf 2 number, whether this end received it, and its connection's ends.
+    fn place(&self, id: u32, flow: Flow) -> (u32, bool, &Ends) {
+        match flow {
+            Flow::ClientToServer => (id + 1, false, &self.forward),
+            Flow::ServerToClient => {
+                let k = id.saturating_sub(self.first_back_id);
+                let ends = self
+                    .back
+                    .get(k as usize)
+                    .or(self.back.first())
+                    .unwrap_or(&self.forward);
+                (self.n + k + 1, true, ends)
+            }
+        }
+    }
+}
+
+/// The head of the client's listener, which iperf 2 prints before the client's (`port`: its `-L`).
+pub fn listener_head(port: u16) -> String {
+    format!(
+        "{DASHES}\nServer listening on TCP port {port}\nTCP window size: the kernel's default\n{DASHES}\n"
+    )
+}
+
+/// One "connected with" line per connection back (with `-e`, `when`: the date, Unix seconds).
+pub fn connected_back(d: &Dual, when: Option<f64>) -> String {
+    let when = when.map_or(String::new(), |t| {
+        format!(" on {} (UTC)", strftime(t, "%Y-%m-%d %H:%M:%S"))
+    });
+    let mut t = String::new();
+    for (k, e) in d.back.iter().enumerate() {
+        let ((lip, lport), (rip, rport)) = (&e.local, &e.remote);
+        let number = d.n + k as u32 + 1;
+        let _ = writeln!(
+            t,
+            "[{number:>3}] local {lip} port {lport} connected with {rip} port {rport}{when}"
+        );
+    }
+    t
+}
+
+/// The lines of one interval: each part (an interval of one direction's streams, and that
+/// direction) stream by stream, then a `[SUM]` of all with more than one stream a side (`at`: the
+/// interval's end in Unix seconds for the CSV, and the write size for `-e`'s writes).
+pub fn interval(parts: &[(&IntervalResult, Flow)], d: &Dual, st: &Iperf2Style, at: (f64, u64)) -> String {
+    let (stamp, length_bytes) = at;
+    let mut t = String::new();
+    let mut sum = 0;
+    for (i, flow) in parts {
+        let mut streams: Vec<&IntervalStream> = i.streams.iter().collect();
+        streams.sort_by_key(|s| s.id);
+        for s in streams {
+            sum += s.bytes;
+            let (number, received, ends) = d.place(s.id, *flow);
+            if st.csv {
+                t += &csv_line(ends, (number, received), (stamp, i.start_s, i.end_s), s.bytes);
+                continue;
+            }
+            let mut l = format!(
+                "{} {}",
+                tag(number, false),
+                columns(i.start_s, i.end_s, s.bytes, st)
+            );
+            if st.enhanced && !received {
+                let tcp = Tcp {
+                    retransmits: s.retransmits.unwrap_or(0),
+                    cwnd_bytes: s.cwnd_bytes.unwrap_or(0),
+                    rtt_us: s.rtt_us.unwrap_or(0),
+                    rtt_var_us: 0,
+                };
+                l += &enhanced(length_bytes, s.bytes, i.end_s - i.start_s, &tcp);
+            }
+            let _ = writeln!(t, "{l}");
+        }
+    }
+    if let (Some((first, _)), false, true) = (parts.first(), st.csv, d.n > 1) {
+        let _ = writeln!(t, "[SUM] {}", columns(first.start_s, first.end_s, sum, st));
+    }
+    t
+}
+
+/// The result's last lines: each stream's total (what it wrote and its writing time when this end
+/// sent it, what it read and its reading time when it received it), then a `[SUM]` of all with
+/// more than one stream a side; in CSV one line per stream.
+pub fn totals(r: &RunResult, d: &Dual, st: &Iperf2Style) -> String {
+    let mut streams: Vec<_> = r.streams.iter().collect();
+    streams.sort_by_key(|s| (s.flow == Flow::ServerToClient, s.id));
+    let mut t = String::new();
+    let mut sum = (0, 0.0_f64);
+    for s in streams {
+        let (number, received, ends) = d.place(s.id, s.flow);
+        let (bytes, secs) = match received {
+            true => (s.bytes_received, s.duration_s),
+            false => (s.bytes_sent, s.sender_elapsed_s),
+        };
+        sum = (sum.0 + bytes, sum.1.max(secs));
+        if st.csv {
+            t += &csv_line(
+                ends,
+                (number, received),
+                (r.started_unix_s + secs, 0.0, secs),
+                bytes,
+            );
+            continue;
+        }
+        let mut l = format!("{} {}", tag(number, false), columns(0.0, secs, bytes, st));
+        if st.enhanced && !received {
+            let tcp = s.tcp.as_ref().map_or(Tcp::default(), |x| Tcp {
+                retransmits: x.retransmits,
+                cwnd_bytes: x.cwnd_bytes,
+                rtt_us: x.rtt_us,
+                rtt_var_us: x.rtt_var_us,
+            });
+            l += &enhanced(r.config.spec.length_bytes, bytes, secs, &tcp);
+        }
+        let _ = writeln!(t, "{l}");
+    }
+    if !st.csv && d.n > 1 {
+        let _ = writeln!(t, "[SUM] {}", columns(0.0, sum.1, sum.0, st));
+    }
+    t
+}
+
+#[cfg(test)]
+mod tests;
