@@ -84,14 +84,36 @@ fn dial(ends: &[Ends], port: u16, timeout: Duration) -> Result<Vec<TcpStream>, S
             (Err(e), _) | (_, Err(e)) => return Err(format!("connecting back: stream {k}: {e}")),
         };
         let to = SocketAddr::new(peer.ip(), port);
-        let left = until
-            .saturating_duration_since(Instant::now())
-            .max(Duration::from_millis(1));
-        let socket = connect_from(local, to, left)
+        let socket = connect_until(local, to, until)
             .map_err(|e| format!("connecting back to the client at {to} (-r/-d): {e}"))?;
         out.push(socket);
     }
     Ok(out)
+}
+
+/// How long a refused connection back is tried again: iperf 2.1.8's client may open its listener
+/// after its own connections (its listener is a thread of its own), so a server that answers at
+/// once can find the port closed for a moment.
+const REFUSED_RETRY: Duration = Duration::from_secs(3);
+
+/// A connection to `to` from `local`'s address by `until`, tried again every 20 ms while refused,
+/// for at most `REFUSED_RETRY`.
+fn connect_until(local: SocketAddr, to: SocketAddr, until: Instant) -> std::io::Result<TcpStream> {
+    let refused_until = Instant::now() + REFUSED_RETRY;
+    loop {
+        let left = until
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_millis(1));
+        match connect_from(local, to, left) {
+            Err(e)
+                if e.kind() == std::io::ErrorKind::ConnectionRefused
+                    && Instant::now() + Duration::from_millis(20) < refused_until.min(until) =>
+            {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            other => return other,
+        }
+    }
 }
 
 /// A TCP connection to `to` from `local`'s address (any port), within `timeout`.
