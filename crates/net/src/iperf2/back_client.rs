@@ -52,8 +52,8 @@ pub(super) fn run_back(
         .local_addr()
         .map_err(|err| ClientError::Stream { id: 0, err })?;
     on_event(ClientEvent::Connected { local, remote: addr });
-    let ends = |addresses| Ends {
-        addresses,
+    let ends = Ends {
+        addresses: (local, addr),
         started_unix_s,
         interrupted: false,
     };
@@ -64,51 +64,83 @@ pub(super) fn run_back(
         within: opts.connect_timeout.max(Duration::from_secs(10)),
         interrupt,
     };
+    let run = Run {
+        opts,
+        spec,
+        interrupt,
+        waiting,
+    };
     match ask.dual {
-        Dual::Simultaneous => {
-            let back = waiting.accept()?;
-            on_event(back_connected(&back));
-            streams.extend(back_streams(back, spec, forward.streams)?);
-            Ok(measured(
-                opts,
-                spec,
-                streams,
-                ends((local, addr)),
-                (interrupt, on_event),
-            ))
-        }
-        Dual::Tradeoff => {
-            let first = measured(
-                opts,
-                &forward,
-                streams,
-                ends((local, addr)),
-                (interrupt, on_event),
-            );
-            on_event(ClientEvent::Part {
-                result: Box::new(first),
-            });
-            let back = waiting.accept()?;
-            let reverse = spec.changed(|s: &mut TestSpec| s.direction = Direction::Reverse)?;
-            let there = |s: &TcpStream| (s.local_addr(), s.peer_addr());
-            let (Ok(here), Ok(peer)) = there(&back[0]) else {
-                return Err(ClientError::NoConnectBack {
-                    port,
-                    came: 0,
-                    want: forward.streams,
-                    after: Duration::ZERO,
-                });
-            };
-            on_event(ClientEvent::Connected {
-                local: here,
-                remote: peer,
-            });
-            on_event(back_connected(&back));
-            let streams = back_streams(back, &reverse, 0)?;
-            let mut second = ends((here, peer));
-            second.started_unix_s = unix_now_s();
-            Ok(measured(opts, &reverse, streams, second, (interrupt, on_event)))
-        }
+        Dual::Simultaneous => run.both_at_once(streams, ends, on_event),
+        Dual::Tradeoff => run.one_then_the_other((streams, &forward), ends, on_event),
+    }
+}
+
+/// A test whose client streams are open, waiting for the server's.
+struct Run<'a> {
+    opts: &'a ClientOptions,
+    spec: &'a Test,
+    interrupt: &'a AtomicBool,
+    waiting: Waiting<'a>,
+}
+
+impl Run<'_> {
+    /// `-d`: the server's connections beside the client's, one test both ways.
+    fn both_at_once(
+        &self,
+        mut streams: Vec<DataStream>,
+        ends: Ends,
+        on_event: &mut dyn FnMut(ClientEvent),
+    ) -> Result<RunResult, ClientError> {
+        let back = self.waiting.accept()?;
+        on_event(back_connected(&back));
+        streams.extend(back_streams(back, self.spec, self.waiting.want)?);
+        Ok(measured(
+            self.opts,
+            self.spec,
+            streams,
+            ends,
+            (self.interrupt, on_event),
+        ))
+    }
+
+    /// `-r`: the client's streams (their result in a `Part`), then the server's connections.
+    fn one_then_the_other(
+        &self,
+        (streams, forward): (Vec<DataStream>, &Test),
+        ends: Ends,
+        on_event: &mut dyn FnMut(ClientEvent),
+    ) -> Result<RunResult, ClientError> {
+        let first = measured(self.opts, forward, streams, ends, (self.interrupt, on_event));
+        on_event(ClientEvent::Part {
+            result: Box::new(first),
+        });
+        let back = self.waiting.accept()?;
+        let reverse = self
+            .spec
+            .changed(|s: &mut TestSpec| s.direction = Direction::Reverse)?;
+        let addresses = (back[0].local_addr(), back[0].peer_addr());
+        let (Ok(here), Ok(peer)) = addresses else {
+            return Err(self.waiting.gone(0));
+        };
+        on_event(ClientEvent::Connected {
+            local: here,
+            remote: peer,
+        });
+        on_event(back_connected(&back));
+        let streams = back_streams(back, &reverse, 0)?;
+        let second = Ends {
+            addresses: (here, peer),
+            started_unix_s: unix_now_s(),
+            interrupted: false,
+        };
+        Ok(measured(
+            self.opts,
+            &reverse,
+            streams,
+            second,
+            (self.interrupt, on_event),
+        ))
     }
 }
 
@@ -186,15 +218,19 @@ struct Waiting<'a> {
 }
 
 impl Waiting<'_> {
-    /// The server's `want` connections, in the order they came.
-    fn accept(&self) -> Result<Vec<TcpStream>, ClientError> {
-        let port = self.listener.local_addr().map_or(0, |a| a.port());
-        let gone = |came: usize| ClientError::NoConnectBack {
-            port,
+    /// The error for `came` of the connections in time.
+    fn gone(&self, came: usize) -> ClientError {
+        ClientError::NoConnectBack {
+            port: self.listener.local_addr().map_or(0, |a| a.port()),
             came: came as u32,
             want: self.want,
             after: self.within,
-        };
+        }
+    }
+
+    /// The server's `want` connections, in the order they came.
+    fn accept(&self) -> Result<Vec<TcpStream>, ClientError> {
+        let gone = |came: usize| self.gone(came);
         self.listener.set_nonblocking(true).map_err(|_| gone(0))?;
         let until = Instant::now() + self.within;
         let mut out = vec![];
