@@ -287,6 +287,9 @@ fn probe_figures(r: &mut Registry, res: &RunResult) {
     if let Some(t) = &res.transactions {
         transaction_figures(r, t);
     }
+    if let Some(f) = &res.frames {
+        frame_figures(r, f);
+    }
     limited_by(r, res);
 }
 
@@ -307,7 +310,53 @@ fn transaction_figures(r: &mut Registry, t: &landspeed_core::transactions::Trans
         None,
         t.transactions as f64,
     );
-    let l = &t.latency;
+    latency_quantiles(
+        r,
+        (
+            "transaction_latency",
+            "A transaction's latency, request sent to answer read, by quantile",
+        ),
+        &t.latency,
+    );
+}
+
+/// An isochronous probe's frames (`--isochronous`): by outcome (`whole`, `lost`, `skipped` by the
+/// sender, `late` among the whole, `cut` at the end), and the whole frames' latency by quantile, in
+/// seconds (docs/isochronous.md).
+fn frame_figures(r: &mut Registry, fr: &landspeed_core::frames::FramesReport) {
+    let f: Family<Labels, Gauge<f64, AtomicU64>> = Family::default();
+    for (outcome, n) in [
+        ("whole", fr.complete),
+        ("lost", fr.lost),
+        ("skipped", fr.skipped_by_sender),
+        ("late", fr.late),
+        ("cut", fr.cut_at_end),
+    ] {
+        f.get_or_create(&vec![("outcome".to_string(), outcome.to_string())])
+            .set(n as f64);
+    }
+    r.register(
+        "frames",
+        "Isochronous frames by outcome (late ones are among the whole)",
+        f,
+    );
+    latency_quantiles(
+        r,
+        (
+            "frame_latency",
+            "A whole frame's latency, due on the sender's clock to its last datagram's arrival, by quantile",
+        ),
+        &fr.latency,
+    );
+}
+
+/// `name`'s latency quantiles (0 the least, 1 the most), in seconds; a quantile not measured is
+/// left out.
+fn latency_quantiles(
+    r: &mut Registry,
+    (name, help): (&str, &str),
+    l: &landspeed_core::transactions::LatencySummary,
+) {
     let f: Family<Labels, Gauge<f64, AtomicU64>> = Family::default();
     for (q, v) in [
         ("0", l.min_ms),
@@ -322,12 +371,7 @@ fn transaction_figures(r: &mut Registry, t: &landspeed_core::transactions::Trans
                 .set(ms / 1e3);
         }
     }
-    r.register_with_unit(
-        "transaction_latency",
-        "A transaction's latency, request sent to answer read, by quantile",
-        Unit::Seconds,
-        f,
-    );
+    r.register_with_unit(name, help, Unit::Seconds, f);
 }
 
 /// What held each direction back (docs/diagnosis.md): one series per limit said, 1, labelled with
@@ -549,6 +593,46 @@ mod tests {
         }
         // A percentile the test did not have is left out, not given as 0.
         assert!(!text.contains("quantile=\"0.9\""), "{text}");
+    }
+
+    #[test]
+    fn an_isochronous_probe_gives_its_frames_by_outcome_and_their_latency() {
+        use landspeed_core::transactions::LatencySummary;
+        let mut res = empty_result();
+        res.frames = Some(landspeed_core::frames::FramesReport {
+            frames: 600,
+            complete: 590,
+            lost: 10,
+            skipped_by_sender: 2,
+            late: 3,
+            cut_at_end: 1,
+            latency: LatencySummary {
+                p50_ms: Some(16.9),
+                max_ms: Some(40.0),
+                ..Default::default()
+            },
+            ..Default::default()
+        });
+        let text = probe(&Probe {
+            success: true,
+            duration_s: 10.0,
+            result: Some(&res),
+        });
+        for want in [
+            "landspeed_probe_frames{outcome=\"whole\"} 590.0",
+            "landspeed_probe_frames{outcome=\"lost\"} 10.0",
+            "landspeed_probe_frames{outcome=\"skipped\"} 2.0",
+            "landspeed_probe_frames{outcome=\"late\"} 3.0",
+            "landspeed_probe_frames{outcome=\"cut\"} 1.0",
+            "landspeed_probe_frame_latency_seconds{quantile=\"0.5\"} 0.0169",
+            "landspeed_probe_frame_latency_seconds{quantile=\"1\"} 0.04",
+        ] {
+            assert!(text.contains(want), "{want} in {text}");
+        }
+        assert!(
+            !text.contains("frame_latency_seconds{quantile=\"0.9\"}"),
+            "{text}"
+        );
     }
 
     #[test]
