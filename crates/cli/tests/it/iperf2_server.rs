@@ -910,7 +910,12 @@ fn the_iperf_drop_in_prints_what_iperf2s_client_prints() {
     assert!(sum.contains(" 2.00 MBytes "), "{sum}");
     // Refused by name, one line, exit 1; unknown options likewise.
     for (args, name) in [
-        (&["-c", "127.0.0.1", "-r"][..], "-r/-d"),
+        (&["-c", "127.0.0.1", "-r", "-u"][..], "-r/-d with -u"),
+        // -L defaults to the server's port: on one host that is the client's own listener.
+        (
+            &["-c", "127.0.0.1", "-d", "-p", "5999"][..],
+            "choose another port",
+        ),
         (
             &["-c", "127.0.0.1", "--bounceback", "-R"][..],
             "--bounceback with",

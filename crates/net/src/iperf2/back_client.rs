@@ -46,11 +46,21 @@ pub(super) fn run_back(
     for k in 0..forward.streams {
         streams.push(tcp_stream(opts, addr, &forward, k, &header.encode(), None)?);
     }
-    read_acks(&streams, opts.control_timeout)?;
     let local = streams[0]
         .socket
         .local_addr()
         .map_err(|err| ClientError::Stream { id: 0, err })?;
+    if same_host(local.ip(), addr.ip()) && addr.port() == port {
+        // Listening on the server's own port of this very host: the streams reached this listener.
+        return Err(ClientError::Listen {
+            addr: SocketAddr::new(local.ip(), port),
+            err: std::io::Error::new(
+                std::io::ErrorKind::AddrInUse,
+                "the server is this host at the same port, so the test would reach this client",
+            ),
+        });
+    }
+    read_acks(&streams, opts.control_timeout)?;
     on_event(ClientEvent::Connected { local, remote: addr });
     let ends = Ends {
         addresses: (local, addr),
