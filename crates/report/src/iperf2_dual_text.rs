@@ -6,7 +6,7 @@
 //! 2's sum takes both sides together); `-y C` lines name the sending end first. The shapes are read
 //! against iperf 2.1.8's own output (tests below).
 
-use crate::iperf2_text::{columns, csv_line, enhanced, tag, Ends, Iperf2Style, Tcp, DASHES};
+use crate::iperf2_text::{columns, csv_line, enhanced, stream_line, tag, Ends, Iperf2Style, Tcp, DASHES};
 use crate::iperf3_text::strftime;
 use landspeed_core::config::Flow;
 use landspeed_core::result::{IntervalResult, IntervalStream, RunResult};
@@ -85,21 +85,7 @@ pub fn interval(parts: &[(&IntervalResult, Flow)], d: &Dual, st: &Iperf2Style, a
                 t += &csv_line(ends, (number, received), (stamp, i.start_s, i.end_s), s.bytes);
                 continue;
             }
-            let mut l = format!(
-                "{} {}",
-                tag(number, false),
-                columns(i.start_s, i.end_s, s.bytes, st)
-            );
-            if st.enhanced && !received {
-                let tcp = Tcp {
-                    retransmits: s.retransmits.unwrap_or(0),
-                    cwnd_bytes: s.cwnd_bytes.unwrap_or(0),
-                    rtt_us: s.rtt_us.unwrap_or(0),
-                    rtt_var_us: 0,
-                };
-                l += &enhanced(length_bytes, s.bytes, i.end_s - i.start_s, &tcp);
-            }
-            let _ = writeln!(t, "{l}");
+            t += &stream_line(&tag(number, false), (i, s), !received, (st, length_bytes));
         }
     }
     if let (Some((first, _)), false, true) = (parts.first(), st.csv, d.n > 1) {

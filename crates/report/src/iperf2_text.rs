@@ -205,27 +205,33 @@ pub fn interval(i: &IntervalResult, received: bool, st: &Iperf2Style, at: (&Ends
             t += &csv_line(ends, (number, received), (stamp, i.start_s, i.end_s), s.bytes);
             continue;
         }
-        let mut l = format!(
-            "{} {}",
-            tag(number, received),
-            columns(i.start_s, i.end_s, s.bytes, st)
-        );
-        if st.enhanced && !received {
-            let tcp = Tcp {
-                retransmits: s.retransmits.unwrap_or(0),
-                cwnd_bytes: s.cwnd_bytes.unwrap_or(0),
-                rtt_us: s.rtt_us.unwrap_or(0),
-                rtt_var_us: 0,
-            };
-            l += &enhanced(length_bytes, s.bytes, i.end_s - i.start_s, &tcp);
-        }
-        t += &l;
-        t.push('\n');
+        t += &stream_line(&tag(number, received), (i, s), !received, (st, length_bytes));
     }
     if !st.csv && ids.len() > 1 {
         let _ = writeln!(t, "[SUM] {}", columns(i.start_s, i.end_s, sum, st));
     }
     t
+}
+
+/// One stream's text line of interval `i` under `tag`: the columns, and `-e`'s enhanced ones when
+/// this end sent it (`length_bytes`: the write size, for the writes column).
+pub(crate) fn stream_line(
+    tag: &str,
+    (i, s): (&IntervalResult, &IntervalStream),
+    sent: bool,
+    (st, length_bytes): (&Iperf2Style, u64),
+) -> String {
+    let mut l = format!("{tag} {}", columns(i.start_s, i.end_s, s.bytes, st));
+    if st.enhanced && sent {
+        let tcp = Tcp {
+            retransmits: s.retransmits.unwrap_or(0),
+            cwnd_bytes: s.cwnd_bytes.unwrap_or(0),
+            rtt_us: s.rtt_us.unwrap_or(0),
+            rtt_var_us: 0,
+        };
+        l += &enhanced(length_bytes, s.bytes, i.end_s - i.start_s, &tcp);
+    }
+    l + "\n"
 }
 
 /// `0.0000-1.0000 sec  3.19 GBytes  27.4 Gbits/sec`: the columns every text line shares.

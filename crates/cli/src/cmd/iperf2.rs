@@ -286,7 +286,7 @@ fn bits(v: &str) -> Option<u64> {
 
 /// `landspeed run` arguments for iperf 2's client options (`-n`, `-l`, `-w` and `-b` read as iperf
 /// 2 reads them; `-n` and `-b` are per stream in iperf 2, totals in landspeed).
-pub(crate) fn run_args(o: &Opts, host: &str) -> Result<Vec<String>, String> {
+fn run_args(o: &Opts, host: &str) -> Result<Vec<String>, String> {
     let streams = u64::from(o.parallel.unwrap_or(1).max(1));
     let number = |flag: &str, v: &Option<String>, read: fn(&str) -> Option<u64>| {
         v.as_deref()
@@ -356,17 +356,19 @@ fn with_frames(opts: &mut landspeed_net::ClientOptions, given: &str, trip_times:
     Ok(())
 }
 
+/// `run`'s client options for iperf 2's command line (`--iperf2` chooses the protocol; the
+/// options themselves are `run`'s), or why not.
+pub(crate) fn client_options(o: &Opts, host: &str) -> Result<landspeed_net::ClientOptions, String> {
+    let args = run_args(o, host)?;
+    let plain: Vec<String> = args.iter().filter(|a| *a != "--iperf2").cloned().collect();
+    crate::common::client::options_from_args(&plain)
+}
+
 /// The client: one test, printed as iperf 2 prints it.
 fn client(o: &Opts, host: &str) -> Result<bool> {
-    let args = match run_args(o, host) {
-        Ok(a) => a,
-        Err(why) => return refuse(&why),
-    };
-    // `--iperf2` chooses the protocol; the options themselves are `run`'s.
-    let plain: Vec<String> = args.iter().filter(|a| *a != "--iperf2").cloned().collect();
-    let mut opts = match crate::common::client::options_from_args(&plain) {
+    let mut opts = match client_options(o, host) {
         Ok(opts) => opts,
-        Err(e) => return refuse(&e),
+        Err(why) => return refuse(&why),
     };
     if let Some(f) = &o.isochronous {
         if let Err(e) = with_frames(&mut opts, f, o.trip_times) {

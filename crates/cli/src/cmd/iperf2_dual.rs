@@ -6,7 +6,7 @@
 //! each whole interval's lines (with `-d` both sides' together and one `[SUM]`), and the totals
 //! (with `-r` the client's part's before the server's part starts).
 
-use super::iperf2::{refuse, run_args, Opts, PORT};
+use super::iperf2::{client_options, refuse, Opts, PORT};
 use anyhow::Result;
 use landspeed_core::config::{Direction, Flow};
 use landspeed_core::result::{IntervalResult, RunResult};
@@ -18,14 +18,9 @@ use std::io::Write;
 
 /// The client of `-d` or `-r`: one test, printed as iperf 2 prints it.
 pub(crate) fn client(o: &Opts, host: &str) -> Result<bool> {
-    let args = match run_args(o, host) {
-        Ok(a) => a,
-        Err(why) => return refuse(&why),
-    };
-    let plain: Vec<String> = args.iter().filter(|a| *a != "--iperf2").cloned().collect();
-    let mut opts = match crate::common::client::options_from_args(&plain) {
+    let mut opts = match client_options(o, host) {
         Ok(opts) => opts,
-        Err(e) => return refuse(&e),
+        Err(why) => return refuse(&why),
     };
     let mode = if o.dualtest {
         Mode::Simultaneous

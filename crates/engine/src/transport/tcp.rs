@@ -42,6 +42,21 @@ pub struct DataStream {
     pub tls: Option<tls::TlsLink>,
 }
 
+impl DataStream {
+    /// A plain stream this end receives on (no file, no TLS, no budget).
+    pub fn receiving(id: u32, flow: Flow, socket: TcpStream) -> DataStream {
+        DataStream {
+            id,
+            flow,
+            role: Role::Receiver,
+            socket,
+            budget: None,
+            file: None,
+            tls: None,
+        }
+    }
+}
+
 /// How long a TLS sender may take to hand its last sealed records and close_notify to the kernel.
 const TLS_CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
 

@@ -9,7 +9,6 @@
 use super::client::{measured, unix_now_s, Ends};
 use crate::dial::{resolve, tcp_stream, ClientError, ClientEvent, ClientOptions, ConnectBackAsk};
 use landspeed_core::config::{Direction, Flow, Test, TestSpec};
-use landspeed_core::endpoint::Role;
 use landspeed_core::result::RunResult;
 use landspeed_engine::transport::tcp::DataStream;
 use landspeed_iperf2::{ClientHeader, Dual};
@@ -276,15 +275,7 @@ fn back_streams(back: Vec<TcpStream>, spec: &Test, first_id: u32) -> Result<Vec<
     for (k, socket) in back.into_iter().enumerate() {
         let id = first_id + k as u32;
         landspeed_engine::sockopt::after_connect(&socket2::SockRef::from(&socket), spec, false)?;
-        out.push(DataStream {
-            id,
-            flow: Flow::ServerToClient,
-            role: Role::Receiver,
-            socket,
-            budget: None,
-            file: None,
-            tls: None,
-        });
+        out.push(DataStream::receiving(id, Flow::ServerToClient, socket));
     }
     Ok(out)
 }

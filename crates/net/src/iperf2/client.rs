@@ -10,7 +10,7 @@ use crate::dial::{resolve, tcp_stream, ClientError, ClientEvent, ClientOptions};
 use crate::streams::DataPaths;
 use landspeed_core::assemble::{assemble, Inputs};
 use landspeed_core::config::{Direction, Flow, RxMode, Test, TestSpec, Transport};
-use landspeed_core::endpoint::{EndpointReport, Role};
+use landspeed_core::endpoint::EndpointReport;
 use landspeed_core::result::RunResult;
 use landspeed_engine::transport::tcp::DataStream;
 use landspeed_iperf2::ClientHeader;
@@ -175,15 +175,7 @@ fn open(
                 .socket
                 .try_clone()
                 .map_err(|err| ClientError::Stream { id, err })?;
-            out.push(DataStream {
-                id,
-                flow: Flow::ServerToClient,
-                role: Role::Receiver,
-                socket,
-                budget: None,
-                file: None,
-                tls: None,
-            });
+            out.push(DataStream::receiving(id, Flow::ServerToClient, socket));
         }
     }
     Ok(out)
