@@ -15,8 +15,8 @@ use std::fmt::Write;
 /// A test's connections: the client's own and the server's back.
 #[derive(Debug, Clone)]
 pub struct Dual {
-    /// The client's connections' ends (its first one's: iperf 2 prints one line per stream alike).
-    pub forward: Ends,
+    /// The client's connections' ends, in stream order.
+    pub forward: Vec<Ends>,
     /// Each connection back, in the order they came.
     pub back: Vec<Ends>,
     /// Streams a side (`-P`).
@@ -27,18 +27,20 @@ pub struct Dual {
 }
 
 impl Dual {
-    /// A stream's iperf 2 number, whether this end received it, and its connection's ends.
-    fn place(&self, id: u32, flow: Flow) -> (u32, bool, &Ends) {
+    /// A stream's iperf 2 number, whether this end received it, and its connection's ends (the
+    /// side's first connection's where its own is not known; none: empty).
+    fn place(&self, id: u32, flow: Flow) -> (u32, bool, Ends) {
+        let pick = |side: &[Ends], k: u32| {
+            side.get(k as usize)
+                .or(side.first())
+                .cloned()
+                .unwrap_or_else(|| Ends::new("", ""))
+        };
         match flow {
-            Flow::ClientToServer => (id + 1, false, &self.forward),
+            Flow::ClientToServer => (id + 1, false, pick(&self.forward, id)),
             Flow::ServerToClient => {
                 let k = id.saturating_sub(self.first_back_id);
-                let ends = self
-                    .back
-                    .get(k as usize)
-                    .or(self.back.first())
-                    .unwrap_or(&self.forward);
-                (self.n + k + 1, true, ends)
+                (self.n + k + 1, true, pick(&self.back, k))
             }
         }
     }
@@ -82,7 +84,7 @@ pub fn interval(parts: &[(&IntervalResult, Flow)], d: &Dual, st: &Iperf2Style, a
             sum += s.bytes;
             let (number, received, ends) = d.place(s.id, *flow);
             if st.csv {
-                t += &csv_line(ends, (number, received), (stamp, i.start_s, i.end_s), s.bytes);
+                t += &csv_line(&ends, (number, received), (stamp, i.start_s, i.end_s), s.bytes);
                 continue;
             }
             t += &stream_line(&tag(number, false), (i, s), !received, (st, length_bytes));
@@ -111,7 +113,7 @@ pub fn totals(r: &RunResult, d: &Dual, st: &Iperf2Style) -> String {
         sum = (sum.0 + bytes, sum.1.max(secs));
         if st.csv {
             t += &csv_line(
-                ends,
+                &ends,
                 (number, received),
                 (r.started_unix_s + secs, 0.0, secs),
                 bytes,

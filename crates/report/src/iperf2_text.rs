@@ -82,7 +82,8 @@ pub fn render(r: &RunResult, st: &Iperf2Style) -> String {
             }
             let part = IntervalResult { streams, ..i.clone() };
             let stamp = r.started_unix_s + i.end_s;
-            t += &interval(&part, received, st, (&ends, stamp, r.config.spec.length_bytes));
+            let at = (std::slice::from_ref(&ends), stamp, r.config.spec.length_bytes);
+            t += &interval(&part, received, st, at);
         }
     }
     t + &totals(r, st)
@@ -170,7 +171,11 @@ pub(crate) fn tag(number: u32, received: bool) -> String {
 /// One "connected with" line per connection, with `(reverse)` or `(full-duplex)` as iperf 2 marks
 /// it; with `-e` (`when`: the test's start, Unix seconds) the date too.
 pub fn connected(ends: &Ends, direction: Direction, connections: u32, when: Option<f64>) -> String {
-    let ((lip, lport), (rip, rport)) = (&ends.local, &ends.remote);
+    connected_each(&vec![ends.clone(); connections as usize], direction, when)
+}
+
+/// One "connected with" line for each connection's own ends, numbered 1.. in order.
+pub fn connected_each(each: &[Ends], direction: Direction, when: Option<f64>) -> String {
     let mark = match direction {
         Direction::Bidir => " (full-duplex)",
         Direction::Reverse => " (reverse)",
@@ -180,7 +185,9 @@ pub fn connected(ends: &Ends, direction: Direction, connections: u32, when: Opti
         format!(" on {} (UTC)", strftime(t, "%Y-%m-%d %H:%M:%S"))
     });
     let mut t = String::new();
-    for c in 1..=connections {
+    for (k, e) in each.iter().enumerate() {
+        let ((lip, lport), (rip, rport)) = (&e.local, &e.remote);
+        let c = k + 1;
         let _ = writeln!(
             t,
             "[{c:>3}] local {lip} port {lport} connected with {rip} port {rport}{mark}{when}"
@@ -192,8 +199,8 @@ pub fn connected(ends: &Ends, direction: Direction, connections: u32, when: Opti
 /// One direction's lines of one interval (`i` holds that direction's streams only): each stream's,
 /// numbered by id order, and a `[SUM]` with more than one; in CSV one line each (`at`: both ends,
 /// the interval's end in Unix seconds for the CSV's time, and the write size for `-e`'s writes).
-pub fn interval(i: &IntervalResult, received: bool, st: &Iperf2Style, at: (&Ends, f64, u64)) -> String {
-    let (ends, stamp, length_bytes) = at;
+pub fn interval(i: &IntervalResult, received: bool, st: &Iperf2Style, at: (&[Ends], f64, u64)) -> String {
+    let (each, stamp, length_bytes) = at;
     let mut ids: Vec<&IntervalStream> = i.streams.iter().collect();
     ids.sort_by_key(|s| s.id);
     let mut t = String::new();
@@ -202,6 +209,8 @@ pub fn interval(i: &IntervalResult, received: bool, st: &Iperf2Style, at: (&Ends
         let number = k as u32 + 1;
         sum += s.bytes;
         if st.csv {
+            let ends = each.get(k).or(each.first());
+            let ends = ends.expect("a connection's ends");
             t += &csv_line(ends, (number, received), (stamp, i.start_s, i.end_s), s.bytes);
             continue;
         }
@@ -297,15 +306,25 @@ fn whole(n: &Numbered) -> (u64, f64) {
 /// The test's last lines: each stream's total, a `[SUM]` per direction with more than one, and a
 /// `[SUM]` of both directions for full duplex; in CSV one line per stream.
 pub fn totals(r: &RunResult, st: &Iperf2Style) -> String {
+    totals_at(r, st, &[Ends::of(r)])
+}
+
+/// `totals` with each connection's own ends (`each`, by connection number; the first's where
+/// one is not known) in the CSV lines.
+pub fn totals_at(r: &RunResult, st: &Iperf2Style, each: &[Ends]) -> String {
     let streams = numbered(r);
     if st.csv {
-        let ends = Ends::of(r);
+        let fallback = Ends::of(r);
         return streams
             .iter()
             .map(|n| {
                 let (bytes, secs) = whole(n);
+                let ends = each
+                    .get(n.number as usize - 1)
+                    .or(each.first())
+                    .unwrap_or(&fallback);
                 csv_line(
-                    &ends,
+                    ends,
                     (n.number, n.received),
                     (r.started_unix_s + secs, 0.0, secs),
                     bytes,

@@ -400,7 +400,7 @@ fn client(o: &Opts, host: &str) -> Result<bool> {
             Ok(r.streams.iter().all(|s| s.errors.is_empty()))
         }
         Ok(r) => {
-            print!("{}", iperf2_text::totals(&r, &style));
+            print!("{}", iperf2_text::totals_at(&r, &style, &live.each));
             Ok(r.streams.iter().all(|s| s.errors.is_empty()))
         }
         Err(e) => refuse(&format!("connect failed: {e}")),
@@ -413,6 +413,8 @@ struct Live<'a> {
     style: &'a Iperf2Style,
     spec: &'a landspeed_core::config::TestSpec,
     ends: Option<iperf2_text::Ends>,
+    /// Each TCP connection's own ends, in stream order (empty until they are known).
+    each: Vec<iperf2_text::Ends>,
     started_unix_s: f64,
 }
 
@@ -422,6 +424,7 @@ impl<'a> Live<'a> {
             style,
             spec,
             ends: None,
+            each: vec![],
             started_unix_s: 0.0,
         }
     }
@@ -440,6 +443,13 @@ impl<'a> Live<'a> {
                 self.ends = Some(iperf2_text::Ends::new(&local.to_string(), &remote.to_string()));
                 return;
             }
+            ClientEvent::StreamsConnected { connections } => {
+                let ends = |(l, r): &(std::net::SocketAddr, std::net::SocketAddr)| {
+                    iperf2_text::Ends::new(&l.to_string(), &r.to_string())
+                };
+                self.each = connections.iter().map(ends).collect();
+                return;
+            }
             ClientEvent::Started { streams, .. } => {
                 self.started_unix_s = now();
                 let (Some(ends), false) = (&self.ends, self.style.csv) else {
@@ -455,7 +465,11 @@ impl<'a> Live<'a> {
                     Transport::Udp => iperf2_text::column_head_udp(self.style, self.spec.frames.is_some()),
                     _ => iperf2_text::column_head(self.style),
                 };
-                iperf2_text::connected(ends, self.spec.direction, connections, when) + head
+                let lines = match self.each.len() == connections as usize {
+                    true => iperf2_text::connected_each(&self.each, self.spec.direction, when),
+                    false => iperf2_text::connected(ends, self.spec.direction, connections, when),
+                };
+                lines + head
             }
             ClientEvent::Interval { flow, interval } => {
                 let (Some(ends), Some(nominal)) = (&self.ends, self.style.interval_s) else {
@@ -464,10 +478,18 @@ impl<'a> Live<'a> {
                 if interval.end_s - interval.start_s < 0.9 * nominal {
                     return;
                 }
-                let at = (ends, self.started_unix_s + interval.end_s, self.spec.length_bytes);
+                let stamp = self.started_unix_s + interval.end_s;
+                let length = self.spec.length_bytes;
                 match self.spec.transport {
-                    Transport::Udp => iperf2_text::interval_udp(&interval, self.style, at),
-                    _ => iperf2_text::interval(&interval, flow == Flow::ServerToClient, self.style, at),
+                    Transport::Udp => iperf2_text::interval_udp(&interval, self.style, (ends, stamp, length)),
+                    _ => {
+                        let each = match self.each.is_empty() {
+                            true => std::slice::from_ref(ends),
+                            false => &self.each[..],
+                        };
+                        let received = flow == Flow::ServerToClient;
+                        iperf2_text::interval(&interval, received, self.style, (each, stamp, length))
+                    }
                 }
             }
             // Not in this test: request/response (iperf2_bounce's), connections back (iperf2_dual's).

@@ -168,7 +168,9 @@ impl Live {
                 self.ends = Some(Ends::new(&local.to_string(), &remote.to_string()));
                 return;
             }
-            ClientEvent::BackConnected { .. } | ClientEvent::Part { .. } => return,
+            ClientEvent::BackConnected { .. }
+            | ClientEvent::StreamsConnected { .. }
+            | ClientEvent::Part { .. } => return,
             ClientEvent::Started { .. } => {
                 let Some(ends) = &self.ends else { return };
                 text::connected(ends, &self.head, unix_now()) + text::COLUMN_HEAD

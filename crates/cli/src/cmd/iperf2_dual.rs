@@ -62,6 +62,11 @@ pub(crate) fn client(o: &Opts, host: &str) -> Result<bool> {
     }
 }
 
+/// A connection's ends as iperf 2 prints them (this end's first).
+fn ends_of((local, remote): &(std::net::SocketAddr, std::net::SocketAddr)) -> Ends {
+    Ends::new(&local.to_string(), &remote.to_string())
+}
+
 /// The lines as the test goes.
 struct Live {
     style: Iperf2Style,
@@ -69,7 +74,7 @@ struct Live {
     /// Streams a side.
     n: u32,
     length_bytes: u64,
-    forward: Option<Ends>,
+    forward: Vec<Ends>,
     back: Vec<Ends>,
     /// In `-r`, whether the client's part is over.
     second: bool,
@@ -86,7 +91,7 @@ impl Live {
             mode,
             n,
             length_bytes,
-            forward: None,
+            forward: vec![],
             back: vec![],
             second: false,
             pending: None,
@@ -98,7 +103,7 @@ impl Live {
     /// Where each stream stands now.
     fn dual(&self) -> Dual {
         Dual {
-            forward: self.forward.clone().unwrap_or_else(|| Ends::new("", "")),
+            forward: self.forward.clone(),
             back: self.back.clone(),
             n: self.n,
             first_back_id: if self.mode == Mode::Simultaneous {
@@ -112,16 +117,18 @@ impl Live {
     fn event(&mut self, ev: ClientEvent) {
         let text = match ev {
             ClientEvent::Connected { local, remote } => {
-                if self.forward.is_none() {
-                    self.forward = Some(Ends::new(&local.to_string(), &remote.to_string()));
+                if self.forward.is_empty() {
+                    self.forward = vec![Ends::new(&local.to_string(), &remote.to_string())];
                 }
                 return;
             }
+            ClientEvent::StreamsConnected { connections } if !self.second => {
+                self.forward = connections.iter().map(ends_of).collect();
+                return;
+            }
+            ClientEvent::StreamsConnected { .. } => return,
             ClientEvent::BackConnected { connections } => {
-                let ends = |(l, r): &(std::net::SocketAddr, std::net::SocketAddr)| {
-                    Ends::new(&l.to_string(), &r.to_string())
-                };
-                self.back = connections.iter().map(ends).collect();
+                self.back = connections.iter().map(ends_of).collect();
                 return;
             }
             ClientEvent::Started { .. } => self.started(),
@@ -148,9 +155,7 @@ impl Live {
         let when = self.style.enhanced.then_some(self.started_unix_s);
         let mut t = String::new();
         if !self.second {
-            if let Some(f) = &self.forward {
-                t += &iperf2_text::connected(f, Direction::Forward, self.n, when);
-            }
+            t += &iperf2_text::connected_each(&self.dual().forward, Direction::Forward, when);
         }
         if self.mode == Mode::Simultaneous || self.second {
             t += &text::connected_back(&self.dual(), when);

@@ -70,7 +70,7 @@ impl Output {
     pub fn event(&mut self, ev: ClientEvent) {
         match (self.format, ev) {
             // The connections themselves are in the result's streams.
-            (_, ClientEvent::BackConnected { .. }) => {}
+            (_, ClientEvent::BackConnected { .. } | ClientEvent::StreamsConnected { .. }) => {}
             (_, ClientEvent::Part { result }) => {
                 let mut r = *result;
                 landspeed_core::assemble::judge_with_path(&mut r);

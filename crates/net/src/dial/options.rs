@@ -165,6 +165,12 @@ pub enum ClientEvent {
         /// for the drop-in's retries and cwnd/RTT columns.
         tcp: Option<Box<landspeed_core::endpoint::TcpStats>>,
     },
+    /// The test's own connections are up (iperf 2's TCP tests): each one's ends, this end's
+    /// address first, in stream order.
+    StreamsConnected {
+        /// (this end, the server's end) of each.
+        connections: Vec<(SocketAddr, SocketAddr)>,
+    },
     /// The server's connections back (iperf 2's `-d`, `-r`) are up: each one's ends, this end's
     /// address first, in the order they came.
     BackConnected {

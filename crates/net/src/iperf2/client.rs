@@ -45,12 +45,25 @@ pub fn run_iperf2_client(
         .local_addr()
         .map_err(|err| ClientError::Stream { id: 0, err })?;
     on_event(ClientEvent::Connected { local, remote: addr });
+    on_event(streams_connected(&streams));
     let ends = Ends {
         addresses: (local, addr),
         started_unix_s,
         interrupted: false,
     };
     Ok(measured(opts, spec, streams, ends, (interrupt, on_event)))
+}
+
+/// The event that says the test's own connections are up (the first of each with `--bidir`).
+pub(super) fn streams_connected(streams: &[DataStream]) -> ClientEvent {
+    let mut seen = std::collections::HashSet::new();
+    ClientEvent::StreamsConnected {
+        connections: streams
+            .iter()
+            .filter_map(|s| Some((s.socket.local_addr().ok()?, s.socket.peer_addr().ok()?)))
+            .filter(|c| seen.insert(*c))
+            .collect(),
+    }
 }
 
 /// Now, Unix seconds.

@@ -20,7 +20,10 @@ fn style(csv: bool) -> Iperf2Style {
 
 fn dual() -> Dual {
     Dual {
-        forward: Ends::new("127.0.0.1:37440", "127.0.0.1:5301"),
+        forward: vec![
+            Ends::new("127.0.0.1:37440", "127.0.0.1:5301"),
+            Ends::new("127.0.0.1:37452", "127.0.0.1:5301"),
+        ],
         back: vec![
             Ends::new("127.0.0.1:5302", "127.0.0.1:40298"),
             Ends::new("127.0.0.1:5302", "127.0.0.1:40312"),
@@ -92,6 +95,11 @@ fn the_totals_and_csv_lines_name_each_connections_own_ends() {
     // The client's own: this end first; a connection back: the server's end first, as 2.1.8's
     // "127.0.0.1,39608,127.0.0.1,5302,2,..." for -r.
     assert_eq!((rows[0][2], rows[0][4], rows[0][5]), ("37440", "5301", "1"));
+    assert_eq!(
+        (rows[1][2], rows[1][5]),
+        ("37452", "2"),
+        "each connection its own port"
+    );
     assert_eq!((rows[2][2], rows[2][4], rows[2][5]), ("40298", "5302", "3"));
     assert_eq!((rows[3][2], rows[3][5]), ("40312", "4"));
     let back = r.streams.iter().find(|s| s.id == 2).unwrap();

@@ -55,6 +55,7 @@ impl JsonStream {
             // iperf3's command line runs no request/response test.
             ClientEvent::Transactions { .. }
             | ClientEvent::BackConnected { .. }
+            | ClientEvent::StreamsConnected { .. }
             | ClientEvent::Part { .. } => vec![],
         }
     }
