@@ -107,6 +107,11 @@ impl Ends {
         }
     }
 
+    /// A connection's ends from its addresses (this end's first).
+    pub fn between((local, remote): &(std::net::SocketAddr, std::net::SocketAddr)) -> Ends {
+        Ends::new(&local.to_string(), &remote.to_string())
+    }
+
     fn of(r: &RunResult) -> Ends {
         Ends::new(&r.config.local_address, &r.config.remote_address)
     }

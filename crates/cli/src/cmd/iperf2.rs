@@ -444,10 +444,7 @@ impl<'a> Live<'a> {
                 return;
             }
             ClientEvent::StreamsConnected { connections } => {
-                let ends = |(l, r): &(std::net::SocketAddr, std::net::SocketAddr)| {
-                    iperf2_text::Ends::new(&l.to_string(), &r.to_string())
-                };
-                self.each = connections.iter().map(ends).collect();
+                self.each = connections.iter().map(iperf2_text::Ends::between).collect();
                 return;
             }
             ClientEvent::Started { streams, .. } => {

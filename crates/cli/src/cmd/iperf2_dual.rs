@@ -62,11 +62,6 @@ pub(crate) fn client(o: &Opts, host: &str) -> Result<bool> {
     }
 }
 
-/// A connection's ends as iperf 2 prints them (this end's first).
-fn ends_of((local, remote): &(std::net::SocketAddr, std::net::SocketAddr)) -> Ends {
-    Ends::new(&local.to_string(), &remote.to_string())
-}
-
 /// The lines as the test goes.
 struct Live {
     style: Iperf2Style,
@@ -123,12 +118,12 @@ impl Live {
                 return;
             }
             ClientEvent::StreamsConnected { connections } if !self.second => {
-                self.forward = connections.iter().map(ends_of).collect();
+                self.forward = connections.iter().map(Ends::between).collect();
                 return;
             }
             ClientEvent::StreamsConnected { .. } => return,
             ClientEvent::BackConnected { connections } => {
-                self.back = connections.iter().map(ends_of).collect();
+                self.back = connections.iter().map(Ends::between).collect();
                 return;
             }
             ClientEvent::Started { .. } => self.started(),
