@@ -424,7 +424,7 @@ fn ndt7_is_held_to_the_servers_limits() {
         let mut args = vec!["run", "--ndt7", "--json", "--no-save", &url];
         args.extend_from_slice(dir);
         let o = landspeed(&args, Duration::from_secs(40));
-        assert_eq!(o.code, 0, "{dir:?}: {}", o.stderr);
+        assert_eq!(o.code, 0, "{dir:?}: {} {}", o.stderr, o.stdout);
         let line = crate::ndt7::ndt7_line(&s);
         let what = if dir.is_empty() { "received" } else { "sent" };
         let (bytes, secs) = (crate::ndt7::log_bytes(&line, what), log_seconds(&line));

@@ -165,21 +165,10 @@ fn a_flipped_byte_is_caught_at_the_end_that_checks() {
 /// A minimal ndt7 server that knows only the spec: one download connection, 200 binary messages of
 /// 8 KiB of zeros and one measurement without landspeed's answer, then the close.
 fn foreign_download_server() -> (std::net::SocketAddr, std::thread::JoinHandle<()>) {
-    use tungstenite::handshake::server::{Request, Response};
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     let t = std::thread::spawn(move || {
-        let (tcp, _) = listener.accept().unwrap();
-        // tungstenite's callback type returns its whole error response; nothing to shrink here.
-        #[allow(clippy::result_large_err)]
-        let agree = |_: &Request, mut resp: Response| {
-            resp.headers_mut().insert(
-                "Sec-WebSocket-Protocol",
-                "net.measurementlab.ndt.v7".parse().unwrap(),
-            );
-            Ok(resp)
-        };
-        let mut ws = tungstenite::accept_hdr(tcp, agree).unwrap();
+        let mut ws = accept_ndt7(&listener);
         let m = r#"{"AppInfo":{"ElapsedTime":1000,"NumBytes":0},"Origin":"server","Test":"download"}"#;
         ws.send(tungstenite::Message::text(m)).unwrap();
         for _ in 0..200 {
@@ -193,6 +182,62 @@ fn foreign_download_server() -> (std::net::SocketAddr, std::thread::JoinHandle<(
         while ws.read().is_ok() {}
     });
     (addr, t)
+}
+
+/// The next connection on `listener`, upgraded with ndt7's subprotocol agreed.
+fn accept_ndt7(listener: &TcpListener) -> tungstenite::WebSocket<std::net::TcpStream> {
+    use tungstenite::handshake::server::{Request, Response};
+    let (tcp, _) = listener.accept().unwrap();
+    // tungstenite's callback type returns its whole error response; nothing to shrink here.
+    #[allow(clippy::result_large_err)]
+    let agree = |_: &Request, mut resp: Response| {
+        resp.headers_mut().insert(
+            "Sec-WebSocket-Protocol",
+            "net.measurementlab.ndt.v7".parse().unwrap(),
+        );
+        Ok(resp)
+    };
+    tungstenite::accept_hdr(tcp, agree).unwrap()
+}
+
+/// An ndt7 server that ends an upload early: it reads for 300 ms, then writes its last measurement
+/// and its close in one write (so they reach the client in one read), and waits 3 s for the
+/// client's close while it reads on. Its thread says whether the client answered.
+fn early_closing_upload_server() -> (std::net::SocketAddr, std::thread::JoinHandle<bool>) {
+    use tungstenite::Message;
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let t = std::thread::spawn(move || {
+        let mut ws = accept_ndt7(&listener);
+        let started = std::time::Instant::now();
+        while started.elapsed() < Duration::from_millis(300) {
+            ws.read().unwrap();
+        }
+        let m = r#"{"AppInfo":{"ElapsedTime":300000,"NumBytes":1000},"Origin":"server","Test":"upload"}"#;
+        ws.write(Message::text(m)).unwrap();
+        ws.close(None).unwrap();
+        let closing = std::time::Instant::now();
+        while closing.elapsed() < Duration::from_secs(3) {
+            match ws.read() {
+                Ok(Message::Close(_)) | Err(tungstenite::Error::ConnectionClosed) => return true,
+                Ok(_) => {}
+                Err(_) => return false,
+            }
+        }
+        false
+    });
+    (addr, t)
+}
+
+#[test]
+fn a_server_that_closes_an_upload_early_is_answered_whatever_came_with_its_close() {
+    let (addr, server) = early_closing_upload_server();
+    let o = ndt7_run(&[&format!("ws://{addr}")], &[]);
+    let answered = server.join().unwrap();
+    assert!(answered, "the client did not answer the close: {}", o.stdout);
+    assert_eq!(o.code, 0, "{}\n{}", o.stderr, o.stdout);
+    let r = json(&o);
+    assert_eq!(r["streams"][0]["errors"], serde_json::json!([]), "{r}");
 }
 
 #[test]

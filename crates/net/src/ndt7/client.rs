@@ -387,19 +387,39 @@ impl Run {
                 Err(e) if not_yet(&e) => {}
                 Err(e) => return self.fail(format!("sending: {e}")),
             }
-            while landspeed_engine::os::wait_readable(&self.sock, Duration::ZERO).unwrap_or(false) {
-                match ws.read() {
-                    Ok(Message::Text(t)) => self.measurement(t.as_str()),
-                    Ok(Message::Close(_)) => return drain(ws),
-                    Ok(_) => {}
-                    Err(e) if not_yet(&e) => break,
-                    Err(tungstenite::Error::ConnectionClosed) => return,
-                    Err(e) => return self.fail(format!("receiving: {e}")),
-                }
+            if !self.read_ready(ws) {
+                return drain(ws);
             }
         }
         self.sample(on_event);
         self.close(ws);
+    }
+
+    /// Reads all the server has sent by now (its measurements, its close) without waiting, the
+    /// frames tungstenite already holds included: a last measurement and the close that come in
+    /// one read are both seen (a readable socket alone would leave the close unread, and the
+    /// server would cut the connection while this end still sends). False once the server closed
+    /// or the connection ended.
+    fn read_ready(&mut self, ws: &mut WebSocket<Box<dyn Conn>>) -> bool {
+        if self.sock.set_nonblocking(true).is_err() {
+            self.fail("receiving: cannot make the socket non-blocking".into());
+            return false;
+        }
+        let open = loop {
+            match ws.read() {
+                Ok(Message::Text(t)) => self.measurement(t.as_str()),
+                Ok(Message::Close(_)) => break false,
+                Ok(_) => {}
+                Err(e) if not_yet(&e) => break true,
+                Err(tungstenite::Error::ConnectionClosed) => break false,
+                Err(e) => {
+                    self.fail(format!("receiving: {e}"));
+                    break false;
+                }
+            }
+        };
+        let _ = self.sock.set_nonblocking(false);
+        open
     }
 
     /// Starts the close handshake and reads (the server's last measurements) until it ends, within
