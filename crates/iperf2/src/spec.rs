@@ -58,9 +58,12 @@ pub enum Unserved {
     /// No stream at all.
     #[error("an iperf 2 header asking for no streams")]
     NoStreams,
-    /// A UDP test the server would send (`-R`, `--full-duplex`).
-    #[error("iperf 2's UDP {0} is not served yet (the server would send); the client-to-server test is")]
+    /// A UDP test the server would send (`-R`, `--full-duplex`) and does not.
+    #[error("iperf 2's UDP {0} is not served here (the server would send to an address nothing proves: `landspeed serve --iperf2-udp-send` serves -R); the client-to-server test is")]
     UdpSending(&'static str),
+    /// A UDP test the server would send in datagrams too short for iperf 2's prefix and header.
+    #[error("iperf 2's UDP -R with -l {0}: the server sends datagrams of {MIN_SENT_UDP_LEN} bytes or more (iperf 2's prefix and header)")]
+    ShortDatagrams(u32),
 }
 
 /// iperf 2's flag for a test the server opens back.
@@ -73,6 +76,9 @@ fn dual_flag(d: Dual) -> &'static str {
 
 /// iperf 2's UDP datagram size when the client gives none (`-l`): 1,470 bytes.
 pub const DEFAULT_UDP_LEN: u64 = 1470;
+/// The shortest datagram a server sends an iperf 2 client (`-R`): its 16-byte prefix and the 60
+/// bytes of header that follow it in every datagram of landspeed's iperf 2 sender.
+pub const MIN_SENT_UDP_LEN: u32 = 76;
 
 /// A test iperf 2's protocol cannot ask of its server.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -255,13 +261,24 @@ impl ClientHeader {
 
     /// The UDP stream this header (from a UDP datagram) asks the server to receive: one stream (each
     /// of iperf 2's `-P` UDP streams is a test of its own here), at the header's rate (its default
-    /// 1 Mbit/s is sent), for its time or bytes.
+    /// 1 Mbit/s is sent), for its time or bytes. A test the server would send (`-R`) is refused.
     pub fn udp_plan(&self, payload_key: u64) -> Result<TestSpec, Unserved> {
-        if self.flags & flags::VERSION2 != 0 && self.has(upper::FULLDUPLEX) {
+        self.udp_plan_sending(payload_key, false)
+    }
+
+    /// `udp_plan`, with `-R` served when `send` (the stream then goes from the server to the
+    /// client, `Direction::Reverse`; its datagrams must hold iperf 2's 16-byte prefix).
+    pub fn udp_plan_sending(&self, payload_key: u64, send: bool) -> Result<TestSpec, Unserved> {
+        let v2 = self.flags & flags::VERSION2 != 0;
+        if v2 && self.has(upper::FULLDUPLEX) {
             return Err(Unserved::UdpSending("--full-duplex"));
         }
-        if self.flags & flags::VERSION2 != 0 && self.has(upper::REVERSE) {
+        let reverse = v2 && self.has(upper::REVERSE);
+        if reverse && !send {
             return Err(Unserved::UdpSending("-R"));
+        }
+        if reverse && self.buffer_len != 0 && self.buffer_len < MIN_SENT_UDP_LEN {
+            return Err(Unserved::ShortDatagrams(self.buffer_len));
         }
         if let Some(d) = self.dual() {
             return Err(Unserved::ConnectBackUdp(d));
@@ -281,7 +298,11 @@ impl ClientHeader {
                 n => u64::from(n),
             },
             end,
-            direction: Direction::Forward,
+            direction: if reverse {
+                Direction::Reverse
+            } else {
+                Direction::Forward
+            },
             verify: false,
             payload_key,
             transport: Transport::Udp,
@@ -394,6 +415,19 @@ mod tests {
         r.flags |= flags::VERSION2;
         r.extension.as_mut().unwrap().upper |= upper::REVERSE;
         assert_eq!(r.udp_plan(1), Err(Unserved::UdpSending("-R")));
+        let sent = r.udp_plan_sending(1, true).unwrap();
+        assert_eq!(sent.direction, Direction::Reverse);
+        assert!(sent.validated().is_ok());
+        assert_eq!(h.udp_plan_sending(1, true).unwrap().direction, Direction::Forward);
+        r.buffer_len = 60;
+        assert_eq!(r.udp_plan_sending(1, true), Err(Unserved::ShortDatagrams(60)));
+        let mut both = h.clone();
+        both.flags |= flags::VERSION2;
+        both.extension.as_mut().unwrap().upper |= upper::FULLDUPLEX;
+        assert_eq!(
+            both.udp_plan_sending(1, true),
+            Err(Unserved::UdpSending("--full-duplex"))
+        );
     }
 
     #[test]

@@ -90,6 +90,10 @@ pub struct ServerOptions {
     /// the port its header names (1024 and above), and sending on them (`--connect-back`; the
     /// `iperf -s` drop-in's default, as iperf 2's server does). False: those tests are refused.
     pub connect_back: bool,
+    /// Answer iperf 2's UDP `-R` by sending the test's datagrams to the address and port its first
+    /// datagram came from (`--iperf2-udp-send`; the `iperf -s` drop-in's default, as iperf 2's
+    /// server does). False: those tests are refused.
+    pub iperf2_udp_send: bool,
 }
 
 /// A protocol that cannot carry landspeed's key, which a keyed server refuses unless the operator
@@ -151,6 +155,7 @@ impl Default for ServerOptions {
             iperf3_total_rate: None,
             open: vec![],
             connect_back: false,
+            iperf2_udp_send: false,
             share_host: false,
             iperf3_auth: None,
         }

@@ -501,11 +501,13 @@ impl<'a> Live<'a> {
 
 /// The server: `landspeed serve` on iperf 2's port (5001 unless `-p`), in this process's place.
 fn serve(o: &Opts) -> Result<bool> {
-    // iperf 2's server answers -r and -d by connecting back: so does the drop-in's.
+    // iperf 2's server answers -r and -d by connecting back, and UDP -R by sending: so does the
+    // drop-in's.
     let mut args: Vec<String> = vec![
         "-p".into(),
         o.port.unwrap_or(PORT).to_string(),
         "--connect-back".into(),
+        "--iperf2-udp-send".into(),
     ];
     if let Some(b) = &o.bind {
         args.extend(["--bind".into(), b.clone()]);

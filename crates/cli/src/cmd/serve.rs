@@ -27,6 +27,7 @@ Examples:
   landspeed serve --auth-keys /etc/landspeed/keys    # clients: run --auth NAME:KEYFILE
   landspeed serve --auth-keys KEYS --open iperf3     # keyed, and iperf3 clients still served
   landspeed serve -p 5001 --connect-back   # iperf 2's -r and -d answered (the server dials back)
+  landspeed serve --iperf2-udp-send --max-rate 100M   # iperf 2's UDP -R answered, at most 100 Mbit/s
 
 What is authenticated:
   With --auth-keys, both ends prove they hold a shared key and every control message
@@ -127,6 +128,12 @@ pub struct ServeArgs {
     /// Off by default: the server would connect out to a port the client chooses.
     #[arg(long)]
     pub connect_back: bool,
+    /// Answer iperf 2's UDP -R: send the test's datagrams to the address and port the client's
+    /// first datagram came from, at the rate and for the time its header asks (within --max-rate,
+    /// --max-duration and --max-bytes). Off by default: nothing proves that address, so a forged
+    /// datagram would aim the test at someone else (docs/security.md).
+    #[arg(long)]
+    pub iperf2_udp_send: bool,
     /// Require iperf3's own authentication of iperf3 clients (`iperf3 -c --username NAME
     /// --rsa-public-key-path PUBLIC.pem`, the password in IPERF3_PASSWORD): the RSA private key
     /// (PEM, unencrypted) their tokens are decrypted with. A keyed server (--auth-keys) then admits
@@ -558,6 +565,7 @@ fn options(a: &ServeArgs, stats: Arc<AtomicBool>) -> Result<ServerOptions> {
         allow_control: a.allow_control,
         open: a.open.iter().map(|&p| p.into()).collect(),
         connect_back: a.connect_back,
+        iperf2_udp_send: a.iperf2_udp_send,
         share_host: a.share_host,
         iperf3_auth: iperf3_auth(a)?,
         files_dir: match &a.files {

@@ -314,9 +314,71 @@ fn iperf2_udp_clients_get_the_report_iperf2s_server_sends() {
             assert!(num_after(&line, "received ") > 100_000, "{args}: {line}");
         }
     }
-    // The server's sending tests are not served yet, and say so.
+    // A server that sends only when told to: by default -R is refused, and says how to serve it.
     let _ = udp_client(s.port, "-t 1 -R");
-    common::line_with(&s, "UDP -R is not served yet");
+    common::line_with(&s, "UDP -R is not served here");
+}
+
+/// The lost and total datagrams an iperf 2 UDP `-R` client counted (its last figures' line, the
+/// whole test's), from its text.
+fn udp_received(port: u16, args: &str) -> (Output, Option<(u64, u64)>) {
+    let (out, _, _) = udp_client(port, args);
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let last = text
+        .lines()
+        .filter(|l| l.contains(" ms ") && l.contains('/') && l.contains("sec"))
+        .last()
+        .map(|l| {
+            let lt = l.split(" ms ").nth(1).unwrap().split_whitespace().next().unwrap();
+            let (lost, total) = lt.split_once('/').unwrap();
+            (lost.parse().unwrap(), total.parse().unwrap())
+        });
+    (out, last)
+}
+
+#[test]
+fn iperf2_udp_reverse_clients_receive_from_landspeed_what_iperf2s_server_sends() {
+    let _one = common::alone();
+    if !have_iperf2() {
+        return;
+    }
+    let reference = Iperf2Server::with(&["-u"]);
+    let s = ServerProc::start("127.0.0.1", &["--iperf2-udp-send"]);
+    for args in ["-R -n 100K -l 200", "-R -t 1 -b 5M -l 1000"] {
+        let (theirs, their_count) = udp_received(reference.1, args);
+        let (ours, our_count) = udp_received(s.port, args);
+        assert_eq!(ours.status.code(), theirs.status.code(), "{args}");
+        let ((lost, total), (_, their_total)) = (our_count.expect(args), their_count.expect(args));
+        // Loopback at these rates loses nothing; a byte count's datagrams (the end's included) are
+        // equal, a time's within 10% (each sender paces by its own clock).
+        assert_eq!(lost, 0, "{args}");
+        let ratio = total as f64 / their_total as f64;
+        if args.contains("-n") {
+            assert_eq!(total, their_total, "{args}");
+        } else {
+            assert!(
+                (0.9..1.1).contains(&ratio),
+                "{args}: {total} against {their_total}"
+            );
+        }
+        let line = common::line_with(&s, "iperf2 2.1.8 (UDP) test");
+        assert!(
+            line.contains("reverse") && line.ends_with(": ok"),
+            "{args}: {line}"
+        );
+        assert!(num_after(&line, "sent ") >= 100 * 1024, "{args}: {line}");
+    }
+    // Held to the server's limits: a rate over --max-rate is refused (nothing sent), one within
+    // it served.
+    let capped = ServerProc::start("127.0.0.1", &["--iperf2-udp-send", "--max-rate", "2M"]);
+    let (_, none) = udp_received(capped.port, "-R -t 1 -b 20M -l 1000");
+    assert!(
+        none.is_none_or(|(_, total)| total == 0),
+        "a refused -R test receives nothing: {none:?}"
+    );
+    common::line_with(&capped, "allows UDP at most 2000000 bit/s");
+    let (_, got) = udp_received(capped.port, "-R -t 1 -b 1M -l 1000");
+    assert_eq!(got.map(|(lost, _)| lost), Some(0));
 }
 
 /// `landspeed run --iperf2 -u ARGS --json`: each stream's datagrams as the server's report says
@@ -516,6 +578,12 @@ fn the_iperf_drop_in_prints_iperf2s_udp_client_lines() {
 /// An iperf 2 UDP datagram: the prefix (sequence `seq`, sent now), then 2.1.8's header for `-u`
 /// with `amount` (negative: hundredths of a second).
 fn udp_datagram(seq: i32, amount: i32) -> Vec<u8> {
+    udp_datagram_asking(seq, amount, 0)
+}
+
+/// `udp_datagram` with the extension's `upper` flags (0x0400: -R; iperf 2.1.8 then sets its
+/// version-2 flags too).
+fn udp_datagram_asking(seq: i32, amount: i32, upper: u16) -> Vec<u8> {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap();
@@ -528,11 +596,31 @@ fn udp_datagram(seq: i32, amount: i32) -> Vec<u8> {
     ] {
         d.extend_from_slice(&w.to_be_bytes());
     }
-    let mut h = header(1, amount, 0);
-    h[..4].copy_from_slice(&0x4801_0098u32.to_be_bytes());
+    let mut h = header(1, amount, upper);
+    let flags: u32 = if upper != 0 { 0x6c01_0098 } else { 0x4801_0098 };
+    h[..4].copy_from_slice(&flags.to_be_bytes());
     d.extend(h);
     d.resize(1470, b'7');
     d
+}
+
+#[test]
+fn a_forged_udp_reverse_request_sends_nothing_past_a_closed_port() {
+    let _one = common::alone();
+    let s = ServerProc::start("127.0.0.1", &["--iperf2-udp-send"]);
+    // "Send to me for 10 s", from a socket closed at once: nothing listens where the server would
+    // send (iperf -s 2.1.8 sent its whole test there: 657 datagrams for a captured -t 1 -l 200).
+    let forged = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let mut d = udp_datagram_asking(1, -1000, 0x0400);
+    d.truncate(200);
+    forged.send_to(&d, ("127.0.0.1", s.port)).unwrap();
+    drop(forged);
+    let line = common::line_with(&s, "(UDP) test");
+    assert!(
+        line.contains("reverse") && line.contains("port is closed"),
+        "{line}"
+    );
+    assert!(num_after(&line, "sent ") <= 4 * 1470, "{line}");
 }
 
 #[test]

@@ -131,6 +131,10 @@ pub struct UdpParams {
     pub burst: u32,
     /// Whose datagram header the streams use.
     pub format: UdpFormat,
+    /// A send the kernel refuses for an ICMP port unreachable (no socket at the peer's port) ends
+    /// the stream with an error, instead of counting as a send error: for a sender whose peer's
+    /// address nothing proved (iperf 2's UDP `-R` on the server).
+    pub refused_ends: bool,
 }
 
 impl UdpParams {
@@ -140,6 +144,7 @@ impl UdpParams {
             rate_bps: spec.udp_stream_rate_bps(),
             burst: spec.burst,
             format,
+            refused_ends: false,
         }
     }
 }
@@ -307,7 +312,7 @@ fn send_stream(
                     write_header(u.format, Header { seq, sent_ns }, d);
                     d[hlen..].copy_from_slice(gen.fill(s.id, seq * plen as u64, plen));
                 }
-                send_batch(s, &buf[..n * len], n, c, &mut o);
+                send_batch(s, (&buf[..n * len], n), (c, u.refused_ends), &mut o);
                 pacer.sent(n as u32);
                 if o.error.is_some() {
                     break;
@@ -323,8 +328,9 @@ fn send_stream(
 }
 
 /// Sends `n` datagrams (one segmented send, or one datagram) and counts them in `o` and the meter; a
-/// full kernel queue or an ICMP error for an earlier datagram skips them, counted as send errors.
-fn send_batch(s: &UdpStream, bytes: &[u8], n: usize, c: &Meter, o: &mut Outcome) {
+/// full kernel queue or an ICMP error for an earlier datagram skips them, counted as send errors
+/// (an ICMP port unreachable ends the stream instead when `refused_ends`).
+fn send_batch(s: &UdpStream, (bytes, n): (&[u8], usize), (c, refused_ends): (&Meter, bool), o: &mut Outcome) {
     match s.socket.send(bytes) {
         Ok(_) => {
             let at = Instant::now();
@@ -338,6 +344,10 @@ fn send_batch(s: &UdpStream, bytes: &[u8], n: usize, c: &Meter, o: &mut Outcome)
             o.send_errors += n as u64;
         }
         Err(e) if e.kind() == ErrorKind::Interrupted => {}
+        Err(e) if e.kind() == ErrorKind::ConnectionRefused && refused_ends => {
+            o.error =
+                Some("the peer's port is closed (ICMP port unreachable): nothing receives there".into());
+        }
         Err(e) if e.kind() == ErrorKind::ConnectionRefused => o.send_errors += n as u64,
         Err(e) => o.error = Some(format!("send: {e}")),
     }

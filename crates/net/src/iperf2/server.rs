@@ -354,12 +354,7 @@ fn run(
     params.stream_cap_bps = landspeed_core::units::lower(params.stream_cap_bps, limit);
     let (tx, rx) = std::sync::mpsc::channel::<Wake<()>>();
     let flags = Flags::default();
-    let mut hook = Hook {
-        shutdown: &shared.shutdown,
-        running: landspeed_proto::Running::of(&o.limits),
-        started: Instant::now(),
-        cut: None,
-    };
+    let mut hook = Hook::new(shared);
     let out = supervisor::run(
         &Tcp(&paths),
         &params,
@@ -384,11 +379,24 @@ fn run(
 
 /// Ends the test at the server's shutdown, or cuts it at `--max-duration` (with its grace) or
 /// `--max-bytes`, whatever the client asked: iperf 2 has no message for it, its connections close.
-struct Hook<'a> {
+pub(super) struct Hook<'a> {
     shutdown: &'a AtomicBool,
     running: landspeed_proto::Running,
     started: Instant,
-    cut: Option<String>,
+    /// Why the test was cut, if it was.
+    pub(super) cut: Option<String>,
+}
+
+impl<'a> Hook<'a> {
+    /// The hook of a test starting now on `shared`'s server.
+    pub(super) fn new(shared: &'a Shared) -> Hook<'a> {
+        Hook {
+            shutdown: &shared.shutdown,
+            running: landspeed_proto::Running::of(&shared.opts.limits),
+            started: Instant::now(),
+            cut: None,
+        }
+    }
 }
 
 impl EngineHook<()> for Hook<'_> {

@@ -63,7 +63,8 @@ pub(crate) fn take(
     }
     // Admitted here, on the listener's thread (no I/O), so that a client refused datagram after
     // datagram costs no thread each time.
-    let Some(admitted) = super::server::admit(header.udp_plan(0), peer, shared) else {
+    let plan = header.udp_plan_sending(0, shared.opts.iperf2_udp_send);
+    let Some(admitted) = super::server::admit(plan, peer, shared) else {
         return true;
     };
     let (tx, rx) = std::sync::mpsc::channel();
@@ -79,7 +80,11 @@ pub(crate) fn take(
         .name(format!("iperf2 udp {peer}"))
         .spawn(move || {
             sh.connection_started();
-            serve(header, admitted, (peer, local), rx, &sh);
+            if admitted.test.direction == Direction::Reverse {
+                super::udp_send::serve(&header, admitted, (peer, local), &sh);
+            } else {
+                serve(header, admitted, (peer, local), rx, &sh);
+            }
             sh.iperf2_udp.remove(peer);
             sh.connection_ended();
         });

@@ -508,6 +508,7 @@ fn udp_params(params: &Params, spec: &TestSpec) -> landspeed_engine::transport::
         format: landspeed_engine::transport::udp::UdpFormat::Iperf3 {
             wide: params.udp_counters_64bit,
         },
+        refused_ends: false,
     }
 }
 
@@ -543,7 +544,7 @@ fn exchange_results(
 /// UDP tests ended by a byte or block count: iperf3's client ends them once it has *received* the
 /// count, so its server keeps sending until TEST_END. The bound only stops a sender whose client went
 /// silent without closing: ten times the count's time at the asked rate, plus a minute.
-fn udp_count_bound(spec: &TestSpec) -> Duration {
+pub(crate) fn udp_count_bound(spec: &TestSpec) -> Duration {
     let total_bytes = match spec.end {
         EndCondition::Bytes(b) => b,
         EndCondition::Blocks(k) => k.saturating_mul(spec.length_bytes),

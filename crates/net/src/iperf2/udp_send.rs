@@ -1,0 +1,135 @@
+//! iperf 2's UDP `-R` on landspeed's port, when the operator allows it (`serve --iperf2-udp-send`,
+//! the `iperf -s` drop-in's default as it is iperf 2's): the server sends the test's datagrams to
+//! the address and port the client's first datagram came from, from the port it reached, as iperf
+//! 2.1.8's server does (captured, docs/iperf2.md): numbered from 1 with the sender's clock in
+//! iperf 2's prefix, at the header's rate (`-b`) for its time or bytes, then one datagram carrying
+//! the next number negated. iperf 2's server expects no report back for these tests (it marks them
+//! `no-udp-fin`), so the server's side is what it sent and the client's is its own output. The
+//! client's repeats of its first datagram (until data arrives) are read by no one. Nothing proves
+//! the client's address: docs/security.md says what that costs and what bounds it.
+
+use super::server::{iperf2_context, protocol, Admitted, Hook};
+use crate::host::{bind_udp, RefusalKind, Shared, TestLog};
+use landspeed_core::config::{Direction, Test};
+use landspeed_core::endpoint::{EndpointReport, Role};
+use landspeed_engine::supervisor::{self, EngineOutput, EngineParams, Flags, Wake, Wiring};
+use landspeed_engine::transport::udp::{
+    iperf2_prefix, Udp, UdpFormat, UdpParams, UdpStream, IPERF2_HEADER_BYTES,
+};
+use landspeed_iperf2::ClientHeader;
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+/// What follows the prefix in each datagram: iperf 2's digit pattern, as its server's datagrams
+/// carry it from their 17th byte on.
+fn digits() -> [u8; IPERF2_HEADER_BYTES] {
+    std::array::from_fn(|i| b'0' + ((16 + i) % 10) as u8)
+}
+
+/// Sends one admitted `-R` stream to `peer` from `local`, then logs it.
+pub(super) fn serve(
+    header: &ClientHeader,
+    admitted: Admitted,
+    (peer, local): (SocketAddr, SocketAddr),
+    shared: &Arc<Shared>,
+) {
+    let test = &admitted.test;
+    let v6only = local.is_ipv6().then_some(!local.ip().is_unspecified());
+    let sock = match bind_udp(local, v6only).and_then(|s| s.connect(peer).map(|()| s)) {
+        Ok(s) => s,
+        Err(e) => {
+            let why = format!("iperf2: cannot open the test's socket: {e}");
+            return shared.refuse(peer, RefusalKind::Busy, why);
+        }
+    };
+    let started = SystemTime::now();
+    let mut log = TestLog::new(peer, "iperf2");
+    log.protocol = format!("{} (UDP)", protocol(header));
+    log.streams = 1;
+    log.direction = Some(Direction::Reverse);
+    let streams = [UdpStream::of_test(test, 0, Role::at_server, sock)];
+    let (out, cut) = send(&streams, test, shared);
+    let s = &out.streams[0];
+    end(
+        &streams[0].socket,
+        s.calls + s.send_errors,
+        test.length_bytes as usize,
+    );
+    crate::host::add_measured(&mut log, &out);
+    log.error = cut.or_else(|| s.error.clone());
+    log.result = Some(Box::new(seen_here(&out, header, test, (local, peer), started)));
+    shared.tests_done.fetch_add(1, Relaxed);
+    shared.emit(crate::host::ServerEvent::Test(log));
+}
+
+/// The stream's datagrams at the header's rate (within `--max-rate`), until its time or bytes, or
+/// the server's cut (returned).
+fn send(streams: &[UdpStream], test: &Test, shared: &Shared) -> (EngineOutput, Option<String>) {
+    let o = &shared.opts;
+    let mut params = EngineParams::for_spec(test, None, None, o.idle_timeout);
+    params.send_time = params
+        .send_time
+        .or(Some(crate::iperf3::server::udp_count_bound(test)));
+    let rate = test
+        .rate_bps
+        .unwrap_or(landspeed_core::config::DEFAULT_UDP_RATE_BPS);
+    let udp = Udp {
+        streams,
+        params: UdpParams {
+            rate_bps: landspeed_core::units::lower(Some(rate), o.limits.max_rate_bps).unwrap_or(rate),
+            burst: test.burst,
+            format: UdpFormat::Iperf2 { header: digits() },
+            // Nothing proved the client's address: no socket there ends the test.
+            refused_ends: true,
+        },
+    };
+    let (tx, rx) = std::sync::mpsc::channel::<Wake<()>>();
+    let flags = Flags::default();
+    let mut hook = Hook::new(shared);
+    let out = supervisor::run(&udp, &params, Wiring::new(&flags, (&tx, &rx), &mut hook, None));
+    (out, hook.cut)
+}
+
+/// The end: one datagram numbered with the next number negated (`sent` numbers were used), as
+/// iperf 2's server sends it.
+fn end(sock: &UdpSocket, sent: u64, len: usize) {
+    let mut buf = vec![0u8; len.max(16 + IPERF2_HEADER_BYTES)];
+    let now_ns = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    iperf2_prefix(-(sent as i64 + 1), now_ns, &mut buf);
+    buf[16..16 + IPERF2_HEADER_BYTES].copy_from_slice(&digits());
+    let _ = sock.send(&buf);
+}
+
+/// The test as this server saw it: what it sent; the client's side inferred, said so.
+fn seen_here(
+    out: &EngineOutput,
+    header: &ClientHeader,
+    test: &Test,
+    (local, peer): (SocketAddr, SocketAddr),
+    started: SystemTime,
+) -> landspeed_core::result::RunResult {
+    let warnings = vec![
+        "iperf 2's UDP -R sends no report back: what the client received (its loss, jitter, order) is in its own output; its side here is inferred as everything sent".to_string(),
+        "iperf 2's payload is not landspeed's: nothing was verified".to_string(),
+    ];
+    let here = out.report(None, warnings);
+    let client = EndpointReport {
+        software: protocol(header).replace("iperf2", "iperf 2") + " client",
+        streams: here.streams.iter().map(crate::dial::inferred).collect(),
+        elapsed_s: here.elapsed_s,
+        ..EndpointReport::default()
+    };
+    let context = iperf2_context((Some(local), Some(peer)), started, here.threads);
+    landspeed_core::assemble::assemble(&landspeed_core::assemble::Inputs {
+        spec: test,
+        context,
+        client: &client,
+        server: &here,
+        client_samples: &[],
+        server_samples: &out.samples,
+    })
+}
