@@ -326,8 +326,7 @@ fn udp_received(port: u16, args: &str) -> (Output, Option<(u64, u64)>) {
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     let last = text
         .lines()
-        .filter(|l| l.contains(" ms ") && l.contains('/') && l.contains("sec"))
-        .last()
+        .rfind(|l| l.contains(" ms ") && l.contains('/') && l.contains("sec"))
         .map(|l| {
             let lt = l.split(" ms ").nth(1).unwrap().split_whitespace().next().unwrap();
             let (lost, total) = lt.split_once('/').unwrap();
