@@ -665,15 +665,15 @@ fn payload_summary(spec: &TestSpec, inp: &Inputs, bytes_verified: u64) -> Payloa
         .min();
     let mss_ok = smallest_mss.is_none_or(|m| m as usize >= UNIQUE_SEGMENT_MIN);
     let mss_text = smallest_mss.map_or("unknown".to_string(), |m| format!("{m} bytes"));
-    // A foreign server (iperf3, a QUIC perf or ndt7 server) sending to this client sends its own
-    // bytes; a landspeed server over iperf3's protocol or ndt7 sends landspeed's pattern (agreed).
+    // A foreign server (iperf3, iperf 2, a QUIC perf or ndt7 server) sending to this client sends
+    // its own bytes; a landspeed server over iperf3's protocol or ndt7 sends landspeed's pattern (agreed).
     // In a server's record of a test it served, the peer is the client: foreign when it said so.
     let protocol = inp.context.protocol.as_str();
     let agreed = matches!(protocol, "iperf3" | "ndt7") && spec.verify;
     let (peer, peer_is_foreign, here) = if inp.context.served_here {
         ("client", inp.context.foreign_peer, inp.server)
     } else {
-        let foreign = matches!(protocol, "iperf3" | "quic-perf" | "ndt7") && !agreed;
+        let foreign = matches!(protocol, "iperf3" | "iperf2" | "quic-perf" | "ndt7") && !agreed;
         ("server", foreign, inp.client)
     };
     let foreign = peer_is_foreign && here.streams.iter().any(|s| s.role == Role::Receiver);

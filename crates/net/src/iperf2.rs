@@ -16,6 +16,7 @@ mod isoch_client;
 pub(crate) mod server;
 pub(crate) mod udp;
 mod udp_client;
+mod udp_receive;
 mod udp_send;
 
 pub(crate) use gather::Gatherings;

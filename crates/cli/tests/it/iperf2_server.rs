@@ -461,11 +461,58 @@ fn landspeed_runs_iperf2s_udp_protocol_against_both_servers() {
     // What it cannot run yet is refused by name.
     let p = s.port.to_string();
     let o = common::landspeed(
-        &["run", "127.0.0.1", "-p", &p, "--iperf2", "-u", "-R", "--no-save"],
+        &[
+            "run",
+            "127.0.0.1",
+            "-p",
+            &p,
+            "--iperf2",
+            "-u",
+            "--bidir",
+            "--no-save",
+        ],
         Duration::from_secs(10),
     );
     assert_ne!(o.code, 0);
-    assert!(o.stderr.contains("-R or --bidir"), "{}", o.stderr);
+    assert!(o.stderr.contains("UDP with --bidir"), "{}", o.stderr);
+}
+
+#[test]
+fn landspeed_receives_iperf2s_udp_reverse_from_both_servers() {
+    let _one = common::alone();
+    if !have_iperf2() {
+        return;
+    }
+    // iperf 2.1.8's own client counts 0/513 for this test against its own server: 512 datagrams
+    // and the end.
+    let sends = ServerProc::start("127.0.0.1", &["--iperf2-udp-send"]);
+    let reference = Iperf2Server::with(&["-u"]);
+    for port in [reference.1, sends.port] {
+        let (reports, _) = run_iperf2_udp(port, "-R -n 100K -l 200");
+        assert_eq!(reports, vec![(0, 513)], "against port {port}");
+    }
+    let line = common::line_with(&sends, "(UDP) test");
+    assert!(line.contains("reverse") && line.ends_with(": ok"), "{line}");
+    // A server that does not send: said in one line, with what would make it send.
+    let quiet = ServerProc::start("127.0.0.1", &[]);
+    let p = quiet.port.to_string();
+    let o = common::landspeed(
+        &[
+            "run",
+            "127.0.0.1",
+            "-p",
+            &p,
+            "--iperf2",
+            "-u",
+            "-R",
+            "-t",
+            "1",
+            "--no-save",
+        ],
+        Duration::from_secs(20),
+    );
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(o.stderr.contains("--iperf2-udp-send"), "{}", o.stderr);
 }
 
 /// A client's text but its dashed head, each line with its numbers masked and its spaces

@@ -191,6 +191,12 @@ pub enum ClientError {
         /// How long the client waited.
         after: Duration,
     },
+    /// An iperf 2 UDP `-R` test whose server sent nothing.
+    #[error("the server sent no datagram within {after:?} of this UDP -R test's request (an iperf 2 server that does not send, as landspeed serve without --iperf2-udp-send; or a firewall in the way of its datagrams)")]
+    NothingSent {
+        /// How long this end waited.
+        after: Duration,
+    },
     /// iperf 2's `-d`/`-r`: the server closed the test's connection instead of acknowledging it.
     #[error("the server closed the connection of this -d/-r test without answering: it does not serve tests it must connect back for (landspeed serve needs --connect-back; its log says why)")]
     BackRefused,
@@ -387,6 +393,7 @@ impl ClientError {
             | ClientError::Connect { .. }
             | ClientError::QuicTimeout { .. }
             | ClientError::NoConnectBack { .. }
+            | ClientError::NothingSent { .. }
             | ClientError::NotLandspeed { .. } => Remedy::CheckReach,
             ClientError::Busy { .. }
             | ClientError::Refused { .. }

@@ -29,6 +29,9 @@ pub fn run_iperf2_client(
     }
     if spec.transport == Transport::Udp {
         landspeed_engine::platform::check_spec(spec)?;
+        if spec.direction == Direction::Reverse {
+            return super::udp_receive::run_reverse(opts, spec, interrupt, on_event);
+        }
         return super::udp_client::run_udp(opts, spec, interrupt, on_event);
     }
     if let Some(ask) = opts.connect_back {

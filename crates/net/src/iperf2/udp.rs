@@ -140,7 +140,7 @@ fn serve(
 }
 
 /// A datagram's arrival in seconds since the Unix epoch (the kernel's stamp when it gave one).
-fn arrival_s(stamp_ns: Option<u64>) -> f64 {
+pub(super) fn arrival_s(stamp_ns: Option<u64>) -> f64 {
     stamp_ns.map_or_else(
         || {
             SystemTime::now()
@@ -237,35 +237,10 @@ fn result(
     addresses: (SocketAddr, SocketAddr),
     started: SystemTime,
 ) -> landspeed_core::result::RunResult {
-    let lost = r.lost();
-    let udp = landspeed_core::udp::UdpStats {
-        datagrams_sent: Some(r.highest),
-        datagrams_received: r.received,
-        datagrams_lost: lost,
-        loss_pct: if r.highest > 0 {
-            lost as f64 * 100.0 / r.highest as f64
-        } else {
-            0.0
-        },
-        out_of_order: r.out_of_order,
-        duplicates: 0,
-        jitter_ms: r.jitter_s * 1000.0,
-        socket_drops: None,
-        ce_marked: None,
-        lost_in_receiver: None,
-        lost_in_sender: None,
-    };
-    let span = Some(r.span_s());
-    let mine = StreamReport {
-        bytes: r.bytes,
-        first_byte_s: Some(0.0),
-        last_byte_s: span,
-        udp: Some(udp),
-        ..StreamReport::empty(0, Flow::ClientToServer, Role::Receiver)
-    };
+    let mine = received_stream(r, Flow::ClientToServer);
     let here = EndpointReport {
         software: format!("landspeed {} (iperf 2's protocol)", landspeed_core::SOFTWARE_VERSION),
-        streams: vec![mine.clone()],
+        streams: vec![mine],
         elapsed_s: r.span_s(),
         threads: 1,
         host: landspeed_engine::host::host_info(),
@@ -293,4 +268,35 @@ fn result(
         client_samples: &[],
         server_samples: &[],
     })
+}
+
+/// A stream this end received, counted as iperf 2 counts it (`r`): its bytes, its span from the
+/// first datagram, and its datagrams sent (the highest number), received, lost, out of order and
+/// jitter.
+pub(super) fn received_stream(r: &Receipt, flow: Flow) -> StreamReport {
+    let lost = r.lost();
+    let udp = landspeed_core::udp::UdpStats {
+        datagrams_sent: Some(r.highest),
+        datagrams_received: r.received,
+        datagrams_lost: lost,
+        loss_pct: if r.highest > 0 {
+            lost as f64 * 100.0 / r.highest as f64
+        } else {
+            0.0
+        },
+        out_of_order: r.out_of_order,
+        duplicates: 0,
+        jitter_ms: r.jitter_s * 1000.0,
+        socket_drops: None,
+        ce_marked: None,
+        lost_in_receiver: None,
+        lost_in_sender: None,
+    };
+    StreamReport {
+        bytes: r.bytes,
+        first_byte_s: Some(0.0),
+        last_byte_s: Some(r.span_s()),
+        udp: Some(udp),
+        ..StreamReport::empty(0, flow, Role::Receiver)
+    }
 }

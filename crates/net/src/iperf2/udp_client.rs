@@ -98,12 +98,21 @@ fn unix_ns() -> u64 {
 
 /// The header every datagram of every stream carries.
 fn udp_header(spec: &TestSpec, port: u16) -> Result<[u8; IPERF2_HEADER_BYTES], ClientError> {
-    let not = |what: &str| ClientError::NotWithIperf2 { what: what.into() };
     if spec.direction != Direction::Forward {
-        return Err(not(
-            "UDP with -R or --bidir from landspeed's client yet (the server would send)",
-        ));
+        return Err(ClientError::NotWithIperf2 {
+            what: "UDP with --bidir from landspeed's client yet (iperf 2's --full-duplex)".into(),
+        });
     }
+    let bytes = client_header(spec, port)?.encode();
+    let mut out = [0u8; IPERF2_HEADER_BYTES];
+    out.copy_from_slice(&bytes[..IPERF2_HEADER_BYTES]);
+    Ok(out)
+}
+
+/// iperf 2.1.8's UDP client header for `spec` (its datagrams' length, its time or bytes, its rate)
+/// to `port`.
+pub(super) fn client_header(spec: &TestSpec, port: u16) -> Result<ClientHeader, ClientError> {
+    let not = |what: &str| ClientError::NotWithIperf2 { what: what.into() };
     let min = (landspeed_iperf2::udp::PREFIX_BYTES + IPERF2_HEADER_BYTES) as u64;
     if spec.length_bytes < min {
         return Err(not(&format!(
@@ -126,10 +135,7 @@ fn udp_header(spec: &TestSpec, port: u16) -> Result<[u8; IPERF2_HEADER_BYTES], C
     let length = u32::try_from(spec.length_bytes).map_err(|_| not("so long a datagram"))?;
     let mut h = ClientHeader::for_udp_sender(port, length, spec.udp_stream_rate_bps() as u64, amount);
     h.threads = spec.streams;
-    let bytes = h.encode();
-    let mut out = [0u8; IPERF2_HEADER_BYTES];
-    out.copy_from_slice(&bytes[..IPERF2_HEADER_BYTES]);
-    Ok(out)
+    Ok(h)
 }
 
 /// Each stream's socket, connected to the server.
