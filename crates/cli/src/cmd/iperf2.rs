@@ -176,7 +176,7 @@ fn refused(o: &Opts) -> Option<String> {
         (
             o.udp && o.client.is_some() && (o.reverse || o.full_duplex),
             "-u with -R or --full-duplex",
-            "over UDP landspeed's iperf 2 client only sends yet",
+            "their lines are not printed yet (`landspeed run HOST --iperf2 -u -R` runs -R)",
         ),
         (
             o.client.as_deref().is_some_and(is_group),

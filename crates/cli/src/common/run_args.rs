@@ -28,8 +28,9 @@ pub struct RunArgs {
     pub iperf3: bool,
     /// The server is iperf 2 (`iperf -s`, 2.1.x): speak iperf 2's protocol (TCP: -P, -t or -n, -l,
     /// -w, -R, --bidir as its --full-duplex; UDP, -u: -P, -t or -n, -l, -b, its server's report of
-    /// loss, out of order and jitter). Over TCP iperf 2 sends the client no figures, so the server's
-    /// side is inferred from this end's; nothing is verified.
+    /// loss, out of order and jitter; -u -R, one stream the server sends, counted here as iperf 2's
+    /// client counts it). Over TCP iperf 2 sends the client no figures, so the server's side is
+    /// inferred from this end's; nothing is verified.
     #[arg(long, conflicts_with_all = ["iperf3", "quic_perf", "ndt7", "tls", "mptcp", "latency", "from", "send_file", "recv_file"])]
     pub iperf2: bool,
     /// The server speaks the QUIC performance protocol (ALPN "perf": quinn's perf, msquic's
