@@ -571,38 +571,86 @@ fn frame_datagrams(r: &RunResult) -> Option<u64> {
     Some(s.datagrams + 1)
 }
 
+/// The column head of a UDP receiver's lines (a server's report, or the client's own with `-R`).
+pub const COLUMN_HEAD_UDP_RECEIVED: &str =
+    "[ ID] Interval       Transfer     Bandwidth        Jitter   Lost/Total Datagrams\n";
+
 /// Each stream's "Server Report": what the server received, its jitter, lost/total and the
 /// datagrams out of order, as the report it sent says.
 fn server_reports(streams: &[Numbered], st: &Iperf2Style) -> String {
     let mut t = String::new();
     for (k, n) in streams.iter().enumerate() {
-        let Some(u) = n.s.udp.as_ref() else {
+        if n.s.udp.is_none() {
             continue;
-        };
-        let tag = tag(n.number, false);
-        let _ = writeln!(t, "{tag} Server Report:");
+        }
+        let _ = writeln!(t, "{} Server Report:", tag(n.number, false));
         if k == 0 {
-            t += "[ ID] Interval       Transfer     Bandwidth        Jitter   Lost/Total Datagrams\n";
+            t += COLUMN_HEAD_UDP_RECEIVED;
         }
-        let total = u
-            .datagrams_sent
-            .unwrap_or(u.datagrams_received + u.datagrams_lost);
-        let secs = n.s.duration_s;
-        let _ = writeln!(
-            t,
-            "{tag} {}  {:6.3} ms {}/{total} ({}%)",
-            columns(0.0, secs, n.s.bytes_received, st),
-            u.jitter_ms,
-            u.datagrams_lost,
-            two_figures(u.loss_pct)
-        );
-        if u.out_of_order > 0 {
-            let _ = writeln!(
-                t,
-                "{tag} 0.0000-{secs:.4} sec  {} datagrams received out-of-order",
-                u.out_of_order
-            );
-        }
+        t += &received_udp(n, false, st);
     }
     t
+}
+
+/// A UDP stream received, as iperf 2 prints it: its bytes and rate over its span, jitter,
+/// lost/total (the loss to two figures), and the datagrams out of order when there were any.
+fn received_udp(n: &Numbered, reverse: bool, st: &Iperf2Style) -> String {
+    let Some(u) = n.s.udp.as_ref() else {
+        return String::new();
+    };
+    let tag = tag(n.number, reverse);
+    let total = u
+        .datagrams_sent
+        .unwrap_or(u.datagrams_received + u.datagrams_lost);
+    let secs = n.s.duration_s;
+    let mut t = format!(
+        "{tag} {}  {:6.3} ms {}/{total} ({}%)\n",
+        columns(0.0, secs, n.s.bytes_received, st),
+        u.jitter_ms,
+        u.datagrams_lost,
+        two_figures(u.loss_pct)
+    );
+    if u.out_of_order > 0 {
+        let _ = writeln!(
+            t,
+            "{tag} 0.0000-{secs:.4} sec  {} datagrams received out-of-order",
+            u.out_of_order
+        );
+    }
+    t
+}
+
+/// The UDP `-R` client's last line: the stream it received (`[ *1]`), its jitter and lost/total;
+/// in CSV iperf 2.1.8's receiver columns (the server's address first, jitter, lost, total, loss
+/// percentage, out of order).
+pub fn totals_udp_received(r: &RunResult, st: &Iperf2Style) -> String {
+    let streams = numbered(r);
+    if !st.csv {
+        return streams.iter().map(|n| received_udp(n, true, st)).collect();
+    }
+    let ends = Ends::of(r);
+    streams
+        .iter()
+        .filter_map(|n| {
+            let u = n.s.udp.as_ref()?;
+            let secs = n.s.duration_s;
+            let line = csv_line(
+                &ends,
+                (n.number, true),
+                (r.started_unix_s + secs, 0.0, secs),
+                n.s.bytes_received,
+            );
+            let total = u
+                .datagrams_sent
+                .unwrap_or(u.datagrams_received + u.datagrams_lost);
+            Some(format!(
+                "{},{:.3},{},{total},{:.3},{}\n",
+                line.trim_end(),
+                u.jitter_ms,
+                u.datagrams_lost,
+                u.loss_pct,
+                u.out_of_order
+            ))
+        })
+        .collect()
 }

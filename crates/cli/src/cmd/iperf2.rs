@@ -174,9 +174,17 @@ fn refused(o: &Opts) -> Option<String> {
     let not = |name: &str, why: &str| format!("landspeed iperf2 does not support {name}: {why}");
     let list = [
         (
-            o.udp && o.client.is_some() && (o.reverse || o.full_duplex),
-            "-u with -R or --full-duplex",
-            "their lines are not printed yet (`landspeed run HOST --iperf2 -u -R` runs -R)",
+            o.udp && o.client.is_some() && o.full_duplex,
+            "-u with --full-duplex",
+            "over UDP both directions at once are not built yet",
+        ),
+        (
+            o.udp
+                && o.client.is_some()
+                && o.reverse
+                && (o.interval.is_some_and(|i| i > 0.0) || o.enhanced || o.parallel.unwrap_or(1) > 1),
+            "-u -R with -i, -e or -P",
+            "the drop-in prints -u -R's total line only yet (`landspeed run HOST --iperf2 -u -R --json` has every interval)",
         ),
         (
             o.client.as_deref().is_some_and(is_group),
@@ -395,6 +403,10 @@ fn client(o: &Opts, host: &str) -> Result<bool> {
     let interrupt = crate::common::client::interrupt_flag()?;
     let mut live = Live::new(&style, &opts.spec);
     match landspeed_net::run_iperf2_client(&opts, &interrupt, &mut |ev| live.event(ev)) {
+        Ok(r) if o.udp && o.reverse => {
+            print!("{}", iperf2_text::totals_udp_received(&r, &style));
+            Ok(r.streams.iter().all(|s| s.errors.is_empty()))
+        }
         Ok(r) if o.udp => {
             print!("{}", iperf2_text::totals_udp(&r, &style));
             Ok(r.streams.iter().all(|s| s.errors.is_empty()))
@@ -459,6 +471,9 @@ impl<'a> Live<'a> {
                 };
                 let when = self.style.enhanced.then_some(self.started_unix_s);
                 let head = match self.spec.transport {
+                    Transport::Udp if self.spec.direction == Direction::Reverse => {
+                        iperf2_text::COLUMN_HEAD_UDP_RECEIVED
+                    }
                     Transport::Udp => iperf2_text::column_head_udp(self.style, self.spec.frames.is_some()),
                     _ => iperf2_text::column_head(self.style),
                 };
@@ -556,7 +571,9 @@ mod tests {
     #[test]
     fn what_is_not_built_is_refused_by_name() {
         for (line, name) in [
-            ("-c h -u -R", "-u with -R or --full-duplex"),
+            ("-c h -u --full-duplex", "-u with --full-duplex"),
+            ("-c h -u -R -i 1", "-u -R with -i, -e or -P"),
+            ("-c h -u -R -e", "-u -R with -i, -e or -P"),
             ("-c 239.1.1.1 -u", "-c GROUP (multicast)"),
             ("-c h -r -u", "-r/-d with -u"),
             ("-c h -d -R", "-r/-d with -u, -R"),
@@ -576,6 +593,7 @@ mod tests {
         assert!(refused(&opts("-c h -y C -e -P 2 -i 1 --full-duplex").unwrap()).is_none());
         assert!(refused(&opts("-c h -d -L 6000 -P 2 -i 1 -y C").unwrap()).is_none());
         assert!(refused(&opts("-c h -r -n 1M").unwrap()).is_none());
+        assert!(refused(&opts("-c h -u -R -t 2 -y C").unwrap()).is_none());
         // A server takes UDP clients on its one port: -u there is no refusal.
         assert!(refused(&opts("-s -u").unwrap()).is_none());
     }

@@ -590,8 +590,15 @@ fn the_iperf_drop_in_prints_iperf2s_udp_client_lines() {
     if !have_iperf2() {
         return;
     }
-    let s = ServerProc::start("127.0.0.1", &[]);
-    for args in ["-t 1 -i 0.5", "-n 100K -e", "-t 1 -P 2", "-y C -t 1 -i 0.5"] {
+    let s = ServerProc::start("127.0.0.1", &["--iperf2-udp-send"]);
+    for args in [
+        "-t 1 -i 0.5",
+        "-n 100K -e",
+        "-t 1 -P 2",
+        "-y C -t 1 -i 0.5",
+        "-R -n 20K -l 1000",
+        "-R -y C -t 1",
+    ] {
         // A fresh iperf 2.1.8 UDP server for each client (see the test above).
         let (theirs, _, _) = udp_client(Iperf2Server::with(&["-u"]).1, args);
         let theirs = String::from_utf8_lossy(&theirs.stdout).into_owned();
