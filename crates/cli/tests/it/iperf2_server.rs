@@ -343,7 +343,11 @@ fn iperf2_udp_reverse_clients_receive_from_landspeed_what_iperf2s_server_sends()
     }
     let reference = Iperf2Server::with(&["-u"]);
     let s = ServerProc::start("127.0.0.1", &["--iperf2-udp-send"]);
-    for args in ["-R -n 100K -l 200", "-R -t 1 -b 5M -l 1000"] {
+    for args in [
+        "-R -n 100K -l 200",
+        "-R -t 1 -b 5M -l 1000",
+        "-R -P 2 -n 50K -l 1000",
+    ] {
         let (theirs, their_count) = udp_received(reference.1, args);
         let (ours, our_count) = udp_received(s.port, args);
         assert_eq!(ours.status.code(), theirs.status.code(), "{args}");
@@ -360,12 +364,15 @@ fn iperf2_udp_reverse_clients_receive_from_landspeed_what_iperf2s_server_sends()
                 "{args}: {total} against {their_total}"
             );
         }
-        let line = common::line_with(&s, "iperf2 2.1.8 (UDP) test");
-        assert!(
-            line.contains("reverse") && line.ends_with(": ok"),
-            "{args}: {line}"
-        );
-        assert!(num_after(&line, "sent ") >= 100 * 1024, "{args}: {line}");
+        // Each of -P's streams is a test of its own, as iperf 2's server serves them.
+        for _ in 0..if args.contains("-P 2") { 2 } else { 1 } {
+            let line = common::line_with(&s, "iperf2 2.1.8 (UDP) test");
+            assert!(
+                line.contains("reverse") && line.ends_with(": ok"),
+                "{args}: {line}"
+            );
+            assert!(num_after(&line, "sent ") >= 50 * 1024, "{args}: {line}");
+        }
     }
     // Held to the server's limits: a rate over --max-rate is refused (nothing sent), one within
     // it served.
