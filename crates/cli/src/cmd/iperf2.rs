@@ -237,6 +237,16 @@ fn refused(o: &Opts) -> Option<String> {
             "--isochronous with -P",
             "one stream of frames at a time",
         ),
+    ];
+    list.into_iter()
+        .chain(refused_elsewhere(o))
+        .find(|(on, ..)| *on)
+        .map(|(_, name, why)| not(name, why))
+}
+
+/// iperf 2's options that belong to another command of landspeed's, or to none.
+fn refused_elsewhere(o: &Opts) -> [(bool, &'static str, &'static str); 6] {
+    [
         (
             o.ssm_host.is_some() || o.ttl.is_some(),
             "-H/-T (multicast)",
@@ -251,10 +261,7 @@ fn refused(o: &Opts) -> Option<String> {
             "-y other than C",
             "CSV is the only other style",
         ),
-    ];
-    list.into_iter()
-        .find(|(on, ..)| *on)
-        .map(|(_, name, why)| not(name, why))
+    ]
 }
 
 /// Whether a client's host is a multicast group (iperf 2 sends to it without a server).

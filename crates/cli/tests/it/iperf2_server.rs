@@ -497,9 +497,14 @@ fn landspeed_receives_iperf2s_udp_reverse_from_both_servers() {
     for port in [reference.1, sends.port] {
         let (reports, _) = run_iperf2_udp(port, "-R -n 100K -l 200");
         assert_eq!(reports, vec![(0, 513)], "against port {port}");
+        // -P 2: two streams of 50K each (landspeed's -n is the test's), 256 datagrams and the end.
+        let (reports, _) = run_iperf2_udp(port, "-R -P 2 -n 100K -l 200");
+        assert_eq!(reports, vec![(0, 257), (0, 257)], "-P 2 against port {port}");
     }
-    let line = common::line_with(&sends, "(UDP) test");
-    assert!(line.contains("reverse") && line.ends_with(": ok"), "{line}");
+    for _ in 0..3 {
+        let line = common::line_with(&sends, "(UDP) test");
+        assert!(line.contains("reverse") && line.ends_with(": ok"), "{line}");
+    }
     // A server that does not send: said in one line, with what would make it send.
     let quiet = ServerProc::start("127.0.0.1", &[]);
     let p = quiet.port.to_string();

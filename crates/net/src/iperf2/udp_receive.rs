@@ -1,5 +1,6 @@
 //! `landspeed run --iperf2 -u -R`: the server sends an iperf 2 UDP test and this end receives it
-//! (`iperf -s -u`, or `landspeed serve --iperf2-udp-send`). As iperf 2.1.8's client does (captured,
+//! (`iperf -s -u`, or `landspeed serve --iperf2-udp-send`), each `-P` stream on a socket and a
+//! thread of its own. As iperf 2.1.8's client does (captured,
 //! docs/iperf2.md), it sends its header in a datagram, again after a random wait under 20 ms until
 //! the first datagram comes back (at most 100 times), then counts the server's datagrams as iperf
 //! 2 counts them (`Receipt`: lost, out of order, jitter) until the server's end (a negative
@@ -25,43 +26,52 @@ const SILENCE: Duration = Duration::from_secs(5);
 /// Beyond the test's time, how long its end may take to come.
 const GRACE: Duration = Duration::from_secs(3);
 
-/// Runs one UDP test the server sends.
+/// Runs one UDP test the server sends: each of `-P`'s streams a socket and a thread of its own
+/// (each a test of its own at the server, as iperf 2's are), their interval samples put together
+/// here as they come.
 pub(super) fn run_reverse(
     opts: &ClientOptions,
     spec: &Test,
     interrupt: &AtomicBool,
     on_event: &mut dyn FnMut(ClientEvent),
 ) -> Result<RunResult, ClientError> {
-    if spec.streams != 1 {
-        return Err(ClientError::NotWithIperf2 {
-            what: "UDP -R with -P from landspeed's client yet (one stream)".into(),
-        });
-    }
     let ask = request(spec, opts.port)?;
     let started_unix_s = unix_ns() as f64 / 1e9;
     let addr = resolve(opts)?;
-    let sock =
-        crate::dial::udp_socket(opts, addr, spec, 0).map_err(|err| ClientError::Stream { id: 0, err })?;
-    let local = sock
+    let socks = (0..spec.streams)
+        .map(|id| {
+            let sock = crate::dial::udp_socket(opts, addr, spec, id)
+                .map_err(|err| ClientError::Stream { id, err })?;
+            let _ = landspeed_path::stamp::enable(&sock);
+            Ok(sock)
+        })
+        .collect::<Result<Vec<UdpSocket>, ClientError>>()?;
+    let local = socks[0]
         .local_addr()
         .map_err(|err| ClientError::Stream { id: 0, err })?;
-    let _ = landspeed_path::stamp::enable(&sock);
     on_event(ClientEvent::Connected { local, remote: addr });
     let warnings = vec![
         "iperf 2's payload is not landspeed's: nothing was verified".to_string(),
         "loss, out of order and jitter are counted as iperf 2's client counts them (docs/iperf2.md); the server's side is inferred from the highest number that came".to_string(),
     ];
     on_event(ClientEvent::Started {
-        streams: 1,
+        streams: spec.streams,
         warnings: warnings.clone(),
     });
     let t0 = Instant::now();
-    let answered = send_request(&sock, &ask, interrupt);
-    let got = receive(&sock, spec, (t0, interrupt), on_event);
-    if got.receipt.received == 0 && !interrupt.load(Relaxed) {
-        return Err(got.error.unwrap_or(ClientError::NothingSent {
-            after: answered.max(SILENCE),
-        }));
+    let (got, samples) = receive_all(&socks, (spec, &ask), (t0, interrupt), on_event);
+    if let Some(silent) = got.iter().find(|g| g.receipt.received == 0) {
+        if !interrupt.load(Relaxed) {
+            return Err(match &silent.error {
+                Some(e) => ClientError::Stream {
+                    id: silent.id,
+                    err: std::io::Error::new(e.kind(), e.to_string()),
+                },
+                None => ClientError::NothingSent {
+                    after: silent.asked.max(SILENCE),
+                },
+            });
+        }
     }
     let (here, server) = reports(&got, spec, t0.elapsed().as_secs_f64(), warnings);
     let ends = super::client::Ends {
@@ -74,8 +84,112 @@ pub(super) fn run_reverse(
         spec,
         &ends,
         (&here, &server),
-        &got.samples,
+        &samples,
     ))
+}
+
+/// Every stream's request and receipt, each on a thread of its own; their interval samples merged
+/// (and shown) here, an interval once every stream has closed it (those still missing at the end
+/// with their last count).
+fn receive_all(
+    socks: &[UdpSocket],
+    (spec, ask): (&Test, &[u8]),
+    (t0, interrupt): (Instant, &AtomicBool),
+    on_event: &mut dyn FnMut(ClientEvent),
+) -> (Vec<Got>, Vec<IntervalSample>) {
+    let (tx, rx) = std::sync::mpsc::channel::<(u32, StreamSample)>();
+    std::thread::scope(|scope| {
+        let threads: Vec<_> = socks
+            .iter()
+            .zip(0u32..)
+            .map(|(sock, id)| {
+                let tx = tx.clone();
+                scope.spawn(move || {
+                    let asked = send_request(sock, ask, interrupt);
+                    receive(sock, (id, spec, tx), (t0, interrupt), asked)
+                })
+            })
+            .collect();
+        drop(tx);
+        let mut merged = Merged::new(spec, socks.len());
+        for (index, s) in rx {
+            merged.add(index, s, on_event);
+        }
+        merged.finish(on_event);
+        let got = threads
+            .into_iter()
+            .zip(0u32..)
+            .map(|(t, id)| t.join().unwrap_or_else(|_| Got::failed(id)))
+            .collect();
+        (got, merged.samples)
+    })
+}
+
+/// Interval samples put together from the streams' own.
+struct Merged<'a> {
+    spec: &'a Test,
+    streams: usize,
+    /// Closed by some streams, not yet by all: by interval number.
+    open: std::collections::BTreeMap<u32, Vec<StreamSample>>,
+    samples: Vec<IntervalSample>,
+    live: LiveIntervals,
+}
+
+impl<'a> Merged<'a> {
+    fn new(spec: &'a Test, streams: usize) -> Merged<'a> {
+        Merged {
+            spec,
+            streams,
+            open: Default::default(),
+            samples: vec![],
+            live: LiveIntervals::default(),
+        }
+    }
+
+    /// A stream's sample of interval `index`; the interval is shown once every stream's is in.
+    fn add(&mut self, index: u32, s: StreamSample, on_event: &mut dyn FnMut(ClientEvent)) {
+        let all = self.open.entry(index).or_default();
+        all.push(s);
+        if all.len() == self.streams {
+            let streams = self.open.remove(&index).unwrap_or_default();
+            self.close(index, streams, on_event);
+        }
+    }
+
+    /// The intervals some stream did not close (it ended first): its last sample stands in.
+    fn finish(&mut self, on_event: &mut dyn FnMut(ClientEvent)) {
+        while let Some((index, mut streams)) = self.open.pop_first() {
+            for id in 0..self.streams as u32 {
+                if streams.iter().all(|s| s.id != id) {
+                    let last = self
+                        .samples
+                        .last()
+                        .and_then(|p| p.streams.iter().find(|s| s.id == id));
+                    streams.push(last.cloned().unwrap_or(StreamSample {
+                        id,
+                        bytes: 0,
+                        tcp: None,
+                        udp: None,
+                    }));
+                }
+            }
+            self.close(index, streams, on_event);
+        }
+    }
+
+    fn close(&mut self, index: u32, mut streams: Vec<StreamSample>, on_event: &mut dyn FnMut(ClientEvent)) {
+        streams.sort_by_key(|s| s.id);
+        let step = self.spec.interval_s.as_secs_f64();
+        let s = IntervalSample {
+            index,
+            start_s: f64::from(index) * step,
+            end_s: f64::from(index + 1) * step,
+            omitted: false,
+            streams,
+        };
+        self.live.each_flow(self.spec, &s, on_event);
+        self.samples.push(s);
+    }
 }
 
 /// The datagram that asks for the test: the prefix (number 1, now), iperf 2.1.8's `-R` header,
@@ -113,24 +227,38 @@ fn send_request(sock: &UdpSocket, ask: &[u8], interrupt: &AtomicBool) -> Duratio
     t.elapsed()
 }
 
-/// What this end received.
+/// What one stream received.
 struct Got {
+    id: u32,
     receipt: Receipt,
-    samples: Vec<IntervalSample>,
-    error: Option<ClientError>,
+    /// How long its request took to be answered.
+    asked: Duration,
+    error: Option<std::io::Error>,
 }
 
-/// Counts the server's datagrams until its end, the test's time and [`GRACE`], a silence of
-/// [`SILENCE`], or Ctrl-C; an interval sample at every interval's end.
+impl Got {
+    fn failed(id: u32) -> Got {
+        Got {
+            id,
+            receipt: Receipt::default(),
+            asked: Duration::ZERO,
+            error: Some(std::io::Error::other("its thread ended abnormally")),
+        }
+    }
+}
+
+/// Counts one stream's datagrams until the server's end, the test's time and [`GRACE`], a silence
+/// of [`SILENCE`], or Ctrl-C; its sample of every interval that closes, to `tx`.
 fn receive(
     sock: &UdpSocket,
-    spec: &Test,
+    (id, spec, tx): (u32, &Test, std::sync::mpsc::Sender<(u32, StreamSample)>),
     (t0, interrupt): (Instant, &AtomicBool),
-    on_event: &mut dyn FnMut(ClientEvent),
+    asked: Duration,
 ) -> Got {
     let mut got = Got {
+        id,
         receipt: Receipt::default(),
-        samples: vec![],
+        asked,
         error: None,
     };
     let until = match spec.end {
@@ -139,10 +267,14 @@ fn receive(
     };
     let _ = sock.set_read_timeout(Some(Duration::from_millis(100)));
     let mut buf = vec![0u8; 65_536];
-    let mut live = LiveIntervals::default();
     let mut heard = Instant::now();
+    let step = spec.interval_s.as_secs_f64();
+    let mut closed = 0u32;
     loop {
-        sample(&mut got, spec, t0.elapsed().as_secs_f64(), (&mut live, on_event));
+        while step > 0.0 && t0.elapsed().as_secs_f64() >= f64::from(closed + 1) * step {
+            let _ = tx.send((closed, sample(&got)));
+            closed += 1;
+        }
         if interrupt.load(Relaxed) || until.is_some_and(|u| t0.elapsed() >= u) {
             return got;
         }
@@ -157,7 +289,7 @@ fn receive(
                 }
             }
             Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
-                got.error = Some(ClientError::Stream { id: 0, err: e });
+                got.error = Some(e);
                 return got;
             }
             Err(_) if heard.elapsed() >= SILENCE => return got,
@@ -166,44 +298,24 @@ fn receive(
     }
 }
 
-/// Closes every interval that has ended by `now_s`, with the bytes and datagrams counted so far.
-fn sample(
-    got: &mut Got,
-    spec: &Test,
-    now_s: f64,
-    (live, on_event): (&mut LiveIntervals, &mut dyn FnMut(ClientEvent)),
-) {
-    let step = spec.interval_s.as_secs_f64();
-    if step <= 0.0 {
-        return;
-    }
-    while now_s >= (got.samples.len() + 1) as f64 * step {
-        let index = got.samples.len() as u32;
-        let r = &got.receipt;
-        let s = IntervalSample {
-            index,
-            start_s: f64::from(index) * step,
-            end_s: f64::from(index + 1) * step,
-            omitted: false,
-            streams: vec![StreamSample {
-                id: 0,
-                bytes: r.bytes,
-                tcp: None,
-                udp: Some(landspeed_core::endpoint::UdpCounts {
-                    expected: r.highest,
-                    received: r.received,
-                }),
-            }],
-        };
-        live.each_flow(spec, &s, on_event);
-        got.samples.push(s);
+/// A stream's counts now: bytes, and datagrams expected (the highest number) and received.
+fn sample(got: &Got) -> StreamSample {
+    let r = &got.receipt;
+    StreamSample {
+        id: got.id,
+        bytes: r.bytes,
+        tcp: None,
+        udp: Some(landspeed_core::endpoint::UdpCounts {
+            expected: r.highest,
+            received: r.received,
+        }),
     }
 }
 
-/// This end's report (the stream received) and the server's, inferred: it sent at least the
-/// highest number that came, in datagrams of the test's length.
+/// This end's report (the streams received) and the server's, inferred: each stream sent at least
+/// the highest number that came, in datagrams of the test's length.
 fn reports(
-    got: &Got,
+    got: &[Got],
     spec: &Test,
     elapsed_s: f64,
     warnings: Vec<String>,
@@ -213,20 +325,29 @@ fn reports(
             "landspeed {} (iperf 2's protocol)",
             landspeed_core::SOFTWARE_VERSION
         ),
-        streams: vec![received_stream(&got.receipt, Flow::ServerToClient)],
+        streams: got
+            .iter()
+            .map(|g| StreamReport {
+                id: g.id,
+                ..received_stream(&g.receipt, Flow::ServerToClient)
+            })
+            .collect(),
         elapsed_s,
-        threads: 1,
+        threads: got.len() as u32,
         host: landspeed_engine::host::host_info(),
         warnings,
         ..EndpointReport::default()
     };
     let server = EndpointReport {
         software: "iperf 2 server".into(),
-        streams: vec![StreamReport {
-            bytes: got.receipt.highest * spec.length_bytes,
-            calls: got.receipt.highest,
-            ..StreamReport::empty(0, Flow::ServerToClient, Role::Sender)
-        }],
+        streams: got
+            .iter()
+            .map(|g| StreamReport {
+                bytes: g.receipt.highest * spec.length_bytes,
+                calls: g.receipt.highest,
+                ..StreamReport::empty(g.id, Flow::ServerToClient, Role::Sender)
+            })
+            .collect(),
         elapsed_s,
         ..EndpointReport::default()
     };
