@@ -197,6 +197,11 @@ fn flow_intervals(p: &FlowParts, ids: &[u32]) -> Vec<IntervalResult> {
                         datagrams_sent: dl.datagrams.map(|d| d.0),
                         datagrams_lost: dl.datagrams.map(|d| d.1),
                         frames: None,
+                        jitter_ms: sample
+                            .streams
+                            .iter()
+                            .find(|s| s.id == dl.id)
+                            .and_then(|s| s.udp?.jitter_ms),
                     }
                 })
                 .collect();

@@ -219,6 +219,7 @@ mod tests {
                 datagrams_sent: None,
                 datagrams_lost: None,
                 frames: None,
+                jitter_ms: None,
             }],
             probe_rtt: None,
         }

@@ -574,6 +574,10 @@ pub struct UdpCounts {
     pub expected: u64,
     /// Distinct datagrams received.
     pub received: u64,
+    /// The receiver's running jitter then, ms, when it keeps one per sample (iperf 2's `-u -R`
+    /// receiver, whose interval lines print it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jitter_ms: Option<f64>,
 }
 
 impl UdpCounts {

@@ -507,6 +507,10 @@ pub struct IntervalStream {
     /// Isochronous frames (`--isochronous`): what the sender began, skipped and slipped within it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub frames: Option<crate::frames::FramesInterval>,
+    /// The receiver's running jitter at the interval's end, ms, where it keeps one per sample
+    /// (iperf 2's `-u -R` receiver).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jitter_ms: Option<f64>,
 }
 
 /// One end of the test as the result shows it.

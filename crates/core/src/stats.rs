@@ -201,7 +201,11 @@ mod tests {
                 id: 0,
                 bytes: received * 100,
                 tcp: None,
-                udp: Some(UdpCounts { expected, received }),
+                udp: Some(UdpCounts {
+                    expected,
+                    received,
+                    jitter_ms: None,
+                }),
             }],
         };
         // 100 sent, 3 missing; then 100 more with one more gap; then 50 more, none missing, and two

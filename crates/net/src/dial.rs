@@ -291,6 +291,8 @@ pub(crate) fn measure_quietly_as(
 #[derive(Default)]
 pub(crate) struct LiveIntervals {
     last: HashMap<u32, u64>,
+    /// Each stream's last datagram counts, where its receiver keeps its jitter per sample.
+    last_udp: HashMap<u32, landspeed_core::endpoint::UdpCounts>,
 }
 
 impl LiveIntervals {
@@ -310,6 +312,16 @@ impl LiveIntervals {
         }
     }
 
+    /// The datagrams sent and lost in the interval and the jitter at its end, for a stream whose
+    /// receiver keeps its jitter per sample (iperf 2's `-u -R` receiver; other streams' live lines
+    /// carry no datagram counts).
+    fn udp_delta(&mut self, x: &landspeed_core::endpoint::StreamSample) -> Option<(u64, u64, f64)> {
+        let now = x.udp.filter(|u| u.jitter_ms.is_some())?;
+        let prev = self.last_udp.insert(x.id, now).unwrap_or_default();
+        let sent = now.expected.saturating_sub(prev.expected);
+        Some((sent, now.missing().saturating_sub(prev.missing()), now.jitter_ms?))
+    }
+
     pub(crate) fn convert(&mut self, s: &IntervalSample, keep: impl Fn(u32) -> bool) -> IntervalResult {
         let secs = (s.end_s - s.start_s).max(1e-9);
         let streams: Vec<IntervalStream> = s
@@ -319,6 +331,7 @@ impl LiveIntervals {
             .map(|x| {
                 let prev = self.last.insert(x.id, x.bytes).unwrap_or(0);
                 let bytes = x.bytes.saturating_sub(prev);
+                let udp = self.udp_delta(x);
                 IntervalStream {
                     id: x.id,
                     bytes,
@@ -326,9 +339,10 @@ impl LiveIntervals {
                     rtt_us: x.tcp.map(|t| t.rtt_us),
                     cwnd_bytes: x.tcp.map(|t| t.cwnd_bytes),
                     retransmits: x.tcp.map(|t| t.retransmits),
-                    datagrams_sent: None,
-                    datagrams_lost: None,
+                    datagrams_sent: udp.map(|u| u.0),
+                    datagrams_lost: udp.map(|u| u.1),
                     frames: None,
+                    jitter_ms: udp.map(|u| u.2),
                 }
             })
             .collect();

@@ -620,6 +620,36 @@ fn received_udp(n: &Numbered, reverse: bool, st: &Iperf2Style) -> String {
     t
 }
 
+/// One interval of the UDP `-R` client's stream (`[ *1]`): its bytes, the jitter at its end and
+/// its lost/total; in CSV iperf 2.1.8's receiver columns (out of order not counted per interval: 0).
+pub fn interval_udp_received(i: &IntervalResult, st: &Iperf2Style, at: (&Ends, f64)) -> String {
+    let (ends, stamp) = at;
+    let mut t = String::new();
+    for (k, s) in i.streams.iter().enumerate() {
+        let number = k as u32 + 1;
+        let (sent, lost) = (s.datagrams_sent.unwrap_or(0), s.datagrams_lost.unwrap_or(0));
+        let pct = if sent > 0 {
+            lost as f64 * 100.0 / sent as f64
+        } else {
+            0.0
+        };
+        let jitter = s.jitter_ms.unwrap_or(0.0);
+        if st.csv {
+            let line = csv_line(ends, (number, true), (stamp, i.start_s, i.end_s), s.bytes);
+            let _ = writeln!(t, "{},{jitter:.3},{lost},{sent},{pct:.3},0", line.trim_end());
+        } else {
+            let _ = writeln!(
+                t,
+                "{} {}  {jitter:6.3} ms {lost}/{sent} ({}%)",
+                tag(number, true),
+                columns(i.start_s, i.end_s, s.bytes, st),
+                two_figures(pct)
+            );
+        }
+    }
+    t
+}
+
 /// The UDP `-R` client's last line: the stream it received (`[ *1]`), its jitter and lost/total;
 /// in CSV iperf 2.1.8's receiver columns (the server's address first, jitter, lost, total, loss
 /// percentage, out of order).

@@ -107,6 +107,7 @@ mod tests {
             datagrams_sent: None,
             datagrams_lost: None,
             frames: None,
+            jitter_ms: None,
         };
         let iv = IntervalResult {
             index: 0,

@@ -93,6 +93,7 @@ fn run() -> RunResult {
                     datagrams_sent: None,
                     datagrams_lost: None,
                     frames: None,
+                    jitter_ms: None,
                 })
                 .collect(),
             probe_rtt: None,

@@ -179,12 +179,9 @@ fn refused(o: &Opts) -> Option<String> {
             "over UDP both directions at once are not built yet",
         ),
         (
-            o.udp
-                && o.client.is_some()
-                && o.reverse
-                && (o.interval.is_some_and(|i| i > 0.0) || o.enhanced || o.parallel.unwrap_or(1) > 1),
-            "-u -R with -i, -e or -P",
-            "the drop-in prints -u -R's total line only yet (`landspeed run HOST --iperf2 -u -R --json` has every interval)",
+            o.udp && o.client.is_some() && o.reverse && (o.enhanced || o.parallel.unwrap_or(1) > 1),
+            "-u -R with -e or -P",
+            "the drop-in prints -u -R's plain lines of one stream only yet (`landspeed run HOST --iperf2 -u -R -P N --json` runs the rest)",
         ),
         (
             o.client.as_deref().is_some_and(is_group),
@@ -500,6 +497,9 @@ impl<'a> Live<'a> {
                 let stamp = self.started_unix_s + interval.end_s;
                 let length = self.spec.length_bytes;
                 match self.spec.transport {
+                    Transport::Udp if flow == Flow::ServerToClient => {
+                        iperf2_text::interval_udp_received(&interval, self.style, (ends, stamp))
+                    }
                     Transport::Udp => iperf2_text::interval_udp(&interval, self.style, (ends, stamp, length)),
                     _ => {
                         let each = match self.each.is_empty() {
@@ -579,8 +579,8 @@ mod tests {
     fn what_is_not_built_is_refused_by_name() {
         for (line, name) in [
             ("-c h -u --full-duplex", "-u with --full-duplex"),
-            ("-c h -u -R -i 1", "-u -R with -i, -e or -P"),
-            ("-c h -u -R -e", "-u -R with -i, -e or -P"),
+            ("-c h -u -R -P 2", "-u -R with -e or -P"),
+            ("-c h -u -R -e", "-u -R with -e or -P"),
             ("-c 239.1.1.1 -u", "-c GROUP (multicast)"),
             ("-c h -r -u", "-r/-d with -u"),
             ("-c h -d -R", "-r/-d with -u, -R"),
@@ -600,7 +600,7 @@ mod tests {
         assert!(refused(&opts("-c h -y C -e -P 2 -i 1 --full-duplex").unwrap()).is_none());
         assert!(refused(&opts("-c h -d -L 6000 -P 2 -i 1 -y C").unwrap()).is_none());
         assert!(refused(&opts("-c h -r -n 1M").unwrap()).is_none());
-        assert!(refused(&opts("-c h -u -R -t 2 -y C").unwrap()).is_none());
+        assert!(refused(&opts("-c h -u -R -t 2 -i 1 -y C").unwrap()).is_none());
         // A server takes UDP clients on its one port: -u there is no refusal.
         assert!(refused(&opts("-s -u").unwrap()).is_none());
     }

@@ -609,7 +609,8 @@ fn the_iperf_drop_in_prints_iperf2s_udp_client_lines() {
         "-t 1 -P 2",
         "-y C -t 1 -i 0.5",
         "-R -n 20K -l 1000",
-        "-R -y C -t 1",
+        "-R -t 1 -i 0.5",
+        "-R -y C -t 1 -i 0.5",
     ] {
         // A fresh iperf 2.1.8 UDP server for each client (see the test above).
         let (theirs, _, _) = udp_client(Iperf2Server::with(&["-u"]).1, args);

@@ -50,6 +50,7 @@ impl UdpMeter {
             .then(|| landspeed_core::endpoint::UdpCounts {
                 expected: self.expected.load(Relaxed),
                 received: self.received.load(Relaxed),
+                jitter_ms: None,
             })
     }
 }

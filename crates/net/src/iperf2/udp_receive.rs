@@ -284,6 +284,11 @@ fn receive(
                 if let Ok(d) = Datagram::parse(&buf[..n], true) {
                     got.receipt.datagram(&d, n, arrival_s(stamp));
                     if d.is_fin() {
+                        // An interval the end cuts past its half is closed with it, as iperf 2
+                        // prints the one its end arrives in (the two clocks start apart).
+                        if step > 0.0 && t0.elapsed().as_secs_f64() >= (f64::from(closed) + 0.5) * step {
+                            let _ = tx.send((closed, sample(&got)));
+                        }
                         return got;
                     }
                 }
@@ -308,6 +313,7 @@ fn sample(got: &Got) -> StreamSample {
         udp: Some(landspeed_core::endpoint::UdpCounts {
             expected: r.highest,
             received: r.received,
+            jitter_ms: Some(r.jitter_s * 1000.0),
         }),
     }
 }
