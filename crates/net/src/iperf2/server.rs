@@ -446,23 +446,30 @@ fn seen_here(
     }
     warnings.extend(plan.notes.iter().cloned());
     let here = out.report(None, warnings);
+    let sock = legs.back.first().unwrap_or(&streams[0].socket);
+    let addresses = (sock.local_addr().ok(), sock.peer_addr().ok());
+    inferred_client(out, &here, (&streams[0].header, test), (addresses, started))
+}
+
+/// A test this server ran (`out`, its report `here`), assembled with the client's side inferred
+/// from it: iperf 2 sends the server no figures.
+pub(super) fn inferred_client(
+    out: &supervisor::EngineOutput,
+    here: &EndpointReport,
+    (header, test): (&ClientHeader, &Test),
+    (addresses, started): ((Option<SocketAddr>, Option<SocketAddr>), SystemTime),
+) -> landspeed_core::result::RunResult {
     let client = EndpointReport {
-        software: protocol(&streams[0].header).replace("iperf2", "iperf 2") + " client",
+        software: protocol(header).replace("iperf2", "iperf 2") + " client",
         streams: here.streams.iter().map(crate::dial::inferred).collect(),
         elapsed_s: here.elapsed_s,
         ..EndpointReport::default()
     };
-    let sock = legs.back.first().unwrap_or(&streams[0].socket);
-    let context = iperf2_context(
-        (sock.local_addr().ok(), sock.peer_addr().ok()),
-        started,
-        here.threads,
-    );
     landspeed_core::assemble::assemble(&landspeed_core::assemble::Inputs {
         spec: test,
-        context,
+        context: iperf2_context(addresses, started, here.threads),
         client: &client,
-        server: &here,
+        server: here,
         client_samples: &[],
         server_samples: &out.samples,
     })

@@ -8,10 +8,10 @@
 //! client's repeats of its first datagram (until data arrives) are read by no one. Nothing proves
 //! the client's address: docs/security.md says what that costs and what bounds it.
 
-use super::server::{iperf2_context, protocol, Admitted, Hook};
+use super::server::{inferred_client, protocol, Admitted, Hook};
 use crate::host::{bind_udp, RefusalKind, Shared, TestLog};
 use landspeed_core::config::{Direction, Test};
-use landspeed_core::endpoint::{EndpointReport, Role};
+use landspeed_core::endpoint::Role;
 use landspeed_engine::supervisor::{self, EngineOutput, EngineParams, Flags, Wake, Wiring};
 use landspeed_engine::transport::udp::{
     iperf2_prefix, Udp, UdpFormat, UdpParams, UdpStream, IPERF2_HEADER_BYTES,
@@ -117,19 +117,6 @@ fn seen_here(
         "iperf 2's payload is not landspeed's: nothing was verified".to_string(),
     ];
     let here = out.report(None, warnings);
-    let client = EndpointReport {
-        software: protocol(header).replace("iperf2", "iperf 2") + " client",
-        streams: here.streams.iter().map(crate::dial::inferred).collect(),
-        elapsed_s: here.elapsed_s,
-        ..EndpointReport::default()
-    };
-    let context = iperf2_context((Some(local), Some(peer)), started, here.threads);
-    landspeed_core::assemble::assemble(&landspeed_core::assemble::Inputs {
-        spec: test,
-        context,
-        client: &client,
-        server: &here,
-        client_samples: &[],
-        server_samples: &out.samples,
-    })
+    let addresses = (Some(local), Some(peer));
+    inferred_client(out, &here, (header, test), (addresses, started))
 }
