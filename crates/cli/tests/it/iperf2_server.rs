@@ -525,6 +525,42 @@ fn landspeed_receives_iperf2s_udp_reverse_from_both_servers() {
     );
     assert_eq!(o.code, 1, "{}", o.stderr);
     assert!(o.stderr.contains("--iperf2-udp-send"), "{}", o.stderr);
+    // A server that serves one of -P 2's streams (one test per address): the result is kept, the
+    // other stream failed in it, and the test is not trusted. The served stream holds the slot for
+    // 3 s, past the other's requests (at most 100 in about 1 s, never over 2 s).
+    let one = ServerProc::start(
+        "127.0.0.1",
+        &["--iperf2-udp-send", "--max-tests-per-address", "1"],
+    );
+    let p = one.port.to_string();
+    let o = common::landspeed(
+        &[
+            "run",
+            "127.0.0.1",
+            "-p",
+            &p,
+            "--iperf2",
+            "-u",
+            "-R",
+            "-P",
+            "2",
+            "-t",
+            "3",
+            "--json",
+            "--no-save",
+        ],
+        Duration::from_secs(20),
+    );
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    let r: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+    let errors: Vec<usize> = r["streams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["errors"].as_array().map_or(0, Vec::len))
+        .collect();
+    assert_eq!(errors.iter().filter(|e| **e > 0).count(), 1, "{r}");
+    assert!(r["summary"]["bytes_received"].as_u64().unwrap() > 0, "{r}");
 }
 
 /// A client's text but its dashed head, each line with its numbers masked and its spaces

@@ -192,7 +192,7 @@ pub enum ClientError {
         after: Duration,
     },
     /// An iperf 2 UDP `-R` test whose server sent nothing.
-    #[error("the server sent no datagram within {after:?} of this UDP -R test's request (an iperf 2 server that does not send, as landspeed serve without --iperf2-udp-send; or a firewall in the way of its datagrams)")]
+    #[error("the server sent no datagram within {after:?} of this UDP -R test's request (a server that refused it: landspeed serve without --iperf2-udp-send, or over its limits, as its log says; or a firewall in the way of its datagrams)")]
     NothingSent {
         /// How long this end waited.
         after: Duration,

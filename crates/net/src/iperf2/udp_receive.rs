@@ -60,19 +60,12 @@ pub(super) fn run_reverse(
     });
     let t0 = Instant::now();
     let (got, samples) = receive_all(&socks, (spec, &ask), (t0, interrupt), on_event);
-    if let Some(silent) = got.iter().find(|g| g.receipt.received == 0) {
-        if !interrupt.load(Relaxed) {
-            return Err(match &silent.error {
-                Some(e) => ClientError::Stream {
-                    id: silent.id,
-                    err: std::io::Error::new(e.kind(), e.to_string()),
-                },
-                None => ClientError::NothingSent {
-                    after: silent.asked.max(SILENCE),
-                },
-            });
-        }
+    let silent: Vec<&Got> = got.iter().filter(|g| g.receipt.received == 0).collect();
+    if silent.len() == got.len() && !interrupt.load(Relaxed) {
+        return Err(nothing_came(silent[0]));
     }
+    // Some streams came and some did not (a server that served only part of -P): the result is
+    // kept, those streams failed in it (`reports`).
     let (here, server) = reports(&got, spec, t0.elapsed().as_secs_f64(), warnings);
     let ends = super::client::Ends {
         addresses: (local, addr),
@@ -86,6 +79,19 @@ pub(super) fn run_reverse(
         (&here, &server),
         &samples,
     ))
+}
+
+/// Why a stream received nothing: its socket's error (an ICMP port unreachable), or silence.
+fn nothing_came(g: &Got) -> ClientError {
+    match &g.error {
+        Some(e) => ClientError::Stream {
+            id: g.id,
+            err: std::io::Error::new(e.kind(), e.to_string()),
+        },
+        None => ClientError::NothingSent {
+            after: g.asked.max(SILENCE),
+        },
+    }
 }
 
 /// Every stream's request and receipt, each on a thread of its own; their interval samples merged
@@ -106,7 +112,7 @@ fn receive_all(
                 let tx = tx.clone();
                 scope.spawn(move || {
                     let asked = send_request(sock, ask, interrupt);
-                    receive(sock, (id, spec, tx), (t0, interrupt), asked)
+                    receive(sock, (id, spec, tx), (t0, interrupt), (ask, asked))
                 })
             })
             .collect();
@@ -220,11 +226,19 @@ fn send_request(sock: &UdpSocket, ask: &[u8], interrupt: &AtomicBool) -> Duratio
         }
         let _ = sock.send(ask);
         let wait = Duration::from_micros(u64::from(getrandom::u32().unwrap_or(10_000) % 20_000));
-        if landspeed_engine::os::wait_readable(sock, wait).unwrap_or(false) {
+        // An ICMP port unreachable also wakes the socket: asked again (iperf 2.1.8's UDP server
+        // has no socket on its port for a moment after it takes a test, so one of -P's requests
+        // can meet that).
+        if landspeed_engine::os::wait_readable(sock, wait).unwrap_or(false) && !refused(sock) {
             break;
         }
     }
     t.elapsed()
+}
+
+/// Whether the socket's waiting error is an ICMP port unreachable (taken, so the socket reads on).
+fn refused(sock: &UdpSocket) -> bool {
+    matches!(sock.take_error(), Ok(Some(e)) if e.kind() == std::io::ErrorKind::ConnectionRefused)
 }
 
 /// What one stream received.
@@ -253,7 +267,7 @@ fn receive(
     sock: &UdpSocket,
     (id, spec, tx): (u32, &Test, std::sync::mpsc::Sender<(u32, StreamSample)>),
     (t0, interrupt): (Instant, &AtomicBool),
-    asked: Duration,
+    (ask, asked): (&[u8], Duration),
 ) -> Got {
     let mut got = Got {
         id,
@@ -292,6 +306,14 @@ fn receive(
                         return got;
                     }
                 }
+            }
+            // Refused before anything came: asked again (see `send_request`), until the silence.
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused && got.receipt.received == 0 => {
+                if heard.elapsed() >= SILENCE {
+                    got.error = Some(e);
+                    return got;
+                }
+                let _ = sock.send(ask);
             }
             Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
                 got.error = Some(e);
@@ -335,6 +357,7 @@ fn reports(
             .iter()
             .map(|g| StreamReport {
                 id: g.id,
+                error: (g.receipt.received == 0).then(|| nothing_came(g).to_string()),
                 ..received_stream(&g.receipt, Flow::ServerToClient)
             })
             .collect(),
