@@ -387,9 +387,8 @@ fn iperf2_udp_reverse_clients_receive_from_landspeed_what_iperf2s_server_sends()
     assert_eq!(got.map(|(lost, _)| lost), Some(0));
 }
 
-/// `landspeed run --iperf2 -u ARGS --json`: each stream's datagrams as the server's report says
-/// (lost, total), and its datagrams sent as this end counted them.
-fn run_iperf2_udp(port: u16, args: &str) -> (Vec<(u64, u64)>, Vec<u64>) {
+/// `landspeed run 127.0.0.1 -p PORT --iperf2 -u ARGS --json --no-save`, however it ends.
+fn run_iperf2_udp_outcome(port: u16, args: &str) -> common::Outcome {
     let p = port.to_string();
     let mut all = vec![
         "run",
@@ -402,7 +401,13 @@ fn run_iperf2_udp(port: u16, args: &str) -> (Vec<(u64, u64)>, Vec<u64>) {
         "--no-save",
     ];
     all.extend(args.split_whitespace());
-    let o = common::landspeed(&all, Duration::from_secs(30));
+    common::landspeed(&all, Duration::from_secs(30))
+}
+
+/// `landspeed run --iperf2 -u ARGS --json`: each stream's datagrams as the server's report says
+/// (lost, total), and its datagrams sent as this end counted them.
+fn run_iperf2_udp(port: u16, args: &str) -> (Vec<(u64, u64)>, Vec<u64>) {
+    let o = run_iperf2_udp_outcome(port, args);
     assert_eq!(o.code, 0, "{args}: {}", o.stderr);
     let r: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
     let streams = r["streams"].as_array().unwrap();
@@ -466,20 +471,7 @@ fn landspeed_runs_iperf2s_udp_protocol_against_both_servers() {
         }
     }
     // What it cannot run yet is refused by name.
-    let p = s.port.to_string();
-    let o = common::landspeed(
-        &[
-            "run",
-            "127.0.0.1",
-            "-p",
-            &p,
-            "--iperf2",
-            "-u",
-            "--bidir",
-            "--no-save",
-        ],
-        Duration::from_secs(10),
-    );
+    let o = run_iperf2_udp_outcome(s.port, "--bidir");
     assert_ne!(o.code, 0);
     assert!(o.stderr.contains("UDP with --bidir"), "{}", o.stderr);
 }
@@ -507,22 +499,7 @@ fn landspeed_receives_iperf2s_udp_reverse_from_both_servers() {
     }
     // A server that does not send: said in one line, with what would make it send.
     let quiet = ServerProc::start("127.0.0.1", &[]);
-    let p = quiet.port.to_string();
-    let o = common::landspeed(
-        &[
-            "run",
-            "127.0.0.1",
-            "-p",
-            &p,
-            "--iperf2",
-            "-u",
-            "-R",
-            "-t",
-            "1",
-            "--no-save",
-        ],
-        Duration::from_secs(20),
-    );
+    let o = run_iperf2_udp_outcome(quiet.port, "-R -t 1");
     assert_eq!(o.code, 1, "{}", o.stderr);
     assert!(o.stderr.contains("--iperf2-udp-send"), "{}", o.stderr);
     // A server that serves one of -P 2's streams (one test per address): the result is kept, the
@@ -532,25 +509,7 @@ fn landspeed_receives_iperf2s_udp_reverse_from_both_servers() {
         "127.0.0.1",
         &["--iperf2-udp-send", "--max-tests-per-address", "1"],
     );
-    let p = one.port.to_string();
-    let o = common::landspeed(
-        &[
-            "run",
-            "127.0.0.1",
-            "-p",
-            &p,
-            "--iperf2",
-            "-u",
-            "-R",
-            "-P",
-            "2",
-            "-t",
-            "3",
-            "--json",
-            "--no-save",
-        ],
-        Duration::from_secs(20),
-    );
+    let o = run_iperf2_udp_outcome(one.port, "-R -P 2 -t 3");
     assert_eq!(o.code, 1, "{}", o.stderr);
     let r: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
     let errors: Vec<usize> = r["streams"]

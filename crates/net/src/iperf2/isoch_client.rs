@@ -11,7 +11,7 @@
 //! figures, so the receiver's are in the server's own output (`iperf -s -e`, or `landspeed serve`'s
 //! log, which counts them: `udp`).
 
-use super::udp_client::{end_with_frames, ended};
+use super::udp_client::{end_with_frames, ended, unix_ns};
 use crate::dial::{resolve, ClientError, ClientEvent, ClientOptions};
 use landspeed_core::config::{EndCondition, Flow, Test};
 use landspeed_core::endpoint::{EndpointReport, IntervalSample, Role, StreamReport, StreamSample};
@@ -20,7 +20,7 @@ use landspeed_iperf2::isoch::{write_start, FramePayload, MIN_DATAGRAM, START_AT}
 use landspeed_iperf2::{Amount, ClientHeader};
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 /// What one stream sent.
 #[derive(Debug, Default)]
@@ -435,10 +435,4 @@ fn sender_side(frames: FrameSpec, sent: &[Sent], counters: &[Counters]) -> Frame
 /// Nanoseconds since `t0`.
 fn mono_ns(t0: Instant) -> u64 {
     t0.elapsed().as_nanos() as u64
-}
-
-fn unix_ns() -> u64 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64)
 }

@@ -90,7 +90,8 @@ pub(crate) fn run_udp(
     ))
 }
 
-fn unix_ns() -> u64 {
+/// Now on this host's clock, nanoseconds since the Unix epoch (iperf 2's prefixes carry it).
+pub(super) fn unix_ns() -> u64 {
     SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64)

@@ -8,6 +8,7 @@
 //! these tests. Its side of the result is inferred: it sent at least the highest number that came.
 
 use super::udp::{arrival_s, received_stream};
+use super::udp_client::unix_ns;
 use crate::dial::{resolve, ClientError, ClientEvent, ClientOptions, LiveIntervals};
 use landspeed_core::config::{EndCondition, Flow, Test};
 use landspeed_core::endpoint::{EndpointReport, IntervalSample, Role, StreamReport, StreamSample};
@@ -17,7 +18,7 @@ use landspeed_iperf2::udp::Datagram;
 use landspeed_iperf2::Receipt;
 use std::net::UdpSocket;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 /// The header's datagram is sent at most this many times (iperf 2.1.8's count).
 const ASKS: u32 = 100;
@@ -381,10 +382,4 @@ fn reports(
         ..EndpointReport::default()
     };
     (here, server)
-}
-
-fn unix_ns() -> u64 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64)
 }

@@ -96,10 +96,7 @@ fn send(streams: &[UdpStream], test: &Test, shared: &Shared) -> (EngineOutput, O
 /// iperf 2's server sends it.
 fn end(sock: &UdpSocket, sent: u64, len: usize) {
     let mut buf = vec![0u8; len.max(16 + IPERF2_HEADER_BYTES)];
-    let now_ns = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64);
-    iperf2_prefix(-(sent as i64 + 1), now_ns, &mut buf);
+    iperf2_prefix(-(sent as i64 + 1), super::udp_client::unix_ns(), &mut buf);
     buf[16..16 + IPERF2_HEADER_BYTES].copy_from_slice(&digits());
     let _ = sock.send(&buf);
 }
