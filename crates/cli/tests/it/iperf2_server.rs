@@ -343,21 +343,31 @@ fn iperf2_udp_reverse_clients_receive_from_landspeed_what_iperf2s_server_sends()
     }
     let reference = Iperf2Server::with(&["-u"]);
     let s = ServerProc::start("127.0.0.1", &["--iperf2-udp-send"]);
-    for args in [
-        "-R -n 100K -l 200",
-        "-R -t 1 -b 5M -l 1000",
-        "-R -P 2 -n 50K -l 1000",
+    // A byte count's datagrams, the end's included: 512 + 1, and 52 + 1 for each of -P 2's.
+    for (args, datagrams) in [
+        ("-R -n 100K -l 200", Some(513)),
+        ("-R -t 1 -b 5M -l 1000", None),
+        ("-R -P 2 -n 50K -l 1000", Some(53)),
     ] {
         let (theirs, their_count) = udp_received(reference.1, args);
         let (ours, our_count) = udp_received(s.port, args);
         assert_eq!(ours.status.code(), theirs.status.code(), "{args}");
         let ((lost, total), (_, their_total)) = (our_count.expect(args), their_count.expect(args));
-        // Loopback at these rates loses nothing; a byte count's datagrams (the end's included) are
-        // equal, a time's within 10% (each sender paces by its own clock).
+        // Loopback at these rates loses nothing; a byte count's datagrams are equal, a time's
+        // within 10% (each sender paces by its own clock).
         assert_eq!(lost, 0, "{args}");
         let ratio = total as f64 / their_total as f64;
-        if args.contains("-n") {
-            assert_eq!(total, their_total, "{args}");
+        if let Some(n) = datagrams {
+            assert_eq!(total, n, "{args}");
+            // iperf 2.1.8's own server can miss one of -P's requests (it has no socket on its port
+            // for a moment after taking a test; docs/iperf2.md): its count stands only without -P.
+            if their_total != n {
+                assert!(
+                    args.contains("-P"),
+                    "{args}: iperf 2.1.8's server gave {their_total}"
+                );
+                eprintln!("{args}: iperf 2.1.8's server gave {their_total} (its missed request)");
+            }
         } else {
             assert!(
                 (0.9..1.1).contains(&ratio),
