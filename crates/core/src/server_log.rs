@@ -117,9 +117,11 @@ pub enum ServerEvent {
     },
     /// Counters since start, when asked (`stats_signal`, SIGUSR1 in the binary).
     Stats(ServerStats),
-    /// An iperf3 client's test as it runs (only when the server was asked for it, for a live view):
-    /// the test so far, with no interval when its streams are up, then one more as each closes.
-    Iperf3Progress(Box<crate::result::RunResult>),
+    /// An iperf3 or iperf 2 client's test as it runs (only when the server was asked for it, for a
+    /// live view): the test so far, with no interval when its streams are up, then one more as each
+    /// closes. Its `config.local_address` (the client's) and `started_unix_s` tell one test from
+    /// another, and its final result (in `Test`) carries the same.
+    Progress(Box<crate::result::RunResult>),
 }
 
 /// What a server has done since it started.

@@ -5,7 +5,7 @@
 use crate::host::sysctl;
 use landspeed_core::config::TestSpec;
 use landspeed_core::units::Bytes;
-use socket2::Socket;
+use socket2::{Domain, Socket, Type};
 
 /// Why an option could not be applied.
 #[derive(Debug, thiserror::Error)]
@@ -182,6 +182,14 @@ pub fn granted(sock: &Socket) -> (u64, u64) {
         sock.send_buffer_size().map_or(0, |v| v as u64),
         sock.recv_buffer_size().map_or(0, |v| v as u64),
     )
+}
+
+/// The receive buffer (SO_RCVBUF) the kernel gives a new TCP or UDP socket that asks for none, if
+/// one can be made to ask (what iperf 2's server head shows as its default).
+pub fn default_recv_buffer(udp: bool) -> Option<u64> {
+    let kind = if udp { Type::DGRAM } else { Type::STREAM };
+    let s = Socket::new(Domain::IPV4, kind, None).ok()?;
+    s.recv_buffer_size().ok().map(|b| b as u64)
 }
 
 /// A warning when the kernel granted less than requested. Linux doubles a request and caps it at

@@ -106,6 +106,11 @@ impl Receipt {
         self.gaps.saturating_sub(self.out_of_order)
     }
 
+    /// When the first datagram arrived (the arrival clock's seconds), if one has.
+    pub fn first_arrival_s(&self) -> Option<f64> {
+        self.first_arrival_s
+    }
+
     /// From the first datagram's arrival to the last's.
     pub fn span_s(&self) -> f64 {
         self.first_arrival_s.map_or(0.0, |f| self.last_arrival_s - f)

@@ -70,9 +70,12 @@ pub struct ServerOptions {
     pub ndt7: Option<ListenerOptions>,
     /// Serve the responsiveness test's HTTP endpoints on this address (`--rpm`); None: off.
     pub rpm: Option<ListenerOptions>,
-    /// Emit `ServerEvent::Iperf3Progress` as each iperf3 client's test runs (the live server text of
-    /// `landspeed iperf3 -s`).
-    pub iperf3_live: bool,
+    /// Emit `ServerEvent::Progress` as each iperf3 or iperf 2 client's test runs (the live server
+    /// text of `landspeed iperf3 -s` and of the `iperf -s` drop-in).
+    pub live: bool,
+    /// The interval of an iperf 2 client's test as this server samples it (iperf 2's server `-i`,
+    /// the `iperf -s -i` drop-in's); None: the test's default (1 s).
+    pub iperf2_interval: Option<Duration>,
     /// iperf3's `--server-bitrate-limit` (the drop-in's server): iperf3 tests asking for more in all
     /// are refused, and ended once they move more on average, with iperf3's TOTAL_RATE.
     pub iperf3_total_rate: Option<landspeed_iperf3::total_rate::TotalRateLimit>,
@@ -151,7 +154,8 @@ impl Default for ServerOptions {
             quic_port: None,
             ndt7: None,
             rpm: None,
-            iperf3_live: false,
+            live: false,
+            iperf2_interval: None,
             iperf3_total_rate: None,
             open: vec![],
             connect_back: false,
@@ -736,6 +740,28 @@ pub(crate) fn unix_ns() -> u64 {
 
 /// The context of a server's view of a test in `protocol`: the client's address as the local one
 /// (landspeed's convention for a server's result), from the connection's `(local, peer)` addresses.
+/// A live view's test so far (`ServerOptions::live`): what the server knows of it when its streams
+/// are up, and its samples.
+pub(crate) struct Live {
+    pub(crate) spec: landspeed_core::config::TestSpec,
+    pub(crate) context: landspeed_core::assemble::RunContext,
+    /// The client's port of each stream, by stream number.
+    pub(crate) client_ports: Vec<Option<u16>>,
+    pub(crate) samples: Vec<landspeed_core::endpoint::IntervalSample>,
+}
+
+impl Live {
+    /// The test so far, as `ServerEvent::Progress` carries it.
+    pub(crate) fn so_far(&self) -> ServerEvent {
+        ServerEvent::Progress(Box::new(landspeed_core::assemble::so_far(
+            &self.spec,
+            self.context.clone(),
+            &self.client_ports,
+            &self.samples,
+        )))
+    }
+}
+
 pub(crate) fn server_context(
     (local, peer): (Option<SocketAddr>, Option<SocketAddr>),
     started: std::time::SystemTime,

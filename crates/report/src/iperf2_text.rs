@@ -499,7 +499,7 @@ pub fn interval_udp(i: &IntervalResult, st: &Iperf2Style, at: (&Ends, f64, u64))
 }
 
 /// iperf 2's `%.2g` of a loss percentage: two significant figures, no trailing zeros.
-fn two_figures(pct: f64) -> String {
+pub(crate) fn two_figures(pct: f64) -> String {
     if pct == 0.0 || !pct.is_finite() {
         return "0".into();
     }

@@ -65,7 +65,7 @@ pub fn text_line(ev: &ServerEvent, time_utc: &str) -> String {
         }
         ServerEvent::Stats(st) => stats_text(st, time_utc),
         // Only a live view asks for these; the log has the test's line at its end.
-        ServerEvent::Iperf3Progress(_) => String::new(),
+        ServerEvent::Progress(_) => String::new(),
     }
 }
 
@@ -197,7 +197,7 @@ pub fn json_line(ev: &ServerEvent, time_utc: &str) -> Value {
             "bytes_received": st.bytes_received, "bytes_sent": st.bytes_sent,
             "refused": st.refused.iter().map(|(k, v)| (k.label().to_string(), json!(v))).collect::<serde_json::Map<_, _>>(),
         }),
-        ServerEvent::Iperf3Progress(_) => Value::Null,
+        ServerEvent::Progress(_) => Value::Null,
     }
 }
 

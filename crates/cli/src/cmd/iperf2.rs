@@ -166,7 +166,7 @@ const HELP: &str = "Usage: iperf [-s|-c host] [options]   (landspeed's iperf 2 d
   --bounceback[=N]   request/response: N requests a burst (10), --bounceback-period S (1),
                      --bounceback-hold MS, --bounceback-no-quickack, --bounceback-congest[=up|down|bidir[,N]]
 iperf 2's protocol over TCP or UDP against `iperf -s` or `landspeed serve`; the server is `landspeed serve`
-(landspeed's log lines, not iperf 2's). iperf 2's payload is not landspeed's: nothing is verified.
+printing iperf 2's server lines (-i, -y C, -f; -u names UDP in its head: it serves both at once). iperf 2's payload is not landspeed's: nothing is verified.
 Options landspeed cannot honour are refused by name in one line (docs/iperf2.md).";
 
 /// The first option given that landspeed refuses, with why.
@@ -202,6 +202,11 @@ fn refused(o: &Opts) -> Option<String> {
             o.listen_port.is_some() && !(o.tradeoff || o.dualtest || o.server),
             "-L without -r or -d",
             "it is the port the client listens on for the server's connections back",
+        ),
+        (
+            o.server && o.enhanced,
+            "-s with -e",
+            "the server's enhanced lines (reads and their histogram; UDP's latency, PPS and NetPwr) are not drawn yet: -s prints iperf 2's plain lines",
         ),
         (
             o.server && (o.tradeoff || o.dualtest),
@@ -530,9 +535,22 @@ fn serve(o: &Opts) -> Result<bool> {
         o.port.unwrap_or(PORT).to_string(),
         "--connect-back".into(),
         "--iperf2-udp-send".into(),
+        // iperf 2's server lines, not landspeed's log.
+        "--iperf2-text".into(),
     ];
     if let Some(b) = &o.bind {
         args.extend(["--bind".into(), b.clone()]);
+    }
+    for (on, flag) in [(o.udp, "--iperf2-udp"), (o.style.is_some(), "--iperf2-csv")] {
+        if on {
+            args.push(flag.into());
+        }
+    }
+    if let Some(i) = o.interval.filter(|i| *i > 0.0) {
+        args.extend(["--iperf2-interval".into(), format!("{}ms", (i * 1000.0).round())]);
+    }
+    if let Some(f) = o.format {
+        args.extend(["--iperf2-format".into(), f.to_string()]);
     }
     crate::common::become_serve(&args)
 }

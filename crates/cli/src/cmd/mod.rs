@@ -7,6 +7,7 @@ pub mod exporter;
 pub mod iperf2;
 mod iperf2_bounce;
 mod iperf2_dual;
+pub mod iperf2_server;
 pub mod iperf3;
 pub mod keygen;
 pub mod latency;

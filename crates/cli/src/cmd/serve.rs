@@ -225,6 +225,8 @@ pub struct ServeArgs {
     #[arg(long, hide = true, value_name = "RATE[/SECONDS]",
           value_parser = landspeed_iperf3::total_rate::TotalRateLimit::parse)]
     pub iperf3_bitrate_limit: Option<landspeed_iperf3::total_rate::TotalRateLimit>,
+    #[command(flatten)]
+    pub iperf2_lines: super::iperf2_server::Iperf2Lines,
 }
 
 /// A protocol that cannot carry landspeed's key, opened on a keyed server by `--open`.
@@ -336,7 +338,7 @@ impl TextState {
                 self.port = addresses.first().map_or(0, |a| a.port());
                 self.banner()
             }
-            ServerEvent::Iperf3Progress(r) => {
+            ServerEvent::Progress(r) => {
                 let mut out = String::new();
                 let from = *self.printed.get_or_insert_with(|| {
                     out += &t::server_head(&r, &style);
@@ -420,10 +422,12 @@ pub fn serve(a: ServeArgs) -> Result<bool> {
     let stats = Arc::new(AtomicBool::new(false));
     crate::common::sys::on_stats_signal(stats.clone()).context("cannot install signal handler")?;
     let opts = options(&a, stats)?;
-    if !(a.iperf3_json || a.iperf3_text) {
+    if !(a.iperf3_json || a.iperf3_text || a.iperf2_lines.iperf2_text) {
         eprintln!("landspeed: {}", limits_line(&opts));
     }
-    let printer: landspeed_net::EventSink = if a.iperf3_json {
+    let printer: landspeed_net::EventSink = if a.iperf2_lines.iperf2_text {
+        Arc::new(super::iperf2_server::printer(&a.iperf2_lines))
+    } else if a.iperf3_json {
         Arc::new(print_iperf3)
     } else if a.iperf3_text {
         Arc::new(iperf3_text_printer(a.once))
@@ -600,7 +604,8 @@ fn options(a: &ServeArgs, stats: Arc<AtomicBool>) -> Result<ServerOptions> {
             addr,
             tls: !a.rpm_plain,
         }),
-        iperf3_live: a.iperf3_text,
+        live: a.iperf3_text || a.iperf2_lines.iperf2_text,
+        iperf2_interval: a.iperf2_lines.iperf2_interval,
         iperf3_total_rate: a.iperf3_bitrate_limit,
     })
 }

@@ -105,7 +105,11 @@ fn serve(
         Some(b) if !shared.opts.connect_back => Err(Unserved::ConnectBack(b.dual)),
         _ => Ok(p),
     });
-    let spec = plan.as_ref().map(admitted_spec).map_err(Clone::clone);
+    let every = shared.opts.iperf2_interval;
+    let spec = plan
+        .as_ref()
+        .map(|p| admitted_spec(p, every))
+        .map_err(Clone::clone);
     let (Some(admitted), Ok(plan)) = (admit(spec, peer, shared), plan) else {
         return;
     };
@@ -122,15 +126,15 @@ fn serve(
 }
 
 /// What a test's header is admitted as: with `-r` or `-d`, both directions (the server's
-/// connections back move as much as the client's).
-fn admitted_spec(p: &TcpPlan) -> TestSpec {
-    match p.connect_back {
-        Some(_) => TestSpec {
-            direction: Direction::Bidir,
-            ..p.spec.clone()
-        },
-        None => p.spec.clone(),
+/// connections back move as much as the client's); sampled `every` so often when the server was
+/// given an interval (iperf 2's server `-i`).
+fn admitted_spec(p: &TcpPlan, every: Option<Duration>) -> TestSpec {
+    let mut spec = p.spec.clone();
+    if p.connect_back.is_some() {
+        spec.direction = Direction::Bidir;
     }
+    spec.interval_s = every.unwrap_or(spec.interval_s);
+    spec
 }
 
 /// A test's connections: the client's (`incoming`, each opened with its header) and those this
@@ -348,6 +352,15 @@ fn run(
     }
     let paths = data_streams(legs, test)?;
     let started = SystemTime::now();
+    let live = o.live.then(|| crate::host::Live {
+        spec: test.spec().clone(),
+        context: iperf2_context(addresses(legs), started, 1),
+        client_ports: client_ports(&paths, test),
+        samples: vec![],
+    });
+    if let Some(l) = &live {
+        shared.emit(l.so_far());
+    }
     let mut params = EngineParams::for_spec(test, None, None, o.idle_timeout);
     // --max-rate paces the test as it paces landspeed's and iperf3's.
     let limit = o.limits.max_rate_bps.map(|r| r / paths.len() as f64);
@@ -355,6 +368,7 @@ fn run(
     let (tx, rx) = std::sync::mpsc::channel::<Wake<()>>();
     let flags = Flags::default();
     let mut hook = Hook::new(shared);
+    hook.live = live;
     let out = supervisor::run(
         &Tcp(&paths),
         &params,
@@ -377,10 +391,30 @@ fn run(
     }
 }
 
+/// The client's port of each of the engine's streams, by stream number.
+fn client_ports(paths: &[DataStream], test: &Test) -> Vec<Option<u16>> {
+    let mut ports = vec![None; test.spec().total_streams() as usize];
+    for p in paths {
+        if let Some(slot) = ports.get_mut(p.id as usize) {
+            *slot = p.socket.peer_addr().ok().map(|a| a.port());
+        }
+    }
+    ports
+}
+
+/// The ends a test's result names: the server's connection back (`-r`, `-d`) or the client's first.
+fn addresses(legs: Legs) -> (Option<SocketAddr>, Option<SocketAddr>) {
+    let sock = legs.back.first().unwrap_or(&legs.incoming[0].socket);
+    (sock.local_addr().ok(), sock.peer_addr().ok())
+}
+
 /// Ends the test at the server's shutdown, or cuts it at `--max-duration` (with its grace) or
 /// `--max-bytes`, whatever the client asked: iperf 2 has no message for it, its connections close.
+/// With a live view, the test so far goes out as each interval closes.
 pub(super) struct Hook<'a> {
     shutdown: &'a AtomicBool,
+    shared: &'a Shared,
+    pub(super) live: Option<crate::host::Live>,
     running: landspeed_proto::Running,
     started: Instant,
     /// Why the test was cut, if it was.
@@ -392,6 +426,8 @@ impl<'a> Hook<'a> {
     pub(super) fn new(shared: &'a Shared) -> Hook<'a> {
         Hook {
             shutdown: &shared.shutdown,
+            shared,
+            live: None,
             running: landspeed_proto::Running::of(&shared.opts.limits),
             started: Instant::now(),
             cut: None,
@@ -400,7 +436,12 @@ impl<'a> Hook<'a> {
 }
 
 impl EngineHook<()> for Hook<'_> {
-    fn on_sample(&mut self, _: &IntervalSample) {}
+    fn on_sample(&mut self, sample: &IntervalSample) {
+        if let Some(live) = &mut self.live {
+            live.samples.push(sample.clone());
+            self.shared.emit(live.so_far());
+        }
+    }
     fn on_external(&mut self, _: (), _: &Flags) {}
     fn on_tick(&mut self, flags: &Flags) {
         if self.shutdown.load(Relaxed) && !flags.abort.load(Relaxed) {
@@ -446,9 +487,7 @@ fn seen_here(
     }
     warnings.extend(plan.notes.iter().cloned());
     let here = out.report(None, warnings);
-    let sock = legs.back.first().unwrap_or(&streams[0].socket);
-    let addresses = (sock.local_addr().ok(), sock.peer_addr().ok());
-    inferred_client(out, &here, (&streams[0].header, test), (addresses, started))
+    inferred_client(out, &here, (&streams[0].header, test), (addresses(legs), started))
 }
 
 /// A test this server ran (`out`, its report `here`), assembled with the client's side inferred

@@ -7,9 +7,9 @@
 //! datagrams, repeated) with iperf 2's report, again for each repeat until the client falls silent,
 //! as iperf 2.1.8's server does. Each `-P` stream (its own source port) is a test of its own here.
 
-use crate::host::{bind_udp, RefusalKind, Shared, TestLog};
+use crate::host::{bind_udp, Live, RefusalKind, Shared, TestLog};
 use landspeed_core::config::{Direction, Flow, Test};
-use landspeed_core::endpoint::{EndpointReport, Role, StreamReport};
+use landspeed_core::endpoint::{EndpointReport, IntervalSample, Role, StreamReport};
 use landspeed_core::frames::{FrameReceipt, FramesReport};
 use landspeed_iperf2::udp::Datagram;
 use landspeed_iperf2::{ClientHeader, FramePayload, Receipt};
@@ -63,7 +63,10 @@ pub(crate) fn take(
     }
     // Admitted here, on the listener's thread (no I/O), so that a client refused datagram after
     // datagram costs no thread each time.
-    let plan = header.udp_plan_sending(0, shared.opts.iperf2_udp_send);
+    let mut plan = header.udp_plan_sending(0, shared.opts.iperf2_udp_send);
+    if let (Ok(spec), Some(every)) = (plan.as_mut(), shared.opts.iperf2_interval) {
+        spec.interval_s = every;
+    }
     let Some(admitted) = super::server::admit(plan, peer, shared) else {
         return true;
     };
@@ -114,6 +117,7 @@ fn serve(
         Ok(s) => s,
         Err(e) => return refuse(RefusalKind::Busy, format!("cannot open the test's socket: {e}")),
     };
+    let local = local_end(&sock, local);
     let _ = landspeed_path::stamp::enable(&sock);
     let started = SystemTime::now();
     let mut log = TestLog::new(peer, "iperf2");
@@ -124,19 +128,37 @@ fn serve(
     let mut frames = header
         .has(landspeed_iperf2::header::upper::ISOCH)
         .then(|| FrameReceipt::new(0));
-    let (receipt, outcome) = receive(&sock, &rx, (seq64, &mut frames), shared);
+    let mut counted = Counted::new(test, shared);
+    counted.live = shared.opts.live.then(|| Live {
+        spec: test.spec().clone(),
+        context: super::server::iperf2_context((Some(local), Some(peer)), started, 1),
+        client_ports: vec![Some(peer.port())],
+        samples: vec![],
+    });
+    if let Some(l) = &counted.live {
+        shared.emit(l.so_far());
+    }
+    let outcome = receive(&sock, &rx, (seq64, &mut frames), &mut counted);
+    let receipt = &counted.receipt;
     log.bytes_received = receipt.bytes;
     log.duration_s = receipt.span_s();
     let frames = frames.map(FrameReceipt::finish);
     match outcome {
-        Ok(()) => report(&sock, &receipt, frames.as_ref()),
+        Ok(()) => report(&sock, receipt, frames.as_ref()),
         Err(e) => log.error = Some(e),
     }
-    let mut result = result(&receipt, test, &header, (local, peer), started);
+    let mut result = result(&counted, test, &header, (local, peer), started);
     result.frames = frames;
     log.result = Some(Box::new(result));
     shared.tests_done.fetch_add(1, Relaxed);
     shared.emit(crate::host::ServerEvent::Test(log));
+}
+
+/// The address a test's socket connected to its client sends from (the listener's may be every
+/// address), an IPv4 one as IPv4.
+pub(super) fn local_end(sock: &UdpSocket, bound: SocketAddr) -> SocketAddr {
+    let a = sock.local_addr().unwrap_or(bound);
+    SocketAddr::new(a.ip().to_canonical(), a.port())
 }
 
 /// A datagram's arrival in seconds since the Unix epoch (the kernel's stamp when it gave one).
@@ -151,25 +173,90 @@ pub(super) fn arrival_s(stamp_ns: Option<u64>) -> f64 {
     )
 }
 
+/// A UDP stream's counts, and a sample of each interval closed so far (they run from its first
+/// datagram's arrival); with a live view, the test so far goes out as each closes.
+struct Counted<'a> {
+    receipt: Receipt,
+    step_s: f64,
+    samples: Vec<IntervalSample>,
+    live: Option<Live>,
+    shared: &'a Shared,
+}
+
+impl<'a> Counted<'a> {
+    fn new(test: &Test, shared: &'a Shared) -> Counted<'a> {
+        Counted {
+            receipt: Receipt::default(),
+            step_s: test.spec().interval_s.as_secs_f64(),
+            samples: vec![],
+            live: None,
+            shared,
+        }
+    }
+
+    /// Closes every interval that ended by `now_s` (Unix seconds).
+    fn close_until(&mut self, now_s: f64) {
+        let Some(first) = self.receipt.first_arrival_s() else {
+            return;
+        };
+        while self.step_s > 0.0 {
+            let start = self.samples.len() as f64 * self.step_s;
+            if now_s - first < start + self.step_s {
+                return;
+            }
+            self.close(start + self.step_s);
+        }
+    }
+
+    /// Closes the last interval at the stream's end, unless it is a sliver (under a tenth of an
+    /// interval; its datagrams are in the total, as iperf 2's server prints it).
+    fn finish(&mut self) {
+        let start = self.samples.len() as f64 * self.step_s;
+        let span = self.receipt.span_s();
+        if self.step_s > 0.0 && span - start >= 0.1 * self.step_s {
+            self.close(span);
+        }
+    }
+
+    fn close(&mut self, end_s: f64) {
+        let s = IntervalSample {
+            index: self.samples.len() as u32,
+            start_s: self.samples.len() as f64 * self.step_s,
+            end_s,
+            omitted: false,
+            streams: vec![super::udp_receive::sample(0, &self.receipt)],
+        };
+        if let Some(live) = &mut self.live {
+            live.samples.push(s.clone());
+            self.shared.emit(live.so_far());
+        }
+        self.samples.push(s);
+    }
+}
+
 /// Counts the stream's datagrams until the client's end; or why it ended otherwise.
 fn receive(
     sock: &UdpSocket,
     rx: &Receiver<Passed>,
     (seq64, frames): (bool, &mut Option<FrameReceipt>),
-    shared: &Shared,
-) -> (Receipt, Result<(), String>) {
-    let mut r = Receipt::default();
+    c: &mut Counted,
+) -> Result<(), String> {
     let _ = sock.set_read_timeout(Some(Duration::from_millis(100)));
+    let shared = c.shared;
     let running = landspeed_proto::Running::of(&shared.opts.limits);
     let (start, mut heard) = (Instant::now(), Instant::now());
     let mut buf = vec![0u8; 65536];
     // The end counts once, as its datagram (iperf 2's server counts the first and stops reading).
-    let mut count = |b: &[u8], at: f64, r: &mut Receipt| match Datagram::parse(b, seq64) {
+    let mut count = |b: &[u8], at: f64, c: &mut Counted| match Datagram::parse(b, seq64) {
         Ok(d) => {
-            r.datagram(&d, b.len(), at);
+            c.close_until(at);
+            c.receipt.datagram(&d, b.len(), at);
             if let (Some(f), Some(p), false) = (frames.as_mut(), FramePayload::parse(b), d.is_fin()) {
                 f.period(u64::from(p.period_us) * 1_000);
                 f.datagram(&p.datagram(d.seq as u64, b.len(), (at * 1e9) as i128));
+            }
+            if d.is_fin() {
+                c.finish();
             }
             d.is_fin()
         }
@@ -178,33 +265,30 @@ fn receive(
     loop {
         for (b, ns) in rx.try_iter() {
             heard = Instant::now();
-            if count(&b, ns as f64 / 1e9, &mut r) {
-                return (r, Ok(()));
+            if count(&b, ns as f64 / 1e9, c) {
+                return Ok(());
             }
         }
         match landspeed_path::stamp::recv(sock, &mut buf) {
             Ok((n, _, stamp)) => {
                 heard = Instant::now();
-                if count(&buf[..n], arrival_s(stamp), &mut r) {
-                    return (r, Ok(()));
+                if count(&buf[..n], arrival_s(stamp), c) {
+                    return Ok(());
                 }
             }
             Err(_) if heard.elapsed() >= shared.opts.idle_timeout => {
-                return (
-                    r,
-                    Err(format!(
-                        "no datagram for {:?} and no end from the client",
-                        shared.opts.idle_timeout
-                    )),
-                );
+                return Err(format!(
+                    "no datagram for {:?} and no end from the client",
+                    shared.opts.idle_timeout
+                ));
             }
-            Err(_) => {}
+            Err(_) => c.close_until(arrival_s(None)),
         }
         if shared.shutdown.load(Relaxed) {
-            return (r, Err("server shutting down".into()));
+            return Err("server shutting down".into());
         }
-        if let Err(cut) = running.check(r.bytes, start.elapsed()) {
-            return (r, Err(cut.to_string()));
+        if let Err(cut) = running.check(c.receipt.bytes, start.elapsed()) {
+            return Err(cut.to_string());
         }
     }
 }
@@ -231,13 +315,15 @@ fn report(sock: &UdpSocket, r: &Receipt, frames: Option<&FramesReport>) {
 /// The test as this server saw it: its stream received, with iperf 2's counts; the client's side
 /// inferred (it sent at least the highest numbered datagram).
 fn result(
-    r: &Receipt,
+    c: &Counted,
     test: &Test,
     header: &ClientHeader,
     addresses: (SocketAddr, SocketAddr),
     started: SystemTime,
 ) -> landspeed_core::result::RunResult {
-    let mine = received_stream(r, Flow::ClientToServer);
+    let r = &c.receipt;
+    let mut mine = received_stream(r, Flow::ClientToServer);
+    mine.peer_port = Some(addresses.1.port());
     let here = EndpointReport {
         software: format!("landspeed {} (iperf 2's protocol)", landspeed_core::SOFTWARE_VERSION),
         streams: vec![mine],
@@ -255,6 +341,8 @@ fn result(
         software: super::server::protocol(header).replace("iperf2", "iperf 2") + " client",
         streams: vec![StreamReport {
             bytes: r.bytes,
+            // At least the highest numbered datagram was sent.
+            calls: r.highest,
             ..StreamReport::empty(0, Flow::ClientToServer, Role::Sender)
         }],
         elapsed_s: r.span_s(),
@@ -266,7 +354,7 @@ fn result(
         client: &client,
         server: &here,
         client_samples: &[],
-        server_samples: &[],
+        server_samples: &c.samples,
     })
 }
 

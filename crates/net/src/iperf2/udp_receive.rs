@@ -287,7 +287,7 @@ fn receive(
     let mut closed = 0u32;
     loop {
         while step > 0.0 && t0.elapsed().as_secs_f64() >= f64::from(closed + 1) * step {
-            let _ = tx.send((closed, sample(&got)));
+            let _ = tx.send((closed, sample(got.id, &got.receipt)));
             closed += 1;
         }
         if interrupt.load(Relaxed) || until.is_some_and(|u| t0.elapsed() >= u) {
@@ -302,7 +302,7 @@ fn receive(
                         // An interval the end cuts past its half is closed with it, as iperf 2
                         // prints the one its end arrives in (the two clocks start apart).
                         if step > 0.0 && t0.elapsed().as_secs_f64() >= (f64::from(closed) + 0.5) * step {
-                            let _ = tx.send((closed, sample(&got)));
+                            let _ = tx.send((closed, sample(got.id, &got.receipt)));
                         }
                         return got;
                     }
@@ -326,11 +326,11 @@ fn receive(
     }
 }
 
-/// A stream's counts now: bytes, and datagrams expected (the highest number) and received.
-fn sample(got: &Got) -> StreamSample {
-    let r = &got.receipt;
+/// A stream's counts now (`r`, stream `id`): bytes, and datagrams expected (the highest number)
+/// and received, and the jitter so far.
+pub(super) fn sample(id: u32, r: &Receipt) -> StreamSample {
     StreamSample {
-        id: got.id,
+        id,
         bytes: r.bytes,
         tcp: None,
         udp: Some(landspeed_core::endpoint::UdpCounts {

@@ -44,13 +44,23 @@ pub(super) fn serve(
             return shared.refuse(peer, RefusalKind::Busy, why);
         }
     };
+    let local = super::udp::local_end(&sock, local);
     let started = SystemTime::now();
     let mut log = TestLog::new(peer, "iperf2");
     log.protocol = format!("{} (UDP)", protocol(header));
     log.streams = 1;
     log.direction = Some(Direction::Reverse);
     let streams = [UdpStream::of_test(test, 0, Role::at_server, sock)];
-    let (out, cut) = send(&streams, test, shared);
+    let live = shared.opts.live.then(|| crate::host::Live {
+        spec: test.spec().clone(),
+        context: super::server::iperf2_context((Some(local), Some(peer)), started, 1),
+        client_ports: vec![Some(peer.port())],
+        samples: vec![],
+    });
+    if let Some(l) = &live {
+        shared.emit(l.so_far());
+    }
+    let (out, cut) = send(&streams, test, (shared, live));
     let s = &out.streams[0];
     end(
         &streams[0].socket,
@@ -65,8 +75,12 @@ pub(super) fn serve(
 }
 
 /// The stream's datagrams at the header's rate (within `--max-rate`), until its time or bytes, or
-/// the server's cut (returned).
-fn send(streams: &[UdpStream], test: &Test, shared: &Shared) -> (EngineOutput, Option<String>) {
+/// the server's cut (returned); with a live view, the test so far as each interval closes.
+fn send(
+    streams: &[UdpStream],
+    test: &Test,
+    (shared, live): (&Shared, Option<crate::host::Live>),
+) -> (EngineOutput, Option<String>) {
     let o = &shared.opts;
     let mut params = EngineParams::for_spec(test, None, None, o.idle_timeout);
     params.send_time = params
@@ -88,6 +102,7 @@ fn send(streams: &[UdpStream], test: &Test, shared: &Shared) -> (EngineOutput, O
     let (tx, rx) = std::sync::mpsc::channel::<Wake<()>>();
     let flags = Flags::default();
     let mut hook = Hook::new(shared);
+    hook.live = live;
     let out = supervisor::run(&udp, &params, Wiring::new(&flags, (&tx, &rx), &mut hook, None));
     (out, hook.cut)
 }

@@ -8,7 +8,7 @@
 
 use super::arrivals::{control_ip, missing, receivers, streams_error, Iperf3Link};
 use crate::control::{Arrival, Event, Input, Link};
-use crate::host::{RefusalKind, Registered, Shared, TestError, TestLog};
+use crate::host::{Live, RefusalKind, Registered, Shared, TestError, TestLog};
 use crate::streams::DataPaths;
 use landspeed_core::assemble::RunContext;
 use landspeed_core::config::{EndCondition, Flow, Test, TestSpec};
@@ -159,14 +159,14 @@ fn serve(
         DataPaths::Tcp(collect_tcp(&mut link, cookie, &test, shared)?)
     };
     let started = std::time::SystemTime::now();
-    let live = o.iperf3_live.then(|| Live {
+    let live = o.live.then(|| Live {
         spec: test.spec().clone(),
         context: crate::host::server_context(addresses, started, 1, "iperf3"),
         client_ports: client_ports(&streams),
         samples: vec![],
     });
     if let Some(l) = &live {
-        shared.emit(crate::host::ServerEvent::Iperf3Progress(Box::new(l.so_far())));
+        shared.emit(l.so_far());
     }
     let (mut out, failure) = measure(&mut link, &params, &test, &streams, shared, live)?;
     // iperf3's client counts from the end of the warm-up in both directions; so do the log and the
@@ -196,25 +196,6 @@ fn serve(
         extra_data: params.extra_data.clone(),
     };
     Ok(())
-}
-
-/// A live view's test so far: what the server knows of it when its streams are up, and its samples.
-struct Live {
-    spec: TestSpec,
-    context: RunContext,
-    client_ports: Vec<Option<u16>>,
-    samples: Vec<IntervalSample>,
-}
-
-impl Live {
-    fn so_far(&self) -> landspeed_core::result::RunResult {
-        landspeed_core::assemble::so_far(
-            &self.spec,
-            self.context.clone(),
-            &self.client_ports,
-            &self.samples,
-        )
-    }
 }
 
 /// The client's port of each data connection, by stream number.
@@ -621,7 +602,7 @@ impl EngineHook<Input> for Hook<'_> {
         }
         if let Some((live, shared)) = &mut self.live {
             live.samples.push(sample.clone());
-            shared.emit(crate::host::ServerEvent::Iperf3Progress(Box::new(live.so_far())));
+            shared.emit(live.so_far());
         }
     }
     fn on_external(&mut self, x: Input, flags: &Flags) {

@@ -1,0 +1,140 @@
+//! `serve --iperf2-text`: the `iperf -s` drop-in's output. iperf 2's server prints each client's
+//! test as it runs (its connections when they are up, each interval of its own `-i` as it closes,
+//! the totals at the end), and scripts read those lines (a UDP test's loss and jitter are seen at
+//! the receiving end). Here the server's events (`ServerEvent::Progress` as an iperf 2 test runs,
+//! `Test` when it ends) are drawn by `report::iperf2_server_text`; what is kept between events is
+//! the numbering (connections numbered across the server's life, as iperf 2's are) and how far each
+//! running test has been printed. Tests of other protocols print nothing here.
+
+use landspeed_core::result::RunResult;
+use landspeed_net::ServerEvent;
+use landspeed_report::iperf2_server_text as lines;
+use landspeed_report::iperf2_text::Iperf2Style;
+use std::collections::HashMap;
+use std::io::Write;
+use std::time::Duration;
+
+/// The options the drop-in's `-s` passes (hidden: `iperf -s` is their way in).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct Iperf2Lines {
+    /// For `iperf -s`: iperf 2's server lines (its head, then each iperf 2 client's test as iperf
+    /// 2.1.8's server prints it) instead of the log.
+    #[arg(long, hide = true, conflicts_with_all = ["log_json", "iperf3_json", "iperf3_text"])]
+    pub iperf2_text: bool,
+    /// With --iperf2-text: iperf 2's CSV (`-y C`).
+    #[arg(long, hide = true, requires = "iperf2_text")]
+    pub iperf2_csv: bool,
+    /// With --iperf2-text: the head names UDP (`iperf -s -u`).
+    #[arg(long, hide = true, requires = "iperf2_text")]
+    pub iperf2_udp: bool,
+    /// iperf 2 clients' tests are sampled this often (iperf 2's server `-i`), and with
+    /// --iperf2-text each interval is printed.
+    #[arg(long, hide = true, value_name = "DUR", value_parser = crate::common::values::duration)]
+    pub iperf2_interval: Option<Duration>,
+    /// --iperf2-text's unit letter (`-f`: a, b, k, m, g, ...).
+    #[arg(long, hide = true, default_value_t = 'a')]
+    pub iperf2_format: char,
+}
+
+/// A running test: the number of its first connection, and how many of its intervals were seen.
+struct Running {
+    first: u32,
+    seen: usize,
+}
+
+/// The printer's memory between events.
+struct Printer {
+    style: Iperf2Style,
+    udp: bool,
+    /// The number the next test's first connection gets.
+    next: u32,
+    running: HashMap<(String, u64), Running>,
+}
+
+/// A test's key: the client's address and when it started (a live view's results and the final one
+/// carry the same).
+fn key(r: &RunResult) -> (String, u64) {
+    (r.config.local_address.clone(), r.started_unix_s.to_bits())
+}
+
+fn is_iperf2(r: &RunResult) -> bool {
+    r.protocol.starts_with("iperf2")
+}
+
+impl Printer {
+    /// The text an event adds.
+    fn on_event(&mut self, ev: ServerEvent) -> String {
+        match ev {
+            ServerEvent::Listening { .. } if self.style.csv => String::new(),
+            ServerEvent::Listening { addresses, .. } => {
+                let port = addresses.first().map_or(0, |a| a.port());
+                lines::listening(
+                    self.udp,
+                    port,
+                    landspeed_engine::sockopt::default_recv_buffer(self.udp),
+                )
+            }
+            ServerEvent::Progress(r) if is_iperf2(&r) => {
+                let mut out = String::new();
+                let run = self.start(&r, &mut out);
+                out + &self.intervals(&r, run)
+            }
+            ServerEvent::Test(log) => match log.result.filter(|r| is_iperf2(r)) {
+                Some(r) => {
+                    let mut out = String::new();
+                    let run = self.start(&r, &mut out);
+                    out += &self.intervals(&r, run);
+                    self.running.remove(&key(&r));
+                    out + &lines::totals(&r, run.0, &self.style)
+                }
+                None => String::new(),
+            },
+            _ => String::new(),
+        }
+    }
+
+    /// The test's first number and intervals seen; its connections' lines into `out` when it is new.
+    fn start(&mut self, r: &RunResult, out: &mut String) -> (u32, usize) {
+        if let Some(x) = self.running.get(&key(r)) {
+            return (x.first, x.seen);
+        }
+        let first = self.next;
+        self.next += lines::numbers_used(r).max(1);
+        *out += &lines::connected(r, first, &self.style);
+        self.running.insert(key(r), Running { first, seen: 0 });
+        (first, 0)
+    }
+
+    /// The intervals of `r` not printed yet.
+    fn intervals(&mut self, r: &RunResult, (first, seen): (u32, usize)) -> String {
+        let mut out = String::new();
+        for k in lines::printed(r, &self.style).into_iter().filter(|&k| k >= seen) {
+            out += &lines::interval(r, k, first, &self.style);
+        }
+        if let Some(x) = self.running.get_mut(&key(r)) {
+            x.seen = r.intervals.len();
+        }
+        out
+    }
+}
+
+/// The event sink of `--iperf2-text`.
+pub fn printer(o: &Iperf2Lines) -> impl Fn(ServerEvent) + Send + Sync + 'static {
+    let state = std::sync::Mutex::new(Printer {
+        style: Iperf2Style {
+            csv: o.iperf2_csv,
+            enhanced: false,
+            format: o.iperf2_format,
+            interval_s: o.iperf2_interval.map(|d| d.as_secs_f64()),
+        },
+        udp: o.iperf2_udp,
+        next: 1,
+        running: HashMap::new(),
+    });
+    move |ev| {
+        let text = state.lock().unwrap_or_else(|e| e.into_inner()).on_event(ev);
+        let mut o = std::io::stdout().lock();
+        let _ = write!(o, "{text}");
+        let _ = o.flush();
+    }
+}

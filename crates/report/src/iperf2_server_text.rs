@@ -1,0 +1,309 @@
+//! An iperf 2 client's test as iperf 2.1.8's server prints it, for the `iperf -s` drop-in, so a
+//! script that reads `iperf -s`'s output (the classic way to see a UDP test's loss and jitter at the
+//! receiving end) reads this: the dashed head when the server listens, then for each test a
+//! "connected with" line per connection, the column head, with the server's `-i` one line per
+//! stream per interval (and a `[SUM]` per direction with several streams), and each stream's total;
+//! or their CSV (`-y C`). Connections are numbered across the server's life, as iperf 2's server
+//! numbers them: a test's first number is the caller's. Pure: the drop-in's printer keeps the
+//! numbering and feeds it the results (`RunResult`, the server's view) as they grow.
+//! docs/iperf2.md ("The drop-in's server") says what differs from iperf 2's own lines.
+
+use crate::iperf2_text::{
+    columns, csv_line, two_figures, Ends, Iperf2Style, COLUMN_HEAD_UDP_RECEIVED, DASHES,
+};
+use crate::iperf3_json::host_port;
+use crate::iperf3_text::unit;
+use landspeed_core::config::{Direction, Flow, Transport};
+use landspeed_core::result::{IntervalResult, IntervalStream, RunResult, StreamResult};
+use std::fmt::Write;
+
+/// The head iperf 2's server prints when it listens: its protocol, port and receive buffer (the
+/// kernel's default for a socket of that protocol, when known).
+pub fn listening(udp: bool, port: u16, buffer_bytes: Option<u64>) -> String {
+    let (proto, buffer) = if udp {
+        ("UDP", "UDP buffer size")
+    } else {
+        ("TCP", "TCP window size")
+    };
+    let size = buffer_bytes.map_or("the kernel's default".to_string(), |b| {
+        format!("{} (default)", unit(b as f64, true))
+    });
+    format!("{DASHES}\nServer listening on {proto} port {port}\n{buffer}: {size}\n{DASHES}\n")
+}
+
+/// One of a test's connections as the server numbers it: the stream it received on it and the one
+/// it sent on it (both in full duplex), and the client's port.
+#[derive(Debug, Clone, Copy)]
+struct Conn<'a> {
+    number: u32,
+    received: Option<&'a StreamResult>,
+    sent: Option<&'a StreamResult>,
+    client_port: Option<u16>,
+}
+
+/// The test's connections numbered from `first`: those the server received on, in stream order,
+/// then those it only sent on; a stream sent on a connection the client's port shows it received on
+/// too (full duplex) shares that connection's number.
+fn connections(r: &RunResult, first: u32) -> Vec<Conn<'_>> {
+    let mut by_id: Vec<&StreamResult> = r.streams.iter().collect();
+    by_id.sort_by_key(|s| s.id);
+    let mut out: Vec<Conn> = vec![];
+    for s in by_id.iter().filter(|s| s.flow == Flow::ClientToServer) {
+        out.push(Conn {
+            number: first + out.len() as u32,
+            received: Some(s),
+            sent: None,
+            client_port: s.client_port,
+        });
+    }
+    for s in by_id.iter().filter(|s| s.flow == Flow::ServerToClient) {
+        let shared = out
+            .iter_mut()
+            .find(|c| c.sent.is_none() && c.client_port.is_some() && c.client_port == s.client_port);
+        match shared {
+            Some(c) => c.sent = Some(s),
+            None => out.push(Conn {
+                number: first + out.len() as u32,
+                received: None,
+                sent: Some(s),
+                client_port: s.client_port,
+            }),
+        }
+    }
+    out
+}
+
+/// How many numbers a test's connections take (the next test's first is this much further on).
+pub fn numbers_used(r: &RunResult) -> u32 {
+    connections(r, 0).len() as u32
+}
+
+fn is_udp(r: &RunResult) -> bool {
+    r.config.spec.transport == Transport::Udp
+}
+
+/// The server's end and the client's, at `port` (the client's port of a connection).
+fn ends(r: &RunResult, client_port: Option<u16>) -> Ends {
+    let server = host_port(&r.config.remote_address);
+    let (cip, cport) = host_port(&r.config.local_address);
+    Ends {
+        local: server,
+        remote: (cip, client_port.unwrap_or(cport)),
+    }
+}
+
+/// A stream's tag: `[  N]`, or `[ *N]` for what the server sent on a connection it also received on
+/// (iperf 2's mark of full duplex's other direction).
+fn tag(c: &Conn, received: bool) -> String {
+    crate::iperf2_text::tag(c.number, !received && c.received.is_some())
+}
+
+/// Each connection's "connected with" line, then the column head (none in CSV).
+pub fn connected(r: &RunResult, first: u32, st: &Iperf2Style) -> String {
+    if st.csv {
+        return String::new();
+    }
+    let mut t = String::new();
+    for c in connections(r, first) {
+        let e = ends(r, c.client_port);
+        let ((sip, sport), (cip, cport)) = (&e.local, &e.remote);
+        let mark = match (c.received.is_some(), c.sent.is_some(), r.config.spec.direction) {
+            (true, true, _) => " (full-duplex)",
+            (false, true, Direction::Reverse) if is_udp(r) => " (reverse) (no-udp-fin)",
+            (false, true, Direction::Reverse) => " (reverse)",
+            _ => "",
+        };
+        let _ = writeln!(
+            t,
+            "[{:>3}] local {sip} port {sport} connected with {cip} port {cport}{mark}",
+            c.number
+        );
+    }
+    let received_udp = is_udp(r) && r.config.spec.direction != Direction::Reverse;
+    t + if received_udp {
+        COLUMN_HEAD_UDP_RECEIVED
+    } else {
+        "[ ID] Interval       Transfer     Bandwidth\n"
+    }
+}
+
+/// The intervals iperf 2's server prints with its `-i`: every one but a last sliver (under a tenth
+/// of an interval; its bytes are in the totals), none without `-i`.
+pub fn printed(r: &RunResult, st: &Iperf2Style) -> Vec<usize> {
+    let Some(nominal) = st.interval_s else {
+        return vec![];
+    };
+    (0..r.intervals.len())
+        .filter(|&k| {
+            let i = &r.intervals[k];
+            !i.omitted && i.end_s - i.start_s >= 0.1 * nominal
+        })
+        .collect()
+}
+
+/// Interval `k` of the test: each connection's lines (what it received, then what it sent), then a
+/// `[SUM]` per direction with more than one stream; in CSV one line per stream.
+pub fn interval(r: &RunResult, k: usize, first: u32, st: &Iperf2Style) -> String {
+    let Some(i) = r.intervals.get(k) else {
+        return String::new();
+    };
+    let find = |s: Option<&StreamResult>| s.and_then(|s| i.streams.iter().find(|x| x.id == s.id));
+    let mut t = String::new();
+    let mut sums = [(0u64, 0usize); 2];
+    let stamp = r.started_unix_s + i.end_s;
+    for c in connections(r, first) {
+        for (received, s) in [(true, find(c.received)), (false, find(c.sent))] {
+            let Some(s) = s else { continue };
+            let sum = &mut sums[usize::from(received)];
+            *sum = (sum.0 + s.bytes, sum.1 + 1);
+            t += &interval_line(r, (i, s), (&c, received), (st, stamp));
+        }
+    }
+    if !st.csv {
+        for (bytes, _) in sums.into_iter().rev().filter(|s| s.1 > 1) {
+            let _ = writeln!(t, "[SUM] {}", columns(i.start_s, i.end_s, bytes, st));
+        }
+    }
+    t
+}
+
+/// One stream's line of interval `i`: UDP received adds jitter and lost/total.
+fn interval_line(
+    r: &RunResult,
+    (i, s): (&IntervalResult, &IntervalStream),
+    (c, received): (&Conn, bool),
+    (st, stamp): (&Iperf2Style, f64),
+) -> String {
+    let udp = (received && is_udp(r)).then(|| {
+        let (sent, lost) = (s.datagrams_sent.unwrap_or(0), s.datagrams_lost.unwrap_or(0));
+        (s.jitter_ms.unwrap_or(0.0), lost, sent)
+    });
+    if st.csv {
+        let line = csv_line(
+            &ends(r, c.client_port),
+            (c.number, received),
+            (stamp, i.start_s, i.end_s),
+            s.bytes,
+        );
+        return match udp {
+            Some((jitter, lost, sent)) => {
+                format!(
+                    "{},{jitter:.3},{lost},{sent},{:.3},0\n",
+                    line.trim_end(),
+                    pct(lost, sent)
+                )
+            }
+            None => line,
+        };
+    }
+    let mut l = format!(
+        "{} {}",
+        tag(c, received),
+        columns(i.start_s, i.end_s, s.bytes, st)
+    );
+    if let Some((jitter, lost, sent)) = udp {
+        let _ = write!(
+            l,
+            "  {jitter:6.3} ms {lost}/{sent} ({}%)",
+            two_figures(pct(lost, sent))
+        );
+    }
+    l + "\n"
+}
+
+fn pct(lost: u64, sent: u64) -> f64 {
+    if sent > 0 {
+        lost as f64 * 100.0 / sent as f64
+    } else {
+        0.0
+    }
+}
+
+/// The test's last lines: each stream's total over its own span (UDP received: jitter, lost/total
+/// and the datagrams out of order; UDP sent: the datagrams sent), a `[SUM]` per direction with more
+/// than one stream; in CSV one line per stream.
+pub fn totals(r: &RunResult, first: u32, st: &Iperf2Style) -> String {
+    let mut t = String::new();
+    let mut sums = [(0u64, 0f64, 0usize); 2];
+    for c in connections(r, first) {
+        for (received, s) in [(true, c.received), (false, c.sent)] {
+            let Some(s) = s else { continue };
+            let (bytes, secs) = if received {
+                (s.bytes_received, s.duration_s)
+            } else {
+                (s.bytes_sent, s.sender_elapsed_s)
+            };
+            let sum = &mut sums[usize::from(received)];
+            *sum = (sum.0 + bytes, sum.1.max(secs), sum.2 + 1);
+            t += &total_line(r, s, (&c, received), (bytes, secs), st);
+        }
+    }
+    if !st.csv {
+        for (bytes, secs, _) in sums.into_iter().rev().filter(|s| s.2 > 1) {
+            let _ = writeln!(t, "[SUM] {}", columns(0.0, secs, bytes, st));
+        }
+    }
+    t
+}
+
+/// One stream's total line.
+fn total_line(
+    r: &RunResult,
+    s: &StreamResult,
+    (c, received): (&Conn, bool),
+    (bytes, secs): (u64, f64),
+    st: &Iperf2Style,
+) -> String {
+    let udp = s.udp.as_ref().filter(|_| received && is_udp(r));
+    if st.csv {
+        let line = csv_line(
+            &ends(r, c.client_port),
+            (c.number, received),
+            (r.started_unix_s + secs, 0.0, secs),
+            bytes,
+        );
+        return match udp {
+            Some(u) => format!(
+                "{},{:.3},{},{},{:.3},{}\n",
+                line.trim_end(),
+                u.jitter_ms,
+                u.datagrams_lost,
+                total(u),
+                u.loss_pct,
+                u.out_of_order
+            ),
+            None => line,
+        };
+    }
+    let tag = tag(c, received);
+    let mut l = format!("{tag} {}", columns(0.0, secs, bytes, st));
+    if let Some(u) = udp {
+        let _ = write!(
+            l,
+            "  {:6.3} ms {}/{} ({}%)",
+            u.jitter_ms,
+            u.datagrams_lost,
+            total(u),
+            two_figures(u.loss_pct)
+        );
+        if u.out_of_order > 0 {
+            let _ = write!(
+                l,
+                "\n{tag} 0.0000-{secs:.4} sec  {} datagrams received out-of-order",
+                u.out_of_order
+            );
+        }
+    }
+    if !received && is_udp(r) && r.config.spec.length_bytes > 0 {
+        let _ = write!(l, "\n{tag} Sent {} datagrams", bytes / r.config.spec.length_bytes);
+    }
+    l + "\n"
+}
+
+fn total(u: &landspeed_core::udp::UdpStats) -> u64 {
+    u.datagrams_sent
+        .unwrap_or(u.datagrams_received + u.datagrams_lost)
+}
+
+#[cfg(test)]
+mod tests;

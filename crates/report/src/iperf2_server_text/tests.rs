@@ -1,0 +1,294 @@
+//! The shapes of iperf 2.1.8's server output, captured on loopback (`iperf -s -p 5301 [-i 0.5]
+//! [-u] [-y C]` against `iperf -c 127.0.0.1 -p 5301` with `-t 1 -P 2`, `--full-duplex`, `-R`, `-u`),
+//! drawn from results built the way the server builds its own (`assemble` over the server's samples
+//! and reports, the client's side inferred).
+
+use super::*;
+use landspeed_core::assemble::{assemble, Inputs, RunContext};
+use landspeed_core::config::TestSpec;
+use landspeed_core::endpoint::{EndpointReport, IntervalSample, Role, StreamReport, StreamSample, UdpCounts};
+
+fn style(csv: bool, interval_s: Option<f64>) -> Iperf2Style {
+    Iperf2Style {
+        csv,
+        enhanced: false,
+        format: 'a',
+        interval_s,
+    }
+}
+
+/// A test the server ran: `ports[id]` the client's port of stream `id`; `cumulative[k][id]` the
+/// stream's bytes at the end of interval k (each `step_s` long but the last, which ends at `end_s`);
+/// `udp`: each stream's (datagrams sent, received, jitter ms) at each interval's end.
+struct Built<'a> {
+    spec: TestSpec,
+    ports: &'a [u16],
+    cumulative: &'a [&'a [u64]],
+    end_s: f64,
+    udp: Option<&'a [(u64, u64, f64)]>,
+}
+
+fn build(b: &Built) -> RunResult {
+    let step = b.spec.interval_s.as_secs_f64();
+    let n = b.cumulative.len();
+    let samples: Vec<IntervalSample> = (0..n)
+        .map(|k| IntervalSample {
+            index: k as u32,
+            start_s: k as f64 * step,
+            end_s: if k + 1 == n {
+                b.end_s
+            } else {
+                (k + 1) as f64 * step
+            },
+            omitted: false,
+            streams: b.cumulative[k]
+                .iter()
+                .enumerate()
+                .map(|(id, &bytes)| StreamSample {
+                    id: id as u32,
+                    bytes,
+                    tcp: None,
+                    udp: b.udp.map(|u| UdpCounts {
+                        expected: u[k].0,
+                        received: u[k].1,
+                        jitter_ms: Some(u[k].2),
+                    }),
+                })
+                .collect(),
+        })
+        .collect();
+    let last = b.cumulative[n - 1];
+    let end = |at: fn(Flow) -> Role, ports: bool| EndpointReport {
+        streams: (0..b.spec.total_streams())
+            .map(|id| {
+                let flow = b.spec.flow_of(id);
+                let mut s = StreamReport::empty(id, flow, at(flow));
+                s.bytes = last[id as usize];
+                s.calls = b.udp.map_or(0, |u| u[n - 1].0);
+                (s.first_byte_s, s.last_byte_s) = (Some(0.0), Some(b.end_s));
+                s.peer_port = ports.then(|| b.ports[id as usize]);
+                s.udp = b.udp.filter(|_| at(flow) == Role::Receiver).map(|u| {
+                    let (sent, got, jitter_ms) = u[n - 1];
+                    landspeed_core::udp::UdpStats {
+                        datagrams_sent: Some(sent),
+                        datagrams_received: got,
+                        datagrams_lost: sent - got,
+                        loss_pct: (sent - got) as f64 * 100.0 / sent as f64,
+                        out_of_order: 1,
+                        jitter_ms,
+                        ..Default::default()
+                    }
+                });
+                s
+            })
+            .collect(),
+        elapsed_s: b.end_s,
+        ..EndpointReport::default()
+    };
+    assemble(&Inputs {
+        spec: &b.spec,
+        context: RunContext {
+            local_address: "127.0.0.1:37550".into(),
+            remote_address: "127.0.0.1:5301".into(),
+            protocol: "iperf2".into(),
+            started_unix_s: 1_796_000_000.0,
+            served_here: true,
+            foreign_peer: true,
+            ..Default::default()
+        },
+        client: &end(Role::at_client, false),
+        server: &end(Role::at_server, true),
+        client_samples: &[],
+        server_samples: &samples,
+    })
+}
+
+fn spec(streams: u32, direction: Direction, transport: Transport) -> TestSpec {
+    TestSpec {
+        streams,
+        direction,
+        transport,
+        interval_s: std::time::Duration::from_millis(500),
+        length_bytes: 1470,
+        ..TestSpec::default()
+    }
+}
+
+/// Each line with its figures masked (digits to `9`), as the shapes are compared.
+fn masked(t: &str) -> String {
+    t.chars()
+        .map(|c| if c.is_ascii_digit() { '9' } else { c })
+        .collect()
+}
+
+#[test]
+fn the_head_is_iperf2s_for_tcp_and_udp() {
+    assert_eq!(
+        listening(false, 5301, Some(131_072)),
+        "------------------------------------------------------------\n\
+         Server listening on TCP port 5301\n\
+         TCP window size:  128 KByte (default)\n\
+         ------------------------------------------------------------\n"
+    );
+    assert!(listening(true, 5001, Some(212_992)).contains("\nUDP buffer size:  208 KByte (default)\n"));
+}
+
+#[test]
+fn parallel_streams_are_numbered_from_the_servers_count_with_each_clients_port_and_summed() {
+    let r = build(&Built {
+        spec: spec(2, Direction::Forward, Transport::Tcp),
+        ports: &[37550, 37566],
+        cumulative: &[&[1_000_000_000, 800_000_000], &[2_000_000_000, 1_600_000_000]],
+        end_s: 0.9992,
+        udp: None,
+    });
+    assert_eq!(numbers_used(&r), 2);
+    let st = style(false, Some(0.5));
+    assert_eq!(
+        connected(&r, 3, &st),
+        "[  3] local 127.0.0.1 port 5301 connected with 127.0.0.1 port 37550\n\
+         [  4] local 127.0.0.1 port 5301 connected with 127.0.0.1 port 37566\n\
+         [ ID] Interval       Transfer     Bandwidth\n"
+    );
+    assert_eq!(printed(&r, &st), [0, 1]);
+    assert_eq!(
+        interval(&r, 0, 3, &st),
+        "[  3] 0.0000-0.5000 sec   954 MBytes  16.0 Gbits/sec\n\
+         [  4] 0.0000-0.5000 sec   763 MBytes  12.8 Gbits/sec\n\
+         [SUM] 0.0000-0.5000 sec  1.68 GBytes  28.8 Gbits/sec\n"
+    );
+    let t = totals(&r, 3, &st);
+    assert_eq!(
+        masked(&t),
+        "[  9] 9.9999-9.9999 sec  9.99 GBytes  99.9 Gbits/sec\n\
+         [  9] 9.9999-9.9999 sec  9.99 GBytes  99.9 Gbits/sec\n\
+         [SUM] 9.9999-9.9999 sec  9.99 GBytes  99.9 Gbits/sec\n"
+    );
+    assert!(t.starts_with("[  3] 0.0000-0.9992 sec  1.86 GBytes"), "{t}");
+}
+
+#[test]
+fn without_an_interval_only_the_totals_are_printed_and_a_last_sliver_never() {
+    let r = build(&Built {
+        spec: spec(1, Direction::Forward, Transport::Tcp),
+        ports: &[37518],
+        cumulative: &[&[100], &[200], &[201]],
+        end_s: 1.02,
+        udp: None,
+    });
+    assert!(printed(&r, &style(false, None)).is_empty());
+    // 1.0-1.02 is under a tenth of 0.5 s: its bytes are in the total only.
+    assert_eq!(printed(&r, &style(false, Some(0.5))), [0, 1]);
+}
+
+#[test]
+fn full_duplex_shares_a_number_and_marks_what_the_server_sent() {
+    let r = build(&Built {
+        spec: spec(1, Direction::Bidir, Transport::Tcp),
+        ports: &[58966, 58966],
+        cumulative: &[&[600_000_000, 650_000_000], &[1_300_000_000, 1_400_000_000]],
+        end_s: 1.0,
+        udp: None,
+    });
+    let st = style(false, Some(0.5));
+    assert_eq!(
+        connected(&r, 1, &st).lines().next(),
+        Some("[  1] local 127.0.0.1 port 5301 connected with 127.0.0.1 port 58966 (full-duplex)")
+    );
+    let tags: Vec<String> = interval(&r, 0, 1, &st)
+        .lines()
+        .map(|l| l[..5].to_string())
+        .collect();
+    assert_eq!(tags, ["[  1]", "[ *1]"]);
+    let tags: Vec<String> = totals(&r, 1, &st).lines().map(|l| l[..5].to_string()).collect();
+    assert_eq!(tags, ["[  1]", "[ *1]"]);
+}
+
+#[test]
+fn connections_back_take_numbers_of_their_own() {
+    // -d: the client's connection in, the server's connection back from another port.
+    let r = build(&Built {
+        spec: spec(1, Direction::Bidir, Transport::Tcp),
+        ports: &[58982, 5302],
+        cumulative: &[&[100, 200]],
+        end_s: 1.0,
+        udp: None,
+    });
+    assert_eq!(numbers_used(&r), 2);
+    let c = connected(&r, 1, &style(false, None));
+    assert!(
+        c.contains("[  2] local 127.0.0.1 port 5301 connected with 127.0.0.1 port 5302\n"),
+        "{c}"
+    );
+    assert!(!c.contains("full-duplex"), "{c}");
+}
+
+#[test]
+fn reverse_marks_the_connection_and_csv_names_the_sender_first() {
+    let r = build(&Built {
+        spec: spec(1, Direction::Reverse, Transport::Tcp),
+        ports: &[59022],
+        cumulative: &[&[1_282_670_592]],
+        end_s: 1.0,
+        udp: None,
+    });
+    assert!(connected(&r, 1, &style(false, None)).contains("port 59022 (reverse)\n"));
+    let csv = totals(&r, 1, &style(true, None));
+    let fields: Vec<&str> = csv.trim_end().split(',').collect();
+    assert_eq!(
+        fields[1..],
+        [
+            "127.0.0.1",
+            "5301",
+            "127.0.0.1",
+            "59022",
+            "1",
+            "0.0-1.0",
+            "1282670592",
+            "10261364736"
+        ]
+    );
+}
+
+#[test]
+fn udp_lines_carry_jitter_and_loss_and_its_csv_iperf2s_receiver_columns() {
+    let r = build(&Built {
+        spec: spec(1, Direction::Forward, Transport::Udp),
+        ports: &[57730],
+        cumulative: &[&[69_090], &[136_710]],
+        end_s: 1.0208,
+        udp: Some(&[(47, 47, 0.008), (93, 92, 0.007)]),
+    });
+    let st = style(false, Some(0.5));
+    let c = connected(&r, 1, &st);
+    assert!(c.ends_with(COLUMN_HEAD_UDP_RECEIVED), "{c}");
+    assert_eq!(
+        interval(&r, 0, 1, &st),
+        "[  1] 0.0000-0.5000 sec  67.5 KBytes  1.11 Mbits/sec   0.008 ms 0/47 (0%)\n"
+    );
+    assert_eq!(
+        totals(&r, 1, &st),
+        "[  1] 0.0000-1.0208 sec   134 KBytes  1.07 Mbits/sec   0.007 ms 1/93 (1.1%)\n\
+         [  1] 0.0000-1.0208 sec  1 datagrams received out-of-order\n"
+    );
+    let csv = interval(&r, 1, 1, &style(true, Some(0.5)));
+    let fields: Vec<&str> = csv.trim_end().split(',').collect();
+    assert_eq!(
+        fields[1..],
+        [
+            "127.0.0.1",
+            "57730",
+            "127.0.0.1",
+            "5301",
+            "1",
+            "0.5-1.0",
+            "67620",
+            "1038710",
+            "0.007",
+            "1",
+            "46",
+            "2.174",
+            "0"
+        ]
+    );
+}
