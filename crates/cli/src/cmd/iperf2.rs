@@ -605,6 +605,7 @@ mod tests {
             ("-c h -d --bounceback", "-r/-d with --bounceback"),
             ("-c h -L 6000", "-L without -r or -d"),
             ("-s -d", "-s with -r or -d"),
+            ("-s -u -e", "-s with -e"),
             ("-c h --trip-times", "--trip-times"),
             ("-c h --bounceback -R", "--bounceback with -u, -R"),
             ("-c h --bounceback -y C", "--bounceback with -y C"),
@@ -621,5 +622,6 @@ mod tests {
         assert!(refused(&opts("-c h -u -R -t 2 -i 1 -y C").unwrap()).is_none());
         // A server takes UDP clients on its one port: -u there is no refusal.
         assert!(refused(&opts("-s -u").unwrap()).is_none());
+        assert!(refused(&opts("-s -u -i 1 -y C -f m").unwrap()).is_none());
     }
 }

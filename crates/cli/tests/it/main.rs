@@ -16,6 +16,7 @@ mod diagnosis;
 mod faults;
 mod files;
 mod install;
+mod iperf2_dropin_server;
 mod iperf2_dual;
 mod iperf2_server;
 mod iperf3_auth;

@@ -351,11 +351,16 @@ fn run(
         acknowledge(s, o.handshake_timeout);
     }
     let paths = data_streams(legs, test)?;
-    let started = SystemTime::now();
+    // Read now: once the client has gone, its connections may no longer say where they went.
+    let ends = Ends {
+        addresses: addresses(legs),
+        client_ports: client_ports(&paths, test),
+        started: SystemTime::now(),
+    };
     let live = o.live.then(|| crate::host::Live {
         spec: test.spec().clone(),
-        context: iperf2_context(addresses(legs), started, 1),
-        client_ports: client_ports(&paths, test),
+        context: iperf2_context(ends.addresses, ends.started, 1),
+        client_ports: ends.client_ports.clone(),
         samples: vec![],
     });
     if let Some(l) = &live {
@@ -381,7 +386,7 @@ fn run(
     } else {
         headers
     };
-    log.result = Some(Box::new(seen_here(&out, (plan, test), legs, started)));
+    log.result = Some(Box::new(seen_here(&out, (plan, test), legs, &ends)));
     if let Some(cut) = hook.cut {
         return Err(cut);
     }
@@ -400,6 +405,13 @@ fn client_ports(paths: &[DataStream], test: &Test) -> Vec<Option<u16>> {
         }
     }
     ports
+}
+
+/// Where a test's connections went and when it started, as read when it starts.
+struct Ends {
+    addresses: (Option<SocketAddr>, Option<SocketAddr>),
+    client_ports: Vec<Option<u16>>,
+    started: SystemTime,
 }
 
 /// The ends a test's result names: the server's connection back (`-r`, `-d`) or the client's first.
@@ -470,7 +482,7 @@ fn seen_here(
     out: &supervisor::EngineOutput,
     (plan, test): (&TcpPlan, &Test),
     legs: Legs,
-    started: SystemTime,
+    ends: &Ends,
 ) -> landspeed_core::result::RunResult {
     let streams = legs.incoming;
     let mut warnings = vec![
@@ -486,8 +498,18 @@ fn seen_here(
         ));
     }
     warnings.extend(plan.notes.iter().cloned());
-    let here = out.report(None, warnings);
-    inferred_client(out, &here, (&streams[0].header, test), (addresses(legs), started))
+    let mut here = out.report(None, warnings);
+    for s in &mut here.streams {
+        s.peer_port = s
+            .peer_port
+            .or(ends.client_ports.get(s.id as usize).copied().flatten());
+    }
+    inferred_client(
+        out,
+        &here,
+        (&streams[0].header, test),
+        (ends.addresses, ends.started),
+    )
 }
 
 /// A test this server ran (`out`, its report `here`), assembled with the client's side inferred

@@ -1,0 +1,203 @@
+//! The `iperf -s` drop-in's lines beside iperf 2.1.8's server's: each command line of an iperf
+//! 2.1.8 client run against a fresh `iperf -s ARGS` and a fresh `landspeed iperf2 -s ARGS`, and what
+//! each server printed compared line by line (figures masked, lines sorted: iperf 2's threads print
+//! streams in either order); then that the drop-in prints an interval while the test still runs.
+
+use crate::common;
+use crate::iperf2_server::have_iperf2;
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A server process (`iperf -s` or the drop-in's), killed when dropped.
+struct Server(Child, u16);
+
+impl Server {
+    /// `PROGRAM [ARGS] -s -p PORT SERVER_ARGS`, once it listens.
+    fn start(program: &[&str], server_args: &str) -> Server {
+        let port = common::free_port();
+        let child = Command::new(program[0])
+            .args(&program[1..])
+            .args(["-s", "-p", &port.to_string()])
+            .args(server_args.split_whitespace())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start a server");
+        let s = Server(child, port);
+        let udp = server_args.contains("-u");
+        let ready = || {
+            if udp {
+                udp_listens(port)
+            } else {
+                common::listening(port)
+            }
+        };
+        assert!(
+            common::wait_until(Duration::from_secs(5), ready),
+            "{program:?} -s did not listen"
+        );
+        s
+    }
+
+    /// What it printed, once stopped (iperf 2.1.8 ignores SIGTERM: both are killed outright).
+    fn printed(mut self) -> String {
+        let _ = self.0.kill();
+        let mut out = String::new();
+        if let Some(mut o) = self.0.stdout.take() {
+            let _ = o.read_to_string(&mut out);
+        }
+        out
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Whether a UDP socket is bound to `port` (iperf 2's UDP server answers nothing to tell by).
+fn udp_listens(port: u16) -> bool {
+    let hex = format!(":{port:04X} ");
+    ["/proc/net/udp", "/proc/net/udp6"].iter().any(|t| {
+        std::fs::read_to_string(t).unwrap_or_default().lines().any(|l| {
+            l.split_whitespace()
+                .nth(1)
+                .is_some_and(|a| format!("{a} ").ends_with(&hex))
+        })
+    })
+}
+
+/// iperf 2.1.8's client against `port`, ended within 20 s (its `--full-duplex` client can hang
+/// after its test: docs/iperf2.md; what the server printed is what is compared).
+fn client(port: u16, args: &str) {
+    let child = Command::new("iperf")
+        .args(["-c", "127.0.0.1", "-p", &port.to_string()])
+        .args(args.split_whitespace())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("run iperf -c");
+    let (_, hung) = common::wait_output_or_kill(child, Duration::from_secs(20));
+    assert!(!hung || args.contains("--full-duplex"), "iperf -c {args} hung");
+}
+
+/// A server's text, each line with its figures masked and its spaces collapsed, sorted; iperf 2's
+/// extras the drop-in does not print cut off ("(icwnd/mss/irtt=...)" after a connection's ports),
+/// and its lines that come with reordering or its client's timing left out ("out-of-order", "ack of
+/// last datagram failed"). A CSV line keeps its field count, stream id and span. Unless `fixed`
+/// (`-f`), a unit's prefix is masked too (adaptive units follow the rate of the moment).
+fn shape(out: &str, fixed: bool) -> Vec<String> {
+    let mut v: Vec<String> = out
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.contains("out-of-order") && !l.contains("WARNING"))
+        .map(|l| {
+            if l.contains(',') {
+                let f: Vec<&str> = l.split(',').collect();
+                return format!("{} fields, id {}, {}", f.len(), f[5], f[6]);
+            }
+            let l = l.split(" (icwnd").next().unwrap_or(l);
+            let mut m = String::new();
+            for c in l.chars() {
+                let c = if c.is_ascii_digit() || c == '.' { '#' } else { c };
+                if !((c == '#' || c == ' ') && m.ends_with(c)) {
+                    m.push(c);
+                }
+            }
+            if fixed {
+                return m;
+            }
+            ["K", "M", "G"].iter().fold(m, |m, p| {
+                m.replace(&format!(" {p}Bytes"), " Bytes")
+                    .replace(&format!(" {p}bits"), " bits")
+            })
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// Server arguments and client arguments. Not here: `-P` with `-i` (iperf 2.1.8's server prints a
+/// `[SUM]` of an interval or of the totals only when its streams' reports meet, as their threads
+/// fall; the drop-in prints one each time) and UDP `-P` (each stream is a test of its own in
+/// landspeed's server: no `[SUM]`).
+const MATRIX: &[(&str, &str)] = &[
+    ("", "-t 1"),
+    ("-i 0.5", "-t 1.2"),
+    ("", "-t 1 -P 2"),
+    ("", "-n 20M"),
+    ("-i 0.5", "-t 1 -R"),
+    ("-i 0.5", "-t 1 --full-duplex"),
+    ("-y C -i 0.5", "-t 1 -P 2"),
+    ("-f m", "-t 1"),
+    ("-u", "-u -t 1"),
+    ("-u -i 0.5", "-u -t 1.2 -b 10M"),
+    ("-u -y C -i 0.5", "-u -t 1"),
+    ("-u", "-u -t 1 -R"),
+];
+
+#[test]
+fn the_iperf_drop_in_server_prints_what_iperf2s_server_prints() {
+    let _one = common::alone();
+    if !have_iperf2() {
+        return;
+    }
+    let landspeed = [common::bin(), "iperf2"];
+    for (server_args, client_args) in MATRIX {
+        let theirs = Server::start(&["iperf"], server_args);
+        client(theirs.1, client_args);
+        std::thread::sleep(Duration::from_millis(300));
+        let theirs = theirs.printed();
+        let ours = Server::start(&landspeed, server_args);
+        client(ours.1, client_args);
+        std::thread::sleep(Duration::from_millis(300));
+        let ours = ours.printed();
+        let what = format!("-s {server_args} / -c {client_args}");
+        let fixed = server_args.contains("-f");
+        assert_eq!(
+            shape(&ours, fixed),
+            shape(&theirs, fixed),
+            "{what}:\n{ours}\n/ iperf 2.1.8's server:\n{theirs}"
+        );
+        assert!(!ours.is_empty(), "{what}: nothing printed");
+    }
+}
+
+#[test]
+fn the_iperf_drop_in_server_prints_each_interval_while_the_test_runs() {
+    let _one = common::alone();
+    if !have_iperf2() {
+        return;
+    }
+    let mut s = Server::start(&[common::bin(), "iperf2"], "-i 0.5");
+    let mut lines = BufReader::new(s.0.stdout.take().expect("stdout")).lines();
+    let mut c = Command::new("iperf")
+        .args(["-c", "127.0.0.1", "-p", &s.1.to_string(), "-t", "4"])
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("run iperf -c");
+    let _reap = scopeguard(&mut c);
+    let t0 = Instant::now();
+    let first = lines.find(|l| l.as_ref().is_ok_and(|l| l.contains("0.0000-0.5000 sec")));
+    // Physical margin: the line is due 0.5 s into a 4 s test; 3 s is allowed.
+    assert!(first.is_some(), "no first interval line");
+    assert!(
+        t0.elapsed() < Duration::from_secs(3),
+        "the first interval came only after {:?}",
+        t0.elapsed()
+    );
+}
+
+/// Kills and reaps a child when dropped.
+fn scopeguard(c: &mut Child) -> impl Drop + '_ {
+    struct Reap<'a>(&'a mut Child);
+    impl Drop for Reap<'_> {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    Reap(c)
+}
