@@ -38,6 +38,8 @@ pub mod flags {
 pub mod upper {
     /// `--isochronous`: frames at a fixed rate.
     pub const ISOCH: u16 = 0x0001;
+    /// UDP: the server sends no report at the end (iperf 2's client sets it with `--full-duplex`).
+    pub const NOUDPFIN: u16 = 0x0008;
     /// `--trip-times`: one-way delays, the clocks assumed synchronized.
     pub const TRIPTIME: u16 = 0x0010;
     /// The isochronous settings follow the start time.

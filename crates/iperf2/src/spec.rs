@@ -59,10 +59,10 @@ pub enum Unserved {
     #[error("an iperf 2 header asking for no streams")]
     NoStreams,
     /// A UDP test the server would send (`-R`, `--full-duplex`) and does not.
-    #[error("iperf 2's UDP {0} is not served here (the server would send to an address nothing proves: `landspeed serve --iperf2-udp-send` serves -R); the client-to-server test is")]
+    #[error("iperf 2's UDP {0} is not served here (the server would send to an address nothing proves: `landspeed serve --iperf2-udp-send` serves it); the client-to-server test is")]
     UdpSending(&'static str),
     /// A UDP test the server would send in datagrams too short for iperf 2's prefix and header.
-    #[error("iperf 2's UDP -R with -l {0}: the server sends datagrams of {MIN_SENT_UDP_LEN} bytes or more (iperf 2's prefix and header)")]
+    #[error("iperf 2's UDP -R or --full-duplex with -l {0}: the server sends datagrams of {MIN_SENT_UDP_LEN} bytes or more (iperf 2's prefix and header)")]
     ShortDatagrams(u32),
 }
 
@@ -266,18 +266,20 @@ impl ClientHeader {
         self.udp_plan_sending(payload_key, false)
     }
 
-    /// `udp_plan`, with `-R` served when `send` (the stream then goes from the server to the
-    /// client, `Direction::Reverse`; its datagrams must hold iperf 2's 16-byte prefix).
+    /// `udp_plan`, with `-R` and `--full-duplex` served when `send` (the server's stream then goes
+    /// to the client, `Direction::Reverse` or `Bidir`; its datagrams must hold iperf 2's 16-byte
+    /// prefix).
     pub fn udp_plan_sending(&self, payload_key: u64, send: bool) -> Result<TestSpec, Unserved> {
         let v2 = self.flags & flags::VERSION2 != 0;
-        if v2 && self.has(upper::FULLDUPLEX) {
+        let both = v2 && self.has(upper::FULLDUPLEX);
+        if both && !send {
             return Err(Unserved::UdpSending("--full-duplex"));
         }
-        let reverse = v2 && self.has(upper::REVERSE);
+        let reverse = v2 && self.has(upper::REVERSE) && !both;
         if reverse && !send {
             return Err(Unserved::UdpSending("-R"));
         }
-        if reverse && self.buffer_len != 0 && self.buffer_len < MIN_SENT_UDP_LEN {
+        if (reverse || both) && self.buffer_len != 0 && self.buffer_len < MIN_SENT_UDP_LEN {
             return Err(Unserved::ShortDatagrams(self.buffer_len));
         }
         if let Some(d) = self.dual() {
@@ -298,10 +300,10 @@ impl ClientHeader {
                 n => u64::from(n),
             },
             end,
-            direction: if reverse {
-                Direction::Reverse
-            } else {
-                Direction::Forward
+            direction: match (reverse, both) {
+                (_, true) => Direction::Bidir,
+                (true, _) => Direction::Reverse,
+                _ => Direction::Forward,
             },
             verify: false,
             payload_key,
@@ -425,9 +427,14 @@ mod tests {
         both.flags |= flags::VERSION2;
         both.extension.as_mut().unwrap().upper |= upper::FULLDUPLEX;
         assert_eq!(
-            both.udp_plan_sending(1, true),
+            both.udp_plan_sending(1, false),
             Err(Unserved::UdpSending("--full-duplex"))
         );
+        let bidir = both.udp_plan_sending(1, true).unwrap();
+        assert_eq!((bidir.direction, bidir.streams), (Direction::Bidir, 1));
+        assert!(bidir.validated().is_ok());
+        both.buffer_len = 60;
+        assert_eq!(both.udp_plan_sending(1, true), Err(Unserved::ShortDatagrams(60)));
     }
 
     #[test]

@@ -108,6 +108,7 @@ pub fn connected(r: &RunResult, first: u32, st: &Iperf2Style) -> String {
         let e = ends(r, c.client_port);
         let ((sip, sport), (cip, cport)) = (&e.local, &e.remote);
         let mark = match (c.received.is_some(), c.sent.is_some(), r.config.spec.direction) {
+            (true, true, _) if is_udp(r) => " (full-duplex) (no-udp-fin)",
             (true, true, _) => " (full-duplex)",
             (false, true, Direction::Reverse) if is_udp(r) => " (reverse) (no-udp-fin)",
             (false, true, Direction::Reverse) => " (reverse)",
@@ -123,7 +124,7 @@ pub fn connected(r: &RunResult, first: u32, st: &Iperf2Style) -> String {
     t + if received_udp {
         COLUMN_HEAD_UDP_RECEIVED
     } else {
-        "[ ID] Interval       Transfer     Bandwidth\n"
+        PLAIN_HEAD
     }
 }
 
@@ -225,6 +226,7 @@ fn pct(lost: u64, sent: u64) -> f64 {
 pub fn totals(r: &RunResult, first: u32, st: &Iperf2Style) -> String {
     let mut t = String::new();
     let mut sums = [(0u64, 0f64, 0usize); 2];
+    let udp_both = is_udp(r) && r.config.spec.direction == Direction::Bidir;
     for c in connections(r, first) {
         for (received, s) in [(true, c.received), (false, c.sent)] {
             let Some(s) = s else { continue };
@@ -235,8 +237,14 @@ pub fn totals(r: &RunResult, first: u32, st: &Iperf2Style) -> String {
             };
             let sum = &mut sums[usize::from(received)];
             *sum = (sum.0 + bytes, sum.1.max(secs), sum.2 + 1);
+            if udp_both && !received && !st.csv {
+                t += PLAIN_HEAD;
+            }
             t += &total_line(r, s, (&c, received), (bytes, secs), st);
         }
+    }
+    if udp_both && !st.csv {
+        return t + &udp_both_sum(r, sums);
     }
     if !st.csv {
         for (bytes, secs, _) in sums.into_iter().rev().filter(|s| s.2 > 1) {
@@ -244,6 +252,33 @@ pub fn totals(r: &RunResult, first: u32, st: &Iperf2Style) -> String {
         }
     }
     t
+}
+
+/// The column head of lines without UDP's receiver columns.
+const PLAIN_HEAD: &str = "[ ID] Interval       Transfer     Bandwidth\n";
+
+/// UDP `--full-duplex`'s closing `[SUM]` of both directions, with its datagrams and their rate, as
+/// iperf 2.1.8's server prints it (`sums`: each direction's bytes and longest span, sent first).
+fn udp_both_sum(r: &RunResult, sums: [(u64, f64, usize); 2]) -> String {
+    let [(sent, sent_s, _), (got, got_s, _)] = sums;
+    let secs = sent_s.max(got_s);
+    let received: u64 = r
+        .streams
+        .iter()
+        .filter_map(|s| s.udp.as_ref().map(|u| u.datagrams_received))
+        .sum();
+    let datagrams = received + datagrams(r, sent);
+    let st = Iperf2Style {
+        csv: false,
+        enhanced: false,
+        format: 'a',
+        interval_s: None,
+    };
+    format!(
+        "[ ID] Interval       Transfer     Bandwidth    Datagrams   PPS\n[SUM] {} {datagrams}{:>8.0} pps\n",
+        columns(0.0, secs, sent + got, &st),
+        datagrams as f64 / secs.max(1e-9)
+    )
 }
 
 /// One stream's total line.
@@ -294,10 +329,15 @@ fn total_line(
             );
         }
     }
-    if !received && is_udp(r) && r.config.spec.length_bytes > 0 {
-        let _ = write!(l, "\n{tag} Sent {} datagrams", bytes / r.config.spec.length_bytes);
+    if !received && is_udp(r) {
+        let _ = write!(l, "\n[{:>3}] Sent {} datagrams", c.number, datagrams(r, bytes));
     }
     l + "\n"
+}
+
+/// The datagrams `bytes` of the test's length make.
+fn datagrams(r: &RunResult, bytes: u64) -> u64 {
+    bytes / r.config.spec.length_bytes.max(1)
 }
 
 fn total(u: &landspeed_core::udp::UdpStats) -> u64 {

@@ -560,6 +560,31 @@ pub fn totals_udp(r: &RunResult, st: &Iperf2Style) -> String {
     t + &server_reports(&streams, st)
 }
 
+/// UDP `--full-duplex`'s last lines, as iperf 2.1.8's client prints them: each stream sent (its
+/// total and "Sent N datagrams"), then each received (`[ *N]`: jitter, lost/total), no server report
+/// (none comes); `head`: the received lines' column head first (when no interval printed it). In
+/// CSV each stream's line, as for `-u` and `-u -R`.
+pub fn totals_udp_both(r: &RunResult, st: &Iperf2Style, head: bool) -> String {
+    let part = |received: bool| RunResult {
+        streams: r
+            .streams
+            .iter()
+            .filter(|s| receives(s.flow) == received)
+            .map(|s| StreamResult {
+                udp: s.udp.filter(|_| received),
+                ..s.clone()
+            })
+            .collect(),
+        ..r.clone()
+    };
+    let head = if head && !st.csv {
+        COLUMN_HEAD_UDP_RECEIVED
+    } else {
+        ""
+    };
+    totals_udp(&part(false), st) + head + &totals_udp_received(&part(true), st)
+}
+
 /// iperf 2's `isoch:tx/miss/slip` columns: frames begun, skipped, and the sender's late returns.
 fn isoch_columns(sent: u64, skipped: u64, slips: u64) -> String {
     format!(" {sent:>4}/{skipped}/{slips}")

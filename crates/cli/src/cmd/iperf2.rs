@@ -174,11 +174,6 @@ fn refused(o: &Opts) -> Option<String> {
     let not = |name: &str, why: &str| format!("landspeed iperf2 does not support {name}: {why}");
     let list = [
         (
-            o.udp && o.client.is_some() && o.full_duplex,
-            "-u with --full-duplex",
-            "over UDP both directions at once are not built yet",
-        ),
-        (
             o.udp && o.client.is_some() && o.reverse && (o.enhanced || o.parallel.unwrap_or(1) > 1),
             "-u -R with -e or -P",
             "the drop-in prints -u -R's plain lines of one stream only yet (`landspeed run HOST --iperf2 -u -R -P N --json` runs the rest)",
@@ -412,6 +407,11 @@ fn client(o: &Opts, host: &str) -> Result<bool> {
     let interrupt = crate::common::client::interrupt_flag()?;
     let mut live = Live::new(&style, &opts.spec);
     match landspeed_net::run_iperf2_client(&opts, &interrupt, &mut |ev| live.event(ev)) {
+        Ok(r) if o.udp && o.full_duplex => {
+            let head = !live.received_head;
+            print!("{}", iperf2_text::totals_udp_both(&r, &style, head));
+            Ok(r.streams.iter().all(|s| s.errors.is_empty()))
+        }
         Ok(r) if o.udp && o.reverse => {
             print!("{}", iperf2_text::totals_udp_received(&r, &style));
             Ok(r.streams.iter().all(|s| s.errors.is_empty()))
@@ -437,6 +437,8 @@ struct Live<'a> {
     /// Each TCP connection's own ends, in stream order (empty until they are known).
     each: Vec<iperf2_text::Ends>,
     started_unix_s: f64,
+    /// UDP `--full-duplex`: the received lines' column head is printed (before the first).
+    received_head: bool,
 }
 
 impl<'a> Live<'a> {
@@ -447,6 +449,7 @@ impl<'a> Live<'a> {
             ends: None,
             each: vec![],
             started_unix_s: 0.0,
+            received_head: false,
         }
     }
 
@@ -486,10 +489,14 @@ impl<'a> Live<'a> {
                     Transport::Udp => iperf2_text::column_head_udp(self.style, self.spec.frames.is_some()),
                     _ => iperf2_text::column_head(self.style),
                 };
-                let lines = match self.each.len() == connections as usize {
+                let mut lines = match self.each.len() == connections as usize {
                     true => iperf2_text::connected_each(&self.each, self.spec.direction, when),
                     false => iperf2_text::connected(ends, self.spec.direction, connections, when),
                 };
+                if self.spec.transport == Transport::Udp && self.spec.direction == Direction::Bidir {
+                    // iperf 2's UDP full duplex asks for no report at the end, and says so.
+                    lines = lines.replace(" (full-duplex)", " (full-duplex) (no-udp-fin)");
+                }
                 lines + head
             }
             ClientEvent::Interval { flow, interval } => {
@@ -503,7 +510,13 @@ impl<'a> Live<'a> {
                 let length = self.spec.length_bytes;
                 match self.spec.transport {
                     Transport::Udp if flow == Flow::ServerToClient => {
-                        iperf2_text::interval_udp_received(&interval, self.style, (ends, stamp))
+                        let both = self.spec.direction == Direction::Bidir && !self.style.csv;
+                        let head = match both && !std::mem::replace(&mut self.received_head, true) {
+                            true => iperf2_text::COLUMN_HEAD_UDP_RECEIVED,
+                            false => "",
+                        };
+                        head.to_string()
+                            + &iperf2_text::interval_udp_received(&interval, self.style, (ends, stamp))
                     }
                     Transport::Udp => iperf2_text::interval_udp(&interval, self.style, (ends, stamp, length)),
                     _ => {
@@ -596,7 +609,6 @@ mod tests {
     #[test]
     fn what_is_not_built_is_refused_by_name() {
         for (line, name) in [
-            ("-c h -u --full-duplex", "-u with --full-duplex"),
             ("-c h -u -R -P 2", "-u -R with -e or -P"),
             ("-c h -u -R -e", "-u -R with -e or -P"),
             ("-c 239.1.1.1 -u", "-c GROUP (multicast)"),
@@ -620,6 +632,7 @@ mod tests {
         assert!(refused(&opts("-c h -d -L 6000 -P 2 -i 1 -y C").unwrap()).is_none());
         assert!(refused(&opts("-c h -r -n 1M").unwrap()).is_none());
         assert!(refused(&opts("-c h -u -R -t 2 -i 1 -y C").unwrap()).is_none());
+        assert!(refused(&opts("-c h -u --full-duplex -P 2 -i 1").unwrap()).is_none());
         // A server takes UDP clients on its one port: -u there is no refusal.
         assert!(refused(&opts("-s -u").unwrap()).is_none());
         assert!(refused(&opts("-s -u -i 1 -y C -f m").unwrap()).is_none());

@@ -29,10 +29,11 @@ pub fn run_iperf2_client(
     }
     if spec.transport == Transport::Udp {
         landspeed_engine::platform::check_spec(spec)?;
-        if spec.direction == Direction::Reverse {
-            return super::udp_receive::run_reverse(opts, spec, interrupt, on_event);
-        }
-        return super::udp_client::run_udp(opts, spec, interrupt, on_event);
+        return match spec.direction {
+            Direction::Reverse => super::udp_receive::run_reverse(opts, spec, interrupt, on_event),
+            Direction::Bidir => super::udp_both::run_both(opts, spec, interrupt, on_event),
+            Direction::Forward => super::udp_client::run_udp(opts, spec, interrupt, on_event),
+        };
     }
     if let Some(ask) = opts.connect_back {
         return super::back_client::run_back(opts, spec, ask, interrupt, on_event);

@@ -11,6 +11,8 @@ use crate::host::{bind_udp, Live, RefusalKind, Shared, TestLog};
 use landspeed_core::config::{Direction, Flow, Test};
 use landspeed_core::endpoint::{EndpointReport, IntervalSample, Role, StreamReport};
 use landspeed_core::frames::{FrameReceipt, FramesReport};
+use landspeed_engine::supervisor::EngineOutput;
+use landspeed_engine::transport::udp::UdpStream;
 use landspeed_iperf2::udp::Datagram;
 use landspeed_iperf2::{ClientHeader, FramePayload, Receipt};
 use std::collections::HashMap;
@@ -83,6 +85,7 @@ pub(crate) fn take(
         .name(format!("iperf2 udp {peer}"))
         .spawn(move || {
             sh.connection_started();
+            // Forward and --full-duplex receive here; -R only sends.
             if admitted.test.direction == Direction::Reverse {
                 super::udp_send::serve(&header, admitted, (peer, local), &sh);
             } else {
@@ -102,7 +105,9 @@ pub(crate) fn take(
     true
 }
 
-/// Receives and reports one admitted UDP stream, then logs it.
+/// Receives one admitted UDP stream and answers its end with iperf 2's report (with
+/// `--full-duplex`, sends the server's stream on the same socket meanwhile, and answers nothing, as
+/// iperf 2.1.8's server), then logs it.
 fn serve(
     header: ClientHeader,
     admitted: super::server::Admitted,
@@ -111,25 +116,23 @@ fn serve(
     shared: &Arc<Shared>,
 ) {
     let test = &admitted.test;
-    let refuse = |kind, reason: String| shared.refuse(peer, kind, format!("iperf2: {reason}"));
-    let v6only = local.is_ipv6().then_some(!local.ip().is_unspecified());
-    let sock = match bind_udp(local, v6only).and_then(|s| s.connect(peer).map(|()| s)) {
-        Ok(s) => s,
-        Err(e) => return refuse(RefusalKind::Busy, format!("cannot open the test's socket: {e}")),
+    let Some((sock, local)) = open(local, peer, shared) else {
+        return;
     };
-    let local = local_end(&sock, local);
     let _ = landspeed_path::stamp::enable(&sock);
     let started = SystemTime::now();
+    let both = test.direction == Direction::Bidir;
     let mut log = TestLog::new(peer, "iperf2");
     log.protocol = format!("{} (UDP)", super::server::protocol(&header));
     log.streams = 1;
-    log.direction = Some(Direction::Forward);
+    log.direction = Some(test.direction);
     let seq64 = header.flags & landspeed_iperf2::header::flags::SEQNO64B != 0;
     let mut frames = header
         .has(landspeed_iperf2::header::upper::ISOCH)
         .then(|| FrameReceipt::new(0));
     let mut counted = Counted::new(test, shared);
-    counted.live = shared.opts.live.then(|| Live {
+    // Live only one way: both ways' intervals come at the end (their two clocks start apart).
+    counted.live = (shared.opts.live && !both).then(|| Live {
         spec: test.spec().clone(),
         context: super::server::iperf2_context((Some(local), Some(peer)), started, 1),
         client_ports: vec![Some(peer.port())],
@@ -138,20 +141,72 @@ fn serve(
     if let Some(l) = &counted.live {
         shared.emit(l.so_far());
     }
-    let outcome = receive(&sock, &rx, (seq64, &mut frames), &mut counted);
+    let (outcome, sent) = if both {
+        both_ways(&sock, (test, &rx, seq64), &mut counted)
+    } else {
+        (receive(&sock, &rx, (seq64, &mut frames), &mut counted), None)
+    };
     let receipt = &counted.receipt;
     log.bytes_received = receipt.bytes;
     log.duration_s = receipt.span_s();
     let frames = frames.map(FrameReceipt::finish);
+    // No report when the client asked for none (iperf 2's `NOUDPFIN`, which its --full-duplex sets).
+    let no_fin = both || header.has(landspeed_iperf2::header::upper::NOUDPFIN);
     match outcome {
-        Ok(()) => report(&sock, receipt, frames.as_ref()),
+        Ok(()) if !no_fin => report(&sock, receipt, frames.as_ref()),
+        Ok(()) => {}
         Err(e) => log.error = Some(e),
     }
-    let mut result = result(&counted, test, &header, (local, peer), started);
+    if let Some((out, cut)) = &sent {
+        log.bytes_sent = out.streams.iter().map(|s| s.bytes).sum();
+        log.duration_s = log.duration_s.max(out.elapsed_s);
+        log.error = log.error.take().or(cut.clone());
+    }
+    let sent = sent.as_ref().map(|(out, _)| out);
+    let mut result = result(&counted, sent, (test, &header), (local, peer), started);
     result.frames = frames;
     log.result = Some(Box::new(result));
     shared.tests_done.fetch_add(1, Relaxed);
     shared.emit(crate::host::ServerEvent::Test(log));
+}
+
+/// The test's socket, bound to the listener's address and connected to the client, and the
+/// address it sends from; or None, refused in the log.
+pub(super) fn open(local: SocketAddr, peer: SocketAddr, shared: &Shared) -> Option<(UdpSocket, SocketAddr)> {
+    let v6only = local.is_ipv6().then_some(!local.ip().is_unspecified());
+    match bind_udp(local, v6only).and_then(|s| s.connect(peer).map(|()| s)) {
+        Ok(s) => {
+            let local = local_end(&s, local);
+            Some((s, local))
+        }
+        Err(e) => {
+            let why = format!("iperf2: cannot open the test's socket: {e}");
+            shared.refuse(peer, RefusalKind::Busy, why);
+            None
+        }
+    }
+}
+
+/// What the server's own stream did with `--full-duplex`: the sender's output and why it was cut.
+type Sent = (EngineOutput, Option<String>);
+
+/// `--full-duplex`: the client's datagrams counted here while a thread sends the server's stream
+/// (stream 1) on a clone of the socket, then its end; the sender's output and cut, if it ran.
+fn both_ways(
+    sock: &UdpSocket,
+    (test, rx, seq64): (&Test, &Receiver<Passed>, bool),
+    counted: &mut Counted,
+) -> (Result<(), String>, Option<Sent>) {
+    let shared = counted.shared;
+    let Ok(clone) = sock.try_clone() else {
+        return (receive(sock, rx, (seq64, &mut None), counted), None);
+    };
+    let streams = [UdpStream::of_test(test, 1, Role::at_server, clone)];
+    std::thread::scope(|sc| {
+        let sender = sc.spawn(|| super::udp_send::send_all(&streams, test, (shared, None)));
+        let outcome = receive(sock, rx, (seq64, &mut None), counted);
+        (outcome, sender.join().ok())
+    })
 }
 
 /// The address a test's socket connected to its client sends from (the listener's may be every
@@ -312,32 +367,40 @@ fn report(sock: &UdpSocket, r: &Receipt, frames: Option<&FramesReport>) {
     }
 }
 
-/// The test as this server saw it: its stream received, with iperf 2's counts; the client's side
-/// inferred (it sent at least the highest numbered datagram).
+/// The test as this server saw it: its stream received, with iperf 2's counts, and with
+/// `--full-duplex` the stream it sent (`sent`); the client's side inferred (it sent at least the
+/// highest numbered datagram; it received what was sent).
 fn result(
     c: &Counted,
-    test: &Test,
-    header: &ClientHeader,
+    sent: Option<&EngineOutput>,
+    (test, header): (&Test, &ClientHeader),
     addresses: (SocketAddr, SocketAddr),
     started: SystemTime,
 ) -> landspeed_core::result::RunResult {
     let r = &c.receipt;
     let mut mine = received_stream(r, Flow::ClientToServer);
     mine.peer_port = Some(addresses.1.port());
-    let here = EndpointReport {
-        software: format!("landspeed {} (iperf 2's protocol)", landspeed_core::SOFTWARE_VERSION),
+    let mut warnings = vec![
+        "iperf 2's protocol carries no figures from the client: its datagrams sent are the highest number that arrived here".to_string(),
+        "iperf 2's payload is not landspeed's: nothing was verified".into(),
+        "loss, out of order and jitter are counted as iperf 2's server counts them (docs/iperf2.md)".into(),
+    ];
+    if sent.is_some() {
+        warnings.push("iperf 2's UDP --full-duplex sends no report back: what the client received (its loss, jitter, order) is in its own output; its side here is inferred as everything sent".into());
+    }
+    let mut here = EndpointReport {
+        software: format!(
+            "landspeed {} (iperf 2's protocol)",
+            landspeed_core::SOFTWARE_VERSION
+        ),
         streams: vec![mine],
         elapsed_s: r.span_s(),
         threads: 1,
         host: landspeed_engine::host::host_info(),
-        warnings: vec![
-            "iperf 2's protocol carries no figures from the client: its datagrams sent are the highest number that arrived here".into(),
-            "iperf 2's payload is not landspeed's: nothing was verified".into(),
-            "loss, out of order and jitter are counted as iperf 2's server counts them (docs/iperf2.md)".into(),
-        ],
+        warnings,
         ..EndpointReport::default()
     };
-    let client = EndpointReport {
+    let mut client = EndpointReport {
         software: super::server::protocol(header).replace("iperf2", "iperf 2") + " client",
         streams: vec![StreamReport {
             bytes: r.bytes,
@@ -348,13 +411,27 @@ fn result(
         elapsed_s: r.span_s(),
         ..EndpointReport::default()
     };
+    let mut samples = c.samples.clone();
+    if let Some(out) = sent {
+        let report = out.report(None, vec![]);
+        here.elapsed_s = here.elapsed_s.max(report.elapsed_s);
+        client.elapsed_s = here.elapsed_s;
+        for s in report.streams {
+            client.streams.push(crate::dial::inferred(&s));
+            here.streams.push(s);
+        }
+        // Each interval of the stream sent beside the same interval of the one received.
+        for (mine, theirs) in samples.iter_mut().zip(&out.samples) {
+            mine.streams.extend(theirs.streams.iter().cloned());
+        }
+    }
     landspeed_core::assemble::assemble(&landspeed_core::assemble::Inputs {
         spec: test,
         context: super::server::iperf2_context((Some(addresses.0), Some(addresses.1)), started, 1),
         client: &client,
         server: &here,
         client_samples: &[],
-        server_samples: &c.samples,
+        server_samples: &samples,
     })
 }
 

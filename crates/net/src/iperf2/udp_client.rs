@@ -140,7 +140,7 @@ pub(super) fn client_header(spec: &TestSpec, port: u16) -> Result<ClientHeader, 
 }
 
 /// Each stream's socket, connected to the server.
-fn open(
+pub(super) fn open(
     opts: &ClientOptions,
     addr: std::net::SocketAddr,
     spec: &Test,

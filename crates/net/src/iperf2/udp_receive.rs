@@ -243,16 +243,16 @@ fn refused(sock: &UdpSocket) -> bool {
 }
 
 /// What one stream received.
-struct Got {
-    id: u32,
-    receipt: Receipt,
+pub(super) struct Got {
+    pub(super) id: u32,
+    pub(super) receipt: Receipt,
     /// How long its request took to be answered.
     asked: Duration,
     error: Option<std::io::Error>,
 }
 
 impl Got {
-    fn failed(id: u32) -> Got {
+    pub(super) fn failed(id: u32) -> Got {
         Got {
             id,
             receipt: Receipt::default(),
@@ -263,8 +263,10 @@ impl Got {
 }
 
 /// Counts one stream's datagrams until the server's end, the test's time and [`GRACE`], a silence
-/// of [`SILENCE`], or Ctrl-C; its sample of every interval that closes, to `tx`.
-fn receive(
+/// of [`SILENCE`], or Ctrl-C; its sample of every interval that closes, to `tx`. A port unreachable
+/// before anything came is answered with `ask` again (none when empty: the stream's own datagrams
+/// ask, with `--full-duplex`).
+pub(super) fn receive(
     sock: &UdpSocket,
     (id, spec, tx): (u32, &Test, std::sync::mpsc::Sender<(u32, StreamSample)>),
     (t0, interrupt): (Instant, &AtomicBool),
@@ -314,7 +316,9 @@ fn receive(
                     got.error = Some(e);
                     return got;
                 }
-                let _ = sock.send(ask);
+                if !ask.is_empty() {
+                    let _ = sock.send(ask);
+                }
             }
             Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
                 got.error = Some(e);

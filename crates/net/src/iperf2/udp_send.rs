@@ -9,7 +9,7 @@
 //! the client's address: docs/security.md says what that costs and what bounds it.
 
 use super::server::{inferred_client, protocol, Admitted, Hook};
-use crate::host::{bind_udp, RefusalKind, Shared, TestLog};
+use crate::host::{Shared, TestLog};
 use landspeed_core::config::{Direction, Test};
 use landspeed_core::endpoint::Role;
 use landspeed_engine::supervisor::{self, EngineOutput, EngineParams, Flags, Wake, Wiring};
@@ -36,15 +36,9 @@ pub(super) fn serve(
     shared: &Arc<Shared>,
 ) {
     let test = &admitted.test;
-    let v6only = local.is_ipv6().then_some(!local.ip().is_unspecified());
-    let sock = match bind_udp(local, v6only).and_then(|s| s.connect(peer).map(|()| s)) {
-        Ok(s) => s,
-        Err(e) => {
-            let why = format!("iperf2: cannot open the test's socket: {e}");
-            return shared.refuse(peer, RefusalKind::Busy, why);
-        }
+    let Some((sock, local)) = super::udp::open(local, peer, shared) else {
+        return;
     };
-    let local = super::udp::local_end(&sock, local);
     let started = SystemTime::now();
     let mut log = TestLog::new(peer, "iperf2");
     log.protocol = format!("{} (UDP)", protocol(header));
@@ -60,18 +54,29 @@ pub(super) fn serve(
     if let Some(l) = &live {
         shared.emit(l.so_far());
     }
-    let (out, cut) = send(&streams, test, (shared, live));
+    let (out, cut) = send_all(&streams, test, (shared, live));
+    crate::host::add_measured(&mut log, &out);
+    log.error = cut.or_else(|| out.streams[0].error.clone());
+    log.result = Some(Box::new(seen_here(&out, header, test, (local, peer), started)));
+    shared.tests_done.fetch_add(1, Relaxed);
+    shared.emit(crate::host::ServerEvent::Test(log));
+}
+
+/// The stream's datagrams (`send`), then its end: one datagram numbered with the next number
+/// negated, as iperf 2's server ends what it sends.
+pub(super) fn send_all(
+    streams: &[UdpStream],
+    test: &Test,
+    (shared, live): (&Shared, Option<crate::host::Live>),
+) -> (EngineOutput, Option<String>) {
+    let (out, cut) = send(streams, test, (shared, live));
     let s = &out.streams[0];
     end(
         &streams[0].socket,
         s.calls + s.send_errors,
         test.length_bytes as usize,
     );
-    crate::host::add_measured(&mut log, &out);
-    log.error = cut.or_else(|| s.error.clone());
-    log.result = Some(Box::new(seen_here(&out, header, test, (local, peer), started)));
-    shared.tests_done.fetch_add(1, Relaxed);
-    shared.emit(crate::host::ServerEvent::Test(log));
+    (out, cut)
 }
 
 /// The stream's datagrams at the header's rate (within `--max-rate`), until its time or bytes, or
