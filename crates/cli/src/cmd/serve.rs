@@ -128,8 +128,8 @@ pub struct ServeArgs {
     /// Off by default: the server would connect out to a port the client chooses.
     #[arg(long)]
     pub connect_back: bool,
-    /// Answer iperf 2's UDP -R: send the test's datagrams to the address and port the client's
-    /// first datagram came from, at the rate and for the time its header asks (within --max-rate,
+    /// Answer iperf 2's UDP -R and --full-duplex: send the test's datagrams to the address and port
+    /// the client's first datagram came from, at the rate and for the time its header asks (within --max-rate,
     /// --max-duration and --max-bytes). Off by default: nothing proves that address, so a forged
     /// datagram would aim the test at someone else (docs/security.md).
     #[arg(long)]

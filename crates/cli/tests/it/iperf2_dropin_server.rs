@@ -136,6 +136,7 @@ const MATRIX: &[(&str, &str)] = &[
     ("-u -i 0.5", "-u -t 1.2 -b 10M"),
     ("-u -y C -i 0.5", "-u -t 1"),
     ("-u", "-u -t 1 -R"),
+    ("-u", "-u -t 1 --full-duplex"),
 ];
 
 #[test]

@@ -28,7 +28,7 @@ impl Iperf2Server {
     }
 
     /// `iperf -s -p PORT EXTRA` (`-u`: its UDP server, a process of its own).
-    fn with(extra: &[&str]) -> Iperf2Server {
+    pub(crate) fn with(extra: &[&str]) -> Iperf2Server {
         let port = common::free_port();
         let child = Command::new("iperf")
             .args(["-s", "-p", &port.to_string()])
@@ -535,7 +535,7 @@ fn landspeed_receives_iperf2s_udp_reverse_from_both_servers() {
 /// A client's text but its dashed head, each line with its numbers masked and its spaces
 /// collapsed, sorted (iperf 2's threads print streams in either order); the out-of-order lines left
 /// out (they come with reordering, which a busy loopback gives or not).
-fn masked_text(out: &str) -> Vec<String> {
+pub(crate) fn masked_text(out: &str) -> Vec<String> {
     // The head's lines wherever they fall (iperf 2's threads may print a "connected" line first).
     let head = [
         "---",
@@ -689,6 +689,19 @@ fn a_forged_udp_reverse_request_sends_nothing_past_a_closed_port() {
     let line = common::line_with(&s, "(UDP) test");
     assert!(
         line.contains("reverse") && line.contains("port is closed"),
+        "{line}"
+    );
+    assert!(num_after(&line, "sent ") <= 4 * 1470, "{line}");
+    // The same with --full-duplex (0x0800, and NOUDPFIN 0x0008 as iperf 2.1.8 sets them): the
+    // server's reader of the socket learns of the closed port and ends its sending.
+    let forged = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    forged
+        .send_to(&udp_datagram_asking(1, -1000, 0x0808), ("127.0.0.1", s.port))
+        .unwrap();
+    drop(forged);
+    let line = common::line_with(&s, "(UDP) test");
+    assert!(
+        line.contains("bidir") && line.contains("port is closed"),
         "{line}"
     );
     assert!(num_after(&line, "sent ") <= 4 * 1470, "{line}");

@@ -19,6 +19,7 @@ mod install;
 mod iperf2_dropin_server;
 mod iperf2_dual;
 mod iperf2_server;
+mod iperf2_udp_both;
 mod iperf3_auth;
 mod iperf3_client;
 mod iperf3_diff;

@@ -427,6 +427,8 @@ pub(super) struct Hook<'a> {
     shutdown: &'a AtomicBool,
     shared: &'a Shared,
     pub(super) live: Option<crate::host::Live>,
+    /// Raised when the client's port is closed (another thread read its ICMP port unreachable).
+    pub(super) gone: Option<&'a AtomicBool>,
     running: landspeed_proto::Running,
     started: Instant,
     /// Why the test was cut, if it was.
@@ -440,6 +442,7 @@ impl<'a> Hook<'a> {
             shutdown: &shared.shutdown,
             shared,
             live: None,
+            gone: None,
             running: landspeed_proto::Running::of(&shared.opts.limits),
             started: Instant::now(),
             cut: None,
@@ -458,6 +461,10 @@ impl EngineHook<()> for Hook<'_> {
     fn on_tick(&mut self, flags: &Flags) {
         if self.shutdown.load(Relaxed) && !flags.abort.load(Relaxed) {
             self.cut.get_or_insert_with(|| "server shutting down".into());
+            flags.abort.store(true, Relaxed);
+        }
+        if self.gone.is_some_and(|g| g.load(Relaxed)) && !flags.abort.load(Relaxed) {
+            self.cut.get_or_insert_with(|| super::udp::PORT_CLOSED.into());
             flags.abort.store(true, Relaxed);
         }
     }

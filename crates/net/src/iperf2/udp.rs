@@ -17,7 +17,7 @@ use landspeed_iperf2::udp::Datagram;
 use landspeed_iperf2::{ClientHeader, FramePayload, Receipt};
 use std::collections::HashMap;
 use std::net::{SocketAddr, UdpSocket};
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::mpsc::{Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
@@ -190,8 +190,15 @@ pub(super) fn open(local: SocketAddr, peer: SocketAddr, shared: &Shared) -> Opti
 /// What the server's own stream did with `--full-duplex`: the sender's output and why it was cut.
 type Sent = (EngineOutput, Option<String>);
 
+/// Why a test that sends ends when its client's port is closed.
+pub(super) const PORT_CLOSED: &str = "the peer's port is closed (ICMP port unreachable)";
+/// With `--full-duplex`, how long the client's end may come after the server's stream has ended.
+const END_GRACE: Duration = Duration::from_secs(3);
+
 /// `--full-duplex`: the client's datagrams counted here while a thread sends the server's stream
-/// (stream 1) on a clone of the socket, then its end; the sender's output and cut, if it ran.
+/// (stream 1) on a clone of the socket, then its end; the sender's output and cut, if it ran. An
+/// ICMP port unreachable (read here) ends the sending at once; once the sending has ended, the
+/// client's end may come for [`END_GRACE`].
 fn both_ways(
     sock: &UdpSocket,
     (test, rx, seq64): (&Test, &Receiver<Passed>, bool),
@@ -202,11 +209,22 @@ fn both_ways(
         return (receive(sock, rx, (seq64, &mut None), counted), None);
     };
     let streams = [UdpStream::of_test(test, 1, Role::at_server, clone)];
-    std::thread::scope(|sc| {
-        let sender = sc.spawn(|| super::udp_send::send_all(&streams, test, (shared, None)));
+    let (gone, sent) = (AtomicBool::new(false), Arc::new(AtomicBool::new(false)));
+    counted.sent = Some(sent.clone());
+    let outcome = std::thread::scope(|sc| {
+        let sender = sc.spawn(|| {
+            let out = super::udp_send::send_all(&streams, test, (shared, None, Some(&gone)));
+            sent.store(true, Relaxed);
+            out
+        });
         let outcome = receive(sock, rx, (seq64, &mut None), counted);
+        if outcome.as_ref().is_err_and(|e| e == PORT_CLOSED) {
+            gone.store(true, Relaxed);
+        }
         (outcome, sender.join().ok())
-    })
+    });
+    counted.sent = None;
+    outcome
 }
 
 /// The address a test's socket connected to its client sends from (the listener's may be every
@@ -236,6 +254,8 @@ struct Counted<'a> {
     samples: Vec<IntervalSample>,
     live: Option<Live>,
     shared: &'a Shared,
+    /// With `--full-duplex`: raised when the server's own stream has ended.
+    sent: Option<Arc<AtomicBool>>,
 }
 
 impl<'a> Counted<'a> {
@@ -246,6 +266,7 @@ impl<'a> Counted<'a> {
             samples: vec![],
             live: None,
             shared,
+            sent: None,
         }
     }
 
@@ -300,6 +321,7 @@ fn receive(
     let shared = c.shared;
     let running = landspeed_proto::Running::of(&shared.opts.limits);
     let (start, mut heard) = (Instant::now(), Instant::now());
+    let mut sent_at: Option<Instant> = None;
     let mut buf = vec![0u8; 65536];
     // The end counts once, as its datagram (iperf 2's server counts the first and stops reading).
     let mut count = |b: &[u8], at: f64, c: &mut Counted| match Datagram::parse(b, seq64) {
@@ -337,7 +359,15 @@ fn receive(
                     shared.opts.idle_timeout
                 ));
             }
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => return Err(PORT_CLOSED.into()),
             Err(_) => c.close_until(arrival_s(None)),
+        }
+        if c.sent.as_ref().is_some_and(|s| s.load(Relaxed))
+            && sent_at.get_or_insert_with(Instant::now).elapsed() > END_GRACE
+        {
+            return Err(format!(
+                "no end from the client within {END_GRACE:?} of the server's"
+            ));
         }
         if shared.shutdown.load(Relaxed) {
             return Err("server shutting down".into());

@@ -18,7 +18,7 @@ use landspeed_engine::transport::udp::{
 };
 use landspeed_iperf2::ClientHeader;
 use std::net::{SocketAddr, UdpSocket};
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -54,7 +54,7 @@ pub(super) fn serve(
     if let Some(l) = &live {
         shared.emit(l.so_far());
     }
-    let (out, cut) = send_all(&streams, test, (shared, live));
+    let (out, cut) = send_all(&streams, test, (shared, live, None));
     crate::host::add_measured(&mut log, &out);
     log.error = cut.or_else(|| out.streams[0].error.clone());
     log.result = Some(Box::new(seen_here(&out, header, test, (local, peer), started)));
@@ -67,9 +67,9 @@ pub(super) fn serve(
 pub(super) fn send_all(
     streams: &[UdpStream],
     test: &Test,
-    (shared, live): (&Shared, Option<crate::host::Live>),
+    how: (&Shared, Option<crate::host::Live>, Option<&AtomicBool>),
 ) -> (EngineOutput, Option<String>) {
-    let (out, cut) = send(streams, test, (shared, live));
+    let (out, cut) = send(streams, test, how);
     let s = &out.streams[0];
     end(
         &streams[0].socket,
@@ -79,12 +79,13 @@ pub(super) fn send_all(
     (out, cut)
 }
 
-/// The stream's datagrams at the header's rate (within `--max-rate`), until its time or bytes, or
-/// the server's cut (returned); with a live view, the test so far as each interval closes.
+/// The stream's datagrams at the header's rate (within `--max-rate`), until its time or bytes, the
+/// server's cut, or `gone` raised (the client's port closed, as the reader of the same socket
+/// learned): why it was cut, returned; with a live view, the test so far as each interval closes.
 fn send(
     streams: &[UdpStream],
     test: &Test,
-    (shared, live): (&Shared, Option<crate::host::Live>),
+    (shared, live, gone): (&Shared, Option<crate::host::Live>, Option<&AtomicBool>),
 ) -> (EngineOutput, Option<String>) {
     let o = &shared.opts;
     let mut params = EngineParams::for_spec(test, None, None, o.idle_timeout);
@@ -108,6 +109,7 @@ fn send(
     let flags = Flags::default();
     let mut hook = Hook::new(shared);
     hook.live = live;
+    hook.gone = gone;
     let out = supervisor::run(&udp, &params, Wiring::new(&flags, (&tx, &rx), &mut hook, None));
     (out, hook.cut)
 }

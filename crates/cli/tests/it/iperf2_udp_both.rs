@@ -1,0 +1,157 @@
+//! iperf 2's UDP `--full-duplex` (each socket both ways, no report at the end) with iperf 2.1.8 at
+//! either end: its client against `landspeed serve --iperf2-udp-send` beside iperf 2's own server,
+//! `landspeed run --iperf2 -u --bidir` against both servers, and the drop-in's lines beside iperf
+//! 2.1.8's client's.
+
+use crate::common::{self, ServerProc};
+use crate::iperf2_server::{have_iperf2, masked_text, Iperf2Server};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// `iperf -c 127.0.0.1 -p PORT -u --full-duplex ARGS`: its exit code, and each stream it received
+/// (the `[ *N]` totals: lost, total), from its text.
+fn iperf2_client(port: u16, args: &str) -> (Option<i32>, Vec<(u64, u64)>, String) {
+    let child = Command::new("iperf")
+        .args(["-c", "127.0.0.1", "-p", &port.to_string(), "-u", "--full-duplex"])
+        .args(args.split_whitespace())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run iperf -c");
+    let (out, hung) = common::wait_output_or_kill(child, Duration::from_secs(20));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(!hung, "iperf -c -u --full-duplex {args} hung: {text}");
+    (out.status.code(), received_totals(&text), text)
+}
+
+/// The received streams' totals (`[ *N] 0.0000-...` lines with lost/total), in stream order.
+fn received_totals(text: &str) -> Vec<(u64, u64)> {
+    let mut v: Vec<(String, u64, u64)> = text
+        .lines()
+        .filter(|l| l.starts_with("[ *") && l.contains(" 0.0000-") && l.contains(" ms "))
+        .filter_map(|l| {
+            let lt = l.split(" ms ").nth(1)?.split_whitespace().next()?;
+            let (lost, total) = lt.split_once('/')?;
+            Some((l[..5].to_string(), lost.parse().ok()?, total.parse().ok()?))
+        })
+        .collect();
+    v.sort();
+    // With -i the last interval can start at 0 too (a test of one interval): the totals come last.
+    v.dedup_by(|b, a| a.0 == b.0);
+    v.into_iter().map(|(_, l, t)| (l, t)).collect()
+}
+
+#[test]
+fn iperf2s_udp_full_duplex_client_gets_from_landspeed_what_iperf2s_server_sends() {
+    let _one = common::alone();
+    if !have_iperf2() {
+        return;
+    }
+    let s = ServerProc::start("127.0.0.1", &["--iperf2-udp-send"]);
+    for args in ["-t 1", "-n 60K -l 1200", "-t 1 -P 2 -b 2M"] {
+        let theirs = iperf2_client(Iperf2Server::with(&["-u"]).1, args);
+        let ours = iperf2_client(s.port, args);
+        assert_eq!(ours.0, Some(0), "{args}: {}", ours.2);
+        assert_eq!(theirs.0, ours.0, "{args}");
+        assert_eq!(
+            ours.1.len(),
+            theirs.1.len(),
+            "{args}:\n{}\n/ iperf 2.1.8's server:\n{}",
+            ours.2,
+            theirs.2
+        );
+        for ((_, t), (lost, o)) in theirs.1.iter().zip(&ours.1) {
+            // The server's datagrams, as iperf 2.1.8's client counted them: a byte count the same
+            // (within the end datagram), a time within 10%; none lost on loopback.
+            let close = if args.contains("-n") {
+                t.abs_diff(*o) <= 1
+            } else {
+                t.abs_diff(*o) * 10 <= *t
+            };
+            assert!(
+                close && *o > 0,
+                "{args}: landspeed's {o} datagrams, iperf 2's {t}:\n{}",
+                ours.2
+            );
+            assert!(*lost <= 1, "{args}: {lost} lost:\n{}", ours.2);
+        }
+        let log = common::line_with(&s, "bidir");
+        assert!(log.contains(": ok"), "{args}: {log}");
+    }
+}
+
+#[test]
+fn landspeed_runs_iperf2s_udp_full_duplex_against_both_servers() {
+    let _one = common::alone();
+    if !have_iperf2() {
+        return;
+    }
+    let s = ServerProc::start("127.0.0.1", &["--iperf2-udp-send"]);
+    for port in [Iperf2Server::with(&["-u"]).1, s.port] {
+        let p = port.to_string();
+        let args = [
+            "run",
+            "127.0.0.1",
+            "-p",
+            &p,
+            "--iperf2",
+            "-u",
+            "--bidir",
+            "-t",
+            "1",
+            "-P",
+            "2",
+            "-b",
+            "4M",
+            "--json",
+            "--no-save",
+        ];
+        let o = common::landspeed(&args, Duration::from_secs(30));
+        assert_eq!(o.code, 0, "port {p}: {}", o.stderr);
+        let r: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+        let streams = r["streams"].as_array().unwrap();
+        assert_eq!(streams.len(), 4, "{r}");
+        for st in streams {
+            let moved = st["bytes_received"].as_u64().unwrap();
+            // 2 Mbit/s a stream for 1 s: about 170 KiB each way; more than half of it.
+            assert!(moved > 85_000, "port {p}: stream {st}");
+        }
+        let back: Vec<&serde_json::Value> = streams
+            .iter()
+            .filter(|s| s["flow"] == "server_to_client")
+            .collect();
+        assert_eq!(back.len(), 2, "{r}");
+        assert!(
+            back.iter()
+                .all(|s| s["udp"]["datagrams_lost"].as_u64() == Some(0)),
+            "{r}"
+        );
+        let shown = r["intervals"][0]["streams"].as_array().unwrap().len();
+        assert_eq!(shown, 4, "the first interval has both ways' streams: {r}");
+    }
+}
+
+#[test]
+fn the_iperf_drop_in_prints_iperf2s_udp_full_duplex_lines() {
+    let _one = common::alone();
+    if !have_iperf2() {
+        return;
+    }
+    let s = ServerProc::start("127.0.0.1", &["--iperf2-udp-send"]);
+    let args = "-t 1 -i 0.5";
+    let (_, _, theirs) = iperf2_client(Iperf2Server::with(&["-u"]).1, args);
+    for port in [Iperf2Server::with(&["-u"]).1, s.port] {
+        let line = format!("iperf2 -c 127.0.0.1 -p {port} -u --full-duplex {args}");
+        let ours = common::landspeed(
+            &line.split_whitespace().collect::<Vec<_>>(),
+            Duration::from_secs(30),
+        );
+        assert_eq!(ours.code, 0, "{line}: {}", ours.stderr);
+        assert_eq!(
+            masked_text(&ours.stdout),
+            masked_text(&theirs),
+            "{line}:\n{}\n/ iperf 2.1.8:\n{theirs}",
+            ours.stdout
+        );
+    }
+}
