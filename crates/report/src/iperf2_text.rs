@@ -650,6 +650,7 @@ fn received_udp(n: &Numbered, reverse: bool, st: &Iperf2Style) -> String {
 pub fn interval_udp_received(i: &IntervalResult, st: &Iperf2Style, at: (&Ends, f64)) -> String {
     let (ends, stamp) = at;
     let mut t = String::new();
+    let mut sum = (0u64, 0u64, 0u64);
     for (k, s) in i.streams.iter().enumerate() {
         let number = k as u32 + 1;
         let (sent, lost) = (s.datagrams_sent.unwrap_or(0), s.datagrams_lost.unwrap_or(0));
@@ -659,6 +660,7 @@ pub fn interval_udp_received(i: &IntervalResult, st: &Iperf2Style, at: (&Ends, f
             0.0
         };
         let jitter = s.jitter_ms.unwrap_or(0.0);
+        sum = (sum.0 + s.bytes, sum.1 + lost, sum.2 + sent);
         if st.csv {
             let line = csv_line(ends, (number, true), (stamp, i.start_s, i.end_s), s.bytes);
             let _ = writeln!(t, "{},{jitter:.3},{lost},{sent},{pct:.3},0", line.trim_end());
@@ -672,7 +674,29 @@ pub fn interval_udp_received(i: &IntervalResult, st: &Iperf2Style, at: (&Ends, f
             );
         }
     }
+    if i.streams.len() > 1 && !st.csv {
+        t += &received_sum((i.start_s, i.end_s), sum, st);
+    }
     t
+}
+
+/// The `[SUM]` of several received UDP streams, as iperf 2.1.8's `-u -R -P` client prints it: a
+/// plain column head, then the bytes, rate and lost/total of all (no jitter).
+fn received_sum(
+    (start_s, end_s): (f64, f64),
+    (bytes, lost, sent): (u64, u64, u64),
+    st: &Iperf2Style,
+) -> String {
+    let pct = if sent > 0 {
+        lost as f64 * 100.0 / sent as f64
+    } else {
+        0.0
+    };
+    format!(
+        "[ ID] Interval       Transfer     Bandwidth\n[SUM] {}   {lost}/{sent} ({}%)\n",
+        columns(start_s, end_s, bytes, st),
+        two_figures(pct)
+    )
 }
 
 /// The UDP `-R` client's last line: the stream it received (`[ *1]`), its jitter and lost/total;
@@ -681,7 +705,24 @@ pub fn interval_udp_received(i: &IntervalResult, st: &Iperf2Style, at: (&Ends, f
 pub fn totals_udp_received(r: &RunResult, st: &Iperf2Style) -> String {
     let streams = numbered(r);
     if !st.csv {
-        return streams.iter().map(|n| received_udp(n, true, st)).collect();
+        let mut t: String = streams.iter().map(|n| received_udp(n, true, st)).collect();
+        if streams.len() > 1 {
+            let all = streams.iter().filter_map(|n| Some((n, n.s.udp.as_ref()?)));
+            let (mut secs, mut sum) = (0f64, (0, 0, 0));
+            for (n, u) in all {
+                let total = u
+                    .datagrams_sent
+                    .unwrap_or(u.datagrams_received + u.datagrams_lost);
+                sum = (
+                    sum.0 + n.s.bytes_received,
+                    sum.1 + u.datagrams_lost,
+                    sum.2 + total,
+                );
+                secs = secs.max(n.s.duration_s);
+            }
+            t += &received_sum((0.0, secs), sum, st);
+        }
+        return t;
     }
     let ends = Ends::of(r);
     streams

@@ -174,9 +174,9 @@ fn refused(o: &Opts) -> Option<String> {
     let not = |name: &str, why: &str| format!("landspeed iperf2 does not support {name}: {why}");
     let list = [
         (
-            o.udp && o.client.is_some() && o.reverse && (o.enhanced || o.parallel.unwrap_or(1) > 1),
-            "-u -R with -e or -P",
-            "the drop-in prints -u -R's plain lines of one stream only yet (`landspeed run HOST --iperf2 -u -R -P N --json` runs the rest)",
+            o.udp && o.client.is_some() && (o.reverse || o.full_duplex) && o.enhanced,
+            "-u -R or -u --full-duplex with -e",
+            "the received streams' enhanced columns (latency, PPS, NetPwr) are not drawn yet (`landspeed run HOST --iperf2 -u -R --json` has the figures)",
         ),
         (
             o.client.as_deref().is_some_and(is_group),
@@ -609,8 +609,8 @@ mod tests {
     #[test]
     fn what_is_not_built_is_refused_by_name() {
         for (line, name) in [
-            ("-c h -u -R -P 2", "-u -R with -e or -P"),
-            ("-c h -u -R -e", "-u -R with -e or -P"),
+            ("-c h -u -R -e", "-u -R or -u --full-duplex with -e"),
+            ("-c h -u --full-duplex -e", "-u -R or -u --full-duplex with -e"),
             ("-c 239.1.1.1 -u", "-c GROUP (multicast)"),
             ("-c h -r -u", "-r/-d with -u"),
             ("-c h -d -R", "-r/-d with -u, -R"),
@@ -632,6 +632,7 @@ mod tests {
         assert!(refused(&opts("-c h -d -L 6000 -P 2 -i 1 -y C").unwrap()).is_none());
         assert!(refused(&opts("-c h -r -n 1M").unwrap()).is_none());
         assert!(refused(&opts("-c h -u -R -t 2 -i 1 -y C").unwrap()).is_none());
+        assert!(refused(&opts("-c h -u -R -P 2 -i 1").unwrap()).is_none());
         assert!(refused(&opts("-c h -u --full-duplex -P 2 -i 1").unwrap()).is_none());
         // A server takes UDP clients on its one port: -u there is no refusal.
         assert!(refused(&opts("-s -u").unwrap()).is_none());

@@ -616,6 +616,8 @@ fn the_iperf_drop_in_prints_iperf2s_udp_client_lines() {
         "-R -n 20K -l 1000",
         "-R -t 1 -i 0.5",
         "-R -y C -t 1 -i 0.5",
+        // Without -i: iperf 2.1.8 prints an interval's [SUM] only when its streams' reports meet.
+        "-R -t 1 -P 2",
     ] {
         // A fresh iperf 2.1.8 UDP server for each client (see the test above).
         let (theirs, _, _) = udp_client(Iperf2Server::with(&["-u"]).1, args);
