@@ -44,7 +44,7 @@ pub enum Unserved {
     #[error("iperf 2's {} asks the server to connect back to the client, which this server does only when started with --connect-back (or use -R or --full-duplex)", dual_flag(*.0))]
     ConnectBack(Dual),
     /// `-r` or `-d` over UDP.
-    #[error("iperf 2's UDP {} is not served (the server would send datagrams to an address no handshake proved); over TCP it is", dual_flag(*.0))]
+    #[error("iperf 2's UDP {} is served only by a server started with --connect-back and --iperf2-udp-send (it sends datagrams to an address no handshake proved)", dual_flag(*.0))]
     ConnectBackUdp(Dual),
     /// `-r` or `-d` naming a port below 1024 for the server to connect back to.
     #[error("iperf 2's -r/-d asks the server to connect back to port {0}; below 1024 it is refused (a system service's port)")]
@@ -266,6 +266,29 @@ impl ClientHeader {
         self.udp_plan_sending(payload_key, false)
     }
 
+    /// A UDP `-r` or `-d` header's test, when the server answers them: the client's stream the
+    /// server receives (`Forward`), and the stream it sends back to the client's `-L` port in a
+    /// test of its own (`ConnectBack`); a port below 1024 is refused.
+    pub fn udp_plan_back(&self, payload_key: u64) -> Result<(TestSpec, Option<ConnectBack>), Unserved> {
+        let Some(dual) = self.dual() else {
+            return self.udp_plan_sending(payload_key, true).map(|s| (s, None));
+        };
+        if self.port < 1024 {
+            return Err(Unserved::BackPort(self.port));
+        }
+        let mut one_way = self.clone();
+        // The header without its dual flags: what the client's own stream asks.
+        one_way.flags &= !(flags::VERSION1 | flags::RUN_NOW);
+        let spec = one_way.udp_plan_sending(payload_key, false)?;
+        Ok((
+            spec,
+            Some(ConnectBack {
+                dual,
+                port: self.port,
+            }),
+        ))
+    }
+
     /// `udp_plan`, with `-R` and `--full-duplex` served when `send` (the server's stream then goes
     /// to the client, `Direction::Reverse` or `Bidir`; its datagrams must hold iperf 2's 16-byte
     /// prefix).
@@ -485,6 +508,13 @@ mod tests {
         assert_eq!(low.tcp_plan(0), Err(Unserved::BackPort(80)));
         let (_, udp) = crate::header::tests::udp("udp -u -n 4K -r");
         assert_eq!(udp.udp_plan(0), Err(Unserved::ConnectBackUdp(Dual::Tradeoff)));
+        let (spec, back) = udp.udp_plan_back(0).unwrap();
+        assert_eq!(spec.direction, Direction::Forward);
+        assert_eq!(back.map(|b| b.dual), Some(Dual::Tradeoff));
+        assert!(spec.validated().is_ok());
+        let mut low = udp.clone();
+        low.port = 80;
+        assert_eq!(low.udp_plan_back(0), Err(Unserved::BackPort(80)));
         let mut h = tcp("tcp -n 8K");
         h.flags |= flags::KEYCHECK;
         assert_eq!(h.tcp_plan(0), Err(Unserved::PermitKey));

@@ -15,6 +15,7 @@ mod gather;
 mod isoch_client;
 pub(crate) mod server;
 pub(crate) mod udp;
+mod udp_back;
 mod udp_both;
 mod udp_client;
 mod udp_receive;

@@ -155,3 +155,83 @@ fn the_iperf_drop_in_prints_iperf2s_udp_full_duplex_lines() {
         );
     }
 }
+
+/// A stream's datagrams lost and in all, as an iperf 2 line prints them.
+type LostTotal = (u64, u64);
+
+/// `iperf -c 127.0.0.1 -p PORT -u ARGS -L LISTEN`: its exit code, the stream it received on its
+/// listener (lost, total), and the server's report of its own stream (lost, total).
+fn iperf2_dual_client(port: u16, args: &str) -> (Option<i32>, Option<LostTotal>, Option<LostTotal>, String) {
+    let listen = common::free_port().to_string();
+    let child = Command::new("iperf")
+        .args(["-c", "127.0.0.1", "-p", &port.to_string(), "-u", "-L", &listen])
+        .args(args.split_whitespace())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run iperf -c");
+    let (out, hung) = common::wait_output_or_kill(child, Duration::from_secs(25));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(!hung, "iperf -c -u {args} hung: {text}");
+    let lost_total = |l: &str| {
+        let lt = l.split(" ms ").nth(1)?.split_whitespace().next()?;
+        let (lost, total) = lt.split_once('/')?;
+        Some((lost.parse().ok()?, total.parse().ok()?))
+    };
+    let mut lines = text.lines();
+    let mut received = None;
+    let mut report = None;
+    while let Some(l) = lines.next() {
+        if l.contains("Server Report:") {
+            report = lines.find(|l| l.contains(" ms ")).and_then(lost_total);
+        } else if l.contains(" ms ") && l.contains(" 0.0000-") {
+            received = lost_total(l);
+        }
+    }
+    (out.status.code(), received, report, text)
+}
+
+#[test]
+fn iperf2s_udp_dual_and_tradeoff_clients_get_the_servers_stream_from_landspeed() {
+    let _one = common::alone();
+    if !have_iperf2() {
+        return;
+    }
+    let s = ServerProc::start("127.0.0.1", &["--connect-back", "--iperf2-udp-send"]);
+    for args in ["-d -t 1", "-r -t 1", "-d -n 60K -l 1200"] {
+        let theirs = iperf2_dual_client(Iperf2Server::with(&["-u"]).1, args);
+        let ours = iperf2_dual_client(s.port, args);
+        assert_eq!(ours.0, Some(0), "{args}: {}", ours.3);
+        assert_eq!(theirs.0, ours.0, "{args}");
+        let (Some((lost, got)), Some((_, want))) = (ours.1, theirs.1) else {
+            panic!(
+                "{args}: no stream received from one of the servers:\n{}\n/ iperf 2.1.8's server:\n{}",
+                ours.3, theirs.3
+            );
+        };
+        // The server's stream as the client's listener counted it: a byte count the same within
+        // the end datagram, a time within 10%, none lost on loopback.
+        let close = if args.contains("-n") {
+            got.abs_diff(want) <= 1
+        } else {
+            got.abs_diff(want) * 10 <= want
+        };
+        assert!(
+            close && lost <= 1,
+            "{args}: landspeed's {lost}/{got}, iperf 2's {want}:\n{}",
+            ours.3
+        );
+        assert!(
+            ours.2.is_some_and(|(l, t)| l <= 1 && t > 0),
+            "{args}: no server report:\n{}",
+            ours.3
+        );
+        common::lines_with(&s, &["(UDP, back) test", "(UDP) test"]);
+    }
+    // Without both options the server sends nothing back and says why.
+    let plain = ServerProc::start("127.0.0.1", &["--iperf2-udp-send"]);
+    let refused = iperf2_dual_client(plain.port, "-d -t 1");
+    assert!(refused.1.is_none(), "{}", refused.3);
+    let log = common::line_with(&plain, "iperf2");
+    assert!(log.contains("--connect-back and --iperf2-udp-send"), "{log}");
+}

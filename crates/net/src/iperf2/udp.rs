@@ -8,13 +8,13 @@
 //! as iperf 2.1.8's server does. Each `-P` stream (its own source port) is a test of its own here.
 
 use crate::host::{bind_udp, Live, RefusalKind, Shared, TestLog};
-use landspeed_core::config::{Direction, Flow, Test};
+use landspeed_core::config::{Direction, Flow, Test, TestSpec};
 use landspeed_core::endpoint::{EndpointReport, IntervalSample, Role, StreamReport};
 use landspeed_core::frames::{FrameReceipt, FramesReport};
 use landspeed_engine::supervisor::EngineOutput;
 use landspeed_engine::transport::udp::UdpStream;
 use landspeed_iperf2::udp::Datagram;
-use landspeed_iperf2::{ClientHeader, FramePayload, Receipt};
+use landspeed_iperf2::{ClientHeader, ConnectBack, Dual, FramePayload, Receipt, Unserved};
 use std::collections::HashMap;
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -65,10 +65,7 @@ pub(crate) fn take(
     }
     // Admitted here, on the listener's thread (no I/O), so that a client refused datagram after
     // datagram costs no thread each time.
-    let mut plan = header.udp_plan_sending(0, shared.opts.iperf2_udp_send);
-    if let (Ok(spec), Some(every)) = (plan.as_mut(), shared.opts.iperf2_interval) {
-        spec.interval_s = every;
-    }
+    let (plan, back) = plan(&header, shared);
     let Some(admitted) = super::server::admit(plan, peer, shared) else {
         return true;
     };
@@ -89,7 +86,7 @@ pub(crate) fn take(
             if admitted.test.direction == Direction::Reverse {
                 super::udp_send::serve(&header, admitted, (peer, local), &sh);
             } else {
-                serve(header, admitted, (peer, local), rx, &sh);
+                serve((header, back), admitted, (peer, local), rx, &sh);
             }
             sh.iperf2_udp.remove(peer);
             sh.connection_ended();
@@ -105,25 +102,76 @@ pub(crate) fn take(
     true
 }
 
+/// The test a UDP header asks for, as this server serves it (admitted with both directions when
+/// the server sends a stream back for `-r`/`-d`, which needs `--connect-back` and
+/// `--iperf2-udp-send`), sampled at `serve`'s iperf 2 interval; and the stream back, if any.
+fn plan(header: &ClientHeader, shared: &Shared) -> (Result<TestSpec, Unserved>, Option<ConnectBack>) {
+    let o = &shared.opts;
+    let (mut plan, back) = match o.connect_back && o.iperf2_udp_send {
+        true => match header.udp_plan_back(0) {
+            Ok((spec, back)) => (Ok(spec), back),
+            Err(e) => (Err(e), None),
+        },
+        false => (header.udp_plan_sending(0, o.iperf2_udp_send), None),
+    };
+    if let Ok(spec) = plan.as_mut() {
+        spec.interval_s = o.iperf2_interval.unwrap_or(spec.interval_s);
+        if back.is_some() {
+            spec.direction = Direction::Bidir;
+        }
+    }
+    (plan, back)
+}
+
 /// Receives one admitted UDP stream and answers its end with iperf 2's report (with
 /// `--full-duplex`, sends the server's stream on the same socket meanwhile, and answers nothing, as
 /// iperf 2.1.8's server), then logs it.
 fn serve(
-    header: ClientHeader,
+    (header, back): (ClientHeader, Option<ConnectBack>),
     admitted: super::server::Admitted,
     (peer, local): (SocketAddr, SocketAddr),
     rx: Receiver<Passed>,
     shared: &Arc<Shared>,
 ) {
-    let test = &admitted.test;
     let Some((sock, local)) = open(local, peer, shared) else {
         return;
     };
-    let _ = landspeed_path::stamp::enable(&sock);
+    let Some(one_way) = back.map_or(Some(admitted.test.clone()), |_| {
+        admitted.test.changed(|s| s.direction = Direction::Forward).ok()
+    }) else {
+        return;
+    };
+    let test = &one_way;
+    let sending_back = |_: ()| {
+        if let Some(b) = back {
+            super::udp_back::send_back(&header, test, (peer, local, b.port), shared);
+        }
+    };
+    std::thread::scope(|sc| {
+        if back.is_some_and(|b| b.dual == Dual::Simultaneous) {
+            sc.spawn(|| sending_back(()));
+            receive_logged(&header, test, (&sock, (peer, local)), &rx, shared);
+        } else {
+            receive_logged(&header, test, (&sock, (peer, local)), &rx, shared);
+            sending_back(());
+        }
+    });
+}
+
+/// Receives the client's stream (and with `--full-duplex` sends the server's) on `sock`, then logs
+/// the test.
+fn receive_logged(
+    header: &ClientHeader,
+    test: &Test,
+    (sock, (peer, local)): (&UdpSocket, (SocketAddr, SocketAddr)),
+    rx: &Receiver<Passed>,
+    shared: &Arc<Shared>,
+) {
+    let _ = landspeed_path::stamp::enable(sock);
     let started = SystemTime::now();
     let both = test.direction == Direction::Bidir;
     let mut log = TestLog::new(peer, "iperf2");
-    log.protocol = format!("{} (UDP)", super::server::protocol(&header));
+    log.protocol = format!("{} (UDP)", super::server::protocol(header));
     log.streams = 1;
     log.direction = Some(test.direction);
     let seq64 = header.flags & landspeed_iperf2::header::flags::SEQNO64B != 0;
@@ -142,9 +190,9 @@ fn serve(
         shared.emit(l.so_far());
     }
     let (outcome, sent) = if both {
-        both_ways(&sock, (test, &rx, seq64), &mut counted)
+        both_ways(sock, (test, rx, seq64), &mut counted)
     } else {
-        (receive(&sock, &rx, (seq64, &mut frames), &mut counted), None)
+        (receive(sock, rx, (seq64, &mut frames), &mut counted), None)
     };
     let receipt = &counted.receipt;
     log.bytes_received = receipt.bytes;
@@ -153,7 +201,7 @@ fn serve(
     // No report when the client asked for none (iperf 2's `NOUDPFIN`, which its --full-duplex sets).
     let no_fin = both || header.has(landspeed_iperf2::header::upper::NOUDPFIN);
     match outcome {
-        Ok(()) if !no_fin => report(&sock, receipt, frames.as_ref()),
+        Ok(()) if !no_fin => report(sock, receipt, frames.as_ref()),
         Ok(()) => {}
         Err(e) => log.error = Some(e),
     }
@@ -163,7 +211,7 @@ fn serve(
         log.error = log.error.take().or(cut.clone());
     }
     let sent = sent.as_ref().map(|(out, _)| out);
-    let mut result = result(&counted, sent, (test, &header), (local, peer), started);
+    let mut result = result(&counted, sent, (test, header), (local, peer), started);
     result.frames = frames;
     log.result = Some(Box::new(result));
     shared.tests_done.fetch_add(1, Relaxed);

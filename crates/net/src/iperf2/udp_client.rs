@@ -216,7 +216,7 @@ fn server_side(here: &EndpointReport, reports: &[Option<ServerReport>]) -> Endpo
         .iter()
         .zip(reports)
         .map(|(s, r)| match r {
-            Some(r) => received(s.id, r),
+            Some(r) => received(s.id, Flow::ClientToServer, r),
             None => StreamReport::empty(s.id, Flow::ClientToServer, Role::Receiver),
         })
         .collect();
@@ -228,7 +228,8 @@ fn server_side(here: &EndpointReport, reports: &[Option<ServerReport>]) -> Endpo
     }
 }
 
-fn received(id: u32, r: &ServerReport) -> StreamReport {
+/// A stream of `flow` as the receiver's report (`r`) tells it.
+pub(super) fn received(id: u32, flow: Flow, r: &ServerReport) -> StreamReport {
     let total = r.datagrams;
     let udp = landspeed_core::udp::UdpStats {
         datagrams_sent: Some(total),
@@ -252,6 +253,6 @@ fn received(id: u32, r: &ServerReport) -> StreamReport {
         first_byte_s: Some(0.0),
         last_byte_s: Some(r.duration.as_secs_f64()),
         udp: Some(udp),
-        ..StreamReport::empty(id, Flow::ClientToServer, Role::Receiver)
+        ..StreamReport::empty(id, flow, Role::Receiver)
     }
 }

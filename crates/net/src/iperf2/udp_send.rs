@@ -69,7 +69,7 @@ pub(super) fn send_all(
     test: &Test,
     how: (&Shared, Option<crate::host::Live>, Option<&AtomicBool>),
 ) -> (EngineOutput, Option<String>) {
-    let (out, cut) = send(streams, test, how);
+    let (out, cut) = send(streams, test, UdpFormat::Iperf2 { header: digits() }, how);
     let s = &out.streams[0];
     end(
         &streams[0].socket,
@@ -82,9 +82,10 @@ pub(super) fn send_all(
 /// The stream's datagrams at the header's rate (within `--max-rate`), until its time or bytes, the
 /// server's cut, or `gone` raised (the client's port closed, as the reader of the same socket
 /// learned): why it was cut, returned; with a live view, the test so far as each interval closes.
-fn send(
+pub(super) fn send(
     streams: &[UdpStream],
     test: &Test,
+    format: UdpFormat,
     (shared, live, gone): (&Shared, Option<crate::host::Live>, Option<&AtomicBool>),
 ) -> (EngineOutput, Option<String>) {
     let o = &shared.opts;
@@ -100,7 +101,7 @@ fn send(
         params: UdpParams {
             rate_bps: landspeed_core::units::lower(Some(rate), o.limits.max_rate_bps).unwrap_or(rate),
             burst: test.burst,
-            format: UdpFormat::Iperf2 { header: digits() },
+            format,
             // Nothing proved the client's address: no socket there ends the test.
             refused_ends: true,
         },
