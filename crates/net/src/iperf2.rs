@@ -16,6 +16,7 @@ mod isoch_client;
 pub(crate) mod server;
 pub(crate) mod udp;
 mod udp_back;
+mod udp_back_client;
 mod udp_both;
 mod udp_client;
 mod udp_receive;

@@ -186,7 +186,7 @@ fn refused(o: &Opts) -> Option<String> {
         (
             (o.tradeoff || o.dualtest) && (o.udp || o.reverse || o.full_duplex),
             "-r/-d with -u, -R or --full-duplex",
-            "the server's half comes on TCP connections of its own (over UDP the server would send to an address no handshake proved)",
+            "the server's half comes on connections of its own (over UDP the drop-in's lines are not drawn yet: `landspeed run HOST --iperf2 -u --dualtest|--tradeoff` runs it)",
         ),
         (
             (o.tradeoff || o.dualtest) && (o.bounceback.is_some() || o.isochronous.is_some()),

@@ -79,15 +79,15 @@ pub struct RunArgs {
     #[arg(long)]
     pub trip_times: bool,
     /// With --iperf2: iperf 2's -d (dual test): both directions at once, the server's on
-    /// connections it opens back to this host, which listens for them (--listen-port); one result
-    /// both ways. Against `iperf -s` or `landspeed serve --connect-back`; a firewall or NAT in the
+    /// connections it opens back to this host, which listens for them (--listen-port; with -u a UDP
+    /// socket there, one stream each way); one result both ways. Against `iperf -s` or `landspeed serve --connect-back`; a firewall or NAT in the
     /// way of connections to this host stops it (the client says so after 10 s).
-    #[arg(long, requires = "iperf2", conflicts_with_all = ["reverse", "bidir", "udp", "tradeoff", "bounceback", "isochronous", "connect_rate", "rr"])]
+    #[arg(long, requires = "iperf2", conflicts_with_all = ["reverse", "bidir", "tradeoff", "bounceback", "isochronous", "connect_rate", "rr"])]
     pub dualtest: bool,
     /// With --iperf2: iperf 2's -r (tradeoff): this host's streams first, then the server's on
     /// connections it opens back to this host; a result for each (both saved; with --json, two
     /// documents).
-    #[arg(long, requires = "iperf2", conflicts_with_all = ["reverse", "bidir", "udp", "bounceback", "isochronous", "connect_rate", "rr"])]
+    #[arg(long, requires = "iperf2", conflicts_with_all = ["reverse", "bidir", "bounceback", "isochronous", "connect_rate", "rr"])]
     pub tradeoff: bool,
     /// With --dualtest or --tradeoff: the port this host listens on for the server's connections
     /// back (iperf 2's -L); by default any free port, which the test's header names.

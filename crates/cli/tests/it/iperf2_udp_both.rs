@@ -235,3 +235,91 @@ fn iperf2s_udp_dual_and_tradeoff_clients_get_the_servers_stream_from_landspeed()
     let log = common::line_with(&plain, "iperf2");
     assert!(log.contains("--connect-back and --iperf2-udp-send"), "{log}");
 }
+
+/// `landspeed run --iperf2 -u ARGS --json` against `port`: each document's streams (flow, bytes
+/// received, datagrams lost).
+fn run_udp_documents(port: u16, args: &str) -> Vec<Vec<(String, u64, Option<u64>)>> {
+    let p = port.to_string();
+    let mut all = vec![
+        "run",
+        "127.0.0.1",
+        "-p",
+        &p,
+        "--iperf2",
+        "-u",
+        "--json",
+        "--no-save",
+    ];
+    all.extend(args.split_whitespace());
+    let o = common::landspeed(&all, Duration::from_secs(40));
+    assert_eq!(o.code, 0, "port {p} {args}: {}", o.stderr);
+    serde_json::Deserializer::from_str(&o.stdout)
+        .into_iter::<serde_json::Value>()
+        .map(|d| {
+            let d = d.expect("a JSON document");
+            let streams = d["streams"].as_array().expect("streams").clone();
+            streams
+                .iter()
+                .map(|s| {
+                    let flow = s["flow"].as_str().unwrap_or_default().to_string();
+                    (
+                        flow,
+                        s["bytes_received"].as_u64().unwrap_or(0),
+                        s["udp"]["datagrams_lost"].as_u64(),
+                    )
+                })
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn landspeed_runs_iperf2s_udp_dual_and_tradeoff_against_both_servers() {
+    let _one = common::alone();
+    if !have_iperf2() {
+        return;
+    }
+    let s = ServerProc::start("127.0.0.1", &["--connect-back", "--iperf2-udp-send"]);
+    for (args, documents) in [("--dualtest -t 1", 1), ("--tradeoff -t 1", 2)] {
+        // A fresh iperf 2.1.8 server each time: after a -d test it can miss the next -r's report.
+        for port in [Iperf2Server::with(&["-u"]).1, s.port] {
+            let docs = run_udp_documents(port, args);
+            assert_eq!(docs.len(), documents, "port {port} {args}: {docs:?}");
+            let streams: Vec<_> = docs.concat();
+            let flows: Vec<&str> = streams.iter().map(|s| s.0.as_str()).collect();
+            assert_eq!(
+                flows,
+                ["client_to_server", "server_to_client"],
+                "port {port} {args}"
+            );
+            for (flow, bytes, lost) in &streams {
+                // 1 Mbit/s for 1 s: about 128 KB each way; more than 100 KB, none lost on loopback.
+                assert!(
+                    *bytes > 100_000 && lost.unwrap_or(0) <= 1,
+                    "port {port} {args}: {flow} {bytes} {lost:?}"
+                );
+            }
+        }
+    }
+    let refused = common::landspeed(
+        &[
+            "run",
+            "127.0.0.1",
+            "-p",
+            &s.port.to_string(),
+            "--iperf2",
+            "-u",
+            "--dualtest",
+            "-P",
+            "2",
+            "--no-save",
+        ],
+        Duration::from_secs(20),
+    );
+    assert_ne!(refused.code, 0);
+    assert!(
+        refused.stderr.contains("one stream each way"),
+        "{}",
+        refused.stderr
+    );
+}

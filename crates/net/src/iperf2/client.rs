@@ -29,6 +29,9 @@ pub fn run_iperf2_client(
     }
     if spec.transport == Transport::Udp {
         landspeed_engine::platform::check_spec(spec)?;
+        if let Some(ask) = opts.connect_back {
+            return super::udp_back_client::run_back_udp(opts, spec, ask, interrupt, on_event);
+        }
         return match spec.direction {
             Direction::Reverse => super::udp_receive::run_reverse(opts, spec, interrupt, on_event),
             Direction::Bidir => super::udp_both::run_both(opts, spec, interrupt, on_event),

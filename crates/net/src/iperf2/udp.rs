@@ -429,7 +429,7 @@ fn receive(
 /// Sends iperf 2's report (with a test of frames, landspeed's frame counts after it), again for each
 /// datagram the client still sends (its end, repeated until a report comes back), at most
 /// [`REPORTS`] times, until it is silent for [`SILENCE`].
-fn report(sock: &UdpSocket, r: &Receipt, frames: Option<&FramesReport>) {
+pub(super) fn report(sock: &UdpSocket, r: &Receipt, frames: Option<&FramesReport>) {
     let mut bytes = r.report().encode().to_vec();
     if let Some(f) = frames {
         // The receiver's frame counts after iperf 2's report (which its client ignores).

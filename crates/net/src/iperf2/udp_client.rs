@@ -32,6 +32,39 @@ pub(crate) fn run_udp(
 ) -> Result<RunResult, ClientError> {
     let header = udp_header(spec, opts.port)?;
     let started_unix_s = unix_ns() as f64 / 1e9;
+    let sent = send_test(opts, spec, header, interrupt, on_event)?;
+    let ends = super::client::Ends {
+        addresses: sent.addresses,
+        started_unix_s,
+        interrupted: interrupt.load(Relaxed),
+    };
+    Ok(super::client::assembled(
+        opts,
+        spec,
+        &ends,
+        (&sent.here, &sent.server),
+        &sent.samples,
+    ))
+}
+
+/// A UDP test's streams sent: this end's report, the server's from its reports, the samples, and
+/// both ends' addresses.
+pub(super) struct Sent {
+    pub(super) here: EndpointReport,
+    pub(super) server: EndpointReport,
+    pub(super) samples: Vec<landspeed_core::endpoint::IntervalSample>,
+    pub(super) addresses: (std::net::SocketAddr, std::net::SocketAddr),
+}
+
+/// Sends `spec`'s streams with `header` in every datagram, then each stream's end until the
+/// server's report comes back.
+pub(super) fn send_test(
+    opts: &ClientOptions,
+    spec: &Test,
+    header: [u8; IPERF2_HEADER_BYTES],
+    interrupt: &AtomicBool,
+    on_event: &mut dyn FnMut(ClientEvent),
+) -> Result<Sent, ClientError> {
     let addr = resolve(opts)?;
     let streams = open(opts, addr, spec)?;
     let local = streams[0]
@@ -76,18 +109,12 @@ pub(crate) fn run_udp(
     }
     let mut here = out.report(opts.cpus.clone(), warnings);
     let server = ended(&mut here, spec, &reports);
-    let ends = super::client::Ends {
+    Ok(Sent {
+        here,
+        server,
+        samples: out.samples,
         addresses: (local, addr),
-        started_unix_s,
-        interrupted: interrupt.load(Relaxed),
-    };
-    Ok(super::client::assembled(
-        opts,
-        spec,
-        &ends,
-        (&here, &server),
-        &out.samples,
-    ))
+    })
 }
 
 /// Now on this host's clock, nanoseconds since the Unix epoch (iperf 2's prefixes carry it).
@@ -98,7 +125,7 @@ pub(super) fn unix_ns() -> u64 {
 }
 
 /// The header every datagram of every stream carries.
-fn udp_header(spec: &TestSpec, port: u16) -> Result<[u8; IPERF2_HEADER_BYTES], ClientError> {
+pub(super) fn udp_header(spec: &TestSpec, port: u16) -> Result<[u8; IPERF2_HEADER_BYTES], ClientError> {
     if spec.direction != Direction::Forward {
         return Err(ClientError::NotWithIperf2 {
             what: "UDP with --bidir from landspeed's client yet (iperf 2's --full-duplex)".into(),
