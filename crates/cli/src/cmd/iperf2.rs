@@ -454,14 +454,8 @@ impl<'a> Live<'a> {
     }
 
     fn event(&mut self, ev: landspeed_net::ClientEvent) {
-        use landspeed_core::config::{Direction, Flow, Transport};
         use landspeed_net::ClientEvent;
         use std::io::Write;
-        let now = || {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0.0, |d| d.as_secs_f64())
-        };
         let text = match ev {
             ClientEvent::Connected { local, remote } => {
                 self.ends = Some(iperf2_text::Ends::new(&local.to_string(), &remote.to_string()));
@@ -472,63 +466,18 @@ impl<'a> Live<'a> {
                 return;
             }
             ClientEvent::Started { streams, .. } => {
-                self.started_unix_s = now();
-                let (Some(ends), false) = (&self.ends, self.style.csv) else {
-                    return;
-                };
-                let connections = if self.spec.direction == Direction::Bidir {
-                    streams / 2
-                } else {
-                    streams
-                };
-                let when = self.style.enhanced.then_some(self.started_unix_s);
-                let head = match self.spec.transport {
-                    Transport::Udp if self.spec.direction == Direction::Reverse => {
-                        iperf2_text::COLUMN_HEAD_UDP_RECEIVED
-                    }
-                    Transport::Udp => iperf2_text::column_head_udp(self.style, self.spec.frames.is_some()),
-                    _ => iperf2_text::column_head(self.style),
-                };
-                let mut lines = match self.each.len() == connections as usize {
-                    true => iperf2_text::connected_each(&self.each, self.spec.direction, when),
-                    false => iperf2_text::connected(ends, self.spec.direction, connections, when),
-                };
-                if self.spec.transport == Transport::Udp && self.spec.direction == Direction::Bidir {
-                    // iperf 2's UDP full duplex asks for no report at the end, and says so.
-                    lines = lines.replace(" (full-duplex)", " (full-duplex) (no-udp-fin)");
-                }
-                lines + head
-            }
-            ClientEvent::Interval { flow, interval } => {
-                let (Some(ends), Some(nominal)) = (&self.ends, self.style.interval_s) else {
-                    return;
-                };
-                if interval.end_s - interval.start_s < 0.9 * nominal {
-                    return;
-                }
-                let stamp = self.started_unix_s + interval.end_s;
-                let length = self.spec.length_bytes;
-                match self.spec.transport {
-                    Transport::Udp if flow == Flow::ServerToClient => {
-                        let both = self.spec.direction == Direction::Bidir && !self.style.csv;
-                        let head = match both && !std::mem::replace(&mut self.received_head, true) {
-                            true => iperf2_text::COLUMN_HEAD_UDP_RECEIVED,
-                            false => "",
-                        };
-                        head.to_string()
-                            + &iperf2_text::interval_udp_received(&interval, self.style, (ends, stamp))
-                    }
-                    Transport::Udp => iperf2_text::interval_udp(&interval, self.style, (ends, stamp, length)),
-                    _ => {
-                        let each = match self.each.is_empty() {
-                            true => std::slice::from_ref(ends),
-                            false => &self.each[..],
-                        };
-                        let received = flow == Flow::ServerToClient;
-                        iperf2_text::interval(&interval, received, self.style, (each, stamp, length))
-                    }
+                self.started_unix_s = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0.0, |d| d.as_secs_f64());
+                match self.started(streams) {
+                    Some(t) => t,
+                    None => return,
                 }
             }
+            ClientEvent::Interval { flow, interval } => match self.interval(flow, &interval) {
+                Some(t) => t,
+                None => return,
+            },
             // Not in this test: request/response (iperf2_bounce's), connections back (iperf2_dual's).
             ClientEvent::Transactions { .. }
             | ClientEvent::BackConnected { .. }
@@ -536,6 +485,72 @@ impl<'a> Live<'a> {
         };
         print!("{text}");
         let _ = std::io::stdout().flush();
+    }
+
+    /// The connections' lines and the column head, when the streams are up (none in CSV).
+    fn started(&self, streams: u32) -> Option<String> {
+        use landspeed_core::config::{Direction, Transport};
+        let (Some(ends), false) = (&self.ends, self.style.csv) else {
+            return None;
+        };
+        let connections = if self.spec.direction == Direction::Bidir {
+            streams / 2
+        } else {
+            streams
+        };
+        let when = self.style.enhanced.then_some(self.started_unix_s);
+        let head = match self.spec.transport {
+            Transport::Udp if self.spec.direction == Direction::Reverse => {
+                iperf2_text::COLUMN_HEAD_UDP_RECEIVED
+            }
+            Transport::Udp => iperf2_text::column_head_udp(self.style, self.spec.frames.is_some()),
+            _ => iperf2_text::column_head(self.style),
+        };
+        let mut lines = match self.each.len() == connections as usize {
+            true => iperf2_text::connected_each(&self.each, self.spec.direction, when),
+            false => iperf2_text::connected(ends, self.spec.direction, connections, when),
+        };
+        if self.spec.transport == Transport::Udp && self.spec.direction == Direction::Bidir {
+            // iperf 2's UDP full duplex asks for no report at the end, and says so.
+            lines = lines.replace(" (full-duplex)", " (full-duplex) (no-udp-fin)");
+        }
+        Some(lines + head)
+    }
+
+    /// One direction's lines of a whole interval (`-i`), as it closes.
+    fn interval(
+        &mut self,
+        flow: landspeed_core::config::Flow,
+        interval: &landspeed_core::result::IntervalResult,
+    ) -> Option<String> {
+        use landspeed_core::config::{Direction, Flow, Transport};
+        let (Some(ends), Some(nominal)) = (&self.ends, self.style.interval_s) else {
+            return None;
+        };
+        if interval.end_s - interval.start_s < 0.9 * nominal {
+            return None;
+        }
+        let stamp = self.started_unix_s + interval.end_s;
+        let length = self.spec.length_bytes;
+        Some(match self.spec.transport {
+            Transport::Udp if flow == Flow::ServerToClient => {
+                let both = self.spec.direction == Direction::Bidir && !self.style.csv;
+                let head = match both && !std::mem::replace(&mut self.received_head, true) {
+                    true => iperf2_text::COLUMN_HEAD_UDP_RECEIVED,
+                    false => "",
+                };
+                head.to_string() + &iperf2_text::interval_udp_received(interval, self.style, (ends, stamp))
+            }
+            Transport::Udp => iperf2_text::interval_udp(interval, self.style, (ends, stamp, length)),
+            _ => {
+                let each = match self.each.is_empty() {
+                    true => std::slice::from_ref(ends),
+                    false => &self.each[..],
+                };
+                let received = flow == Flow::ServerToClient;
+                iperf2_text::interval(interval, received, self.style, (each, stamp, length))
+            }
+        })
     }
 }
 
