@@ -4,7 +4,7 @@
 //! streams in either order); then that the drop-in prints an interval while the test still runs.
 
 use crate::common;
-use crate::iperf2_server::have_iperf2;
+use crate::iperf2_server::{have_iperf2, scopeguard};
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -189,16 +189,4 @@ fn the_iperf_drop_in_server_prints_each_interval_while_the_test_runs() {
         "the first interval came only after {:?}",
         t0.elapsed()
     );
-}
-
-/// Kills and reaps a child when dropped.
-fn scopeguard(c: &mut Child) -> impl Drop + '_ {
-    struct Reap<'a>(&'a mut Child);
-    impl Drop for Reap<'_> {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    Reap(c)
 }

@@ -4,24 +4,33 @@
 //! 2.1.8's client's.
 
 use crate::common::{self, ServerProc};
-use crate::iperf2_server::{have_iperf2, masked_text, Iperf2Server};
+use crate::iperf2_server::{have_iperf2, masked_text, run_iperf2_udp_outcome, Iperf2Server};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-/// `iperf -c 127.0.0.1 -p PORT -u --full-duplex ARGS`: its exit code, and each stream it received
-/// (the `[ *N]` totals: lost, total), from its text.
-fn iperf2_client(port: u16, args: &str) -> (Option<i32>, Vec<(u64, u64)>, String) {
+/// `iperf -c 127.0.0.1 -p PORT -u EXTRA`, ended within 25 s: its exit code and its text.
+fn iperf2_udp(port: u16, extra: &[&str]) -> (Option<i32>, String) {
     let child = Command::new("iperf")
-        .args(["-c", "127.0.0.1", "-p", &port.to_string(), "-u", "--full-duplex"])
-        .args(args.split_whitespace())
+        .args(["-c", "127.0.0.1", "-p", &port.to_string(), "-u"])
+        .args(extra)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("run iperf -c");
-    let (out, hung) = common::wait_output_or_kill(child, Duration::from_secs(20));
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(!hung, "iperf -c -u --full-duplex {args} hung: {text}");
-    (out.status.code(), received_totals(&text), text)
+    let (out, hung) = common::wait_output_or_kill(child, Duration::from_secs(25));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(!hung, "iperf -c -u {extra:?} hung: {text}");
+    (out.status.code(), text)
+}
+
+/// `iperf -c 127.0.0.1 -p PORT -u --full-duplex ARGS`: its exit code, and each stream it received
+/// (the `[ *N]` totals: lost, total), from its text.
+fn iperf2_client(port: u16, args: &str) -> (Option<i32>, Vec<(u64, u64)>, String) {
+    let extra: Vec<&str> = std::iter::once("--full-duplex")
+        .chain(args.split_whitespace())
+        .collect();
+    let (code, text) = iperf2_udp(port, &extra);
+    (code, received_totals(&text), text)
 }
 
 /// The received streams' totals (`[ *N] 0.0000-...` lines with lost/total), in stream order.
@@ -163,16 +172,11 @@ type LostTotal = (u64, u64);
 /// listener (lost, total), and the server's report of its own stream (lost, total).
 fn iperf2_dual_client(port: u16, args: &str) -> (Option<i32>, Option<LostTotal>, Option<LostTotal>, String) {
     let listen = common::free_port().to_string();
-    let child = Command::new("iperf")
-        .args(["-c", "127.0.0.1", "-p", &port.to_string(), "-u", "-L", &listen])
-        .args(args.split_whitespace())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run iperf -c");
-    let (out, hung) = common::wait_output_or_kill(child, Duration::from_secs(25));
-    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    assert!(!hung, "iperf -c -u {args} hung: {text}");
+    let extra: Vec<&str> = ["-L", listen.as_str()]
+        .into_iter()
+        .chain(args.split_whitespace())
+        .collect();
+    let (code, text) = iperf2_udp(port, &extra);
     let lost_total = |l: &str| {
         let lt = l.split(" ms ").nth(1)?.split_whitespace().next()?;
         let (lost, total) = lt.split_once('/')?;
@@ -188,7 +192,7 @@ fn iperf2_dual_client(port: u16, args: &str) -> (Option<i32>, Option<LostTotal>,
             received = lost_total(l);
         }
     }
-    (out.status.code(), received, report, text)
+    (code, received, report, text)
 }
 
 #[test]
@@ -239,20 +243,8 @@ fn iperf2s_udp_dual_and_tradeoff_clients_get_the_servers_stream_from_landspeed()
 /// `landspeed run --iperf2 -u ARGS --json` against `port`: each document's streams (flow, bytes
 /// received, datagrams lost).
 fn run_udp_documents(port: u16, args: &str) -> Vec<Vec<(String, u64, Option<u64>)>> {
-    let p = port.to_string();
-    let mut all = vec![
-        "run",
-        "127.0.0.1",
-        "-p",
-        &p,
-        "--iperf2",
-        "-u",
-        "--json",
-        "--no-save",
-    ];
-    all.extend(args.split_whitespace());
-    let o = common::landspeed(&all, Duration::from_secs(40));
-    assert_eq!(o.code, 0, "port {p} {args}: {}", o.stderr);
+    let o = run_iperf2_udp_outcome(port, args);
+    assert_eq!(o.code, 0, "port {port} {args}: {}", o.stderr);
     serde_json::Deserializer::from_str(&o.stdout)
         .into_iter::<serde_json::Value>()
         .map(|d| {
