@@ -121,6 +121,21 @@ pub(super) struct Ends {
     pub(super) interrupted: bool,
 }
 
+impl Ends {
+    /// A test's ends as it finishes: `interrupt` says whether it was cut short.
+    pub(super) fn at_end(
+        addresses: (std::net::SocketAddr, std::net::SocketAddr),
+        started_unix_s: f64,
+        interrupt: &AtomicBool,
+    ) -> Ends {
+        Ends {
+            addresses,
+            started_unix_s,
+            interrupted: interrupt.load(Relaxed),
+        }
+    }
+}
+
 /// The result of a test against an iperf 2 server from both sides' reports (the server's inferred
 /// or from its UDP report) and this end's samples.
 pub(super) fn assembled(

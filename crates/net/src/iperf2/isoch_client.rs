@@ -85,11 +85,7 @@ pub(crate) fn run_frames(
     }
     let mut here = here_report(&sent, t0.elapsed().as_secs_f64(), warnings);
     let server = ended(&mut here, spec, &reports);
-    let ends = super::client::Ends {
-        addresses: (local, addr),
-        started_unix_s,
-        interrupted: interrupt.load(Relaxed),
-    };
+    let ends = super::client::Ends::at_end((local, addr), started_unix_s, interrupt);
     let mut result = super::client::assembled(opts, spec, &ends, (&here, &server), &samples);
     result.frames = Some(FramesReport {
         fps: frames.fps,

@@ -203,10 +203,6 @@ fn assembled(
     started_unix_s: f64,
     interrupt: &AtomicBool,
 ) -> RunResult {
-    let ends = super::client::Ends {
-        addresses: sent.addresses,
-        started_unix_s,
-        interrupted: interrupt.load(Relaxed),
-    };
+    let ends = super::client::Ends::at_end(sent.addresses, started_unix_s, interrupt);
     super::client::assembled(opts, spec, &ends, (&sent.here, &sent.server), &sent.samples)
 }

@@ -68,11 +68,7 @@ pub(super) fn run_both(
     };
     let (out, got, received) = run.both(&data, &readers, local, on_event);
     let (here, server) = reports(&out, &got, (spec, opts), warnings);
-    let ends = super::client::Ends {
-        addresses: (local, addr),
-        started_unix_s,
-        interrupted: interrupt.load(Relaxed),
-    };
+    let ends = super::client::Ends::at_end((local, addr), started_unix_s, interrupt);
     let samples = merged(&out.samples, received);
     Ok(super::client::assembled(
         opts,

@@ -16,7 +16,7 @@ use landspeed_core::result::RunResult;
 use landspeed_engine::transport::udp::{iperf2_prefix, UdpFormat, UdpStream, IPERF2_HEADER_BYTES};
 use landspeed_iperf2::{Amount, ClientHeader, ServerReport};
 use std::net::UdpSocket;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, SystemTime};
 
 /// Ends sent at most, and the wait for the report after each (iperf 2.1.8's).
@@ -33,11 +33,7 @@ pub(crate) fn run_udp(
     let header = udp_header(spec, opts.port)?;
     let started_unix_s = unix_ns() as f64 / 1e9;
     let sent = send_test(opts, spec, header, interrupt, on_event)?;
-    let ends = super::client::Ends {
-        addresses: sent.addresses,
-        started_unix_s,
-        interrupted: interrupt.load(Relaxed),
-    };
+    let ends = super::client::Ends::at_end(sent.addresses, started_unix_s, interrupt);
     Ok(super::client::assembled(
         opts,
         spec,

@@ -68,11 +68,7 @@ pub(super) fn run_reverse(
     // Some streams came and some did not (a server that served only part of -P): the result is
     // kept, those streams failed in it (`reports`).
     let (here, server) = reports(&got, spec, t0.elapsed().as_secs_f64(), warnings);
-    let ends = super::client::Ends {
-        addresses: (local, addr),
-        started_unix_s,
-        interrupted: interrupt.load(Relaxed),
-    };
+    let ends = super::client::Ends::at_end((local, addr), started_unix_s, interrupt);
     Ok(super::client::assembled(
         opts,
         spec,
