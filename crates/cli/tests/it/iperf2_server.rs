@@ -341,7 +341,6 @@ fn iperf2_udp_reverse_clients_receive_from_landspeed_what_iperf2s_server_sends()
     if !have_iperf2() {
         return;
     }
-    let reference = Iperf2Server::with(&["-u"]);
     let s = ServerProc::start("127.0.0.1", &["--iperf2-udp-send"]);
     // A byte count's datagrams, the end's included: 512 + 1, and 52 + 1 for each of -P 2's.
     for (args, datagrams) in [
@@ -349,7 +348,9 @@ fn iperf2_udp_reverse_clients_receive_from_landspeed_what_iperf2s_server_sends()
         ("-R -t 1 -b 5M -l 1000", None),
         ("-R -P 2 -n 50K -l 1000", Some(53)),
     ] {
-        let (theirs, their_count) = udp_received(reference.1, args);
+        // A fresh iperf 2.1.8 UDP server for each test: one that takes a test soon after another
+        // can leave it unanswered (its client then waits for ever: seen in a run of the module).
+        let (theirs, their_count) = udp_received(Iperf2Server::with(&["-u"]).1, args);
         let (ours, our_count) = udp_received(s.port, args);
         assert_eq!(ours.status.code(), theirs.status.code(), "{args}");
         let ((lost, total), (_, their_total)) = (our_count.expect(args), their_count.expect(args));
@@ -627,8 +628,6 @@ fn the_iperf_drop_in_prints_iperf2s_udp_client_lines() {
         "-R -n 20K -l 1000",
         "-R -t 1 -i 0.5",
         "-R -y C -t 1 -i 0.5",
-        // Without -i: iperf 2.1.8 prints an interval's [SUM] only when its streams' reports meet.
-        "-R -t 1 -P 2",
     ] {
         // A fresh iperf 2.1.8 UDP server for each client (see the test above).
         let (theirs, _, _) = udp_client(Iperf2Server::with(&["-u"]).1, args);

@@ -69,16 +69,20 @@ fn iperf2s_udp_full_duplex_client_gets_from_landspeed_what_iperf2s_server_sends(
             ours.2,
             theirs.2
         );
-        for ((_, t), (lost, o)) in theirs.1.iter().zip(&ours.1) {
+        // iperf 2.1.8's own server now and then leaves one of -P's streams with nothing (its
+        // count 0/0): its largest count stands for each stream.
+        let t = theirs.1.iter().map(|x| x.1).max().unwrap_or(0);
+        assert!(t > 0, "{args}: iperf 2.1.8's server sent nothing:\n{}", theirs.2);
+        for (lost, o) in &ours.1 {
             // The server's datagrams, as iperf 2.1.8's client counted them: a byte count the same
             // (within the end datagram), a time within 10%; none lost on loopback.
             let close = if args.contains("-n") {
                 t.abs_diff(*o) <= 1
             } else {
-                t.abs_diff(*o) * 10 <= *t
+                t.abs_diff(*o) * 10 <= t
             };
             assert!(
-                close && *o > 0,
+                close,
                 "{args}: landspeed's {o} datagrams, iperf 2's {t}:\n{}",
                 ours.2
             );
