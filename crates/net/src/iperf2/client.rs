@@ -121,6 +121,24 @@ pub(super) struct Ends {
     pub(super) interrupted: bool,
 }
 
+/// Tells the caller where a UDP test runs and that its `streams` are up, with the warnings its
+/// result will carry (iperf 2's payload, then `more`); returns them.
+pub(super) fn started_udp(
+    on_event: &mut dyn FnMut(ClientEvent),
+    (local, remote): (std::net::SocketAddr, std::net::SocketAddr),
+    streams: u32,
+    more: Option<&str>,
+) -> Vec<String> {
+    on_event(ClientEvent::Connected { local, remote });
+    let mut warnings = vec!["iperf 2's payload is not landspeed's: nothing was verified".to_string()];
+    warnings.extend(more.map(str::to_string));
+    on_event(ClientEvent::Started {
+        streams,
+        warnings: warnings.clone(),
+    });
+    warnings
+}
+
 impl Ends {
     /// A test's ends as it finishes: `interrupt` says whether it was cut short.
     pub(super) fn at_end(

@@ -49,15 +49,7 @@ pub(super) fn run_both(
     let local = readers[0]
         .local_addr()
         .map_err(|err| ClientError::Stream { id: 0, err })?;
-    on_event(ClientEvent::Connected { local, remote: addr });
-    let warnings = vec![
-        "iperf 2's payload is not landspeed's: nothing was verified".to_string(),
-        "iperf 2's UDP --full-duplex sends no report back: the server's side is inferred (it received what this end sent; it sent at least the highest number that came); what this end received is counted as iperf 2's client counts it (docs/iperf2.md)".to_string(),
-    ];
-    on_event(ClientEvent::Started {
-        streams: spec.total_streams(),
-        warnings: warnings.clone(),
-    });
+    let warnings = super::client::started_udp(on_event, (local, addr), spec.total_streams(), Some("iperf 2's UDP --full-duplex sends no report back: the server's side is inferred (it received what this end sent; it sent at least the highest number that came); what this end received is counted as iperf 2's client counts it (docs/iperf2.md)"));
     let data = DataPaths::Udp(streams);
     let run = Run {
         opts,

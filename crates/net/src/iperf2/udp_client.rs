@@ -67,15 +67,7 @@ pub(super) fn send_test(
         .socket
         .local_addr()
         .map_err(|err| ClientError::Stream { id: 0, err })?;
-    on_event(ClientEvent::Connected { local, remote: addr });
-    let mut warnings = vec![
-        "iperf 2's payload is not landspeed's: nothing was verified".to_string(),
-        "the server's side is iperf 2's report: its loss, out of order and jitter as iperf 2 counts them (docs/iperf2.md)".to_string(),
-    ];
-    on_event(ClientEvent::Started {
-        streams: spec.total_streams(),
-        warnings: warnings.clone(),
-    });
+    let mut warnings = super::client::started_udp(on_event, (local, addr), spec.total_streams(), Some("the server's side is iperf 2's report: its loss, out of order and jitter as iperf 2 counts them (docs/iperf2.md)"));
     let data = DataPaths::Udp(streams);
     let format = UdpFormat::Iperf2 { header };
     let out = crate::dial::measure_quietly_as(opts, spec, (&data, format), local, interrupt, on_event);

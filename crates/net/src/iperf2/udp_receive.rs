@@ -50,15 +50,7 @@ pub(super) fn run_reverse(
     let local = socks[0]
         .local_addr()
         .map_err(|err| ClientError::Stream { id: 0, err })?;
-    on_event(ClientEvent::Connected { local, remote: addr });
-    let warnings = vec![
-        "iperf 2's payload is not landspeed's: nothing was verified".to_string(),
-        "loss, out of order and jitter are counted as iperf 2's client counts them (docs/iperf2.md); the server's side is inferred from the highest number that came".to_string(),
-    ];
-    on_event(ClientEvent::Started {
-        streams: spec.streams,
-        warnings: warnings.clone(),
-    });
+    let warnings = super::client::started_udp(on_event, (local, addr), spec.streams, Some("loss, out of order and jitter are counted as iperf 2's client counts them (docs/iperf2.md); the server's side is inferred from the highest number that came"));
     let t0 = Instant::now();
     let (got, samples) = receive_all(&socks, (spec, &ask), (t0, interrupt), on_event);
     let silent: Vec<&Got> = got.iter().filter(|g| g.receipt.received == 0).collect();
