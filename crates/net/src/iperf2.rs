@@ -12,6 +12,7 @@ pub(crate) mod client;
 mod connect_back;
 pub(crate) mod connect_rate;
 mod gather;
+mod heard;
 mod isoch_client;
 pub(crate) mod server;
 pub(crate) mod udp;

@@ -6,7 +6,10 @@
 //! 2's sum takes both sides together); `-y C` lines name the sending end first. The shapes are read
 //! against iperf 2.1.8's own output (tests below).
 
-use crate::iperf2_text::{columns, csv_line, enhanced, stream_line, tag, Ends, Iperf2Style, Tcp, DASHES};
+use crate::iperf2_text::{
+    columns, csv_line, enhanced, received_csv, received_interval, received_total, stream_line, tag, Ends,
+    Iperf2Style, Tcp, DASHES,
+};
 use crate::iperf3_text::strftime;
 use landspeed_core::config::Flow;
 use landspeed_core::result::{IntervalResult, IntervalStream, RunResult};
@@ -51,6 +54,43 @@ pub fn listener_head(port: u16) -> String {
     format!(
         "{DASHES}\nServer listening on TCP port {port}\nTCP window size: the kernel's default\n{DASHES}\n"
     )
+}
+
+/// The head of the client's UDP listener (`-u -d`, `-u -r`).
+pub fn listener_head_udp(port: u16) -> String {
+    format!(
+        "{DASHES}\nServer listening on UDP port {port}\nUDP buffer size: the kernel's default\n{DASHES}\n"
+    )
+}
+
+/// One interval of the server's UDP stream to the client's listener (`-u -d`, `-u -r`), as iperf
+/// 2.1.8's client prints it: numbered after the client's streams with no reverse mark, its bytes,
+/// the jitter at the interval's end, lost/total; in CSV the receiver's columns (`stamp`: the
+/// interval's end, Unix seconds).
+pub fn interval_udp_back(i: &IntervalResult, d: &Dual, st: &Iperf2Style, stamp: f64) -> String {
+    i.streams
+        .iter()
+        .map(|s| {
+            let (number, _, ends) = d.place(s.id, Flow::ServerToClient);
+            received_interval((i, s), st, (&ends, stamp), (number, false))
+        })
+        .collect()
+}
+
+/// The closing line of the server's UDP stream to the client's listener: its bytes, jitter and
+/// lost/total as the listener counted them (text, or its `-y C` line).
+pub fn total_udp_back(r: &RunResult, d: &Dual, st: &Iperf2Style) -> String {
+    r.streams
+        .iter()
+        .filter(|s| s.flow == Flow::ServerToClient)
+        .map(|s| {
+            let (number, _, ends) = d.place(s.id, s.flow);
+            match st.csv {
+                true => received_csv(s, &ends, number, r.started_unix_s).unwrap_or_default(),
+                false => received_total(s, (number, false), st),
+            }
+        })
+        .collect()
 }
 
 /// One "connected with" line per connection back (with `-e`, `when`: the date, Unix seconds).

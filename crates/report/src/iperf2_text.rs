@@ -565,17 +565,13 @@ pub fn totals_udp(r: &RunResult, st: &Iperf2Style) -> String {
 /// (none comes); `head`: the received lines' column head first (when no interval printed it). In
 /// CSV each stream's line, as for `-u` and `-u -R`.
 pub fn totals_udp_both(r: &RunResult, st: &Iperf2Style, head: bool) -> String {
-    let part = |received: bool| RunResult {
-        streams: r
-            .streams
-            .iter()
-            .filter(|s| receives(s.flow) == received)
-            .map(|s| StreamResult {
-                udp: s.udp.filter(|_| received),
-                ..s.clone()
-            })
-            .collect(),
-        ..r.clone()
+    let part = |received: bool| {
+        let mut p = one_way(r, received);
+        // No report comes back: what this end sent has no receiver's figures.
+        for s in &mut p.streams {
+            s.udp = s.udp.filter(|_| received);
+        }
+        p
     };
     let head = if head && !st.csv {
         COLUMN_HEAD_UDP_RECEIVED
@@ -583,6 +579,19 @@ pub fn totals_udp_both(r: &RunResult, st: &Iperf2Style, head: bool) -> String {
         ""
     };
     totals_udp(&part(false), st) + head + &totals_udp_received(&part(true), st)
+}
+
+/// The result with only the streams this end received (`received`), or only those it sent.
+pub fn one_way(r: &RunResult, received: bool) -> RunResult {
+    RunResult {
+        streams: r
+            .streams
+            .iter()
+            .filter(|s| receives(s.flow) == received)
+            .cloned()
+            .collect(),
+        ..r.clone()
+    }
 }
 
 /// iperf 2's `isoch:tx/miss/slip` columns: frames begun, skipped, and the sender's late returns.
@@ -612,25 +621,26 @@ fn server_reports(streams: &[Numbered], st: &Iperf2Style) -> String {
         if k == 0 {
             t += COLUMN_HEAD_UDP_RECEIVED;
         }
-        t += &received_udp(n, false, st);
+        t += &received_total(n.s, (n.number, false), st);
     }
     t
 }
 
-/// A UDP stream received, as iperf 2 prints it: its bytes and rate over its span, jitter,
-/// lost/total (the loss to two figures), and the datagrams out of order when there were any.
-fn received_udp(n: &Numbered, reverse: bool, st: &Iperf2Style) -> String {
-    let Some(u) = n.s.udp.as_ref() else {
+/// A UDP stream received, as iperf 2 prints it (`[ *N]` with its reverse mark when `mark`, else
+/// `[  N]`): its bytes and rate over its span, jitter, lost/total (the loss to two figures), and
+/// the datagrams out of order when there were any.
+pub(crate) fn received_total(s: &StreamResult, (number, mark): (u32, bool), st: &Iperf2Style) -> String {
+    let Some(u) = s.udp.as_ref() else {
         return String::new();
     };
-    let tag = tag(n.number, reverse);
+    let tag = tag(number, mark);
     let total = u
         .datagrams_sent
         .unwrap_or(u.datagrams_received + u.datagrams_lost);
-    let secs = n.s.duration_s;
+    let secs = s.duration_s;
     let mut t = format!(
         "{tag} {}  {:6.3} ms {}/{total} ({}%)\n",
-        columns(0.0, secs, n.s.bytes_received, st),
+        columns(0.0, secs, s.bytes_received, st),
         u.jitter_ms,
         u.datagrams_lost,
         two_figures(u.loss_pct)
@@ -648,36 +658,45 @@ fn received_udp(n: &Numbered, reverse: bool, st: &Iperf2Style) -> String {
 /// One interval of the UDP `-R` client's stream (`[ *1]`): its bytes, the jitter at its end and
 /// its lost/total; in CSV iperf 2.1.8's receiver columns (out of order not counted per interval: 0).
 pub fn interval_udp_received(i: &IntervalResult, st: &Iperf2Style, at: (&Ends, f64)) -> String {
-    let (ends, stamp) = at;
     let mut t = String::new();
     let mut sum = (0u64, 0u64, 0u64);
     for (k, s) in i.streams.iter().enumerate() {
-        let number = k as u32 + 1;
         let (sent, lost) = (s.datagrams_sent.unwrap_or(0), s.datagrams_lost.unwrap_or(0));
-        let pct = if sent > 0 {
-            lost as f64 * 100.0 / sent as f64
-        } else {
-            0.0
-        };
-        let jitter = s.jitter_ms.unwrap_or(0.0);
         sum = (sum.0 + s.bytes, sum.1 + lost, sum.2 + sent);
-        if st.csv {
-            let line = csv_line(ends, (number, true), (stamp, i.start_s, i.end_s), s.bytes);
-            let _ = writeln!(t, "{},{jitter:.3},{lost},{sent},{pct:.3},0", line.trim_end());
-        } else {
-            let _ = writeln!(
-                t,
-                "{} {}  {jitter:6.3} ms {lost}/{sent} ({}%)",
-                tag(number, true),
-                columns(i.start_s, i.end_s, s.bytes, st),
-                two_figures(pct)
-            );
-        }
+        t += &received_interval((i, s), st, at, (k as u32 + 1, true));
     }
     if i.streams.len() > 1 && !st.csv {
         t += &received_sum((i.start_s, i.end_s), sum, st);
     }
     t
+}
+
+/// One received UDP stream's line of an interval (`tag`: its number, and whether it carries iperf
+/// 2's reverse mark): bytes, the jitter at the interval's end, lost/total; in CSV the receiver's
+/// columns.
+pub(crate) fn received_interval(
+    (i, s): (&IntervalResult, &IntervalStream),
+    st: &Iperf2Style,
+    (ends, stamp): (&Ends, f64),
+    (number, mark): (u32, bool),
+) -> String {
+    let (sent, lost) = (s.datagrams_sent.unwrap_or(0), s.datagrams_lost.unwrap_or(0));
+    let pct = if sent > 0 {
+        lost as f64 * 100.0 / sent as f64
+    } else {
+        0.0
+    };
+    let jitter = s.jitter_ms.unwrap_or(0.0);
+    if st.csv {
+        let line = csv_line(ends, (number, true), (stamp, i.start_s, i.end_s), s.bytes);
+        return format!("{},{jitter:.3},{lost},{sent},{pct:.3},0\n", line.trim_end());
+    }
+    format!(
+        "{} {}  {jitter:6.3} ms {lost}/{sent} ({}%)\n",
+        tag(number, mark),
+        columns(i.start_s, i.end_s, s.bytes, st),
+        two_figures(pct)
+    )
 }
 
 /// The `[SUM]` of several received UDP streams, as iperf 2.1.8's `-u -R -P` client prints it: a
@@ -705,7 +724,10 @@ fn received_sum(
 pub fn totals_udp_received(r: &RunResult, st: &Iperf2Style) -> String {
     let streams = numbered(r);
     if !st.csv {
-        let mut t: String = streams.iter().map(|n| received_udp(n, true, st)).collect();
+        let mut t: String = streams
+            .iter()
+            .map(|n| received_total(n.s, (n.number, true), st))
+            .collect();
         if streams.len() > 1 {
             let all = streams.iter().filter_map(|n| Some((n, n.s.udp.as_ref()?)));
             let (mut secs, mut sum) = (0f64, (0, 0, 0));
@@ -727,26 +749,36 @@ pub fn totals_udp_received(r: &RunResult, st: &Iperf2Style) -> String {
     let ends = Ends::of(r);
     streams
         .iter()
-        .filter_map(|n| {
-            let u = n.s.udp.as_ref()?;
-            let secs = n.s.duration_s;
-            let line = csv_line(
-                &ends,
-                (n.number, true),
-                (r.started_unix_s + secs, 0.0, secs),
-                n.s.bytes_received,
-            );
-            let total = u
-                .datagrams_sent
-                .unwrap_or(u.datagrams_received + u.datagrams_lost);
-            Some(format!(
-                "{},{:.3},{},{total},{:.3},{}\n",
-                line.trim_end(),
-                u.jitter_ms,
-                u.datagrams_lost,
-                u.loss_pct,
-                u.out_of_order
-            ))
-        })
+        .filter_map(|n| received_csv(n.s, &ends, n.number, r.started_unix_s))
         .collect()
+}
+
+/// A received UDP stream's closing `-y C` line (iperf 2.1.8's receiver columns: the sending end
+/// first, jitter, lost, total, loss percentage, out of order); None for a stream with no datagram
+/// counts.
+pub(crate) fn received_csv(
+    s: &StreamResult,
+    ends: &Ends,
+    number: u32,
+    started_unix_s: f64,
+) -> Option<String> {
+    let u = s.udp.as_ref()?;
+    let secs = s.duration_s;
+    let line = csv_line(
+        ends,
+        (number, true),
+        (started_unix_s + secs, 0.0, secs),
+        s.bytes_received,
+    );
+    let total = u
+        .datagrams_sent
+        .unwrap_or(u.datagrams_received + u.datagrams_lost);
+    Some(format!(
+        "{},{:.3},{},{total},{:.3},{}\n",
+        line.trim_end(),
+        u.jitter_ms,
+        u.datagrams_lost,
+        u.loss_pct,
+        u.out_of_order
+    ))
 }

@@ -146,6 +146,9 @@ pub fn main(argv: Vec<OsString>) -> Result<bool> {
         (None, false) => refuse("usage: iperf [-s|-c host] [options] (iperf -h for help)"),
         (None, true) => serve(&o),
         (Some(host), false) if o.bounceback.is_some() => super::iperf2_bounce::client(&o, host),
+        (Some(host), false) if (o.tradeoff || o.dualtest) && o.udp => {
+            super::iperf2_udp_dual::client(&o, host)
+        }
         (Some(host), false) if o.tradeoff || o.dualtest => super::iperf2_dual::client(&o, host),
         (Some(host), false) => client(&o, host),
     }
@@ -158,7 +161,8 @@ const HELP: &str = "Usage: iperf [-s|-c host] [options]   (landspeed's iperf 2 d
   -P, --parallel N   streams                           -l, --len N[KMG]  write size (128K)
   -w, --window N     socket buffers                    -b, --bandwidth R per stream (k, m, g: 1000s)
   -R, --reverse      the server sends                  --full-duplex     both ways on each stream
-  -d, --dualtest     both ways at once, the server's on connections back to this host (-L PORT)
+  -d, --dualtest     both ways at once, the server's on connections back to this host (-L PORT;
+                     with -u its datagrams to this host's UDP port -L, one stream each way)
   -r, --tradeoff     this host's streams, then the server's on connections back (-L PORT)
   -i, --interval S   report interval                   -e, --enhanced    -e's columns
   -y C               CSV                               -f [abkmgKMG]     units
@@ -184,9 +188,19 @@ fn refused(o: &Opts) -> Option<String> {
             "use `landspeed multicast send GROUP --iperf2` (docs/multicast.md)",
         ),
         (
-            (o.tradeoff || o.dualtest) && (o.udp || o.reverse || o.full_duplex),
-            "-r/-d with -u, -R or --full-duplex",
-            "the server's half comes on connections of its own (over UDP the drop-in's lines are not drawn yet: `landspeed run HOST --iperf2 -u --dualtest|--tradeoff` runs it)",
+            (o.tradeoff || o.dualtest) && (o.reverse || o.full_duplex),
+            "-r/-d with -R or --full-duplex",
+            "the server's half comes on connections of its own",
+        ),
+        (
+            (o.tradeoff || o.dualtest) && o.udp && o.parallel.unwrap_or(1) > 1,
+            "-u -r/-d with -P",
+            "one stream each way over UDP",
+        ),
+        (
+            (o.tradeoff || o.dualtest) && o.udp && o.enhanced,
+            "-u -r/-d with -e",
+            "the received stream's enhanced columns (latency, PPS, NetPwr) are not drawn yet (`landspeed run HOST --iperf2 -u --dualtest --json` has the figures)",
         ),
         (
             (o.tradeoff || o.dualtest) && (o.bounceback.is_some() || o.isochronous.is_some()),
@@ -627,8 +641,9 @@ mod tests {
             ("-c h -u -R -e", "-u -R or -u --full-duplex with -e"),
             ("-c h -u --full-duplex -e", "-u -R or -u --full-duplex with -e"),
             ("-c 239.1.1.1 -u", "-c GROUP (multicast)"),
-            ("-c h -r -u", "-r/-d with -u"),
-            ("-c h -d -R", "-r/-d with -u, -R"),
+            ("-c h -r -u -P 2", "-u -r/-d with -P"),
+            ("-c h -d -u -e", "-u -r/-d with -e"),
+            ("-c h -d -R", "-r/-d with -R"),
             ("-c h -d --bounceback", "-r/-d with --bounceback"),
             ("-c h -L 6000", "-L without -r or -d"),
             ("-s -d", "-s with -r or -d"),
@@ -646,6 +661,8 @@ mod tests {
         assert!(refused(&opts("-c h -y C -e -P 2 -i 1 --full-duplex").unwrap()).is_none());
         assert!(refused(&opts("-c h -d -L 6000 -P 2 -i 1 -y C").unwrap()).is_none());
         assert!(refused(&opts("-c h -r -n 1M").unwrap()).is_none());
+        assert!(refused(&opts("-c h -u -d -L 6000 -i 1 -y C").unwrap()).is_none());
+        assert!(refused(&opts("-c h -u -r -b 2m -t 3").unwrap()).is_none());
         assert!(refused(&opts("-c h -u -R -t 2 -i 1 -y C").unwrap()).is_none());
         assert!(refused(&opts("-c h -u -R -P 2 -i 1").unwrap()).is_none());
         assert!(refused(&opts("-c h -u --full-duplex -P 2 -i 1").unwrap()).is_none());

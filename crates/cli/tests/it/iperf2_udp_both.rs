@@ -319,3 +319,54 @@ fn landspeed_runs_iperf2s_udp_dual_and_tradeoff_against_both_servers() {
         refused.stderr
     );
 }
+
+#[test]
+fn the_iperf_drop_in_prints_iperf2s_udp_dual_and_tradeoff_lines() {
+    let _one = common::alone();
+    if !have_iperf2() {
+        return;
+    }
+    let s = ServerProc::start("127.0.0.1", &["--connect-back", "--iperf2-udp-send"]);
+    for args in ["-d -t 2 -i 1", "-r -t 1 -i 0.5", "-d -t 1", "-r -t 1 -i 0.5 -y C"] {
+        let listen = common::free_port().to_string();
+        let extra: Vec<&str> = args.split_whitespace().chain(["-L", &listen]).collect();
+        let (code, theirs) = iperf2_udp(Iperf2Server::with(&["-u"]).1, &extra);
+        assert_eq!(code, Some(0), "iperf 2.1.8 -u {args}: {theirs}");
+        // A fresh iperf 2.1.8 server for each test (a reused one can miss a report).
+        for port in [Iperf2Server::with(&["-u"]).1, s.port] {
+            let listen = common::free_port();
+            let line = format!("iperf2 -c 127.0.0.1 -p {port} -u {args} -L {listen}");
+            let ours = common::landspeed(
+                &line.split_whitespace().collect::<Vec<_>>(),
+                Duration::from_secs(30),
+            );
+            assert_eq!(ours.code, 0, "{line}: {}", ours.stderr);
+            assert_eq!(
+                masked_text(&ours.stdout),
+                masked_text(&theirs),
+                "{line}:\n{}\n/ iperf 2.1.8:\n{theirs}",
+                ours.stdout
+            );
+        }
+    }
+    let refused = common::landspeed(
+        &[
+            "iperf2",
+            "-c",
+            "127.0.0.1",
+            "-p",
+            &s.port.to_string(),
+            "-u",
+            "-d",
+            "-P",
+            "2",
+        ],
+        Duration::from_secs(10),
+    );
+    assert_ne!(refused.code, 0);
+    assert!(
+        refused.stderr.trim().lines().count() == 1 && refused.stderr.contains("one stream each way"),
+        "{}",
+        refused.stderr
+    );
+}

@@ -49,17 +49,19 @@ pub(super) fn run_back_udp(
         sock: &listener,
         server: addr.ip(),
         spec: &reverse,
+        id: if ask.dual == Dual::Simultaneous { 1 } else { 0 },
+        whole: if ask.dual == Dual::Simultaneous {
+            spec
+        } else {
+            &reverse
+        },
         interrupt,
     };
     match ask.dual {
         Dual::Simultaneous => {
-            let (sent, got) = std::thread::scope(|sc| {
-                let back = sc.spawn(|| listening.receive());
-                let sent = send_test(opts, &forward, header, interrupt, on_event);
-                (sent, back.join().unwrap_or_else(|_| Err(gone())))
-            });
-            let (mut sent, got) = (sent?, got?);
+            let (mut sent, got, heard) = listening.beside(opts, (&forward, header), on_event)?;
             add_received(&mut sent, &got, spec.length_bytes);
+            sent.samples = super::heard::merged(&sent.samples, &heard, spec);
             Ok(assembled(opts, spec, &sent, started_unix_s, interrupt))
         }
         Dual::Tradeoff => {
@@ -68,29 +70,34 @@ pub(super) fn run_back_udp(
             on_event(ClientEvent::Part {
                 result: Box::new(first),
             });
-            let got = listening.receive()?;
-            let mut back = Sent {
-                here: EndpointReport {
-                    software: sent.here.software.clone(),
-                    host: sent.here.host.clone(),
-                    ..EndpointReport::default()
-                },
-                server: EndpointReport {
-                    software: "iperf 2 server".into(),
-                    ..EndpointReport::default()
-                },
-                samples: vec![],
-                addresses: (listener.local_addr().unwrap_or(sent.addresses.0), got.1),
-            };
+            let started_unix_s = unix_ns() as f64 / 1e9;
+            let (got, heard) = listening.alone(on_event)?;
+            let mut back = back_part(&sent, &listener, (&got, &heard), &reverse);
             add_received(&mut back, &got, spec.length_bytes);
-            Ok(assembled(
-                opts,
-                &reverse,
-                &back,
-                unix_ns() as f64 / 1e9,
-                interrupt,
-            ))
+            Ok(assembled(opts, &reverse, &back, started_unix_s, interrupt))
         }
+    }
+}
+
+/// `-r`'s second part as sent (nothing from this end; the server's stream added after).
+fn back_part(
+    sent: &Sent,
+    listener: &UdpSocket,
+    (got, heard): (&Heard, &[(u32, StreamSample)]),
+    reverse: &Test,
+) -> Sent {
+    Sent {
+        here: EndpointReport {
+            software: sent.here.software.clone(),
+            host: sent.here.host.clone(),
+            ..EndpointReport::default()
+        },
+        server: EndpointReport {
+            software: "iperf 2 server".into(),
+            ..EndpointReport::default()
+        },
+        samples: super::heard::merged(&[], heard, reverse),
+        addresses: (listener.local_addr().unwrap_or(sent.addresses.0), got.1),
     }
 }
 
@@ -132,22 +139,102 @@ fn dual_header(forward: &Test, port: u16, dual: Dual) -> Result<[u8; IPERF2_HEAD
 struct Listening<'a> {
     sock: &'a UdpSocket,
     server: IpAddr,
+    /// The server's stream's spec (`Reverse`), and its stream id in the result: 1 beside this
+    /// end's (`-d`), 0 alone (`-r`).
     spec: &'a Test,
+    id: u32,
+    /// Whose flows the samples' ids name: the whole test (`Bidir` with `-d`), or `spec`.
+    whole: &'a Test,
     interrupt: &'a AtomicBool,
 }
 
+/// What the server's stream came to: its receipt and where it came from.
+type Heard = (Got, SocketAddr);
+
 impl Listening<'_> {
-    /// The server's stream: its first datagram from the server's address fixes its port; counted
-    /// to its end, which is answered with iperf 2's report. The receipt and where it came from.
-    fn receive(&self) -> Result<(Got, SocketAddr), ClientError> {
+    /// `-d`: this end's stream sent (`send_test` on this thread) while the server's is counted on
+    /// another, its connection and intervals shown beside this end's as they come; both, and the
+    /// received stream's samples.
+    fn beside(
+        &self,
+        opts: &ClientOptions,
+        (forward, header): (&Test, [u8; IPERF2_HEADER_BYTES]),
+        on_event: &mut dyn FnMut(ClientEvent),
+    ) -> Result<(Sent, Heard, Vec<(u32, StreamSample)>), ClientError> {
+        let (first_tx, first_rx) = std::sync::mpsc::channel::<(SocketAddr, SocketAddr)>();
+        let (tx, rx) = std::sync::mpsc::channel::<(u32, StreamSample)>();
+        let mut heard = super::heard::Heard::new(self.whole, rx);
+        let (sent, got) = std::thread::scope(|sc| {
+            let back = sc.spawn(|| self.receive(first_tx, tx));
+            let mut pass = |ev: ClientEvent| {
+                let closed = match &ev {
+                    ClientEvent::Interval { interval, .. } => Some(interval.index),
+                    _ => None,
+                };
+                on_event(ev);
+                if let Ok(ends) = first_rx.try_recv() {
+                    on_event(back_connected(ends));
+                }
+                if closed.is_some() {
+                    heard.show(closed, on_event);
+                }
+            };
+            let sent = send_test(opts, forward, header, self.interrupt, &mut pass);
+            (sent, back.join().unwrap_or_else(|_| Err(gone())))
+        });
+        if let Ok(ends) = first_rx.try_recv() {
+            on_event(back_connected(ends));
+        }
+        heard.show(None, on_event);
+        Ok((sent?, got?, heard.received))
+    }
+
+    /// `-r`'s second part: the server's stream counted on another thread, its connection (with
+    /// the events of a test starting) and its intervals shown on this one as they come.
+    fn alone(
+        &self,
+        on_event: &mut dyn FnMut(ClientEvent),
+    ) -> Result<(Heard, Vec<(u32, StreamSample)>), ClientError> {
+        let (first_tx, first_rx) = std::sync::mpsc::channel::<(SocketAddr, SocketAddr)>();
+        let (tx, rx) = std::sync::mpsc::channel::<(u32, StreamSample)>();
+        let mut heard = super::heard::Heard::new(self.whole, rx);
+        let got = std::thread::scope(|sc| {
+            let back = sc.spawn(|| self.receive(first_tx, tx));
+            let mut first = Some(first_rx);
+            while !back.is_finished() {
+                std::thread::sleep(Duration::from_millis(20));
+                if let Some((local, remote)) = first.as_ref().and_then(|f| f.try_recv().ok()) {
+                    first = None;
+                    on_event(ClientEvent::Connected { local, remote });
+                    on_event(back_connected((local, remote)));
+                    on_event(ClientEvent::Started {
+                        streams: 1,
+                        warnings: vec![],
+                    });
+                }
+                heard.show(None, on_event);
+            }
+            back.join().unwrap_or_else(|_| Err(gone()))
+        });
+        heard.show(None, on_event);
+        Ok((got?, heard.received))
+    }
+
+    /// The server's stream: its first datagram from the server's address fixes its port (the
+    /// socket's ends then sent to `first`); counted to its end, which is answered with iperf 2's report, its
+    /// intervals' samples to `tx`. The receipt and where it came from.
+    fn receive(
+        &self,
+        first: std::sync::mpsc::Sender<(SocketAddr, SocketAddr)>,
+        tx: std::sync::mpsc::Sender<(u32, StreamSample)>,
+    ) -> Result<Heard, ClientError> {
         let from = self.first()?;
-        self.sock
-            .connect(from)
-            .map_err(|err| ClientError::Stream { id: 1, err })?;
-        let (tx, _rx) = std::sync::mpsc::channel::<(u32, StreamSample)>();
+        let failed = |err| ClientError::Stream { id: self.id, err };
+        self.sock.connect(from).map_err(failed)?;
+        let _ = first.send((self.sock.local_addr().map_err(failed)?, from));
         let got = receive(
             self.sock,
-            (1, self.spec, tx),
+            (self.id, self.spec, tx),
             (Instant::now(), self.interrupt),
             (&[], Duration::ZERO),
         );
@@ -176,9 +263,16 @@ impl Listening<'_> {
     }
 }
 
+/// The event that says the server's stream came (the listening socket's ends, its own first).
+fn back_connected(ends: (SocketAddr, SocketAddr)) -> ClientEvent {
+    ClientEvent::BackConnected {
+        connections: vec![ends],
+    }
+}
+
 /// The server's stream received (`got`) as this end's stream 1, and the server's side inferred (it
 /// sent at least the highest number that came).
-fn add_received(sent: &mut Sent, got: &(Got, SocketAddr), length_bytes: u64) {
+fn add_received(sent: &mut Sent, got: &Heard, length_bytes: u64) {
     let r = &got.0.receipt;
     let id = sent.here.streams.len() as u32;
     sent.here.streams.push(StreamReport {

@@ -7,6 +7,7 @@
 //! either way (iperf 2's "no-udp-fin"): the server's side of the result is inferred (it received
 //! what this end sent; it sent at least the highest number that came).
 
+use super::heard::Heard;
 use super::udp::received_stream;
 use super::udp_client::unix_ns;
 use super::udp_receive::{receive, Got};
@@ -61,7 +62,7 @@ pub(super) fn run_both(
     let (out, got, received) = run.both(&data, &readers, local, on_event);
     let (here, server) = reports(&out, &got, (spec, opts), warnings);
     let ends = super::client::Ends::at_end((local, addr), started_unix_s, interrupt);
-    let samples = merged(&out.samples, received);
+    let samples = super::heard::merged(&out.samples, &received, spec);
     Ok(super::client::assembled(
         opts,
         spec,
@@ -100,9 +101,7 @@ impl Run<'_> {
             interrupt: self.interrupt,
             on_event,
             live: crate::dial::LiveIntervals::default(),
-            readers: rx,
-            pending: vec![],
-            received: vec![],
+            heard: Heard::new(self.spec, rx),
             shown: None,
         };
         let (out, got) = std::thread::scope(|sc| {
@@ -125,8 +124,8 @@ impl Run<'_> {
                 .collect();
             (out, got)
         });
-        hook.finish();
-        (out, got, hook.received)
+        hook.heard.show(None, hook.on_event);
+        (out, got, hook.heard.received)
     }
 
     fn measure(&self, data: &DataPaths, local: std::net::SocketAddr, hook: &mut Shown) -> EngineOutput {
@@ -160,73 +159,23 @@ struct Shown<'a> {
     interrupt: &'a AtomicBool,
     on_event: &'a mut dyn FnMut(ClientEvent),
     live: crate::dial::LiveIntervals,
-    readers: std::sync::mpsc::Receiver<(u32, StreamSample)>,
-    /// The readers' samples not shown yet, and all of them.
-    pending: Vec<(u32, StreamSample)>,
-    received: Vec<(u32, StreamSample)>,
+    heard: Heard<'a>,
     /// The engine's last interval shown.
     shown: Option<u32>,
-}
-
-impl Shown<'_> {
-    /// Shows the readers' samples of intervals up to `upto` (all with None).
-    fn show_received(&mut self, upto: Option<u32>) {
-        for x in self.readers.try_iter() {
-            self.received.push(x);
-            self.pending.push(x);
-        }
-        let mut due: Vec<(u32, StreamSample)> = vec![];
-        self.pending.retain(|(i, s)| {
-            let now = upto.is_none_or(|u| *i <= u);
-            if now {
-                due.push((*i, *s));
-            }
-            !now
-        });
-        due.sort_by_key(|(i, s)| (*i, s.id));
-        let step = self.spec.interval_s.as_secs_f64();
-        for (index, streams) in group(due) {
-            let sample = IntervalSample {
-                index,
-                start_s: f64::from(index) * step,
-                end_s: f64::from(index + 1) * step,
-                omitted: false,
-                streams,
-            };
-            self.live.each_flow(self.spec, &sample, self.on_event);
-        }
-    }
-
-    /// What the readers sent after the engine's last interval.
-    fn finish(&mut self) {
-        self.show_received(None);
-    }
-}
-
-/// Samples grouped by interval number, in order.
-fn group(sorted: Vec<(u32, StreamSample)>) -> Vec<(u32, Vec<StreamSample>)> {
-    let mut out: Vec<(u32, Vec<StreamSample>)> = vec![];
-    for (i, s) in sorted {
-        match out.last_mut() {
-            Some((j, v)) if *j == i => v.push(s),
-            _ => out.push((i, vec![s])),
-        }
-    }
-    out
 }
 
 impl EngineHook<()> for Shown<'_> {
     fn on_sample(&mut self, sample: &IntervalSample) {
         self.live.each_flow(self.spec, sample, self.on_event);
         self.shown = Some(sample.index);
-        self.show_received(self.shown);
+        self.heard.show(self.shown, self.on_event);
     }
 
     fn on_external(&mut self, _: (), _: &Flags) {}
 
     fn on_tick(&mut self, flags: &Flags) {
         if self.shown.is_some() {
-            self.show_received(self.shown);
+            self.heard.show(self.shown, self.on_event);
         }
         if self.interrupt.load(Relaxed) {
             flags.stop.store(true, Relaxed);
@@ -281,15 +230,4 @@ fn reports(
         ..EndpointReport::default()
     };
     (here, server)
-}
-
-/// The engine's samples of the streams sent, each with the readers' samples of the same interval.
-fn merged(sent: &[IntervalSample], received: Vec<(u32, StreamSample)>) -> Vec<IntervalSample> {
-    let mut out = sent.to_vec();
-    for (index, s) in received {
-        if let Some(i) = out.iter_mut().find(|i| i.index == index) {
-            i.streams.push(s);
-        }
-    }
-    out
 }

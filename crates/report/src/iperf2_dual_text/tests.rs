@@ -105,3 +105,63 @@ fn the_totals_and_csv_lines_name_each_connections_own_ends() {
     let back = r.streams.iter().find(|s| s.id == 2).unwrap();
     assert_eq!(rows[2][7], back.bytes_received.to_string());
 }
+
+/// The server's UDP stream to the client's listener as iperf 2.1.8's `-u -d -t 2 -i 1 -L 15102`
+/// client printed it on loopback: `[  2] 0.0000-1.0000 sec   129 KBytes  1.06 Mbits/sec   0.003 ms
+/// 0/90 (0%)` and its CSV `...,127.0.0.1,53955,127.0.0.1,15114,2,0.0-1.0,132300,1058400,0.003,0,90,
+/// 0.000,0` (the sending end first), its total `[  2] 0.0000-2.0156 sec   260 KBytes  1.06
+/// Mbits/sec   0.003 ms 0/181 (0%)`.
+#[test]
+fn the_servers_udp_stream_to_the_listener_is_numbered_after_the_clients_without_a_mark() {
+    let d = Dual {
+        forward: vec![Ends::new("127.0.0.1:42798", "127.0.0.1:15111")],
+        back: vec![Ends::new("127.0.0.1:15114", "127.0.0.1:53955")],
+        n: 1,
+        first_back_id: 1,
+    };
+    let r = fixture();
+    let i = IntervalResult {
+        start_s: 0.0,
+        end_s: 1.0,
+        streams: vec![IntervalStream {
+            id: 1,
+            bytes: 132_300,
+            datagrams_sent: Some(90),
+            datagrams_lost: Some(0),
+            jitter_ms: Some(0.003),
+            ..r.intervals[0].streams[0].clone()
+        }],
+        ..r.intervals[0].clone()
+    };
+    assert_eq!(
+        interval_udp_back(&i, &d, &style(false), 0.0),
+        "[  2] 0.0000-1.0000 sec   129 KBytes  1.06 Mbits/sec   0.003 ms 0/90 (0%)\n"
+    );
+    let csv = interval_udp_back(&i, &d, &style(true), 0.0);
+    assert_eq!(
+        csv.split_once(',').unwrap().1,
+        "127.0.0.1,53955,127.0.0.1,15114,2,0.0-1.0,132300,1058400,0.003,0,90,0.000,0\n"
+    );
+    let back = landspeed_core::result::StreamResult {
+        id: 1,
+        flow: Flow::ServerToClient,
+        bytes_received: 266_070,
+        duration_s: 2.0156,
+        udp: Some(landspeed_core::udp::UdpStats {
+            datagrams_sent: Some(181),
+            datagrams_received: 181,
+            jitter_ms: 0.003,
+            ..Default::default()
+        }),
+        ..r.streams[0].clone()
+    };
+    let one = RunResult {
+        streams: vec![back],
+        ..r.clone()
+    };
+    assert_eq!(
+        total_udp_back(&one, &d, &style(false)),
+        "[  2] 0.0000-2.0156 sec   260 KBytes  1.06 Mbits/sec   0.003 ms 0/181 (0%)\n"
+    );
+    assert!(listener_head_udp(15114).contains("\nServer listening on UDP port 15114\n"));
+}
