@@ -150,6 +150,8 @@ struct Listening<'a> {
 
 /// What the server's stream came to: its receipt and where it came from.
 type Heard = (Got, SocketAddr);
+/// The received stream's interval samples, by interval number.
+type Samples = Vec<(u32, StreamSample)>;
 
 impl Listening<'_> {
     /// `-d`: this end's stream sent (`send_test` on this thread) while the server's is counted on
@@ -160,7 +162,7 @@ impl Listening<'_> {
         opts: &ClientOptions,
         (forward, header): (&Test, [u8; IPERF2_HEADER_BYTES]),
         on_event: &mut dyn FnMut(ClientEvent),
-    ) -> Result<(Sent, Heard, Vec<(u32, StreamSample)>), ClientError> {
+    ) -> Result<(Sent, Heard, Samples), ClientError> {
         let (first_tx, first_rx) = std::sync::mpsc::channel::<(SocketAddr, SocketAddr)>();
         let (tx, rx) = std::sync::mpsc::channel::<(u32, StreamSample)>();
         let mut heard = super::heard::Heard::new(self.whole, rx);
@@ -191,10 +193,7 @@ impl Listening<'_> {
 
     /// `-r`'s second part: the server's stream counted on another thread, its connection (with
     /// the events of a test starting) and its intervals shown on this one as they come.
-    fn alone(
-        &self,
-        on_event: &mut dyn FnMut(ClientEvent),
-    ) -> Result<(Heard, Vec<(u32, StreamSample)>), ClientError> {
+    fn alone(&self, on_event: &mut dyn FnMut(ClientEvent)) -> Result<(Heard, Samples), ClientError> {
         let (first_tx, first_rx) = std::sync::mpsc::channel::<(SocketAddr, SocketAddr)>();
         let (tx, rx) = std::sync::mpsc::channel::<(u32, StreamSample)>();
         let mut heard = super::heard::Heard::new(self.whole, rx);
