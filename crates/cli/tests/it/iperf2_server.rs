@@ -1107,7 +1107,10 @@ fn the_iperf_drop_in_prints_what_iperf2s_client_prints() {
     assert!(sum.contains(" 2.00 MBytes "), "{sum}");
     // Refused by name, one line, exit 1; unknown options likewise.
     for (args, name) in [
-        (&["-c", "127.0.0.1", "-r", "-u"][..], "-r/-d with -u"),
+        (
+            &["-c", "127.0.0.1", "-r", "-u", "-P", "2"][..],
+            "-u -r/-d with -P",
+        ),
         // -L defaults to the server's port: on one host that is the client's own listener.
         (
             &["-c", "127.0.0.1", "-d", "-p", "5999"][..],
