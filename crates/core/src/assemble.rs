@@ -187,6 +187,7 @@ fn flow_intervals(p: &FlowParts, ids: &[u32]) -> Vec<IntervalResult> {
                     let snap = tx
                         .and_then(|t| t.streams.iter().find(|s| s.id == dl.id))
                         .and_then(|s| s.tcp);
+                    let udp = sample.streams.iter().find(|s| s.id == dl.id).and_then(|s| s.udp);
                     IntervalStream {
                         id: dl.id,
                         bytes: dl.bytes,
@@ -197,11 +198,8 @@ fn flow_intervals(p: &FlowParts, ids: &[u32]) -> Vec<IntervalResult> {
                         datagrams_sent: dl.datagrams.map(|d| d.0),
                         datagrams_lost: dl.datagrams.map(|d| d.1),
                         frames: None,
-                        jitter_ms: sample
-                            .streams
-                            .iter()
-                            .find(|s| s.id == dl.id)
-                            .and_then(|s| s.udp?.jitter_ms),
+                        jitter_ms: udp.and_then(|u| u.jitter_ms),
+                        transit: udp.and_then(|u| u.transit),
                     }
                 })
                 .collect();
@@ -425,6 +423,11 @@ fn combine_udp<'a>(parts: impl Iterator<Item = &'a crate::udp::UdpStats>) -> Opt
         lost_in_receiver: all.iter().map(|u| u.lost_in_receiver).sum(),
         lost_in_sender: all.iter().map(|u| u.lost_in_sender).sum(),
         ce_marked: all.iter().map(|u| u.ce_marked).sum(),
+        // Transit is each stream's own: a flow's mean of several says nothing a line prints.
+        transit: match all.as_slice() {
+            [one] => one.transit,
+            _ => None,
+        },
     })
 }
 

@@ -220,6 +220,7 @@ mod tests {
                 datagrams_lost: None,
                 frames: None,
                 jitter_ms: None,
+                transit: None,
             }],
             probe_rtt: None,
         }

@@ -578,6 +578,10 @@ pub struct UdpCounts {
     /// receiver, whose interval lines print it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jitter_ms: Option<f64>,
+    /// The one-way transit and pace of the datagrams since the sample before (not a running
+    /// count), where the receiver keeps them per sample (iperf 2's receivers, for `-e`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transit: Option<crate::udp::TransitSummary>,
 }
 
 impl UdpCounts {

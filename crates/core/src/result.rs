@@ -511,6 +511,10 @@ pub struct IntervalStream {
     /// (iperf 2's `-u -R` receiver).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jitter_ms: Option<f64>,
+    /// The datagrams' one-way transit and pace within the interval, where the receiver keeps them
+    /// (iperf 2's UDP receivers: its `-e` lines).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transit: Option<crate::udp::TransitSummary>,
 }
 
 /// One end of the test as the result shows it.

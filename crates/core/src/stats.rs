@@ -205,6 +205,7 @@ mod tests {
                     expected,
                     received,
                     jitter_ms: None,
+                    transit: None,
                 }),
             }],
         };

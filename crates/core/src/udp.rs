@@ -12,7 +12,7 @@ pub mod receiver;
 pub mod spin;
 
 pub use pacing::Pacer;
-pub use receiver::{UdpReceiver, UdpStats};
+pub use receiver::{TransitSummary, UdpReceiver, UdpStats};
 
 /// Bytes of landspeed's datagram header.
 pub const HEADER: usize = 16;

@@ -32,6 +32,29 @@ pub struct Receipt {
     first_arrival_s: Option<f64>,
     last_arrival_s: f64,
     transit: Welford,
+    /// Since the last [`Receipt::take_interval`]: the transits, and the datagrams with the sum of
+    /// their gaps from the one before (iperf 2's `cntIPG` and `IPGsum`).
+    interval_transit: Welford,
+    interval_datagrams: u64,
+    interval_gaps_s: f64,
+}
+
+/// One-way transit (arrival less send time: the two clocks' offset included) over a set of
+/// datagrams, and their pace, as iperf 2's `-e` receiver prints them.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Arrivals {
+    /// Datagrams counted.
+    pub datagrams: u64,
+    /// Transit mean, least, most and standard deviation (sample, n − 1), seconds.
+    pub mean_s: f64,
+    /// Least.
+    pub min_s: f64,
+    /// Most.
+    pub max_s: f64,
+    /// Standard deviation.
+    pub stddev_s: f64,
+    /// The datagrams over the sum of their arrival gaps, a second (iperf 2's PPS).
+    pub per_s: f64,
 }
 
 /// The running least, most, sum, mean and M2 of a series, iperf 2's way.
@@ -71,6 +94,25 @@ impl Welford {
     }
 }
 
+fn arrivals(t: &Welford, datagrams: u64, gaps_s: f64) -> Arrivals {
+    Arrivals {
+        datagrams,
+        mean_s: t.mean,
+        min_s: t.min,
+        max_s: t.max,
+        stddev_s: if t.count < 2 {
+            0.0
+        } else {
+            (t.m2 / f64::from(t.count - 1)).sqrt()
+        },
+        per_s: if gaps_s > 0.0 {
+            datagrams as f64 / gaps_s
+        } else {
+            0.0
+        },
+    }
+}
+
 fn secs(s: f64) -> Duration {
     Duration::from_secs_f64(s.max(0.0))
 }
@@ -97,8 +139,33 @@ impl Receipt {
         self.jitter_s += ((transit - self.last_transit_s).abs() - self.jitter_s) / 16.0;
         self.last_transit_s = transit;
         self.transit.add(transit);
+        self.interval_transit.add(transit);
+        self.interval_datagrams += 1;
+        if self.first_arrival_s.is_some() {
+            self.interval_gaps_s += arrival_s - self.last_arrival_s;
+        }
         self.first_arrival_s.get_or_insert(arrival_s);
         self.last_arrival_s = arrival_s;
+    }
+
+    /// The transit and pace since the last call (or the first datagram), then counted afresh: an
+    /// interval's, as iperf 2's receiver resets them each interval.
+    pub fn take_interval(&mut self) -> Arrivals {
+        let a = arrivals(
+            &self.interval_transit,
+            self.interval_datagrams,
+            self.interval_gaps_s,
+        );
+        self.interval_transit = Welford::default();
+        self.interval_datagrams = 0;
+        self.interval_gaps_s = 0.0;
+        a
+    }
+
+    /// The whole test's transit and pace (the datagrams over the span from the first arrival to
+    /// the last).
+    pub fn arrivals(&self) -> Arrivals {
+        arrivals(&self.transit, self.received, self.span_s())
     }
 
     /// Datagrams lost: the gaps less those that came out of order, never below zero.
@@ -192,6 +259,35 @@ mod tests {
             "{}",
             rep.transit.m2_us2
         );
+    }
+
+    #[test]
+    fn each_interval_counts_its_own_transit_and_pace() {
+        let mut r = Receipt::default();
+        // Sent every 10 ms; transits 1, 3, 2 ms, then (a new interval) 4 and 6 ms.
+        let transits = [1.0, 3.0, 2.0, 4.0, 6.0];
+        let mut first = None;
+        for (k, t) in transits.iter().enumerate() {
+            let sent_ms = 1_000_000 + k as u64 * 10;
+            r.datagram(&d(k as i64 + 1, sent_ms), 100, (sent_ms as f64 + t) / 1000.0);
+            if k == 2 {
+                first = Some(r.take_interval());
+            }
+        }
+        let a = first.unwrap();
+        assert_eq!(a.datagrams, 3);
+        assert!((a.mean_s - 0.002).abs() < 1e-9 && (a.min_s - 0.001).abs() < 1e-9);
+        assert!((a.max_s - 0.003).abs() < 1e-9 && (a.stddev_s - 0.001).abs() < 1e-9);
+        // Gaps 12 and 9 ms after the first arrival: 3 datagrams over 21 ms.
+        assert!((a.per_s - 3.0 / 0.021).abs() < 1e-6, "{}", a.per_s);
+        let b = r.take_interval();
+        assert_eq!(b.datagrams, 2);
+        assert!((b.mean_s - 0.005).abs() < 1e-9 && (b.min_s - 0.004).abs() < 1e-9);
+        // Gaps 12 and 12 ms (from the last arrival of the interval before).
+        assert!((b.per_s - 2.0 / 0.024).abs() < 1e-6, "{}", b.per_s);
+        let all = r.arrivals();
+        assert_eq!(all.datagrams, 5);
+        assert!((all.max_s - 0.006).abs() < 1e-9 && (all.mean_s - 0.0032).abs() < 1e-9);
     }
 
     #[test]

@@ -343,6 +343,7 @@ impl LiveIntervals {
                     datagrams_lost: udp.map(|u| u.1),
                     frames: None,
                     jitter_ms: udp.map(|u| u.2),
+                    transit: x.udp.and_then(|u| u.transit),
                 }
             })
             .collect();

@@ -56,10 +56,20 @@ pub fn listener_head(port: u16) -> String {
     )
 }
 
-/// The head of the client's UDP listener (`-u -d`, `-u -r`).
-pub fn listener_head_udp(port: u16) -> String {
+/// The head of the client's UDP listener (`-u -d`, `-u -r`); with `-e` (`read`: the datagram
+/// size) this process's id, and the read size with the width of the bins of iperf 2's histogram.
+pub fn listener_head_udp(port: u16, read: Option<u64>) -> String {
+    let more = match read {
+        Some(len) => format!(
+            " with pid {}\nRead buffer size: {} (Dist bin width= {} Byte)",
+            std::process::id(),
+            crate::iperf3_text::unit(len as f64, true),
+            len / 8
+        ),
+        None => String::new(),
+    };
     format!(
-        "{DASHES}\nServer listening on UDP port {port}\nUDP buffer size: the kernel's default\n{DASHES}\n"
+        "{DASHES}\nServer listening on UDP port {port}{more}\nUDP buffer size: the kernel's default\n{DASHES}\n"
     )
 }
 
@@ -86,7 +96,7 @@ pub fn total_udp_back(r: &RunResult, d: &Dual, st: &Iperf2Style) -> String {
         .map(|s| {
             let (number, _, ends) = d.place(s.id, s.flow);
             match st.csv {
-                true => received_csv(s, &ends, number, r.started_unix_s).unwrap_or_default(),
+                true => received_csv(s, &ends, (number, r.started_unix_s), st).unwrap_or_default(),
                 false => received_total(s, (number, false), st),
             }
         })
@@ -124,7 +134,13 @@ pub fn interval(parts: &[(&IntervalResult, Flow)], d: &Dual, st: &Iperf2Style, a
             sum += s.bytes;
             let (number, received, ends) = d.place(s.id, *flow);
             if st.csv {
-                t += &csv_line(&ends, (number, received), (stamp, i.start_s, i.end_s), s.bytes);
+                t += &csv_line(
+                    &ends,
+                    (number, received),
+                    (stamp, i.start_s, i.end_s),
+                    s.bytes,
+                    st,
+                );
                 continue;
             }
             t += &stream_line(&tag(number, false), (i, s), !received, (st, length_bytes));
@@ -157,6 +173,7 @@ pub fn totals(r: &RunResult, d: &Dual, st: &Iperf2Style) -> String {
                 (number, received),
                 (r.started_unix_s + secs, 0.0, secs),
                 bytes,
+                st,
             );
             continue;
         }

@@ -185,6 +185,7 @@ fn interval_line(
             (c.number, received),
             (stamp, i.start_s, i.end_s),
             s.bytes,
+            st,
         );
         return match udp {
             Some((jitter, lost, sent)) => {
@@ -296,6 +297,7 @@ fn total_line(
             (c.number, received),
             (r.started_unix_s + secs, 0.0, secs),
             bytes,
+            st,
         );
         return match udp {
             Some(u) => format!(

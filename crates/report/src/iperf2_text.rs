@@ -10,6 +10,7 @@ use crate::iperf3_json::host_port;
 use crate::iperf3_text::{rate, strftime, three_figures, unit};
 use landspeed_core::config::{Direction, Flow};
 use landspeed_core::result::{IntervalResult, IntervalStream, RunResult, StreamResult};
+use landspeed_core::udp::TransitSummary;
 use std::fmt::Write;
 
 pub(crate) const DASHES: &str = "------------------------------------------------------------";
@@ -216,7 +217,7 @@ pub fn interval(i: &IntervalResult, received: bool, st: &Iperf2Style, at: (&[End
         if st.csv {
             let ends = each.get(k).or(each.first());
             let ends = ends.expect("a connection's ends");
-            t += &csv_line(ends, (number, received), (stamp, i.start_s, i.end_s), s.bytes);
+            t += &csv_line(ends, (number, received), (stamp, i.start_s, i.end_s), s.bytes, st);
             continue;
         }
         t += &stream_line(&tag(number, received), (i, s), !received, (st, length_bytes));
@@ -333,6 +334,7 @@ pub fn totals_at(r: &RunResult, st: &Iperf2Style, each: &[Ends]) -> String {
                     (n.number, n.received),
                     (r.started_unix_s + secs, 0.0, secs),
                     bytes,
+                    st,
                 )
             })
             .collect();
@@ -370,13 +372,14 @@ pub fn totals_at(r: &RunResult, st: &Iperf2Style, each: &[Ends]) -> String {
 }
 
 /// One `-y C` line: `time,local ip,local port,remote ip,remote port,id,start-end,bytes,bits/s`
-/// (`when`: the line's time in Unix seconds, then the span); a received stream's line names the
-/// sending end first.
+/// (`when`: the line's time in Unix seconds, then the span; with `-e` the time to the millisecond);
+/// a received stream's line names the sending end first.
 pub(crate) fn csv_line(
     ends: &Ends,
     (number, received): (u32, bool),
     when: (f64, f64, f64),
     bytes: u64,
+    st: &Iperf2Style,
 ) -> String {
     let (stamp, start, end) = when;
     let ((lip, lport), (rip, rport)) = (&ends.local, &ends.remote);
@@ -386,7 +389,15 @@ pub(crate) fn csv_line(
         format!("{lip},{lport},{rip},{rport}")
     };
     let bps = bytes as f64 * 8.0 / (end - start).max(1e-9);
-    let stamp = strftime(stamp, "%Y%m%d%H%M%S");
+    // With -e iperf 2.1.8 stamps its CSV lines to the millisecond.
+    let stamp = match st.enhanced {
+        true => format!(
+            "{}.{:03}",
+            strftime(stamp, "%Y%m%d%H%M%S"),
+            ((stamp.fract() * 1000.0) as u32).min(999)
+        ),
+        false => strftime(stamp, "%Y%m%d%H%M%S"),
+    };
     format!("{stamp},{pair},{number},{start:.1}-{end:.1},{bytes},{bps:.0}\n")
 }
 
@@ -468,7 +479,7 @@ pub fn interval_udp(i: &IntervalResult, st: &Iperf2Style, at: (&Ends, f64, u64))
     for (k, s) in ids.iter().enumerate() {
         let number = k as u32 + 1;
         if st.csv {
-            let line = csv_line(ends, (number, false), (stamp, i.start_s, i.end_s), s.bytes);
+            let line = csv_line(ends, (number, false), (stamp, i.start_s, i.end_s), s.bytes, st);
             let datagrams = s.bytes / length_bytes.max(1);
             let _ = writeln!(t, "{},0.000,0,{datagrams},0.000,0", line.trim_end());
             continue;
@@ -529,6 +540,7 @@ pub fn totals_udp(r: &RunResult, st: &Iperf2Style) -> String {
                     (n.number, false),
                     (r.started_unix_s + secs, 0.0, secs),
                     bytes,
+                    st,
                 );
                 format!("{},0.000,0,-1,-0.000,0\n", line.trim_end())
             })
@@ -574,11 +586,82 @@ pub fn totals_udp_both(r: &RunResult, st: &Iperf2Style, head: bool) -> String {
         p
     };
     let head = if head && !st.csv {
-        COLUMN_HEAD_UDP_RECEIVED
+        column_head_udp_received(st)
     } else {
         ""
     };
-    totals_udp(&part(false), st) + head + &totals_udp_received(&part(true), st)
+    let mut t = totals_udp(&part(false), st) + head + &totals_udp_received(&part(true), st);
+    if st.enhanced && !st.csv {
+        t += COLUMN_HEAD_FULL_DUPLEX;
+        t += &full_duplex_totals(r, st);
+    }
+    t
+}
+
+/// The column head of UDP `--full-duplex -e`'s `[FDk]` lines.
+const COLUMN_HEAD_FULL_DUPLEX: &str = "[ ID] Interval       Transfer     Bandwidth    Datagrams   PPS\n";
+
+/// UDP `--full-duplex -e`'s `[FDk]` line of each connection over one interval, as iperf 2.1.8's
+/// client prints it: both directions' bytes and datagrams (the stream sent's by its bytes, the one
+/// received's by its numbers) and their rate a second (`head`: the column head first).
+pub fn full_duplex_interval(
+    (sent, received): (&IntervalResult, &IntervalResult),
+    st: &Iperf2Style,
+    (length_bytes, head): (u64, bool),
+) -> String {
+    let sorted = |i: &IntervalResult| {
+        let mut v: Vec<IntervalStream> = i.streams.clone();
+        v.sort_by_key(|s| s.id);
+        v
+    };
+    let mut t = if head { COLUMN_HEAD_FULL_DUPLEX } else { "" }.to_string();
+    for (k, (s, r)) in sorted(sent).iter().zip(&sorted(received)).enumerate() {
+        // The stream sent's by its bytes (iperf 2.1.8 counts 91 where its write column says 90).
+        let datagrams = s.bytes / length_bytes.max(1) + r.datagrams_sent.unwrap_or(0);
+        let span = (sent.start_s, sent.end_s);
+        t += &full_duplex_line(k as u32 + 1, span, (s.bytes + r.bytes, datagrams), st);
+    }
+    t
+}
+
+/// The `[FDk]` totals: each connection's streams both ways (the one sent's datagrams its end
+/// included, as "Sent N datagrams" counts them; the one received's by its numbers) over the sending
+/// time.
+fn full_duplex_totals(r: &RunResult, st: &Iperf2Style) -> String {
+    let len = r.config.spec.length_bytes.max(1);
+    let side = |received: bool| {
+        let mut v: Vec<&StreamResult> = r
+            .streams
+            .iter()
+            .filter(|s| receives(s.flow) == received)
+            .collect();
+        v.sort_by_key(|s| s.id);
+        v
+    };
+    let mut t = String::new();
+    for (k, (s, b)) in side(false).iter().zip(side(true)).enumerate() {
+        let got = b
+            .udp
+            .as_ref()
+            .map_or(0, |u| u.datagrams_sent.unwrap_or(u.datagrams_received));
+        let both = (s.bytes_sent + b.bytes_received, s.bytes_sent / len + got);
+        t += &full_duplex_line(k as u32 + 1, (0.0, s.sender_elapsed_s), both, st);
+    }
+    t
+}
+
+/// One `[FDk]` line: `bytes` and `datagrams` both ways over the span.
+fn full_duplex_line(
+    k: u32,
+    (start_s, end_s): (f64, f64),
+    (bytes, datagrams): (u64, u64),
+    st: &Iperf2Style,
+) -> String {
+    let pps = datagrams as f64 / (end_s - start_s).max(1e-9);
+    format!(
+        "[FD{k}] {} {datagrams}{pps:8.0} pps\n",
+        columns(start_s, end_s, bytes, st)
+    )
 }
 
 /// The result with only the streams this end received (`received`), or only those it sent.
@@ -609,6 +692,55 @@ fn frame_datagrams(r: &RunResult) -> Option<u64> {
 pub const COLUMN_HEAD_UDP_RECEIVED: &str =
     "[ ID] Interval       Transfer     Bandwidth        Jitter   Lost/Total Datagrams\n";
 
+/// The column head of the client's own UDP receiver lines: `-e`'s with the transit, PPS, Little's
+/// law and net power columns, else [`COLUMN_HEAD_UDP_RECEIVED`].
+pub fn column_head_udp_received(st: &Iperf2Style) -> &'static str {
+    if st.enhanced {
+        "[ ID] Interval            Transfer     Bandwidth        Jitter   Lost/Total  Latency avg/min/max/stdev PPS  Rx/inP  NetPwr\n"
+    } else {
+        COLUMN_HEAD_UDP_RECEIVED
+    }
+}
+
+/// `-e`'s columns of a UDP stream this end received (`bytes` over `secs`), as iperf 2.1.8's
+/// receiver prints them: the datagrams' one-way transit mean/least/most/standard deviation, their
+/// pace (PPS), how many came and how many were in flight by Little's law (the pace times the mean
+/// transit, and times its deviation), and the net power (bytes a second over the mean transit,
+/// scaled by 10⁻⁶); with no datagram in the span, dashes.
+fn transit_columns(t: Option<&TransitSummary>, bytes: u64, secs: f64) -> String {
+    let Some(t) = t.filter(|t| t.datagrams > 0) else {
+        return " -/-/-/- ms 0 pps".into();
+    };
+    let lambda = t.per_s.round();
+    let in_flight = (lambda * t.mean_ms / 1e3).round() as i64;
+    let varying = (lambda * t.stddev_ms / 1e3).round() as i64;
+    format!(
+        " {:.3}/{:.3}/{:.3}/{:.3} ms {:.0} pps {}/{in_flight}({varying}) pkts {}",
+        t.mean_ms,
+        t.min_ms,
+        t.max_ms,
+        t.stddev_ms,
+        t.per_s,
+        t.datagrams,
+        net_power(bytes, secs, t.mean_ms)
+    )
+}
+
+/// iperf 2's NetPwr: bytes a second over the mean transit in seconds, times 10⁻⁶, printed with
+/// fewer decimals the larger it is (`NAN` with no transit).
+fn net_power(bytes: u64, secs: f64, mean_ms: f64) -> String {
+    if mean_ms == 0.0 || secs <= 0.0 {
+        return "NAN".into();
+    }
+    let v = 1e-6 * (bytes as f64 / secs) / (mean_ms / 1e3);
+    match v {
+        v if v < -1e7 => "OBL".into(),
+        v if v > 100.0 => format!("{v:.0}"),
+        v if v > 10.0 => format!("{v:.2}"),
+        v => format!("{v:.6}"),
+    }
+}
+
 /// Each stream's "Server Report": what the server received, its jitter, lost/total and the
 /// datagrams out of order, as the report it sent says.
 fn server_reports(streams: &[Numbered], st: &Iperf2Style) -> String {
@@ -621,7 +753,14 @@ fn server_reports(streams: &[Numbered], st: &Iperf2Style) -> String {
         if k == 0 {
             t += COLUMN_HEAD_UDP_RECEIVED;
         }
-        t += &received_total(n.s, (n.number, false), st);
+        t += &received_total(
+            n.s,
+            (n.number, false),
+            &Iperf2Style {
+                enhanced: false,
+                ..st.clone()
+            },
+        );
     }
     t
 }
@@ -638,8 +777,12 @@ pub(crate) fn received_total(s: &StreamResult, (number, mark): (u32, bool), st: 
         .datagrams_sent
         .unwrap_or(u.datagrams_received + u.datagrams_lost);
     let secs = s.duration_s;
+    let more = match st.enhanced {
+        true => transit_columns(u.transit.as_ref(), s.bytes_received, secs),
+        false => String::new(),
+    };
     let mut t = format!(
-        "{tag} {}  {:6.3} ms {}/{total} ({}%)\n",
+        "{tag} {}  {:6.3} ms {}/{total} ({}%){more}\n",
         columns(0.0, secs, s.bytes_received, st),
         u.jitter_ms,
         u.datagrams_lost,
@@ -666,9 +809,25 @@ pub fn interval_udp_received(i: &IntervalResult, st: &Iperf2Style, at: (&Ends, f
         t += &received_interval((i, s), st, at, (k as u32 + 1, true));
     }
     if i.streams.len() > 1 && !st.csv {
-        t += &received_sum((i.start_s, i.end_s), sum, st);
+        let pps = sum_pps(i.streams.iter().map(|s| s.transit.as_ref()));
+        t += &received_sum((i.start_s, i.end_s), sum, pps, st);
     }
     t
+}
+
+/// The pace of several received streams together, as iperf 2's `[SUM]` takes it: all their
+/// datagrams over the longest of their arrival spans.
+fn sum_pps<'a>(each: impl Iterator<Item = Option<&'a TransitSummary>>) -> f64 {
+    let (mut datagrams, mut span_s) = (0u64, 0f64);
+    for t in each.flatten().filter(|t| t.per_s > 0.0) {
+        datagrams += t.datagrams;
+        span_s = span_s.max(t.datagrams as f64 / t.per_s);
+    }
+    if span_s > 0.0 {
+        datagrams as f64 / span_s
+    } else {
+        0.0
+    }
 }
 
 /// One received UDP stream's line of an interval (`tag`: its number, and whether it carries iperf
@@ -688,11 +847,15 @@ pub(crate) fn received_interval(
     };
     let jitter = s.jitter_ms.unwrap_or(0.0);
     if st.csv {
-        let line = csv_line(ends, (number, true), (stamp, i.start_s, i.end_s), s.bytes);
+        let line = csv_line(ends, (number, true), (stamp, i.start_s, i.end_s), s.bytes, st);
         return format!("{},{jitter:.3},{lost},{sent},{pct:.3},0\n", line.trim_end());
     }
+    let more = match st.enhanced {
+        true => transit_columns(s.transit.as_ref(), s.bytes, i.end_s - i.start_s),
+        false => String::new(),
+    };
     format!(
-        "{} {}  {jitter:6.3} ms {lost}/{sent} ({}%)\n",
+        "{} {}  {jitter:6.3} ms {lost}/{sent} ({}%){more}\n",
         tag(number, mark),
         columns(i.start_s, i.end_s, s.bytes, st),
         two_figures(pct)
@@ -700,12 +863,20 @@ pub(crate) fn received_interval(
 }
 
 /// The `[SUM]` of several received UDP streams, as iperf 2.1.8's `-u -R -P` client prints it: a
-/// plain column head, then the bytes, rate and lost/total of all (no jitter).
+/// plain column head, then the bytes, rate and lost/total of all (no jitter); with `-e` the
+/// writer's head and its columns filled with lost/total and the pace (`pps`), as 2.1.8 prints it.
 fn received_sum(
     (start_s, end_s): (f64, f64),
     (bytes, lost, sent): (u64, u64, u64),
+    pps: f64,
     st: &Iperf2Style,
 ) -> String {
+    if st.enhanced {
+        return format!(
+            "[ ID] Interval            Transfer     Bandwidth      Write/Err  PPS\n[SUM] {}  {lost}/{sent} {pps:8.0} pps\n",
+            columns(start_s, end_s, bytes, st)
+        );
+    }
     let pct = if sent > 0 {
         lost as f64 * 100.0 / sent as f64
     } else {
@@ -742,14 +913,15 @@ pub fn totals_udp_received(r: &RunResult, st: &Iperf2Style) -> String {
                 );
                 secs = secs.max(n.s.duration_s);
             }
-            t += &received_sum((0.0, secs), sum, st);
+            let pps = sum_pps(streams.iter().map(|n| n.s.udp.as_ref()?.transit.as_ref()));
+            t += &received_sum((0.0, secs), sum, pps, st);
         }
         return t;
     }
     let ends = Ends::of(r);
     streams
         .iter()
-        .filter_map(|n| received_csv(n.s, &ends, n.number, r.started_unix_s))
+        .filter_map(|n| received_csv(n.s, &ends, (n.number, r.started_unix_s), st))
         .collect()
 }
 
@@ -759,8 +931,8 @@ pub fn totals_udp_received(r: &RunResult, st: &Iperf2Style) -> String {
 pub(crate) fn received_csv(
     s: &StreamResult,
     ends: &Ends,
-    number: u32,
-    started_unix_s: f64,
+    (number, started_unix_s): (u32, f64),
+    st: &Iperf2Style,
 ) -> Option<String> {
     let u = s.udp.as_ref()?;
     let secs = s.duration_s;
@@ -769,6 +941,7 @@ pub(crate) fn received_csv(
         (number, true),
         (started_unix_s + secs, 0.0, secs),
         s.bytes_received,
+        st,
     );
     let total = u
         .datagrams_sent

@@ -108,6 +108,7 @@ mod tests {
             datagrams_lost: None,
             frames: None,
             jitter_ms: None,
+            transit: None,
         };
         let iv = IntervalResult {
             index: 0,

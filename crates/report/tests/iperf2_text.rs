@@ -105,3 +105,98 @@ fn the_head_is_iperf2s_dashed_block() {
         ]
     );
 }
+
+/// A UDP stream received with its transit as iperf 2.1.8's `-u -R -e -t 2 -i 1` client printed
+/// it on loopback (`[ *1] 0.0000-1.0000 sec   129 KBytes  1.06 Mbits/sec   0.005 ms 0/90 (0%)
+/// 0.060/0.007/4.120/0.433 ms 91 pps 90/0(0) pkts 2222`), its total, and `--full-duplex -e`'s
+/// `[FD1]` line: the same figures give the same lines.
+#[test]
+fn the_enhanced_received_udp_lines_are_iperf2s() {
+    use landspeed_core::result::{IntervalResult, IntervalStream, StreamResult};
+    use landspeed_core::udp::{TransitSummary, UdpStats};
+    use landspeed_report::iperf2_text::{
+        column_head_udp_received, full_duplex_interval, interval_udp_received, totals_udp_received, Ends,
+    };
+    let e = Iperf2Style {
+        enhanced: true,
+        ..style(false, Some(1.0))
+    };
+    let r = fixture();
+    let stream = |id, bytes, transit| IntervalStream {
+        id,
+        bytes,
+        datagrams_sent: Some(90),
+        datagrams_lost: Some(0),
+        jitter_ms: Some(0.005),
+        transit,
+        ..r.intervals[0].streams[0].clone()
+    };
+    let transit = TransitSummary {
+        datagrams: 90,
+        mean_ms: 132_300.0 / 2222.0 / 1e3,
+        min_ms: 0.007,
+        max_ms: 4.12,
+        stddev_ms: 0.433,
+        per_s: 91.0,
+    };
+    let i = IntervalResult {
+        start_s: 0.0,
+        end_s: 1.0,
+        streams: vec![stream(0, 132_300, Some(transit))],
+        ..r.intervals[0].clone()
+    };
+    let ends = Ends::new("127.0.0.1:42126", "127.0.0.1:15121");
+    assert_eq!(
+        interval_udp_received(&i, &e, (&ends, 0.0)),
+        "[ *1] 0.0000-1.0000 sec   129 KBytes  1.06 Mbits/sec   0.005 ms 0/90 (0%) 0.060/0.007/4.120/0.433 ms 91 pps 90/0(0) pkts 2222\n"
+    );
+    assert!(column_head_udp_received(&e).ends_with("Latency avg/min/max/stdev PPS  Rx/inP  NetPwr\n"));
+    // No datagram in the interval: dashes, as iperf 2 prints them.
+    let empty = IntervalResult {
+        streams: vec![stream(0, 0, None)],
+        ..i.clone()
+    };
+    assert!(interval_udp_received(&empty, &e, (&ends, 0.0)).ends_with(" -/-/-/- ms 0 pps\n"));
+    let total = StreamResult {
+        id: 0,
+        flow: landspeed_core::config::Flow::ServerToClient,
+        bytes_received: 266_070,
+        duration_s: 2.0148,
+        udp: Some(UdpStats {
+            datagrams_sent: Some(181),
+            datagrams_received: 181,
+            jitter_ms: 0.003,
+            transit: Some(TransitSummary {
+                datagrams: 181,
+                mean_ms: 266_070.0 / 2.0148 / 3551.0 / 1e3,
+                min_ms: 0.007,
+                max_ms: 4.12,
+                stddev_ms: 0.305,
+                per_s: 89.8,
+            }),
+            ..Default::default()
+        }),
+        ..r.streams[0].clone()
+    };
+    let one = RunResult {
+        streams: vec![total],
+        ..r.clone()
+    };
+    assert_eq!(
+        totals_udp_received(&one, &e),
+        "[ *1] 0.0000-2.0148 sec   260 KBytes  1.06 Mbits/sec   0.003 ms 0/181 (0%) 0.037/0.007/4.120/0.305 ms 90 pps 181/0(0) pkts 3551\n"
+    );
+    // --full-duplex -e: 91 datagrams' bytes sent and 90 received over the second.
+    let sent = IntervalResult {
+        streams: vec![stream(0, 133_770, None)],
+        ..i.clone()
+    };
+    let back = IntervalResult {
+        streams: vec![stream(1, 132_300, Some(transit))],
+        ..i.clone()
+    };
+    assert_eq!(
+        full_duplex_interval((&sent, &back), &e, (1470, false)),
+        "[FD1] 0.0000-1.0000 sec   260 KBytes  2.13 Mbits/sec 181     181 pps\n"
+    );
+}

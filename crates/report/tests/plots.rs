@@ -94,6 +94,7 @@ fn run() -> RunResult {
                     datagrams_lost: None,
                     frames: None,
                     jitter_ms: None,
+                    transit: None,
                 })
                 .collect(),
             probe_rtt: None,

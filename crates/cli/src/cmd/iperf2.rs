@@ -178,11 +178,6 @@ fn refused(o: &Opts) -> Option<String> {
     let not = |name: &str, why: &str| format!("landspeed iperf2 does not support {name}: {why}");
     let list = [
         (
-            o.udp && o.client.is_some() && (o.reverse || o.full_duplex) && o.enhanced,
-            "-u -R or -u --full-duplex with -e",
-            "the received streams' enhanced columns (latency, PPS, NetPwr) are not drawn yet (`landspeed run HOST --iperf2 -u -R --json` has the figures)",
-        ),
-        (
             o.client.as_deref().is_some_and(is_group),
             "-c GROUP (multicast)",
             "use `landspeed multicast send GROUP --iperf2` (docs/multicast.md)",
@@ -196,11 +191,6 @@ fn refused(o: &Opts) -> Option<String> {
             (o.tradeoff || o.dualtest) && o.udp && o.parallel.unwrap_or(1) > 1,
             "-u -r/-d with -P",
             "one stream each way over UDP",
-        ),
-        (
-            (o.tradeoff || o.dualtest) && o.udp && o.enhanced,
-            "-u -r/-d with -e",
-            "the received stream's enhanced columns (latency, PPS, NetPwr) are not drawn yet (`landspeed run HOST --iperf2 -u --dualtest --json` has the figures)",
         ),
         (
             (o.tradeoff || o.dualtest) && (o.bounceback.is_some() || o.isochronous.is_some()),
@@ -453,6 +443,10 @@ struct Live<'a> {
     started_unix_s: f64,
     /// UDP `--full-duplex`: the received lines' column head is printed (before the first).
     received_head: bool,
+    /// UDP `--full-duplex -e`: the last interval of the streams sent (for the `[FDk]` lines once
+    /// the received streams' of the same interval come), and whether their column head is printed.
+    last_sent: Option<landspeed_core::result::IntervalResult>,
+    full_duplex_head: bool,
 }
 
 impl<'a> Live<'a> {
@@ -464,6 +458,8 @@ impl<'a> Live<'a> {
             each: vec![],
             started_unix_s: 0.0,
             received_head: false,
+            last_sent: None,
+            full_duplex_head: false,
         }
     }
 
@@ -515,7 +511,7 @@ impl<'a> Live<'a> {
         let when = self.style.enhanced.then_some(self.started_unix_s);
         let head = match self.spec.transport {
             Transport::Udp if self.spec.direction == Direction::Reverse => {
-                iperf2_text::COLUMN_HEAD_UDP_RECEIVED
+                iperf2_text::column_head_udp_received(self.style)
             }
             Transport::Udp => iperf2_text::column_head_udp(self.style, self.spec.frames.is_some()),
             _ => iperf2_text::column_head(self.style),
@@ -529,6 +525,20 @@ impl<'a> Live<'a> {
             lines = lines.replace(" (full-duplex)", " (full-duplex) (no-udp-fin)");
         }
         Some(lines + head)
+    }
+
+    /// UDP `--full-duplex -e`: each connection's `[FDk]` line, once the received streams' interval
+    /// (`received`) meets the sent streams' of the same number.
+    fn full_duplex(&mut self, received: &landspeed_core::result::IntervalResult) -> String {
+        let enhanced = self.style.enhanced && !self.style.csv;
+        match self.last_sent.take() {
+            Some(sent) if enhanced && sent.index == received.index => {
+                let head = !std::mem::replace(&mut self.full_duplex_head, true);
+                let at = (self.spec.length_bytes, head);
+                iperf2_text::full_duplex_interval((&sent, received), self.style, at)
+            }
+            _ => String::new(),
+        }
     }
 
     /// One direction's lines of a whole interval (`-i`), as it closes.
@@ -550,12 +560,18 @@ impl<'a> Live<'a> {
             Transport::Udp if flow == Flow::ServerToClient => {
                 let both = self.spec.direction == Direction::Bidir && !self.style.csv;
                 let head = match both && !std::mem::replace(&mut self.received_head, true) {
-                    true => iperf2_text::COLUMN_HEAD_UDP_RECEIVED,
+                    true => iperf2_text::column_head_udp_received(self.style),
                     false => "",
                 };
-                head.to_string() + &iperf2_text::interval_udp_received(interval, self.style, (ends, stamp))
+                let lines = iperf2_text::interval_udp_received(interval, self.style, (ends, stamp));
+                head.to_string() + &lines + &self.full_duplex(interval)
             }
-            Transport::Udp => iperf2_text::interval_udp(interval, self.style, (ends, stamp, length)),
+            Transport::Udp => {
+                if self.spec.direction == Direction::Bidir {
+                    self.last_sent = Some(interval.clone());
+                }
+                iperf2_text::interval_udp(interval, self.style, (ends, stamp, length))
+            }
             _ => {
                 let each = match self.each.is_empty() {
                     true => std::slice::from_ref(ends),
@@ -638,11 +654,8 @@ mod tests {
     #[test]
     fn what_is_not_built_is_refused_by_name() {
         for (line, name) in [
-            ("-c h -u -R -e", "-u -R or -u --full-duplex with -e"),
-            ("-c h -u --full-duplex -e", "-u -R or -u --full-duplex with -e"),
             ("-c 239.1.1.1 -u", "-c GROUP (multicast)"),
             ("-c h -r -u -P 2", "-u -r/-d with -P"),
-            ("-c h -d -u -e", "-u -r/-d with -e"),
             ("-c h -d -R", "-r/-d with -R"),
             ("-c h -d --bounceback", "-r/-d with --bounceback"),
             ("-c h -L 6000", "-L without -r or -d"),
@@ -665,6 +678,9 @@ mod tests {
         assert!(refused(&opts("-c h -u -r -b 2m -t 3").unwrap()).is_none());
         assert!(refused(&opts("-c h -u -R -t 2 -i 1 -y C").unwrap()).is_none());
         assert!(refused(&opts("-c h -u -R -P 2 -i 1").unwrap()).is_none());
+        assert!(refused(&opts("-c h -u -R -e -i 1").unwrap()).is_none());
+        assert!(refused(&opts("-c h -u --full-duplex -e").unwrap()).is_none());
+        assert!(refused(&opts("-c h -u -d -e -L 6000").unwrap()).is_none());
         assert!(refused(&opts("-c h -u --full-duplex -P 2 -i 1").unwrap()).is_none());
         // A server takes UDP clients on its one port: -u there is no refusal.
         assert!(refused(&opts("-s -u").unwrap()).is_none());

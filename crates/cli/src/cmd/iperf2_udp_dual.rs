@@ -4,8 +4,9 @@
 //! UDP listener's head and the client's, the client's stream's "connected" line and the server's
 //! stream's when its first datagram comes (numbered 2, no reverse mark), each kind's column head
 //! before its first line, each whole interval, and the totals (the client's with "Sent N
-//! datagrams" and the server's report; the stream received with its jitter and lost/total). One
-//! stream each way, as `run` takes it.
+//! datagrams" and the server's report; the stream received with its jitter and lost/total; with
+//! `-e` the listener's pid and read size, dated "connected" lines, the sender's writes and PPS and
+//! the receiver's transit, PPS, Little's law and net power). One stream each way, as `run` takes it.
 
 use super::iperf2::{client_options, refuse, Opts, PORT};
 use anyhow::Result;
@@ -42,13 +43,14 @@ pub(crate) fn client(o: &Opts, host: &str) -> Result<bool> {
     });
     let style = Iperf2Style {
         csv: o.style.is_some(),
-        enhanced: false,
+        enhanced: o.enhanced,
         format: o.format.unwrap_or('a'),
         interval_s: o.interval.filter(|i| *i > 0.0),
     };
     if !style.csv {
         let (len, rate) = (opts.spec.length_bytes, opts.spec.udp_stream_rate_bps());
-        print!("{}", text::listener_head_udp(listen_port));
+        let read = style.enhanced.then_some(len);
+        print!("{}", text::listener_head_udp(listen_port, read));
         print!("{}", iperf2_text::head_udp(host, port, len, rate, None));
     }
     let interrupt = crate::common::client::interrupt_flag()?;
@@ -114,9 +116,10 @@ impl Live {
             ClientEvent::Started { .. } => self.started(),
             ClientEvent::BackConnected { connections } => {
                 self.back = connections.first().map(Ends::between);
+                let when = self.style.enhanced.then(now_unix_s);
                 match self.style.csv {
                     true => String::new(),
-                    false => text::connected_back(&self.dual(), None),
+                    false => text::connected_back(&self.dual(), when),
                 }
             }
             ClientEvent::Interval { flow, interval } => self.interval(flow, &interval),
@@ -134,12 +137,11 @@ impl Live {
     /// The client's stream's "connected" line as its part starts (nothing as the server's starts:
     /// its line comes with its first datagram).
     fn started(&mut self) -> String {
-        self.started_unix_s = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0.0, |d| d.as_secs_f64());
+        self.started_unix_s = now_unix_s();
+        let when = self.style.enhanced.then_some(self.started_unix_s);
         match (&self.forward, self.second || self.style.csv) {
             (Some(ends), false) => {
-                iperf2_text::connected_each(std::slice::from_ref(ends), Direction::Forward, None)
+                iperf2_text::connected_each(std::slice::from_ref(ends), Direction::Forward, when)
             }
             _ => String::new(),
         }
@@ -191,7 +193,14 @@ impl Live {
     fn received_head(&mut self) -> String {
         match self.style.csv || std::mem::replace(&mut self.received_head, true) {
             true => String::new(),
-            false => iperf2_text::COLUMN_HEAD_UDP_RECEIVED.to_string(),
+            false => iperf2_text::column_head_udp_received(&self.style).to_string(),
         }
     }
+}
+
+/// Now, Unix seconds.
+fn now_unix_s() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
 }

@@ -628,6 +628,8 @@ fn the_iperf_drop_in_prints_iperf2s_udp_client_lines() {
         "-R -n 20K -l 1000",
         "-R -t 1 -i 0.5",
         "-R -y C -t 1 -i 0.5",
+        "-R -e -t 1 -i 0.5",
+        "-R -e -y C -t 1 -i 0.5",
     ] {
         // A fresh iperf 2.1.8 UDP server for each client (see the test above).
         let (theirs, _, _) = udp_client(Iperf2Server::with(&["-u"]).1, args);
@@ -640,6 +642,20 @@ fn the_iperf_drop_in_prints_iperf2s_udp_client_lines() {
             );
             assert_eq!(ours.code, 0, "{line}: {}", ours.stderr);
             if args.contains("-y C") {
+                // With -e iperf 2.1.8 stamps CSV lines to the millisecond.
+                let ms = |t: &str| {
+                    t.lines().all(|l| {
+                        l.split(',')
+                            .next()
+                            .is_some_and(|s| s.len() == 18 && s.as_bytes()[14] == b'.')
+                    })
+                };
+                assert_eq!(
+                    ms(&ours.stdout),
+                    ms(&theirs),
+                    "{line}:\n{}\n/ iperf 2.1.8:\n{theirs}",
+                    ours.stdout
+                );
                 assert_eq!(
                     csv_shape(&ours.stdout),
                     csv_shape(&theirs),

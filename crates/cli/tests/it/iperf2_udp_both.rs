@@ -151,7 +151,14 @@ fn the_iperf_drop_in_prints_iperf2s_udp_full_duplex_lines() {
         return;
     }
     let s = ServerProc::start("127.0.0.1", &["--iperf2-udp-send"]);
-    let args = "-t 1 -i 0.5";
+    for args in ["-t 1 -i 0.5", "-t 1 -i 0.5 -e"] {
+        the_drop_in_prints_udp_full_duplex(&s, args);
+    }
+}
+
+/// The drop-in's `-u --full-duplex ARGS` lines against a fresh iperf 2.1.8 server and `s`, beside
+/// iperf 2.1.8's client's.
+fn the_drop_in_prints_udp_full_duplex(s: &ServerProc, args: &str) {
     let (_, _, theirs) = iperf2_client(Iperf2Server::with(&["-u"]).1, args);
     for port in [Iperf2Server::with(&["-u"]).1, s.port] {
         let line = format!("iperf2 -c 127.0.0.1 -p {port} -u --full-duplex {args}");
@@ -327,7 +334,13 @@ fn the_iperf_drop_in_prints_iperf2s_udp_dual_and_tradeoff_lines() {
         return;
     }
     let s = ServerProc::start("127.0.0.1", &["--connect-back", "--iperf2-udp-send"]);
-    for args in ["-d -t 2 -i 1", "-r -t 1 -i 0.5", "-d -t 1", "-r -t 1 -i 0.5 -y C"] {
+    for args in [
+        "-d -t 2 -i 1",
+        "-r -t 1 -i 0.5",
+        "-d -t 1",
+        "-r -t 1 -i 0.5 -y C",
+        "-d -t 1 -i 0.5 -e",
+    ] {
         let listen = common::free_port().to_string();
         let extra: Vec<&str> = args.split_whitespace().chain(["-L", &listen]).collect();
         let (code, theirs) = iperf2_udp(Iperf2Server::with(&["-u"]).1, &extra);

@@ -70,6 +70,28 @@ pub struct UdpStats {
     /// None where the receiver could not read the ECN field (Windows, iperf3 peers).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ce_marked: Option<u64>,
+    /// One-way transit over the test and the datagrams' pace, where the receiver read the
+    /// sender's send times (iperf 2's datagrams; the clocks' offset included).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transit: Option<TransitSummary>,
+}
+
+/// One-way transit over a set of datagrams (each one's arrival less its send time, so the two
+/// hosts' clock offset is in it) and their pace, as iperf 2's `-e` receiver prints them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct TransitSummary {
+    /// Datagrams counted.
+    pub datagrams: u64,
+    /// The transits' mean, ms.
+    pub mean_ms: f64,
+    /// Least, ms.
+    pub min_ms: f64,
+    /// Most, ms.
+    pub max_ms: f64,
+    /// Standard deviation (n − 1), ms.
+    pub stddev_ms: f64,
+    /// The datagrams over the sum of their arrival gaps, a second (iperf 2's PPS).
+    pub per_s: f64,
 }
 
 impl Default for UdpReceiver {
@@ -189,6 +211,7 @@ impl UdpReceiver {
             lost_in_receiver: self.drops_seen.map(|_| (self.lost_in_host + tail).min(lost)),
             lost_in_sender: None,
             ce_marked: None,
+            transit: None,
         }
     }
 }

@@ -51,6 +51,7 @@ impl UdpMeter {
                 expected: self.expected.load(Relaxed),
                 received: self.received.load(Relaxed),
                 jitter_ms: None,
+                transit: None,
             })
     }
 }

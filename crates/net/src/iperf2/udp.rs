@@ -348,7 +348,7 @@ impl<'a> Counted<'a> {
             start_s: self.samples.len() as f64 * self.step_s,
             end_s,
             omitted: false,
-            streams: vec![super::udp_receive::sample(0, &self.receipt)],
+            streams: vec![super::udp_receive::sample(0, &mut self.receipt)],
         };
         if let Some(live) = &mut self.live {
             live.samples.push(s.clone());
@@ -513,6 +513,18 @@ fn result(
     })
 }
 
+/// iperf 2's arrivals in the result's units.
+pub(super) fn transit(a: &landspeed_iperf2::receipt::Arrivals) -> landspeed_core::udp::TransitSummary {
+    landspeed_core::udp::TransitSummary {
+        datagrams: a.datagrams,
+        mean_ms: a.mean_s * 1e3,
+        min_ms: a.min_s * 1e3,
+        max_ms: a.max_s * 1e3,
+        stddev_ms: a.stddev_s * 1e3,
+        per_s: a.per_s,
+    }
+}
+
 /// A stream this end received, counted as iperf 2 counts it (`r`): its bytes, its span from the
 /// first datagram, and its datagrams sent (the highest number), received, lost, out of order and
 /// jitter.
@@ -534,6 +546,7 @@ pub(super) fn received_stream(r: &Receipt, flow: Flow) -> StreamReport {
         ce_marked: None,
         lost_in_receiver: None,
         lost_in_sender: None,
+        transit: (r.received > 0).then(|| transit(&r.arrivals())),
     };
     StreamReport {
         bytes: r.bytes,

@@ -262,6 +262,8 @@ pub(super) fn received(id: u32, flow: Flow, r: &ServerReport) -> StreamReport {
         lost_in_receiver: None,
         lost_in_sender: None,
         ce_marked: None,
+        // The report's transit figures are not printed by iperf 2's client: not carried.
+        transit: None,
     };
     StreamReport {
         bytes: r.bytes,

@@ -277,7 +277,7 @@ pub(super) fn receive(
     let mut closed = 0u32;
     loop {
         while step > 0.0 && t0.elapsed().as_secs_f64() >= f64::from(closed + 1) * step {
-            let _ = tx.send((closed, sample(got.id, &got.receipt)));
+            let _ = tx.send((closed, sample(got.id, &mut got.receipt)));
             closed += 1;
         }
         if interrupt.load(Relaxed) || until.is_some_and(|u| t0.elapsed() >= u) {
@@ -292,7 +292,7 @@ pub(super) fn receive(
                         // An interval the end cuts past its half is closed with it, as iperf 2
                         // prints the one its end arrives in (the two clocks start apart).
                         if step > 0.0 && t0.elapsed().as_secs_f64() >= (f64::from(closed) + 0.5) * step {
-                            let _ = tx.send((closed, sample(got.id, &got.receipt)));
+                            let _ = tx.send((closed, sample(got.id, &mut got.receipt)));
                         }
                         return got;
                     }
@@ -319,8 +319,10 @@ pub(super) fn receive(
 }
 
 /// A stream's counts now (`r`, stream `id`): bytes, and datagrams expected (the highest number)
-/// and received, and the jitter so far.
-pub(super) fn sample(id: u32, r: &Receipt) -> StreamSample {
+/// and received, and the jitter so far; the transit and pace since the sample before (`r`'s
+/// interval is then counted afresh).
+pub(super) fn sample(id: u32, r: &mut Receipt) -> StreamSample {
+    let interval = r.take_interval();
     StreamSample {
         id,
         bytes: r.bytes,
@@ -329,6 +331,7 @@ pub(super) fn sample(id: u32, r: &Receipt) -> StreamSample {
             expected: r.highest,
             received: r.received,
             jitter_ms: Some(r.jitter_s * 1000.0),
+            transit: (interval.datagrams > 0).then(|| super::udp::transit(&interval)),
         }),
     }
 }

@@ -120,6 +120,7 @@ fn remote_udp(t: &landspeed_iperf3::results::StreamResult) -> landspeed_core::ud
         ce_marked: None,
         lost_in_receiver: None,
         lost_in_sender: None,
+        transit: None,
     }
 }
 

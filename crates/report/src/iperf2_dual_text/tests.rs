@@ -163,5 +163,10 @@ fn the_servers_udp_stream_to_the_listener_is_numbered_after_the_clients_without_
         total_udp_back(&one, &d, &style(false)),
         "[  2] 0.0000-2.0156 sec   260 KBytes  1.06 Mbits/sec   0.003 ms 0/181 (0%)\n"
     );
-    assert!(listener_head_udp(15114).contains("\nServer listening on UDP port 15114\n"));
+    assert!(listener_head_udp(15114, None).contains("\nServer listening on UDP port 15114\n"));
+    let e = listener_head_udp(15116, Some(1470));
+    assert!(
+        e.contains("\nRead buffer size: 1.44 KByte (Dist bin width= 183 Byte)\n"),
+        "{e}"
+    );
 }

@@ -52,6 +52,7 @@ fn build(b: &Built) -> RunResult {
                         expected: u[k].0,
                         received: u[k].1,
                         jitter_ms: Some(u[k].2),
+                        transit: None,
                     }),
                 })
                 .collect(),
