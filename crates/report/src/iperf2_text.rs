@@ -527,7 +527,6 @@ pub(crate) fn two_figures(pct: f64) -> String {
 /// `[SUM-N]` with more than one), then each stream's "Server Report" from the server's figures; in
 /// CSV one line per stream with iperf 2.1.8's closing columns (its `-1` datagrams included).
 pub fn totals_udp(r: &RunResult, st: &Iperf2Style) -> String {
-    let len = r.config.spec.length_bytes.max(1);
     let streams = numbered(r);
     if st.csv {
         let ends = Ends::of(r);
@@ -546,6 +545,14 @@ pub fn totals_udp(r: &RunResult, st: &Iperf2Style) -> String {
             })
             .collect();
     }
+    sent_totals(r, st, true) + &server_reports(&streams, st)
+}
+
+/// Each UDP stream sent's total and "Sent N datagrams", and with `sums` and several streams their
+/// `[SUM]` and `[SUM-N]`.
+fn sent_totals(r: &RunResult, st: &Iperf2Style, sums: bool) -> String {
+    let len = r.config.spec.length_bytes.max(1);
+    let streams = numbered(r);
     let mut t = String::new();
     let (mut bytes_all, mut secs_all, mut sent_all) = (0, 0.0_f64, 0);
     for n in &streams {
@@ -562,14 +569,14 @@ pub fn totals_udp(r: &RunResult, st: &Iperf2Style) -> String {
         let _ = writeln!(t, "{l}\n{} Sent {sent} datagrams", tag(n.number, false));
         (bytes_all, secs_all, sent_all) = (bytes_all + bytes, secs_all.max(secs), sent_all + sent);
     }
-    if streams.len() > 1 {
+    if sums && streams.len() > 1 {
         let mut l = format!("[SUM] {}", columns(0.0, secs_all, bytes_all, st));
         if st.enhanced {
             l += &udp_enhanced(len, bytes_all, secs_all, None);
         }
         let _ = writeln!(t, "{l}\n[SUM-{}] Sent {sent_all} datagrams", streams.len());
     }
-    t + &server_reports(&streams, st)
+    t
 }
 
 /// UDP `--full-duplex`'s last lines, as iperf 2.1.8's client prints them: each stream sent (its
@@ -601,9 +608,10 @@ pub fn totals_udp_both(r: &RunResult, st: &Iperf2Style, head: bool) -> String {
 /// The column head of UDP `--full-duplex -e`'s `[FDk]` lines.
 const COLUMN_HEAD_FULL_DUPLEX: &str = "[ ID] Interval       Transfer     Bandwidth    Datagrams   PPS\n";
 
-/// UDP `--full-duplex -e`'s `[FDk]` line of each connection over one interval, as iperf 2.1.8's
-/// client prints it: both directions' bytes and datagrams (the stream sent's by its bytes, the one
-/// received's by its numbers) and their rate a second (`head`: the column head first).
+/// UDP `--full-duplex`'s lines of both directions over one interval, as iperf 2.1.8's client prints
+/// them: with `-e` each connection's `[FDk]` (both directions' bytes and datagrams, the stream
+/// sent's by its bytes, the one received's by its numbers, and their rate a second), with `-P` the
+/// `[SUM]` of all (`head`: the column head first); nothing for one connection without `-e`.
 pub fn full_duplex_interval(
     (sent, received): (&IntervalResult, &IntervalResult),
     st: &Iperf2Style,
@@ -614,12 +622,24 @@ pub fn full_duplex_interval(
         v.sort_by_key(|s| s.id);
         v
     };
+    let (sent_each, got_each) = (sorted(sent), sorted(received));
+    let several = sent_each.len() > 1;
+    if !(st.enhanced || several) {
+        return String::new();
+    }
     let mut t = if head { COLUMN_HEAD_FULL_DUPLEX } else { "" }.to_string();
-    for (k, (s, r)) in sorted(sent).iter().zip(&sorted(received)).enumerate() {
+    let (mut bytes, mut datagrams) = (0, 0);
+    for (k, (s, r)) in sent_each.iter().zip(&got_each).enumerate() {
         // The stream sent's by its bytes (iperf 2.1.8 counts 91 where its write column says 90).
-        let datagrams = s.bytes / length_bytes.max(1) + r.datagrams_sent.unwrap_or(0);
-        let span = (sent.start_s, sent.end_s);
-        t += &full_duplex_line(k as u32 + 1, span, (s.bytes + r.bytes, datagrams), st);
+        let count = s.bytes / length_bytes.max(1) + r.datagrams_sent.unwrap_or(0);
+        let (both, span) = ((s.bytes + r.bytes, count), (sent.start_s, sent.end_s));
+        (bytes, datagrams) = (bytes + both.0, datagrams + count);
+        if st.enhanced {
+            t += &full_duplex_line(k as u32 + 1, span, both, st);
+        }
+    }
+    if several {
+        t += &full_duplex_line(0, (sent.start_s, sent.end_s), (bytes, datagrams), st);
     }
     t
 }
@@ -895,34 +915,39 @@ fn received_sum(
 pub fn totals_udp_received(r: &RunResult, st: &Iperf2Style) -> String {
     let streams = numbered(r);
     if !st.csv {
-        let mut t: String = streams
-            .iter()
-            .map(|n| received_total(n.s, (n.number, true), st))
-            .collect();
-        if streams.len() > 1 {
-            let all = streams.iter().filter_map(|n| Some((n, n.s.udp.as_ref()?)));
-            let (mut secs, mut sum) = (0f64, (0, 0, 0));
-            for (n, u) in all {
-                let total = u
-                    .datagrams_sent
-                    .unwrap_or(u.datagrams_received + u.datagrams_lost);
-                sum = (
-                    sum.0 + n.s.bytes_received,
-                    sum.1 + u.datagrams_lost,
-                    sum.2 + total,
-                );
-                secs = secs.max(n.s.duration_s);
-            }
-            let pps = sum_pps(streams.iter().map(|n| n.s.udp.as_ref()?.transit.as_ref()));
-            t += &received_sum((0.0, secs), sum, pps, st);
-        }
-        return t;
+        return received_totals(r, st, true);
     }
     let ends = Ends::of(r);
     streams
         .iter()
         .filter_map(|n| received_csv(n.s, &ends, (n.number, r.started_unix_s), st))
         .collect()
+}
+
+/// Each UDP stream received's total (`[ *N]`), and with `sums` and several streams their `[SUM]`.
+fn received_totals(r: &RunResult, st: &Iperf2Style, sums: bool) -> String {
+    let streams = numbered(r);
+    let t: String = streams
+        .iter()
+        .map(|n| received_total(n.s, (n.number, true), st))
+        .collect();
+    if !sums || streams.len() < 2 {
+        return t;
+    }
+    let (mut secs, mut sum) = (0f64, (0, 0, 0));
+    for (n, u) in streams.iter().filter_map(|n| Some((n, n.s.udp.as_ref()?))) {
+        let total = u
+            .datagrams_sent
+            .unwrap_or(u.datagrams_received + u.datagrams_lost);
+        sum = (
+            sum.0 + n.s.bytes_received,
+            sum.1 + u.datagrams_lost,
+            sum.2 + total,
+        );
+        secs = secs.max(n.s.duration_s);
+    }
+    let pps = sum_pps(streams.iter().map(|n| n.s.udp.as_ref()?.transit.as_ref()));
+    t + &received_sum((0.0, secs), sum, pps, st)
 }
 
 /// A received UDP stream's closing `-y C` line (iperf 2.1.8's receiver columns: the sending end

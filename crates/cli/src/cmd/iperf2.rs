@@ -527,12 +527,13 @@ impl<'a> Live<'a> {
         Some(lines + head)
     }
 
-    /// UDP `--full-duplex -e`: each connection's `[FDk]` line, once the received streams' interval
-    /// (`received`) meets the sent streams' of the same number.
+    /// UDP `--full-duplex`: with `-e` each connection's `[FDk]` line and with `-P` the `[SUM]` of
+    /// all, once the received streams' interval (`received`) meets the sent streams' of the same
+    /// number.
     fn full_duplex(&mut self, received: &landspeed_core::result::IntervalResult) -> String {
-        let enhanced = self.style.enhanced && !self.style.csv;
+        let shown = (self.style.enhanced || self.spec.streams > 1) && !self.style.csv;
         match self.last_sent.take() {
-            Some(sent) if enhanced && sent.index == received.index => {
+            Some(sent) if shown && sent.index == received.index => {
                 let head = !std::mem::replace(&mut self.full_duplex_head, true);
                 let at = (self.spec.length_bytes, head);
                 iperf2_text::full_duplex_interval((&sent, received), self.style, at)

@@ -154,6 +154,35 @@ fn the_iperf_drop_in_prints_iperf2s_udp_full_duplex_lines() {
     for args in ["-t 1 -i 0.5", "-t 1 -i 0.5 -e"] {
         the_drop_in_prints_udp_full_duplex(&s, args);
     }
+    // With -P, iperf 2.1.8's closing [SUM] of every stream both ways and [SUM-4]'s count (its own
+    // client's -P lines vary run to run: the drop-in's are checked on their own).
+    let line = format!("iperf2 -c 127.0.0.1 -p {} -u --full-duplex -t 1 -P 2", s.port);
+    let ours = common::landspeed(
+        &line.split_whitespace().collect::<Vec<_>>(),
+        Duration::from_secs(30),
+    );
+    assert_eq!(ours.code, 0, "{line}: {}", ours.stderr);
+    let lines: Vec<&str> = ours.stdout.lines().collect();
+    let n = lines.len();
+    assert!(n >= 3, "{}", ours.stdout);
+    assert_eq!(
+        lines[n - 3],
+        "[ ID] Interval       Transfer     Bandwidth    Datagrams   PPS",
+        "{}",
+        ours.stdout
+    );
+    let sum: Vec<&str> = lines[n - 2].split_whitespace().collect();
+    let count = lines[n - 1]
+        .strip_prefix("[SUM-4] Sent ")
+        .and_then(|r| r.strip_suffix(" datagrams"));
+    // About 4 × 86 datagrams (1 Mbit/s of 1470 bytes for 1 s each way on two connections).
+    assert!(
+        sum[0] == "[SUM]"
+            && sum.last() == Some(&"pps")
+            && count.is_some_and(|c| c == sum[sum.len() - 3] && c.parse::<u64>().is_ok_and(|c| c > 300)),
+        "{}",
+        ours.stdout
+    );
 }
 
 /// The drop-in's `-u --full-duplex ARGS` lines against a fresh iperf 2.1.8 server and `s`, beside
