@@ -471,6 +471,15 @@ fn udp_enhanced(length_bytes: u64, bytes: u64, secs: f64, writes: Option<u64>) -
 /// one; in CSV iperf 2.1.8's UDP columns (jitter, lost and pct zero, its datagrams, none out of
 /// order).
 pub fn interval_udp(i: &IntervalResult, st: &Iperf2Style, at: (&Ends, f64, u64)) -> String {
+    udp_interval_lines(i, st, at, true)
+}
+
+/// [`interval_udp`] without the `[SUM]` (UDP `--full-duplex -P`, whose sum takes both ways).
+pub fn interval_udp_streams(i: &IntervalResult, st: &Iperf2Style, at: (&Ends, f64, u64)) -> String {
+    udp_interval_lines(i, st, at, false)
+}
+
+fn udp_interval_lines(i: &IntervalResult, st: &Iperf2Style, at: (&Ends, f64, u64), sums: bool) -> String {
     let (ends, stamp, length_bytes) = at;
     let mut ids: Vec<&IntervalStream> = i.streams.iter().collect();
     ids.sort_by_key(|s| s.id);
@@ -497,7 +506,7 @@ pub fn interval_udp(i: &IntervalResult, st: &Iperf2Style, at: (&Ends, f64, u64))
         }
         let _ = writeln!(t, "{l}");
     }
-    if !st.csv && ids.len() > 1 {
+    if sums && !st.csv && ids.len() > 1 {
         let sum: u64 = ids.iter().map(|s| s.bytes).sum();
         let mut l = format!("[SUM] {}", columns(i.start_s, i.end_s, sum, st));
         if st.enhanced {
@@ -821,6 +830,16 @@ pub(crate) fn received_total(s: &StreamResult, (number, mark): (u32, bool), st: 
 /// One interval of the UDP `-R` client's stream (`[ *1]`): its bytes, the jitter at its end and
 /// its lost/total; in CSV iperf 2.1.8's receiver columns (out of order not counted per interval: 0).
 pub fn interval_udp_received(i: &IntervalResult, st: &Iperf2Style, at: (&Ends, f64)) -> String {
+    received_interval_lines(i, st, at, true)
+}
+
+/// [`interval_udp_received`] without the `[SUM]` (UDP `--full-duplex -P`, whose sum takes both
+/// ways).
+pub fn interval_udp_received_streams(i: &IntervalResult, st: &Iperf2Style, at: (&Ends, f64)) -> String {
+    received_interval_lines(i, st, at, false)
+}
+
+fn received_interval_lines(i: &IntervalResult, st: &Iperf2Style, at: (&Ends, f64), sums: bool) -> String {
     let mut t = String::new();
     let mut sum = (0u64, 0u64, 0u64);
     for (k, s) in i.streams.iter().enumerate() {
@@ -828,7 +847,7 @@ pub fn interval_udp_received(i: &IntervalResult, st: &Iperf2Style, at: (&Ends, f
         sum = (sum.0 + s.bytes, sum.1 + lost, sum.2 + sent);
         t += &received_interval((i, s), st, at, (k as u32 + 1, true));
     }
-    if i.streams.len() > 1 && !st.csv {
+    if sums && i.streams.len() > 1 && !st.csv {
         let pps = sum_pps(i.streams.iter().map(|s| s.transit.as_ref()));
         t += &received_sum((i.start_s, i.end_s), sum, pps, st);
     }

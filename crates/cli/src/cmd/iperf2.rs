@@ -564,15 +564,17 @@ impl<'a> Live<'a> {
                     true => iperf2_text::column_head_udp_received(self.style),
                     false => "",
                 };
-                let lines = iperf2_text::interval_udp_received(interval, self.style, (ends, stamp));
+                let lines = match both {
+                    true => iperf2_text::interval_udp_received_streams(interval, self.style, (ends, stamp)),
+                    false => iperf2_text::interval_udp_received(interval, self.style, (ends, stamp)),
+                };
                 head.to_string() + &lines + &self.full_duplex(interval)
             }
-            Transport::Udp => {
-                if self.spec.direction == Direction::Bidir {
-                    self.last_sent = Some(interval.clone());
-                }
-                iperf2_text::interval_udp(interval, self.style, (ends, stamp, length))
+            Transport::Udp if self.spec.direction == Direction::Bidir => {
+                self.last_sent = Some(interval.clone());
+                iperf2_text::interval_udp_streams(interval, self.style, (ends, stamp, length))
             }
+            Transport::Udp => iperf2_text::interval_udp(interval, self.style, (ends, stamp, length)),
             _ => {
                 let each = match self.each.is_empty() {
                     true => std::slice::from_ref(ends),
