@@ -9,17 +9,20 @@
 //! docs/iperf2.md ("The drop-in's server") says what differs from iperf 2's own lines.
 
 use crate::iperf2_text::{
-    columns, csv_line, two_figures, Ends, Iperf2Style, COLUMN_HEAD_UDP_RECEIVED, DASHES,
+    column_head_udp, column_head_udp_received, columns, csv_line, transit_columns, two_figures, udp_enhanced,
+    Ends, Iperf2Style, DASHES,
 };
 use crate::iperf3_json::host_port;
+use crate::iperf3_text::strftime;
 use crate::iperf3_text::unit;
 use landspeed_core::config::{Direction, Flow, Transport};
 use landspeed_core::result::{IntervalResult, IntervalStream, RunResult, StreamResult};
 use std::fmt::Write;
 
 /// The head iperf 2's server prints when it listens: its protocol, port and receive buffer (the
-/// kernel's default for a socket of that protocol, when known).
-pub fn listening(udp: bool, port: u16, buffer_bytes: Option<u64>) -> String {
+/// kernel's default for a socket of that protocol, when known); with `-e` (`read`: the read size)
+/// this process's id, and the read size with the width of the bins of iperf 2's histogram.
+pub fn listening(udp: bool, port: u16, buffer_bytes: Option<u64>, read: Option<u64>) -> String {
     let (proto, buffer) = if udp {
         ("UDP", "UDP buffer size")
     } else {
@@ -28,7 +31,16 @@ pub fn listening(udp: bool, port: u16, buffer_bytes: Option<u64>) -> String {
     let size = buffer_bytes.map_or("the kernel's default".to_string(), |b| {
         format!("{} (default)", unit(b as f64, true))
     });
-    format!("{DASHES}\nServer listening on {proto} port {port}\n{buffer}: {size}\n{DASHES}\n")
+    let more = match read {
+        Some(len) => format!(
+            " with pid {}\nRead buffer size: {} (Dist bin width= {} Byte)",
+            std::process::id(),
+            unit(len as f64, true),
+            len / 8
+        ),
+        None => String::new(),
+    };
+    format!("{DASHES}\nServer listening on {proto} port {port}{more}\n{buffer}: {size}\n{DASHES}\n")
 }
 
 /// One of a test's connections as the server numbers it: the stream it received on it and the one
@@ -114,17 +126,21 @@ pub fn connected(r: &RunResult, first: u32, st: &Iperf2Style) -> String {
             (false, true, Direction::Reverse) => " (reverse)",
             _ => "",
         };
+        let when = match st.enhanced {
+            true => format!(" on {} (UTC)", strftime(r.started_unix_s, "%Y-%m-%d %H:%M:%S")),
+            false => String::new(),
+        };
         let _ = writeln!(
             t,
-            "[{:>3}] local {sip} port {sport} connected with {cip} port {cport}{mark}",
+            "[{:>3}] local {sip} port {sport} connected with {cip} port {cport}{mark}{when}",
             c.number
         );
     }
     let received_udp = is_udp(r) && r.config.spec.direction != Direction::Reverse;
-    t + if received_udp {
-        COLUMN_HEAD_UDP_RECEIVED
-    } else {
-        PLAIN_HEAD
+    t + match (received_udp, is_udp(r) && st.enhanced) {
+        (true, _) => column_head_udp_received(st),
+        (false, true) => column_head_udp(st, false),
+        (false, false) => PLAIN_HEAD,
     }
 }
 
@@ -209,6 +225,12 @@ fn interval_line(
             "  {jitter:6.3} ms {lost}/{sent} ({}%)",
             two_figures(pct(lost, sent))
         );
+        if st.enhanced {
+            l += &transit_columns(s.transit.as_ref(), s.bytes, i.end_s - i.start_s);
+        }
+    } else if st.enhanced && is_udp(r) {
+        let secs = i.end_s - i.start_s;
+        l += &udp_enhanced(r.config.spec.length_bytes, s.bytes, secs, None);
     }
     l + "\n"
 }
@@ -323,6 +345,9 @@ fn total_line(
             total(u),
             two_figures(u.loss_pct)
         );
+        if st.enhanced {
+            l += &transit_columns(u.transit.as_ref(), bytes, secs);
+        }
         if u.out_of_order > 0 {
             let _ = write!(
                 l,
@@ -330,6 +355,8 @@ fn total_line(
                 u.out_of_order
             );
         }
+    } else if st.enhanced && is_udp(r) && !received {
+        l += &udp_enhanced(r.config.spec.length_bytes, bytes, secs, None);
     }
     if !received && is_udp(r) {
         let _ = write!(l, "\n[{:>3}] Sent {} datagrams", c.number, datagrams(r, bytes));

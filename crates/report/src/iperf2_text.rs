@@ -461,7 +461,7 @@ pub fn column_head_udp(st: &Iperf2Style, frames: bool) -> &'static str {
 
 /// `-e`'s columns of a UDP sender: datagrams written (and refused) and datagrams a second; `writes`
 /// where the sender counted them (frames' datagrams vary in size), else bytes ÷ the datagram size.
-fn udp_enhanced(length_bytes: u64, bytes: u64, secs: f64, writes: Option<u64>) -> String {
+pub(crate) fn udp_enhanced(length_bytes: u64, bytes: u64, secs: f64, writes: Option<u64>) -> String {
     let writes = writes.unwrap_or(bytes / length_bytes.max(1));
     let pps = (writes as f64 / secs.max(1e-9)).round() as u64;
     format!("  {writes}/0{pps:>9} pps")
@@ -736,7 +736,7 @@ pub fn column_head_udp_received(st: &Iperf2Style) -> &'static str {
 /// pace (PPS), how many came and how many were in flight by Little's law (the pace times the mean
 /// transit, and times its deviation), and the net power (bytes a second over the mean transit,
 /// scaled by 10⁻⁶); with no datagram in the span, dashes.
-fn transit_columns(t: Option<&TransitSummary>, bytes: u64, secs: f64) -> String {
+pub(crate) fn transit_columns(t: Option<&TransitSummary>, bytes: u64, secs: f64) -> String {
     let Some(t) = t.filter(|t| t.datagrams > 0) else {
         return " -/-/-/- ms 0 pps".into();
     };

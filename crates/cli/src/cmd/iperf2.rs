@@ -203,9 +203,9 @@ fn refused(o: &Opts) -> Option<String> {
             "it is the port the client listens on for the server's connections back",
         ),
         (
-            o.server && o.enhanced,
-            "-s with -e",
-            "the server's enhanced lines (reads and their histogram; UDP's latency, PPS and NetPwr) are not drawn yet: -s prints iperf 2's plain lines",
+            o.server && o.enhanced && !o.udp,
+            "-s -e without -u",
+            "a TCP test's enhanced lines (its reads and their histogram) are not drawn yet: -s -u -e draws UDP tests' (latency, PPS, NetPwr), -s iperf 2's plain lines",
         ),
         (
             o.server && (o.tradeoff || o.dualtest),
@@ -602,7 +602,11 @@ fn serve(o: &Opts) -> Result<bool> {
     if let Some(b) = &o.bind {
         args.extend(["--bind".into(), b.clone()]);
     }
-    for (on, flag) in [(o.udp, "--iperf2-udp"), (o.style.is_some(), "--iperf2-csv")] {
+    for (on, flag) in [
+        (o.udp, "--iperf2-udp"),
+        (o.style.is_some(), "--iperf2-csv"),
+        (o.enhanced, "--iperf2-enhanced"),
+    ] {
         if on {
             args.push(flag.into());
         }
@@ -663,7 +667,7 @@ mod tests {
             ("-c h -d --bounceback", "-r/-d with --bounceback"),
             ("-c h -L 6000", "-L without -r or -d"),
             ("-s -d", "-s with -r or -d"),
-            ("-s -u -e", "-s with -e"),
+            ("-s -e", "-s -e without -u"),
             ("-c h --trip-times", "--trip-times"),
             ("-c h --bounceback -R", "--bounceback with -u, -R"),
             ("-c h --bounceback -y C", "--bounceback with -y C"),
@@ -688,5 +692,6 @@ mod tests {
         // A server takes UDP clients on its one port: -u there is no refusal.
         assert!(refused(&opts("-s -u").unwrap()).is_none());
         assert!(refused(&opts("-s -u -i 1 -y C -f m").unwrap()).is_none());
+        assert!(refused(&opts("-s -u -e -i 1").unwrap()).is_none());
     }
 }

@@ -31,6 +31,10 @@ pub struct Iperf2Lines {
     /// --iperf2-text each interval is printed.
     #[arg(long, hide = true, value_name = "DUR", value_parser = crate::common::values::duration)]
     pub iperf2_interval: Option<Duration>,
+    /// With --iperf2-text: `-e`'s lines (UDP: the receiver's transit, PPS, Little's law and net
+    /// power; the sender's writes and PPS).
+    #[arg(long, hide = true, requires = "iperf2_text")]
+    pub iperf2_enhanced: bool,
     /// --iperf2-text's unit letter (`-f`: a, b, k, m, g, ...).
     #[arg(long, hide = true, default_value_t = 'a')]
     pub iperf2_format: char,
@@ -72,6 +76,10 @@ impl Printer {
                     self.udp,
                     port,
                     landspeed_engine::sockopt::default_recv_buffer(self.udp),
+                    // -e names iperf 2's read size: a UDP datagram of its default length.
+                    self.style
+                        .enhanced
+                        .then_some(landspeed_iperf2::spec::DEFAULT_UDP_LEN),
                 )
             }
             ServerEvent::Progress(r) if is_iperf2(&r) => {
@@ -123,7 +131,7 @@ pub fn printer(o: &Iperf2Lines) -> impl Fn(ServerEvent) + Send + Sync + 'static 
     let state = std::sync::Mutex::new(Printer {
         style: Iperf2Style {
             csv: o.iperf2_csv,
-            enhanced: false,
+            enhanced: o.iperf2_enhanced,
             format: o.iperf2_format,
             interval_s: o.iperf2_interval.map(|d| d.as_secs_f64()),
         },

@@ -98,7 +98,9 @@ fn shape(out: &str, fixed: bool) -> Vec<String> {
                 let f: Vec<&str> = l.split(',').collect();
                 return format!("{} fields, id {}, {}", f.len(), f[5], f[6]);
             }
+            // -e's extras after a connection's ports: "(sock=3) (peer 2.1.8)", and its date.
             let l = l.split(" (icwnd").next().unwrap_or(l);
+            let l = l.split(" (sock=").next().unwrap_or(l).replace("%lo ", " ");
             let mut m = String::new();
             for c in l.chars() {
                 let c = if c.is_ascii_digit() || c == '.' { '#' } else { c };
@@ -106,6 +108,7 @@ fn shape(out: &str, fixed: bool) -> Vec<String> {
                     m.push(c);
                 }
             }
+            let m = m.split(" on #-#-# ").next().unwrap_or(&m).to_string();
             if fixed {
                 return m;
             }
@@ -137,6 +140,8 @@ const MATRIX: &[(&str, &str)] = &[
     ("-u -y C -i 0.5", "-u -t 1"),
     ("-u", "-u -t 1 -R"),
     ("-u", "-u -t 1 --full-duplex"),
+    ("-u -e -i 0.5", "-u -t 1.2"),
+    ("-u -e", "-u -t 1 -R"),
 ];
 
 #[test]

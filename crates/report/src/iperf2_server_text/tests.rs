@@ -125,13 +125,26 @@ fn masked(t: &str) -> String {
 #[test]
 fn the_head_is_iperf2s_for_tcp_and_udp() {
     assert_eq!(
-        listening(false, 5301, Some(131_072)),
+        listening(false, 5301, Some(131_072), None),
         "------------------------------------------------------------\n\
          Server listening on TCP port 5301\n\
          TCP window size:  128 KByte (default)\n\
          ------------------------------------------------------------\n"
     );
-    assert!(listening(true, 5001, Some(212_992)).contains("\nUDP buffer size:  208 KByte (default)\n"));
+    assert!(listening(true, 5001, Some(212_992), None).contains("\nUDP buffer size:  208 KByte (default)\n"));
+    // -e, as iperf 2.1.8's `-s -u -e` prints it: its pid, the read size and the histogram's bins.
+    let e = listening(true, 15151, Some(212_992), Some(1470));
+    assert!(
+        e.contains(&format!(
+            "Server listening on UDP port 15151 with pid {}\n",
+            std::process::id()
+        )),
+        "{e}"
+    );
+    assert!(
+        e.contains("\nRead buffer size: 1.44 KByte (Dist bin width= 183 Byte)\n"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -262,7 +275,7 @@ fn udp_lines_carry_jitter_and_loss_and_its_csv_iperf2s_receiver_columns() {
     });
     let st = style(false, Some(0.5));
     let c = connected(&r, 1, &st);
-    assert!(c.ends_with(COLUMN_HEAD_UDP_RECEIVED), "{c}");
+    assert!(c.ends_with(crate::iperf2_text::COLUMN_HEAD_UDP_RECEIVED), "{c}");
     assert_eq!(
         interval(&r, 0, 1, &st),
         "[  1] 0.0000-0.5000 sec  67.5 KBytes  1.11 Mbits/sec   0.008 ms 0/47 (0%)\n"
