@@ -277,7 +277,12 @@ pub fn iperf2_decoder(data: &[u8]) {
             counted += 1;
         }
     }
-    let report = receipt.report();
+    let report = receipt.report(data.len().is_multiple_of(2));
     assert!(counted == 0 || receipt.span_s() >= 0.0);
-    let _ = (receipt.lost(), report.encode());
+    let _ = (
+        receipt.lost(),
+        report.encode(),
+        receipt.take_interval(),
+        receipt.arrivals(),
+    );
 }

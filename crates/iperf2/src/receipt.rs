@@ -10,8 +10,12 @@ use crate::report::{ServerReport, Transit};
 use crate::udp::Datagram;
 use std::time::Duration;
 
-/// The flags of the report iperf 2.1.8 sends (`VERSION1 | EXTEND | SEQNO64B`).
-pub const REPORT_FLAGS: u32 = 0xC800_0000;
+/// The flags of the report iperf 2.1.8's server sends (`VERSION1 | SEQNO64B`); with `-e`, or to a
+/// client sending trip times, `EXTEND` too ([`REPORT_EXTEND`]), which makes iperf 2's client print
+/// the report with its `-e` columns (its transit, PPS and net power).
+pub const REPORT_FLAGS: u32 = 0x8800_0000;
+/// See [`REPORT_FLAGS`].
+pub const REPORT_EXTEND: u32 = 0x4000_0000;
 
 /// A test's datagrams so far.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -183,12 +187,14 @@ impl Receipt {
         self.first_arrival_s.map_or(0.0, |f| self.last_arrival_s - f)
     }
 
-    /// The report iperf 2's server would send for these datagrams.
-    pub fn report(&self) -> ServerReport {
+    /// The report iperf 2's server would send for these datagrams; `extend`: flagged for iperf 2's
+    /// client to print with its `-e` columns (its server does so with `-e`, or to a client sending
+    /// trip times). The transit fields are filled either way, as iperf 2.1.8 fills them.
+    pub fn report(&self, extend: bool) -> ServerReport {
         let t = &self.transit;
         let span = self.span_s();
         ServerReport {
-            flags: REPORT_FLAGS,
+            flags: REPORT_FLAGS | if extend { REPORT_EXTEND } else { 0 },
             bytes: self.bytes,
             duration: secs(span),
             lost: self.lost(),
@@ -245,7 +251,7 @@ mod tests {
             (6, 7, 2, 1, 1)
         );
         assert_eq!(r.bytes, 6000);
-        let rep = r.report();
+        let rep = r.report(true);
         assert_eq!((rep.datagrams, rep.lost, rep.out_of_order), (7, 1, 1));
         assert_eq!(rep.duration, Duration::from_millis(60));
         // Transits 10, 10, 10, 35, 10, 10 ms: least 10, most 35, mean 14.17.
@@ -321,7 +327,7 @@ mod tests {
                 1000.0 + k as f64 * 0.007 + 0.0001,
             );
         }
-        let rep = r.report();
+        let rep = r.report(true);
         // On the wire times are whole microseconds: what is read back writes the same bytes.
         let wire = rep.encode();
         assert_eq!(ServerReport::parse(&wire).unwrap().encode(), wire);

@@ -97,6 +97,9 @@ pub struct ServerOptions {
     /// datagram came from (`--iperf2-udp-send`; the `iperf -s` drop-in's default, as iperf 2's
     /// server does). False: those tests are refused.
     pub iperf2_udp_send: bool,
+    /// Flag each iperf 2 UDP report for iperf 2's client to print with its `-e` columns, as iperf
+    /// 2.1.8's server does when it runs with `-e` (the `iperf -s -u -e` drop-in's).
+    pub iperf2_enhanced: bool,
 }
 
 /// A protocol that cannot carry landspeed's key, which a keyed server refuses unless the operator
@@ -160,6 +163,7 @@ impl Default for ServerOptions {
             open: vec![],
             connect_back: false,
             iperf2_udp_send: false,
+            iperf2_enhanced: false,
             share_host: false,
             iperf3_auth: None,
         }

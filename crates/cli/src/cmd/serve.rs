@@ -570,6 +570,7 @@ fn options(a: &ServeArgs, stats: Arc<AtomicBool>) -> Result<ServerOptions> {
         open: a.open.iter().map(|&p| p.into()).collect(),
         connect_back: a.connect_back,
         iperf2_udp_send: a.iperf2_udp_send,
+        iperf2_enhanced: a.iperf2_lines.iperf2_enhanced,
         share_host: a.share_host,
         iperf3_auth: iperf3_auth(a)?,
         files_dir: match &a.files {

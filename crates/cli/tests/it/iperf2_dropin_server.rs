@@ -4,7 +4,7 @@
 //! streams in either order); then that the drop-in prints an interval while the test still runs.
 
 use crate::common;
-use crate::iperf2_server::{have_iperf2, scopeguard};
+use crate::iperf2_server::{have_iperf2, masked_text, scopeguard};
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -71,17 +71,44 @@ fn udp_listens(port: u16) -> bool {
 }
 
 /// iperf 2.1.8's client against `port`, ended within 20 s (its `--full-duplex` client can hang
-/// after its test: docs/iperf2.md; what the server printed is what is compared).
-fn client(port: u16, args: &str) {
+/// after its test: docs/iperf2.md; what the server printed is what is compared): what it printed.
+fn client(port: u16, args: &str) -> String {
     let child = Command::new("iperf")
         .args(["-c", "127.0.0.1", "-p", &port.to_string()])
         .args(args.split_whitespace())
-        .stdout(Stdio::null())
+        .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .expect("run iperf -c");
-    let (_, hung) = common::wait_output_or_kill(child, Duration::from_secs(20));
+    let (out, hung) = common::wait_output_or_kill(child, Duration::from_secs(20));
     assert!(!hung || args.contains("--full-duplex"), "iperf -c {args} hung");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// iperf 2.1.8's UDP client prints the same lines against either server: its "Server Report" in
+/// the plain form from a plain server, with `-e`'s columns from one run with `-e` (the report's
+/// EXTEND flag, which iperf 2.1.8's server sets only then).
+#[test]
+fn iperf2s_udp_client_reads_the_same_report_from_either_server() {
+    let _one = common::alone();
+    if !have_iperf2() {
+        return;
+    }
+    let landspeed = [common::bin(), "iperf2"];
+    for server_args in ["-u", "-u -e"] {
+        let theirs = Server::start(&["iperf"], server_args);
+        let t = client(theirs.1, "-u -t 1");
+        drop(theirs);
+        let ours = Server::start(&landspeed, server_args);
+        let o = client(ours.1, "-u -t 1");
+        drop(ours);
+        assert_eq!(
+            masked_text(&o),
+            masked_text(&t),
+            "-s {server_args}:\n{o}\n/ iperf 2.1.8's server:\n{t}"
+        );
+        assert_eq!(o.contains("Latency avg"), server_args.contains("-e"), "{o}");
+    }
 }
 
 /// A server's text, each line with its figures masked and its spaces collapsed, sorted; iperf 2's

@@ -201,7 +201,12 @@ fn receive_logged(
     // No report when the client asked for none (iperf 2's `NOUDPFIN`, which its --full-duplex sets).
     let no_fin = both || header.has(landspeed_iperf2::header::upper::NOUDPFIN);
     match outcome {
-        Ok(()) if !no_fin => report(sock, receipt, frames.as_ref()),
+        Ok(()) if !no_fin => {
+            // iperf 2.1.8's server flags its report for -e's columns when it runs with -e, or
+            // when the client sends trip times.
+            let extend = shared.opts.iperf2_enhanced || header.has(landspeed_iperf2::header::upper::TRIPTIME);
+            report(sock, receipt, (frames.as_ref(), extend))
+        }
         Ok(()) => {}
         Err(e) => log.error = Some(e),
     }
@@ -429,8 +434,8 @@ fn receive(
 /// Sends iperf 2's report (with a test of frames, landspeed's frame counts after it), again for each
 /// datagram the client still sends (its end, repeated until a report comes back), at most
 /// [`REPORTS`] times, until it is silent for [`SILENCE`].
-pub(super) fn report(sock: &UdpSocket, r: &Receipt, frames: Option<&FramesReport>) {
-    let mut bytes = r.report().encode().to_vec();
+pub(super) fn report(sock: &UdpSocket, r: &Receipt, (frames, extend): (Option<&FramesReport>, bool)) {
+    let mut bytes = r.report(extend).encode().to_vec();
     if let Some(f) = frames {
         // The receiver's frame counts after iperf 2's report (which its client ignores).
         bytes.extend_from_slice(&landspeed_iperf2::isoch::encode_trailer(f));

@@ -240,7 +240,7 @@ impl Listening<'_> {
         if got.receipt.received == 0 {
             return Err(ClientError::NothingSent { after: FIRST_WAIT });
         }
-        super::udp::report(self.sock, &got.receipt, None);
+        super::udp::report(self.sock, &got.receipt, (None, false));
         Ok((got, from))
     }
 
