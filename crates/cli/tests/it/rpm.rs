@@ -31,6 +31,9 @@ fn rpm_json(url: &str, extra: &[&str]) -> (i32, Value) {
 
 #[test]
 fn the_rpm_client_measures_landspeeds_server_over_http2_with_tls_and_plain() {
+    // A measurement: beside the emulator's real-time forwarders it was starved once (10 KB in
+    // 5 s, one probe answered).
+    let _one = common::alone();
     let s = ServerProc::start("127.0.0.1", &["--rpm", "127.0.0.1:0"]);
     let url = rpm_url(&s);
     assert!(
@@ -93,6 +96,9 @@ fn the_rpm_client_measures_landspeeds_server_over_http2_with_tls_and_plain() {
 /// recomputed under -03's by `--recompute`.
 #[test]
 fn the_client_ramps_as_draft_09_says_and_a_saved_report_is_recomputed_under_draft_03() {
+    // A measurement: beside the emulator's real-time forwarders it was starved once (10 KB in
+    // 5 s, one probe answered).
+    let _one = common::alone();
     let s = ServerProc::start("127.0.0.1", &["--rpm", "127.0.0.1:0", "--rpm-plain"]);
     let url = rpm_url(&s);
     let o = common::landspeed(
@@ -174,6 +180,9 @@ fn tempfile_dir() -> std::path::PathBuf {
 /// probes are what show where the connections went.
 #[test]
 fn a_configuration_naming_a_test_endpoint_is_tested_there() {
+    // A measurement: beside the emulator's real-time forwarders it was starved once (10 KB in
+    // 5 s, one probe answered).
+    let _one = common::alone();
     let s = ServerProc::start("127.0.0.1", &["--rpm", "127.0.0.1:0", "--rpm-plain"]);
     let port = rpm_url(&s)
         .split(':')
