@@ -49,28 +49,43 @@ impl Dual {
     }
 }
 
-/// The head of the client's listener, which iperf 2 prints before the client's (`port`: its `-L`).
-pub fn listener_head(port: u16) -> String {
+/// The head of the client's listener, which iperf 2 prints before the client's (`ports`: its
+/// `-L`, and the server's port).
+pub fn listener_head(ports: (u16, u16)) -> String {
     format!(
-        "{DASHES}\nServer listening on TCP port {port}\nTCP window size: the kernel's default\n{DASHES}\n"
+        "{DASHES}\n{}\nTCP window size: the kernel's default\n{DASHES}\n",
+        listening("TCP", ports, false)
     )
 }
 
-/// The head of the client's UDP listener (`-u -d`, `-u -r`); with `-e` (`read`: the datagram
-/// size) this process's id, and the read size with the width of the bins of iperf 2's histogram.
-pub fn listener_head_udp(port: u16, read: Option<u64>) -> String {
-    let more = match read {
-        Some(len) => format!(
-            " with pid {}\nRead buffer size: {} (Dist bin width= {} Byte)",
-            std::process::id(),
+/// The head of the client's UDP listener (`-u -d`, `-u -r`; `ports`: its `-L`, and the server's
+/// port); with `-e` (`read`: the datagram size) this process's id, and the read size with the width
+/// of the bins of iperf 2's histogram.
+pub fn listener_head_udp(ports: (u16, u16), read: Option<u64>) -> String {
+    let mut t = format!("{DASHES}\n{}\n", listening("UDP", ports, read.is_some()));
+    if let Some(len) = read {
+        let _ = writeln!(
+            t,
+            "Read buffer size: {} (Dist bin width= {} Byte)",
             crate::iperf3_text::unit(len as f64, true),
             len / 8
-        ),
-        None => String::new(),
-    };
-    format!(
-        "{DASHES}\nServer listening on UDP port {port}{more}\nUDP buffer size: the kernel's default\n{DASHES}\n"
-    )
+        );
+    }
+    t + "UDP buffer size: the kernel's default\n" + DASHES + "\n"
+}
+
+/// The listener's first line as iperf 2.1.8 prints it: its port, or (when the server's port is
+/// above it: 2.1.8 keeps that as the last of a range) the two as a range with the process's id;
+/// with `-e` the id after a single port too.
+fn listening(proto: &str, (port, server_port): (u16, u16), enhanced: bool) -> String {
+    let pid = std::process::id();
+    if server_port > port {
+        format!("Server listening on {proto} ports {port}-{server_port} with pid {pid}")
+    } else if enhanced {
+        format!("Server listening on {proto} port {port} with pid {pid}")
+    } else {
+        format!("Server listening on {proto} port {port}")
+    }
 }
 
 /// One interval of the server's UDP stream to the client's listener (`-u -d`, `-u -r`), as iperf

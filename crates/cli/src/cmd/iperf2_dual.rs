@@ -46,7 +46,7 @@ pub(crate) fn client(o: &Opts, host: &str) -> Result<bool> {
         interval_s: o.interval.filter(|i| *i > 0.0),
     };
     if !style.csv {
-        print!("{}", text::listener_head(listen_port));
+        print!("{}", text::listener_head((listen_port, port)));
         print!("{}", iperf2_text::head(host, port, opts.spec.window_bytes));
     }
     let interrupt = crate::common::client::interrupt_flag()?;

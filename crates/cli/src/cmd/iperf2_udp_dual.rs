@@ -50,7 +50,7 @@ pub(crate) fn client(o: &Opts, host: &str) -> Result<bool> {
     if !style.csv {
         let (len, rate) = (opts.spec.length_bytes, opts.spec.udp_stream_rate_bps());
         let read = style.enhanced.then_some(len);
-        print!("{}", text::listener_head_udp(listen_port, read));
+        print!("{}", text::listener_head_udp((listen_port, port), read));
         print!("{}", iperf2_text::head_udp(host, port, len, rate, None));
     }
     let interrupt = crate::common::client::interrupt_flag()?;
