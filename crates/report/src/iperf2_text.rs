@@ -601,17 +601,46 @@ pub fn totals_udp_both(r: &RunResult, st: &Iperf2Style, head: bool) -> String {
         }
         p
     };
-    let head = if head && !st.csv {
-        column_head_udp_received(st)
-    } else {
-        ""
-    };
-    let mut t = totals_udp(&part(false), st) + head + &totals_udp_received(&part(true), st);
-    if st.enhanced && !st.csv {
+    let (sent, got) = (part(false), part(true));
+    if st.csv {
+        return totals_udp(&sent, st) + &totals_udp_received(&got, st);
+    }
+    let head = if head { column_head_udp_received(st) } else { "" };
+    let mut t = sent_totals(&sent, st, false) + head + &received_totals(&got, st, false);
+    let several = sent.streams.len() > 1;
+    if st.enhanced || several {
         t += COLUMN_HEAD_FULL_DUPLEX;
+    }
+    if st.enhanced {
         t += &full_duplex_totals(r, st);
     }
+    if several {
+        t += &full_duplex_sum(r, st);
+    }
     t
+}
+
+/// UDP `--full-duplex -P`'s closing `[SUM]` of every stream both ways (bytes, datagrams: the
+/// streams sent's by their bytes, the ones received's by their numbers; their rate over the
+/// longest sending time) and `[SUM-N]`'s count of them all, as iperf 2.1.8's client prints them.
+fn full_duplex_sum(r: &RunResult, st: &Iperf2Style) -> String {
+    let len = r.config.spec.length_bytes.max(1);
+    let (mut bytes, mut datagrams, mut secs) = (0, 0, 0f64);
+    for s in &r.streams {
+        if receives(s.flow) {
+            bytes += s.bytes_received;
+            datagrams += s
+                .udp
+                .as_ref()
+                .map_or(0, |u| u.datagrams_sent.unwrap_or(u.datagrams_received));
+        } else {
+            bytes += s.bytes_sent;
+            datagrams += s.bytes_sent / len;
+            secs = secs.max(s.sender_elapsed_s);
+        }
+    }
+    let line = full_duplex_line(0, (0.0, secs), (bytes, datagrams), st);
+    format!("{line}[SUM-{}] Sent {datagrams} datagrams\n", r.streams.len())
 }
 
 /// The column head of UDP `--full-duplex -e`'s `[FDk]` lines.
@@ -679,7 +708,7 @@ fn full_duplex_totals(r: &RunResult, st: &Iperf2Style) -> String {
     t
 }
 
-/// One `[FDk]` line: `bytes` and `datagrams` both ways over the span.
+/// One `[FDk]` line (`[SUM]` for k = 0): `bytes` and `datagrams` both ways over the span.
 fn full_duplex_line(
     k: u32,
     (start_s, end_s): (f64, f64),
@@ -687,8 +716,12 @@ fn full_duplex_line(
     st: &Iperf2Style,
 ) -> String {
     let pps = datagrams as f64 / (end_s - start_s).max(1e-9);
+    let tag = match k {
+        0 => "[SUM]".to_string(),
+        k => format!("[FD{k}]"),
+    };
     format!(
-        "[FD{k}] {} {datagrams}{pps:8.0} pps\n",
+        "{tag} {} {datagrams}{pps:8.0} pps\n",
         columns(start_s, end_s, bytes, st)
     )
 }

@@ -121,15 +121,21 @@ pub(super) struct Ends {
     pub(super) interrupted: bool,
 }
 
-/// Tells the caller where a UDP test runs and that its `streams` are up, with the warnings its
-/// result will carry (iperf 2's payload, then `more`); returns them.
+/// Tells the caller where a UDP test runs (`locals`: each socket's address, to `remote`) and that
+/// its `streams` are up, with the warnings its result will carry (iperf 2's payload, then `more`);
+/// returns them.
 pub(super) fn started_udp(
     on_event: &mut dyn FnMut(ClientEvent),
-    (local, remote): (std::net::SocketAddr, std::net::SocketAddr),
-    streams: u32,
+    locals: &[std::net::SocketAddr],
+    (remote, streams): (std::net::SocketAddr, u32),
     more: Option<&str>,
 ) -> Vec<String> {
-    on_event(ClientEvent::Connected { local, remote });
+    let each: Vec<(std::net::SocketAddr, std::net::SocketAddr)> =
+        locals.iter().map(|l| (*l, remote)).collect();
+    if let Some(&(local, remote)) = each.first() {
+        on_event(ClientEvent::Connected { local, remote });
+    }
+    on_event(ClientEvent::StreamsConnected { connections: each });
     let mut warnings = vec!["iperf 2's payload is not landspeed's: nothing was verified".to_string()];
     warnings.extend(more.map(str::to_string));
     on_event(ClientEvent::Started {

@@ -47,10 +47,9 @@ pub(super) fn run_both(
         })
         .collect::<std::io::Result<Vec<UdpSocket>>>()
         .map_err(|err| ClientError::Stream { id: 0, err })?;
-    let local = readers[0]
-        .local_addr()
-        .map_err(|err| ClientError::Stream { id: 0, err })?;
-    let warnings = super::client::started_udp(on_event, (local, addr), spec.total_streams(), Some("iperf 2's UDP --full-duplex sends no report back: the server's side is inferred (it received what this end sent; it sent at least the highest number that came); what this end received is counted as iperf 2's client counts it (docs/iperf2.md)"));
+    let locals = super::udp_client::locals(readers.iter())?;
+    let local = locals[0];
+    let warnings = super::client::started_udp(on_event, &locals, (addr, spec.total_streams()), Some("iperf 2's UDP --full-duplex sends no report back: the server's side is inferred (it received what this end sent; it sent at least the highest number that came); what this end received is counted as iperf 2's client counts it (docs/iperf2.md)"));
     let data = DataPaths::Udp(streams);
     let run = Run {
         opts,

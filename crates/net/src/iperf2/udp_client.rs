@@ -63,11 +63,9 @@ pub(super) fn send_test(
 ) -> Result<Sent, ClientError> {
     let addr = resolve(opts)?;
     let streams = open(opts, addr, spec)?;
-    let local = streams[0]
-        .socket
-        .local_addr()
-        .map_err(|err| ClientError::Stream { id: 0, err })?;
-    let mut warnings = super::client::started_udp(on_event, (local, addr), spec.total_streams(), Some("the server's side is iperf 2's report: its loss, out of order and jitter as iperf 2 counts them (docs/iperf2.md)"));
+    let locals = locals(streams.iter().map(|s| &s.socket))?;
+    let local = locals[0];
+    let mut warnings = super::client::started_udp(on_event, &locals, (addr, spec.total_streams()), Some("the server's side is iperf 2's report: its loss, out of order and jitter as iperf 2 counts them (docs/iperf2.md)"));
     let data = DataPaths::Udp(streams);
     let format = UdpFormat::Iperf2 { header };
     let out = crate::dial::measure_quietly_as(opts, spec, (&data, format), local, interrupt, on_event);
@@ -103,6 +101,26 @@ pub(super) fn send_test(
         samples: out.samples,
         addresses: (local, addr),
     })
+}
+
+/// Each socket's own address, in order (at least one: a test has a stream).
+pub(super) fn locals<'a>(
+    socks: impl Iterator<Item = &'a UdpSocket>,
+) -> Result<Vec<std::net::SocketAddr>, ClientError> {
+    let v = socks
+        .enumerate()
+        .map(|(id, s)| {
+            s.local_addr()
+                .map_err(|err| ClientError::Stream { id: id as u32, err })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    match v.is_empty() {
+        true => Err(ClientError::Stream {
+            id: 0,
+            err: std::io::Error::other("no stream to run"),
+        }),
+        false => Ok(v),
+    }
 }
 
 /// Now on this host's clock, nanoseconds since the Unix epoch (iperf 2's prefixes carry it).
