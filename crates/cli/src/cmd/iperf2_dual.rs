@@ -16,34 +16,60 @@ use landspeed_report::iperf2_dual_text::{self as text, Dual};
 use landspeed_report::iperf2_text::{self, Ends, Iperf2Style};
 use std::io::Write;
 
+/// A `-d` or `-r` test as `run` takes it: the command line's options with the server's half asked
+/// back to `-L` (iperf 2's default: the server's port) and, with `-d`, both ways; its mode and its
+/// ports (the listener's, the server's), and iperf 2's style of output. Or why not.
+pub(crate) struct DualTest {
+    pub(crate) opts: landspeed_net::ClientOptions,
+    pub(crate) mode: Mode,
+    pub(crate) ports: (u16, u16),
+    pub(crate) style: Iperf2Style,
+}
+
+impl DualTest {
+    pub(crate) fn new(o: &Opts, host: &str) -> Result<DualTest, String> {
+        let mut opts = client_options(o, host)?;
+        let mode = if o.dualtest {
+            Mode::Simultaneous
+        } else {
+            Mode::Tradeoff
+        };
+        if mode == Mode::Simultaneous {
+            opts.spec = (opts.spec)
+                .changed(|s| s.direction = Direction::Bidir)
+                .map_err(|e| e.to_string())?;
+        }
+        let port = o.port.unwrap_or(PORT);
+        let listen_port = o.listen_port.unwrap_or(port);
+        opts.connect_back = Some(landspeed_net::ConnectBackAsk {
+            dual: mode,
+            listen_port,
+        });
+        let style = Iperf2Style {
+            csv: o.style.is_some(),
+            enhanced: o.enhanced,
+            format: o.format.unwrap_or('a'),
+            interval_s: o.interval.filter(|i| *i > 0.0),
+        };
+        Ok(DualTest {
+            opts,
+            mode,
+            ports: (listen_port, port),
+            style,
+        })
+    }
+}
+
 /// The client of `-d` or `-r`: one test, printed as iperf 2 prints it.
 pub(crate) fn client(o: &Opts, host: &str) -> Result<bool> {
-    let mut opts = match client_options(o, host) {
-        Ok(opts) => opts,
+    let DualTest {
+        opts,
+        mode,
+        ports: (listen_port, port),
+        style,
+    } = match DualTest::new(o, host) {
+        Ok(t) => t,
         Err(why) => return refuse(&why),
-    };
-    let mode = if o.dualtest {
-        Mode::Simultaneous
-    } else {
-        Mode::Tradeoff
-    };
-    if mode == Mode::Simultaneous {
-        match opts.spec.changed(|s| s.direction = Direction::Bidir) {
-            Ok(spec) => opts.spec = spec,
-            Err(e) => return refuse(&e.to_string()),
-        }
-    }
-    let port = o.port.unwrap_or(PORT);
-    let listen_port = o.listen_port.unwrap_or(port);
-    opts.connect_back = Some(landspeed_net::ConnectBackAsk {
-        dual: mode,
-        listen_port,
-    });
-    let style = Iperf2Style {
-        csv: o.style.is_some(),
-        enhanced: o.enhanced,
-        format: o.format.unwrap_or('a'),
-        interval_s: o.interval.filter(|i| *i > 0.0),
     };
     if !style.csv {
         print!("{}", text::listener_head((listen_port, port)));

@@ -8,7 +8,8 @@
 //! `-e` the listener's pid and read size, dated "connected" lines, the sender's writes and PPS and
 //! the receiver's transit, PPS, Little's law and net power). One stream each way, as `run` takes it.
 
-use super::iperf2::{client_options, refuse, Opts, PORT};
+use super::iperf2::{refuse, Opts};
+use super::iperf2_dual::DualTest;
 use anyhow::Result;
 use landspeed_core::config::{Direction, Flow};
 use landspeed_core::result::{IntervalResult, RunResult};
@@ -20,32 +21,14 @@ use std::io::Write;
 
 /// The client of `-u -d` or `-u -r`: one test, printed as iperf 2 prints it.
 pub(crate) fn client(o: &Opts, host: &str) -> Result<bool> {
-    let mut opts = match client_options(o, host) {
-        Ok(opts) => opts,
+    let DualTest {
+        opts,
+        mode,
+        ports: (listen_port, port),
+        style,
+    } = match DualTest::new(o, host) {
+        Ok(t) => t,
         Err(why) => return refuse(&why),
-    };
-    let mode = if o.dualtest {
-        Mode::Simultaneous
-    } else {
-        Mode::Tradeoff
-    };
-    if mode == Mode::Simultaneous {
-        match opts.spec.changed(|s| s.direction = Direction::Bidir) {
-            Ok(spec) => opts.spec = spec,
-            Err(e) => return refuse(&e.to_string()),
-        }
-    }
-    let port = o.port.unwrap_or(PORT);
-    let listen_port = o.listen_port.unwrap_or(port);
-    opts.connect_back = Some(landspeed_net::ConnectBackAsk {
-        dual: mode,
-        listen_port,
-    });
-    let style = Iperf2Style {
-        csv: o.style.is_some(),
-        enhanced: o.enhanced,
-        format: o.format.unwrap_or('a'),
-        interval_s: o.interval.filter(|i| *i > 0.0),
     };
     if !style.csv {
         let (len, rate) = (opts.spec.length_bytes, opts.spec.udp_stream_rate_bps());
