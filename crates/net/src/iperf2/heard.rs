@@ -31,6 +31,15 @@ impl<'a> Heard<'a> {
         }
     }
 
+    /// Waits up to `wait` for a sample, then shows every one that has come.
+    pub(super) fn show_waiting(&mut self, wait: std::time::Duration, on_event: &mut dyn FnMut(ClientEvent)) {
+        if let Ok(x) = self.samples.recv_timeout(wait) {
+            self.received.push(x);
+            self.pending.push(x);
+        }
+        self.show(None, on_event);
+    }
+
     /// Shows the samples of intervals up to `upto` that have come (all of them with None), each
     /// interval's as one event a flow.
     pub(super) fn show(&mut self, upto: Option<u32>, on_event: &mut dyn FnMut(ClientEvent)) {

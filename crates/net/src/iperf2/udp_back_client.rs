@@ -200,9 +200,13 @@ impl Listening<'_> {
         let got = std::thread::scope(|sc| {
             let back = sc.spawn(|| self.receive(first_tx, tx));
             let mut first = Some(first_rx);
+            let wait = Duration::from_millis(20);
             while !back.is_finished() {
-                std::thread::sleep(Duration::from_millis(20));
-                if let Some((local, remote)) = first.as_ref().and_then(|f| f.try_recv().ok()) {
+                let Some(f) = first.as_ref() else {
+                    heard.show_waiting(wait, on_event);
+                    continue;
+                };
+                if let Ok((local, remote)) = f.recv_timeout(wait) {
                     first = None;
                     on_event(ClientEvent::Connected { local, remote });
                     on_event(back_connected((local, remote)));
@@ -211,7 +215,6 @@ impl Listening<'_> {
                         warnings: vec![],
                     });
                 }
-                heard.show(None, on_event);
             }
             back.join().unwrap_or_else(|_| Err(gone()))
         });
