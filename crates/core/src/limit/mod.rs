@@ -581,12 +581,13 @@ fn window(f: &Facts) -> Option<Limit> {
         ev("send buffer granted", f.granted_snd_bytes as f64, "bytes"),
         ev("in flight per stream", in_flight, "bytes"),
     ]);
-    let (kind, fix, cap) = window_fix(f, by_sndbuf, rtt);
     // A receiver whose CPU held it filled its buffer with unread data: the window it left is the
-    // CPU's doing, and a larger one would not help.
-    if kind == LimitKind::ReceiveWindow && cpu(f, false).is_some() {
+    // CPU's doing, and a larger one would not help; nor would a higher tcp_rmem maximum, which
+    // auto-tuning reaches the sooner for the data waiting there.
+    if !by_sndbuf && cpu(f, false).is_some() {
         return None;
     }
+    let (kind, fix, cap) = window_fix(f, by_sndbuf, rtt);
     let what = if by_sndbuf {
         format!(
             "the send buffer: limited {:.0}% of the time, no queue built, and the {} in flight per stream fill the {} buffer the sender was granted",
@@ -955,6 +956,18 @@ mod tests {
         let l = decide(&rcv);
         assert_eq!(l[0].kind, LimitKind::SystemCap, "{l:?}");
         assert!(l[0].fix.as_deref().unwrap().contains("net.ipv4.tcp_rmem"));
+        // The same buffer at its maximum behind a receiver whose CPU held it (a worker thread
+        // waited for a CPU 93% of its time: bench/diagnosis's receiver-quota, seen in CI): the
+        // unread data grew the buffer, the CPU is the limit, not the sysctl.
+        let starved = Facts {
+            receiver_cpu: EndCpu {
+                bound_thread: Some((0.01, 0.93)),
+                waits_known: true,
+                ..EndCpu::default()
+            },
+            ..rcv.clone()
+        };
+        assert_eq!(kinds(&starved), vec![LimitKind::ReceiverCpu]);
         // BBR behind the same cap (emulated 200 Mbit/s, 40 ms): its pacer holds it between the
         // window's stops, limited only 33% of the time, yet 303,744 B / 40.08 ms = 60.6 Mbit/s is
         // the 59.5 measured, with no queue.
