@@ -146,11 +146,17 @@ pub fn main(argv: Vec<OsString>) -> Result<bool> {
         (None, false) => refuse("usage: iperf [-s|-c host] [options] (iperf -h for help)"),
         (None, true) => serve(&o),
         (Some(host), false) if o.bounceback.is_some() => super::iperf2_bounce::client(&o, host),
-        (Some(host), false) if (o.tradeoff || o.dualtest) && o.udp => {
-            super::iperf2_udp_dual::client(&o, host)
-        }
-        (Some(host), false) if o.tradeoff || o.dualtest => super::iperf2_dual::client(&o, host),
+        (Some(host), false) if o.tradeoff || o.dualtest => dual(&o, host),
         (Some(host), false) => client(&o, host),
+    }
+}
+
+/// `-d` or `-r`: the test built once, run over UDP or TCP.
+fn dual(o: &Opts, host: &str) -> Result<bool> {
+    match super::iperf2_dual::DualTest::new(o, host) {
+        Ok(t) if o.udp => super::iperf2_udp_dual::client(host, t),
+        Ok(t) => super::iperf2_dual::client(host, t),
+        Err(why) => refuse(&why),
     }
 }
 

@@ -60,17 +60,15 @@ impl DualTest {
     }
 }
 
-/// The client of `-d` or `-r`: one test, printed as iperf 2 prints it.
-pub(crate) fn client(o: &Opts, host: &str) -> Result<bool> {
+/// The client of `-d` or `-r` (`test`, built by [`DualTest::new`]): one test, printed as iperf 2
+/// prints it.
+pub(crate) fn client(host: &str, test: DualTest) -> Result<bool> {
     let DualTest {
         opts,
         mode,
         ports: (listen_port, port),
         style,
-    } = match DualTest::new(o, host) {
-        Ok(t) => t,
-        Err(why) => return refuse(&why),
-    };
+    } = test;
     if !style.csv {
         print!("{}", text::listener_head((listen_port, port)));
         print!("{}", iperf2_text::head(host, port, opts.spec.window_bytes));

@@ -8,7 +8,7 @@
 //! `-e` the listener's pid and read size, dated "connected" lines, the sender's writes and PPS and
 //! the receiver's transit, PPS, Little's law and net power). One stream each way, as `run` takes it.
 
-use super::iperf2::{refuse, Opts};
+use super::iperf2::refuse;
 use super::iperf2_dual::DualTest;
 use anyhow::Result;
 use landspeed_core::config::{Direction, Flow};
@@ -19,17 +19,15 @@ use landspeed_report::iperf2_dual_text::{self as text, Dual};
 use landspeed_report::iperf2_text::{self, Ends, Iperf2Style};
 use std::io::Write;
 
-/// The client of `-u -d` or `-u -r`: one test, printed as iperf 2 prints it.
-pub(crate) fn client(o: &Opts, host: &str) -> Result<bool> {
+/// The client of `-u -d` or `-u -r` (`test`, built by [`DualTest::new`]): one test, printed as
+/// iperf 2 prints it.
+pub(crate) fn client(host: &str, test: DualTest) -> Result<bool> {
     let DualTest {
         opts,
         mode,
         ports: (listen_port, port),
         style,
-    } = match DualTest::new(o, host) {
-        Ok(t) => t,
-        Err(why) => return refuse(&why),
-    };
+    } = test;
     if !style.csv {
         let (len, rate) = (opts.spec.length_bytes, opts.spec.udp_stream_rate_bps());
         let read = style.enhanced.then_some(len);
