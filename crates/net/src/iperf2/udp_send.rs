@@ -3,7 +3,7 @@
 //! the address and port the client's first datagram came from, from the port it reached, as iperf
 //! 2.1.8's server does (captured, docs/iperf2.md): numbered from 1 with the sender's clock in
 //! iperf 2's prefix, at the header's rate (`-b`) for its time or bytes, then one datagram carrying
-//! the next number negated. iperf 2's server expects no report back for these tests (it marks them
+//! the next number negated (sent again while the client's port stays open: [`repeat_end`]). iperf 2's server expects no report back for these tests (it marks them
 //! `no-udp-fin`), so the server's side is what it sent and the client's is its own output. The
 //! client's repeats of its first datagram (until data arrives) are read by no one. Nothing proves
 //! the client's address: docs/security.md says what that costs and what bounds it.
@@ -17,10 +17,11 @@ use landspeed_engine::transport::udp::{
     iperf2_prefix, Udp, UdpFormat, UdpParams, UdpStream, IPERF2_HEADER_BYTES,
 };
 use landspeed_iperf2::ClientHeader;
+use std::io::ErrorKind;
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Duration, Instant, SystemTime};
 
 /// What follows the prefix in each datagram: iperf 2's digit pattern, as its server's datagrams
 /// carry it from their 17th byte on.
@@ -55,6 +56,12 @@ pub(super) fn serve(
         shared.emit(l.so_far());
     }
     let (out, cut) = send_all(&streams, test, (shared, live, None));
+    let s = &out.streams[0];
+    repeat_end(
+        &streams[0].socket,
+        s.calls + s.send_errors,
+        test.length_bytes as usize,
+    );
     crate::host::add_measured(&mut log, &out);
     log.error = cut.or_else(|| out.streams[0].error.clone());
     log.result = Some(Box::new(seen_here(&out, header, test, (local, peer), started)));
@@ -124,6 +131,40 @@ fn end(sock: &UdpSocket, sent: u64, len: usize) {
     let _ = sock.send(&buf);
 }
 
+/// After the first copy of a `-R` test's end, how long the server waits for the client's port to
+/// close before it sends the next; the wait doubles after each copy.
+const END_FIRST_WAIT: Duration = Duration::from_millis(10);
+/// How long a `-R` test's end is repeated at most.
+const END_REPEATED_FOR: Duration = Duration::from_secs(2);
+
+/// iperf 2's `-R` client counts until the end and, given a byte count, has no timer: an end lost
+/// (a client too busy to read while its receive buffer filled) leaves it waiting for ever, and
+/// iperf 2.1.8's server sends it once. Here it is sent again, the same number, while the client's
+/// port stays open, for at most [`END_REPEATED_FOR`]: the client reads the first copy that reaches
+/// it and closes its socket, which the next copy learns (ICMP port unreachable). The client's
+/// repeated first datagrams, still queued on the socket, are read and set aside.
+fn repeat_end(sock: &UdpSocket, sent: u64, len: usize) {
+    let started = Instant::now();
+    let mut wait = END_FIRST_WAIT;
+    if sock.set_nonblocking(false).is_err() {
+        return;
+    }
+    let mut buf = [0u8; 2048];
+    while let Some(left) = END_REPEATED_FOR.checked_sub(started.elapsed()) {
+        if left.is_zero() || sock.set_read_timeout(Some(wait.min(left))).is_err() {
+            return;
+        }
+        match sock.recv(&mut buf) {
+            Ok(_) => continue,
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                end(sock, sent, len);
+                wait *= 2;
+            }
+            Err(_) => return,
+        }
+    }
+}
+
 /// The test as this server saw it: what it sent; the client's side inferred, said so.
 fn seen_here(
     out: &EngineOutput,
@@ -139,4 +180,40 @@ fn seen_here(
     let here = out.report(None, warnings);
     let addresses = (Some(local), Some(peer));
     inferred_client(out, &here, (header, test), (addresses, started))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use landspeed_iperf2::udp::Datagram;
+
+    /// A server's socket and a client's, connected to each other on loopback.
+    fn pair() -> (UdpSocket, UdpSocket) {
+        let server = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let client = UdpSocket::bind("127.0.0.1:0").unwrap();
+        server.connect(client.local_addr().unwrap()).unwrap();
+        client.connect(server.local_addr().unwrap()).unwrap();
+        (server, client)
+    }
+
+    #[test]
+    fn the_end_is_repeated_with_its_number_while_the_clients_port_stays_open() {
+        let (server, client) = pair();
+        // Stray first datagrams of the client's, queued before the end, are set aside.
+        client.send(&[1u8; 100]).unwrap();
+        let sending = std::thread::spawn(move || repeat_end(&server, 41, 200));
+        client.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut buf = [0u8; 2048];
+        for _ in 0..3 {
+            let n = client.recv(&mut buf).unwrap();
+            assert_eq!(n, 200);
+            assert_eq!(Datagram::parse(&buf[..n], false).unwrap().seq, -42);
+        }
+        // The client's port closes: the next copy learns it and the repeating stops well before
+        // its bound (2 s; here some tens of ms).
+        let closed = Instant::now();
+        drop(client);
+        sending.join().unwrap();
+        assert!(closed.elapsed() < END_REPEATED_FOR);
+    }
 }
