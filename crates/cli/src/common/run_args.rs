@@ -80,7 +80,7 @@ pub struct RunArgs {
     pub trip_times: bool,
     /// With --iperf2: iperf 2's -d (dual test): both directions at once, the server's on
     /// connections it opens back to this host, which listens for them (--listen-port; with -u a UDP
-    /// socket there, one stream each way); one result both ways. Against `iperf -s` or `landspeed serve --connect-back`; a firewall or NAT in the
+    /// socket there, the server's -P streams told apart by their ports); one result both ways. Against `iperf -s` or `landspeed serve --connect-back`; a firewall or NAT in the
     /// way of connections to this host stops it (the client says so after 10 s).
     #[arg(long, requires = "iperf2", conflicts_with_all = ["reverse", "bidir", "tradeoff", "bounceback", "isochronous", "connect_rate", "rr"])]
     pub dualtest: bool,

@@ -341,8 +341,7 @@ fn udp_received(port: u16, args: &str) -> (Output, Option<(u64, u64)>) {
 /// What an iperf 2 UDP `-R` client counted in the whole test (lost, total), from its text.
 fn last_count(out: &Output) -> Option<(u64, u64)> {
     let text = String::from_utf8_lossy(&out.stdout).to_string();
-    text
-        .lines()
+    text.lines()
         .rfind(|l| l.contains(" ms ") && l.contains('/') && l.contains("sec"))
         .map(|l| {
             let lt = l.split(" ms ").nth(1).unwrap().split_whitespace().next().unwrap();

@@ -312,48 +312,50 @@ fn landspeed_runs_iperf2s_udp_dual_and_tradeoff_against_both_servers() {
         return;
     }
     let s = ServerProc::start("127.0.0.1", &["--connect-back", "--iperf2-udp-send"]);
-    for (args, documents) in [("--dualtest -t 1", 1), ("--tradeoff -t 1", 2)] {
+    for (args, documents) in [
+        ("--dualtest -t 1", 1),
+        ("--tradeoff -t 1", 2),
+        ("--dualtest -t 1 -P 2", 1),
+        ("--tradeoff -t 1 -P 3", 2),
+    ] {
+        let p = args.rsplit_once("-P ").map_or(1, |(_, p)| p.parse().unwrap());
         // A fresh iperf 2.1.8 server each time: after a -d test it can miss the next -r's report.
-        for port in [Iperf2Server::with(&["-u"]).1, s.port] {
+        let theirs = Iperf2Server::with(&["-u"]);
+        let reference = theirs.1;
+        for port in [reference, s.port] {
+            if port == reference && p > 1 && args.contains("--tradeoff") {
+                // iperf 2.1.8's server stalls its streams back for -r with -P above 1 (its two
+                // sending threads wait on one lock for ever: docs/iperf2.md); the client says so
+                // in one line after its wait.
+                let o = run_iperf2_udp_outcome(port, args);
+                assert!(
+                    o.code == 0 || o.stderr.contains(&format!("of {p} streams back to UDP port")),
+                    "{args}: {}",
+                    o.stderr
+                );
+                continue;
+            }
             let docs = run_udp_documents(port, args);
             assert_eq!(docs.len(), documents, "port {port} {args}: {docs:?}");
             let streams: Vec<_> = docs.concat();
             let flows: Vec<&str> = streams.iter().map(|s| s.0.as_str()).collect();
-            assert_eq!(
-                flows,
-                ["client_to_server", "server_to_client"],
-                "port {port} {args}"
-            );
+            // Each of -P's streams each way: this end's first, then the server's (to the
+            // listening port, each from a port of its own).
+            let want: Vec<&str> = std::iter::repeat_n("client_to_server", p)
+                .chain(std::iter::repeat_n("server_to_client", p))
+                .collect();
+            assert_eq!(flows, want, "port {port} {args}");
             for (flow, bytes, lost) in &streams {
-                // 1 Mbit/s for 1 s: about 128 KB each way; more than 100 KB, none lost on loopback.
+                // 1 Mbit/s for 1 s (landspeed's -b is the test's, shared by -P's streams): about
+                // 128 KB each way; more than 100 KB, none lost on loopback (iperf 2.1.8's server
+                // now and then hands one of -P's datagrams to another stream's socket: 1 lost).
                 assert!(
-                    *bytes > 100_000 && lost.unwrap_or(0) <= 1,
+                    *bytes > 100_000 / p as u64 && lost.unwrap_or(0) <= 1,
                     "port {port} {args}: {flow} {bytes} {lost:?}"
                 );
             }
         }
     }
-    let refused = common::landspeed(
-        &[
-            "run",
-            "127.0.0.1",
-            "-p",
-            &s.port.to_string(),
-            "--iperf2",
-            "-u",
-            "--dualtest",
-            "-P",
-            "2",
-            "--no-save",
-        ],
-        Duration::from_secs(20),
-    );
-    assert_ne!(refused.code, 0);
-    assert!(
-        refused.stderr.contains("one stream each way"),
-        "{}",
-        refused.stderr
-    );
 }
 
 /// Masked lines with the listener's first line cut to its protocol: iperf 2.1.8 prints "port L",

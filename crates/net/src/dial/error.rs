@@ -191,6 +191,18 @@ pub enum ClientError {
         /// How long the client waited.
         after: Duration,
     },
+    /// iperf 2's UDP `-d`/`-r`: not every one of the server's streams came to the listening port.
+    #[error("the server sent {came} of {want} streams back to UDP port {port} within {after:?} (a firewall or NAT in the way of datagrams to this host, or a server that does not send back: landspeed serve needs --connect-back and --iperf2-udp-send; iperf 2.1.8's server stalls its streams back for -r with -P above 1, docs/iperf2.md)")]
+    NoUdpBack {
+        /// The port this client listened on.
+        port: u16,
+        /// Streams that came.
+        came: u32,
+        /// Streams the test needs.
+        want: u32,
+        /// How long the client waited.
+        after: Duration,
+    },
     /// An iperf 2 UDP `-R` test whose server sent nothing.
     #[error("the server sent no datagram within {after:?} of this UDP -R test's request (a server that refused it: landspeed serve without --iperf2-udp-send, or over its limits, as its log says; or a firewall in the way of its datagrams)")]
     NothingSent {
@@ -393,6 +405,7 @@ impl ClientError {
             | ClientError::Connect { .. }
             | ClientError::QuicTimeout { .. }
             | ClientError::NoConnectBack { .. }
+            | ClientError::NoUdpBack { .. }
             | ClientError::NothingSent { .. }
             | ClientError::NotLandspeed { .. } => Remedy::CheckReach,
             ClientError::Busy { .. }

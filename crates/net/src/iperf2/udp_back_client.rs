@@ -1,13 +1,14 @@
 //! `run --iperf2 -u --dualtest|--tradeoff` (iperf 2's UDP `-d` and `-r`), against `iperf -s -u` or
 //! `landspeed serve --connect-back --iperf2-udp-send`. This client binds a UDP socket on
 //! `--listen-port` (iperf 2's `-L`, or any free port), names it in its header (iperf 2's dual flags),
-//! and sends its stream as any UDP test (its end repeated until the server's report). The server's
-//! stream comes to the listening socket from a port of the server's own: the first datagram from
-//! the server's address fixes that port (the socket is connected to it; others are read past), the
-//! datagrams are counted as iperf 2 counts them, and the server's end is answered with iperf 2's
-//! report, again for each end repeated, as iperf 2's listener does. With `-d` both at once, one
-//! result both ways; with `-r` this end's stream first (its result in `ClientEvent::Part`), then the
-//! server's. One stream each way (`-P 1`).
+//! and sends its streams as any UDP test (`-P` of them, each end repeated until the server's
+//! report). The server's streams come to the listening socket, each from a port of the server's
+//! own: the first datagram from a new port of the server's address opens that stream (a socket of
+//! its own on the listening port, connected to it, to which the kernel hands the rest; what reached
+//! the listener first is passed on; other addresses are read past), up to `-P` of them. Each is
+//! counted as iperf 2 counts it, and its end answered with iperf 2's report, again for each end
+//! repeated, as iperf 2's listener does. With `-d` both at once, one result both ways; with `-r`
+//! this end's streams first (their result in `ClientEvent::Part`), then the server's.
 
 use super::udp::received_stream;
 use super::udp_client::{send_test, unix_ns, Sent};
@@ -34,10 +35,6 @@ pub(super) fn run_back_udp(
     interrupt: &AtomicBool,
     on_event: &mut dyn FnMut(ClientEvent),
 ) -> Result<RunResult, ClientError> {
-    let not = |what: &str| ClientError::NotWithIperf2 { what: what.into() };
-    if spec.streams != 1 {
-        return Err(not("UDP -d/-r with -P: one stream each way over UDP"));
-    }
     let forward = spec.changed(|s: &mut TestSpec| s.direction = Direction::Forward)?;
     let reverse = spec.changed(|s: &mut TestSpec| s.direction = Direction::Reverse)?;
     let addr = crate::dial::resolve(opts)?;
@@ -49,7 +46,11 @@ pub(super) fn run_back_udp(
         sock: &listener,
         server: addr.ip(),
         spec: &reverse,
-        id: if ask.dual == Dual::Simultaneous { 1 } else { 0 },
+        first_id: if ask.dual == Dual::Simultaneous {
+            spec.streams
+        } else {
+            0
+        },
         whole: if ask.dual == Dual::Simultaneous {
             spec
         } else {
@@ -60,7 +61,9 @@ pub(super) fn run_back_udp(
     match ask.dual {
         Dual::Simultaneous => {
             let (mut sent, got, heard) = listening.beside(opts, (&forward, header), on_event)?;
-            add_received(&mut sent, &got, spec.length_bytes);
+            for g in &got {
+                add_received(&mut sent, g, spec.length_bytes);
+            }
             sent.samples = super::heard::merged(&sent.samples, &heard, spec);
             Ok(assembled(opts, spec, &sent, started_unix_s, interrupt))
         }
@@ -72,8 +75,10 @@ pub(super) fn run_back_udp(
             });
             let started_unix_s = unix_ns() as f64 / 1e9;
             let (got, heard) = listening.alone(on_event)?;
-            let mut back = back_part(&sent, &listener, (&got, &heard), &reverse);
-            add_received(&mut back, &got, spec.length_bytes);
+            let mut back = back_part(&sent, &listener, (&got[0], &heard), &reverse);
+            for g in &got {
+                add_received(&mut back, g, spec.length_bytes);
+            }
             Ok(assembled(opts, &reverse, &back, started_unix_s, interrupt))
         }
     }
@@ -108,7 +113,8 @@ fn gone() -> ClientError {
     }
 }
 
-/// The listening socket: `port` on the address family of the server's.
+/// The listening socket: `port` on the address family of the server's, shared with the streams'
+/// own sockets.
 fn listen(server: SocketAddr, port: u16) -> Result<UdpSocket, ClientError> {
     let any: IpAddr = if server.is_ipv4() {
         std::net::Ipv4Addr::UNSPECIFIED.into()
@@ -116,7 +122,7 @@ fn listen(server: SocketAddr, port: u16) -> Result<UdpSocket, ClientError> {
         std::net::Ipv6Addr::UNSPECIFIED.into()
     };
     let at = SocketAddr::new(any, port);
-    let sock = UdpSocket::bind(at).map_err(|err| ClientError::Listen { addr: at, err })?;
+    let sock = crate::host::bind_udp(at, None).map_err(|err| ClientError::Listen { addr: at, err })?;
     let _ = landspeed_path::stamp::enable(&sock);
     Ok(sock)
 }
@@ -139,17 +145,19 @@ fn dual_header(forward: &Test, port: u16, dual: Dual) -> Result<[u8; IPERF2_HEAD
 struct Listening<'a> {
     sock: &'a UdpSocket,
     server: IpAddr,
-    /// The server's stream's spec (`Reverse`), and its stream id in the result: 1 beside this
-    /// end's (`-d`), 0 alone (`-r`).
+    /// The server's streams' spec (`Reverse`), and the first one's id in the result: `-P`'s count
+    /// beside this end's (`-d`), 0 alone (`-r`).
     spec: &'a Test,
-    id: u32,
+    first_id: u32,
     /// Whose flows the samples' ids name: the whole test (`Bidir` with `-d`), or `spec`.
     whole: &'a Test,
     interrupt: &'a AtomicBool,
 }
 
-/// What the server's stream came to: its receipt and where it came from.
+/// What one of the server's streams came to: its receipt and where it came from.
 type Heard = (Got, SocketAddr);
+/// The listening socket's two ends for each of the server's streams, as they come.
+type Firsts = std::sync::mpsc::Sender<(SocketAddr, SocketAddr)>;
 /// The received stream's interval samples, by interval number.
 type Samples = Vec<(u32, StreamSample)>;
 
@@ -162,7 +170,7 @@ impl Listening<'_> {
         opts: &ClientOptions,
         (forward, header): (&Test, [u8; IPERF2_HEADER_BYTES]),
         on_event: &mut dyn FnMut(ClientEvent),
-    ) -> Result<(Sent, Heard, Samples), ClientError> {
+    ) -> Result<(Sent, Vec<Heard>, Samples), ClientError> {
         let (first_tx, first_rx) = std::sync::mpsc::channel::<(SocketAddr, SocketAddr)>();
         let (tx, rx) = std::sync::mpsc::channel::<(u32, StreamSample)>();
         let mut heard = super::heard::Heard::new(self.whole, rx);
@@ -174,7 +182,7 @@ impl Listening<'_> {
                     _ => None,
                 };
                 on_event(ev);
-                if let Ok(ends) = first_rx.try_recv() {
+                for ends in first_rx.try_iter() {
                     on_event(back_connected(ends));
                 }
                 if closed.is_some() {
@@ -184,37 +192,38 @@ impl Listening<'_> {
             let sent = send_test(opts, forward, header, self.interrupt, &mut pass);
             (sent, back.join().unwrap_or_else(|_| Err(gone())))
         });
-        if let Ok(ends) = first_rx.try_recv() {
+        for ends in first_rx.try_iter() {
             on_event(back_connected(ends));
         }
         heard.show(None, on_event);
         Ok((sent?, got?, heard.received))
     }
 
-    /// `-r`'s second part: the server's stream counted on another thread, its connection (with
-    /// the events of a test starting) and its intervals shown on this one as they come.
-    fn alone(&self, on_event: &mut dyn FnMut(ClientEvent)) -> Result<(Heard, Samples), ClientError> {
+    /// `-r`'s second part: the server's streams counted on other threads, their connections
+    /// (with the events of a test starting, at the first) and their intervals shown on this one as
+    /// they come.
+    fn alone(&self, on_event: &mut dyn FnMut(ClientEvent)) -> Result<(Vec<Heard>, Samples), ClientError> {
         let (first_tx, first_rx) = std::sync::mpsc::channel::<(SocketAddr, SocketAddr)>();
         let (tx, rx) = std::sync::mpsc::channel::<(u32, StreamSample)>();
         let mut heard = super::heard::Heard::new(self.whole, rx);
         let got = std::thread::scope(|sc| {
             let back = sc.spawn(|| self.receive(first_tx, tx));
-            let mut first = Some(first_rx);
-            let wait = Duration::from_millis(20);
+            let mut started = false;
             while !back.is_finished() {
-                let Some(f) = first.as_ref() else {
-                    heard.show_waiting(wait, on_event);
-                    continue;
-                };
-                if let Ok((local, remote)) = f.recv_timeout(wait) {
-                    first = None;
-                    on_event(ClientEvent::Connected { local, remote });
+                for (local, remote) in first_rx.try_iter() {
+                    let first_one = !std::mem::replace(&mut started, true);
+                    if first_one {
+                        on_event(ClientEvent::Connected { local, remote });
+                    }
                     on_event(back_connected((local, remote)));
-                    on_event(ClientEvent::Started {
-                        streams: 1,
-                        warnings: vec![],
-                    });
+                    if first_one {
+                        on_event(ClientEvent::Started {
+                            streams: self.spec.streams,
+                            warnings: vec![],
+                        });
+                    }
                 }
+                heard.show_waiting(Duration::from_millis(20), on_event);
             }
             back.join().unwrap_or_else(|_| Err(gone()))
         });
@@ -222,46 +231,99 @@ impl Listening<'_> {
         Ok((got?, heard.received))
     }
 
-    /// The server's stream: its first datagram from the server's address fixes its port (the
-    /// socket's ends then sent to `first`); counted to its end, which is answered with iperf 2's report, its
-    /// intervals' samples to `tx`. The receipt and where it came from.
+    /// The server's streams: the listening socket read until each of `-P`'s has come and ended
+    /// (`count`), or none came in [`FIRST_WAIT`]; each one's first datagram, from a new port of the
+    /// server's address, opens it. Their receipts, in the order they came.
     fn receive(
         &self,
-        first: std::sync::mpsc::Sender<(SocketAddr, SocketAddr)>,
+        first: Firsts,
         tx: std::sync::mpsc::Sender<(u32, StreamSample)>,
+    ) -> Result<Vec<Heard>, ClientError> {
+        let n = self.spec.streams as usize;
+        let until = Instant::now() + FIRST_WAIT;
+        let _ = self.sock.set_read_timeout(Some(Duration::from_millis(20)));
+        let mut buf = vec![0u8; 65_536];
+        std::thread::scope(|sc| {
+            let mut streams = vec![];
+            loop {
+                let done = streams
+                    .iter()
+                    .all(|(_, _, h): &(_, _, std::thread::ScopedJoinHandle<_>)| h.is_finished());
+                if self.interrupt.load(Relaxed) || done && (streams.len() == n || Instant::now() >= until) {
+                    break;
+                }
+                let Ok((len, from, stamp)) = landspeed_path::stamp::recv(self.sock, &mut buf) else {
+                    continue;
+                };
+                let early = (buf[..len].to_vec(), stamp);
+                if let Some((_, passed, _)) = streams.iter().find(|(at, _, _)| *at == from) {
+                    let _ = std::sync::mpsc::Sender::send(passed, early);
+                    continue;
+                }
+                if from.ip().to_canonical() != self.server.to_canonical() || streams.len() == n {
+                    continue;
+                }
+                let id = self.first_id + streams.len() as u32;
+                let sock = self
+                    .opened(from, &first)
+                    .map_err(|err| ClientError::Stream { id, err })?;
+                let (passed, rx) = std::sync::mpsc::channel();
+                let _ = passed.send(early);
+                let tx = tx.clone();
+                streams.push((
+                    from,
+                    passed,
+                    sc.spawn(move || self.count(&sock, (id, from), tx, &rx)),
+                ));
+            }
+            let got = streams
+                .into_iter()
+                .map(|(_, _, h)| h.join().unwrap_or_else(|_| Err(gone())))
+                .collect::<Result<Vec<Heard>, ClientError>>()?;
+            self.all_came(got, n)
+        })
+    }
+
+    /// A socket of its own for the stream from `from`: on the listening port, connected to it
+    /// (its ends then sent to `first`).
+    fn opened(&self, from: SocketAddr, first: &Firsts) -> std::io::Result<UdpSocket> {
+        let sock = crate::host::bind_udp(self.sock.local_addr()?, None)?;
+        sock.connect(from)?;
+        let _ = landspeed_path::stamp::enable(&sock);
+        let _ = first.send((sock.local_addr()?, from));
+        Ok(sock)
+    }
+
+    /// One of the server's streams, counted to its end (what the listener read first passed on),
+    /// which is answered with iperf 2's report; its intervals' samples to `tx`.
+    fn count(
+        &self,
+        sock: &UdpSocket,
+        (id, from): (u32, SocketAddr),
+        tx: std::sync::mpsc::Sender<(u32, StreamSample)>,
+        passed: &std::sync::mpsc::Receiver<super::udp_receive::Early>,
     ) -> Result<Heard, ClientError> {
-        let from = self.first()?;
-        let failed = |err| ClientError::Stream { id: self.id, err };
-        self.sock.connect(from).map_err(failed)?;
-        let _ = first.send((self.sock.local_addr().map_err(failed)?, from));
         let got = receive(
-            self.sock,
-            (self.id, self.spec, tx),
+            sock,
+            (id, self.spec, tx),
             (Instant::now(), self.interrupt),
-            (&[], Duration::ZERO),
+            (&[], Duration::ZERO, Some(passed)),
         );
-        if got.receipt.received == 0 {
-            return Err(ClientError::NothingSent { after: FIRST_WAIT });
-        }
-        super::udp::report(self.sock, &got.receipt, (None, false));
+        super::udp::report(sock, &got.receipt, (None, false));
         Ok((got, from))
     }
 
-    /// Where the server's first datagram came from (datagrams from other addresses read past).
-    fn first(&self) -> Result<SocketAddr, ClientError> {
-        let until = Instant::now() + FIRST_WAIT;
-        let _ = self.sock.set_read_timeout(Some(Duration::from_millis(100)));
-        let mut buf = [0u8; 64];
-        while Instant::now() < until && !self.interrupt.load(Relaxed) {
-            match self.sock.peek_from(&mut buf) {
-                Ok((_, from)) if from.ip().to_canonical() == self.server.to_canonical() => return Ok(from),
-                Ok(_) => {
-                    let _ = self.sock.recv_from(&mut buf);
-                }
-                Err(_) => {}
-            }
+    /// The streams that came, when each of `-P`'s did (or Ctrl-C cut the wait); else how many.
+    fn all_came(&self, got: Vec<Heard>, n: usize) -> Result<Vec<Heard>, ClientError> {
+        if got.is_empty() || got.len() < n && !self.interrupt.load(Relaxed) {
+            return Err(ClientError::NoUdpBack {
+                port: self.sock.local_addr().map_or(0, |a| a.port()),
+                came: got.len() as u32,
+                want: n as u32,
+                after: FIRST_WAIT,
+            });
         }
-        Err(ClientError::NothingSent { after: FIRST_WAIT })
+        Ok(got)
     }
 }
 

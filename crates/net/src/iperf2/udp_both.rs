@@ -110,7 +110,14 @@ impl Run<'_> {
                 .map(|(sock, k)| {
                     let tx = tx.clone();
                     let (spec, interrupt) = (self.spec, self.interrupt);
-                    sc.spawn(move || receive(sock, (n + k, spec, tx), (t0, interrupt), (&[], Duration::ZERO)))
+                    sc.spawn(move || {
+                        receive(
+                            sock,
+                            (n + k, spec, tx),
+                            (t0, interrupt),
+                            (&[], Duration::ZERO, None),
+                        )
+                    })
                 })
                 .collect();
             drop(tx);

@@ -18,6 +18,7 @@ use landspeed_iperf2::udp::Datagram;
 use landspeed_iperf2::Receipt;
 use std::net::UdpSocket;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 /// The header's datagram is sent at most this many times (iperf 2.1.8's count).
@@ -100,7 +101,7 @@ fn receive_all(
                 let tx = tx.clone();
                 scope.spawn(move || {
                     let asked = send_request(sock, ask, interrupt);
-                    receive(sock, (id, spec, tx), (t0, interrupt), (ask, asked))
+                    receive(sock, (id, spec, tx), (t0, interrupt), (ask, asked, None))
                 })
             })
             .collect();
@@ -249,15 +250,20 @@ impl Got {
     }
 }
 
+/// A datagram another socket read for this stream (a listener, before the stream's own socket was
+/// connected), and its kernel stamp (Unix ns).
+pub(super) type Early = (Vec<u8>, Option<u64>);
+
 /// Counts one stream's datagrams until the server's end, the test's time and [`GRACE`], a silence
 /// of [`SILENCE`], or Ctrl-C; its sample of every interval that closes, to `tx`. A port unreachable
 /// before anything came is answered with `ask` again (none when empty: the stream's own datagrams
-/// ask, with `--full-duplex`).
+/// ask, with `--full-duplex`). Datagrams `passed` brings (read for it elsewhere) count before
+/// each read of its own.
 pub(super) fn receive(
     sock: &UdpSocket,
     (id, spec, tx): (u32, &Test, std::sync::mpsc::Sender<(u32, StreamSample)>),
     (t0, interrupt): (Instant, &AtomicBool),
-    (ask, asked): (&[u8], Duration),
+    (ask, asked, passed): (&[u8], Duration, Option<&Receiver<Early>>),
 ) -> Got {
     let mut got = Got {
         id,
@@ -282,19 +288,29 @@ pub(super) fn receive(
         if interrupt.load(Relaxed) || until.is_some_and(|u| t0.elapsed() >= u) {
             return got;
         }
+        // The end counts once; an interval it cuts past its half is closed with it, as iperf 2
+        // prints the one its end arrives in (the two clocks start apart).
+        let counted = |b: &[u8], stamp: Option<u64>, got: &mut Got| {
+            let Ok(d) = Datagram::parse(b, true) else {
+                return false;
+            };
+            got.receipt.datagram(&d, b.len(), arrival_s(stamp));
+            if d.is_fin() && step > 0.0 && t0.elapsed().as_secs_f64() >= (f64::from(closed) + 0.5) * step {
+                let _ = tx.send((closed, sample(got.id, &mut got.receipt)));
+            }
+            d.is_fin()
+        };
+        for (b, stamp) in passed.into_iter().flat_map(Receiver::try_iter) {
+            heard = Instant::now();
+            if counted(&b, stamp, &mut got) {
+                return got;
+            }
+        }
         match landspeed_path::stamp::recv(sock, &mut buf) {
             Ok((n, _, stamp)) => {
                 heard = Instant::now();
-                if let Ok(d) = Datagram::parse(&buf[..n], true) {
-                    got.receipt.datagram(&d, n, arrival_s(stamp));
-                    if d.is_fin() {
-                        // An interval the end cuts past its half is closed with it, as iperf 2
-                        // prints the one its end arrives in (the two clocks start apart).
-                        if step > 0.0 && t0.elapsed().as_secs_f64() >= (f64::from(closed) + 0.5) * step {
-                            let _ = tx.send((closed, sample(got.id, &mut got.receipt)));
-                        }
-                        return got;
-                    }
+                if counted(&buf[..n], stamp, &mut got) {
+                    return got;
                 }
             }
             // Refused before anything came: asked again (see `send_request`), until the silence.
