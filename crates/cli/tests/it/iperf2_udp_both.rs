@@ -280,11 +280,9 @@ fn iperf2s_udp_dual_and_tradeoff_clients_get_the_servers_stream_from_landspeed()
     assert!(log.contains("--connect-back and --iperf2-udp-send"), "{log}");
 }
 
-/// `landspeed run --iperf2 -u ARGS --json` against `port`: each document's streams (flow, bytes
-/// received, datagrams lost).
-fn run_udp_documents(port: u16, args: &str) -> Vec<Vec<(String, u64, Option<u64>)>> {
-    let o = run_iperf2_udp_outcome(port, args);
-    assert_eq!(o.code, 0, "port {port} {args}: {}", o.stderr);
+/// Each document's streams (flow, bytes received, datagrams lost) in the JSON of a `landspeed run
+/// --iperf2 -u ARGS --json`.
+fn documents(o: &common::Outcome) -> Vec<Vec<(String, u64, Option<u64>)>> {
     serde_json::Deserializer::from_str(&o.stdout)
         .into_iter::<serde_json::Value>()
         .map(|d| {
@@ -312,7 +310,7 @@ fn landspeed_runs_iperf2s_udp_dual_and_tradeoff_against_both_servers() {
         return;
     }
     let s = ServerProc::start("127.0.0.1", &["--connect-back", "--iperf2-udp-send"]);
-    for (args, documents) in [
+    for (args, want_docs) in [
         ("--dualtest -t 1", 1),
         ("--tradeoff -t 1", 2),
         ("--dualtest -t 1 -P 2", 1),
@@ -323,20 +321,19 @@ fn landspeed_runs_iperf2s_udp_dual_and_tradeoff_against_both_servers() {
         let theirs = Iperf2Server::with(&["-u"]);
         let reference = theirs.1;
         for port in [reference, s.port] {
-            if port == reference && p > 1 && args.contains("--tradeoff") {
-                // iperf 2.1.8's server stalls its streams back for -r with -P above 1 (its two
-                // sending threads wait on one lock for ever: docs/iperf2.md); the client says so
-                // in one line after its wait.
-                let o = run_iperf2_udp_outcome(port, args);
-                assert!(
-                    o.code == 0 || o.stderr.contains(&format!("of {p} streams back to UDP port")),
-                    "{args}: {}",
-                    o.stderr
-                );
+            let o = run_iperf2_udp_outcome(port, args);
+            if o.code != 0 && port == reference && p > 1 && args.contains("--tradeoff") {
+                // iperf 2.1.8's server, with -r and -P above 1, now and then never sends its
+                // streams back (its own client with the same line got none back 1 run in 8 by
+                // hand; docs/iperf2.md): the client says so in one line after its wait.
+                let line = format!("the server sent 0 of {p} streams back to UDP port");
+                assert!(o.stderr.contains(&line), "{args}: {}", o.stderr);
+                eprintln!("{args}: iperf 2.1.8's server sent nothing back (its stall)");
                 continue;
             }
-            let docs = run_udp_documents(port, args);
-            assert_eq!(docs.len(), documents, "port {port} {args}: {docs:?}");
+            assert_eq!(o.code, 0, "port {port} {args}: {}", o.stderr);
+            let docs = documents(&o);
+            assert_eq!(docs.len(), want_docs, "port {port} {args}: {docs:?}");
             let streams: Vec<_> = docs.concat();
             let flows: Vec<&str> = streams.iter().map(|s| s.0.as_str()).collect();
             // Each of -P's streams each way: this end's first, then the server's (to the
@@ -347,10 +344,17 @@ fn landspeed_runs_iperf2s_udp_dual_and_tradeoff_against_both_servers() {
             assert_eq!(flows, want, "port {port} {args}");
             for (flow, bytes, lost) in &streams {
                 // 1 Mbit/s for 1 s (landspeed's -b is the test's, shared by -P's streams): about
-                // 128 KB each way; more than 100 KB, none lost on loopback (iperf 2.1.8's server
-                // now and then hands one of -P's datagrams to another stream's socket: 1 lost).
+                // 128 KB each way; more than 100 KB, none lost on loopback. iperf 2.1.8's server
+                // now and then hands datagrams of one of -P's streams to another's socket (one
+                // stream over what it was sent, another short): up to one a stream here, and with
+                // its -P 3 two seen by hand.
+                let lost_at_most = if port == reference && p > 1 && flow == "client_to_server" {
+                    p as u64 - 1
+                } else {
+                    1
+                };
                 assert!(
-                    *bytes > 100_000 / p as u64 && lost.unwrap_or(0) <= 1,
+                    *bytes > 100_000 / p as u64 && lost.unwrap_or(0) <= lost_at_most,
                     "port {port} {args}: {flow} {bytes} {lost:?}"
                 );
             }

@@ -192,7 +192,7 @@ pub enum ClientError {
         after: Duration,
     },
     /// iperf 2's UDP `-d`/`-r`: not every one of the server's streams came to the listening port.
-    #[error("the server sent {came} of {want} streams back to UDP port {port} within {after:?} (a firewall or NAT in the way of datagrams to this host, or a server that does not send back: landspeed serve needs --connect-back and --iperf2-udp-send; iperf 2.1.8's server stalls its streams back for -r with -P above 1, docs/iperf2.md)")]
+    #[error("the server sent {came} of {want} streams back to UDP port {port} within {after:?} (a firewall or NAT in the way of datagrams to this host, or a server that does not send back: landspeed serve needs --connect-back and --iperf2-udp-send; iperf 2.1.8's server now and then sends nothing back for -r with -P above 1, its own client's included: docs/iperf2.md)")]
     NoUdpBack {
         /// The port this client listened on.
         port: u16,

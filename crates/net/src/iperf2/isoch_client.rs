@@ -11,7 +11,7 @@
 //! figures, so the receiver's are in the server's own output (`iperf -s -e`, or `landspeed serve`'s
 //! log, which counts them: `udp`).
 
-use super::udp_client::{end_with_frames, ended, unix_ns};
+use super::udp_client::{end_all, ended, unix_ns};
 use crate::dial::{resolve, ClientError, ClientEvent, ClientOptions};
 use landspeed_core::config::{EndCondition, Flow, Test};
 use landspeed_core::endpoint::{EndpointReport, IntervalSample, Role, StreamReport, StreamSample};
@@ -149,14 +149,8 @@ fn reports(
     (header, spec): (&[u8], &Test),
     warnings: &mut Vec<String>,
 ) -> Vec<Option<(landspeed_iperf2::ServerReport, Option<FramesReport>)>> {
-    let reports: Vec<_> = socks
-        .iter()
-        .zip(sent)
-        .map(|(sock, s)| {
-            let sent = s.datagrams + s.send_errors;
-            end_with_frames(sock, header, spec.length_bytes as usize, sent)
-        })
-        .collect();
+    let used: Vec<u64> = sent.iter().map(|s| s.datagrams + s.send_errors).collect();
+    let reports = end_all(socks.iter(), (header, spec.length_bytes as usize), &used);
     for (id, r) in reports.iter().enumerate() {
         if r.is_none() {
             warnings.push(format!("stream {id}: no report from the server after 10 ends"));

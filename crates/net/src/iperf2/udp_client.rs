@@ -73,19 +73,16 @@ pub(super) fn send_test(
         unreachable!("built as UDP above")
     };
     let here_streams = out.report(opts.cpus.clone(), vec![]).streams;
-    let reports: Vec<Option<ServerReport>> = streams
-        .iter()
-        .zip(&here_streams)
-        // The end's number follows every number used, those of sends the kernel refused too.
-        .map(|(s, r)| {
-            end(
-                &s.socket,
-                &header,
-                spec.length_bytes as usize,
-                r.calls + r.send_errors,
-            )
-        })
-        .collect();
+    // The end's number follows every number used, those of sends the kernel refused too.
+    let used: Vec<u64> = here_streams.iter().map(|r| r.calls + r.send_errors).collect();
+    let reports: Vec<Option<ServerReport>> = end_all(
+        streams.iter().map(|s| &s.socket),
+        (&header, spec.length_bytes as usize),
+        &used,
+    )
+    .into_iter()
+    .map(|r| r.map(|(r, _)| r))
+    .collect();
     for (id, r) in reports.iter().enumerate() {
         if r.is_none() {
             warnings.push(format!(
@@ -190,6 +187,24 @@ pub(super) fn open(
 /// Sends a stream's end (after its `sent` datagrams) until the server's report comes back.
 pub(super) fn end(sock: &UdpSocket, header: &[u8], length: usize, sent: u64) -> Option<ServerReport> {
     end_with_frames(sock, header, length, sent).map(|(r, _)| r)
+}
+
+/// Each stream's end ([`end_with_frames`]; `used`: the numbers each used) at once, a thread each, as
+/// iperf 2's client ends each stream on its own thread: one stream's wait for its report holds no
+/// other's end back (iperf 2.1.8's server, taking `-r -P 2`'s ends one after the other, was seen to
+/// stall its streams back for ever).
+pub(super) fn end_all<'a>(
+    socks: impl Iterator<Item = &'a UdpSocket>,
+    (header, length): (&[u8], usize),
+    used: &[u64],
+) -> Vec<Option<(ServerReport, Option<landspeed_core::frames::FramesReport>)>> {
+    std::thread::scope(|sc| {
+        let ending: Vec<_> = socks
+            .zip(used)
+            .map(|(sock, &n)| sc.spawn(move || end_with_frames(sock, header, length, n)))
+            .collect();
+        ending.into_iter().map(|h| h.join().ok().flatten()).collect()
+    })
 }
 
 /// [`end`], with the receiver's frame counts when the server is landspeed's and the test one of
