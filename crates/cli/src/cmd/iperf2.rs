@@ -90,6 +90,8 @@ pub(crate) struct Opts {
     pub(crate) bounceback_congest: Option<String>,
     #[arg(long = "isochronous", num_args = 0..=1, default_missing_value = "")]
     pub(crate) isochronous: Option<String>,
+    #[arg(long = "connect-only", num_args = 0..=1, default_missing_value = "", require_equals = true)]
+    pub(crate) connect_only: Option<String>,
     #[arg(short = 'D', long = "daemon")]
     pub(crate) daemon: bool,
     #[arg(short = 'o', long = "output")]
@@ -252,8 +254,13 @@ fn refused(o: &Opts) -> Option<String> {
 }
 
 /// iperf 2's options that belong to another command of landspeed's, or to none.
-fn refused_elsewhere(o: &Opts) -> [(bool, &'static str, &'static str); 6] {
+fn refused_elsewhere(o: &Opts) -> [(bool, &'static str, &'static str); 7] {
     [
+        (
+            o.connect_only.is_some(),
+            "--connect-only",
+            "`landspeed run HOST --connect-only -t S` runs it (each handshake timed, docs/request-response.md); iperf 2's line for each connection is not drawn yet",
+        ),
         (
             o.ssm_host.is_some() || o.ttl.is_some(),
             "-H/-T (multicast)",
@@ -669,6 +676,8 @@ mod tests {
         for (line, name) in [
             ("-c 239.1.1.1 -u", "-c GROUP (multicast)"),
             ("-c h -r -u -P 2", "-u -r/-d with -P"),
+            ("-c h --connect-only", "--connect-only"),
+            ("-c h --connect-only=5", "--connect-only"),
             ("-c h -d -R", "-r/-d with -R"),
             ("-c h -d --bounceback", "-r/-d with --bounceback"),
             ("-c h -L 6000", "-L without -r or -d"),
