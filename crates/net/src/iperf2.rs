@@ -10,6 +10,7 @@ pub(crate) mod bounce_client;
 pub(crate) mod bounce_server;
 pub(crate) mod client;
 mod connect_back;
+pub(crate) mod connect_only;
 pub(crate) mod connect_rate;
 mod gather;
 mod heard;

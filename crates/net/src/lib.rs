@@ -35,6 +35,7 @@ pub use host::{
 };
 pub use iperf2::bounce_client::{run_bounceback_client, BouncePlan};
 pub use iperf2::client::run_iperf2_client;
+pub use iperf2::connect_only::{run_connect_only, ConnectOnlyPlan, Handshake};
 pub use iperf2::connect_rate::{run_connect_rate, Churn};
 pub use iperf3::client::run_iperf3_client;
 pub use landspeed::client::run_client;

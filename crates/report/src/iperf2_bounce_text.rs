@@ -4,7 +4,8 @@
 //! interval's and the whole run's line (transfer both ways, `count=avg/min/max/stdev ms`, retries,
 //! cwnd/RTT, `rps`). The formats are iperf 2.1.8's (Locale.c's `report_client_bb_bw_format`), read
 //! against its own output (tests below). Not printed: the final `BB8(f)-PDF` histogram line, and the
-//! connection line's socket number, initial window and connect time.
+//! connection line's socket number, initial window and connect time. Also `--connect-only`'s head
+//! and its line for each connection (TCP_INFO's initial window, MSS and RTT, the connect time).
 
 use crate::iperf2_text::{columns, Ends, Iperf2Style, DASHES};
 use crate::iperf3_text::{strftime, unit};
@@ -79,6 +80,30 @@ pub fn connected(ends: &Ends, h: &BounceHead, when: f64) -> String {
     )
 }
 
+/// `--connect-only`'s head (iperf 2.1.8 prints no window or size for it).
+pub fn connect_only_head(host: &str, port: u16) -> String {
+    format!("{DASHES}\nClient connecting to {host}, TCP port {port}\nTCP three-way-handshake (3WHS) only\n{DASHES}\n")
+}
+
+/// One `--connect-only` connection's line: thread `thread`'s, TCP_INFO's congestion window
+/// (KiB), MSS and RTT (µs) right after the handshake when known, `connect()`'s time and when
+/// it connected (Unix seconds).
+pub fn connect_only_line(
+    thread: u32,
+    ends: &Ends,
+    cwnd_mss_rtt: Option<(u32, u32, u32)>,
+    (connect_ms, when): (f64, f64),
+) -> String {
+    let ((lip, lport), (rip, rport)) = (&ends.local, &ends.remote);
+    let tcp = cwnd_mss_rtt.map_or(String::new(), |(c, m, r)| {
+        format!(" (icwnd/mss/irtt={c}/{m}/{r})")
+    });
+    format!(
+        "[{thread:>3}] local {lip} port {lport} connected with {rip} port {rport}{tcp} (ct={connect_ms:4.2} ms) on {} (UTC)\n",
+        strftime(when, "%Y-%m-%d %H:%M:%S")
+    )
+}
+
 /// The column head.
 pub const COLUMN_HEAD: &str = "[ ID] Interval            Transfer    Bandwidth         BB cnt=avg/min/max/stdev         Rtry  Cwnd/RTT    RPS\n";
 
@@ -112,6 +137,28 @@ pub fn line(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn connect_only_lines_are_iperf_2s() {
+        // iperf 2.1.8's own, `iperf -c 127.0.0.1 -p 15600 --connect-only -t 1 -i 0.5`.
+        let want = "------------------------------------------------------------
+Client connecting to 127.0.0.1, TCP port 15600
+TCP three-way-handshake (3WHS) only
+------------------------------------------------------------
+[  1] local 127.0.0.1 port 49540 connected with 127.0.0.1 port 15600 (icwnd/mss/irtt=319/32741/33) (ct=0.10 ms) on 2026-12-05 03:42:15 (UTC)
+";
+        let ends = Ends {
+            local: ("127.0.0.1".into(), 49540),
+            remote: ("127.0.0.1".into(), 15600),
+        };
+        let line = connect_only_line(1, &ends, Some((319, 32741, 33)), (0.1, 1_796_442_135.4));
+        assert_eq!(connect_only_head("127.0.0.1", 15600) + &line, want);
+        let slow = connect_only_line(12, &ends, None, (12.345, 1_796_442_135.0));
+        assert!(
+            slow.starts_with("[ 12] local") && slow.contains("port 15600 (ct=12.35 ms) on"),
+            "{slow}"
+        );
+    }
 
     fn style() -> Iperf2Style {
         Iperf2Style {

@@ -148,6 +148,7 @@ pub fn main(argv: Vec<OsString>) -> Result<bool> {
         (None, false) => refuse("usage: iperf [-s|-c host] [options] (iperf -h for help)"),
         (None, true) => serve(&o),
         (Some(host), false) if o.bounceback.is_some() => super::iperf2_bounce::client(&o, host),
+        (Some(host), false) if o.connect_only.is_some() => super::iperf2_bounce::connect_only(&o, host),
         (Some(host), false) if o.tradeoff || o.dualtest => dual(&o, host),
         (Some(host), false) => client(&o, host),
     }
@@ -175,6 +176,7 @@ const HELP: &str = "Usage: iperf [-s|-c host] [options]   (landspeed's iperf 2 d
   -i, --interval S   report interval                   -e, --enhanced    -e's columns
   -y C               CSV                               -f [abkmgKMG]     units
   -u, --udp          UDP (1470-byte datagrams, -b 1M each stream; the server's report printed)
+  --connect-only[=N] N connections (10), each timed and closed; with -i one an interval for -t
   --bounceback[=N]   request/response: N requests a burst (10), --bounceback-period S (1),
                      --bounceback-hold MS, --bounceback-no-quickack, --bounceback-congest[=up|down|bidir[,N]]
 iperf 2's protocol over TCP or UDP against `iperf -s` or `landspeed serve`; the server is `landspeed serve`
@@ -257,9 +259,18 @@ fn refused(o: &Opts) -> Option<String> {
 fn refused_elsewhere(o: &Opts) -> [(bool, &'static str, &'static str); 7] {
     [
         (
-            o.connect_only.is_some(),
-            "--connect-only",
-            "`landspeed run HOST --connect-only -t S` runs it (each handshake timed, docs/request-response.md); iperf 2's line for each connection is not drawn yet",
+            o.connect_only.is_some()
+                && (o.udp
+                    || o.reverse
+                    || o.full_duplex
+                    || o.tradeoff
+                    || o.dualtest
+                    || o.bytes.is_some()
+                    || o.bounceback.is_some()
+                    || o.isochronous.is_some()
+                    || o.style.is_some()),
+            "--connect-only with -u, -R, --full-duplex, -r, -d, -n, --bounceback, --isochronous or -y",
+            "it opens TCP connections and closes them, nothing sent (iperf 2.1.8 refuses -u with it too)",
         ),
         (
             o.ssm_host.is_some() || o.ttl.is_some(),
@@ -676,8 +687,8 @@ mod tests {
         for (line, name) in [
             ("-c 239.1.1.1 -u", "-c GROUP (multicast)"),
             ("-c h -r -u -P 2", "-u -r/-d with -P"),
-            ("-c h --connect-only", "--connect-only"),
-            ("-c h --connect-only=5", "--connect-only"),
+            ("-c h --connect-only -u", "--connect-only with -u"),
+            ("-c h --connect-only=5 -n 1M", "--connect-only with -u"),
             ("-c h -d -R", "-r/-d with -R"),
             ("-c h -d --bounceback", "-r/-d with --bounceback"),
             ("-c h -L 6000", "-L without -r or -d"),

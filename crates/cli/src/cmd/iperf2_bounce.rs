@@ -3,6 +3,8 @@
 //! `--bounceback-congest`): `run --bounceback`'s client (against `iperf -s` and `landspeed serve`
 //! alike), printed as iperf 2.1.8 prints it (report::iperf2_bounce_text), so a script that reads
 //! iperf 2's request/response lines runs unchanged. Its congestion load is `run --under-load`'s.
+//! Also `iperf -c HOST --connect-only[=N]` (`landspeed_net::run_connect_only`, iperf 2.1.8's
+//! schedule), a line for each connection as it is made.
 
 use super::iperf2::{bytes, refuse, Opts, PORT};
 use anyhow::Result;
@@ -208,4 +210,52 @@ fn unix_now() -> f64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// `--connect-only[=N]`: iperf 2's head, then a line for each connection as each of `-P`'s threads
+/// makes it (N back to back, 10 by default; with `-i` one an interval for `-t`).
+pub(crate) fn connect_only(o: &Opts, host: &str) -> Result<bool> {
+    let count = match o.connect_only.as_deref().unwrap_or("") {
+        "" => None,
+        n => match n.parse::<u32>() {
+            Ok(n) if n > 0 => Some(n),
+            _ => return refuse(&format!("--connect-only={n}: not a count of connections above 0")),
+        },
+    };
+    let run_for = Duration::from_secs_f64(o.time.filter(|t| t.is_finite() && *t > 0.0).unwrap_or(10.0));
+    let plan = landspeed_net::ConnectOnlyPlan {
+        count,
+        period: o
+            .interval
+            .filter(|i| i.is_finite() && *i > 0.0)
+            .map(Duration::from_secs_f64),
+        run_for,
+        threads: o.parallel.unwrap_or(1).max(1),
+    };
+    let opts = match crate::common::client::options_from_args(&run_args(o, host, 100)) {
+        Ok(opts) => opts,
+        Err(e) => return refuse(&e),
+    };
+    print!("{}", text::connect_only_head(host, o.port.unwrap_or(PORT)));
+    let interrupt = crate::common::client::interrupt_flag()?;
+    let mut failed = None;
+    let outcome = landspeed_net::run_connect_only(&opts, plan, &interrupt, &mut |h| match h {
+        Ok(h) => {
+            let ends = Ends {
+                local: (h.local.ip().to_string(), h.local.port()),
+                remote: (h.remote.ip().to_string(), h.remote.port()),
+            };
+            print!(
+                "{}",
+                text::connect_only_line(h.thread, &ends, h.cwnd_mss_rtt, (h.connect_ms, h.at_unix_s))
+            );
+            let _ = std::io::stdout().flush();
+        }
+        Err(e) => failed = Some(e.to_string()),
+    });
+    match (outcome, failed) {
+        (Err(e), _) => refuse(&format!("connect failed: {e}")),
+        (Ok(()), Some(e)) => refuse(&format!("connect failed: {e}")),
+        (Ok(()), None) => Ok(true),
+    }
 }

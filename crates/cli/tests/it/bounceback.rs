@@ -384,3 +384,65 @@ fn connection_rate_against_landspeed_and_connect_only_beside_iperf2() {
     assert!(!killed && o.status.success(), "{text}");
     assert_eq!(text.matches("connected with").count(), 5, "{text}");
 }
+
+/// `iperf -c 127.0.0.1 -p PORT ARGS`'s text (it must not hang).
+fn iperf2_text(port: u16, args: &str) -> String {
+    let child = Command::new("iperf")
+        .args(["-c", "127.0.0.1", "-p", &port.to_string()])
+        .args(args.split_whitespace())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run iperf -c");
+    let (o, killed) = common::wait_output_or_kill(child, Duration::from_secs(20));
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(!killed, "iperf -c {args} hung: {text}");
+    assert_eq!(o.status.code(), Some(0), "iperf -c {args}: {text}");
+    text
+}
+
+#[test]
+fn the_iperf_drop_in_prints_iperf2s_connect_only_lines() {
+    let _one = common::alone();
+    if !have_iperf2() {
+        return;
+    }
+    let theirs = Iperf2Server::start();
+    let s = ServerProc::start("127.0.0.1", &[]);
+    for args in [
+        "--connect-only -t 1 -i 0.5",
+        "--connect-only=3 -P 2",
+        "--connect-only",
+    ] {
+        // iperf 2.1.8's own lines: its head, then a line for each connection (masked: ports,
+        // TCP_INFO's figures and times vary; sorted: -P's threads interleave).
+        let want = crate::iperf2_server::masked_text(&iperf2_text(theirs.1, args));
+        assert!(want.iter().any(|l| l.contains("(icwnd/mss/irtt=")), "{want:?}");
+        for port in [theirs.1, s.port] {
+            let line = format!("iperf2 -c 127.0.0.1 -p {port} {args}");
+            let ours = common::landspeed(
+                &line.split_whitespace().collect::<Vec<_>>(),
+                Duration::from_secs(30),
+            );
+            assert_eq!(ours.code, 0, "{line}: {}", ours.stderr);
+            assert_eq!(
+                crate::iperf2_server::masked_text(&ours.stdout),
+                want,
+                "{line}:\n{}",
+                ours.stdout
+            );
+        }
+    }
+    // Nothing listening: the head, then one line saying so, exit 1.
+    let closed = common::free_port().to_string();
+    let o = common::landspeed(
+        &["iperf2", "-c", "127.0.0.1", "-p", &closed, "--connect-only"],
+        Duration::from_secs(10),
+    );
+    assert_eq!(o.code, 1, "{}", o.stdout);
+    assert!(
+        o.stderr.trim().lines().count() == 1 && o.stderr.contains("connect failed"),
+        "{}",
+        o.stderr
+    );
+}
