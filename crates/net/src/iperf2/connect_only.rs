@@ -19,7 +19,7 @@ pub(crate) const DEFAULT_CONNECTS: u32 = 10;
 /// When a thread connects.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ConnectOnlyPlan {
-    /// `--connect-only=N`: connections back to back (without `period`); None: [`DEFAULT_CONNECTS`].
+    /// `--connect-only=N`: connections back to back (without `period`); None: 10, as iperf 2.1.8.
     pub count: Option<u32>,
     /// `-i`: one connection an interval, from the start.
     pub period: Option<Duration>,
