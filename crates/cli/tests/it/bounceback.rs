@@ -13,16 +13,7 @@ use std::time::{Duration, Instant};
 /// iperf 2's client with `--bounceback ARGS`: its exit code, and from its total line the count of
 /// transactions and their least latency, ms.
 fn iperf2_client(port: u16, args: &str) -> (Option<i32>, u64, f64, String) {
-    let child = Command::new("iperf")
-        .args(["-c", "127.0.0.1", "-p", &port.to_string()])
-        .args(args.split_whitespace())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run iperf -c");
-    let (o, killed) = common::wait_output_or_kill(child, Duration::from_secs(20));
-    let text = String::from_utf8_lossy(&o.stdout).into_owned();
-    assert!(!killed, "iperf -c {args} hung: {text}");
+    let (code, text) = iperf2_run(port, args);
     // The total is the last line "[  1] 0.0000-T sec ... N=avg/min/max/stdev ms ...".
     let total = text
         .lines()
@@ -34,7 +25,22 @@ fn iperf2_client(port: u16, args: &str) -> (Option<i32>, u64, f64, String) {
         .unwrap_or_else(|| panic!("no count in {total}"));
     let (count, rest) = figures.split_once('=').unwrap();
     let min: f64 = rest.split('/').nth(1).unwrap().parse().unwrap();
-    (o.status.code(), count.parse().unwrap(), min, text)
+    (code, count.parse().unwrap(), min, text)
+}
+
+/// `iperf -c 127.0.0.1 -p PORT ARGS` (it must not hang): its exit code and its text.
+fn iperf2_run(port: u16, args: &str) -> (Option<i32>, String) {
+    let child = Command::new("iperf")
+        .args(["-c", "127.0.0.1", "-p", &port.to_string()])
+        .args(args.split_whitespace())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run iperf -c");
+    let (o, killed) = common::wait_output_or_kill(child, Duration::from_secs(20));
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(!killed, "iperf -c {args} hung: {text}");
+    (o.status.code(), text)
 }
 
 #[test]
@@ -385,19 +391,10 @@ fn connection_rate_against_landspeed_and_connect_only_beside_iperf2() {
     assert_eq!(text.matches("connected with").count(), 5, "{text}");
 }
 
-/// `iperf -c 127.0.0.1 -p PORT ARGS`'s text (it must not hang).
+/// `iperf -c 127.0.0.1 -p PORT ARGS`'s text (it must not hang, and must succeed).
 fn iperf2_text(port: u16, args: &str) -> String {
-    let child = Command::new("iperf")
-        .args(["-c", "127.0.0.1", "-p", &port.to_string()])
-        .args(args.split_whitespace())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run iperf -c");
-    let (o, killed) = common::wait_output_or_kill(child, Duration::from_secs(20));
-    let text = String::from_utf8_lossy(&o.stdout).into_owned();
-    assert!(!killed, "iperf -c {args} hung: {text}");
-    assert_eq!(o.status.code(), Some(0), "iperf -c {args}: {text}");
+    let (code, text) = iperf2_run(port, args);
+    assert_eq!(code, Some(0), "iperf -c {args}: {text}");
     text
 }
 
