@@ -42,6 +42,8 @@ pub(crate) struct Budget {
     /// estimate when this end mostly receives (0: none yet). Over HTTP/1.1, where no self probe
     /// can ride a loaded connection, it stands in for one (draft-09).
     rtt_us: AtomicU64,
+    /// The bytes the connection has received (TCP_INFO), as last read.
+    received: AtomicU64,
 }
 
 impl Budget {
@@ -67,6 +69,11 @@ impl Budget {
     pub(crate) fn rtt(&self) -> Option<Duration> {
         let us = self.rtt_us.load(Relaxed);
         (us > 0).then(|| Duration::from_micros(us))
+    }
+
+    /// The bytes the connection had received when the kernel was last asked.
+    pub(crate) fn received(&self) -> u64 {
+        self.received.load(Relaxed)
     }
 
     /// An HTTP/2 body's chunk, and TLS's buffer: a fifth each.
@@ -115,6 +122,7 @@ impl Paced {
         self.read_at = Some(now);
         if let Ok(info) = landspeed_engine::os::tcp_info(&self.tcp) {
             self.budget.rtt_us.store(u64::from(rtt_us(&info.raw)), Relaxed);
+            self.budget.received.store(info.raw.bytes_received, Relaxed);
             let acked = info.raw.bytes_acked;
             match self.span {
                 Some((t, a)) if now - t >= RATE_SPAN => {

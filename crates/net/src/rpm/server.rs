@@ -14,7 +14,7 @@ use crate::host::{Keyless, RefusalKind, Shared};
 use http_body_util::{combinators::BoxBody, BodyExt, Full};
 use hyper::body::{Body, Bytes, Frame, Incoming};
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::TokioIo;
 use landspeed_proto::admission;
 use landspeed_rpm::{self as rpm, RpmConfig};
 use std::convert::Infallible;
@@ -27,7 +27,9 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 mod answer;
+mod http2;
 mod transfers;
+mod window;
 use answer::{plain, Answer};
 use transfers::{Tests, Transfer};
 
@@ -191,8 +193,8 @@ impl Drop for Active {
     }
 }
 
-/// One connection: TLS if configured, then HTTP/1.1 or HTTP/2, until it has served no request for
-/// `IDLE` (its first within the handshake timeout).
+/// One connection: TLS if configured, then HTTP/1.1 (hyper) or HTTP/2 (`http2`), until it has
+/// served no request for `IDLE` (its first within the handshake timeout).
 async fn connection(
     tcp: tokio::net::TcpStream,
     peer: SocketAddr,
@@ -205,43 +207,95 @@ async fn connection(
     // Unsent data near 5 ms of the connection's rate in the kernel, TLS and HTTP/2 together
     // (draft-09): a self probe's answer waits behind the path's queue, not the server's buffers.
     let budget = super::backlog::Budget::new(https);
-    let tcp = super::backlog::Paced::new(tcp, budget.clone());
-    let chunks = budget.clone();
     let activity = Activity::new();
     let first = shared.opts.handshake_timeout;
-    let act = activity.clone();
-    let svc = hyper::service::service_fn(move |req| {
-        let ctx = Ctx {
-            peer,
-            https,
-            budget: chunks.clone(),
-            shared: shared.clone(),
-            tests: tests.clone(),
-            active: act.begin(),
-        };
-        answer(req, ctx)
-    });
-    let mut http = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-    http.http1().max_buf_size(H1_READ_BUF);
-    http.http2()
-        .adaptive_window(true)
-        .max_concurrent_streams(MAX_STREAMS)
-        .max_send_buf_size(STREAM_SEND_BUF);
-    let watch = activity.idle(first);
+    let serving = Serving {
+        peer,
+        https,
+        budget: budget.clone(),
+        shared,
+        tests,
+        activity: activity.clone(),
+    };
     match tls {
         None => {
-            let io = TokioIo::new(tcp);
-            tokio::select! { _ = http.serve_connection(io, svc) => {}, _ = watch => {} }
+            let h2 = tokio::select! { h = prior_knowledge(&tcp) => h, _ = activity.idle(first) => return };
+            let io = super::backlog::Paced::new(tcp, budget);
+            serving.http(io, h2, activity.idle(first)).await;
         }
         Some(cfg) => {
+            let tcp = super::backlog::Paced::new(tcp, budget.clone());
             let acceptor = tokio_rustls::TlsAcceptor::from(cfg);
             let stream = tokio::select! {
                 s = acceptor.accept(tcp) => s,
                 _ = activity.idle(first) => return,
             };
             let Ok(stream) = stream else { return };
-            let io = TokioIo::new(super::backlog::PacedTls::new(stream, budget));
-            tokio::select! { _ = http.serve_connection(io, svc) => {}, _ = watch => {} }
+            let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
+            let io = super::backlog::PacedTls::new(stream, budget);
+            serving.http(io, h2, activity.idle(first)).await;
+        }
+    }
+}
+
+/// Whether a plain connection opens with HTTP/2's preface (prior knowledge): its first four bytes
+/// are `PRI ` (no HTTP/1.1 method is PRI). Bytes are looked at, not taken.
+async fn prior_knowledge(tcp: &tokio::net::TcpStream) -> bool {
+    let mut head = [0u8; 4];
+    loop {
+        match tcp.peek(&mut head).await {
+            Ok(n) if n > 0 && b"PRI ".starts_with(&head[..n]) => {
+                if n == head.len() {
+                    return true;
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            _ => return false,
+        }
+    }
+}
+
+/// What every request on one connection shares.
+struct Serving {
+    peer: SocketAddr,
+    https: bool,
+    budget: Arc<super::backlog::Budget>,
+    shared: Arc<Shared>,
+    tests: Arc<Tests>,
+    activity: Arc<Activity>,
+}
+
+impl Serving {
+    /// What answering one request needs (it counts as served while its answer lives).
+    fn ctx(&self) -> Ctx {
+        Ctx {
+            peer: self.peer,
+            https: self.https,
+            budget: self.budget.clone(),
+            shared: self.shared.clone(),
+            tests: self.tests.clone(),
+            active: self.activity.begin(),
+        }
+    }
+
+    /// Serves HTTP/2 (`h2`) or HTTP/1.1 on `io` until the connection ends or `idle` returns.
+    async fn http<T>(self, io: T, h2: bool, idle: impl Future<Output = ()>)
+    where
+        T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        if h2 {
+            let budget = self.budget.clone();
+            let serving = http2::serve(io, budget, move |req| answer(req, self.ctx()));
+            tokio::select! { _ = serving => {}, _ = idle => {} }
+        } else {
+            let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
+                let answered = answer(req, self.ctx());
+                async move { Ok::<_, Infallible>(answered.await) }
+            });
+            let mut http = hyper::server::conn::http1::Builder::new();
+            http.max_buf_size(H1_READ_BUF);
+            let conn = http.serve_connection(TokioIo::new(io), svc);
+            tokio::select! { _ = conn => {}, _ = idle => {} }
         }
     }
 }
@@ -258,18 +312,21 @@ struct Ctx {
     active: Active,
 }
 
-/// Answers one request.
-async fn answer(req: Request<Incoming>, ctx: Ctx) -> Result<Answer, Infallible> {
+/// Answers one request, whichever HTTP carried it.
+async fn answer<B>(req: Request<B>, ctx: Ctx) -> Answer
+where
+    B: Body<Data = Bytes> + Send + Unpin + 'static,
+{
     let shared = &ctx.shared;
     if shared.keyed_only(Keyless::Rpm) {
         shared.count_refused(RefusalKind::Keyed);
-        return Ok(plain(
+        return plain(
             StatusCode::FORBIDDEN,
             "this server requires a landspeed key, which the responsiveness test cannot carry, and does not open rpm\n",
-        ));
+        );
     }
     let path = req.uri().path().to_owned();
-    Ok(match (req.method(), path.as_str()) {
+    match (req.method(), path.as_str()) {
         (&Method::GET, rpm::CONFIG_PATH | "/.well-known/nq") => config(&req, ctx.https),
         (&Method::GET, rpm::SMALL_PATH) => octets(Full::new(Bytes::from_static(b"x")).boxed()),
         (&Method::GET, rpm::LARGE_PATH) => match ctx.tests.join(shared, ctx.peer) {
@@ -284,7 +341,7 @@ async fn answer(req: Request<Incoming>, ctx: Ctx) -> Result<Answer, Infallible> 
             StatusCode::NOT_FOUND,
             "not one of /config, /small, /large, /upload\n",
         ),
-    })
+    }
 }
 
 /// An answer of bytes (the objects).
@@ -299,7 +356,7 @@ fn octets(body: BoxBody<Bytes, Infallible>) -> Answer {
 
 /// The configuration, its URLs on the host and port the client reached (its Host header, or the
 /// HTTP/2 authority). Not a test: the transfers are, each counted when it starts.
-fn config(req: &Request<Incoming>, https: bool) -> Answer {
+fn config<B>(req: &Request<B>, https: bool) -> Answer {
     let host = (req.uri().authority().map(|a| a.as_str().to_owned()))
         .or_else(|| (req.headers().get("host")).and_then(|h| h.to_str().ok().map(String::from)))
         .filter(|h| h.len() <= 255 && h.bytes().all(|b| b.is_ascii_graphic()));
@@ -317,7 +374,7 @@ fn config(req: &Request<Incoming>, https: bool) -> Answer {
 
 /// Reads and discards an upload, counted and paced as its test's, until it ends, `MAX_TRANSFER`
 /// passes or the test is cut (503 with the reason).
-async fn sink(mut body: Incoming, t: Transfer) -> Answer {
+async fn sink<B: Body<Data = Bytes> + Unpin>(mut body: B, t: Transfer) -> Answer {
     let until = tokio::time::Instant::now() + MAX_TRANSFER;
     while let Ok(Some(Ok(frame))) = tokio::time::timeout_at(until, body.frame()).await {
         let n = frame.data_ref().map_or(0, |d| d.len() as u64);
