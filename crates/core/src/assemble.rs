@@ -200,6 +200,7 @@ fn flow_intervals(p: &FlowParts, ids: &[u32]) -> Vec<IntervalResult> {
                         frames: None,
                         jitter_ms: udp.and_then(|u| u.jitter_ms),
                         transit: udp.and_then(|u| u.transit),
+                        reads: dl.reads,
                     }
                 })
                 .collect();
@@ -1404,6 +1405,7 @@ pub(crate) mod tests {
                         bytes: c,
                         tcp: None,
                         udp: None,
+                        reads: None,
                     })
                     .collect(),
             })

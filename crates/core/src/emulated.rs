@@ -221,6 +221,7 @@ mod tests {
                 frames: None,
                 jitter_ms: None,
                 transit: None,
+                reads: None,
             }],
             probe_rtt: None,
         }

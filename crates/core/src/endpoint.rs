@@ -564,6 +564,52 @@ pub struct StreamSample {
     /// A UDP receiver's datagram counts then (absent from older peers and other transports).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub udp: Option<UdpCounts>,
+    /// A TCP receiver's reads so far by size, where they are counted (iperf 2's tests).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reads: Option<ReadBins>,
+}
+
+/// A TCP receiver's reads by size, as iperf 2's server counts them for its `-e` lines' `Reads=Dist`:
+/// eight bins, each an eighth of the read buffer wide, a read of `n` bytes in bin `(n - 1) / width`
+/// (a read of the whole buffer in the last). Running counts in a sample; within an interval in an
+/// interval's stream.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReadBins {
+    /// Each bin's width, bytes (the read buffer's eighth).
+    pub width_bytes: u64,
+    /// Reads in each bin.
+    pub bins: [u64; 8],
+}
+
+impl ReadBins {
+    /// The bin a read of `n` bytes (at least 1) falls in, for bins `width_bytes` wide.
+    pub fn bin(width_bytes: u64, n: u64) -> usize {
+        (n.saturating_sub(1) / width_bytes.max(1)).min(7) as usize
+    }
+
+    /// Reads counted.
+    pub fn reads(&self) -> u64 {
+        self.bins.iter().sum()
+    }
+
+    /// The reads since `earlier` (an earlier sample's running counts).
+    pub fn since(&self, earlier: Option<&ReadBins>) -> ReadBins {
+        let mut d = *self;
+        if let Some(e) = earlier {
+            for (b, e) in d.bins.iter_mut().zip(e.bins) {
+                *b = b.saturating_sub(e);
+            }
+        }
+        d
+    }
+
+    /// `other`'s reads added (streams summed, or intervals).
+    pub fn add(&mut self, other: &ReadBins) {
+        self.width_bytes = self.width_bytes.max(other.width_bytes);
+        for (b, o) in self.bins.iter_mut().zip(other.bins) {
+            *b += o;
+        }
+    }
 }
 
 /// A UDP receiver's running datagram counts: how many the highest sequence number says were sent so

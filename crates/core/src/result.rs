@@ -515,6 +515,10 @@ pub struct IntervalStream {
     /// (iperf 2's UDP receivers: its `-e` lines).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transit: Option<crate::udp::TransitSummary>,
+    /// A TCP receiver's reads within the interval by size, where they are counted (iperf 2's tests:
+    /// its `-e` lines' `Reads=Dist`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reads: Option<crate::endpoint::ReadBins>,
 }
 
 /// One end of the test as the result shows it.

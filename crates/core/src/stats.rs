@@ -89,20 +89,28 @@ pub struct StreamDelta {
     /// A UDP receiver's datagrams in the interval: (sent as the sequence numbers say, lost): those found
     /// missing within it, less those of its own gaps that arrived late within it.
     pub datagrams: Option<(u64, u64)>,
+    /// A TCP receiver's reads in the interval, where they are counted.
+    pub reads: Option<crate::endpoint::ReadBins>,
 }
 
 /// Converts cumulative samples into per-interval byte deltas, stream by stream. Streams are matched by
 /// id; a stream missing from the previous sample starts from zero.
 pub fn deltas(samples: &[IntervalSample]) -> Vec<Vec<StreamDelta>> {
-    let mut last: std::collections::HashMap<u32, (u64, Option<crate::endpoint::UdpCounts>)> =
-        std::collections::HashMap::new();
+    type Last = (
+        u64,
+        Option<crate::endpoint::UdpCounts>,
+        Option<crate::endpoint::ReadBins>,
+    );
+    let mut last: std::collections::HashMap<u32, Last> = std::collections::HashMap::new();
     samples
         .iter()
         .map(|s| {
             s.streams
                 .iter()
                 .map(|st| {
-                    let (prev, prev_udp) = last.insert(st.id, (st.bytes, st.udp)).unwrap_or_default();
+                    let (prev, prev_udp, prev_reads) = last
+                        .insert(st.id, (st.bytes, st.udp, st.reads))
+                        .unwrap_or_default();
                     let datagrams = st.udp.map(|u| {
                         let p = prev_udp.unwrap_or_default();
                         (
@@ -114,6 +122,7 @@ pub fn deltas(samples: &[IntervalSample]) -> Vec<Vec<StreamDelta>> {
                         id: st.id,
                         bytes: st.bytes.saturating_sub(prev),
                         datagrams,
+                        reads: st.reads.map(|r| r.since(prev_reads.as_ref())),
                     }
                 })
                 .collect()
@@ -173,12 +182,14 @@ mod tests {
                     bytes: a,
                     tcp: None,
                     udp: None,
+                    reads: None,
                 },
                 StreamSample {
                     id: 1,
                     bytes: b,
                     tcp: None,
                     udp: None,
+                    reads: None,
                 },
             ],
         };
@@ -187,6 +198,37 @@ mod tests {
         let s0: u64 = d.iter().map(|v| v[0].bytes).sum();
         let s1: u64 = d.iter().map(|v| v[1].bytes).sum();
         assert_eq!((s0, s1), (40, 9));
+    }
+
+    #[test]
+    fn read_deltas_are_each_intervals_reads() {
+        use crate::endpoint::ReadBins;
+        let mk = |i: u32, bins: [u64; 8]| IntervalSample {
+            index: i,
+            start_s: i as f64,
+            end_s: i as f64 + 1.0,
+            omitted: false,
+            streams: vec![StreamSample {
+                id: 0,
+                bytes: 0,
+                tcp: None,
+                udp: None,
+                reads: Some(ReadBins {
+                    width_bytes: 16_384,
+                    bins,
+                }),
+            }],
+        };
+        let d = deltas(&[mk(0, [1, 0, 0, 2, 0, 0, 0, 10]), mk(1, [1, 1, 0, 5, 0, 0, 0, 30])]);
+        let second = d[1][0].reads.unwrap();
+        assert_eq!(second.bins, [0, 1, 0, 3, 0, 0, 0, 20]);
+        assert_eq!((second.reads(), second.width_bytes), (24, 16_384));
+        assert_eq!(d[0][0].reads.unwrap().reads(), 13);
+        // A read's bin: (n - 1) / width, the whole buffer in the last.
+        assert_eq!(
+            [1, 16_384, 16_385, 131_072, 1 << 30].map(|n| ReadBins::bin(16_384, n)),
+            [0, 0, 1, 7, 7]
+        );
     }
 
     #[test]
@@ -207,6 +249,7 @@ mod tests {
                     jitter_ms: None,
                     transit: None,
                 }),
+                reads: None,
             }],
         };
         // 100 sent, 3 missing; then 100 more with one more gap; then 50 more, none missing, and two
@@ -229,6 +272,7 @@ mod tests {
                 bytes: 1,
                 tcp: None,
                 udp: None,
+                reads: None,
             }],
         }]
     }

@@ -87,6 +87,75 @@ pub struct TransactionsReport {
     /// The bulk load the transactions ran beside (`run --under-load`); absent when they ran alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub load: Option<WorkingLoad>,
+    /// The latencies in iperf 2's bounceback bins (100 µs wide, exact), for its `BB8(f)-PDF` line;
+    /// absent from results written before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fine: Option<FineHistogram>,
+}
+
+/// Latencies in fixed bins of `width_us` from 0 to `FineBins::LIMIT` wide, as iperf 2 bins a
+/// bounceback's round trips (its histogram.c: bin `k`, counted from 1, holds latencies from
+/// `(k - 1) * width` up to, not including, `k * width`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct FineHistogram {
+    /// Each bin's width, microseconds.
+    pub width_us: u32,
+    /// The bins that hold any, in order.
+    pub bins: Vec<FineBin>,
+    /// Latencies past the last bin (10 s and more).
+    pub above: u64,
+}
+
+/// One bin of a [`FineHistogram`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct FineBin {
+    /// Its number, from 1.
+    pub index: u32,
+    /// Latencies in it.
+    pub count: u64,
+}
+
+/// The counts behind a [`FineHistogram`]: a count per bin, grown as later bins are reached.
+#[derive(Debug, Default)]
+pub struct FineBins {
+    counts: Vec<u64>,
+    above: u64,
+}
+
+impl FineBins {
+    /// The bins' width, nanoseconds (iperf 2's 100 µs).
+    pub const WIDTH_NS: u64 = 100_000;
+    /// How many bins (iperf 2's 100,000: 10 s).
+    pub const LIMIT: usize = 100_000;
+
+    /// Counts a latency.
+    pub fn add(&mut self, ns: u64) {
+        let bin = (ns / Self::WIDTH_NS) as usize;
+        if bin >= Self::LIMIT {
+            self.above += 1;
+            return;
+        }
+        if bin >= self.counts.len() {
+            self.counts.resize(bin + 1, 0);
+        }
+        self.counts[bin] += 1;
+    }
+
+    /// The histogram of what was counted.
+    pub fn histogram(&self) -> FineHistogram {
+        let bins = (self.counts.iter().enumerate())
+            .filter(|(_, c)| **c > 0)
+            .map(|(k, c)| FineBin {
+                index: k as u32 + 1,
+                count: *c,
+            })
+            .collect();
+        FineHistogram {
+            width_us: (Self::WIDTH_NS / 1000) as u32,
+            bins,
+            above: self.above,
+        }
+    }
 }
 
 /// One-way delays from the server's two timestamps in each answer: to the server (its receive time
@@ -334,6 +403,7 @@ pub struct TransactionLog {
     current: Moments,
     current_start_ns: u64,
     intervals: Vec<TransactionInterval>,
+    fine: FineBins,
 }
 
 impl TransactionLog {
@@ -346,6 +416,7 @@ impl TransactionLog {
             current: Moments::new(),
             current_start_ns: 0,
             intervals: vec![],
+            fine: FineBins::default(),
         }
     }
 
@@ -354,6 +425,7 @@ impl TransactionLog {
         self.advance(done_ns);
         self.whole.add(latency_ns);
         self.current.add(latency_ns);
+        self.fine.add(latency_ns);
     }
 
     /// Closes every interval that ended by `now_ns` (so an interval with no transaction is kept as
@@ -421,6 +493,7 @@ impl TransactionLog {
             connect: None,
             one_way: None,
             load: None,
+            fine: Some(self.fine.histogram()),
         }
     }
 }

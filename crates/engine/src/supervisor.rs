@@ -165,9 +165,18 @@ pub struct EngineParams {
     pub paced_bps: Option<f64>,
     /// A span this long without data at this end's receivers is a stall, seconds.
     pub stall_s: f64,
+    /// TCP receivers read at most this much a call and count their reads by size in eight bins of an
+    /// eighth of it each (iperf 2's server: its read buffer, `Reads=Dist`); None: reads of `length`,
+    /// not counted.
+    pub read_bins: Option<usize>,
 }
 
 impl EngineParams {
+    /// Bytes per read for a TCP receiver: the counted reads' buffer, else the write size.
+    pub fn read_length(&self) -> usize {
+        self.read_bins.unwrap_or(self.length)
+    }
+
     /// Bytes per write for a sender: the write size, or less on a paced socket.
     pub fn send_length(&self) -> usize {
         match self.paced_bps {
@@ -216,6 +225,7 @@ impl EngineParams {
             stream_cap_bps: crate::platform::tcp_pace(spec).1,
             rcvlowat: crate::platform::rcvlowat(spec),
             paced_bps: crate::platform::tcp_pace(spec).0,
+            read_bins: None,
             stall_s: landspeed_core::stall::threshold_s(
                 spec.paced_bps(spec.total_streams()),
                 spec.length_bytes as usize,
@@ -268,6 +278,13 @@ impl<X> Drop for DoneGuard<'_, X> {
 pub fn run<X: Send>(transport: &dyn Transport, p: &EngineParams, mut w: Wiring<'_, X>) -> EngineOutput {
     let metas = transport.streams();
     let meters: Vec<Meter> = metas.iter().map(|_| Meter::default()).collect();
+    if let Some(buffer) = p.read_bins {
+        for (m, meta) in meters.iter().zip(&metas) {
+            if meta.role == Role::Receiver && transport.counts_reads() && !p.uring {
+                m.reads.start((buffer / 8) as u64);
+            }
+        }
+    }
     let groups = transport.groups(p);
     let cpu0 = CpuSnapshot::take();
     let net0 = w.interface.and_then(NetSnapshot::take);
@@ -346,6 +363,7 @@ impl Sampler<'_> {
                     bytes: c.bytes.load(Relaxed),
                     tcp: self.transport.snapshot(i),
                     udp: c.udp.counts(),
+                    reads: c.reads.bins(),
                 })
                 .collect(),
         }
@@ -578,6 +596,7 @@ mod tests {
             rcvlowat: landspeed_core::config::RcvLowat::Off,
             paced_bps: None,
             stall_s: landspeed_core::stall::MIN_STALL_S,
+            read_bins: None,
         }
     }
 

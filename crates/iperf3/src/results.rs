@@ -316,12 +316,14 @@ mod tests {
                     bytes: sent,
                     tcp: None,
                     udp: None,
+                    reads: None,
                 },
                 StreamSample {
                     id: 1,
                     bytes: got,
                     tcp: None,
                     udp: None,
+                    reads: None,
                 },
             ],
         };

@@ -344,6 +344,7 @@ impl LiveIntervals {
                     frames: None,
                     jitter_ms: udp.map(|u| u.2),
                     transit: x.udp.and_then(|u| u.transit),
+                    reads: None,
                 }
             })
             .collect();

@@ -76,6 +76,9 @@ pub struct ServerOptions {
     /// The interval of an iperf 2 client's test as this server samples it (iperf 2's server `-i`,
     /// the `iperf -s -i` drop-in's); None: the test's default (1 s).
     pub iperf2_interval: Option<Duration>,
+    /// An iperf 2 client's TCP test is read this much a call and its reads counted by size (the
+    /// `iperf -s -e` drop-in's read buffer, its `-l`: `Reads=Dist`); None: not counted.
+    pub iperf2_reads: Option<usize>,
     /// iperf3's `--server-bitrate-limit` (the drop-in's server): iperf3 tests asking for more in all
     /// are refused, and ended once they move more on average, with iperf3's TOTAL_RATE.
     pub iperf3_total_rate: Option<landspeed_iperf3::total_rate::TotalRateLimit>,
@@ -159,6 +162,7 @@ impl Default for ServerOptions {
             rpm: None,
             live: false,
             iperf2_interval: None,
+            iperf2_reads: None,
             iperf3_total_rate: None,
             open: vec![],
             connect_back: false,

@@ -3,14 +3,14 @@
 //! (write size, bursts, the bounceback's size and hold), the connection line, the column head, each
 //! interval's and the whole run's line (transfer both ways, `count=avg/min/max/stdev ms`, retries,
 //! cwnd/RTT, `rps`). The formats are iperf 2.1.8's (Locale.c's `report_client_bb_bw_format`), read
-//! against its own output (tests below). Not printed: the final `BB8(f)-PDF` histogram line, and the
-//! connection line's socket number, initial window and connect time. Also `--connect-only`'s head
+//! against its own output (tests below), and the final `BB8(f)-PDF` line, the round trips' histogram
+//! in 100 µs bins. Not printed: the connection line's socket number, initial window and connect time. Also `--connect-only`'s head
 //! and its line for each connection (TCP_INFO's initial window, MSS and RTT, the connect time).
 
 use crate::iperf2_text::{columns, Ends, Iperf2Style, DASHES};
 use crate::iperf3_text::{strftime, unit};
 use landspeed_core::endpoint::TcpStats;
-use landspeed_core::transactions::LatencySummary;
+use landspeed_core::transactions::{FineHistogram, LatencySummary};
 use std::fmt::Write;
 
 /// What the head says of the test.
@@ -134,6 +134,59 @@ pub fn line(
     )
 }
 
+/// iperf 2.1.8's last line of a bounceback client, its round trips' histogram (histogram.c's
+/// `histogram_print` for its `BB8` histogram, final): each bin that holds any as `bin:count`, then
+/// the bins where the running share first passes 5%, 95% and 99.7%, the outliers past three times
+/// the 10%-90% span beyond the 90% bin, and the counts out of bounds. The shares are computed in
+/// single precision as iperf 2 computes them (18 of 20 is under 0.9 there).
+pub fn pdf_line((start_s, end_s): (f64, f64), fine: &FineHistogram) -> String {
+    let population = fine.bins.iter().map(|b| b.count).sum::<u64>() + fine.above;
+    let mut t = format!(
+        "[  1] {start_s:4.4}-{end_s:4.4} sec BB8(f)-PDF: bin(w={}us):cnt({population})=",
+        fine.width_us
+    );
+    let share = |running: u64| f64::from(running as f32 / population as f32);
+    let (mut running, mut lower, mut upper, mut upper3) = (0u64, 0i64, 0i64, 0i64);
+    let (mut fence_lower, mut fence_upper, mut outside, mut outliers) = (0i64, 0i64, 0i64, 0u64);
+    for b in &fine.bins {
+        let ix = i64::from(b.index) - 1;
+        running += b.count;
+        let p = share(running);
+        if lower == 0 && p > 0.05 {
+            lower = ix + 1;
+        }
+        if p < 0.1 {
+            fence_lower = ix + 1;
+        }
+        if p < 0.9 {
+            fence_upper = ix + 1;
+        } else if outside == 0 {
+            outside = fence_upper + 3 * (fence_upper - fence_lower);
+        } else if ix > outside {
+            outliers += b.count;
+        }
+        if upper == 0 && p > 0.95 {
+            upper = ix + 1;
+        }
+        if upper3 == 0 && p > 0.997 {
+            upper3 = ix + 1;
+        }
+        let _ = write!(t, "{}:{},", b.index, b.count);
+    }
+    t.pop();
+    let last = landspeed_core::transactions::FineBins::LIMIT as i64;
+    let (upper, upper3) = (
+        if upper == 0 { last } else { upper },
+        if upper3 == 0 { last } else { upper3 },
+    );
+    let _ = writeln!(
+        t,
+        " (5.00/95.00/99.7%={lower}/{upper}/{upper3},Outliers={outliers},obl/obu=0/{})",
+        fine.above
+    );
+    t
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -234,5 +287,45 @@ TCP three-way-handshake (3WHS) only
         };
         assert!(line((0.0, 1.0), (1, 100), &one, None, &style())
             .ends_with("1=150.000/0.000/0.000/0.000 ms    0    0K/0 us    6.7 rps\n"));
+    }
+
+    fn fine(bins: &[(u32, u64)], above: u64) -> FineHistogram {
+        let bins = bins
+            .iter()
+            .map(|&(index, count)| landspeed_core::transactions::FineBin { index, count });
+        FineHistogram {
+            width_us: 100,
+            bins: bins.collect(),
+            above,
+        }
+    }
+
+    #[test]
+    fn the_pdf_line_is_iperf_2s() {
+        // iperf 2.1.8's own, `iperf -c 127.0.0.1 --bounceback -e -t 2 -i 1` and `--bounceback=3
+        // --bounceback-period=0.1 -t 1 -i 0.5`: 18 of 20 is under 0.9 in single precision, so the
+        // 90% fence is bin 2 and bin 6 is no outlier.
+        let want = "[  1] 0.0000-2.0143 sec BB8(f)-PDF: bin(w=100us):cnt(20)=1:12,2:6,3:1,6:1 (5.00/95.00/99.7%=1/6/6,Outliers=0,obl/obu=0/0)\n";
+        assert_eq!(
+            pdf_line((0.0, 2.0143), &fine(&[(1, 12), (2, 6), (3, 1), (6, 1)], 0)),
+            want
+        );
+        let want = "[  1] 0.0000-1.0161 sec BB8(f)-PDF: bin(w=100us):cnt(30)=1:17,2:7,3:1,4:2,5:2,10:1 (5.00/95.00/99.7%=1/5/10,Outliers=0,obl/obu=0/0)\n";
+        let bins = [(1, 17), (2, 7), (3, 1), (4, 2), (5, 2), (10, 1)];
+        assert_eq!(pdf_line((0.0, 1.0161), &fine(&bins, 0)), want);
+        // An outlier: past 3 x (90% bin - 10% bin) beyond the 90% bin; past 10 s out of bounds.
+        let mut bins: Vec<(u32, u64)> = (1..=10).map(|k| (k, 10)).collect();
+        bins.push((200, 1));
+        let line = pdf_line((0.0, 1.0), &fine(&bins, 1));
+        assert!(
+            line.ends_with(",200:1 (5.00/95.00/99.7%=1/10/100000,Outliers=1,obl/obu=0/1)\n"),
+            "{line}"
+        );
+        // None: iperf 2 cuts the "=" and names the last bin.
+        let none = pdf_line((0.0, 1.0), &fine(&[], 0));
+        assert!(
+            none.ends_with("cnt(0) (5.00/95.00/99.7%=0/100000/100000,Outliers=0,obl/obu=0/0)\n"),
+            "{none}"
+        );
     }
 }

@@ -16,6 +16,7 @@ use crate::iperf3_json::host_port;
 use crate::iperf3_text::strftime;
 use crate::iperf3_text::unit;
 use landspeed_core::config::{Direction, Flow, Transport};
+use landspeed_core::endpoint::ReadBins;
 use landspeed_core::result::{IntervalResult, IntervalStream, RunResult, StreamResult};
 use std::fmt::Write;
 
@@ -33,14 +34,24 @@ pub fn listening(udp: bool, port: u16, buffer_bytes: Option<u64>, read: Option<u
     });
     let more = match read {
         Some(len) => format!(
-            " with pid {}\nRead buffer size: {} (Dist bin width= {} Byte)",
+            " with pid {}\nRead buffer size: {} (Dist bin width={})",
             std::process::id(),
             unit(len as f64, true),
-            len / 8
+            bin_width(len / 8)
         ),
         None => String::new(),
     };
     format!("{DASHES}\nServer listening on {proto} port {port}{more}\n{buffer}: {size}\n{DASHES}\n")
+}
+
+/// The width of the read histogram's bins as iperf 2 prints it: `%4d Byte` under a kilobyte, else
+/// in its units (`16.0 KByte`).
+fn bin_width(bytes: u64) -> String {
+    if bytes < 1024 {
+        format!("{bytes:>4} Byte")
+    } else {
+        unit(bytes as f64, true)
+    }
 }
 
 /// One of a test's connections as the server numbers it: the stream it received on it and the one
@@ -140,8 +151,47 @@ pub fn connected(r: &RunResult, first: u32, st: &Iperf2Style) -> String {
     t + match (received_udp, is_udp(r) && st.enhanced) {
         (true, _) => column_head_udp_received(st),
         (false, true) => column_head_udp(st, false),
+        (false, false) if counts_reads(r, st) => READS_HEAD,
         (false, false) => PLAIN_HEAD,
     }
+}
+
+/// iperf 2's `-e` column head of a TCP test's received streams.
+const READS_HEAD: &str = "[ ID] Interval            Transfer    Bandwidth       Reads=Dist\n";
+
+/// Whether `-e`'s reads go on the test's lines: a TCP test the server received (its reads are
+/// counted with `-e`; a line of a stream that counted none has no reads column).
+fn counts_reads(r: &RunResult, st: &Iperf2Style) -> bool {
+    st.enhanced && !st.csv && !is_udp(r) && r.config.spec.direction != Direction::Reverse
+}
+
+/// `-e`'s reads column: how many, then how many in each eighth of the read buffer.
+fn reads_column(reads: Option<&ReadBins>) -> String {
+    let Some(r) = reads else {
+        return String::new();
+    };
+    let bins: Vec<String> = r.bins.iter().map(u64::to_string).collect();
+    format!("  {}={}", r.reads(), bins.join(":"))
+}
+
+/// A stream's reads over the whole test (its intervals' summed), or none if it counted none.
+fn reads_of(r: &RunResult, id: u32) -> Option<ReadBins> {
+    let each = r
+        .intervals
+        .iter()
+        .flat_map(|i| i.streams.iter().filter(|s| s.id == id));
+    each.filter_map(|s| s.reads).reduce(|mut a, b| {
+        a.add(&b);
+        a
+    })
+}
+
+/// Readings summed over streams (a `[SUM]` line's), none when none of them has any.
+fn summed(reads: impl Iterator<Item = Option<ReadBins>>) -> Option<ReadBins> {
+    reads.flatten().reduce(|mut a, b| {
+        a.add(&b);
+        a
+    })
 }
 
 /// The intervals iperf 2's server prints with its `-i`: every one but a last sliver (under a tenth
@@ -166,19 +216,25 @@ pub fn interval(r: &RunResult, k: usize, first: u32, st: &Iperf2Style) -> String
     };
     let find = |s: Option<&StreamResult>| s.and_then(|s| i.streams.iter().find(|x| x.id == s.id));
     let mut t = String::new();
-    let mut sums = [(0u64, 0usize); 2];
+    let mut sums = [(0u64, 0usize, None); 2];
     let stamp = r.started_unix_s + i.end_s;
     for c in connections(r, first) {
         for (received, s) in [(true, find(c.received)), (false, find(c.sent))] {
             let Some(s) = s else { continue };
             let sum = &mut sums[usize::from(received)];
-            *sum = (sum.0 + s.bytes, sum.1 + 1);
+            *sum = (sum.0 + s.bytes, sum.1 + 1, summed([sum.2, s.reads].into_iter()));
             t += &interval_line(r, (i, s), (&c, received), (st, stamp));
         }
     }
     if !st.csv {
-        for (bytes, _) in sums.into_iter().rev().filter(|s| s.1 > 1) {
-            let _ = writeln!(t, "[SUM] {}", columns(i.start_s, i.end_s, bytes, st));
+        let reads = counts_reads(r, st);
+        for (bytes, _, bins) in sums.into_iter().rev().filter(|s| s.1 > 1) {
+            let more = if reads {
+                reads_column(bins.as_ref())
+            } else {
+                String::new()
+            };
+            let _ = writeln!(t, "[SUM] {}{more}", columns(i.start_s, i.end_s, bytes, st));
         }
     }
     t
@@ -231,6 +287,8 @@ fn interval_line(
     } else if st.enhanced && is_udp(r) {
         let secs = i.end_s - i.start_s;
         l += &udp_enhanced(r.config.spec.length_bytes, s.bytes, secs, None);
+    } else if received && counts_reads(r, st) {
+        l += &reads_column(s.reads.as_ref());
     }
     l + "\n"
 }
@@ -270,11 +328,22 @@ pub fn totals(r: &RunResult, first: u32, st: &Iperf2Style) -> String {
         return t + &udp_both_sum(r, sums);
     }
     if !st.csv {
-        for (bytes, secs, _) in sums.into_iter().rev().filter(|s| s.2 > 1) {
-            let _ = writeln!(t, "[SUM] {}", columns(0.0, secs, bytes, st));
+        for (k, (bytes, secs, _)) in sums.into_iter().enumerate().rev().filter(|s| s.1 .2 > 1) {
+            let more = match k == 1 && counts_reads(r, st) {
+                true => reads_column(summed(received_ids(r).map(|id| reads_of(r, id))).as_ref()),
+                false => String::new(),
+            };
+            let _ = writeln!(t, "[SUM] {}{more}", columns(0.0, secs, bytes, st));
         }
     }
     t
+}
+
+/// The streams the server received.
+fn received_ids(r: &RunResult) -> impl Iterator<Item = u32> + '_ {
+    (r.streams.iter())
+        .filter(|s| s.flow == Flow::ClientToServer)
+        .map(|s| s.id)
 }
 
 /// The column head of lines without UDP's receiver columns.
@@ -357,6 +426,8 @@ fn total_line(
         }
     } else if st.enhanced && is_udp(r) && !received {
         l += &udp_enhanced(r.config.spec.length_bytes, bytes, secs, None);
+    } else if received && counts_reads(r, st) {
+        l += &reads_column(reads_of(r, s.id).as_ref());
     }
     if !received && is_udp(r) {
         let _ = write!(l, "\n[{:>3}] Sent {} datagrams", c.number, datagrams(r, bytes));

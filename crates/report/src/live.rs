@@ -109,6 +109,7 @@ mod tests {
             frames: None,
             jitter_ms: None,
             transit: None,
+            reads: None,
         };
         let iv = IntervalResult {
             index: 0,

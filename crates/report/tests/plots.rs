@@ -95,6 +95,7 @@ fn run() -> RunResult {
                     frames: None,
                     jitter_ms: None,
                     transit: None,
+                    reads: None,
                 })
                 .collect(),
             probe_rtt: None,

@@ -213,11 +213,6 @@ fn refused(o: &Opts) -> Option<String> {
             "it is the port the client listens on for the server's connections back",
         ),
         (
-            o.server && o.enhanced && !o.udp,
-            "-s -e without -u",
-            "a TCP test's enhanced lines (its reads and their histogram) are not drawn yet: -s -u -e draws UDP tests' (latency, PPS, NetPwr), -s iperf 2's plain lines",
-        ),
-        (
             o.server && (o.tradeoff || o.dualtest),
             "-s with -r or -d",
             "the client asks for them; the server answers them",
@@ -641,6 +636,12 @@ fn serve(o: &Opts) -> Result<bool> {
     if let Some(f) = o.format {
         args.extend(["--iperf2-format".into(), f.to_string()]);
     }
+    if let (false, Some(l)) = (o.udp, o.length.as_deref()) {
+        match bytes(l) {
+            Some(len) => args.extend(["--iperf2-read-len".into(), len.to_string()]),
+            None => return refuse(&format!("-l {l}: not a number iperf 2 reads")),
+        }
+    }
     crate::common::become_serve(&args)
 }
 
@@ -693,7 +694,6 @@ mod tests {
             ("-c h -d --bounceback", "-r/-d with --bounceback"),
             ("-c h -L 6000", "-L without -r or -d"),
             ("-s -d", "-s with -r or -d"),
-            ("-s -e", "-s -e without -u"),
             ("-c h --trip-times", "--trip-times"),
             ("-c h --bounceback -R", "--bounceback with -u, -R"),
             ("-c h --bounceback -y C", "--bounceback with -y C"),
@@ -715,8 +715,10 @@ mod tests {
         assert!(refused(&opts("-c h -u --full-duplex -e").unwrap()).is_none());
         assert!(refused(&opts("-c h -u -d -e -L 6000").unwrap()).is_none());
         assert!(refused(&opts("-c h -u --full-duplex -P 2 -i 1").unwrap()).is_none());
-        // A server takes UDP clients on its one port: -u there is no refusal.
+        // A server takes UDP clients on its one port: -u there is no refusal; -e over TCP draws the
+        // reads.
         assert!(refused(&opts("-s -u").unwrap()).is_none());
+        assert!(refused(&opts("-s -e -l 64K -i 1").unwrap()).is_none());
         assert!(refused(&opts("-s -u -i 1 -y C -f m").unwrap()).is_none());
         assert!(refused(&opts("-s -u -e -i 1").unwrap()).is_none());
     }

@@ -132,6 +132,9 @@ pub(crate) fn client(o: &Opts, host: &str) -> Result<bool> {
                     &style
                 )
             );
+            if let Some(fine) = &t.fine {
+                print!("{}", text::pdf_line((0.0, t.elapsed_s), fine));
+            }
             Ok(r.verdict().is_trusted())
         }
         Err(e) => refuse(&format!("connect failed: {e}")),

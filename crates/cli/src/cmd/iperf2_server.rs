@@ -38,6 +38,10 @@ pub struct Iperf2Lines {
     /// --iperf2-text's unit letter (`-f`: a, b, k, m, g, ...).
     #[arg(long, hide = true, default_value_t = 'a')]
     pub iperf2_format: char,
+    /// With --iperf2-enhanced over TCP: the read buffer (iperf 2's server `-l`, 128 KiB by
+    /// default), each read counted in an eighth of it (`Reads=Dist`).
+    #[arg(long, hide = true, default_value_t = 128 * 1024, value_parser = clap::value_parser!(u64).range(8..=(64 << 20)))]
+    pub iperf2_read_len: u64,
 }
 
 /// A running test: the number of its first connection, and how many of its intervals were seen.
@@ -50,6 +54,8 @@ struct Running {
 struct Printer {
     style: Iperf2Style,
     udp: bool,
+    /// TCP's read buffer (`-e`'s head).
+    read_len: u64,
     /// The number the next test's first connection gets.
     next: u32,
     running: HashMap<(String, u64), Running>,
@@ -76,10 +82,12 @@ impl Printer {
                     self.udp,
                     port,
                     landspeed_engine::sockopt::default_recv_buffer(self.udp),
-                    // -e names iperf 2's read size: a UDP datagram of its default length.
-                    self.style
-                        .enhanced
-                        .then_some(landspeed_iperf2::spec::DEFAULT_UDP_LEN),
+                    // -e names iperf 2's read size: a UDP datagram of its default length, or the
+                    // TCP read buffer.
+                    self.style.enhanced.then_some(match self.udp {
+                        true => landspeed_iperf2::spec::DEFAULT_UDP_LEN,
+                        false => self.read_len,
+                    }),
                 )
             }
             ServerEvent::Progress(r) if is_iperf2(&r) => {
@@ -136,6 +144,7 @@ pub fn printer(o: &Iperf2Lines) -> impl Fn(ServerEvent) + Send + Sync + 'static 
             interval_s: o.iperf2_interval.map(|d| d.as_secs_f64()),
         },
         udp: o.iperf2_udp,
+        read_len: o.iperf2_read_len,
         next: 1,
         running: HashMap::new(),
     });

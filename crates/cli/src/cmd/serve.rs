@@ -607,6 +607,8 @@ fn options(a: &ServeArgs, stats: Arc<AtomicBool>) -> Result<ServerOptions> {
         }),
         live: a.iperf3_text || a.iperf2_lines.iperf2_text,
         iperf2_interval: a.iperf2_lines.iperf2_interval,
+        iperf2_reads: (a.iperf2_lines.iperf2_enhanced && !a.iperf2_lines.iperf2_udp)
+            .then_some(a.iperf2_lines.iperf2_read_len as usize),
         iperf3_total_rate: a.iperf3_bitrate_limit,
     })
 }

@@ -1197,10 +1197,11 @@ fn the_iperf_drop_in_prints_what_iperf2s_client_prints() {
     );
 }
 
-/// The lines of a bounceback client's text that both print (iperf 2's `BB8(f)-PDF` histogram line
-/// and its window line are not the drop-in's: docs/iperf2.md), its figures' lines left to the total:
-/// iperf 2.1.8 sometimes prints a first second's line without -i (seen with -t 1), so the lines
-/// compared are the head, the connection, the column head and the last figures' line.
+/// The lines of a bounceback client's text that both print (iperf 2's window line is not the
+/// drop-in's: docs/iperf2.md), its figures' lines left to the total: iperf 2.1.8 sometimes prints a
+/// first second's line without -i (seen with -t 1), so the lines compared are the head, the
+/// connection, the column head, the last figures' line and the `BB8(f)-PDF` line (its bins, as
+/// many as the round trips spread over, masked to one).
 fn bounceback_lines(out: &str) -> Vec<String> {
     let total = out.lines().rfind(|l| l.ends_with(" rps")).unwrap_or("");
     let mut v: Vec<String> = masked_text(out)
@@ -1208,7 +1209,38 @@ fn bounceback_lines(out: &str) -> Vec<String> {
         .filter(|l| !l.contains("-PDF:") && !l.starts_with("TCP window size") && !l.ends_with(" rps"))
         .collect();
     v.extend(masked_text(total));
+    for pdf in masked_text(out).iter().filter(|l| l.contains("-PDF:")) {
+        let (head, tail) = pdf
+            .split_once(")=")
+            .zip(pdf.rsplit_once(" ("))
+            .map_or((pdf.as_str(), ""), |((h, _), (_, t))| (h, t));
+        v.push(format!("{head})=BINS ({tail}"));
+    }
     v
+}
+
+/// The bins of a `BB8(f)-PDF` line (`bin:count`) and its count.
+fn pdf_bins(out: &str) -> (u64, Vec<(u32, u64)>) {
+    let line = out
+        .lines()
+        .find(|l| l.contains("BB8(f)-PDF:"))
+        .unwrap_or_else(|| panic!("no PDF line: {out}"));
+    let count = line
+        .split("cnt(")
+        .nth(1)
+        .and_then(|r| r.split(')').next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    let bins = line.split(")=").nth(1).unwrap().split(' ').next().unwrap();
+    let bins = (bins.split(',').filter(|b| !b.is_empty()))
+        .map(|b| {
+            b.split_once(':')
+                .map(|(k, c)| (k.parse().unwrap(), c.parse().unwrap()))
+                .unwrap()
+        })
+        .collect();
+    (count, bins)
 }
 
 #[test]
@@ -1238,8 +1270,13 @@ fn the_iperf_drop_in_prints_iperf2s_bounceback_lines() {
     let bin = common::bin();
     let reference = run(&["iperf"], theirs.1);
     let want = bounceback_lines(&reference);
-    // The head, the connection, the column head and the total, each alike.
-    assert!(want.last().is_some_and(|l| l.ends_with(" rps")), "{reference}");
+    // The head, the connection, the column head, the total and the PDF line, each alike.
+    assert!(want.iter().any(|l| l.ends_with(" rps")), "{reference}");
+    assert!(
+        want.last()
+            .is_some_and(|l| l.contains("BB#(f)-PDF: bin(w=#us):cnt(#)=BINS (")),
+        "{want:?}"
+    );
     assert!(
         want.iter().any(|l| l.starts_with("Bounce-back test")),
         "{reference}"
@@ -1256,6 +1293,16 @@ fn the_iperf_drop_in_prints_iperf2s_bounceback_lines() {
         let figures = total.split_whitespace().find(|w| w.contains('=')).unwrap();
         let min: f64 = figures.split(['=', '/']).nth(2).unwrap().parse().unwrap();
         assert!(min >= 2.0, "{total}");
+        // The PDF counts every transaction, none under the 2 ms hold (bins of 100 µs from 1) nor
+        // past the largest.
+        let (count, bins) = pdf_bins(&mine);
+        let max: f64 = figures.split(['=', '/']).nth(3).unwrap().parse().unwrap();
+        assert_eq!(count.to_string(), figures.split('=').next().unwrap(), "{mine}");
+        assert_eq!(bins.iter().map(|b| b.1).sum::<u64>(), count, "{mine}");
+        assert!(
+            bins.iter().all(|b| b.0 >= 21 && f64::from(b.0 - 1) * 0.1 <= max),
+            "{mine}"
+        );
     }
     // With -i, each whole interval as iperf 2 prints it.
     let p = s.port.to_string();

@@ -103,3 +103,20 @@ fn signed_moments_keep_negative_delays() {
     assert_eq!(one.summary().stdev_ms, 0.0);
     assert_eq!(one.summary().min_ms, one.summary().max_ms);
 }
+
+#[test]
+fn fine_bins_are_iperf_2s_100_us_bins_counted_from_one() {
+    let mut log = TransactionLog::new(shape(), 0);
+    // 21 µs and 99.999 µs in bin 1, 100 µs in bin 2, 930 µs in bin 10, 10 s past the last.
+    for (k, us) in [21_000u64, 99_999, 100_000, 930_000, 10_000_000_000]
+        .iter()
+        .enumerate()
+    {
+        log.record(k as u64 * 1_000_000, *us);
+    }
+    let fine = log.finish(10_000_000).fine.unwrap();
+    assert_eq!(fine.width_us, 100);
+    let bins: Vec<(u32, u64)> = fine.bins.iter().map(|b| (b.index, b.count)).collect();
+    assert_eq!(bins, vec![(1, 2), (2, 1), (10, 1)]);
+    assert_eq!(fine.above, 1);
+}

@@ -29,6 +29,45 @@ pub struct Meter {
     pub finished: AtomicBool,
     /// A UDP receiver's running datagram counts (set once it receives).
     pub udp: UdpMeter,
+    /// A TCP receiver's reads by size, when the test counts them (`EngineParams::read_bins`).
+    pub reads: ReadMeter,
+}
+
+/// A TCP receiver's running reads by size (`landspeed_core::endpoint::ReadBins`), written by the
+/// worker that owns the stream (one writer: a load and a store, no locked add) and read at each
+/// sample.
+#[derive(Debug, Default)]
+pub struct ReadMeter {
+    /// Each bin's width, bytes; 0: not counted.
+    width_bytes: AtomicU64,
+    bins: [AtomicU64; 8],
+}
+
+impl ReadMeter {
+    /// Counts reads in bins `width_bytes` wide from now on.
+    pub fn start(&self, width_bytes: u64) {
+        self.width_bytes.store(width_bytes.max(1), Relaxed);
+    }
+
+    /// A read of `n` bytes (none when reads are not counted or nothing was read).
+    #[inline]
+    pub fn count(&self, n: usize) {
+        let width = self.width_bytes.load(Relaxed);
+        if width == 0 || n == 0 {
+            return;
+        }
+        let bin = &self.bins[landspeed_core::endpoint::ReadBins::bin(width, n as u64)];
+        bin.store(bin.load(Relaxed) + 1, Relaxed);
+    }
+
+    /// The counts now, when they are kept.
+    pub fn bins(&self) -> Option<landspeed_core::endpoint::ReadBins> {
+        let width_bytes = self.width_bytes.load(Relaxed);
+        (width_bytes > 0).then(|| landspeed_core::endpoint::ReadBins {
+            width_bytes,
+            bins: std::array::from_fn(|k| self.bins[k].load(Relaxed)),
+        })
+    }
 }
 
 /// A UDP receiver's running counts, for the interval samples.
@@ -217,6 +256,10 @@ pub trait Transport: Sync {
     fn snapshot(&self, i: usize) -> Option<TcpSnapshot>;
     /// The kernel's figures for stream `i` after the test; `rtts_us` are its sampled RTTs.
     fn settle(&self, i: usize, rtts_us: &[u32]) -> Settled;
+    /// Whether its receivers count their reads by size when asked (`EngineParams::read_bins`).
+    fn counts_reads(&self) -> bool {
+        false
+    }
 }
 
 /// Spreads `n` streams round-robin over at most `threads` groups (at least one stream each).

@@ -118,6 +118,10 @@ impl Transport for Tcp<'_> {
             ports: super::ports_of(sref),
         }
     }
+
+    fn counts_reads(&self) -> bool {
+        true
+    }
 }
 
 /// One stream as its worker drives it.
@@ -213,6 +217,7 @@ impl<'a> State<'a> {
             return self.take_tls(bufs.verifier.as_mut());
         }
         let n = self.recv(&mut bufs.rbuf[..len], discard_it)?;
+        self.counter.reads.count(n);
         #[cfg(feature = "fault-injection")]
         fault::flip(self.ds.id, self.out.bytes, &mut bufs.rbuf[..n]);
         if let Some(v) = bufs.verifier.as_mut() {
@@ -292,7 +297,7 @@ impl Buffers {
         Buffers {
             gen: sends.then(|| Generator::new(&p.pattern, p.length)),
             verifier: (receives && p.verify).then(|| Verifier::new(&p.pattern, p.length)),
-            rbuf: vec![0u8; if receives { p.length } else { 0 }],
+            rbuf: vec![0u8; if receives { p.read_length() } else { 0 }],
         }
     }
 }
@@ -551,7 +556,7 @@ const PACED_POLL: Duration = Duration::from_millis(1);
 /// would block, ends or fails.
 #[inline]
 fn burst(st: &mut State, bufs: &mut Buffers, p: &EngineParams, sender: bool, mut allowance: usize) {
-    let length = if sender { p.send_length() } else { p.length };
+    let length = if sender { p.send_length() } else { p.read_length() };
     for _ in 0..BURST {
         let call = length.min(allowance);
         if call == 0 {

@@ -344,6 +344,7 @@ fn sample_while(
                         bytes: c[BYTES].load(Relaxed),
                         tcp: None,
                         udp: None,
+                        reads: None,
                     })
                     .collect(),
             };

@@ -165,6 +165,7 @@ impl<'a> Merged<'a> {
                         bytes: 0,
                         tcp: None,
                         udp: None,
+                        reads: None,
                     }));
                 }
             }
@@ -348,6 +349,7 @@ pub(super) fn sample(id: u32, r: &mut Receipt) -> StreamSample {
             jitter_ms: Some(r.jitter_s * 1000.0),
             transit: (interval.datagrams > 0).then(|| super::udp::transit(&interval)),
         }),
+        reads: None,
     }
 }
 

@@ -274,6 +274,7 @@ impl Run {
                     bytes: self.bytes,
                     tcp,
                     udp: None,
+                    reads: None,
                 }],
             };
             let interval = self.live.convert(&s, |_| true);

@@ -54,6 +54,7 @@ fn build(b: &Built) -> RunResult {
                         jitter_ms: Some(u[k].2),
                         transit: None,
                     }),
+                    reads: None,
                 })
                 .collect(),
         })
@@ -305,4 +306,65 @@ fn udp_lines_carry_jitter_and_loss_and_its_csv_iperf2s_receiver_columns() {
             "0"
         ]
     );
+}
+
+#[test]
+fn tcp_enhanced_lines_carry_the_reads_as_iperf_2s_do() {
+    // iperf 2.1.8's `-s -e -i 1` against `-c -P 2 -t 2`: the head, each stream's reads and their
+    // eighths, the [SUM] of both.
+    let mut s = spec(2, Direction::Forward, Transport::Tcp);
+    s.interval_s = std::time::Duration::from_secs(1);
+    s.length_bytes = 131_072;
+    let mut r = build(&Built {
+        spec: s,
+        ports: &[55028, 55042],
+        cumulative: &[&[6_553_600, 6_684_672], &[13_107_200, 13_238_272]],
+        end_s: 2.0,
+        udp: None,
+    });
+    let bins = |b: [u64; 8]| {
+        Some(ReadBins {
+            width_bytes: 16_384,
+            bins: b,
+        })
+    };
+    for (k, each) in [
+        [[9, 0, 1, 4, 2, 1, 0, 46], [12, 0, 0, 1, 1, 0, 0, 50]],
+        [[16, 0, 0, 4, 0, 0, 0, 48], [12, 0, 0, 6, 2, 0, 0, 46]],
+    ]
+    .iter()
+    .enumerate()
+    {
+        for (st, b) in r.intervals[k].streams.iter_mut().zip(each) {
+            st.reads = bins(*b);
+        }
+    }
+    let st = Iperf2Style {
+        enhanced: true,
+        ..style(false, Some(1.0))
+    };
+    assert!(
+        connected(&r, 1, &st).ends_with("[ ID] Interval            Transfer    Bandwidth       Reads=Dist\n")
+    );
+    let first = interval(&r, 0, 1, &st);
+    assert_eq!(
+        first,
+        "[  1] 0.0000-1.0000 sec  6.25 MBytes  52.4 Mbits/sec  63=9:0:1:4:2:1:0:46\n\
+         [  2] 0.0000-1.0000 sec  6.38 MBytes  53.5 Mbits/sec  64=12:0:0:1:1:0:0:50\n\
+         [SUM] 0.0000-1.0000 sec  12.6 MBytes   106 Mbits/sec  127=21:0:1:5:3:1:0:96\n"
+    );
+    let end = totals(&r, 1, &st);
+    assert!(
+        end.contains("[  1] 0.0000-2.0000 sec  12.5 MBytes  52.4 Mbits/sec  131=25:0:1:8:2:1:0:94\n"),
+        "{end}"
+    );
+    assert!(
+        end.contains("[SUM] 0.0000-2.0000 sec  25.1 MBytes   105 Mbits/sec  261=49:0:1:15:5:1:0:190\n"),
+        "{end}"
+    );
+    // Without -e, iperf 2's plain lines.
+    assert!(!interval(&r, 0, 1, &style(false, Some(1.0))).contains('='));
+    // The head names the read buffer and the bins' width.
+    let e = listening(false, 15402, Some(131_072), Some(131_072));
+    assert!(e.contains("\nRead buffer size:  128 KByte (Dist bin width=16.0 KByte)\nTCP window size:  128 KByte (default)\n"), "{e}");
 }

@@ -94,6 +94,7 @@ impl Seen {
                         bytes: a.num_bytes.max(0) as u64,
                         tcp,
                         udp: None,
+                        reads: None,
                     }],
                 });
             }
