@@ -152,6 +152,7 @@ pub fn connected(r: &RunResult, first: u32, st: &Iperf2Style) -> String {
         (true, _) => column_head_udp_received(st),
         (false, true) => column_head_udp(st, false),
         (false, false) if counts_reads(r, st) => READS_HEAD,
+        (false, false) if writes_drawn(r, st) => crate::iperf2_text::column_head(st),
         (false, false) => PLAIN_HEAD,
     }
 }
@@ -163,6 +164,30 @@ const READS_HEAD: &str = "[ ID] Interval            Transfer    Bandwidth       
 /// counted with `-e`; a line of a stream that counted none has no reads column).
 fn counts_reads(r: &RunResult, st: &Iperf2Style) -> bool {
     st.enhanced && !st.csv && !is_udp(r) && r.config.spec.direction != Direction::Reverse
+}
+
+/// Whether `-e`'s writes go on the test's lines: a TCP test the server sends on (`-R`: its writes,
+/// retries, cwnd/RTT and net power, as iperf 2's client prints its own).
+fn writes_drawn(r: &RunResult, st: &Iperf2Style) -> bool {
+    st.enhanced && !st.csv && !is_udp(r) && r.config.spec.direction != Direction::Forward
+}
+
+/// `-e`'s columns of a stream the server sent: its writes (the bytes over the write size), the
+/// `retries` within the span, and its TCP state at the span's end.
+fn writes_column(r: &RunResult, bytes: u64, secs: f64, tcp: crate::iperf2_text::Tcp) -> String {
+    crate::iperf2_text::enhanced(r.config.spec.length_bytes, bytes, secs, &tcp)
+}
+
+/// Stream `id`'s retransmissions within interval `k` (the intervals carry the running count).
+fn retries_within(r: &RunResult, k: usize, id: u32) -> u64 {
+    let at = |k: usize| {
+        (r.intervals
+            .get(k)
+            .and_then(|i| i.streams.iter().find(|s| s.id == id)))
+        .and_then(|s| s.retransmits)
+        .unwrap_or(0)
+    };
+    at(k).saturating_sub(if k > 0 { at(k - 1) } else { 0 })
 }
 
 /// `-e`'s reads column: how many, then how many in each eighth of the read buffer.
@@ -289,6 +314,18 @@ fn interval_line(
         l += &udp_enhanced(r.config.spec.length_bytes, s.bytes, secs, None);
     } else if received && counts_reads(r, st) {
         l += &reads_column(s.reads.as_ref());
+    } else if !received && writes_drawn(r, st) {
+        let tcp = crate::iperf2_text::Tcp {
+            retransmits: retries_within(
+                r,
+                r.intervals.iter().position(|x| x.index == i.index).unwrap_or(0),
+                s.id,
+            ),
+            cwnd_bytes: s.cwnd_bytes.unwrap_or(0),
+            rtt_us: s.rtt_us.unwrap_or(0),
+            rtt_var_us: 0,
+        };
+        l += &writes_column(r, s.bytes, i.end_s - i.start_s, tcp);
     }
     l + "\n"
 }
@@ -428,6 +465,15 @@ fn total_line(
         l += &udp_enhanced(r.config.spec.length_bytes, bytes, secs, None);
     } else if received && counts_reads(r, st) {
         l += &reads_column(reads_of(r, s.id).as_ref());
+    } else if !received && writes_drawn(r, st) {
+        let t = s.tcp.as_ref();
+        let tcp = crate::iperf2_text::Tcp {
+            retransmits: t.map_or(0, |t| t.retransmits),
+            cwnd_bytes: t.map_or(0, |t| t.cwnd_bytes),
+            rtt_us: t.map_or(0, |t| t.rtt_us),
+            rtt_var_us: t.map_or(0, |t| t.rtt_var_us),
+        };
+        l += &writes_column(r, bytes, secs, tcp);
     }
     if !received && is_udp(r) {
         let _ = write!(l, "\n[{:>3}] Sent {} datagrams", c.number, datagrams(r, bytes));

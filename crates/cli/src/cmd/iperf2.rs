@@ -466,6 +466,9 @@ struct Live<'a> {
     /// the received streams' of the same interval come), and whether their column head is printed.
     last_sent: Option<landspeed_core::result::IntervalResult>,
     full_duplex_head: bool,
+    /// Each TCP stream's retransmissions counted by the last interval printed (the intervals carry
+    /// the running count; `-e`'s Rtry is each interval's own, as iperf 2 prints it).
+    retries: std::collections::HashMap<u32, u64>,
 }
 
 impl<'a> Live<'a> {
@@ -479,7 +482,24 @@ impl<'a> Live<'a> {
             received_head: false,
             last_sent: None,
             full_duplex_head: false,
+            retries: std::collections::HashMap::new(),
         }
+    }
+
+    /// `interval` with each stream's retransmissions its own (the running count less the last
+    /// interval's).
+    fn own_retries(
+        &mut self,
+        interval: &landspeed_core::result::IntervalResult,
+    ) -> landspeed_core::result::IntervalResult {
+        let mut own = interval.clone();
+        for s in own.streams.iter_mut() {
+            if let Some(total) = s.retransmits {
+                let before = self.retries.insert(s.id, total).unwrap_or(0);
+                s.retransmits = Some(total.saturating_sub(before));
+            }
+        }
+        own
     }
 
     fn event(&mut self, ev: landspeed_net::ClientEvent) {
@@ -600,7 +620,9 @@ impl<'a> Live<'a> {
                     false => &self.each[..],
                 };
                 let received = flow == Flow::ServerToClient;
-                iperf2_text::interval(interval, received, self.style, (each, stamp, length))
+                let each = each.to_vec();
+                let own = self.own_retries(interval);
+                iperf2_text::interval(&own, received, self.style, (&each, stamp, length))
             }
         })
     }

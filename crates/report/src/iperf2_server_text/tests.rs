@@ -368,3 +368,35 @@ fn tcp_enhanced_lines_carry_the_reads_as_iperf_2s_do() {
     let e = listening(false, 15402, Some(131_072), Some(131_072));
     assert!(e.contains("\nRead buffer size:  128 KByte (Dist bin width=16.0 KByte)\nTCP window size:  128 KByte (default)\n"), "{e}");
 }
+
+#[test]
+fn tcp_enhanced_lines_of_what_the_server_sends_carry_its_writes() {
+    // iperf 2.1.8's `-s -e -i 1` against `-c -R -t 2 -b 50M`: the writes' column head, each line's
+    // writes/errors, retries, cwnd/RTT and net power.
+    let mut s = spec(1, Direction::Reverse, Transport::Tcp);
+    s.interval_s = std::time::Duration::from_secs(1);
+    s.length_bytes = 131_072;
+    let r = build(&Built {
+        spec: s,
+        ports: &[55724],
+        cumulative: &[&[6_553_600], &[13_107_200]],
+        end_s: 2.0,
+        udp: None,
+    });
+    let st = Iperf2Style {
+        enhanced: true,
+        ..style(false, Some(1.0))
+    };
+    let head = connected(&r, 1, &st);
+    assert!(head.contains(" (reverse) on "), "{head}");
+    assert!(head.ends_with("[ ID] Interval            Transfer    Bandwidth       Write/Err  Rtry     Cwnd/RTT(var)        NetPwr\n"), "{head}");
+    assert_eq!(
+        masked(&interval(&r, 0, 1, &st)),
+        masked("[  1] 0.0000-1.0000 sec  6.25 MBytes  52.4 Mbits/sec  50/0          0       0K/0(0) us  0\n")
+    );
+    let end = totals(&r, 1, &st);
+    assert!(
+        end.starts_with("[  1] 0.0000-2.0000 sec  12.5 MBytes  52.4 Mbits/sec  100/0 "),
+        "{end}"
+    );
+}
