@@ -166,6 +166,52 @@ fn counts_reads(r: &RunResult, st: &Iperf2Style) -> bool {
     st.enhanced && !st.csv && !is_udp(r) && r.config.spec.direction != Direction::Reverse
 }
 
+/// `--full-duplex -e` over TCP as iperf 2.1.8's server prints it: the first time a kind of line
+/// comes (`heads`: in the first interval printed, or the totals when none was), its column head
+/// before it (the writes' before the first stream sent, the plain one before the first `[FDk]`),
+/// and each connection's lines closed by its `[FDk]`, both ways summed.
+struct FullDuplexTcp {
+    on: bool,
+    heads: bool,
+    sent_head: bool,
+    fd_head: bool,
+}
+
+impl FullDuplexTcp {
+    fn new(r: &RunResult, st: &Iperf2Style, heads: bool) -> FullDuplexTcp {
+        FullDuplexTcp {
+            on: st.enhanced && !st.csv && !is_udp(r) && r.config.spec.direction == Direction::Bidir,
+            heads,
+            sent_head: false,
+            fd_head: false,
+        }
+    }
+
+    /// The writes' column head before the first stream sent, when it is due.
+    fn head(&mut self, received: bool, st: &Iperf2Style) -> &'static str {
+        match self.on && self.heads && !received && !std::mem::replace(&mut self.sent_head, true) {
+            true => crate::iperf2_text::column_head(st),
+            false => "",
+        }
+    }
+
+    /// Connection `number`'s `[FDk]` line of `bytes` both ways over the span.
+    fn line(&mut self, number: u32, (start_s, end_s): (f64, f64), bytes: u64, st: &Iperf2Style) -> String {
+        if !self.on {
+            return String::new();
+        }
+        let head = match self.heads && !std::mem::replace(&mut self.fd_head, true) {
+            true => PLAIN_HEAD,
+            false => "",
+        };
+        let plain = Iperf2Style {
+            enhanced: false,
+            ..*st
+        };
+        format!("{head}[FD{number}] {}\n", columns(start_s, end_s, bytes, &plain))
+    }
+}
+
 /// Whether `-e`'s writes go on the test's lines: a TCP test the server sends on (`-R`: its writes,
 /// retries, cwnd/RTT and net power, as iperf 2's client prints its own).
 fn writes_drawn(r: &RunResult, st: &Iperf2Style) -> bool {
@@ -243,12 +289,17 @@ pub fn interval(r: &RunResult, k: usize, first: u32, st: &Iperf2Style) -> String
     let mut t = String::new();
     let mut sums = [(0u64, 0usize, None); 2];
     let stamp = r.started_unix_s + i.end_s;
+    let mut fd = FullDuplexTcp::new(r, st, printed(r, st).first() == Some(&k));
     for c in connections(r, first) {
         for (received, s) in [(true, find(c.received)), (false, find(c.sent))] {
             let Some(s) = s else { continue };
             let sum = &mut sums[usize::from(received)];
             *sum = (sum.0 + s.bytes, sum.1 + 1, summed([sum.2, s.reads].into_iter()));
+            t += fd.head(received, st);
             t += &interval_line(r, (i, s), (&c, received), (st, stamp));
+        }
+        if let (Some(a), Some(b)) = (find(c.received), find(c.sent)) {
+            t += &fd.line(c.number, (i.start_s, i.end_s), a.bytes + b.bytes, st);
         }
     }
     if !st.csv {
@@ -345,7 +396,9 @@ pub fn totals(r: &RunResult, first: u32, st: &Iperf2Style) -> String {
     let mut t = String::new();
     let mut sums = [(0u64, 0f64, 0usize); 2];
     let udp_both = is_udp(r) && r.config.spec.direction == Direction::Bidir;
+    let mut fd = FullDuplexTcp::new(r, st, printed(r, st).is_empty());
     for c in connections(r, first) {
+        let mut both = (0, 0.0f64);
         for (received, s) in [(true, c.received), (false, c.sent)] {
             let Some(s) = s else { continue };
             let (bytes, secs) = if received {
@@ -353,12 +406,17 @@ pub fn totals(r: &RunResult, first: u32, st: &Iperf2Style) -> String {
             } else {
                 (s.bytes_sent, s.sender_elapsed_s)
             };
+            both = (both.0 + bytes, both.1.max(secs));
             let sum = &mut sums[usize::from(received)];
             *sum = (sum.0 + bytes, sum.1.max(secs), sum.2 + 1);
             if udp_both && !received && !st.csv {
                 t += PLAIN_HEAD;
             }
+            t += fd.head(received, st);
             t += &total_line(r, s, (&c, received), (bytes, secs), st);
+        }
+        if c.received.is_some() && c.sent.is_some() {
+            t += &fd.line(c.number, (0.0, both.1), both.0, st);
         }
     }
     if udp_both && !st.csv {

@@ -44,6 +44,13 @@ pub struct Iperf2Lines {
     pub iperf2_read_len: u64,
 }
 
+impl Iperf2Lines {
+    /// The read buffer of an iperf 2 TCP test whose reads are counted (`-e` over TCP), if any.
+    pub fn reads(&self) -> Option<usize> {
+        (self.iperf2_enhanced && !self.iperf2_udp).then_some(self.iperf2_read_len as usize)
+    }
+}
+
 /// A running test: the number of its first connection, and how many of its intervals were seen.
 struct Running {
     first: u32,

@@ -530,6 +530,19 @@ fn limits_line(o: &ServerOptions) -> String {
 }
 
 /// The server's options from the command line (the key files read and checked here).
+/// `--auth-keys FILE`'s keys (none without it; a file with none is an error).
+fn auth_keys(a: &ServeArgs) -> Result<Option<Arc<landspeed_proto::KeyRing>>> {
+    let Some(file) = &a.auth_keys else {
+        return Ok(None);
+    };
+    let ring = landspeed_proto::KeyRing::parse(&crate::common::keyfile::read(file)?)
+        .map_err(|e| crate::common::keyfile::error("--auth-keys ", file, &e))?;
+    if ring.is_empty() {
+        return Err(UsageError(format!("--auth-keys {}: the file holds no keys", file.display())).into());
+    }
+    Ok(Some(Arc::new(ring)))
+}
+
 fn options(a: &ServeArgs, stats: Arc<AtomicBool>) -> Result<ServerOptions> {
     Ok(ServerOptions {
         bind: a.bind,
@@ -551,21 +564,7 @@ fn options(a: &ServeArgs, stats: Arc<AtomicBool>) -> Result<ServerOptions> {
         },
         allow: a.allow.clone(),
         stats_signal: Some(stats),
-        auth: match &a.auth_keys {
-            None => None,
-            Some(file) => {
-                let ring = landspeed_proto::KeyRing::parse(&crate::common::keyfile::read(file)?)
-                    .map_err(|e| crate::common::keyfile::error("--auth-keys ", file, &e))?;
-                if ring.is_empty() {
-                    return Err(UsageError(format!(
-                        "--auth-keys {}: the file holds no keys",
-                        file.display()
-                    ))
-                    .into());
-                }
-                Some(Arc::new(ring))
-            }
-        },
+        auth: auth_keys(a)?,
         allow_control: a.allow_control,
         open: a.open.iter().map(|&p| p.into()).collect(),
         connect_back: a.connect_back,
@@ -607,8 +606,7 @@ fn options(a: &ServeArgs, stats: Arc<AtomicBool>) -> Result<ServerOptions> {
         }),
         live: a.iperf3_text || a.iperf2_lines.iperf2_text,
         iperf2_interval: a.iperf2_lines.iperf2_interval,
-        iperf2_reads: (a.iperf2_lines.iperf2_enhanced && !a.iperf2_lines.iperf2_udp)
-            .then_some(a.iperf2_lines.iperf2_read_len as usize),
+        iperf2_reads: a.iperf2_lines.reads(),
         iperf3_total_rate: a.iperf3_bitrate_limit,
     })
 }

@@ -150,9 +150,8 @@ fn shape(out: &str, fixed: bool) -> Vec<String> {
 }
 
 /// Server arguments and client arguments (`-e` over TCP: the reads and their histogram, whose
-/// counts are each reader's own and so masked; with `-R` the server's writes). Not here: `-e` with
-/// `--full-duplex` (iperf 2 prints a column head before each kind's first line and `[FDk]` lines),
-/// with `-R -P` (its `[SUM]` takes the reads' head and counts), or with the client's `--trip-times`
+/// counts are each reader's own and so masked; with `-R` the server's writes; with `--full-duplex`
+/// both, each kind's head before its first line, and `[FDk]`). Not here: `-e` with `-R -P` (its `[SUM]` takes the reads' head and counts), or with the client's `--trip-times`
 /// (iperf 2 adds the writes' latency); `-P` with `-i` (iperf 2.1.8's server prints a
 /// `[SUM]` of an interval or of the totals only when its streams' reports meet, as their threads
 /// fall; the drop-in prints one each time) and UDP `-P` (each stream is a test of its own in
@@ -176,6 +175,7 @@ const MATRIX: &[(&str, &str)] = &[
     ("-e -i 0.5", "-t 1.2"),
     ("-e", "-t 1 -l 8K -b 50M"),
     ("-e -i 0.5", "-t 1.2 -R -b 50M"),
+    ("-e -i 0.5", "-t 1.2 --full-duplex -b 50M"),
 ];
 
 #[test]

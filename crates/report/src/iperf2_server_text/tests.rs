@@ -400,3 +400,50 @@ fn tcp_enhanced_lines_of_what_the_server_sends_carry_its_writes() {
         "{end}"
     );
 }
+
+#[test]
+fn tcp_full_duplex_enhanced_heads_each_kind_once_and_closes_with_fd_lines() {
+    // iperf 2.1.8's `-s -e -i 1` against `-c --full-duplex -t 2 -b 50M`: the reads' head (with the
+    // connection), the writes' before the first line sent, the plain head before the first [FD1].
+    let mut s = spec(1, Direction::Bidir, Transport::Tcp);
+    s.interval_s = std::time::Duration::from_secs(1);
+    s.length_bytes = 131_072;
+    let r = build(&Built {
+        spec: s,
+        ports: &[33392, 33392],
+        cumulative: &[&[6_553_600, 6_553_600], &[13_107_200, 13_107_200]],
+        end_s: 2.0,
+        udp: None,
+    });
+    let st = Iperf2Style {
+        enhanced: true,
+        ..style(false, Some(1.0))
+    };
+    assert!(connected(&r, 1, &st).ends_with("Reads=Dist\n"));
+    let heads = |t: &str| t.lines().filter(|l| l.starts_with("[ ID]")).count();
+    let first = interval(&r, 0, 1, &st);
+    let kinds: Vec<&str> = first.lines().map(|l| &l[..5]).collect();
+    assert_eq!(kinds, ["[  1]", "[ ID]", "[ *1]", "[ ID]", "[FD1]"], "{first}");
+    assert!(
+        first.contains("[FD1] 0.0000-1.0000 sec  12.5 MBytes   105 Mbits/sec\n"),
+        "{first}"
+    );
+    let second = interval(&r, 1, 1, &st);
+    assert_eq!(heads(&second), 0, "{second}");
+    assert!(
+        second.ends_with("[FD1] 1.0000-2.0000 sec  12.5 MBytes   105 Mbits/sec\n"),
+        "{second}"
+    );
+    let end = totals(&r, 1, &st);
+    assert_eq!(heads(&end), 0, "{end}");
+    assert!(
+        end.ends_with("[FD1] 0.0000-2.0000 sec  25.0 MBytes   105 Mbits/sec\n"),
+        "{end}"
+    );
+    // Without -i the totals carry the heads.
+    let quiet = Iperf2Style {
+        enhanced: true,
+        ..style(false, None)
+    };
+    assert_eq!(heads(&totals(&r, 1, &quiet)), 2);
+}

@@ -122,8 +122,11 @@ async fn send(answer: Answer, mut respond: h2::server::SendResponse<Bytes>) {
         };
         match frame {
             Some(Ok(f)) => {
+                // The body's last data goes with END_STREAM (a probe's one byte is one frame, and
+                // its end waits for no more flow-control capacity).
+                let last = body.is_end_stream();
                 if let Ok(data) = f.into_data() {
-                    if stream.send_data(data, false).is_err() {
+                    if stream.send_data(data, last).is_err() || last {
                         return;
                     }
                 }
