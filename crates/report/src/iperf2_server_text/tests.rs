@@ -308,20 +308,38 @@ fn udp_lines_carry_jitter_and_loss_and_its_csv_iperf2s_receiver_columns() {
     );
 }
 
+/// A TCP test of `streams` in `direction` sampled each second with iperf 2's 128 KiB writes (the
+/// `ports` and `cumulative` bytes as `Built` takes them), and `-e -i 1`'s style.
+fn enhanced_tcp(direction: Direction, ports: &[u16], cumulative: &[&[u64]]) -> (RunResult, Iperf2Style) {
+    let mut s = spec(ports.len() as u32, direction, Transport::Tcp);
+    if direction == Direction::Bidir {
+        s.streams = 1;
+    }
+    s.interval_s = std::time::Duration::from_secs(1);
+    s.length_bytes = 131_072;
+    let r = build(&Built {
+        spec: s,
+        ports,
+        cumulative,
+        end_s: 2.0,
+        udp: None,
+    });
+    let st = Iperf2Style {
+        enhanced: true,
+        ..style(false, Some(1.0))
+    };
+    (r, st)
+}
+
 #[test]
 fn tcp_enhanced_lines_carry_the_reads_as_iperf_2s_do() {
     // iperf 2.1.8's `-s -e -i 1` against `-c -P 2 -t 2`: the head, each stream's reads and their
     // eighths, the [SUM] of both.
-    let mut s = spec(2, Direction::Forward, Transport::Tcp);
-    s.interval_s = std::time::Duration::from_secs(1);
-    s.length_bytes = 131_072;
-    let mut r = build(&Built {
-        spec: s,
-        ports: &[55028, 55042],
-        cumulative: &[&[6_553_600, 6_684_672], &[13_107_200, 13_238_272]],
-        end_s: 2.0,
-        udp: None,
-    });
+    let (mut r, st) = enhanced_tcp(
+        Direction::Forward,
+        &[55028, 55042],
+        &[&[6_553_600, 6_684_672], &[13_107_200, 13_238_272]],
+    );
     let bins = |b: [u64; 8]| {
         Some(ReadBins {
             width_bytes: 16_384,
@@ -339,10 +357,6 @@ fn tcp_enhanced_lines_carry_the_reads_as_iperf_2s_do() {
             st.reads = bins(*b);
         }
     }
-    let st = Iperf2Style {
-        enhanced: true,
-        ..style(false, Some(1.0))
-    };
     assert!(
         connected(&r, 1, &st).ends_with("[ ID] Interval            Transfer    Bandwidth       Reads=Dist\n")
     );
@@ -373,20 +387,7 @@ fn tcp_enhanced_lines_carry_the_reads_as_iperf_2s_do() {
 fn tcp_enhanced_lines_of_what_the_server_sends_carry_its_writes() {
     // iperf 2.1.8's `-s -e -i 1` against `-c -R -t 2 -b 50M`: the writes' column head, each line's
     // writes/errors, retries, cwnd/RTT and net power.
-    let mut s = spec(1, Direction::Reverse, Transport::Tcp);
-    s.interval_s = std::time::Duration::from_secs(1);
-    s.length_bytes = 131_072;
-    let r = build(&Built {
-        spec: s,
-        ports: &[55724],
-        cumulative: &[&[6_553_600], &[13_107_200]],
-        end_s: 2.0,
-        udp: None,
-    });
-    let st = Iperf2Style {
-        enhanced: true,
-        ..style(false, Some(1.0))
-    };
+    let (r, st) = enhanced_tcp(Direction::Reverse, &[55724], &[&[6_553_600], &[13_107_200]]);
     let head = connected(&r, 1, &st);
     assert!(head.contains(" (reverse) on "), "{head}");
     assert!(head.ends_with("[ ID] Interval            Transfer    Bandwidth       Write/Err  Rtry     Cwnd/RTT(var)        NetPwr\n"), "{head}");
@@ -405,20 +406,11 @@ fn tcp_enhanced_lines_of_what_the_server_sends_carry_its_writes() {
 fn tcp_full_duplex_enhanced_heads_each_kind_once_and_closes_with_fd_lines() {
     // iperf 2.1.8's `-s -e -i 1` against `-c --full-duplex -t 2 -b 50M`: the reads' head (with the
     // connection), the writes' before the first line sent, the plain head before the first [FD1].
-    let mut s = spec(1, Direction::Bidir, Transport::Tcp);
-    s.interval_s = std::time::Duration::from_secs(1);
-    s.length_bytes = 131_072;
-    let r = build(&Built {
-        spec: s,
-        ports: &[33392, 33392],
-        cumulative: &[&[6_553_600, 6_553_600], &[13_107_200, 13_107_200]],
-        end_s: 2.0,
-        udp: None,
-    });
-    let st = Iperf2Style {
-        enhanced: true,
-        ..style(false, Some(1.0))
-    };
+    let (r, st) = enhanced_tcp(
+        Direction::Bidir,
+        &[33392, 33392],
+        &[&[6_553_600, 6_553_600], &[13_107_200, 13_107_200]],
+    );
     assert!(connected(&r, 1, &st).ends_with("Reads=Dist\n"));
     let heads = |t: &str| t.lines().filter(|l| l.starts_with("[ ID]")).count();
     let first = interval(&r, 0, 1, &st);
