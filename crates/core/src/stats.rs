@@ -200,24 +200,37 @@ mod tests {
         assert_eq!((s0, s1), (40, 9));
     }
 
-    #[test]
-    fn read_deltas_are_each_intervals_reads() {
-        use crate::endpoint::ReadBins;
-        let mk = |i: u32, bins: [u64; 8]| IntervalSample {
+    /// Stream 0 with `bytes` and nothing else.
+    fn stream0(bytes: u64) -> StreamSample {
+        StreamSample {
+            id: 0,
+            bytes,
+            tcp: None,
+            udp: None,
+            reads: None,
+        }
+    }
+
+    /// Interval `i` (a second long) holding `stream` alone.
+    fn one_stream(i: u32, stream: StreamSample) -> IntervalSample {
+        IntervalSample {
             index: i,
             start_s: i as f64,
             end_s: i as f64 + 1.0,
             omitted: false,
-            streams: vec![StreamSample {
-                id: 0,
-                bytes: 0,
-                tcp: None,
-                udp: None,
-                reads: Some(ReadBins {
-                    width_bytes: 16_384,
-                    bins,
-                }),
-            }],
+            streams: vec![stream],
+        }
+    }
+
+    #[test]
+    fn read_deltas_are_each_intervals_reads() {
+        use crate::endpoint::ReadBins;
+        let mk = |i: u32, bins: [u64; 8]| {
+            let reads = Some(ReadBins {
+                width_bytes: 16_384,
+                bins,
+            });
+            one_stream(i, StreamSample { reads, ..stream0(0) })
         };
         let d = deltas(&[mk(0, [1, 0, 0, 2, 0, 0, 0, 10]), mk(1, [1, 1, 0, 5, 0, 0, 0, 30])]);
         let second = d[1][0].reads.unwrap();
@@ -234,23 +247,20 @@ mod tests {
     #[test]
     fn udp_deltas_count_each_intervals_datagrams_and_new_gaps() {
         use crate::endpoint::UdpCounts;
-        let mk = |i: u32, expected: u64, received: u64| IntervalSample {
-            index: i,
-            start_s: i as f64,
-            end_s: i as f64 + 1.0,
-            omitted: false,
-            streams: vec![StreamSample {
-                id: 0,
-                bytes: received * 100,
-                tcp: None,
-                udp: Some(UdpCounts {
-                    expected,
-                    received,
-                    jitter_ms: None,
-                    transit: None,
-                }),
-                reads: None,
-            }],
+        let mk = |i: u32, expected: u64, received: u64| {
+            let udp = Some(UdpCounts {
+                expected,
+                received,
+                jitter_ms: None,
+                transit: None,
+            });
+            one_stream(
+                i,
+                StreamSample {
+                    udp,
+                    ..stream0(received * 100)
+                },
+            )
         };
         // 100 sent, 3 missing; then 100 more with one more gap; then 50 more, none missing, and two
         // of the old gaps filled late: that interval lost none (never fewer than none).
