@@ -247,14 +247,12 @@ fn reads_column(reads: Option<&ReadBins>) -> String {
 
 /// A stream's reads over the whole test (its intervals' summed), or none if it counted none.
 fn reads_of(r: &RunResult, id: u32) -> Option<ReadBins> {
-    let each = r
-        .intervals
-        .iter()
-        .flat_map(|i| i.streams.iter().filter(|s| s.id == id));
-    each.filter_map(|s| s.reads).reduce(|mut a, b| {
-        a.add(&b);
-        a
-    })
+    summed(
+        r.intervals
+            .iter()
+            .flat_map(|i| i.streams.iter().filter(|s| s.id == id))
+            .map(|s| s.reads),
+    )
 }
 
 /// Readings summed over streams (a `[SUM]` line's), none when none of them has any.
