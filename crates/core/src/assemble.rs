@@ -187,7 +187,8 @@ fn flow_intervals(p: &FlowParts, ids: &[u32]) -> Vec<IntervalResult> {
                     let snap = tx
                         .and_then(|t| t.streams.iter().find(|s| s.id == dl.id))
                         .and_then(|s| s.tcp);
-                    let udp = sample.streams.iter().find(|s| s.id == dl.id).and_then(|s| s.udp);
+                    let here = sample.streams.iter().find(|s| s.id == dl.id);
+                    let udp = here.and_then(|s| s.udp);
                     IntervalStream {
                         id: dl.id,
                         bytes: dl.bytes,
@@ -199,7 +200,7 @@ fn flow_intervals(p: &FlowParts, ids: &[u32]) -> Vec<IntervalResult> {
                         datagrams_lost: dl.datagrams.map(|d| d.1),
                         frames: None,
                         jitter_ms: udp.and_then(|u| u.jitter_ms),
-                        transit: udp.and_then(|u| u.transit),
+                        transit: udp.and_then(|u| u.transit).or(here.and_then(|s| s.trips)),
                         reads: dl.reads,
                     }
                 })
@@ -483,6 +484,7 @@ fn flow_summary(
             .map(|t| t.retransmits)
             .sum(),
         udp: udp_total(streams),
+        trips: trips_total(spec, intervals, duration),
         sender_elapsed_s: sender_span(
             p.sender
                 .streams
@@ -490,6 +492,20 @@ fn flow_summary(
                 .filter(|s| ids.contains(&s.id) && s.role == Role::Sender),
         ),
     }
+}
+
+/// A TCP flow's burst transits over its intervals (warm-up left out), merged exactly.
+fn trips_total(
+    spec: &TestSpec,
+    intervals: &[IntervalResult],
+    over_s: f64,
+) -> Option<crate::udp::TransitSummary> {
+    if spec.transport == crate::config::Transport::Udp {
+        return None;
+    }
+    let each = (intervals.iter().filter(|i| !i.omitted))
+        .flat_map(|i| i.streams.iter().filter_map(|s| s.transit.as_ref()));
+    crate::transit::merged(each, over_s)
 }
 
 fn combine(dirs: &[DirectionResult]) -> Summary {
@@ -511,6 +527,7 @@ fn combine(dirs: &[DirectionResult]) -> Summary {
         s.sender_elapsed_s = s.sender_elapsed_s.max(x.sender_elapsed_s);
     }
     s.udp = combine_udp(dirs.iter().filter_map(|d| d.summary.udp.as_ref()));
+    s.trips = crate::transit::merged(dirs.iter().filter_map(|d| d.summary.trips.as_ref()), s.duration_s);
     s.throughput_bps = rate(s.bytes_received, s.duration_s);
     if s.duration_s > 0.0 {
         s.kbytes_per_s = s.bytes_received as f64 / 1000.0 / s.duration_s;
@@ -1406,6 +1423,7 @@ pub(crate) mod tests {
                         tcp: None,
                         udp: None,
                         reads: None,
+                        trips: None,
                     })
                     .collect(),
             })

@@ -211,6 +211,11 @@ pub struct TestSpec {
     /// of varying size every period (docs/isochronous.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub frames: Option<crate::frames::FrameSpec>,
+    /// TCP: the sender cuts its stream into bursts of one write buffer, each opening with iperf 2's
+    /// burst header stamped with its send time, and the receiver times each burst's last byte from
+    /// that stamp (iperf 2's `--trip-times`; docs/iperf2.md, "Trip times over TCP").
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub trip_times: bool,
 }
 
 /// A request/response test's shape: what each request and response holds and how many requests a
@@ -322,6 +327,7 @@ impl Default for TestSpec {
             dont_fragment: false,
             transactions: None,
             frames: None,
+            trip_times: false,
         }
     }
 }

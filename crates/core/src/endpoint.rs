@@ -567,6 +567,10 @@ pub struct StreamSample {
     /// A TCP receiver's reads so far by size, where they are counted (iperf 2's tests).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reads: Option<ReadBins>,
+    /// A TCP receiver's one-way burst transits since the sample before (not a running count),
+    /// where its sender stamps its bursts (iperf 2's `--trip-times`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trips: Option<crate::udp::TransitSummary>,
 }
 
 /// A TCP receiver's reads by size, as iperf 2's server counts them for its `-e` lines' `Reads=Dist`:

@@ -142,6 +142,7 @@ impl TestIntent {
             idle_timeout_s: None,
             transactions: self.transactions,
             frames: self.frames,
+            trip_times: false,
         };
         match client_cpus {
             Some(cpus) => spec.for_many_streams(cpus, self.length.is_some()),

@@ -32,6 +32,7 @@ pub mod stats;
 pub mod tls;
 pub mod tos;
 pub mod transactions;
+pub mod transit;
 pub mod udp;
 pub mod units;
 pub mod verdict;

@@ -345,6 +345,11 @@ pub struct Summary {
     pub udp: Option<crate::udp::UdpStats>,
     /// Sender's time from its first to its last write, warm-up included.
     pub sender_elapsed_s: f64,
+    /// TCP: the one-way transit of the senders' stamped bursts over the test (iperf 2's
+    /// `--trip-times`: each burst's last byte's arrival less the send time its header carries, so
+    /// the two hosts' clock offset is in it), all streams' merged; none where no burst was stamped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trips: Option<crate::udp::TransitSummary>,
 }
 
 /// One data direction of the test.

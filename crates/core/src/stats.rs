@@ -183,6 +183,7 @@ mod tests {
                     tcp: None,
                     udp: None,
                     reads: None,
+                    trips: None,
                 },
                 StreamSample {
                     id: 1,
@@ -190,6 +191,7 @@ mod tests {
                     tcp: None,
                     udp: None,
                     reads: None,
+                    trips: None,
                 },
             ],
         };
@@ -208,6 +210,7 @@ mod tests {
             tcp: None,
             udp: None,
             reads: None,
+            trips: None,
         }
     }
 
@@ -283,6 +286,7 @@ mod tests {
                 tcp: None,
                 udp: None,
                 reads: None,
+                trips: None,
             }],
         }]
     }

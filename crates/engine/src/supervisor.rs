@@ -169,6 +169,9 @@ pub struct EngineParams {
     /// eighth of it each (iperf 2's server: its read buffer, `Reads=Dist`); None: reads of `length`,
     /// not counted.
     pub read_bins: Option<usize>,
+    /// TCP receivers cut their stream into iperf 2's bursts and time each one from the send time
+    /// its header carries (the spec's `trip_times`); every byte is then read into memory.
+    pub trip_times: bool,
 }
 
 impl EngineParams {
@@ -226,6 +229,7 @@ impl EngineParams {
             rcvlowat: crate::platform::rcvlowat(spec),
             paced_bps: crate::platform::tcp_pace(spec).0,
             read_bins: None,
+            trip_times: spec.trip_times,
             stall_s: landspeed_core::stall::threshold_s(
                 spec.paced_bps(spec.total_streams()),
                 spec.length_bytes as usize,
@@ -283,6 +287,11 @@ pub fn run<X: Send>(transport: &dyn Transport, p: &EngineParams, mut w: Wiring<'
             if meta.role == Role::Receiver && transport.counts_reads() && !p.uring {
                 m.reads.start((buffer / 8) as u64);
             }
+        }
+    }
+    for (m, meta) in meters.iter().zip(&metas) {
+        if p.trip_times && meta.role == Role::Receiver && transport.counts_reads() {
+            m.trips.start();
         }
     }
     let groups = transport.groups(p);
@@ -364,6 +373,7 @@ impl Sampler<'_> {
                     tcp: self.transport.snapshot(i),
                     udp: c.udp.counts(),
                     reads: c.reads.bins(),
+                    trips: c.trips.take(end_s - iv.start_s),
                 })
                 .collect(),
         }
@@ -597,6 +607,7 @@ mod tests {
             paced_bps: None,
             stall_s: landspeed_core::stall::MIN_STALL_S,
             read_bins: None,
+            trip_times: false,
         }
     }
 

@@ -12,6 +12,7 @@
 
 pub mod ack;
 pub mod bounceback;
+pub mod burst;
 pub mod detect;
 pub mod header;
 pub mod isoch;

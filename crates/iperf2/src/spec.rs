@@ -246,9 +246,17 @@ impl ClientHeader {
             fq_rate_bps: (rate > 0).then_some(rate as f64),
             verify: false,
             payload_key,
-            rx: RxMode::Discard,
+            // Bursts are timed from the bytes themselves: they are read, not dropped.
+            rx: match self.has(upper::TRIPTIME) {
+                true => RxMode::Copy,
+                false => RxMode::Discard,
+            },
             transport: Transport::Tcp,
             tos: self.extension.map(|e| e.tos as u8).filter(|t| *t != 0),
+            trip_times: self.has(upper::TRIPTIME),
+            // A burst is timed when its last byte is read: the reader wakes for every arrival
+            // (a low-water mark would hold a burst's tail until the next burst came).
+            rcvlowat_bytes: self.has(upper::TRIPTIME).then_some(0),
             ..TestSpec::default()
         };
         Ok(TcpPlan {
@@ -343,16 +351,10 @@ impl ClientHeader {
 
     /// What the header asks for that the server counts as plain bytes for now.
     fn unmeasured(&self) -> Vec<String> {
-        [
-            (
-                upper::TRIPTIME,
-                "--trip-times: the one-way delays in the client's writes are not read yet; bytes only",
-            ),
-            (
-                upper::PERIODICBURST,
-                "--burst-period: the bursts are counted as bytes; their latency is not read yet",
-            ),
-        ]
+        [(
+            upper::PERIODICBURST,
+            "--burst-period: the bursts are counted as bytes; their latency is not read yet",
+        )]
         .into_iter()
         .filter(|(bit, _)| self.has(*bit))
         .map(|(_, note)| note.to_string())
@@ -390,7 +392,8 @@ mod tests {
         assert_eq!(p.spec.total_streams(), 2);
 
         let p = tcp("tcp -n 8K --trip-times").tcp_plan(7).unwrap();
-        assert_eq!(p.notes.len(), 1);
+        assert!(p.notes.is_empty() && p.spec.trip_times);
+        assert_eq!(p.spec.rx, RxMode::Copy, "the bursts are read");
     }
 
     #[test]

@@ -317,6 +317,7 @@ mod tests {
                     tcp: None,
                     udp: None,
                     reads: None,
+                    trips: None,
                 },
                 StreamSample {
                     id: 1,
@@ -324,6 +325,7 @@ mod tests {
                     tcp: None,
                     udp: None,
                     reads: None,
+                    trips: None,
                 },
             ],
         };

@@ -18,6 +18,7 @@ use crate::iperf3_text::unit;
 use landspeed_core::config::{Direction, Flow, Transport};
 use landspeed_core::endpoint::ReadBins;
 use landspeed_core::result::{IntervalResult, IntervalStream, RunResult, StreamResult};
+use landspeed_core::udp::TransitSummary;
 use std::fmt::Write;
 
 /// The head iperf 2's server prints when it listens: its protocol, port and receive buffer (the
@@ -123,6 +124,7 @@ fn tag(c: &Conn, received: bool) -> String {
 
 /// Each connection's "connected with" line, then the column head (none in CSV).
 pub fn connected(r: &RunResult, first: u32, st: &Iperf2Style) -> String {
+    let st = &effective(r, st);
     if st.csv {
         return String::new();
     }
@@ -135,6 +137,7 @@ pub fn connected(r: &RunResult, first: u32, st: &Iperf2Style) -> String {
             (true, true, _) => " (full-duplex)",
             (false, true, Direction::Reverse) if is_udp(r) => " (reverse) (no-udp-fin)",
             (false, true, Direction::Reverse) => " (reverse)",
+            (true, false, _) if timed(r) => " (trip-times)",
             _ => "",
         };
         let when = match st.enhanced {
@@ -151,6 +154,7 @@ pub fn connected(r: &RunResult, first: u32, st: &Iperf2Style) -> String {
     t + match (received_udp, is_udp(r) && st.enhanced) {
         (true, _) => column_head_udp_received(st),
         (false, true) => column_head_udp(st, false),
+        (false, false) if timed(r) => TRIPS_HEAD,
         (false, false) if counts_reads(r, st) => READS_HEAD,
         (false, false) if writes_drawn(r, st) => crate::iperf2_text::column_head(st),
         (false, false) => PLAIN_HEAD,
@@ -159,6 +163,74 @@ pub fn connected(r: &RunResult, first: u32, st: &Iperf2Style) -> String {
 
 /// iperf 2's `-e` column head of a TCP test's received streams.
 const READS_HEAD: &str = "[ ID] Interval            Transfer    Bandwidth       Reads=Dist\n";
+
+/// The column head of a TCP stream received from a `--trip-times` client (its bursts timed).
+const TRIPS_HEAD: &str =
+    "[ ID] Interval            Transfer    Bandwidth    Burst Latency avg/min/max/stdev (cnt/size) inP NetPwr  Reads=Dist\n";
+
+/// Whether the test's received TCP streams came in timed bursts (an iperf 2 client's
+/// `--trip-times`: their intervals carry the bursts' transits).
+fn timed(r: &RunResult) -> bool {
+    r.config.spec.trip_times && !is_udp(r)
+}
+
+/// The style a test is drawn in: iperf 2's server prints a `--trip-times` client's test with
+/// `-e`'s lines whether or not it was given `-e`.
+fn effective(r: &RunResult, st: &Iperf2Style) -> Iperf2Style {
+    Iperf2Style {
+        enhanced: st.enhanced || timed(r),
+        ..*st
+    }
+}
+
+/// A timed stream's burst columns over `secs` with `bytes`: the bursts' mean, least, most and
+/// standard deviation (the last three 0 with fewer than two), how many and their mean size, the
+/// bytes in flight by Little's law (rate × mean transit) and the net power.
+fn trips_columns(t: Option<&TransitSummary>, bytes: u64, secs: f64) -> String {
+    let t = t.copied().unwrap_or_default();
+    let few = |v: f64| if t.datagrams < 2 { 0.0 } else { v };
+    let size = match t.datagrams {
+        0 => 0,
+        n => bytes / n,
+    };
+    let in_flight = match secs > 0.0 {
+        true => bytes as f64 / secs * t.mean_ms / 1e3,
+        false => 0.0,
+    };
+    format!(
+        "  {:.3}/{:.3}/{:.3}/{:.3} ms ({}/{size}) {} {}",
+        t.mean_ms,
+        few(t.min_ms),
+        few(t.max_ms),
+        few(t.stddev_ms),
+        t.datagrams,
+        adaptive_bytes(in_flight),
+        crate::iperf2_text::net_power(bytes, secs, t.mean_ms)
+    )
+}
+
+/// Bytes in iperf 2's adaptive units, negative ones too (a clock offset can make a transit so).
+fn adaptive_bytes(v: f64) -> String {
+    if v < -1e7 {
+        return "OBL".into();
+    }
+    let s = unit(v.abs(), true);
+    match v < 0.0 {
+        true => format!("-{}", s.trim_start()),
+        false => s,
+    }
+}
+
+/// A `[SUM]`'s head where its kind differs from its streams' (a timed test's sums carry the reads
+/// with `-e` and plain columns without): before the test's first `[SUM]`, which comes in the first
+/// interval printed or, with none, in the totals (`asked`: the server's own style).
+fn sum_head(r: &RunResult, asked: &Iperf2Style, first_sum: bool) -> &'static str {
+    match (first_sum && timed(r), asked.enhanced) {
+        (false, _) => "",
+        (true, true) => READS_HEAD,
+        (true, false) => PLAIN_HEAD,
+    }
+}
 
 /// Whether `-e`'s reads go on the test's lines: a TCP test the server received (its reads are
 /// counted with `-e`; a line of a stream that counted none has no reads column).
@@ -255,6 +327,14 @@ fn reads_of(r: &RunResult, id: u32) -> Option<ReadBins> {
     )
 }
 
+/// A stream's burst transits over the whole test (its intervals' merged), `secs` of them.
+fn trips_of(r: &RunResult, id: u32, secs: f64) -> Option<TransitSummary> {
+    let each = (r.intervals.iter())
+        .flat_map(|i| i.streams.iter().filter(|s| s.id == id))
+        .filter_map(|s| s.transit.as_ref());
+    landspeed_core::transit::merged(each, secs)
+}
+
 /// Readings summed over streams (a `[SUM]` line's), none when none of them has any.
 fn summed(reads: impl Iterator<Item = Option<ReadBins>>) -> Option<ReadBins> {
     reads.flatten().reduce(|mut a, b| {
@@ -279,7 +359,8 @@ pub fn printed(r: &RunResult, st: &Iperf2Style) -> Vec<usize> {
 
 /// Interval `k` of the test: each connection's lines (what it received, then what it sent), then a
 /// `[SUM]` per direction with more than one stream; in CSV one line per stream.
-pub fn interval(r: &RunResult, k: usize, first: u32, st: &Iperf2Style) -> String {
+pub fn interval(r: &RunResult, k: usize, first: u32, asked: &Iperf2Style) -> String {
+    let st = &effective(r, asked);
     let Some(i) = r.intervals.get(k) else {
         return String::new();
     };
@@ -301,13 +382,14 @@ pub fn interval(r: &RunResult, k: usize, first: u32, st: &Iperf2Style) -> String
         }
     }
     if !st.csv {
-        let reads = counts_reads(r, st);
+        let reads = counts_reads(r, asked);
         for (bytes, _, bins) in sums.into_iter().rev().filter(|s| s.1 > 1) {
             let more = if reads {
                 reads_column(bins.as_ref())
             } else {
                 String::new()
             };
+            t += sum_head(r, asked, printed(r, st).first() == Some(&k));
             let _ = writeln!(t, "[SUM] {}{more}", columns(i.start_s, i.end_s, bytes, st));
         }
     }
@@ -362,6 +444,9 @@ fn interval_line(
         let secs = i.end_s - i.start_s;
         l += &udp_enhanced(r.config.spec.length_bytes, s.bytes, secs, None);
     } else if received && counts_reads(r, st) {
+        if timed(r) && s.bytes > 0 {
+            l += &trips_columns(s.transit.as_ref(), s.bytes, i.end_s - i.start_s);
+        }
         l += &reads_column(s.reads.as_ref());
     } else if !received && writes_drawn(r, st) {
         let tcp = crate::iperf2_text::Tcp {
@@ -390,7 +475,8 @@ fn pct(lost: u64, sent: u64) -> f64 {
 /// The test's last lines: each stream's total over its own span (UDP received: jitter, lost/total
 /// and the datagrams out of order; UDP sent: the datagrams sent), a `[SUM]` per direction with more
 /// than one stream; in CSV one line per stream.
-pub fn totals(r: &RunResult, first: u32, st: &Iperf2Style) -> String {
+pub fn totals(r: &RunResult, first: u32, asked: &Iperf2Style) -> String {
+    let st = &effective(r, asked);
     let mut t = String::new();
     let mut sums = [(0u64, 0f64, 0usize); 2];
     let udp_both = is_udp(r) && r.config.spec.direction == Direction::Bidir;
@@ -422,10 +508,11 @@ pub fn totals(r: &RunResult, first: u32, st: &Iperf2Style) -> String {
     }
     if !st.csv {
         for (k, (bytes, secs, _)) in sums.into_iter().enumerate().rev().filter(|s| s.1 .2 > 1) {
-            let more = match k == 1 && counts_reads(r, st) {
+            let more = match k == 1 && counts_reads(r, asked) {
                 true => reads_column(summed(received_ids(r).map(|id| reads_of(r, id))).as_ref()),
                 false => String::new(),
             };
+            t += sum_head(r, asked, printed(r, st).is_empty());
             let _ = writeln!(t, "[SUM] {}{more}", columns(0.0, secs, bytes, st));
         }
     }
@@ -520,6 +607,9 @@ fn total_line(
     } else if st.enhanced && is_udp(r) && !received {
         l += &udp_enhanced(r.config.spec.length_bytes, bytes, secs, None);
     } else if received && counts_reads(r, st) {
+        if timed(r) && bytes > 0 {
+            l += &trips_columns(trips_of(r, s.id, secs).as_ref(), bytes, secs);
+        }
         l += &reads_column(reads_of(r, s.id).as_ref());
     } else if !received && writes_drawn(r, st) {
         let t = s.tcp.as_ref();

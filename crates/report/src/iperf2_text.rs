@@ -790,7 +790,7 @@ pub(crate) fn transit_columns(t: Option<&TransitSummary>, bytes: u64, secs: f64)
 
 /// iperf 2's NetPwr: bytes a second over the mean transit in seconds, times 10⁻⁶, printed with
 /// fewer decimals the larger it is (`NAN` with no transit).
-fn net_power(bytes: u64, secs: f64, mean_ms: f64) -> String {
+pub(crate) fn net_power(bytes: u64, secs: f64, mean_ms: f64) -> String {
     if mean_ms == 0.0 || secs <= 0.0 {
         return "NAN".into();
     }

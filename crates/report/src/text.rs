@@ -186,6 +186,13 @@ fn totals(
             );
         }
     }
+    if let Some(t) = s.trips.as_ref().filter(|_| s.udp.is_none()) {
+        let _ = writeln!(
+            out,
+            "  trips      one-way {:.3} ms mean, {:.3} min, {:.3} max, {:.3} stddev over {} bursts (arrival less the sender's stamp: the clocks' offset is in it)",
+            t.mean_ms, t.min_ms, t.max_ms, t.stddev_ms, t.datagrams
+        );
+    }
     if let Some(e) = emulator {
         emulator_line(out, e);
     }

@@ -45,9 +45,10 @@ pub struct Iperf2Lines {
 }
 
 impl Iperf2Lines {
-    /// The read buffer of an iperf 2 TCP test whose reads are counted (`-e` over TCP), if any.
+    /// The read buffer of the drop-in's TCP tests, whose reads are counted (its lines show them
+    /// with `-e`, and for a `--trip-times` client, whose tests iperf 2 prints as with `-e`).
     pub fn reads(&self) -> Option<usize> {
-        (self.iperf2_enhanced && !self.iperf2_udp).then_some(self.iperf2_read_len as usize)
+        (self.iperf2_text && !self.iperf2_udp).then_some(self.iperf2_read_len as usize)
     }
 }
 

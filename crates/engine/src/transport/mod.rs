@@ -31,6 +31,47 @@ pub struct Meter {
     pub udp: UdpMeter,
     /// A TCP receiver's reads by size, when the test counts them (`EngineParams::read_bins`).
     pub reads: ReadMeter,
+    /// A TCP receiver's burst transits since the last sample, when its sender stamps its bursts
+    /// (`EngineParams::trip_times`).
+    pub trips: TripMeter,
+}
+
+/// A TCP receiver's one-way burst transits since the last sample: its worker adds a read's worth
+/// at a time under the lock, the sampler takes them.
+#[derive(Debug, Default)]
+pub struct TripMeter {
+    /// The receiver times its bursts.
+    active: AtomicBool,
+    since: std::sync::Mutex<landspeed_core::transit::Transits>,
+}
+
+impl TripMeter {
+    /// The receiver times its bursts from now on.
+    pub fn start(&self) {
+        self.active.store(true, Relaxed);
+    }
+
+    /// Whether the receiver times its bursts.
+    pub fn on(&self) -> bool {
+        self.active.load(Relaxed)
+    }
+
+    /// Transits measured since the last call's.
+    pub fn add(&self, t: &landspeed_core::transit::Transits) {
+        if let Ok(mut s) = self.since.lock() {
+            s.merge(t);
+        }
+    }
+
+    /// The transits since the last sample, `over_s` seconds of them (none when not timed; a count
+    /// of 0 when timed and no burst ended).
+    pub fn take(&self, over_s: f64) -> Option<landspeed_core::udp::TransitSummary> {
+        if !self.on() {
+            return None;
+        }
+        let t = std::mem::take(&mut *self.since.lock().ok()?);
+        Some(t.summary(over_s).unwrap_or_default())
+    }
 }
 
 /// A TCP receiver's running reads by size (`landspeed_core::endpoint::ReadBins`), written by the

@@ -19,6 +19,8 @@ use crate::tcp_info;
 use landspeed_core::config::Flow;
 use landspeed_core::endpoint::{Role, TcpSnapshot, TcpStats};
 use landspeed_core::payload::{Generator, Verifier};
+use landspeed_core::transit::Transits;
+use landspeed_iperf2::burst::BurstReader;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::sync::atomic::Ordering::Relaxed;
@@ -124,6 +126,25 @@ impl Transport for Tcp<'_> {
     }
 }
 
+/// Times the bursts that end within `data` (just read): each one's arrival now less the send time
+/// its header carries, added to the stream's meter once per read.
+fn time_bursts(b: &mut BurstReader, data: &[u8], meter: &Meter) {
+    let mut t = Transits::default();
+    let mut now_us = None;
+    b.feed(data, |h| {
+        let now = *now_us.get_or_insert_with(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_micros() as i64)
+        });
+        let sent = i64::from(h.written.secs) * 1_000_000 + i64::from(h.written.micros);
+        t.add((now - sent) as f64 * 1e-6);
+    });
+    if t.count() > 0 {
+        meter.trips.add(&t);
+    }
+}
+
 /// One stream as its worker drives it.
 struct State<'a> {
     index: usize,
@@ -142,6 +163,8 @@ struct State<'a> {
     splicer: Option<crate::files::Splicer>,
     /// The stream's TLS session, held by its worker for the whole test.
     tls: Option<std::sync::MutexGuard<'a, tls::Session>>,
+    /// Receivers timing iperf 2's bursts (`EngineParams::trip_times`): the stream cut into them.
+    bursts: Option<BurstReader>,
 }
 
 impl<'a> State<'a> {
@@ -159,6 +182,7 @@ impl<'a> State<'a> {
             zc: None,
             splicer: None,
             tls: ds.tls.as_ref().map(|t| t.lock()),
+            bursts: counter.trips.on().then(BurstReader::default),
         }
     }
 
@@ -216,8 +240,11 @@ impl<'a> State<'a> {
         if self.tls.is_some() {
             return self.take_tls(bufs.verifier.as_mut());
         }
-        let n = self.recv(&mut bufs.rbuf[..len], discard_it)?;
+        let n = self.recv(&mut bufs.rbuf[..len], discard_it && self.bursts.is_none())?;
         self.counter.reads.count(n);
+        if let Some(b) = self.bursts.as_mut() {
+            time_bursts(b, &bufs.rbuf[..n], self.counter);
+        }
         #[cfg(feature = "fault-injection")]
         fault::flip(self.ds.id, self.out.bytes, &mut bufs.rbuf[..n]);
         if let Some(v) = bufs.verifier.as_mut() {

@@ -345,6 +345,7 @@ fn sample_while(
                         tcp: None,
                         udp: None,
                         reads: None,
+                        trips: None,
                     })
                     .collect(),
             };

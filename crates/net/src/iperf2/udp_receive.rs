@@ -166,6 +166,7 @@ impl<'a> Merged<'a> {
                         tcp: None,
                         udp: None,
                         reads: None,
+                        trips: None,
                     }));
                 }
             }
@@ -350,6 +351,7 @@ pub(super) fn sample(id: u32, r: &mut Receipt) -> StreamSample {
             transit: (interval.datagrams > 0).then(|| super::udp::transit(&interval)),
         }),
         reads: None,
+        trips: None,
     }
 }
 

@@ -275,6 +275,7 @@ impl Run {
                     tcp,
                     udp: None,
                     reads: None,
+                    trips: None,
                 }],
             };
             let interval = self.live.convert(&s, |_| true);

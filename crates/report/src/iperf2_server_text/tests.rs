@@ -55,6 +55,7 @@ fn build(b: &Built) -> RunResult {
                         transit: None,
                     }),
                     reads: None,
+                    trips: None,
                 })
                 .collect(),
         })
@@ -438,4 +439,81 @@ fn tcp_full_duplex_enhanced_heads_each_kind_once_and_closes_with_fd_lines() {
         ..style(false, None)
     };
     assert_eq!(heads(&totals(&r, 1, &quiet)), 2);
+}
+
+/// A `--trip-times` client's test (2 streams, 1 s intervals, 2 s): each interval's transits and
+/// reads as the server's samples give them.
+fn timed_tcp() -> RunResult {
+    let mut s = spec(2, Direction::Forward, Transport::Tcp);
+    s.interval_s = std::time::Duration::from_secs(1);
+    s.length_bytes = 131_072;
+    s.trip_times = true;
+    let mut r = build(&Built {
+        spec: s,
+        ports: &[55028, 55042],
+        cumulative: &[&[6_553_600, 6_553_600], &[13_107_200, 13_107_200]],
+        end_s: 2.0,
+        udp: None,
+    });
+    let transit = |mean_ms: f64, min_ms: f64, max_ms: f64| TransitSummary {
+        datagrams: 50,
+        mean_ms,
+        min_ms,
+        max_ms,
+        stddev_ms: 0.05,
+        per_s: 50.0,
+    };
+    for (k, i) in r.intervals.iter_mut().enumerate() {
+        for st in i.streams.iter_mut() {
+            st.transit = Some(transit(0.15 + k as f64 * 0.1, 0.1, 0.3 + k as f64));
+            st.reads = Some(ReadBins {
+                width_bytes: 16_384,
+                bins: [2, 0, 0, 0, 0, 0, 0, 50],
+            });
+        }
+    }
+    r
+}
+
+#[test]
+fn a_trip_times_clients_lines_carry_its_bursts_latency_with_or_without_e() {
+    // iperf 2.1.8's `-s [-e] -i 1` against `-c -P 2 --trip-times`: its `-e` lines whether or not
+    // the server was given `-e`, the bursts' latency (avg/min/max/stdev, count/size, Little's law's
+    // bytes in flight, net power) before the reads; the [SUM] under a head of its own, with the
+    // reads only with `-e`.
+    let r = timed_tcp();
+    for enhanced in [false, true] {
+        let st = Iperf2Style {
+            enhanced,
+            ..style(false, Some(1.0))
+        };
+        let c = connected(&r, 1, &st);
+        assert!(c.contains(" port 55028 (trip-times) on "), "{c}");
+        assert!(c.ends_with("[ ID] Interval            Transfer    Bandwidth    Burst Latency avg/min/max/stdev (cnt/size) inP NetPwr  Reads=Dist\n"), "{c}");
+        let first = interval(&r, 0, 1, &st);
+        let (head, sum) = match enhanced {
+            true => (READS_HEAD, "  104=4:0:0:0:0:0:0:100"),
+            false => (PLAIN_HEAD, ""),
+        };
+        assert_eq!(
+            first,
+            format!(
+                "[  1] 0.0000-1.0000 sec  6.25 MBytes  52.4 Mbits/sec  0.150/0.100/0.300/0.050 ms (50/131072)  983 Byte 43691  52=2:0:0:0:0:0:0:50\n\
+                 [  2] 0.0000-1.0000 sec  6.25 MBytes  52.4 Mbits/sec  0.150/0.100/0.300/0.050 ms (50/131072)  983 Byte 43691  52=2:0:0:0:0:0:0:50\n\
+                 {head}[SUM] 0.0000-1.0000 sec  12.5 MBytes   105 Mbits/sec{sum}\n"
+            )
+        );
+        assert!(
+            !interval(&r, 1, 1, &st).contains("[ ID]"),
+            "the [SUM]'s head comes once"
+        );
+        // The totals merge the intervals' transits exactly: 100 bursts, mean 0.2 ms, the least and
+        // the most of both.
+        let end = totals(&r, 1, &st);
+        assert!(
+            end.contains("[  1] 0.0000-2.0000 sec  12.5 MBytes  52.4 Mbits/sec  0.200/0.100/1.300/0.071 ms (100/131072) 1.28 KByte 32768  104=4:0:0:0:0:0:0:100\n"),
+            "{end}"
+        );
+        assert!(!end.contains("[ ID]"), "{end}");
+    }
 }

@@ -95,6 +95,7 @@ impl Seen {
                         tcp,
                         udp: None,
                         reads: None,
+                        trips: None,
                     }],
                 });
             }
