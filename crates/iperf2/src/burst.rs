@@ -157,6 +157,73 @@ impl BurstReader {
     }
 }
 
+/// A sent stream cut into bursts of one write buffer each (iperf 2's client with `--trip-times`),
+/// each opening with its header stamped when its first byte is written. Stamps are placed by the
+/// stream's offset, so writes of any size (a paced socket's shorter ones, a partial write) give the
+/// same bursts, and a header split over two writes keeps one stamp.
+#[derive(Debug, Clone)]
+pub struct BurstWriter {
+    size: u32,
+    total: Option<u64>,
+    start: Option<WireTime>,
+    /// The burst whose header was last made, and that header.
+    current: Option<(u64, [u8; BURST_HEADER_BYTES])>,
+}
+
+impl BurstWriter {
+    /// Bursts of `size` bytes (at least the header's), the last one cut short when the stream's
+    /// `total` is known (iperf 2's `-n`).
+    pub fn new(size: u32, total: Option<u64>) -> BurstWriter {
+        BurstWriter {
+            size: size.max(BURST_HEADER_BYTES as u32),
+            total,
+            start: None,
+            current: None,
+        }
+    }
+
+    /// Writes over `chunk`, the stream's bytes from `offset` about to be written at `now`, the
+    /// parts of burst headers it holds.
+    pub fn stamp(&mut self, offset: u64, chunk: &mut [u8], now: WireTime) {
+        let size = u64::from(self.size);
+        let end = offset + chunk.len() as u64;
+        let start = *self.start.get_or_insert(now);
+        for b in offset / size..end.div_ceil(size) {
+            let (from, to) = (b * size, b * size + BURST_HEADER_BYTES as u64);
+            let (lo, hi) = (from.max(offset), to.min(end));
+            if lo >= hi {
+                continue;
+            }
+            if self.current.map(|c| c.0) != Some(b) {
+                self.current = Some((b, self.header(b, start, now)));
+            }
+            let head = &self.current.as_ref().expect("just made").1;
+            chunk[(lo - offset) as usize..(hi - offset) as usize]
+                .copy_from_slice(&head[(lo - from) as usize..(hi - from) as usize]);
+        }
+    }
+
+    /// Burst `b`'s header (from 0), written at `now`.
+    fn header(&self, b: u64, start: WireTime, now: WireTime) -> [u8; BURST_HEADER_BYTES] {
+        let size = u64::from(self.size);
+        let this = match self.total {
+            Some(t) => t.saturating_sub(b * size).clamp(BURST_HEADER_BYTES as u64, size),
+            None => size,
+        };
+        let mut h = [0u8; BURST_HEADER_BYTES];
+        BurstHeader {
+            start,
+            written: now,
+            period_us: 0,
+            id: (b + 1) as u32,
+            size: this as u32,
+            seq: b * size + this,
+        }
+        .encode_into(&mut h);
+        h
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -253,5 +320,43 @@ mod tests {
             prop_assert_eq!(got.len(), sizes.len());
             prop_assert!(r.broken().is_none());
         }
+    }
+
+    #[test]
+    fn written_bursts_read_back_whatever_the_write_sizes() {
+        for (total, writes) in [
+            (10_000u64, [700usize, 31, 4096, 92, 1]),
+            (4_000, [1000, 999, 1, 50, 3000]),
+        ] {
+            let mut w = BurstWriter::new(1000, Some(total));
+            let mut stream = vec![0u8; total as usize];
+            let (mut at, mut k) = (0usize, 0usize);
+            while at < stream.len() {
+                let n = writes[k % writes.len()].min(stream.len() - at);
+                let now = WireTime {
+                    secs: 50 + k as u32,
+                    micros: 0,
+                };
+                w.stamp(at as u64, &mut stream[at..at + n], now);
+                (at, k) = (at + n, k + 1);
+            }
+            let mut r = BurstReader::default();
+            let mut got = vec![];
+            r.feed(&stream, |h| got.push((h.id, h.size, h.seq, h.start.secs)));
+            let bursts = total.div_ceil(1000) as usize;
+            assert_eq!(got.len(), bursts, "every burst ends once");
+            for (k, (id, size, seq, start)) in got.iter().enumerate() {
+                assert_eq!((*id, *size), (k as u32 + 1, 1000));
+                assert_eq!((*seq, *start), ((k as u64 + 1) * 1000, 50));
+            }
+            assert!(r.broken().is_none());
+        }
+        // A last burst cut short by the stream's total.
+        let mut w = BurstWriter::new(1000, Some(1500));
+        let mut s = vec![0u8; 1500];
+        w.stamp(0, &mut s, WireTime::default());
+        let mut sizes = vec![];
+        BurstReader::default().feed(&s, |h| sizes.push(h.size));
+        assert_eq!(sizes, [1000, 500]);
     }
 }

@@ -275,7 +275,41 @@ impl ClientHeader {
     pub fn has(&self, bit: u16) -> bool {
         self.extension.is_some_and(|e| e.upper & bit != 0)
     }
+
+    /// The client's start time, which a header with trip times carries after the extension (its
+    /// second and third words: the first is reserved), if the header is that long.
+    pub fn start_time(&self) -> Option<crate::ack::WireTime> {
+        let word = |at: usize| self.rest.get(at..at + 4).map(|b| crate::be32(b, 0));
+        Some(crate::ack::WireTime {
+            secs: word(START_AT)?,
+            micros: word(START_AT + 4)?,
+        })
+    }
+
+    /// The header a server sends first on a stream it sends to a `--trip-times` client (`-R` or
+    /// `--full-duplex`; iperf 2.1.8's client reads its length from the flags and the server's
+    /// start time from it, then the bursts): this header, the rate cleared and `start` in place
+    /// of the client's; with `-R` its `VERSION2` and `REVERSE` flags cleared too, as iperf 2.1.8's
+    /// server sends it (captured).
+    pub fn sender_echo(&self, start: crate::ack::WireTime) -> Vec<u8> {
+        let mut h = self.clone();
+        if let (false, Some(e)) = (self.has(upper::FULLDUPLEX), h.extension.as_mut()) {
+            h.flags &= !flags::VERSION2;
+            e.upper &= !upper::REVERSE;
+        }
+        if let Some(e) = h.extension.as_mut() {
+            e.rate_bps = 0;
+        }
+        if h.rest.len() >= START_AT + 8 {
+            h.rest[START_AT..START_AT + 4].copy_from_slice(&start.secs.to_be_bytes());
+            h.rest[START_AT + 4..START_AT + 8].copy_from_slice(&start.micros.to_be_bytes());
+        }
+        h.encode()
+    }
 }
+
+/// Where the start time sits in what follows the extension (bytes).
+const START_AT: usize = 4;
 
 /// The two old ways to test both directions, each on connections the server opens back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1359,3 +1359,44 @@ fn the_iperf_drop_in_prints_iperf2s_bounceback_lines() {
         o.stderr
     );
 }
+
+/// The bursts' mean latency (ms) and count on the last line of a stream the iperf 2 client
+/// received (`[ *1] 0.0000-...` with the `Burst Latency` columns), if it printed one.
+fn received_bursts(text: &str) -> Option<(f64, u64)> {
+    let line = text.lines().rev().find(|l| l.starts_with("[ *1] 0.0000-"))?;
+    let (figures, rest) = line.split_once(" ms (")?;
+    let mean = figures.rsplit("  ").next()?.split('/').next()?.parse().ok()?;
+    let count = rest.split('/').next()?.parse().ok()?;
+    Some((mean, count))
+}
+
+#[test]
+fn an_iperf2_trip_times_client_times_the_bursts_landspeed_sends() {
+    let _one = common::alone();
+    if !have_iperf2() {
+        return;
+    }
+    // iperf 2.1.8's `-R`/`--full-duplex` client with `--trip-times` reads the server's echo of its
+    // header, then times each 128 KiB burst from the stamp landspeed wrote in it. On loopback a
+    // burst arrives within milliseconds (physical margin: under 1 s is asked).
+    let s = ServerProc::start("127.0.0.1", &[]);
+    for args in ["-t 1 -R --trip-times", "-t 1 --full-duplex --trip-times"] {
+        let out = Command::new("iperf")
+            .args(["-c", "127.0.0.1", "-p", &s.port.to_string()])
+            .args(args.split_whitespace())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run iperf -c");
+        let (out, hung) = common::wait_output_or_kill(out, Duration::from_secs(20));
+        let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+        assert!(!hung || args.contains("--full-duplex"), "{args} hung: {text}");
+        assert!(text.contains("Burst Latency avg/min/max/stdev"), "{args}: {text}");
+        assert!(!text.contains("WARN: ignore --trip-times"), "{args}: {text}");
+        assert!(!text.contains("Program error"), "{args}: {text}");
+        let (mean_ms, bursts) = received_bursts(&text).unwrap_or_else(|| panic!("{args}: {text}"));
+        assert!(bursts > 10, "{args}: {text}");
+        assert!((0.0..1000.0).contains(&mean_ms), "{args}: {text}");
+        assert!(common::line_with(&s, "iperf2 2.1.8 test").ends_with(": ok"));
+    }
+}

@@ -20,7 +20,7 @@ use landspeed_core::config::Flow;
 use landspeed_core::endpoint::{Role, TcpSnapshot, TcpStats};
 use landspeed_core::payload::{Generator, Verifier};
 use landspeed_core::transit::Transits;
-use landspeed_iperf2::burst::BurstReader;
+use landspeed_iperf2::burst::{BurstReader, BurstWriter};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::sync::atomic::Ordering::Relaxed;
@@ -126,6 +126,18 @@ impl Transport for Tcp<'_> {
     }
 }
 
+/// `payload` (the stream's bytes from `offset`) copied into `copy` with the burst headers it holds
+/// stamped now.
+fn stamped<'c>(w: &mut BurstWriter, copy: &'c mut Vec<u8>, payload: &[u8], offset: u64) -> &'c [u8] {
+    copy.clear();
+    copy.extend_from_slice(payload);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    w.stamp(offset, copy, landspeed_iperf2::ack::WireTime::from_unix_ns(now));
+    copy
+}
+
 /// Times the bursts that end within `data` (just read): each one's arrival now less the send time
 /// its header carries, added to the stream's meter once per read.
 fn time_bursts(b: &mut BurstReader, data: &[u8], meter: &Meter) {
@@ -165,6 +177,9 @@ struct State<'a> {
     tls: Option<std::sync::MutexGuard<'a, tls::Session>>,
     /// Receivers timing iperf 2's bursts (`EngineParams::trip_times`): the stream cut into them.
     bursts: Option<BurstReader>,
+    /// Senders stamping iperf 2's bursts (`EngineParams::trip_times`), and the copy of each write
+    /// the stamps go on (the payload generator's buffer is left as it is).
+    stamps: Option<(BurstWriter, Vec<u8>)>,
 }
 
 impl<'a> State<'a> {
@@ -183,7 +198,17 @@ impl<'a> State<'a> {
             splicer: None,
             tls: ds.tls.as_ref().map(|t| t.lock()),
             bursts: counter.trips.on().then(BurstReader::default),
+            stamps: None,
         }
+    }
+
+    /// A sender of a test with trip times (`EngineParams::trip_times`) stamps its bursts.
+    fn stamping(mut self, p: &EngineParams) -> Self {
+        let ds = self.ds;
+        if p.trip_times && ds.role == Role::Sender && ds.tls.is_none() && ds.file.is_none() {
+            self.stamps = Some((BurstWriter::new(p.length as u32, ds.budget), vec![]));
+        }
+        self
     }
 
     /// Checks `data`, just read at the stream's current offset, and records what was wrong.
@@ -214,7 +239,10 @@ impl<'a> State<'a> {
                 }
                 zc.send(sock, id, off, n)
             }
-            (None, Some(g)) => (&self.ds.socket).write(g.fill(id, off, n)),
+            (None, Some(g)) => match self.stamps.as_mut() {
+                Some((w, copy)) => (&self.ds.socket).write(stamped(w, copy, g.fill(id, off, n), off)),
+                None => (&self.ds.socket).write(g.fill(id, off, n)),
+            },
             (None, None) => Err(std::io::Error::other("no payload generator")),
         }
     }
@@ -353,7 +381,7 @@ fn worker(
     let now = Instant::now();
     let mut states: Vec<State> = streams
         .into_iter()
-        .map(|(i, ds, c)| State::new(i, ds, c, now))
+        .map(|(i, ds, c)| State::new(i, ds, c, now).stamping(p))
         .collect();
     let mut poll = match crate::os::Poller::new(states.len()) {
         Ok(p) => p,

@@ -254,3 +254,31 @@ fn a_udp_datagram_is_told_as_iperf2s_by_its_prefix_and_header() {
     assert!(detect::udp(&[0; 20]).is_none());
     assert!(detect::udp(b"9876").is_none());
 }
+
+#[test]
+fn a_trip_times_client_gets_the_servers_echo_of_its_header_before_the_bursts() {
+    // iperf 2.1.8's client `-c -t 1 -R --trip-times -b 50M` (then `--full-duplex`) and what iperf
+    // 2.1.8's server sent first on the connection (captured on loopback): the header again, the
+    // rate cleared, the server's start time in place of the client's; with -R without VERSION2 and
+    // REVERSE.
+    let cases = [
+        (
+            "440100a000000001000014ba0000000000000000ffffff9c000000000000000004100000000200010008000300000000032000000000000000000000000000006b13d7da0005f0ba0000000000000000",
+            "400100a000000001000014ba0000000000000000ffffff9c000000000000000000100000000200010008000300000000000000000000000000000000000000006b13d7e00007d24f0000000000000000",
+        ),
+        (
+            "440100a000000001000014ba0000000000000000ffffff9c000000000000000008100000000200010008000300000000032000000000000000000000000000006b13d7f00002a9120000000000000000",
+            "440100a000000001000014ba0000000000000000ffffff9c000000000000000008100000000200010008000300000000000000000000000000000000000000006b13d7f60004615c0000000000000000",
+        ),
+    ];
+    for (client, server) in cases {
+        let (h, _) = ClientHeader::parse(&crate::unhex(client), 0).unwrap();
+        let (s, _) = ClientHeader::parse(&crate::unhex(server), 0).unwrap();
+        let start = s.start_time().unwrap();
+        assert!(
+            [0x6b13_d7da, 0x6b13_d7f0].contains(&h.start_time().unwrap().secs),
+            "the client's start"
+        );
+        assert_eq!(h.sender_echo(start), crate::unhex(server));
+    }
+}

@@ -274,7 +274,7 @@ fn acknowledge(s: &Stream, timeout: Duration) {
         .header
         .has(landspeed_iperf2::header::upper::TRIPTIME)
         .then(|| AckTimes {
-            sent: sent_stamp(&s.header),
+            sent: s.header.start_time().unwrap_or_default(),
             received: unix(s.accepted),
             acked: unix(SystemTime::now()),
         });
@@ -284,19 +284,6 @@ fn acknowledge(s: &Stream, timeout: Duration) {
     };
     let _ = s.socket.set_write_timeout(Some(timeout));
     let _ = (&s.socket).write_all(&ack.encode());
-}
-
-/// The client's start time, which a header with trip times carries after the extension.
-fn sent_stamp(h: &ClientHeader) -> WireTime {
-    let word = |at: usize| {
-        h.rest
-            .get(at..at + 4)
-            .map_or(0, |b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
-    };
-    WireTime {
-        secs: word(0),
-        micros: word(4),
-    }
 }
 
 /// The engine's streams over the test's connections: the client's data in on its own connections;
@@ -338,6 +325,26 @@ fn data_streams(legs: Legs, test: &Test) -> Result<Vec<DataStream>, String> {
     Ok(out)
 }
 
+/// A `--trip-times` test this server sends on (`-R`, `--full-duplex`): each stream's header echoed
+/// with this server's start time before its bursts, as iperf 2's client expects. The bytes written.
+fn echo_headers(streams: &[Stream], test: &Test, timeout: Duration) -> u64 {
+    if !test.trip_times || test.direction == Direction::Forward {
+        return 0;
+    }
+    let now = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let mut written = 0;
+    for s in streams {
+        let echo = s.header.sender_echo(WireTime::from_unix_ns(now));
+        let _ = s.socket.set_write_timeout(Some(timeout));
+        if (&s.socket).write_all(&echo).is_ok() {
+            written += echo.len() as u64;
+        }
+    }
+    written
+}
+
 /// Measures the test and fills the log (and its result) in.
 fn run(
     legs: Legs,
@@ -350,6 +357,7 @@ fn run(
     for s in streams.iter().filter(|_| legs.ack) {
         acknowledge(s, o.handshake_timeout);
     }
+    let echoed = echo_headers(streams, test, o.handshake_timeout);
     let paths = data_streams(legs, test)?;
     // Read now: once the client has gone, its connections may no longer say where they went.
     let ends = Ends {
@@ -387,6 +395,7 @@ fn run(
     } else {
         headers
     };
+    log.bytes_sent += echoed;
     log.result = Some(Box::new(seen_here(&out, (plan, test), legs, &ends)));
     if let Some(cut) = hook.cut {
         return Err(cut);
