@@ -286,6 +286,16 @@ impl ClientHeader {
         })
     }
 
+    /// This header with `start` as the client's start time (a header with trip times; else as it
+    /// is).
+    pub fn started(mut self, start: crate::ack::WireTime) -> ClientHeader {
+        if self.rest.len() >= START_AT + 8 {
+            self.rest[START_AT..START_AT + 4].copy_from_slice(&start.secs.to_be_bytes());
+            self.rest[START_AT + 4..START_AT + 8].copy_from_slice(&start.micros.to_be_bytes());
+        }
+        self
+    }
+
     /// The header a server sends first on a stream it sends to a `--trip-times` client (`-R` or
     /// `--full-duplex`; iperf 2.1.8's client reads its length from the flags and the server's
     /// start time from it, then the bursts): this header, the rate cleared and `start` in place
@@ -300,11 +310,7 @@ impl ClientHeader {
         if let Some(e) = h.extension.as_mut() {
             e.rate_bps = 0;
         }
-        if h.rest.len() >= START_AT + 8 {
-            h.rest[START_AT..START_AT + 4].copy_from_slice(&start.secs.to_be_bytes());
-            h.rest[START_AT + 4..START_AT + 8].copy_from_slice(&start.micros.to_be_bytes());
-        }
-        h.encode()
+        h.started(start).encode()
     }
 }
 

@@ -115,8 +115,14 @@ impl ClientHeader {
             Direction::Forward => 0,
             Direction::Reverse => upper::REVERSE,
             Direction::Bidir => upper::FULLDUPLEX,
+        } | if spec.trip_times { upper::TRIPTIME } else { 0 };
+        // With trip times the header goes on with the start time (after a reserved word) and the
+        // fq rate's two words, as iperf 2.1.8 writes it.
+        let rest = match spec.trip_times {
+            true => vec![0; 20],
+            false => vec![],
         };
-        let len = (crate::header::V1_BYTES + crate::header::EXTENSION_BYTES) as u32;
+        let len = (crate::header::V1_BYTES + crate::header::EXTENSION_BYTES + rest.len()) as u32;
         Ok(ClientHeader {
             flags: flags::EXTEND | flags::VERSION2 | flags::LEN_BIT | len << 1,
             threads: spec.streams,
@@ -134,7 +140,7 @@ impl ClientHeader {
                 rate_bps: spec.fq_rate_bps.map_or(0, |r| r as u64),
                 write_prefetch: 0,
             }),
-            rest: vec![],
+            rest,
         })
     }
 

@@ -218,9 +218,9 @@ fn refused(o: &Opts) -> Option<String> {
             "the client asks for them; the server answers them",
         ),
         (
-            o.trip_times && !(o.udp && o.isochronous.is_some()),
-            "--trip-times",
-            "it goes with -u --isochronous here (the server reads the frames' one-way latency); a bulk test's one-way figures are not computed yet",
+            o.trip_times && o.udp && o.isochronous.is_none(),
+            "-u --trip-times without --isochronous",
+            "over UDP it goes with --isochronous here (the server reads the frames' one-way latency)",
         ),
         (
             o.bounceback.is_some()
@@ -410,6 +410,8 @@ fn client(o: &Opts, host: &str) -> Result<bool> {
             return refuse(&e);
         }
     }
+    // --trip-times over TCP: the bursts stamped and timed (over UDP, --isochronous's above).
+    opts.trip_times |= o.trip_times && !o.udp;
     let style = Iperf2Style {
         csv: o.style.is_some(),
         // --isochronous turns -e on, as iperf 2's does.
@@ -716,7 +718,7 @@ mod tests {
             ("-c h -d --bounceback", "-r/-d with --bounceback"),
             ("-c h -L 6000", "-L without -r or -d"),
             ("-s -d", "-s with -r or -d"),
-            ("-c h --trip-times", "--trip-times"),
+            ("-c h -u --trip-times", "-u --trip-times without --isochronous"),
             ("-c h --bounceback -R", "--bounceback with -u, -R"),
             ("-c h --bounceback -y C", "--bounceback with -y C"),
             ("-c h --isochronous 60:1m,100k", "--isochronous"),

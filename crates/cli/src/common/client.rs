@@ -49,8 +49,12 @@ pub fn check(opts: &ClientOptions) -> Result<()> {
 /// `--isochronous` (and `--trip-times`) on the intent: frames at their mean rate, in iperf 2's
 /// protocol only.
 fn frames(a: &RunArgs, said: &mut landspeed_core::intent::TestIntent) -> Result<()> {
-    if a.trip_times && a.bounceback.is_none() && a.isochronous.is_none() {
-        return Err(UsageError("--trip-times goes with --bounceback or --isochronous".into()).into());
+    let bulk_tcp = a.iperf2 && !a.test.udp;
+    if a.trip_times && a.bounceback.is_none() && a.isochronous.is_none() && !bulk_tcp {
+        return Err(UsageError(
+            "--trip-times goes with --bounceback, --isochronous, or a TCP test with --iperf2 (its bursts timed one way)".into(),
+        )
+        .into());
     }
     if let Some(f) = a.isochronous {
         if !(a.iperf2 && a.test.udp) {

@@ -73,9 +73,12 @@ pub struct RunArgs {
     /// iperf 2 asks).
     #[arg(long, requires = "bounceback")]
     pub bounceback_no_quickack: bool,
-    /// With --bounceback or --isochronous: the two clocks are synchronized (NTP, PTP, or one host).
-    /// --bounceback reports each way's delay from the server's timestamps; --isochronous tells iperf
-    /// 2's server so, which then prints each frame's latency (iperf 2's --trip-times).
+    /// With --bounceback, --isochronous or a TCP test with --iperf2: the two clocks are
+    /// synchronized (NTP, PTP, or one host). --bounceback reports each way's delay from the
+    /// server's timestamps; --isochronous tells iperf 2's server so, which then prints each
+    /// frame's latency; a TCP test sends (and receives) its data in bursts of one write each,
+    /// stamped when written, and each burst's one-way latency is timed where it arrives (iperf
+    /// 2's --trip-times).
     #[arg(long)]
     pub trip_times: bool,
     /// With --iperf2: iperf 2's -d (dual test): both directions at once, the server's on

@@ -1400,3 +1400,88 @@ fn an_iperf2_trip_times_client_times_the_bursts_landspeed_sends() {
         assert!(common::line_with(&s, "iperf2 2.1.8 test").ends_with(": ok"));
     }
 }
+
+/// The mean (ms) and count of every `Burst Latency` line iperf 2's server printed.
+fn bursts_printed(text: &str) -> Vec<(f64, u64)> {
+    text.lines()
+        .filter_map(|l| {
+            let (figures, rest) = l.split_once(" ms (")?;
+            let mean = figures.rsplit("  ").next()?.split('/').next()?.parse().ok()?;
+            Some((mean, rest.split('/').next()?.parse().ok()?))
+        })
+        .collect()
+}
+
+#[test]
+fn landspeed_sends_and_times_iperf2_bursts_against_iperf2s_server() {
+    let _one = common::alone();
+    if !have_iperf2() {
+        return;
+    }
+    // `run --iperf2 --trip-times` against iperf 2.1.8's `iperf -s -e`: what landspeed sends, iperf
+    // 2's server times from landspeed's stamps (its lines); what iperf 2 sends (-R, --bidir),
+    // landspeed times (its result's trips). Loopback: a burst within a second (physical margin).
+    let port = common::free_port();
+    let log = std::env::temp_dir().join(format!("landspeed-iperf2-tt-{}.txt", std::process::id()));
+    let mut child = Command::new("iperf")
+        .args(["-s", "-e", "-p", &port.to_string()])
+        .stdout(std::fs::File::create(&log).unwrap())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("run iperf -s");
+    let _server = scopeguard(&mut child);
+    assert!(common::wait_until(Duration::from_secs(5), || common::listening(
+        port
+    )));
+    let mut seen = 0;
+    for args in ["-t 1", "-t 1 -R", "-t 1 --bidir"] {
+        let p = port.to_string();
+        let mut argv = vec![
+            "run",
+            "127.0.0.1",
+            "-p",
+            &p,
+            "--iperf2",
+            "--no-save",
+            "--json",
+            "--trip-times",
+        ];
+        argv.extend(args.split_whitespace());
+        let o = common::landspeed(&argv, Duration::from_secs(30));
+        assert_eq!(o.code, 0, "{args}: {}", o.stderr);
+        let r: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+        let timed_here: Vec<&serde_json::Value> = (r["directions"].as_array().unwrap().iter())
+            .filter(|d| d["flow"] == "server_to_client")
+            .map(|d| &d["summary"]["trips"])
+            .collect();
+        for t in &timed_here {
+            assert!(t["datagrams"].as_u64().unwrap_or(0) > 10, "{args}: {t}");
+            assert!(
+                (0.0..1000.0).contains(&t["mean_ms"].as_f64().unwrap()),
+                "{args}: {t}"
+            );
+        }
+        assert_eq!(
+            timed_here.len(),
+            usize::from(args.contains('R') || args.contains("bidir"))
+        );
+        if args.contains("-R") {
+            continue;
+        }
+        let got = || bursts_printed(&std::fs::read_to_string(&log).unwrap_or_default()).len();
+        assert!(
+            common::wait_until(Duration::from_secs(5), || got() > seen),
+            "{args}: iperf -s printed no latency"
+        );
+        let text = std::fs::read_to_string(&log).unwrap();
+        assert!(
+            !text.contains("Program error") && !text.contains("WARN"),
+            "{args}: {text}"
+        );
+        let lines = bursts_printed(&text);
+        let (mean, count) = *lines.last().unwrap();
+        assert!(count > 10 && (0.0..1000.0).contains(&mean), "{args}: {text}");
+        seen = lines.len();
+    }
+    let _ = std::fs::remove_file(&log);
+}

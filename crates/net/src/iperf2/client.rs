@@ -41,12 +41,19 @@ pub fn run_iperf2_client(
     if let Some(ask) = opts.connect_back {
         return super::back_client::run_back(opts, spec, ask, interrupt, on_event);
     }
-    let header = ClientHeader::for_tcp(spec, opts.port)
-        .map_err(|e| ClientError::NotWithIperf2 { what: e.to_string() })?;
-    landspeed_engine::platform::check_spec(spec)?;
+    let spec = &with_trips(spec, opts.trip_times)?;
     let started_unix_s = unix_now_s();
+    let header = ClientHeader::for_tcp(spec, opts.port)
+        .map_err(|e| ClientError::NotWithIperf2 { what: e.to_string() })?
+        .started(landspeed_iperf2::ack::WireTime::from_unix_ns(
+            (started_unix_s * 1e9) as u64,
+        ));
+    landspeed_engine::platform::check_spec(spec)?;
     let addr = resolve(opts)?;
     let streams = open(opts, addr, spec, &header.encode())?;
+    if spec.trip_times && spec.direction != Direction::Forward {
+        read_echoes(&streams[..spec.streams as usize], opts.control_timeout)?;
+    }
     let local = streams[0]
         .socket
         .local_addr()
@@ -213,6 +220,40 @@ pub(super) fn unverified(offered: &Test) -> Result<Test, ClientError> {
             s.rx = RxMode::Discard;
         }
     })?)
+}
+
+/// A TCP test with `--trip-times` (`trip_times`): its bursts stamped by this end's senders and timed
+/// by its receivers, which read every byte (no low-water mark: a burst is timed at its last byte).
+fn with_trips(spec: &Test, trip_times: bool) -> Result<Test, ClientError> {
+    if !trip_times {
+        return Ok(spec.clone());
+    }
+    Ok(spec.changed(|s: &mut TestSpec| {
+        s.trip_times = true;
+        s.rx = RxMode::Copy;
+        s.rcvlowat_bytes = Some(0);
+    })?)
+}
+
+/// Reads, on each connection, the header an iperf 2 server sends first on a `--trip-times` test it
+/// sends on (its echo of this client's, with its start time): its length from its first word.
+fn read_echoes(connections: &[DataStream], timeout: std::time::Duration) -> Result<(), ClientError> {
+    use std::io::Read;
+    for c in connections {
+        let err = |err| ClientError::Stream { id: c.id, err };
+        c.socket.set_read_timeout(Some(timeout)).map_err(err)?;
+        let mut first = [0u8; 4];
+        (&c.socket).read_exact(&mut first).map_err(err)?;
+        let len = ClientHeader::len_from_flags(u32::from_be_bytes(first), 0).map_err(|e| {
+            err(std::io::Error::other(format!(
+                "the iperf 2 server's first bytes on a --trip-times test are not its header ({e})"
+            )))
+        })?;
+        let mut rest = vec![0u8; len.saturating_sub(4)];
+        (&c.socket).read_exact(&mut rest).map_err(err)?;
+        c.socket.set_read_timeout(None).map_err(err)?;
+    }
+    Ok(())
 }
 
 /// The test's connections, each opened with the header; with `--bidir` each carries both ways (the
