@@ -191,12 +191,17 @@ IPERF2_CASES = [
     ("iperf2-2.1.8-full-duplex.csv", 5099, (1059586108, 1031405568)),
     ("iperf2-2.1.8-udp-e.txt", None, [(0, 104, 0.004, None)]),
     ("iperf2-2.1.8-udp-e-landspeed.txt", None, [(0, 104, 0.005, 0.022)]),
+    ("iperf2-2.1.8-R-trip-times.txt", None,
+     {"mean_ms": 0.102, "min_ms": 0.023, "max_ms": 2.988, "stddev_ms": 0.145, "bursts": 12860,
+      "warned": False}),
 ]
 
 
 def check_iperf2():
     def read(name, port):
         text = fixture(name)
+        if "trip-times" in name:
+            return iperf2.bursts(text)
         return iperf2.csv_ways(text, port) if port else iperf2.udp_reports(text)
     return tally((f"{name}: bench/iperf2-side-by-side", got, want, got == want)
                  for name, port, want in IPERF2_CASES

@@ -228,7 +228,8 @@ impl EngineParams {
             stream_cap_bps: crate::platform::tcp_pace(spec).1,
             rcvlowat: crate::platform::rcvlowat(spec),
             paced_bps: crate::platform::tcp_pace(spec).0,
-            read_bins: None,
+            // A test with trip times counts its reads (iperf 2's lines of a timed stream show them).
+            read_bins: spec.trip_times.then_some(spec.length_bytes as usize),
             trip_times: spec.trip_times,
             stall_s: landspeed_core::stall::threshold_s(
                 spec.paced_bps(spec.total_streams()),

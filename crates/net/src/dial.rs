@@ -293,6 +293,7 @@ pub(crate) struct LiveIntervals {
     last: HashMap<u32, u64>,
     /// Each stream's last datagram counts, where its receiver keeps its jitter per sample.
     last_udp: HashMap<u32, landspeed_core::endpoint::UdpCounts>,
+    last_reads: HashMap<u32, landspeed_core::endpoint::ReadBins>,
 }
 
 impl LiveIntervals {
@@ -343,8 +344,8 @@ impl LiveIntervals {
                     datagrams_lost: udp.map(|u| u.1),
                     frames: None,
                     jitter_ms: udp.map(|u| u.2),
-                    transit: x.udp.and_then(|u| u.transit),
-                    reads: None,
+                    transit: x.udp.and_then(|u| u.transit).or(x.trips),
+                    reads: x.reads.map(|now| now.since(self.last_reads.insert(x.id, now).as_ref())),
                 }
             })
             .collect();

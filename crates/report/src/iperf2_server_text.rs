@@ -162,10 +162,10 @@ pub fn connected(r: &RunResult, first: u32, st: &Iperf2Style) -> String {
 }
 
 /// iperf 2's `-e` column head of a TCP test's received streams.
-const READS_HEAD: &str = "[ ID] Interval            Transfer    Bandwidth       Reads=Dist\n";
+pub const READS_HEAD: &str = "[ ID] Interval            Transfer    Bandwidth       Reads=Dist\n";
 
 /// The column head of a TCP stream received from a `--trip-times` client (its bursts timed).
-const TRIPS_HEAD: &str =
+pub(crate) const TRIPS_HEAD: &str =
     "[ ID] Interval            Transfer    Bandwidth    Burst Latency avg/min/max/stdev (cnt/size) inP NetPwr  Reads=Dist\n";
 
 /// Whether the test's received TCP streams came in timed bursts (an iperf 2 client's
@@ -186,7 +186,7 @@ fn effective(r: &RunResult, st: &Iperf2Style) -> Iperf2Style {
 /// A timed stream's burst columns over `secs` with `bytes`: the bursts' mean, least, most and
 /// standard deviation (the last three 0 with fewer than two), how many and their mean size, the
 /// bytes in flight by Little's law (rate × mean transit) and the net power.
-fn trips_columns(t: Option<&TransitSummary>, bytes: u64, secs: f64) -> String {
+pub(crate) fn trips_columns(t: Option<&TransitSummary>, bytes: u64, secs: f64) -> String {
     let t = t.copied().unwrap_or_default();
     let few = |v: f64| if t.datagrams < 2 { 0.0 } else { v };
     let size = match t.datagrams {
@@ -309,7 +309,7 @@ fn retries_within(r: &RunResult, k: usize, id: u32) -> u64 {
 }
 
 /// `-e`'s reads column: how many, then how many in each eighth of the read buffer.
-fn reads_column(reads: Option<&ReadBins>) -> String {
+pub(crate) fn reads_column(reads: Option<&ReadBins>) -> String {
     let Some(r) = reads else {
         return String::new();
     };
@@ -318,7 +318,7 @@ fn reads_column(reads: Option<&ReadBins>) -> String {
 }
 
 /// A stream's reads over the whole test (its intervals' summed), or none if it counted none.
-fn reads_of(r: &RunResult, id: u32) -> Option<ReadBins> {
+pub(crate) fn reads_of(r: &RunResult, id: u32) -> Option<ReadBins> {
     summed(
         r.intervals
             .iter()
@@ -328,7 +328,7 @@ fn reads_of(r: &RunResult, id: u32) -> Option<ReadBins> {
 }
 
 /// A stream's burst transits over the whole test (its intervals' merged), `secs` of them.
-fn trips_of(r: &RunResult, id: u32, secs: f64) -> Option<TransitSummary> {
+pub(crate) fn trips_of(r: &RunResult, id: u32, secs: f64) -> Option<TransitSummary> {
     let each = (r.intervals.iter())
         .flat_map(|i| i.streams.iter().filter(|s| s.id == id))
         .filter_map(|s| s.transit.as_ref());
@@ -336,15 +336,16 @@ fn trips_of(r: &RunResult, id: u32, secs: f64) -> Option<TransitSummary> {
 }
 
 /// Readings summed over streams (a `[SUM]` line's), none when none of them has any.
-fn summed(reads: impl Iterator<Item = Option<ReadBins>>) -> Option<ReadBins> {
+pub(crate) fn summed(reads: impl Iterator<Item = Option<ReadBins>>) -> Option<ReadBins> {
     reads.flatten().reduce(|mut a, b| {
         a.add(&b);
         a
     })
 }
 
-/// The intervals iperf 2's server prints with its `-i`: every one but a last sliver (under a tenth
-/// of an interval; its bytes are in the totals), none without `-i`.
+/// The intervals iperf 2's server prints with its `-i`: every one but a last one no longer than a
+/// quarter of an interval (iperf 2's PARTIALPERCENT; its bytes are in the totals), none without
+/// `-i`.
 pub fn printed(r: &RunResult, st: &Iperf2Style) -> Vec<usize> {
     let Some(nominal) = st.interval_s else {
         return vec![];
@@ -352,7 +353,7 @@ pub fn printed(r: &RunResult, st: &Iperf2Style) -> Vec<usize> {
     (0..r.intervals.len())
         .filter(|&k| {
             let i = &r.intervals[k];
-            !i.omitted && i.end_s - i.start_s >= 0.1 * nominal
+            !i.omitted && i.end_s - i.start_s > crate::iperf2_text::PARTIAL * nominal
         })
         .collect()
 }

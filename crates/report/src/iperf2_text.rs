@@ -24,18 +24,19 @@ pub struct Iperf2Style {
     pub enhanced: bool,
     /// `-f`'s letter (`a`, adaptive bits, by default).
     pub format: char,
-    /// `-i`'s seconds: interval lines (whole intervals only, as iperf 2 prints them); none without.
+    /// `-i`'s seconds: interval lines (a last, partial one only past [`PARTIAL`] of it, as iperf 2
+    /// prints them); none without.
     pub interval_s: Option<f64>,
 }
 
 impl Iperf2Style {
-    /// The intervals iperf 2 would print: whole ones of `-i`'s length (the short last one is
-    /// left to the total), none without `-i`.
+    /// The intervals iperf 2 would print: those of `-i`'s length, and a last, partial one past
+    /// [`PARTIAL`] of it (a shorter one is left to the total); none without `-i`.
     fn intervals<'a>(&self, r: &'a RunResult) -> impl Iterator<Item = &'a IntervalResult> {
         let nominal = self.interval_s.unwrap_or(f64::INFINITY);
         r.intervals
             .iter()
-            .filter(move |i| !i.omitted && i.end_s - i.start_s >= 0.9 * nominal)
+            .filter(move |i| !i.omitted && i.end_s - i.start_s > PARTIAL * nominal)
     }
 }
 
@@ -46,6 +47,10 @@ struct Numbered<'a> {
     received: bool,
     s: &'a StreamResult,
 }
+
+/// The share of `-i` a last, partial interval must pass to be printed (iperf 2.1.8's
+/// PARTIALPERCENT).
+pub const PARTIAL: f64 = 0.25;
 
 /// The client's head, before any stream: the dashed block iperf 2 prints first.
 pub fn head(host: &str, port: u16, window_bytes: Option<u64>) -> String {
@@ -59,12 +64,15 @@ pub fn head(host: &str, port: u16, window_bytes: Option<u64>) -> String {
 /// The whole output after the head: text or CSV as `st` says (the lines a live client prints as
 /// it goes, all at once).
 pub fn render(r: &RunResult, st: &Iperf2Style) -> String {
+    let spec = &r.config.spec;
+    let st = &effective(spec, st);
     let ends = Ends::of(r);
     let mut t = String::new();
     if !st.csv {
         let when = st.enhanced.then_some(r.started_unix_s);
-        t += &connected(&ends, r.config.spec.direction, connections(r), when);
-        t += column_head(st);
+        let each = vec![ends.clone(); connections(r) as usize];
+        t += &connected_marked(&each, spec.direction, when, trips_mark(spec));
+        t += client_head(spec, st);
     }
     for i in st.intervals(r) {
         for received in [false, true] {
@@ -182,11 +190,18 @@ pub fn connected(ends: &Ends, direction: Direction, connections: u32, when: Opti
 
 /// One "connected with" line for each connection's own ends, numbered 1.. in order.
 pub fn connected_each(each: &[Ends], direction: Direction, when: Option<f64>) -> String {
+    connected_marked(each, direction, when, "")
+}
+
+/// `connected_each` with `more` after the direction's mark (`(trip-times)`: [`trips_mark`]).
+pub fn connected_marked(each: &[Ends], direction: Direction, when: Option<f64>, more: &str) -> String {
     let mark = match direction {
         Direction::Bidir => " (full-duplex)",
         Direction::Reverse => " (reverse)",
         Direction::Forward => "",
-    };
+    }
+    .to_string()
+        + more;
     let when = when.map_or(String::new(), |t| {
         format!(" on {} (UTC)", strftime(t, "%Y-%m-%d %H:%M:%S"))
     });
@@ -200,6 +215,31 @@ pub fn connected_each(each: &[Ends], direction: Direction, when: Option<f64>) ->
         );
     }
     t
+}
+
+/// The mark iperf 2 puts on a `--trip-times` test's connections.
+pub fn trips_mark(spec: &landspeed_core::config::TestSpec) -> &'static str {
+    match spec.trip_times {
+        true => " (trip-times)",
+        false => "",
+    }
+}
+
+/// The style a client test is drawn in: iperf 2's client prints a `--trip-times` test it receives
+/// on (`-R`, `--full-duplex`) with `-e`'s lines whether or not it was given `-e`.
+pub fn effective(spec: &landspeed_core::config::TestSpec, st: &Iperf2Style) -> Iperf2Style {
+    Iperf2Style {
+        enhanced: st.enhanced || (spec.trip_times && spec.direction != Direction::Forward),
+        ..*st
+    }
+}
+
+/// The column head of a client test: a `--trip-times` test received (`-R`) has the bursts' one.
+pub fn client_head(spec: &landspeed_core::config::TestSpec, st: &Iperf2Style) -> &'static str {
+    match spec.trip_times && spec.direction == Direction::Reverse {
+        true => crate::iperf2_server_text::TRIPS_HEAD,
+        false => column_head(&effective(spec, st)),
+    }
 }
 
 /// One direction's lines of one interval (`i` holds that direction's streams only): each stream's,
@@ -223,9 +263,26 @@ pub fn interval(i: &IntervalResult, received: bool, st: &Iperf2Style, at: (&[End
         t += &stream_line(&tag(number, received), (i, s), !received, (st, length_bytes));
     }
     if !st.csv && ids.len() > 1 {
-        let _ = writeln!(t, "[SUM] {}", columns(i.start_s, i.end_s, sum, st));
+        let reads = match timed(&ids) {
+            true => reads_column(summed(ids.iter().map(|s| s.reads))),
+            false => String::new(),
+        };
+        let _ = writeln!(t, "[SUM] {}{reads}", columns(i.start_s, i.end_s, sum, st));
     }
     t
+}
+
+/// Whether these received streams came in timed bursts (their intervals carry the transits).
+fn timed(streams: &[&IntervalStream]) -> bool {
+    streams.iter().any(|s| s.transit.is_some())
+}
+
+fn reads_column(reads: Option<landspeed_core::endpoint::ReadBins>) -> String {
+    crate::iperf2_server_text::reads_column(reads.as_ref())
+}
+
+fn summed(reads: impl Iterator<Item = Option<landspeed_core::endpoint::ReadBins>>) -> Option<landspeed_core::endpoint::ReadBins> {
+    crate::iperf2_server_text::summed(reads)
 }
 
 /// One stream's text line of interval `i` under `tag`: the columns, and `-e`'s enhanced ones when
@@ -237,6 +294,11 @@ pub(crate) fn stream_line(
     (st, length_bytes): (&Iperf2Style, u64),
 ) -> String {
     let mut l = format!("{tag} {}", columns(i.start_s, i.end_s, s.bytes, st));
+    if !sent && s.transit.is_some() {
+        let secs = i.end_s - i.start_s;
+        l += &crate::iperf2_server_text::trips_columns(s.transit.as_ref(), s.bytes, secs);
+        l += &reads_column(s.reads);
+    }
     if st.enhanced && sent {
         let tcp = Tcp {
             retransmits: s.retransmits.unwrap_or(0),
@@ -348,6 +410,11 @@ pub fn totals_at(r: &RunResult, st: &Iperf2Style, each: &[Ends]) -> String {
             let (bytes, secs) = whole(n);
             sum = (sum.0 + bytes, sum.1.max(secs));
             let mut l = format!("{} {}", tag(n.number, received), columns(0.0, secs, bytes, st));
+            if received && r.config.spec.trip_times {
+                let trips = crate::iperf2_server_text::trips_of(r, n.s.id, secs);
+                l += &crate::iperf2_server_text::trips_columns(trips.as_ref(), bytes, secs);
+                l += &reads_column(crate::iperf2_server_text::reads_of(r, n.s.id));
+            }
             if st.enhanced && !received {
                 let tcp = n.s.tcp.as_ref().map_or(Tcp::default(), |t| Tcp {
                     retransmits: t.retransmits,
@@ -361,7 +428,7 @@ pub fn totals_at(r: &RunResult, st: &Iperf2Style, each: &[Ends]) -> String {
             t.push('\n');
         }
         if group.len() > 1 {
-            let _ = writeln!(t, "[SUM] {}", columns(0.0, sum.1, sum.0, st));
+            let _ = writeln!(t, "{}", sum_line(r, &group, (received, sum), st));
         }
         all = (all.0 + sum.0, all.1.max(sum.1));
     }
@@ -369,6 +436,21 @@ pub fn totals_at(r: &RunResult, st: &Iperf2Style, each: &[Ends]) -> String {
         let _ = writeln!(t, "[SUM] {}", columns(0.0, all.1, all.0, st));
     }
     t
+}
+
+/// A direction's closing `[SUM]` (`sum`: its bytes and longest span): a timed test's received
+/// streams' with their reads, under the reads' head when no interval printed it.
+fn sum_line(r: &RunResult, group: &[&Numbered], (received, sum): (bool, (u64, f64)), st: &Iperf2Style) -> String {
+    let plain = format!("[SUM] {}", columns(0.0, sum.1, sum.0, st));
+    if !(received && r.config.spec.trip_times) {
+        return plain;
+    }
+    let reads = summed(group.iter().map(|n| crate::iperf2_server_text::reads_of(r, n.s.id)));
+    let head = match st.interval_s {
+        Some(_) => "",
+        None => crate::iperf2_server_text::READS_HEAD,
+    };
+    format!("{head}{plain}{}", reads_column(reads))
 }
 
 /// One `-y C` line: `time,local ip,local port,remote ip,remote port,id,start-end,bytes,bits/s`

@@ -165,26 +165,7 @@ fn totals(
 ) {
     let _ = writeln!(out, "\nTotals, {label}:");
     if let Some(u) = &s.udp {
-        let _ = writeln!(
-            out,
-            "  udp        datagrams sent {}, received {}, lost {} ({:.3}%), out of order {}, duplicates {}, jitter {:.3} ms",
-            u.datagrams_sent.map_or("?".to_string(), |n| n.to_string()),
-            u.datagrams_received,
-            u.datagrams_lost,
-            u.loss_pct,
-            u.out_of_order,
-            u.duplicates,
-            u.jitter_ms
-        );
-        if let Some(line) = udp_loss_split(u, emulator) {
-            let _ = writeln!(out, "{line}");
-        }
-        if let Some(ce) = u.ce_marked.filter(|&n| n > 0) {
-            let _ = writeln!(
-                out,
-                "  ecn        {ce} datagrams arrived marked Congestion Experienced (a queue signalled instead of dropping)"
-            );
-        }
+        udp_totals(out, u, emulator);
     }
     if let Some(t) = s.trips.as_ref().filter(|_| s.udp.is_none()) {
         let _ = writeln!(
@@ -241,6 +222,30 @@ fn totals(
         s.buffers_per_s,
         s.retransmits
     );
+}
+
+/// A UDP direction's datagram lines: the counts, where the losses were, ECN marks.
+fn udp_totals(out: &mut String, u: &landspeed_core::udp::UdpStats, emulator: Option<&EmulatorCounts>) {
+    let _ = writeln!(
+        out,
+        "  udp        datagrams sent {}, received {}, lost {} ({:.3}%), out of order {}, duplicates {}, jitter {:.3} ms",
+        u.datagrams_sent.map_or("?".to_string(), |n| n.to_string()),
+        u.datagrams_received,
+        u.datagrams_lost,
+        u.loss_pct,
+        u.out_of_order,
+        u.duplicates,
+        u.jitter_ms
+    );
+    if let Some(line) = udp_loss_split(u, emulator) {
+        let _ = writeln!(out, "{line}");
+    }
+    if let Some(ce) = u.ce_marked.filter(|&n| n > 0) {
+        let _ = writeln!(
+            out,
+            "  ecn        {ce} datagrams arrived marked Congestion Experienced (a queue signalled instead of dropping)"
+        );
+    }
 }
 
 /// One end's figures; what a foreign end (iperf3, an ndt7 server) does not report is said to be

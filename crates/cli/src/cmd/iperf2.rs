@@ -412,13 +412,21 @@ fn client(o: &Opts, host: &str) -> Result<bool> {
     }
     // --trip-times over TCP: the bursts stamped and timed (over UDP, --isochronous's above).
     opts.trip_times |= o.trip_times && !o.udp;
-    let style = Iperf2Style {
-        csv: o.style.is_some(),
-        // --isochronous turns -e on, as iperf 2's does.
-        enhanced: o.enhanced || o.isochronous.is_some(),
-        format: o.format.unwrap_or('a'),
-        interval_s: o.interval.filter(|i| *i > 0.0),
+    // The test as its lines show it: with --trip-times over TCP its bursts are timed.
+    let shown = landspeed_core::config::TestSpec {
+        trip_times: opts.trip_times && !o.udp,
+        ..opts.spec.spec().clone()
     };
+    let style = iperf2_text::effective(
+        &shown,
+        &Iperf2Style {
+            csv: o.style.is_some(),
+            // --isochronous turns -e on, as iperf 2's does.
+            enhanced: o.enhanced || o.isochronous.is_some(),
+            format: o.format.unwrap_or('a'),
+            interval_s: o.interval.filter(|i| *i > 0.0),
+        },
+    );
     let port = o.port.unwrap_or(PORT);
     if !style.csv && o.udp {
         let rate = opts.spec.udp_stream_rate_bps();
@@ -430,7 +438,7 @@ fn client(o: &Opts, host: &str) -> Result<bool> {
         print!("{}", iperf2_text::head(host, port, opts.spec.window_bytes));
     }
     let interrupt = crate::common::client::interrupt_flag()?;
-    let mut live = Live::new(&style, &opts.spec);
+    let mut live = Live::new(&style, &shown);
     match landspeed_net::run_iperf2_client(&opts, &interrupt, &mut |ev| live.event(ev)) {
         Ok(r) if o.udp && o.full_duplex => {
             let head = !live.received_head;
@@ -471,6 +479,8 @@ struct Live<'a> {
     /// Each TCP stream's retransmissions counted by the last interval printed (the intervals carry
     /// the running count; `-e`'s Rtry is each interval's own, as iperf 2 prints it).
     retries: std::collections::HashMap<u32, u64>,
+    /// `--trip-times -R -P`: the `[SUM]`'s head of its own is printed.
+    sum_head: bool,
 }
 
 impl<'a> Live<'a> {
@@ -485,6 +495,7 @@ impl<'a> Live<'a> {
             last_sent: None,
             full_duplex_head: false,
             retries: std::collections::HashMap::new(),
+            sum_head: false,
         }
     }
 
@@ -555,12 +566,14 @@ impl<'a> Live<'a> {
                 iperf2_text::column_head_udp_received(self.style)
             }
             Transport::Udp => iperf2_text::column_head_udp(self.style, self.spec.frames.is_some()),
-            _ => iperf2_text::column_head(self.style),
+            _ => iperf2_text::client_head(self.spec, self.style),
         };
-        let mut lines = match self.each.len() == connections as usize {
-            true => iperf2_text::connected_each(&self.each, self.spec.direction, when),
-            false => iperf2_text::connected(ends, self.spec.direction, connections, when),
+        let each = match self.each.len() == connections as usize {
+            true => self.each.clone(),
+            false => vec![ends.clone(); connections as usize],
         };
+        let mark = iperf2_text::trips_mark(self.spec);
+        let mut lines = iperf2_text::connected_marked(&each, self.spec.direction, when, mark);
         if self.spec.transport == Transport::Udp && self.spec.direction == Direction::Bidir {
             // iperf 2's UDP full duplex asks for no report at the end, and says so.
             lines = lines.replace(" (full-duplex)", " (full-duplex) (no-udp-fin)");
@@ -583,7 +596,17 @@ impl<'a> Live<'a> {
         }
     }
 
-    /// One direction's lines of a whole interval (`-i`), as it closes.
+    /// `lines` with, before the first `[SUM]` of the timed streams this end receives (`--trip-times
+    /// -R -P`), the reads' column head, as iperf 2 prints it (its streams' lines have another).
+    fn sum_head(&mut self, lines: String, received: bool) -> String {
+        let due = received && self.spec.trip_times && !self.style.csv && lines.contains("[SUM]");
+        match due && !std::mem::replace(&mut self.sum_head, true) {
+            true => lines.replacen("[SUM]", &format!("{}[SUM]", landspeed_report::iperf2_server_text::READS_HEAD), 1),
+            false => lines,
+        }
+    }
+
+    /// One direction's lines of an interval (`-i`), as it closes.
     fn interval(
         &mut self,
         flow: landspeed_core::config::Flow,
@@ -593,7 +616,8 @@ impl<'a> Live<'a> {
         let (Some(ends), Some(nominal)) = (&self.ends, self.style.interval_s) else {
             return None;
         };
-        if interval.end_s - interval.start_s < 0.9 * nominal {
+        // iperf 2 prints a last, partial interval longer than a quarter of -i (its PARTIALPERCENT).
+        if interval.end_s - interval.start_s <= landspeed_report::iperf2_text::PARTIAL * nominal {
             return None;
         }
         let stamp = self.started_unix_s + interval.end_s;
@@ -624,7 +648,8 @@ impl<'a> Live<'a> {
                 let received = flow == Flow::ServerToClient;
                 let each = each.to_vec();
                 let own = self.own_retries(interval);
-                iperf2_text::interval(&own, received, self.style, (&each, stamp, length))
+                let lines = iperf2_text::interval(&own, received, self.style, (&each, stamp, length));
+                self.sum_head(lines, received)
             }
         })
     }

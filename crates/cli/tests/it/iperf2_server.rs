@@ -1485,3 +1485,54 @@ fn landspeed_sends_and_times_iperf2_bursts_against_iperf2s_server() {
     }
     let _ = std::fs::remove_file(&log);
 }
+
+/// A client's text for comparison: `masked_text` less what the drop-in's head and connection
+/// lines leave out (iperf 2's `-e` head lines, its `(icwnd...)` and `(ct=...)` after the ports,
+/// its `[ CT]` connect-time line; docs/iperf2.md).
+fn trips_shape(out: &str) -> Vec<String> {
+    let kept: String = out
+        .lines()
+        .filter(|l| !l.starts_with("Write buffer size") && !l.starts_with("TCP window size"))
+        .filter(|l| !l.starts_with("[ CT]"))
+        .map(|l| l.split(" (icwnd").next().unwrap_or(l).to_string() + "\n")
+        .collect();
+    // Adaptive units follow the rate of the moment.
+    let units = |l: String| {
+        ["K", "M", "G"].iter().fold(l, |l, p| {
+            l.replace(&format!(" {p}Byte"), " Byte").replace(&format!(" {p}bits"), " bits")
+        })
+    };
+    masked_text(&kept).into_iter().map(units).collect()
+}
+
+#[test]
+fn the_iperf_drop_in_prints_iperf2s_trip_times_client_lines() {
+    let _one = common::alone();
+    if !have_iperf2() {
+        return;
+    }
+    // iperf 2.1.8's client and the drop-in's, each against a fresh `iperf -s`: a sent test's
+    // connection marked (trip-times); a received one's lines with its bursts' latency and reads,
+    // -P's [SUM] under the reads' head.
+    for args in ["-t 1.2 -i 0.5 --trip-times", "-t 1.2 -i 0.5 --trip-times -R", "-t 1 --trip-times -P 2 -R"] {
+        let theirs = {
+            let s = Iperf2Server::start();
+            let out = Command::new("iperf")
+                .args(["-c", "127.0.0.1", "-p", &s.1.to_string()])
+                .args(args.split_whitespace())
+                .output()
+                .expect("run iperf -c");
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        };
+        let ours = {
+            let s = Iperf2Server::start();
+            let p = s.1.to_string();
+            let argv: Vec<&str> = ["iperf2", "-c", "127.0.0.1", "-p", &p].into_iter().chain(args.split_whitespace()).collect();
+            let o = common::landspeed(&argv, Duration::from_secs(30));
+            assert_eq!(o.code, 0, "{args}: {}", o.stderr);
+            o.stdout
+        };
+        assert_eq!(trips_shape(&ours), trips_shape(&theirs), "{args}:\n{ours}\n/ iperf 2.1.8:\n{theirs}");
+        assert_eq!(ours.contains("Burst Latency"), args.contains("-R"), "{ours}");
+    }
+}

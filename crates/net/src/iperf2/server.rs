@@ -375,7 +375,7 @@ fn run(
         shared.emit(l.so_far());
     }
     let mut params = EngineParams::for_spec(test, None, None, o.idle_timeout);
-    params.read_bins = o.iperf2_reads;
+    params.read_bins = o.iperf2_reads.or(params.read_bins);
     // --max-rate paces the test as it paces landspeed's and iperf3's.
     let limit = o.limits.max_rate_bps.map(|r| r / paths.len() as f64);
     params.stream_cap_bps = landspeed_core::units::lower(params.stream_cap_bps, limit);
