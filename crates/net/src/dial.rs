@@ -345,7 +345,9 @@ impl LiveIntervals {
                     frames: None,
                     jitter_ms: udp.map(|u| u.2),
                     transit: x.udp.and_then(|u| u.transit).or(x.trips),
-                    reads: x.reads.map(|now| now.since(self.last_reads.insert(x.id, now).as_ref())),
+                    reads: x
+                        .reads
+                        .map(|now| now.since(self.last_reads.insert(x.id, now).as_ref())),
                 }
             })
             .collect();

@@ -281,7 +281,9 @@ fn reads_column(reads: Option<landspeed_core::endpoint::ReadBins>) -> String {
     crate::iperf2_server_text::reads_column(reads.as_ref())
 }
 
-fn summed(reads: impl Iterator<Item = Option<landspeed_core::endpoint::ReadBins>>) -> Option<landspeed_core::endpoint::ReadBins> {
+fn summed(
+    reads: impl Iterator<Item = Option<landspeed_core::endpoint::ReadBins>>,
+) -> Option<landspeed_core::endpoint::ReadBins> {
     crate::iperf2_server_text::summed(reads)
 }
 
@@ -440,12 +442,21 @@ pub fn totals_at(r: &RunResult, st: &Iperf2Style, each: &[Ends]) -> String {
 
 /// A direction's closing `[SUM]` (`sum`: its bytes and longest span): a timed test's received
 /// streams' with their reads, under the reads' head when no interval printed it.
-fn sum_line(r: &RunResult, group: &[&Numbered], (received, sum): (bool, (u64, f64)), st: &Iperf2Style) -> String {
+fn sum_line(
+    r: &RunResult,
+    group: &[&Numbered],
+    (received, sum): (bool, (u64, f64)),
+    st: &Iperf2Style,
+) -> String {
     let plain = format!("[SUM] {}", columns(0.0, sum.1, sum.0, st));
     if !(received && r.config.spec.trip_times) {
         return plain;
     }
-    let reads = summed(group.iter().map(|n| crate::iperf2_server_text::reads_of(r, n.s.id)));
+    let reads = summed(
+        group
+            .iter()
+            .map(|n| crate::iperf2_server_text::reads_of(r, n.s.id)),
+    );
     let head = match st.interval_s {
         Some(_) => "",
         None => crate::iperf2_server_text::READS_HEAD,

@@ -601,7 +601,11 @@ impl<'a> Live<'a> {
     fn sum_head(&mut self, lines: String, received: bool) -> String {
         let due = received && self.spec.trip_times && !self.style.csv && lines.contains("[SUM]");
         match due && !std::mem::replace(&mut self.sum_head, true) {
-            true => lines.replacen("[SUM]", &format!("{}[SUM]", landspeed_report::iperf2_server_text::READS_HEAD), 1),
+            true => lines.replacen(
+                "[SUM]",
+                &format!("{}[SUM]", landspeed_report::iperf2_server_text::READS_HEAD),
+                1,
+            ),
             false => lines,
         }
     }

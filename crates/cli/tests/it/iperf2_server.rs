@@ -1499,7 +1499,8 @@ fn trips_shape(out: &str) -> Vec<String> {
     // Adaptive units follow the rate of the moment.
     let units = |l: String| {
         ["K", "M", "G"].iter().fold(l, |l, p| {
-            l.replace(&format!(" {p}Byte"), " Byte").replace(&format!(" {p}bits"), " bits")
+            l.replace(&format!(" {p}Byte"), " Byte")
+                .replace(&format!(" {p}bits"), " bits")
         })
     };
     masked_text(&kept).into_iter().map(units).collect()
@@ -1514,7 +1515,11 @@ fn the_iperf_drop_in_prints_iperf2s_trip_times_client_lines() {
     // iperf 2.1.8's client and the drop-in's, each against a fresh `iperf -s`: a sent test's
     // connection marked (trip-times); a received one's lines with its bursts' latency and reads,
     // -P's [SUM] under the reads' head.
-    for args in ["-t 1.2 -i 0.5 --trip-times", "-t 1.2 -i 0.5 --trip-times -R", "-t 1 --trip-times -P 2 -R"] {
+    for args in [
+        "-t 1.2 -i 0.5 --trip-times",
+        "-t 1.2 -i 0.5 --trip-times -R",
+        "-t 1 --trip-times -P 2 -R",
+    ] {
         let theirs = {
             let s = Iperf2Server::start();
             let out = Command::new("iperf")
@@ -1527,12 +1532,19 @@ fn the_iperf_drop_in_prints_iperf2s_trip_times_client_lines() {
         let ours = {
             let s = Iperf2Server::start();
             let p = s.1.to_string();
-            let argv: Vec<&str> = ["iperf2", "-c", "127.0.0.1", "-p", &p].into_iter().chain(args.split_whitespace()).collect();
+            let argv: Vec<&str> = ["iperf2", "-c", "127.0.0.1", "-p", &p]
+                .into_iter()
+                .chain(args.split_whitespace())
+                .collect();
             let o = common::landspeed(&argv, Duration::from_secs(30));
             assert_eq!(o.code, 0, "{args}: {}", o.stderr);
             o.stdout
         };
-        assert_eq!(trips_shape(&ours), trips_shape(&theirs), "{args}:\n{ours}\n/ iperf 2.1.8:\n{theirs}");
+        assert_eq!(
+            trips_shape(&ours),
+            trips_shape(&theirs),
+            "{args}:\n{ours}\n/ iperf 2.1.8:\n{theirs}"
+        );
         assert_eq!(ours.contains("Burst Latency"), args.contains("-R"), "{ours}");
     }
 }
