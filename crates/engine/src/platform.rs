@@ -196,11 +196,22 @@ pub fn check_spec(spec: &TestSpec) -> Result<(), Unsupported> {
 /// `-b`) is kept here: by the kernel (SO_MAX_PACING_RATE) where it paces sockets, else by the
 /// engine's own cap on each stream's reads and writes. (kernel pace, engine cap), bits per second.
 pub fn tcp_pace(spec: &TestSpec) -> (Option<f64>, Option<f64>) {
+    if spec.trip_times {
+        // Its senders release whole bursts at the rate (`burst_pace`).
+        return (None, None);
+    }
     if has("kernel pacing (--fq-rate)") {
         (spec.fq_rate_bps, None)
     } else {
         (None, spec.fq_rate_bps)
     }
+}
+
+/// The rate at which a test with trip times releases its senders' bursts, bits per second: each
+/// burst is written at once when due and the pause comes between bursts, as iperf 2 paces them (a
+/// kernel pace would spread each burst over its own length at the rate, and its latency with it).
+pub fn burst_pace(spec: &TestSpec) -> Option<f64> {
+    spec.fq_rate_bps.filter(|_| spec.trip_times)
 }
 
 /// The receive low-water mark a test uses here: the spec's where the platform has one, else off.

@@ -172,6 +172,9 @@ pub struct EngineParams {
     /// TCP receivers cut their stream into iperf 2's bursts and time each one from the send time
     /// its header carries (the spec's `trip_times`); every byte is then read into memory.
     pub trip_times: bool,
+    /// A test with trip times: each sender writes one whole burst (`length`) when the rate allows
+    /// it and waits for the next (`platform::burst_pace`), bits per second.
+    pub burst_bps: Option<f64>,
 }
 
 impl EngineParams {
@@ -231,6 +234,7 @@ impl EngineParams {
             // A test with trip times counts its reads (iperf 2's lines of a timed stream show them).
             read_bins: spec.trip_times.then_some(spec.length_bytes as usize),
             trip_times: spec.trip_times,
+            burst_bps: crate::platform::burst_pace(spec),
             stall_s: landspeed_core::stall::threshold_s(
                 spec.paced_bps(spec.total_streams()),
                 spec.length_bytes as usize,
@@ -609,6 +613,7 @@ mod tests {
             stall_s: landspeed_core::stall::MIN_STALL_S,
             read_bins: None,
             trip_times: false,
+            burst_bps: None,
         }
     }
 

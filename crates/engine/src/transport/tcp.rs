@@ -566,6 +566,12 @@ fn step(st: &mut State, bufs: &mut Buffers, p: &EngineParams, turn: Turn) -> Ste
         return Step::Capped(now + PACED_POLL);
     }
     let mut allowance = usize::MAX;
+    if let Some(bps) = p.burst_bps.filter(|_| sender) {
+        match burst_due(st, p.length as u64, bps, now) {
+            Ok(n) => allowance = n,
+            Err(at) => return Step::Capped(at),
+        }
+    }
     if let Some(bps) = p.stream_cap_bps.filter(|_| capped) {
         // Ahead of the cap: leave the socket alone until the rate catches up. Otherwise move no more
         // than the cap allows now, so a burst of large writes cannot run far past it. The rate counts
@@ -583,6 +589,24 @@ fn step(st: &mut State, bufs: &mut Buffers, p: &EngineParams, turn: Turn) -> Ste
     }
     burst(st, bufs, p, sender, allowance);
     Step::Moved
+}
+
+/// A sender releasing whole bursts of `length` bytes at `bps` (`EngineParams::burst_bps`): the
+/// rest of the burst it is in, at once; at a burst's start, the whole burst once its time has come
+/// (burst k at k × length over the rate after the stream's first byte), else when that is.
+fn burst_due(st: &State, length: u64, bps: f64, now: Instant) -> Result<usize, Instant> {
+    let (sent, length) = (st.out.bytes, length.max(1));
+    if sent % length != 0 {
+        return Ok((length - sent % length) as usize);
+    }
+    let Some(first) = st.out.first else {
+        return Ok(length as usize);
+    };
+    let due = first + Duration::from_secs_f64(sent as f64 * 8.0 / bps);
+    match due <= now {
+        true => Ok(length as usize),
+        false => Err(due),
+    }
 }
 
 /// A paced sender holds at most [`crate::sockopt::PACED_AHEAD`] of its pace unsent, so that its time

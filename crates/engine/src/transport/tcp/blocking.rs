@@ -27,7 +27,12 @@ const TICK: Duration = Duration::from_millis(10);
 
 /// Whether a worker's only stream can run on the blocking worker.
 pub(super) fn suits(ds: &super::DataStream, p: &EngineParams) -> bool {
-    cfg!(unix) && !p.uring && !p.zerocopy && p.stream_cap_bps.is_none() && ds.file.is_none()
+    cfg!(unix)
+        && !p.uring
+        && !p.zerocopy
+        && p.stream_cap_bps.is_none()
+        && p.burst_bps.is_none()
+        && ds.file.is_none()
 }
 
 /// Drives one stream with blocking calls until it ends.
