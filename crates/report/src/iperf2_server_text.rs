@@ -225,10 +225,27 @@ fn adaptive_bytes(v: f64) -> String {
 /// with `-e` and plain columns without): before the test's first `[SUM]`, which comes in the first
 /// interval printed or, with none, in the totals (`asked`: the server's own style).
 fn sum_head(r: &RunResult, asked: &Iperf2Style, first_sum: bool) -> &'static str {
-    match (first_sum && timed(r), asked.enhanced) {
-        (false, _) => "",
-        (true, true) => READS_HEAD,
-        (true, false) => PLAIN_HEAD,
+    match (first_sum, timed(r), asked.enhanced) {
+        (false, _, _) => "",
+        (true, true, true) => READS_HEAD,
+        (true, true, false) => PLAIN_HEAD,
+        (true, false, _) if reverse_sum_reads(r, asked) => READS_HEAD,
+        _ => "",
+    }
+}
+
+/// `-e` with `-R -P` over TCP: iperf 2.1.8's server prints the `[SUM]` of the streams it sends as
+/// a sum of reads, under the reads' head (its counts there are not reads: the drop-in prints the
+/// reads it made on them, none).
+fn reverse_sum_reads(r: &RunResult, asked: &Iperf2Style) -> bool {
+    asked.enhanced && !asked.csv && !is_udp(r) && r.config.spec.direction == Direction::Reverse
+}
+
+/// The reads column of a `[SUM]` of streams the server sent (`reverse_sum_reads`): none read.
+fn no_reads(r: &RunResult, asked: &Iperf2Style) -> String {
+    match reverse_sum_reads(r, asked) {
+        true => reads_column(Some(&ReadBins::default())),
+        false => String::new(),
     }
 }
 
@@ -388,7 +405,7 @@ pub fn interval(r: &RunResult, k: usize, first: u32, asked: &Iperf2Style) -> Str
             let more = if reads {
                 reads_column(bins.as_ref())
             } else {
-                String::new()
+                no_reads(r, asked)
             };
             t += sum_head(r, asked, printed(r, st).first() == Some(&k));
             let _ = writeln!(t, "[SUM] {}{more}", columns(i.start_s, i.end_s, bytes, st));
@@ -511,7 +528,7 @@ pub fn totals(r: &RunResult, first: u32, asked: &Iperf2Style) -> String {
         for (k, (bytes, secs, _)) in sums.into_iter().enumerate().rev().filter(|s| s.1 .2 > 1) {
             let more = match k == 1 && counts_reads(r, asked) {
                 true => reads_column(summed(received_ids(r).map(|id| reads_of(r, id))).as_ref()),
-                false => String::new(),
+                false => no_reads(r, asked),
             };
             t += sum_head(r, asked, printed(r, st).is_empty());
             let _ = writeln!(t, "[SUM] {}{more}", columns(0.0, secs, bytes, st));

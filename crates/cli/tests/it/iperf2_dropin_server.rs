@@ -153,8 +153,8 @@ fn shape(out: &str, fixed: bool) -> Vec<String> {
 /// Server arguments and client arguments (`-e` over TCP: the reads and their histogram, whose
 /// counts are each reader's own and so masked; with `-R` the server's writes; with `--full-duplex`
 /// both, each kind's head before its first line, and `[FDk]`; a `--trip-times` client's test with
-/// or without `-e`: its bursts' latency, and the `[SUM]`'s head of its own). Not here: `-e` with
-/// `-R -P` (its `[SUM]` takes the reads' head and counts); `-P` with `-i` (iperf 2.1.8's server prints a
+/// or without `-e`: its bursts' latency, and the `[SUM]`'s head of its own; `-e` with `-R -P`,
+/// whose `[SUM]` takes the reads' head and reads counted, masked). Not here: `-P` with `-i` (iperf 2.1.8's server prints a
 /// `[SUM]` of an interval or of the totals only when its streams' reports meet, as their threads
 /// fall; the drop-in prints one each time) and UDP `-P` (each stream is a test of its own in
 /// landspeed's server: no `[SUM]`).
@@ -181,6 +181,7 @@ const MATRIX: &[(&str, &str)] = &[
     ("-i 0.5", "-t 1.2 --trip-times -b 50M"),
     ("", "-t 1 --trip-times -P 2 -b 50M"),
     ("-e", "-t 1 --trip-times -P 2 -l 8K -b 50M"),
+    ("-e", "-t 1 -R -P 2 -b 50M"),
 ];
 
 #[test]

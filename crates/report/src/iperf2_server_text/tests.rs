@@ -517,3 +517,37 @@ fn a_trip_times_clients_lines_carry_its_bursts_latency_with_or_without_e() {
         assert!(!end.contains("[ ID]"), "{end}");
     }
 }
+
+#[test]
+fn reverse_streams_sum_under_the_reads_head_with_e() {
+    // iperf 2.1.8's `-s -e` against `-c -t 1 -R -P 2`: the streams' write lines, then its [SUM]
+    // under the reads' head with a reads column (its counts there are not reads; the drop-in
+    // prints the none it read).
+    let (r, st) = enhanced_tcp(
+        Direction::Reverse,
+        &[36760, 36774],
+        &[&[6_684_672, 6_684_672], &[13_369_344, 13_369_344]],
+    );
+    let no_i = Iperf2Style {
+        interval_s: None,
+        ..st
+    };
+    let end = totals(&r, 1, &no_i);
+    assert!(
+        end.ends_with(&format!(
+            "{READS_HEAD}[SUM] 0.0000-2.0000 sec  25.5 MBytes   107 Mbits/sec  0=0:0:0:0:0:0:0:0\n"
+        )),
+        "{end}"
+    );
+    assert!(
+        !totals(&r, 1, &st).contains("[ ID]"),
+        "with -i the first interval had the head"
+    );
+    let first = interval(&r, 0, 1, &st);
+    assert!(first.contains(&format!("{READS_HEAD}[SUM] ")), "{first}");
+    assert!(!interval(&r, 1, 1, &st).contains("[ ID]"), "the head comes once");
+    assert!(
+        !totals(&r, 1, &style(false, Some(1.0))).contains("Reads"),
+        "without -e: plain"
+    );
+}
