@@ -236,9 +236,13 @@ pub fn effective(spec: &landspeed_core::config::TestSpec, st: &Iperf2Style) -> I
 
 /// The column head of a client test: a `--trip-times` test received (`-R`) has the bursts' one.
 pub fn client_head(spec: &landspeed_core::config::TestSpec, st: &Iperf2Style) -> &'static str {
-    match spec.trip_times && spec.direction == Direction::Reverse {
-        true => crate::iperf2_server_text::TRIPS_HEAD,
-        false => column_head(&effective(spec, st)),
+    let st = effective(spec, st);
+    match (spec.direction == Direction::Reverse, spec.trip_times, st.enhanced) {
+        (true, true, _) => crate::iperf2_server_text::TRIPS_HEAD,
+        (true, false, true) if spec.transport == landspeed_core::config::Transport::Tcp => {
+            crate::iperf2_server_text::READS_HEAD
+        }
+        _ => column_head(&st),
     }
 }
 
@@ -263,13 +267,24 @@ pub fn interval(i: &IntervalResult, received: bool, st: &Iperf2Style, at: (&[End
         t += &stream_line(&tag(number, received), (i, s), !received, (st, length_bytes));
     }
     if !st.csv && ids.len() > 1 {
-        let reads = match timed(&ids) {
-            true => reads_column(summed(ids.iter().map(|s| s.reads))),
-            false => String::new(),
+        let counted = received && st.enhanced && ids.iter().any(|s| s.reads.is_some());
+        let reads = match (timed(&ids) || counted, !received && st.enhanced) {
+            (true, _) => reads_column(summed(ids.iter().map(|s| s.reads))),
+            (false, true) => {
+                let retries = ids.iter().filter_map(|s| s.retransmits).sum();
+                sum_writes(sum / length_bytes.max(1), retries)
+            }
+            (false, false) => String::new(),
         };
         let _ = writeln!(t, "[SUM] {}{reads}", columns(i.start_s, i.end_s, sum, st));
     }
     t
+}
+
+/// `-e`'s columns of a `[SUM]` of streams this end sent: their writes (no errors counted) and
+/// retries, as iperf 2 prints them (`%d/%d%10d`).
+fn sum_writes(writes: u64, retries: u64) -> String {
+    format!("  {writes}/0{retries:10}")
 }
 
 /// Whether these received streams came in timed bursts (their intervals carry the transits).
@@ -299,6 +314,8 @@ pub(crate) fn stream_line(
     if !sent && s.transit.is_some() {
         let secs = i.end_s - i.start_s;
         l += &crate::iperf2_server_text::trips_columns(s.transit.as_ref(), s.bytes, secs);
+        l += &reads_column(s.reads);
+    } else if !sent && st.enhanced && s.reads.is_some() {
         l += &reads_column(s.reads);
     }
     if st.enhanced && sent {
@@ -412,10 +429,13 @@ pub fn totals_at(r: &RunResult, st: &Iperf2Style, each: &[Ends]) -> String {
             let (bytes, secs) = whole(n);
             sum = (sum.0 + bytes, sum.1.max(secs));
             let mut l = format!("{} {}", tag(n.number, received), columns(0.0, secs, bytes, st));
+            let reads = crate::iperf2_server_text::reads_of(r, n.s.id);
             if received && r.config.spec.trip_times {
                 let trips = crate::iperf2_server_text::trips_of(r, n.s.id, secs);
                 l += &crate::iperf2_server_text::trips_columns(trips.as_ref(), bytes, secs);
-                l += &reads_column(crate::iperf2_server_text::reads_of(r, n.s.id));
+                l += &reads_column(reads);
+            } else if received && st.enhanced && reads.is_some() {
+                l += &reads_column(reads);
             }
             if st.enhanced && !received {
                 let tcp = n.s.tcp.as_ref().map_or(Tcp::default(), |t| Tcp {
@@ -449,14 +469,25 @@ fn sum_line(
     st: &Iperf2Style,
 ) -> String {
     let plain = format!("[SUM] {}", columns(0.0, sum.1, sum.0, st));
-    if !(received && r.config.spec.trip_times) {
-        return plain;
-    }
     let reads = summed(
         group
             .iter()
             .map(|n| crate::iperf2_server_text::reads_of(r, n.s.id)),
     );
+    if received && st.enhanced && !r.config.spec.trip_times && reads.is_some() {
+        return format!("{plain}{}", reads_column(reads));
+    }
+    if !received && st.enhanced && r.config.spec.transport == landspeed_core::config::Transport::Tcp {
+        let retries = group
+            .iter()
+            .filter_map(|n| n.s.tcp.as_ref())
+            .map(|t| t.retransmits)
+            .sum();
+        return plain + &sum_writes(sum.0 / r.config.spec.length_bytes.max(1), retries);
+    }
+    if !(received && r.config.spec.trip_times) {
+        return plain;
+    }
     let head = match st.interval_s {
         Some(_) => "",
         None => crate::iperf2_server_text::READS_HEAD,

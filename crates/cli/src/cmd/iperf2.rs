@@ -412,6 +412,10 @@ fn client(o: &Opts, host: &str) -> Result<bool> {
     }
     // --trip-times over TCP: the bursts stamped and timed (over UDP, --isochronous's above).
     opts.trip_times |= o.trip_times && !o.udp;
+    // -e over TCP: the reads of what this end receives counted, as iperf 2's client counts them.
+    if o.enhanced && !o.udp {
+        opts.read_bins = Some(opts.spec.length_bytes as usize);
+    }
     // The test as its lines show it: with --trip-times over TCP its bursts are timed.
     let shown = landspeed_core::config::TestSpec {
         trip_times: opts.trip_times && !o.udp,

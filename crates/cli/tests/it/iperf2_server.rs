@@ -1510,19 +1510,24 @@ fn trips_shape(out: &str) -> Vec<String> {
 }
 
 #[test]
-fn the_iperf_drop_in_prints_iperf2s_trip_times_client_lines() {
+fn the_iperf_drop_in_prints_iperf2s_trip_times_and_e_client_lines() {
     let _one = common::alone();
     if !have_iperf2() {
         return;
     }
     // iperf 2.1.8's client and the drop-in's, each against a fresh `iperf -s`: a sent test's
     // connection marked (trip-times); a received one's lines with its bursts' latency and reads,
-    // -P's [SUM] under the reads' head.
-    for args in [
+    // -P's [SUM] under the reads' head; with -e, a received stream's reads and a sent [SUM]'s
+    // writes and retries.
+    let lines = [
         "-t 1.2 -i 0.5 --trip-times",
         "-t 1.2 -i 0.5 --trip-times -R",
         "-t 1 --trip-times -P 2 -R",
-    ] {
+        "-t 1.2 -i 0.5 -e -R",
+        "-t 1 -e -R -P 2 -b 50M",
+        "-t 1 -e -P 2 -b 50M",
+    ];
+    for args in lines {
         let theirs = {
             let s = Iperf2Server::start();
             let out = Command::new("iperf")
@@ -1548,6 +1553,7 @@ fn the_iperf_drop_in_prints_iperf2s_trip_times_client_lines() {
             trips_shape(&theirs),
             "{args}:\n{ours}\n/ iperf 2.1.8:\n{theirs}"
         );
-        assert_eq!(ours.contains("Burst Latency"), args.contains("-R"), "{ours}");
+        let timed = args.contains("--trip-times") && args.contains("-R");
+        assert_eq!(ours.contains("Burst Latency"), timed, "{ours}");
     }
 }

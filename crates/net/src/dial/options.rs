@@ -52,9 +52,13 @@ pub struct ClientOptions {
     /// Pin the server's TLS certificate to this fingerprint instead of the one it announces
     /// (`--tls-pin`).
     pub tls_pin: Option<landspeed_core::tls::CertFingerprint>,
-    /// iperf 2's `--trip-times` with `--isochronous`: the clocks are synchronized, so the server
-    /// may read one-way figures (iperf 2's server then prints each frame's latency).
+    /// iperf 2's `--trip-times`: the clocks are synchronized, so one-way figures mean something:
+    /// with `--isochronous` the server reads each frame's latency; over TCP (`run --iperf2`) each
+    /// burst is stamped and timed where it arrives.
     pub trip_times: bool,
+    /// TCP receivers count their reads by size in eight bins of an eighth of this (the `iperf`
+    /// drop-in's `-e`: iperf 2's `Reads=Dist`); None: not counted.
+    pub read_bins: Option<usize>,
     /// iperf 2's `-d` or `-r` (`run --iperf2 --dualtest|--tradeoff`): the server's data comes on
     /// connections it opens back to this client, which listens for them.
     pub connect_back: Option<ConnectBackAsk>,
@@ -110,6 +114,7 @@ impl ClientOptions {
             iperf3_auth: None,
             tls_pin: None,
             trip_times: false,
+            read_bins: None,
             connect_back: None,
             latency: None,
             start_at: None,
