@@ -3,8 +3,9 @@
 //! frame), each opening with a 92-byte header that says the burst's size, its number and when it was
 //! written. The server times each burst from that stamp to the arrival of its last byte: the
 //! one-way "trip time" of its `Burst Latency` columns. This module writes the header
-//! ([`BurstHeader::encode_into`], stamped by [`BurstWriter`]) and cuts a received stream into bursts however the reads split it
-//! ([`BurstReader`]), without I/O, so the engine's receiver and sender share one checked reading.
+//! ([`BurstHeader::encode_into`], stamped by [`BurstWriter`]) and cuts a received stream into
+//! bursts however the reads split it ([`BurstReader`]), without I/O, so the engine's receiver and
+//! sender share one checked reading.
 //! The layout (docs/iperf2.md, "Trip times over TCP") is iperf 2.1.8's `TCP_burst_payload`.
 
 use crate::ack::WireTime;
