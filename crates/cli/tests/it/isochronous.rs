@@ -264,7 +264,7 @@ fn what_an_isochronous_test_cannot_be_is_refused_in_one_line() {
         (&["--iperf2", "--isochronous"], "add --iperf2 -u"),
         (
             &["--iperf2", "-u", "--trip-times"],
-            "--bounceback or --isochronous",
+            "--trip-times goes with --bounceback, --isochronous, or a TCP test",
         ),
         (&["--iperf2", "-u", "--isochronous", "-R"], "-R or --bidir"),
         (
