@@ -916,19 +916,8 @@ fn landspeed_runs_iperf2s_protocol_against_iperf2s_server() {
     if !have_iperf2() {
         return;
     }
-    let port = common::free_port();
-    let log = std::env::temp_dir().join(format!("landspeed-iperf2-s-{}.csv", std::process::id()));
-    let out = std::fs::File::create(&log).unwrap();
-    let mut child = Command::new("iperf")
-        .args(["-s", "-p", &port.to_string(), "-y", "C", "-l", "128K"])
-        .stdout(out)
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("run iperf -s");
-    let _server = scopeguard(&mut child);
-    assert!(common::wait_until(Duration::from_secs(5), || common::listening(
-        port
-    )));
+    let server = LoggedIperf2::start(&["-y", "C", "-l", "128K"], "s.csv");
+    let (port, log) = (server.port, &server.log);
     let mut seen = 0;
     for (args, streams) in [
         ("-n 10M -P 2", 2),
@@ -957,10 +946,10 @@ fn landspeed_runs_iperf2s_protocol_against_iperf2s_server() {
         // iperf 2's server writes its lines as each stream ends: wait for this test's.
         let want = streams * if args.contains("--bidir") { 2 } else { 1 };
         assert!(
-            common::wait_until(Duration::from_secs(5), || server_csv(&log).len() >= seen + want),
+            common::wait_until(Duration::from_secs(5), || server_csv(log).len() >= seen + want),
             "{args}: iperf -s wrote no lines"
         );
-        let lines = server_csv(&log);
+        let lines = server_csv(log);
         let theirs: u64 = lines[seen..].iter().sum();
         seen = lines.len();
         // What iperf 2's server received counts each stream's 60-byte header; what it sent arrived
@@ -976,7 +965,41 @@ fn landspeed_runs_iperf2s_protocol_against_iperf2s_server() {
             assert_eq!(way("client_to_server"), 10 << 20, "{args}");
         }
     }
-    let _ = std::fs::remove_file(&log);
+}
+
+/// `iperf -s -p PORT ARGS` writing its lines to a file of its own (`name`), once it listens; killed
+/// and its file removed when dropped, however the test ends.
+struct LoggedIperf2 {
+    child: Child,
+    port: u16,
+    log: std::path::PathBuf,
+}
+
+impl LoggedIperf2 {
+    fn start(args: &[&str], name: &str) -> LoggedIperf2 {
+        let port = common::free_port();
+        let log = std::env::temp_dir().join(format!("landspeed-iperf2-{}-{name}", std::process::id()));
+        let child = Command::new("iperf")
+            .args(["-s", "-p", &port.to_string()])
+            .args(args)
+            .stdout(std::fs::File::create(&log).unwrap())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("run iperf -s");
+        let s = LoggedIperf2 { child, port, log };
+        assert!(common::wait_until(Duration::from_secs(5), || common::listening(
+            port
+        )));
+        s
+    }
+}
+
+impl Drop for LoggedIperf2 {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.log);
+    }
 }
 
 /// Kills the child when the test ends, however it ends.
@@ -1363,11 +1386,14 @@ fn the_iperf_drop_in_prints_iperf2s_bounceback_lines() {
 /// The bursts' mean latency (ms) and count on the last line of a stream the iperf 2 client
 /// received (`[ *1] 0.0000-...` with the `Burst Latency` columns), if it printed one.
 fn received_bursts(text: &str) -> Option<(f64, u64)> {
-    let line = text.lines().rev().find(|l| l.starts_with("[ *1] 0.0000-"))?;
+    burst_figures(text.lines().rev().find(|l| l.starts_with("[ *1] 0.0000-"))?)
+}
+
+/// A `Burst Latency` line's mean (ms) and burst count.
+fn burst_figures(line: &str) -> Option<(f64, u64)> {
     let (figures, rest) = line.split_once(" ms (")?;
     let mean = figures.rsplit("  ").next()?.split('/').next()?.parse().ok()?;
-    let count = rest.split('/').next()?.parse().ok()?;
-    Some((mean, count))
+    Some((mean, rest.split('/').next()?.parse().ok()?))
 }
 
 #[test]
@@ -1403,13 +1429,7 @@ fn an_iperf2_trip_times_client_times_the_bursts_landspeed_sends() {
 
 /// The mean (ms) and count of every `Burst Latency` line iperf 2's server printed.
 fn bursts_printed(text: &str) -> Vec<(f64, u64)> {
-    text.lines()
-        .filter_map(|l| {
-            let (figures, rest) = l.split_once(" ms (")?;
-            let mean = figures.rsplit("  ").next()?.split('/').next()?.parse().ok()?;
-            Some((mean, rest.split('/').next()?.parse().ok()?))
-        })
-        .collect()
+    text.lines().filter_map(burst_figures).collect()
 }
 
 #[test]
@@ -1421,18 +1441,8 @@ fn landspeed_sends_and_times_iperf2_bursts_against_iperf2s_server() {
     // `run --iperf2 --trip-times` against iperf 2.1.8's `iperf -s -e`: what landspeed sends, iperf
     // 2's server times from landspeed's stamps (its lines); what iperf 2 sends (-R, --bidir),
     // landspeed times (its result's trips). Loopback: a burst within a second (physical margin).
-    let port = common::free_port();
-    let log = std::env::temp_dir().join(format!("landspeed-iperf2-tt-{}.txt", std::process::id()));
-    let mut child = Command::new("iperf")
-        .args(["-s", "-e", "-p", &port.to_string()])
-        .stdout(std::fs::File::create(&log).unwrap())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("run iperf -s");
-    let _server = scopeguard(&mut child);
-    assert!(common::wait_until(Duration::from_secs(5), || common::listening(
-        port
-    )));
+    let server = LoggedIperf2::start(&["-e"], "tt.txt");
+    let (port, log) = (server.port, &server.log);
     let mut seen = 0;
     for args in ["-t 1", "-t 1 -R", "-t 1 --bidir", "-t 1 -b 50M"] {
         let p = port.to_string();
@@ -1468,12 +1478,12 @@ fn landspeed_sends_and_times_iperf2_bursts_against_iperf2s_server() {
         if args.contains("-R") {
             continue;
         }
-        let got = || bursts_printed(&std::fs::read_to_string(&log).unwrap_or_default()).len();
+        let got = || bursts_printed(&std::fs::read_to_string(log).unwrap_or_default()).len();
         assert!(
             common::wait_until(Duration::from_secs(5), || got() > seen),
             "{args}: iperf -s printed no latency"
         );
-        let text = std::fs::read_to_string(&log).unwrap();
+        let text = std::fs::read_to_string(log).unwrap();
         assert!(
             !text.contains("Program error") && !text.contains("WARN"),
             "{args}: {text}"
@@ -1486,7 +1496,6 @@ fn landspeed_sends_and_times_iperf2_bursts_against_iperf2s_server() {
         assert!(!args.contains("-b") || mean < 10.0, "{args}: {text}");
         seen = lines.len();
     }
-    let _ = std::fs::remove_file(&log);
 }
 
 /// A client's text for comparison: `masked_text` less what the drop-in's head and connection
