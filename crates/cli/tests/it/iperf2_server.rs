@@ -243,13 +243,19 @@ fn udp_client(port: u16, args: &str) -> (Output, Vec<(u64, u64)>, bool) {
 
 /// `iperf -c 127.0.0.1 -p PORT -u ARGS`, killed after 30 s: what it wrote, and whether it hung.
 fn udp_client_run(port: u16, args: &str) -> (Output, bool) {
+    text_client(port, &format!("-u {args}"))
+}
+
+/// `iperf -c 127.0.0.1 -p PORT ARGS` with its text output, ended within 30 s: what it printed, and
+/// whether it had to be killed.
+fn text_client(port: u16, args: &str) -> (Output, bool) {
     let child = Command::new("iperf")
-        .args(["-c", "127.0.0.1", "-p", &port.to_string(), "-u"])
+        .args(["-c", "127.0.0.1", "-p", &port.to_string()])
         .args(args.split_whitespace())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("run iperf -c -u");
+        .expect("run iperf -c");
     common::wait_output_or_kill(child, Duration::from_secs(30))
 }
 
@@ -1407,14 +1413,7 @@ fn an_iperf2_trip_times_client_times_the_bursts_landspeed_sends() {
     // burst arrives within milliseconds (physical margin: under 1 s is asked).
     let s = ServerProc::start("127.0.0.1", &[]);
     for args in ["-t 1 -R --trip-times", "-t 1 --full-duplex --trip-times"] {
-        let out = Command::new("iperf")
-            .args(["-c", "127.0.0.1", "-p", &s.port.to_string()])
-            .args(args.split_whitespace())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("run iperf -c");
-        let (out, hung) = common::wait_output_or_kill(out, Duration::from_secs(20));
+        let (out, hung) = text_client(s.port, args);
         let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
         assert!(!hung || args.contains("--full-duplex"), "{args} hung: {text}");
         assert!(text.contains("Burst Latency avg/min/max/stdev"), "{args}: {text}");
@@ -1539,11 +1538,8 @@ fn the_iperf_drop_in_prints_iperf2s_trip_times_and_e_client_lines() {
     for args in lines {
         let theirs = {
             let s = Iperf2Server::start();
-            let out = Command::new("iperf")
-                .args(["-c", "127.0.0.1", "-p", &s.1.to_string()])
-                .args(args.split_whitespace())
-                .output()
-                .expect("run iperf -c");
+            let (out, hung) = text_client(s.1, args);
+            assert!(!hung, "iperf -c {args} hung");
             String::from_utf8_lossy(&out.stdout).into_owned()
         };
         let ours = {
