@@ -236,13 +236,35 @@ fn iperf2_datagram(buf: &mut [u8], header: &[u8], seq: i64, now_ns: u64) {
     buf[prefix..prefix + header.len()].copy_from_slice(header);
 }
 
+/// What a sender tells as it goes (the `iperf` drop-in prints iperf 2's lines from it).
+pub trait SendWatch {
+    /// The socket is open, sending from `from`.
+    fn opened(&mut self, _from: SocketAddr) {}
+    /// `sent` datagrams went before `elapsed` (from the start; the end not among them). Told before
+    /// each round of sending and at least every 20 ms.
+    fn progress(&mut self, _elapsed: Duration, _sent: u64) {}
+}
+
+/// Nothing watched.
+impl SendWatch for () {}
+
 /// Sends to the group as `plan` says, until its time or count is done or `stop` is set, then the
 /// end (landspeed's three times, 10 ms apart; iperf 2's once, as its client does).
 pub fn send_multicast(plan: &SendPlan, stop: &AtomicBool) -> Result<SendReport, McError> {
+    send_multicast_watched(plan, stop, &mut ())
+}
+
+/// [`send_multicast`], telling `watch` as it goes.
+pub fn send_multicast_watched(
+    plan: &SendPlan,
+    stop: &AtomicBool,
+    watch: &mut dyn SendWatch,
+) -> Result<SendReport, McError> {
     supported()?;
     mc::check_group(plan.to.group, None)?;
     mc::check_sender(plan.length as u64, plan.rate_bps, plan.ttl, plan.iperf2)?;
     let sock = sender_socket(plan)?;
+    watch.opened(sock.local_addr().map_err(sock_err("getsockname"))?);
     let mut key_bytes = [0u8; 8];
     let _ = getrandom::fill(&mut key_bytes);
     let key = u64::from_le_bytes(key_bytes);
@@ -256,6 +278,7 @@ pub fn send_multicast(plan: &SendPlan, stop: &AtomicBool) -> Result<SendReport, 
         && started.elapsed() < plan.duration
         && plan.count.is_none_or(|c| pacer.count() < c)
     {
+        watch.progress(started.elapsed(), pacer.count());
         let now = unix_ns();
         match pacer.poll(now) {
             Pace::WaitUntil(t) => std::thread::sleep(Duration::from_nanos((t - now).min(20_000_000))),
@@ -268,6 +291,7 @@ pub fn send_multicast(plan: &SendPlan, stop: &AtomicBool) -> Result<SendReport, 
             }
         }
     }
+    watch.progress(started.elapsed(), pacer.count());
     let elapsed = started.elapsed().as_secs_f64();
     let sent = pacer.count();
     let datagrams = send_end(&sock, &writer, &mut buf, (start_ns, sent));

@@ -147,6 +147,9 @@ pub fn main(argv: Vec<OsString>) -> Result<bool> {
         (Some(_), true) => refuse("-c and -s together: one or the other"),
         (None, false) => refuse("usage: iperf [-s|-c host] [options] (iperf -h for help)"),
         (None, true) => serve(&o),
+        (Some(host), false) if super::iperf2_multicast::is_group(host) => {
+            super::iperf2_multicast::client(&o, host)
+        }
         (Some(host), false) if o.bounceback.is_some() => super::iperf2_bounce::client(&o, host),
         (Some(host), false) if o.connect_only.is_some() => super::iperf2_bounce::connect_only(&o, host),
         (Some(host), false) if o.tradeoff || o.dualtest => dual(&o, host),
@@ -187,11 +190,6 @@ Options landspeed cannot honour are refused by name in one line (docs/iperf2.md)
 fn refused(o: &Opts) -> Option<String> {
     let not = |name: &str, why: &str| format!("landspeed iperf2 does not support {name}: {why}");
     let list = [
-        (
-            o.client.as_deref().is_some_and(is_group),
-            "-c GROUP (multicast)",
-            "use `landspeed multicast send GROUP --iperf2` (docs/multicast.md)",
-        ),
         (
             (o.tradeoff || o.dualtest) && (o.reverse || o.full_duplex),
             "-r/-d with -R or --full-duplex",
@@ -251,7 +249,7 @@ fn refused(o: &Opts) -> Option<String> {
 }
 
 /// iperf 2's options that belong to another command of landspeed's, or to none.
-fn refused_elsewhere(o: &Opts) -> [(bool, &'static str, &'static str); 7] {
+fn refused_elsewhere(o: &Opts) -> [(bool, &'static str, &'static str); 8] {
     [
         (
             o.connect_only.is_some()
@@ -268,9 +266,14 @@ fn refused_elsewhere(o: &Opts) -> [(bool, &'static str, &'static str); 7] {
             "it opens TCP connections and closes them, nothing sent (iperf 2.1.8 refuses -u with it too)",
         ),
         (
-            o.ssm_host.is_some() || o.ttl.is_some(),
-            "-H/-T (multicast)",
-            "use `landspeed multicast send|receive` (docs/multicast.md)",
+            o.ttl.is_some() && !o.client.as_deref().is_some_and(super::iperf2_multicast::is_group),
+            "-T without -c GROUP",
+            "it is a multicast sender's TTL",
+        ),
+        (
+            o.ssm_host.is_some(),
+            "-H (source-specific multicast)",
+            "use `landspeed multicast receive GROUP --source ADDR` (docs/multicast.md)",
         ),
         (o.daemon, "-D", "run `landspeed serve` under your service manager"),
         (o.output.is_some(), "-o", "redirect standard output"),
@@ -282,14 +285,6 @@ fn refused_elsewhere(o: &Opts) -> [(bool, &'static str, &'static str); 7] {
             "CSV is the only other style",
         ),
     ]
-}
-
-/// Whether a client's host is a multicast group (iperf 2 sends to it without a server).
-fn is_group(host: &str) -> bool {
-    let bare = host.split('%').next().unwrap_or(host);
-    bare.trim_matches(|c| c == '[' || c == ']')
-        .parse::<std::net::IpAddr>()
-        .is_ok_and(|ip| ip.is_multicast())
 }
 
 /// iperf 2's byte counts: `K`, `M`, `G` powers of 1024, `k`, `m`, `g` of 1000 (its `byte_atoi`).
@@ -307,16 +302,11 @@ pub(crate) fn bytes(v: &str) -> Option<u64> {
     (n >= 0.0 && n.is_finite()).then(|| (n * mult).round() as u64)
 }
 
-/// iperf 2's bit rates: `k`, `m`, `g` (either case) powers of 1000, in bits per second.
-fn bits(v: &str) -> Option<u64> {
-    let (num, mult) = match v.chars().last()?.to_ascii_lowercase() {
-        'k' => (&v[..v.len() - 1], 1e3),
-        'm' => (&v[..v.len() - 1], 1e6),
-        'g' => (&v[..v.len() - 1], 1e9),
-        _ => (v, 1.0),
-    };
-    let n: f64 = num.parse().ok()?;
-    (n > 0.0 && n.is_finite()).then(|| (n * mult).round() as u64)
+/// iperf 2's bit rates, read as its `-b` reads them (2.1.8's `byte_atoi`, the same as byte counts):
+/// `K`, `M`, `G` powers of 1024, `k`, `m`, `g` of 1000, in bits per second (`-b 50M` is 52,428,800
+/// bit/s, `-b 50m` 50,000,000); above zero.
+pub(crate) fn bits(v: &str) -> Option<u64> {
+    bytes(v).filter(|b| *b > 0)
 }
 
 /// `landspeed run` arguments for iperf 2's client options (`-n`, `-l`, `-w` and `-b` read as iperf
@@ -718,7 +708,9 @@ mod tests {
         assert_eq!(bytes("2G"), Some(2 * 1024 * 1024 * 1024));
         assert_eq!(bytes("1000"), Some(1000));
         assert_eq!(bytes("lots"), None);
-        assert_eq!(bits("50M"), Some(50_000_000));
+        // iperf 2.1.8's client sends -b 50M at 52.4 Mbit/s and -b 50m at 50.0 (its byte_atoi).
+        assert_eq!(bits("50M"), Some(50 << 20));
+        assert_eq!(bits("50m"), Some(50_000_000));
         assert_eq!(bits("1g"), Some(1_000_000_000));
         assert_eq!(bits("0"), None);
     }
@@ -743,7 +735,6 @@ mod tests {
     #[test]
     fn what_is_not_built_is_refused_by_name() {
         for (line, name) in [
-            ("-c 239.1.1.1 -u", "-c GROUP (multicast)"),
             ("-c h -r -u -P 2", "-u -r/-d with -P"),
             ("-c h --connect-only -u", "--connect-only with -u"),
             ("-c h --connect-only=5 -n 1M", "--connect-only with -u"),
@@ -755,7 +746,8 @@ mod tests {
             ("-c h --bounceback -R", "--bounceback with -u, -R"),
             ("-c h --bounceback -y C", "--bounceback with -y C"),
             ("-c h --isochronous 60:1m,100k", "--isochronous"),
-            ("-c h -T 4", "multicast"),
+            ("-c h -T 4", "-T without -c GROUP"),
+            ("-s -u -H 10.0.0.1", "-H (source-specific"),
             ("-c h -y J", "-y other than C"),
         ] {
             let why = refused(&opts(line).unwrap()).unwrap_or_else(|| panic!("{line} accepted"));

@@ -7,6 +7,7 @@ pub mod exporter;
 pub mod iperf2;
 mod iperf2_bounce;
 mod iperf2_dual;
+mod iperf2_multicast;
 pub mod iperf2_server;
 mod iperf2_udp_dual;
 pub mod iperf3;

@@ -218,7 +218,11 @@ fn iperf2s_multicast_is_counted_both_ways() {
     let ours = receiver(&lan, 1, &[GROUP]);
     let s = send(&lan, 0, &[GROUP, "--iperf2", "-b", "2M", "-t", "2"]);
     let sent = n(&s["datagrams"]);
-    assert_eq!(iperf2_total(&mut out), (sent, sent), "{s}");
+    // iperf 2's receiver's total is the sender's count; what it received may miss a few of the
+    // first (its receiver does that to its own client's too, as it starts the sender's thread).
+    let (received, total) = iperf2_total(&mut out);
+    assert_eq!(total, sent, "{s}");
+    assert!(received > 0, "{s}");
     let r = report(ours);
     assert_eq!(n(&r["sources"][0]["datagrams_received"]), sent);
 }
@@ -319,5 +323,103 @@ fn multicast_bad_input_is_refused_in_one_line() {
         let lines: Vec<&str> = o.stderr.lines().collect();
         assert_eq!(lines.len(), 1, "{args:?}: {}", o.stderr);
         assert!(lines[0].contains(says), "{args:?}: {}", o.stderr);
+    }
+}
+
+/// iperf 2.1.8's client or the drop-in (`landspeed iperf2`) with `args` on host 0.
+fn iperf_client(lan: &Lan, ours: bool, args: &str) -> (Option<i32>, String, String) {
+    let mut c = Command::new("ip");
+    c.args(["netns", "exec", &lan.ns[0]]);
+    match ours {
+        true => c.args([common::bin(), "iperf2"]),
+        false => c.arg("iperf"),
+    };
+    let o = c.args(args.split_whitespace()).output().expect("iperf -c");
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (o.status.code(), text(&o.stdout), text(&o.stderr))
+}
+
+/// A client's text masked as the unicast comparisons mask it, the interface after the local
+/// address (`%eth0`, iperf 2's `-e`) left out.
+fn masked(text: &str) -> Vec<String> {
+    let mut v: Vec<String> = crate::iperf2_server::masked_text(text)
+        .into_iter()
+        .map(|l| l.replace("%eth# ", " "))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn the_iperf_drop_in_sends_to_a_group_as_iperf2s_client_does() {
+    let _alone = common::alone();
+    let Some(_root) = common::wan::root() else { return };
+    if !have_iperf2() {
+        return;
+    }
+    let lan = lan(2);
+    let (_theirs, mut out) = iperf2_receiver(&lan, 1);
+    for args in [
+        "-c 239.1.1.1 -u -T 1 -t 1.2 -b 2M -i 0.5",
+        "-c 239.1.1.1 -u -t 1 -b 500k -e -i 0.5 -l 1000",
+        "-c 239.1.1.1%eth0 -u -n 100K",
+        "-c 239.1.1.1 -u -t 1.1 -i 0.5 -y C",
+    ] {
+        let (code, theirs, _) = iperf_client(&lan, false, args);
+        assert_eq!(code, Some(0), "iperf {args}: {theirs}");
+        iperf2_total(&mut out);
+        let (code, mine, err) = iperf_client(&lan, true, args);
+        assert_eq!(code, Some(0), "{args}: {err}");
+        if args.contains("-y C") {
+            let shape = |t: &str| -> Vec<(usize, String)> {
+                t.lines()
+                    .map(|l| (l.split(',').count(), l.split(',').skip(5).take(2).collect()))
+                    .collect()
+            };
+            assert_eq!(
+                shape(&mine),
+                shape(&theirs),
+                "{args}:\n{mine}\n/ iperf:\n{theirs}"
+            );
+        } else {
+            assert_eq!(
+                masked(&mine),
+                masked(&theirs),
+                "{args}:\n{mine}\n/ iperf:\n{theirs}"
+            );
+        }
+        // iperf 2's receiver counts as many as the drop-in says it sent. Not "none lost": iperf
+        // 2.1.8's receiver misses a new sender's first datagrams now and then (seen with its own
+        // client too: 5-8 of the first 180 at 2M), as it starts the sender's thread.
+        let (received, total) = iperf2_total(&mut out);
+        if let Some(sent) = mine.lines().find_map(|l| l.split("Sent ").nth(1)) {
+            let sent: u64 = sent.split_whitespace().next().unwrap().parse().unwrap();
+            assert_eq!(total, sent, "{args}:\n{mine}");
+            assert!(received > 0, "{args}:\n{mine}");
+        }
+    }
+    // -b as iperf 2 reads it: 2M is 2,097,152 bit/s (IPG 5607.60 us), as iperf 2.1.8's head says.
+    let (_, mine, _) = iperf_client(&lan, true, "-c 239.1.1.1 -u -t 0.2 -b 2M");
+    assert!(mine.contains("IPG target: 5607.60 us"), "{mine}");
+    iperf2_total(&mut out);
+}
+
+#[test]
+fn the_iperf_drop_in_refuses_what_a_group_cannot_take_in_one_line() {
+    for (args, says) in [
+        ("-c 239.1.1.1 -t 1", "without -u"),
+        ("-c 239.1.1.1 -u -P 2", "-c GROUP with -P"),
+        ("-c 239.1.1.1 -u -R", "nothing comes back"),
+        ("-c 239.1.1.1 -u -w 1M", "-c GROUP with -w"),
+        ("-c 239.1.1.1 -u -b lots", "-b lots"),
+        ("-c 10.0.0.1 -T 4", "-T without -c GROUP"),
+    ] {
+        let mut all = vec!["iperf2"];
+        all.extend(args.split_whitespace());
+        let o = common::landspeed(&all, Duration::from_secs(10));
+        assert_eq!(o.code, 1, "{args}: {}", o.stderr);
+        assert_eq!(o.stderr.lines().count(), 1, "{args}: {}", o.stderr);
+        assert!(o.stderr.contains(says), "{args}: {}", o.stderr);
+        assert!(o.stdout.is_empty(), "{args}: {}", o.stdout);
     }
 }
