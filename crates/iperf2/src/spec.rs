@@ -61,6 +61,9 @@ pub enum Unserved {
     /// A UDP test the server would send (`-R`, `--full-duplex`) and does not.
     #[error("iperf 2's UDP {0} is not served here (the server would send to an address nothing proves: `landspeed serve --iperf2-udp-send` serves it); the client-to-server test is")]
     UdpSending(&'static str),
+    /// A multicast sender asks for something back (`-R`, `--full-duplex`, `-r`, `-d`).
+    #[error("a multicast sender's header asks for datagrams back (-R, --full-duplex, -r or -d): nothing is sent to a group's sender")]
+    ToGroup,
     /// A UDP test the server would send in datagrams too short for iperf 2's prefix and header.
     #[error("iperf 2's UDP -R or --full-duplex with -l {0}: the server sends datagrams of {MIN_SENT_UDP_LEN} bytes or more (iperf 2's prefix and header)")]
     ShortDatagrams(u32),

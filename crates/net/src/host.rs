@@ -103,6 +103,10 @@ pub struct ServerOptions {
     /// Flag each iperf 2 UDP report for iperf 2's client to print with its `-e` columns, as iperf
     /// 2.1.8's server does when it runs with `-e` (the `iperf -s -u -e` drop-in's).
     pub iperf2_enhanced: bool,
+    /// A multicast group to join on the UDP port (`--join`, the `iperf -s -u -B GROUP` drop-in's):
+    /// iperf 2's multicast senders to it are received and counted there, one test each, and
+    /// nothing is sent back to them (no report: nothing answers a group's sender).
+    pub join: Option<crate::multicast::GroupPlan>,
 }
 
 /// A protocol that cannot carry landspeed's key, which a keyed server refuses unless the operator
@@ -168,6 +172,7 @@ impl Default for ServerOptions {
             connect_back: false,
             iperf2_udp_send: false,
             iperf2_enhanced: false,
+            join: None,
             share_host: false,
             iperf3_auth: None,
         }
@@ -213,6 +218,9 @@ pub enum ServerError {
         /// Why not.
         err: std::io::Error,
     },
+    /// The group given to join could not be joined.
+    #[error("{0}")]
+    Join(#[from] crate::multicast::McError),
     /// Another I/O error of the listeners.
     #[error("server I/O: {0}")]
     Io(#[from] std::io::Error),

@@ -128,6 +128,14 @@ fn udp_socket(at: SocketAddr) -> Result<Socket, McError> {
     Ok(s)
 }
 
+/// A socket bound to the group's port and joined to it, as `plan` says, after the group and the
+/// source are checked (`serve --join`'s listener).
+pub(crate) fn join_group(plan: &GroupPlan) -> Result<UdpSocket, McError> {
+    supported()?;
+    mc::check_group(plan.group, plan.source)?;
+    join(plan)
+}
+
 /// A socket bound to the group's port and joined to it, as `plan` says.
 fn join(plan: &GroupPlan) -> Result<UdpSocket, McError> {
     let index = index_of(&plan.interface)?;

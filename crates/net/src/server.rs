@@ -141,8 +141,14 @@ impl Server {
         for l in &listeners {
             if let Ok(a) = l.local_addr() {
                 let v6only = a.is_ipv6().then_some(!a.ip().is_unspecified());
-                udp_socks.push(bind_udp(a, v6only).map_err(|err| ServerError::Bind { addr: a, err })?);
+                let s = bind_udp(a, v6only).map_err(|err| ServerError::Bind { addr: a, err })?;
+                // A group's datagrams only where it was joined (the --join socket), never twice.
+                let _ = landspeed_engine::os::only_joined_groups(&s, a.is_ipv6());
+                udp_socks.push(s);
             }
+        }
+        if let Some(g) = &opts.join {
+            udp_socks.push(crate::multicast::join_group(g)?);
         }
         let (quic, quic_off) = match (opts.quic, listeners.first().and_then(|l| l.local_addr().ok())) {
             (true, Some(a)) => match quic::bind(a, opts.quic_port, &tls.identity, opts.limits.max_streams) {

@@ -45,6 +45,36 @@ pub fn listening(udp: bool, port: u16, buffer_bytes: Option<u64>, read: Option<u
     format!("{DASHES}\nServer listening on {proto} port {port}{more}\n{buffer}: {size}\n{DASHES}\n")
 }
 
+/// The server's head ([`listening`]'s) for a multicast group it joined, as iperf 2.1.8's `-s -u -B
+/// GROUP` prints it: its join (`group  G`, or `(*,G)=*,G` / `(S,G)=S,G` with the interface or the
+/// one source named) after the listening line, and its single-client mode before the buffer's.
+pub fn joined(
+    head: &str,
+    group: std::net::IpAddr,
+    source: Option<std::net::IpAddr>,
+    interface: Option<&str>,
+) -> String {
+    let iface = interface.map_or(String::new(), |i| format!(" w/iface {i}"));
+    let join = match (source, interface) {
+        (None, None) => format!("Joining multicast group  {group}"),
+        (None, Some(_)) => format!("Joining multicast (*,G)=*,{group}{iface}"),
+        (Some(s), _) => format!("Joining multicast (S,G)={s},{group}{iface}"),
+    };
+    let mut t = String::new();
+    for (k, line) in head.lines().enumerate() {
+        if line.starts_with("UDP buffer size") || line.starts_with("TCP window size") {
+            t += "Server set to single client traffic mode (per multicast receive)\n";
+        }
+        t += line;
+        t.push('\n');
+        if k == 1 {
+            t += &join;
+            t.push('\n');
+        }
+    }
+    t
+}
+
 /// The width of the read histogram's bins as iperf 2 prints it: `%4d Byte` under a kilobyte, else
 /// in its units (`16.0 KByte`).
 fn bin_width(bytes: u64) -> String {

@@ -249,7 +249,7 @@ fn refused(o: &Opts) -> Option<String> {
 }
 
 /// iperf 2's options that belong to another command of landspeed's, or to none.
-fn refused_elsewhere(o: &Opts) -> [(bool, &'static str, &'static str); 8] {
+fn refused_elsewhere(o: &Opts) -> [(bool, &'static str, &'static str); 9] {
     [
         (
             o.connect_only.is_some()
@@ -271,9 +271,15 @@ fn refused_elsewhere(o: &Opts) -> [(bool, &'static str, &'static str); 8] {
             "it is a multicast sender's TTL",
         ),
         (
-            o.ssm_host.is_some(),
-            "-H (source-specific multicast)",
-            "use `landspeed multicast receive GROUP --source ADDR` (docs/multicast.md)",
+            o.ssm_host.is_some()
+                && !(o.server && o.bind.as_deref().is_some_and(super::iperf2_multicast::is_group)),
+            "-H without -s -B GROUP",
+            "it is the one source a multicast server hears",
+        ),
+        (
+            o.server && !o.udp && o.bind.as_deref().is_some_and(super::iperf2_multicast::is_group),
+            "-s -B GROUP without -u",
+            "multicast is UDP",
         ),
         (o.daemon, "-D", "run `landspeed serve` under your service manager"),
         (o.output.is_some(), "-o", "redirect standard output"),
@@ -665,8 +671,16 @@ fn serve(o: &Opts) -> Result<bool> {
         // iperf 2's server lines, not landspeed's log.
         "--iperf2-text".into(),
     ];
-    if let Some(b) = &o.bind {
-        args.extend(["--bind".into(), b.clone()]);
+    match &o.bind {
+        // -B GROUP: the group joined on the UDP port (iperf 2's multicast server); -H its one source.
+        Some(b) if super::iperf2_multicast::is_group(b) => {
+            args.extend(["--join".into(), b.clone()]);
+            if let Some(src) = &o.ssm_host {
+                args.extend(["--join-source".into(), src.clone()]);
+            }
+        }
+        Some(b) => args.extend(["--bind".into(), b.clone()]),
+        None => {}
     }
     for (on, flag) in [
         (o.udp, "--iperf2-udp"),
@@ -747,7 +761,8 @@ mod tests {
             ("-c h --bounceback -y C", "--bounceback with -y C"),
             ("-c h --isochronous 60:1m,100k", "--isochronous"),
             ("-c h -T 4", "-T without -c GROUP"),
-            ("-s -u -H 10.0.0.1", "-H (source-specific"),
+            ("-s -u -H 10.0.0.1", "-H without -s -B GROUP"),
+            ("-s -B 239.1.1.1", "-s -B GROUP without -u"),
             ("-c h -y J", "-y other than C"),
         ] {
             let why = refused(&opts(line).unwrap()).unwrap_or_else(|| panic!("{line} accepted"));
@@ -770,5 +785,6 @@ mod tests {
         assert!(refused(&opts("-s -e -l 64K -i 1").unwrap()).is_none());
         assert!(refused(&opts("-s -u -i 1 -y C -f m").unwrap()).is_none());
         assert!(refused(&opts("-s -u -e -i 1").unwrap()).is_none());
+        assert!(refused(&opts("-s -u -B 232.1.1.1%eth0 -H 10.0.0.1 -i 1").unwrap()).is_none());
     }
 }

@@ -64,6 +64,8 @@ struct Printer {
     udp: bool,
     /// TCP's read buffer (`-e`'s head).
     read_len: u64,
+    /// The group the server joined (`-B GROUP`), named in its head.
+    joined: Option<landspeed_net::multicast::GroupPlan>,
     /// The number the next test's first connection gets.
     next: u32,
     running: HashMap<(String, u64), Running>,
@@ -86,7 +88,7 @@ impl Printer {
             ServerEvent::Listening { .. } if self.style.csv => String::new(),
             ServerEvent::Listening { addresses, .. } => {
                 let port = addresses.first().map_or(0, |a| a.port());
-                lines::listening(
+                let head = lines::listening(
                     self.udp,
                     port,
                     landspeed_engine::sockopt::default_recv_buffer(self.udp),
@@ -96,7 +98,11 @@ impl Printer {
                         true => landspeed_iperf2::spec::DEFAULT_UDP_LEN,
                         false => self.read_len,
                     }),
-                )
+                );
+                match &self.joined {
+                    Some(g) => lines::joined(&head, g.group.ip(), g.source, g.interface.as_deref()),
+                    None => head,
+                }
             }
             ServerEvent::Progress(r) if is_iperf2(&r) => {
                 let mut out = String::new();
@@ -143,7 +149,10 @@ impl Printer {
 }
 
 /// The event sink of `--iperf2-text`.
-pub fn printer(o: &Iperf2Lines) -> impl Fn(ServerEvent) + Send + Sync + 'static {
+pub fn printer(
+    o: &Iperf2Lines,
+    joined: Option<landspeed_net::multicast::GroupPlan>,
+) -> impl Fn(ServerEvent) + Send + Sync + 'static {
     let state = std::sync::Mutex::new(Printer {
         style: Iperf2Style {
             csv: o.iperf2_csv,
@@ -153,6 +162,7 @@ pub fn printer(o: &Iperf2Lines) -> impl Fn(ServerEvent) + Send + Sync + 'static 
         },
         udp: o.iperf2_udp,
         read_len: o.iperf2_read_len,
+        joined,
         next: 1,
         running: HashMap::new(),
     });

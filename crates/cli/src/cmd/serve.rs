@@ -225,8 +225,42 @@ pub struct ServeArgs {
     #[arg(long, hide = true, value_name = "RATE[/SECONDS]",
           value_parser = landspeed_iperf3::total_rate::TotalRateLimit::parse)]
     pub iperf3_bitrate_limit: Option<landspeed_iperf3::total_rate::TotalRateLimit>,
+    /// Also join this multicast group on the UDP port (GROUP or GROUP%INTERFACE) and receive iperf
+    /// 2's multicast senders to it (`iperf -c GROUP -u`), a test each, counted as iperf 2's server
+    /// counts them; nothing is sent back to a group's sender.
+    #[arg(long, value_name = "GROUP[%IF]", value_parser = join_group)]
+    pub join: Option<(IpAddr, Option<String>)>,
+    /// With --join: hear only this sender (source-specific multicast; IPv4 SSM groups are
+    /// 232.0.0.0/8).
+    #[arg(long, value_name = "ADDR", requires = "join")]
+    pub join_source: Option<IpAddr>,
     #[command(flatten)]
     pub iperf2_lines: super::iperf2_server::Iperf2Lines,
+}
+
+/// `--join`'s GROUP or GROUP%INTERFACE: a multicast address, its interface if named.
+fn join_group(s: &str) -> Result<(IpAddr, Option<String>), String> {
+    let (bare, interface) = match s.split_once('%') {
+        Some((b, i)) if !i.is_empty() => (b, Some(i.to_string())),
+        _ => (s, None),
+    };
+    match bare.trim_matches(|c| c == '[' || c == ']').parse::<IpAddr>() {
+        Ok(ip) if ip.is_multicast() => Ok((ip, interface)),
+        _ => Err(format!(
+            "{s}: not a multicast group (239.1.1.1, ff15::1, either with %INTERFACE)"
+        )),
+    }
+}
+
+/// `--join` and `--join-source` as the server's group to join on `port`.
+fn join_plan(a: &ServeArgs) -> Option<landspeed_net::multicast::GroupPlan> {
+    a.join
+        .as_ref()
+        .map(|(group, interface)| landspeed_net::multicast::GroupPlan {
+            group: std::net::SocketAddr::new(*group, a.port),
+            source: a.join_source,
+            interface: interface.clone(),
+        })
 }
 
 /// A protocol that cannot carry landspeed's key, opened on a keyed server by `--open`.
@@ -426,7 +460,7 @@ pub fn serve(a: ServeArgs) -> Result<bool> {
         eprintln!("landspeed: {}", limits_line(&opts));
     }
     let printer: landspeed_net::EventSink = if a.iperf2_lines.iperf2_text {
-        Arc::new(super::iperf2_server::printer(&a.iperf2_lines))
+        Arc::new(super::iperf2_server::printer(&a.iperf2_lines, join_plan(&a)))
     } else if a.iperf3_json {
         Arc::new(print_iperf3)
     } else if a.iperf3_text {
@@ -570,6 +604,7 @@ fn options(a: &ServeArgs, stats: Arc<AtomicBool>) -> Result<ServerOptions> {
         connect_back: a.connect_back,
         iperf2_udp_send: a.iperf2_udp_send,
         iperf2_enhanced: a.iperf2_lines.iperf2_enhanced,
+        join: join_plan(a),
         share_host: a.share_host,
         iperf3_auth: iperf3_auth(a)?,
         files_dir: match &a.files {

@@ -723,7 +723,7 @@ fn udp_datagram(seq: i32, amount: i32) -> Vec<u8> {
 
 /// `udp_datagram` with the extension's `upper` flags (0x0400: -R; iperf 2.1.8 then sets its
 /// version-2 flags too).
-fn udp_datagram_asking(seq: i32, amount: i32, upper: u16) -> Vec<u8> {
+pub(crate) fn udp_datagram_asking(seq: i32, amount: i32, upper: u16) -> Vec<u8> {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap();

@@ -1033,3 +1033,25 @@ pub fn join_source_group(sock: &impl AsSock, index: u32, group: IpAddr, source: 
     };
     set_value(sock, level, libc::MCAST_JOIN_SOURCE_GROUP, &req)
 }
+
+/// Keeps a UDP socket from the datagrams of groups it did not join itself: Linux hands a group's
+/// datagrams to every socket bound to the port (a wildcard address included) once any socket on
+/// the host joined it, unless IP_MULTICAST_ALL (and for an IPv6 socket IPV6_MULTICAST_ALL too) is
+/// off. A no-op where that is not the rule.
+pub fn only_joined_groups(sock: &impl AsSock, v6: bool) -> Result<()> {
+    #[cfg(target_os = "linux")]
+    {
+        let off: libc::c_int = 0;
+        // A dual-stack IPv6 socket gets IPv4 groups' datagrams by the IPv4 option's rule.
+        set_value(sock, libc::IPPROTO_IP, libc::IP_MULTICAST_ALL, &off)?;
+        if v6 {
+            set_value(sock, libc::IPPROTO_IPV6, libc::IPV6_MULTICAST_ALL, &off)?;
+        }
+        Ok(())
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = (sock, v6);
+        Ok(())
+    }
+}

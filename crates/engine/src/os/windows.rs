@@ -669,3 +669,8 @@ pub fn set_multicast_if_index_v4(_sock: &impl AsSock, _index: u32) -> Result<()>
 pub fn join_source_group(_sock: &impl AsSock, _index: u32, _group: IpAddr, _source: IpAddr) -> Result<()> {
     Err(refused("multicast tests"))
 }
+
+/// Windows: a socket gets only the groups it joined itself; nothing to turn off.
+pub fn only_joined_groups(_sock: &impl AsSock, _v6: bool) -> Result<()> {
+    Ok(())
+}

@@ -65,7 +65,12 @@ pub(crate) fn take(
     }
     // Admitted here, on the listener's thread (no I/O), so that a client refused datagram after
     // datagram costs no thread each time.
-    let (plan, back) = plan(&header, shared);
+    let group = local.ip().is_multicast();
+    let (plan, back) = match group {
+        // A group's sender gets nothing back: no stream, no connection back.
+        true => (group_plan(&header, shared), None),
+        false => plan(&header, shared),
+    };
     let Some(admitted) = super::server::admit(plan, peer, shared) else {
         return true;
     };
@@ -83,7 +88,10 @@ pub(crate) fn take(
         .spawn(move || {
             sh.connection_started();
             // Forward and --full-duplex receive here; -R only sends.
-            if admitted.test.direction == Direction::Reverse {
+            if group {
+                let test = admitted.test.clone();
+                receive_logged(&header, &test, (None, (peer, local)), &rx, &sh);
+            } else if admitted.test.direction == Direction::Reverse {
                 super::udp_send::serve(&header, admitted, (peer, local), &sh);
             } else {
                 serve((header, back), admitted, (peer, local), rx, &sh);
@@ -107,20 +115,33 @@ pub(crate) fn take(
 /// `--iperf2-udp-send`), sampled at `serve`'s iperf 2 interval; and the stream back, if any.
 fn plan(header: &ClientHeader, shared: &Shared) -> (Result<TestSpec, Unserved>, Option<ConnectBack>) {
     let o = &shared.opts;
-    let (mut plan, back) = match o.connect_back && o.iperf2_udp_send {
+    let (plan, back) = match o.connect_back && o.iperf2_udp_send {
         true => match header.udp_plan_back(0) {
             Ok((spec, back)) => (Ok(spec), back),
             Err(e) => (Err(e), None),
         },
         false => (header.udp_plan_sending(0, o.iperf2_udp_send), None),
     };
-    if let Ok(spec) = plan.as_mut() {
-        spec.interval_s = o.iperf2_interval.unwrap_or(spec.interval_s);
-        if back.is_some() {
-            spec.direction = Direction::Bidir;
-        }
+    let mut plan = plan.map(|s| sampled(s, shared));
+    if let (Ok(spec), true) = (plan.as_mut(), back.is_some()) {
+        spec.direction = Direction::Bidir;
     }
     (plan, back)
+}
+
+/// A group's sender's test: one way only, whatever the server sends unicast clients.
+fn group_plan(header: &ClientHeader, shared: &Shared) -> Result<TestSpec, Unserved> {
+    match header.udp_plan_sending(0, false) {
+        Ok(s) => Ok(sampled(s, shared)),
+        Err(Unserved::UdpSending(_) | Unserved::ConnectBackUdp(_)) => Err(Unserved::ToGroup),
+        Err(e) => Err(e),
+    }
+}
+
+/// The test sampled at `serve`'s iperf 2 interval, when it has one.
+fn sampled(mut spec: TestSpec, shared: &Shared) -> TestSpec {
+    spec.interval_s = shared.opts.iperf2_interval.unwrap_or(spec.interval_s);
+    spec
 }
 
 /// Receives one admitted UDP stream and answers its end with iperf 2's report (with
@@ -150,24 +171,26 @@ fn serve(
     std::thread::scope(|sc| {
         if back.is_some_and(|b| b.dual == Dual::Simultaneous) {
             sc.spawn(|| sending_back(()));
-            receive_logged(&header, test, (&sock, (peer, local)), &rx, shared);
+            receive_logged(&header, test, (Some(&sock), (peer, local)), &rx, shared);
         } else {
-            receive_logged(&header, test, (&sock, (peer, local)), &rx, shared);
+            receive_logged(&header, test, (Some(&sock), (peer, local)), &rx, shared);
             sending_back(());
         }
     });
 }
 
 /// Receives the client's stream (and with `--full-duplex` sends the server's) on `sock`, then logs
-/// the test.
+/// the test; without a socket (a group's sender) from what the listener passes, answering nothing.
 fn receive_logged(
     header: &ClientHeader,
     test: &Test,
-    (sock, (peer, local)): (&UdpSocket, (SocketAddr, SocketAddr)),
+    (sock, (peer, local)): (Option<&UdpSocket>, (SocketAddr, SocketAddr)),
     rx: &Receiver<Passed>,
     shared: &Arc<Shared>,
 ) {
-    let _ = landspeed_path::stamp::enable(sock);
+    if let Some(s) = sock {
+        let _ = landspeed_path::stamp::enable(s);
+    }
     let started = SystemTime::now();
     let both = test.direction == Direction::Bidir;
     let mut log = TestLog::new(peer, "iperf2");
@@ -189,7 +212,7 @@ fn receive_logged(
     if let Some(l) = &counted.live {
         shared.emit(l.so_far());
     }
-    let (outcome, sent) = if both {
+    let (outcome, sent) = if let (true, Some(sock)) = (both, sock) {
         both_ways(sock, (test, rx, seq64), &mut counted)
     } else {
         (receive(sock, rx, (seq64, &mut frames), &mut counted), None)
@@ -200,15 +223,15 @@ fn receive_logged(
     let frames = frames.map(FrameReceipt::finish);
     // No report when the client asked for none (iperf 2's `NOUDPFIN`, which its --full-duplex sets).
     let no_fin = both || header.has(landspeed_iperf2::header::upper::NOUDPFIN);
-    match outcome {
-        Ok(()) if !no_fin => {
+    match (outcome, sock) {
+        (Ok(()), Some(sock)) if !no_fin => {
             // iperf 2.1.8's server flags its report for -e's columns when it runs with -e, or
             // when the client sends trip times.
             let extend = shared.opts.iperf2_enhanced || header.has(landspeed_iperf2::header::upper::TRIPTIME);
             report(sock, receipt, (frames.as_ref(), extend))
         }
-        Ok(()) => {}
-        Err(e) => log.error = Some(e),
+        (Ok(()), _) => {}
+        (Err(e), _) => log.error = Some(e),
     }
     if let Some((out, cut)) = &sent {
         log.bytes_sent = out.streams.iter().map(|s| s.bytes).sum();
@@ -259,7 +282,7 @@ fn both_ways(
 ) -> (Result<(), String>, Option<Sent>) {
     let shared = counted.shared;
     let Ok(clone) = sock.try_clone() else {
-        return (receive(sock, rx, (seq64, &mut None), counted), None);
+        return (receive(Some(sock), rx, (seq64, &mut None), counted), None);
     };
     let streams = [UdpStream::of_test(test, 1, Role::at_server, clone)];
     let (gone, sent) = (AtomicBool::new(false), Arc::new(AtomicBool::new(false)));
@@ -270,7 +293,7 @@ fn both_ways(
             sent.store(true, Relaxed);
             out
         });
-        let outcome = receive(sock, rx, (seq64, &mut None), counted);
+        let outcome = receive(Some(sock), rx, (seq64, &mut None), counted);
         if outcome.as_ref().is_err_and(|e| e == PORT_CLOSED) {
             gone.store(true, Relaxed);
         }
@@ -365,12 +388,14 @@ impl<'a> Counted<'a> {
 
 /// Counts the stream's datagrams until the client's end; or why it ended otherwise.
 fn receive(
-    sock: &UdpSocket,
+    sock: Option<&UdpSocket>,
     rx: &Receiver<Passed>,
     (seq64, frames): (bool, &mut Option<FrameReceipt>),
     c: &mut Counted,
 ) -> Result<(), String> {
-    let _ = sock.set_read_timeout(Some(Duration::from_millis(100)));
+    if let Some(s) = sock {
+        let _ = s.set_read_timeout(Some(Duration::from_millis(100)));
+    }
     let shared = c.shared;
     let running = landspeed_proto::Running::of(&shared.opts.limits);
     let (start, mut heard) = (Instant::now(), Instant::now());
@@ -399,10 +424,10 @@ fn receive(
                 return Ok(());
             }
         }
-        match landspeed_path::stamp::recv(sock, &mut buf) {
-            Ok((n, _, stamp)) => {
+        match next(sock, rx, &mut buf) {
+            Ok((n, at_s)) => {
                 heard = Instant::now();
-                if count(&buf[..n], arrival_s(stamp), c) {
+                if count(&buf[..n], at_s, c) {
                     return Ok(());
                 }
             }
@@ -429,6 +454,20 @@ fn receive(
             return Err(cut.to_string());
         }
     }
+}
+
+/// The next datagram and its arrival (Unix seconds): read on the test's socket, or without one
+/// (a group's sender) passed by the listener; a timeout after 100 ms of nothing.
+fn next(sock: Option<&UdpSocket>, rx: &Receiver<Passed>, buf: &mut [u8]) -> std::io::Result<(usize, f64)> {
+    let Some(sock) = sock else {
+        let (b, ns) = rx
+            .recv_timeout(Duration::from_millis(100))
+            .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))?;
+        let n = b.len().min(buf.len());
+        buf[..n].copy_from_slice(&b[..n]);
+        return Ok((n, ns as f64 / 1e9));
+    };
+    landspeed_path::stamp::recv(sock, buf).map(|(n, _, stamp)| (n, arrival_s(stamp)))
 }
 
 /// Sends iperf 2's report (with a test of frames, landspeed's frame counts after it), again for each

@@ -551,3 +551,28 @@ fn reverse_streams_sum_under_the_reads_head_with_e() {
         "without -e: plain"
     );
 }
+
+#[test]
+fn a_joined_groups_head_is_iperf2s() {
+    let g = "239.1.1.1".parse().unwrap();
+    let head = listening(true, 5001, Some(212_992), None);
+    let t = joined(&head, g, None, None);
+    let want = "Server listening on UDP port 5001\nJoining multicast group  239.1.1.1\nServer set to single client traffic mode (per multicast receive)\nUDP buffer size:  208 KByte (default)\n";
+    assert!(t.contains(want), "{t}");
+    assert!(
+        joined(&head, g, None, Some("eth0")).contains("\nJoining multicast (*,G)=*,239.1.1.1 w/iface eth0\n")
+    );
+    let ssm = joined(
+        &head,
+        "232.1.1.1".parse().unwrap(),
+        Some("198.18.50.1".parse().unwrap()),
+        None,
+    );
+    assert!(
+        ssm.contains("\nJoining multicast (S,G)=198.18.50.1,232.1.1.1\nServer set"),
+        "{ssm}"
+    );
+    // -e: the read buffer's line between the join and the mode, as iperf 2.1.8's.
+    let e = joined(&listening(true, 5001, Some(212_992), Some(1470)), g, None, None);
+    assert!(e.contains("\nJoining multicast group  239.1.1.1\nRead buffer size: 1.44 KByte (Dist bin width= 183 Byte)\nServer set to"), "{e}");
+}
