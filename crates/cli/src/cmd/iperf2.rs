@@ -179,6 +179,8 @@ const HELP: &str = "Usage: iperf [-s|-c host] [options]   (landspeed's iperf 2 d
   -i, --interval S   report interval                   -e, --enhanced    -e's columns
   -y C               CSV                               -f [abkmgKMG]     units
   -u, --udp          UDP (1470-byte datagrams, -b 1M each stream; the server's report printed)
+  -c GROUP -u        multicast: iperf 2's datagrams to the group (-T TTL, 1), no server report
+  -s -u -B GROUP     join GROUP[%IF] (-H SOURCE: that sender only) and count each sender to it
   --connect-only[=N] N connections (10), each timed and closed; with -i one an interval for -t
   --bounceback[=N]   request/response: N requests a burst (10), --bounceback-period S (1),
                      --bounceback-hold MS, --bounceback-no-quickack, --bounceback-congest[=up|down|bidir[,N]]

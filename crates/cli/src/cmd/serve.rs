@@ -25,6 +25,7 @@ Examples:
   landspeed serve --ndt7 [::]:4443 --archive  # keep every ndt7 subtest in the archive
   landspeed serve --rpm [::]:4043    # responsiveness: landspeed rpm HOST, goresponsiveness
   landspeed serve --auth-keys /etc/landspeed/keys    # clients: run --auth NAME:KEYFILE
+  landspeed serve -p 5001 --join 239.1.1.1%eth0    # iperf -c 239.1.1.1 -u: counted, none answered
   landspeed serve --auth-keys KEYS --open iperf3     # keyed, and iperf3 clients still served
   landspeed serve -p 5001 --connect-back   # iperf 2's -r and -d answered (the server dials back)
   landspeed serve --iperf2-udp-send --max-rate 100M   # iperf 2's UDP -R answered, at most 100 Mbit/s

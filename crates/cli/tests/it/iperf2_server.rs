@@ -1045,6 +1045,7 @@ fn csv_lines(out: &str, server_port: u16) -> Vec<(String, bool, u64, String)> {
 /// runs of the same two clients), and the landspeed half of the comparison still stands.
 /// iperf 2's client may hang after a full-duplex test (see `matrix_client`); what it printed counts.
 fn beside_iperf2(port: Option<u16>, args: &str) -> Option<(String, String, u16)> {
+    let mut hangs = 0;
     for _ in 0..4 {
         let mut reference = port.is_none().then(Iperf2Server::start);
         let port = port.unwrap_or_else(|| reference.as_ref().map_or(0, |r| r.1));
@@ -1070,10 +1071,14 @@ fn beside_iperf2(port: Option<u16>, args: &str) -> Option<(String, String, u16)>
         }
         assert_eq!(ours.code, 0, "{line}: {}", ours.stderr);
         let both_ways = lines.iter().any(|l| l.received) && lines.iter().any(|l| !l.received);
-        assert!(
-            !hung || (args.contains("--full-duplex") && both_ways),
-            "iperf {line} hung"
-        );
+        // iperf 2.1.8's full-duplex client also hangs before its second line now and then (seen
+        // once in CI's module run with `-n 1M --full-duplex`): its own run again, up to four.
+        if hung && !(args.contains("--full-duplex") && both_ways) {
+            hangs += 1;
+            assert!(args.contains("--full-duplex") && hangs < 4, "iperf {line} hung");
+            eprintln!("iperf {line} hung before both its lines; once more");
+            continue;
+        }
         return Some((
             ours.stdout,
             String::from_utf8_lossy(&out.stdout).into_owned(),
