@@ -104,6 +104,9 @@ pub(crate) struct Opts {
     pub(crate) exclude: Option<String>,
     #[arg(short = 'X', long = "peer-detect")]
     pub(crate) peer_detect: bool,
+    /// `-V`: IPv6 (a client resolves its host to IPv6; the server listens on IPv6 and IPv4 alike).
+    #[arg(short = 'V', long = "ipv6_domain")]
+    pub(crate) ipv6: bool,
 }
 
 /// `landspeed iperf2 ARGS`.
@@ -177,6 +180,7 @@ const HELP: &str = "Usage: iperf [-s|-c host] [options]   (landspeed's iperf 2 d
                      with -u its datagrams to this host's UDP port -L, one stream each way)
   -r, --tradeoff     this host's streams, then the server's on connections back (-L PORT)
   -i, --interval S   report interval                   -e, --enhanced    -e's columns
+  -V, --ipv6_domain  IPv6 (the host resolved to IPv6; the server listens on both)
   -y C               CSV                               -f [abkmgKMG]     units
   -u, --udp          UDP (1470-byte datagrams, -b 1M each stream; the server's report printed)
   -c GROUP -u        multicast: iperf 2's datagrams to the group (-T TTL, 1), no server report
@@ -367,7 +371,7 @@ fn run_args(o: &Opts, host: &str) -> Result<Vec<String>, String> {
     if let Some(b) = &o.bind {
         a.extend(["-B".into(), b.clone()]);
     }
-    for (on, flag) in [(o.reverse, "-R"), (o.full_duplex, "--bidir")] {
+    for (on, flag) in [(o.reverse, "-R"), (o.full_duplex, "--bidir"), (o.ipv6, "-6")] {
         if on {
             a.push(flag.into());
         }
@@ -739,6 +743,8 @@ mod tests {
         assert!(a.contains("-b 30000000"), "{a}");
         assert!(a.contains("-l 1000 -w 262144"), "{a}");
         assert!(a.contains("-p 5001") && a.ends_with("-R"), "{a}");
+        let a = run_args(&opts("-c h -V").unwrap(), "h").unwrap().join(" ");
+        assert!(a.ends_with(" -6"), "{a}");
         let o = opts("-c h --full-duplex -t 2.5").unwrap();
         let a = run_args(&o, "h").unwrap().join(" ");
         assert!(

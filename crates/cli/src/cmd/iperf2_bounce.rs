@@ -68,6 +68,9 @@ fn run_args(o: &Opts, host: &str, size: u64) -> Vec<String> {
     if let Some(b) = &o.bind {
         a.extend(["-B".into(), b.clone()]);
     }
+    if o.ipv6 {
+        a.push("-6".into());
+    }
     a
 }
 
