@@ -461,6 +461,16 @@ fn one_test(rx: &std::sync::mpsc::Receiver<String>, who: &str) -> String {
 
 /// iperf 2.1.8's `-s -u -B GROUP ARGS` (ours: false) or the drop-in's, on host `i`, once joined.
 fn group_server(lan: &Lan, i: usize, ours: bool, args: &str) -> (Killed, std::sync::mpsc::Receiver<String>) {
+    joined_server(lan, i, ours, (GROUP, args))
+}
+
+/// [`group_server`] for any group (`-B GROUP[%IF]`), the server's other options in `args`.
+fn joined_server(
+    lan: &Lan,
+    i: usize,
+    ours: bool,
+    (group, args): (&str, &str),
+) -> (Killed, std::sync::mpsc::Receiver<String>) {
     let mut c = Command::new("ip");
     c.args(["netns", "exec", &lan.ns[i]]);
     match ours {
@@ -468,7 +478,7 @@ fn group_server(lan: &Lan, i: usize, ours: bool, args: &str) -> (Killed, std::sy
         false => c.args(["stdbuf", "-oL", "iperf"]),
     };
     let mut child = c
-        .args(["-s", "-u", "-B", GROUP])
+        .args(["-s", "-u", "-B", group])
         .args(args.split_whitespace())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -480,7 +490,7 @@ fn group_server(lan: &Lan, i: usize, ours: bool, args: &str) -> (Killed, std::sy
         let o = Command::new("ip")
             .args(["-n", &lan.ns[i], "maddr", "show", "dev", "eth0"])
             .output();
-        o.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains(GROUP))
+        o.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains(group.split('%').next().unwrap_or(group)))
     };
     assert!(
         common::wait_until(Duration::from_secs(5), joined),
@@ -648,4 +658,66 @@ fn a_joined_group_answers_no_one_and_serves_on_after_hostile_datagrams() {
     // off) logged nothing of its own.
     let more: Vec<String> = log.try_iter().collect();
     assert!(more.is_empty(), "{more:?}");
+}
+
+#[test]
+fn the_iperf_drop_in_server_hears_one_source_and_ipv6_groups() {
+    let _alone = common::alone();
+    let Some(_root) = common::wan::root() else { return };
+    if !have_iperf2() {
+        return;
+    }
+    let lan = lan(3);
+    // Source-specific: host 0's sender heard, host 2's to the same group not.
+    let (_ssm, ssm) = joined_server(&lan, 1, true, ("232.1.1.1", "-H 198.18.50.1 -i 0.5"));
+    // IPv6, on a port of its own: iperf 2.1.8's -V sender to ff15::1 on eth0.
+    let (_v6, v6) = joined_server(&lan, 1, true, ("ff15::1%eth0", "-p 5002 -i 0.5"));
+    let send = |i: usize, args: &str| {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &lan.ns[i], "iperf"])
+            .args(args.split_whitespace());
+        let o = c.output().expect("iperf -c");
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{args}: {}",
+            String::from_utf8_lossy(&o.stdout)
+        );
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    send(2, "-c 232.1.1.1 -u -t 1.3 -b 1m");
+    let out = send(0, "-c 232.1.1.1 -u -t 1.3 -b 1m");
+    let text = one_test(&ssm, "the drop-in's SSM server");
+    assert!(
+        text.contains("\nJoining multicast (S,G)=198.18.50.1,232.1.1.1\n"),
+        "{text}"
+    );
+    let tests: Vec<&str> = text.lines().filter(|l| l.contains(" connected with ")).collect();
+    assert_eq!(tests.len(), 1, "{text}");
+    assert!(
+        tests[0].contains("connected with 198.18.50.1 port"),
+        "{text}\n{out}"
+    );
+    assert!(
+        ssm.recv_timeout(Duration::from_millis(500)).is_err(),
+        "host 2's sender was heard"
+    );
+    let out = send(0, "-c ff15::1%eth0 -V -p 5002 -u -t 1.3 -b 1m");
+    let text = one_test(&v6, "the drop-in's IPv6 server");
+    assert!(
+        text.contains("\nJoining multicast (*,G)=*,ff15::1 w/iface eth0\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("local ff15::1 port 5002 connected with fd00:50::1 port"),
+        "{text}"
+    );
+    let sent: u64 = out
+        .lines()
+        .find_map(|l| l.split("Sent ").nth(1))
+        .and_then(|r| r.split_whitespace().next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no Sent line: {out}"));
+    // iperf 2.1.8's client prints one more than it puts on the wire.
+    let last = text.lines().last().unwrap_or("");
+    assert!(last.contains(&format!("/{} (", sent - 1)), "{last} / Sent {sent}");
 }
