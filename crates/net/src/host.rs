@@ -219,7 +219,7 @@ pub enum ServerError {
         err: std::io::Error,
     },
     /// The group given to join could not be joined.
-    #[error("{0}")]
+    #[error(transparent)]
     Join(#[from] crate::multicast::McError),
     /// Another I/O error of the listeners.
     #[error("server I/O: {0}")]

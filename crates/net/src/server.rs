@@ -148,7 +148,16 @@ impl Server {
             }
         }
         if let Some(g) = &opts.join {
-            udp_socks.push(crate::multicast::join_group(g)?);
+            // On the port the listeners have (`-p 0`: the one the kernel chose for them).
+            let mut g = g.clone();
+            if let Some(port) = listeners
+                .first()
+                .and_then(|l| l.local_addr().ok())
+                .map(|a| a.port())
+            {
+                g.group.set_port(port);
+            }
+            udp_socks.push(crate::multicast::join_group(&g)?);
         }
         let (quic, quic_off) = match (opts.quic, listeners.first().and_then(|l| l.local_addr().ok())) {
             (true, Some(a)) => match quic::bind(a, opts.quic_port, &tls.identity, opts.limits.max_streams) {

@@ -460,6 +460,7 @@ pub fn serve(a: ServeArgs) -> Result<bool> {
     if !(a.iperf3_json || a.iperf3_text || a.iperf2_lines.iperf2_text) {
         eprintln!("landspeed: {}", limits_line(&opts));
     }
+    let joined = opts.join.clone().filter(|_| !a.iperf2_lines.iperf2_text);
     let printer: landspeed_net::EventSink = if a.iperf2_lines.iperf2_text {
         Arc::new(super::iperf2_server::printer(&a.iperf2_lines, join_plan(&a)))
     } else if a.iperf3_json {
@@ -491,6 +492,14 @@ pub fn serve(a: ServeArgs) -> Result<bool> {
             )?
         }
     };
+    if let Some(g) = joined {
+        let from = g.source.map_or(String::new(), |s| format!(" from {s} only"));
+        let on = g.interface.map_or(String::new(), |i| format!(" on {i}"));
+        eprintln!(
+            "landspeed: joined {}{on}{from} on the server's port: iperf 2's multicast senders to it are counted, none answered",
+            g.group.ip()
+        );
+    }
     if let Some(addr) = a.metrics {
         metrics(addr, server.stats_handle(), stop.clone())?;
     }

@@ -721,3 +721,25 @@ fn the_iperf_drop_in_server_hears_one_source_and_ipv6_groups() {
     let last = text.lines().last().unwrap_or("");
     assert!(last.contains(&format!("/{} (", sent - 1)), "{last} / Sent {sent}");
 }
+
+#[test]
+fn serve_refuses_a_group_it_cannot_join_in_one_line() {
+    for (args, says) in [
+        ("--join 10.0.0.1", "not a multicast group"),
+        (
+            "--join 239.1.1.1 --join-source fd00::1",
+            "cannot send to group 239.1.1.1",
+        ),
+        ("--join 239.1.1.1%nosuch0", "interface nosuch0: No such device"),
+        ("--join-source 10.0.0.1", "required arguments were not provided"),
+    ] {
+        let mut all = vec!["serve", "-p", "0"];
+        all.extend(args.split_whitespace());
+        let o = common::landspeed(&all, Duration::from_secs(10));
+        assert_ne!(o.code, 0, "{args}: {}", o.stderr);
+        let errors: Vec<&str> = o.stderr.lines().filter(|l| l.contains("error")).collect();
+        assert_eq!(errors.len(), 1, "{args}: {}", o.stderr);
+        assert!(errors[0].contains(says), "{args}: {}", o.stderr);
+        assert!(!o.stdout.contains("listening"), "{args}: {}", o.stdout);
+    }
+}
