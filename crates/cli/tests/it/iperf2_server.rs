@@ -1497,7 +1497,10 @@ fn landspeed_sends_and_times_iperf2_bursts_against_iperf2s_server() {
         assert!(count > 10 && (0.0..1000.0).contains(&mean), "{args}: {text}");
         // Paced, each 128 KiB burst leaves whole (a kernel pace would spread it over 21 ms at
         // 50 Mbit/s): on loopback its mean is under a millisecond (physical margin: 10 ms).
-        assert!(!args.contains("-b") || mean < 10.0, "{args}: {text}");
+        // Only the paced row: "--bidir" is not "-b" (it was read as one, and its unpaced
+        // full-duplex mean, 10.8 ms once under CI's load, failed the paced row's bound).
+        let paced = args.split_whitespace().any(|a| a == "-b");
+        assert!(!paced || mean < 10.0, "{args}: {text}");
         seen = lines.len();
     }
 }
