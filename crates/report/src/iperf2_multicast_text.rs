@@ -25,6 +25,11 @@ pub fn interval(span: SentSpan, length_bytes: u64, st: &Iperf2Style, at: (&Ends,
         let line = csv_line(ends, (1, false), (stamp, span.start_s, span.end_s), bytes, st);
         return format!("{},0.000,0,{},0.000,0\n", line.trim_end(), span.datagrams);
     }
+    text_line(span, bytes, length_bytes, st) + "\n"
+}
+
+/// A text line's columns: `bytes` over the span, with `-e` the datagrams written and their rate.
+fn text_line(span: SentSpan, bytes: u64, length_bytes: u64, st: &Iperf2Style) -> String {
     let mut l = format!(
         "{} {}",
         tag(1, false),
@@ -38,7 +43,7 @@ pub fn interval(span: SentSpan, length_bytes: u64, st: &Iperf2Style, at: (&Ends,
             Some(span.datagrams),
         );
     }
-    l + "\n"
+    l
 }
 
 /// The closing lines: the whole test (`whole.datagrams`: those written, the end not among them)
@@ -56,19 +61,7 @@ pub fn totals(
         let line = csv_line(ends, (1, false), (stamp, whole.start_s, whole.end_s), bytes, st);
         return format!("{},0.000,0,-1,-0.000,0\n", line.trim_end());
     }
-    let mut l = format!(
-        "{} {}",
-        tag(1, false),
-        columns(whole.start_s, whole.end_s, bytes, st)
-    );
-    if st.enhanced {
-        l += &udp_enhanced(
-            length_bytes,
-            bytes,
-            whole.end_s - whole.start_s,
-            Some(whole.datagrams),
-        );
-    }
+    let l = text_line(whole, bytes, length_bytes, st);
     format!("{l}\n{} Sent {on_wire} datagrams\n", tag(1, false))
 }
 

@@ -124,6 +124,17 @@ impl Drop for Killed {
     }
 }
 
+/// Waits until host `i` has joined `group` (its interface's multicast addresses name it).
+fn wait_joined(lan: &Lan, i: usize, group: &str, what: &str) {
+    let joined = || {
+        let o = Command::new("ip")
+            .args(["-n", &lan.ns[i], "maddr", "show", "dev", "eth0"])
+            .output();
+        o.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains(group))
+    };
+    assert!(common::wait_until(Duration::from_secs(5), joined), "{what}");
+}
+
 /// `stdbuf -oL iperf -s -u -B GROUP` (iperf 2.1.8's multicast receiver) on host `i`.
 fn iperf2_receiver(lan: &Lan, i: usize) -> (Killed, BufReader<std::process::ChildStdout>) {
     let mut child = Command::new("ip")
@@ -136,16 +147,7 @@ fn iperf2_receiver(lan: &Lan, i: usize) -> (Killed, BufReader<std::process::Chil
         .expect("iperf -s -u -B");
     let out = BufReader::new(child.stdout.take().unwrap());
     let child = Killed(child);
-    let joined = || {
-        let o = Command::new("ip")
-            .args(["-n", &lan.ns[i], "maddr", "show", "dev", "eth0"])
-            .output();
-        o.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains(GROUP))
-    };
-    assert!(
-        common::wait_until(Duration::from_secs(5), joined),
-        "iperf 2 did not join"
-    );
+    wait_joined(lan, i, GROUP, "iperf 2 did not join");
     (child, out)
 }
 
@@ -486,16 +488,8 @@ fn joined_server(
         .expect("iperf -s -u -B");
     let rx = lines_of(child.stdout.take().unwrap());
     let child = Killed(child);
-    let joined = || {
-        let o = Command::new("ip")
-            .args(["-n", &lan.ns[i], "maddr", "show", "dev", "eth0"])
-            .output();
-        o.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains(group.split('%').next().unwrap_or(group)))
-    };
-    assert!(
-        common::wait_until(Duration::from_secs(5), joined),
-        "host {i} did not join"
-    );
+    let bare = group.split('%').next().unwrap_or(group);
+    wait_joined(lan, i, bare, &format!("host {i} did not join"));
     (child, rx)
 }
 
@@ -595,16 +589,7 @@ fn a_joined_group_answers_no_one_and_serves_on_after_hostile_datagrams() {
     let mut server = lan.spawn(1, &args);
     let log = lines_of(server.stdout.take().unwrap());
     let _server = Killed(server);
-    let joined = || {
-        let o = Command::new("ip")
-            .args(["-n", &lan.ns[1], "maddr", "show", "dev", "eth0"])
-            .output();
-        o.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains(GROUP))
-    };
-    assert!(
-        common::wait_until(Duration::from_secs(5), joined),
-        "serve --join did not join"
-    );
+    wait_joined(&lan, 1, GROUP, "serve --join did not join");
     // A group's "client" asking to be sent to (-R, --full-duplex), a header cut short, garbage: the
     // server sends nothing to any of them (iperf 2.1.8's server would answer -R, as to a unicast
     // client; to a group's member it answers nothing either).
