@@ -165,6 +165,12 @@ pub struct RunRow {
     /// and answers); none for a bulk test.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transactions_per_s: Option<f64>,
+    /// A UDP run's datagrams lost, percent; none for TCP and QUIC.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loss_pct: Option<f64>,
+    /// What the senders wrote a second, bit/s (a multicast sender's rate: it receives nothing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sent_bps: Option<f64>,
 }
 
 /// Which runs to list.
@@ -294,8 +300,9 @@ impl Archive {
         self.db().insert(
             "INSERT INTO runs (started_unix_s, started_utc, host, port, protocol, transport, direction, streams,
                 window_bytes, throughput_bps, bytes_received, tag, sweep_id, cell_repeat, result_json,
-                campaign_id, from_host, limited_by, transactions_per_s)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)",
+                campaign_id, from_host, limited_by, transactions_per_s, loss_pct, sent_bps)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19,
+                ?20, ?21)",
             &[
                 r.started_unix_s.into(),
                 r.started_utc.as_str().into(),
@@ -316,6 +323,8 @@ impl Archive {
                 meta.campaign.as_ref().map(|c| c.1.clone()).into(),
                 limited_by(r).into(),
                 r.transactions.as_ref().map(|t| t.per_s).into(),
+                r.summary.udp.as_ref().map(|u| u.loss_pct).into(),
+                sent_bps(&r.summary).into(),
             ],
         )
     }
@@ -334,7 +343,8 @@ impl Archive {
     pub fn list(&self, f: &Filter) -> Result<Vec<RunRow>, ArchiveError> {
         let mut sql = String::from(
             "SELECT id, started_utc, host, protocol, transport, direction, streams, window_bytes,
-                    throughput_bps, bytes_received, tag, sweep_id, limited_by, transactions_per_s
+                    throughput_bps, bytes_received, tag, sweep_id, limited_by, transactions_per_s,
+                    loss_pct, sent_bps
              FROM runs WHERE 1=1",
         );
         let mut args: Vec<Val> = vec![];
@@ -386,10 +396,17 @@ impl Archive {
                         .map(|k| k.split_whitespace().map(String::from).collect())
                         .unwrap_or_default(),
                     transactions_per_s: r[13].opt_real()?,
+                    loss_pct: r[14].opt_real()?,
+                    sent_bps: r[15].opt_real()?,
                 })
             })
             .collect()
     }
+}
+
+/// What the senders wrote a second over their time writing, bit/s; none when they wrote nothing.
+fn sent_bps(s: &landspeed_core::result::Summary) -> Option<f64> {
+    (s.sender_elapsed_s > 0.0 && s.bytes_sent > 0).then(|| s.bytes_sent as f64 * 8.0 / s.sender_elapsed_s)
 }
 
 /// The rows as CSV (a header line, then one line per run; fields quoted where needed).
@@ -402,11 +419,11 @@ pub fn to_csv(rows: &[RunRow]) -> String {
         }
     };
     let mut out = String::from(
-        "id,started_utc,host,protocol,transport,direction,streams,window_bytes,throughput_bps,bytes_received,tag,sweep_id,limited_by,transactions_per_s\n",
+        "id,started_utc,host,protocol,transport,direction,streams,window_bytes,throughput_bps,bytes_received,tag,sweep_id,limited_by,transactions_per_s,loss_pct,sent_bps\n",
     );
     for r in rows {
         out.push_str(&format!(
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
             r.id,
             q(&r.started_utc),
             q(&r.host),
@@ -421,6 +438,8 @@ pub fn to_csv(rows: &[RunRow]) -> String {
             r.sweep_id.map(|s| s.to_string()).unwrap_or_default(),
             r.limited_by.join(" "),
             r.transactions_per_s.map(|t| t.to_string()).unwrap_or_default(),
+            r.loss_pct.map(|t| t.to_string()).unwrap_or_default(),
+            r.sent_bps.map(|t| t.to_string()).unwrap_or_default(),
         ));
     }
     out

@@ -1122,7 +1122,8 @@ fn warnings(
     for s in streams {
         // UDP loses datagrams by nature; its loss is reported as such, not as a disagreement.
         // An ndt7 server's count is its last measurement's, which trails by design.
-        if s.bytes_sent != s.bytes_received && s.udp.is_none() && inp.context.protocol != "ndt7" {
+        let udp = inp.spec.transport == crate::config::Transport::Udp;
+        if s.bytes_sent != s.bytes_received && !udp && inp.context.protocol != "ndt7" {
             warnings.push(format!(
                 "stream {}: sender wrote {} bytes but receiver read {}",
                 s.id, s.bytes_sent, s.bytes_received
@@ -1355,6 +1356,7 @@ pub fn assemble(inp: &Inputs) -> RunResult {
         ndt7: None,
         transactions: None,
         frames: None,
+        multicast: None,
     }
 }
 

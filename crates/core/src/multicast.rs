@@ -23,6 +23,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 
+pub mod record;
 #[cfg(test)]
 mod tests;
 
@@ -206,6 +207,9 @@ pub struct SourceReport {
     pub first_corruption: Option<Corruption>,
     /// Whether the sender's end arrived.
     pub ended: bool,
+    /// When its first datagram arrived, Unix seconds (the receiver's clock).
+    #[serde(default)]
+    pub first_arrival_unix_s: f64,
 }
 
 /// A receiver's figures for its group.
@@ -255,6 +259,9 @@ pub struct SendReport {
     pub elapsed_s: f64,
     /// Bits per second of UDP payload sent.
     pub rate_bps: f64,
+    /// When the first datagram went, Unix seconds.
+    #[serde(default)]
+    pub started_unix_s: f64,
 }
 
 /// A receiver's accounting of every sender on its group.
@@ -461,6 +468,7 @@ impl Source {
             corrupt: self.corrupt,
             first_corruption: self.first_corruption.clone(),
             ended: self.ended_ns.is_some(),
+            first_arrival_unix_s: self.first_ns as f64 / 1e9,
         }
     }
 }

@@ -77,6 +77,10 @@ pub struct RunResult {
     /// lost, skipped and late frames and their latency (docs/isochronous.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub frames: Option<crate::frames::FramesReport>,
+    /// A multicast test (`multicast send|receive`): which end this host was and its figures
+    /// (docs/multicast.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub multicast: Option<crate::multicast::record::MulticastRecord>,
 }
 
 /// An ndt7 subtest's own record, beside the figures every result has: the metadata the client sent

@@ -319,6 +319,7 @@ pub fn send_multicast_watched(
         } else {
             0.0
         },
+        started_unix_s: start_ns as f64 / 1e9,
     })
 }
 

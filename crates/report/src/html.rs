@@ -249,6 +249,7 @@ fn runs_body(o: &mut String, runs: &[(i64, RunResult)], figs: &[Figure]) {
         );
     }
     let _ = writeln!(o, "</table>");
+    multicast_table(o, runs);
     for f in figs {
         figure(o, f);
     }
@@ -262,6 +263,52 @@ fn runs_body(o: &mut String, runs: &[(i64, RunResult)], figs: &[Figure]) {
     if let Some((_, r)) = runs.first() {
         hosts(o, r);
     }
+}
+
+/// The multicast runs among `runs`, one row each: a sender's datagrams and rate sent, a
+/// receiver's per sender heard (loss, order, duplicates, jitter, one-way delay, verified), so the
+/// results of one group's sender and receivers, gathered in one archive, read side by side.
+fn multicast_table(o: &mut String, runs: &[(i64, RunResult)]) {
+    use landspeed_core::multicast::record::MulticastRecord;
+    let rows: Vec<String> = runs
+        .iter()
+        .filter_map(|(id, r)| match r.multicast.as_ref()? {
+            MulticastRecord::Sender { sent, .. } => Some(format!(
+                "<tr><td>{id}</td><td class=l>sender</td><td class=l>{}</td><td class=l>{}</td><td>{}</td><td>-</td><td>-</td><td>-</td><td>-</td><td>-</td><td>-</td><td>{} sent</td><td>-</td></tr>",
+                esc(&sent.group.to_string()),
+                esc(&sent.from.to_string()),
+                sent.datagrams,
+                BitRate(sent.rate_bps)
+            )),
+            MulticastRecord::Receiver { group, heard: h, .. } => Some(format!(
+                "<tr><td>{id}</td><td class=l>receiver</td><td class=l>{}</td><td class=l>{}</td><td>{}</td><td>{}</td><td>{} ({:.3}%)</td><td>{}</td><td>{}</td><td>{:.3}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(group),
+                esc(&h.from.to_string()),
+                h.udp.datagrams_sent.map_or("end not heard".into(), |n| n.to_string()),
+                h.udp.datagrams_received,
+                h.udp.datagrams_lost,
+                h.udp.loss_pct,
+                h.udp.out_of_order,
+                h.udp.duplicates,
+                h.udp.jitter_ms,
+                h.one_way.map_or("-".into(), |d| format!("{:.3}", d.mean_ms)),
+                BitRate(h.rate_bps),
+                match h.verified {
+                    Some(true) => "yes",
+                    Some(false) => "NO",
+                    None => "not checkable",
+                }
+            )),
+        })
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(o, "<h2>Multicast</h2><table><tr><th>id</th><th class=l>end</th><th class=l>group</th><th class=l>sender</th><th>sent</th><th>received</th><th>lost</th><th>out of order</th><th>duplicates</th><th>jitter (ms)</th><th>one-way delay, mean (ms)</th><th>rate</th><th>verified</th></tr>");
+    for r in rows {
+        let _ = writeln!(o, "{r}");
+    }
+    let _ = writeln!(o, "</table>");
 }
 
 /// The page.

@@ -2,7 +2,10 @@
 //! (loss, order, duplicates, jitter, one-way delay, rate, whether every byte was checked), from the
 //! reports in `landspeed_core::multicast`, which hold every figure.
 
+use landspeed_core::multicast::record::MulticastRecord;
 use landspeed_core::multicast::{MulticastReport, SendReport, SourceReport};
+use landspeed_core::result::RunResult;
+use std::fmt::Write;
 
 fn mbps(bps: f64) -> String {
     format!("{:.2} Mbit/s", bps / 1e6)
@@ -116,4 +119,44 @@ fn verdict(s: &SourceReport) -> String {
         }
         (Some(false), None) => "not verified: nothing received".to_string(),
     }
+}
+
+/// An archived multicast test (`landspeed show`): the command's own text for its end, then both
+/// ends and the warnings, as every report has them.
+pub fn render(r: &RunResult, m: &MulticastRecord) -> String {
+    let mut out = String::from("\n");
+    match m {
+        MulticastRecord::Sender { interface, sent } => {
+            out += &send_text(sent);
+            if let Some(i) = interface {
+                let _ = writeln!(out, "sent on interface {i}");
+            }
+        }
+        MulticastRecord::Receiver {
+            group,
+            source,
+            interface,
+            heard,
+            ended_by,
+        } => {
+            out += &receive_text(&MulticastReport {
+                group: group.clone(),
+                source: source.clone(),
+                interface: interface.clone(),
+                sources: vec![(**heard).clone()],
+                ended_by: ended_by.clone(),
+                ..MulticastReport::default()
+            });
+        }
+    }
+    if r.interrupted {
+        out += "INTERRUPTED: stopped early (Ctrl-C)\n";
+    }
+    let _ = writeln!(out, "\nEnds:");
+    crate::text::endpoint(&mut out, &r.local);
+    crate::text::endpoint(&mut out, &r.remote);
+    for w in &r.warnings {
+        let _ = writeln!(out, "WARNING: {w}");
+    }
+    out
 }

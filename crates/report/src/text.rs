@@ -632,6 +632,9 @@ pub fn render(r: &RunResult) -> String {
     if let Some(t) = &r.transactions {
         return crate::transactions_text::render(r, t);
     }
+    if let Some(m) = &r.multicast {
+        return crate::multicast_text::render(r, m);
+    }
     let mut out = String::new();
     let cfg = &r.config;
     let _ = writeln!(

@@ -153,6 +153,12 @@ fn a_first_version_postgres_archive_is_migrated_and_a_newer_one_refused() {
         per_s: 1234.5,
         ..Default::default()
     });
+    // A UDP run's loss and its senders' rate too.
+    old.summary.udp = Some(landspeed_core::udp::UdpStats {
+        loss_pct: 2.5,
+        ..Default::default()
+    });
+    (old.summary.bytes_sent, old.summary.sender_elapsed_s) = (1_000_000, 2.0);
     {
         // Written as the first schema version would have written it.
         let mut p = pg::Postgres::connect(&db.url()).unwrap();
@@ -177,6 +183,11 @@ fn a_first_version_postgres_archive_is_migrated_and_a_newer_one_refused() {
     );
     assert_eq!(rows[0].transport, "tcp");
     assert_eq!(rows[0].transactions_per_s, Some(1234.5), "backfilled");
+    assert_eq!(
+        (rows[0].loss_pct, rows[0].sent_bps),
+        (Some(2.5), Some(4e6)),
+        "backfilled"
+    );
     assert_eq!(a.get(rows[0].id).unwrap().unwrap(), old);
     drop(a);
     let mut c = postgres::Client::connect(&db.url(), postgres::NoTls).unwrap();

@@ -126,28 +126,21 @@ pub fn history(a: HistoryArgs) -> Result<bool> {
         println!("no runs in {} match", archive.path());
     } else {
         println!(
-            "{:>6}  {:<20}  {:<24} {:<9} {:<7} {:>3} {:>10}  {:>14}  {:<28} tag",
+            "{:>6}  {:<20}  {:<24} {:<9} {:<7} {:>3} {:>10}  {:>26}  {:<28} tag",
             "id", "started (UTC)", "host", "protocol", "dir", "P", "window", "throughput", "limited by"
         );
         for r in &rows {
             println!(
-                "{:>6}  {:<20}  {:<24} {:<9} {:<7} {:>3} {:>10}  {:>14}  {:<28} {}",
+                "{:>6}  {:<20}  {:<24} {:<9} {:<7} {:>3} {:>10}  {:>26}  {:<28} {}",
                 r.id,
                 r.started_utc,
                 r.host,
-                format!(
-                    "{}/{}",
-                    r.protocol.chars().take(5).collect::<String>(),
-                    r.transport
-                ),
+                format!("{}/{}", short_protocol(&r.protocol), r.transport),
                 r.direction,
                 r.streams,
                 r.window_bytes
                     .map_or("-".into(), |w| landspeed_core::units::Bytes(w).to_string()),
-                match r.transactions_per_s {
-                    Some(t) => format!("{t:.0} trans/s"),
-                    None => BitRate(r.throughput_bps).to_string(),
-                },
+                rate_shown(r),
                 if r.limited_by.is_empty() {
                     "-".to_string()
                 } else {
@@ -158,6 +151,31 @@ pub fn history(a: HistoryArgs) -> Result<bool> {
         }
     }
     Ok(true)
+}
+
+/// The protocol in history's narrow column: its first five letters, multicast as `mcast`
+/// (`i2-mc` for iperf 2's).
+fn short_protocol(p: &str) -> String {
+    match p {
+        "multicast" => "mcast".into(),
+        "iperf2-multicast" => "i2-mc".into(),
+        other => other.chars().take(5).collect(),
+    }
+}
+
+/// A row's rate as `history` shows it: transactions a second for a request/response test, the rate
+/// sent for a run that received nothing (a multicast sender's), else the throughput; a UDP run's
+/// loss after it.
+fn rate_shown(r: &landspeed_archive::RunRow) -> String {
+    let rate = match (r.transactions_per_s, r.sent_bps) {
+        (Some(t), _) => format!("{t:.0} trans/s"),
+        (None, Some(s)) if r.bytes_received == 0 => format!("{} sent", BitRate(s)),
+        _ => BitRate(r.throughput_bps).to_string(),
+    };
+    match r.loss_pct {
+        Some(l) if r.bytes_received > 0 => format!("{rate} {l:.2}% lost"),
+        _ => rate,
+    }
 }
 
 #[derive(Args, Debug)]

@@ -8,6 +8,7 @@ use crate::common::client::interrupt_flag;
 use crate::common::{values, UsageError};
 use anyhow::Result;
 use clap::{Args, Subcommand};
+use landspeed_core::multicast::record::{self, SentPlan};
 use landspeed_core::units::BitRate;
 use landspeed_net::multicast::{GroupPlan, ReceivePlan, SendPlan};
 use std::net::{IpAddr, SocketAddr};
@@ -57,6 +58,24 @@ pub struct GroupArgs {
     /// One JSON document at the end.
     #[arg(long)]
     pub json: bool,
+    /// Do not save the result in the archive.
+    #[arg(long)]
+    pub no_save: bool,
+    /// A label stored with the result, to find it again (`history --tag`).
+    #[arg(long, value_name = "TAG")]
+    pub tag: Option<String>,
+    #[command(flatten)]
+    pub db: crate::common::store::DbArg,
+}
+
+impl GroupArgs {
+    /// Saves each result unless `--no-save`, saying where on stderr; whether all were saved.
+    fn save(&self, results: &[landspeed_core::result::RunResult]) -> bool {
+        self.no_save
+            || results
+                .iter()
+                .all(|r| crate::common::store::save_and_say(&self.db, r, self.tag.clone()))
+    }
 }
 
 #[derive(Args, Debug)]
@@ -165,7 +184,17 @@ fn send(a: SendArgs) -> Result<bool> {
     } else {
         print!("{}", landspeed_report::multicast_text::send_text(&r));
     }
-    Ok(true)
+    let facts = SentPlan {
+        interface: plan.to.interface.clone(),
+        length: plan.length,
+        rate_bps: plan.rate_bps,
+        duration: plan.duration,
+        started_unix_s: r.started_unix_s,
+        host: landspeed_engine::host::host_info(),
+    };
+    let mut result = record::sent_result(&r, facts);
+    result.interrupted = stop.load(std::sync::atomic::Ordering::Relaxed);
+    Ok(a.group.save(&[result]))
 }
 
 fn receive(a: ReceiveArgs) -> Result<bool> {
@@ -193,5 +222,7 @@ fn receive(a: ReceiveArgs) -> Result<bool> {
         eprintln!("landspeed: nothing was heard on {group} ({})", r.ended_by);
         return Ok(false);
     }
-    Ok(!r.sources.iter().any(|s| s.verified == Some(false)))
+    let results = record::received_results(&r, &landspeed_engine::host::host_info());
+    let saved = a.group.save(&results);
+    Ok(saved && !r.sources.iter().any(|s| s.verified == Some(false)))
 }

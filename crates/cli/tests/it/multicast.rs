@@ -89,8 +89,15 @@ fn one_sender_three_receivers_every_datagram_verified_and_loss_placed_on_one_lin
     let Some(_root) = common::wan::root() else { return };
     let lan = lan(4);
     drop_every_tenth(&lan, 3);
-    let receivers: Vec<Child> = (1..4).map(|i| receiver(&lan, i, &[GROUP])).collect();
-    let s = send(&lan, 0, &[GROUP, "-b", "4M", "-t", "2", "-l", "1200"]);
+    let file = crate::archive::db("multicast");
+    let receivers: Vec<Child> = (1..4)
+        .map(|i| receiver(&lan, i, &[GROUP, "--db", &file]))
+        .collect();
+    let s = send(
+        &lan,
+        0,
+        &[GROUP, "-b", "4M", "-t", "2", "-l", "1200", "--db", &file],
+    );
     let sent = n(&s["datagrams"]);
     assert!(sent > 700, "{s}");
     assert_eq!(n(&s["send_errors"]), 0);
@@ -112,6 +119,55 @@ fn one_sender_three_receivers_every_datagram_verified_and_loss_placed_on_one_lin
         let one_way = &src["one_way"];
         assert!(one_way["min_ms"].as_f64().unwrap() >= 0.0, "one clock: {one_way}");
     }
+    archived_as_runs(&file, sent);
+}
+
+/// The sender's and the three receivers' results, each saved in the archive `file`: `history`
+/// lists them with the receivers' loss, `show` gives a receiver's own text, and one HTML page sets
+/// the four side by side.
+fn archived_as_runs(file: &str, sent: u64) {
+    let o = common::landspeed(&["history", "--db", file, "--json"], Duration::from_secs(10));
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let rows = json(&o.stdout);
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 4, "{rows:?}");
+    assert!(rows
+        .iter()
+        .all(|r| r["protocol"] == "multicast" && r["transport"] == "udp"));
+    let sender: Vec<&Value> = rows.iter().filter(|r| r["direction"] == "forward").collect();
+    assert_eq!(sender.len(), 1, "{rows:?}");
+    assert!(sender[0]["sent_bps"].as_f64().unwrap() > 3e6, "{rows:?}");
+    let mut losses: Vec<f64> = rows
+        .iter()
+        .filter(|r| r["direction"] == "reverse")
+        .map(|r| r["loss_pct"].as_f64().unwrap())
+        .collect();
+    losses.sort_by(f64::total_cmp);
+    let tenth = sent.div_ceil(10) as f64 * 100.0 / sent as f64;
+    assert_eq!(losses[..2], [0.0, 0.0], "{rows:?}");
+    assert!((losses[2] - tenth).abs() < 1e-9, "{rows:?}");
+    let lossy = rows
+        .iter()
+        .find(|r| r["loss_pct"].as_f64() == Some(losses[2]))
+        .unwrap();
+    let id = lossy["id"].to_string();
+    let shown = common::landspeed(&["show", &id, "--db", file], Duration::from_secs(10));
+    assert!(
+        shown.stdout.contains(&format!("{} lost", sent.div_ceil(10))),
+        "{}",
+        shown.stdout
+    );
+    assert!(shown.stdout.contains("verified: every byte"), "{}", shown.stdout);
+    let ids: Vec<String> = rows.iter().map(|r| r["id"].to_string()).collect();
+    let page = std::path::Path::new(file).with_file_name("multicast.html");
+    let mut args = vec!["report", "--db", file, "--html", page.to_str().unwrap()];
+    args.extend(ids.iter().map(String::as_str));
+    let o = common::landspeed(&args, Duration::from_secs(30));
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("<h2>Multicast</h2>"), "{html}");
+    assert_eq!(html.matches("<td class=l>receiver</td>").count(), 3);
+    assert_eq!(html.matches("<td class=l>sender</td>").count(), 1);
 }
 
 /// A process killed when the test ends, passed or failed (iperf 2's receiver never ends by itself).

@@ -234,3 +234,122 @@ fn groups_sources_sizes_rates_and_ttls_outside_what_works_are_refused_by_name() 
     assert!(check_sender(1448, f64::NAN, 1, false).is_err());
     assert_eq!(check_sender(1448, 1e6, 256, false), Err(McSpecError::Ttl(256)));
 }
+
+#[test]
+fn a_receivers_result_has_each_sender_it_heard_as_a_test_to_this_host() {
+    use crate::multicast::record::{received_results, MulticastRecord};
+    let mut g = Group::new(0);
+    // Sender A: 20 datagrams, 18 and 19 lost; sender B (another key, another port): 5, whole.
+    feed(&mut g, 42, 9000, 0..18);
+    g.on_datagram(from(9000), Arrival::Landspeed(&end(42, 20)), 2000 * MS);
+    feed(&mut g, 43, 9001, 0..5);
+    g.on_datagram(from(9001), Arrival::Landspeed(&end(43, 5)), 2000 * MS);
+    let rep = g.report("239.1.1.1:5001".into(), "every sender ended");
+    let results = received_results(&rep, &crate::endpoint::HostInfo::default());
+    assert_eq!(results.len(), 2);
+    let a = &results[0];
+    assert_eq!(a.protocol, "multicast");
+    assert_eq!(a.config.spec.direction, crate::config::Direction::Reverse);
+    assert_eq!(a.config.remote_address, "198.18.50.1:9000");
+    assert_eq!(a.summary.bytes_received, 18 * LEN as u64);
+    assert_eq!(a.summary.bytes_verified, 18 * LEN as u64);
+    let udp = a.summary.udp.as_ref().unwrap();
+    assert_eq!((udp.datagrams_sent, udp.datagrams_lost), (Some(20), 2));
+    assert!((udp.transit.unwrap().min_ms - 5.0).abs() < 1e-9);
+    assert!(a.verdict().is_trusted());
+    assert!((a.started_unix_s - 1.005).abs() < 1e-9);
+    match &a.multicast {
+        Some(MulticastRecord::Receiver { group, heard, .. }) => {
+            assert_eq!(
+                (group.as_str(), heard.key.as_deref()),
+                ("239.1.1.1:5001", Some("000000000000002a"))
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(results[1].summary.bytes_received, 5 * LEN as u64);
+    // Through JSON and back, as the archive keeps it.
+    let back: crate::result::RunResult = serde_json::from_str(&serde_json::to_string(a).unwrap()).unwrap();
+    assert_eq!(&back, a);
+}
+
+#[test]
+fn a_corrupt_datagram_makes_the_receivers_result_untrusted_and_a_foreign_one_unverified() {
+    use crate::multicast::record::received_results;
+    let p = Pattern::new(9);
+    let mut g = Group::new(0);
+    let mut b = datagram(&p, 0, START);
+    b[HEADER_BYTES + 3] ^= 1;
+    g.on_datagram(from(1), Arrival::Landspeed(&b), START + MS);
+    g.on_datagram(
+        from(2),
+        Arrival::Foreign {
+            protocol: "iperf2",
+            seq: 0,
+            sent_ns: START,
+            len: 1470,
+            end_of: None,
+        },
+        START + MS,
+    );
+    let results = received_results(&g.report(String::new(), "time"), &Default::default());
+    assert!(!results[0].verdict().is_trusted());
+    assert_eq!(results[0].summary.corrupt_blocks, 1);
+    let foreign = &results[1];
+    assert_eq!(foreign.protocol, "iperf2-multicast");
+    assert_eq!(foreign.summary.bytes_verified, 0);
+    assert!(
+        foreign
+            .warnings
+            .iter()
+            .any(|w| w.contains("nothing was verified")),
+        "{:?}",
+        foreign.warnings
+    );
+    assert!(
+        foreign.warnings.iter().any(|w| w.contains("end did not arrive")),
+        "{:?}",
+        foreign.warnings
+    );
+}
+
+#[test]
+fn a_senders_result_holds_what_it_sent_and_says_where_the_receivers_figures_are() {
+    use crate::multicast::record::{sent_result, MulticastRecord, SentPlan};
+    let sent = SendReport {
+        protocol: "landspeed".into(),
+        group: "239.1.1.1:5001".parse().unwrap(),
+        from: "198.18.50.1:40000".parse().unwrap(),
+        key: "00000000000000ff".into(),
+        ttl: 1,
+        datagrams: 1000,
+        bytes: 1000 * 1448,
+        send_errors: 2,
+        first_error: Some("No buffer space available".into()),
+        elapsed_s: 2.0,
+        rate_bps: 1000.0 * 1448.0 * 8.0 / 2.0,
+        started_unix_s: 1_700_000_000.0,
+    };
+    let plan = SentPlan {
+        interface: Some("eth1".into()),
+        length: 1448,
+        rate_bps: 6e6,
+        duration: std::time::Duration::from_secs(2),
+        started_unix_s: sent.started_unix_s,
+        host: Default::default(),
+    };
+    let r = sent_result(&sent, plan);
+    assert_eq!(
+        (r.protocol.as_str(), r.config.spec.direction),
+        ("multicast", crate::config::Direction::Forward)
+    );
+    assert_eq!((r.summary.bytes_sent, r.summary.bytes_received), (1000 * 1448, 0));
+    assert_eq!(r.config.spec.payload_key, 0xff);
+    assert_eq!(r.config.local_address, "198.18.50.1:40000");
+    assert!(
+        r.warnings.iter().any(|w| w.contains("no return path")),
+        "{:?}",
+        r.warnings
+    );
+    assert!(matches!(&r.multicast, Some(MulticastRecord::Sender { sent: s, .. }) if s.datagrams == 1000));
+}
