@@ -56,7 +56,7 @@ fn sock_err(what: &'static str) -> impl FnOnce(std::io::Error) -> McError {
 }
 
 /// Where a multicast test's datagrams go, or come from.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GroupPlan {
     /// The group and port.
     pub group: SocketAddr,

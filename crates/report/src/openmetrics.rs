@@ -460,6 +460,120 @@ fn udp_figures(r: &mut Registry, u: &landspeed_core::udp::UdpStats) {
     );
 }
 
+/// `/probe` of a multicast group (`module=multicast`): `probe_success` (a sender heard and none
+/// arrived wrong), `probe_duration_seconds`, the senders heard, and each one's figures labelled by
+/// its address (at most `MAX_SOURCES` senders, so the series are bounded whatever is sent).
+pub fn multicast_probe(success: bool, duration_s: f64, heard: &[RunResult]) -> String {
+    let mut r = Registry::default();
+    gauge(
+        &mut r,
+        "probe_success",
+        "1 when a sender was heard and every checked byte was right, else 0",
+        None,
+        f64::from(u8::from(success)),
+    );
+    gauge(
+        &mut r,
+        "probe_duration",
+        "How long the probe took",
+        Some(Unit::Seconds),
+        duration_s,
+    );
+    let sub = r.sub_registry_with_prefix("landspeed_probe_multicast");
+    gauge(
+        sub,
+        "senders",
+        "Senders heard on the group",
+        None,
+        heard.len() as f64,
+    );
+    let families = McFamilies::default();
+    for res in heard {
+        families.add(res);
+    }
+    families.register(sub);
+    finish(&r)
+}
+
+type GaugeFamily = Family<Labels, Gauge<f64, AtomicU64>>;
+
+/// Each multicast figure, one series per sender heard.
+#[derive(Default)]
+struct McFamilies {
+    datagrams: GaugeFamily,
+    loss: GaugeFamily,
+    jitter: GaugeFamily,
+    delay: GaugeFamily,
+    throughput: GaugeFamily,
+    verified: GaugeFamily,
+}
+
+impl McFamilies {
+    fn add(&self, res: &RunResult) {
+        use landspeed_core::multicast::record::MulticastRecord;
+        let Some(MulticastRecord::Receiver { heard: h, .. }) = &res.multicast else {
+            return;
+        };
+        let sender = ("sender".to_string(), h.from.to_string());
+        let with = |k: &str, v: &str| vec![sender.clone(), (k.to_string(), v.to_string())];
+        let u = &h.udp;
+        for (outcome, n) in [
+            ("received", u.datagrams_received),
+            ("lost", u.datagrams_lost),
+            ("out_of_order", u.out_of_order),
+            ("duplicate", u.duplicates),
+        ] {
+            self.datagrams
+                .get_or_create(&with("outcome", outcome))
+                .set(n as f64);
+        }
+        let one = vec![sender.clone()];
+        self.loss.get_or_create(&one).set(u.loss_pct / 100.0);
+        self.jitter.get_or_create(&one).set(u.jitter_ms / 1e3);
+        self.throughput.get_or_create(&one).set(h.rate_bps / 8.0);
+        if let Some(d) = h.one_way {
+            for (stat, ms) in [("min", d.min_ms), ("mean", d.mean_ms), ("max", d.max_ms)] {
+                self.delay.get_or_create(&with("stat", stat)).set(ms / 1e3);
+            }
+        }
+        if let Some(v) = h.verified {
+            self.verified.get_or_create(&one).set(f64::from(u8::from(v)));
+        }
+    }
+
+    fn register(self, r: &mut Registry) {
+        r.register("datagrams", "Datagrams of each sender by outcome", self.datagrams);
+        r.register_with_unit(
+            "loss",
+            "Datagrams lost over datagrams sent, per sender",
+            Unit::Other("ratio".into()),
+            self.loss,
+        );
+        r.register_with_unit(
+            "jitter",
+            "Interarrival jitter (RFC 3550), per sender",
+            Unit::Seconds,
+            self.jitter,
+        );
+        r.register_with_unit(
+            "one_way_delay",
+            "Arrival less send time (as right as the two clocks agree), per sender: min, mean, max",
+            Unit::Seconds,
+            self.delay,
+        );
+        r.register(
+            "throughput_bytes_per_second",
+            "Bytes of distinct datagrams a second, per sender",
+            self.throughput,
+        );
+        r.register(
+            "verified",
+            "1 when every byte of the sender's datagrams was right, 0 when one was not (landspeed senders only)",
+            self.verified,
+        );
+    }
+}
+
 /// The exporter's own `/metrics`: probes by result.
 pub fn exporter(probes: &[(String, u64)], version: &str) -> String {
     let mut r = Registry::with_prefix("landspeed");
@@ -593,6 +707,40 @@ mod tests {
         }
         // A percentile the test did not have is left out, not given as 0.
         assert!(!text.contains("quantile=\"0.9\""), "{text}");
+    }
+
+    #[test]
+    fn a_multicast_probe_gives_each_sender_heard_its_own_series() {
+        use landspeed_core::multicast::{record, Arrival, Group};
+        let mut g = Group::new(0);
+        for (port, seqs) in [(7000u16, [0u64, 1, 3]), (7001, [0, 1, 2])] {
+            for seq in seqs {
+                let from = std::net::SocketAddr::from(([198, 18, 50, 1], port));
+                let foreign = Arrival::Foreign {
+                    protocol: "iperf2",
+                    seq,
+                    sent_ns: seq * 1_000_000,
+                    len: 1470,
+                    end_of: (seq >= 2).then_some(4),
+                };
+                g.on_datagram(from, foreign, seq * 1_000_000 + 2_000_000);
+            }
+        }
+        let heard = record::received_results(&g.report("239.1.1.1:5001".into(), "time"), &Default::default());
+        let text = multicast_probe(true, 3.0, &heard);
+        for line in [
+            "probe_success 1.0",
+            "landspeed_probe_multicast_senders 2.0",
+            "landspeed_probe_multicast_datagrams{sender=\"198.18.50.1:7000\",outcome=\"lost\"} 1.0",
+            "landspeed_probe_multicast_datagrams{sender=\"198.18.50.1:7001\",outcome=\"received\"} 3.0",
+            "landspeed_probe_multicast_loss_ratio{sender=\"198.18.50.1:7000\"} 0.25",
+            "landspeed_probe_multicast_one_way_delay_seconds{sender=\"198.18.50.1:7000\",stat=\"min\"} 0.002",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} not in\n{text}");
+        }
+        // iperf 2's payload cannot be checked: no verified series.
+        assert!(!text.contains("landspeed_probe_multicast_verified{"), "{text}");
+        assert!(text.ends_with("# EOF\n"));
     }
 
     #[test]

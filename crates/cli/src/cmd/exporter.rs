@@ -9,9 +9,10 @@
 use crate::common::http::{Handler, Request, Response};
 use anyhow::{Context, Result};
 use clap::Args;
+use landspeed_net::multicast::{GroupPlan, ReceivePlan};
 use landspeed_report::openmetrics;
 use std::collections::{BTreeMap, HashMap};
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -50,9 +51,39 @@ pub struct ProbeQuery {
     /// A request/response probe (`module=rr`: `run --rr`, 1 byte each way, one in flight): its
     /// transactions a second and latency quantiles instead of a throughput.
     pub rr: bool,
+    /// A multicast probe (`module=multicast`): the target is a group (port 5001 when it names
+    /// none, `%IF` after it the interface) joined for `time`, and what each sender sent it is the
+    /// probe's figures.
+    pub group: Option<GroupPlan>,
+    /// A multicast probe's source (`source=ADDR`: source-specific).
+    pub source: Option<IpAddr>,
 }
 
-const PARAMETERS: &str = "target, time, streams, reverse, udp, rate, module";
+const PARAMETERS: &str = "target, time, streams, reverse, udp, rate, module, source";
+
+/// `GROUP`, `GROUP:PORT`, `[V6GROUP]:PORT`, each with `%IF` after it, as a group to join.
+fn group_target(t: &str, source: Option<IpAddr>) -> Result<GroupPlan, String> {
+    let (text, interface) = match t.rsplit_once('%') {
+        Some((g, i)) if !i.is_empty() => (g, Some(i.to_string())),
+        _ => (t, None),
+    };
+    let group = match text.parse::<SocketAddr>() {
+        Ok(sa) => sa,
+        Err(_) => {
+            let ip: IpAddr = text
+                .trim_matches(|c| c == '[' || c == ']')
+                .parse()
+                .map_err(|_| format!("target={t}: not a group (239.1.1.1:5001, [ff15::1]:5001)"))?;
+            SocketAddr::new(ip, 5001)
+        }
+    };
+    landspeed_core::multicast::check_group(group, source).map_err(|e| format!("target={t}: {e}"))?;
+    Ok(GroupPlan {
+        group,
+        source,
+        interface,
+    })
+}
 
 fn flag(k: &str, v: &str) -> Result<bool, String> {
     match v {
@@ -78,13 +109,16 @@ pub fn parse_query(q: &[(String, String)], max_time: Duration) -> Result<ProbeQu
         udp: false,
         rate: None,
         rr: false,
+        group: None,
+        source: None,
     };
-    let mut have_target = false;
+    let mut have_target = None;
+    let mut multicast = false;
     for (k, v) in q {
         match k.as_str() {
-            "target" => {
-                (p.host, p.port) = target(v)?;
-                have_target = true;
+            "target" => have_target = Some(v.clone()),
+            "source" => {
+                p.source = Some(v.parse().map_err(|_| format!("source={v}: not an address"))?);
             }
             "time" => p.time = crate::common::values::duration(v).map_err(|e| format!("time={v}: {e}"))?,
             "streams" => {
@@ -104,13 +138,25 @@ pub fn parse_query(q: &[(String, String)], max_time: Duration) -> Result<ProbeQu
                 "tcp" => {}
                 "udp" => p.udp = true,
                 "rr" => p.rr = true,
-                _ => return Err(format!("module={v}: give tcp, udp or rr")),
+                "multicast" => multicast = true,
+                _ => return Err(format!("module={v}: give tcp, udp, rr or multicast")),
             },
             _ => return Err(format!("unknown parameter '{k}' (known: {PARAMETERS})")),
         }
     }
-    if !have_target {
+    let Some(t) = have_target else {
         return Err("target is required: /probe?target=HOST[:PORT]".into());
+    };
+    if multicast {
+        if p.udp || p.rr || p.reverse || p.rate.is_some() || p.streams != 1 {
+            return Err("module=multicast listens to a group: no udp, rr, reverse, rate or streams".into());
+        }
+        p.group = Some(group_target(&t, p.source)?);
+        (p.host, p.port) = (t, 0);
+    } else if p.source.is_some() {
+        return Err("source applies to multicast probes (module=multicast)".into());
+    } else {
+        (p.host, p.port) = target(&t)?;
     }
     if p.time.is_zero() || p.time > max_time {
         return Err(format!(
@@ -225,6 +271,11 @@ impl Exporter {
                 result: None,
             }));
         }
+        if let Some(g) = &q.group {
+            let body = self.listen(g, q.time, start);
+            self.end_turn(&key);
+            return metrics_response(body);
+        }
         let outcome = crate::common::client::options_from_args(&run_args(&q)).and_then(|o| {
             crate::common::client::run_quiet(&o, false, &AtomicBool::new(false))
                 .map_err(|e| crate::common::flags::client(&e))
@@ -237,6 +288,29 @@ impl Exporter {
             duration_s: start.elapsed().as_secs_f64(),
             result: outcome.as_ref().ok(),
         }))
+    }
+
+    /// A multicast probe: joins the group for `time` (to its end: the linger is as long), and
+    /// answers each sender heard; a group that cannot be joined is a failed probe.
+    fn listen(&self, g: &GroupPlan, time: Duration, start: Instant) -> String {
+        let plan = ReceivePlan {
+            from: g.clone(),
+            max_wait: time,
+            linger: time,
+        };
+        let heard = match landspeed_net::multicast::receive_multicast(&plan, &AtomicBool::new(false), || {}) {
+            Ok(rep) => landspeed_core::multicast::record::received_results(
+                &rep,
+                &landspeed_engine::host::host_info(),
+            ),
+            Err(e) => {
+                eprintln!("landspeed exporter: multicast probe of {}: {e}", g.group);
+                vec![]
+            }
+        };
+        let success = !heard.is_empty() && heard.iter().all(|r| r.verdict().is_trusted());
+        self.count(if success { "success" } else { "failure" });
+        openmetrics::multicast_probe(success, start.elapsed().as_secs_f64(), &heard)
     }
 
     /// Waits until fewer than --per-target probes of `key` run, at most until `deadline`.
@@ -334,6 +408,25 @@ mod tests {
     }
 
     #[test]
+    fn a_multicast_query_names_a_group_its_port_interface_and_source() {
+        let g = |pairs: &[(&str, &str)]| q(pairs).unwrap().group.unwrap();
+        let m = ("module", "multicast");
+        assert_eq!(
+            g(&[("target", "239.1.1.1"), m]).group,
+            "239.1.1.1:5001".parse().unwrap()
+        );
+        let p = g(&[("target", "[ff15::1]:6000%eth1"), m, ("source", "fd00::7")]);
+        assert_eq!(
+            (p.group, p.interface.as_deref(), p.source),
+            (
+                "[ff15::1]:6000".parse().unwrap(),
+                Some("eth1"),
+                Some("fd00::7".parse().unwrap())
+            )
+        );
+    }
+
+    #[test]
     fn bad_queries_are_refused_with_the_reason() {
         for (pairs, why) in [
             (vec![], "target is required"),
@@ -344,10 +437,34 @@ mod tests {
             (vec![("target", "h"), ("reverse", "maybe")], "give 1 or 0"),
             (vec![("target", "h"), ("rate", "1G")], "UDP probes"),
             (vec![("target", "h:notaport")], "HOST or HOST:PORT"),
-            (vec![("target", "h"), ("module", "icmp")], "tcp, udp or rr"),
+            (
+                vec![("target", "h"), ("module", "icmp")],
+                "tcp, udp, rr or multicast",
+            ),
             (
                 vec![("target", "h"), ("module", "rr"), ("reverse", "1")],
                 "no udp or reverse",
+            ),
+            (
+                vec![("target", "10.0.0.1"), ("module", "multicast")],
+                "not a multicast group",
+            ),
+            (vec![("target", "h"), ("module", "multicast")], "not a group"),
+            (
+                vec![("target", "239.1.1.1"), ("module", "multicast"), ("udp", "1")],
+                "no udp, rr",
+            ),
+            (
+                vec![("target", "239.1.1.1"), ("source", "10.0.0.1")],
+                "module=multicast",
+            ),
+            (
+                vec![
+                    ("target", "239.1.1.1"),
+                    ("module", "multicast"),
+                    ("source", "::1"),
+                ],
+                "cannot send to group",
             ),
         ] {
             let e = q(&pairs).unwrap_err();

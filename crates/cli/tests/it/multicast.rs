@@ -784,3 +784,70 @@ fn serve_refuses_a_group_it_cannot_join_in_one_line() {
         assert!(!o.stdout.contains("listening"), "{args}: {}", o.stdout);
     }
 }
+
+/// GET `path` from the exporter on 127.0.0.1:`port` (of the namespace the thread is in): the body.
+fn probe_body(port: u16, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    assert!(
+        text.starts_with("HTTP/1.1 200") || text.starts_with("HTTP/1.0 200"),
+        "{text}"
+    );
+    text.split_once("\r\n\r\n")
+        .map(|x| x.1.to_string())
+        .unwrap_or_default()
+}
+
+#[test]
+fn the_exporter_probes_a_group_and_answers_each_sender_heard() {
+    let _alone = common::alone();
+    let Some(_root) = common::wan::root() else { return };
+    let lan = lan(2);
+    let mut exporter = Killed(lan.spawn(1, &["exporter", "--listen", "127.0.0.1:0", "--max-time", "10s"]));
+    let mut line = String::new();
+    BufReader::new(exporter.0.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let port: u16 = line
+        .split("127.0.0.1:")
+        .nth(1)
+        .and_then(|t| t.split('/').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("exporter said {line:?}"));
+    let (body, s) = std::thread::scope(|scope| {
+        let probe = scope.spawn(|| {
+            in_host(&lan, 1, || {
+                probe_body(port, "/probe?target=239.1.1.1&module=multicast&time=4s")
+            })
+        });
+        wait_joined(&lan, 1, GROUP, "the exporter");
+        let s = send(
+            &lan,
+            0,
+            &[GROUP, "-b", "2M", "-t", "1", "-l", "1000", "--no-save"],
+        );
+        (probe.join().unwrap(), s)
+    });
+    let sender = s["from"].as_str().unwrap();
+    for line in [
+        "probe_success 1.0".to_string(),
+        "landspeed_probe_multicast_senders 1.0".into(),
+        format!(
+            "landspeed_probe_multicast_datagrams{{sender=\"{sender}\",outcome=\"received\"}} {}.0",
+            n(&s["datagrams"])
+        ),
+        format!("landspeed_probe_multicast_datagrams{{sender=\"{sender}\",outcome=\"lost\"}} 0.0"),
+        format!("landspeed_probe_multicast_verified{{sender=\"{sender}\"}} 1.0"),
+    ] {
+        assert!(body.lines().any(|l| l == line), "{line} not in\n{body}");
+    }
+    // Nobody sends: a failed probe, not an error.
+    let quiet = in_host(&lan, 1, || {
+        probe_body(port, "/probe?target=239.1.1.2&module=multicast&time=1s")
+    });
+    assert!(quiet.lines().any(|l| l == "probe_success 0.0"), "{quiet}");
+}
