@@ -8,6 +8,7 @@ use landspeed_net::controller::{connect_host, HostCheck, CLOCK_PROBES};
 use landspeed_plan::mesh::plan::{host_port, PlannedTest};
 use landspeed_plan::mesh::{HostInfo, TestOutcome};
 use landspeed_proto::control::result_wait;
+use landspeed_proto::control::{McPart, MulticastOrder};
 use landspeed_proto::{ControlOrder, Key};
 use std::collections::BTreeMap;
 use std::sync::mpsc;
@@ -77,34 +78,66 @@ fn check_hosts(hosts: &BTreeMap<String, String>, o: &MeshOptions) -> Vec<(HostIn
     handles.into_iter().filter_map(|h| h.join().ok()).collect()
 }
 
-/// One ordered test, start to result.
+/// One ordered test, start to result: ordered from its sending host to its receiving host, or for
+/// a multicast entry's part, from the host that sends or receives, to the group.
 fn order_one(
     t: &PlannedTest,
-    from_addr: &str,
-    to_addr: &str,
+    hosts: &BTreeMap<String, String>,
     start_at_ns: Option<u64>,
+    key: u64,
     o: &MeshOptions,
 ) -> Result<landspeed_core::result::RunResult, String> {
-    let (fh, fp) = host_port(from_addr)?;
-    let (th, tp) = host_port(to_addr)?;
-    let conn = connect_host(&fh, fp, o.key.as_ref(), o.timeout, 1).map_err(|e| format!("{}: {e}", t.from))?;
+    let name = t.ordered_host();
+    let (fh, fp) = host_port(&hosts[name])?;
+    let ((th, tp), multicast) = match t.multicast {
+        Some(m) => {
+            let part = if m.send { McPart::Send } else { McPart::Receive };
+            let order = MulticastOrder {
+                part,
+                key,
+                ttl: m.ttl,
+            };
+            ((m.group.ip().to_string(), m.group.port()), Some(order))
+        }
+        None => (host_port(&hosts[&t.to])?, None),
+    };
+    let conn = connect_host(&fh, fp, o.key.as_ref(), o.timeout, 1).map_err(|e| format!("{name}: {e}"))?;
     let order = ControlOrder {
         host: th,
         port: tp,
         spec: t.spec.spec().clone(),
         start_at_unix_ns: start_at_ns,
+        multicast,
     };
     conn.order(order, o.start_delay + result_wait(&t.spec))
-        .map_err(|e| format!("{}: {e}", t.from))
+        .map_err(|e| format!("{name}: {e}"))
+}
+
+/// A random key for each multicast entry of the plan, which its sender's datagrams carry and its
+/// receivers look for (0 for unicast tests, which have none).
+fn multicast_keys(tests: &[PlannedTest]) -> BTreeMap<usize, u64> {
+    tests
+        .iter()
+        .filter_map(|t| t.multicast)
+        .map(|m| {
+            let mut b = [0u8; 8];
+            let _ = getrandom::fill(&mut b);
+            (m.entry, u64::from_le_bytes(b))
+        })
+        .collect()
+}
+
+fn key_of(keys: &BTreeMap<usize, u64>, t: &PlannedTest) -> u64 {
+    t.multicast.and_then(|m| keys.get(&m.entry).copied()).unwrap_or(0)
 }
 
 /// The hosts as checked, by name.
 struct Checked<'a>(BTreeMap<&'a str, &'a (HostInfo, Option<HostCheck>)>);
 
 impl Checked<'_> {
-    /// The sending host's clock offset, when it passed its check and takes orders.
+    /// The ordered host's clock offset, when it passed its check and takes orders.
     fn sender_offset(&self, t: &PlannedTest) -> Option<i64> {
-        let c = self.0.get(t.from.as_str())?.1.as_ref()?;
+        let c = self.0.get(t.ordered_host())?.1.as_ref()?;
         c.control.then_some(c.clock.offset_ns)
     }
 
@@ -119,13 +152,13 @@ impl Checked<'_> {
                 ));
             }
         }
-        match self.0.get(t.from.as_str()).and_then(|c| c.1.as_ref()) {
+        let ordered = t.ordered_host();
+        match self.0.get(ordered).and_then(|c| c.1.as_ref()) {
             Some(c) if !c.control => Err(format!(
-                "host {} does not take third-party orders (its server must allow control and require keys)",
-                t.from
+                "host {ordered} does not take third-party orders (its server must allow control and require keys)"
             )),
             Some(c) => Ok(c.clock.offset_ns),
-            None => Err(format!("host {} was not checked", t.from)),
+            None => Err(format!("host {ordered} was not checked")),
         }
     }
 }
@@ -182,6 +215,7 @@ fn run_together(
     out.obs.starting(Some(unix_s(t0)), tests.len());
     let (tx, rx) = mpsc::channel();
     let mut running = 0;
+    let keys = multicast_keys(tests);
     for t in tests {
         let offset = match checked.precheck(t) {
             Err(e) => {
@@ -191,8 +225,7 @@ fn run_together(
             Ok(offset) => offset,
         };
         let at = unix_s(t0) * 1e9 + offset as f64;
-        let (t, tx) = (t.clone(), tx.clone());
-        let (fa, ta) = (hosts[&t.from].clone(), hosts[&t.to].clone());
+        let (t, tx, hosts, key) = (t.clone(), tx.clone(), hosts.clone(), key_of(&keys, t));
         let mo = MeshOptions {
             key: o.key.clone(),
             timeout: o.timeout,
@@ -201,7 +234,7 @@ fn run_together(
         };
         running += 1;
         std::thread::spawn(move || {
-            let result = order_one(&t, &fa, &ta, Some(at as u64), &mo);
+            let result = order_one(&t, &hosts, Some(at as u64), key, &mo);
             let _ = tx.send(outcome(&t, result, offset));
         });
     }
@@ -231,7 +264,7 @@ fn run_in_turn(
     for t in tests {
         let (result, offset) = match checked.precheck(t) {
             Err(e) => (Err(e), 0),
-            Ok(offset) => (order_one(t, &hosts[&t.from], &hosts[&t.to], None, o), offset),
+            Ok(offset) => (order_one(t, hosts, None, 0, o), offset),
         };
         // Worth a second try when the sending host takes orders (its receiver may be back).
         if let (Err(_), Some(offset)) = (&result, checked.sender_offset(t)) {
@@ -242,7 +275,7 @@ fn run_in_turn(
     if !failed.is_empty() {
         out.obs.retrying(failed.len());
         for (t, offset) in failed {
-            let r = order_one(t, &hosts[&t.from], &hosts[&t.to], None, o);
+            let r = order_one(t, hosts, None, 0, o);
             out.done(outcome(t, r, offset));
         }
     }

@@ -139,7 +139,9 @@ impl RunResult {
         // The counts of a foreign server are its own (iperf3) or inferred (QUIC perf): not exact.
         // An ndt7 server's count is in its measurements, every 250 ms: it trails.
         let iperf3 = matches!(self.protocol.as_str(), "iperf3" | "quic-perf" | "ndt7");
-        let udp = self.summary.udp.is_some();
+        // UDP loses datagrams by nature (its loss is a figure of its own), whether or not a receiver
+        // reported (a multicast sender's result has none).
+        let udp = self.summary.udp.is_some() || self.config.spec.transport == crate::config::Transport::Udp;
         Evidence {
             interrupted: self.interrupted,
             corrupt_blocks: self.summary.corrupt_blocks,

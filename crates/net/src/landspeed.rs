@@ -7,6 +7,7 @@ pub(crate) mod client;
 pub mod controller;
 mod files;
 mod order;
+mod order_multicast;
 pub(crate) mod quic;
 pub(crate) mod server;
 pub(crate) mod udp;

@@ -87,6 +87,9 @@ pub struct SendPlan {
     pub count: Option<u64>,
     /// Send iperf 2's datagrams (no verification) rather than landspeed's.
     pub iperf2: bool,
+    /// The test's key (None: a random one): a mesh's controller chooses it, so that each receiver
+    /// it ordered reports this sender's test.
+    pub key: Option<u64>,
 }
 
 fn unix_ns() -> u64 {
@@ -273,9 +276,11 @@ pub fn send_multicast_watched(
     mc::check_sender(plan.length as u64, plan.rate_bps, plan.ttl, plan.iperf2)?;
     let sock = sender_socket(plan)?;
     watch.opened(sock.local_addr().map_err(sock_err("getsockname"))?);
-    let mut key_bytes = [0u8; 8];
-    let _ = getrandom::fill(&mut key_bytes);
-    let key = u64::from_le_bytes(key_bytes);
+    let key = plan.key.unwrap_or_else(|| {
+        let mut key_bytes = [0u8; 8];
+        let _ = getrandom::fill(&mut key_bytes);
+        u64::from_le_bytes(key_bytes)
+    });
     let writer = Writer::new(plan, key);
     let mut buf = vec![0u8; plan.length];
     let mut tally = Tally::default();

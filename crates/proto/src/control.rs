@@ -34,7 +34,38 @@ pub struct ControlOrder {
     /// connects and readies the streams first, then waits for this instant. None: start when ready.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_at_unix_ns: Option<u64>,
+    /// A multicast test (a mesh plan's `multicast` entry): `host:port` is the group, and the
+    /// ordered server sends to it or joins it instead of connecting (docs/mesh.md). A server that
+    /// predates it reads the order as a unicast test to the group's address, which fails to connect.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub multicast: Option<MulticastOrder>,
 }
+
+/// The ordered server's part in a multicast test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum McPart {
+    /// Send the test's datagrams to the group from the start instant, at its rate for its time.
+    Send,
+    /// Join the group now, and report what the test's sender sent it.
+    Receive,
+}
+
+/// A multicast order: the server's part, the test's key (the sender's datagrams carry it, so each
+/// receiver reports that sender's test whatever else the group carries), and the sender's TTL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MulticastOrder {
+    /// Send or receive.
+    pub part: McPart,
+    /// The test's key, chosen by the controller.
+    pub key: u64,
+    /// IPv4 TTL or IPv6 hop limit of the sender's datagrams, 1 to [`MAX_ORDERED_TTL`].
+    pub ttl: u32,
+}
+
+/// The largest TTL an order may give a multicast sender: an ordered test reaches a campaign's
+/// hosts, not the whole routed network.
+pub const MAX_ORDERED_TTL: u32 = 32;
 
 /// How long a controller waits for an ordered test's result once the test should have started: the
 /// test's own time and warm-up plus a minute for the handshakes and the results exchange; a test that ends
@@ -398,6 +429,7 @@ mod tests {
             port: 5201,
             spec: TestSpec::default(),
             start_at_unix_ns: Some(7),
+            multicast: None,
         }
     }
 

@@ -538,7 +538,10 @@ impl ServerSession {
         if let Some(refusal) = self.check_auth(proof, now) {
             return Ok(refusal);
         }
-        match self.admissible(order.spec.clone()) {
+        match self
+            .admissible(order.spec.clone())
+            .and_then(|t| multicast_order_fits(&order, t))
+        {
             Ok(test) => {
                 self.spec = Some(test.clone());
                 self.enter(ServerPhase::Controlling, now);
@@ -1023,10 +1026,94 @@ impl ClientSession {
 
 impl_waiting!(ClientSession, ClientPhase);
 
+/// A multicast order is a UDP test of one stream to a group, its TTL within [`MAX_ORDERED_TTL`]
+/// (`super::control`), and it ends on a time; anything else is refused as invalid.
+fn multicast_order_fits(order: &super::control::ControlOrder, test: Test) -> Result<Test, (Refusal, String)> {
+    use super::control::MAX_ORDERED_TTL;
+    let Some(m) = &order.multicast else {
+        return Ok(test);
+    };
+    let group_ok = order
+        .host
+        .parse::<std::net::IpAddr>()
+        .is_ok_and(|ip| ip.is_multicast());
+    let why = if !group_ok {
+        Some(format!(
+            "a multicast order's host must be a group, not {}",
+            order.host
+        ))
+    } else if test.transport != landspeed_core::config::Transport::Udp || test.streams != 1 {
+        Some("a multicast order is one UDP stream".to_string())
+    } else if !(1..=MAX_ORDERED_TTL).contains(&m.ttl) {
+        Some(format!(
+            "a multicast order's TTL is 1 to {MAX_ORDERED_TTL}, not {}",
+            m.ttl
+        ))
+    } else if !matches!(test.end, landspeed_core::config::EndCondition::Time(_)) {
+        Some("a multicast order ends on a time".to_string())
+    } else {
+        None
+    };
+    match why {
+        Some(w) => Err((Refusal::Invalid, w)),
+        None => Ok(test),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::conn::Conn;
     use super::*;
+
+    #[test]
+    fn a_multicast_order_is_one_timed_udp_stream_to_a_group_within_the_ttl_bound() {
+        use super::super::control::{ControlOrder, McPart, MulticastOrder};
+        let udp = TestSpec {
+            transport: landspeed_core::config::Transport::Udp,
+            rate_bps: Some(1e6),
+            length_bytes: 1200,
+            ..TestSpec::default()
+        };
+        let order = |host: &str, spec: &TestSpec, ttl: u32| ControlOrder {
+            host: host.into(),
+            port: 5001,
+            spec: spec.clone(),
+            start_at_unix_ns: None,
+            multicast: Some(MulticastOrder {
+                part: McPart::Receive,
+                key: 7,
+                ttl,
+            }),
+        };
+        let fits = |o: &ControlOrder| multicast_order_fits(o, o.spec.clone().validated().unwrap());
+        assert!(fits(&order("239.1.1.1", &udp, 1)).is_ok());
+        assert!(fits(&order("ff15::1", &udp, 32)).is_ok());
+        let tcp = TestSpec::default();
+        let two = TestSpec {
+            streams: 2,
+            ..udp.clone()
+        };
+        let bytes = TestSpec {
+            end: landspeed_core::config::EndCondition::Bytes(1 << 20),
+            ..udp.clone()
+        };
+        for (o, why) in [
+            (order("10.0.0.1", &udp, 1), "must be a group"),
+            (order("239.1.1.1", &tcp, 1), "one UDP stream"),
+            (order("239.1.1.1", &two, 1), "one UDP stream"),
+            (order("239.1.1.1", &udp, 0), "TTL is 1 to 32"),
+            (order("239.1.1.1", &udp, 33), "TTL is 1 to 32"),
+            (order("239.1.1.1", &bytes, 1), "ends on a time"),
+        ] {
+            let (code, reason) = fits(&o).unwrap_err();
+            assert_eq!(code, Refusal::Invalid);
+            assert!(reason.contains(why), "{why}: {reason}");
+        }
+        // A unicast order passes untouched.
+        let mut unicast = order("10.0.0.1", &tcp, 0);
+        unicast.multicast = None;
+        assert!(fits(&unicast).is_ok());
+    }
 
     /// A client session that has sent its hello and been welcomed.
     fn welcomed_client() -> ClientSession {
@@ -1314,6 +1401,7 @@ mod tests {
             port: 5201,
             spec: TestSpec::default(),
             start_at_unix_ns: None,
+            multicast: None,
         };
         if let Err(e) = c.handle_local(t, |m, now| m.order(order, Duration::from_secs(60), now)) {
             return (w.control, Err(e), s);

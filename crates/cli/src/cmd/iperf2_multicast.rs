@@ -118,6 +118,7 @@ fn plan(o: &Opts, host: &str) -> Result<SendPlan, String> {
         },
         count,
         iperf2: true,
+        key: None,
     })
 }
 

@@ -96,7 +96,7 @@ impl MeshObserver for Progress {
                     t.index,
                     t.from,
                     t.to,
-                    landspeed_core::units::BitRate(r.summary.throughput_bps)
+                    rate(t, r)
                 ),
                 Err(e) => eprintln!("landspeed: test {} {} -> {}: FAILED: {e}", t.index, t.from, t.to),
             }
@@ -108,6 +108,38 @@ impl MeshObserver for Progress {
         if !self.quiet {
             eprintln!("landspeed: every test has run; trying the {tests} that failed once more");
         }
+    }
+}
+
+/// `--dry-run`: the tests the plan expands to, one line each.
+fn dry_run(plan: &Plan, tests: &[landspeed_plan::mesh::plan::PlannedTest]) {
+    for t in tests {
+        let to = match plan.hosts.get(&t.to) {
+            Some(addr) => format!("{} ({addr})", t.to),
+            None => format!("group {}", t.to),
+        };
+        let part = match t.multicast {
+            Some(m) if m.send => ", multicast sender",
+            Some(_) => ", multicast receiver",
+            None => "",
+        };
+        println!(
+            "{:>3}  {} ({}) -> {to}  {} stream(s), {:?}{part}",
+            t.index, t.from, plan.hosts[&t.from], t.spec.streams, t.spec.end
+        );
+    }
+}
+
+/// A finished test's rate: what arrived, or for a multicast sender (which hears nothing back), what
+/// it sent.
+fn rate(t: &landspeed_plan::mesh::plan::PlannedTest, r: &landspeed_core::result::RunResult) -> String {
+    use landspeed_core::units::BitRate;
+    let s = &r.summary;
+    match t.multicast {
+        Some(m) if m.send && s.sender_elapsed_s > 0.0 => {
+            format!("{} sent", BitRate(s.bytes_sent as f64 * 8.0 / s.sender_elapsed_s))
+        }
+        _ => BitRate(s.throughput_bps).to_string(),
     }
 }
 
@@ -127,12 +159,7 @@ pub fn mesh(a: MeshArgs) -> Result<bool> {
             .map_err(|e| UsageError(format!("plan {}: host {name}: {e}", a.plan.display())))?;
     }
     if a.dry_run {
-        for t in &tests {
-            println!(
-                "{:>3}  {} ({}) -> {} ({})  {} stream(s), {:?}",
-                t.index, t.from, plan.hosts[&t.from], t.to, plan.hosts[&t.to], t.spec.streams, t.spec.end
-            );
-        }
+        dry_run(&plan, &tests);
         return Ok(true);
     }
     let key = match &a.auth {

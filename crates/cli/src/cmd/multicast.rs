@@ -176,6 +176,7 @@ fn send(a: SendArgs) -> Result<bool> {
         duration: a.time,
         count: None,
         iperf2: a.iperf2,
+        key: None,
     };
     let stop = interrupt_flag()?;
     let r = landspeed_net::multicast::send_multicast(&plan, &stop).map_err(usage_or_runtime)?;

@@ -146,6 +146,7 @@ fn execute_ordered(
         port: opts.port,
         spec: opts.spec.spec().clone(),
         start_at_unix_ns: None,
+        multicast: None,
     };
     let wait = landspeed_proto::control::result_wait(&opts.spec);
     match conn.order(order, wait) {

@@ -364,3 +364,135 @@ to = "a"
     assert!(tests.iter().all(|t| t["status"] == "ok"), "{tests:?}");
     assert_eq!(r["aggregate"]["tests_ok"], 2);
 }
+
+/// Four hosts that route multicast out of their one interface, each serving with control; host 4
+/// the controller.
+fn multicast_lan() -> (Lan, String) {
+    let mut lan = Lan::up(5);
+    let key = lan.key();
+    for i in 0..4 {
+        common::ip(&["-n", &lan.ns[i], "route", "add", "224.0.0.0/4", "dev", "eth0"]);
+        lan.serve(i, &["--auth-keys", &key, "--allow-control"]);
+    }
+    (lan, key)
+}
+
+#[test]
+fn a_multicast_entry_sends_from_one_host_and_each_receiver_reports_its_own_loss() {
+    let _alone = common::alone();
+    let Some(_root) = common::wan::root() else { return };
+    let (lan, key) = multicast_lan();
+    // Host d's rule drops exactly every tenth datagram to port 5001.
+    crate::multicast::drop_every_tenth(&lan, 3);
+    let plan = write_plan(
+        &lan,
+        &format!(
+            r#"name = "one group"
+[hosts]
+a = "{}"
+b = "{}"
+c = "{}"
+d = "{}"
+[[tests]]
+multicast = "239.1.1.7"
+from = "a"
+to = ["b", "c", "d"]
+time = "2s"
+rate = "4M"
+length = "1200"
+"#,
+            Lan::addr(0),
+            Lan::addr(1),
+            Lan::addr(2),
+            Lan::addr(3)
+        ),
+    );
+    let db = lan.dir.join("archive.db").display().to_string();
+    let auth = format!("ops:{key}");
+    let o = lan.landspeed(
+        4,
+        &["mesh", &plan, "--auth", &auth, "--json", "--db", &db],
+        Duration::from_secs(60),
+    );
+    assert_eq!(o.code, 0, "{}\n{}", o.stderr, o.stdout);
+    let r = json(&o.stdout);
+    let tests = r["tests"].as_array().unwrap();
+    assert_eq!(tests.len(), 4, "{tests:?}");
+    assert!(
+        tests
+            .iter()
+            .all(|t| t["status"] == "ok" && t["transport"] == "mcast"),
+        "{tests:?}"
+    );
+    assert_eq!(
+        (tests[0]["from"].as_str(), tests[0]["to"].as_str()),
+        (Some("a"), Some("239.1.1.7:5001"))
+    );
+    let sent = n(&tests[0]["bytes_sent"]) / 1200;
+    assert!(sent > 700, "{tests:?}");
+    for (t, lost) in tests[1..].iter().zip([0, 0, sent.div_ceil(10)]) {
+        assert_eq!(n(&t["bytes_received"]), (sent - lost) * 1200, "{t}");
+        // Each receiver's data began near the agreed instant (its first datagram, its clock).
+        assert!(t["start_offset_ms"].as_f64().unwrap().abs() < 100.0, "{t}");
+        let id = t["run_id"].as_i64().unwrap().to_string();
+        let run = json(
+            &lan.landspeed(4, &["show", &id, "--json", "--db", &db], Duration::from_secs(10))
+                .stdout,
+        );
+        let heard = &run["multicast"]["heard"];
+        assert_eq!(
+            (run["multicast"]["role"].as_str(), heard["verified"].as_bool()),
+            (Some("receiver"), Some(true))
+        );
+        assert_eq!(n(&heard["datagrams_lost"]), lost, "{heard}");
+    }
+    // The sender's bytes out are what its receivers got.
+    let a = r["per_host"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["name"] == "a")
+        .unwrap();
+    let got: u64 = tests[1..].iter().map(|t| n(&t["bytes_received"])).sum();
+    assert_eq!(n(&a["bytes_out"]), got);
+}
+
+#[test]
+fn a_multicast_order_is_refused_by_name_when_it_cannot_run() {
+    let _alone = common::alone();
+    let Some(_root) = common::wan::root() else { return };
+    let (lan, key) = multicast_lan();
+    // A receiver that hears nothing of the test (its sender's host takes no part: b is not
+    // serving with control) fails by name; the plan's other part fails on the sender's check.
+    let plan = write_plan(
+        &lan,
+        &format!(
+            "name = \"no sender\"\n[hosts]\na = \"{}\"\nb = \"{}:9\"\n[[tests]]\nmulticast = \"239.1.1.8\"\nfrom = \"b\"\nto = \"a\"\ntime = \"1s\"\n",
+            Lan::addr(0),
+            Lan::addr(1),
+        ),
+    );
+    let auth = format!("ops:{key}");
+    let o = lan.landspeed(
+        4,
+        &["mesh", &plan, "--auth", &auth, "--json", "--no-save"],
+        Duration::from_secs(60),
+    );
+    assert_eq!(o.code, 1, "{}\n{}", o.stderr, o.stdout);
+    let r = json(&o.stdout);
+    let tests = r["tests"].as_array().unwrap();
+    assert!(
+        tests[0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("host b failed its check"),
+        "{tests:?}"
+    );
+    assert!(
+        tests[1]["error"]
+            .as_str()
+            .unwrap()
+            .contains("host b failed its check"),
+        "{tests:?}"
+    );
+}

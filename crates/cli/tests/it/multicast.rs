@@ -70,7 +70,7 @@ fn send(lan: &Lan, i: usize, args: &[&str]) -> Value {
 }
 
 /// Drops exactly every tenth datagram to UDP port 5001 arriving at host `i` (the first among them).
-fn drop_every_tenth(lan: &Lan, i: usize) {
+pub(crate) fn drop_every_tenth(lan: &Lan, i: usize) {
     let nft = |rule: &str| {
         let ok = Command::new("ip")
             .args(["netns", "exec", &lan.ns[i], "nft", rule])

@@ -129,7 +129,6 @@ pub fn sent_result(sent: &SendReport, plan: SentPlan) -> RunResult {
         send_errors: sent.send_errors,
         first_byte_s: Some(0.0),
         last_byte_s: Some(sent.elapsed_s),
-        error: sent.first_error.clone(),
         ..StreamReport::empty(0, Flow::ClientToServer, Role::Sender)
     };
     let here = EndpointReport {
@@ -138,7 +137,7 @@ pub fn sent_result(sent: &SendReport, plan: SentPlan) -> RunResult {
         elapsed_s: sent.elapsed_s,
         threads: 1,
         host: plan.host,
-        warnings: vec!["a multicast group has no return path: what each receiver got is in that receiver's own result (multicast receive)".into()],
+        warnings: sent_warnings(sent),
         ..EndpointReport::default()
     };
     let receivers = EndpointReport {
@@ -163,6 +162,18 @@ pub fn sent_result(sent: &SendReport, plan: SentPlan) -> RunResult {
         sent: sent.clone(),
     });
     unjudged(r)
+}
+
+fn sent_warnings(sent: &SendReport) -> Vec<String> {
+    let mut w = vec!["a multicast group has no return path: what each receiver got is in that receiver's own result (multicast receive)".to_string()];
+    if sent.send_errors > 0 {
+        w.push(format!(
+            "{} sends refused by this host (the first: {}): its receivers count them lost",
+            sent.send_errors,
+            sent.first_error.as_deref().unwrap_or("no reason given")
+        ));
+    }
+    w
 }
 
 /// What held the rate back is not judged: a sender paces at the rate asked, and no host sees both

@@ -352,4 +352,10 @@ fn a_senders_result_holds_what_it_sent_and_says_where_the_receivers_figures_are(
         r.warnings
     );
     assert!(matches!(&r.multicast, Some(MulticastRecord::Sender { sent: s, .. }) if s.datagrams == 1000));
+    // A refused send is a warning (the receivers count it lost), not a failed stream; nothing
+    // received is no shortfall.
+    assert_eq!(r.warnings.len(), 2, "{:?}", r.warnings);
+    assert!(r.warnings[1].contains("2 sends refused by this host (the first: No buffer space available)"));
+    assert!(r.directions.iter().all(|d| d.limits.is_empty()), "not judged");
+    assert!(r.verdict().is_trusted(), "{:?}", r.verdict());
 }

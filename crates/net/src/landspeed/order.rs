@@ -22,7 +22,14 @@ pub(super) fn run_order(
     shared: &Shared,
     log: &mut TestLog,
 ) -> Result<(), TestError> {
-    log.protocol = format!("landspeed order to {}:{}", order.host, order.port);
+    log.protocol = match &order.multicast {
+        Some(m) => format!(
+            "landspeed multicast order ({:?}) on {}:{}",
+            m.part, order.host, order.port
+        )
+        .to_lowercase(),
+        None => format!("landspeed order to {}:{}", order.host, order.port),
+    };
     log.streams = test.streams;
     log.direction = Some(test.direction);
     let mut opts = ClientOptions::new(order.host.clone(), order.port, test);
@@ -41,7 +48,14 @@ pub(super) fn run_order(
         }
     }
     let never = AtomicBool::new(false);
-    match run_client(&opts, &never, &mut |_| {}) {
+    let outcome = match &order.multicast {
+        Some(m) => {
+            let group = group(order)?;
+            super::order_multicast::run(group, m, &opts.spec, opts.start_at).map_err(|e| e.to_string())
+        }
+        None => run_client(&opts, &never, &mut |_| {}).map_err(|e| e.to_string()),
+    };
+    match outcome {
         Ok(result) => {
             log.bytes_sent = result.summary.bytes_sent;
             log.bytes_received = result.summary.bytes_received;
@@ -58,6 +72,15 @@ pub(super) fn run_order(
             order.host, order.port
         ))),
     }
+}
+
+/// A multicast order's group: its host and port.
+fn group(order: &ControlOrder) -> Result<std::net::SocketAddr, TestError> {
+    let ip: std::net::IpAddr = order
+        .host
+        .parse()
+        .map_err(|_| TestError::Order(format!("{} is not a group", order.host)))?;
+    Ok(std::net::SocketAddr::new(ip, order.port))
 }
 
 /// How far ahead a controller may set the start.

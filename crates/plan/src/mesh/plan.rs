@@ -168,6 +168,11 @@ pub struct TestEntry {
     pub rate: Option<String>,
     /// Sample interval, e.g. "1s".
     pub interval: Option<String>,
+    /// A multicast test to this group (`GROUP` or `GROUP:PORT`, port 5001 by default): `from`
+    /// sends, every host of `to` joins and reports what it heard.
+    pub multicast: Option<String>,
+    /// A multicast sender's TTL (IPv4) or hop limit (IPv6), 1 (the default) to 32.
+    pub ttl: Option<u32>,
 }
 
 impl TestEntry {
@@ -228,6 +233,84 @@ pub struct PlannedTest {
     pub to: String,
     /// The validated test (serialized as its `TestSpec`; reading one validates it).
     pub spec: Test,
+    /// A multicast entry's part: the sender's (`to` is then the group) or a receiver's (`to` is
+    /// the receiving host, the one ordered).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub multicast: Option<PlannedMulticast>,
+}
+
+/// One host's part in a multicast entry of the plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlannedMulticast {
+    /// The group and port.
+    pub group: std::net::SocketAddr,
+    /// True for the sender's part, false for a receiver's.
+    pub send: bool,
+    /// The sender's TTL or hop limit.
+    pub ttl: u32,
+    /// The plan's entry (0-based): its parts share one test key.
+    pub entry: usize,
+}
+
+impl PlannedTest {
+    /// The host the test is ordered from: the sender, or a multicast receiver.
+    pub fn ordered_host(&self) -> &str {
+        match self.multicast {
+            Some(m) if !m.send => &self.to,
+            _ => &self.from,
+        }
+    }
+}
+
+/// An entry's (sender, receiver) pairs: a mesh's every ordered pair, or from × to.
+fn entry_pairs(k: usize, e: &TestEntry) -> Result<Vec<(String, String)>, String> {
+    Ok(match (&e.mesh, &e.from, &e.to) {
+        (Some(m), None, None) => {
+            if m.len() < 2 {
+                return Err(format!("tests entry {}: a mesh needs at least two hosts", k + 1));
+            }
+            let mut p = vec![];
+            for a in m {
+                for b in m {
+                    if a != b {
+                        p.push((a.clone(), b.clone()));
+                    }
+                }
+            }
+            p
+        }
+        (None, Some(f), Some(t)) => {
+            let mut p = vec![];
+            for a in f.list() {
+                for b in t.list() {
+                    p.push((a.clone(), b.clone()));
+                }
+            }
+            p
+        }
+        _ => {
+            return Err(format!(
+                "tests entry {}: give either `from` and `to`, or `mesh`",
+                k + 1
+            ))
+        }
+    })
+}
+
+/// `GROUP`, `GROUP:PORT` or `[V6GROUP]:PORT` (port 5001 by default), checked to be a group.
+fn multicast_group(t: &str) -> Result<std::net::SocketAddr, String> {
+    let group = match t.parse::<std::net::SocketAddr>() {
+        Ok(sa) => sa,
+        Err(_) => {
+            let ip: std::net::IpAddr = t
+                .trim_matches(|c| c == '[' || c == ']')
+                .parse()
+                .map_err(|_| format!("multicast = {t:?}: not a group (239.1.1.1, [ff15::1]:5001)"))?;
+            std::net::SocketAddr::new(ip, 5001)
+        }
+    };
+    landspeed_core::multicast::check_group(group, None).map_err(|e| format!("multicast = {t:?}: {e}"))?;
+    Ok(group)
 }
 
 /// Largest number of tests one plan may expand to.
@@ -255,42 +338,19 @@ impl Plan {
         };
         let mut out = vec![];
         for (k, e) in self.tests.iter().enumerate() {
+            if e.multicast.is_some() {
+                self.multicast_parts(k, e, &mut out)?;
+                continue;
+            }
+            if e.ttl.is_some() {
+                return Err(format!("tests entry {}: ttl applies to multicast entries", k + 1));
+            }
             let spec = e
                 .options()
                 .or(&self.defaults)
                 .test()
                 .map_err(|m| format!("tests entry {}: {m}", k + 1))?;
-            let pairs: Vec<(String, String)> = match (&e.mesh, &e.from, &e.to) {
-                (Some(m), None, None) => {
-                    if m.len() < 2 {
-                        return Err(format!("tests entry {}: a mesh needs at least two hosts", k + 1));
-                    }
-                    let mut p = vec![];
-                    for a in m {
-                        for b in m {
-                            if a != b {
-                                p.push((a.clone(), b.clone()));
-                            }
-                        }
-                    }
-                    p
-                }
-                (None, Some(f), Some(t)) => {
-                    let mut p = vec![];
-                    for a in f.list() {
-                        for b in t.list() {
-                            p.push((a.clone(), b.clone()));
-                        }
-                    }
-                    p
-                }
-                _ => {
-                    return Err(format!(
-                        "tests entry {}: give either `from` and `to`, or `mesh`",
-                        k + 1
-                    ))
-                }
-            };
+            let pairs = entry_pairs(k, e)?;
             for (a, b) in pairs {
                 known(&a, k)?;
                 known(&b, k)?;
@@ -302,6 +362,7 @@ impl Plan {
                     from: a,
                     to: b,
                     spec: spec.clone(),
+                    multicast: None,
                 });
             }
         }
@@ -312,6 +373,65 @@ impl Plan {
             ));
         }
         Ok(out)
+    }
+
+    /// A multicast entry's parts: the sender's, then one per receiver, all of one UDP stream.
+    fn multicast_parts(&self, k: usize, e: &TestEntry, out: &mut Vec<PlannedTest>) -> Result<(), String> {
+        let err = |m: String| format!("tests entry {}: {m}", k + 1);
+        let text = e.multicast.as_deref().unwrap_or_default();
+        let group = multicast_group(text).map_err(err)?;
+        let ttl = e.ttl.unwrap_or(1);
+        if !(1..=32).contains(&ttl) {
+            return Err(err(format!("ttl = {ttl}: 1 to 32")));
+        }
+        if !self.concurrent {
+            return Err(err(
+                "a multicast entry needs concurrent = true (its receivers listen while its sender sends)"
+                    .into(),
+            ));
+        }
+        let (from, to) = match (&e.mesh, &e.from, &e.to) {
+            (None, Some(Names::One(f)), Some(t)) => (f.clone(), t.list()),
+            (None, Some(Names::Many(f)), Some(t)) if f.len() == 1 => (f[0].clone(), t.list()),
+            _ => {
+                return Err(err(
+                    "a multicast entry has one `from` (its sender) and `to` (its receivers)".into(),
+                ))
+            }
+        };
+        if e.udp == Some(false) || e.quic == Some(true) || e.streams.is_some_and(|s| s != 1) {
+            return Err(err(
+                "a multicast entry is one UDP stream (no udp = false, quic or streams)".into(),
+            ));
+        }
+        let mut o = e.options().or(&self.defaults);
+        (o.udp, o.quic, o.streams, o.mptcp, o.tls) = (Some(true), None, Some(1), None, None);
+        let spec = o.test().map_err(err)?;
+        for host in std::iter::once(&from).chain(&to) {
+            if !self.hosts.contains_key(host) {
+                return Err(err(format!("unknown host '{host}'")));
+            }
+        }
+        if to.contains(&from) {
+            return Err(err(format!("'{from}' cannot receive its own multicast test")));
+        }
+        let part = |send: bool, to: String, index: usize| PlannedTest {
+            index,
+            from: from.clone(),
+            to,
+            spec: spec.clone(),
+            multicast: Some(PlannedMulticast {
+                group,
+                send,
+                ttl,
+                entry: k,
+            }),
+        };
+        out.push(part(true, group.to_string(), out.len()));
+        for r in to {
+            out.push(part(false, r, out.len()));
+        }
+        Ok(())
     }
 
     /// The delay between the checks and the agreed start.
@@ -425,6 +545,94 @@ mod tests {
         bad.streams = Some(0);
         assert!(plan(vec![bad]).expand().is_err());
         assert!(plan(vec![]).expand().is_err());
+    }
+
+    fn multicast(group: &str, from: &str, to: &[&str]) -> TestEntry {
+        TestEntry {
+            multicast: Some(group.into()),
+            from: Some(Names::One(from.into())),
+            to: Some(Names::Many(to.iter().map(|t| t.to_string()).collect())),
+            rate: Some("4M".into()),
+            length: Some("1200".into()),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_multicast_entry_expands_to_its_sender_and_each_receiver() {
+        let mut e = multicast("239.1.1.1", "a", &["b", "c", "d"]);
+        e.ttl = Some(4);
+        let tests = plan(vec![e]).expand().unwrap();
+        assert_eq!(tests.len(), 4);
+        let group: std::net::SocketAddr = "239.1.1.1:5001".parse().unwrap();
+        let send = &tests[0];
+        assert_eq!(
+            (send.from.as_str(), send.to.as_str(), send.ordered_host()),
+            ("a", "239.1.1.1:5001", "a")
+        );
+        assert_eq!(
+            send.multicast,
+            Some(PlannedMulticast {
+                group,
+                send: true,
+                ttl: 4,
+                entry: 0
+            })
+        );
+        for (t, r) in tests[1..].iter().zip(["b", "c", "d"]) {
+            assert_eq!((t.from.as_str(), t.to.as_str(), t.ordered_host()), ("a", r, r));
+            assert_eq!(t.multicast.map(|m| (m.send, m.group)), Some((false, group)));
+        }
+        let spec = &tests[2].spec;
+        assert_eq!(
+            (spec.transport, spec.streams, spec.length_bytes),
+            (Transport::Udp, 1, 1200)
+        );
+        assert_eq!(spec.rate_bps, Some(4e6));
+        assert_eq!(spec.end, EndCondition::Time(Duration::from_secs(3)));
+        let v6 = &plan(vec![multicast("[ff15::1]:6000", "a", &["b"])])
+            .expand()
+            .unwrap()[0];
+        assert_eq!(v6.to, "[ff15::1]:6000");
+    }
+
+    #[test]
+    fn bad_multicast_entries_say_what_is_wrong() {
+        let with = |f: &dyn Fn(&mut TestEntry)| {
+            let mut e = multicast("239.1.1.1", "a", &["b"]);
+            f(&mut e);
+            plan(vec![e]).expand().unwrap_err()
+        };
+        for (e, why) in [
+            (
+                with(&|e| e.multicast = Some("10.0.0.1".into())),
+                "not a multicast group",
+            ),
+            (with(&|e| e.multicast = Some("nowhere".into())), "not a group"),
+            (with(&|e| e.ttl = Some(33)), "1 to 32"),
+            (with(&|e| e.streams = Some(2)), "one UDP stream"),
+            (with(&|e| e.quic = Some(true)), "one UDP stream"),
+            (
+                with(&|e| e.from = Some(Names::Many(vec!["a".into(), "c".into()]))),
+                "one `from`",
+            ),
+            (
+                with(&|e| e.to = Some(Names::One("a".into()))),
+                "its own multicast",
+            ),
+            (
+                with(&|e| e.to = Some(Names::One("zz".into()))),
+                "unknown host 'zz'",
+            ),
+        ] {
+            assert!(e.contains(why), "{why}: {e}");
+        }
+        let mut p = plan(vec![multicast("239.1.1.1", "a", &["b"])]);
+        p.concurrent = false;
+        assert!(p.expand().unwrap_err().contains("concurrent = true"));
+        let mut unicast = multicast("239.1.1.1", "a", &["b"]);
+        (unicast.multicast, unicast.ttl) = (None, Some(2));
+        assert!(plan(vec![unicast]).expand().unwrap_err().contains("ttl applies"));
     }
 
     #[test]

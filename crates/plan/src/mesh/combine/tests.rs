@@ -44,6 +44,7 @@ fn planned(index: usize, from: &str, to: &str) -> PlannedTest {
         from: from.into(),
         to: to.into(),
         spec: TestSpec::default().validated().unwrap(),
+        multicast: None,
     }
 }
 
