@@ -386,8 +386,13 @@ pub enum ConfigError {
     #[error("an isochronous test (--isochronous) sends UDP frames; it cannot take {0}")]
     FramesWith(&'static str),
     /// Something a request/response test cannot be run with.
-    #[error("a request/response test (--rr) runs over TCP or TLS, one way, for a time; it cannot take {0}")]
+    #[error(
+        "a request/response test (--rr) runs over TCP, TLS or UDP, one way, for a time; it cannot take {0}"
+    )]
     TransactionsWith(&'static str),
+    /// A UDP request/response test's sizes outside what the echo service answers.
+    #[error(transparent)]
+    UdpTransactions(#[from] crate::transactions::udp::UdpRrError),
     /// A stream count out of range.
     #[error("streams must be 1..={MAX_STREAMS}, got {0}")]
     Streams(u32),
@@ -610,8 +615,11 @@ impl TestSpec {
         if !(1..=MAX_IN_FLIGHT).contains(&t.in_flight) {
             return Err(ConfigError::InFlight(t.in_flight));
         }
-        let other = if self.transport == Transport::Udp {
-            Some("UDP (-u)")
+        if self.transport == Transport::Udp {
+            crate::transactions::udp::check_sizes(t.request_bytes, t.response_bytes)?;
+        }
+        let other = if self.transport == Transport::Udp && self.streams != 1 {
+            Some("UDP with -P (one socket carries a UDP request/response test)")
         } else if self.transport == Transport::Quic {
             Some("QUIC (--quic)")
         } else if self.direction != Direction::Forward {
@@ -1060,10 +1068,30 @@ mod tests {
             f(&mut s);
             s.validate()
         };
+        // Over UDP (the echo service): 32 bytes (its header) and up, one socket.
+        assert!(matches!(
+            with(|s| s.transport = Transport::Udp),
+            Err(ConfigError::UdpTransactions(
+                crate::transactions::udp::UdpRrError::RequestSize(1)
+            ))
+        ));
+        let mut udp = t(32, 32, 4);
+        udp.transport = Transport::Udp;
+        udp.length_bytes = 1200;
+        assert!(udp.validate().is_ok(), "{:?}", udp.validate());
         for (f, said) in [
             (
-                (|s: &mut TestSpec| s.transport = Transport::Udp) as fn(&mut TestSpec),
-                "UDP (-u)",
+                (|s: &mut TestSpec| {
+                    s.transport = Transport::Udp;
+                    s.length_bytes = 1200;
+                    s.streams = 2;
+                    s.transactions = Some(TransactionSpec {
+                        request_bytes: 32,
+                        response_bytes: 32,
+                        in_flight: 1,
+                    });
+                }) as fn(&mut TestSpec),
+                "UDP with -P (one socket carries a UDP request/response test)",
             ),
             (|s| s.direction = Direction::Reverse, "-R or --bidir"),
             (

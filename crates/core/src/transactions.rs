@@ -9,6 +9,7 @@
 //! computed.
 
 pub mod load;
+pub mod udp;
 
 pub use load::{LoadFlow, WorkingLoad};
 
@@ -91,6 +92,12 @@ pub struct TransactionsReport {
     /// absent from results written before it was kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fine: Option<FineHistogram>,
+    /// Over UDP (`--rr -u`): requests whose answer did not come within the loss timeout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost: Option<u64>,
+    /// Over UDP: answers that came after their request was counted lost (not timed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub late: Option<u64>,
 }
 
 /// Latencies in fixed bins of `width_us` from 0 to `FineBins::LIMIT` wide, as iperf 2 bins a
@@ -494,6 +501,8 @@ impl TransactionLog {
             one_way: None,
             load: None,
             fine: Some(self.fine.histogram()),
+            lost: None,
+            late: None,
         }
     }
 }

@@ -24,6 +24,7 @@ mod quic_perf;
 pub mod rpm;
 mod server;
 mod streams;
+mod udp_rr;
 
 pub use dial::{
     start_load, ClientError, ClientEvent, ClientOptions, ConnectBackAsk, Keepalive, LatencyOptions, LoadPlan,
@@ -44,3 +45,4 @@ pub use ndt7::client::run_ndt7;
 pub use quic_perf::client::run_quic_perf;
 pub use quic_perf::rr::{run_quic_transactions, QuicChurn};
 pub use server::{Server, StatsHandle};
+pub use udp_rr::run_udp_transactions;

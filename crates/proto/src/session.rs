@@ -557,6 +557,11 @@ impl ServerSession {
     /// A request this server takes: valid, and within its limits.
     fn admissible(&self, spec: TestSpec) -> Result<Test, (Refusal, String)> {
         let test = spec.validated().map_err(|e| (Refusal::Invalid, e.to_string()))?;
+        if test.transactions.is_some() && test.transport == landspeed_core::config::Transport::Udp {
+            // `run --rr -u` goes to the echo service; a session never carries it.
+            let why = "a UDP request/response test is answered by the echo service, not as a test";
+            return Err((Refusal::Invalid, why.into()));
+        }
         match self.limits.check(&test) {
             Some(why) => Err((Refusal::OverLimit, why.to_string())),
             None => Ok(test),
@@ -1290,6 +1295,32 @@ mod tests {
             ServerAction::Reject(_)
         ));
         assert_eq!(s.phase(), ServerPhase::Failed);
+
+        // A UDP request/response test is the echo service's, never a session's: a client that asks
+        // for one anyway is refused by name.
+        let mut s = greeted();
+        let udp_rr = TestSpec {
+            transport: landspeed_core::config::Transport::Udp,
+            length_bytes: 1200,
+            transactions: Some(landspeed_core::config::TransactionSpec {
+                request_bytes: 32,
+                response_bytes: 32,
+                in_flight: 1,
+            }),
+            ..TestSpec::default()
+        };
+        let said = s.on_message(
+            Message::TestRequest {
+                spec: Box::new(udp_rr),
+                auth: None,
+            },
+            now(),
+        );
+        assert!(
+            matches!(&said, Ok(ServerAction::Reject(Message::Rejected { reason, code: Refusal::Invalid }))
+                if reason.contains("echo service")),
+            "{said:?}"
+        );
     }
 
     #[test]

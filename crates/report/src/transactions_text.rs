@@ -122,6 +122,14 @@ fn totals(out: &mut String, t: &TransactionsReport, connections: usize) {
         let _ = writeln!(out, "  rate       {why}");
     }
     let _ = writeln!(out, "  latency    {}", summary(&t.latency));
+    if let Some(lost) = t.lost {
+        // Over UDP: requests whose answer did not come within the loss timeout.
+        let _ = writeln!(
+            out,
+            "  lost       {lost} request(s) unanswered within 1 s, {} answer(s) after that (not timed)",
+            t.late.unwrap_or(0)
+        );
+    }
     if let Some(w) = &t.one_way {
         let way = |s: &landspeed_core::transactions::SignedSummary| {
             format!(

@@ -33,6 +33,8 @@ enum Speak {
     QuicPerf,
     /// Request/response in the QUIC performance protocol (`--quic-perf --rr`, `--connect-rate`).
     QuicTransactions(landspeed_net::QuicChurn),
+    /// Request/response over UDP, to the server's echo service (`--rr -u`).
+    UdpTransactions,
     /// ndt7's WebSocket subtests (`--ndt7`); `tls` for wss.
     Ndt7 { tls: bool },
 }
@@ -182,6 +184,9 @@ fn converse(
             landspeed_net::run_connect_rate(opts, churn, interrupt, &mut |ev| out.event(ev))
         }
         Speak::QuicPerf => landspeed_net::run_quic_perf(opts, interrupt, &mut |ev| out.event(ev)),
+        Speak::UdpTransactions => {
+            landspeed_net::run_udp_transactions(opts, interrupt, &mut |ev| out.event(ev))
+        }
         Speak::QuicTransactions(churn) => {
             landspeed_net::run_quic_transactions(opts, churn, interrupt, &mut |ev| out.event(ev))
         }
@@ -329,6 +334,7 @@ pub fn run(a: RunArgs) -> Result<bool> {
                 (_, true, _) if a.connect_rate => {
                     Speak::QuicTransactions(landspeed_net::QuicChurn::ConnectEach)
                 }
+                _ if a.test.rr && a.test.udp => Speak::UdpTransactions,
                 _ if bounce.is_some() => Speak::Bounceback(bounce.unwrap_or_default()),
                 _ if churn.is_some() => {
                     Speak::Connections(churn.unwrap_or(landspeed_net::Churn::ConnectOnly))

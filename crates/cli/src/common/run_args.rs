@@ -358,8 +358,10 @@ pub struct TestArgs {
     /// --response bytes, --in-flight of them outstanding at once; until -t. Reports transactions per
     /// second and the latency distribution (min, p50, p90, p99, p99.9, max, a histogram); every
     /// request and response is checked byte for byte. Example: `landspeed run HOST --rr -t 10`
-    /// (1-byte requests and responses, one at a time).
-    #[arg(long, conflicts_with_all = ["udp", "quic", "reverse", "bidir", "bytes", "blocks", "rate", "omit",
+    /// (1-byte requests and responses, one at a time). With -u, over UDP (netperf's UDP_RR) to the
+    /// server's echo service: 32-byte requests and answers by default (its header), the response
+    /// the request's size or 32; a request unanswered for 1 s is counted lost.
+    #[arg(long, conflicts_with_all = ["quic", "reverse", "bidir", "bytes", "blocks", "rate", "omit",
           "iperf3", "iperf2", "ndt7", "bounceback", "connect_rate", "connect_only", "send_file", "recv_file", "from"])]
     pub rr: bool,
     /// --rr: bytes of each request (1..=1M; default 1).
@@ -429,13 +431,25 @@ impl TestArgs {
                 cipher: self.tls_cipher,
                 ktls: self.ktls,
             }),
-            transactions: self.rr.then(|| TransactionSpec {
-                request_bytes: self.request.map_or(1, clamp_u32),
-                response_bytes: self.response.map_or(1, clamp_u32),
-                in_flight: self.in_flight.unwrap_or(1),
-            }),
+            transactions: self.rr.then(|| self.transaction_spec()),
             // `run --isochronous` sets it (common::client::cell_spec).
             frames: None,
+        }
+    }
+}
+
+impl TestArgs {
+    /// `--rr`'s sizes and depth: 1-byte requests and answers over TCP; over UDP the echo service's
+    /// header (32 bytes) is the least a request can be, and the answer is the request echoed whole
+    /// unless `--response` says otherwise.
+    fn transaction_spec(&self) -> TransactionSpec {
+        let request_bytes = self.request.map_or(if self.udp { 32 } else { 1 }, clamp_u32);
+        TransactionSpec {
+            request_bytes,
+            response_bytes: self
+                .response
+                .map_or(if self.udp { request_bytes } else { 1 }, clamp_u32),
+            in_flight: self.in_flight.unwrap_or(1),
         }
     }
 }

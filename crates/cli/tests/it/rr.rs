@@ -202,7 +202,18 @@ fn what_a_request_response_test_cannot_be_is_refused_in_one_line() {
     for (args, says) in [
         ("-t 1 --in-flight 0", "keeps 1..=1024 requests in flight, got 0"),
         ("-t 1 --response 0", "response must be 1 B..=1 MiB, got 0 B"),
-        ("-t 1 -u", "cannot be used with"),
+        (
+            "-t 1 -u --request 10",
+            "a UDP request is 32 (the echo header) to 65507 bytes, not 10",
+        ),
+        (
+            "-t 1 -u --request 100 --response 50",
+            "the request's size or the 32-byte header alone, not 50",
+        ),
+        (
+            "-t 1 -u -P 2",
+            "UDP with -P (one socket carries a UDP request/response test)",
+        ),
         ("-t 1 -R", "cannot be used with"),
         ("-n 1M", "cannot be used with"),
         ("-t 1 --iperf3", "cannot be used with"),
@@ -230,4 +241,42 @@ fn what_a_request_response_test_cannot_be_is_refused_in_one_line() {
     );
     assert_eq!(o.code, 2, "{}", o.stderr);
     assert!(o.stderr.contains("(--rr, --bounceback"), "{}", o.stderr);
+}
+
+/// `run --rr -u` (netperf's UDP_RR) against a landspeed server's echo service: every answer timed
+/// and checked, several in flight, the short answer, nothing lost on loopback, and a port where no
+/// landspeed server answers named as such.
+#[test]
+fn udp_requests_go_to_the_echo_service_and_every_answer_is_timed_and_checked() {
+    let s = ServerProc::start("127.0.0.1", &[]);
+    for (args, req, resp) in [
+        ("-u -t 1", 32, 32),
+        ("-u -t 1 --request 1200 --in-flight 4", 1200, 1200),
+        ("-u -t 1 --request 1000 --response 32", 1000, 32),
+    ] {
+        let (code, r, err) = rr(s.port, args, &[]);
+        assert_eq!(code, 0, "{args}: {err}");
+        let t = &r["transactions"];
+        assert_eq!(
+            t["shape"]["kind"], "landspeed UDP echo request/response (UDP_RR)",
+            "{args}"
+        );
+        assert_eq!(
+            (u(&t["shape"]["request_bytes"]), u(&t["shape"]["response_bytes"])),
+            (req, resp)
+        );
+        // Loopback loses nothing at a few thousand datagrams a second (a 208 KiB socket buffer
+        // would have to wait unread for tens of ms to drop one).
+        assert!(u(&t["transactions"]) > 100, "{args}: {t}");
+        assert_eq!(u(&t["lost"]), 0, "{args}: {t}");
+        assert_eq!(r["payload"]["verified"], true, "{args}: {}", r["payload"]);
+        assert_eq!(r["config"]["transport"], "udp");
+        assert!(t["latency"]["p99_ms"].as_f64().unwrap() > 0.0, "{t}");
+    }
+    // A UDP port where nothing answers echoes: said so, exit 1, before any test.
+    let quiet = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let port = quiet.local_addr().unwrap().port();
+    let (code, _, err) = rr(port, "-u -t 1", &[]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("no echo answered its UDP port within 3s"), "{err}");
 }

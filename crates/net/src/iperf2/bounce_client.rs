@@ -103,6 +103,8 @@ pub fn run_bounceback_client(
         cpu: cpu0.until(&landspeed_engine::cpu::CpuSnapshot::take()),
         started_unix_s,
         ends: (local, addr),
+        server: BOUNCEBACK_SERVER,
+        pattern: BOUNCEBACK_PATTERN,
     };
     Ok(done.result(opts, &spec, interrupt.load(Relaxed)))
 }
@@ -132,25 +134,34 @@ pub(super) fn tcp_stats(socket: &TcpStream) -> Option<landspeed_core::endpoint::
         .map(|i| i.stats(&[], None))
 }
 
+/// The far end of a bounceback test, and how its answers are checked.
+pub(super) const BOUNCEBACK_SERVER: &str = "iperf 2 bounceback server";
+pub(super) const BOUNCEBACK_PATTERN: &str =
+    "bounceback echo: random requests, each answer checked against its request";
+
 /// What a finished transaction test hands to its result.
-pub(super) struct Finished {
-    pub(super) report: TransactionsReport,
+pub(crate) struct Finished {
+    pub(crate) report: TransactionsReport,
     /// The connection's TCP figures at the end (the last connection's, in a connection-rate test).
-    pub(super) tcp: Option<landspeed_core::endpoint::TcpStats>,
+    pub(crate) tcp: Option<landspeed_core::endpoint::TcpStats>,
     /// Answers that were not their request.
-    pub(super) corrupt: u64,
-    pub(super) error: Option<String>,
-    pub(super) elapsed: Duration,
-    pub(super) cpu: landspeed_core::endpoint::CpuTimes,
-    pub(super) started_unix_s: f64,
+    pub(crate) corrupt: u64,
+    pub(crate) error: Option<String>,
+    pub(crate) elapsed: Duration,
+    pub(crate) cpu: landspeed_core::endpoint::CpuTimes,
+    pub(crate) started_unix_s: f64,
     /// This end's address and the server's.
-    pub(super) ends: (std::net::SocketAddr, std::net::SocketAddr),
+    pub(crate) ends: (std::net::SocketAddr, std::net::SocketAddr),
+    /// What answered (the inferred far end's software).
+    pub(crate) server: &'static str,
+    /// How the answers were checked.
+    pub(crate) pattern: &'static str,
 }
 
 impl Finished {
     /// The test's result: this end's report, the server's inferred from it, assembled, its figures
     /// and echoes attached.
-    pub(super) fn result(self, opts: &ClientOptions, spec: &Test, interrupted: bool) -> RunResult {
+    pub(crate) fn result(self, opts: &ClientOptions, spec: &Test, interrupted: bool) -> RunResult {
         let protocol = self.report.shape.kind.clone();
         let here = endpoint(
             &self.report,
@@ -168,19 +179,19 @@ impl Finished {
             interrupted,
             &protocol,
         );
-        let mut result = crate::dial::assemble_inferred(spec, context, &here, "iperf 2 bounceback server");
-        echoed(&mut result, self.report);
+        let mut result = crate::dial::assemble_inferred(spec, context, &here, self.server);
+        echoed(&mut result, self.report, self.pattern);
         result
     }
 }
 
 /// The result of a transaction test: its figures, its echoes as what was verified, and no bulk
 /// diagnosis (what held a few kbit/s of requests back is the latency, which the figures state).
-fn echoed(result: &mut RunResult, report: TransactionsReport) {
+fn echoed(result: &mut RunResult, report: TransactionsReport, pattern: &str) {
     let size = u64::from(report.shape.response_bytes);
     let corrupt = result.payload.corrupt_blocks;
     let p = &mut result.payload;
-    p.pattern = "bounceback echo: random requests, each answer checked against its request".into();
+    p.pattern = pattern.into();
     let sent = report.transactions > 0 && size > 0;
     p.verified = sent && corrupt == 0;
     p.unverified_because = match (report.transactions, size) {

@@ -78,6 +78,8 @@ pub fn run_connect_rate(
         cpu: cpu0.until(&landspeed_engine::cpu::CpuSnapshot::take()),
         started_unix_s,
         ends: (local, addr),
+        server: super::bounce_client::BOUNCEBACK_SERVER,
+        pattern: super::bounce_client::BOUNCEBACK_PATTERN,
     };
     Ok(done.result(opts, &c.spec, interrupt.load(Relaxed)))
 }
