@@ -152,11 +152,6 @@ pub fn render(r: &RunResult, m: &MulticastRecord) -> String {
     if r.interrupted {
         out += "INTERRUPTED: stopped early (Ctrl-C)\n";
     }
-    let _ = writeln!(out, "\nEnds:");
-    crate::text::endpoint(&mut out, &r.local);
-    crate::text::endpoint(&mut out, &r.remote);
-    for w in &r.warnings {
-        let _ = writeln!(out, "WARNING: {w}");
-    }
+    crate::text::ends_and_warnings(&mut out, r);
     out
 }

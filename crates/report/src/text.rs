@@ -250,6 +250,17 @@ fn udp_totals(out: &mut String, u: &landspeed_core::udp::UdpStats, emulator: Opt
 
 /// One end's figures; what a foreign end (iperf3, an ndt7 server) does not report is said to be
 /// missing rather than printed as zeros.
+/// The closing block of a report whose figures are its own (request/response, multicast): both
+/// ends, then every warning.
+pub(crate) fn ends_and_warnings(out: &mut String, r: &RunResult) {
+    let _ = writeln!(out, "\nEnds:");
+    endpoint(out, &r.local);
+    endpoint(out, &r.remote);
+    for w in &r.warnings {
+        let _ = writeln!(out, "WARNING: {w}");
+    }
+}
+
 pub(crate) fn endpoint(out: &mut String, e: &EndpointSummary) {
     let _ = writeln!(out, "{}", cpu_line(e));
     let w = &e.window;

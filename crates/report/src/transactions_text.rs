@@ -19,12 +19,7 @@ pub fn render(r: &RunResult, t: &TransactionsReport) -> String {
     if let Some(l) = &t.load {
         let _ = writeln!(out, "  load       {}", load_line(l));
     }
-    let _ = writeln!(out, "\nEnds:");
-    crate::text::endpoint(&mut out, &r.local);
-    crate::text::endpoint(&mut out, &r.remote);
-    for w in &r.warnings {
-        let _ = writeln!(out, "WARNING: {w}");
-    }
+    crate::text::ends_and_warnings(&mut out, r);
     out
 }
 

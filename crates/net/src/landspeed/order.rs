@@ -48,30 +48,25 @@ pub(super) fn run_order(
         }
     }
     let never = AtomicBool::new(false);
-    let outcome = match &order.multicast {
-        Some(m) => {
-            let group = group(order)?;
-            super::order_multicast::run(group, m, &opts.spec, opts.start_at).map_err(|e| e.to_string())
-        }
-        None => run_client(&opts, &never, &mut |_| {}).map_err(|e| e.to_string()),
-    };
-    match outcome {
-        Ok(result) => {
-            log.bytes_sent = result.summary.bytes_sent;
-            log.bytes_received = result.summary.bytes_received;
-            log.bytes_verified = result.summary.bytes_verified;
-            log.corrupt_blocks = result.summary.corrupt_blocks;
-            log.duration_s = result.summary.duration_s;
-            wire.send(&Message::ControlResult {
-                result: Box::new(result),
-            })
-            .map_err(TestError::from)
-        }
-        Err(e) => Err(TestError::Order(format!(
+    let failed = |e: &dyn std::fmt::Display| {
+        TestError::Order(format!(
             "the ordered test to {}:{} failed: {e}",
             order.host, order.port
-        ))),
-    }
+        ))
+    };
+    let result = match &order.multicast {
+        Some(m) => super::order_multicast::run(group(order)?, m, &opts.spec, opts.start_at)?,
+        None => run_client(&opts, &never, &mut |_| {}).map_err(|e| failed(&e))?,
+    };
+    log.bytes_sent = result.summary.bytes_sent;
+    log.bytes_received = result.summary.bytes_received;
+    log.bytes_verified = result.summary.bytes_verified;
+    log.corrupt_blocks = result.summary.corrupt_blocks;
+    log.duration_s = result.summary.duration_s;
+    wire.send(&Message::ControlResult {
+        result: Box::new(result),
+    })
+    .map_err(TestError::from)
 }
 
 /// A multicast order's group: its host and port.

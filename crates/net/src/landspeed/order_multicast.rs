@@ -37,7 +37,9 @@ pub(super) fn run(
     let wait = start_at
         .and_then(|at| at.duration_since(SystemTime::now()).ok())
         .unwrap_or_default();
-    let failed = |e: crate::multicast::McError| TestError::Order(e.to_string());
+    let failed = |e: crate::multicast::McError| {
+        TestError::Order(format!("the ordered multicast test on {group} failed: {e}"))
+    };
     match m.part {
         McPart::Send => {
             std::thread::sleep(wait);
