@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::{Duration, Instant, SystemTime};
 
 /// Where a test's live events go.
-pub(super) type Live<'a, 'b> = &'a mut (dyn FnMut(ClientEvent) + 'b);
+pub(crate) type Live<'a, 'b> = &'a mut (dyn FnMut(ClientEvent) + 'b);
 
 /// How a bounceback test paces its requests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -119,12 +119,17 @@ pub(super) fn announce(
     let local = socket
         .local_addr()
         .map_err(|err| ClientError::Stream { id: 0, err })?;
+    announce_ends(local, addr, on);
+    Ok(local)
+}
+
+/// Tells the output a one-stream transaction test's ends and that it started.
+pub(crate) fn announce_ends(local: std::net::SocketAddr, addr: std::net::SocketAddr, on: Live) {
     on(ClientEvent::Connected { local, remote: addr });
     on(ClientEvent::Started {
         streams: 1,
         warnings: vec![],
     });
-    Ok(local)
 }
 
 /// A connection's TCP figures now, where the system gives them.
