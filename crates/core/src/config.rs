@@ -229,6 +229,11 @@ pub struct TransactionSpec {
     /// Requests sent before the first is answered, and kept unanswered from then on (netperf's
     /// burst plus one): 1 sends each request only once the last is answered.
     pub in_flight: u32,
+    /// Each transaction on a connection of its own (netperf's TCP_CRR, `run --connect-rate` in
+    /// landspeed's protocol): opened (its TCP and TLS handshakes timed), one request answered,
+    /// closed. Absent from specs written before it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub connect_each: bool,
 }
 
 /// The largest request or response of a request/response test.
@@ -618,7 +623,11 @@ impl TestSpec {
         if self.transport == Transport::Udp {
             crate::transactions::udp::check_sizes(t.request_bytes, t.response_bytes)?;
         }
-        let other = if self.transport == Transport::Udp && self.streams != 1 {
+        let other = if t.connect_each && self.transport != Transport::Tcp {
+            Some("a connection each over UDP or QUIC (--connect-rate is TCP's, with or without TLS)")
+        } else if t.connect_each && t.in_flight != 1 {
+            Some("--in-flight above 1 with a connection each (each carries one transaction)")
+        } else if self.transport == Transport::Udp && self.streams != 1 {
             Some("UDP with -P (one socket carries a UDP request/response test)")
         } else if self.transport == Transport::Quic {
             Some("QUIC (--quic)")
@@ -1039,6 +1048,7 @@ mod tests {
                 request_bytes,
                 response_bytes,
                 in_flight,
+                connect_each: false,
             }),
             ..TestSpec::default()
         };
@@ -1089,6 +1099,7 @@ mod tests {
                         request_bytes: 32,
                         response_bytes: 32,
                         in_flight: 1,
+                        connect_each: false,
                     });
                 }) as fn(&mut TestSpec),
                 "UDP with -P (one socket carries a UDP request/response test)",
@@ -1100,12 +1111,42 @@ mod tests {
             ),
             (|s| s.omit_s = Duration::from_secs(1), "a warm-up (-O)"),
             (|s| s.rate_bps = Some(1e6), "a rate (-b, --fq-rate)"),
+            (
+                |s| {
+                    s.transport = Transport::Quic;
+                    s.transactions = s.transactions.map(|t| TransactionSpec {
+                        connect_each: true,
+                        ..t
+                    });
+                },
+                "a connection each over UDP or QUIC (--connect-rate is TCP's, with or without TLS)",
+            ),
+            (
+                |s| {
+                    s.transactions = Some(TransactionSpec {
+                        in_flight: 2,
+                        connect_each: true,
+                        ..s.transactions.unwrap()
+                    })
+                },
+                "--in-flight above 1 with a connection each (each carries one transaction)",
+            ),
         ] {
             assert!(
                 matches!(with(f), Err(ConfigError::TransactionsWith(w)) if w == said),
                 "{said}"
             );
         }
+        // A connection each: TCP, with or without TLS, any number of streams.
+        let mut each = t(1, 1, 1);
+        each.transactions = each.transactions.map(|t| TransactionSpec {
+            connect_each: true,
+            ..t
+        });
+        each.streams = 4;
+        each.validate().unwrap();
+        each.tls = Some(crate::tls::TlsSpec::default());
+        each.validate().unwrap();
         // Responses are patterned past every stream number a test can have.
         assert!(TransactionSpec::response_stream(MAX_STREAMS * 2) > MAX_STREAMS * 2);
     }

@@ -41,7 +41,11 @@ impl TransactionShape {
     /// The shape of landspeed's own request/response test (`run --rr`): requests and responses of
     /// their sizes, `in_flight` of them unanswered at once, back to back.
     pub fn landspeed(t: &crate::config::TransactionSpec) -> TransactionShape {
-        TransactionShape::back_to_back("landspeed request/response", t)
+        let kind = match t.connect_each {
+            true => "landspeed request/response, a connection each (TCP_CRR)",
+            false => "landspeed request/response",
+        };
+        TransactionShape::back_to_back(kind, t)
     }
 
     /// A test of `kind` sending requests and responses of `t`'s sizes, `t.in_flight` at once, each
@@ -82,6 +86,10 @@ pub struct TransactionsReport {
     /// A connection-rate test's handshakes (each transaction on a connection of its own).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connect: Option<ConnectTimes>,
+    /// A connection-rate test over TLS: each connection's TLS handshake, from the TCP handshake's
+    /// end to the client's first byte it could send encrypted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<ConnectTimes>,
     /// Each way's delay from the server's timestamps (`--trip-times`: the clocks are synchronized).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub one_way: Option<OneWayTimes>,
@@ -498,6 +506,7 @@ impl TransactionLog {
             intervals: self.intervals,
             shape: self.shape,
             connect: None,
+            tls: None,
             one_way: None,
             load: None,
             fine: Some(self.fine.histogram()),

@@ -428,6 +428,33 @@ pub(crate) fn measure_transactions<X: Send>(
     landspeed_engine::transport::rr::run(streams, (t, log), &params, wiring)
 }
 
+/// `measure_transactions` for a connection-each test: after the first connections, `conns` opens
+/// each transaction's.
+pub(crate) fn measure_each<X: Send>(
+    opts: &ClientOptions,
+    (spec, t, log): (
+        &TestSpec,
+        landspeed_core::config::TransactionSpec,
+        &std::sync::Mutex<landspeed_core::transactions::TransactionLog>,
+    ),
+    (streams, conns): (
+        &[landspeed_engine::transport::tcp::DataStream],
+        &dyn landspeed_engine::transport::rr::Connections,
+    ),
+    local: SocketAddr,
+    (tx, rx): (&mpsc::Sender<Wake<X>>, &mpsc::Receiver<Wake<X>>),
+    hook: &mut dyn EngineHook<X>,
+) -> (
+    supervisor::EngineOutput,
+    landspeed_core::transactions::TransactionsReport,
+) {
+    let params = EngineParams::for_spec(spec, opts.threads, opts.cpus.clone(), opts.idle_timeout);
+    let flags = Flags::default();
+    let iface = landspeed_engine::host::interface_for(local.ip());
+    let wiring = Wiring::new(&flags, (tx, rx), hook, iface.as_deref());
+    landspeed_engine::transport::rr::run_each(streams, (t, log), conns, &params, wiring)
+}
+
 /// How and where a test ran, for the result.
 pub(crate) fn run_context(
     opts: &ClientOptions,
@@ -464,7 +491,20 @@ pub(crate) fn tcp_stream(
     greeting: &[u8],
     tls: Option<&Arc<rustls::ClientConfig>>,
 ) -> Result<DataStream, ClientError> {
+    tcp_stream_timed(opts, addr, spec, (id, greeting), tls).map(|o| o.stream)
+}
+
+/// `tcp_stream`, with how long `connect()` took and the TLS handshake after it.
+pub(crate) fn tcp_stream_timed(
+    opts: &ClientOptions,
+    addr: SocketAddr,
+    spec: &TestSpec,
+    (id, greeting): (u32, &[u8]),
+    tls: Option<&Arc<rustls::ClientConfig>>,
+) -> Result<landspeed_engine::transport::rr::Opened, ClientError> {
+    let started = std::time::Instant::now();
     let sock = connect(opts, addr, Some((spec, id)))?;
+    let connected = std::time::Instant::now();
     let flow = spec.flow_of(id);
     let role = Role::at_client(flow);
     sock.set_write_timeout(Some(opts.control_timeout))
@@ -473,6 +513,7 @@ pub(crate) fn tcp_stream(
         .write_all(greeting)
         .map_err(|err| ClientError::Stream { id, err })?;
     sockopt::after_connect(&socket2::SockRef::from(&sock), spec, role == Role::Sender)?;
+    let secured = std::time::Instant::now();
     let tls = match tls {
         Some(config) => Some(
             TlsLink::client(&sock, config.clone(), opts.control_timeout, ktls(spec)).map_err(|e| {
@@ -484,7 +525,8 @@ pub(crate) fn tcp_stream(
         ),
         None => None,
     };
-    Ok(DataStream {
+    let tls_time = tls.as_ref().map(|_| secured.elapsed());
+    let stream = DataStream {
         tls,
         file: None,
         id,
@@ -496,6 +538,11 @@ pub(crate) fn tcp_stream(
         } else {
             None
         },
+    };
+    Ok(landspeed_engine::transport::rr::Opened {
+        stream,
+        tcp: connected - started,
+        tls: tls_time,
     })
 }
 

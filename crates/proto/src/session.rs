@@ -1306,6 +1306,7 @@ mod tests {
                 request_bytes: 32,
                 response_bytes: 32,
                 in_flight: 1,
+                connect_each: false,
             }),
             ..TestSpec::default()
         };

@@ -148,6 +148,14 @@ fn totals(out: &mut String, t: &TransactionsReport, connections: usize) {
             summary(&c.latency)
         );
     }
+    if let Some(c) = &t.tls {
+        let _ = writeln!(
+            out,
+            "  tls        {} handshakes; {}",
+            c.connections,
+            summary(&c.latency)
+        );
+    }
     let bins: Vec<String> = t
         .histogram
         .iter()

@@ -314,6 +314,22 @@ pub fn run(a: RunArgs) -> Result<bool> {
             .changed(|s| s.length_bytes = len)
             .map_err(|e| UsageError(e.to_string()))?;
     }
+    // --connect-rate with TLS or a key: in landspeed's protocol, a connection each.
+    let each = a.connect_rate && !a.quic_perf && (a.test.tls || a.auth.is_some());
+    if each {
+        let len = u32::try_from(opts.spec.length_bytes).unwrap_or(u32::MAX);
+        opts.spec = opts
+            .spec
+            .changed(|s| {
+                s.transactions = Some(landspeed_core::config::TransactionSpec {
+                    request_bytes: len,
+                    response_bytes: len,
+                    in_flight: 1,
+                    connect_each: true,
+                })
+            })
+            .map_err(|e| UsageError(e.to_string()))?;
+    }
     if let Some(from) = &a.from {
         return execute_ordered(
             from,
@@ -336,7 +352,7 @@ pub fn run(a: RunArgs) -> Result<bool> {
                 }
                 _ if a.test.rr && a.test.udp => Speak::UdpTransactions,
                 _ if bounce.is_some() => Speak::Bounceback(bounce.unwrap_or_default()),
-                _ if churn.is_some() => {
+                _ if churn.is_some() && !each => {
                     Speak::Connections(churn.unwrap_or(landspeed_net::Churn::ConnectOnly))
                 }
                 _ if a.iperf2 => Speak::Iperf2,

@@ -106,10 +106,13 @@ pub struct RunArgs {
           default_missing_value = "", value_parser = values::frames)]
     pub isochronous: Option<landspeed_core::frames::FrameSpec>,
     /// Connection rate (netperf's TCP_CRR): back to back until -t, each connection opened, one
-    /// bounceback request of -l bytes answered and checked, closed; against `landspeed serve` or
-    /// `iperf -s`. Reports connections per second, the handshake times, and each transaction's
-    /// (from connect to the answer's last byte). Example: `landspeed run HOST --connect-rate -t 5`.
-    #[arg(long, conflicts_with_all = ["bounceback", "connect_only", "iperf3", "ndt7", "udp", "tls", "mptcp", "latency", "from", "send_file", "recv_file", "auth"])]
+    /// request of -l bytes answered and checked, closed. Reports connections per second, the
+    /// handshake times, and each transaction's (from connect to the answer's last byte). In iperf
+    /// 2's bounceback protocol (against `landspeed serve` or `iperf -s`); with --tls or --auth in
+    /// landspeed's (against `landspeed serve`), each connection a data connection of the test, its
+    /// TLS handshake timed apart. Examples: `landspeed run HOST --connect-rate -t 5`, `landspeed run
+    /// HOST --connect-rate --tls -t 5`.
+    #[arg(long, conflicts_with_all = ["bounceback", "connect_only", "iperf3", "ndt7", "udp", "mptcp", "latency", "from", "send_file", "recv_file"])]
     pub connect_rate: bool,
     /// Connection rate without a request (iperf 2's --connect-only): connect and close, back to back
     /// until -t, against any TCP server; reports connections per second and the handshake times.
@@ -450,6 +453,7 @@ impl TestArgs {
                 .response
                 .map_or(if self.udp { request_bytes } else { 1 }, clamp_u32),
             in_flight: self.in_flight.unwrap_or(1),
+            connect_each: false,
         }
     }
 }

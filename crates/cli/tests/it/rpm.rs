@@ -290,3 +290,75 @@ fn each_endpoint_answers_a_plain_http_client_and_a_keyed_server_refuses_unless_o
     assert_eq!(get(port, "/config").0, 200);
     drop(s);
 }
+
+/// An HTTP/2 frame: its type, flags, stream and payload.
+fn h2_frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let n = payload.len() as u32;
+    let mut f = vec![(n >> 16) as u8, (n >> 8) as u8, n as u8, kind, flags];
+    f.extend_from_slice(&stream.to_be_bytes());
+    f.extend_from_slice(payload);
+    f
+}
+
+/// The next frame read: (type, flags, stream, payload), None when nothing came in time.
+fn read_h2_frame(c: &mut TcpStream) -> Option<(u8, u8, u32, Vec<u8>)> {
+    let mut head = [0u8; 9];
+    c.read_exact(&mut head).ok()?;
+    let n = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
+    let mut payload = vec![0u8; n];
+    c.read_exact(&mut payload).ok()?;
+    let stream = u32::from_be_bytes([head[5], head[6], head[7], head[8]]) & 0x7fff_ffff;
+    Some((head[3], head[4], stream, payload))
+}
+
+#[test]
+fn an_upload_sent_before_the_servers_settings_arrive_is_not_left_waiting() {
+    // A client may send up to the protocol's default window (64 KiB) before it reads the server's
+    // SETTINGS; the server's smaller window then takes effect on its acknowledgement, with this
+    // client's window below zero. Here 20,000 bytes go first and the acknowledgement 300 ms later:
+    // the server must still send the stream a WINDOW_UPDATE that lets the upload go on (h2 0.4
+    // alone never did: the upload stalled for good, seen in CI).
+    let port = common::free_port();
+    let bind = format!("127.0.0.1:{port}");
+    let _s = ServerProc::start("127.0.0.1", &["--rpm", &bind, "--rpm-plain"]);
+    let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let authority = format!("127.0.0.1:{port}");
+    // HPACK: :method POST, :scheme http (static entries), :path and :authority as literals.
+    let mut headers = vec![0x83, 0x86, 0x04, 7];
+    headers.extend_from_slice(b"/upload");
+    headers.extend_from_slice(&[0x01, authority.len() as u8]);
+    headers.extend_from_slice(authority.as_bytes());
+    let mut out = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    out.extend(h2_frame(4, 0, 0, &[]));
+    out.extend(h2_frame(1, 0x4, 1, &headers));
+    out.extend(h2_frame(0, 0, 1, &[b'u'; 16_384]));
+    out.extend(h2_frame(0, 0, 1, &[b'u'; 3_616]));
+    c.write_all(&out).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    // The client's view of its stream's window: the default, less what it sent, moved by the
+    // server's SETTINGS and its updates.
+    let mut window: i64 = 65_535 - 20_000;
+    let mut acked = false;
+    while window <= 0 || !acked {
+        let Some((kind, flags, stream, p)) = read_h2_frame(&mut c) else {
+            panic!("no WINDOW_UPDATE reopened the stream: its window stayed at {window}");
+        };
+        match (kind, flags & 1, stream) {
+            (4, 0, 0) => {
+                for s in p.chunks_exact(6) {
+                    if u16::from_be_bytes([s[0], s[1]]) == 4 {
+                        let v = u32::from_be_bytes([s[2], s[3], s[4], s[5]]);
+                        window += i64::from(v) - 65_535;
+                    }
+                }
+                c.write_all(&h2_frame(4, 1, 0, &[])).unwrap();
+                acked = true;
+            }
+            (8, _, 1) => window += i64::from(u32::from_be_bytes([p[0], p[1], p[2], p[3]])),
+            (3 | 7, ..) => panic!("the server ended the stream or the connection: {kind} {p:?}"),
+            _ => {}
+        }
+    }
+    assert!(window > 0, "{window}");
+}

@@ -280,3 +280,76 @@ fn udp_requests_go_to_the_echo_service_and_every_answer_is_timed_and_checked() {
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("no echo answered its UDP port within 3s"), "{err}");
 }
+
+/// `run --connect-rate --json ARGS` against `port`: the exit code, the result and stderr.
+fn crr(port: u16, args: &[&str]) -> (i32, Value, String) {
+    let mut cmd = Command::new(common::bin());
+    let p = port.to_string();
+    cmd.args([
+        "run",
+        "127.0.0.1",
+        "-p",
+        &p,
+        "--connect-rate",
+        "--json",
+        "--no-save",
+    ]);
+    cmd.args(args);
+    let o = common::outcome(cmd, Duration::from_secs(60));
+    let v = serde_json::from_str(&o.stdout).unwrap_or(Value::Null);
+    (o.code, v, o.stderr)
+}
+
+#[test]
+fn a_connection_each_in_landspeeds_protocol_times_tcp_and_tls_handshakes_apart() {
+    // --connect-rate with --tls or a key: each transaction a data connection of the test of its
+    // own (its preamble proven by the key), its handshakes timed, its bytes checked.
+    let (keys, alice) = crate::auth::key_files("crr");
+    let s = ServerProc::start("127.0.0.1", &["--auth-keys", keys.to_str().unwrap()]);
+    let key = format!("alice:{}", alice.display());
+    for (args, tls, streams) in [
+        (&["-t", "1", "--tls", "--auth", &key][..], true, 1),
+        (
+            &["-t", "1", "--auth", &key, "-P", "2", "-l", "3000"][..],
+            false,
+            2,
+        ),
+    ] {
+        let (code, r, err) = crr(s.port, args);
+        assert_eq!(code, 0, "{args:?}: {err}{r}");
+        assert_eq!(r["protocol"], "landspeed", "{}", r["protocol"]);
+        let t = &r["transactions"];
+        let n = u(&t["transactions"]);
+        assert!(n >= 20, "{args:?}: {t}");
+        assert!(
+            t["shape"]["kind"].as_str().unwrap().contains("a connection each"),
+            "{t}"
+        );
+        // Each timed transaction had a connection of its own, and over TLS a handshake of its own;
+        // the streams' first connections (made before the clock) are not among them.
+        assert_eq!(u(&t["connect"]["connections"]), n, "{t}");
+        match tls {
+            true => assert_eq!(u(&t["tls"]["connections"]), n, "{t}"),
+            false => assert!(t.get("tls").is_none(), "{t}"),
+        }
+        // A transaction is its handshakes and more.
+        let p50 = |v: &Value| v["p50_ms"].as_f64().unwrap();
+        assert!(p50(&t["connect"]["latency"]) < p50(&t["latency"]), "{t}");
+        if tls {
+            assert!(p50(&t["tls"]["latency"]) < p50(&t["latency"]), "{t}");
+        }
+        assert_eq!(r["payload"]["verified"], true, "{}", r["payload"]);
+        assert_eq!(
+            r["streams"].as_array().unwrap().len(),
+            streams,
+            "{}",
+            r["streams"]
+        );
+        assert_eq!(
+            r["authentication"]["data_streams_proven"], true,
+            "{}",
+            r["authentication"]
+        );
+    }
+    assert!(common::line_with(&s, "test from").contains("key alice"));
+}

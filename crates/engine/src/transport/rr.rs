@@ -18,6 +18,10 @@
 //! transaction; the supervisor's byte meters count the requests). A stream's bytes in the report are
 //! its requests'; its responses are in the transactions' figures.
 
+mod churn;
+
+pub use churn::{run_each, Connections, Handshakes, Opened};
+
 use super::tcp::DataStream;
 use super::{round_robin, Meter, Outcome, Settled, StreamMeta, Transport};
 use crate::supervisor::{EngineParams, Flags};
@@ -140,6 +144,12 @@ struct End<'a> {
     last_progress: Instant,
     /// One request in flight: blocking calls instead of polling.
     blocking: bool,
+    /// The meter's count before this connection (a connection each: the stream's earlier ones).
+    base: u64,
+    /// The most transactions this connection carries (a connection each: one).
+    limit: Option<u64>,
+    /// When the first transaction began, if before its request (a connection each: at `connect()`).
+    began: Option<Instant>,
 }
 
 impl<'a> End<'a> {
@@ -164,7 +174,22 @@ impl<'a> End<'a> {
             last_bad_block: None,
             last_progress: Instant::now(),
             blocking,
+            base: meter.bytes.load(Relaxed),
+            limit: None,
+            began: None,
         }
+    }
+
+    /// One transaction on this connection, begun at `began` (or at its request), counted on from
+    /// `out` (the stream's figures so far).
+    fn once(mut self, began: Option<Instant>, out: Outcome) -> Self {
+        self.limit = Some(1);
+        self.began = began;
+        self.out = Outcome {
+            blocking: self.blocking,
+            ..out
+        };
+        self
     }
 
     /// Sets the socket up for this end's way of waiting.
@@ -277,13 +302,17 @@ impl<'a> End<'a> {
         if let Err(e) = self.prepare() {
             return self.ended(Some(format!("cannot set the socket up: {e}")));
         }
-        let deadline = p.send_time.map(|d| t0 + d);
+        // A connection of a connection-each test, once open, carries its transaction whatever the
+        // time: its handshakes are counted, so it is too.
+        let deadline = p.send_time.filter(|_| self.limit.is_none()).map(|d| t0 + d);
         let mut q = Asking::default();
         loop {
             if let Some(e) = self.interrupted(flags, p, !q.pending.is_empty() || q.shut) {
                 return self.ended(Some(e));
             }
-            let stopping = flags.stop.load(Relaxed) || deadline.is_some_and(|d| Instant::now() >= d);
+            let stopping = flags.stop.load(Relaxed)
+                || deadline.is_some_and(|d| Instant::now() >= d)
+                || self.limit.is_some_and(|l| q.begun >= l);
             let wrote = match self.send_requests(&mut q, stopping) {
                 Ok(w) => w,
                 Err(e) => return self.ended(Some(format!("sending a request: {e}"))),
@@ -326,7 +355,8 @@ impl<'a> End<'a> {
                     break;
                 }
                 // A transaction begins just before its request's first byte is handed to the kernel.
-                q.pending.push_back(Instant::now());
+                q.pending
+                    .push_back(self.began.take().unwrap_or_else(Instant::now));
                 q.begun += 1;
             }
             match self.write_some(self.ds.id, q.begun * req - self.written)? {
@@ -444,7 +474,7 @@ impl<'a> End<'a> {
     /// The server's meter: requests read and responses written, so that its limits (`--max-bytes`,
     /// `--max-rate`) and its interval figures see both ways, and it only ever grows.
     fn publish(&self) {
-        self.meter.bytes.store(self.read + self.written, Relaxed);
+        (self.meter.bytes).store(self.base + self.read + self.written, Relaxed);
     }
 
     /// How long until the bytes moved both ways are back within the server's cap (`--max-rate`,
@@ -501,7 +531,6 @@ impl<'a> End<'a> {
 
     /// The stream's outcome, with `error` if it failed.
     fn ended(&mut self, error: Option<String>) -> Outcome {
-        self.meter.finished.store(true, Relaxed);
         let mut out = std::mem::take(&mut self.out);
         out.error = error;
         out

@@ -137,7 +137,7 @@ impl<'a> Churner<'a> {
         let end = self.t0 + run_for;
         let end_ns = run_for.as_nanos() as u64;
         while Instant::now() < end && !interrupt.load(Relaxed) {
-            let s = self.once().map_err(|e| out_of_ports(&e.to_string()))?;
+            let s = self.once().map_err(|e| failed_connection(&e.to_string()))?;
             self.last = Some(s);
             let now_ns = (self.t0.elapsed().as_nanos() as u64).min(end_ns);
             for i in self.log.advance(now_ns) {
@@ -182,8 +182,9 @@ impl<'a> Churner<'a> {
     }
 }
 
-/// A connection that failed mid-test, said plainly when it is the local ports running out.
-fn out_of_ports(e: &str) -> String {
+/// A connection that failed mid-test, said plainly when it is the local ports running out (shared
+/// with landspeed's protocol's connection-each test).
+pub(crate) fn failed_connection(e: &str) -> String {
     if e.contains("Cannot assign requested address") || e.contains("os error 99") {
         format!("{e}: this end ran out of local ports (its closed connections wait in TIME_WAIT); a shorter -t, or net.ipv4.ip_local_port_range wider")
     } else {

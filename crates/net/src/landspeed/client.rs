@@ -4,12 +4,13 @@
 //! through one `Link` loop: open the data streams, start the engine, record the server's intervals,
 //! take its report. Nothing here reads a message or decides which comes next.
 
+mod each;
 mod setup;
 
 use crate::control::{ControlError, Event, Input, Link, WaitError, Wire};
 use crate::dial::{
-    latency, measure, measure_transactions, run_context, ClientError, ClientEvent, ClientOptions,
-    LiveIntervals,
+    latency, measure, measure_each, measure_transactions, run_context, ClientError, ClientEvent,
+    ClientOptions, LiveIntervals,
 };
 use crate::streams::DataPaths;
 use landspeed_core::assemble::Inputs;
@@ -63,6 +64,7 @@ pub fn run_client(
         latency,
         local_file,
         data: None,
+        dialer: None,
         server: ServerSide::default(),
         done: None,
     };
@@ -251,6 +253,8 @@ struct Run<'a> {
     latency: Option<latency::LatencyRun>,
     local_file: Option<LocalFile>,
     data: Option<DataPaths>,
+    /// A connection-each test: where its later connections come from.
+    dialer: Option<each::Dialer>,
     server: ServerSide,
     done: Option<Done>,
 }
@@ -266,6 +270,9 @@ impl Run<'_> {
             Event::Action(ClientAction::ConnectStreams(admission)) => {
                 let key = link.wire.conn.stream_key().cloned();
                 let data = self.connect(admission, key.as_ref())?;
+                if self.spec.transactions.is_some_and(|t| t.connect_each) {
+                    self.dialer = Some(each::Dialer::new(self.opts, self.spec, admission, key)?);
+                }
                 link.wire
                     .local(|s, now| s.on_streams_connected(now).map(|()| ClientAction::Wait))?;
                 self.data = Some(data);
@@ -331,6 +338,22 @@ impl Run<'_> {
         };
         let wake = (&link.tx, &link.rx);
         let (out, transactions) = match (&data, self.spec.transactions, &log) {
+            (DataPaths::Tcp(streams), Some(t), Some(log)) if t.connect_each => {
+                let dialing = each::Dialing {
+                    dialer: self.dialer.as_ref().ok_or(ClientError::OutOfOrder {
+                        step: "opening a connection-each test's connections",
+                    })?,
+                    opts: self.opts,
+                    spec: self.spec,
+                    addr: self.at.1,
+                };
+                let rr: (&TestSpec, _, _) = (self.spec, t, log);
+                let (out, report) =
+                    measure_each(self.opts, rr, (streams, &dialing), self.at.0, wake, &mut hook);
+                // The server answers whatever connections come until told the last has been made.
+                let _ = hook.wire.send(&Message::Stop);
+                (out, Some(report))
+            }
             (DataPaths::Tcp(streams), Some(t), Some(log)) => {
                 let rr: (&TestSpec, _, _) = (self.spec, t, log);
                 let (out, report) = measure_transactions(self.opts, rr, streams, self.at.0, wake, &mut hook);

@@ -6,6 +6,8 @@
 //! here decides which message comes next.
 
 use super::{files, order, udp};
+
+mod each;
 use crate::control::{Arrival, ControlError, Event, Handshaken, Input, Link, QuicArrival, WaitError, Wire};
 use crate::host::{
     add_measured, MemoryHold, MissingWhy, Place, RefusalKind, Registered, Shared, Slot, TestError, TestLog,
@@ -240,18 +242,7 @@ fn prepare(
     let sid = new_session_id()?;
     log.session = Some(sid);
     let registry = registry_for(link, shared, &test, log)?;
-    let control = link
-        .stream()
-        .peer_addr()
-        .map_err(|e| TestError::Control(ControlError::Io(e)))?
-        .ip()
-        .to_canonical();
-    let waiter = crate::host::Waiter {
-        tx: link.tx.clone(),
-        control,
-        streams: link.wire.conn.stream_key().cloned(),
-    };
-    let registered = Registered::new(registry, sid, waiter)?;
+    let registered = Registered::new(registry, sid, waiter(link)?)?;
     let file = open_file(&mut test, &shared.opts, &mut link.wire)?;
     let quic = (test.transport == Transport::Quic)
         .then_some(shared.quic.as_ref())
@@ -283,6 +274,22 @@ fn prepare(
         local,
         _slot: slot,
     }))
+}
+
+/// Where the test's data connections go, and how each is proven: the control connection's address,
+/// and its key in a keyed test.
+fn waiter(link: &ServerLink) -> Result<crate::host::Waiter, TestError> {
+    let control = link
+        .stream()
+        .peer_addr()
+        .map_err(|e| TestError::Control(ControlError::Io(e)))?
+        .ip()
+        .to_canonical();
+    Ok(crate::host::Waiter {
+        tx: link.tx.clone(),
+        control,
+        streams: link.wire.conn.stream_key().cloned(),
+    })
 }
 
 /// Where the test's data connections will be looked for (UDP's or the TCP/QUIC registry), with the
@@ -778,6 +785,13 @@ fn measure(link: &mut ServerLink, accepted: Accepted, shared: &Shared, log: &mut
         .idle_timeout()
         .map_or(o.idle_timeout, |c| c.min(o.idle_timeout));
     let flags = Flags::default();
+    // A connection each: the test's later connections are handed to it as they come.
+    let arriving = match (&test.transactions, log.session) {
+        (Some(t), Some(sid)) if t.connect_each => {
+            Some(each::Arriving::register(shared, &test, sid, waiter(link)?)?)
+        }
+        _ => None,
+    };
     let mut hook = Hook {
         wire: &mut link.wire,
         shutdown: &shared.shutdown,
@@ -799,13 +813,17 @@ fn measure(link: &mut ServerLink, accepted: Accepted, shared: &Shared, log: &mut
                 .and_then(|s| s.socket.local_addr().ok())
                 .and_then(|a| landspeed_engine::host::interface_for(a.ip()));
             let wiring = Wiring::new(&flags, wake, &mut hook, iface.as_deref());
-            match test.transactions {
+            match (test.transactions, &arriving) {
+                (Some(t), Some(conns)) => {
+                    let log = landspeed_engine::transport::rr::new_log(&t, test.interval_s);
+                    landspeed_engine::transport::rr::run_each(s, (t, &log), conns, &params, wiring).0
+                }
                 // The server's side of a request/response test: its answers; the figures are the client's.
-                Some(t) => {
+                (Some(t), None) => {
                     let log = landspeed_engine::transport::rr::new_log(&t, test.interval_s);
                     landspeed_engine::transport::rr::run(s, (t, &log), &params, wiring).0
                 }
-                None => supervisor::run(&Tcp(s), &params, wiring),
+                (None, _) => supervisor::run(&Tcp(s), &params, wiring),
             }
         }
         DataPaths::Udp(s) => {

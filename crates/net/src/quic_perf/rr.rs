@@ -143,6 +143,7 @@ fn checked(opts: &ClientOptions, churn: QuicChurn) -> Result<(Test, TransactionS
         request_bytes: 1,
         response_bytes: 1,
         in_flight: 1,
+        connect_each: false,
     });
     let run_for = match opts.spec.end {
         EndCondition::Time(d) => d,

@@ -28,7 +28,39 @@ const MAX_HEADER_LIST: u32 = 16 * 1024;
 /// A stream's request body: the client's DATA frames, each one's flow-control capacity returned to
 /// the client as it is read (so the window bounds what the client has sent and this server has
 /// not yet read).
-pub(crate) struct RecvBody(h2::RecvStream);
+///
+/// While no frame is waiting it also asks h2, every `NUDGE`, whether the stream's WINDOW_UPDATE is
+/// due. h2 (0.4) asks only when capacity is released: a smaller `SETTINGS_INITIAL_WINDOW_SIZE`
+/// (this server's first, and each the window loop sends) takes effect when the client acknowledges
+/// it, and a client that had already sent more than the new window (it may send 64 KiB before it
+/// reads the server's first SETTINGS) then waits for an update that h2 never queues: the upload
+/// stalled for good (seen in CI: 18 KB in 5 s; nghttp2 had the same fault, its #1679).
+pub(crate) struct RecvBody {
+    stream: h2::RecvStream,
+    nudge: Pin<Box<tokio::time::Sleep>>,
+}
+
+/// How often an idle request body asks whether its window update is due.
+const NUDGE: Duration = Duration::from_millis(20);
+
+impl RecvBody {
+    fn new(stream: h2::RecvStream) -> RecvBody {
+        RecvBody {
+            stream,
+            nudge: Box::pin(tokio::time::sleep(NUDGE)),
+        }
+    }
+
+    /// Releasing nothing has h2 check the stream's window (and queue its update when it is due),
+    /// each time the nudge's timer has run out; then the timer is set again.
+    fn poll_nudge(&mut self, cx: &mut Context<'_>) {
+        while self.nudge.as_mut().poll(cx).is_ready() {
+            let _ = self.stream.flow_control().release_capacity(0);
+            let next = tokio::time::Instant::now() + NUDGE;
+            self.nudge.as_mut().reset(next);
+        }
+    }
+}
 
 impl Body for RecvBody {
     type Data = Bytes;
@@ -38,18 +70,22 @@ impl Body for RecvBody {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, h2::Error>>> {
-        match std::task::ready!(self.0.poll_data(cx)) {
-            Some(Ok(data)) => {
-                let _ = self.0.flow_control().release_capacity(data.len());
+        match self.stream.poll_data(cx) {
+            Poll::Ready(Some(Ok(data))) => {
+                let _ = self.stream.flow_control().release_capacity(data.len());
                 Poll::Ready(Some(Ok(Frame::data(data))))
             }
-            Some(Err(e)) => Poll::Ready(Some(Err(e))),
-            None => Poll::Ready(None),
+            Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(e))),
+            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Pending => {
+                self.poll_nudge(cx);
+                Poll::Pending
+            }
         }
     }
 
     fn is_end_stream(&self) -> bool {
-        self.0.is_end_stream()
+        self.stream.is_end_stream()
     }
 }
 
@@ -77,7 +113,7 @@ where
         tokio::select! {
             next = conn.accept() => match next {
                 Some(Ok((req, respond))) => {
-                    let answered = answer(req.map(RecvBody));
+                    let answered = answer(req.map(RecvBody::new));
                     tokio::spawn(async move { send(answered.await, respond).await });
                 }
                 _ => return,
