@@ -276,6 +276,47 @@ fn load_plan(a: &RunArgs) -> Result<Option<landspeed_net::LoadPlan>, UsageError>
     }))
 }
 
+/// The spec's write size where iperf 2's defaults differ from landspeed's (a transaction test's
+/// requests, iperf 2's own writes), and `--connect-rate` with TLS or a key made a connection-each
+/// test in landspeed's protocol (true then).
+fn shape_spec(a: &RunArgs, opts: &mut ClientOptions, transactions: bool) -> Result<bool, UsageError> {
+    if transactions && a.test.length.is_none() {
+        // iperf 2's bounceback size.
+        opts.spec = opts
+            .spec
+            .changed(|s| s.length_bytes = landspeed_iperf2::spec::DEFAULT_BOUNCEBACK_LEN)
+            .map_err(|e| UsageError(e.to_string()))?;
+    } else if a.iperf2 && a.test.length.is_none() {
+        // iperf 2's own write size: an iperf 2.1.8 server sending (-R) writes the client's size from
+        // a buffer of its own -l (128 KiB by default), and a larger one brings it down. Over UDP,
+        // its datagram (1470 bytes).
+        let len = match opts.spec.transport {
+            landspeed_core::config::Transport::Udp => landspeed_iperf2::spec::DEFAULT_UDP_LEN,
+            _ => landspeed_iperf2::spec::DEFAULT_TCP_LEN,
+        };
+        opts.spec = opts
+            .spec
+            .changed(|s| s.length_bytes = len)
+            .map_err(|e| UsageError(e.to_string()))?;
+    }
+    let each = a.connect_rate && !a.quic_perf && (a.test.tls || a.auth.is_some());
+    if each {
+        let len = u32::try_from(opts.spec.length_bytes).unwrap_or(u32::MAX);
+        opts.spec = opts
+            .spec
+            .changed(|s| {
+                s.transactions = Some(landspeed_core::config::TransactionSpec {
+                    request_bytes: len,
+                    response_bytes: len,
+                    in_flight: 1,
+                    connect_each: true,
+                })
+            })
+            .map_err(|e| UsageError(e.to_string()))?;
+    }
+    Ok(each)
+}
+
 pub fn run(a: RunArgs) -> Result<bool> {
     let format = if a.json {
         Format::Json
@@ -295,41 +336,7 @@ pub fn run(a: RunArgs) -> Result<bool> {
         (_, true) => Some(landspeed_net::Churn::ConnectOnly),
         _ => None,
     };
-    if (bounce.is_some() || churn.is_some()) && a.test.length.is_none() {
-        // iperf 2's bounceback size.
-        opts.spec = opts
-            .spec
-            .changed(|s| s.length_bytes = landspeed_iperf2::spec::DEFAULT_BOUNCEBACK_LEN)
-            .map_err(|e| UsageError(e.to_string()))?;
-    } else if a.iperf2 && a.test.length.is_none() {
-        // iperf 2's own write size: an iperf 2.1.8 server sending (-R) writes the client's size from
-        // a buffer of its own -l (128 KiB by default), and a larger one brings it down. Over UDP,
-        // its datagram (1470 bytes).
-        let len = match opts.spec.transport {
-            landspeed_core::config::Transport::Udp => landspeed_iperf2::spec::DEFAULT_UDP_LEN,
-            _ => landspeed_iperf2::spec::DEFAULT_TCP_LEN,
-        };
-        opts.spec = opts
-            .spec
-            .changed(|s| s.length_bytes = len)
-            .map_err(|e| UsageError(e.to_string()))?;
-    }
-    // --connect-rate with TLS or a key: in landspeed's protocol, a connection each.
-    let each = a.connect_rate && !a.quic_perf && (a.test.tls || a.auth.is_some());
-    if each {
-        let len = u32::try_from(opts.spec.length_bytes).unwrap_or(u32::MAX);
-        opts.spec = opts
-            .spec
-            .changed(|s| {
-                s.transactions = Some(landspeed_core::config::TransactionSpec {
-                    request_bytes: len,
-                    response_bytes: len,
-                    in_flight: 1,
-                    connect_each: true,
-                })
-            })
-            .map_err(|e| UsageError(e.to_string()))?;
-    }
+    let each = shape_spec(&a, &mut opts, bounce.is_some() || churn.is_some())?;
     if let Some(from) = &a.from {
         return execute_ordered(
             from,
