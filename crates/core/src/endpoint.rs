@@ -41,6 +41,20 @@ impl Role {
     }
 }
 
+/// A TCP connection as its client saw it made: what iperf 2's "connected with" line tells of it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ConnectFacts {
+    /// `connect()`'s time, milliseconds.
+    pub connect_ms: f64,
+    /// TCP_INFO right after the handshake: the congestion window in KiB (segments × MSS / 1024,
+    /// as iperf 2 prints it), the MSS (bytes) and the RTT (µs).
+    pub cwnd_mss_rtt: Option<(u32, u32, u32)>,
+    /// The socket's descriptor in this process.
+    pub fd: Option<i64>,
+    /// The interface this end's address is on.
+    pub interface: Option<String>,
+}
+
 /// TCP_INFO figures for one socket at the end of the test, plus RTT statistics over the interval samples.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct TcpStats {

@@ -502,9 +502,36 @@ pub(crate) fn tcp_stream_timed(
     (id, greeting): (u32, &[u8]),
     tls: Option<&Arc<rustls::ClientConfig>>,
 ) -> Result<landspeed_engine::transport::rr::Opened, ClientError> {
+    let (sock, tcp) = connect_timed(opts, addr, spec, id)?;
+    let secured = std::time::Instant::now();
+    let stream = greeted(opts, spec, (id, sock), greeting, tls)?;
+    Ok(landspeed_engine::transport::rr::Opened {
+        tcp,
+        tls: stream.tls.as_ref().map(|_| secured.elapsed()),
+        stream,
+    })
+}
+
+/// Data stream `id`'s connection, and how long `connect()` took.
+pub(crate) fn connect_timed(
+    opts: &ClientOptions,
+    addr: SocketAddr,
+    spec: &TestSpec,
+    id: u32,
+) -> Result<(TcpStream, std::time::Duration), ClientError> {
     let started = std::time::Instant::now();
     let sock = connect(opts, addr, Some((spec, id)))?;
-    let connected = std::time::Instant::now();
+    Ok((sock, started.elapsed()))
+}
+
+/// A connected data stream's greeting sent, its options set and (with `tls`) its TLS handshake made.
+pub(crate) fn greeted(
+    opts: &ClientOptions,
+    spec: &TestSpec,
+    (id, sock): (u32, TcpStream),
+    greeting: &[u8],
+    tls: Option<&Arc<rustls::ClientConfig>>,
+) -> Result<DataStream, ClientError> {
     let flow = spec.flow_of(id);
     let role = Role::at_client(flow);
     sock.set_write_timeout(Some(opts.control_timeout))
@@ -513,7 +540,6 @@ pub(crate) fn tcp_stream_timed(
         .write_all(greeting)
         .map_err(|err| ClientError::Stream { id, err })?;
     sockopt::after_connect(&socket2::SockRef::from(&sock), spec, role == Role::Sender)?;
-    let secured = std::time::Instant::now();
     let tls = match tls {
         Some(config) => Some(
             TlsLink::client(&sock, config.clone(), opts.control_timeout, ktls(spec)).map_err(|e| {
@@ -525,8 +551,7 @@ pub(crate) fn tcp_stream_timed(
         ),
         None => None,
     };
-    let tls_time = tls.as_ref().map(|_| secured.elapsed());
-    let stream = DataStream {
+    Ok(DataStream {
         tls,
         file: None,
         id,
@@ -538,11 +563,6 @@ pub(crate) fn tcp_stream_timed(
         } else {
             None
         },
-    };
-    Ok(landspeed_engine::transport::rr::Opened {
-        stream,
-        tcp: connected - started,
-        tls: tls_time,
     })
 }
 

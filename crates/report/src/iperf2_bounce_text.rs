@@ -26,8 +26,8 @@ pub struct BounceHead {
     pub hold_us: u32,
     /// TCP_QUICKACK asked of both ends.
     pub quickack: bool,
-    /// The socket buffer asked for (`-w`).
-    pub window_bytes: Option<u64>,
+    /// The send buffer the kernel granted a socket like the test's, and the one `-w` asked for.
+    pub window: (u64, Option<u64>),
 }
 
 /// iperf 2's sizes in the head: `%4d Byte` below a kilobyte, as its `byte_snprintf` with 'A'.
@@ -60,11 +60,7 @@ pub fn head(host: &str, port: u16, h: &BounceHead) -> String {
         h.hold_us
     );
     t += "TOS set to 0x0 and nodelay (Nagle off)\n";
-    let window = match h.window_bytes {
-        Some(w) => format!("{} (requested)", unit(w as f64, true)),
-        None => "the kernel's default".to_string(),
-    };
-    let _ = writeln!(t, "TCP window size: {window}\n{DASHES}");
+    let _ = writeln!(t, "{}\n{DASHES}", crate::iperf2_text::window_line(h.window));
     t
 }
 
@@ -203,6 +199,8 @@ TCP three-way-handshake (3WHS) only
         let ends = Ends {
             local: ("127.0.0.1".into(), 49540),
             remote: ("127.0.0.1".into(), 15600),
+            facts: None,
+            tos: None,
         };
         let line = connect_only_line(1, &ends, Some((319, 32741, 33)), (0.1, 1_796_442_135.4));
         assert_eq!(connect_only_head("127.0.0.1", 15600) + &line, want);
@@ -230,7 +228,7 @@ TCP three-way-handshake (3WHS) only
             period_s: 1.0,
             hold_us: 0,
             quickack: true,
-            window_bytes: None,
+            window: (16 * 1024, None),
         };
         let t = head("127.0.0.1", 5001, &h);
         // iperf 2.1.8's own lines (captured; its pid, flows and window line differ).

@@ -143,6 +143,8 @@ fn ends(r: &RunResult, client_port: Option<u16>) -> Ends {
     Ends {
         local: server,
         remote: (cip, client_port.unwrap_or(cport)),
+        facts: None,
+        tos: None,
     }
 }
 

@@ -52,13 +52,64 @@ struct Numbered<'a> {
 /// PARTIALPERCENT).
 pub const PARTIAL: f64 = 0.25;
 
+/// What a TCP client's head says beyond where it connects: the send buffer the kernel granted a
+/// socket like the test's and the one `-w` asked for, and with `-e` the rest of iperf 2.1.8's lines.
+#[derive(Debug, Clone, Default)]
+pub struct TcpHead {
+    /// (granted, asked for) bytes of send buffer.
+    pub window: (u64, Option<u64>),
+    /// `-e`'s lines: none without.
+    pub enhanced: Option<EnhancedHead>,
+}
+
+/// `-e`'s lines of a TCP client's head.
+#[derive(Debug, Clone, Default)]
+pub struct EnhancedHead {
+    /// This process's id.
+    pub pid: u32,
+    /// The connections (`-P`).
+    pub flows: u32,
+    /// The write size (`-l`).
+    pub write_bytes: u64,
+    /// The type-of-service byte (`-S`; 0 when not set).
+    pub tos: u8,
+    /// `-N`: Nagle's algorithm off.
+    pub nodelay: bool,
+}
+
+/// iperf 2.1.8's window line: the size granted, "(default)" when none was asked, a warning when
+/// the kernel granted other than what was asked (Linux doubles it).
+pub fn window_line((granted, asked): (u64, Option<u64>)) -> String {
+    let size = |b: u64| unit(b as f64, true);
+    match asked {
+        None => format!("TCP window size: {} (default)", size(granted)),
+        Some(w) if w != granted => format!(
+            "TCP window size: {} (WARNING: requested {})",
+            size(granted),
+            size(w)
+        ),
+        Some(_) => format!("TCP window size: {}", size(granted)),
+    }
+}
+
 /// The client's head, before any stream: the dashed block iperf 2 prints first.
-pub fn head(host: &str, port: u16, window_bytes: Option<u64>) -> String {
-    let window = match window_bytes {
-        Some(w) => format!("{} (requested)", unit(w as f64, true)),
-        None => "the kernel's default".to_string(),
-    };
-    format!("{DASHES}\nClient connecting to {host}, TCP port {port}\nTCP window size: {window}\n{DASHES}\n")
+pub fn head(host: &str, port: u16, h: &TcpHead) -> String {
+    let mut t = format!("{DASHES}\nClient connecting to {host}, TCP port {port}");
+    match &h.enhanced {
+        None => t.push('\n'),
+        Some(e) => {
+            let nagle = match e.nodelay {
+                true => "and nodelay (Nagle off)",
+                false => "(Nagle on)",
+            };
+            let _ = write!(
+                t,
+                " with pid {} ({} flows)\nWrite buffer size: {} Byte\nTOS set to {:#x} {nagle}\n",
+                e.pid, e.flows, e.write_bytes, e.tos
+            );
+        }
+    }
+    t + &window_line(h.window) + "\n" + DASHES + "\n"
 }
 
 /// The whole output after the head: text or CSV as `st` says (the lines a live client prints as
@@ -105,6 +156,11 @@ pub struct Ends {
     pub local: (String, u16),
     /// The server's.
     pub remote: (String, u16),
+    /// How the connection was made, when known (the TCP client's): its line's
+    /// `(icwnd/mss/irtt=...)`, and with `-e` its interface, `(sock=N)` and `(ct=...)`.
+    pub facts: Option<landspeed_core::endpoint::ConnectFacts>,
+    /// The type-of-service byte asked for (`-S`), which `-e`'s line shows when set.
+    pub tos: Option<u8>,
 }
 
 impl Ends {
@@ -113,6 +169,8 @@ impl Ends {
         Ends {
             local: host_port(local),
             remote: host_port(remote),
+            facts: None,
+            tos: None,
         }
     }
 
@@ -209,12 +267,67 @@ pub fn connected_marked(each: &[Ends], direction: Direction, when: Option<f64>, 
     for (k, e) in each.iter().enumerate() {
         let ((lip, lport), (rip, rport)) = (&e.local, &e.remote);
         let c = k + 1;
+        let enhanced = !when.is_empty();
+        let lip = match e.facts.as_ref().and_then(|f| f.interface.as_ref()) {
+            Some(i) if enhanced => format!("{lip}%{i}"),
+            _ => lip.clone(),
+        };
+        let made = how_made(e, enhanced);
         let _ = writeln!(
             t,
-            "[{c:>3}] local {lip} port {lport} connected with {rip} port {rport}{mark}{when}"
+            "[{c:>3}] local {lip} port {lport} connected with {rip} port {rport}{mark}{made}{when}"
         );
     }
     t
+}
+
+/// What iperf 2.1.8 says of how a TCP connection was made, after its mark: `(icwnd/mss/irtt=...)`,
+/// and with `-e` `(sock=N)` and `(tos rx=...)` before it and `(ct=... ms)` after.
+fn how_made(e: &Ends, enhanced: bool) -> String {
+    let Some(f) = &e.facts else {
+        return String::new();
+    };
+    let mut t = String::new();
+    if enhanced {
+        if let Some(fd) = f.fd {
+            let _ = write!(t, " (sock={fd})");
+        }
+        if let Some(tos) = e.tos.filter(|t| *t != 0) {
+            let _ = write!(t, " (tos rx={tos:#x})");
+        }
+    }
+    if let Some((c, m, r)) = f.cwnd_mss_rtt {
+        let _ = write!(t, " (icwnd/mss/irtt={c}/{m}/{r})");
+    }
+    if enhanced {
+        let _ = write!(t, " (ct={:4.2} ms)", f.connect_ms);
+    }
+    t
+}
+
+/// `-e`'s closing line with more than one connection: their `connect()` times, the least, mean and
+/// most in milliseconds and the standard deviation printed a thousand times too large (iperf 2.1.8
+/// divides microseconds where it means milliseconds: 0.068 and 0.071 ms give "2.121"), and how many
+/// connected and failed.
+pub fn connect_times(facts: &[landspeed_core::endpoint::ConnectFacts]) -> String {
+    let ms: Vec<f64> = facts.iter().map(|f| f.connect_ms).collect();
+    let n = ms.len() as f64;
+    if ms.is_empty() {
+        return String::new();
+    }
+    let mean = ms.iter().sum::<f64>() / n;
+    let (min, max) = ms
+        .iter()
+        .fold((f64::MAX, f64::MIN), |(a, b), &x| (a.min(x), b.max(x)));
+    let var = match ms.len() {
+        1 => 0.0,
+        _ => ms.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0),
+    };
+    format!(
+        "[ CT] final connect times (min/avg/max/stdev) = {min:.3}/{mean:.3}/{max:.3}/{:.3} ms (tot/err) = {}/0\n",
+        var.sqrt() * 1e3,
+        ms.len()
+    )
 }
 
 /// The mark iperf 2 puts on a `--trip-times` test's connections.

@@ -94,16 +94,59 @@ fn the_csv_has_a_line_per_stream_per_interval_and_per_total() {
 
 #[test]
 fn the_head_is_iperf2s_dashed_block() {
-    let h = head("h.example", 5001, Some(256 * 1024));
+    use landspeed_report::iperf2_text::{EnhancedHead, TcpHead};
+    // iperf 2.1.8's own lines (`-w 256K`: Linux grants twice what is asked; none asked: its
+    // default; `-e -P 2`: pid, flows, write size, type of service and Nagle).
+    let asked = TcpHead {
+        window: (512 * 1024, Some(256 * 1024)),
+        enhanced: None,
+    };
     assert_eq!(
-        h.lines().collect::<Vec<_>>(),
+        head("h.example", 5001, &asked).lines().collect::<Vec<_>>(),
         [
             "------------------------------------------------------------",
             "Client connecting to h.example, TCP port 5001",
-            "TCP window size:  256 KByte (requested)",
+            "TCP window size:  512 KByte (WARNING: requested  256 KByte)",
             "------------------------------------------------------------"
         ]
     );
+    let enhanced = TcpHead {
+        window: (16 * 1024, None),
+        enhanced: Some(EnhancedHead {
+            pid: 16579,
+            flows: 2,
+            write_bytes: 131_072,
+            tos: 0,
+            nodelay: false,
+        }),
+    };
+    assert_eq!(
+        head("127.0.0.1", 5401, &enhanced).lines().collect::<Vec<_>>(),
+        [
+            "------------------------------------------------------------",
+            "Client connecting to 127.0.0.1, TCP port 5401 with pid 16579 (2 flows)",
+            "Write buffer size: 131072 Byte",
+            "TOS set to 0x0 (Nagle on)",
+            "TCP window size: 16.0 KByte (default)",
+            "------------------------------------------------------------"
+        ]
+    );
+}
+
+/// iperf 2.1.8's `[ CT]` line for two connections of 0.068 and 0.071 ms: its standard deviation
+/// printed a thousand times too large, as it prints it.
+#[test]
+fn the_connect_times_line_is_iperf2s() {
+    use landspeed_core::endpoint::ConnectFacts;
+    let f = |ms| ConnectFacts {
+        connect_ms: ms,
+        ..ConnectFacts::default()
+    };
+    assert_eq!(
+        landspeed_report::iperf2_text::connect_times(&[f(0.068), f(0.0725), f(0.071)]),
+        "[ CT] final connect times (min/avg/max/stdev) = 0.068/0.071/0.072/2.291 ms (tot/err) = 3/0\n"
+    );
+    assert_eq!(landspeed_report::iperf2_text::connect_times(&[]), "");
 }
 
 /// A UDP stream received with its transit as iperf 2.1.8's `-u -R -e -t 2 -i 1` client printed

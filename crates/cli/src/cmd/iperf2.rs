@@ -441,7 +441,10 @@ fn client(o: &Opts, host: &str) -> Result<bool> {
             iperf2_text::head_udp(host, port, opts.spec.length_bytes, rate, opts.spec.frames)
         );
     } else if !style.csv {
-        print!("{}", iperf2_text::head(host, port, opts.spec.window_bytes));
+        print!(
+            "{}",
+            iperf2_text::head(host, port, &tcp_head(&opts, style.enhanced))
+        );
     }
     let interrupt = crate::common::client::interrupt_flag()?;
     let mut live = Live::new(&style, &shown);
@@ -461,10 +464,35 @@ fn client(o: &Opts, host: &str) -> Result<bool> {
         }
         Ok(r) => {
             print!("{}", iperf2_text::totals_at(&r, &style, &live.each));
+            if style.enhanced && !style.csv && live.each.len() > 1 {
+                let facts: Vec<_> = live.each.iter().filter_map(|e| e.facts.clone()).collect();
+                print!("{}", iperf2_text::connect_times(&facts));
+            }
             Ok(r.streams.iter().all(|s| s.errors.is_empty()))
         }
         Err(e) => refuse(&format!("connect failed: {e}")),
     }
+}
+
+/// The TCP client's head: the send buffer a socket like the test's is granted (asking for `-w`'s),
+/// and with `-e` this process, the connections, the write size, type of service and Nagle.
+pub(crate) fn tcp_head(opts: &landspeed_net::ClientOptions, enhanced: bool) -> iperf2_text::TcpHead {
+    let spec = &opts.spec;
+    iperf2_text::TcpHead {
+        window: (granted_window(spec.window_bytes), spec.window_bytes),
+        enhanced: enhanced.then(|| iperf2_text::EnhancedHead {
+            pid: std::process::id(),
+            flows: spec.streams,
+            write_bytes: spec.length_bytes,
+            tos: spec.tos.unwrap_or(0),
+            nodelay: spec.nodelay,
+        }),
+    }
+}
+
+/// The send buffer a new TCP socket asking for `asked` is granted, as iperf 2's head shows it.
+pub(crate) fn granted_window(asked: Option<u64>) -> u64 {
+    landspeed_net::granted_send_buffer(asked)
 }
 
 /// The client's lines as the test goes, as iperf 2 prints them: the connections when the streams
@@ -529,8 +557,15 @@ impl<'a> Live<'a> {
                 self.ends = Some(iperf2_text::Ends::new(&local.to_string(), &remote.to_string()));
                 return;
             }
-            ClientEvent::StreamsConnected { connections } => {
-                self.each = connections.iter().map(iperf2_text::Ends::between).collect();
+            ClientEvent::StreamsConnected { connections, facts } => {
+                let tos = self.spec.tos;
+                self.each = (connections.iter().enumerate())
+                    .map(|(k, c)| iperf2_text::Ends {
+                        facts: facts.get(k).cloned(),
+                        tos,
+                        ..iperf2_text::Ends::between(c)
+                    })
+                    .collect();
                 return;
             }
             ClientEvent::Started { streams, .. } => {

@@ -104,7 +104,10 @@ pub(crate) fn client(o: &Opts, host: &str) -> Result<bool> {
         period_s: plan.period.as_secs_f64(),
         hold_us: plan.hold.as_micros() as u32,
         quickack: plan.quickack,
-        window_bytes: opts.spec.window_bytes,
+        window: (
+            super::iperf2::granted_window(opts.spec.window_bytes),
+            opts.spec.window_bytes,
+        ),
     };
     print!("{}", text::head(host, o.port.unwrap_or(PORT), &head));
     let interrupt = crate::common::client::interrupt_flag()?;
@@ -250,6 +253,8 @@ pub(crate) fn connect_only(o: &Opts, host: &str) -> Result<bool> {
             let ends = Ends {
                 local: (h.local.ip().to_string(), h.local.port()),
                 remote: (h.remote.ip().to_string(), h.remote.port()),
+                facts: None,
+                tos: None,
             };
             print!(
                 "{}",

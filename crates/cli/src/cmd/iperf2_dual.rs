@@ -71,7 +71,10 @@ pub(crate) fn client(host: &str, test: DualTest) -> Result<bool> {
     } = test;
     if !style.csv {
         print!("{}", text::listener_head((listen_port, port)));
-        print!("{}", iperf2_text::head(host, port, opts.spec.window_bytes));
+        print!(
+            "{}",
+            iperf2_text::head(host, port, &super::iperf2::tcp_head(&opts, false))
+        );
     }
     let interrupt = crate::common::client::interrupt_flag()?;
     let mut live = Live::new(style, mode, opts.spec.streams, opts.spec.length_bytes);
@@ -141,7 +144,7 @@ impl Live {
                 }
                 return;
             }
-            ClientEvent::StreamsConnected { connections } if !self.second => {
+            ClientEvent::StreamsConnected { connections, .. } if !self.second => {
                 self.forward = connections.iter().map(Ends::between).collect();
                 return;
             }

@@ -1573,3 +1573,64 @@ fn the_iperf_drop_in_prints_iperf2s_trip_times_and_e_client_lines() {
         assert_eq!(ours.contains("Burst Latency"), timed, "{ours}");
     }
 }
+
+/// A TCP client's head, connection lines and `[ CT]` line, every other line left out, each with its
+/// digits masked (and the window's unit: iperf 2.1.8 prints 16.0 KByte or 4.00 MByte as the
+/// buffer's autotuning falls), sorted (-P's threads print their connections in either order).
+fn head_and_connections(out: &str) -> Vec<String> {
+    let kept = |l: &&str| !l.starts_with('[') || l.contains("connected with") || l.starts_with("[ CT]");
+    let mut v: Vec<String> = out
+        .lines()
+        .filter(kept)
+        .map(|l| {
+            let mut m = String::new();
+            for c in l.chars() {
+                let c = if c.is_ascii_digit() || c == '.' { '#' } else { c };
+                if !(c == '#' && m.ends_with('#')) {
+                    m.push(c);
+                }
+            }
+            m.replace("KByte", "Byte").replace("MByte", "Byte")
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn the_iperf_drop_ins_tcp_head_and_connection_lines_are_iperf2s() {
+    let _one = common::alone();
+    if !have_iperf2() {
+        return;
+    }
+    // iperf 2.1.8's own lines, and the drop-in's against the same kind of server: the head with
+    // and without -e (its pid, flows, write size, type of service, window granted or warned), each
+    // connection's (icwnd/mss/irtt=...) from TCP_INFO before the header goes, and with -e its
+    // interface, (sock=N), (ct=...) and date, and -P's [ CT] line. Nothing else is left out.
+    for args in [
+        "-t 0.3",
+        "-t 0.3 -e -P 2",
+        "-t 0.3 -e -R -w 1M",
+        "-t 0.3 -P 2 -w 300K",
+    ] {
+        let s = Iperf2Server::start();
+        let (out, hung) = text_client(s.1, args);
+        assert!(!hung, "iperf -c {args} hung");
+        let theirs = String::from_utf8_lossy(&out.stdout).into_owned();
+        let p = s.1.to_string();
+        let argv: Vec<&str> = ["iperf2", "-c", "127.0.0.1", "-p", &p]
+            .into_iter()
+            .chain(args.split_whitespace())
+            .collect();
+        let o = common::landspeed(&argv, Duration::from_secs(30));
+        assert_eq!(o.code, 0, "{args}: {}", o.stderr);
+        let want = head_and_connections(&theirs);
+        assert!(want.iter().any(|l| l.contains("(icwnd/mss/irtt=")), "{theirs}");
+        assert_eq!(
+            head_and_connections(&o.stdout),
+            want,
+            "{args}:\n{}\n/ iperf 2.1.8:\n{theirs}",
+            o.stdout
+        );
+    }
+}

@@ -175,6 +175,8 @@ pub enum ClientEvent {
     StreamsConnected {
         /// (this end, the server's end) of each.
         connections: Vec<(SocketAddr, SocketAddr)>,
+        /// How each was made, in the same order (empty where not kept).
+        facts: Vec<landspeed_core::endpoint::ConnectFacts>,
     },
     /// The server's connections back (iperf 2's `-d`, `-r`) are up: each one's ends, this end's
     /// address first, in the order they came.

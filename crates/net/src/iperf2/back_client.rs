@@ -61,7 +61,7 @@ pub(super) fn run_back(
     }
     read_acks(&streams, opts.control_timeout)?;
     on_event(ClientEvent::Connected { local, remote: addr });
-    on_event(super::client::streams_connected(&streams));
+    on_event(super::client::streams_connected(&streams, vec![]));
     let ends = Ends {
         addresses: (local, addr),
         started_unix_s,

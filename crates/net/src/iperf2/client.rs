@@ -6,10 +6,11 @@
 //! side of the result is inferred from this end's, and nothing is verified (the result says both).
 //! UDP tests (`-u`) are `udp_client`'s.
 
-use crate::dial::{resolve, tcp_stream, ClientError, ClientEvent, ClientOptions};
+use crate::dial::{resolve, ClientError, ClientEvent, ClientOptions};
 use crate::streams::DataPaths;
 use landspeed_core::assemble::{assemble, Inputs};
 use landspeed_core::config::{Direction, Flow, RxMode, Test, TestSpec, Transport};
+use landspeed_core::endpoint::ConnectFacts;
 use landspeed_core::endpoint::EndpointReport;
 use landspeed_core::result::RunResult;
 use landspeed_engine::transport::tcp::DataStream;
@@ -50,7 +51,7 @@ pub fn run_iperf2_client(
         ));
     landspeed_engine::platform::check_spec(spec)?;
     let addr = resolve(opts)?;
-    let streams = open(opts, addr, spec, &header.encode())?;
+    let (streams, facts) = open(opts, addr, spec, &header.encode())?;
     if spec.trip_times && spec.direction != Direction::Forward {
         read_echoes(&streams[..spec.streams as usize], opts.control_timeout)?;
     }
@@ -59,7 +60,7 @@ pub fn run_iperf2_client(
         .local_addr()
         .map_err(|err| ClientError::Stream { id: 0, err })?;
     on_event(ClientEvent::Connected { local, remote: addr });
-    on_event(streams_connected(&streams));
+    on_event(streams_connected(&streams, facts));
     let ends = Ends {
         addresses: (local, addr),
         started_unix_s,
@@ -68,8 +69,9 @@ pub fn run_iperf2_client(
     Ok(measured(opts, spec, streams, ends, (interrupt, on_event)))
 }
 
-/// The event that says the test's own connections are up (the first of each with `--bidir`).
-pub(super) fn streams_connected(streams: &[DataStream]) -> ClientEvent {
+/// The event that says the test's own connections are up (the first of each with `--bidir`),
+/// with how each was made when known (`facts`, in stream order).
+pub(super) fn streams_connected(streams: &[DataStream], facts: Vec<ConnectFacts>) -> ClientEvent {
     let mut seen = std::collections::HashSet::new();
     ClientEvent::StreamsConnected {
         connections: streams
@@ -77,6 +79,40 @@ pub(super) fn streams_connected(streams: &[DataStream]) -> ClientEvent {
             .filter_map(|s| Some((s.socket.local_addr().ok()?, s.socket.peer_addr().ok()?)))
             .filter(|c| seen.insert(*c))
             .collect(),
+        facts,
+    }
+}
+
+/// The send buffer the kernel grants a new TCP socket that asks for `asked` (Linux doubles a
+/// request; without one, its default), as iperf 2 reads it back for its head; what was asked (or
+/// 0) should no socket open.
+pub fn granted_send_buffer(asked: Option<u64>) -> u64 {
+    let granted = || -> std::io::Result<u64> {
+        let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)?;
+        if let Some(w) = asked {
+            s.set_send_buffer_size(usize::try_from(w).unwrap_or(usize::MAX))?;
+        }
+        Ok(s.send_buffer_size()? as u64)
+    };
+    granted().unwrap_or(asked.unwrap_or(0))
+}
+
+/// How a connection was made: `connect()`'s time (`tcp`), TCP_INFO read now, its descriptor and
+/// the interface of its local address.
+pub(super) fn connect_facts(socket: &std::net::TcpStream, tcp: std::time::Duration) -> ConnectFacts {
+    let info = landspeed_engine::tcp_info::read(socket).ok();
+    #[cfg(unix)]
+    let fd = Some(i64::from(std::os::fd::AsRawFd::as_raw_fd(socket)));
+    #[cfg(not(unix))]
+    let fd = None;
+    ConnectFacts {
+        connect_ms: tcp.as_secs_f64() * 1e3,
+        cwnd_mss_rtt: info.map(|i| {
+            let kib = u64::from(i.raw.snd_cwnd) * u64::from(i.raw.snd_mss) / 1024;
+            (kib as u32, i.raw.snd_mss, i.raw.rtt)
+        }),
+        fd,
+        interface: (socket.local_addr().ok()).and_then(|a| landspeed_engine::host::interface_for(a.ip())),
     }
 }
 
@@ -142,7 +178,10 @@ pub(super) fn started_udp(
     if let Some(&(local, remote)) = each.first() {
         on_event(ClientEvent::Connected { local, remote });
     }
-    on_event(ClientEvent::StreamsConnected { connections: each });
+    on_event(ClientEvent::StreamsConnected {
+        connections: each,
+        facts: vec![],
+    });
     let mut warnings = vec!["iperf 2's payload is not landspeed's: nothing was verified".to_string()];
     warnings.extend(more.map(str::to_string));
     on_event(ClientEvent::Started {
@@ -256,17 +295,20 @@ fn read_echoes(connections: &[DataStream], timeout: std::time::Duration) -> Resu
     Ok(())
 }
 
-/// The test's connections, each opened with the header; with `--bidir` each carries both ways (the
-/// server's data on a second handle of the same socket).
+/// The test's connections, each opened with the header, and how each was made; with `--bidir`
+/// each carries both ways (the server's data on a second handle of the same socket).
 fn open(
     opts: &ClientOptions,
     addr: std::net::SocketAddr,
     spec: &Test,
     header: &[u8],
-) -> Result<Vec<DataStream>, ClientError> {
-    let mut out = vec![];
+) -> Result<(Vec<DataStream>, Vec<ConnectFacts>), ClientError> {
+    let (mut out, mut facts) = (vec![], vec![]);
     for k in 0..spec.streams {
-        out.push(tcp_stream(opts, addr, spec, k, header, None)?);
+        // TCP_INFO as the handshake left it, before the header goes (as iperf 2 reads it).
+        let (sock, tcp) = crate::dial::connect_timed(opts, addr, spec, k)?;
+        facts.push(connect_facts(&sock, tcp));
+        out.push(crate::dial::greeted(opts, spec, (k, sock), header, None)?);
     }
     if spec.direction == Direction::Bidir {
         for k in 0..spec.streams {
@@ -278,5 +320,5 @@ fn open(
             out.push(DataStream::receiving(id, Flow::ServerToClient, socket));
         }
     }
-    Ok(out)
+    Ok((out, facts))
 }
