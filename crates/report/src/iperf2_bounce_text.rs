@@ -41,7 +41,10 @@ fn size(bytes: u64) -> String {
 
 /// The head, from the first dashes to the second.
 pub fn head(host: &str, port: u16, h: &BounceHead) -> String {
-    let mut t = format!("{DASHES}\nClient connecting to {host}, TCP port {port}\n");
+    let mut t = format!(
+        "{DASHES}\nClient connecting to {host}, TCP port {port} with pid {} (1 flows)\n",
+        std::process::id()
+    );
     let _ = writeln!(t, "Write buffer size: {}", size(h.size));
     if h.burst > 0 {
         let _ = writeln!(
@@ -64,14 +67,21 @@ pub fn head(host: &str, port: u16, h: &BounceHead) -> String {
     t
 }
 
-/// The connection line (`when`: the test's start, Unix seconds).
+/// The connection line (`when`: the test's start, Unix seconds), with how the connection was made
+/// when known (its interface, `(sock=N)`, `(icwnd/mss/irtt=...)` and `(ct=...)`, as iperf 2.1.8's
+/// bounceback client, always enhanced, prints them).
 pub fn connected(ends: &Ends, h: &BounceHead, when: f64) -> String {
     let ((lip, lport), (rip, rport)) = (&ends.local, &ends.remote);
+    let lip = match ends.facts.as_ref().and_then(|f| f.interface.as_ref()) {
+        Some(i) => format!("{lip}%{i}"),
+        None => lip.clone(),
+    };
     let ack = if h.quickack { " w/quickack" } else { "" };
     format!(
-        "[  1] local {lip} port {lport} connected with {rip} port {rport} (bb{ack} len/hold={}/{}) on {} (UTC)\n",
+        "[  1] local {lip} port {lport} connected with {rip} port {rport} (bb{ack} len/hold={}/{}){} on {} (UTC)\n",
         h.size,
         h.hold_us,
+        crate::iperf2_text::how_made(ends, true),
         strftime(when, "%Y-%m-%d %H:%M:%S")
     )
 }

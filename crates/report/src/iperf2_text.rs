@@ -283,7 +283,7 @@ pub fn connected_marked(each: &[Ends], direction: Direction, when: Option<f64>, 
 
 /// What iperf 2.1.8 says of how a TCP connection was made, after its mark: `(icwnd/mss/irtt=...)`,
 /// and with `-e` `(sock=N)` and `(tos rx=...)` before it and `(ct=... ms)` after.
-fn how_made(e: &Ends, enhanced: bool) -> String {
+pub(crate) fn how_made(e: &Ends, enhanced: bool) -> String {
     let Some(f) = &e.facts else {
         return String::new();
     };

@@ -153,6 +153,8 @@ struct Live {
     head: BounceHead,
     interval_s: Option<f64>,
     ends: Option<Ends>,
+    /// How the connection was made, until its ends are known.
+    facts: Option<landspeed_core::endpoint::ConnectFacts>,
 }
 
 impl Live {
@@ -161,6 +163,7 @@ impl Live {
             head,
             interval_s,
             ends: None,
+            facts: None,
         }
     }
 
@@ -176,12 +179,17 @@ impl Live {
     fn event(&mut self, ev: ClientEvent) {
         let text = match ev {
             ClientEvent::Connected { local, remote } => {
-                self.ends = Some(Ends::new(&local.to_string(), &remote.to_string()));
+                self.ends = Some(Ends {
+                    facts: self.facts.take(),
+                    ..Ends::new(&local.to_string(), &remote.to_string())
+                });
                 return;
             }
-            ClientEvent::BackConnected { .. }
-            | ClientEvent::StreamsConnected { .. }
-            | ClientEvent::Part { .. } => return,
+            ClientEvent::StreamsConnected { mut facts, .. } => {
+                self.facts = facts.pop();
+                return;
+            }
+            ClientEvent::BackConnected { .. } | ClientEvent::Part { .. } => return,
             ClientEvent::Started { .. } => {
                 let Some(ends) = &self.ends else { return };
                 text::connected(ends, &self.head, unix_now()) + text::COLUMN_HEAD

@@ -1606,12 +1606,14 @@ fn the_iperf_drop_ins_tcp_head_and_connection_lines_are_iperf2s() {
     // iperf 2.1.8's own lines, and the drop-in's against the same kind of server: the head with
     // and without -e (its pid, flows, write size, type of service, window granted or warned), each
     // connection's (icwnd/mss/irtt=...) from TCP_INFO before the header goes, and with -e its
-    // interface, (sock=N), (ct=...) and date, and -P's [ CT] line. Nothing else is left out.
+    // interface, (sock=N), (ct=...) and date, and -P's [ CT] line; the bounceback client's
+    // (always enhanced) likewise. Nothing else is left out.
     for args in [
         "-t 0.3",
         "-t 0.3 -e -P 2",
         "-t 0.3 -e -R -w 1M",
         "-t 0.3 -P 2 -w 300K",
+        "--bounceback -t 0.5",
     ] {
         let s = Iperf2Server::start();
         let (out, hung) = text_client(s.1, args);

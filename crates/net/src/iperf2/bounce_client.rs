@@ -8,7 +8,7 @@
 //! against its request (the same size, id and send time, the same payload): an echo that changed a
 //! byte is counted, and makes the result untrusted. The figures are `core::transactions`.
 
-use crate::dial::{connect, resolve, ClientError, ClientEvent, ClientOptions};
+use crate::dial::{resolve, ClientError, ClientEvent, ClientOptions};
 use landspeed_core::config::{Direction, EndCondition, Flow, Test, TestSpec, Transport};
 use landspeed_core::endpoint::{EndpointReport, Role, StreamReport};
 use landspeed_core::result::RunResult;
@@ -80,7 +80,9 @@ pub fn run_bounceback_client(
     let (spec, run_for) = checked(&opts.spec, plan)?;
     let started_unix_s = unix_now_s();
     let addr = resolve(opts)?;
-    let socket = connect(opts, addr, Some((&spec, 0)))?;
+    let (socket, tcp) = crate::dial::connect_timed(opts, addr, &spec, 0)?;
+    let facts = super::client::connect_facts(&socket, tcp);
+    on_event(super::client::streams_connected_to(&socket, facts));
     let local = announce(&socket, addr, on_event)?;
     let cpu0 = landspeed_engine::cpu::CpuSnapshot::take();
     let mut b = Bouncer::new(socket, &spec, plan, interrupt)?;

@@ -83,6 +83,15 @@ pub(super) fn streams_connected(streams: &[DataStream], facts: Vec<ConnectFacts>
     }
 }
 
+/// The event that says a one-connection test's connection is up, and how it was made.
+pub(super) fn streams_connected_to(socket: &std::net::TcpStream, facts: ConnectFacts) -> ClientEvent {
+    let ends = socket.local_addr().and_then(|l| Ok((l, socket.peer_addr()?)));
+    ClientEvent::StreamsConnected {
+        connections: ends.into_iter().collect(),
+        facts: vec![facts],
+    }
+}
+
 /// The send buffer the kernel grants a new TCP socket that asks for `asked` (Linux doubles a
 /// request; without one, its default), as iperf 2 reads it back for its head; what was asked (or
 /// 0) should no socket open.
