@@ -44,8 +44,8 @@ impl Role {
 /// A TCP connection as its client saw it made: what iperf 2's "connected with" line tells of it.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ConnectFacts {
-    /// `connect()`'s time, milliseconds.
-    pub connect_ms: f64,
+    /// `connect()`'s time, milliseconds (TCP's; None for a UDP socket).
+    pub connect_ms: Option<f64>,
     /// TCP_INFO right after the handshake: the congestion window in KiB (segments × MSS / 1024,
     /// as iperf 2 prints it), the MSS (bytes) and the RTT (µs).
     pub cwnd_mss_rtt: Option<(u32, u32, u32)>,

@@ -52,8 +52,9 @@ struct Numbered<'a> {
 /// PARTIALPERCENT).
 pub const PARTIAL: f64 = 0.25;
 
-/// What a TCP client's head says beyond where it connects: the send buffer the kernel granted a
-/// socket like the test's and the one `-w` asked for, and with `-e` the rest of iperf 2.1.8's lines.
+/// What a client's head says beyond where it connects: the send buffer the kernel granted a socket
+/// like the test's and the one `-w` asked for, and with `-e` the rest of iperf 2.1.8's lines (a UDP
+/// client's too: its buffer line, and `-e`'s lines but the write size).
 #[derive(Debug, Clone, Default)]
 pub struct TcpHead {
     /// (granted, asked for) bytes of send buffer.
@@ -299,8 +300,8 @@ pub(crate) fn how_made(e: &Ends, enhanced: bool) -> String {
     if let Some((c, m, r)) = f.cwnd_mss_rtt {
         let _ = write!(t, " (icwnd/mss/irtt={c}/{m}/{r})");
     }
-    if enhanced {
-        let _ = write!(t, " (ct={:4.2} ms)", f.connect_ms);
+    if let Some(ct) = f.connect_ms.filter(|_| enhanced) {
+        let _ = write!(t, " (ct={ct:4.2} ms)");
     }
     t
 }
@@ -310,7 +311,7 @@ pub(crate) fn how_made(e: &Ends, enhanced: bool) -> String {
 /// divides microseconds where it means milliseconds: 0.068 and 0.071 ms give "2.121"), and how many
 /// connected and failed.
 pub fn connect_times(facts: &[landspeed_core::endpoint::ConnectFacts]) -> String {
-    let ms: Vec<f64> = facts.iter().map(|f| f.connect_ms).collect();
+    let ms: Vec<f64> = facts.iter().filter_map(|f| f.connect_ms).collect();
     let n = ms.len() as f64;
     if ms.is_empty() {
         return String::new();
@@ -330,11 +331,14 @@ pub fn connect_times(facts: &[landspeed_core::endpoint::ConnectFacts]) -> String
     )
 }
 
-/// The mark iperf 2 puts on a `--trip-times` test's connections.
+/// The mark iperf 2 puts on an isochronous test's connections (`(isoch)`) and a `--trip-times`
+/// test's.
 pub fn trips_mark(spec: &landspeed_core::config::TestSpec) -> &'static str {
-    match spec.trip_times {
-        true => " (trip-times)",
-        false => "",
+    match (spec.frames.is_some(), spec.trip_times) {
+        (true, true) => " (isoch) (trip-times)",
+        (true, false) => " (isoch)",
+        (false, true) => " (trip-times)",
+        (false, false) => "",
     }
 }
 
@@ -643,9 +647,9 @@ pub(crate) fn csv_line(
 pub fn head_udp(
     host: &str,
     port: u16,
-    length_bytes: u64,
-    stream_rate_bps: f64,
+    (length_bytes, stream_rate_bps): (u64, f64),
     frames: Option<landspeed_core::frames::FrameSpec>,
+    h: &TcpHead,
 ) -> String {
     let sending = match frames {
         // iperf 2.1.8's line for frames (its IPG within a frame: back to back here).
@@ -661,9 +665,25 @@ pub fn head_udp(
             format!("Sending {length_bytes} byte datagrams, IPG target: {ipg_us:.2} us (kalman adjust)")
         }
     };
-    format!(
-        "{DASHES}\nClient connecting to {host}, UDP port {port}\n{sending}\nUDP buffer size: the kernel's default\n{DASHES}\n"
-    )
+    let mut t = format!("{DASHES}\nClient connecting to {host}, UDP port {port}");
+    // -e's type-of-service line comes before the datagrams' line, after the frames'.
+    let tos = h
+        .enhanced
+        .as_ref()
+        .map(|e| format!("TOS set to {:#x} (Nagle on)\n", e.tos));
+    let tos = tos.unwrap_or_default();
+    match &h.enhanced {
+        None => t.push('\n'),
+        Some(e) => {
+            let _ = writeln!(t, " with pid {} ({} flows)", e.pid, e.flows);
+        }
+    }
+    t += &match frames {
+        Some(_) => sending + "\n" + &tos,
+        None => tos + &sending + "\n",
+    };
+    let buffer = window_line(h.window).replacen("TCP window size", "UDP buffer size", 1);
+    t + &buffer + "\n" + DASHES + "\n"
 }
 
 /// A rate as iperf 2 prints the isochronous mean: three significant digits and bit/s, Kbit/s,

@@ -438,16 +438,30 @@ fn client(o: &Opts, host: &str) -> Result<bool> {
         let rate = opts.spec.udp_stream_rate_bps();
         print!(
             "{}",
-            iperf2_text::head_udp(host, port, opts.spec.length_bytes, rate, opts.spec.frames)
+            iperf2_text::head_udp(
+                host,
+                port,
+                (opts.spec.length_bytes, rate),
+                opts.spec.frames,
+                &client_head(&opts, style.enhanced, true)
+            )
         );
     } else if !style.csv {
         print!(
             "{}",
-            iperf2_text::head(host, port, &tcp_head(&opts, style.enhanced))
+            iperf2_text::head(host, port, &client_head(&opts, style.enhanced, false))
         );
     }
     let interrupt = crate::common::client::interrupt_flag()?;
     let mut live = Live::new(&style, &shown);
+    // Over UDP the frames' --trip-times marks the connection too (its timing is the frames').
+    if o.udp && opts.trip_times {
+        let marked = landspeed_core::config::TestSpec {
+            trip_times: true,
+            ..shown.clone()
+        };
+        live.mark = iperf2_text::trips_mark(&marked);
+    }
     match landspeed_net::run_iperf2_client(&opts, &interrupt, &mut |ev| live.event(ev)) {
         Ok(r) if o.udp && o.full_duplex => {
             let head = !live.received_head;
@@ -474,12 +488,17 @@ fn client(o: &Opts, host: &str) -> Result<bool> {
     }
 }
 
-/// The TCP client's head: the send buffer a socket like the test's is granted (asking for `-w`'s),
-/// and with `-e` this process, the connections, the write size, type of service and Nagle.
-pub(crate) fn tcp_head(opts: &landspeed_net::ClientOptions, enhanced: bool) -> iperf2_text::TcpHead {
+/// The client's head: the send buffer a TCP (or `udp`) socket like the test's is granted (asking
+/// for `-w`'s), and with `-e` this process, the connections, the write size, type of service and
+/// Nagle.
+pub(crate) fn client_head(
+    opts: &landspeed_net::ClientOptions,
+    enhanced: bool,
+    udp: bool,
+) -> iperf2_text::TcpHead {
     let spec = &opts.spec;
     iperf2_text::TcpHead {
-        window: (granted_window(spec.window_bytes), spec.window_bytes),
+        window: (granted_window(udp, spec.window_bytes), spec.window_bytes),
         enhanced: enhanced.then(|| iperf2_text::EnhancedHead {
             pid: std::process::id(),
             flows: spec.streams,
@@ -491,8 +510,8 @@ pub(crate) fn tcp_head(opts: &landspeed_net::ClientOptions, enhanced: bool) -> i
 }
 
 /// The send buffer a new TCP socket asking for `asked` is granted, as iperf 2's head shows it.
-pub(crate) fn granted_window(asked: Option<u64>) -> u64 {
-    landspeed_net::granted_send_buffer(asked)
+pub(crate) fn granted_window(udp: bool, asked: Option<u64>) -> u64 {
+    landspeed_net::granted_send_buffer(udp, asked)
 }
 
 /// The client's lines as the test goes, as iperf 2 prints them: the connections when the streams
@@ -515,6 +534,8 @@ struct Live<'a> {
     retries: std::collections::HashMap<u32, u64>,
     /// `--trip-times -R -P`: the `[SUM]`'s head of its own is printed.
     sum_head: bool,
+    /// The connection lines' mark after the direction's (`(isoch)`, `(trip-times)`).
+    mark: &'static str,
 }
 
 impl<'a> Live<'a> {
@@ -530,6 +551,7 @@ impl<'a> Live<'a> {
             full_duplex_head: false,
             retries: std::collections::HashMap::new(),
             sum_head: false,
+            mark: iperf2_text::trips_mark(spec),
         }
     }
 
@@ -613,7 +635,7 @@ impl<'a> Live<'a> {
             true => self.each.clone(),
             false => vec![ends.clone(); connections as usize],
         };
-        let mark = iperf2_text::trips_mark(self.spec);
+        let mark = self.mark;
         let mut lines = iperf2_text::connected_marked(&each, self.spec.direction, when, mark);
         if self.spec.transport == Transport::Udp && self.spec.direction == Direction::Bidir {
             // iperf 2's UDP full duplex asks for no report at the end, and says so.

@@ -105,7 +105,7 @@ pub(crate) fn client(o: &Opts, host: &str) -> Result<bool> {
         hold_us: plan.hold.as_micros() as u32,
         quickack: plan.quickack,
         window: (
-            super::iperf2::granted_window(opts.spec.window_bytes),
+            super::iperf2::granted_window(false, opts.spec.window_bytes),
             opts.spec.window_bytes,
         ),
     };

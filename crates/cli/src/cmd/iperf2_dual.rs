@@ -73,7 +73,7 @@ pub(crate) fn client(host: &str, test: DualTest) -> Result<bool> {
         print!("{}", text::listener_head((listen_port, port)));
         print!(
             "{}",
-            iperf2_text::head(host, port, &super::iperf2::tcp_head(&opts, false))
+            iperf2_text::head(host, port, &super::iperf2::client_head(&opts, false, false))
         );
     }
     let interrupt = crate::common::client::interrupt_flag()?;

@@ -192,12 +192,16 @@ pub(crate) fn client(o: &Opts, host: &str) -> Result<bool> {
     };
     if !style.csv {
         let shown = host.split('%').next().unwrap_or(host);
+        let buffer = iperf2_text::TcpHead {
+            window: (super::iperf2::granted_window(true, None), None),
+            enhanced: None,
+        };
         let head = iperf2_text::head_udp(
             shown,
             plan.to.group.port(),
-            plan.length as u64,
-            plan.rate_bps,
+            (plan.length as u64, plan.rate_bps),
             None,
+            &buffer,
         );
         print!("{head}");
     }

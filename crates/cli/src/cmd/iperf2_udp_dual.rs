@@ -32,7 +32,11 @@ pub(crate) fn client(host: &str, test: DualTest) -> Result<bool> {
         let (len, rate) = (opts.spec.length_bytes, opts.spec.udp_stream_rate_bps());
         let read = style.enhanced.then_some(len);
         print!("{}", text::listener_head_udp((listen_port, port), read));
-        print!("{}", iperf2_text::head_udp(host, port, len, rate, None));
+        let buffer = super::iperf2::client_head(&opts, false, true);
+        print!(
+            "{}",
+            iperf2_text::head_udp(host, port, (len, rate), None, &buffer)
+        );
     }
     let interrupt = crate::common::client::interrupt_flag()?;
     let mut live = Live::new(style, opts.spec.length_bytes);

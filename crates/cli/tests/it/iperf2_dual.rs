@@ -405,7 +405,13 @@ fn hostile_connect_back_asks_are_refused_or_fail_alone() {
     let _low = send(dual_header(25));
     common::line_with(&s, "connect back to port 25; below 1024 it is refused");
     // A port where nothing listens: the client's half runs, and the test says why the other did not.
-    let mut closed = send(dual_header(common::free_port()));
+    // The port is held bound and not listening for the test's length (a free port let go of could
+    // be taken by another test's server meanwhile: it was once, and the connection back succeeded).
+    let held = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    held.bind(&std::net::SocketAddr::from(([127, 0, 0, 1], 0)).into())
+        .unwrap();
+    let closed_port = held.local_addr().unwrap().as_socket().unwrap().port();
+    let mut closed = send(dual_header(closed_port));
     let _ = closed.write_all(&[0; 65536]);
     drop(closed);
     let line = common::line_with(&s, "iperf2 2.1.8 test");

@@ -92,12 +92,29 @@ pub(super) fn streams_connected_to(socket: &std::net::TcpStream, facts: ConnectF
     }
 }
 
-/// The send buffer the kernel grants a new TCP socket that asks for `asked` (Linux doubles a
+/// How each UDP socket of a test was set up, as iperf 2's `-e` line tells it: its descriptor and
+/// the interface of its address.
+pub(super) fn udp_facts<'a>(socks: impl Iterator<Item = &'a std::net::UdpSocket>) -> Vec<ConnectFacts> {
+    socks
+        .map(|s| ConnectFacts {
+            #[cfg(unix)]
+            fd: Some(i64::from(std::os::fd::AsRawFd::as_raw_fd(s))),
+            interface: (s.local_addr().ok()).and_then(|a| landspeed_engine::host::interface_for(a.ip())),
+            ..ConnectFacts::default()
+        })
+        .collect()
+}
+
+/// The send buffer the kernel grants a new TCP (or `udp`) socket that asks for `asked` (Linux doubles a
 /// request; without one, its default), as iperf 2 reads it back for its head; what was asked (or
 /// 0) should no socket open.
-pub fn granted_send_buffer(asked: Option<u64>) -> u64 {
+pub fn granted_send_buffer(udp: bool, asked: Option<u64>) -> u64 {
+    let kind = match udp {
+        true => socket2::Type::DGRAM,
+        false => socket2::Type::STREAM,
+    };
     let granted = || -> std::io::Result<u64> {
-        let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)?;
+        let s = socket2::Socket::new(socket2::Domain::IPV4, kind, None)?;
         if let Some(w) = asked {
             s.set_send_buffer_size(usize::try_from(w).unwrap_or(usize::MAX))?;
         }
@@ -115,7 +132,7 @@ pub(super) fn connect_facts(socket: &std::net::TcpStream, tcp: std::time::Durati
     #[cfg(not(unix))]
     let fd = None;
     ConnectFacts {
-        connect_ms: tcp.as_secs_f64() * 1e3,
+        connect_ms: Some(tcp.as_secs_f64() * 1e3),
         cwnd_mss_rtt: info.map(|i| {
             let kib = u64::from(i.raw.snd_cwnd) * u64::from(i.raw.snd_mss) / 1024;
             (kib as u32, i.raw.snd_mss, i.raw.rtt)
@@ -178,7 +195,7 @@ pub(super) struct Ends {
 /// returns them.
 pub(super) fn started_udp(
     on_event: &mut dyn FnMut(ClientEvent),
-    locals: &[std::net::SocketAddr],
+    (locals, facts): (&[std::net::SocketAddr], Vec<ConnectFacts>),
     (remote, streams): (std::net::SocketAddr, u32),
     more: Option<&str>,
 ) -> Vec<String> {
@@ -189,7 +206,7 @@ pub(super) fn started_udp(
     }
     on_event(ClientEvent::StreamsConnected {
         connections: each,
-        facts: vec![],
+        facts,
     });
     let mut warnings = vec!["iperf 2's payload is not landspeed's: nothing was verified".to_string()];
     warnings.extend(more.map(str::to_string));

@@ -45,7 +45,12 @@ pub(crate) fn run_frames(
     let header = frame_header(spec, opts.port, frames, opts.trip_times)?;
     let started_unix_s = unix_ns() as f64 / 1e9;
     let (socks, local, addr) = open(opts, spec)?;
-    let mut warnings = super::client::started_udp(on_event, &[local], (addr, spec.streams), None);
+    let mut warnings = super::client::started_udp(
+        on_event,
+        (&[local], super::client::udp_facts(socks.iter().take(1))),
+        (addr, spec.streams),
+        None,
+    );
     // Each stream's bytes, datagrams, frames, frames skipped and slips so far, for the intervals.
     let counters: Vec<Counters> = (0..spec.streams).map(|_| Counters::default()).collect();
     let t0 = Instant::now();

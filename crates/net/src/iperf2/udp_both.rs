@@ -49,7 +49,7 @@ pub(super) fn run_both(
         .map_err(|err| ClientError::Stream { id: 0, err })?;
     let locals = super::udp_client::locals(readers.iter())?;
     let local = locals[0];
-    let warnings = super::client::started_udp(on_event, &locals, (addr, spec.total_streams()), Some("iperf 2's UDP --full-duplex sends no report back: the server's side is inferred (it received what this end sent; it sent at least the highest number that came); what this end received is counted as iperf 2's client counts it (docs/iperf2.md)"));
+    let warnings = super::client::started_udp(on_event, (&locals, super::client::udp_facts(readers.iter())), (addr, spec.total_streams()), Some("iperf 2's UDP --full-duplex sends no report back: the server's side is inferred (it received what this end sent; it sent at least the highest number that came); what this end received is counted as iperf 2's client counts it (docs/iperf2.md)"));
     let data = DataPaths::Udp(streams);
     let run = Run {
         opts,

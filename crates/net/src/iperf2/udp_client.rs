@@ -65,7 +65,7 @@ pub(super) fn send_test(
     let streams = open(opts, addr, spec)?;
     let locals = locals(streams.iter().map(|s| &s.socket))?;
     let local = locals[0];
-    let mut warnings = super::client::started_udp(on_event, &locals, (addr, spec.total_streams()), Some("the server's side is iperf 2's report: its loss, out of order and jitter as iperf 2 counts them (docs/iperf2.md)"));
+    let mut warnings = super::client::started_udp(on_event, (&locals, super::client::udp_facts(streams.iter().map(|s| &s.socket))), (addr, spec.total_streams()), Some("the server's side is iperf 2's report: its loss, out of order and jitter as iperf 2 counts them (docs/iperf2.md)"));
     let data = DataPaths::Udp(streams);
     let format = UdpFormat::Iperf2 { header };
     let out = crate::dial::measure_quietly_as(opts, spec, (&data, format), local, interrupt, on_event);

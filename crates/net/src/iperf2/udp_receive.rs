@@ -50,7 +50,7 @@ pub(super) fn run_reverse(
         .collect::<Result<Vec<UdpSocket>, ClientError>>()?;
     let locals = super::udp_client::locals(socks.iter())?;
     let local = locals[0];
-    let warnings = super::client::started_udp(on_event, &locals, (addr, spec.streams), Some("loss, out of order and jitter are counted as iperf 2's client counts them (docs/iperf2.md); the server's side is inferred from the highest number that came"));
+    let warnings = super::client::started_udp(on_event, (&locals, super::client::udp_facts(socks.iter())), (addr, spec.streams), Some("loss, out of order and jitter are counted as iperf 2's client counts them (docs/iperf2.md); the server's side is inferred from the highest number that came"));
     let t0 = Instant::now();
     let (got, samples) = receive_all(&socks, (spec, &ask), (t0, interrupt), on_event);
     let silent: Vec<&Got> = got.iter().filter(|g| g.receipt.received == 0).collect();
