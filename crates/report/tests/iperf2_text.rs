@@ -139,7 +139,7 @@ fn the_head_is_iperf2s_dashed_block() {
 fn the_connect_times_line_is_iperf2s() {
     use landspeed_core::endpoint::ConnectFacts;
     let f = |ms| ConnectFacts {
-        connect_ms: ms,
+        connect_ms: Some(ms),
         ..ConnectFacts::default()
     };
     assert_eq!(
