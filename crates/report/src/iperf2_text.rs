@@ -566,15 +566,90 @@ pub fn totals_at(r: &RunResult, st: &Iperf2Style, each: &[Ends]) -> String {
             t += &l;
             t.push('\n');
         }
-        if group.len() > 1 {
+        // Full duplex sums both directions together, never one alone.
+        if group.len() > 1 && r.config.spec.direction != Direction::Bidir {
             let _ = writeln!(t, "{}", sum_line(r, &group, (received, sum), st));
         }
         all = (all.0 + sum.0, all.1.max(sum.1));
     }
-    if r.config.spec.direction == Direction::Bidir {
+    // Both directions' [SUM]: iperf 2.1.8 prints it with more than one connection, and with one
+    // only when neither -i nor -e is given (with -i there is none; with -e it follows the [FDk]
+    // lines, `full_duplex_tcp_totals`).
+    let one_sum = st.interval_s.is_none();
+    let shown = (connections(r) > 1 || one_sum) && !st.enhanced;
+    if r.config.spec.direction == Direction::Bidir && shown {
         let _ = writeln!(t, "[SUM] {}", columns(0.0, all.1, all.0, st));
     }
     t
+}
+
+/// TCP `--full-duplex -e`: each connection's `[FDk]` line, its two directions' bytes together over
+/// the interval (iperf 2.1.8's plain column head first when `head`: once in the whole output).
+pub fn full_duplex_tcp(
+    sent: &IntervalResult,
+    received: &IntervalResult,
+    st: &Iperf2Style,
+    head: bool,
+) -> String {
+    let sorted = |i: &IntervalResult| {
+        let mut s: Vec<&IntervalStream> = i.streams.iter().collect();
+        s.sort_by_key(|s| s.id);
+        s.iter().map(|s| s.bytes).collect::<Vec<u64>>()
+    };
+    let mut t = match head {
+        true => column_head(&Iperf2Style {
+            enhanced: false,
+            ..st.clone()
+        })
+        .to_string(),
+        false => String::new(),
+    };
+    for (k, (a, b)) in sorted(sent).iter().zip(sorted(received)).enumerate() {
+        let _ = writeln!(
+            t,
+            "[FD{}] {}",
+            k + 1,
+            columns(sent.start_s, sent.end_s, a + b, st)
+        );
+    }
+    t
+}
+
+/// TCP full duplex: an interval's `[SUM]` of both directions of every connection (iperf 2.1.8
+/// prints one with more than one connection).
+pub fn full_duplex_tcp_sum(sent: &IntervalResult, received: &IntervalResult, st: &Iperf2Style) -> String {
+    let bytes: u64 = (sent.streams.iter().chain(&received.streams))
+        .map(|s| s.bytes)
+        .sum();
+    format!("[SUM] {}\n", columns(sent.start_s, sent.end_s, bytes, st))
+}
+
+/// TCP `--full-duplex -e`'s closing `[FDk]` lines: each connection's two directions' bytes over the
+/// longer of their times (the plain column head first when `head`), then with more than one
+/// connection the `[SUM]` of all.
+pub fn full_duplex_tcp_totals(r: &RunResult, st: &Iperf2Style, head: bool) -> String {
+    let streams = numbered(r);
+    let mut t = String::new();
+    let mut all = (0, 0.0_f64);
+    for n in streams.iter().filter(|n| !n.received) {
+        let back = streams.iter().find(|m| m.received && m.number == n.number);
+        let ((a, ta), (b, tb)) = (whole(n), back.map_or((0, 0.0), whole));
+        all = (all.0 + a + b, all.1.max(ta).max(tb));
+        let _ = writeln!(t, "[FD{}] {}", n.number, columns(0.0, ta.max(tb), a + b, st));
+    }
+    if connections(r) > 1 {
+        let _ = writeln!(t, "[SUM] {}", columns(0.0, all.1, all.0, st));
+    }
+    match (head, t.is_empty()) {
+        (true, false) => {
+            let plain = Iperf2Style {
+                enhanced: false,
+                ..st.clone()
+            };
+            column_head(&plain).to_string() + &t
+        }
+        _ => t,
+    }
 }
 
 /// A direction's closing `[SUM]` (`sum`: its bytes and longest span): a timed test's received

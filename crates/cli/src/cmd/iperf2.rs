@@ -477,7 +477,18 @@ fn client(o: &Opts, host: &str) -> Result<bool> {
             Ok(r.streams.iter().all(|s| s.errors.is_empty()))
         }
         Ok(r) => {
-            print!("{}", iperf2_text::totals_at(&r, &style, &live.each));
+            let totals = iperf2_text::totals_at(&r, &style, &live.each);
+            let both = r.config.spec.direction == landspeed_core::config::Direction::Bidir;
+            let fd = both && style.enhanced && !style.csv;
+            match fd && !live.received_head {
+                // The received streams' reads head, before their first line as iperf 2 prints it.
+                true => print!("{}", with_reads_head(&totals)),
+                false => print!("{totals}"),
+            }
+            if fd {
+                let head = !live.full_duplex_head;
+                print!("{}", iperf2_text::full_duplex_tcp_totals(&r, &style, head));
+            }
             if style.enhanced && !style.csv && live.each.len() > 1 {
                 let facts: Vec<_> = live.each.iter().filter_map(|e| e.facts.clone()).collect();
                 print!("{}", iperf2_text::connect_times(&facts));
@@ -512,6 +523,17 @@ pub(crate) fn client_head(
 /// The send buffer a new TCP socket asking for `asked` is granted, as iperf 2's head shows it.
 pub(crate) fn granted_window(udp: bool, asked: Option<u64>) -> u64 {
     landspeed_net::granted_send_buffer(udp, asked)
+}
+
+/// `lines` with iperf 2's reads head before the first line of a stream received (`[ *k]`).
+fn with_reads_head(lines: &str) -> String {
+    match lines.find("[ *") {
+        Some(at) => {
+            let head = landspeed_report::iperf2_server_text::READS_HEAD;
+            format!("{}{head}{}", &lines[..at], &lines[at..])
+        }
+        None => lines.to_string(),
+    }
 }
 
 /// The client's lines as the test goes, as iperf 2 prints them: the connections when the streams
@@ -644,6 +666,49 @@ impl<'a> Live<'a> {
         Some(lines + head)
     }
 
+    /// TCP `--full-duplex`: no direction's own `[SUM]`; with `-e` the received streams' reads head
+    /// before their first lines and after them each connection's `[FDk]` line; with several
+    /// connections the `[SUM]` of both directions; each once the sent streams' interval of the
+    /// same number is known.
+    fn full_duplex_tcp(
+        &mut self,
+        interval: &landspeed_core::result::IntervalResult,
+        received: bool,
+        lines: String,
+    ) -> String {
+        let lines: String = (lines.lines())
+            .filter(|l| !l.starts_with("[SUM]"))
+            .map(|l| l.to_string() + "\n")
+            .collect();
+        if !received {
+            self.last_sent = Some(interval.clone());
+            return lines;
+        }
+        let enhanced = self.style.enhanced;
+        let head = match enhanced && !std::mem::replace(&mut self.received_head, true) {
+            true => landspeed_report::iperf2_server_text::READS_HEAD,
+            false => "",
+        };
+        let after = match self.last_sent.take() {
+            Some(sent) if sent.index == interval.index => {
+                let fd = match enhanced {
+                    true => {
+                        let first = !std::mem::replace(&mut self.full_duplex_head, true);
+                        iperf2_text::full_duplex_tcp(&sent, interval, self.style, first)
+                    }
+                    false => String::new(),
+                };
+                let sum = match self.spec.streams > 1 {
+                    true => iperf2_text::full_duplex_tcp_sum(&sent, interval, self.style),
+                    false => String::new(),
+                };
+                fd + &sum
+            }
+            _ => String::new(),
+        };
+        head.to_string() + &lines + &after
+    }
+
     /// UDP `--full-duplex`: with `-e` each connection's `[FDk]` line and with `-P` the `[SUM]` of
     /// all, once the received streams' interval (`received`) meets the sent streams' of the same
     /// number.
@@ -716,7 +781,11 @@ impl<'a> Live<'a> {
                 let each = each.to_vec();
                 let own = self.own_retries(interval);
                 let lines = iperf2_text::interval(&own, received, self.style, (&each, stamp, length));
-                self.sum_head(lines, received)
+                let lines = self.sum_head(lines, received);
+                match self.spec.direction == Direction::Bidir && !self.style.csv {
+                    true => self.full_duplex_tcp(interval, received, lines),
+                    false => lines,
+                }
             }
         })
     }

@@ -1545,6 +1545,12 @@ fn the_iperf_drop_in_prints_iperf2s_trip_times_and_e_client_lines() {
         "-t 1.2 -i 0.5 -e -R",
         "-t 1 -e -R -P 2 -b 50M",
         "-t 1 -e -P 2 -b 50M",
+        // TCP full duplex: no direction's own [SUM]; both directions' [SUM] with -P (and with one
+        // connection only without -i and -e); with -e the reads head and each connection's [FDk].
+        "-t 1 --full-duplex",
+        "-t 1.2 -i 0.5 --full-duplex -e",
+        "-t 1 --full-duplex -e -P 2",
+        "-t 1.2 -i 0.5 --full-duplex -P 2",
     ];
     for args in lines {
         let theirs = {
