@@ -127,27 +127,49 @@ pub fn render(r: &RunResult, st: &Iperf2Style) -> String {
         t += client_head(spec, st);
     }
     for i in st.intervals(r) {
-        for received in [false, true] {
-            let streams: Vec<IntervalStream> = i
-                .streams
-                .iter()
-                .filter(|s| {
-                    r.streams
-                        .iter()
-                        .any(|x| x.id == s.id && receives(x.flow) == received)
-                })
-                .cloned()
-                .collect();
-            if streams.is_empty() {
-                continue;
-            }
-            let part = IntervalResult { streams, ..i.clone() };
-            let stamp = r.started_unix_s + i.end_s;
-            let at = (std::slice::from_ref(&ends), stamp, r.config.spec.length_bytes);
-            t += &interval(&part, received, st, at);
-        }
+        t += &interval_both_ways(r, i, st, &ends);
     }
     t + &totals(r, st)
+}
+
+/// One interval of a stored result: each direction's lines; in full duplex (text) without a
+/// direction's own `[SUM]`, then the connections' `[FDk]` (`-e`) and both directions' `[SUM]`
+/// (several connections), as the live client prints them.
+fn interval_both_ways(r: &RunResult, i: &IntervalResult, st: &Iperf2Style, ends: &Ends) -> String {
+    let part = |received: bool| {
+        let streams: Vec<IntervalStream> = (i.streams.iter())
+            .filter(|s| (r.streams.iter()).any(|x| x.id == s.id && receives(x.flow) == received))
+            .cloned()
+            .collect();
+        IntervalResult { streams, ..i.clone() }
+    };
+    let both = r.config.spec.direction == Direction::Bidir && !st.csv;
+    let at = (
+        std::slice::from_ref(ends),
+        r.started_unix_s + i.end_s,
+        r.config.spec.length_bytes,
+    );
+    let mut t = String::new();
+    for received in [false, true] {
+        let p = part(received);
+        if p.streams.is_empty() {
+            continue;
+        }
+        let lines = interval(&p, received, st, at);
+        t += &match both {
+            true => (lines.lines().filter(|l| !l.starts_with("[SUM]")))
+                .map(|l| l.to_string() + "\n")
+                .collect(),
+            false => lines,
+        };
+    }
+    if both && st.enhanced {
+        t += &full_duplex_tcp(&part(false), &part(true), st, false);
+    }
+    if both && connections(r) > 1 {
+        t += &full_duplex_tcp_sum(&part(false), &part(true), st);
+    }
+    t
 }
 
 /// Both ends' addresses, as iperf 2 prints them (IP and port).

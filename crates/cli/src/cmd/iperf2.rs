@@ -433,24 +433,8 @@ fn client(o: &Opts, host: &str) -> Result<bool> {
             interval_s: o.interval.filter(|i| *i > 0.0),
         },
     );
-    let port = o.port.unwrap_or(PORT);
-    if !style.csv && o.udp {
-        let rate = opts.spec.udp_stream_rate_bps();
-        print!(
-            "{}",
-            iperf2_text::head_udp(
-                host,
-                port,
-                (opts.spec.length_bytes, rate),
-                opts.spec.frames,
-                &client_head(&opts, style.enhanced, true)
-            )
-        );
-    } else if !style.csv {
-        print!(
-            "{}",
-            iperf2_text::head(host, port, &client_head(&opts, style.enhanced, false))
-        );
+    if !style.csv {
+        print!("{}", client_head_text(o, host, &opts, style.enhanced));
     }
     let interrupt = crate::common::client::interrupt_flag()?;
     let mut live = Live::new(&style, &shown);
@@ -477,26 +461,47 @@ fn client(o: &Opts, host: &str) -> Result<bool> {
             Ok(r.streams.iter().all(|s| s.errors.is_empty()))
         }
         Ok(r) => {
-            let totals = iperf2_text::totals_at(&r, &style, &live.each);
-            let both = r.config.spec.direction == landspeed_core::config::Direction::Bidir;
-            let fd = both && style.enhanced && !style.csv;
-            match fd && !live.received_head {
-                // The received streams' reads head, before their first line as iperf 2 prints it.
-                true => print!("{}", with_reads_head(&totals)),
-                false => print!("{totals}"),
-            }
-            if fd {
-                let head = !live.full_duplex_head;
-                print!("{}", iperf2_text::full_duplex_tcp_totals(&r, &style, head));
-            }
-            if style.enhanced && !style.csv && live.each.len() > 1 {
-                let facts: Vec<_> = live.each.iter().filter_map(|e| e.facts.clone()).collect();
-                print!("{}", iperf2_text::connect_times(&facts));
-            }
+            print!("{}", tcp_totals(&r, &style, &live));
             Ok(r.streams.iter().all(|s| s.errors.is_empty()))
         }
         Err(e) => refuse(&format!("connect failed: {e}")),
     }
+}
+
+/// The client's dashed head, over UDP or TCP.
+fn client_head_text(o: &Opts, host: &str, opts: &landspeed_net::ClientOptions, enhanced: bool) -> String {
+    let port = o.port.unwrap_or(PORT);
+    match o.udp {
+        true => iperf2_text::head_udp(
+            host,
+            port,
+            (opts.spec.length_bytes, opts.spec.udp_stream_rate_bps()),
+            opts.spec.frames,
+            &client_head(opts, enhanced, true),
+        ),
+        false => iperf2_text::head(host, port, &client_head(opts, enhanced, false)),
+    }
+}
+
+/// A TCP test's closing lines: each stream's total and the sums; in full duplex with `-e` the
+/// received streams' reads head (when no interval printed it) and the `[FDk]` lines; with `-e` and
+/// several connections the `[ CT]` line.
+fn tcp_totals(r: &landspeed_core::result::RunResult, style: &Iperf2Style, live: &Live) -> String {
+    let totals = iperf2_text::totals_at(r, style, &live.each);
+    let both = r.config.spec.direction == landspeed_core::config::Direction::Bidir;
+    let fd = both && style.enhanced && !style.csv;
+    let mut t = match fd && !live.received_head {
+        true => with_reads_head(&totals),
+        false => totals,
+    };
+    if fd {
+        t += &iperf2_text::full_duplex_tcp_totals(r, style, !live.full_duplex_head);
+    }
+    if style.enhanced && !style.csv && live.each.len() > 1 {
+        let facts: Vec<_> = live.each.iter().filter_map(|e| e.facts.clone()).collect();
+        t += &iperf2_text::connect_times(&facts);
+    }
+    t
 }
 
 /// The client's head: the send buffer a TCP (or `udp`) socket like the test's is granted (asking
