@@ -405,7 +405,8 @@ pub(crate) fn measure<X: Send>(
 
 /// [`measure`] for a request/response test (`--rr`): its TCP streams through the engine's
 /// request/response transport, the transactions into `log` (which the hook may read as they
-/// come); their figures beside the engine's output.
+/// come); their figures beside the engine's output. With `each` (a connection-each test) the
+/// streams are the first connections, and it opens every later one.
 pub(crate) fn measure_transactions<X: Send>(
     opts: &ClientOptions,
     (spec, t, log): (
@@ -413,33 +414,9 @@ pub(crate) fn measure_transactions<X: Send>(
         landspeed_core::config::TransactionSpec,
         &std::sync::Mutex<landspeed_core::transactions::TransactionLog>,
     ),
-    streams: &[landspeed_engine::transport::tcp::DataStream],
-    local: SocketAddr,
-    (tx, rx): (&mpsc::Sender<Wake<X>>, &mpsc::Receiver<Wake<X>>),
-    hook: &mut dyn EngineHook<X>,
-) -> (
-    supervisor::EngineOutput,
-    landspeed_core::transactions::TransactionsReport,
-) {
-    let params = EngineParams::for_spec(spec, opts.threads, opts.cpus.clone(), opts.idle_timeout);
-    let flags = Flags::default();
-    let iface = landspeed_engine::host::interface_for(local.ip());
-    let wiring = Wiring::new(&flags, (tx, rx), hook, iface.as_deref());
-    landspeed_engine::transport::rr::run(streams, (t, log), &params, wiring)
-}
-
-/// `measure_transactions` for a connection-each test: after the first connections, `conns` opens
-/// each transaction's.
-pub(crate) fn measure_each<X: Send>(
-    opts: &ClientOptions,
-    (spec, t, log): (
-        &TestSpec,
-        landspeed_core::config::TransactionSpec,
-        &std::sync::Mutex<landspeed_core::transactions::TransactionLog>,
-    ),
-    (streams, conns): (
+    (streams, each): (
         &[landspeed_engine::transport::tcp::DataStream],
-        &dyn landspeed_engine::transport::rr::Connections,
+        Option<&dyn landspeed_engine::transport::rr::Connections>,
     ),
     local: SocketAddr,
     (tx, rx): (&mpsc::Sender<Wake<X>>, &mpsc::Receiver<Wake<X>>),
@@ -452,7 +429,11 @@ pub(crate) fn measure_each<X: Send>(
     let flags = Flags::default();
     let iface = landspeed_engine::host::interface_for(local.ip());
     let wiring = Wiring::new(&flags, (tx, rx), hook, iface.as_deref());
-    landspeed_engine::transport::rr::run_each(streams, (t, log), conns, &params, wiring)
+    match each {
+        // A connection each: after the first connections, `conns` opens each transaction's.
+        Some(conns) => landspeed_engine::transport::rr::run_each(streams, (t, log), conns, &params, wiring),
+        None => landspeed_engine::transport::rr::run(streams, (t, log), &params, wiring),
+    }
 }
 
 /// How and where a test ran, for the result.

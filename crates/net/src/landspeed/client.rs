@@ -9,8 +9,8 @@ mod setup;
 
 use crate::control::{ControlError, Event, Input, Link, WaitError, Wire};
 use crate::dial::{
-    latency, measure, measure_each, measure_transactions, run_context, ClientError, ClientEvent,
-    ClientOptions, LiveIntervals,
+    latency, measure, measure_transactions, run_context, ClientError, ClientEvent, ClientOptions,
+    LiveIntervals,
 };
 use crate::streams::DataPaths;
 use landspeed_core::assemble::Inputs;
@@ -338,25 +338,17 @@ impl Run<'_> {
         };
         let wake = (&link.tx, &link.rx);
         let (out, transactions) = match (&data, self.spec.transactions, &log) {
-            (DataPaths::Tcp(streams), Some(t), Some(log)) if t.connect_each => {
-                let dialing = each::Dialing {
-                    dialer: self.dialer.as_ref().ok_or(ClientError::OutOfOrder {
-                        step: "opening a connection-each test's connections",
-                    })?,
-                    opts: self.opts,
-                    spec: self.spec,
-                    addr: self.at.1,
-                };
-                let rr: (&TestSpec, _, _) = (self.spec, t, log);
-                let (out, report) =
-                    measure_each(self.opts, rr, (streams, &dialing), self.at.0, wake, &mut hook);
-                // The server answers whatever connections come until told the last has been made.
-                let _ = hook.wire.send(&Message::Stop);
-                (out, Some(report))
-            }
             (DataPaths::Tcp(streams), Some(t), Some(log)) => {
+                let dialing = (t.connect_each)
+                    .then(|| each::Dialing::of(self.dialer.as_ref(), self.opts, self.spec, self.at.1))
+                    .transpose()?;
                 let rr: (&TestSpec, _, _) = (self.spec, t, log);
-                let (out, report) = measure_transactions(self.opts, rr, streams, self.at.0, wake, &mut hook);
+                let each = (&streams[..], dialing.as_ref().map(|d| d as &dyn rr::Connections));
+                let (out, report) = measure_transactions(self.opts, rr, each, self.at.0, wake, &mut hook);
+                if dialing.is_some() {
+                    // The server answers whatever connections come until told the last was made.
+                    let _ = hook.wire.send(&Message::Stop);
+                }
                 (out, Some(report))
             }
             _ => {

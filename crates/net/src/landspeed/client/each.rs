@@ -38,10 +38,31 @@ impl Dialer {
 
 /// The dialer at work: the options and the server it dials.
 pub(super) struct Dialing<'a> {
-    pub(super) dialer: &'a Dialer,
-    pub(super) opts: &'a ClientOptions,
-    pub(super) spec: &'a TestSpec,
-    pub(super) addr: SocketAddr,
+    dialer: &'a Dialer,
+    opts: &'a ClientOptions,
+    spec: &'a TestSpec,
+    addr: SocketAddr,
+}
+
+impl<'a> Dialing<'a> {
+    /// The dialer of the test at work (an error when the test has none: its connections were
+    /// never admitted).
+    pub(super) fn of(
+        dialer: Option<&'a Dialer>,
+        opts: &'a ClientOptions,
+        spec: &'a TestSpec,
+        addr: SocketAddr,
+    ) -> Result<Dialing<'a>, ClientError> {
+        let dialer = dialer.ok_or(ClientError::OutOfOrder {
+            step: "opening a connection-each test's connections",
+        })?;
+        Ok(Dialing {
+            dialer,
+            opts,
+            spec,
+            addr,
+        })
+    }
 }
 
 impl Connections for Dialing<'_> {
