@@ -93,13 +93,15 @@ fn the_ndt7_client_crate_completes_both_subtests_and_agrees_with_the_log() {
             "{t}: {summary}"
         );
     }
-    // The server's measurements reached it, every 250 ms for 10 s (39 each; a busy machine may lose some).
+    // The server's measurements reached it, every 250 ms for 10 s: 39 each, at least half of them
+    // asked (a physical margin: a busy machine delays the server's messages, and CI's once
+    // delivered 28 in an upload's 10 s).
     for t in ["download", "upload"] {
         let from_server = events
             .iter()
             .filter(|e| e["Measurement"]["Origin"] == "server" && e["Measurement"]["Test"] == t)
             .count();
-        assert!(from_server >= 30, "{t}: {from_server} server measurements");
+        assert!(from_server >= 20, "{t}: {from_server} server measurements");
     }
     let (down, up) = (ndt7_line(&s), ndt7_line(&s));
     for line in [&down, &up] {
