@@ -140,21 +140,14 @@ fn totals(out: &mut String, t: &TransactionsReport, connections: usize) {
             w.samples
         );
     }
-    if let Some(c) = &t.connect {
-        let _ = writeln!(
-            out,
-            "  connect    {} connections; handshake {}",
-            c.connections,
-            summary(&c.latency)
-        );
-    }
-    if let Some(c) = &t.tls {
-        let _ = writeln!(
-            out,
-            "  tls        {} handshakes; {}",
-            c.connections,
-            summary(&c.latency)
-        );
+    let handshakes = [
+        ("connect    ", "connections; handshake", &t.connect),
+        ("tls        ", "handshakes;", &t.tls),
+    ];
+    for (label, what, c) in handshakes {
+        if let Some(c) = c {
+            let _ = writeln!(out, "  {label}{} {what} {}", c.connections, summary(&c.latency));
+        }
     }
     let bins: Vec<String> = t
         .histogram

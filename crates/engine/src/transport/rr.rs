@@ -73,18 +73,13 @@ impl Transport for Rr<'_> {
         flags: &Flags,
         t0: Instant,
     ) -> Vec<(usize, Outcome)> {
-        group
-            .iter()
-            .map(|&i| {
-                let mut end = End::new(&self.streams[i], &meters[i], self.spec, p);
-                let out = match end.ds.role {
-                    Role::Sender => end.ask(p, flags, t0, self.log),
-                    Role::Receiver => end.answer(p, flags),
-                };
-                meters[i].finished.store(true, Relaxed);
-                (i, out)
-            })
-            .collect()
+        each_stream(group, meters, |i| {
+            let mut end = End::new(&self.streams[i], &meters[i], self.spec, p);
+            match end.ds.role {
+                Role::Sender => end.ask(p, flags, t0, self.log),
+                Role::Receiver => end.answer(p, flags),
+            }
+        })
     }
 
     fn snapshot(&self, i: usize) -> Option<TcpSnapshot> {
@@ -94,6 +89,18 @@ impl Transport for Rr<'_> {
     fn settle(&self, i: usize, rtts_us: &[u32]) -> Settled {
         super::tcp::Tcp(self.streams).settle(i, rtts_us)
     }
+}
+
+/// A worker's streams one after another (a thread each, `groups`): each one's outcome, its meter
+/// marked finished as it ends.
+fn each_stream(group: &[usize], meters: &[Meter], run: impl Fn(usize) -> Outcome) -> Vec<(usize, Outcome)> {
+    (group.iter())
+        .map(|&i| {
+            let out = run(i);
+            meters[i].finished.store(true, Relaxed);
+            (i, out)
+        })
+        .collect()
 }
 
 /// The log a request/response test's client records into: `spec`'s shape, an interval every

@@ -102,18 +102,13 @@ impl Transport for Each<'_> {
         flags: &Flags,
         t0: Instant,
     ) -> Vec<(usize, Outcome)> {
-        group
-            .iter()
-            .map(|&i| {
-                let (first, meter) = (&self.first[i], &meters[i]);
-                let out = match first.role {
-                    Role::Sender => self.ask(first, meter, p, flags, t0),
-                    Role::Receiver => self.answer(first, meter, p, flags),
-                };
-                meter.finished.store(true, Relaxed);
-                (i, out)
-            })
-            .collect()
+        super::each_stream(group, meters, |i| {
+            let (first, meter) = (&self.first[i], &meters[i]);
+            match first.role {
+                Role::Sender => self.ask(first, meter, p, flags, t0),
+                Role::Receiver => self.answer(first, meter, p, flags),
+            }
+        })
     }
 
     /// None: no one connection stands for the stream's many.
