@@ -388,7 +388,7 @@ pub enum ConfigError {
     #[error(transparent)]
     Frames(#[from] crate::frames::FrameSpecError),
     /// Something an isochronous test cannot be run with.
-    #[error("an isochronous test (--isochronous) sends UDP frames; it cannot take {0}")]
+    #[error("an isochronous test (--isochronous) sends frames one way, as UDP datagrams or (iperf 2's protocol) TCP bursts; it cannot take {0}")]
     FramesWith(&'static str),
     /// Something a request/response test cannot be run with.
     #[error(
@@ -590,12 +590,18 @@ impl TestSpec {
         Ok(())
     }
 
-    /// An isochronous test: its frames in range, over UDP, one way, no steady rate beside them, no
+    /// An isochronous test: its frames in range, over UDP or TCP (iperf 2's bursts), one way, no
+    /// steady rate beside them (none at all over TCP, where a rate would pace), no
     /// request/response.
     fn validate_frames(&self, f: &crate::frames::FrameSpec) -> Result<(), ConfigError> {
         f.check()?;
-        let other = if self.transport != Transport::Udp {
-            Some("TCP or QUIC (frames are UDP datagrams: -u)")
+        let other = if self.transport == Transport::Quic {
+            Some("QUIC (frames are UDP datagrams, or TCP bursts in iperf 2's protocol)")
+        } else if self.transport == Transport::Tcp && (self.rate_bps.is_some() || self.fq_rate_bps.is_some())
+        {
+            Some("a rate (-b) over TCP: the frames' mean is their rate")
+        } else if self.direction != Direction::Forward {
+            Some("-R or --bidir (the client sends the frames)")
         } else if self.transactions.is_some() {
             Some("a request/response test")
         } else if self.rate_bps.is_some() && self.rate_bps != Some(f.mean_bps * f64::from(self.streams)) {
@@ -954,10 +960,12 @@ impl TestSpec {
     }
 
     /// The pace of `streams` of this test's streams together, bits per second: UDP's schedule
-    /// (`rate_bps`, already a total), else each socket's pace times the streams. None: not paced.
+    /// (`rate_bps`, already a total), TCP frames' (`--isochronous`: their mean each stream), else
+    /// each socket's pace times the streams. None: not paced.
     pub fn paced_bps(&self, streams: u32) -> Option<f64> {
         match self.transport {
             Transport::Udp => self.rate_bps,
+            Transport::Tcp if self.frames.is_some() => self.frames.map(|f| f.mean_bps * f64::from(streams)),
             Transport::Tcp | Transport::Quic => self.fq_rate_bps.map(|r| r * f64::from(streams)),
         }
     }

@@ -530,6 +530,10 @@ pub struct FramesInterval {
     pub skipped: u64,
     /// Times it came back late.
     pub slips: u64,
+    /// The sender's writes within it: datagrams over UDP, write calls over TCP (iperf 2's
+    /// `Write/Err` column).
+    #[serde(default)]
+    pub writes: u64,
 }
 
 /// The sender's side of a test of frames.
@@ -545,7 +549,7 @@ pub struct FramesSent {
     pub slips: u64,
     /// Bytes of frames it sent.
     pub bytes: u64,
-    /// Datagrams they took.
+    /// Datagrams they took (over TCP, in iperf 2's protocol, the write calls).
     #[serde(default)]
     pub datagrams: u64,
 }

@@ -147,6 +147,25 @@ impl ClientHeader {
         })
     }
 
+    /// The header of a TCP test of isochronous frames (`--isochronous` without `-u`), as iperf
+    /// 2.1.8 writes it (captured): the forward test's with the ISOCH bit and, trip times or not,
+    /// the 80 bytes that hold the start time (each frame then goes as a burst, `crate::burst`). The
+    /// frames' rate and sizes are not in it: each burst's header carries its period.
+    pub fn for_tcp_frames(spec: &TestSpec, port: u16) -> Result<ClientHeader, NotAsked> {
+        if spec.direction != Direction::Forward {
+            return Err(NotAsked("frames from the server (-R, --full-duplex)"));
+        }
+        let timed = TestSpec {
+            trip_times: true,
+            ..spec.clone()
+        };
+        let mut h = ClientHeader::for_tcp(&timed, port)?;
+        if let Some(e) = h.extension.as_mut() {
+            e.upper = upper::ISOCH | if spec.trip_times { upper::TRIPTIME } else { 0 };
+        }
+        Ok(h)
+    }
+
     /// The header of a test the server opens back (`-r`, `-d`: iperf 2's version-1 tests), as
     /// iperf 2.1.8 writes it: the client's streams as [`for_tcp`](Self::for_tcp) writes a
     /// forward test of `spec`, `VERSION1` instead of `VERSION2` (the server then acks the header,
@@ -403,6 +422,39 @@ mod tests {
         let p = tcp("tcp -n 8K --trip-times").tcp_plan(7).unwrap();
         assert!(p.notes.is_empty() && p.spec.trip_times);
         assert_eq!(p.spec.rx, RxMode::Copy, "the bursts are read");
+    }
+
+    #[test]
+    fn a_tcp_frame_senders_header_is_iperf_2s_with_version2() {
+        // iperf 2.1.8's `-t 1 --isochronous=10:200k,0`: ISOCH, 80 bytes (the start time), no
+        // rate; landspeed's sets VERSION2 as on every test (no ack to leave unread).
+        let theirs = tcp("tcp -t 1 --isochronous=10:200k,0");
+        assert!(theirs.has(upper::ISOCH) && !theirs.has(upper::TRIPTIME));
+        let spec = TestSpec {
+            end: EndCondition::Time(Duration::from_secs(1)),
+            length_bytes: 0,
+            ..TestSpec::default()
+        };
+        let start = crate::ack::WireTime {
+            secs: 0x6b1495cd,
+            micros: 0xdbaa8,
+        };
+        let mut ours = ClientHeader::for_tcp_frames(&spec, 5302).unwrap().started(start);
+        assert_eq!(ours.flags, theirs.flags | flags::VERSION2);
+        ours.flags = theirs.flags;
+        ours.extension.as_mut().unwrap().version = theirs.extension.unwrap().version;
+        assert_eq!(ours.encode(), theirs.encode());
+        let timed = TestSpec {
+            trip_times: true,
+            ..spec.clone()
+        };
+        let h = ClientHeader::for_tcp_frames(&timed, 5302).unwrap();
+        assert!(h.has(upper::ISOCH) && h.has(upper::TRIPTIME));
+        let back = TestSpec {
+            direction: Direction::Reverse,
+            ..spec
+        };
+        assert!(ClientHeader::for_tcp_frames(&back, 5302).is_err());
     }
 
     #[test]

@@ -15,6 +15,7 @@ pub(crate) mod connect_rate;
 mod gather;
 mod heard;
 mod isoch_client;
+mod isoch_tcp;
 pub(crate) mod server;
 pub(crate) mod udp;
 mod udp_back;

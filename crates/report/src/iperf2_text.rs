@@ -76,6 +76,8 @@ pub struct EnhancedHead {
     pub tos: u8,
     /// `-N`: Nagle's algorithm off.
     pub nodelay: bool,
+    /// A TCP test of frames (`--isochronous`): their line follows the write size.
+    pub frames: Option<landspeed_core::frames::FrameSpec>,
 }
 
 /// iperf 2.1.8's window line: the size granted, "(default)" when none was asked, a warning when
@@ -103,9 +105,10 @@ pub fn head(host: &str, port: u16, h: &TcpHead) -> String {
                 true => "and nodelay (Nagle off)",
                 false => "(Nagle on)",
             };
+            let frames = e.frames.map(|f| frames_line(&f) + "\n").unwrap_or_default();
             let _ = write!(
                 t,
-                " with pid {} ({} flows)\nWrite buffer size: {} Byte\nTOS set to {:#x} {nagle}\n",
+                " with pid {} ({} flows)\nWrite buffer size: {} Byte\n{frames}TOS set to {:#x} {nagle}\n",
                 e.pid, e.flows, e.write_bytes, e.tos
             );
         }
@@ -373,9 +376,18 @@ pub fn effective(spec: &landspeed_core::config::TestSpec, st: &Iperf2Style) -> I
     }
 }
 
-/// The column head of a client test: a `--trip-times` test received (`-R`) has the bursts' one.
+/// The column head of a TCP client sending frames (`--isochronous`, which turns `-e` on).
+pub const COLUMN_HEAD_TCP_FRAMES: &str =
+    "[ ID] Interval            Transfer     Bandwidth      Write/Err  Rtry     Cwnd/RTT     isoch:tx/miss/slip  NetPwr\n";
+
+/// The column head of a client test: a `--trip-times` test received (`-R`) has the bursts' one,
+/// a TCP test of frames its isochronous one.
 pub fn client_head(spec: &landspeed_core::config::TestSpec, st: &Iperf2Style) -> &'static str {
     let st = effective(spec, st);
+    let tcp = spec.transport == landspeed_core::config::Transport::Tcp;
+    if tcp && spec.frames.is_some() && st.enhanced {
+        return COLUMN_HEAD_TCP_FRAMES;
+    }
     match (spec.direction == Direction::Reverse, spec.trip_times, st.enhanced) {
         (true, true, _) => crate::iperf2_server_text::TRIPS_HEAD,
         (true, false, true) if spec.transport == landspeed_core::config::Transport::Tcp => {
@@ -464,9 +476,43 @@ pub(crate) fn stream_line(
             rtt_us: s.rtt_us.unwrap_or(0),
             rtt_var_us: 0,
         };
-        l += &enhanced(length_bytes, s.bytes, i.end_s - i.start_s, &tcp);
+        let secs = i.end_s - i.start_s;
+        l += &match s.frames {
+            Some(f) => enhanced_frames(f.writes, (s.bytes, secs), &tcp, (f.sent, f.skipped, f.slips)),
+            None => enhanced(length_bytes, s.bytes, secs, &tcp),
+        };
     }
     l + "\n"
+}
+
+/// `-e`'s columns of a TCP sender of frames, as iperf 2.1.8 prints them (its
+/// `report_write_enhanced_isoch_format`): writes/errors, retries, cwnd/RTT, the frames begun,
+/// skipped and slips (`frames`), net power.
+pub(crate) fn enhanced_frames(
+    writes: u64,
+    (bytes, secs): (u64, f64),
+    tcp: &Tcp,
+    frames: (u64, u64, u64),
+) -> String {
+    format!(
+        "  {writes}/0 {:8} {:8}K/{} us  {:9}/{}/{}        {}",
+        tcp.retransmits,
+        tcp.cwnd_bytes / 1024,
+        tcp.rtt_us,
+        frames.0,
+        frames.1,
+        frames.2,
+        power(bytes, secs, tcp.rtt_us)
+    )
+}
+
+/// iperf 2's net power of a TCP sender: bytes a second over the RTT in seconds, in millions.
+fn power(bytes: u64, secs: f64, rtt_us: u32) -> u64 {
+    if rtt_us > 0 && secs > 0.0 {
+        (bytes as f64 / secs / (f64::from(rtt_us) / 1e6) / 1e6) as u64
+    } else {
+        0
+    }
 }
 
 /// `0.0000-1.0000 sec  3.19 GBytes  27.4 Gbits/sec`: the columns every text line shares.
@@ -497,11 +543,7 @@ fn transfer(bytes: u64, format: char) -> String {
 pub(crate) fn enhanced(length_bytes: u64, bytes: u64, secs: f64, tcp: &Tcp) -> String {
     let writes = bytes / length_bytes.max(1);
     let rtt = tcp.rtt_us;
-    let power = if rtt > 0 && secs > 0.0 {
-        (bytes as f64 / secs / (f64::from(rtt) / 1e6) / 1e6) as u64
-    } else {
-        0
-    };
+    let power = power(bytes, secs, rtt);
     format!(
         "  {writes}/0 {:10}  {:>6}K/{rtt}({}) us  {power}",
         tcp.retransmits,
@@ -583,7 +625,18 @@ pub fn totals_at(r: &RunResult, st: &Iperf2Style, each: &[Ends]) -> String {
                     rtt_us: t.rtt_us,
                     rtt_var_us: t.rtt_var_us,
                 });
-                l += &enhanced(r.config.spec.length_bytes, bytes, secs, &tcp);
+                // One stream of frames: the sender's counts are its own.
+                let frames = r
+                    .frames
+                    .as_ref()
+                    .and_then(|f| f.sender)
+                    .filter(|_| group.len() == 1);
+                l += &match frames {
+                    Some(f) => {
+                        enhanced_frames(f.datagrams, (bytes, secs), &tcp, (f.frames, f.skipped, f.slips))
+                    }
+                    None => enhanced(r.config.spec.length_bytes, bytes, secs, &tcp),
+                };
             }
             t += &l;
             t.push('\n');
@@ -749,14 +802,7 @@ pub fn head_udp(
     h: &TcpHead,
 ) -> String {
     let sending = match frames {
-        // iperf 2.1.8's line for frames (its IPG within a frame: back to back here).
-        Some(f) => format!(
-            "Isochronous: {:.2} frames/sec mean={}, stddev={}, Period/IPG={:.2}/0.000 ms",
-            f.fps,
-            rate_text(f.mean_bps),
-            rate_text(f.stddev_bps),
-            1e3 / f.fps
-        ),
+        Some(f) => frames_line(&f),
         None => {
             let ipg_us = length_bytes as f64 * 8.0 / stream_rate_bps.max(1.0) * 1e6;
             format!("Sending {length_bytes} byte datagrams, IPG target: {ipg_us:.2} us (kalman adjust)")
@@ -783,8 +829,20 @@ pub fn head_udp(
     t + &buffer + "\n" + DASHES + "\n"
 }
 
-/// A rate as iperf 2 prints the isochronous mean: three significant digits and bit/s, Kbit/s,
-/// Mbit/s or Gbit/s (powers of 1000).
+/// iperf 2.1.8's head line for frames (its IPG within a frame: back to back here).
+fn frames_line(f: &landspeed_core::frames::FrameSpec) -> String {
+    format!(
+        "Isochronous: {:.2} frames/sec mean={}, stddev={}, Period/IPG={:.2}/0.000 ms",
+        f.fps,
+        rate_text(f.mean_bps),
+        rate_text(f.stddev_bps),
+        1e3 / f.fps
+    )
+}
+
+/// A rate as iperf 2 prints the isochronous mean (its `byte_snprintf`): three significant digits
+/// four characters wide (`%4.2f`, `%4.1f` or `%4.0f`), and bit/s, Kbit/s, Mbit/s or Gbit/s
+/// (powers of 1000).
 fn rate_text(bps: f64) -> String {
     let (v, unit) = match bps {
         b if b >= 1e9 => (b / 1e9, "Gbit/s"),
@@ -793,12 +851,11 @@ fn rate_text(bps: f64) -> String {
         b => (b, "bit/s"),
     };
     let digits = match v {
-        v if v >= 100.0 => 0,
-        v if v >= 10.0 => 1,
-        v if v >= 1.0 => 2,
-        _ => 3,
+        v if v >= 99.95 => 0,
+        v if v >= 9.995 => 1,
+        _ => 2,
     };
-    format!("{v:.digits$} {unit}")
+    format!("{v:4.digits$} {unit}")
 }
 
 /// The UDP client's column head (`-e`'s: writes and packets a second; with frames, iperf 2's

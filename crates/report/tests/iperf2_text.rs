@@ -112,6 +112,7 @@ fn the_head_is_iperf2s_dashed_block() {
             write_bytes: 131_072,
             tos: 0,
             nodelay: false,
+            frames: None,
         }),
     };
     assert_eq!(
@@ -123,6 +124,26 @@ fn the_head_is_iperf2s_dashed_block() {
             "TOS set to 0x0 (Nagle on)",
             "TCP window size: 16.0 KByte (default)",
             "------------------------------------------------------------"
+        ]
+    );
+    // iperf 2.1.8's `-c 127.0.0.1 --isochronous=60:2m,200k` (TCP frames): their line after the
+    // write size, its rates four characters wide.
+    let mut frames = enhanced.clone();
+    if let Some(e) = frames.enhanced.as_mut() {
+        e.flows = 1;
+        e.frames = Some(landspeed_core::frames::FrameSpec {
+            fps: 60.0,
+            mean_bps: 2e6,
+            stddev_bps: 2e5,
+        });
+    }
+    assert_eq!(
+        head("127.0.0.1", 5301, &frames).lines().collect::<Vec<_>>()[1..5],
+        [
+            "Client connecting to 127.0.0.1, TCP port 5301 with pid 16579 (1 flows)",
+            "Write buffer size: 131072 Byte",
+            "Isochronous: 60.00 frames/sec mean=2.00 Mbit/s, stddev= 200 Kbit/s, Period/IPG=16.67/0.000 ms",
+            "TOS set to 0x0 (Nagle on)",
         ]
     );
 }

@@ -238,9 +238,9 @@ fn refused(o: &Opts) -> Option<String> {
             "iperf 2 prints no CSV for it either",
         ),
         (
-            o.isochronous.is_some() && !o.udp,
-            "--isochronous without -u",
-            "frames over TCP are not built yet; landspeed sends them as UDP datagrams",
+            o.isochronous.is_some() && (o.reverse || o.full_duplex),
+            "--isochronous with -R or --full-duplex",
+            "the client sends the frames",
         ),
         (
             o.isochronous.is_some() && o.parallel.unwrap_or(1) > 1,
@@ -386,7 +386,10 @@ fn with_frames(opts: &mut landspeed_net::ClientOptions, given: &str, trip_times:
         .spec
         .changed(|s| {
             s.frames = Some(f);
-            s.rate_bps = Some(f.mean_bps);
+            // Over UDP the frames' mean is the rate; over TCP they are bursts, unpaced.
+            if s.transport == landspeed_core::config::Transport::Udp {
+                s.rate_bps = Some(f.mean_bps);
+            }
         })
         .map_err(|e| e.to_string())?;
     opts.trip_times = trip_times;
@@ -521,6 +524,8 @@ pub(crate) fn client_head(
             write_bytes: spec.length_bytes,
             tos: spec.tos.unwrap_or(0),
             nodelay: spec.nodelay,
+            // A UDP head prints the frames' line itself (`head_udp`).
+            frames: spec.frames.filter(|_| !udp),
         }),
     }
 }
@@ -898,7 +903,7 @@ mod tests {
             ("-c h -u --trip-times", "-u --trip-times without --isochronous"),
             ("-c h --bounceback -R", "--bounceback with -u, -R"),
             ("-c h --bounceback -y C", "--bounceback with -y C"),
-            ("-c h --isochronous 60:1m,100k", "--isochronous"),
+            ("-c h -R --isochronous=60:1m,100k", "--isochronous with -R"),
             ("-c h -T 4", "-T without -c GROUP"),
             ("-s -u -H 10.0.0.1", "-H without -s -B GROUP"),
             ("-s -B 239.1.1.1", "-s -B GROUP without -u"),

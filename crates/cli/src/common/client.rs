@@ -57,14 +57,15 @@ fn frames(a: &RunArgs, said: &mut landspeed_core::intent::TestIntent) -> Result<
         .into());
     }
     if let Some(f) = a.isochronous {
-        if !(a.iperf2 && a.test.udp) {
+        if !a.iperf2 {
             return Err(UsageError(
-                "--isochronous sends frames in iperf 2's protocol for now: add --iperf2 -u (against `iperf -s -u` or `landspeed serve`)".into(),
+                "--isochronous sends frames in iperf 2's protocol for now: add --iperf2 (TCP bursts), or --iperf2 -u (datagrams), against `iperf -s` or `landspeed serve`".into(),
             )
             .into());
         }
         said.frames = Some(f);
-        if said.rate.is_none() {
+        // Over UDP the frames' mean is the test's rate; over TCP a rate would pace the bursts.
+        if said.rate.is_none() && a.test.udp {
             said.rate = Some(landspeed_core::intent::Rate::PerStream(
                 landspeed_core::units::BitRate(f.mean_bps),
             ));

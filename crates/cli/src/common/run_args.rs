@@ -96,12 +96,14 @@ pub struct RunArgs {
     /// back (iperf 2's -L); by default any free port, which the test's header names.
     #[arg(long, value_name = "PORT")]
     pub listen_port: Option<u16>,
-    /// Video-like UDP (iperf 2's --isochronous): FPS frames a second, each of a size drawn from a
+    /// Video-like traffic (iperf 2's --isochronous): FPS frames a second, each of a size drawn from a
     /// log-normal distribution of mean MEAN and standard deviation STDDEV (rates: k, m, g bits, K,
-    /// M, G bytes; 60:20m,0 when no value is given), sent back to back in datagrams of -l bytes at
-    /// its slot; a sender late for a slot skips the frame. In iperf 2's protocol (with --iperf2 -u),
-    /// against `iperf -s -u` or `landspeed serve`, whose log counts each frame's arrival, loss and
-    /// latency. Example: `landspeed run HOST --iperf2 -u --isochronous=60:20m,5m -t 10`.
+    /// M, G bytes; 60:20m,0 when no value is given), sent at its slot: with -u back to back in
+    /// datagrams of -l bytes, over TCP as one burst in writes of -l bytes; a sender late for a slot
+    /// skips the frame. In iperf 2's protocol (--iperf2), against `iperf -s` or `landspeed serve`,
+    /// whose log counts each UDP frame's arrival, loss and latency (over TCP, with --trip-times,
+    /// each frame's latency). Examples: `landspeed run HOST --iperf2 -u --isochronous=60:20m,5m -t
+    /// 10`, `landspeed run HOST --iperf2 --isochronous=30:8m,1m --trip-times`.
     #[arg(long, value_name = "FPS:MEAN,STDDEV", num_args = 0..=1, require_equals = true,
           default_missing_value = "", value_parser = values::frames)]
     pub isochronous: Option<landspeed_core::frames::FrameSpec>,

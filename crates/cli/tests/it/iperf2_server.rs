@@ -905,7 +905,7 @@ fn hostile_iperf2_headers_are_refused_and_the_server_serves_on() {
 
 /// `iperf -s -y C`'s stream lines so far: their bytes (its lines do not say which way a stream went:
 /// a reverse stream's reads like a received one).
-fn server_csv(path: &std::path::Path) -> Vec<u64> {
+pub(crate) fn server_csv(path: &std::path::Path) -> Vec<u64> {
     std::fs::read_to_string(path)
         .unwrap_or_default()
         .lines()
@@ -975,14 +975,14 @@ fn landspeed_runs_iperf2s_protocol_against_iperf2s_server() {
 
 /// `iperf -s -p PORT ARGS` writing its lines to a file of its own (`name`), once it listens; killed
 /// and its file removed when dropped, however the test ends.
-struct LoggedIperf2 {
+pub(crate) struct LoggedIperf2 {
     child: Child,
-    port: u16,
-    log: std::path::PathBuf,
+    pub(crate) port: u16,
+    pub(crate) log: std::path::PathBuf,
 }
 
 impl LoggedIperf2 {
-    fn start(args: &[&str], name: &str) -> LoggedIperf2 {
+    pub(crate) fn start(args: &[&str], name: &str) -> LoggedIperf2 {
         let port = common::free_port();
         let log = std::env::temp_dir().join(format!("landspeed-iperf2-{}-{name}", std::process::id()));
         let child = Command::new("iperf")

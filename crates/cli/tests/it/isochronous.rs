@@ -210,7 +210,7 @@ fn frames_are_counted_alike_by_iperf2s_server_and_landspeeds_both_ways() {
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(
         out.stdout
-            .contains("Isochronous: 60.00 frames/sec mean=2.00 Mbit/s, stddev=500 Kbit/s"),
+            .contains("Isochronous: 60.00 frames/sec mean=2.00 Mbit/s, stddev= 500 Kbit/s"),
         "{}",
         out.stdout
     );
@@ -245,6 +245,115 @@ fn frames_are_counted_alike_by_iperf2s_server_and_landspeeds_both_ways() {
     );
 }
 
+/// Frames over TCP (`--isochronous` without `-u`: each frame one of iperf 2's bursts), both ways:
+/// landspeed's client against iperf 2.1.8's server (`-y C`: it counted every byte written, the
+/// 80-byte header beside) and landspeed's; iperf 2.1.8's client against landspeed's server; the
+/// drop-in's lines beside iperf 2.1.8's client's, numbers masked.
+#[test]
+fn frames_over_tcp_go_as_iperf2s_bursts_both_ways() {
+    let _one = common::alone();
+    if !have_iperf2() {
+        return;
+    }
+    let theirs = crate::iperf2_server::LoggedIperf2::start(&["-y", "C"], "frames-tcp.csv");
+    let s = ServerProc::start("127.0.0.1", &[]);
+    for (port, iperf2) in [(theirs.port, true), (s.port, false)] {
+        let p = port.to_string();
+        let o = common::landspeed(
+            &[
+                "run",
+                "127.0.0.1",
+                "-p",
+                &p,
+                "--iperf2",
+                FRAMES,
+                "--trip-times",
+                "-t",
+                "2",
+            ]
+            .into_iter()
+            .chain(["--json", "--no-save"])
+            .collect::<Vec<_>>(),
+            Duration::from_secs(30),
+        );
+        assert_eq!(o.code, 0, "{}", o.stderr);
+        let r: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+        let sent = &r["frames"]["sender"];
+        let frames = sent["frames"].as_u64().unwrap() + sent["skipped"].as_u64().unwrap();
+        assert!((112..=122).contains(&frames), "{sent}");
+        assert_eq!(r["config"]["transport"], "tcp", "{r}");
+        let bytes = r["summary"]["bytes_sent"].as_u64().unwrap();
+        assert_eq!(sent["bytes"].as_u64(), Some(bytes), "{sent}");
+        // The frames' mean, 2 Mbit/s for 2 s, within what their spread and the ends allow.
+        assert!((350_000..=650_000).contains(&bytes), "{bytes}");
+        if iperf2 {
+            let counted = || crate::iperf2_server::server_csv(&theirs.log);
+            assert!(common::wait_until(Duration::from_secs(5), || !counted().is_empty()));
+            assert_eq!(
+                counted()[0],
+                bytes + 80,
+                "iperf -s counted the header and every frame"
+            );
+        } else {
+            // Its log counts the header too, as iperf 2's server does.
+            let line = common::line_with(&s, " test from ");
+            assert!(
+                line.contains(&format!("received {} B", bytes + 80)),
+                "{bytes}: {line}"
+            );
+        }
+    }
+    // iperf 2.1.8's client to landspeed's server: served, its bytes counted.
+    let o = Command::new("iperf")
+        .args(["-c", "127.0.0.1", "-p", &s.port.to_string(), FRAMES, "-t", "1"])
+        .args(["--trip-times", "-y", "C"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("iperf -c");
+    assert!(o.status.success());
+    let line = common::line_with(&s, " test from ");
+    assert!(line.contains(": ok"), "{line}");
+    // The drop-in's lines beside iperf 2.1.8's own, against iperf 2's server.
+    let args = [
+        "-c",
+        "127.0.0.1",
+        "-p",
+        &theirs.port.to_string(),
+        FRAMES,
+        "-t",
+        "1",
+        "-i",
+        "0.5",
+    ];
+    let ours = dropin(&args);
+    assert_eq!(ours.code, 0, "{}", ours.stderr);
+    let o = Command::new("iperf")
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("iperf -c");
+    let reference = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(
+        ours.stdout
+            .contains("stddev= 500 Kbit/s, Period/IPG=16.67/0.000 ms"),
+        "{}",
+        ours.stdout
+    );
+    // The window line aside: iperf 2.1.8 reads its send buffer when it prints its head, which may
+    // be after its connection's autotuning has grown it (16 KByte one run, 3.76 MByte the next).
+    let masked = |t: &str| {
+        let mut m = crate::iperf2_server::masked_text(t);
+        m.retain(|l| !l.starts_with("TCP window size"));
+        m
+    };
+    assert_eq!(
+        masked(&ours.stdout),
+        masked(&reference),
+        "landspeed:\n{}\niperf 2.1.8:\n{reference}",
+        ours.stdout
+    );
+}
+
 /// `landspeed iperf2 ARGS` (the drop-in).
 fn dropin(args: &[&str]) -> common::Outcome {
     let mut all = vec!["iperf2"];
@@ -260,8 +369,9 @@ fn what_an_isochronous_test_cannot_be_is_refused_in_one_line() {
         (&["--iperf2", "-u", "--isochronous=60:5p"], "packets"),
         (&["--iperf2", "-u", "--isochronous=1:1G"], "bytes a frame"),
         (&["--iperf2", "-u", "--isochronous=sixty"], "not a number"),
-        (&["-u", "--isochronous"], "add --iperf2 -u"),
-        (&["--iperf2", "--isochronous"], "add --iperf2 -u"),
+        (&["-u", "--isochronous"], "add --iperf2"),
+        (&["--iperf2", "--isochronous", "-R"], "-R or --bidir"),
+        (&["--iperf2", "--isochronous", "-b", "1m"], "a rate (-b) over TCP"),
         (
             &["--iperf2", "-u", "--trip-times"],
             "--trip-times goes with --bounceback, --isochronous, or a TCP test",
@@ -284,8 +394,8 @@ fn what_an_isochronous_test_cannot_be_is_refused_in_one_line() {
     // The drop-in names what it refuses of iperf 2's command line.
     for (args, says) in [
         (
-            &["-c", "127.0.0.1", "--isochronous=60:1m"][..],
-            "--isochronous without -u",
+            &["-c", "127.0.0.1", "-R", "--isochronous=60:1m"][..],
+            "--isochronous with -R or --full-duplex",
         ),
         (
             &["-c", "127.0.0.1", "-u", "-P", "2", "--isochronous"],

@@ -387,7 +387,7 @@ fn pacing(f: &Facts) -> Option<Limit> {
         f,
         (LimitKind::Pacing, asked, "pace asked"),
         format!("the pace asked for: {} asked", crate::units::BitRate(asked)),
-        "a higher -b (or none) to measure the path",
+        "a higher -b (or none; for frames, a higher --isochronous mean) to measure the path",
     )
 }
 

@@ -25,8 +25,11 @@ pub fn run_iperf2_client(
     on_event: &mut dyn FnMut(ClientEvent),
 ) -> Result<RunResult, ClientError> {
     let spec = &unverified(&opts.spec)?;
-    if let Some(frames) = spec.frames.filter(|_| spec.transport == Transport::Udp) {
-        return super::isoch_client::run_frames(opts, spec, frames, interrupt, on_event);
+    if let Some(frames) = spec.frames {
+        return match spec.transport {
+            Transport::Udp => super::isoch_client::run_frames(opts, spec, frames, interrupt, on_event),
+            _ => super::isoch_tcp::run_tcp_frames(opts, spec, frames, interrupt, on_event),
+        };
     }
     if spec.transport == Transport::Udp {
         landspeed_engine::platform::check_spec(spec)?;

@@ -15,7 +15,9 @@ use super::udp_client::{end_all, ended, unix_ns};
 use crate::dial::{resolve, ClientError, ClientEvent, ClientOptions};
 use landspeed_core::config::{EndCondition, Flow, Test};
 use landspeed_core::endpoint::{EndpointReport, IntervalSample, Role, StreamReport, StreamSample};
-use landspeed_core::frames::{FrameClock, FrameSizes, FrameSpec, FramesInterval, FramesReport, FramesSent};
+use landspeed_core::frames::{
+    FrameClock, FrameSizes, FrameSpec, FramesInterval, FramesReport, FramesSent, Tick,
+};
 use landspeed_iperf2::isoch::{write_start, FramePayload, MIN_DATAGRAM, START_AT};
 use landspeed_iperf2::{Amount, ClientHeader};
 use std::net::{SocketAddr, UdpSocket};
@@ -24,14 +26,34 @@ use std::time::{Duration, Instant};
 
 /// What one stream sent.
 #[derive(Debug, Default)]
-struct Sent {
+pub(super) struct Sent {
+    /// Datagrams (UDP) or write calls (TCP).
     datagrams: u64,
     frames: u64,
     bytes: u64,
     send_errors: u64,
-    error: Option<String>,
+    pub(super) error: Option<String>,
     first_s: Option<f64>,
     last_s: Option<f64>,
+}
+
+impl Sent {
+    /// Writes (or datagrams) and bytes, for tests.
+    #[cfg(test)]
+    pub(super) fn frames_written(&self) -> (u64, u64) {
+        (self.datagrams, self.bytes)
+    }
+
+    /// `n` bytes went out in one datagram or write, counted here and in the stream's counters.
+    pub(super) fn wrote(&mut self, n: usize, plan: &Plan) {
+        self.datagrams += 1;
+        self.bytes += n as u64;
+        plan.counter[BYTES].fetch_add(n as u64, Relaxed);
+        plan.counter[WRITES].fetch_add(1, Relaxed);
+        let at = plan.t0.elapsed().as_secs_f64();
+        self.first_s.get_or_insert(at);
+        self.last_s = Some(at);
+    }
 }
 
 /// Runs an isochronous test against an iperf 2 server; `spec.frames` is set.
@@ -67,10 +89,10 @@ pub(crate) fn run_frames(
                     counter,
                     trip_times: opts.trip_times,
                 };
-                s.spawn(move || send_frames(sock, &plan, interrupt))
+                s.spawn(move || send_frames(&mut Datagrams::new(sock, &plan), &plan, interrupt))
             })
             .collect();
-        let samples = sample_while(&handles, &counters, (spec, t0), on_event);
+        let samples = sample_while(&handles, &counters, (spec, t0), &|_| None, on_event);
         let sent: Vec<Sent> = handles
             .into_iter()
             .map(|h| h.join().unwrap_or_default())
@@ -165,22 +187,49 @@ fn reports(
 }
 
 /// A stream's running counts, indexed by the constants below.
-type Counters = [AtomicU64; 5];
+pub(super) type Counters = [AtomicU64; 5];
 const BYTES: usize = 0;
-const DATAGRAMS: usize = 1;
+/// Datagrams (UDP) or write calls (TCP).
+const WRITES: usize = 1;
 const FRAMES: usize = 2;
 /// Frames skipped and slips: the sender's clock's totals, stored as they change.
 const SKIPPED: usize = 3;
 const SLIPS: usize = 4;
 
 /// What every stream's thread shares.
-struct Plan<'a> {
-    spec: &'a Test,
-    frames: FrameSpec,
-    header: &'a [u8],
-    t0: Instant,
-    counter: &'a Counters,
-    trip_times: bool,
+pub(super) struct Plan<'a> {
+    pub(super) spec: &'a Test,
+    pub(super) frames: FrameSpec,
+    /// UDP: the header each datagram carries (TCP's went once, when the connection opened).
+    pub(super) header: &'a [u8],
+    pub(super) t0: Instant,
+    pub(super) counter: &'a Counters,
+    pub(super) trip_times: bool,
+}
+
+/// One frame to send.
+pub(super) struct Frame {
+    pub(super) tick: Tick,
+    /// Its size, bytes (drawn at least the carrier's least).
+    pub(super) size: u32,
+    /// When the first frame went: Unix seconds and microseconds.
+    pub(super) start: (u32, u32),
+    pub(super) period_us: u32,
+}
+
+/// How a stream's frames leave: in datagrams (UDP) or as one burst each (TCP, `isoch_tcp`).
+pub(super) trait Carrier {
+    /// The least a frame can be: what its framing takes.
+    const MIN_FRAME: u64;
+    /// Sends `frame`, at most `budget` bytes of it (taken off) and before `deadline`, counting
+    /// into `out` (`Sent::wrote`); an error ends the stream.
+    fn frame(
+        &mut self,
+        frame: &Frame,
+        plan: &Plan,
+        limits: (&mut u64, Instant),
+        out: &mut Sent,
+    ) -> Result<(), String>;
 }
 
 /// iperf 2's header for frames: a UDP sender's, with UDPTESTS, ISOCH and 108 bytes declared.
@@ -216,8 +265,8 @@ fn frame_header(spec: &Test, port: u16, frames: FrameSpec, trip_times: bool) -> 
 }
 
 /// One stream's frames until the time or its bytes are up, or the test is interrupted.
-fn send_frames(sock: &UdpSocket, plan: &Plan, interrupt: &AtomicBool) -> Sent {
-    let (spec, max_len) = (plan.spec, plan.spec.length_bytes as usize);
+pub(super) fn send_frames<C: Carrier>(carrier: &mut C, plan: &Plan, interrupt: &AtomicBool) -> Sent {
+    let spec = plan.spec;
     let deadline = match spec.end {
         EndCondition::Time(t) => plan.t0 + t,
         // -n: twice the time the frames' mean rate takes to send it, and 10 s.
@@ -230,12 +279,9 @@ fn send_frames(sock: &UdpSocket, plan: &Plan, interrupt: &AtomicBool) -> Sent {
         EndCondition::Bytes(b) => b.div_ceil(u64::from(spec.streams)),
         _ => u64::MAX,
     };
-    let mut buf = vec![0u8; max_len];
-    let prefix = landspeed_iperf2::udp::PREFIX_BYTES;
-    buf[prefix..prefix + plan.header.len()].copy_from_slice(plan.header);
-    let mut sizes = FrameSizes::new(plan.frames, MIN_DATAGRAM as u64, FrameSizes::any_seed());
+    let mut sizes = FrameSizes::new(plan.frames, C::MIN_FRAME, FrameSizes::any_seed());
     let mut clock = FrameClock::new(plan.frames.period_ns());
-    let (mut out, mut seq, mut start) = (Sent::default(), 1i64, None);
+    let (mut out, mut start) = (Sent::default(), None);
     while budget > 0 && !interrupt.load(Relaxed) {
         let tick = clock.next(mono_ns(plan.t0));
         plan.counter[SKIPPED].store(clock.skipped(), Relaxed);
@@ -243,63 +289,94 @@ fn send_frames(sock: &UdpSocket, plan: &Plan, interrupt: &AtomicBool) -> Sent {
         if !sleep_until(plan.t0 + Duration::from_nanos(tick.due_ns), deadline, interrupt) {
             break;
         }
-        let (s, us) = *start.get_or_insert_with(|| started(&mut buf, plan.trip_times));
-        let size = sizes.next_bytes().min(u64::from(u32::MAX)) as u32;
-        let mut payload = FramePayload {
+        let frame = Frame {
+            tick,
+            size: sizes.next_bytes().min(u64::from(u32::MAX)) as u32,
+            start: *start.get_or_insert_with(unix_start),
             period_us: (plan.frames.period_ns() / 1_000) as u32,
-            start_s: s,
-            start_us: us,
-            prev: tick.prev,
-            frame: tick.frame,
-            size,
-            remaining: size,
         };
-        let mut left = u64::from(size);
         out.frames += 1;
         plan.counter[FRAMES].fetch_add(1, Relaxed);
-        while left > 0 && budget > 0 && Instant::now() < deadline {
-            let len = (left.min(max_len as u64) as usize).max(MIN_DATAGRAM);
-            payload.remaining = left.max(len as u64) as u32;
-            payload.write(&mut buf);
-            landspeed_engine::transport::udp::iperf2_prefix(seq, unix_ns(), &mut buf);
-            match sock.send(&buf[..len]) {
-                Ok(n) => {
-                    out.datagrams += 1;
-                    out.bytes += n as u64;
-                    plan.counter[BYTES].fetch_add(n as u64, Relaxed);
-                    plan.counter[DATAGRAMS].fetch_add(1, Relaxed);
-                    let at = plan.t0.elapsed().as_secs_f64();
-                    out.first_s.get_or_insert(at);
-                    out.last_s = Some(at);
-                    seq += 1;
-                }
-                // A full queue (ENOBUFS): the datagram is skipped and its number used, as the
-                // steady client does; a thousand of them end the stream.
-                Err(_) if out.send_errors < 1_000 => {
-                    out.send_errors += 1;
-                    seq += 1;
-                }
-                Err(e) => {
-                    out.error = Some(format!("send: {e}"));
-                    return out;
-                }
-            }
-            left = left.saturating_sub(len as u64);
-            budget = budget.saturating_sub(len as u64);
+        if let Err(e) = carrier.frame(&frame, plan, (&mut budget, deadline), &mut out) {
+            out.error = Some(e);
+            break;
         }
     }
     out
 }
 
-/// Now as iperf 2's start time (seconds, microseconds), written into the datagram's trip-times
-/// field when asked.
-fn started(buf: &mut [u8], trip_times: bool) -> (u32, u32) {
-    let now = unix_ns();
-    let at = ((now / 1_000_000_000) as u32, (now / 1_000 % 1_000_000) as u32);
-    if trip_times && buf.len() >= START_AT + 8 {
-        write_start(buf, at);
+/// A UDP stream's frames: each in datagrams of at most `-l` bytes, each carrying iperf 2's prefix,
+/// the client's header and the frame's fields.
+struct Datagrams<'a> {
+    sock: &'a UdpSocket,
+    buf: Vec<u8>,
+    /// The next datagram's number.
+    seq: i64,
+    /// The start time is written (with `--trip-times`, once).
+    started: bool,
+}
+
+impl<'a> Datagrams<'a> {
+    fn new(sock: &'a UdpSocket, plan: &Plan) -> Datagrams<'a> {
+        let mut buf = vec![0u8; plan.spec.length_bytes as usize];
+        let prefix = landspeed_iperf2::udp::PREFIX_BYTES;
+        buf[prefix..prefix + plan.header.len()].copy_from_slice(plan.header);
+        Datagrams {
+            sock,
+            buf,
+            seq: 1,
+            started: false,
+        }
     }
-    at
+}
+
+impl Carrier for Datagrams<'_> {
+    const MIN_FRAME: u64 = MIN_DATAGRAM as u64;
+
+    fn frame(
+        &mut self,
+        f: &Frame,
+        plan: &Plan,
+        (budget, deadline): (&mut u64, Instant),
+        out: &mut Sent,
+    ) -> Result<(), String> {
+        if plan.trip_times && !std::mem::replace(&mut self.started, true) && self.buf.len() >= START_AT + 8 {
+            write_start(&mut self.buf, f.start);
+        }
+        let mut payload = FramePayload {
+            period_us: f.period_us,
+            start_s: f.start.0,
+            start_us: f.start.1,
+            prev: f.tick.prev,
+            frame: f.tick.frame,
+            size: f.size,
+            remaining: f.size,
+        };
+        let mut left = u64::from(f.size);
+        while left > 0 && *budget > 0 && Instant::now() < deadline {
+            let len = (left.min(self.buf.len() as u64) as usize).max(MIN_DATAGRAM);
+            payload.remaining = left.max(len as u64) as u32;
+            payload.write(&mut self.buf);
+            landspeed_engine::transport::udp::iperf2_prefix(self.seq, unix_ns(), &mut self.buf);
+            match self.sock.send(&self.buf[..len]) {
+                Ok(n) => out.wrote(n, plan),
+                // A full queue (ENOBUFS): the datagram is skipped and its number used, as the
+                // steady client does; a thousand of them end the stream.
+                Err(_) if out.send_errors < 1_000 => out.send_errors += 1,
+                Err(e) => return Err(format!("send: {e}")),
+            }
+            self.seq += 1;
+            left = left.saturating_sub(len as u64);
+            *budget = budget.saturating_sub(len as u64);
+        }
+        Ok(())
+    }
+}
+
+/// Now as iperf 2's start time: Unix seconds and microseconds.
+fn unix_start() -> (u32, u32) {
+    let now = unix_ns();
+    ((now / 1_000_000_000) as u32, (now / 1_000 % 1_000_000) as u32)
 }
 
 /// Sleeps until `at` (true), or returns false when `deadline` comes first or the test is
@@ -317,14 +394,16 @@ fn sleep_until(at: Instant, deadline: Instant, interrupt: &AtomicBool) -> bool {
     }
 }
 
-/// Cumulative bytes of every stream at each interval's end, while the senders run; each interval
-/// also told as it closes.
-fn sample_while(
+/// Cumulative bytes of every stream at each interval's end (and over TCP its TCP_INFO, `tcp`'s of
+/// stream k), while the senders run; each interval also told as it closes.
+pub(super) fn sample_while(
     handles: &[std::thread::ScopedJoinHandle<'_, Sent>],
     counters: &[Counters],
     (spec, t0): (&Test, Instant),
+    tcp: &dyn Fn(usize) -> Option<landspeed_core::endpoint::TcpSnapshot>,
     on_event: &mut dyn FnMut(ClientEvent),
 ) -> Vec<IntervalSample> {
+    let udp = spec.transport == landspeed_core::config::Transport::Udp;
     let step = spec.interval_s.max(Duration::from_millis(100));
     let mut samples: Vec<IntervalSample> = vec![];
     let mut live = crate::dial::LiveIntervals::default();
@@ -347,7 +426,7 @@ fn sample_while(
                     .map(|(id, c)| StreamSample {
                         id: id as u32,
                         bytes: c[BYTES].load(Relaxed),
-                        tcp: None,
+                        tcp: tcp(id),
                         udp: None,
                         reads: None,
                         trips: None,
@@ -358,11 +437,12 @@ fn sample_while(
             for (st, (c, was)) in interval.streams.iter_mut().zip(counters.iter().zip(&mut before)) {
                 let now: [u64; 5] = std::array::from_fn(|i| c[i].load(Relaxed));
                 let d = |i: usize| now[i] - was[i];
-                st.datagrams_sent = Some(d(DATAGRAMS));
+                st.datagrams_sent = udp.then(|| d(WRITES));
                 st.frames = Some(FramesInterval {
                     sent: d(FRAMES),
                     skipped: d(SKIPPED),
                     slips: d(SLIPS),
+                    writes: d(WRITES),
                 });
                 *was = now;
             }
@@ -380,7 +460,7 @@ fn sample_while(
 }
 
 /// This end's report: each stream's bytes, datagrams and span.
-fn here_report(sent: &[Sent], elapsed_s: f64, mut warnings: Vec<String>) -> EndpointReport {
+pub(super) fn here_report(sent: &[Sent], elapsed_s: f64, mut warnings: Vec<String>) -> EndpointReport {
     let streams = sent
         .iter()
         .enumerate()
@@ -412,7 +492,7 @@ fn here_report(sent: &[Sent], elapsed_s: f64, mut warnings: Vec<String>) -> Endp
 
 /// The frames every stream sent, skipped and slipped (the last two from the counters each sender
 /// kept its clock's totals in).
-fn sender_side(frames: FrameSpec, sent: &[Sent], counters: &[Counters]) -> FramesSent {
+pub(super) fn sender_side(frames: FrameSpec, sent: &[Sent], counters: &[Counters]) -> FramesSent {
     let total = |i: usize| counters.iter().map(|c| c[i].load(Relaxed)).sum();
     FramesSent {
         spec: Some(frames),
@@ -425,6 +505,6 @@ fn sender_side(frames: FrameSpec, sent: &[Sent], counters: &[Counters]) -> Frame
 }
 
 /// Nanoseconds since `t0`.
-fn mono_ns(t0: Instant) -> u64 {
+pub(super) fn mono_ns(t0: Instant) -> u64 {
     t0.elapsed().as_nanos() as u64
 }
