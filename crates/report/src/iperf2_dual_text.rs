@@ -118,6 +118,47 @@ pub fn total_udp_back(r: &RunResult, d: &Dual, st: &Iperf2Style) -> String {
         .collect()
 }
 
+/// The `[SUM]` of the server's UDP streams to the client's listener in one interval (`-u -r -P`:
+/// their bytes and lost/total, iperf 2.1.8's plain column head before it).
+pub fn interval_udp_back_sum(i: &IntervalResult, st: &Iperf2Style) -> String {
+    let mut sum = (0u64, 0u64, 0u64);
+    for s in &i.streams {
+        let (sent, lost) = (s.datagrams_sent.unwrap_or(0), s.datagrams_lost.unwrap_or(0));
+        sum = (sum.0 + s.bytes, sum.1 + lost, sum.2 + sent);
+    }
+    let pps = crate::iperf2_text::sum_pps(i.streams.iter().map(|s| s.transit.as_ref()));
+    crate::iperf2_text::received_sum((i.start_s, i.end_s), sum, pps, st)
+}
+
+/// The `[SUM]` of the server's UDP streams to the client's listener over the test (`-u -r -P`).
+pub fn total_udp_back_sum(r: &RunResult, st: &Iperf2Style) -> String {
+    let (mut secs, mut sum) = (0f64, (0, 0, 0));
+    let back = || r.streams.iter().filter(|s| s.flow == Flow::ServerToClient);
+    for s in back() {
+        let Some(u) = s.udp.as_ref() else { continue };
+        let total = u
+            .datagrams_sent
+            .unwrap_or(u.datagrams_received + u.datagrams_lost);
+        sum = (sum.0 + s.bytes_received, sum.1 + u.datagrams_lost, sum.2 + total);
+        secs = secs.max(s.duration_s);
+    }
+    let pps = crate::iperf2_text::sum_pps(back().map(|s| s.udp.as_ref()?.transit.as_ref()));
+    crate::iperf2_text::received_sum((0.0, secs), sum, pps, st)
+}
+
+/// The streams received's bytes, datagrams and longest time (`-u -d -P`'s `[SUM]` of both ways).
+pub fn received_udp(r: &RunResult) -> (u64, u64, f64) {
+    let back = r.streams.iter().filter(|s| s.flow == Flow::ServerToClient);
+    back.fold((0, 0, 0f64), |(b, d, t), s| {
+        let u = s.udp.as_ref();
+        let total = u.map_or(0, |u| {
+            u.datagrams_sent
+                .unwrap_or(u.datagrams_received + u.datagrams_lost)
+        });
+        (b + s.bytes_received, d + total, t.max(s.duration_s))
+    })
+}
+
 /// One "connected with" line per connection back (with `-e`, `when`: the date, Unix seconds).
 pub fn connected_back(d: &Dual, when: Option<f64>) -> String {
     let when = when.map_or(String::new(), |t| {

@@ -516,7 +516,7 @@ fn power(bytes: u64, secs: f64, rtt_us: u32) -> u64 {
 }
 
 /// `0.0000-1.0000 sec  3.19 GBytes  27.4 Gbits/sec`: the columns every text line shares.
-pub(crate) fn columns(start_s: f64, end_s: f64, bytes: u64, st: &Iperf2Style) -> String {
+pub fn columns(start_s: f64, end_s: f64, bytes: u64, st: &Iperf2Style) -> String {
     let secs = (end_s - start_s).max(1e-9);
     format!(
         "{start_s:.4}-{end_s:.4} sec  {}s  {}s/sec",
@@ -999,6 +999,34 @@ fn sent_totals(r: &RunResult, st: &Iperf2Style, sums: bool) -> String {
     t
 }
 
+/// UDP `-d -P`'s closing lines of the client's streams (`sent`: this end's streams, with the
+/// server's reports), then a `[SUM]` of every stream both ways (`received`: the streams received's
+/// bytes, datagrams and longest time) and `[SUM-2N] Sent` of their datagrams, then the server's
+/// reports, as iperf 2.1.8's client prints them (text only: CSV has no sums).
+pub fn totals_udp_dual(sent: &RunResult, received: (u64, u64, f64), st: &Iperf2Style) -> String {
+    let len = sent.config.spec.length_bytes.max(1);
+    let streams = numbered(sent);
+    let mut t = sent_totals(sent, st, false);
+    let (mut bytes, mut datagrams, mut secs) = received;
+    for n in &streams {
+        bytes += n.s.bytes_sent;
+        datagrams += n.s.bytes_sent / len;
+        secs = secs.max(n.s.sender_elapsed_s);
+    }
+    // With -e iperf 2.1.8 adds the received datagrams as its writes and every datagram a second.
+    let enhanced = match st.enhanced {
+        true => format!("  {}/0{:>9.0} pps", received.1, datagrams as f64 / secs.max(1e-9)),
+        false => String::new(),
+    };
+    let _ = writeln!(
+        t,
+        "[SUM] {}{enhanced}\n[SUM-{}] Sent {datagrams} datagrams",
+        columns(0.0, secs, bytes, st),
+        2 * streams.len()
+    );
+    t + &server_reports(&streams, st)
+}
+
 /// UDP `--full-duplex`'s last lines, as iperf 2.1.8's client prints them: each stream sent (its
 /// total and "Sent N datagrams"), then each received (`[ *N]`: jitter, lost/total), no server report
 /// (none comes); `head`: the received lines' column head first (when no interval printed it). In
@@ -1300,7 +1328,7 @@ fn received_interval_lines(i: &IntervalResult, st: &Iperf2Style, at: (&Ends, f64
 
 /// The pace of several received streams together, as iperf 2's `[SUM]` takes it: all their
 /// datagrams over the longest of their arrival spans.
-fn sum_pps<'a>(each: impl Iterator<Item = Option<&'a TransitSummary>>) -> f64 {
+pub(crate) fn sum_pps<'a>(each: impl Iterator<Item = Option<&'a TransitSummary>>) -> f64 {
     let (mut datagrams, mut span_s) = (0u64, 0f64);
     for t in each.flatten().filter(|t| t.per_s > 0.0) {
         datagrams += t.datagrams;
@@ -1348,7 +1376,7 @@ pub(crate) fn received_interval(
 /// The `[SUM]` of several received UDP streams, as iperf 2.1.8's `-u -R -P` client prints it: a
 /// plain column head, then the bytes, rate and lost/total of all (no jitter); with `-e` the
 /// writer's head and its columns filled with lost/total and the pace (`pps`), as 2.1.8 prints it.
-fn received_sum(
+pub(crate) fn received_sum(
     (start_s, end_s): (f64, f64),
     (bytes, lost, sent): (u64, u64, u64),
     pps: f64,

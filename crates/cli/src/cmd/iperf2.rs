@@ -177,7 +177,7 @@ const HELP: &str = "Usage: iperf [-s|-c host] [options]   (landspeed's iperf 2 d
   -w, --window N     socket buffers                    -b, --bandwidth R per stream (k, m, g: 1000s)
   -R, --reverse      the server sends                  --full-duplex     both ways on each stream
   -d, --dualtest     both ways at once, the server's on connections back to this host (-L PORT;
-                     with -u its datagrams to this host's UDP port -L, one stream each way)
+                     with -u its datagrams to this host's UDP port -L, -P streams each way)
   -r, --tradeoff     this host's streams, then the server's on connections back (-L PORT)
   -i, --interval S   report interval                   -e, --enhanced    -e's columns
   -V, --ipv6_domain  IPv6 (the host resolved to IPv6; the server listens on both)
@@ -200,11 +200,6 @@ fn refused(o: &Opts) -> Option<String> {
             (o.tradeoff || o.dualtest) && (o.reverse || o.full_duplex),
             "-r/-d with -R or --full-duplex",
             "the server's half comes on connections of its own",
-        ),
-        (
-            (o.tradeoff || o.dualtest) && o.udp && o.parallel.unwrap_or(1) > 1,
-            "-u -r/-d with -P",
-            "one stream each way over UDP",
         ),
         (
             (o.tradeoff || o.dualtest) && (o.bounceback.is_some() || o.isochronous.is_some()),
@@ -893,7 +888,6 @@ mod tests {
     #[test]
     fn what_is_not_built_is_refused_by_name() {
         for (line, name) in [
-            ("-c h -r -u -P 2", "-u -r/-d with -P"),
             ("-c h --connect-only -u", "--connect-only with -u"),
             ("-c h --connect-only=5 -n 1M", "--connect-only with -u"),
             ("-c h -d -R", "-r/-d with -R"),

@@ -132,9 +132,11 @@ pub struct UdpParams {
     /// Whose datagram header the streams use.
     pub format: UdpFormat,
     /// A send the kernel refuses for an ICMP port unreachable (no socket at the peer's port) ends
-    /// the stream with an error, instead of counting as a send error: for a sender whose peer's
-    /// address nothing proved (iperf 2's UDP `-R` on the server).
-    pub refused_ends: bool,
+    /// the stream with an error once the stream has sent for this long (zero: at once), instead of
+    /// counting as a send error: for a sender whose peer's address nothing proved (iperf 2's UDP
+    /// `-R` on the server; its streams back for `-r`/`-d` after a short grace, as an iperf 2
+    /// client's listener binds again for each stream that comes). None: never.
+    pub refused_ends_after: Option<std::time::Duration>,
 }
 
 impl UdpParams {
@@ -144,7 +146,7 @@ impl UdpParams {
             rate_bps: spec.udp_stream_rate_bps(),
             burst: spec.burst,
             format,
-            refused_ends: false,
+            refused_ends_after: None,
         }
     }
 }
@@ -312,7 +314,7 @@ fn send_stream(
                     write_header(u.format, Header { seq, sent_ns }, d);
                     d[hlen..].copy_from_slice(gen.fill(s.id, seq * plen as u64, plen));
                 }
-                send_batch(s, (&buf[..n * len], n), (c, u.refused_ends), &mut o);
+                send_batch(s, (&buf[..n * len], n), (c, u.refused_ends_after), &mut o);
                 pacer.sent(n as u32);
                 if o.error.is_some() {
                     break;
@@ -329,8 +331,14 @@ fn send_stream(
 
 /// Sends `n` datagrams (one segmented send, or one datagram) and counts them in `o` and the meter; a
 /// full kernel queue or an ICMP error for an earlier datagram skips them, counted as send errors
-/// (an ICMP port unreachable ends the stream instead when `refused_ends`).
-fn send_batch(s: &UdpStream, (bytes, n): (&[u8], usize), (c, refused_ends): (&Meter, bool), o: &mut Outcome) {
+/// (an ICMP port unreachable ends the stream instead once it has sent for `refused_ends_after`).
+fn send_batch(
+    s: &UdpStream,
+    (bytes, n): (&[u8], usize),
+    (c, refused_ends_after): (&Meter, Option<Duration>),
+    o: &mut Outcome,
+) {
+    let refused_ends = refused_ends_after.is_some_and(|grace| o.first.is_none_or(|f| f.elapsed() >= grace));
     match s.socket.send(bytes) {
         Ok(_) => {
             let at = Instant::now();

@@ -7,7 +7,9 @@
 //! bytes, then its end, repeated until the client's listener reports back (what it received, lost,
 //! out of order, its jitter). That stream is a test of its own in the log. Only the address the
 //! client's datagrams came from is sent to, never a port below 1024, within the limits the test
-//! was admitted under; an ICMP port unreachable ends it at once.
+//! was admitted under; an ICMP port unreachable ends it once it has sent for 250 ms (`BACK_GRACE`:
+//! iperf 2.1.8's listener binds again for each stream, so a second stream can meet a closed port
+//! for a moment).
 
 use crate::host::{bind_udp, Shared, TestLog};
 use landspeed_core::config::{Direction, Flow, Test, TestSpec};
@@ -62,7 +64,8 @@ fn run(
     let streams = [UdpStream::of_test(&reverse, 0, Role::at_server, sock)];
     let started = SystemTime::now();
     let format = UdpFormat::Iperf2 { header };
-    let (out, cut) = super::udp_send::send(&streams, &reverse, format, (shared, None, None));
+    let grace = super::udp_send::BACK_GRACE;
+    let (out, cut) = super::udp_send::send(&streams, &reverse, (format, grace), (shared, None, None));
     let s = &out.streams[0];
     let len = reverse.length_bytes as usize;
     let report = super::udp_client::end(&streams[0].socket, &header, len, s.calls + s.send_errors);

@@ -76,7 +76,8 @@ pub(super) fn send_all(
     test: &Test,
     how: (&Shared, Option<crate::host::Live>, Option<&AtomicBool>),
 ) -> (EngineOutput, Option<String>) {
-    let (out, cut) = send(streams, test, UdpFormat::Iperf2 { header: digits() }, how);
+    let format = UdpFormat::Iperf2 { header: digits() };
+    let (out, cut) = send(streams, test, (format, std::time::Duration::ZERO), how);
     let s = &out.streams[0];
     end(
         &streams[0].socket,
@@ -86,13 +87,20 @@ pub(super) fn send_all(
     (out, cut)
 }
 
+/// How long a stream back to a `-r`/`-d` client's listener may meet an ICMP port unreachable
+/// before it ends: iperf 2.1.8's UDP listener takes each stream by connecting its socket to the
+/// stream's first sender and binding a new one for the next, so a second stream's first datagrams
+/// (`-d -P 2`: both start at once) can find no socket there for a moment.
+pub(super) const BACK_GRACE: std::time::Duration = std::time::Duration::from_millis(250);
+
 /// The stream's datagrams at the header's rate (within `--max-rate`), until its time or bytes, the
 /// server's cut, or `gone` raised (the client's port closed, as the reader of the same socket
 /// learned): why it was cut, returned; with a live view, the test so far as each interval closes.
+/// An ICMP port unreachable ends it once it has sent for `grace`.
 pub(super) fn send(
     streams: &[UdpStream],
     test: &Test,
-    format: UdpFormat,
+    (format, grace): (UdpFormat, std::time::Duration),
     (shared, live, gone): (&Shared, Option<crate::host::Live>, Option<&AtomicBool>),
 ) -> (EngineOutput, Option<String>) {
     let o = &shared.opts;
@@ -109,8 +117,9 @@ pub(super) fn send(
             rate_bps: landspeed_core::units::lower(Some(rate), o.limits.max_rate_bps).unwrap_or(rate),
             burst: test.burst,
             format,
-            // Nothing proved the client's address: no socket there ends the test.
-            refused_ends: true,
+            // Nothing proved the client's address: no socket there ends the test (a stream back
+            // to a `-r`/`-d` client's listener after a grace: `BACK_GRACE`).
+            refused_ends_after: Some(grace),
         },
     };
     let (tx, rx) = std::sync::mpsc::channel::<Wake<()>>();

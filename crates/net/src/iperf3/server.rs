@@ -489,7 +489,7 @@ fn udp_params(params: &Params, spec: &TestSpec) -> landspeed_engine::transport::
         format: landspeed_engine::transport::udp::UdpFormat::Iperf3 {
             wide: params.udp_counters_64bit,
         },
-        refused_ends: false,
+        refused_ends_after: None,
     }
 }
 
