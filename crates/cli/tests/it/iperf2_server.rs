@@ -1193,8 +1193,8 @@ fn the_iperf_drop_in_prints_what_iperf2s_client_prints() {
     // Refused by name, one line, exit 1; unknown options likewise.
     for (args, name) in [
         (
-            &["-c", "127.0.0.1", "-r", "-u", "-P", "2"][..],
-            "-u -r/-d with -P",
+            &["-c", "127.0.0.1", "-r", "-R"][..],
+            "-r/-d with -R or --full-duplex",
         ),
         // -L defaults to the server's port: on one host that is the client's own listener.
         (
