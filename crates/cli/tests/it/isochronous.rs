@@ -95,26 +95,15 @@ fn iperf2_client(port: u16) -> bool {
     o.status.success()
 }
 
-/// landspeed's client with the frames, its result.
-fn landspeed_client(port: u16) -> serde_json::Value {
+/// landspeed's client with the frames (over UDP, or TCP's bursts), its result.
+fn landspeed_client(port: u16, udp: bool) -> serde_json::Value {
     let p = port.to_string();
-    let o = common::landspeed(
-        &[
-            "run",
-            "127.0.0.1",
-            "-p",
-            &p,
-            "--iperf2",
-            "-u",
-            FRAMES,
-            "--trip-times",
-            "-t",
-            "2",
-            "--json",
-            "--no-save",
-        ],
-        Duration::from_secs(30),
-    );
+    let mut args = vec!["run", "127.0.0.1", "-p", &p, "--iperf2"];
+    if udp {
+        args.push("-u");
+    }
+    args.extend([FRAMES, "--trip-times", "-t", "2", "--json", "--no-save"]);
+    let o = common::landspeed(&args, Duration::from_secs(30));
     assert_eq!(o.code, 0, "{}", o.stderr);
     serde_json::from_str(&o.stdout).unwrap()
 }
@@ -150,7 +139,7 @@ fn frames_are_counted_alike_by_iperf2s_server_and_landspeeds_both_ways() {
     );
     // landspeed's client to both servers.
     let theirs = Iperf2Frames::start();
-    let r = landspeed_client(theirs.1);
+    let r = landspeed_client(theirs.1, true);
     let sent = &r["frames"]["sender"];
     let frames = sent["frames"].as_u64().unwrap();
     let slips = sent["slips"].as_u64().unwrap();
@@ -174,7 +163,7 @@ fn frames_are_counted_alike_by_iperf2s_server_and_landspeeds_both_ways() {
     assert_eq!(r["frames"]["complete"], 0);
     let warned = r["warnings"].to_string();
     assert!(warned.contains("carries no frame figures"), "{warned}");
-    let r = landspeed_client(s.port);
+    let r = landspeed_client(s.port, true);
     let frames = r["frames"]["sender"]["frames"].as_u64().unwrap();
     let (whole, lost, skipped) = frames_of_log(&s);
     // The last frame may be cut short by the end of the time: counted neither whole nor lost.
@@ -258,26 +247,7 @@ fn frames_over_tcp_go_as_iperf2s_bursts_both_ways() {
     let theirs = crate::iperf2_server::LoggedIperf2::start(&["-y", "C"], "frames-tcp.csv");
     let s = ServerProc::start("127.0.0.1", &[]);
     for (port, iperf2) in [(theirs.port, true), (s.port, false)] {
-        let p = port.to_string();
-        let o = common::landspeed(
-            &[
-                "run",
-                "127.0.0.1",
-                "-p",
-                &p,
-                "--iperf2",
-                FRAMES,
-                "--trip-times",
-                "-t",
-                "2",
-            ]
-            .into_iter()
-            .chain(["--json", "--no-save"])
-            .collect::<Vec<_>>(),
-            Duration::from_secs(30),
-        );
-        assert_eq!(o.code, 0, "{}", o.stderr);
-        let r: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+        let r = landspeed_client(port, false);
         let sent = &r["frames"]["sender"];
         let frames = sent["frames"].as_u64().unwrap() + sent["skipped"].as_u64().unwrap();
         assert!((112..=122).contains(&frames), "{sent}");
