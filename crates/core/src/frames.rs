@@ -347,6 +347,8 @@ struct Partial {
 /// The receiver's accounting of a stream of frames.
 #[derive(Default)]
 pub struct FrameReceipt {
+    /// Frames taken whole from a reliable stream (`whole_frame`): each one's sequence number.
+    whole_frames: u64,
     period_ns: u64,
     open: BTreeMap<u32, Partial>,
     /// Frames the sender skipped, by the frame that followed them: (first skipped, last skipped).
@@ -363,6 +365,17 @@ pub struct FrameReceipt {
     latency: Moments,
 }
 
+impl std::fmt::Debug for FrameReceipt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FrameReceipt")
+            .field("period_ns", &self.period_ns)
+            .field("highest", &self.highest)
+            .field("complete", &self.complete)
+            .field("lost", &self.lost)
+            .finish_non_exhaustive()
+    }
+}
+
 impl FrameReceipt {
     /// Accounting for frames every `period_ns` (0 when not yet known: each datagram states it).
     pub fn new(period_ns: u64) -> FrameReceipt {
@@ -377,6 +390,39 @@ impl FrameReceipt {
         if self.period_ns == 0 {
             self.period_ns = period_ns;
         }
+    }
+
+    /// A frame that arrived whole on a reliable stream (iperf 2's TCP bursts, one a frame): the
+    /// frames between it and the highest before it were skipped by the sender, since nothing is lost
+    /// on the way. A number at or below the highest (a confused or hostile sender) is counted as a
+    /// datagram is (`too_old`, or nothing for a frame already whole).
+    pub fn whole_frame(&mut self, frame: u32, size: u32, (due_ns, arrival_ns): (i128, i128)) {
+        self.on_stream(frame, (size, size), (due_ns, arrival_ns));
+    }
+
+    /// The frame a reliable stream ended within, `got` of its `size` bytes come: the sender stopped
+    /// in it (counted cut at the end when it is the highest).
+    pub fn begun_frame(&mut self, frame: u32, (size, got): (u32, u32), due_ns: i128) {
+        self.on_stream(frame, (size, got.min(size.saturating_sub(1))), (due_ns, due_ns));
+    }
+
+    /// A frame from a reliable stream, `len` of its `size` bytes (all: whole).
+    fn on_stream(&mut self, frame: u32, (size, len): (u32, u32), (due_ns, arrival_ns): (i128, i128)) {
+        self.whole_frames += 1;
+        let prev = match self.first {
+            Some(_) if frame > self.highest => self.highest,
+            _ => frame.saturating_sub(1),
+        };
+        self.datagram(&FrameDatagram {
+            frame,
+            prev,
+            seq: self.whole_frames,
+            len,
+            remaining: size,
+            size,
+            due_ns,
+            arrival_ns,
+        });
     }
 
     /// One datagram of a frame.
@@ -488,12 +534,53 @@ impl FrameReceipt {
     /// The figures at the test's end. The highest frame is the one the sender was sending when it
     /// stopped: unless it arrived whole it is counted as cut, not lost.
     pub fn finish(mut self) -> FramesReport {
+        let cut = self.close();
+        self.report(cut)
+    }
+
+    /// Several streams' frames as one test's (iperf 2's `-P` streams of frames, each numbering its
+    /// own): their counts summed, their latencies pooled, a frame late by more than a period beyond
+    /// the least latency of all. None without a stream.
+    pub fn finish_all(receipts: impl IntoIterator<Item = FrameReceipt>) -> Option<FramesReport> {
+        let mut all: Option<(FrameReceipt, u64)> = None;
+        for mut r in receipts {
+            let cut = r.close();
+            all = Some(match all {
+                None => (r, cut),
+                Some((mut a, c)) => {
+                    a.absorb(&r);
+                    (a, c + cut)
+                }
+            });
+        }
+        all.map(|(a, cut)| a.report(cut))
+    }
+
+    /// Counts every frame at the end: the highest, unless whole, is cut (1 returned) and settled
+    /// neither whole nor lost.
+    fn close(&mut self) -> u64 {
         let last = self.open.get(&self.highest).copied();
         let cut = u64::from(last.is_some_and(|p| !p.done));
         if cut == 1 {
             self.open.remove(&self.highest);
         }
         self.settle(self.highest.saturating_sub(u32::from(cut == 1)));
+        cut
+    }
+
+    /// Adds a closed stream's counts and latencies to this one's (the period: the first known).
+    fn absorb(&mut self, o: &FrameReceipt) {
+        self.period(o.period_ns);
+        self.complete += o.complete;
+        self.lost += o.lost;
+        self.skipped += o.skipped;
+        self.too_old += o.too_old;
+        self.clock_behind += o.clock_behind;
+        self.latency.merge(&o.latency);
+    }
+
+    /// The report of a closed receipt, `cut` frames cut at the end.
+    fn report(self, cut: u64) -> FramesReport {
         let min_ns = self.latency.summary().min_ms.map(|m| (m * 1e6) as u64);
         let late = match (min_ns, self.period_ns) {
             (Some(min), p) if p > 0 => self.latency.count_above(min + p),

@@ -231,6 +231,25 @@ impl SignedMoments {
         self.count
     }
 
+    /// Adds another set's values (Chan's pairwise combination of the mean and variance).
+    pub fn merge(&mut self, o: &SignedMoments) {
+        if o.count == 0 {
+            return;
+        }
+        if self.count == 0 {
+            *self = *o;
+            return;
+        }
+        let (n1, n2) = (self.count as f64, o.count as f64);
+        let delta = o.mean - self.mean;
+        let n = n1 + n2;
+        self.mean += delta * n2 / n;
+        self.m2 += o.m2 + delta * delta * n1 * n2 / n;
+        self.count += o.count;
+        self.min_ns = self.min_ns.min(o.min_ns);
+        self.max_ns = self.max_ns.max(o.max_ns);
+    }
+
     /// The summary so far.
     pub fn summary(&self) -> SignedSummary {
         let ms = |ns: f64| ns / 1e6;
@@ -350,6 +369,13 @@ impl Moments {
     /// Values added.
     pub fn count(&self) -> u64 {
         self.exact.count
+    }
+
+    /// Adds another set's values.
+    pub fn merge(&mut self, o: &Moments) {
+        // Both grow to any u64: adding one to the other cannot saturate here either.
+        let _ = self.hist.add(&o.hist);
+        self.exact.merge(&o.exact);
     }
 
     /// Values above `ns` (to the histogram's three significant digits).

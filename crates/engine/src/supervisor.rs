@@ -123,6 +123,8 @@ pub struct EngineOutput {
     pub workers: Vec<landspeed_core::endpoint::WorkerCpu>,
     /// Spans in which this end's receivers got no data at all (docs/metrics.md, "Stalls").
     pub stalls: Vec<landspeed_core::stall::Stall>,
+    /// The receivers' isochronous frames, every stream's pooled (`EngineParams::frames_from_bursts`).
+    pub frames: Option<landspeed_core::frames::FramesReport>,
 }
 
 /// How the engine runs.
@@ -172,6 +174,9 @@ pub struct EngineParams {
     /// TCP receivers cut their stream into iperf 2's bursts and time each one from the send time
     /// its header carries (the spec's `trip_times`); every byte is then read into memory.
     pub trip_times: bool,
+    /// TCP receivers cut their stream into iperf 2's bursts and count each one as an isochronous
+    /// frame (`--isochronous` over TCP: one burst a frame): the result's `frames`.
+    pub frames_from_bursts: bool,
     /// A test with trip times: each sender writes one whole burst (`length`) when the rate allows
     /// it and waits for the next (`platform::burst_pace`), bits per second.
     pub burst_bps: Option<f64>,
@@ -234,6 +239,7 @@ impl EngineParams {
             // A test with trip times counts its reads (iperf 2's lines of a timed stream show them).
             read_bins: spec.trip_times.then_some(spec.length_bytes as usize),
             trip_times: spec.trip_times,
+            frames_from_bursts: false,
             burst_bps: crate::platform::burst_pace(spec),
             stall_s: landspeed_core::stall::threshold_s(
                 spec.paced_bps(spec.total_streams()),
@@ -343,7 +349,11 @@ pub fn run<X: Send>(transport: &dyn Transport, p: &EngineParams, mut w: Wiring<'
         (samples, stalls)
     });
     let elapsed_s = t0.elapsed().as_secs_f64();
+    let receipts: Vec<_> = (outcomes.iter_mut())
+        .filter_map(|o| o.as_mut()?.frames.take())
+        .collect();
     EngineOutput {
+        frames: landspeed_core::frames::FrameReceipt::finish_all(receipts),
         streams: reports(transport, &metas, outcomes, &samples, t0),
         elapsed_s,
         cpu: cpu0.until(&CpuSnapshot::take()),
@@ -613,6 +623,7 @@ mod tests {
             stall_s: landspeed_core::stall::MIN_STALL_S,
             read_bins: None,
             trip_times: false,
+            frames_from_bursts: false,
             burst_bps: None,
         }
     }

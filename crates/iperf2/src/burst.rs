@@ -152,6 +152,12 @@ impl BurstReader {
         }
     }
 
+    /// The burst begun and not ended, with the bytes of it come (its header's included).
+    pub fn unfinished(&self) -> Option<(BurstHeader, u64)> {
+        (self.left > 0 && self.broken.is_none())
+            .then(|| (self.current, u64::from(self.current.size) - self.left))
+    }
+
     /// Why the stream is no longer read as bursts, if it is not.
     pub fn broken(&self) -> Option<BurstError> {
         self.broken

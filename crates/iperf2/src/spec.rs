@@ -26,6 +26,8 @@ pub struct TcpPlan {
     /// server opens as many connections back to the client's address at `port` and sends on each
     /// (no header, the header's amount and write size), as iperf 2's server does.
     pub connect_back: Option<ConnectBack>,
+    /// `--isochronous` over TCP: each burst the client sends is a frame, counted as one.
+    pub frames: bool,
 }
 
 /// The connections a `-r` or `-d` test asks the server to open back to the client.
@@ -261,6 +263,9 @@ impl ClientHeader {
             Amount::Centiseconds(c) => EndCondition::Time(Duration::from_millis(u64::from(c) * 10)),
         };
         let rate = self.extension.map_or(0, |e| e.rate_bps);
+        // Frames come from the client only: what the server sends back is not cut into bursts.
+        let frames = self.has(upper::ISOCH) && direction != Direction::Reverse;
+        let bursts = self.has(upper::TRIPTIME) || frames;
         let spec = TestSpec {
             streams: self.threads,
             length_bytes: match self.buffer_len {
@@ -274,8 +279,9 @@ impl ClientHeader {
             fq_rate_bps: (rate > 0).then_some(rate as f64),
             verify: false,
             payload_key,
-            // Bursts are timed from the bytes themselves: they are read, not dropped.
-            rx: match self.has(upper::TRIPTIME) {
+            // Bursts are timed (and counted as frames) from the bytes themselves: they are read,
+            // not dropped.
+            rx: match bursts {
                 true => RxMode::Copy,
                 false => RxMode::Discard,
             },
@@ -284,7 +290,7 @@ impl ClientHeader {
             trip_times: self.has(upper::TRIPTIME),
             // A burst is timed when its last byte is read: the reader wakes for every arrival
             // (a low-water mark would hold a burst's tail until the next burst came).
-            rcvlowat_bytes: self.has(upper::TRIPTIME).then_some(0),
+            rcvlowat_bytes: bursts.then_some(0),
             ..TestSpec::default()
         };
         Ok(TcpPlan {
@@ -292,6 +298,7 @@ impl ClientHeader {
             full_duplex,
             notes: self.unmeasured(),
             connect_back,
+            frames,
         })
     }
 
@@ -455,6 +462,19 @@ mod tests {
             ..spec
         };
         assert!(ClientHeader::for_tcp_frames(&back, 5302).is_err());
+    }
+
+    #[test]
+    fn a_tcp_frame_senders_header_has_its_bursts_read_and_counted_as_frames() {
+        let p = tcp("tcp -t 1 --isochronous=10:200k,0").tcp_plan(7).unwrap();
+        assert!(p.frames && !p.spec.trip_times);
+        assert_eq!((p.spec.rx, p.spec.rcvlowat_bytes), (RxMode::Copy, Some(0)));
+        let plain = tcp("tcp -t 1 -b 1M").tcp_plan(7).unwrap();
+        assert!(!plain.frames);
+        assert_eq!(
+            (plain.spec.rx, plain.spec.rcvlowat_bytes),
+            (RxMode::Discard, None)
+        );
     }
 
     #[test]

@@ -764,17 +764,24 @@ pub(crate) struct Live {
     /// The client's port of each stream, by stream number.
     pub(crate) client_ports: Vec<Option<u16>>,
     pub(crate) samples: Vec<landspeed_core::endpoint::IntervalSample>,
+    /// A test of frames received (iperf 2's `--isochronous` over TCP): its view says so with an
+    /// empty frames report (the frames are counted into the final result only).
+    pub(crate) frames: bool,
 }
 
 impl Live {
     /// The test so far, as `ServerEvent::Progress` carries it.
     pub(crate) fn so_far(&self) -> ServerEvent {
-        ServerEvent::Progress(Box::new(landspeed_core::assemble::so_far(
+        let mut r = landspeed_core::assemble::so_far(
             &self.spec,
             self.context.clone(),
             &self.client_ports,
             &self.samples,
-        )))
+        );
+        if self.frames {
+            r.frames.get_or_insert_with(Default::default);
+        }
+        ServerEvent::Progress(Box::new(r))
     }
 }
 

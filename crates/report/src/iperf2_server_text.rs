@@ -172,13 +172,18 @@ pub fn connected(r: &RunResult, first: u32, st: &Iperf2Style) -> String {
             (true, false, _) if timed(r) => " (trip-times)",
             _ => "",
         };
+        // iperf 2's mark of a client sending frames (`--isochronous`), before the others.
+        let isoch = match r.frames.is_some() && c.received.is_some() {
+            true => " (isoch)",
+            false => "",
+        };
         let when = match st.enhanced {
             true => format!(" on {} (UTC)", strftime(r.started_unix_s, "%Y-%m-%d %H:%M:%S")),
             false => String::new(),
         };
         let _ = writeln!(
             t,
-            "[{:>3}] local {sip} port {sport} connected with {cip} port {cport}{mark}{when}",
+            "[{:>3}] local {sip} port {sport} connected with {cip} port {cport}{isoch}{mark}{when}",
             c.number
         );
     }

@@ -182,6 +182,9 @@ const MATRIX: &[(&str, &str)] = &[
     ("", "-t 1 --trip-times -P 2 -b 50M"),
     ("-e", "-t 1 --trip-times -P 2 -l 8K -b 50M"),
     ("-e", "-t 1 -R -P 2 -b 50M"),
+    // Frames over TCP: the connection marked `(isoch)`.
+    ("-e -i 0.5", "-t 1.2 --isochronous=60:2m,0.5m"),
+    ("", "-t 1 --isochronous=60:2m,0.5m -P 2"),
 ];
 
 #[test]

@@ -271,6 +271,12 @@ fn frames_over_tcp_go_as_iperf2s_bursts_both_ways() {
                 line.contains(&format!("received {} B", bytes + 80)),
                 "{bytes}: {line}"
             );
+            // The server counted each burst as a frame: every frame sent (the last one whole, or
+            // cut at the end and not said).
+            let whole = whole_frames(&line);
+            let sent_frames = sent["frames"].as_u64().unwrap();
+            assert!(whole == sent_frames || whole + 1 == sent_frames, "{sent}: {line}");
+            assert!(line.contains(" whole, 0 lost, "), "{line}");
         }
     }
     // iperf 2.1.8's client to landspeed's server: served, its bytes counted.
@@ -283,6 +289,9 @@ fn frames_over_tcp_go_as_iperf2s_bursts_both_ways() {
     assert!(o.status.success());
     let line = common::line_with(&s, " test from ");
     assert!(line.contains(": ok"), "{line}");
+    // Its frames, a second at 60 a second, counted from its bursts.
+    assert!((55..=62).contains(&whole_frames(&line)), "{line}");
+    assert!(line.contains(" whole, 0 lost, "), "{line}");
     // The drop-in's lines beside iperf 2.1.8's own, against iperf 2's server.
     let args = [
         "-c",
@@ -322,6 +331,13 @@ fn frames_over_tcp_go_as_iperf2s_bursts_both_ways() {
         "landspeed:\n{}\niperf 2.1.8:\n{reference}",
         ours.stdout
     );
+}
+
+/// The frames landspeed's server's log line says arrived whole ("frames N whole").
+fn whole_frames(line: &str) -> u64 {
+    let n = line.split("; frames ").nth(1).and_then(|t| t.split(' ').next());
+    n.and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no frames in {line}"))
 }
 
 /// `landspeed iperf2 ARGS` (the drop-in).

@@ -259,3 +259,56 @@ proptest! {
         prop_assert!(out.complete >= 1);
     }
 }
+
+#[test]
+fn frames_whole_on_a_reliable_stream_count_gaps_as_the_senders_skips() {
+    let period = 10_000_000i128;
+    let mut r = FrameReceipt::new(period as u64);
+    // Frames 1, 2, 5, 6 (3 and 4 skipped by the sender), each 1 ms after it was due; then a
+    // repeated 5 and an older 1: nothing new.
+    for f in [1u32, 2, 5, 6, 5, 1] {
+        let due = i128::from(f) * period;
+        r.whole_frame(f, 1000, (due, due + 1_000_000));
+    }
+    // The stream ends 300 bytes into frame 8 (7 skipped): cut, neither whole nor lost.
+    r.begun_frame(8, (1000, 300), 8 * period);
+    let rep = r.finish();
+    assert_eq!((rep.frames, rep.complete, rep.lost), (4, 4, 0));
+    assert_eq!(rep.skipped_by_sender, 3);
+    assert_eq!(rep.cut_at_end, 1);
+    assert_eq!(rep.latency.min_ms, Some(1.0));
+    assert_eq!(rep.latency.max_ms, Some(1.0));
+}
+
+#[test]
+fn several_streams_frames_pool_into_one_report() {
+    let period = 10_000_000i128;
+    let stream = |n: u32, late_ms: i128| {
+        let mut r = FrameReceipt::new(period as u64);
+        for f in 1..=n {
+            let due = i128::from(f) * period;
+            r.whole_frame(f, 500, (due, due + late_ms * 1_000_000));
+        }
+        r
+    };
+    assert!(FrameReceipt::finish_all(Vec::new()).is_none());
+    let one = FrameReceipt::finish_all([stream(10, 2)]).unwrap();
+    assert_eq!(one, stream(10, 2).finish());
+    let both = FrameReceipt::finish_all([stream(10, 2), stream(30, 4)]).unwrap();
+    assert_eq!((both.frames, both.complete, both.lost), (40, 40, 0));
+    assert_eq!(both.latency.min_ms, Some(2.0));
+    assert_eq!(both.latency.max_ms, Some(4.0));
+    // The pooled mean and spread are those of the forty latencies together.
+    assert!(
+        (both.latency.mean_ms.unwrap() - 3.5).abs() < 1e-9,
+        "{:?}",
+        both.latency
+    );
+    let sd = (30.0f64 * 0.25 / 39.0 * 4.0).sqrt();
+    assert!(
+        (both.latency.stdev_ms.unwrap() - sd).abs() < 1e-9,
+        "{:?}",
+        both.latency
+    );
+    assert_eq!(both.fps, 100.0);
+}

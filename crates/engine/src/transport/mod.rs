@@ -171,6 +171,8 @@ pub struct Outcome {
     pub rcvlowat_bytes: Option<u64>,
     /// TLS senders: the records they sealed.
     pub tls_records: u64,
+    /// TCP receivers counting iperf 2's bursts as frames (`EngineParams::frames_from_bursts`).
+    pub frames: Option<landspeed_core::frames::FrameReceipt>,
 }
 
 impl Outcome {

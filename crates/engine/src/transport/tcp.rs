@@ -18,6 +18,7 @@ use crate::supervisor::{EngineParams, Flags};
 use crate::tcp_info;
 use landspeed_core::config::Flow;
 use landspeed_core::endpoint::{Role, TcpSnapshot, TcpStats};
+use landspeed_core::frames::FrameReceipt;
 use landspeed_core::payload::{Generator, Verifier};
 use landspeed_core::transit::Transits;
 use landspeed_iperf2::burst::{BurstReader, BurstWriter};
@@ -138,19 +139,36 @@ fn stamped<'c>(w: &mut BurstWriter, copy: &'c mut Vec<u8>, payload: &[u8], offse
     copy
 }
 
-/// Times the bursts that end within `data` (just read): each one's arrival now less the send time
-/// its header carries, added to the stream's meter once per read.
-fn time_bursts(b: &mut BurstReader, data: &[u8], meter: &Meter) {
+/// A wire time in nanoseconds since the Unix epoch.
+fn wire_ns(w: landspeed_iperf2::ack::WireTime) -> i128 {
+    i128::from(w.secs) * 1_000_000_000 + i128::from(w.micros) * 1_000
+}
+
+/// When a burst that is a frame was due: its sender's start plus a period a frame before it.
+fn frame_due_ns(h: &landspeed_iperf2::burst::BurstHeader) -> i128 {
+    wire_ns(h.start) + i128::from(h.id.saturating_sub(1)) * i128::from(h.period_us) * 1_000
+}
+
+/// The bursts that end within `data` (just read), at their arrival now: with trip times each one
+/// is timed from the send time its header carries (added to the stream's meter once per read);
+/// counting `frames`, each is a frame that arrived whole, due at its start plus a period a frame.
+fn on_bursts(b: &mut BurstReader, data: &[u8], meter: &Meter, mut frames: Option<&mut FrameReceipt>) {
     let mut t = Transits::default();
-    let mut now_us = None;
+    let mut now_ns = None;
+    let timed = meter.trips.on();
     b.feed(data, |h| {
-        let now = *now_us.get_or_insert_with(|| {
+        let now = *now_ns.get_or_insert_with(|| {
             std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_micros() as i64)
+                .map_or(0, |d| d.as_nanos() as i128)
         });
-        let sent = i64::from(h.written.secs) * 1_000_000 + i64::from(h.written.micros);
-        t.add((now - sent) as f64 * 1e-6);
+        if timed {
+            t.add((now - wire_ns(h.written)) as f64 * 1e-9);
+        }
+        if let Some(f) = frames.as_deref_mut() {
+            f.period(u64::from(h.period_us) * 1_000);
+            f.whole_frame(h.id, h.size, (frame_due_ns(h), now));
+        }
     });
     if t.count() > 0 {
         meter.trips.add(&t);
@@ -200,6 +218,15 @@ impl<'a> State<'a> {
             bursts: counter.trips.on().then(BurstReader::default),
             stamps: None,
         }
+    }
+
+    /// A receiver counting frames (`EngineParams::frames_from_bursts`) cuts its stream into bursts.
+    fn framing(mut self, p: &EngineParams) -> Self {
+        if p.frames_from_bursts && self.ds.role == Role::Receiver {
+            self.out.frames = Some(FrameReceipt::new(0));
+            self.bursts.get_or_insert_with(BurstReader::default);
+        }
+        self
     }
 
     /// A sender of a test with trip times (`EngineParams::trip_times`) stamps its bursts.
@@ -271,7 +298,7 @@ impl<'a> State<'a> {
         let n = self.recv(&mut bufs.rbuf[..len], discard_it && self.bursts.is_none())?;
         self.counter.reads.count(n);
         if let Some(b) = self.bursts.as_mut() {
-            time_bursts(b, &bufs.rbuf[..n], self.counter);
+            on_bursts(b, &bufs.rbuf[..n], self.counter, self.out.frames.as_mut());
         }
         #[cfg(feature = "fault-injection")]
         fault::flip(self.ds.id, self.out.bytes, &mut bufs.rbuf[..n]);
@@ -319,6 +346,11 @@ impl<'a> State<'a> {
 
     fn finish(&mut self, mut error: Option<String>) {
         self.counter.finished.store(true, Relaxed);
+        if let (Some(b), Some(f)) = (&self.bursts, self.out.frames.as_mut()) {
+            if let Some((h, got)) = b.unfinished() {
+                f.begun_frame(h.id, (h.size, got as u32), frame_due_ns(&h));
+            }
+        }
         if self.ds.role == Role::Sender {
             if let Some(t) = self.tls.as_mut() {
                 self.out.tls_records = t.records;
@@ -381,7 +413,7 @@ fn worker(
     let now = Instant::now();
     let mut states: Vec<State> = streams
         .into_iter()
-        .map(|(i, ds, c)| State::new(i, ds, c, now).stamping(p))
+        .map(|(i, ds, c)| State::new(i, ds, c, now).stamping(p).framing(p))
         .collect();
     let mut poll = match crate::os::Poller::new(states.len()) {
         Ok(p) => p,

@@ -370,12 +370,14 @@ fn run(
         context: iperf2_context(ends.addresses, ends.started, 1),
         client_ports: ends.client_ports.clone(),
         samples: vec![],
+        frames: plan.frames,
     });
     if let Some(l) = &live {
         shared.emit(l.so_far());
     }
     let mut params = EngineParams::for_spec(test, None, None, o.idle_timeout);
     params.read_bins = o.iperf2_reads.or(params.read_bins);
+    params.frames_from_bursts = plan.frames;
     // --max-rate paces the test as it paces landspeed's and iperf3's.
     let limit = o.limits.max_rate_bps.map(|r| r / paths.len() as f64);
     params.stream_cap_bps = landspeed_core::units::lower(params.stream_cap_bps, limit);
@@ -396,7 +398,9 @@ fn run(
         headers
     };
     log.bytes_sent += echoed;
-    log.result = Some(Box::new(seen_here(&out, (plan, test), legs, &ends)));
+    let mut result = seen_here(&out, (plan, test), legs, &ends);
+    result.frames = out.frames.clone();
+    log.result = Some(Box::new(result));
     if let Some(cut) = hook.cut {
         return Err(cut);
     }

@@ -208,6 +208,7 @@ fn receive_logged(
         context: super::server::iperf2_context((Some(local), Some(peer)), started, 1),
         client_ports: vec![Some(peer.port())],
         samples: vec![],
+        frames: false,
     });
     if let Some(l) = &counted.live {
         shared.emit(l.so_far());

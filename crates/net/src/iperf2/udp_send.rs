@@ -51,6 +51,7 @@ pub(super) fn serve(
         context: super::server::iperf2_context((Some(local), Some(peer)), started, 1),
         client_ports: vec![Some(peer.port())],
         samples: vec![],
+        frames: false,
     });
     if let Some(l) = &live {
         shared.emit(l.so_far());

@@ -164,6 +164,7 @@ fn serve(
         context: crate::host::server_context(addresses, started, 1, "iperf3"),
         client_ports: client_ports(&streams),
         samples: vec![],
+        frames: false,
     });
     if let Some(l) = &live {
         shared.emit(l.so_far());

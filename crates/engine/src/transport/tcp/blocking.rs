@@ -46,7 +46,9 @@ pub(super) fn worker(
 ) -> Vec<(usize, Outcome)> {
     let sender = ds.role == Role::Sender;
     let mut bufs = Buffers::new(p, sender, !sender);
-    let mut st = State::new(index, ds, meter, Instant::now()).stamping(p);
+    let mut st = State::new(index, ds, meter, Instant::now())
+        .stamping(p)
+        .framing(p);
     st.out.blocking = true;
     if let Err(e) = with_timeouts(ds) {
         st.finish(Some(format!("cannot set socket timeouts: {e}")));
