@@ -917,6 +917,60 @@ fn hostile_iperf2_headers_are_refused_and_the_server_serves_on() {
     assert!(o.status.success());
 }
 
+/// One of iperf 2's TCP bursts' 92-byte headers: frame `id`, `size` bytes, a period of 1 µs.
+fn burst(id: u32, size: u32) -> [u8; 92] {
+    let mut b = [0u8; 92];
+    landspeed_iperf2::burst::BurstHeader {
+        period_us: 1,
+        id,
+        size,
+        ..Default::default()
+    }
+    .encode_into(&mut b);
+    b
+}
+
+#[test]
+fn hostile_frames_over_tcp_are_counted_within_bounds_and_the_server_serves_on() {
+    let _one = common::alone();
+    if !have_iperf2() {
+        return;
+    }
+    let s = ServerProc::start("127.0.0.1", &["--max-duration", "30s"]);
+    // A header with the ISOCH bit (2 s), then frames whose numbers jump to the top of their range
+    // and back, 20,000 scattered ones (each a jump or a frame long settled), one claiming 1 GiB, and
+    // the connection closed inside it.
+    let t = std::time::Instant::now();
+    let mut c = TcpStream::connect(("127.0.0.1", s.port)).unwrap();
+    c.write_all(&header(1, -200, 0x0001)).unwrap();
+    for id in [1, 4_000_000_000, u32::MAX, 5, 2, u32::MAX, 7] {
+        c.write_all(&burst(id, 92)).unwrap();
+    }
+    let scattered: Vec<u8> = (1..=20_000u32)
+        .flat_map(|i| burst(i.wrapping_mul(2_654_435_761), 92))
+        .collect();
+    c.write_all(&scattered).unwrap();
+    c.write_all(&burst(8, 1 << 30)).unwrap();
+    c.write_all(&[0; 1000]).unwrap();
+    drop(c);
+    let line = common::line_with(&s, "iperf2 2.1.8 test");
+    assert!(t.elapsed() < Duration::from_secs(10), "{line}");
+    // Counted by arithmetic, each number at most once: whole, lost (a frame heard inside a range
+    // claimed skipped voids the claim) and skipped add up to no more than there are numbers.
+    let after = |key: &str| -> u64 {
+        let at = line.find(key).unwrap_or_else(|| panic!("no {key:?} in {line}"));
+        let n = line[..at].rsplit([' ', ',']).find(|w| !w.is_empty()).unwrap();
+        n.parse()
+            .unwrap_or_else(|_| panic!("{n:?} before {key:?} in {line}"))
+    };
+    let counted = after(" whole") + after(" lost") + after(" skipped by the sender");
+    assert!(counted > 0 && counted <= 1 << 32, "{line}");
+    // A real client is served after it.
+    let (o, l) = client(s.port, "-n 1M");
+    assert!(o.status.success());
+    assert_eq!(total(&l, false), 1 << 20);
+}
+
 /// `iperf -s -y C`'s stream lines so far: their bytes (its lines do not say which way a stream went:
 /// a reverse stream's reads like a received one).
 pub(crate) fn server_csv(path: &std::path::Path) -> Vec<u64> {
