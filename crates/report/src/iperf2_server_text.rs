@@ -191,6 +191,7 @@ pub fn connected(r: &RunResult, first: u32, st: &Iperf2Style) -> String {
     t + match (received_udp, is_udp(r) && st.enhanced) {
         (true, _) => column_head_udp_received(st),
         (false, true) => column_head_udp(st, false),
+        (false, false) if timed(r) && r.frames.is_some() => TRIPS_HEAD_FRAMES,
         (false, false) if timed(r) => TRIPS_HEAD,
         (false, false) if counts_reads(r, st) => READS_HEAD,
         (false, false) if writes_drawn(r, st) => crate::iperf2_text::column_head(st),
@@ -204,6 +205,10 @@ pub const READS_HEAD: &str = "[ ID] Interval            Transfer    Bandwidth   
 /// The column head of a TCP stream received from a `--trip-times` client (its bursts timed).
 pub(crate) const TRIPS_HEAD: &str =
     "[ ID] Interval            Transfer    Bandwidth    Burst Latency avg/min/max/stdev (cnt/size) inP NetPwr  Reads=Dist\n";
+
+/// `TRIPS_HEAD` for a client's frames (`--isochronous --trip-times`): iperf 2.1.8's, without `inP`.
+const TRIPS_HEAD_FRAMES: &str =
+    "[ ID] Interval            Transfer    Bandwidth    Burst Latency avg/min/max/stdev (cnt/size) NetPwr  Reads=Dist\n";
 
 /// Whether the test's received TCP streams came in timed bursts (an iperf 2 client's
 /// `--trip-times`: their intervals carry the bursts' transits).
@@ -224,6 +229,16 @@ fn effective(r: &RunResult, st: &Iperf2Style) -> Iperf2Style {
 /// standard deviation (the last three 0 with fewer than two), how many and their mean size, the
 /// bytes in flight by Little's law (rate × mean transit) and the net power.
 pub(crate) fn trips_columns(t: Option<&TransitSummary>, bytes: u64, secs: f64) -> String {
+    trips_columns_of(t, bytes, secs, true)
+}
+
+/// `trips_columns` on a server's line: without the bytes in flight for a client's frames (iperf
+/// 2.1.8's server draws an isochronous stream's columns without `inP`).
+fn server_trips_columns(r: &RunResult, t: Option<&TransitSummary>, bytes: u64, secs: f64) -> String {
+    trips_columns_of(t, bytes, secs, r.frames.is_none())
+}
+
+fn trips_columns_of(t: Option<&TransitSummary>, bytes: u64, secs: f64, in_flight_drawn: bool) -> String {
     let t = t.copied().unwrap_or_default();
     let few = |v: f64| if t.datagrams < 2 { 0.0 } else { v };
     let size = match t.datagrams {
@@ -234,14 +249,17 @@ pub(crate) fn trips_columns(t: Option<&TransitSummary>, bytes: u64, secs: f64) -
         true => bytes as f64 / secs * t.mean_ms / 1e3,
         false => 0.0,
     };
+    let in_flight = match in_flight_drawn {
+        true => format!("{} ", adaptive_bytes(in_flight)),
+        false => String::new(),
+    };
     format!(
-        "  {:.3}/{:.3}/{:.3}/{:.3} ms ({}/{size}) {} {}",
+        "  {:.3}/{:.3}/{:.3}/{:.3} ms ({}/{size}) {in_flight}{}",
         t.mean_ms,
         few(t.min_ms),
         few(t.max_ms),
         few(t.stddev_ms),
         t.datagrams,
-        adaptive_bytes(in_flight),
         crate::iperf2_text::net_power(bytes, secs, t.mean_ms)
     )
 }
@@ -500,7 +518,7 @@ fn interval_line(
         l += &udp_enhanced(r.config.spec.length_bytes, s.bytes, secs, None);
     } else if received && counts_reads(r, st) {
         if timed(r) && s.bytes > 0 {
-            l += &trips_columns(s.transit.as_ref(), s.bytes, i.end_s - i.start_s);
+            l += &server_trips_columns(r, s.transit.as_ref(), s.bytes, i.end_s - i.start_s);
         }
         l += &reads_column(s.reads.as_ref());
     } else if !received && writes_drawn(r, st) {
@@ -663,7 +681,7 @@ fn total_line(
         l += &udp_enhanced(r.config.spec.length_bytes, bytes, secs, None);
     } else if received && counts_reads(r, st) {
         if timed(r) && bytes > 0 {
-            l += &trips_columns(trips_of(r, s.id, secs).as_ref(), bytes, secs);
+            l += &server_trips_columns(r, trips_of(r, s.id, secs).as_ref(), bytes, secs);
         }
         l += &reads_column(reads_of(r, s.id).as_ref());
     } else if !received && writes_drawn(r, st) {

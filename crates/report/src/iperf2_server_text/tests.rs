@@ -519,6 +519,24 @@ fn a_trip_times_clients_lines_carry_its_bursts_latency_with_or_without_e() {
 }
 
 #[test]
+fn a_frame_senders_timed_lines_are_marked_isoch_without_bytes_in_flight() {
+    // iperf 2.1.8's `-s` against `-c --isochronous --trip-times`: the connection marked `(isoch)
+    // (trip-times)`, its burst columns without `inP` (2.1.8 prints zeros there; landspeed the
+    // bursts' latency).
+    let mut r = timed_tcp();
+    r.frames = Some(Default::default());
+    let st = style(false, Some(1.0));
+    let c = connected(&r, 1, &st);
+    assert!(c.contains(" port 55028 (isoch) (trip-times) on "), "{c}");
+    assert!(c.ends_with("[ ID] Interval            Transfer    Bandwidth    Burst Latency avg/min/max/stdev (cnt/size) NetPwr  Reads=Dist\n"), "{c}");
+    let first = interval(&r, 0, 1, &st);
+    assert!(
+        first.starts_with("[  1] 0.0000-1.0000 sec  6.25 MBytes  52.4 Mbits/sec  0.150/0.100/0.300/0.050 ms (50/131072) 43691  52=2:0:0:0:0:0:0:50\n"),
+        "{first}"
+    );
+}
+
+#[test]
 fn reverse_streams_sum_under_the_reads_head_with_e() {
     // iperf 2.1.8's `-s -e` against `-c -t 1 -R -P 2`: the streams' write lines, then its [SUM]
     // under the reads' head with a reads column (its counts there are not reads; the drop-in
