@@ -10,6 +10,14 @@ use std::time::Duration;
 
 /// `iperf -c 127.0.0.1 -p PORT -u EXTRA`, ended within 25 s: its exit code and its text.
 fn iperf2_udp(port: u16, extra: &[&str]) -> (Option<i32>, String) {
+    let (code, text, hung) = iperf2_udp_run(port, extra);
+    assert!(!hung, "iperf -c -u {extra:?} hung: {text}");
+    (code, text)
+}
+
+/// `iperf -c 127.0.0.1 -p PORT -u EXTRA`, killed after 25 s: its exit code (None when killed by a
+/// signal), its text, and whether it hung.
+fn iperf2_udp_run(port: u16, extra: &[&str]) -> (Option<i32>, String, bool) {
     let child = Command::new("iperf")
         .args(["-c", "127.0.0.1", "-p", &port.to_string(), "-u"])
         .args(extra)
@@ -19,8 +27,8 @@ fn iperf2_udp(port: u16, extra: &[&str]) -> (Option<i32>, String) {
         .expect("run iperf -c");
     let (out, hung) = common::wait_output_or_kill(child, Duration::from_secs(25));
     let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    assert!(!hung, "iperf -c -u {extra:?} hung: {text}");
-    (out.status.code(), text)
+    let code = if hung { None } else { out.status.code() };
+    (code, text, hung)
 }
 
 /// `iperf2_udp` as a reference to compare with: iperf 2.1.8's client is run again, twice at most,
@@ -35,23 +43,11 @@ fn iperf2_udp_reference(port: Option<u16>, extra: &[&str]) -> (Option<i32>, Stri
     for attempt in 0..3 {
         let own = port.is_none().then(|| Iperf2Server::with(&["-u"]));
         let port = port.or(own.as_ref().map(|s| s.1)).expect("a port");
-        let child = Command::new("iperf")
-            .args(["-c", "127.0.0.1", "-p", &port.to_string(), "-u"])
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("run iperf -c");
-        let (out, hung) = common::wait_output_or_kill(child, Duration::from_secs(25));
-        let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-        let code = if hung { None } else { out.status.code() };
+        let (code, text, hung) = iperf2_udp_run(port, extra);
         if code == Some(0) && !text.contains("WARNING: ack of last datagram failed") {
             return (code, text);
         }
-        eprintln!(
-            "iperf -c -u {extra:?} (try {attempt}): hung {hung}, {}: {text}",
-            out.status
-        );
+        eprintln!("iperf -c -u {extra:?} (try {attempt}): hung {hung}, exit {code:?}: {text}");
         last = (code, text);
     }
     last
