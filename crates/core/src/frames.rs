@@ -347,8 +347,8 @@ struct Partial {
 /// The receiver's accounting of a stream of frames.
 #[derive(Default)]
 pub struct FrameReceipt {
-    /// Frames taken whole from a reliable stream (`whole_frame`): each one's sequence number.
-    whole_frames: u64,
+    /// Frames taken from a reliable stream (`whole_frame`, `begun_frame`), which numbers them in turn.
+    stream_frames: u64,
     period_ns: u64,
     open: BTreeMap<u32, Partial>,
     /// Frames the sender skipped, by the frame that followed them: (first skipped, last skipped).
@@ -408,7 +408,7 @@ impl FrameReceipt {
 
     /// A frame from a reliable stream, `len` of its `size` bytes (all: whole).
     fn on_stream(&mut self, frame: u32, (size, len): (u32, u32), (due_ns, arrival_ns): (i128, i128)) {
-        self.whole_frames += 1;
+        self.stream_frames += 1;
         let prev = match self.first {
             Some(_) if frame > self.highest => self.highest,
             _ => frame.saturating_sub(1),
@@ -416,7 +416,7 @@ impl FrameReceipt {
         self.datagram(&FrameDatagram {
             frame,
             prev,
-            seq: self.whole_frames,
+            seq: self.stream_frames,
             len,
             remaining: size,
             size,
