@@ -286,6 +286,15 @@ pub enum ClientError {
         /// Why.
         err: std::io::Error,
     },
+    /// An iperf 2 server sent nothing on a connection of a `--trip-times` test it sends on, where
+    /// it echoes the test's header before its data.
+    #[error("data stream {id}: the iperf 2 server sent nothing within {after:?} of this test's start, where it echoes the test's header before it sends (a server that hung: iperf 2.1.8's now and then hangs or dies on -R, its own client's tests included: docs/iperf2.md)")]
+    NoEcho {
+        /// The stream.
+        id: u32,
+        /// How long its first bytes were waited for.
+        after: Duration,
+    },
     /// A data stream's TLS handshake failed.
     #[error("stream {id}: {detail}")]
     Tls {
@@ -417,6 +426,7 @@ impl ClientError {
             | ClientError::ControlSilent { .. }
             | ClientError::WentSilent { .. }
             | ClientError::Stream { .. }
+            | ClientError::NoEcho { .. }
             | ClientError::Tls { .. }
             | ClientError::Quic { .. }
             | ClientError::Ndt7 { .. }

@@ -311,7 +311,13 @@ fn read_echoes(connections: &[DataStream], timeout: std::time::Duration) -> Resu
         let err = |err| ClientError::Stream { id: c.id, err };
         c.socket.set_read_timeout(Some(timeout)).map_err(err)?;
         let mut first = [0u8; 4];
-        (&c.socket).read_exact(&mut first).map_err(err)?;
+        (&c.socket).read_exact(&mut first).map_err(|e| match e.kind() {
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => ClientError::NoEcho {
+                id: c.id,
+                after: timeout,
+            },
+            _ => err(e),
+        })?;
         let len = ClientHeader::len_from_flags(u32::from_be_bytes(first), 0).map_err(|e| {
             err(std::io::Error::other(format!(
                 "the iperf 2 server's first bytes on a --trip-times test are not its header ({e})"
@@ -350,4 +356,47 @@ fn open(
         }
     }
     Ok((out, facts))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::net::{TcpListener, TcpStream};
+    use std::time::Duration;
+
+    fn pair() -> (TcpStream, TcpStream) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        (c, l.accept().unwrap().0)
+    }
+
+    #[test]
+    fn a_server_silent_where_it_echoes_the_header_is_named_not_a_bare_socket_error() {
+        let (c, _server) = pair();
+        let s = [DataStream::receiving(3, Flow::ServerToClient, c)];
+        match read_echoes(&s, Duration::from_millis(50)) {
+            Err(e @ ClientError::NoEcho { id: 3, .. }) => {
+                assert!(e.to_string().contains("sent nothing within 50ms"), "{e}")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_echoed_header_is_read_whole_and_the_data_after_it_left() {
+        let (c, mut server) = pair();
+        let spec = TestSpec {
+            trip_times: true,
+            ..TestSpec::default()
+        };
+        let header = ClientHeader::for_tcp(&spec, 0).unwrap().encode();
+        server.write_all(&header).unwrap();
+        server.write_all(b"data").unwrap();
+        let s = [DataStream::receiving(0, Flow::ServerToClient, c)];
+        read_echoes(&s, Duration::from_secs(5)).unwrap();
+        let mut rest = [0u8; 4];
+        std::io::Read::read_exact(&mut &s[0].socket, &mut rest).unwrap();
+        assert_eq!(&rest, b"data");
+    }
 }
