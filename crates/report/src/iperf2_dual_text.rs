@@ -7,8 +7,8 @@
 //! against iperf 2.1.8's own output (tests below).
 
 use crate::iperf2_text::{
-    columns, csv_line, enhanced, received_csv, received_interval, received_total, stream_line, tag, Ends,
-    Iperf2Style, Tcp, DASHES,
+    columns, csv_line, enhanced, received_csv, received_interval, received_total, stream_line, tag,
+    window_line, Ends, Iperf2Style, Tcp, DASHES,
 };
 use crate::iperf3_text::strftime;
 use landspeed_core::config::Flow;
@@ -50,12 +50,16 @@ impl Dual {
 }
 
 /// The head of the client's listener, which iperf 2 prints before the client's (`ports`: its
-/// `-L`, and the server's port).
-pub fn listener_head(ports: (u16, u16)) -> String {
-    format!(
-        "{DASHES}\n{}\nTCP window size: the kernel's default\n{DASHES}\n",
-        listening("TCP", ports, false)
-    )
+/// `-L`, and the server's port; `window`: the receive buffer a TCP socket is granted and what `-w`
+/// asked, as [`window_line`] prints them); with `-e` (`read`: the read size) this process's id, and
+/// the read size with the width of the bins of iperf 2's histogram.
+pub fn listener_head(ports: (u16, u16), window: (u64, Option<u64>), read: Option<u64>) -> String {
+    let mut t = format!("{DASHES}\n{}\n", listening("TCP", ports, read.is_some()));
+    if let Some(len) = read {
+        let (size, width) = crate::iperf2_server_text::read_size(len);
+        let _ = writeln!(t, "Read buffer size: {size} (Dist bin width={width})");
+    }
+    t + &window_line(window) + "\n" + DASHES + "\n"
 }
 
 /// The head of the client's UDP listener (`-u -d`, `-u -r`; `ports`: its `-L`, and the server's
@@ -159,18 +163,25 @@ pub fn received_udp(r: &RunResult) -> (u64, u64, f64) {
     })
 }
 
-/// One "connected with" line per connection back (with `-e`, `when`: the date, Unix seconds).
+/// One "connected with" line per connection back (with `-e`, `when`: the date, Unix seconds, and
+/// before it the connection's interface after this end's address and its `(sock=N)`).
 pub fn connected_back(d: &Dual, when: Option<f64>) -> String {
+    let enhanced = when.is_some();
     let when = when.map_or(String::new(), |t| {
         format!(" on {} (UTC)", strftime(t, "%Y-%m-%d %H:%M:%S"))
     });
     let mut t = String::new();
     for (k, e) in d.back.iter().enumerate() {
         let ((lip, lport), (rip, rport)) = (&e.local, &e.remote);
+        let lip = match e.facts.as_ref().and_then(|f| f.interface.as_ref()) {
+            Some(i) if enhanced => format!("{lip}%{i}"),
+            _ => lip.clone(),
+        };
+        let made = crate::iperf2_text::how_made(e, enhanced);
         let number = d.n + k as u32 + 1;
         let _ = writeln!(
             t,
-            "[{number:>3}] local {lip} port {lport} connected with {rip} port {rport}{when}"
+            "[{number:>3}] local {lip} port {lport} connected with {rip} port {rport}{made}{when}"
         );
     }
     t
@@ -182,13 +193,16 @@ pub fn connected_back(d: &Dual, when: Option<f64>) -> String {
 pub fn interval(parts: &[(&IntervalResult, Flow)], d: &Dual, st: &Iperf2Style, at: (f64, u64)) -> String {
     let (stamp, length_bytes) = at;
     let mut t = String::new();
-    let mut sum = 0;
+    let (mut sum, mut sent) = (0, (0, 0));
     for (i, flow) in parts {
         let mut streams: Vec<&IntervalStream> = i.streams.iter().collect();
         streams.sort_by_key(|s| s.id);
         for s in streams {
             sum += s.bytes;
             let (number, received, ends) = d.place(s.id, *flow);
+            if !received {
+                sent = (sent.0 + s.bytes, sent.1 + s.retransmits.unwrap_or(0));
+            }
             if st.csv {
                 t += &csv_line(
                     &ends,
@@ -203,9 +217,24 @@ pub fn interval(parts: &[(&IntervalResult, Flow)], d: &Dual, st: &Iperf2Style, a
         }
     }
     if let (Some((first, _)), false, true) = (parts.first(), st.csv, d.n > 1) {
-        let _ = writeln!(t, "[SUM] {}", columns(first.start_s, first.end_s, sum, st));
+        let writes = sent_writes(st, sent, length_bytes);
+        let _ = writeln!(
+            t,
+            "[SUM] {}{writes}",
+            columns(first.start_s, first.end_s, sum, st)
+        );
     }
     t
+}
+
+/// `-e`'s columns of a `[SUM]` of both sides: the writes and retries of the streams this end sent
+/// (`sent`: their bytes and retries). iperf 2.1.8 prints other counts there (its "errors" are not
+/// this end's write errors: 14133 in a loopback `-d -e -P 2` half second); the shape is its.
+fn sent_writes(st: &Iperf2Style, sent: (u64, u64), length_bytes: u64) -> String {
+    match st.enhanced {
+        true => crate::iperf2_text::sum_writes(sent.0 / length_bytes.max(1), sent.1),
+        false => String::new(),
+    }
 }
 
 /// The result's last lines: each stream's total (what it wrote and its writing time when this end
@@ -215,7 +244,7 @@ pub fn totals(r: &RunResult, d: &Dual, st: &Iperf2Style) -> String {
     let mut streams: Vec<_> = r.streams.iter().collect();
     streams.sort_by_key(|s| (s.flow == Flow::ServerToClient, s.id));
     let mut t = String::new();
-    let mut sum = (0, 0.0_f64);
+    let (mut sum, mut sent) = ((0, 0.0_f64), (0, 0));
     for s in streams {
         let (number, received, ends) = d.place(s.id, s.flow);
         let (bytes, secs) = match received {
@@ -223,6 +252,12 @@ pub fn totals(r: &RunResult, d: &Dual, st: &Iperf2Style) -> String {
             false => (s.bytes_sent, s.sender_elapsed_s),
         };
         sum = (sum.0 + bytes, sum.1.max(secs));
+        if !received {
+            sent = (
+                sent.0 + bytes,
+                sent.1 + s.tcp.as_ref().map_or(0, |x| x.retransmits),
+            );
+        }
         if st.csv {
             t += &csv_line(
                 &ends,
@@ -243,12 +278,28 @@ pub fn totals(r: &RunResult, d: &Dual, st: &Iperf2Style) -> String {
             });
             l += &enhanced(r.config.spec.length_bytes, bytes, secs, &tcp);
         }
+        if st.enhanced && received {
+            l += &crate::iperf2_server_text::reads_column(
+                crate::iperf2_server_text::reads_of(r, s.id).as_ref(),
+            );
+        }
         let _ = writeln!(t, "{l}");
     }
     if !st.csv && d.n > 1 {
-        let _ = writeln!(t, "[SUM] {}", columns(0.0, sum.1, sum.0, st));
+        let writes = sent_writes(st, sent, r.config.spec.length_bytes);
+        let _ = writeln!(t, "[SUM] {}{writes}", columns(0.0, sum.1, sum.0, st));
     }
     t
+}
+
+/// `-e`'s last line with more than one stream a side: the client's connections' `connect()` times
+/// (iperf2_text's [`crate::iperf2_text::connect_times`]).
+pub fn connect_times(d: &Dual, st: &Iperf2Style) -> String {
+    let facts: Vec<_> = d.forward.iter().filter_map(|e| e.facts.clone()).collect();
+    match st.enhanced && !st.csv && d.n > 1 && !facts.is_empty() {
+        true => crate::iperf2_text::connect_times(&facts),
+        false => String::new(),
+    }
 }
 
 #[cfg(test)]

@@ -34,12 +34,13 @@ pub fn listening(udp: bool, port: u16, buffer_bytes: Option<u64>, read: Option<u
         format!("{} (default)", unit(b as f64, true))
     });
     let more = match read {
-        Some(len) => format!(
-            " with pid {}\nRead buffer size: {} (Dist bin width={})",
-            std::process::id(),
-            unit(len as f64, true),
-            bin_width(len / 8)
-        ),
+        Some(len) => {
+            let (size, width) = read_size(len);
+            format!(
+                " with pid {}\nRead buffer size: {size} (Dist bin width={width})",
+                std::process::id()
+            )
+        }
         None => String::new(),
     };
     format!("{DASHES}\nServer listening on {proto} port {port}{more}\n{buffer}: {size}\n{DASHES}\n")
@@ -73,6 +74,11 @@ pub fn joined(
         }
     }
     t
+}
+
+/// A TCP read size (`-l`) as iperf 2's `-e` head prints it, and its histogram's bin width.
+pub(crate) fn read_size(len: u64) -> (String, String) {
+    (unit(len as f64, true), bin_width(len / 8))
 }
 
 /// The width of the read histogram's bins as iperf 2 prints it: `%4d Byte` under a kilobyte, else

@@ -434,7 +434,7 @@ pub fn interval(i: &IntervalResult, received: bool, st: &Iperf2Style, at: (&[End
 
 /// `-e`'s columns of a `[SUM]` of streams this end sent: their writes (no errors counted) and
 /// retries, as iperf 2 prints them (`%d/%d%10d`).
-fn sum_writes(writes: u64, retries: u64) -> String {
+pub(crate) fn sum_writes(writes: u64, retries: u64) -> String {
     format!("  {writes}/0{retries:10}")
 }
 

@@ -41,6 +41,10 @@ impl DualTest {
         }
         let port = o.port.unwrap_or(PORT);
         let listen_port = o.listen_port.unwrap_or(port);
+        // -e: the reads of what this end receives counted, as iperf 2's listener counts them.
+        if o.enhanced {
+            opts.read_bins = Some(opts.spec.length_bytes as usize);
+        }
         opts.connect_back = Some(landspeed_net::ConnectBackAsk {
             dual: mode,
             listen_port,
@@ -70,18 +74,27 @@ pub(crate) fn client(host: &str, test: DualTest) -> Result<bool> {
         style,
     } = test;
     if !style.csv {
-        print!("{}", text::listener_head((listen_port, port)));
+        let window = opts.spec.window_bytes;
+        let read = style.enhanced.then_some(opts.spec.length_bytes);
         print!(
             "{}",
-            iperf2_text::head(host, port, &super::iperf2::client_head(&opts, false, false))
+            text::listener_head(
+                (listen_port, port),
+                (landspeed_net::granted_recv_buffer(window), window),
+                read
+            )
         );
+        let head = super::iperf2::client_head(&opts, style.enhanced, false);
+        print!("{}", iperf2_text::head(host, port, &head));
     }
     let interrupt = crate::common::client::interrupt_flag()?;
     let mut live = Live::new(style, mode, opts.spec.streams, opts.spec.length_bytes);
     match landspeed_net::run_iperf2_client(&opts, &interrupt, &mut |ev| live.event(ev)) {
         Ok(r) => {
             live.flush();
-            print!("{}", text::totals(&r, &live.dual(), &live.style));
+            let totals = text::totals(&r, &live.dual(), &live.style);
+            print!("{}", live.reads_head(totals));
+            print!("{}", text::connect_times(&live.dual(), &live.style));
             let ok = |r: &RunResult| r.streams.iter().all(|s| s.errors.is_empty());
             Ok(ok(&r) && live.parts_ok)
         }
@@ -104,12 +117,14 @@ struct Live {
     pending: Option<(IntervalResult, Flow)>,
     started_unix_s: f64,
     parts_ok: bool,
+    /// With `-e`, iperf 2's reads head is still to come before the first line of a stream
+    /// received.
+    reads_head_due: bool,
 }
 
 impl Live {
     fn new(style: Iperf2Style, mode: Mode, n: u32, length_bytes: u64) -> Live {
         Live {
-            style,
             mode,
             n,
             length_bytes,
@@ -119,6 +134,8 @@ impl Live {
             pending: None,
             started_unix_s: 0.0,
             parts_ok: true,
+            reads_head_due: style.enhanced && !style.csv,
+            style,
         }
     }
 
@@ -144,13 +161,13 @@ impl Live {
                 }
                 return;
             }
-            ClientEvent::StreamsConnected { connections, .. } if !self.second => {
-                self.forward = connections.iter().map(Ends::between).collect();
+            ClientEvent::StreamsConnected { connections, facts } if !self.second => {
+                self.forward = with_facts(&connections, facts);
                 return;
             }
             ClientEvent::StreamsConnected { .. } => return,
-            ClientEvent::BackConnected { connections } => {
-                self.back = connections.iter().map(Ends::between).collect();
+            ClientEvent::BackConnected { connections, facts } => {
+                self.back = with_facts(&connections, facts);
                 return;
             }
             ClientEvent::Started { .. } => self.started(),
@@ -162,8 +179,31 @@ impl Live {
             }
             ClientEvent::Transactions { .. } => return,
         };
-        print!("{text}");
+        print!("{}", self.reads_head(text));
         let _ = std::io::stdout().flush();
+    }
+
+    /// `text` with iperf 2's reads head before its first line of a stream received, once (`-e`):
+    /// a line numbered after the client's streams that is not a connection's.
+    fn reads_head(&mut self, text: String) -> String {
+        if !self.reads_head_due {
+            return text;
+        }
+        let back = |l: &str| {
+            let number = l.strip_prefix('[').and_then(|r| r.get(..3));
+            let k = number.and_then(|n| n.trim().parse::<u32>().ok());
+            k.is_some_and(|k| k > self.n) && !l.contains(" connected with ")
+        };
+        let mut at = 0;
+        for line in text.split_inclusive('\n') {
+            if back(line) {
+                self.reads_head_due = false;
+                let head = landspeed_report::iperf2_server_text::READS_HEAD;
+                return format!("{}{head}{}", &text[..at], &text[at..]);
+            }
+            at += line.len();
+        }
+        text
     }
 
     /// The connections' lines and the column head as a part starts.
@@ -182,7 +222,11 @@ impl Live {
         if self.mode == Mode::Simultaneous || self.second {
             t += &text::connected_back(&self.dual(), when);
         }
-        t + iperf2_text::column_head(&self.style)
+        // -r's second part with -e: only the reads head, before its first line.
+        match self.second && self.style.enhanced {
+            true => t,
+            false => t + iperf2_text::column_head(&self.style),
+        }
     }
 
     /// A whole interval's lines; with `-d`, once both sides' of that time have come.
@@ -231,4 +275,18 @@ impl Live {
     fn flush(&mut self) {
         print!("{}", self.take_pending());
     }
+}
+
+/// Each connection's ends with how it was made, where known (`facts` in the same order).
+fn with_facts(
+    connections: &[(std::net::SocketAddr, std::net::SocketAddr)],
+    facts: Vec<landspeed_core::endpoint::ConnectFacts>,
+) -> Vec<Ends> {
+    let mut facts = facts.into_iter();
+    (connections.iter())
+        .map(|c| Ends {
+            facts: facts.next(),
+            ..Ends::between(c)
+        })
+        .collect()
 }

@@ -115,7 +115,7 @@ impl Live {
                 return;
             }
             ClientEvent::Started { .. } => self.started(),
-            ClientEvent::BackConnected { connections } => self.connected_back(&connections),
+            ClientEvent::BackConnected { connections, .. } => self.connected_back(&connections),
             ClientEvent::Interval { flow, interval } => self.interval(flow, &interval),
             ClientEvent::Part { result } => {
                 self.second = true;

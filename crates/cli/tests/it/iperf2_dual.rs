@@ -330,6 +330,11 @@ fn the_iperf_drop_in_prints_iperf2s_r_and_d_lines() {
         "-d -t 1 -i 0.5 -P 2",
         "-r -n 4M",
         "-r -n 1M -P 2 -y C",
+        // -e: the listener's head with its read size, each connection's descriptor and
+        // interface, the reads head before the first stream received and its reads.
+        "-d -t 1 -i 0.5 -e",
+        "-r -n 4M -e",
+        "-d -t 1 -e -P 2",
     ] {
         let (code, theirs, _) = reference_client(args);
         assert_eq!(code, Some(0), "{theirs}");

@@ -183,6 +183,9 @@ pub enum ClientEvent {
     BackConnected {
         /// (this end, the server's end) of each.
         connections: Vec<(SocketAddr, SocketAddr)>,
+        /// Each one's descriptor and interface, in the same order (empty where not kept; an
+        /// accepted connection has no connect time or first TCP_INFO of its own making).
+        facts: Vec<landspeed_core::endpoint::ConnectFacts>,
     },
     /// A test in two parts (iperf 2's `-r`) finished its first: that part's whole result; the
     /// call returns the second's.

@@ -7,7 +7,7 @@
 //! result in `ClientEvent::Part`), then the server's, whose result is returned.
 
 use super::client::{measured, unix_now_s, Ends};
-use crate::dial::{resolve, tcp_stream, ClientError, ClientEvent, ClientOptions, ConnectBackAsk};
+use crate::dial::{resolve, ClientError, ClientEvent, ClientOptions, ConnectBackAsk};
 use landspeed_core::config::{Direction, Flow, Test, TestSpec};
 use landspeed_core::result::RunResult;
 use landspeed_engine::transport::tcp::DataStream;
@@ -41,9 +41,18 @@ pub(super) fn run_back(
         .map_err(|e| ClientError::NotWithIperf2 { what: e.to_string() })?;
     landspeed_engine::platform::check_spec(spec)?;
     let started_unix_s = unix_now_s();
-    let mut streams = vec![];
+    let (mut streams, mut facts) = (vec![], vec![]);
     for k in 0..forward.streams {
-        streams.push(tcp_stream(opts, addr, &forward, k, &header.encode(), None)?);
+        // TCP_INFO as the handshake left it, before the header goes (as iperf 2 reads it).
+        let (sock, tcp) = crate::dial::connect_timed(opts, addr, &forward, k)?;
+        facts.push(super::client::connect_facts(&sock, tcp));
+        streams.push(crate::dial::greeted(
+            opts,
+            &forward,
+            (k, sock),
+            &header.encode(),
+            None,
+        )?);
     }
     let local = streams[0]
         .socket
@@ -61,7 +70,7 @@ pub(super) fn run_back(
     }
     read_acks(&streams, opts.control_timeout)?;
     on_event(ClientEvent::Connected { local, remote: addr });
-    on_event(super::client::streams_connected(&streams, vec![]));
+    on_event(super::client::streams_connected(&streams, facts));
     let ends = Ends {
         addresses: (local, addr),
         started_unix_s,
@@ -156,11 +165,20 @@ impl Run<'_> {
 
 /// The event that says the connections back are up.
 fn back_connected(back: &[TcpStream]) -> ClientEvent {
+    let ends = |s: &TcpStream| Some((s.local_addr().ok()?, s.peer_addr().ok()?));
+    let back: Vec<_> = back.iter().filter_map(|s| Some((ends(s)?, s))).collect();
     ClientEvent::BackConnected {
-        connections: back
-            .iter()
-            .filter_map(|s| Some((s.local_addr().ok()?, s.peer_addr().ok()?)))
-            .collect(),
+        connections: back.iter().map(|(e, _)| *e).collect(),
+        facts: back.iter().map(|(_, s)| accepted_facts(s)).collect(),
+    }
+}
+
+/// What iperf 2 says of a connection it accepted: its descriptor and its interface.
+fn accepted_facts(socket: &TcpStream) -> landspeed_core::endpoint::ConnectFacts {
+    landspeed_core::endpoint::ConnectFacts {
+        connect_ms: None,
+        cwnd_mss_rtt: None,
+        ..super::client::connect_facts(socket, Duration::ZERO)
     }
 }
 

@@ -112,16 +112,37 @@ pub(super) fn udp_facts<'a>(socks: impl Iterator<Item = &'a std::net::UdpSocket>
 /// request; without one, its default), as iperf 2 reads it back for its head; what was asked (or
 /// 0) should no socket open.
 pub fn granted_send_buffer(udp: bool, asked: Option<u64>) -> u64 {
+    granted_buffer(udp, asked, false)
+}
+
+/// The receive buffer a new TCP socket asking for `asked` (`-w`) is granted, as iperf 2's head of
+/// a listener shows it (`-d`, `-r`: the client's own listener).
+pub fn granted_recv_buffer(asked: Option<u64>) -> u64 {
+    granted_buffer(false, asked, true)
+}
+
+fn granted_buffer(udp: bool, asked: Option<u64>, receive: bool) -> u64 {
     let kind = match udp {
         true => socket2::Type::DGRAM,
         false => socket2::Type::STREAM,
     };
     let granted = || -> std::io::Result<u64> {
         let s = socket2::Socket::new(socket2::Domain::IPV4, kind, None)?;
-        if let Some(w) = asked {
-            s.set_send_buffer_size(usize::try_from(w).unwrap_or(usize::MAX))?;
+        let w = asked.map(|w| usize::try_from(w).unwrap_or(usize::MAX));
+        match receive {
+            true => {
+                if let Some(w) = w {
+                    s.set_recv_buffer_size(w)?;
+                }
+                Ok(s.recv_buffer_size()? as u64)
+            }
+            false => {
+                if let Some(w) = w {
+                    s.set_send_buffer_size(w)?;
+                }
+                Ok(s.send_buffer_size()? as u64)
+            }
         }
-        Ok(s.send_buffer_size()? as u64)
     };
     granted().unwrap_or(asked.unwrap_or(0))
 }

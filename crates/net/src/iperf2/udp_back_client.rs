@@ -331,6 +331,7 @@ impl Listening<'_> {
 fn back_connected(ends: (SocketAddr, SocketAddr)) -> ClientEvent {
     ClientEvent::BackConnected {
         connections: vec![ends],
+        facts: vec![],
     }
 }
 

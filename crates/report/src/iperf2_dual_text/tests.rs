@@ -40,12 +40,54 @@ fn the_connections_back_are_numbered_after_the_clients_own_with_their_ports() {
         "[  3] local 127.0.0.1 port 5302 connected with 127.0.0.1 port 40298\n\
          [  4] local 127.0.0.1 port 5302 connected with 127.0.0.1 port 40312\n"
     );
-    assert!(listener_head((5302, 5301)).contains("\nServer listening on TCP port 5302\n"));
+    let plain = listener_head((5302, 5301), (131072, None), None);
+    assert!(
+        plain.contains("\nServer listening on TCP port 5302\nTCP window size:  128 KByte (default)\n"),
+        "{plain}"
+    );
     // A server port above the listener's: iperf 2.1.8 prints the two as a range, with its pid.
     let pid = std::process::id();
-    assert!(listener_head((37251, 37701)).contains(&format!(
-        "\nServer listening on TCP ports 37251-37701 with pid {pid}\n"
-    )));
+    assert!(
+        listener_head((37251, 37701), (131072, None), None).contains(&format!(
+            "\nServer listening on TCP ports 37251-37701 with pid {pid}\n"
+        ))
+    );
+    // -w asked: what the kernel granted, and what was asked (iperf 2.1.8's words).
+    let asked = listener_head((5302, 5301), (2 << 20, Some(1 << 20)), None);
+    assert!(
+        asked.contains("\nTCP window size: 2.00 MByte (WARNING: requested 1.00 MByte)\n"),
+        "{asked}"
+    );
+}
+
+#[test]
+fn with_e_the_listener_names_its_pid_and_read_size_and_each_connection_back_its_socket() {
+    let pid = std::process::id();
+    let e = listener_head((5450, 5420), (131072, None), Some(128 * 1024));
+    assert_eq!(
+        e,
+        format!(
+            "{DASHES}\nServer listening on TCP port 5450 with pid {pid}\n\
+             Read buffer size:  128 KByte (Dist bin width=16.0 KByte)\n\
+             TCP window size:  128 KByte (default)\n{DASHES}\n"
+        )
+    );
+    let mut d = dual();
+    d.back[0].facts = Some(landspeed_core::endpoint::ConnectFacts {
+        fd: Some(5),
+        interface: Some("lo".into()),
+        ..Default::default()
+    });
+    let lines = connected_back(&d, Some(0.0));
+    assert!(
+        lines.starts_with(
+            "[  3] local 127.0.0.1%lo port 5302 connected with 127.0.0.1 port 40298 (sock=5) on 1970-01-01 00:00:00 (UTC)\n"
+        ),
+        "{lines}"
+    );
+    // Without -e, no interface and no descriptor.
+    assert!(connected_back(&d, None)
+        .starts_with("[  3] local 127.0.0.1 port 5302 connected with 127.0.0.1 port 40298\n"));
 }
 
 #[test]
