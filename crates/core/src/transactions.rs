@@ -106,6 +106,10 @@ pub struct TransactionsReport {
     /// Over UDP: answers that came after their request was counted lost (not timed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub late: Option<u64>,
+    /// With more than one connection (`-P`), each one's own figures, in stream order; the figures
+    /// above are all of them together ([`pooled`]). Empty with one connection.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub connections: Vec<TransactionsReport>,
 }
 
 /// Latencies in fixed bins of `width_us` from 0 to `FineBins::LIMIT` wide, as iperf 2 bins a
@@ -154,6 +158,17 @@ impl FineBins {
             self.counts.resize(bin + 1, 0);
         }
         self.counts[bin] += 1;
+    }
+
+    /// Adds another set's counts.
+    pub fn absorb(&mut self, o: &FineBins) {
+        if o.counts.len() > self.counts.len() {
+            self.counts.resize(o.counts.len(), 0);
+        }
+        for (mine, theirs) in self.counts.iter_mut().zip(&o.counts) {
+            *mine += theirs;
+        }
+        self.above += o.above;
     }
 
     /// The histogram of what was counted.
@@ -444,6 +459,8 @@ pub struct TransactionLog {
     current: Moments,
     current_start_ns: u64,
     intervals: Vec<TransactionInterval>,
+    /// Each closed interval's exact figures, for pooling with other connections' ([`pooled`]).
+    interval_exact: Vec<SignedMoments>,
     fine: FineBins,
 }
 
@@ -457,6 +474,7 @@ impl TransactionLog {
             current: Moments::new(),
             current_start_ns: 0,
             intervals: vec![],
+            interval_exact: vec![],
             fine: FineBins::default(),
         }
     }
@@ -497,6 +515,7 @@ impl TransactionLog {
 
     fn close(&mut self, end_ns: u64) {
         let done = std::mem::take(&mut self.current);
+        self.interval_exact.push(done.exact);
         self.intervals.push(TransactionInterval {
             start_s: self.current_start_ns as f64 / 1e9,
             end_s: end_ns as f64 / 1e9,
@@ -508,10 +527,7 @@ impl TransactionLog {
 
     /// The report of a test that ended `end_ns` after it began (a last, partial interval closed).
     pub fn finish(mut self, end_ns: u64) -> TransactionsReport {
-        self.advance(end_ns);
-        if end_ns > self.current_start_ns {
-            self.close(end_ns);
-        }
+        self.close_at(end_ns);
         let elapsed_s = end_ns as f64 / 1e9;
         let w = &self.whole;
         TransactionsReport {
@@ -538,7 +554,107 @@ impl TransactionLog {
             fine: Some(self.fine.histogram()),
             lost: None,
             late: None,
+            connections: vec![],
         }
+    }
+
+    /// Closes every interval up to `end_ns`, the last one partial.
+    fn close_at(&mut self, end_ns: u64) {
+        self.advance(end_ns);
+        if end_ns > self.current_start_ns {
+            self.close(end_ns);
+        }
+    }
+}
+
+/// The report of a test over several connections, each with its own log (every log begun at the
+/// same instant and closing its intervals alike), ended `end_ns` after it began: every
+/// transaction's figures together (the whole test's percentiles from the logs' histograms added),
+/// each interval's count with its exact least, mean, deviation and most (an interval's percentiles
+/// are each connection's only: no histogram is kept per interval), and each connection's own
+/// report in `connections`. One log: its own report.
+pub fn pooled(mut logs: Vec<TransactionLog>, end_ns: u64) -> TransactionsReport {
+    if logs.len() <= 1 {
+        return logs
+            .pop()
+            .map_or_else(TransactionsReport::default, |l| l.finish(end_ns));
+    }
+    for l in &mut logs {
+        l.close_at(end_ns);
+    }
+    let mut all = TransactionLog::new(logs[0].shape.clone(), logs[0].interval_ns);
+    for l in &logs {
+        all.whole.merge(&l.whole);
+        all.fine.absorb(&l.fine);
+    }
+    let most = logs.iter().map(|l| l.intervals.len()).max().unwrap_or(0);
+    for k in 0..most {
+        let mut exact = SignedMoments::default();
+        let mut span = (f64::MAX, 0f64);
+        for l in &logs {
+            if let (Some(m), Some(i)) = (l.interval_exact.get(k), l.intervals.get(k)) {
+                exact.merge(m);
+                span = (span.0.min(i.start_s), span.1.max(i.end_s));
+            }
+        }
+        all.interval_exact.push(exact);
+        all.intervals.push(TransactionInterval {
+            start_s: span.0,
+            end_s: span.1,
+            transactions: exact.count(),
+            latency: exact_only(&exact),
+        });
+    }
+    all.current_start_ns = end_ns;
+    let connections = logs.into_iter().map(|l| l.finish(end_ns)).collect();
+    TransactionsReport {
+        connections,
+        ..all.finish(end_ns)
+    }
+}
+
+/// Connections' intervals of the same time as one (a live `[SUM]`): their transactions, and the
+/// least, mean, deviation and most of all their latencies, from each one's figures (the mean
+/// weighted by the counts, the deviation by Chan's combination); no percentiles.
+pub fn pool_intervals(parts: &[TransactionInterval]) -> TransactionInterval {
+    let mut exact = SignedMoments::default();
+    let mut span = (f64::MAX, 0f64);
+    for i in parts {
+        span = (span.0.min(i.start_s), span.1.max(i.end_s));
+        let l = &i.latency;
+        let (Some(min), Some(mean), Some(max)) = (l.min_ms, l.mean_ms, l.max_ms) else {
+            continue;
+        };
+        let n = i.transactions;
+        let sd_ns = l.stdev_ms.unwrap_or(0.0) * 1e6;
+        exact.merge(&SignedMoments {
+            count: n,
+            min_ns: (min * 1e6).round() as i64,
+            max_ns: (max * 1e6).round() as i64,
+            mean: mean * 1e6,
+            m2: sd_ns * sd_ns * n.saturating_sub(1) as f64,
+        });
+    }
+    TransactionInterval {
+        start_s: if parts.is_empty() { 0.0 } else { span.0 },
+        end_s: span.1,
+        transactions: parts.iter().map(|i| i.transactions).sum(),
+        latency: exact_only(&exact),
+    }
+}
+
+/// The least, mean, deviation and most of `m`, no percentiles (nothing: all None).
+fn exact_only(m: &SignedMoments) -> LatencySummary {
+    if m.count() == 0 {
+        return LatencySummary::default();
+    }
+    let s = m.summary();
+    LatencySummary {
+        min_ms: Some(s.min_ms),
+        mean_ms: Some(s.mean_ms),
+        stdev_ms: (m.count() > 1).then_some(s.stdev_ms),
+        max_ms: Some(s.max_ms),
+        ..LatencySummary::default()
     }
 }
 

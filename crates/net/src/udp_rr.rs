@@ -45,7 +45,7 @@ pub fn run_udp_transactions(
     let local = sock
         .local_addr()
         .map_err(|err| ClientError::Stream { id: 0, err })?;
-    crate::iperf2::bounce_client::announce_ends(local, addr, on_event);
+    crate::iperf2::bounce_client::announce_ends(local, addr, 1, on_event);
     let interval_ns = spec.interval_s.as_nanos() as u64;
     let mut rr = UdpRr::new(shape, random_train(), LOSS_TIMEOUT.as_nanos() as u64, interval_ns)
         .map_err(|e| ClientError::Config(e.into()))?;
@@ -163,6 +163,7 @@ fn drive(
             on(ClientEvent::Transactions {
                 interval: i.clone(),
                 tcp: None,
+                connection: None,
             });
         }
     }

@@ -43,13 +43,16 @@ fn head(out: &mut String, r: &RunResult, t: &TransactionsReport) {
     }
     let _ = writeln!(
         out,
-        "\nRequest/response test ({}), {} -> {}: {} requests, {} answers, {} in flight, {pace}{hold}{}",
+        "\nRequest/response test ({}), {} -> {}: {} requests, {} answers, {}, {pace}{hold}{}",
         s.kind,
         r.config.local_address,
         r.config.remote_address,
         Bytes(u64::from(s.request_bytes)),
         Bytes(u64::from(s.response_bytes)),
-        s.in_flight,
+        match t.connections.len() {
+            0 | 1 => format!("{} in flight", s.in_flight),
+            n => format!("{n} connections, {} in flight on each", s.in_flight),
+        },
         if r.interrupted { ", INTERRUPTED" } else { "" }
     );
 }
@@ -117,6 +120,17 @@ fn totals(out: &mut String, t: &TransactionsReport, connections: usize) {
         let _ = writeln!(out, "  rate       {why}");
     }
     let _ = writeln!(out, "  latency    {}", summary(&t.latency));
+    for (k, c) in t.connections.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "  conn {:<5} {} in {:.3} s: {:.1}/s; {}",
+            k + 1,
+            c.transactions,
+            c.elapsed_s,
+            c.per_s,
+            summary(&c.latency)
+        );
+    }
     if let Some(lost) = t.lost {
         // Over UDP: requests whose answer did not come within the loss timeout.
         let _ = writeln!(
@@ -275,5 +289,55 @@ fn ms(x: Option<f64>) -> String {
         Some(v) if v < 100.0 => format!("{v:.2}"),
         Some(v) => format!("{v:.1}"),
         None => "-".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use landspeed_core::transactions::{TransactionLog, TransactionShape};
+
+    fn log(latencies_us: &[u64]) -> TransactionLog {
+        let shape = TransactionShape {
+            kind: "iperf2 bounceback".into(),
+            request_bytes: 100,
+            response_bytes: 100,
+            in_flight: 1,
+            ..TransactionShape::default()
+        };
+        let mut l = TransactionLog::new(shape, 0);
+        for (k, us) in latencies_us.iter().enumerate() {
+            l.record(k as u64 * 1_000, us * 1_000);
+        }
+        l
+    }
+
+    #[test]
+    fn several_connections_are_named_in_the_head_and_each_has_its_line() {
+        let t = landspeed_core::transactions::pooled(vec![log(&[100, 300]), log(&[200])], 1_000_000_000);
+        let mut r: RunResult =
+            serde_json::from_str(include_str!("../tests/fixtures/iperf2-bidir-p2.json")).unwrap();
+        r.config.spec.streams = 2;
+        let text = render(&r, &t);
+        assert!(
+            text.contains(": 100 B requests, 100 B answers, 2 connections, 1 in flight on each, "),
+            "{text}"
+        );
+        assert!(
+            text.contains("\n  conn 1     2 in 1.000 s: 2.0/s; min 0.100 "),
+            "{text}"
+        );
+        assert!(
+            text.contains("\n  conn 2     1 in 1.000 s: 1.0/s; min 0.200 "),
+            "{text}"
+        );
+        let one = render(
+            &r,
+            &landspeed_core::transactions::pooled(vec![log(&[100])], 1_000_000_000),
+        );
+        assert!(
+            one.contains(", 1 in flight, ") && !one.contains("conn 1"),
+            "{one}"
+        );
     }
 }

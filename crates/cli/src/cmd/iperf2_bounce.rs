@@ -194,7 +194,10 @@ impl Live {
                 let Some(ends) = &self.ends else { return };
                 text::connected(ends, &self.head, unix_now()) + text::COLUMN_HEAD
             }
-            ClientEvent::Transactions { interval: i, tcp } => {
+            ClientEvent::Transactions {
+                connection: Some(_), ..
+            } => return,
+            ClientEvent::Transactions { interval: i, tcp, .. } => {
                 let Some(nominal) = self.interval_s else { return };
                 if i.end_s - i.start_s < 0.9 * nominal {
                     return;

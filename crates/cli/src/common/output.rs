@@ -126,6 +126,13 @@ impl Output {
                 );
             }
             (Format::JsonStream, ClientEvent::Started { .. }) => {}
+            // With several connections, each one's intervals come too: the lines are the test's.
+            (
+                _,
+                ClientEvent::Transactions {
+                    connection: Some(_), ..
+                },
+            ) => {}
             (Format::Text, ClientEvent::Transactions { interval, .. }) => {
                 if self.every.is_none() {
                     return;

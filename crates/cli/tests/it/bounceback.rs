@@ -151,8 +151,29 @@ fn landspeed_bounces_against_iperf2s_server_and_its_own_alike() {
             fast["transactions"]
         );
         assert_eq!(fast["transactions"]["shape"]["burst"], 0);
+        // -P 2: two connections at once, each its four bursts of four; the figures of both
+        // together and each one's own.
+        let two = run(port, &["-P", "2"]);
+        let t = &two["transactions"];
+        assert_eq!(t["transactions"], 32, "port {port}: {t}");
+        assert_eq!(two["payload"]["bytes_verified"], 3200, "{}", two["payload"]);
+        let each = t["connections"].as_array().unwrap();
+        assert_eq!(each.len(), 2, "{t}");
+        for c in each {
+            assert_eq!(c["transactions"], 16, "{c}");
+            assert!(c["latency"]["max_ms"].as_f64() <= t["latency"]["max_ms"].as_f64());
+        }
+        // Each interval (a quarter second's burst on each) counts both connections' answers.
+        let counts: Vec<u64> = (t["intervals"].as_array().unwrap().iter())
+            .map(|i| i["transactions"].as_u64().unwrap())
+            .collect();
+        assert_eq!(counts.iter().sum::<u64>(), 32, "{t}");
     }
-    common::line_with(&s, "iperf2 bounceback test");
+    // landspeed's server served each test, and each of the -P 2 test's connections, as a
+    // bounceback test of its own: six, each ok.
+    for _ in 0..6 {
+        assert!(common::line_with(&s, "iperf2 bounceback test").ends_with(": ok"));
+    }
 }
 
 #[test]

@@ -120,3 +120,76 @@ fn fine_bins_are_iperf_2s_100_us_bins_counted_from_one() {
     assert_eq!(bins, vec![(1, 2), (2, 1), (10, 1)]);
     assert_eq!(fine.above, 1);
 }
+
+#[test]
+fn connections_pool_into_one_report_that_keeps_each_ones_own() {
+    let shape = TransactionShape::default();
+    let (mut a, mut b) = (
+        TransactionLog::new(shape.clone(), 1_000_000_000),
+        TransactionLog::new(shape, 1_000_000_000),
+    );
+    // a: 100 µs and 300 µs in the first second; b: 200 µs in the first, 1 ms in the second.
+    a.record(100_000_000, 100_000);
+    a.record(200_000_000, 300_000);
+    b.record(300_000_000, 200_000);
+    b.record(1_500_000_000, 1_000_000);
+    let r = pooled(vec![a, b], 2_000_000_000);
+    assert_eq!(r.transactions, 4);
+    assert_eq!(r.connections.len(), 2);
+    assert_eq!(r.connections[0].transactions, 2);
+    assert_eq!(r.connections[1].transactions, 2);
+    assert_eq!(r.latency.min_ms, Some(0.1));
+    assert_eq!(r.latency.max_ms, Some(1.0));
+    assert!((r.latency.mean_ms.unwrap() - 0.4).abs() < 1e-9);
+    // The whole test's percentiles come from the histograms added: the median is 200 or 300 µs.
+    let p50 = r.latency.p50_ms.unwrap();
+    assert!((0.199..=0.301).contains(&p50), "{p50}");
+    // Each interval: every connection's count and exact extremes; no percentiles pooled.
+    assert_eq!(r.intervals.len(), 2);
+    assert_eq!(r.intervals[0].transactions, 3);
+    assert_eq!(r.intervals[0].latency.max_ms, Some(0.3));
+    assert_eq!(r.intervals[0].latency.p50_ms, None);
+    assert_eq!(r.intervals[1].transactions, 1);
+    assert_eq!((r.intervals[1].start_s, r.intervals[1].end_s), (1.0, 2.0));
+    // iperf 2's fine bins: 100 µs wide, every transaction's.
+    let fine = r.fine.unwrap();
+    assert_eq!(fine.bins.iter().map(|b| b.count).sum::<u64>(), 4);
+    assert!((r.per_s - 2.0).abs() < 1e-9);
+}
+
+#[test]
+fn one_connection_pools_to_its_own_report() {
+    let mut a = TransactionLog::new(TransactionShape::default(), 0);
+    a.record(10, 50_000);
+    let r = pooled(vec![a], 1_000);
+    assert_eq!(r.transactions, 1);
+    assert!(r.connections.is_empty());
+    assert_eq!(pooled(vec![], 1_000).transactions, 0);
+}
+
+#[test]
+fn live_intervals_pool_to_the_figures_of_all_their_latencies() {
+    // Two connections' intervals of one second: 1 and 3 ms; 2, 4 and 6 ms. All five: mean 3.2 ms,
+    // sample deviation sqrt(14.8 / 4) = 1.9235 ms.
+    let log = |ms: &[u64]| {
+        let mut l = TransactionLog::new(shape(), 1_000_000_000);
+        for (k, m) in ms.iter().enumerate() {
+            l.record(k as u64 + 1, m * 1_000_000);
+        }
+        l.finish(1_000_000_000).intervals[0].clone()
+    };
+    let p = pool_intervals(&[log(&[1, 3]), log(&[2, 4, 6])]);
+    assert_eq!(p.transactions, 5);
+    assert_eq!((p.start_s, p.end_s), (0.0, 1.0));
+    assert_eq!((p.latency.min_ms, p.latency.max_ms), (Some(1.0), Some(6.0)));
+    assert!((p.latency.mean_ms.unwrap() - 3.2).abs() < 1e-9);
+    assert!((p.latency.stdev_ms.unwrap() - (14.8f64 / 4.0).sqrt()).abs() < 1e-9);
+    assert_eq!(p.latency.p50_ms, None);
+    // An interval with nothing in it adds its time only.
+    let empty = TransactionInterval {
+        start_s: 0.0,
+        end_s: 1.0,
+        ..Default::default()
+    };
+    assert_eq!(pool_intervals(&[empty, log(&[5])]).latency.mean_ms, Some(5.0));
+}

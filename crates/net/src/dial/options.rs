@@ -169,6 +169,9 @@ pub enum ClientEvent {
         /// The connection's TCP state when it closed (a one-connection test's: the bounceback's),
         /// for the drop-in's retries and cwnd/RTT columns.
         tcp: Option<Box<landspeed_core::endpoint::TcpStats>>,
+        /// Whose: None, the test's (every connection's together); with more than one connection
+        /// (a bounceback's `-P`), also each connection's own interval first, Some(its stream).
+        connection: Option<u32>,
     },
     /// The test's own connections are up (iperf 2's TCP tests): each one's ends, this end's
     /// address first, in stream order.

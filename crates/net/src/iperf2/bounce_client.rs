@@ -13,7 +13,7 @@ use landspeed_core::config::{Direction, EndCondition, Flow, Test, TestSpec, Tran
 use landspeed_core::endpoint::{EndpointReport, Role, StreamReport};
 use landspeed_core::result::RunResult;
 use landspeed_core::transactions::{
-    OneWayTimes, SignedMoments, TransactionLog, TransactionShape, TransactionsReport,
+    OneWayTimes, SignedMoments, TransactionInterval, TransactionLog, TransactionShape, TransactionsReport,
 };
 use landspeed_iperf2::ack::WireTime;
 use landspeed_iperf2::bounceback::{self as bb, bbflags, Bounce};
@@ -70,7 +70,7 @@ struct Bouncer<'a> {
     interrupt: &'a AtomicBool,
 }
 
-/// Runs one bounceback test.
+/// Runs one bounceback test: `-P` connections at once, each its own requests one at a time.
 pub fn run_bounceback_client(
     opts: &ClientOptions,
     plan: &BouncePlan,
@@ -80,27 +80,32 @@ pub fn run_bounceback_client(
     let (spec, run_for) = checked(&opts.spec, plan)?;
     let started_unix_s = unix_now_s();
     let addr = resolve(opts)?;
-    let (socket, tcp) = crate::dial::connect_timed(opts, addr, &spec, 0)?;
-    let facts = super::client::connect_facts(&socket, tcp);
-    on_event(super::client::streams_connected_to(&socket, facts));
-    let local = announce(&socket, addr, on_event)?;
+    let (mut sockets, mut facts) = (vec![], vec![]);
+    for k in 0..spec.streams {
+        let (socket, tcp) = crate::dial::connect_timed(opts, addr, &spec, k)?;
+        facts.push(super::client::connect_facts(&socket, tcp));
+        sockets.push(socket);
+    }
+    on_event(connected(&sockets, facts));
+    let local = sockets[0]
+        .local_addr()
+        .map_err(|err| ClientError::Stream { id: 0, err })?;
+    announce_ends(local, addr, spec.streams, on_event);
     let cpu0 = landspeed_engine::cpu::CpuSnapshot::take();
-    let mut b = Bouncer::new(socket, &spec, plan, interrupt)?;
-    let error = b.run(plan, run_for, on_event).err();
-    let elapsed = b.t0.elapsed().min(run_for);
-    let tcp = tcp_stats(&b.socket);
-    let _ = b.socket.shutdown(std::net::Shutdown::Both);
-    let mut report = b.log.finish(elapsed.as_nanos() as u64);
-    report.one_way = b.trips.filter(|t| t.0.count() > 0).map(|(to, from)| OneWayTimes {
-        samples: to.count(),
-        to_server: to.summary(),
-        from_server: from.summary(),
-    });
+    let mut bouncers = (sockets.into_iter())
+        .map(|s| Bouncer::new(s, &spec, plan, interrupt))
+        .collect::<Result<Vec<_>, _>>()?;
+    let t0 = Instant::now();
+    let errors = match bouncers.as_mut_slice() {
+        [b] => vec![b.run(plan, (t0, run_for), on_event).err()],
+        all => each_at_once(all, plan, (t0, run_for), on_event),
+    };
+    let elapsed = t0.elapsed().min(run_for);
     let done = Finished {
-        report,
-        tcp,
-        corrupt: b.corrupt,
-        error,
+        tcp: tcp_stats(&bouncers[0].socket),
+        corrupt: bouncers.iter().map(|b| b.corrupt).sum(),
+        error: errors.into_iter().flatten().next(),
+        report: pooled_report(bouncers, elapsed),
         elapsed,
         cpu: cpu0.until(&landspeed_engine::cpu::CpuSnapshot::take()),
         started_unix_s,
@@ -111,25 +116,105 @@ pub fn run_bounceback_client(
     Ok(done.result(opts, &spec, interrupt.load(Relaxed)))
 }
 
-/// Tells the caller the test is connected and starting (one connection, both ways); returns this
-/// end's address.
-pub(super) fn announce(
-    socket: &TcpStream,
-    addr: std::net::SocketAddr,
-    on: Live,
-) -> Result<std::net::SocketAddr, ClientError> {
-    let local = socket
-        .local_addr()
-        .map_err(|err| ClientError::Stream { id: 0, err })?;
-    announce_ends(local, addr, on);
-    Ok(local)
+/// The event that says the test's connections are up, and how each was made.
+fn connected(sockets: &[TcpStream], facts: Vec<landspeed_core::endpoint::ConnectFacts>) -> ClientEvent {
+    let ends = |s: &TcpStream| Some((s.local_addr().ok()?, s.peer_addr().ok()?));
+    ClientEvent::StreamsConnected {
+        connections: sockets.iter().filter_map(ends).collect(),
+        facts,
+    }
 }
 
-/// Tells the output a one-stream transaction test's ends and that it started.
-pub(crate) fn announce_ends(local: std::net::SocketAddr, addr: std::net::SocketAddr, on: Live) {
+/// Every connection's figures together (and each one's own with more than one), the connections
+/// closed; with trip times, each way's delays over every answer.
+fn pooled_report(bouncers: Vec<Bouncer>, elapsed: Duration) -> TransactionsReport {
+    let mut trips: Option<(SignedMoments, SignedMoments)> = None;
+    let mut logs = vec![];
+    for b in bouncers {
+        let _ = b.socket.shutdown(std::net::Shutdown::Both);
+        if let Some((to, from)) = b.trips {
+            let t = trips.get_or_insert_with(Default::default);
+            t.0.merge(&to);
+            t.1.merge(&from);
+        }
+        logs.push(b.log);
+    }
+    let mut report = landspeed_core::transactions::pooled(logs, elapsed.as_nanos() as u64);
+    report.one_way = trips.filter(|t| t.0.count() > 0).map(|(to, from)| OneWayTimes {
+        samples: to.count(),
+        to_server: to.summary(),
+        from_server: from.summary(),
+    });
+    report
+}
+
+/// Runs every connection at once, a thread each; hands on each one's intervals as they close
+/// (`connection`: its stream) and, once every connection's of the same time has come, the
+/// test's. Each connection's error, in stream order.
+fn each_at_once(
+    bouncers: &mut [Bouncer],
+    plan: &BouncePlan,
+    (t0, run_for): (Instant, Duration),
+    on: Live,
+) -> Vec<Option<String>> {
+    let (tx, rx) = std::sync::mpsc::channel::<(u32, ClientEvent)>();
+    std::thread::scope(|scope| {
+        let runs: Vec<_> = (bouncers.iter_mut().enumerate())
+            .map(|(k, b)| {
+                let tx = tx.clone();
+                scope.spawn(move || {
+                    let mut send = |ev| {
+                        let _ = tx.send((k as u32, ev));
+                    };
+                    b.run(plan, (t0, run_for), &mut send).err()
+                })
+            })
+            .collect();
+        drop(tx);
+        let mut open: std::collections::BTreeMap<u64, Vec<TransactionInterval>> = Default::default();
+        for (k, ev) in rx {
+            let ClientEvent::Transactions { interval, tcp, .. } = ev else {
+                continue;
+            };
+            let key = interval.start_s.to_bits();
+            on(ClientEvent::Transactions {
+                interval: interval.clone(),
+                tcp,
+                connection: Some(k),
+            });
+            let parts = open.entry(key).or_default();
+            parts.push(interval);
+            if parts.len() == runs.len() {
+                let parts = open.remove(&key).unwrap_or_default();
+                on(pooled_interval(&parts));
+            }
+        }
+        // Intervals a connection that ended early did not close: the others' together.
+        for parts in open.into_values() {
+            on(pooled_interval(&parts));
+        }
+        let failed = |_| Some("a connection's thread panicked".to_string());
+        runs.into_iter()
+            .map(|r| r.join().unwrap_or_else(failed))
+            .collect()
+    })
+}
+
+/// The test's interval of connections' intervals of the same time.
+fn pooled_interval(parts: &[TransactionInterval]) -> ClientEvent {
+    ClientEvent::Transactions {
+        interval: landspeed_core::transactions::pool_intervals(parts),
+        tcp: None,
+        connection: None,
+    }
+}
+
+/// Tells the output a transaction test's ends (its first connection's) and that it started over
+/// `streams` connections.
+pub(crate) fn announce_ends(local: std::net::SocketAddr, addr: std::net::SocketAddr, streams: u32, on: Live) {
     on(ClientEvent::Connected { local, remote: addr });
     on(ClientEvent::Started {
-        streams: 1,
+        streams,
         warnings: vec![],
     });
 }
@@ -220,8 +305,8 @@ pub(super) fn checked(offered: &Test, plan: &BouncePlan) -> Result<(Test, Durati
     {
         return no("a bounceback test over anything but plain TCP (UDP, TLS, MPTCP, files)");
     }
-    if offered.streams != 1 || offered.direction != Direction::Forward {
-        return no("a bounceback test with -P, -R or --bidir (one connection carries both ways)");
+    if offered.direction != Direction::Forward {
+        return no("a bounceback test with -R or --bidir (each connection carries both ways)");
     }
     let EndCondition::Time(run_for) = offered.end else {
         return no("a bounceback test ended by bytes or blocks (-t only)");
@@ -297,8 +382,8 @@ impl<'a> Bouncer<'a> {
     }
 
     /// Bursts on the period (or back to back) until `run_for` has passed or the user interrupts.
-    fn run(&mut self, plan: &BouncePlan, run_for: Duration, on: Live) -> Result<(), String> {
-        self.t0 = Instant::now();
+    fn run(&mut self, plan: &BouncePlan, (t0, run_for): (Instant, Duration), on: Live) -> Result<(), String> {
+        self.t0 = t0;
         self.end_ns = run_for.as_nanos() as u64;
         let end = self.t0 + run_for;
         let mut burst_id: u32 = 0;
@@ -333,6 +418,7 @@ impl<'a> Bouncer<'a> {
             on(ClientEvent::Transactions {
                 interval: i.clone(),
                 tcp: tcp.clone(),
+                connection: None,
             });
         }
     }

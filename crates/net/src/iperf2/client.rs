@@ -86,15 +86,6 @@ pub(super) fn streams_connected(streams: &[DataStream], facts: Vec<ConnectFacts>
     }
 }
 
-/// The event that says a one-connection test's connection is up, and how it was made.
-pub(super) fn streams_connected_to(socket: &std::net::TcpStream, facts: ConnectFacts) -> ClientEvent {
-    let ends = socket.local_addr().and_then(|l| Ok((l, socket.peer_addr()?)));
-    ClientEvent::StreamsConnected {
-        connections: ends.into_iter().collect(),
-        facts: vec![facts],
-    }
-}
-
 /// How each UDP socket of a test was set up, as iperf 2's `-e` line tells it: its descriptor and
 /// the interface of its address.
 pub(super) fn udp_facts<'a>(socks: impl Iterator<Item = &'a std::net::UdpSocket>) -> Vec<ConnectFacts> {

@@ -10,7 +10,8 @@
 //! local ports, which ends it with that said.
 
 use super::bounce_client::{
-    announce, checked, random_bytes, same_echo, tcp_stats, unix_now_s, wire_now, BouncePlan, Finished, Live,
+    announce_ends, checked, random_bytes, same_echo, tcp_stats, unix_now_s, wire_now, BouncePlan, Finished,
+    Live,
 };
 use crate::dial::{connect, resolve, ClientError, ClientEvent, ClientOptions};
 use landspeed_core::result::RunResult;
@@ -54,13 +55,21 @@ pub fn run_connect_rate(
 ) -> Result<RunResult, ClientError> {
     let plan = BouncePlan::default();
     let (spec, run_for) = checked(&opts.spec, &plan)?;
+    if spec.streams != 1 {
+        return Err(ClientError::NotWithIperf2 {
+            what: "a connection-rate test with -P (one connection at a time)".into(),
+        });
+    }
     let started_unix_s = unix_now_s();
     let addr = resolve(opts)?;
     let mut c = Churner::new(opts, spec, addr, churn);
     // The first connection is made before the clock starts: a server that is not there is an
     // error, not a test of no connections.
     let first = c.once()?;
-    let local = announce(&first, addr, on_event)?;
+    let local = first
+        .local_addr()
+        .map_err(|err| ClientError::Stream { id: 0, err })?;
+    announce_ends(local, addr, 1, on_event);
     let cpu0 = landspeed_engine::cpu::CpuSnapshot::take();
     c.restart();
     let error = c.run(run_for, interrupt, on_event).err();
@@ -144,6 +153,7 @@ impl<'a> Churner<'a> {
                 on(ClientEvent::Transactions {
                     interval: i.clone(),
                     tcp: None,
+                    connection: None,
                 });
             }
         }

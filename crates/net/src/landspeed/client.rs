@@ -485,7 +485,11 @@ impl EngineHook<Input> for Hook<'_> {
             };
             self.shown += closed.len();
             for interval in closed {
-                (self.on_event)(ClientEvent::Transactions { interval, tcp: None });
+                (self.on_event)(ClientEvent::Transactions {
+                    interval,
+                    tcp: None,
+                    connection: None,
+                });
             }
             return;
         }

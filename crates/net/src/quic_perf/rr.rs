@@ -284,7 +284,11 @@ impl Run<'_> {
         drop(log);
         let mut on = self.on_event.borrow_mut();
         for interval in closed {
-            on(ClientEvent::Transactions { interval, tcp: None });
+            on(ClientEvent::Transactions {
+                interval,
+                tcp: None,
+                connection: None,
+            });
         }
     }
 }
