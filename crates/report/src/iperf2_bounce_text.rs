@@ -4,7 +4,8 @@
 //! interval's and the whole run's line (transfer both ways, `count=avg/min/max/stdev ms`, retries,
 //! cwnd/RTT, `rps`). The formats are iperf 2.1.8's (Locale.c's `report_client_bb_bw_format`), read
 //! against its own output (tests below), and the final `BB8(f)-PDF` line, the round trips' histogram
-//! in 100 µs bins. Not printed: the connection line's socket number, initial window and connect time. Also `--connect-only`'s head
+//! in 100 µs bins; with `-P`, each connection's lines by its number, the `[SUM]` of them and the
+//! connect times. Also `--connect-only`'s head
 //! and its line for each connection (TCP_INFO's initial window, MSS and RTT, the connect time).
 
 use crate::iperf2_text::{columns, Ends, Iperf2Style, DASHES};
@@ -28,6 +29,8 @@ pub struct BounceHead {
     pub quickack: bool,
     /// The send buffer the kernel granted a socket like the test's, and the one `-w` asked for.
     pub window: (u64, Option<u64>),
+    /// Connections at once (`-P`).
+    pub flows: u32,
 }
 
 /// iperf 2's sizes in the head: `%4d Byte` below a kilobyte, as its `byte_snprintf` with 'A'.
@@ -42,8 +45,9 @@ fn size(bytes: u64) -> String {
 /// The head, from the first dashes to the second.
 pub fn head(host: &str, port: u16, h: &BounceHead) -> String {
     let mut t = format!(
-        "{DASHES}\nClient connecting to {host}, TCP port {port} with pid {} (1 flows)\n",
-        std::process::id()
+        "{DASHES}\nClient connecting to {host}, TCP port {port} with pid {} ({} flows)\n",
+        std::process::id(),
+        h.flows
     );
     let _ = writeln!(t, "Write buffer size: {}", size(h.size));
     if h.burst > 0 {
@@ -67,10 +71,10 @@ pub fn head(host: &str, port: u16, h: &BounceHead) -> String {
     t
 }
 
-/// The connection line (`when`: the test's start, Unix seconds), with how the connection was made
-/// when known (its interface, `(sock=N)`, `(icwnd/mss/irtt=...)` and `(ct=...)`, as iperf 2.1.8's
-/// bounceback client, always enhanced, prints them).
-pub fn connected(ends: &Ends, h: &BounceHead, when: f64) -> String {
+/// Connection `number`'s line (`when`: the test's start, Unix seconds), with how the connection was
+/// made when known (its interface, `(sock=N)`, `(icwnd/mss/irtt=...)` and `(ct=...)`, as iperf
+/// 2.1.8's bounceback client, always enhanced, prints them).
+pub fn connected(number: u32, ends: &Ends, h: &BounceHead, when: f64) -> String {
     let ((lip, lport), (rip, rport)) = (&ends.local, &ends.remote);
     let lip = match ends.facts.as_ref().and_then(|f| f.interface.as_ref()) {
         Some(i) => format!("{lip}%{i}"),
@@ -78,7 +82,7 @@ pub fn connected(ends: &Ends, h: &BounceHead, when: f64) -> String {
     };
     let ack = if h.quickack { " w/quickack" } else { "" };
     format!(
-        "[  1] local {lip} port {lport} connected with {rip} port {rport} (bb{ack} len/hold={}/{}){} on {} (UTC)\n",
+        "[{number:>3}] local {lip} port {lport} connected with {rip} port {rport} (bb{ack} len/hold={}/{}){} on {} (UTC)\n",
         h.size,
         h.hold_us,
         crate::iperf2_text::how_made(ends, true),
@@ -113,9 +117,10 @@ pub fn connect_only_line(
 /// The column head.
 pub const COLUMN_HEAD: &str = "[ ID] Interval            Transfer    Bandwidth         BB cnt=avg/min/max/stdev         Rtry  Cwnd/RTT    RPS\n";
 
-/// One interval's line, or the whole run's: `count` transactions of `size` bytes each way between
-/// `start_s` and `end_s`, their latency, the connection's TCP state then.
+/// Connection `number`'s line of one interval, or of the whole run: `count` transactions of `size`
+/// bytes each way between `start_s` and `end_s`, their latency, the connection's TCP state then.
 pub fn line(
+    number: u32,
     (start_s, end_s): (f64, f64),
     (count, size): (u64, u64),
     latency: &LatencySummary,
@@ -132,11 +137,28 @@ pub fn line(
     };
     let (retries, cwnd_k, rtt_us) = tcp.map_or((0, 0, 0), |t| (t.retransmits, t.cwnd_bytes / 1024, t.rtt_us));
     format!(
-        "[  1] {}    {count}={mean:.3}/{:.3}/{:.3}/{:.3} ms {retries:>4} {cwnd_k:>4}K/{rtt_us} us    {rps} rps\n",
+        "[{number:>3}] {}    {count}={mean:.3}/{:.3}/{:.3}/{:.3} ms {retries:>4} {cwnd_k:>4}K/{rtt_us} us    {rps} rps\n",
         columns(start_s, end_s, 2 * count * size, st),
         ms(latency.min_ms),
         ms(latency.max_ms),
         ms(latency.stdev_ms),
+    )
+}
+
+/// The head of `[SUM]`'s columns with more than one connection (iperf 2.1.8 prints its `-e` write
+/// head there).
+pub const SUM_HEAD: &str =
+    "[ ID] Interval            Transfer    Bandwidth       Write/Err  Rtry     Cwnd/RTT(var)        NetPwr\n";
+
+/// The `[SUM]` of every connection's line of one interval or the whole run (`-P`): their
+/// transactions' bytes both ways (`count` of `size`), the requests written, no errors, no
+/// retries counted. iperf 2.1.8 prints zeros there ("0.000 Bytes ... 0/0 0"); the drop-in its
+/// connections' figures, in that shape.
+pub fn sum_line((start_s, end_s): (f64, f64), (count, size): (u64, u64), st: &Iperf2Style) -> String {
+    format!(
+        "[SUM] {}  {count}/0{:>10}\n",
+        columns(start_s, end_s, 2 * count * size, st),
+        0
     )
 }
 
@@ -145,10 +167,10 @@ pub fn line(
 /// the bins where the running share first passes 5%, 95% and 99.7%, the outliers past three times
 /// the 10%-90% span beyond the 90% bin, and the counts out of bounds. The shares are computed in
 /// single precision as iperf 2 computes them (18 of 20 is under 0.9 there).
-pub fn pdf_line((start_s, end_s): (f64, f64), fine: &FineHistogram) -> String {
+pub fn pdf_line(number: u32, (start_s, end_s): (f64, f64), fine: &FineHistogram) -> String {
     let population = fine.bins.iter().map(|b| b.count).sum::<u64>() + fine.above;
     let mut t = format!(
-        "[  1] {start_s:4.4}-{end_s:4.4} sec BB8(f)-PDF: bin(w={}us):cnt({population})=",
+        "[{number:>3}] {start_s:4.4}-{end_s:4.4} sec BB8(f)-PDF: bin(w={}us):cnt({population})=",
         fine.width_us
     );
     let share = |running: u64| f64::from(running as f32 / population as f32);
@@ -239,8 +261,13 @@ TCP three-way-handshake (3WHS) only
             hold_us: 0,
             quickack: true,
             window: (16 * 1024, None),
+            flows: 2,
         };
         let t = head("127.0.0.1", 5001, &h);
+        assert!(
+            t.contains(&format!(" with pid {} (2 flows)\n", std::process::id())),
+            "{t}"
+        );
         // iperf 2.1.8's own lines (captured; its pid, flows and window line differ).
         for want in [
             "Write buffer size:  100 Byte\n",
@@ -282,7 +309,7 @@ TCP three-way-handshake (3WHS) only
             ..Default::default()
         };
         assert_eq!(
-            line((0.0, 1.0), (10, 100), &l, Some(&tcp), &style()),
+            line(1, (0.0, 1.0), (10, 100), &l, Some(&tcp), &style()),
             "[  1] 0.0000-1.0000 sec  1.95 KBytes  16.0 Kbits/sec    10=0.109/0.028/0.671/0.199 ms    0  576K/27 us    9217 rps\n"
         );
         // One transaction: iperf 2 prints its least, most and deviation as 0; a slow one's rate with
@@ -293,7 +320,20 @@ TCP three-way-handshake (3WHS) only
             max_ms: Some(150.0),
             ..Default::default()
         };
-        assert!(line((0.0, 1.0), (1, 100), &one, None, &style())
+        // -P: each connection's number, and the [SUM] of them in iperf 2.1.8's shape ("[SUM]
+        // 0.0000-1.0000 sec  0.000 Bytes  0.000 bits/sec  0/0         0", its figures zero).
+        assert!(
+            line(2, (0.0, 1.0), (10, 100), &l, Some(&tcp), &style()).starts_with("[  2] 0.0000-1.0000 sec ")
+        );
+        assert_eq!(
+            sum_line((0.0, 1.0), (20, 100), &style()),
+            "[SUM] 0.0000-1.0000 sec  3.91 KBytes  32.0 Kbits/sec  20/0         0\n"
+        );
+        assert_eq!(
+            sum_line((0.5, 1.0), (0, 100), &style()),
+            "[SUM] 0.5000-1.0000 sec  0.000 Bytes  0.000 bits/sec  0/0         0\n"
+        );
+        assert!(line(1, (0.0, 1.0), (1, 100), &one, None, &style())
             .ends_with("1=150.000/0.000/0.000/0.000 ms    0    0K/0 us    6.7 rps\n"));
     }
 
@@ -315,22 +355,22 @@ TCP three-way-handshake (3WHS) only
         // 90% fence is bin 2 and bin 6 is no outlier.
         let want = "[  1] 0.0000-2.0143 sec BB8(f)-PDF: bin(w=100us):cnt(20)=1:12,2:6,3:1,6:1 (5.00/95.00/99.7%=1/6/6,Outliers=0,obl/obu=0/0)\n";
         assert_eq!(
-            pdf_line((0.0, 2.0143), &fine(&[(1, 12), (2, 6), (3, 1), (6, 1)], 0)),
+            pdf_line(1, (0.0, 2.0143), &fine(&[(1, 12), (2, 6), (3, 1), (6, 1)], 0)),
             want
         );
         let want = "[  1] 0.0000-1.0161 sec BB8(f)-PDF: bin(w=100us):cnt(30)=1:17,2:7,3:1,4:2,5:2,10:1 (5.00/95.00/99.7%=1/5/10,Outliers=0,obl/obu=0/0)\n";
         let bins = [(1, 17), (2, 7), (3, 1), (4, 2), (5, 2), (10, 1)];
-        assert_eq!(pdf_line((0.0, 1.0161), &fine(&bins, 0)), want);
+        assert_eq!(pdf_line(1, (0.0, 1.0161), &fine(&bins, 0)), want);
         // An outlier: past 3 x (90% bin - 10% bin) beyond the 90% bin; past 10 s out of bounds.
         let mut bins: Vec<(u32, u64)> = (1..=10).map(|k| (k, 10)).collect();
         bins.push((200, 1));
-        let line = pdf_line((0.0, 1.0), &fine(&bins, 1));
+        let line = pdf_line(1, (0.0, 1.0), &fine(&bins, 1));
         assert!(
             line.ends_with(",200:1 (5.00/95.00/99.7%=1/10/100000,Outliers=1,obl/obu=0/1)\n"),
             "{line}"
         );
         // None: iperf 2 cuts the "=" and names the last bin.
-        let none = pdf_line((0.0, 1.0), &fine(&[], 0));
+        let none = pdf_line(1, (0.0, 1.0), &fine(&[], 0));
         assert!(
             none.ends_with("cnt(0) (5.00/95.00/99.7%=0/100000/100000,Outliers=0,obl/obu=0/0)\n"),
             "{none}"

@@ -7,7 +7,7 @@
 //! figures), or `-f`'s fixed one. docs/iperf2.md says what differs from iperf 2's own output.
 
 use crate::iperf3_json::host_port;
-use crate::iperf3_text::{rate, strftime, three_figures, unit};
+use crate::iperf3_text::{strftime, three_figures, unit};
 use landspeed_core::config::{Direction, Flow};
 use landspeed_core::result::{IntervalResult, IntervalStream, RunResult, StreamResult};
 use landspeed_core::udp::TransitSummary;
@@ -521,8 +521,48 @@ pub fn columns(start_s: f64, end_s: f64, bytes: u64, st: &Iperf2Style) -> String
     format!(
         "{start_s:.4}-{end_s:.4} sec  {}s  {}s/sec",
         transfer(bytes, st.format),
-        rate(bytes as f64 * 8.0 / secs, st.format)
+        iperf2_rate(bytes as f64 * 8.0 / secs, st.format)
     )
+}
+
+/// `v` in `name` as iperf 2.1.8's `byte_snprintf` prints it: iperf3's three figures, but under
+/// 0.9995 with three decimals (`0.000 Bytes`, where iperf3 prints `0.00 Bytes`).
+fn iperf2_figures(v: f64, name: &str) -> String {
+    match v.abs() < 0.9995 {
+        true => format!("{v:4.3} {name}"),
+        false => three_figures(v, name),
+    }
+}
+
+/// iperf 2's adaptive unit ([`unit`]'s steps, [`iperf2_figures`]' digits).
+fn iperf2_unit(value: f64, bytes: bool) -> String {
+    let (step, names) = match bytes {
+        true => (1024.0, ["Byte", "KByte", "MByte", "GByte", "TByte"]),
+        false => (1000.0, ["bit", "Kbit", "Mbit", "Gbit", "Tbit"]),
+    };
+    let (mut v, mut k) = (value, 0);
+    while v >= step && k < names.len() - 1 {
+        v /= step;
+        k += 1;
+    }
+    iperf2_figures(v, names[k])
+}
+
+/// A rate in `-f`'s unit as iperf 2 prints it: [`rate`]'s units, [`iperf2_figures`]' digits.
+fn iperf2_rate(bits_per_s: f64, format: char) -> String {
+    let fixed = |div: f64, name: &str| iperf2_figures(bits_per_s / div, name);
+    match format {
+        'A' => iperf2_unit(bits_per_s / 8.0, true),
+        'k' => fixed(1e3, "Kbit"),
+        'm' => fixed(1e6, "Mbit"),
+        'g' => fixed(1e9, "Gbit"),
+        't' => fixed(1e12, "Tbit"),
+        'K' => fixed(8.0 * 1024.0, "KByte"),
+        'M' => fixed(8.0 * 1048576.0, "MByte"),
+        'G' => fixed(8.0 * 1073741824.0, "GByte"),
+        'T' => fixed(8.0 * 1099511627776.0, "TByte"),
+        _ => iperf2_unit(bits_per_s, false),
+    }
 }
 
 /// The transfer column: adaptive, or `-f`'s fixed unit in bytes (iperf 2 prints `2608 MBytes` with
@@ -532,10 +572,10 @@ fn transfer(bytes: u64, format: char) -> String {
         'k' => 1,
         'm' => 2,
         'g' => 3,
-        _ => return unit(bytes as f64, true),
+        _ => return iperf2_unit(bytes as f64, true),
     };
     let v = bytes as f64 / 1024f64.powi(power);
-    three_figures(v, ["KByte", "MByte", "GByte"][power as usize - 1])
+    iperf2_figures(v, ["KByte", "MByte", "GByte"][power as usize - 1])
 }
 
 /// `-e`'s columns of a sending stream: writes/errors, retries, cwnd/RTT(var) and net power (bytes

@@ -222,10 +222,9 @@ fn refused(o: &Opts) -> Option<String> {
             "over UDP it goes with --isochronous here (the server reads the frames' one-way latency)",
         ),
         (
-            o.bounceback.is_some()
-                && (o.udp || o.reverse || o.full_duplex || o.parallel.unwrap_or(1) > 1 || o.bytes.is_some()),
-            "--bounceback with -u, -R, --full-duplex, -P or -n",
-            "a bounceback test is one TCP connection for -t",
+            o.bounceback.is_some() && (o.udp || o.reverse || o.full_duplex || o.bytes.is_some()),
+            "--bounceback with -u, -R, --full-duplex or -n",
+            "a bounceback test is TCP connections each carrying both ways, for -t",
         ),
         (
             o.bounceback.is_some() && o.style.is_some(),

@@ -8,6 +8,7 @@
 
 use super::iperf2::{bytes, refuse, Opts, PORT};
 use anyhow::Result;
+use landspeed_core::transactions::TransactionsReport;
 use landspeed_net::{BouncePlan, ClientEvent, LoadPlan};
 use landspeed_report::iperf2_bounce_text::{self as text, BounceHead};
 use landspeed_report::iperf2_text::{Ends, Iperf2Style};
@@ -71,6 +72,9 @@ fn run_args(o: &Opts, host: &str, size: u64) -> Vec<String> {
     if o.ipv6 {
         a.push("-6".into());
     }
+    if let Some(p) = o.parallel.filter(|p| *p > 1) {
+        a.extend(["-P".into(), p.to_string()]);
+    }
     a
 }
 
@@ -108,6 +112,7 @@ pub(crate) fn client(o: &Opts, host: &str) -> Result<bool> {
             super::iperf2::granted_window(false, opts.spec.window_bytes),
             opts.spec.window_bytes,
         ),
+        flows: opts.spec.streams,
     };
     print!("{}", text::head(host, o.port.unwrap_or(PORT), &head));
     let interrupt = crate::common::client::interrupt_flag()?;
@@ -118,7 +123,10 @@ pub(crate) fn client(o: &Opts, host: &str) -> Result<bool> {
         },
         None => None,
     };
-    let mut live = Live::new(head, o.interval.filter(|i| *i > 0.0));
+    // Without -i or a period, iperf 2.1.8 reports each second (its Settings.cpp, with the 1 s
+    // period it sets).
+    let default_interval = o.bounceback_period.is_none().then_some(1.0);
+    let mut live = Live::new(head, o.interval.filter(|i| *i > 0.0).or(default_interval));
     let outcome = landspeed_net::run_bounceback_client(&opts, &plan, &interrupt, &mut |ev| live.event(ev));
     drop(running.map(|r| r.finish()));
     match outcome {
@@ -126,21 +134,7 @@ pub(crate) fn client(o: &Opts, host: &str) -> Result<bool> {
             let Some(t) = &r.transactions else {
                 return refuse("the test ended without transactions");
             };
-            let tcp = r.streams.iter().find_map(|s| s.tcp.as_ref());
-            let style = live.style();
-            print!(
-                "{}",
-                text::line(
-                    (0.0, t.elapsed_s),
-                    (t.transactions, size),
-                    &t.latency,
-                    tcp,
-                    &style
-                )
-            );
-            if let Some(fine) = &t.fine {
-                print!("{}", text::pdf_line((0.0, t.elapsed_s), fine));
-            }
+            print!("{}", live.totals(&r, t));
             Ok(r.verdict().is_trusted())
         }
         Err(e) => refuse(&format!("connect failed: {e}")),
@@ -152,9 +146,12 @@ pub(crate) fn client(o: &Opts, host: &str) -> Result<bool> {
 struct Live {
     head: BounceHead,
     interval_s: Option<f64>,
-    ends: Option<Ends>,
-    /// How the connection was made, until its ends are known.
-    facts: Option<landspeed_core::endpoint::ConnectFacts>,
+    /// Each connection's ends and how it was made, in stream order.
+    ends: Vec<Ends>,
+    /// Each connection's TCP state at its last interval (`-P`: its total line's).
+    tcp: Vec<Option<Box<landspeed_core::endpoint::TcpStats>>>,
+    /// `-P`: the `[SUM]` lines' head is still to come.
+    sum_head_due: bool,
 }
 
 impl Live {
@@ -162,8 +159,76 @@ impl Live {
         Live {
             head,
             interval_s,
-            ends: None,
-            facts: None,
+            ends: vec![],
+            tcp: vec![None; head.flows as usize],
+            sum_head_due: true,
+        }
+    }
+
+    /// The last lines: each connection's total and its histogram; with more than one, their
+    /// `[SUM]` and the connect times.
+    fn totals(&mut self, r: &landspeed_core::result::RunResult, t: &TransactionsReport) -> String {
+        let style = self.style();
+        let size = self.head.size;
+        let whole = (0.0, t.elapsed_s);
+        let each: Vec<&TransactionsReport> = match t.connections.as_slice() {
+            [] => vec![t],
+            all => all.iter().collect(),
+        };
+        let mut out = String::new();
+        for (k, c) in each.iter().enumerate() {
+            let tcp = match each.len() {
+                1 => r.streams.iter().find_map(|s| s.tcp.as_ref()),
+                _ => self.tcp.get(k).and_then(|x| x.as_deref()),
+            };
+            let n = k as u32 + 1;
+            out += &text::line(n, whole, (c.transactions, size), &c.latency, tcp, &style);
+            if let Some(fine) = &c.fine {
+                out += &text::pdf_line(n, whole, fine);
+            }
+        }
+        if each.len() > 1 {
+            out += &self.sum_head();
+            out += &text::sum_line(whole, (t.transactions, size), &style);
+            let facts: Vec<_> = self.ends.iter().filter_map(|e| e.facts.clone()).collect();
+            out += &landspeed_report::iperf2_text::connect_times(&facts);
+        }
+        out
+    }
+
+    /// The `[SUM]` lines' head, before the first of them.
+    fn sum_head(&mut self) -> String {
+        match std::mem::take(&mut self.sum_head_due) {
+            true => text::SUM_HEAD.into(),
+            false => String::new(),
+        }
+    }
+
+    /// An interval's line: a connection's (`-P`), the test's `[SUM]` of them, or the one
+    /// connection's; whole intervals only, with `-i` (or iperf 2's default second).
+    fn interval(
+        &mut self,
+        i: &landspeed_core::transactions::TransactionInterval,
+        tcp: Option<Box<landspeed_core::endpoint::TcpStats>>,
+        connection: Option<u32>,
+    ) -> String {
+        if let Some(k) = connection {
+            if let Some(slot) = self.tcp.get_mut(k as usize) {
+                slot.clone_from(&tcp);
+            }
+        }
+        let Some(nominal) = self.interval_s else {
+            return String::new();
+        };
+        if i.end_s - i.start_s < 0.9 * nominal {
+            return String::new();
+        }
+        let (style, span) = (self.style(), (i.start_s, i.end_s));
+        let count = (i.transactions, self.head.size);
+        match (connection, self.head.flows > 1) {
+            (Some(k), _) => text::line(k + 1, span, count, &i.latency, tcp.as_deref(), &style),
+            (None, true) => self.sum_head() + &text::sum_line(span, count, &style),
+            (None, false) => text::line(1, span, count, &i.latency, tcp.as_deref(), &style),
         }
     }
 
@@ -178,39 +243,29 @@ impl Live {
 
     fn event(&mut self, ev: ClientEvent) {
         let text = match ev {
-            ClientEvent::Connected { local, remote } => {
-                self.ends = Some(Ends {
-                    facts: self.facts.take(),
-                    ..Ends::new(&local.to_string(), &remote.to_string())
-                });
-                return;
-            }
-            ClientEvent::StreamsConnected { mut facts, .. } => {
-                self.facts = facts.pop();
+            ClientEvent::Connected { .. } => return,
+            ClientEvent::StreamsConnected { connections, facts } => {
+                let mut facts = facts.into_iter();
+                self.ends = (connections.iter())
+                    .map(|c| Ends {
+                        facts: facts.next(),
+                        ..Ends::between(c)
+                    })
+                    .collect();
                 return;
             }
             ClientEvent::BackConnected { .. } | ClientEvent::Part { .. } => return,
             ClientEvent::Started { .. } => {
-                let Some(ends) = &self.ends else { return };
-                text::connected(ends, &self.head, unix_now()) + text::COLUMN_HEAD
+                let when = unix_now();
+                let lines = self.ends.iter().enumerate();
+                let each = lines.map(|(k, e)| text::connected(k as u32 + 1, e, &self.head, when));
+                each.collect::<String>() + text::COLUMN_HEAD
             }
             ClientEvent::Transactions {
-                connection: Some(_), ..
-            } => return,
-            ClientEvent::Transactions { interval: i, tcp, .. } => {
-                let Some(nominal) = self.interval_s else { return };
-                if i.end_s - i.start_s < 0.9 * nominal {
-                    return;
-                }
-                let style = self.style();
-                text::line(
-                    (i.start_s, i.end_s),
-                    (i.transactions, self.head.size),
-                    &i.latency,
-                    tcp.as_deref(),
-                    &style,
-                )
-            }
+                interval: i,
+                tcp,
+                connection,
+            } => self.interval(&i, tcp, connection),
             ClientEvent::Interval { .. } => return,
         };
         print!("{text}");

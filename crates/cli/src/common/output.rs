@@ -126,14 +126,26 @@ impl Output {
                 );
             }
             (Format::JsonStream, ClientEvent::Started { .. }) => {}
-            // With several connections, each one's intervals come too: the lines are the test's.
             (
-                _,
+                format,
                 ClientEvent::Transactions {
-                    connection: Some(_), ..
+                    interval, connection, ..
                 },
-            ) => {}
-            (Format::Text, ClientEvent::Transactions { interval, .. }) => {
+            ) => self.transactions(format, &interval, connection),
+        }
+    }
+
+    /// A transaction test's interval: the test's (with several connections each one's come too,
+    /// and are not printed: the lines are the test's).
+    fn transactions(
+        &mut self,
+        format: Format,
+        interval: &landspeed_core::transactions::TransactionInterval,
+        connection: Option<u32>,
+    ) {
+        match (format, connection) {
+            (_, Some(_)) | (Format::Json, _) => {}
+            (Format::Text, None) => {
                 if self.every.is_none() {
                     return;
                 }
@@ -141,10 +153,10 @@ impl Output {
                     self.header_done = true;
                     self.out(&landspeed_report::transactions_text::interval_header());
                 }
-                self.out(&landspeed_report::transactions_text::interval_line(&interval));
+                self.out(&landspeed_report::transactions_text::interval_line(interval));
             }
-            (Format::JsonStream, ClientEvent::Transactions { interval, .. }) => {
-                self.out(&JsonEvent::Transactions { interval: &interval }.line());
+            (Format::JsonStream, None) => {
+                self.out(&JsonEvent::Transactions { interval }.line());
             }
         }
     }

@@ -1496,18 +1496,74 @@ fn the_iperf_drop_in_prints_iperf2s_bounceback_lines() {
             "-p",
             &s.port.to_string(),
             "--bounceback",
-            "-P",
-            "2",
+            "-R",
         ],
         Duration::from_secs(10),
     );
     assert_eq!(o.code, 1);
     assert!(
-        o.stderr
-            .contains("--bounceback with -u, -R, --full-duplex, -P or -n"),
+        o.stderr.contains("--bounceback with -u, -R, --full-duplex or -n"),
         "{}",
         o.stderr
     );
+}
+
+#[test]
+fn the_iperf_drop_in_prints_iperf2s_bounceback_lines_over_several_connections() {
+    let _one = common::alone();
+    if !have_iperf2() {
+        return;
+    }
+    // `--bounceback -P 2`: each connection's line, iperf 2.1.8's `[SUM]` of them under its write
+    // head, each connection's total and PDF line, then `[ CT]`; without -i, a line each second
+    // (iperf 2.1.8's default with its default period). Its threads print in either order: the
+    // lines are compared sorted, digits masked, the PDF lines' bins left out.
+    let s = ServerProc::start("127.0.0.1", &[]);
+    let theirs = Iperf2Server::start();
+    let lines = |program: &[&str], port: u16, args: &str| {
+        let mut all: Vec<String> = program.iter().map(|s| s.to_string()).collect();
+        all.extend(["-c", "127.0.0.1", "-p", &port.to_string()].map(String::from));
+        all.extend(args.split_whitespace().map(String::from));
+        let child = Command::new(&all[0])
+            .args(&all[1..])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start a bounceback client");
+        let (o, killed) = common::wait_output_or_kill(child, Duration::from_secs(30));
+        let text = String::from_utf8_lossy(&o.stdout).into_owned();
+        assert!(!killed && o.status.success(), "{all:?}: {text}");
+        let masked = masked_text(&text)
+            .into_iter()
+            .filter(|l| !l.starts_with("TCP window size"));
+        let bins = |l: String| match (l.contains("-PDF:"), l.split_once(")="), l.rsplit_once(" (")) {
+            (true, Some((head, _)), Some((_, tail))) => format!("{head})=BINS ({tail}"),
+            _ => l,
+        };
+        // iperf 2.1.8's [SUM] of a bounceback prints zeros ("0.000 Bytes  0.000 bits/sec  0/0");
+        // the drop-in its connections' figures in that shape: the unit is the figure's.
+        let unit = |l: String| match l.starts_with("[SUM]") {
+            true => l
+                .replace(" KBytes ", " Bytes ")
+                .replace(" Kbits/sec ", " bits/sec "),
+            false => l,
+        };
+        let mut v: Vec<String> = masked.map(bins).map(unit).collect();
+        v.sort();
+        (v, text)
+    };
+    for args in ["--bounceback -P 2 -t 2 -i 0.5", "--bounceback -P 3 -t 2"] {
+        let (want, reference) = lines(&["iperf"], theirs.1, args);
+        assert!(
+            want.iter().any(|l| l.starts_with("[ CT] final connect times")),
+            "{reference}"
+        );
+        assert!(want.iter().any(|l| l.starts_with("[SUM] ")), "{reference}");
+        for port in [theirs.1, s.port] {
+            let (got, mine) = lines(&[common::bin(), "iperf2"], port, args);
+            assert_eq!(got, want, "{args}: ours:\n{mine}\niperf 2.1.8's:\n{reference}");
+        }
+    }
 }
 
 /// The bursts' mean latency (ms) and count on the last line of a stream the iperf 2 client
