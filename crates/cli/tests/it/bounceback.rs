@@ -282,7 +282,7 @@ fn what_a_bounceback_test_cannot_be_is_refused_in_one_line() {
     let port = s.port.to_string();
     for (args, says) in [
         (vec!["-l", "63"], "requests of 63 bytes"),
-        (vec!["-P", "2"], "with -P, -R or --bidir"),
+        (vec!["-R"], "with -R or --bidir"),
         (vec!["-n", "1M"], "ended by bytes or blocks"),
         (vec!["--bounceback-hold", "11s"], "a hold over 10 s"),
     ] {
@@ -297,6 +297,27 @@ fn what_a_bounceback_test_cannot_be_is_refused_in_one_line() {
         Duration::from_secs(20),
     );
     assert_eq!(o.code, 2, "{}", o.stderr);
+    // A connection-rate test makes one connection at a time (a bounceback test takes -P).
+    let o = common::landspeed(
+        &[
+            "run",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "--connect-rate",
+            "--iperf2",
+            "-P",
+            "2",
+            "--no-save",
+        ],
+        Duration::from_secs(20),
+    );
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(
+        o.stderr.contains("a connection-rate test with -P"),
+        "{}",
+        o.stderr
+    );
 }
 
 /// A bounceback request's header: `size` bytes, a hold of `hold_us`.
