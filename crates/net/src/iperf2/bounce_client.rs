@@ -1,8 +1,8 @@
 //! `landspeed run --bounceback`: a request/response test in iperf 2's `--bounceback` protocol, against
 //! iperf 2.1.x's server (`iperf -s`) or landspeed's (which answers it on its one port). A TCP
 //! connection (`-P N`: N at once, a thread each, on one clock), `TCP_NODELAY`; every period (1 s
-//! by default) a burst of requests (10 by default) goes out one at a time, each of `-l` bytes (100 by default, at least the 64-byte header), and each
-//! answer is read whole before the next request: its latency is the time from writing the request
+//! by default) a burst of requests (10 by default) goes out one at a time, each of `-l` bytes (100
+//! by default, at least the 64-byte header), and each answer is read whole before the next request: its latency is the time from writing the request
 //! to reading the last byte of the answer, as iperf 2 measures it. With a period of 0 the requests
 //! follow each other without pause: the connection's transaction rate. Each answer is checked
 //! against its request (the same size, id and send time, the same payload): an echo that changed a
