@@ -1390,6 +1390,24 @@ fn pdf_bins(out: &str) -> (u64, Vec<(u32, u64)>) {
     (count, bins)
 }
 
+/// `PROGRAM -c 127.0.0.1 -p PORT ARGS` (iperf 2.1.8's client or the drop-in), which must end well
+/// within 30 s; its stdout.
+fn bounceback_client(program: &[&str], port: u16, args: &str) -> String {
+    let mut all: Vec<String> = program.iter().map(|s| s.to_string()).collect();
+    all.extend(["-c", "127.0.0.1", "-p", &port.to_string()].map(String::from));
+    all.extend(args.split_whitespace().map(String::from));
+    let child = Command::new(&all[0])
+        .args(&all[1..])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start a bounceback client");
+    let (o, killed) = common::wait_output_or_kill(child, Duration::from_secs(30));
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(!killed && o.status.success(), "{all:?}: {text}");
+    text
+}
+
 #[test]
 fn the_iperf_drop_in_prints_iperf2s_bounceback_lines() {
     let _one = common::alone();
@@ -1399,21 +1417,7 @@ fn the_iperf_drop_in_prints_iperf2s_bounceback_lines() {
     let s = ServerProc::start("127.0.0.1", &[]);
     let theirs = Iperf2Server::start();
     let args = "--bounceback=3 --bounceback-period 0.25 --bounceback-hold 2 -l 200 -t 2.5";
-    let run = |program: &[&str], port: u16| {
-        let mut all: Vec<String> = program.iter().map(|s| s.to_string()).collect();
-        all.extend(["-c", "127.0.0.1", "-p", &port.to_string()].map(String::from));
-        all.extend(args.split_whitespace().map(String::from));
-        let child = Command::new(&all[0])
-            .args(&all[1..])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start a bounceback client");
-        let (o, killed) = common::wait_output_or_kill(child, Duration::from_secs(30));
-        let text = String::from_utf8_lossy(&o.stdout).into_owned();
-        assert!(!killed && o.status.success(), "{all:?}: {text}");
-        text
-    };
+    let run = |program: &[&str], port: u16| bounceback_client(program, port, args);
     let bin = common::bin();
     let reference = run(&["iperf"], theirs.1);
     let want = bounceback_lines(&reference);
@@ -1521,18 +1525,7 @@ fn the_iperf_drop_in_prints_iperf2s_bounceback_lines_over_several_connections() 
     let s = ServerProc::start("127.0.0.1", &[]);
     let theirs = Iperf2Server::start();
     let lines = |program: &[&str], port: u16, args: &str| {
-        let mut all: Vec<String> = program.iter().map(|s| s.to_string()).collect();
-        all.extend(["-c", "127.0.0.1", "-p", &port.to_string()].map(String::from));
-        all.extend(args.split_whitespace().map(String::from));
-        let child = Command::new(&all[0])
-            .args(&all[1..])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start a bounceback client");
-        let (o, killed) = common::wait_output_or_kill(child, Duration::from_secs(30));
-        let text = String::from_utf8_lossy(&o.stdout).into_owned();
-        assert!(!killed && o.status.success(), "{all:?}: {text}");
+        let text = bounceback_client(program, port, args);
         let masked = masked_text(&text)
             .into_iter()
             .filter(|l| !l.starts_with("TCP window size"));
