@@ -89,12 +89,19 @@ fn iperf3_cookies_reopened_from_64_addresses_keep_neither_protocols_clients_out(
     let (ok, slowest) = attempts(5, &args, Duration::from_secs(2));
     let iperf3 = std::process::Command::new("iperf3")
         .args(["-c", "127.0.0.1", "-p", &p, "-t", "1"])
-        .output();
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map(|c| common::wait_output_or_kill(c, Duration::from_secs(30)));
     let report = flood.report();
     eprintln!("iperf3 cookie flood: {report}; landspeed clients within 2 s: {ok} of 5 (slowest {slowest:?})");
     assert!(ok >= 5, "{ok} of 5");
     match iperf3 {
-        Ok(out) => assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr)),
+        Ok((out, killed)) => assert!(
+            !killed && out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        ),
         Err(e) => assert!(std::env::var_os("CI").is_none(), "iperf3 missing in CI: {e}"),
     }
 }
@@ -306,10 +313,21 @@ fn a_test_ending_by_count_is_cut_at_the_servers_longest_test() {
         return;
     };
     let t = Instant::now();
-    let out = std::process::Command::new(iperf3)
-        .args(["-c", "127.0.0.1", "-p", &p, "-n", "40K", "-b", "8k", "-l", "1K"])
-        .output()
-        .unwrap();
+    let out = common::output_within(
+        std::process::Command::new(iperf3).args([
+            "-c",
+            "127.0.0.1",
+            "-p",
+            &p,
+            "-n",
+            "40K",
+            "-b",
+            "8k",
+            "-l",
+            "1K",
+        ]),
+        Duration::from_secs(120),
+    );
     let took = t.elapsed();
     let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
     eprintln!(

@@ -59,7 +59,10 @@ fn keys(doc: &Value) -> BTreeSet<String> {
 
 /// (exit code, stdout) of `program ARGS`.
 fn output(program: &str, args: &[&str]) -> (i32, String) {
-    let o = Command::new(program).args(args).output().expect("spawn");
+    let o = common::output_within(
+        Command::new(program).args(args),
+        std::time::Duration::from_secs(60),
+    );
     (
         o.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&o.stdout).into_owned(),
@@ -246,7 +249,10 @@ fn a_server_bitrate_limit_refuses_and_ends_tests_as_iperf3s_does() {
             // Text, not -J: Debian's 3.12 client exits 0 after a SERVER_ERROR when it writes JSON.
             let mut args = vec!["-c", "127.0.0.1", "-p", &port];
             args.extend_from_slice(client);
-            let o = Command::new("iperf3").args(&args).output().unwrap();
+            let o = common::output_within(
+                Command::new("iperf3").args(&args),
+                std::time::Duration::from_secs(60),
+            );
             let err = String::from_utf8_lossy(&o.stderr);
             assert_eq!(o.status.code(), Some(1), "{program} {limit}: {err}");
             assert!(
@@ -283,7 +289,7 @@ fn a_server_bitrate_limit_refuses_and_ends_tests_as_iperf3s_does() {
         "-t",
         "1",
     ];
-    let o = Command::new(bin()).args(args).output().unwrap();
+    let o = common::output_within(Command::new(bin()).args(args), std::time::Duration::from_secs(60));
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(
@@ -323,7 +329,7 @@ fn refusals_and_errors_exit_as_iperf3_does() {
         };
         let mut all = vec!["iperf3"];
         all.extend_from_slice(args);
-        let ours = Command::new(bin()).args(&all).output().unwrap();
+        let ours = common::output_within(Command::new(bin()).args(&all), std::time::Duration::from_secs(60));
         assert_eq!(ours.status.code(), i3.status.code(), "{args:?}");
         let err = String::from_utf8_lossy(&ours.stderr);
         assert!(err.starts_with("iperf3: "), "{args:?}: {err}");
@@ -356,10 +362,13 @@ fn refusals_and_errors_exit_as_iperf3_does() {
     ] {
         let mut args = vec!["-c", "127.0.0.1", "-p", port.as_str(), "-t", "1"];
         args.extend_from_slice(opt);
-        let theirs = Command::new("iperf3").args(&args).output().unwrap();
+        let theirs = common::output_within(
+            Command::new("iperf3").args(&args),
+            std::time::Duration::from_secs(60),
+        );
         let mut all = vec!["iperf3"];
         all.extend_from_slice(&args);
-        let o = Command::new(bin()).args(&all).output().unwrap();
+        let o = common::output_within(Command::new(bin()).args(&all), std::time::Duration::from_secs(60));
         assert_eq!(o.status.code(), theirs.status.code(), "{opt:?}");
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(
@@ -378,8 +387,14 @@ fn refusals_and_errors_exit_as_iperf3_does() {
         }
     });
     let args = ["-c", "127.0.0.1", "-p", cport.as_str(), "-t", "1"];
-    let theirs = Command::new("iperf3").args(args).output().unwrap();
-    let ours = Command::new(bin()).arg("iperf3").args(args).output().unwrap();
+    let theirs = common::output_within(
+        Command::new("iperf3").args(args),
+        std::time::Duration::from_secs(60),
+    );
+    let ours = common::output_within(
+        Command::new(bin()).arg("iperf3").args(args),
+        std::time::Duration::from_secs(60),
+    );
     closing.join().unwrap();
     let words = "iperf3: error - control socket has closed unexpectedly";
     for o in [&theirs, &ours] {
@@ -395,7 +410,10 @@ fn refusals_and_errors_exit_as_iperf3_does() {
     ] {
         let mut args = vec!["iperf3", "-c", "127.0.0.1"];
         args.extend_from_slice(opt);
-        let o = Command::new(bin()).args(&args).output().unwrap();
+        let o = common::output_within(
+            Command::new(bin()).args(&args),
+            std::time::Duration::from_secs(60),
+        );
         assert_eq!(o.status.code(), Some(1), "{opt:?}");
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(
@@ -509,11 +527,10 @@ fn flipped(server_env: &[(&str, &str)], client_env: &[(&str, &str)], extra: &[&s
     let port = s.port.to_string();
     let mut args = vec!["iperf3", "-c", "127.0.0.1", "-p", &port, "-n", "20M", "-J"];
     args.extend_from_slice(extra);
-    let o = Command::new(bin())
-        .args(&args)
-        .envs(client_env.iter().copied())
-        .output()
-        .unwrap();
+    let o = common::output_within(
+        Command::new(bin()).args(&args).envs(client_env.iter().copied()),
+        std::time::Duration::from_secs(60),
+    );
     let doc = serde_json::from_slice(&o.stdout)
         .unwrap_or_else(|e| panic!("{extra:?}: {e}: {}", String::from_utf8_lossy(&o.stderr)));
     (o.status.code().unwrap_or(-1), doc)
@@ -619,7 +636,10 @@ fn one_off_text(server: std::process::Child, port: &str, extra: &[&str]) -> Stri
         common::wait_until(std::time::Duration::from_secs(10), || listening(port)),
         "the server on {port} never listened"
     );
-    let o = Command::new("iperf3").args(&args).output().expect("iperf3 -c");
+    let o = common::output_within(
+        Command::new("iperf3").args(&args),
+        std::time::Duration::from_secs(60),
+    );
     assert!(
         o.status.success(),
         "{args:?}: {}",

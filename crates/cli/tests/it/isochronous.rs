@@ -86,12 +86,12 @@ fn frames_of_log(s: &ServerProc) -> (u64, u64, u64) {
 
 /// iperf 2.1.8's client with the frames: its exit status.
 fn iperf2_client(port: u16) -> bool {
-    let o = Command::new("iperf")
-        .args(["-c", "127.0.0.1", "-u", "-p", &port.to_string(), FRAMES])
-        .args(["--trip-times", "-t", "2", "-e"])
-        .stdin(Stdio::null())
-        .output()
-        .expect("iperf -c");
+    let o = common::output_within(
+        Command::new("iperf")
+            .args(["-c", "127.0.0.1", "-u", "-p", &port.to_string(), FRAMES])
+            .args(["--trip-times", "-t", "2", "-e"]),
+        Duration::from_secs(30),
+    );
     o.status.success()
 }
 
@@ -280,12 +280,12 @@ fn frames_over_tcp_go_as_iperf2s_bursts_both_ways() {
         }
     }
     // iperf 2.1.8's client to landspeed's server: served, its bytes counted.
-    let o = Command::new("iperf")
-        .args(["-c", "127.0.0.1", "-p", &s.port.to_string(), FRAMES, "-t", "1"])
-        .args(["--trip-times", "-y", "C"])
-        .stdin(Stdio::null())
-        .output()
-        .expect("iperf -c");
+    let o = common::output_within(
+        Command::new("iperf")
+            .args(["-c", "127.0.0.1", "-p", &s.port.to_string(), FRAMES, "-t", "1"])
+            .args(["--trip-times", "-y", "C"]),
+        Duration::from_secs(30),
+    );
     assert!(o.status.success());
     let line = common::line_with(&s, " test from ");
     assert!(line.contains(": ok"), "{line}");
@@ -306,11 +306,7 @@ fn frames_over_tcp_go_as_iperf2s_bursts_both_ways() {
     ];
     let ours = dropin(&args);
     assert_eq!(ours.code, 0, "{}", ours.stderr);
-    let o = Command::new("iperf")
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("iperf -c");
+    let o = common::output_within(Command::new("iperf").args(args), Duration::from_secs(30));
     let reference = String::from_utf8_lossy(&o.stdout).to_string();
     assert!(
         ours.stdout

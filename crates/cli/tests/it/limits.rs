@@ -188,11 +188,14 @@ fn new_tests_per_minute_per_address() {
     );
     assert!(o.stderr.contains("retry in"), "{}", o.stderr);
     // An iperf3 client from the same address is counted too.
-    if let Ok(out) = Command::new("iperf3")
+    if let Ok(c) = Command::new("iperf3")
         .args(["-c", "127.0.0.1", "-p", &p, "-n", "1M"])
-        .output()
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
     {
-        assert!(!out.status.success(), "iperf3 was not refused");
+        let (out, killed) = common::wait_output_or_kill(c, Duration::from_secs(30));
+        assert!(!killed && !out.status.success(), "iperf3 was not refused");
     } else {
         assert!(std::env::var_os("CI").is_none(), "iperf3 missing in CI");
     }

@@ -579,7 +579,7 @@ fn corrupted_run(
     if let Some((k, v)) = client_env {
         c.env(k, v);
     }
-    let out = c.output().unwrap();
+    let out = common::output_within(&mut c, Duration::from_secs(60));
     let _ = server.kill();
     let _ = server.wait();
     assert_eq!(

@@ -92,8 +92,8 @@ fn iperf3_and_the_drop_in_carry_the_tos_to_each_other() {
     // iperf3's --dscp reaches landspeed's server the same way.
     let ours = ServerProc::start("127.0.0.1", &[]);
     let cap = Capture::start(ours.port).unwrap();
-    let o = std::process::Command::new("iperf3")
-        .args([
+    let o = common::output_within(
+        std::process::Command::new("iperf3").args([
             "-c",
             "127.0.0.1",
             "-p",
@@ -103,9 +103,9 @@ fn iperf3_and_the_drop_in_carry_the_tos_to_each_other() {
             "-R",
             "--dscp",
             "af11",
-        ])
-        .output()
-        .unwrap();
+        ]),
+        Duration::from_secs(30),
+    );
     let seen = cap.stop();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_marked(

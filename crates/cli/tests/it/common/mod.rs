@@ -6,6 +6,7 @@ pub mod capture;
 pub mod chain;
 pub mod lan;
 pub mod wan;
+mod watchdog;
 
 use std::cell::RefCell;
 use std::io::{BufRead, BufReader};
@@ -79,13 +80,14 @@ impl Drop for Slot {
 }
 
 /// When a test claimed the machine, and its name (read then: a slot is given back as the thread's
-/// locals are destroyed, when the thread can no longer be asked).
-struct Claimed(std::time::Instant, String);
+/// locals are destroyed, when the thread can no longer be asked); watched while held.
+struct Claimed(std::time::Instant, String, #[allow(dead_code)] watchdog::Held);
 
 impl Claimed {
     fn now() -> Claimed {
         let name = std::thread::current().name().unwrap_or("?").to_string();
-        Claimed(std::time::Instant::now(), name)
+        let held = watchdog::Held::new(&name);
+        Claimed(std::time::Instant::now(), name, held)
     }
 
     /// With LANDSPEED_TEST_CLAIMS=FILE, appends "shared|alone SECONDS TEST" to FILE: from the claim to
@@ -399,6 +401,26 @@ pub fn wait_output_or_kill(child: Child, timeout: Duration) -> (Output, bool) {
     };
     let out = rx.recv().expect("the waiting thread").expect("wait for a child");
     (out, killed)
+}
+
+/// `cmd` run to its end with its output captured, as `Command::output` does, but for at most
+/// `timeout`: a process that outlives it (a peer's client that hangs) is killed and the test fails
+/// saying so, with what it printed, instead of hanging every test after it.
+pub fn output_within(cmd: &mut Command, timeout: Duration) -> Output {
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
+    let (out, killed) = wait_output_or_kill(child, timeout);
+    assert!(
+        !killed,
+        "{cmd:?} still ran after {timeout:?} and was killed; it printed {:?} / {:?}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
 }
 
 /// A repository script that writes its record with `--json FILE` (bench/diagnosis/matrix,
