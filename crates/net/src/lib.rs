@@ -35,7 +35,9 @@ pub use host::{
     ServerStats, TestError, TestLog, DEFAULT_MAX_TESTS, DEFAULT_MAX_TESTS_PER_ADDRESS, PREAUTH_CAPS,
 };
 pub use iperf2::bounce_client::{run_bounceback_client, BouncePlan};
-pub use iperf2::client::{granted_recv_buffer, granted_send_buffer, run_iperf2_client};
+pub use iperf2::client::{
+    granted_recv_buffer, granted_send_buffer, run_iperf2_client, tcp_options_taken, unconnected_mss,
+};
 pub use iperf2::connect_only::{run_connect_only, ConnectOnlyPlan, Handshake};
 pub use iperf2::connect_rate::{run_connect_rate, Churn};
 pub use iperf3::client::run_iperf3_client;

@@ -85,7 +85,7 @@ pub fn connected(number: u32, ends: &Ends, h: &BounceHead, when: f64) -> String 
         "[{number:>3}] local {lip} port {lport} connected with {rip} port {rport} (bb{ack} len/hold={}/{}){} on {} (UTC)\n",
         h.size,
         h.hold_us,
-        crate::iperf2_text::how_made(ends, true),
+        crate::iperf2_text::how_made(ends, true, ""),
         strftime(when, "%Y-%m-%d %H:%M:%S")
     )
 }

@@ -177,7 +177,7 @@ pub fn connected_back(d: &Dual, when: Option<f64>) -> String {
             Some(i) if enhanced => format!("{lip}%{i}"),
             _ => lip.clone(),
         };
-        let made = crate::iperf2_text::how_made(e, enhanced);
+        let made = crate::iperf2_text::how_made(e, enhanced, "");
         let number = d.n + k as u32 + 1;
         let _ = writeln!(
             t,

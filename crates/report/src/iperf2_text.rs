@@ -61,6 +61,32 @@ pub struct TcpHead {
     pub window: (u64, Option<u64>),
     /// `-e`'s lines: none without.
     pub enhanced: Option<EnhancedHead>,
+    /// `-M` or `-m`: the MSS line.
+    pub mss: Option<MssLine>,
+    /// `-Z`: the congestion control asked for.
+    pub congestion: Option<String>,
+}
+
+/// iperf 2.1.8's MSS line: the size `-M` asked for, or (`-m` alone) what a new socket says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MssLine {
+    /// `MSS req size N bytes (per TCP_MAXSEG)`.
+    Asked(u32),
+    /// `MSS size N bytes`.
+    Default(u32),
+}
+
+/// The lines iperf 2.1.8 prints of a TCP client's socket options, between `-e`'s write size and its
+/// type-of-service line: the MSS (`-M`, `-m`) and the congestion control (`-Z`).
+fn socket_lines(h: &TcpHead) -> String {
+    let mss = match h.mss {
+        Some(MssLine::Asked(n)) => format!("MSS req size {n} bytes (per TCP_MAXSEG)\n"),
+        Some(MssLine::Default(n)) => format!("MSS size {n} bytes\n"),
+        None => String::new(),
+    };
+    let cc =
+        (h.congestion.as_ref()).map_or(String::new(), |c| format!("TCP congestion control set to {c}\n"));
+    mss + &cc
 }
 
 /// `-e`'s lines of a TCP client's head.
@@ -98,6 +124,7 @@ pub fn window_line((granted, asked): (u64, Option<u64>)) -> String {
 /// The client's head, before any stream: the dashed block iperf 2 prints first.
 pub fn head(host: &str, port: u16, h: &TcpHead) -> String {
     let mut t = format!("{DASHES}\nClient connecting to {host}, TCP port {port}");
+    let mut tos = String::new();
     match &h.enhanced {
         None => t.push('\n'),
         Some(e) => {
@@ -108,12 +135,13 @@ pub fn head(host: &str, port: u16, h: &TcpHead) -> String {
             let frames = e.frames.map(|f| frames_line(&f) + "\n").unwrap_or_default();
             let _ = write!(
                 t,
-                " with pid {} ({} flows)\nWrite buffer size: {} Byte\n{frames}TOS set to {:#x} {nagle}\n",
-                e.pid, e.flows, e.write_bytes, e.tos
+                " with pid {} ({} flows)\nWrite buffer size: {} Byte\n{frames}",
+                e.pid, e.flows, e.write_bytes
             );
+            tos = format!("TOS set to {:#x} {nagle}\n", e.tos);
         }
     }
-    t + &window_line(h.window) + "\n" + DASHES + "\n"
+    t + &socket_lines(h) + &tos + &window_line(h.window) + "\n" + DASHES + "\n"
 }
 
 /// The whole output after the head: text or CSV as `st` says (the lines a live client prints as
@@ -298,7 +326,7 @@ pub fn connected_marked(each: &[Ends], direction: Direction, when: Option<f64>, 
             Some(i) if enhanced => format!("{lip}%{i}"),
             _ => lip.clone(),
         };
-        let made = how_made(e, enhanced);
+        let made = how_made(e, enhanced, &tos_mark(e.tos, direction));
         let _ = writeln!(
             t,
             "[{c:>3}] local {lip} port {lport} connected with {rip} port {rport}{mark}{made}{when}"
@@ -307,9 +335,23 @@ pub fn connected_marked(each: &[Ends], direction: Direction, when: Option<f64>, 
     t
 }
 
+/// iperf 2.1.8's mark of a connection's type of service (`-S`) when set: `(tos rx=0x10)` on a
+/// test the client sends, `(tos tx=...)` on one it receives (`-R`), `(tos rx/tx=.../...)` both ways.
+pub(crate) fn tos_mark(tos: Option<u8>, direction: Direction) -> String {
+    let Some(tos) = tos.filter(|t| *t != 0) else {
+        return String::new();
+    };
+    match direction {
+        Direction::Forward => format!(" (tos rx={tos:#x})"),
+        Direction::Reverse => format!(" (tos tx={tos:#x})"),
+        Direction::Bidir => format!(" (tos rx/tx={tos:#x}/{tos:#x})"),
+    }
+}
+
 /// What iperf 2.1.8 says of how a TCP connection was made, after its mark: `(icwnd/mss/irtt=...)`,
-/// and with `-e` `(sock=N)` and `(tos rx=...)` before it and `(ct=... ms)` after.
-pub(crate) fn how_made(e: &Ends, enhanced: bool) -> String {
+/// before it with `-e` `(sock=N)`, then `tos` (`tos_mark`'s, with or without `-e`), and with `-e`
+/// `(ct=... ms)` after.
+pub(crate) fn how_made(e: &Ends, enhanced: bool, tos: &str) -> String {
     let Some(f) = &e.facts else {
         return String::new();
     };
@@ -318,10 +360,8 @@ pub(crate) fn how_made(e: &Ends, enhanced: bool) -> String {
         if let Some(fd) = f.fd {
             let _ = write!(t, " (sock={fd})");
         }
-        if let Some(tos) = e.tos.filter(|t| *t != 0) {
-            let _ = write!(t, " (tos rx={tos:#x})");
-        }
     }
+    t += tos;
     if let Some((c, m, r)) = f.cwnd_mss_rtt {
         let _ = write!(t, " (icwnd/mss/irtt={c}/{m}/{r})");
     }

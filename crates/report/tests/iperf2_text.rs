@@ -93,7 +93,7 @@ fn the_head_is_iperf2s_dashed_block() {
     // default; `-e -P 2`: pid, flows, write size, type of service and Nagle).
     let asked = TcpHead {
         window: (512 * 1024, Some(256 * 1024)),
-        enhanced: None,
+        ..Default::default()
     };
     assert_eq!(
         head("h.example", 5001, &asked).lines().collect::<Vec<_>>(),
@@ -114,6 +114,7 @@ fn the_head_is_iperf2s_dashed_block() {
             nodelay: false,
             frames: None,
         }),
+        ..Default::default()
     };
     assert_eq!(
         head("127.0.0.1", 5401, &enhanced).lines().collect::<Vec<_>>(),
@@ -125,6 +126,41 @@ fn the_head_is_iperf2s_dashed_block() {
             "TCP window size: 16.0 KByte (default)",
             "------------------------------------------------------------"
         ]
+    );
+    // iperf 2.1.8's `-e -l 10K -S lowdelay -Z reno -M 1000`: the MSS asked and the congestion
+    // control between the write size and the type of service; `-m` alone: a new socket's MSS.
+    let options = TcpHead {
+        mss: Some(landspeed_report::iperf2_text::MssLine::Asked(1000)),
+        congestion: Some("reno".into()),
+        enhanced: enhanced.enhanced.clone().map(|e| EnhancedHead {
+            pid: 4233,
+            flows: 1,
+            write_bytes: 10240,
+            tos: 0x10,
+            ..e
+        }),
+        ..enhanced.clone()
+    };
+    assert_eq!(
+        head("127.0.0.1", 5001, &options).lines().collect::<Vec<_>>(),
+        [
+            "------------------------------------------------------------",
+            "Client connecting to 127.0.0.1, TCP port 5001 with pid 4233 (1 flows)",
+            "Write buffer size: 10240 Byte",
+            "MSS req size 1000 bytes (per TCP_MAXSEG)",
+            "TCP congestion control set to reno",
+            "TOS set to 0x10 (Nagle on)",
+            "TCP window size: 16.0 KByte (default)",
+            "------------------------------------------------------------"
+        ]
+    );
+    let printed = TcpHead {
+        mss: Some(landspeed_report::iperf2_text::MssLine::Default(536)),
+        ..asked.clone()
+    };
+    assert_eq!(
+        head("h", 5001, &printed).lines().nth(2),
+        Some("MSS size 536 bytes")
     );
     // iperf 2.1.8's `-c 127.0.0.1 --isochronous=60:2m,200k` (TCP frames): their line after the
     // write size, its rates four characters wide.

@@ -107,6 +107,25 @@ pub(crate) struct Opts {
     /// `-V`: IPv6 (a client resolves its host to IPv6; the server listens on IPv6 and IPv4 alike).
     #[arg(short = 'V', long = "ipv6_domain")]
     pub(crate) ipv6: bool,
+    /// `-S`: the type-of-service byte of every packet (`0x` hex, `0` octal, decimal, or a name
+    /// such as `af11` or `lowdelay`, as iperf 2 reads it).
+    #[arg(short = 'S', long = "tos")]
+    pub(crate) tos: Option<String>,
+    /// `-N`: Nagle's algorithm off (TCP_NODELAY).
+    #[arg(short = 'N', long = "nodelay")]
+    pub(crate) nodelay: bool,
+    /// `-Z`: the TCP congestion control.
+    #[arg(short = 'Z', long = "tcp-congestion")]
+    pub(crate) congestion: Option<String>,
+    /// `-M`: the TCP maximum segment size asked for (TCP_MAXSEG).
+    #[arg(short = 'M', long = "mss")]
+    pub(crate) mss: Option<String>,
+    /// `-m`: the head says the MSS.
+    #[arg(short = 'm', long = "print_mss")]
+    pub(crate) print_mss: bool,
+    /// `--sum-only`: only the `[SUM]` lines.
+    #[arg(long = "sum-only")]
+    pub(crate) sum_only: bool,
 }
 
 /// `landspeed iperf2 ARGS`.
@@ -181,6 +200,8 @@ const HELP: &str = "Usage: iperf [-s|-c host] [options]   (landspeed's iperf 2 d
   -r, --tradeoff     this host's streams, then the server's on connections back (-L PORT)
   -i, --interval S   report interval                   -e, --enhanced    -e's columns
   -V, --ipv6_domain  IPv6 (the host resolved to IPv6; the server listens on both)
+  -S, --tos N|NAME   type of service (0x10, 40, af11, lowdelay)  -N, --nodelay  Nagle off (TCP)
+  -Z, --tcp-congestion ALG  TCP congestion control     -M, --mss N  TCP MSS asked (-m: print the MSS)
   -y C               CSV                               -f [abkmgKMG]     units
   -u, --udp          UDP (1470-byte datagrams, -b 1M each stream; the server's report printed)
   -c GROUP -u        multicast: iperf 2's datagrams to the group (-T TTL, 1), no server report
@@ -241,11 +262,39 @@ fn refused(o: &Opts) -> Option<String> {
             "--isochronous with -P",
             "one stream of frames at a time",
         ),
+        (
+            o.server && (o.tos.is_some() || tcp_options(o)),
+            "-S, -N, -Z, -M or -m with -s",
+            "the server's sockets take what each client asks; give them to the client",
+        ),
+        (
+            o.udp && tcp_options(o),
+            "-N, -Z, -M or -m with -u",
+            "they are TCP's",
+        ),
+        (
+            (o.tos.is_some() || tcp_options(o))
+                && (o.bounceback.is_some()
+                    || o.connect_only.is_some()
+                    || o.client.as_deref().is_some_and(super::iperf2_multicast::is_group)),
+            "-S, -N, -Z, -M or -m with --bounceback, --connect-only or -c GROUP",
+            "those tests set their sockets as iperf 2's defaults do",
+        ),
+        (
+            o.sum_only,
+            "--sum-only",
+            "each stream's lines are printed, and the [SUM] with -P",
+        ),
     ];
     list.into_iter()
         .chain(refused_elsewhere(o))
         .find(|(on, ..)| *on)
         .map(|(_, name, why)| not(name, why))
+}
+
+/// `-N`, `-Z`, `-M` or `-m`: options of a TCP connection.
+fn tcp_options(o: &Opts) -> bool {
+    o.nodelay || o.congestion.is_some() || o.mss.is_some() || o.print_mss
 }
 
 /// iperf 2's options that belong to another command of landspeed's, or to none.
@@ -365,10 +414,40 @@ fn run_args(o: &Opts, host: &str) -> Result<Vec<String>, String> {
     if let Some(b) = &o.bind {
         a.extend(["-B".into(), b.clone()]);
     }
-    for (on, flag) in [(o.reverse, "-R"), (o.full_duplex, "--bidir"), (o.ipv6, "-6")] {
+    for (on, flag) in [
+        (o.reverse, "-R"),
+        (o.full_duplex, "--bidir"),
+        (o.ipv6, "-6"),
+        (o.nodelay, "-N"),
+    ] {
         if on {
             a.push(flag.into());
         }
+    }
+    a.extend(socket_args(o)?);
+    Ok(a)
+}
+
+/// `run` arguments for iperf 2's socket options: `-S` (its names or a number, as iperf 2's
+/// `parse_ipqos` reads them), `-Z`, `-M` (a byte count as iperf 2 reads it).
+fn socket_args(o: &Opts) -> Result<Vec<String>, String> {
+    let mut a = vec![];
+    if let Some(v) = &o.tos {
+        let tos = crate::common::values::tos(v)
+            .or_else(|_| crate::common::values::dscp(v))
+            .map_err(|_| {
+                format!("-S {v}: not a type of service iperf 2 reads (0-255, or a name such as af11)")
+            })?;
+        a.extend(["--tos".into(), tos.to_string()]);
+    }
+    if let Some(c) = &o.congestion {
+        a.extend(["-C".into(), c.clone()]);
+    }
+    if let Some(m) = &o.mss {
+        let mss = bytes(m)
+            .filter(|m| (1..=u64::from(u16::MAX)).contains(m))
+            .ok_or_else(|| format!("-M {m}: not a segment size (1 to 65535 bytes)"))?;
+        a.extend(["-M".into(), mss.to_string()]);
     }
     Ok(a)
 }
@@ -430,6 +509,10 @@ fn client(o: &Opts, host: &str) -> Result<bool> {
             interval_s: o.interval.filter(|i| *i > 0.0),
         },
     );
+    // What the kernel refuses of -Z or -M fails in one line before the head, not after it.
+    if let (false, Err(why)) = (o.udp, landspeed_net::tcp_options_taken(&opts.spec)) {
+        return refuse(&why);
+    }
     if !style.csv {
         print!("{}", client_head_text(o, host, &opts, style.enhanced));
     }
@@ -476,7 +559,13 @@ fn client_head_text(o: &Opts, host: &str, opts: &landspeed_net::ClientOptions, e
             opts.spec.frames,
             &client_head(opts, enhanced, true),
         ),
-        false => iperf2_text::head(host, port, &client_head(opts, enhanced, false)),
+        false => {
+            let mut h = client_head(opts, enhanced, false);
+            if o.print_mss && h.mss.is_none() {
+                h.mss = landspeed_net::unconnected_mss().map(iperf2_text::MssLine::Default);
+            }
+            iperf2_text::head(host, port, &h)
+        }
     }
 }
 
@@ -521,6 +610,8 @@ pub(crate) fn client_head(
             // A UDP head prints the frames' line itself (`head_udp`).
             frames: spec.frames.filter(|_| !udp),
         }),
+        mss: spec.mss.map(iperf2_text::MssLine::Asked),
+        congestion: spec.congestion.clone(),
     }
 }
 
@@ -602,7 +693,10 @@ impl<'a> Live<'a> {
         use std::io::Write;
         let text = match ev {
             ClientEvent::Connected { local, remote } => {
-                self.ends = Some(iperf2_text::Ends::new(&local.to_string(), &remote.to_string()));
+                self.ends = Some(iperf2_text::Ends {
+                    tos: self.spec.tos,
+                    ..iperf2_text::Ends::new(&local.to_string(), &remote.to_string())
+                });
                 return;
             }
             ClientEvent::StreamsConnected { connections, facts } => {
@@ -885,6 +979,38 @@ mod tests {
     }
 
     #[test]
+    fn socket_options_are_read_as_iperf2_reads_them() {
+        // -S as iperf 2.1.8's parse_ipqos: a number in C's bases, or a DiffServ name.
+        for (tos, byte) in [
+            ("0x10", 16),
+            ("40", 40),
+            ("020", 16),
+            ("af11", 0x28),
+            ("EF", 0xb8),
+            ("lowdelay", 0x10),
+        ] {
+            let a = run_args(&opts(&format!("-c h -S {tos}")).unwrap(), "h")
+                .unwrap()
+                .join(" ");
+            assert!(a.ends_with(&format!("--tos {byte}")), "{tos}: {a}");
+        }
+        let a = run_args(&opts("-c h -N -Z reno -M 1K").unwrap(), "h")
+            .unwrap()
+            .join(" ");
+        assert!(a.ends_with("-N -C reno -M 1024"), "{a}");
+        for bad in [
+            "-c h -S 256",
+            "-c h -S nosuch",
+            "-c h -M 0",
+            "-c h -M 70000",
+            "-c h -M x",
+        ] {
+            let why = run_args(&opts(bad).unwrap(), "h").unwrap_err();
+            assert!(why.starts_with(&bad[5..7]), "{bad}: {why}");
+        }
+    }
+
+    #[test]
     fn what_is_not_built_is_refused_by_name() {
         for (line, name) in [
             ("-c h --connect-only -u", "--connect-only with -u"),
@@ -901,6 +1027,18 @@ mod tests {
             ("-s -u -H 10.0.0.1", "-H without -s -B GROUP"),
             ("-s -B 239.1.1.1", "-s -B GROUP without -u"),
             ("-c h -y J", "-y other than C"),
+            ("-s -Z reno", "-S, -N, -Z, -M or -m with -s"),
+            ("-s -S 0x10", "-S, -N, -Z, -M or -m with -s"),
+            ("-c h -u -N", "-N, -Z, -M or -m with -u"),
+            (
+                "-c h --bounceback -Z reno",
+                "with --bounceback, --connect-only or -c GROUP",
+            ),
+            (
+                "-c 239.1.1.1 -u -S 0x10",
+                "with --bounceback, --connect-only or -c GROUP",
+            ),
+            ("-c h -P 2 --sum-only", "--sum-only"),
         ] {
             let why = refused(&opts(line).unwrap()).unwrap_or_else(|| panic!("{line} accepted"));
             assert!(why.contains(name), "{line}: {why}");

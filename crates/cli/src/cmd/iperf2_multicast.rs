@@ -194,7 +194,7 @@ pub(crate) fn client(o: &Opts, host: &str) -> Result<bool> {
         let shown = host.split('%').next().unwrap_or(host);
         let buffer = iperf2_text::TcpHead {
             window: (super::iperf2::granted_window(true, None), None),
-            enhanced: None,
+            ..Default::default()
         };
         let head = iperf2_text::head_udp(
             shown,

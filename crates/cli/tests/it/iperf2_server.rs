@@ -1771,15 +1771,18 @@ fn the_iperf_drop_ins_head_and_connection_lines_are_iperf2s() {
     // connection's (icwnd/mss/irtt=...) from TCP_INFO before the header goes, and with -e its
     // interface, (sock=N), (ct=...) and date, and -P's [ CT] line; the bounceback client's
     // (always enhanced) and the UDP client's (its buffer, -e's lines, the frames' and trip times'
-    // marks) likewise. Nothing else is left out.
+    // marks) likewise; -S's (tos ...) mark, -Z's and -M's (or -m's) lines. Nothing else is left out.
     for args in [
         "-t 0.3",
         "-t 0.3 -e -P 2",
         "-t 0.3 -e -R -w 1M",
         "-t 0.3 -P 2 -w 300K",
+        "-t 0.3 -e -S 0x10 -N -Z reno -M 1000",
+        "-t 0.3 -S af11 -m -R",
         "--bounceback -t 0.5",
         "-u -t 0.3",
         "-u -t 0.3 -e -P 2 -w 1M",
+        "-u -t 0.3 -e -S 0x28",
         "-u -t 0.3 --isochronous=60:20m,0 --trip-times",
     ] {
         let s = match args.starts_with("-u") {

@@ -112,6 +112,25 @@ pub fn granted_recv_buffer(asked: Option<u64>) -> u64 {
     granted_buffer(false, asked, true)
 }
 
+/// The MSS a new, unconnected TCP socket reports (TCP_MAXSEG: Linux's 536), as iperf 2's `-m`
+/// prints it; None where it cannot be read.
+pub fn unconnected_mss() -> Option<u32> {
+    let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).ok()?;
+    #[cfg(unix)]
+    return s.tcp_mss().ok();
+    #[cfg(not(unix))]
+    return None;
+}
+
+/// The test's TCP socket options (`sockopt::before_connect`'s) set on a socket that never connects:
+/// what the kernel refuses of them (a congestion control this host does not allow, an MSS it will
+/// not take) in the words a test would fail with, before anything is printed or sent.
+pub fn tcp_options_taken(spec: &TestSpec) -> Result<(), String> {
+    let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
+        .map_err(|e| e.to_string())?;
+    landspeed_engine::sockopt::before_connect(&s, spec).map_err(|e| e.to_string())
+}
+
 fn granted_buffer(udp: bool, asked: Option<u64>, receive: bool) -> u64 {
     let kind = match udp {
         true => socket2::Type::DGRAM,
