@@ -633,8 +633,6 @@ impl TestSpec {
             Some("a connection each over UDP or QUIC (--connect-rate is TCP's, with or without TLS)")
         } else if t.connect_each && t.in_flight != 1 {
             Some("--in-flight above 1 with a connection each (each carries one transaction)")
-        } else if self.transport == Transport::Udp && self.streams != 1 {
-            Some("UDP with -P (one socket carries a UDP request/response test)")
         } else if self.transport == Transport::Quic {
             Some("QUIC (--quic)")
         } else if self.direction != Direction::Forward {
@@ -1086,7 +1084,7 @@ mod tests {
             f(&mut s);
             s.validate()
         };
-        // Over UDP (the echo service): 32 bytes (its header) and up, one socket.
+        // Over UDP (the echo service): 32 bytes (its header) and up, on one socket or -P.
         assert!(matches!(
             with(|s| s.transport = Transport::Udp),
             Err(ConfigError::UdpTransactions(
@@ -1097,20 +1095,21 @@ mod tests {
         udp.transport = Transport::Udp;
         udp.length_bytes = 1200;
         assert!(udp.validate().is_ok(), "{:?}", udp.validate());
+        udp.streams = 4;
+        assert!(udp.validate().is_ok(), "{:?}", udp.validate());
         for (f, said) in [
             (
                 (|s: &mut TestSpec| {
                     s.transport = Transport::Udp;
                     s.length_bytes = 1200;
-                    s.streams = 2;
                     s.transactions = Some(TransactionSpec {
                         request_bytes: 32,
                         response_bytes: 32,
                         in_flight: 1,
-                        connect_each: false,
+                        connect_each: true,
                     });
                 }) as fn(&mut TestSpec),
-                "UDP with -P (one socket carries a UDP request/response test)",
+                "a connection each over UDP or QUIC (--connect-rate is TCP's, with or without TLS)",
             ),
             (|s| s.direction = Direction::Reverse, "-R or --bidir"),
             (

@@ -296,7 +296,11 @@ pub struct ConnectTimes {
 impl ConnectTimes {
     /// The handshakes a log of connect times holds (its own transactions are the connections).
     pub fn from_log(log: TransactionLog, end_ns: u64) -> ConnectTimes {
-        let r = log.finish(end_ns);
+        ConnectTimes::from_report(log.finish(end_ns))
+    }
+
+    /// The handshakes a report of connect times holds (several connections' logs `pooled`).
+    pub fn from_report(r: TransactionsReport) -> ConnectTimes {
         ConnectTimes {
             connections: r.transactions,
             latency: r.latency,

@@ -1,11 +1,12 @@
 //! `landspeed run HOST --rr -u`: request/response over UDP (netperf's UDP_RR) against a landspeed
-//! server's echo service (the UDP port every `landspeed serve` answers echo probes on): one socket,
-//! `--in-flight` requests unanswered at once, until `-t`. `core::transactions::udp::UdpRr` holds
+//! server's echo service (the UDP port every `landspeed serve` answers echo probes on): a socket
+//! for each of `-P` (a thread each beyond one), `--in-flight` requests unanswered at once on each,
+//! until `-t`. `core::transactions::udp::UdpRr` holds
 //! every figure; this drives the socket and the clock. The server keeps no record of it: its echo
 //! service answers any allowed address, with nothing longer than the request, and logs nothing.
 
 use crate::dial::{resolve, ClientError, ClientEvent, ClientOptions};
-use crate::iperf2::bounce_client::Finished;
+use crate::iperf2::bounce_client::{Finished, Live};
 use landspeed_core::config::EndCondition;
 use landspeed_core::result::RunResult;
 use landspeed_core::transactions::udp::UdpRr;
@@ -23,7 +24,7 @@ const FIRST_ANSWER: Duration = Duration::from_secs(3);
 /// The kind a result names.
 pub(crate) const KIND: &str = "landspeed UDP echo request/response (UDP_RR)";
 
-/// Runs one UDP request/response test.
+/// Runs one UDP request/response test: `-P` sockets at once, each its own requests in flight.
 pub fn run_udp_transactions(
     opts: &ClientOptions,
     interrupt: &AtomicBool,
@@ -39,26 +40,41 @@ pub fn run_udp_transactions(
     };
     let started_unix_s = unix_now_s();
     let addr = resolve(opts)?;
-    let sock = socket(opts, addr)?;
     let shape = TransactionShape::back_to_back(KIND, &t);
-    first_answer(&sock, shape.clone(), addr)?;
-    let local = sock
+    let mut askers = Vec::new();
+    for _ in 0..spec.streams.max(1) {
+        let sock = socket(opts, addr)?;
+        first_answer(&sock, shape.clone(), addr)?;
+        let interval_ns = spec.interval_s.as_nanos() as u64;
+        let rr = UdpRr::new(
+            shape.clone(),
+            random_train(),
+            LOSS_TIMEOUT.as_nanos() as u64,
+            interval_ns,
+        )
+        .map_err(|e| ClientError::Config(e.into()))?;
+        askers.push((sock, rr));
+    }
+    let local = askers[0]
+        .0
         .local_addr()
         .map_err(|err| ClientError::Stream { id: 0, err })?;
-    crate::iperf2::bounce_client::announce_ends(local, addr, 1, on_event);
-    let interval_ns = spec.interval_s.as_nanos() as u64;
-    let mut rr = UdpRr::new(shape, random_train(), LOSS_TIMEOUT.as_nanos() as u64, interval_ns)
-        .map_err(|e| ClientError::Config(e.into()))?;
+    crate::iperf2::bounce_client::announce_ends(local, addr, spec.streams.max(1), on_event);
     let cpu0 = landspeed_engine::cpu::CpuSnapshot::take();
     let t0 = Instant::now();
-    let error = drive(&sock, &mut rr, (t0, run_for), interrupt, on_event).err();
+    let ask =
+        |(sock, rr): &mut (UdpSocket, UdpRr), on: Live| drive(sock, rr, (t0, run_for), interrupt, on).err();
+    let errors = match askers.as_mut_slice() {
+        [one] => vec![ask(one, on_event)],
+        all => crate::iperf2::bounce_client::each_at_once(all, ask, on_event),
+    };
     let elapsed = t0.elapsed().min(run_for);
-    let corrupt = rr.corrupt();
+    let rrs: Vec<UdpRr> = askers.into_iter().map(|(_, rr)| rr).collect();
     let done = Finished {
-        report: rr.finish(elapsed.as_nanos() as u64),
+        corrupt: rrs.iter().map(UdpRr::corrupt).sum(),
+        report: landspeed_core::transactions::udp::pooled(rrs, elapsed.as_nanos() as u64),
         tcp: None,
-        corrupt,
-        error,
+        error: errors.into_iter().flatten().next(),
         elapsed,
         cpu: cpu0.until(&landspeed_engine::cpu::CpuSnapshot::take()),
         started_unix_s,
@@ -132,7 +148,7 @@ fn drive(
     rr: &mut UdpRr,
     (t0, run_for): (Instant, Duration),
     interrupt: &AtomicBool,
-    on: &mut dyn FnMut(ClientEvent),
+    on: Live,
 ) -> Result<(), String> {
     let end_ns = run_for.as_nanos() as u64;
     let mut out = vec![0u8; rr.request_bytes()];

@@ -107,8 +107,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "FPS:MEAN,STDDEV", num_args = 0..=1, require_equals = true,
           default_missing_value = "", value_parser = values::frames)]
     pub isochronous: Option<landspeed_core::frames::FrameSpec>,
-    /// Connection rate (netperf's TCP_CRR): back to back until -t, each connection opened, one
-    /// request of -l bytes answered and checked, closed. Reports connections per second, the
+    /// Connection rate (netperf's TCP_CRR): back to back until -t (on each of -P threads), each
+    /// connection opened, one request of -l bytes answered and checked, closed. Reports connections per second, the
     /// handshake times, and each transaction's (from connect to the answer's last byte). In iperf
     /// 2's bounceback protocol (against `landspeed serve` or `iperf -s`); with --tls or --auth in
     /// landspeed's (against `landspeed serve`), each connection a data connection of the test, its
@@ -365,7 +365,7 @@ pub struct TestArgs {
     /// request and response is checked byte for byte. Example: `landspeed run HOST --rr -t 10`
     /// (1-byte requests and responses, one at a time). With -u, over UDP (netperf's UDP_RR) to the
     /// server's echo service: 32-byte requests and answers by default (its header), the response
-    /// the request's size or 32; a request unanswered for 1 s is counted lost.
+    /// the request's size or 32; a request unanswered for 1 s is counted lost; -P N sockets.
     #[arg(long, conflicts_with_all = ["quic", "reverse", "bidir", "bytes", "blocks", "rate", "omit",
           "iperf3", "iperf2", "ndt7", "bounceback", "connect_rate", "connect_only", "send_file", "recv_file", "from"])]
     pub rr: bool,

@@ -210,10 +210,6 @@ fn what_a_request_response_test_cannot_be_is_refused_in_one_line() {
             "-t 1 -u --request 100 --response 50",
             "the request's size or the 32-byte header alone, not 50",
         ),
-        (
-            "-t 1 -u -P 2",
-            "UDP with -P (one socket carries a UDP request/response test)",
-        ),
         ("-t 1 -R", "cannot be used with"),
         ("-n 1M", "cannot be used with"),
         ("-t 1 --iperf3", "cannot be used with"),
@@ -253,6 +249,7 @@ fn udp_requests_go_to_the_echo_service_and_every_answer_is_timed_and_checked() {
         ("-u -t 1", 32, 32),
         ("-u -t 1 --request 1200 --in-flight 4", 1200, 1200),
         ("-u -t 1 --request 1000 --response 32", 1000, 32),
+        ("-u -t 1 -P 3 --in-flight 2", 32, 32),
     ] {
         let (code, r, err) = rr(s.port, args, &[]);
         assert_eq!(code, 0, "{args}: {err}");
@@ -272,6 +269,20 @@ fn udp_requests_go_to_the_echo_service_and_every_answer_is_timed_and_checked() {
         assert_eq!(r["payload"]["verified"], true, "{args}: {}", r["payload"]);
         assert_eq!(r["config"]["transport"], "udp");
         assert!(t["latency"]["p99_ms"].as_f64().unwrap() > 0.0, "{t}");
+        // -P: a socket each, each one's figures beside the whole's, which add up.
+        let each = t["connections"].as_array().map_or(0, |c| c.len());
+        assert_eq!(each, if args.contains("-P 3") { 3 } else { 0 }, "{args}: {t}");
+        if each > 0 {
+            let sum: u64 = (t["connections"].as_array().unwrap().iter())
+                .map(|c| u(&c["transactions"]))
+                .sum();
+            assert_eq!(sum, u(&t["transactions"]), "{t}");
+            assert!(t["connections"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|c| u(&c["lost"]) == 0));
+        }
     }
     // A UDP port where nothing answers echoes: said so, exit 1, before any test.
     let quiet = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();

@@ -177,6 +177,21 @@ impl UdpRr {
     }
 }
 
+/// Several sockets' tests run at once as one (`-P`): every socket's figures together
+/// (`transactions::pooled`, each socket's own report in `connections`), with each one's losses and
+/// late answers, and the test's summed.
+pub fn pooled(rrs: Vec<UdpRr>, end_ns: u64) -> TransactionsReport {
+    let counts: Vec<(u64, u64)> = rrs.iter().map(|r| (r.lost, r.late)).collect();
+    let mut report = super::pooled(rrs.into_iter().map(|r| r.log).collect(), end_ns);
+    for (c, (lost, late)) in report.connections.iter_mut().zip(&counts) {
+        c.lost = Some(*lost);
+        c.late = Some(*late);
+    }
+    report.lost = Some(counts.iter().map(|c| c.0).sum());
+    report.late = Some(counts.iter().map(|c| c.1).sum());
+    report
+}
+
 /// A request's padding: a pattern of its number, so an answer to another request, or bytes changed
 /// on the way, do not match.
 fn fill(pad: &mut [u8], seq: u32) {
@@ -249,6 +264,30 @@ mod tests {
         assert_eq!(rr.on_datagram(b"hello", 150 * MS), Heard::Other);
         let r = rr.finish(200 * MS);
         assert_eq!((r.transactions, r.lost, r.late), (0, Some(1), Some(1)));
+    }
+
+    #[test]
+    fn sockets_run_at_once_are_one_test_with_each_ones_losses() {
+        // One socket answered twice, another once and one request lost.
+        let mut one = UdpRr::new(shape(32, 32, 1), 1, 100 * MS, 0).unwrap();
+        for k in 0..2u64 {
+            let mut a = vec![0u8; 32];
+            one.request(&mut a, k * 10 * MS).unwrap();
+            answer(&mut a, 0).unwrap();
+            assert_eq!(one.on_datagram(&a, k * 10 * MS + 2 * MS), Heard::Answer);
+        }
+        let mut two = UdpRr::new(shape(32, 32, 1), 2, 100 * MS, 0).unwrap();
+        let mut b = vec![0u8; 32];
+        two.request(&mut b, 0).unwrap();
+        answer(&mut b, 0).unwrap();
+        assert_eq!(two.on_datagram(&b, 4 * MS), Heard::Answer);
+        two.request(&mut [0u8; 32], 5 * MS).unwrap();
+        assert_eq!(two.expire(105 * MS), 1);
+        let r = pooled(vec![one, two], 200 * MS);
+        assert_eq!((r.transactions, r.lost, r.late), (3, Some(1), Some(0)));
+        assert_eq!((r.latency.min_ms, r.latency.max_ms), (Some(2.0), Some(4.0)));
+        let each: Vec<_> = (r.connections.iter()).map(|c| (c.transactions, c.lost)).collect();
+        assert_eq!(each, [(2, Some(0)), (1, Some(1))]);
     }
 
     #[test]

@@ -98,7 +98,7 @@ pub fn run_bounceback_client(
     let t0 = Instant::now();
     let errors = match bouncers.as_mut_slice() {
         [b] => vec![b.run(plan, (t0, run_for), on_event).err()],
-        all => each_at_once(all, plan, (t0, run_for), on_event),
+        all => each_at_once(all, |b, on| b.run(plan, (t0, run_for), on).err(), on_event),
     };
     let elapsed = t0.elapsed().min(run_for);
     let done = Finished {
@@ -148,25 +148,26 @@ fn pooled_report(bouncers: Vec<Bouncer>, elapsed: Duration) -> TransactionsRepor
     report
 }
 
-/// Runs every connection at once, a thread each; hands on each one's intervals as they close
-/// (`connection`: its stream) and, once every connection's of the same time has come, the
-/// test's. Each connection's error, in stream order.
-fn each_at_once(
-    bouncers: &mut [Bouncer],
-    plan: &BouncePlan,
-    (t0, run_for): (Instant, Duration),
+/// Runs every connection (`workers`, each by `run`) at once, a thread each; hands on each one's
+/// intervals as they close (`connection`: its stream) and, once every connection's of the same time
+/// has come, the test's. Each connection's error, in stream order. (Bounceback's TCP connections
+/// and `--rr -u`'s sockets alike.)
+pub(crate) fn each_at_once<W: Send>(
+    workers: &mut [W],
+    run: impl Fn(&mut W, Live) -> Option<String> + Sync,
     on: Live,
 ) -> Vec<Option<String>> {
     let (tx, rx) = std::sync::mpsc::channel::<(u32, ClientEvent)>();
+    let run = &run;
     std::thread::scope(|scope| {
-        let runs: Vec<_> = (bouncers.iter_mut().enumerate())
-            .map(|(k, b)| {
+        let runs: Vec<_> = (workers.iter_mut().enumerate())
+            .map(|(k, w)| {
                 let tx = tx.clone();
                 scope.spawn(move || {
                     let mut send = |ev| {
                         let _ = tx.send((k as u32, ev));
                     };
-                    b.run(plan, (t0, run_for), &mut send).err()
+                    run(w, &mut send)
                 })
             })
             .collect();

@@ -1,5 +1,6 @@
 //! `landspeed run --connect-rate` and `--connect-only`: how fast a server takes new connections
-//! (netperf's TCP_CRR, iperf 2's `--connect-only`). Back to back until `-t`: each round opens a TCP
+//! (netperf's TCP_CRR, iperf 2's `--connect-only`). Back to back until `-t` (on each of `-P` threads,
+//! pooled as bounceback's `-P` is): each round opens a TCP
 //! connection (its `connect()` timed: the three-way handshake as this end sees it), with
 //! `--connect-rate` sends one bounceback request and reads its answer whole (checked against the
 //! request, as `run --bounceback` checks), and closes. A transaction's latency is from the start of
@@ -15,7 +16,7 @@ use super::bounce_client::{
 };
 use crate::dial::{connect, resolve, ClientError, ClientEvent, ClientOptions};
 use landspeed_core::result::RunResult;
-use landspeed_core::transactions::{ConnectTimes, TransactionLog, TransactionShape};
+use landspeed_core::transactions::{ConnectTimes, TransactionLog, TransactionShape, TransactionsReport};
 use landspeed_iperf2::bounceback::{bbflags, Bounce};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -46,7 +47,8 @@ struct Churner<'a> {
     last: Option<TcpStream>,
 }
 
-/// Runs one connection-rate test.
+/// Runs one connection-rate test: `-P` threads at once (one without), each making its
+/// connections back to back.
 pub fn run_connect_rate(
     opts: &ClientOptions,
     churn: Churn,
@@ -55,34 +57,35 @@ pub fn run_connect_rate(
 ) -> Result<RunResult, ClientError> {
     let plan = BouncePlan::default();
     let (spec, run_for) = checked(&opts.spec, &plan)?;
-    if spec.streams != 1 {
-        return Err(ClientError::NotWithIperf2 {
-            what: "a connection-rate test with -P (one connection at a time)".into(),
-        });
-    }
     let started_unix_s = unix_now_s();
     let addr = resolve(opts)?;
-    let mut c = Churner::new(opts, spec, addr, churn);
-    // The first connection is made before the clock starts: a server that is not there is an
-    // error, not a test of no connections.
-    let first = c.once()?;
-    let local = first
-        .local_addr()
-        .map_err(|err| ClientError::Stream { id: 0, err })?;
-    announce_ends(local, addr, 1, on_event);
+    let mut churners = vec![];
+    let mut first = None;
+    for _ in 0..spec.streams.max(1) {
+        let mut c = Churner::new(opts, spec.clone(), addr, churn);
+        // Each one's first connection is made before the clock starts: a server that is not there
+        // is an error, not a test of no connections.
+        first.get_or_insert(c.once()?);
+        churners.push(c);
+    }
+    let local = (first.as_ref().map(TcpStream::local_addr))
+        .transpose()
+        .map_err(|err| ClientError::Stream { id: 0, err })?
+        .unwrap_or(addr);
+    announce_ends(local, addr, spec.streams.max(1), on_event);
     let cpu0 = landspeed_engine::cpu::CpuSnapshot::take();
-    c.restart();
-    let error = c.run(run_for, interrupt, on_event).err();
-    let elapsed = c.t0.elapsed().min(run_for);
-    let end_ns = elapsed.as_nanos() as u64;
-    let tcp = c.last.as_ref().and_then(tcp_stats);
-    let mut report = c.log.finish(end_ns);
-    report.connect = Some(ConnectTimes::from_log(c.handshakes, end_ns));
+    let t0 = Instant::now();
+    churners.iter_mut().for_each(|c| c.restart(t0));
+    let errors = match churners.as_mut_slice() {
+        [one] => vec![one.run(run_for, interrupt, on_event).err()],
+        all => super::bounce_client::each_at_once(all, |c, on| c.run(run_for, interrupt, on).err(), on_event),
+    };
+    let elapsed = t0.elapsed().min(run_for);
     let done = Finished {
-        report,
-        tcp,
-        corrupt: c.corrupt,
-        error,
+        tcp: churners[0].last.as_ref().and_then(tcp_stats),
+        corrupt: churners.iter().map(|c| c.corrupt).sum(),
+        report: pooled_report(churners.iter_mut().map(Churner::logs).collect(), elapsed),
+        error: errors.into_iter().flatten().next(),
         elapsed,
         cpu: cpu0.until(&landspeed_engine::cpu::CpuSnapshot::take()),
         started_unix_s,
@@ -90,7 +93,19 @@ pub fn run_connect_rate(
         server: super::bounce_client::BOUNCEBACK_SERVER,
         pattern: super::bounce_client::BOUNCEBACK_PATTERN,
     };
-    Ok(done.result(opts, &c.spec, interrupt.load(Relaxed)))
+    Ok(done.result(opts, &spec, interrupt.load(Relaxed)))
+}
+
+/// Every thread's transactions together (each one's own in `connections` with more than one),
+/// and every handshake's times.
+fn pooled_report(logs: Vec<(TransactionLog, TransactionLog)>, elapsed: Duration) -> TransactionsReport {
+    let end_ns = elapsed.as_nanos() as u64;
+    let (logs, handshakes): (Vec<_>, Vec<_>) = logs.into_iter().unzip();
+    let mut report = landspeed_core::transactions::pooled(logs, end_ns);
+    report.connect = Some(ConnectTimes::from_report(landspeed_core::transactions::pooled(
+        handshakes, end_ns,
+    )));
+    report
 }
 
 impl<'a> Churner<'a> {
@@ -131,14 +146,23 @@ impl<'a> Churner<'a> {
         }
     }
 
-    /// Forgets the first connection's figures: the test starts now.
-    fn restart(&mut self) {
+    /// Forgets the first connection's figures: the test starts at `t0`.
+    fn restart(&mut self, t0: Instant) {
         let shape = self.handshakes.shape().clone();
         let interval_ns = self.spec.interval_s.as_nanos() as u64;
         self.log = TransactionLog::new(shape.clone(), interval_ns);
         self.handshakes = TransactionLog::new(shape, 0);
         self.corrupt = 0;
-        self.t0 = Instant::now();
+        self.t0 = t0;
+    }
+
+    /// Its transactions' and its handshakes' logs, taken for the report.
+    fn logs(&mut self) -> (TransactionLog, TransactionLog) {
+        let shape = self.handshakes.shape().clone();
+        (
+            std::mem::replace(&mut self.log, TransactionLog::new(shape.clone(), 0)),
+            std::mem::replace(&mut self.handshakes, TransactionLog::new(shape, 0)),
+        )
     }
 
     /// Connections back to back until `run_for` has passed or the user interrupts.
