@@ -24,6 +24,13 @@ pub struct FrameSpec {
     pub mean_bps: f64,
     /// The rate's standard deviation, bits a second (0: every frame the mean size).
     pub stddev_bps: f64,
+    /// The gap between one frame's datagrams, nanoseconds (iperf 2's `--ipg`; 0: back to back).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub ipg_ns: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Why `--isochronous` was refused.
@@ -55,6 +62,9 @@ pub enum FrameSpecError {
     /// A mean frame too large to send.
     #[error("--isochronous: a mean frame of {0:.0} bytes; at most {max} bytes a frame", max = FrameSpec::MAX_FRAME_BYTES)]
     FrameTooLarge(f64),
+    /// A gap between a frame's datagrams as long as the frames' period (ms, ms).
+    #[error("--ipg {0} ms: the gap within a frame must be shorter than its period ({1:.3} ms)")]
+    Ipg(f64, f64),
 }
 
 impl FrameSpec {
@@ -67,6 +77,7 @@ impl FrameSpec {
         fps: 60.0,
         mean_bps: 20e6,
         stddev_bps: 0.0,
+        ipg_ns: 0,
     };
 
     /// Reads `FPS[:MEAN[,STDDEV]]` as iperf 2 does (an empty string: its defaults; numbers with k,
@@ -112,6 +123,12 @@ impl FrameSpec {
         }
         if self.mean_frame_bytes() > Self::MAX_FRAME_BYTES {
             return Err(FrameSpecError::FrameTooLarge(self.mean_frame_bytes()));
+        }
+        if self.ipg_ns >= self.period_ns() {
+            return Err(FrameSpecError::Ipg(
+                self.ipg_ns as f64 / 1e6,
+                self.period_ns() as f64 / 1e6,
+            ));
         }
         Ok(self)
     }

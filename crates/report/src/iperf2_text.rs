@@ -65,6 +65,9 @@ pub struct TcpHead {
     pub mss: Option<MssLine>,
     /// `-Z`: the congestion control asked for.
     pub congestion: Option<String>,
+    /// `--ipg`'s milliseconds, which iperf 2.1.8's UDP head prints as its "IPG target" labelled
+    /// `us` (`--ipg 10`: `IPG target: 10.00 us`, datagrams 10 ms apart); None: the gap the rate sets.
+    pub ipg_given_ms: Option<f64>,
 }
 
 /// iperf 2.1.8's MSS line: the size `-M` asked for, or (`-m` alone) what a new socket says.
@@ -884,7 +887,8 @@ pub fn head_udp(
     let sending = match frames {
         Some(f) => frames_line(&f),
         None => {
-            let ipg_us = length_bytes as f64 * 8.0 / stream_rate_bps.max(1.0) * 1e6;
+            let ipg_us =
+                (h.ipg_given_ms).unwrap_or(length_bytes as f64 * 8.0 / stream_rate_bps.max(1.0) * 1e6);
             format!("Sending {length_bytes} byte datagrams, IPG target: {ipg_us:.2} us (kalman adjust)")
         }
     };
@@ -909,14 +913,16 @@ pub fn head_udp(
     t + &buffer + "\n" + DASHES + "\n"
 }
 
-/// iperf 2.1.8's head line for frames (its IPG within a frame: back to back here).
+/// iperf 2.1.8's head line for frames: their period and the gap within a frame (`--ipg`; 0.000
+/// when a frame's datagrams go back to back), milliseconds.
 fn frames_line(f: &landspeed_core::frames::FrameSpec) -> String {
     format!(
-        "Isochronous: {:.2} frames/sec mean={}, stddev={}, Period/IPG={:.2}/0.000 ms",
+        "Isochronous: {:.2} frames/sec mean={}, stddev={}, Period/IPG={:.2}/{:.3} ms",
         f.fps,
         rate_text(f.mean_bps),
         rate_text(f.stddev_bps),
-        1e3 / f.fps
+        1e3 / f.fps,
+        f.ipg_ns as f64 / 1e6
     )
 }
 
@@ -930,10 +936,12 @@ fn rate_text(bps: f64) -> String {
         b if b >= 1e3 => (b / 1e3, "Kbit/s"),
         b => (b, "bit/s"),
     };
+    // iperf 2.1.8's byte_snprintf: four places (0.000 below 0.9995).
     let digits = match v {
         v if v >= 99.95 => 0,
         v if v >= 9.995 => 1,
-        _ => 2,
+        v if v >= 0.9995 => 2,
+        _ => 3,
     };
     format!("{v:4.digits$} {unit}")
 }

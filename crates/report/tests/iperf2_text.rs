@@ -171,6 +171,7 @@ fn the_head_is_iperf2s_dashed_block() {
             fps: 60.0,
             mean_bps: 2e6,
             stddev_bps: 2e5,
+            ipg_ns: 0,
         });
     }
     assert_eq!(

@@ -126,6 +126,10 @@ pub(crate) struct Opts {
     /// `--sum-only`: only the `[SUM]` lines.
     #[arg(long = "sum-only")]
     pub(crate) sum_only: bool,
+    /// `--ipg MS`: UDP's gap between datagrams, milliseconds (with `--isochronous`, between one
+    /// frame's datagrams).
+    #[arg(long = "ipg")]
+    pub(crate) ipg: Option<f64>,
 }
 
 /// `landspeed iperf2 ARGS`.
@@ -204,6 +208,7 @@ const HELP: &str = "Usage: iperf [-s|-c host] [options]   (landspeed's iperf 2 d
   -Z, --tcp-congestion ALG  TCP congestion control     -M, --mss N  TCP MSS asked (-m: print the MSS)
   -y C               CSV                               -f [abkmgKMG]     units
   -u, --udp          UDP (1470-byte datagrams, -b 1M each stream; the server's report printed)
+  --ipg MS           with -u: a datagram every MS ms (with --isochronous: the gap within a frame)
   -c GROUP -u        multicast: iperf 2's datagrams to the group (-T TTL, 1), no server report
   -s -u -B GROUP     join GROUP[%IF] (-H SOURCE: that sender only) and count each sender to it
   --connect-only[=N] N connections (10), each timed and closed; with -i one an interval for -t
@@ -262,6 +267,17 @@ fn refused(o: &Opts) -> Option<String> {
             "--isochronous with -P",
             "one stream of frames at a time",
         ),
+    ];
+    list.into_iter()
+        .chain(refused_options(o))
+        .chain(refused_elsewhere(o))
+        .find(|(on, ..)| *on)
+        .map(|(_, name, why)| not(name, why))
+}
+
+/// iperf 2's socket and pacing options where landspeed does not carry them.
+fn refused_options(o: &Opts) -> [(bool, &'static str, &'static str); 6] {
+    [
         (
             o.server && (o.tos.is_some() || tcp_options(o)),
             "-S, -N, -Z, -M or -m with -s",
@@ -285,11 +301,17 @@ fn refused(o: &Opts) -> Option<String> {
             "--sum-only",
             "each stream's lines are printed, and the [SUM] with -P",
         ),
-    ];
-    list.into_iter()
-        .chain(refused_elsewhere(o))
-        .find(|(on, ..)| *on)
-        .map(|(_, name, why)| not(name, why))
+        (
+            o.ipg.is_some() && (!o.udp || o.bandwidth.is_some()),
+            "--ipg without -u, or with -b",
+            "it is UDP's gap between datagrams, which sets the rate (iperf 2.1.8 refuses both too)",
+        ),
+        (
+            o.ipg.is_some_and(|g| !(g > 0.0 && g <= 60_000.0)),
+            "--ipg outside (0, 60000] ms",
+            "a gap between datagrams is above zero and at most a minute",
+        ),
+    ]
 }
 
 /// `-N`, `-Z`, `-M` or `-m`: options of a TCP connection.
@@ -402,7 +424,11 @@ fn run_args(o: &Opts, host: &str) -> Result<Vec<String>, String> {
     }
     // iperf 2's UDP rate without -b: 1 Mbit/s as it reads "1M" (2^20 bit/s), each stream. Frames
     // (--isochronous) go at their own mean, as iperf 2 sends them whatever -b says.
-    let udp_default = o.udp.then_some(UDP_DEFAULT_BPS);
+    let udp_default = match o.ipg {
+        // --ipg MS: one datagram every MS milliseconds.
+        Some(ms) if o.udp => Some(((len * 8) as f64 * 1e3 / ms).round().max(1.0) as u64),
+        _ => o.udp.then_some(UDP_DEFAULT_BPS),
+    };
     if o.isochronous.is_none() {
         if let Some(b) = number("-b", &o.bandwidth, bits)?.or(udp_default) {
             a.extend(["-b".into(), (b * streams).to_string()]);
@@ -452,9 +478,17 @@ fn socket_args(o: &Opts) -> Result<Vec<String>, String> {
     Ok(a)
 }
 
-/// `--isochronous[=FPS:MEAN,STDDEV]` (and `--trip-times`) on the test: frames at their mean rate.
-fn with_frames(opts: &mut landspeed_net::ClientOptions, given: &str, trip_times: bool) -> Result<(), String> {
-    let f = crate::common::values::frames(given)?;
+/// `--isochronous[=FPS:MEAN,STDDEV]` (`--ipg`'s gap within a frame, and `--trip-times`) on the
+/// test: frames at their mean rate.
+fn with_frames(
+    opts: &mut landspeed_net::ClientOptions,
+    given: &str,
+    (ipg_ms, trip_times): (Option<f64>, bool),
+) -> Result<(), String> {
+    let mut f = crate::common::values::frames(given)?;
+    // --ipg: the gap between a frame's datagrams.
+    f.ipg_ns = ipg_ms.map_or(0, |ms| (ms * 1e6).round() as u64);
+    let f = f.check().map_err(|e| e.to_string())?;
     opts.spec = opts
         .spec
         .changed(|s| {
@@ -484,7 +518,7 @@ fn client(o: &Opts, host: &str) -> Result<bool> {
         Err(why) => return refuse(&why),
     };
     if let Some(f) = &o.isochronous {
-        if let Err(e) = with_frames(&mut opts, f, o.trip_times) {
+        if let Err(e) = with_frames(&mut opts, f, (o.ipg, o.trip_times)) {
             return refuse(&e);
         }
     }
@@ -557,7 +591,10 @@ fn client_head_text(o: &Opts, host: &str, opts: &landspeed_net::ClientOptions, e
             port,
             (opts.spec.length_bytes, opts.spec.udp_stream_rate_bps()),
             opts.spec.frames,
-            &client_head(opts, enhanced, true),
+            &iperf2_text::TcpHead {
+                ipg_given_ms: o.ipg.filter(|_| opts.spec.frames.is_none()),
+                ..client_head(opts, enhanced, true)
+            },
         ),
         false => {
             let mut h = client_head(opts, enhanced, false);
@@ -612,6 +649,7 @@ pub(crate) fn client_head(
         }),
         mss: spec.mss.map(iperf2_text::MssLine::Asked),
         congestion: spec.congestion.clone(),
+        ipg_given_ms: None,
     }
 }
 
@@ -998,6 +1036,11 @@ mod tests {
             .unwrap()
             .join(" ");
         assert!(a.ends_with("-N -C reno -M 1024"), "{a}");
+        // --ipg MS over UDP: one datagram every MS milliseconds (-l 1470 every 10 ms: 1,176,000 bit/s).
+        let a = run_args(&opts("-c h -u --ipg 10 -P 2").unwrap(), "h")
+            .unwrap()
+            .join(" ");
+        assert!(a.contains("-b 2352000"), "{a}");
         for bad in [
             "-c h -S 256",
             "-c h -S nosuch",
@@ -1039,6 +1082,9 @@ mod tests {
                 "with --bounceback, --connect-only or -c GROUP",
             ),
             ("-c h -P 2 --sum-only", "--sum-only"),
+            ("-c h --ipg 10", "--ipg without -u, or with -b"),
+            ("-c h -u --ipg 10 -b 1m", "--ipg without -u, or with -b"),
+            ("-c h -u --ipg 0", "--ipg outside (0, 60000] ms"),
         ] {
             let why = refused(&opts(line).unwrap()).unwrap_or_else(|| panic!("{line} accepted"));
             assert!(why.contains(name), "{line}: {why}");

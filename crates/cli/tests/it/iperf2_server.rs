@@ -1783,6 +1783,8 @@ fn the_iperf_drop_ins_head_and_connection_lines_are_iperf2s() {
         "-u -t 0.3",
         "-u -t 0.3 -e -P 2 -w 1M",
         "-u -t 0.3 -e -S 0x28",
+        "-u -t 0.3 --ipg 10",
+        "-u -t 0.3 -e --isochronous=60:1m,0 --ipg 1",
         "-u -t 0.3 --isochronous=60:20m,0 --trip-times",
     ] {
         let s = match args.starts_with("-u") {

@@ -312,3 +312,24 @@ fn several_streams_frames_pool_into_one_report() {
     );
     assert_eq!(both.fps, 100.0);
 }
+
+#[test]
+fn a_gap_within_a_frame_is_shorter_than_its_period_and_absent_from_the_json_when_none() {
+    let with = |ipg_ns| {
+        FrameSpec {
+            ipg_ns,
+            ..FrameSpec::DEFAULT
+        }
+        .check()
+    };
+    assert!(with(1_000_000).is_ok());
+    let e = with(16_666_667).unwrap_err().to_string();
+    assert!(
+        e.contains("--ipg 16.666667 ms") && e.contains("period (16.667 ms)"),
+        "{e}"
+    );
+    let json = serde_json::to_string(&FrameSpec::DEFAULT).unwrap();
+    assert!(!json.contains("ipg"), "{json}");
+    let old: FrameSpec = serde_json::from_str(r#"{"fps":60.0,"mean_bps":2e7,"stddev_bps":0.0}"#).unwrap();
+    assert_eq!(old, FrameSpec::DEFAULT);
+}

@@ -353,7 +353,15 @@ impl Carrier for Datagrams<'_> {
             remaining: f.size,
         };
         let mut left = u64::from(f.size);
+        let gap = Duration::from_nanos(plan.frames.ipg_ns);
+        let mut due = Instant::now();
         while left > 0 && *budget > 0 && Instant::now() < deadline {
+            // --ipg: each datagram of the frame a gap after the one before (iperf 2's inter-packet
+            // gap within a frame); without it, back to back.
+            if !gap.is_zero() && !sleep_until(due, deadline, &AtomicBool::new(false)) {
+                break;
+            }
+            due += gap;
             let len = (left.min(self.buf.len() as u64) as usize).max(MIN_DATAGRAM);
             payload.remaining = left.max(len as u64) as u32;
             payload.write(&mut self.buf);
@@ -507,4 +515,62 @@ pub(super) fn sender_side(frames: FrameSpec, sent: &[Sent], counters: &[Counters
 /// Nanoseconds since `t0`.
 pub(super) fn mono_ns(t0: Instant) -> u64 {
     t0.elapsed().as_nanos() as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_frames_datagrams_go_a_gap_apart_with_ipg_and_back_to_back_without() {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        tx.connect(rx.local_addr().unwrap()).unwrap();
+        let spec: Test = landspeed_core::config::TestSpec {
+            length_bytes: 1000,
+            transport: landspeed_core::config::Transport::Udp,
+            ..Default::default()
+        }
+        .validated()
+        .unwrap();
+        let counter = Counters::default();
+        // A frame of 4,000 bytes: four datagrams, 5 ms apart with --ipg 5.
+        for (ipg_ms, least_ms) in [(5, 15), (0, 0)] {
+            let plan = Plan {
+                spec: &spec,
+                frames: FrameSpec {
+                    ipg_ns: ipg_ms * 1_000_000,
+                    ..FrameSpec::DEFAULT
+                },
+                header: &[],
+                t0: Instant::now(),
+                counter: &counter,
+                trip_times: false,
+            };
+            let f = Frame {
+                tick: landspeed_core::frames::Tick {
+                    frame: 1,
+                    prev: 0,
+                    due_ns: 0,
+                },
+                size: 4_000,
+                start: (7, 8),
+                period_us: 16_667,
+            };
+            let (mut budget, far) = (u64::MAX, Instant::now() + Duration::from_secs(10));
+            let started = Instant::now();
+            let mut out = Sent::default();
+            Datagrams::new(&tx, &plan)
+                .frame(&f, &plan, (&mut budget, far), &mut out)
+                .unwrap();
+            // A sleep never ends early: three gaps at least (no upper bound: the machine may be busy).
+            assert!(
+                started.elapsed() >= Duration::from_millis(least_ms),
+                "{ipg_ms} ms"
+            );
+            let mut buf = [0u8; 2048];
+            let sizes: Vec<usize> = (0..4).map(|_| rx.recv(&mut buf).unwrap()).collect();
+            assert_eq!(sizes, [1000; 4], "{ipg_ms} ms");
+        }
+    }
 }

@@ -247,6 +247,7 @@ mod tests {
                 fps: 10.0,
                 mean_bps: 8e4,
                 stddev_bps: 0.0,
+                ipg_ns: 0,
             },
             header: &[],
             t0: Instant::now(),
