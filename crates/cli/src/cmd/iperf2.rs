@@ -545,7 +545,7 @@ fn client(o: &Opts, host: &str) -> Result<bool> {
     );
     // What the kernel refuses of -Z or -M fails in one line before the head, not after it.
     if let (false, Err(why)) = (o.udp, landspeed_net::tcp_options_taken(&opts.spec)) {
-        return refuse(&why);
+        return refuse(&why.to_string());
     }
     if !style.csv {
         print!("{}", client_head_text(o, host, &opts, style.enhanced));

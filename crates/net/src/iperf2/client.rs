@@ -125,10 +125,14 @@ pub fn unconnected_mss() -> Option<u32> {
 /// The test's TCP socket options (`sockopt::before_connect`'s) set on a socket that never connects:
 /// what the kernel refuses of them (a congestion control this host does not allow, an MSS it will
 /// not take) in the words a test would fail with, before anything is printed or sent.
-pub fn tcp_options_taken(spec: &TestSpec) -> Result<(), String> {
-    let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
-        .map_err(|e| e.to_string())?;
-    landspeed_engine::sockopt::before_connect(&s, spec).map_err(|e| e.to_string())
+pub fn tcp_options_taken(spec: &TestSpec) -> Result<(), landspeed_engine::sockopt::SockOptError> {
+    let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).map_err(|err| {
+        landspeed_engine::sockopt::SockOptError::Other {
+            what: "a TCP socket",
+            err,
+        }
+    })?;
+    landspeed_engine::sockopt::before_connect(&s, spec)
 }
 
 fn granted_buffer(udp: bool, asked: Option<u64>, receive: bool) -> u64 {
