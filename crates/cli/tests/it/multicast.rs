@@ -199,17 +199,7 @@ struct Iperf2Receiver {
 
 impl Iperf2Receiver {
     fn start(lan: &Lan, i: usize) -> Iperf2Receiver {
-        let mut child = Command::new("ip")
-            .args([
-                "netns", "exec", &lan.ns[i], "stdbuf", "-oL", "iperf", "-s", "-u", "-B", GROUP,
-            ])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("iperf -s -u -B");
-        let out = lines_of(child.stdout.take().unwrap());
-        let child = Killed(child);
-        wait_joined(lan, i, GROUP, "iperf 2 did not join");
+        let (child, out) = joined_server(lan, i, false, (GROUP, ""));
         Iperf2Receiver { _child: child, out }
     }
 
