@@ -144,7 +144,10 @@ pub fn enter(ns: &str) -> Result<(), NetnsError> {
 
 /// Gives this process its own mount namespace with a sysfs of the network namespace it is in, as
 /// `ip netns exec` does, so /sys/class/net shows the namespace's interfaces (their MTU, queue length)
-/// to the command run in it. Best effort: where it fails (false) the command sees the host's sysfs.
+/// to the command run in it. The host's control groups (/sys/fs/cgroup and the hierarchies mounted
+/// under it) stay visible, as on a real host: a command in a CPU quota reads it and its throttling
+/// (the limit report's evidence). Best effort: where it fails (false) the command sees the host's
+/// sysfs; where only the control groups cannot be kept, it sees none.
 #[must_use]
 pub fn remount_sys() -> bool {
     // SAFETY: plain syscalls with NUL-terminated constant strings; the process is single-threaded here
@@ -164,14 +167,53 @@ pub fn remount_sys() -> bool {
         {
             return false;
         }
+        let cgroups = clone_cgroups();
         libc::umount2(c"/sys".as_ptr(), libc::MNT_DETACH);
-        libc::mount(
+        let mounted = libc::mount(
             c"sysfs".as_ptr(),
             c"/sys".as_ptr(),
             c"sysfs".as_ptr(),
             0,
             std::ptr::null(),
-        ) == 0
+        ) == 0;
+        if let (true, Some(tree)) = (mounted, cgroups) {
+            attach_cgroups(tree);
+        }
+        mounted
+    }
+}
+
+/// A detached copy of the mount tree at /sys/fs/cgroup (open_tree(2), Linux 5.2), taken before /sys is
+/// replaced; None where the kernel lacks it or nothing is mounted there.
+fn clone_cgroups() -> Option<OwnedFd> {
+    const OPEN_TREE_CLONE: libc::c_long = 1;
+    const AT_RECURSIVE: libc::c_long = 0x8000;
+    // SAFETY: open_tree with a NUL-terminated path; it returns a new descriptor or -1.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_open_tree,
+            libc::AT_FDCWD,
+            c"/sys/fs/cgroup".as_ptr(),
+            OPEN_TREE_CLONE | AT_RECURSIVE | libc::O_CLOEXEC as libc::c_long,
+        )
+    };
+    // SAFETY: a descriptor open_tree just returned, owned from here on.
+    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// Mounts the copied control groups at the new sysfs's /sys/fs/cgroup (move_mount(2)); best effort.
+fn attach_cgroups(tree: OwnedFd) {
+    const MOVE_MOUNT_F_EMPTY_PATH: libc::c_long = 4;
+    // SAFETY: move_mount from a descriptor open_tree returned onto a NUL-terminated path.
+    unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            tree.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_FDCWD,
+            c"/sys/fs/cgroup".as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH,
+        );
     }
 }
 

@@ -48,6 +48,38 @@ fn up_status_exec_down_leave_nothing_behind() {
         Duration::from_secs(10),
     );
     assert_eq!(bad.code, 2, "{}", bad.stderr);
+    // A command in a host sees the namespace's interfaces in /sys and, as on a real host, the control
+    // groups (a server in a CPU quota reads it there: the limit report's evidence).
+    let seen = w.in_exec_a(
+        &["sh", "-c", "ls /sys/class/net; ls /sys/fs/cgroup"],
+        Duration::from_secs(10),
+    );
+    let here = |dir: &str| -> Vec<String> {
+        std::fs::read_dir(dir)
+            .map(|d| {
+                d.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let names: Vec<&str> = seen.stdout.lines().collect();
+    let host_links = here("/sys/class/net");
+    assert!(names.contains(&"wan0"), "{}", seen.stdout);
+    assert!(
+        host_links
+            .iter()
+            .all(|l| l == "lo" || !names.contains(&l.as_str())),
+        "{}",
+        seen.stdout
+    );
+    let host_cgroups = here("/sys/fs/cgroup");
+    assert!(!host_cgroups.is_empty());
+    assert!(
+        host_cgroups.iter().all(|c| names.contains(&c.as_str())),
+        "{}",
+        seen.stdout
+    );
 
     w.serve_in_b();
     let r = w.run_ok(&["-t", "2"]);
