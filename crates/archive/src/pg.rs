@@ -54,6 +54,17 @@ impl Postgres {
     }
 }
 
+/// An error that says the connection is over, though the client may not have seen its end yet: the
+/// server closed it or the socket failed, or the server said it is going (a restart's or an
+/// administrator's "terminating connection", SQLSTATE class 57P) or the connection broke (class
+/// 08). Under load the server's last words can arrive before its close does.
+fn server_gone(e: &postgres::Error) -> bool {
+    let code = e.code().map(|c| c.code());
+    e.is_closed()
+        || code.is_some_and(|c| c.starts_with("57P") || c.starts_with("08"))
+        || std::error::Error::source(e).is_some_and(|s| s.is::<std::io::Error>())
+}
+
 /// The URL without its password, for messages.
 pub(crate) fn redact(url: &str) -> String {
     match (url.find("://"), url.rfind('@')) {
@@ -105,7 +116,7 @@ impl Postgres {
     /// once more.
     fn run(&mut self, sql: &str, args: &[Val]) -> Result<Vec<postgres::Row>, ArchiveError> {
         match self.run_once(sql, args) {
-            Err(ArchiveError::Pg(e)) if e.is_closed() || self.client.is_closed() => {
+            Err(ArchiveError::Pg(e)) if self.client.is_closed() || server_gone(&e) => {
                 self.reconnect()?;
                 self.run_once(sql, args)
             }

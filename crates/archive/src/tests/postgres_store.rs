@@ -261,3 +261,75 @@ fn a_restarted_server_is_reconnected_to_and_every_run_is_stored_once() {
         .collect();
     assert_eq!(hosts, ["beta", "alpha"]);
 }
+
+/// A connection the server ends (an administrator's pg_terminate_backend, as a restart's fast shutdown
+/// does) is replaced and the run stored once: ended while the archive was idle (the client then sees
+/// a closed connection or a failed socket) and ended while a save waited in the server (the client
+/// then reads the server's "terminating connection", SQLSTATE 57P01, before the connection's end).
+#[test]
+fn a_connection_the_server_ends_is_replaced_and_the_run_stored_once() {
+    let Some(db) = Scratch::alone() else { return };
+    let a = Archive::open(Path::new(&db.url())).unwrap();
+    let mut admin = postgres::Client::connect(&db.url(), postgres::NoTls).unwrap();
+    let end_others = |admin: &mut postgres::Client| -> i64 {
+        admin
+            .query_one(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+                  WHERE usename = current_user AND pid <> pg_backend_pid()",
+                &[],
+            )
+            .unwrap()
+            .get(0)
+    };
+    for i in 0..4 {
+        a.save(
+            &result(&format!("idle{i}"), 1000.0, 1, None, 1e9),
+            &RunMeta::default(),
+        )
+        .unwrap();
+        assert!(end_others(&mut admin) >= 1, "no connection to end");
+        if i % 2 == 1 {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+    a.save(&result("reconnected", 1000.0, 1, None, 1e9), &RunMeta::default())
+        .expect("saved after the connection was ended");
+    // In flight: the table locked, a save waits on the lock, and its connection is ended.
+    let mut tx = admin.transaction().unwrap();
+    tx.batch_execute("LOCK TABLE runs IN ACCESS EXCLUSIVE MODE")
+        .unwrap();
+    std::thread::scope(|s| {
+        let saving = s.spawn(|| a.save(&result("in-flight", 1000.0, 1, None, 1e9), &RunMeta::default()));
+        let waits = |tx: &mut postgres::Transaction| -> i64 {
+            tx.query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE usename = current_user
+                  AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()",
+                &[],
+            )
+            .unwrap()
+            .get(0)
+        };
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while waits(&mut tx) == 0 {
+            assert!(
+                std::time::Instant::now() < end,
+                "the save never waited on the lock"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        tx.query_one(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+              WHERE usename = current_user AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()",
+            &[],
+        )
+        .unwrap();
+        tx.batch_execute("SELECT 1").unwrap();
+        let _ = tx.commit();
+        saving
+            .join()
+            .unwrap()
+            .expect("a save whose connection was ended while it waited");
+    });
+    let runs = a.list(&Filter::default()).unwrap();
+    assert_eq!(runs.len(), 6, "each run once");
+}
