@@ -547,6 +547,27 @@ pub(crate) fn http_get(addr: SocketAddr, path: &str) -> String {
     String::from_utf8(body).unwrap()
 }
 
+/// A latency probe's answer closes its connection, also when the client asked to keep it and sent a
+/// second request at once: each of the page's probes is a new connection (the draft's foreign probe).
+#[test]
+fn probe_answers_close_their_connection() {
+    let s = ServerProc::start("127.0.0.1", &["--ndt7", "127.0.0.1:0", "--ndt7-plain"]);
+    let a = ndt7_addr(&s);
+    let mut c = TcpStream::connect(a).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let ask = format!("GET /landspeed/probe HTTP/1.1\r\nHost: {a}\r\nConnection: keep-alive\r\n\r\n");
+    write!(c, "{ask}{ask}").unwrap();
+    let mut got = String::new();
+    c.read_to_string(&mut got)
+        .expect("the server closes the connection");
+    assert_eq!(got.matches("HTTP/1.1 ").count(), 1, "{got}");
+    assert!(
+        got.starts_with("HTTP/1.1 200") && got.contains("Connection: close"),
+        "{got}"
+    );
+    assert!(got.ends_with("\r\n\r\n1"), "{got}");
+}
+
 #[test]
 fn the_page_runs_both_subtests_in_a_real_browser_and_shows_the_servers_view() {
     let Some(exe) = crate::browser::chromium() else {
@@ -584,28 +605,30 @@ fn the_page_runs_both_subtests_in_a_real_browser_and_shows_the_servers_view() {
         assert!(rows.as_str().unwrap().contains(want), "{rows}");
     }
     // Working latency: fresh requests before and during each direction, each on a new connection
-    // whose handshake the browser timed apart from the request.
+    // (the server closes each probe's: `probe_answers_close_their_connection` below) whose handshake
+    // the browser timed apart from the request where it could: Resource Timing is coarsened to 0.1 ms,
+    // so a loopback handshake often reads 0 and goes untimed (12 of 20 idle probes were timed in one
+    // run, 19 of 20 in another). One timed handshake in the whole run shows the page reads them.
     let lat = &r["latency"];
     assert_eq!(lat["idle"]["probes"], 20, "{lat}");
+    let mut timed = 0;
     for phase in ["idle", "download", "upload"] {
         let s = &lat[phase];
         assert!(s["probes"].as_u64().unwrap() >= 5, "{phase}: {s}");
         assert_eq!(s["failed"], 0, "{phase}: {s}");
         assert!(s["median_ms"].as_f64().unwrap() > 0.0, "{phase}: {s}");
         assert!(s["foreign_rpm"].as_f64().unwrap() > 0.0, "{phase}: {s}");
-        // A new connection each: its handshake timed (Resource Timing rounds to 0.1 ms, so a
-        // loopback handshake may read 0 and go untimed: most, not all, carry one here).
-        let fresh = s["samples"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|p| p["tcp_ms"].is_number());
-        let probes = s["probes"].as_u64().unwrap();
-        assert!(
-            fresh.count() as u64 * 10 >= probes * 8,
-            "probes on new connections: {s}"
-        );
+        for p in s["samples"].as_array().unwrap() {
+            if let Some(tcp) = p["tcp_ms"].as_f64() {
+                assert!(
+                    tcp > 0.0 && tcp <= p["total_ms"].as_f64().unwrap(),
+                    "{phase}: {p}"
+                );
+                timed += 1;
+            }
+        }
     }
+    assert!(timed > 0, "no probe's handshake was timed: {lat}");
     let table = c.eval("document.getElementById('latency').innerText");
     assert!(table.as_str().unwrap().contains("During the upload"), "{table}");
     if std::env::var_os("LANDSPEED_UPDATE_SCREENSHOTS").is_some() {
