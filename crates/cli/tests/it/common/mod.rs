@@ -4,6 +4,7 @@
 
 pub mod capture;
 pub mod chain;
+mod failures;
 pub mod lan;
 pub mod wan;
 mod watchdog;
@@ -85,6 +86,7 @@ struct Claimed(std::time::Instant, String, #[allow(dead_code)] watchdog::Held);
 
 impl Claimed {
     fn now() -> Claimed {
+        failures::record_panics();
         let name = std::thread::current().name().unwrap_or("?").to_string();
         let held = watchdog::Held::new(&name);
         Claimed(std::time::Instant::now(), name, held)
