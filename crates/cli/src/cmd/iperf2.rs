@@ -5,6 +5,7 @@
 //! serve` on iperf 2's port, which answers iperf 2 clients. What landspeed cannot do of iperf 2 is
 //! refused by name in one line, never ignored (docs/iperf2.md lists it).
 
+use super::iperf2_out as out;
 use anyhow::Result;
 use clap::{Args, Parser};
 use landspeed_report::iperf2_text::{self, Iperf2Style};
@@ -169,6 +170,17 @@ pub fn main(argv: Vec<OsString>) -> Result<bool> {
     if let Some(why) = refused(&o) {
         return refuse(&why);
     }
+    if let Some(letters) = &o.exclude {
+        match out::Exclude::parse(letters) {
+            Ok(x) => out::exclude(x),
+            Err(why) => return refuse(&why),
+        }
+    }
+    if let Some(path) = &o.output {
+        if let Err(why) = output_to(path) {
+            return refuse(&why);
+        }
+    }
     match (&o.client, o.server) {
         (Some(_), true) => refuse("-c and -s together: one or the other"),
         (None, false) => refuse("usage: iperf [-s|-c host] [options] (iperf -h for help)"),
@@ -181,6 +193,33 @@ pub fn main(argv: Vec<OsString>) -> Result<bool> {
         (Some(host), false) if o.tradeoff || o.dualtest => dual(&o, host),
         (Some(host), false) => client(&o, host),
     }
+}
+
+/// `-o FILE`: from here on what goes to stdout and stderr goes to FILE (created, or emptied), after
+/// one line on stdout saying so, as iperf 2 does. One open file behind both, so lines and messages
+/// stay in the order written (iperf 2.1.8 opens the file once for each, and one's writes can
+/// overwrite the other's).
+#[cfg(unix)]
+fn output_to(path: &str) -> Result<(), String> {
+    use std::io::Write;
+    use std::os::fd::AsRawFd;
+    let file = std::fs::File::create(path).map_err(|e| format!("-o {path}: {e}"))?;
+    println!("Output from stdout and stderr will be redirected to file {path}");
+    let _ = std::io::stdout().flush();
+    for fd in [libc::STDOUT_FILENO, libc::STDERR_FILENO] {
+        // SAFETY: dup2 onto the standard descriptors from a file this function holds open; Rust's
+        // stdout was flushed above and stderr is unbuffered, so nothing written before is lost.
+        if unsafe { libc::dup2(file.as_raw_fd(), fd) } < 0 {
+            return Err(format!("-o {path}: {}", std::io::Error::last_os_error()));
+        }
+    }
+    Ok(())
+}
+
+/// `-o FILE` where the standard descriptors cannot be replaced under Rust's own handles.
+#[cfg(not(unix))]
+fn output_to(_path: &str) -> Result<(), String> {
+    Err("landspeed iperf2 does not support -o on this system: redirect standard output".into())
 }
 
 /// `-d` or `-r`: the test built once, run over UDP or TCP.
@@ -207,6 +246,9 @@ const HELP: &str = "Usage: iperf [-s|-c host] [options]   (landspeed's iperf 2 d
   -S, --tos N|NAME   type of service (0x10, 40, af11, lowdelay)  -N, --nodelay  Nagle off (TCP)
   -Z, --tcp-congestion ALG  TCP congestion control     -M, --mss N  TCP MSS asked (-m: print the MSS)
   -y C               CSV                               -f [abkmgKMG]     units
+  -o FILE            stdout and stderr into FILE (created, or emptied), after a line saying so
+  -x [CDMSV]         leave out reports: C connections, D data, S settings (the head), V the
+                     server's (UDP), M multicast's (none apart)
   -u, --udp          UDP (1470-byte datagrams, -b 1M each stream; the server's report printed)
   --ipg MS           with -u: a datagram every MS ms (with --isochronous: the gap within a frame)
   -c GROUP -u        multicast: iperf 2's datagrams to the group (-T TTL, 1), no server report
@@ -276,7 +318,7 @@ fn refused(o: &Opts) -> Option<String> {
 }
 
 /// iperf 2's socket and pacing options where landspeed does not carry them.
-fn refused_options(o: &Opts) -> [(bool, &'static str, &'static str); 6] {
+fn refused_options(o: &Opts) -> [(bool, &'static str, &'static str); 7] {
     [
         (
             o.server && (o.tos.is_some() || tcp_options(o)),
@@ -295,6 +337,11 @@ fn refused_options(o: &Opts) -> [(bool, &'static str, &'static str); 6] {
                     || o.client.as_deref().is_some_and(super::iperf2_multicast::is_group)),
             "-S, -N, -Z, -M or -m with --bounceback, --connect-only or -c GROUP",
             "those tests set their sockets as iperf 2's defaults do",
+        ),
+        (
+            o.server && o.exclude.is_some(),
+            "-x with -s",
+            "the server prints every report; leave out lines after it",
         ),
         (
             o.sum_only,
@@ -320,7 +367,7 @@ fn tcp_options(o: &Opts) -> bool {
 }
 
 /// iperf 2's options that belong to another command of landspeed's, or to none.
-fn refused_elsewhere(o: &Opts) -> [(bool, &'static str, &'static str); 9] {
+fn refused_elsewhere(o: &Opts) -> [(bool, &'static str, &'static str); 7] {
     [
         (
             o.connect_only.is_some()
@@ -353,8 +400,6 @@ fn refused_elsewhere(o: &Opts) -> [(bool, &'static str, &'static str); 9] {
             "multicast is UDP",
         ),
         (o.daemon, "-D", "run `landspeed serve` under your service manager"),
-        (o.output.is_some(), "-o", "redirect standard output"),
-        (o.exclude.is_some(), "-x", "every report is printed"),
         (o.peer_detect, "-X", "the server's version is not asked for"),
         (
             o.style.as_deref().is_some_and(|s| !s.eq_ignore_ascii_case("c")),
@@ -548,7 +593,7 @@ fn client(o: &Opts, host: &str) -> Result<bool> {
         return refuse(&why.to_string());
     }
     if !style.csv {
-        print!("{}", client_head_text(o, host, &opts, style.enhanced));
+        out::head(&client_head_text(o, host, &opts, style.enhanced));
     }
     let interrupt = crate::common::client::interrupt_flag()?;
     let mut live = Live::new(&style, &shown);
@@ -563,19 +608,19 @@ fn client(o: &Opts, host: &str) -> Result<bool> {
     match landspeed_net::run_iperf2_client(&opts, &interrupt, &mut |ev| live.event(ev)) {
         Ok(r) if o.udp && o.full_duplex => {
             let head = !live.received_head;
-            print!("{}", iperf2_text::totals_udp_both(&r, &style, head));
+            out::lines(&iperf2_text::totals_udp_both(&r, &style, head));
             Ok(r.streams.iter().all(|s| s.errors.is_empty()))
         }
         Ok(r) if o.udp && o.reverse => {
-            print!("{}", iperf2_text::totals_udp_received(&r, &style));
+            out::lines(&iperf2_text::totals_udp_received(&r, &style));
             Ok(r.streams.iter().all(|s| s.errors.is_empty()))
         }
         Ok(r) if o.udp => {
-            print!("{}", iperf2_text::totals_udp(&r, &style));
+            out::lines(&iperf2_text::totals_udp(&r, &style));
             Ok(r.streams.iter().all(|s| s.errors.is_empty()))
         }
         Ok(r) => {
-            print!("{}", tcp_totals(&r, &style, &live));
+            out::lines(&tcp_totals(&r, &style, &live));
             Ok(r.streams.iter().all(|s| s.errors.is_empty()))
         }
         Err(e) => refuse(&format!("connect failed: {e}")),
@@ -766,8 +811,7 @@ impl<'a> Live<'a> {
             | ClientEvent::BackConnected { .. }
             | ClientEvent::Part { .. } => return,
         };
-        print!("{text}");
-        let _ = std::io::stdout().flush();
+        out::lines(&text);
     }
 
     /// The connections' lines and the column head, when the streams are up (none in CSV).
@@ -1082,6 +1126,7 @@ mod tests {
                 "with --bounceback, --connect-only or -c GROUP",
             ),
             ("-c h -P 2 --sum-only", "--sum-only"),
+            ("-s -x C", "-x with -s"),
             ("-c h --ipg 10", "--ipg without -u, or with -b"),
             ("-c h -u --ipg 10 -b 1m", "--ipg without -u, or with -b"),
             ("-c h -u --ipg 0", "--ipg outside (0, 60000] ms"),
@@ -1092,6 +1137,8 @@ mod tests {
         assert!(refused(&opts("-c h -y C -e -P 2 -i 1 --full-duplex").unwrap()).is_none());
         assert!(refused(&opts("-c h -d -L 6000 -P 2 -i 1 -y C").unwrap()).is_none());
         assert!(refused(&opts("-c h -r -n 1M").unwrap()).is_none());
+        assert!(refused(&opts("-c h -t 1 -o out.txt").unwrap()).is_none());
+        assert!(refused(&opts("-c h -u -x CSV").unwrap()).is_none());
         assert!(refused(&opts("-c h -u -d -L 6000 -i 1 -y C").unwrap()).is_none());
         assert!(refused(&opts("-c h -u -r -b 2m -t 3").unwrap()).is_none());
         assert!(refused(&opts("-c h -u -R -t 2 -i 1 -y C").unwrap()).is_none());

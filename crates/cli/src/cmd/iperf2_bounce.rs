@@ -7,6 +7,7 @@
 //! schedule), a line for each connection as it is made.
 
 use super::iperf2::{bytes, refuse, Opts, PORT};
+use super::iperf2_out as out;
 use anyhow::Result;
 use landspeed_core::transactions::TransactionsReport;
 use landspeed_net::{BouncePlan, ClientEvent, LoadPlan};
@@ -114,7 +115,7 @@ pub(crate) fn client(o: &Opts, host: &str) -> Result<bool> {
         ),
         flows: opts.spec.streams,
     };
-    print!("{}", text::head(host, o.port.unwrap_or(PORT), &head));
+    out::head(&text::head(host, o.port.unwrap_or(PORT), &head));
     let interrupt = crate::common::client::interrupt_flag()?;
     let running = match load {
         Some(l) => match landspeed_net::start_load(&opts, l, test_time(&opts), &interrupt) {
@@ -134,7 +135,7 @@ pub(crate) fn client(o: &Opts, host: &str) -> Result<bool> {
             let Some(t) = &r.transactions else {
                 return refuse("the test ended without transactions");
             };
-            print!("{}", live.totals(&r, t));
+            out::lines(&live.totals(&r, t));
             Ok(r.verdict().is_trusted())
         }
         Err(e) => refuse(&format!("connect failed: {e}")),
@@ -268,8 +269,7 @@ impl Live {
             } => self.interval(&i, tcp, connection),
             ClientEvent::Interval { .. } => return,
         };
-        print!("{text}");
-        let _ = std::io::stdout().flush();
+        out::lines(&text);
     }
 }
 
@@ -311,7 +311,7 @@ pub(crate) fn connect_only(o: &Opts, host: &str) -> Result<bool> {
         Ok(opts) => opts,
         Err(e) => return refuse(&e),
     };
-    print!("{}", text::connect_only_head(host, o.port.unwrap_or(PORT)));
+    out::head(&text::connect_only_head(host, o.port.unwrap_or(PORT)));
     let interrupt = crate::common::client::interrupt_flag()?;
     let mut failed = None;
     let outcome = landspeed_net::run_connect_only(&opts, plan, &interrupt, &mut |h| match h {
@@ -322,11 +322,12 @@ pub(crate) fn connect_only(o: &Opts, host: &str) -> Result<bool> {
                 facts: None,
                 tos: None,
             };
-            print!(
-                "{}",
-                text::connect_only_line(h.thread, &ends, h.cwnd_mss_rtt, (h.connect_ms, h.at_unix_s))
-            );
-            let _ = std::io::stdout().flush();
+            out::lines(&text::connect_only_line(
+                h.thread,
+                &ends,
+                h.cwnd_mss_rtt,
+                (h.connect_ms, h.at_unix_s),
+            ));
         }
         Err(e) => failed = Some(e.to_string()),
     });

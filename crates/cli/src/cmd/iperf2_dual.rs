@@ -7,6 +7,7 @@
 //! (with `-r` the client's part's before the server's part starts).
 
 use super::iperf2::{client_options, refuse, Opts, PORT};
+use super::iperf2_out as out;
 use anyhow::Result;
 use landspeed_core::config::{Direction, Flow};
 use landspeed_core::result::{IntervalResult, RunResult};
@@ -76,16 +77,13 @@ pub(crate) fn client(host: &str, test: DualTest) -> Result<bool> {
     if !style.csv {
         let window = opts.spec.window_bytes;
         let read = style.enhanced.then_some(opts.spec.length_bytes);
-        print!(
-            "{}",
-            text::listener_head(
-                (listen_port, port),
-                (landspeed_net::granted_recv_buffer(window), window),
-                read
-            )
-        );
+        out::head(&text::listener_head(
+            (listen_port, port),
+            (landspeed_net::granted_recv_buffer(window), window),
+            read,
+        ));
         let head = super::iperf2::client_head(&opts, style.enhanced, false);
-        print!("{}", iperf2_text::head(host, port, &head));
+        out::head(&iperf2_text::head(host, port, &head));
     }
     let interrupt = crate::common::client::interrupt_flag()?;
     let mut live = Live::new(style, mode, opts.spec.streams, opts.spec.length_bytes);
@@ -93,8 +91,8 @@ pub(crate) fn client(host: &str, test: DualTest) -> Result<bool> {
         Ok(r) => {
             live.flush();
             let totals = text::totals(&r, &live.dual(), &live.style);
-            print!("{}", live.reads_head(totals));
-            print!("{}", text::connect_times(&live.dual(), &live.style));
+            out::lines(&live.reads_head(totals));
+            out::lines(&text::connect_times(&live.dual(), &live.style));
             let ok = |r: &RunResult| r.streams.iter().all(|s| s.errors.is_empty());
             Ok(ok(&r) && live.parts_ok)
         }
@@ -179,7 +177,7 @@ impl Live {
             }
             ClientEvent::Transactions { .. } => return,
         };
-        print!("{}", self.reads_head(text));
+        out::lines(&self.reads_head(text));
         let _ = std::io::stdout().flush();
     }
 
@@ -273,7 +271,7 @@ impl Live {
     }
 
     fn flush(&mut self) {
-        print!("{}", self.take_pending());
+        out::lines(&self.take_pending());
     }
 }
 

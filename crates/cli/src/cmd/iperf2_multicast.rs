@@ -6,6 +6,7 @@
 //! name, as iperf 2.1.8 refuses `-P` over one.
 
 use super::iperf2::{bits, bytes, refuse, Opts, PORT};
+use super::iperf2_out as out;
 use anyhow::Result;
 use landspeed_net::multicast::{GroupPlan, SendPlan, SendWatch};
 use landspeed_report::iperf2_multicast_text::{self as text, SentSpan};
@@ -146,11 +147,11 @@ impl SendWatch for Lines {
         self.started_unix_s = unix_s();
         if !self.style.csv {
             let when = self.style.enhanced.then_some(self.started_unix_s);
-            print!(
+            out::lines(&format!(
                 "{}{}",
                 iperf2_text::connected(&ends, landspeed_core::config::Direction::Forward, 1, when),
                 iperf2_text::column_head_udp(&self.style, false)
-            );
+            ));
         }
         self.ends = Some(ends);
     }
@@ -170,7 +171,7 @@ impl SendWatch for Lines {
             datagrams: sent - before,
         };
         let at = (ends, self.started_unix_s + end_s);
-        print!("{}", text::interval(span, self.length, &self.style, at));
+        out::lines(&text::interval(span, self.length, &self.style, at));
         self.printed = (k + 1, sent);
     }
 }
@@ -203,7 +204,7 @@ pub(crate) fn client(o: &Opts, host: &str) -> Result<bool> {
             None,
             &buffer,
         );
-        print!("{head}");
+        out::head(&head);
     }
     let mut lines = Lines {
         style,
@@ -227,10 +228,13 @@ pub(crate) fn client(o: &Opts, host: &str) -> Result<bool> {
         datagrams: r.datagrams.saturating_sub(1),
     };
     let at = (ends, lines.started_unix_s + r.elapsed_s);
-    print!(
-        "{}",
-        text::totals(whole, r.datagrams, plan.length as u64, &lines.style, at)
-    );
+    out::lines(&text::totals(
+        whole,
+        r.datagrams,
+        plan.length as u64,
+        &lines.style,
+        at,
+    ));
     if let Some(e) = &r.first_error {
         eprintln!(
             "iperf: {} of {} datagrams were not sent: {e}",

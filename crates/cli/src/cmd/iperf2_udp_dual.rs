@@ -13,6 +13,7 @@
 
 use super::iperf2::refuse;
 use super::iperf2_dual::DualTest;
+use super::iperf2_out as out;
 use anyhow::Result;
 use landspeed_core::config::{Direction, Flow};
 use landspeed_core::result::{IntervalResult, RunResult};
@@ -34,18 +35,15 @@ pub(crate) fn client(host: &str, test: DualTest) -> Result<bool> {
     if !style.csv {
         let (len, rate) = (opts.spec.length_bytes, opts.spec.udp_stream_rate_bps());
         let read = style.enhanced.then_some(len);
-        print!("{}", text::listener_head_udp((listen_port, port), read));
+        out::head(&text::listener_head_udp((listen_port, port), read));
         let buffer = super::iperf2::client_head(&opts, false, true);
-        print!(
-            "{}",
-            iperf2_text::head_udp(host, port, (len, rate), None, &buffer)
-        );
+        out::head(&iperf2_text::head_udp(host, port, (len, rate), None, &buffer));
     }
     let interrupt = crate::common::client::interrupt_flag()?;
     let mut live = Live::new(style, (opts.spec.length_bytes, opts.spec.streams), mode);
     match landspeed_net::run_iperf2_client(&opts, &interrupt, &mut |ev| live.event(ev)) {
         Ok(r) => {
-            print!("{}", live.end(&r, mode));
+            out::lines(&live.end(&r, mode));
             let ok = |r: &RunResult| r.streams.iter().all(|s| s.errors.is_empty());
             Ok(ok(&r) && live.first_ok)
         }
@@ -124,8 +122,7 @@ impl Live {
             }
             _ => return,
         };
-        print!("{text}");
-        let _ = std::io::stdout().flush();
+        out::lines(&text);
     }
 
     /// The "connected" lines of the server's streams not yet told (each event names those that

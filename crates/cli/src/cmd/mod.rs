@@ -8,6 +8,7 @@ pub mod iperf2;
 mod iperf2_bounce;
 mod iperf2_dual;
 mod iperf2_multicast;
+mod iperf2_out;
 pub mod iperf2_server;
 mod iperf2_udp_dual;
 pub mod iperf3;

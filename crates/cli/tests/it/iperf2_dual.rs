@@ -265,7 +265,7 @@ fn landspeed_runs_r_and_d_against_both_servers() {
 /// The text without the lines of an interval that starts at or past `-t`: a stream that outlives
 /// the test by a quarter of `-i` (a loaded machine's thread falling late, on either side) gets a
 /// last partial interval from iperf 2.1.8 and from the drop-in alike (PARTIALPERCENT), or not.
-fn on_time(out: &str, args: &str) -> String {
+pub(crate) fn on_time(out: &str, args: &str) -> String {
     let t: Option<f64> = args
         .split_whitespace()
         .skip_while(|a| *a != "-t")
@@ -282,7 +282,7 @@ fn on_time(out: &str, args: &str) -> String {
         .collect()
 }
 
-fn masked(out: &str) -> Vec<String> {
+pub(crate) fn masked(out: &str) -> Vec<String> {
     let mut v: Vec<String> = out
         .lines()
         .filter(|l| !l.starts_with("---") && !l.starts_with("TCP window") && !l.trim().is_empty())

@@ -18,6 +18,7 @@ mod files;
 mod install;
 mod iperf2_dropin_server;
 mod iperf2_dual;
+mod iperf2_output;
 mod iperf2_server;
 mod iperf2_udp_both;
 mod iperf3_auth;

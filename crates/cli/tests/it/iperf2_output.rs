@@ -1,0 +1,137 @@
+//! The `iperf` drop-in's output options beside iperf 2.1.8's client, against `landspeed serve`:
+//! `-o FILE` (one line on stdout saying so, then stdout and stderr into FILE) and `-x` (reports left
+//! out: `S` the head, `C` the connections' lines as 2.1.8 leaves them out; `D` and `V`, which 2.1.8's
+//! client hangs on or ignores, as its manual says).
+
+use crate::common::{self, ServerProc};
+use crate::iperf2_dual::{masked, on_time};
+use crate::iperf2_server::have_iperf2;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+/// What `-o FILE` prints on stdout before the rest goes to FILE (iperf 2.1.8's main.cpp).
+fn redirected(file: &Path) -> String {
+    format!(
+        "Output from stdout and stderr will be redirected to file {}\n",
+        file.display()
+    )
+}
+
+#[test]
+fn o_writes_what_iperf2s_client_writes_into_the_file_it_names() {
+    let _one = common::alone();
+    if !have_iperf2() {
+        return;
+    }
+    let s = ServerProc::start("127.0.0.1", &[]);
+    let dir = std::env::temp_dir().join(format!("landspeed-iperf2-o-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (theirs_file, mine_file) = (dir.join("iperf.txt"), dir.join("drop-in.txt"));
+    let test = "-t 1 -i 0.5";
+    let line = |file: &Path| format!("-c 127.0.0.1 -p {} {test} -o {}", s.port, file.display());
+    let theirs = common::output_within(
+        Command::new("iperf").args(line(&theirs_file).split_whitespace()),
+        Duration::from_secs(20),
+    );
+    let mine_line = line(&mine_file);
+    let mine = common::landspeed(
+        &std::iter::once("iperf2")
+            .chain(mine_line.split_whitespace())
+            .collect::<Vec<_>>(),
+        Duration::from_secs(20),
+    );
+    assert_eq!(mine.code, 0, "{}", mine.stderr);
+    assert_eq!(String::from_utf8_lossy(&theirs.stdout), redirected(&theirs_file));
+    assert_eq!(mine.stdout, redirected(&mine_file));
+    assert_eq!(mine.stderr, "");
+    let read = |f: &Path| std::fs::read_to_string(f).unwrap();
+    let (theirs_text, mine_text) = (read(&theirs_file), read(&mine_file));
+    assert!(mine_text.contains("Client connecting to 127.0.0.1"), "{mine_text}");
+    assert_eq!(
+        masked(&on_time(&mine_text, test)),
+        masked(&on_time(&theirs_text, test)),
+        "{mine_text}\n/ iperf:\n{theirs_text}"
+    );
+    // A file that cannot be made: one line, exit 1, nothing run or printed.
+    let bad = dir.join("no-such-dir/x.txt");
+    let port = s.port.to_string();
+    let args = ["iperf2", "-c", "127.0.0.1", "-p", &port, "-t", "1", "-o"];
+    let o = common::landspeed(
+        &[&args[..], &[bad.to_str().unwrap()]].concat(),
+        Duration::from_secs(20),
+    );
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert_eq!(o.stdout, "");
+    assert!(
+        o.stderr.starts_with(&format!("iperf: -o {}: ", bad.display())) && o.stderr.lines().count() == 1,
+        "{}",
+        o.stderr
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `iperf -c 127.0.0.1 -p PORT ARGS` by iperf 2.1.8's client and by the drop-in: their stdout.
+fn both(port: u16, args: &str) -> (String, String) {
+    let line = format!("-c 127.0.0.1 -p {port} {args}");
+    let theirs = common::output_within(
+        Command::new("iperf").args(line.split_whitespace()),
+        Duration::from_secs(20),
+    );
+    assert_eq!(theirs.status.code(), Some(0), "iperf {line}: {theirs:?}");
+    let mine = common::landspeed(
+        &std::iter::once("iperf2")
+            .chain(line.split_whitespace())
+            .collect::<Vec<_>>(),
+        Duration::from_secs(20),
+    );
+    assert_eq!(mine.code, 0, "{line}: {}", mine.stderr);
+    (String::from_utf8_lossy(&theirs.stdout).into_owned(), mine.stdout)
+}
+
+#[test]
+fn x_leaves_out_the_reports_iperf2s_client_leaves_out() {
+    let _one = common::alone();
+    if !have_iperf2() {
+        return;
+    }
+    let s = ServerProc::start("127.0.0.1", &[]);
+    // The head (S) and the connections' lines (C), as iperf 2.1.8 leaves them out.
+    for args in ["-t 1 -i 0.5 -x C", "-t 1 -x S", "-t 1 -i 0.5 -x sc", "-u -t 1 -x SC"] {
+        let (theirs, mine) = both(s.port, args);
+        assert_eq!(
+            masked(&on_time(&mine, args)),
+            masked(&on_time(&theirs, args)),
+            "{args}:\n{mine}\n/ iperf:\n{theirs}"
+        );
+        let letters = args.rsplit(' ').next().unwrap().to_ascii_uppercase();
+        assert_eq!(mine.contains("Client connecting to"), !letters.contains('S'), "{args}: {mine}");
+        assert_eq!(mine.contains(" connected with "), !letters.contains('C'), "{args}: {mine}");
+    }
+    // The data (D): the head and the connections' lines only (iperf 2.1.8's client hangs).
+    let mine = landspeed_only(s.port, "-t 1 -i 0.5 -x D").stdout;
+    assert!(mine.contains("Client connecting to") && mine.contains(" connected with "), "{mine}");
+    assert!(!mine.contains(" sec ") && !mine.contains("[ ID]"), "{mine}");
+    // The server's report (V) over UDP: the client's own lines stay (iperf 2.1.8 ignores V).
+    let mine = landspeed_only(s.port, "-u -t 1 -x V").stdout;
+    assert!(mine.contains("Sent ") && !mine.contains("Server Report"), "{mine}");
+    // A letter iperf 2 does not name: one line, exit 1.
+    let bad = landspeed_only(s.port, "-t 1 -x CQ");
+    assert_eq!(bad.code, 1, "{}", bad.stderr);
+    assert!(
+        bad.stderr.starts_with("iperf: -x CQ: 'Q'") && bad.stderr.lines().count() == 1,
+        "{}",
+        bad.stderr
+    );
+}
+
+/// The drop-in alone.
+fn landspeed_only(port: u16, args: &str) -> common::Outcome {
+    let line = format!("-c 127.0.0.1 -p {port} {args}");
+    common::landspeed(
+        &std::iter::once("iperf2")
+            .chain(line.split_whitespace())
+            .collect::<Vec<_>>(),
+        Duration::from_secs(20),
+    )
+}
