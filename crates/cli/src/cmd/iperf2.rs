@@ -773,7 +773,6 @@ impl<'a> Live<'a> {
 
     fn event(&mut self, ev: landspeed_net::ClientEvent) {
         use landspeed_net::ClientEvent;
-        use std::io::Write;
         let text = match ev {
             ClientEvent::Connected { local, remote } => {
                 self.ends = Some(iperf2_text::Ends {

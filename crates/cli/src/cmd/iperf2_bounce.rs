@@ -13,7 +13,6 @@ use landspeed_core::transactions::TransactionsReport;
 use landspeed_net::{BouncePlan, ClientEvent, LoadPlan};
 use landspeed_report::iperf2_bounce_text::{self as text, BounceHead};
 use landspeed_report::iperf2_text::{Ends, Iperf2Style};
-use std::io::Write;
 use std::time::Duration;
 
 /// The test iperf 2's options ask for, or why not.

@@ -109,7 +109,14 @@ mod tests {
     fn letters_are_read_as_iperf2_reads_them() {
         let x = Exclude::parse("sC").unwrap();
         assert!(x.settings && x.connections && !x.data && !x.server);
-        assert_eq!(Exclude::parse("DVM").unwrap(), Exclude { data: true, server: true, ..Default::default() });
+        assert_eq!(
+            Exclude::parse("DVM").unwrap(),
+            Exclude {
+                data: true,
+                server: true,
+                ..Default::default()
+            }
+        );
         assert!(Exclude::parse("Q").unwrap_err().contains("'Q'"));
     }
 
@@ -117,13 +124,25 @@ mod tests {
     fn each_letter_leaves_out_its_own_lines() {
         let conn = "[  1] local 127.0.0.1 port 40000 connected with 127.0.0.1 port 5001\n";
         let text = format!("{conn}[ ID] Interval       Transfer     Bandwidth\n{UDP_END}");
-        let c = Exclude { connections: true, ..Default::default() };
+        let c = Exclude {
+            connections: true,
+            ..Default::default()
+        };
         assert_eq!(c.keep(&text), text.replacen(conn, "", 1));
-        let d = Exclude { data: true, ..Default::default() };
+        let d = Exclude {
+            data: true,
+            ..Default::default()
+        };
         let from_report = &UDP_END[UDP_END.find("[  1] Server Report:").unwrap()..];
         assert_eq!(d.keep(&text), format!("{conn}{from_report}"));
-        let v = Exclude { server: true, ..Default::default() };
-        assert_eq!(v.keep(UDP_END), "[  1] 0.0000-1.0000 sec   131 KBytes  1.07 Mbits/sec\n[  1] Sent 92 datagrams\n");
+        let v = Exclude {
+            server: true,
+            ..Default::default()
+        };
+        assert_eq!(
+            v.keep(UDP_END),
+            "[  1] 0.0000-1.0000 sec   131 KBytes  1.07 Mbits/sec\n[  1] Sent 92 datagrams\n"
+        );
         assert_eq!(Exclude::default().keep(&text), text);
     }
 }

@@ -21,7 +21,6 @@ use landspeed_iperf2::Dual as Mode;
 use landspeed_net::ClientEvent;
 use landspeed_report::iperf2_dual_text::{self as text, Dual};
 use landspeed_report::iperf2_text::{self, Ends, Iperf2Style};
-use std::io::Write;
 
 /// The client of `-u -d` or `-u -r` (`test`, built by [`DualTest::new`]): one test, printed as
 /// iperf 2 prints it.

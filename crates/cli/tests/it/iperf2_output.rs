@@ -47,7 +47,10 @@ fn o_writes_what_iperf2s_client_writes_into_the_file_it_names() {
     assert_eq!(mine.stderr, "");
     let read = |f: &Path| std::fs::read_to_string(f).unwrap();
     let (theirs_text, mine_text) = (read(&theirs_file), read(&mine_file));
-    assert!(mine_text.contains("Client connecting to 127.0.0.1"), "{mine_text}");
+    assert!(
+        mine_text.contains("Client connecting to 127.0.0.1"),
+        "{mine_text}"
+    );
     assert_eq!(
         masked(&on_time(&mine_text, test)),
         masked(&on_time(&theirs_text, test)),
@@ -97,7 +100,12 @@ fn x_leaves_out_the_reports_iperf2s_client_leaves_out() {
     }
     let s = ServerProc::start("127.0.0.1", &[]);
     // The head (S) and the connections' lines (C), as iperf 2.1.8 leaves them out.
-    for args in ["-t 1 -i 0.5 -x C", "-t 1 -x S", "-t 1 -i 0.5 -x sc", "-u -t 1 -x SC"] {
+    for args in [
+        "-t 1 -i 0.5 -x C",
+        "-t 1 -x S",
+        "-t 1 -i 0.5 -x sc",
+        "-u -t 1 -x SC",
+    ] {
         let (theirs, mine) = both(s.port, args);
         assert_eq!(
             masked(&on_time(&mine, args)),
@@ -105,16 +113,30 @@ fn x_leaves_out_the_reports_iperf2s_client_leaves_out() {
             "{args}:\n{mine}\n/ iperf:\n{theirs}"
         );
         let letters = args.rsplit(' ').next().unwrap().to_ascii_uppercase();
-        assert_eq!(mine.contains("Client connecting to"), !letters.contains('S'), "{args}: {mine}");
-        assert_eq!(mine.contains(" connected with "), !letters.contains('C'), "{args}: {mine}");
+        assert_eq!(
+            mine.contains("Client connecting to"),
+            !letters.contains('S'),
+            "{args}: {mine}"
+        );
+        assert_eq!(
+            mine.contains(" connected with "),
+            !letters.contains('C'),
+            "{args}: {mine}"
+        );
     }
     // The data (D): the head and the connections' lines only (iperf 2.1.8's client hangs).
     let mine = landspeed_only(s.port, "-t 1 -i 0.5 -x D").stdout;
-    assert!(mine.contains("Client connecting to") && mine.contains(" connected with "), "{mine}");
+    assert!(
+        mine.contains("Client connecting to") && mine.contains(" connected with "),
+        "{mine}"
+    );
     assert!(!mine.contains(" sec ") && !mine.contains("[ ID]"), "{mine}");
     // The server's report (V) over UDP: the client's own lines stay (iperf 2.1.8 ignores V).
     let mine = landspeed_only(s.port, "-u -t 1 -x V").stdout;
-    assert!(mine.contains("Sent ") && !mine.contains("Server Report"), "{mine}");
+    assert!(
+        mine.contains("Sent ") && !mine.contains("Server Report"),
+        "{mine}"
+    );
     // A letter iperf 2 does not name: one line, exit 1.
     let bad = landspeed_only(s.port, "-t 1 -x CQ");
     assert_eq!(bad.code, 1, "{}", bad.stderr);
