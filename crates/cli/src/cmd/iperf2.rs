@@ -170,12 +170,14 @@ pub fn main(argv: Vec<OsString>) -> Result<bool> {
     if let Some(why) = refused(&o) {
         return refuse(&why);
     }
-    if let Some(letters) = &o.exclude {
-        match out::Exclude::parse(letters) {
-            Ok(x) => out::exclude(x),
-            Err(why) => return refuse(&why),
-        }
-    }
+    let shown = match o.exclude.as_deref().map(out::Exclude::parse).transpose() {
+        Ok(x) => x.unwrap_or_default(),
+        Err(why) => return refuse(&why),
+    };
+    out::exclude(out::Exclude {
+        sum_only: o.sum_only.then(|| o.parallel.unwrap_or(1).max(1)),
+        ..shown
+    });
     if let Some(path) = &o.output {
         if let Err(why) = output_to(path) {
             return refuse(&why);
@@ -249,6 +251,7 @@ const HELP: &str = "Usage: iperf [-s|-c host] [options]   (landspeed's iperf 2 d
   -o FILE            stdout and stderr into FILE (created, or emptied), after a line saying so
   -x [CDMSV]         leave out reports: C connections, D data, S settings (the head), V the
                      server's (UDP), M multicast's (none apart)
+  --sum-only         the streams' [SUM-N] lines alone (TCP or UDP sent, without -e)
   -u, --udp          UDP (1470-byte datagrams, -b 1M each stream; the server's report printed)
   --ipg MS           with -u: a datagram every MS ms (with --isochronous: the gap within a frame)
   -c GROUP -u        multicast: iperf 2's datagrams to the group (-T TTL, 1), no server report
@@ -344,9 +347,19 @@ fn refused_options(o: &Opts) -> [(bool, &'static str, &'static str); 7] {
             "the server prints every report; leave out lines after it",
         ),
         (
-            o.sum_only,
-            "--sum-only",
-            "each stream's lines are printed, and the [SUM] with -P",
+            o.sum_only
+                && (o.server
+                    || o.enhanced
+                    || o.reverse
+                    || o.full_duplex
+                    || o.tradeoff
+                    || o.dualtest
+                    || o.bounceback.is_some()
+                    || o.connect_only.is_some()
+                    || o.isochronous.is_some()
+                    || o.client.as_deref().is_some_and(super::iperf2_multicast::is_group)),
+            "--sum-only with -s, -e, -R, --full-duplex, -r, -d, --bounceback, --connect-only, --isochronous or -c GROUP",
+            "the sums alone are printed for a client's streams sent, TCP or UDP, without -e",
         ),
         (
             o.ipg.is_some() && (!o.udp || o.bandwidth.is_some()),
@@ -1124,7 +1137,8 @@ mod tests {
                 "-c 239.1.1.1 -u -S 0x10",
                 "with --bounceback, --connect-only or -c GROUP",
             ),
-            ("-c h -P 2 --sum-only", "--sum-only"),
+            ("-c h -P 2 -e --sum-only", "--sum-only with"),
+            ("-c h -R --sum-only", "--sum-only with"),
             ("-s -x C", "-x with -s"),
             ("-c h --ipg 10", "--ipg without -u, or with -b"),
             ("-c h -u --ipg 10 -b 1m", "--ipg without -u, or with -b"),
@@ -1138,6 +1152,7 @@ mod tests {
         assert!(refused(&opts("-c h -r -n 1M").unwrap()).is_none());
         assert!(refused(&opts("-c h -t 1 -o out.txt").unwrap()).is_none());
         assert!(refused(&opts("-c h -u -x CSV").unwrap()).is_none());
+        assert!(refused(&opts("-c h -u -P 2 --sum-only -y C").unwrap()).is_none());
         assert!(refused(&opts("-c h -u -d -L 6000 -i 1 -y C").unwrap()).is_none());
         assert!(refused(&opts("-c h -u -r -b 2m -t 3").unwrap()).is_none());
         assert!(refused(&opts("-c h -u -R -t 2 -i 1 -y C").unwrap()).is_none());

@@ -1,11 +1,15 @@
-//! What the `iperf` drop-in prints, less the reports `-x` leaves out. iperf 2's `-x`
+//! What the `iperf` drop-in prints, less the reports `-x` leaves out, and with `--sum-only` the
+//! streams' sums alone. iperf 2's `-x`
 //! (`--reportexclude`) takes letters: `S` the settings (the dashed head), `C` each connection's
 //! "connected with" line, `D` the data (column heads, intervals, totals), `V` the server's report
 //! (UDP's "Server Report"), `M` multicast's (none is printed apart here). Every client's text goes
 //! through [`head`] or [`lines`], so one choice, made once when the command line is read, holds for
 //! every kind of test. The reports' text is built as iperf 2 prints it elsewhere (landspeed-report's
 //! iperf2 sinks); this only leaves lines out, by where they come from (a head) or by their shape
-//! (a connection's line, a server report and what follows it in its chunk).
+//! (a connection's line, a server report and what follows it in its chunk), and for `--sum-only`
+//! retags them as iperf 2.1.8 does: no connection or stream lines, the `[SUM]` lines as `[SUM-N]`
+//! (N streams; one stream's own lines as `[SUM-1]`), the column head as `[SUM-cnt]`, the server's
+//! reports as they were.
 
 use std::io::Write;
 use std::sync::OnceLock;
@@ -17,6 +21,8 @@ pub(crate) struct Exclude {
     pub connections: bool,
     pub data: bool,
     pub server: bool,
+    /// `--sum-only`: the number of streams summed.
+    pub sum_only: Option<u32>,
 }
 
 static EXCLUDE: OnceLock<Exclude> = OnceLock::new();
@@ -49,16 +55,39 @@ impl Exclude {
         let mut in_server_report = false;
         for line in text.split_inclusive('\n') {
             in_server_report |= line.contains("] Server Report:");
-            let left_out = match () {
-                _ if in_server_report => self.server,
-                _ if is_connection(line) => self.connections,
-                _ => self.data,
-            };
-            if !left_out {
-                out += line;
+            if in_server_report {
+                if !self.server {
+                    out += line;
+                }
+            } else if is_connection(line) {
+                if !self.connections && self.sum_only.is_none() {
+                    out += line;
+                }
+            } else if !self.data {
+                match self.sum_only {
+                    Some(n) => out += &summed(line, n),
+                    None => out += line,
+                }
             }
         }
         out
+    }
+}
+
+/// A data line as `--sum-only` prints it: the column head as `[SUM-cnt]`, a `[SUM]` as `[SUM-N]`,
+/// a stream's own line as `[SUM-1]` when it is the only one, else nothing.
+fn summed(line: &str, streams: u32) -> String {
+    let Some((tag, rest)) = line.strip_prefix('[').and_then(|l| l.split_once(']')) else {
+        return line.to_string();
+    };
+    match tag.trim() {
+        "ID" => format!("[SUM-cnt]{rest}"),
+        "SUM" => format!("[SUM-{streams}]{rest}"),
+        t if t.parse::<u32>().is_ok() => match streams {
+            1 => format!("[SUM-1]{rest}"),
+            _ => String::new(),
+        },
+        _ => line.to_string(),
     }
 }
 
@@ -144,5 +173,46 @@ mod tests {
             "[  1] 0.0000-1.0000 sec   131 KBytes  1.07 Mbits/sec\n[  1] Sent 92 datagrams\n"
         );
         assert_eq!(Exclude::default().keep(&text), text);
+    }
+
+    #[test]
+    fn sum_only_keeps_the_sums_as_iperf2_tags_them() {
+        let two = "[  1] local 127.0.0.1 port 40000 connected with 127.0.0.1 port 5001
+[ ID] Interval       Transfer     Bandwidth
+[  1] 0.0000-1.0000 sec   131 KBytes  1.07 Mbits/sec
+[  1] Sent 92 datagrams
+[  2] 0.0000-1.0000 sec   131 KBytes  1.07 Mbits/sec
+[  2] Sent 92 datagrams
+[SUM] 0.0000-1.0000 sec   262 KBytes  2.14 Mbits/sec
+[SUM-2] Sent 184 datagrams
+[  1] Server Report:
+[ ID] Interval       Transfer     Bandwidth        Jitter   Lost/Total Datagrams
+[  1] 0.0000-1.0012 sec   131 KBytes  1.07 Mbits/sec   0.010 ms 0/91 (0%)
+";
+        let sums = Exclude {
+            sum_only: Some(2),
+            ..Default::default()
+        };
+        assert_eq!(
+            sums.keep(two),
+            "[SUM-cnt] Interval       Transfer     Bandwidth
+[SUM-2] 0.0000-1.0000 sec   262 KBytes  2.14 Mbits/sec
+[SUM-2] Sent 184 datagrams
+[  1] Server Report:
+[ ID] Interval       Transfer     Bandwidth        Jitter   Lost/Total Datagrams
+[  1] 0.0000-1.0012 sec   131 KBytes  1.07 Mbits/sec   0.010 ms 0/91 (0%)
+"
+        );
+        let one = Exclude {
+            sum_only: Some(1),
+            ..Default::default()
+        };
+        assert_eq!(
+            one.keep("[  1] 0.0000-1.0000 sec  14.6 GBytes   125 Gbits/sec\n"),
+            "[SUM-1] 0.0000-1.0000 sec  14.6 GBytes   125 Gbits/sec\n"
+        );
+        // CSV lines are not tagged: iperf 2.1.8 prints them all with --sum-only.
+        let csv = "19700101000000,127.0.0.1,50388,127.0.0.1,5299,2,0.0-1.0,15061614652,120318695744\n";
+        assert_eq!(sums.keep(csv), csv);
     }
 }

@@ -1,7 +1,7 @@
 //! The `iperf` drop-in's output options beside iperf 2.1.8's client, against `landspeed serve`:
 //! `-o FILE` (one line on stdout saying so, then stdout and stderr into FILE) and `-x` (reports left
 //! out: `S` the head, `C` the connections' lines as 2.1.8 leaves them out; `D` and `V`, which 2.1.8's
-//! client hangs on or ignores, as its manual says).
+//! client hangs on or ignores, as its manual says) and `--sum-only` (the streams' `[SUM-N]` lines).
 
 use crate::common::{self, ServerProc};
 use crate::iperf2_dual::{masked, on_time};
@@ -156,4 +156,50 @@ fn landspeed_only(port: u16, args: &str) -> common::Outcome {
             .collect::<Vec<_>>(),
         Duration::from_secs(20),
     )
+}
+
+#[test]
+fn sum_only_prints_the_sums_iperf2s_client_prints() {
+    let _one = common::alone();
+    if !have_iperf2() {
+        return;
+    }
+    let s = ServerProc::start("127.0.0.1", &[]);
+    for args in [
+        "-P 2 -t 1 -i 0.5 --sum-only",
+        "-t 1 --sum-only",
+        "-u -P 2 -t 1 -i 0.5 --sum-only",
+        "-u -t 1 --sum-only",
+    ] {
+        let (theirs, mine) = both(s.port, args);
+        assert_eq!(
+            masked(&on_time(&mine, args)),
+            masked(&on_time(&theirs, args)),
+            "{args}:\n{mine}\n/ iperf:\n{theirs}"
+        );
+        assert!(
+            mine.contains("[SUM-cnt]") && !mine.contains(" connected with "),
+            "{mine}"
+        );
+    }
+    // In CSV iperf 2.1.8 prints each stream's line all the same.
+    let (theirs, mine) = both(s.port, "-P 2 -t 1 --sum-only -y C");
+    let ids = |t: &str| {
+        let mut v: Vec<String> = t
+            .lines()
+            .map(|l| l.split(',').nth(5).unwrap_or("").to_string())
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(ids(&mine), ids(&theirs), "{mine}\n/ iperf:\n{theirs}");
+    // What it cannot be: one line, exit 1.
+    let bad = landspeed_only(s.port, "-t 1 -P 2 -e --sum-only");
+    assert_eq!(bad.code, 1, "{}", bad.stderr);
+    assert!(
+        bad.stderr
+            .starts_with("iperf: landspeed iperf2 does not support --sum-only with"),
+        "{}",
+        bad.stderr
+    );
 }
