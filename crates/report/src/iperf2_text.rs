@@ -68,6 +68,8 @@ pub struct TcpHead {
     /// `--ipg`'s milliseconds, which iperf 2.1.8's UDP head prints as its "IPG target" labelled
     /// `us` (`--ipg 10`: `IPG target: 10.00 us`, datagrams 10 ms apart); None: the gap the rate sets.
     pub ipg_given_ms: Option<f64>,
+    /// `--fq-rate`: each socket's pace, bits per second (its "fair-queue socket pacing" line).
+    pub fq_rate_bps: Option<f64>,
 }
 
 /// iperf 2.1.8's MSS line: the size `-M` asked for, or (`-m` alone) what a new socket says.
@@ -80,8 +82,12 @@ pub enum MssLine {
 }
 
 /// The lines iperf 2.1.8 prints of a TCP client's socket options, between `-e`'s write size and its
-/// type-of-service line: the MSS (`-M`, `-m`) and the congestion control (`-Z`).
+/// type-of-service line: the pace (`--fq-rate`), the MSS (`-M`, `-m`) and the congestion control
+/// (`-Z`).
 fn socket_lines(h: &TcpHead) -> String {
+    let fq = (h.fq_rate_bps).map_or(String::new(), |b| {
+        format!("fair-queue socket pacing set to {}\n", rate_text(b))
+    });
     let mss = match h.mss {
         Some(MssLine::Asked(n)) => format!("MSS req size {n} bytes (per TCP_MAXSEG)\n"),
         Some(MssLine::Default(n)) => format!("MSS size {n} bytes\n"),
@@ -89,7 +95,7 @@ fn socket_lines(h: &TcpHead) -> String {
     };
     let cc =
         (h.congestion.as_ref()).map_or(String::new(), |c| format!("TCP congestion control set to {c}\n"));
-    mss + &cc
+    fq + &mss + &cc
 }
 
 /// `-e`'s lines of a TCP client's head.

@@ -131,6 +131,10 @@ pub(crate) struct Opts {
     /// frame's datagrams).
     #[arg(long = "ipg")]
     pub(crate) ipg: Option<f64>,
+    /// `--fq-rate RATE`: each sending socket paced by the kernel (SO_MAX_PACING_RATE); `k`, `m`,
+    /// `g` bits, `K`, `M`, `G` bytes, powers of 1000 (iperf 2's `bitorbyte_atoi`).
+    #[arg(long = "fq-rate")]
+    pub(crate) fq_rate: Option<String>,
 }
 
 /// `landspeed iperf2 ARGS`.
@@ -252,6 +256,7 @@ const HELP: &str = "Usage: iperf [-s|-c host] [options]   (landspeed's iperf 2 d
   -x [CDMSV]         leave out reports: C connections, D data, S settings (the head), V the
                      server's (UDP), M multicast's (none apart)
   --sum-only         the streams' [SUM-N] lines alone (TCP or UDP sent, without -e)
+  --fq-rate R        pace each TCP socket sent (k/m/g bits, K/M/G bytes a second)
   -u, --udp          UDP (1470-byte datagrams, -b 1M each stream; the server's report printed)
   --ipg MS           with -u: a datagram every MS ms (with --isochronous: the gap within a frame)
   -c GROUP -u        multicast: iperf 2's datagrams to the group (-T TTL, 1), no server report
@@ -321,7 +326,7 @@ fn refused(o: &Opts) -> Option<String> {
 }
 
 /// iperf 2's socket and pacing options where landspeed does not carry them.
-fn refused_options(o: &Opts) -> [(bool, &'static str, &'static str); 7] {
+fn refused_options(o: &Opts) -> [(bool, &'static str, &'static str); 8] {
     [
         (
             o.server && (o.tos.is_some() || tcp_options(o)),
@@ -360,6 +365,20 @@ fn refused_options(o: &Opts) -> [(bool, &'static str, &'static str); 7] {
                     || o.client.as_deref().is_some_and(super::iperf2_multicast::is_group)),
             "--sum-only with -s, -e, -R, --full-duplex, -r, -d, --bounceback, --connect-only, --isochronous or -c GROUP",
             "the sums alone are printed for a client's streams sent, TCP or UDP, without -e",
+        ),
+        (
+            o.fq_rate.is_some()
+                && (o.server
+                    || o.udp
+                    || o.reverse
+                    || o.full_duplex
+                    || o.tradeoff
+                    || o.dualtest
+                    || o.bounceback.is_some()
+                    || o.connect_only.is_some()
+                    || o.isochronous.is_some()),
+            "--fq-rate with -s, -u, -R, --full-duplex, -r, -d, --bounceback, --connect-only or --isochronous",
+            "it paces a TCP client's own sending sockets (UDP is paced by -b)",
         ),
         (
             o.ipg.is_some() && (!o.udp || o.bandwidth.is_some()),
@@ -509,7 +528,29 @@ fn run_args(o: &Opts, host: &str) -> Result<Vec<String>, String> {
         }
     }
     a.extend(socket_args(o)?);
+    if let Some(v) = &o.fq_rate {
+        let pace = fq_rate_bps(v).ok_or_else(|| format!("--fq-rate {v}: not a rate iperf 2 reads"))?;
+        a.extend(["--fq-rate".into(), pace.to_string()]);
+    }
     Ok(a)
+}
+
+/// `--fq-rate` as iperf 2.1.8 reads it (`bitorbyte_atoi`, then whole bytes a second for
+/// SO_MAX_PACING_RATE): `k`, `m`, `g` are kilo-, mega-, gigabits, `K`, `M`, `G` kilo-, mega-,
+/// gigabytes (powers of 1000); the pace in bits per second, above zero.
+fn fq_rate_bps(v: &str) -> Option<u64> {
+    let (num, mult) = match v.chars().last()? {
+        'k' => (&v[..v.len() - 1], 1e3),
+        'm' => (&v[..v.len() - 1], 1e6),
+        'g' => (&v[..v.len() - 1], 1e9),
+        'K' => (&v[..v.len() - 1], 8e3),
+        'M' => (&v[..v.len() - 1], 8e6),
+        'G' => (&v[..v.len() - 1], 8e9),
+        _ => (v, 1.0),
+    };
+    let bits: f64 = num.parse().ok()?;
+    let bytes = (bits * mult / 8.0).floor();
+    (bytes >= 1.0 && bytes.is_finite()).then(|| bytes as u64 * 8)
 }
 
 /// `run` arguments for iperf 2's socket options: `-S` (its names or a number, as iperf 2's
@@ -708,6 +749,7 @@ pub(crate) fn client_head(
         mss: spec.mss.map(iperf2_text::MssLine::Asked),
         congestion: spec.congestion.clone(),
         ipg_given_ms: None,
+        fq_rate_bps: spec.fq_rate_bps,
     }
 }
 
@@ -1051,6 +1093,13 @@ mod tests {
         assert_eq!(bits("50m"), Some(50_000_000));
         assert_eq!(bits("1g"), Some(1_000_000_000));
         assert_eq!(bits("0"), None);
+        // --fq-rate: bits lower case, bytes upper case, powers of 1000, whole bytes a second (2.1.8
+        // prints 100m as 100 Mbit/s and 50M as 400 Mbit/s).
+        assert_eq!(fq_rate_bps("100m"), Some(100_000_000));
+        assert_eq!(fq_rate_bps("50M"), Some(400_000_000));
+        assert_eq!(fq_rate_bps("1001"), Some(1000));
+        assert_eq!(fq_rate_bps("7"), None);
+        assert_eq!(fq_rate_bps("fast"), None);
     }
 
     #[test]
@@ -1139,6 +1188,8 @@ mod tests {
             ),
             ("-c h -P 2 -e --sum-only", "--sum-only with"),
             ("-c h -R --sum-only", "--sum-only with"),
+            ("-c h -u --fq-rate 10m", "--fq-rate with"),
+            ("-c h -R --fq-rate 10m", "--fq-rate with"),
             ("-s -x C", "-x with -s"),
             ("-c h --ipg 10", "--ipg without -u, or with -b"),
             ("-c h -u --ipg 10 -b 1m", "--ipg without -u, or with -b"),
@@ -1153,6 +1204,7 @@ mod tests {
         assert!(refused(&opts("-c h -t 1 -o out.txt").unwrap()).is_none());
         assert!(refused(&opts("-c h -u -x CSV").unwrap()).is_none());
         assert!(refused(&opts("-c h -u -P 2 --sum-only -y C").unwrap()).is_none());
+        assert!(refused(&opts("-c h -P 2 --fq-rate 50M").unwrap()).is_none());
         assert!(refused(&opts("-c h -u -d -L 6000 -i 1 -y C").unwrap()).is_none());
         assert!(refused(&opts("-c h -u -r -b 2m -t 3").unwrap()).is_none());
         assert!(refused(&opts("-c h -u -R -t 2 -i 1 -y C").unwrap()).is_none());

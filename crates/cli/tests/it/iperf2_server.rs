@@ -1777,7 +1777,8 @@ fn the_iperf_drop_ins_head_and_connection_lines_are_iperf2s() {
     // connection's (icwnd/mss/irtt=...) from TCP_INFO before the header goes, and with -e its
     // interface, (sock=N), (ct=...) and date, and -P's [ CT] line; the bounceback client's
     // (always enhanced) and the UDP client's (its buffer, -e's lines, the frames' and trip times'
-    // marks) likewise; -S's (tos ...) mark, -Z's and -M's (or -m's) lines. Nothing else is left out.
+    // marks) likewise; -S's (tos ...) mark, -Z's and -M's (or -m's) lines, --fq-rate's pacing line
+    // (and its pace held: loopback unpaced carries tens of Gbit/s). Nothing else is left out.
     for args in [
         "-t 0.3",
         "-t 0.3 -e -P 2",
@@ -1785,6 +1786,8 @@ fn the_iperf_drop_ins_head_and_connection_lines_are_iperf2s() {
         "-t 0.3 -P 2 -w 300K",
         "-t 0.3 -e -S 0x10 -N -Z reno -M 1000",
         "-t 0.3 -S af11 -m -R",
+        "-t 0.3 --fq-rate 100m",
+        "-t 0.3 -e -P 2 --fq-rate 50M",
         "--bounceback -t 0.5",
         "-u -t 0.3",
         "-u -t 0.3 -e -P 2 -w 1M",
@@ -1808,6 +1811,9 @@ fn the_iperf_drop_ins_head_and_connection_lines_are_iperf2s() {
         let o = common::landspeed(&argv, Duration::from_secs(30));
         assert_eq!(o.code, 0, "{args}: {}", o.stderr);
         let want = head_and_connections(&theirs);
+        if args.contains("--fq-rate") {
+            assert!(!o.stdout.contains("Gbits/sec"), "{args}: not paced: {}", o.stdout);
+        }
         let tcp = !args.starts_with("-u");
         assert_eq!(
             want.iter().any(|l| l.contains("(icwnd/mss/irtt=")),
