@@ -318,6 +318,22 @@ pub(crate) fn masked(out: &str) -> Vec<String> {
     v
 }
 
+/// `landspeed iperf2 LINE` (the `iperf` drop-in), within `timeout`.
+pub(crate) fn drop_in(line: &str, timeout: Duration) -> common::Outcome {
+    let argv: Vec<&str> = std::iter::once("iperf2").chain(line.split_whitespace()).collect();
+    common::landspeed(&argv, timeout)
+}
+
+/// The stream ids of CSV lines (their sixth field), sorted.
+pub(crate) fn ids(csv: &str) -> Vec<String> {
+    let mut v: Vec<String> = csv
+        .lines()
+        .map(|l| l.split(',').nth(5).unwrap_or("").to_string())
+        .collect();
+    v.sort();
+    v
+}
+
 #[test]
 fn the_iperf_drop_in_prints_iperf2s_r_and_d_lines() {
     let _one = common::alone();
@@ -346,22 +362,9 @@ fn the_iperf_drop_in_prints_iperf2s_r_and_d_lines() {
         };
         for port in ports {
             let line = format!("-c 127.0.0.1 -p {port} -L {} {args}", common::free_port());
-            let mine = common::landspeed(
-                &std::iter::once("iperf2")
-                    .chain(line.split_whitespace())
-                    .collect::<Vec<_>>(),
-                Duration::from_secs(30),
-            );
+            let mine = drop_in(&line, Duration::from_secs(30));
             assert_eq!(mine.code, 0, "{line}: {}", mine.stderr);
             if args.contains("-y C") {
-                let ids = |t: &str| {
-                    let mut v: Vec<String> = t
-                        .lines()
-                        .map(|l| l.split(',').nth(5).unwrap_or("").to_string())
-                        .collect();
-                    v.sort();
-                    v
-                };
                 assert_eq!(
                     ids(&mine.stdout),
                     ids(&theirs),

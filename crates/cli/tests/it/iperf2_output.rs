@@ -4,7 +4,7 @@
 //! client hangs on or ignores, as its manual says) and `--sum-only` (the streams' `[SUM-N]` lines).
 
 use crate::common::{self, ServerProc};
-use crate::iperf2_dual::{masked, on_time};
+use crate::iperf2_dual::{drop_in, ids, masked, on_time};
 use crate::iperf2_server::have_iperf2;
 use std::path::Path;
 use std::process::Command;
@@ -34,13 +34,7 @@ fn o_writes_what_iperf2s_client_writes_into_the_file_it_names() {
         Command::new("iperf").args(line(&theirs_file).split_whitespace()),
         Duration::from_secs(20),
     );
-    let mine_line = line(&mine_file);
-    let mine = common::landspeed(
-        &std::iter::once("iperf2")
-            .chain(mine_line.split_whitespace())
-            .collect::<Vec<_>>(),
-        Duration::from_secs(20),
-    );
+    let mine = drop_in(&line(&mine_file), Duration::from_secs(20));
     assert_eq!(mine.code, 0, "{}", mine.stderr);
     assert_eq!(String::from_utf8_lossy(&theirs.stdout), redirected(&theirs_file));
     assert_eq!(mine.stdout, redirected(&mine_file));
@@ -82,12 +76,7 @@ fn both(port: u16, args: &str) -> (String, String) {
         Duration::from_secs(20),
     );
     assert_eq!(theirs.status.code(), Some(0), "iperf {line}: {theirs:?}");
-    let mine = common::landspeed(
-        &std::iter::once("iperf2")
-            .chain(line.split_whitespace())
-            .collect::<Vec<_>>(),
-        Duration::from_secs(20),
-    );
+    let mine = drop_in(&line, Duration::from_secs(20));
     assert_eq!(mine.code, 0, "{line}: {}", mine.stderr);
     (String::from_utf8_lossy(&theirs.stdout).into_owned(), mine.stdout)
 }
@@ -149,13 +138,7 @@ fn x_leaves_out_the_reports_iperf2s_client_leaves_out() {
 
 /// The drop-in alone.
 fn landspeed_only(port: u16, args: &str) -> common::Outcome {
-    let line = format!("-c 127.0.0.1 -p {port} {args}");
-    common::landspeed(
-        &std::iter::once("iperf2")
-            .chain(line.split_whitespace())
-            .collect::<Vec<_>>(),
-        Duration::from_secs(20),
-    )
+    drop_in(&format!("-c 127.0.0.1 -p {port} {args}"), Duration::from_secs(20))
 }
 
 #[test]
@@ -184,14 +167,6 @@ fn sum_only_prints_the_sums_iperf2s_client_prints() {
     }
     // In CSV iperf 2.1.8 prints each stream's line all the same.
     let (theirs, mine) = both(s.port, "-P 2 -t 1 --sum-only -y C");
-    let ids = |t: &str| {
-        let mut v: Vec<String> = t
-            .lines()
-            .map(|l| l.split(',').nth(5).unwrap_or("").to_string())
-            .collect();
-        v.sort();
-        v
-    };
     assert_eq!(ids(&mine), ids(&theirs), "{mine}\n/ iperf:\n{theirs}");
     // What it cannot be: one line, exit 1.
     let bad = landspeed_only(s.port, "-t 1 -P 2 -e --sum-only");
