@@ -697,6 +697,7 @@ fn client_head_text(o: &Opts, host: &str, opts: &landspeed_net::ClientOptions, e
         ),
         false => {
             let mut h = client_head(opts, enhanced, false);
+            h.fq_rate_bps = o.fq_rate.as_deref().and_then(fq_rate_bps).map(|b| b as f64);
             if o.print_mss && h.mss.is_none() {
                 h.mss = landspeed_net::unconnected_mss().map(iperf2_text::MssLine::Default);
             }
@@ -749,7 +750,8 @@ pub(crate) fn client_head(
         mss: spec.mss.map(iperf2_text::MssLine::Asked),
         congestion: spec.congestion.clone(),
         ipg_given_ms: None,
-        fq_rate_bps: spec.fq_rate_bps,
+        // --fq-rate's line is the option's (client_head_text), not a pace `-b` set.
+        fq_rate_bps: None,
     }
 }
 

@@ -1,19 +1,25 @@
 //! What a failing test said, where CI's log keeps it. libtest prints each failure's message only at
 //! the end of the suite, after half an hour of other output, and CI keeps the head and the tail of a
 //! long log: a failure in the middle lost its words (stop 84: three failures, no message). A panic in
-//! a test thread is written at once, in one line, straight to the process's stderr (past libtest's
-//! capture), and, with LANDSPEED_TEST_FAILURES=FILE (set by .ci/run), appended to FILE, which .ci/run
-//! prints as the last lines of a failed run.
+//! a test is written at once, in one line, straight to the process's stderr (past libtest's
+//! capture), and appended to [`FILE`] (under the build's own scratch directory, emptied when the
+//! suite starts), which .ci/run prints as the last lines of a failed run.
 use std::io::Write;
 use std::sync::Once;
 
 /// How much of a message is kept: its start says what failed.
 const KEPT_CHARS: usize = 600;
 
-/// Records every later panic (once per process; the default report still follows).
+/// Where the suite's panics go, one line each (.ci/run reads it).
+pub const FILE: &str = concat!(env!("CARGO_TARGET_TMPDIR"), "/it-failures.txt");
+
+/// Records every later panic (once per process, [`FILE`] emptied first; the default report still
+/// follows).
 pub fn record_panics() {
     static HOOK: Once = Once::new();
     HOOK.call_once(|| {
+        let _ = std::fs::create_dir_all(env!("CARGO_TARGET_TMPDIR"));
+        let _ = std::fs::write(FILE, "");
         let default = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
             note(info);
@@ -37,10 +43,8 @@ fn note(info: &std::panic::PanicHookInfo) {
         .unwrap_or_default();
     let line = format!("{name} panicked at {at}: {}\n", one_line(what));
     let _ = std::io::stderr().write_all(format!("test failure: {line}").as_bytes());
-    if let Some(path) = std::env::var_os("LANDSPEED_TEST_FAILURES") {
-        if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
-            let _ = f.write_all(line.as_bytes());
-        }
+    if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(FILE) {
+        let _ = f.write_all(line.as_bytes());
     }
 }
 
