@@ -353,30 +353,14 @@ fn refused_options(o: &Opts) -> [(bool, &'static str, &'static str); 8] {
         ),
         (
             o.sum_only
-                && (o.server
+                && (beyond_plain_send(o)
                     || o.enhanced
-                    || o.reverse
-                    || o.full_duplex
-                    || o.tradeoff
-                    || o.dualtest
-                    || o.bounceback.is_some()
-                    || o.connect_only.is_some()
-                    || o.isochronous.is_some()
                     || o.client.as_deref().is_some_and(super::iperf2_multicast::is_group)),
             "--sum-only with -s, -e, -R, --full-duplex, -r, -d, --bounceback, --connect-only, --isochronous or -c GROUP",
             "the sums alone are printed for a client's streams sent, TCP or UDP, without -e",
         ),
         (
-            o.fq_rate.is_some()
-                && (o.server
-                    || o.udp
-                    || o.reverse
-                    || o.full_duplex
-                    || o.tradeoff
-                    || o.dualtest
-                    || o.bounceback.is_some()
-                    || o.connect_only.is_some()
-                    || o.isochronous.is_some()),
+            o.fq_rate.is_some() && (beyond_plain_send(o) || o.udp),
             "--fq-rate with -s, -u, -R, --full-duplex, -r, -d, --bounceback, --connect-only or --isochronous",
             "it paces a TCP client's own sending sockets (UDP is paced by -b)",
         ),
@@ -391,6 +375,19 @@ fn refused_options(o: &Opts) -> [(bool, &'static str, &'static str); 8] {
             "a gap between datagrams is above zero and at most a minute",
         ),
     ]
+}
+
+/// Anything but a client's streams sent: the server, `-R`, `--full-duplex`, `-r`, `-d`,
+/// `--bounceback`, `--connect-only` or `--isochronous` (what `--sum-only` and `--fq-rate` leave out).
+fn beyond_plain_send(o: &Opts) -> bool {
+    o.server
+        || o.reverse
+        || o.full_duplex
+        || o.tradeoff
+        || o.dualtest
+        || o.bounceback.is_some()
+        || o.connect_only.is_some()
+        || o.isochronous.is_some()
 }
 
 /// `-N`, `-Z`, `-M` or `-m`: options of a TCP connection.
