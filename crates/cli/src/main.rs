@@ -5,7 +5,11 @@
 // The argument structs' doc comments are clap's help text, written for a terminal (`[,X]` means an
 // optional part there), not rustdoc links.
 #![allow(rustdoc::broken_intra_doc_links)]
+// Output goes through stdio.rs's macros, which survive a closed pipe; `println!` would panic.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
 
+#[macro_use]
+mod stdio;
 mod cli;
 mod cmd;
 mod common;
@@ -28,7 +32,7 @@ fn main() -> ExitCode {
         return exit_code(cmd::iperf2::main(argv));
     }
     if cmd::version::asked(&std::env::args().collect::<Vec<_>>()) {
-        println!("{}", cmd::version::line());
+        outln!("{}", cmd::version::line());
         return ExitCode::SUCCESS;
     }
     let cli = cli::Cli::parse();
@@ -72,7 +76,7 @@ fn exit_code(outcome: anyhow::Result<bool>) -> ExitCode {
         Ok(false) => ExitCode::from(1),
         Err(e) => {
             let chain: Vec<String> = e.chain().map(|c| c.to_string()).collect();
-            eprintln!("landspeed: error: {}", chain.join(": "));
+            errln!("landspeed: error: {}", chain.join(": "));
             if e.downcast_ref::<UsageError>().is_some() {
                 ExitCode::from(2)
             } else {

@@ -65,16 +65,20 @@ fn sweeps(archive: &landspeed_archive::Archive, limit: u32, json: bool) -> Resul
         }));
     }
     if json {
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        outln!("{}", serde_json::to_string_pretty(&out)?);
     } else if out.is_empty() {
-        println!("no sweeps in {}", archive.path());
+        outln!("no sweeps in {}", archive.path());
     } else {
-        println!(
+        outln!(
             "{:>6}  {:<20}  {:<24} {:<12} {:>11}  grid",
-            "sweep", "created (UTC)", "host", "status", "runs"
+            "sweep",
+            "created (UTC)",
+            "host",
+            "status",
+            "runs"
         );
         for s in &out {
-            println!(
+            outln!(
                 "{:>6}  {:<20}  {:<24} {:<12} {:>11}  {} windows × streams {}",
                 s["id"].as_i64().unwrap_or(0),
                 s["created_utc"].as_str().unwrap_or(""),
@@ -119,18 +123,26 @@ pub fn history(a: HistoryArgs) -> Result<bool> {
         limit: Some(a.limit),
     })?;
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&rows)?);
+        outln!("{}", serde_json::to_string_pretty(&rows)?);
     } else if a.csv {
-        print!("{}", to_csv(&rows));
+        out!("{}", to_csv(&rows));
     } else if rows.is_empty() {
-        println!("no runs in {} match", archive.path());
+        outln!("no runs in {} match", archive.path());
     } else {
-        println!(
+        outln!(
             "{:>6}  {:<20}  {:<24} {:<9} {:<7} {:>3} {:>10}  {:>26}  {:<28} tag",
-            "id", "started (UTC)", "host", "protocol", "dir", "P", "window", "throughput", "limited by"
+            "id",
+            "started (UTC)",
+            "host",
+            "protocol",
+            "dir",
+            "P",
+            "window",
+            "throughput",
+            "limited by"
         );
         for r in &rows {
-            println!(
+            outln!(
                 "{:>6}  {:<20}  {:<24} {:<9} {:<7} {:>3} {:>10}  {:>26}  {:<28} {}",
                 r.id,
                 r.started_utc,
@@ -196,9 +208,9 @@ pub fn show(a: ShowArgs) -> Result<bool> {
         .ok_or_else(|| UsageError(format!("no run {} in {}", a.id, archive.path())))
         .context("landspeed show")?;
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&r)?);
+        outln!("{}", serde_json::to_string_pretty(&r)?);
     } else {
-        print!("{}", landspeed_report::render(&r));
+        out!("{}", landspeed_report::render(&r));
     }
     Ok(true)
 }

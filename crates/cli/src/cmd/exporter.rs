@@ -304,7 +304,7 @@ impl Exporter {
                 &landspeed_engine::host::host_info(),
             ),
             Err(e) => {
-                eprintln!("landspeed exporter: multicast probe of {}: {e}", g.group);
+                errln!("landspeed exporter: multicast probe of {}: {e}", g.group);
                 vec![]
             }
         };
@@ -358,7 +358,7 @@ pub fn exporter(a: ExporterArgs) -> Result<bool> {
     }
     let listener =
         std::net::TcpListener::bind(a.listen).with_context(|| format!("cannot listen on {}", a.listen))?;
-    println!(
+    outln!(
         "landspeed {} exporter on http://{}/probe?target=HOST[:PORT]",
         landspeed_core::SOFTWARE_VERSION,
         listener.local_addr()?

@@ -146,7 +146,7 @@ pub fn iperf2(a: Iperf2Args) -> Result<bool> {
 
 /// One line on stderr for a command line landspeed will not run, and exit 1.
 pub(crate) fn refuse(why: &str) -> Result<bool> {
-    eprintln!("iperf: {why}");
+    errln!("iperf: {why}");
     Ok(false)
 }
 
@@ -161,14 +161,14 @@ pub fn main(argv: Vec<OsString>) -> Result<bool> {
     };
     if o.version {
         // iperf 2 writes its version on stderr.
-        eprintln!(
+        errln!(
             "iperf version 2.1.8 (landspeed {}: iperf 2's command line and output)",
             landspeed_core::SOFTWARE_VERSION
         );
         return Ok(true);
     }
     if o.help {
-        println!("{HELP}");
+        outln!("{HELP}");
         return Ok(true);
     }
     if let Some(why) = refused(&o) {
@@ -210,7 +210,7 @@ fn output_to(path: &str) -> Result<(), String> {
     use std::io::Write;
     use std::os::fd::AsRawFd;
     let file = std::fs::File::create(path).map_err(|e| format!("-o {path}: {e}"))?;
-    println!("Output from stdout and stderr will be redirected to file {path}");
+    outln!("Output from stdout and stderr will be redirected to file {path}");
     let _ = std::io::stdout().flush();
     for fd in [libc::STDOUT_FILENO, libc::STDERR_FILENO] {
         // SAFETY: dup2 onto the standard descriptors from a file this function holds open; Rust's

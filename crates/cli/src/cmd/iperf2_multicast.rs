@@ -236,9 +236,10 @@ pub(crate) fn client(o: &Opts, host: &str) -> Result<bool> {
         at,
     ));
     if let Some(e) = &r.first_error {
-        eprintln!(
+        errln!(
             "iperf: {} of {} datagrams were not sent: {e}",
-            r.send_errors, r.datagrams
+            r.send_errors,
+            r.datagrams
         );
     }
     Ok(r.send_errors == 0)

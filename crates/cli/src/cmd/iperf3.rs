@@ -171,8 +171,8 @@ pub(crate) struct Opts {
 
 /// iperf3's words for a bad command line; it exits 1 for those, as for every error.
 fn parameter_error(why: &str) -> Result<bool> {
-    eprintln!("iperf3: parameter error - {why}");
-    eprintln!("Usage: iperf3 [-s|-c host] [options]\n       iperf3 [-h|--help] [-v|--version]");
+    errln!("iperf3: parameter error - {why}");
+    errln!("Usage: iperf3 [-s|-c host] [options]\n       iperf3 [-h|--help] [-v|--version]");
     Ok(false)
 }
 
@@ -194,14 +194,14 @@ pub fn main(argv: Vec<OsString>) -> Result<bool> {
         }
     };
     if o.version {
-        println!(
+        outln!(
             "iperf 3.21 (landspeed {}: iperf3's command line and output)",
             landspeed_core::SOFTWARE_VERSION
         );
         return Ok(true);
     }
     if o.help {
-        println!("{HELP}");
+        outln!("{HELP}");
         return Ok(true);
     }
     if let Some(why) = refused(&o) {
@@ -235,7 +235,7 @@ pub fn main(argv: Vec<OsString>) -> Result<bool> {
 /// while it runs), with iperf3's words when one cannot be done.
 fn with_process_options(o: &Opts, run: impl FnOnce() -> Result<bool>) -> Result<bool> {
     let failed = |what: &str, e: std::io::Error| {
-        eprintln!("iperf3: error - {what}: {e}");
+        errln!("iperf3: error - {what}: {e}");
         Ok(false)
     };
     if let Some(f) = &o.logfile {
@@ -252,7 +252,7 @@ fn with_process_options(o: &Opts, run: impl FnOnce() -> Result<bool>) -> Result<
         (Some(p), false) => match crate::common::pidfile::PidFile::write(p.as_ref()) {
             Ok(f) => Some(f),
             Err(e) => {
-                eprintln!("iperf3: error - unable to write PID file: {e}");
+                errln!("iperf3: error - unable to write PID file: {e}");
                 return Ok(false);
             }
         },
@@ -679,7 +679,7 @@ fn client(o: &Opts, host: &str) -> Result<bool> {
     // checks every byte (landspeed's payload key, in iperf3's protocol).
     let outcome = landspeed_net::run_iperf3_client(&opts, false, &interrupt, &mut |ev| {
         if let Some(s) = live.as_mut() {
-            s.on_event(ev).iter().for_each(|l| println!("{l}"));
+            s.on_event(ev).iter().for_each(|l| outln!("{l}"));
         }
     });
     match outcome {
@@ -702,10 +702,10 @@ fn print_result(
     live: Option<&stream::JsonStream>,
 ) -> Result<()> {
     if let Some(s) = live {
-        s.finished(r).iter().for_each(|l| println!("{l}"));
+        s.finished(r).iter().for_each(|l| outln!("{l}"));
     }
     if (o.json && !o.json_stream) || (o.json_stream && o.json_stream_full) {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&iperf3_json::document(r, meta))?
         );
@@ -719,7 +719,7 @@ fn print_result(
             server: false,
             title: o.title.clone(),
         };
-        print!("{}", iperf3_text::render_with(r, &style));
+        out!("{}", iperf3_text::render_with(r, &style));
     }
     Ok(())
 }
@@ -755,18 +755,18 @@ fn print_error(o: &Opts, e: &landspeed_net::ClientError, meta: &iperf3_json::Ipe
     if o.json_stream {
         stream::JsonStream::failed(&text)
             .iter()
-            .for_each(|l| println!("{l}"));
+            .for_each(|l| outln!("{l}"));
     } else if o.json {
         let doc = crate::common::iperf3_meta::error_document(meta, &text);
-        println!("{}", serde_json::to_string_pretty(&doc)?);
+        outln!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
         if let Some((code, errno)) = server_said {
-            eprintln!(
+            errln!(
                 "iperf3: {}",
                 landspeed_iperf3::strerror::server_error(code, errno)
             );
         }
-        eprintln!("iperf3: error - {text}");
+        errln!("iperf3: error - {text}");
     }
     Ok(())
 }

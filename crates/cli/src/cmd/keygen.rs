@@ -30,7 +30,7 @@ pub fn keygen(a: KeygenArgs) -> Result<bool> {
     // The same checks a key file's line gets when it is read.
     landspeed_proto::KeyRing::parse(&line).map_err(|e| UsageError(format!("keygen {}: {e}", a.name)))?;
     match &a.append {
-        None => print!("{line}"),
+        None => out!("{line}"),
         Some(path) => append(path, &line)?,
     }
     Ok(true)
@@ -51,7 +51,7 @@ fn append(path: &std::path::Path, line: &str) -> Result<()> {
         .with_context(|| format!("cannot open {}", path.display()))?;
     f.write_all(line.as_bytes())
         .with_context(|| format!("cannot write {}", path.display()))?;
-    eprintln!(
+    errln!(
         "landspeed: key '{}' appended to {}",
         line.split(' ').next().unwrap_or_default(),
         path.display()

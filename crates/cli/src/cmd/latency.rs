@@ -85,9 +85,9 @@ pub fn latency(a: LatencyArgs) -> Result<bool> {
     let r = phases(&a, &interrupt)?;
     let text = landspeed_report::path_text::phased(&r);
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&r)?);
+        outln!("{}", serde_json::to_string_pretty(&r)?);
     } else {
-        print!("{text}");
+        out!("{text}");
     }
     let heading = format!("latency under load to {}", a.host);
     figures(&a, &heading, &text, || {
@@ -156,9 +156,9 @@ fn compare(a: &LatencyArgs, interrupt: &AtomicBool) -> Result<bool> {
     let c = LatencyByDiscipline::new(d.name(), restored.is_ok().then(|| d.original()), runs);
     let text = landspeed_report::path_text::by_discipline(&c);
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&c)?);
+        outln!("{}", serde_json::to_string_pretty(&c)?);
     } else {
-        print!("{text}");
+        out!("{text}");
     }
     let heading = format!(
         "latency under load to {} per queue discipline of emulator {}",

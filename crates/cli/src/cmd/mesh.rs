@@ -46,8 +46,8 @@ impl MeshObserver for Progress {
             return;
         }
         match (&h.error, &h.clock) {
-            (Some(e), _) => eprintln!("landspeed: host {} ({}): FAILED: {e}", h.name, h.address),
-            (None, Some(c)) => eprintln!(
+            (Some(e), _) => errln!("landspeed: host {} ({}): FAILED: {e}", h.name, h.address),
+            (None, Some(c)) => errln!(
                 "landspeed: host {} ({}): ok, clock {:+.3} ms",
                 h.name,
                 h.address,
@@ -62,11 +62,11 @@ impl MeshObserver for Progress {
             return;
         }
         match t0 {
-            Some(t) => eprintln!(
+            Some(t) => errln!(
                 "landspeed: {tests} test(s) start together at {}",
                 landspeed_core::result::format_utc(t)
             ),
-            None => eprintln!("landspeed: {tests} test(s), one after another"),
+            None => errln!("landspeed: {tests} test(s), one after another"),
         }
     }
 
@@ -83,7 +83,7 @@ impl MeshObserver for Progress {
             ) {
                 Ok(id) => Some(id),
                 Err(e) => {
-                    eprintln!("landspeed: warning: test {} was not archived: {e}", t.index);
+                    errln!("landspeed: warning: test {} was not archived: {e}", t.index);
                     None
                 }
             },
@@ -91,14 +91,14 @@ impl MeshObserver for Progress {
         };
         if !self.quiet {
             match &o.result {
-                Ok(r) => eprintln!(
+                Ok(r) => errln!(
                     "landspeed: test {} {} -> {}: {}",
                     t.index,
                     t.from,
                     t.to,
                     rate(t, r)
                 ),
-                Err(e) => eprintln!("landspeed: test {} {} -> {}: FAILED: {e}", t.index, t.from, t.to),
+                Err(e) => errln!("landspeed: test {} {} -> {}: FAILED: {e}", t.index, t.from, t.to),
             }
         }
         id
@@ -106,7 +106,7 @@ impl MeshObserver for Progress {
 
     fn retrying(&mut self, tests: usize) {
         if !self.quiet {
-            eprintln!("landspeed: every test has run; trying the {tests} that failed once more");
+            errln!("landspeed: every test has run; trying the {tests} that failed once more");
         }
     }
 }
@@ -123,9 +123,13 @@ fn dry_run(plan: &Plan, tests: &[landspeed_plan::mesh::plan::PlannedTest]) {
             Some(_) => ", multicast receiver",
             None => "",
         };
-        println!(
+        outln!(
             "{:>3}  {} ({}) -> {to}  {} stream(s), {:?}{part}",
-            t.index, t.from, plan.hosts[&t.from], t.spec.streams, t.spec.end
+            t.index,
+            t.from,
+            plan.hosts[&t.from],
+            t.spec.streams,
+            t.spec.end
         );
     }
 }
@@ -180,7 +184,7 @@ pub fn mesh(a: MeshArgs) -> Result<bool> {
         }) {
             Ok(x) => Some(x),
             Err(e) => {
-                eprintln!("landspeed: warning: the campaign will not be archived: {e:#}");
+                errln!("landspeed: warning: the campaign will not be archived: {e:#}");
                 None
             }
         }
@@ -204,13 +208,13 @@ pub fn mesh(a: MeshArgs) -> Result<bool> {
         let json = serde_json::to_string(&report).context("report to JSON")?;
         let status = if all_ok { "complete" } else { "incomplete" };
         if let Err(e) = db.finish_campaign(*id, &json, status) {
-            eprintln!("landspeed: warning: the campaign report was not archived: {e}");
+            errln!("landspeed: warning: the campaign report was not archived: {e}");
         }
     }
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        outln!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        print!("{}", landspeed_report::mesh_text(&report));
+        out!("{}", landspeed_report::mesh_text(&report));
     }
     Ok(all_ok)
 }

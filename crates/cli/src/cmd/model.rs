@@ -150,7 +150,7 @@ pub fn model(a: ModelArgs) -> Result<bool> {
     let p = predict(&input).map_err(|e| UsageError(e.to_string()))?;
     let t = facts.as_ref().map(rfc6349);
     if a.json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&serde_json::json!({
                 "prediction": p,
@@ -161,7 +161,7 @@ pub fn model(a: ModelArgs) -> Result<bool> {
         return Ok(true);
     }
     let note = (!notes.is_empty()).then(|| notes.join("\nnote: "));
-    print!(
+    out!(
         "{}",
         landspeed_report::model_text(&p, measured, t.as_ref(), note.as_deref())
     );
@@ -209,16 +209,16 @@ pub fn tune(a: TuneArgs) -> Result<bool> {
     let host = landspeed_engine::tune::read_host(&a.root);
     let advice = advise(&host, target.as_ref());
     if a.json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&serde_json::json!({"host": host, "advice": advice}))?
         );
     } else {
-        print!("{}", landspeed_report::tune_text(&advice));
+        out!("{}", landspeed_report::tune_text(&advice));
     }
     if let Some(f) = &a.write {
         std::fs::write(f, sysctl_file(&advice)).with_context(|| format!("cannot write {}", f.display()))?;
-        eprintln!(
+        errln!(
             "landspeed: wrote {} (load it with: sysctl -p {})",
             f.display(),
             f.display()
@@ -238,7 +238,7 @@ pub fn tune(a: TuneArgs) -> Result<bool> {
             .iter()
             .filter(|f| f.severity == Severity::Limit)
             .count();
-        eprintln!(
+        errln!(
             "landspeed: applied {} setting(s); {left} limit(s) left",
             advice.sysctl_lines.len()
         );

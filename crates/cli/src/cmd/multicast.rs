@@ -181,9 +181,9 @@ fn send(a: SendArgs) -> Result<bool> {
     let stop = interrupt_flag()?;
     let r = landspeed_net::multicast::send_multicast(&plan, &stop).map_err(usage_or_runtime)?;
     if a.group.json {
-        println!("{}", serde_json::to_string_pretty(&r)?);
+        outln!("{}", serde_json::to_string_pretty(&r)?);
     } else {
-        print!("{}", landspeed_report::multicast_text::send_text(&r));
+        out!("{}", landspeed_report::multicast_text::send_text(&r));
     }
     let facts = SentPlan {
         interface: plan.to.interface.clone(),
@@ -212,15 +212,15 @@ fn receive(a: ReceiveArgs) -> Result<bool> {
     let stop = interrupt_flag()?;
     let json = a.group.json;
     // On stderr whatever the format: a script starts its senders once every receiver said it.
-    let joined = || eprintln!("joined {group}, listening (up to {:?})", plan.max_wait);
+    let joined = || errln!("joined {group}, listening (up to {:?})", plan.max_wait);
     let r = landspeed_net::multicast::receive_multicast(&plan, &stop, joined).map_err(usage_or_runtime)?;
     if json {
-        println!("{}", serde_json::to_string_pretty(&r)?);
+        outln!("{}", serde_json::to_string_pretty(&r)?);
     } else {
-        print!("{}", landspeed_report::multicast_text::receive_text(&r));
+        out!("{}", landspeed_report::multicast_text::receive_text(&r));
     }
     if r.sources.is_empty() {
-        eprintln!("landspeed: nothing was heard on {group} ({})", r.ended_by);
+        errln!("landspeed: nothing was heard on {group} ({})", r.ended_by);
         return Ok(false);
     }
     let results = record::received_results(&r, &landspeed_engine::host::host_info());

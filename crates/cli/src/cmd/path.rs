@@ -91,7 +91,7 @@ pub fn path(a: PathArgs) -> Result<bool> {
     }
     let report = measure(&a.plan(), addr, &interrupt, !a.json)?;
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        outln!("{}", serde_json::to_string_pretty(&report)?);
     }
     let answered = |r: &Option<RttRun>| r.as_ref().is_none_or(|x| x.summary.received > 0);
     let reached = report.trace.as_ref().is_none_or(|t| t.reached);

@@ -43,18 +43,18 @@ pub fn pscheduler(a: PschedulerArgs) -> Result<bool> {
         (_, Ok(v)) => v,
         (m, Err(e)) => {
             let why = format!("malformed JSON on stdin: {e}");
-            println!("{}", failure_shape(m, &why));
+            outln!("{}", failure_shape(m, &why));
             anyhow::bail!(why);
         }
     };
     let out = answer(a.method, &input);
     match out {
         Ok(v) => {
-            println!("{v}");
+            outln!("{v}");
             Ok(true)
         }
         Err(why) => {
-            println!("{}", failure_shape(a.method, &why));
+            outln!("{}", failure_shape(a.method, &why));
             anyhow::bail!(why)
         }
     }

@@ -123,14 +123,14 @@ pub fn record(a: RecordArgs) -> Result<bool> {
         generated_utc: now,
     };
     if a.json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(
                 &serde_json::json!({"metric": m, "path": path, "checks": c, "rules": rules})
             )?
         );
     } else {
-        print!("{}", record_text(&doc));
+        out!("{}", record_text(&doc));
     }
     write_documents(&a, &doc)?;
     Ok(c.iter().all(|c| c.passed))
@@ -160,11 +160,11 @@ fn load_run(a: &RecordArgs) -> Result<(RunResult, Option<i64>)> {
 fn write_documents(a: &RecordArgs, doc: &RecordDoc) -> Result<()> {
     if let Some(f) = &a.markdown {
         std::fs::write(f, record_markdown(doc)).with_context(|| format!("cannot write {}", f.display()))?;
-        eprintln!("landspeed: wrote {}", f.display());
+        errln!("landspeed: wrote {}", f.display());
     }
     if let Some(f) = &a.html {
         std::fs::write(f, record_html(doc)).with_context(|| format!("cannot write {}", f.display()))?;
-        eprintln!("landspeed: wrote {}", f.display());
+        errln!("landspeed: wrote {}", f.display());
     }
     Ok(())
 }

@@ -42,9 +42,9 @@ pub fn report(a: ReportArgs) -> Result<bool> {
     if let Some(id) = a.sweep {
         let r = load_report(&archive, id)?;
         if a.json {
-            println!("{}", serde_json::to_string_pretty(&r)?);
+            outln!("{}", serde_json::to_string_pretty(&r)?);
         } else if a.html.is_none() && a.plots.is_none() {
-            print!("{}", landspeed_report::sweep_text(&r));
+            out!("{}", landspeed_report::sweep_text(&r));
         }
         write_outputs(&archive, &r, a.plots.as_deref(), a.html.as_deref())?;
         return Ok(true);
@@ -58,10 +58,10 @@ pub fn report(a: ReportArgs) -> Result<bool> {
     }
     if a.json {
         let docs: Vec<&RunResult> = runs.iter().map(|r| &r.1).collect();
-        println!("{}", serde_json::to_string_pretty(&docs)?);
+        outln!("{}", serde_json::to_string_pretty(&docs)?);
     } else if a.html.is_none() && a.plots.is_none() {
         for (_, r) in &runs {
-            print!("{}", landspeed_report::render(r));
+            out!("{}", landspeed_report::render(r));
         }
     }
     if a.html.is_some() || a.plots.is_some() {

@@ -126,9 +126,9 @@ pub fn rpm(a: RpmArgs) -> Result<bool> {
         (None, None) => unreachable!("clap requires TARGET without --recompute"),
     };
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&r)?);
+        outln!("{}", serde_json::to_string_pretty(&r)?);
     } else {
-        print!("{}", landspeed_report::rpm_text::text(&r));
+        out!("{}", landspeed_report::rpm_text::text(&r));
     }
     Ok(!r.directions.is_empty() && r.directions.iter().all(|d| d.figures.is_some()))
 }

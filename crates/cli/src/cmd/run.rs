@@ -419,13 +419,13 @@ fn send_directory(a: &RunArgs, dir: &std::path::Path, format: Format) -> Result<
     };
     let verdicts = directory::send_each(&files, &mut send, &mut |v| {
         if let Err(e) = &v.outcome {
-            eprintln!("landspeed: error: {}: {e}", v.path.display());
+            errln!("landspeed: error: {}: {e}", v.path.display());
         }
     });
     if format == Format::Text {
-        println!("\nDirectory {}: {} file(s)", dir.display(), files.len());
+        outln!("\nDirectory {}: {} file(s)", dir.display(), files.len());
         for v in &verdicts {
-            println!(
+            outln!(
                 "  {}  {}",
                 if v.ok() { "ok    " } else { "FAILED" },
                 v.path.display()
@@ -472,9 +472,10 @@ pub fn demo(a: DemoArgs) -> Result<bool> {
         ..TestSpec::default()
     };
     if !a.json {
-        println!(
+        outln!(
             "landspeed demo: loopback server on 127.0.0.1:{port}, {} streams for {:?}",
-            a.streams, a.time
+            a.streams,
+            a.time
         );
     }
     let test = spec

@@ -390,7 +390,7 @@ impl TextState {
                 let mut out = String::new();
                 match (&log.result, &log.error) {
                     (Some(r), _) => out += &self.finish(r, &style),
-                    (None, Some(e)) => eprintln!("iperf3: error - {e}"),
+                    (None, Some(e)) => errln!("iperf3: error - {e}"),
                     (None, None) => {}
                 }
                 self.printed = None;
@@ -439,7 +439,7 @@ fn stream_limit(asked: Option<u32>) -> Option<u32> {
     match (asked, by_fd) {
         (Some(a), Some(b)) if a <= b => Some(a),
         (_, Some(b)) => {
-            eprintln!(
+            errln!(
                 "landspeed: warning: the open-file limit ({fd}) leaves room for at most {b} streams per test; raise it (ulimit -n, or LimitNOFILE= in a service unit) for more"
             );
             Some(b)
@@ -458,7 +458,7 @@ pub fn serve(a: ServeArgs) -> Result<bool> {
     crate::common::sys::on_stats_signal(stats.clone()).context("cannot install signal handler")?;
     let opts = options(&a, stats)?;
     if !(a.iperf3_json || a.iperf3_text || a.iperf2_lines.iperf2_text) {
-        eprintln!("landspeed: {}", limits_line(&opts));
+        errln!("landspeed: {}", limits_line(&opts));
     }
     let joined = opts.join.clone().filter(|_| !a.iperf2_lines.iperf2_text);
     let printer: landspeed_net::EventSink = if a.iperf2_lines.iperf2_text {
@@ -495,7 +495,7 @@ pub fn serve(a: ServeArgs) -> Result<bool> {
     if let Some(g) = joined {
         let from = g.source.map_or(String::new(), |s| format!(" from {s} only"));
         let on = g.interface.map_or(String::new(), |i| format!(" on {i}"));
-        eprintln!(
+        errln!(
             "landspeed: joined {}{on}{from} on the server's port: iperf 2's multicast senders to it are counted, none answered",
             g.group.ip()
         );
@@ -665,7 +665,7 @@ fn metrics(
     let listener =
         std::net::TcpListener::bind(addr).with_context(|| format!("--metrics: cannot listen on {addr}"))?;
     // Printed first, so that with port 0 scripts learn where the metrics are.
-    println!("landspeed metrics on http://{}/metrics", listener.local_addr()?);
+    outln!("landspeed metrics on http://{}/metrics", listener.local_addr()?);
     let handler: crate::common::http::Handler = Arc::new(move |req| match req.path.as_str() {
         "/metrics" => crate::common::http::Response {
             status: 200,

@@ -220,7 +220,7 @@ pub fn sweep(a: SweepArgs) -> Result<bool> {
         SweepError::Cell(c) => anyhow::Error::from(UsageError(crate::common::flags::config(&c))),
         other => other.into(),
     })?;
-    eprintln!("{}", announce(id, &plan, todo.done.len(), todo.cells.len()));
+    errln!("{}", announce(id, &plan, todo.done.len(), todo.cells.len()));
     let interrupt = interrupt_flag()?;
     let out = {
         let mut progress = Progress::new(todo.cells.len());
@@ -233,25 +233,25 @@ pub fn sweep(a: SweepArgs) -> Result<bool> {
         )?
     };
     if out.retried > 0 {
-        eprintln!(
+        errln!(
             "landspeed: {} cell(s) failed and were tried again at the end: {} stored on the second try",
             out.retried,
             out.retried - out.failed.min(out.retried)
         );
     }
     if out.status != SweepStatus::Complete {
-        eprintln!(
+        errln!(
             "landspeed: sweep {id} is {} ({} failed runs not saved); landspeed sweep --resume {id} runs what is missing",
             out.status.as_str(),
             out.failed
         );
     }
-    eprintln!("landspeed: sweep took {}", human(out.elapsed));
+    errln!("landspeed: sweep took {}", human(out.elapsed));
     let report = load_report(&archive, id)?;
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        outln!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        print!("{}", landspeed_report::sweep_text(&report));
+        out!("{}", landspeed_report::sweep_text(&report));
     }
     crate::common::sweep_output::write_outputs(&archive, &report, a.plots.as_deref(), a.html.as_deref())?;
     Ok(out.status == SweepStatus::Complete)
@@ -299,7 +299,7 @@ fn current_plan(archive: &Archive, id: i64, mut plan: SweepPlan) -> Result<Sweep
     plan.cell = Some(cell);
     plan.version = PLAN_VERSION;
     archive.set_sweep_plan(id, &serde_json::to_string(&plan)?)?;
-    eprintln!(
+    errln!(
         "landspeed: sweep {id}'s plan carried over to plan format {PLAN_VERSION} (typed cell specification)"
     );
     Ok(plan)
@@ -337,7 +337,7 @@ impl Progress {
 
     fn say(&self, line: String) {
         if self.bar.is_hidden() {
-            eprintln!("{line}")
+            errln!("{line}")
         } else {
             self.bar.println(line)
         }

@@ -268,9 +268,9 @@ fn up(u: UpArgs) -> Result<bool> {
     let exe = std::env::current_exe().context("cannot find the landspeed executable")?;
     let state = daemon::up(&u.name, &settings, schedule.as_deref(), &exe)?;
     if u.json {
-        println!("{}", serde_json::to_string_pretty(&state)?);
+        outln!("{}", serde_json::to_string_pretty(&state)?);
     } else {
-        print!("{}", wan_text::up_text(&state));
+        out!("{}", wan_text::up_text(&state));
     }
     Ok(true)
 }
@@ -283,16 +283,16 @@ fn down(d: DownArgs) -> Result<bool> {
     for n in &names {
         let done = daemon::down(n).map_err(usage)?;
         if !done.ended.is_empty() {
-            println!("{}", wan_text::ended_text(n, &done));
+            outln!("{}", wan_text::ended_text(n, &done));
         }
         if done.found {
-            println!("wan {n}: down");
+            outln!("wan {n}: down");
         } else if !d.all {
-            eprintln!("wan {n}: was not up");
+            errln!("wan {n}: was not up");
         }
     }
     if d.all && names.is_empty() {
-        println!("no emulators");
+        outln!("no emulators");
     }
     Ok(true)
 }
@@ -331,9 +331,9 @@ fn change(c: ChangeArgs) -> Result<bool> {
     landspeed_wan::change::Change::parse(&words).map_err(|e| usage(e.into()))?;
     let applied = daemon::change(&c.name, &words).map_err(usage)?;
     if c.json {
-        println!("{}", serde_json::to_string_pretty(&applied)?);
+        outln!("{}", serde_json::to_string_pretty(&applied)?);
     } else {
-        println!("{}", wan_text::applied_text(&c.name, &applied));
+        outln!("{}", wan_text::applied_text(&c.name, &applied));
     }
     Ok(true)
 }
@@ -352,12 +352,12 @@ fn status(s: StatusArgs) -> Result<bool> {
         } else {
             serde_json::to_value(&all)?
         };
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        outln!("{}", serde_json::to_string_pretty(&v)?);
     } else if all.is_empty() {
-        println!("no emulators");
+        outln!("no emulators");
     } else {
         for st in &all {
-            print!("{}", wan_text::status_text(st));
+            out!("{}", wan_text::status_text(st));
         }
     }
     Ok(all.iter().all(|s| s.running))

@@ -87,7 +87,7 @@ impl Output {
             }
             (Format::Text, ClientEvent::Started { warnings, .. }) => {
                 for w in warnings.into_iter().filter(|_| self.warn_on_stderr) {
-                    eprintln!("landspeed: warning: {w}");
+                    errln!("landspeed: warning: {w}");
                     self.warned.push(w);
                 }
             }
@@ -174,7 +174,7 @@ impl Output {
                     self.warned.iter().any(|x| x == core)
                 };
                 for w in r.warnings.iter().filter(|w| self.warn_on_stderr && !said(w)) {
-                    eprintln!("landspeed: warning: {w}");
+                    errln!("landspeed: warning: {w}");
                 }
             }
             Format::Json => self.out(&landspeed_report::to_json(r)),
@@ -185,7 +185,7 @@ impl Output {
     /// A remark on how the test runs (text output only; JSON results carry it in their config).
     pub fn note(&self, message: &str) {
         if self.format == Format::Text {
-            eprintln!("landspeed: note: {message}");
+            errln!("landspeed: note: {message}");
         }
     }
 

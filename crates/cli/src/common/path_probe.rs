@@ -14,7 +14,7 @@ pub fn measure(plan: &PathPlan, addr: SocketAddr, interrupt: &AtomicBool, text: 
         if text {
             landspeed_report::path_text::lines(&ev)
                 .iter()
-                .for_each(|l| println!("{l}"));
+                .for_each(|l| outln!("{l}"));
         }
     };
     match campaign::measure(plan, addr, interrupt, &mut show) {

@@ -52,11 +52,11 @@ fn save(db: &DbArg, r: &RunResult, tag: Option<String>) -> Result<String, String
 pub fn save_and_say(db: &DbArg, r: &RunResult, tag: Option<String>) -> bool {
     match save(db, r, tag) {
         Ok(line) => {
-            eprintln!("landspeed: {line}");
+            errln!("landspeed: {line}");
             true
         }
         Err(line) => {
-            eprintln!("landspeed: {line}");
+            errln!("landspeed: {line}");
             false
         }
     }
@@ -87,7 +87,7 @@ impl ServerArchive {
             .name("archive".into())
             .spawn(move || {
                 for r in rx {
-                    eprintln!("landspeed: {}", save_served(&archive, &r));
+                    errln!("landspeed: {}", save_served(&archive, &r));
                 }
             })?;
         Ok(std::sync::Arc::new(ServerArchive {

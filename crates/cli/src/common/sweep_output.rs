@@ -24,7 +24,7 @@ pub fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
     let tmp = path.with_extension("partial");
     std::fs::write(&tmp, bytes).with_context(|| format!("cannot write {}", tmp.display()))?;
     std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))?;
-    eprintln!("landspeed: wrote {}", path.display());
+    errln!("landspeed: wrote {}", path.display());
     Ok(())
 }
 

@@ -101,6 +101,32 @@ fn runs_are_saved_listed_exported_and_shown() {
     assert_eq!(o.code, 2);
 }
 
+/// `landspeed run ... | head -1`: once nobody reads stdout or stderr, the run still goes to its end,
+/// is saved, and exits 0, as does the iperf 2 drop-in's (a panic on the first failed write used to cost the run and exit 101).
+#[test]
+fn a_run_whose_output_nobody_reads_is_still_saved() {
+    let s = ServerProc::start("127.0.0.1", &[]);
+    let p = s.port.to_string();
+    let file = db("unread");
+    for args in [
+        vec!["run", "127.0.0.1", "-p", &p, "-n", "1M", "--db", &file],
+        vec!["iperf2", "-c", "127.0.0.1", "-p", &p, "-n", "1M", "-i", "0.1"],
+    ] {
+        let child = Command::new(common::bin())
+            .args(&args)
+            .stdin(Stdio::null())
+            .stdout(common::pipe_nobody_reads())
+            .stderr(common::pipe_nobody_reads())
+            .spawn()
+            .unwrap();
+        let status = common::wait_exit(child, Duration::from_secs(30)).expect("it ended");
+        assert_eq!(status.code(), Some(0), "{args:?}: {status:?}");
+    }
+    let o = landspeed(&["history", "--db", &file, "--json"], Duration::from_secs(10));
+    let rows: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+    assert_eq!(rows.as_array().unwrap().len(), 1, "run's run saved: {rows}");
+}
+
 #[test]
 fn tests_archive_into_target_not_the_users_archive() {
     let v = std::env::var("LANDSPEED_DB").expect("LANDSPEED_DB set by .cargo/config.toml");

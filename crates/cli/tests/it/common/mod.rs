@@ -314,6 +314,20 @@ extern "C" {
     fn libc_kill(pid: i32, sig: i32) -> i32;
     fn getrlimit(resource: i32, limit: *mut RLimit) -> i32;
     fn setrlimit(resource: i32, limit: *const RLimit) -> i32;
+    fn pipe(fds: *mut i32) -> i32;
+}
+
+/// The write end of a pipe whose read end is already closed: every write to it fails with EPIPE,
+/// as a program's stdout does under `| head -1` once head has its line.
+#[allow(dead_code)]
+pub fn pipe_nobody_reads() -> Stdio {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let mut fds = [-1i32; 2];
+    assert_eq!(unsafe { pipe(fds.as_mut_ptr()) }, 0, "pipe(2)");
+    // SAFETY: pipe(2) just returned both descriptors, owned by nothing else.
+    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    drop(read);
+    Stdio::from(write)
 }
 
 /// Linux's `struct rlimit` (64-bit).
