@@ -194,15 +194,19 @@ fn the_iperf_drop_in_server_prints_what_iperf2s_server_prints() {
         return;
     }
     let landspeed = [common::bin(), "iperf2"];
+    let served = |program: &[&str], server_args: &str, client_args: &str| {
+        let server = Server::start(program, server_args);
+        client(server.1, client_args);
+        std::thread::sleep(Duration::from_millis(300));
+        server.printed()
+    };
     for (server_args, client_args) in MATRIX {
-        let theirs = Server::start(&["iperf"], server_args);
-        client(theirs.1, client_args);
-        std::thread::sleep(Duration::from_millis(300));
-        let theirs = theirs.printed();
-        let ours = Server::start(&landspeed, server_args);
-        client(ours.1, client_args);
-        std::thread::sleep(Duration::from_millis(300));
-        let ours = ours.printed();
+        // Figures masked, so the two pairs run at once where paced.
+        let (theirs, ours) = common::at_once_if(
+            common::iperf2_paced(client_args),
+            || served(&["iperf"], server_args, client_args),
+            || served(&landspeed, server_args, client_args),
+        );
         let what = format!("-s {server_args} / -c {client_args}");
         let fixed = server_args.contains("-f");
         assert_eq!(

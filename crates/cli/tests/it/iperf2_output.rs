@@ -68,15 +68,21 @@ fn o_writes_what_iperf2s_client_writes_into_the_file_it_names() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// `iperf -c 127.0.0.1 -p PORT ARGS` by iperf 2.1.8's client and by the drop-in: their stdout.
+/// `iperf -c 127.0.0.1 -p PORT ARGS` by iperf 2.1.8's client and by the drop-in (at once when
+/// paced): their stdout.
 fn both(port: u16, args: &str) -> (String, String) {
     let line = format!("-c 127.0.0.1 -p {port} {args}");
-    let theirs = common::output_within(
-        Command::new("iperf").args(line.split_whitespace()),
-        Duration::from_secs(20),
+    let (theirs, mine) = common::at_once_if(
+        common::iperf2_paced(args),
+        || {
+            common::output_within(
+                Command::new("iperf").args(line.split_whitespace()),
+                Duration::from_secs(20),
+            )
+        },
+        || drop_in(&line, Duration::from_secs(20)),
     );
     assert_eq!(theirs.status.code(), Some(0), "iperf {line}: {theirs:?}");
-    let mine = drop_in(&line, Duration::from_secs(20));
     assert_eq!(mine.code, 0, "{line}: {}", mine.stderr);
     (String::from_utf8_lossy(&theirs.stdout).into_owned(), mine.stdout)
 }

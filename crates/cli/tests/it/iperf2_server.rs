@@ -686,15 +686,23 @@ fn the_iperf_drop_in_prints_iperf2s_udp_client_lines() {
         "-R -e -t 1 -i 0.5",
         "-R -e -y C -t 1 -i 0.5",
     ] {
-        // A fresh iperf 2.1.8 UDP server for each client (see the test above).
-        let (theirs, _, _) = udp_client(Iperf2Server::with(&["-u"]).1, args);
-        let theirs = String::from_utf8_lossy(&theirs.stdout).into_owned();
-        for port in [Iperf2Server::with(&["-u"]).1, s.port] {
+        // A fresh iperf 2.1.8 UDP server for each client (see the test above); 1 Mbit/s each, so
+        // the three clients run at once.
+        let drop_in = |port: u16| {
             let line = format!("iperf2 -c 127.0.0.1 -p {port} -u {args}");
             let ours = common::landspeed(
                 &line.split_whitespace().collect::<Vec<_>>(),
                 Duration::from_secs(30),
             );
+            (line, ours)
+        };
+        let (iperf2_a, iperf2_b) = (Iperf2Server::with(&["-u"]), Iperf2Server::with(&["-u"]));
+        let ((theirs, _, _), (a, b)) = common::at_once(
+            || udp_client(iperf2_a.1, args),
+            || common::at_once(|| drop_in(iperf2_b.1), || drop_in(s.port)),
+        );
+        let theirs = String::from_utf8_lossy(&theirs.stdout).into_owned();
+        for (line, ours) in [a, b] {
             assert_eq!(ours.code, 0, "{line}: {}", ours.stderr);
             if args.contains("-y C") {
                 // With -e iperf 2.1.8 stamps CSV lines to the millisecond.
@@ -1704,23 +1712,27 @@ fn the_iperf_drop_in_prints_iperf2s_trip_times_and_e_client_lines() {
         "-t 1.2 -i 0.5 --full-duplex -P 2",
     ];
     for args in lines {
-        let theirs = {
-            let s = Iperf2Server::start();
-            let (out, hung) = text_client(s.1, args);
-            assert!(!hung, "iperf -c {args} hung");
-            String::from_utf8_lossy(&out.stdout).into_owned()
-        };
-        let ours = {
-            let s = Iperf2Server::start();
-            let p = s.1.to_string();
-            let argv: Vec<&str> = ["iperf2", "-c", "127.0.0.1", "-p", &p]
-                .into_iter()
-                .chain(args.split_whitespace())
-                .collect();
-            let o = common::landspeed(&argv, Duration::from_secs(30));
-            assert_eq!(o.code, 0, "{args}: {}", o.stderr);
-            o.stdout
-        };
+        // Figures masked: iperf 2.1.8's client and the drop-in's at once where paced.
+        let (theirs, ours) = common::at_once_if(
+            common::iperf2_paced(args),
+            || {
+                let s = Iperf2Server::start();
+                let (out, hung) = text_client(s.1, args);
+                assert!(!hung, "iperf -c {args} hung");
+                String::from_utf8_lossy(&out.stdout).into_owned()
+            },
+            || {
+                let s = Iperf2Server::start();
+                let p = s.1.to_string();
+                let argv: Vec<&str> = ["iperf2", "-c", "127.0.0.1", "-p", &p]
+                    .into_iter()
+                    .chain(args.split_whitespace())
+                    .collect();
+                let o = common::landspeed(&argv, Duration::from_secs(30));
+                assert_eq!(o.code, 0, "{args}: {}", o.stderr);
+                o.stdout
+            },
+        );
         assert_eq!(
             trips_shape(&ours),
             trips_shape(&theirs),

@@ -423,16 +423,26 @@ fn the_iperf_drop_in_prints_iperf2s_udp_dual_and_tradeoff_lines() {
     ] {
         let listen = common::free_port().to_string();
         let extra: Vec<&str> = args.split_whitespace().chain(["-L", &listen]).collect();
-        let (code, theirs) = iperf2_udp_reference(None, &extra);
-        assert_eq!(code, Some(0), "iperf 2.1.8 -u {args}: {theirs}");
-        // A fresh iperf 2.1.8 server for each test (a reused one can miss a report).
-        for port in [Iperf2Server::with(&["-u"]).1, s.port] {
-            let listen = common::free_port();
-            let line = format!("iperf2 -c 127.0.0.1 -p {port} -u {args} -L {listen}");
+        // 1 Mbit/s each way: the three runs go at once.
+        let drop_in = |port: u16| {
+            let line = format!(
+                "iperf2 -c 127.0.0.1 -p {port} -u {args} -L {}",
+                common::free_port()
+            );
             let ours = common::landspeed(
                 &line.split_whitespace().collect::<Vec<_>>(),
                 Duration::from_secs(30),
             );
+            (line, ours)
+        };
+        // A fresh iperf 2.1.8 server for each test (a reused one can miss a report).
+        let iperf2 = Iperf2Server::with(&["-u"]);
+        let ((code, theirs), (a, b)) = common::at_once(
+            || iperf2_udp_reference(None, &extra),
+            || common::at_once(|| drop_in(iperf2.1), || drop_in(s.port)),
+        );
+        assert_eq!(code, Some(0), "iperf 2.1.8 -u {args}: {theirs}");
+        for (line, ours) in [a, b] {
             assert_eq!(ours.code, 0, "{line}: {}", ours.stderr);
             assert_eq!(
                 listener_as_one(masked_text(&ours.stdout)),
@@ -452,17 +462,21 @@ fn the_iperf_drop_in_prints_iperf2s_udp_dual_and_tradeoff_lines() {
     for args in ["-d -P 2 -t 1 -i 0.5", "-r -P 2 -t 1 -i 0.5", "-d -P 2 -t 1 -e"] {
         let listen = common::free_port().to_string();
         let extra: Vec<&str> = args.split_whitespace().chain(["-L", &listen]).collect();
-        let (code, theirs) = iperf2_udp_reference(Some(s.port), &extra);
-        assert_eq!(code, Some(0), "iperf 2.1.8 -u {args}: {theirs}");
         let line = format!(
             "iperf2 -c 127.0.0.1 -p {} -u {args} -L {}",
             s.port,
             common::free_port()
         );
-        let ours = common::landspeed(
-            &line.split_whitespace().collect::<Vec<_>>(),
-            Duration::from_secs(30),
+        let ((code, theirs), ours) = common::at_once(
+            || iperf2_udp_reference(Some(s.port), &extra),
+            || {
+                common::landspeed(
+                    &line.split_whitespace().collect::<Vec<_>>(),
+                    Duration::from_secs(30),
+                )
+            },
         );
+        assert_eq!(code, Some(0), "iperf 2.1.8 -u {args}: {theirs}");
         assert_eq!(ours.code, 0, "{line}: {}", ours.stderr);
         assert_eq!(
             kinds(&ours.stdout),

@@ -182,6 +182,54 @@ pub fn one_iperf3_test() -> Alone {
     alone()
 }
 
+/// `a` and `b` at once, each on its own thread: a test comparing runs that cannot disturb each other
+/// (light traffic, figures masked, their own ports) takes half the time. Both run to their ends; a
+/// panic in either is the test's.
+pub fn at_once<A: Send, B: Send>(a: impl FnOnce() -> A + Send, b: impl FnOnce() -> B + Send) -> (A, B) {
+    std::thread::scope(|s| {
+        let first = s.spawn(a);
+        let second = b();
+        (
+            first.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
+            second,
+        )
+    })
+}
+
+/// `at_once` when `light` (paced traffic); otherwise `a`, then `b`. Two unpaced TCP tests at once
+/// on two CPUs upset iperf 2.1.8's own client (its `--full-duplex` ended once with no report at all).
+pub fn at_once_if<A: Send, B: Send>(
+    light: bool,
+    a: impl FnOnce() -> A + Send,
+    b: impl FnOnce() -> B + Send,
+) -> (A, B) {
+    if light {
+        at_once(a, b)
+    } else {
+        let first = a();
+        (first, b())
+    }
+}
+
+/// Whether an iperf 2 client's arguments ask for paced traffic only: UDP (1 Mbit/s unless -b) or a
+/// TCP rate (-b), at most 100 Mbit/s a stream.
+pub fn iperf2_paced(args: &str) -> bool {
+    let words: Vec<&str> = args.split_whitespace().collect();
+    let rate = words
+        .iter()
+        .position(|w| *w == "-b")
+        .and_then(|i| words.get(i + 1));
+    let modest = |r: &str| {
+        r.strip_suffix('M')
+            .and_then(|n| n.parse::<u32>().ok())
+            .is_some_and(|m| m <= 100)
+    };
+    match rate {
+        Some(r) => modest(r),
+        None => words.contains(&"-u"),
+    }
+}
+
 /// The machine for this test alone until the guard drops; called before the test starts anything.
 pub struct Alone(Claimed);
 
