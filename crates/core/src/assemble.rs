@@ -32,6 +32,8 @@ pub struct RunContext {
     pub interrupted: bool,
     /// `landspeed`, `iperf3`, `quic-perf` or `ndt7`.
     pub protocol: String,
+    /// When the client scheduled the data to start (iperf 2's `--txstart-time`), Unix seconds.
+    pub scheduled_start_unix_s: Option<f64>,
     /// The peer is not landspeed (an iperf3 server or client, a QUIC perf or ndt7 server that
     /// answered no payload key): it neither sends nor checks landspeed's pattern, which is why
     /// nothing was verified.
@@ -57,6 +59,7 @@ impl RunContext {
             started_unix_s,
             interrupted: false,
             protocol: "landspeed".into(),
+            scheduled_start_unix_s: None,
             foreign_peer: false,
             served_here: false,
         }
@@ -1336,6 +1339,7 @@ pub fn assemble(inp: &Inputs) -> RunResult {
             threads: ctx.threads,
             cpus: ctx.cpus.clone(),
             bind: ctx.bind.clone(),
+            scheduled_start_unix_s: ctx.scheduled_start_unix_s,
         },
         payload,
         data_path: data_path(spec, inp),

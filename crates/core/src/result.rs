@@ -310,6 +310,10 @@ pub struct ResolvedConfig {
     pub cpus: Option<Vec<usize>>,
     /// The local address the client bound to, if any.
     pub bind: Option<String>,
+    /// When the client scheduled the data to start (iperf 2's `--txstart-time`), Unix seconds: the
+    /// test's clock starts there, not when it connected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduled_start_unix_s: Option<f64>,
 }
 
 /// Totals for a direction (or for the whole test). Warm-up bytes (`-O`) are excluded from every figure

@@ -286,6 +286,28 @@ impl ClientHeader {
         })
     }
 
+    /// When a `--txstart-time` client's traffic starts (its header's `EPOCH_START` bit, and the start
+    /// time's words, which then hold the scheduled start rather than the send time).
+    pub fn epoch_start(&self) -> Option<crate::ack::WireTime> {
+        self.has(upper::EPOCH_START).then(|| self.start_time()).flatten()
+    }
+
+    /// This TCP header scheduled to start at `at` (`--txstart-time`): the `EPOCH_START` bit, and
+    /// the start time's words (added after the extension, the length with them, when the header
+    /// had none), as iperf 2.1.8 writes it.
+    pub fn scheduled(mut self, at: crate::ack::WireTime) -> ClientHeader {
+        let Some(e) = self.extension.as_mut() else {
+            return self;
+        };
+        e.upper |= upper::EPOCH_START;
+        if self.rest.len() < START_AT + 16 {
+            self.rest.resize(START_AT + 16, 0);
+            let len = (V1_BYTES + EXTENSION_BYTES + self.rest.len()) as u32;
+            self.flags = (self.flags & !flags::LEN_MASK) | flags::LEN_BIT | len << 1;
+        }
+        self.started(at)
+    }
+
     /// This header with `start` as the client's start time (a header with trip times; else as it
     /// is).
     pub fn started(mut self, start: crate::ack::WireTime) -> ClientHeader {

@@ -35,6 +35,8 @@ pub struct Receipt {
     last_transit_s: f64,
     first_arrival_s: Option<f64>,
     last_arrival_s: f64,
+    /// Where the clock starts when not at the first datagram (`start_at`).
+    zero_s: Option<f64>,
     transit: Welford,
     /// Since the last [`Receipt::take_interval`]: the transits, and the datagrams with the sum of
     /// their gaps from the one before (iperf 2's `cntIPG` and `IPGsum`).
@@ -140,6 +142,8 @@ impl Receipt {
         self.highest = self.highest.max(seq);
         let sent_s = f64::from(d.sent_s) + f64::from(d.sent_us) / 1e6;
         let transit = arrival_s - sent_s;
+        // The clock's span and pace from its zero: a datagram before it counts as at it.
+        let arrival_s = arrival_s.max(self.zero_s.unwrap_or(f64::MIN));
         self.jitter_s += ((transit - self.last_transit_s).abs() - self.jitter_s) / 16.0;
         self.last_transit_s = transit;
         self.transit.add(transit);
@@ -177,14 +181,23 @@ impl Receipt {
         self.gaps.saturating_sub(self.out_of_order)
     }
 
-    /// When the first datagram arrived (the arrival clock's seconds), if one has.
-    pub fn first_arrival_s(&self) -> Option<f64> {
-        self.first_arrival_s
+    /// Starts the clock at `zero_s` (the arrival clock's seconds) rather than at the first
+    /// datagram: a `--txstart-time` client's scheduled start, as iperf 2's server starts its clock
+    /// there (the datagram such a client sends before its wait counts, as if it came then).
+    pub fn start_at(&mut self, zero_s: f64) {
+        self.zero_s = Some(zero_s);
     }
 
-    /// From the first datagram's arrival to the last's.
+    /// Where the clock starts (the arrival clock's seconds): `start_at`'s time, else the first
+    /// datagram's arrival, if one has come.
+    pub fn first_arrival_s(&self) -> Option<f64> {
+        self.zero_s.or(self.first_arrival_s)
+    }
+
+    /// From where the clock starts to the last datagram's arrival.
     pub fn span_s(&self) -> f64 {
-        self.first_arrival_s.map_or(0.0, |f| self.last_arrival_s - f)
+        self.first_arrival_s
+            .map_or(0.0, |f| self.last_arrival_s - self.zero_s.unwrap_or(f))
     }
 
     /// The report iperf 2's server would send for these datagrams; `extend`: flagged for iperf 2's
@@ -265,6 +278,26 @@ mod tests {
             "{}",
             rep.transit.m2_us2
         );
+    }
+
+    #[test]
+    fn a_scheduled_start_is_the_clocks_zero_and_the_datagram_before_it_counts_there() {
+        let mut r = Receipt::default();
+        // The clock started at 1002.0 s; then counted, datagram 1 that came at 1000.0 s (before
+        // the wait), and datagrams 2 and 3 at 1002.1 s and 1003.0 s, each 1 ms in transit.
+        r.start_at(1002.0);
+        r.datagram(&d(1, 999_999), 100, 1000.0);
+        r.datagram(&d(2, 1_002_099), 100, 1002.1);
+        r.datagram(&d(3, 1_002_999), 100, 1003.0);
+        assert_eq!(r.first_arrival_s(), Some(1002.0));
+        assert!((r.span_s() - 1.0).abs() < 1e-9, "{}", r.span_s());
+        assert_eq!((r.received, r.lost()), (3, 0));
+        // Its transit is its own: the jitter sees no 2 s jump (what it holds is the first
+        // transit's step from zero, decayed).
+        assert!(r.jitter_s < 1e-4, "{}", r.jitter_s);
+        // The pace: 3 datagrams over the gaps from the zero (0.1 s and 0.9 s).
+        let a = r.take_interval();
+        assert!((a.per_s - 3.0).abs() < 1e-9, "{}", a.per_s);
     }
 
     #[test]

@@ -8,6 +8,24 @@ use thiserror::Error;
 /// The prefix's size; the client's header follows it.
 pub const PREFIX_BYTES: usize = 16;
 
+/// Where a UDP datagram holds a `--txstart-time` client's scheduled start (its seconds, then
+/// microseconds): after the prefix, the header, the extension, the isochronous payload's 32 bytes
+/// and a reserved word, whatever length the header declares (iperf 2.1.8 counts them in it only
+/// with trip times, fq pacing or frames; captured).
+const UDP_EPOCH_AT: usize = 112;
+
+/// The scheduled start a UDP datagram carries, when its header (`header`, parsed from it) flags one.
+pub fn epoch_start(datagram: &[u8], header: &crate::ClientHeader) -> Option<crate::ack::WireTime> {
+    if !header.has(crate::header::upper::EPOCH_START) {
+        return None;
+    }
+    let words = datagram.get(UDP_EPOCH_AT..UDP_EPOCH_AT + 8)?;
+    Some(crate::ack::WireTime {
+        secs: crate::be32(words, 0),
+        micros: crate::be32(words, 4),
+    })
+}
+
 /// A datagram's sequence and send time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Datagram {

@@ -17,6 +17,7 @@ mod heard;
 mod isoch_client;
 mod isoch_tcp;
 pub(crate) mod server;
+mod start_at;
 pub(crate) mod udp;
 mod udp_back;
 mod udp_back_client;

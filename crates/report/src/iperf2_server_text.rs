@@ -170,14 +170,25 @@ pub fn connected(r: &RunResult, first: u32, st: &Iperf2Style) -> String {
     for c in connections(r, first) {
         let e = ends(r, c.client_port);
         let ((sip, sport), (cip, cport)) = (&e.local, &e.remote);
-        let mark = match (c.received.is_some(), c.sent.is_some(), r.config.spec.direction) {
-            (true, true, _) if is_udp(r) => " (full-duplex) (no-udp-fin)",
+        let way = match (c.received.is_some(), c.sent.is_some(), r.config.spec.direction) {
             (true, true, _) => " (full-duplex)",
-            (false, true, Direction::Reverse) if is_udp(r) => " (reverse) (no-udp-fin)",
             (false, true, Direction::Reverse) => " (reverse)",
-            (true, false, _) if timed(r) => " (trip-times)",
             _ => "",
         };
+        // iperf 2's order: the direction, a scheduled start, UDP's no report, trip times.
+        let epoch = match r.config.scheduled_start_unix_s {
+            Some(_) => " (epoch-start)",
+            None => "",
+        };
+        let fin = match is_udp(r) && !way.is_empty() {
+            true => " (no-udp-fin)",
+            false => "",
+        };
+        let trips = match timed(r) && c.received.is_some() && c.sent.is_none() {
+            true => " (trip-times)",
+            false => "",
+        };
+        let mark = format!("{way}{epoch}{fin}{trips}");
         // iperf 2's mark of a client sending frames (`--isochronous`), before the others.
         let isoch = match r.frames.is_some() && c.received.is_some() {
             true => " (isoch)",

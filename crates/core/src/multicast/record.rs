@@ -105,6 +105,7 @@ fn context(here: String, there: SocketAddr, started_unix_s: f64, datagrams: &str
         started_unix_s,
         interrupted: false,
         protocol: protocol(datagrams),
+        scheduled_start_unix_s: None,
         foreign_peer: datagrams != "landspeed",
         served_here: false,
     }

@@ -284,3 +284,34 @@ fn a_trip_times_client_gets_the_servers_echo_of_its_header_before_the_bursts() {
         assert_eq!(h.sender_echo(start), crate::unhex(server));
     }
 }
+
+/// iperf 2.1.8's `tcp -n 8K --txstart-time 1796573226.25` (its `%ld.%6ld` reads ".25" as 25 µs),
+/// then with `--trip-times`: the start time's words hold the scheduled start, flagged EPOCH_START.
+const TXSTART: &str = "400100a000000001000014f6000000000000000000002000000000000000000010000000000200010008000300000000000000000000000000000000000000006b15882a000000190000000000000000";
+const TXSTART_TRIPS: &str = "400100a000000001000014f6000000000000000000002000000000000000000010100000000200010008000300000000000000000000000000000000000000006b15882a000000000000000000000000";
+
+#[test]
+fn a_scheduled_start_is_read_and_written_as_iperf2_writes_it() {
+    let bytes = |h: &str| crate::unhex(h);
+    let (h, _) = ClientHeader::parse(&bytes(TXSTART), 0).unwrap();
+    let at = crate::ack::WireTime {
+        secs: 0x6b15_882a,
+        micros: 25,
+    };
+    assert_eq!(h.epoch_start(), Some(at));
+    assert!(h.tcp_plan(0).is_ok());
+    // The same client unscheduled, then scheduled: 2.1.8's bytes.
+    let plain = "40010078000000010000176f000000000000000000002000000000000000000000000000000200010008000300000000000000000000000000000000";
+    let (mut p, _) = ClientHeader::parse(&bytes(plain), 0).unwrap();
+    p.port = 0x14f6;
+    assert_eq!(p.epoch_start(), None);
+    assert_eq!(p.scheduled(at).encode(), bytes(TXSTART));
+    // With trip times the start's words are there already; the flag is added to TRIPTIME's.
+    let (t, _) = ClientHeader::parse(&bytes(TXSTART_TRIPS), 0).unwrap();
+    assert!(t.has(upper::TRIPTIME));
+    assert_eq!(t.epoch_start().map(|w| w.secs), Some(0x6b15_882a));
+    let (timed, _) = ClientHeader::parse(&bytes(TXSTART_TRIPS), 0).unwrap();
+    let mut unflagged = timed.clone();
+    unflagged.extension.as_mut().unwrap().upper &= !upper::EPOCH_START;
+    assert_eq!(unflagged.scheduled(timed.epoch_start().unwrap()), timed);
+}

@@ -118,11 +118,33 @@ fn serve(
     gather(&mut streams, &rx, plan.spec.streams, &shared.shutdown);
     shared.iperf2.close(id);
     drop(rx);
+    if !scheduled_start(streams[0].header.epoch_start(), test, peer, shared) {
+        return;
+    }
     match plan.connect_back {
         None => run_logged(Legs::of(&streams, &[]), (&plan, test), (peer, None), shared),
         Some(back) => super::connect_back::serve(&streams, back, (&plan, test), peer, shared),
     }
     shared.tests_done.fetch_add(1, Relaxed);
+}
+
+/// Waits for the test's scheduled start (`--txstart-time`, `super::start_at`); false when it is
+/// refused (the wait and the test run past the server's longest test: logged) or the server began
+/// shutting down meanwhile.
+pub(super) fn scheduled_start(
+    epoch: Option<WireTime>,
+    test: &Test,
+    peer: SocketAddr,
+    shared: &Shared,
+) -> bool {
+    let max_s = shared.opts.limits.max_duration_s;
+    match super::start_at::wait(epoch, test, max_s, super::start_at::now_s()) {
+        Ok(w) => super::start_at::sleep(w, &shared.shutdown),
+        Err(why) => {
+            shared.refuse(peer, RefusalKind::Unserved, format!("iperf2: {why}"));
+            false
+        }
+    }
 }
 
 /// What a test's header is admitted as: with `-r` or `-d`, both directions (the server's
@@ -365,9 +387,12 @@ fn run(
         client_ports: client_ports(&paths, test),
         started: SystemTime::now(),
     };
+    let mut context = iperf2_context(ends.addresses, ends.started, 1);
+    let epoch = streams[0].header.epoch_start();
+    context.scheduled_start_unix_s = super::start_at::scheduled_s(epoch, context.started_unix_s);
     let live = o.live.then(|| crate::host::Live {
         spec: test.spec().clone(),
-        context: iperf2_context(ends.addresses, ends.started, 1),
+        context,
         client_ports: ends.client_ports.clone(),
         samples: vec![],
         frames: plan.frames,
@@ -547,9 +572,12 @@ pub(super) fn inferred_client(
         elapsed_s: here.elapsed_s,
         ..EndpointReport::default()
     };
+    let mut context = iperf2_context(addresses, started, here.threads);
+    let epoch = header.epoch_start();
+    context.scheduled_start_unix_s = super::start_at::scheduled_s(epoch, context.started_unix_s);
     landspeed_core::assemble::assemble(&landspeed_core::assemble::Inputs {
         spec: test,
-        context: iperf2_context(addresses, started, here.threads),
+        context,
         client: &client,
         server: here,
         client_samples: &[],

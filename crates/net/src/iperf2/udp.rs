@@ -14,6 +14,7 @@ use landspeed_core::frames::{FrameReceipt, FramesReport};
 use landspeed_engine::supervisor::EngineOutput;
 use landspeed_engine::transport::udp::UdpStream;
 use landspeed_iperf2::udp::Datagram;
+use landspeed_iperf2::ack::WireTime;
 use landspeed_iperf2::{ClientHeader, ConnectBack, Dual, FramePayload, Receipt, Unserved};
 use std::collections::HashMap;
 use std::net::{SocketAddr, UdpSocket};
@@ -74,6 +75,7 @@ pub(crate) fn take(
     let Some(admitted) = super::server::admit(plan, peer, shared) else {
         return true;
     };
+    let epoch = landspeed_iperf2::udp::epoch_start(b, &header);
     let (tx, rx) = std::sync::mpsc::channel();
     let _ = tx.send((b.to_vec(), stamp_ns));
     shared
@@ -87,14 +89,19 @@ pub(crate) fn take(
         .name(format!("iperf2 udp {peer}"))
         .spawn(move || {
             sh.connection_started();
+            if !super::server::scheduled_start(epoch, &admitted.test, peer, &sh) {
+                sh.iperf2_udp.remove(peer);
+                sh.connection_ended();
+                return;
+            }
             // Forward and --full-duplex receive here; -R only sends.
             if group {
                 let test = admitted.test.clone();
-                receive_logged(&header, &test, (None, (peer, local)), &rx, &sh);
+                receive_logged((&header, epoch), &test, (None, (peer, local)), &rx, &sh);
             } else if admitted.test.direction == Direction::Reverse {
                 super::udp_send::serve(&header, admitted, (peer, local), &sh);
             } else {
-                serve((header, back), admitted, (peer, local), rx, &sh);
+                serve((header, epoch, back), admitted, (peer, local), rx, &sh);
             }
             sh.iperf2_udp.remove(peer);
             sh.connection_ended();
@@ -148,7 +155,7 @@ fn sampled(mut spec: TestSpec, shared: &Shared) -> TestSpec {
 /// `--full-duplex`, sends the server's stream on the same socket meanwhile, and answers nothing, as
 /// iperf 2.1.8's server), then logs it.
 fn serve(
-    (header, back): (ClientHeader, Option<ConnectBack>),
+    (header, epoch, back): (ClientHeader, Option<WireTime>, Option<ConnectBack>),
     admitted: super::server::Admitted,
     (peer, local): (SocketAddr, SocketAddr),
     rx: Receiver<Passed>,
@@ -171,9 +178,9 @@ fn serve(
     std::thread::scope(|sc| {
         if back.is_some_and(|b| b.dual == Dual::Simultaneous) {
             sc.spawn(|| sending_back(()));
-            receive_logged(&header, test, (Some(&sock), (peer, local)), &rx, shared);
+            receive_logged((&header, epoch), test, (Some(&sock), (peer, local)), &rx, shared);
         } else {
-            receive_logged(&header, test, (Some(&sock), (peer, local)), &rx, shared);
+            receive_logged((&header, epoch), test, (Some(&sock), (peer, local)), &rx, shared);
             sending_back(());
         }
     });
@@ -182,7 +189,7 @@ fn serve(
 /// Receives the client's stream (and with `--full-duplex` sends the server's) on `sock`, then logs
 /// the test; without a socket (a group's sender) from what the listener passes, answering nothing.
 fn receive_logged(
-    header: &ClientHeader,
+    (header, epoch): (&ClientHeader, Option<WireTime>),
     test: &Test,
     (sock, (peer, local)): (Option<&UdpSocket>, (SocketAddr, SocketAddr)),
     rx: &Receiver<Passed>,
@@ -202,10 +209,18 @@ fn receive_logged(
         .has(landspeed_iperf2::header::upper::ISOCH)
         .then(|| FrameReceipt::new(0));
     let mut counted = Counted::new(test, shared);
+    // A scheduled start (waited for before this): the clock's zero is now, whenever the first
+    // datagram (sent before the wait) came.
+    let scheduled = super::start_at::scheduled_s(epoch, super::start_at::now_s());
+    if scheduled.is_some() {
+        counted.receipt.start_at(super::start_at::now_s());
+    }
     // Live only one way: both ways' intervals come at the end (their two clocks start apart).
+    let mut context = super::server::iperf2_context((Some(local), Some(peer)), started, 1);
+    context.scheduled_start_unix_s = scheduled;
     counted.live = (shared.opts.live && !both).then(|| Live {
         spec: test.spec().clone(),
-        context: super::server::iperf2_context((Some(local), Some(peer)), started, 1),
+        context,
         client_ports: vec![Some(peer.port())],
         samples: vec![],
         frames: false,
@@ -241,6 +256,7 @@ fn receive_logged(
     }
     let sent = sent.as_ref().map(|(out, _)| out);
     let mut result = result(&counted, sent, (test, header), (local, peer), started);
+    result.config.scheduled_start_unix_s = scheduled;
     result.frames = frames;
     log.result = Some(Box::new(result));
     shared.tests_done.fetch_add(1, Relaxed);
