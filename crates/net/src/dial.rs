@@ -458,7 +458,7 @@ pub(crate) fn run_context(
         started_unix_s,
         interrupted,
         protocol: protocol.into(),
-        scheduled_start_unix_s: None,
+        scheduled_start_unix_s: opts.start_at_unix_s,
         foreign_peer: false,
         served_here: false,
     }

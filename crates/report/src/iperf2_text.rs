@@ -344,6 +344,34 @@ pub fn connected_marked(each: &[Ends], direction: Direction, when: Option<f64>, 
     t
 }
 
+/// `--txstart-time`'s line under each connection's (`lines`, one a connection, numbered from 1):
+/// how many whole seconds until the data starts at `at_unix_s`, rounded up, and when, as of
+/// `now_unix_s`; or, the time passed, iperf 2.1.8's warning that it is before now.
+pub fn with_start_lines(lines: &str, at_unix_s: f64, now_unix_s: f64) -> String {
+    let start = strftime(at_unix_s, "%Y-%m-%d %H:%M:%S");
+    let now = strftime(now_unix_s, "%Y-%m-%d %H:%M:%S");
+    let ahead = (at_unix_s - now_unix_s).ceil();
+    let mut t = String::new();
+    for (k, line) in lines.lines().enumerate() {
+        let c = k + 1;
+        t += line;
+        t.push('\n');
+        let _ = match ahead > 0.0 {
+            true => writeln!(
+                t,
+                "[{c:>3}] Client traffic to start in {ahead} seconds at {start} current time is {now} (UTC)"
+            ),
+            false => writeln!(
+                t,
+                "[{c:>3}] WARNING: --txstart-time ({}.{}) {start} is before now {now} (UTC)",
+                at_unix_s.trunc(),
+                ((at_unix_s.fract() * 1e6).round() as i64)
+            ),
+        };
+    }
+    t
+}
+
 /// iperf 2.1.8's mark of a connection's type of service (`-S`) when set: `(tos rx=0x10)` on a
 /// test the client sends, `(tos tx=...)` on one it receives (`-R`), `(tos rx/tx=.../...)` both ways.
 pub(crate) fn tos_mark(tos: Option<u8>, direction: Direction) -> String {

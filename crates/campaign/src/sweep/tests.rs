@@ -51,6 +51,7 @@ fn fake(o: &ClientOptions) -> RunResult {
             started_unix_s: 1.0,
             interrupted: false,
             protocol: "landspeed".into(),
+            scheduled_start_unix_s: None,
             foreign_peer: false,
             served_here: false,
         },

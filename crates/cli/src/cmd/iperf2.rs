@@ -135,6 +135,11 @@ pub(crate) struct Opts {
     /// `g` bits, `K`, `M`, `G` bytes, powers of 1000 (iperf 2's `bitorbyte_atoi`).
     #[arg(long = "fq-rate")]
     pub(crate) fq_rate: Option<String>,
+    /// `--txstart-time SECS[.USECS]`: the streams connect now and send from this Unix time on
+    /// (iperf 2 reads the digits after the point as microseconds); turns `-e` on. A TCP client's
+    /// own streams only: with -R iperf 2.1.8's server sends at once, before the start.
+    #[arg(long = "txstart-time")]
+    pub(crate) txstart_time: Option<String>,
 }
 
 /// `landspeed iperf2 ARGS`.
@@ -257,6 +262,7 @@ const HELP: &str = "Usage: iperf [-s|-c host] [options]   (landspeed's iperf 2 d
                      server's (UDP), M multicast's (none apart)
   --sum-only         the streams' [SUM-N] lines alone (TCP or UDP sent, without -e)
   --fq-rate R        pace each TCP socket sent (k/m/g bits, K/M/G bytes a second)
+  --txstart-time T   TCP sent: connect now, send from Unix time T (SECS[.USECS], .25 is 25 µs as in iperf 2; -e on)
   -u, --udp          UDP (1470-byte datagrams, -b 1M each stream; the server's report printed)
   --ipg MS           with -u: a datagram every MS ms (with --isochronous: the gap within a frame)
   -c GROUP -u        multicast: iperf 2's datagrams to the group (-T TTL, 1), no server report
@@ -316,6 +322,20 @@ fn refused(o: &Opts) -> Option<String> {
             o.isochronous.is_some() && o.parallel.unwrap_or(1) > 1,
             "--isochronous with -P",
             "one stream of frames at a time",
+        ),
+        (
+            o.txstart_time.is_some()
+                && (o.server
+                    || o.reverse
+                    || o.full_duplex
+                    || o.udp
+                    || o.tradeoff
+                    || o.dualtest
+                    || o.bounceback.is_some()
+                    || o.connect_only.is_some()
+                    || o.isochronous.is_some()),
+            "--txstart-time with -s, -R, --full-duplex, -u, -r, -d, --bounceback, --connect-only or --isochronous",
+            "a TCP client's own streams start at it (iperf 2.1.8's server sends -R's before it)",
         ),
     ];
     list.into_iter()
@@ -532,6 +552,31 @@ fn run_args(o: &Opts, host: &str) -> Result<Vec<String>, String> {
     Ok(a)
 }
 
+/// iperf 2's most for a scheduled start's distance from now (its MAXDIFFTXSTART), seconds.
+const TXSTART_FURTHEST_S: f64 = 3600.0;
+
+/// `--txstart-time` as iperf 2.1.8 reads it (`%ld.%6ld`: whole seconds, then up to six digits
+/// read as a count of microseconds, so `.25` is 25 µs), checked as it checks it at `now_s`: Unix
+/// seconds, or why not.
+fn txstart_s(v: &str, now_s: f64) -> Result<f64, String> {
+    let (whole, frac) = v.split_once('.').unwrap_or((v, ""));
+    let secs: i64 = whole
+        .parse()
+        .map_err(|_| format!("--txstart-time {v}: not SECONDS[.MICROSECONDS] (Unix time)"))?;
+    let digits: String = frac.chars().take(6).take_while(char::is_ascii_digit).collect();
+    let usecs: i64 = digits.parse().unwrap_or(0);
+    if secs < 0 {
+        return Err(format!("--txstart-time {v}: must be a positive value"));
+    }
+    let at = secs as f64 + usecs as f64 / 1e6;
+    if secs as f64 - now_s.floor() > TXSTART_FURTHEST_S {
+        return Err(format!(
+            "--txstart-time {v}: exceeds max scheduled delay of {TXSTART_FURTHEST_S} secs"
+        ));
+    }
+    Ok(at)
+}
+
 /// `--fq-rate` as iperf 2.1.8 reads it (`bitorbyte_atoi`, then whole bytes a second for
 /// SO_MAX_PACING_RATE): `k`, `m`, `g` are kilo-, mega-, gigabits, `K`, `M`, `G` kilo-, mega-,
 /// gigabytes (powers of 1000); the pace in bits per second, above zero.
@@ -620,8 +665,16 @@ fn client(o: &Opts, host: &str) -> Result<bool> {
     }
     // --trip-times over TCP: the bursts stamped and timed (over UDP, --isochronous's above).
     opts.trip_times |= o.trip_times && !o.udp;
+    if let Some(v) = &o.txstart_time {
+        match txstart_s(v, crate::common::unix_now_s()) {
+            Ok(at) => opts.start_at_unix_s = Some(at),
+            Err(why) => return refuse(&why),
+        }
+    }
+    // --txstart-time turns -e on, as iperf 2's does.
+    let enhanced = o.enhanced || o.txstart_time.is_some();
     // -e over TCP: the reads of what this end receives counted, as iperf 2's client counts them.
-    if o.enhanced && !o.udp {
+    if enhanced && !o.udp {
         opts.read_bins = Some(opts.spec.length_bytes as usize);
     }
     // The test as its lines show it: with --trip-times over TCP its bursts are timed.
@@ -634,7 +687,7 @@ fn client(o: &Opts, host: &str) -> Result<bool> {
         &Iperf2Style {
             csv: o.style.is_some(),
             // --isochronous turns -e on, as iperf 2's does.
-            enhanced: o.enhanced || o.isochronous.is_some(),
+            enhanced: enhanced || o.isochronous.is_some(),
             format: o.format.unwrap_or('a'),
             interval_s: o.interval.filter(|i| *i > 0.0),
         },
@@ -648,6 +701,7 @@ fn client(o: &Opts, host: &str) -> Result<bool> {
     }
     let interrupt = crate::common::client::interrupt_flag()?;
     let mut live = Live::new(&style, &shown);
+    live.start_at = opts.start_at_unix_s;
     // Over UDP the frames' --trip-times marks the connection too (its timing is the frames').
     if o.udp && opts.trip_times {
         let marked = landspeed_core::config::TestSpec {
@@ -790,6 +844,8 @@ struct Live<'a> {
     sum_head: bool,
     /// The connection lines' mark after the direction's (`(isoch)`, `(trip-times)`).
     mark: &'static str,
+    /// `--txstart-time`: when the data starts (Unix seconds), said under each connection's line.
+    start_at: Option<f64>,
 }
 
 impl<'a> Live<'a> {
@@ -806,6 +862,7 @@ impl<'a> Live<'a> {
             retries: std::collections::HashMap::new(),
             sum_head: false,
             mark: iperf2_text::trips_mark(spec),
+            start_at: None,
         }
     }
 
@@ -844,12 +901,21 @@ impl<'a> Live<'a> {
                         ..iperf2_text::Ends::between(c)
                     })
                     .collect();
-                return;
+                // A scheduled start (--txstart-time): the lines now, before the wait, as iperf 2
+                // prints them.
+                if self.start_at.is_none() {
+                    return;
+                }
+                self.started_unix_s = crate::common::unix_now_s();
+                let each_way = 1 + u32::from(self.spec.direction == landspeed_core::config::Direction::Bidir);
+                match self.started(self.each.len() as u32 * each_way) {
+                    Some(t) => t,
+                    None => return,
+                }
             }
+            ClientEvent::Started { .. } if self.start_at.is_some() => return,
             ClientEvent::Started { streams, .. } => {
-                self.started_unix_s = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0.0, |d| d.as_secs_f64());
+                self.started_unix_s = crate::common::unix_now_s();
                 match self.started(streams) {
                     Some(t) => t,
                     None => return,
@@ -890,8 +956,17 @@ impl<'a> Live<'a> {
             true => self.each.clone(),
             false => vec![ends.clone(); connections as usize],
         };
-        let mark = self.mark;
-        let mut lines = iperf2_text::connected_marked(&each, self.spec.direction, when, mark);
+        // iperf 2's order: the direction, a scheduled start, trip times.
+        let epoch = if self.start_at.is_some() {
+            " (epoch-start)"
+        } else {
+            ""
+        };
+        let mark = format!("{epoch}{}", self.mark);
+        let mut lines = iperf2_text::connected_marked(&each, self.spec.direction, when, &mark);
+        if let Some(at) = self.start_at {
+            lines = iperf2_text::with_start_lines(&lines, at, crate::common::unix_now_s());
+        }
         if self.spec.transport == Transport::Udp && self.spec.direction == Direction::Bidir {
             // iperf 2's UDP full duplex asks for no report at the end, and says so.
             lines = lines.replace(" (full-duplex)", " (full-duplex) (no-udp-fin)");
@@ -1092,6 +1167,17 @@ mod tests {
         assert_eq!(bits("50m"), Some(50_000_000));
         assert_eq!(bits("1g"), Some(1_000_000_000));
         assert_eq!(bits("0"), None);
+        // --txstart-time as 2.1.8's `%ld.%6ld` reads it: ".25" is 25 µs; within an hour of now.
+        let now = 1_800_000_000.0;
+        assert_eq!(txstart_s("1800000002", now), Ok(1_800_000_002.0));
+        assert_eq!(txstart_s("1800000002.25", now), Ok(1_800_000_002.000025));
+        assert_eq!(txstart_s("1800000002.250000", now), Ok(1_800_000_002.25));
+        assert_eq!(txstart_s("1799999000", now), Ok(1_799_999_000.0));
+        assert!(txstart_s("1800003601", now)
+            .unwrap_err()
+            .contains("exceeds max scheduled delay"));
+        assert!(txstart_s("-5", now).unwrap_err().contains("positive"));
+        assert!(txstart_s("soon", now).unwrap_err().contains("not SECONDS"));
         // --fq-rate: bits lower case, bytes upper case, powers of 1000, whole bytes a second (2.1.8
         // prints 100m as 100 Mbit/s and 50M as 400 Mbit/s).
         assert_eq!(fq_rate_bps("100m"), Some(100_000_000));
@@ -1190,6 +1276,9 @@ mod tests {
             ("-c h -u --fq-rate 10m", "--fq-rate with"),
             ("-c h -R --fq-rate 10m", "--fq-rate with"),
             ("-s -x C", "-x with -s"),
+            ("-c h -R --txstart-time 1", "--txstart-time with"),
+            ("-c h -u --txstart-time 1", "--txstart-time with"),
+            ("-c h -d --txstart-time 1", "--txstart-time with"),
             ("-c h --ipg 10", "--ipg without -u, or with -b"),
             ("-c h -u --ipg 10 -b 1m", "--ipg without -u, or with -b"),
             ("-c h -u --ipg 0", "--ipg outside (0, 60000] ms"),
@@ -1204,6 +1293,7 @@ mod tests {
         assert!(refused(&opts("-c h -u -x CSV").unwrap()).is_none());
         assert!(refused(&opts("-c h -u -P 2 --sum-only -y C").unwrap()).is_none());
         assert!(refused(&opts("-c h -P 2 --fq-rate 50M").unwrap()).is_none());
+        assert!(refused(&opts("-c h -P 2 --trip-times --txstart-time 1").unwrap()).is_none());
         assert!(refused(&opts("-c h -u -d -L 6000 -i 1 -y C").unwrap()).is_none());
         assert!(refused(&opts("-c h -u -r -b 2m -t 3").unwrap()).is_none());
         assert!(refused(&opts("-c h -u -R -t 2 -i 1 -y C").unwrap()).is_none());

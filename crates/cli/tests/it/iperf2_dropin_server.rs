@@ -187,6 +187,52 @@ const MATRIX: &[(&str, &str)] = &[
     ("", "-t 1 --isochronous=60:2m,0.5m -P 2"),
 ];
 
+/// What `PROGRAM -s SERVER_ARGS` printed for one iperf 2.1.8 client with `CLIENT_ARGS`.
+fn served(program: &[&str], server_args: &str, client_args: &str) -> String {
+    let server = Server::start(program, server_args);
+    client(server.1, client_args);
+    std::thread::sleep(Duration::from_millis(300));
+    server.printed()
+}
+
+/// iperf 2.1.8's `--txstart-time` client connects, sends its header, and sends its data only at
+/// the time it names (2 s later here): both servers start their clock there, so a 1 s test reads
+/// about 1 s (landspeed's read 3 s, a third of the rate), and mark the connection (epoch-start).
+#[test]
+fn a_scheduled_start_starts_the_clock_at_either_server() {
+    let _one = common::alone();
+    if !have_iperf2() {
+        return;
+    }
+    let landspeed = [common::bin(), "iperf2"];
+    for (server_args, client_args) in [("-i 0.5", "-t 1"), ("-u -i 0.5", "-u -t 1")] {
+        let at = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+            + 2;
+        let client_args = format!("{client_args} --txstart-time {at}");
+        let (theirs, ours) = common::at_once_if(
+            common::iperf2_paced(&client_args),
+            || served(&["iperf"], server_args, &client_args),
+            || served(&landspeed, server_args, &client_args),
+        );
+        let what = format!("-s {server_args} / -c {client_args}");
+        assert_eq!(
+            shape(&ours, false),
+            shape(&theirs, false),
+            "{what}:\n{ours}\n/ iperf 2.1.8's server:\n{theirs}"
+        );
+        assert!(ours.contains(" (epoch-start)"), "{what}: {ours}");
+        // The whole test's line: 1 s and a little (a physical margin of 0.5 s; the wait is 2 s).
+        let span = ours
+            .lines()
+            .filter_map(|l| l.split("0.0000-").nth(1)?.split(' ').next()?.parse::<f64>().ok())
+            .fold(0.0, f64::max);
+        assert!((0.9..1.5).contains(&span), "{what}: {span} s\n{ours}");
+    }
+}
+
 #[test]
 fn the_iperf_drop_in_server_prints_what_iperf2s_server_prints() {
     let _one = common::alone();
@@ -194,12 +240,6 @@ fn the_iperf_drop_in_server_prints_what_iperf2s_server_prints() {
         return;
     }
     let landspeed = [common::bin(), "iperf2"];
-    let served = |program: &[&str], server_args: &str, client_args: &str| {
-        let server = Server::start(program, server_args);
-        client(server.1, client_args);
-        std::thread::sleep(Duration::from_millis(300));
-        server.printed()
-    };
     for (server_args, client_args) in MATRIX {
         // Figures masked, so the two pairs run at once where paced.
         let (theirs, ours) = common::at_once_if(

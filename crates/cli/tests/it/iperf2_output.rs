@@ -184,3 +184,83 @@ fn sum_only_prints_the_sums_iperf2s_client_prints() {
         bad.stderr
     );
 }
+
+/// `--txstart-time`: iperf 2.1.8's client and the drop-in, each scheduled 2 s ahead, connect at
+/// once, say when their traffic starts, and send from then (with -e's lines, which it turns on):
+/// the same lines against landspeed's server and iperf 2.1.8's, and the test 1 s long.
+#[test]
+fn txstart_time_sends_from_the_time_it_names_as_iperf2s_client_does() {
+    let _one = common::alone();
+    if !have_iperf2() {
+        return;
+    }
+    let ours = ServerProc::start("127.0.0.1", &[]);
+    let scheduled = |extra: &str| {
+        let at = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+            + 2;
+        format!("{extra} --txstart-time {at}")
+    };
+    // iperf 2.1.8's server fresh for each client (one that served a scheduled -P 2 test can fail
+    // the next one's streams).
+    let port = |iperf2: bool| match iperf2 {
+        true => {
+            let s = crate::iperf2_server::Iperf2Server::start();
+            let p = s.1;
+            (Some(s), p)
+        }
+        false => (None, ours.port),
+    };
+    for iperf2 in [false, true] {
+        for extra in ["-t 1", "-t 1 -P 2 --trip-times"] {
+            let args = scheduled(extra);
+            let theirs = port(iperf2);
+            let line = format!("-c 127.0.0.1 -p {} {args}", theirs.1);
+            let reference = common::output_within(
+                Command::new("iperf").args(line.split_whitespace()),
+                Duration::from_secs(20),
+            );
+            let reference = String::from_utf8_lossy(&reference.stdout).into_owned();
+            let theirs = port(iperf2);
+            let line = format!("-c 127.0.0.1 -p {} {}", theirs.1, scheduled(extra));
+            let mine = drop_in(&line, Duration::from_secs(20));
+            assert_eq!(mine.code, 0, "{line}: {}{}", mine.stdout, mine.stderr);
+            assert_eq!(
+                masked(&on_time(&mine.stdout, &args)),
+                masked(&on_time(&reference, &args)),
+                "{line}:\n{}\n/ iperf:\n{reference}",
+                mine.stdout
+            );
+            assert!(
+                mine.stdout.contains(" (epoch-start)") && mine.stdout.contains("Client traffic to start in "),
+                "{}",
+                mine.stdout
+            );
+        }
+    }
+    // landspeed's server timed each test from its start: about 1 s, not 3 (a margin of 0.5 s).
+    for _ in 0..2 {
+        let logged = common::line_with(&ours, "iperf2 2.1.8 test");
+        let secs: f64 = logged
+            .split(" in ")
+            .last()
+            .and_then(|r| r.split(" s ").next())
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("{logged}"));
+        assert!((0.9..1.5).contains(&secs), "{logged}");
+    }
+    // What it cannot be: one line, exit 1.
+    let bad = drop_in(
+        &format!("-c 127.0.0.1 -p {} -R {}", ours.port, scheduled("-t 1")),
+        Duration::from_secs(20),
+    );
+    assert_eq!(bad.code, 1, "{}", bad.stderr);
+    assert!(
+        bad.stderr
+            .starts_with("iperf: landspeed iperf2 does not support --txstart-time with"),
+        "{}",
+        bad.stderr
+    );
+}

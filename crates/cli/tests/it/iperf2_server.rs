@@ -912,6 +912,19 @@ fn hostile_iperf2_headers_are_refused_and_the_server_serves_on() {
     let _ = held.write_all(&[0; 4096]);
     drop(held);
     common::line_with(&s, "iperf2 2.1.8 test");
+    // A start scheduled past the server's longest test (--txstart-time): refused at once, not
+    // waited for.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as u32;
+    let (h, _) = landspeed_iperf2::ClientHeader::parse(&header(1, -100, 0), 0).unwrap();
+    let at = landspeed_iperf2::ack::WireTime {
+        secs: now + 100,
+        micros: 0,
+    };
+    let _late = send(h.scheduled(at).encode());
+    common::line_with(&s, "test exceed the server's longest test (30 s)");
     // A reverse test whose client never reads ends at its time.
     let t = std::time::Instant::now();
     let _quiet = send(header(1, -100, 0x0400));

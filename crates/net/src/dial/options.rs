@@ -56,6 +56,10 @@ pub struct ClientOptions {
     /// with `--isochronous` the server reads each frame's latency; over TCP (`run --iperf2`) each
     /// burst is stamped and timed where it arrives.
     pub trip_times: bool,
+    /// iperf 2's `--txstart-time` (a TCP test against an iperf 2 server): the streams connect and
+    /// send their headers now, their data from this wall-clock time on (Unix seconds); the
+    /// server's clock starts there too.
+    pub start_at_unix_s: Option<f64>,
     /// TCP receivers count their reads by size in eight bins of an eighth of this (the `iperf`
     /// drop-in's `-e`: iperf 2's `Reads=Dist`); None: not counted.
     pub read_bins: Option<usize>,
@@ -114,6 +118,7 @@ impl ClientOptions {
             iperf3_auth: None,
             tls_pin: None,
             trip_times: false,
+            start_at_unix_s: None,
             read_bins: None,
             connect_back: None,
             latency: None,

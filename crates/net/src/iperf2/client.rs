@@ -25,6 +25,12 @@ pub fn run_iperf2_client(
     on_event: &mut dyn FnMut(ClientEvent),
 ) -> Result<RunResult, ClientError> {
     let spec = &unverified(&opts.spec)?;
+    let plain_tcp = spec.transport == Transport::Tcp && spec.frames.is_none() && opts.connect_back.is_none();
+    if opts.start_at_unix_s.is_some() && !plain_tcp {
+        return Err(ClientError::NotWithIperf2 {
+            what: "a scheduled start (--txstart-time) but in a TCP test of this host's streams, -R or --full-duplex".into(),
+        });
+    }
     if let Some(frames) = spec.frames {
         return match spec.transport {
             Transport::Udp => super::isoch_client::run_frames(opts, spec, frames, interrupt, on_event),
@@ -46,12 +52,15 @@ pub fn run_iperf2_client(
         return super::back_client::run_back(opts, spec, ask, interrupt, on_event);
     }
     let spec = &with_trips(spec, opts.trip_times)?;
-    let started_unix_s = unix_now_s();
+    let started_unix_s = opts.start_at_unix_s.unwrap_or_else(unix_now_s);
+    let start = landspeed_iperf2::ack::WireTime::from_unix_ns((started_unix_s * 1e9) as u64);
     let header = ClientHeader::for_tcp(spec, opts.port)
         .map_err(|e| ClientError::NotWithIperf2 { what: e.to_string() })?
-        .started(landspeed_iperf2::ack::WireTime::from_unix_ns(
-            (started_unix_s * 1e9) as u64,
-        ));
+        .started(start);
+    let header = match opts.start_at_unix_s {
+        Some(_) => header.scheduled(start),
+        None => header,
+    };
     landspeed_engine::platform::check_spec(spec)?;
     let addr = resolve(opts)?;
     let (streams, facts) = open(opts, addr, spec, &header.encode())?;
@@ -64,12 +73,32 @@ pub fn run_iperf2_client(
         .map_err(|err| ClientError::Stream { id: 0, err })?;
     on_event(ClientEvent::Connected { local, remote: addr });
     on_event(streams_connected(&streams, facts));
+    // A scheduled start: the data (and the test's clock) from then, or now if it has passed.
+    let started_unix_s = match opts.start_at_unix_s {
+        Some(at) => {
+            wait_until(at, interrupt);
+            unix_now_s()
+        }
+        None => started_unix_s,
+    };
     let ends = Ends {
         addresses: (local, addr),
         started_unix_s,
         interrupted: false,
     };
     Ok(measured(opts, spec, streams, ends, (interrupt, on_event)))
+}
+
+/// Waits until `at_unix_s` on this host's clock (a scheduled start), in steps of at most 100 ms,
+/// or until interrupted.
+fn wait_until(at_unix_s: f64, interrupt: &AtomicBool) {
+    loop {
+        let left = at_unix_s - unix_now_s();
+        if left <= 0.0 || interrupt.load(Relaxed) {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_secs_f64(left.min(0.1)));
+    }
 }
 
 /// The event that says the test's own connections are up (the first of each with `--bidir`),

@@ -82,7 +82,10 @@ mod tests {
     fn header(at_s: Option<u32>) -> Option<WireTime> {
         let h = ClientHeader::for_tcp(&TestSpec::default(), 5001).unwrap();
         let h = match at_s {
-            Some(secs) => h.scheduled(WireTime { secs, micros: 500_000 }),
+            Some(secs) => h.scheduled(WireTime {
+                secs,
+                micros: 500_000,
+            }),
             None => h,
         };
         ClientHeader::parse(&h.encode(), 0).unwrap().0.epoch_start()
@@ -100,23 +103,38 @@ mod tests {
     #[test]
     fn a_start_ahead_is_waited_for_and_one_past_is_not() {
         let now = 1_800_000_000.0;
-        let w = wait(&header(Some(1_800_000_002)), &test(10), Some(300.0), now).unwrap();
+        let w = wait(header(Some(1_800_000_002)), &test(10), Some(300.0), now).unwrap();
         assert_eq!(w, Duration::from_millis(2500));
-        assert_eq!(wait(&header(Some(1_799_999_990)), &test(10), Some(300.0), now), Ok(Duration::ZERO));
-        assert_eq!(wait(&header(None), &test(10), Some(300.0), now), Ok(Duration::ZERO));
-        assert_eq!(scheduled_s(&header(Some(1_799_999_990)), now), Some(1_799_999_990.5));
+        assert_eq!(
+            wait(header(Some(1_799_999_990)), &test(10), Some(300.0), now),
+            Ok(Duration::ZERO)
+        );
+        assert_eq!(
+            wait(header(None), &test(10), Some(300.0), now),
+            Ok(Duration::ZERO)
+        );
+        assert_eq!(
+            scheduled_s(header(Some(1_799_999_990)), now),
+            Some(1_799_999_990.5)
+        );
     }
 
     #[test]
     fn the_wait_counts_against_the_longest_test_and_an_hour_away_is_ignored() {
         let now = 1_800_000_000.0;
-        let e = wait(&header(Some(1_800_000_295)), &test(10), Some(300.0), now).unwrap_err();
-        assert!(e.contains("295.5 s from now") && e.contains("longest test (300 s)"), "{e}");
-        assert!(wait(&header(Some(1_800_000_280)), &test(10), Some(300.0), now).is_ok());
-        assert!(wait(&header(Some(1_800_000_295)), &test(10), None, now).is_ok());
+        let e = wait(header(Some(1_800_000_295)), &test(10), Some(300.0), now).unwrap_err();
+        assert!(
+            e.contains("295.5 s from now") && e.contains("longest test (300 s)"),
+            "{e}"
+        );
+        assert!(wait(header(Some(1_800_000_280)), &test(10), Some(300.0), now).is_ok());
+        assert!(wait(header(Some(1_800_000_295)), &test(10), None, now).is_ok());
         // Beyond iperf 2.1.8's hour: no wait, no schedule.
-        assert_eq!(wait(&header(Some(1_800_005_000)), &test(10), Some(300.0), now), Ok(Duration::ZERO));
-        assert_eq!(scheduled_s(&header(Some(1_800_005_000)), now), None);
+        assert_eq!(
+            wait(header(Some(1_800_005_000)), &test(10), Some(300.0), now),
+            Ok(Duration::ZERO)
+        );
+        assert_eq!(scheduled_s(header(Some(1_800_005_000)), now), None);
     }
 
     #[test]

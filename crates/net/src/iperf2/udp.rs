@@ -13,8 +13,8 @@ use landspeed_core::endpoint::{EndpointReport, IntervalSample, Role, StreamRepor
 use landspeed_core::frames::{FrameReceipt, FramesReport};
 use landspeed_engine::supervisor::EngineOutput;
 use landspeed_engine::transport::udp::UdpStream;
-use landspeed_iperf2::udp::Datagram;
 use landspeed_iperf2::ack::WireTime;
+use landspeed_iperf2::udp::Datagram;
 use landspeed_iperf2::{ClientHeader, ConnectBack, Dual, FramePayload, Receipt, Unserved};
 use std::collections::HashMap;
 use std::net::{SocketAddr, UdpSocket};
