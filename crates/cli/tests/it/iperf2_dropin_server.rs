@@ -205,7 +205,7 @@ fn a_scheduled_start_starts_the_clock_at_either_server() {
         return;
     }
     let landspeed = [common::bin(), "iperf2"];
-    for (server_args, client_args) in [("-i 0.5", "-t 1"), ("-u -i 0.5", "-u -t 1")] {
+    for (server_args, client_args) in [("-i 0.5", "-t 1 -b 50M"), ("-u -i 0.5", "-u -t 1")] {
         let at = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap()

@@ -213,19 +213,23 @@ fn txstart_time_sends_from_the_time_it_names_as_iperf2s_client_does() {
         }
         false => (None, ours.port),
     };
+    // Paced, so iperf 2.1.8's client and the drop-in run at once, scheduled alike.
     for iperf2 in [false, true] {
-        for extra in ["-t 1", "-t 1 -P 2 --trip-times"] {
+        for extra in ["-t 1 -b 50M", "-t 1 -P 2 --trip-times -b 50M"] {
             let args = scheduled(extra);
-            let theirs = port(iperf2);
-            let line = format!("-c 127.0.0.1 -p {} {args}", theirs.1);
-            let reference = common::output_within(
-                Command::new("iperf").args(line.split_whitespace()),
-                Duration::from_secs(20),
+            let (a, b) = (port(iperf2), port(iperf2));
+            let reference_line = format!("-c 127.0.0.1 -p {} {args}", a.1);
+            let line = format!("-c 127.0.0.1 -p {} {args}", b.1);
+            let (reference, mine) = common::at_once(
+                || {
+                    common::output_within(
+                        Command::new("iperf").args(reference_line.split_whitespace()),
+                        Duration::from_secs(20),
+                    )
+                },
+                || drop_in(&line, Duration::from_secs(20)),
             );
             let reference = String::from_utf8_lossy(&reference.stdout).into_owned();
-            let theirs = port(iperf2);
-            let line = format!("-c 127.0.0.1 -p {} {}", theirs.1, scheduled(extra));
-            let mine = drop_in(&line, Duration::from_secs(20));
             assert_eq!(mine.code, 0, "{line}: {}{}", mine.stdout, mine.stderr);
             assert_eq!(
                 masked(&on_time(&mine.stdout, &args)),

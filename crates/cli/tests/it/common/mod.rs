@@ -84,15 +84,21 @@ impl Drop for Slot {
 /// locals are destroyed, when the thread can no longer be asked); watched while held.
 struct Claimed(std::time::Instant, String, #[allow(dead_code)] watchdog::Held);
 
+/// When the suite's first claim was made (the clock of the claims log).
+static SUITE_START: std::sync::LazyLock<std::time::Instant> =
+    std::sync::LazyLock::new(std::time::Instant::now);
+
 impl Claimed {
     fn now() -> Claimed {
+        std::sync::LazyLock::force(&SUITE_START);
         failures::record_panics();
         let name = std::thread::current().name().unwrap_or("?").to_string();
         let held = watchdog::Held::new(&name);
         Claimed(std::time::Instant::now(), name, held)
     }
 
-    /// With LANDSPEED_TEST_CLAIMS=FILE, appends "shared|alone SECONDS TEST" to FILE: from the claim to
+    /// With LANDSPEED_TEST_CLAIMS=FILE, appends "shared|alone SECONDS TEST at START" to FILE (START:
+    /// when the claim began, seconds after the first test's): from the claim to
     /// the test's end. libtest's own times count the wait for a slot; these do not (a shared claim does
     /// count a later wait for a lock, during which its slot is lent out), so they say which tests hold
     /// the machine longest (where CI's time goes).
@@ -100,7 +106,13 @@ impl Claimed {
         let Some(path) = std::env::var_os("LANDSPEED_TEST_CLAIMS") else {
             return;
         };
-        let line = format!("{kind} {:.2} {}\n", self.0.elapsed().as_secs_f64(), self.1);
+        // Then when the claim began, seconds into the suite: what ran beside what, and the tail.
+        let began = self.0.saturating_duration_since(*SUITE_START).as_secs_f64();
+        let line = format!(
+            "{kind} {:.2} {} at {began:.1}\n",
+            self.0.elapsed().as_secs_f64(),
+            self.1
+        );
         if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
             let _ = std::io::Write::write_all(&mut f, line.as_bytes());
         }
