@@ -99,7 +99,7 @@ pub(crate) fn take(
                 let test = admitted.test.clone();
                 receive_logged((&header, epoch), &test, (None, (peer, local)), &rx, &sh);
             } else if admitted.test.direction == Direction::Reverse {
-                super::udp_send::serve(&header, admitted, (peer, local), &sh);
+                super::udp_send::serve((&header, epoch), admitted, (peer, local), &sh);
             } else {
                 serve((header, epoch, back), admitted, (peer, local), rx, &sh);
             }

@@ -31,7 +31,7 @@ fn digits() -> [u8; IPERF2_HEADER_BYTES] {
 
 /// Sends one admitted `-R` stream to `peer` from `local`, then logs it.
 pub(super) fn serve(
-    header: &ClientHeader,
+    (header, epoch): (&ClientHeader, Option<landspeed_iperf2::ack::WireTime>),
     admitted: Admitted,
     (peer, local): (SocketAddr, SocketAddr),
     shared: &Arc<Shared>,
@@ -41,6 +41,9 @@ pub(super) fn serve(
         return;
     };
     let started = SystemTime::now();
+    let mut context = super::server::iperf2_context((Some(local), Some(peer)), started, 1);
+    context.scheduled_start_unix_s = super::start_at::scheduled_s(epoch, context.started_unix_s);
+    let scheduled = context.scheduled_start_unix_s;
     let mut log = TestLog::new(peer, "iperf2");
     log.protocol = format!("{} (UDP)", protocol(header));
     log.streams = 1;
@@ -48,7 +51,7 @@ pub(super) fn serve(
     let streams = [UdpStream::of_test(test, 0, Role::at_server, sock)];
     let live = shared.opts.live.then(|| crate::host::Live {
         spec: test.spec().clone(),
-        context: super::server::iperf2_context((Some(local), Some(peer)), started, 1),
+        context,
         client_ports: vec![Some(peer.port())],
         samples: vec![],
         frames: false,
@@ -65,7 +68,9 @@ pub(super) fn serve(
     );
     crate::host::add_measured(&mut log, &out);
     log.error = cut.or_else(|| out.streams[0].error.clone());
-    log.result = Some(Box::new(seen_here(&out, header, test, (local, peer), started)));
+    let mut result = seen_here(&out, header, test, (local, peer), started);
+    result.config.scheduled_start_unix_s = scheduled;
+    log.result = Some(Box::new(result));
     shared.tests_done.fetch_add(1, Relaxed);
     shared.emit(crate::host::ServerEvent::Test(log));
 }
