@@ -96,10 +96,93 @@ impl HeaderAck {
     }
 }
 
+/// Why bytes are not a header ack.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AckError {
+    /// Fewer bytes than its length words need.
+    #[error("{0} bytes of a header ack")]
+    Short(usize),
+    /// Not the ack's type, or a length iperf 2 does not send.
+    #[error("type {kind} and length {len} are no iperf 2 header ack")]
+    NotAnAck {
+        /// The type word.
+        kind: u32,
+        /// The length word.
+        len: u32,
+    },
+}
+
+impl HeaderAck {
+    /// The ack's whole length from its first 8 bytes (its type and length words): 28, or 52 with
+    /// the trip-time stamps.
+    pub fn declared_len(first: &[u8]) -> Result<usize, AckError> {
+        if first.len() < 8 {
+            return Err(AckError::Short(first.len()));
+        }
+        let (kind, len) = (crate::be32(first, 0), crate::be32(first, 4));
+        match (kind, len as usize) {
+            (ACK_TYPE, n @ (ACK_BYTES | ACK_TIMED_BYTES)) => Ok(n),
+            _ => Err(AckError::NotAnAck { kind, len }),
+        }
+    }
+
+    /// Reads an ack (all of its declared length): the server's version, and its stamps when it
+    /// sent them.
+    pub fn parse(b: &[u8]) -> Result<HeaderAck, AckError> {
+        let len = Self::declared_len(b)?;
+        if b.len() < len {
+            return Err(AckError::Short(b.len()));
+        }
+        let w = |i: usize| crate::be32(b, 4 * i);
+        let half = |x: u32| ((x >> 16) as u16, x as u16);
+        let ((major, minor), (patch, release)) = (half(w(3)), half(w(4)));
+        let t = |i: usize| WireTime {
+            secs: w(i),
+            micros: w(i + 1),
+        };
+        Ok(HeaderAck {
+            version: Version {
+                major,
+                minor,
+                patch,
+                release,
+            },
+            times: (len == ACK_TIMED_BYTES).then(|| AckTimes {
+                sent: t(7),
+                received: t(9),
+                acked: t(11),
+            }),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::unhex;
+
+    #[test]
+    fn an_ack_reads_back_as_written_and_junk_is_named() {
+        let captured = unhex("000000020000001c0000000000020001000800030000000000000000");
+        let ack = HeaderAck::parse(&captured).unwrap();
+        assert_eq!((ack.version, ack.times), (SPOKEN, None));
+        let timed = HeaderAck {
+            version: SPOKEN,
+            times: Some(AckTimes {
+                sent: WireTime { secs: 1, micros: 2 },
+                received: WireTime { secs: 3, micros: 4 },
+                acked: WireTime { secs: 5, micros: 6 },
+            }),
+        };
+        assert_eq!(HeaderAck::parse(&timed.encode()), Ok(timed));
+        assert_eq!(HeaderAck::declared_len(&captured[..8]), Ok(ACK_BYTES));
+        assert_eq!(HeaderAck::parse(&captured[..20]), Err(AckError::Short(20)));
+        assert!(matches!(
+            HeaderAck::declared_len(&[0, 0, 0, 3, 0, 0, 0, 28]),
+            Err(AckError::NotAnAck { kind: 3, len: 28 })
+        ));
+        assert!(HeaderAck::declared_len(&[0, 0, 0, 2, 0, 0, 1, 0]).is_err());
+    }
 
     #[test]
     fn the_plain_ack_is_what_iperf_2_1_8_sent() {

@@ -262,6 +262,7 @@ const HELP: &str = "Usage: iperf [-s|-c host] [options]   (landspeed's iperf 2 d
                      server's (UDP), M multicast's (none apart)
   --sum-only         the streams' [SUM-N] lines alone (TCP or UDP sent, without -e)
   --fq-rate R        pace each TCP socket sent (k/m/g bits, K/M/G bytes a second)
+  -X, --peer-detect  TCP: ask the server's version (its header ack, read before the data)
   --txstart-time T   TCP sent: connect now, send from Unix time T (SECS[.USECS], .25 is 25 µs as in iperf 2; -e on)
   -u, --udp          UDP (1470-byte datagrams, -b 1M each stream; the server's report printed)
   --ipg MS           with -u: a datagram every MS ms (with --isochronous: the gap within a frame)
@@ -449,7 +450,18 @@ fn refused_elsewhere(o: &Opts) -> [(bool, &'static str, &'static str); 7] {
             "multicast is UDP",
         ),
         (o.daemon, "-D", "run `landspeed serve` under your service manager"),
-        (o.peer_detect, "-X", "the server's version is not asked for"),
+        (
+            o.peer_detect
+                && (o.server
+                    || o.udp
+                    || o.tradeoff
+                    || o.dualtest
+                    || o.bounceback.is_some()
+                    || o.connect_only.is_some()
+                    || o.isochronous.is_some()),
+            "-X with -s, -u, -r, -d, --bounceback, --connect-only or --isochronous",
+            "a TCP client's streams ask the server's version (-R and --full-duplex too)",
+        ),
         (
             o.style.as_deref().is_some_and(|s| !s.eq_ignore_ascii_case("c")),
             "-y other than C",
@@ -665,6 +677,7 @@ fn client(o: &Opts, host: &str) -> Result<bool> {
     }
     // --trip-times over TCP: the bursts stamped and timed (over UDP, --isochronous's above).
     opts.trip_times |= o.trip_times && !o.udp;
+    opts.peer_detect = o.peer_detect;
     if let Some(v) = &o.txstart_time {
         match txstart_s(v, crate::common::unix_now_s()) {
             Ok(at) => opts.start_at_unix_s = Some(at),
@@ -1279,6 +1292,8 @@ mod tests {
             ("-c h -R --txstart-time 1", "--txstart-time with"),
             ("-c h -u --txstart-time 1", "--txstart-time with"),
             ("-c h -d --txstart-time 1", "--txstart-time with"),
+            ("-c h -u -X", "-X with"),
+            ("-s -X", "-X with"),
             ("-c h --ipg 10", "--ipg without -u, or with -b"),
             ("-c h -u --ipg 10 -b 1m", "--ipg without -u, or with -b"),
             ("-c h -u --ipg 0", "--ipg outside (0, 60000] ms"),
@@ -1294,6 +1309,7 @@ mod tests {
         assert!(refused(&opts("-c h -u -P 2 --sum-only -y C").unwrap()).is_none());
         assert!(refused(&opts("-c h -P 2 --fq-rate 50M").unwrap()).is_none());
         assert!(refused(&opts("-c h -P 2 --trip-times --txstart-time 1").unwrap()).is_none());
+        assert!(refused(&opts("-c h -R -X -e").unwrap()).is_none());
         assert!(refused(&opts("-c h -u -d -L 6000 -i 1 -y C").unwrap()).is_none());
         assert!(refused(&opts("-c h -u -r -b 2m -t 3").unwrap()).is_none());
         assert!(refused(&opts("-c h -u -R -t 2 -i 1 -y C").unwrap()).is_none());

@@ -268,3 +268,60 @@ fn txstart_time_sends_from_the_time_it_names_as_iperf2s_client_does() {
         bad.stderr
     );
 }
+
+/// `-X` (peer detection): the header asks for the server's header ack, which each stream reads
+/// before its data; iperf 2.1.8's client prints nothing of it. The drop-in's lines are iperf 2.1.8's
+/// against either server, and landspeed's server logs each test ended ok (an ack left unread would
+/// reset the connection at the end).
+#[test]
+fn x_asks_the_servers_version_as_iperf2s_client_does() {
+    let _one = common::alone();
+    if !have_iperf2() {
+        return;
+    }
+    let ours = ServerProc::start("127.0.0.1", &[]);
+    let rows = [
+        "-t 1 -X -b 50M",
+        "-t 1 -X -R -b 50M",
+        "-t 1 -X -e -P 2 --trip-times -b 50M",
+        "-t 1 -X -P 2 -i 0.5 -b 50M",
+    ];
+    for iperf2 in [false, true] {
+        for args in rows {
+            // A fresh iperf 2.1.8 server for each client; paced, both clients at once.
+            let servers = iperf2.then(|| {
+                (
+                    crate::iperf2_server::Iperf2Server::start(),
+                    crate::iperf2_server::Iperf2Server::start(),
+                )
+            });
+            let (a, b) = servers
+                .as_ref()
+                .map_or((ours.port, ours.port), |(a, b)| (a.1, b.1));
+            let reference_line = format!("-c 127.0.0.1 -p {a} {args}");
+            let line = format!("-c 127.0.0.1 -p {b} {args}");
+            let (reference, mine) = common::at_once(
+                || {
+                    common::output_within(
+                        Command::new("iperf").args(reference_line.split_whitespace()),
+                        Duration::from_secs(20),
+                    )
+                },
+                || drop_in(&line, Duration::from_secs(20)),
+            );
+            let reference = String::from_utf8_lossy(&reference.stdout).into_owned();
+            assert_eq!(mine.code, 0, "{line}: {}{}", mine.stdout, mine.stderr);
+            assert_eq!(
+                masked(&on_time(&mine.stdout, args)),
+                masked(&on_time(&reference, args)),
+                "{line}:\n{}\n/ iperf:\n{reference}",
+                mine.stdout
+            );
+        }
+    }
+    // Both clients' tests of each row against landspeed's server ended ok.
+    for _ in 0..2 * rows.len() {
+        let logged = common::line_with(&ours, "iperf2 2.1.8 test");
+        assert!(logged.ends_with(": ok"), "{logged}");
+    }
+}

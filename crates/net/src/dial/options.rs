@@ -60,6 +60,9 @@ pub struct ClientOptions {
     /// send their headers now, their data from this wall-clock time on (Unix seconds); the
     /// server's clock starts there too.
     pub start_at_unix_s: Option<f64>,
+    /// iperf 2's `-X` (a TCP test against an iperf 2 server): the header asks for the server's
+    /// header ack (`V2PEERDETECT`), which each stream reads before its data.
+    pub peer_detect: bool,
     /// TCP receivers count their reads by size in eight bins of an eighth of this (the `iperf`
     /// drop-in's `-e`: iperf 2's `Reads=Dist`); None: not counted.
     pub read_bins: Option<usize>,
@@ -119,6 +122,7 @@ impl ClientOptions {
             tls_pin: None,
             trip_times: false,
             start_at_unix_s: None,
+            peer_detect: false,
             read_bins: None,
             connect_back: None,
             latency: None,

@@ -31,6 +31,11 @@ pub fn run_iperf2_client(
             what: "a scheduled start (--txstart-time) but in a TCP test of this host's streams, -R or --full-duplex".into(),
         });
     }
+    if opts.peer_detect && !plain_tcp {
+        return Err(ClientError::NotWithIperf2 {
+            what: "peer detection (-X) but in a TCP test of this host's streams, -R or --full-duplex".into(),
+        });
+    }
     if let Some(frames) = spec.frames {
         return match spec.transport {
             Transport::Udp => super::isoch_client::run_frames(opts, spec, frames, interrupt, on_event),
@@ -57,13 +62,19 @@ pub fn run_iperf2_client(
     let header = ClientHeader::for_tcp(spec, opts.port)
         .map_err(|e| ClientError::NotWithIperf2 { what: e.to_string() })?
         .started(start);
-    let header = match opts.start_at_unix_s {
+    let mut header = match opts.start_at_unix_s {
         Some(_) => header.scheduled(start),
         None => header,
     };
+    if opts.peer_detect {
+        header.flags |= landspeed_iperf2::header::flags::V2PEERDETECT;
+    }
     landspeed_engine::platform::check_spec(spec)?;
     let addr = resolve(opts)?;
     let (streams, facts) = open(opts, addr, spec, &header.encode())?;
+    if opts.peer_detect {
+        read_acks(&streams[..spec.streams as usize], opts.control_timeout)?;
+    }
     if spec.trip_times && spec.direction != Direction::Forward {
         read_echoes(&streams[..spec.streams as usize], opts.control_timeout)?;
     }
@@ -87,6 +98,29 @@ pub fn run_iperf2_client(
         interrupted: false,
     };
     Ok(measured(opts, spec, streams, ends, (interrupt, on_event)))
+}
+
+/// Reads each stream's header ack (`-X`: the server answers the header with its version first).
+fn read_acks(streams: &[DataStream], timeout: std::time::Duration) -> Result<(), ClientError> {
+    use landspeed_iperf2::ack::HeaderAck;
+    use std::io::Read;
+    for s in streams {
+        let err = |err| ClientError::Stream { id: s.id, err };
+        let _ = s.socket.set_read_timeout(Some(timeout));
+        let mut ack = vec![0u8; 8];
+        (&s.socket).read_exact(&mut ack).map_err(err)?;
+        let bad = |e: landspeed_iperf2::ack::AckError| {
+            err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("-X: {e}"),
+            ))
+        };
+        ack.resize(HeaderAck::declared_len(&ack).map_err(bad)?, 0);
+        (&s.socket).read_exact(&mut ack[8..]).map_err(err)?;
+        HeaderAck::parse(&ack).map_err(bad)?;
+        let _ = s.socket.set_read_timeout(None);
+    }
+    Ok(())
 }
 
 /// Waits until `at_unix_s` on this host's clock (a scheduled start), in steps of at most 100 ms,
