@@ -687,7 +687,7 @@ fn the_iperf_drop_in_prints_iperf2s_udp_client_lines() {
         "-R -e -y C -t 1 -i 0.5",
     ] {
         // A fresh iperf 2.1.8 UDP server for each client (see the test above); 1 Mbit/s each, so
-        // the three clients run at once.
+        // the three clients run at once (but with -P).
         let drop_in = |port: u16| {
             let line = format!("iperf2 -c 127.0.0.1 -p {port} -u {args}");
             let ours = common::landspeed(
@@ -697,7 +697,8 @@ fn the_iperf_drop_in_prints_iperf2s_udp_client_lines() {
             (line, ours)
         };
         let (iperf2_a, iperf2_b) = (Iperf2Server::with(&["-u"]), Iperf2Server::with(&["-u"]));
-        let ((theirs, _, _), (a, b)) = common::at_once(
+        let ((theirs, _, _), (a, b)) = common::at_once_if(
+            common::iperf2_paced(args),
             || udp_client(iperf2_a.1, args),
             || common::at_once(|| drop_in(iperf2_b.1), || drop_in(s.port)),
         );

@@ -119,20 +119,34 @@ fn tcp_only_options_are_refused_for_udp() {
 /// so with advice. The physical margin: 10 Gbit/s offered into 64 KiB lost 19-64% on this 2-core
 /// machine once, 2.5-4% (21,000-34,000 datagrams) on 2026-12-06; the test needs a thousand. Beside
 /// other tests in CI the sender slowed more than the receiver and 592 were lost (0.07%): the test
-/// takes the machine alone.
+/// takes the machine alone. Alone, a full CI run (2026-12-06) saw the receiver keep up with 10
+/// Gbit/s (16 lost of 863,232; 464-704 in three runs later), so 20 Gbit/s is offered (52,000-75,000
+/// lost in three runs by hand, 10 Gbit/s 2,900-5,200 beside them), up to three times for a run with
+/// its thousand: the property is where the loss is put, not how much there is.
 #[test]
 fn loss_in_a_full_receive_buffer_is_put_in_the_receiving_host() {
     let _one = common::alone();
     let s = ServerProc::start("127.0.0.1", &[]);
     // Ethernet-sized datagrams: a 64 KiB buffer then holds dozens, and overflows thousands of times.
-    let r = run_json(
-        "127.0.0.1",
-        s.port,
-        &["-u", "-b", "10G", "-w", "64K", "-t", "1", "-l", "1448"],
-    );
+    let lost_of = |r: &serde_json::Value| r["summary"]["udp"]["datagrams_lost"].as_u64().unwrap();
+    let mut tries = vec![];
+    let r = loop {
+        let r = run_json(
+            "127.0.0.1",
+            s.port,
+            &["-u", "-b", "20G", "-w", "64K", "-t", "1", "-l", "1448"],
+        );
+        if lost_of(&r) > 1000 || tries.len() == 2 {
+            break r;
+        }
+        tries.push(r["summary"]["udp"].to_string());
+    };
     let u = &r["summary"]["udp"];
-    let lost = u["datagrams_lost"].as_u64().unwrap();
-    assert!(lost > 1000, "no loss to attribute: {u}");
+    let lost = lost_of(&r);
+    assert!(
+        lost > 1000,
+        "no loss to attribute in three runs: {u}; before: {tries:?}"
+    );
     assert!(u["socket_drops"].as_u64().unwrap() > 0, "{u}");
     let host = u["lost_in_receiver"].as_u64().unwrap();
     assert!(host <= lost && host as f64 >= 0.99 * lost as f64, "{u}");
@@ -159,7 +173,7 @@ fn loss_in_a_full_receive_buffer_is_put_in_the_receiving_host() {
     let args = [
         "-u",
         "-b",
-        "10G",
+        "20G",
         "-w",
         "64K",
         "-t",
@@ -168,11 +182,16 @@ fn loss_in_a_full_receive_buffer_is_put_in_the_receiving_host() {
         "1448",
         "--no-save",
     ];
-    let o = run_text(s.port, &args, Duration::from_secs(30));
-    assert!(
-        o.stdout.contains("in the receiving host (socket buffer full"),
-        "{}",
-        o.stdout
-    );
-    assert!(o.stdout.contains("could not keep up"), "{}", o.stdout);
+    // The text says so too (again up to three runs, for one that lost enough to say it).
+    let said =
+        |t: &str| t.contains("in the receiving host (socket buffer full") && t.contains("could not keep up");
+    let mut texts = vec![];
+    for _ in 0..3 {
+        let o = run_text(s.port, &args, Duration::from_secs(30));
+        if said(&o.stdout) {
+            return;
+        }
+        texts.push(o.stdout);
+    }
+    panic!("no run's text put its loss in the receiving host: {texts:?}");
 }
