@@ -325,16 +325,7 @@ fn refused(o: &Opts) -> Option<String> {
             "one stream of frames at a time",
         ),
         (
-            o.txstart_time.is_some()
-                && (o.server
-                    || o.reverse
-                    || o.full_duplex
-                    || o.udp
-                    || o.tradeoff
-                    || o.dualtest
-                    || o.bounceback.is_some()
-                    || o.connect_only.is_some()
-                    || o.isochronous.is_some()),
+            o.txstart_time.is_some() && (beyond_plain_send(o) || o.udp),
             "--txstart-time with -s, -R, --full-duplex, -u, -r, -d, --bounceback, --connect-only or --isochronous",
             "a TCP client's own streams start at it (iperf 2.1.8's server sends -R's before it)",
         ),
@@ -401,9 +392,13 @@ fn refused_options(o: &Opts) -> [(bool, &'static str, &'static str); 8] {
 /// Anything but a client's streams sent: the server, `-R`, `--full-duplex`, `-r`, `-d`,
 /// `--bounceback`, `--connect-only` or `--isochronous` (what `--sum-only` and `--fq-rate` leave out).
 fn beyond_plain_send(o: &Opts) -> bool {
+    o.reverse || o.full_duplex || another_test(o)
+}
+
+/// A test other than a client's own streams over TCP or UDP, either way: the server, `-r`, `-d`,
+/// `--bounceback`, `--connect-only` or `--isochronous` (what `-X` leaves out, with `-u`).
+fn another_test(o: &Opts) -> bool {
     o.server
-        || o.reverse
-        || o.full_duplex
         || o.tradeoff
         || o.dualtest
         || o.bounceback.is_some()
@@ -451,14 +446,7 @@ fn refused_elsewhere(o: &Opts) -> [(bool, &'static str, &'static str); 7] {
         ),
         (o.daemon, "-D", "run `landspeed serve` under your service manager"),
         (
-            o.peer_detect
-                && (o.server
-                    || o.udp
-                    || o.tradeoff
-                    || o.dualtest
-                    || o.bounceback.is_some()
-                    || o.connect_only.is_some()
-                    || o.isochronous.is_some()),
+            o.peer_detect && (another_test(o) || o.udp),
             "-X with -s, -u, -r, -d, --bounceback, --connect-only or --isochronous",
             "a TCP client's streams ask the server's version (-R and --full-duplex too)",
         ),
