@@ -1737,12 +1737,8 @@ fn the_iperf_drop_in_prints_iperf2s_trip_times_and_e_client_lines() {
             },
             || {
                 let s = Iperf2Server::start();
-                let p = s.1.to_string();
-                let argv: Vec<&str> = ["iperf2", "-c", "127.0.0.1", "-p", &p]
-                    .into_iter()
-                    .chain(args.split_whitespace())
-                    .collect();
-                let o = common::landspeed(&argv, Duration::from_secs(30));
+                let line = format!("-c 127.0.0.1 -p {} {args}", s.1);
+                let o = crate::iperf2_dual::drop_in(&line, Duration::from_secs(30));
                 assert_eq!(o.code, 0, "{args}: {}", o.stderr);
                 o.stdout
             },
@@ -1829,12 +1825,8 @@ fn the_iperf_drop_ins_head_and_connection_lines_are_iperf2s() {
         let (out, hung) = text_client(s.1, args);
         assert!(!hung, "iperf -c {args} hung");
         let theirs = String::from_utf8_lossy(&out.stdout).into_owned();
-        let p = s.1.to_string();
-        let argv: Vec<&str> = ["iperf2", "-c", "127.0.0.1", "-p", &p]
-            .into_iter()
-            .chain(args.split_whitespace())
-            .collect();
-        let o = common::landspeed(&argv, Duration::from_secs(30));
+        let line = format!("-c 127.0.0.1 -p {} {args}", s.1);
+        let o = crate::iperf2_dual::drop_in(&line, Duration::from_secs(30));
         assert_eq!(o.code, 0, "{args}: {}", o.stderr);
         let want = head_and_connections(&theirs);
         if args.contains("--fq-rate") {
