@@ -72,19 +72,44 @@ fn o_writes_what_iperf2s_client_writes_into_the_file_it_names() {
 /// paced): their stdout.
 fn both(port: u16, args: &str) -> (String, String) {
     let line = format!("-c 127.0.0.1 -p {port} {args}");
-    let (theirs, mine) = common::at_once_if(
-        common::iperf2_paced(args),
+    let (theirs, mine) = beside(common::iperf2_paced(args), || line.clone(), || line.clone());
+    assert_eq!(theirs.status.code(), Some(0), "iperf {line}: {theirs:?}");
+    assert_eq!(mine.code, 0, "{line}: {}", mine.stderr);
+    (String::from_utf8_lossy(&theirs.stdout).into_owned(), mine.stdout)
+}
+
+/// iperf 2.1.8's client with the arguments `theirs` makes and the drop-in with those `mine` makes
+/// (each made as its client starts), at once when `paced`, else one after the other; each within
+/// 20 s.
+fn beside(
+    paced: bool,
+    theirs: impl FnOnce() -> String + Send,
+    mine: impl FnOnce() -> String + Send,
+) -> (std::process::Output, common::Outcome) {
+    common::at_once_if(
+        paced,
         || {
+            let line = theirs();
             common::output_within(
                 Command::new("iperf").args(line.split_whitespace()),
                 Duration::from_secs(20),
             )
         },
-        || drop_in(&line, Duration::from_secs(20)),
-    );
-    assert_eq!(theirs.status.code(), Some(0), "iperf {line}: {theirs:?}");
-    assert_eq!(mine.code, 0, "{line}: {}", mine.stderr);
-    (String::from_utf8_lossy(&theirs.stdout).into_owned(), mine.stdout)
+        || drop_in(&mine(), Duration::from_secs(20)),
+    )
+}
+
+/// A fresh iperf 2.1.8 server (kept by the caller until its client ends) when `iperf2`, else
+/// landspeed's at `ours`: the port to run against.
+fn fresh_or(iperf2: bool, ours: u16) -> (Option<crate::iperf2_server::Iperf2Server>, u16) {
+    match iperf2 {
+        true => {
+            let s = crate::iperf2_server::Iperf2Server::start();
+            let p = s.1;
+            (Some(s), p)
+        }
+        false => (None, ours),
+    }
 }
 
 #[test]
@@ -204,36 +229,18 @@ fn txstart_time_sends_from_the_time_it_names_as_iperf2s_client_does() {
         format!("{extra} --txstart-time {at}")
     };
     // iperf 2.1.8's server fresh for each client (one that served a scheduled -P 2 test can fail
-    // the next one's streams).
-    let port = |iperf2: bool| match iperf2 {
-        true => {
-            let s = crate::iperf2_server::Iperf2Server::start();
-            let p = s.1;
-            (Some(s), p)
-        }
-        false => (None, ours.port),
-    };
-    // Paced and one stream: iperf 2.1.8's client and the drop-in at once; else one after the
-    // other, each scheduled 2 s from its own start.
+    // the next one's streams). Paced and one stream: iperf 2.1.8's client and the drop-in at once;
+    // else one after the other, each scheduled 2 s from its own start.
     for iperf2 in [false, true] {
         for extra in ["-t 1 -b 50M", "-t 1 -P 2 --trip-times -b 50M"] {
-            let (a, b) = (port(iperf2), port(iperf2));
+            let (a, b) = (fresh_or(iperf2, ours.port), fresh_or(iperf2, ours.port));
             let args = scheduled(extra);
-            let (reference, mine) = common::at_once_if(
+            let line = format!("-c 127.0.0.1 -p {} {args}", b.1);
+            let (reference, mine) = beside(
                 common::iperf2_paced(extra),
-                || {
-                    let line = format!("-c 127.0.0.1 -p {} {}", a.1, scheduled(extra));
-                    common::output_within(
-                        Command::new("iperf").args(line.split_whitespace()),
-                        Duration::from_secs(20),
-                    )
-                },
-                || {
-                    let line = format!("-c 127.0.0.1 -p {} {}", b.1, scheduled(extra));
-                    (drop_in(&line, Duration::from_secs(20)), line)
-                },
+                || format!("-c 127.0.0.1 -p {} {}", a.1, scheduled(extra)),
+                || format!("-c 127.0.0.1 -p {} {}", b.1, scheduled(extra)),
             );
-            let (mine, line) = mine;
             let reference = String::from_utf8_lossy(&reference.stdout).into_owned();
             assert_eq!(mine.code, 0, "{line}: {}{}", mine.stdout, mine.stderr);
             assert_eq!(
@@ -294,26 +301,12 @@ fn x_asks_the_servers_version_as_iperf2s_client_does() {
     for iperf2 in [false, true] {
         for args in rows {
             // A fresh iperf 2.1.8 server for each client; paced, both clients at once.
-            let servers = iperf2.then(|| {
-                (
-                    crate::iperf2_server::Iperf2Server::start(),
-                    crate::iperf2_server::Iperf2Server::start(),
-                )
-            });
-            let (a, b) = servers
-                .as_ref()
-                .map_or((ours.port, ours.port), |(a, b)| (a.1, b.1));
-            let reference_line = format!("-c 127.0.0.1 -p {a} {args}");
-            let line = format!("-c 127.0.0.1 -p {b} {args}");
-            let (reference, mine) = common::at_once_if(
+            let (a, b) = (fresh_or(iperf2, ours.port), fresh_or(iperf2, ours.port));
+            let line = format!("-c 127.0.0.1 -p {} {args}", b.1);
+            let (reference, mine) = beside(
                 common::iperf2_paced(args),
-                || {
-                    common::output_within(
-                        Command::new("iperf").args(reference_line.split_whitespace()),
-                        Duration::from_secs(20),
-                    )
-                },
-                || drop_in(&line, Duration::from_secs(20)),
+                || format!("-c 127.0.0.1 -p {} {args}", a.1),
+                || line.clone(),
             );
             let reference = String::from_utf8_lossy(&reference.stdout).into_owned();
             assert_eq!(mine.code, 0, "{line}: {}{}", mine.stdout, mine.stderr);
