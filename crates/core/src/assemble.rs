@@ -205,6 +205,7 @@ fn flow_intervals(p: &FlowParts, ids: &[u32]) -> Vec<IntervalResult> {
                         jitter_ms: udp.and_then(|u| u.jitter_ms),
                         transit: udp.and_then(|u| u.transit).or(here.and_then(|s| s.trips)),
                         reads: dl.reads,
+                        transit_bins: here.and_then(|s| s.trip_bins.clone()),
                     }
                 })
                 .collect();
@@ -1430,6 +1431,7 @@ pub(crate) mod tests {
                         udp: None,
                         reads: None,
                         trips: None,
+                        trip_bins: None,
                     })
                     .collect(),
             })

@@ -222,6 +222,7 @@ mod tests {
                 jitter_ms: None,
                 transit: None,
                 reads: None,
+                transit_bins: None,
             }],
             probe_rtt: None,
         }

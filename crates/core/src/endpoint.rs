@@ -567,7 +567,7 @@ pub struct TcpSnapshot {
 }
 
 /// One stream's cumulative byte count at a sample instant.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StreamSample {
     /// The stream's number.
     pub id: u32,
@@ -585,6 +585,10 @@ pub struct StreamSample {
     /// where its sender stamps its bursts (iperf 2's `--trip-times`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trips: Option<crate::udp::TransitSummary>,
+    /// The same transits (TCP bursts, or UDP datagrams with iperf 2's `--trip-times`) in bins since
+    /// the sample before, where the receiver bins them (iperf 2's `--histograms`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trip_bins: Option<crate::transit_bins::TransitHistogram>,
 }
 
 /// A TCP receiver's reads by size, as iperf 2's server counts them for its `-e` lines' `Reads=Dist`:

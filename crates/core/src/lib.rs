@@ -33,6 +33,7 @@ pub mod tls;
 pub mod tos;
 pub mod transactions;
 pub mod transit;
+pub mod transit_bins;
 pub mod udp;
 pub mod units;
 pub mod verdict;

@@ -532,6 +532,10 @@ pub struct IntervalStream {
     /// its `-e` lines' `Reads=Dist`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reads: Option<crate::endpoint::ReadBins>,
+    /// Its one-way transits in bins, where the receiver binned them (iperf 2's `--histograms`:
+    /// TCP bursts and UDP datagrams timed with `--trip-times`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transit_bins: Option<crate::transit_bins::TransitHistogram>,
 }
 
 /// One end of the test as the result shows it.

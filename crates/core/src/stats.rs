@@ -184,6 +184,7 @@ mod tests {
                     udp: None,
                     reads: None,
                     trips: None,
+                    trip_bins: None,
                 },
                 StreamSample {
                     id: 1,
@@ -192,6 +193,7 @@ mod tests {
                     udp: None,
                     reads: None,
                     trips: None,
+                    trip_bins: None,
                 },
             ],
         };
@@ -211,6 +213,7 @@ mod tests {
             udp: None,
             reads: None,
             trips: None,
+            trip_bins: None,
         }
     }
 
@@ -287,6 +290,7 @@ mod tests {
                 udp: None,
                 reads: None,
                 trips: None,
+                trip_bins: None,
             }],
         }]
     }

@@ -174,6 +174,9 @@ pub struct EngineParams {
     /// TCP receivers cut their stream into iperf 2's bursts and time each one from the send time
     /// its header carries (the spec's `trip_times`); every byte is then read into memory.
     pub trip_times: bool,
+    /// With `trip_times`: each burst's transit is also counted in these bins (iperf 2's server
+    /// `--histograms`), a histogram each sample.
+    pub trip_bins: Option<landspeed_core::transit_bins::BinSpec>,
     /// TCP receivers cut their stream into iperf 2's bursts and count each one as an isochronous
     /// frame (`--isochronous` over TCP: one burst a frame): the result's `frames`.
     pub frames_from_bursts: bool,
@@ -239,6 +242,7 @@ impl EngineParams {
             // A test with trip times counts its reads (iperf 2's lines of a timed stream show them).
             read_bins: spec.trip_times.then_some(spec.length_bytes as usize),
             trip_times: spec.trip_times,
+            trip_bins: None,
             frames_from_bursts: false,
             burst_bps: crate::platform::burst_pace(spec),
             stall_s: landspeed_core::stall::threshold_s(
@@ -302,7 +306,7 @@ pub fn run<X: Send>(transport: &dyn Transport, p: &EngineParams, mut w: Wiring<'
     }
     for (m, meta) in meters.iter().zip(&metas) {
         if p.trip_times && meta.role == Role::Receiver && transport.counts_reads() {
-            m.trips.start();
+            m.trips.start(p.trip_bins);
         }
     }
     let groups = transport.groups(p);
@@ -389,6 +393,7 @@ impl Sampler<'_> {
                     udp: c.udp.counts(),
                     reads: c.reads.bins(),
                     trips: c.trips.take(end_s - iv.start_s),
+                    trip_bins: c.trips.take_bins(),
                 })
                 .collect(),
         }
@@ -623,6 +628,7 @@ mod tests {
             stall_s: landspeed_core::stall::MIN_STALL_S,
             read_bins: None,
             trip_times: false,
+            trip_bins: None,
             frames_from_bursts: false,
             burst_bps: None,
         }

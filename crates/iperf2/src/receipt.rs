@@ -43,6 +43,9 @@ pub struct Receipt {
     interval_transit: Welford,
     interval_datagrams: u64,
     interval_gaps_s: f64,
+    /// The transits since the last [`Receipt::take_bins`] in bins, when they are binned
+    /// ([`Receipt::bin_transits`]).
+    bins: Option<landspeed_core::transit_bins::TransitBins>,
 }
 
 /// One-way transit (arrival less send time: the two clocks' offset included) over a set of
@@ -148,12 +151,31 @@ impl Receipt {
         self.last_transit_s = transit;
         self.transit.add(transit);
         self.interval_transit.add(transit);
+        if let Some(b) = self.bins.as_mut() {
+            b.add(transit, None);
+        }
         self.interval_datagrams += 1;
         if self.first_arrival_s.is_some() {
             self.interval_gaps_s += arrival_s - self.last_arrival_s;
         }
         self.first_arrival_s.get_or_insert(arrival_s);
         self.last_arrival_s = arrival_s;
+    }
+
+    /// Bins each transit from now on by `spec` (iperf 2's `--histograms`, which bins a UDP
+    /// client's datagrams when it sends trip times: its `T8` lines, with no send time kept).
+    pub fn bin_transits(&mut self, spec: landspeed_core::transit_bins::BinSpec) {
+        self.bins = Some(landspeed_core::transit_bins::TransitBins::new(spec));
+    }
+
+    /// Whether the transits are binned.
+    pub fn binned(&self) -> bool {
+        self.bins.is_some()
+    }
+
+    /// The transits binned since the last call (none when not binned), then counted afresh.
+    pub fn take_bins(&mut self) -> Option<landspeed_core::transit_bins::TransitHistogram> {
+        self.bins.as_mut().map(|b| b.take())
     }
 
     /// The transit and pace since the last call (or the first datagram), then counted afresh: an

@@ -380,6 +380,8 @@ impl ClientHeader {
                 landspeed_core::config::DEFAULT_UDP_RATE_BPS
             }),
             tos: self.extension.map(|e| e.tos as u8).filter(|t| *t != 0),
+            // The datagrams carry their send times anyway; the flag says the clocks agree.
+            trip_times: self.has(upper::TRIPTIME),
             ..TestSpec::default()
         })
     }

@@ -318,6 +318,7 @@ mod tests {
                     udp: None,
                     reads: None,
                     trips: None,
+                    trip_bins: None,
                 },
                 StreamSample {
                     id: 1,
@@ -326,6 +327,7 @@ mod tests {
                     udp: None,
                     reads: None,
                     trips: None,
+                    trip_bins: None,
                 },
             ],
         };

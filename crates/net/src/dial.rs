@@ -348,6 +348,7 @@ impl LiveIntervals {
                     reads: x
                         .reads
                         .map(|now| now.since(self.last_reads.insert(x.id, now).as_ref())),
+                    transit_bins: x.trip_bins.clone(),
                 }
             })
             .collect();

@@ -79,6 +79,9 @@ pub struct ServerOptions {
     /// An iperf 2 client's TCP test is read this much a call and its reads counted by size (the
     /// `iperf -s -e` drop-in's read buffer, its `-l`: `Reads=Dist`); None: not counted.
     pub iperf2_reads: Option<usize>,
+    /// iperf 2 clients' one-way transits binned (the `iperf -s --histograms` drop-in): TCP bursts
+    /// and UDP datagrams of clients with `--trip-times`; None: not binned.
+    pub iperf2_histograms: Option<landspeed_core::transit_bins::BinSpec>,
     /// iperf3's `--server-bitrate-limit` (the drop-in's server): iperf3 tests asking for more in all
     /// are refused, and ended once they move more on average, with iperf3's TOTAL_RATE.
     pub iperf3_total_rate: Option<landspeed_iperf3::total_rate::TotalRateLimit>,
@@ -167,6 +170,7 @@ impl Default for ServerOptions {
             live: false,
             iperf2_interval: None,
             iperf2_reads: None,
+            iperf2_histograms: None,
             iperf3_total_rate: None,
             open: vec![],
             connect_back: false,

@@ -162,57 +162,22 @@ pub fn sum_line((start_s, end_s): (f64, f64), (count, size): (u64, u64), st: &Ip
     )
 }
 
-/// iperf 2.1.8's last line of a bounceback client, its round trips' histogram (histogram.c's
-/// `histogram_print` for its `BB8` histogram, final): each bin that holds any as `bin:count`, then
-/// the bins where the running share first passes 5%, 95% and 99.7%, the outliers past three times
-/// the 10%-90% span beyond the 90% bin, and the counts out of bounds. The shares are computed in
-/// single precision as iperf 2 computes them (18 of 20 is under 0.9 there).
-pub fn pdf_line(number: u32, (start_s, end_s): (f64, f64), fine: &FineHistogram) -> String {
-    let population = fine.bins.iter().map(|b| b.count).sum::<u64>() + fine.above;
-    let mut t = format!(
-        "[{number:>3}] {start_s:4.4}-{end_s:4.4} sec BB8(f)-PDF: bin(w={}us):cnt({population})=",
-        fine.width_us
-    );
-    let share = |running: u64| f64::from(running as f32 / population as f32);
-    let (mut running, mut lower, mut upper, mut upper3) = (0u64, 0i64, 0i64, 0i64);
-    let (mut fence_lower, mut fence_upper, mut outside, mut outliers) = (0i64, 0i64, 0i64, 0u64);
-    for b in &fine.bins {
-        let ix = i64::from(b.index) - 1;
-        running += b.count;
-        let p = share(running);
-        if lower == 0 && p > 0.05 {
-            lower = ix + 1;
-        }
-        if p < 0.1 {
-            fence_lower = ix + 1;
-        }
-        if p < 0.9 {
-            fence_upper = ix + 1;
-        } else if outside == 0 {
-            outside = fence_upper + 3 * (fence_upper - fence_lower);
-        } else if ix > outside {
-            outliers += b.count;
-        }
-        if upper == 0 && p > 0.95 {
-            upper = ix + 1;
-        }
-        if upper3 == 0 && p > 0.997 {
-            upper3 = ix + 1;
-        }
-        let _ = write!(t, "{}:{},", b.index, b.count);
-    }
-    t.pop();
-    let last = landspeed_core::transactions::FineBins::LIMIT as i64;
-    let (upper, upper3) = (
-        if upper == 0 { last } else { upper },
-        if upper3 == 0 { last } else { upper3 },
-    );
-    let _ = writeln!(
-        t,
-        " (5.00/95.00/99.7%={lower}/{upper}/{upper3},Outliers={outliers},obl/obu=0/{})",
-        fine.above
-    );
-    t
+/// iperf 2.1.8's last line of a bounceback client, its round trips' histogram (its `BB8`
+/// histogram, final: [`crate::iperf2_pdf`]).
+pub fn pdf_line(number: u32, whole: (f64, f64), fine: &FineHistogram) -> String {
+    let pdf = crate::iperf2_pdf::Pdf {
+        name: "BB8",
+        last: true,
+        width: fine.width_us,
+        width_unit: "us",
+        bins: &fine.bins,
+        below: 0,
+        above: fine.above,
+        limit: landspeed_core::transactions::FineBins::LIMIT as u32,
+        ci_pct: (5.0, 95.0),
+        peak: None,
+    };
+    crate::iperf2_pdf::line(number, whole, &pdf)
 }
 
 #[cfg(test)]

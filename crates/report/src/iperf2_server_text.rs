@@ -46,6 +46,21 @@ pub fn listening(udp: bool, port: u16, buffer_bytes: Option<u64>, read: Option<u
     format!("{DASHES}\nServer listening on {proto} port {port}{more}\n{buffer}: {size}\n{DASHES}\n")
 }
 
+/// `head` ([`listening`]'s) with the line iperf 2.1.8's server adds for `--histograms`, before the
+/// buffer's line: the bins' width and count, and that clients should send trip times.
+pub fn with_histograms(head: &str, spec: &landspeed_core::transit_bins::BinSpec) -> String {
+    let line = format!(
+        "Enabled receive histograms bin-width={:.3} ms, bins={} (clients should use --trip-times)\n",
+        spec.width_ms(),
+        spec.bins
+    );
+    let lines: Vec<&str> = head.split_inclusive('\n').collect();
+    match lines.len() {
+        n if n >= 3 => lines[..n - 2].concat() + &line + &lines[n - 2..].concat(),
+        _ => head.to_string() + &line,
+    }
+}
+
 /// The server's head ([`listening`]'s) for a multicast group it joined, as iperf 2.1.8's `-s -u -B
 /// GROUP` prints it: its join (`group  G`, or `(*,G)=*,G` / `(S,G)=S,G` with the interface or the
 /// one source named) after the listening line, and its single-client mode before the buffer's.
@@ -184,7 +199,7 @@ pub fn connected(r: &RunResult, first: u32, st: &Iperf2Style) -> String {
             true => " (no-udp-fin)",
             false => "",
         };
-        let trips = match timed(r) && c.received.is_some() && c.sent.is_none() {
+        let trips = match r.config.spec.trip_times && c.received.is_some() && c.sent.is_none() {
             true => " (trip-times)",
             false => "",
         };
@@ -237,7 +252,7 @@ fn timed(r: &RunResult) -> bool {
 /// `-e`'s lines whether or not it was given `-e`.
 fn effective(r: &RunResult, st: &Iperf2Style) -> Iperf2Style {
     Iperf2Style {
-        enhanced: st.enhanced || timed(r),
+        enhanced: st.enhanced || r.config.spec.trip_times,
         ..*st
     }
 }
@@ -466,6 +481,7 @@ pub fn interval(r: &RunResult, k: usize, first: u32, asked: &Iperf2Style) -> Str
             *sum = (sum.0 + s.bytes, sum.1 + 1, summed([sum.2, s.reads].into_iter()));
             t += fd.head(received, st);
             t += &interval_line(r, (i, s), (&c, received), (st, stamp));
+            t += &interval_pdf(r, (k, s), (c.number, received), st);
         }
         if let (Some(a), Some(b)) = (find(c.received), find(c.sent)) {
             t += &fd.line(c.number, (i.start_s, i.end_s), a.bytes + b.bytes, st);
@@ -588,6 +604,9 @@ pub fn totals(r: &RunResult, first: u32, asked: &Iperf2Style) -> String {
             }
             t += fd.head(received, st);
             t += &total_line(r, s, (&c, received), (bytes, secs), st);
+            if received {
+                t += &whole_pdf(r, (c.number, s.id), (0.0, secs), st);
+            }
         }
         if c.received.is_some() && c.sent.is_some() {
             t += &fd.line(c.number, (0.0, both.1), both.0, st);
@@ -607,6 +626,43 @@ pub fn totals(r: &RunResult, first: u32, asked: &Iperf2Style) -> String {
         }
     }
     t
+}
+
+/// The histogram line under stream `s`'s line of interval `k`, when its transits were binned. A
+/// UDP test's last interval cut short by its end is printed as iperf 2.1.8's server prints it:
+/// marked final, with the whole test's bins (its histogram is flagged final before that partial
+/// interval's line, which then counts from the start).
+fn interval_pdf(
+    r: &RunResult,
+    (k, s): (usize, &IntervalStream),
+    (number, received): (u32, bool),
+    st: &Iperf2Style,
+) -> String {
+    let (Some(h), Some(i), false, true) = (s.transit_bins.as_ref(), r.intervals.get(k), st.csv, received)
+    else {
+        return String::new();
+    };
+    let nominal = st.interval_s.unwrap_or(f64::INFINITY);
+    let cut_short = k + 1 == r.intervals.len() && i.end_s - i.start_s < 0.99 * nominal;
+    if is_udp(r) && cut_short {
+        return whole_pdf(r, (number, s.id), (i.start_s, i.end_s), st);
+    }
+    let pdf = crate::iperf2_pdf::of_transits(h, is_udp(r), false);
+    crate::iperf2_pdf::line(number, (i.start_s, i.end_s), &pdf)
+}
+
+/// The histogram line of stream `id`'s transits over the whole test (its intervals' merged), when
+/// they were binned: iperf 2's `F8(f)` or `T8(f)` line under its total.
+fn whole_pdf(r: &RunResult, (number, id): (u32, u32), span: (f64, f64), st: &Iperf2Style) -> String {
+    let each = (r.intervals.iter())
+        .flat_map(|i| i.streams.iter().filter(|s| s.id == id))
+        .filter_map(|s| s.transit_bins.as_ref());
+    match landspeed_core::transit_bins::TransitHistogram::merged(each) {
+        Some(h) if !st.csv => {
+            crate::iperf2_pdf::line(number, span, &crate::iperf2_pdf::of_transits(&h, is_udp(r), true))
+        }
+        _ => String::new(),
+    }
 }
 
 /// The streams the server received.

@@ -10,6 +10,7 @@ pub mod html;
 pub mod iperf2_bounce_text;
 pub mod iperf2_dual_text;
 pub mod iperf2_multicast_text;
+pub mod iperf2_pdf;
 pub mod iperf2_server_text;
 pub mod iperf2_text;
 pub mod iperf3_json;

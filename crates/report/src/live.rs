@@ -110,6 +110,7 @@ mod tests {
             jitter_ms: None,
             transit: None,
             reads: None,
+            transit_bins: None,
         };
         let iv = IntervalResult {
             index: 0,

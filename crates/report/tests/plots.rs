@@ -96,6 +96,7 @@ fn run() -> RunResult {
                     jitter_ms: None,
                     transit: None,
                     reads: None,
+                    transit_bins: None,
                 })
                 .collect(),
             probe_rtt: None,

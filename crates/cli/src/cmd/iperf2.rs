@@ -140,6 +140,10 @@ pub(crate) struct Opts {
     /// own streams only: with -R iperf 2.1.8's server sends at once, before the start.
     #[arg(long = "txstart-time")]
     pub(crate) txstart_time: Option<String>,
+    /// `--histograms[=WIDTH[u|m],BINS,LOWER,UPPER]` (`--udp-histograms` too): a server's bins of
+    /// each trip-times client's transits, their histogram under each of its lines; `-e` on.
+    #[arg(long = "histograms", visible_alias = "udp-histograms", num_args = 0..=1, default_missing_value = "", require_equals = true)]
+    pub(crate) histograms: Option<String>,
 }
 
 /// `landspeed iperf2 ARGS`.
@@ -264,6 +268,7 @@ const HELP: &str = "Usage: iperf [-s|-c host] [options]   (landspeed's iperf 2 d
   --fq-rate R        pace each TCP socket sent (k/m/g bits, K/M/G bytes a second)
   -X, --peer-detect  TCP: ask the server's version (its header ack, read before the data)
   --txstart-time T   TCP sent: connect now, send from Unix time T (SECS[.USECS], .25 is 25 µs as in iperf 2; -e on)
+  -s --histograms[=W[u|m],BINS,LO,HI]  each --trip-times client's transits in bins (100u,10000,5,95), -e on
   -u, --udp          UDP (1470-byte datagrams, -b 1M each stream; the server's report printed)
   --ipg MS           with -u: a datagram every MS ms (with --isochronous: the gap within a frame)
   -c GROUP -u        multicast: iperf 2's datagrams to the group (-T TTL, 1), no server report
@@ -323,6 +328,11 @@ fn refused(o: &Opts) -> Option<String> {
             o.isochronous.is_some() && o.parallel.unwrap_or(1) > 1,
             "--isochronous with -P",
             "one stream of frames at a time",
+        ),
+        (
+            o.histograms.is_some() && !o.server,
+            "--histograms on a client",
+            "a client's write-time histograms (iperf 2's W8 lines) are not kept; a server's are",
         ),
         (
             o.txstart_time.is_some() && (beyond_plain_send(o) || o.udp),
@@ -1123,10 +1133,11 @@ fn serve(o: &Opts) -> Result<bool> {
         Some(b) => args.extend(["--bind".into(), b.clone()]),
         None => {}
     }
+    // --histograms turns -e on, as iperf 2's does.
     for (on, flag) in [
         (o.udp, "--iperf2-udp"),
         (o.style.is_some(), "--iperf2-csv"),
-        (o.enhanced, "--iperf2-enhanced"),
+        (o.enhanced || o.histograms.is_some(), "--iperf2-enhanced"),
     ] {
         if on {
             args.push(flag.into());
@@ -1137,6 +1148,12 @@ fn serve(o: &Opts) -> Result<bool> {
     }
     if let Some(f) = o.format {
         args.extend(["--iperf2-format".into(), f.to_string()]);
+    }
+    if let Some(h) = &o.histograms {
+        if let Err(e) = landspeed_core::transit_bins::BinSpec::parse(h) {
+            return refuse(&e.to_string());
+        }
+        args.push(format!("--iperf2-histograms={h}"));
     }
     if let (false, Some(l)) = (o.udp, o.length.as_deref()) {
         match bytes(l) {
@@ -1285,6 +1302,8 @@ mod tests {
             ("-c h --ipg 10", "--ipg without -u, or with -b"),
             ("-c h -u --ipg 10 -b 1m", "--ipg without -u, or with -b"),
             ("-c h -u --ipg 0", "--ipg outside (0, 60000] ms"),
+            ("-c h --trip-times --histograms", "--histograms on a client"),
+            ("-c h -u --udp-histograms=1m,10", "--histograms on a client"),
         ] {
             let why = refused(&opts(line).unwrap()).unwrap_or_else(|| panic!("{line} accepted"));
             assert!(why.contains(name), "{line}: {why}");
@@ -1298,6 +1317,14 @@ mod tests {
         assert!(refused(&opts("-c h -P 2 --fq-rate 50M").unwrap()).is_none());
         assert!(refused(&opts("-c h -P 2 --trip-times --txstart-time 1").unwrap()).is_none());
         assert!(refused(&opts("-c h -R -X -e").unwrap()).is_none());
+        for line in [
+            "-s --histograms",
+            "-s -u --histograms=10u,500,10,99",
+            "-s --udp-histograms",
+        ] {
+            assert!(refused(&opts(line).unwrap()).is_none(), "{line}");
+        }
+        assert_eq!(opts("-s --histograms").unwrap().histograms.as_deref(), Some(""));
         assert!(refused(&opts("-c h -u -d -L 6000 -i 1 -y C").unwrap()).is_none());
         assert!(refused(&opts("-c h -u -r -b 2m -t 3").unwrap()).is_none());
         assert!(refused(&opts("-c h -u -R -t 2 -i 1 -y C").unwrap()).is_none());

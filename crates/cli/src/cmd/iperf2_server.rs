@@ -42,6 +42,16 @@ pub struct Iperf2Lines {
     /// default), each read counted in an eighth of it (`Reads=Dist`).
     #[arg(long, hide = true, default_value_t = 128 * 1024, value_parser = clap::value_parser!(u64).range(8..=(64 << 20)))]
     pub iperf2_read_len: u64,
+    /// iperf 2 clients' one-way transits binned (`iperf -s --histograms[=SPEC]`: iperf 2's
+    /// WIDTH[u|m],BINS,LOWER,UPPER; empty for its default), their histogram printed under each
+    /// line of a client that sends trip times.
+    #[arg(long, hide = true, value_name = "SPEC", value_parser = bin_spec)]
+    pub iperf2_histograms: Option<landspeed_core::transit_bins::BinSpec>,
+}
+
+/// `--iperf2-histograms`'s value.
+fn bin_spec(v: &str) -> Result<landspeed_core::transit_bins::BinSpec, String> {
+    landspeed_core::transit_bins::BinSpec::parse(v).map_err(|e| e.to_string())
 }
 
 impl Iperf2Lines {
@@ -64,6 +74,8 @@ struct Printer {
     udp: bool,
     /// TCP's read buffer (`-e`'s head).
     read_len: u64,
+    /// The binning of clients' transits (`--histograms`), named in its head.
+    histograms: Option<landspeed_core::transit_bins::BinSpec>,
     /// The group the server joined (`-B GROUP`), named in its head.
     joined: Option<landspeed_net::multicast::GroupPlan>,
     /// The number the next test's first connection gets.
@@ -99,8 +111,12 @@ impl Printer {
                         false => self.read_len,
                     }),
                 );
-                match &self.joined {
+                let head = match &self.joined {
                     Some(g) => lines::joined(&head, g.group.ip(), g.source, g.interface.as_deref()),
+                    None => head,
+                };
+                match &self.histograms {
+                    Some(spec) => lines::with_histograms(&head, spec),
                     None => head,
                 }
             }
@@ -162,6 +178,7 @@ pub fn printer(
         },
         udp: o.iperf2_udp,
         read_len: o.iperf2_read_len,
+        histograms: o.iperf2_histograms,
         joined,
         next: 1,
         running: HashMap::new(),

@@ -652,6 +652,7 @@ fn options(a: &ServeArgs, stats: Arc<AtomicBool>) -> Result<ServerOptions> {
         live: a.iperf3_text || a.iperf2_lines.iperf2_text,
         iperf2_interval: a.iperf2_lines.iperf2_interval,
         iperf2_reads: a.iperf2_lines.reads(),
+        iperf2_histograms: a.iperf2_lines.iperf2_histograms,
         iperf3_total_rate: a.iperf3_bitrate_limit,
     })
 }

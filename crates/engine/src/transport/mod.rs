@@ -14,6 +14,7 @@ use crate::supervisor::{EngineParams, Flags};
 use landspeed_core::config::Flow;
 use landspeed_core::endpoint::{Role, TcpSnapshot, TcpStats};
 use landspeed_core::payload::Corruption;
+use landspeed_core::transit_bins::TransitBins;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::Instant;
 
@@ -43,11 +44,19 @@ pub struct TripMeter {
     /// The receiver times its bursts.
     active: AtomicBool,
     since: std::sync::Mutex<landspeed_core::transit::Transits>,
+    /// The same transits in bins, when the test bins them (`EngineParams::trip_bins`): their
+    /// binning, and the bins since the last sample.
+    binning: std::sync::OnceLock<landspeed_core::transit_bins::BinSpec>,
+    bins: std::sync::Mutex<Option<TransitBins>>,
 }
 
 impl TripMeter {
-    /// The receiver times its bursts from now on.
-    pub fn start(&self) {
+    /// The receiver times its bursts from now on, and bins them by `bins` when given.
+    pub fn start(&self, bins: Option<landspeed_core::transit_bins::BinSpec>) {
+        if let (Some(spec), Ok(mut b)) = (bins, self.bins.lock()) {
+            *b = Some(TransitBins::new(spec));
+            let _ = self.binning.set(spec);
+        }
         self.active.store(true, Relaxed);
     }
 
@@ -56,10 +65,24 @@ impl TripMeter {
         self.active.load(Relaxed)
     }
 
-    /// Transits measured since the last call's.
-    pub fn add(&self, t: &landspeed_core::transit::Transits) {
+    /// How it also bins them, when it does.
+    pub fn binning(&self) -> Option<landspeed_core::transit_bins::BinSpec> {
+        self.binning.get().copied()
+    }
+
+    /// Transits measured since the last call's, and each of them with its burst's send time
+    /// (seconds, microseconds) for the bins when binned.
+    pub fn add(&self, t: &landspeed_core::transit::Transits, binned: &[(f64, (i64, u32))]) {
         if let Ok(mut s) = self.since.lock() {
             s.merge(t);
+        }
+        if binned.is_empty() {
+            return;
+        }
+        if let Some(b) = self.bins.lock().ok().as_deref_mut().and_then(Option::as_mut) {
+            for (transit_s, sent) in binned {
+                b.add(*transit_s, Some(*sent));
+            }
         }
     }
 
@@ -71,6 +94,11 @@ impl TripMeter {
         }
         let t = std::mem::take(&mut *self.since.lock().ok()?);
         Some(t.summary(over_s).unwrap_or_default())
+    }
+
+    /// The bins since the last sample (none when not binned).
+    pub fn take_bins(&self) -> Option<landspeed_core::transit_bins::TransitHistogram> {
+        Some(self.bins.lock().ok()?.as_mut()?.take())
     }
 }
 

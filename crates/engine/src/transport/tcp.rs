@@ -154,6 +154,9 @@ fn frame_due_ns(h: &landspeed_iperf2::burst::BurstHeader) -> i128 {
 /// counting `frames`, each is a frame that arrived whole, due at its start plus a period a frame.
 fn on_bursts(b: &mut BurstReader, data: &[u8], meter: &Meter, mut frames: Option<&mut FrameReceipt>) {
     let mut t = Transits::default();
+    // Each burst's transit and send time, for the meter's bins (a read ends a few bursts at most).
+    let mut binned: Vec<(f64, (i64, u32))> = Vec::new();
+    let bin = meter.trips.binning().is_some();
     let mut now_ns = None;
     let timed = meter.trips.on();
     b.feed(data, |h| {
@@ -163,7 +166,11 @@ fn on_bursts(b: &mut BurstReader, data: &[u8], meter: &Meter, mut frames: Option
                 .map_or(0, |d| d.as_nanos() as i128)
         });
         if timed {
-            t.add((now - wire_ns(h.written)) as f64 * 1e-9);
+            let transit_s = (now - wire_ns(h.written)) as f64 * 1e-9;
+            t.add(transit_s);
+            if bin {
+                binned.push((transit_s, (i64::from(h.written.secs), h.written.micros)));
+            }
         }
         if let Some(f) = frames.as_deref_mut() {
             f.period(u64::from(h.period_us) * 1_000);
@@ -171,7 +178,7 @@ fn on_bursts(b: &mut BurstReader, data: &[u8], meter: &Meter, mut frames: Option
         }
     });
     if t.count() > 0 {
-        meter.trips.add(&t);
+        meter.trips.add(&t, &binned);
     }
 }
 

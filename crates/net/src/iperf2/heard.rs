@@ -34,7 +34,7 @@ impl<'a> Heard<'a> {
     /// Waits up to `wait` for a sample, then shows every one that has come.
     pub(super) fn show_waiting(&mut self, wait: std::time::Duration, on_event: &mut dyn FnMut(ClientEvent)) {
         if let Ok(x) = self.samples.recv_timeout(wait) {
-            self.received.push(x);
+            self.received.push(x.clone());
             self.pending.push(x);
         }
         self.show(None, on_event);
@@ -44,14 +44,14 @@ impl<'a> Heard<'a> {
     /// interval's as one event a flow.
     pub(super) fn show(&mut self, upto: Option<u32>, on_event: &mut dyn FnMut(ClientEvent)) {
         for x in self.samples.try_iter() {
-            self.received.push(x);
+            self.received.push(x.clone());
             self.pending.push(x);
         }
         let mut due: Vec<(u32, StreamSample)> = vec![];
         self.pending.retain(|(i, s)| {
             let now = upto.is_none_or(|u| *i <= u);
             if now {
-                due.push((*i, *s));
+                due.push((*i, s.clone()));
             }
             !now
         });

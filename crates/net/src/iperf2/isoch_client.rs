@@ -438,6 +438,7 @@ pub(super) fn sample_while(
                         udp: None,
                         reads: None,
                         trips: None,
+                        trip_bins: None,
                     })
                     .collect(),
             };

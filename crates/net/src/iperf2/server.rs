@@ -402,6 +402,7 @@ fn run(
     }
     let mut params = EngineParams::for_spec(test, None, None, o.idle_timeout);
     params.read_bins = o.iperf2_reads.or(params.read_bins);
+    params.trip_bins = o.iperf2_histograms;
     params.frames_from_bursts = plan.frames;
     // --max-rate paces the test as it paces landspeed's and iperf3's.
     let limit = o.limits.max_rate_bps.map(|r| r / paths.len() as f64);

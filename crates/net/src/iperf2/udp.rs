@@ -209,6 +209,9 @@ fn receive_logged(
         .has(landspeed_iperf2::header::upper::ISOCH)
         .then(|| FrameReceipt::new(0));
     let mut counted = Counted::new(test, shared);
+    if let Some(spec) = shared.opts.iperf2_histograms.filter(|_| test.trip_times) {
+        counted.receipt.bin_transits(spec);
+    }
     // A scheduled start (waited for before this): the clock's zero is now, whenever the first
     // datagram (sent before the wait) came.
     let scheduled = super::start_at::scheduled_s(epoch, super::start_at::now_s());
@@ -378,11 +381,14 @@ impl<'a> Counted<'a> {
     }
 
     /// Closes the last interval at the stream's end, unless it is a sliver (under a tenth of an
-    /// interval; its datagrams are in the total, as iperf 2's server prints it).
+    /// interval; its datagrams are in the total, as iperf 2's server prints it). A sliver is closed
+    /// when the transits are binned: the whole test's histogram is its intervals' (iperf 2 prints
+    /// no line for a sliver either way).
     fn finish(&mut self) {
         let start = self.samples.len() as f64 * self.step_s;
         let span = self.receipt.span_s();
-        if self.step_s > 0.0 && span - start >= 0.1 * self.step_s {
+        let sliver = span - start < 0.1 * self.step_s;
+        if self.step_s > 0.0 && span > start && (!sliver || self.receipt.binned()) {
             self.close(span);
         }
     }

@@ -167,6 +167,7 @@ impl<'a> Merged<'a> {
                         udp: None,
                         reads: None,
                         trips: None,
+                        trip_bins: None,
                     }));
                 }
             }
@@ -352,6 +353,7 @@ pub(super) fn sample(id: u32, r: &mut Receipt) -> StreamSample {
         }),
         reads: None,
         trips: None,
+        trip_bins: r.take_bins(),
     }
 }
 

@@ -276,6 +276,7 @@ impl Run {
                     udp: None,
                     reads: None,
                     trips: None,
+                    trip_bins: None,
                 }],
             };
             let interval = self.live.convert(&s, |_| true);

@@ -56,6 +56,7 @@ fn build(b: &Built) -> RunResult {
                     }),
                     reads: None,
                     trips: None,
+                    trip_bins: None,
                 })
                 .collect(),
         })

@@ -96,6 +96,7 @@ impl Seen {
                         udp: None,
                         reads: None,
                         trips: None,
+                        trip_bins: None,
                     }],
                 });
             }
