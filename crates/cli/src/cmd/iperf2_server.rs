@@ -50,8 +50,10 @@ pub struct Iperf2Lines {
 }
 
 /// `--iperf2-histograms`'s value.
-fn bin_spec(v: &str) -> Result<landspeed_core::transit_bins::BinSpec, String> {
-    landspeed_core::transit_bins::BinSpec::parse(v).map_err(|e| e.to_string())
+fn bin_spec(
+    v: &str,
+) -> Result<landspeed_core::transit_bins::BinSpec, landspeed_core::transit_bins::BinSpecError> {
+    landspeed_core::transit_bins::BinSpec::parse(v)
 }
 
 impl Iperf2Lines {
