@@ -206,6 +206,7 @@ fn flow_intervals(p: &FlowParts, ids: &[u32]) -> Vec<IntervalResult> {
                         transit: udp.and_then(|u| u.transit).or(here.and_then(|s| s.trips)),
                         reads: dl.reads,
                         transit_bins: here.and_then(|s| s.trip_bins.clone()),
+                        frames_heard: udp.and_then(|u| u.frames),
                     }
                 })
                 .collect();

@@ -223,6 +223,7 @@ mod tests {
                 transit: None,
                 reads: None,
                 transit_bins: None,
+                frames_heard: None,
             }],
             probe_rtt: None,
         }

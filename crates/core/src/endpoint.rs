@@ -650,6 +650,10 @@ pub struct UdpCounts {
     /// count), where the receiver keeps them per sample (iperf 2's receivers, for `-e`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transit: Option<crate::udp::TransitSummary>,
+    /// The frames whose last datagram came since the sample before, where the receiver counts
+    /// them (an iperf 2 client's `--isochronous` datagrams on landspeed's server).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frames: Option<crate::frames::FramesHeard>,
 }
 
 impl UdpCounts {

@@ -625,6 +625,37 @@ impl FrameReceipt {
     }
 }
 
+/// A receiver's frames within one interval, or a test, counted as each one's last datagram comes
+/// (iperf 2's server `Frame:rx/lost  latency` columns): frames heard, frames missing between
+/// them, and each heard frame's latency (its last datagram's arrival less its due time, the
+/// sender's start plus a period a frame: one clock less another).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct FramesHeard {
+    /// Frames whose last datagram came.
+    pub frames: u64,
+    /// Frame numbers missing between them.
+    pub lost: u64,
+    /// Their latency (`datagrams` counts frames); none without a frame.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency: Option<crate::udp::TransitSummary>,
+}
+
+impl FramesHeard {
+    /// Intervals' frames as one span's, `over_s` seconds: counts added, latencies merged exactly.
+    pub fn merged<'a>(
+        each: impl Iterator<Item = &'a FramesHeard> + Clone,
+        over_s: f64,
+    ) -> Option<FramesHeard> {
+        let mut all = each.clone().peekable();
+        all.peek()?;
+        Some(FramesHeard {
+            frames: each.clone().map(|f| f.frames).sum(),
+            lost: each.clone().map(|f| f.lost).sum(),
+            latency: crate::transit::merged(each.filter_map(|f| f.latency.as_ref()), over_s),
+        })
+    }
+}
+
 /// A sender's frames within one interval (iperf 2's `isoch:tx/miss/slip` columns).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FramesInterval {

@@ -520,6 +520,10 @@ pub struct IntervalStream {
     /// Isochronous frames (`--isochronous`): what the sender began, skipped and slipped within it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub frames: Option<crate::frames::FramesInterval>,
+    /// A receiver's frames within it, where it counts them per interval (an iperf 2 client's
+    /// `--isochronous` datagrams on landspeed's server: `Frame:rx/lost  latency`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frames_heard: Option<crate::frames::FramesHeard>,
     /// The receiver's running jitter at the interval's end, ms, where it keeps one per sample
     /// (iperf 2's `-u -R` receiver).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -259,6 +259,7 @@ mod tests {
                 received,
                 jitter_ms: None,
                 transit: None,
+                frames: None,
             });
             one_stream(
                 i,

@@ -103,6 +103,54 @@ impl FramePayload {
     }
 }
 
+/// A server's frames as their last datagrams come, per interval and over the test, for iperf 2's
+/// `Frame:rx/lost  latency` columns: a frame is heard when the datagram carrying its last bytes
+/// comes (iperf 2.1.8's `transit_ready`: the bytes left are the datagram's own) and the sender
+/// skipped none before it; the frame numbers between two heard ones are lost; each heard frame's
+/// latency is that datagram's arrival less the frame's due time. Where iperf 2.1.8 counts its
+/// first frame twice and a gap's frames with the one after it, this counts each frame once
+/// (docs/isochronous.md).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct FrameTally {
+    /// The last frame heard.
+    last: u32,
+    interval_frames: u64,
+    interval_lost: u64,
+    interval_latency: landspeed_core::transit::Transits,
+}
+
+impl FrameTally {
+    /// Counts a datagram of `len` bytes with frame fields `p` that came at `arrival_s` (seconds
+    /// since the Unix epoch on this host's clock).
+    pub fn datagram(&mut self, p: &FramePayload, len: usize, arrival_s: f64) {
+        let last_of_frame = p.remaining as usize == len;
+        if p.frame == 0 || !last_of_frame || p.frame.wrapping_sub(p.prev) != 1 || p.frame <= self.last {
+            return;
+        }
+        if self.last > 0 {
+            self.interval_lost += u64::from(p.frame - self.last - 1);
+        }
+        self.last = p.frame;
+        self.interval_frames += 1;
+        self.interval_latency.add(arrival_s - p.due_ns() as f64 / 1e9);
+    }
+
+    /// The frames heard since the last call (or the start), `over_s` seconds of them, then counted
+    /// afresh.
+    pub fn take_interval(&mut self, over_s: f64) -> landspeed_core::frames::FramesHeard {
+        let heard = landspeed_core::frames::FramesHeard {
+            frames: self.interval_frames,
+            lost: self.interval_lost,
+            latency: self.interval_latency.summary(over_s),
+        };
+        *self = FrameTally {
+            last: self.last,
+            ..FrameTally::default()
+        };
+        heard
+    }
+}
+
 /// landspeed's addition to a UDP report for a test of frames, after iperf 2's 128 bytes: `LSFR`, a
 /// version byte (1), six counts (whole, lost, skipped by the sender, cut at the end, late, clock
 /// behind; 64-bit words) and the latency in milliseconds as eight doubles (least, mean, standard

@@ -349,6 +349,7 @@ impl LiveIntervals {
                         .reads
                         .map(|now| now.since(self.last_reads.insert(x.id, now).as_ref())),
                     transit_bins: x.trip_bins.clone(),
+                    frames_heard: x.udp.and_then(|u| u.frames),
                 }
             })
             .collect();

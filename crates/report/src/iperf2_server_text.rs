@@ -221,6 +221,7 @@ pub fn connected(r: &RunResult, first: u32, st: &Iperf2Style) -> String {
     }
     let received_udp = is_udp(r) && r.config.spec.direction != Direction::Reverse;
     t + match (received_udp, is_udp(r) && st.enhanced) {
+        (true, _) if timed_frames(r) => ISOCH_TRIPS_HEAD,
         (true, _) => column_head_udp_received(st),
         (false, true) => column_head_udp(st, false),
         (false, false) if timed(r) && r.frames.is_some() => TRIPS_HEAD_FRAMES,
@@ -229,6 +230,55 @@ pub fn connected(r: &RunResult, first: u32, st: &Iperf2Style) -> String {
         (false, false) if writes_drawn(r, st) => crate::iperf2_text::column_head(st),
         (false, false) => PLAIN_HEAD,
     }
+}
+
+/// The column head of UDP frames received from a `--trip-times` client (`--isochronous`), iperf
+/// 2.1.8's: its frames and their latency after the datagrams' columns.
+const ISOCH_TRIPS_HEAD: &str = "[ ID] Interval            Transfer     Bandwidth        Jitter   Lost/Total Latency avg/min/max/stdev  PPS  Frame:rx/lost  latency  NetPwr\n";
+
+/// Whether the test is of UDP frames from a client sending trip times (iperf 2.1.8's server then
+/// prints its frames' columns).
+fn timed_frames(r: &RunResult) -> bool {
+    is_udp(r) && r.frames.is_some() && r.config.spec.trip_times
+}
+
+/// The columns after a UDP frames line's loss (`timed_frames`): the datagrams' transit and pace,
+/// the frames heard and lost, their latency, and the net power, as iperf 2.1.8's
+/// `report_bw_jitter_loss_enhanced_isoch_format` prints them.
+fn isoch_columns(
+    t: Option<&TransitSummary>,
+    f: Option<&landspeed_core::frames::FramesHeard>,
+    bytes: u64,
+    secs: f64,
+) -> String {
+    let Some(t) = t.filter(|t| t.datagrams > 0) else {
+        return crate::iperf2_text::transit_columns(None, bytes, secs);
+    };
+    let f = f.copied().unwrap_or_default();
+    let l = f.latency.unwrap_or_default();
+    format!(
+        " {:.3}/{:.3}/{:.3}/{:.3} ms {:.0} pps  {:3}/{}  {:.3}/{:.3}/{:.3}/{:.3} ms {}",
+        t.mean_ms,
+        t.min_ms,
+        t.max_ms,
+        t.stddev_ms,
+        t.per_s,
+        f.frames,
+        f.lost,
+        l.mean_ms,
+        l.min_ms,
+        l.max_ms,
+        l.stddev_ms,
+        crate::iperf2_text::net_power(bytes, secs, t.mean_ms)
+    )
+}
+
+/// A stream's frames over the whole test (its intervals' merged), `secs` of them.
+fn frames_of(r: &RunResult, id: u32, secs: f64) -> Option<landspeed_core::frames::FramesHeard> {
+    let each = (r.intervals.iter())
+        .flat_map(|i| i.streams.iter().filter(|s| s.id == id))
+        .filter_map(|s| s.frames_heard.as_ref());
+    landspeed_core::frames::FramesHeard::merged(each, secs)
 }
 
 /// iperf 2's `-e` column head of a TCP test's received streams.
@@ -543,8 +593,11 @@ fn interval_line(
             "  {jitter:6.3} ms {lost}/{sent} ({}%)",
             two_figures(pct(lost, sent))
         );
-        if st.enhanced {
-            l += &transit_columns(s.transit.as_ref(), s.bytes, i.end_s - i.start_s);
+        let secs = i.end_s - i.start_s;
+        if timed_frames(r) {
+            l += &isoch_columns(s.transit.as_ref(), s.frames_heard.as_ref(), s.bytes, secs);
+        } else if st.enhanced {
+            l += &transit_columns(s.transit.as_ref(), s.bytes, secs);
         }
     } else if st.enhanced && is_udp(r) {
         let secs = i.end_s - i.start_s;
@@ -740,7 +793,9 @@ fn total_line(
             total(u),
             two_figures(u.loss_pct)
         );
-        if st.enhanced {
+        if timed_frames(r) {
+            l += &isoch_columns(u.transit.as_ref(), frames_of(r, s.id, secs).as_ref(), bytes, secs);
+        } else if st.enhanced {
             l += &transit_columns(u.transit.as_ref(), bytes, secs);
         }
         if u.out_of_order > 0 {

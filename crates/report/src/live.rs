@@ -111,6 +111,7 @@ mod tests {
             transit: None,
             reads: None,
             transit_bins: None,
+            frames_heard: None,
         };
         let iv = IntervalResult {
             index: 0,

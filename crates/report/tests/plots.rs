@@ -97,6 +97,7 @@ fn run() -> RunResult {
                     transit: None,
                     reads: None,
                     transit_bins: None,
+                    frames_heard: None,
                 })
                 .collect(),
             probe_rtt: None,

@@ -208,6 +208,9 @@ const MATRIX: &[(&str, &str)] = &[
     ("--histograms", "-t 1 -b 50M"),
     ("-u --histograms=20u,1000 -i 0.5", "-u -t 1.2 --trip-times -b 10M"),
     ("-u", "-u -t 1 --trip-times"),
+    // UDP frames: the connection marked `(isoch)`; with trip times the frames' columns.
+    ("-u -i 0.5", "-u -t 1.2 --trip-times --isochronous=60:2m,0.5m"),
+    ("-u -e", "-u -t 1 --isochronous=60:2m,0.5m"),
     // Frames over TCP: the connection marked `(isoch)`.
     ("-e -i 0.5", "-t 1.2 --isochronous=60:2m,0.5m"),
     ("", "-t 1 --isochronous=60:2m,0.5m -P 2"),
@@ -388,4 +391,43 @@ fn a_bad_histogram_value_is_refused_in_one_line() {
         assert_eq!(err.trim().lines().count(), 1, "{bad}: {err}");
         assert!(err.contains("--histograms"), "{bad}: {err}");
     }
+}
+
+/// The frames column (`rx/lost`) of a UDP frames line.
+fn frames_column(line: &str) -> Option<(u64, u64)> {
+    let after = line.split(" pps ").nth(1)?.trim_start();
+    let (rx, rest) = after.split_once('/')?;
+    Some((
+        rx.trim().parse().ok()?,
+        rest.split_whitespace().next()?.parse().ok()?,
+    ))
+}
+
+/// An iperf 2.1.8 client's UDP frames with trip times on the drop-in's server: each interval's
+/// line counts the frames whose last datagram came within it, each once, and the total line all
+/// of them: 60 a second for 1.2 s (a margin of two frames for the ends of the test).
+#[test]
+fn the_drop_ins_udp_frames_lines_count_each_frame_once() {
+    let _one = common::alone();
+    if !have_iperf2() {
+        return;
+    }
+    let landspeed = [common::bin(), "iperf2"];
+    let out = served(
+        &landspeed,
+        "-u -i 0.5",
+        "-u -t 1.2 --trip-times --isochronous=60:2m,0.5m",
+    );
+    assert!(
+        out.contains(" (isoch) (trip-times)") && out.contains("Frame:rx/lost"),
+        "{out}"
+    );
+    let total = |l: &&str| l.contains(" 0.0000-1.2");
+    let (rx, lost) = (out.lines().find(total).and_then(frames_column)).unwrap_or_else(|| panic!("{out}"));
+    let each: u64 = (out.lines().filter(|l| !total(l)))
+        .filter_map(frames_column)
+        .map(|f| f.0)
+        .sum();
+    assert_eq!(rx, each, "{out}");
+    assert!((70..=74).contains(&rx) && lost <= 2, "{out}");
 }

@@ -160,6 +160,7 @@ impl UdpMeter {
                 received: self.received.load(Relaxed),
                 jitter_ms: None,
                 transit: None,
+                frames: None,
             })
     }
 }

@@ -92,3 +92,42 @@ fn the_receivers_counts_ride_after_the_report_and_anything_else_is_none() {
     neg[128 + 5 + 6 * 8..128 + 5 + 7 * 8].copy_from_slice(&(-1.0f64).to_be_bytes());
     assert_eq!(parse_trailer(&neg, 128).unwrap().latency.min_ms, None);
 }
+
+#[test]
+fn frames_are_heard_at_their_last_datagram_each_once() {
+    let frame = |frame: u32, prev: u32, remaining: u32| FramePayload {
+        period_us: 100_000,
+        start_s: 1000,
+        start_us: 0,
+        prev,
+        frame,
+        size: 3000,
+        remaining,
+    };
+    let mut t = FrameTally::default();
+    // Frame 1 in two datagrams, its last 2 ms late; frame 2's last datagram lost; frame 3 whole
+    // (3.5 ms late), its repeat not counted; frame 5 after a skip by the sender (prev 3) not
+    // counted; frame 6 whole.
+    t.datagram(&frame(1, 0, 3000), 1500, 1000.001);
+    t.datagram(&frame(1, 0, 1500), 1500, 1000.002);
+    t.datagram(&frame(2, 1, 3000), 1500, 1000.101);
+    t.datagram(&frame(3, 2, 1500), 1500, 1000.2035);
+    t.datagram(&frame(3, 2, 1500), 1500, 1000.2036);
+    let a = t.take_interval(0.25);
+    assert_eq!((a.frames, a.lost), (2, 1));
+    let l = a.latency.unwrap();
+    assert!(
+        (l.min_ms - 2.0).abs() < 1e-3 && (l.max_ms - 3.5).abs() < 1e-3,
+        "{l:?}"
+    );
+    t.datagram(&frame(5, 3, 1500), 1500, 1000.45);
+    t.datagram(&frame(6, 5, 1500), 1500, 1000.5011);
+    let b = t.take_interval(0.25);
+    assert_eq!((b.frames, b.lost), (1, 2));
+    assert_eq!(t.take_interval(0.25).latency, None);
+    let whole = landspeed_core::frames::FramesHeard::merged([a, b].iter(), 0.5).unwrap();
+    assert_eq!(
+        (whole.frames, whole.lost, whole.latency.unwrap().datagrams),
+        (3, 3, 3)
+    );
+}

@@ -209,6 +209,7 @@ fn receive_logged(
         .has(landspeed_iperf2::header::upper::ISOCH)
         .then(|| FrameReceipt::new(0));
     let mut counted = Counted::new(test, shared);
+    counted.tally = frames.is_some().then(Default::default);
     if let Some(spec) = shared.opts.iperf2_histograms.filter(|_| test.trip_times) {
         counted.receipt.bin_transits(spec);
     }
@@ -226,7 +227,7 @@ fn receive_logged(
         context,
         client_ports: vec![Some(peer.port())],
         samples: vec![],
-        frames: false,
+        frames: frames.is_some(),
     });
     if let Some(l) = &counted.live {
         shared.emit(l.so_far());
@@ -346,6 +347,8 @@ pub(super) fn arrival_s(stamp_ns: Option<u64>) -> f64 {
 /// datagram's arrival); with a live view, the test so far goes out as each closes.
 struct Counted<'a> {
     receipt: Receipt,
+    /// An iperf 2 client's frames (`--isochronous`), as its server's lines count them.
+    tally: Option<landspeed_iperf2::isoch::FrameTally>,
     step_s: f64,
     samples: Vec<IntervalSample>,
     live: Option<Live>,
@@ -358,6 +361,7 @@ impl<'a> Counted<'a> {
     fn new(test: &Test, shared: &'a Shared) -> Counted<'a> {
         Counted {
             receipt: Receipt::default(),
+            tally: None,
             step_s: test.spec().interval_s.as_secs_f64(),
             samples: vec![],
             live: None,
@@ -382,24 +386,27 @@ impl<'a> Counted<'a> {
 
     /// Closes the last interval at the stream's end, unless it is a sliver (under a tenth of an
     /// interval; its datagrams are in the total, as iperf 2's server prints it). A sliver is closed
-    /// when the transits are binned: the whole test's histogram is its intervals' (iperf 2 prints
-    /// no line for a sliver either way).
+    /// when the transits are binned or the frames tallied: the whole test's histogram and frames
+    /// are its intervals' (iperf 2 prints no line for a sliver either way).
     fn finish(&mut self) {
         let start = self.samples.len() as f64 * self.step_s;
         let span = self.receipt.span_s();
         let sliver = span - start < 0.1 * self.step_s;
-        if self.step_s > 0.0 && span > start && (!sliver || self.receipt.binned()) {
+        let whole = self.receipt.binned() || self.tally.is_some();
+        if self.step_s > 0.0 && span > start && (!sliver || whole) {
             self.close(span);
         }
     }
 
     fn close(&mut self, end_s: f64) {
+        let start_s = self.samples.len() as f64 * self.step_s;
+        let frames = self.tally.as_mut().map(|t| t.take_interval(end_s - start_s));
         let s = IntervalSample {
             index: self.samples.len() as u32,
             start_s: self.samples.len() as f64 * self.step_s,
             end_s,
             omitted: false,
-            streams: vec![super::udp_receive::sample(0, &mut self.receipt)],
+            streams: vec![super::udp_receive::sample(0, &mut self.receipt, frames)],
         };
         if let Some(live) = &mut self.live {
             live.samples.push(s.clone());
@@ -432,6 +439,9 @@ fn receive(
             if let (Some(f), Some(p), false) = (frames.as_mut(), FramePayload::parse(b), d.is_fin()) {
                 f.period(u64::from(p.period_us) * 1_000);
                 f.datagram(&p.datagram(d.seq as u64, b.len(), (at * 1e9) as i128));
+                if let Some(t) = c.tally.as_mut() {
+                    t.datagram(&p, b.len(), at);
+                }
             }
             if d.is_fin() {
                 c.finish();

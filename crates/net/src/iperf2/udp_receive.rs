@@ -285,7 +285,7 @@ pub(super) fn receive(
     let mut closed = 0u32;
     loop {
         while step > 0.0 && t0.elapsed().as_secs_f64() >= f64::from(closed + 1) * step {
-            let _ = tx.send((closed, sample(got.id, &mut got.receipt)));
+            let _ = tx.send((closed, sample(got.id, &mut got.receipt, None)));
             closed += 1;
         }
         if interrupt.load(Relaxed) || until.is_some_and(|u| t0.elapsed() >= u) {
@@ -299,7 +299,7 @@ pub(super) fn receive(
             };
             got.receipt.datagram(&d, b.len(), arrival_s(stamp));
             if d.is_fin() && step > 0.0 && t0.elapsed().as_secs_f64() >= (f64::from(closed) + 0.5) * step {
-                let _ = tx.send((closed, sample(got.id, &mut got.receipt)));
+                let _ = tx.send((closed, sample(got.id, &mut got.receipt, None)));
             }
             d.is_fin()
         };
@@ -339,7 +339,11 @@ pub(super) fn receive(
 /// A stream's counts now (`r`, stream `id`): bytes, and datagrams expected (the highest number)
 /// and received, and the jitter so far; the transit and pace since the sample before (`r`'s
 /// interval is then counted afresh).
-pub(super) fn sample(id: u32, r: &mut Receipt) -> StreamSample {
+pub(super) fn sample(
+    id: u32,
+    r: &mut Receipt,
+    frames: Option<landspeed_core::frames::FramesHeard>,
+) -> StreamSample {
     let interval = r.take_interval();
     StreamSample {
         id,
@@ -350,6 +354,7 @@ pub(super) fn sample(id: u32, r: &mut Receipt) -> StreamSample {
             received: r.received,
             jitter_ms: Some(r.jitter_s * 1000.0),
             transit: (interval.datagrams > 0).then(|| super::udp::transit(&interval)),
+            frames,
         }),
         reads: None,
         trips: None,

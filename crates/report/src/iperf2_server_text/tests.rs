@@ -53,6 +53,7 @@ fn build(b: &Built) -> RunResult {
                         received: u[k].1,
                         jitter_ms: Some(u[k].2),
                         transit: None,
+                        frames: None,
                     }),
                     reads: None,
                     trips: None,
