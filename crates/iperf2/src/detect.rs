@@ -44,9 +44,11 @@ pub fn tcp(first: &[u8]) -> FirstBytes {
     }
 }
 
-/// Reads a UDP datagram: an iperf 2 client's (its prefix, then its header, a positive sequence
-/// number) or not. Every datagram of an iperf 2 UDP test carries the header, so any of them opens
-/// or continues a test.
+/// Reads a UDP datagram: an iperf 2 client's (its prefix, then its header, a sequence number of 0
+/// or more) or not. Every datagram of an iperf 2 UDP test carries the header, so any of them opens
+/// or continues a test; one numbered 0 is a first payload sent before the test's datagrams (iperf
+/// 2's announcing a scheduled start, `--txstart-time`), which opens the test and is not counted in
+/// it. An end (negative) opens none.
 pub fn udp(b: &[u8]) -> Option<(crate::udp::Datagram, ClientHeader)> {
     use crate::udp::{Datagram, PREFIX_BYTES};
     let rest = b.get(PREFIX_BYTES..)?;
@@ -56,5 +58,5 @@ pub fn udp(b: &[u8]) -> Option<(crate::udp::Datagram, ClientHeader)> {
     let (header, _) = ClientHeader::parse(rest, PREFIX_BYTES).ok()?;
     let seq64 = header.flags & crate::header::flags::SEQNO64B != 0;
     let d = Datagram::parse(b, seq64).ok()?;
-    (d.seq > 0).then_some((d, header))
+    (d.seq >= 0).then_some((d, header))
 }

@@ -136,8 +136,8 @@ pub(crate) struct Opts {
     #[arg(long = "fq-rate")]
     pub(crate) fq_rate: Option<String>,
     /// `--txstart-time SECS[.USECS]`: the streams connect now and send from this Unix time on
-    /// (iperf 2 reads the digits after the point as microseconds); turns `-e` on. A TCP client's
-    /// own streams only: with -R iperf 2.1.8's server sends at once, before the start.
+    /// (iperf 2 reads the digits after the point as microseconds); turns `-e` on. A client's own
+    /// streams only, TCP or UDP: with -R iperf 2.1.8's server sends at once, before the start.
     #[arg(long = "txstart-time")]
     pub(crate) txstart_time: Option<String>,
     /// `--histograms[=WIDTH[u|m],BINS,LOWER,UPPER]` (`--udp-histograms` too): a server's bins of
@@ -267,7 +267,7 @@ const HELP: &str = "Usage: iperf [-s|-c host] [options]   (landspeed's iperf 2 d
   --sum-only         the streams' [SUM-N] lines alone (TCP or UDP sent, without -e)
   --fq-rate R        pace each TCP socket sent (k/m/g bits, K/M/G bytes a second)
   -X, --peer-detect  TCP: ask the server's version (its header ack, read before the data)
-  --txstart-time T   TCP sent: connect now, send from Unix time T (SECS[.USECS], .25 is 25 µs as in iperf 2; -e on)
+  --txstart-time T   this host's streams (TCP or UDP): connect now, send from Unix time T (SECS[.USECS], .25 is 25 µs as in iperf 2; -e on)
   -s --histograms[=W[u|m],BINS,LO,HI]  each --trip-times client's transits in bins (100u,10000,5,95), -e on
   -u, --udp          UDP (1470-byte datagrams, -b 1M each stream; the server's report printed)
   --ipg MS           with -u: a datagram every MS ms (with --isochronous: the gap within a frame)
@@ -335,9 +335,9 @@ fn refused(o: &Opts) -> Option<String> {
             "a client's write-time histograms (iperf 2's W8 lines) are not kept; a server's are",
         ),
         (
-            o.txstart_time.is_some() && (beyond_plain_send(o) || o.udp),
-            "--txstart-time with -s, -R, --full-duplex, -u, -r, -d, --bounceback, --connect-only or --isochronous",
-            "a TCP client's own streams start at it (iperf 2.1.8's server sends -R's before it)",
+            o.txstart_time.is_some() && beyond_plain_send(o),
+            "--txstart-time with -s, -R, --full-duplex, -r, -d, --bounceback, --connect-only or --isochronous",
+            "a client's own streams start at it, TCP or UDP (iperf 2.1.8's server sends -R's before it)",
         ),
     ];
     list.into_iter()
@@ -1295,7 +1295,7 @@ mod tests {
             ("-c h -R --fq-rate 10m", "--fq-rate with"),
             ("-s -x C", "-x with -s"),
             ("-c h -R --txstart-time 1", "--txstart-time with"),
-            ("-c h -u --txstart-time 1", "--txstart-time with"),
+            ("-c h -u -R --txstart-time 1", "--txstart-time with"),
             ("-c h -d --txstart-time 1", "--txstart-time with"),
             ("-c h -u -X", "-X with"),
             ("-s -X", "-X with"),
@@ -1316,6 +1316,7 @@ mod tests {
         assert!(refused(&opts("-c h -u -P 2 --sum-only -y C").unwrap()).is_none());
         assert!(refused(&opts("-c h -P 2 --fq-rate 50M").unwrap()).is_none());
         assert!(refused(&opts("-c h -P 2 --trip-times --txstart-time 1").unwrap()).is_none());
+        assert!(refused(&opts("-c h -u -P 2 -b 2m --txstart-time 1").unwrap()).is_none());
         assert!(refused(&opts("-c h -R -X -e").unwrap()).is_none());
         for line in [
             "-s --histograms",

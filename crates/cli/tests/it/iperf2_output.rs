@@ -212,7 +212,9 @@ fn sum_only_prints_the_sums_iperf2s_client_prints() {
 
 /// `--txstart-time`: iperf 2.1.8's client and the drop-in, each scheduled 2 s ahead, connect at
 /// once, say when their traffic starts, and send from then (with -e's lines, which it turns on):
-/// the same lines against landspeed's server and iperf 2.1.8's, and the test 1 s long.
+/// the same lines against landspeed's server and iperf 2.1.8's, and the test 1 s long. Over UDP
+/// the drop-in announces the start in a first datagram numbered 0, as iperf 2.1.8's client does,
+/// and each server marks the test `(epoch-start)` (the server's report, in the client's lines).
 #[test]
 fn txstart_time_sends_from_the_time_it_names_as_iperf2s_client_does() {
     let _one = common::alone();
@@ -232,8 +234,21 @@ fn txstart_time_sends_from_the_time_it_names_as_iperf2s_client_does() {
     // the next one's streams). Paced and one stream: iperf 2.1.8's client and the drop-in at once;
     // else one after the other, each scheduled 2 s from its own start.
     for iperf2 in [false, true] {
-        for extra in ["-t 1 -b 50M", "-t 1 -P 2 --trip-times -b 50M"] {
-            let (a, b) = (fresh_or(iperf2, ours.port), fresh_or(iperf2, ours.port));
+        for extra in [
+            "-t 1 -b 50M",
+            "-t 1 -P 2 --trip-times -b 50M",
+            "-u -t 1 -i 0.5 -b 2m",
+        ] {
+            let udp = extra.starts_with("-u");
+            let fresh = || match (iperf2, udp) {
+                (true, true) => {
+                    let s = crate::iperf2_server::Iperf2Server::with(&["-u"]);
+                    let p = s.1;
+                    (Some(s), p)
+                }
+                _ => fresh_or(iperf2, ours.port),
+            };
+            let (a, b) = (fresh(), fresh());
             let args = scheduled(extra);
             let line = format!("-c 127.0.0.1 -p {} {args}", b.1);
             let (reference, mine) = beside(

@@ -25,17 +25,7 @@ pub fn run_iperf2_client(
     on_event: &mut dyn FnMut(ClientEvent),
 ) -> Result<RunResult, ClientError> {
     let spec = &unverified(&opts.spec)?;
-    let plain_tcp = spec.transport == Transport::Tcp && spec.frames.is_none() && opts.connect_back.is_none();
-    if opts.start_at_unix_s.is_some() && !plain_tcp {
-        return Err(ClientError::NotWithIperf2 {
-            what: "a scheduled start (--txstart-time) but in a TCP test of this host's streams, -R or --full-duplex".into(),
-        });
-    }
-    if opts.peer_detect && !plain_tcp {
-        return Err(ClientError::NotWithIperf2 {
-            what: "peer detection (-X) but in a TCP test of this host's streams, -R or --full-duplex".into(),
-        });
-    }
+    only_where_built(opts, spec)?;
     if let Some(frames) = spec.frames {
         return match spec.transport {
             Transport::Udp => super::isoch_client::run_frames(opts, spec, frames, interrupt, on_event),
@@ -100,6 +90,27 @@ pub fn run_iperf2_client(
     Ok(measured(opts, spec, streams, ends, (interrupt, on_event)))
 }
 
+/// A scheduled start and peer detection where they are built: a TCP test of this host's streams
+/// (`-R`, `--full-duplex` too), and for the start also UDP this host sends.
+fn only_where_built(opts: &ClientOptions, spec: &TestSpec) -> Result<(), ClientError> {
+    let plain_tcp = spec.transport == Transport::Tcp && spec.frames.is_none() && opts.connect_back.is_none();
+    let udp_sent = spec.transport == Transport::Udp
+        && spec.frames.is_none()
+        && opts.connect_back.is_none()
+        && spec.direction == Direction::Forward;
+    if opts.start_at_unix_s.is_some() && !(plain_tcp || udp_sent) {
+        return Err(ClientError::NotWithIperf2 {
+            what: "a scheduled start (--txstart-time) but in a TCP test of this host's streams, -R or --full-duplex, or UDP this host sends".into(),
+        });
+    }
+    if opts.peer_detect && !plain_tcp {
+        return Err(ClientError::NotWithIperf2 {
+            what: "peer detection (-X) but in a TCP test of this host's streams, -R or --full-duplex".into(),
+        });
+    }
+    Ok(())
+}
+
 /// Reads each stream's header ack (`-X`: the server answers the header with its version first).
 fn read_acks(streams: &[DataStream], timeout: std::time::Duration) -> Result<(), ClientError> {
     use landspeed_iperf2::ack::HeaderAck;
@@ -125,7 +136,7 @@ fn read_acks(streams: &[DataStream], timeout: std::time::Duration) -> Result<(),
 
 /// Waits until `at_unix_s` on this host's clock (a scheduled start), in steps of at most 100 ms,
 /// or until interrupted.
-fn wait_until(at_unix_s: f64, interrupt: &AtomicBool) {
+pub(super) fn wait_until(at_unix_s: f64, interrupt: &AtomicBool) {
     loop {
         let left = at_unix_s - unix_now_s();
         if left <= 0.0 || interrupt.load(Relaxed) {

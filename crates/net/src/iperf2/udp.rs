@@ -205,14 +205,7 @@ fn receive_logged(
     log.streams = 1;
     log.direction = Some(test.direction);
     let seq64 = header.flags & landspeed_iperf2::header::flags::SEQNO64B != 0;
-    let mut frames = header
-        .has(landspeed_iperf2::header::upper::ISOCH)
-        .then(|| FrameReceipt::new(0));
-    let mut counted = Counted::new(test, shared);
-    counted.tally = frames.is_some().then(Default::default);
-    if let Some(spec) = shared.opts.iperf2_histograms.filter(|_| test.trip_times) {
-        counted.receipt.bin_transits(spec);
-    }
+    let (mut counted, mut frames) = counting(test, header, shared);
     // A scheduled start (waited for before this): the clock's zero is now, whenever the first
     // datagram (sent before the wait) came.
     let scheduled = super::start_at::scheduled_s(epoch, super::start_at::now_s());
@@ -265,6 +258,24 @@ fn receive_logged(
     log.result = Some(Box::new(result));
     shared.tests_done.fetch_add(1, Relaxed);
     shared.emit(crate::host::ServerEvent::Test(log));
+}
+
+/// What a test counts: its datagrams, with the frames' tally when the client sends frames and the
+/// transits binned when the server bins a trip-times client's; and the frames' own accounting.
+fn counting<'a>(
+    test: &Test,
+    header: &ClientHeader,
+    shared: &'a Shared,
+) -> (Counted<'a>, Option<FrameReceipt>) {
+    let frames = header
+        .has(landspeed_iperf2::header::upper::ISOCH)
+        .then(|| FrameReceipt::new(0));
+    let mut counted = Counted::new(test, shared);
+    counted.tally = frames.is_some().then(Default::default);
+    if let Some(spec) = shared.opts.iperf2_histograms.filter(|_| test.trip_times) {
+        counted.receipt.bin_transits(spec);
+    }
+    (counted, frames)
 }
 
 /// The test's socket, bound to the listener's address and connected to the client, and the

@@ -31,7 +31,8 @@ pub(crate) fn run_udp(
     on_event: &mut dyn FnMut(ClientEvent),
 ) -> Result<RunResult, ClientError> {
     let header = udp_header(spec, opts.port)?;
-    let started_unix_s = unix_ns() as f64 / 1e9;
+    // A scheduled start: the clock starts then, or now if it has passed.
+    let started_unix_s = (unix_ns() as f64 / 1e9).max(opts.start_at_unix_s.unwrap_or(0.0));
     let sent = send_test(opts, spec, header, interrupt, on_event)?;
     let ends = super::client::Ends::at_end(sent.addresses, started_unix_s, interrupt);
     Ok(super::client::assembled(
@@ -66,6 +67,10 @@ pub(super) fn send_test(
     let locals = locals(streams.iter().map(|s| &s.socket))?;
     let local = locals[0];
     let mut warnings = super::client::started_udp(on_event, (&locals, super::client::udp_facts(streams.iter().map(|s| &s.socket))), (addr, spec.total_streams()), Some("the server's side is iperf 2's report: its loss, out of order and jitter as iperf 2 counts them (docs/iperf2.md)"));
+    if let Some(at) = opts.start_at_unix_s {
+        announce_start(streams.iter().map(|s| &s.socket), (spec, opts.port), at)?;
+        super::client::wait_until(at, interrupt);
+    }
     let data = DataPaths::Udp(streams);
     let format = UdpFormat::Iperf2 { header };
     let out = crate::dial::measure_quietly_as(opts, spec, (&data, format), local, interrupt, on_event);
@@ -98,6 +103,35 @@ pub(super) fn send_test(
         samples: out.samples,
         addresses: (local, addr),
     })
+}
+
+/// A scheduled start (`--txstart-time`), as iperf 2.1.8's UDP client announces it: before the
+/// wait, one datagram a stream numbered 0 (no datagram of the test: iperf 2's first payload) whose
+/// header has the `EPOCH_START` flag and the start at byte 112; the server then waits for it and
+/// starts its clock there.
+fn announce_start<'a>(
+    socks: impl Iterator<Item = &'a UdpSocket>,
+    (spec, port): (&TestSpec, u16),
+    at_unix_s: f64,
+) -> Result<(), ClientError> {
+    let mut h = client_header(spec, port)?;
+    if let Some(e) = h.extension.as_mut() {
+        e.upper |= landspeed_iperf2::header::upper::EPOCH_START;
+    }
+    let header = h.encode();
+    let prefix = landspeed_iperf2::udp::PREFIX_BYTES;
+    let len = (spec.length_bytes as usize).max(landspeed_iperf2::isoch::START_AT + 8);
+    let mut d = vec![0u8; len];
+    iperf2_prefix(0, unix_ns(), &mut d[..prefix]);
+    let upto = (prefix + IPERF2_HEADER_BYTES).min(prefix + header.len());
+    d[prefix..upto].copy_from_slice(&header[..upto - prefix]);
+    let at = landspeed_iperf2::ack::WireTime::from_unix_ns((at_unix_s * 1e9) as u64);
+    landspeed_iperf2::isoch::write_start(&mut d, (at.secs, at.micros));
+    for (id, s) in socks.enumerate() {
+        s.send(&d)
+            .map_err(|err| ClientError::Stream { id: id as u32, err })?;
+    }
+    Ok(())
 }
 
 /// Each socket's own address, in order (at least one: a test has a stream).
