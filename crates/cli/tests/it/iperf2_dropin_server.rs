@@ -135,6 +135,9 @@ fn shape(out: &str, fixed: bool) -> Vec<String> {
                     m.push(c);
                 }
             }
+            // A figure's sign masked too: a one-way latency (a clock less another) may read below
+            // zero at either server.
+            let m = m.replace("/-#", "/#").replace(" -#", " #");
             let m = pdf_shape(m.split(" on #-#-# ").next().unwrap_or(&m));
             if fixed {
                 return m;
