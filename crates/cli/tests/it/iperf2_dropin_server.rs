@@ -9,6 +9,13 @@ use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// This test alone on the machine, and the drop-in's program (`landspeed iperf2`); None where
+/// iperf 2.1.8 is not installed (outside CI: `have_iperf2` fails the test in CI).
+fn alone_with_iperf2() -> Option<(common::Alone, [&'static str; 2])> {
+    let one = common::alone();
+    have_iperf2().then(|| (one, [common::bin(), "iperf2"]))
+}
+
 /// A server process (`iperf -s` or the drop-in's), killed when dropped.
 struct Server(Child, u16);
 
@@ -90,11 +97,9 @@ fn client(port: u16, args: &str) -> String {
 /// EXTEND flag, which iperf 2.1.8's server sets only then).
 #[test]
 fn iperf2s_udp_client_reads_the_same_report_from_either_server() {
-    let _one = common::alone();
-    if !have_iperf2() {
+    let Some((_one, landspeed)) = alone_with_iperf2() else {
         return;
-    }
-    let landspeed = [common::bin(), "iperf2"];
+    };
     for server_args in ["-u", "-u -e"] {
         let theirs = Server::start(&["iperf"], server_args);
         let t = client(theirs.1, "-u -t 1");
@@ -232,11 +237,9 @@ fn served(program: &[&str], server_args: &str, client_args: &str) -> String {
 /// about 1 s (landspeed's read 3 s, a third of the rate), and mark the connection (epoch-start).
 #[test]
 fn a_scheduled_start_starts_the_clock_at_either_server() {
-    let _one = common::alone();
-    if !have_iperf2() {
+    let Some((_one, landspeed)) = alone_with_iperf2() else {
         return;
-    }
-    let landspeed = [common::bin(), "iperf2"];
+    };
     for (server_args, client_args) in [("-i 0.5", "-t 1 -b 50M"), ("-u -i 0.5", "-u -t 1")] {
         let at = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -267,11 +270,9 @@ fn a_scheduled_start_starts_the_clock_at_either_server() {
 
 #[test]
 fn the_iperf_drop_in_server_prints_what_iperf2s_server_prints() {
-    let _one = common::alone();
-    if !have_iperf2() {
+    let Some((_one, landspeed)) = alone_with_iperf2() else {
         return;
-    }
-    let landspeed = [common::bin(), "iperf2"];
+    };
     for (server_args, client_args) in MATRIX {
         // Figures masked, so the two pairs run at once where paced.
         let (theirs, ours) = common::at_once_if(
@@ -292,10 +293,9 @@ fn the_iperf_drop_in_server_prints_what_iperf2s_server_prints() {
 
 #[test]
 fn the_iperf_drop_in_server_prints_each_interval_while_the_test_runs() {
-    let _one = common::alone();
-    if !have_iperf2() {
+    let Some((_one, _)) = alone_with_iperf2() else {
         return;
-    }
+    };
     let mut s = Server::start(&[common::bin(), "iperf2"], "-i 0.5");
     let mut lines = BufReader::new(s.0.stdout.take().expect("stdout")).lines();
     let mut c = Command::new("iperf")
@@ -346,11 +346,9 @@ fn line_count(line: &str, udp: bool) -> Option<u64> {
 /// its bins add up to its count, and the whole test's holds every one; without trip times, none.
 #[test]
 fn the_drop_ins_histograms_hold_each_burst_and_datagram_once() {
-    let _one = common::alone();
-    if !have_iperf2() {
+    let Some((_one, landspeed)) = alone_with_iperf2() else {
         return;
-    }
-    let landspeed = [common::bin(), "iperf2"];
+    };
     for (server_args, client_args) in [
         ("--histograms -i 0.5", "-t 1.2 --trip-times -b 50M -P 2"),
         ("-u --histograms=50u,100 -i 0.5", "-u -t 1 --trip-times -b 5M"),
@@ -411,11 +409,9 @@ fn frames_column(line: &str) -> Option<(u64, u64)> {
 /// of them: 60 a second for 1.2 s (a margin of two frames for the ends of the test).
 #[test]
 fn the_drop_ins_udp_frames_lines_count_each_frame_once() {
-    let _one = common::alone();
-    if !have_iperf2() {
+    let Some((_one, landspeed)) = alone_with_iperf2() else {
         return;
-    }
-    let landspeed = [common::bin(), "iperf2"];
+    };
     let out = served(
         &landspeed,
         "-u -i 0.5",
