@@ -191,7 +191,7 @@ fn flow_intervals(p: &FlowParts, ids: &[u32]) -> Vec<IntervalResult> {
                         .and_then(|t| t.streams.iter().find(|s| s.id == dl.id))
                         .and_then(|s| s.tcp);
                     let here = sample.streams.iter().find(|s| s.id == dl.id);
-                    let udp = here.and_then(|s| s.udp);
+                    let udp = here.and_then(|s| s.udp.as_ref());
                     IntervalStream {
                         id: dl.id,
                         bytes: dl.bytes,
@@ -206,7 +206,7 @@ fn flow_intervals(p: &FlowParts, ids: &[u32]) -> Vec<IntervalResult> {
                         transit: udp.and_then(|u| u.transit).or(here.and_then(|s| s.trips)),
                         reads: dl.reads,
                         transit_bins: here.and_then(|s| s.trip_bins.clone()),
-                        frames_heard: udp.and_then(|u| u.frames),
+                        frames_heard: udp.and_then(|u| u.frames.clone()),
                     }
                 })
                 .collect();

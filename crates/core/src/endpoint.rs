@@ -636,7 +636,7 @@ impl ReadBins {
 
 /// A UDP receiver's running datagram counts: how many the highest sequence number says were sent so
 /// far, and how many distinct ones arrived.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct UdpCounts {
     /// The highest sequence number seen, plus one.
     pub expected: u64,

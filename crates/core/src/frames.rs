@@ -628,8 +628,9 @@ impl FrameReceipt {
 /// A receiver's frames within one interval, or a test, counted as each one's last datagram comes
 /// (iperf 2's server `Frame:rx/lost  latency` columns): frames heard, frames missing between
 /// them, and each heard frame's latency (its last datagram's arrival less its due time, the
-/// sender's start plus a period a frame: one clock less another).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+/// sender's start plus a period a frame: one clock less another), and those latencies binned when
+/// the receiver bins them (iperf 2's server `--histograms`: its `F8` line).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct FramesHeard {
     /// Frames whose last datagram came.
     pub frames: u64,
@@ -638,6 +639,10 @@ pub struct FramesHeard {
     /// Their latency (`datagrams` counts frames); none without a frame.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency: Option<crate::udp::TransitSummary>,
+    /// Their latencies binned, the longest with its arrival time (iperf 2's `F8` histogram);
+    /// none unless the receiver bins them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bins: Option<crate::transit_bins::TransitHistogram>,
 }
 
 impl FramesHeard {
@@ -651,7 +656,8 @@ impl FramesHeard {
         Some(FramesHeard {
             frames: each.clone().map(|f| f.frames).sum(),
             lost: each.clone().map(|f| f.lost).sum(),
-            latency: crate::transit::merged(each.filter_map(|f| f.latency.as_ref()), over_s),
+            latency: crate::transit::merged(each.clone().filter_map(|f| f.latency.as_ref()), over_s),
+            bins: crate::transit_bins::TransitHistogram::merged(each.filter_map(|f| f.bins.as_ref())),
         })
     }
 }

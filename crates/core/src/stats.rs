@@ -109,9 +109,9 @@ pub fn deltas(samples: &[IntervalSample]) -> Vec<Vec<StreamDelta>> {
                 .iter()
                 .map(|st| {
                     let (prev, prev_udp, prev_reads) = last
-                        .insert(st.id, (st.bytes, st.udp, st.reads))
+                        .insert(st.id, (st.bytes, st.udp.clone(), st.reads))
                         .unwrap_or_default();
-                    let datagrams = st.udp.map(|u| {
+                    let datagrams = st.udp.as_ref().map(|u| {
                         let p = prev_udp.unwrap_or_default();
                         (
                             u.expected.saturating_sub(p.expected),

@@ -110,13 +110,15 @@ impl FramePayload {
 /// latency is that datagram's arrival less the frame's due time. Where iperf 2.1.8 counts its
 /// first frame twice and a gap's frames with the one after it, this counts each frame once
 /// (docs/isochronous.md).
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct FrameTally {
     /// The last frame heard.
     last: u32,
     interval_frames: u64,
     interval_lost: u64,
     interval_latency: landspeed_core::transit::Transits,
+    /// The interval's latencies binned ([`FrameTally::bin_latencies`]).
+    bins: Option<landspeed_core::transit_bins::TransitBins>,
 }
 
 impl FrameTally {
@@ -132,7 +134,19 @@ impl FrameTally {
         }
         self.last = p.frame;
         self.interval_frames += 1;
-        self.interval_latency.add(arrival_s - p.due_ns() as f64 / 1e9);
+        let latency_s = arrival_s - p.due_ns() as f64 / 1e9;
+        self.interval_latency.add(latency_s);
+        if let Some(bins) = self.bins.as_mut() {
+            // iperf 2.1.8 marks the longest with the arrival of the frame's last datagram.
+            let at = (arrival_s.floor() as i64, (arrival_s.fract() * 1e6) as u32);
+            bins.add(latency_s, Some(at));
+        }
+    }
+
+    /// Bins each heard frame's latency by `spec` from here on (iperf 2's server `--histograms`
+    /// for a client sending frames with trip times: its `F8` line).
+    pub fn bin_latencies(&mut self, spec: landspeed_core::transit_bins::BinSpec) {
+        self.bins = Some(landspeed_core::transit_bins::TransitBins::new(spec));
     }
 
     /// The frames heard since the last call (or the start), `over_s` seconds of them, then counted
@@ -142,9 +156,11 @@ impl FrameTally {
             frames: self.interval_frames,
             lost: self.interval_lost,
             latency: self.interval_latency.summary(over_s),
+            bins: self.bins.as_mut().map(|b| b.take()),
         };
         *self = FrameTally {
             last: self.last,
+            bins: self.bins.take(),
             ..FrameTally::default()
         };
         heard

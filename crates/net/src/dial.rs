@@ -317,8 +317,8 @@ impl LiveIntervals {
     /// receiver keeps its jitter per sample (iperf 2's `-u -R` receiver; other streams' live lines
     /// carry no datagram counts).
     fn udp_delta(&mut self, x: &landspeed_core::endpoint::StreamSample) -> Option<(u64, u64, f64)> {
-        let now = x.udp.filter(|u| u.jitter_ms.is_some())?;
-        let prev = self.last_udp.insert(x.id, now).unwrap_or_default();
+        let now = x.udp.clone().filter(|u| u.jitter_ms.is_some())?;
+        let prev = self.last_udp.insert(x.id, now.clone()).unwrap_or_default();
         let sent = now.expected.saturating_sub(prev.expected);
         Some((sent, now.missing().saturating_sub(prev.missing()), now.jitter_ms?))
     }
@@ -344,12 +344,12 @@ impl LiveIntervals {
                     datagrams_lost: udp.map(|u| u.1),
                     frames: None,
                     jitter_ms: udp.map(|u| u.2),
-                    transit: x.udp.and_then(|u| u.transit).or(x.trips),
+                    transit: x.udp.as_ref().and_then(|u| u.transit).or(x.trips),
                     reads: x
                         .reads
                         .map(|now| now.since(self.last_reads.insert(x.id, now).as_ref())),
                     transit_bins: x.trip_bins.clone(),
-                    frames_heard: x.udp.and_then(|u| u.frames),
+                    frames_heard: x.udp.as_ref().and_then(|u| u.frames.clone()),
                 }
             })
             .collect();

@@ -112,9 +112,19 @@ pub fn of_transits<'a>(
     udp: bool,
     last: bool,
 ) -> Pdf<'a> {
+    named(h, if udp { "T8" } else { "F8" }, last)
+}
+
+/// A server's histogram of a UDP client's frames' latencies (iperf 2's `F8` under its `T8`), as a
+/// [`Pdf`].
+pub fn of_frames(h: &landspeed_core::transit_bins::TransitHistogram, last: bool) -> Pdf<'_> {
+    named(h, "F8", last)
+}
+
+fn named<'a>(h: &'a landspeed_core::transit_bins::TransitHistogram, name: &'a str, last: bool) -> Pdf<'a> {
     let s = &h.spec;
     Pdf {
-        name: if udp { "T8" } else { "F8" },
+        name,
         last,
         width: s.width,
         width_unit: match s.unit {

@@ -18,6 +18,7 @@ use crate::iperf3_text::unit;
 use landspeed_core::config::{Direction, Flow, Transport};
 use landspeed_core::endpoint::ReadBins;
 use landspeed_core::result::{IntervalResult, IntervalStream, RunResult, StreamResult};
+use landspeed_core::transit_bins::TransitHistogram;
 use landspeed_core::udp::TransitSummary;
 use std::fmt::Write;
 
@@ -254,7 +255,7 @@ fn isoch_columns(
     let Some(t) = t.filter(|t| t.datagrams > 0) else {
         return crate::iperf2_text::transit_columns(None, bytes, secs);
     };
-    let f = f.copied().unwrap_or_default();
+    let f = f.cloned().unwrap_or_default();
     let l = f.latency.unwrap_or_default();
     format!(
         " {:.3}/{:.3}/{:.3}/{:.3} ms {:.0} pps  {:3}/{}  {:.3}/{:.3}/{:.3}/{:.3} ms {}",
@@ -681,9 +682,10 @@ pub fn totals(r: &RunResult, first: u32, asked: &Iperf2Style) -> String {
     t
 }
 
-/// The histogram line under stream `s`'s line of interval `k`, when its transits were binned. A
+/// The histogram lines under stream `s`'s line of interval `k`, when its transits were binned:
+/// its transits' (`F8` over TCP, `T8` over UDP), then a UDP client's frames' latencies (`F8`). A
 /// UDP test's last interval cut short by its end is printed as iperf 2.1.8's server prints it:
-/// marked final, with the whole test's bins (its histogram is flagged final before that partial
+/// marked final, with the whole test's bins (its histograms are flagged final before that partial
 /// interval's line, which then counts from the start).
 fn interval_pdf(
     r: &RunResult,
@@ -691,8 +693,7 @@ fn interval_pdf(
     (number, received): (u32, bool),
     st: &Iperf2Style,
 ) -> String {
-    let (Some(h), Some(i), false, true) = (s.transit_bins.as_ref(), r.intervals.get(k), st.csv, received)
-    else {
+    let (Some(i), false, true) = (r.intervals.get(k), st.csv, received) else {
         return String::new();
     };
     let nominal = st.interval_s.unwrap_or(f64::INFINITY);
@@ -700,22 +701,31 @@ fn interval_pdf(
     if is_udp(r) && cut_short {
         return whole_pdf(r, (number, s.id), (i.start_s, i.end_s), st);
     }
-    let pdf = crate::iperf2_pdf::of_transits(h, is_udp(r), false);
-    crate::iperf2_pdf::line(number, (i.start_s, i.end_s), &pdf)
+    let span = (i.start_s, i.end_s);
+    let transits = s
+        .transit_bins
+        .as_ref()
+        .map(|h| crate::iperf2_pdf::line(number, span, &crate::iperf2_pdf::of_transits(h, is_udp(r), false)));
+    let frames = (s.frames_heard.as_ref())
+        .and_then(|f| f.bins.as_ref())
+        .map(|h| crate::iperf2_pdf::line(number, span, &crate::iperf2_pdf::of_frames(h, false)));
+    transits.unwrap_or_default() + &frames.unwrap_or_default()
 }
 
-/// The histogram line of stream `id`'s transits over the whole test (its intervals' merged), when
-/// they were binned: iperf 2's `F8(f)` or `T8(f)` line under its total.
+/// The histogram lines of stream `id` over the whole test (its intervals' merged), when they were
+/// binned: iperf 2's `F8(f)` or `T8(f)` line under its total, and a UDP client's frames' `F8(f)`.
 fn whole_pdf(r: &RunResult, (number, id): (u32, u32), span: (f64, f64), st: &Iperf2Style) -> String {
-    let each = (r.intervals.iter())
-        .flat_map(|i| i.streams.iter().filter(|s| s.id == id))
-        .filter_map(|s| s.transit_bins.as_ref());
-    match landspeed_core::transit_bins::TransitHistogram::merged(each) {
-        Some(h) if !st.csv => {
-            crate::iperf2_pdf::line(number, span, &crate::iperf2_pdf::of_transits(&h, is_udp(r), true))
-        }
-        _ => String::new(),
+    if st.csv {
+        return String::new();
     }
+    let each = || (r.intervals.iter()).flat_map(|i| i.streams.iter().filter(|s| s.id == id));
+    let transits = TransitHistogram::merged(each().filter_map(|s| s.transit_bins.as_ref()));
+    let frames = each().filter_map(|s| s.frames_heard.as_ref()?.bins.as_ref());
+    let transits = transits
+        .map(|h| crate::iperf2_pdf::line(number, span, &crate::iperf2_pdf::of_transits(&h, is_udp(r), true)));
+    let frames = TransitHistogram::merged(frames)
+        .map(|h| crate::iperf2_pdf::line(number, span, &crate::iperf2_pdf::of_frames(&h, true)));
+    transits.unwrap_or_default() + &frames.unwrap_or_default()
 }
 
 /// The streams the server received.

@@ -189,6 +189,7 @@ pub fn main(argv: Vec<OsString>) -> Result<bool> {
     };
     out::exclude(out::Exclude {
         sum_only: o.sum_only.then(|| o.parallel.unwrap_or(1).max(1)),
+        tcp_enhanced: o.enhanced && !o.udp,
         ..shown
     });
     if let Some(path) = &o.output {
@@ -263,8 +264,8 @@ const HELP: &str = "Usage: iperf [-s|-c host] [options]   (landspeed's iperf 2 d
   -y C               CSV                               -f [abkmgKMG]     units
   -o FILE            stdout and stderr into FILE (created, or emptied), after a line saying so
   -x [CDMSV]         leave out reports: C connections, D data, S settings (the head), V the
-                     server's (UDP), M multicast's (none apart)
-  --sum-only         the streams' [SUM-N] lines alone (TCP or UDP sent, without -e)
+                     server's (UDP), M multicast's (none apart); -s leaves out S and C alone
+  --sum-only         the streams' [SUM-N] lines alone (TCP or UDP sent)
   --fq-rate R        pace each TCP socket sent (k/m/g bits, K/M/G bytes a second)
   -X, --peer-detect  TCP: ask the server's version (its header ack, read before the data)
   --txstart-time T   this host's streams (TCP or UDP): connect now, send from Unix time T (SECS[.USECS], .25 is 25 µs as in iperf 2; -e on)
@@ -348,7 +349,7 @@ fn refused(o: &Opts) -> Option<String> {
 }
 
 /// iperf 2's socket and pacing options where landspeed does not carry them.
-fn refused_options(o: &Opts) -> [(bool, &'static str, &'static str); 8] {
+fn refused_options(o: &Opts) -> [(bool, &'static str, &'static str); 7] {
     [
         (
             o.server && (o.tos.is_some() || tcp_options(o)),
@@ -369,17 +370,11 @@ fn refused_options(o: &Opts) -> [(bool, &'static str, &'static str); 8] {
             "those tests set their sockets as iperf 2's defaults do",
         ),
         (
-            o.server && o.exclude.is_some(),
-            "-x with -s",
-            "the server prints every report; leave out lines after it",
-        ),
-        (
             o.sum_only
                 && (beyond_plain_send(o)
-                    || o.enhanced
                     || o.client.as_deref().is_some_and(super::iperf2_multicast::is_group)),
-            "--sum-only with -s, -e, -R, --full-duplex, -r, -d, --bounceback, --connect-only, --isochronous or -c GROUP",
-            "the sums alone are printed for a client's streams sent, TCP or UDP, without -e",
+            "--sum-only with -s, -R, --full-duplex, -r, -d, --bounceback, --connect-only, --isochronous or -c GROUP",
+            "the sums alone are printed for a client's streams sent, TCP or UDP",
         ),
         (
             o.fq_rate.is_some() && (beyond_plain_send(o) || o.udp),
@@ -1155,6 +1150,10 @@ fn serve(o: &Opts) -> Result<bool> {
         }
         args.push(format!("--iperf2-histograms={h}"));
     }
+    // -x: the server leaves out its head (S) and connection lines (C), as iperf 2.1.8's does.
+    if let Some(x) = &o.exclude {
+        args.push(format!("--iperf2-exclude={x}"));
+    }
     if let (false, Some(l)) = (o.udp, o.length.as_deref()) {
         match bytes(l) {
             Some(len) => args.extend(["--iperf2-read-len".into(), len.to_string()]),
@@ -1289,11 +1288,9 @@ mod tests {
                 "-c 239.1.1.1 -u -S 0x10",
                 "with --bounceback, --connect-only or -c GROUP",
             ),
-            ("-c h -P 2 -e --sum-only", "--sum-only with"),
             ("-c h -R --sum-only", "--sum-only with"),
             ("-c h -u --fq-rate 10m", "--fq-rate with"),
             ("-c h -R --fq-rate 10m", "--fq-rate with"),
-            ("-s -x C", "-x with -s"),
             ("-c h -R --txstart-time 1", "--txstart-time with"),
             ("-c h -u -R --txstart-time 1", "--txstart-time with"),
             ("-c h -d --txstart-time 1", "--txstart-time with"),

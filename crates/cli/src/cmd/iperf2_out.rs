@@ -23,6 +23,9 @@ pub(crate) struct Exclude {
     pub server: bool,
     /// `--sum-only`: the number of streams summed.
     pub sum_only: Option<u32>,
+    /// `--sum-only` over TCP with `-e`: the sums keep their own columns (writes and retries), not
+    /// a stream's (which add cwnd/RTT and net power).
+    pub tcp_enhanced: bool,
 }
 
 static EXCLUDE: OnceLock<Exclude> = OnceLock::new();
@@ -65,7 +68,7 @@ impl Exclude {
                 }
             } else if !self.data {
                 match self.sum_only {
-                    Some(n) => out += &summed(line, n),
+                    Some(n) => out += &summed(line, n, self.tcp_enhanced),
                     None => out += line,
                 }
             }
@@ -75,20 +78,52 @@ impl Exclude {
 }
 
 /// A data line as `--sum-only` prints it: the column head as `[SUM-cnt]`, a `[SUM]` as `[SUM-N]`,
-/// a stream's own line as `[SUM-1]` when it is the only one, else nothing.
-fn summed(line: &str, streams: u32) -> String {
+/// a stream's own line as `[SUM-1]` when it is the only one, else nothing; `-e`'s connect times
+/// (`[ CT]`) left out. Over TCP with `-e` (`tcp_enhanced`) the head and a lone stream's line take
+/// the sums' columns, as iperf 2.1.8 prints them: up to the retries.
+fn summed(line: &str, streams: u32, tcp_enhanced: bool) -> String {
     let Some((tag, rest)) = line.strip_prefix('[').and_then(|l| l.split_once(']')) else {
         return line.to_string();
     };
     match tag.trim() {
+        "ID" if tcp_enhanced => format!("[SUM-cnt]{}\n", sum_head(rest)),
         "ID" => format!("[SUM-cnt]{rest}"),
         "SUM" => format!("[SUM-{streams}]{rest}"),
-        t if t.parse::<u32>().is_ok() => match streams {
-            1 => format!("[SUM-1]{rest}"),
+        "CT" => String::new(),
+        t if t.parse::<u32>().is_ok() => match (streams, tcp_enhanced) {
+            (1, true) => format!("[SUM-1]{}\n", sum_columns(rest)),
+            (1, false) => format!("[SUM-1]{rest}"),
             _ => String::new(),
         },
         _ => line.to_string(),
     }
+}
+
+/// A TCP sender's `-e` column head cut after its retries (`Rtry`), as its sums' head reads.
+fn sum_head(rest: &str) -> &str {
+    match rest.find("Rtry") {
+        Some(at) => &rest[..at + "Rtry".len()],
+        None => rest.trim_end_matches('\n'),
+    }
+}
+
+/// A TCP sender's `-e` line (`... Mbits/sec  50/0          0     1151K/139(31) us  94297`) in
+/// its sums' columns: writes/errors and retries (`%d/%d%10d`).
+fn sum_columns(rest: &str) -> String {
+    let Some(at) = rest.find("/sec") else {
+        return rest.trim_end_matches('\n').to_string();
+    };
+    let (columns, enhanced) = rest.split_at(at + "/sec".len());
+    let mut words = enhanced.split_whitespace();
+    match (words.next(), words.next()) {
+        (Some(writes), Some(retries)) => format!("{columns}  {writes}{retries:>10}"),
+        _ => rest.trim_end_matches('\n').to_string(),
+    }
+}
+
+/// `text` less its connections' lines (the server's `-x C`).
+pub(crate) fn without_connections(text: &str) -> String {
+    text.split_inclusive('\n').filter(|l| !is_connection(l)).collect()
 }
 
 /// iperf 2's "[  1] local A port P connected with B port Q ..." line.
@@ -210,6 +245,24 @@ mod tests {
         assert_eq!(
             one.keep("[  1] 0.0000-1.0000 sec  14.6 GBytes   125 Gbits/sec\n"),
             "[SUM-1] 0.0000-1.0000 sec  14.6 GBytes   125 Gbits/sec\n"
+        );
+        // TCP with -e: the sums' own columns (iperf 2.1.8's `-P 1 -e --sum-only`, captured), and
+        // no connect times.
+        let tcp = Exclude {
+            sum_only: Some(1),
+            tcp_enhanced: true,
+            ..Default::default()
+        };
+        assert_eq!(
+            tcp.keep(
+                "[ ID] Interval            Transfer    Bandwidth       Write/Err  Rtry     Cwnd/RTT(var)        NetPwr
+[  1] 0.0000-0.5000 sec  6.25 MBytes   105 Mbits/sec  50/0          0     1151K/139(31) us  94297
+[ CT] final connect times (min/avg/max/stdev) = 0.098/0.098/0.098/0.000 ms (tot/err) = 1/0
+"
+            ),
+            "[SUM-cnt] Interval            Transfer    Bandwidth       Write/Err  Rtry
+[SUM-1] 0.0000-0.5000 sec  6.25 MBytes   105 Mbits/sec  50/0         0
+"
         );
         // CSV lines are not tagged: iperf 2.1.8 prints them all with --sum-only.
         let csv = "19700101000000,127.0.0.1,50388,127.0.0.1,5299,2,0.0-1.0,15061614652,120318695744\n";

@@ -47,6 +47,16 @@ pub struct Iperf2Lines {
     /// line of a client that sends trip times.
     #[arg(long, hide = true, value_name = "SPEC", value_parser = bin_spec)]
     pub iperf2_histograms: Option<landspeed_core::transit_bins::BinSpec>,
+    /// With --iperf2-text: the reports left out (`iperf -s -x LETTERS`). iperf 2.1.8's server
+    /// honours `S` (its head) and `C` (each connection's line) and prints its data whatever `D`
+    /// says; `V` and `M` name reports a server does not print.
+    #[arg(long, hide = true, requires = "iperf2_text", value_parser = exclude)]
+    pub iperf2_exclude: Option<super::iperf2_out::Exclude>,
+}
+
+/// `--iperf2-exclude`'s value.
+fn exclude(v: &str) -> Result<super::iperf2_out::Exclude, String> {
+    super::iperf2_out::Exclude::parse(v)
 }
 
 /// `--iperf2-histograms`'s value.
@@ -78,6 +88,8 @@ struct Printer {
     read_len: u64,
     /// The binning of clients' transits (`--histograms`), named in its head.
     histograms: Option<landspeed_core::transit_bins::BinSpec>,
+    /// `-x`'s head (`S`) and connection lines (`C`) left out.
+    exclude: super::iperf2_out::Exclude,
     /// The group the server joined (`-B GROUP`), named in its head.
     joined: Option<landspeed_net::multicast::GroupPlan>,
     /// The number the next test's first connection gets.
@@ -99,7 +111,7 @@ impl Printer {
     /// The text an event adds.
     fn on_event(&mut self, ev: ServerEvent) -> String {
         match ev {
-            ServerEvent::Listening { .. } if self.style.csv => String::new(),
+            ServerEvent::Listening { .. } if self.style.csv || self.exclude.settings => String::new(),
             ServerEvent::Listening { addresses, .. } => {
                 let port = addresses.first().map_or(0, |a| a.port());
                 let head = lines::listening(
@@ -148,7 +160,11 @@ impl Printer {
         }
         let first = self.next;
         self.next += lines::numbers_used(r).max(1);
-        *out += &lines::connected(r, first, &self.style);
+        let connected = lines::connected(r, first, &self.style);
+        *out += &match self.exclude.connections {
+            true => super::iperf2_out::without_connections(&connected),
+            false => connected,
+        };
         self.running.insert(key(r), Running { first, seen: 0 });
         (first, 0)
     }
@@ -181,6 +197,7 @@ pub fn printer(
         udp: o.iperf2_udp,
         read_len: o.iperf2_read_len,
         histograms: o.iperf2_histograms,
+        exclude: o.iperf2_exclude.unwrap_or_default(),
         joined,
         next: 1,
         running: HashMap::new(),

@@ -184,6 +184,10 @@ fn sum_only_prints_the_sums_iperf2s_client_prints() {
         "-t 1 --sum-only",
         "-u -P 2 -t 1 -i 0.5 --sum-only",
         "-u -t 1 --sum-only",
+        // -e: the sums' own columns (TCP: writes and retries; UDP: writes and PPS).
+        "-P 2 -t 1 -i 0.5 -e --sum-only",
+        "-t 1 -e --sum-only",
+        "-u -P 2 -t 1 -e --sum-only",
     ] {
         let (theirs, mine) = both(s.port, args);
         assert_eq!(
@@ -200,7 +204,7 @@ fn sum_only_prints_the_sums_iperf2s_client_prints() {
     let (theirs, mine) = both(s.port, "-P 2 -t 1 --sum-only -y C");
     assert_eq!(ids(&mine), ids(&theirs), "{mine}\n/ iperf:\n{theirs}");
     // What it cannot be: one line, exit 1.
-    let bad = landspeed_only(s.port, "-t 1 -P 2 -e --sum-only");
+    let bad = landspeed_only(s.port, "-t 1 -P 2 -R --sum-only");
     assert_eq!(bad.code, 1, "{}", bad.stderr);
     assert!(
         bad.stderr

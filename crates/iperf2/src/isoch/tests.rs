@@ -131,3 +131,35 @@ fn frames_are_heard_at_their_last_datagram_each_once() {
         (3, 3, 3)
     );
 }
+
+#[test]
+fn binned_frames_keep_their_latency_and_the_longest_arrival() {
+    let frame = |frame: u32| FramePayload {
+        period_us: 100_000,
+        start_s: 1000,
+        start_us: 0,
+        prev: frame - 1,
+        frame,
+        size: 1500,
+        remaining: 1500,
+    };
+    let mut t = FrameTally::default();
+    t.bin_latencies(landspeed_core::transit_bins::BinSpec::default());
+    // 0.25 ms, 1.25 ms and 0.35 ms late: 100 µs bins 3, 13 and 4 (counted from 1).
+    t.datagram(&frame(1), 1500, 1_000.000_25);
+    t.datagram(&frame(2), 1500, 1_000.101_25);
+    let a = t.take_interval(0.2);
+    t.datagram(&frame(3), 1500, 1_000.200_35);
+    let b = t.take_interval(0.1);
+    let h = a.bins.clone().unwrap();
+    let bins: Vec<(u32, u64)> = h.bins.iter().map(|b| (b.index, b.count)).collect();
+    assert_eq!(bins, [(3, 1), (13, 1)]);
+    // The longest of the interval, marked with its last datagram's arrival.
+    let peak = h.peak.unwrap();
+    assert_eq!((peak.sent_s, peak.sent_us / 1000), (1000, 101));
+    assert!((peak.transit_ms - 1.25).abs() < 1e-3, "{peak:?}");
+    // Each interval's counted afresh; the test's are the intervals' merged.
+    assert_eq!(b.bins.as_ref().unwrap().population(), 1);
+    let whole = landspeed_core::frames::FramesHeard::merged([a, b].iter(), 0.3).unwrap();
+    assert_eq!(whole.bins.unwrap().population(), 3);
+}

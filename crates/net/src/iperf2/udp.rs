@@ -274,6 +274,9 @@ fn counting<'a>(
     counted.tally = frames.is_some().then(Default::default);
     if let Some(spec) = shared.opts.iperf2_histograms.filter(|_| test.trip_times) {
         counted.receipt.bin_transits(spec);
+        if let Some(t) = counted.tally.as_mut() {
+            t.bin_latencies(spec);
+        }
     }
     (counted, frames)
 }
