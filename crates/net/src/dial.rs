@@ -460,7 +460,11 @@ pub(crate) fn run_context(
         started_unix_s,
         interrupted,
         protocol: protocol.into(),
-        scheduled_start_unix_s: opts.start_at_unix_s,
+        // iperf 2's scheduled start, or landspeed's (`start` sent at the instant).
+        scheduled_start_unix_s: opts.start_at_unix_s.or_else(|| {
+            let at = opts.start_at?.duration_since(std::time::UNIX_EPOCH).ok()?;
+            Some(at.as_secs_f64())
+        }),
         foreign_peer: false,
         served_here: false,
     }

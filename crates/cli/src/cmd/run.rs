@@ -192,6 +192,11 @@ fn converse(
         }
         Speak::Ndt7 { tls } => landspeed_net::run_ndt7(opts, tls, interrupt, &mut |ev| out.event(ev)),
         Speak::Landspeed => match run_client(opts, interrupt, &mut |ev| out.event(ev)) {
+            Err(ClientError::Iperf3Server { .. }) if opts.start_at.is_some() => {
+                Err(ClientError::NotWithIperf3 {
+                    what: "a scheduled start (--start-at): it starts when its client is ready",
+                })
+            }
             Err(ClientError::Iperf3Server { .. }) => {
                 out.note("the server speaks iperf3; running the test with iperf3's protocol");
                 run_iperf3_client(opts, true, interrupt, &mut |ev| out.event(ev))

@@ -295,6 +295,14 @@ pub fn client_options(a: &RunArgs) -> Result<ClientOptions> {
     opts.remote_file = a.remote_file.clone();
     opts.tls_pin = a.tls_pin;
     opts.trip_times = a.trip_times;
+    // --start-at: iperf 2's header names the instant; landspeed's client sends `start` at it.
+    match (a.start_at, a.iperf2) {
+        (Some(at), true) => opts.start_at_unix_s = Some(at),
+        (Some(at), false) => {
+            opts.start_at = Some(std::time::UNIX_EPOCH + std::time::Duration::from_secs_f64(at))
+        }
+        (None, _) => {}
+    }
     connect_back(a, &mut opts)?;
     Ok(opts)
 }

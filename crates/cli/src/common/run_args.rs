@@ -81,6 +81,16 @@ pub struct RunArgs {
     /// 2's --trip-times).
     #[arg(long)]
     pub trip_times: bool,
+    /// Start sending at this instant, Unix seconds (`1796600000.5`) or a delay from now (`+5s`), at
+    /// most an hour ahead: tests from many hosts together, each host's clock synchronized (NTP,
+    /// PTP). The connections are made first (a landspeed test's a few seconds before), the data
+    /// flows from the instant, and the result counts from it. With --iperf2 it is iperf 2's
+    /// --txstart-time (TCP, or UDP this host sends): the header names the instant and the server's
+    /// clock starts there too. Not with iperf3's protocol, which has no such start. Example:
+    /// `landspeed run HOST --start-at +10s -t 5`.
+    #[arg(long, value_name = "UNIX_SECONDS|+DUR", value_parser = values::start_instant,
+          conflicts_with_all = ["iperf3", "quic_perf", "ndt7", "from", "bounceback", "connect_rate", "connect_only", "under_load"])]
+    pub start_at: Option<f64>,
     /// With --iperf2: iperf 2's -d (dual test): both directions at once, the server's on
     /// connections it opens back to this host, which listens for them (--listen-port; with -u a UDP
     /// socket there, the server's -P streams told apart by their ports); one result both ways. Against `iperf -s` or `landspeed serve --connect-back`; a firewall or NAT in the

@@ -50,14 +50,45 @@ pub fn working_load(s: &str) -> Result<(landspeed_core::config::Direction, u32),
     }
 }
 
-/// A duration: `10s`, `250ms`, `1.5m`.
 /// `--isochronous FPS:MEAN,STDDEV` (iperf 2's form; empty: its defaults).
 pub fn frames(s: &str) -> Result<landspeed_core::frames::FrameSpec, String> {
     landspeed_core::frames::FrameSpec::parse(s).map_err(|e| e.to_string())
 }
 
+/// A duration: `10s`, `250ms`, `1.5m`.
 pub fn duration(s: &str) -> Result<Duration, String> {
     parse_duration(s).map_err(|e| e.to_string())
+}
+
+/// How far ahead `--start-at` may be (iperf 2's `--txstart-time` takes an hour too).
+pub const START_AT_FURTHEST_S: f64 = 3600.0;
+
+/// `--start-at`: an instant as Unix seconds (`1796600000`, `1796600000.25`) or a delay from now
+/// (`+5s`), at most [`START_AT_FURTHEST_S`] ahead and not past (a second's grace: another host's
+/// clock, or the time it took to type).
+pub fn start_instant(s: &str) -> Result<f64, String> {
+    start_instant_at(s, crate::common::unix_now_s())
+}
+
+fn start_instant_at(s: &str, now_s: f64) -> Result<f64, String> {
+    let at = match s.strip_prefix('+') {
+        Some(d) => now_s + duration(d)?.as_secs_f64(),
+        None => s
+            .parse::<f64>()
+            .ok()
+            .filter(|t| t.is_finite())
+            .ok_or_else(|| format!("{s}: not Unix seconds (1796600000.5) nor +DURATION (+5s)"))?,
+    };
+    if at < now_s - 1.0 {
+        return Err(format!("{s}: that instant has passed ({:.1} s ago)", now_s - at));
+    }
+    if at - now_s > START_AT_FURTHEST_S {
+        return Err(format!(
+            "{s}: more than {START_AT_FURTHEST_S} s ahead ({:.0} s)",
+            at - now_s
+        ));
+    }
+    Ok(at)
 }
 
 /// A local address to bind to: an address, or a name of this host resolved to its first address
@@ -201,5 +232,21 @@ mod tests {
         assert!(working_load("up,0").unwrap_err().contains("1 to 128"));
         assert!(working_load("up,129").is_err());
         assert!(working_load("up,x").is_err());
+    }
+
+    #[test]
+    fn a_start_instant_is_absolute_or_from_now_and_bounded() {
+        let now = 1_796_600_000.0;
+        assert_eq!(start_instant_at("1796600010.25", now), Ok(1_796_600_010.25));
+        assert_eq!(start_instant_at("+5s", now), Ok(now + 5.0));
+        assert_eq!(start_instant_at("+250ms", now), Ok(now + 0.25));
+        assert!(start_instant_at("1796599990", now)
+            .unwrap_err()
+            .contains("has passed"));
+        assert!(start_instant_at("+2h", now).unwrap_err().contains("ahead"));
+        assert!(start_instant_at("soon", now)
+            .unwrap_err()
+            .contains("not Unix seconds"));
+        assert!(start_instant_at("NaN", now).is_err());
     }
 }

@@ -1846,3 +1846,37 @@ fn the_iperf_drop_ins_head_and_connection_lines_are_iperf2s() {
         );
     }
 }
+
+/// `run --iperf2 --start-at`: iperf 2's `--txstart-time` against iperf 2.1.8's own server, TCP and
+/// UDP: the streams connect at once, the data flows from the instant (2 s ahead), and the result
+/// counts from it (a physical margin of 0.25 s).
+#[test]
+fn run_iperf2_starts_its_data_at_the_instant_at_iperf2s_server() {
+    let _one = common::alone();
+    if !have_iperf2() {
+        return;
+    }
+    for udp in [false, true] {
+        let server = match udp {
+            true => Iperf2Server::with(&["-u"]),
+            false => Iperf2Server::start(),
+        };
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+        let at = (now.unwrap().as_secs_f64() + 2.0).round();
+        let mut args = vec!["--iperf2", "-t", "1", "--no-save"];
+        if udp {
+            args.extend(["-u", "-b", "10M"]);
+        }
+        let at_arg = format!("{at}");
+        args.extend(["--start-at", &at_arg]);
+        let r = common::run_json("127.0.0.1", server.1, &args);
+        let started = r["started_unix_s"].as_f64().unwrap();
+        assert!(
+            (at..at + 0.25).contains(&started),
+            "udp {udp}: {started} for {at}"
+        );
+        assert_eq!(r["config"]["scheduled_start_unix_s"].as_f64(), Some(at));
+        let d = r["summary"]["duration_s"].as_f64().unwrap();
+        assert!((0.9..1.5).contains(&d), "udp {udp}: {d} s");
+    }
+}

@@ -790,3 +790,34 @@ fn io_uring_backend_moves_the_same_verified_bytes() {
     );
     assert_eq!(o.code, 2, "{}", o.stderr);
 }
+
+/// `--start-at`: the test is set up, its data starts at the instant (4 s ahead here), and its clock
+/// starts there (a physical margin of 0.25 s: the start message's way to the server). A past instant
+/// is refused in one line before anything runs.
+#[test]
+fn a_scheduled_start_starts_the_data_at_the_instant() {
+    let s = ServerProc::start("127.0.0.1", &[]);
+    let at = (unix_now_s() + 4.0).round();
+    let began = std::time::Instant::now();
+    let r = run_json(
+        "127.0.0.1",
+        s.port,
+        &["-t", "1", "--no-save", "--start-at", &format!("{at}")],
+    );
+    check_invariants(&r);
+    assert!(began.elapsed() >= Duration::from_secs(3), "{:?}", began.elapsed());
+    let started = r["started_unix_s"].as_f64().unwrap();
+    assert!((at..at + 0.25).contains(&started), "{started} for {at}");
+    assert_eq!(r["config"]["scheduled_start_unix_s"].as_f64(), Some(at));
+    let past = format!("{}", (unix_now_s() - 60.0).round());
+    let o = run_text(s.port, &["-t", "1", "--start-at", &past], Duration::from_secs(10));
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(o.stderr.contains("that instant has passed"), "{}", o.stderr);
+}
+
+fn unix_now_s() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+}

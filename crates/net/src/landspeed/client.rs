@@ -43,6 +43,9 @@ pub fn run_client(
     let (spec, local_file) = test_spec(opts)?;
     landspeed_engine::platform::check_spec(&spec)?;
     let addr = crate::dial::resolve(opts)?;
+    if !lead_in(opts, interrupt) {
+        return Err(ClientError::Interrupted);
+    }
     let ctl = crate::dial::connect(opts, addr, None)?;
     let local = ctl
         .local_addr()
@@ -440,6 +443,27 @@ impl Run<'_> {
         r.transactions = done.transactions;
         Ok(r)
     }
+}
+
+/// How long before a scheduled start (`ClientOptions::start_at`) the test is set up: its control
+/// and data connections made, the server waiting for `start` (well inside a server's handshake
+/// timeout, 10 s by default).
+const LEAD: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// Waits, when the start is more than [`LEAD`] ahead, until [`LEAD`] before it; false when
+/// `interrupt` was raised meanwhile (it is looked at every 100 ms).
+fn lead_in(opts: &ClientOptions, interrupt: &AtomicBool) -> bool {
+    let Some(at) = opts.start_at else { return true };
+    let Some(set_up) = at.checked_sub(LEAD) else {
+        return true;
+    };
+    while let Ok(left) = set_up.duration_since(SystemTime::now()) {
+        if interrupt.load(Relaxed) {
+            return false;
+        }
+        std::thread::sleep(left.min(std::time::Duration::from_millis(100)));
+    }
+    !interrupt.load(Relaxed)
 }
 
 /// Waits for the agreed start instant, when a controller gave one; returns the instant the data
