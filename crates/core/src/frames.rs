@@ -621,6 +621,7 @@ impl FrameReceipt {
             latency: self.latency.summary(),
             histogram: self.latency.bins(),
             sender: None,
+            sender_streams: Vec::new(),
         }
     }
 }
@@ -728,6 +729,10 @@ pub struct FramesReport {
     /// The sender's side, where the result holds it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sender: Option<FramesSent>,
+    /// With more than one stream, each stream's sender side, in stream order (`sender` is their
+    /// sum).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sender_streams: Vec<FramesSent>,
 }
 
 #[cfg(test)]

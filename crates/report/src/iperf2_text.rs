@@ -500,7 +500,12 @@ pub fn interval(i: &IntervalResult, received: bool, st: &Iperf2Style, at: (&[End
             (true, _) => reads_column(summed(ids.iter().map(|s| s.reads))),
             (false, true) => {
                 let retries = ids.iter().filter_map(|s| s.retransmits).sum();
-                sum_writes(sum / length_bytes.max(1), retries)
+                // Frames' writes vary in size: the senders counted them.
+                let counted = ids
+                    .iter()
+                    .map(|s| s.frames.map(|f| f.writes))
+                    .sum::<Option<u64>>();
+                sum_writes(counted.unwrap_or(sum / length_bytes.max(1)), retries)
             }
             (false, false) => String::new(),
         };
@@ -723,7 +728,7 @@ pub fn totals_at(r: &RunResult, st: &Iperf2Style, each: &[Ends]) -> String {
     for received in [false, true] {
         let group: Vec<&Numbered> = streams.iter().filter(|n| n.received == received).collect();
         let mut sum = (0, 0.0_f64);
-        for n in &group {
+        for (k, n) in group.iter().enumerate() {
             let (bytes, secs) = whole(n);
             sum = (sum.0 + bytes, sum.1.max(secs));
             let mut l = format!("{} {}", tag(n.number, received), columns(0.0, secs, bytes, st));
@@ -742,12 +747,8 @@ pub fn totals_at(r: &RunResult, st: &Iperf2Style, each: &[Ends]) -> String {
                     rtt_us: t.rtt_us,
                     rtt_var_us: t.rtt_var_us,
                 });
-                // One stream of frames: the sender's counts are its own.
-                let frames = r
-                    .frames
-                    .as_ref()
-                    .and_then(|f| f.sender)
-                    .filter(|_| group.len() == 1);
+                // A stream of frames: the sender's counts, each stream's own (`-P`).
+                let frames = frames_sent(r, k, group.len()).copied();
                 l += &match frames {
                     Some(f) => {
                         enhanced_frames(f.datagrams, (bytes, secs), &tcp, (f.frames, f.skipped, f.slips))
@@ -867,7 +868,16 @@ fn sum_line(
             .filter_map(|n| n.s.tcp.as_ref())
             .map(|t| t.retransmits)
             .sum();
-        return plain + &sum_writes(sum.0 / r.config.spec.length_bytes.max(1), retries);
+        let counted = r
+            .frames
+            .as_ref()
+            .map(|f| f.sender_streams.iter().map(|s| s.datagrams).sum());
+        let writes = counted.filter(|_| group.len() > 1);
+        return plain
+            + &sum_writes(
+                writes.unwrap_or(sum.0 / r.config.spec.length_bytes.max(1)),
+                retries,
+            );
     }
     if !(received && r.config.spec.trip_times) {
         return plain;
@@ -1091,34 +1101,47 @@ pub fn totals_udp(r: &RunResult, st: &Iperf2Style) -> String {
 }
 
 /// Each UDP stream sent's total and "Sent N datagrams", and with `sums` and several streams their
-/// `[SUM]` and `[SUM-N]`.
+/// `[SUM]` and `[SUM-N]`. A sender of frames counts its own datagrams (they vary in size), each
+/// stream's where the result holds them (`-P`), its end included in the count sent.
 fn sent_totals(r: &RunResult, st: &Iperf2Style, sums: bool) -> String {
     let len = r.config.spec.length_bytes.max(1);
     let streams = numbered(r);
     let mut t = String::new();
     let (mut bytes_all, mut secs_all, mut sent_all) = (0, 0.0_f64, 0);
-    for n in &streams {
+    let mut writes_all: Option<u64> = Some(0);
+    for (k, n) in streams.iter().enumerate() {
         let (bytes, secs) = (n.s.bytes_sent, n.s.sender_elapsed_s);
+        let own = frames_sent(r, k, streams.len());
         let mut l = format!("{} {}", tag(n.number, false), columns(0.0, secs, bytes, st));
         if st.enhanced {
-            l += &udp_enhanced(len, bytes, secs, frame_datagrams(r).map(|n| n - 1));
-            if let Some(f) = r.frames.as_ref().and_then(|f| f.sender.as_ref()) {
+            l += &udp_enhanced(len, bytes, secs, own.map(|f| f.datagrams));
+            if let Some(f) = own {
                 l += &isoch_columns(f.frames, f.skipped, f.slips);
             }
         }
-        // Frames' datagrams vary in size: the count the sender kept, its end included.
-        let sent = frame_datagrams(r).unwrap_or(bytes / len);
+        let sent = own.map_or(bytes / len, |f| f.datagrams + 1);
         let _ = writeln!(t, "{l}\n{} Sent {sent} datagrams", tag(n.number, false));
         (bytes_all, secs_all, sent_all) = (bytes_all + bytes, secs_all.max(secs), sent_all + sent);
+        writes_all = writes_all.zip(own).map(|(w, f)| w + f.datagrams);
     }
     if sums && streams.len() > 1 {
         let mut l = format!("[SUM] {}", columns(0.0, secs_all, bytes_all, st));
         if st.enhanced {
-            l += &udp_enhanced(len, bytes_all, secs_all, None);
+            l += &udp_enhanced(len, bytes_all, secs_all, writes_all);
         }
         let _ = writeln!(t, "{l}\n[SUM-{}] Sent {sent_all} datagrams", streams.len());
     }
     t
+}
+
+/// The sender's frames of stream `k` (in id order) of `of`: the test's own with one stream, each
+/// stream's where the result holds them.
+fn frames_sent(r: &RunResult, k: usize, of: usize) -> Option<&landspeed_core::frames::FramesSent> {
+    let f = r.frames.as_ref()?;
+    match of {
+        1 => f.sender.as_ref(),
+        _ => f.sender_streams.get(k),
+    }
 }
 
 /// UDP `-d -P`'s closing lines of the client's streams (`sent`: this end's streams, with the
@@ -1303,12 +1326,6 @@ pub fn one_way(r: &RunResult, received: bool) -> RunResult {
 /// iperf 2's `isoch:tx/miss/slip` columns: frames begun, skipped, and the sender's late returns.
 fn isoch_columns(sent: u64, skipped: u64, slips: u64) -> String {
     format!(" {sent:>4}/{skipped}/{slips}")
-}
-
-/// An isochronous test's datagrams (one stream), its end included, as iperf 2 counts them.
-fn frame_datagrams(r: &RunResult) -> Option<u64> {
-    let s = r.frames.as_ref()?.sender.as_ref()?;
-    Some(s.datagrams + 1)
 }
 
 /// The column head of a UDP receiver's lines (a server's report, or the client's own with `-R`).

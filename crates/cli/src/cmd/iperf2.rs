@@ -326,11 +326,6 @@ fn refused(o: &Opts) -> Option<String> {
             "the client sends the frames",
         ),
         (
-            o.isochronous.is_some() && o.parallel.unwrap_or(1) > 1,
-            "--isochronous with -P",
-            "one stream of frames at a time",
-        ),
-        (
             o.histograms.is_some() && !o.server,
             "--histograms on a client",
             "a client's write-time histograms (iperf 2's W8 lines) are not kept; a server's are",
@@ -639,9 +634,10 @@ fn with_frames(
         .spec
         .changed(|s| {
             s.frames = Some(f);
-            // Over UDP the frames' mean is the rate; over TCP they are bursts, unpaced.
+            // Over UDP the frames' mean is the rate (each stream's: the test's is their sum);
+            // over TCP they are bursts, unpaced.
             if s.transport == landspeed_core::config::Transport::Udp {
-                s.rate_bps = Some(f.mean_bps);
+                s.rate_bps = Some(f.mean_bps * f64::from(s.streams));
             }
         })
         .map_err(|e| e.to_string())?;
@@ -727,11 +723,12 @@ fn client(o: &Opts, host: &str) -> Result<bool> {
             Ok(r.streams.iter().all(|s| s.errors.is_empty()))
         }
         Ok(r) if o.udp => {
-            out::lines(&iperf2_text::totals_udp(&r, &style));
+            out::lines(&live.sum_head(iperf2_text::totals_udp(&r, &style), false));
             Ok(r.streams.iter().all(|s| s.errors.is_empty()))
         }
         Ok(r) => {
-            out::lines(&tcp_totals(&r, &style, &live));
+            let totals = tcp_totals(&r, &style, &live);
+            out::lines(&live.sum_head(totals, false));
             Ok(r.streams.iter().all(|s| s.errors.is_empty()))
         }
         Err(e) => refuse(&format!("connect failed: {e}")),
@@ -1038,16 +1035,23 @@ impl<'a> Live<'a> {
         }
     }
 
-    /// `lines` with, before the first `[SUM]` of the timed streams this end receives (`--trip-times
-    /// -R -P`), the reads' column head, as iperf 2 prints it (its streams' lines have another).
+    /// `lines` with, before the first `[SUM]` of the test, the head iperf 2 prints there when its
+    /// streams' lines have another: the reads' head for the timed streams this end receives
+    /// (`--trip-times -R -P`), the plain `-e` head over a sender's frames (`--isochronous -P`,
+    /// whose streams' lines add the frames' columns).
     fn sum_head(&mut self, lines: String, received: bool) -> String {
-        let due = received && self.spec.trip_times && !self.style.csv && lines.contains("[SUM]");
+        use landspeed_core::config::Transport;
+        let head = match (received, self.spec.transport) {
+            (true, _) if self.spec.trip_times => landspeed_report::iperf2_server_text::READS_HEAD,
+            (false, Transport::Udp) if self.spec.frames.is_some() => {
+                iperf2_text::column_head_udp(self.style, false)
+            }
+            (false, _) if self.spec.frames.is_some() => iperf2_text::column_head(self.style),
+            _ => return lines,
+        };
+        let due = !self.style.csv && lines.contains("[SUM]");
         match due && !std::mem::replace(&mut self.sum_head, true) {
-            true => lines.replacen(
-                "[SUM]",
-                &format!("{}[SUM]", landspeed_report::iperf2_server_text::READS_HEAD),
-                1,
-            ),
+            true => lines.replacen("[SUM]", &format!("{head}[SUM]"), 1),
             false => lines,
         }
     }
@@ -1085,7 +1089,10 @@ impl<'a> Live<'a> {
                 self.last_sent = Some(interval.clone());
                 iperf2_text::interval_udp_streams(interval, self.style, (ends, stamp, length))
             }
-            Transport::Udp => iperf2_text::interval_udp(interval, self.style, (ends, stamp, length)),
+            Transport::Udp => {
+                let lines = iperf2_text::interval_udp(interval, self.style, (ends, stamp, length));
+                self.sum_head(lines, false)
+            }
             _ => {
                 let each = match self.each.is_empty() {
                     true => std::slice::from_ref(ends),

@@ -329,6 +329,64 @@ fn frames_over_tcp_go_as_iperf2s_bursts_both_ways() {
     );
 }
 
+/// The drop-in's `--isochronous -P 2` beside iperf 2.1.8's own client, against iperf 2's server,
+/// over UDP and TCP: each stream on its own port, each with its own frames on its lines and its
+/// total, the `[SUM]`s under the head iperf 2 prints for them. The kinds of line are compared
+/// (numbers masked), not their counts: iperf 2.1.8's threads race to print an interval's `[SUM]`
+/// (one run prints two of three).
+#[test]
+fn the_drop_ins_parallel_frames_print_as_iperf2s_client_prints_them() {
+    let _one = common::alone();
+    if !have_iperf2() {
+        return;
+    }
+    for udp in [true, false] {
+        let server = match udp {
+            true => crate::iperf2_server::Iperf2Server::with(&["-u"]),
+            false => crate::iperf2_server::Iperf2Server::start(),
+        };
+        let port = server.1.to_string();
+        let mut args = vec![
+            "-c",
+            "127.0.0.1",
+            "-p",
+            &port,
+            FRAMES,
+            "-P",
+            "2",
+            "-t",
+            "1",
+            "-i",
+            "0.5",
+        ];
+        if udp {
+            args.push("-u");
+        }
+        let o = common::output_within(Command::new("iperf").args(&args), Duration::from_secs(30));
+        let reference = String::from_utf8_lossy(&o.stdout).to_string();
+        // iperf 2's UDP server closes the test it served before it takes the next.
+        std::thread::sleep(Duration::from_millis(500));
+        let ours = dropin(&args);
+        assert_eq!(ours.code, 0, "{args:?}: {}", ours.stderr);
+        let kinds = |t: &str| {
+            let m = crate::iperf2_server::masked_text(t);
+            let m = m.into_iter().filter(|l| !l.starts_with("TCP window size"));
+            m.collect::<std::collections::BTreeSet<String>>()
+        };
+        assert_eq!(
+            kinds(&ours.stdout),
+            kinds(&reference),
+            "{args:?}\nlandspeed:\n{}\niperf 2.1.8:\n{reference}",
+            ours.stdout
+        );
+        // Two streams, two ports.
+        let ports: std::collections::BTreeSet<&str> = (ours.stdout.lines())
+            .filter_map(|l| l.split(" port ").nth(1)?.split(' ').next())
+            .collect();
+        assert!(ports.len() >= 3, "{args:?}: {}", ours.stdout);
+    }
+}
+
 /// The frames landspeed's server's log line says arrived whole ("frames N whole").
 fn whole_frames(line: &str) -> u64 {
     let n = line.split("; frames ").nth(1).and_then(|t| t.split(' ').next());
@@ -378,10 +436,6 @@ fn what_an_isochronous_test_cannot_be_is_refused_in_one_line() {
         (
             &["-c", "127.0.0.1", "-R", "--isochronous=60:1m"][..],
             "--isochronous with -R or --full-duplex",
-        ),
-        (
-            &["-c", "127.0.0.1", "-u", "-P", "2", "--isochronous"],
-            "--isochronous with -P",
         ),
         (&["-c", "127.0.0.1", "-u", "--trip-times"], "--trip-times"),
         (&["-c", "127.0.0.1", "-u", "--isochronous=0"], "out of range"),

@@ -67,9 +67,11 @@ pub(crate) fn run_frames(
     let header = frame_header(spec, opts.port, frames, opts.trip_times)?;
     let started_unix_s = unix_ns() as f64 / 1e9;
     let (socks, local, addr) = open(opts, spec)?;
+    // Each stream's own port, for its connection's line.
+    let locals: Vec<SocketAddr> = socks.iter().map(|s| s.local_addr().unwrap_or(local)).collect();
     let mut warnings = super::client::started_udp(
         on_event,
-        (&[local], super::client::udp_facts(socks.iter().take(1))),
+        (&locals, super::client::udp_facts(socks.iter())),
         (addr, spec.streams),
         None,
     );
@@ -106,6 +108,9 @@ pub(crate) fn run_frames(
         warnings.push("the server's report carries no frame figures (iperf 2's does not): the frames received, lost and late are in its own output (iperf -s -u -e --trip-times)".into());
     }
     let mut here = here_report(&sent, t0.elapsed().as_secs_f64(), warnings);
+    for (r, l) in here.streams.iter_mut().zip(&locals) {
+        r.local_port = Some(l.port());
+    }
     let server = ended(&mut here, spec, &reports);
     let ends = super::client::Ends::at_end((local, addr), started_unix_s, interrupt);
     let mut result = super::client::assembled(opts, spec, &ends, (&here, &server), &samples);
@@ -113,6 +118,7 @@ pub(crate) fn run_frames(
         fps: frames.fps,
         period_ms: frames.period_ns() as f64 / 1e6,
         sender: Some(sender_side(frames, &sent, &counters)),
+        sender_streams: each_sender(frames, &sent, &counters),
         ..merged(&received, socks.len())
     });
     Ok(result)
@@ -511,6 +517,17 @@ pub(super) fn sender_side(frames: FrameSpec, sent: &[Sent], counters: &[Counters
         bytes: sent.iter().map(|s| s.bytes).sum(),
         datagrams: sent.iter().map(|s| s.datagrams).sum(),
     }
+}
+
+/// With more than one stream, each stream's own sender side (iperf 2 prints each one's frames on
+/// its total line); none with one.
+pub(super) fn each_sender(frames: FrameSpec, sent: &[Sent], counters: &[Counters]) -> Vec<FramesSent> {
+    if sent.len() < 2 {
+        return Vec::new();
+    }
+    (sent.iter().zip(counters))
+        .map(|(s, c)| sender_side(frames, std::slice::from_ref(s), std::slice::from_ref(c)))
+        .collect()
 }
 
 /// Nanoseconds since `t0`.

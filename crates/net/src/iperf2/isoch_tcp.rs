@@ -100,6 +100,7 @@ pub(crate) fn run_tcp_frames(
         fps: frames.fps,
         period_ms: frames.period_ns() as f64 / 1e6,
         sender: Some(frames::sender_side(frames, &sent, &counters)),
+        sender_streams: frames::each_sender(frames, &sent, &counters),
         ..FramesReport::default()
     });
     Ok(result)
