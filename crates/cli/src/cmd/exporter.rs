@@ -167,8 +167,8 @@ pub fn parse_query(q: &[(String, String)], max_time: Duration) -> Result<ProbeQu
     if p.rate.is_some() && !p.udp {
         return Err("rate applies to UDP probes (udp=1)".into());
     }
-    if p.rr && (p.udp || p.reverse) {
-        return Err("module=rr is request/response over TCP: no udp or reverse".into());
+    if p.rr && (p.reverse || p.rate.is_some()) {
+        return Err("module=rr is request/response (TCP, or UDP with udp=1): no reverse or rate".into());
     }
     Ok(p)
 }
@@ -443,7 +443,7 @@ mod tests {
             ),
             (
                 vec![("target", "h"), ("module", "rr"), ("reverse", "1")],
-                "no udp or reverse",
+                "no reverse or rate",
             ),
             (
                 vec![("target", "10.0.0.1"), ("module", "multicast")],

@@ -341,6 +341,11 @@ pub fn run_quiet(
     if iperf3 {
         return run_iperf3_client(opts, false, interrupt, &mut |_| {});
     }
+    // Request/response over UDP has a client of its own (`run --rr -u`).
+    let s = opts.spec.spec();
+    if s.transactions.is_some() && s.transport == landspeed_core::config::Transport::Udp {
+        return landspeed_net::run_udp_transactions(opts, interrupt, &mut |_| {});
+    }
     match run_client(opts, interrupt, &mut |_| {}) {
         Err(ClientError::Iperf3Server { .. }) => run_iperf3_client(opts, true, interrupt, &mut |_| {}),
         other => other,

@@ -183,26 +183,29 @@ fn the_exporter_refuses_bad_queries_and_survives_a_flood() {
     let _one = serial();
     let (_server, sport, _) = serve_with_metrics();
     let (_exp, eport) = exporter(&[]);
-    // A request/response probe: its rate and latency quantiles, in seconds.
-    let (status, _, body) = get(
-        eport,
-        &format!("/probe?target=127.0.0.1:{sport}&time=1s&module=rr"),
-    );
-    assert_eq!(status, 200, "{body}");
-    assert!(body.contains("\nprobe_success 1.0\n"), "{body}");
-    for name in [
-        "landspeed_probe_transactions_per_second ",
-        "landspeed_probe_transaction_latency_seconds{quantile=\"0.99\"} ",
-    ] {
-        let v: f64 = body
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .unwrap_or_else(|| panic!("{name} in {body}"))
-            .parse()
-            .unwrap();
-        assert!(v > 0.0, "{name}{v}");
+    // A request/response probe, over TCP and (udp=1) UDP: its rate and latency quantiles, in
+    // seconds.
+    for extra in ["", "&udp=1"] {
+        let (status, _, body) = get(
+            eport,
+            &format!("/probe?target=127.0.0.1:{sport}&time=1s&module=rr{extra}"),
+        );
+        assert_eq!(status, 200, "{extra}: {body}");
+        assert!(body.contains("\nprobe_success 1.0\n"), "{extra}: {body}");
+        for name in [
+            "landspeed_probe_transactions_per_second ",
+            "landspeed_probe_transaction_latency_seconds{quantile=\"0.99\"} ",
+        ] {
+            let v: f64 = body
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .unwrap_or_else(|| panic!("{name} in {body}"))
+                .parse()
+                .unwrap();
+            assert!(v > 0.0, "{extra}: {name}{v}");
+        }
+        check_openmetrics(&body);
     }
-    check_openmetrics(&body);
     for (q, why) in [
         ("/probe", "target is required"),
         ("/probe?target=127.0.0.1&frob=1", "unknown parameter 'frob'"),
