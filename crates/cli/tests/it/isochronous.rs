@@ -341,31 +341,35 @@ fn the_drop_ins_parallel_frames_print_as_iperf2s_client_prints_them() {
         return;
     }
     for udp in [true, false] {
-        let server = match udp {
+        // A server of its own for each client: iperf 2's UDP server may still be closing the
+        // test it served when the next one starts.
+        let server = || match udp {
             true => crate::iperf2_server::Iperf2Server::with(&["-u"]),
             false => crate::iperf2_server::Iperf2Server::start(),
         };
-        let port = server.1.to_string();
-        let mut args = vec![
-            "-c",
-            "127.0.0.1",
-            "-p",
-            &port,
-            FRAMES,
-            "-P",
-            "2",
-            "-t",
-            "1",
-            "-i",
-            "0.5",
-        ];
-        if udp {
-            args.push("-u");
-        }
-        let o = common::output_within(Command::new("iperf").args(&args), Duration::from_secs(30));
+        let (theirs_at, ours_at) = (server(), server());
+        let args = |port: &str| {
+            let mut a = vec![
+                "-c",
+                "127.0.0.1",
+                "-p",
+                port,
+                FRAMES,
+                "-P",
+                "2",
+                "-t",
+                "1",
+                "-i",
+                "0.5",
+            ];
+            a.extend(udp.then_some("-u"));
+            a.into_iter().map(String::from).collect::<Vec<String>>()
+        };
+        let theirs_args = args(&theirs_at.1.to_string());
+        let o = common::output_within(Command::new("iperf").args(&theirs_args), Duration::from_secs(30));
         let reference = String::from_utf8_lossy(&o.stdout).to_string();
-        // iperf 2's UDP server closes the test it served before it takes the next.
-        std::thread::sleep(Duration::from_millis(500));
+        let args = args(&ours_at.1.to_string());
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let ours = dropin(&args);
         assert_eq!(ours.code, 0, "{args:?}: {}", ours.stderr);
         let kinds = |t: &str| {
