@@ -27,6 +27,14 @@ impl Iperf2Server {
         Iperf2Server::with(&[])
     }
 
+    /// iperf 2's UDP server (`-u`) or its TCP one.
+    pub(crate) fn over_udp(udp: bool) -> Iperf2Server {
+        match udp {
+            true => Iperf2Server::with(&["-u"]),
+            false => Iperf2Server::start(),
+        }
+    }
+
     /// `iperf -s -p PORT EXTRA` (`-u`: its UDP server, a process of its own).
     pub(crate) fn with(extra: &[&str]) -> Iperf2Server {
         let port = common::free_port();
@@ -1820,10 +1828,7 @@ fn the_iperf_drop_ins_head_and_connection_lines_are_iperf2s() {
         "-u -t 0.3 -e --isochronous=60:1m,0 --ipg 1",
         "-u -t 0.3 --isochronous=60:20m,0 --trip-times",
     ] {
-        let s = match args.starts_with("-u") {
-            true => Iperf2Server::with(&["-u"]),
-            false => Iperf2Server::start(),
-        };
+        let s = Iperf2Server::over_udp(args.starts_with("-u"));
         let (out, hung) = text_client(s.1, args);
         assert!(!hung, "iperf -c {args} hung");
         let theirs = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -1859,10 +1864,7 @@ fn run_iperf2_starts_its_data_at_the_instant_at_iperf2s_server() {
         return;
     }
     for udp in [false, true] {
-        let server = match udp {
-            true => Iperf2Server::with(&["-u"]),
-            false => Iperf2Server::start(),
-        };
+        let server = Iperf2Server::over_udp(udp);
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
         let at = (now.unwrap().as_secs_f64() + 2.0).round();
         let mut args = vec!["--iperf2", "-t", "1", "--no-save"];

@@ -343,10 +343,7 @@ fn the_drop_ins_parallel_frames_print_as_iperf2s_client_prints_them() {
     for udp in [true, false] {
         // A server of its own for each client: iperf 2's UDP server may still be closing the
         // test it served when the next one starts.
-        let server = || match udp {
-            true => crate::iperf2_server::Iperf2Server::with(&["-u"]),
-            false => crate::iperf2_server::Iperf2Server::start(),
-        };
+        let server = || crate::iperf2_server::Iperf2Server::over_udp(udp);
         let (theirs_at, ours_at) = (server(), server());
         let args = |port: &str| {
             let mut a = vec![
