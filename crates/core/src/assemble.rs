@@ -351,6 +351,7 @@ fn stream_result(
             .and_then(|t| t.quic.clone())
             .or_else(|| rx.and_then(|r| r.quic.clone())),
         client_port: client_port(flow, tx, rx),
+        connection: None,
     }
 }
 

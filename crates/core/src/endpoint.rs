@@ -53,6 +53,15 @@ pub struct ConnectFacts {
     pub fd: Option<i64>,
     /// The interface this end's address is on.
     pub interface: Option<String>,
+    /// This end's address of the connection (`IP:PORT`), when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local: Option<String>,
+    /// A server's connection opened back to its client (iperf 2's `-r` and `-d`), not accepted.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub back: bool,
+    /// The socket's send buffer as the kernel gave it when the connection was made, bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub send_buffer_bytes: Option<u64>,
 }
 
 /// TCP_INFO figures for one socket at the end of the test, plus RTT statistics over the interval samples.

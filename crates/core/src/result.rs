@@ -430,6 +430,11 @@ pub struct StreamResult {
     /// a connection).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_port: Option<u16>,
+    /// How the stream's connection was made, as this end saw it when the test began (TCP_INFO's
+    /// first figures, the socket's descriptor, the interface): what iperf 2's "connected with"
+    /// line tells. Kept by the server of iperf 2's protocol; None elsewhere.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connection: Option<crate::endpoint::ConnectFacts>,
 }
 
 impl StreamResult {

@@ -771,6 +771,32 @@ pub(crate) struct Live {
     /// A test of frames received (iperf 2's `--isochronous` over TCP): its view says so with an
     /// empty frames report (the frames are counted into the final result only).
     pub(crate) frames: bool,
+    /// How each connection was made, by the client's port, and the client's software (iperf 2's
+    /// server prints them on its "connected with" lines); empty where not kept.
+    pub(crate) made: Made,
+}
+
+/// How a test's connections were made, by the client's port, and the client's software as its
+/// greeting named it ("" when unknown).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Made {
+    pub(crate) connections: Vec<(Option<u16>, landspeed_core::endpoint::ConnectFacts)>,
+    pub(crate) client_software: String,
+}
+
+impl Made {
+    /// Puts them in `r`: each stream's connection found by its client's port, the client's
+    /// software on the client's end (the result's local one) when it has none.
+    pub(crate) fn put_into(&self, r: &mut landspeed_core::result::RunResult) {
+        for s in &mut r.streams {
+            s.connection = (self.connections.iter())
+                .find(|(port, _)| port.is_some() && *port == s.client_port)
+                .map(|(_, f)| f.clone());
+        }
+        if r.local.software.is_empty() {
+            r.local.software = self.client_software.clone();
+        }
+    }
 }
 
 impl Live {
@@ -785,6 +811,7 @@ impl Live {
         if self.frames {
             r.frames.get_or_insert_with(Default::default);
         }
+        self.made.put_into(&mut r);
         ServerEvent::Progress(Box::new(r))
     }
 }

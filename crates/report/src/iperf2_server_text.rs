@@ -16,6 +16,7 @@ use crate::iperf3_json::host_port;
 use crate::iperf3_text::strftime;
 use crate::iperf3_text::unit;
 use landspeed_core::config::{Direction, Flow, Transport};
+use landspeed_core::endpoint::ConnectFacts;
 use landspeed_core::endpoint::ReadBins;
 use landspeed_core::result::{IntervalResult, IntervalStream, RunResult, StreamResult};
 use landspeed_core::transit_bins::TransitHistogram;
@@ -171,54 +172,39 @@ fn ends(r: &RunResult, client_port: Option<u16>) -> Ends {
 }
 
 /// A stream's tag: `[  N]`, or `[ *N]` for what the server sent on a connection it also received on
-/// (iperf 2's mark of full duplex's other direction).
+/// (iperf 2's mark of full duplex's other direction) or opened back to the client (`-r`, `-d`).
 fn tag(c: &Conn, received: bool) -> String {
-    crate::iperf2_text::tag(c.number, !received && c.received.is_some())
+    crate::iperf2_text::tag(c.number, !received && (c.received.is_some() || back(c).is_some()))
 }
 
-/// Each connection's "connected with" line, then the column head (none in CSV).
+/// How a connection this server opened back to its client (`-r`, `-d`) was made; None for one it
+/// accepted.
+fn back<'a>(c: &Conn<'a>) -> Option<&'a ConnectFacts> {
+    let sent = c.sent.filter(|_| c.received.is_none())?;
+    sent.connection.as_ref().filter(|f| f.back)
+}
+
+/// Each connection's "connected with" line, then the column head (none in CSV); before the first
+/// connection opened back to the client, the head iperf 2's server prints as it becomes a client.
 pub fn connected(r: &RunResult, first: u32, st: &Iperf2Style) -> String {
     let st = &effective(r, st);
     if st.csv {
         return String::new();
     }
     let mut t = String::new();
+    let mut back_head = true;
     for c in connections(r, first) {
-        let e = ends(r, c.client_port);
-        let ((sip, sport), (cip, cport)) = (&e.local, &e.remote);
-        let way = match (c.received.is_some(), c.sent.is_some(), r.config.spec.direction) {
-            (true, true, _) => " (full-duplex)",
-            (false, true, Direction::Reverse) => " (reverse)",
-            _ => "",
-        };
-        // iperf 2's order: the direction, a scheduled start, UDP's no report, trip times.
-        let epoch = match r.config.scheduled_start_unix_s {
-            Some(_) => " (epoch-start)",
-            None => "",
-        };
-        let fin = match is_udp(r) && !way.is_empty() {
-            true => " (no-udp-fin)",
-            false => "",
-        };
-        let trips = match r.config.spec.trip_times && c.received.is_some() && c.sent.is_none() {
-            true => " (trip-times)",
-            false => "",
-        };
-        let mark = format!("{way}{epoch}{fin}{trips}");
-        // iperf 2's mark of a client sending frames (`--isochronous`), before the others.
-        let isoch = match r.frames.is_some() && c.received.is_some() {
-            true => " (isoch)",
-            false => "",
-        };
-        let when = match st.enhanced {
-            true => format!(" on {} (UTC)", strftime(r.started_unix_s, "%Y-%m-%d %H:%M:%S")),
-            false => String::new(),
-        };
-        let _ = writeln!(
-            t,
-            "[{:>3}] local {sip} port {sport} connected with {cip} port {cport}{isoch}{mark}{when}",
-            c.number
-        );
+        if let Some(f) = back(&c).filter(|_| std::mem::replace(&mut back_head, false)) {
+            let (cip, cport) = ends(r, c.client_port).remote;
+            let window = f.send_buffer_bytes.map_or(String::new(), |b| {
+                format!("TCP window size: {} (default)\n", unit(b as f64, true))
+            });
+            let _ = write!(
+                t,
+                "{DASHES}\nClient connecting to {cip}, TCP port {cport}\n{window}{DASHES}\n"
+            );
+        }
+        t += &connection_line(r, &c, st);
     }
     let received_udp = is_udp(r) && r.config.spec.direction != Direction::Reverse;
     t + match (received_udp, is_udp(r) && st.enhanced) {
@@ -231,6 +217,80 @@ pub fn connected(r: &RunResult, first: u32, st: &Iperf2Style) -> String {
         (false, false) if writes_drawn(r, st) => crate::iperf2_text::column_head(st),
         (false, false) => PLAIN_HEAD,
     }
+}
+
+/// One connection's "connected with" line, with iperf 2.1.8's marks in its order: frames, the
+/// direction, a scheduled start, UDP's no report, trip times, then how it was made.
+fn connection_line(r: &RunResult, c: &Conn, st: &Iperf2Style) -> String {
+    let made = c.received.or(c.sent).and_then(|s| s.connection.as_ref());
+    let e = ends(r, c.client_port);
+    let (sip, sport) = made.and_then(|f| f.local.as_deref()).map_or(e.local, host_port);
+    let (cip, cport) = &e.remote;
+    let way = match (c.received.is_some(), c.sent.is_some(), r.config.spec.direction) {
+        (true, true, _) => " (full-duplex)",
+        (false, true, Direction::Reverse) => " (reverse)",
+        (false, true, _) if back(c).is_some() => " (reverse)",
+        _ => "",
+    };
+    let epoch = match r.config.scheduled_start_unix_s {
+        Some(_) => " (epoch-start)",
+        None => "",
+    };
+    let fin = match is_udp(r) && !way.is_empty() {
+        true => " (no-udp-fin)",
+        false => "",
+    };
+    let trips = match r.config.spec.trip_times && c.received.is_some() && c.sent.is_none() {
+        true => " (trip-times)",
+        false => "",
+    };
+    let facts = how_made(r, made, way, st.enhanced);
+    let isoch = match r.frames.is_some() && c.received.is_some() {
+        true => " (isoch)",
+        false => "",
+    };
+    // 2.1.8 dates a connection it only receives on, not one it sends on (`-R`, full duplex).
+    let when = match st.enhanced && way.is_empty() {
+        true => format!(" on {} (UTC)", strftime(r.started_unix_s, "%Y-%m-%d %H:%M:%S")),
+        false => String::new(),
+    };
+    let dev = match made.and_then(|f| f.interface.as_deref()) {
+        Some(dev) if st.enhanced => format!("%{dev}"),
+        _ => String::new(),
+    };
+    format!(
+        "{} local {sip}{dev} port {sport} connected with {cip} port {cport}{isoch}{way}{epoch}{fin}{trips}{facts}{when}\n",
+        tag(c, c.received.is_some())
+    )
+}
+
+/// What iperf 2.1.8's server says of how a connection was made, after its other marks: with `-e`
+/// the socket (`(sock=N)`), the type of service the client asked (`-S`), with `-e` the
+/// client's version from its header (`(peer 2.1.8)`), and over TCP TCP_INFO's first figures.
+fn how_made(r: &RunResult, made: Option<&ConnectFacts>, way: &str, enhanced: bool) -> String {
+    let mut t = String::new();
+    if let Some(fd) = made.and_then(|f| f.fd).filter(|_| enhanced) {
+        let _ = write!(t, " (sock={fd})");
+    }
+    // A server's TOS is "rx" but on a full-duplex connection (2.1.8's `isReverse` is its client's).
+    let direction = match way {
+        " (full-duplex)" => Direction::Bidir,
+        _ => Direction::Forward,
+    };
+    t += &crate::iperf2_text::tos_mark(r.config.spec.tos, direction);
+    // The client's software as its header named it (the result's local end is the client's).
+    let version = r
+        .local
+        .software
+        .strip_prefix("iperf 2 ")
+        .and_then(|v| v.strip_suffix(" client"));
+    if let Some(v) = version.filter(|v| enhanced && v.starts_with(|c: char| c.is_ascii_digit())) {
+        let _ = write!(t, " (peer {v})");
+    }
+    if let Some((c, m, rtt)) = made.and_then(|f| f.cwnd_mss_rtt) {
+        let _ = write!(t, " (icwnd/mss/irtt={c}/{m}/{rtt})");
+    }
+    t
 }
 
 /// The column head of UDP frames received from a `--trip-times` client (`--isochronous`), iperf
@@ -439,6 +499,26 @@ impl FullDuplexTcp {
     }
 }
 
+/// Whether the test is TCP both ways at once (`--full-duplex`, and `-d` on connections back).
+fn tcp_full_duplex(r: &RunResult) -> bool {
+    !is_udp(r) && r.config.spec.direction == Direction::Bidir
+}
+
+/// iperf 2.1.8's server's one `[SUM]` of a full-duplex TCP test, when `due`: every stream's bytes
+/// both ways over the span, in the plain columns (with `-e` too). 2.1.8 prints it in each interval
+/// and at the end with more than one connection, and with one at the end only when it printed no
+/// intervals.
+fn full_duplex_sum(span: (f64, f64), bytes: u64, due: bool, st: &Iperf2Style) -> String {
+    let plain = Iperf2Style {
+        enhanced: false,
+        ..*st
+    };
+    match due {
+        true => format!("[SUM] {}\n", columns(span.0, span.1, bytes, &plain)),
+        false => String::new(),
+    }
+}
+
 /// Whether `-e`'s writes go on the test's lines: a TCP test the server sends on (`-R`: its writes,
 /// retries, cwnd/RTT and net power, as iperf 2's client prints its own).
 fn writes_drawn(r: &RunResult, st: &Iperf2Style) -> bool {
@@ -537,6 +617,10 @@ pub fn interval(r: &RunResult, k: usize, first: u32, asked: &Iperf2Style) -> Str
         if let (Some(a), Some(b)) = (find(c.received), find(c.sent)) {
             t += &fd.line(c.number, (i.start_s, i.end_s), a.bytes + b.bytes, st);
         }
+    }
+    if tcp_full_duplex(r) && !st.csv {
+        let (bytes, streams) = (sums[0].0 + sums[1].0, sums[0].1 + sums[1].1);
+        return t + &full_duplex_sum((i.start_s, i.end_s), bytes, streams > 2, st);
     }
     if !st.csv {
         let reads = counts_reads(r, asked);
@@ -668,6 +752,11 @@ pub fn totals(r: &RunResult, first: u32, asked: &Iperf2Style) -> String {
     }
     if udp_both && !st.csv {
         return t + &udp_both_sum(r, sums);
+    }
+    if tcp_full_duplex(r) && !st.csv {
+        let (bytes, secs) = (sums[0].0 + sums[1].0, sums[0].1.max(sums[1].1));
+        let due = sums[0].2 + sums[1].2 > 2 || printed(r, st).is_empty();
+        return t + &full_duplex_sum((0.0, secs), bytes, due, st);
     }
     if !st.csv {
         for (k, (bytes, secs, _)) in sums.into_iter().enumerate().rev().filter(|s| s.1 .2 > 1) {

@@ -30,7 +30,12 @@ pub struct Iperf2Args {
 
 /// iperf 2.1.8's options that landspeed carries out, and those it refuses by name.
 #[derive(Parser, Debug, Default)]
-#[command(name = "iperf", disable_version_flag = true, disable_help_flag = true)]
+#[command(
+    name = "iperf",
+    disable_version_flag = true,
+    disable_help_flag = true,
+    infer_long_args = true
+)]
 pub(crate) struct Opts {
     #[arg(short = 'c', long = "client")]
     pub(crate) client: Option<String>,
@@ -89,7 +94,7 @@ pub(crate) struct Opts {
     pub(crate) bounceback_no_quickack: bool,
     #[arg(long = "bounceback-congest", num_args = 0..=1, default_missing_value = "bidir", require_equals = true)]
     pub(crate) bounceback_congest: Option<String>,
-    #[arg(long = "isochronous", num_args = 0..=1, default_missing_value = "")]
+    #[arg(long = "isochronous", num_args = 0..=1, default_missing_value = "", require_equals = true)]
     pub(crate) isochronous: Option<String>,
     #[arg(long = "connect-only", num_args = 0..=1, default_missing_value = "", require_equals = true)]
     pub(crate) connect_only: Option<String>,
@@ -144,6 +149,11 @@ pub(crate) struct Opts {
     /// each trip-times client's transits, their histogram under each of its lines; `-e` on.
     #[arg(long = "histograms", visible_alias = "udp-histograms", num_args = 0..=1, default_missing_value = "", require_equals = true)]
     pub(crate) histograms: Option<String>,
+    /// Words that are no option's value (iperf 2 says it ignores each, and runs): among them the
+    /// value of an option that takes one only after `=` (`--isochronous 60:1m,0.2m` is
+    /// `--isochronous` with its defaults, as iperf 2's getopt reads it).
+    #[arg(value_name = "IGNORED")]
+    pub(crate) extra: Vec<String>,
 }
 
 /// `landspeed iperf2 ARGS`.
@@ -161,13 +171,13 @@ pub(crate) fn refuse(why: &str) -> Result<bool> {
 
 /// The binary started as `iperf`, or `landspeed iperf2`: `argv` starts with the program's name.
 pub fn main(argv: Vec<OsString>) -> Result<bool> {
-    let o = match Opts::try_parse_from(argv) {
+    let o = match parse(argv) {
         Ok(o) => o,
-        Err(e) => {
-            let text = e.to_string();
-            return refuse(text.lines().next().unwrap_or("").trim_start_matches("error: "));
-        }
+        Err(why) => return refuse(&why),
     };
+    for word in &o.extra {
+        errln!("iperf: ignoring extra argument -- {word}");
+    }
     if o.version {
         // iperf 2 writes its version on stderr.
         errln!(
@@ -208,6 +218,175 @@ pub fn main(argv: Vec<OsString>) -> Result<bool> {
         (Some(host), false) if o.connect_only.is_some() => super::iperf2_bounce::connect_only(&o, host),
         (Some(host), false) if o.tradeoff || o.dualtest => dual(&o, host),
         (Some(host), false) => client(&o, host),
+    }
+}
+
+/// iperf 2.1.8's short options (its getopt string's letters).
+const IPERF2_SHORT: &str = "146bcdefhilmnoprstuvwxyzABCDFHILMNPRSTUVWXZ";
+
+/// iperf 2.1.8's long options: one the drop-in lacks is refused by name, a word that is none of
+/// them is passed over as iperf 2's getopt passes it over.
+const IPERF2_LONG: &[&str] = &[
+    "singleclient",
+    "v4",
+    "v6",
+    "bandwidth",
+    "client",
+    "dualtest",
+    "enhanced",
+    "format",
+    "help",
+    "interval",
+    "len",
+    "print_mss",
+    "num",
+    "output",
+    "port",
+    "tradeoff",
+    "server",
+    "time",
+    "udp",
+    "version",
+    "window",
+    "reportexclude",
+    "realtime",
+    "awdl",
+    "bind",
+    "bounceback",
+    "bounceback-congest",
+    "bounceback-txdelay",
+    "bounceback-hold",
+    "bounceback-no-quickack",
+    "bounceback-period",
+    "compatibility",
+    "daemon",
+    "file_input",
+    "ssm-host",
+    "stdin_input",
+    "mss",
+    "nodelay",
+    "listenport",
+    "parallel",
+    "remove",
+    "reverse",
+    "tos",
+    "ttl",
+    "single_udp",
+    "ipv6_domain",
+    "suggest_win_size",
+    "peer-detect",
+    "tcp-congestion",
+    "histograms",
+    "hide-ips",
+    "udp-histograms",
+    "l2checks",
+    "incr-dstip",
+    "incr-srcip",
+    "incr-dstport",
+    "incr-srcport",
+    "sum-dstip",
+    "txstart-time",
+    "txdelay-time",
+    "fq-rate",
+    "trip-times",
+    "no-udp-fin",
+    "connect-only",
+    "connect-retries",
+    "no-connect-sync",
+    "full-duplex",
+    "ipg",
+    "isochronous",
+    "sum-only",
+    "local-only",
+    "near-congestion",
+    "permit-key",
+    "permit-key-timeout",
+    "burst-size",
+    "burst-period",
+    "tos-override",
+    "tcp-rx-window-clamp",
+    "tcp-quickack",
+    "tcp-write-prefetch",
+    "tcp-write-times",
+    "tap-dev",
+    "tun-dev",
+];
+
+/// What iperf 2.1.8's getopt makes of an option word (`-k`, `--name`, `--name=VALUE`).
+#[derive(Debug, PartialEq)]
+enum Getopt {
+    /// One of its options (a long one by its name or a prefix of only its name).
+    Known,
+    /// A prefix of several of its long options.
+    Ambiguous,
+    /// None of its options.
+    Unknown,
+}
+
+fn getopt(arg: &str) -> Getopt {
+    let known = match arg.strip_prefix("--") {
+        Some(long) => {
+            let name = long.split('=').next().unwrap_or(long);
+            let matches = IPERF2_LONG.iter().filter(|l| l.starts_with(name)).count();
+            match name.is_empty() || matches == 0 {
+                true => false,
+                false if matches > 1 && !IPERF2_LONG.contains(&name) => return Getopt::Ambiguous,
+                false => true,
+            }
+        }
+        None => arg
+            .strip_prefix('-')
+            .and_then(|s| s.chars().next())
+            .is_some_and(|c| IPERF2_SHORT.contains(c)),
+    };
+    match known {
+        true => Getopt::Known,
+        false => Getopt::Unknown,
+    }
+}
+
+/// iperf 2's options as its getopt reads them: a word that is none of iperf 2.1.8's options is
+/// passed over with getopt's warning (as 2.1.8 runs on); one of 2.1.8's that the drop-in lacks is
+/// refused by name; anything else wrong, clap's first line.
+fn parse(mut argv: Vec<OsString>) -> Result<Opts, String> {
+    loop {
+        let e = match Opts::try_parse_from(&argv) {
+            Ok(o) => return Ok(o),
+            Err(e) => e,
+        };
+        let unknown = match (e.kind(), e.get(clap::error::ContextKind::InvalidArg)) {
+            (clap::error::ErrorKind::UnknownArgument, Some(clap::error::ContextValue::String(a))) => {
+                Some(a.clone())
+            }
+            _ => None,
+        };
+        let at = unknown
+            .as_ref()
+            .and_then(|a| argv.iter().position(|w| w.to_str() == Some(a.as_str())));
+        match (unknown, at) {
+            (Some(a), _) if getopt(&a) == Getopt::Known => {
+                return Err(format!(
+                    "landspeed iperf2 does not support {a}: not built here (docs/iperf2.md lists what is)"
+                ))
+            }
+            (Some(a), Some(i)) => {
+                match (getopt(&a), a.strip_prefix("--")) {
+                    (Getopt::Ambiguous, _) => errln!("iperf: option `{a}' is ambiguous"),
+                    (_, Some(_)) => errln!("iperf: unrecognized option `{a}'"),
+                    (_, None) => errln!("iperf: invalid option -- {}", a.trim_start_matches('-')),
+                }
+                argv.remove(i);
+            }
+            _ => {
+                let text = e.to_string();
+                return Err(text
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+                    .trim_start_matches("error: ")
+                    .into());
+            }
+        }
     }
 }
 
@@ -319,6 +498,16 @@ fn refused(o: &Opts) -> Option<String> {
             o.bounceback.is_some() && o.style.is_some(),
             "--bounceback with -y C",
             "iperf 2 prints no CSV for it either",
+        ),
+        (
+            o.bandwidth.is_some() && o.isochronous.is_some(),
+            "-b with --isochronous",
+            "the frames' mean is their rate (iperf 2.1.8 refuses them together too)",
+        ),
+        (
+            o.bandwidth.as_deref().is_some_and(is_pps) && !o.udp,
+            "-b in packets a second (pps) without -u",
+            "a rate in datagrams a second is UDP's",
         ),
         (
             o.isochronous.is_some() && (o.reverse || o.full_duplex),
@@ -480,11 +669,25 @@ pub(crate) fn bits(v: &str) -> Option<u64> {
     bytes(v).filter(|b| *b > 0)
 }
 
+/// Whether iperf 2.1.8 reads `-b V` in packets a second (it looks for a `p` or `P`: `100pps`).
+fn is_pps(v: &str) -> bool {
+    v.contains(['p', 'P'])
+}
+
+/// iperf 2's `-b` for `len`-byte datagrams, bits per second: a bit rate ([`bits`]), or in packets
+/// a second (`100pps`: what comes before the `p`, read as a count) that many datagrams a second.
+pub(crate) fn rate_bps(v: &str, len: u64) -> Option<u64> {
+    match v.find(['p', 'P']) {
+        Some(at) => bytes(&v[..at]).filter(|n| *n > 0).map(|pps| pps * len * 8),
+        None => bits(v),
+    }
+}
+
 /// `landspeed run` arguments for iperf 2's client options (`-n`, `-l`, `-w` and `-b` read as iperf
 /// 2 reads them; `-n` and `-b` are per stream in iperf 2, totals in landspeed).
 fn run_args(o: &Opts, host: &str) -> Result<Vec<String>, String> {
     let streams = u64::from(o.parallel.unwrap_or(1).max(1));
-    let number = |flag: &str, v: &Option<String>, read: fn(&str) -> Option<u64>| {
+    let number = |flag: &str, v: &Option<String>, read: &dyn Fn(&str) -> Option<u64>| {
         v.as_deref()
             .map(|v| read(v).ok_or_else(|| format!("{flag} {v}: not a number iperf 2 reads")))
             .transpose()
@@ -496,7 +699,7 @@ fn run_args(o: &Opts, host: &str) -> Result<Vec<String>, String> {
         "--no-save".into(),
         "--iperf2".into(),
     ];
-    match number("-n", &o.bytes, bytes)? {
+    match number("-n", &o.bytes, &bytes)? {
         Some(n) => a.extend(["-n".into(), (n * streams).to_string()]),
         None => a.extend([
             "-t".into(),
@@ -508,12 +711,12 @@ fn run_args(o: &Opts, host: &str) -> Result<Vec<String>, String> {
         true => landspeed_iperf2::spec::DEFAULT_UDP_LEN,
         false => landspeed_iperf2::spec::DEFAULT_TCP_LEN,
     };
-    let len = number("-l", &o.length, bytes)?.unwrap_or(default_len);
+    let len = number("-l", &o.length, &bytes)?.unwrap_or(default_len);
     a.extend(["-l".into(), len.to_string()]);
     if o.udp {
         a.push("-u".into());
     }
-    if let Some(w) = number("-w", &o.window, bytes)? {
+    if let Some(w) = number("-w", &o.window, &bytes)? {
         a.extend(["-w".into(), w.to_string()]);
     }
     // iperf 2's UDP rate without -b: 1 Mbit/s as it reads "1M" (2^20 bit/s), each stream. Frames
@@ -524,7 +727,8 @@ fn run_args(o: &Opts, host: &str) -> Result<Vec<String>, String> {
         _ => o.udp.then_some(UDP_DEFAULT_BPS),
     };
     if o.isochronous.is_none() {
-        if let Some(b) = number("-b", &o.bandwidth, bits)?.or(udp_default) {
+        let rate = |v: &str| rate_bps(v, len);
+        if let Some(b) = number("-b", &o.bandwidth, &rate)?.or(udp_default) {
             a.extend(["-b".into(), (b * streams).to_string()]);
         }
     }
@@ -1176,6 +1380,68 @@ mod tests {
 
     fn opts(line: &str) -> Result<Opts, clap::Error> {
         Opts::try_parse_from(std::iter::once("iperf").chain(line.split_whitespace()))
+    }
+
+    fn parsed(line: &str) -> Result<Opts, String> {
+        parse(
+            std::iter::once("iperf")
+                .chain(line.split_whitespace())
+                .map(OsString::from)
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn options_are_read_as_iperf2s_getopt_reads_them() {
+        // A word that is none of iperf 2.1.8's options is passed over (its value then an extra
+        // argument), as 2.1.8 runs on; an ambiguous prefix too.
+        let o = parsed("-c h -k 1M --foo -t 2 --b").unwrap();
+        assert_eq!(
+            (o.client.as_deref(), o.time, o.extra),
+            (Some("h"), Some(2.0), vec!["1M".to_string()])
+        );
+        // A long option by an unambiguous prefix, as getopt takes it.
+        assert!(parsed("-c h --trip").unwrap().trip_times);
+        // An option that takes its value only after `=`: a separate word is an extra argument.
+        let o = parsed("-c h --isochronous 60:1m,0.2m").unwrap();
+        assert_eq!((o.isochronous.as_deref(), o.extra.len()), (Some(""), 1));
+        assert_eq!(
+            parsed("-c h --isochronous=60:1m,0.2m")
+                .unwrap()
+                .isochronous
+                .as_deref(),
+            Some("60:1m,0.2m")
+        );
+        // One of 2.1.8's options the drop-in lacks is refused by name.
+        for (line, name) in [
+            ("-c h -z", "-z"),
+            ("-c h --tcp-write-prefetch 1K", "--tcp-write-prefetch"),
+            ("-c h --real", "--real"),
+        ] {
+            let e = parsed(line).err().unwrap_or_default();
+            assert!(
+                e.starts_with(&format!("landspeed iperf2 does not support {name}:")),
+                "{line}: {e}"
+            );
+        }
+        assert_eq!(getopt("--no"), Getopt::Ambiguous);
+        assert_eq!(getopt("--nodelay"), Getopt::Known);
+        assert_eq!(getopt("-q"), Getopt::Unknown);
+    }
+
+    #[test]
+    fn a_rate_in_packets_a_second_is_datagrams_of_the_length() {
+        assert_eq!(rate_bps("100pps", 1470), Some(100 * 1470 * 8));
+        assert_eq!(rate_bps("2kpps", 100), Some(2000 * 100 * 8));
+        assert_eq!(rate_bps("10m", 1470), Some(10_000_000));
+        assert_eq!(rate_bps("0pps", 1470), None);
+        let a = run_args(&opts("-c h -u -b 100pps -l 1000").unwrap(), "h")
+            .unwrap()
+            .join(" ");
+        assert!(a.contains("-b 800000"), "{a}");
+        assert!(refused(&opts("-c h -b 100pps").unwrap()).is_some_and(|w| w.contains("pps")));
+        let both = refused(&opts("-c h -u -b 1m --isochronous=60:1m,0.1m").unwrap());
+        assert!(both.is_some_and(|w| w.contains("-b with --isochronous")));
     }
 
     #[test]

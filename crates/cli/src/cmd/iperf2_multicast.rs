@@ -5,7 +5,7 @@
 //! iperf 2's options are read as its client reads them; those a group cannot take are refused by
 //! name, as iperf 2.1.8 refuses `-P` over one.
 
-use super::iperf2::{bits, bytes, refuse, Opts, PORT};
+use super::iperf2::{bytes, refuse, Opts, PORT};
 use super::iperf2_out as out;
 use anyhow::Result;
 use landspeed_net::multicast::{GroupPlan, SendPlan, SendWatch};
@@ -76,7 +76,9 @@ fn plan(o: &Opts, host: &str) -> Result<SendPlan, String> {
         None => LENGTH,
     };
     let rate_bps = match o.bandwidth.as_deref() {
-        Some(b) => bits(b).ok_or_else(|| format!("-b {b}: not a rate iperf 2 reads"))?,
+        Some(b) => {
+            super::iperf2::rate_bps(b, length).ok_or_else(|| format!("-b {b}: not a rate iperf 2 reads"))?
+        }
         None => 1 << 20,
     };
     let bind = match o.bind.as_deref() {

@@ -130,9 +130,8 @@ fn shape(out: &str, fixed: bool) -> Vec<String> {
                 let f: Vec<&str> = l.split(',').collect();
                 return format!("{} fields, id {}, {}", f.len(), f[5], f[6]);
             }
-            // -e's extras after a connection's ports: "(sock=3) (peer 2.1.8)", and its date.
-            let l = l.split(" (icwnd").next().unwrap_or(l);
-            let l = l.split(" (sock=").next().unwrap_or(l).replace("%lo ", " ");
+            // A connection's marks kept (its socket, TOS, peer version, TCP_INFO's first figures
+            // and its interface with -e, their numbers masked below), its date cut below.
             let mut m = String::new();
             for c in l.chars() {
                 let c = if c.is_ascii_digit() || c == '.' { '#' } else { c };
@@ -230,6 +229,13 @@ const MATRIX: &[(&str, &str)] = &[
     ("", "-t 1 --isochronous=60:2m,0.5m -P 2"),
     // -x: the head (S) and the connections' lines (C) left out; D changes nothing at a server.
     ("-x S -i 0.5", "-t 1.2"),
+    // The connection's marks (session 24): TOS either way, the peer's version, TCP_INFO's.
+    ("-e", "-t 1 -S 0x10"),
+    ("-u -e", "-u -t 1 -S 0x10"),
+    ("", "-t 1 -R -S 0x10"),
+    // A full-duplex test's one [SUM] of both ways: with one connection and no -i, with two.
+    ("", "-t 1 --full-duplex"),
+    ("-e", "-t 1 -P 2 --full-duplex -b 50M"),
     ("-u -e -x c", "-u -t 1"),
     ("-x D", "-t 1"),
 ];
@@ -298,6 +304,40 @@ fn the_iperf_drop_in_server_prints_what_iperf2s_server_prints() {
             "{what}:\n{ours}\n/ iperf 2.1.8's server:\n{theirs}"
         );
         assert!(!ours.is_empty(), "{what}: nothing printed");
+    }
+}
+
+/// `-d` and `-r`: both servers open connections back to the client's `-L` port and print, as
+/// iperf 2.1.8's does, the head of a client before the first, each marked `[ *N]` and (reverse),
+/// from this end's own port (session 24: the drop-in named the back connection's port on the
+/// client's connection, and printed neither the head nor the marks).
+#[test]
+fn the_drop_in_server_prints_its_connections_back_as_iperf2s_server() {
+    let Some((_one, landspeed)) = alone_with_iperf2() else {
+        return;
+    };
+    for way in ["-d", "-r"] {
+        let client_args = format!("-t 1 {way} -L {}", common::free_port());
+        let theirs = served(&["iperf"], "", &client_args);
+        let ours = served(&landspeed, "", &client_args);
+        let what = format!("-s / -c {client_args}");
+        assert_eq!(
+            shape(&ours, false),
+            shape(&theirs, false),
+            "{what}:\n{ours}\n/ iperf 2.1.8's server:\n{theirs}"
+        );
+        let port = ours.lines().find(|l| l.starts_with("Server listening"));
+        let port = port
+            .and_then(|l| l.rsplit(' ').next())
+            .expect("the listening line");
+        let first = ours
+            .lines()
+            .find(|l| l.starts_with("[  1] local"))
+            .expect("the first connection");
+        assert!(
+            first.contains(&format!(" port {port} connected")),
+            "{what}:\n{ours}"
+        );
     }
 }
 

@@ -251,6 +251,12 @@ pub(super) fn connect_facts(socket: &std::net::TcpStream, tcp: std::time::Durati
         }),
         fd,
         interface: (socket.local_addr().ok()).and_then(|a| landspeed_engine::host::interface_for(a.ip())),
+        local: socket.local_addr().ok().map(|a| a.to_string()),
+        back: false,
+        send_buffer_bytes: socket2::SockRef::from(socket)
+            .send_buffer_size()
+            .ok()
+            .map(|b| b as u64),
     }
 }
 

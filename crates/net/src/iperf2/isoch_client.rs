@@ -264,6 +264,10 @@ fn frame_header(spec: &Test, port: u16, frames: FrameSpec, trip_times: bool) -> 
     let length = u32::try_from(spec.length_bytes).map_err(|_| not("so long a datagram".into()))?;
     let mut h = ClientHeader::for_isochronous_sender(port, length, frames.mean_bps as u64, amount);
     h.threads = spec.streams;
+    // The type of service asked (`-S`), which iperf 2's server shows (`(tos rx=0x10)`).
+    if let Some(e) = h.extension.as_mut() {
+        e.tos = spec.tos.map_or(0, u16::from);
+    }
     if let (true, Some(e)) = (trip_times, h.extension.as_mut()) {
         e.upper |= landspeed_iperf2::header::upper::TRIPTIME;
     }

@@ -44,9 +44,8 @@ pub(crate) fn arrival(stream: TcpStream, raw: &[u8], peer: SocketAddr, shared: &
     match shared.iperf2.arrive(peer.ip(), &header, stream) {
         (Arrived::Opens(id, rx), Some(socket)) => Some(Opened {
             first: Stream {
-                socket,
-                header,
                 accepted,
+                ..Stream::new(socket, header)
             },
             id,
             rx,
@@ -91,6 +90,28 @@ pub(super) struct Stream {
     pub(super) socket: TcpStream,
     pub(super) header: ClientHeader,
     accepted: SystemTime,
+    /// How it was made, read as it joined its test (before this server wrote to it).
+    made: landspeed_core::endpoint::ConnectFacts,
+}
+
+impl Stream {
+    fn new(socket: TcpStream, header: ClientHeader) -> Stream {
+        Stream {
+            made: made(&socket),
+            socket,
+            header,
+            accepted: SystemTime::now(),
+        }
+    }
+}
+
+/// How a connection was made, as iperf 2's server tells it: TCP_INFO's first figures, the
+/// descriptor and the interface (no connect time: this end accepted it).
+fn made(socket: &TcpStream) -> landspeed_core::endpoint::ConnectFacts {
+    landspeed_core::endpoint::ConnectFacts {
+        connect_ms: None,
+        ..super::client::connect_facts(socket, Duration::ZERO)
+    }
 }
 
 /// Runs the test `first` opened: admitted, gathered, measured, logged.
@@ -243,15 +264,26 @@ pub(super) fn admit(spec: Result<TestSpec, Unserved>, peer: SocketAddr, shared: 
     })
 }
 
-/// "iperf2 2.1.8" from the client's header, or "iperf2" when it sends no version.
+/// "iperf2 2.1.8" from the client's header (a release other than a final one marked as iperf 2
+/// marks it: "2.2.0-dev", "-rc", "-rc2", "-private", "-master", "-unk"), or "iperf2" when it sends
+/// no version.
 pub(super) fn protocol(h: &ClientHeader) -> String {
-    match h.extension {
-        Some(e) => {
-            let v = e.version;
-            format!("iperf2 {}.{}.{}", v.major, v.minor, v.patch)
-        }
-        None => "iperf2".into(),
+    let Some(v) = h.extension.map(|e| e.version) else {
+        return "iperf2".into();
+    };
+    if (v.major, v.minor) == (0, 0) || (v.patch, v.release) == (0, 0) {
+        return "iperf2".into();
     }
+    let kind = match v.release & 0xf {
+        3 => "",
+        0 => "-dev",
+        1 => "-rc",
+        2 => "-rc2",
+        4 => "-private",
+        5 => "-master",
+        _ => "-unk",
+    };
+    format!("iperf2 {}.{}.{}{kind}", v.major, v.minor, v.patch)
 }
 
 /// Takes the test's other streams as they come, until it has `want` or its time is up (a test then
@@ -269,11 +301,7 @@ fn gather(
             break;
         }
         match rx.recv_timeout(left.min(Duration::from_millis(100))) {
-            Ok((socket, header)) => streams.push(Stream {
-                socket,
-                header,
-                accepted: SystemTime::now(),
-            }),
+            Ok((socket, header)) => streams.push(Stream::new(socket, header)),
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
             Err(_) => break,
         }
@@ -380,6 +408,7 @@ fn run(
         acknowledge(s, o.handshake_timeout);
     }
     let echoed = echo_headers(streams, test, o.handshake_timeout);
+    let made = connections_made(legs);
     let paths = data_streams(legs, test)?;
     // Read now: once the client has gone, its connections may no longer say where they went.
     let ends = Ends {
@@ -396,6 +425,7 @@ fn run(
         client_ports: ends.client_ports.clone(),
         samples: vec![],
         frames: plan.frames,
+        made: made.clone(),
     });
     if let Some(l) = &live {
         shared.emit(l.so_far());
@@ -426,6 +456,7 @@ fn run(
     log.bytes_sent += echoed;
     let mut result = seen_here(&out, (plan, test), legs, &ends);
     result.frames = out.frames.clone();
+    made.put_into(&mut result);
     log.result = Some(Box::new(result));
     if let Some(cut) = hook.cut {
         return Err(cut);
@@ -434,6 +465,33 @@ fn run(
         Some(e) => Err(e),
         None => Ok(()),
     }
+}
+
+/// How each of the test's connections was made, by the client's port, read before its data flows:
+/// TCP_INFO's first figures, the descriptor and the interface (iperf 2's server prints them on
+/// its "connected with" lines).
+fn connections_made(legs: Legs) -> crate::host::Made {
+    let port = |s: &TcpStream| s.peer_addr().ok().map(|a| a.port());
+    let incoming = legs.incoming.iter().map(|s| (port(&s.socket), s.made.clone()));
+    let back = (legs.back.iter()).map(|s| {
+        (
+            port(s),
+            landspeed_core::endpoint::ConnectFacts {
+                back: true,
+                ..made(s)
+            },
+        )
+    });
+    let connections = incoming.chain(back).collect();
+    crate::host::Made {
+        connections,
+        client_software: client_software(&legs.incoming[0].header),
+    }
+}
+
+/// The client's software as iperf 2's header names it ("iperf 2 2.1.8 client").
+pub(super) fn client_software(h: &ClientHeader) -> String {
+    protocol(h).replace("iperf2", "iperf 2") + " client"
 }
 
 /// The client's port of each of the engine's streams, by stream number.
@@ -568,7 +626,7 @@ pub(super) fn inferred_client(
     (addresses, started): ((Option<SocketAddr>, Option<SocketAddr>), SystemTime),
 ) -> landspeed_core::result::RunResult {
     let client = EndpointReport {
-        software: protocol(header).replace("iperf2", "iperf 2") + " client",
+        software: client_software(header),
         streams: here.streams.iter().map(crate::dial::inferred).collect(),
         elapsed_s: here.elapsed_s,
         ..EndpointReport::default()

@@ -215,12 +215,14 @@ fn receive_logged(
     // Live only one way: both ways' intervals come at the end (their two clocks start apart).
     let mut context = super::server::iperf2_context((Some(local), Some(peer)), started, 1);
     context.scheduled_start_unix_s = scheduled;
+    let made = made_udp(sock, peer, header);
     counted.live = (shared.opts.live && !both).then(|| Live {
         spec: test.spec().clone(),
         context,
         client_ports: vec![Some(peer.port())],
         samples: vec![],
         frames: frames.is_some(),
+        made: made.clone(),
     });
     if let Some(l) = &counted.live {
         shared.emit(l.so_far());
@@ -255,6 +257,7 @@ fn receive_logged(
     let mut result = result(&counted, sent, (test, header), (local, peer), started);
     result.config.scheduled_start_unix_s = scheduled;
     result.frames = frames;
+    made.put_into(&mut result);
     log.result = Some(Box::new(result));
     shared.tests_done.fetch_add(1, Relaxed);
     shared.emit(crate::host::ServerEvent::Test(log));
@@ -262,6 +265,21 @@ fn receive_logged(
 
 /// What a test counts: its datagrams, with the frames' tally when the client sends frames and the
 /// transits binned when the server bins a trip-times client's; and the frames' own accounting.
+/// A UDP test's socket as iperf 2's server tells of it (its descriptor, the interface of its
+/// address), by the client's port, and the client's software.
+pub(super) fn made_udp(
+    sock: Option<&UdpSocket>,
+    peer: SocketAddr,
+    header: &ClientHeader,
+) -> crate::host::Made {
+    crate::host::Made {
+        connections: (super::client::udp_facts(sock.into_iter()).into_iter())
+            .map(|f| (Some(peer.port()), f))
+            .collect(),
+        client_software: super::server::client_software(header),
+    }
+}
+
 fn counting<'a>(
     test: &Test,
     header: &ClientHeader,
@@ -570,7 +588,7 @@ fn result(
         ..EndpointReport::default()
     };
     let mut client = EndpointReport {
-        software: super::server::protocol(header).replace("iperf2", "iperf 2") + " client",
+        software: super::server::client_software(header),
         streams: vec![StreamReport {
             bytes: r.bytes,
             // At least the highest numbered datagram was sent.

@@ -200,6 +200,10 @@ pub(super) fn client_header(spec: &TestSpec, port: u16) -> Result<ClientHeader, 
     let length = u32::try_from(spec.length_bytes).map_err(|_| not("so long a datagram"))?;
     let mut h = ClientHeader::for_udp_sender(port, length, spec.udp_stream_rate_bps() as u64, amount);
     h.threads = spec.streams;
+    // The type of service asked (`-S`), which iperf 2's server shows (`(tos rx=0x10)`).
+    if let Some(e) = h.extension.as_mut() {
+        e.tos = spec.tos.map_or(0, u16::from);
+    }
     Ok(h)
 }
 

@@ -48,6 +48,7 @@ pub(super) fn serve(
     log.protocol = format!("{} (UDP)", protocol(header));
     log.streams = 1;
     log.direction = Some(Direction::Reverse);
+    let made = super::udp::made_udp(Some(&sock), peer, header);
     let streams = [UdpStream::of_test(test, 0, Role::at_server, sock)];
     let live = shared.opts.live.then(|| crate::host::Live {
         spec: test.spec().clone(),
@@ -55,6 +56,7 @@ pub(super) fn serve(
         client_ports: vec![Some(peer.port())],
         samples: vec![],
         frames: false,
+        made,
     });
     if let Some(l) = &live {
         shared.emit(l.so_far());

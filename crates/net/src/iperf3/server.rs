@@ -165,6 +165,7 @@ fn serve(
         client_ports: client_ports(&streams),
         samples: vec![],
         frames: false,
+        made: Default::default(),
     });
     if let Some(l) = &live {
         shared.emit(l.so_far());

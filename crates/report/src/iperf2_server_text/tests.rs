@@ -392,7 +392,8 @@ fn tcp_enhanced_lines_of_what_the_server_sends_carry_its_writes() {
     // writes/errors, retries, cwnd/RTT and net power.
     let (r, st) = enhanced_tcp(Direction::Reverse, &[55724], &[&[6_553_600], &[13_107_200]]);
     let head = connected(&r, 1, &st);
-    assert!(head.contains(" (reverse) on "), "{head}");
+    // Not dated: 2.1.8 dates a connection it receives on only (checked again 2026-12-07).
+    assert!(head.contains(" (reverse)\n"), "{head}");
     assert!(head.ends_with("[ ID] Interval            Transfer    Bandwidth       Write/Err  Rtry     Cwnd/RTT(var)        NetPwr\n"), "{head}");
     assert_eq!(
         masked(&interval(&r, 0, 1, &st)),
@@ -595,4 +596,107 @@ fn a_joined_groups_head_is_iperf2s() {
     // -e: the read buffer's line between the join and the mode, as iperf 2.1.8's.
     let e = joined(&listening(true, 5001, Some(212_992), Some(1470)), g, None, None);
     assert!(e.contains("\nJoining multicast group  239.1.1.1\nRead buffer size: 1.44 KByte (Dist bin width= 183 Byte)\nServer set to"), "{e}");
+}
+
+/// How a connection was made, as the server keeps it.
+fn made(local: &str, back: bool) -> ConnectFacts {
+    ConnectFacts {
+        cwnd_mss_rtt: Some((320, 32768, 27)),
+        fd: Some(4),
+        interface: Some("lo".into()),
+        local: Some(local.into()),
+        back,
+        send_buffer_bytes: Some(16384),
+        ..ConnectFacts::default()
+    }
+}
+
+#[test]
+fn a_connections_marks_follow_iperf2s_order_and_e_adds_its_socket_interface_and_peer() {
+    // Captured from iperf 2.1.8's server (`iperf -s [-e]`, a 2.1.8 client with -S 0x10).
+    let mut r = build(&Built {
+        spec: TestSpec {
+            tos: Some(0x10),
+            ..spec(1, Direction::Forward, Transport::Tcp)
+        },
+        ports: &[45038],
+        cumulative: &[&[100]],
+        end_s: 1.0,
+        udp: None,
+    });
+    r.streams[0].connection = Some(made("127.0.0.1:5301", false));
+    r.local.software = "iperf 2 2.1.8 client".into();
+    let plain = connected(&r, 1, &style(false, None));
+    assert_eq!(
+        plain.lines().next(),
+        Some("[  1] local 127.0.0.1 port 5301 connected with 127.0.0.1 port 45038 (tos rx=0x10) (icwnd/mss/irtt=320/32768/27)")
+    );
+    let e = Iperf2Style {
+        enhanced: true,
+        ..style(false, None)
+    };
+    let line = connected(&r, 1, &e)
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    assert_eq!(
+        masked(&line),
+        masked("[  1] local 127.0.0.1%lo port 5301 connected with 127.0.0.1 port 45038 (sock=4) (tos rx=0x10) (peer 2.1.8) (icwnd/mss/irtt=320/32768/27) on 2026-12-07 01:52:29 (UTC)")
+    );
+}
+
+#[test]
+fn a_connection_back_gets_a_clients_head_its_own_port_a_star_and_reverse() {
+    // -d as iperf 2.1.8's server prints it: the client's connection, then its own back to -L.
+    let mut r = build(&Built {
+        spec: spec(1, Direction::Bidir, Transport::Tcp),
+        ports: &[58982, 5302],
+        cumulative: &[&[100, 200]],
+        end_s: 1.0,
+        udp: None,
+    });
+    r.streams[0].connection = Some(made("127.0.0.1:5301", false));
+    r.streams[1].connection = Some(made("127.0.0.1:40000", true));
+    let st = style(false, None);
+    let c = connected(&r, 1, &st);
+    let want = format!(
+        "[  1] local 127.0.0.1 port 5301 connected with 127.0.0.1 port 58982 (icwnd/mss/irtt=320/32768/27)\n{DASHES}\nClient connecting to 127.0.0.1, TCP port 5302\nTCP window size: 16.0 KByte (default)\n{DASHES}\n[ *2] local 127.0.0.1 port 40000 connected with 127.0.0.1 port 5302 (reverse) (icwnd/mss/irtt=320/32768/27)\n"
+    );
+    assert!(c.starts_with(&want), "{c}");
+    let tags: Vec<String> = totals(&r, 1, &st).lines().map(|l| l[..5].to_string()).collect();
+    assert_eq!(tags, ["[  1]", "[ *2]", "[SUM]"]);
+}
+
+#[test]
+fn full_duplex_sums_both_ways_once_as_iperf2_does() {
+    let r = build(&Built {
+        spec: spec(1, Direction::Bidir, Transport::Tcp),
+        ports: &[58966, 58966],
+        cumulative: &[&[600_000_000, 650_000_000], &[1_300_000_000, 1_400_000_000]],
+        end_s: 1.0,
+        udp: None,
+    });
+    // One connection: the [SUM] of both ways at the end when no interval was printed only.
+    let sum = totals(&r, 1, &style(false, None));
+    assert_eq!(
+        sum.lines().last(),
+        Some("[SUM] 0.0000-1.0000 sec  2.51 GBytes  21.6 Gbits/sec"),
+        "{sum}"
+    );
+    let two = build(&Built {
+        spec: spec(2, Direction::Bidir, Transport::Tcp),
+        ports: &[1, 2, 1, 2],
+        cumulative: &[&[1, 2, 3, 4], &[10, 20, 30, 40]],
+        end_s: 1.0,
+        udp: None,
+    });
+    // Two: in each interval too, all four streams summed.
+    let st = style(false, Some(0.5));
+    let sums: Vec<String> = interval(&two, 0, 1, &st)
+        .lines()
+        .filter(|l| l.starts_with("[SUM]"))
+        .map(String::from)
+        .collect();
+    assert_eq!(sums, ["[SUM] 0.0000-0.5000 sec  10.0 Bytes   160 bits/sec"]);
 }
