@@ -232,6 +232,18 @@ impl ClientHeader {
         h
     }
 
+    /// This UDP sender's header asking for trip times (`--trip-times`), as iperf 2.1.8 sends it:
+    /// UDPTESTS, the TRIPTIME bit, and the frame fields counted in its length (108 bytes, prefix
+    /// included), its start time following them in each datagram.
+    pub fn with_trip_times(mut self) -> ClientHeader {
+        let len = crate::isoch::MIN_DATAGRAM as u32;
+        self.flags = (self.flags & !flags::LEN_MASK) | flags::UDPTESTS | len << 1;
+        if let Some(e) = self.extension.as_mut() {
+            e.upper |= upper::TRIPTIME;
+        }
+        self
+    }
+
     /// The TCP test this header asks of the server, with `payload_key` for the server's own sending.
     pub fn tcp_plan(&self, payload_key: u64) -> Result<TcpPlan, Unserved> {
         let connect_back = self.dual().map(|dual| ConnectBack {

@@ -1390,17 +1390,16 @@ fn server_reports(streams: &[Numbered], st: &Iperf2Style) -> String {
             continue;
         }
         let _ = writeln!(t, "{} Server Report:", tag(n.number, false));
+        // The server's transit when its report carried it (its -e, or --trip-times), as 2.1.8's
+        // client prints it then.
+        let shown = Iperf2Style {
+            enhanced: n.s.udp.as_ref().is_some_and(|u| u.transit.is_some()),
+            ..st.clone()
+        };
         if k == 0 {
-            t += COLUMN_HEAD_UDP_RECEIVED;
+            t += column_head_udp_received(&shown);
         }
-        t += &received_total(
-            n.s,
-            (n.number, false),
-            &Iperf2Style {
-                enhanced: false,
-                ..st.clone()
-            },
-        );
+        t += &received_total(n.s, (n.number, false), &shown);
     }
     t
 }

@@ -485,11 +485,6 @@ fn refused(o: &Opts) -> Option<String> {
             "the client asks for them; the server answers them",
         ),
         (
-            o.trip_times && o.udp && o.isochronous.is_none(),
-            "-u --trip-times without --isochronous",
-            "over UDP it goes with --isochronous here (the server reads the frames' one-way latency)",
-        ),
-        (
             o.bounceback.is_some() && (o.udp || o.reverse || o.full_duplex || o.bytes.is_some()),
             "--bounceback with -u, -R, --full-duplex or -n",
             "a bounceback test is TCP connections each carrying both ways, for -t",
@@ -868,8 +863,9 @@ fn client(o: &Opts, host: &str) -> Result<bool> {
             return refuse(&e);
         }
     }
-    // --trip-times over TCP: the bursts stamped and timed (over UDP, --isochronous's above).
-    opts.trip_times |= o.trip_times && !o.udp;
+    // --trip-times: over TCP the bursts stamped and timed; over UDP the server reads each
+    // datagram's one-way latency (and with --isochronous each frame's, above).
+    opts.trip_times |= o.trip_times;
     opts.peer_detect = o.peer_detect;
     if let Some(v) = &o.txstart_time {
         match txstart_s(v, crate::common::unix_now_s()) {
@@ -1542,7 +1538,6 @@ mod tests {
             ("-c h -d --bounceback", "-r/-d with --bounceback"),
             ("-c h -L 6000", "-L without -r or -d"),
             ("-s -d", "-s with -r or -d"),
-            ("-c h -u --trip-times", "-u --trip-times without --isochronous"),
             ("-c h --bounceback -R", "--bounceback with -u, -R"),
             ("-c h --bounceback -y C", "--bounceback with -y C"),
             ("-c h -R --isochronous=60:1m,100k", "--isochronous with -R"),

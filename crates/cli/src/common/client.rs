@@ -49,10 +49,9 @@ pub fn check(opts: &ClientOptions) -> Result<()> {
 /// `--isochronous` (and `--trip-times`) on the intent: frames at their mean rate, in iperf 2's
 /// protocol only.
 fn frames(a: &RunArgs, said: &mut landspeed_core::intent::TestIntent) -> Result<()> {
-    let bulk_tcp = a.iperf2 && !a.test.udp;
-    if a.trip_times && a.bounceback.is_none() && a.isochronous.is_none() && !bulk_tcp {
+    if a.trip_times && a.bounceback.is_none() && a.isochronous.is_none() && !a.iperf2 {
         return Err(UsageError(
-            "--trip-times goes with --bounceback, --isochronous, or a TCP test with --iperf2 (its bursts timed one way)".into(),
+            "--trip-times goes with --bounceback, --isochronous, or a test with --iperf2 (TCP's bursts or UDP's datagrams timed one way)".into(),
         )
         .into());
     }

@@ -693,6 +693,10 @@ fn the_iperf_drop_in_prints_iperf2s_udp_client_lines() {
         "-R -y C -t 1 -i 0.5",
         "-R -e -t 1 -i 0.5",
         "-R -e -y C -t 1 -i 0.5",
+        // Trip times (session 24): the start time in each datagram, the server's extended
+        // report with its one-way latency printed as 2.1.8's client prints it.
+        "-t 1 --trip-times",
+        "-t 1 -i 0.5 --trip-times",
     ] {
         // A fresh iperf 2.1.8 UDP server for each client (see the test above); 1 Mbit/s each, so
         // the three clients run at once (but with -P).

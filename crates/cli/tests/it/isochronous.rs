@@ -414,8 +414,8 @@ fn what_an_isochronous_test_cannot_be_is_refused_in_one_line() {
         (&["--iperf2", "--isochronous", "-R"], "-R or --bidir"),
         (&["--iperf2", "--isochronous", "-b", "1m"], "a rate (-b) over TCP"),
         (
-            &["--iperf2", "-u", "--trip-times"],
-            "--trip-times goes with --bounceback, --isochronous, or a TCP test",
+            &["-u", "--trip-times"],
+            "--trip-times goes with --bounceback, --isochronous, or a test with --iperf2",
         ),
         (&["--iperf2", "-u", "--isochronous", "-R"], "-R or --bidir"),
         (

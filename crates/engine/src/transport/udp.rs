@@ -87,8 +87,18 @@ pub enum UdpFormat {
     Iperf2 {
         /// The client's header as it follows the 16-byte prefix.
         header: [u8; IPERF2_HEADER_BYTES],
+        /// With trip times (`--trip-times`), the client's start (Unix seconds, microseconds),
+        /// which iperf 2.1.8 writes after the header's 32 bytes of frame fields (zero without
+        /// frames) and a reserved word, at byte 112 of every datagram.
+        start: Option<(u32, u32)>,
     },
 }
+
+/// Where iperf 2's start time goes in a datagram that carries one (after the prefix, the header,
+/// the frame fields and a reserved word), and the bytes such a datagram needs.
+pub const IPERF2_START_AT: usize = 112;
+/// A datagram with iperf 2's start time is at least this long.
+pub const IPERF2_TIMED_BYTES: usize = IPERF2_START_AT + 8;
 
 /// The bytes of iperf 2's client header in each datagram (its version-1 part and extension).
 pub const IPERF2_HEADER_BYTES: usize = 60;
@@ -97,6 +107,7 @@ impl UdpFormat {
     /// Bytes before a datagram's payload.
     pub fn header_len(self) -> usize {
         match self {
+            UdpFormat::Iperf2 { start: Some(_), .. } => IPERF2_TIMED_BYTES,
             UdpFormat::Iperf2 { .. } => HEADER + IPERF2_HEADER_BYTES,
             _ => HEADER,
         }
@@ -155,9 +166,14 @@ fn write_header(f: UdpFormat, h: Header, buf: &mut [u8]) {
     match f {
         UdpFormat::Landspeed => h.write(buf),
         UdpFormat::Iperf3 { wide } => h.write_iperf3(buf, wide),
-        UdpFormat::Iperf2 { header } => {
+        UdpFormat::Iperf2 { header, start } => {
             iperf2_prefix(h.seq as i64 + 1, unix_ns(), buf);
             buf[HEADER..HEADER + IPERF2_HEADER_BYTES].copy_from_slice(&header);
+            if let Some((s, us)) = start.filter(|_| buf.len() >= IPERF2_TIMED_BYTES) {
+                buf[HEADER + IPERF2_HEADER_BYTES..IPERF2_START_AT].fill(0);
+                buf[IPERF2_START_AT..IPERF2_START_AT + 4].copy_from_slice(&s.to_be_bytes());
+                buf[IPERF2_START_AT + 4..IPERF2_TIMED_BYTES].copy_from_slice(&us.to_be_bytes());
+            }
         }
     }
 }

@@ -63,7 +63,7 @@ fn run(
     let header = client_header(&reverse, to.port())?;
     let streams = [UdpStream::of_test(&reverse, 0, Role::at_server, sock)];
     let started = SystemTime::now();
-    let format = UdpFormat::Iperf2 { header };
+    let format = UdpFormat::Iperf2 { header, start: None };
     let grace = super::udp_send::BACK_GRACE;
     let (out, cut) = super::udp_send::send(&streams, &reverse, (format, grace), (shared, None, None));
     let s = &out.streams[0];

@@ -135,7 +135,10 @@ impl Run<'_> {
     }
 
     fn measure(&self, data: &DataPaths, local: std::net::SocketAddr, hook: &mut Shown) -> EngineOutput {
-        let format = UdpFormat::Iperf2 { header: self.header };
+        let format = UdpFormat::Iperf2 {
+            header: self.header,
+            start: None,
+        };
         let (tx, rx) = std::sync::mpsc::channel::<Wake<()>>();
         crate::dial::measure(self.opts, self.sending, (data, format), local, (&tx, &rx), hook)
     }

@@ -30,7 +30,7 @@ pub(crate) fn run_udp(
     interrupt: &AtomicBool,
     on_event: &mut dyn FnMut(ClientEvent),
 ) -> Result<RunResult, ClientError> {
-    let header = udp_header(spec, opts.port)?;
+    let header = udp_header(spec, opts.port, opts.trip_times)?;
     // A scheduled start: the clock starts then, or now if it has passed.
     let started_unix_s = (unix_ns() as f64 / 1e9).max(opts.start_at_unix_s.unwrap_or(0.0));
     let sent = send_test(opts, spec, header, interrupt, on_event)?;
@@ -68,11 +68,20 @@ pub(super) fn send_test(
     let local = locals[0];
     let mut warnings = super::client::started_udp(on_event, (&locals, super::client::udp_facts(streams.iter().map(|s| &s.socket))), (addr, spec.total_streams()), Some("the server's side is iperf 2's report: its loss, out of order and jitter as iperf 2 counts them (docs/iperf2.md)"));
     if let Some(at) = opts.start_at_unix_s {
-        announce_start(streams.iter().map(|s| &s.socket), (spec, opts.port), at)?;
+        announce_start(
+            streams.iter().map(|s| &s.socket),
+            (spec, opts.port, opts.trip_times),
+            at,
+        )?;
         super::client::wait_until(at, interrupt);
     }
     let data = DataPaths::Udp(streams);
-    let format = UdpFormat::Iperf2 { header };
+    // --trip-times: the start time in each datagram (the clock's zero, as iperf 2's client's).
+    let start = opts.trip_times.then(|| {
+        let at = opts.start_at_unix_s.map_or(unix_ns(), |s| (s * 1e9) as u64);
+        ((at / 1_000_000_000) as u32, (at % 1_000_000_000 / 1000) as u32)
+    });
+    let format = UdpFormat::Iperf2 { header, start };
     let out = crate::dial::measure_quietly_as(opts, spec, (&data, format), local, interrupt, on_event);
     let DataPaths::Udp(streams) = &data else {
         unreachable!("built as UDP above")
@@ -111,10 +120,10 @@ pub(super) fn send_test(
 /// starts its clock there.
 fn announce_start<'a>(
     socks: impl Iterator<Item = &'a UdpSocket>,
-    (spec, port): (&TestSpec, u16),
+    (spec, port, trip_times): (&TestSpec, u16, bool),
     at_unix_s: f64,
 ) -> Result<(), ClientError> {
-    let mut h = client_header(spec, port)?;
+    let mut h = timed(client_header(spec, port)?, trip_times);
     if let Some(e) = h.extension.as_mut() {
         e.upper |= landspeed_iperf2::header::upper::EPOCH_START;
     }
@@ -162,16 +171,38 @@ pub(super) fn unix_ns() -> u64 {
 }
 
 /// The header every datagram of every stream carries.
-pub(super) fn udp_header(spec: &TestSpec, port: u16) -> Result<[u8; IPERF2_HEADER_BYTES], ClientError> {
+pub(super) fn udp_header(
+    spec: &TestSpec,
+    port: u16,
+    trip_times: bool,
+) -> Result<[u8; IPERF2_HEADER_BYTES], ClientError> {
     if spec.direction != Direction::Forward {
         return Err(ClientError::NotWithIperf2 {
             what: "UDP with --bidir from landspeed's client yet (iperf 2's --full-duplex)".into(),
         });
     }
-    let bytes = client_header(spec, port)?.encode();
+    let timed_min = landspeed_engine::transport::udp::IPERF2_TIMED_BYTES as u64;
+    if trip_times && spec.length_bytes < timed_min {
+        return Err(ClientError::NotWithIperf2 {
+            what: format!(
+                "{}-byte datagrams with --trip-times: iperf 2's carry the start time at byte 112 (-l {timed_min} or more)",
+                spec.length_bytes
+            ),
+        });
+    }
+    let bytes = timed(client_header(spec, port)?, trip_times).encode();
     let mut out = [0u8; IPERF2_HEADER_BYTES];
     out.copy_from_slice(&bytes[..IPERF2_HEADER_BYTES]);
     Ok(out)
+}
+
+/// `h` asking for trip times (`--trip-times`: the clocks are synchronized, so the server reads each
+/// datagram's one-way latency from its send time and reports it).
+fn timed(h: ClientHeader, trip_times: bool) -> ClientHeader {
+    match trip_times {
+        true => h.with_trip_times(),
+        false => h,
+    }
 }
 
 /// iperf 2.1.8's UDP client header for `spec` (its datagrams' length, its time or bytes, its rate)
@@ -314,6 +345,29 @@ fn server_side(here: &EndpointReport, reports: &[Option<ServerReport>]) -> Endpo
     }
 }
 
+/// The one-way transit a receiver's report carries when it says so (its extended flag: a server
+/// with `-e`, or a `--trip-times` client's): iperf 2.1.8's client prints it, its packets a second
+/// and count both the report's rate count (over a span it sends as 1 s).
+fn report_transit(r: &ServerReport) -> Option<landspeed_core::udp::TransitSummary> {
+    const EXTENDED: u32 = 0x4000_0000;
+    let t = &r.transit;
+    if r.flags & EXTENDED == 0 || t.count == 0 {
+        return None;
+    }
+    let stddev_us = match t.count {
+        0 | 1 => 0.0,
+        n => (t.m2_us2 / f64::from(n - 1)).sqrt(),
+    };
+    Some(landspeed_core::udp::TransitSummary {
+        datagrams: u64::from(r.rate_count),
+        mean_ms: t.sum.as_secs_f64() * 1e3 / f64::from(t.count),
+        min_ms: t.min.as_secs_f64() * 1e3,
+        max_ms: t.max.as_secs_f64() * 1e3,
+        stddev_ms: stddev_us / 1e3,
+        per_s: f64::from(r.rate_count) / f64::from(r.rate_span_s.max(1)),
+    })
+}
+
 /// A stream of `flow` as the receiver's report (`r`) tells it.
 pub(super) fn received(id: u32, flow: Flow, r: &ServerReport) -> StreamReport {
     let total = r.datagrams;
@@ -333,8 +387,7 @@ pub(super) fn received(id: u32, flow: Flow, r: &ServerReport) -> StreamReport {
         lost_in_receiver: None,
         lost_in_sender: None,
         ce_marked: None,
-        // The report's transit figures are not printed by iperf 2's client: not carried.
-        transit: None,
+        transit: report_transit(r),
     };
     StreamReport {
         bytes: r.bytes,
@@ -342,5 +395,49 @@ pub(super) fn received(id: u32, flow: Flow, r: &ServerReport) -> StreamReport {
         last_byte_s: Some(r.duration.as_secs_f64()),
         udp: Some(udp),
         ..StreamReport::empty(id, flow, Role::Receiver)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use landspeed_iperf2::report::Transit;
+
+    fn report(flags: u32, count: u32) -> ServerReport {
+        ServerReport {
+            flags,
+            bytes: 134_000,
+            duration: Duration::from_millis(1021),
+            lost: 0,
+            out_of_order: 0,
+            datagrams: 93,
+            jitter: Duration::from_micros(6),
+            transit: Transit {
+                min: Duration::from_micros(3),
+                max: Duration::from_micros(1005),
+                sum: Duration::from_micros(38 * 93),
+                mean: Duration::from_micros(38),
+                m2_us2: 102.0 * 102.0 * 92.0,
+                last_change_us: 0,
+                count,
+            },
+            rate_count: 91,
+            rate_span_s: 1,
+        }
+    }
+
+    #[test]
+    fn an_extended_report_carries_the_servers_transit_as_2_1_8s_client_reads_it() {
+        // iperf 2.1.8's server with --trip-times: "0.038/0.003/1.005/0.102 ms 91 pps 91/0(0)".
+        let t = report_transit(&report(0x4000_0000 | 0x8000_0000, 93)).expect("extended");
+        assert_eq!((t.datagrams, t.per_s), (91, 91.0));
+        assert!(
+            (t.mean_ms - 0.038).abs() < 1e-9 && (t.max_ms - 1.005).abs() < 1e-9,
+            "{t:?}"
+        );
+        assert!((t.stddev_ms - 0.102).abs() < 1e-9, "{t:?}");
+        // A plain report's transit (2.1.8 fills it in anyway) is not shown; nor one with none timed.
+        assert!(report_transit(&report(0x8000_0000, 93)).is_none());
+        assert!(report_transit(&report(0x4000_0000, 0)).is_none());
     }
 }

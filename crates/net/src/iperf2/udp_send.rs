@@ -84,7 +84,10 @@ pub(super) fn send_all(
     test: &Test,
     how: (&Shared, Option<crate::host::Live>, Option<&AtomicBool>),
 ) -> (EngineOutput, Option<String>) {
-    let format = UdpFormat::Iperf2 { header: digits() };
+    let format = UdpFormat::Iperf2 {
+        header: digits(),
+        start: None,
+    };
     let (out, cut) = send(streams, test, (format, std::time::Duration::ZERO), how);
     let s = &out.streams[0];
     end(
