@@ -1343,6 +1343,7 @@ pub fn assemble(inp: &Inputs) -> RunResult {
             cpus: ctx.cpus.clone(),
             bind: ctx.bind.clone(),
             scheduled_start_unix_s: ctx.scheduled_start_unix_s,
+            no_end_report: false,
         },
         payload,
         data_path: data_path(spec, inp),

@@ -314,6 +314,9 @@ pub struct ResolvedConfig {
     /// test's clock starts there, not when it connected.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scheduled_start_unix_s: Option<f64>,
+    /// The client asked for no report at the end (iperf 2's `--no-udp-fin`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_end_report: bool,
 }
 
 /// Totals for a direction (or for the whole test). Warm-up bytes (`-O`) are excluded from every figure

@@ -244,6 +244,16 @@ impl ClientHeader {
         self
     }
 
+    /// This UDP sender's header asking for no report at its end (`--no-udp-fin`), as iperf 2.1.8
+    /// sends it: UDPTESTS with the NOUDPFIN bit.
+    pub fn without_fin(mut self) -> ClientHeader {
+        self.flags |= flags::UDPTESTS;
+        if let Some(e) = self.extension.as_mut() {
+            e.upper |= upper::NOUDPFIN;
+        }
+        self
+    }
+
     /// The TCP test this header asks of the server, with `payload_key` for the server's own sending.
     pub fn tcp_plan(&self, payload_key: u64) -> Result<TcpPlan, Unserved> {
         let connect_back = self.dual().map(|dual| ConnectBack {

@@ -782,6 +782,8 @@ pub(crate) struct Live {
 pub(crate) struct Made {
     pub(crate) connections: Vec<(Option<u16>, landspeed_core::endpoint::ConnectFacts)>,
     pub(crate) client_software: String,
+    /// The client asked for no report at its end (iperf 2's `--no-udp-fin`).
+    pub(crate) no_end_report: bool,
 }
 
 impl Made {
@@ -796,6 +798,7 @@ impl Made {
         if r.local.software.is_empty() {
             r.local.software = self.client_software.clone();
         }
+        r.config.no_end_report |= self.no_end_report;
     }
 }
 

@@ -236,7 +236,7 @@ fn connection_line(r: &RunResult, c: &Conn, st: &Iperf2Style) -> String {
         Some(_) => " (epoch-start)",
         None => "",
     };
-    let fin = match is_udp(r) && !way.is_empty() {
+    let fin = match is_udp(r) && (!way.is_empty() || r.config.no_end_report) {
         true => " (no-udp-fin)",
         false => "",
     };

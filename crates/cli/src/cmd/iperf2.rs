@@ -84,6 +84,9 @@ pub(crate) struct Opts {
     pub(crate) listen_port: Option<u16>,
     #[arg(long = "trip-times")]
     pub(crate) trip_times: bool,
+    /// `--no-udp-fin`: a UDP client's streams end without the server's report.
+    #[arg(long = "no-udp-fin")]
+    pub(crate) no_udp_fin: bool,
     #[arg(long = "bounceback", num_args = 0..=1, default_missing_value = "", require_equals = true)]
     pub(crate) bounceback: Option<String>,
     #[arg(long = "bounceback-period")]
@@ -495,6 +498,16 @@ fn refused(o: &Opts) -> Option<String> {
             "iperf 2 prints no CSV for it either",
         ),
         (
+            o.no_udp_fin
+                && (!o.udp
+                    || o.reverse
+                    || o.full_duplex
+                    || another_test(o)
+                    || o.client.as_deref().is_some_and(super::iperf2_multicast::is_group)),
+            "--no-udp-fin without -u, or with -s, -R, --full-duplex, -r, -d, --isochronous or -c GROUP",
+            "it asks the server of a UDP client's own streams for no report at their end",
+        ),
+        (
             o.bandwidth.is_some() && o.isochronous.is_some(),
             "-b with --isochronous",
             "the frames' mean is their rate (iperf 2.1.8 refuses them together too)",
@@ -867,6 +880,7 @@ fn client(o: &Opts, host: &str) -> Result<bool> {
     // datagram's one-way latency (and with --isochronous each frame's, above).
     opts.trip_times |= o.trip_times;
     opts.peer_detect = o.peer_detect;
+    opts.no_udp_fin = o.no_udp_fin;
     if let Some(v) = &o.txstart_time {
         match txstart_s(v, crate::common::unix_now_s()) {
             Ok(at) => opts.start_at_unix_s = Some(at),
@@ -911,6 +925,13 @@ fn client(o: &Opts, host: &str) -> Result<bool> {
             ..shown.clone()
         };
         live.mark = iperf2_text::trips_mark(&marked);
+    }
+    // iperf 2's order: no report asked, then trip times.
+    if o.no_udp_fin {
+        live.mark = match live.mark {
+            " (trip-times)" => " (no-udp-fin) (trip-times)",
+            _ => " (no-udp-fin)",
+        };
     }
     match landspeed_net::run_iperf2_client(&opts, &interrupt, &mut |ev| live.event(ev)) {
         Ok(r) if o.udp && o.full_duplex => {
@@ -1436,6 +1457,15 @@ mod tests {
             .join(" ");
         assert!(a.contains("-b 800000"), "{a}");
         assert!(refused(&opts("-c h -b 100pps").unwrap()).is_some_and(|w| w.contains("pps")));
+        for line in [
+            "-c h --no-udp-fin",
+            "-c h -u -R --no-udp-fin",
+            "-s -u --no-udp-fin",
+        ] {
+            let why = refused(&opts(line).unwrap()).unwrap_or_default();
+            assert!(why.contains("--no-udp-fin without -u"), "{line}: {why}");
+        }
+        assert!(refused(&opts("-c h -u --no-udp-fin").unwrap()).is_none());
         let both = refused(&opts("-c h -u -b 1m --isochronous=60:1m,0.1m").unwrap());
         assert!(both.is_some_and(|w| w.contains("-b with --isochronous")));
     }

@@ -236,6 +236,8 @@ const MATRIX: &[(&str, &str)] = &[
     // A full-duplex test's one [SUM] of both ways: with one connection and no -i, with two.
     ("", "-t 1 --full-duplex"),
     ("-e", "-t 1 -P 2 --full-duplex -b 50M"),
+    // A UDP client that asks for no report: its connection marked so.
+    ("-u", "-u -t 1 --no-udp-fin"),
     ("-u -e -x c", "-u -t 1"),
     ("-x D", "-t 1"),
 ];

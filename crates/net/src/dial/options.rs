@@ -63,6 +63,10 @@ pub struct ClientOptions {
     /// iperf 2's `-X` (a TCP test against an iperf 2 server): the header asks for the server's
     /// header ack (`V2PEERDETECT`), which each stream reads before its data.
     pub peer_detect: bool,
+    /// iperf 2's `--no-udp-fin` (a UDP test against an iperf 2 server): the header asks for no
+    /// report at the end; each stream sends one end and waits for nothing (the server's side of
+    /// the result stays unknown).
+    pub no_udp_fin: bool,
     /// TCP receivers count their reads by size in eight bins of an eighth of this (the `iperf`
     /// drop-in's `-e`: iperf 2's `Reads=Dist`); None: not counted.
     pub read_bins: Option<usize>,
@@ -123,6 +127,7 @@ impl ClientOptions {
             trip_times: false,
             start_at_unix_s: None,
             peer_detect: false,
+            no_udp_fin: false,
             read_bins: None,
             connect_back: None,
             latency: None,

@@ -486,6 +486,7 @@ fn connections_made(legs: Legs) -> crate::host::Made {
     crate::host::Made {
         connections,
         client_software: client_software(&legs.incoming[0].header),
+        no_end_report: false,
     }
 }
 

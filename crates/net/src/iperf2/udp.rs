@@ -277,6 +277,7 @@ pub(super) fn made_udp(
             .map(|f| (Some(peer.port()), f))
             .collect(),
         client_software: super::server::client_software(header),
+        no_end_report: header.has(landspeed_iperf2::header::upper::NOUDPFIN),
     }
 }
 

@@ -30,7 +30,7 @@ pub(crate) fn run_udp(
     interrupt: &AtomicBool,
     on_event: &mut dyn FnMut(ClientEvent),
 ) -> Result<RunResult, ClientError> {
-    let header = udp_header(spec, opts.port, opts.trip_times)?;
+    let header = udp_header(spec, opts.port, (opts.trip_times, opts.no_udp_fin))?;
     // A scheduled start: the clock starts then, or now if it has passed.
     let started_unix_s = (unix_ns() as f64 / 1e9).max(opts.start_at_unix_s.unwrap_or(0.0));
     let sent = send_test(opts, spec, header, interrupt, on_event)?;
@@ -89,15 +89,24 @@ pub(super) fn send_test(
     let here_streams = out.report(opts.cpus.clone(), vec![]).streams;
     // The end's number follows every number used, those of sends the kernel refused too.
     let used: Vec<u64> = here_streams.iter().map(|r| r.calls + r.send_errors).collect();
-    let reports: Vec<Option<ServerReport>> = end_all(
-        streams.iter().map(|s| &s.socket),
-        (&header, spec.length_bytes as usize),
-        &used,
-    )
-    .into_iter()
-    .map(|r| r.map(|(r, _)| r))
-    .collect();
-    for (id, r) in reports.iter().enumerate() {
+    let socks = streams.iter().map(|s| &s.socket);
+    let reports: Vec<Option<ServerReport>> = match opts.no_udp_fin {
+        // --no-udp-fin: one end each, as iperf 2.1.8's client sends it, and no report awaited.
+        true => {
+            socks
+                .zip(&used)
+                .for_each(|(s, &n)| end_once(s, &header, spec.length_bytes as usize, n));
+            vec![None; used.len()]
+        }
+        false => end_all(socks, (&header, spec.length_bytes as usize), &used)
+            .into_iter()
+            .map(|r| r.map(|(r, _)| r))
+            .collect(),
+    };
+    if opts.no_udp_fin {
+        warnings.push("--no-udp-fin: the server was asked for no report; its side is unknown".into());
+    }
+    for (id, r) in reports.iter().enumerate().filter(|_| !opts.no_udp_fin) {
         if r.is_none() {
             warnings.push(format!(
                 "stream {id}: no report from the server after {ENDS} ends"
@@ -174,7 +183,7 @@ pub(super) fn unix_ns() -> u64 {
 pub(super) fn udp_header(
     spec: &TestSpec,
     port: u16,
-    trip_times: bool,
+    (trip_times, no_fin): (bool, bool),
 ) -> Result<[u8; IPERF2_HEADER_BYTES], ClientError> {
     if spec.direction != Direction::Forward {
         return Err(ClientError::NotWithIperf2 {
@@ -190,7 +199,11 @@ pub(super) fn udp_header(
             ),
         });
     }
-    let bytes = timed(client_header(spec, port)?, trip_times).encode();
+    let mut h = timed(client_header(spec, port)?, trip_times);
+    if no_fin {
+        h = h.without_fin();
+    }
+    let bytes = h.encode();
     let mut out = [0u8; IPERF2_HEADER_BYTES];
     out.copy_from_slice(&bytes[..IPERF2_HEADER_BYTES]);
     Ok(out)
@@ -274,6 +287,15 @@ pub(super) fn end_all<'a>(
             .collect();
         ending.into_iter().map(|h| h.join().ok().flatten()).collect()
     })
+}
+
+/// One end of a stream (the datagram numbered after the `sent` ones, negated), nothing awaited.
+fn end_once(sock: &UdpSocket, header: &[u8], length: usize, sent: u64) {
+    let mut fin = vec![0u8; length];
+    let prefix = landspeed_iperf2::udp::PREFIX_BYTES;
+    fin[prefix..prefix + header.len()].copy_from_slice(header);
+    iperf2_prefix(-(sent as i64 + 1), unix_ns(), &mut fin);
+    let _ = sock.send(&fin);
 }
 
 /// [`end`], with the receiver's frame counts when the server is landspeed's and the test one of
