@@ -865,6 +865,21 @@ pub(crate) fn client_options(o: &Opts, host: &str) -> Result<landspeed_net::Clie
     crate::common::client::options_from_args(&plain)
 }
 
+/// A UDP test's connection marks after the direction's, in iperf 2's order: no report asked
+/// (`--no-udp-fin`), then the frames' `(isoch)` and `(trip-times)` (over UDP trip times mark the
+/// connection too).
+fn udp_mark(shown: &landspeed_core::config::TestSpec, trip_times: bool, no_fin: bool) -> &'static str {
+    let timed = landspeed_core::config::TestSpec {
+        trip_times,
+        ..shown.clone()
+    };
+    match (no_fin, iperf2_text::trips_mark(&timed)) {
+        (true, " (trip-times)") => " (no-udp-fin) (trip-times)",
+        (true, _) => " (no-udp-fin)",
+        (false, mark) => mark,
+    }
+}
+
 /// The client: one test, printed as iperf 2 prints it.
 fn client(o: &Opts, host: &str) -> Result<bool> {
     let mut opts = match client_options(o, host) {
@@ -918,20 +933,8 @@ fn client(o: &Opts, host: &str) -> Result<bool> {
     let interrupt = crate::common::client::interrupt_flag()?;
     let mut live = Live::new(&style, &shown);
     live.start_at = opts.start_at_unix_s;
-    // Over UDP the frames' --trip-times marks the connection too (its timing is the frames').
-    if o.udp && opts.trip_times {
-        let marked = landspeed_core::config::TestSpec {
-            trip_times: true,
-            ..shown.clone()
-        };
-        live.mark = iperf2_text::trips_mark(&marked);
-    }
-    // iperf 2's order: no report asked, then trip times.
-    if o.no_udp_fin {
-        live.mark = match live.mark {
-            " (trip-times)" => " (no-udp-fin) (trip-times)",
-            _ => " (no-udp-fin)",
-        };
+    if o.udp {
+        live.mark = udp_mark(&shown, opts.trip_times, o.no_udp_fin);
     }
     match landspeed_net::run_iperf2_client(&opts, &interrupt, &mut |ev| live.event(ev)) {
         Ok(r) if o.udp && o.full_duplex => {
