@@ -467,7 +467,7 @@ struct FullDuplexTcp {
 impl FullDuplexTcp {
     fn new(r: &RunResult, st: &Iperf2Style, heads: bool) -> FullDuplexTcp {
         FullDuplexTcp {
-            on: st.enhanced && !st.csv && !is_udp(r) && r.config.spec.direction == Direction::Bidir,
+            on: st.enhanced && !st.csv && tcp_full_duplex(r),
             heads,
             sent_head: false,
             fd_head: false,

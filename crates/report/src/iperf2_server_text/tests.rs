@@ -199,27 +199,32 @@ fn without_an_interval_only_the_totals_are_printed_and_a_last_sliver_never() {
     assert_eq!(printed(&r, &style(false, Some(0.5))), [0, 1]);
 }
 
-#[test]
-fn full_duplex_shares_a_number_and_marks_what_the_server_sent() {
-    let r = build(&Built {
+/// A full-duplex TCP test over one connection: 1.3 GB in, 1.4 GB out in two intervals.
+fn full_duplex_one() -> RunResult {
+    build(&Built {
         spec: spec(1, Direction::Bidir, Transport::Tcp),
         ports: &[58966, 58966],
         cumulative: &[&[600_000_000, 650_000_000], &[1_300_000_000, 1_400_000_000]],
         end_s: 1.0,
         udp: None,
-    });
+    })
+}
+
+/// Each line's tag (`[  1]`, `[ *1]`, `[SUM]`).
+fn tags(text: &str) -> Vec<String> {
+    text.lines().map(|l| l[..5].to_string()).collect()
+}
+
+#[test]
+fn full_duplex_shares_a_number_and_marks_what_the_server_sent() {
+    let r = full_duplex_one();
     let st = style(false, Some(0.5));
     assert_eq!(
         connected(&r, 1, &st).lines().next(),
         Some("[  1] local 127.0.0.1 port 5301 connected with 127.0.0.1 port 58966 (full-duplex)")
     );
-    let tags: Vec<String> = interval(&r, 0, 1, &st)
-        .lines()
-        .map(|l| l[..5].to_string())
-        .collect();
-    assert_eq!(tags, ["[  1]", "[ *1]"]);
-    let tags: Vec<String> = totals(&r, 1, &st).lines().map(|l| l[..5].to_string()).collect();
-    assert_eq!(tags, ["[  1]", "[ *1]"]);
+    assert_eq!(tags(&interval(&r, 0, 1, &st)), ["[  1]", "[ *1]"]);
+    assert_eq!(tags(&totals(&r, 1, &st)), ["[  1]", "[ *1]"]);
 }
 
 #[test]
@@ -664,19 +669,12 @@ fn a_connection_back_gets_a_clients_head_its_own_port_a_star_and_reverse() {
         "[  1] local 127.0.0.1 port 5301 connected with 127.0.0.1 port 58982 (icwnd/mss/irtt=320/32768/27)\n{DASHES}\nClient connecting to 127.0.0.1, TCP port 5302\nTCP window size: 16.0 KByte (default)\n{DASHES}\n[ *2] local 127.0.0.1 port 40000 connected with 127.0.0.1 port 5302 (reverse) (icwnd/mss/irtt=320/32768/27)\n"
     );
     assert!(c.starts_with(&want), "{c}");
-    let tags: Vec<String> = totals(&r, 1, &st).lines().map(|l| l[..5].to_string()).collect();
-    assert_eq!(tags, ["[  1]", "[ *2]", "[SUM]"]);
+    assert_eq!(tags(&totals(&r, 1, &st)), ["[  1]", "[ *2]", "[SUM]"]);
 }
 
 #[test]
 fn full_duplex_sums_both_ways_once_as_iperf2_does() {
-    let r = build(&Built {
-        spec: spec(1, Direction::Bidir, Transport::Tcp),
-        ports: &[58966, 58966],
-        cumulative: &[&[600_000_000, 650_000_000], &[1_300_000_000, 1_400_000_000]],
-        end_s: 1.0,
-        udp: None,
-    });
+    let r = full_duplex_one();
     // One connection: the [SUM] of both ways at the end when no interval was printed only.
     let sum = totals(&r, 1, &style(false, None));
     assert_eq!(
