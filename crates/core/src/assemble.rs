@@ -1344,6 +1344,7 @@ pub fn assemble(inp: &Inputs) -> RunResult {
             bind: ctx.bind.clone(),
             scheduled_start_unix_s: ctx.scheduled_start_unix_s,
             no_end_report: false,
+            bounceback: None,
         },
         payload,
         data_path: data_path(spec, inp),

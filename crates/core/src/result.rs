@@ -68,9 +68,10 @@ pub struct RunResult {
     /// metadata and the server's measurement messages as the protocol carried them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ndt7: Option<Ndt7Record>,
-    /// A request/response test's transactions (`run --iperf2 --bounceback`, and a server's record of
-    /// the bounceback tests it answered): their rate and latency distribution
-    /// (docs/request-response.md).
+    /// A request/response test's transactions as its client measured them (`run --rr`, `run --iperf2
+    /// --bounceback`): their rate and latency distribution (docs/request-response.md). A server's
+    /// record of an iperf 2 bounceback test has none (the latencies are the client's):
+    /// `config.bounceback` says what was asked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transactions: Option<crate::transactions::TransactionsReport>,
     /// Isochronous frames (`--isochronous`, and a server's record of an iperf 2 client's): whole,
@@ -317,6 +318,10 @@ pub struct ResolvedConfig {
     /// The client asked for no report at the end (iperf 2's `--no-udp-fin`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub no_end_report: bool,
+    /// An iperf 2 bounceback test: what its client's request header asked of the server (the
+    /// request's size, the hold before each answer, quick acks). Absent for every other test.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bounceback: Option<crate::transactions::BounceAsked>,
 }
 
 /// Totals for a direction (or for the whole test). Warm-up bytes (`-O`) are excluded from every figure

@@ -63,6 +63,20 @@ impl TransactionShape {
     }
 }
 
+/// What an iperf 2 bounceback client asked of its server in its request header: each request's
+/// size (the answer is as long), how long the server holds a request before answering, and
+/// whether it acknowledges at once (TCP_QUICKACK) rather than with its answer.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BounceAsked {
+    /// Bytes of each request, its header included.
+    pub request_bytes: u32,
+    /// Microseconds the server holds each request before answering.
+    pub hold_us: u32,
+    /// The server acknowledges each request at once (iperf 2's default; off with
+    /// `--bounceback-no-quickack`).
+    pub quickack: bool,
+}
+
 /// One transaction test's figures.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct TransactionsReport {

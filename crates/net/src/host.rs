@@ -784,6 +784,8 @@ pub(crate) struct Made {
     pub(crate) client_software: String,
     /// The client asked for no report at its end (iperf 2's `--no-udp-fin`).
     pub(crate) no_end_report: bool,
+    /// What an iperf 2 bounceback client's header asked (`config.bounceback`).
+    pub(crate) bounceback: Option<landspeed_core::transactions::BounceAsked>,
 }
 
 impl Made {
@@ -799,6 +801,7 @@ impl Made {
             r.local.software = self.client_software.clone();
         }
         r.config.no_end_report |= self.no_end_report;
+        r.config.bounceback = r.config.bounceback.or(self.bounceback);
     }
 }
 

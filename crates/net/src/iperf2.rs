@@ -7,6 +7,7 @@
 
 mod back_client;
 pub(crate) mod bounce_client;
+mod bounce_record;
 pub(crate) mod bounce_server;
 pub(crate) mod client;
 mod connect_back;

@@ -159,6 +159,41 @@ fn is_udp(r: &RunResult) -> bool {
     r.config.spec.transport == Transport::Udp
 }
 
+/// An iperf 2 bounceback test (its requests and answers on one connection, counted as one).
+fn bounce(r: &RunResult) -> bool {
+    r.config.bounceback.is_some()
+}
+
+/// A bounceback test's line of `bytes` (its requests and answers) over `span`, as iperf 2.1.8's
+/// server prints it: the plain columns, or CSV.
+fn bounce_line(
+    r: &RunResult,
+    c: &Conn,
+    (span, stamp): ((f64, f64), f64),
+    bytes: u64,
+    st: &Iperf2Style,
+) -> String {
+    match st.csv {
+        true => csv_line(
+            &ends(r, c.client_port),
+            (c.number, true),
+            (stamp, span.0, span.1),
+            bytes,
+            st,
+        ),
+        false => format!("{} {}\n", tag(c, true), columns(span.0, span.1, bytes, st)),
+    }
+}
+
+/// The bounceback's mark on its connection line: its request size and hold, and quick acks.
+fn bounce_mark(r: &RunResult) -> String {
+    let Some(b) = r.config.bounceback else {
+        return String::new();
+    };
+    let quick = if b.quickack { " w/quickack" } else { "" };
+    format!(" (bb{quick} len/hold={}/{})", b.request_bytes, b.hold_us)
+}
+
 /// The server's end and the client's, at `port` (the client's port of a connection).
 fn ends(r: &RunResult, client_port: Option<u16>) -> Ends {
     let server = host_port(&r.config.remote_address);
@@ -208,6 +243,7 @@ pub fn connected(r: &RunResult, first: u32, st: &Iperf2Style) -> String {
     }
     let received_udp = is_udp(r) && r.config.spec.direction != Direction::Reverse;
     t + match (received_udp, is_udp(r) && st.enhanced) {
+        _ if bounce(r) => PLAIN_HEAD,
         (true, _) if timed_frames(r) => ISOCH_TRIPS_HEAD,
         (true, _) => column_head_udp_received(st),
         (false, true) => column_head_udp(st, false),
@@ -227,6 +263,7 @@ fn connection_line(r: &RunResult, c: &Conn, st: &Iperf2Style) -> String {
     let (sip, sport) = made.and_then(|f| f.local.as_deref()).map_or(e.local, host_port);
     let (cip, cport) = &e.remote;
     let way = match (c.received.is_some(), c.sent.is_some(), r.config.spec.direction) {
+        _ if bounce(r) => "",
         (true, true, _) => " (full-duplex)",
         (false, true, Direction::Reverse) => " (reverse)",
         (false, true, _) if back(c).is_some() => " (reverse)",
@@ -240,11 +277,12 @@ fn connection_line(r: &RunResult, c: &Conn, st: &Iperf2Style) -> String {
         true => " (no-udp-fin)",
         false => "",
     };
-    let trips = match r.config.spec.trip_times && c.received.is_some() && c.sent.is_none() {
+    let trips = match r.config.spec.trip_times && c.received.is_some() && (c.sent.is_none() || bounce(r)) {
         true => " (trip-times)",
         false => "",
     };
     let facts = how_made(r, made, way, st.enhanced);
+    let bb = bounce_mark(r);
     let isoch = match r.frames.is_some() && c.received.is_some() {
         true => " (isoch)",
         false => "",
@@ -259,7 +297,7 @@ fn connection_line(r: &RunResult, c: &Conn, st: &Iperf2Style) -> String {
         _ => String::new(),
     };
     format!(
-        "{} local {sip}{dev} port {sport} connected with {cip} port {cport}{isoch}{way}{epoch}{fin}{trips}{facts}{when}\n",
+        "{} local {sip}{dev} port {sport} connected with {cip} port {cport}{isoch}{way}{epoch}{bb}{fin}{trips}{facts}{when}\n",
         tag(c, c.received.is_some())
     )
 }
@@ -272,8 +310,10 @@ fn how_made(r: &RunResult, made: Option<&ConnectFacts>, way: &str, enhanced: boo
     if let Some(fd) = made.and_then(|f| f.fd).filter(|_| enhanced) {
         let _ = write!(t, " (sock={fd})");
     }
-    // A server's TOS is "rx" but on a full-duplex connection (2.1.8's `isReverse` is its client's).
+    // A server's TOS is "rx" but on a full-duplex or bounceback connection (2.1.8's `isReverse`
+    // is its client's).
     let direction = match way {
+        _ if bounce(r) => Direction::Bidir,
         " (full-duplex)" => Direction::Bidir,
         _ => Direction::Forward,
     };
@@ -363,7 +403,7 @@ fn timed(r: &RunResult) -> bool {
 /// `-e`'s lines whether or not it was given `-e`.
 fn effective(r: &RunResult, st: &Iperf2Style) -> Iperf2Style {
     Iperf2Style {
-        enhanced: st.enhanced || r.config.spec.trip_times,
+        enhanced: st.enhanced || (r.config.spec.trip_times && r.config.bounceback.is_none()),
         ..*st
     }
 }
@@ -604,6 +644,18 @@ pub fn interval(r: &RunResult, k: usize, first: u32, asked: &Iperf2Style) -> Str
     let mut t = String::new();
     let mut sums = [(0u64, 0usize, None); 2];
     let stamp = r.started_unix_s + i.end_s;
+    if bounce(r) {
+        let span = ((i.start_s, i.end_s), stamp);
+        for c in connections(r, first) {
+            let bytes = [find(c.received), find(c.sent)]
+                .iter()
+                .flatten()
+                .map(|s| s.bytes)
+                .sum();
+            t += &bounce_line(r, &c, span, bytes, st);
+        }
+        return t;
+    }
     let mut fd = FullDuplexTcp::new(r, st, printed(r, st).first() == Some(&k));
     for c in connections(r, first) {
         for (received, s) in [(true, find(c.received)), (false, find(c.sent))] {
@@ -724,6 +776,9 @@ pub fn totals(r: &RunResult, first: u32, asked: &Iperf2Style) -> String {
     let mut t = String::new();
     let mut sums = [(0u64, 0f64, 0usize); 2];
     let udp_both = is_udp(r) && r.config.spec.direction == Direction::Bidir;
+    if bounce(r) {
+        return bounce_totals(r, first, st);
+    }
     let mut fd = FullDuplexTcp::new(r, st, printed(r, st).is_empty());
     for c in connections(r, first) {
         let mut both = (0, 0.0f64);
@@ -767,6 +822,23 @@ pub fn totals(r: &RunResult, first: u32, asked: &Iperf2Style) -> String {
             t += sum_head(r, asked, printed(r, st).is_empty());
             let _ = writeln!(t, "[SUM] {}{more}", columns(0.0, secs, bytes, st));
         }
+    }
+    t
+}
+
+/// A bounceback test's last line: its requests and answers over its whole span.
+fn bounce_totals(r: &RunResult, first: u32, st: &Iperf2Style) -> String {
+    let mut t = String::new();
+    for c in connections(r, first) {
+        let each = [(c.received, true), (c.sent, false)];
+        let (bytes, secs) = each
+            .iter()
+            .fold((0, 0.0f64), |(b, d), (s, received)| match (s, received) {
+                (Some(s), true) => (b + s.bytes_received, d.max(s.duration_s)),
+                (Some(s), false) => (b + s.bytes_sent, d.max(s.sender_elapsed_s)),
+                (None, _) => (b, d),
+            });
+        t += &bounce_line(r, &c, ((0.0, secs), r.started_unix_s + secs), bytes, st);
     }
     t
 }

@@ -240,6 +240,13 @@ const MATRIX: &[(&str, &str)] = &[
     ("-u", "-u -t 1 --no-udp-fin"),
     ("-u -e -x c", "-u -t 1"),
     ("-x D", "-t 1"),
+    // A bounceback client (session 25: the drop-in printed nothing for one): its connection marked
+    // with what its header asked, the requests and answers counted as one, each interval.
+    (
+        "-e",
+        "-t 1 --bounceback -S 0x10 --trip-times --bounceback-no-quickack --bounceback-hold 2 -l 200",
+    ),
+    ("-i 0.5", "-t 1.2 --bounceback=3 --bounceback-period 0.2"),
 ];
 
 /// What `PROGRAM -s SERVER_ARGS` printed for one iperf 2.1.8 client with `CLIENT_ARGS`.

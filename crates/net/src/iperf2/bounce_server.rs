@@ -8,6 +8,7 @@
 //! timeout or reaches the server's longest test. The log counts transactions as bytes both ways, as
 //! iperf 2's server does; the latencies are the client's to measure.
 
+use super::bounce_record as record;
 use super::server::refused_keyed;
 use crate::host::{RefusalKind, Shared, TestLog};
 use landspeed_core::config::Direction;
@@ -76,34 +77,103 @@ pub(crate) fn arrival(
 }
 
 impl Bouncing {
-    /// Answers requests until the test ends, then logs it.
+    /// Answers requests until the test ends, then logs it with its result.
     pub(crate) fn serve(self, shared: &Arc<Shared>) {
         let mut log = TestLog::new(self.peer, "iperf2 bounceback");
         log.streams = 1;
         log.direction = Some(Direction::Bidir);
-        let started = Instant::now();
-        let answered = answer_all(&self, shared);
-        let size = u64::from(self.first.size);
-        log.bytes_received = answered.requests * size;
-        log.bytes_sent = answered.answers * size;
-        log.duration_s = started.elapsed().as_secs_f64();
-        log.error = answered.error;
+        if self.first.has(bbflags::TOS) {
+            let tos = Some(self.first.tos as u8);
+            let _ = landspeed_engine::sockopt::set_tos(&socket2::SockRef::from(&self.socket), tos);
+        }
+        let mut rec = Recorder::new(&self, shared);
+        let error = answer_all(&self, shared, &mut rec);
+        let elapsed_s = rec.now_s();
+        rec.tally.end(elapsed_s);
+        (log.bytes_received, log.bytes_sent) = rec.tally.bytes();
+        log.duration_s = elapsed_s;
+        let result = record::result(
+            (&rec.spec, rec.context),
+            (&rec.tally, elapsed_s),
+            Some(self.peer.port()),
+            (&rec.made, error.clone()),
+        );
+        log.result = Some(Box::new(result));
+        log.error = error;
         shared.tests_done.fetch_add(1, Relaxed);
         shared.emit(crate::host::ServerEvent::Test(log));
     }
 }
 
-/// What a bounceback test came to at the server.
-#[derive(Default)]
-struct Answered {
-    requests: u64,
-    answers: u64,
-    error: Option<String>,
+/// The test's record as it runs: its bytes each way on its clock, sampled at the server's interval
+/// (iperf 2's server `-i`, else the spec's), each sample shown to a live view.
+struct Recorder<'a> {
+    started: Instant,
+    tally: record::Tally,
+    spec: landspeed_core::config::TestSpec,
+    context: landspeed_core::assemble::RunContext,
+    made: crate::host::Made,
+    live: Option<crate::host::Live>,
+    shared: &'a Shared,
 }
 
-/// The answering loop: the first request's rest, then request after request.
-fn answer_all(b: &Bouncing, shared: &Shared) -> Answered {
-    let mut out = Answered::default();
+impl<'a> Recorder<'a> {
+    /// The record of `b`'s test starting now, its first header counted as read.
+    fn new(b: &Bouncing, shared: &'a Shared) -> Recorder<'a> {
+        let o = &shared.opts;
+        let every = (o.iperf2_interval).unwrap_or(landspeed_core::config::TestSpec::default().interval_s);
+        let spec = record::spec(&b.first, every);
+        let context = record::context(&b.socket, SystemTime::now());
+        let port = Some(b.peer.port());
+        let made = record::made(port, super::server::made(&b.socket), &b.first);
+        let live = o.live.then(|| record::live(&spec, &context, port, &made));
+        if let Some(l) = &live {
+            shared.emit(l.so_far());
+        }
+        let mut rec = Recorder {
+            started: Instant::now(),
+            tally: record::Tally::new(every),
+            spec,
+            context,
+            made,
+            live,
+            shared,
+        };
+        rec.tally.read(0.0, bb::HEADER_BYTES);
+        rec
+    }
+
+    fn now_s(&self) -> f64 {
+        self.started.elapsed().as_secs_f64()
+    }
+
+    fn read(&mut self, n: usize) {
+        let closed = self.tally.read(self.now_s(), n);
+        self.show(closed);
+    }
+
+    fn wrote(&mut self, n: usize) {
+        let closed = self.tally.wrote(self.now_s(), n);
+        self.show(closed);
+    }
+
+    /// A wait for the client woke: the intervals that ended meanwhile close.
+    fn waited(&mut self) {
+        let closed = self.tally.close_until(self.now_s());
+        self.show(closed);
+    }
+
+    fn show(&mut self, closed: bool) {
+        if let Some(l) = self.live.as_mut().filter(|_| closed) {
+            l.samples.clone_from(&self.tally.samples);
+            self.shared.emit(l.so_far());
+        }
+    }
+}
+
+/// The answering loop: the first request's rest, then request after request; the error that ended
+/// it, if one did.
+fn answer_all(b: &Bouncing, shared: &Shared, rec: &mut Recorder) -> Option<String> {
     let o = &shared.opts;
     let deadline = o
         .limits
@@ -123,23 +193,18 @@ fn answer_all(b: &Bouncing, shared: &Shared) -> Answered {
     buf[..bb::HEADER_BYTES].copy_from_slice(&b.header);
     let mut have = bb::HEADER_BYTES;
     loop {
-        match read_whole(socket, &mut buf, have, &mut ends) {
+        match read_whole(socket, &mut buf, have, (&mut ends, &mut *rec)) {
             Ok(true) => {}
-            Ok(false) => return out,
-            Err(e) => {
-                out.error = Some(e);
-                return out;
-            }
+            Ok(false) => return None,
+            Err(e) => return Some(e),
         }
-        out.requests += 1;
         if Bounce::parse(&buf).is_ok_and(|r| r.has(bbflags::STOP)) {
-            return out;
+            return None;
         }
         if let Err(e) = answer(socket, &mut buf, b.first.hold_us, quickack) {
-            out.error = Some(format!("writing an answer: {e}"));
-            return out;
+            return Some(format!("writing an answer: {e}"));
         }
-        out.answers += 1;
+        rec.wrote(buf.len());
         have = 0;
     }
 }
@@ -167,7 +232,12 @@ struct Ends<'a> {
 
 /// Reads until `buf` is full (`have` bytes are already there): Ok(false) when the client closed
 /// between requests, an error when it closed inside one, went silent or the test ran out of time.
-fn read_whole(mut s: &TcpStream, buf: &mut [u8], mut have: usize, ends: &mut Ends) -> Result<bool, String> {
+fn read_whole(
+    mut s: &TcpStream,
+    buf: &mut [u8],
+    mut have: usize,
+    (ends, rec): (&mut Ends, &mut Recorder),
+) -> Result<bool, String> {
     let mut quiet_since = Instant::now();
     while have < buf.len() {
         match s.read(&mut buf[have..]) {
@@ -180,13 +250,17 @@ fn read_whole(mut s: &TcpStream, buf: &mut [u8], mut have: usize, ends: &mut End
             }
             Ok(n) => {
                 have += n;
+                rec.read(n);
                 quiet_since = Instant::now();
             }
             Err(e)
                 if matches!(
                     e.kind(),
                     ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
-                ) => {}
+                ) =>
+            {
+                rec.waited()
+            }
             Err(e) => return Err(format!("reading a request: {e}")),
         }
         if ends.shutdown.load(Relaxed) {

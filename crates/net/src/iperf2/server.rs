@@ -107,7 +107,7 @@ impl Stream {
 
 /// How a connection was made, as iperf 2's server tells it: TCP_INFO's first figures, the
 /// descriptor and the interface (no connect time: this end accepted it).
-fn made(socket: &TcpStream) -> landspeed_core::endpoint::ConnectFacts {
+pub(super) fn made(socket: &TcpStream) -> landspeed_core::endpoint::ConnectFacts {
     landspeed_core::endpoint::ConnectFacts {
         connect_ms: None,
         ..super::client::connect_facts(socket, Duration::ZERO)
@@ -487,6 +487,7 @@ fn connections_made(legs: Legs) -> crate::host::Made {
         connections,
         client_software: client_software(&legs.incoming[0].header),
         no_end_report: false,
+        bounceback: None,
     }
 }
 

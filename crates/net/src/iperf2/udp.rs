@@ -278,6 +278,7 @@ pub(super) fn made_udp(
             .collect(),
         client_software: super::server::client_software(header),
         no_end_report: header.has(landspeed_iperf2::header::upper::NOUDPFIN),
+        bounceback: None,
     }
 }
 

@@ -698,3 +698,73 @@ fn full_duplex_sums_both_ways_once_as_iperf2_does() {
         .collect();
     assert_eq!(sums, ["[SUM] 0.0000-0.5000 sec  10.0 Bytes   160 bits/sec"]);
 }
+
+#[test]
+fn a_bounceback_is_one_connection_counting_requests_and_answers_as_iperf2_does() {
+    // iperf 2.1.8's server (`iperf -s [-e] [-i 0.5] [-y C]`) against `iperf -c 127.0.0.1
+    // --bounceback -t 1 [-S 0x10 --bounceback-no-quickack --bounceback-hold 2 -l 200]`: 10 requests
+    // of 100 bytes read and 10 answers written, 2000 bytes on its lines.
+    let mut r = build(&Built {
+        spec: TestSpec {
+            interval_s: std::time::Duration::from_millis(500),
+            ..spec(1, Direction::Bidir, Transport::Tcp)
+        },
+        ports: &[46670, 46670],
+        cumulative: &[&[1000, 1000], &[1000, 1000]],
+        end_s: 1.0004,
+        udp: None,
+    });
+    r.streams[0].connection = Some(made("127.0.0.1:5301", false));
+    r.config.bounceback = Some(landspeed_core::transactions::BounceAsked {
+        request_bytes: 100,
+        hold_us: 0,
+        quickack: true,
+    });
+    let st = style(false, Some(0.5));
+    assert_eq!(
+        connected(&r, 1, &st),
+        format!("[  1] local 127.0.0.1 port 5301 connected with 127.0.0.1 port 46670 (bb w/quickack len/hold=100/0) (icwnd/mss/irtt=320/32768/27)\n{PLAIN_HEAD}")
+    );
+    assert_eq!(numbers_used(&r), 1);
+    assert_eq!(
+        interval(&r, 0, 1, &st),
+        "[  1] 0.0000-0.5000 sec  1.95 KBytes  32.0 Kbits/sec\n"
+    );
+    assert_eq!(
+        interval(&r, 1, 1, &st),
+        "[  1] 0.5000-1.0004 sec  0.000 Bytes  0.000 bits/sec\n"
+    );
+    assert_eq!(
+        totals(&r, 1, &st),
+        "[  1] 0.0000-1.0004 sec  1.95 KBytes  16.0 Kbits/sec\n"
+    );
+    let csv = totals(&r, 1, &style(true, None));
+    assert!(
+        csv.ends_with(",127.0.0.1,46670,127.0.0.1,5301,1,0.0-1.0,2000,15994\n"),
+        "{csv}"
+    );
+    // What else the header asked, and -e: no quick acks, a hold, TOS both ways, trip times (which
+    // do not turn -e's lines on, as they do for a bulk client's).
+    r.config.bounceback = Some(landspeed_core::transactions::BounceAsked {
+        request_bytes: 200,
+        hold_us: 2000,
+        quickack: false,
+    });
+    r.config.spec.tos = Some(0x10);
+    r.config.spec.trip_times = true;
+    let plain = connected(&r, 1, &style(false, None));
+    assert_eq!(
+        plain,
+        format!("[  1] local 127.0.0.1 port 5301 connected with 127.0.0.1 port 46670 (bb len/hold=200/2000) (trip-times) (tos rx/tx=0x10/0x10) (icwnd/mss/irtt=320/32768/27)\n{PLAIN_HEAD}")
+    );
+    let e = Iperf2Style {
+        enhanced: true,
+        ..style(false, None)
+    };
+    let line = connected(&r, 1, &e);
+    assert_eq!(
+        masked(line.lines().next().unwrap_or_default()),
+        masked("[  1] local 127.0.0.1%lo port 5301 connected with 127.0.0.1 port 46670 (bb len/hold=200/2000) (trip-times) (sock=4) (tos rx/tx=0x10/0x10) (icwnd/mss/irtt=320/32768/27) on 2026-12-07 05:18:37 (UTC)")
+    );
+    assert!(line.ends_with(PLAIN_HEAD), "{line}");
+}
