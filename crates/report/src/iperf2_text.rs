@@ -1189,24 +1189,27 @@ pub fn totals_udp_both(r: &RunResult, st: &Iperf2Style, head: bool) -> String {
     if st.csv {
         return totals_udp(&sent, st) + &totals_udp_received(&got, st);
     }
+    let no_intervals = head;
     let head = if head { column_head_udp_received(st) } else { "" };
     let mut t = sent_totals(&sent, st, false) + head + &received_totals(&got, st, false);
-    let several = sent.streams.len() > 1;
-    if st.enhanced || several {
+    // iperf 2.1.8 sums both ways with several streams, and with one when it printed neither `-e`'s
+    // `[FD1]` nor any interval.
+    let sum = sent.streams.len() > 1 || (!st.enhanced && no_intervals);
+    if st.enhanced || sum {
         t += COLUMN_HEAD_FULL_DUPLEX;
     }
     if st.enhanced {
         t += &full_duplex_totals(r, st);
     }
-    if several {
+    if sum {
         t += &full_duplex_sum(r, st);
     }
     t
 }
 
-/// UDP `--full-duplex -P`'s closing `[SUM]` of every stream both ways (bytes, datagrams: the
+/// UDP `--full-duplex`'s closing `[SUM]` of every stream both ways (bytes, datagrams: the
 /// streams sent's by their bytes, the ones received's by their numbers; their rate over the
-/// longest sending time) and `[SUM-N]`'s count of them all, as iperf 2.1.8's client prints them.
+/// longest span of either way, as 2.1.8 takes it) and `[SUM-N]`'s count of them all, as iperf 2.1.8's client prints them.
 fn full_duplex_sum(r: &RunResult, st: &Iperf2Style) -> String {
     let len = r.config.spec.length_bytes.max(1);
     let (mut bytes, mut datagrams, mut secs) = (0, 0, 0f64);
@@ -1217,6 +1220,7 @@ fn full_duplex_sum(r: &RunResult, st: &Iperf2Style) -> String {
                 .udp
                 .as_ref()
                 .map_or(0, |u| u.datagrams_sent.unwrap_or(u.datagrams_received));
+            secs = secs.max(s.duration_s);
         } else {
             bytes += s.bytes_sent;
             datagrams += s.bytes_sent / len;

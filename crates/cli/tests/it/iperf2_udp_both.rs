@@ -181,7 +181,9 @@ fn the_iperf_drop_in_prints_iperf2s_udp_full_duplex_lines() {
         return;
     }
     let s = ServerProc::start("127.0.0.1", &["--iperf2-udp-send"]);
-    for args in ["-t 1 -i 0.5", "-t 1 -i 0.5 -e"] {
+    // Without -i (session 25): iperf 2.1.8 closes one connection's test with the [SUM] of both
+    // ways and [SUM-2]'s count, or with -e its [FD1].
+    for args in ["-t 1 -i 0.5", "-t 1 -i 0.5 -e", "-t 1", "-t 1 -e"] {
         the_drop_in_prints_udp_full_duplex(&s, args);
     }
     // With -P, iperf 2.1.8's closing [SUM] of every stream both ways and [SUM-4]'s count (its own
