@@ -210,6 +210,10 @@ pub fn main(argv: Vec<OsString>) -> Result<bool> {
             return refuse(&why);
         }
     }
+    if let Some(line) = (o.client.as_deref()).and_then(|h| unresolved(h, o.ipv6).filter(|_| !o.server)) {
+        errln!("{line}");
+        return Ok(false);
+    }
     match (&o.client, o.server) {
         (Some(_), true) => refuse("-c and -s together: one or the other"),
         (None, false) => refuse("usage: iperf [-s|-c host] [options] (iperf -h for help)"),
@@ -221,6 +225,21 @@ pub fn main(argv: Vec<OsString>) -> Result<bool> {
         (Some(host), false) if o.connect_only.is_some() => super::iperf2_bounce::connect_only(&o, host),
         (Some(host), false) if o.tradeoff || o.dualtest => dual(&o, host),
         (Some(host), false) => client(&o, host),
+    }
+}
+
+/// What iperf 2.1.8's client says, before anything else and exiting 1, of a host it cannot
+/// resolve (`HOST: Unknown host`) or, with `-V`, one that has no IPv6 address (`ERROR: failed to
+/// find an ip address for host 'HOST'`); None when the host resolves.
+fn unresolved(host: &str, ipv6: bool) -> Option<String> {
+    use std::net::ToSocketAddrs;
+    // A group's interface (`GROUP%DEV`) is not the host's.
+    let bare = host.split('%').next().unwrap_or(host);
+    let addrs: Vec<std::net::SocketAddr> = (bare, 0).to_socket_addrs().map_or(vec![], |a| a.collect());
+    match (addrs.iter().any(|a| a.is_ipv6() || !ipv6), ipv6) {
+        (true, _) => None,
+        (false, false) => Some(format!("{host}: Unknown host")),
+        (false, true) => Some(format!("ERROR: failed to find an ip address for host '{host}'")),
     }
 }
 
@@ -1409,6 +1428,26 @@ mod tests {
                 .map(OsString::from)
                 .collect(),
         )
+    }
+
+    #[test]
+    fn a_host_that_does_not_resolve_is_named_as_iperf2_names_it() {
+        // iperf 2.1.8's lines, captured: no head, exit 1.
+        assert_eq!(unresolved("127.0.0.1", false), None);
+        assert_eq!(unresolved("::1", true), None);
+        assert_eq!(unresolved("239.1.1.1%lo", false), None);
+        assert_eq!(
+            unresolved("127.0.0.1", true).as_deref(),
+            Some("ERROR: failed to find an ip address for host '127.0.0.1'")
+        );
+        assert_eq!(
+            unresolved("no-such-host.invalid", false).as_deref(),
+            Some("no-such-host.invalid: Unknown host")
+        );
+        assert_eq!(
+            unresolved("no-such-host.invalid", true).as_deref(),
+            Some("ERROR: failed to find an ip address for host 'no-such-host.invalid'")
+        );
     }
 
     #[test]
