@@ -224,7 +224,8 @@ pub fn at_once_if<A: Send, B: Send>(
 }
 
 /// Whether an iperf 2 client's arguments ask for paced traffic only, one stream: UDP (1 Mbit/s
-/// unless -b) or a TCP rate (-b), at most 100 Mbit/s. Not with `-P`: iperf 2.1.8 prints a `[SUM]`
+/// unless -b), a TCP rate (-b) at most 100 Mbit/s, or bounceback's bursts (not back to back, no
+/// load beside them). Not with `-P`: iperf 2.1.8 prints a `[SUM]`
 /// as its streams' threads meet, and a neighbour moves when they do (a full CI run saw the server's
 /// `-e` lines of `--trip-times -P 2 -b 50M` differ with the drop-in's test beside it).
 pub fn iperf2_paced(args: &str) -> bool {
@@ -241,9 +242,17 @@ pub fn iperf2_paced(args: &str) -> bool {
             .and_then(|n| n.parse::<u32>().ok())
             .is_some_and(|m| m <= 100)
     };
+    // A bounceback moves a few kB a second (its bursts of requests, each answered).
+    let period = words
+        .iter()
+        .position(|w| *w == "--bounceback-period")
+        .and_then(|i| words.get(i + 1)?.parse::<f64>().ok());
+    let bounceback = words.iter().any(|w| w.starts_with("--bounceback"))
+        && !words.iter().any(|w| w.starts_with("--bounceback-congest"))
+        && period != Some(0.0);
     match rate {
         Some(r) => modest(r),
-        None => words.contains(&"-u"),
+        None => words.contains(&"-u") || bounceback,
     }
 }
 
