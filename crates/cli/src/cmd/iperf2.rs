@@ -135,6 +135,9 @@ pub(crate) struct Opts {
     /// `--sum-only`: only the `[SUM]` lines.
     #[arg(long = "sum-only")]
     pub(crate) sum_only: bool,
+    /// `--hide-ips`: IPv4 addresses printed as `*.*.*.N`, the client's host as `(**hidden**)`.
+    #[arg(long = "hide-ips")]
+    pub(crate) hide_ips: bool,
     /// `--ipg MS`: UDP's gap between datagrams, milliseconds (with `--isochronous`, between one
     /// frame's datagrams).
     #[arg(long = "ipg")]
@@ -202,6 +205,7 @@ pub fn main(argv: Vec<OsString>) -> Result<bool> {
     };
     out::exclude(out::Exclude {
         sum_only: o.sum_only.then(|| o.parallel.unwrap_or(1).max(1)),
+        hide_ips: o.hide_ips,
         tcp_enhanced: o.enhanced && !o.udp,
         ..shown
     });
@@ -1383,6 +1387,7 @@ fn serve(o: &Opts) -> Result<bool> {
         (o.udp, "--iperf2-udp"),
         (o.style.is_some(), "--iperf2-csv"),
         (o.enhanced || o.histograms.is_some(), "--iperf2-enhanced"),
+        (o.hide_ips, "--iperf2-hide-ips"),
     ] {
         if on {
             args.push(flag.into());

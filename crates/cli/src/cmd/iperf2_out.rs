@@ -26,6 +26,8 @@ pub(crate) struct Exclude {
     /// `--sum-only` over TCP with `-e`: the sums keep their own columns (writes and retries), not
     /// a stream's (which add cwnd/RTT and net power).
     pub tcp_enhanced: bool,
+    /// `--hide-ips`: what is printed passes through [`hidden`].
+    pub hide_ips: bool,
 }
 
 static EXCLUDE: OnceLock<Exclude> = OnceLock::new();
@@ -131,6 +133,70 @@ fn is_connection(line: &str) -> bool {
     line.starts_with('[') && line.contains("] local ") && line.contains(" connected with ")
 }
 
+/// `text` as iperf 2.1.8 prints it with `--hide-ips`: every IPv4 address as `*.*.*.N` (its last
+/// byte kept; 2.1.8 hides no IPv6 address, and here a v4 address inside one is hidden too), and the
+/// host a client connects to (its head's `Client connecting to HOST,`) as `(**hidden**)`.
+pub(crate) fn hidden(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for line in text.split_inclusive('\n') {
+        let line = match line.split_once("Client connecting to ") {
+            Some((before, rest)) => match rest.split_once(',') {
+                Some((_, after)) => format!("{before}Client connecting to (**hidden**),{after}"),
+                None => line.to_string(),
+            },
+            None => line.to_string(),
+        };
+        out += &hide_v4(&line);
+    }
+    out
+}
+
+/// Each dotted quad in `line` (four groups of one to three digits, no digit or dot on either
+/// side) as `*.*.*.N`.
+fn hide_v4(line: &str) -> String {
+    let b = line.as_bytes();
+    let mut out = String::with_capacity(line.len());
+    let mut i = 0;
+    while i < b.len() {
+        let boundary = i == 0 || !(b[i - 1].is_ascii_digit() || b[i - 1] == b'.');
+        match quad_at(&b[i..]).filter(|_| boundary) {
+            Some((len, last)) => {
+                out += "*.*.*.";
+                out += last;
+                i += len;
+            }
+            None => {
+                let c = line[i..].chars().next().unwrap_or_default();
+                out.push(c);
+                i += c.len_utf8().max(1);
+            }
+        }
+    }
+    out
+}
+
+/// A dotted quad at the start of `b`: its length and its last group.
+fn quad_at(b: &[u8]) -> Option<(usize, &str)> {
+    let mut at = 0;
+    let mut last = 0;
+    for k in 0..4 {
+        if k > 0 {
+            (b.get(at) == Some(&b'.')).then_some(())?;
+            at += 1;
+        }
+        let digits = b[at..].iter().take_while(|c| c.is_ascii_digit()).count();
+        if !(1..=3).contains(&digits) {
+            return None;
+        }
+        last = at;
+        at += digits;
+    }
+    if b.get(at).is_some_and(|c| c.is_ascii_digit() || *c == b'.') {
+        return None;
+    }
+    Some((at, std::str::from_utf8(&b[last..at]).ok()?))
+}
+
 /// Chooses the reports left out, once, before anything is printed.
 pub(crate) fn exclude(x: Exclude) {
     let _ = EXCLUDE.set(x);
@@ -153,6 +219,10 @@ pub(crate) fn lines(text: &str) {
 }
 
 fn put(text: &str) {
+    let text = match chosen().hide_ips {
+        true => hidden(text),
+        false => text.to_string(),
+    };
     let mut o = std::io::stdout().lock();
     let _ = o.write_all(text.as_bytes());
     let _ = o.flush();
@@ -161,6 +231,28 @@ fn put(text: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hidden_ips_are_iperf2s_stars_and_the_hosts_mark() {
+        // iperf 2.1.8's own lines with --hide-ips, captured.
+        let shown = "Client connecting to 127.0.0.1, TCP port 5201\n[  1] local 127.0.0.1%lo port 58472 connected with 10.20.30.41 port 5201 (icwnd/mss/irtt=319/32741/42)\n";
+        assert_eq!(
+            hidden(shown),
+            "Client connecting to (**hidden**), TCP port 5201\n[  1] local *.*.*.1%lo port 58472 connected with *.*.*.41 port 5201 (icwnd/mss/irtt=319/32741/42)\n"
+        );
+        let csv = "20261207061500,192.168.1.7,40588,127.0.0.1,5201,1,0.0-1.0,2000,15996\n";
+        assert_eq!(
+            hidden(csv),
+            "20261207061500,*.*.*.7,40588,*.*.*.1,5201,1,0.0-1.0,2000,15996\n"
+        );
+        // Figures, versions, spans and IPv6 stay.
+        for kept in [
+            "[  1] 0.0000-1.0000 sec  1.95 KBytes  16.0 Kbits/sec\n",
+            "(peer 2.1.8) 1.2.3.4.5 ::1 fe80::1\n",
+        ] {
+            assert_eq!(hidden(kept), kept);
+        }
+    }
 
     const UDP_END: &str = "[  1] 0.0000-1.0000 sec   131 KBytes  1.07 Mbits/sec
 [  1] Sent 92 datagrams

@@ -52,6 +52,9 @@ pub struct Iperf2Lines {
     /// says; `V` and `M` name reports a server does not print.
     #[arg(long, hide = true, requires = "iperf2_text", value_parser = exclude)]
     pub iperf2_exclude: Option<super::iperf2_out::Exclude>,
+    /// With --iperf2-text: IPv4 addresses printed as `*.*.*.N` (`iperf -s --hide-ips`).
+    #[arg(long, hide = true, requires = "iperf2_text")]
+    pub iperf2_hide_ips: bool,
 }
 
 /// `--iperf2-exclude`'s value.
@@ -202,8 +205,14 @@ pub fn printer(
         next: 1,
         running: HashMap::new(),
     });
+    let hide = o.iperf2_hide_ips;
     move |ev| {
         let text = state.lock().unwrap_or_else(|e| e.into_inner()).on_event(ev);
+        let text = if hide {
+            super::iperf2_out::hidden(&text)
+        } else {
+            text
+        };
         let mut o = std::io::stdout().lock();
         let _ = write!(o, "{text}");
         let _ = o.flush();

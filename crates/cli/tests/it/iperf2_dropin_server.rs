@@ -247,6 +247,8 @@ const MATRIX: &[(&str, &str)] = &[
         "-t 1 --bounceback -S 0x10 --trip-times --bounceback-no-quickack --bounceback-hold 2 -l 200",
     ),
     ("-i 0.5", "-t 1.2 --bounceback=3 --bounceback-period 0.2"),
+    // --hide-ips (session 25): IPv4 addresses as *.*.*.N.
+    ("-u --hide-ips -e", "-u -t 1"),
 ];
 
 /// What `PROGRAM -s SERVER_ARGS` printed for one iperf 2.1.8 client with `CLIENT_ARGS`.

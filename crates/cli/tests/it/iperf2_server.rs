@@ -1742,6 +1742,8 @@ fn the_iperf_drop_in_prints_iperf2s_trip_times_and_e_client_lines() {
         "-t 1.2 -i 0.5 --full-duplex -e",
         "-t 1 --full-duplex -e -P 2",
         "-t 1.2 -i 0.5 --full-duplex -P 2",
+        // --hide-ips (session 25): the host as (**hidden**), IPv4 addresses as *.*.*.N.
+        "-t 1 -e --hide-ips -b 50M",
     ];
     for args in lines {
         // Figures masked: iperf 2.1.8's client and the drop-in's at once where paced.

@@ -29,17 +29,20 @@ pub(crate) struct Bouncing {
     header: Vec<u8>,
     first: Bounce,
     peer: SocketAddr,
+    /// When the connection was accepted: the test's clock starts there, as iperf 2's server's
+    /// does (not once its greeting was read and the test admitted).
+    accepted: Instant,
     _slot: crate::host::Slot,
     _memory: Option<crate::host::MemoryHold>,
 }
 
-/// A connection whose greeting was a bounceback header (`header`, its 64 bytes): checked and admitted
-/// on the accepting thread (it never waits on the client), or refused with a log line (iperf 2 has no
-/// message for it: the connection closes).
+/// A connection whose greeting was a bounceback header (`header`, its 64 bytes), from `peer` and
+/// accepted at `accepted`: checked and admitted on the accepting thread (it never waits on the
+/// client), or refused with a log line (iperf 2 has no message for it: the connection closes).
 pub(crate) fn arrival(
     socket: TcpStream,
     header: &[u8],
-    peer: SocketAddr,
+    (peer, accepted): (SocketAddr, Instant),
     shared: &Shared,
 ) -> Option<Bouncing> {
     let refuse = |kind, reason: String| {
@@ -71,6 +74,7 @@ pub(crate) fn arrival(
         header: header.to_vec(),
         first,
         peer,
+        accepted,
         _slot: slot,
         _memory: memory,
     })
@@ -123,7 +127,7 @@ impl<'a> Recorder<'a> {
         let o = &shared.opts;
         let every = (o.iperf2_interval).unwrap_or(landspeed_core::config::TestSpec::default().interval_s);
         let spec = record::spec(&b.first, every);
-        let context = record::context(&b.socket, SystemTime::now());
+        let context = record::context(&b.socket, SystemTime::now() - b.accepted.elapsed());
         let port = Some(b.peer.port());
         let made = record::made(port, super::server::made(&b.socket), &b.first);
         let live = o.live.then(|| record::live(&spec, &context, port, &made));
@@ -131,7 +135,7 @@ impl<'a> Recorder<'a> {
             shared.emit(l.so_far());
         }
         let mut rec = Recorder {
-            started: Instant::now(),
+            started: b.accepted,
             tally: record::Tally::new(every),
             spec,
             context,
@@ -139,7 +143,7 @@ impl<'a> Recorder<'a> {
             live,
             shared,
         };
-        rec.tally.read(0.0, bb::HEADER_BYTES);
+        rec.tally.read(rec.now_s(), bb::HEADER_BYTES);
         rec
     }
 

@@ -120,6 +120,8 @@ fn iperf2_step(buf: &[u8]) -> Option<Step> {
 struct Pending {
     stream: MioStream,
     peer: SocketAddr,
+    /// When it was accepted (a bounceback test's clock starts there, as iperf 2's server's does).
+    accepted: Instant,
     deadline: Instant,
     buf: [u8; MAX_GREETING],
     len: usize,
@@ -176,6 +178,7 @@ impl Greeters {
         let p = Pending {
             stream,
             peer,
+            accepted: Instant::now(),
             deadline: Instant::now() + shared.opts.handshake_timeout,
             buf: [0; MAX_GREETING],
             len: 0,
@@ -223,6 +226,7 @@ impl Greeters {
             let p = Pending {
                 stream,
                 peer,
+                accepted: Instant::now(),
                 deadline: Instant::now() + REFUSING_WAIT,
                 buf: [0; MAX_GREETING],
                 len: 0,
@@ -362,7 +366,7 @@ enum Answer {
 
 /// Hands a connection with a complete greeting to its handler.
 fn dispatch(p: Pending, g: Greeting, shared: &Arc<Shared>) {
-    let peer = p.peer;
+    let (peer, accepted) = (p.peer, p.accepted);
     let stream = into_std(p.stream);
     let refuse = |kind, reason: String| shared.refuse(peer, kind, reason);
     let quick = Duration::from_millis(500);
@@ -397,7 +401,8 @@ fn dispatch(p: Pending, g: Greeting, shared: &Arc<Shared>) {
             }
         }
         Greeting::Bounceback(header) => {
-            if let Some(test) = iperf2::bounce_server::arrival(stream, &header, peer, shared) {
+            let at = (peer, accepted);
+            if let Some(test) = iperf2::bounce_server::arrival(stream, &header, at, shared) {
                 spawn(shared, peer, move |sh| test.serve(sh));
             }
         }
