@@ -151,6 +151,10 @@ pub(crate) struct Opts {
     /// streams only, TCP or UDP: with -R iperf 2.1.8's server sends at once, before the start.
     #[arg(long = "txstart-time")]
     pub(crate) txstart_time: Option<String>,
+    /// `--txdelay-time S`: the client's streams connect, then hold back S seconds before their
+    /// data (TCP, this host's streams; the server is not told).
+    #[arg(long = "txdelay-time", value_parser = hold_back)]
+    pub(crate) txdelay_time: Option<f64>,
     /// `--histograms[=WIDTH[u|m],BINS,LOWER,UPPER]` (`--udp-histograms` too): a server's bins of
     /// each trip-times client's transits, their histogram under each of its lines; `-e` on.
     #[arg(long = "histograms", visible_alias = "udp-histograms", num_args = 0..=1, default_missing_value = "", require_equals = true)]
@@ -244,6 +248,14 @@ fn unresolved(host: &str, ipv6: bool) -> Option<String> {
         (true, _) => None,
         (false, false) => Some(format!("{host}: Unknown host")),
         (false, true) => Some(format!("ERROR: failed to find an ip address for host '{host}'")),
+    }
+}
+
+/// `--txdelay-time`'s value: seconds, from 0 to a day.
+fn hold_back(v: &str) -> Result<f64, String> {
+    match v.parse::<f64>() {
+        Ok(s) if (0.0..=86_400.0).contains(&s) => Ok(s),
+        _ => Err(format!("--txdelay-time takes seconds from 0 to 86400, not '{v}'")),
     }
 }
 
@@ -549,6 +561,11 @@ fn refused(o: &Opts) -> Option<String> {
             o.histograms.is_some() && !o.server,
             "--histograms on a client",
             "a client's write-time histograms (iperf 2's W8 lines) are not kept; a server's are",
+        ),
+        (
+            o.txdelay_time.is_some() && (o.udp || o.txstart_time.is_some() || beyond_plain_send(o)),
+            "--txdelay-time with -u, --txstart-time, -s, -R, --full-duplex, -r, -d, --bounceback, --connect-only or --isochronous",
+            "a client's own TCP streams hold back",
         ),
         (
             o.txstart_time.is_some() && beyond_plain_send(o),
@@ -919,6 +936,7 @@ fn client(o: &Opts, host: &str) -> Result<bool> {
     opts.trip_times |= o.trip_times;
     opts.peer_detect = o.peer_detect;
     opts.no_udp_fin = o.no_udp_fin;
+    opts.hold_back = o.txdelay_time.map(std::time::Duration::from_secs_f64);
     if let Some(v) = &o.txstart_time {
         match txstart_s(v, crate::common::unix_now_s()) {
             Ok(at) => opts.start_at_unix_s = Some(at),
@@ -956,6 +974,7 @@ fn client(o: &Opts, host: &str) -> Result<bool> {
     let interrupt = crate::common::client::interrupt_flag()?;
     let mut live = Live::new(&style, &shown);
     live.start_at = opts.start_at_unix_s;
+    live.hold_back = o.txdelay_time;
     if o.udp {
         live.mark = udp_mark(&shown, opts.trip_times, o.no_udp_fin);
     }
@@ -1096,6 +1115,11 @@ struct Live<'a> {
     mark: &'static str,
     /// `--txstart-time`: when the data starts (Unix seconds), said under each connection's line.
     start_at: Option<f64>,
+    /// `--txdelay-time`: how long after the connections the data starts, seconds (said as a
+    /// start is, without `(epoch-start)`: the server is not told).
+    hold_back: Option<f64>,
+    /// When the data starts, once the connections are up (either of the two above).
+    data_at: Option<f64>,
 }
 
 impl<'a> Live<'a> {
@@ -1113,6 +1137,8 @@ impl<'a> Live<'a> {
             sum_head: false,
             mark: iperf2_text::trips_mark(spec),
             start_at: None,
+            hold_back: None,
+            data_at: None,
         }
     }
 
@@ -1151,19 +1177,20 @@ impl<'a> Live<'a> {
                         ..iperf2_text::Ends::between(c)
                     })
                     .collect();
-                // A scheduled start (--txstart-time): the lines now, before the wait, as iperf 2
-                // prints them.
-                if self.start_at.is_none() {
+                // A scheduled start (--txstart-time, --txdelay-time): the lines now, before the
+                // wait, as iperf 2 prints them.
+                self.started_unix_s = crate::common::unix_now_s();
+                self.data_at = (self.start_at).or(self.hold_back.map(|h| self.started_unix_s + h));
+                if self.data_at.is_none() {
                     return;
                 }
-                self.started_unix_s = crate::common::unix_now_s();
                 let each_way = 1 + u32::from(self.spec.direction == landspeed_core::config::Direction::Bidir);
                 match self.started(self.each.len() as u32 * each_way) {
                     Some(t) => t,
                     None => return,
                 }
             }
-            ClientEvent::Started { .. } if self.start_at.is_some() => return,
+            ClientEvent::Started { .. } if self.data_at.is_some() => return,
             ClientEvent::Started { streams, .. } => {
                 self.started_unix_s = crate::common::unix_now_s();
                 match self.started(streams) {
@@ -1214,7 +1241,7 @@ impl<'a> Live<'a> {
         };
         let mark = format!("{epoch}{}", self.mark);
         let mut lines = iperf2_text::connected_marked(&each, self.spec.direction, when, &mark);
-        if let Some(at) = self.start_at {
+        if let Some(at) = self.data_at {
             lines = iperf2_text::with_start_lines(&lines, at, crate::common::unix_now_s());
         }
         if self.spec.transport == Transport::Udp && self.spec.direction == Direction::Bidir {
@@ -1433,6 +1460,23 @@ mod tests {
                 .map(OsString::from)
                 .collect(),
         )
+    }
+
+    #[test]
+    fn a_hold_back_is_seconds_for_a_clients_own_tcp_streams() {
+        assert_eq!(hold_back("0.5"), Ok(0.5));
+        assert!(hold_back("-1").is_err() && hold_back("x").is_err() && hold_back("1e9").is_err());
+        for (line, refused) in [
+            ("-c h --txdelay-time 1", false),
+            ("-c h --txdelay-time 1 -P 2 -i 1", false),
+            ("-c h --txdelay-time 1 -u", true),
+            ("-c h --txdelay-time 1 -R", true),
+            ("-c h --txdelay-time 1 --full-duplex", true),
+            ("-c h --txdelay-time 1 --txstart-time 1", true),
+        ] {
+            let o = opts(line).unwrap();
+            assert_eq!(super::refused(&o).is_some(), refused, "{line}");
+        }
     }
 
     #[test]

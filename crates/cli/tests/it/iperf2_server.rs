@@ -1744,6 +1744,8 @@ fn the_iperf_drop_in_prints_iperf2s_trip_times_and_e_client_lines() {
         "-t 1.2 -i 0.5 --full-duplex -P 2",
         // --hide-ips (session 25): the host as (**hidden**), IPv4 addresses as *.*.*.N.
         "-t 1 -e --hide-ips -b 50M",
+        // --txdelay-time (session 25): connected, the start said, the data held back.
+        "-t 1 --txdelay-time 0.5 -b 10M",
     ];
     for args in lines {
         // Figures masked: iperf 2.1.8's client and the drop-in's at once where paced.

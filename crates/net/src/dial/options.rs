@@ -60,6 +60,10 @@ pub struct ClientOptions {
     /// send their headers now, their data from this wall-clock time on (Unix seconds); the
     /// server's clock starts there too.
     pub start_at_unix_s: Option<f64>,
+    /// iperf 2's `--txdelay-time` (a TCP test of this host's streams against an iperf 2 server):
+    /// the streams connect and send their headers, then hold back this long before their data;
+    /// the server is not told (its clock runs from the connection).
+    pub hold_back: Option<std::time::Duration>,
     /// iperf 2's `-X` (a TCP test against an iperf 2 server): the header asks for the server's
     /// header ack (`V2PEERDETECT`), which each stream reads before its data.
     pub peer_detect: bool,
@@ -126,6 +130,7 @@ impl ClientOptions {
             tls_pin: None,
             trip_times: false,
             start_at_unix_s: None,
+            hold_back: None,
             peer_detect: false,
             no_udp_fin: false,
             read_bins: None,

@@ -74,8 +74,10 @@ pub fn run_iperf2_client(
         .map_err(|err| ClientError::Stream { id: 0, err })?;
     on_event(ClientEvent::Connected { local, remote: addr });
     on_event(streams_connected(&streams, facts));
-    // A scheduled start: the data (and the test's clock) from then, or now if it has passed.
-    let started_unix_s = match opts.start_at_unix_s {
+    // A scheduled start: the data (and the test's clock) from then, or now if it has passed; a
+    // hold back (--txdelay-time): from that long after the connections.
+    let at = (opts.start_at_unix_s).or(opts.hold_back.map(|h| unix_now_s() + h.as_secs_f64()));
+    let started_unix_s = match at {
         Some(at) => {
             wait_until(at, interrupt);
             unix_now_s()
@@ -101,6 +103,12 @@ fn only_where_built(opts: &ClientOptions, spec: &TestSpec) -> Result<(), ClientE
     if opts.start_at_unix_s.is_some() && !(plain_tcp || udp_sent) {
         return Err(ClientError::NotWithIperf2 {
             what: "a scheduled start (--txstart-time) but in a TCP test of this host's streams, -R or --full-duplex, or UDP this host sends".into(),
+        });
+    }
+    let sent_tcp = plain_tcp && spec.direction == Direction::Forward;
+    if opts.hold_back.is_some() && !sent_tcp {
+        return Err(ClientError::NotWithIperf2 {
+            what: "a hold back (--txdelay-time) but in a TCP test of this host's streams".into(),
         });
     }
     if opts.peer_detect && !plain_tcp {
