@@ -600,6 +600,21 @@ pub struct StreamSample {
     pub trip_bins: Option<crate::transit_bins::TransitHistogram>,
 }
 
+impl StreamSample {
+    /// Stream `id` having moved `bytes`, with nothing else read of it.
+    pub fn of_bytes(id: u32, bytes: u64) -> StreamSample {
+        StreamSample {
+            id,
+            bytes,
+            tcp: None,
+            udp: None,
+            reads: None,
+            trips: None,
+            trip_bins: None,
+        }
+    }
+}
+
 /// A TCP receiver's reads by size, as iperf 2's server counts them for its `-e` lines' `Reads=Dist`:
 /// eight bins, each an eighth of the read buffer wide, a read of `n` bytes in bin `(n - 1) / width`
 /// (a read of the whole buffer in the last). Running counts in a sample; within an interval in an

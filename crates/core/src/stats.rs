@@ -206,15 +206,7 @@ mod tests {
 
     /// Stream 0 with `bytes` and nothing else.
     fn stream0(bytes: u64) -> StreamSample {
-        StreamSample {
-            id: 0,
-            bytes,
-            tcp: None,
-            udp: None,
-            reads: None,
-            trips: None,
-            trip_bins: None,
-        }
+        StreamSample::of_bytes(0, bytes)
     }
 
     /// Interval `i` (a second long) holding `stream` alone.

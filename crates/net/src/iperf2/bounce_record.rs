@@ -86,21 +86,15 @@ impl Tally {
     }
 
     fn sample(&mut self, end_s: f64) {
-        let stream = |id, bytes| StreamSample {
-            id,
-            bytes,
-            tcp: None,
-            udp: None,
-            reads: None,
-            trips: None,
-            trip_bins: None,
-        };
         self.samples.push(IntervalSample {
             index: self.samples.len() as u32,
             start_s: self.last_end_s(),
             end_s,
             omitted: false,
-            streams: vec![stream(0, self.read), stream(1, self.written)],
+            streams: vec![
+                StreamSample::of_bytes(0, self.read),
+                StreamSample::of_bytes(1, self.written),
+            ],
         });
     }
 }
