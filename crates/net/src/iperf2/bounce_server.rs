@@ -169,7 +169,8 @@ impl<'a> Recorder<'a> {
 
     fn show(&mut self, closed: bool) {
         if let Some(l) = self.live.as_mut().filter(|_| closed) {
-            l.samples.clone_from(&self.tally.samples);
+            let new = self.tally.samples.get(l.samples.len()..).unwrap_or_default();
+            l.samples.extend_from_slice(new);
             self.shared.emit(l.so_far());
         }
     }
