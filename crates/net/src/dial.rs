@@ -500,17 +500,30 @@ pub(crate) fn tcp_stream_timed(
     })
 }
 
-/// Data stream `id`'s connection, and how long `connect()` took.
+/// Data stream `id`'s connection, and how long the `connect()` that made it took; a try that
+/// fails is made again `opts.connect_retries` times at most (iperf 2's `--connect-retries`).
 pub(crate) fn connect_timed(
     opts: &ClientOptions,
     addr: SocketAddr,
     spec: &TestSpec,
     id: u32,
 ) -> Result<(TcpStream, std::time::Duration), ClientError> {
-    let started = std::time::Instant::now();
-    let sock = connect(opts, addr, Some((spec, id)))?;
-    Ok((sock, started.elapsed()))
+    let mut retries_left = opts.connect_retries;
+    loop {
+        let started = std::time::Instant::now();
+        match connect(opts, addr, Some((spec, id))) {
+            Ok(sock) => return Ok((sock, started.elapsed())),
+            Err(ClientError::Connect { .. }) if retries_left > 0 => {
+                retries_left -= 1;
+                std::thread::sleep(CONNECT_RETRY_PAUSE);
+            }
+            Err(e) => return Err(e),
+        }
+    }
 }
+
+/// How long iperf 2.1.8 waits between tries of a refused connection (`--connect-retries`).
+const CONNECT_RETRY_PAUSE: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// A connected data stream's greeting sent, its options set and (with `tls`) its TLS handshake made.
 pub(crate) fn greeted(

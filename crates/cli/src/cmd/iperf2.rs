@@ -116,6 +116,18 @@ pub(crate) struct Opts {
     /// `-V`: IPv6 (a client resolves its host to IPv6; the server listens on IPv6 and IPv4 alike).
     #[arg(short = 'V', long = "ipv6_domain")]
     pub(crate) ipv6: bool,
+    /// `-6`: IPv6, as `-V`.
+    #[arg(short = '6', long = "v6")]
+    pub(crate) v6: bool,
+    /// `-4`: IPv4 (the host resolved to IPv4; with `-6` or `-V` too, neither, as iperf 2.1.8 warns).
+    #[arg(short = '4', long = "v4")]
+    pub(crate) v4: bool,
+    /// `-z`: realtime scheduling (SCHED_RR at its highest priority) and the memory locked.
+    #[arg(short = 'z', long = "realtime")]
+    pub(crate) realtime: bool,
+    /// `--connect-retries N`: a TCP connection refused is tried N more times, 200 ms apart.
+    #[arg(long = "connect-retries")]
+    pub(crate) connect_retries: Option<u32>,
     /// `-S`: the type-of-service byte of every packet (`0x` hex, `0` octal, decimal, or a name
     /// such as `af11` or `lowdelay`, as iperf 2 reads it).
     #[arg(short = 'S', long = "tos")]
@@ -182,7 +194,7 @@ pub(crate) fn refuse(why: &str) -> Result<bool> {
 /// The binary started as `iperf`, or `landspeed iperf2`: `argv` starts with the program's name.
 pub fn main(argv: Vec<OsString>) -> Result<bool> {
     let o = match parse(argv) {
-        Ok(o) => o,
+        Ok(o) => families(o),
         Err(why) => return refuse(&why),
     };
     for word in &o.extra {
@@ -218,6 +230,10 @@ pub fn main(argv: Vec<OsString>) -> Result<bool> {
             return refuse(&why);
         }
     }
+    warnings(&o);
+    if o.realtime {
+        realtime();
+    }
     if let Some(line) = (o.client.as_deref()).and_then(|h| unresolved(h, o.ipv6).filter(|_| !o.server)) {
         errln!("{line}");
         return Ok(false);
@@ -233,6 +249,39 @@ pub fn main(argv: Vec<OsString>) -> Result<bool> {
         (Some(host), false) if o.connect_only.is_some() => super::iperf2_bounce::connect_only(&o, host),
         (Some(host), false) if o.tradeoff || o.dualtest => dual(&o, host),
         (Some(host), false) => client(&o, host),
+    }
+}
+
+/// `-4`, `-6` and `-V` as iperf 2.1.8 settles them: `-6` is `-V`; `-4` beside either is neither
+/// (it warns, and resolves as without them).
+fn families(mut o: Opts) -> Opts {
+    o.ipv6 |= o.v6;
+    if o.v4 && o.ipv6 {
+        errln!("WARN: both ipv4 and ipv6 set");
+        (o.v4, o.ipv6) = (false, false);
+    }
+    o
+}
+
+/// What iperf 2.1.8 warns of and passes over, on stderr in its words: `--connect-retries` on a
+/// server.
+fn warnings(o: &Opts) {
+    if o.server && o.connect_retries.is_some_and(|n| n > 0) {
+        errln!("WARN: option --connect-retries not supported on the server");
+    }
+}
+
+/// `-z`: this process's threads (the test's, started after this) scheduled realtime and its memory
+/// locked; what the kernel refuses is said in iperf 2.1.8's words (its `perror`), and the test
+/// runs on, as iperf 2's does.
+fn realtime() {
+    if let Err(r) = crate::common::sys::realtime() {
+        let text = r.err.to_string();
+        let words = text.split(" (os error").next().unwrap_or(&text);
+        match r.call {
+            "sched_setscheduler" => errln!("Client set scheduler: {words}"),
+            call => errln!("{call}: {words}"),
+        }
     }
 }
 
@@ -475,7 +524,9 @@ const HELP: &str = "Usage: iperf [-s|-c host] [options]   (landspeed's iperf 2 d
                      with -u its datagrams to this host's UDP port -L, -P streams each way)
   -r, --tradeoff     this host's streams, then the server's on connections back (-L PORT)
   -i, --interval S   report interval                   -e, --enhanced    -e's columns
-  -V, --ipv6_domain  IPv6 (the host resolved to IPv6; the server listens on both)
+  -V, -6, --ipv6_domain  IPv6 (the host resolved to IPv6; the server listens on both)   -4  IPv4
+  -z, --realtime     realtime scheduling (SCHED_RR) and locked memory (root or CAP_SYS_NICE)
+  --connect-retries N  TCP: a refused connection tried N more times, 200 ms apart
   -S, --tos N|NAME   type of service (0x10, 40, af11, lowdelay)  -N, --nodelay  Nagle off (TCP)
   -Z, --tcp-congestion ALG  TCP congestion control     -M, --mss N  TCP MSS asked (-m: print the MSS)
   -y C               CSV                               -f [abkmgKMG]     units
@@ -562,6 +613,19 @@ fn refused(o: &Opts) -> Option<String> {
             "--histograms on a client",
             "a client's write-time histograms (iperf 2's W8 lines) are not kept; a server's are",
         ),
+    ];
+    list.into_iter()
+        .chain(refused_options(o))
+        .chain(refused_schedules(o))
+        .chain(refused_elsewhere(o))
+        .find(|(on, ..)| *on)
+        .map(|(_, name, why)| not(name, why))
+}
+
+/// iperf 2's options of when and how a client's connections start, where landspeed does not carry
+/// them.
+fn refused_schedules(o: &Opts) -> [(bool, &'static str, &'static str); 3] {
+    [
         (
             o.txdelay_time.is_some() && (o.udp || o.txstart_time.is_some() || beyond_plain_send(o)),
             "--txdelay-time with -u, --txstart-time, -s, -R, --full-duplex, -r, -d, --bounceback, --connect-only or --isochronous",
@@ -572,12 +636,12 @@ fn refused(o: &Opts) -> Option<String> {
             "--txstart-time with -s, -R, --full-duplex, -r, -d, --bounceback, --connect-only or --isochronous",
             "a client's own streams start at it, TCP or UDP (iperf 2.1.8's server sends -R's before it)",
         ),
-    ];
-    list.into_iter()
-        .chain(refused_options(o))
-        .chain(refused_elsewhere(o))
-        .find(|(on, ..)| *on)
-        .map(|(_, name, why)| not(name, why))
+        (
+            o.udp && o.connect_retries.is_some_and(|n| n > 0),
+            "--connect-retries with -u",
+            "it tries a TCP connection again (iperf 2.1.8 refuses it with -u too)",
+        ),
+    ]
 }
 
 /// iperf 2's socket and pacing options where landspeed does not carry them.
@@ -790,6 +854,7 @@ fn run_args(o: &Opts, host: &str) -> Result<Vec<String>, String> {
         (o.reverse, "-R"),
         (o.full_duplex, "--bidir"),
         (o.ipv6, "-6"),
+        (o.v4, "-4"),
         (o.nodelay, "-N"),
     ] {
         if on {
@@ -902,7 +967,9 @@ fn with_frames(
 pub(crate) fn client_options(o: &Opts, host: &str) -> Result<landspeed_net::ClientOptions, String> {
     let args = run_args(o, host)?;
     let plain: Vec<String> = args.iter().filter(|a| *a != "--iperf2").cloned().collect();
-    crate::common::client::options_from_args(&plain)
+    let mut opts = crate::common::client::options_from_args(&plain)?;
+    opts.connect_retries = o.connect_retries.unwrap_or(0);
+    Ok(opts)
 }
 
 /// A UDP test's connection marks after the direction's, in iperf 2's order: no report asked
@@ -1522,9 +1589,9 @@ mod tests {
         );
         // One of 2.1.8's options the drop-in lacks is refused by name.
         for (line, name) in [
-            ("-c h -z", "-z"),
+            ("-c h -C", "-C"),
             ("-c h --tcp-write-prefetch 1K", "--tcp-write-prefetch"),
-            ("-c h --real", "--real"),
+            ("-c h --tcp-qu", "--tcp-qu"),
         ] {
             let e = parsed(line).err().unwrap_or_default();
             assert!(
@@ -1535,6 +1602,28 @@ mod tests {
         assert_eq!(getopt("--no"), Getopt::Ambiguous);
         assert_eq!(getopt("--nodelay"), Getopt::Known);
         assert_eq!(getopt("-q"), Getopt::Unknown);
+    }
+
+    #[test]
+    fn families_realtime_and_retries_are_taken_as_iperf2_takes_them() {
+        // -6 is -V; -4 beside either is neither (2.1.8 warns and resolves as without them).
+        let o = families(parsed("-c h -6").unwrap());
+        assert!(o.ipv6 && !o.v4);
+        assert!(run_args(&o, "h").unwrap().join(" ").ends_with(" -6"));
+        let o = families(parsed("-c h -4").unwrap());
+        assert!(o.v4 && run_args(&o, "h").unwrap().join(" ").ends_with(" -4"));
+        for line in ["-c h -4 -6", "-c h -V --v4"] {
+            let o = families(parsed(line).unwrap());
+            assert!(!o.v4 && !o.ipv6, "{line}");
+        }
+        // -z and --connect-retries are carried out, not refused; retries reach the client's options.
+        let o = parsed("-c h -z --connect-retries 3 -P 2").unwrap();
+        assert!(o.realtime && refused(&o).is_none());
+        assert_eq!(client_options(&o, "127.0.0.1").unwrap().connect_retries, 3);
+        assert!(parsed("--real -s").unwrap().realtime);
+        let why = refused(&opts("-c h -u --connect-retries 2").unwrap()).unwrap_or_default();
+        assert!(why.contains("--connect-retries with -u"), "{why}");
+        assert!(refused(&opts("-s --connect-retries 2").unwrap()).is_none());
     }
 
     #[test]

@@ -72,6 +72,9 @@ fn run_args(o: &Opts, host: &str, size: u64) -> Vec<String> {
     if o.ipv6 {
         a.push("-6".into());
     }
+    if o.v4 {
+        a.push("-4".into());
+    }
     if let Some(p) = o.parallel.filter(|p| *p > 1) {
         a.extend(["-P".into(), p.to_string()]);
     }
@@ -99,7 +102,10 @@ pub(crate) fn client(o: &Opts, host: &str) -> Result<bool> {
         None => None,
     };
     let opts = match crate::common::client::options_from_args(&run_args(o, host, size)) {
-        Ok(opts) => opts,
+        Ok(opts) => landspeed_net::ClientOptions {
+            connect_retries: o.connect_retries.unwrap_or(0),
+            ..opts
+        },
         Err(e) => return refuse(&e),
     };
     let head = BounceHead {
@@ -307,7 +313,10 @@ pub(crate) fn connect_only(o: &Opts, host: &str) -> Result<bool> {
         threads: o.parallel.unwrap_or(1).max(1),
     };
     let opts = match crate::common::client::options_from_args(&run_args(o, host, 100)) {
-        Ok(opts) => opts,
+        Ok(opts) => landspeed_net::ClientOptions {
+            connect_retries: o.connect_retries.unwrap_or(0),
+            ..opts
+        },
         Err(e) => return refuse(&e),
     };
     out::head(&text::connect_only_head(host, o.port.unwrap_or(PORT)));

@@ -107,3 +107,38 @@ pub fn is_root() -> bool {
     // SAFETY: geteuid has no arguments and cannot fail.
     unsafe { libc::geteuid() == 0 }
 }
+
+/// What the kernel refused of realtime scheduling (`realtime`), with the call that refused it.
+#[derive(Debug)]
+pub struct RealtimeRefused {
+    /// `sched_setscheduler` or `mlockall`.
+    pub call: &'static str,
+    pub err: std::io::Error,
+}
+
+/// iperf 2's `-z`: this thread, and every thread it starts afterwards (they inherit both), scheduled
+/// round-robin at the realtime policy's highest priority, and the process's memory locked (what
+/// it has and what it maps later), so no page fault waits on the disk. Needs root or
+/// CAP_SYS_NICE and CAP_IPC_LOCK; the kernel's realtime throttling (95% of each second by default)
+/// still leaves the rest of the machine its share.
+pub fn realtime() -> Result<(), RealtimeRefused> {
+    // SAFETY: plain system calls on this thread and process, with a parameter they only read.
+    unsafe {
+        let param = libc::sched_param {
+            sched_priority: libc::sched_get_priority_max(libc::SCHED_RR),
+        };
+        if libc::sched_setscheduler(0, libc::SCHED_RR, &param) < 0 {
+            return Err(RealtimeRefused {
+                call: "sched_setscheduler",
+                err: std::io::Error::last_os_error(),
+            });
+        }
+        if libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE) != 0 {
+            return Err(RealtimeRefused {
+                call: "mlockall",
+                err: std::io::Error::last_os_error(),
+            });
+        }
+    }
+    Ok(())
+}

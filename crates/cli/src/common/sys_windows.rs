@@ -78,3 +78,19 @@ pub fn on_stats_signal(_flag: std::sync::Arc<std::sync::atomic::AtomicBool>) -> 
 pub fn is_root() -> bool {
     false
 }
+
+/// What the platform refused of realtime scheduling (`realtime`), with the call that refused it.
+#[derive(Debug)]
+pub struct RealtimeRefused {
+    pub call: &'static str,
+    pub err: std::io::Error,
+}
+
+/// iperf 2's `-z`: realtime round-robin scheduling has no counterpart built here for Windows (as
+/// iperf 2's own Windows build, which has no `sched_setscheduler` either).
+pub fn realtime() -> Result<(), RealtimeRefused> {
+    Err(RealtimeRefused {
+        call: "realtime scheduling",
+        err: std::io::Error::new(std::io::ErrorKind::Unsupported, "not available on Windows"),
+    })
+}

@@ -343,3 +343,107 @@ fn x_asks_the_servers_version_as_iperf2s_client_does() {
         assert!(logged.ends_with(": ok"), "{logged}");
     }
 }
+
+/// `--connect-retries N`: a refused connection tried N more times, 200 ms apart. Nothing listens at
+/// first: without retries the drop-in fails at once in one line; with two it fails after its three
+/// tries (two pauses, 0.4 s at least). Then iperf 2.1.8's client and the drop-in, started together
+/// with `--connect-retries 50` (10 s of tries), wait for iperf 2.1.8's server, which comes up 0.6 s
+/// later: both run their test and end 0. Margins: no upper bound on time is asserted; the server has
+/// 9 s of tries to come up in.
+#[test]
+fn connect_retries_waits_for_a_server_that_comes_up_later_as_iperf2s_client_does() {
+    if !have_iperf2() {
+        return;
+    }
+    let port = common::free_port();
+    let refused = drop_in(&format!("-c 127.0.0.1 -p {port} -t 0.3"), Duration::from_secs(20));
+    assert_eq!(refused.code, 1, "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("Connection refused"),
+        "{}",
+        refused.stderr
+    );
+    let started = std::time::Instant::now();
+    let line = format!("-c 127.0.0.1 -p {port} -t 0.3 --connect-retries 2");
+    let tried = drop_in(&line, Duration::from_secs(20));
+    assert_eq!(tried.code, 1, "{}", tried.stderr);
+    assert!(
+        started.elapsed() >= Duration::from_millis(400),
+        "{:?}",
+        started.elapsed()
+    );
+    let line = format!("-c 127.0.0.1 -p {port} -t 0.5 --connect-retries 50");
+    let started = std::time::Instant::now();
+    let theirs = {
+        let line = line.clone();
+        std::thread::spawn(move || {
+            common::output_within(
+                Command::new("iperf").args(line.split_whitespace()),
+                Duration::from_secs(30),
+            )
+        })
+    };
+    let mine = std::thread::spawn(move || drop_in(&line, Duration::from_secs(30)));
+    std::thread::sleep(Duration::from_millis(600));
+    let mut server = Command::new("iperf")
+        .args(["-s", "-p", &port.to_string()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("run iperf -s");
+    let (theirs, mine) = (theirs.join().unwrap(), mine.join().unwrap());
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(started.elapsed() >= Duration::from_millis(600));
+    assert_eq!(theirs.status.code(), Some(0), "iperf: {theirs:?}");
+    assert_eq!(mine.code, 0, "{}", mine.stderr);
+    let total = |text: &str| text.lines().any(|l| l.contains(" sec ") && l.contains("Bytes"));
+    assert!(total(&String::from_utf8_lossy(&theirs.stdout)), "{theirs:?}");
+    assert!(total(&mine.stdout), "{}", mine.stdout);
+}
+
+/// The scheduling policy of each of process `pid`'s threads (`/proc/PID/task/*/stat`'s 41st field:
+/// 0 normal, 2 round-robin realtime).
+fn thread_policies(pid: u32) -> Vec<u32> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap();
+    let policy = |stat: String| -> Option<u32> {
+        // The command's name, in parentheses, may hold spaces: fields are counted after it.
+        let after = &stat[stat.rfind(')')? + 2..];
+        after.split(' ').nth(38)?.parse().ok()
+    };
+    tasks
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("stat")).ok())
+        .filter_map(policy)
+        .collect()
+}
+
+/// `-z`: the drop-in's server (every thread it has started once listening) runs under the realtime
+/// round-robin policy, as iperf 2.1.8's threads do; without root the kernel's refusal is said in
+/// 2.1.8's words and the server serves on.
+#[test]
+fn z_schedules_the_drop_ins_threads_realtime() {
+    let port = common::free_port();
+    let mut server = Command::new(common::bin())
+        .args(["iperf2", "-s", "-p", &port.to_string(), "-z"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run the drop-in's server");
+    let up = common::wait_until(Duration::from_secs(10), || common::listening(port));
+    let policies = thread_policies(server.id());
+    let _ = server.kill();
+    let out = server.wait_with_output().unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(up, "the drop-in's server did not listen: {said}");
+    // SAFETY: geteuid has no preconditions.
+    match unsafe { libc::geteuid() } {
+        0 => assert!(
+            !policies.is_empty() && policies.iter().all(|p| *p == 2),
+            "{policies:?} {said}"
+        ),
+        _ => assert!(
+            said.contains("Client set scheduler: Operation not permitted"),
+            "{said}"
+        ),
+    }
+}

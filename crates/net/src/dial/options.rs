@@ -64,6 +64,9 @@ pub struct ClientOptions {
     /// the streams connect and send their headers, then hold back this long before their data;
     /// the server is not told (its clock runs from the connection).
     pub hold_back: Option<std::time::Duration>,
+    /// iperf 2's `--connect-retries N` (its TCP data connections): a connection refused, unreachable
+    /// or timed out is tried again up to N more times, 200 ms apart, as iperf 2.1.8 tries.
+    pub connect_retries: u32,
     /// iperf 2's `-X` (a TCP test against an iperf 2 server): the header asks for the server's
     /// header ack (`V2PEERDETECT`), which each stream reads before its data.
     pub peer_detect: bool,
@@ -131,6 +134,7 @@ impl ClientOptions {
             trip_times: false,
             start_at_unix_s: None,
             hold_back: None,
+            connect_retries: 0,
             peer_detect: false,
             no_udp_fin: false,
             read_bins: None,

@@ -8,7 +8,7 @@
 //! (`connect_rate`: back to back for `-t`, the handshakes' distribution); this is the line-by-line
 //! form iperf 2's users read.
 
-use crate::dial::{connect, resolve, ClientError, ClientOptions};
+use crate::dial::{connect_timed, resolve, ClientError, ClientOptions};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::{Duration, Instant, SystemTime};
@@ -115,9 +115,8 @@ fn once(opts: &ClientOptions, addr: SocketAddr, thread: u32) -> Result<Handshake
     let at_unix_s = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64());
-    let started = Instant::now();
-    let socket = connect(opts, addr, Some((&opts.spec, thread - 1)))?;
-    let connect_ms = started.elapsed().as_secs_f64() * 1e3;
+    let (socket, took) = connect_timed(opts, addr, &opts.spec, thread - 1)?;
+    let connect_ms = took.as_secs_f64() * 1e3;
     let info = landspeed_engine::tcp_info::read(&socket).ok();
     let failed = |err| ClientError::Stream { id: thread - 1, err };
     Ok(Handshake {
