@@ -62,6 +62,13 @@ pub struct ConnectFacts {
     /// The socket's send buffer as the kernel gave it when the connection was made, bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub send_buffer_bytes: Option<u64>,
+    /// The unsent data its sender was held to (TCP_NOTSENT_LOWAT), bytes: iperf 2's
+    /// `--tcp-write-prefetch`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unsent_mark_bytes: Option<u32>,
+    /// Its receiver acknowledged each read at once (TCP_QUICKACK): iperf 2's `--tcp-quickack`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub quickack: bool,
 }
 
 /// TCP_INFO figures for one socket at the end of the test, plus RTT statistics over the interval samples.

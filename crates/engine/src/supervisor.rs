@@ -183,6 +183,9 @@ pub struct EngineParams {
     /// A test with trip times: each sender writes one whole burst (`length`) when the rate allows
     /// it and waits for the next (`platform::burst_pace`), bits per second.
     pub burst_bps: Option<f64>,
+    /// TCP receivers on the polling worker ask the kernel to acknowledge at once (TCP_QUICKACK)
+    /// after each read that took data (iperf 2's `--tcp-quickack`).
+    pub quickack: bool,
 }
 
 impl EngineParams {
@@ -245,6 +248,7 @@ impl EngineParams {
             trip_bins: None,
             frames_from_bursts: false,
             burst_bps: crate::platform::burst_pace(spec),
+            quickack: false,
             stall_s: landspeed_core::stall::threshold_s(
                 spec.paced_bps(spec.total_streams()),
                 spec.length_bytes as usize,
@@ -631,6 +635,7 @@ mod tests {
             trip_bins: None,
             frames_from_bursts: false,
             burst_bps: None,
+            quickack: false,
         }
     }
 

@@ -54,6 +54,11 @@ pub mod upper {
     pub const EPOCH_START: u16 = 0x1000;
     /// `--burst-period`/`--burst-size`: writes in periodic bursts.
     pub const PERIODICBURST: u16 = 0x2000;
+    /// `--tcp-write-prefetch` with `-R` or `--full-duplex`: the server holds its unsent data to
+    /// the extension's write prefetch (TCP_NOTSENT_LOWAT).
+    pub const WRITEPREFETCH: u16 = 0x4000;
+    /// `--tcp-quickack` where the server receives (not `-R` alone): it acknowledges each read at once.
+    pub const TCPQUICKACK: u16 = 0x8000;
 }
 
 /// The version-1 fields' size.
@@ -274,6 +279,35 @@ impl ClientHeader {
     /// Whether the extension's upper flags carry `bit` ([`upper`]).
     pub fn has(&self, bit: u16) -> bool {
         self.extension.is_some_and(|e| e.upper & bit != 0)
+    }
+
+    /// This header telling the server of the client's `--tcp-write-prefetch` (bytes) and
+    /// `--tcp-quickack` as iperf 2.1.8 tells it (captured): the prefetch, with its value, only
+    /// when the server sends (`-R`, `--full-duplex`), quickack only when it receives (not `-R`
+    /// alone). A header without the extension is left as it is.
+    pub fn asking(mut self, write_prefetch: Option<u32>, quickack: bool) -> ClientHeader {
+        let (reverse, both) = (self.has(upper::REVERSE), self.has(upper::FULLDUPLEX));
+        let Some(e) = self.extension.as_mut() else {
+            return self;
+        };
+        if let Some(bytes) = write_prefetch.filter(|b| *b > 0 && (reverse || both)) {
+            e.upper |= upper::WRITEPREFETCH;
+            e.write_prefetch = bytes;
+        }
+        if quickack && (!reverse || both) {
+            e.upper |= upper::TCPQUICKACK;
+        }
+        self
+    }
+
+    /// The unsent data a server that sends on this stream (`-R`, `--full-duplex`) should hold its
+    /// socket to, bytes (`WRITEPREFETCH` and a value above 0, as iperf 2.1.8's server takes it).
+    pub fn write_prefetch(&self) -> Option<u32> {
+        let sends = self.has(upper::REVERSE) || self.has(upper::FULLDUPLEX);
+        let asked = self.has(upper::WRITEPREFETCH) && sends;
+        self.extension
+            .map(|e| e.write_prefetch)
+            .filter(|b| asked && *b > 0)
     }
 
     /// The client's start time, which a header with trip times carries after the extension (its

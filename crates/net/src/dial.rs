@@ -380,6 +380,7 @@ pub(crate) fn measure<X: Send>(
 ) -> supervisor::EngineOutput {
     let mut params = EngineParams::for_spec(spec, opts.threads, opts.cpus.clone(), opts.idle_timeout);
     params.read_bins = opts.read_bins.or(params.read_bins);
+    params.quickack = opts.quickack;
     if matches!(format, UdpFormat::Iperf3 { .. }) {
         params.pattern = landspeed_core::payload::Pattern::for_unnumbered_streams(spec.payload_key);
     }

@@ -296,8 +296,9 @@ fn connection_line(r: &RunResult, c: &Conn, st: &Iperf2Style) -> String {
         Some(dev) if st.enhanced => format!("%{dev}"),
         _ => String::new(),
     };
+    let prefetch = crate::iperf2_text::prefetch_mark(made);
     format!(
-        "{} local {sip}{dev} port {sport} connected with {cip} port {cport}{isoch}{way}{epoch}{bb}{fin}{trips}{facts}{when}\n",
+        "{} local {sip}{dev} port {sport} connected with {cip} port {cport}{prefetch}{isoch}{way}{epoch}{bb}{fin}{trips}{facts}{when}\n",
         tag(c, c.received.is_some())
     )
 }
@@ -327,6 +328,7 @@ fn how_made(r: &RunResult, made: Option<&ConnectFacts>, way: &str, enhanced: boo
     if let Some(v) = version.filter(|v| enhanced && v.starts_with(|c: char| c.is_ascii_digit())) {
         let _ = write!(t, " (peer {v})");
     }
+    t += crate::iperf2_text::qack_mark(made);
     if let Some((c, m, rtt)) = made.and_then(|f| f.cwnd_mss_rtt) {
         let _ = write!(t, " (icwnd/mss/irtt={c}/{m}/{rtt})");
     }

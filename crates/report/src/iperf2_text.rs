@@ -70,6 +70,9 @@ pub struct TcpHead {
     pub ipg_given_ms: Option<f64>,
     /// `--fq-rate`: each socket's pace, bits per second (its "fair-queue socket pacing" line).
     pub fq_rate_bps: Option<f64>,
+    /// `--tcp-write-prefetch`: the unsent data each sender is held to, bytes (its "Event based
+    /// writes" line after the window's).
+    pub write_prefetch: Option<u32>,
 }
 
 /// iperf 2.1.8's MSS line: the size `-M` asked for, or (`-m` alone) what a new socket says.
@@ -150,7 +153,10 @@ pub fn head(host: &str, port: u16, h: &TcpHead) -> String {
             tos = format!("TOS set to {:#x} {nagle}\n", e.tos);
         }
     }
-    t + &socket_lines(h) + &tos + &window_line(h.window) + "\n" + DASHES + "\n"
+    let prefetch = h.write_prefetch.map_or(String::new(), |b| {
+        format!("Event based writes (pending queue watermark at {b} bytes)\n")
+    });
+    t + &socket_lines(h) + &tos + &window_line(h.window) + "\n" + &prefetch + DASHES + "\n"
 }
 
 /// The whole output after the head: text or CSV as `st` says (the lines a live client prints as
@@ -336,9 +342,10 @@ pub fn connected_marked(each: &[Ends], direction: Direction, when: Option<f64>, 
             _ => lip.clone(),
         };
         let made = how_made(e, enhanced, &tos_mark(e.tos, direction));
+        let prefetch = prefetch_mark(e.facts.as_ref());
         let _ = writeln!(
             t,
-            "[{c:>3}] local {lip} port {lport} connected with {rip} port {rport}{mark}{made}{when}"
+            "[{c:>3}] local {lip} port {lport} connected with {rip} port {rport}{prefetch}{mark}{made}{when}"
         );
     }
     t
@@ -399,6 +406,7 @@ pub(crate) fn how_made(e: &Ends, enhanced: bool, tos: &str) -> String {
         }
     }
     t += tos;
+    t += qack_mark(Some(f));
     if let Some((c, m, r)) = f.cwnd_mss_rtt {
         let _ = write!(t, " (icwnd/mss/irtt={c}/{m}/{r})");
     }
@@ -406,6 +414,22 @@ pub(crate) fn how_made(e: &Ends, enhanced: bool, tos: &str) -> String {
         let _ = write!(t, " (ct={ct:4.2} ms)");
     }
     t
+}
+
+/// iperf 2.1.8's mark of a connection whose sender holds its unsent data (`--tcp-write-prefetch`),
+/// first after its ports: `(prefetch=N)`.
+pub(crate) fn prefetch_mark(f: Option<&landspeed_core::endpoint::ConnectFacts>) -> String {
+    f.and_then(|f| f.unsent_mark_bytes)
+        .map_or(String::new(), |b| format!(" (prefetch={b})"))
+}
+
+/// iperf 2.1.8's mark of a connection whose receiver acknowledges each read at once
+/// (`--tcp-quickack`), just before TCP_INFO's figures: `(qack)`.
+pub(crate) fn qack_mark(f: Option<&landspeed_core::endpoint::ConnectFacts>) -> &'static str {
+    match f.is_some_and(|f| f.quickack) {
+        true => " (qack)",
+        false => "",
+    }
 }
 
 /// `-e`'s closing line with more than one connection: their `connect()` times, the least, mean and

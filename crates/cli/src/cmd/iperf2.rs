@@ -128,6 +128,14 @@ pub(crate) struct Opts {
     /// `--connect-retries N`: a TCP connection refused is tried N more times, 200 ms apart.
     #[arg(long = "connect-retries")]
     pub(crate) connect_retries: Option<u32>,
+    /// `--tcp-write-prefetch N[KMG]`: each TCP sender holds at most N bytes unsent
+    /// (TCP_NOTSENT_LOWAT; the server's too with -R and --full-duplex); `-e` on.
+    #[arg(long = "tcp-write-prefetch")]
+    pub(crate) write_prefetch: Option<String>,
+    /// `--tcp-quickack`: each TCP receiver acknowledges every read at once (TCP_QUICKACK; the
+    /// server's too where it receives).
+    #[arg(long = "tcp-quickack")]
+    pub(crate) quickack: bool,
     /// `-S`: the type-of-service byte of every packet (`0x` hex, `0` octal, decimal, or a name
     /// such as `af11` or `lowdelay`, as iperf 2 reads it).
     #[arg(short = 'S', long = "tos")]
@@ -268,6 +276,15 @@ fn families(mut o: Opts) -> Opts {
 fn warnings(o: &Opts) {
     if o.server && o.connect_retries.is_some_and(|n| n > 0) {
         errln!("WARN: option --connect-retries not supported on the server");
+    }
+    if o.server && o.write_prefetch.is_some() {
+        errln!("WARN: setting of option --tcp-write-prefetch is not supported on the server");
+    }
+    if o.udp && !o.server && o.write_prefetch.is_some() {
+        errln!("WARN: setting of option --tcp-write-prefetch is not supported with -u UDP");
+    }
+    if o.udp && !o.server && o.quickack {
+        errln!("WARN: setting of option --tcp-quickack is not supported with -u UDP");
     }
 }
 
@@ -527,6 +544,8 @@ const HELP: &str = "Usage: iperf [-s|-c host] [options]   (landspeed's iperf 2 d
   -V, -6, --ipv6_domain  IPv6 (the host resolved to IPv6; the server listens on both)   -4  IPv4
   -z, --realtime     realtime scheduling (SCHED_RR) and locked memory (root or CAP_SYS_NICE)
   --connect-retries N  TCP: a refused connection tried N more times, 200 ms apart
+  --tcp-write-prefetch N  TCP: at most N bytes unsent per sender (the server's too with -R; -e on)
+  --tcp-quickack     TCP: every read acknowledged at once (the server's too where it receives)
   -S, --tos N|NAME   type of service (0x10, 40, af11, lowdelay)  -N, --nodelay  Nagle off (TCP)
   -Z, --tcp-congestion ALG  TCP congestion control     -M, --mss N  TCP MSS asked (-m: print the MSS)
   -y C               CSV                               -f [abkmgKMG]     units
@@ -622,9 +641,9 @@ fn refused(o: &Opts) -> Option<String> {
         .map(|(_, name, why)| not(name, why))
 }
 
-/// iperf 2's options of when and how a client's connections start, where landspeed does not carry
-/// them.
-fn refused_schedules(o: &Opts) -> [(bool, &'static str, &'static str); 3] {
+/// iperf 2's options of how a client's connections start and what their sockets are asked, where
+/// landspeed does not carry them.
+fn refused_schedules(o: &Opts) -> [(bool, &'static str, &'static str); 5] {
     [
         (
             o.txdelay_time.is_some() && (o.udp || o.txstart_time.is_some() || beyond_plain_send(o)),
@@ -640,6 +659,16 @@ fn refused_schedules(o: &Opts) -> [(bool, &'static str, &'static str); 3] {
             o.udp && o.connect_retries.is_some_and(|n| n > 0),
             "--connect-retries with -u",
             "it tries a TCP connection again (iperf 2.1.8 refuses it with -u too)",
+        ),
+        (
+            (o.write_prefetch.is_some() || o.quickack) && !o.udp && another_test(o) && !o.server,
+            "--tcp-write-prefetch or --tcp-quickack with -r, -d, --bounceback, --connect-only or --isochronous",
+            "they set a TCP client's own streams (-R and --full-duplex too)",
+        ),
+        (
+            o.quickack && o.server,
+            "--tcp-quickack on a server",
+            "the server acknowledges at once where its client asks it to (--tcp-quickack on the client)",
         ),
     ]
 }
@@ -969,7 +998,22 @@ pub(crate) fn client_options(o: &Opts, host: &str) -> Result<landspeed_net::Clie
     let plain: Vec<String> = args.iter().filter(|a| *a != "--iperf2").cloned().collect();
     let mut opts = crate::common::client::options_from_args(&plain)?;
     opts.connect_retries = o.connect_retries.unwrap_or(0);
+    // --tcp-write-prefetch and --tcp-quickack are TCP's: over UDP 2.1.8 warns and drops them.
+    opts.write_prefetch = write_prefetch(o)?;
+    opts.quickack = o.quickack && !o.udp;
     Ok(opts)
+}
+
+/// `--tcp-write-prefetch`'s bytes as iperf 2 reads a byte count (none over UDP, where iperf 2.1.8
+/// warns and drops it), 1 byte to 2 GiB, or why not.
+fn write_prefetch(o: &Opts) -> Result<Option<u32>, String> {
+    let Some(v) = o.write_prefetch.as_deref().filter(|_| !o.udp) else {
+        return Ok(None);
+    };
+    bytes(v)
+        .filter(|b| (1..=i32::MAX as u64).contains(b))
+        .map(|b| Some(b as u32))
+        .ok_or_else(|| format!("--tcp-write-prefetch {v}: not a byte count from 1 to 2G"))
 }
 
 /// A UDP test's connection marks after the direction's, in iperf 2's order: no report asked
@@ -1010,8 +1054,8 @@ fn client(o: &Opts, host: &str) -> Result<bool> {
             Err(why) => return refuse(&why),
         }
     }
-    // --txstart-time turns -e on, as iperf 2's does.
-    let enhanced = o.enhanced || o.txstart_time.is_some();
+    // --txstart-time and --tcp-write-prefetch turn -e on, as iperf 2's do.
+    let enhanced = o.enhanced || o.txstart_time.is_some() || opts.write_prefetch.is_some();
     // -e over TCP: the reads of what this end receives counted, as iperf 2's client counts them.
     if enhanced && !o.udp {
         opts.read_bins = Some(opts.spec.length_bytes as usize);
@@ -1139,6 +1183,7 @@ pub(crate) fn client_head(
         ipg_given_ms: None,
         // --fq-rate's line is the option's (client_head_text), not a pace `-b` set.
         fq_rate_bps: None,
+        write_prefetch: opts.write_prefetch,
     }
 }
 
@@ -1590,8 +1635,8 @@ mod tests {
         // One of 2.1.8's options the drop-in lacks is refused by name.
         for (line, name) in [
             ("-c h -C", "-C"),
-            ("-c h --tcp-write-prefetch 1K", "--tcp-write-prefetch"),
-            ("-c h --tcp-qu", "--tcp-qu"),
+            ("-c h --tcp-write-times", "--tcp-write-times"),
+            ("-c h --tcp-rx", "--tcp-rx"),
         ] {
             let e = parsed(line).err().unwrap_or_default();
             assert!(
@@ -1621,6 +1666,23 @@ mod tests {
         assert!(o.realtime && refused(&o).is_none());
         assert_eq!(client_options(&o, "127.0.0.1").unwrap().connect_retries, 3);
         assert!(parsed("--real -s").unwrap().realtime);
+        // --tcp-write-prefetch and --tcp-quickack reach the options; over UDP they are dropped.
+        let o = parsed("-c h --tcp-write-prefetch 16K --tcp-quickack -R").unwrap();
+        let c = client_options(&o, "127.0.0.1").unwrap();
+        assert_eq!((c.write_prefetch, c.quickack), (Some(16_384), true));
+        let c = client_options(
+            &parsed("-c h -u --tcp-write-prefetch 16K --tcp-quickack").unwrap(),
+            "h",
+        );
+        assert_eq!(c.map(|c| (c.write_prefetch, c.quickack)), Ok((None, false)));
+        assert!(client_options(&parsed("-c h --tcp-write-prefetch 0").unwrap(), "h").is_err());
+        for line in [
+            "-s --tcp-quickack",
+            "-c h -d --tcp-quickack",
+            "-c h --bounceback --tcp-write-prefetch 1K",
+        ] {
+            assert!(refused(&opts(line).unwrap()).is_some(), "{line}");
+        }
         let why = refused(&opts("-c h -u --connect-retries 2").unwrap()).unwrap_or_default();
         assert!(why.contains("--connect-retries with -u"), "{why}");
         assert!(refused(&opts("-s --connect-retries 2").unwrap()).is_none());

@@ -1369,7 +1369,7 @@ fn the_iperf_drop_in_prints_what_iperf2s_client_prints() {
         ),
         // One of iperf 2.1.8's options the drop-in lacks (one 2.1.8 lacks is passed over, as
         // 2.1.8's getopt passes it: cmd::iperf2's unit tests).
-        (&["-c", "127.0.0.1", "-z"][..], "does not support -z"),
+        (&["-c", "127.0.0.1", "-C"][..], "does not support -C"),
     ] {
         let o = common::landspeed(
             &std::iter::once("iperf2")
@@ -1757,6 +1757,11 @@ fn the_iperf_drop_in_prints_iperf2s_trip_times_and_e_client_lines() {
         "-t 1 -e --hide-ips -b 50M",
         // --txdelay-time (session 25): connected, the start said, the data held back.
         "-t 1 --txdelay-time 0.5 -b 10M",
+        // --tcp-write-prefetch (session 26): -e on, the head's "Event based writes" line, the
+        // connections marked (prefetch=N), also when the server sends; --tcp-quickack's (qack).
+        "-t 1 --tcp-write-prefetch 64K -b 50M",
+        "-t 1 -R --tcp-write-prefetch 16K -b 50M",
+        "-t 1 --tcp-quickack -R -e -b 50M",
     ];
     for args in lines {
         // Figures masked: iperf 2.1.8's client and the drop-in's at once where paced.

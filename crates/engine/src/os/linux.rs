@@ -181,6 +181,12 @@ pub fn set_notsent_lowat(sock: &impl AsSock, bytes: u32) -> Result<()> {
     )
 }
 
+/// The unsent data a TCP socket is held to (TCP_NOTSENT_LOWAT), bytes: what `set_notsent_lowat`
+/// left (the kernel's default, its sysctl's, when never set).
+pub fn notsent_lowat(sock: &impl AsSock) -> Result<u32> {
+    get_int(sock, libc::IPPROTO_TCP, libc::TCP_NOTSENT_LOWAT).map(|v| v as u32)
+}
+
 /// Acknowledges at once rather than after the delayed-ACK timer (TCP_QUICKACK; the kernel clears
 /// it again by itself, so a request/response loop sets it after each exchange).
 pub fn set_quickack(sock: &impl AsSock) -> Result<()> {

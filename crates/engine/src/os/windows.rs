@@ -141,6 +141,11 @@ pub fn set_notsent_lowat(_sock: &impl AsSock, _bytes: u32) -> Result<()> {
     Err(refused("the unsent low-water mark"))
 }
 
+/// Windows has no TCP_NOTSENT_LOWAT to read.
+pub fn notsent_lowat(_sock: &impl AsSock) -> Result<u32> {
+    Err(unsupported_option("TCP_NOTSENT_LOWAT"))
+}
+
 /// Windows has no TCP_QUICKACK (its delayed ACKs are set per interface).
 pub fn set_quickack(_sock: &impl AsSock) -> Result<()> {
     Err(unsupported_option("TCP_QUICKACK"))

@@ -205,6 +205,8 @@ struct State<'a> {
     /// Senders stamping iperf 2's bursts (`EngineParams::trip_times`), and the copy of each write
     /// the stamps go on (the payload generator's buffer is left as it is).
     stamps: Option<(BurstWriter, Vec<u8>)>,
+    /// A receiver asks for an immediate ACK after each read (`EngineParams::quickack`).
+    quickack: bool,
 }
 
 impl<'a> State<'a> {
@@ -224,7 +226,15 @@ impl<'a> State<'a> {
             tls: ds.tls.as_ref().map(|t| t.lock()),
             bursts: counter.trips.on().then(BurstReader::default),
             stamps: None,
+            quickack: false,
         }
+    }
+
+    /// A receiver of a test that asks for TCP_QUICKACK (`EngineParams::quickack`) sets it after each
+    /// read that took data.
+    fn acking(mut self, p: &EngineParams) -> Self {
+        self.quickack = p.quickack && self.ds.role == Role::Receiver;
+        self
     }
 
     /// A receiver counting frames (`EngineParams::frames_from_bursts`) cuts its stream into bursts.
@@ -303,6 +313,9 @@ impl<'a> State<'a> {
             return self.take_tls(bufs.verifier.as_mut());
         }
         let n = self.recv(&mut bufs.rbuf[..len], discard_it && self.bursts.is_none())?;
+        if self.quickack && n > 0 {
+            crate::sockopt::quickack(&self.ds.socket);
+        }
         self.counter.reads.count(n);
         if let Some(b) = self.bursts.as_mut() {
             on_bursts(b, &bufs.rbuf[..n], self.counter, self.out.frames.as_mut());
@@ -420,7 +433,7 @@ fn worker(
     let now = Instant::now();
     let mut states: Vec<State> = streams
         .into_iter()
-        .map(|(i, ds, c)| State::new(i, ds, c, now).stamping(p).framing(p))
+        .map(|(i, ds, c)| State::new(i, ds, c, now).stamping(p).framing(p).acking(p))
         .collect();
     let mut poll = match crate::os::Poller::new(states.len()) {
         Ok(p) => p,

@@ -315,3 +315,46 @@ fn a_scheduled_start_is_read_and_written_as_iperf2_writes_it() {
     unflagged.extension.as_mut().unwrap().upper &= !upper::EPOCH_START;
     assert_eq!(unflagged.scheduled(timed.epoch_start().unwrap()), timed);
 }
+
+/// iperf 2.1.8's headers (captured 2026-12-07, `-t 1` to port 5993) with `--tcp-write-prefetch`
+/// and `--tcp-quickack`: `-R --tcp-write-prefetch 64K`, `--tcp-quickack`, `-R --tcp-quickack`
+/// and `--full-duplex --tcp-quickack --tcp-write-prefetch 1000`.
+const PREFETCH_R: &str = "4401007800000001000017690000000000000000ffffff9c000000000000000044000000000200010008000300000000000000000000000000010000";
+const QUICKACK: &str = "4001007800000001000017690000000000000000ffffff9c000000000000000080000000000200010008000300000000000000000000000000000000";
+const QUICKACK_R: &str = "4401007800000001000017690000000000000000ffffff9c000000000000000004000000000200010008000300000000000000000000000000000000";
+const BOTH_FULL_DUPLEX: &str = "4401007800000001000017690000000000000000ffffff9c0000000000000000c80000000002000100080003000000000000000000000000000003e8";
+
+#[test]
+fn write_prefetch_and_quickack_are_asked_as_iperf2_asks_them() {
+    let read = |h: &str| ClientHeader::parse(&crate::unhex(h), 0).unwrap().0;
+    let (prefetch_r, quickack, quickack_r, both) = (
+        read(PREFETCH_R),
+        read(QUICKACK),
+        read(QUICKACK_R),
+        read(BOTH_FULL_DUPLEX),
+    );
+    assert_eq!(prefetch_r.write_prefetch(), Some(65_536));
+    assert!(!prefetch_r.has(upper::TCPQUICKACK));
+    assert_eq!(
+        (quickack.write_prefetch(), quickack.has(upper::TCPQUICKACK)),
+        (None, true)
+    );
+    assert!(!quickack_r.has(upper::TCPQUICKACK));
+    assert_eq!(
+        (both.write_prefetch(), both.has(upper::TCPQUICKACK)),
+        (Some(1000), true)
+    );
+    // Each written from the same header without the asks: 2.1.8's bytes (the prefetch is not
+    // asked where the server only receives, quickack not where it only sends).
+    let plain = |h: &ClientHeader| {
+        let mut p = h.clone();
+        let e = p.extension.as_mut().unwrap();
+        e.upper &= !(upper::WRITEPREFETCH | upper::TCPQUICKACK);
+        e.write_prefetch = 0;
+        p
+    };
+    assert_eq!(plain(&prefetch_r).asking(Some(65_536), false), prefetch_r);
+    assert_eq!(plain(&quickack).asking(Some(4096), true), quickack);
+    assert_eq!(plain(&quickack_r).asking(None, true), quickack_r);
+    assert_eq!(plain(&both).asking(Some(1000), true), both);
+}

@@ -67,6 +67,14 @@ pub struct ClientOptions {
     /// iperf 2's `--connect-retries N` (its TCP data connections): a connection refused, unreachable
     /// or timed out is tried again up to N more times, 200 ms apart, as iperf 2.1.8 tries.
     pub connect_retries: u32,
+    /// iperf 2's `--tcp-write-prefetch` (a TCP test against an iperf 2 server): each sending socket
+    /// holds at most this many bytes unsent (TCP_NOTSENT_LOWAT); with `-R` or `--bidir` the header
+    /// asks the server to hold its own to it too.
+    pub write_prefetch: Option<u32>,
+    /// iperf 2's `--tcp-quickack` (a TCP test against an iperf 2 server): each receiving socket
+    /// acknowledges every read at once (TCP_QUICKACK); where the server receives, the header asks
+    /// it to do the same.
+    pub quickack: bool,
     /// iperf 2's `-X` (a TCP test against an iperf 2 server): the header asks for the server's
     /// header ack (`V2PEERDETECT`), which each stream reads before its data.
     pub peer_detect: bool,
@@ -135,6 +143,8 @@ impl ClientOptions {
             start_at_unix_s: None,
             hold_back: None,
             connect_retries: 0,
+            write_prefetch: None,
+            quickack: false,
             peer_detect: false,
             no_udp_fin: false,
             read_bins: None,

@@ -59,6 +59,7 @@ pub fn run_iperf2_client(
     if opts.peer_detect {
         header.flags |= landspeed_iperf2::header::flags::V2PEERDETECT;
     }
+    let header = header.asking(opts.write_prefetch, opts.quickack);
     landspeed_engine::platform::check_spec(spec)?;
     let addr = resolve(opts)?;
     let (streams, facts) = open(opts, addr, spec, &header.encode())?;
@@ -265,7 +266,30 @@ pub(super) fn connect_facts(socket: &std::net::TcpStream, tcp: std::time::Durati
             .send_buffer_size()
             .ok()
             .map(|b| b as u64),
+        unsent_mark_bytes: None,
+        quickack: false,
     }
+}
+
+/// `--tcp-write-prefetch` and `--tcp-quickack` on one of the client's connections (`sends`: it
+/// carries this end's data), and the facts that say so (iperf 2's `(prefetch=N)` and `(qack)`):
+/// the unsent mark set on a sending socket (on one that only receives, `-R`, the header asked the
+/// server's); both said on every connection, as iperf 2.1.8's client says them; quickack done by
+/// the engine's receivers.
+fn socket_asks(
+    opts: &ClientOptions,
+    (sock, id, sends): (&std::net::TcpStream, u32, bool),
+    facts: ConnectFacts,
+) -> Result<ConnectFacts, ClientError> {
+    if let Some(bytes) = opts.write_prefetch.filter(|_| sends) {
+        landspeed_engine::os::set_notsent_lowat(sock, bytes)
+            .map_err(|err| ClientError::Stream { id, err })?;
+    }
+    Ok(ConnectFacts {
+        unsent_mark_bytes: opts.write_prefetch,
+        quickack: opts.quickack,
+        ..facts
+    })
 }
 
 /// Now, Unix seconds.
@@ -465,7 +489,8 @@ fn open(
     for k in 0..spec.streams {
         // TCP_INFO as the handshake left it, before the header goes (as iperf 2 reads it).
         let (sock, tcp) = crate::dial::connect_timed(opts, addr, spec, k)?;
-        facts.push(connect_facts(&sock, tcp));
+        let sends = spec.direction != Direction::Reverse;
+        facts.push(socket_asks(opts, (&sock, k, sends), connect_facts(&sock, tcp))?);
         out.push(crate::dial::greeted(opts, spec, (k, sock), header, None)?);
     }
     if spec.direction == Direction::Bidir {
@@ -492,6 +517,30 @@ mod tests {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
         (c, l.accept().unwrap().0)
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn write_prefetch_holds_a_sending_socket_and_both_asks_are_said_on_every_connection() {
+        let plain_opts = ClientOptions::new("h", 5001, Test::try_from(TestSpec::default()).unwrap());
+        let opts = ClientOptions {
+            write_prefetch: Some(16_384),
+            quickack: true,
+            ..plain_opts.clone()
+        };
+        let (sending, _s) = pair();
+        let (receiving, _r) = pair();
+        let before = landspeed_engine::os::notsent_lowat(&receiving).unwrap();
+        let sent = socket_asks(&opts, (&sending, 0, true), ConnectFacts::default()).unwrap();
+        let got = socket_asks(&opts, (&receiving, 1, false), ConnectFacts::default()).unwrap();
+        assert_eq!(landspeed_engine::os::notsent_lowat(&sending).unwrap(), 16_384);
+        // A socket that only receives (-R) is left as it was: the header asks the server's.
+        assert_eq!(landspeed_engine::os::notsent_lowat(&receiving).unwrap(), before);
+        for f in [sent, got] {
+            assert_eq!((f.unsent_mark_bytes, f.quickack), (Some(16_384), true));
+        }
+        let plain = socket_asks(&plain_opts, (&sending, 0, true), ConnectFacts::default());
+        assert_eq!(plain.unwrap(), ConnectFacts::default());
     }
 
     #[test]

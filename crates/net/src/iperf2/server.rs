@@ -97,11 +97,30 @@ pub(super) struct Stream {
 impl Stream {
     fn new(socket: TcpStream, header: ClientHeader) -> Stream {
         Stream {
-            made: made(&socket),
+            made: socket_asks(&socket, &header, made(&socket)),
             socket,
             header,
             accepted: SystemTime::now(),
         }
+    }
+}
+
+/// What the header asks of this server's socket, done, and the facts that say so (iperf 2.1.8's
+/// `(prefetch=N)` and `(qack)` marks): the unsent data held to the client's `--tcp-write-prefetch`
+/// where this server sends (a socket that refuses it sends as it would have); quickack where it
+/// receives (done by the engine's receivers after each read, `EngineParams::quickack`).
+fn socket_asks(
+    socket: &TcpStream,
+    header: &ClientHeader,
+    facts: landspeed_core::endpoint::ConnectFacts,
+) -> landspeed_core::endpoint::ConnectFacts {
+    let mark = header
+        .write_prefetch()
+        .filter(|b| landspeed_engine::os::set_notsent_lowat(socket, *b).is_ok());
+    landspeed_core::endpoint::ConnectFacts {
+        unsent_mark_bytes: mark,
+        quickack: header.has(landspeed_iperf2::header::upper::TCPQUICKACK),
+        ..facts
     }
 }
 
@@ -432,6 +451,7 @@ fn run(
     }
     let mut params = EngineParams::for_spec(test, None, None, o.idle_timeout);
     params.read_bins = o.iperf2_reads.or(params.read_bins);
+    params.quickack = streams.iter().any(|s| s.made.quickack);
     params.trip_bins = o.iperf2_histograms;
     params.frames_from_bursts = plan.frames;
     // --max-rate paces the test as it paces landspeed's and iperf3's.
@@ -655,5 +675,45 @@ pub(super) fn iperf2_context(
     RunContext {
         foreign_peer: true,
         ..crate::host::server_context(addresses, started, threads, "iperf2")
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+
+    fn unsent_mark(s: &TcpStream) -> u32 {
+        landspeed_engine::os::notsent_lowat(s).unwrap()
+    }
+
+    /// iperf 2.1.8's headers (captured; landspeed_iperf2's header tests read the same bytes):
+    /// `-R --tcp-write-prefetch 64K` and `--tcp-quickack`.
+    const PREFETCH_R: &str = "4401007800000001000017690000000000000000ffffff9c000000000000000044000000000200010008000300000000000000000000000000010000";
+    const QUICKACK: &str = "4001007800000001000017690000000000000000ffffff9c000000000000000080000000000200010008000300000000000000000000000000000000";
+
+    #[test]
+    fn the_sockets_are_set_as_the_clients_header_asks() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let _c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let accepted = l.accept().unwrap().0;
+        let before = unsent_mark(&accepted);
+        let header = |hex: &str| {
+            let b: Vec<u8> = (0..hex.len() / 2)
+                .map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap())
+                .collect();
+            ClientHeader::parse(&b, 0).unwrap().0
+        };
+        let quick = Stream::new(accepted.try_clone().unwrap(), header(QUICKACK));
+        assert!(quick.made.quickack && quick.made.unsent_mark_bytes.is_none());
+        assert_eq!(
+            unsent_mark(&accepted),
+            before,
+            "no prefetch asked: the socket as it was"
+        );
+        let sending = Stream::new(accepted.try_clone().unwrap(), header(PREFETCH_R));
+        assert_eq!(sending.made.unsent_mark_bytes, Some(65_536));
+        assert!(!sending.made.quickack);
+        assert_eq!(unsent_mark(&accepted), 65_536);
     }
 }
