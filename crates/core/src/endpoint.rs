@@ -66,6 +66,10 @@ pub struct ConnectFacts {
     /// `--tcp-write-prefetch`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unsent_mark_bytes: Option<u32>,
+    /// The receive window this end's socket advertised was clamped to this (TCP_WINDOW_CLAMP),
+    /// bytes: iperf 2's server `--tcp-rx-window-clamp`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window_clamp_bytes: Option<u32>,
     /// Its receiver acknowledged each read at once (TCP_QUICKACK): iperf 2's `--tcp-quickack`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub quickack: bool,

@@ -79,6 +79,9 @@ pub struct ServerOptions {
     /// An iperf 2 client's TCP test is read this much a call and its reads counted by size (the
     /// `iperf -s -e` drop-in's read buffer, its `-l`: `Reads=Dist`); None: not counted.
     pub iperf2_reads: Option<usize>,
+    /// Each iperf 2 client's TCP connection's receive window clamped to this many bytes
+    /// (TCP_WINDOW_CLAMP: the `iperf -s --tcp-rx-window-clamp` drop-in's); None: not clamped.
+    pub iperf2_rx_clamp: Option<u32>,
     /// iperf 2 clients' one-way transits binned (the `iperf -s --histograms` drop-in): TCP bursts
     /// and UDP datagrams of clients with `--trip-times`; None: not binned.
     pub iperf2_histograms: Option<landspeed_core::transit_bins::BinSpec>,
@@ -170,6 +173,7 @@ impl Default for ServerOptions {
             live: false,
             iperf2_interval: None,
             iperf2_reads: None,
+            iperf2_rx_clamp: None,
             iperf2_histograms: None,
             iperf3_total_rate: None,
             open: vec![],

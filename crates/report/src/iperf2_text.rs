@@ -416,11 +416,17 @@ pub(crate) fn how_made(e: &Ends, enhanced: bool, tos: &str) -> String {
     t
 }
 
-/// iperf 2.1.8's mark of a connection whose sender holds its unsent data (`--tcp-write-prefetch`),
-/// first after its ports: `(prefetch=N)`.
+/// iperf 2.1.8's marks first after a connection's ports: its receive window clamped (a server's
+/// `--tcp-rx-window-clamp`), `(clamp=N)`; its sender holding its unsent data
+/// (`--tcp-write-prefetch`), `(prefetch=N)`.
 pub(crate) fn prefetch_mark(f: Option<&landspeed_core::endpoint::ConnectFacts>) -> String {
-    f.and_then(|f| f.unsent_mark_bytes)
-        .map_or(String::new(), |b| format!(" (prefetch={b})"))
+    let clamp = f
+        .and_then(|f| f.window_clamp_bytes)
+        .map_or(String::new(), |b| format!(" (clamp={b})"));
+    let prefetch = f
+        .and_then(|f| f.unsent_mark_bytes)
+        .map_or(String::new(), |b| format!(" (prefetch={b})"));
+    clamp + &prefetch
 }
 
 /// iperf 2.1.8's mark of a connection whose receiver acknowledges each read at once

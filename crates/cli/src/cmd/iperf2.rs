@@ -136,6 +136,10 @@ pub(crate) struct Opts {
     /// server's too where it receives).
     #[arg(long = "tcp-quickack")]
     pub(crate) quickack: bool,
+    /// `-s --tcp-rx-window-clamp N[KMG]`: each TCP client's connection's receive window clamped
+    /// (TCP_WINDOW_CLAMP).
+    #[arg(long = "tcp-rx-window-clamp")]
+    pub(crate) rx_clamp: Option<String>,
     /// `-S`: the type-of-service byte of every packet (`0x` hex, `0` octal, decimal, or a name
     /// such as `af11` or `lowdelay`, as iperf 2 reads it).
     #[arg(short = 'S', long = "tos")]
@@ -239,7 +243,9 @@ pub fn main(argv: Vec<OsString>) -> Result<bool> {
         }
     }
     warnings(&o);
-    if o.realtime {
+    // The server becomes `landspeed serve` (exec), which the memory lock would not survive: it is
+    // asked of serve instead (--iperf2-realtime).
+    if o.realtime && !o.server {
         realtime();
     }
     if let Some(line) = (o.client.as_deref()).and_then(|h| unresolved(h, o.ipv6).filter(|_| !o.server)) {
@@ -286,12 +292,18 @@ fn warnings(o: &Opts) {
     if o.udp && !o.server && o.quickack {
         errln!("WARN: setting of option --tcp-quickack is not supported with -u UDP");
     }
+    if !o.server && o.rx_clamp.is_some() {
+        errln!("WARN: option of --tcp-rx-window-clamp not supported on the client");
+    }
+    if o.server && o.udp && o.rx_clamp.is_some() {
+        errln!("WARN: option of --tcp-rx-window-clamp not supported using -u UDP ");
+    }
 }
 
 /// `-z`: this process's threads (the test's, started after this) scheduled realtime and its memory
 /// locked; what the kernel refuses is said in iperf 2.1.8's words (its `perror`), and the test
 /// runs on, as iperf 2's does.
-fn realtime() {
+pub(crate) fn realtime() {
     if let Err(r) = crate::common::sys::realtime() {
         let text = r.err.to_string();
         let words = text.split(" (os error").next().unwrap_or(&text);
@@ -546,6 +558,7 @@ const HELP: &str = "Usage: iperf [-s|-c host] [options]   (landspeed's iperf 2 d
   --connect-retries N  TCP: a refused connection tried N more times, 200 ms apart
   --tcp-write-prefetch N  TCP: at most N bytes unsent per sender (the server's too with -R; -e on)
   --tcp-quickack     TCP: every read acknowledged at once (the server's too where it receives)
+  -s --tcp-rx-window-clamp N  TCP: each client's connection's receive window clamped to N bytes
   -S, --tos N|NAME   type of service (0x10, 40, af11, lowdelay)  -N, --nodelay  Nagle off (TCP)
   -Z, --tcp-congestion ALG  TCP congestion control     -M, --mss N  TCP MSS asked (-m: print the MSS)
   -y C               CSV                               -f [abkmgKMG]     units
@@ -1527,6 +1540,7 @@ fn serve(o: &Opts) -> Result<bool> {
         (o.style.is_some(), "--iperf2-csv"),
         (o.enhanced || o.histograms.is_some(), "--iperf2-enhanced"),
         (o.hide_ips, "--iperf2-hide-ips"),
+        (o.realtime, "--iperf2-realtime"),
     ] {
         if on {
             args.push(flag.into());
@@ -1552,6 +1566,16 @@ fn serve(o: &Opts) -> Result<bool> {
         match bytes(l) {
             Some(len) => args.extend(["--iperf2-read-len".into(), len.to_string()]),
             None => return refuse(&format!("-l {l}: not a number iperf 2 reads")),
+        }
+    }
+    if let (false, Some(c)) = (o.udp, o.rx_clamp.as_deref()) {
+        match bytes(c).filter(|b| (1..=i32::MAX as u64).contains(b)) {
+            Some(b) => args.extend(["--iperf2-rx-clamp".into(), b.to_string()]),
+            None => {
+                return refuse(&format!(
+                    "--tcp-rx-window-clamp {c}: not a byte count from 1 to 2G"
+                ))
+            }
         }
     }
     crate::common::become_serve(&args)

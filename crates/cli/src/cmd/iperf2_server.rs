@@ -55,6 +55,13 @@ pub struct Iperf2Lines {
     /// With --iperf2-text: IPv4 addresses printed as `*.*.*.N` (`iperf -s --hide-ips`).
     #[arg(long, hide = true, requires = "iperf2_text")]
     pub iperf2_hide_ips: bool,
+    /// Each iperf 2 client's TCP connection's receive window clamped to BYTES (TCP_WINDOW_CLAMP;
+    /// `iperf -s --tcp-rx-window-clamp`).
+    #[arg(long, hide = true, value_name = "BYTES", value_parser = clap::value_parser!(u32).range(1..))]
+    pub iperf2_rx_clamp: Option<u32>,
+    /// The server's threads scheduled realtime and its memory locked (`iperf -s -z`).
+    #[arg(long, hide = true)]
+    pub iperf2_realtime: bool,
 }
 
 /// `--iperf2-exclude`'s value.

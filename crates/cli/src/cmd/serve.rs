@@ -449,6 +449,10 @@ fn stream_limit(asked: Option<u32>) -> Option<u32> {
 }
 
 pub fn serve(a: ServeArgs) -> Result<bool> {
+    if a.iperf2_lines.iperf2_realtime {
+        // Before any thread starts: each inherits it (and the lock holds for what they map).
+        super::iperf2::realtime();
+    }
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, stop.clone()).context("cannot install signal handler")?;
@@ -652,6 +656,7 @@ fn options(a: &ServeArgs, stats: Arc<AtomicBool>) -> Result<ServerOptions> {
         live: a.iperf3_text || a.iperf2_lines.iperf2_text,
         iperf2_interval: a.iperf2_lines.iperf2_interval,
         iperf2_reads: a.iperf2_lines.reads(),
+        iperf2_rx_clamp: a.iperf2_lines.iperf2_rx_clamp,
         iperf2_histograms: a.iperf2_lines.iperf2_histograms,
         iperf3_total_rate: a.iperf3_bitrate_limit,
     })

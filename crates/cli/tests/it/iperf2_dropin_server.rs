@@ -261,6 +261,9 @@ const MATRIX: &[(&str, &str)] = &[
     ("-e", "-t 1 -R --tcp-write-prefetch 64K -b 50M"),
     ("", "-t 1 --tcp-quickack -b 50M"),
     ("-e", "-t 1 --full-duplex --tcp-quickack -b 50M"),
+    // The server's own --tcp-rx-window-clamp: every connection marked (clamp=N), either way.
+    ("--tcp-rx-window-clamp 64K -e", "-t 1 -b 50M"),
+    ("--tcp-rx-window-clamp 64K", "-t 1 -R -b 50M"),
 ];
 
 /// What `PROGRAM -s SERVER_ARGS` printed for one iperf 2.1.8 client with `CLIENT_ARGS`.

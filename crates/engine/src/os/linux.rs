@@ -181,6 +181,21 @@ pub fn set_notsent_lowat(sock: &impl AsSock, bytes: u32) -> Result<()> {
     )
 }
 
+/// Clamps the receive window a TCP socket advertises to `bytes` (TCP_WINDOW_CLAMP).
+pub fn set_window_clamp(sock: &impl AsSock, bytes: u32) -> Result<()> {
+    set_int(
+        sock,
+        libc::IPPROTO_TCP,
+        libc::TCP_WINDOW_CLAMP,
+        bytes.min(i32::MAX as u32) as i32,
+    )
+}
+
+/// The receive window a TCP socket is clamped to (TCP_WINDOW_CLAMP), bytes (0: not clamped).
+pub fn window_clamp(sock: &impl AsSock) -> Result<u32> {
+    get_int(sock, libc::IPPROTO_TCP, libc::TCP_WINDOW_CLAMP).map(|v| v as u32)
+}
+
 /// The unsent data a TCP socket is held to (TCP_NOTSENT_LOWAT), bytes: what `set_notsent_lowat`
 /// left (the kernel's default, its sysctl's, when never set).
 pub fn notsent_lowat(sock: &impl AsSock) -> Result<u32> {

@@ -141,6 +141,16 @@ pub fn set_notsent_lowat(_sock: &impl AsSock, _bytes: u32) -> Result<()> {
     Err(refused("the unsent low-water mark"))
 }
 
+/// Windows has no TCP_WINDOW_CLAMP.
+pub fn set_window_clamp(_sock: &impl AsSock, _bytes: u32) -> Result<()> {
+    Err(unsupported_option("TCP_WINDOW_CLAMP"))
+}
+
+/// Windows has no TCP_WINDOW_CLAMP to read.
+pub fn window_clamp(_sock: &impl AsSock) -> Result<u32> {
+    Err(unsupported_option("TCP_WINDOW_CLAMP"))
+}
+
 /// Windows has no TCP_NOTSENT_LOWAT to read.
 pub fn notsent_lowat(_sock: &impl AsSock) -> Result<u32> {
     Err(unsupported_option("TCP_NOTSENT_LOWAT"))

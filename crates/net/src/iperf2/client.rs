@@ -267,6 +267,7 @@ pub(super) fn connect_facts(socket: &std::net::TcpStream, tcp: std::time::Durati
             .ok()
             .map(|b| b as u64),
         unsent_mark_bytes: None,
+        window_clamp_bytes: None,
         quickack: false,
     }
 }

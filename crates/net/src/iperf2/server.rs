@@ -427,7 +427,8 @@ fn run(
         acknowledge(s, o.handshake_timeout);
     }
     let echoed = echo_headers(streams, test, o.handshake_timeout);
-    let made = connections_made(legs);
+    let clamp = o.iperf2_rx_clamp.filter(|b| clamp_windows(streams, *b));
+    let made = connections_made(legs, clamp);
     let paths = data_streams(legs, test)?;
     // Read now: once the client has gone, its connections may no longer say where they went.
     let ends = Ends {
@@ -487,12 +488,26 @@ fn run(
     }
 }
 
+/// The server's `--tcp-rx-window-clamp` (the drop-in's) on each of the client's connections:
+/// whether every one took it.
+fn clamp_windows(streams: &[Stream], bytes: u32) -> bool {
+    streams
+        .iter()
+        .all(|s| landspeed_engine::os::set_window_clamp(&s.socket, bytes).is_ok())
+}
+
 /// How each of the test's connections was made, by the client's port, read before its data flows:
-/// TCP_INFO's first figures, the descriptor and the interface (iperf 2's server prints them on
-/// its "connected with" lines).
-fn connections_made(legs: Legs) -> crate::host::Made {
+/// TCP_INFO's first figures, the descriptor and the interface, the client's connections' window
+/// clamp (iperf 2's server prints them on its "connected with" lines).
+fn connections_made(legs: Legs, clamp: Option<u32>) -> crate::host::Made {
     let port = |s: &TcpStream| s.peer_addr().ok().map(|a| a.port());
-    let incoming = legs.incoming.iter().map(|s| (port(&s.socket), s.made.clone()));
+    let incoming = legs.incoming.iter().map(|s| {
+        let facts = landspeed_core::endpoint::ConnectFacts {
+            window_clamp_bytes: clamp,
+            ..s.made.clone()
+        };
+        (port(&s.socket), facts)
+    });
     let back = (legs.back.iter()).map(|s| {
         (
             port(s),
@@ -715,5 +730,10 @@ mod tests {
         assert_eq!(sending.made.unsent_mark_bytes, Some(65_536));
         assert!(!sending.made.quickack);
         assert_eq!(unsent_mark(&accepted), 65_536);
+        // The server's --tcp-rx-window-clamp: each of the client's connections clamped.
+        let before = landspeed_engine::os::window_clamp(&accepted).unwrap();
+        assert!(clamp_windows(std::slice::from_ref(&sending), 40_000));
+        assert_ne!(before, 40_000);
+        assert_eq!(landspeed_engine::os::window_clamp(&accepted).unwrap(), 40_000);
     }
 }
