@@ -70,6 +70,9 @@ pub struct ConnectFacts {
     /// bytes: iperf 2's server `--tcp-rx-window-clamp`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window_clamp_bytes: Option<u32>,
+    /// Its sender was paced by the kernel at the client's `--fq-rate` (iperf 2's `FQRATESET`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fq_paced: bool,
     /// Its receiver acknowledged each read at once (TCP_QUICKACK): iperf 2's `--tcp-quickack`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub quickack: bool,

@@ -52,6 +52,9 @@ pub mod upper {
     pub const FULLDUPLEX: u16 = 0x0800;
     /// `--txstart-time`: the client starts at the epoch time in its header.
     pub const EPOCH_START: u16 = 0x1000;
+    /// `--fq-rate`: each socket paced by the kernel (SO_MAX_PACING_RATE) at the rate after the
+    /// start time (bytes a second, two words, lower first).
+    pub const FQRATESET: u16 = 0x0200;
     /// `--burst-period`/`--burst-size`: writes in periodic bursts.
     pub const PERIODICBURST: u16 = 0x2000;
     /// `--tcp-write-prefetch` with `-R` or `--full-duplex`: the server holds its unsent data to
@@ -300,6 +303,35 @@ impl ClientHeader {
         self
     }
 
+    /// The pace the client's `--fq-rate` asks of every socket of the test, bytes a second
+    /// (`FQRATESET` and its two words after the start time, as iperf 2.1.8 writes them); None
+    /// when not asked or 0.
+    pub fn fq_rate_bytes_per_s(&self) -> Option<u64> {
+        let word = |at: usize| self.rest.get(at..at + 4).map(|b| u64::from(crate::be32(b, 0)));
+        let pace = word(FQ_AT)? | word(FQ_AT + 4)? << 32;
+        (self.has(upper::FQRATESET) && pace > 0).then_some(pace)
+    }
+
+    /// This TCP header asking every socket of the test paced at `bytes_per_s` (`--fq-rate`), as
+    /// iperf 2.1.8 writes it: the `FQRATESET` bit, the pace's two words after the start time (the
+    /// header lengthened to hold them when it was shorter) and no `-b` rate (the pace is the
+    /// test's rate). Call before [`started`](Self::started), which writes the start time.
+    pub fn paced(mut self, bytes_per_s: u64) -> ClientHeader {
+        let Some(e) = self.extension.as_mut() else {
+            return self;
+        };
+        e.upper |= upper::FQRATESET;
+        e.rate_bps = 0;
+        if self.rest.len() < FQ_AT + 8 {
+            self.rest.resize(FQ_AT + 8, 0);
+            let len = (V1_BYTES + EXTENSION_BYTES + self.rest.len()) as u32;
+            self.flags = (self.flags & !flags::LEN_MASK) | flags::LEN_BIT | len << 1;
+        }
+        self.rest[FQ_AT..FQ_AT + 4].copy_from_slice(&(bytes_per_s as u32).to_be_bytes());
+        self.rest[FQ_AT + 4..FQ_AT + 8].copy_from_slice(&((bytes_per_s >> 32) as u32).to_be_bytes());
+        self
+    }
+
     /// The unsent data a server that sends on this stream (`-R`, `--full-duplex`) should hold its
     /// socket to, bytes (`WRITEPREFETCH` and a value above 0, as iperf 2.1.8's server takes it).
     pub fn write_prefetch(&self) -> Option<u32> {
@@ -372,6 +404,8 @@ impl ClientHeader {
 
 /// Where the start time sits in what follows the extension (bytes).
 const START_AT: usize = 4;
+/// Where the fair-queue pace sits in what follows the extension (bytes): after the start time.
+const FQ_AT: usize = START_AT + 8;
 
 /// The two old ways to test both directions, each on connections the server opens back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -285,6 +285,9 @@ impl ClientHeader {
             Amount::Centiseconds(c) => EndCondition::Time(Duration::from_millis(u64::from(c) * 10)),
         };
         let rate = self.extension.map_or(0, |e| e.rate_bps);
+        // --fq-rate (bytes a second) paces the server's sockets too; beside -b the lower holds.
+        let fq = self.fq_rate_bytes_per_s().map(|b| b.saturating_mul(8));
+        let pace = [(rate > 0).then_some(rate), fq].into_iter().flatten().min();
         // Frames come from the client only: what the server sends back is not cut into bursts.
         let frames = self.has(upper::ISOCH) && direction != Direction::Reverse;
         let bursts = self.has(upper::TRIPTIME) || frames;
@@ -297,8 +300,8 @@ impl ClientHeader {
             end,
             direction,
             window_bytes: (self.window_band > 0).then_some(self.window_band as u64),
-            // iperf 2's -b on TCP limits each stream.
-            fq_rate_bps: (rate > 0).then_some(rate as f64),
+            // iperf 2's -b on TCP limits each stream, as its --fq-rate paces each socket.
+            fq_rate_bps: pace.map(|p| p as f64),
             verify: false,
             payload_key,
             // Bursts are timed (and counted as frames) from the bytes themselves: they are read,

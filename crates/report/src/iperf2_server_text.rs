@@ -297,8 +297,9 @@ fn connection_line(r: &RunResult, c: &Conn, st: &Iperf2Style) -> String {
         _ => String::new(),
     };
     let prefetch = crate::iperf2_text::prefetch_mark(made);
+    let fq = crate::iperf2_text::fq_mark(made, way == " (reverse)");
     format!(
-        "{} local {sip}{dev} port {sport} connected with {cip} port {cport}{prefetch}{isoch}{way}{epoch}{bb}{fin}{trips}{facts}{when}\n",
+        "{} local {sip}{dev} port {sport} connected with {cip} port {cport}{prefetch}{isoch}{way}{fq}{epoch}{bb}{fin}{trips}{facts}{when}\n",
         tag(c, c.received.is_some())
     )
 }

@@ -322,13 +322,11 @@ pub fn connected_each(each: &[Ends], direction: Direction, when: Option<f64>) ->
 
 /// `connected_each` with `more` after the direction's mark (`(trip-times)`: [`trips_mark`]).
 pub fn connected_marked(each: &[Ends], direction: Direction, when: Option<f64>, more: &str) -> String {
-    let mark = match direction {
+    let way = match direction {
         Direction::Bidir => " (full-duplex)",
         Direction::Reverse => " (reverse)",
         Direction::Forward => "",
-    }
-    .to_string()
-        + more;
+    };
     let when = when.map_or(String::new(), |t| {
         format!(" on {} (UTC)", strftime(t, "%Y-%m-%d %H:%M:%S"))
     });
@@ -343,9 +341,10 @@ pub fn connected_marked(each: &[Ends], direction: Direction, when: Option<f64>, 
         };
         let made = how_made(e, enhanced, &tos_mark(e.tos, direction));
         let prefetch = prefetch_mark(e.facts.as_ref());
+        let fq = fq_mark(e.facts.as_ref(), direction == Direction::Reverse);
         let _ = writeln!(
             t,
-            "[{c:>3}] local {lip} port {lport} connected with {rip} port {rport}{prefetch}{mark}{made}{when}"
+            "[{c:>3}] local {lip} port {lport} connected with {rip} port {rport}{prefetch}{way}{fq}{more}{made}{when}"
         );
     }
     t
@@ -427,6 +426,15 @@ pub(crate) fn prefetch_mark(f: Option<&landspeed_core::endpoint::ConnectFacts>) 
         .and_then(|f| f.unsent_mark_bytes)
         .map_or(String::new(), |b| format!(" (prefetch={b})"));
     clamp + &prefetch
+}
+
+/// iperf 2.1.8's mark after `(reverse)` (`reverse`: the connection is one) of a connection whose
+/// sender the client's `--fq-rate` paces: `(fq)`.
+pub(crate) fn fq_mark(f: Option<&landspeed_core::endpoint::ConnectFacts>, reverse: bool) -> &'static str {
+    match reverse && f.is_some_and(|f| f.fq_paced) {
+        true => " (fq)",
+        false => "",
+    }
 }
 
 /// iperf 2.1.8's mark of a connection whose receiver acknowledges each read at once

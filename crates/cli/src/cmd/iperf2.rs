@@ -715,9 +715,9 @@ fn refused_options(o: &Opts) -> [(bool, &'static str, &'static str); 7] {
             "the sums alone are printed for a client's streams sent, TCP or UDP",
         ),
         (
-            o.fq_rate.is_some() && (beyond_plain_send(o) || o.udp),
-            "--fq-rate with -s, -u, -R, --full-duplex, -r, -d, --bounceback, --connect-only or --isochronous",
-            "it paces a TCP client's own sending sockets (UDP is paced by -b)",
+            o.fq_rate.is_some() && (another_test(o) || o.udp),
+            "--fq-rate with -s, -u, -r, -d, --bounceback, --connect-only or --isochronous",
+            "it paces a TCP test's sending sockets, the server's too with -R and --full-duplex (UDP is paced by -b)",
         ),
         (
             o.ipg.is_some() && (!o.udp || o.bandwidth.is_some()),
@@ -1014,6 +1014,8 @@ pub(crate) fn client_options(o: &Opts, host: &str) -> Result<landspeed_net::Clie
     // --tcp-write-prefetch and --tcp-quickack are TCP's: over UDP 2.1.8 warns and drops them.
     opts.write_prefetch = write_prefetch(o)?;
     opts.quickack = o.quickack && !o.udp;
+    // --fq-rate: said in the header as 2.1.8 says it, so that the server paces its own sending.
+    opts.fq_rate_header = o.fq_rate.as_deref().and_then(fq_rate_bps).map(|b| b / 8);
     Ok(opts)
 }
 
@@ -1660,7 +1662,7 @@ mod tests {
         for (line, name) in [
             ("-c h -C", "-C"),
             ("-c h --tcp-write-times", "--tcp-write-times"),
-            ("-c h --tcp-rx", "--tcp-rx"),
+            ("-c h --tcp-write-t", "--tcp-write-t"),
         ] {
             let e = parsed(line).err().unwrap_or_default();
             assert!(
@@ -1854,7 +1856,7 @@ mod tests {
             ),
             ("-c h -R --sum-only", "--sum-only with"),
             ("-c h -u --fq-rate 10m", "--fq-rate with"),
-            ("-c h -R --fq-rate 10m", "--fq-rate with"),
+            ("-c h -d --fq-rate 10m", "--fq-rate with"),
             ("-c h -R --txstart-time 1", "--txstart-time with"),
             ("-c h -u -R --txstart-time 1", "--txstart-time with"),
             ("-c h -d --txstart-time 1", "--txstart-time with"),
@@ -1876,6 +1878,12 @@ mod tests {
         assert!(refused(&opts("-c h -u -x CSV").unwrap()).is_none());
         assert!(refused(&opts("-c h -u -P 2 --sum-only -y C").unwrap()).is_none());
         assert!(refused(&opts("-c h -P 2 --fq-rate 50M").unwrap()).is_none());
+        assert!(refused(&opts("-c h -R --fq-rate 50M").unwrap()).is_none());
+        let o = opts("-c h --full-duplex --fq-rate 100m").unwrap();
+        assert_eq!(
+            client_options(&o, "127.0.0.1").unwrap().fq_rate_header,
+            Some(12_500_000)
+        );
         assert!(refused(&opts("-c h -P 2 --trip-times --txstart-time 1").unwrap()).is_none());
         assert!(refused(&opts("-c h -u -P 2 -b 2m --txstart-time 1").unwrap()).is_none());
         assert!(refused(&opts("-c h -R -X -e").unwrap()).is_none());

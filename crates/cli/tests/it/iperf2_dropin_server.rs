@@ -264,6 +264,8 @@ const MATRIX: &[(&str, &str)] = &[
     // The server's own --tcp-rx-window-clamp: every connection marked (clamp=N), either way.
     ("--tcp-rx-window-clamp 64K -e", "-t 1 -b 50M"),
     ("--tcp-rx-window-clamp 64K", "-t 1 -R -b 50M"),
+    // A client's --fq-rate paces the server's sending (session 26): -R's connection marked (fq).
+    ("-e", "-t 1 -R --fq-rate 100m"),
 ];
 
 /// What `PROGRAM -s SERVER_ARGS` printed for one iperf 2.1.8 client with `CLIENT_ARGS`.

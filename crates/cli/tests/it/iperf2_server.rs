@@ -1762,6 +1762,10 @@ fn the_iperf_drop_in_prints_iperf2s_trip_times_and_e_client_lines() {
         "-t 1 --tcp-write-prefetch 64K -b 50M",
         "-t 1 -R --tcp-write-prefetch 16K -b 50M",
         "-t 1 --tcp-quickack -R -e -b 50M",
+        // --fq-rate with -R and --full-duplex (session 26; refused before): the header asks the
+        // server to pace too; -R's connection marked (fq).
+        "-t 1 -R --fq-rate 100m -e",
+        "-t 1 --full-duplex --fq-rate 50m",
     ];
     for args in lines {
         // Figures masked: iperf 2.1.8's client and the drop-in's at once where paced.
@@ -1910,5 +1914,26 @@ fn run_iperf2_starts_its_data_at_the_instant_at_iperf2s_server() {
         assert_eq!(r["config"]["scheduled_start_unix_s"].as_f64(), Some(at));
         let d = r["summary"]["duration_s"].as_f64().unwrap();
         assert!((0.9..1.5).contains(&d), "udp {udp}: {d} s");
+    }
+}
+
+/// An iperf 2.1.8 client's `--fq-rate` with `-R` or `--full-duplex` paces what `landspeed serve`
+/// sends back, as iperf 2.1.8's server paces it (before, landspeed's sent unpaced: 12.9 Gbit/s
+/// where 100 Mbit/s was asked). 100 Mbit/s for 1 s is 12.5 MB; physical margin: 6 to 19 MB
+/// (50-150 Mbit/s; unpaced on loopback is a hundred times more).
+#[test]
+fn an_iperf2_clients_fq_rate_paces_what_landspeed_sends_back() {
+    if !have_iperf2() {
+        return;
+    }
+    let s = ServerProc::start("127.0.0.1", &[]);
+    for args in ["-t 1 -R --fq-rate 100m", "-t 1 --full-duplex --fq-rate 100m"] {
+        let (out, lines, _) = matrix_client(s.port, args);
+        assert_eq!(out, Some(0), "{args}");
+        let back = total(&lines, true);
+        assert!(
+            (6_000_000..19_000_000).contains(&back),
+            "{args}: {back} bytes back"
+        );
     }
 }

@@ -358,3 +358,35 @@ fn write_prefetch_and_quickack_are_asked_as_iperf2_asks_them() {
     assert_eq!(plain(&quickack_r).asking(None, true), quickack_r);
     assert_eq!(plain(&both).asking(Some(1000), true), both);
 }
+
+/// iperf 2.1.8's `-t 1 -R --fq-rate 100m` header (captured 2026-12-07): FQRATESET, the start time
+/// and then the pace, 12,500,000 bytes a second, no `-b` rate.
+const FQ_R: &str = "440100a000000001000017690000000000000000ffffff9c000000000000000006000000000200010008000300000000000000000000000000000000000000006b167f800008b36d00bebc2000000000";
+
+#[test]
+fn an_fq_rate_is_read_and_written_as_iperf2_writes_it() {
+    let (h, _) = ClientHeader::parse(&crate::unhex(FQ_R), 0).unwrap();
+    assert_eq!(h.fq_rate_bytes_per_s(), Some(12_500_000));
+    let plan = h.tcp_plan(0).unwrap();
+    assert_eq!(plan.spec.direction, landspeed_core::config::Direction::Reverse);
+    assert_eq!(plan.spec.fq_rate_bps, Some(100e6));
+    // The same header without the pace, paced again: 2.1.8's bytes.
+    let mut plain = h.clone();
+    plain.extension.as_mut().unwrap().upper &= !upper::FQRATESET;
+    plain.rest[12..20].fill(0);
+    assert_eq!(plain.fq_rate_bytes_per_s(), None);
+    assert_eq!(plain.paced(12_500_000), h);
+    // A header that had no room for it (no start time) is lengthened to 2.1.8's 80 bytes; beside
+    // a -b rate the lower of the two paces the server.
+    let mut short = tcp("tcp -n 8K -R");
+    short.extension.as_mut().unwrap().rate_bps = 50_000_000;
+    let paced = short.clone().paced(12_500_000);
+    assert_eq!(
+        (paced.encode().len(), paced.fq_rate_bytes_per_s()),
+        (80, Some(12_500_000))
+    );
+    assert_eq!(paced.extension.unwrap().rate_bps, 0, "the pace is the rate");
+    let mut both = paced.clone();
+    both.extension.as_mut().unwrap().rate_bps = 50_000_000;
+    assert_eq!(both.tcp_plan(0).unwrap().spec.fq_rate_bps, Some(50e6));
+}

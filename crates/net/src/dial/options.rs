@@ -71,6 +71,10 @@ pub struct ClientOptions {
     /// holds at most this many bytes unsent (TCP_NOTSENT_LOWAT); with `-R` or `--bidir` the header
     /// asks the server to hold its own to it too.
     pub write_prefetch: Option<u32>,
+    /// iperf 2's `--fq-rate` as its header tells the server (a TCP test against an iperf 2
+    /// server): `FQRATESET` and this pace, bytes a second, which paces the server's sending sockets
+    /// too (`-R`, `--bidir`); this end's own are paced by the spec's `fq_rate_bps`.
+    pub fq_rate_header: Option<u64>,
     /// iperf 2's `--tcp-quickack` (a TCP test against an iperf 2 server): each receiving socket
     /// acknowledges every read at once (TCP_QUICKACK); where the server receives, the header asks
     /// it to do the same.
@@ -144,6 +148,7 @@ impl ClientOptions {
             hold_back: None,
             connect_retries: 0,
             write_prefetch: None,
+            fq_rate_header: None,
             quickack: false,
             peer_detect: false,
             no_udp_fin: false,

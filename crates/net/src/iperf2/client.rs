@@ -50,8 +50,12 @@ pub fn run_iperf2_client(
     let started_unix_s = opts.start_at_unix_s.unwrap_or_else(unix_now_s);
     let start = landspeed_iperf2::ack::WireTime::from_unix_ns((started_unix_s * 1e9) as u64);
     let header = ClientHeader::for_tcp(spec, opts.port)
-        .map_err(|e| ClientError::NotWithIperf2 { what: e.to_string() })?
-        .started(start);
+        .map_err(|e| ClientError::NotWithIperf2 { what: e.to_string() })?;
+    let header = match opts.fq_rate_header {
+        Some(pace) => header.paced(pace),
+        None => header,
+    }
+    .started(start);
     let mut header = match opts.start_at_unix_s {
         Some(_) => header.scheduled(start),
         None => header,
@@ -268,6 +272,7 @@ pub(super) fn connect_facts(socket: &std::net::TcpStream, tcp: std::time::Durati
             .map(|b| b as u64),
         unsent_mark_bytes: None,
         window_clamp_bytes: None,
+        fq_paced: false,
         quickack: false,
     }
 }
@@ -289,6 +294,7 @@ fn socket_asks(
     Ok(ConnectFacts {
         unsent_mark_bytes: opts.write_prefetch,
         quickack: opts.quickack,
+        fq_paced: opts.fq_rate_header.is_some(),
         ..facts
     })
 }

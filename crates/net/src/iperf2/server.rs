@@ -120,6 +120,7 @@ fn socket_asks(
     landspeed_core::endpoint::ConnectFacts {
         unsent_mark_bytes: mark,
         quickack: header.has(landspeed_iperf2::header::upper::TCPQUICKACK),
+        fq_paced: header.fq_rate_bytes_per_s().is_some(),
         ..facts
     }
 }
