@@ -44,6 +44,25 @@ pub fn tcp(first: &[u8]) -> FirstBytes {
     }
 }
 
+/// The longest datagram iperf 2.1.8 sends in its small trip-times form: below this (its
+/// MINTRIPTIMEPLAYOAD) a `--trip-times` client drops the header, at it and above it sends it.
+pub const SMALL_TRIPS_BELOW: usize = 128;
+
+/// A datagram in iperf 2's small trip-times form (`-u --trip-times -l N`, N under
+/// [`SMALL_TRIPS_BELOW`]): the prefix with a 32-bit sequence number of 0 or more (its upper word
+/// 0), then the flags word `SMALL_TRIPTIMES` alone (2.1.8 writes it as a 16-bit word and zeroes
+/// the next), then payload. Its header is [`ClientHeader::small_trip_times`].
+fn udp_small(b: &[u8]) -> Option<(crate::udp::Datagram, ClientHeader)> {
+    use crate::udp::{Datagram, PREFIX_BYTES};
+    let word = b.get(PREFIX_BYTES..PREFIX_BYTES + 4)?;
+    if crate::be32(word, 0) != crate::header::flags::SMALL_TRIPTIMES || b.len() >= SMALL_TRIPS_BELOW {
+        return None;
+    }
+    let d = Datagram::parse(b, false).ok()?;
+    let upper_zero = b.get(12..16) == Some(&[0u8; 4][..]);
+    (d.seq >= 0 && upper_zero).then(|| (d, ClientHeader::small_trip_times(b.len() as u32)))
+}
+
 /// Reads a UDP datagram: an iperf 2 client's (its prefix, then its header, a sequence number of 0
 /// or more) or not. Every datagram of an iperf 2 UDP test carries the header, so any of them opens
 /// or continues a test; one numbered 0 is a first payload sent before the test's datagrams (iperf
@@ -51,6 +70,9 @@ pub fn tcp(first: &[u8]) -> FirstBytes {
 /// it. An end (negative) opens none.
 pub fn udp(b: &[u8]) -> Option<(crate::udp::Datagram, ClientHeader)> {
     use crate::udp::{Datagram, PREFIX_BYTES};
+    if let Some(small) = udp_small(b) {
+        return Some(small);
+    }
     let rest = b.get(PREFIX_BYTES..)?;
     if rest.len() < NEEDED_BYTES || !matches!(tcp(rest), FirstBytes::Iperf2 { .. }) {
         return None;

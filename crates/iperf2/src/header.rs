@@ -26,6 +26,9 @@ pub mod flags {
     pub const V2PEERDETECT: u32 = 0x0200_0000;
     /// `--bounceback`.
     pub const BOUNCEBACK: u32 = 0x0080_0000;
+    /// A UDP client's datagrams too short for the header with `--trip-times` (below 2.1.8's
+    /// MINTRIPTIMEPLAYOAD): this word alone after the prefix, then payload (`HEADER32_SMALL_TRIPTIMES`).
+    pub const SMALL_TRIPTIMES: u32 = 0x0002_0000;
     /// The low bits below hold the header's length.
     pub const LEN_BIT: u32 = 0x0001_0000;
     /// The header's length in bytes, shifted left once (bit 0 is `RUN_NOW`).
@@ -192,6 +195,42 @@ fn half(b: &[u8], at: usize) -> u16 {
 }
 
 impl ClientHeader {
+    /// What a UDP datagram of `datagram_bytes` in iperf 2's small trip-times form tells (its
+    /// flags word `SMALL_TRIPTIMES` and nothing more): one stream with trip times, datagrams of
+    /// that size, no rate, no version, and no length (iperf 2's default, 10 s, stands in for it;
+    /// the test runs until the client's end), as iperf 2.1.8's server takes it.
+    pub fn small_trip_times(datagram_bytes: u32) -> ClientHeader {
+        ClientHeader {
+            flags: flags::SMALL_TRIPTIMES,
+            threads: 1,
+            port: 0,
+            buffer_len: datagram_bytes,
+            window_band: 0,
+            amount: Amount::Centiseconds(1000),
+            extension: Some(Extension {
+                type_len: (0, 0),
+                upper: upper::TRIPTIME,
+                lower: 0,
+                version: Version {
+                    major: 0,
+                    minor: 0,
+                    patch: 0,
+                    release: 0,
+                },
+                reserved: 0,
+                tos: 0,
+                rate_bps: 0,
+                write_prefetch: 0,
+            }),
+            rest: vec![],
+        }
+    }
+
+    /// Whether this header stands for iperf 2's small trip-times form ([`small_trip_times`](Self::small_trip_times)).
+    pub fn is_small_trip_times(&self) -> bool {
+        self.flags == flags::SMALL_TRIPTIMES
+    }
+
     /// The header's length in bytes from `b` on, its flags being `flags`: the declared length
     /// (counted from the datagram's start: `prefix` is 16 in UDP, 0 on TCP) less the prefix; or,
     /// from a sender that declares none, the parts its flags announce.

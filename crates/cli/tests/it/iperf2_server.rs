@@ -1937,3 +1937,56 @@ fn an_iperf2_clients_fq_rate_paces_what_landspeed_sends_back() {
         );
     }
 }
+
+/// `-u --trip-times` with datagrams under 128 bytes: iperf 2.1.8 sends them in its small form (the
+/// prefix and a flags word, no test header), which landspeed's server did not know (no report, the
+/// client waiting out its ten ends) and the drop-in refused. Now: iperf 2.1.8's client against
+/// `landspeed serve`, and the drop-in against iperf 2.1.8's server and landspeed's, each get the
+/// server's report with its latency columns, the lines iperf 2.1.8's client prints against its own
+/// server (numbers masked). iperf 2.1.8's UDP server dies of a segfault at its second such client
+/// (by hand, its own client twice): each client here gets a fresh one.
+#[test]
+fn small_trip_times_datagrams_are_served_and_sent_as_iperf2_sends_them() {
+    let _one = common::alone();
+    if !have_iperf2() {
+        return;
+    }
+    let args = "-u -t 1 --trip-times -l 64 -e";
+    let last = |text: &str| -> String {
+        let line = text
+            .lines()
+            .rev()
+            .find(|l| l.contains(" ms "))
+            .unwrap_or_default();
+        crate::iperf2_dual::masked(line).concat()
+    };
+    let theirs = {
+        let s = Iperf2Server::with(&["-u"]);
+        let (out, hung) = text_client(s.1, args);
+        assert!(!hung, "iperf -c {args} hung against its own server");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let want = last(&theirs);
+    assert!(want.contains("pps") && !want.is_empty(), "{theirs}");
+    let landspeed = ServerProc::start("127.0.0.1", &[]);
+    let (out, hung) = text_client(landspeed.port, args);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!hung && out.status.success(), "iperf -c {args}: {text}");
+    assert_eq!(
+        last(&text),
+        want,
+        "iperf 2.1.8's client against landspeed serve:\n{text}"
+    );
+    for port in [None, Some(landspeed.port)] {
+        let fresh = port.is_none().then(|| Iperf2Server::with(&["-u"]));
+        let p = port.unwrap_or_else(|| fresh.as_ref().map_or(0, |s| s.1));
+        let o = crate::iperf2_dual::drop_in(&format!("-c 127.0.0.1 -p {p} {args}"), Duration::from_secs(30));
+        assert_eq!(o.code, 0, "{}", o.stderr);
+        assert_eq!(
+            last(&o.stdout),
+            want,
+            "the drop-in against port {p}:\n{}",
+            o.stdout
+        );
+    }
+}

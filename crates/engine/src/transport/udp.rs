@@ -92,7 +92,17 @@ pub enum UdpFormat {
         /// frames) and a reserved word, at byte 112 of every datagram.
         start: Option<(u32, u32)>,
     },
+    /// iperf 2's small trip-times form (a `--trip-times` client's datagrams under
+    /// [`IPERF2_SMALL_BELOW`] bytes): the prefix, then the flags word [`IPERF2_SMALL_FLAGS`]
+    /// alone, then payload; the send time in the prefix is all the receiver times.
+    Iperf2Small,
 }
+
+/// iperf 2's small trip-times flags word (`HEADER32_SMALL_TRIPTIMES`).
+pub const IPERF2_SMALL_FLAGS: u32 = 0x0002_0000;
+/// iperf 2.1.8 sends a `--trip-times` client's datagrams in the small form below this length (its
+/// MINTRIPTIMEPLAYOAD; captured: 127 bytes small, 128 with the header).
+pub const IPERF2_SMALL_BELOW: usize = 128;
 
 /// Where iperf 2's start time goes in a datagram that carries one (after the prefix, the header,
 /// the frame fields and a reserved word), and the bytes such a datagram needs.
@@ -104,11 +114,13 @@ pub const IPERF2_TIMED_BYTES: usize = IPERF2_START_AT + 8;
 pub const IPERF2_HEADER_BYTES: usize = 60;
 
 impl UdpFormat {
-    /// Bytes before a datagram's payload.
-    pub fn header_len(self) -> usize {
+    /// Bytes before the payload of a datagram of `len` bytes (iperf 2's header is cut short in a
+    /// datagram shorter than it, as iperf 2.1.8 cuts it).
+    pub fn header_len(self, len: usize) -> usize {
         match self {
-            UdpFormat::Iperf2 { start: Some(_), .. } => IPERF2_TIMED_BYTES,
-            UdpFormat::Iperf2 { .. } => HEADER + IPERF2_HEADER_BYTES,
+            UdpFormat::Iperf2 { start: Some(_), .. } => IPERF2_TIMED_BYTES.min(len),
+            UdpFormat::Iperf2 { .. } => (HEADER + IPERF2_HEADER_BYTES).min(len),
+            UdpFormat::Iperf2Small => HEADER + 4,
             _ => HEADER,
         }
     }
@@ -168,12 +180,17 @@ fn write_header(f: UdpFormat, h: Header, buf: &mut [u8]) {
         UdpFormat::Iperf3 { wide } => h.write_iperf3(buf, wide),
         UdpFormat::Iperf2 { header, start } => {
             iperf2_prefix(h.seq as i64 + 1, unix_ns(), buf);
-            buf[HEADER..HEADER + IPERF2_HEADER_BYTES].copy_from_slice(&header);
+            let room = buf.len().saturating_sub(HEADER).min(IPERF2_HEADER_BYTES);
+            buf[HEADER..HEADER + room].copy_from_slice(&header[..room]);
             if let Some((s, us)) = start.filter(|_| buf.len() >= IPERF2_TIMED_BYTES) {
                 buf[HEADER + IPERF2_HEADER_BYTES..IPERF2_START_AT].fill(0);
                 buf[IPERF2_START_AT..IPERF2_START_AT + 4].copy_from_slice(&s.to_be_bytes());
                 buf[IPERF2_START_AT + 4..IPERF2_TIMED_BYTES].copy_from_slice(&us.to_be_bytes());
             }
+        }
+        UdpFormat::Iperf2Small => {
+            iperf2_prefix(h.seq as i64 + 1, unix_ns(), buf);
+            buf[HEADER..HEADER + 4].copy_from_slice(&IPERF2_SMALL_FLAGS.to_be_bytes());
         }
     }
 }
@@ -183,7 +200,7 @@ fn read_header(f: UdpFormat, buf: &[u8]) -> Option<Header> {
         UdpFormat::Landspeed => Header::read(buf),
         UdpFormat::Iperf3 { wide } => Header::read_iperf3(buf, wide),
         // This end only sends iperf 2's datagrams.
-        UdpFormat::Iperf2 { .. } => None,
+        UdpFormat::Iperf2 { .. } | UdpFormat::Iperf2Small => None,
     }
 }
 
@@ -277,7 +294,7 @@ fn send_stream(
     tight_timers();
     let mut o = Outcome::default();
     let len = p.length;
-    let hlen = u.format.header_len();
+    let hlen = u.format.header_len(len);
     let plen = len - hlen;
     let mut gen = Generator::new(&p.pattern, plen);
     let gso = enable_gso(&s.socket, len);

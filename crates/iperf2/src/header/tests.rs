@@ -390,3 +390,29 @@ fn an_fq_rate_is_read_and_written_as_iperf2_writes_it() {
     both.extension.as_mut().unwrap().rate_bps = 50_000_000;
     assert_eq!(both.tcp_plan(0).unwrap().spec.fq_rate_bps, Some(50e6));
 }
+
+/// iperf 2.1.8's first datagram of `-u -t 1 --trip-times -l 64` (captured 2026-12-07): its small
+/// form, the prefix (number 1, the send time) and the flags word alone, then its payload.
+const SMALL_TRIPS: &str = "000000016b1682de000db69300000000000200003031323334353637383930313233343536373839303132333435363738393031323334353637383930313233";
+
+#[test]
+fn a_small_trip_times_datagram_opens_a_timed_udp_test() {
+    let b = crate::unhex(SMALL_TRIPS);
+    let (d, h) = detect::udp(&b).expect("iperf 2's small form");
+    assert_eq!(d.seq, 1);
+    assert!(h.is_small_trip_times() && h.has(upper::TRIPTIME));
+    let spec = h.udp_plan(0).unwrap();
+    assert_eq!((spec.length_bytes, spec.trip_times, spec.streams), (64, true, 1));
+    assert_eq!(spec.direction, landspeed_core::config::Direction::Forward);
+    // 128 bytes and more carry the header: such a datagram in the small form is no iperf 2's.
+    let mut long = b.clone();
+    long.resize(128, b'0');
+    assert!(detect::udp(&long).is_none());
+    // An end (negative number) opens nothing; a 64-bit number's upper word must be 0.
+    let mut end = b.clone();
+    end[..4].copy_from_slice(&(-5i32).to_be_bytes());
+    assert!(detect::udp(&end).is_none());
+    let mut wide = b;
+    wide[15] = 1;
+    assert!(detect::udp(&wide).is_none());
+}

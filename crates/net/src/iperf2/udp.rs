@@ -133,7 +133,17 @@ fn plan(header: &ClientHeader, shared: &Shared) -> (Result<TestSpec, Unserved>, 
     if let (Ok(spec), true) = (plan.as_mut(), back.is_some()) {
         spec.direction = Direction::Bidir;
     }
+    if let (Ok(spec), true) = (plan.as_mut(), header.is_small_trip_times()) {
+        spec.end = unsaid_length(o);
+    }
     (plan, back)
+}
+
+/// The length admitted for a test whose client says none (iperf 2's small trip-times datagrams):
+/// the server's longest test, else an hour; it runs until the client's end either way.
+fn unsaid_length(o: &crate::host::ServerOptions) -> landspeed_core::config::EndCondition {
+    let s = o.limits.max_duration_s.unwrap_or(3600.0);
+    landspeed_core::config::EndCondition::Time(Duration::from_secs_f64(s))
 }
 
 /// A group's sender's test: one way only, whatever the server sends unicast clients.

@@ -13,7 +13,9 @@ use crate::streams::DataPaths;
 use landspeed_core::config::{Direction, Flow, Test, TestSpec};
 use landspeed_core::endpoint::{EndpointReport, Role, StreamReport};
 use landspeed_core::result::RunResult;
-use landspeed_engine::transport::udp::{iperf2_prefix, UdpFormat, UdpStream, IPERF2_HEADER_BYTES};
+use landspeed_engine::transport::udp::{
+    iperf2_prefix, UdpFormat, UdpStream, IPERF2_HEADER_BYTES, IPERF2_SMALL_BELOW, IPERF2_SMALL_FLAGS,
+};
 use landspeed_iperf2::{Amount, ClientHeader, ServerReport};
 use std::net::UdpSocket;
 use std::sync::atomic::AtomicBool;
@@ -81,7 +83,17 @@ pub(super) fn send_test(
         let at = opts.start_at_unix_s.map_or(unix_ns(), |s| (s * 1e9) as u64);
         ((at / 1_000_000_000) as u32, (at % 1_000_000_000 / 1000) as u32)
     });
-    let format = UdpFormat::Iperf2 { header, start };
+    // --trip-times in datagrams too short for the header: iperf 2's small form, as 2.1.8 sends it.
+    let small = opts.trip_times && (spec.length_bytes as usize) < IPERF2_SMALL_BELOW;
+    let small_word = IPERF2_SMALL_FLAGS.to_be_bytes();
+    let format = match small {
+        true => UdpFormat::Iperf2Small,
+        false => UdpFormat::Iperf2 { header, start },
+    };
+    let header: &[u8] = match small {
+        true => &small_word,
+        false => &header,
+    };
     let out = crate::dial::measure_quietly_as(opts, spec, (&data, format), local, interrupt, on_event);
     let DataPaths::Udp(streams) = &data else {
         unreachable!("built as UDP above")
@@ -95,10 +107,10 @@ pub(super) fn send_test(
         true => {
             socks
                 .zip(&used)
-                .for_each(|(s, &n)| end_once(s, &header, spec.length_bytes as usize, n));
+                .for_each(|(s, &n)| end_once(s, header, spec.length_bytes as usize, n));
             vec![None; used.len()]
         }
-        false => end_all(socks, (&header, spec.length_bytes as usize), &used)
+        false => end_all(socks, (header, spec.length_bytes as usize), &used)
             .into_iter()
             .map(|r| r.map(|(r, _)| r))
             .collect(),
@@ -179,7 +191,11 @@ pub(super) fn unix_ns() -> u64 {
         .map_or(0, |d| d.as_nanos() as u64)
 }
 
-/// The header every datagram of every stream carries.
+/// The shortest datagram of iperf 2's small trip-times form built here: its prefix and flags word.
+const SMALL_MIN: u64 = 20;
+
+/// The header every datagram of every stream carries (none in iperf 2's small trip-times form,
+/// which carries a flags word alone: `send_test` writes it).
 pub(super) fn udp_header(
     spec: &TestSpec,
     port: u16,
@@ -190,14 +206,19 @@ pub(super) fn udp_header(
             what: "UDP with --bidir from landspeed's client yet (iperf 2's --full-duplex)".into(),
         });
     }
-    let timed_min = landspeed_engine::transport::udp::IPERF2_TIMED_BYTES as u64;
-    if trip_times && spec.length_bytes < timed_min {
+    // Under 128 bytes a --trip-times client sends iperf 2's small form (`send_test`): the prefix
+    // and a flags word, 20 bytes at least (2.1.8 sends a first one of 18 then -l's: not built).
+    let small = trip_times && (spec.length_bytes as usize) < IPERF2_SMALL_BELOW;
+    if small && spec.length_bytes < SMALL_MIN {
         return Err(ClientError::NotWithIperf2 {
             what: format!(
-                "{}-byte datagrams with --trip-times: iperf 2's carry the start time at byte 112 (-l {timed_min} or more)",
+                "{}-byte datagrams with --trip-times: iperf 2's small form carries its 16-byte prefix and a 4-byte flags word (-l {SMALL_MIN} or more)",
                 spec.length_bytes
             ),
         });
+    }
+    if small {
+        return Ok([0; IPERF2_HEADER_BYTES]);
     }
     let mut h = timed(client_header(spec, port)?, trip_times);
     if no_fin {
@@ -225,7 +246,7 @@ pub(super) fn client_header(spec: &TestSpec, port: u16) -> Result<ClientHeader, 
     let min = (landspeed_iperf2::udp::PREFIX_BYTES + IPERF2_HEADER_BYTES) as u64;
     if spec.length_bytes < min {
         return Err(not(&format!(
-            "{}-byte datagrams: iperf 2's carry its {min}-byte prefix and header (-l {min} or more)",
+            "{}-byte datagrams: every datagram here is -l long and the first must hold iperf 2's {min}-byte prefix and header (-l {min} or more; iperf 2.1.8 sends its first longer)",
             spec.length_bytes
         )));
     }
