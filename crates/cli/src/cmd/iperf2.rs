@@ -53,7 +53,9 @@ pub(crate) struct Opts {
     pub(crate) length: Option<String>,
     #[arg(short = 'w', long = "window")]
     pub(crate) window: Option<String>,
-    #[arg(short = 'R', long = "reverse")]
+    /// `-R`: the server sends. iperf 2.1.8's `--remove` is the same letter (on Windows, a server
+    /// removes its service with it; on a client it is `--reverse`, as 2.1.8 reads it).
+    #[arg(short = 'R', long = "reverse", alias = "remove")]
     pub(crate) reverse: bool,
     #[arg(long = "full-duplex")]
     pub(crate) full_duplex: bool,
@@ -1690,6 +1692,7 @@ mod tests {
         // -z and --connect-retries are carried out, not refused; retries reach the client's options.
         let o = parsed("-c h -z --connect-retries 3 -P 2").unwrap();
         assert!(o.realtime && refused(&o).is_none());
+        assert!(parsed("-c h --remove").unwrap().reverse, "2.1.8's --remove is -R");
         assert_eq!(client_options(&o, "127.0.0.1").unwrap().connect_retries, 3);
         assert!(parsed("--real -s").unwrap().realtime);
         // --tcp-write-prefetch and --tcp-quickack reach the options; over UDP they are dropped.
