@@ -122,11 +122,11 @@ pub struct RealtimeRefused {
 /// CAP_SYS_NICE and CAP_IPC_LOCK; the kernel's realtime throttling (95% of each second by default)
 /// still leaves the rest of the machine its share.
 pub fn realtime() -> Result<(), RealtimeRefused> {
-    // SAFETY: plain system calls on this thread and process, with a parameter they only read.
+    // SAFETY: plain system calls on this thread and process, with a parameter they only read; the
+    // parameter is all zeros but its priority (musl's has more fields than glibc's).
     unsafe {
-        let param = libc::sched_param {
-            sched_priority: libc::sched_get_priority_max(libc::SCHED_RR),
-        };
+        let mut param: libc::sched_param = std::mem::zeroed();
+        param.sched_priority = libc::sched_get_priority_max(libc::SCHED_RR);
         if libc::sched_setscheduler(0, libc::SCHED_RR, &param) < 0 {
             return Err(RealtimeRefused {
                 call: "sched_setscheduler",
