@@ -435,15 +435,17 @@ fn z_schedules_the_drop_ins_threads_realtime() {
     let out = server.wait_with_output().unwrap();
     let said = String::from_utf8_lossy(&out.stderr);
     assert!(up, "the drop-in's server did not listen: {said}");
+    // Either every thread runs realtime, or the kernel refused (no CAP_SYS_NICE: not root, or a
+    // container without it) and 2.1.8's words say so while the server serves on.
+    let refused = said.contains("Client set scheduler: Operation not permitted");
     // SAFETY: geteuid has no preconditions.
-    match unsafe { libc::geteuid() } {
-        0 => assert!(
+    let root = unsafe { libc::geteuid() } == 0;
+    assert!(root || refused, "not root and no refusal said: {said}");
+    match refused {
+        false => assert!(
             !policies.is_empty() && policies.iter().all(|p| *p == 2),
             "{policies:?} {said}"
         ),
-        _ => assert!(
-            said.contains("Client set scheduler: Operation not permitted"),
-            "{said}"
-        ),
+        true => assert!(policies.iter().all(|p| *p == 0), "{policies:?} {said}"),
     }
 }
