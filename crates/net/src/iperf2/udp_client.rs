@@ -83,8 +83,10 @@ pub(super) fn send_test(
         let at = opts.start_at_unix_s.map_or(unix_ns(), |s| (s * 1e9) as u64);
         ((at / 1_000_000_000) as u32, (at % 1_000_000_000 / 1000) as u32)
     });
-    // --trip-times in datagrams too short for the header: iperf 2's small form, as 2.1.8 sends it.
-    let small = opts.trip_times && (spec.length_bytes as usize) < IPERF2_SMALL_BELOW;
+    // --trip-times in datagrams too short for the header: iperf 2's small form, as 2.1.8 sends it
+    // (not with -r/-d, whose header must say the test back; 2.1.8 refuses the form with them).
+    let small =
+        opts.trip_times && opts.connect_back.is_none() && (spec.length_bytes as usize) < IPERF2_SMALL_BELOW;
     let small_word = IPERF2_SMALL_FLAGS.to_be_bytes();
     let format = match small {
         true => UdpFormat::Iperf2Small,
