@@ -130,6 +130,9 @@ pub fn client_config(
     c.alpn_protocols = alpn.iter().map(|a| a.to_vec()).collect();
     c.resumption = rustls::client::Resumption::disabled();
     c.enable_secret_extraction = true;
+    // The session secrets go to the file SSLKEYLOGFILE names, when it names one (as curl's and the
+    // browsers' do), so a capture of the test can be read with Wireshark or bench/h2-wire.
+    c.key_log = Arc::new(rustls::KeyLogFile::new());
     Ok(Arc::new(c))
 }
 

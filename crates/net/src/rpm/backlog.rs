@@ -321,11 +321,44 @@ impl<S: AsyncRead + Unpin> AsyncRead for PacedTls<S> {
     }
 }
 
+/// Room over a frame's payload for what HTTP/2 writes with it in one go: the frame's 9-byte head,
+/// and a few small frames (a probe's answer, a WINDOW_UPDATE, a PING).
+pub(crate) const HEAD_SLACK_BYTES: usize = 256;
+
+impl<S: AsyncWrite + TlsLimit + Unpin> PacedTls<S> {
+    /// Ready for a write of `len` bytes to go to TLS whole: what TLS holds has gone to the socket
+    /// first, and the limit then admits the write (up to the share and the slack). A write taken in
+    /// part left its tail for a record of its own: with HTTP/2's chunk at the share, each DATA
+    /// frame's last bytes became a 9-byte record, and every probe's answer waited behind two records
+    /// per frame (download self probes 43 ms on a path where plain HTTP/2's took 33).
+    fn poll_whole(&mut self, cx: &mut Context<'_>, len: usize) -> Poll<io::Result<()>> {
+        std::task::ready!(Pin::new(&mut self.tls).poll_flush(cx))?;
+        let share = self.budget.chunk_bytes();
+        self.tls.set_limit(share.max(len.min(share + HEAD_SLACK_BYTES)));
+        Poll::Ready(Ok(()))
+    }
+}
+
 impl<S: AsyncWrite + TlsLimit + Unpin> AsyncWrite for PacedTls<S> {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        let limit = self.budget.chunk_bytes();
-        self.tls.set_limit(limit);
+        std::task::ready!(self.poll_whole(cx, buf.len()))?;
         Pin::new(&mut self.tls).poll_write(cx, buf)
+    }
+
+    /// HTTP/2 writes a DATA frame's head and its payload as two slices: one write, so one TLS
+    /// record (a write of the first slice alone made a record of every 9-byte head).
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let len = bufs.iter().map(|b| b.len()).sum();
+        std::task::ready!(self.poll_whole(cx, len))?;
+        Pin::new(&mut self.tls).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.tls.is_write_vectored()
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
