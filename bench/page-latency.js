@@ -2,7 +2,9 @@
 // not in CI): node --experimental-websocket bench/page-latency.js 'http://SERVER:PORT/?autostart'
 // Prints each phase's median, p90, foreign round trip and probe count, and both rates. Run it where
 // the browser should be (`landspeed wan exec NAME a -- node ...`), beside `landspeed latency` on the
-// same path (docs/latency.md, "In the browser").
+// same path (docs/latency.md, "In the browser"). Each phase's start is printed as it is seen
+// (`phase NAME at EPOCH_MS`, the page's state read every 100 ms), so probes another tool sends during
+// the page's own load can be sorted into its phases (bench/page-beside).
 'use strict';
 const { spawn } = require('child_process');
 const url = process.argv[2];
@@ -27,9 +29,11 @@ async function go() {
   ws.onmessage = (ev) => { const m = JSON.parse(ev.data); if (m.id && pending[m.id]) { pending[m.id](m.result); delete pending[m.id]; } };
   await new Promise((r) => { ws.onopen = r; });
   await call('Page.navigate', { url });
-  for (let i = 0; i < 100; i++) {
-    await sleep(1000);
+  let seen = '';
+  for (let i = 0; i < 1000; i++) {
+    await sleep(100);
     const st = await evaluate("(document.getElementById('state') || {}).textContent");
+    if (st && st !== seen) { seen = st; console.log(`phase ${st.replace('…', '').replace('latency, ', '')} at ${Date.now()}`); }
     if (st === 'done' || st === 'failed') { break; }
   }
   const o = JSON.parse(await evaluate("JSON.stringify({ r: window.landspeedResult || null, err: document.getElementById('error').textContent })"));

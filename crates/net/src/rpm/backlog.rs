@@ -398,4 +398,163 @@ mod tests {
         assert_eq!(b.chunk_bytes(), 16 * 1024);
         assert_eq!(b.kernel_bytes(), 3_750_000);
     }
+
+    /// A TLS client's transport: what it wrote after its handshake, and its writes held while
+    /// `blocked` (a socket at its mark).
+    struct Tap {
+        tcp: tokio::net::TcpStream,
+        wrote: Vec<u8>,
+        blocked: Arc<std::sync::atomic::AtomicBool>,
+        waiting: Arc<std::sync::Mutex<Option<std::task::Waker>>>,
+    }
+
+    impl AsyncRead for Tap {
+        fn poll_read(
+            mut self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+            buf: &mut ReadBuf<'_>,
+        ) -> Poll<io::Result<()>> {
+            Pin::new(&mut self.tcp).poll_read(cx, buf)
+        }
+    }
+
+    impl AsyncWrite for Tap {
+        fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+            if self.blocked.load(Relaxed) {
+                *self.waiting.lock().unwrap() = Some(cx.waker().clone());
+                return Poll::Pending;
+            }
+            let n = std::task::ready!(Pin::new(&mut self.tcp).poll_write(cx, buf))?;
+            self.wrote.extend_from_slice(&buf[..n]);
+            Poll::Ready(Ok(n))
+        }
+
+        fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Pin::new(&mut self.tcp).poll_flush(cx)
+        }
+
+        fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Pin::new(&mut self.tcp).poll_shutdown(cx)
+        }
+    }
+
+    /// The lengths of the TLS records in `bytes`.
+    fn records(bytes: &[u8]) -> Vec<usize> {
+        let (mut at, mut out) = (0, Vec::new());
+        while at + 5 <= bytes.len() {
+            let len = usize::from(u16::from_be_bytes([bytes[at + 3], bytes[at + 4]]));
+            out.push(len);
+            at += 5 + len;
+        }
+        out
+    }
+
+    type Client = PacedTls<tokio_rustls::client::TlsStream<Tap>>;
+
+    /// A TLS client under a budget whose share is 560 bytes, its server on loopback reading
+    /// everything; the transport's record of writes starts after the handshake.
+    async fn client() -> (Client, Arc<std::sync::atomic::AtomicBool>) {
+        use landspeed_engine::tls::{client_config, Identity, Trust};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = Identity::self_signed().unwrap().server_config(&[]).unwrap();
+        tokio::spawn(async move {
+            let (tcp, _) = listener.accept().await.unwrap();
+            let mut tls = tokio_rustls::TlsAcceptor::from(server).accept(tcp).await.unwrap();
+            let mut buf = [0u8; 4096];
+            while std::future::poll_fn(|cx| {
+                let mut rb = ReadBuf::new(&mut buf);
+                Pin::new(&mut tls)
+                    .poll_read(cx, &mut rb)
+                    .map_ok(|()| rb.filled().len())
+            })
+            .await
+            .is_ok_and(|n| n > 0)
+            {}
+        });
+        let blocked = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let tap = Tap {
+            tcp: tokio::net::TcpStream::connect(addr).await.unwrap(),
+            wrote: Vec::new(),
+            blocked: blocked.clone(),
+            waiting: Arc::default(),
+        };
+        let cfg = client_config(&landspeed_core::tls::TlsCipher::ALL, Trust::Any, &[]).unwrap();
+        let mut tls = tokio_rustls::TlsConnector::from(cfg)
+            .connect(landspeed_engine::tls::server_name(), tap)
+            .await
+            .unwrap();
+        tls.get_mut().0.wrote.clear();
+        let budget = Budget::new(true);
+        // 560 000 bytes a second: 5 ms is 2 800 bytes, a fifth of it 560.
+        budget.rate_bytes_per_s.store(560_000, Relaxed);
+        assert_eq!(budget.chunk_bytes(), 560);
+        (PacedTls::new(tls, budget), blocked)
+    }
+
+    /// An HTTP/2 DATA frame as h2 writes it: its 9-byte head and its payload of one share.
+    fn frame() -> (Vec<u8>, Vec<u8>) {
+        (vec![0u8; 9], vec![7u8; 560])
+    }
+
+    fn write_once(
+        c: &mut Client,
+        cx: &mut Context<'_>,
+        head: &[u8],
+        payload: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let bufs = [io::IoSlice::new(head), io::IoSlice::new(payload)];
+        Pin::new(c).poll_write_vectored(cx, &bufs)
+    }
+
+    async fn flush(c: &mut Client) {
+        std::future::poll_fn(|cx| Pin::new(&mut *c).poll_flush(cx))
+            .await
+            .unwrap();
+    }
+
+    /// TLS 1.3's record for `n` bytes of data: the content type and the AEAD tag added.
+    const fn record(n: usize) -> usize {
+        n + 1 + 16
+    }
+
+    #[tokio::test]
+    async fn a_frame_and_its_head_go_as_one_record_where_a_write_in_part_left_a_record_of_its_tail() {
+        let (mut c, _) = client().await;
+        let (head, payload) = frame();
+        let n = std::future::poll_fn(|cx| write_once(&mut c, cx, &head, &payload))
+            .await
+            .unwrap();
+        assert_eq!(n, 569, "the whole frame taken in one write");
+        flush(&mut c).await;
+        assert_eq!(records(&c.tls.get_ref().0.wrote), vec![record(569)]);
+    }
+
+    #[tokio::test]
+    async fn a_write_waits_while_tls_still_holds_the_last_one() {
+        let (mut c, blocked) = client().await;
+        let (head, payload) = frame();
+        blocked.store(true, Relaxed);
+        let waiting = c.tls.get_ref().0.waiting.clone();
+        let first = std::future::poll_fn(|cx| Poll::Ready(write_once(&mut c, cx, &head, &payload))).await;
+        assert!(
+            matches!(first, Poll::Ready(Ok(569))),
+            "{first:?}: taken whole, held by TLS"
+        );
+        let second = std::future::poll_fn(|cx| Poll::Ready(write_once(&mut c, cx, &head, &payload))).await;
+        assert!(
+            second.is_pending(),
+            "the next write waits for the first to reach the socket"
+        );
+        blocked.store(false, Relaxed);
+        if let Some(w) = waiting.lock().unwrap().take() {
+            w.wake();
+        }
+        let n = std::future::poll_fn(|cx| write_once(&mut c, cx, &head, &payload))
+            .await
+            .unwrap();
+        assert_eq!(n, 569);
+        flush(&mut c).await;
+        assert_eq!(records(&c.tls.get_ref().0.wrote), vec![record(569), record(569)]);
+    }
 }
