@@ -4,8 +4,8 @@
 //! then multiply this by 5 ms to get the desired buffer size", TCP_NOTSENT_LOWAT set before each
 //! write where TCP_REPLENISH_TIME is missing). Unsent data sits in three places, and each is held to
 //! a share of the 5 ms: the kernel's send buffer beyond what is in flight (TCP_NOTSENT_LOWAT, three
-//! fifths), TLS's buffered records (rustls' buffer limit, a fifth) and HTTP/2's queued frames (the
-//! body's chunk, with the stream's send buffer at one chunk: a fifth). The rate is the bytes the peer
+//! fifths), TLS's buffered records (one of HTTP/2's writes at a time, taken whole: a fifth) and
+//! HTTP/2's queued frames (the body's chunk, with the stream's send buffer at one chunk: a fifth). The rate is the bytes the peer
 //! acknowledged over the last `RATE_SPAN` (TCP_INFO), read at most every `REFRESH` by the wrapper
 //! under the HTTP and TLS layers before a write. Without TLS the kernel takes TLS's share too.
 
