@@ -362,3 +362,39 @@ fn an_upload_sent_before_the_servers_settings_arrive_is_not_left_waiting() {
     }
     assert!(window > 0, "{window}");
 }
+
+#[test]
+fn a_load_the_server_ends_before_the_tests_end_voids_the_score_with_its_reason() {
+    // The server cuts each test at 2 s (`--max-duration`); the client's one load (`--connections
+    // 1`, none added) ends then, 3 s before its 5 s direction would: no figures, the reason named.
+    let s = ServerProc::start(
+        "127.0.0.1",
+        &["--rpm", "127.0.0.1:0", "--rpm-plain", "--max-duration", "2s"],
+    );
+    let url = rpm_url(&s);
+    let args = [
+        "--direction",
+        "download",
+        "--interval",
+        "1s",
+        "--connections",
+        "1",
+    ];
+    let (code, r) = rpm_json(&url, &args);
+    let d = &r["directions"][0];
+    assert_eq!(code, 1, "{r}");
+    assert!(d["figures"].is_null(), "a score from a broken test: {d}");
+    let why = d["error"].as_str().unwrap_or_default();
+    assert!(
+        why.contains("not under working conditions") && why.contains("ended the load after"),
+        "{why}"
+    );
+    // Uploading, the server answers the cut upload (503): that is named too.
+    let args = ["--direction", "upload", "--interval", "1s", "--connections", "1"];
+    let (code, r) = rpm_json(&url, &args);
+    let d = &r["directions"][0];
+    assert_eq!(code, 1, "{r}");
+    assert!(d["figures"].is_null(), "a score from a broken test: {d}");
+    let why = d["error"].as_str().unwrap_or_default();
+    assert!(why.contains("not under working conditions"), "{why}");
+}

@@ -202,9 +202,11 @@ pub fn granted_recv_buffer(asked: Option<u64>) -> u64 {
 /// The MSS a new, unconnected TCP socket reports (TCP_MAXSEG: Linux's 536), as iperf 2's `-m`
 /// prints it; None where it cannot be read.
 pub fn unconnected_mss() -> Option<u32> {
-    let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).ok()?;
     #[cfg(unix)]
-    return s.tcp_mss().ok();
+    return socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
+        .ok()?
+        .tcp_mss()
+        .ok();
     #[cfg(not(unix))]
     return None;
 }

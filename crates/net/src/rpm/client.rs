@@ -247,6 +247,7 @@ async fn direction(
     interrupt: &AtomicBool,
 ) -> RpmDirectionResult {
     let start = Instant::now();
+    let deadline = start + params.timeout;
     let shared = Arc::new(Shared::default());
     let load = match dir {
         RpmDirection::Download => &ep.large,
@@ -254,7 +255,7 @@ async fn direction(
     };
     let first = params.fixed_connections.unwrap_or(1).max(1);
     let mut lgcs: Vec<_> = (0..first)
-        .map(|_| spawn_lgc(dir, load.clone(), ep.http1, shared.clone()))
+        .map(|_| spawn_lgc(dir, load.clone(), ep.http1, shared.clone(), deadline))
         .collect();
     let prober = tokio::spawn(probe_loop(
         ep.small.clone(),
@@ -290,7 +291,7 @@ async fn direction(
             break;
         }
         if add && start.elapsed() < params.timeout {
-            lgcs.push(spawn_lgc(dir, load.clone(), ep.http1, shared.clone()));
+            lgcs.push(spawn_lgc(dir, load.clone(), ep.http1, shared.clone(), deadline));
         }
     }
     prober.abort();
@@ -333,7 +334,7 @@ fn finish(
     d.figures = rpm::figures(&f, &s, params).filter(|_| failed.is_none());
     d.error = match (&d.figures, http1) {
         (None, _) if failed.is_some() => failed
-            .map(|why| format!("the load did not run, so the path was not under working conditions: {why}")),
+            .map(|why| format!("the load was not kept up, so the path was not under working conditions: {why}")),
         (Some(_), _) => None,
         (None, true) => Some(
             "over HTTP/1.1 no load-generating connection had a TCP round-trip estimate to stand in for the self probes"
@@ -362,32 +363,62 @@ fn window_figures(shared: &Shared, from_s: f64, params: &RpmParams) -> Option<rp
 }
 
 /// A load-generating connection: GETs the large object, or POSTs an endless body, counting bytes.
-fn spawn_lgc(dir: RpmDirection, t: Target, http1: bool, shared: Arc<Shared>) -> tokio::task::JoinHandle<()> {
+/// A load that fails, or that the server ends before `deadline` (the direction's time), voids the
+/// direction's figures with its reason: the path was not kept under working conditions.
+fn spawn_lgc(
+    dir: RpmDirection,
+    t: Target,
+    http1: bool,
+    shared: Arc<Shared>,
+    deadline: Instant,
+) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        let mut c = match conn::open(&t, http1).await {
-            Ok(c) => c,
-            Err(why) => return shared.load_failed(why.to_string()),
-        };
-        if let Sender::H2(s) = &c.sender {
-            lock(&shared.senders).push((s.clone(), c.budget.clone()));
-        }
-        lock(&shared.budgets).push(c.budget.clone());
-        let req = match dir {
-            RpmDirection::Download => t.get(),
-            RpmDirection::Upload => t.post(Endless::new(c.budget.clone(), shared.clone()).boxed()),
-        };
-        let resp = match c.sender.send(req).await {
-            Ok(r) if r.status().is_success() => r,
-            Ok(r) => return shared.load_failed(format!("HTTP {} from {}", r.status(), t)),
-            Err(e) => return shared.load_failed(format!("{t}: {e}")),
-        };
-        let mut body = resp.into_body();
-        while let Some(Ok(frame)) = body.frame().await {
-            if let (RpmDirection::Download, Some(d)) = (dir, frame.data_ref()) {
-                shared.bytes.fetch_add(d.len() as u64, Relaxed);
+        if let Err(why) = run_load(dir, &t, http1, &shared).await {
+            // Ended by this client (the direction over) it is aborted before it gets here.
+            if Instant::now() < deadline {
+                shared.load_failed(why);
             }
         }
     })
+}
+
+/// One load until it fails or ends (an error either way: a load outlasts its direction).
+async fn run_load(dir: RpmDirection, t: &Target, http1: bool, shared: &Arc<Shared>) -> Result<(), String> {
+    let mut c = conn::open(t, http1).await.map_err(|why| why.to_string())?;
+    if let Sender::H2(s) = &c.sender {
+        lock(&shared.senders).push((s.clone(), c.budget.clone()));
+    }
+    lock(&shared.budgets).push(c.budget.clone());
+    let req = match dir {
+        RpmDirection::Download => t.get(),
+        RpmDirection::Upload => t.post(Endless::new(c.budget.clone(), shared.clone()).boxed()),
+    };
+    let resp = match c.sender.send(req).await {
+        Ok(r) if r.status().is_success() => r,
+        Ok(r) => return Err(format!("HTTP {} from {}", r.status(), t)),
+        Err(e) => return Err(format!("{t}: {e}")),
+    };
+    if dir == RpmDirection::Upload {
+        return Err(format!(
+            "{t} answered the upload before the test's end (it stopped taking it)"
+        ));
+    }
+    let (mut body, mut got) = (resp.into_body(), 0u64);
+    loop {
+        match body.frame().await {
+            Some(Ok(frame)) => {
+                let n = frame.data_ref().map_or(0, |d| d.len() as u64);
+                shared.bytes.fetch_add(n, Relaxed);
+                got += n;
+            }
+            Some(Err(e)) => return Err(format!("the load from {t} broke after {got} bytes: {e}")),
+            None => {
+                return Err(format!(
+                    "{t} ended the load after {got} bytes, before the test's end"
+                ))
+            }
+        }
+    }
 }
 
 /// Probes as draft-09 sends them: pairs at MPS a second, fewer when they would take more than PTC
