@@ -186,6 +186,9 @@ pub struct EngineParams {
     /// TCP receivers on the polling worker ask the kernel to acknowledge at once (TCP_QUICKACK)
     /// after each read that took data (iperf 2's `--tcp-quickack`).
     pub quickack: bool,
+    /// The clock's zero when it is earlier than the run's start: a server that counts its test from
+    /// the client's first connection, as iperf 2's does (None: the run's start).
+    pub clock_from: Option<Instant>,
 }
 
 impl EngineParams {
@@ -249,6 +252,7 @@ impl EngineParams {
             frames_from_bursts: false,
             burst_bps: crate::platform::burst_pace(spec),
             quickack: false,
+            clock_from: None,
             stall_s: landspeed_core::stall::threshold_s(
                 spec.paced_bps(spec.total_streams()),
                 spec.length_bytes as usize,
@@ -296,8 +300,8 @@ impl<X> Drop for DoneGuard<'_, X> {
     }
 }
 
-/// Runs `transport`'s streams to completion. Every timestamp is relative to the moment it starts, so
-/// call it right after the start signal.
+/// Runs `transport`'s streams to completion. Every timestamp is relative to the moment it starts
+/// (or to `EngineParams::clock_from`), so call it right after the start signal.
 pub fn run<X: Send>(transport: &dyn Transport, p: &EngineParams, mut w: Wiring<'_, X>) -> EngineOutput {
     let metas = transport.streams();
     let meters: Vec<Meter> = metas.iter().map(|_| Meter::default()).collect();
@@ -317,7 +321,8 @@ pub fn run<X: Send>(transport: &dyn Transport, p: &EngineParams, mut w: Wiring<'
     let cpu0 = CpuSnapshot::take();
     let net0 = w.interface.and_then(NetSnapshot::take);
     let kernel0 = crate::host::kernel_counters();
-    let t0 = Instant::now();
+    let now = Instant::now();
+    let t0 = p.clock_from.filter(|t| *t <= now).unwrap_or(now);
     let flags = w.flags;
     let mut outcomes: Vec<Option<Outcome>> = metas.iter().map(|_| None).collect();
     let mut workers = Vec::with_capacity(groups.len());
@@ -636,6 +641,7 @@ mod tests {
             frames_from_bursts: false,
             burst_bps: None,
             quickack: false,
+            clock_from: None,
         }
     }
 

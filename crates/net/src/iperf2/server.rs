@@ -90,6 +90,8 @@ pub(super) struct Stream {
     pub(super) socket: TcpStream,
     pub(super) header: ClientHeader,
     accepted: SystemTime,
+    /// The same moment on the monotonic clock: the test's clock starts at its first connection's.
+    accepted_at: std::time::Instant,
     /// How it was made, read as it joined its test (before this server wrote to it).
     made: landspeed_core::endpoint::ConnectFacts,
 }
@@ -101,6 +103,7 @@ impl Stream {
             socket,
             header,
             accepted: SystemTime::now(),
+            accepted_at: std::time::Instant::now(),
         }
     }
 }
@@ -454,6 +457,12 @@ fn run(
     let mut params = EngineParams::for_spec(test, None, None, o.idle_timeout);
     params.read_bins = o.iperf2_reads.or(params.read_bins);
     params.quickack = streams.iter().any(|s| s.made.quickack);
+    // Counted from the first connection, as iperf 2.1.8's server counts (not from when the
+    // streams were gathered: under load that came 80-100 ms later and cut the last interval short);
+    // a test with a scheduled start (`--txstart-time`) from that start, which it has waited for.
+    params.clock_from = (epoch.is_none())
+        .then(|| streams.iter().map(|s| s.accepted_at).min())
+        .flatten();
     params.trip_bins = o.iperf2_histograms;
     params.frames_from_bursts = plan.frames;
     // --max-rate paces the test as it paces landspeed's and iperf3's.
