@@ -459,8 +459,9 @@ fn run(
     params.quickack = streams.iter().any(|s| s.made.quickack);
     // Counted from the first connection, as iperf 2.1.8's server counts (not from when the
     // streams were gathered: under load that came 80-100 ms later and cut the last interval short);
-    // a test with a scheduled start (`--txstart-time`) from that start, which it has waited for.
-    params.clock_from = (epoch.is_none())
+    // a test with a scheduled start (`--txstart-time`) from that start, which it has waited for, and
+    // one with connections back (`-r`, `-d`) from now (`-r`'s back test follows the forward one).
+    params.clock_from = (epoch.is_none() && legs.back.is_empty())
         .then(|| streams.iter().map(|s| s.accepted_at).min())
         .flatten();
     params.trip_bins = o.iperf2_histograms;

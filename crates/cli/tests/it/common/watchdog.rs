@@ -117,6 +117,9 @@ fn descendants() -> Vec<(i32, String)> {
 fn the_watchdog_finds_the_processes_the_suite_started() {
     let mut c = std::process::Command::new("sleep").arg("30").spawn().unwrap();
     let pid = c.id() as i32;
+    // Its command line reads "sleep 30" once its exec is done; before, it may read empty (a CI run).
+    let execd = || std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c.starts_with(b"sleep"));
+    assert!(super::wait_until(std::time::Duration::from_secs(10), execd));
     let found = descendants();
     let _ = c.kill();
     let _ = c.wait();
