@@ -114,11 +114,12 @@ impl Server {
 
     /// Binds the listening socket(s): one dual-stack socket on `[::]` by default (IPv4 and IPv6), falling
     /// back to `0.0.0.0` where IPv6 is unavailable, or exactly `--bind`.
+    ///
+    /// The TLS certificate is made first (a fresh key takes tens of ms): the kernel completes a
+    /// client's handshake once the socket listens, and a test's clock may start at its accept, so
+    /// the socket listens as close as it can to the server's serving (a client started as soon as
+    /// the port listened had its test read 40-60 ms short).
     pub fn bind(opts: ServerOptions, events: EventSink) -> Result<Server, ServerError> {
-        // The certificate first (a fresh key takes tens of ms): the kernel completes a client's
-        // handshake once the socket listens, and a test's clock may start at its accept, so the
-        // listening socket comes as close as it can to the server's serving (a client started as
-        // soon as the port listened had its test read 40-60 ms short).
         let tls = ServerTls::new(opts.identity.as_ref())?;
         let listeners = match opts.bind {
             Some(ip) => vec![listen(
