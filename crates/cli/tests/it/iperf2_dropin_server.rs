@@ -528,8 +528,13 @@ fn spans(line: &str) -> Vec<(f64, f64)> {
 fn last_part(out: &str) -> Option<(f64, bool)> {
     let all: Vec<(f64, f64)> = out.lines().flat_map(spans).collect();
     let end = all.iter().filter(|s| s.0 == 0.0).map(|s| s.1).fold(0.0, f64::max);
-    let part = all.iter().any(|&(s, e)| s > 0.0 && (e - end).abs() < 1e-3);
+    let part = all.iter().any(|&span| in_last_part(span, end));
     (end > 0.0).then_some((end, part))
+}
+
+/// Whether a span is of the last interval of a test that ended at `end`.
+fn in_last_part((start, stop): (f64, f64), end: f64) -> bool {
+    start > 0.0 && (stop - end).abs() < 1e-3
 }
 
 /// `out` without the lines of its last interval.
@@ -537,7 +542,7 @@ fn cut_last_part(out: &str) -> String {
     let Some((end, _)) = last_part(out) else {
         return out.to_string();
     };
-    let last = |l: &&str| spans(l).iter().any(|&(s, e)| s > 0.0 && (e - end).abs() < 1e-3);
+    let last = |l: &&str| spans(l).into_iter().any(|span| in_last_part(span, end));
     out.lines().filter(|l| !last(l)).collect::<Vec<_>>().join("\n")
 }
 

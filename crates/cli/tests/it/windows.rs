@@ -107,18 +107,11 @@ fn wine(s: &Stage, args: &[&str]) -> Command {
 /// client lost its connection to the wineserver (`wine client error:…`, Wine's message, printed
 /// before or without landspeed running): that is Wine's plumbing failing, not the program under
 /// test, and it happened once in many CI runs (the persistent wineserver `make_stage` starts makes
-/// it rarer still). Run once more too if it did not end within 120 s (a 1 s test under Wine that
-/// hung, what it printed so far said, once in many CI runs: `TCP, 2 streams`, cause not found); a
-/// command that hangs twice fails. Any other failure is the test's to judge.
+/// it rarer still). Run once more too if it did not end within 120 s (a 1 s `TCP, 2 streams` test
+/// under Wine hung once in many CI runs, cause not found); a command that hangs twice fails. Any other failure is the test's to judge.
 fn run_wine(s: &Stage, args: &[&str], what: &str) -> Output {
-    let spawn = || {
-        wine(s, args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("{what}: {e}"))
-    };
-    let (o, hung) = common::wait_output_or_kill(spawn(), Duration::from_secs(120));
+    let child = common::spawn_captured(&mut wine(s, args), what);
+    let (o, hung) = common::wait_output_or_kill(child, Duration::from_secs(120));
     let stderr = String::from_utf8_lossy(&o.stderr).trim().to_string();
     if !hung && (o.status.success() || !stderr.contains("wine client error:")) {
         return o;

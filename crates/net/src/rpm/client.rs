@@ -386,7 +386,7 @@ fn spawn_lgc(
 /// The least the large object holds by the draft's server specification ("at least 8GB"): a
 /// download body that ends cleanly having carried this much was the whole object, and is asked for
 /// again on the same connection; one that ends sooner was the server ending the load.
-pub(crate) const WHOLE_OBJECT_BYTES: u64 = 8_000_000_000;
+const WHOLE_OBJECT_BYTES: u64 = 8_000_000_000;
 
 /// One load until it fails or ends (an error either way: a load outlasts its direction).
 async fn run_load(dir: RpmDirection, t: &Target, http1: bool, shared: &Arc<Shared>) -> Result<(), String> {

@@ -890,12 +890,16 @@ impl Drop for Iperf3Server {
 /// Runs `cmd` (another program: a cross-built landspeed under qemu or Wine, rpm, podman) to its end,
 /// its output captured; panics naming `what` if it cannot start or runs past 120 s.
 pub fn captured(cmd: &mut Command, what: &str) -> Output {
-    let child = cmd
-        .stdout(Stdio::piped())
+    wait_output(spawn_captured(cmd, what), Duration::from_secs(120))
+        .unwrap_or_else(|| panic!("{what}: no end in 120 s"))
+}
+
+/// `cmd` started with its output piped, or a panic naming `what`.
+pub fn spawn_captured(cmd: &mut Command, what: &str) -> Child {
+    cmd.stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .unwrap_or_else(|e| panic!("{what}: {e}"));
-    wait_output(child, Duration::from_secs(120)).unwrap_or_else(|| panic!("{what}: no end in 120 s"))
+        .unwrap_or_else(|e| panic!("{what}: {e}"))
 }
 
 /// Whether something listens on TCP `port` (Linux's /proc tables; probing by binding could steal it).
